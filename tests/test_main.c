@@ -1,0 +1,23 @@
+// The test program: one translation unit with the implementation, every test file, and the table.
+//     make test            all tests (GPU tests skip without a device)
+//     tests/run_tests NAME only the tests whose name contains NAME
+#define FAT5_IMPLEMENTATION
+#include "../fat5.h"
+#include "fat5_test.h"
+
+#include <sys/stat.h>
+#include <dirent.h>
+
+#include "test_io.c"
+#include "test_cpu_ops.c"
+#include "test_model.c"
+
+static const fat5_test_case fat5_cases[] = {
+    FAT5_TESTS_IO(FAT5_TEST_ENTRY)
+    FAT5_TESTS_CPU_OPS(FAT5_TEST_ENTRY)
+    FAT5_TESTS_MODEL(FAT5_TEST_ENTRY)
+};
+
+int main(int argc, char **argv) {
+    return fat5_test_main(fat5_cases, sizeof fat5_cases / sizeof fat5_cases[0], argc, argv);
+}

@@ -1,0 +1,682 @@
+// Whole model on the CPU: config parsing, Hugging Face parity (fixtures from
+// tools/make_reference.py), finite differences of every parameter gradient, packing, round trips
+// and bad input.
+
+#ifndef FAT5_TEST_DATA
+#define FAT5_TEST_DATA "tests/data"
+#endif
+
+static char *tm_read(fat5_test *T, const char *path, size_t *len) {
+    char *buf = NULL;
+    if (fat5__read_file(fat5_test_ctx(T), path, (size_t)64 << 20, &buf, len) != FAT5_OK) return NULL;
+    return buf;
+}
+
+static int tm_contains(fat5_test *T, const char *needle) {
+    return strstr(fat5_last_error(fat5_test_ctx(T)), needle) != NULL;
+}
+
+#define TM_EXPECT_ERR(T, call, status, needle)                                                        \
+    do {                                                                                              \
+        fat5_status s_ = (call);                                                                      \
+        FAT5_CHECK_MSG(T, s_ == (status), "%s -> %s, want %s (%s)", #call, fat5_status_string(s_),   \
+                       fat5_status_string(status), fat5_last_error(fat5_test_ctx(T)));                \
+        FAT5_CHECK_MSG(T, tm_contains(T, needle), "message '%s' does not mention '%s'",              \
+                       fat5_last_error(fat5_test_ctx(T)), needle);                                    \
+    } while (0)
+
+static fat5_status tm_cfg(fat5_test *T, const char *json, fat5_model_config *c) {
+    return fat5_model_config_from_json(fat5_test_ctx(T), json, strlen(json), c);
+}
+
+static void t_config_defaults(fat5_test *T) {
+    fat5_model_config c;
+    // a t5-small style file: no feed_forward_proj, no relative_attention_max_distance
+    FAT5_REQUIRE_OK(T, tm_cfg(T, "{\"d_model\": 512, \"num_heads\": 8, \"model_type\": \"t5\"}", &c));
+    FAT5_CHECK(T, c.vocab_size == 32128 && c.d_kv == 64 && c.d_ff == 2048 && c.num_layers == 6);
+    FAT5_CHECK(T, c.num_decoder_layers == 6 && c.rel_buckets == 32 && c.rel_max_distance == 128);
+    FAT5_CHECK(T, c.act == FAT5_ACT_RELU && !c.gated && c.tie_word_embeddings && c.scale_decoder_outputs);
+    FAT5_CHECK(T, c.layer_norm_eps == 1e-6 && c.pad_token_id == 0 && c.eos_token_id == 1);
+    // FLAN / v1.1: gated-gelu is the tanh GELU, untied, unscaled
+    FAT5_REQUIRE_OK(T, tm_cfg(T, "{\"feed_forward_proj\": \"gated-gelu\", \"tie_word_embeddings\": false,"
+                                 "\"num_decoder_layers\": null, \"num_layers\": 8}", &c));
+    FAT5_CHECK(T, c.act == FAT5_ACT_GELU_TANH && c.gated && !c.tie_word_embeddings && !c.scale_decoder_outputs);
+    FAT5_CHECK(T, c.num_decoder_layers == 8);
+    // ByT5-small shape: 12 encoder, 4 decoder layers
+    FAT5_REQUIRE_OK(T, tm_cfg(T, "{\"d_model\": 1472, \"d_ff\": 3584, \"num_heads\": 6, \"num_layers\": 12,"
+                                 "\"num_decoder_layers\": 4, \"vocab_size\": 384, \"feed_forward_proj\": \"gated-gelu\","
+                                 "\"tie_word_embeddings\": false}", &c));
+    FAT5_CHECK(T, c.num_layers == 12 && c.num_decoder_layers == 4 && c.vocab_size == 384);
+    FAT5_REQUIRE_OK(T, tm_cfg(T, "{\"feed_forward_proj\": \"gated-silu\"}", &c));
+    FAT5_CHECK(T, c.act == FAT5_ACT_SILU && c.gated);
+    FAT5_REQUIRE_OK(T, tm_cfg(T, "{\"feed_forward_proj\": \"gelu\"}", &c));
+    FAT5_CHECK(T, c.act == FAT5_ACT_GELU && !c.gated);
+    // UMT5: a table in every layer; mT5 vocabulary
+    FAT5_REQUIRE_OK(T, tm_cfg(T, "{\"model_type\": \"umt5\", \"tie_word_embeddings\": false}", &c));
+    FAT5_CHECK(T, c.bias_every_layer && c.vocab_size == 250112 && c.gated && c.act == FAT5_ACT_GELU_TANH);
+    // transformers 5.x: scale_decoder_outputs wins over tie_word_embeddings
+    FAT5_REQUIRE_OK(T, tm_cfg(T, "{\"tie_word_embeddings\": true, \"scale_decoder_outputs\": false}", &c));
+    FAT5_CHECK(T, c.tie_word_embeddings && !c.scale_decoder_outputs);
+    // H * d_kv != d_model and odd bucket settings are fine
+    FAT5_REQUIRE_OK(T, tm_cfg(T, "{\"d_model\": 1024, \"d_kv\": 128, \"num_heads\": 32,"
+                                 "\"relative_attention_num_buckets\": 64, \"relative_attention_max_distance\": 256}", &c));
+    FAT5_CHECK(T, c.num_heads * c.d_kv == 4096 && c.rel_buckets == 64 && c.rel_max_distance == 256);
+}
+
+static void t_config_rejects(fat5_test *T) {
+    fat5_model_config c;
+    TM_EXPECT_ERR(T, tm_cfg(T, "{\"num_experts\": 8}", &c), FAT5_ERR_UNSUPPORTED, "num_experts");
+    TM_EXPECT_ERR(T, tm_cfg(T, "{\"model_type\": \"bart\"}", &c), FAT5_ERR_UNSUPPORTED, "bart");
+    TM_EXPECT_ERR(T, tm_cfg(T, "{\"feed_forward_proj\": \"gated-gelu\", \"is_gated_act\": false}", &c),
+                  FAT5_ERR_FORMAT, "is_gated_act");
+    TM_EXPECT_ERR(T, tm_cfg(T, "{\"feed_forward_proj\": \"relu\", \"dense_act_fn\": \"gelu_new\"}", &c),
+                  FAT5_ERR_FORMAT, "dense_act_fn");
+    TM_EXPECT_ERR(T, tm_cfg(T, "{\"feed_forward_proj\": \"gated-mish\"}", &c), FAT5_ERR_UNSUPPORTED, "mish");
+    TM_EXPECT_ERR(T, tm_cfg(T, "{\"feed_forward_proj\": \"double-gated-gelu\"}", &c), FAT5_ERR_FORMAT,
+                  "feed_forward_proj");
+    TM_EXPECT_ERR(T, tm_cfg(T, "{\"d_model\": 0}", &c), FAT5_ERR_UNSUPPORTED, "d_model");
+    TM_EXPECT_ERR(T, tm_cfg(T, "{\"d_model\": \"512\"}", &c), FAT5_ERR_FORMAT, "d_model");
+    TM_EXPECT_ERR(T, tm_cfg(T, "{\"num_heads\": 2.5}", &c), FAT5_ERR_FORMAT, "num_heads");
+    TM_EXPECT_ERR(T, tm_cfg(T, "{\"relative_attention_num_buckets\": 32, \"relative_attention_max_distance\": 8}", &c),
+                  FAT5_ERR_UNSUPPORTED, "relative_attention_max_distance");
+    TM_EXPECT_ERR(T, tm_cfg(T, "{\"is_encoder_decoder\": false}", &c), FAT5_ERR_UNSUPPORTED, "is_encoder_decoder");
+    TM_EXPECT_ERR(T, tm_cfg(T, "{\"architectures\": [\"T5EncoderModel\"]}", &c), FAT5_ERR_UNSUPPORTED, "decoder");
+    TM_EXPECT_ERR(T, tm_cfg(T, "{\"vocab_size\": 10, \"pad_token_id\": 10}", &c), FAT5_ERR_UNSUPPORTED, "pad_token_id");
+    TM_EXPECT_ERR(T, tm_cfg(T, "[1, 2]", &c), FAT5_ERR_FORMAT, "object");
+    TM_EXPECT_ERR(T, tm_cfg(T, "{\"d_model\": 512,}", &c), FAT5_ERR_FORMAT, "config.json");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hugging Face fixtures
+
+static fat5_status tm_load_batch(fat5_test *T, const char *dir, fat5_batch *b) {
+    char path[1024];
+    size_t len;
+    char *text;
+    fat5_status st;
+    snprintf(path, sizeof path, "%s/batch.json", dir);
+    text = tm_read(T, path, &len);
+    if (!text) return FAT5_ERR_IO;
+    st = fat5_batch_from_json(fat5_test_ctx(T), text, len, b);
+    fat5__free(fat5_test_ctx(T), text);
+    return st;
+}
+
+static float *tm_read_tensor(fat5_test *T, fat5_st_file *f, const char *name, int64_t *numel) {
+    int i = fat5_st_find(f, name), d;
+    const fat5_st_tensor *t;
+    int64_t n = 1;
+    float *p;
+    if (i < 0) return NULL;
+    t = fat5_st_get(f, i);
+    for (d = 0; d < t->ndim; d++) n *= t->shape[d];
+    p = (float *)malloc((size_t)(n ? n : 1) * sizeof(float));
+    if (!p || fat5_st_read_f32(f, i, p, n) != FAT5_OK) {
+        free(p);
+        FAT5_CHECK_MSG(T, 0, "cannot read %s", name);
+        return NULL;
+    }
+    *numel = n;
+    return p;
+}
+
+static double tm_max_abs(const float *x, int64_t n) {
+    double m = 0;
+    int64_t i;
+    for (i = 0; i < n; i++) if (fabs(x[i]) > m) m = fabs(x[i]);
+    return m;
+}
+
+// Loads fixture `name`, runs forward + backward, and compares logits, losses and every gradient.
+static void tm_hf_parity(fat5_test *T, const char *name) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    char dir[512], path[600];
+    fat5_model *m = NULL;
+    fat5_batch b;
+    fat5_st_file *ref = NULL;
+    fat5_forward_result r;
+    fat5_loss_config lc = fat5_loss_config_default();
+    float *logits = NULL, *want = NULL, *g = NULL, *lref;
+    int64_t n = 0, nl = 0;
+    int i;
+    snprintf(dir, sizeof dir, "%s/%s", FAT5_TEST_DATA, name);
+    snprintf(path, sizeof path, "%s/reference.safetensors", dir);
+    FAT5_REQUIRE_OK(T, fat5_model_load(ctx, dir, &m));
+    memset(&b, 0, sizeof b);
+    if (tm_load_batch(T, dir, &b) != FAT5_OK || fat5_st_open(ctx, path, &ref) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "fixture %s: %s", name, fat5_last_error(ctx));
+        goto done;
+    }
+    if (fat5_model_forward(m, &b, &lc, &r) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "forward: %s", fat5_last_error(ctx));
+        goto done;
+    }
+    want = tm_read_tensor(T, ref, "logits", &n);
+    if (!want) goto done;
+    FAT5_CHECK(T, n == b.dec_cu_seqlens[b.n_seq] * m->cfg.vocab_size);
+    logits = (float *)malloc((size_t)n * sizeof(float));
+    if (logits && fat5_model_get_logits(m, logits, n) == FAT5_OK)
+        fat5_check_close(T, "logits", logits, want, (size_t)n, 1e-5, 1e-4);
+    lref = tm_read_tensor(T, ref, "loss", &nl);
+    if (lref) {
+        FAT5_CHECK_MSG(T, fabs(r.loss - lref[0]) <= 1e-4 * fabs(lref[0]), "loss %.9g, transformers %.9g", r.loss,
+                       (double)lref[0]);
+        free(lref);
+    }
+    // gradients of the plain loss
+    fat5_model_zero_grad(m);
+    if (fat5_model_backward(m, 1.0f) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "backward: %s", fat5_last_error(ctx));
+        goto done;
+    }
+    for (i = 0; i < m->n_params; i++) {
+        char gname[160];
+        int64_t gn = 0;
+        float *mine;
+        snprintf(gname, sizeof gname, "grad.%s", m->params[i].name);
+        free(g);
+        g = tm_read_tensor(T, ref, gname, &gn);
+        FAT5_CHECK_MSG(T, g != NULL, "fixture has no %s", gname);
+        if (!g) continue;
+        mine = (float *)malloc((size_t)gn * sizeof(float));
+        if (!mine) break;
+        fat5_model_get_grad(m, m->params[i].name, mine, gn);
+        // 1e-3 relative per element, with a floor at 1e-5 of the tensor's largest gradient
+        fat5_check_close(T, gname, mine, g, (size_t)gn, 1e-5 * tm_max_abs(g, gn) + 1e-9, 1e-3);
+        free(mine);
+    }
+    // z-loss and label smoothing, checked against torch's own label-smoothed cross-entropy
+    lc.z_loss = 1e-3;
+    lc.label_smoothing = 0.1;
+    if (fat5_model_forward(m, &b, &lc, &r) == FAT5_OK && (lref = tm_read_tensor(T, ref, "loss_zs", &nl)) != NULL) {
+        FAT5_CHECK_MSG(T, fabs(r.loss - lref[0]) <= 1e-4 * fabs(lref[0]), "loss_zs %.9g, torch %.9g", r.loss,
+                       (double)lref[0]);
+        free(lref);
+    }
+done:
+    free(g);
+    free(logits);
+    free(want);
+    fat5_st_close(ref);
+    fat5_batch_free(ctx, &b);
+    fat5_model_destroy(m);
+}
+
+static void t_hf_t5_v10_relu_tied(fat5_test *T) { tm_hf_parity(T, "t5_v10_relu_tied"); }
+static void t_hf_t5_v11_gated_gelu_untied(fat5_test *T) { tm_hf_parity(T, "t5_v11_gated_gelu_untied"); }
+static void t_hf_umt5_gated_silu(fat5_test *T) { tm_hf_parity(T, "umt5_gated_silu"); }
+
+// ---------------------------------------------------------------------------------------------
+// tiny random models
+
+static fat5_model_config tm_tiny_config(int gated, int tied, int umt5) {
+    fat5_model_config c = fat5_model_config_default();
+    c.vocab_size = 13;
+    c.d_model = 8;
+    c.d_kv = 3;
+    c.num_heads = 2;
+    c.d_ff = 10;
+    c.num_layers = 2;
+    c.num_decoder_layers = 2;
+    c.rel_buckets = 8;
+    c.rel_max_distance = 10;
+    c.gated = gated;
+    c.act = gated ? FAT5_ACT_GELU_TANH : FAT5_ACT_RELU;
+    c.tie_word_embeddings = tied;
+    c.scale_decoder_outputs = tied;
+    c.bias_every_layer = umt5;
+    if (umt5) memcpy(c.model_type, "umt5", 5);
+    return c;
+}
+
+// three sequences of different lengths, one with a single decoder token, -100 inside
+static const int32_t tm_enc_tok[] = {3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 2, 1, 5, 7, 9, 11, 3, 1, 4};
+static const int32_t tm_enc_cu[] = {0, 12, 13, 19};
+static const int32_t tm_labels[] = {5, 6, -100, 8, 9, 10, 11, 12, 1, 4, 3, 2, -100, 1};
+static const int32_t tm_dec_cu[] = {0, 9, 10, 14};
+
+static fat5_batch tm_batch(void) {
+    fat5_batch b;
+    memset(&b, 0, sizeof b);
+    b.n_seq = 3;
+    b.enc_tokens = tm_enc_tok;
+    b.enc_cu_seqlens = tm_enc_cu;
+    b.labels = tm_labels;
+    b.dec_cu_seqlens = tm_dec_cu;
+    return b;
+}
+
+typedef struct tm_fd { fat5_model *m; fat5_batch b; fat5_loss_config lc; } tm_fd;
+static double tm_fd_loss(void *u) {
+    tm_fd *a = (tm_fd *)u;
+    fat5_forward_result r;
+    if (fat5_model_forward(a->m, &a->b, &a->lc, &r) != FAT5_OK) return NAN;
+    return r.loss;
+}
+
+// every parameter's gradient against central differences of the whole model's loss
+static void tm_model_fd(fat5_test *T, int gated, int tied, int umt5) {
+    fat5_model_config c = tm_tiny_config(gated, tied, umt5);
+    tm_fd a;
+    float *g;
+    int i, kinks = 0, checked = 0;
+    FAT5_REQUIRE_OK(T, fat5_model_create(fat5_test_ctx(T), &c, 11, &a.m));
+    a.b = tm_batch();
+    a.lc.z_loss = 1e-2;
+    a.lc.label_smoothing = 0.1;
+    // norms away from 1 so their gradients matter
+    for (i = 0; i < a.m->n_params; i++)
+        if (strstr(a.m->params[i].name, "layer_norm")) {
+            fat5_rng r = fat5_rng_init((uint64_t)i);
+            size_t j;
+            for (j = 0; j < a.m->params[i].numel; j++) a.m->w[a.m->params[i].offset + j] += (float)(0.3 * fat5_rng_normal(&r));
+        }
+    tm_fd_loss(&a);
+    fat5_model_zero_grad(a.m);
+    FAT5_REQUIRE_OK(T, fat5_model_backward(a.m, 1.0f));
+    g = (float *)malloc(a.m->n_floats * sizeof(float));
+    FAT5_REQUIRE(T, g != NULL);
+    memcpy(g, a.m->g, a.m->n_floats * sizeof(float));
+    for (i = 0; i < a.m->n_params; i++) {
+        const fat5__param *p = &a.m->params[i];
+        if (gated)
+            tc_fd_check(T, p->name, a.m->w + p->offset, p->numel, g + p->offset, tm_fd_loss, &a, 1e-3, 2e-4, 2e-3);
+        else  // ReLU: an element whose step crosses a kink has no derivative to compare
+            tc_fd_check_kinks(T, p->name, a.m->w + p->offset, p->numel, g + p->offset, tm_fd_loss, &a, 1e-3, 2e-4,
+                              2e-3, &kinks, &checked);
+    }
+    FAT5_CHECK_MSG(T, kinks * 20 <= checked, "%d of %d elements sat on a ReLU kink", kinks, checked);
+    free(g);
+    fat5_model_destroy(a.m);
+}
+static void t_model_fd_gated(fat5_test *T) { tm_model_fd(T, 1, 0, 0); }
+static void t_model_fd_relu_tied(fat5_test *T) { tm_model_fd(T, 0, 1, 0); }
+static void t_model_fd_umt5(fat5_test *T) { tm_model_fd(T, 1, 0, 1); }
+
+// A packed batch gives each sequence the logits it gets alone: nothing crosses a boundary and
+// positions restart at every sequence.
+static void t_packing_isolation(fat5_test *T) {
+    fat5_model_config c = tm_tiny_config(1, 0, 0);
+    fat5_model *m = NULL;
+    fat5_batch b = tm_batch();
+    int64_t V = c.vocab_size, s;
+    float *all = (float *)malloc(14 * (size_t)V * sizeof(float)), *one = (float *)malloc(14 * (size_t)V * sizeof(float));
+    FAT5_REQUIRE(T, all && one);
+    FAT5_REQUIRE_OK(T, fat5_model_create(fat5_test_ctx(T), &c, 5, &m));
+    FAT5_REQUIRE_OK(T, fat5_model_forward(m, &b, NULL, NULL));
+    FAT5_REQUIRE_OK(T, fat5_model_get_logits(m, all, 14 * V));
+    for (s = 0; s < 3; s++) {
+        fat5_batch bs;
+        int32_t ecu[2], dcu[2];
+        int64_t nd = tm_dec_cu[s + 1] - tm_dec_cu[s];
+        char what[32];
+        ecu[0] = 0; ecu[1] = tm_enc_cu[s + 1] - tm_enc_cu[s];
+        dcu[0] = 0; dcu[1] = (int32_t)nd;
+        memset(&bs, 0, sizeof bs);
+        bs.n_seq = 1;
+        bs.enc_tokens = tm_enc_tok + tm_enc_cu[s];
+        bs.enc_cu_seqlens = ecu;
+        bs.labels = tm_labels + tm_dec_cu[s];
+        bs.dec_cu_seqlens = dcu;
+        FAT5_REQUIRE_OK(T, fat5_model_forward(m, &bs, NULL, NULL));
+        FAT5_REQUIRE_OK(T, fat5_model_get_logits(m, one, nd * V));
+        snprintf(what, sizeof what, "sequence %d", (int)s);
+        fat5_check_close(T, what, one, all + tm_dec_cu[s] * V, (size_t)(nd * V), 1e-6, 1e-5);
+    }
+    free(all);
+    free(one);
+    fat5_model_destroy(m);
+}
+
+static int tm_files_equal(fat5_test *T, const char *a, const char *b) {
+    size_t la, lb;
+    char *x = tm_read(T, a, &la), *y = tm_read(T, b, &lb);
+    int eq = x && y && la == lb && memcmp(x, y, la) == 0;
+    fat5__free(fat5_test_ctx(T), x);
+    fat5__free(fat5_test_ctx(T), y);
+    return eq;
+}
+
+// save -> load gives identical parameters and logits; saving twice gives identical bytes
+static void t_save_load_roundtrip(fat5_test *T) {
+    static const char *const fixtures[] = {"t5_v10_relu_tied", "t5_v11_gated_gelu_untied", "umt5_gated_silu"};
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    int k;
+    for (k = 0; k < 3; k++) {
+        char src[512], d1[600], d2[600], p1[700], p2[700];
+        fat5_model *a = NULL, *b = NULL, *c = NULL;
+        fat5_batch bt;
+        int64_t n;
+        float *la, *lb;
+        snprintf(src, sizeof src, "%s/%s", FAT5_TEST_DATA, fixtures[k]);
+        snprintf(d1, sizeof d1, "%s/a%d", fat5_test_tmpdir(T), k);
+        snprintf(d2, sizeof d2, "%s/b%d", fat5_test_tmpdir(T), k);
+        FAT5_REQUIRE_OK(T, fat5_model_load(ctx, src, &a));
+        FAT5_REQUIRE_OK(T, fat5_model_save(a, d1));
+        FAT5_REQUIRE_OK(T, fat5_model_load(ctx, d1, &b));
+        FAT5_REQUIRE_OK(T, fat5_model_save(b, d2));
+        FAT5_REQUIRE_OK(T, fat5_model_load(ctx, d2, &c));
+        FAT5_CHECK(T, a->n_floats == b->n_floats && memcmp(a->w, b->w, a->n_floats * sizeof(float)) == 0);
+        FAT5_CHECK(T, memcmp(&a->cfg, &b->cfg, sizeof a->cfg) == 0 && memcmp(&a->cfg, &c->cfg, sizeof a->cfg) == 0);
+        snprintf(p1, sizeof p1, "%s/model.safetensors", d1);
+        snprintf(p2, sizeof p2, "%s/model.safetensors", d2);
+        FAT5_CHECK_MSG(T, tm_files_equal(T, p1, p2), "%s: model.safetensors differs after a second save", fixtures[k]);
+        snprintf(p1, sizeof p1, "%s/config.json", d1);
+        snprintf(p2, sizeof p2, "%s/config.json", d2);
+        FAT5_CHECK_MSG(T, tm_files_equal(T, p1, p2), "%s: config.json differs after a second save", fixtures[k]);
+        memset(&bt, 0, sizeof bt);
+        if (tm_load_batch(T, src, &bt) == FAT5_OK) {
+            n = bt.dec_cu_seqlens[bt.n_seq] * a->cfg.vocab_size;
+            la = (float *)malloc((size_t)n * sizeof(float));
+            lb = (float *)malloc((size_t)n * sizeof(float));
+            if (la && lb && fat5_model_forward(a, &bt, NULL, NULL) == FAT5_OK && fat5_model_get_logits(a, la, n) == 0 &&
+                fat5_model_forward(c, &bt, NULL, NULL) == FAT5_OK && fat5_model_get_logits(c, lb, n) == 0)
+                FAT5_CHECK_MSG(T, memcmp(la, lb, (size_t)n * sizeof(float)) == 0, "%s: logits differ after reload",
+                               fixtures[k]);
+            else
+                FAT5_CHECK_MSG(T, 0, "forward failed: %s", fat5_last_error(ctx));
+            free(la);
+            free(lb);
+            fat5_batch_free(ctx, &bt);
+        }
+        fat5_model_destroy(a);
+        fat5_model_destroy(b);
+        fat5_model_destroy(c);
+    }
+}
+
+// A model made here with fat5_model_create survives save -> load too (tied and UMT5 layouts).
+static void t_create_save_load(fat5_test *T) {
+    int k;
+    for (k = 0; k < 3; k++) {
+        fat5_model_config c = tm_tiny_config(k != 1, k == 1, k == 2);
+        fat5_model *a = NULL, *b = NULL;
+        char d[600];
+        snprintf(d, sizeof d, "%s/m%d", fat5_test_tmpdir(T), k);
+        FAT5_REQUIRE_OK(T, fat5_model_create(fat5_test_ctx(T), &c, 3, &a));
+        FAT5_REQUIRE_OK(T, fat5_model_save(a, d));
+        FAT5_REQUIRE_OK(T, fat5_model_load(fat5_test_ctx(T), d, &b));
+        FAT5_CHECK(T, memcmp(&a->cfg, &b->cfg, sizeof a->cfg) == 0);
+        FAT5_CHECK(T, a->n_floats == b->n_floats && memcmp(a->w, b->w, a->n_floats * sizeof(float)) == 0);
+        fat5_model_destroy(a);
+        fat5_model_destroy(b);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// bad batches, one test each
+
+static fat5_model *tm_tiny(fat5_test *T) {
+    fat5_model_config c = tm_tiny_config(1, 0, 0);
+    fat5_model *m = NULL;
+    if (fat5_model_create(fat5_test_ctx(T), &c, 1, &m) != FAT5_OK) return NULL;
+    return m;
+}
+
+static void t_batch_token_out_of_vocab(fat5_test *T) {
+    fat5_model *m = tm_tiny(T);
+    fat5_batch b = tm_batch();
+    int32_t tok[19];
+    FAT5_REQUIRE(T, m != NULL);
+    memcpy(tok, tm_enc_tok, sizeof tok);
+    tok[4] = 13;  // vocab_size
+    b.enc_tokens = tok;
+    TM_EXPECT_ERR(T, fat5_model_forward(m, &b, NULL, NULL), FAT5_ERR_INVALID_ARG, "vocab_size");
+    tok[4] = -1;
+    TM_EXPECT_ERR(T, fat5_model_forward(m, &b, NULL, NULL), FAT5_ERR_INVALID_ARG, "encoder token 4");
+    b = tm_batch();
+    {
+        int32_t lab[14];
+        memcpy(lab, tm_labels, sizeof lab);
+        lab[3] = 99;
+        b.labels = lab;
+        TM_EXPECT_ERR(T, fat5_model_forward(m, &b, NULL, NULL), FAT5_ERR_INVALID_ARG, "label 3");
+    }
+    fat5_model_destroy(m);
+}
+
+static void t_batch_negative_length(fat5_test *T) {
+    fat5_model *m = tm_tiny(T);
+    fat5_batch b = tm_batch();
+    static const int32_t bad_cu[] = {0, 12, 10, 19};
+    FAT5_REQUIRE(T, m != NULL);
+    b.enc_cu_seqlens = bad_cu;
+    TM_EXPECT_ERR(T, fat5_model_forward(m, &b, NULL, NULL), FAT5_ERR_INVALID_ARG, "negative");
+    fat5_model_destroy(m);
+}
+
+static void t_batch_empty(fat5_test *T) {
+    fat5_model *m = tm_tiny(T);
+    fat5_batch b = tm_batch();
+    fat5_batch e;
+    FAT5_REQUIRE(T, m != NULL);
+    b.n_seq = 0;
+    TM_EXPECT_ERR(T, fat5_model_forward(m, &b, NULL, NULL), FAT5_ERR_INVALID_ARG, "empty");
+    {
+        const char *js = "{\"inputs\": [], \"labels\": []}";
+        FAT5_REQUIRE_OK(T, fat5_batch_from_json(fat5_test_ctx(T), js, strlen(js), &e));
+    }
+    TM_EXPECT_ERR(T, fat5_model_forward(m, &e, NULL, NULL), FAT5_ERR_INVALID_ARG, "empty");
+    fat5_batch_free(fat5_test_ctx(T), &e);
+    // a sequence with no encoder tokens has nothing to cross-attend to
+    {
+        static const int32_t cu[] = {0, 12, 12, 19};
+        b = tm_batch();
+        b.enc_cu_seqlens = cu;
+        TM_EXPECT_ERR(T, fat5_model_forward(m, &b, NULL, NULL), FAT5_ERR_INVALID_ARG, "no encoder tokens");
+    }
+    TM_EXPECT_ERR(T, fat5_model_backward(m, 1.0f), FAT5_ERR_STATE, "no forward");
+    fat5_model_destroy(m);
+}
+
+static void t_batch_json_rejects(fat5_test *T) {
+    fat5_batch b;
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    const char *s;
+    s = "{\"inputs\": [[1, 2]], \"labels\": [[3], [4]]}";
+    TM_EXPECT_ERR(T, fat5_batch_from_json(ctx, s, strlen(s), &b), FAT5_ERR_FORMAT, "rows");
+    s = "{\"inputs\": [[1, -100]], \"labels\": [[3]]}";
+    TM_EXPECT_ERR(T, fat5_batch_from_json(ctx, s, strlen(s), &b), FAT5_ERR_FORMAT, "inputs");
+    s = "{\"inputs\": [[1, 2.5]], \"labels\": [[3]]}";
+    TM_EXPECT_ERR(T, fat5_batch_from_json(ctx, s, strlen(s), &b), FAT5_ERR_FORMAT, "token id");
+    s = "{\"inputs\": [[1]], \"labelz\": [[3]]}";
+    TM_EXPECT_ERR(T, fat5_batch_from_json(ctx, s, strlen(s), &b), FAT5_ERR_FORMAT, "labelz");
+    s = "{\"inputs\": [[1]], \"labels\": [[3, -7]]}";
+    TM_EXPECT_ERR(T, fat5_batch_from_json(ctx, s, strlen(s), &b), FAT5_ERR_FORMAT, "labels");
+    s = "{\"inputs\": [[1, 2]], \"labels\": [[-100, 3]]}";
+    FAT5_REQUIRE_OK(T, fat5_batch_from_json(ctx, s, strlen(s), &b));
+    FAT5_CHECK(T, b.n_seq == 1 && b.enc_cu_seqlens[1] == 2 && b.labels[0] == -100 && b.dec_cu_seqlens[1] == 2);
+    fat5_batch_free(ctx, &b);
+}
+
+// ---------------------------------------------------------------------------------------------
+// bad checkpoints: each writes a directory that differs from a good one in one way
+
+// writes config.json (text) and model.safetensors (the model's tensors minus `drop`, with `reshape`
+// given a wrong first dimension) into dir
+static void tm_write_ckpt(fat5_test *T, fat5_model *m, const char *dir, const char *config_json, const char *drop,
+                          const char *reshape) {
+    fat5_st_write_tensor *t = (fat5_st_write_tensor *)calloc((size_t)m->n_params, sizeof *t);
+    char path[700];
+    int i, n = 0;
+    const char *meta[2];
+    meta[0] = "format";
+    meta[1] = "pt";
+    if (!t) return;
+    mkdir(dir, 0777);
+    for (i = 0; i < m->n_params; i++) {
+        if (drop && strcmp(drop, m->params[i].name) == 0) continue;
+        t[n].name = m->params[i].name;
+        t[n].ndim = m->params[i].ndim;
+        t[n].shape[0] = m->params[i].shape[0];
+        t[n].shape[1] = m->params[i].shape[1];
+        if (reshape && strcmp(reshape, m->params[i].name) == 0) {
+            t[n].shape[0] = 1;
+            t[n].shape[1] = (int64_t)m->params[i].numel;
+            t[n].ndim = 2;
+        }
+        t[n].data = m->w + m->params[i].offset;
+        n++;
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FAT5_CHECK(T, fat5_st_write(fat5_test_ctx(T), path, t, n, meta, 1) == FAT5_OK);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FAT5_CHECK(T, fat5_write_file_atomic(fat5_test_ctx(T), path, config_json, strlen(config_json)) == FAT5_OK);
+    free(t);
+}
+
+static fat5_model *tm_tiny_with_json(fat5_test *T, char **json) {
+    fat5_model *m = tm_tiny(T);
+    size_t len;
+    if (m && fat5_model_config_to_json(fat5_test_ctx(T), &m->cfg, json, &len) != FAT5_OK) {
+        fat5_model_destroy(m);
+        return NULL;
+    }
+    return m;
+}
+
+static void t_ckpt_missing_tensor(fat5_test *T) {
+    char *json = NULL, dir[600];
+    fat5_model *m = tm_tiny_with_json(T, &json), *l = NULL;
+    FAT5_REQUIRE(T, m != NULL);
+    snprintf(dir, sizeof dir, "%s/ck", fat5_test_tmpdir(T));
+    tm_write_ckpt(T, m, dir, json, "decoder.block.1.layer.2.DenseReluDense.wi_1.weight", NULL);
+    TM_EXPECT_ERR(T, fat5_model_load(fat5_test_ctx(T), dir, &l), FAT5_ERR_FORMAT,
+                  "missing tensor 'decoder.block.1.layer.2.DenseReluDense.wi_1.weight'");
+    FAT5_CHECK(T, l == NULL);
+    fat5__free(fat5_test_ctx(T), json);
+    fat5_model_destroy(m);
+}
+
+static void t_ckpt_shape_mismatch(fat5_test *T) {
+    char *json = NULL, dir[600];
+    fat5_model *m = tm_tiny_with_json(T, &json), *l = NULL;
+    FAT5_REQUIRE(T, m != NULL);
+    snprintf(dir, sizeof dir, "%s/ck", fat5_test_tmpdir(T));
+    tm_write_ckpt(T, m, dir, json, NULL, "encoder.block.0.layer.0.SelfAttention.k.weight");
+    TM_EXPECT_ERR(T, fat5_model_load(fat5_test_ctx(T), dir, &l), FAT5_ERR_FORMAT, "config.json implies [6, 8]");
+    fat5__free(fat5_test_ctx(T), json);
+    fat5_model_destroy(m);
+}
+
+static void t_ckpt_config_mismatch(fat5_test *T) {
+    char *json = NULL, dir[600], *p;
+    fat5_model *m = tm_tiny_with_json(T, &json), *l = NULL;
+    FAT5_REQUIRE(T, m != NULL);
+    p = strstr(json, "\"d_ff\": 10");
+    FAT5_REQUIRE(T, p != NULL);
+    p[9] = '2';  // d_ff 12 in config.json, 10 in the tensors
+    snprintf(dir, sizeof dir, "%s/ck", fat5_test_tmpdir(T));
+    tm_write_ckpt(T, m, dir, json, NULL, NULL);
+    TM_EXPECT_ERR(T, fat5_model_load(fat5_test_ctx(T), dir, &l), FAT5_ERR_FORMAT, "implies [12, 8]");
+    fat5__free(fat5_test_ctx(T), json);
+    fat5_model_destroy(m);
+}
+
+static void t_ckpt_wrong_dtype(fat5_test *T) {
+    // a checkpoint whose shared.weight is stored as I32
+    char *json = NULL, dir[600], path[700], header[256];
+    fat5_model *m = tm_tiny_with_json(T, &json), *l = NULL;
+    FILE *f;
+    size_t hl, i;
+    unsigned char len8[8];
+    FAT5_REQUIRE(T, m != NULL);
+    snprintf(dir, sizeof dir, "%s/ck", fat5_test_tmpdir(T));
+    tm_write_ckpt(T, m, dir, json, NULL, NULL);  // everything valid first
+    // then replace the weights by a one-tensor file with the wrong dtype
+    snprintf(header, sizeof header, "{\"shared.weight\":{\"dtype\":\"I32\",\"shape\":[13,8],\"data_offsets\":[0,416]}}");
+    hl = strlen(header);
+    for (i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    f = fopen(path, "wb");
+    FAT5_REQUIRE(T, f != NULL);
+    fwrite(len8, 1, 8, f);
+    fwrite(header, 1, hl, f);
+    for (i = 0; i < 416; i++) fputc(0, f);
+    fclose(f);
+    TM_EXPECT_ERR(T, fat5_model_load(fat5_test_ctx(T), dir, &l), FAT5_ERR_UNSUPPORTED, "dtype I32");
+    fat5__free(fat5_test_ctx(T), json);
+    fat5_model_destroy(m);
+}
+
+static void t_ckpt_unexpected_tensor(fat5_test *T) {
+    // a config with 1 decoder layer against tensors of 2: the second layer is unexpected
+    char *json = NULL, dir[600], *p;
+    fat5_model *m = tm_tiny_with_json(T, &json), *l = NULL;
+    FAT5_REQUIRE(T, m != NULL);
+    p = strstr(json, "\"num_decoder_layers\": 2");
+    FAT5_REQUIRE(T, p != NULL);
+    p[22] = '1';
+    snprintf(dir, sizeof dir, "%s/ck", fat5_test_tmpdir(T));
+    tm_write_ckpt(T, m, dir, json, NULL, NULL);
+    TM_EXPECT_ERR(T, fat5_model_load(fat5_test_ctx(T), dir, &l), FAT5_ERR_FORMAT, "unexpected tensor 'decoder.block.1");
+    fat5__free(fat5_test_ctx(T), json);
+    fat5_model_destroy(m);
+}
+
+static void t_ckpt_sharded(fat5_test *T) {
+    // split a fixture into two shards with an index; it loads to the same weights
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_model *a = NULL, *b = NULL;
+    char dir[600], path[700], *json = NULL;
+    size_t len;
+    fat5_st_write_tensor *t;
+    fat5__sb idx;
+    int i, half;
+    const char *meta[2];
+    FAT5_REQUIRE_OK(T, fat5_model_load(ctx, FAT5_TEST_DATA "/t5_v11_gated_gelu_untied", &a));
+    FAT5_REQUIRE_OK(T, fat5_model_config_to_json(ctx, &a->cfg, &json, &len));
+    snprintf(dir, sizeof dir, "%s/sharded", fat5_test_tmpdir(T));
+    mkdir(dir, 0777);
+    t = (fat5_st_write_tensor *)calloc((size_t)a->n_params, sizeof *t);
+    FAT5_REQUIRE(T, t != NULL);
+    meta[0] = "format";
+    meta[1] = "pt";
+    fat5__sb_init(&idx, ctx);
+    fat5__sb_puts(&idx, "{\"metadata\": {\"total_size\": 0}, \"weight_map\": {");
+    half = a->n_params / 2;
+    for (i = 0; i < a->n_params; i++) {
+        t[i].name = a->params[i].name;
+        t[i].ndim = a->params[i].ndim;
+        t[i].shape[0] = a->params[i].shape[0];
+        t[i].shape[1] = a->params[i].shape[1];
+        t[i].data = a->w + a->params[i].offset;
+        fat5__sb_printf(&idx, "%s\"%s\": \"model-0000%d-of-00002.safetensors\"", i ? ", " : "", t[i].name,
+                        i < half ? 1 : 2);
+    }
+    fat5__sb_puts(&idx, "}}");
+    snprintf(path, sizeof path, "%s/model-00001-of-00002.safetensors", dir);
+    FAT5_CHECK(T, fat5_st_write(ctx, path, t, half, meta, 1) == FAT5_OK);
+    snprintf(path, sizeof path, "%s/model-00002-of-00002.safetensors", dir);
+    FAT5_CHECK(T, fat5_st_write(ctx, path, t + half, a->n_params - half, meta, 1) == FAT5_OK);
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    FAT5_CHECK(T, !idx.oom && fat5_write_file_atomic(ctx, path, idx.buf, idx.len) == FAT5_OK);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FAT5_CHECK(T, fat5_write_file_atomic(ctx, path, json, len) == FAT5_OK);
+    if (fat5_model_load(ctx, dir, &b) == FAT5_OK) {
+        FAT5_CHECK(T, b->n_floats == a->n_floats && memcmp(a->w, b->w, a->n_floats * sizeof(float)) == 0);
+    } else {
+        FAT5_CHECK_MSG(T, 0, "sharded load: %s", fat5_last_error(ctx));
+    }
+    // an index that points outside the directory is refused
+    fat5_model_destroy(b);
+    b = NULL;
+    {
+        const char *evil = "{\"weight_map\": {\"shared.weight\": \"../model.safetensors\"}}";
+        snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+        FAT5_CHECK(T, fat5_write_file_atomic(ctx, path, evil, strlen(evil)) == FAT5_OK);
+        TM_EXPECT_ERR(T, fat5_model_load(ctx, dir, &b), FAT5_ERR_FORMAT, "../model.safetensors");
+    }
+    fat5__sb_free(&idx);
+    free(t);
+    fat5__free(ctx, json);
+    fat5_model_destroy(a);
+    fat5_model_destroy(b);
+}
+
+#define FAT5_TESTS_MODEL(X) X(config_defaults) X(config_rejects) X(hf_t5_v10_relu_tied) \
+    X(hf_t5_v11_gated_gelu_untied) X(hf_umt5_gated_silu) X(model_fd_gated) X(model_fd_relu_tied) \
+    X(model_fd_umt5) X(packing_isolation) X(save_load_roundtrip) X(create_save_load) \
+    X(batch_token_out_of_vocab) X(batch_negative_length) X(batch_empty) X(batch_json_rejects) \
+    X(ckpt_missing_tensor) X(ckpt_shape_mismatch) X(ckpt_config_mismatch) X(ckpt_wrong_dtype) \
+    X(ckpt_unexpected_tensor) X(ckpt_sharded)
