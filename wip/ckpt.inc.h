@@ -201,6 +201,7 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
             }
         }
     fat5__ckpt_close(ctx, &k);
+    if ((st = fat5__model_place(m))) goto fail;
     *out = m;
     return FAT5_OK;
 fail:
@@ -226,6 +227,9 @@ FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
             return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot create directory: %s", dir, strerror(errno));
 #endif
     }
+#ifndef FAT5_NO_CUDA
+    if (m->gm && (st = fat5__gpu_pull_params(m))) return st;
+#endif
     if ((st = fat5_model_config_to_json(ctx, &m->cfg, &json, &json_len))) return st;
     t = FAT5__CAST(fat5_st_write_tensor *, fat5__calloc(ctx, (size_t)m->n_params, sizeof *t));
     if (!t) {

@@ -65,9 +65,33 @@ static int fat5__ws_layout(fat5_model *m, float *base, int64_t Te, int64_t Td, s
     return ok;
 }
 
-FAT5_API fat5_status fat5_model_reserve(fat5_model *m, int64_t n_seq, int64_t te, int64_t td) {
+#ifndef FAT5_NO_CUDA
+static fat5_status fat5__gpu_reserve(fat5_model *m, int64_t n_seq, int64_t te, int64_t td);
+static fat5_status fat5__gpu_forward(fat5_model *m, fat5_forward_result *out);
+static fat5_status fat5__gpu_backward(fat5_model *m, float grad_scale);
+static fat5_status fat5__gpu_get_logits(fat5_model *m, float *dst, int64_t n);
+#endif
+
+// CPU activations for te encoder and td decoder tokens
+static fat5_status fat5__cpu_reserve(fat5_model *m, int64_t te, int64_t td) {
     fat5_ctx *ctx = m->ctx;
     size_t total = 0, bytes;
+    if (!fat5__ws_layout(m, NULL, te, td, &total) || !fat5__mul_ok(total, sizeof(float), &bytes))
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_reserve: workspace size overflows");
+    m->enc_a = FAT5__CAST(fat5__layer_acts *, fat5__calloc(ctx, (size_t)m->cfg.num_layers, sizeof(fat5__layer_acts)));
+    m->dec_a = FAT5__CAST(fat5__layer_acts *,
+                          fat5__calloc(ctx, (size_t)m->cfg.num_decoder_layers, sizeof(fat5__layer_acts)));
+    m->ws = FAT5__CAST(float *, fat5__malloc(ctx, bytes));
+    if (!m->enc_a || !m->dec_a || !m->ws)
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_reserve: cannot allocate %.1f MiB of activations",
+                         (double)bytes / 1048576.0);
+    fat5__ws_layout(m, m->ws, te, td, &total);
+    return FAT5_OK;
+}
+
+FAT5_API fat5_status fat5_model_reserve(fat5_model *m, int64_t n_seq, int64_t te, int64_t td) {
+    fat5_ctx *ctx = m->ctx;
+    fat5_status st;
     int64_t i;
     if (n_seq < 1 || te < 1 || td < 1 || te > INT32_MAX || td > INT32_MAX || n_seq > te)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
@@ -79,23 +103,24 @@ FAT5_API fat5_status fat5_model_reserve(fat5_model *m, int64_t n_seq, int64_t te
     if (te < m->cap_te) te = m->cap_te;
     if (td < m->cap_td) td = m->cap_td;
     fat5__ws_free(m);
-    if (!fat5__ws_layout(m, NULL, te, td, &total) || !fat5__mul_ok(total, sizeof(float), &bytes))
-        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_reserve: workspace size overflows");
-    m->enc_a = FAT5__CAST(fat5__layer_acts *, fat5__calloc(ctx, (size_t)m->cfg.num_layers, sizeof(fat5__layer_acts)));
-    m->dec_a = FAT5__CAST(fat5__layer_acts *,
-                          fat5__calloc(ctx, (size_t)m->cfg.num_decoder_layers, sizeof(fat5__layer_acts)));
-    m->ws = FAT5__CAST(float *, fat5__malloc(ctx, bytes));
     m->enc_cu = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)n_seq + 1, sizeof(int32_t)));
     m->dec_cu = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)n_seq + 1, sizeof(int32_t)));
     m->enc_tok = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)te, sizeof(int32_t)));
     m->dec_tok = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)td, sizeof(int32_t)));
     m->labels = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)td, sizeof(int32_t)));
-    if (!m->enc_a || !m->dec_a || !m->ws || !m->enc_cu || !m->dec_cu || !m->enc_tok || !m->dec_tok || !m->labels) {
+    if (!m->enc_cu || !m->dec_cu || !m->enc_tok || !m->dec_tok || !m->labels) {
         fat5__ws_free(m);
-        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_reserve: cannot allocate %.1f MiB of activations",
-                         (double)bytes / 1048576.0);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_reserve: out of memory");
     }
-    fat5__ws_layout(m, m->ws, te, td, &total);
+#ifndef FAT5_NO_CUDA
+    if (m->gm) st = fat5__gpu_reserve(m, n_seq, te, td);
+    else
+#endif
+        st = fat5__cpu_reserve(m, te, td);
+    if (st) {
+        fat5__ws_free(m);
+        return st;
+    }
     for (i = 0; i < td; i++) m->labels[i] = -100;
     m->cap_seq = n_seq;
     m->cap_te = te;
@@ -189,13 +214,13 @@ static void fat5__cpu_self_attn_fwd(fat5_model *m, const fat5__layer *y, fat5__l
     fat5__cpu_mm_nt(h, a->att, FAT5__W(m, y->o), T, D, I, 1);
 }
 
+static void fat5__cpu_forward(fat5_model *m, fat5_forward_result *out);
+
 FAT5_API fat5_status fat5_model_forward(fat5_model *m, const fat5_batch *b, const fat5_loss_config *loss,
                                         fat5_forward_result *out) {
     const fat5_model_config *c = &m->cfg;
     fat5_status st;
-    int64_t D = c->d_model, I = c->num_heads * c->d_kv, V = c->vocab_size, te, td, s, t, l;
-    float *h;
-    fat5__attn_shape sh;
+    int64_t te, td, s, t;
     m->have_fwd = 0;
     if ((st = fat5__check_batch(m, b))) return st;
     te = b->enc_cu_seqlens[b->n_seq];
@@ -218,6 +243,25 @@ FAT5_API fat5_status fat5_model_forward(fat5_model *m, const fat5_batch *b, cons
                 m->dec_tok[t] = prev == -100 ? (int32_t)c->pad_token_id : prev;
             }
     }
+    m->n_count = 0;
+    for (t = 0; t < td; t++) m->n_count += m->labels[t] != -100;
+#ifndef FAT5_NO_CUDA
+    if (m->gm) {
+        if ((st = fat5__gpu_forward(m, out))) return st;
+        m->have_fwd = 1;
+        return FAT5_OK;
+    }
+#endif
+    fat5__cpu_forward(m, out);
+    m->have_fwd = 1;
+    return FAT5_OK;
+}
+
+static void fat5__cpu_forward(fat5_model *m, fat5_forward_result *out) {
+    const fat5_model_config *c = &m->cfg;
+    int64_t D = c->d_model, I = c->num_heads * c->d_kv, V = c->vocab_size, te = m->te, td = m->td, t, l;
+    float *h;
+    fat5__attn_shape sh;
 
     // encoder
     h = m->enc_hf;  // the residual stream lives in the final-norm input buffer
@@ -257,15 +301,12 @@ FAT5_API fat5_status fat5_model_forward(fat5_model *m, const fat5_batch *b, cons
         int64_t n = 0;
         fat5__cpu_xent_fwd(m->tok_lse, &ce, &zs, &n, m->logits, m->labels, td, V, m->loss.z_loss,
                            m->loss.label_smoothing);
-        m->n_count = n;
         if (out) {
             out->n_tokens = n;
             out->ce = n ? ce / (double)n : 0.0;
             out->loss = n ? (ce + zs) / (double)n : 0.0;
         }
     }
-    m->have_fwd = 1;
-    return FAT5_OK;
 }
 
 FAT5_API fat5_status fat5_model_get_logits(fat5_model *m, float *dst, int64_t n) {
@@ -273,6 +314,9 @@ FAT5_API fat5_status fat5_model_get_logits(fat5_model *m, float *dst, int64_t n)
     if (n != m->td * m->cfg.vocab_size)
         return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_model_get_logits: buffer holds %lld floats, logits are %lld",
                          (long long)n, (long long)(m->td * m->cfg.vocab_size));
+#ifndef FAT5_NO_CUDA
+    if (m->gm) return fat5__gpu_get_logits(m, dst, n);
+#endif
     memcpy(dst, m->logits, (size_t)n * sizeof(float));
     return FAT5_OK;
 }
@@ -326,6 +370,9 @@ FAT5_API fat5_status fat5_model_backward(fat5_model *m, float grad_scale) {
     float *tmp, *dlogits, *dh_dec, *dh_enc, *d_enc_out;
     fat5__attn_shape sh;
     if (!m->have_fwd) return fat5__err(ctx, FAT5_ERR_STATE, "fat5_model_backward: no forward has run");
+#ifndef FAT5_NO_CUDA
+    if (m->gm) return fat5__gpu_backward(m, grad_scale);
+#endif
     // scratch: dlogits [td, V], dh_dec [td, D], dh_enc + d_enc_out [te, D], sublayer temporaries
     n1 = (size_t)(td * V);
     n2 = (size_t)(2 * T * F + T * D);

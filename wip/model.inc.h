@@ -389,7 +389,17 @@ struct fat5_model {
     int have_fwd;
     int64_t n_seq, te, td, n_count;
     fat5_loss_config loss;
+    struct fat5__gmodel *gm;            // GPU state; NULL on the CPU
 };
+
+#ifndef FAT5_NO_CUDA
+// GPU model state (wip/gpu_model.inc.h): weights, gradients and activations on the device
+static fat5_status fat5__gpu_model_init(fat5_model *m);   // uploads m->w
+static void fat5__gpu_model_free(fat5_model *m);
+static fat5_status fat5__gpu_param_io(fat5_model *m, const fat5__param *p, float *buf, int what);
+static fat5_status fat5__gpu_zero_grad(fat5_model *m);
+static fat5_status fat5__gpu_pull_params(fat5_model *m);  // device master weights -> m->w
+#endif
 
 FAT5_API const fat5_model_config *fat5_model_get_config(const fat5_model *m) { return &m->cfg; }
 
@@ -516,12 +526,24 @@ FAT5_API void fat5_model_destroy(fat5_model *m) {
     if (!m) return;
     ctx = m->ctx;
     fat5__ws_free(m);
+#ifndef FAT5_NO_CUDA
+    fat5__gpu_model_free(m);
+#endif
     fat5__free(ctx, m->params);
     fat5__free(ctx, m->enc);
     fat5__free(ctx, m->dec);
     fat5__free(ctx, m->w);
     fat5__free(ctx, m->g);
     fat5__free(ctx, m);
+}
+
+// Puts the weights where the context computes: a no-op on the CPU, an upload on the GPU.
+static fat5_status fat5__model_place(fat5_model *m) {
+#ifndef FAT5_NO_CUDA
+    if (m->ctx->cfg.device == FAT5_DEVICE_GPU) return fat5__gpu_model_init(m);
+#endif
+    (void)m;
+    return FAT5_OK;
 }
 
 FAT5_API fat5_status fat5_model_create(fat5_ctx *ctx, const fat5_model_config *cfg, uint64_t seed,
@@ -550,6 +572,10 @@ FAT5_API fat5_status fat5_model_create(fat5_ctx *ctx, const fat5_model_config *c
         else if (strstr(n, ".wo.weight")) std = 1.0 / sqrt((double)cfg->d_ff);
         else std = 1.0 / sqrt(D);  // k, v, wi*, relative_attention_bias, lm_head
         for (j = 0; j < p->numel; j++) w[j] = (float)(std * fat5_rng_normal(&r));
+    }
+    if ((st = fat5__model_place(m))) {
+        fat5_model_destroy(m);
+        return st;
     }
     *out = m;
     return FAT5_OK;
@@ -587,8 +613,12 @@ static fat5_status fat5__param_io(fat5_model *m, const char *name, float *buf, i
     if (n != (int64_t)p->numel)
         return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "parameter '%s' has %zu elements, buffer has %lld", name,
                          p->numel, (long long)n);
+    if (what == 1) memcpy(m->w + p->offset, buf, p->numel * sizeof(float));  // the host copy follows too
+#ifndef FAT5_NO_CUDA
+    if (m->gm) return fat5__gpu_param_io(m, p, buf, what);
+#endif
     base = (what == 2 ? m->g : m->w) + p->offset;
-    if (what == 1) memcpy(base, buf, p->numel * sizeof(float));
+    if (what == 1) return FAT5_OK;
     else memcpy(buf, base, p->numel * sizeof(float));
     return FAT5_OK;
 }
@@ -602,6 +632,9 @@ FAT5_API fat5_status fat5_model_get_grad(fat5_model *m, const char *name, float 
     return fat5__param_io(m, name, dst, n, 2);
 }
 FAT5_API fat5_status fat5_model_zero_grad(fat5_model *m) {
+#ifndef FAT5_NO_CUDA
+    if (m->gm) return fat5__gpu_zero_grad(m);
+#endif
     memset(m->g, 0, m->n_floats * sizeof(float));
     return FAT5_OK;
 }

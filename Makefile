@@ -1,0 +1,64 @@
+# fat5.h — build, test and check. No CUDA headers or libraries are needed to build: the GPU
+# libraries are opened at run time.
+CC      ?= cc
+CXX     ?= c++
+WARN     = -Wall -Wextra -Wpedantic -Werror
+CFLAGS  ?= -O2 -g
+LDLIBS   = -lm -ldl
+ASAN     = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+
+KERNELS  = $(sort $(wildcard kernels/*.cu))
+TESTSRC  = tests/test_main.c tests/fat5_test.h $(wildcard tests/test_*.c)
+TOOLS    = tools/fat5_inspect tools/fat5_forward
+EXAMPLES = examples/quickstart
+
+.PHONY: all test test-asan test-cpp check-embed check-kernels embed clean
+
+all: $(TOOLS) $(EXAMPLES)
+
+tools/%: tools/%.c fat5.h fat5_kernels.cuh
+	$(CC) -std=c99 $(WARN) $(CFLAGS) -o $@ $< $(LDLIBS)
+
+examples/%: examples/%.c fat5.h fat5_kernels.cuh
+	$(CC) -std=c99 $(WARN) $(CFLAGS) -o $@ $< $(LDLIBS)
+
+tools/embed_kernels: tools/embed_kernels.c
+	$(CC) -std=c99 $(WARN) $(CFLAGS) -o $@ $<
+
+tools/check_kernels: tools/check_kernels.c fat5_kernels.cuh
+	$(CC) -std=c99 $(WARN) $(CFLAGS) -I. -o $@ $< -ldl
+
+# fat5_kernels.cuh is generated from kernels/*.cu and committed
+embed: tools/embed_kernels
+	tools/embed_kernels fat5_kernels.cuh $(KERNELS)
+
+check-embed: tools/embed_kernels
+	@tools/embed_kernels build/fat5_kernels.cuh.check $(KERNELS) 2>/dev/null || { mkdir -p build && tools/embed_kernels build/fat5_kernels.cuh.check $(KERNELS); }
+	@cmp -s build/fat5_kernels.cuh.check fat5_kernels.cuh || { echo "fat5_kernels.cuh is stale: run make embed"; exit 1; }
+	@echo "check-embed: fat5_kernels.cuh matches kernels/"
+
+# compiles every kernel file with NVRTC for sm_80 and sm_90; needs the CUDA toolkit, not a GPU
+check-kernels: tools/check_kernels
+	tools/check_kernels
+
+tests/run_tests: $(TESTSRC) fat5.h fat5_kernels.cuh
+	$(CC) -std=c99 $(WARN) $(CFLAGS) -o $@ tests/test_main.c $(LDLIBS)
+
+tests/run_tests_asan: $(TESTSRC) fat5.h fat5_kernels.cuh
+	$(CC) -std=c99 $(WARN) -O1 -g $(ASAN) -o $@ tests/test_main.c $(LDLIBS)
+
+tests/test_cpp: tests/test_cpp.cpp fat5.h fat5_kernels.cuh
+	$(CXX) -std=c++11 $(WARN) $(CFLAGS) -o $@ $< $(LDLIBS)
+
+test-cpp: tests/test_cpp
+	tests/test_cpp
+
+# the runner's last line is "N passed, N failed"
+test: check-embed check-kernels all test-cpp tests/run_tests
+	tests/run_tests
+
+test-asan: tests/run_tests_asan
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run_tests_asan
+
+clean:
+	rm -rf build $(TOOLS) $(EXAMPLES) tools/embed_kernels tools/check_kernels tests/run_tests tests/run_tests_asan tests/test_cpp

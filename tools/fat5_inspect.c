@@ -1,0 +1,99 @@
+// fat5_inspect — print what a checkpoint holds.
+//     cc -O2 -o tools/fat5_inspect tools/fat5_inspect.c -lm -ldl
+//     tools/fat5_inspect DIR               a Hugging Face directory: config, tensor table, metadata
+//     tools/fat5_inspect FILE.safetensors  one file: tensor table and metadata
+// Exits 1 with a one-line reason on a bad file.
+#define FAT5_IMPLEMENTATION
+#include "../fat5.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static int print_file(fat5_ctx *ctx, const char *path, int64_t *total) {
+    fat5_st_file *f = NULL;
+    int i, d;
+    if (fat5_st_open(ctx, path, &f) != FAT5_OK) return 1;
+    printf("file %s: %d tensors\n", path, fat5_st_count(f));
+    for (i = 0; i < fat5_st_metadata_count(f); i++) {
+        const char *k, *v;
+        fat5_st_metadata_get(f, i, &k, &v);
+        printf("  metadata %s = %s\n", k, v);
+    }
+    for (i = 0; i < fat5_st_count(f); i++) {
+        const fat5_st_tensor *t = fat5_st_get(f, i);
+        int64_t n = 1;
+        char shape[160];
+        int o = 0;
+        shape[0] = 0;
+        for (d = 0; d < t->ndim; d++) {
+            n *= t->shape[d];
+            o += snprintf(shape + o, sizeof shape - (size_t)o, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+            if (o >= (int)sizeof shape) o = (int)sizeof shape - 1;
+        }
+        *total += n;
+        printf("  %-72s %-5s [%s]\n", t->name, fat5_st_dtype_name(t->dtype), shape);
+    }
+    fat5_st_close(f);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    fat5_ctx *ctx = NULL;
+    fat5_ctx_config cc = fat5_ctx_config_default();
+    struct stat st;
+    int64_t total = 0;
+    int rc = 0;
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s DIR | FILE.safetensors\n", argv[0]);
+        return 2;
+    }
+    if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) {
+        fprintf(stderr, "fat5_inspect: out of memory\n");
+        return 1;
+    }
+    if (stat(argv[1], &st) != 0) {
+        fprintf(stderr, "fat5_inspect: %s: no such file or directory\n", argv[1]);
+        fat5_ctx_destroy(ctx);
+        return 1;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        // the whole model: load validates config, names, shapes and dtypes together
+        fat5_model *m = NULL;
+        const fat5_model_config *c;
+        char *json = NULL;
+        size_t len;
+        if (fat5_model_load(ctx, argv[1], &m) != FAT5_OK) {
+            fprintf(stderr, "fat5_inspect: %s\n", fat5_last_error(ctx));
+            fat5_ctx_destroy(ctx);
+            return 1;
+        }
+        c = fat5_model_get_config(m);
+        printf("model %s: %s, %lld parameters\n", argv[1], c->model_type, (long long)fat5_model_num_params(m));
+        printf("  d_model %lld, d_kv %lld, heads %lld, d_ff %lld, layers %lld + %lld, vocab %lld\n",
+               (long long)c->d_model, (long long)c->d_kv, (long long)c->num_heads, (long long)c->d_ff,
+               (long long)c->num_layers, (long long)c->num_decoder_layers, (long long)c->vocab_size);
+        printf("  buckets %lld, max distance %lld, FFN %s%s, lm_head %s, decoder output %s\n",
+               (long long)c->rel_buckets, (long long)c->rel_max_distance, c->gated ? "gated-" : "",
+               c->act == FAT5_ACT_RELU ? "relu" : c->act == FAT5_ACT_GELU ? "gelu" :
+               c->act == FAT5_ACT_GELU_TANH ? "gelu_new" : "silu",
+               c->tie_word_embeddings ? "tied to shared" : "untied",
+               c->scale_decoder_outputs ? "scaled by d_model^-0.5" : "unscaled");
+        if (fat5_model_config_to_json(ctx, c, &json, &len) == FAT5_OK) {
+            printf("config as fat5 writes it:\n%s", json);
+            fat5_free(ctx, json);
+        }
+        fat5_model_destroy(m);
+        {
+            char p[4200];
+            snprintf(p, sizeof p, "%s/model.safetensors", argv[1]);
+            if (stat(p, &st) == 0) rc = print_file(ctx, p, &total);
+        }
+    } else {
+        rc = print_file(ctx, argv[1], &total);
+    }
+    if (rc) fprintf(stderr, "fat5_inspect: %s\n", fat5_last_error(ctx));
+    else printf("%lld elements\n", (long long)total);
+    fat5_ctx_destroy(ctx);
+    return rc;
+}
