@@ -9,10 +9,10 @@ ASAN     = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-re
 
 KERNELS  = $(sort $(wildcard kernels/*.cu))
 TESTSRC  = tests/test_main.c tests/fat5_test.h $(wildcard tests/test_*.c)
-TOOLS    = tools/fat5_inspect tools/fat5_forward
-EXAMPLES = examples/quickstart
+TOOLS    = tools/fat5_inspect tools/fat5_forward tools/fat5_init
+EXAMPLES = examples/quickstart examples/gpu_step
 
-.PHONY: all test test-asan test-cpp check-embed check-kernels embed clean
+.PHONY: all test test-asan test-cpp test-tools test-abi check-embed check-kernels embed clean
 
 all: $(TOOLS) $(EXAMPLES)
 
@@ -53,12 +53,25 @@ tests/test_cpp: tests/test_cpp.cpp fat5.h fat5_kernels.cuh
 test-cpp: tests/test_cpp
 	tests/test_cpp
 
+# the mirrored CUDA constants and prototypes against the real headers, when they are installed
+CUDA_INC ?= $(firstword $(wildcard $(CUDA_HOME)/include/cuda.h /usr/local/cuda/include/cuda.h))
+test-abi:
+ifneq ($(CUDA_INC),)
+	$(CC) -std=c99 $(WARN) -O1 -I$(dir $(CUDA_INC)) -o tests/test_abi tests/test_abi.c -ldl -lm
+	tests/test_abi
+else
+	@echo "test-abi: SKIP (no CUDA headers found)"
+endif
+
+test-tools: $(TOOLS)
+	tests/test_tools.sh
+
 # the runner's last line is "N passed, N failed"
-test: check-embed check-kernels all test-cpp tests/run_tests
+test: check-embed check-kernels test-abi all test-cpp test-tools tests/run_tests
 	tests/run_tests
 
 test-asan: tests/run_tests_asan
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run_tests_asan
 
 clean:
-	rm -rf build $(TOOLS) $(EXAMPLES) tools/embed_kernels tools/check_kernels tests/run_tests tests/run_tests_asan tests/test_cpp
+	rm -rf build $(TOOLS) $(EXAMPLES) tools/embed_kernels tools/check_kernels tests/run_tests tests/run_tests_asan tests/test_cpp tests/test_abi

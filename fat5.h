@@ -587,12 +587,5108 @@ FAT5_API fat5_status fat5_rng_from_string(const char *s, fat5_rng *out) {
     return FAT5_OK;
 }
 
-#include "wip/io.inc.h"  // merged into this file when complete
+// ---------------------------------------------------------------------------------------------
+// io: JSON reader (a small DOM) and writer, atomic file writes, safetensors read / write
 
-#include "wip/ops.inc.h"
-#include "wip/model.inc.h"
-#include "wip/fwd.inc.h"
-#include "wip/ckpt.inc.h"
+// A name or key taken from a file, made fit for an error message: at most cap-1 bytes, control
+// bytes shown as '?', and "..." when cut. Returns buf.
+static const char *fat5__msg_name(char *buf, size_t cap, const char *s) {
+    size_t i = 0;
+    if (cap == 0) return "";
+    for (; *s && i + 1 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        buf[i++] = (c < 0x20 || c == 0x7f) ? '?' : *s;
+    }
+    if (*s && cap >= 8) {
+        memcpy(buf + cap - 4, "...", 3);
+        i = cap - 1;
+    }
+    buf[i] = 0;
+    return buf;
+}
+
+// Length of the UTF-8 sequence at s (at most avail bytes), 0 when it is not valid UTF-8
+// (overlong forms, surrogates and code points above U+10FFFF are invalid).
+static size_t fat5__utf8_len(const char *s, size_t avail) {
+    unsigned char c = (unsigned char)s[0], lo = 0x80, hi = 0xBF;
+    size_t k, j;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) {
+        k = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        k = 3;
+        if (c == 0xE0) lo = 0xA0;   // overlong
+        if (c == 0xED) hi = 0x9F;   // U+D800..U+DFFF
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        k = 4;
+        if (c == 0xF0) lo = 0x90;   // overlong
+        if (c == 0xF4) hi = 0x8F;   // above U+10FFFF
+    } else {
+        return 0;
+    }
+    if (avail < k) return 0;
+    for (j = 1; j < k; j++) {
+        unsigned char t = (unsigned char)s[j];
+        if (t < lo || t > hi) return 0;
+        lo = 0x80;
+        hi = 0xBF;
+    }
+    return k;
+}
+
+static int fat5__utf8_valid(const char *s) {
+    size_t n = strlen(s), i = 0;
+    while (i < n) {
+        size_t k = fat5__utf8_len(s + i, n - i);
+        if (k == 0) return 0;
+        i += k;
+    }
+    return 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON reader. Values form a tree linked first-child / next-sibling; every node and string of a
+// document lives in a few arena blocks owned by the fat5__jdoc and freed together.
+
+typedef enum {
+    FAT5__J_NULL, FAT5__J_FALSE, FAT5__J_TRUE, FAT5__J_NUMBER, FAT5__J_STRING, FAT5__J_ARRAY,
+    FAT5__J_OBJECT
+} fat5__jtype;
+
+typedef struct fat5__json fat5__json;
+struct fat5__json {
+    fat5__jtype type;
+    const char *key;      // member name inside an object (unescaped, NUL-terminated), else NULL
+    const char *str;      // STRING: unescaped UTF-8, NUL-terminated; NUMBER: the literal text
+    size_t len;           // strlen of str
+    fat5__json *child;    // ARRAY / OBJECT: first element
+    fat5__json *next;     // next sibling
+    size_t n;             // ARRAY / OBJECT: number of elements
+};
+
+typedef struct fat5__jblock {
+    struct fat5__jblock *next;
+    size_t cap, used;     // bytes of payload after the (aligned) block header
+} fat5__jblock;
+
+typedef struct fat5__jdoc {
+    fat5__json *root;
+    fat5__jblock *blocks; // the head block serves small allocations
+    size_t block_size;    // payload size of the next regular block (grows to 1 MiB)
+} fat5__jdoc;
+
+#define FAT5__JALIGN (sizeof(void *) > 8 ? sizeof(void *) : (size_t)8)
+#define FAT5__JBLOCK_HDR ((sizeof(fat5__jblock) + FAT5__JALIGN - 1) / FAT5__JALIGN * FAT5__JALIGN)
+
+typedef struct fat5__jkey { const char *key; size_t pos; } fat5__jkey;
+
+typedef struct fat5__jp {
+    fat5_ctx *ctx;
+    const char *what;     // message prefix ("config.json"), may be NULL
+    const char *s;
+    size_t len, pos;
+    int max_depth;
+    fat5__jdoc *doc;
+    fat5_status st;       // first error
+    fat5__jkey *keys;     // keys of the objects being parsed, innermost last (duplicate check)
+    size_t n_keys, cap_keys;
+    size_t dom_bytes;     // bytes of nodes and strings so far, bounded by FAT5__JSON_MAX_DOM
+} fat5__jp;
+
+// A document whose tree would take more than this is refused before it exhausts memory (a
+// hostile 100 MiB safetensors header of tiny values would otherwise need gigabytes).
+#define FAT5__JSON_MAX_DOM ((size_t)256 << 20)
+
+// Records "what: JSON: line L column C: msg" and returns 0.
+static FAT5__PRINTF(3, 4) int fat5__jp_fail(fat5__jp *p, size_t at, const char *fmt, ...) {
+    char msg[512];
+    size_t i, line = 1, col = 1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    for (i = 0; i < at && i < p->len; i++) {
+        if (p->s[i] == '\n') {
+            line++;
+            col = 1;
+        } else {
+            col++;
+        }
+    }
+    p->st = FAT5_ERR_FORMAT;
+    fat5__err(p->ctx, FAT5_ERR_FORMAT, "%s%sJSON: line %zu column %zu: %s", p->what ? p->what : "",
+              p->what ? ": " : "", line, col, msg);
+    return 0;
+}
+
+static int fat5__jp_oom(fat5__jp *p) {
+    p->st = FAT5_ERR_OUT_OF_MEMORY;
+    fat5__err(p->ctx, FAT5_ERR_OUT_OF_MEMORY, "%s%sJSON: out of memory", p->what ? p->what : "",
+              p->what ? ": " : "");
+    return 0;
+}
+
+static void *fat5__jalloc(fat5__jp *p, size_t n) {
+    fat5__jdoc *d = p->doc;
+    fat5__jblock *b = d->blocks;
+    size_t need, total;
+    char *mem;
+    if (!fat5__add_ok(n, FAT5__JALIGN - 1, &need)) {
+        fat5__jp_oom(p);
+        return NULL;
+    }
+    need = need / FAT5__JALIGN * FAT5__JALIGN;
+    if (need > FAT5__JSON_MAX_DOM - p->dom_bytes) {
+        fat5__jp_fail(p, p->pos, "document too large: its tree would take more than %zu MiB",
+                      FAT5__JSON_MAX_DOM >> 20);
+        return NULL;
+    }
+    p->dom_bytes += need;
+    if (!b || b->cap - b->used < need) {
+        int big = need > d->block_size / 4;   // a long string gets a block of its own
+        size_t cap = big ? need : d->block_size;
+        if (!fat5__add_ok(cap, FAT5__JBLOCK_HDR, &total) ||
+            !(b = FAT5__CAST(fat5__jblock *, fat5__malloc(p->ctx, total)))) {
+            fat5__jp_oom(p);
+            return NULL;
+        }
+        b->cap = cap;
+        b->used = 0;
+        if (big && d->blocks) {   // keep the current head serving small allocations
+            b->next = d->blocks->next;
+            d->blocks->next = b;
+        } else {
+            b->next = d->blocks;
+            d->blocks = b;
+            if (!big && d->block_size < ((size_t)1 << 20)) d->block_size *= 2;
+        }
+    }
+    mem = FAT5__CAST(char *, FAT5__CAST(void *, b)) + FAT5__JBLOCK_HDR + b->used;
+    b->used += need;
+    return mem;
+}
+
+static void fat5__jp_ws(fat5__jp *p) {
+    while (p->pos < p->len) {
+        char c = p->s[p->pos];
+        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
+        p->pos++;
+    }
+}
+
+static int fat5__jp_digit(const fat5__jp *p, size_t i) {
+    return i < p->len && p->s[i] >= '0' && p->s[i] <= '9';
+}
+
+// "'x'" for a printable character, "byte 0xHH" otherwise, "end of input" past the end
+static const char *fat5__jp_desc(const fat5__jp *p, size_t i, char buf[16]) {
+    unsigned char c;
+    if (i >= p->len) return "end of input";
+    c = (unsigned char)p->s[i];
+    if (c > 0x20 && c < 0x7f) snprintf(buf, 16, "'%c'", (char)c);
+    else snprintf(buf, 16, "byte 0x%02X", (unsigned)c);
+    return buf;
+}
+
+static int fat5__jp_hex4(const fat5__jp *p, size_t i, size_t end, uint32_t *out) {
+    uint32_t v = 0;
+    size_t k;
+    if (end < i || end - i < 4) return 0;
+    for (k = 0; k < 4; k++) {
+        char c = p->s[i + k];
+        v <<= 4;
+        if (c >= '0' && c <= '9') v |= (uint32_t)(c - '0');
+        else if (c >= 'a' && c <= 'f') v |= (uint32_t)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F') v |= (uint32_t)(c - 'A' + 10);
+        else return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+static size_t fat5__utf8_put(char *o, uint32_t cp) {
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (char)(0xC0 | (cp >> 6));
+        o[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | (cp >> 12));
+        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (char)(0xF0 | (cp >> 18));
+    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+// Parses the string starting at the '"' at p->pos into an arena copy (unescaped, NUL-terminated).
+// The unescaped text is never longer than the source, so one allocation of the source size fits.
+static int fat5__jp_string(fat5__jp *p, const char **out, size_t *out_len) {
+    size_t start = p->pos + 1, i = start, end, n = 0;
+    char *o;
+    for (;;) {   // find the closing quote
+        unsigned char c;
+        if (i >= p->len) return fat5__jp_fail(p, p->pos, "unterminated string");
+        c = (unsigned char)p->s[i];
+        if (c == '"') break;
+        if (c < 0x20)
+            return fat5__jp_fail(p, i, "control character 0x%02X in a string (must be escaped)",
+                                 (unsigned)c);
+        i += (c == '\\') ? 2 : 1;
+    }
+    end = i;
+    o = FAT5__CAST(char *, fat5__jalloc(p, end - start + 1));
+    if (!o) return 0;
+    for (i = start; i < end;) {
+        unsigned char c = (unsigned char)p->s[i];
+        if (c == '\\') {
+            char e = p->s[i + 1];   // i + 1 < end: the scan above stepped over it
+            uint32_t cp, lo;
+            switch (e) {
+            case '"': o[n++] = '"'; break;
+            case '\\': o[n++] = '\\'; break;
+            case '/': o[n++] = '/'; break;
+            case 'b': o[n++] = '\b'; break;
+            case 'f': o[n++] = '\f'; break;
+            case 'n': o[n++] = '\n'; break;
+            case 'r': o[n++] = '\r'; break;
+            case 't': o[n++] = '\t'; break;
+            case 'u':
+                if (!fat5__jp_hex4(p, i + 2, end, &cp))
+                    return fat5__jp_fail(p, i, "invalid \\u escape (expected 4 hex digits)");
+                if (cp >= 0xD800 && cp <= 0xDBFF) {
+                    if (i + 8 <= end && p->s[i + 6] == '\\' && p->s[i + 7] == 'u' &&
+                        fat5__jp_hex4(p, i + 8, end, &lo) && lo >= 0xDC00 && lo <= 0xDFFF) {
+                        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                        i += 6;
+                    } else {
+                        return fat5__jp_fail(p, i, "lone surrogate \\u%04X (a high surrogate must "
+                                             "be followed by a low one)", (unsigned)cp);
+                    }
+                } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                    return fat5__jp_fail(p, i, "lone surrogate \\u%04X (a low surrogate without "
+                                         "a high one)", (unsigned)cp);
+                } else if (cp == 0) {
+                    return fat5__jp_fail(p, i, "\\u0000 in a string is not supported (strings "
+                                         "are NUL-terminated)");
+                }
+                n += fat5__utf8_put(o + n, cp);
+                i += 4;
+                break;
+            default: {
+                char buf[16];
+                return fat5__jp_fail(p, i, "invalid escape: backslash followed by %s",
+                                     fat5__jp_desc(p, i + 1, buf));
+            }
+            }
+            i += 2;
+        } else if (c < 0x80) {
+            o[n++] = (char)c;
+            i++;
+        } else {
+            size_t k = fat5__utf8_len(p->s + i, end - i);
+            if (k == 0) return fat5__jp_fail(p, i, "invalid UTF-8 in a string");
+            memcpy(o + n, p->s + i, k);
+            n += k;
+            i += k;
+        }
+    }
+    o[n] = 0;
+    *out = o;
+    *out_len = n;
+    p->pos = end + 1;
+    return 1;
+}
+
+// number = [ "-" ] ( "0" / [1-9] *DIGIT ) [ "." 1*DIGIT ] [ ( "e" / "E" ) [ "+" / "-" ] 1*DIGIT ]
+static int fat5__jp_number(fat5__jp *p, fat5__json *v) {
+    size_t i = p->pos, n;
+    char *o;
+    if (p->s[i] == '-') i++;
+    if (!fat5__jp_digit(p, i)) return fat5__jp_fail(p, i, "invalid number: expected a digit");
+    if (p->s[i] == '0') {
+        i++;
+        if (fat5__jp_digit(p, i)) return fat5__jp_fail(p, i - 1, "leading zero in a number");
+    } else {
+        while (fat5__jp_digit(p, i)) i++;
+    }
+    if (i < p->len && p->s[i] == '.') {
+        i++;
+        if (!fat5__jp_digit(p, i))
+            return fat5__jp_fail(p, i, "invalid number: expected a digit after '.'");
+        while (fat5__jp_digit(p, i)) i++;
+    }
+    if (i < p->len && (p->s[i] == 'e' || p->s[i] == 'E')) {
+        i++;
+        if (i < p->len && (p->s[i] == '+' || p->s[i] == '-')) i++;
+        if (!fat5__jp_digit(p, i))
+            return fat5__jp_fail(p, i, "invalid number: expected a digit in the exponent");
+        while (fat5__jp_digit(p, i)) i++;
+    }
+    n = i - p->pos;
+    o = FAT5__CAST(char *, fat5__jalloc(p, n + 1));
+    if (!o) return 0;
+    memcpy(o, p->s + p->pos, n);
+    o[n] = 0;
+    v->type = FAT5__J_NUMBER;
+    v->str = o;
+    v->len = n;
+    p->pos = i;
+    return 1;
+}
+
+static int fat5__jp_literal(fat5__jp *p, fat5__json *v) {
+    const char *lit;
+    size_t n;
+    switch (p->s[p->pos]) {
+    case 't': lit = "true"; v->type = FAT5__J_TRUE; break;
+    case 'f': lit = "false"; v->type = FAT5__J_FALSE; break;
+    default: lit = "null"; v->type = FAT5__J_NULL; break;
+    }
+    n = strlen(lit);
+    if (p->len - p->pos < n || memcmp(p->s + p->pos, lit, n) != 0)
+        return fat5__jp_fail(p, p->pos, "invalid literal (expected true, false or null)");
+    p->pos += n;
+    return 1;
+}
+
+static int fat5__jp_push_key(fat5__jp *p, const char *key, size_t pos) {
+    if (p->n_keys == p->cap_keys) {
+        size_t cap = p->cap_keys ? p->cap_keys * 2 : 64, bytes;
+        fat5__jkey *k;
+        if (!fat5__mul_ok(cap, sizeof *k, &bytes) ||
+            !(k = FAT5__CAST(fat5__jkey *, fat5__realloc(p->ctx, p->keys, bytes))))
+            return fat5__jp_oom(p);
+        p->keys = k;
+        p->cap_keys = cap;
+    }
+    p->keys[p->n_keys].key = key;
+    p->keys[p->n_keys].pos = pos;
+    p->n_keys++;
+    return 1;
+}
+
+static int fat5__jkey_cmp(const void *a, const void *b) {
+    const fat5__jkey *x = FAT5__CAST(const fat5__jkey *, a), *y = FAT5__CAST(const fat5__jkey *, b);
+    int c = strcmp(x->key, y->key);
+    if (c) return c;
+    return x->pos < y->pos ? -1 : x->pos > y->pos ? 1 : 0;
+}
+
+// Checks the keys of one object, p->keys[base..n_keys), for duplicates (sorting: O(n log n) even
+// for a hostile header with millions of keys) and reports the first repeat in document order.
+static int fat5__jp_check_dups(fat5__jp *p, size_t base) {
+    fat5__jkey *k = p->keys + base;
+    size_t n = p->n_keys - base, i, dup = 0;
+    if (n < 2) return 1;
+    qsort(k, n, sizeof *k, fat5__jkey_cmp);
+    for (i = 1; i < n; i++)
+        if (strcmp(k[i - 1].key, k[i].key) == 0 && (dup == 0 || k[i].pos < k[dup].pos)) dup = i;
+    if (dup) {
+        char name[128];
+        return fat5__jp_fail(p, k[dup].pos, "duplicate key \"%s\" in an object",
+                             fat5__msg_name(name, sizeof name, k[dup].key));
+    }
+    return 1;
+}
+
+static fat5__json *fat5__jp_value(fat5__jp *p, int depth);
+
+// Parses the object or array at p->pos; depth = number of enclosing containers.
+static int fat5__jp_container(fat5__jp *p, fat5__json *v, int depth) {
+    int is_obj = p->s[p->pos] == '{';
+    char close = is_obj ? '}' : ']';
+    size_t key_base = p->n_keys;
+    fat5__json **tail = &v->child;
+    v->type = is_obj ? FAT5__J_OBJECT : FAT5__J_ARRAY;
+    if (depth >= p->max_depth)
+        return fat5__jp_fail(p, p->pos, "nesting deeper than %d levels", p->max_depth);
+    p->pos++;
+    fat5__jp_ws(p);
+    if (p->pos < p->len && p->s[p->pos] == close) {
+        p->pos++;
+        return 1;
+    }
+    for (;;) {
+        const char *key = NULL;
+        size_t key_len;
+        fat5__json *child;
+        char buf[16];
+        if (is_obj) {
+            fat5__jp_ws(p);
+            if (p->pos >= p->len || p->s[p->pos] != '"')
+                return fat5__jp_fail(p, p->pos, "expected a string key, got %s",
+                                     fat5__jp_desc(p, p->pos, buf));
+            if (!fat5__jp_push_key(p, NULL, p->pos)) return 0;
+            if (!fat5__jp_string(p, &key, &key_len)) return 0;
+            p->keys[p->n_keys - 1].key = key;
+            fat5__jp_ws(p);
+            if (p->pos >= p->len || p->s[p->pos] != ':')
+                return fat5__jp_fail(p, p->pos, "expected ':' after object key");
+            p->pos++;
+        }
+        child = fat5__jp_value(p, depth + 1);
+        if (!child) return 0;
+        child->key = key;
+        *tail = child;
+        tail = &child->next;
+        v->n++;
+        fat5__jp_ws(p);
+        if (p->pos < p->len && p->s[p->pos] == ',') {
+            p->pos++;
+            fat5__jp_ws(p);
+            if (p->pos < p->len && p->s[p->pos] == close)
+                return fat5__jp_fail(p, p->pos, "trailing comma before '%c'", close);
+            continue;
+        }
+        if (p->pos < p->len && p->s[p->pos] == close) {
+            p->pos++;
+            break;
+        }
+        return fat5__jp_fail(p, p->pos, "expected ',' or '%c' after %s, got %s", close,
+                             is_obj ? "an object member" : "an array element",
+                             fat5__jp_desc(p, p->pos, buf));
+    }
+    if (is_obj && !fat5__jp_check_dups(p, key_base)) return 0;
+    p->n_keys = key_base;
+    return 1;
+}
+
+static fat5__json *fat5__jp_value(fat5__jp *p, int depth) {
+    fat5__json *v;
+    char c, buf[16];
+    int ok;
+    fat5__jp_ws(p);
+    if (p->pos >= p->len) {
+        fat5__jp_fail(p, p->pos, "unexpected end of input (expected a value)");
+        return NULL;
+    }
+    v = FAT5__CAST(fat5__json *, fat5__jalloc(p, sizeof *v));
+    if (!v) return NULL;
+    memset(v, 0, sizeof *v);
+    c = p->s[p->pos];
+    if (c == '{' || c == '[') {
+        ok = fat5__jp_container(p, v, depth);
+    } else if (c == '"') {
+        v->type = FAT5__J_STRING;
+        ok = fat5__jp_string(p, &v->str, &v->len);
+    } else if (c == 't' || c == 'f' || c == 'n') {
+        ok = fat5__jp_literal(p, v);
+    } else if (c == '-' || (c >= '0' && c <= '9')) {
+        ok = fat5__jp_number(p, v);
+    } else {
+        ok = fat5__jp_fail(p, p->pos, "unexpected %s (expected a value)",
+                           fat5__jp_desc(p, p->pos, buf));
+    }
+    return ok ? v : NULL;
+}
+
+static void fat5__json_free(fat5_ctx *ctx, fat5__jdoc *d) {
+    fat5__jblock *b, *next;
+    if (!d) return;
+    for (b = d->blocks; b; b = next) {
+        next = b->next;
+        fat5__free(ctx, b);
+    }
+    fat5__free(ctx, d);
+}
+
+// Parses src[0..len) strictly (RFC 8259): the whole input is one value with optional whitespace
+// around it; containers nest at most max_depth deep; literals are exact; strings hold valid UTF-8,
+// no raw control characters, valid escapes (surrogates paired; \u0000 rejected); numbers follow
+// the grammar; keys are unique within an object. Errors are FAT5_ERR_FORMAT, "what: JSON: line L
+// column C: ...".
+static fat5_status fat5__json_parse(fat5_ctx *ctx, const char *what, const char *src, size_t len,
+                                    int max_depth, fat5__jdoc **out) {
+    fat5__jp p;
+    fat5__jdoc *d;
+    fat5__json *root;
+    *out = NULL;
+    if (!src && len) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__json_parse: src is NULL");
+    d = FAT5__CAST(fat5__jdoc *, fat5__calloc(ctx, 1, sizeof *d));
+    if (!d) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s%sJSON: out of memory",
+                             what ? what : "", what ? ": " : "");
+    d->block_size = 4096;
+    memset(&p, 0, sizeof p);
+    p.ctx = ctx;
+    p.what = what;
+    p.s = src ? src : "";
+    p.len = len;
+    p.max_depth = max_depth;
+    p.doc = d;
+    p.st = FAT5_OK;
+    root = fat5__jp_value(&p, 0);
+    if (root) {
+        fat5__jp_ws(&p);
+        if (p.pos != p.len) {
+            char buf[16];
+            fat5__jp_fail(&p, p.pos, "unexpected %s after the JSON value (trailing data)",
+                          fat5__jp_desc(&p, p.pos, buf));
+        }
+    }
+    fat5__free(ctx, p.keys);
+    if (p.st != FAT5_OK) {
+        fat5__json_free(ctx, d);
+        return p.st;
+    }
+    d->root = root;
+    *out = d;
+    return FAT5_OK;
+}
+
+static const fat5__json *fat5__json_root(const fat5__jdoc *d) { return d ? d->root : NULL; }
+
+// member of an object by key; NULL if absent or obj is not an object
+static const fat5__json *fat5__json_get(const fat5__json *obj, const char *key) {
+    const fat5__json *c;
+    if (!obj || obj->type != FAT5__J_OBJECT) return NULL;
+    for (c = obj->child; c; c = c->next)
+        if (strcmp(c->key, key) == 0) return c;
+    return NULL;
+}
+
+static const char *fat5__json_type_name(fat5__jtype t) {
+    switch (t) {
+    case FAT5__J_NULL: return "null";
+    case FAT5__J_FALSE: case FAT5__J_TRUE: return "a boolean";
+    case FAT5__J_NUMBER: return "a number";
+    case FAT5__J_STRING: return "a string";
+    case FAT5__J_ARRAY: return "an array";
+    case FAT5__J_OBJECT: return "an object";
+    }
+    return "?";
+}
+
+// Number helpers: 1 on success. Integers are read digit by digit with overflow checks, never
+// through double; a literal with '.' or an exponent is not an integer.
+static int fat5__json_as_u64(const fat5__json *v, uint64_t *out) {
+    if (!v || v->type != FAT5__J_NUMBER) return 0;
+    return fat5__parse_u64(v->str, v->len, out);
+}
+
+static int fat5__json_as_i64(const fat5__json *v, int64_t *out) {
+    const char *s;
+    size_t n;
+    uint64_t m;
+    int neg;
+    if (!v || v->type != FAT5__J_NUMBER) return 0;
+    s = v->str;
+    n = v->len;
+    neg = n > 0 && s[0] == '-';
+    if (neg) {
+        s++;
+        n--;
+    }
+    if (!fat5__parse_u64(s, n, &m)) return 0;
+    if (!neg) {
+        if (m > (uint64_t)INT64_MAX) return 0;
+        *out = (int64_t)m;
+    } else {
+        if (m > (uint64_t)INT64_MAX + 1) return 0;
+        *out = m == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)m;
+    }
+    return 1;
+}
+
+// strtod on the validated literal; values that overflow a double fail
+static int fat5__json_as_double(const fat5__json *v, double *out) {
+    char *end;
+    double d;
+    if (!v || v->type != FAT5__J_NUMBER) return 0;
+    d = strtod(v->str, &end);
+    if (end != v->str + v->len || d == HUGE_VAL || d == -HUGE_VAL) return 0;
+    *out = d;
+    return 1;
+}
+
+// Reads a whole file into a NUL-terminated buffer (free with fat5__free). FAT5_ERR_IO when it
+// cannot be read, FAT5_ERR_FORMAT when it holds more than max_size bytes.
+static fat5_status fat5__read_file(fat5_ctx *ctx, const char *path, size_t max_size, char **out,
+                                   size_t *out_len) {
+    FILE *fp;
+    char *buf = NULL;
+    size_t len = 0, cap = 0, limit = max_size < SIZE_MAX - 1 ? max_size + 1 : SIZE_MAX - 1;
+    *out = NULL;
+    if (out_len) *out_len = 0;
+    fp = fopen(path, "rb");
+    if (!fp) return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    for (;;) {
+        size_t got;
+        if (len == cap) {   // grow; never beyond one byte past the limit (+1 for the NUL)
+            size_t ncap = cap ? (cap <= limit / 2 ? cap * 2 : limit)
+                              : (limit < 4096 ? limit : 4096);
+            char *nb = FAT5__CAST(char *, fat5__realloc(ctx, buf, ncap + 1));
+            if (!nb) {
+                fclose(fp);
+                fat5__free(ctx, buf);
+                return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory reading the file",
+                                 path);
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        got = fread(buf + len, 1, cap - len, fp);
+        len += got;
+        if (len > max_size) {
+            fclose(fp);
+            fat5__free(ctx, buf);
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: file is larger than the limit of %zu bytes",
+                             path, max_size);
+        }
+        if (len < cap) {   // short read: end of file or an error
+            if (ferror(fp)) {
+                int e = errno;
+                fclose(fp);
+                fat5__free(ctx, buf);
+                return fat5__err(ctx, FAT5_ERR_IO, "%s: read failed: %s", path, strerror(e));
+            }
+            break;
+        }
+    }
+    fclose(fp);
+    buf[len] = 0;
+    *out = buf;
+    if (out_len) *out_len = len;
+    return FAT5_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON writer: a growable string. Out of memory latches b->oom; callers check it once at the end.
+
+typedef struct fat5__sb {
+    fat5_ctx *ctx;
+    char *buf;            // NUL-terminated once anything was written
+    size_t len, cap;
+    int oom;
+} fat5__sb;
+
+static void fat5__sb_init(fat5__sb *b, fat5_ctx *ctx) {
+    memset(b, 0, sizeof *b);
+    b->ctx = ctx;
+}
+
+static int fat5__sb_reserve(fat5__sb *b, size_t extra) {
+    size_t need, cap;
+    char *nb;
+    if (b->oom) return 0;
+    if (!fat5__add_ok(b->len, extra, &need) || !fat5__add_ok(need, 1, &need)) {
+        b->oom = 1;
+        return 0;
+    }
+    if (need <= b->cap) return 1;
+    cap = b->cap ? b->cap : 256;
+    while (cap < need) cap = cap <= SIZE_MAX / 2 ? cap * 2 : need;
+    nb = FAT5__CAST(char *, fat5__realloc(b->ctx, b->buf, cap));
+    if (!nb) {
+        b->oom = 1;
+        return 0;
+    }
+    b->buf = nb;
+    b->cap = cap;
+    return 1;
+}
+
+static void fat5__sb_putn(fat5__sb *b, const char *s, size_t n) {
+    if (!fat5__sb_reserve(b, n)) return;
+    memcpy(b->buf + b->len, s, n);
+    b->len += n;
+    b->buf[b->len] = 0;
+}
+
+static void fat5__sb_puts(fat5__sb *b, const char *s) { fat5__sb_putn(b, s, strlen(s)); }
+
+static FAT5__PRINTF(2, 3) void fat5__sb_printf(fat5__sb *b, const char *fmt, ...) {
+    va_list ap, ap2;
+    int n;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    n = vsnprintf(NULL, 0, fmt, ap);
+    if (n < 0) {
+        b->oom = 1;
+    } else if (fat5__sb_reserve(b, (size_t)n)) {
+        vsnprintf(b->buf + b->len, (size_t)n + 1, fmt, ap2);
+        b->len += (size_t)n;
+    }
+    va_end(ap2);
+    va_end(ap);
+}
+
+// s as a JSON string: quoted, with '"', '\' and control characters escaped; other bytes as they are
+static void fat5__sb_json_string(fat5__sb *b, const char *s) {
+    size_t run;
+    fat5__sb_putn(b, "\"", 1);
+    while (*s) {
+        for (run = 0; s[run] && s[run] != '"' && s[run] != '\\' && (unsigned char)s[run] >= 0x20;)
+            run++;
+        fat5__sb_putn(b, s, run);
+        s += run;
+        if (*s == '"' || *s == '\\') {
+            char e[2];
+            e[0] = '\\';
+            e[1] = *s;
+            fat5__sb_putn(b, e, 2);
+            s++;
+        } else if (*s) {
+            fat5__sb_printf(b, "\\u%04X", (unsigned)(unsigned char)*s);
+            s++;
+        }
+    }
+    fat5__sb_putn(b, "\"", 1);
+}
+
+static void fat5__sb_free(fat5__sb *b) {
+    fat5__free(b->ctx, b->buf);
+    b->buf = NULL;
+    b->len = b->cap = 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Atomic file writes: a temporary file "<path>.tmp.XXXXXX" in the same directory is written,
+// flushed to disk and renamed over path, so a crash leaves either the old file or the new one.
+
+typedef struct fat5__afile {
+    char *tmp;            // temporary path; removed on abort
+#ifdef _WIN32
+    FILE *fp;
+#else
+    int fd;
+#endif
+} fat5__afile;
+
+static void fat5__afile_abort(fat5_ctx *ctx, fat5__afile *a) {
+    if (!a->tmp) return;
+#ifdef _WIN32
+    if (a->fp) fclose(a->fp);
+    a->fp = NULL;
+#else
+    if (a->fd >= 0) close(a->fd);
+    a->fd = -1;
+#endif
+    remove(a->tmp);
+    fat5__free(ctx, a->tmp);
+    a->tmp = NULL;
+}
+
+static fat5_status fat5__afile_open(fat5_ctx *ctx, const char *path, fat5__afile *a) {
+    size_t n = strlen(path);
+    int e;
+    memset(a, 0, sizeof *a);
+    a->tmp = FAT5__CAST(char *, fat5__malloc(ctx, n + 12));
+    if (!a->tmp) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    memcpy(a->tmp, path, n);
+    memcpy(a->tmp + n, ".tmp.XXXXXX", 12);
+#ifdef _WIN32
+    a->tmp[n + 4] = 0;   // "<path>.tmp"
+    a->fp = fopen(a->tmp, "wb");
+    if (a->fp) return FAT5_OK;
+#else
+    a->fd = mkstemp(a->tmp);
+    if (a->fd >= 0) {
+        // mkstemp creates 0600; keep the mode of the file being replaced, else use 0644
+        struct stat st;
+        mode_t mode = 0644;
+        if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) mode = st.st_mode & 07777;
+        (void)fchmod(a->fd, mode);
+        return FAT5_OK;
+    }
+#endif
+    e = errno;
+    fat5__free(ctx, a->tmp);
+    a->tmp = NULL;
+    return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot create a temporary file beside it: %s", path,
+                     strerror(e));
+}
+
+static fat5_status fat5__afile_write(fat5_ctx *ctx, fat5__afile *a, const char *path,
+                                     const void *data, size_t n) {
+    const char *p = FAT5__CAST(const char *, data);
+    int e;
+#ifdef _WIN32
+    if (n == 0 || fwrite(p, 1, n, a->fp) == n) return FAT5_OK;
+    e = errno;
+#else
+    while (n > 0) {
+        size_t chunk = n < ((size_t)1 << 30) ? n : ((size_t)1 << 30);
+        ssize_t w = write(a->fd, p, chunk);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            if (w == 0) errno = EIO;
+            break;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    if (n == 0) return FAT5_OK;
+    e = errno;
+#endif
+    fat5__afile_abort(ctx, a);
+    return fat5__err(ctx, FAT5_ERR_IO, "%s: write failed: %s", path, strerror(e));
+}
+
+// Flushes, closes and renames the temporary file over path; on failure removes it.
+static fat5_status fat5__afile_commit(fat5_ctx *ctx, fat5__afile *a, const char *path) {
+    const char *step;
+    int e;
+#ifdef _WIN32
+    FILE *fp = a->fp;
+    a->fp = NULL;
+    step = "flush";
+    if (fflush(fp) != 0) {
+        e = errno;
+        fclose(fp);
+        goto fail;
+    }
+    step = "close";
+    if (fclose(fp) != 0) goto fail_errno;
+    remove(path);   // rename does not replace an existing file on Windows
+#else
+    int fd = a->fd;
+    a->fd = -1;
+    step = "fsync";
+    if (fsync(fd) != 0) {
+        e = errno;
+        close(fd);
+        goto fail;
+    }
+    step = "close";
+    if (close(fd) != 0) goto fail_errno;
+#endif
+    step = "rename";
+    if (rename(a->tmp, path) != 0) goto fail_errno;
+    fat5__free(ctx, a->tmp);
+    a->tmp = NULL;
+    return FAT5_OK;
+fail_errno:
+    e = errno;
+fail:
+    fat5__afile_abort(ctx, a);
+    return fat5__err(ctx, FAT5_ERR_IO, "%s: %s of the temporary file failed: %s", path, step,
+                     strerror(e));
+}
+
+FAT5_API fat5_status fat5_write_file_atomic(fat5_ctx *ctx, const char *path, const void *data,
+                                            size_t size) {
+    fat5__afile a;
+    fat5_status st;
+    if (!path || (!data && size > 0))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_write_file_atomic: %s is NULL",
+                         path ? "data" : "path");
+    st = fat5__afile_open(ctx, path, &a);
+    if (st != FAT5_OK) return st;
+    st = fat5__afile_write(ctx, &a, path, data, size);
+    if (st != FAT5_OK) return st;
+    return fat5__afile_commit(ctx, &a, path);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 16-bit floats. Bit-exact and free of type punning (memcpy), shared with the GPU code.
+
+static float fat5__bits_to_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static float fat5__bf16_to_f32(uint16_t h) { return fat5__bits_to_f32((uint32_t)h << 16); }
+
+static float fat5__f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
+    if (exp == 0x1F) return fat5__bits_to_f32(sign | 0x7F800000u | (mant << 13));   // inf, NaN
+    if (exp != 0) return fat5__bits_to_f32(sign | ((exp + 112) << 23) | (mant << 13));
+    if (mant == 0) return fat5__bits_to_f32(sign);                                   // +-0
+    exp = 113;   // subnormal: mant * 2^-24, normalised
+    while (!(mant & 0x400)) {
+        mant <<= 1;
+        exp--;
+    }
+    return fat5__bits_to_f32(sign | (exp << 23) | ((mant & 0x3FF) << 13));
+}
+
+// round to nearest, ties to even; NaN stays NaN (quieted, sign kept); overflow rounds to inf
+static FAT5__UNUSED uint16_t fat5__f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x0040);
+    u += 0x7FFFu + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+
+// ---------------------------------------------------------------------------------------------
+// safetensors: 8-byte little-endian header length, a JSON header, then the data region. The
+// reader treats the file as hostile (style_anchors.md §7.8): bounded header, strict JSON, closed
+// dtype list, checked shape arithmetic, and tensor ranges that tile the data region exactly.
+
+#define FAT5__ST_MAX_HEADER ((uint64_t)100 << 20)   // 100 MiB
+
+struct fat5_st_file {
+    fat5_ctx *ctx;
+    char *path;
+    FILE *fp;
+    uint64_t file_size;
+    uint64_t data_offset;       // 8 + header length
+    fat5_st_tensor *tensors;    // [n_tensors], sorted by name
+    int n_tensors;
+    const char **meta_key;      // [n_meta], sorted by key
+    const char **meta_val;      // [n_meta]
+    int n_meta;
+    char *strings;              // names, keys and values, one allocation
+};
+
+typedef struct fat5__st_dtype_info { const char *name; unsigned size; } fat5__st_dtype_info;
+static const fat5__st_dtype_info fat5__st_dtypes[FAT5_ST_DTYPE_COUNT] = {
+    {"BOOL", 1}, {"U8", 1}, {"I8", 1}, {"U16", 2}, {"I16", 2}, {"F16", 2}, {"BF16", 2},
+    {"U32", 4}, {"I32", 4}, {"F32", 4}, {"U64", 8}, {"I64", 8}, {"F64", 8},
+    {"F8_E4M3", 1}, {"F8_E5M2", 1}
+};
+
+FAT5_API const char *fat5_st_dtype_name(fat5_st_dtype t) {
+    int i = (int)t;
+    return i >= 0 && i < (int)FAT5_ST_DTYPE_COUNT ? fat5__st_dtypes[i].name : "?";
+}
+
+FAT5_API size_t fat5_st_dtype_size(fat5_st_dtype t) {
+    int i = (int)t;
+    return i >= 0 && i < (int)FAT5_ST_DTYPE_COUNT ? fat5__st_dtypes[i].size : 0;
+}
+
+static int fat5__seek(FILE *fp, uint64_t off) {
+#ifdef _WIN32
+    return off <= (uint64_t)INT64_MAX && _fseeki64(fp, (__int64)off, SEEK_SET) == 0;
+#else
+    off_t o = (off_t)off;
+    if (o < 0 || (uint64_t)o != off) return 0;
+    return fseeko(fp, o, SEEK_SET) == 0;
+#endif
+}
+
+// Reads n bytes at offset off; a short read means the file changed or was truncated.
+static fat5_status fat5__st_read_at(fat5_st_file *f, uint64_t off, void *buf, size_t n) {
+    size_t got;
+    if (!fat5__seek(f->fp, off))
+        return fat5__err(f->ctx, FAT5_ERR_IO, "%s: cannot seek to byte %llu: %s", f->path,
+                         (unsigned long long)off, strerror(errno));
+    got = fread(buf, 1, n, f->fp);
+    if (got == n) return FAT5_OK;
+    if (ferror(f->fp))
+        return fat5__err(f->ctx, FAT5_ERR_IO, "%s: read failed at byte %llu: %s", f->path,
+                         (unsigned long long)(off + got), strerror(errno));
+    return fat5__err(f->ctx, FAT5_ERR_IO, "%s: unexpected end of file at byte %llu (the file "
+                     "changed or was truncated)", f->path, (unsigned long long)(off + got));
+}
+
+// "[2, 3]"; fits in 256 bytes for up to FAT5_ST_MAX_DIMS dimensions
+static const char *fat5__st_shape_str(char buf[256], const int64_t *shape, int ndim) {
+    size_t len = 0;
+    int i;
+    buf[len++] = '[';
+    for (i = 0; i < ndim && i < FAT5_ST_MAX_DIMS; i++) {
+        char num[24];
+        int w = snprintf(num, sizeof num, "%lld", (long long)shape[i]);
+        if (i) {
+            buf[len++] = ',';
+            buf[len++] = ' ';
+        }
+        memcpy(buf + len, num, (size_t)w);
+        len += (size_t)w;
+    }
+    buf[len++] = ']';
+    buf[len] = 0;
+    return buf;
+}
+
+// Validates one tensor entry (rules 4-6) into t; t->name is set by the caller.
+static fat5_status fat5__st_parse_tensor(fat5_st_file *f, const fat5__json *v, fat5_st_tensor *t) {
+    const fat5__json *dtype = NULL, *shape = NULL, *offs = NULL, *c;
+    char nm[128], shp[256], key[64];
+    const char *name = fat5__msg_name(nm, sizeof nm, v->key);
+    uint64_t numel = 1, nbytes, begin, end, dim;
+    int i, k, any_zero = 0, overflow = 0;
+    if (v->type != FAT5__J_OBJECT)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': expected an object with dtype, "
+                         "shape and data_offsets, got %s", f->path, name,
+                         fat5__json_type_name(v->type));
+    for (c = v->child; c; c = c->next) {
+        if (strcmp(c->key, "dtype") == 0) dtype = c;
+        else if (strcmp(c->key, "shape") == 0) shape = c;
+        else if (strcmp(c->key, "data_offsets") == 0) offs = c;
+        else return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': unknown key '%s'", f->path,
+                              name, fat5__msg_name(key, sizeof key, c->key));
+    }
+    if (!dtype || !shape || !offs)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': missing key '%s'", f->path,
+                         name, !dtype ? "dtype" : !shape ? "shape" : "data_offsets");
+    if (dtype->type != FAT5__J_STRING)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': dtype is %s, expected a "
+                         "string", f->path, name, fat5__json_type_name(dtype->type));
+    for (k = 0; k < (int)FAT5_ST_DTYPE_COUNT; k++)
+        if (strcmp(dtype->str, fat5__st_dtypes[k].name) == 0) break;
+    if (k == (int)FAT5_ST_DTYPE_COUNT)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': unknown dtype '%s'", f->path,
+                         name, fat5__msg_name(key, sizeof key, dtype->str));
+    t->dtype = FAT5__CAST(fat5_st_dtype, k);
+    if (shape->type != FAT5__J_ARRAY)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': shape is %s, expected an "
+                         "array", f->path, name, fat5__json_type_name(shape->type));
+    if (shape->n > FAT5_ST_MAX_DIMS)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': shape has %zu dimensions; at "
+                         "most %d are supported", f->path, name, shape->n, FAT5_ST_MAX_DIMS);
+    for (c = shape->child, i = 0; c; c = c->next, i++) {
+        if (!fat5__json_as_u64(c, &dim))
+            return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': shape[%d] is not a "
+                             "non-negative integer", f->path, name, i);
+        if (dim > (uint64_t)INT64_MAX)
+            return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': shape[%d] = %llu is too "
+                             "large", f->path, name, i, (unsigned long long)dim);
+        t->shape[i] = (int64_t)dim;
+        if (dim == 0) any_zero = 1;
+        else if (numel > UINT64_MAX / dim) overflow = 1;
+        else numel *= dim;
+    }
+    t->ndim = i;
+    if (any_zero) numel = 0;   // exact: a zero dimension makes the product 0 whatever the rest
+    if ((!any_zero && overflow) || numel > UINT64_MAX / fat5__st_dtypes[k].size)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': shape %s overflows (element "
+                         "count times %u bytes does not fit in 64 bits)", f->path, name,
+                         fat5__st_shape_str(shp, t->shape, t->ndim),
+                         fat5__st_dtypes[k].size);
+    nbytes = numel * fat5__st_dtypes[k].size;
+    if (offs->type != FAT5__J_ARRAY || offs->n != 2 || !fat5__json_as_u64(offs->child, &begin) ||
+        !fat5__json_as_u64(offs->child->next, &end))
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': data_offsets must be an array "
+                         "of 2 non-negative integers", f->path, name);
+    if (begin > end)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': data_offsets [%llu, %llu] are "
+                         "reversed (begin after end)", f->path, name, (unsigned long long)begin,
+                         (unsigned long long)end);
+    if (end - begin != nbytes)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': data_offsets [%llu, %llu] hold "
+                         "%llu bytes, but dtype %s and shape %s need %llu", f->path, name,
+                         (unsigned long long)begin, (unsigned long long)end,
+                         (unsigned long long)(end - begin), fat5__st_dtypes[k].name,
+                         fat5__st_shape_str(shp, t->shape, t->ndim),
+                         (unsigned long long)nbytes);
+    t->begin = begin;
+    t->end = end;
+    return FAT5_OK;
+}
+
+static int fat5__st_cmp_offset(const void *a, const void *b) {
+    const fat5_st_tensor *x = FAT5__CAST(const fat5_st_tensor *, a);
+    const fat5_st_tensor *y = FAT5__CAST(const fat5_st_tensor *, b);
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static int fat5__st_cmp_name(const void *a, const void *b) {
+    const fat5_st_tensor *x = FAT5__CAST(const fat5_st_tensor *, a);
+    const fat5_st_tensor *y = FAT5__CAST(const fat5_st_tensor *, b);
+    return strcmp(x->name, y->name);
+}
+
+// Rule 7: sorted by offset, the ranges cover [0, data_len) exactly: no gap, no overlap, nothing
+// past the end, no trailing bytes. A zero-sized tensor must sit on a boundary.
+static fat5_status fat5__st_check_tiling(fat5_st_file *f) {
+    uint64_t data_len = f->file_size - f->data_offset, cursor = 0;
+    const fat5_st_tensor *prev = NULL;
+    char nm[128], nm2[128];
+    int i;
+    qsort(f->tensors, (size_t)f->n_tensors, sizeof *f->tensors, fat5__st_cmp_offset);
+    for (i = 0; i < f->n_tensors; i++) {
+        const fat5_st_tensor *t = &f->tensors[i];
+        if (t->end > data_len)
+            return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': data range [%llu, %llu) is "
+                             "past the end of the file (the data region is %llu bytes)", f->path,
+                             fat5__msg_name(nm, sizeof nm, t->name), (unsigned long long)t->begin,
+                             (unsigned long long)t->end, (unsigned long long)data_len);
+    }
+    for (i = 0; i < f->n_tensors; i++) {
+        const fat5_st_tensor *t = &f->tensors[i];
+        if (t->begin < cursor)
+            return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': data range [%llu, %llu) "
+                             "overlaps tensor '%s' ([%llu, %llu))", f->path,
+                             fat5__msg_name(nm, sizeof nm, t->name), (unsigned long long)t->begin,
+                             (unsigned long long)t->end,
+                             fat5__msg_name(nm2, sizeof nm2, prev ? prev->name : "?"),
+                             (unsigned long long)(prev ? prev->begin : 0),
+                             (unsigned long long)(prev ? prev->end : 0));
+        if (t->begin > cursor)
+            return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: gap before tensor '%s': data bytes "
+                             "[%llu, %llu) belong to no tensor", f->path,
+                             fat5__msg_name(nm, sizeof nm, t->name), (unsigned long long)cursor,
+                             (unsigned long long)t->begin);
+        if (t->end > t->begin) prev = t;
+        cursor = t->end;
+    }
+    if (cursor != data_len)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: %llu trailing bytes after the last tensor "
+                         "(the data region is %llu bytes, the tensors cover %llu)", f->path,
+                         (unsigned long long)(data_len - cursor), (unsigned long long)data_len,
+                         (unsigned long long)cursor);
+    return FAT5_OK;
+}
+
+// Builds the tensor and metadata tables from the parsed header (rules 3-7).
+static fat5_status fat5__st_build(fat5_st_file *f, const fat5__json *root) {
+    const fat5__json *m, *meta = NULL;
+    size_t n_t = 0, n_m = 0, bytes = 0, used = 0;
+    char nm[128];
+    int i;
+    fat5_status st;
+    if (root->type != FAT5__J_OBJECT)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: the header is %s, expected an object",
+                         f->path, fat5__json_type_name(root->type));
+    for (m = root->child; m; m = m->next) {
+        if (strcmp(m->key, "__metadata__") == 0) {
+            const fat5__json *kv;
+            meta = m;
+            if (m->type != FAT5__J_OBJECT)
+                return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: __metadata__ is %s, expected an "
+                                 "object of strings", f->path, fat5__json_type_name(m->type));
+            for (kv = m->child; kv; kv = kv->next) {
+                if (kv->type != FAT5__J_STRING)
+                    return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: __metadata__ value of '%s' "
+                                     "is %s; metadata values must be strings", f->path,
+                                     fat5__msg_name(nm, sizeof nm, kv->key),
+                                     fat5__json_type_name(kv->type));
+                if (!fat5__add_ok(bytes, strlen(kv->key) + 1, &bytes) ||
+                    !fat5__add_ok(bytes, kv->len + 1, &bytes))
+                    return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: header too large", f->path);
+                n_m++;
+            }
+        } else {
+            n_t++;
+            if (!fat5__add_ok(bytes, strlen(m->key) + 1, &bytes))
+                return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: header too large", f->path);
+        }
+    }
+    if (n_t > (size_t)INT_MAX || n_m > (size_t)INT_MAX)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: too many entries in the header", f->path);
+    f->tensors = FAT5__CAST(fat5_st_tensor *, fat5__calloc(f->ctx, n_t, sizeof *f->tensors));
+    f->meta_key = FAT5__CAST(const char **, fat5__calloc(f->ctx, n_m, sizeof *f->meta_key));
+    f->meta_val = FAT5__CAST(const char **, fat5__calloc(f->ctx, n_m, sizeof *f->meta_val));
+    f->strings = FAT5__CAST(char *, fat5__malloc(f->ctx, bytes));
+    if (!f->tensors || !f->meta_key || !f->meta_val || !f->strings)
+        return fat5__err(f->ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory for the tensor table",
+                         f->path);
+    for (m = root->child; m; m = m->next) {
+        size_t n = strlen(m->key) + 1;
+        fat5_st_tensor *t;
+        if (m == meta) continue;
+        t = &f->tensors[f->n_tensors];
+        st = fat5__st_parse_tensor(f, m, t);
+        if (st != FAT5_OK) return st;
+        memcpy(f->strings + used, m->key, n);
+        t->name = f->strings + used;
+        used += n;
+        f->n_tensors++;
+    }
+    if (meta) {
+        for (m = meta->child; m; m = m->next) {
+            size_t nk = strlen(m->key) + 1;
+            memcpy(f->strings + used, m->key, nk);
+            f->meta_key[f->n_meta] = f->strings + used;
+            used += nk;
+            memcpy(f->strings + used, m->str, m->len + 1);
+            f->meta_val[f->n_meta] = f->strings + used;
+            used += m->len + 1;
+            f->n_meta++;
+        }
+        // sort metadata by key (insertion sort on two arrays; keys are unique)
+        for (i = 1; i < f->n_meta; i++) {
+            const char *key = f->meta_key[i], *val = f->meta_val[i];
+            int j = i;
+            for (; j > 0 && strcmp(f->meta_key[j - 1], key) > 0; j--) {
+                f->meta_key[j] = f->meta_key[j - 1];
+                f->meta_val[j] = f->meta_val[j - 1];
+            }
+            f->meta_key[j] = key;
+            f->meta_val[j] = val;
+        }
+    }
+    st = fat5__st_check_tiling(f);
+    if (st != FAT5_OK) return st;
+    qsort(f->tensors, (size_t)f->n_tensors, sizeof *f->tensors, fat5__st_cmp_name);
+    return FAT5_OK;
+}
+
+static fat5_status fat5__st_load(fat5_st_file *f) {
+    unsigned char len8[8];
+    uint64_t hlen = 0;
+    char *hdr;
+    fat5__jdoc *doc = NULL;
+    fat5_status st;
+    int i;
+    f->fp = fopen(f->path, "rb");
+    if (!f->fp)
+        return fat5__err(f->ctx, FAT5_ERR_IO, "%s: cannot open: %s", f->path, strerror(errno));
+#ifdef _WIN32
+    if (_fseeki64(f->fp, 0, SEEK_END) != 0 || _ftelli64(f->fp) < 0)
+        return fat5__err(f->ctx, FAT5_ERR_IO, "%s: cannot get the file size: %s", f->path,
+                         strerror(errno));
+    f->file_size = (uint64_t)_ftelli64(f->fp);
+#else
+    {
+        struct stat sb;
+        if (fstat(fileno(f->fp), &sb) != 0)
+            return fat5__err(f->ctx, FAT5_ERR_IO, "%s: cannot get the file size: %s", f->path,
+                             strerror(errno));
+        if (!S_ISREG(sb.st_mode))
+            return fat5__err(f->ctx, FAT5_ERR_IO, "%s: not a regular file", f->path);
+        f->file_size = (uint64_t)sb.st_size;
+    }
+#endif
+    // rules 1-2: the header length, bounded before any arithmetic with it
+    if (f->file_size < 8)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: file is too small (%llu bytes) to hold the "
+                         "8-byte header length", f->path, (unsigned long long)f->file_size);
+    st = fat5__st_read_at(f, 0, len8, 8);
+    if (st != FAT5_OK) return st;
+    for (i = 7; i >= 0; i--) hlen = (hlen << 8) | len8[i];
+    if (hlen > FAT5__ST_MAX_HEADER)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: header length %llu exceeds the limit of "
+                         "100 MiB", f->path, (unsigned long long)hlen);
+    if (hlen == 0) return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: the header is empty", f->path);
+    if (hlen > f->file_size - 8)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: header length %llu runs past the end of the "
+                         "file (%llu bytes)", f->path, (unsigned long long)hlen,
+                         (unsigned long long)f->file_size);
+    f->data_offset = 8 + hlen;
+    hdr = FAT5__CAST(char *, fat5__malloc(f->ctx, (size_t)hlen));
+    if (!hdr)
+        return fat5__err(f->ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory for the %llu-byte "
+                         "header", f->path, (unsigned long long)hlen);
+    st = fat5__st_read_at(f, 8, hdr, (size_t)hlen);
+    if (st == FAT5_OK && hdr[0] != '{')
+        st = fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: the header does not start with '{'", f->path);
+    // depth 4: root object > tensor object > shape array, plus one level of slack for errors
+    if (st == FAT5_OK) st = fat5__json_parse(f->ctx, f->path, hdr, (size_t)hlen, 4, &doc);
+    fat5__free(f->ctx, hdr);
+    if (st != FAT5_OK) return st;
+    st = fat5__st_build(f, fat5__json_root(doc));
+    fat5__json_free(f->ctx, doc);
+    return st;
+}
+
+FAT5_API void fat5_st_close(fat5_st_file *f) {
+    fat5_ctx *ctx;
+    if (!f) return;
+    ctx = f->ctx;
+    if (f->fp) fclose(f->fp);
+    fat5__free(ctx, f->path);
+    fat5__free(ctx, f->tensors);
+    fat5__free(ctx, FAT5__CAST(void *, f->meta_key));
+    fat5__free(ctx, FAT5__CAST(void *, f->meta_val));
+    fat5__free(ctx, f->strings);
+    fat5__free(ctx, f);
+}
+
+FAT5_API fat5_status fat5_st_open(fat5_ctx *ctx, const char *path, fat5_st_file **out) {
+    fat5_st_file *f;
+    fat5_status st;
+    if (!out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_st_open: out is NULL");
+    *out = NULL;
+    if (!path) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_st_open: path is NULL");
+    f = FAT5__CAST(fat5_st_file *, fat5__calloc(ctx, 1, sizeof *f));
+    if (!f) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    f->ctx = ctx;
+    f->path = fat5__strdup(ctx, path);
+    if (!f->path) {
+        fat5__free(ctx, f);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    }
+    st = fat5__st_load(f);
+    if (st != FAT5_OK) {
+        fat5_st_close(f);
+        return st;
+    }
+    *out = f;
+    return FAT5_OK;
+}
+
+FAT5_API int fat5_st_count(const fat5_st_file *f) { return f ? f->n_tensors : 0; }
+
+FAT5_API const fat5_st_tensor *fat5_st_get(const fat5_st_file *f, int i) {
+    return f && i >= 0 && i < f->n_tensors ? &f->tensors[i] : NULL;
+}
+
+FAT5_API int fat5_st_find(const fat5_st_file *f, const char *name) {
+    int lo = 0, hi = f && name ? f->n_tensors : 0;
+    while (lo < hi) {   // binary search: the table is sorted by name
+        int mid = lo + (hi - lo) / 2, c = strcmp(f->tensors[mid].name, name);
+        if (c == 0) return mid;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return -1;
+}
+
+FAT5_API int fat5_st_metadata_count(const fat5_st_file *f) { return f ? f->n_meta : 0; }
+
+FAT5_API void fat5_st_metadata_get(const fat5_st_file *f, int i, const char **key,
+                                   const char **value) {
+    int ok = f && i >= 0 && i < f->n_meta;
+    if (key) *key = ok ? f->meta_key[i] : NULL;
+    if (value) *value = ok ? f->meta_val[i] : NULL;
+}
+
+FAT5_API const char *fat5_st_metadata_find(const fat5_st_file *f, const char *key) {
+    int lo = 0, hi = f && key ? f->n_meta : 0;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2, c = strcmp(f->meta_key[mid], key);
+        if (c == 0) return f->meta_val[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+
+FAT5_API fat5_status fat5_st_read_f32(fat5_st_file *f, int i, float *dst, int64_t n) {
+    unsigned char buf[16384];
+    const fat5_st_tensor *t;
+    char nm[128];
+    uint64_t numel, done = 0;
+    size_t es;
+    if (!f) return FAT5_ERR_INVALID_ARG;
+    if (i < 0 || i >= f->n_tensors)
+        return fat5__err(f->ctx, FAT5_ERR_INVALID_ARG, "%s: tensor index %d out of range [0, %d)",
+                         f->path, i, f->n_tensors);
+    t = &f->tensors[i];
+    fat5__msg_name(nm, sizeof nm, t->name);
+    es = fat5_st_dtype_size(t->dtype);
+    numel = (t->end - t->begin) / es;   // exact: checked at open
+    if (t->dtype != FAT5_ST_F32 && t->dtype != FAT5_ST_F16 && t->dtype != FAT5_ST_BF16)
+        return fat5__err(f->ctx, FAT5_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s; fat5 reads "
+                         "F32, F16 and BF16", f->path, nm, fat5_st_dtype_name(t->dtype));
+    if (n < 0 || (uint64_t)n != numel || (!dst && numel > 0))
+        return fat5__err(f->ctx, FAT5_ERR_INVALID_ARG, "%s: tensor '%s' has %llu elements; got a "
+                         "buffer of %lld%s", f->path, nm, (unsigned long long)numel, (long long)n,
+                         !dst && numel > 0 ? " (NULL)" : "");
+    if (numel == 0) return FAT5_OK;
+    if (!fat5__seek(f->fp, f->data_offset + t->begin))
+        return fat5__err(f->ctx, FAT5_ERR_IO, "%s: tensor '%s': cannot seek to its data: %s",
+                         f->path, nm, strerror(errno));
+    while (done < numel) {
+        size_t k = sizeof buf / es, j;
+        if (numel - done < k) k = (size_t)(numel - done);
+        if (fread(buf, es, k, f->fp) != k)
+            return fat5__err(f->ctx, FAT5_ERR_IO, "%s: tensor '%s': %s", f->path, nm,
+                             ferror(f->fp) ? strerror(errno)
+                                           : "unexpected end of file (the file changed or was "
+                                             "truncated)");
+        if (t->dtype == FAT5_ST_F32) {
+            for (j = 0; j < k; j++) {
+                const unsigned char *b = buf + 4 * j;
+                uint32_t u = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+                             (uint32_t)b[3] << 24;
+                dst[done + j] = fat5__bits_to_f32(u);
+            }
+        } else if (t->dtype == FAT5_ST_BF16) {
+            for (j = 0; j < k; j++)
+                dst[done + j] = fat5__bf16_to_f32((uint16_t)(buf[2 * j] | buf[2 * j + 1] << 8));
+        } else {
+            for (j = 0; j < k; j++)
+                dst[done + j] = fat5__f16_to_f32((uint16_t)(buf[2 * j] | buf[2 * j + 1] << 8));
+        }
+        done += k;
+    }
+    return FAT5_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
+// safetensors writer: fp32 tensors in name order, __metadata__ first, the header padded with
+// spaces to a multiple of 8 bytes, little-endian data. Same input, same bytes.
+
+static int fat5__st_wcmp(const void *a, const void *b) {
+    const fat5_st_write_tensor *x = *FAT5__CAST(const fat5_st_write_tensor *const *, a);
+    const fat5_st_write_tensor *y = *FAT5__CAST(const fat5_st_write_tensor *const *, b);
+    return strcmp(x->name, y->name);
+}
+
+static int fat5__st_kcmp(const void *a, const void *b) {
+    return strcmp(*FAT5__CAST(const char *const *, a), *FAT5__CAST(const char *const *, b));
+}
+
+// Checks the arguments of fat5_st_write and sorts the tensors by name into order.
+static fat5_status fat5__st_write_check(fat5_ctx *ctx, const char *path,
+                                        const fat5_st_write_tensor *t, int n,
+                                        const char *const *meta_kv, int n_meta,
+                                        const fat5_st_write_tensor **order) {
+    const char **keys;
+    char nm[128];
+    uint64_t total = 0;
+    int i, d;
+    for (i = 0; i < n; i++) {
+        uint64_t numel = 1;
+        const char *name = t[i].name;
+        if (!name || !name[0])
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tensor %d has %s name", path, i,
+                             name ? "an empty" : "a NULL");
+        if (strcmp(name, "__metadata__") == 0)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tensor %d: the name __metadata__ is "
+                             "reserved", path, i);
+        if (!fat5__utf8_valid(name))
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tensor %d: the name is not valid "
+                             "UTF-8", path, i);
+        fat5__msg_name(nm, sizeof nm, name);
+        if (t[i].ndim < 0 || t[i].ndim > FAT5_ST_MAX_DIMS)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tensor '%s': ndim %d is not in "
+                             "[0, %d]", path, nm, t[i].ndim, FAT5_ST_MAX_DIMS);
+        for (d = 0; d < t[i].ndim; d++) {
+            int64_t s = t[i].shape[d];
+            if (s < 0)
+                return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tensor '%s': shape[%d] = %lld is "
+                                 "negative", path, nm, d, (long long)s);
+            if (s != 0 && numel > UINT64_MAX / 4 / (uint64_t)s)
+                return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tensor '%s': shape overflows",
+                                 path, nm);
+            numel *= (uint64_t)s;
+        }
+        if (numel > 0 && !t[i].data)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tensor '%s': data is NULL", path, nm);
+        if (total + 4 * numel < total)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: the tensors add up to more than "
+                             "2^64 bytes", path);
+        total += 4 * numel;
+        order[i] = &t[i];
+    }
+    qsort(FAT5__CAST(void *, order), (size_t)n, sizeof *order, fat5__st_wcmp);
+    for (i = 1; i < n; i++)
+        if (strcmp(order[i - 1]->name, order[i]->name) == 0)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: duplicate tensor name '%s'", path,
+                             fat5__msg_name(nm, sizeof nm, order[i]->name));
+    if (n_meta == 0) return FAT5_OK;
+    keys = FAT5__CAST(const char **, fat5__calloc(ctx, (size_t)n_meta, sizeof *keys));
+    if (!keys) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    for (i = 0; i < n_meta; i++) {
+        const char *k = meta_kv[2 * i], *v = meta_kv[2 * i + 1];
+        const char *bad = !k ? "the key is NULL" : !v ? "the value is NULL"
+                          : !fat5__utf8_valid(k) ? "the key is not valid UTF-8"
+                          : !fat5__utf8_valid(v) ? "the value is not valid UTF-8" : NULL;
+        if (bad) {
+            fat5__free(ctx, FAT5__CAST(void *, keys));
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: metadata entry %d: %s", path, i, bad);
+        }
+        keys[i] = k;
+    }
+    qsort(FAT5__CAST(void *, keys), (size_t)n_meta, sizeof *keys, fat5__st_kcmp);
+    for (i = 1; i < n_meta; i++) {
+        if (strcmp(keys[i - 1], keys[i]) == 0) {
+            fat5__msg_name(nm, sizeof nm, keys[i]);
+            fat5__free(ctx, FAT5__CAST(void *, keys));
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: duplicate metadata key '%s'", path,
+                             nm);
+        }
+    }
+    fat5__free(ctx, FAT5__CAST(void *, keys));
+    return FAT5_OK;
+}
+
+static uint64_t fat5__st_wnumel(const fat5_st_write_tensor *t) {
+    uint64_t numel = 1;
+    int d;
+    for (d = 0; d < t->ndim; d++) numel *= (uint64_t)t->shape[d];
+    return numel;
+}
+
+FAT5_API fat5_status fat5_st_write(fat5_ctx *ctx, const char *path, const fat5_st_write_tensor *t,
+                                   int n_tensors, const char *const *meta_kv, int n_meta) {
+    const fat5_st_write_tensor **order;
+    unsigned char buf[16384];
+    fat5__sb h;
+    fat5__afile a;
+    uint64_t off = 0, hlen;
+    fat5_status st;
+    int i, d;
+    if (!path || n_tensors < 0 || n_meta < 0 || (n_tensors > 0 && !t) || (n_meta > 0 && !meta_kv))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_st_write: %s",
+                         !path ? "path is NULL" : n_tensors < 0 || n_meta < 0 ? "negative count"
+                         : !t && n_tensors > 0 ? "tensors is NULL" : "meta_kv is NULL");
+    order = FAT5__CAST(const fat5_st_write_tensor **,
+                       fat5__calloc(ctx, (size_t)n_tensors, sizeof *order));
+    if (!order) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    st = fat5__st_write_check(ctx, path, t, n_tensors, meta_kv, n_meta, order);
+    if (st != FAT5_OK) {
+        fat5__free(ctx, FAT5__CAST(void *, order));
+        return st;
+    }
+    // the header
+    fat5__sb_init(&h, ctx);
+    fat5__sb_puts(&h, "{");
+    if (n_meta > 0) {
+        fat5__sb_puts(&h, "\"__metadata__\":{");
+        for (i = 0; i < n_meta; i++) {
+            if (i) fat5__sb_puts(&h, ",");
+            fat5__sb_json_string(&h, meta_kv[2 * i]);
+            fat5__sb_puts(&h, ":");
+            fat5__sb_json_string(&h, meta_kv[2 * i + 1]);
+        }
+        fat5__sb_puts(&h, "}");
+    }
+    for (i = 0; i < n_tensors; i++) {
+        uint64_t nbytes = fat5__st_wnumel(order[i]) * 4;
+        if (i || n_meta > 0) fat5__sb_puts(&h, ",");
+        fat5__sb_json_string(&h, order[i]->name);
+        fat5__sb_puts(&h, ":{\"dtype\":\"F32\",\"shape\":[");
+        for (d = 0; d < order[i]->ndim; d++)
+            fat5__sb_printf(&h, "%s%lld", d ? "," : "", (long long)order[i]->shape[d]);
+        fat5__sb_printf(&h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+                        (unsigned long long)(off + nbytes));
+        off += nbytes;   // no overflow: each tensor is in memory
+    }
+    fat5__sb_puts(&h, "}");
+    while (!h.oom && h.len % 8 != 0) fat5__sb_puts(&h, " ");
+    if (h.oom) {
+        st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory for the header", path);
+    } else if ((uint64_t)h.len > FAT5__ST_MAX_HEADER) {
+        st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: the header would be %zu bytes, over the "
+                       "100 MiB a reader accepts", path, h.len);
+    }
+    if (st == FAT5_OK) st = fat5__afile_open(ctx, path, &a);
+    if (st == FAT5_OK) {   // header length and header
+        hlen = h.len;
+        for (i = 0; i < 8; i++) buf[i] = (unsigned char)(hlen >> (8 * i));
+        st = fat5__afile_write(ctx, &a, path, buf, 8);
+        if (st == FAT5_OK) st = fat5__afile_write(ctx, &a, path, h.buf, h.len);
+    }
+    for (i = 0; st == FAT5_OK && i < n_tensors; i++) {   // data, little-endian, in chunks
+        uint64_t numel = fat5__st_wnumel(order[i]), done = 0;
+        while (st == FAT5_OK && done < numel) {
+            size_t k = sizeof buf / 4, j;
+            if (numel - done < k) k = (size_t)(numel - done);
+            for (j = 0; j < k; j++) {
+                uint32_t u;
+                memcpy(&u, &order[i]->data[done + j], 4);
+                buf[4 * j] = (unsigned char)u;
+                buf[4 * j + 1] = (unsigned char)(u >> 8);
+                buf[4 * j + 2] = (unsigned char)(u >> 16);
+                buf[4 * j + 3] = (unsigned char)(u >> 24);
+            }
+            st = fat5__afile_write(ctx, &a, path, buf, 4 * k);
+            done += k;
+        }
+    }
+    if (st == FAT5_OK) st = fat5__afile_commit(ctx, &a, path);
+    fat5__sb_free(&h);
+    fat5__free(ctx, FAT5__CAST(void *, order));
+    return st;
+}
+
+// ---------------------------------------------------------------------------------------------
+// ops: the CPU reference (fp32, simple, obviously right). Each op fat5__cpu_<op> has a GPU twin
+// fat5__gpu_<op> with the same arguments; the tests pair them.
+//
+// Shapes: row-major; a Linear weight W is [out, in] as in PyTorch, so y = x W^T.
+
+// C[M,N] (+)= A[M,K] B[N,K]^T          (y = x W^T)
+static void fat5__cpu_mm_nt(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,
+                            int accumulate) {
+    int64_t i, j, k;
+    for (i = 0; i < M; i++) {
+        const float *a = A + i * K;
+        for (j = 0; j < N; j++) {
+            const float *b = B + j * K;
+            double s = 0;
+            for (k = 0; k < K; k++) s += (double)a[k] * b[k];
+            C[i * N + j] = (float)(accumulate ? C[i * N + j] + s : s);
+        }
+    }
+}
+
+// C[M,N] (+)= A[M,K] B[K,N]             (dx = dy W)
+static void fat5__cpu_mm_nn(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,
+                            int accumulate) {
+    int64_t i, j, k;
+    double *row = FAT5__CAST(double *, malloc((size_t)(N > 0 ? N : 1) * sizeof(double)));
+    FAT5_ASSERT(row);
+    for (i = 0; i < M; i++) {
+        for (j = 0; j < N; j++) row[j] = accumulate ? C[i * N + j] : 0.0;
+        for (k = 0; k < K; k++) {
+            double a = A[i * K + k];
+            const float *b = B + k * N;
+            if (a == 0) continue;
+            for (j = 0; j < N; j++) row[j] += a * b[j];
+        }
+        for (j = 0; j < N; j++) C[i * N + j] = (float)row[j];
+    }
+    free(row);
+}
+
+// C[M,N] (+)= A[K,M]^T B[K,N]           (dW += dy^T x)
+static void fat5__cpu_mm_tn(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,
+                            int accumulate) {
+    int64_t i, j, k;
+    double *acc = FAT5__CAST(double *, calloc((size_t)(M * N > 0 ? M * N : 1), sizeof(double)));
+    FAT5_ASSERT(acc);
+    for (k = 0; k < K; k++) {
+        const float *a = A + k * M, *b = B + k * N;
+        for (i = 0; i < M; i++) {
+            double ai = a[i];
+            double *c = acc + i * N;
+            if (ai == 0) continue;
+            for (j = 0; j < N; j++) c[j] += ai * b[j];
+        }
+    }
+    for (i = 0; i < M * N; i++) C[i] = (float)(accumulate ? C[i] + acc[i] : acc[i]);
+    free(acc);
+}
+
+// out[t] = table[tok[t]]  (rows of width D)
+static void fat5__cpu_embed_fwd(float *out, const float *table, const int32_t *tok, int64_t T, int64_t D) {
+    int64_t t;
+    for (t = 0; t < T; t++) memcpy(out + t * D, table + (int64_t)tok[t] * D, (size_t)D * sizeof(float));
+}
+// dtable[tok[t]] += dout[t]
+static void fat5__cpu_embed_bwd(float *dtable, const float *dout, const int32_t *tok, int64_t T, int64_t D) {
+    int64_t t, j;
+    for (t = 0; t < T; t++) {
+        float *d = dtable + (int64_t)tok[t] * D;
+        for (j = 0; j < D; j++) d[j] += dout[t * D + j];
+    }
+}
+
+// T5 RMSNorm: y = w * x * r, r = 1 / sqrt(mean(x^2) + eps) (no mean subtraction). Saves r [T].
+static void fat5__cpu_rmsnorm_fwd(float *y, float *r, const float *x, const float *w, int64_t T, int64_t D,
+                                  float eps) {
+    int64_t t, j;
+    for (t = 0; t < T; t++) {
+        const float *xr = x + t * D;
+        double ss = 0;
+        float rt;
+        for (j = 0; j < D; j++) ss += (double)xr[j] * xr[j];
+        rt = (float)(1.0 / sqrt(ss / (double)D + (double)eps));
+        r[t] = rt;
+        for (j = 0; j < D; j++) y[t * D + j] = w[j] * (xr[j] * rt);
+    }
+}
+// dx (+)= r g - x r^3 mean(g x) with g = w dy;  dw += sum_t dy x r
+static void fat5__cpu_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
+                                  const float *r, int64_t T, int64_t D, int accumulate) {
+    int64_t t, j;
+    for (t = 0; t < T; t++) {
+        const float *xr = x + t * D, *dyr = dy + t * D;
+        double rt = r[t], gx = 0;
+        for (j = 0; j < D; j++) gx += (double)w[j] * dyr[j] * xr[j];
+        gx /= (double)D;
+        for (j = 0; j < D; j++) {
+            double v = rt * w[j] * dyr[j] - xr[j] * rt * rt * rt * gx;
+            dx[t * D + j] = (float)(accumulate ? dx[t * D + j] + v : v);
+            dw[j] += (float)(dyr[j] * xr[j] * rt);
+        }
+    }
+}
+
+static float fat5__act_f(fat5_act a, float x) {
+    switch (a) {
+    case FAT5_ACT_RELU: return x > 0 ? x : 0.0f;
+    case FAT5_ACT_GELU: return (float)(0.5 * x * (1.0 + erf(x / 1.4142135623730951)));
+    case FAT5_ACT_GELU_TANH: {
+        double u = 0.7978845608028654 * (x + 0.044715 * (double)x * x * x);
+        return (float)(0.5 * x * (1.0 + tanh(u)));
+    }
+    case FAT5_ACT_SILU: return (float)(x / (1.0 + exp(-(double)x)));
+    }
+    return 0.0f;
+}
+static double fat5__act_df(fat5_act a, float xf) {
+    double x = xf;
+    switch (a) {
+    case FAT5_ACT_RELU: return x > 0 ? 1.0 : 0.0;
+    case FAT5_ACT_GELU:
+        return 0.5 * (1.0 + erf(x / 1.4142135623730951)) + x * exp(-0.5 * x * x) * 0.3989422804014327;
+    case FAT5_ACT_GELU_TANH: {
+        double k = 0.7978845608028654, u = k * (x + 0.044715 * x * x * x), th = tanh(u);
+        return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * k * (1.0 + 3.0 * 0.044715 * x * x);
+    }
+    case FAT5_ACT_SILU: {
+        double s = 1.0 / (1.0 + exp(-x));
+        return s * (1.0 + x * (1.0 - s));
+    }
+    }
+    return 0.0;
+}
+
+// h = act(a) * b  (gated; b may be NULL for the plain FFN: h = act(a))
+static void fat5__cpu_act_fwd(float *h, const float *a, const float *b, int64_t n, fat5_act act) {
+    int64_t i;
+    for (i = 0; i < n; i++) h[i] = b ? fat5__act_f(act, a[i]) * b[i] : fat5__act_f(act, a[i]);
+}
+// da = dh * b * act'(a); db = dh * act(a)
+static void fat5__cpu_act_bwd(float *da, float *db, const float *dh, const float *a, const float *b, int64_t n,
+                              fat5_act act) {
+    int64_t i;
+    for (i = 0; i < n; i++) {
+        double d = fat5__act_df(act, a[i]);
+        if (b) {
+            da[i] = (float)(dh[i] * (double)b[i] * d);
+            db[i] = dh[i] * fat5__act_f(act, a[i]);
+        } else {
+            da[i] = (float)(dh[i] * d);
+        }
+    }
+}
+
+// T5 relative position bucket of rel = key_pos - query_pos, computed with fp32 logs as PyTorch does.
+static int fat5__rel_bucket(int64_t rel, int bidirectional, int nb, int max_distance) {
+    int offset = 0, me, large;
+    int64_t n;
+    if (bidirectional) {
+        nb /= 2;
+        if (rel > 0) offset = nb;
+        n = rel < 0 ? -rel : rel;
+    } else {
+        n = rel < 0 ? -rel : 0;
+    }
+    me = nb / 2;
+    if (n < me) return offset + (int)n;
+    if (n >= max_distance) return offset + nb - 1;  // the formula below would clamp there too
+    {
+        float num = logf((float)n / (float)me);
+        float den = (float)log((double)max_distance / (double)me);
+        float v = num / den * (float)(nb - me);
+        large = me + (int)v;
+    }
+    if (large > nb - 1) large = nb - 1;
+    return offset + large;
+}
+
+typedef enum fat5__attn_kind {
+    FAT5__ATTN_CROSS = 0,    // no bias, every key of the sequence
+    FAT5__ATTN_BIDIR = 1,    // encoder self-attention, bidirectional buckets
+    FAT5__ATTN_CAUSAL = 2    // decoder self-attention, causal buckets and mask
+} fat5__attn_kind;
+
+typedef struct fat5__attn_shape {
+    int64_t n_seq, H, dk;        // row stride of q/k/v/o is H*dk
+    const int32_t *cu_q, *cu_k;  // [n_seq + 1] offsets of queries and keys
+    fat5__attn_kind kind;
+    int nb, max_distance;        // bucket parameters (ignored for CROSS)
+} fat5__attn_shape;
+
+// o = softmax(q k^T + bias) v per sequence and head, no 1/sqrt(dk) scale (T5). bias[nb, H] is the
+// relative-position table (NULL for CROSS). Saves lse [Tq, H].
+static void fat5__cpu_attn_fwd(float *o, float *lse, const float *q, const float *k, const float *v,
+                               const float *bias, const fat5__attn_shape *s) {
+    int64_t sq, h, i, j, d, H = s->H, dk = s->dk, ld = H * dk;
+    double *p = NULL, *acc = FAT5__CAST(double *, malloc((size_t)dk * sizeof(double)));
+    int64_t maxk = 1;
+    for (sq = 0; sq < s->n_seq; sq++)
+        if (s->cu_k[sq + 1] - s->cu_k[sq] > maxk) maxk = s->cu_k[sq + 1] - s->cu_k[sq];
+    p = FAT5__CAST(double *, malloc((size_t)maxk * sizeof(double)));
+    FAT5_ASSERT(p && acc);
+    for (sq = 0; sq < s->n_seq; sq++) {
+        int64_t q0 = s->cu_q[sq], nq = s->cu_q[sq + 1] - q0, k0 = s->cu_k[sq], nk = s->cu_k[sq + 1] - k0;
+        for (h = 0; h < H; h++) {
+            for (i = 0; i < nq; i++) {
+                const float *qi = q + (q0 + i) * ld + h * dk;
+                int64_t jend = s->kind == FAT5__ATTN_CAUSAL ? (i + 1 < nk ? i + 1 : nk) : nk;
+                double mx = -INFINITY, sum = 0;
+                for (j = 0; j < jend; j++) {
+                    const float *kj = k + (k0 + j) * ld + h * dk;
+                    double sc = 0;
+                    for (d = 0; d < dk; d++) sc += (double)qi[d] * kj[d];
+                    if (bias)
+                        sc += bias[(int64_t)fat5__rel_bucket(j - i, s->kind == FAT5__ATTN_BIDIR, s->nb,
+                                                             s->max_distance) * H + h];
+                    p[j] = sc;
+                    if (sc > mx) mx = sc;
+                }
+                for (d = 0; d < dk; d++) acc[d] = 0;
+                for (j = 0; j < jend; j++) {
+                    const float *vj = v + (k0 + j) * ld + h * dk;
+                    double e = exp(p[j] - mx);
+                    sum += e;
+                    for (d = 0; d < dk; d++) acc[d] += e * vj[d];
+                }
+                for (d = 0; d < dk; d++) o[(q0 + i) * ld + h * dk + d] = jend ? (float)(acc[d] / sum) : 0.0f;
+                lse[(q0 + i) * H + h] = jend ? (float)(mx + log(sum)) : -INFINITY;
+            }
+        }
+    }
+    free(p);
+    free(acc);
+}
+
+// Backward of fat5__cpu_attn_fwd: dq, dk, dv are written (not accumulated); dbias [nb, H] is
+// accumulated (it is shared by layers). p is recomputed from lse.
+static void fat5__cpu_attn_bwd(float *dq, float *dk_, float *dv, float *dbias, const float *dout,
+                               const float *o, const float *lse, const float *q, const float *k, const float *v,
+                               const float *bias, const fat5__attn_shape *s) {
+    int64_t sq, h, i, j, d, H = s->H, dk = s->dk, ld = H * dk;
+    int64_t tq = s->cu_q[s->n_seq], tk = s->cu_k[s->n_seq];
+    memset(dq, 0, (size_t)(tq * ld) * sizeof(float));
+    memset(dk_, 0, (size_t)(tk * ld) * sizeof(float));
+    memset(dv, 0, (size_t)(tk * ld) * sizeof(float));
+    for (sq = 0; sq < s->n_seq; sq++) {
+        int64_t q0 = s->cu_q[sq], nq = s->cu_q[sq + 1] - q0, k0 = s->cu_k[sq], nk = s->cu_k[sq + 1] - k0;
+        for (h = 0; h < H; h++) {
+            for (i = 0; i < nq; i++) {
+                const float *qi = q + (q0 + i) * ld + h * dk, *doi = dout + (q0 + i) * ld + h * dk;
+                const float *oi = o + (q0 + i) * ld + h * dk;
+                float *dqi = dq + (q0 + i) * ld + h * dk;
+                int64_t jend = s->kind == FAT5__ATTN_CAUSAL ? (i + 1 < nk ? i + 1 : nk) : nk;
+                double L = lse[(q0 + i) * H + h], delta = 0;
+                for (d = 0; d < dk; d++) delta += (double)doi[d] * oi[d];
+                for (j = 0; j < jend; j++) {
+                    const float *kj = k + (k0 + j) * ld + h * dk, *vj = v + (k0 + j) * ld + h * dk;
+                    float *dkj = dk_ + (k0 + j) * ld + h * dk, *dvj = dv + (k0 + j) * ld + h * dk;
+                    double sc = 0, p, dp = 0, ds;
+                    int bkt = 0;
+                    for (d = 0; d < dk; d++) sc += (double)qi[d] * kj[d];
+                    if (bias) {
+                        bkt = fat5__rel_bucket(j - i, s->kind == FAT5__ATTN_BIDIR, s->nb, s->max_distance);
+                        sc += bias[(int64_t)bkt * H + h];
+                    }
+                    p = exp(sc - L);
+                    for (d = 0; d < dk; d++) dp += (double)doi[d] * vj[d];
+                    ds = p * (dp - delta);
+                    for (d = 0; d < dk; d++) {
+                        dqi[d] += (float)(ds * kj[d]);
+                        dkj[d] += (float)(ds * qi[d]);
+                        dvj[d] += (float)(p * doi[d]);
+                    }
+                    if (bias) dbias[(int64_t)bkt * H + h] += (float)ds;
+                }
+            }
+        }
+    }
+}
+
+// Cross-entropy over rows of logits [T, V] with labels (-100 = ignored), z-loss and label
+// smoothing. Per counted token: lse - (1-s) x_y - (s/V) sum_j x_j + z lse^2. Writes lse [T];
+// returns the sums (ce, z part) and the count through the out-params.
+static void fat5__cpu_xent_fwd(float *lse, double *ce_sum, double *z_sum, int64_t *count, const float *logits,
+                               const int32_t *labels, int64_t T, int64_t V, double z, double smooth) {
+    int64_t t, j;
+    *ce_sum = 0;
+    *z_sum = 0;
+    *count = 0;
+    for (t = 0; t < T; t++) {
+        const float *x = logits + t * V;
+        double mx = -INFINITY, s = 0, sx = 0, L;
+        for (j = 0; j < V; j++) if (x[j] > mx) mx = x[j];
+        for (j = 0; j < V; j++) {
+            s += exp((double)x[j] - mx);
+            sx += x[j];
+        }
+        L = mx + log(s);
+        lse[t] = (float)L;
+        if (labels[t] == -100) continue;
+        *ce_sum += L - (1.0 - smooth) * x[labels[t]] - smooth / (double)V * sx;
+        *z_sum += z * L * L;
+        (*count)++;
+    }
+}
+// dlogits = scale * (softmax (1 + 2 z lse) - (1-s) onehot(y) - s/V) for counted rows, 0 otherwise
+static void fat5__cpu_xent_bwd(float *dlogits, const float *logits, const float *lse, const int32_t *labels,
+                               int64_t T, int64_t V, double z, double smooth, double scale) {
+    int64_t t, j;
+    for (t = 0; t < T; t++) {
+        const float *x = logits + t * V;
+        float *dx = dlogits + t * V;
+        double L = lse[t];
+        if (labels[t] == -100) {
+            memset(dx, 0, (size_t)V * sizeof(float));
+            continue;
+        }
+        for (j = 0; j < V; j++) {
+            double p = exp((double)x[j] - L);
+            dx[j] = (float)(scale * (p * (1.0 + 2.0 * z * L) - smooth / (double)V));
+        }
+        dx[labels[t]] -= (float)(scale * (1.0 - smooth));
+    }
+}
+#ifndef FAT5_NO_CUDA
+#include "fat5_kernels.cuh"
+// ---------------------------------------------------------------------------------------------
+// device: the CUDA driver, NVRTC and cuBLAS loaded at run time with dlopen (no CUDA headers or
+// libraries at build time); the kernel module compiled by NVRTC and cached on disk; device memory,
+// one stream, kernel launches and cuBLAS GEMMs. Nothing model-specific.
+//
+// Libraries, each tried bare (LD_LIBRARY_PATH, the ld.so cache), then in $CUDA_HOME/lib64,
+// /usr/local/cuda/lib64 and /usr/local/cuda/targets/x86_64-linux/lib:
+//     driver  libcuda.so.1, libcuda.so
+//     NVRTC   libnvrtc.so.13, libnvrtc.so.12 (12 first when the driver is a 12.x one)
+//     cuBLAS  libcublas.so.13, libcublas.so.12 (likewise)
+// A missing library or device gives FAT5_ERR_NO_DEVICE with the dlerror() texts; the CPU path is
+// untouched. Driver entry points are looked up by their versioned names (cuMemAlloc_v2, ...): the
+// plain names are the legacy 32-bit ABI that cuda.h renames away.
+//
+// Kernels: all kernels/*.cu joined into one program (each file behind `#line 1 "kernels/<file>"`),
+// compiled once per context for the device's architecture: a cubin for the newest sm_XY that NVRTC
+// lists with the device's major and XY <= the device, else (a device newer than NVRTC knows) PTX
+// for the newest listed target, JIT-compiled by the driver. The image is cached on disk in
+//     cfg.cache_dir, else $FAT5_CACHE_DIR, else $XDG_CACHE_HOME/fat5, else ~/.cache/fat5
+// ("" as cfg.cache_dir or $FAT5_CACHE_DIR turns it off), as fat5-<128-bit key>-<arch>.cubin|.ptx.
+// The key hashes the cache format, FAT5_VERSION_STRING, the source, the options, the NVRTC and
+// driver versions and the target; the file holds magic, format, kind, the key, the payload size
+// and a payload hash, and is verified on every read (a bad file is recompiled and replaced).
+// Writes are atomic (temp file + rename), so concurrent processes at worst both compile.
+// FAT5_KERNELS_DIR=<dir> compiles <dir>/<file> for every embedded file name instead of the
+// embedded copy (kernel development without `make embed`). FAT5_SYNC_LAUNCHES=1 synchronizes
+// after every launch so an asynchronous fault is reported with the kernel that caused it.
+//
+// Streams: all work goes to one non-blocking stream of the device's primary context (which cuBLAS
+// shares). A non-blocking stream does not order against the legacy NULL stream, so every copy here
+// is the *Async form on that stream: never mix in the synchronous cuMemcpy* calls.
+
+#ifdef _WIN32
+#error "fat5.h: the GPU path needs dlopen (Linux); define FAT5_NO_CUDA to build the CPU path only"
+#endif
+#include <dlfcn.h>
+#include <time.h>
+
+typedef unsigned long long fat5__dptr;  // CUdeviceptr on 64-bit hosts
+
+// ---- vendor mirrors: only what fat5 uses --------------------------------------------------------
+// An enum type is mirrored by the integer type that GCC and Clang make compatible with it
+// (unsigned int when no enumerator is negative, else int), so tests/test_abi.c can assign every
+// real function to its mirrored pointer type and let the compiler check the whole prototype.
+typedef unsigned int fat5__CUresult;              // CUresult
+typedef int fat5__CUdevice;                       // CUdevice
+typedef unsigned int fat5__CUdevice_attribute;    // CUdevice_attribute
+typedef unsigned int fat5__CUfunction_attribute;  // CUfunction_attribute
+typedef unsigned int fat5__CUjit_option;          // CUjit_option
+typedef struct fat5__CUctx_st *fat5__CUcontext;
+typedef struct fat5__CUmod_st *fat5__CUmodule;
+typedef struct fat5__CUfunc_st *fat5__CUfunction;
+typedef struct fat5__CUstream_st *fat5__CUstream;  // also cuBLAS's cudaStream_t
+typedef unsigned int fat5__nvrtcResult;
+typedef struct fat5__nvrtcProgram_st *fat5__nvrtcProgram;
+typedef unsigned int fat5__cublasStatus_t;
+typedef struct fat5__cublasContext *fat5__cublasHandle_t;
+typedef unsigned int fat5__cublasOperation_t;
+typedef unsigned int fat5__cudaDataType;
+typedef unsigned int fat5__cublasComputeType_t;
+typedef int fat5__cublasGemmAlgo_t;               // has CUBLAS_GEMM_DEFAULT = -1
+typedef unsigned int fat5__cublasMath_t;
+
+enum {
+    FAT5__CUDA_SUCCESS = 0,
+    FAT5__CUDA_ERROR_OUT_OF_MEMORY = 2,
+    FAT5__CUDA_ERROR_STUB_LIBRARY = 34,
+    FAT5__CUDA_ERROR_NOT_FOUND = 500,
+    FAT5__CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+    FAT5__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+    FAT5__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+    FAT5__CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
+    FAT5__CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
+    FAT5__CU_STREAM_NON_BLOCKING = 1,
+    FAT5__CU_JIT_ERROR_LOG_BUFFER = 5,
+    FAT5__CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
+    FAT5__NVRTC_SUCCESS = 0,
+    FAT5__CUBLAS_STATUS_SUCCESS = 0,
+    FAT5__CUBLAS_OP_N = 0,
+    FAT5__CUBLAS_OP_T = 1,
+    FAT5__CUDA_R_32F = 0,
+    FAT5__CUDA_R_16BF = 14,
+    FAT5__CUBLAS_COMPUTE_32F = 68,  // fp32 compute, no TF32 (that is _FAST_TF32 or a TF32 math mode)
+    FAT5__CUBLAS_GEMM_DEFAULT = -1,
+    FAT5__CUBLAS_DEFAULT_MATH = 0,
+    FAT5__CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION = 16  // split-K sums in fp32 (bf16 C)
+};
+
+// driver (cuda.h)
+typedef fat5__CUresult (*fat5__PFN_cuGetErrorName)(fat5__CUresult error, const char **str);
+typedef fat5__CUresult (*fat5__PFN_cuGetErrorString)(fat5__CUresult error, const char **str);
+typedef fat5__CUresult (*fat5__PFN_cuInit)(unsigned int flags);
+typedef fat5__CUresult (*fat5__PFN_cuDriverGetVersion)(int *version);
+typedef fat5__CUresult (*fat5__PFN_cuDeviceGetCount)(int *count);
+typedef fat5__CUresult (*fat5__PFN_cuDeviceGet)(fat5__CUdevice *dev, int ordinal);
+typedef fat5__CUresult (*fat5__PFN_cuDeviceGetName)(char *name, int len, fat5__CUdevice dev);
+typedef fat5__CUresult (*fat5__PFN_cuDeviceGetAttribute)(int *value, fat5__CUdevice_attribute attr,
+                                                         fat5__CUdevice dev);
+typedef fat5__CUresult (*fat5__PFN_cuDeviceTotalMem)(size_t *bytes, fat5__CUdevice dev);
+typedef fat5__CUresult (*fat5__PFN_cuDevicePrimaryCtxRetain)(fat5__CUcontext *pctx,
+                                                             fat5__CUdevice dev);
+typedef fat5__CUresult (*fat5__PFN_cuDevicePrimaryCtxRelease)(fat5__CUdevice dev);
+typedef fat5__CUresult (*fat5__PFN_cuCtxSetCurrent)(fat5__CUcontext c);
+typedef fat5__CUresult (*fat5__PFN_cuStreamCreate)(fat5__CUstream *stream, unsigned int flags);
+typedef fat5__CUresult (*fat5__PFN_cuStreamDestroy)(fat5__CUstream stream);
+typedef fat5__CUresult (*fat5__PFN_cuStreamSynchronize)(fat5__CUstream stream);
+typedef fat5__CUresult (*fat5__PFN_cuModuleLoadDataEx)(fat5__CUmodule *module, const void *image,
+                                                       unsigned int n_options,
+                                                       fat5__CUjit_option *options, void **values);
+typedef fat5__CUresult (*fat5__PFN_cuModuleUnload)(fat5__CUmodule module);
+typedef fat5__CUresult (*fat5__PFN_cuModuleGetFunction)(fat5__CUfunction *fn, fat5__CUmodule module,
+                                                        const char *name);
+typedef fat5__CUresult (*fat5__PFN_cuFuncSetAttribute)(fat5__CUfunction fn,
+                                                       fat5__CUfunction_attribute attr, int value);
+typedef fat5__CUresult (*fat5__PFN_cuLaunchKernel)(fat5__CUfunction fn, unsigned int gx,
+                                                   unsigned int gy, unsigned int gz, unsigned int bx,
+                                                   unsigned int by, unsigned int bz,
+                                                   unsigned int smem, fat5__CUstream stream,
+                                                   void **params, void **extra);
+typedef fat5__CUresult (*fat5__PFN_cuMemAlloc)(fat5__dptr *p, size_t bytes);
+typedef fat5__CUresult (*fat5__PFN_cuMemFree)(fat5__dptr p);
+typedef fat5__CUresult (*fat5__PFN_cuMemGetInfo)(size_t *free_b, size_t *total_b);
+typedef fat5__CUresult (*fat5__PFN_cuMemcpyHtoDAsync)(fat5__dptr dst, const void *src, size_t bytes,
+                                                      fat5__CUstream stream);
+typedef fat5__CUresult (*fat5__PFN_cuMemcpyDtoHAsync)(void *dst, fat5__dptr src, size_t bytes,
+                                                      fat5__CUstream stream);
+typedef fat5__CUresult (*fat5__PFN_cuMemcpyDtoDAsync)(fat5__dptr dst, fat5__dptr src, size_t bytes,
+                                                      fat5__CUstream stream);
+typedef fat5__CUresult (*fat5__PFN_cuMemsetD8Async)(fat5__dptr p, unsigned char value, size_t n,
+                                                    fat5__CUstream stream);
+
+// NVRTC (nvrtc.h, 11.2 or newer)
+typedef fat5__nvrtcResult (*fat5__PFN_nvrtcVersion)(int *major, int *minor);
+typedef const char *(*fat5__PFN_nvrtcGetErrorString)(fat5__nvrtcResult r);
+typedef fat5__nvrtcResult (*fat5__PFN_nvrtcGetNumSupportedArchs)(int *n);
+typedef fat5__nvrtcResult (*fat5__PFN_nvrtcGetSupportedArchs)(int *archs);
+typedef fat5__nvrtcResult (*fat5__PFN_nvrtcCreateProgram)(fat5__nvrtcProgram *prog, const char *src,
+                                                          const char *name, int n_headers,
+                                                          const char *const *headers,
+                                                          const char *const *include_names);
+typedef fat5__nvrtcResult (*fat5__PFN_nvrtcCompileProgram)(fat5__nvrtcProgram prog, int n_options,
+                                                           const char *const *options);
+typedef fat5__nvrtcResult (*fat5__PFN_nvrtcGetProgramLogSize)(fat5__nvrtcProgram prog, size_t *size);
+typedef fat5__nvrtcResult (*fat5__PFN_nvrtcGetProgramLog)(fat5__nvrtcProgram prog, char *log);
+typedef fat5__nvrtcResult (*fat5__PFN_nvrtcGetCUBINSize)(fat5__nvrtcProgram prog, size_t *size);
+typedef fat5__nvrtcResult (*fat5__PFN_nvrtcGetCUBIN)(fat5__nvrtcProgram prog, char *cubin);
+typedef fat5__nvrtcResult (*fat5__PFN_nvrtcGetPTXSize)(fat5__nvrtcProgram prog, size_t *size);
+typedef fat5__nvrtcResult (*fat5__PFN_nvrtcGetPTX)(fat5__nvrtcProgram prog, char *ptx);
+typedef fat5__nvrtcResult (*fat5__PFN_nvrtcDestroyProgram)(fat5__nvrtcProgram *prog);
+
+// cuBLAS (cublas_api.h / cublas_v2.h)
+typedef fat5__cublasStatus_t (*fat5__PFN_cublasCreate)(fat5__cublasHandle_t *handle);
+typedef fat5__cublasStatus_t (*fat5__PFN_cublasDestroy)(fat5__cublasHandle_t handle);
+typedef fat5__cublasStatus_t (*fat5__PFN_cublasGetVersion)(fat5__cublasHandle_t handle, int *version);
+typedef fat5__cublasStatus_t (*fat5__PFN_cublasSetStream)(fat5__cublasHandle_t handle,
+                                                          fat5__CUstream stream);
+typedef fat5__cublasStatus_t (*fat5__PFN_cublasSetMathMode)(fat5__cublasHandle_t handle,
+                                                            fat5__cublasMath_t mode);
+typedef const char *(*fat5__PFN_cublasGetStatusName)(fat5__cublasStatus_t status);
+typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmEx)(
+    fat5__cublasHandle_t handle, fat5__cublasOperation_t transa, fat5__cublasOperation_t transb,
+    int m, int n, int k, const void *alpha, const void *A, fat5__cudaDataType a_type, int lda,
+    const void *B, fat5__cudaDataType b_type, int ldb, const void *beta, void *C,
+    fat5__cudaDataType c_type, int ldc, fat5__cublasComputeType_t compute,
+    fat5__cublasGemmAlgo_t algo);
+
+// X(api, "exported symbol"): the field g->cu.<api> has type fat5__PFN_<api>. The symbol is the one
+// the vendor header maps <api> to (tests/test_abi.c checks it).
+#define FAT5__CU_API(X)                                                                            \
+    X(cuGetErrorName, "cuGetErrorName")                                                            \
+    X(cuGetErrorString, "cuGetErrorString")                                                        \
+    X(cuInit, "cuInit")                                                                            \
+    X(cuDriverGetVersion, "cuDriverGetVersion")                                                    \
+    X(cuDeviceGetCount, "cuDeviceGetCount")                                                        \
+    X(cuDeviceGet, "cuDeviceGet")                                                                  \
+    X(cuDeviceGetName, "cuDeviceGetName")                                                          \
+    X(cuDeviceGetAttribute, "cuDeviceGetAttribute")                                                \
+    X(cuDeviceTotalMem, "cuDeviceTotalMem_v2")                                                     \
+    X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")                                        \
+    X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2")                                   \
+    X(cuCtxSetCurrent, "cuCtxSetCurrent")                                                          \
+    X(cuStreamCreate, "cuStreamCreate")                                                            \
+    X(cuStreamDestroy, "cuStreamDestroy_v2")                                                       \
+    X(cuStreamSynchronize, "cuStreamSynchronize")                                                  \
+    X(cuModuleLoadDataEx, "cuModuleLoadDataEx")                                                    \
+    X(cuModuleUnload, "cuModuleUnload")                                                            \
+    X(cuModuleGetFunction, "cuModuleGetFunction")                                                  \
+    X(cuFuncSetAttribute, "cuFuncSetAttribute")                                                    \
+    X(cuLaunchKernel, "cuLaunchKernel")                                                            \
+    X(cuMemAlloc, "cuMemAlloc_v2")                                                                 \
+    X(cuMemFree, "cuMemFree_v2")                                                                   \
+    X(cuMemGetInfo, "cuMemGetInfo_v2")                                                             \
+    X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")                                                   \
+    X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2")                                                   \
+    X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2")                                                   \
+    X(cuMemsetD8Async, "cuMemsetD8Async")
+
+#define FAT5__NVRTC_API(X)                                                                         \
+    X(nvrtcVersion, "nvrtcVersion")                                                                \
+    X(nvrtcGetErrorString, "nvrtcGetErrorString")                                                  \
+    X(nvrtcGetNumSupportedArchs, "nvrtcGetNumSupportedArchs")                                      \
+    X(nvrtcGetSupportedArchs, "nvrtcGetSupportedArchs")                                            \
+    X(nvrtcCreateProgram, "nvrtcCreateProgram")                                                    \
+    X(nvrtcCompileProgram, "nvrtcCompileProgram")                                                  \
+    X(nvrtcGetProgramLogSize, "nvrtcGetProgramLogSize")                                            \
+    X(nvrtcGetProgramLog, "nvrtcGetProgramLog")                                                    \
+    X(nvrtcGetCUBINSize, "nvrtcGetCUBINSize")                                                      \
+    X(nvrtcGetCUBIN, "nvrtcGetCUBIN")                                                              \
+    X(nvrtcGetPTXSize, "nvrtcGetPTXSize")                                                          \
+    X(nvrtcGetPTX, "nvrtcGetPTX")                                                                  \
+    X(nvrtcDestroyProgram, "nvrtcDestroyProgram")
+
+#define FAT5__CUBLAS_API(X)                                                                        \
+    X(cublasCreate, "cublasCreate_v2")                                                             \
+    X(cublasDestroy, "cublasDestroy_v2")                                                           \
+    X(cublasGetVersion, "cublasGetVersion_v2")                                                     \
+    X(cublasSetStream, "cublasSetStream_v2")                                                       \
+    X(cublasSetMathMode, "cublasSetMathMode")                                                      \
+    X(cublasGetStatusName, "cublasGetStatusName")                                                  \
+    X(cublasGemmEx, "cublasGemmEx")
+
+// ---- kernels ------------------------------------------------------------------------------------
+// X(name): kernel id FAT5__K_<name>, CUDA entry point extern "C" __global__ void fat5_<name>(...).
+#define FAT5__KERNELS(X)                                                                           \
+    X(fill_f32) X(scale_f32) X(f32_to_bf16) X(to_act) X(embed_fwd) X(embed_bwd) X(rmsnorm_fwd)     \
+    X(rmsnorm_bwd) X(colsum_f32) X(act_fwd) X(act_bwd) X(attn_fwd) X(attn_bwd_delta) X(attn_bwd_dq)  \
+    X(attn_bwd_dkv) X(xent_fwd) X(xent_bwd)
+
+typedef enum fat5__kernel_id {
+#define FAT5__KENUM(name) FAT5__K_##name,
+    FAT5__KERNELS(FAT5__KENUM)
+#undef FAT5__KENUM
+    FAT5__K_COUNT
+} fat5__kernel_id;
+
+static const char *const fat5__kernel_names[FAT5__K_COUNT] = {
+#define FAT5__KNAME(name) "fat5_" #name,
+    FAT5__KERNELS(FAT5__KNAME)
+#undef FAT5__KNAME
+};
+
+// ---- the device state, owned by the fat5_ctx ----------------------------------------------------
+#define FAT5__GPU_FIELD(api, sym) fat5__PFN_##api api;
+
+struct fat5__gpu {
+    void *lib_cuda, *lib_nvrtc, *lib_nvrtc_builtins, *lib_cublas;
+    char path_cuda[512], path_nvrtc[512], path_cublas[512];  // what dlopen opened
+    struct { FAT5__CU_API(FAT5__GPU_FIELD) } cu;
+    struct { FAT5__NVRTC_API(FAT5__GPU_FIELD) } nvrtc;
+    struct { FAT5__CUBLAS_API(FAT5__GPU_FIELD) } cublas;
+    int driver_version;            // 13000 = 13.0; 0 when compiling without a driver
+    int nvrtc_major, nvrtc_minor;
+    int cublas_version;            // e.g. 130100
+
+    int ordinal;
+    fat5__CUdevice dev;
+    int cc_major, cc_minor;        // compute capability
+    int sm_count;                  // multiprocessors
+    int smem_optin;                // max dynamic shared memory per block after opting in (bytes)
+    char name[256];
+    size_t total_mem;              // bytes
+
+    fat5__CUcontext cuctx;         // the device's primary context (retained)
+    int ctx_retained;
+    fat5__CUstream stream;         // the one non-blocking stream all work goes to
+    fat5__cublasHandle_t blas;     // on `stream`
+    fat5__CUmodule module;
+    fat5__CUfunction fn[FAT5__K_COUNT];
+    unsigned smem_set[FAT5__K_COUNT];  // dynamic shared memory opted into per kernel
+
+    char arch[24];                 // "sm_90" (cubin) or "compute_120" (PTX)
+    int ptx;                       // 1 when the module is PTX for the driver to JIT
+    int cache_hit;                 // 1: the module came from the disk cache
+    int cache_rejected;            // 1: a cache file existed but failed verification (recompiled)
+    double compile_ms;             // NVRTC time when compiled (0 on a hit)
+    char cache_file[1024];         // "" when the cache is off
+
+    int last_kernel;               // most recent launch (names asynchronous faults); -1 none
+    int sync_launches;             // FAT5_SYNC_LAUNCHES=1
+};
+#undef FAT5__GPU_FIELD
+
+// ---- small helpers ------------------------------------------------------------------------------
+
+// The CUDA libraries stay mapped once opened (dlclose only drops the reference): they keep
+// process-wide state (NVRTC's static C++ runtime allocates at load and never frees, cuBLAS registers
+// exit handlers) that unloading would leak or break, and a later open is then free.
+#ifdef RTLD_NODELETE
+#define FAT5__RTLD (RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)
+#else
+#define FAT5__RTLD (RTLD_NOW | RTLD_LOCAL)
+#endif
+
+typedef void (*fat5__proc)(void);
+typedef char fat5__proc_size_check[sizeof(void *) == sizeof(fat5__proc) ? 1 : -1];
+
+// dlsym without an object-to-function pointer cast (POSIX guarantees the representations match)
+static fat5__proc fat5__gpu_sym(void *lib, const char *name) {
+    void *p = lib ? dlsym(lib, name) : NULL;
+    fat5__proc f;
+    memcpy(&f, &p, sizeof f);
+    return f;
+}
+
+static double fat5__gpu_now_ms(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static const char *fat5__gpu_kname(int k) {
+    return k >= 0 && k < FAT5__K_COUNT ? fat5__kernel_names[k] : "(no kernel)";
+}
+
+// A CUresult as "CUDA_ERROR_X (description)".
+static void fat5__gpu_cu_text(const struct fat5__gpu *g, fat5__CUresult r, char *buf, size_t cap) {
+    const char *name = NULL, *desc = NULL;
+    if (g && g->cu.cuGetErrorName && g->cu.cuGetErrorName(r, &name) != FAT5__CUDA_SUCCESS)
+        name = NULL;
+    if (g && g->cu.cuGetErrorString && g->cu.cuGetErrorString(r, &desc) != FAT5__CUDA_SUCCESS)
+        desc = NULL;
+    if (name)
+        snprintf(buf, cap, "%s (%s)", name, desc ? desc : "no description");
+    else if (r == FAT5__CUDA_ERROR_STUB_LIBRARY)  // the stub cannot name its own errors
+        snprintf(buf, cap, "CUDA_ERROR_STUB_LIBRARY (the toolkit's link stub, not the driver)");
+    else
+        snprintf(buf, cap, "CUDA error %u", r);
+}
+
+// Records "what: CUDA_ERROR_X (description)" with status st.
+static fat5_status fat5__gpu_cu_fail(fat5_ctx *ctx, fat5_status st, fat5__CUresult r,
+                                     const char *what) {
+    char text[256];
+    fat5__gpu_cu_text(ctx->gpu, r, text, sizeof text);
+    return fat5__err(ctx, st, "%s: %s", what, text);
+}
+
+// FAT5_OK for CUDA_SUCCESS, else FAT5_ERR_CUDA naming the call and the driver's error.
+static fat5_status fat5__gpu_check(fat5_ctx *ctx, fat5__CUresult r, const char *what) {
+    if (r == FAT5__CUDA_SUCCESS) return FAT5_OK;
+    return fat5__gpu_cu_fail(ctx, FAT5_ERR_CUDA, r, what);
+}
+
+static fat5_status fat5__gpu_blas_check(fat5_ctx *ctx, fat5__cublasStatus_t s, const char *what) {
+    const struct fat5__gpu *g = ctx->gpu;
+    const char *name;
+    if (s == FAT5__CUBLAS_STATUS_SUCCESS) return FAT5_OK;
+    name = g && g->cublas.cublasGetStatusName ? g->cublas.cublasGetStatusName(s) : NULL;
+    return fat5__err(ctx, FAT5_ERR_CUBLAS, "%s: %s (cuBLAS status %u)", what,
+                     name ? name : "CUBLAS_STATUS_?", s);
+}
+
+static const char *fat5__gpu_nvrtc_text(const struct fat5__gpu *g, fat5__nvrtcResult r) {
+    const char *s = g->nvrtc.nvrtcGetErrorString ? g->nvrtc.nvrtcGetErrorString(r) : NULL;
+    return s ? s : "NVRTC error";
+}
+
+// Opens the first of names[] that loads: every name bare (LD_LIBRARY_PATH, ld.so cache), then
+// every name under $CUDA_HOME/lib64/, /usr/local/cuda/lib64/ and
+// /usr/local/cuda/targets/x86_64-linux/lib/.
+// path receives what was opened. On failure errs holds "not found: <every name tried>" and the
+// dlerror() text of every other failure (a wrong ELF class, a missing dependency, ...).
+static void *fat5__gpu_dlopen(fat5__sb *errs, const char *const *names, int n_names, char *path,
+                              size_t cap) {
+    static const char enoent[] = ": cannot open shared object file: No such file or directory";
+    char home_lib[512];
+    const char *dirs[4];
+    const char *home = getenv("CUDA_HOME");
+    fat5__sb other;
+    int nd = 0, d, i, n_absent = 0;
+    dirs[nd++] = "";
+    if (home && home[0]) {
+        int n = snprintf(home_lib, sizeof home_lib, "%s/lib64/", home);
+        if (n > 0 && (size_t)n < sizeof home_lib && strcmp(home_lib, "/usr/local/cuda/lib64/") != 0)
+            dirs[nd++] = home_lib;
+    }
+    dirs[nd++] = "/usr/local/cuda/lib64/";
+    dirs[nd++] = "/usr/local/cuda/targets/x86_64-linux/lib/";
+    fat5__sb_init(&other, errs->ctx);
+    for (d = 0; d < nd; d++) {
+        for (i = 0; i < n_names; i++) {
+            void *lib;
+            const char *e;
+            size_t el, pl;
+            int n = snprintf(path, cap, "%s%s", dirs[d], names[i]);
+            if (n < 0 || (size_t)n >= cap) continue;
+            lib = dlopen(path, FAT5__RTLD);
+            if (lib) {
+                fat5__sb_free(&other);
+                return lib;
+            }
+            e = dlerror();
+            el = e ? strlen(e) : 0;
+            pl = strlen(path);
+            if (e && el == pl + sizeof enoent - 1 && memcmp(e, path, pl) == 0 &&
+                strcmp(e + pl, enoent) == 0) {
+                fat5__sb_printf(errs, "%s%s", n_absent++ ? ", " : "not found: ", path);
+            } else {
+                fat5__sb_printf(&other, "; %s", e ? e : path);
+            }
+        }
+    }
+    if (other.buf) fat5__sb_puts(errs, other.buf);
+    fat5__sb_free(&other);
+    if (cap) path[0] = 0;
+    return NULL;
+}
+
+// Each library's entry points; returns the first missing symbol, or NULL. (One macro level only:
+// `api` must reach ## unexpanded even when a vendor header that renames it is included first.)
+#define FAT5__GPU_LOAD_CU(api, sym)                                                                \
+    if (!missing && !(g->cu.api = (fat5__PFN_##api)fat5__gpu_sym(g->lib_cuda, sym))) missing = sym;
+#define FAT5__GPU_LOAD_NVRTC(api, sym)                                                             \
+    if (!missing && !(g->nvrtc.api = (fat5__PFN_##api)fat5__gpu_sym(g->lib_nvrtc, sym)))            \
+        missing = sym;
+#define FAT5__GPU_LOAD_CUBLAS(api, sym)                                                            \
+    if (!missing && !(g->cublas.api = (fat5__PFN_##api)fat5__gpu_sym(g->lib_cublas, sym)))          \
+        missing = sym;
+
+static const char *fat5__gpu_load_cu(struct fat5__gpu *g) {
+    const char *missing = NULL;
+    FAT5__CU_API(FAT5__GPU_LOAD_CU)
+    return missing;
+}
+static const char *fat5__gpu_load_nvrtc(struct fat5__gpu *g) {
+    const char *missing = NULL;
+    FAT5__NVRTC_API(FAT5__GPU_LOAD_NVRTC)
+    return missing;
+}
+static const char *fat5__gpu_load_cublas(struct fat5__gpu *g) {
+    const char *missing = NULL;
+    FAT5__CUBLAS_API(FAT5__GPU_LOAD_CUBLAS)
+    return missing;
+}
+#undef FAT5__GPU_LOAD_CU
+#undef FAT5__GPU_LOAD_NVRTC
+#undef FAT5__GPU_LOAD_CUBLAS
+
+// Sonames of a versioned CUDA library ("libnvrtc.so.13", "libnvrtc.so.12"): the newest first,
+// unless the driver is older than 13, then the 12 first (a CUDA 13 library needs a CUDA 13 driver).
+static void fat5__gpu_sonames(const char *stem, int driver_version, char buf[2][64],
+                              const char *names[2]) {
+    int first = driver_version > 0 && driver_version < 13000 ? 12 : 13;
+    snprintf(buf[0], 64, "%s.so.%d", stem, first);
+    snprintf(buf[1], 64, "%s.so.%d", stem, first == 13 ? 12 : 13);
+    names[0] = buf[0];
+    names[1] = buf[1];
+}
+
+// NVRTC into g (driver not needed): library, entry points, version, and, when it was found by
+// full path, libnvrtc-builtins from the same directory (libnvrtc dlopens it by bare name at the
+// first compile, which would miss a directory outside the loader's search path).
+static fat5_status fat5__gpu_open_nvrtc(fat5_ctx *ctx, struct fat5__gpu *g) {
+    char buf[2][64];
+    const char *names[2], *missing;
+    fat5__sb errs;
+    fat5__gpu_sonames("libnvrtc", g->driver_version, buf, names);
+    fat5__sb_init(&errs, ctx);
+    g->lib_nvrtc = fat5__gpu_dlopen(&errs, names, 2, g->path_nvrtc, sizeof g->path_nvrtc);
+    if (!g->lib_nvrtc) {
+        fat5__err(ctx, FAT5_ERR_NO_DEVICE,
+                  "NVRTC not found (%s or %s; set CUDA_HOME or LD_LIBRARY_PATH): %s", names[0],
+                  names[1], errs.buf ? errs.buf : "dlopen failed");
+        fat5__sb_free(&errs);
+        return FAT5_ERR_NO_DEVICE;
+    }
+    fat5__sb_free(&errs);
+    if ((missing = fat5__gpu_load_nvrtc(g)) != NULL)
+        return fat5__err(ctx, FAT5_ERR_NO_DEVICE, "%s lacks %s (NVRTC 11.2 or newer is needed)",
+                         g->path_nvrtc, missing);
+    if (g->nvrtc.nvrtcVersion(&g->nvrtc_major, &g->nvrtc_minor) != FAT5__NVRTC_SUCCESS)
+        return fat5__err(ctx, FAT5_ERR_NVRTC, "nvrtcVersion failed (%s)", g->path_nvrtc);
+    if (strchr(g->path_nvrtc, '/')) {
+        char builtins[600];
+        const char *slash = strrchr(g->path_nvrtc, '/');
+        int n = snprintf(builtins, sizeof builtins, "%.*slibnvrtc-builtins.so.%d.%d",
+                         (int)(slash + 1 - g->path_nvrtc), g->path_nvrtc, g->nvrtc_major,
+                         g->nvrtc_minor);
+        if (n > 0 && (size_t)n < sizeof builtins)
+            g->lib_nvrtc_builtins = dlopen(builtins, FAT5__RTLD);
+    }
+    return FAT5_OK;
+}
+
+// ---- choosing the target ------------------------------------------------------------------------
+
+// The compile target for compute capability cc (major*10 + minor, e.g. 90) from NVRTC's ascending
+// list: the newest listed sm_XY with the device's major and XY <= cc (a cubin runs on every later
+// minor of its major); else PTX (compute_XY) for the newest listed XY <= cc, which the driver
+// JIT-compiles (a device newer than this NVRTC). Returns 0, or -1 when nothing listed is <= cc.
+static FAT5__UNUSED int fat5__gpu_pick_arch(int cc, const int *archs, int n, char *arch, size_t cap,
+                                            int *ptx) {
+    int i, best_cubin = -1, best_any = -1;
+    for (i = 0; i < n; i++) {
+        if (archs[i] > cc) continue;
+        if (archs[i] / 10 == cc / 10 && archs[i] > best_cubin) best_cubin = archs[i];
+        if (archs[i] > best_any) best_any = archs[i];
+    }
+    if (best_cubin >= 0) {
+        snprintf(arch, cap, "sm_%d", best_cubin);
+        *ptx = 0;
+        return 0;
+    }
+    if (best_any >= 0) {
+        snprintf(arch, cap, "compute_%d", best_any);
+        *ptx = 1;
+        return 0;
+    }
+    return -1;
+}
+
+// Sets g->arch / g->ptx for compute capability cc from the loaded NVRTC's supported targets.
+static fat5_status fat5__gpu_choose_arch(fat5_ctx *ctx, struct fat5__gpu *g, int cc) {
+    int n = 0, archs[128];
+    fat5__nvrtcResult r;
+    if (cc < 80)
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                         "%s is sm_%d: fat5 needs compute capability 8.0 or newer (bf16)",
+                         g->name[0] ? g->name : "the device", cc);
+    if ((r = g->nvrtc.nvrtcGetNumSupportedArchs(&n)) != FAT5__NVRTC_SUCCESS || n <= 0 || n > 128 ||
+        (r = g->nvrtc.nvrtcGetSupportedArchs(archs)) != FAT5__NVRTC_SUCCESS)
+        return fat5__err(ctx, FAT5_ERR_NVRTC, "nvrtcGetSupportedArchs: %s (%d targets)",
+                         fat5__gpu_nvrtc_text(g, r), n);
+    if (fat5__gpu_pick_arch(cc, archs, n, g->arch, sizeof g->arch, &g->ptx) != 0)
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                         "sm_%d is older than every target of NVRTC %d.%d (oldest sm_%d)", cc,
+                         g->nvrtc_major, g->nvrtc_minor, archs[0]);
+    return FAT5_OK;
+}
+
+// ---- the kernel program -------------------------------------------------------------------------
+
+// Every kernels/*.cu file joined into one program, each behind a #line directive so that NVRTC
+// messages name the file and line. From the embedded fat5_kernels.cuh, or, with FAT5_KERNELS_DIR
+// set, the same file names read from that directory. *out: fat5__free.
+static fat5_status fat5__gpu_source(fat5_ctx *ctx, char **out, size_t *out_len) {
+    const char *dir = getenv("FAT5_KERNELS_DIR");
+    fat5__sb b;
+    int k, i;
+    *out = NULL;
+    *out_len = 0;
+    if (dir && !dir[0]) dir = NULL;
+    fat5__sb_init(&b, ctx);
+    for (k = 0; fat5__kernel_files[k].name; k++) {
+        const char *name = fat5__kernel_files[k].name;
+        if (dir) {
+            char path[1024], *text = NULL;
+            size_t len = 0;
+            fat5_status st;
+            if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) {
+                fat5__sb_free(&b);
+                return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "FAT5_KERNELS_DIR is too long: %s", dir);
+            }
+            if ((st = fat5__read_file(ctx, path, (size_t)64 << 20, &text, &len)) != FAT5_OK) {
+                fat5__sb_free(&b);
+                return fat5__err_prefix(ctx, st, "FAT5_KERNELS_DIR: ");
+            }
+            // name the real file in messages, unless the path would break the directive
+            if (strpbrk(path, "\"\\\n"))
+                fat5__sb_printf(&b, "#line 1 \"kernels/%s\"\n", name);
+            else
+                fat5__sb_printf(&b, "#line 1 \"%s\"\n", path);
+            fat5__sb_putn(&b, text, len);
+            if (len && text[len - 1] != '\n') fat5__sb_putn(&b, "\n", 1);
+            fat5__free(ctx, text);
+        } else {
+            fat5__sb_printf(&b, "#line 1 \"kernels/%s\"\n", name);
+            for (i = 0; fat5__kernel_files[k].lines[i]; i++)
+                fat5__sb_puts(&b, fat5__kernel_files[k].lines[i]);
+        }
+    }
+    if (k == 0) {
+        fat5__sb_free(&b);
+        return fat5__err(ctx, FAT5_ERR_STATE, "fat5_kernels.cuh holds no kernel files");
+    }
+    if (b.oom || !b.buf) {
+        fat5__sb_free(&b);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory joining the kernel sources");
+    }
+    *out = b.buf;
+    *out_len = b.len;
+    return FAT5_OK;
+}
+
+// ---- 128-bit hash (two independent 64-bit lanes: FNV-1a and a multiply-xorshift) ----------------
+
+typedef struct fat5__h128 { uint64_t a, b; } fat5__h128;
+
+static void fat5__h128_init(fat5__h128 *h) {
+    h->a = 0xcbf29ce484222325ULL;  // FNV-1a offset basis
+    h->b = 0x6a09e667f3bcc909ULL;
+}
+static void fat5__h128_bytes(fat5__h128 *h, const void *data, size_t n) {
+    const unsigned char *p = FAT5__CAST(const unsigned char *, data);
+    uint64_t a = h->a, b = h->b;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        a = (a ^ p[i]) * 0x100000001b3ULL;                // FNV-1a 64
+        b = (b + p[i] + 0x9e3779b97f4a7c15ULL) * 0xbf58476d1ce4e5b9ULL;
+        b ^= b >> 31;
+    }
+    h->a = a;
+    h->b = b;
+}
+// a length-prefixed field, so that ("ab","c") and ("a","bc") differ
+static void fat5__h128_field(fat5__h128 *h, const void *data, size_t n) {
+    unsigned char len[8];
+    int i;
+    for (i = 0; i < 8; i++) len[i] = (unsigned char)((uint64_t)n >> (8 * i));
+    fat5__h128_bytes(h, len, 8);
+    fat5__h128_bytes(h, data, n);
+}
+static uint64_t fat5__h128_mix(uint64_t x) {  // murmur3 fmix64
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+static fat5__h128 fat5__h128_final(const fat5__h128 *h) {
+    fat5__h128 r;
+    r.a = fat5__h128_mix(h->a);
+    r.b = fat5__h128_mix(h->b ^ (h->a >> 1));
+    return r;
+}
+static fat5__h128 fat5__h128_of(const void *data, size_t n) {
+    fat5__h128 h;
+    fat5__h128_init(&h);
+    fat5__h128_field(&h, data, n);
+    return fat5__h128_final(&h);
+}
+
+// ---- disk cache ---------------------------------------------------------------------------------
+
+#define FAT5__KCACHE_FORMAT 1u
+#define FAT5__KCACHE_HEADER 56u
+#define FAT5__KCACHE_MAX ((size_t)1 << 30)
+static const char fat5__kcache_magic[8] = {'f', 'a', 't', '5', 'k', 'e', 'r', 'n'};
+
+static void fat5__gpu_put_le(unsigned char *p, uint64_t v, int n) {
+    int i;
+    for (i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint64_t fat5__gpu_get_le(const unsigned char *p, int n) {
+    uint64_t v = 0;
+    int i;
+    for (i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+// The cache directory into buf: cfg.cache_dir, else $FAT5_CACHE_DIR, else $XDG_CACHE_HOME/fat5
+// (absolute paths only, per the XDG spec), else $HOME/.cache/fat5. Returns 0 when the cache is off:
+// an empty cfg.cache_dir or $FAT5_CACHE_DIR, no HOME, or a name that does not fit.
+static FAT5__UNUSED int fat5__gpu_cache_dir(const fat5_ctx *ctx, char *buf, size_t cap) {
+    const char *env;
+    int n;
+    if (ctx->cfg.cache_dir) {
+        n = snprintf(buf, cap, "%s", ctx->cfg.cache_dir);
+    } else if ((env = getenv("FAT5_CACHE_DIR")) != NULL) {
+        n = snprintf(buf, cap, "%s", env);
+    } else if ((env = getenv("XDG_CACHE_HOME")) != NULL && env[0] == '/') {
+        n = snprintf(buf, cap, "%s/fat5", env);
+    } else if ((env = getenv("HOME")) != NULL && env[0]) {
+        n = snprintf(buf, cap, "%s/.cache/fat5", env);
+    } else {
+        n = 0;
+    }
+    if (n <= 0 || (size_t)n >= cap) {
+        if (cap) buf[0] = 0;
+        return 0;
+    }
+    return 1;
+}
+
+// mkdir -p; returns 1 when dir exists as a directory afterwards
+static int fat5__gpu_mkdirs(const char *dir) {
+    char p[1024];
+    size_t i, n = strlen(dir);
+    struct stat sb;
+    if (n == 0 || n >= sizeof p) return 0;
+    memcpy(p, dir, n + 1);
+    for (i = 1; i <= n; i++) {
+        if (p[i] == '/' || p[i] == 0) {
+            char c = p[i];
+            p[i] = 0;
+            (void)mkdir(p, 0755);  // EEXIST, or EACCES on an existing parent: the stat decides
+            p[i] = c;
+        }
+    }
+    return stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+// Checks a cache file; NULL when valid (payload at buf + FAT5__KCACHE_HEADER), else why not.
+static const char *fat5__gpu_cache_verify(const void *data, size_t len, fat5__h128 key, int ptx,
+                                          size_t *payload_len) {
+    const unsigned char *buf = FAT5__CAST(const unsigned char *, data);
+    uint64_t size;
+    fat5__h128 h;
+    if (len < FAT5__KCACHE_HEADER) return "shorter than its header";
+    if (memcmp(buf, fat5__kcache_magic, 8) != 0) return "bad magic";
+    if (fat5__gpu_get_le(buf + 8, 4) != FAT5__KCACHE_FORMAT) return "another cache format";
+    if (fat5__gpu_get_le(buf + 12, 4) != (uint64_t)ptx) return "wrong image kind";
+    size = fat5__gpu_get_le(buf + 16, 8);
+    if (fat5__gpu_get_le(buf + 24, 8) != key.a || fat5__gpu_get_le(buf + 32, 8) != key.b)
+        return "key mismatch";
+    if (size != (uint64_t)(len - FAT5__KCACHE_HEADER)) return "size mismatch (truncated?)";
+    if (size == 0) return "empty payload";
+    h = fat5__h128_of(buf + FAT5__KCACHE_HEADER, (size_t)size);
+    if (fat5__gpu_get_le(buf + 40, 8) != h.a || fat5__gpu_get_le(buf + 48, 8) != h.b)
+        return "payload hash mismatch";
+    *payload_len = (size_t)size;
+    return NULL;
+}
+
+// Writes the cache file atomically. Failures are logged, never fatal (the cache is an optimisation).
+static void fat5__gpu_cache_write(fat5_ctx *ctx, const char *path, const char *dir, fat5__h128 key,
+                                  int ptx, const char *img, size_t size) {
+    unsigned char *buf;
+    size_t total;
+    fat5__h128 h;
+    fat5_status st;
+    char saved[FAT5__ERRMSG_CAP];
+    if (!fat5__gpu_mkdirs(dir)) {
+        fat5__log(ctx, FAT5_LOG_WARN, "kernel cache: cannot create %s: %s", dir, strerror(errno));
+        return;
+    }
+    if (!fat5__add_ok(size, FAT5__KCACHE_HEADER, &total)) return;
+    buf = FAT5__CAST(unsigned char *, fat5__malloc(ctx, total));
+    if (!buf) return;
+    h = fat5__h128_of(img, size);
+    memcpy(buf, fat5__kcache_magic, 8);
+    fat5__gpu_put_le(buf + 8, FAT5__KCACHE_FORMAT, 4);
+    fat5__gpu_put_le(buf + 12, (uint64_t)ptx, 4);
+    fat5__gpu_put_le(buf + 16, (uint64_t)size, 8);
+    fat5__gpu_put_le(buf + 24, key.a, 8);
+    fat5__gpu_put_le(buf + 32, key.b, 8);
+    fat5__gpu_put_le(buf + 40, h.a, 8);
+    fat5__gpu_put_le(buf + 48, h.b, 8);
+    memcpy(buf + FAT5__KCACHE_HEADER, img, size);
+    memcpy(saved, ctx->err, sizeof saved);
+    st = fat5_write_file_atomic(ctx, path, buf, total);
+    if (st != FAT5_OK) fat5__log(ctx, FAT5_LOG_WARN, "kernel cache: %s", ctx->err);
+    memcpy(ctx->err, saved, sizeof saved);
+    fat5__free(ctx, buf);
+}
+
+// ---- NVRTC compile ------------------------------------------------------------------------------
+
+// Compiles src for g->arch; the image (cubin, or NUL-terminated PTX) into *img (fat5__free).
+// A compile error reports the NVRTC log with the target and options.
+static fat5_status fat5__gpu_compile(fat5_ctx *ctx, struct fat5__gpu *g, const char *src,
+                                     const char *const *opts, int n_opts, const char *opts_text,
+                                     char **img, size_t *img_size) {
+    fat5__nvrtcProgram prog = NULL;
+    fat5__nvrtcResult r, cr;
+    size_t log_size = 0, size = 0;
+    char *log = NULL, *out;
+    double t0;
+    *img = NULL;
+    *img_size = 0;
+    r = g->nvrtc.nvrtcCreateProgram(&prog, src, "fat5_kernels.cu", 0, NULL, NULL);
+    if (r != FAT5__NVRTC_SUCCESS)
+        return fat5__err(ctx, FAT5_ERR_NVRTC, "nvrtcCreateProgram: %s", fat5__gpu_nvrtc_text(g, r));
+    t0 = fat5__gpu_now_ms();
+    cr = g->nvrtc.nvrtcCompileProgram(prog, n_opts, opts);
+    g->compile_ms = fat5__gpu_now_ms() - t0;
+    // always fetch the log (its size counts the NUL), then look at the result
+    if (g->nvrtc.nvrtcGetProgramLogSize(prog, &log_size) == FAT5__NVRTC_SUCCESS && log_size > 1) {
+        log = FAT5__CAST(char *, fat5__malloc(ctx, log_size));
+        if (log && g->nvrtc.nvrtcGetProgramLog(prog, log) == FAT5__NVRTC_SUCCESS) {
+            log[log_size - 1] = 0;
+        } else {
+            fat5__free(ctx, log);
+            log = NULL;
+        }
+    }
+    if (cr != FAT5__NVRTC_SUCCESS) {
+        fat5__err(ctx, FAT5_ERR_NVRTC,
+                  "%s compiling the kernels for %s (options: %s; NVRTC %d.%d):\n%s",
+                  fat5__gpu_nvrtc_text(g, cr), g->arch, opts_text, g->nvrtc_major, g->nvrtc_minor,
+                  log ? log : "(no log)");
+        fat5__free(ctx, log);
+        g->nvrtc.nvrtcDestroyProgram(&prog);
+        return FAT5_ERR_NVRTC;
+    }
+    if (log) fat5__log(ctx, FAT5_LOG_DEBUG, "NVRTC messages for %s: %s", g->arch, log);
+    fat5__free(ctx, log);
+    r = g->ptx ? g->nvrtc.nvrtcGetPTXSize(prog, &size) : g->nvrtc.nvrtcGetCUBINSize(prog, &size);
+    if (r != FAT5__NVRTC_SUCCESS || size == 0) {
+        g->nvrtc.nvrtcDestroyProgram(&prog);
+        return fat5__err(ctx, FAT5_ERR_NVRTC, "NVRTC produced no %s for %s: %s",
+                         g->ptx ? "PTX" : "cubin", g->arch,
+                         r ? fat5__gpu_nvrtc_text(g, r) : "empty image");
+    }
+    out = FAT5__CAST(char *, fat5__malloc(ctx, size + 1));
+    if (!out) {
+        g->nvrtc.nvrtcDestroyProgram(&prog);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY,
+                         "out of memory for the kernel image (%zu bytes)", size);
+    }
+    r = g->ptx ? g->nvrtc.nvrtcGetPTX(prog, out) : g->nvrtc.nvrtcGetCUBIN(prog, out);
+    g->nvrtc.nvrtcDestroyProgram(&prog);
+    if (r != FAT5__NVRTC_SUCCESS) {
+        fat5__free(ctx, out);
+        return fat5__err(ctx, FAT5_ERR_NVRTC, "nvrtcGet%s: %s", g->ptx ? "PTX" : "CUBIN",
+                         fat5__gpu_nvrtc_text(g, r));
+    }
+    out[size] = 0;
+    *img = out;
+    *img_size = size;
+    return FAT5_OK;
+}
+
+// The module image for g->arch with the ctx's dtype: from the disk cache when a valid entry exists
+// (unless no_read), else compiled by NVRTC and stored. Sets g->cache_hit, cache_rejected,
+// compile_ms, cache_file. *img: fat5__free.
+static fat5_status fat5__gpu_build(fat5_ctx *ctx, struct fat5__gpu *g, int no_read, char **img,
+                                   size_t *img_size) {
+    char opt_arch[40], dir[900], keyhex[33], saved[FAT5__ERRMSG_CAP], opts_text[256], ver[64];
+    const char *opts[4];
+    char *src = NULL, *file = NULL;
+    size_t src_len = 0, file_len = 0, payload_len = 0;
+    fat5__h128 hk, key;
+    fat5_status st;
+    int cache_on, i, bf16 = ctx->cfg.dtype == FAT5_DTYPE_BF16;
+    *img = NULL;
+    *img_size = 0;
+    g->cache_hit = 0;
+    g->compile_ms = 0;
+    g->cache_file[0] = 0;
+
+    snprintf(opt_arch, sizeof opt_arch, "-arch=%s", g->arch);
+    opts[0] = opt_arch;
+    opts[1] = "--std=c++17";
+    opts[2] = "-default-device";
+    opts[3] = bf16 ? "-DFAT5_ACT_BF16=1" : "-DFAT5_ACT_BF16=0";
+    snprintf(opts_text, sizeof opts_text, "%s %s %s %s", opts[0], opts[1], opts[2], opts[3]);
+    if ((st = fat5__gpu_source(ctx, &src, &src_len)) != FAT5_OK) return st;
+
+    // key: format, fat5 version, source, options, NVRTC version, driver version, target
+    fat5__h128_init(&hk);
+    snprintf(ver, sizeof ver, "%u|%s|%d.%d|%d|%d", FAT5__KCACHE_FORMAT, FAT5_VERSION_STRING,
+             g->nvrtc_major, g->nvrtc_minor, g->driver_version, g->ptx);
+    fat5__h128_field(&hk, ver, strlen(ver));
+    fat5__h128_field(&hk, src, src_len);
+    fat5__h128_field(&hk, opts_text, strlen(opts_text));
+    fat5__h128_field(&hk, g->arch, strlen(g->arch));
+    key = fat5__h128_final(&hk);
+    for (i = 0; i < 16; i++) {
+        uint64_t w = i < 8 ? key.a : key.b;
+        snprintf(keyhex + 2 * i, 3, "%02x", (unsigned)((w >> (8 * (7 - i % 8))) & 0xff));
+    }
+
+    cache_on = fat5__gpu_cache_dir(ctx, dir, sizeof dir);
+    if (cache_on && snprintf(g->cache_file, sizeof g->cache_file, "%s/fat5-%s-%s.%s", dir, keyhex,
+                             g->arch, g->ptx ? "ptx" : "cubin") >= (int)sizeof g->cache_file)
+        cache_on = 0;
+    if (!cache_on) g->cache_file[0] = 0;
+
+    if (cache_on && !no_read) {
+        struct stat sb;
+        if (stat(g->cache_file, &sb) == 0) {
+            memcpy(saved, ctx->err, sizeof saved);
+            st = fat5__read_file(ctx, g->cache_file, FAT5__KCACHE_MAX, &file, &file_len);
+            if (st == FAT5_OK) {
+                const char *why = fat5__gpu_cache_verify(file, file_len, key, g->ptx, &payload_len);
+                if (!why) {
+                    // the image is the payload, moved to the front (with read_file's NUL)
+                    memmove(file, file + FAT5__KCACHE_HEADER, payload_len + 1);
+                    *img = file;
+                    *img_size = payload_len;
+                    g->cache_hit = 1;
+                    fat5__free(ctx, src);
+                    return FAT5_OK;
+                }
+                g->cache_rejected = 1;
+                fat5__log(ctx, FAT5_LOG_WARN, "kernel cache: %s is invalid (%s); recompiling",
+                          g->cache_file, why);
+                fat5__free(ctx, file);
+            } else {
+                fat5__log(ctx, FAT5_LOG_WARN, "kernel cache: %s", ctx->err);
+            }
+            memcpy(ctx->err, saved, sizeof saved);
+        }
+    }
+
+    st = fat5__gpu_compile(ctx, g, src, opts, 4, opts_text, img, img_size);
+    fat5__free(ctx, src);
+    if (st != FAT5_OK) return st;
+    if (cache_on) fat5__gpu_cache_write(ctx, g->cache_file, dir, key, g->ptx, *img, *img_size);
+    return FAT5_OK;
+}
+
+// ---- open / close -------------------------------------------------------------------------------
+
+// Releases everything g holds (in reverse order of acquisition) and frees it.
+static void fat5__gpu_release(fat5_ctx *ctx, struct fat5__gpu *g) {
+    if (!g) return;
+    if (g->cuctx && g->cu.cuCtxSetCurrent) g->cu.cuCtxSetCurrent(g->cuctx);
+    if (g->stream && g->cu.cuStreamSynchronize) g->cu.cuStreamSynchronize(g->stream);
+    if (g->blas && g->cublas.cublasDestroy) g->cublas.cublasDestroy(g->blas);
+    if (g->module && g->cu.cuModuleUnload) g->cu.cuModuleUnload(g->module);
+    if (g->stream && g->cu.cuStreamDestroy) g->cu.cuStreamDestroy(g->stream);
+    if (g->ctx_retained && g->cu.cuDevicePrimaryCtxRelease) g->cu.cuDevicePrimaryCtxRelease(g->dev);
+    if (g->lib_cublas) dlclose(g->lib_cublas);
+    if (g->lib_nvrtc) dlclose(g->lib_nvrtc);
+    if (g->lib_nvrtc_builtins) dlclose(g->lib_nvrtc_builtins);
+    if (g->lib_cuda) dlclose(g->lib_cuda);
+    fat5__free(ctx, g);
+}
+
+static void fat5__gpu_close(fat5_ctx *ctx) {
+    struct fat5__gpu *g;
+    if (!ctx || !ctx->gpu) return;
+    g = ctx->gpu;
+    ctx->gpu = NULL;
+    fat5__gpu_release(ctx, g);
+}
+
+// Loads the module image into the current context; the JIT log (PTX) goes into the error.
+static fat5_status fat5__gpu_load_module(fat5_ctx *ctx, struct fat5__gpu *g, const char *img) {
+    char jit_log[2048];
+    fat5__CUjit_option keys[2];
+    void *vals[2];
+    fat5__CUresult r;
+    char what[160];
+    jit_log[0] = 0;
+    keys[0] = FAT5__CU_JIT_ERROR_LOG_BUFFER;
+    vals[0] = jit_log;
+    keys[1] = FAT5__CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES;
+    vals[1] = (void *)(uintptr_t)sizeof jit_log;
+    r = g->cu.cuModuleLoadDataEx(&g->module, img, 2, keys, vals);
+    if (r == FAT5__CUDA_SUCCESS) return FAT5_OK;
+    g->module = NULL;
+    jit_log[sizeof jit_log - 1] = 0;
+    snprintf(what, sizeof what, "cuModuleLoadDataEx (%s %s, NVRTC %d.%d, driver %d.%d)",
+             g->ptx ? "PTX" : "cubin", g->arch, g->nvrtc_major, g->nvrtc_minor,
+             g->driver_version / 1000, g->driver_version % 1000 / 10);
+    fat5__gpu_cu_fail(ctx, FAT5_ERR_CUDA, r, what);
+    if (g->nvrtc_major * 1000 > g->driver_version) {
+        size_t n = strlen(ctx->err);
+        snprintf(ctx->err + n, sizeof ctx->err - n,
+                 " [NVRTC %d.%d is newer than the driver: update the driver, or make libnvrtc.so.%d "
+                 "and libcublas.so.%d the ones found]", g->nvrtc_major, g->nvrtc_minor,
+                 g->driver_version / 1000, g->driver_version / 1000);
+    }
+    if (jit_log[0]) {
+        size_t n = strlen(ctx->err);
+        snprintf(ctx->err + n, sizeof ctx->err - n, ":\n%s", jit_log);
+    }
+    return FAT5_ERR_CUDA;
+}
+
+static fat5_status fat5__gpu_open(fat5_ctx *ctx) {
+    static const char *const cuda_names[] = {"libcuda.so.1", "libcuda.so"};
+    struct fat5__gpu *g;
+    fat5__sb errs;
+    fat5__CUresult r;
+    fat5_status st;
+    char buf[2][64], *img = NULL;
+    const char *names[2], *missing, *env;
+    size_t img_size = 0;
+    int count = 0, k, n_missing = 0;
+    double t0 = fat5__gpu_now_ms();
+
+    if (ctx->gpu) return FAT5_OK;
+    if (ctx->cfg.dtype != FAT5_DTYPE_FP32 && ctx->cfg.dtype != FAT5_DTYPE_BF16)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ctx_create: unknown dtype %d",
+                         (int)ctx->cfg.dtype);
+    g = FAT5__CAST(struct fat5__gpu *, fat5__calloc(ctx, 1, sizeof *g));
+    if (!g) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory opening the GPU");
+    ctx->gpu = g;
+    g->ordinal = ctx->cfg.device_ordinal;
+    g->last_kernel = -1;
+    env = getenv("FAT5_SYNC_LAUNCHES");
+    g->sync_launches = env && env[0] && strcmp(env, "0") != 0;
+
+    // 1. the driver
+    fat5__sb_init(&errs, ctx);
+    g->lib_cuda = fat5__gpu_dlopen(&errs, cuda_names, 2, g->path_cuda, sizeof g->path_cuda);
+    if (!g->lib_cuda) {
+        fat5__err(ctx, FAT5_ERR_NO_DEVICE, "no CUDA driver (libcuda.so.1): %s",
+                  errs.buf ? errs.buf : "dlopen failed");
+        fat5__sb_free(&errs);
+        st = FAT5_ERR_NO_DEVICE;
+        goto fail;
+    }
+    fat5__sb_free(&errs);
+    if ((missing = fat5__gpu_load_cu(g)) != NULL) {
+        st = fat5__err(ctx, FAT5_ERR_NO_DEVICE, "the CUDA driver %s lacks %s (driver too old?)",
+                       g->path_cuda, missing);
+        goto fail;
+    }
+    if ((r = g->cu.cuDriverGetVersion(&g->driver_version)) != FAT5__CUDA_SUCCESS) {
+        st = fat5__gpu_cu_fail(ctx, FAT5_ERR_NO_DEVICE, r, "cuDriverGetVersion");
+        fat5__err_prefix(ctx, st, "%s: ", g->path_cuda);
+        goto fail;
+    }
+
+    // 2. NVRTC and cuBLAS, so that a missing library is reported before any device work
+    if ((st = fat5__gpu_open_nvrtc(ctx, g)) != FAT5_OK) goto fail;
+    fat5__gpu_sonames("libcublas", g->driver_version, buf, names);
+    fat5__sb_init(&errs, ctx);
+    g->lib_cublas = fat5__gpu_dlopen(&errs, names, 2, g->path_cublas, sizeof g->path_cublas);
+    if (!g->lib_cublas) {
+        fat5__err(ctx, FAT5_ERR_NO_DEVICE,
+                  "cuBLAS not found (%s or %s; set CUDA_HOME or LD_LIBRARY_PATH): %s", names[0],
+                  names[1], errs.buf ? errs.buf : "dlopen failed");
+        fat5__sb_free(&errs);
+        st = FAT5_ERR_NO_DEVICE;
+        goto fail;
+    }
+    fat5__sb_free(&errs);
+    if ((missing = fat5__gpu_load_cublas(g)) != NULL) {
+        st = fat5__err(ctx, FAT5_ERR_NO_DEVICE, "%s lacks %s", g->path_cublas, missing);
+        goto fail;
+    }
+
+    // 3. the device
+    if ((r = g->cu.cuInit(0)) != FAT5__CUDA_SUCCESS) {
+        st = fat5__gpu_cu_fail(ctx, FAT5_ERR_NO_DEVICE, r, "cuInit");
+        fat5__err_prefix(ctx, st, "%s: ", g->path_cuda);
+        goto fail;
+    }
+    if ((r = g->cu.cuDeviceGetCount(&count)) != FAT5__CUDA_SUCCESS) {
+        st = fat5__gpu_cu_fail(ctx, FAT5_ERR_NO_DEVICE, r, "cuDeviceGetCount");
+        goto fail;
+    }
+    if (count <= 0) {
+        st = fat5__err(ctx, FAT5_ERR_NO_DEVICE, "no CUDA device (driver %d.%d loaded)",
+                       g->driver_version / 1000, g->driver_version % 1000 / 10);
+        goto fail;
+    }
+    if (g->ordinal < 0 || g->ordinal >= count) {
+        st = fat5__err(ctx, FAT5_ERR_NO_DEVICE,
+                       "device_ordinal %d is out of range: %d CUDA device%s (0..%d)", g->ordinal,
+                       count, count == 1 ? "" : "s", count - 1);
+        goto fail;
+    }
+    if ((st = fat5__gpu_check(ctx, g->cu.cuDeviceGet(&g->dev, g->ordinal), "cuDeviceGet")) ||
+        (st = fat5__gpu_check(ctx, g->cu.cuDeviceGetName(g->name, (int)sizeof g->name - 1, g->dev),
+                              "cuDeviceGetName")) ||
+        (st = fat5__gpu_check(ctx, g->cu.cuDeviceTotalMem(&g->total_mem, g->dev),
+                              "cuDeviceTotalMem")) ||
+        (st = fat5__gpu_check(ctx, g->cu.cuDeviceGetAttribute(&g->cc_major,
+                              FAT5__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, g->dev),
+                              "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MAJOR)")) ||
+        (st = fat5__gpu_check(ctx, g->cu.cuDeviceGetAttribute(&g->cc_minor,
+                              FAT5__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, g->dev),
+                              "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MINOR)")) ||
+        (st = fat5__gpu_check(ctx, g->cu.cuDeviceGetAttribute(&g->sm_count,
+                              FAT5__CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, g->dev),
+                              "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)")))
+        goto fail;
+    g->name[sizeof g->name - 1] = 0;
+    if (g->cu.cuDeviceGetAttribute(&g->smem_optin,
+                                   FAT5__CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                                   g->dev) != FAT5__CUDA_SUCCESS)
+        g->smem_optin = 48 * 1024;
+    if ((st = fat5__gpu_choose_arch(ctx, g, g->cc_major * 10 + g->cc_minor)) != FAT5_OK) goto fail;
+
+    // 4. context (the primary one, which cuBLAS also uses) and the stream
+    if ((st = fat5__gpu_check(ctx, g->cu.cuDevicePrimaryCtxRetain(&g->cuctx, g->dev),
+                              "cuDevicePrimaryCtxRetain")))
+        goto fail;
+    g->ctx_retained = 1;
+    if ((st = fat5__gpu_check(ctx, g->cu.cuCtxSetCurrent(g->cuctx), "cuCtxSetCurrent")) ||
+        (st = fat5__gpu_check(ctx, g->cu.cuStreamCreate(&g->stream, FAT5__CU_STREAM_NON_BLOCKING),
+                              "cuStreamCreate")))
+        goto fail;
+
+    // 5. kernels: cache or compile, load, look every entry point up
+    if ((st = fat5__gpu_build(ctx, g, 0, &img, &img_size)) != FAT5_OK) goto fail;
+    st = fat5__gpu_load_module(ctx, g, img);
+    if (st != FAT5_OK && g->cache_hit) {
+        fat5__log(ctx, FAT5_LOG_WARN, "kernel cache: %s does not load (%s); recompiling",
+                  g->cache_file, ctx->err);
+        fat5__free(ctx, img);
+        img = NULL;
+        g->cache_rejected = 1;
+        if ((st = fat5__gpu_build(ctx, g, 1, &img, &img_size)) != FAT5_OK) goto fail;
+        st = fat5__gpu_load_module(ctx, g, img);
+    }
+    fat5__free(ctx, img);
+    img = NULL;
+    if (st != FAT5_OK) goto fail;
+    for (k = 0; k < FAT5__K_COUNT; k++) {
+        r = g->cu.cuModuleGetFunction(&g->fn[k], g->module, fat5__kernel_names[k]);
+        if (r == FAT5__CUDA_ERROR_NOT_FOUND) {
+            g->fn[k] = NULL;
+            n_missing++;
+        } else if (r != FAT5__CUDA_SUCCESS) {
+            char what[96];
+            snprintf(what, sizeof what, "cuModuleGetFunction(%s)", fat5__kernel_names[k]);
+            st = fat5__gpu_check(ctx, r, what);
+            goto fail;
+        }
+    }
+    if (n_missing) {
+        fat5__sb list;
+        fat5__sb_init(&list, ctx);
+        for (k = 0; k < FAT5__K_COUNT; k++)
+            if (!g->fn[k])
+                fat5__sb_printf(&list, "%s%s", list.len ? ", " : "", fat5__kernel_names[k]);
+        fat5__err(ctx, FAT5_ERR_CUDA,
+                  "the kernel module lacks %d of %d entry points: %s (each needs an extern \"C\" "
+                  "__global__ function of that name in kernels/*.cu)",
+                  n_missing, (int)FAT5__K_COUNT, list.buf ? list.buf : "(out of memory)");
+        fat5__sb_free(&list);
+        st = FAT5_ERR_CUDA;
+        goto fail;
+    }
+
+    // 6. cuBLAS on our stream; fp32 compute with the default math mode (no TF32), fp32 reductions
+    st = fat5__gpu_blas_check(ctx, g->cublas.cublasCreate(&g->blas), "cublasCreate");
+    if (st != FAT5_OK) {
+        g->blas = NULL;
+        fat5__err_prefix(ctx, st, "%s with driver %d.%d: ", g->path_cublas,
+                         g->driver_version / 1000, g->driver_version % 1000 / 10);
+        goto fail;
+    }
+    if ((st = fat5__gpu_blas_check(ctx, g->cublas.cublasSetStream(g->blas, g->stream),
+                                   "cublasSetStream")) ||
+        (st = fat5__gpu_blas_check(ctx, g->cublas.cublasSetMathMode(g->blas,
+                  FAT5__CUBLAS_DEFAULT_MATH | FAT5__CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION),
+                  "cublasSetMathMode")))
+        goto fail;
+    if (g->cublas.cublasGetVersion(g->blas, &g->cublas_version) != FAT5__CUBLAS_STATUS_SUCCESS)
+        g->cublas_version = 0;
+
+    fat5__log(ctx, FAT5_LOG_INFO,
+              "GPU %d: %s, sm_%d%d, %d SMs, %.1f GiB; driver %d.%d, NVRTC %d.%d (%s), cuBLAS %d (%s)",
+              g->ordinal, g->name, g->cc_major, g->cc_minor, g->sm_count,
+              (double)g->total_mem / (1024.0 * 1024.0 * 1024.0), g->driver_version / 1000,
+              g->driver_version % 1000 / 10, g->nvrtc_major, g->nvrtc_minor, g->path_nvrtc,
+              g->cublas_version, g->path_cublas);
+    if (g->cache_hit)
+        fat5__log(ctx, FAT5_LOG_INFO, "kernels: %s %s from the cache (%s)", g->ptx ? "PTX" : "cubin",
+                  g->arch, g->cache_file);
+    else
+        fat5__log(ctx, FAT5_LOG_INFO, "kernels: compiled for %s in %.0f ms (%s%s)", g->arch,
+                  g->compile_ms, g->cache_file[0] ? "cached at " : "cache off",
+                  g->cache_file);
+    fat5__log(ctx, FAT5_LOG_DEBUG, "GPU open took %.0f ms", fat5__gpu_now_ms() - t0);
+    return FAT5_OK;
+
+fail:
+    fat5__free(ctx, img);
+    fat5__gpu_close(ctx);
+    return st;
+}
+
+// Test hook: finds in the cache or compiles the kernel module for compute capability cc (e.g. 90)
+// with ctx's dtype and cache settings, with NVRTC alone (no driver, no GPU; driver version 0 in
+// the key). Reports whether the cache was hit or a cache file rejected, and the file's path.
+static FAT5__UNUSED fat5_status fat5__gpu_build_offline(fat5_ctx *ctx, int cc, int *cache_hit,
+                                                        int *cache_rejected, char *cache_file,
+                                                        size_t cap) {
+    struct fat5__gpu *g = FAT5__CAST(struct fat5__gpu *, fat5__calloc(ctx, 1, sizeof *g));
+    char *img = NULL;
+    size_t img_size = 0;
+    fat5_status st;
+    if (!g) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory");
+    snprintf(g->name, sizeof g->name, "sm_%d (offline)", cc);
+    if ((st = fat5__gpu_open_nvrtc(ctx, g)) == FAT5_OK &&
+        (st = fat5__gpu_choose_arch(ctx, g, cc)) == FAT5_OK)
+        st = fat5__gpu_build(ctx, g, 0, &img, &img_size);
+    if (cache_hit) *cache_hit = g->cache_hit;
+    if (cache_rejected) *cache_rejected = g->cache_rejected;
+    if (cache_file && cap) snprintf(cache_file, cap, "%s", g->cache_file);
+    fat5__free(ctx, img);
+    fat5__gpu_release(ctx, g);
+    return st;
+}
+
+// ---- memory, launch, GEMM -----------------------------------------------------------------------
+
+// Makes the ctx's context current on this thread (a ctx may move between threads, and several ctxs
+// may share one).
+static fat5_status fat5__gpu_enter(fat5_ctx *ctx, const char *what) {
+    fat5__CUresult r;
+    if (!ctx || !ctx->gpu)
+        return fat5__err(ctx, FAT5_ERR_STATE, "%s: the context has no open GPU", what);
+    r = ctx->gpu->cu.cuCtxSetCurrent(ctx->gpu->cuctx);
+    if (r == FAT5__CUDA_SUCCESS) return FAT5_OK;
+    return fat5__gpu_cu_fail(ctx, FAT5_ERR_CUDA, r, "cuCtxSetCurrent");
+}
+
+// Synchronizes the stream; an asynchronous fault is reported with the last kernel launched.
+static FAT5__UNUSED fat5_status fat5__gpu_sync(fat5_ctx *ctx) {
+    fat5_status st = fat5__gpu_enter(ctx, "fat5__gpu_sync");
+    fat5__CUresult r;
+    char what[128];
+    if (st) return st;
+    r = ctx->gpu->cu.cuStreamSynchronize(ctx->gpu->stream);
+    if (r == FAT5__CUDA_SUCCESS) return FAT5_OK;
+    snprintf(what, sizeof what, "cuStreamSynchronize (last kernel launched: %s)",
+             fat5__gpu_kname(ctx->gpu->last_kernel));
+    return fat5__gpu_cu_fail(ctx, FAT5_ERR_CUDA, r, what);
+}
+
+static FAT5__UNUSED fat5_status fat5__gpu_mem_info(fat5_ctx *ctx, size_t *free_b, size_t *total_b) {
+    fat5_status st = fat5__gpu_enter(ctx, "fat5__gpu_mem_info");
+    if (st) return st;
+    return fat5__gpu_check(ctx, ctx->gpu->cu.cuMemGetInfo(free_b, total_b), "cuMemGetInfo");
+}
+
+// Zero-filled device memory; bytes == 0 gives *out = 0 (which fat5__gpu_free ignores).
+static FAT5__UNUSED fat5_status fat5__gpu_alloc(fat5_ctx *ctx, size_t bytes, fat5__dptr *out) {
+    fat5_status st = fat5__gpu_enter(ctx, "fat5__gpu_alloc");
+    struct fat5__gpu *g;
+    fat5__dptr p = 0;
+    fat5__CUresult r;
+    *out = 0;
+    if (st) return st;
+    if (bytes == 0) return FAT5_OK;
+    g = ctx->gpu;
+    r = g->cu.cuMemAlloc(&p, bytes);
+    if (r == FAT5__CUDA_ERROR_OUT_OF_MEMORY) {
+        size_t fr = 0, tot = 0;
+        g->cu.cuMemGetInfo(&fr, &tot);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY,
+                         "GPU out of memory: allocating %zu bytes (%.1f MiB) with %.1f MiB free of "
+                         "%.1f MiB on %s", bytes, (double)bytes / 1048576.0, (double)fr / 1048576.0,
+                         (double)tot / 1048576.0, g->name);
+    }
+    if (r != FAT5__CUDA_SUCCESS) {
+        char what[80];
+        snprintf(what, sizeof what, "cuMemAlloc(%zu bytes)", bytes);
+        return fat5__gpu_check(ctx, r, what);
+    }
+    r = g->cu.cuMemsetD8Async(p, 0, bytes, g->stream);
+    if (r != FAT5__CUDA_SUCCESS) {
+        g->cu.cuMemFree(p);
+        return fat5__gpu_check(ctx, r, "cuMemsetD8Async (zero-filling a new allocation)");
+    }
+    *out = p;
+    return FAT5_OK;
+}
+
+// Frees device memory after the stream has finished with it; 0 is a no-op.
+static FAT5__UNUSED void fat5__gpu_free(fat5_ctx *ctx, fat5__dptr p) {
+    struct fat5__gpu *g;
+    if (!p || !ctx || !ctx->gpu) return;
+    g = ctx->gpu;
+    if (g->cu.cuCtxSetCurrent(g->cuctx) != FAT5__CUDA_SUCCESS) return;
+    g->cu.cuStreamSynchronize(g->stream);
+    g->cu.cuMemFree(p);
+}
+
+// Host to device. Returns when the copy is complete (src may be reused at once).
+static FAT5__UNUSED fat5_status fat5__gpu_upload(fat5_ctx *ctx, fat5__dptr dst, const void *src,
+                                                 size_t bytes) {
+    fat5_status st = fat5__gpu_enter(ctx, "fat5__gpu_upload");
+    fat5__CUresult r;
+    if (st) return st;
+    if (bytes == 0) return FAT5_OK;
+    if (!dst || !src)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_upload: NULL %s for %zu bytes",
+                         dst ? "source" : "destination", bytes);
+    r = ctx->gpu->cu.cuMemcpyHtoDAsync(dst, src, bytes, ctx->gpu->stream);
+    if (r == FAT5__CUDA_SUCCESS) r = ctx->gpu->cu.cuStreamSynchronize(ctx->gpu->stream);
+    if (r != FAT5__CUDA_SUCCESS) {
+        char what[128];
+        snprintf(what, sizeof what, "upload of %zu bytes (last kernel launched: %s)", bytes,
+                 fat5__gpu_kname(ctx->gpu->last_kernel));
+        return fat5__gpu_check(ctx, r, what);
+    }
+    return FAT5_OK;
+}
+
+// Device to host, after all work queued before it; returns when dst holds the data.
+static FAT5__UNUSED fat5_status fat5__gpu_download(fat5_ctx *ctx, void *dst, fat5__dptr src,
+                                                   size_t bytes) {
+    fat5_status st = fat5__gpu_enter(ctx, "fat5__gpu_download");
+    fat5__CUresult r;
+    if (st) return st;
+    if (bytes == 0) return FAT5_OK;
+    if (!dst || !src)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_download: NULL %s for %zu bytes",
+                         src ? "destination" : "source", bytes);
+    r = ctx->gpu->cu.cuMemcpyDtoHAsync(dst, src, bytes, ctx->gpu->stream);
+    if (r == FAT5__CUDA_SUCCESS) r = ctx->gpu->cu.cuStreamSynchronize(ctx->gpu->stream);
+    if (r != FAT5__CUDA_SUCCESS) {
+        char what[128];
+        snprintf(what, sizeof what, "download of %zu bytes (last kernel launched: %s)", bytes,
+                 fat5__gpu_kname(ctx->gpu->last_kernel));
+        return fat5__gpu_check(ctx, r, what);
+    }
+    return FAT5_OK;
+}
+
+static FAT5__UNUSED fat5_status fat5__gpu_memset0(fat5_ctx *ctx, fat5__dptr p, size_t bytes) {
+    fat5_status st = fat5__gpu_enter(ctx, "fat5__gpu_memset0");
+    if (st) return st;
+    if (bytes == 0) return FAT5_OK;
+    if (!p)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_memset0: NULL pointer for %zu bytes",
+                         bytes);
+    return fat5__gpu_check(ctx, ctx->gpu->cu.cuMemsetD8Async(p, 0, bytes, ctx->gpu->stream),
+                           "cuMemsetD8Async");
+}
+
+// Device to device, queued on the stream.
+static FAT5__UNUSED fat5_status fat5__gpu_copy(fat5_ctx *ctx, fat5__dptr dst, fat5__dptr src,
+                                               size_t bytes) {
+    fat5_status st = fat5__gpu_enter(ctx, "fat5__gpu_copy");
+    if (st) return st;
+    if (bytes == 0) return FAT5_OK;
+    if (!dst || !src)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_copy: NULL %s for %zu bytes",
+                         dst ? "source" : "destination", bytes);
+    return fat5__gpu_check(ctx, ctx->gpu->cu.cuMemcpyDtoDAsync(dst, src, bytes, ctx->gpu->stream),
+                           "cuMemcpyDtoDAsync");
+}
+
+static FAT5__UNUSED size_t fat5__gpu_act_size(const fat5_ctx *ctx) {
+    return ctx->cfg.dtype == FAT5_DTYPE_BF16 ? 2 : 4;
+}
+
+// Queues kernel `kernel` (a FAT5__K_ id) on the stream. args: the kernel's parameters, one pointer
+// per parameter. Dynamic shared memory above 48 KiB is opted into automatically.
+static FAT5__UNUSED fat5_status fat5__gpu_launch(fat5_ctx *ctx, int kernel, unsigned gx, unsigned gy,
+                                                 unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                                                 unsigned smem, void **args) {
+    fat5_status st = fat5__gpu_enter(ctx, "fat5__gpu_launch");
+    struct fat5__gpu *g;
+    fat5__CUresult r;
+    char what[200];
+    if (st) return st;
+    g = ctx->gpu;
+    if (kernel < 0 || kernel >= FAT5__K_COUNT)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_launch: no kernel with id %d", kernel);
+    if (!g->fn[kernel])
+        return fat5__err(ctx, FAT5_ERR_STATE, "fat5__gpu_launch: %s is not loaded",
+                         fat5__kernel_names[kernel]);
+    if (smem > 48u * 1024u && smem > g->smem_set[kernel]) {
+        if (smem > (unsigned)g->smem_optin)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                             "launching %s: %u bytes of dynamic shared memory, %s allows %d",
+                             fat5__kernel_names[kernel], smem, g->name, g->smem_optin);
+        r = g->cu.cuFuncSetAttribute(
+            g->fn[kernel], FAT5__CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem);
+        if (r != FAT5__CUDA_SUCCESS) {
+            snprintf(what, sizeof what, "cuFuncSetAttribute(%s, MAX_DYNAMIC_SHARED_SIZE_BYTES=%u)",
+                     fat5__kernel_names[kernel], smem);
+            return fat5__gpu_check(ctx, r, what);
+        }
+        g->smem_set[kernel] = smem;
+    }
+    r = g->cu.cuLaunchKernel(g->fn[kernel], gx, gy, gz, bx, by, bz, smem, g->stream, args, NULL);
+    if (r == FAT5__CUDA_SUCCESS) {
+        g->last_kernel = kernel;
+        if (!g->sync_launches) return FAT5_OK;
+        r = g->cu.cuStreamSynchronize(g->stream);
+        if (r == FAT5__CUDA_SUCCESS) return FAT5_OK;
+        snprintf(what, sizeof what,
+                 "%s (fault found by FAT5_SYNC_LAUNCHES; grid %ux%ux%u, block %ux%ux%u)",
+                 fat5__kernel_names[kernel], gx, gy, gz, bx, by, bz);
+        return fat5__gpu_check(ctx, r, what);
+    }
+    snprintf(what, sizeof what, "launching %s (grid %ux%ux%u, block %ux%ux%u, %u B shared)",
+             fat5__kernel_names[kernel], gx, gy, gz, bx, by, bz, smem);
+    return fat5__gpu_check(ctx, r, what);
+}
+
+typedef enum { FAT5__MM_NT, FAT5__MM_NN, FAT5__MM_TN } fat5__mm_layout;
+
+// Row-major GEMM through cuBLAS (column-major), same semantics as the CPU ops:
+//   NT: C[M,N] = alpha * A[M,K] B[N,K]^T + beta * C
+//   NN: C[M,N] = alpha * A[M,K] B[K,N]   + beta * C
+//   TN: C[M,N] = alpha * A[K,M]^T B[K,N] + beta * C
+// A row-major X[r,c] is the column-major X^T, so each computes C^T = op(B) op(A) with m = N, n = M.
+// A and B are in the activation dtype; C is fp32 when c_f32, else the activation dtype. fp32
+// compute (CUBLAS_COMPUTE_32F, default math mode: never TF32). beta == 0 does not read C.
+static FAT5__UNUSED fat5_status fat5__gpu_mm(fat5_ctx *ctx, fat5__mm_layout layout, fat5__dptr C,
+                                             int c_f32, fat5__dptr A, fat5__dptr B, int64_t M,
+                                             int64_t N, int64_t K, float alpha, float beta) {
+    static const char *const names[3] = {"NT", "NN", "TN"};
+    fat5_status st = fat5__gpu_enter(ctx, "fat5__gpu_mm");
+    fat5__cublasOperation_t op_b, op_a;
+    fat5__cudaDataType ab_t, c_t;
+    fat5__cublasStatus_t s;
+    int64_t ld_b, ld_a;
+    int bf16;
+    char what[160];
+    if (st) return st;
+    if ((int)layout < 0 || (int)layout > 2)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_mm: unknown layout %d", (int)layout);
+    if (M < 0 || N < 0 || K < 0 || M > INT_MAX || N > INT_MAX || K > INT_MAX)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "fat5__gpu_mm %s: M=%lld N=%lld K=%lld outside [0, INT_MAX]", names[layout],
+                         (long long)M, (long long)N, (long long)K);
+    if (M == 0 || N == 0) return FAT5_OK;
+    if (!C || (K > 0 && (!A || !B)))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_mm %s: NULL %s", names[layout],
+                         !C ? "C" : !A ? "A" : "B");
+    bf16 = ctx->cfg.dtype == FAT5_DTYPE_BF16;
+    ab_t = bf16 ? FAT5__CUDA_R_16BF : FAT5__CUDA_R_32F;
+    c_t = (c_f32 || !bf16) ? FAT5__CUDA_R_32F : FAT5__CUDA_R_16BF;
+    switch (layout) {
+    case FAT5__MM_NT:  // B[N,K] is col-major K x N: op T; A[M,K] is col-major K x M: op N
+        op_b = FAT5__CUBLAS_OP_T, ld_b = K, op_a = FAT5__CUBLAS_OP_N, ld_a = K;
+        break;
+    case FAT5__MM_NN:  // B[K,N] is col-major N x K; A[M,K] is col-major K x M
+        op_b = FAT5__CUBLAS_OP_N, ld_b = N, op_a = FAT5__CUBLAS_OP_N, ld_a = K;
+        break;
+    default:           // TN: B[K,N] is col-major N x K; A[K,M] is col-major M x K: op T
+        op_b = FAT5__CUBLAS_OP_N, ld_b = N, op_a = FAT5__CUBLAS_OP_T, ld_a = M;
+        break;
+    }
+    s = ctx->gpu->cublas.cublasGemmEx(ctx->gpu->blas, op_b, op_a, (int)N, (int)M, (int)K, &alpha,
+                                      (const void *)(uintptr_t)B, ab_t, (int)(ld_b > 0 ? ld_b : 1),
+                                      (const void *)(uintptr_t)A, ab_t, (int)(ld_a > 0 ? ld_a : 1),
+                                      &beta, (void *)(uintptr_t)C, c_t, (int)N,
+                                      FAT5__CUBLAS_COMPUTE_32F, FAT5__CUBLAS_GEMM_DEFAULT);
+    if (s == FAT5__CUBLAS_STATUS_SUCCESS) return FAT5_OK;
+    snprintf(what, sizeof what, "cublasGemmEx (%s, M=%lld N=%lld K=%lld, %s inputs, %s output)",
+             names[layout], (long long)M, (long long)N, (long long)K, bf16 ? "bf16" : "fp32",
+             c_t == FAT5__CUDA_R_32F ? "fp32" : "bf16");
+    return fat5__gpu_blas_check(ctx, s, what);
+}
+// ---------------------------------------------------------------------------------------------
+// GPU ops: one launcher fat5__gpu_<op> per kernel fat5_<op> of kernels/*.cu. Each takes the kernel's arguments (device pointers as fat5__dptr, 0 for
+// NULL; counts as int64_t), checks what the kernel relies on, picks grid and block, and launches on
+// the context's stream (asynchronous: errors of the run itself surface at fat5__gpu_sync). The CPU
+// twin fat5__cpu_<op> in the ops section is the oracle; tests/test_gpu_ops.c pairs them.
+//
+// Grids: every kernel loops (grid-stride) over its rows or elements, so grids are clamped to
+// FAT5__GPU_MAX_BLOCKS in x; y is only ever the head count (<= 65535, checked).
+// Kernel arguments: `void *args[]` holds the addresses of variables of the exact parameter types
+// (fat5__dptr for pointers, long long, int, float).
+
+#define FAT5__GPU_MAX_BLOCKS 1048576    // grid.x clamp; the kernels' grid-stride loops do the rest
+#define FAT5__GPU_SMEM_DEFAULT 49152    // dynamic shared memory usable without an opt-in
+#define FAT5__GPU_ATTN_WARPS 4          // tokens (warps) per attention block; must be <= 32
+#define FAT5__GPU_ATTN_MAX_DK 256       // FAT5_ATTN_MAX_DK in kernels/attention.cu
+#define FAT5__GPU_NORM_BWD_BLOCKS 1024  // rows of the rmsnorm_bwd scratch: blocks of the dw partials
+
+// ceil(work / per_block) blocks, at least 1, at most FAT5__GPU_MAX_BLOCKS
+static unsigned fat5__gpu_blocks(int64_t work, int64_t per_block) {
+    int64_t b = work / per_block + (work % per_block != 0);
+    if (b < 1) b = 1;
+    if (b > FAT5__GPU_MAX_BLOCKS) b = FAT5__GPU_MAX_BLOCKS;
+    return (unsigned)b;
+}
+
+// threads for a block that walks a row of D elements: a multiple of 32 covering D, within [32, max]
+static unsigned fat5__gpu_row_threads(int64_t D, unsigned max) {
+    int64_t t = (D + 31) / 32 * 32;
+    if (t < 32) t = 32;
+    if (t > (int64_t)max) t = (int64_t)max;
+    return (unsigned)t;
+}
+
+static fat5_status fat5__gpu_bad_count(fat5_ctx *ctx, const char *op, const char *what, int64_t v) {
+    return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: %s = %lld is negative", op, what, (long long)v);
+}
+
+// an elementwise kernel over n elements: blocks of 256 threads, grid-stride
+static fat5_status fat5__gpu_launch_1d(fat5_ctx *ctx, int kernel, const char *op, int64_t n, void **args) {
+    if (n < 0) return fat5__gpu_bad_count(ctx, op, "n", n);
+    if (n == 0) return FAT5_OK;
+    return fat5__gpu_launch(ctx, kernel, fat5__gpu_blocks(n, 256), 1, 1, 256, 1, 1, 0, args);
+}
+
+// ----- util.cu -----
+
+// x[i] = v for i < n (fp32)
+static FAT5__UNUSED fat5_status fat5__gpu_fill_f32(fat5_ctx *ctx, fat5__dptr x, float v, int64_t n) {
+    long long n_ = n;
+    void *args[] = {&x, &v, &n_};
+    return fat5__gpu_launch_1d(ctx, FAT5__K_fill_f32, "fat5__gpu_fill_f32", n, args);
+}
+
+// x[i] *= s for i < n (fp32)
+static FAT5__UNUSED fat5_status fat5__gpu_scale_f32(fat5_ctx *ctx, fat5__dptr x, float s, int64_t n) {
+    long long n_ = n;
+    void *args[] = {&x, &s, &n_};
+    return fat5__gpu_launch_1d(ctx, FAT5__K_scale_f32, "fat5__gpu_scale_f32", n, args);
+}
+
+// dst[i] = bf16(src[i]) (round to nearest even), whatever the activation dtype; no overlap
+static FAT5__UNUSED fat5_status fat5__gpu_f32_to_bf16(fat5_ctx *ctx, fat5__dptr dst, fat5__dptr src,
+                                                      int64_t n) {
+    long long n_ = n;
+    void *args[] = {&dst, &src, &n_};
+    return fat5__gpu_launch_1d(ctx, FAT5__K_f32_to_bf16, "fat5__gpu_f32_to_bf16", n, args);
+}
+
+// dst[i] = src[i] in the activation dtype (fp32 copy, or bf16 rounding); no overlap
+static FAT5__UNUSED fat5_status fat5__gpu_to_act(fat5_ctx *ctx, fat5__dptr dst, fat5__dptr src, int64_t n) {
+    long long n_ = n;
+    void *args[] = {&dst, &src, &n_};
+    return fat5__gpu_launch_1d(ctx, FAT5__K_to_act, "fat5__gpu_to_act", n, args);
+}
+
+// ----- embed.cu: one block per row, threads over D -----
+
+static fat5_status fat5__gpu_embed_launch(fat5_ctx *ctx, int kernel, const char *op, fat5__dptr out,
+                                          fat5__dptr table, fat5__dptr tok, int64_t T, int D) {
+    long long T_ = T;
+    void *args[] = {&out, &table, &tok, &T_, &D};
+    if (T < 0) return fat5__gpu_bad_count(ctx, op, "T", T);
+    if (D < 0) return fat5__gpu_bad_count(ctx, op, "D", D);
+    if (T == 0 || D == 0) return FAT5_OK;
+    return fat5__gpu_launch(ctx, kernel, fat5__gpu_blocks(T, 1), 1, 1, fat5__gpu_row_threads(D, 256), 1, 1, 0,
+                            args);
+}
+
+// out[t] = table[tok[t]] (rows of D fp32); token ids must be valid rows
+static FAT5__UNUSED fat5_status fat5__gpu_embed_fwd(fat5_ctx *ctx, fat5__dptr out, fat5__dptr table,
+                                                    fat5__dptr tok, int64_t T, int D) {
+    return fat5__gpu_embed_launch(ctx, FAT5__K_embed_fwd, "fat5__gpu_embed_fwd", out, table, tok, T, D);
+}
+
+// dtable[tok[t]] += dout[t] (atomicAdd)
+static FAT5__UNUSED fat5_status fat5__gpu_embed_bwd(fat5_ctx *ctx, fat5__dptr dtable, fat5__dptr dout,
+                                                    fat5__dptr tok, int64_t T, int D) {
+    return fat5__gpu_embed_launch(ctx, FAT5__K_embed_bwd, "fat5__gpu_embed_bwd", dtable, dout, tok, T, D);
+}
+
+// ----- norm.cu -----
+
+// y = w * x * r with r = 1/sqrt(mean(x^2) + eps) saved per row; x fp32 [T, D], y activation dtype.
+// One block per row (up to 256 threads over D).
+static FAT5__UNUSED fat5_status fat5__gpu_rmsnorm_fwd(fat5_ctx *ctx, fat5__dptr y, fat5__dptr r, fat5__dptr x,
+                                                      fat5__dptr w, int64_t T, int D, float eps) {
+    long long T_ = T;
+    void *args[] = {&y, &r, &x, &w, &T_, &D, &eps};
+    if (T < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_rmsnorm_fwd", "T", T);
+    if (D < 1) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_rmsnorm_fwd: D = %d", D);
+    if (T == 0) return FAT5_OK;
+    return fat5__gpu_launch(ctx, FAT5__K_rmsnorm_fwd, fat5__gpu_blocks(T, 1), 1, 1,
+                            fat5__gpu_row_threads(D, 256), 1, 1, 0, args);
+}
+
+// out[j] += sum over r < rows of in[r*D + j], in a fixed order (deterministic). Block 32x32
+// (columns x row stride), one block per 32 columns.
+static FAT5__UNUSED fat5_status fat5__gpu_colsum_f32(fat5_ctx *ctx, fat5__dptr out, fat5__dptr in, int rows,
+                                                     int D) {
+    void *args[] = {&out, &in, &rows, &D};
+    if (rows < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_colsum_f32", "rows", rows);
+    if (D < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_colsum_f32", "D", D);
+    if (rows == 0 || D == 0) return FAT5_OK;
+    return fat5__gpu_launch(ctx, FAT5__K_colsum_f32, fat5__gpu_blocks(D, 32), 1, 1, 32, 32, 1, 0, args);
+}
+
+// dx (+)= r g - x r^3 mean(g x) with g = w dy (accumulate: added to dx); dw += sum_t dy x r.
+// dy, x, dx fp32 [T, D]. dw may be 0 (no weight gradient); else scratch holds at least
+// FAT5__GPU_NORM_BWD_BLOCKS * D floats: min(T, 1024) blocks each write their partial column sums
+// there (in shared memory while they accumulate, when D floats fit), then fat5__gpu_colsum_f32
+// adds them into dw in a fixed order, so dw is deterministic.
+static FAT5__UNUSED fat5_status fat5__gpu_rmsnorm_bwd(fat5_ctx *ctx, fat5__dptr dx, fat5__dptr dw,
+                                                      fat5__dptr dy, fat5__dptr x, fat5__dptr w, fat5__dptr r,
+                                                      int64_t T, int D, int accumulate, fat5__dptr scratch) {
+    long long T_ = T;
+    fat5__dptr part = dw ? scratch : 0;
+    int blocks = (int)(T < FAT5__GPU_NORM_BWD_BLOCKS ? T : FAT5__GPU_NORM_BWD_BLOCKS);
+    unsigned smem = dw && (int64_t)D * 4 <= FAT5__GPU_SMEM_DEFAULT ? (unsigned)D * 4u : 0u;
+    void *args[] = {&dx, &part, &dy, &x, &w, &r, &T_, &D, &accumulate};
+    fat5_status st;
+    if (T < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_rmsnorm_bwd", "T", T);
+    if (D < 1) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_rmsnorm_bwd: D = %d", D);
+    if (dw && !scratch)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_rmsnorm_bwd: dw without scratch");
+    if (T == 0) return FAT5_OK;
+    st = fat5__gpu_launch(ctx, FAT5__K_rmsnorm_bwd, (unsigned)blocks, 1, 1, fat5__gpu_row_threads(D, 256), 1,
+                          1, smem, args);
+    if (st || !dw) return st;
+    return fat5__gpu_colsum_f32(ctx, dw, scratch, blocks, D);
+}
+
+// ----- ffn.cu -----
+
+static fat5_status fat5__gpu_check_act(fat5_ctx *ctx, const char *op, int act) {
+    if (act < FAT5_ACT_RELU || act > FAT5_ACT_SILU)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: unknown activation %d", op, act);
+    return FAT5_OK;
+}
+
+// h = act(a) * b (gated) or act(a) (b == 0); activation dtype; act a fat5_act value
+static FAT5__UNUSED fat5_status fat5__gpu_act_fwd(fat5_ctx *ctx, fat5__dptr h, fat5__dptr a, fat5__dptr b,
+                                                  int64_t n, int act) {
+    long long n_ = n;
+    void *args[] = {&h, &a, &b, &n_, &act};
+    fat5_status st = fat5__gpu_check_act(ctx, "fat5__gpu_act_fwd", act);
+    return st ? st : fat5__gpu_launch_1d(ctx, FAT5__K_act_fwd, "fat5__gpu_act_fwd", n, args);
+}
+
+// da = dh * b * act'(a), db = dh * act(a) (gated); da = dh * act'(a) (b == db == 0). db == dh works.
+static FAT5__UNUSED fat5_status fat5__gpu_act_bwd(fat5_ctx *ctx, fat5__dptr da, fat5__dptr db, fat5__dptr dh,
+                                                  fat5__dptr a, fat5__dptr b, int64_t n, int act) {
+    long long n_ = n;
+    void *args[] = {&da, &db, &dh, &a, &b, &n_, &act};
+    fat5_status st = fat5__gpu_check_act(ctx, "fat5__gpu_act_bwd", act);
+    return st ? st : fat5__gpu_launch_1d(ctx, FAT5__K_act_bwd, "fat5__gpu_act_bwd", n, args);
+}
+
+// ----- attention.cu -----
+// Grid (ceil(T / W) clamped, H), block 32 W (W = FAT5__GPU_ATTN_WARPS tokens of one head per
+// block). Dynamic shared memory: `rows` fp32 rows of dk per warp, plus the head's bias column, the
+// bucket table and (dq) the bias-gradient accumulator when they fit in the default 48 KiB; the
+// kernels read the size they were given and fall back to global memory otherwise.
+
+static fat5_status fat5__gpu_attn_check(fat5_ctx *ctx, const char *op, int64_t T, int H, int dk, int kind,
+                                        fat5__dptr bias, fat5__dptr lut, int nb, int max_distance) {
+    if (T < 0) return fat5__gpu_bad_count(ctx, op, "T", T);
+    if (H < 1 || H > 65535) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: %d heads (1..65535)", op, H);
+    if (dk < 1 || dk > FAT5__GPU_ATTN_MAX_DK)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: head dim %d (1..%d)", op, dk, FAT5__GPU_ATTN_MAX_DK);
+    if (kind < FAT5__ATTN_CROSS || kind > FAT5__ATTN_CAUSAL)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: attention kind %d", op, kind);
+    if (bias && (nb < (kind == FAT5__ATTN_BIDIR ? 2 : 1) || max_distance < 0 || (max_distance > 0 && !lut)))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: bias with %d buckets, max distance %d, lut %s", op,
+                         nb, max_distance, lut ? "given" : "missing");
+    return FAT5_OK;
+}
+
+// dynamic shared memory of an attention launch (bytes)
+static unsigned fat5__gpu_attn_smem(int rows, int dk, fat5__dptr bias, int nb, int max_distance, int extra) {
+    int64_t base = (int64_t)rows * FAT5__GPU_ATTN_WARPS * dk * 4;
+    int64_t tables = bias ? ((int64_t)nb + max_distance + extra) * 4 : 0;
+    return (unsigned)(base + tables <= FAT5__GPU_SMEM_DEFAULT ? base + tables : base);
+}
+
+// o = softmax(q k^T + bias) v per sequence and head (T5: no 1/sqrt(dk)); lse [Tq, H] saved.
+// bias [nb, H] or 0 (cross); lut [max_distance] from fat5__rel_bucket for this kind.
+static FAT5__UNUSED fat5_status fat5__gpu_attn_fwd(fat5_ctx *ctx, fat5__dptr o, fat5__dptr lse, fat5__dptr q,
+                                                   fat5__dptr k, fat5__dptr v, fat5__dptr bias,
+                                                   fat5__dptr lut, fat5__dptr cu_q, fat5__dptr cu_k,
+                                                   fat5__dptr q_seq, int64_t Tq, int H, int dk, int kind,
+                                                   int nb, int max_distance) {
+    long long Tq_ = Tq;
+    void *args[] = {&o,    &lse,   &q,   &k, &v,  &bias, &lut, &cu_q,
+                    &cu_k, &q_seq, &Tq_, &H, &dk, &kind, &nb,  &max_distance};
+    fat5_status st =
+        fat5__gpu_attn_check(ctx, "fat5__gpu_attn_fwd", Tq, H, dk, kind, bias, lut, nb, max_distance);
+    if (st || Tq == 0) return st;
+    return fat5__gpu_launch(ctx, FAT5__K_attn_fwd, fat5__gpu_blocks(Tq, FAT5__GPU_ATTN_WARPS), (unsigned)H, 1,
+                            32 * FAT5__GPU_ATTN_WARPS, 1, 1,
+                            fat5__gpu_attn_smem(1, dk, bias, nb, max_distance, 0), args);
+}
+
+// delta[t*H+h] = sum_d dout o over head h's columns; one warp per (token, head), 8 warps a block
+static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_delta(fat5_ctx *ctx, fat5__dptr delta, fat5__dptr o,
+                                                         fat5__dptr dout, int64_t Tq, int H, int dk) {
+    long long Tq_ = Tq;
+    void *args[] = {&delta, &o, &dout, &Tq_, &H, &dk};
+    if (Tq < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_attn_bwd_delta", "T", Tq);
+    if (H < 1 || dk < 1 || Tq > INT64_MAX / H)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_attn_bwd_delta: H = %d, dk = %d", H, dk);
+    if (Tq == 0) return FAT5_OK;
+    return fat5__gpu_launch(ctx, FAT5__K_attn_bwd_delta, fat5__gpu_blocks(Tq * H, 8), 1, 1, 256, 1, 1, 0,
+                            args);
+}
+
+// dq (written) and dbias += ds per (bucket, head) (dbias 0 when there is no bias); delta from
+// fat5__gpu_attn_bwd_delta, lse from the forward
+static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dq(fat5_ctx *ctx, fat5__dptr dq, fat5__dptr dbias,
+                                                      fat5__dptr dout, fat5__dptr lse, fat5__dptr delta,
+                                                      fat5__dptr q, fat5__dptr k, fat5__dptr v,
+                                                      fat5__dptr bias, fat5__dptr lut, fat5__dptr cu_q,
+                                                      fat5__dptr cu_k, fat5__dptr q_seq, int64_t Tq, int H,
+                                                      int dk, int kind, int nb, int max_distance) {
+    long long Tq_ = Tq;
+    void *args[] = {&dq,   &dbias, &dout,  &lse, &delta, &q,  &k,    &v,  &bias,        &lut,
+                    &cu_q, &cu_k,  &q_seq, &Tq_, &H,     &dk, &kind, &nb, &max_distance};
+    fat5_status st =
+        fat5__gpu_attn_check(ctx, "fat5__gpu_attn_bwd_dq", Tq, H, dk, kind, bias, lut, nb, max_distance);
+    if (st || Tq == 0) return st;
+    if (dbias && !bias)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_attn_bwd_dq: a bias gradient without a bias");
+    return fat5__gpu_launch(ctx, FAT5__K_attn_bwd_dq, fat5__gpu_blocks(Tq, FAT5__GPU_ATTN_WARPS), (unsigned)H,
+                            1, 32 * FAT5__GPU_ATTN_WARPS, 1, 1,
+                            fat5__gpu_attn_smem(2, dk, bias, nb, max_distance, dbias ? nb : 0), args);
+}
+
+// dk, dv (written): one warp per (key, head), over the queries that see the key; k_seq[j] is the
+// sequence of key token j
+static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__dptr dk_, fat5__dptr dv,
+                                                       fat5__dptr dout, fat5__dptr lse, fat5__dptr delta,
+                                                       fat5__dptr q, fat5__dptr k, fat5__dptr v,
+                                                       fat5__dptr bias, fat5__dptr lut, fat5__dptr cu_q,
+                                                       fat5__dptr cu_k, fat5__dptr k_seq, int64_t Tk, int H,
+                                                       int dk, int kind, int nb, int max_distance) {
+    long long Tk_ = Tk;
+    void *args[] = {&dk_,  &dv,   &dout,  &lse, &delta, &q,  &k,    &v,  &bias,        &lut,
+                    &cu_q, &cu_k, &k_seq, &Tk_, &H,     &dk, &kind, &nb, &max_distance};
+    fat5_status st =
+        fat5__gpu_attn_check(ctx, "fat5__gpu_attn_bwd_dkv", Tk, H, dk, kind, bias, lut, nb, max_distance);
+    if (st || Tk == 0) return st;
+    return fat5__gpu_launch(ctx, FAT5__K_attn_bwd_dkv, fat5__gpu_blocks(Tk, FAT5__GPU_ATTN_WARPS),
+                            (unsigned)H, 1, 32 * FAT5__GPU_ATTN_WARPS, 1, 1,
+                            fat5__gpu_attn_smem(2, dk, bias, nb, max_distance, 0), args);
+}
+
+// ----- xent.cu: one block of 256 threads per row over the vocabulary -----
+
+// per row: lse; row_ce = lse - (1-s) x_y - (s/V) sum x and row_z = z lse^2 for labels != -100, else
+// 0 (the caller sums the rows in double)
+static FAT5__UNUSED fat5_status fat5__gpu_xent_fwd(fat5_ctx *ctx, fat5__dptr lse, fat5__dptr row_ce,
+                                                   fat5__dptr row_z, fat5__dptr logits, fat5__dptr labels,
+                                                   int64_t T, int V, float z, float smooth) {
+    long long T_ = T;
+    void *args[] = {&lse, &row_ce, &row_z, &logits, &labels, &T_, &V, &z, &smooth};
+    if (T < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_xent_fwd", "T", T);
+    if (V < 1) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_xent_fwd: vocabulary of %d", V);
+    if (T == 0) return FAT5_OK;
+    return fat5__gpu_launch(ctx, FAT5__K_xent_fwd, fat5__gpu_blocks(T, 1), 1, 1, 256, 1, 1, 0, args);
+}
+
+// dlogits = scale (softmax (1 + 2 z lse) - (1-s) onehot(y) - s/V) for counted rows, 0 for -100
+static FAT5__UNUSED fat5_status fat5__gpu_xent_bwd(fat5_ctx *ctx, fat5__dptr dlogits, fat5__dptr logits,
+                                                   fat5__dptr lse, fat5__dptr labels, int64_t T, int V,
+                                                   float z, float smooth, float scale) {
+    long long T_ = T;
+    void *args[] = {&dlogits, &logits, &lse, &labels, &T_, &V, &z, &smooth, &scale};
+    if (T < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_xent_bwd", "T", T);
+    if (V < 1) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_xent_bwd: vocabulary of %d", V);
+    if (T == 0) return FAT5_OK;
+    return fat5__gpu_launch(ctx, FAT5__K_xent_bwd, fat5__gpu_blocks(T, 1), 1, 1, 256, 1, 1, 0, args);
+}
+#endif
+// ---------------------------------------------------------------------------------------------
+// model config
+
+FAT5_API fat5_model_config fat5_model_config_default(void) {
+    fat5_model_config c;
+    memset(&c, 0, sizeof c);
+    c.vocab_size = 32128;
+    c.d_model = 512;
+    c.d_kv = 64;
+    c.d_ff = 2048;
+    c.num_layers = 6;
+    c.num_decoder_layers = 6;
+    c.num_heads = 8;
+    c.rel_buckets = 32;
+    c.rel_max_distance = 128;
+    c.layer_norm_eps = 1e-6;
+    c.act = FAT5_ACT_RELU;
+    c.gated = 0;
+    c.tie_word_embeddings = 1;
+    c.scale_decoder_outputs = 1;
+    c.bias_every_layer = 0;
+    c.pad_token_id = 0;
+    c.eos_token_id = 1;
+    c.decoder_start_token_id = 0;
+    c.dropout_rate = 0.1;
+    memcpy(c.model_type, "t5", 3);
+    return c;
+}
+
+#define FAT5__MAX_DIM ((int64_t)1 << 24)    // no single dimension beyond 16M
+#define FAT5__MAX_LAYERS 1024
+
+FAT5_API fat5_status fat5_model_config_validate(fat5_ctx *ctx, const fat5_model_config *c) {
+    struct { const char *name; int64_t v, lo, hi; } f[9];
+    int i;
+    f[0].name = "vocab_size"; f[0].v = c->vocab_size; f[0].lo = 1; f[0].hi = INT32_MAX;
+    f[1].name = "d_model"; f[1].v = c->d_model; f[1].lo = 1; f[1].hi = FAT5__MAX_DIM;
+    f[2].name = "d_kv"; f[2].v = c->d_kv; f[2].lo = 1; f[2].hi = FAT5__MAX_DIM;
+    f[3].name = "d_ff"; f[3].v = c->d_ff; f[3].lo = 1; f[3].hi = FAT5__MAX_DIM;
+    f[4].name = "num_layers"; f[4].v = c->num_layers; f[4].lo = 1; f[4].hi = FAT5__MAX_LAYERS;
+    f[5].name = "num_decoder_layers"; f[5].v = c->num_decoder_layers; f[5].lo = 1; f[5].hi = FAT5__MAX_LAYERS;
+    f[6].name = "num_heads"; f[6].v = c->num_heads; f[6].lo = 1; f[6].hi = 4096;
+    f[7].name = "relative_attention_num_buckets"; f[7].v = c->rel_buckets; f[7].lo = 4; f[7].hi = 1 << 16;
+    f[8].name = "relative_attention_max_distance"; f[8].v = c->rel_max_distance; f[8].lo = 1; f[8].hi = 1 << 30;
+    for (i = 0; i < 9; i++)
+        if (f[i].v < f[i].lo || f[i].v > f[i].hi)
+            return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config: %s = %lld, expected %lld..%lld",
+                             f[i].name, (long long)f[i].v, (long long)f[i].lo, (long long)f[i].hi);
+    if (c->num_heads * c->d_kv > FAT5__MAX_DIM)
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config: num_heads * d_kv = %lld is too large",
+                         (long long)(c->num_heads * c->d_kv));
+    // the log-spaced buckets start at nb/4 (encoder) and nb/2 (decoder); both need max_distance above
+    if (c->rel_max_distance <= c->rel_buckets / 2)
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                         "config: relative_attention_max_distance = %lld must exceed "
+                         "relative_attention_num_buckets / 2 = %lld (the log-spaced buckets start there)",
+                         (long long)c->rel_max_distance, (long long)(c->rel_buckets / 2));
+    if (!(c->layer_norm_eps > 0 && c->layer_norm_eps < 1))
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config: layer_norm_epsilon = %g, expected 0 < eps < 1",
+                         c->layer_norm_eps);
+    if (c->act < FAT5_ACT_RELU || c->act > FAT5_ACT_SILU)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: unknown activation %d", (int)c->act);
+    if (c->pad_token_id < 0 || c->pad_token_id >= c->vocab_size || c->decoder_start_token_id < 0 ||
+        c->decoder_start_token_id >= c->vocab_size)
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                         "config: pad_token_id %lld and decoder_start_token_id %lld must be in [0, vocab_size %lld)",
+                         (long long)c->pad_token_id, (long long)c->decoder_start_token_id,
+                         (long long)c->vocab_size);
+    return FAT5_OK;
+}
+
+// Keys of Hugging Face configs that never change the T5 forward pass (generation settings,
+// bookkeeping); anything neither here nor handled below is refused.
+static const char *const fat5__cfg_ignored[] = {
+    "transformers_version", "torch_dtype", "dtype", "use_cache", "n_positions", "output_past",
+    "task_specific_params", "gradient_checkpointing", "classifier_dropout", "tokenizer_class",
+    "bos_token_id", "sep_token_id", "id2label", "label2id", "num_labels", "return_dict",
+    "output_hidden_states", "output_attentions", "torchscript", "use_bfloat16", "pruned_heads",
+    "chunk_size_feed_forward", "is_decoder", "add_cross_attention", "tie_encoder_decoder",
+    "max_length", "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups",
+    "diversity_penalty", "temperature", "top_k", "top_p", "typical_p", "repetition_penalty",
+    "length_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids",
+    "num_return_sequences", "output_scores", "return_dict_in_generate", "forced_bos_token_id",
+    "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty",
+    "suppress_tokens", "begin_suppress_tokens", "finetuning_task", "prefix", "problem_type",
+    "cross_attention_hidden_size", "initializer_factor", "dropout_rate", "tf_legacy_loss",
+    "decoder_start_token_id", "output_router_logits", "architectures", "is_encoder_decoder",
+    "model_type", "feed_forward_proj", "dense_act_fn", "is_gated_act", "scale_decoder_outputs",
+    NULL};
+
+static int fat5__cfg_known(const char *key) {
+    int i;
+    if (key[0] == '_') return 1;  // private bookkeeping such as _name_or_path
+    for (i = 0; fat5__cfg_ignored[i]; i++)
+        if (strcmp(key, fat5__cfg_ignored[i]) == 0) return 1;
+    return 0;
+}
+
+// integer field: absent keeps the default; null is allowed only where HF allows it (allow_null)
+static fat5_status fat5__cfg_int(fat5_ctx *ctx, const fat5__json *root, const char *key, int allow_null,
+                                 int64_t *v, int *present) {
+    const fat5__json *j = fat5__json_get(root, key);
+    if (present) *present = 0;
+    if (!j || (allow_null && j->type == FAT5__J_NULL)) return FAT5_OK;
+    if (j->type != FAT5__J_NUMBER || !fat5__json_as_i64(j, v))
+        return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: '%s' must be an integer", key);
+    if (present) *present = 1;
+    return FAT5_OK;
+}
+
+static fat5_status fat5__cfg_bool(fat5_ctx *ctx, const fat5__json *root, const char *key, int *v,
+                                  int *present) {
+    const fat5__json *j = fat5__json_get(root, key);
+    if (present) *present = 0;
+    if (!j) return FAT5_OK;
+    if (j->type != FAT5__J_TRUE && j->type != FAT5__J_FALSE)
+        return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: '%s' must be true or false", key);
+    *v = j->type == FAT5__J_TRUE;
+    if (present) *present = 1;
+    return FAT5_OK;
+}
+
+static const char *fat5__act_name(fat5_act a) {
+    switch (a) {
+    case FAT5_ACT_RELU: return "relu";
+    case FAT5_ACT_GELU: return "gelu";
+    case FAT5_ACT_GELU_TANH: return "gelu_new";
+    case FAT5_ACT_SILU: return "silu";
+    }
+    return "?";
+}
+
+static int fat5__act_from_name(const char *s, fat5_act *out) {
+    if (strcmp(s, "relu") == 0) *out = FAT5_ACT_RELU;
+    else if (strcmp(s, "gelu") == 0) *out = FAT5_ACT_GELU;
+    else if (strcmp(s, "gelu_new") == 0 || strcmp(s, "gelu_pytorch_tanh") == 0) *out = FAT5_ACT_GELU_TANH;
+    else if (strcmp(s, "silu") == 0 || strcmp(s, "swish") == 0) *out = FAT5_ACT_SILU;
+    else return 0;
+    return 1;
+}
+
+FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json, size_t len,
+                                                 fat5_model_config *out) {
+    fat5_model_config c = fat5_model_config_default();
+    fat5__jdoc *doc = NULL;
+    const fat5__json *root, *j;
+    fat5_status st;
+    int has_dec_layers = 0, has_scale = 0, has_gated = 0, is_gated_act = 0;
+    int64_t dec_layers = 0;
+
+    st = fat5__json_parse(ctx, "config.json", json, len, 16, &doc);
+    if (st) return st;
+    root = fat5__json_root(doc);
+    if (root->type != FAT5__J_OBJECT) {
+        st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: the top level must be an object");
+        goto done;
+    }
+    // model_type first: it sets UMT5's defaults
+    if ((j = fat5__json_get(root, "model_type")) != NULL) {
+        if (j->type != FAT5__J_STRING) {
+            st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'model_type' must be a string");
+            goto done;
+        }
+        if (strcmp(j->str, "t5") != 0 && strcmp(j->str, "mt5") != 0 && strcmp(j->str, "umt5") != 0) {
+            st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                           "config.json: model_type '%s' is not a T5 model (fat5 runs t5, mt5, umt5)", j->str);
+            goto done;
+        }
+        snprintf(c.model_type, sizeof c.model_type, "%s", j->str);
+        if (strcmp(j->str, "umt5") == 0) {
+            c.bias_every_layer = 1;
+            c.vocab_size = 250112;
+            c.act = FAT5_ACT_GELU_TANH;
+            c.gated = 1;
+        } else if (strcmp(j->str, "mt5") == 0) {
+            c.vocab_size = 250112;
+            c.d_ff = 1024;
+            c.d_kv = 64;
+            c.num_layers = 8;
+            c.num_heads = 6;
+            c.act = FAT5_ACT_GELU_TANH;
+            c.gated = 1;
+            c.tie_word_embeddings = 0;
+        }
+    }
+    for (j = root->child; j; j = j->next) {
+        static const char *const handled[] = {
+            "vocab_size", "d_model", "d_kv", "d_ff", "num_layers", "num_decoder_layers", "num_heads",
+            "relative_attention_num_buckets", "relative_attention_max_distance", "layer_norm_epsilon",
+            "tie_word_embeddings", "pad_token_id", "eos_token_id", NULL};
+        int k, ok = fat5__cfg_known(j->key);
+        for (k = 0; !ok && handled[k]; k++) ok = strcmp(j->key, handled[k]) == 0;
+        if (!ok) {
+            st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                           "config.json: unknown field '%s'; fat5 cannot tell whether it changes the model, "
+                           "so it refuses to guess (remove the field if it is harmless)", j->key);
+            goto done;
+        }
+    }
+    if ((st = fat5__cfg_int(ctx, root, "vocab_size", 0, &c.vocab_size, NULL)) ||
+        (st = fat5__cfg_int(ctx, root, "d_model", 0, &c.d_model, NULL)) ||
+        (st = fat5__cfg_int(ctx, root, "d_kv", 0, &c.d_kv, NULL)) ||
+        (st = fat5__cfg_int(ctx, root, "d_ff", 0, &c.d_ff, NULL)) ||
+        (st = fat5__cfg_int(ctx, root, "num_layers", 0, &c.num_layers, NULL)) ||
+        (st = fat5__cfg_int(ctx, root, "num_decoder_layers", 1, &dec_layers, &has_dec_layers)) ||
+        (st = fat5__cfg_int(ctx, root, "num_heads", 0, &c.num_heads, NULL)) ||
+        (st = fat5__cfg_int(ctx, root, "relative_attention_num_buckets", 0, &c.rel_buckets, NULL)) ||
+        (st = fat5__cfg_int(ctx, root, "relative_attention_max_distance", 0, &c.rel_max_distance, NULL)) ||
+        (st = fat5__cfg_int(ctx, root, "pad_token_id", 1, &c.pad_token_id, NULL)) ||
+        (st = fat5__cfg_int(ctx, root, "eos_token_id", 1, &c.eos_token_id, NULL)) ||
+        (st = fat5__cfg_int(ctx, root, "decoder_start_token_id", 1, &c.decoder_start_token_id, NULL)) ||
+        (st = fat5__cfg_bool(ctx, root, "tie_word_embeddings", &c.tie_word_embeddings, NULL)) ||
+        (st = fat5__cfg_bool(ctx, root, "scale_decoder_outputs", &c.scale_decoder_outputs, &has_scale)) ||
+        (st = fat5__cfg_bool(ctx, root, "is_gated_act", &is_gated_act, &has_gated)))
+        goto done;
+    c.num_decoder_layers = has_dec_layers ? dec_layers : c.num_layers;
+    if (!has_scale) c.scale_decoder_outputs = c.tie_word_embeddings;
+    if ((j = fat5__json_get(root, "layer_norm_epsilon")) != NULL &&
+        (j->type != FAT5__J_NUMBER || !fat5__json_as_double(j, &c.layer_norm_eps))) {
+        st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'layer_norm_epsilon' must be a number");
+        goto done;
+    }
+    if ((j = fat5__json_get(root, "dropout_rate")) != NULL &&
+        (j->type != FAT5__J_NUMBER || !fat5__json_as_double(j, &c.dropout_rate))) {
+        st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'dropout_rate' must be a number");
+        goto done;
+    }
+    if ((j = fat5__json_get(root, "is_encoder_decoder")) != NULL && j->type != FAT5__J_TRUE) {
+        st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config.json: is_encoder_decoder must be true for a T5 model");
+        goto done;
+    }
+    if ((j = fat5__json_get(root, "architectures")) != NULL && j->type != FAT5__J_NULL) {
+        const fat5__json *a;
+        if (j->type != FAT5__J_ARRAY) {
+            st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'architectures' must be an array");
+            goto done;
+        }
+        for (a = j->child; a; a = a->next) {
+            if (a->type != FAT5__J_STRING) {
+                st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'architectures' must hold strings");
+                goto done;
+            }
+            if (strstr(a->str, "EncoderModel")) {
+                st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                               "config.json: architecture %s has no decoder; fat5 runs encoder-decoder models",
+                               a->str);
+                goto done;
+            }
+        }
+    }
+    // feed_forward_proj: "relu", "gelu", "gated-gelu" (tanh GELU), "gated-silu", ...
+    if ((j = fat5__json_get(root, "feed_forward_proj")) != NULL) {
+        const char *s, *dash;
+        if (j->type != FAT5__J_STRING) {
+            st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'feed_forward_proj' must be a string");
+            goto done;
+        }
+        s = j->str;
+        dash = strchr(s, '-');
+        if (dash && (strncmp(s, "gated-", 6) != 0 || strchr(dash + 1, '-'))) {
+            st = fat5__err(ctx, FAT5_ERR_FORMAT,
+                           "config.json: feed_forward_proj '%s' is not 'ACT' or 'gated-ACT'", s);
+            goto done;
+        }
+        c.gated = dash != NULL;
+        if (strcmp(s, "gated-gelu") == 0) c.act = FAT5_ACT_GELU_TANH;  // HF maps gated-gelu to gelu_new
+        else if (!fat5__act_from_name(dash ? dash + 1 : s, &c.act)) {
+            st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                           "config.json: feed_forward_proj '%s': unknown activation (relu, gelu, gelu_new, silu)", s);
+            goto done;
+        }
+    }
+    if (has_gated && is_gated_act != c.gated) {
+        st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: is_gated_act = %s contradicts feed_forward_proj",
+                       is_gated_act ? "true" : "false");
+        goto done;
+    }
+    if ((j = fat5__json_get(root, "dense_act_fn")) != NULL) {
+        fat5_act a;
+        if (j->type != FAT5__J_STRING || !fat5__act_from_name(j->str, &a) || a != c.act) {
+            st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: dense_act_fn '%s' contradicts feed_forward_proj",
+                           j->type == FAT5__J_STRING ? j->str : "(not a string)");
+            goto done;
+        }
+    }
+    st = fat5_model_config_validate(ctx, &c);
+    if (st == FAT5_OK) *out = c;
+done:
+    fat5__json_free(ctx, doc);
+    return st;
+}
+
+// shortest decimal that reads back as the same double ("1e-06", not "9.9999999999999995e-07"),
+// always with a '.' or an exponent so Python reads a float
+static void fat5__fmt_double(char buf[40], double x) {
+    int prec;
+    for (prec = 1; prec <= 17; prec++) {
+        snprintf(buf, 40, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    if (!strpbrk(buf, ".eEn")) strcat(buf, ".0");
+}
+
+FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_config *c, char **out,
+                                               size_t *out_len) {
+    fat5__sb b;
+    char num[40];
+    const char *arch = strcmp(c->model_type, "umt5") == 0 ? "UMT5ForConditionalGeneration"
+                       : strcmp(c->model_type, "mt5") == 0 ? "MT5ForConditionalGeneration"
+                                                           : "T5ForConditionalGeneration";
+    fat5_status st = fat5_model_config_validate(ctx, c);
+    if (st) return st;
+    if (c->bias_every_layer != (strcmp(c->model_type, "umt5") == 0))
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                         "config: a bias table in every layer is model_type umt5 and nothing else");
+    if (c->scale_decoder_outputs != c->tie_word_embeddings)
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                         "config: scale_decoder_outputs != tie_word_embeddings cannot be written so that every "
+                         "transformers version reads it back the same");
+    fat5__sb_init(&b, ctx);
+    fat5__sb_printf(&b, "{\n  \"architectures\": [\"%s\"],\n", arch);
+    fat5__sb_printf(&b, "  \"d_ff\": %lld,\n  \"d_kv\": %lld,\n  \"d_model\": %lld,\n", (long long)c->d_ff,
+                    (long long)c->d_kv, (long long)c->d_model);
+    fat5__sb_printf(&b, "  \"decoder_start_token_id\": %lld,\n", (long long)c->decoder_start_token_id);
+    fat5__sb_printf(&b, "  \"dense_act_fn\": \"%s\",\n", fat5__act_name(c->act));
+    fat5__fmt_double(num, c->dropout_rate);
+    fat5__sb_printf(&b, "  \"dropout_rate\": %s,\n  \"eos_token_id\": %lld,\n", num, (long long)c->eos_token_id);
+    fat5__sb_printf(&b, "  \"feed_forward_proj\": \"%s%s\",\n", c->gated ? "gated-" : "",
+                    c->gated && c->act == FAT5_ACT_GELU_TANH ? "gelu" : fat5__act_name(c->act));
+    fat5__sb_printf(&b, "  \"initializer_factor\": 1.0,\n  \"is_encoder_decoder\": true,\n");
+    fat5__sb_printf(&b, "  \"is_gated_act\": %s,\n", c->gated ? "true" : "false");
+    fat5__fmt_double(num, c->layer_norm_eps);
+    fat5__sb_printf(&b, "  \"layer_norm_epsilon\": %s,\n", num);
+    fat5__sb_printf(&b, "  \"model_type\": ");
+    fat5__sb_json_string(&b, c->model_type);
+    fat5__sb_printf(&b, ",\n  \"num_decoder_layers\": %lld,\n  \"num_heads\": %lld,\n  \"num_layers\": %lld,\n",
+                    (long long)c->num_decoder_layers, (long long)c->num_heads, (long long)c->num_layers);
+    fat5__sb_printf(&b, "  \"pad_token_id\": %lld,\n", (long long)c->pad_token_id);
+    fat5__sb_printf(&b, "  \"relative_attention_max_distance\": %lld,\n  \"relative_attention_num_buckets\": %lld,\n",
+                    (long long)c->rel_max_distance, (long long)c->rel_buckets);
+    fat5__sb_printf(&b, "  \"scale_decoder_outputs\": %s,\n", c->scale_decoder_outputs ? "true" : "false");
+    fat5__sb_printf(&b, "  \"tie_word_embeddings\": %s,\n", c->tie_word_embeddings ? "true" : "false");
+    fat5__sb_printf(&b, "  \"use_cache\": true,\n  \"vocab_size\": %lld\n}\n", (long long)c->vocab_size);
+    if (b.oom) {
+        fat5__sb_free(&b);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "config.json: out of memory");
+    }
+    *out = b.buf;
+    *out_len = b.len;
+    return FAT5_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
+// parameters: one fp32 arena in a fixed order, with the Hugging Face name of every tensor
+
+typedef struct fat5__param {
+    char name[96];
+    int ndim;
+    int64_t shape[2];
+    size_t offset;   // in floats, into the parameter arena
+    size_t numel;
+} fat5__param;
+
+// indices (into the parameter table) of one layer's tensors; -1 where absent
+typedef struct fat5__layer {
+    int ln_sa, q, k, v, o, rel;       // self-attention: rel = this layer's bias table (maybe shared)
+    int ln_ca, cq, ck, cv, co;        // cross-attention (decoder)
+    int ln_ff, wi0, wi1, wo;          // wi0 = wi when not gated; wi1 = -1 then
+} fat5__layer;
+
+// activations the backward pass needs, per layer; all [tokens, dim] row-major
+typedef struct fat5__layer_acts {
+    float *h_sa, *rs_sa, *n_sa;       // stream before self-attn, its inverse RMS, normed input
+    float *q, *k, *v, *att, *lse;     // att = attention output before o; lse [T, H]
+    float *h_ca, *rs_ca, *n_ca;       // decoder: stream before cross-attn ...
+    float *cq, *ck, *cv, *catt, *clse;// ck/cv: [Te, I]
+    float *h_ff, *rs_ff, *n_ff;       // stream before the FFN
+    float *ff_a, *ff_b, *ff_h;        // wi0 x (pre-activation), wi1 x (gated), input of wo
+} fat5__layer_acts;
+
+struct fat5_model {
+    fat5_ctx *ctx;
+    fat5_model_config cfg;
+    int lm_head_tied;                 // lm_head is shared.weight
+    fat5__param *params;
+    int n_params;
+    size_t n_floats;
+    float *w;                         // [n_floats] parameters
+    float *g;                         // [n_floats] gradients
+    int shared, enc_final_ln, dec_final_ln, lm_head;
+    fat5__layer *enc, *dec;
+    // workspace
+    int64_t cap_seq, cap_te, cap_td;
+    float *ws;
+    size_t ws_floats;
+    fat5__layer_acts *enc_a, *dec_a;
+    float *enc_hf, *enc_rsf, *enc_out;  // encoder final norm: input stream, inverse RMS, output
+    float *dec_hf, *dec_rsf, *dec_out;
+    float *logits, *tok_lse;            // [Td, V], [Td]
+    int32_t *enc_cu, *dec_cu, *enc_tok, *dec_tok, *labels;
+    // state of the last forward
+    int have_fwd;
+    int64_t n_seq, te, td, n_count;
+    fat5_loss_config loss;
+    struct fat5__gmodel *gm;            // GPU state; NULL on the CPU
+};
+
+#ifndef FAT5_NO_CUDA
+// GPU model state (defined in the GPU model section below): weights, gradients and activations
+static fat5_status fat5__gpu_model_init(fat5_model *m);   // uploads m->w
+static void fat5__gpu_model_free(fat5_model *m);
+static fat5_status fat5__gpu_param_io(fat5_model *m, const fat5__param *p, float *buf, int what);
+static fat5_status fat5__gpu_zero_grad(fat5_model *m);
+static fat5_status fat5__gpu_pull_params(fat5_model *m);  // device master weights -> m->w
+#endif
+
+FAT5_API const fat5_model_config *fat5_model_get_config(const fat5_model *m) { return &m->cfg; }
+
+static int fat5__add_param(fat5_model *m, int cap, const char *name, int64_t d0, int64_t d1) {
+    fat5__param *p;
+    FAT5_ASSERT(m->n_params < cap);
+    (void)cap;
+    p = &m->params[m->n_params];
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->ndim = d1 > 0 ? 2 : 1;
+    p->shape[0] = d0;
+    p->shape[1] = d1 > 0 ? d1 : 0;
+    p->numel = (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
+    p->offset = m->n_floats;
+    m->n_floats += p->numel;
+    return m->n_params++;
+}
+
+// Builds the parameter table for cfg (no allocation of weights). Sizes were bounded by validate:
+// every dimension < 2^24 and layers <= 1024, so the products below cannot overflow 64 bits.
+static fat5_status fat5__build_params(fat5_model *m) {
+    const fat5_model_config *c = &m->cfg;
+    int64_t D = c->d_model, I = c->num_heads * c->d_kv, F = c->d_ff, V = c->vocab_size;
+    int cap = (int)(4 + (c->num_layers + c->num_decoder_layers) * 16), l;
+    char nm[96];
+    m->params = FAT5__CAST(fat5__param *, fat5__calloc(m->ctx, (size_t)cap, sizeof(fat5__param)));
+    m->enc = FAT5__CAST(fat5__layer *, fat5__calloc(m->ctx, (size_t)c->num_layers, sizeof(fat5__layer)));
+    m->dec = FAT5__CAST(fat5__layer *, fat5__calloc(m->ctx, (size_t)c->num_decoder_layers, sizeof(fat5__layer)));
+    if (!m->params || !m->enc || !m->dec) return fat5__err(m->ctx, FAT5_ERR_OUT_OF_MEMORY, "model: out of memory");
+    m->shared = fat5__add_param(m, cap, "shared.weight", V, D);
+    for (l = 0; l < 2; l++) {
+        const char *stack = l == 0 ? "encoder" : "decoder";
+        int64_t nl = l == 0 ? c->num_layers : c->num_decoder_layers, b;
+        fat5__layer *L = l == 0 ? m->enc : m->dec;
+        for (b = 0; b < nl; b++) {
+            fat5__layer *y = &L[b];
+            const char *ffl = l == 0 ? "1" : "2";
+#define FAT5__P(field, fmt, d0, d1) \
+    (snprintf(nm, sizeof nm, "%s.block.%lld." fmt, stack, (long long)b), y->field = fat5__add_param(m, cap, nm, d0, d1))
+            FAT5__P(q, "layer.0.SelfAttention.q.weight", I, D);
+            FAT5__P(k, "layer.0.SelfAttention.k.weight", I, D);
+            FAT5__P(v, "layer.0.SelfAttention.v.weight", I, D);
+            FAT5__P(o, "layer.0.SelfAttention.o.weight", D, I);
+            if (b == 0 || c->bias_every_layer)
+                FAT5__P(rel, "layer.0.SelfAttention.relative_attention_bias.weight", c->rel_buckets, c->num_heads);
+            else
+                y->rel = L[0].rel;
+            FAT5__P(ln_sa, "layer.0.layer_norm.weight", D, 0);
+            y->ln_ca = y->cq = y->ck = y->cv = y->co = -1;
+            if (l == 1) {
+                FAT5__P(cq, "layer.1.EncDecAttention.q.weight", I, D);
+                FAT5__P(ck, "layer.1.EncDecAttention.k.weight", I, D);
+                FAT5__P(cv, "layer.1.EncDecAttention.v.weight", I, D);
+                FAT5__P(co, "layer.1.EncDecAttention.o.weight", D, I);
+                FAT5__P(ln_ca, "layer.1.layer_norm.weight", D, 0);
+            }
+            snprintf(nm, sizeof nm, "%s.block.%lld.layer.%s.DenseReluDense.%s.weight", stack, (long long)b, ffl,
+                     c->gated ? "wi_0" : "wi");
+            y->wi0 = fat5__add_param(m, cap, nm, F, D);
+            y->wi1 = -1;
+            if (c->gated) {
+                snprintf(nm, sizeof nm, "%s.block.%lld.layer.%s.DenseReluDense.wi_1.weight", stack, (long long)b, ffl);
+                y->wi1 = fat5__add_param(m, cap, nm, F, D);
+            }
+            snprintf(nm, sizeof nm, "%s.block.%lld.layer.%s.DenseReluDense.wo.weight", stack, (long long)b, ffl);
+            y->wo = fat5__add_param(m, cap, nm, D, F);
+            snprintf(nm, sizeof nm, "%s.block.%lld.layer.%s.layer_norm.weight", stack, (long long)b, ffl);
+            y->ln_ff = fat5__add_param(m, cap, nm, D, 0);
+#undef FAT5__P
+        }
+        snprintf(nm, sizeof nm, "%s.final_layer_norm.weight", stack);
+        if (l == 0) m->enc_final_ln = fat5__add_param(m, cap, nm, D, 0);
+        else m->dec_final_ln = fat5__add_param(m, cap, nm, D, 0);
+    }
+    m->lm_head = m->lm_head_tied ? m->shared : fat5__add_param(m, cap, "lm_head.weight", V, D);
+    return FAT5_OK;
+}
+
+static fat5_status fat5__model_alloc(fat5_ctx *ctx, const fat5_model_config *cfg, int lm_head_tied,
+                                     fat5_model **out) {
+    fat5_model *m;
+    fat5_status st;
+    *out = NULL;
+    if ((st = fat5_model_config_validate(ctx, cfg))) return st;
+    m = FAT5__CAST(fat5_model *, fat5__calloc(ctx, 1, sizeof *m));
+    if (!m) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "model: out of memory");
+    m->ctx = ctx;
+    m->cfg = *cfg;
+    m->lm_head_tied = lm_head_tied;
+    if ((st = fat5__build_params(m))) {
+        fat5_model_destroy(m);
+        return st;
+    }
+    m->w = FAT5__CAST(float *, fat5__calloc(ctx, m->n_floats, sizeof(float)));
+    m->g = FAT5__CAST(float *, fat5__calloc(ctx, m->n_floats, sizeof(float)));
+    if (!m->w || !m->g) {
+        fat5_model_destroy(m);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "model: cannot allocate %zu parameters (%.1f MiB)",
+                         m->n_floats, (double)m->n_floats * 4.0 / 1048576.0);
+    }
+    *out = m;
+    return FAT5_OK;
+}
+
+static void fat5__ws_free(fat5_model *m) {
+    fat5_ctx *ctx = m->ctx;
+    fat5__free(ctx, m->ws);
+    fat5__free(ctx, m->enc_a);
+    fat5__free(ctx, m->dec_a);
+    fat5__free(ctx, m->enc_cu);
+    fat5__free(ctx, m->dec_cu);
+    fat5__free(ctx, m->enc_tok);
+    fat5__free(ctx, m->dec_tok);
+    fat5__free(ctx, m->labels);
+    m->ws = NULL;
+    m->enc_a = m->dec_a = NULL;
+    m->enc_cu = m->dec_cu = m->enc_tok = m->dec_tok = m->labels = NULL;
+    m->cap_seq = m->cap_te = m->cap_td = 0;
+    m->have_fwd = 0;
+}
+
+FAT5_API void fat5_model_destroy(fat5_model *m) {
+    fat5_ctx *ctx;
+    if (!m) return;
+    ctx = m->ctx;
+    fat5__ws_free(m);
+#ifndef FAT5_NO_CUDA
+    fat5__gpu_model_free(m);
+#endif
+    fat5__free(ctx, m->params);
+    fat5__free(ctx, m->enc);
+    fat5__free(ctx, m->dec);
+    fat5__free(ctx, m->w);
+    fat5__free(ctx, m->g);
+    fat5__free(ctx, m);
+}
+
+// Puts the weights where the context computes: a no-op on the CPU, an upload on the GPU.
+static fat5_status fat5__model_place(fat5_model *m) {
+#ifndef FAT5_NO_CUDA
+    if (m->ctx->cfg.device == FAT5_DEVICE_GPU) return fat5__gpu_model_init(m);
+#endif
+    (void)m;
+    return FAT5_OK;
+}
+
+FAT5_API fat5_status fat5_model_create(fat5_ctx *ctx, const fat5_model_config *cfg, uint64_t seed,
+                                       fat5_model **out) {
+    fat5_model *m;
+    fat5_rng r = fat5_rng_init(seed);
+    fat5_status st;
+    int i;
+    double D = (double)cfg->d_model;
+    if (!out || !cfg) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_create: NULL argument");
+    if ((st = fat5__model_alloc(ctx, cfg, cfg->tie_word_embeddings, &m))) return st;
+    // Hugging Face's T5 initialisation (factor 1), with lm_head at std d_model^-0.5
+    for (i = 0; i < m->n_params; i++) {
+        const fat5__param *p = &m->params[i];
+        const char *n = p->name;
+        float *w = m->w + p->offset;
+        double std;
+        size_t j;
+        if (strstr(n, "layer_norm")) {
+            for (j = 0; j < p->numel; j++) w[j] = 1.0f;
+            continue;
+        }
+        if (strcmp(n, "shared.weight") == 0) std = 1.0;
+        else if (strstr(n, ".q.weight")) std = 1.0 / sqrt(D * (double)cfg->d_kv);
+        else if (strstr(n, ".o.weight")) std = 1.0 / sqrt((double)(cfg->num_heads * cfg->d_kv));
+        else if (strstr(n, ".wo.weight")) std = 1.0 / sqrt((double)cfg->d_ff);
+        else std = 1.0 / sqrt(D);  // k, v, wi*, relative_attention_bias, lm_head
+        for (j = 0; j < p->numel; j++) w[j] = (float)(std * fat5_rng_normal(&r));
+    }
+    if ((st = fat5__model_place(m))) {
+        fat5_model_destroy(m);
+        return st;
+    }
+    *out = m;
+    return FAT5_OK;
+}
+
+FAT5_API int64_t fat5_model_num_params(const fat5_model *m) { return (int64_t)m->n_floats; }
+FAT5_API int fat5_model_num_tensors(const fat5_model *m) { return m->n_params; }
+
+FAT5_API fat5_status fat5_model_tensor_info(const fat5_model *m, int index, fat5_tensor_info *out) {
+    const fat5__param *p;
+    if (index < 0 || index >= m->n_params)
+        return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "tensor index %d out of range [0, %d)", index, m->n_params);
+    p = &m->params[index];
+    out->name = p->name;
+    out->ndim = p->ndim;
+    out->shape[0] = p->shape[0];
+    out->shape[1] = p->shape[1];
+    out->numel = (int64_t)p->numel;
+    return FAT5_OK;
+}
+
+FAT5_API int fat5_model_find_tensor(const fat5_model *m, const char *name) {
+    int i;
+    for (i = 0; i < m->n_params; i++)
+        if (strcmp(m->params[i].name, name) == 0) return i;
+    return -1;
+}
+
+static fat5_status fat5__param_io(fat5_model *m, const char *name, float *buf, int64_t n, int what) {
+    int i = name ? fat5_model_find_tensor(m, name) : -1;
+    const fat5__param *p;
+    float *base;
+    if (i < 0) return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "no parameter named '%s'", name ? name : "(null)");
+    p = &m->params[i];
+    if (n != (int64_t)p->numel)
+        return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "parameter '%s' has %zu elements, buffer has %lld", name,
+                         p->numel, (long long)n);
+    if (what == 1) memcpy(m->w + p->offset, buf, p->numel * sizeof(float));  // the host copy follows too
+#ifndef FAT5_NO_CUDA
+    if (m->gm) return fat5__gpu_param_io(m, p, buf, what);
+#endif
+    base = (what == 2 ? m->g : m->w) + p->offset;
+    if (what == 1) return FAT5_OK;
+    else memcpy(buf, base, p->numel * sizeof(float));
+    return FAT5_OK;
+}
+FAT5_API fat5_status fat5_model_get_param(fat5_model *m, const char *name, float *dst, int64_t n) {
+    return fat5__param_io(m, name, dst, n, 0);
+}
+FAT5_API fat5_status fat5_model_set_param(fat5_model *m, const char *name, const float *src, int64_t n) {
+    return fat5__param_io(m, name, FAT5__CAST(float *, (void *)(uintptr_t)src), n, 1);
+}
+FAT5_API fat5_status fat5_model_get_grad(fat5_model *m, const char *name, float *dst, int64_t n) {
+    return fat5__param_io(m, name, dst, n, 2);
+}
+FAT5_API fat5_status fat5_model_zero_grad(fat5_model *m) {
+#ifndef FAT5_NO_CUDA
+    if (m->gm) return fat5__gpu_zero_grad(m);
+#endif
+    memset(m->g, 0, m->n_floats * sizeof(float));
+    return FAT5_OK;
+}
+// ---------------------------------------------------------------------------------------------
+// model: workspace, forward, backward (CPU reference path)
+
+FAT5_API fat5_loss_config fat5_loss_config_default(void) {
+    fat5_loss_config l;
+    l.z_loss = 0.0;
+    l.label_smoothing = 0.0;
+    return l;
+}
+
+// Lays out the activation workspace for Te encoder and Td decoder tokens. With base == NULL it only
+// counts; returns 0 when the size overflows.
+static int fat5__ws_layout(fat5_model *m, float *base, int64_t Te, int64_t Td, size_t *total) {
+    const fat5_model_config *c = &m->cfg;
+    size_t D = (size_t)c->d_model, I = (size_t)(c->num_heads * c->d_kv), F = (size_t)c->d_ff;
+    size_t H = (size_t)c->num_heads, V = (size_t)c->vocab_size, off = 0;
+    int ok = 1, l;
+#define FAT5__WS(ptr, rows, cols)                                                              \
+    do {                                                                                       \
+        size_t n_;                                                                             \
+        if (!fat5__mul_ok((size_t)(rows), (size_t)(cols), &n_) || !fat5__add_ok(off, n_, &off)) \
+            ok = 0;                                                                            \
+        else if (base)                                                                         \
+            (ptr) = base + off - n_;                                                           \
+    } while (0)
+    for (l = 0; l < c->num_layers + c->num_decoder_layers && ok; l++) {
+        int dec = l >= c->num_layers;
+        fat5__layer_acts *a = dec ? &m->dec_a[l - c->num_layers] : &m->enc_a[l];
+        size_t T = (size_t)(dec ? Td : Te);
+        FAT5__WS(a->h_sa, T, D);
+        FAT5__WS(a->rs_sa, T, 1);
+        FAT5__WS(a->n_sa, T, D);
+        FAT5__WS(a->q, T, I);
+        FAT5__WS(a->k, T, I);
+        FAT5__WS(a->v, T, I);
+        FAT5__WS(a->att, T, I);
+        FAT5__WS(a->lse, T, H);
+        if (dec) {
+            FAT5__WS(a->h_ca, T, D);
+            FAT5__WS(a->rs_ca, T, 1);
+            FAT5__WS(a->n_ca, T, D);
+            FAT5__WS(a->cq, T, I);
+            FAT5__WS(a->ck, Te, I);
+            FAT5__WS(a->cv, Te, I);
+            FAT5__WS(a->catt, T, I);
+            FAT5__WS(a->clse, T, H);
+        }
+        FAT5__WS(a->h_ff, T, D);
+        FAT5__WS(a->rs_ff, T, 1);
+        FAT5__WS(a->n_ff, T, D);
+        FAT5__WS(a->ff_a, T, F);
+        if (c->gated) FAT5__WS(a->ff_b, T, F);
+        FAT5__WS(a->ff_h, T, F);
+    }
+    FAT5__WS(m->enc_hf, Te, D);
+    FAT5__WS(m->enc_rsf, Te, 1);
+    FAT5__WS(m->enc_out, Te, D);
+    FAT5__WS(m->dec_hf, Td, D);
+    FAT5__WS(m->dec_rsf, Td, 1);
+    FAT5__WS(m->dec_out, Td, D);
+    FAT5__WS(m->logits, Td, V);
+    FAT5__WS(m->tok_lse, Td, 1);
+#undef FAT5__WS
+    *total = off;
+    return ok;
+}
+
+#ifndef FAT5_NO_CUDA
+static fat5_status fat5__gpu_reserve(fat5_model *m, int64_t n_seq, int64_t te, int64_t td);
+static fat5_status fat5__gpu_forward(fat5_model *m, fat5_forward_result *out);
+static fat5_status fat5__gpu_backward(fat5_model *m, float grad_scale);
+static fat5_status fat5__gpu_get_logits(fat5_model *m, float *dst, int64_t n);
+#endif
+
+// CPU activations for te encoder and td decoder tokens
+static fat5_status fat5__cpu_reserve(fat5_model *m, int64_t te, int64_t td) {
+    fat5_ctx *ctx = m->ctx;
+    size_t total = 0, bytes;
+    if (!fat5__ws_layout(m, NULL, te, td, &total) || !fat5__mul_ok(total, sizeof(float), &bytes))
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_reserve: workspace size overflows");
+    m->enc_a = FAT5__CAST(fat5__layer_acts *, fat5__calloc(ctx, (size_t)m->cfg.num_layers, sizeof(fat5__layer_acts)));
+    m->dec_a = FAT5__CAST(fat5__layer_acts *,
+                          fat5__calloc(ctx, (size_t)m->cfg.num_decoder_layers, sizeof(fat5__layer_acts)));
+    m->ws = FAT5__CAST(float *, fat5__malloc(ctx, bytes));
+    if (!m->enc_a || !m->dec_a || !m->ws)
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_reserve: cannot allocate %.1f MiB of activations",
+                         (double)bytes / 1048576.0);
+    fat5__ws_layout(m, m->ws, te, td, &total);
+    return FAT5_OK;
+}
+
+FAT5_API fat5_status fat5_model_reserve(fat5_model *m, int64_t n_seq, int64_t te, int64_t td) {
+    fat5_ctx *ctx = m->ctx;
+    fat5_status st;
+    int64_t i;
+    if (n_seq < 1 || te < 1 || td < 1 || te > INT32_MAX || td > INT32_MAX || n_seq > te)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "fat5_model_reserve: n_seq %lld, encoder tokens %lld, decoder tokens %lld: each must be "
+                         "in [1, 2^31) and n_seq <= encoder tokens",
+                         (long long)n_seq, (long long)te, (long long)td);
+    if (n_seq <= m->cap_seq && te <= m->cap_te && td <= m->cap_td) return FAT5_OK;
+    if (n_seq < m->cap_seq) n_seq = m->cap_seq;
+    if (te < m->cap_te) te = m->cap_te;
+    if (td < m->cap_td) td = m->cap_td;
+    fat5__ws_free(m);
+    m->enc_cu = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)n_seq + 1, sizeof(int32_t)));
+    m->dec_cu = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)n_seq + 1, sizeof(int32_t)));
+    m->enc_tok = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)te, sizeof(int32_t)));
+    m->dec_tok = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)td, sizeof(int32_t)));
+    m->labels = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)td, sizeof(int32_t)));
+    if (!m->enc_cu || !m->dec_cu || !m->enc_tok || !m->dec_tok || !m->labels) {
+        fat5__ws_free(m);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_reserve: out of memory");
+    }
+#ifndef FAT5_NO_CUDA
+    if (m->gm) st = fat5__gpu_reserve(m, n_seq, te, td);
+    else
+#endif
+        st = fat5__cpu_reserve(m, te, td);
+    if (st) {
+        fat5__ws_free(m);
+        return st;
+    }
+    for (i = 0; i < td; i++) m->labels[i] = -100;
+    m->cap_seq = n_seq;
+    m->cap_te = te;
+    m->cap_td = td;
+    return FAT5_OK;
+}
+
+// Checks a batch: offsets, token ids, labels. Messages name the sequence and position.
+static fat5_status fat5__check_batch(fat5_model *m, const fat5_batch *b) {
+    fat5_ctx *ctx = m->ctx;
+    int64_t s, t, V = m->cfg.vocab_size, te, td;
+    if (!b) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: NULL");
+    if (b->n_seq < 1) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: empty (n_seq = %lld)", (long long)b->n_seq);
+    if (!b->enc_tokens || !b->enc_cu_seqlens || !b->dec_cu_seqlens)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: enc_tokens, enc_cu_seqlens and dec_cu_seqlens are required");
+    if (!b->labels && !b->dec_tokens)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: give labels, dec_tokens or both");
+    if (b->enc_cu_seqlens[0] != 0 || b->dec_cu_seqlens[0] != 0)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: cu_seqlens must start at 0");
+    for (s = 0; s < b->n_seq; s++) {
+        int64_t le = (int64_t)b->enc_cu_seqlens[s + 1] - b->enc_cu_seqlens[s];
+        int64_t ld = (int64_t)b->dec_cu_seqlens[s + 1] - b->dec_cu_seqlens[s];
+        if (le < 0 || ld < 0)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: sequence %lld has a negative %s length (%lld)",
+                             (long long)s, le < 0 ? "encoder" : "decoder", (long long)(le < 0 ? le : ld));
+        if (le == 0)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                             "batch: sequence %lld has no encoder tokens (cross-attention needs at least one)",
+                             (long long)s);
+    }
+    te = b->enc_cu_seqlens[b->n_seq];
+    td = b->dec_cu_seqlens[b->n_seq];
+    if (td < 1) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: no decoder tokens");
+    for (t = 0; t < te; t++)
+        if (b->enc_tokens[t] < 0 || b->enc_tokens[t] >= V)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: encoder token %lld is id %d, outside [0, vocab_size %lld)",
+                             (long long)t, (int)b->enc_tokens[t], (long long)V);
+    for (t = 0; t < td; t++) {
+        if (b->dec_tokens && (b->dec_tokens[t] < 0 || b->dec_tokens[t] >= V))
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: decoder token %lld is id %d, outside [0, vocab_size %lld)",
+                             (long long)t, (int)b->dec_tokens[t], (long long)V);
+        if (b->labels && b->labels[t] != -100 && (b->labels[t] < 0 || b->labels[t] >= V))
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                             "batch: label %lld is id %d, outside [0, vocab_size %lld) and not -100",
+                             (long long)t, (int)b->labels[t], (long long)V);
+    }
+    return FAT5_OK;
+}
+
+static void fat5__attn_shape_set(fat5__attn_shape *s, const fat5_model *m, const int32_t *cu_q, const int32_t *cu_k,
+                                 fat5__attn_kind kind) {
+    s->n_seq = m->n_seq;
+    s->H = m->cfg.num_heads;
+    s->dk = m->cfg.d_kv;
+    s->cu_q = cu_q;
+    s->cu_k = cu_k;
+    s->kind = kind;
+    s->nb = (int)m->cfg.rel_buckets;
+    s->max_distance = (int)m->cfg.rel_max_distance;
+}
+
+#define FAT5__W(m, idx) ((m)->w + (m)->params[idx].offset)
+#define FAT5__G(m, idx) ((m)->g + (m)->params[idx].offset)
+
+// One FFN sublayer forward: stream h [T,D] += wo(act(wi0 n) [* wi1 n]), n = rmsnorm(h)
+static void fat5__cpu_ffn_fwd(fat5_model *m, const fat5__layer *y, fat5__layer_acts *a, float *h, int64_t T) {
+    const fat5_model_config *c = &m->cfg;
+    int64_t D = c->d_model, F = c->d_ff, i;
+    memcpy(a->h_ff, h, (size_t)(T * D) * sizeof(float));
+    fat5__cpu_rmsnorm_fwd(a->n_ff, a->rs_ff, h, FAT5__W(m, y->ln_ff), T, D, (float)c->layer_norm_eps);
+    fat5__cpu_mm_nt(a->ff_a, a->n_ff, FAT5__W(m, y->wi0), T, F, D, 0);
+    if (c->gated) fat5__cpu_mm_nt(a->ff_b, a->n_ff, FAT5__W(m, y->wi1), T, F, D, 0);
+    fat5__cpu_act_fwd(a->ff_h, a->ff_a, c->gated ? a->ff_b : NULL, T * F, c->act);
+    fat5__cpu_mm_nt(h, a->ff_h, FAT5__W(m, y->wo), T, D, F, 1);
+    (void)i;
+}
+
+// Self-attention sublayer forward: h += o(attn(q, k, v)) on n = rmsnorm(h)
+static void fat5__cpu_self_attn_fwd(fat5_model *m, const fat5__layer *y, fat5__layer_acts *a, float *h, int64_t T,
+                                    const int32_t *cu, fat5__attn_kind kind) {
+    const fat5_model_config *c = &m->cfg;
+    int64_t D = c->d_model, I = c->num_heads * c->d_kv;
+    fat5__attn_shape s;
+    memcpy(a->h_sa, h, (size_t)(T * D) * sizeof(float));
+    fat5__cpu_rmsnorm_fwd(a->n_sa, a->rs_sa, h, FAT5__W(m, y->ln_sa), T, D, (float)c->layer_norm_eps);
+    fat5__cpu_mm_nt(a->q, a->n_sa, FAT5__W(m, y->q), T, I, D, 0);
+    fat5__cpu_mm_nt(a->k, a->n_sa, FAT5__W(m, y->k), T, I, D, 0);
+    fat5__cpu_mm_nt(a->v, a->n_sa, FAT5__W(m, y->v), T, I, D, 0);
+    fat5__attn_shape_set(&s, m, cu, cu, kind);
+    fat5__cpu_attn_fwd(a->att, a->lse, a->q, a->k, a->v, FAT5__W(m, y->rel), &s);
+    fat5__cpu_mm_nt(h, a->att, FAT5__W(m, y->o), T, D, I, 1);
+}
+
+static void fat5__cpu_forward(fat5_model *m, fat5_forward_result *out);
+
+FAT5_API fat5_status fat5_model_forward(fat5_model *m, const fat5_batch *b, const fat5_loss_config *loss,
+                                        fat5_forward_result *out) {
+    const fat5_model_config *c = &m->cfg;
+    fat5_status st;
+    int64_t te, td, s, t;
+    m->have_fwd = 0;
+    if ((st = fat5__check_batch(m, b))) return st;
+    te = b->enc_cu_seqlens[b->n_seq];
+    td = b->dec_cu_seqlens[b->n_seq];
+    if ((st = fat5_model_reserve(m, b->n_seq, te, td))) return st;
+    m->n_seq = b->n_seq;
+    m->te = te;
+    m->td = td;
+    m->loss = loss ? *loss : fat5_loss_config_default();
+    memcpy(m->enc_cu, b->enc_cu_seqlens, (size_t)(b->n_seq + 1) * sizeof(int32_t));
+    memcpy(m->dec_cu, b->dec_cu_seqlens, (size_t)(b->n_seq + 1) * sizeof(int32_t));
+    memcpy(m->enc_tok, b->enc_tokens, (size_t)te * sizeof(int32_t));
+    for (t = 0; t < td; t++) m->labels[t] = b->labels ? b->labels[t] : -100;
+    if (b->dec_tokens) {
+        memcpy(m->dec_tok, b->dec_tokens, (size_t)td * sizeof(int32_t));
+    } else {  // shift_right per sequence
+        for (s = 0; s < b->n_seq; s++)
+            for (t = m->dec_cu[s]; t < m->dec_cu[s + 1]; t++) {
+                int32_t prev = t == m->dec_cu[s] ? (int32_t)c->decoder_start_token_id : b->labels[t - 1];
+                m->dec_tok[t] = prev == -100 ? (int32_t)c->pad_token_id : prev;
+            }
+    }
+    m->n_count = 0;
+    for (t = 0; t < td; t++) m->n_count += m->labels[t] != -100;
+#ifndef FAT5_NO_CUDA
+    if (m->gm) {
+        if ((st = fat5__gpu_forward(m, out))) return st;
+        m->have_fwd = 1;
+        return FAT5_OK;
+    }
+#endif
+    fat5__cpu_forward(m, out);
+    m->have_fwd = 1;
+    return FAT5_OK;
+}
+
+static void fat5__cpu_forward(fat5_model *m, fat5_forward_result *out) {
+    const fat5_model_config *c = &m->cfg;
+    int64_t D = c->d_model, I = c->num_heads * c->d_kv, V = c->vocab_size, te = m->te, td = m->td, t, l;
+    float *h;
+    fat5__attn_shape sh;
+
+    // encoder
+    h = m->enc_hf;  // the residual stream lives in the final-norm input buffer
+    fat5__cpu_embed_fwd(h, FAT5__W(m, m->shared), m->enc_tok, te, D);
+    for (l = 0; l < c->num_layers; l++) {
+        fat5__cpu_self_attn_fwd(m, &m->enc[l], &m->enc_a[l], h, te, m->enc_cu, FAT5__ATTN_BIDIR);
+        fat5__cpu_ffn_fwd(m, &m->enc[l], &m->enc_a[l], h, te);
+    }
+    fat5__cpu_rmsnorm_fwd(m->enc_out, m->enc_rsf, h, FAT5__W(m, m->enc_final_ln), te, D, (float)c->layer_norm_eps);
+
+    // decoder
+    h = m->dec_hf;
+    fat5__cpu_embed_fwd(h, FAT5__W(m, m->shared), m->dec_tok, td, D);
+    for (l = 0; l < c->num_decoder_layers; l++) {
+        const fat5__layer *y = &m->dec[l];
+        fat5__layer_acts *a = &m->dec_a[l];
+        fat5__cpu_self_attn_fwd(m, y, a, h, td, m->dec_cu, FAT5__ATTN_CAUSAL);
+        memcpy(a->h_ca, h, (size_t)(td * D) * sizeof(float));
+        fat5__cpu_rmsnorm_fwd(a->n_ca, a->rs_ca, h, FAT5__W(m, y->ln_ca), td, D, (float)c->layer_norm_eps);
+        fat5__cpu_mm_nt(a->cq, a->n_ca, FAT5__W(m, y->cq), td, I, D, 0);
+        fat5__cpu_mm_nt(a->ck, m->enc_out, FAT5__W(m, y->ck), te, I, D, 0);
+        fat5__cpu_mm_nt(a->cv, m->enc_out, FAT5__W(m, y->cv), te, I, D, 0);
+        fat5__attn_shape_set(&sh, m, m->dec_cu, m->enc_cu, FAT5__ATTN_CROSS);
+        fat5__cpu_attn_fwd(a->catt, a->clse, a->cq, a->ck, a->cv, NULL, &sh);
+        fat5__cpu_mm_nt(h, a->catt, FAT5__W(m, y->co), td, D, I, 1);
+        fat5__cpu_ffn_fwd(m, y, a, h, td);
+    }
+    fat5__cpu_rmsnorm_fwd(m->dec_out, m->dec_rsf, h, FAT5__W(m, m->dec_final_ln), td, D, (float)c->layer_norm_eps);
+    if (c->scale_decoder_outputs) {
+        float sc = (float)(1.0 / sqrt((double)D));
+        for (t = 0; t < td * D; t++) m->dec_out[t] *= sc;
+    }
+    fat5__cpu_mm_nt(m->logits, m->dec_out, FAT5__W(m, m->lm_head), td, V, D, 0);
+
+    {
+        double ce = 0, zs = 0;
+        int64_t n = 0;
+        fat5__cpu_xent_fwd(m->tok_lse, &ce, &zs, &n, m->logits, m->labels, td, V, m->loss.z_loss,
+                           m->loss.label_smoothing);
+        if (out) {
+            out->n_tokens = n;
+            out->ce = n ? ce / (double)n : 0.0;
+            out->loss = n ? (ce + zs) / (double)n : 0.0;
+        }
+    }
+}
+
+FAT5_API fat5_status fat5_model_get_logits(fat5_model *m, float *dst, int64_t n) {
+    if (!m->have_fwd) return fat5__err(m->ctx, FAT5_ERR_STATE, "fat5_model_get_logits: no forward has run");
+    if (n != m->td * m->cfg.vocab_size)
+        return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_model_get_logits: buffer holds %lld floats, logits are %lld",
+                         (long long)n, (long long)(m->td * m->cfg.vocab_size));
+#ifndef FAT5_NO_CUDA
+    if (m->gm) return fat5__gpu_get_logits(m, dst, n);
+#endif
+    memcpy(dst, m->logits, (size_t)n * sizeof(float));
+    return FAT5_OK;
+}
+
+// FFN backward: dh [T,D] is the gradient of the stream after the sublayer; on return it holds the
+// gradient of the stream before it. tmp needs 2*T*F + T*D floats.
+static void fat5__cpu_ffn_bwd(fat5_model *m, const fat5__layer *y, const fat5__layer_acts *a, float *dh, int64_t T,
+                              float *tmp) {
+    const fat5_model_config *c = &m->cfg;
+    int64_t D = c->d_model, F = c->d_ff;
+    float *dffh = tmp, *da = tmp + T * F, *dn = tmp + 2 * T * F;
+    float *db = dffh;  // act_bwd reads dffh[i] before writing db[i]
+    fat5__cpu_mm_tn(FAT5__G(m, y->wo), dh, a->ff_h, D, F, T, 1);
+    fat5__cpu_mm_nn(dffh, dh, FAT5__W(m, y->wo), T, F, D, 0);
+    fat5__cpu_act_bwd(da, c->gated ? db : NULL, dffh, a->ff_a, c->gated ? a->ff_b : NULL, T * F, c->act);
+    fat5__cpu_mm_tn(FAT5__G(m, y->wi0), da, a->n_ff, F, D, T, 1);
+    fat5__cpu_mm_nn(dn, da, FAT5__W(m, y->wi0), T, D, F, 0);
+    if (c->gated) {
+        fat5__cpu_mm_tn(FAT5__G(m, y->wi1), db, a->n_ff, F, D, T, 1);
+        fat5__cpu_mm_nn(dn, db, FAT5__W(m, y->wi1), T, D, F, 1);
+    }
+    fat5__cpu_rmsnorm_bwd(dh, FAT5__G(m, y->ln_ff), dn, a->h_ff, FAT5__W(m, y->ln_ff), a->rs_ff, T, D, 1);
+}
+
+// Self-attention backward, same convention as fat5__cpu_ffn_bwd. tmp needs 5*T*I + T*D floats.
+static void fat5__cpu_self_attn_bwd(fat5_model *m, const fat5__layer *y, const fat5__layer_acts *a, float *dh,
+                                    int64_t T, const int32_t *cu, fat5__attn_kind kind, float *tmp) {
+    const fat5_model_config *c = &m->cfg;
+    int64_t D = c->d_model, I = c->num_heads * c->d_kv;
+    float *datt = tmp, *dq = tmp + T * I, *dk = tmp + 2 * T * I, *dv = tmp + 3 * T * I, *dn = tmp + 4 * T * I;
+    fat5__attn_shape s;
+    fat5__cpu_mm_tn(FAT5__G(m, y->o), dh, a->att, D, I, T, 1);
+    fat5__cpu_mm_nn(datt, dh, FAT5__W(m, y->o), T, I, D, 0);
+    fat5__attn_shape_set(&s, m, cu, cu, kind);
+    fat5__cpu_attn_bwd(dq, dk, dv, FAT5__G(m, y->rel), datt, a->att, a->lse, a->q, a->k, a->v, FAT5__W(m, y->rel), &s);
+    fat5__cpu_mm_tn(FAT5__G(m, y->q), dq, a->n_sa, I, D, T, 1);
+    fat5__cpu_mm_tn(FAT5__G(m, y->k), dk, a->n_sa, I, D, T, 1);
+    fat5__cpu_mm_tn(FAT5__G(m, y->v), dv, a->n_sa, I, D, T, 1);
+    fat5__cpu_mm_nn(dn, dq, FAT5__W(m, y->q), T, D, I, 0);
+    fat5__cpu_mm_nn(dn, dk, FAT5__W(m, y->k), T, D, I, 1);
+    fat5__cpu_mm_nn(dn, dv, FAT5__W(m, y->v), T, D, I, 1);
+    fat5__cpu_rmsnorm_bwd(dh, FAT5__G(m, y->ln_sa), dn, a->h_sa, FAT5__W(m, y->ln_sa), a->rs_sa, T, D, 1);
+}
+
+FAT5_API fat5_status fat5_model_backward(fat5_model *m, float grad_scale) {
+    const fat5_model_config *c = &m->cfg;
+    fat5_ctx *ctx = m->ctx;
+    int64_t D = c->d_model, I = c->num_heads * c->d_kv, F = c->d_ff, V = c->vocab_size;
+    int64_t te = m->te, td = m->td, T = te > td ? te : td, l;
+    size_t n_tmp = 0, n1, n2, n3;
+    float *tmp, *dlogits, *dh_dec, *dh_enc, *d_enc_out;
+    fat5__attn_shape sh;
+    if (!m->have_fwd) return fat5__err(ctx, FAT5_ERR_STATE, "fat5_model_backward: no forward has run");
+#ifndef FAT5_NO_CUDA
+    if (m->gm) return fat5__gpu_backward(m, grad_scale);
+#endif
+    // scratch: dlogits [td, V], dh_dec [td, D], dh_enc + d_enc_out [te, D], sublayer temporaries
+    n1 = (size_t)(td * V);
+    n2 = (size_t)(2 * T * F + T * D);
+    n3 = (size_t)(5 * T * I + T * D);
+    if (n3 > n2) n2 = n3;
+    n3 = (size_t)(2 * te * I + 2 * td * I + td * D);  // cross-attention scratch
+    if (n3 > n2) n2 = n3;
+    n_tmp = n1 + (size_t)(td * D) + (size_t)(2 * te * D) + n2;
+    tmp = FAT5__CAST(float *, fat5__calloc(ctx, n_tmp, sizeof(float)));
+    if (!tmp) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_backward: out of memory");
+    dlogits = tmp + n2;
+    dh_dec = dlogits + n1;
+    dh_enc = dh_dec + td * D;
+    d_enc_out = dh_enc + te * D;
+
+    // loss -> logits -> decoder output
+    fat5__cpu_xent_bwd(dlogits, m->logits, m->tok_lse, m->labels, td, V, m->loss.z_loss, m->loss.label_smoothing,
+                       m->n_count ? (double)grad_scale / (double)m->n_count : 0.0);
+    fat5__cpu_mm_tn(FAT5__G(m, m->lm_head), dlogits, m->dec_out, V, D, td, 1);
+    fat5__cpu_mm_nn(tmp, dlogits, FAT5__W(m, m->lm_head), td, D, V, 0);
+    if (c->scale_decoder_outputs) {
+        float sc = (float)(1.0 / sqrt((double)D));
+        int64_t i;
+        for (i = 0; i < td * D; i++) tmp[i] *= sc;
+    }
+    fat5__cpu_rmsnorm_bwd(dh_dec, FAT5__G(m, m->dec_final_ln), tmp, m->dec_hf, FAT5__W(m, m->dec_final_ln), m->dec_rsf,
+                          td, D, 0);
+    // decoder layers, last to first
+    for (l = c->num_decoder_layers - 1; l >= 0; l--) {
+        const fat5__layer *y = &m->dec[l];
+        const fat5__layer_acts *a = &m->dec_a[l];
+        fat5__cpu_ffn_bwd(m, y, a, dh_dec, td, tmp);
+        {   // cross-attention
+            float *datt = tmp, *dq = datt + td * I, *dk = dq + td * I, *dv = dk + te * I, *dn = dv + te * I;
+            fat5__cpu_mm_tn(FAT5__G(m, y->co), dh_dec, a->catt, D, I, td, 1);
+            fat5__cpu_mm_nn(datt, dh_dec, FAT5__W(m, y->co), td, I, D, 0);
+            fat5__attn_shape_set(&sh, m, m->dec_cu, m->enc_cu, FAT5__ATTN_CROSS);
+            fat5__cpu_attn_bwd(dq, dk, dv, NULL, datt, a->catt, a->clse, a->cq, a->ck, a->cv, NULL, &sh);
+            fat5__cpu_mm_tn(FAT5__G(m, y->cq), dq, a->n_ca, I, D, td, 1);
+            fat5__cpu_mm_tn(FAT5__G(m, y->ck), dk, m->enc_out, I, D, te, 1);
+            fat5__cpu_mm_tn(FAT5__G(m, y->cv), dv, m->enc_out, I, D, te, 1);
+            fat5__cpu_mm_nn(d_enc_out, dk, FAT5__W(m, y->ck), te, D, I, 1);
+            fat5__cpu_mm_nn(d_enc_out, dv, FAT5__W(m, y->cv), te, D, I, 1);
+            fat5__cpu_mm_nn(dn, dq, FAT5__W(m, y->cq), td, D, I, 0);
+            fat5__cpu_rmsnorm_bwd(dh_dec, FAT5__G(m, y->ln_ca), dn, a->h_ca, FAT5__W(m, y->ln_ca), a->rs_ca, td, D, 1);
+        }
+        fat5__cpu_self_attn_bwd(m, y, a, dh_dec, td, m->dec_cu, FAT5__ATTN_CAUSAL, tmp);
+    }
+    fat5__cpu_embed_bwd(FAT5__G(m, m->shared), dh_dec, m->dec_tok, td, D);
+    // encoder
+    fat5__cpu_rmsnorm_bwd(dh_enc, FAT5__G(m, m->enc_final_ln), d_enc_out, m->enc_hf, FAT5__W(m, m->enc_final_ln),
+                          m->enc_rsf, te, D, 0);
+    for (l = c->num_layers - 1; l >= 0; l--) {
+        fat5__cpu_ffn_bwd(m, &m->enc[l], &m->enc_a[l], dh_enc, te, tmp);
+        fat5__cpu_self_attn_bwd(m, &m->enc[l], &m->enc_a[l], dh_enc, te, m->enc_cu, FAT5__ATTN_BIDIR, tmp);
+    }
+    fat5__cpu_embed_bwd(FAT5__G(m, m->shared), dh_enc, m->enc_tok, te, D);
+    fat5__free(ctx, tmp);
+    return FAT5_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
+// batches from JSON rows
+
+static fat5_status fat5__rows_to_packed(fat5_ctx *ctx, const fat5__json *rows, const char *what, int allow_ignore,
+                                        int32_t **tok, int32_t **cu, int64_t *n_rows) {
+    const fat5__json *r, *e;
+    size_t total = 0, i = 0, s = 0;
+    *tok = NULL;
+    *cu = NULL;
+    if (!rows || rows->type != FAT5__J_ARRAY)
+        return fat5__err(ctx, FAT5_ERR_FORMAT, "batch: '%s' must be an array of arrays of token ids", what);
+    for (r = rows->child; r; r = r->next) {
+        if (r->type != FAT5__J_ARRAY)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "batch: '%s' row %zu is not an array", what, s);
+        if (!fat5__add_ok(total, r->n, &total) || total > (size_t)INT32_MAX)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: '%s' has more than 2^31 tokens", what);
+        s++;
+    }
+    *tok = FAT5__CAST(int32_t *, fat5__calloc(ctx, total ? total : 1, sizeof(int32_t)));
+    *cu = FAT5__CAST(int32_t *, fat5__calloc(ctx, rows->n + 1, sizeof(int32_t)));
+    if (!*tok || !*cu) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "batch: out of memory");
+    s = 0;
+    for (r = rows->child; r; r = r->next, s++) {
+        for (e = r->child; e; e = e->next) {
+            int64_t v;
+            if (e->type != FAT5__J_NUMBER || !fat5__json_as_i64(e, &v) || v < (allow_ignore ? -100 : 0) ||
+                v > INT32_MAX || (v < 0 && v != -100))
+                return fat5__err(ctx, FAT5_ERR_FORMAT, "batch: '%s' row %zu position %zu: '%s' is not a token id%s",
+                                 what, s, (size_t)(i - (size_t)(*cu)[s]), e->type == FAT5__J_NUMBER ? e->str : "value",
+                                 allow_ignore ? " or -100" : "");
+            (*tok)[i++] = (int32_t)v;
+        }
+        (*cu)[s + 1] = (int32_t)i;
+    }
+    *n_rows = (int64_t)rows->n;
+    return FAT5_OK;
+}
+
+FAT5_API void fat5_batch_free(fat5_ctx *ctx, fat5_batch *b) {
+    if (!b) return;
+    fat5__free(ctx, (void *)(uintptr_t)b->enc_tokens);
+    fat5__free(ctx, (void *)(uintptr_t)b->enc_cu_seqlens);
+    fat5__free(ctx, (void *)(uintptr_t)b->dec_tokens);
+    fat5__free(ctx, (void *)(uintptr_t)b->labels);
+    fat5__free(ctx, (void *)(uintptr_t)b->dec_cu_seqlens);
+    memset(b, 0, sizeof *b);
+}
+
+FAT5_API fat5_status fat5_batch_from_json(fat5_ctx *ctx, const char *json, size_t len, fat5_batch *out) {
+    fat5__jdoc *doc = NULL;
+    const fat5__json *root, *e;
+    int32_t *et = NULL, *ec = NULL, *lt = NULL, *lc = NULL, *dt = NULL, *dc = NULL;
+    int64_t ne = 0, nl = 0, nd = 0, s;
+    fat5_status st;
+    memset(out, 0, sizeof *out);
+    if ((st = fat5__json_parse(ctx, "batch", json, len, 8, &doc))) return st;
+    root = fat5__json_root(doc);
+    if (root->type != FAT5__J_OBJECT) {
+        st = fat5__err(ctx, FAT5_ERR_FORMAT, "batch: the top level must be an object");
+        goto done;
+    }
+    for (e = root->child; e; e = e->next)
+        if (strcmp(e->key, "inputs") && strcmp(e->key, "labels") && strcmp(e->key, "decoder_inputs")) {
+            st = fat5__err(ctx, FAT5_ERR_FORMAT, "batch: unknown key '%s' (expected inputs, labels, decoder_inputs)",
+                           e->key);
+            goto done;
+        }
+    if ((st = fat5__rows_to_packed(ctx, fat5__json_get(root, "inputs"), "inputs", 0, &et, &ec, &ne))) goto done;
+    if (fat5__json_get(root, "labels") &&
+        (st = fat5__rows_to_packed(ctx, fat5__json_get(root, "labels"), "labels", 1, &lt, &lc, &nl)))
+        goto done;
+    if (fat5__json_get(root, "decoder_inputs") &&
+        (st = fat5__rows_to_packed(ctx, fat5__json_get(root, "decoder_inputs"), "decoder_inputs", 0, &dt, &dc, &nd)))
+        goto done;
+    if (!lt && !dt) {
+        st = fat5__err(ctx, FAT5_ERR_FORMAT, "batch: needs 'labels' or 'decoder_inputs'");
+        goto done;
+    }
+    if ((lt && nl != ne) || (dt && nd != ne)) {
+        st = fat5__err(ctx, FAT5_ERR_FORMAT, "batch: %lld input rows but %lld %s rows", (long long)ne,
+                       (long long)(lt && nl != ne ? nl : nd), lt && nl != ne ? "label" : "decoder_inputs");
+        goto done;
+    }
+    if (lt && dt)
+        for (s = 0; s <= ne; s++)
+            if (lc[s] != dc[s]) {
+                st = fat5__err(ctx, FAT5_ERR_FORMAT, "batch: row %lld: labels and decoder_inputs differ in length",
+                               (long long)(s - 1));
+                goto done;
+            }
+    out->n_seq = ne;
+    out->enc_tokens = et;
+    out->enc_cu_seqlens = ec;
+    out->labels = lt;
+    out->dec_tokens = dt;
+    out->dec_cu_seqlens = lt ? lc : dc;
+    if (lt) fat5__free(ctx, dc);
+    et = ec = lt = lc = dt = dc = NULL;
+done:
+    fat5__free(ctx, et);
+    fat5__free(ctx, ec);
+    fat5__free(ctx, lt);
+    fat5__free(ctx, lc);
+    fat5__free(ctx, dt);
+    fat5__free(ctx, dc);
+    fat5__json_free(ctx, doc);
+    return st;
+}
+// ---------------------------------------------------------------------------------------------
+// io: Hugging Face checkpoint directories
+
+static int fat5__is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+static int fat5__is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+static int fat5__ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+// Tensors a Hugging Face file may carry that are aliases or unused by T5's math.
+static int fat5__ignorable_tensor(const char *name) {
+    return strcmp(name, "encoder.embed_tokens.weight") == 0 || strcmp(name, "decoder.embed_tokens.weight") == 0 ||
+           strcmp(name, "decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight") == 0;
+}
+
+#define FAT5__MAX_SHARDS 1024
+
+typedef struct fat5__ckpt {
+    fat5_st_file *files[FAT5__MAX_SHARDS];
+    char *used[FAT5__MAX_SHARDS];     // per file, one flag per tensor
+    int n_files;
+} fat5__ckpt;
+
+static void fat5__ckpt_close(fat5_ctx *ctx, fat5__ckpt *k) {
+    int i;
+    for (i = 0; i < k->n_files; i++) {
+        fat5_st_close(k->files[i]);
+        fat5__free(ctx, k->used[i]);
+    }
+    k->n_files = 0;
+}
+
+static fat5_status fat5__ckpt_add(fat5_ctx *ctx, fat5__ckpt *k, const char *path) {
+    fat5_status st;
+    int i = k->n_files;
+    if (i >= FAT5__MAX_SHARDS) return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "more than %d shards", FAT5__MAX_SHARDS);
+    if ((st = fat5_st_open(ctx, path, &k->files[i]))) return st;
+    k->used[i] = FAT5__CAST(char *, fat5__calloc(ctx, (size_t)fat5_st_count(k->files[i]) + 1, 1));
+    k->n_files++;
+    if (!k->used[i]) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory");
+    return FAT5_OK;
+}
+
+static int fat5__ckpt_find(const fat5__ckpt *k, const char *name, int *file) {
+    int i, t;
+    for (i = 0; i < k->n_files; i++)
+        if ((t = fat5_st_find(k->files[i], name)) >= 0) {
+            *file = i;
+            return t;
+        }
+    return -1;
+}
+
+// Reads the shard list of a model.safetensors.index.json into k.
+static fat5_status fat5__ckpt_open_index(fat5_ctx *ctx, fat5__ckpt *k, const char *dir, const char *index_path) {
+    char *text = NULL, path[4096];
+    size_t len = 0;
+    fat5__jdoc *doc = NULL;
+    const fat5__json *wm, *e, *root;
+    fat5_status st = fat5__read_file(ctx, index_path, (size_t)64 << 20, &text, &len);
+    if (st) return st;
+    if ((st = fat5__json_parse(ctx, "model.safetensors.index.json", text, len, 8, &doc))) goto done;
+    root = fat5__json_root(doc);
+    wm = fat5__json_get(root, "weight_map");
+    if (!wm || wm->type != FAT5__J_OBJECT) {
+        st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: no 'weight_map' object", index_path);
+        goto done;
+    }
+    for (e = wm->child; e; e = e->next) {
+        const fat5__json *prev;
+        int seen = 0;
+        if (e->type != FAT5__J_STRING || !e->len || strchr(e->str, '/') || strchr(e->str, '\\') ||
+            strcmp(e->str, "..") == 0 || e->str[0] == '.' || !fat5__ends_with(e->str, ".safetensors")) {
+            st = fat5__err(ctx, FAT5_ERR_FORMAT,
+                           "%s: tensor '%s' maps to '%s', not a .safetensors file name in the same directory",
+                           index_path, e->key, e->type == FAT5__J_STRING ? e->str : "(not a string)");
+            goto done;
+        }
+        for (prev = wm->child; prev != e && !seen; prev = prev->next) seen = strcmp(prev->str, e->str) == 0;
+        if (seen) continue;
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, e->str) >= sizeof path) {
+            st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: path too long", index_path);
+            goto done;
+        }
+        if ((st = fat5__ckpt_add(ctx, k, path))) goto done;
+    }
+    // every tensor the index names must be in one of the shards
+    for (e = wm->child; e; e = e->next) {
+        int f;
+        if (fat5__ckpt_find(k, e->key, &f) < 0) {
+            st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' is listed in the index but absent from '%s'",
+                           index_path, e->key, e->str);
+            goto done;
+        }
+    }
+done:
+    fat5__json_free(ctx, doc);
+    fat5__free(ctx, text);
+    return st;
+}
+
+FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model **out) {
+    fat5__ckpt k;
+    fat5_model_config cfg;
+    fat5_model *m = NULL;
+    char dir[4096], p[4200], *text = NULL;
+    size_t len = 0;
+    fat5_status st;
+    int i, f, t, has_lm_head;
+    memset(&k, 0, sizeof k);
+    if (!out || !path) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_load: NULL argument");
+    *out = NULL;
+    if (strlen(path) >= sizeof dir - 64) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_load: path too long");
+    if (fat5__is_dir(path)) {
+        snprintf(dir, sizeof dir, "%s", path);
+    } else if (fat5__is_file(path) && fat5__ends_with(path, ".safetensors")) {
+        const char *slash = strrchr(path, '/');
+        if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+        else snprintf(dir, sizeof dir, ".");
+    } else {
+        return fat5__err(ctx, FAT5_ERR_IO, "%s: not a checkpoint directory or a .safetensors file", path);
+    }
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    if ((st = fat5__read_file(ctx, p, (size_t)1 << 20, &text, &len))) return st;
+    st = fat5_model_config_from_json(ctx, text, len, &cfg);
+    fat5__free(ctx, text);
+    if (st) return fat5__err_prefix(ctx, st, "%s: ", p);
+
+    if (!fat5__is_dir(path)) {
+        st = fat5__ckpt_add(ctx, &k, path);
+    } else {
+        snprintf(p, sizeof p, "%s/model.safetensors", dir);
+        if (fat5__is_file(p)) {
+            st = fat5__ckpt_add(ctx, &k, p);
+        } else {
+            snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
+            if (fat5__is_file(p)) st = fat5__ckpt_open_index(ctx, &k, dir, p);
+            else st = fat5__err(ctx, FAT5_ERR_IO,
+                                "%s: no model.safetensors or model.safetensors.index.json (PyTorch .bin files are "
+                                "not read; convert them to safetensors)", dir);
+        }
+    }
+    if (st) goto fail;
+
+    // lm_head: the file's own when it has one, else shared.weight
+    has_lm_head = fat5__ckpt_find(&k, "lm_head.weight", &f) >= 0;
+    cfg.tie_word_embeddings = !has_lm_head;
+    if ((st = fat5__model_alloc(ctx, &cfg, !has_lm_head, &m))) goto fail;
+    for (i = 0; i < m->n_params; i++) {
+        const fat5__param *pr = &m->params[i];
+        const fat5_st_tensor *ti;
+        int ok_shape;
+        t = fat5__ckpt_find(&k, pr->name, &f);
+        if (t < 0 && i == m->shared) {
+            t = fat5__ckpt_find(&k, "encoder.embed_tokens.weight", &f);
+            if (t < 0) t = fat5__ckpt_find(&k, "decoder.embed_tokens.weight", &f);
+        }
+        if (t < 0) {
+            st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: missing tensor '%s'", dir, pr->name);
+            goto fail;
+        }
+        ti = fat5_st_get(k.files[f], t);
+        if (ti->dtype != FAT5_ST_F32 && ti->dtype != FAT5_ST_F16 && ti->dtype != FAT5_ST_BF16) {
+            st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s; expected F32, F16 or BF16", dir,
+                           ti->name, fat5_st_dtype_name(ti->dtype));
+            goto fail;
+        }
+        ok_shape = ti->ndim == pr->ndim && ti->shape[0] == pr->shape[0] && (pr->ndim == 1 || ti->shape[1] == pr->shape[1]);
+        if (!ok_shape) {
+            char got[160];
+            int d, o = 0;
+            got[0] = 0;
+            for (d = 0; d < ti->ndim && o < 120; d++)
+                o += snprintf(got + o, sizeof got - (size_t)o, "%s%lld", d ? ", " : "", (long long)ti->shape[d]);
+            if (pr->ndim == 2)
+                st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' has shape [%s]; config.json implies [%lld, %lld]",
+                               dir, ti->name, got, (long long)pr->shape[0], (long long)pr->shape[1]);
+            else
+                st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' has shape [%s]; config.json implies [%lld]", dir,
+                               ti->name, got, (long long)pr->shape[0]);
+            goto fail;
+        }
+        if ((st = fat5_st_read_f32(k.files[f], t, m->w + pr->offset, (int64_t)pr->numel))) goto fail;
+        k.used[f][t] = 1;
+    }
+    for (f = 0; f < k.n_files; f++)
+        for (t = 0; t < fat5_st_count(k.files[f]); t++) {
+            const char *name = fat5_st_get(k.files[f], t)->name;
+            if (!k.used[f][t] && !fat5__ignorable_tensor(name)) {
+                st = fat5__err(ctx, FAT5_ERR_FORMAT,
+                               "%s: unexpected tensor '%s' (not a parameter of the model config.json describes)", dir,
+                               name);
+                goto fail;
+            }
+        }
+    fat5__ckpt_close(ctx, &k);
+    if ((st = fat5__model_place(m))) goto fail;
+    *out = m;
+    return FAT5_OK;
+fail:
+    fat5__ckpt_close(ctx, &k);
+    fat5_model_destroy(m);
+    return st;
+}
+
+FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
+    fat5_ctx *ctx = m->ctx;
+    fat5_st_write_tensor *t;
+    char path[4200], *json = NULL;
+    size_t json_len = 0;
+    const char *meta[4];
+    fat5_status st;
+    int i;
+    if (!dir || strlen(dir) >= 4096) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_save: bad directory");
+    if (!fat5__is_dir(dir)) {
+#ifdef _WIN32
+        return fat5__err(ctx, FAT5_ERR_IO, "%s: no such directory", dir);
+#else
+        if (mkdir(dir, 0777) != 0 && !fat5__is_dir(dir))
+            return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot create directory: %s", dir, strerror(errno));
+#endif
+    }
+#ifndef FAT5_NO_CUDA
+    if (m->gm && (st = fat5__gpu_pull_params(m))) return st;
+#endif
+    if ((st = fat5_model_config_to_json(ctx, &m->cfg, &json, &json_len))) return st;
+    t = FAT5__CAST(fat5_st_write_tensor *, fat5__calloc(ctx, (size_t)m->n_params, sizeof *t));
+    if (!t) {
+        fat5__free(ctx, json);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_save: out of memory");
+    }
+    for (i = 0; i < m->n_params; i++) {
+        t[i].name = m->params[i].name;
+        t[i].ndim = m->params[i].ndim;
+        t[i].shape[0] = m->params[i].shape[0];
+        t[i].shape[1] = m->params[i].shape[1];
+        t[i].data = m->w + m->params[i].offset;
+    }
+    meta[0] = "format";
+    meta[1] = "pt";
+    meta[2] = "fat5_version";
+    meta[3] = FAT5_VERSION_STRING;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    st = fat5_st_write(ctx, path, t, m->n_params, meta, 2);
+    if (st == FAT5_OK) {
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        st = fat5_write_file_atomic(ctx, path, json, json_len);
+    }
+    fat5__free(ctx, t);
+    fat5__free(ctx, json);
+    return st;
+}
 
 #ifdef FAT5_NO_CUDA
 static fat5_status fat5__gpu_open(fat5_ctx *ctx) {
@@ -600,10 +5696,447 @@ static fat5_status fat5__gpu_open(fat5_ctx *ctx) {
 }
 static void fat5__gpu_close(fat5_ctx *ctx) { (void)ctx; }
 #else
-static fat5_status fat5__gpu_open(fat5_ctx *ctx) {
-    return fat5__err(ctx, FAT5_ERR_NO_DEVICE, "the GPU backend is not built yet");
+// ---------------------------------------------------------------------------------------------
+// model on the GPU: the same forward and backward as the CPU reference, with cuBLAS for the
+// matrix products and NVRTC kernels for everything else.
+//
+// Precision (DESIGN §5): fp32 master weights, gradients and residual stream; matmul inputs and
+// saved activations in the activation dtype (bf16 in bf16 mode, fp32 in fp32 mode); accumulation
+// in fp32 everywhere; logits and the loss in fp32.
+
+// one layer's saved activations on the device (all [tokens, dim] row-major)
+typedef struct fat5__glayer {
+    fat5__dptr h_sa, rs_sa, n_sa;       // fp32 stream before self-attn, fp32 inverse RMS, act normed
+    fat5__dptr q, k, v, att, lse;       // act; lse fp32 [T, H]
+    fat5__dptr h_ca, rs_ca, n_ca;       // decoder cross-attention, as above
+    fat5__dptr cq, ck, cv, catt, clse;  // ck, cv: [Te, I]
+    fat5__dptr h_ff, rs_ff, n_ff;       // FFN
+    fat5__dptr ff_a, ff_b, ff_h;        // act [T, F]
+} fat5__glayer;
+
+struct fat5__gmodel {
+    // arenas (DESIGN: one each for master weights, working copies, gradients, optimizer state,
+    // activations)
+    fat5__dptr w;        // fp32 [n_floats]
+    fat5__dptr wb;       // bf16 [n_floats] working copy (bf16 mode only)
+    fat5__dptr g;        // fp32 [n_floats]
+    fat5__dptr act;      // activation workspace, sized by reserve
+    size_t act_bytes;
+    fat5__glayer *enc, *dec;
+    // whole-model buffers inside the activation arena
+    fat5__dptr enc_hf, enc_rsf, enc_out, dec_hf, dec_rsf, dec_out, logits, tok_lse, row_ce, row_z;
+    fat5__dptr enc_tok, dec_tok, labels, enc_cu, dec_cu, enc_seq, dec_seq, lut_bidir, lut_causal;
+    // backward scratch
+    fat5__dptr dlogits, dh_dec, dh_enc, d_enc_out, dh_act, dn, datt, dq, dk, dv, delta, dffh, da, norm_scratch;
+    float *host_rows;    // [2 * cap_td] row losses copied back
+    int32_t *host_seq;   // [max(cap_te, cap_td)] token -> sequence maps built on the host
+};
+
+static size_t fat5__gm_act(const fat5_model *m) { return fat5__gpu_act_size(m->ctx); }
+
+// device address of parameter idx: fp32 master, or the matmul operand (bf16 copy in bf16 mode)
+static fat5__dptr fat5__gw(const fat5_model *m, int idx) { return m->gm->w + 4 * (fat5__dptr)m->params[idx].offset; }
+static fat5__dptr fat5__gwa(const fat5_model *m, int idx) {
+    if (m->gm->wb) return m->gm->wb + 2 * (fat5__dptr)m->params[idx].offset;
+    return fat5__gw(m, idx);
 }
-static void fat5__gpu_close(fat5_ctx *ctx) { (void)ctx; }
+static fat5__dptr fat5__gg(const fat5_model *m, int idx) { return m->gm->g + 4 * (fat5__dptr)m->params[idx].offset; }
+
+static void fat5__gpu_model_free(fat5_model *m) {
+    if (!m->gm) return;
+    fat5__gpu_free(m->ctx, m->gm->w);
+    fat5__gpu_free(m->ctx, m->gm->wb);
+    fat5__gpu_free(m->ctx, m->gm->g);
+    fat5__gpu_free(m->ctx, m->gm->act);
+    fat5__free(m->ctx, m->gm->enc);
+    fat5__free(m->ctx, m->gm->dec);
+    fat5__free(m->ctx, m->gm->host_rows);
+    fat5__free(m->ctx, m->gm->host_seq);
+    fat5__free(m->ctx, m->gm);
+    m->gm = NULL;
+}
+
+// Uploads the host weights (m->w) and makes the working copies.
+static fat5_status fat5__gpu_refresh_working(fat5_model *m, size_t off, size_t n) {
+    if (!m->gm->wb || n == 0) return FAT5_OK;
+    return fat5__gpu_f32_to_bf16(m->ctx, m->gm->wb + 2 * (fat5__dptr)off, m->gm->w + 4 * (fat5__dptr)off, (long long)n);
+}
+
+static fat5_status fat5__gpu_model_init(fat5_model *m) {
+    fat5_ctx *ctx = m->ctx;
+    fat5_status st;
+    size_t n = m->n_floats;
+    m->gm = FAT5__CAST(struct fat5__gmodel *, fat5__calloc(ctx, 1, sizeof(struct fat5__gmodel)));
+    if (!m->gm) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "model: out of memory");
+    if ((st = fat5__gpu_alloc(ctx, n * 4, &m->gm->w)) || (st = fat5__gpu_alloc(ctx, n * 4, &m->gm->g)) ||
+        (ctx->cfg.dtype == FAT5_DTYPE_BF16 && (st = fat5__gpu_alloc(ctx, n * 2, &m->gm->wb))))
+        return fat5__err_prefix(ctx, st, "model weights (%zu parameters) on the GPU: ", n);
+    if ((st = fat5__gpu_upload(ctx, m->gm->w, m->w, n * 4))) return st;
+    if ((st = fat5__gpu_refresh_working(m, 0, n))) return st;
+    return fat5__gpu_sync(ctx);
+}
+
+static fat5_status fat5__gpu_param_io(fat5_model *m, const fat5__param *p, float *buf, int what) {
+    fat5_ctx *ctx = m->ctx;
+    fat5_status st;
+    size_t bytes = p->numel * 4;
+    if (what == 0) return fat5__gpu_download(ctx, buf, m->gm->w + 4 * (fat5__dptr)p->offset, bytes);
+    if (what == 2) return fat5__gpu_download(ctx, buf, m->gm->g + 4 * (fat5__dptr)p->offset, bytes);
+    if ((st = fat5__gpu_upload(ctx, m->gm->w + 4 * (fat5__dptr)p->offset, buf, bytes))) return st;
+    if ((st = fat5__gpu_refresh_working(m, p->offset, p->numel))) return st;
+    return fat5__gpu_sync(ctx);
+}
+
+static fat5_status fat5__gpu_zero_grad(fat5_model *m) {
+    fat5_status st = fat5__gpu_memset0(m->ctx, m->gm->g, m->n_floats * 4);
+    return st ? st : fat5__gpu_sync(m->ctx);
+}
+
+static fat5_status fat5__gpu_pull_params(fat5_model *m) {
+    return fat5__gpu_download(m->ctx, m->w, m->gm->w, m->n_floats * 4);
+}
+
+// Carves the activation arena. With base == 0 it only measures; returns 0 on overflow.
+static int fat5__gpu_layout(fat5_model *m, fat5__dptr base, int64_t n_seq, int64_t te, int64_t td, size_t *total) {
+    const fat5_model_config *c = &m->cfg;
+    struct fat5__gmodel *g = m->gm;
+    size_t A = fat5__gm_act(m), D = (size_t)c->d_model, I = (size_t)(c->num_heads * c->d_kv), F = (size_t)c->d_ff;
+    size_t H = (size_t)c->num_heads, V = (size_t)c->vocab_size, T = (size_t)(te > td ? te : td), off = 0;
+    size_t Te = (size_t)te, Td = (size_t)td, md = (size_t)c->rel_max_distance;
+    int ok = 1, l;
+    fat5__dptr dummy;
+    // each buffer starts on a 256-byte boundary
+#define FAT5__GB(ptr, rows, cols, esize)                                                               \
+    do {                                                                                               \
+        size_t n_;                                                                                     \
+        off = (off + 255) & ~(size_t)255;                                                              \
+        if (!fat5__mul3_ok((size_t)(rows), (size_t)(cols), (size_t)(esize), &n_) || !fat5__add_ok(off, n_, &off)) \
+            ok = 0;                                                                                    \
+        else                                                                                           \
+            (ptr) = base ? base + (fat5__dptr)(off - n_) : 0;                                          \
+    } while (0)
+    for (l = 0; l < c->num_layers + c->num_decoder_layers && ok; l++) {
+        int dec = l >= c->num_layers;
+        fat5__glayer *a = dec ? &g->dec[l - c->num_layers] : &g->enc[l];
+        size_t Tl = dec ? Td : Te;
+        FAT5__GB(a->h_sa, Tl, D, 4);
+        FAT5__GB(a->rs_sa, Tl, 1, 4);
+        FAT5__GB(a->n_sa, Tl, D, A);
+        FAT5__GB(a->q, Tl, I, A);
+        FAT5__GB(a->k, Tl, I, A);
+        FAT5__GB(a->v, Tl, I, A);
+        FAT5__GB(a->att, Tl, I, A);
+        FAT5__GB(a->lse, Tl, H, 4);
+        if (dec) {
+            FAT5__GB(a->h_ca, Tl, D, 4);
+            FAT5__GB(a->rs_ca, Tl, 1, 4);
+            FAT5__GB(a->n_ca, Tl, D, A);
+            FAT5__GB(a->cq, Tl, I, A);
+            FAT5__GB(a->ck, Te, I, A);
+            FAT5__GB(a->cv, Te, I, A);
+            FAT5__GB(a->catt, Tl, I, A);
+            FAT5__GB(a->clse, Tl, H, 4);
+        }
+        FAT5__GB(a->h_ff, Tl, D, 4);
+        FAT5__GB(a->rs_ff, Tl, 1, 4);
+        FAT5__GB(a->n_ff, Tl, D, A);
+        FAT5__GB(a->ff_a, Tl, F, A);
+        if (c->gated) FAT5__GB(a->ff_b, Tl, F, A);
+        else a->ff_b = 0;
+        FAT5__GB(a->ff_h, Tl, F, A);
+    }
+    FAT5__GB(g->enc_hf, Te, D, 4);
+    FAT5__GB(g->enc_rsf, Te, 1, 4);
+    FAT5__GB(g->enc_out, Te, D, A);
+    FAT5__GB(g->dec_hf, Td, D, 4);
+    FAT5__GB(g->dec_rsf, Td, 1, 4);
+    FAT5__GB(g->dec_out, Td, D, A);
+    FAT5__GB(g->logits, Td, V, 4);
+    FAT5__GB(g->tok_lse, Td, 1, 4);
+    FAT5__GB(g->row_ce, Td, 1, 4);
+    FAT5__GB(g->row_z, Td, 1, 4);
+    FAT5__GB(g->enc_tok, Te, 1, 4);
+    FAT5__GB(g->dec_tok, Td, 1, 4);
+    FAT5__GB(g->labels, Td, 1, 4);
+    FAT5__GB(g->enc_cu, (size_t)n_seq + 1, 1, 4);
+    FAT5__GB(g->dec_cu, (size_t)n_seq + 1, 1, 4);
+    FAT5__GB(g->enc_seq, Te, 1, 4);
+    FAT5__GB(g->dec_seq, Td, 1, 4);
+    FAT5__GB(g->lut_bidir, md, 1, 4);
+    FAT5__GB(g->lut_causal, md, 1, 4);
+    // backward scratch
+    FAT5__GB(g->dlogits, Td, V, A);
+    FAT5__GB(g->dh_dec, Td, D, 4);
+    FAT5__GB(g->dh_enc, Te, D, 4);
+    FAT5__GB(g->d_enc_out, Te, D, 4);
+    FAT5__GB(g->dh_act, T, D, A);
+    FAT5__GB(g->dn, T, D, 4);
+    FAT5__GB(g->datt, T, I, A);
+    FAT5__GB(g->dq, T, I, A);
+    FAT5__GB(g->dk, T, I, A);
+    FAT5__GB(g->dv, T, I, A);
+    FAT5__GB(g->delta, T, H, 4);
+    FAT5__GB(g->dffh, T, F, A);
+    FAT5__GB(g->da, T, F, A);
+    FAT5__GB(g->norm_scratch, 1024, D, 4);
+    FAT5__GB(dummy, 1, 1, 1);
+#undef FAT5__GB
+    (void)dummy;
+    *total = off;
+    return ok;
+}
+
+static fat5_status fat5__gpu_reserve(fat5_model *m, int64_t n_seq, int64_t te, int64_t td) {
+    fat5_ctx *ctx = m->ctx;
+    struct fat5__gmodel *g = m->gm;
+    size_t total = 0, md = (size_t)m->cfg.rel_max_distance, i;
+    int32_t *lut;
+    fat5_status st;
+    fat5__gpu_free(ctx, g->act);
+    g->act = 0;
+    fat5__free(ctx, g->enc);
+    fat5__free(ctx, g->dec);
+    fat5__free(ctx, g->host_rows);
+    fat5__free(ctx, g->host_seq);
+    g->enc = FAT5__CAST(fat5__glayer *, fat5__calloc(ctx, (size_t)m->cfg.num_layers, sizeof(fat5__glayer)));
+    g->dec = FAT5__CAST(fat5__glayer *, fat5__calloc(ctx, (size_t)m->cfg.num_decoder_layers, sizeof(fat5__glayer)));
+    g->host_rows = FAT5__CAST(float *, fat5__calloc(ctx, 2 * (size_t)td, sizeof(float)));
+    g->host_seq = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)(te > td ? te : td) + md, sizeof(int32_t)));
+    if (!g->enc || !g->dec || !g->host_rows || !g->host_seq)
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_reserve: out of memory");
+    if (!fat5__gpu_layout(m, 0, n_seq, te, td, &total))
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_reserve: workspace size overflows");
+    if ((st = fat5__gpu_alloc(ctx, total, &g->act)))
+        return fat5__err_prefix(ctx, st, "fat5_model_reserve: %.1f MiB of activations for %lld + %lld tokens: ",
+                                (double)total / 1048576.0, (long long)te, (long long)td);
+    g->act_bytes = total;
+    fat5__gpu_layout(m, g->act, n_seq, te, td, &total);
+    // relative-position bucket tables, computed here so that GPU and CPU agree exactly
+    lut = g->host_seq;
+    for (i = 0; i < md; i++) lut[i] = fat5__rel_bucket(-(int64_t)i, 1, (int)m->cfg.rel_buckets, (int)md);
+    if ((st = fat5__gpu_upload(ctx, g->lut_bidir, lut, md * 4))) return st;
+    for (i = 0; i < md; i++) lut[i] = fat5__rel_bucket(-(int64_t)i, 0, (int)m->cfg.rel_buckets, (int)md);
+    if ((st = fat5__gpu_upload(ctx, g->lut_causal, lut, md * 4))) return st;
+    return fat5__gpu_sync(ctx);
+}
+
+// token -> sequence index for tokens [0, cu[n]) and upload
+static fat5_status fat5__gpu_upload_seq(fat5_model *m, fat5__dptr dst, const int32_t *cu) {
+    int64_t s, t;
+    int32_t *map = m->gm->host_seq;
+    for (s = 0; s < m->n_seq; s++)
+        for (t = cu[s]; t < cu[s + 1]; t++) map[t] = (int32_t)s;
+    return fat5__gpu_upload(m->ctx, dst, map, (size_t)cu[m->n_seq] * 4);
+}
+
+static fat5_status fat5__gpu_self_attn_fwd(fat5_model *m, const fat5__layer *y, const fat5__glayer *a, fat5__dptr h,
+                                           int64_t T, fat5__dptr cu, fat5__dptr seq, int kind) {
+    fat5_ctx *ctx = m->ctx;
+    const fat5_model_config *c = &m->cfg;
+    struct fat5__gmodel *g = m->gm;
+    int64_t D = c->d_model, I = c->num_heads * c->d_kv;
+    fat5_status st;
+    if ((st = fat5__gpu_copy(ctx, a->h_sa, h, (size_t)(T * D) * 4)) ||
+        (st = fat5__gpu_rmsnorm_fwd(ctx, a->n_sa, a->rs_sa, h, fat5__gw(m, y->ln_sa), T, (int)D, (float)c->layer_norm_eps)) ||
+        (st = fat5__gpu_mm(ctx, FAT5__MM_NT, a->q, 0, a->n_sa, fat5__gwa(m, y->q), T, I, D, 1.0f, 0.0f)) ||
+        (st = fat5__gpu_mm(ctx, FAT5__MM_NT, a->k, 0, a->n_sa, fat5__gwa(m, y->k), T, I, D, 1.0f, 0.0f)) ||
+        (st = fat5__gpu_mm(ctx, FAT5__MM_NT, a->v, 0, a->n_sa, fat5__gwa(m, y->v), T, I, D, 1.0f, 0.0f)) ||
+        (st = fat5__gpu_attn_fwd(ctx, a->att, a->lse, a->q, a->k, a->v, fat5__gw(m, y->rel),
+                                 kind == FAT5__ATTN_BIDIR ? g->lut_bidir : g->lut_causal, cu, cu, seq, T,
+                                 (int)c->num_heads, (int)c->d_kv, kind, (int)c->rel_buckets, (int)c->rel_max_distance)) ||
+        (st = fat5__gpu_mm(ctx, FAT5__MM_NT, h, 1, a->att, fat5__gwa(m, y->o), T, D, I, 1.0f, 1.0f)))
+        return st;
+    return FAT5_OK;
+}
+
+static fat5_status fat5__gpu_ffn_fwd(fat5_model *m, const fat5__layer *y, const fat5__glayer *a, fat5__dptr h,
+                                     int64_t T) {
+    fat5_ctx *ctx = m->ctx;
+    const fat5_model_config *c = &m->cfg;
+    int64_t D = c->d_model, F = c->d_ff;
+    fat5_status st;
+    if ((st = fat5__gpu_copy(ctx, a->h_ff, h, (size_t)(T * D) * 4)) ||
+        (st = fat5__gpu_rmsnorm_fwd(ctx, a->n_ff, a->rs_ff, h, fat5__gw(m, y->ln_ff), T, (int)D, (float)c->layer_norm_eps)) ||
+        (st = fat5__gpu_mm(ctx, FAT5__MM_NT, a->ff_a, 0, a->n_ff, fat5__gwa(m, y->wi0), T, F, D, 1.0f, 0.0f)) ||
+        (c->gated && (st = fat5__gpu_mm(ctx, FAT5__MM_NT, a->ff_b, 0, a->n_ff, fat5__gwa(m, y->wi1), T, F, D, 1.0f, 0.0f))) ||
+        (st = fat5__gpu_act_fwd(ctx, a->ff_h, a->ff_a, a->ff_b, (long long)(T * F), (int)c->act)) ||
+        (st = fat5__gpu_mm(ctx, FAT5__MM_NT, h, 1, a->ff_h, fat5__gwa(m, y->wo), T, D, F, 1.0f, 1.0f)))
+        return st;
+    return FAT5_OK;
+}
+
+static fat5_status fat5__gpu_forward(fat5_model *m, fat5_forward_result *out) {
+    fat5_ctx *ctx = m->ctx;
+    const fat5_model_config *c = &m->cfg;
+    struct fat5__gmodel *g = m->gm;
+    int64_t D = c->d_model, I = c->num_heads * c->d_kv, V = c->vocab_size, te = m->te, td = m->td, l, t;
+    float eps = (float)c->layer_norm_eps, head_scale = c->scale_decoder_outputs ? (float)(1.0 / sqrt((double)D)) : 1.0f;
+    fat5_status st;
+    double ce = 0, zs = 0;
+    // the batch
+    if ((st = fat5__gpu_upload(ctx, g->enc_tok, m->enc_tok, (size_t)te * 4)) ||
+        (st = fat5__gpu_upload(ctx, g->dec_tok, m->dec_tok, (size_t)td * 4)) ||
+        (st = fat5__gpu_upload(ctx, g->labels, m->labels, (size_t)td * 4)) ||
+        (st = fat5__gpu_upload(ctx, g->enc_cu, m->enc_cu, (size_t)(m->n_seq + 1) * 4)) ||
+        (st = fat5__gpu_upload(ctx, g->dec_cu, m->dec_cu, (size_t)(m->n_seq + 1) * 4)) ||
+        (st = fat5__gpu_upload_seq(m, g->enc_seq, m->enc_cu)) || (st = fat5__gpu_upload_seq(m, g->dec_seq, m->dec_cu)))
+        return st;
+    // encoder: the residual stream lives in enc_hf (fp32)
+    if ((st = fat5__gpu_embed_fwd(ctx, g->enc_hf, fat5__gw(m, m->shared), g->enc_tok, te, (int)D))) return st;
+    for (l = 0; l < c->num_layers; l++)
+        if ((st = fat5__gpu_self_attn_fwd(m, &m->enc[l], &g->enc[l], g->enc_hf, te, g->enc_cu, g->enc_seq, FAT5__ATTN_BIDIR)) ||
+            (st = fat5__gpu_ffn_fwd(m, &m->enc[l], &g->enc[l], g->enc_hf, te)))
+            return st;
+    if ((st = fat5__gpu_rmsnorm_fwd(ctx, g->enc_out, g->enc_rsf, g->enc_hf, fat5__gw(m, m->enc_final_ln), te, (int)D, eps)))
+        return st;
+    // decoder
+    if ((st = fat5__gpu_embed_fwd(ctx, g->dec_hf, fat5__gw(m, m->shared), g->dec_tok, td, (int)D))) return st;
+    for (l = 0; l < c->num_decoder_layers; l++) {
+        const fat5__layer *y = &m->dec[l];
+        const fat5__glayer *a = &g->dec[l];
+        if ((st = fat5__gpu_self_attn_fwd(m, y, a, g->dec_hf, td, g->dec_cu, g->dec_seq, FAT5__ATTN_CAUSAL)) ||
+            (st = fat5__gpu_copy(ctx, a->h_ca, g->dec_hf, (size_t)(td * D) * 4)) ||
+            (st = fat5__gpu_rmsnorm_fwd(ctx, a->n_ca, a->rs_ca, g->dec_hf, fat5__gw(m, y->ln_ca), td, (int)D, eps)) ||
+            (st = fat5__gpu_mm(ctx, FAT5__MM_NT, a->cq, 0, a->n_ca, fat5__gwa(m, y->cq), td, I, D, 1.0f, 0.0f)) ||
+            (st = fat5__gpu_mm(ctx, FAT5__MM_NT, a->ck, 0, g->enc_out, fat5__gwa(m, y->ck), te, I, D, 1.0f, 0.0f)) ||
+            (st = fat5__gpu_mm(ctx, FAT5__MM_NT, a->cv, 0, g->enc_out, fat5__gwa(m, y->cv), te, I, D, 1.0f, 0.0f)) ||
+            (st = fat5__gpu_attn_fwd(ctx, a->catt, a->clse, a->cq, a->ck, a->cv, 0, g->lut_causal, g->dec_cu, g->enc_cu,
+                                     g->dec_seq, td, (int)c->num_heads, (int)c->d_kv, FAT5__ATTN_CROSS,
+                                     (int)c->rel_buckets, (int)c->rel_max_distance)) ||
+            (st = fat5__gpu_mm(ctx, FAT5__MM_NT, g->dec_hf, 1, a->catt, fat5__gwa(m, y->co), td, D, I, 1.0f, 1.0f)) ||
+            (st = fat5__gpu_ffn_fwd(m, y, a, g->dec_hf, td)))
+            return st;
+    }
+    if ((st = fat5__gpu_rmsnorm_fwd(ctx, g->dec_out, g->dec_rsf, g->dec_hf, fat5__gw(m, m->dec_final_ln), td, (int)D, eps)))
+        return st;
+    // lm_head: the d_model^-0.5 of tied models is folded into the product
+    if ((st = fat5__gpu_mm(ctx, FAT5__MM_NT, g->logits, 1, g->dec_out, fat5__gwa(m, m->lm_head), td, V, D, head_scale, 0.0f)) ||
+        (st = fat5__gpu_xent_fwd(ctx, g->tok_lse, g->row_ce, g->row_z, g->logits, g->labels, td, (int)V,
+                                 (float)m->loss.z_loss, (float)m->loss.label_smoothing)) ||
+        (st = fat5__gpu_download(ctx, g->host_rows, g->row_ce, (size_t)td * 4)) ||
+        (st = fat5__gpu_download(ctx, g->host_rows + td, g->row_z, (size_t)td * 4)))
+        return st;
+    for (t = 0; t < td; t++) {
+        ce += g->host_rows[t];
+        zs += g->host_rows[td + t];
+    }
+    if (out) {
+        out->n_tokens = m->n_count;
+        out->ce = m->n_count ? ce / (double)m->n_count : 0.0;
+        out->loss = m->n_count ? (ce + zs) / (double)m->n_count : 0.0;
+    }
+    return FAT5_OK;
+}
+
+static fat5_status fat5__gpu_get_logits(fat5_model *m, float *dst, int64_t n) {
+    return fat5__gpu_download(m->ctx, dst, m->gm->logits, (size_t)n * 4);
+}
+
+// FFN backward: dh (fp32 [T,D]) holds the gradient after the sublayer and, on return, before it.
+static fat5_status fat5__gpu_ffn_bwd(fat5_model *m, const fat5__layer *y, const fat5__glayer *a, fat5__dptr dh,
+                                     int64_t T) {
+    fat5_ctx *ctx = m->ctx;
+    const fat5_model_config *c = &m->cfg;
+    struct fat5__gmodel *g = m->gm;
+    int64_t D = c->d_model, F = c->d_ff;
+    fat5_status st;
+    if ((st = fat5__gpu_to_act(ctx, g->dh_act, dh, (long long)(T * D))) ||
+        (st = fat5__gpu_mm(ctx, FAT5__MM_TN, fat5__gg(m, y->wo), 1, g->dh_act, a->ff_h, D, F, T, 1.0f, 1.0f)) ||
+        (st = fat5__gpu_mm(ctx, FAT5__MM_NN, g->dffh, 0, g->dh_act, fat5__gwa(m, y->wo), T, F, D, 1.0f, 0.0f)) ||
+        (st = fat5__gpu_act_bwd(ctx, g->da, c->gated ? g->dffh : 0, g->dffh, a->ff_a, a->ff_b, (long long)(T * F),
+                                (int)c->act)) ||
+        (st = fat5__gpu_mm(ctx, FAT5__MM_TN, fat5__gg(m, y->wi0), 1, g->da, a->n_ff, F, D, T, 1.0f, 1.0f)) ||
+        (st = fat5__gpu_mm(ctx, FAT5__MM_NN, g->dn, 1, g->da, fat5__gwa(m, y->wi0), T, D, F, 1.0f, 0.0f)))
+        return st;
+    if (c->gated &&
+        ((st = fat5__gpu_mm(ctx, FAT5__MM_TN, fat5__gg(m, y->wi1), 1, g->dffh, a->n_ff, F, D, T, 1.0f, 1.0f)) ||
+         (st = fat5__gpu_mm(ctx, FAT5__MM_NN, g->dn, 1, g->dffh, fat5__gwa(m, y->wi1), T, D, F, 1.0f, 1.0f))))
+        return st;
+    return fat5__gpu_rmsnorm_bwd(ctx, dh, fat5__gg(m, y->ln_ff), g->dn, a->h_ff, fat5__gw(m, y->ln_ff), a->rs_ff, T,
+                                 (int)D, 1, g->norm_scratch);
+}
+
+// Attention sublayer backward (self or cross). For cross-attention the key side is the encoder
+// output: its gradient is added to d_enc_out.
+static fat5_status fat5__gpu_attn_sub_bwd(fat5_model *m, const fat5__layer *y, const fat5__glayer *a, fat5__dptr dh,
+                                          int64_t T, int kind) {
+    fat5_ctx *ctx = m->ctx;
+    const fat5_model_config *c = &m->cfg;
+    struct fat5__gmodel *g = m->gm;
+    int cross = kind == FAT5__ATTN_CROSS;
+    int64_t D = c->d_model, I = c->num_heads * c->d_kv, Tk = cross ? m->te : T;
+    int H = (int)c->num_heads, dk = (int)c->d_kv;
+    int enc_side = kind == FAT5__ATTN_BIDIR;
+    fat5__dptr att = cross ? a->catt : a->att, lse = cross ? a->clse : a->lse, q = cross ? a->cq : a->q;
+    fat5__dptr k = cross ? a->ck : a->k, v = cross ? a->cv : a->v, nrm = cross ? a->n_ca : a->n_sa;
+    fat5__dptr hin = cross ? a->h_ca : a->h_sa, rs = cross ? a->rs_ca : a->rs_sa;
+    int wq = cross ? y->cq : y->q, wk = cross ? y->ck : y->k, wv = cross ? y->cv : y->v, wo = cross ? y->co : y->o;
+    int ln = cross ? y->ln_ca : y->ln_sa;
+    fat5__dptr bias = cross ? 0 : fat5__gw(m, y->rel), dbias = cross ? 0 : fat5__gg(m, y->rel);
+    fat5__dptr lut = kind == FAT5__ATTN_BIDIR ? g->lut_bidir : g->lut_causal;
+    fat5__dptr cu_q = enc_side ? g->enc_cu : g->dec_cu, cu_k = (enc_side || cross) ? g->enc_cu : g->dec_cu;
+    fat5__dptr q_seq = enc_side ? g->enc_seq : g->dec_seq, k_seq = (enc_side || cross) ? g->enc_seq : g->dec_seq;
+    fat5__dptr kv_src = cross ? g->enc_out : nrm;
+    fat5_status st;
+    if ((st = fat5__gpu_to_act(ctx, g->dh_act, dh, (long long)(T * D))) ||
+        (st = fat5__gpu_mm(ctx, FAT5__MM_TN, fat5__gg(m, wo), 1, g->dh_act, att, D, I, T, 1.0f, 1.0f)) ||
+        (st = fat5__gpu_mm(ctx, FAT5__MM_NN, g->datt, 0, g->dh_act, fat5__gwa(m, wo), T, I, D, 1.0f, 0.0f)) ||
+        (st = fat5__gpu_attn_bwd_delta(ctx, g->delta, att, g->datt, T, H, dk)) ||
+        (st = fat5__gpu_attn_bwd_dq(ctx, g->dq, dbias, g->datt, lse, g->delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, T, H,
+                                    dk, kind, (int)c->rel_buckets, (int)c->rel_max_distance)) ||
+        (st = fat5__gpu_attn_bwd_dkv(ctx, g->dk, g->dv, g->datt, lse, g->delta, q, k, v, bias, lut, cu_q, cu_k, k_seq,
+                                     Tk, H, dk, kind, (int)c->rel_buckets, (int)c->rel_max_distance)) ||
+        (st = fat5__gpu_mm(ctx, FAT5__MM_TN, fat5__gg(m, wq), 1, g->dq, nrm, I, D, T, 1.0f, 1.0f)) ||
+        (st = fat5__gpu_mm(ctx, FAT5__MM_TN, fat5__gg(m, wk), 1, g->dk, kv_src, I, D, Tk, 1.0f, 1.0f)) ||
+        (st = fat5__gpu_mm(ctx, FAT5__MM_TN, fat5__gg(m, wv), 1, g->dv, kv_src, I, D, Tk, 1.0f, 1.0f)) ||
+        (st = fat5__gpu_mm(ctx, FAT5__MM_NN, g->dn, 1, g->dq, fat5__gwa(m, wq), T, D, I, 1.0f, 0.0f)))
+        return st;
+    if (cross) {
+        if ((st = fat5__gpu_mm(ctx, FAT5__MM_NN, g->d_enc_out, 1, g->dk, fat5__gwa(m, wk), Tk, D, I, 1.0f, 1.0f)) ||
+            (st = fat5__gpu_mm(ctx, FAT5__MM_NN, g->d_enc_out, 1, g->dv, fat5__gwa(m, wv), Tk, D, I, 1.0f, 1.0f)))
+            return st;
+    } else {
+        if ((st = fat5__gpu_mm(ctx, FAT5__MM_NN, g->dn, 1, g->dk, fat5__gwa(m, wk), T, D, I, 1.0f, 1.0f)) ||
+            (st = fat5__gpu_mm(ctx, FAT5__MM_NN, g->dn, 1, g->dv, fat5__gwa(m, wv), T, D, I, 1.0f, 1.0f)))
+            return st;
+    }
+    return fat5__gpu_rmsnorm_bwd(ctx, dh, fat5__gg(m, ln), g->dn, hin, fat5__gw(m, ln), rs, T, (int)D, 1, g->norm_scratch);
+}
+
+static fat5_status fat5__gpu_backward(fat5_model *m, float grad_scale) {
+    fat5_ctx *ctx = m->ctx;
+    const fat5_model_config *c = &m->cfg;
+    struct fat5__gmodel *g = m->gm;
+    int64_t D = c->d_model, V = c->vocab_size, te = m->te, td = m->td, l;
+    float head_scale = c->scale_decoder_outputs ? (float)(1.0 / sqrt((double)D)) : 1.0f;
+    float scale = m->n_count ? grad_scale / (float)m->n_count : 0.0f;
+    fat5_status st;
+    if ((st = fat5__gpu_memset0(ctx, g->d_enc_out, (size_t)(te * D) * 4)) ||
+        (st = fat5__gpu_xent_bwd(ctx, g->dlogits, g->logits, g->tok_lse, g->labels, td, (int)V, (float)m->loss.z_loss,
+                                 (float)m->loss.label_smoothing, scale)) ||
+        (st = fat5__gpu_mm(ctx, FAT5__MM_TN, fat5__gg(m, m->lm_head), 1, g->dlogits, g->dec_out, V, D, td, head_scale, 1.0f)) ||
+        (st = fat5__gpu_mm(ctx, FAT5__MM_NN, g->dn, 1, g->dlogits, fat5__gwa(m, m->lm_head), td, D, V, head_scale, 0.0f)) ||
+        (st = fat5__gpu_rmsnorm_bwd(ctx, g->dh_dec, fat5__gg(m, m->dec_final_ln), g->dn, g->dec_hf,
+                                    fat5__gw(m, m->dec_final_ln), g->dec_rsf, td, (int)D, 0, g->norm_scratch)))
+        return st;
+    for (l = c->num_decoder_layers - 1; l >= 0; l--) {
+        const fat5__layer *y = &m->dec[l];
+        const fat5__glayer *a = &g->dec[l];
+        if ((st = fat5__gpu_ffn_bwd(m, y, a, g->dh_dec, td)) || (st = fat5__gpu_attn_sub_bwd(m, y, a, g->dh_dec, td, FAT5__ATTN_CROSS)) ||
+            (st = fat5__gpu_attn_sub_bwd(m, y, a, g->dh_dec, td, FAT5__ATTN_CAUSAL)))
+            return st;
+    }
+    if ((st = fat5__gpu_embed_bwd(ctx, fat5__gg(m, m->shared), g->dh_dec, g->dec_tok, td, (int)D)) ||
+        (st = fat5__gpu_rmsnorm_bwd(ctx, g->dh_enc, fat5__gg(m, m->enc_final_ln), g->d_enc_out, g->enc_hf,
+                                    fat5__gw(m, m->enc_final_ln), g->enc_rsf, te, (int)D, 0, g->norm_scratch)))
+        return st;
+    for (l = c->num_layers - 1; l >= 0; l--)
+        if ((st = fat5__gpu_ffn_bwd(m, &m->enc[l], &g->enc[l], g->dh_enc, te)) ||
+            (st = fat5__gpu_attn_sub_bwd(m, &m->enc[l], &g->enc[l], g->dh_enc, te, FAT5__ATTN_BIDIR)))
+            return st;
+    if ((st = fat5__gpu_embed_bwd(ctx, fat5__gg(m, m->shared), g->dh_enc, g->enc_tok, te, (int)D))) return st;
+    return fat5__gpu_sync(ctx);
+}
 #endif
 
 #ifdef __cplusplus

@@ -1242,7 +1242,33 @@ static void t_io_st_read_truncated_later(fat5_test *T) {
     free(v);
 }
 
-#define FAT5_TESTS_IO(X)                                                                           \
+// A document of millions of tiny values is refused at the tree-size bound, not by exhausting
+// memory (the shape of a hostile 100 MiB safetensors header).
+static void t_io_json_dom_cap(fat5_test *T) {
+    size_t n = 6u << 20, i;   // 6M zeros: 12 MiB of text, ~340 MiB of tree without the bound
+    char *s = (char *)malloc(2 * n + 2);
+    fat5__jdoc *d = NULL;
+    fat5_status st;
+    FAT5_REQUIRE(T, s != NULL);
+    s[0] = '[';
+    for (i = 0; i < n; i++) {
+        s[1 + 2 * i] = '0';
+        s[2 + 2 * i] = ',';
+    }
+    s[2 * n] = ']';
+    st = fat5__json_parse(fat5_test_ctx(T), "big", s, 2 * n + 1, 4, &d);
+    FAT5_CHECK(T, st == FAT5_ERR_FORMAT && d == NULL);
+    FAT5_CHECK(T, tio_err_has(T, "too large"));
+    fat5__json_free(fat5_test_ctx(T), d);
+    // a large but reasonable document still parses
+    s[2 * 100000] = ']';
+    st = fat5__json_parse(fat5_test_ctx(T), "ok", s, 2 * 100000 + 1, 4, &d);
+    FAT5_CHECK(T, st == FAT5_OK && d && fat5__json_root(d)->n == 100000);
+    fat5__json_free(fat5_test_ctx(T), d);
+    free(s);
+}
+
+#define FAT5_TESTS_IO(X) X(io_json_dom_cap)                                                        \
     X(io_json_valid) X(io_json_error_position) X(io_json_trailing_garbage) X(io_json_depth_limit)  \
     X(io_json_duplicate_key) X(io_json_bad_literal) X(io_json_control_char)                        \
     X(io_json_lone_surrogate) X(io_json_leading_zero) X(io_json_unterminated_string)               \

@@ -10,10 +10,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static int print_file(fat5_ctx *ctx, const char *path, int64_t *total) {
-    fat5_st_file *f = NULL;
+static void print_st(fat5_st_file *f, const char *path, int64_t *total) {
     int i, d;
-    if (fat5_st_open(ctx, path, &f) != FAT5_OK) return 1;
     printf("file %s: %d tensors\n", path, fat5_st_count(f));
     for (i = 0; i < fat5_st_metadata_count(f); i++) {
         const char *k, *v;
@@ -34,8 +32,31 @@ static int print_file(fat5_ctx *ctx, const char *path, int64_t *total) {
         *total += n;
         printf("  %-72s %-5s [%s]\n", t->name, fat5_st_dtype_name(t->dtype), shape);
     }
+}
+
+static int print_file(fat5_ctx *ctx, const char *path, int64_t *total) {
+    fat5_st_file *f = NULL;
+    if (fat5_st_open(ctx, path, &f) != FAT5_OK) return 1;
+    print_st(f, path, total);
     fat5_st_close(f);
     return 0;
+}
+
+// every shard of a model.safetensors.index.json
+static int print_shards(fat5_ctx *ctx, const char *dir, int64_t *total) {
+    fat5__ckpt k;
+    char p[4200];
+    int i, rc = 0;
+    memset(&k, 0, sizeof k);
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
+    if (fat5__ckpt_open_index(ctx, &k, dir, p) != FAT5_OK) rc = 1;
+    for (i = 0; i < k.n_files && !rc; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "shard %d of %d", i + 1, k.n_files);
+        print_st(k.files[i], name, total);
+    }
+    fat5__ckpt_close(ctx, &k);
+    return rc;
 }
 
 int main(int argc, char **argv) {
@@ -88,6 +109,7 @@ int main(int argc, char **argv) {
             char p[4200];
             snprintf(p, sizeof p, "%s/model.safetensors", argv[1]);
             if (stat(p, &st) == 0) rc = print_file(ctx, p, &total);
+            else rc = print_shards(ctx, argv[1], &total);
         }
     } else {
         rc = print_file(ctx, argv[1], &total);

@@ -1,0 +1,99 @@
+// kernels/00_common.cu — helpers shared by every kernel file: bf16 conversion, the activation
+// type, warp and block reductions.
+//
+// All kernels/*.cu files are joined, in sorted file-name order, into ONE NVRTC program (each file
+// preceded by `#line 1 "kernels/<file>"`). This file's name sorts first so that everything below
+// is defined before any other file uses it; nothing here is defined anywhere else.
+//
+// The program is compiled twice over: -DFAT5_ACT_BF16=1 for a bf16 context (activations carried
+// as bf16 bits in `unsigned short`) and -DFAT5_ACT_BF16=0 for an fp32 context. No toolkit header
+// is included; bf16 is handled as raw bits. Arithmetic is fp32 everywhere.
+//
+// Conventions of the kernel files: every entry point is extern "C" __global__ and named
+// fat5_<op> (the host's FAT5__KERNELS list); a comment above each gives its arguments and its CPU
+// twin in wip/ops.inc.h; element counts and any index that can pass 2^31 are `long long`; block
+// sizes are multiples of 32 (the reductions below rely on whole warps).
+
+#ifndef FAT5_ACT_BF16
+#error "compile with -DFAT5_ACT_BF16=0 (fp32 activations) or -DFAT5_ACT_BF16=1 (bf16 activations)"
+#endif
+
+// bf16 bits -> float: exact (every bf16 value is a float).
+__device__ __forceinline__ float fat5_bf16_to_f32(unsigned short h)
+{
+    return __uint_as_float(((unsigned int)h) << 16);
+}
+
+// float -> bf16 bits, round to nearest, ties to even. NaN stays NaN (quiet, sign kept); +-Inf stays
+// +-Inf; finite values too large for bf16 round to +-Inf, as in IEEE-754 RNE.
+// (Named _rne so that it is not confused with the kernel fat5_f32_to_bf16 in util.cu.)
+__device__ __forceinline__ unsigned short fat5_f32_to_bf16_rne(float f)
+{
+    unsigned int u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)              // NaN: rounding could carry into Inf,
+        return (unsigned short)((u >> 16) | 0x0040u);  // so truncate and set the quiet bit
+    u += 0x7fffu + ((u >> 16) & 1u);                  // RNE: below half rounds down, above up,
+    return (unsigned short)(u >> 16);                  // a tie goes to the even (lsb 0) result
+}
+
+// The activation dtype: what the matmuls read and write (q, k, v, attention output, FFN hidden,
+// normalised rows, logit gradients). fat5_ld widens to float (exact); fat5_st rounds (RNE).
+#if FAT5_ACT_BF16
+typedef unsigned short act_t;
+__device__ __forceinline__ float fat5_ld(act_t x) { return fat5_bf16_to_f32(x); }
+__device__ __forceinline__ act_t fat5_st(float x) { return fat5_f32_to_bf16_rne(x); }
+#else
+typedef float act_t;
+__device__ __forceinline__ float fat5_ld(act_t x) { return x; }
+__device__ __forceinline__ act_t fat5_st(float x) { return x; }
+#endif
+
+#define FAT5_FULL_MASK 0xffffffffu
+
+// Sum / max over the 32 lanes of a warp; every lane gets the result. All 32 lanes must call.
+// The butterfly order is fixed, so results are deterministic.
+__device__ __forceinline__ float fat5_warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FAT5_FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float fat5_warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FAT5_FULL_MASK, v, o));
+    return v;
+}
+
+// Sum over a 1-D block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
+// `red` is a __shared__ float[32] scratch; it may be reused by the next call right away (the
+// leading barrier protects it). Every thread of the block must call. Fixed order: deterministic.
+__device__ __forceinline__ float fat5_block_sum(float v, float *red)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    v = fat5_warp_sum(v);
+    __syncthreads();
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    v = lane < nwarps ? red[lane] : 0.0f;
+    return fat5_warp_sum(v);
+}
+
+// Bytes of dynamic shared memory this launch was given (the launcher's `smem`). Kernels whose
+// shared caches are optional check it, so the launcher alone decides whether a cache fits.
+__device__ __forceinline__ unsigned int fat5_dyn_smem_bytes(void)
+{
+    unsigned int r;
+    asm volatile("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
+    return r;
+}
+
+// Dynamic shared memory of every kernel that uses it (declared once for the whole program; 16-byte
+// aligned, so float4 views of it are valid).
+extern __shared__ float4 fat5_smem[];
+
+// +infinity and the largest finite float (no <math.h> or <float.h> in NVRTC programs).
+#define FAT5_INF __int_as_float(0x7f800000)
+#define FAT5_FLT_MAX 3.402823466e38f
+
+// Ceiling division for non-negative ints.
+__device__ __forceinline__ int fat5_cdiv(int a, int b) { return (a + b - 1) / b; }

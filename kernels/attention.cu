@@ -1,0 +1,475 @@
+// kernels/attention.cu — T5 attention over packed variable-length sequences: forward and the three
+// backward kernels (delta, dq + bias-table gradient, dk/dv).
+//
+// Simple, exact-arithmetic version (a tiled tensor-core kernel is a later issue): one warp per
+// (token, head), fp32 throughout, online softmax in the forward.
+//   - Scores: lanes over keys (or queries in dk/dv): lane l takes keys l, l+32, ...; each computes
+//     its full dot product against the warp's own row, which is cached as fp32 in shared memory
+//     (a broadcast read), reading its key row with vector loads when dk and alignment allow.
+//   - Outputs: lanes over dims (d = lane + 32 r, r < R, dk <= 32 R), so each key's value row is read
+//     coalesced while p (or ds) is broadcast from the lane that computed it with a shuffle.
+//   - A block holds W = blockDim.x / 32 warps of one head (blockIdx.y = head) on consecutive
+//     tokens (grid-stride over tokens in x), so the bias column [nb] of the head and the bucket
+//     lookup table are cached in shared memory once per block when the launcher gave room for them
+//     (else read from global memory). Any W works; the launcher uses 4.
+// The lookup table must hold lut[n] = fat5__rel_bucket(-n, kind == 1, nb, md) for n < md; this
+// equals fat5__rel_bucket everywhere when md >= the exact-bucket count (nb/4 bidirectional, nb/2
+// causal), as in every T5 configuration.
+//
+// Layout: q, k, v, o, dout rows have stride H*dk; head h is columns h*dk .. h*dk+dk-1.
+// Sequences: cu_q / cu_k [n_seq+1] offsets; q_seq[t] (k_seq[j]) = sequence of query t (key j).
+// Positions are relative to the sequence starts; rel = key position - query position.
+// kind 0 cross (no bias, every key of the sequence), 1 bidirectional, 2 causal (keys j <= i).
+// No 1/sqrt(dk) scale (T5). bias is [nb, H] fp32 (NULL: no bias, e.g. cross-attention).
+// lut[n] (n < max_distance) is the host-computed bucket of distance n (fat5__rel_bucket), so the
+// GPU and CPU agree bit for bit:
+//   kind 1: n = |rel|,         bucket = (n < md ? lut[n] : nb/2 - 1) + (rel > 0 ? nb/2 : 0)
+//   else:   n = max(-rel, 0),  bucket = n < md ? lut[n] : nb - 1
+// A query with no keys gets o = 0 and lse = -inf (cannot happen in valid batches).
+
+#define FAT5_ATTN_MAX_DK 256
+
+__device__ __forceinline__ int fat5_attn_bucket(int rel, int kind, const int *lut, int nb, int md)
+{
+    if (kind == 1) {
+        const int n = rel < 0 ? -rel : rel;
+        return (n < md ? lut[n] : nb / 2 - 1) + (rel > 0 ? nb / 2 : 0);
+    }
+    const int n = rel < 0 ? -rel : 0;
+    return n < md ? lut[n] : nb - 1;
+}
+
+// Width (elements) of the vector loads usable for rows of dk act_t elements starting at multiples
+// of dk elements from the given base pointers: 8 or 4 (bf16) / 4 or 2 (fp32), else 1.
+__device__ __forceinline__ int fat5_attn_vec_width(int dk, const void *p0, const void *p1)
+{
+    const unsigned long long a = (unsigned long long)p0 | (unsigned long long)p1;
+#if FAT5_ACT_BF16
+    if ((dk & 7) == 0 && (a & 15) == 0) return 8;
+    if ((dk & 3) == 0 && (a & 7) == 0) return 4;
+#else
+    if ((dk & 3) == 0 && (a & 15) == 0) return 4;
+    if ((dk & 1) == 0 && (a & 7) == 0) return 2;
+#endif
+    return 1;
+}
+
+#if FAT5_ACT_BF16
+__device__ __forceinline__ float fat5_bf16_lo(unsigned int u) { return __uint_as_float(u << 16); }
+__device__ __forceinline__ float fat5_bf16_hi(unsigned int u) { return __uint_as_float(u & 0xffff0000u); }
+#endif
+
+// sum over d < dk of s[d] * row[d]: s is fp32 in shared memory (16-byte aligned when vw > 1: its
+// offset is a multiple of dk floats), row is act_t in global memory; vw from fat5_attn_vec_width.
+__device__ __forceinline__ float fat5_attn_dot(const float *s, const act_t *row, int dk, int vw)
+{
+    float a0 = 0.0f, a1 = 0.0f;
+#if FAT5_ACT_BF16
+    if (vw == 8) {
+        const uint4 *r8 = (const uint4 *)row;
+        const float4 *s4 = (const float4 *)s;
+        for (int c = 0; c < (dk >> 3); c++) {
+            const uint4 u = r8[c];
+            const float4 x = s4[2 * c], y = s4[2 * c + 1];
+            a0 = fmaf(x.x, fat5_bf16_lo(u.x), a0);
+            a1 = fmaf(x.y, fat5_bf16_hi(u.x), a1);
+            a0 = fmaf(x.z, fat5_bf16_lo(u.y), a0);
+            a1 = fmaf(x.w, fat5_bf16_hi(u.y), a1);
+            a0 = fmaf(y.x, fat5_bf16_lo(u.z), a0);
+            a1 = fmaf(y.y, fat5_bf16_hi(u.z), a1);
+            a0 = fmaf(y.z, fat5_bf16_lo(u.w), a0);
+            a1 = fmaf(y.w, fat5_bf16_hi(u.w), a1);
+        }
+        return a0 + a1;
+    }
+    if (vw == 4) {
+        const uint2 *r4 = (const uint2 *)row;
+        const float4 *s4 = (const float4 *)s;
+        for (int c = 0; c < (dk >> 2); c++) {
+            const uint2 u = r4[c];
+            const float4 x = s4[c];
+            a0 = fmaf(x.x, fat5_bf16_lo(u.x), a0);
+            a1 = fmaf(x.y, fat5_bf16_hi(u.x), a1);
+            a0 = fmaf(x.z, fat5_bf16_lo(u.y), a0);
+            a1 = fmaf(x.w, fat5_bf16_hi(u.y), a1);
+        }
+        return a0 + a1;
+    }
+#else
+    if (vw == 4) {
+        const float4 *r4 = (const float4 *)row;
+        const float4 *s4 = (const float4 *)s;
+        for (int c = 0; c < (dk >> 2); c++) {
+            const float4 u = r4[c], x = s4[c];
+            a0 = fmaf(x.x, u.x, a0);
+            a1 = fmaf(x.y, u.y, a1);
+            a0 = fmaf(x.z, u.z, a0);
+            a1 = fmaf(x.w, u.w, a1);
+        }
+        return a0 + a1;
+    }
+    if (vw == 2) {
+        const float2 *r2 = (const float2 *)row;
+        const float2 *s2 = (const float2 *)s;
+        for (int c = 0; c < (dk >> 1); c++) {
+            const float2 u = r2[c], x = s2[c];
+            a0 = fmaf(x.x, u.x, a0);
+            a1 = fmaf(x.y, u.y, a1);
+        }
+        return a0 + a1;
+    }
+#endif
+    for (int d = 0; d < dk; d++) a0 = fmaf(s[d], fat5_ld(row[d]), a0);
+    return a0;
+}
+
+// Bias column and bucket table of head h: shared-memory copies when the launch has room for them
+// after `base_bytes` of per-warp rows (layout: [nb] floats, then [md] ints, then `extra` more floats),
+// else the global arrays. Every thread of the block must call (it may synchronise the block).
+struct fat5_attn_tables {
+    const float *bias;  // bias of bucket b is bias[b * bstride]
+    int bstride;
+    const int *lut;
+    float *extra;       // the `extra` floats after the tables (NULL when not cached)
+};
+
+__device__ __forceinline__ fat5_attn_tables fat5_attn_load_tables(const float *bias, const int *lut, int h, int H,
+                                                                  int nb, int md, int base_floats, int extra)
+{
+    fat5_attn_tables t;
+    t.bias = bias ? bias + h : 0;
+    t.bstride = H;
+    t.lut = lut;
+    t.extra = 0;
+    if (bias && 4LL * ((long long)base_floats + nb + md + extra) <= (long long)fat5_dyn_smem_bytes()) {
+        float *sb = (float *)fat5_smem + base_floats;
+        int *sl = (int *)(sb + nb);
+        for (int b = threadIdx.x; b < nb; b += blockDim.x) sb[b] = bias[(long long)b * H + h];
+        for (int n = threadIdx.x; n < md; n += blockDim.x) sl[n] = lut[n];
+        t.bias = sb;
+        t.bstride = 1;
+        t.lut = sl;
+        t.extra = (float *)(sl + md);
+        for (int b = threadIdx.x; b < extra; b += blockDim.x) t.extra[b] = 0.0f;
+        __syncthreads();
+    }
+    return t;
+}
+
+// ----- forward -----------------------------------------------------------------------------------
+
+template <int R>
+__device__ __forceinline__ void fat5_attn_fwd_impl(act_t *o, float *lse, const act_t *q, const act_t *k,
+                                                   const act_t *v, const float *bias, const int *lut,
+                                                   const int *cu_q, const int *cu_k, const int *q_seq, long long Tq,
+                                                   int H, int dk, int kind, int nb, int md)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    const int h = blockIdx.y;
+    const long long ld = (long long)H * dk;
+    const fat5_attn_tables tab = fat5_attn_load_tables(bias, lut, h, H, nb, md, nwarps * dk, 0);
+    float *sq = (float *)fat5_smem + warp * dk;
+    const int vw = fat5_attn_vec_width(dk, k, k);
+    for (long long t = (long long)blockIdx.x * nwarps + warp; t < Tq; t += (long long)gridDim.x * nwarps) {
+        const int s = q_seq[t], q0 = cu_q[s], k0 = cu_k[s], nk = cu_k[s + 1] - k0;
+        const int i = (int)(t - q0);
+        const int nkeys = kind == 2 ? min(i + 1, nk) : nk;
+        const act_t *qrow = q + t * ld + (long long)h * dk;
+        const act_t *kbase = k + (long long)k0 * ld + (long long)h * dk;
+        const act_t *vbase = v + (long long)k0 * ld + (long long)h * dk;
+        float acc[R];
+        float m = -FAT5_INF, lsum = 0.0f;
+        for (int d = lane; d < dk; d += 32) sq[d] = fat5_ld(qrow[d]);
+#pragma unroll
+        for (int r = 0; r < R; r++) acc[r] = 0.0f;
+        __syncwarp();
+        for (int jb = 0; jb < nkeys; jb += 32) {
+            const int j = jb + lane;
+            float sc = -FAT5_INF;
+            if (j < nkeys) {
+                sc = fat5_attn_dot(sq, kbase + (long long)j * ld, dk, vw);
+                if (tab.bias) sc += tab.bias[fat5_attn_bucket(j - i, kind, tab.lut, nb, md) * tab.bstride];
+            }
+            const float mnew = fmaxf(m, fat5_warp_max(sc));  // finite: key jb is valid
+            const float corr = expf(m - mnew);                // 0 on the first chunk
+            const float p = j < nkeys ? expf(sc - mnew) : 0.0f;
+            lsum = lsum * corr + p;                           // per lane; summed at the end
+#pragma unroll
+            for (int r = 0; r < R; r++) acc[r] *= corr;
+            const int cnt = min(32, nkeys - jb);
+            for (int jj = 0; jj < cnt; jj++) {
+                const float pj = __shfl_sync(FAT5_FULL_MASK, p, jj);
+                const act_t *vrow = vbase + (long long)(jb + jj) * ld;
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    const int d = lane + 32 * r;
+                    if (d < dk) acc[r] = fmaf(pj, fat5_ld(vrow[d]), acc[r]);
+                }
+            }
+            m = mnew;
+        }
+        lsum = fat5_warp_sum(lsum);
+        act_t *orow = o + t * ld + (long long)h * dk;
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const int d = lane + 32 * r;
+            if (d < dk) orow[d] = fat5_st(nkeys ? acc[r] / lsum : 0.0f);
+        }
+        if (lane == 0) lse[t * H + h] = nkeys ? m + logf(lsum) : -FAT5_INF;
+        __syncwarp();  // sq is rewritten by the next token
+    }
+}
+
+// fat5_attn_fwd(act_t *o[Tq,H*dk], float *lse[Tq,H], const act_t *q[Tq,H*dk], const act_t *k[Tk,H*dk],
+// const act_t *v[Tk,H*dk], const float *bias[nb,H] or NULL, const int *lut[max_distance],
+// const int *cu_q, const int *cu_k, const int *q_seq[Tq], long long Tq, int H, int dk, int kind,
+// int nb, int max_distance): o = softmax(q k^T + bias) v, lse = log sum exp of the scores.
+// Grid (token blocks, H); block 32 * W threads (W warps, one token each); dynamic shared memory
+// W*dk floats, plus (nb + max_distance) * 4 bytes to cache the tables. CPU twin: fat5__cpu_attn_fwd.
+extern "C" __global__ void fat5_attn_fwd(act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v,
+                                         const float *bias, const int *lut, const int *cu_q, const int *cu_k,
+                                         const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
+                                         int max_distance)
+{
+    if (dk <= 32)
+        fat5_attn_fwd_impl<1>(o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
+    else if (dk <= 64)
+        fat5_attn_fwd_impl<2>(o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
+    else if (dk <= 128)
+        fat5_attn_fwd_impl<4>(o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
+    else if (dk <= FAT5_ATTN_MAX_DK)
+        fat5_attn_fwd_impl<8>(o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
+}
+
+// ----- backward ----------------------------------------------------------------------------------
+
+// fat5_attn_bwd_delta(float *delta[Tq,H], const act_t *o[Tq,H*dk], const act_t *dout[Tq,H*dk],
+// long long Tq, int H, int dk): delta[t*H+h] = sum_d dout[t,h,d] o[t,h,d]. One warp per (t, h)
+// row (row t*H+h starts at element (t*H+h)*dk), lanes over d, grid-stride over rows.
+extern "C" __global__ void fat5_attn_bwd_delta(float *delta, const act_t *o, const act_t *dout, long long Tq, int H,
+                                               int dk)
+{
+    const int lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
+    const long long rows = Tq * H;
+    for (long long row = (long long)blockIdx.x * nwarps + (threadIdx.x >> 5); row < rows;
+         row += (long long)gridDim.x * nwarps) {
+        const act_t *a = o + row * dk, *b = dout + row * dk;
+        float s = 0.0f;
+        for (int d = lane; d < dk; d += 32) s = fmaf(fat5_ld(a[d]), fat5_ld(b[d]), s);
+        s = fat5_warp_sum(s);
+        if (lane == 0) delta[row] = s;
+    }
+}
+
+// Adds ds to the bias gradient of bucket b (head h): into the block's shared accumulator when
+// there is one, else straight into the global table.
+__device__ __forceinline__ void fat5_attn_dbias_add(float *sdb, float *dbias, int b, int h, int H, float ds)
+{
+    if (sdb)
+        atomicAdd(sdb + b, ds);
+    else
+        atomicAdd(dbias + (long long)b * H + h, ds);
+}
+
+template <int R>
+__device__ __forceinline__ void fat5_attn_bwd_dq_impl(act_t *dq, float *dbias, const act_t *dout, const float *lse,
+                                                      const float *delta, const act_t *q, const act_t *k,
+                                                      const act_t *v, const float *bias, const int *lut,
+                                                      const int *cu_q, const int *cu_k, const int *q_seq,
+                                                      long long Tq, int H, int dk, int kind, int nb, int md)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    const int h = blockIdx.y;
+    const long long ld = (long long)H * dk;
+    const fat5_attn_tables tab = fat5_attn_load_tables(bias, lut, h, H, nb, md, 2 * nwarps * dk, dbias ? nb : 0);
+    float *sdb = dbias ? tab.extra : 0;  // shared dbias accumulator of head h, or NULL
+    const int need_bucket = tab.bias != 0 || dbias != 0;
+    float *sq = (float *)fat5_smem + warp * dk;
+    float *sdo = (float *)fat5_smem + (nwarps + warp) * dk;
+    const int vw = fat5_attn_vec_width(dk, k, v);
+    for (long long t = (long long)blockIdx.x * nwarps + warp; t < Tq; t += (long long)gridDim.x * nwarps) {
+        const int s = q_seq[t], q0 = cu_q[s], k0 = cu_k[s], nk = cu_k[s + 1] - k0;
+        const int i = (int)(t - q0);
+        const int nkeys = kind == 2 ? min(i + 1, nk) : nk;
+        const long long off = t * ld + (long long)h * dk;
+        const act_t *kbase = k + (long long)k0 * ld + (long long)h * dk;
+        const act_t *vbase = v + (long long)k0 * ld + (long long)h * dk;
+        const float L = lse[t * H + h], dl = delta[t * H + h];
+        float acc[R];
+        int run_b = -1;      // this lane's current bucket run and its ds sum (keys j, j+32, ...
+        float run_s = 0.0f;  // of one query mostly share a bucket once far away)
+        for (int d = lane; d < dk; d += 32) {
+            sq[d] = fat5_ld(q[off + d]);
+            sdo[d] = fat5_ld(dout[off + d]);
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) acc[r] = 0.0f;
+        __syncwarp();
+        for (int jb = 0; jb < nkeys; jb += 32) {
+            const int j = jb + lane;
+            float ds = 0.0f;
+            if (j < nkeys) {
+                const int b = need_bucket ? fat5_attn_bucket(j - i, kind, tab.lut, nb, md) : 0;
+                float sc = fat5_attn_dot(sq, kbase + (long long)j * ld, dk, vw);
+                if (tab.bias) sc += tab.bias[b * tab.bstride];
+                const float p = expf(sc - L);
+                const float dp = fat5_attn_dot(sdo, vbase + (long long)j * ld, dk, vw);
+                ds = p * (dp - dl);
+                if (dbias) {
+                    if (b != run_b) {
+                        if (run_b >= 0) fat5_attn_dbias_add(sdb, dbias, run_b, h, H, run_s);
+                        run_b = b;
+                        run_s = 0.0f;
+                    }
+                    run_s += ds;
+                }
+            }
+            const int cnt = min(32, nkeys - jb);
+            for (int jj = 0; jj < cnt; jj++) {
+                const float dsj = __shfl_sync(FAT5_FULL_MASK, ds, jj);
+                const act_t *krow = kbase + (long long)(jb + jj) * ld;
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    const int d = lane + 32 * r;
+                    if (d < dk) acc[r] = fmaf(dsj, fat5_ld(krow[d]), acc[r]);
+                }
+            }
+        }
+        if (run_b >= 0) fat5_attn_dbias_add(sdb, dbias, run_b, h, H, run_s);
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const int d = lane + 32 * r;
+            if (d < dk) dq[off + d] = fat5_st(acc[r]);
+        }
+        __syncwarp();  // sq, sdo are rewritten by the next token
+    }
+    if (sdb) {
+        __syncthreads();
+        for (int b = threadIdx.x; b < nb; b += blockDim.x)
+            if (sdb[b] != 0.0f) atomicAdd(dbias + (long long)b * H + h, sdb[b]);
+    }
+}
+
+// fat5_attn_bwd_dq(act_t *dq[Tq,H*dk], float *dbias[nb,H] or NULL, const act_t *dout[Tq,H*dk],
+// const float *lse[Tq,H], const float *delta[Tq,H], q, k, v, bias, lut, cu_q, cu_k, q_seq, long long Tq,
+// int H, int dk, int kind, int nb, int max_distance): with p = exp(s - lse), ds = p (dout.v - delta):
+// dq = sum_j ds k_j (written) and dbias[bucket, h] += ds (accumulated: per-lane runs of equal
+// buckets, then the block's shared accumulator, then one atomicAdd per bucket and block).
+// Grid (token blocks, H); block 32 * W; dynamic shared memory 2*W*dk floats (+ (nb + max_distance
+// + (dbias ? nb : 0)) * 4 bytes for the tables and the accumulator). CPU twin: fat5__cpu_attn_bwd.
+extern "C" __global__ void fat5_attn_bwd_dq(act_t *dq, float *dbias, const act_t *dout, const float *lse,
+                                            const float *delta, const act_t *q, const act_t *k, const act_t *v,
+                                            const float *bias, const int *lut, const int *cu_q, const int *cu_k,
+                                            const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
+                                            int max_distance)
+{
+    if (dk <= 32)
+        fat5_attn_bwd_dq_impl<1>(dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind,
+                                 nb, max_distance);
+    else if (dk <= 64)
+        fat5_attn_bwd_dq_impl<2>(dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind,
+                                 nb, max_distance);
+    else if (dk <= 128)
+        fat5_attn_bwd_dq_impl<4>(dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind,
+                                 nb, max_distance);
+    else if (dk <= FAT5_ATTN_MAX_DK)
+        fat5_attn_bwd_dq_impl<8>(dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind,
+                                 nb, max_distance);
+}
+
+template <int R>
+__device__ __forceinline__ void fat5_attn_bwd_dkv_impl(act_t *dk_, act_t *dv, const act_t *dout, const float *lse,
+                                                       const float *delta, const act_t *q, const act_t *k,
+                                                       const act_t *v, const float *bias, const int *lut,
+                                                       const int *cu_q, const int *cu_k, const int *k_seq,
+                                                       long long Tk, int H, int dk, int kind, int nb, int md)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    const int h = blockIdx.y;
+    const long long ld = (long long)H * dk;
+    const fat5_attn_tables tab = fat5_attn_load_tables(bias, lut, h, H, nb, md, 2 * nwarps * dk, 0);
+    float *sk = (float *)fat5_smem + warp * dk;
+    float *sv = (float *)fat5_smem + (nwarps + warp) * dk;
+    const int vw = fat5_attn_vec_width(dk, q, dout);
+    for (long long u = (long long)blockIdx.x * nwarps + warp; u < Tk; u += (long long)gridDim.x * nwarps) {
+        const int s = k_seq[u], k0 = cu_k[s], q0 = cu_q[s], nq = cu_q[s + 1] - q0;
+        const int j = (int)(u - k0);
+        const int i0 = kind == 2 ? j : 0;  // causal: key j is seen by queries i >= j
+        const long long off = u * ld + (long long)h * dk;
+        const act_t *qbase = q + (long long)q0 * ld + (long long)h * dk;
+        const act_t *dobase = dout + (long long)q0 * ld + (long long)h * dk;
+        const float *lse_s = lse + (long long)q0 * H + h, *delta_s = delta + (long long)q0 * H + h;
+        float acck[R], accv[R];
+        for (int d = lane; d < dk; d += 32) {
+            sk[d] = fat5_ld(k[off + d]);
+            sv[d] = fat5_ld(v[off + d]);
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            acck[r] = 0.0f;
+            accv[r] = 0.0f;
+        }
+        __syncwarp();
+        for (int ib = i0; ib < nq; ib += 32) {
+            const int i = ib + lane;
+            float p = 0.0f, ds = 0.0f;
+            if (i < nq) {
+                float sc = fat5_attn_dot(sk, qbase + (long long)i * ld, dk, vw);
+                if (tab.bias) sc += tab.bias[fat5_attn_bucket(j - i, kind, tab.lut, nb, md) * tab.bstride];
+                p = expf(sc - lse_s[(long long)i * H]);
+                const float dp = fat5_attn_dot(sv, dobase + (long long)i * ld, dk, vw);
+                ds = p * (dp - delta_s[(long long)i * H]);
+            }
+            const int cnt = min(32, nq - ib);
+            for (int ii = 0; ii < cnt; ii++) {
+                const float pi = __shfl_sync(FAT5_FULL_MASK, p, ii);
+                const float dsi = __shfl_sync(FAT5_FULL_MASK, ds, ii);
+                const act_t *qrow = qbase + (long long)(ib + ii) * ld;
+                const act_t *dorow = dobase + (long long)(ib + ii) * ld;
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    const int d = lane + 32 * r;
+                    if (d < dk) {
+                        accv[r] = fmaf(pi, fat5_ld(dorow[d]), accv[r]);
+                        acck[r] = fmaf(dsi, fat5_ld(qrow[d]), acck[r]);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const int d = lane + 32 * r;
+            if (d < dk) {
+                dk_[off + d] = fat5_st(acck[r]);
+                dv[off + d] = fat5_st(accv[r]);
+            }
+        }
+        __syncwarp();  // sk, sv are rewritten by the next key
+    }
+}
+
+// fat5_attn_bwd_dkv(act_t *dk[Tk,H*dk], act_t *dv[Tk,H*dk], const act_t *dout[Tq,H*dk],
+// const float *lse[Tq,H], const float *delta[Tq,H], q, k, v, bias, lut, cu_q, cu_k, k_seq[Tk],
+// long long Tk, int H, int dk, int kind, int nb, int max_distance): one warp per (key, head), lanes
+// over the queries that see the key: dv = sum_i p dout_i, dk = sum_i ds q_i (both written).
+// Grid (key blocks, H); block 32 * W; dynamic shared memory 2*W*dk floats (+ (nb + max_distance)
+// * 4 bytes for the tables). CPU twin: fat5__cpu_attn_bwd.
+extern "C" __global__ void fat5_attn_bwd_dkv(act_t *dk_, act_t *dv, const act_t *dout, const float *lse,
+                                             const float *delta, const act_t *q, const act_t *k, const act_t *v,
+                                             const float *bias, const int *lut, const int *cu_q, const int *cu_k,
+                                             const int *k_seq, long long Tk, int H, int dk, int kind, int nb,
+                                             int max_distance)
+{
+    if (dk <= 32)
+        fat5_attn_bwd_dkv_impl<1>(dk_, dv, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, k_seq, Tk, H, dk, kind, nb,
+                                  max_distance);
+    else if (dk <= 64)
+        fat5_attn_bwd_dkv_impl<2>(dk_, dv, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, k_seq, Tk, H, dk, kind, nb,
+                                  max_distance);
+    else if (dk <= 128)
+        fat5_attn_bwd_dkv_impl<4>(dk_, dv, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, k_seq, Tk, H, dk, kind, nb,
+                                  max_distance);
+    else if (dk <= FAT5_ATTN_MAX_DK)
+        fat5_attn_bwd_dkv_impl<8>(dk_, dv, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, k_seq, Tk, H, dk, kind, nb,
+                                  max_distance);
+}

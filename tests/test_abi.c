@@ -1,0 +1,177 @@
+// test_abi.c — checks fat5.h's mirrors of the CUDA driver, NVRTC and cuBLAS declarations against
+// the real headers. Built only where the toolkit headers exist:
+//     cc -std=c99 -I/usr/local/cuda/include tests/test_abi.c -ldl && ./a.out
+// Compile-time checks (a mismatch does not compile):
+//   - every mirrored constant equals the header's (negative array size otherwise);
+//   - every mirrored type has the header type's size;
+//   - every entry point fat5 loads is assigned, as the header declares it, to a variable of fat5's
+//     function-pointer type (miniaudio style), with incompatible pointer types made an error, so
+//     the whole prototype is checked — through the header's renaming macros, so cuMemAlloc is
+//     checked as the cuMemAlloc_v2 it stands for.
+// Run-time checks: the symbol name fat5 passes to dlsym equals the name the header maps the API to
+// (two-level stringification of the macro), and, where a library can be opened here, it exports it.
+// Prints one line per group and "abi: N constants, M prototypes checked"; returns 0 when all pass.
+
+// fat5's opaque handle tags become the vendor's, so that handle parameters compare exactly (the
+// tags carry no ABI: all are pointers to incomplete structs).
+#define fat5__CUctx_st CUctx_st
+#define fat5__CUmod_st CUmod_st
+#define fat5__CUfunc_st CUfunc_st
+#define fat5__CUstream_st CUstream_st
+#define fat5__nvrtcProgram_st _nvrtcProgram
+#define fat5__cublasContext cublasContext
+
+#define FAT5_IMPLEMENTATION
+#include "../fat5.h"
+
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic"  // the vendor headers use C11 anonymous unions
+#endif
+#include <cuda.h>
+#include <nvrtc.h>
+#include <cublas_v2.h>
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#pragma GCC diagnostic error "-Wincompatible-pointer-types"
+#endif
+#if defined(__clang__)
+#pragma clang diagnostic error "-Wincompatible-function-pointer-types"
+#endif
+
+#define ABI_STR2(x) #x
+#define ABI_STR(x) ABI_STR2(x)
+#define ABI_ASSERT(tag, cond) typedef char abi_assert_##tag[(cond) ? 1 : -1]
+
+// ---- constants: compile time, and counted / printed at run time ----
+#define ABI_CONSTANTS(X)                                                                           \
+    X(CUDA_SUCCESS)                                                                                \
+    X(CUDA_ERROR_OUT_OF_MEMORY)                                                                    \
+    X(CUDA_ERROR_STUB_LIBRARY)                                                                     \
+    X(CUDA_ERROR_NOT_FOUND)                                                                        \
+    X(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)                                                    \
+    X(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)                                                \
+    X(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)                                                \
+    X(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)                                       \
+    X(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)                                             \
+    X(CU_STREAM_NON_BLOCKING)                                                                      \
+    X(CU_JIT_ERROR_LOG_BUFFER)                                                                     \
+    X(CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)                                                          \
+    X(NVRTC_SUCCESS)                                                                               \
+    X(CUBLAS_STATUS_SUCCESS)                                                                       \
+    X(CUBLAS_OP_N)                                                                                 \
+    X(CUBLAS_OP_T)                                                                                 \
+    X(CUDA_R_32F)                                                                                  \
+    X(CUDA_R_16BF)                                                                                 \
+    X(CUBLAS_COMPUTE_32F)                                                                          \
+    X(CUBLAS_GEMM_DEFAULT)                                                                         \
+    X(CUBLAS_DEFAULT_MATH)                                                                         \
+    X(CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)
+
+#define ABI_CONST_ASSERT(name) ABI_ASSERT(name, (long long)FAT5__##name == (long long)name);
+ABI_CONSTANTS(ABI_CONST_ASSERT)
+
+// ---- types: sizes (compatibility is checked through the prototypes below) ----
+ABI_ASSERT(dptr, sizeof(fat5__dptr) == sizeof(CUdeviceptr));
+ABI_ASSERT(CUresult, sizeof(fat5__CUresult) == sizeof(CUresult));
+ABI_ASSERT(CUdevice, sizeof(fat5__CUdevice) == sizeof(CUdevice));
+ABI_ASSERT(CUdevice_attribute, sizeof(fat5__CUdevice_attribute) == sizeof(CUdevice_attribute));
+ABI_ASSERT(CUfunction_attribute, sizeof(fat5__CUfunction_attribute) == sizeof(CUfunction_attribute));
+ABI_ASSERT(CUjit_option, sizeof(fat5__CUjit_option) == sizeof(CUjit_option));
+ABI_ASSERT(nvrtcResult, sizeof(fat5__nvrtcResult) == sizeof(nvrtcResult));
+ABI_ASSERT(cublasStatus_t, sizeof(fat5__cublasStatus_t) == sizeof(cublasStatus_t));
+ABI_ASSERT(cublasOperation_t, sizeof(fat5__cublasOperation_t) == sizeof(cublasOperation_t));
+ABI_ASSERT(cudaDataType, sizeof(fat5__cudaDataType) == sizeof(cudaDataType));
+ABI_ASSERT(cublasComputeType_t, sizeof(fat5__cublasComputeType_t) == sizeof(cublasComputeType_t));
+ABI_ASSERT(cublasGemmAlgo_t, sizeof(fat5__cublasGemmAlgo_t) == sizeof(cublasGemmAlgo_t));
+ABI_ASSERT(cublasMath_t, sizeof(fat5__cublasMath_t) == sizeof(cublasMath_t));
+
+// ---- prototypes: the real function, through the header's renaming macro, is assigned to a
+// variable of fat5's pointer type. `api` reaches ## unexpanded and the right-hand side expanded.
+// The assignment sits in sizeof: type-checked, never evaluated, so nothing needs linking.
+#define ABI_PROTO(api, sym)                                                                        \
+    static fat5__PFN_##api abi_fp_##api;                                                           \
+    ABI_ASSERT(proto_##api, sizeof(abi_fp_##api = &api) == sizeof(fat5__PFN_##api));
+FAT5__CU_API(ABI_PROTO)
+FAT5__NVRTC_API(ABI_PROTO)
+FAT5__CUBLAS_API(ABI_PROTO)
+
+typedef struct abi_sym {
+    const char *api;       // the name in fat5's table
+    const char *header;    // what the header maps it to
+    const char *fat5;      // what fat5 passes to dlsym
+    const void *fp;        // keeps the prototype variable used
+} abi_sym;
+
+#define ABI_SYM(api, sym) {#api, ABI_STR(api), sym, &abi_fp_##api},
+static const abi_sym abi_cu[] = {FAT5__CU_API(ABI_SYM)};
+static const abi_sym abi_nvrtc[] = {FAT5__NVRTC_API(ABI_SYM)};
+static const abi_sym abi_cublas[] = {FAT5__CUBLAS_API(ABI_SYM)};
+
+typedef struct abi_const { const char *name; long long fat5, header; } abi_const;
+#define ABI_CONST(name) {#name, (long long)FAT5__##name, (long long)name},
+static const abi_const abi_consts[] = {ABI_CONSTANTS(ABI_CONST)};
+
+// Compares the symbol names and, when one of libs[] opens, looks each symbol up in it.
+static int check_group(const char *group, const abi_sym *s, int n, const char *const *libs, int n_libs) {
+    int i, bad = 0, found = 0, names_ok = 0;
+    void *lib = NULL;
+    const char *opened = NULL;
+    for (i = 0; i < n_libs && !lib; i++)
+        if ((lib = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL)) != NULL) opened = libs[i];
+    for (i = 0; i < n; i++) {
+        if (strcmp(s[i].header, s[i].fat5) != 0) {
+            printf("  %s: fat5 loads \"%s\" but the header maps %s to \"%s\"\n", group, s[i].fat5,
+                   s[i].api, s[i].header);
+            bad++;
+        } else {
+            names_ok++;
+        }
+        if (lib) {
+            if (dlsym(lib, s[i].fat5)) {
+                found++;
+            } else {
+                printf("  %s: %s does not export %s\n", group, opened, s[i].fat5);
+                bad++;
+            }
+        }
+    }
+    if (lib)
+        printf("%s: %d prototypes, %d symbol names match the header, %d/%d exported by %s%s\n", group,
+               n, names_ok, found, n, opened, bad ? " - FAILED" : "");
+    else
+        printf("%s: %d prototypes, %d symbol names match the header (library not loadable here: "
+               "exports not checked)%s\n", group, n, names_ok, bad ? " - FAILED" : "");
+    return bad;
+}
+
+int main(void) {
+    // the toolkit's link stub exports the driver's symbol names: enough to check the names exist
+    static const char *const cuda_libs[] = {"libcuda.so.1", "/usr/local/cuda/lib64/stubs/libcuda.so"};
+    static const char *const nvrtc_libs[] = {"libnvrtc.so.13", "libnvrtc.so.12",
+                                             "/usr/local/cuda/lib64/libnvrtc.so.13",
+                                             "/usr/local/cuda/lib64/libnvrtc.so.12"};
+    static const char *const cublas_libs[] = {"libcublas.so.13", "libcublas.so.12",
+                                              "/usr/local/cuda/lib64/libcublas.so.13",
+                                              "/usr/local/cuda/lib64/libcublas.so.12"};
+    int n_consts = (int)(sizeof abi_consts / sizeof abi_consts[0]);
+    int n_cu = (int)(sizeof abi_cu / sizeof abi_cu[0]), n_nvrtc = (int)(sizeof abi_nvrtc / sizeof abi_nvrtc[0]);
+    int n_cublas = (int)(sizeof abi_cublas / sizeof abi_cublas[0]);
+    int i, bad = 0;
+    for (i = 0; i < n_consts; i++) {
+        if (abi_consts[i].fat5 != abi_consts[i].header) {
+            printf("  constant %s: fat5 %lld, header %lld\n", abi_consts[i].name, abi_consts[i].fat5,
+                   abi_consts[i].header);
+            bad++;
+        }
+    }
+    printf("constants: %d checked against cuda.h, nvrtc.h, cublas_api.h, library_types.h%s\n", n_consts,
+           bad ? " - FAILED" : "");
+    printf("types: 13 sizes checked; handle and enum types checked through the prototypes\n");
+    bad += check_group("driver", abi_cu, n_cu, cuda_libs, 2);
+    bad += check_group("nvrtc", abi_nvrtc, n_nvrtc, nvrtc_libs, 4);
+    bad += check_group("cublas", abi_cublas, n_cublas, cublas_libs, 4);
+    printf("abi: %d constants, %d prototypes checked%s\n", n_consts, n_cu + n_nvrtc + n_cublas,
+           bad ? " - FAILED" : "");
+    return bad ? 1 : 0;
+}

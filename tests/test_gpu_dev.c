@@ -1,0 +1,604 @@
+// GPU device layer: the no-device path, memory round trips and launches, cuBLAS GEMMs against the
+// CPU ops, the kernel cache and NVRTC error reports. Tests that need a GPU skip without one; the
+// cache and compile-error logic is also tested through NVRTC alone (fat5__gpu_build_offline), which
+// needs the toolkit's libnvrtc but no driver or device.
+
+#ifdef FAT5_NO_CUDA
+static void gd_no_cuda(fat5_test *T) { FAT5_SKIP(T, "no CUDA device: built with FAT5_NO_CUDA"); }
+#define t_gpu_dev_open gd_no_cuda
+#define t_gpu_dev_memory gd_no_cuda
+#define t_gpu_dev_mm_fp32 gd_no_cuda
+#define t_gpu_dev_mm_bf16 gd_no_cuda
+#define t_gpu_dev_arch_and_cache_dir gd_no_cuda
+#define t_gpu_dev_cache_offline gd_no_cuda
+#define t_gpu_dev_cache gd_no_cuda
+#define t_gpu_dev_compile_error_offline gd_no_cuda
+#define t_gpu_dev_compile_error gd_no_cuda
+#else
+
+typedef struct gd_log {
+    char text[8192];
+    size_t len;
+} gd_log;
+
+static void gd_log_fn(void *user, fat5_log_level level, const char *msg) {
+    gd_log *l = (gd_log *)user;
+    int n = snprintf(l->text + l->len, sizeof l->text - l->len, "[%d] %s\n", (int)level, msg);
+    if (n > 0) l->len += (size_t)n < sizeof l->text - l->len ? (size_t)n : sizeof l->text - l->len - 1;
+}
+
+static fat5_status gd_create(fat5_ctx **ctx, fat5_device dev, fat5_dtype dt, const char *cache_dir,
+                             gd_log *log) {
+    fat5_ctx_config c = fat5_ctx_config_default();
+    c.device = dev;
+    c.dtype = dt;
+    c.cache_dir = cache_dir;
+    if (log) {
+        memset(log, 0, sizeof *log);
+        c.log = gd_log_fn;
+        c.log_user = log;
+    }
+    return fat5_ctx_create(&c, ctx);
+}
+
+// Opens a GPU context into ctx, or skips the test when there is no device (any other failure
+// fails it). Cleanup of ctx is the caller's.
+#define GD_OPEN(T, ctx, dt, cache_dir, log)                                                        \
+    do {                                                                                           \
+        fat5_status s_ = gd_create(&(ctx), FAT5_DEVICE_GPU, (dt), (cache_dir), (log));             \
+        if (s_ == FAT5_ERR_NO_DEVICE) {                                                            \
+            char r_[256];                                                                          \
+            snprintf(r_, sizeof r_, "no CUDA device: %.200s", fat5_last_error(ctx));               \
+            fat5_ctx_destroy(ctx);                                                                 \
+            FAT5_SKIP(T, r_);                                                                      \
+        }                                                                                          \
+        if (s_ != FAT5_OK) {                                                                       \
+            fat5_test_fail((T), __FILE__, __LINE__, "GPU fat5_ctx_create -> %s: %s",               \
+                           fat5_status_string(s_), fat5_last_error(ctx));                          \
+            fat5_ctx_destroy(ctx);                                                                 \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+
+// a call on a GPU ctx that must succeed; on failure records the ctx's message and jumps to done
+#define GD_OK(T, ctx, call)                                                                        \
+    do {                                                                                           \
+        fat5_status s_ = (call);                                                                   \
+        if (s_ != FAT5_OK) {                                                                       \
+            fat5_test_fail((T), __FILE__, __LINE__, "%s -> %s: %s", #call, fat5_status_string(s_), \
+                           fat5_last_error(ctx));                                                  \
+            goto done;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+// environment variables changed by a test, restored afterwards
+typedef struct gd_env { const char *name; char *old; int had; } gd_env;
+static gd_env gd_env_set(const char *name, const char *value) {
+    gd_env e;
+    const char *v = getenv(name);
+    e.name = name;
+    e.had = v != NULL;
+    e.old = v ? fat5__strdup(NULL, v) : NULL;
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+    return e;
+}
+static void gd_env_restore(gd_env *e) {
+    if (e->had && e->old) setenv(e->name, e->old, 1);
+    else unsetenv(e->name);
+    fat5__free(NULL, e->old);
+    e->old = NULL;
+}
+
+static int gd_file_exists(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    fclose(f);
+    return 1;
+}
+
+static int gd_write(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    int ok;
+    if (!f) return 0;
+    ok = fwrite(data, 1, n, f) == n;
+    return fclose(f) == 0 && ok;
+}
+
+static uint16_t gd_bf16(float x) { return fat5__f32_to_bf16(x); }
+static float gd_round_bf16(float x) { return fat5__bf16_to_f32(fat5__f32_to_bf16(x)); }
+
+// ---------------------------------------------------------------------------------------------
+// (a) no device: a clear FAT5_ERR_NO_DEVICE, no GPU state, and the CPU path unaffected; with a
+// device: it opens and reports itself.
+
+static void t_gpu_dev_open(fat5_test *T) {
+    fat5_ctx *ctx = NULL, *cpu = NULL;
+    fat5_model *m = NULL;
+    fat5_model_config mc = fat5_model_config_default();
+    gd_log log;
+    fat5_status st = gd_create(&ctx, FAT5_DEVICE_GPU, FAT5_DTYPE_BF16, NULL, &log);
+    FAT5_REQUIRE(T, ctx != NULL);
+    if (st == FAT5_ERR_NO_DEVICE) {
+        const char *msg = fat5_last_error(ctx);
+        FAT5_CHECK_MSG(T, strstr(msg, "libcuda") || strstr(msg, "NVRTC") || strstr(msg, "cuBLAS") ||
+                              strstr(msg, "cuInit") || strstr(msg, "device"),
+                       "the NO_DEVICE message does not say what is missing: '%s'", msg);
+        FAT5_CHECK(T, ctx->gpu == NULL);
+        FAT5_CHECK(T, fat5_ctx_device(ctx) == FAT5_DEVICE_GPU);
+        // the GPU entry points refuse cleanly on a ctx without a GPU
+        {
+            fat5__dptr p = 1;
+            FAT5_CHECK(T, fat5__gpu_alloc(ctx, 16, &p) == FAT5_ERR_STATE && p == 0);
+            FAT5_CHECK(T, fat5__gpu_sync(ctx) == FAT5_ERR_STATE);
+            fat5__gpu_free(ctx, 0);
+            fat5__gpu_close(ctx);  // idempotent
+        }
+    } else {
+        struct fat5__gpu *g = ctx->gpu;
+        FAT5_CHECK_MSG(T, st == FAT5_OK && g != NULL, "GPU open -> %s: %s", fat5_status_string(st),
+                       fat5_last_error(ctx));
+        if (st != FAT5_OK || !g) goto done;
+        FAT5_CHECK(T, g->name[0] != 0 && g->cc_major >= 8 && g->sm_count > 0 && g->total_mem > 0);
+        FAT5_CHECK(T, g->driver_version >= 12000 && g->nvrtc_major >= 12 && g->stream && g->blas && g->module);
+        FAT5_CHECK(T, fat5__gpu_act_size(ctx) == 2);
+        FAT5_CHECK_MSG(T, strstr(log.text, g->name) && strstr(log.text, g->arch) && strstr(log.text, "kernels:"),
+                       "log does not report the device, arch and kernel build:\n%s", log.text);
+        {
+            int k;
+            for (k = 0; k < FAT5__K_COUNT; k++) FAT5_CHECK_MSG(T, g->fn[k] != NULL, "%s", fat5__kernel_names[k]);
+        }
+        {
+            size_t fr = 0, tot = 0;
+            GD_OK(T, ctx, fat5__gpu_mem_info(ctx, &fr, &tot));
+            FAT5_CHECK(T, tot > 0 && fr <= tot);
+        }
+        fat5_ctx_destroy(ctx);
+        ctx = NULL;
+        // an ordinal past the last device
+        {
+            fat5_ctx_config c = fat5_ctx_config_default();
+            c.device = FAT5_DEVICE_GPU;
+            c.device_ordinal = 1000;
+            st = fat5_ctx_create(&c, &ctx);
+            FAT5_CHECK_MSG(T, st == FAT5_ERR_NO_DEVICE && strstr(fat5_last_error(ctx), "out of range"),
+                           "ordinal 1000 -> %s: %s", fat5_status_string(st), fat5_last_error(ctx));
+        }
+    }
+done:
+    fat5_ctx_destroy(ctx);
+    // the CPU path works after (and beside) a failed or closed GPU context
+    FAT5_REQUIRE(T, gd_create(&cpu, FAT5_DEVICE_CPU, FAT5_DTYPE_FP32, NULL, NULL) == FAT5_OK);
+    mc.vocab_size = 11;
+    mc.d_model = 8;
+    mc.d_kv = 4;
+    mc.num_heads = 2;
+    mc.d_ff = 12;
+    mc.num_layers = 1;
+    mc.num_decoder_layers = 1;
+    mc.rel_buckets = 4;
+    mc.rel_max_distance = 8;
+    if (fat5_model_create(cpu, &mc, 7, &m) == FAT5_OK) {
+        static const int32_t enc[] = {3, 4, 5, 1}, enc_cu[] = {0, 4}, lab[] = {6, 7, 1}, dec_cu[] = {0, 3};
+        fat5_batch b;
+        fat5_forward_result r;
+        memset(&b, 0, sizeof b);
+        b.n_seq = 1;
+        b.enc_tokens = enc;
+        b.enc_cu_seqlens = enc_cu;
+        b.labels = lab;
+        b.dec_cu_seqlens = dec_cu;
+        FAT5_CHECK_MSG(T, fat5_model_forward(m, &b, NULL, &r) == FAT5_OK && r.loss > 0 && r.loss < 100,
+                       "CPU forward: %s", fat5_last_error(cpu));
+    } else {
+        FAT5_CHECK_MSG(T, 0, "CPU model: %s", fat5_last_error(cpu));
+    }
+    fat5_model_destroy(m);
+    fat5_ctx_destroy(cpu);
+}
+
+// ---------------------------------------------------------------------------------------------
+// (b) memory: zero-filled alloc, upload/download, memset, device copy, a launch and a bad launch
+
+static void t_gpu_dev_memory(fat5_test *T) {
+    fat5_ctx *ctx = NULL;
+    fat5__dptr a = 0, b = 0, z = 7;
+    enum { N = 1000 };
+    float host[N], back[N];
+    int i, zeros = 1, same = 1;
+    GD_OPEN(T, ctx, FAT5_DTYPE_FP32, NULL, NULL);
+    GD_OK(T, ctx, fat5__gpu_alloc(ctx, 0, &z));
+    FAT5_CHECK(T, z == 0);
+    fat5__gpu_free(ctx, 0);
+    GD_OK(T, ctx, fat5__gpu_alloc(ctx, N * sizeof(float), &a));
+    GD_OK(T, ctx, fat5__gpu_alloc(ctx, N * sizeof(float), &b));
+    FAT5_CHECK(T, a != 0 && b != 0);
+    for (i = 0; i < N; i++) back[i] = 1.0f;
+    GD_OK(T, ctx, fat5__gpu_download(ctx, back, a, N * sizeof(float)));
+    for (i = 0; i < N; i++) zeros &= back[i] == 0.0f;
+    FAT5_CHECK_MSG(T, zeros, "a new allocation is not zero-filled");
+    for (i = 0; i < N; i++) host[i] = (float)i * 0.5f - 3.0f;
+    GD_OK(T, ctx, fat5__gpu_upload(ctx, a, host, N * sizeof(float)));
+    GD_OK(T, ctx, fat5__gpu_copy(ctx, b, a, N * sizeof(float)));
+    GD_OK(T, ctx, fat5__gpu_memset0(ctx, a + 100 * sizeof(float), 50 * sizeof(float)));
+    GD_OK(T, ctx, fat5__gpu_download(ctx, back, a, N * sizeof(float)));
+    for (i = 0; i < N; i++) same &= back[i] == ((i >= 100 && i < 150) ? 0.0f : host[i]);
+    FAT5_CHECK_MSG(T, same, "upload / memset0 / download round trip differs");
+    GD_OK(T, ctx, fat5__gpu_download(ctx, back, b, N * sizeof(float)));
+    FAT5_CHECK_MSG(T, memcmp(back, host, sizeof host) == 0, "device-to-device copy differs");
+    // a kernel: fat5_fill_f32(float *x, float v, long long n) on part of b
+    {
+        fat5__dptr p = b + 10 * sizeof(float);
+        float v = 2.5f;
+        long long n = 20;
+        void *args[3];
+        args[0] = &p;
+        args[1] = &v;
+        args[2] = &n;
+        GD_OK(T, ctx, fat5__gpu_launch(ctx, FAT5__K_fill_f32, 1, 1, 1, 64, 1, 1, 0, args));
+        GD_OK(T, ctx, fat5__gpu_sync(ctx));
+        GD_OK(T, ctx, fat5__gpu_download(ctx, back, b, N * sizeof(float)));
+        same = 1;
+        for (i = 0; i < N; i++) same &= back[i] == ((i >= 10 && i < 30) ? 2.5f : host[i]);
+        FAT5_CHECK_MSG(T, same, "fat5_fill_f32 wrote the wrong elements");
+        // an invalid launch (2048 threads per block) is reported with the kernel's name
+        FAT5_CHECK(T, fat5__gpu_launch(ctx, FAT5__K_fill_f32, 1, 1, 1, 2048, 1, 1, 0, args) == FAT5_ERR_CUDA);
+        FAT5_CHECK_MSG(T, strstr(fat5_last_error(ctx), "fat5_fill_f32") != NULL, "%s", fat5_last_error(ctx));
+        FAT5_CHECK(T, fat5__gpu_launch(ctx, FAT5__K_COUNT, 1, 1, 1, 1, 1, 1, 0, args) == FAT5_ERR_INVALID_ARG);
+        GD_OK(T, ctx, fat5__gpu_sync(ctx));  // the context survives a rejected launch
+    }
+done:
+    fat5__gpu_free(ctx, a);
+    fat5__gpu_free(ctx, b);
+    fat5_ctx_destroy(ctx);
+}
+
+// ---------------------------------------------------------------------------------------------
+// (c) fat5__gpu_mm, all layouts, against fat5__cpu_mm_*
+
+// |got - ref| <= rel * (|alpha| sum_k |a_k b_k| + |beta c0|) + out_rel * |ref|: the first term
+// bounds fp32 accumulation (K = 45 terms: ~K * 2^-24 < 1e-5), the second the rounding of a bf16
+// output (half an ulp: 2^-8 relative).
+static void gd_mm_case(fat5_test *T, fat5_dtype dt, fat5__mm_layout layout, int c_f32) {
+    static const char *const lname[3] = {"NT", "NN", "TN"};
+    enum { M = 37, N = 19, K = 45 };
+    fat5_ctx *ctx = NULL;
+    fat5__dptr dA = 0, dB = 0, dC = 0;
+    float A[M * K], B[N * K], C0[M * N], ref[M * N], mag[M * N], got[M * N], Ab[M * K], Bb[N * K];
+    uint16_t h16[M * K];
+    int bf16 = dt == FAT5_DTYPE_BF16, out16 = bf16 && !c_f32, pass, i;
+    size_t act = bf16 ? 2 : 4, csz = out16 ? 2 : 4;
+    fat5_rng r = fat5_rng_init(1234 + (uint64_t)layout * 10 + (uint64_t)c_f32);
+    GD_OPEN(T, ctx, dt, NULL, NULL);
+    // inputs as the device sees them (bf16-rounded in bf16 mode), so the reference sees the same
+    for (i = 0; i < M * K; i++) A[i] = bf16 ? gd_round_bf16((float)fat5_rng_normal(&r)) : (float)fat5_rng_normal(&r);
+    for (i = 0; i < N * K; i++) B[i] = bf16 ? gd_round_bf16((float)fat5_rng_normal(&r)) : (float)fat5_rng_normal(&r);
+    for (i = 0; i < M * N; i++) C0[i] = out16 ? gd_round_bf16((float)fat5_rng_normal(&r)) : (float)fat5_rng_normal(&r);
+    GD_OK(T, ctx, fat5__gpu_alloc(ctx, M * K * act, &dA));
+    GD_OK(T, ctx, fat5__gpu_alloc(ctx, N * K * act, &dB));
+    GD_OK(T, ctx, fat5__gpu_alloc(ctx, M * N * csz, &dC));
+    if (bf16) {
+        for (i = 0; i < M * K; i++) h16[i] = gd_bf16(A[i]);
+        GD_OK(T, ctx, fat5__gpu_upload(ctx, dA, h16, M * K * 2));
+        for (i = 0; i < N * K; i++) h16[i] = gd_bf16(B[i]);
+        GD_OK(T, ctx, fat5__gpu_upload(ctx, dB, h16, N * K * 2));
+    } else {
+        GD_OK(T, ctx, fat5__gpu_upload(ctx, dA, A, sizeof A));
+        GD_OK(T, ctx, fat5__gpu_upload(ctx, dB, B, sizeof B));
+    }
+    // the CPU reference on the same buffers read with the layout's shapes; |a||b| sums for the bound
+    for (i = 0; i < M * K; i++) Ab[i] = fabsf(A[i]);
+    for (i = 0; i < N * K; i++) Bb[i] = fabsf(B[i]);
+    if (layout == FAT5__MM_NT) {  // A[M,K], B[N,K]
+        fat5__cpu_mm_nt(ref, A, B, M, N, K, 0);
+        fat5__cpu_mm_nt(mag, Ab, Bb, M, N, K, 0);
+    } else if (layout == FAT5__MM_NN) {  // A[M,K], B[K,N]
+        fat5__cpu_mm_nn(ref, A, B, M, N, K, 0);
+        fat5__cpu_mm_nn(mag, Ab, Bb, M, N, K, 0);
+    } else {  // A[K,M], B[K,N]
+        fat5__cpu_mm_tn(ref, A, B, M, N, K, 0);
+        fat5__cpu_mm_tn(mag, Ab, Bb, M, N, K, 0);
+    }
+    // two passes: alpha 1, beta 0 over a NaN-filled C (beta 0 must not read C); then alpha 0.75,
+    // beta 0.5 over C0
+    for (pass = 0; pass < 2; pass++) {
+        float alpha = pass ? 0.75f : 1.0f, beta = pass ? 0.5f : 0.0f;
+        int bad = 0, first = -1;
+        double worst = 0;
+        if (out16) {
+            for (i = 0; i < M * N; i++) h16[i] = pass ? gd_bf16(C0[i]) : 0x7fc0;
+            GD_OK(T, ctx, fat5__gpu_upload(ctx, dC, h16, M * N * 2));
+        } else {
+            for (i = 0; i < M * N; i++) got[i] = pass ? C0[i] : NAN;
+            GD_OK(T, ctx, fat5__gpu_upload(ctx, dC, got, M * N * 4));
+        }
+        GD_OK(T, ctx, fat5__gpu_mm(ctx, layout, dC, c_f32, dA, dB, M, N, K, alpha, beta));
+        if (out16) {
+            GD_OK(T, ctx, fat5__gpu_download(ctx, h16, dC, M * N * 2));
+            for (i = 0; i < M * N; i++) got[i] = fat5__bf16_to_f32(h16[i]);
+        } else {
+            GD_OK(T, ctx, fat5__gpu_download(ctx, got, dC, M * N * 4));
+        }
+        for (i = 0; i < M * N; i++) {
+            double want = (double)alpha * ref[i] + (double)beta * C0[i];
+            double bound = 1e-5 * (fabs((double)alpha) * mag[i] + fabs((double)beta * C0[i])) +
+                           (out16 ? ldexp(1.0, -8) * fabs(want) : 0.0) + 1e-30;
+            double err = fabs((double)got[i] - want);
+            if (!(err <= bound)) {
+                if (first < 0) first = i;
+                bad++;
+            }
+            if (err / bound > worst || err != err) worst = err != err ? INFINITY : err / bound;
+        }
+        FAT5_CHECK_MSG(T, bad == 0,
+                       "%s %s c_f32=%d alpha=%g beta=%g: %d of %d elements off (first [%d,%d]: got %.9g, "
+                       "want %.9g); worst err/bound %.3g",
+                       bf16 ? "bf16" : "fp32", lname[layout], c_f32, (double)alpha, (double)beta, bad,
+                       M * N, first < 0 ? 0 : first / N, first < 0 ? 0 : first % N,
+                       first < 0 ? 0.0 : (double)got[first],
+                       first < 0 ? 0.0 : (double)alpha * ref[first] + (double)beta * C0[first], worst);
+    }
+done:
+    fat5__gpu_free(ctx, dA);
+    fat5__gpu_free(ctx, dB);
+    fat5__gpu_free(ctx, dC);
+    fat5_ctx_destroy(ctx);
+}
+
+static void t_gpu_dev_mm_fp32(fat5_test *T) {
+    int l;
+    for (l = 0; l < 3 && !T->skipped; l++) {
+        gd_mm_case(T, FAT5_DTYPE_FP32, (fat5__mm_layout)l, 1);
+        if (!T->skipped) gd_mm_case(T, FAT5_DTYPE_FP32, (fat5__mm_layout)l, 0);
+    }
+}
+
+static void t_gpu_dev_mm_bf16(fat5_test *T) {
+    int l;
+    for (l = 0; l < 3 && !T->skipped; l++) {
+        gd_mm_case(T, FAT5_DTYPE_BF16, (fat5__mm_layout)l, 1);
+        if (!T->skipped) gd_mm_case(T, FAT5_DTYPE_BF16, (fat5__mm_layout)l, 0);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// target choice and cache directory (pure logic)
+
+static void t_gpu_dev_arch_and_cache_dir(fat5_test *T) {
+    static const int archs[] = {75, 80, 86, 87, 89, 90, 100, 103, 110, 120, 121};
+    static const int no_sm10x[] = {80, 90, 120};
+    char a[24], dir[512];
+    int ptx = -1;
+    fat5_ctx *ctx = NULL;
+    gd_env e1, e2, e3;
+    FAT5_CHECK(T, fat5__gpu_pick_arch(90, archs, 11, a, sizeof a, &ptx) == 0 && !strcmp(a, "sm_90") && !ptx);
+    FAT5_CHECK(T, fat5__gpu_pick_arch(86, archs, 11, a, sizeof a, &ptx) == 0 && !strcmp(a, "sm_86") && !ptx);
+    // a minor that NVRTC does not list: the newest cubin of the same major still runs
+    FAT5_CHECK(T, fat5__gpu_pick_arch(88, archs, 11, a, sizeof a, &ptx) == 0 && !strcmp(a, "sm_87") && !ptx);
+    FAT5_CHECK(T, fat5__gpu_pick_arch(104, archs, 11, a, sizeof a, &ptx) == 0 && !strcmp(a, "sm_103") && !ptx);
+    // newer than NVRTC knows: PTX of its newest target
+    FAT5_CHECK(T, fat5__gpu_pick_arch(130, archs, 11, a, sizeof a, &ptx) == 0 && !strcmp(a, "compute_121") && ptx);
+    FAT5_CHECK(T, fat5__gpu_pick_arch(100, no_sm10x, 3, a, sizeof a, &ptx) == 0 && !strcmp(a, "compute_90") && ptx);
+    FAT5_CHECK(T, fat5__gpu_pick_arch(70, archs, 11, a, sizeof a, &ptx) == -1);
+
+    FAT5_REQUIRE(T, gd_create(&ctx, FAT5_DEVICE_CPU, FAT5_DTYPE_FP32, NULL, NULL) == FAT5_OK);
+    e1 = gd_env_set("FAT5_CACHE_DIR", NULL);
+    e2 = gd_env_set("XDG_CACHE_HOME", "/xdg");
+    e3 = gd_env_set("HOME", "/home/u");
+    FAT5_CHECK(T, fat5__gpu_cache_dir(ctx, dir, sizeof dir) && !strcmp(dir, "/xdg/fat5"));
+    setenv("XDG_CACHE_HOME", "relative", 1);  // ignored, as the XDG spec says
+    FAT5_CHECK(T, fat5__gpu_cache_dir(ctx, dir, sizeof dir) && !strcmp(dir, "/home/u/.cache/fat5"));
+    unsetenv("XDG_CACHE_HOME");
+    FAT5_CHECK(T, fat5__gpu_cache_dir(ctx, dir, sizeof dir) && !strcmp(dir, "/home/u/.cache/fat5"));
+    setenv("FAT5_CACHE_DIR", "/env/cache", 1);
+    FAT5_CHECK(T, fat5__gpu_cache_dir(ctx, dir, sizeof dir) && !strcmp(dir, "/env/cache"));
+    setenv("FAT5_CACHE_DIR", "", 1);
+    FAT5_CHECK(T, !fat5__gpu_cache_dir(ctx, dir, sizeof dir));
+    ctx->cfg.cache_dir = "/cfg/cache";
+    FAT5_CHECK(T, fat5__gpu_cache_dir(ctx, dir, sizeof dir) && !strcmp(dir, "/cfg/cache"));
+    ctx->cfg.cache_dir = "";
+    setenv("FAT5_CACHE_DIR", "/env/cache", 1);
+    FAT5_CHECK(T, !fat5__gpu_cache_dir(ctx, dir, sizeof dir));
+    ctx->cfg.cache_dir = NULL;
+    unsetenv("FAT5_CACHE_DIR");
+    unsetenv("HOME");
+    FAT5_CHECK(T, !fat5__gpu_cache_dir(ctx, dir, sizeof dir));
+    gd_env_restore(&e3);
+    gd_env_restore(&e2);
+    gd_env_restore(&e1);
+    fat5_ctx_destroy(ctx);
+}
+
+// ---------------------------------------------------------------------------------------------
+// (d) the kernel cache: a second build hits; a corrupted or truncated file is rejected and replaced
+
+// Flips one payload byte (mode 0) or cuts the file in half (mode 1).
+static int gd_damage(fat5_test *T, const char *path, int mode) {
+    char *buf = NULL;
+    size_t len = 0;
+    int ok;
+    if (fat5__read_file(fat5_test_ctx(T), path, (size_t)1 << 30, &buf, &len) != FAT5_OK || len < 100) {
+        fat5__free(NULL, buf);
+        return 0;
+    }
+    if (mode == 0) buf[len - len / 3] ^= 0x10;
+    ok = gd_write(path, buf, mode == 0 ? len : len / 2);
+    fat5__free(NULL, buf);
+    return ok;
+}
+
+static void t_gpu_dev_cache_offline(fat5_test *T) {
+    char dir[600], file[1024], file2[1024];
+    fat5_ctx *ctx = NULL;
+    fat5_status st;
+    int hit = -1, rej = -1, mode;
+    snprintf(dir, sizeof dir, "%s/kcache/sub", fat5_test_tmpdir(T));  // created on first write
+    FAT5_REQUIRE(T, gd_create(&ctx, FAT5_DEVICE_CPU, FAT5_DTYPE_FP32, dir, NULL) == FAT5_OK);
+    st = fat5__gpu_build_offline(ctx, 90, &hit, &rej, file, sizeof file);
+    if (st == FAT5_ERR_NO_DEVICE) {
+        char r[256];
+        snprintf(r, sizeof r, "NVRTC not available: %.200s", fat5_last_error(ctx));
+        fat5_ctx_destroy(ctx);
+        FAT5_SKIP(T, r);
+    }
+    FAT5_CHECK_MSG(T, st == FAT5_OK, "first build -> %s: %s", fat5_status_string(st), fat5_last_error(ctx));
+    if (st != FAT5_OK) goto done;
+    FAT5_CHECK(T, hit == 0 && rej == 0);
+    FAT5_CHECK_MSG(T, strncmp(file, dir, strlen(dir)) == 0 && strstr(file, "-sm_90.cubin") && gd_file_exists(file),
+                   "cache file '%s'", file);
+    GD_OK(T, ctx, fat5__gpu_build_offline(ctx, 90, &hit, &rej, file2, sizeof file2));
+    FAT5_CHECK_MSG(T, hit == 1 && rej == 0 && !strcmp(file, file2), "second build: hit %d, rejected %d", hit, rej);
+    for (mode = 0; mode < 2; mode++) {
+        FAT5_REQUIRE(T, gd_damage(T, file, mode));
+        GD_OK(T, ctx, fat5__gpu_build_offline(ctx, 90, &hit, &rej, file2, sizeof file2));
+        FAT5_CHECK_MSG(T, hit == 0 && rej == 1, "%s file: hit %d, rejected %d", mode ? "truncated" : "corrupted",
+                       hit, rej);
+        GD_OK(T, ctx, fat5__gpu_build_offline(ctx, 90, &hit, &rej, file2, sizeof file2));
+        FAT5_CHECK_MSG(T, hit == 1 && rej == 0, "after rewriting the %s file: hit %d, rejected %d",
+                       mode ? "truncated" : "corrupted", hit, rej);
+    }
+    // the dtype (an option) is in the key
+    ctx->cfg.dtype = FAT5_DTYPE_BF16;
+    GD_OK(T, ctx, fat5__gpu_build_offline(ctx, 90, &hit, &rej, file2, sizeof file2));
+    FAT5_CHECK_MSG(T, hit == 0 && strcmp(file, file2) != 0 && gd_file_exists(file2), "bf16 build: hit %d, file %s", hit, file2);
+    // "" turns the cache off (fat5__gpu_cache_dir is tested above; this is the end to end check)
+    ctx->cfg.cache_dir = "";
+    GD_OK(T, ctx, fat5__gpu_build_offline(ctx, 90, &hit, &rej, file2, sizeof file2));
+    FAT5_CHECK(T, hit == 0 && file2[0] == 0);
+    // sm_75 is refused (bf16 needs sm_80)
+    FAT5_CHECK(T, fat5__gpu_build_offline(ctx, 75, &hit, &rej, file2, sizeof file2) == FAT5_ERR_UNSUPPORTED);
+    FAT5_CHECK_MSG(T, strstr(fat5_last_error(ctx), "sm_75") != NULL, "%s", fat5_last_error(ctx));
+done:
+    fat5_ctx_destroy(ctx);
+}
+
+static void t_gpu_dev_cache(fat5_test *T) {
+    char dir[600], file[1024];
+    fat5_ctx *ctx = NULL;
+    gd_log log;
+    int round;
+    snprintf(dir, sizeof dir, "%s/kcache", fat5_test_tmpdir(T));
+    GD_OPEN(T, ctx, FAT5_DTYPE_BF16, dir, &log);
+    FAT5_CHECK_MSG(T, !ctx->gpu->cache_hit && ctx->gpu->cache_file[0] && strstr(log.text, "compiled for"),
+                   "first open: hit %d, log:\n%s", ctx->gpu->cache_hit, log.text);
+    snprintf(file, sizeof file, "%s", ctx->gpu->cache_file);
+    fat5_ctx_destroy(ctx);
+    ctx = NULL;
+    for (round = 0; round < 3; round++) {
+        // 0: clean hit; 1: after corrupting the file, rejected and recompiled; 2: hit again
+        if (round == 1) FAT5_REQUIRE(T, gd_damage(T, file, 0));
+        GD_OK(T, ctx, gd_create(&ctx, FAT5_DEVICE_GPU, FAT5_DTYPE_BF16, dir, &log));
+        FAT5_CHECK_MSG(T, ctx->gpu->cache_hit == (round != 1) && ctx->gpu->cache_rejected == (round == 1),
+                       "round %d: hit %d, rejected %d, log:\n%s", round, ctx->gpu->cache_hit,
+                       ctx->gpu->cache_rejected, log.text);
+        FAT5_CHECK(T, !strcmp(file, ctx->gpu->cache_file));
+        if (round != 1) FAT5_CHECK_MSG(T, strstr(log.text, "from the cache") != NULL, "%s", log.text);
+        fat5_ctx_destroy(ctx);
+        ctx = NULL;
+    }
+done:
+    fat5_ctx_destroy(ctx);
+}
+
+// ---------------------------------------------------------------------------------------------
+// (e) FAT5_KERNELS_DIR and compile errors: the NVRTC log, naming the file and line, reaches
+// fat5_last_error with the target and options
+
+// Writes every embedded kernel file into dir; the one at index `broken` gets a bad last line.
+// Returns that line's number (or 0 on failure).
+static int gd_write_kernels(const char *dir, int broken, const char **broken_name) {
+    int k, line = 0;
+    for (k = 0; fat5__kernel_files[k].name; k++) {
+        char path[1024];
+        FILE *f;
+        int i;
+        snprintf(path, sizeof path, "%s/%s", dir, fat5__kernel_files[k].name);
+        if (!(f = fopen(path, "wb"))) return 0;
+        for (i = 0; fat5__kernel_files[k].lines[i]; i++) fputs(fat5__kernel_files[k].lines[i], f);
+        if (k == broken) {
+            fputs("int fat5_broken_line = fat5_undefined_symbol_xyz;\n", f);
+            line = i + 1;
+            *broken_name = fat5__kernel_files[k].name;
+        }
+        if (fclose(f) != 0) return 0;
+    }
+    return broken < 0 ? 1 : line;
+}
+
+static void t_gpu_dev_compile_error_offline(fat5_test *T) {
+    char dir[600], want[700];
+    const char *bad_name = NULL, *msg;
+    fat5_ctx *ctx = NULL;
+    fat5_status st;
+    int line, hit, rej;
+    gd_env kd;
+    snprintf(dir, sizeof dir, "%s/kernels", fat5_test_tmpdir(T));
+    FAT5_REQUIRE(T, mkdir(dir, 0755) == 0);
+    FAT5_REQUIRE(T, gd_create(&ctx, FAT5_DEVICE_CPU, FAT5_DTYPE_FP32, "", NULL) == FAT5_OK);
+    kd = gd_env_set("FAT5_KERNELS_DIR", dir);
+    // an empty directory: the missing file is named
+    st = fat5__gpu_build_offline(ctx, 80, &hit, &rej, NULL, 0);
+    if (st == FAT5_ERR_NO_DEVICE) {
+        char r[256];
+        snprintf(r, sizeof r, "NVRTC not available: %.200s", fat5_last_error(ctx));
+        fat5_ctx_destroy(ctx);
+        gd_env_restore(&kd);
+        FAT5_SKIP(T, r);
+    }
+    FAT5_CHECK_MSG(T, st == FAT5_ERR_IO && strstr(fat5_last_error(ctx), "FAT5_KERNELS_DIR") &&
+                          strstr(fat5_last_error(ctx), fat5__kernel_files[0].name),
+                   "empty FAT5_KERNELS_DIR -> %s: %s", fat5_status_string(st), fat5_last_error(ctx));
+    // an intact copy compiles
+    FAT5_REQUIRE(T, gd_write_kernels(dir, -1, &bad_name) == 1);
+    st = fat5__gpu_build_offline(ctx, 80, &hit, &rej, NULL, 0);
+    FAT5_CHECK_MSG(T, st == FAT5_OK, "intact copy -> %s: %s", fat5_status_string(st), fat5_last_error(ctx));
+    // a broken copy: FAT5_ERR_NVRTC with the log line "<dir>/<file>(<line>): error ..."
+    line = gd_write_kernels(dir, 0, &bad_name);
+    FAT5_REQUIRE(T, line > 0 && bad_name != NULL);
+    st = fat5__gpu_build_offline(ctx, 80, &hit, &rej, NULL, 0);
+    msg = fat5_last_error(ctx);
+    snprintf(want, sizeof want, "%s/%s(%d)", dir, bad_name, line);
+    FAT5_CHECK_MSG(T, st == FAT5_ERR_NVRTC, "broken copy -> %s: %s", fat5_status_string(st), msg);
+    FAT5_CHECK_MSG(T, strstr(msg, want) && strstr(msg, "fat5_undefined_symbol_xyz") && strstr(msg, "error"),
+                   "the message lacks the NVRTC log line '%s...': %s", want, msg);
+    FAT5_CHECK_MSG(T, strstr(msg, "sm_80") && strstr(msg, "-DFAT5_ACT_BF16=0") && strstr(msg, "--std=c++17"),
+                   "the message lacks the target and options: %s", msg);
+    gd_env_restore(&kd);
+    fat5_ctx_destroy(ctx);
+}
+
+static void t_gpu_dev_compile_error(fat5_test *T) {
+    char dir[600], want[700];
+    const char *bad_name = NULL, *msg;
+    fat5_ctx *ctx = NULL;
+    fat5_status st;
+    int line;
+    gd_env kd;
+    snprintf(dir, sizeof dir, "%s/kernels", fat5_test_tmpdir(T));
+    FAT5_REQUIRE(T, mkdir(dir, 0755) == 0);
+    line = gd_write_kernels(dir, 0, &bad_name);
+    FAT5_REQUIRE(T, line > 0);
+    kd = gd_env_set("FAT5_KERNELS_DIR", dir);
+    st = gd_create(&ctx, FAT5_DEVICE_GPU, FAT5_DTYPE_BF16, "", NULL);
+    gd_env_restore(&kd);
+    if (st == FAT5_ERR_NO_DEVICE) {
+        char r[256];
+        snprintf(r, sizeof r, "no CUDA device: %.200s", fat5_last_error(ctx));
+        fat5_ctx_destroy(ctx);
+        FAT5_SKIP(T, r);
+    }
+    msg = fat5_last_error(ctx);
+    snprintf(want, sizeof want, "%s/%s(%d)", dir, bad_name, line);
+    FAT5_CHECK_MSG(T, st == FAT5_ERR_NVRTC, "GPU open with a broken kernel -> %s: %s", fat5_status_string(st), msg);
+    FAT5_CHECK_MSG(T, strstr(msg, want) && strstr(msg, "fat5_undefined_symbol_xyz") && strstr(msg, "-DFAT5_ACT_BF16=1"),
+                   "the message lacks the NVRTC log line '%s...' or the options: %s", want, msg);
+    FAT5_CHECK(T, ctx->gpu == NULL);
+    fat5_ctx_destroy(ctx);
+}
+
+#endif  // FAT5_NO_CUDA
+
+#define FAT5_TESTS_GPU_DEV(X)                                                                      \
+    X(gpu_dev_open) X(gpu_dev_memory) X(gpu_dev_mm_fp32) X(gpu_dev_mm_bf16)                        \
+    X(gpu_dev_arch_and_cache_dir) X(gpu_dev_cache_offline) X(gpu_dev_cache)                        \
+    X(gpu_dev_compile_error_offline) X(gpu_dev_compile_error)

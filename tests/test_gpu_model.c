@@ -1,0 +1,261 @@
+// The whole model on the GPU: against the CPU reference (random models of every family, packed
+// batches of very different lengths) and against the Hugging Face fixtures, in fp32 and in bf16.
+
+static fat5_ctx *tgm_ctx(fat5_test *T, fat5_dtype dtype) {
+    fat5_ctx_config cc = fat5_ctx_config_default();
+    fat5_ctx *ctx = NULL;
+    fat5_status st;
+    cc.device = FAT5_DEVICE_GPU;
+    cc.dtype = dtype;
+    st = fat5_ctx_create(&cc, &ctx);
+    if (st == FAT5_OK) return ctx;
+    if (st == FAT5_ERR_NO_DEVICE) {
+        snprintf(T->skip_reason, sizeof T->skip_reason, "no CUDA device: %.200s", fat5_last_error(ctx));
+        T->skipped = 1;
+    } else {
+        FAT5_CHECK_MSG(T, 0, "GPU context: %s: %s", fat5_status_string(st), ctx ? fat5_last_error(ctx) : "");
+    }
+    fat5_ctx_destroy(ctx);
+    return NULL;
+}
+
+// relative L2 error of got against ref
+static double tgm_rel_l2(const float *got, const float *ref, size_t n) {
+    double num = 0, den = 0;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        double d = (double)got[i] - ref[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+// Runs the same model (same weights) and batch on the CPU and on a GPU context, then compares
+// logits, loss and every gradient. fp32: elementwise 1e-4 / 1e-3 as for the fixtures. bf16: see
+// the tolerance note below.
+static void tgm_compare(fat5_test *T, fat5_ctx *gctx, fat5_model *cpu, const fat5_batch *b, const fat5_loss_config *lc,
+                       const char *what) {
+    fat5_model *gpu = NULL;
+    fat5_forward_result rc, rg;
+    int bf16 = gctx->cfg.dtype == FAT5_DTYPE_BF16, i;
+    int64_t n = b->dec_cu_seqlens[b->n_seq] * cpu->cfg.vocab_size;
+    float *lc_ = (float *)malloc((size_t)n * sizeof(float)), *lg = (float *)malloc((size_t)n * sizeof(float));
+    float *gc = (float *)malloc(cpu->n_floats * sizeof(float)), *gg = (float *)malloc(cpu->n_floats * sizeof(float));
+    char name[200];
+    // bf16 tolerance: every matmul input is rounded to bf16 (unit roundoff u = 2^-9), about six
+    // roundings per layer on any path to the logits, and errors of independent roundings add in
+    // quadrature; with L layers the relative error of logits and gradients is ~ u sqrt(6 L).
+    // We allow 4x that as a relative L2 error over each tensor, and 1e-2 relative on the loss.
+    // ReLU is not smooth: a unit whose input lies within the rounding error of 0 switches on or
+    // off, which changes its gradient by O(1) rather than O(u) (the forward stays continuous).
+    // About a fraction 2u of the units sit that close to 0 (inputs of unit scale), so gradients
+    // behind a ReLU carry a relative L2 error ~ sqrt(2u) = 0.063; we allow 2x that for them.
+    double u = 1.0 / 512.0, layers = (double)(cpu->cfg.num_layers + cpu->cfg.num_decoder_layers);
+    double bf16_tol = 4.0 * u * sqrt(6.0 * layers);
+    double bf16_grad_tol = cpu->cfg.act == FAT5_ACT_RELU ? 2.0 * sqrt(2.0 * u) : bf16_tol;
+    if (!lc_ || !lg || !gc || !gg) goto done;
+    if (fat5_model_create(gctx, &cpu->cfg, 0, &gpu) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "%s: GPU model: %s", what, fat5_last_error(gctx));
+        goto done;
+    }
+    for (i = 0; i < cpu->n_params; i++) {
+        const fat5__param *p = &cpu->params[i];
+        if (fat5_model_set_param(gpu, p->name, cpu->w + p->offset, (int64_t)p->numel) != FAT5_OK)
+            FAT5_CHECK_MSG(T, 0, "set_param %s: %s", p->name, fat5_last_error(gctx));
+    }
+    fat5_model_zero_grad(cpu);
+    fat5_model_zero_grad(gpu);
+    if (fat5_model_forward(cpu, b, lc, &rc) != FAT5_OK || fat5_model_backward(cpu, 1.0f) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "%s: CPU: %s", what, fat5_last_error(cpu->ctx));
+        goto done;
+    }
+    if (fat5_model_forward(gpu, b, lc, &rg) != FAT5_OK || fat5_model_backward(gpu, 1.0f) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "%s: GPU: %s", what, fat5_last_error(gctx));
+        goto done;
+    }
+    fat5_model_get_logits(cpu, lc_, n);
+    fat5_model_get_logits(gpu, lg, n);
+    FAT5_CHECK(T, rc.n_tokens == rg.n_tokens);
+    if (!bf16) {
+        snprintf(name, sizeof name, "%s logits", what);
+        fat5_check_close(T, name, lg, lc_, (size_t)n, 1e-5, 1e-4);
+        FAT5_CHECK_MSG(T, fabs(rg.loss - rc.loss) <= 1e-4 * fabs(rc.loss), "%s: loss GPU %.9g CPU %.9g", what, rg.loss,
+                       rc.loss);
+    } else {
+        double e = tgm_rel_l2(lg, lc_, (size_t)n);
+        FAT5_CHECK_MSG(T, e <= bf16_tol, "%s: bf16 logits relative L2 error %.3g > %.3g", what, e, bf16_tol);
+        FAT5_CHECK_MSG(T, fabs(rg.loss - rc.loss) <= 1e-2 * fabs(rc.loss), "%s: bf16 loss GPU %.6g CPU %.6g", what,
+                       rg.loss, rc.loss);
+    }
+    for (i = 0; i < cpu->n_params; i++) {
+        const fat5__param *p = &cpu->params[i];
+        fat5_model_get_grad(cpu, p->name, gc, (int64_t)p->numel);
+        if (fat5_model_get_grad(gpu, p->name, gg, (int64_t)p->numel) != FAT5_OK) {
+            FAT5_CHECK_MSG(T, 0, "get_grad %s: %s", p->name, fat5_last_error(gctx));
+            continue;
+        }
+        snprintf(name, sizeof name, "%s grad %s", what, p->name);
+        if (!bf16) {
+            fat5_check_close(T, name, gg, gc, p->numel, 1e-5 * tm_max_abs(gc, (int64_t)p->numel) + 1e-9, 1e-3);
+        } else {
+            double e = tgm_rel_l2(gg, gc, p->numel);
+            FAT5_CHECK_MSG(T, e <= bf16_grad_tol, "%s: relative L2 error %.3g > %.3g", name, e, bf16_grad_tol);
+        }
+    }
+done:
+    fat5_model_destroy(gpu);
+    free(lc_);
+    free(lg);
+    free(gc);
+    free(gg);
+}
+
+// packed sequences of very different lengths: 1, 300 (past every bucket), 7, 64 encoder tokens
+typedef struct tgm_batch {
+    int32_t enc[372], lab[200], ecu[5], dcu[5];
+    fat5_batch b;
+} tgm_batch;
+
+static void tgm_make_batch(tgm_batch *t, int64_t vocab, uint64_t seed) {
+    static const int el[4] = {1, 300, 7, 64}, dl[4] = {5, 1, 130, 64};
+    fat5_rng r = fat5_rng_init(seed);
+    int s, i, e = 0, d = 0;
+    t->ecu[0] = t->dcu[0] = 0;
+    for (s = 0; s < 4; s++) {
+        for (i = 0; i < el[s]; i++) t->enc[e++] = (int32_t)fat5_rng_below(&r, (uint64_t)vocab);
+        for (i = 0; i < dl[s]; i++) t->lab[d++] = (i % 11 == 3) ? -100 : (int32_t)fat5_rng_below(&r, (uint64_t)vocab);
+        t->ecu[s + 1] = e;
+        t->dcu[s + 1] = d;
+    }
+    memset(&t->b, 0, sizeof t->b);
+    t->b.n_seq = 4;
+    t->b.enc_tokens = t->enc;
+    t->b.enc_cu_seqlens = t->ecu;
+    t->b.labels = t->lab;
+    t->b.dec_cu_seqlens = t->dcu;
+}
+
+static void tgm_random_models(fat5_test *T, fat5_dtype dtype) {
+    fat5_ctx *g = tgm_ctx(T, dtype);
+    int k;
+    if (!g) return;
+    for (k = 0; k < 4; k++) {
+        // 0: gated-gelu untied, H*d_kv != d_model, d_kv 64; 1: v1.0 ReLU tied; 2: UMT5 gated-silu;
+        // 3: exact GELU, 32 buckets / 128, d_kv 100
+        fat5_model_config c = tm_tiny_config(k != 1, k == 1, k == 2);
+        fat5_model *cpu = NULL;
+        tgm_batch tb;
+        fat5_loss_config lc = fat5_loss_config_default();
+        char what[64];
+        c.vocab_size = 97;
+        c.d_model = 48;
+        c.num_heads = 3;
+        c.d_kv = k == 0 ? 64 : k == 3 ? 100 : 16;
+        c.d_ff = 72;
+        c.num_decoder_layers = 3;
+        if (k == 2) c.act = FAT5_ACT_SILU;
+        if (k == 3) {
+            c.act = FAT5_ACT_GELU;
+            c.gated = 0;
+            c.rel_buckets = 32;
+            c.rel_max_distance = 128;
+        }
+        lc.z_loss = k == 0 ? 1e-3 : 0.0;
+        lc.label_smoothing = k == 0 ? 0.1 : 0.0;
+        if (fat5_model_create(fat5_test_ctx(T), &c, (uint64_t)(100 + k), &cpu) != FAT5_OK) {
+            FAT5_CHECK_MSG(T, 0, "CPU model: %s", fat5_last_error(fat5_test_ctx(T)));
+            continue;
+        }
+        tgm_make_batch(&tb, c.vocab_size, (uint64_t)k);
+        snprintf(what, sizeof what, "model %d (%s)", k, dtype == FAT5_DTYPE_BF16 ? "bf16" : "fp32");
+        tgm_compare(T, g, cpu, &tb.b, &lc, what);
+        fat5_model_destroy(cpu);
+    }
+    fat5_ctx_destroy(g);
+}
+static void t_gpu_model_fp32_vs_cpu(fat5_test *T) { tgm_random_models(T, FAT5_DTYPE_FP32); }
+static void t_gpu_model_bf16_vs_cpu(fat5_test *T) { tgm_random_models(T, FAT5_DTYPE_BF16); }
+
+// the Hugging Face fixtures, loaded straight onto the GPU
+static void tgm_fixtures(fat5_test *T, fat5_dtype dtype) {
+    static const char *const names[] = {"t5_v10_relu_tied", "t5_v11_gated_gelu_untied", "umt5_gated_silu"};
+    fat5_ctx *g = tgm_ctx(T, dtype);
+    int k;
+    if (!g) return;
+    for (k = 0; k < 3; k++) {
+        char dir[512];
+        fat5_model *cpu = NULL;
+        fat5_batch b;
+        fat5_loss_config lc = fat5_loss_config_default();
+        snprintf(dir, sizeof dir, "%s/%s", FAT5_TEST_DATA, names[k]);
+        memset(&b, 0, sizeof b);
+        if (fat5_model_load(fat5_test_ctx(T), dir, &cpu) != FAT5_OK || tm_load_batch(T, dir, &b) != FAT5_OK) {
+            FAT5_CHECK_MSG(T, 0, "%s: %s", names[k], fat5_last_error(fat5_test_ctx(T)));
+        } else {
+            tgm_compare(T, g, cpu, &b, &lc, names[k]);
+        }
+        fat5_batch_free(fat5_test_ctx(T), &b);
+        fat5_model_destroy(cpu);
+    }
+    // and fat5_model_load on a GPU context gives the fixture's logits and loss directly
+    if (dtype == FAT5_DTYPE_FP32) {
+        fat5_model *m = NULL;
+        fat5_batch b;
+        fat5_st_file *ref = NULL;
+        fat5_forward_result r;
+        int64_t n = 0, nl = 0;
+        float *want = NULL, *got = NULL, *loss = NULL;
+        char dir[512], path[600];
+        snprintf(dir, sizeof dir, "%s/t5_v11_gated_gelu_untied", FAT5_TEST_DATA);
+        snprintf(path, sizeof path, "%s/reference.safetensors", dir);
+        memset(&b, 0, sizeof b);
+        if (fat5_model_load(g, dir, &m) == FAT5_OK && tm_load_batch(T, dir, &b) == FAT5_OK &&
+            fat5_st_open(fat5_test_ctx(T), path, &ref) == FAT5_OK && fat5_model_forward(m, &b, NULL, &r) == FAT5_OK &&
+            (want = tm_read_tensor(T, ref, "logits", &n)) != NULL && (loss = tm_read_tensor(T, ref, "loss", &nl)) != NULL) {
+            got = (float *)malloc((size_t)n * sizeof(float));
+            if (got && fat5_model_get_logits(m, got, n) == FAT5_OK)
+                fat5_check_close(T, "GPU-loaded fixture logits", got, want, (size_t)n, 1e-5, 1e-4);
+            FAT5_CHECK_MSG(T, fabs(r.loss - loss[0]) <= 1e-4 * fabs(loss[0]), "loss %.9g, transformers %.9g", r.loss,
+                           (double)loss[0]);
+        } else {
+            FAT5_CHECK_MSG(T, 0, "GPU-loaded fixture: %s", fat5_last_error(g));
+        }
+        free(want);
+        free(got);
+        free(loss);
+        fat5_st_close(ref);
+        fat5_batch_free(fat5_test_ctx(T), &b);
+        fat5_model_destroy(m);
+    }
+    fat5_ctx_destroy(g);
+}
+static void t_gpu_fixtures_fp32(fat5_test *T) { tgm_fixtures(T, FAT5_DTYPE_FP32); }
+static void t_gpu_fixtures_bf16(fat5_test *T) { tgm_fixtures(T, FAT5_DTYPE_BF16); }
+
+// save from a GPU model (weights come back from the device) and reload on the CPU
+static void t_gpu_save_reload(fat5_test *T) {
+    fat5_ctx *g = tgm_ctx(T, FAT5_DTYPE_BF16);
+    fat5_model *gm = NULL, *cm = NULL;
+    char dir[600];
+    fat5_model_config c = tm_tiny_config(1, 0, 0);
+    float *w;
+    if (!g) return;
+    snprintf(dir, sizeof dir, "%s/gpu_saved", fat5_test_tmpdir(T));
+    if (fat5_model_create(g, &c, 9, &gm) == FAT5_OK && fat5_model_save(gm, dir) == FAT5_OK &&
+        fat5_model_load(fat5_test_ctx(T), dir, &cm) == FAT5_OK) {
+        w = (float *)malloc(gm->params[3].numel * sizeof(float));
+        FAT5_CHECK(T, memcmp(gm->w, cm->w, gm->n_floats * sizeof(float)) == 0);
+        if (w && fat5_model_get_param(gm, gm->params[3].name, w, (int64_t)gm->params[3].numel) == FAT5_OK)
+            FAT5_CHECK(T, memcmp(w, cm->w + cm->params[3].offset, gm->params[3].numel * sizeof(float)) == 0);
+        free(w);
+    } else {
+        FAT5_CHECK_MSG(T, 0, "GPU save/reload: %s / %s", fat5_last_error(g), fat5_last_error(fat5_test_ctx(T)));
+    }
+    fat5_model_destroy(gm);
+    fat5_model_destroy(cm);
+    fat5_ctx_destroy(g);
+}
+
+#define FAT5_TESTS_GPU_MODEL(X) X(gpu_model_fp32_vs_cpu) X(gpu_model_bf16_vs_cpu) X(gpu_fixtures_fp32) \
+    X(gpu_fixtures_bf16) X(gpu_save_reload)

@@ -1,0 +1,882 @@
+// GPU ops: every kernel of kernels/*.cu (through its launcher fat5__gpu_<op>) against its CPU twin
+// fat5__cpu_<op> on random inputs, in an fp32 context and in a bf16 context. Odd sizes throughout:
+// lengths that are no multiple of any tile or warp, one-token sequences, packs of sequences of
+// very different lengths, cross-attention with other key lengths, head dims 1..256, rows wider
+// than the shared-memory caches (their global-memory fallbacks). Each test skips when no CUDA
+// device can be opened.
+//
+// (Included by test_main.c unless FAT5_NO_CUDA.)
+//
+// Tolerances. Every comparison is |got - ref| <= atol + rtol |ref| elementwise, with
+//   rtol = TG_R32 for a result kept in fp32, TG_R16 for a result stored in the activation dtype
+//   of a bf16 context;  atol = TG_A * scale, scale = the size of the terms whose rounding errors
+//   the result carries: max|ref| over the tensor, or more where the result is a difference of
+//   larger terms that can cancel to ~0 (below).
+// - fp32 (TG_R32 = TG_A = 1e-5, ~170 ulps of fp32, u = 2^-24 = 6e-8): the CPU oracle works on the
+//   same fp32 inputs with double accumulation, so the difference is the GPU's own fp32 rounding:
+//   a few ulps per math function (expf, logf, erfcf, sqrtf: <= 4 ulps) plus reduction error
+//   ~ sqrt(n) u relative to the sum of |terms| for the random-sign sums here (n <= ~10^4 terms:
+//   <= 100 u = 6e-6). A difference carries that error relative to its terms, not to itself, so:
+//     rmsnorm dx = r w dy - x r^3 mean(w dy x): scale max(|dx|, |r w dy|) (the terms cancel
+//       exactly when D = 1);
+//     attention ds = p (dout.v - delta) with |dout.v|, |delta| <= |dout| |v| (2-norms of head
+//       rows; exact cancellation when a query sees a single key, e.g. one-token sequences):
+//       dq scale max(|dq|, |dout| |v| max|k|), dk likewise with max|q|; o and dv are weighted
+//       sums of v and dout rows: max|v|, max|dout|; delta = dout.o: |dout| |o|;
+//     row cross-entropy lse - (1-s) x_y - (s/V) sum x: max|lse|;
+//     activation derivatives near their roots, the label entry of dlogits: max|ref| (the
+//       largest result is of the order of the terms there).
+// - bf16 context: the host rounds every activation-dtype input to bf16 first, so oracle and GPU
+//   read identical inputs and the GPU still computes in fp32; the only new error is the final
+//   rounding of an act_t output to bf16: at most 2^-8 relative (8 significant bits, round to
+//   nearest: half an ulp of 2^-7). So TG_R16 = 2^-8 + TG_R32 (this bound is attained: worst
+//   ratios ~0.99 of the tolerance are expected) and atol as in fp32; fp32 outputs (lse, delta,
+//   dbias, r, dw, embeddings, cross-entropy rows) keep the fp32 tolerances.
+// - dbias: the oracle itself adds each ds to a float (dbias[b] += (float)ds, sequentially), over
+//   up to N = 2.2e4 (query, key) pairs per bucket here (the 300-token sequence's far buckets);
+//   its rounding error grows like u sqrt(N) |partial sum| (random walk), ~ 1e-5 of the result,
+//   with a worst case far above. TG_RDB = 1e-4 covers the oracle's error, not the GPU's.
+// - Copies and conversions (embed_fwd, to_act, f32_to_bf16, fill, scale, and dw reruns) must
+//   match bit for bit.
+
+#define TG_A 1e-5
+#define TG_R32 1e-5
+#define TG_R16 (1.0 / 256 + TG_R32)
+#define TG_RDB 1e-4
+
+// A GPU context and everything a case allocated, freed together by tg_end.
+typedef struct tg {
+    fat5_test *T;
+    fat5_ctx *ctx;
+    int bf16;          // activation dtype of ctx is bf16
+    const char *mode;  // "fp32" or "bf16", for messages
+    fat5__dptr dev[64];
+    int ndev;
+    void *host[64];
+    int nhost;
+    int err;  // a call failed (already reported): stop the case
+} tg;
+
+// Opens a GPU context of the given dtype into *out; on FAT5_ERR_NO_DEVICE marks the test skipped,
+// on any other failure fails it; *out stays NULL in both cases.
+static void tg_open(fat5_test *T, fat5_dtype dtype, fat5_ctx **out) {
+    fat5_ctx_config c = fat5_ctx_config_default();
+    fat5_ctx *ctx = NULL;
+    fat5_status st;
+    char msg[sizeof T->skip_reason];
+    c.device = FAT5_DEVICE_GPU;
+    c.dtype = dtype;
+    *out = NULL;
+    st = fat5_ctx_create(&c, &ctx);
+    if (st == FAT5_OK) {
+        *out = ctx;
+        return;
+    }
+    snprintf(msg, sizeof msg, "no CUDA device: %.200s", ctx ? fat5_last_error(ctx) : fat5_status_string(st));
+    fat5_ctx_destroy(ctx);
+    if (st == FAT5_ERR_NO_DEVICE) FAT5_SKIP(T, msg);
+    FAT5_CHECK_MSG(T, 0, "GPU context (%s): %s -> %s", dtype == FAT5_DTYPE_BF16 ? "bf16" : "fp32",
+                   fat5_status_string(st), msg + strlen("no CUDA device: "));
+}
+
+// A GPU context of the given dtype, or NULL (the test is then skipped or failed).
+static fat5_ctx *tg_ctx(fat5_test *T, fat5_dtype dtype) {
+    fat5_ctx *ctx;
+    tg_open(T, dtype, &ctx);
+    return ctx;
+}
+
+// Starts a case in mode 0 (fp32 context) or 1 (bf16); 0 when there is no context.
+static int tg_begin(tg *g, fat5_test *T, int mode) {
+    memset(g, 0, sizeof *g);
+    g->T = T;
+    g->bf16 = mode == 1;
+    g->mode = g->bf16 ? "bf16" : "fp32";
+    g->ctx = tg_ctx(T, g->bf16 ? FAT5_DTYPE_BF16 : FAT5_DTYPE_FP32);
+    return g->ctx != NULL;
+}
+
+// Frees the buffers allocated since the counts were (ndev, nhost).
+static void tg_release(tg *g, int ndev, int nhost) {
+    while (g->ndev > ndev) fat5__gpu_free(g->ctx, g->dev[--g->ndev]);
+    while (g->nhost > nhost) free(g->host[--g->nhost]);
+}
+
+static void tg_end(tg *g) {
+    tg_release(g, 0, 0);
+    fat5_ctx_destroy(g->ctx);
+    g->ctx = NULL;
+}
+
+// Checks a status; on failure reports the call and the context's message. Returns 1 when ok.
+static int tg_ok_at(tg *g, int line, fat5_status st, const char *what) {
+    if (st == FAT5_OK) return 1;
+    if (!g->err)
+        fat5_test_fail(g->T, __FILE__, line, "[%s] %s -> %s: %s", g->mode, what, fat5_status_string(st),
+                       fat5_last_error(g->ctx));
+    g->err = 1;
+    return 0;
+}
+#define tg_ok(g, call) tg_ok_at((g), __LINE__, (call), #call)
+
+static void *tg_hmem(tg *g, size_t bytes) {
+    void *p = calloc(bytes ? bytes : 1, 1);
+    if (!p || g->nhost == (int)(sizeof g->host / sizeof g->host[0])) abort();
+    g->host[g->nhost++] = p;
+    return p;
+}
+static float *tg_f(tg *g, size_t n) { return (float *)tg_hmem(g, n * sizeof(float)); }
+static int32_t *tg_i(tg *g, size_t n) { return (int32_t *)tg_hmem(g, n * sizeof(int32_t)); }
+
+// Device buffer of `bytes`, zero-filled (0 after a failure).
+static fat5__dptr tg_dev(tg *g, size_t bytes) {
+    fat5__dptr p = 0;
+    if (g->err || g->ndev == (int)(sizeof g->dev / sizeof g->dev[0])) {
+        if (!g->err) FAT5_CHECK_MSG(g->T, 0, "too many device buffers in one case");
+        g->err = 1;
+        return 0;
+    }
+    if (!tg_ok(g, fat5__gpu_alloc(g->ctx, bytes ? bytes : 1, &p))) return 0;
+    g->dev[g->ndev++] = p;
+    return p;
+}
+
+static size_t tg_act(const tg *g) { return g->bf16 ? 2 : 4; }
+
+// Upload n floats as fp32 / n int32 / n values in the activation dtype (bf16 bits in a bf16
+// context: x must already be bf16 values, see tg_round).
+static fat5__dptr tg_up_f32(tg *g, const float *x, size_t n) {
+    fat5__dptr p = tg_dev(g, n * 4);
+    if (p && n) tg_ok(g, fat5__gpu_upload(g->ctx, p, x, n * 4));
+    return g->err ? 0 : p;
+}
+static fat5__dptr tg_up_i32(tg *g, const int32_t *x, size_t n) {
+    fat5__dptr p = tg_dev(g, n * 4);
+    if (p && n) tg_ok(g, fat5__gpu_upload(g->ctx, p, x, n * 4));
+    return g->err ? 0 : p;
+}
+static fat5__dptr tg_up_act(tg *g, const float *x, size_t n) {
+    fat5__dptr p;
+    size_t i;
+    uint16_t *h;
+    if (!g->bf16) return tg_up_f32(g, x, n);
+    p = tg_dev(g, n * 2);
+    h = (uint16_t *)tg_hmem(g, n * 2);
+    for (i = 0; i < n; i++) h[i] = fat5__f32_to_bf16(x[i]);
+    if (p && n) tg_ok(g, fat5__gpu_upload(g->ctx, p, h, n * 2));
+    return g->err ? 0 : p;
+}
+
+// Download after synchronising (so that errors of the kernels show up here, by name).
+static void tg_down_f32(tg *g, float *x, fat5__dptr p, size_t n) {
+    if (g->err || !tg_ok(g, fat5__gpu_sync(g->ctx))) return;
+    if (n) tg_ok(g, fat5__gpu_download(g->ctx, x, p, n * 4));
+}
+static void tg_down_act(tg *g, float *x, fat5__dptr p, size_t n) {
+    uint16_t *h;
+    size_t i;
+    if (!g->bf16) {
+        tg_down_f32(g, x, p, n);
+        return;
+    }
+    if (g->err || !tg_ok(g, fat5__gpu_sync(g->ctx))) return;
+    h = (uint16_t *)tg_hmem(g, n * 2);
+    if (n && !tg_ok(g, fat5__gpu_download(g->ctx, h, p, n * 2))) return;
+    for (i = 0; i < n; i++) x[i] = fat5__bf16_to_f32(h[i]);
+}
+
+// In a bf16 context, round host inputs of the activation dtype to bf16 so that the CPU oracle
+// reads exactly what the GPU reads.
+static void tg_round(const tg *g, float *x, size_t n) {
+    size_t i;
+    if (g->bf16)
+        for (i = 0; i < n; i++) x[i] = fat5__bf16_to_f32(fat5__f32_to_bf16(x[i]));
+}
+
+// uniform in [-scale, scale]
+static void tg_fill(fat5_rng *r, float *x, size_t n, double scale) {
+    size_t i;
+    for (i = 0; i < n; i++) x[i] = (float)((2.0 * fat5_rng_uniform(r) - 1.0) * scale);
+}
+
+static double tg_maxabs(const float *x, size_t n) {
+    double m = 0;
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (fabs((double)x[i]) > m) m = fabs((double)x[i]);
+    return m;
+}
+
+// largest 2-norm of `rows` rows of n floats
+static double tg_maxnorm(const float *x, int64_t rows, int n) {
+    double m = 0;
+    int64_t r;
+    int j;
+    for (r = 0; r < rows; r++) {
+        double s = 0;
+        for (j = 0; j < n; j++) s += (double)x[r * n + j] * x[r * n + j];
+        if (s > m) m = s;
+    }
+    return sqrt(m);
+}
+
+// got vs ref with the tolerances of the header comment: act != 0 for an activation-dtype output;
+// rtol 0 for the default; scale 0 for max|ref| (else the size of the terms that cancel in ref)
+static void tg_close_at(tg *g, int line, const char *what, const float *got, const float *ref, size_t n,
+                        int act, double rtol, double scale) {
+    char name[160];
+    if (g->err) return;
+    snprintf(name, sizeof name, "[%s] %s", g->mode, what);
+    if (rtol <= 0) rtol = act && g->bf16 ? TG_R16 : TG_R32;
+    if (scale <= 0) scale = tg_maxabs(ref, n);
+    fat5_check_close_at(g->T, __FILE__, line, name, got, ref, n, TG_A * scale, rtol);
+}
+#define tg_close(g, what, got, ref, n, act) tg_close_at((g), __LINE__, (what), (got), (ref), (n), (act), 0, 0)
+
+// bit-for-bit equality (copies and conversions; NaNs compare by bits)
+static void tg_same_at(tg *g, int line, const char *what, const float *got, const float *ref, size_t n) {
+    size_t i, bad = 0;
+    if (g->err) return;
+    for (i = 0; i < n; i++)
+        if (memcmp(&got[i], &ref[i], sizeof(float)) != 0) {
+            if (bad < 5) printf("  [%s] %s[%zu]: got %.9g, want %.9g\n", g->mode, what, i, got[i], ref[i]);
+            bad++;
+        }
+    if (bad)
+        fat5_test_fail(g->T, __FILE__, line, "[%s] %s: %zu of %zu elements differ", g->mode, what, bad, n);
+}
+#define tg_same(g, what, got, ref, n) tg_same_at((g), __LINE__, (what), (got), (ref), (n))
+
+// ----- util.cu -----
+
+static void tg_util_case(tg *g, int64_t n, fat5_rng *rng) {
+    float *x = tg_f(g, (size_t)n), *ref = tg_f(g, (size_t)n), *got = tg_f(g, (size_t)n);
+    uint16_t *bits = (uint16_t *)tg_hmem(g, (size_t)n * 2);
+    fat5__dptr d, b;
+    int64_t i;
+    tg_fill(rng, x, (size_t)n, 100.0);
+    // conversion corner cases: ties (both parities), NaN, infinities, overflow to inf, subnormals
+    {
+        static const uint32_t special[] = {0x3f808000u, 0x3f818000u, 0x7fc00001u, 0xffc00000u,
+                                           0x7f800000u, 0xff800000u, 0x7f7fffffu, 0x00000001u,
+                                           0x807fffffu, 0x00000000u, 0x80000000u, 0x3f80ffffu};
+        for (i = 0; i < n && i < (int64_t)(sizeof special / sizeof special[0]); i++)
+            memcpy(&x[i], &special[i], 4);
+    }
+    d = tg_up_f32(g, x, (size_t)n);
+    b = tg_dev(g, (size_t)n * 2);
+    // f32_to_bf16: the host's RNE conversion (fat5__f32_to_bf16), bit for bit
+    if (!tg_ok(g, fat5__gpu_f32_to_bf16(g->ctx, b, d, n)) || !tg_ok(g, fat5__gpu_sync(g->ctx)) ||
+        !tg_ok(g, fat5__gpu_download(g->ctx, bits, b, (size_t)n * 2)))
+        return;
+    for (i = 0; i < n; i++) {
+        got[i] = fat5__bf16_to_f32(bits[i]);
+        ref[i] = fat5__bf16_to_f32(fat5__f32_to_bf16(x[i]));
+    }
+    tg_same(g, "f32_to_bf16", got, ref, (size_t)n);
+    // to_act: a copy in fp32, the same rounding in bf16
+    {
+        fat5__dptr a = tg_dev(g, (size_t)n * tg_act(g));
+        if (!tg_ok(g, fat5__gpu_to_act(g->ctx, a, d, n))) return;
+        tg_down_act(g, got, a, (size_t)n);
+        for (i = 0; i < n; i++) ref[i] = g->bf16 ? fat5__bf16_to_f32(fat5__f32_to_bf16(x[i])) : x[i];
+        tg_same(g, "to_act", got, ref, (size_t)n);
+    }
+    // scale_f32 then fill_f32 (on a prefix)
+    for (i = 0; i < n; i++) ref[i] = x[i] * 0.375f;
+    if (!tg_ok(g, fat5__gpu_scale_f32(g->ctx, d, 0.375f, n))) return;
+    tg_down_f32(g, got, d, (size_t)n);
+    tg_same(g, "scale_f32", got, ref, (size_t)n);
+    for (i = 0; i < n - n / 3; i++) ref[i] = -2.5f;
+    if (!tg_ok(g, fat5__gpu_fill_f32(g->ctx, d, -2.5f, n - n / 3))) return;
+    tg_down_f32(g, got, d, (size_t)n);
+    tg_same(g, "fill_f32", got, ref, (size_t)n);
+}
+
+static void t_gpu_util(fat5_test *T) {
+    static const int64_t sizes[] = {1, 13, 257, 1000003};
+    int mode;
+    size_t s;
+    for (mode = 0; mode < 2; mode++) {
+        fat5_rng rng = fat5_rng_init(100 + (uint64_t)mode);
+        tg g;
+        if (!tg_begin(&g, T, mode)) return;
+        for (s = 0; s < sizeof sizes / sizeof sizes[0] && !g.err; s++) {
+            int nd = g.ndev, nh = g.nhost;
+            tg_util_case(&g, sizes[s], &rng);
+            tg_release(&g, nd, nh);
+        }
+        // n = 0 launches nothing and succeeds
+        tg_ok(&g, fat5__gpu_fill_f32(g.ctx, 0, 1.0f, 0));
+        tg_end(&g);
+    }
+}
+
+// ----- embed.cu -----
+
+static void tg_embed_case(tg *g, int64_t V, int64_t T, int D, fat5_rng *rng) {
+    float *table = tg_f(g, (size_t)(V * D)), *out = tg_f(g, (size_t)(T * D)), *ref = tg_f(g, (size_t)(T * D));
+    float *dout = tg_f(g, (size_t)(T * D)), *dt = tg_f(g, (size_t)(V * D)), *dref = tg_f(g, (size_t)(V * D));
+    int32_t *tok = tg_i(g, (size_t)T);
+    fat5__dptr dtab, dtok, dout_d, ddt, dres;
+    int64_t t;
+    char what[64];
+    tg_fill(rng, table, (size_t)(V * D), 1.0);
+    tg_fill(rng, dout, (size_t)(T * D), 1.0);
+    tg_fill(rng, dref, (size_t)(V * D), 0.5);  // the gradient accumulates onto existing values
+    for (t = 0; t < T; t++) tok[t] = (int32_t)fat5_rng_below(rng, (uint64_t)V);  // repeats when T > V
+    tok[T - 1] = (int32_t)(V - 1);
+    dtab = tg_up_f32(g, table, (size_t)(V * D));
+    dtok = tg_up_i32(g, tok, (size_t)T);
+    dres = tg_dev(g, (size_t)(T * D) * 4);
+    dout_d = tg_up_f32(g, dout, (size_t)(T * D));
+    ddt = tg_up_f32(g, dref, (size_t)(V * D));
+    if (g->err) return;
+    fat5__cpu_embed_fwd(ref, table, tok, T, D);
+    if (!tg_ok(g, fat5__gpu_embed_fwd(g->ctx, dres, dtab, dtok, T, D))) return;
+    tg_down_f32(g, out, dres, (size_t)(T * D));
+    snprintf(what, sizeof what, "embed_fwd T=%lld D=%d", (long long)T, D);
+    tg_same(g, what, out, ref, (size_t)(T * D));
+    fat5__cpu_embed_bwd(dref, dout, tok, T, D);
+    if (!tg_ok(g, fat5__gpu_embed_bwd(g->ctx, ddt, dout_d, dtok, T, D))) return;
+    tg_down_f32(g, dt, ddt, (size_t)(V * D));
+    snprintf(what, sizeof what, "embed_bwd T=%lld D=%d", (long long)T, D);
+    tg_close(g, what, dt, dref, (size_t)(V * D), 0);  // atomics: the order of the float sums varies
+}
+
+static void t_gpu_embed(fat5_test *T) {
+    // (V, T, D): repeated tokens (T > V), odd widths, a single element, many rows
+    static const int64_t shapes[][3] = {{13, 50, 37}, {1, 1, 1}, {97, 300, 300}, {5, 2000, 8}};
+    int mode;
+    size_t s;
+    for (mode = 0; mode < 2; mode++) {
+        fat5_rng rng = fat5_rng_init(200 + (uint64_t)mode);
+        tg g;
+        if (!tg_begin(&g, T, mode)) return;
+        for (s = 0; s < sizeof shapes / sizeof shapes[0] && !g.err; s++) {
+            int nd = g.ndev, nh = g.nhost;
+            tg_embed_case(&g, shapes[s][0], shapes[s][1], (int)shapes[s][2], &rng);
+            tg_release(&g, nd, nh);
+        }
+        tg_end(&g);
+    }
+}
+
+// ----- norm.cu -----
+
+static void tg_rmsnorm_case(tg *g, int64_t T, int D, fat5_rng *rng) {
+    size_t n = (size_t)(T * D);
+    float *x = tg_f(g, n), *w = tg_f(g, (size_t)D), *y = tg_f(g, n), *r = tg_f(g, (size_t)T),
+          *yref = tg_f(g, n);
+    float *rref = tg_f(g, (size_t)T), *dy = tg_f(g, n), *dx0 = tg_f(g, n), *dx = tg_f(g, n),
+          *dxref = tg_f(g, n);
+    float *dw0 = tg_f(g, (size_t)D), *dw = tg_f(g, (size_t)D), *dwref = tg_f(g, (size_t)D),
+          *dw2 = tg_f(g, (size_t)D);
+    fat5__dptr xd, wd, yd, rd, dyd, dxd, dwd, scratch;
+    double dxscale = 0;
+    int acc;
+    char what[96];
+    tg_fill(rng, x, n, 2.0);
+    tg_fill(rng, w, (size_t)D, 1.5);
+    tg_fill(rng, dy, n, 1.0);
+    tg_fill(rng, dx0, n, 1.0);
+    tg_fill(rng, dw0, (size_t)D, 1.0);
+    xd = tg_up_f32(g, x, n);
+    wd = tg_up_f32(g, w, (size_t)D);
+    yd = tg_dev(g, n * tg_act(g));
+    rd = tg_dev(g, (size_t)T * 4);
+    dyd = tg_up_f32(g, dy, n);
+    dxd = tg_dev(g, n * 4);
+    dwd = tg_dev(g, (size_t)D * 4);
+    scratch = tg_dev(g, (size_t)FAT5__GPU_NORM_BWD_BLOCKS * (size_t)D * 4);
+    if (g->err) return;
+    fat5__cpu_rmsnorm_fwd(yref, rref, x, w, T, D, 1e-6f);
+    // dx = r w dy - x r^3 mean(w dy x): its two terms, each of the size of r w dy, cancel exactly
+    // when D = 1 (x r = +-1); their size, not that of dx, sets the absolute tolerance
+    {
+        int64_t t, j;
+        for (t = 0; t < T; t++)
+            for (j = 0; j < D; j++) {
+                double m = fabs((double)rref[t] * w[j] * dy[t * D + j]);
+                if (m > dxscale) dxscale = m;
+            }
+    }
+    if (!tg_ok(g, fat5__gpu_rmsnorm_fwd(g->ctx, yd, rd, xd, wd, T, D, 1e-6f))) return;
+    tg_down_act(g, y, yd, n);
+    tg_down_f32(g, r, rd, (size_t)T);
+    snprintf(what, sizeof what, "rmsnorm_fwd y T=%lld D=%d", (long long)T, D);
+    tg_close(g, what, y, yref, n, 1);
+    snprintf(what, sizeof what, "rmsnorm_fwd r T=%lld D=%d", (long long)T, D);
+    tg_close(g, what, r, rref, (size_t)T, 0);
+    // backward from the CPU's r (so only the backward is compared), writing and accumulating dx;
+    // dw accumulates onto its initial value
+    for (acc = 0; acc < 2 && !g->err; acc++) {
+        memcpy(dxref, dx0, n * sizeof(float));
+        memcpy(dwref, dw0, (size_t)D * sizeof(float));
+        if (!tg_ok(g, fat5__gpu_upload(g->ctx, rd, rref, (size_t)T * 4)) ||
+            !tg_ok(g, fat5__gpu_upload(g->ctx, dxd, dx0, n * 4)) ||
+            !tg_ok(g, fat5__gpu_upload(g->ctx, dwd, dw0, (size_t)D * 4)))
+            return;
+        fat5__cpu_rmsnorm_bwd(dxref, dwref, dy, x, w, rref, T, D, acc);
+        if (!tg_ok(g, fat5__gpu_rmsnorm_bwd(g->ctx, dxd, dwd, dyd, xd, wd, rd, T, D, acc, scratch))) return;
+        tg_down_f32(g, dx, dxd, n);
+        tg_down_f32(g, dw, dwd, (size_t)D);
+        snprintf(what, sizeof what, "rmsnorm_bwd dx T=%lld D=%d accumulate=%d", (long long)T, D, acc);
+        tg_close_at(g, __LINE__, what, dx, dxref, n, 0, 0, fmax(dxscale, tg_maxabs(dxref, n)));
+        snprintf(what, sizeof what, "rmsnorm_bwd dw T=%lld D=%d", (long long)T, D);
+        tg_close(g, what, dw, dwref, (size_t)D, 0);
+    }
+    // dw is deterministic: the same run gives the same bits
+    if (!tg_ok(g, fat5__gpu_upload(g->ctx, dwd, dw0, (size_t)D * 4)) ||
+        !tg_ok(g, fat5__gpu_rmsnorm_bwd(g->ctx, dxd, dwd, dyd, xd, wd, rd, T, D, 1, scratch)))
+        return;
+    tg_down_f32(g, dw2, dwd, (size_t)D);
+    snprintf(what, sizeof what, "rmsnorm_bwd dw rerun T=%lld D=%d", (long long)T, D);
+    tg_same(g, what, dw2, dw, (size_t)D);
+    // without a weight gradient only dx is written
+    if (!tg_ok(g, fat5__gpu_rmsnorm_bwd(g->ctx, dxd, 0, dyd, xd, wd, rd, T, D, 0, 0))) return;
+    tg_down_f32(g, dx, dxd, n);
+    memcpy(dxref, dx0, n * sizeof(float));
+    fat5__cpu_rmsnorm_bwd(dxref, dwref, dy, x, w, rref, T, D, 0);
+    snprintf(what, sizeof what, "rmsnorm_bwd dx without dw T=%lld D=%d", (long long)T, D);
+    tg_close_at(g, __LINE__, what, dx, dxref, n, 0, 0, fmax(dxscale, tg_maxabs(dxref, n)));
+}
+
+static void t_gpu_rmsnorm(fat5_test *T) {
+    // (T, D): single element; odd widths; more rows than the 1024 partial-sum blocks; a row wider
+    // than the shared-memory dw accumulator (13000 floats > 48 KiB: global fallback)
+    static const int64_t shapes[][2] = {{1, 1},    {5, 7},     {37, 512}, {1500, 64},
+                                        {2, 4096}, {3, 13000}, {1029, 33}};
+    int mode;
+    size_t s;
+    for (mode = 0; mode < 2; mode++) {
+        fat5_rng rng = fat5_rng_init(300 + (uint64_t)mode);
+        tg g;
+        if (!tg_begin(&g, T, mode)) return;
+        for (s = 0; s < sizeof shapes / sizeof shapes[0] && !g.err; s++) {
+            int nd = g.ndev, nh = g.nhost;
+            tg_rmsnorm_case(&g, shapes[s][0], (int)shapes[s][1], &rng);
+            tg_release(&g, nd, nh);
+        }
+        tg_end(&g);
+    }
+}
+
+static void t_gpu_colsum(fat5_test *T) {
+    static const int shapes[][2] = {{1, 1}, {1024, 70}, {33, 1000}, {3000, 5}};
+    int mode;
+    size_t s;
+    for (mode = 0; mode < 2; mode++) {
+        fat5_rng rng = fat5_rng_init(400 + (uint64_t)mode);
+        tg g;
+        if (!tg_begin(&g, T, mode)) return;
+        for (s = 0; s < sizeof shapes / sizeof shapes[0] && !g.err; s++) {
+            int rows = shapes[s][0], D = shapes[s][1], j, rr, nd = g.ndev, nh = g.nhost;
+            float *in = tg_f(&g, (size_t)rows * (size_t)D), *out = tg_f(&g, (size_t)D),
+                  *ref = tg_f(&g, (size_t)D);
+            fat5__dptr ind, outd;
+            char what[64];
+            tg_fill(&rng, in, (size_t)rows * (size_t)D, 1.0);
+            tg_fill(&rng, ref, (size_t)D, 1.0);
+            ind = tg_up_f32(&g, in, (size_t)rows * (size_t)D);
+            outd = tg_up_f32(&g, ref, (size_t)D);  // out accumulates
+            for (j = 0; j < D; j++) {
+                double acc = ref[j];
+                for (rr = 0; rr < rows; rr++) acc += in[(size_t)rr * (size_t)D + (size_t)j];
+                ref[j] = (float)acc;
+            }
+            if (g.err || !tg_ok(&g, fat5__gpu_colsum_f32(g.ctx, outd, ind, rows, D))) break;
+            tg_down_f32(&g, out, outd, (size_t)D);
+            snprintf(what, sizeof what, "colsum_f32 rows=%d D=%d", rows, D);
+            tg_close(&g, what, out, ref, (size_t)D, 0);
+            tg_release(&g, nd, nh);
+        }
+        tg_end(&g);
+    }
+}
+
+// ----- ffn.cu -----
+
+static void tg_act_case(tg *g, fat5_act act, int gated, int64_t n, fat5_rng *rng) {
+    float *a = tg_f(g, (size_t)n), *b = gated ? tg_f(g, (size_t)n) : NULL, *dh = tg_f(g, (size_t)n);
+    float *h = tg_f(g, (size_t)n), *href = tg_f(g, (size_t)n), *da = tg_f(g, (size_t)n),
+          *daref = tg_f(g, (size_t)n);
+    float *db = tg_f(g, (size_t)n), *dbref = tg_f(g, (size_t)n);
+    fat5__dptr ad, bd = 0, dhd, hd, dad, dbd = 0;
+    char what[96];
+    const char *an = fat5__act_name(act);
+    tg_fill(rng, a, (size_t)n, 6.0);  // both tails, the kinks and the derivative roots
+    a[0] = 0.0f;
+    if (n > 2) {
+        a[1] = -30.0f;
+        a[2] = 30.0f;
+    }
+    if (b) tg_fill(rng, b, (size_t)n, 2.0);
+    tg_fill(rng, dh, (size_t)n, 1.0);
+    tg_round(g, a, (size_t)n);
+    if (b) tg_round(g, b, (size_t)n);
+    tg_round(g, dh, (size_t)n);
+    ad = tg_up_act(g, a, (size_t)n);
+    if (b) bd = tg_up_act(g, b, (size_t)n);
+    dhd = tg_up_act(g, dh, (size_t)n);
+    hd = tg_dev(g, (size_t)n * tg_act(g));
+    dad = tg_dev(g, (size_t)n * tg_act(g));
+    if (g->err) return;
+    fat5__cpu_act_fwd(href, a, b, n, act);
+    if (!tg_ok(g, fat5__gpu_act_fwd(g->ctx, hd, ad, bd, n, (int)act))) return;
+    tg_down_act(g, h, hd, (size_t)n);
+    snprintf(what, sizeof what, "act_fwd %s%s n=%lld", gated ? "gated " : "", an, (long long)n);
+    tg_close(g, what, h, href, (size_t)n, 1);
+    fat5__cpu_act_bwd(daref, b ? dbref : NULL, dh, a, b, n, act);
+    // gated: db written in place over dh, as the model does
+    if (b) dbd = dhd;
+    if (!tg_ok(g, fat5__gpu_act_bwd(g->ctx, dad, dbd, dhd, ad, bd, n, (int)act))) return;
+    tg_down_act(g, da, dad, (size_t)n);
+    snprintf(what, sizeof what, "act_bwd da %s%s n=%lld", gated ? "gated " : "", an, (long long)n);
+    tg_close(g, what, da, daref, (size_t)n, 1);
+    if (b) {
+        tg_down_act(g, db, dbd, (size_t)n);
+        snprintf(what, sizeof what, "act_bwd db (in place of dh) gated %s n=%lld", an, (long long)n);
+        tg_close(g, what, db, dbref, (size_t)n, 1);
+    }
+}
+
+static void t_gpu_act(fat5_test *T) {
+    static const int64_t sizes[] = {1, 1001, 100003};
+    int mode, act, gated;
+    size_t s;
+    for (mode = 0; mode < 2; mode++) {
+        fat5_rng rng = fat5_rng_init(500 + (uint64_t)mode);
+        tg g;
+        if (!tg_begin(&g, T, mode)) return;
+        for (act = FAT5_ACT_RELU; act <= FAT5_ACT_SILU; act++)
+            for (gated = 0; gated < 2; gated++)
+                for (s = 0; s < sizeof sizes / sizeof sizes[0] && !g.err; s++) {
+                    int nd = g.ndev, nh = g.nhost;
+                    tg_act_case(&g, (fat5_act)act, gated, sizes[s], &rng);
+                    tg_release(&g, nd, nh);
+                }
+        FAT5_CHECK(T, fat5__gpu_act_fwd(g.ctx, 0, 0, 0, 1, 7) == FAT5_ERR_INVALID_ARG);
+        tg_end(&g);
+    }
+}
+
+// ----- attention.cu -----
+
+typedef struct tg_attn_cfg {
+    int n_seq;
+    const int *len_q, *len_k;  // len_k NULL: self-attention (same lengths)
+    int H, dk, nb, md;
+} tg_attn_cfg;
+
+// One configuration and kind: forward, then the backward from the CPU's o and lse.
+static void tg_attn_case(tg *g, const tg_attn_cfg *c, int kind, fat5_rng *rng) {
+    static const char *const kinds[] = {"cross", "bidir", "causal"};
+    int s, i;
+    int32_t *cu_q = tg_i(g, (size_t)c->n_seq + 1), *cu_k = tg_i(g, (size_t)c->n_seq + 1);
+    int32_t *q_seq, *k_seq, *lut = tg_i(g, (size_t)(c->md > 0 ? c->md : 1));
+    int64_t Tq, Tk, H = c->H, dk = c->dk;
+    size_t nq, nk, nb = (size_t)c->nb;
+    float *q, *k, *v, *bias = NULL, *o, *oref, *lse, *lseref, *dout, *dq, *dqref, *dkk, *dkref, *dv, *dvref;
+    float *dbias, *dbref, *delta, *deltaref;
+    fat5__dptr qd, kd, vd, biasd = 0, lutd = 0, cuqd, cukd, qsd, ksd, od, lsed, doutd, deltad, dqd, dkd, dvd,
+                           dbd = 0;
+    fat5__attn_shape sh;
+    char what[160], tag[96];
+    cu_q[0] = cu_k[0] = 0;
+    for (s = 0; s < c->n_seq; s++) {
+        cu_q[s + 1] = cu_q[s] + c->len_q[s];
+        cu_k[s + 1] = cu_k[s] + (kind == FAT5__ATTN_CROSS && c->len_k ? c->len_k[s] : c->len_q[s]);
+    }
+    Tq = cu_q[c->n_seq];
+    Tk = cu_k[c->n_seq];
+    nq = (size_t)(Tq * H * dk);
+    nk = (size_t)(Tk * H * dk);
+    q_seq = tg_i(g, (size_t)Tq);
+    k_seq = tg_i(g, (size_t)(Tk ? Tk : 1));
+    for (s = 0; s < c->n_seq; s++) {
+        for (i = cu_q[s]; i < cu_q[s + 1]; i++) q_seq[i] = s;
+        for (i = cu_k[s]; i < cu_k[s + 1]; i++) k_seq[i] = s;
+    }
+    for (i = 0; i < c->md; i++)
+        lut[i] = fat5__rel_bucket(-(int64_t)i, kind == FAT5__ATTN_BIDIR, c->nb, c->md);
+    q = tg_f(g, nq);
+    k = tg_f(g, nk);
+    v = tg_f(g, nk);
+    o = tg_f(g, nq);
+    oref = tg_f(g, nq);
+    lse = tg_f(g, (size_t)(Tq * H));
+    lseref = tg_f(g, (size_t)(Tq * H));
+    dout = tg_f(g, nq);
+    dq = tg_f(g, nq);
+    dqref = tg_f(g, nq);
+    dkk = tg_f(g, nk);
+    dkref = tg_f(g, nk);
+    dv = tg_f(g, nk);
+    dvref = tg_f(g, nk);
+    dbias = tg_f(g, nb * (size_t)H);
+    dbref = tg_f(g, nb * (size_t)H);
+    delta = tg_f(g, (size_t)(Tq * H));
+    deltaref = tg_f(g, (size_t)(Tq * H));
+    // scores of order 1..10 (no 1/sqrt(dk) in T5): entries ~ 1.5/dk^(1/4) give q.k with std ~ 1
+    tg_fill(rng, q, nq, 1.7 / sqrt(sqrt((double)dk)));
+    tg_fill(rng, k, nk, 1.7 / sqrt(sqrt((double)dk)));
+    tg_fill(rng, v, nk, 1.0);
+    tg_fill(rng, dout, nq, 1.0);
+    tg_round(g, q, nq);
+    tg_round(g, k, nk);
+    tg_round(g, v, nk);
+    tg_round(g, dout, nq);
+    if (kind != FAT5__ATTN_CROSS) {
+        bias = tg_f(g, nb * (size_t)H);
+        tg_fill(rng, bias, nb * (size_t)H, 2.0);
+    }
+    tg_fill(rng, dbref, nb * (size_t)H, 1.0);  // the bias gradient accumulates
+    memcpy(dbias, dbref, nb * (size_t)H * sizeof(float));
+    sh.n_seq = c->n_seq;
+    sh.H = H;
+    sh.dk = dk;
+    sh.cu_q = cu_q;
+    sh.cu_k = cu_k;
+    sh.kind = (fat5__attn_kind)kind;
+    sh.nb = c->nb;
+    sh.max_distance = c->md;
+    snprintf(tag, sizeof tag, "%s H=%d dk=%d nb=%d md=%d Tq=%lld Tk=%lld", kinds[kind], c->H, c->dk, c->nb,
+             c->md, (long long)Tq, (long long)Tk);
+
+    // forward
+    fat5__cpu_attn_fwd(oref, lseref, q, k, v, bias, &sh);
+    qd = tg_up_act(g, q, nq);
+    kd = tg_up_act(g, k, nk);
+    vd = tg_up_act(g, v, nk);
+    if (bias) {
+        biasd = tg_up_f32(g, bias, nb * (size_t)H);
+        lutd = tg_up_i32(g, lut, (size_t)(c->md > 0 ? c->md : 1));
+    }
+    cuqd = tg_up_i32(g, cu_q, (size_t)c->n_seq + 1);
+    cukd = tg_up_i32(g, cu_k, (size_t)c->n_seq + 1);
+    qsd = tg_up_i32(g, q_seq, (size_t)Tq);
+    ksd = tg_up_i32(g, k_seq, (size_t)(Tk ? Tk : 1));
+    od = tg_dev(g, nq * tg_act(g));
+    lsed = tg_dev(g, (size_t)(Tq * H) * 4);
+    if (g->err) return;
+    if (!tg_ok(g, fat5__gpu_attn_fwd(g->ctx, od, lsed, qd, kd, vd, biasd, lutd, cuqd, cukd, qsd, Tq, c->H,
+                                     c->dk, kind, c->nb, c->md)))
+        return;
+    tg_down_act(g, o, od, nq);
+    tg_down_f32(g, lse, lsed, (size_t)(Tq * H));
+    // queries without keys (a cross sequence with no keys): o = 0 and lse = -inf on both sides
+    for (i = 0; i < Tq * H; i++)
+        if (isinf(lseref[i]) && lseref[i] < 0) {
+            FAT5_CHECK_MSG(g->T, isinf(lse[i]) && lse[i] < 0, "[%s] attn_fwd %s: lse[%d] = %g, want -inf",
+                           g->mode, tag, i, lse[i]);
+            lse[i] = lseref[i] = 0.0f;
+        }
+    snprintf(what, sizeof what, "attn_fwd o %s", tag);
+    tg_close_at(g, __LINE__, what, o, oref, nq, 1, 0, fmax(tg_maxabs(oref, nq), tg_maxabs(v, nk)));
+    snprintf(what, sizeof what, "attn_fwd lse %s", tag);
+    tg_close(g, what, lse, lseref, (size_t)(Tq * H), 0);
+    for (i = 0; i < Tq * H; i++) lse[i] = lseref[i];  // restore the -inf entries for the backward
+
+    // backward, from the CPU's o (rounded like a bf16 activation) and lse
+    tg_round(g, oref, nq);
+    fat5__cpu_attn_bwd(dqref, dkref, dvref, dbref, dout, oref, lse, q, k, v, bias, &sh);
+    {
+        int64_t t, d, hh;
+        for (t = 0; t < Tq; t++)
+            for (hh = 0; hh < H; hh++) {
+                double acc = 0;
+                for (d = 0; d < dk; d++)
+                    acc += (double)dout[(t * H + hh) * dk + d] * oref[(t * H + hh) * dk + d];
+                deltaref[t * H + hh] = (float)acc;
+            }
+    }
+    od = tg_up_act(g, oref, nq);
+    if (!g->err) tg_ok(g, fat5__gpu_upload(g->ctx, lsed, lse, (size_t)(Tq * H) * 4));
+    doutd = tg_up_act(g, dout, nq);
+    deltad = tg_dev(g, (size_t)(Tq * H) * 4);
+    dqd = tg_dev(g, nq * tg_act(g));
+    dkd = tg_dev(g, nk * tg_act(g));
+    dvd = tg_dev(g, nk * tg_act(g));
+    if (bias) dbd = tg_up_f32(g, dbias, nb * (size_t)H);
+    if (g->err) return;
+    if (!tg_ok(g, fat5__gpu_attn_bwd_delta(g->ctx, deltad, od, doutd, Tq, c->H, c->dk)) ||
+        !tg_ok(g, fat5__gpu_attn_bwd_dq(g->ctx, dqd, dbd, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd,
+                                        cukd, qsd, Tq, c->H, c->dk, kind, c->nb, c->md)) ||
+        !tg_ok(g, fat5__gpu_attn_bwd_dkv(g->ctx, dkd, dvd, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd,
+                                         cukd, ksd, Tk, c->H, c->dk, kind, c->nb, c->md)))
+        return;
+    tg_down_f32(g, delta, deltad, (size_t)(Tq * H));
+    tg_down_act(g, dq, dqd, nq);
+    tg_down_act(g, dkk, dkd, nk);
+    tg_down_act(g, dv, dvd, nk);
+    if (bias) tg_down_f32(g, dbias, dbd, nb * (size_t)H);
+    // scales of the terms that cancel (see the header): ds = p (dout.v - delta) with |dout.v|,
+    // |delta| <= |dout| |v| (2-norms of head rows); o and dv are weighted sums of v and dout rows
+    {
+        double nd = tg_maxnorm(dout, Tq * H, (int)dk), nv = tg_maxnorm(v, Tk * H, (int)dk);
+        double no = tg_maxnorm(oref, Tq * H, (int)dk);
+        snprintf(what, sizeof what, "attn_bwd_delta %s", tag);
+        tg_close_at(g, __LINE__, what, delta, deltaref, (size_t)(Tq * H), 0, 0,
+                    fmax(tg_maxabs(deltaref, (size_t)(Tq * H)), nd * no));
+        snprintf(what, sizeof what, "attn_bwd_dq %s", tag);
+        tg_close_at(g, __LINE__, what, dq, dqref, nq, 1, 0,
+                    fmax(tg_maxabs(dqref, nq), nd * nv * tg_maxabs(k, nk)));
+        snprintf(what, sizeof what, "attn_bwd_dkv dk %s", tag);
+        tg_close_at(g, __LINE__, what, dkk, dkref, nk, 1, 0,
+                    fmax(tg_maxabs(dkref, nk), nd * nv * tg_maxabs(q, nq)));
+        snprintf(what, sizeof what, "attn_bwd_dkv dv %s", tag);
+        tg_close_at(g, __LINE__, what, dv, dvref, nk, 1, 0, fmax(tg_maxabs(dvref, nk), tg_maxabs(dout, nq)));
+    }
+    if (bias) {
+        snprintf(what, sizeof what, "attn_bwd_dq dbias %s", tag);
+        tg_close_at(g, __LINE__, what, dbias, dbref, nb * (size_t)H, 0, TG_RDB, 0);
+    }
+}
+
+static void t_gpu_attn(fat5_test *T) {
+    // packed sequences of very different lengths, a one-token one among them; for cross-attention
+    // other key lengths; the head dims the brief names (8, 64, 100, 128)
+    static const int lq[] = {1, 300, 7, 64}, lk[] = {5, 129, 1, 33};
+    static const int dks[] = {8, 64, 100, 128};
+    int mode, kind;
+    size_t di;
+    for (mode = 0; mode < 2; mode++) {
+        fat5_rng rng = fat5_rng_init(600 + (uint64_t)mode);
+        tg g;
+        if (!tg_begin(&g, T, mode)) return;
+        for (di = 0; di < sizeof dks / sizeof dks[0]; di++)
+            for (kind = 0; kind < 3 && !g.err; kind++) {
+                tg_attn_cfg c;
+                int ndev = g.ndev, nhost = g.nhost;
+                c.n_seq = 4;
+                c.len_q = lq;
+                c.len_k = lk;
+                c.H = 2;
+                c.dk = dks[di];
+                c.nb = 32;
+                c.md = 128;
+                tg_attn_case(&g, &c, kind, &rng);
+                tg_release(&g, ndev, nhost);  // one case's buffers at a time
+            }
+        tg_end(&g);
+    }
+}
+
+// Head dims 1, 33 (no vector loads) and 256 (the largest); bucket tables too large for shared
+// memory (max_distance 20000: the global-memory fallback); odd bucket counts and a short lookup
+// table (max_distance 9, so most distances saturate); a cross sequence with no keys at all; many
+// sequences of one token.
+static void t_gpu_attn_edge(fat5_test *T) {
+    static const int lq1[] = {1, 40, 3}, lk1[] = {17, 1, 2};
+    static const int lq2[] = {2, 130, 1}, lk2[] = {0, 70, 9};
+    static int ones[64];
+    // n_seq, len_q, len_k, H, dk, nb, md
+    static const tg_attn_cfg cfgs[] = {{3, lq1, lk1, 3, 1, 32, 128},   {3, lq1, lk1, 3, 33, 7, 20},
+                                       {3, lq1, lk1, 1, 256, 32, 128}, {3, lq2, lk2, 2, 64, 32, 20000},
+                                       {3, lq2, lk2, 2, 100, 16, 9},   {64, ones, ones, 5, 64, 32, 128}};
+    int mode, kind, i;
+    size_t ci;
+    for (i = 0; i < 64; i++) ones[i] = 1;
+    for (mode = 0; mode < 2; mode++) {
+        fat5_rng rng = fat5_rng_init(700 + (uint64_t)mode);
+        tg g;
+        if (!tg_begin(&g, T, mode)) return;
+        for (ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)
+            for (kind = 0; kind < 3 && !g.err; kind++) {
+                int ndev = g.ndev, nhost = g.nhost;
+                tg_attn_case(&g, &cfgs[ci], kind, &rng);
+                tg_release(&g, ndev, nhost);
+            }
+        // the launcher refuses head dims above 256 and bad head counts
+        FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 257, 0, 32, 128) ==
+                          FAT5_ERR_INVALID_ARG);
+        FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 64, 0, 32, 128) ==
+                          FAT5_ERR_INVALID_ARG);
+        tg_end(&g);
+    }
+}
+
+// ----- xent.cu -----
+
+static void tg_xent_case(tg *g, int64_t T, int V, double z, double smooth, fat5_rng *rng) {
+    size_t n = (size_t)T * (size_t)V;
+    float *x = tg_f(g, n), *lse = tg_f(g, (size_t)T), *lseref = tg_f(g, (size_t)T), *ce = tg_f(g, (size_t)T);
+    float *ceref = tg_f(g, (size_t)T), *zr = tg_f(g, (size_t)T), *zref = tg_f(g, (size_t)T);
+    float *dx = tg_f(g, n), *dxref = tg_f(g, n);
+    int32_t *y = tg_i(g, (size_t)T);
+    fat5__dptr xd, yd, lsed, ced, zd, dxd;
+    double ce_sum = 0, z_sum = 0, ce_gpu = 0, z_gpu = 0, scale = 1.0 / 3;
+    int64_t t, cnt, count = 0;
+    char what[128];
+    tg_fill(rng, x, n, 8.0);
+    for (t = 0; t < T; t++) y[t] = t % 5 == 2 ? -100 : (int32_t)fat5_rng_below(rng, (uint64_t)V);
+    if (T > 3) x[3 * (size_t)V + (size_t)y[3]] = 40.0f;  // a confident row: ce near 0 (cancellation)
+    for (t = 0; t < T; t++) {
+        double c1, z1;
+        fat5__cpu_xent_fwd(lseref + t, &c1, &z1, &cnt, x + (size_t)t * (size_t)V, y + t, 1, V, z, smooth);
+        ceref[t] = (float)c1;
+        zref[t] = (float)z1;
+        ce_sum += c1;
+        z_sum += z1;
+        count += cnt;
+    }
+    xd = tg_up_f32(g, x, n);
+    yd = tg_up_i32(g, y, (size_t)T);
+    lsed = tg_dev(g, (size_t)T * 4);
+    ced = tg_dev(g, (size_t)T * 4);
+    zd = tg_dev(g, (size_t)T * 4);
+    dxd = tg_dev(g, n * tg_act(g));
+    if (g->err) return;
+    if (!tg_ok(g, fat5__gpu_xent_fwd(g->ctx, lsed, ced, zd, xd, yd, T, V, (float)z, (float)smooth))) return;
+    tg_down_f32(g, lse, lsed, (size_t)T);
+    tg_down_f32(g, ce, ced, (size_t)T);
+    tg_down_f32(g, zr, zd, (size_t)T);
+    snprintf(what, sizeof what, "xent_fwd lse T=%lld V=%d z=%g s=%g", (long long)T, V, z, smooth);
+    tg_close(g, what, lse, lseref, (size_t)T, 0);
+    // row_ce = lse - (1-s) x_y - ...: its error is relative to lse, the largest term
+    snprintf(what, sizeof what, "xent_fwd row_ce T=%lld V=%d z=%g s=%g", (long long)T, V, z, smooth);
+    if (!g->err)
+        fat5_check_close(g->T, what, ce, ceref, (size_t)T, TG_A * tg_maxabs(lseref, (size_t)T), TG_R32);
+    snprintf(what, sizeof what, "xent_fwd row_z T=%lld V=%d z=%g s=%g", (long long)T, V, z, smooth);
+    tg_close(g, what, zr, zref, (size_t)T, 0);
+    for (t = 0; t < T; t++) {
+        ce_gpu += ce[t];
+        z_gpu += zr[t];
+    }
+    FAT5_CHECK_MSG(g->T,
+                   fabs(ce_gpu - ce_sum) <= TG_A * (double)T * tg_maxabs(lseref, (size_t)T) &&
+                       fabs(z_gpu - z_sum) <= TG_A * (fabs(z_sum) + 1e-30),
+                   "[%s] xent sums: ce %.9g vs %.9g, z %.9g vs %.9g", g->mode, ce_gpu, ce_sum, z_gpu, z_sum);
+    FAT5_CHECK(g->T, count == T - (T + 2) / 5);
+    // backward from the CPU's lse
+    fat5__cpu_xent_bwd(dxref, x, lseref, y, T, V, z, smooth, scale);
+    if (!tg_ok(g, fat5__gpu_upload(g->ctx, lsed, lseref, (size_t)T * 4)) ||
+        !tg_ok(g, fat5__gpu_xent_bwd(g->ctx, dxd, xd, lsed, yd, T, V, (float)z, (float)smooth, (float)scale)))
+        return;
+    tg_down_act(g, dx, dxd, n);
+    snprintf(what, sizeof what, "xent_bwd T=%lld V=%d z=%g s=%g", (long long)T, V, z, smooth);
+    tg_close(g, what, dx, dxref, n, 1);
+}
+
+static void t_gpu_xent(fat5_test *T) {
+    int mode, cfg;
+    for (mode = 0; mode < 2; mode++) {
+        fat5_rng rng = fat5_rng_init(800 + (uint64_t)mode);
+        tg g;
+        if (!tg_begin(&g, T, mode)) return;
+        // (T, V) x (z, smoothing) on and off; then one row of one class, and a large vocabulary
+        for (cfg = 0; cfg < 10 && !g.err; cfg++) {
+            static const int shapes[][2] = {{37, 11}, {9, 5003}, {1, 1}, {6, 32771}};
+            int nd = g.ndev, nh = g.nhost, sh = cfg < 8 ? cfg & 1 : cfg - 6;
+            double z = cfg & 2 ? 1e-4 : 0.0, s = cfg & 4 ? 0.1 : 0.0;
+            if (cfg == 9) z = 1e-4, s = 0.1;
+            tg_xent_case(&g, shapes[sh][0], shapes[sh][1], z, s, &rng);
+            tg_release(&g, nd, nh);
+        }
+        tg_end(&g);
+    }
+}
+
+#define FAT5_TESTS_GPU_OPS(X)                                                                                \
+    X(gpu_util) X(gpu_embed) X(gpu_rmsnorm) X(gpu_colsum) X(gpu_act) X(gpu_attn) X(gpu_attn_edge) X(gpu_xent)

@@ -1,0 +1,282 @@
+// check_kernels.c — compile the embedded kernel program with NVRTC for sm_80 and sm_90; no GPU.
+//
+//     cc -std=c99 -Wall -Wextra -Wpedantic -Werror -I. -o tools/check_kernels
+//         tools/check_kernels.c -ldl
+//     tools/check_kernels
+//
+// Reads the sources from fat5_kernels.cuh (so it checks exactly what the library embeds) and
+// builds the program the way the runtime does: every kernel file, in table order, joined into one
+// source, each file preceded by `#line 1 "kernels/<name>"` so NVRTC messages point into the .cu
+// file. That program is compiled in both activation variants (-DFAT5_ACT_BF16=0 and =1) for each
+// of sm_80 and sm_90, with --std=c++17 -default-device; one line is printed per (variant, arch).
+// NVRTC is loaded with dlopen: no CUDA headers or libraries are needed to build this.
+//
+// Exit status: 0 all compiled, 1 a compile error (log printed), 2 NVRTC could not be loaded or
+// used. Without NVRTC the check is skipped (a "check-kernels: SKIP (no NVRTC: ...)" line, exit 0)
+// unless the environment variable FAT5_REQUIRE_NVRTC is set to anything but "0" (CI sets it to 1),
+// in which case a missing NVRTC is exit status 2.
+
+#define _POSIX_C_SOURCE 200809L
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fat5_kernels.cuh"
+
+// Mirrors of the few NVRTC declarations used here (nvrtc.h, CUDA 11.2+).
+typedef int nvrtcResult;  // NVRTC_SUCCESS = 0
+typedef struct check_nvrtc_program *nvrtcProgram;  // opaque
+typedef nvrtcResult (*nvrtcVersion_fn)(int *major, int *minor);
+typedef const char *(*nvrtcGetErrorString_fn)(nvrtcResult result);
+typedef nvrtcResult (*nvrtcCreateProgram_fn)(nvrtcProgram *prog, const char *src, const char *name,
+                                             int num_headers, const char *const *headers,
+                                             const char *const *include_names);
+typedef nvrtcResult (*nvrtcCompileProgram_fn)(nvrtcProgram prog, int num_options,
+                                              const char *const *options);
+typedef nvrtcResult (*nvrtcGetProgramLogSize_fn)(nvrtcProgram prog, size_t *log_size);
+typedef nvrtcResult (*nvrtcGetProgramLog_fn)(nvrtcProgram prog, char *log);
+typedef nvrtcResult (*nvrtcGetCUBINSize_fn)(nvrtcProgram prog, size_t *cubin_size);
+typedef nvrtcResult (*nvrtcDestroyProgram_fn)(nvrtcProgram *prog);
+
+static struct {
+    nvrtcVersion_fn Version;
+    nvrtcGetErrorString_fn GetErrorString;
+    nvrtcCreateProgram_fn CreateProgram;
+    nvrtcCompileProgram_fn CompileProgram;
+    nvrtcGetProgramLogSize_fn GetProgramLogSize;
+    nvrtcGetProgramLog_fn GetProgramLog;
+    nvrtcGetCUBINSize_fn GetCUBINSize;
+    nvrtcDestroyProgram_fn DestroyProgram;
+} nvrtc;
+
+// dlsym returns void *, and ISO C has no conversion from that to a function pointer: go through a
+// union to a generic function pointer, then cast (function pointer to function pointer is defined).
+typedef void (*generic_fn)(void);
+typedef union sym_cast { void *obj; generic_fn fn; } sym_cast;
+
+static generic_fn load_sym(void *lib, const char *name)
+{
+    sym_cast u;
+    dlerror();
+    u.obj = dlsym(lib, name);
+    if (!u.obj) {
+        const char *err = dlerror();
+        fprintf(stderr, "check_kernels: %s\n", err ? err : name);
+        return NULL;
+    }
+    return u.fn;
+}
+
+#define LOAD(field, type, name)                                                                    \
+    do {                                                                                           \
+        generic_fn fn_ = load_sym(lib, name);                                                      \
+        if (!fn_) return 0;                                                                        \
+        nvrtc.field = (type)fn_;                                                                   \
+    } while (0)
+
+static int load_nvrtc(void *lib)
+{
+    LOAD(Version, nvrtcVersion_fn, "nvrtcVersion");
+    LOAD(GetErrorString, nvrtcGetErrorString_fn, "nvrtcGetErrorString");
+    LOAD(CreateProgram, nvrtcCreateProgram_fn, "nvrtcCreateProgram");
+    LOAD(CompileProgram, nvrtcCompileProgram_fn, "nvrtcCompileProgram");
+    LOAD(GetProgramLogSize, nvrtcGetProgramLogSize_fn, "nvrtcGetProgramLogSize");
+    LOAD(GetProgramLog, nvrtcGetProgramLog_fn, "nvrtcGetProgramLog");
+    LOAD(GetCUBINSize, nvrtcGetCUBINSize_fn, "nvrtcGetCUBINSize");  // NVRTC >= 11.2
+    LOAD(DestroyProgram, nvrtcDestroyProgram_fn, "nvrtcDestroyProgram");
+    return 1;
+}
+
+// Open NVRTC: each soname bare (LD_LIBRARY_PATH, ld.so.cache), then under $CUDA_HOME/lib64/,
+// /usr/local/cuda/lib64/ and /usr/local/cuda/targets/x86_64-linux/lib/. On success `path` holds
+// what was opened; on failure every dlerror() message is printed.
+static void *open_nvrtc(char *path, size_t cap)
+{
+    static const char *const names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
+    static char errors[8192];
+    char cuda_home_lib[4096];
+    const char *cuda_home = getenv("CUDA_HOME");
+    const char *prefixes[4];
+    size_t nerr = 0;
+    int nprefixes = 0, p, i;
+
+    prefixes[nprefixes++] = "";
+    if (cuda_home && cuda_home[0]) {
+        int n = snprintf(cuda_home_lib, sizeof cuda_home_lib, "%s/lib64/", cuda_home);
+        if (n > 0 && (size_t)n < sizeof cuda_home_lib &&
+            strcmp(cuda_home_lib, "/usr/local/cuda/lib64/") != 0)
+            prefixes[nprefixes++] = cuda_home_lib;
+    }
+    prefixes[nprefixes++] = "/usr/local/cuda/lib64/";
+    prefixes[nprefixes++] = "/usr/local/cuda/targets/x86_64-linux/lib/";
+
+    for (p = 0; p < nprefixes; p++) {
+        for (i = 0; i < 3; i++) {
+            void *lib;
+            int n = snprintf(path, cap, "%s%s", prefixes[p], names[i]);
+            if (n < 0 || (size_t)n >= cap) continue;
+            lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+            if (lib) return lib;
+            n = snprintf(errors + nerr, sizeof errors - nerr, "check_kernels: dlopen: %s\n",
+                         dlerror());
+            if (n > 0 && (size_t)n < sizeof errors - nerr) nerr += (size_t)n;
+        }
+    }
+    fputs(errors, stderr);
+    return NULL;
+}
+
+// Join every kernel file of fat5__kernel_files[], each behind `#line 1 "kernels/<name>"`, into one
+// program text, as the runtime does. Returns malloc'd text or NULL (out of memory).
+static char *join_program(void)
+{
+    size_t total = 1, pos = 0, i;
+    int k;
+    char *src;
+    for (k = 0; fat5__kernel_files[k].name; k++) {
+        total += strlen("#line 1 \"kernels/\"\n") + strlen(fat5__kernel_files[k].name);
+        for (i = 0; fat5__kernel_files[k].lines[i]; i++) total += strlen(fat5__kernel_files[k].lines[i]);
+    }
+    src = (char *)malloc(total);
+    if (!src) return NULL;
+    for (k = 0; fat5__kernel_files[k].name; k++) {
+        pos += (size_t)sprintf(src + pos, "#line 1 \"kernels/%s\"\n", fat5__kernel_files[k].name);
+        for (i = 0; fat5__kernel_files[k].lines[i]; i++) {
+            size_t n = strlen(fat5__kernel_files[k].lines[i]);
+            memcpy(src + pos, fat5__kernel_files[k].lines[i], n);
+            pos += n;
+        }
+    }
+    src[pos] = '\0';
+    return src;
+}
+
+// Compile the program once; 0 ok, 1 compile error, 2 NVRTC API failure. `variant` is the
+// -DFAT5_ACT_BF16=... option.
+static int compile_one(const char *src, const char *variant, const char *arch)
+{
+    char arch_opt[32];
+    const char *opts[4];
+    nvrtcProgram prog = NULL;
+    nvrtcResult rc, compile_rc;
+    size_t log_size = 0, cubin_size = 0;
+    char *log = NULL;
+    int status = 0;
+
+    snprintf(arch_opt, sizeof arch_opt, "-arch=%s", arch);
+    opts[0] = variant;
+    opts[1] = arch_opt;
+    opts[2] = "--std=c++17";
+    opts[3] = "-default-device";
+
+    rc = nvrtc.CreateProgram(&prog, src, "fat5_kernels.cu", 0, NULL, NULL);
+    if (rc != 0) {
+        fprintf(stderr, "%s %s: nvrtcCreateProgram: %s\n", variant + 2, arch,
+                nvrtc.GetErrorString(rc));
+        return 2;
+    }
+    compile_rc = nvrtc.CompileProgram(prog, 4, opts);
+
+    // Always fetch the log (its size counts the terminating NUL), then look at the result.
+    rc = nvrtc.GetProgramLogSize(prog, &log_size);
+    if (rc == 0 && log_size > 1) {
+        log = (char *)malloc(log_size);
+        if (log && nvrtc.GetProgramLog(prog, log) == 0) {
+            log[log_size - 1] = '\0';
+        } else {
+            free(log);
+            log = NULL;
+        }
+    }
+
+    if (compile_rc != 0) {
+        printf("kernels/*.cu %s %s: FAILED (%s; options %s %s %s %s)\n", variant + 2, arch,
+               nvrtc.GetErrorString(compile_rc), opts[0], opts[1], opts[2], opts[3]);
+        if (log) printf("%s\n", log);
+        status = 1;
+    } else if ((rc = nvrtc.GetCUBINSize(prog, &cubin_size)) != 0) {
+        printf("kernels/*.cu %s %s: nvrtcGetCUBINSize: %s\n", variant + 2, arch,
+               nvrtc.GetErrorString(rc));
+        status = 2;
+    } else if (cubin_size == 0) {
+        printf("kernels/*.cu %s %s: FAILED (empty cubin)\n", variant + 2, arch);
+        status = 1;
+    } else {
+        printf("kernels/*.cu %s %s: ok (cubin %lu bytes)\n", variant + 2, arch,
+               (unsigned long)cubin_size);
+        if (log) printf("%s\n", log);  // warnings
+    }
+    free(log);
+    nvrtc.DestroyProgram(&prog);
+    return status;
+}
+
+// NVRTC is missing or unusable: a skip (exit 0) unless FAT5_REQUIRE_NVRTC asks for it (exit 2).
+static int no_nvrtc(const char *why)
+{
+    const char *req = getenv("FAT5_REQUIRE_NVRTC");
+    if (!req || !req[0] || strcmp(req, "0") == 0) {
+        printf("check-kernels: SKIP (no NVRTC: %s)\n", why);
+        return 0;
+    }
+    fprintf(stderr, "check_kernels: %s (FAT5_REQUIRE_NVRTC=%s)\n", why, req);
+    return 2;
+}
+
+int main(void)
+{
+    static const char *const archs[] = {"sm_80", "sm_90"};
+    static const char *const variants[] = {"-DFAT5_ACT_BF16=0", "-DFAT5_ACT_BF16=1"};
+    char loaded[4096], why[4200];
+    void *lib = open_nvrtc(loaded, sizeof loaded), *builtins_lib = NULL;
+    int major = 0, minor = 0, v, a, worst = 0, nfiles = 0;
+    char *src;
+
+    if (!lib)
+        return no_nvrtc("cannot load libnvrtc (see the dlopen errors above; set CUDA_HOME or "
+                        "LD_LIBRARY_PATH)");
+    if (!load_nvrtc(lib)) {
+        snprintf(why, sizeof why, "%s lacks an NVRTC entry point (need NVRTC >= 11.2)", loaded);
+        return no_nvrtc(why);
+    }
+    if (nvrtc.Version(&major, &minor) != 0) return no_nvrtc("nvrtcVersion failed");
+    // libnvrtc has no RUNPATH and dlopens "libnvrtc-builtins.so.<major>.<minor>" by name at the
+    // first compile. When it came from a directory outside the loader's search path, load the
+    // builtins from that same directory now, so that the by-name lookup finds them loaded.
+    if (strchr(loaded, '/')) {
+        char builtins[4096];
+        const char *slash = strrchr(loaded, '/');
+        int n = snprintf(builtins, sizeof builtins, "%.*slibnvrtc-builtins.so.%d.%d",
+                         (int)(slash + 1 - loaded), loaded, major, minor);
+        if (n > 0 && (size_t)n < sizeof builtins) builtins_lib = dlopen(builtins, RTLD_NOW);
+    }
+    printf("NVRTC %d.%d (%s)\n", major, minor, loaded);
+
+    while (fat5__kernel_files[nfiles].name) nfiles++;
+    if (nfiles == 0) {
+        fprintf(stderr, "check_kernels: fat5_kernels.cuh holds no kernel files\n");
+        return 1;
+    }
+    printf("program: %d files joined (", nfiles);
+    for (v = 0; v < nfiles; v++) printf("%s%s", v ? " " : "", fat5__kernel_files[v].name);
+    printf(")\n");
+    fflush(stdout);
+    src = join_program();
+    if (!src) {
+        fprintf(stderr, "check_kernels: out of memory\n");
+        return 2;
+    }
+    for (v = 0; v < 2; v++) {
+        for (a = 0; a < 2; a++) {
+            int st = compile_one(src, variants[v], archs[a]);
+            if (st > worst) worst = st;
+            fflush(stdout);
+        }
+    }
+    free(src);
+    if (builtins_lib) dlclose(builtins_lib);
+    dlclose(lib);
+    return worst;
+}
