@@ -12,7 +12,7 @@ TESTSRC  = tests/test_main.c tests/fat5_test.h $(wildcard tests/test_*.c)
 TOOLS    = tools/fat5_inspect tools/fat5_forward tools/fat5_init
 EXAMPLES = examples/quickstart examples/gpu_step
 
-.PHONY: all test test-asan test-cpp test-tools test-abi check-embed check-kernels embed clean
+.PHONY: all test test-asan test-cpp test-tools test-abi test-nocuda check-embed check-kernels embed clean
 
 all: $(TOOLS) $(EXAMPLES)
 
@@ -63,11 +63,17 @@ else
 	@echo "test-abi: SKIP (no CUDA headers found)"
 endif
 
+# the CPU-only build (FAT5_NO_CUDA): compiles and runs the quick start on a fixture
+test-nocuda: examples/quickstart.c fat5.h
+	@mkdir -p build
+	$(CC) -std=c99 $(WARN) $(CFLAGS) -DFAT5_NO_CUDA -o build/quickstart_nocuda examples/quickstart.c -lm
+	build/quickstart_nocuda tests/data/t5_v11_gated_gelu_untied
+
 test-tools: $(TOOLS)
 	tests/test_tools.sh
 
 # the runner's last line is "N passed, N failed"
-test: check-embed check-kernels test-abi all test-cpp test-tools tests/run_tests
+test: check-embed check-kernels test-abi all test-cpp test-nocuda test-tools tests/run_tests
 	tests/run_tests
 
 test-asan: tests/run_tests_asan

@@ -2207,8 +2207,8 @@ static void fat5__cpu_mm_nt(float *C, const float *A, const float *B, int64_t M,
 static void fat5__cpu_mm_nn(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,
                             int accumulate) {
     int64_t i, j, k;
-    double *row = FAT5__CAST(double *, malloc((size_t)(N > 0 ? N : 1) * sizeof(double)));
-    FAT5_ASSERT(row);
+    double *row = FAT5__CAST(double *, FAT5_MALLOC((size_t)(N > 0 ? N : 1) * sizeof(double)));
+    FAT5_ASSERT(row);  // reference ops take small scratch from FAT5_MALLOC, not the ctx hooks
     for (i = 0; i < M; i++) {
         for (j = 0; j < N; j++) row[j] = accumulate ? C[i * N + j] : 0.0;
         for (k = 0; k < K; k++) {
@@ -2219,15 +2219,17 @@ static void fat5__cpu_mm_nn(float *C, const float *A, const float *B, int64_t M,
         }
         for (j = 0; j < N; j++) C[i * N + j] = (float)row[j];
     }
-    free(row);
+    FAT5_FREE(row);
 }
 
 // C[M,N] (+)= A[K,M]^T B[K,N]           (dW += dy^T x)
 static void fat5__cpu_mm_tn(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,
                             int accumulate) {
     int64_t i, j, k;
-    double *acc = FAT5__CAST(double *, calloc((size_t)(M * N > 0 ? M * N : 1), sizeof(double)));
+    size_t n_acc = (size_t)(M * N > 0 ? M * N : 1);
+    double *acc = FAT5__CAST(double *, FAT5_MALLOC(n_acc * sizeof(double)));
     FAT5_ASSERT(acc);
+    memset(acc, 0, n_acc * sizeof(double));
     for (k = 0; k < K; k++) {
         const float *a = A + k * M, *b = B + k * N;
         for (i = 0; i < M; i++) {
@@ -2238,7 +2240,7 @@ static void fat5__cpu_mm_tn(float *C, const float *A, const float *B, int64_t M,
         }
     }
     for (i = 0; i < M * N; i++) C[i] = (float)(accumulate ? C[i] + acc[i] : acc[i]);
-    free(acc);
+    FAT5_FREE(acc);
 }
 
 // out[t] = table[tok[t]]  (rows of width D)
@@ -2378,11 +2380,11 @@ typedef struct fat5__attn_shape {
 static void fat5__cpu_attn_fwd(float *o, float *lse, const float *q, const float *k, const float *v,
                                const float *bias, const fat5__attn_shape *s) {
     int64_t sq, h, i, j, d, H = s->H, dk = s->dk, ld = H * dk;
-    double *p = NULL, *acc = FAT5__CAST(double *, malloc((size_t)dk * sizeof(double)));
+    double *p = NULL, *acc = FAT5__CAST(double *, FAT5_MALLOC((size_t)dk * sizeof(double)));
     int64_t maxk = 1;
     for (sq = 0; sq < s->n_seq; sq++)
         if (s->cu_k[sq + 1] - s->cu_k[sq] > maxk) maxk = s->cu_k[sq + 1] - s->cu_k[sq];
-    p = FAT5__CAST(double *, malloc((size_t)maxk * sizeof(double)));
+    p = FAT5__CAST(double *, FAT5_MALLOC((size_t)maxk * sizeof(double)));
     FAT5_ASSERT(p && acc);
     for (sq = 0; sq < s->n_seq; sq++) {
         int64_t q0 = s->cu_q[sq], nq = s->cu_q[sq + 1] - q0, k0 = s->cu_k[sq], nk = s->cu_k[sq + 1] - k0;
@@ -2413,8 +2415,8 @@ static void fat5__cpu_attn_fwd(float *o, float *lse, const float *q, const float
             }
         }
     }
-    free(p);
-    free(acc);
+    FAT5_FREE(p);
+    FAT5_FREE(acc);
 }
 
 // Backward of fat5__cpu_attn_fwd: dq, dk, dv are written (not accumulated); dbias [nb, H] is

@@ -286,6 +286,9 @@ static void tg_util_case(tg *g, int64_t n, fat5_rng *rng) {
     for (i = 0; i < n; i++) ref[i] = x[i] * 0.375f;
     if (!tg_ok(g, fat5__gpu_scale_f32(g->ctx, d, 0.375f, n))) return;
     tg_down_f32(g, got, d, (size_t)n);
+    // a NaN times a number is a NaN; IEEE 754 leaves its payload and sign to the hardware
+    for (i = 0; i < n; i++)
+        if (isnan(ref[i]) && isnan(got[i])) got[i] = ref[i];
     tg_same(g, "scale_f32", got, ref, (size_t)n);
     for (i = 0; i < n - n / 3; i++) ref[i] = -2.5f;
     if (!tg_ok(g, fat5__gpu_fill_f32(g->ctx, d, -2.5f, n - n / 3))) return;

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <dirent.h>
 
+#include "test_base.c"
 #include "test_io.c"
 #include "test_cpu_ops.c"
 #include "test_model.c"
@@ -22,6 +23,7 @@
 #endif
 
 static const fat5_test_case fat5_cases[] = {
+    FAT5_TESTS_BASE(FAT5_TEST_ENTRY)
     FAT5_TESTS_IO(FAT5_TEST_ENTRY)
     FAT5_TESTS_CPU_OPS(FAT5_TEST_ENTRY)
     FAT5_TESTS_MODEL(FAT5_TEST_ENTRY)
