@@ -3761,46 +3761,43 @@ static FAT5__UNUSED void fat5__gpu_free(fat5_ctx *ctx, fat5__dptr p) {
     g->cu.cuMemFree(p);
 }
 
-// Host to device. Returns when the copy is complete (src may be reused at once).
-static FAT5__UNUSED fat5_status fat5__gpu_upload(fat5_ctx *ctx, fat5__dptr dst, const void *src,
-                                                 size_t bytes) {
-    fat5_status st = fat5__gpu_enter(ctx, "fat5__gpu_upload");
-    fat5__CUresult r;
-    if (st) return st;
-    if (bytes == 0) return FAT5_OK;
-    if (!dst || !src)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_upload: NULL %s for %zu bytes",
-                         dst ? "source" : "destination", bytes);
-    r = ctx->gpu->cu.cuMemcpyHtoDAsync(dst, src, bytes, ctx->gpu->stream);
+// Waits for a copy just queued (r: the result of queuing it); errors name the copy and the last
+// kernel launched, since an earlier kernel's fault surfaces here.
+static fat5_status fat5__gpu_copy_done(fat5_ctx *ctx, fat5__CUresult r, const char *dir, size_t bytes) {
     if (r == FAT5__CUDA_SUCCESS) r = ctx->gpu->cu.cuStreamSynchronize(ctx->gpu->stream);
     if (r != FAT5__CUDA_SUCCESS) {
         char what[128];
-        snprintf(what, sizeof what, "upload of %zu bytes (last kernel launched: %s)", bytes,
+        snprintf(what, sizeof what, "%s of %zu bytes (last kernel launched: %s)", dir, bytes,
                  fat5__gpu_kname(ctx->gpu->last_kernel));
         return fat5__gpu_check(ctx, r, what);
     }
     return FAT5_OK;
 }
 
+// Host to device. Returns when the copy is complete (src may be reused at once).
+static FAT5__UNUSED fat5_status fat5__gpu_upload(fat5_ctx *ctx, fat5__dptr dst, const void *src,
+                                                 size_t bytes) {
+    fat5_status st = fat5__gpu_enter(ctx, "fat5__gpu_upload");
+    if (st) return st;
+    if (bytes == 0) return FAT5_OK;
+    if (!dst || !src)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_upload: NULL %s for %zu bytes",
+                         dst ? "source" : "destination", bytes);
+    return fat5__gpu_copy_done(ctx, ctx->gpu->cu.cuMemcpyHtoDAsync(dst, src, bytes, ctx->gpu->stream),
+                               "upload", bytes);
+}
+
 // Device to host, after all work queued before it; returns when dst holds the data.
 static FAT5__UNUSED fat5_status fat5__gpu_download(fat5_ctx *ctx, void *dst, fat5__dptr src,
                                                    size_t bytes) {
     fat5_status st = fat5__gpu_enter(ctx, "fat5__gpu_download");
-    fat5__CUresult r;
     if (st) return st;
     if (bytes == 0) return FAT5_OK;
     if (!dst || !src)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_download: NULL %s for %zu bytes",
                          src ? "destination" : "source", bytes);
-    r = ctx->gpu->cu.cuMemcpyDtoHAsync(dst, src, bytes, ctx->gpu->stream);
-    if (r == FAT5__CUDA_SUCCESS) r = ctx->gpu->cu.cuStreamSynchronize(ctx->gpu->stream);
-    if (r != FAT5__CUDA_SUCCESS) {
-        char what[128];
-        snprintf(what, sizeof what, "download of %zu bytes (last kernel launched: %s)", bytes,
-                 fat5__gpu_kname(ctx->gpu->last_kernel));
-        return fat5__gpu_check(ctx, r, what);
-    }
-    return FAT5_OK;
+    return fat5__gpu_copy_done(ctx, ctx->gpu->cu.cuMemcpyDtoHAsync(dst, src, bytes, ctx->gpu->stream),
+                               "download", bytes);
 }
 
 static FAT5__UNUSED fat5_status fat5__gpu_memset0(fat5_ctx *ctx, fat5__dptr p, size_t bytes) {
@@ -4404,20 +4401,17 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
             goto done;
         }
         snprintf(c.model_type, sizeof c.model_type, "%s", j->str);
-        if (strcmp(j->str, "umt5") == 0) {
-            c.bias_every_layer = 1;
-            c.vocab_size = 250112;
-            c.act = FAT5_ACT_GELU_TANH;
-            c.gated = 1;
-        } else if (strcmp(j->str, "mt5") == 0) {
+        if (strcmp(j->str, "t5") != 0) {
+            // MT5Config / UMT5Config defaults: the mT5-small shape; mT5 (transformers 4.x) is
+            // untied by default, UMT5 tied
             c.vocab_size = 250112;
             c.d_ff = 1024;
-            c.d_kv = 64;
             c.num_layers = 8;
             c.num_heads = 6;
             c.act = FAT5_ACT_GELU_TANH;
             c.gated = 1;
-            c.tie_word_embeddings = 0;
+            c.tie_word_embeddings = strcmp(j->str, "umt5") == 0;
+            c.bias_every_layer = strcmp(j->str, "umt5") == 0;
         }
     }
     for (j = root->child; j; j = j->next) {

@@ -54,6 +54,10 @@ static void t_config_defaults(fat5_test *T) {
     // UMT5: a table in every layer; mT5 vocabulary
     FAT5_REQUIRE_OK(T, tm_cfg(T, "{\"model_type\": \"umt5\", \"tie_word_embeddings\": false}", &c));
     FAT5_CHECK(T, c.bias_every_layer && c.vocab_size == 250112 && c.gated && c.act == FAT5_ACT_GELU_TANH);
+    FAT5_CHECK(T, c.d_ff == 1024 && c.num_layers == 8 && c.num_decoder_layers == 8 && c.num_heads == 6);
+    FAT5_CHECK(T, !c.tie_word_embeddings && !c.scale_decoder_outputs);
+    FAT5_REQUIRE_OK(T, tm_cfg(T, "{\"model_type\": \"mt5\"}", &c));
+    FAT5_CHECK(T, !c.bias_every_layer && c.vocab_size == 250112 && c.d_ff == 1024 && !c.tie_word_embeddings);
     // transformers 5.x: scale_decoder_outputs wins over tie_word_embeddings
     FAT5_REQUIRE_OK(T, tm_cfg(T, "{\"tie_word_embeddings\": true, \"scale_decoder_outputs\": false}", &c));
     FAT5_CHECK(T, c.tie_word_embeddings && !c.scale_decoder_outputs);
