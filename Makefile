@@ -12,7 +12,7 @@ TESTSRC  = tests/test_main.c tests/fat5_test.h $(wildcard tests/test_*.c)
 TOOLS    = tools/fat5_inspect tools/fat5_forward tools/fat5_init
 EXAMPLES = examples/quickstart examples/gpu_step
 
-.PHONY: all test test-asan test-cpp test-tools test-abi test-nocuda check-embed check-kernels embed clean
+.PHONY: all bench test test-asan test-cpp test-tools test-abi test-nocuda check-embed check-kernels embed clean
 
 all: $(TOOLS) $(EXAMPLES)
 
@@ -21,6 +21,10 @@ tools/%: tools/%.c fat5.h fat5_kernels.cuh
 
 examples/%: examples/%.c fat5.h fat5_kernels.cuh
 	$(CC) -std=c99 $(WARN) $(CFLAGS) -o $@ $< $(LDLIBS)
+
+# GPU benchmarks, JSON lines on stdout (needs a GPU)
+bench: tools/bench
+	tools/bench all
 
 tools/embed_kernels: tools/embed_kernels.c
 	$(CC) -std=c99 $(WARN) $(CFLAGS) -o $@ $<
@@ -80,4 +84,4 @@ test-asan: tests/run_tests_asan
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run_tests_asan
 
 clean:
-	rm -rf build $(TOOLS) $(EXAMPLES) tools/embed_kernels tools/check_kernels tests/run_tests tests/run_tests_asan tests/test_cpp tests/test_abi
+	rm -rf build $(TOOLS) $(EXAMPLES) tools/bench tools/embed_kernels tools/check_kernels tests/run_tests tests/run_tests_asan tests/test_cpp tests/test_abi

@@ -4147,6 +4147,15 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_fwd(fat5_ctx *ctx, fat5__dptr o, 
     fat5_status st =
         fat5__gpu_attn_check(ctx, "fat5__gpu_attn_fwd", Tq, H, dk, kind, bias, lut, nb, max_distance);
     if (st || Tq == 0) return st;
+    if (dk <= 128) {  // tiled: 64 queries x 256 threads a block; Qt [dkp][68], P [64][68], K, V [dkp][65]
+        int64_t dkp = dk <= 16 ? 16 : dk <= 32 ? 32 : dk <= 64 ? 64 : 128;
+        int64_t base = (dkp * (68 + 2 * 65) + 64 * 68) * 4;
+        int64_t tab = bias ? ((int64_t)nb + max_distance) * 4 : 0;
+        int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT;
+        if (base <= optin)
+            return fat5__gpu_launch(ctx, FAT5__K_attn_fwd, fat5__gpu_blocks(Tq, 64), (unsigned)H, 1, 256, 1, 1,
+                                    (unsigned)(base + tab <= optin ? base + tab : base), args);
+    }
     return fat5__gpu_launch(ctx, FAT5__K_attn_fwd, fat5__gpu_blocks(Tq, FAT5__GPU_ATTN_WARPS), (unsigned)H, 1,
                             32 * FAT5__GPU_ATTN_WARPS, 1, 1,
                             fat5__gpu_attn_smem(1, dk, bias, nb, max_distance, 0), args);
@@ -4181,6 +4190,15 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dq(fat5_ctx *ctx, fat5__dptr 
     if (st || Tq == 0) return st;
     if (dbias && !bias)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_attn_bwd_dq: a bias gradient without a bias");
+    if (dk <= 64) {  // tiled: 64 queries x 256 threads; Q, dout [dkp][68], ds [64][68], K, V [dkp][65]
+        int64_t dkp = dk <= 16 ? 16 : dk <= 32 ? 32 : 64;
+        int64_t base = (dkp * (2 * 68 + 2 * 65) + 64 * 68) * 4;
+        int64_t tab = bias ? ((int64_t)nb + max_distance + (dbias ? nb : 0)) * 4 : 0;
+        int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT;
+        if (base <= optin)
+            return fat5__gpu_launch(ctx, FAT5__K_attn_bwd_dq, fat5__gpu_blocks(Tq, 64), (unsigned)H, 1, 256, 1, 1,
+                                    (unsigned)(base + tab <= optin ? base + tab : base), args);
+    }
     return fat5__gpu_launch(ctx, FAT5__K_attn_bwd_dq, fat5__gpu_blocks(Tq, FAT5__GPU_ATTN_WARPS), (unsigned)H,
                             1, 32 * FAT5__GPU_ATTN_WARPS, 1, 1,
                             fat5__gpu_attn_smem(2, dk, bias, nb, max_distance, dbias ? nb : 0), args);
@@ -4200,6 +4218,15 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__dptr
     fat5_status st =
         fat5__gpu_attn_check(ctx, "fat5__gpu_attn_bwd_dkv", Tk, H, dk, kind, bias, lut, nb, max_distance);
     if (st || Tk == 0) return st;
+    if (dk <= 64) {  // tiled: 64 keys x 256 threads; K, V [dkp][68], p, ds [64][68], Q, dout [dkp][65]
+        int64_t dkp = dk <= 16 ? 16 : dk <= 32 ? 32 : 64;
+        int64_t base = (dkp * (2 * 68 + 2 * 65) + 128 * 68) * 4;
+        int64_t tab = bias ? ((int64_t)nb + max_distance) * 4 : 0;
+        int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT;
+        if (base <= optin)
+            return fat5__gpu_launch(ctx, FAT5__K_attn_bwd_dkv, fat5__gpu_blocks(Tk, 64), (unsigned)H, 1, 256, 1, 1,
+                                    (unsigned)(base + tab <= optin ? base + tab : base), args);
+    }
     return fat5__gpu_launch(ctx, FAT5__K_attn_bwd_dkv, fat5__gpu_blocks(Tk, FAT5__GPU_ATTN_WARPS),
                             (unsigned)H, 1, 32 * FAT5__GPU_ATTN_WARPS, 1, 1,
                             fat5__gpu_attn_smem(2, dk, bias, nb, max_distance, 0), args);

@@ -220,26 +220,6 @@ __device__ __forceinline__ void fat5_attn_fwd_impl(act_t *o, float *lse, const a
     }
 }
 
-// fat5_attn_fwd(act_t *o[Tq,H*dk], float *lse[Tq,H], const act_t *q[Tq,H*dk], const act_t *k[Tk,H*dk],
-// const act_t *v[Tk,H*dk], const float *bias[nb,H] or NULL, const int *lut[max_distance],
-// const int *cu_q, const int *cu_k, const int *q_seq[Tq], long long Tq, int H, int dk, int kind,
-// int nb, int max_distance): o = softmax(q k^T + bias) v, lse = log sum exp of the scores.
-// Grid (token blocks, H); block 32 * W threads (W warps, one token each); dynamic shared memory
-// W*dk floats, plus (nb + max_distance) * 4 bytes to cache the tables. CPU twin: fat5__cpu_attn_fwd.
-extern "C" __global__ void fat5_attn_fwd(act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v,
-                                         const float *bias, const int *lut, const int *cu_q, const int *cu_k,
-                                         const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
-                                         int max_distance)
-{
-    if (dk <= 32)
-        fat5_attn_fwd_impl<1>(o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
-    else if (dk <= 64)
-        fat5_attn_fwd_impl<2>(o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
-    else if (dk <= 128)
-        fat5_attn_fwd_impl<4>(o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
-    else if (dk <= FAT5_ATTN_MAX_DK)
-        fat5_attn_fwd_impl<8>(o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
-}
 
 // ----- backward ----------------------------------------------------------------------------------
 
@@ -350,32 +330,6 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_impl(act_t *dq, float *dbias, c
     }
 }
 
-// fat5_attn_bwd_dq(act_t *dq[Tq,H*dk], float *dbias[nb,H] or NULL, const act_t *dout[Tq,H*dk],
-// const float *lse[Tq,H], const float *delta[Tq,H], q, k, v, bias, lut, cu_q, cu_k, q_seq, long long Tq,
-// int H, int dk, int kind, int nb, int max_distance): with p = exp(s - lse), ds = p (dout.v - delta):
-// dq = sum_j ds k_j (written) and dbias[bucket, h] += ds (accumulated: per-lane runs of equal
-// buckets, then the block's shared accumulator, then one atomicAdd per bucket and block).
-// Grid (token blocks, H); block 32 * W; dynamic shared memory 2*W*dk floats (+ (nb + max_distance
-// + (dbias ? nb : 0)) * 4 bytes for the tables and the accumulator). CPU twin: fat5__cpu_attn_bwd.
-extern "C" __global__ void fat5_attn_bwd_dq(act_t *dq, float *dbias, const act_t *dout, const float *lse,
-                                            const float *delta, const act_t *q, const act_t *k, const act_t *v,
-                                            const float *bias, const int *lut, const int *cu_q, const int *cu_k,
-                                            const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
-                                            int max_distance)
-{
-    if (dk <= 32)
-        fat5_attn_bwd_dq_impl<1>(dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind,
-                                 nb, max_distance);
-    else if (dk <= 64)
-        fat5_attn_bwd_dq_impl<2>(dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind,
-                                 nb, max_distance);
-    else if (dk <= 128)
-        fat5_attn_bwd_dq_impl<4>(dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind,
-                                 nb, max_distance);
-    else if (dk <= FAT5_ATTN_MAX_DK)
-        fat5_attn_bwd_dq_impl<8>(dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind,
-                                 nb, max_distance);
-}
 
 template <int R>
 __device__ __forceinline__ void fat5_attn_bwd_dkv_impl(act_t *dk_, act_t *dv, const act_t *dout, const float *lse,
@@ -448,18 +402,624 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_impl(act_t *dk_, act_t *dv, co
     }
 }
 
+
+// ----- tiled kernels (the launchers' 256-thread blocks) --------------------------------------------
+// FlashAttention-2 style, SIMT fp32: a block of 256 threads (16 x 16: tx = tid & 15, ty = tid >> 4)
+// takes a tile of 64 consecutive query (dkv: key) tokens of one head. A tile may straddle sequence
+// boundaries: each row keeps its own key (query) window [lo, hi) in packed token indices, and the
+// block walks the union of the windows in tiles of 64. Thread (ty, tx) owns rows 4 ty .. 4 ty + 3
+// and columns tx + 16 c (c < 4) of each 64 x 64 score tile, and columns tx + 16 c (c < DC) of the
+// head dim for the outputs (DC = ceil(dk / 16), dk <= 16 DC). Tiles are staged in shared memory
+// as fp32, transposed ([dim][token]): stride FAT5_AT_V (a multiple of 4: float4 reads of 4 rows)
+// for the operand read by rows, FAT5_AT_S (odd: conflict-free scalar reads) for the one read by
+// columns. The entry points take this path when blockDim.x == 256, else the per-warp one above.
+
+#define FAT5_AT_V 68
+#define FAT5_AT_S 65
+
+// dst[d * stride + r] = src row r (rows row0 .. row0 + nv - 1 of ld elements; zero for r >= nv) at
+// dim d (< dk; zero for dk <= d < DKP), r < 64.
+// Rows of whole 16-byte vectors (dk a multiple of 8 bf16 / 4 fp32 values, 16-byte aligned start; ld
+// = H dk is then a multiple too) are read a vector per thread, rows fastest (conflict-free stores).
+template <int DKP>
+__device__ __forceinline__ void fat5_at_load(float *__restrict__ dst, int stride, const act_t *__restrict__ src,
+                                             long long ld, int nv, int dk)
+{
+#if FAT5_ACT_BF16
+    const int VW = 8;
+#else
+    const int VW = 4;
+#endif
+    if (dk % VW == 0 && ((unsigned long long)src & 15) == 0) {
+        for (int e = threadIdx.x; e < 64 * (DKP / VW); e += blockDim.x) {
+            const int r = e & 63, d0 = (e >> 6) * VW;
+            float x[VW];
+            if (r < nv && d0 < dk) {
+#if FAT5_ACT_BF16
+                const uint4 u = *(const uint4 *)(src + (long long)r * ld + d0);
+                x[0] = fat5_bf16_lo(u.x);
+                x[1] = fat5_bf16_hi(u.x);
+                x[2] = fat5_bf16_lo(u.y);
+                x[3] = fat5_bf16_hi(u.y);
+                x[4] = fat5_bf16_lo(u.z);
+                x[5] = fat5_bf16_hi(u.z);
+                x[6] = fat5_bf16_lo(u.w);
+                x[7] = fat5_bf16_hi(u.w);
+#else
+                const float4 u = *(const float4 *)(src + (long long)r * ld + d0);
+                x[0] = u.x;
+                x[1] = u.y;
+                x[2] = u.z;
+                x[3] = u.w;
+#endif
+            } else {
+#pragma unroll
+                for (int i = 0; i < VW; i++) x[i] = 0.0f;
+            }
+#pragma unroll
+            for (int i = 0; i < VW; i++) dst[(d0 + i) * stride + r] = x[i];
+        }
+        return;
+    }
+    for (int e = threadIdx.x; e < 64 * DKP; e += blockDim.x) {
+        const int r = e / DKP, d = e - r * DKP;
+        float x = 0.0f;
+        if (r < nv && d < dk) x = fat5_ld(src[(long long)r * ld + d]);
+        dst[d * stride + r] = x;
+    }
+}
+
+__device__ __forceinline__ float fat5_at_rowmax(float v)
+{
+    for (int o = 8; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FAT5_FULL_MASK, v, o));
+    return v;
+}
+
+__device__ __forceinline__ float fat5_at_rowsum(float v)
+{
+    for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(FAT5_FULL_MASK, v, o);
+    return v;
+}
+
+template <int DC>
+__device__ __forceinline__ void fat5_attn_fwd_tiled(act_t *o, float *lse, const act_t *q, const act_t *k,
+                                                    const act_t *v, const float *bias, const int *lut,
+                                                    const int *cu_q, const int *cu_k, const int *q_seq, long long Tq,
+                                                    int H, int dk, int kind, int nb, int md)
+{
+    const int DKP = 16 * DC;
+    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    const int h = blockIdx.y;
+    const long long ld = (long long)H * dk;
+    float *Qt = (float *)fat5_smem;    // [DKP][V]  queries
+    float *Pt = Qt + DKP * FAT5_AT_V;  // [64 keys][V] probabilities
+    float *Kt = Pt + 64 * FAT5_AT_V;   // [DKP][S]
+    float *Vt = Kt + DKP * FAT5_AT_S;  // [DKP][S]
+    const fat5_attn_tables tab =
+        fat5_attn_load_tables(bias, lut, h, H, nb, md, DKP * (FAT5_AT_V + 2 * FAT5_AT_S) + 64 * FAT5_AT_V, 0);
+    for (long long tile = blockIdx.x; tile * 64 < Tq; tile += gridDim.x) {
+        const long long t0 = tile * 64;
+        const int nrow = (int)min(64LL, Tq - t0);
+        int klo[4], khi[4], ip[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const long long t = t0 + ty * 4 + r;
+            klo[r] = khi[r] = ip[r] = 0;
+            if (t < Tq) {
+                const int s = q_seq[t], k0 = cu_k[s], nk = cu_k[s + 1] - k0, i = (int)(t - cu_q[s]);
+                klo[r] = k0;
+                khi[r] = k0 + (kind == 2 ? min(i + 1, nk) : nk);
+                ip[r] = i;
+            }
+        }
+        const int kstart = cu_k[q_seq[t0]];
+        int kend;
+        {
+            const long long tl = t0 + nrow - 1;
+            const int s = q_seq[tl], k0 = cu_k[s], nk = cu_k[s + 1] - k0, i = (int)(tl - cu_q[s]);
+            kend = k0 + (kind == 2 ? min(i + 1, nk) : nk);
+        }
+        __syncthreads();  // the previous tile is done with Qt
+        fat5_at_load<DKP>(Qt, FAT5_AT_V, q + t0 * ld + (long long)h * dk, ld, nrow, dk);
+        float m[4], l[4], acc[4][DC];
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            m[r] = -FAT5_INF;
+            l[r] = 0.0f;
+#pragma unroll
+            for (int c = 0; c < DC; c++) acc[r][c] = 0.0f;
+        }
+        for (int kt0 = kstart; kt0 < kend; kt0 += 64) {
+            const int nkr = min(64, kend - kt0);
+            __syncthreads();  // readers of Kt, Vt, Pt are done
+            fat5_at_load<DKP>(Kt, FAT5_AT_S, k + (long long)kt0 * ld + (long long)h * dk, ld, nkr, dk);
+            fat5_at_load<DKP>(Vt, FAT5_AT_S, v + (long long)kt0 * ld + (long long)h * dk, ld, nkr, dk);
+            __syncthreads();
+            float sc[4][4];
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) sc[r][c] = 0.0f;
+#pragma unroll 4
+            for (int d = 0; d < dk; d++) {
+                const float4 a = *(const float4 *)(Qt + d * FAT5_AT_V + ty * 4);
+                const float *kr = Kt + d * FAT5_AT_S + tx;
+                const float b0 = kr[0], b1 = kr[16], b2 = kr[32], b3 = kr[48];
+                sc[0][0] = fmaf(a.x, b0, sc[0][0]); sc[0][1] = fmaf(a.x, b1, sc[0][1]);
+                sc[0][2] = fmaf(a.x, b2, sc[0][2]); sc[0][3] = fmaf(a.x, b3, sc[0][3]);
+                sc[1][0] = fmaf(a.y, b0, sc[1][0]); sc[1][1] = fmaf(a.y, b1, sc[1][1]);
+                sc[1][2] = fmaf(a.y, b2, sc[1][2]); sc[1][3] = fmaf(a.y, b3, sc[1][3]);
+                sc[2][0] = fmaf(a.z, b0, sc[2][0]); sc[2][1] = fmaf(a.z, b1, sc[2][1]);
+                sc[2][2] = fmaf(a.z, b2, sc[2][2]); sc[2][3] = fmaf(a.z, b3, sc[2][3]);
+                sc[3][0] = fmaf(a.w, b0, sc[3][0]); sc[3][1] = fmaf(a.w, b1, sc[3][1]);
+                sc[3][2] = fmaf(a.w, b2, sc[3][2]); sc[3][3] = fmaf(a.w, b3, sc[3][3]);
+            }
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                float mx = -FAT5_INF;
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    const int u = kt0 + tx + 16 * c;
+                    if (u >= klo[r] && u < khi[r]) {
+                        if (tab.bias)
+                            sc[r][c] += tab.bias[fat5_attn_bucket(u - klo[r] - ip[r], kind, tab.lut, nb, md) *
+                                                 tab.bstride];
+                    } else {
+                        sc[r][c] = -FAT5_INF;
+                    }
+                    mx = fmaxf(mx, sc[r][c]);
+                }
+                mx = fat5_at_rowmax(mx);
+                const float mnew = fmaxf(m[r], mx);
+                float corr = 1.0f, ps = 0.0f;
+                if (mnew == -FAT5_INF) {
+#pragma unroll
+                    for (int c = 0; c < 4; c++) sc[r][c] = 0.0f;
+                } else {
+                    corr = expf(m[r] - mnew);  // 0 while m is -inf
+#pragma unroll
+                    for (int c = 0; c < 4; c++) {
+                        sc[r][c] = expf(sc[r][c] - mnew);
+                        ps += sc[r][c];
+                    }
+                }
+                l[r] = l[r] * corr + ps;
+                m[r] = mnew;
+#pragma unroll
+                for (int c = 0; c < DC; c++) acc[r][c] *= corr;
+            }
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                *(float4 *)(Pt + (tx + 16 * c) * FAT5_AT_V + ty * 4) = make_float4(sc[0][c], sc[1][c], sc[2][c], sc[3][c]);
+            __syncthreads();
+#pragma unroll 4
+            for (int j = 0; j < nkr; j++) {
+                const float4 p = *(const float4 *)(Pt + j * FAT5_AT_V + ty * 4);
+#pragma unroll
+                for (int c = 0; c < DC; c++) {
+                    const float x = Vt[(tx + 16 * c) * FAT5_AT_S + j];
+                    acc[0][c] = fmaf(p.x, x, acc[0][c]);
+                    acc[1][c] = fmaf(p.y, x, acc[1][c]);
+                    acc[2][c] = fmaf(p.z, x, acc[2][c]);
+                    acc[3][c] = fmaf(p.w, x, acc[3][c]);
+                }
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const float lsum = fat5_at_rowsum(l[r]);
+            const long long t = t0 + ty * 4 + r;
+            if (t < Tq) {
+                act_t *orow = o + t * ld + (long long)h * dk;
+#pragma unroll
+                for (int c = 0; c < DC; c++) {
+                    const int d = tx + 16 * c;
+                    if (d < dk) orow[d] = fat5_st(lsum > 0.0f ? acc[r][c] / lsum : 0.0f);
+                }
+                if (tx == 0) lse[t * H + h] = lsum > 0.0f ? m[r] + logf(lsum) : -FAT5_INF;
+            }
+        }
+    }
+}
+
+template <int DC>
+__device__ __forceinline__ void fat5_attn_bwd_dq_tiled(act_t *dq, float *dbias, const act_t *dout, const float *lse,
+                                                       const float *delta, const act_t *q, const act_t *k,
+                                                       const act_t *v, const float *bias, const int *lut,
+                                                       const int *cu_q, const int *cu_k, const int *q_seq,
+                                                       long long Tq, int H, int dk, int kind, int nb, int md)
+{
+    const int DKP = 16 * DC;
+    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    const int h = blockIdx.y;
+    const long long ld = (long long)H * dk;
+    float *Qt = (float *)fat5_smem;      // [DKP][V]
+    float *Ot = Qt + DKP * FAT5_AT_V;    // [DKP][V] dout
+    float *St = Ot + DKP * FAT5_AT_V;    // [64 keys][V] ds
+    float *Kt = St + 64 * FAT5_AT_V;     // [DKP][S]
+    float *Vt = Kt + DKP * FAT5_AT_S;    // [DKP][S]
+    const fat5_attn_tables tab = fat5_attn_load_tables(
+        bias, lut, h, H, nb, md, DKP * (2 * FAT5_AT_V + 2 * FAT5_AT_S) + 64 * FAT5_AT_V, dbias ? nb : 0);
+    float *sdb = dbias ? tab.extra : 0;
+    const int need_bucket = tab.bias != 0 || dbias != 0;
+    int run_b = -1;
+    float run_s = 0.0f;
+    for (long long tile = blockIdx.x; tile * 64 < Tq; tile += gridDim.x) {
+        const long long t0 = tile * 64;
+        const int nrow = (int)min(64LL, Tq - t0);
+        int klo[4], khi[4], ip[4];
+        float L[4], Dl[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const long long t = t0 + ty * 4 + r;
+            klo[r] = khi[r] = ip[r] = 0;
+            L[r] = Dl[r] = 0.0f;
+            if (t < Tq) {
+                const int s = q_seq[t], k0 = cu_k[s], nk = cu_k[s + 1] - k0, i = (int)(t - cu_q[s]);
+                klo[r] = k0;
+                khi[r] = k0 + (kind == 2 ? min(i + 1, nk) : nk);
+                ip[r] = i;
+                L[r] = lse[t * H + h];
+                Dl[r] = delta[t * H + h];
+            }
+        }
+        const int kstart = cu_k[q_seq[t0]];
+        int kend;
+        {
+            const long long tl = t0 + nrow - 1;
+            const int s = q_seq[tl], k0 = cu_k[s], nk = cu_k[s + 1] - k0, i = (int)(tl - cu_q[s]);
+            kend = k0 + (kind == 2 ? min(i + 1, nk) : nk);
+        }
+        __syncthreads();
+        fat5_at_load<DKP>(Qt, FAT5_AT_V, q + t0 * ld + (long long)h * dk, ld, nrow, dk);
+        fat5_at_load<DKP>(Ot, FAT5_AT_V, dout + t0 * ld + (long long)h * dk, ld, nrow, dk);
+        float acc[4][DC];
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+#pragma unroll
+            for (int c = 0; c < DC; c++) acc[r][c] = 0.0f;
+        for (int kt0 = kstart; kt0 < kend; kt0 += 64) {
+            const int nkr = min(64, kend - kt0);
+            __syncthreads();
+            fat5_at_load<DKP>(Kt, FAT5_AT_S, k + (long long)kt0 * ld + (long long)h * dk, ld, nkr, dk);
+            fat5_at_load<DKP>(Vt, FAT5_AT_S, v + (long long)kt0 * ld + (long long)h * dk, ld, nkr, dk);
+            __syncthreads();
+            float sc[4][4], dp[4][4];
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) sc[r][c] = dp[r][c] = 0.0f;
+#pragma unroll 2
+            for (int d = 0; d < dk; d++) {
+                const float4 a = *(const float4 *)(Qt + d * FAT5_AT_V + ty * 4);
+                const float4 g = *(const float4 *)(Ot + d * FAT5_AT_V + ty * 4);
+                const float *kr = Kt + d * FAT5_AT_S + tx, *vr = Vt + d * FAT5_AT_S + tx;
+                float b[4], w[4];
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    b[c] = kr[16 * c];
+                    w[c] = vr[16 * c];
+                }
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    sc[0][c] = fmaf(a.x, b[c], sc[0][c]);
+                    sc[1][c] = fmaf(a.y, b[c], sc[1][c]);
+                    sc[2][c] = fmaf(a.z, b[c], sc[2][c]);
+                    sc[3][c] = fmaf(a.w, b[c], sc[3][c]);
+                    dp[0][c] = fmaf(g.x, w[c], dp[0][c]);
+                    dp[1][c] = fmaf(g.y, w[c], dp[1][c]);
+                    dp[2][c] = fmaf(g.z, w[c], dp[2][c]);
+                    dp[3][c] = fmaf(g.w, w[c], dp[3][c]);
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    const int u = kt0 + tx + 16 * c;
+                    float ds = 0.0f;
+                    if (u >= klo[r] && u < khi[r]) {
+                        const int b =
+                            need_bucket ? fat5_attn_bucket(u - klo[r] - ip[r], kind, tab.lut, nb, md) : 0;
+                        float s = sc[r][c];
+                        if (tab.bias) s += tab.bias[b * tab.bstride];
+                        const float p = expf(s - L[r]);
+                        ds = p * (dp[r][c] - Dl[r]);
+                        if (dbias) {
+                            if (b != run_b) {
+                                if (run_b >= 0) fat5_attn_dbias_add(sdb, dbias, run_b, h, H, run_s);
+                                run_b = b;
+                                run_s = 0.0f;
+                            }
+                            run_s += ds;
+                        }
+                    }
+                    sc[r][c] = ds;
+                }
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                *(float4 *)(St + (tx + 16 * c) * FAT5_AT_V + ty * 4) = make_float4(sc[0][c], sc[1][c], sc[2][c], sc[3][c]);
+            __syncthreads();
+#pragma unroll 4
+            for (int j = 0; j < nkr; j++) {
+                const float4 p = *(const float4 *)(St + j * FAT5_AT_V + ty * 4);
+#pragma unroll
+                for (int c = 0; c < DC; c++) {
+                    const float x = Kt[(tx + 16 * c) * FAT5_AT_S + j];
+                    acc[0][c] = fmaf(p.x, x, acc[0][c]);
+                    acc[1][c] = fmaf(p.y, x, acc[1][c]);
+                    acc[2][c] = fmaf(p.z, x, acc[2][c]);
+                    acc[3][c] = fmaf(p.w, x, acc[3][c]);
+                }
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const long long t = t0 + ty * 4 + r;
+            if (t < Tq) {
+                act_t *row = dq + t * ld + (long long)h * dk;
+#pragma unroll
+                for (int c = 0; c < DC; c++) {
+                    const int d = tx + 16 * c;
+                    if (d < dk) row[d] = fat5_st(acc[r][c]);
+                }
+            }
+        }
+    }
+    if (run_b >= 0) fat5_attn_dbias_add(sdb, dbias, run_b, h, H, run_s);
+    if (sdb) {
+        __syncthreads();
+        for (int b = threadIdx.x; b < nb; b += blockDim.x)
+            if (sdb[b] != 0.0f) atomicAdd(dbias + (long long)b * H + h, sdb[b]);
+    }
+}
+
+template <int DC>
+__device__ __forceinline__ void fat5_attn_bwd_dkv_tiled(act_t *dk_, act_t *dv, const act_t *dout, const float *lse,
+                                                        const float *delta, const act_t *q, const act_t *k,
+                                                        const act_t *v, const float *bias, const int *lut,
+                                                        const int *cu_q, const int *cu_k, const int *k_seq,
+                                                        long long Tk, int H, int dk, int kind, int nb, int md)
+{
+    const int DKP = 16 * DC;
+    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    const int h = blockIdx.y;
+    const long long ld = (long long)H * dk;
+    float *Kt = (float *)fat5_smem;      // [DKP][V] keys (rows of the tile)
+    float *Vt = Kt + DKP * FAT5_AT_V;    // [DKP][V]
+    float *Ps = Vt + DKP * FAT5_AT_V;    // [64 queries][V] p
+    float *Ss = Ps + 64 * FAT5_AT_V;     // [64 queries][V] ds
+    float *Qt = Ss + 64 * FAT5_AT_V;     // [DKP][S]
+    float *Ot = Qt + DKP * FAT5_AT_S;    // [DKP][S] dout
+    const fat5_attn_tables tab = fat5_attn_load_tables(
+        bias, lut, h, H, nb, md, DKP * (2 * FAT5_AT_V + 2 * FAT5_AT_S) + 128 * FAT5_AT_V, 0);
+    for (long long tile = blockIdx.x; tile * 64 < Tk; tile += gridDim.x) {
+        const long long u0 = tile * 64;
+        const int nrow = (int)min(64LL, Tk - u0);
+        int qlo[4], qhi[4], jp[4], qb[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const long long u = u0 + ty * 4 + r;
+            qlo[r] = qhi[r] = jp[r] = qb[r] = 0;
+            if (u < Tk) {
+                const int s = k_seq[u], q0 = cu_q[s], nq = cu_q[s + 1] - q0, j = (int)(u - cu_k[s]);
+                qlo[r] = q0 + (kind == 2 ? min(j, nq) : 0);
+                qhi[r] = q0 + nq;
+                jp[r] = j;
+                qb[r] = q0;
+            }
+        }
+        int qstart, qend;
+        {
+            const int s = k_seq[u0], q0 = cu_q[s], nq = cu_q[s + 1] - q0, j = (int)(u0 - cu_k[s]);
+            qstart = q0 + (kind == 2 ? min(j, nq) : 0);
+            qend = cu_q[k_seq[u0 + nrow - 1] + 1];
+        }
+        __syncthreads();
+        fat5_at_load<DKP>(Kt, FAT5_AT_V, k + u0 * ld + (long long)h * dk, ld, nrow, dk);
+        fat5_at_load<DKP>(Vt, FAT5_AT_V, v + u0 * ld + (long long)h * dk, ld, nrow, dk);
+        float ak[4][DC], av[4][DC];
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+#pragma unroll
+            for (int c = 0; c < DC; c++) ak[r][c] = av[r][c] = 0.0f;
+        for (int qt0 = qstart; qt0 < qend; qt0 += 64) {
+            const int nqr = min(64, qend - qt0);
+            __syncthreads();
+            fat5_at_load<DKP>(Qt, FAT5_AT_S, q + (long long)qt0 * ld + (long long)h * dk, ld, nqr, dk);
+            fat5_at_load<DKP>(Ot, FAT5_AT_S, dout + (long long)qt0 * ld + (long long)h * dk, ld, nqr, dk);
+            float Lc[4], Dc[4];
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const int qi = qt0 + tx + 16 * c;
+                Lc[c] = qi < qend ? lse[(long long)qi * H + h] : 0.0f;
+                Dc[c] = qi < qend ? delta[(long long)qi * H + h] : 0.0f;
+            }
+            __syncthreads();
+            float sc[4][4], dp[4][4];
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) sc[r][c] = dp[r][c] = 0.0f;
+#pragma unroll 2
+            for (int d = 0; d < dk; d++) {
+                const float4 a = *(const float4 *)(Kt + d * FAT5_AT_V + ty * 4);
+                const float4 g = *(const float4 *)(Vt + d * FAT5_AT_V + ty * 4);
+                const float *qr = Qt + d * FAT5_AT_S + tx, *orr = Ot + d * FAT5_AT_S + tx;
+                float b[4], w[4];
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    b[c] = qr[16 * c];
+                    w[c] = orr[16 * c];
+                }
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    sc[0][c] = fmaf(a.x, b[c], sc[0][c]);
+                    sc[1][c] = fmaf(a.y, b[c], sc[1][c]);
+                    sc[2][c] = fmaf(a.z, b[c], sc[2][c]);
+                    sc[3][c] = fmaf(a.w, b[c], sc[3][c]);
+                    dp[0][c] = fmaf(g.x, w[c], dp[0][c]);
+                    dp[1][c] = fmaf(g.y, w[c], dp[1][c]);
+                    dp[2][c] = fmaf(g.z, w[c], dp[2][c]);
+                    dp[3][c] = fmaf(g.w, w[c], dp[3][c]);
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    const int qi = qt0 + tx + 16 * c;
+                    float p = 0.0f, ds = 0.0f;
+                    if (qi >= qlo[r] && qi < qhi[r]) {
+                        float s = sc[r][c];
+                        if (tab.bias)
+                            s += tab.bias[fat5_attn_bucket(jp[r] - (qi - qb[r]), kind, tab.lut, nb, md) * tab.bstride];
+                        p = expf(s - Lc[c]);
+                        ds = p * (dp[r][c] - Dc[c]);
+                    }
+                    sc[r][c] = p;
+                    dp[r][c] = ds;
+                }
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                *(float4 *)(Ps + (tx + 16 * c) * FAT5_AT_V + ty * 4) = make_float4(sc[0][c], sc[1][c], sc[2][c], sc[3][c]);
+                *(float4 *)(Ss + (tx + 16 * c) * FAT5_AT_V + ty * 4) = make_float4(dp[0][c], dp[1][c], dp[2][c], dp[3][c]);
+            }
+            __syncthreads();
+#pragma unroll 2
+            for (int i = 0; i < nqr; i++) {
+                const float4 p = *(const float4 *)(Ps + i * FAT5_AT_V + ty * 4);
+                const float4 s = *(const float4 *)(Ss + i * FAT5_AT_V + ty * 4);
+#pragma unroll
+                for (int c = 0; c < DC; c++) {
+                    const float go = Ot[(tx + 16 * c) * FAT5_AT_S + i];
+                    const float x = Qt[(tx + 16 * c) * FAT5_AT_S + i];
+                    av[0][c] = fmaf(p.x, go, av[0][c]);
+                    av[1][c] = fmaf(p.y, go, av[1][c]);
+                    av[2][c] = fmaf(p.z, go, av[2][c]);
+                    av[3][c] = fmaf(p.w, go, av[3][c]);
+                    ak[0][c] = fmaf(s.x, x, ak[0][c]);
+                    ak[1][c] = fmaf(s.y, x, ak[1][c]);
+                    ak[2][c] = fmaf(s.z, x, ak[2][c]);
+                    ak[3][c] = fmaf(s.w, x, ak[3][c]);
+                }
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const long long u = u0 + ty * 4 + r;
+            if (u < Tk) {
+                const long long off = u * ld + (long long)h * dk;
+#pragma unroll
+                for (int c = 0; c < DC; c++) {
+                    const int d = tx + 16 * c;
+                    if (d < dk) {
+                        dk_[off + d] = fat5_st(ak[r][c]);
+                        dv[off + d] = fat5_st(av[r][c]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+// ----- entry points ------------------------------------------------------------------------------
+
+// fat5_attn_fwd(act_t *o[Tq,H*dk], float *lse[Tq,H], const act_t *q[Tq,H*dk], const act_t *k[Tk,H*dk],
+// const act_t *v[Tk,H*dk], const float *bias[nb,H] or NULL, const int *lut[max_distance],
+// const int *cu_q, const int *cu_k, const int *q_seq[Tq], long long Tq, int H, int dk, int kind,
+// int nb, int max_distance): o = softmax(q k^T + bias) v, lse = log sum exp of the scores.
+// Grid (token blocks, H); block 32 * W threads (W warps, one token each); dynamic shared memory
+// W*dk floats, plus (nb + max_distance) * 4 bytes to cache the tables. CPU twin: fat5__cpu_attn_fwd.
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_fwd(act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v,
+                                         const float *bias, const int *lut, const int *cu_q, const int *cu_k,
+                                         const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
+                                         int max_distance)
+{
+    if (blockDim.x == 256) {  // the tiled path (the launcher checked dk <= 128)
+        if (dk <= 16)
+            fat5_attn_fwd_tiled<1>(o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
+        else if (dk <= 32)
+            fat5_attn_fwd_tiled<2>(o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
+        else if (dk <= 64)
+            fat5_attn_fwd_tiled<4>(o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
+        else if (dk <= 128)
+            fat5_attn_fwd_tiled<8>(o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
+        return;
+    }
+    if (dk <= 32)
+        fat5_attn_fwd_impl<1>(o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
+    else if (dk <= 64)
+        fat5_attn_fwd_impl<2>(o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
+    else if (dk <= 128)
+        fat5_attn_fwd_impl<4>(o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
+    else if (dk <= FAT5_ATTN_MAX_DK)
+        fat5_attn_fwd_impl<8>(o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
+}
+
+// fat5_attn_bwd_dq(act_t *dq[Tq,H*dk], float *dbias[nb,H] or NULL, const act_t *dout[Tq,H*dk],
+// const float *lse[Tq,H], const float *delta[Tq,H], q, k, v, bias, lut, cu_q, cu_k, q_seq, long long Tq,
+// int H, int dk, int kind, int nb, int max_distance): with p = exp(s - lse), ds = p (dout.v - delta):
+// dq = sum_j ds k_j (written) and dbias[bucket, h] += ds (accumulated: per-lane runs of equal
+// buckets, then the block's shared accumulator, then one atomicAdd per bucket and block).
+// Grid (token blocks, H); block 32 * W; dynamic shared memory 2*W*dk floats (+ (nb + max_distance
+// + (dbias ? nb : 0)) * 4 bytes for the tables and the accumulator). CPU twin: fat5__cpu_attn_bwd.
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dq(act_t *dq, float *dbias, const act_t *dout, const float *lse,
+                                            const float *delta, const act_t *q, const act_t *k, const act_t *v,
+                                            const float *bias, const int *lut, const int *cu_q, const int *cu_k,
+                                            const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
+                                            int max_distance)
+{
+    if (blockDim.x == 256) {  // the tiled path (the launcher checked dk <= 64)
+        if (dk <= 16)
+            fat5_attn_bwd_dq_tiled<1>(dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk,
+                                      kind, nb, max_distance);
+        else if (dk <= 32)
+            fat5_attn_bwd_dq_tiled<2>(dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk,
+                                      kind, nb, max_distance);
+        else if (dk <= 64)
+            fat5_attn_bwd_dq_tiled<4>(dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk,
+                                      kind, nb, max_distance);
+        return;
+    }
+    if (dk <= 32)
+        fat5_attn_bwd_dq_impl<1>(dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind,
+                                 nb, max_distance);
+    else if (dk <= 64)
+        fat5_attn_bwd_dq_impl<2>(dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind,
+                                 nb, max_distance);
+    else if (dk <= 128)
+        fat5_attn_bwd_dq_impl<4>(dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind,
+                                 nb, max_distance);
+    else if (dk <= FAT5_ATTN_MAX_DK)
+        fat5_attn_bwd_dq_impl<8>(dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind,
+                                 nb, max_distance);
+}
+
 // fat5_attn_bwd_dkv(act_t *dk[Tk,H*dk], act_t *dv[Tk,H*dk], const act_t *dout[Tq,H*dk],
 // const float *lse[Tq,H], const float *delta[Tq,H], q, k, v, bias, lut, cu_q, cu_k, k_seq[Tk],
 // long long Tk, int H, int dk, int kind, int nb, int max_distance): one warp per (key, head), lanes
 // over the queries that see the key: dv = sum_i p dout_i, dk = sum_i ds q_i (both written).
 // Grid (key blocks, H); block 32 * W; dynamic shared memory 2*W*dk floats (+ (nb + max_distance)
 // * 4 bytes for the tables). CPU twin: fat5__cpu_attn_bwd.
-extern "C" __global__ void fat5_attn_bwd_dkv(act_t *dk_, act_t *dv, const act_t *dout, const float *lse,
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dkv(act_t *dk_, act_t *dv, const act_t *dout, const float *lse,
                                              const float *delta, const act_t *q, const act_t *k, const act_t *v,
                                              const float *bias, const int *lut, const int *cu_q, const int *cu_k,
                                              const int *k_seq, long long Tk, int H, int dk, int kind, int nb,
                                              int max_distance)
 {
+    if (blockDim.x == 256) {  // the tiled path (the launcher checked dk <= 64)
+        if (dk <= 16)
+            fat5_attn_bwd_dkv_tiled<1>(dk_, dv, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, k_seq, Tk, H, dk,
+                                       kind, nb, max_distance);
+        else if (dk <= 32)
+            fat5_attn_bwd_dkv_tiled<2>(dk_, dv, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, k_seq, Tk, H, dk,
+                                       kind, nb, max_distance);
+        else if (dk <= 64)
+            fat5_attn_bwd_dkv_tiled<4>(dk_, dv, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, k_seq, Tk, H, dk,
+                                       kind, nb, max_distance);
+        return;
+    }
     if (dk <= 32)
         fat5_attn_bwd_dkv_impl<1>(dk_, dv, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, k_seq, Tk, H, dk, kind, nb,
                                   max_distance);
