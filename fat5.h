@@ -27,6 +27,12 @@
 //     FAT5_MALLOC/REALLOC/FREE replace the C allocator (all three or none)
 //     FAT5_ASSERT(x)           internal invariants (default: assert)
 //
+// Environment (GPU):
+//     FAT5_CACHE_DIR           compiled-kernel cache (else $XDG_CACHE_HOME/fat5, ~/.cache/fat5; "" = off)
+//     FAT5_KERNELS_DIR         compile kernels/*.cu from this directory instead of fat5_kernels.cuh
+//     FAT5_SYNC_LAUNCHES=1     synchronise after every kernel launch (errors name the kernel)
+//     CUDA_HOME                also searched for libcuda, libnvrtc and libcublas
+//
 // Errors: every fallible call returns a fat5_status (FAT5_OK = 0, negative on error); the message,
 // naming the tensor or field and what was expected, is read with fat5_last_error(ctx). The library
 // never prints and never exits.
