@@ -417,6 +417,40 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_impl(act_t *dk_, act_t *dv, co
 #define FAT5_AT_V 68
 #define FAT5_AT_S 65
 
+// The backward kernels' inner product: two 4x4 register tiles at once over the head dim,
+// sc[r][c] = sum_d A[d][4 ty + r] B[d][tx + 16 c] and dp[r][c] = sum_d G[d][4 ty + r] W[d][tx + 16 c].
+// A and G are laid out [d][FAT5_AT_V], B and W [d][FAT5_AT_S], all in shared memory.
+__device__ __forceinline__ void fat5_at_two_tiles(float sc[4][4], float dp[4][4], const float *A, const float *G,
+                                                  const float *B, const float *W, int ty, int tx, int dk) {
+#pragma unroll
+    for (int r = 0; r < 4; r++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) sc[r][c] = dp[r][c] = 0.0f;
+#pragma unroll 2
+    for (int d = 0; d < dk; d++) {
+        const float4 a = *(const float4 *)(A + d * FAT5_AT_V + ty * 4);
+        const float4 g = *(const float4 *)(G + d * FAT5_AT_V + ty * 4);
+        const float *br = B + d * FAT5_AT_S + tx, *wr = W + d * FAT5_AT_S + tx;
+        float b[4], w[4];
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            b[c] = br[16 * c];
+            w[c] = wr[16 * c];
+        }
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            sc[0][c] = fmaf(a.x, b[c], sc[0][c]);
+            sc[1][c] = fmaf(a.y, b[c], sc[1][c]);
+            sc[2][c] = fmaf(a.z, b[c], sc[2][c]);
+            sc[3][c] = fmaf(a.w, b[c], sc[3][c]);
+            dp[0][c] = fmaf(g.x, w[c], dp[0][c]);
+            dp[1][c] = fmaf(g.y, w[c], dp[1][c]);
+            dp[2][c] = fmaf(g.z, w[c], dp[2][c]);
+            dp[3][c] = fmaf(g.w, w[c], dp[3][c]);
+        }
+    }
+}
+
 // dst[d * stride + r] = src row r (rows row0 .. row0 + nv - 1 of ld elements; zero for r >= nv) at
 // dim d (< dk; zero for dk <= d < DKP), r < 64.
 // Rows of whole 16-byte vectors (dk a multiple of 8 bf16 / 4 fp32 values, 16-byte aligned start; ld
@@ -685,33 +719,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tiled(act_t *dq, float *dbias, 
             fat5_at_load<DKP>(Vt, FAT5_AT_S, v + (long long)kt0 * ld + (long long)h * dk, ld, nkr, dk);
             __syncthreads();
             float sc[4][4], dp[4][4];
-#pragma unroll
-            for (int r = 0; r < 4; r++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) sc[r][c] = dp[r][c] = 0.0f;
-#pragma unroll 2
-            for (int d = 0; d < dk; d++) {
-                const float4 a = *(const float4 *)(Qt + d * FAT5_AT_V + ty * 4);
-                const float4 g = *(const float4 *)(Ot + d * FAT5_AT_V + ty * 4);
-                const float *kr = Kt + d * FAT5_AT_S + tx, *vr = Vt + d * FAT5_AT_S + tx;
-                float b[4], w[4];
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    b[c] = kr[16 * c];
-                    w[c] = vr[16 * c];
-                }
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    sc[0][c] = fmaf(a.x, b[c], sc[0][c]);
-                    sc[1][c] = fmaf(a.y, b[c], sc[1][c]);
-                    sc[2][c] = fmaf(a.z, b[c], sc[2][c]);
-                    sc[3][c] = fmaf(a.w, b[c], sc[3][c]);
-                    dp[0][c] = fmaf(g.x, w[c], dp[0][c]);
-                    dp[1][c] = fmaf(g.y, w[c], dp[1][c]);
-                    dp[2][c] = fmaf(g.z, w[c], dp[2][c]);
-                    dp[3][c] = fmaf(g.w, w[c], dp[3][c]);
-                }
-            }
+            fat5_at_two_tiles(sc, dp, Qt, Ot, Kt, Vt, ty, tx, dk);  // scores q.k and dp = dout.v
 #pragma unroll
             for (int r = 0; r < 4; r++)
 #pragma unroll
@@ -837,33 +845,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tiled(act_t *dk_, act_t *dv, c
             }
             __syncthreads();
             float sc[4][4], dp[4][4];
-#pragma unroll
-            for (int r = 0; r < 4; r++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) sc[r][c] = dp[r][c] = 0.0f;
-#pragma unroll 2
-            for (int d = 0; d < dk; d++) {
-                const float4 a = *(const float4 *)(Kt + d * FAT5_AT_V + ty * 4);
-                const float4 g = *(const float4 *)(Vt + d * FAT5_AT_V + ty * 4);
-                const float *qr = Qt + d * FAT5_AT_S + tx, *orr = Ot + d * FAT5_AT_S + tx;
-                float b[4], w[4];
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    b[c] = qr[16 * c];
-                    w[c] = orr[16 * c];
-                }
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    sc[0][c] = fmaf(a.x, b[c], sc[0][c]);
-                    sc[1][c] = fmaf(a.y, b[c], sc[1][c]);
-                    sc[2][c] = fmaf(a.z, b[c], sc[2][c]);
-                    sc[3][c] = fmaf(a.w, b[c], sc[3][c]);
-                    dp[0][c] = fmaf(g.x, w[c], dp[0][c]);
-                    dp[1][c] = fmaf(g.y, w[c], dp[1][c]);
-                    dp[2][c] = fmaf(g.z, w[c], dp[2][c]);
-                    dp[3][c] = fmaf(g.w, w[c], dp[3][c]);
-                }
-            }
+            fat5_at_two_tiles(sc, dp, Kt, Vt, Qt, Ot, ty, tx, dk);  // scores k.q and dp = v.dout
 #pragma unroll
             for (int r = 0; r < 4; r++)
 #pragma unroll
