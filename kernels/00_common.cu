@@ -11,8 +11,8 @@
 //
 // Conventions of the kernel files: every entry point is extern "C" __global__ and named
 // fat5_<op> (the host's FAT5__KERNELS list); a comment above each gives its arguments and its CPU
-// twin in wip/ops.inc.h; element counts and any index that can pass 2^31 are `long long`; block
-// sizes are multiples of 32 (the reductions below rely on whole warps).
+// twin in fat5.h's "ops" section; element counts and any index that can pass 2^31 are
+// `long long`; block sizes are multiples of 32 (the reductions below rely on whole warps).
 
 #ifndef FAT5_ACT_BF16
 #error "compile with -DFAT5_ACT_BF16=0 (fp32 activations) or -DFAT5_ACT_BF16=1 (bf16 activations)"
