@@ -451,6 +451,32 @@ __device__ __forceinline__ void fat5_at_two_tiles(float sc[4][4], float dp[4][4]
     }
 }
 
+// Stores a thread's 4x4 register tile t (rows 4 ty + r, columns tx + 16 c) transposed into the
+// staging array S laid out [column][FAT5_AT_V], one float4 per column.
+__device__ __forceinline__ void fat5_at_stage(float *S, const float t[4][4], int tx, int ty) {
+#pragma unroll
+    for (int c = 0; c < 4; c++)
+        *(float4 *)(S + (tx + 16 * c) * FAT5_AT_V + ty * 4) = make_float4(t[0][c], t[1][c], t[2][c], t[3][c]);
+}
+
+// acc[r][c] += sum over j < n of S[j][4 ty + r] X[tx + 16 c][j]: a staged tile (probabilities or
+// dS) times a [dim][FAT5_AT_S] operand, for the thread's 4 rows and DC output dims.
+template <int DC>
+__device__ __forceinline__ void fat5_at_accum(float acc[4][DC], const float *S, const float *X, int n, int tx, int ty) {
+#pragma unroll 4
+    for (int j = 0; j < n; j++) {
+        const float4 p = *(const float4 *)(S + j * FAT5_AT_V + ty * 4);
+#pragma unroll
+        for (int c = 0; c < DC; c++) {
+            const float x = X[(tx + 16 * c) * FAT5_AT_S + j];
+            acc[0][c] = fmaf(p.x, x, acc[0][c]);
+            acc[1][c] = fmaf(p.y, x, acc[1][c]);
+            acc[2][c] = fmaf(p.z, x, acc[2][c]);
+            acc[3][c] = fmaf(p.w, x, acc[3][c]);
+        }
+    }
+}
+
 // dst[d * stride + r] = src row r (rows row0 .. row0 + nv - 1 of ld elements; zero for r >= nv) at
 // dim d (< dk; zero for dk <= d < DKP), r < 64.
 // Rows of whole 16-byte vectors (dk a multiple of 8 bf16 / 4 fp32 values, 16-byte aligned start; ld
@@ -622,22 +648,9 @@ __device__ __forceinline__ void fat5_attn_fwd_tiled(act_t *o, float *lse, const 
 #pragma unroll
                 for (int c = 0; c < DC; c++) acc[r][c] *= corr;
             }
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                *(float4 *)(Pt + (tx + 16 * c) * FAT5_AT_V + ty * 4) = make_float4(sc[0][c], sc[1][c], sc[2][c], sc[3][c]);
+            fat5_at_stage(Pt, sc, tx, ty);
             __syncthreads();
-#pragma unroll 4
-            for (int j = 0; j < nkr; j++) {
-                const float4 p = *(const float4 *)(Pt + j * FAT5_AT_V + ty * 4);
-#pragma unroll
-                for (int c = 0; c < DC; c++) {
-                    const float x = Vt[(tx + 16 * c) * FAT5_AT_S + j];
-                    acc[0][c] = fmaf(p.x, x, acc[0][c]);
-                    acc[1][c] = fmaf(p.y, x, acc[1][c]);
-                    acc[2][c] = fmaf(p.z, x, acc[2][c]);
-                    acc[3][c] = fmaf(p.w, x, acc[3][c]);
-                }
-            }
+            fat5_at_accum<DC>(acc, Pt, Vt, nkr, tx, ty);  // acc += P V
         }
 #pragma unroll
         for (int r = 0; r < 4; r++) {
@@ -744,22 +757,9 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tiled(act_t *dq, float *dbias, 
                     }
                     sc[r][c] = ds;
                 }
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                *(float4 *)(St + (tx + 16 * c) * FAT5_AT_V + ty * 4) = make_float4(sc[0][c], sc[1][c], sc[2][c], sc[3][c]);
+            fat5_at_stage(St, sc, tx, ty);
             __syncthreads();
-#pragma unroll 4
-            for (int j = 0; j < nkr; j++) {
-                const float4 p = *(const float4 *)(St + j * FAT5_AT_V + ty * 4);
-#pragma unroll
-                for (int c = 0; c < DC; c++) {
-                    const float x = Kt[(tx + 16 * c) * FAT5_AT_S + j];
-                    acc[0][c] = fmaf(p.x, x, acc[0][c]);
-                    acc[1][c] = fmaf(p.y, x, acc[1][c]);
-                    acc[2][c] = fmaf(p.z, x, acc[2][c]);
-                    acc[3][c] = fmaf(p.w, x, acc[3][c]);
-                }
-            }
+            fat5_at_accum<DC>(acc, St, Kt, nkr, tx, ty);  // dq += dS K
         }
 #pragma unroll
         for (int r = 0; r < 4; r++) {
@@ -862,11 +862,8 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tiled(act_t *dk_, act_t *dv, c
                     sc[r][c] = p;
                     dp[r][c] = ds;
                 }
-#pragma unroll
-            for (int c = 0; c < 4; c++) {
-                *(float4 *)(Ps + (tx + 16 * c) * FAT5_AT_V + ty * 4) = make_float4(sc[0][c], sc[1][c], sc[2][c], sc[3][c]);
-                *(float4 *)(Ss + (tx + 16 * c) * FAT5_AT_V + ty * 4) = make_float4(dp[0][c], dp[1][c], dp[2][c], dp[3][c]);
-            }
+            fat5_at_stage(Ps, sc, tx, ty);
+            fat5_at_stage(Ss, dp, tx, ty);
             __syncthreads();
 #pragma unroll 2
             for (int i = 0; i < nqr; i++) {
