@@ -483,8 +483,8 @@ FAT5_API fat5_ctx_config fat5_ctx_config_default(void) {
     return c;
 }
 
-static fat5_status fat5__gpu_open(fat5_ctx *ctx);
-static void fat5__gpu_close(fat5_ctx *ctx);
+static fat5_status fat5__dev_open(fat5_ctx *ctx);
+static void fat5__dev_close(fat5_ctx *ctx);
 
 FAT5_API fat5_status fat5_ctx_create(const fat5_ctx_config *cfg, fat5_ctx **out) {
     fat5_ctx_config c = cfg ? *cfg : fat5_ctx_config_default();
@@ -498,7 +498,7 @@ FAT5_API fat5_status fat5_ctx_create(const fat5_ctx_config *cfg, fat5_ctx **out)
     memset(ctx, 0, sizeof *ctx);
     ctx->cfg = c;
     *out = ctx;
-    if (c.device == FAT5_DEVICE_GPU) return fat5__gpu_open(ctx);
+    if (c.device == FAT5_DEVICE_GPU) return fat5__dev_open(ctx);
     if (c.device != FAT5_DEVICE_CPU)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ctx_create: unknown device %d", (int)c.device);
     return FAT5_OK;
@@ -506,7 +506,7 @@ FAT5_API fat5_status fat5_ctx_create(const fat5_ctx_config *cfg, fat5_ctx **out)
 
 FAT5_API void fat5_ctx_destroy(fat5_ctx *ctx) {
     if (!ctx) return;
-    fat5__gpu_close(ctx);
+    fat5__dev_close(ctx);
     if (ctx->cfg.free) ctx->cfg.free(ctx->cfg.alloc_user, ctx);
     else FAT5_FREE(ctx);
 }
@@ -2813,25 +2813,25 @@ typedef void (*fat5__proc)(void);
 typedef char fat5__proc_size_check[sizeof(void *) == sizeof(fat5__proc) ? 1 : -1];
 
 // dlsym without an object-to-function pointer cast (POSIX guarantees the representations match)
-static fat5__proc fat5__gpu_sym(void *lib, const char *name) {
+static fat5__proc fat5__dev_sym(void *lib, const char *name) {
     void *p = lib ? dlsym(lib, name) : NULL;
     fat5__proc f;
     memcpy(&f, &p, sizeof f);
     return f;
 }
 
-static double fat5__gpu_now_ms(void) {
+static double fat5__dev_now_ms(void) {
     struct timespec ts;
     if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-static const char *fat5__gpu_kname(int k) {
+static const char *fat5__dev_kname(int k) {
     return k >= 0 && k < FAT5__K_COUNT ? fat5__kernel_names[k] : "(no kernel)";
 }
 
 // A CUresult as "CUDA_ERROR_X (description)".
-static void fat5__gpu_cu_text(const struct fat5__gpu *g, fat5__CUresult r, char *buf, size_t cap) {
+static void fat5__dev_cu_text(const struct fat5__gpu *g, fat5__CUresult r, char *buf, size_t cap) {
     const char *name = NULL, *desc = NULL;
     if (g && g->cu.cuGetErrorName && g->cu.cuGetErrorName(r, &name) != FAT5__CUDA_SUCCESS)
         name = NULL;
@@ -2846,20 +2846,20 @@ static void fat5__gpu_cu_text(const struct fat5__gpu *g, fat5__CUresult r, char 
 }
 
 // Records "what: CUDA_ERROR_X (description)" with status st.
-static fat5_status fat5__gpu_cu_fail(fat5_ctx *ctx, fat5_status st, fat5__CUresult r,
+static fat5_status fat5__dev_cu_fail(fat5_ctx *ctx, fat5_status st, fat5__CUresult r,
                                      const char *what) {
     char text[256];
-    fat5__gpu_cu_text(ctx->gpu, r, text, sizeof text);
+    fat5__dev_cu_text(ctx->gpu, r, text, sizeof text);
     return fat5__err(ctx, st, "%s: %s", what, text);
 }
 
 // FAT5_OK for CUDA_SUCCESS, else FAT5_ERR_CUDA naming the call and the driver's error.
-static fat5_status fat5__gpu_check(fat5_ctx *ctx, fat5__CUresult r, const char *what) {
+static fat5_status fat5__dev_check(fat5_ctx *ctx, fat5__CUresult r, const char *what) {
     if (r == FAT5__CUDA_SUCCESS) return FAT5_OK;
-    return fat5__gpu_cu_fail(ctx, FAT5_ERR_CUDA, r, what);
+    return fat5__dev_cu_fail(ctx, FAT5_ERR_CUDA, r, what);
 }
 
-static fat5_status fat5__gpu_blas_check(fat5_ctx *ctx, fat5__cublasStatus_t s, const char *what) {
+static fat5_status fat5__dev_blas_check(fat5_ctx *ctx, fat5__cublasStatus_t s, const char *what) {
     const struct fat5__gpu *g = ctx->gpu;
     const char *name;
     if (s == FAT5__CUBLAS_STATUS_SUCCESS) return FAT5_OK;
@@ -2868,7 +2868,7 @@ static fat5_status fat5__gpu_blas_check(fat5_ctx *ctx, fat5__cublasStatus_t s, c
                      name ? name : "CUBLAS_STATUS_?", s);
 }
 
-static const char *fat5__gpu_nvrtc_text(const struct fat5__gpu *g, fat5__nvrtcResult r) {
+static const char *fat5__dev_nvrtc_text(const struct fat5__gpu *g, fat5__nvrtcResult r) {
     const char *s = g->nvrtc.nvrtcGetErrorString ? g->nvrtc.nvrtcGetErrorString(r) : NULL;
     return s ? s : "NVRTC error";
 }
@@ -2878,7 +2878,7 @@ static const char *fat5__gpu_nvrtc_text(const struct fat5__gpu *g, fat5__nvrtcRe
 // /usr/local/cuda/targets/x86_64-linux/lib/.
 // path receives what was opened. On failure errs holds "not found: <every name tried>" and the
 // dlerror() text of every other failure (a wrong ELF class, a missing dependency, ...).
-static void *fat5__gpu_dlopen(fat5__sb *errs, const char *const *names, int n_names, char *path,
+static void *fat5__dev_dlopen(fat5__sb *errs, const char *const *names, int n_names, char *path,
                               size_t cap) {
     static const char enoent[] = ": cannot open shared object file: No such file or directory";
     char home_lib[512];
@@ -2926,37 +2926,37 @@ static void *fat5__gpu_dlopen(fat5__sb *errs, const char *const *names, int n_na
 
 // Each library's entry points; returns the first missing symbol, or NULL. (One macro level only:
 // `api` must reach ## unexpanded even when a vendor header that renames it is included first.)
-#define FAT5__GPU_LOAD_CU(api, sym)                                                                \
-    if (!missing && !(g->cu.api = (fat5__PFN_##api)fat5__gpu_sym(g->lib_cuda, sym))) missing = sym;
-#define FAT5__GPU_LOAD_NVRTC(api, sym)                                                             \
-    if (!missing && !(g->nvrtc.api = (fat5__PFN_##api)fat5__gpu_sym(g->lib_nvrtc, sym)))            \
+#define FAT5__DEV_LOAD_CU(api, sym)                                                                \
+    if (!missing && !(g->cu.api = (fat5__PFN_##api)fat5__dev_sym(g->lib_cuda, sym))) missing = sym;
+#define FAT5__DEV_LOAD_NVRTC(api, sym)                                                             \
+    if (!missing && !(g->nvrtc.api = (fat5__PFN_##api)fat5__dev_sym(g->lib_nvrtc, sym)))            \
         missing = sym;
-#define FAT5__GPU_LOAD_CUBLAS(api, sym)                                                            \
-    if (!missing && !(g->cublas.api = (fat5__PFN_##api)fat5__gpu_sym(g->lib_cublas, sym)))          \
+#define FAT5__DEV_LOAD_CUBLAS(api, sym)                                                            \
+    if (!missing && !(g->cublas.api = (fat5__PFN_##api)fat5__dev_sym(g->lib_cublas, sym)))          \
         missing = sym;
 
-static const char *fat5__gpu_load_cu(struct fat5__gpu *g) {
+static const char *fat5__dev_load_cu(struct fat5__gpu *g) {
     const char *missing = NULL;
-    FAT5__CU_API(FAT5__GPU_LOAD_CU)
+    FAT5__CU_API(FAT5__DEV_LOAD_CU)
     return missing;
 }
-static const char *fat5__gpu_load_nvrtc(struct fat5__gpu *g) {
+static const char *fat5__dev_load_nvrtc(struct fat5__gpu *g) {
     const char *missing = NULL;
-    FAT5__NVRTC_API(FAT5__GPU_LOAD_NVRTC)
+    FAT5__NVRTC_API(FAT5__DEV_LOAD_NVRTC)
     return missing;
 }
-static const char *fat5__gpu_load_cublas(struct fat5__gpu *g) {
+static const char *fat5__dev_load_cublas(struct fat5__gpu *g) {
     const char *missing = NULL;
-    FAT5__CUBLAS_API(FAT5__GPU_LOAD_CUBLAS)
+    FAT5__CUBLAS_API(FAT5__DEV_LOAD_CUBLAS)
     return missing;
 }
-#undef FAT5__GPU_LOAD_CU
-#undef FAT5__GPU_LOAD_NVRTC
-#undef FAT5__GPU_LOAD_CUBLAS
+#undef FAT5__DEV_LOAD_CU
+#undef FAT5__DEV_LOAD_NVRTC
+#undef FAT5__DEV_LOAD_CUBLAS
 
 // Sonames of a versioned CUDA library ("libnvrtc.so.13", "libnvrtc.so.12"): the newest first,
 // unless the driver is older than 13, then the 12 first (a CUDA 13 library needs a CUDA 13 driver).
-static void fat5__gpu_sonames(const char *stem, int driver_version, char buf[2][64],
+static void fat5__dev_sonames(const char *stem, int driver_version, char buf[2][64],
                               const char *names[2]) {
     int first = driver_version > 0 && driver_version < 13000 ? 12 : 13;
     snprintf(buf[0], 64, "%s.so.%d", stem, first);
@@ -2968,13 +2968,13 @@ static void fat5__gpu_sonames(const char *stem, int driver_version, char buf[2][
 // NVRTC into g (driver not needed): library, entry points, version, and, when it was found by
 // full path, libnvrtc-builtins from the same directory (libnvrtc dlopens it by bare name at the
 // first compile, which would miss a directory outside the loader's search path).
-static fat5_status fat5__gpu_open_nvrtc(fat5_ctx *ctx, struct fat5__gpu *g) {
+static fat5_status fat5__dev_open_nvrtc(fat5_ctx *ctx, struct fat5__gpu *g) {
     char buf[2][64];
     const char *names[2], *missing;
     fat5__sb errs;
-    fat5__gpu_sonames("libnvrtc", g->driver_version, buf, names);
+    fat5__dev_sonames("libnvrtc", g->driver_version, buf, names);
     fat5__sb_init(&errs, ctx);
-    g->lib_nvrtc = fat5__gpu_dlopen(&errs, names, 2, g->path_nvrtc, sizeof g->path_nvrtc);
+    g->lib_nvrtc = fat5__dev_dlopen(&errs, names, 2, g->path_nvrtc, sizeof g->path_nvrtc);
     if (!g->lib_nvrtc) {
         fat5__err(ctx, FAT5_ERR_NO_DEVICE,
                   "NVRTC not found (%s or %s; set CUDA_HOME or LD_LIBRARY_PATH): %s", names[0],
@@ -2983,7 +2983,7 @@ static fat5_status fat5__gpu_open_nvrtc(fat5_ctx *ctx, struct fat5__gpu *g) {
         return FAT5_ERR_NO_DEVICE;
     }
     fat5__sb_free(&errs);
-    if ((missing = fat5__gpu_load_nvrtc(g)) != NULL)
+    if ((missing = fat5__dev_load_nvrtc(g)) != NULL)
         return fat5__err(ctx, FAT5_ERR_NO_DEVICE, "%s lacks %s (NVRTC 11.2 or newer is needed)",
                          g->path_nvrtc, missing);
     if (g->nvrtc.nvrtcVersion(&g->nvrtc_major, &g->nvrtc_minor) != FAT5__NVRTC_SUCCESS)
@@ -3006,7 +3006,7 @@ static fat5_status fat5__gpu_open_nvrtc(fat5_ctx *ctx, struct fat5__gpu *g) {
 // list: the newest listed sm_XY with the device's major and XY <= cc (a cubin runs on every later
 // minor of its major); else PTX (compute_XY) for the newest listed XY <= cc, which the driver
 // JIT-compiles (a device newer than this NVRTC). Returns 0, or -1 when nothing listed is <= cc.
-static FAT5__UNUSED int fat5__gpu_pick_arch(int cc, const int *archs, int n, char *arch, size_t cap,
+static FAT5__UNUSED int fat5__dev_pick_arch(int cc, const int *archs, int n, char *arch, size_t cap,
                                             int *ptx) {
     int i, best_cubin = -1, best_any = -1;
     for (i = 0; i < n; i++) {
@@ -3028,7 +3028,7 @@ static FAT5__UNUSED int fat5__gpu_pick_arch(int cc, const int *archs, int n, cha
 }
 
 // Sets g->arch / g->ptx for compute capability cc from the loaded NVRTC's supported targets.
-static fat5_status fat5__gpu_choose_arch(fat5_ctx *ctx, struct fat5__gpu *g, int cc) {
+static fat5_status fat5__dev_choose_arch(fat5_ctx *ctx, struct fat5__gpu *g, int cc) {
     int n = 0, archs[128];
     fat5__nvrtcResult r;
     if (cc < 80)
@@ -3038,8 +3038,8 @@ static fat5_status fat5__gpu_choose_arch(fat5_ctx *ctx, struct fat5__gpu *g, int
     if ((r = g->nvrtc.nvrtcGetNumSupportedArchs(&n)) != FAT5__NVRTC_SUCCESS || n <= 0 || n > 128 ||
         (r = g->nvrtc.nvrtcGetSupportedArchs(archs)) != FAT5__NVRTC_SUCCESS)
         return fat5__err(ctx, FAT5_ERR_NVRTC, "nvrtcGetSupportedArchs: %s (%d targets)",
-                         fat5__gpu_nvrtc_text(g, r), n);
-    if (fat5__gpu_pick_arch(cc, archs, n, g->arch, sizeof g->arch, &g->ptx) != 0)
+                         fat5__dev_nvrtc_text(g, r), n);
+    if (fat5__dev_pick_arch(cc, archs, n, g->arch, sizeof g->arch, &g->ptx) != 0)
         return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
                          "sm_%d is older than every target of NVRTC %d.%d (oldest sm_%d)", cc,
                          g->nvrtc_major, g->nvrtc_minor, archs[0]);
@@ -3051,7 +3051,7 @@ static fat5_status fat5__gpu_choose_arch(fat5_ctx *ctx, struct fat5__gpu *g, int
 // Every kernels/*.cu file joined into one program, each behind a #line directive so that NVRTC
 // messages name the file and line. From the embedded fat5_kernels.cuh, or, with FAT5_KERNELS_DIR
 // set, the same file names read from that directory. *out: fat5__free.
-static fat5_status fat5__gpu_source(fat5_ctx *ctx, char **out, size_t *out_len) {
+static fat5_status fat5__dev_source(fat5_ctx *ctx, char **out, size_t *out_len) {
     const char *dir = getenv("FAT5_KERNELS_DIR");
     fat5__sb b;
     int k, i;
@@ -3156,11 +3156,11 @@ static fat5__h128 fat5__h128_of(const void *data, size_t n) {
 #define FAT5__KCACHE_MAX ((size_t)1 << 30)
 static const char fat5__kcache_magic[8] = {'f', 'a', 't', '5', 'k', 'e', 'r', 'n'};
 
-static void fat5__gpu_put_le(unsigned char *p, uint64_t v, int n) {
+static void fat5__dev_put_le(unsigned char *p, uint64_t v, int n) {
     int i;
     for (i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
-static uint64_t fat5__gpu_get_le(const unsigned char *p, int n) {
+static uint64_t fat5__dev_get_le(const unsigned char *p, int n) {
     uint64_t v = 0;
     int i;
     for (i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
@@ -3170,7 +3170,7 @@ static uint64_t fat5__gpu_get_le(const unsigned char *p, int n) {
 // The cache directory into buf: cfg.cache_dir, else $FAT5_CACHE_DIR, else $XDG_CACHE_HOME/fat5
 // (absolute paths only, per the XDG spec), else $HOME/.cache/fat5. Returns 0 when the cache is off:
 // an empty cfg.cache_dir or $FAT5_CACHE_DIR, no HOME, or a name that does not fit.
-static FAT5__UNUSED int fat5__gpu_cache_dir(const fat5_ctx *ctx, char *buf, size_t cap) {
+static FAT5__UNUSED int fat5__dev_cache_dir(const fat5_ctx *ctx, char *buf, size_t cap) {
     const char *env;
     int n;
     if (ctx->cfg.cache_dir) {
@@ -3192,7 +3192,7 @@ static FAT5__UNUSED int fat5__gpu_cache_dir(const fat5_ctx *ctx, char *buf, size
 }
 
 // mkdir -p; returns 1 when dir exists as a directory afterwards
-static int fat5__gpu_mkdirs(const char *dir) {
+static int fat5__dev_mkdirs(const char *dir) {
     char p[1024];
     size_t i, n = strlen(dir);
     struct stat sb;
@@ -3210,36 +3210,36 @@ static int fat5__gpu_mkdirs(const char *dir) {
 }
 
 // Checks a cache file; NULL when valid (payload at buf + FAT5__KCACHE_HEADER), else why not.
-static const char *fat5__gpu_cache_verify(const void *data, size_t len, fat5__h128 key, int ptx,
+static const char *fat5__dev_cache_verify(const void *data, size_t len, fat5__h128 key, int ptx,
                                           size_t *payload_len) {
     const unsigned char *buf = FAT5__CAST(const unsigned char *, data);
     uint64_t size;
     fat5__h128 h;
     if (len < FAT5__KCACHE_HEADER) return "shorter than its header";
     if (memcmp(buf, fat5__kcache_magic, 8) != 0) return "bad magic";
-    if (fat5__gpu_get_le(buf + 8, 4) != FAT5__KCACHE_FORMAT) return "another cache format";
-    if (fat5__gpu_get_le(buf + 12, 4) != (uint64_t)ptx) return "wrong image kind";
-    size = fat5__gpu_get_le(buf + 16, 8);
-    if (fat5__gpu_get_le(buf + 24, 8) != key.a || fat5__gpu_get_le(buf + 32, 8) != key.b)
+    if (fat5__dev_get_le(buf + 8, 4) != FAT5__KCACHE_FORMAT) return "another cache format";
+    if (fat5__dev_get_le(buf + 12, 4) != (uint64_t)ptx) return "wrong image kind";
+    size = fat5__dev_get_le(buf + 16, 8);
+    if (fat5__dev_get_le(buf + 24, 8) != key.a || fat5__dev_get_le(buf + 32, 8) != key.b)
         return "key mismatch";
     if (size != (uint64_t)(len - FAT5__KCACHE_HEADER)) return "size mismatch (truncated?)";
     if (size == 0) return "empty payload";
     h = fat5__h128_of(buf + FAT5__KCACHE_HEADER, (size_t)size);
-    if (fat5__gpu_get_le(buf + 40, 8) != h.a || fat5__gpu_get_le(buf + 48, 8) != h.b)
+    if (fat5__dev_get_le(buf + 40, 8) != h.a || fat5__dev_get_le(buf + 48, 8) != h.b)
         return "payload hash mismatch";
     *payload_len = (size_t)size;
     return NULL;
 }
 
 // Writes the cache file atomically. Failures are logged, never fatal (the cache is an optimisation).
-static void fat5__gpu_cache_write(fat5_ctx *ctx, const char *path, const char *dir, fat5__h128 key,
+static void fat5__dev_cache_write(fat5_ctx *ctx, const char *path, const char *dir, fat5__h128 key,
                                   int ptx, const char *img, size_t size) {
     unsigned char *buf;
     size_t total;
     fat5__h128 h;
     fat5_status st;
     char saved[FAT5__ERRMSG_CAP];
-    if (!fat5__gpu_mkdirs(dir)) {
+    if (!fat5__dev_mkdirs(dir)) {
         fat5__log(ctx, FAT5_LOG_WARN, "kernel cache: cannot create %s: %s", dir, strerror(errno));
         return;
     }
@@ -3248,13 +3248,13 @@ static void fat5__gpu_cache_write(fat5_ctx *ctx, const char *path, const char *d
     if (!buf) return;
     h = fat5__h128_of(img, size);
     memcpy(buf, fat5__kcache_magic, 8);
-    fat5__gpu_put_le(buf + 8, FAT5__KCACHE_FORMAT, 4);
-    fat5__gpu_put_le(buf + 12, (uint64_t)ptx, 4);
-    fat5__gpu_put_le(buf + 16, (uint64_t)size, 8);
-    fat5__gpu_put_le(buf + 24, key.a, 8);
-    fat5__gpu_put_le(buf + 32, key.b, 8);
-    fat5__gpu_put_le(buf + 40, h.a, 8);
-    fat5__gpu_put_le(buf + 48, h.b, 8);
+    fat5__dev_put_le(buf + 8, FAT5__KCACHE_FORMAT, 4);
+    fat5__dev_put_le(buf + 12, (uint64_t)ptx, 4);
+    fat5__dev_put_le(buf + 16, (uint64_t)size, 8);
+    fat5__dev_put_le(buf + 24, key.a, 8);
+    fat5__dev_put_le(buf + 32, key.b, 8);
+    fat5__dev_put_le(buf + 40, h.a, 8);
+    fat5__dev_put_le(buf + 48, h.b, 8);
     memcpy(buf + FAT5__KCACHE_HEADER, img, size);
     memcpy(saved, ctx->err, sizeof saved);
     st = fat5_write_file_atomic(ctx, path, buf, total);
@@ -3267,7 +3267,7 @@ static void fat5__gpu_cache_write(fat5_ctx *ctx, const char *path, const char *d
 
 // Compiles src for g->arch; the image (cubin, or NUL-terminated PTX) into *img (fat5__free).
 // A compile error reports the NVRTC log with the target and options.
-static fat5_status fat5__gpu_compile(fat5_ctx *ctx, struct fat5__gpu *g, const char *src,
+static fat5_status fat5__dev_compile(fat5_ctx *ctx, struct fat5__gpu *g, const char *src,
                                      const char *const *opts, int n_opts, const char *opts_text,
                                      char **img, size_t *img_size) {
     fat5__nvrtcProgram prog = NULL;
@@ -3279,10 +3279,10 @@ static fat5_status fat5__gpu_compile(fat5_ctx *ctx, struct fat5__gpu *g, const c
     *img_size = 0;
     r = g->nvrtc.nvrtcCreateProgram(&prog, src, "fat5_kernels.cu", 0, NULL, NULL);
     if (r != FAT5__NVRTC_SUCCESS)
-        return fat5__err(ctx, FAT5_ERR_NVRTC, "nvrtcCreateProgram: %s", fat5__gpu_nvrtc_text(g, r));
-    t0 = fat5__gpu_now_ms();
+        return fat5__err(ctx, FAT5_ERR_NVRTC, "nvrtcCreateProgram: %s", fat5__dev_nvrtc_text(g, r));
+    t0 = fat5__dev_now_ms();
     cr = g->nvrtc.nvrtcCompileProgram(prog, n_opts, opts);
-    g->compile_ms = fat5__gpu_now_ms() - t0;
+    g->compile_ms = fat5__dev_now_ms() - t0;
     // always fetch the log (its size counts the NUL), then look at the result
     if (g->nvrtc.nvrtcGetProgramLogSize(prog, &log_size) == FAT5__NVRTC_SUCCESS && log_size > 1) {
         log = FAT5__CAST(char *, fat5__malloc(ctx, log_size));
@@ -3296,7 +3296,7 @@ static fat5_status fat5__gpu_compile(fat5_ctx *ctx, struct fat5__gpu *g, const c
     if (cr != FAT5__NVRTC_SUCCESS) {
         fat5__err(ctx, FAT5_ERR_NVRTC,
                   "%s compiling the kernels for %s (options: %s; NVRTC %d.%d):\n%s",
-                  fat5__gpu_nvrtc_text(g, cr), g->arch, opts_text, g->nvrtc_major, g->nvrtc_minor,
+                  fat5__dev_nvrtc_text(g, cr), g->arch, opts_text, g->nvrtc_major, g->nvrtc_minor,
                   log ? log : "(no log)");
         fat5__free(ctx, log);
         g->nvrtc.nvrtcDestroyProgram(&prog);
@@ -3309,7 +3309,7 @@ static fat5_status fat5__gpu_compile(fat5_ctx *ctx, struct fat5__gpu *g, const c
         g->nvrtc.nvrtcDestroyProgram(&prog);
         return fat5__err(ctx, FAT5_ERR_NVRTC, "NVRTC produced no %s for %s: %s",
                          g->ptx ? "PTX" : "cubin", g->arch,
-                         r ? fat5__gpu_nvrtc_text(g, r) : "empty image");
+                         r ? fat5__dev_nvrtc_text(g, r) : "empty image");
     }
     out = FAT5__CAST(char *, fat5__malloc(ctx, size + 1));
     if (!out) {
@@ -3322,7 +3322,7 @@ static fat5_status fat5__gpu_compile(fat5_ctx *ctx, struct fat5__gpu *g, const c
     if (r != FAT5__NVRTC_SUCCESS) {
         fat5__free(ctx, out);
         return fat5__err(ctx, FAT5_ERR_NVRTC, "nvrtcGet%s: %s", g->ptx ? "PTX" : "CUBIN",
-                         fat5__gpu_nvrtc_text(g, r));
+                         fat5__dev_nvrtc_text(g, r));
     }
     out[size] = 0;
     *img = out;
@@ -3333,7 +3333,7 @@ static fat5_status fat5__gpu_compile(fat5_ctx *ctx, struct fat5__gpu *g, const c
 // The module image for g->arch with the ctx's dtype: from the disk cache when a valid entry exists
 // (unless no_read), else compiled by NVRTC and stored. Sets g->cache_hit, cache_rejected,
 // compile_ms, cache_file. *img: fat5__free.
-static fat5_status fat5__gpu_build(fat5_ctx *ctx, struct fat5__gpu *g, int no_read, char **img,
+static fat5_status fat5__dev_build(fat5_ctx *ctx, struct fat5__gpu *g, int no_read, char **img,
                                    size_t *img_size) {
     char opt_arch[40], dir[900], keyhex[33], saved[FAT5__ERRMSG_CAP], opts_text[256], ver[64];
     const char *opts[4];
@@ -3354,7 +3354,7 @@ static fat5_status fat5__gpu_build(fat5_ctx *ctx, struct fat5__gpu *g, int no_re
     opts[2] = "-default-device";
     opts[3] = bf16 ? "-DFAT5_ACT_BF16=1" : "-DFAT5_ACT_BF16=0";
     snprintf(opts_text, sizeof opts_text, "%s %s %s %s", opts[0], opts[1], opts[2], opts[3]);
-    if ((st = fat5__gpu_source(ctx, &src, &src_len)) != FAT5_OK) return st;
+    if ((st = fat5__dev_source(ctx, &src, &src_len)) != FAT5_OK) return st;
 
     // key: format, fat5 version, source, options, NVRTC version, driver version, target
     fat5__h128_init(&hk);
@@ -3370,7 +3370,7 @@ static fat5_status fat5__gpu_build(fat5_ctx *ctx, struct fat5__gpu *g, int no_re
         snprintf(keyhex + 2 * i, 3, "%02x", (unsigned)((w >> (8 * (7 - i % 8))) & 0xff));
     }
 
-    cache_on = fat5__gpu_cache_dir(ctx, dir, sizeof dir);
+    cache_on = fat5__dev_cache_dir(ctx, dir, sizeof dir);
     if (cache_on && snprintf(g->cache_file, sizeof g->cache_file, "%s/fat5-%s-%s.%s", dir, keyhex,
                              g->arch, g->ptx ? "ptx" : "cubin") >= (int)sizeof g->cache_file)
         cache_on = 0;
@@ -3382,7 +3382,7 @@ static fat5_status fat5__gpu_build(fat5_ctx *ctx, struct fat5__gpu *g, int no_re
             memcpy(saved, ctx->err, sizeof saved);
             st = fat5__read_file(ctx, g->cache_file, FAT5__KCACHE_MAX, &file, &file_len);
             if (st == FAT5_OK) {
-                const char *why = fat5__gpu_cache_verify(file, file_len, key, g->ptx, &payload_len);
+                const char *why = fat5__dev_cache_verify(file, file_len, key, g->ptx, &payload_len);
                 if (!why) {
                     // the image is the payload, moved to the front (with read_file's NUL)
                     memmove(file, file + FAT5__KCACHE_HEADER, payload_len + 1);
@@ -3403,17 +3403,17 @@ static fat5_status fat5__gpu_build(fat5_ctx *ctx, struct fat5__gpu *g, int no_re
         }
     }
 
-    st = fat5__gpu_compile(ctx, g, src, opts, 4, opts_text, img, img_size);
+    st = fat5__dev_compile(ctx, g, src, opts, 4, opts_text, img, img_size);
     fat5__free(ctx, src);
     if (st != FAT5_OK) return st;
-    if (cache_on) fat5__gpu_cache_write(ctx, g->cache_file, dir, key, g->ptx, *img, *img_size);
+    if (cache_on) fat5__dev_cache_write(ctx, g->cache_file, dir, key, g->ptx, *img, *img_size);
     return FAT5_OK;
 }
 
 // ---- open / close -------------------------------------------------------------------------------
 
 // Releases everything g holds (in reverse order of acquisition) and frees it.
-static void fat5__gpu_release(fat5_ctx *ctx, struct fat5__gpu *g) {
+static void fat5__dev_release(fat5_ctx *ctx, struct fat5__gpu *g) {
     if (!g) return;
     if (g->cuctx && g->cu.cuCtxSetCurrent) g->cu.cuCtxSetCurrent(g->cuctx);
     if (g->stream && g->cu.cuStreamSynchronize) g->cu.cuStreamSynchronize(g->stream);
@@ -3428,16 +3428,16 @@ static void fat5__gpu_release(fat5_ctx *ctx, struct fat5__gpu *g) {
     fat5__free(ctx, g);
 }
 
-static void fat5__gpu_close(fat5_ctx *ctx) {
+static void fat5__dev_close(fat5_ctx *ctx) {
     struct fat5__gpu *g;
     if (!ctx || !ctx->gpu) return;
     g = ctx->gpu;
     ctx->gpu = NULL;
-    fat5__gpu_release(ctx, g);
+    fat5__dev_release(ctx, g);
 }
 
 // Loads the module image into the current context; the JIT log (PTX) goes into the error.
-static fat5_status fat5__gpu_load_module(fat5_ctx *ctx, struct fat5__gpu *g, const char *img) {
+static fat5_status fat5__dev_load_module(fat5_ctx *ctx, struct fat5__gpu *g, const char *img) {
     char jit_log[2048];
     fat5__CUjit_option keys[2];
     void *vals[2];
@@ -3455,7 +3455,7 @@ static fat5_status fat5__gpu_load_module(fat5_ctx *ctx, struct fat5__gpu *g, con
     snprintf(what, sizeof what, "cuModuleLoadDataEx (%s %s, NVRTC %d.%d, driver %d.%d)",
              g->ptx ? "PTX" : "cubin", g->arch, g->nvrtc_major, g->nvrtc_minor,
              g->driver_version / 1000, g->driver_version % 1000 / 10);
-    fat5__gpu_cu_fail(ctx, FAT5_ERR_CUDA, r, what);
+    fat5__dev_cu_fail(ctx, FAT5_ERR_CUDA, r, what);
     if (g->nvrtc_major * 1000 > g->driver_version) {
         size_t n = strlen(ctx->err);
         snprintf(ctx->err + n, sizeof ctx->err - n,
@@ -3470,7 +3470,7 @@ static fat5_status fat5__gpu_load_module(fat5_ctx *ctx, struct fat5__gpu *g, con
     return FAT5_ERR_CUDA;
 }
 
-static fat5_status fat5__gpu_open(fat5_ctx *ctx) {
+static fat5_status fat5__dev_open(fat5_ctx *ctx) {
     static const char *const cuda_names[] = {"libcuda.so.1", "libcuda.so"};
     struct fat5__gpu *g;
     fat5__sb errs;
@@ -3480,7 +3480,7 @@ static fat5_status fat5__gpu_open(fat5_ctx *ctx) {
     const char *names[2], *missing, *env;
     size_t img_size = 0;
     int count = 0, k, n_missing = 0;
-    double t0 = fat5__gpu_now_ms();
+    double t0 = fat5__dev_now_ms();
 
     if (ctx->gpu) return FAT5_OK;
     if (ctx->cfg.dtype != FAT5_DTYPE_FP32 && ctx->cfg.dtype != FAT5_DTYPE_BF16)
@@ -3496,7 +3496,7 @@ static fat5_status fat5__gpu_open(fat5_ctx *ctx) {
 
     // 1. the driver
     fat5__sb_init(&errs, ctx);
-    g->lib_cuda = fat5__gpu_dlopen(&errs, cuda_names, 2, g->path_cuda, sizeof g->path_cuda);
+    g->lib_cuda = fat5__dev_dlopen(&errs, cuda_names, 2, g->path_cuda, sizeof g->path_cuda);
     if (!g->lib_cuda) {
         fat5__err(ctx, FAT5_ERR_NO_DEVICE, "no CUDA driver (libcuda.so.1): %s",
                   errs.buf ? errs.buf : "dlopen failed");
@@ -3505,22 +3505,22 @@ static fat5_status fat5__gpu_open(fat5_ctx *ctx) {
         goto fail;
     }
     fat5__sb_free(&errs);
-    if ((missing = fat5__gpu_load_cu(g)) != NULL) {
+    if ((missing = fat5__dev_load_cu(g)) != NULL) {
         st = fat5__err(ctx, FAT5_ERR_NO_DEVICE, "the CUDA driver %s lacks %s (driver too old?)",
                        g->path_cuda, missing);
         goto fail;
     }
     if ((r = g->cu.cuDriverGetVersion(&g->driver_version)) != FAT5__CUDA_SUCCESS) {
-        st = fat5__gpu_cu_fail(ctx, FAT5_ERR_NO_DEVICE, r, "cuDriverGetVersion");
+        st = fat5__dev_cu_fail(ctx, FAT5_ERR_NO_DEVICE, r, "cuDriverGetVersion");
         fat5__err_prefix(ctx, st, "%s: ", g->path_cuda);
         goto fail;
     }
 
     // 2. NVRTC and cuBLAS, so that a missing library is reported before any device work
-    if ((st = fat5__gpu_open_nvrtc(ctx, g)) != FAT5_OK) goto fail;
-    fat5__gpu_sonames("libcublas", g->driver_version, buf, names);
+    if ((st = fat5__dev_open_nvrtc(ctx, g)) != FAT5_OK) goto fail;
+    fat5__dev_sonames("libcublas", g->driver_version, buf, names);
     fat5__sb_init(&errs, ctx);
-    g->lib_cublas = fat5__gpu_dlopen(&errs, names, 2, g->path_cublas, sizeof g->path_cublas);
+    g->lib_cublas = fat5__dev_dlopen(&errs, names, 2, g->path_cublas, sizeof g->path_cublas);
     if (!g->lib_cublas) {
         fat5__err(ctx, FAT5_ERR_NO_DEVICE,
                   "cuBLAS not found (%s or %s; set CUDA_HOME or LD_LIBRARY_PATH): %s", names[0],
@@ -3530,19 +3530,19 @@ static fat5_status fat5__gpu_open(fat5_ctx *ctx) {
         goto fail;
     }
     fat5__sb_free(&errs);
-    if ((missing = fat5__gpu_load_cublas(g)) != NULL) {
+    if ((missing = fat5__dev_load_cublas(g)) != NULL) {
         st = fat5__err(ctx, FAT5_ERR_NO_DEVICE, "%s lacks %s", g->path_cublas, missing);
         goto fail;
     }
 
     // 3. the device
     if ((r = g->cu.cuInit(0)) != FAT5__CUDA_SUCCESS) {
-        st = fat5__gpu_cu_fail(ctx, FAT5_ERR_NO_DEVICE, r, "cuInit");
+        st = fat5__dev_cu_fail(ctx, FAT5_ERR_NO_DEVICE, r, "cuInit");
         fat5__err_prefix(ctx, st, "%s: ", g->path_cuda);
         goto fail;
     }
     if ((r = g->cu.cuDeviceGetCount(&count)) != FAT5__CUDA_SUCCESS) {
-        st = fat5__gpu_cu_fail(ctx, FAT5_ERR_NO_DEVICE, r, "cuDeviceGetCount");
+        st = fat5__dev_cu_fail(ctx, FAT5_ERR_NO_DEVICE, r, "cuDeviceGetCount");
         goto fail;
     }
     if (count <= 0) {
@@ -3556,18 +3556,18 @@ static fat5_status fat5__gpu_open(fat5_ctx *ctx) {
                        count, count == 1 ? "" : "s", count - 1);
         goto fail;
     }
-    if ((st = fat5__gpu_check(ctx, g->cu.cuDeviceGet(&g->dev, g->ordinal), "cuDeviceGet")) ||
-        (st = fat5__gpu_check(ctx, g->cu.cuDeviceGetName(g->name, (int)sizeof g->name - 1, g->dev),
+    if ((st = fat5__dev_check(ctx, g->cu.cuDeviceGet(&g->dev, g->ordinal), "cuDeviceGet")) ||
+        (st = fat5__dev_check(ctx, g->cu.cuDeviceGetName(g->name, (int)sizeof g->name - 1, g->dev),
                               "cuDeviceGetName")) ||
-        (st = fat5__gpu_check(ctx, g->cu.cuDeviceTotalMem(&g->total_mem, g->dev),
+        (st = fat5__dev_check(ctx, g->cu.cuDeviceTotalMem(&g->total_mem, g->dev),
                               "cuDeviceTotalMem")) ||
-        (st = fat5__gpu_check(ctx, g->cu.cuDeviceGetAttribute(&g->cc_major,
+        (st = fat5__dev_check(ctx, g->cu.cuDeviceGetAttribute(&g->cc_major,
                               FAT5__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, g->dev),
                               "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MAJOR)")) ||
-        (st = fat5__gpu_check(ctx, g->cu.cuDeviceGetAttribute(&g->cc_minor,
+        (st = fat5__dev_check(ctx, g->cu.cuDeviceGetAttribute(&g->cc_minor,
                               FAT5__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, g->dev),
                               "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MINOR)")) ||
-        (st = fat5__gpu_check(ctx, g->cu.cuDeviceGetAttribute(&g->sm_count,
+        (st = fat5__dev_check(ctx, g->cu.cuDeviceGetAttribute(&g->sm_count,
                               FAT5__CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, g->dev),
                               "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)")))
         goto fail;
@@ -3576,29 +3576,29 @@ static fat5_status fat5__gpu_open(fat5_ctx *ctx) {
                                    FAT5__CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
                                    g->dev) != FAT5__CUDA_SUCCESS)
         g->smem_optin = 48 * 1024;
-    if ((st = fat5__gpu_choose_arch(ctx, g, g->cc_major * 10 + g->cc_minor)) != FAT5_OK) goto fail;
+    if ((st = fat5__dev_choose_arch(ctx, g, g->cc_major * 10 + g->cc_minor)) != FAT5_OK) goto fail;
 
     // 4. context (the primary one, which cuBLAS also uses) and the stream
-    if ((st = fat5__gpu_check(ctx, g->cu.cuDevicePrimaryCtxRetain(&g->cuctx, g->dev),
+    if ((st = fat5__dev_check(ctx, g->cu.cuDevicePrimaryCtxRetain(&g->cuctx, g->dev),
                               "cuDevicePrimaryCtxRetain")))
         goto fail;
     g->ctx_retained = 1;
-    if ((st = fat5__gpu_check(ctx, g->cu.cuCtxSetCurrent(g->cuctx), "cuCtxSetCurrent")) ||
-        (st = fat5__gpu_check(ctx, g->cu.cuStreamCreate(&g->stream, FAT5__CU_STREAM_NON_BLOCKING),
+    if ((st = fat5__dev_check(ctx, g->cu.cuCtxSetCurrent(g->cuctx), "cuCtxSetCurrent")) ||
+        (st = fat5__dev_check(ctx, g->cu.cuStreamCreate(&g->stream, FAT5__CU_STREAM_NON_BLOCKING),
                               "cuStreamCreate")))
         goto fail;
 
     // 5. kernels: cache or compile, load, look every entry point up
-    if ((st = fat5__gpu_build(ctx, g, 0, &img, &img_size)) != FAT5_OK) goto fail;
-    st = fat5__gpu_load_module(ctx, g, img);
+    if ((st = fat5__dev_build(ctx, g, 0, &img, &img_size)) != FAT5_OK) goto fail;
+    st = fat5__dev_load_module(ctx, g, img);
     if (st != FAT5_OK && g->cache_hit) {
         fat5__log(ctx, FAT5_LOG_WARN, "kernel cache: %s does not load (%s); recompiling",
                   g->cache_file, ctx->err);
         fat5__free(ctx, img);
         img = NULL;
         g->cache_rejected = 1;
-        if ((st = fat5__gpu_build(ctx, g, 1, &img, &img_size)) != FAT5_OK) goto fail;
-        st = fat5__gpu_load_module(ctx, g, img);
+        if ((st = fat5__dev_build(ctx, g, 1, &img, &img_size)) != FAT5_OK) goto fail;
+        st = fat5__dev_load_module(ctx, g, img);
     }
     fat5__free(ctx, img);
     img = NULL;
@@ -3611,7 +3611,7 @@ static fat5_status fat5__gpu_open(fat5_ctx *ctx) {
         } else if (r != FAT5__CUDA_SUCCESS) {
             char what[96];
             snprintf(what, sizeof what, "cuModuleGetFunction(%s)", fat5__kernel_names[k]);
-            st = fat5__gpu_check(ctx, r, what);
+            st = fat5__dev_check(ctx, r, what);
             goto fail;
         }
     }
@@ -3631,16 +3631,16 @@ static fat5_status fat5__gpu_open(fat5_ctx *ctx) {
     }
 
     // 6. cuBLAS on our stream; fp32 compute with the default math mode (no TF32), fp32 reductions
-    st = fat5__gpu_blas_check(ctx, g->cublas.cublasCreate(&g->blas), "cublasCreate");
+    st = fat5__dev_blas_check(ctx, g->cublas.cublasCreate(&g->blas), "cublasCreate");
     if (st != FAT5_OK) {
         g->blas = NULL;
         fat5__err_prefix(ctx, st, "%s with driver %d.%d: ", g->path_cublas,
                          g->driver_version / 1000, g->driver_version % 1000 / 10);
         goto fail;
     }
-    if ((st = fat5__gpu_blas_check(ctx, g->cublas.cublasSetStream(g->blas, g->stream),
+    if ((st = fat5__dev_blas_check(ctx, g->cublas.cublasSetStream(g->blas, g->stream),
                                    "cublasSetStream")) ||
-        (st = fat5__gpu_blas_check(ctx, g->cublas.cublasSetMathMode(g->blas,
+        (st = fat5__dev_blas_check(ctx, g->cublas.cublasSetMathMode(g->blas,
                   FAT5__CUBLAS_DEFAULT_MATH | FAT5__CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION),
                   "cublasSetMathMode")))
         goto fail;
@@ -3660,19 +3660,19 @@ static fat5_status fat5__gpu_open(fat5_ctx *ctx) {
         fat5__log(ctx, FAT5_LOG_INFO, "kernels: compiled for %s in %.0f ms (%s%s)", g->arch,
                   g->compile_ms, g->cache_file[0] ? "cached at " : "cache off",
                   g->cache_file);
-    fat5__log(ctx, FAT5_LOG_DEBUG, "GPU open took %.0f ms", fat5__gpu_now_ms() - t0);
+    fat5__log(ctx, FAT5_LOG_DEBUG, "GPU open took %.0f ms", fat5__dev_now_ms() - t0);
     return FAT5_OK;
 
 fail:
     fat5__free(ctx, img);
-    fat5__gpu_close(ctx);
+    fat5__dev_close(ctx);
     return st;
 }
 
 // Test hook: finds in the cache or compiles the kernel module for compute capability cc (e.g. 90)
 // with ctx's dtype and cache settings, with NVRTC alone (no driver, no GPU; driver version 0 in
 // the key). Reports whether the cache was hit or a cache file rejected, and the file's path.
-static FAT5__UNUSED fat5_status fat5__gpu_build_offline(fat5_ctx *ctx, int cc, int *cache_hit,
+static FAT5__UNUSED fat5_status fat5__dev_build_offline(fat5_ctx *ctx, int cc, int *cache_hit,
                                                         int *cache_rejected, char *cache_file,
                                                         size_t cap) {
     struct fat5__gpu *g = FAT5__CAST(struct fat5__gpu *, fat5__calloc(ctx, 1, sizeof *g));
@@ -3681,14 +3681,14 @@ static FAT5__UNUSED fat5_status fat5__gpu_build_offline(fat5_ctx *ctx, int cc, i
     fat5_status st;
     if (!g) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory");
     snprintf(g->name, sizeof g->name, "sm_%d (offline)", cc);
-    if ((st = fat5__gpu_open_nvrtc(ctx, g)) == FAT5_OK &&
-        (st = fat5__gpu_choose_arch(ctx, g, cc)) == FAT5_OK)
-        st = fat5__gpu_build(ctx, g, 0, &img, &img_size);
+    if ((st = fat5__dev_open_nvrtc(ctx, g)) == FAT5_OK &&
+        (st = fat5__dev_choose_arch(ctx, g, cc)) == FAT5_OK)
+        st = fat5__dev_build(ctx, g, 0, &img, &img_size);
     if (cache_hit) *cache_hit = g->cache_hit;
     if (cache_rejected) *cache_rejected = g->cache_rejected;
     if (cache_file && cap) snprintf(cache_file, cap, "%s", g->cache_file);
     fat5__free(ctx, img);
-    fat5__gpu_release(ctx, g);
+    fat5__dev_release(ctx, g);
     return st;
 }
 
@@ -3696,37 +3696,37 @@ static FAT5__UNUSED fat5_status fat5__gpu_build_offline(fat5_ctx *ctx, int cc, i
 
 // Makes the ctx's context current on this thread (a ctx may move between threads, and several ctxs
 // may share one).
-static fat5_status fat5__gpu_enter(fat5_ctx *ctx, const char *what) {
+static fat5_status fat5__dev_enter(fat5_ctx *ctx, const char *what) {
     fat5__CUresult r;
     if (!ctx || !ctx->gpu)
         return fat5__err(ctx, FAT5_ERR_STATE, "%s: the context has no open GPU", what);
     r = ctx->gpu->cu.cuCtxSetCurrent(ctx->gpu->cuctx);
     if (r == FAT5__CUDA_SUCCESS) return FAT5_OK;
-    return fat5__gpu_cu_fail(ctx, FAT5_ERR_CUDA, r, "cuCtxSetCurrent");
+    return fat5__dev_cu_fail(ctx, FAT5_ERR_CUDA, r, "cuCtxSetCurrent");
 }
 
 // Synchronizes the stream; an asynchronous fault is reported with the last kernel launched.
-static FAT5__UNUSED fat5_status fat5__gpu_sync(fat5_ctx *ctx) {
-    fat5_status st = fat5__gpu_enter(ctx, "fat5__gpu_sync");
+static FAT5__UNUSED fat5_status fat5__dev_sync(fat5_ctx *ctx) {
+    fat5_status st = fat5__dev_enter(ctx, "fat5__dev_sync");
     fat5__CUresult r;
     char what[128];
     if (st) return st;
     r = ctx->gpu->cu.cuStreamSynchronize(ctx->gpu->stream);
     if (r == FAT5__CUDA_SUCCESS) return FAT5_OK;
     snprintf(what, sizeof what, "cuStreamSynchronize (last kernel launched: %s)",
-             fat5__gpu_kname(ctx->gpu->last_kernel));
-    return fat5__gpu_cu_fail(ctx, FAT5_ERR_CUDA, r, what);
+             fat5__dev_kname(ctx->gpu->last_kernel));
+    return fat5__dev_cu_fail(ctx, FAT5_ERR_CUDA, r, what);
 }
 
-static FAT5__UNUSED fat5_status fat5__gpu_mem_info(fat5_ctx *ctx, size_t *free_b, size_t *total_b) {
-    fat5_status st = fat5__gpu_enter(ctx, "fat5__gpu_mem_info");
+static FAT5__UNUSED fat5_status fat5__dev_mem_info(fat5_ctx *ctx, size_t *free_b, size_t *total_b) {
+    fat5_status st = fat5__dev_enter(ctx, "fat5__dev_mem_info");
     if (st) return st;
-    return fat5__gpu_check(ctx, ctx->gpu->cu.cuMemGetInfo(free_b, total_b), "cuMemGetInfo");
+    return fat5__dev_check(ctx, ctx->gpu->cu.cuMemGetInfo(free_b, total_b), "cuMemGetInfo");
 }
 
-// Zero-filled device memory; bytes == 0 gives *out = 0 (which fat5__gpu_free ignores).
-static FAT5__UNUSED fat5_status fat5__gpu_alloc(fat5_ctx *ctx, size_t bytes, fat5__dptr *out) {
-    fat5_status st = fat5__gpu_enter(ctx, "fat5__gpu_alloc");
+// Zero-filled device memory; bytes == 0 gives *out = 0 (which fat5__dev_free ignores).
+static FAT5__UNUSED fat5_status fat5__dev_alloc(fat5_ctx *ctx, size_t bytes, fat5__dptr *out) {
+    fat5_status st = fat5__dev_enter(ctx, "fat5__dev_alloc");
     struct fat5__gpu *g;
     fat5__dptr p = 0;
     fat5__CUresult r;
@@ -3746,19 +3746,19 @@ static FAT5__UNUSED fat5_status fat5__gpu_alloc(fat5_ctx *ctx, size_t bytes, fat
     if (r != FAT5__CUDA_SUCCESS) {
         char what[80];
         snprintf(what, sizeof what, "cuMemAlloc(%zu bytes)", bytes);
-        return fat5__gpu_check(ctx, r, what);
+        return fat5__dev_check(ctx, r, what);
     }
     r = g->cu.cuMemsetD8Async(p, 0, bytes, g->stream);
     if (r != FAT5__CUDA_SUCCESS) {
         g->cu.cuMemFree(p);
-        return fat5__gpu_check(ctx, r, "cuMemsetD8Async (zero-filling a new allocation)");
+        return fat5__dev_check(ctx, r, "cuMemsetD8Async (zero-filling a new allocation)");
     }
     *out = p;
     return FAT5_OK;
 }
 
 // Frees device memory after the stream has finished with it; 0 is a no-op.
-static FAT5__UNUSED void fat5__gpu_free(fat5_ctx *ctx, fat5__dptr p) {
+static FAT5__UNUSED void fat5__dev_free(fat5_ctx *ctx, fat5__dptr p) {
     struct fat5__gpu *g;
     if (!p || !ctx || !ctx->gpu) return;
     g = ctx->gpu;
@@ -3769,86 +3769,86 @@ static FAT5__UNUSED void fat5__gpu_free(fat5_ctx *ctx, fat5__dptr p) {
 
 // Waits for a copy just queued (r: the result of queuing it); errors name the copy and the last
 // kernel launched, since an earlier kernel's fault surfaces here.
-static fat5_status fat5__gpu_copy_done(fat5_ctx *ctx, fat5__CUresult r, const char *dir, size_t bytes) {
+static fat5_status fat5__dev_copy_done(fat5_ctx *ctx, fat5__CUresult r, const char *dir, size_t bytes) {
     if (r == FAT5__CUDA_SUCCESS) r = ctx->gpu->cu.cuStreamSynchronize(ctx->gpu->stream);
     if (r != FAT5__CUDA_SUCCESS) {
         char what[128];
         snprintf(what, sizeof what, "%s of %zu bytes (last kernel launched: %s)", dir, bytes,
-                 fat5__gpu_kname(ctx->gpu->last_kernel));
-        return fat5__gpu_check(ctx, r, what);
+                 fat5__dev_kname(ctx->gpu->last_kernel));
+        return fat5__dev_check(ctx, r, what);
     }
     return FAT5_OK;
 }
 
 // Host to device. Returns when the copy is complete (src may be reused at once).
-static FAT5__UNUSED fat5_status fat5__gpu_upload(fat5_ctx *ctx, fat5__dptr dst, const void *src,
+static FAT5__UNUSED fat5_status fat5__dev_upload(fat5_ctx *ctx, fat5__dptr dst, const void *src,
                                                  size_t bytes) {
-    fat5_status st = fat5__gpu_enter(ctx, "fat5__gpu_upload");
+    fat5_status st = fat5__dev_enter(ctx, "fat5__dev_upload");
     if (st) return st;
     if (bytes == 0) return FAT5_OK;
     if (!dst || !src)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_upload: NULL %s for %zu bytes",
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__dev_upload: NULL %s for %zu bytes",
                          dst ? "source" : "destination", bytes);
-    return fat5__gpu_copy_done(ctx, ctx->gpu->cu.cuMemcpyHtoDAsync(dst, src, bytes, ctx->gpu->stream),
+    return fat5__dev_copy_done(ctx, ctx->gpu->cu.cuMemcpyHtoDAsync(dst, src, bytes, ctx->gpu->stream),
                                "upload", bytes);
 }
 
 // Device to host, after all work queued before it; returns when dst holds the data.
-static FAT5__UNUSED fat5_status fat5__gpu_download(fat5_ctx *ctx, void *dst, fat5__dptr src,
+static FAT5__UNUSED fat5_status fat5__dev_download(fat5_ctx *ctx, void *dst, fat5__dptr src,
                                                    size_t bytes) {
-    fat5_status st = fat5__gpu_enter(ctx, "fat5__gpu_download");
+    fat5_status st = fat5__dev_enter(ctx, "fat5__dev_download");
     if (st) return st;
     if (bytes == 0) return FAT5_OK;
     if (!dst || !src)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_download: NULL %s for %zu bytes",
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__dev_download: NULL %s for %zu bytes",
                          src ? "destination" : "source", bytes);
-    return fat5__gpu_copy_done(ctx, ctx->gpu->cu.cuMemcpyDtoHAsync(dst, src, bytes, ctx->gpu->stream),
+    return fat5__dev_copy_done(ctx, ctx->gpu->cu.cuMemcpyDtoHAsync(dst, src, bytes, ctx->gpu->stream),
                                "download", bytes);
 }
 
-static FAT5__UNUSED fat5_status fat5__gpu_memset0(fat5_ctx *ctx, fat5__dptr p, size_t bytes) {
-    fat5_status st = fat5__gpu_enter(ctx, "fat5__gpu_memset0");
+static FAT5__UNUSED fat5_status fat5__dev_memset0(fat5_ctx *ctx, fat5__dptr p, size_t bytes) {
+    fat5_status st = fat5__dev_enter(ctx, "fat5__dev_memset0");
     if (st) return st;
     if (bytes == 0) return FAT5_OK;
     if (!p)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_memset0: NULL pointer for %zu bytes",
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__dev_memset0: NULL pointer for %zu bytes",
                          bytes);
-    return fat5__gpu_check(ctx, ctx->gpu->cu.cuMemsetD8Async(p, 0, bytes, ctx->gpu->stream),
+    return fat5__dev_check(ctx, ctx->gpu->cu.cuMemsetD8Async(p, 0, bytes, ctx->gpu->stream),
                            "cuMemsetD8Async");
 }
 
 // Device to device, queued on the stream.
-static FAT5__UNUSED fat5_status fat5__gpu_copy(fat5_ctx *ctx, fat5__dptr dst, fat5__dptr src,
+static FAT5__UNUSED fat5_status fat5__dev_copy(fat5_ctx *ctx, fat5__dptr dst, fat5__dptr src,
                                                size_t bytes) {
-    fat5_status st = fat5__gpu_enter(ctx, "fat5__gpu_copy");
+    fat5_status st = fat5__dev_enter(ctx, "fat5__dev_copy");
     if (st) return st;
     if (bytes == 0) return FAT5_OK;
     if (!dst || !src)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_copy: NULL %s for %zu bytes",
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__dev_copy: NULL %s for %zu bytes",
                          dst ? "source" : "destination", bytes);
-    return fat5__gpu_check(ctx, ctx->gpu->cu.cuMemcpyDtoDAsync(dst, src, bytes, ctx->gpu->stream),
+    return fat5__dev_check(ctx, ctx->gpu->cu.cuMemcpyDtoDAsync(dst, src, bytes, ctx->gpu->stream),
                            "cuMemcpyDtoDAsync");
 }
 
-static FAT5__UNUSED size_t fat5__gpu_act_size(const fat5_ctx *ctx) {
+static FAT5__UNUSED size_t fat5__dev_act_size(const fat5_ctx *ctx) {
     return ctx->cfg.dtype == FAT5_DTYPE_BF16 ? 2 : 4;
 }
 
 // Queues kernel `kernel` (a FAT5__K_ id) on the stream. args: the kernel's parameters, one pointer
 // per parameter. Dynamic shared memory above 48 KiB is opted into automatically.
-static FAT5__UNUSED fat5_status fat5__gpu_launch(fat5_ctx *ctx, int kernel, unsigned gx, unsigned gy,
+static FAT5__UNUSED fat5_status fat5__dev_launch(fat5_ctx *ctx, int kernel, unsigned gx, unsigned gy,
                                                  unsigned gz, unsigned bx, unsigned by, unsigned bz,
                                                  unsigned smem, void **args) {
-    fat5_status st = fat5__gpu_enter(ctx, "fat5__gpu_launch");
+    fat5_status st = fat5__dev_enter(ctx, "fat5__dev_launch");
     struct fat5__gpu *g;
     fat5__CUresult r;
     char what[200];
     if (st) return st;
     g = ctx->gpu;
     if (kernel < 0 || kernel >= FAT5__K_COUNT)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_launch: no kernel with id %d", kernel);
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__dev_launch: no kernel with id %d", kernel);
     if (!g->fn[kernel])
-        return fat5__err(ctx, FAT5_ERR_STATE, "fat5__gpu_launch: %s is not loaded",
+        return fat5__err(ctx, FAT5_ERR_STATE, "fat5__dev_launch: %s is not loaded",
                          fat5__kernel_names[kernel]);
     if (smem > 48u * 1024u && smem > g->smem_set[kernel]) {
         if (smem > (unsigned)g->smem_optin)
@@ -3860,7 +3860,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_launch(fat5_ctx *ctx, int kernel, unsi
         if (r != FAT5__CUDA_SUCCESS) {
             snprintf(what, sizeof what, "cuFuncSetAttribute(%s, MAX_DYNAMIC_SHARED_SIZE_BYTES=%u)",
                      fat5__kernel_names[kernel], smem);
-            return fat5__gpu_check(ctx, r, what);
+            return fat5__dev_check(ctx, r, what);
         }
         g->smem_set[kernel] = smem;
     }
@@ -3873,11 +3873,11 @@ static FAT5__UNUSED fat5_status fat5__gpu_launch(fat5_ctx *ctx, int kernel, unsi
         snprintf(what, sizeof what,
                  "%s (fault found by FAT5_SYNC_LAUNCHES; grid %ux%ux%u, block %ux%ux%u)",
                  fat5__kernel_names[kernel], gx, gy, gz, bx, by, bz);
-        return fat5__gpu_check(ctx, r, what);
+        return fat5__dev_check(ctx, r, what);
     }
     snprintf(what, sizeof what, "launching %s (grid %ux%ux%u, block %ux%ux%u, %u B shared)",
              fat5__kernel_names[kernel], gx, gy, gz, bx, by, bz, smem);
-    return fat5__gpu_check(ctx, r, what);
+    return fat5__dev_check(ctx, r, what);
 }
 
 typedef enum { FAT5__MM_NT, FAT5__MM_NN, FAT5__MM_TN } fat5__mm_layout;
@@ -3893,7 +3893,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_mm(fat5_ctx *ctx, fat5__mm_layout layo
                                              int c_f32, fat5__dptr A, fat5__dptr B, int64_t M,
                                              int64_t N, int64_t K, float alpha, float beta) {
     static const char *const names[3] = {"NT", "NN", "TN"};
-    fat5_status st = fat5__gpu_enter(ctx, "fat5__gpu_mm");
+    fat5_status st = fat5__dev_enter(ctx, "fat5__gpu_mm");
     fat5__cublasOperation_t op_b, op_a;
     fat5__cudaDataType ab_t, c_t;
     fat5__cublasStatus_t s;
@@ -3934,12 +3934,12 @@ static FAT5__UNUSED fat5_status fat5__gpu_mm(fat5_ctx *ctx, fat5__mm_layout layo
     snprintf(what, sizeof what, "cublasGemmEx (%s, M=%lld N=%lld K=%lld, %s inputs, %s output)",
              names[layout], (long long)M, (long long)N, (long long)K, bf16 ? "bf16" : "fp32",
              c_t == FAT5__CUDA_R_32F ? "fp32" : "bf16");
-    return fat5__gpu_blas_check(ctx, s, what);
+    return fat5__dev_blas_check(ctx, s, what);
 }
 // ---------------------------------------------------------------------------------------------
 // GPU ops: one launcher fat5__gpu_<op> per kernel fat5_<op> of kernels/*.cu. Each takes the kernel's arguments (device pointers as fat5__dptr, 0 for
 // NULL; counts as int64_t), checks what the kernel relies on, picks grid and block, and launches on
-// the context's stream (asynchronous: errors of the run itself surface at fat5__gpu_sync). The CPU
+// the context's stream (asynchronous: errors of the run itself surface at fat5__dev_sync). The CPU
 // twin fat5__cpu_<op> in the ops section is the oracle; tests/test_gpu_ops.c pairs them.
 //
 // Grids: every kernel loops (grid-stride) over its rows or elements, so grids are clamped to
@@ -3977,7 +3977,7 @@ static fat5_status fat5__gpu_bad_count(fat5_ctx *ctx, const char *op, const char
 static fat5_status fat5__gpu_launch_1d(fat5_ctx *ctx, int kernel, const char *op, int64_t n, void **args) {
     if (n < 0) return fat5__gpu_bad_count(ctx, op, "n", n);
     if (n == 0) return FAT5_OK;
-    return fat5__gpu_launch(ctx, kernel, fat5__gpu_blocks(n, 256), 1, 1, 256, 1, 1, 0, args);
+    return fat5__dev_launch(ctx, kernel, fat5__gpu_blocks(n, 256), 1, 1, 256, 1, 1, 0, args);
 }
 
 // ----- util.cu -----
@@ -4020,7 +4020,7 @@ static fat5_status fat5__gpu_embed_launch(fat5_ctx *ctx, int kernel, const char 
     if (T < 0) return fat5__gpu_bad_count(ctx, op, "T", T);
     if (D < 0) return fat5__gpu_bad_count(ctx, op, "D", D);
     if (T == 0 || D == 0) return FAT5_OK;
-    return fat5__gpu_launch(ctx, kernel, fat5__gpu_blocks(T, 1), 1, 1, fat5__gpu_row_threads(D, 256), 1, 1, 0,
+    return fat5__dev_launch(ctx, kernel, fat5__gpu_blocks(T, 1), 1, 1, fat5__gpu_row_threads(D, 256), 1, 1, 0,
                             args);
 }
 
@@ -4047,7 +4047,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_rmsnorm_fwd(fat5_ctx *ctx, fat5__dptr 
     if (T < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_rmsnorm_fwd", "T", T);
     if (D < 1) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_rmsnorm_fwd: D = %d", D);
     if (T == 0) return FAT5_OK;
-    return fat5__gpu_launch(ctx, FAT5__K_rmsnorm_fwd, fat5__gpu_blocks(T, 1), 1, 1,
+    return fat5__dev_launch(ctx, FAT5__K_rmsnorm_fwd, fat5__gpu_blocks(T, 1), 1, 1,
                             fat5__gpu_row_threads(D, 256), 1, 1, 0, args);
 }
 
@@ -4059,7 +4059,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_colsum_f32(fat5_ctx *ctx, fat5__dptr o
     if (rows < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_colsum_f32", "rows", rows);
     if (D < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_colsum_f32", "D", D);
     if (rows == 0 || D == 0) return FAT5_OK;
-    return fat5__gpu_launch(ctx, FAT5__K_colsum_f32, fat5__gpu_blocks(D, 32), 1, 1, 32, 32, 1, 0, args);
+    return fat5__dev_launch(ctx, FAT5__K_colsum_f32, fat5__gpu_blocks(D, 32), 1, 1, 32, 32, 1, 0, args);
 }
 
 // dx (+)= r g - x r^3 mean(g x) with g = w dy (accumulate: added to dx); dw += sum_t dy x r.
@@ -4081,7 +4081,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_rmsnorm_bwd(fat5_ctx *ctx, fat5__dptr 
     if (dw && !scratch)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_rmsnorm_bwd: dw without scratch");
     if (T == 0) return FAT5_OK;
-    st = fat5__gpu_launch(ctx, FAT5__K_rmsnorm_bwd, (unsigned)blocks, 1, 1, fat5__gpu_row_threads(D, 256), 1,
+    st = fat5__dev_launch(ctx, FAT5__K_rmsnorm_bwd, (unsigned)blocks, 1, 1, fat5__gpu_row_threads(D, 256), 1,
                           1, smem, args);
     if (st || !dw) return st;
     return fat5__gpu_colsum_f32(ctx, dw, scratch, blocks, D);
@@ -4159,10 +4159,10 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_fwd(fat5_ctx *ctx, fat5__dptr o, 
         int64_t tab = bias ? ((int64_t)nb + max_distance) * 4 : 0;
         int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT;
         if (base <= optin)
-            return fat5__gpu_launch(ctx, FAT5__K_attn_fwd, fat5__gpu_blocks(Tq, 64), (unsigned)H, 1, 256, 1, 1,
+            return fat5__dev_launch(ctx, FAT5__K_attn_fwd, fat5__gpu_blocks(Tq, 64), (unsigned)H, 1, 256, 1, 1,
                                     (unsigned)(base + tab <= optin ? base + tab : base), args);
     }
-    return fat5__gpu_launch(ctx, FAT5__K_attn_fwd, fat5__gpu_blocks(Tq, FAT5__GPU_ATTN_WARPS), (unsigned)H, 1,
+    return fat5__dev_launch(ctx, FAT5__K_attn_fwd, fat5__gpu_blocks(Tq, FAT5__GPU_ATTN_WARPS), (unsigned)H, 1,
                             32 * FAT5__GPU_ATTN_WARPS, 1, 1,
                             fat5__gpu_attn_smem(1, dk, bias, nb, max_distance, 0), args);
 }
@@ -4176,7 +4176,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_delta(fat5_ctx *ctx, fat5__dp
     if (H < 1 || dk < 1 || Tq > INT64_MAX / H)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_attn_bwd_delta: H = %d, dk = %d", H, dk);
     if (Tq == 0) return FAT5_OK;
-    return fat5__gpu_launch(ctx, FAT5__K_attn_bwd_delta, fat5__gpu_blocks(Tq * H, 8), 1, 1, 256, 1, 1, 0,
+    return fat5__dev_launch(ctx, FAT5__K_attn_bwd_delta, fat5__gpu_blocks(Tq * H, 8), 1, 1, 256, 1, 1, 0,
                             args);
 }
 
@@ -4202,10 +4202,10 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dq(fat5_ctx *ctx, fat5__dptr 
         int64_t tab = bias ? ((int64_t)nb + max_distance + (dbias ? nb : 0)) * 4 : 0;
         int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT;
         if (base <= optin)
-            return fat5__gpu_launch(ctx, FAT5__K_attn_bwd_dq, fat5__gpu_blocks(Tq, 64), (unsigned)H, 1, 256, 1, 1,
+            return fat5__dev_launch(ctx, FAT5__K_attn_bwd_dq, fat5__gpu_blocks(Tq, 64), (unsigned)H, 1, 256, 1, 1,
                                     (unsigned)(base + tab <= optin ? base + tab : base), args);
     }
-    return fat5__gpu_launch(ctx, FAT5__K_attn_bwd_dq, fat5__gpu_blocks(Tq, FAT5__GPU_ATTN_WARPS), (unsigned)H,
+    return fat5__dev_launch(ctx, FAT5__K_attn_bwd_dq, fat5__gpu_blocks(Tq, FAT5__GPU_ATTN_WARPS), (unsigned)H,
                             1, 32 * FAT5__GPU_ATTN_WARPS, 1, 1,
                             fat5__gpu_attn_smem(2, dk, bias, nb, max_distance, dbias ? nb : 0), args);
 }
@@ -4230,10 +4230,10 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__dptr
         int64_t tab = bias ? ((int64_t)nb + max_distance) * 4 : 0;
         int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT;
         if (base <= optin)
-            return fat5__gpu_launch(ctx, FAT5__K_attn_bwd_dkv, fat5__gpu_blocks(Tk, 64), (unsigned)H, 1, 256, 1, 1,
+            return fat5__dev_launch(ctx, FAT5__K_attn_bwd_dkv, fat5__gpu_blocks(Tk, 64), (unsigned)H, 1, 256, 1, 1,
                                     (unsigned)(base + tab <= optin ? base + tab : base), args);
     }
-    return fat5__gpu_launch(ctx, FAT5__K_attn_bwd_dkv, fat5__gpu_blocks(Tk, FAT5__GPU_ATTN_WARPS),
+    return fat5__dev_launch(ctx, FAT5__K_attn_bwd_dkv, fat5__gpu_blocks(Tk, FAT5__GPU_ATTN_WARPS),
                             (unsigned)H, 1, 32 * FAT5__GPU_ATTN_WARPS, 1, 1,
                             fat5__gpu_attn_smem(2, dk, bias, nb, max_distance, 0), args);
 }
@@ -4250,7 +4250,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_xent_fwd(fat5_ctx *ctx, fat5__dptr lse
     if (T < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_xent_fwd", "T", T);
     if (V < 1) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_xent_fwd: vocabulary of %d", V);
     if (T == 0) return FAT5_OK;
-    return fat5__gpu_launch(ctx, FAT5__K_xent_fwd, fat5__gpu_blocks(T, 1), 1, 1, 256, 1, 1, 0, args);
+    return fat5__dev_launch(ctx, FAT5__K_xent_fwd, fat5__gpu_blocks(T, 1), 1, 1, 256, 1, 1, 0, args);
 }
 
 // dlogits = scale (softmax (1 + 2 z lse) - (1-s) onehot(y) - s/V) for counted rows, 0 for -100
@@ -4262,7 +4262,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_xent_bwd(fat5_ctx *ctx, fat5__dptr dlo
     if (T < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_xent_bwd", "T", T);
     if (V < 1) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_xent_bwd: vocabulary of %d", V);
     if (T == 0) return FAT5_OK;
-    return fat5__gpu_launch(ctx, FAT5__K_xent_bwd, fat5__gpu_blocks(T, 1), 1, 1, 256, 1, 1, 0, args);
+    return fat5__dev_launch(ctx, FAT5__K_xent_bwd, fat5__gpu_blocks(T, 1), 1, 1, 256, 1, 1, 0, args);
 }
 #endif
 // ---------------------------------------------------------------------------------------------
@@ -5719,10 +5719,10 @@ FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
 }
 
 #ifdef FAT5_NO_CUDA
-static fat5_status fat5__gpu_open(fat5_ctx *ctx) {
+static fat5_status fat5__dev_open(fat5_ctx *ctx) {
     return fat5__err(ctx, FAT5_ERR_NO_DEVICE, "fat5 was built with FAT5_NO_CUDA: no GPU path");
 }
-static void fat5__gpu_close(fat5_ctx *ctx) { (void)ctx; }
+static void fat5__dev_close(fat5_ctx *ctx) { (void)ctx; }
 #else
 // ---------------------------------------------------------------------------------------------
 // model on the GPU: the same forward and backward as the CPU reference, with cuBLAS for the
@@ -5760,7 +5760,7 @@ struct fat5__gmodel {
     int32_t *host_seq;   // [max(cap_te, cap_td)] token -> sequence maps built on the host
 };
 
-static size_t fat5__gm_act(const fat5_model *m) { return fat5__gpu_act_size(m->ctx); }
+static size_t fat5__gm_act(const fat5_model *m) { return fat5__dev_act_size(m->ctx); }
 
 // device address of parameter idx: fp32 master, or the matmul operand (bf16 copy in bf16 mode)
 static fat5__dptr fat5__gw(const fat5_model *m, int idx) { return m->gm->w + 4 * (fat5__dptr)m->params[idx].offset; }
@@ -5772,10 +5772,10 @@ static fat5__dptr fat5__gg(const fat5_model *m, int idx) { return m->gm->g + 4 *
 
 static void fat5__gpu_model_free(fat5_model *m) {
     if (!m->gm) return;
-    fat5__gpu_free(m->ctx, m->gm->w);
-    fat5__gpu_free(m->ctx, m->gm->wb);
-    fat5__gpu_free(m->ctx, m->gm->g);
-    fat5__gpu_free(m->ctx, m->gm->act);
+    fat5__dev_free(m->ctx, m->gm->w);
+    fat5__dev_free(m->ctx, m->gm->wb);
+    fat5__dev_free(m->ctx, m->gm->g);
+    fat5__dev_free(m->ctx, m->gm->act);
     fat5__free(m->ctx, m->gm->enc);
     fat5__free(m->ctx, m->gm->dec);
     fat5__free(m->ctx, m->gm->host_rows);
@@ -5796,32 +5796,32 @@ static fat5_status fat5__gpu_model_init(fat5_model *m) {
     size_t n = m->n_floats;
     m->gm = FAT5__CAST(struct fat5__gmodel *, fat5__calloc(ctx, 1, sizeof(struct fat5__gmodel)));
     if (!m->gm) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "model: out of memory");
-    if ((st = fat5__gpu_alloc(ctx, n * 4, &m->gm->w)) || (st = fat5__gpu_alloc(ctx, n * 4, &m->gm->g)) ||
-        (ctx->cfg.dtype == FAT5_DTYPE_BF16 && (st = fat5__gpu_alloc(ctx, n * 2, &m->gm->wb))))
+    if ((st = fat5__dev_alloc(ctx, n * 4, &m->gm->w)) || (st = fat5__dev_alloc(ctx, n * 4, &m->gm->g)) ||
+        (ctx->cfg.dtype == FAT5_DTYPE_BF16 && (st = fat5__dev_alloc(ctx, n * 2, &m->gm->wb))))
         return fat5__err_prefix(ctx, st, "model weights (%zu parameters) on the GPU: ", n);
-    if ((st = fat5__gpu_upload(ctx, m->gm->w, m->w, n * 4))) return st;
+    if ((st = fat5__dev_upload(ctx, m->gm->w, m->w, n * 4))) return st;
     if ((st = fat5__gpu_refresh_working(m, 0, n))) return st;
-    return fat5__gpu_sync(ctx);
+    return fat5__dev_sync(ctx);
 }
 
 static fat5_status fat5__gpu_param_io(fat5_model *m, const fat5__param *p, float *buf, int what) {
     fat5_ctx *ctx = m->ctx;
     fat5_status st;
     size_t bytes = p->numel * 4;
-    if (what == 0) return fat5__gpu_download(ctx, buf, m->gm->w + 4 * (fat5__dptr)p->offset, bytes);
-    if (what == 2) return fat5__gpu_download(ctx, buf, m->gm->g + 4 * (fat5__dptr)p->offset, bytes);
-    if ((st = fat5__gpu_upload(ctx, m->gm->w + 4 * (fat5__dptr)p->offset, buf, bytes))) return st;
+    if (what == 0) return fat5__dev_download(ctx, buf, m->gm->w + 4 * (fat5__dptr)p->offset, bytes);
+    if (what == 2) return fat5__dev_download(ctx, buf, m->gm->g + 4 * (fat5__dptr)p->offset, bytes);
+    if ((st = fat5__dev_upload(ctx, m->gm->w + 4 * (fat5__dptr)p->offset, buf, bytes))) return st;
     if ((st = fat5__gpu_refresh_working(m, p->offset, p->numel))) return st;
-    return fat5__gpu_sync(ctx);
+    return fat5__dev_sync(ctx);
 }
 
 static fat5_status fat5__gpu_zero_grad(fat5_model *m) {
-    fat5_status st = fat5__gpu_memset0(m->ctx, m->gm->g, m->n_floats * 4);
-    return st ? st : fat5__gpu_sync(m->ctx);
+    fat5_status st = fat5__dev_memset0(m->ctx, m->gm->g, m->n_floats * 4);
+    return st ? st : fat5__dev_sync(m->ctx);
 }
 
 static fat5_status fat5__gpu_pull_params(fat5_model *m) {
-    return fat5__gpu_download(m->ctx, m->w, m->gm->w, m->n_floats * 4);
+    return fat5__dev_download(m->ctx, m->w, m->gm->w, m->n_floats * 4);
 }
 
 // Carves the activation arena. With base == 0 it only measures; returns 0 on overflow.
@@ -5917,7 +5917,7 @@ static fat5_status fat5__gpu_reserve(fat5_model *m, int64_t n_seq, int64_t te, i
     size_t total = 0, md = (size_t)m->cfg.rel_max_distance, i;
     int32_t *lut;
     fat5_status st;
-    fat5__gpu_free(ctx, g->act);
+    fat5__dev_free(ctx, g->act);
     g->act = 0;
     fat5__free(ctx, g->enc);
     fat5__free(ctx, g->dec);
@@ -5931,7 +5931,7 @@ static fat5_status fat5__gpu_reserve(fat5_model *m, int64_t n_seq, int64_t te, i
         return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_reserve: out of memory");
     if (!fat5__gpu_layout(m, 0, n_seq, te, td, &total))
         return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_reserve: workspace size overflows");
-    if ((st = fat5__gpu_alloc(ctx, total, &g->act)))
+    if ((st = fat5__dev_alloc(ctx, total, &g->act)))
         return fat5__err_prefix(ctx, st, "fat5_model_reserve: %.1f MiB of activations for %lld + %lld tokens: ",
                                 (double)total / 1048576.0, (long long)te, (long long)td);
     g->act_bytes = total;
@@ -5939,10 +5939,10 @@ static fat5_status fat5__gpu_reserve(fat5_model *m, int64_t n_seq, int64_t te, i
     // relative-position bucket tables, computed here so that GPU and CPU agree exactly
     lut = g->host_seq;
     for (i = 0; i < md; i++) lut[i] = fat5__rel_bucket(-(int64_t)i, 1, (int)m->cfg.rel_buckets, (int)md);
-    if ((st = fat5__gpu_upload(ctx, g->lut_bidir, lut, md * 4))) return st;
+    if ((st = fat5__dev_upload(ctx, g->lut_bidir, lut, md * 4))) return st;
     for (i = 0; i < md; i++) lut[i] = fat5__rel_bucket(-(int64_t)i, 0, (int)m->cfg.rel_buckets, (int)md);
-    if ((st = fat5__gpu_upload(ctx, g->lut_causal, lut, md * 4))) return st;
-    return fat5__gpu_sync(ctx);
+    if ((st = fat5__dev_upload(ctx, g->lut_causal, lut, md * 4))) return st;
+    return fat5__dev_sync(ctx);
 }
 
 // token -> sequence index for tokens [0, cu[n]) and upload
@@ -5951,7 +5951,7 @@ static fat5_status fat5__gpu_upload_seq(fat5_model *m, fat5__dptr dst, const int
     int32_t *map = m->gm->host_seq;
     for (s = 0; s < m->n_seq; s++)
         for (t = cu[s]; t < cu[s + 1]; t++) map[t] = (int32_t)s;
-    return fat5__gpu_upload(m->ctx, dst, map, (size_t)cu[m->n_seq] * 4);
+    return fat5__dev_upload(m->ctx, dst, map, (size_t)cu[m->n_seq] * 4);
 }
 
 static fat5_status fat5__gpu_self_attn_fwd(fat5_model *m, const fat5__layer *y, const fat5__glayer *a, fat5__dptr h,
@@ -5961,7 +5961,7 @@ static fat5_status fat5__gpu_self_attn_fwd(fat5_model *m, const fat5__layer *y, 
     struct fat5__gmodel *g = m->gm;
     int64_t D = c->d_model, I = c->num_heads * c->d_kv;
     fat5_status st;
-    if ((st = fat5__gpu_copy(ctx, a->h_sa, h, (size_t)(T * D) * 4)) ||
+    if ((st = fat5__dev_copy(ctx, a->h_sa, h, (size_t)(T * D) * 4)) ||
         (st = fat5__gpu_rmsnorm_fwd(ctx, a->n_sa, a->rs_sa, h, fat5__gw(m, y->ln_sa), T, (int)D, (float)c->layer_norm_eps)) ||
         (st = fat5__gpu_mm(ctx, FAT5__MM_NT, a->q, 0, a->n_sa, fat5__gwa(m, y->q), T, I, D, 1.0f, 0.0f)) ||
         (st = fat5__gpu_mm(ctx, FAT5__MM_NT, a->k, 0, a->n_sa, fat5__gwa(m, y->k), T, I, D, 1.0f, 0.0f)) ||
@@ -5980,7 +5980,7 @@ static fat5_status fat5__gpu_ffn_fwd(fat5_model *m, const fat5__layer *y, const 
     const fat5_model_config *c = &m->cfg;
     int64_t D = c->d_model, F = c->d_ff;
     fat5_status st;
-    if ((st = fat5__gpu_copy(ctx, a->h_ff, h, (size_t)(T * D) * 4)) ||
+    if ((st = fat5__dev_copy(ctx, a->h_ff, h, (size_t)(T * D) * 4)) ||
         (st = fat5__gpu_rmsnorm_fwd(ctx, a->n_ff, a->rs_ff, h, fat5__gw(m, y->ln_ff), T, (int)D, (float)c->layer_norm_eps)) ||
         (st = fat5__gpu_mm(ctx, FAT5__MM_NT, a->ff_a, 0, a->n_ff, fat5__gwa(m, y->wi0), T, F, D, 1.0f, 0.0f)) ||
         (c->gated && (st = fat5__gpu_mm(ctx, FAT5__MM_NT, a->ff_b, 0, a->n_ff, fat5__gwa(m, y->wi1), T, F, D, 1.0f, 0.0f))) ||
@@ -5999,11 +5999,11 @@ static fat5_status fat5__gpu_forward(fat5_model *m, fat5_forward_result *out) {
     fat5_status st;
     double ce = 0, zs = 0;
     // the batch
-    if ((st = fat5__gpu_upload(ctx, g->enc_tok, m->enc_tok, (size_t)te * 4)) ||
-        (st = fat5__gpu_upload(ctx, g->dec_tok, m->dec_tok, (size_t)td * 4)) ||
-        (st = fat5__gpu_upload(ctx, g->labels, m->labels, (size_t)td * 4)) ||
-        (st = fat5__gpu_upload(ctx, g->enc_cu, m->enc_cu, (size_t)(m->n_seq + 1) * 4)) ||
-        (st = fat5__gpu_upload(ctx, g->dec_cu, m->dec_cu, (size_t)(m->n_seq + 1) * 4)) ||
+    if ((st = fat5__dev_upload(ctx, g->enc_tok, m->enc_tok, (size_t)te * 4)) ||
+        (st = fat5__dev_upload(ctx, g->dec_tok, m->dec_tok, (size_t)td * 4)) ||
+        (st = fat5__dev_upload(ctx, g->labels, m->labels, (size_t)td * 4)) ||
+        (st = fat5__dev_upload(ctx, g->enc_cu, m->enc_cu, (size_t)(m->n_seq + 1) * 4)) ||
+        (st = fat5__dev_upload(ctx, g->dec_cu, m->dec_cu, (size_t)(m->n_seq + 1) * 4)) ||
         (st = fat5__gpu_upload_seq(m, g->enc_seq, m->enc_cu)) || (st = fat5__gpu_upload_seq(m, g->dec_seq, m->dec_cu)))
         return st;
     // encoder: the residual stream lives in enc_hf (fp32)
@@ -6020,7 +6020,7 @@ static fat5_status fat5__gpu_forward(fat5_model *m, fat5_forward_result *out) {
         const fat5__layer *y = &m->dec[l];
         const fat5__glayer *a = &g->dec[l];
         if ((st = fat5__gpu_self_attn_fwd(m, y, a, g->dec_hf, td, g->dec_cu, g->dec_seq, FAT5__ATTN_CAUSAL)) ||
-            (st = fat5__gpu_copy(ctx, a->h_ca, g->dec_hf, (size_t)(td * D) * 4)) ||
+            (st = fat5__dev_copy(ctx, a->h_ca, g->dec_hf, (size_t)(td * D) * 4)) ||
             (st = fat5__gpu_rmsnorm_fwd(ctx, a->n_ca, a->rs_ca, g->dec_hf, fat5__gw(m, y->ln_ca), td, (int)D, eps)) ||
             (st = fat5__gpu_mm(ctx, FAT5__MM_NT, a->cq, 0, a->n_ca, fat5__gwa(m, y->cq), td, I, D, 1.0f, 0.0f)) ||
             (st = fat5__gpu_mm(ctx, FAT5__MM_NT, a->ck, 0, g->enc_out, fat5__gwa(m, y->ck), te, I, D, 1.0f, 0.0f)) ||
@@ -6038,8 +6038,8 @@ static fat5_status fat5__gpu_forward(fat5_model *m, fat5_forward_result *out) {
     if ((st = fat5__gpu_mm(ctx, FAT5__MM_NT, g->logits, 1, g->dec_out, fat5__gwa(m, m->lm_head), td, V, D, head_scale, 0.0f)) ||
         (st = fat5__gpu_xent_fwd(ctx, g->tok_lse, g->row_ce, g->row_z, g->logits, g->labels, td, (int)V,
                                  (float)m->loss.z_loss, (float)m->loss.label_smoothing)) ||
-        (st = fat5__gpu_download(ctx, g->host_rows, g->row_ce, (size_t)td * 4)) ||
-        (st = fat5__gpu_download(ctx, g->host_rows + td, g->row_z, (size_t)td * 4)))
+        (st = fat5__dev_download(ctx, g->host_rows, g->row_ce, (size_t)td * 4)) ||
+        (st = fat5__dev_download(ctx, g->host_rows + td, g->row_z, (size_t)td * 4)))
         return st;
     for (t = 0; t < td; t++) {
         ce += g->host_rows[t];
@@ -6054,7 +6054,7 @@ static fat5_status fat5__gpu_forward(fat5_model *m, fat5_forward_result *out) {
 }
 
 static fat5_status fat5__gpu_get_logits(fat5_model *m, float *dst, int64_t n) {
-    return fat5__gpu_download(m->ctx, dst, m->gm->logits, (size_t)n * 4);
+    return fat5__dev_download(m->ctx, dst, m->gm->logits, (size_t)n * 4);
 }
 
 // FFN backward: dh (fp32 [T,D]) holds the gradient after the sublayer and, on return, before it.
@@ -6136,7 +6136,7 @@ static fat5_status fat5__gpu_backward(fat5_model *m, float grad_scale) {
     float head_scale = c->scale_decoder_outputs ? (float)(1.0 / sqrt((double)D)) : 1.0f;
     float scale = m->n_count ? grad_scale / (float)m->n_count : 0.0f;
     fat5_status st;
-    if ((st = fat5__gpu_memset0(ctx, g->d_enc_out, (size_t)(te * D) * 4)) ||
+    if ((st = fat5__dev_memset0(ctx, g->d_enc_out, (size_t)(te * D) * 4)) ||
         (st = fat5__gpu_xent_bwd(ctx, g->dlogits, g->logits, g->tok_lse, g->labels, td, (int)V, (float)m->loss.z_loss,
                                  (float)m->loss.label_smoothing, scale)) ||
         (st = fat5__gpu_mm(ctx, FAT5__MM_TN, fat5__gg(m, m->lm_head), 1, g->dlogits, g->dec_out, V, D, td, head_scale, 1.0f)) ||
@@ -6160,7 +6160,7 @@ static fat5_status fat5__gpu_backward(fat5_model *m, float grad_scale) {
             (st = fat5__gpu_attn_sub_bwd(m, &m->enc[l], &g->enc[l], g->dh_enc, te, FAT5__ATTN_BIDIR)))
             return st;
     if ((st = fat5__gpu_embed_bwd(ctx, fat5__gg(m, m->shared), g->dh_enc, g->enc_tok, te, (int)D))) return st;
-    return fat5__gpu_sync(ctx);
+    return fat5__dev_sync(ctx);
 }
 #endif
 

@@ -1,6 +1,6 @@
 // GPU device layer: the no-device path, memory round trips and launches, cuBLAS GEMMs against the
 // CPU ops, the kernel cache and NVRTC error reports. Tests that need a GPU skip without one; the
-// cache and compile-error logic is also tested through NVRTC alone (fat5__gpu_build_offline), which
+// cache and compile-error logic is also tested through NVRTC alone (fat5__dev_build_offline), which
 // needs the toolkit's libnvrtc but no driver or device.
 
 #ifdef FAT5_NO_CUDA
@@ -129,10 +129,10 @@ static void t_gpu_dev_open(fat5_test *T) {
         // the GPU entry points refuse cleanly on a ctx without a GPU
         {
             fat5__dptr p = 1;
-            FAT5_CHECK(T, fat5__gpu_alloc(ctx, 16, &p) == FAT5_ERR_STATE && p == 0);
-            FAT5_CHECK(T, fat5__gpu_sync(ctx) == FAT5_ERR_STATE);
-            fat5__gpu_free(ctx, 0);
-            fat5__gpu_close(ctx);  // idempotent
+            FAT5_CHECK(T, fat5__dev_alloc(ctx, 16, &p) == FAT5_ERR_STATE && p == 0);
+            FAT5_CHECK(T, fat5__dev_sync(ctx) == FAT5_ERR_STATE);
+            fat5__dev_free(ctx, 0);
+            fat5__dev_close(ctx);  // idempotent
         }
     } else {
         struct fat5__gpu *g = ctx->gpu;
@@ -141,7 +141,7 @@ static void t_gpu_dev_open(fat5_test *T) {
         if (st != FAT5_OK || !g) goto done;
         FAT5_CHECK(T, g->name[0] != 0 && g->cc_major >= 8 && g->sm_count > 0 && g->total_mem > 0);
         FAT5_CHECK(T, g->driver_version >= 12000 && g->nvrtc_major >= 12 && g->stream && g->blas && g->module);
-        FAT5_CHECK(T, fat5__gpu_act_size(ctx) == 2);
+        FAT5_CHECK(T, fat5__dev_act_size(ctx) == 2);
         FAT5_CHECK_MSG(T, strstr(log.text, g->name) && strstr(log.text, g->arch) && strstr(log.text, "kernels:"),
                        "log does not report the device, arch and kernel build:\n%s", log.text);
         {
@@ -150,7 +150,7 @@ static void t_gpu_dev_open(fat5_test *T) {
         }
         {
             size_t fr = 0, tot = 0;
-            GD_OK(T, ctx, fat5__gpu_mem_info(ctx, &fr, &tot));
+            GD_OK(T, ctx, fat5__dev_mem_info(ctx, &fr, &tot));
             FAT5_CHECK(T, tot > 0 && fr <= tot);
         }
         fat5_ctx_destroy(ctx);
@@ -207,24 +207,24 @@ static void t_gpu_dev_memory(fat5_test *T) {
     float host[N], back[N];
     int i, zeros = 1, same = 1;
     GD_OPEN(T, ctx, FAT5_DTYPE_FP32, NULL, NULL);
-    GD_OK(T, ctx, fat5__gpu_alloc(ctx, 0, &z));
+    GD_OK(T, ctx, fat5__dev_alloc(ctx, 0, &z));
     FAT5_CHECK(T, z == 0);
-    fat5__gpu_free(ctx, 0);
-    GD_OK(T, ctx, fat5__gpu_alloc(ctx, N * sizeof(float), &a));
-    GD_OK(T, ctx, fat5__gpu_alloc(ctx, N * sizeof(float), &b));
+    fat5__dev_free(ctx, 0);
+    GD_OK(T, ctx, fat5__dev_alloc(ctx, N * sizeof(float), &a));
+    GD_OK(T, ctx, fat5__dev_alloc(ctx, N * sizeof(float), &b));
     FAT5_CHECK(T, a != 0 && b != 0);
     for (i = 0; i < N; i++) back[i] = 1.0f;
-    GD_OK(T, ctx, fat5__gpu_download(ctx, back, a, N * sizeof(float)));
+    GD_OK(T, ctx, fat5__dev_download(ctx, back, a, N * sizeof(float)));
     for (i = 0; i < N; i++) zeros &= back[i] == 0.0f;
     FAT5_CHECK_MSG(T, zeros, "a new allocation is not zero-filled");
     for (i = 0; i < N; i++) host[i] = (float)i * 0.5f - 3.0f;
-    GD_OK(T, ctx, fat5__gpu_upload(ctx, a, host, N * sizeof(float)));
-    GD_OK(T, ctx, fat5__gpu_copy(ctx, b, a, N * sizeof(float)));
-    GD_OK(T, ctx, fat5__gpu_memset0(ctx, a + 100 * sizeof(float), 50 * sizeof(float)));
-    GD_OK(T, ctx, fat5__gpu_download(ctx, back, a, N * sizeof(float)));
+    GD_OK(T, ctx, fat5__dev_upload(ctx, a, host, N * sizeof(float)));
+    GD_OK(T, ctx, fat5__dev_copy(ctx, b, a, N * sizeof(float)));
+    GD_OK(T, ctx, fat5__dev_memset0(ctx, a + 100 * sizeof(float), 50 * sizeof(float)));
+    GD_OK(T, ctx, fat5__dev_download(ctx, back, a, N * sizeof(float)));
     for (i = 0; i < N; i++) same &= back[i] == ((i >= 100 && i < 150) ? 0.0f : host[i]);
     FAT5_CHECK_MSG(T, same, "upload / memset0 / download round trip differs");
-    GD_OK(T, ctx, fat5__gpu_download(ctx, back, b, N * sizeof(float)));
+    GD_OK(T, ctx, fat5__dev_download(ctx, back, b, N * sizeof(float)));
     FAT5_CHECK_MSG(T, memcmp(back, host, sizeof host) == 0, "device-to-device copy differs");
     // a kernel: fat5_fill_f32(float *x, float v, long long n) on part of b
     {
@@ -235,24 +235,24 @@ static void t_gpu_dev_memory(fat5_test *T) {
         args[0] = &p;
         args[1] = &v;
         args[2] = &n;
-        GD_OK(T, ctx, fat5__gpu_launch(ctx, FAT5__K_fill_f32, 1, 1, 1, 64, 1, 1, 0, args));
-        GD_OK(T, ctx, fat5__gpu_sync(ctx));
-        GD_OK(T, ctx, fat5__gpu_download(ctx, back, b, N * sizeof(float)));
+        GD_OK(T, ctx, fat5__dev_launch(ctx, FAT5__K_fill_f32, 1, 1, 1, 64, 1, 1, 0, args));
+        GD_OK(T, ctx, fat5__dev_sync(ctx));
+        GD_OK(T, ctx, fat5__dev_download(ctx, back, b, N * sizeof(float)));
         same = 1;
         for (i = 0; i < N; i++) same &= back[i] == ((i >= 10 && i < 30) ? 2.5f : host[i]);
         FAT5_CHECK_MSG(T, same, "fat5_fill_f32 wrote the wrong elements");
         // an invalid launch (2048 threads per block) is reported with the kernel's name; skipped
         // under compute-sanitizer (FAT5_SANITIZER=1), which counts the deliberate API error
         if (!getenv("FAT5_SANITIZER")) {
-            FAT5_CHECK(T, fat5__gpu_launch(ctx, FAT5__K_fill_f32, 1, 1, 1, 2048, 1, 1, 0, args) == FAT5_ERR_CUDA);
+            FAT5_CHECK(T, fat5__dev_launch(ctx, FAT5__K_fill_f32, 1, 1, 1, 2048, 1, 1, 0, args) == FAT5_ERR_CUDA);
             FAT5_CHECK_MSG(T, strstr(fat5_last_error(ctx), "fat5_fill_f32") != NULL, "%s", fat5_last_error(ctx));
         }
-        FAT5_CHECK(T, fat5__gpu_launch(ctx, FAT5__K_COUNT, 1, 1, 1, 1, 1, 1, 0, args) == FAT5_ERR_INVALID_ARG);
-        GD_OK(T, ctx, fat5__gpu_sync(ctx));  // the context survives a rejected launch
+        FAT5_CHECK(T, fat5__dev_launch(ctx, FAT5__K_COUNT, 1, 1, 1, 1, 1, 1, 0, args) == FAT5_ERR_INVALID_ARG);
+        GD_OK(T, ctx, fat5__dev_sync(ctx));  // the context survives a rejected launch
     }
 done:
-    fat5__gpu_free(ctx, a);
-    fat5__gpu_free(ctx, b);
+    fat5__dev_free(ctx, a);
+    fat5__dev_free(ctx, b);
     fat5_ctx_destroy(ctx);
 }
 
@@ -277,17 +277,17 @@ static void gd_mm_case(fat5_test *T, fat5_dtype dt, fat5__mm_layout layout, int 
     for (i = 0; i < M * K; i++) A[i] = bf16 ? gd_round_bf16((float)fat5_rng_normal(&r)) : (float)fat5_rng_normal(&r);
     for (i = 0; i < N * K; i++) B[i] = bf16 ? gd_round_bf16((float)fat5_rng_normal(&r)) : (float)fat5_rng_normal(&r);
     for (i = 0; i < M * N; i++) C0[i] = out16 ? gd_round_bf16((float)fat5_rng_normal(&r)) : (float)fat5_rng_normal(&r);
-    GD_OK(T, ctx, fat5__gpu_alloc(ctx, M * K * act, &dA));
-    GD_OK(T, ctx, fat5__gpu_alloc(ctx, N * K * act, &dB));
-    GD_OK(T, ctx, fat5__gpu_alloc(ctx, M * N * csz, &dC));
+    GD_OK(T, ctx, fat5__dev_alloc(ctx, M * K * act, &dA));
+    GD_OK(T, ctx, fat5__dev_alloc(ctx, N * K * act, &dB));
+    GD_OK(T, ctx, fat5__dev_alloc(ctx, M * N * csz, &dC));
     if (bf16) {
         for (i = 0; i < M * K; i++) h16[i] = gd_bf16(A[i]);
-        GD_OK(T, ctx, fat5__gpu_upload(ctx, dA, h16, M * K * 2));
+        GD_OK(T, ctx, fat5__dev_upload(ctx, dA, h16, M * K * 2));
         for (i = 0; i < N * K; i++) h16[i] = gd_bf16(B[i]);
-        GD_OK(T, ctx, fat5__gpu_upload(ctx, dB, h16, N * K * 2));
+        GD_OK(T, ctx, fat5__dev_upload(ctx, dB, h16, N * K * 2));
     } else {
-        GD_OK(T, ctx, fat5__gpu_upload(ctx, dA, A, sizeof A));
-        GD_OK(T, ctx, fat5__gpu_upload(ctx, dB, B, sizeof B));
+        GD_OK(T, ctx, fat5__dev_upload(ctx, dA, A, sizeof A));
+        GD_OK(T, ctx, fat5__dev_upload(ctx, dB, B, sizeof B));
     }
     // the CPU reference on the same buffers read with the layout's shapes; |a||b| sums for the bound
     for (i = 0; i < M * K; i++) Ab[i] = fabsf(A[i]);
@@ -310,17 +310,17 @@ static void gd_mm_case(fat5_test *T, fat5_dtype dt, fat5__mm_layout layout, int 
         double worst = 0;
         if (out16) {
             for (i = 0; i < M * N; i++) h16[i] = pass ? gd_bf16(C0[i]) : 0x7fc0;
-            GD_OK(T, ctx, fat5__gpu_upload(ctx, dC, h16, M * N * 2));
+            GD_OK(T, ctx, fat5__dev_upload(ctx, dC, h16, M * N * 2));
         } else {
             for (i = 0; i < M * N; i++) got[i] = pass ? C0[i] : NAN;
-            GD_OK(T, ctx, fat5__gpu_upload(ctx, dC, got, M * N * 4));
+            GD_OK(T, ctx, fat5__dev_upload(ctx, dC, got, M * N * 4));
         }
         GD_OK(T, ctx, fat5__gpu_mm(ctx, layout, dC, c_f32, dA, dB, M, N, K, alpha, beta));
         if (out16) {
-            GD_OK(T, ctx, fat5__gpu_download(ctx, h16, dC, M * N * 2));
+            GD_OK(T, ctx, fat5__dev_download(ctx, h16, dC, M * N * 2));
             for (i = 0; i < M * N; i++) got[i] = fat5__bf16_to_f32(h16[i]);
         } else {
-            GD_OK(T, ctx, fat5__gpu_download(ctx, got, dC, M * N * 4));
+            GD_OK(T, ctx, fat5__dev_download(ctx, got, dC, M * N * 4));
         }
         for (i = 0; i < M * N; i++) {
             double want = (double)alpha * ref[i] + (double)beta * C0[i];
@@ -342,9 +342,9 @@ static void gd_mm_case(fat5_test *T, fat5_dtype dt, fat5__mm_layout layout, int 
                        first < 0 ? 0.0 : (double)alpha * ref[first] + (double)beta * C0[first], worst);
     }
 done:
-    fat5__gpu_free(ctx, dA);
-    fat5__gpu_free(ctx, dB);
-    fat5__gpu_free(ctx, dC);
+    fat5__dev_free(ctx, dA);
+    fat5__dev_free(ctx, dB);
+    fat5__dev_free(ctx, dC);
     fat5_ctx_destroy(ctx);
 }
 
@@ -374,38 +374,38 @@ static void t_gpu_dev_arch_and_cache_dir(fat5_test *T) {
     int ptx = -1;
     fat5_ctx *ctx = NULL;
     gd_env e1, e2, e3;
-    FAT5_CHECK(T, fat5__gpu_pick_arch(90, archs, 11, a, sizeof a, &ptx) == 0 && !strcmp(a, "sm_90") && !ptx);
-    FAT5_CHECK(T, fat5__gpu_pick_arch(86, archs, 11, a, sizeof a, &ptx) == 0 && !strcmp(a, "sm_86") && !ptx);
+    FAT5_CHECK(T, fat5__dev_pick_arch(90, archs, 11, a, sizeof a, &ptx) == 0 && !strcmp(a, "sm_90") && !ptx);
+    FAT5_CHECK(T, fat5__dev_pick_arch(86, archs, 11, a, sizeof a, &ptx) == 0 && !strcmp(a, "sm_86") && !ptx);
     // a minor that NVRTC does not list: the newest cubin of the same major still runs
-    FAT5_CHECK(T, fat5__gpu_pick_arch(88, archs, 11, a, sizeof a, &ptx) == 0 && !strcmp(a, "sm_87") && !ptx);
-    FAT5_CHECK(T, fat5__gpu_pick_arch(104, archs, 11, a, sizeof a, &ptx) == 0 && !strcmp(a, "sm_103") && !ptx);
+    FAT5_CHECK(T, fat5__dev_pick_arch(88, archs, 11, a, sizeof a, &ptx) == 0 && !strcmp(a, "sm_87") && !ptx);
+    FAT5_CHECK(T, fat5__dev_pick_arch(104, archs, 11, a, sizeof a, &ptx) == 0 && !strcmp(a, "sm_103") && !ptx);
     // newer than NVRTC knows: PTX of its newest target
-    FAT5_CHECK(T, fat5__gpu_pick_arch(130, archs, 11, a, sizeof a, &ptx) == 0 && !strcmp(a, "compute_121") && ptx);
-    FAT5_CHECK(T, fat5__gpu_pick_arch(100, no_sm10x, 3, a, sizeof a, &ptx) == 0 && !strcmp(a, "compute_90") && ptx);
-    FAT5_CHECK(T, fat5__gpu_pick_arch(70, archs, 11, a, sizeof a, &ptx) == -1);
+    FAT5_CHECK(T, fat5__dev_pick_arch(130, archs, 11, a, sizeof a, &ptx) == 0 && !strcmp(a, "compute_121") && ptx);
+    FAT5_CHECK(T, fat5__dev_pick_arch(100, no_sm10x, 3, a, sizeof a, &ptx) == 0 && !strcmp(a, "compute_90") && ptx);
+    FAT5_CHECK(T, fat5__dev_pick_arch(70, archs, 11, a, sizeof a, &ptx) == -1);
 
     FAT5_REQUIRE(T, gd_create(&ctx, FAT5_DEVICE_CPU, FAT5_DTYPE_FP32, NULL, NULL) == FAT5_OK);
     e1 = gd_env_set("FAT5_CACHE_DIR", NULL);
     e2 = gd_env_set("XDG_CACHE_HOME", "/xdg");
     e3 = gd_env_set("HOME", "/home/u");
-    FAT5_CHECK(T, fat5__gpu_cache_dir(ctx, dir, sizeof dir) && !strcmp(dir, "/xdg/fat5"));
+    FAT5_CHECK(T, fat5__dev_cache_dir(ctx, dir, sizeof dir) && !strcmp(dir, "/xdg/fat5"));
     setenv("XDG_CACHE_HOME", "relative", 1);  // ignored, as the XDG spec says
-    FAT5_CHECK(T, fat5__gpu_cache_dir(ctx, dir, sizeof dir) && !strcmp(dir, "/home/u/.cache/fat5"));
+    FAT5_CHECK(T, fat5__dev_cache_dir(ctx, dir, sizeof dir) && !strcmp(dir, "/home/u/.cache/fat5"));
     unsetenv("XDG_CACHE_HOME");
-    FAT5_CHECK(T, fat5__gpu_cache_dir(ctx, dir, sizeof dir) && !strcmp(dir, "/home/u/.cache/fat5"));
+    FAT5_CHECK(T, fat5__dev_cache_dir(ctx, dir, sizeof dir) && !strcmp(dir, "/home/u/.cache/fat5"));
     setenv("FAT5_CACHE_DIR", "/env/cache", 1);
-    FAT5_CHECK(T, fat5__gpu_cache_dir(ctx, dir, sizeof dir) && !strcmp(dir, "/env/cache"));
+    FAT5_CHECK(T, fat5__dev_cache_dir(ctx, dir, sizeof dir) && !strcmp(dir, "/env/cache"));
     setenv("FAT5_CACHE_DIR", "", 1);
-    FAT5_CHECK(T, !fat5__gpu_cache_dir(ctx, dir, sizeof dir));
+    FAT5_CHECK(T, !fat5__dev_cache_dir(ctx, dir, sizeof dir));
     ctx->cfg.cache_dir = "/cfg/cache";
-    FAT5_CHECK(T, fat5__gpu_cache_dir(ctx, dir, sizeof dir) && !strcmp(dir, "/cfg/cache"));
+    FAT5_CHECK(T, fat5__dev_cache_dir(ctx, dir, sizeof dir) && !strcmp(dir, "/cfg/cache"));
     ctx->cfg.cache_dir = "";
     setenv("FAT5_CACHE_DIR", "/env/cache", 1);
-    FAT5_CHECK(T, !fat5__gpu_cache_dir(ctx, dir, sizeof dir));
+    FAT5_CHECK(T, !fat5__dev_cache_dir(ctx, dir, sizeof dir));
     ctx->cfg.cache_dir = NULL;
     unsetenv("FAT5_CACHE_DIR");
     unsetenv("HOME");
-    FAT5_CHECK(T, !fat5__gpu_cache_dir(ctx, dir, sizeof dir));
+    FAT5_CHECK(T, !fat5__dev_cache_dir(ctx, dir, sizeof dir));
     gd_env_restore(&e3);
     gd_env_restore(&e2);
     gd_env_restore(&e1);
@@ -437,7 +437,7 @@ static void t_gpu_dev_cache_offline(fat5_test *T) {
     int hit = -1, rej = -1, mode;
     snprintf(dir, sizeof dir, "%s/kcache/sub", fat5_test_tmpdir(T));  // created on first write
     FAT5_REQUIRE(T, gd_create(&ctx, FAT5_DEVICE_CPU, FAT5_DTYPE_FP32, dir, NULL) == FAT5_OK);
-    st = fat5__gpu_build_offline(ctx, 90, &hit, &rej, file, sizeof file);
+    st = fat5__dev_build_offline(ctx, 90, &hit, &rej, file, sizeof file);
     if (st == FAT5_ERR_NO_DEVICE) {
         char r[256];
         snprintf(r, sizeof r, "NVRTC not available: %.200s", fat5_last_error(ctx));
@@ -449,27 +449,27 @@ static void t_gpu_dev_cache_offline(fat5_test *T) {
     FAT5_CHECK(T, hit == 0 && rej == 0);
     FAT5_CHECK_MSG(T, strncmp(file, dir, strlen(dir)) == 0 && strstr(file, "-sm_90.cubin") && gd_file_exists(file),
                    "cache file '%s'", file);
-    GD_OK(T, ctx, fat5__gpu_build_offline(ctx, 90, &hit, &rej, file2, sizeof file2));
+    GD_OK(T, ctx, fat5__dev_build_offline(ctx, 90, &hit, &rej, file2, sizeof file2));
     FAT5_CHECK_MSG(T, hit == 1 && rej == 0 && !strcmp(file, file2), "second build: hit %d, rejected %d", hit, rej);
     for (mode = 0; mode < 2; mode++) {
         FAT5_REQUIRE(T, gd_damage(T, file, mode));
-        GD_OK(T, ctx, fat5__gpu_build_offline(ctx, 90, &hit, &rej, file2, sizeof file2));
+        GD_OK(T, ctx, fat5__dev_build_offline(ctx, 90, &hit, &rej, file2, sizeof file2));
         FAT5_CHECK_MSG(T, hit == 0 && rej == 1, "%s file: hit %d, rejected %d", mode ? "truncated" : "corrupted",
                        hit, rej);
-        GD_OK(T, ctx, fat5__gpu_build_offline(ctx, 90, &hit, &rej, file2, sizeof file2));
+        GD_OK(T, ctx, fat5__dev_build_offline(ctx, 90, &hit, &rej, file2, sizeof file2));
         FAT5_CHECK_MSG(T, hit == 1 && rej == 0, "after rewriting the %s file: hit %d, rejected %d",
                        mode ? "truncated" : "corrupted", hit, rej);
     }
     // the dtype (an option) is in the key
     ctx->cfg.dtype = FAT5_DTYPE_BF16;
-    GD_OK(T, ctx, fat5__gpu_build_offline(ctx, 90, &hit, &rej, file2, sizeof file2));
+    GD_OK(T, ctx, fat5__dev_build_offline(ctx, 90, &hit, &rej, file2, sizeof file2));
     FAT5_CHECK_MSG(T, hit == 0 && strcmp(file, file2) != 0 && gd_file_exists(file2), "bf16 build: hit %d, file %s", hit, file2);
-    // "" turns the cache off (fat5__gpu_cache_dir is tested above; this is the end to end check)
+    // "" turns the cache off (fat5__dev_cache_dir is tested above; this is the end to end check)
     ctx->cfg.cache_dir = "";
-    GD_OK(T, ctx, fat5__gpu_build_offline(ctx, 90, &hit, &rej, file2, sizeof file2));
+    GD_OK(T, ctx, fat5__dev_build_offline(ctx, 90, &hit, &rej, file2, sizeof file2));
     FAT5_CHECK(T, hit == 0 && file2[0] == 0);
     // sm_75 is refused (bf16 needs sm_80)
-    FAT5_CHECK(T, fat5__gpu_build_offline(ctx, 75, &hit, &rej, file2, sizeof file2) == FAT5_ERR_UNSUPPORTED);
+    FAT5_CHECK(T, fat5__dev_build_offline(ctx, 75, &hit, &rej, file2, sizeof file2) == FAT5_ERR_UNSUPPORTED);
     FAT5_CHECK_MSG(T, strstr(fat5_last_error(ctx), "sm_75") != NULL, "%s", fat5_last_error(ctx));
 done:
     fat5_ctx_destroy(ctx);
@@ -540,7 +540,7 @@ static void t_gpu_dev_compile_error_offline(fat5_test *T) {
     FAT5_REQUIRE(T, gd_create(&ctx, FAT5_DEVICE_CPU, FAT5_DTYPE_FP32, "", NULL) == FAT5_OK);
     kd = gd_env_set("FAT5_KERNELS_DIR", dir);
     // an empty directory: the missing file is named
-    st = fat5__gpu_build_offline(ctx, 80, &hit, &rej, NULL, 0);
+    st = fat5__dev_build_offline(ctx, 80, &hit, &rej, NULL, 0);
     if (st == FAT5_ERR_NO_DEVICE) {
         char r[256];
         snprintf(r, sizeof r, "NVRTC not available: %.200s", fat5_last_error(ctx));
@@ -553,12 +553,12 @@ static void t_gpu_dev_compile_error_offline(fat5_test *T) {
                    "empty FAT5_KERNELS_DIR -> %s: %s", fat5_status_string(st), fat5_last_error(ctx));
     // an intact copy compiles
     FAT5_REQUIRE(T, gd_write_kernels(dir, -1, &bad_name) == 1);
-    st = fat5__gpu_build_offline(ctx, 80, &hit, &rej, NULL, 0);
+    st = fat5__dev_build_offline(ctx, 80, &hit, &rej, NULL, 0);
     FAT5_CHECK_MSG(T, st == FAT5_OK, "intact copy -> %s: %s", fat5_status_string(st), fat5_last_error(ctx));
     // a broken copy: FAT5_ERR_NVRTC with the log line "<dir>/<file>(<line>): error ..."
     line = gd_write_kernels(dir, 0, &bad_name);
     FAT5_REQUIRE(T, line > 0 && bad_name != NULL);
-    st = fat5__gpu_build_offline(ctx, 80, &hit, &rej, NULL, 0);
+    st = fat5__dev_build_offline(ctx, 80, &hit, &rej, NULL, 0);
     msg = fat5_last_error(ctx);
     snprintf(want, sizeof want, "%s/%s(%d)", dir, bad_name, line);
     FAT5_CHECK_MSG(T, st == FAT5_ERR_NVRTC, "broken copy -> %s: %s", fat5_status_string(st), msg);

@@ -98,7 +98,7 @@ static int tg_begin(tg *g, fat5_test *T, int mode) {
 
 // Frees the buffers allocated since the counts were (ndev, nhost).
 static void tg_release(tg *g, int ndev, int nhost) {
-    while (g->ndev > ndev) fat5__gpu_free(g->ctx, g->dev[--g->ndev]);
+    while (g->ndev > ndev) fat5__dev_free(g->ctx, g->dev[--g->ndev]);
     while (g->nhost > nhost) free(g->host[--g->nhost]);
 }
 
@@ -136,7 +136,7 @@ static fat5__dptr tg_dev(tg *g, size_t bytes) {
         g->err = 1;
         return 0;
     }
-    if (!tg_ok(g, fat5__gpu_alloc(g->ctx, bytes ? bytes : 1, &p))) return 0;
+    if (!tg_ok(g, fat5__dev_alloc(g->ctx, bytes ? bytes : 1, &p))) return 0;
     g->dev[g->ndev++] = p;
     return p;
 }
@@ -147,12 +147,12 @@ static size_t tg_act(const tg *g) { return g->bf16 ? 2 : 4; }
 // context: x must already be bf16 values, see tg_round).
 static fat5__dptr tg_up_f32(tg *g, const float *x, size_t n) {
     fat5__dptr p = tg_dev(g, n * 4);
-    if (p && n) tg_ok(g, fat5__gpu_upload(g->ctx, p, x, n * 4));
+    if (p && n) tg_ok(g, fat5__dev_upload(g->ctx, p, x, n * 4));
     return g->err ? 0 : p;
 }
 static fat5__dptr tg_up_i32(tg *g, const int32_t *x, size_t n) {
     fat5__dptr p = tg_dev(g, n * 4);
-    if (p && n) tg_ok(g, fat5__gpu_upload(g->ctx, p, x, n * 4));
+    if (p && n) tg_ok(g, fat5__dev_upload(g->ctx, p, x, n * 4));
     return g->err ? 0 : p;
 }
 static fat5__dptr tg_up_act(tg *g, const float *x, size_t n) {
@@ -163,14 +163,14 @@ static fat5__dptr tg_up_act(tg *g, const float *x, size_t n) {
     p = tg_dev(g, n * 2);
     h = (uint16_t *)tg_hmem(g, n * 2);
     for (i = 0; i < n; i++) h[i] = fat5__f32_to_bf16(x[i]);
-    if (p && n) tg_ok(g, fat5__gpu_upload(g->ctx, p, h, n * 2));
+    if (p && n) tg_ok(g, fat5__dev_upload(g->ctx, p, h, n * 2));
     return g->err ? 0 : p;
 }
 
 // Download after synchronising (so that errors of the kernels show up here, by name).
 static void tg_down_f32(tg *g, float *x, fat5__dptr p, size_t n) {
-    if (g->err || !tg_ok(g, fat5__gpu_sync(g->ctx))) return;
-    if (n) tg_ok(g, fat5__gpu_download(g->ctx, x, p, n * 4));
+    if (g->err || !tg_ok(g, fat5__dev_sync(g->ctx))) return;
+    if (n) tg_ok(g, fat5__dev_download(g->ctx, x, p, n * 4));
 }
 static void tg_down_act(tg *g, float *x, fat5__dptr p, size_t n) {
     uint16_t *h;
@@ -179,9 +179,9 @@ static void tg_down_act(tg *g, float *x, fat5__dptr p, size_t n) {
         tg_down_f32(g, x, p, n);
         return;
     }
-    if (g->err || !tg_ok(g, fat5__gpu_sync(g->ctx))) return;
+    if (g->err || !tg_ok(g, fat5__dev_sync(g->ctx))) return;
     h = (uint16_t *)tg_hmem(g, n * 2);
-    if (n && !tg_ok(g, fat5__gpu_download(g->ctx, h, p, n * 2))) return;
+    if (n && !tg_ok(g, fat5__dev_download(g->ctx, h, p, n * 2))) return;
     for (i = 0; i < n; i++) x[i] = fat5__bf16_to_f32(h[i]);
 }
 
@@ -266,8 +266,8 @@ static void tg_util_case(tg *g, int64_t n, fat5_rng *rng) {
     d = tg_up_f32(g, x, (size_t)n);
     b = tg_dev(g, (size_t)n * 2);
     // f32_to_bf16: the host's RNE conversion (fat5__f32_to_bf16), bit for bit
-    if (!tg_ok(g, fat5__gpu_f32_to_bf16(g->ctx, b, d, n)) || !tg_ok(g, fat5__gpu_sync(g->ctx)) ||
-        !tg_ok(g, fat5__gpu_download(g->ctx, bits, b, (size_t)n * 2)))
+    if (!tg_ok(g, fat5__gpu_f32_to_bf16(g->ctx, b, d, n)) || !tg_ok(g, fat5__dev_sync(g->ctx)) ||
+        !tg_ok(g, fat5__dev_download(g->ctx, bits, b, (size_t)n * 2)))
         return;
     for (i = 0; i < n; i++) {
         got[i] = fat5__bf16_to_f32(bits[i]);
@@ -416,9 +416,9 @@ static void tg_rmsnorm_case(tg *g, int64_t T, int D, fat5_rng *rng) {
     for (acc = 0; acc < 2 && !g->err; acc++) {
         memcpy(dxref, dx0, n * sizeof(float));
         memcpy(dwref, dw0, (size_t)D * sizeof(float));
-        if (!tg_ok(g, fat5__gpu_upload(g->ctx, rd, rref, (size_t)T * 4)) ||
-            !tg_ok(g, fat5__gpu_upload(g->ctx, dxd, dx0, n * 4)) ||
-            !tg_ok(g, fat5__gpu_upload(g->ctx, dwd, dw0, (size_t)D * 4)))
+        if (!tg_ok(g, fat5__dev_upload(g->ctx, rd, rref, (size_t)T * 4)) ||
+            !tg_ok(g, fat5__dev_upload(g->ctx, dxd, dx0, n * 4)) ||
+            !tg_ok(g, fat5__dev_upload(g->ctx, dwd, dw0, (size_t)D * 4)))
             return;
         fat5__cpu_rmsnorm_bwd(dxref, dwref, dy, x, w, rref, T, D, acc);
         if (!tg_ok(g, fat5__gpu_rmsnorm_bwd(g->ctx, dxd, dwd, dyd, xd, wd, rd, T, D, acc, scratch))) return;
@@ -430,7 +430,7 @@ static void tg_rmsnorm_case(tg *g, int64_t T, int D, fat5_rng *rng) {
         tg_close(g, what, dw, dwref, (size_t)D, 0);
     }
     // dw is deterministic: the same run gives the same bits
-    if (!tg_ok(g, fat5__gpu_upload(g->ctx, dwd, dw0, (size_t)D * 4)) ||
+    if (!tg_ok(g, fat5__dev_upload(g->ctx, dwd, dw0, (size_t)D * 4)) ||
         !tg_ok(g, fat5__gpu_rmsnorm_bwd(g->ctx, dxd, dwd, dyd, xd, wd, rd, T, D, 1, scratch)))
         return;
     tg_down_f32(g, dw2, dwd, (size_t)D);
@@ -695,7 +695,7 @@ static void tg_attn_case(tg *g, const tg_attn_cfg *c, int kind, fat5_rng *rng) {
             }
     }
     od = tg_up_act(g, oref, nq);
-    if (!g->err) tg_ok(g, fat5__gpu_upload(g->ctx, lsed, lse, (size_t)(Tq * H) * 4));
+    if (!g->err) tg_ok(g, fat5__dev_upload(g->ctx, lsed, lse, (size_t)(Tq * H) * 4));
     doutd = tg_up_act(g, dout, nq);
     deltad = tg_dev(g, (size_t)(Tq * H) * 4);
     dqd = tg_dev(g, nq * tg_act(g));
@@ -854,7 +854,7 @@ static void tg_xent_case(tg *g, int64_t T, int V, double z, double smooth, fat5_
     FAT5_CHECK(g->T, count == T - (T + 2) / 5);
     // backward from the CPU's lse
     fat5__cpu_xent_bwd(dxref, x, lseref, y, T, V, z, smooth, scale);
-    if (!tg_ok(g, fat5__gpu_upload(g->ctx, lsed, lseref, (size_t)T * 4)) ||
+    if (!tg_ok(g, fat5__dev_upload(g->ctx, lsed, lseref, (size_t)T * 4)) ||
         !tg_ok(g, fat5__gpu_xent_bwd(g->ctx, dxd, xd, lsed, yd, T, V, (float)z, (float)smooth, (float)scale)))
         return;
     tg_down_act(g, dx, dxd, n);

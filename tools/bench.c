@@ -36,11 +36,11 @@ static fat5_status bench_fill(fat5_ctx *ctx, fat5__dptr dst, size_t n, fat5_rng 
     size_t i;
     if (!h) return FAT5_ERR_OUT_OF_MEMORY;
     for (i = 0; i < n; i++) h[i] = (float)(scale * fat5_rng_normal(r));
-    st = fat5__gpu_alloc(ctx, n * 4, &tmp);
-    if (!st) st = fat5__gpu_upload(ctx, tmp, h, n * 4);
+    st = fat5__dev_alloc(ctx, n * 4, &tmp);
+    if (!st) st = fat5__dev_upload(ctx, tmp, h, n * 4);
     if (!st) st = fat5__gpu_to_act(ctx, dst, tmp, (long long)n);
-    if (!st) st = fat5__gpu_sync(ctx);
-    fat5__gpu_free(ctx, tmp);
+    if (!st) st = fat5__dev_sync(ctx);
+    fat5__dev_free(ctx, tmp);
     free(h);
     return st;
 }
@@ -49,7 +49,7 @@ static int bench_attn(fat5_ctx *ctx) {
     const int H = 8, dk = 64, nb = 32, md = 128, lens[2] = {1024, 4096};
     const int64_t T = 16384;
     fat5_rng r = fat5_rng_init(7);
-    size_t A = fat5__gpu_act_size(ctx), I = (size_t)H * dk;
+    size_t A = fat5__dev_act_size(ctx), I = (size_t)H * dk;
     fat5__dptr q = 0, k = 0, v = 0, o = 0, dout = 0, dq = 0, dkk = 0, dv = 0, lse = 0, delta = 0, bias = 0, dbias = 0;
     fat5__dptr cu = 0, seq = 0, lut = 0;
     int32_t *hcu = (int32_t *)malloc((T + 1) * sizeof(int32_t)), *hseq = (int32_t *)malloc(T * sizeof(int32_t));
@@ -57,13 +57,13 @@ static int bench_attn(fat5_ctx *ctx) {
     float hbias[32 * 8];
     int li, kind, i, rc = 1;
     if (!hcu || !hseq) return 1;
-    if (fat5__gpu_alloc(ctx, T * I * A, &q) || fat5__gpu_alloc(ctx, T * I * A, &k) || fat5__gpu_alloc(ctx, T * I * A, &v) ||
-        fat5__gpu_alloc(ctx, T * I * A, &o) || fat5__gpu_alloc(ctx, T * I * A, &dout) ||
-        fat5__gpu_alloc(ctx, T * I * A, &dq) || fat5__gpu_alloc(ctx, T * I * A, &dkk) ||
-        fat5__gpu_alloc(ctx, T * I * A, &dv) || fat5__gpu_alloc(ctx, T * H * 4, &lse) ||
-        fat5__gpu_alloc(ctx, T * H * 4, &delta) || fat5__gpu_alloc(ctx, nb * H * 4, &bias) ||
-        fat5__gpu_alloc(ctx, nb * H * 4, &dbias) || fat5__gpu_alloc(ctx, (T + 1) * 4, &cu) ||
-        fat5__gpu_alloc(ctx, T * 4, &seq) || fat5__gpu_alloc(ctx, md * 4, &lut)) {
+    if (fat5__dev_alloc(ctx, T * I * A, &q) || fat5__dev_alloc(ctx, T * I * A, &k) || fat5__dev_alloc(ctx, T * I * A, &v) ||
+        fat5__dev_alloc(ctx, T * I * A, &o) || fat5__dev_alloc(ctx, T * I * A, &dout) ||
+        fat5__dev_alloc(ctx, T * I * A, &dq) || fat5__dev_alloc(ctx, T * I * A, &dkk) ||
+        fat5__dev_alloc(ctx, T * I * A, &dv) || fat5__dev_alloc(ctx, T * H * 4, &lse) ||
+        fat5__dev_alloc(ctx, T * H * 4, &delta) || fat5__dev_alloc(ctx, nb * H * 4, &bias) ||
+        fat5__dev_alloc(ctx, nb * H * 4, &dbias) || fat5__dev_alloc(ctx, (T + 1) * 4, &cu) ||
+        fat5__dev_alloc(ctx, T * 4, &seq) || fat5__dev_alloc(ctx, md * 4, &lut)) {
         rc = bench_fail(ctx, "attention buffers");
         goto done;
     }
@@ -73,7 +73,7 @@ static int bench_attn(fat5_ctx *ctx) {
         goto done;
     }
     for (i = 0; i < nb * H; i++) hbias[i] = (float)(0.5 * fat5_rng_normal(&r));
-    fat5__gpu_upload(ctx, bias, hbias, sizeof hbias);
+    fat5__dev_upload(ctx, bias, hbias, sizeof hbias);
     for (li = 0; li < 2; li++)
         for (kind = 1; kind <= 2; kind++) {
             int L = lens[li], n_seq = (int)(T / L), reps = 5, rep;
@@ -81,8 +81,8 @@ static int bench_attn(fat5_ctx *ctx) {
             for (i = 0; i <= n_seq; i++) hcu[i] = i * L;
             for (i = 0; i < T; i++) hseq[i] = i / L;
             for (i = 0; i < md; i++) hlut[i] = fat5__rel_bucket(-i, kind == 1, nb, md);
-            if (fat5__gpu_upload(ctx, cu, hcu, (size_t)(n_seq + 1) * 4) || fat5__gpu_upload(ctx, seq, hseq, T * 4) ||
-                fat5__gpu_upload(ctx, lut, hlut, md * 4)) {
+            if (fat5__dev_upload(ctx, cu, hcu, (size_t)(n_seq + 1) * 4) || fat5__dev_upload(ctx, seq, hseq, T * 4) ||
+                fat5__dev_upload(ctx, lut, hlut, md * 4)) {
                 rc = bench_fail(ctx, "attention batch");
                 goto done;
             }
@@ -91,17 +91,17 @@ static int bench_attn(fat5_ctx *ctx) {
     (fat5__gpu_attn_bwd_delta(ctx, delta, o, dout, T, H, dk) ||                                            \
      fat5__gpu_attn_bwd_dq(ctx, dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu, cu, seq, T, H, dk, kind, nb, md) || \
      fat5__gpu_attn_bwd_dkv(ctx, dkk, dv, dout, lse, delta, q, k, v, bias, lut, cu, cu, seq, T, H, dk, kind, nb, md))
-            if (BENCH_FWD || BENCH_BWD || fat5__gpu_sync(ctx)) {
+            if (BENCH_FWD || BENCH_BWD || fat5__dev_sync(ctx)) {
                 rc = bench_fail(ctx, "attention warm-up");
                 goto done;
             }
             t0 = bench_now();
             for (rep = 0; rep < reps; rep++) BENCH_FWD;
-            fat5__gpu_sync(ctx);
+            fat5__dev_sync(ctx);
             tf = (bench_now() - t0) / reps;
             t0 = bench_now();
             for (rep = 0; rep < reps; rep++) (void)BENCH_BWD;
-            if (fat5__gpu_sync(ctx)) {
+            if (fat5__dev_sync(ctx)) {
                 rc = bench_fail(ctx, "attention backward");
                 goto done;
             }
@@ -116,10 +116,10 @@ static int bench_attn(fat5_ctx *ctx) {
 #undef BENCH_BWD
     rc = 0;
 done:
-    fat5__gpu_free(ctx, q); fat5__gpu_free(ctx, k); fat5__gpu_free(ctx, v); fat5__gpu_free(ctx, o);
-    fat5__gpu_free(ctx, dout); fat5__gpu_free(ctx, dq); fat5__gpu_free(ctx, dkk); fat5__gpu_free(ctx, dv);
-    fat5__gpu_free(ctx, lse); fat5__gpu_free(ctx, delta); fat5__gpu_free(ctx, bias); fat5__gpu_free(ctx, dbias);
-    fat5__gpu_free(ctx, cu); fat5__gpu_free(ctx, seq); fat5__gpu_free(ctx, lut);
+    fat5__dev_free(ctx, q); fat5__dev_free(ctx, k); fat5__dev_free(ctx, v); fat5__dev_free(ctx, o);
+    fat5__dev_free(ctx, dout); fat5__dev_free(ctx, dq); fat5__dev_free(ctx, dkk); fat5__dev_free(ctx, dv);
+    fat5__dev_free(ctx, lse); fat5__dev_free(ctx, delta); fat5__dev_free(ctx, bias); fat5__dev_free(ctx, dbias);
+    fat5__dev_free(ctx, cu); fat5__dev_free(ctx, seq); fat5__dev_free(ctx, lut);
     free(hcu);
     free(hseq);
     return rc;
@@ -154,14 +154,14 @@ static int bench_step(fat5_ctx *ctx) {
     b.enc_cu_seqlens = ecu;
     b.labels = lab;
     b.dec_cu_seqlens = dcu;
-    fat5__gpu_mem_info(ctx, &free0, &total);
+    fat5__dev_mem_info(ctx, &free0, &total);
     if (fat5_model_config_from_json(ctx, cfg_json, strlen(cfg_json), &cfg) || fat5_model_create(ctx, &cfg, 1, &m) ||
         fat5_model_reserve(m, B, (int64_t)B * Le, (int64_t)B * Ld) || fat5_model_forward(m, &b, NULL, &res) ||
         fat5_model_backward(m, 1.0f)) {
         rc = bench_fail(ctx, "training step");
         goto done;
     }
-    fat5__gpu_mem_info(ctx, &free1, &total);
+    fat5__dev_mem_info(ctx, &free1, &total);
     t0 = bench_now();
     for (i = 0; i < reps; i++)
         if (fat5_model_forward(m, &b, NULL, &res) || fat5_model_backward(m, 1.0f)) {
@@ -171,7 +171,7 @@ static int bench_step(fat5_ctx *ctx) {
     t = (bench_now() - t0) / reps;
     printf("{\"bench\": \"step\", \"model\": \"fat5-small shape\", \"dtype\": \"%s\", \"batch\": %d, \"enc_len\": %d, "
            "\"dec_len\": %d, \"ms\": %.2f, \"tokens_per_s\": %.0f, \"device_bytes\": %zu, \"loss\": %.4f}\n",
-           fat5__gpu_act_size(ctx) == 2 ? "bf16" : "fp32", B, Le, Ld, t * 1e3, B * (Le + Ld) / t, free0 - free1,
+           fat5__dev_act_size(ctx) == 2 ? "bf16" : "fp32", B, Le, Ld, t * 1e3, B * (Le + Ld) / t, free0 - free1,
            res.loss);
     rc = 0;
 done:
