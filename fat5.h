@@ -213,6 +213,8 @@ FAT5_API fat5_status fat5_model_get_grad(fat5_model *m, const char *name, float 
 // shift_right). labels may be NULL for a forward without loss (dec_tokens then required).
 typedef struct fat5_batch {
     int64_t n_seq;
+    int64_t n_enc_tokens;             // tokens in enc_tokens; enc_cu_seqlens[n_seq] must equal it
+    int64_t n_dec_tokens;             // tokens in dec_tokens and labels; dec_cu_seqlens[n_seq] must equal it
     const int32_t *enc_tokens;        // [enc_cu_seqlens[n_seq]]
     const int32_t *enc_cu_seqlens;    // [n_seq + 1], enc_cu_seqlens[0] = 0, non-decreasing
     const int32_t *dec_tokens;        // [dec_cu_seqlens[n_seq]] or NULL
@@ -236,6 +238,7 @@ typedef struct fat5_forward_result {
     double loss;              // mean over counted tokens of CE (+ z-loss term)
     double ce;                // the cross-entropy part alone (mean, smoothing included)
     int64_t n_tokens;         // labels that are not -100
+    int64_t n_dec_tokens;     // decoder tokens of the batch: the rows of the logits
 } fat5_forward_result;
 
 // Sizes the activation workspace for batches of up to this many sequences and tokens. forward
@@ -361,6 +364,8 @@ struct fat5_ctx {
     fat5_ctx_config cfg;
     char err[FAT5__ERRMSG_CAP];
     struct fat5__gpu *gpu;    // NULL on the CPU
+    void *scratch;            // the CPU ops' scratch arena (fat5__host_scratch)
+    size_t scratch_bytes;
 };
 
 FAT5_API const char *fat5_status_string(fat5_status s) {
@@ -507,6 +512,7 @@ FAT5_API fat5_status fat5_ctx_create(const fat5_ctx_config *cfg, fat5_ctx **out)
 FAT5_API void fat5_ctx_destroy(fat5_ctx *ctx) {
     if (!ctx) return;
     fat5__dev_close(ctx);
+    fat5__free(ctx, ctx->scratch);
     if (ctx->cfg.free) ctx->cfg.free(ctx->cfg.alloc_user, ctx);
     else FAT5_FREE(ctx);
 }
@@ -2189,84 +2195,213 @@ FAT5_API fat5_status fat5_st_write(fat5_ctx *ctx, const char *path, const fat5_s
 }
 
 // ---------------------------------------------------------------------------------------------
-// ops: the CPU reference (fp32, simple, obviously right). Each op fat5__cpu_<op> has a GPU twin
-// fat5__gpu_<op> with the same arguments; the tests pair them.
+// ops: the CPU reference (fp32, simple, obviously right). Every op exists twice under one name:
+// fat5__cpu_<op> here and fat5__gpu_<op>, the launcher of kernel fat5_<op> in kernels/, with the
+// same arguments. FAT5__OPS below lists the pairs; the two backends (fat5__cpu_backend,
+// fat5__gpu_backend) are built from it, the model calls ops only through a backend, and the GPU
+// tests run every pair on the same inputs.
 //
-// Shapes: row-major; a Linear weight W is [out, in] as in PyTorch, so y = x W^T.
+// Buffers are backend addresses (fat5__addr): a host pointer here, a device pointer on the GPU;
+// 0 is "none". Shapes are row-major; a Linear weight W is [out, in] as in PyTorch, so y = x W^T.
+// On the CPU every buffer is fp32 whatever the context's dtype (the activation dtype of the GPU
+// is bf16 or fp32), and accumulations run in double. Ops that need scratch memory take it from
+// the context's arena (fat5__host_scratch), which fat5_model_reserve sizes up front.
 
-// C[M,N] (+)= A[M,K] B[N,K]^T          (y = x W^T)
-static void fat5__cpu_mm_nt(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,
-                            int accumulate) {
+typedef unsigned long long fat5__addr;   // a buffer on the backend that runs the op; 0 = none
+#define FAT5__HOST(T, a) ((T *)(uintptr_t)(a))
+#define FAT5__ADDR(p) ((fat5__addr)(uintptr_t)(p))
+
+typedef enum { FAT5__MM_NT, FAT5__MM_NN, FAT5__MM_TN } fat5__mm_layout;
+
+typedef enum fat5__attn_kind {
+    FAT5__ATTN_CROSS = 0,    // no bias, every key of the sequence
+    FAT5__ATTN_BIDIR = 1,    // encoder self-attention, bidirectional buckets
+    FAT5__ATTN_CAUSAL = 2    // decoder self-attention, causal buckets and mask
+} fat5__attn_kind;
+
+// ---- host memory: the CPU backend's allocator and copies ----
+
+// A buffer of at least `bytes` from the context's scratch arena (grown on demand, kept until the
+// context is destroyed). NULL, with the message set, when out of memory. One op's scratch at a time.
+static void *fat5__host_scratch(fat5_ctx *ctx, size_t bytes, const char *op) {
+    if (bytes > ctx->scratch_bytes) {
+        void *p = fat5__malloc(ctx, bytes);
+        if (!p) {
+            fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes of scratch", op, bytes);
+            return NULL;
+        }
+        fat5__free(ctx, ctx->scratch);
+        ctx->scratch = p;
+        ctx->scratch_bytes = bytes;
+    }
+    return ctx->scratch;
+}
+
+// zero-filled; bytes == 0 gives *out = 0
+static fat5_status fat5__host_alloc(fat5_ctx *ctx, size_t bytes, fat5__addr *out) {
+    void *p;
+    *out = 0;
+    if (bytes == 0) return FAT5_OK;
+    p = fat5__calloc(ctx, 1, bytes);
+    if (!p)
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes (%.1f MiB) of host memory", bytes,
+                         (double)bytes / 1048576.0);
+    *out = FAT5__ADDR(p);
+    return FAT5_OK;
+}
+static void fat5__host_free(fat5_ctx *ctx, fat5__addr p) { fat5__free(ctx, FAT5__HOST(void, p)); }
+// upload / download / copy: memmove, and nothing at all when source and destination coincide
+// (the CPU backend's fp32 weights are the host weights themselves)
+static fat5_status fat5__host_upload(fat5_ctx *ctx, fat5__addr dst, const void *src, size_t bytes) {
+    (void)ctx;
+    if (bytes && FAT5__HOST(void, dst) != src) memmove(FAT5__HOST(void, dst), src, bytes);
+    return FAT5_OK;
+}
+static fat5_status fat5__host_download(fat5_ctx *ctx, void *dst, fat5__addr src, size_t bytes) {
+    return fat5__host_upload(ctx, FAT5__ADDR(dst), FAT5__HOST(const void, src), bytes);
+}
+static fat5_status fat5__host_copy(fat5_ctx *ctx, fat5__addr dst, fat5__addr src, size_t bytes) {
+    return fat5__host_upload(ctx, dst, FAT5__HOST(const void, src), bytes);
+}
+static fat5_status fat5__host_memset0(fat5_ctx *ctx, fat5__addr p, size_t bytes) {
+    (void)ctx;
+    if (bytes) memset(FAT5__HOST(void, p), 0, bytes);
+    return FAT5_OK;
+}
+static fat5_status fat5__host_sync(fat5_ctx *ctx) {
+    (void)ctx;
+    return FAT5_OK;
+}
+static size_t fat5__host_act_size(const fat5_ctx *ctx) {
+    (void)ctx;
+    return 4;
+}
+
+// ---- util ----
+
+// x[i] = v for i < n
+static fat5_status fat5__cpu_fill_f32(fat5_ctx *ctx, fat5__addr x_, float v, int64_t n) {
+    float *x = FAT5__HOST(float, x_);
+    int64_t i;
+    (void)ctx;
+    for (i = 0; i < n; i++) x[i] = v;
+    return FAT5_OK;
+}
+
+// x[i] *= s for i < n
+static fat5_status fat5__cpu_scale_f32(fat5_ctx *ctx, fat5__addr x_, float s, int64_t n) {
+    float *x = FAT5__HOST(float, x_);
+    int64_t i;
+    (void)ctx;
+    for (i = 0; i < n; i++) x[i] *= s;
+    return FAT5_OK;
+}
+
+// dst[i] = bf16(src[i]) (16-bit words, round to nearest even)
+static fat5_status fat5__cpu_f32_to_bf16(fat5_ctx *ctx, fat5__addr dst_, fat5__addr src_, int64_t n) {
+    uint16_t *dst = FAT5__HOST(uint16_t, dst_);
+    const float *src = FAT5__HOST(const float, src_);
+    int64_t i;
+    (void)ctx;
+    for (i = 0; i < n; i++) dst[i] = fat5__f32_to_bf16(src[i]);
+    return FAT5_OK;
+}
+
+// dst[i] = src[i] in the activation dtype: fp32 on the CPU, so a copy
+static fat5_status fat5__cpu_to_act(fat5_ctx *ctx, fat5__addr dst, fat5__addr src, int64_t n) {
+    return fat5__host_copy(ctx, dst, src, (size_t)(n > 0 ? n : 0) * sizeof(float));
+}
+
+// out[j] += sum over r < rows of in[r*D + j]
+static fat5_status fat5__cpu_colsum_f32(fat5_ctx *ctx, fat5__addr out_, fat5__addr in_, int rows, int D) {
+    float *out = FAT5__HOST(float, out_);
+    const float *in = FAT5__HOST(const float, in_);
+    int r, j;
+    (void)ctx;
+    for (j = 0; j < D; j++) {
+        double s = 0;
+        for (r = 0; r < rows; r++) s += in[(int64_t)r * D + j];
+        out[j] = (float)(out[j] + s);
+    }
+    return FAT5_OK;
+}
+
+// ---- matrix products ----
+//   NT: C[M,N] = alpha A[M,K] B[N,K]^T + beta C      (y = x W^T)
+//   NN: C[M,N] = alpha A[M,K] B[K,N]   + beta C      (dx = dy W)
+//   TN: C[M,N] = alpha A[K,M]^T B[K,N] + beta C      (dW += dy^T x)
+// beta == 0 does not read C. c_f32 (C kept in fp32 rather than the activation dtype) only matters
+// on the GPU.
+static fat5_status fat5__cpu_mm(fat5_ctx *ctx, fat5__mm_layout layout, fat5__addr C_, int c_f32, fat5__addr A_,
+                                fat5__addr B_, int64_t M, int64_t N, int64_t K, float alpha, float beta) {
+    float *C = FAT5__HOST(float, C_);
+    const float *A = FAT5__HOST(const float, A_), *B = FAT5__HOST(const float, B_);
     int64_t i, j, k;
+    double *acc;
+    (void)c_f32;
+    if (M <= 0 || N <= 0) return FAT5_OK;
+    // one row of C in double (NT computes each element directly)
+    acc = FAT5__CAST(double *, fat5__host_scratch(ctx, (size_t)N * sizeof(double), "fat5__cpu_mm"));
+    if (!acc) return FAT5_ERR_OUT_OF_MEMORY;
     for (i = 0; i < M; i++) {
-        const float *a = A + i * K;
-        for (j = 0; j < N; j++) {
-            const float *b = B + j * K;
-            double s = 0;
-            for (k = 0; k < K; k++) s += (double)a[k] * b[k];
-            C[i * N + j] = (float)(accumulate ? C[i * N + j] + s : s);
+        float *c = C + i * N;
+        for (j = 0; j < N; j++) acc[j] = 0;
+        if (layout == FAT5__MM_NT) {
+            for (j = 0; j < N; j++) {
+                const float *a = A + i * K, *b = B + j * K;
+                double s = 0;
+                for (k = 0; k < K; k++) s += (double)a[k] * b[k];
+                acc[j] = s;
+            }
+        } else {
+            for (k = 0; k < K; k++) {
+                double a = layout == FAT5__MM_NN ? A[i * K + k] : A[k * M + i];
+                const float *b = B + k * N;
+                if (a == 0) continue;
+                for (j = 0; j < N; j++) acc[j] += a * b[j];
+            }
         }
+        for (j = 0; j < N; j++) c[j] = (float)(alpha * acc[j] + (beta != 0 ? (double)beta * c[j] : 0.0));
     }
+    return FAT5_OK;
 }
 
-// C[M,N] (+)= A[M,K] B[K,N]             (dx = dy W)
-static void fat5__cpu_mm_nn(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,
-                            int accumulate) {
-    int64_t i, j, k;
-    double *row = FAT5__CAST(double *, FAT5_MALLOC((size_t)(N > 0 ? N : 1) * sizeof(double)));
-    FAT5_ASSERT(row);  // reference ops take small scratch from FAT5_MALLOC, not the ctx hooks
-    for (i = 0; i < M; i++) {
-        for (j = 0; j < N; j++) row[j] = accumulate ? C[i * N + j] : 0.0;
-        for (k = 0; k < K; k++) {
-            double a = A[i * K + k];
-            const float *b = B + k * N;
-            if (a == 0) continue;
-            for (j = 0; j < N; j++) row[j] += a * b[j];
-        }
-        for (j = 0; j < N; j++) C[i * N + j] = (float)row[j];
-    }
-    FAT5_FREE(row);
-}
+// ---- embedding ----
 
-// C[M,N] (+)= A[K,M]^T B[K,N]           (dW += dy^T x)
-static void fat5__cpu_mm_tn(float *C, const float *A, const float *B, int64_t M, int64_t N, int64_t K,
-                            int accumulate) {
-    int64_t i, j, k;
-    size_t n_acc = (size_t)(M * N > 0 ? M * N : 1);
-    double *acc = FAT5__CAST(double *, FAT5_MALLOC(n_acc * sizeof(double)));
-    FAT5_ASSERT(acc);
-    memset(acc, 0, n_acc * sizeof(double));
-    for (k = 0; k < K; k++) {
-        const float *a = A + k * M, *b = B + k * N;
-        for (i = 0; i < M; i++) {
-            double ai = a[i];
-            double *c = acc + i * N;
-            if (ai == 0) continue;
-            for (j = 0; j < N; j++) c[j] += ai * b[j];
-        }
-    }
-    for (i = 0; i < M * N; i++) C[i] = (float)(accumulate ? C[i] + acc[i] : acc[i]);
-    FAT5_FREE(acc);
-}
-
-// out[t] = table[tok[t]]  (rows of width D)
-static void fat5__cpu_embed_fwd(float *out, const float *table, const int32_t *tok, int64_t T, int64_t D) {
+// out[t] = table[tok[t]] (rows of width D)
+static fat5_status fat5__cpu_embed_fwd(fat5_ctx *ctx, fat5__addr out, fat5__addr table, fat5__addr tok_, int64_t T,
+                                       int D) {
+    const int32_t *tok = FAT5__HOST(const int32_t, tok_);
     int64_t t;
-    for (t = 0; t < T; t++) memcpy(out + t * D, table + (int64_t)tok[t] * D, (size_t)D * sizeof(float));
+    (void)ctx;
+    for (t = 0; t < T; t++)
+        memcpy(FAT5__HOST(float, out) + t * D, FAT5__HOST(const float, table) + (int64_t)tok[t] * D,
+               (size_t)D * sizeof(float));
+    return FAT5_OK;
 }
 // dtable[tok[t]] += dout[t]
-static void fat5__cpu_embed_bwd(float *dtable, const float *dout, const int32_t *tok, int64_t T, int64_t D) {
+static fat5_status fat5__cpu_embed_bwd(fat5_ctx *ctx, fat5__addr dtable, fat5__addr dout_, fat5__addr tok_,
+                                       int64_t T, int D) {
+    const int32_t *tok = FAT5__HOST(const int32_t, tok_);
+    const float *dout = FAT5__HOST(const float, dout_);
     int64_t t, j;
+    (void)ctx;
     for (t = 0; t < T; t++) {
-        float *d = dtable + (int64_t)tok[t] * D;
+        float *d = FAT5__HOST(float, dtable) + (int64_t)tok[t] * D;
         for (j = 0; j < D; j++) d[j] += dout[t * D + j];
     }
+    return FAT5_OK;
 }
 
+// ---- RMSNorm ----
+
 // T5 RMSNorm: y = w * x * r, r = 1 / sqrt(mean(x^2) + eps) (no mean subtraction). Saves r [T].
-static void fat5__cpu_rmsnorm_fwd(float *y, float *r, const float *x, const float *w, int64_t T, int64_t D,
-                                  float eps) {
+static fat5_status fat5__cpu_rmsnorm_fwd(fat5_ctx *ctx, fat5__addr y_, fat5__addr r_, fat5__addr x_, fat5__addr w_,
+                                         int64_t T, int D, float eps) {
+    float *y = FAT5__HOST(float, y_), *r = FAT5__HOST(float, r_);
+    const float *x = FAT5__HOST(const float, x_), *w = FAT5__HOST(const float, w_);
     int64_t t, j;
+    (void)ctx;
     for (t = 0; t < T; t++) {
         const float *xr = x + t * D;
         double ss = 0;
@@ -2276,11 +2411,19 @@ static void fat5__cpu_rmsnorm_fwd(float *y, float *r, const float *x, const floa
         r[t] = rt;
         for (j = 0; j < D; j++) y[t * D + j] = w[j] * (xr[j] * rt);
     }
+    return FAT5_OK;
 }
-// dx (+)= r g - x r^3 mean(g x) with g = w dy;  dw += sum_t dy x r
-static void fat5__cpu_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
-                                  const float *r, int64_t T, int64_t D, int accumulate) {
+// dx (+)= r g - x r^3 mean(g x) with g = w dy;  dw += sum_t dy x r (dw may be 0: no weight
+// gradient). scratch is the GPU's; the CPU needs none.
+static fat5_status fat5__cpu_rmsnorm_bwd(fat5_ctx *ctx, fat5__addr dx_, fat5__addr dw_, fat5__addr dy_,
+                                         fat5__addr x_, fat5__addr w_, fat5__addr r_, int64_t T, int D,
+                                         int accumulate, fat5__addr scratch) {
+    float *dx = FAT5__HOST(float, dx_), *dw = FAT5__HOST(float, dw_);
+    const float *dy = FAT5__HOST(const float, dy_), *x = FAT5__HOST(const float, x_);
+    const float *w = FAT5__HOST(const float, w_), *r = FAT5__HOST(const float, r_);
     int64_t t, j;
+    (void)ctx;
+    (void)scratch;
     for (t = 0; t < T; t++) {
         const float *xr = x + t * D, *dyr = dy + t * D;
         double rt = r[t], gx = 0;
@@ -2289,10 +2432,13 @@ static void fat5__cpu_rmsnorm_bwd(float *dx, float *dw, const float *dy, const f
         for (j = 0; j < D; j++) {
             double v = rt * w[j] * dyr[j] - xr[j] * rt * rt * rt * gx;
             dx[t * D + j] = (float)(accumulate ? dx[t * D + j] + v : v);
-            dw[j] += (float)(dyr[j] * xr[j] * rt);
+            if (dw) dw[j] += (float)(dyr[j] * xr[j] * rt);
         }
     }
+    return FAT5_OK;
 }
+
+// ---- FFN activations ----
 
 static float fat5__act_f(fat5_act a, float x) {
     switch (a) {
@@ -2324,25 +2470,48 @@ static double fat5__act_df(fat5_act a, float xf) {
     return 0.0;
 }
 
-// h = act(a) * b  (gated; b may be NULL for the plain FFN: h = act(a))
-static void fat5__cpu_act_fwd(float *h, const float *a, const float *b, int64_t n, fat5_act act) {
-    int64_t i;
-    for (i = 0; i < n; i++) h[i] = b ? fat5__act_f(act, a[i]) * b[i] : fat5__act_f(act, a[i]);
+static fat5_status fat5__cpu_check_act(fat5_ctx *ctx, const char *op, int act) {
+    if (act < FAT5_ACT_RELU || act > FAT5_ACT_SILU)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: unknown activation %d", op, act);
+    return FAT5_OK;
 }
-// da = dh * b * act'(a); db = dh * act(a)
-static void fat5__cpu_act_bwd(float *da, float *db, const float *dh, const float *a, const float *b, int64_t n,
-                              fat5_act act) {
+
+// h = act(a) * b (gated), or act(a) when b == 0; act is a fat5_act
+static fat5_status fat5__cpu_act_fwd(fat5_ctx *ctx, fat5__addr h_, fat5__addr a_, fat5__addr b_, int64_t n,
+                                     int act) {
+    float *h = FAT5__HOST(float, h_);
+    const float *a = FAT5__HOST(const float, a_), *b = FAT5__HOST(const float, b_);
+    fat5_act f = (fat5_act)act;
     int64_t i;
+    fat5_status st = fat5__cpu_check_act(ctx, "fat5__cpu_act_fwd", act);
+    if (st) return st;
+    for (i = 0; i < n; i++) h[i] = b ? fat5__act_f(f, a[i]) * b[i] : fat5__act_f(f, a[i]);
+    return FAT5_OK;
+}
+// da = dh * b * act'(a), db = dh * act(a) (gated); da = dh * act'(a) when b == db == 0. db == dh
+// works (each element is read before it is written).
+static fat5_status fat5__cpu_act_bwd(fat5_ctx *ctx, fat5__addr da_, fat5__addr db_, fat5__addr dh_, fat5__addr a_,
+                                     fat5__addr b_, int64_t n, int act) {
+    float *da = FAT5__HOST(float, da_), *db = FAT5__HOST(float, db_);
+    const float *dh = FAT5__HOST(const float, dh_), *a = FAT5__HOST(const float, a_);
+    const float *b = FAT5__HOST(const float, b_);
+    fat5_act f = (fat5_act)act;
+    int64_t i;
+    fat5_status st = fat5__cpu_check_act(ctx, "fat5__cpu_act_bwd", act);
+    if (st) return st;
     for (i = 0; i < n; i++) {
-        double d = fat5__act_df(act, a[i]);
+        double d = fat5__act_df(f, a[i]), g = dh[i];
         if (b) {
-            da[i] = (float)(dh[i] * (double)b[i] * d);
-            db[i] = dh[i] * fat5__act_f(act, a[i]);
+            da[i] = (float)(g * (double)b[i] * d);
+            db[i] = (float)(g * fat5__act_f(f, a[i]));
         } else {
-            da[i] = (float)(dh[i] * d);
+            da[i] = (float)(g * d);
         }
     }
+    return FAT5_OK;
 }
+
+// ---- attention ----
 
 // T5 relative position bucket of rel = key_pos - query_pos, computed with fp32 logs as PyTorch does.
 static int fat5__rel_bucket(int64_t rel, int bidirectional, int nb, int max_distance) {
@@ -2368,117 +2537,182 @@ static int fat5__rel_bucket(int64_t rel, int bidirectional, int nb, int max_dist
     return offset + large;
 }
 
-typedef enum fat5__attn_kind {
-    FAT5__ATTN_CROSS = 0,    // no bias, every key of the sequence
-    FAT5__ATTN_BIDIR = 1,    // encoder self-attention, bidirectional buckets
-    FAT5__ATTN_CAUSAL = 2    // decoder self-attention, causal buckets and mask
-} fat5__attn_kind;
+// The attention ops see a packed batch through cu_q / cu_k ([n_seq + 1] offsets of queries and
+// keys) and a token -> sequence map (q_seq for queries, k_seq for keys). Query i of a sequence sees
+// its keys 0 .. nk-1 (CROSS, BIDIR) or 0 .. i (CAUSAL); q, k, v, o rows are H*dk wide. bias is the
+// [nb, H] relative-position table (0 for CROSS). lut (bucket of each distance below max_distance,
+// from fat5__rel_bucket) serves the GPU; the CPU computes every bucket itself.
+static double fat5__cpu_attn_score(const float *q, const float *k, const float *bias, int64_t i, int64_t j,
+                                   int h, int H, int dk, int kind, int nb, int max_distance) {
+    double sc = 0;
+    int d;
+    for (d = 0; d < dk; d++) sc += (double)q[d] * k[d];
+    if (bias) sc += bias[(int64_t)fat5__rel_bucket(j - i, kind == FAT5__ATTN_BIDIR, nb, max_distance) * H + h];
+    return sc;
+}
 
-typedef struct fat5__attn_shape {
-    int64_t n_seq, H, dk;        // row stride of q/k/v/o is H*dk
-    const int32_t *cu_q, *cu_k;  // [n_seq + 1] offsets of queries and keys
-    fat5__attn_kind kind;
-    int nb, max_distance;        // bucket parameters (ignored for CROSS)
-} fat5__attn_shape;
-
-// o = softmax(q k^T + bias) v per sequence and head, no 1/sqrt(dk) scale (T5). bias[nb, H] is the
-// relative-position table (NULL for CROSS). Saves lse [Tq, H].
-static void fat5__cpu_attn_fwd(float *o, float *lse, const float *q, const float *k, const float *v,
-                               const float *bias, const fat5__attn_shape *s) {
-    int64_t sq, h, i, j, d, H = s->H, dk = s->dk, ld = H * dk;
-    double *p = NULL, *acc = FAT5__CAST(double *, FAT5_MALLOC((size_t)dk * sizeof(double)));
-    int64_t maxk = 1;
-    for (sq = 0; sq < s->n_seq; sq++)
-        if (s->cu_k[sq + 1] - s->cu_k[sq] > maxk) maxk = s->cu_k[sq + 1] - s->cu_k[sq];
-    p = FAT5__CAST(double *, FAT5_MALLOC((size_t)maxk * sizeof(double)));
-    FAT5_ASSERT(p && acc);
-    for (sq = 0; sq < s->n_seq; sq++) {
-        int64_t q0 = s->cu_q[sq], nq = s->cu_q[sq + 1] - q0, k0 = s->cu_k[sq], nk = s->cu_k[sq + 1] - k0;
+// o = softmax(q k^T + bias) v per sequence and head, no 1/sqrt(dk) scale (T5); lse [Tq, H] saved
+// (-inf and o = 0 for a query without keys).
+static fat5_status fat5__cpu_attn_fwd(fat5_ctx *ctx, fat5__addr o_, fat5__addr lse_, fat5__addr q_, fat5__addr k_,
+                                      fat5__addr v_, fat5__addr bias_, fat5__addr lut, fat5__addr cu_q_,
+                                      fat5__addr cu_k_, fat5__addr q_seq_, int64_t Tq, int H, int dk, int kind,
+                                      int nb, int max_distance) {
+    float *o = FAT5__HOST(float, o_), *lse = FAT5__HOST(float, lse_);
+    const float *q = FAT5__HOST(const float, q_), *k = FAT5__HOST(const float, k_);
+    const float *v = FAT5__HOST(const float, v_), *bias = FAT5__HOST(const float, bias_);
+    const int32_t *cu_q = FAT5__HOST(const int32_t, cu_q_), *cu_k = FAT5__HOST(const int32_t, cu_k_);
+    const int32_t *q_seq = FAT5__HOST(const int32_t, q_seq_);
+    int64_t t, j, ld = (int64_t)H * dk, maxk = 1;
+    double *p, *acc;
+    int h, d;
+    (void)lut;
+    for (t = 0; t < Tq; t++)
+        if (cu_k[q_seq[t] + 1] - cu_k[q_seq[t]] > maxk) maxk = cu_k[q_seq[t] + 1] - cu_k[q_seq[t]];
+    p = FAT5__CAST(double *, fat5__host_scratch(ctx, (size_t)(maxk + dk) * sizeof(double), "fat5__cpu_attn_fwd"));
+    if (!p) return FAT5_ERR_OUT_OF_MEMORY;
+    acc = p + maxk;
+    for (t = 0; t < Tq; t++) {
+        int32_t s = q_seq[t];
+        int64_t i = t - cu_q[s], k0 = cu_k[s], nk = cu_k[s + 1] - k0;
+        int64_t jend = kind == FAT5__ATTN_CAUSAL ? (i + 1 < nk ? i + 1 : nk) : nk;
         for (h = 0; h < H; h++) {
-            for (i = 0; i < nq; i++) {
-                const float *qi = q + (q0 + i) * ld + h * dk;
-                int64_t jend = s->kind == FAT5__ATTN_CAUSAL ? (i + 1 < nk ? i + 1 : nk) : nk;
-                double mx = -INFINITY, sum = 0;
-                for (j = 0; j < jend; j++) {
-                    const float *kj = k + (k0 + j) * ld + h * dk;
-                    double sc = 0;
-                    for (d = 0; d < dk; d++) sc += (double)qi[d] * kj[d];
-                    if (bias)
-                        sc += bias[(int64_t)fat5__rel_bucket(j - i, s->kind == FAT5__ATTN_BIDIR, s->nb,
-                                                             s->max_distance) * H + h];
-                    p[j] = sc;
-                    if (sc > mx) mx = sc;
-                }
-                for (d = 0; d < dk; d++) acc[d] = 0;
-                for (j = 0; j < jend; j++) {
-                    const float *vj = v + (k0 + j) * ld + h * dk;
-                    double e = exp(p[j] - mx);
-                    sum += e;
-                    for (d = 0; d < dk; d++) acc[d] += e * vj[d];
-                }
-                for (d = 0; d < dk; d++) o[(q0 + i) * ld + h * dk + d] = jend ? (float)(acc[d] / sum) : 0.0f;
-                lse[(q0 + i) * H + h] = jend ? (float)(mx + log(sum)) : -INFINITY;
+            const float *qi = q + t * ld + h * dk;
+            double mx = -INFINITY, sum = 0;
+            for (j = 0; j < jend; j++) {
+                p[j] = fat5__cpu_attn_score(qi, k + (k0 + j) * ld + h * dk, bias, i, j, h, H, dk, kind, nb,
+                                            max_distance);
+                if (p[j] > mx) mx = p[j];
+            }
+            for (d = 0; d < dk; d++) acc[d] = 0;
+            for (j = 0; j < jend; j++) {
+                const float *vj = v + (k0 + j) * ld + h * dk;
+                double e = exp(p[j] - mx);
+                sum += e;
+                for (d = 0; d < dk; d++) acc[d] += e * vj[d];
+            }
+            for (d = 0; d < dk; d++) o[t * ld + h * dk + d] = jend ? (float)(acc[d] / sum) : 0.0f;
+            lse[t * H + h] = jend ? (float)(mx + log(sum)) : -INFINITY;
+        }
+    }
+    return FAT5_OK;
+}
+
+// delta[t*H + h] = sum over head h's columns of dout * o (the softmax backward's row term)
+static fat5_status fat5__cpu_attn_bwd_delta(fat5_ctx *ctx, fat5__addr delta_, fat5__addr o_, fat5__addr dout_,
+                                            int64_t Tq, int H, int dk) {
+    float *delta = FAT5__HOST(float, delta_);
+    const float *o = FAT5__HOST(const float, o_), *dout = FAT5__HOST(const float, dout_);
+    int64_t t;
+    int h, d;
+    (void)ctx;
+    for (t = 0; t < Tq; t++)
+        for (h = 0; h < H; h++) {
+            double s = 0;
+            for (d = 0; d < dk; d++) s += (double)dout[(t * H + h) * dk + d] * o[(t * H + h) * dk + d];
+            delta[t * H + h] = (float)s;
+        }
+    return FAT5_OK;
+}
+
+// dq (written) and dbias[bucket, h] += ds (dbias 0: not wanted). p = exp(score - lse) is
+// recomputed; ds = p (dout . v - delta).
+static fat5_status fat5__cpu_attn_bwd_dq(fat5_ctx *ctx, fat5__addr dq_, fat5__addr dbias_, fat5__addr dout_,
+                                         fat5__addr lse_, fat5__addr delta_, fat5__addr q_, fat5__addr k_,
+                                         fat5__addr v_, fat5__addr bias_, fat5__addr lut, fat5__addr cu_q_,
+                                         fat5__addr cu_k_, fat5__addr q_seq_, int64_t Tq, int H, int dk, int kind,
+                                         int nb, int max_distance) {
+    float *dq = FAT5__HOST(float, dq_), *dbias = FAT5__HOST(float, dbias_);
+    const float *dout = FAT5__HOST(const float, dout_), *lse = FAT5__HOST(const float, lse_);
+    const float *delta = FAT5__HOST(const float, delta_), *q = FAT5__HOST(const float, q_);
+    const float *k = FAT5__HOST(const float, k_), *v = FAT5__HOST(const float, v_);
+    const float *bias = FAT5__HOST(const float, bias_);
+    const int32_t *cu_q = FAT5__HOST(const int32_t, cu_q_), *cu_k = FAT5__HOST(const int32_t, cu_k_);
+    const int32_t *q_seq = FAT5__HOST(const int32_t, q_seq_);
+    int64_t t, j, ld = (int64_t)H * dk;
+    int h, d;
+    (void)ctx;
+    (void)lut;
+    for (t = 0; t < Tq; t++) {
+        int32_t s = q_seq[t];
+        int64_t i = t - cu_q[s], k0 = cu_k[s], nk = cu_k[s + 1] - k0;
+        int64_t jend = kind == FAT5__ATTN_CAUSAL ? (i + 1 < nk ? i + 1 : nk) : nk;
+        for (h = 0; h < H; h++) {
+            const float *qi = q + t * ld + h * dk, *doi = dout + t * ld + h * dk;
+            float *dqi = dq + t * ld + h * dk;
+            double L = lse[t * H + h];
+            for (d = 0; d < dk; d++) dqi[d] = 0;
+            for (j = 0; j < jend; j++) {
+                const float *kj = k + (k0 + j) * ld + h * dk, *vj = v + (k0 + j) * ld + h * dk;
+                double p = exp(fat5__cpu_attn_score(qi, kj, bias, i, j, h, H, dk, kind, nb, max_distance) - L);
+                double dp = 0, ds;
+                for (d = 0; d < dk; d++) dp += (double)doi[d] * vj[d];
+                ds = p * (dp - delta[t * H + h]);
+                for (d = 0; d < dk; d++) dqi[d] += (float)(ds * kj[d]);
+                if (dbias)
+                    dbias[(int64_t)fat5__rel_bucket(j - i, kind == FAT5__ATTN_BIDIR, nb, max_distance) * H + h] +=
+                        (float)ds;
             }
         }
     }
-    FAT5_FREE(p);
-    FAT5_FREE(acc);
+    return FAT5_OK;
 }
 
-// Backward of fat5__cpu_attn_fwd: dq, dk, dv are written (not accumulated); dbias [nb, H] is
-// accumulated (it is shared by layers). p is recomputed from lse.
-static void fat5__cpu_attn_bwd(float *dq, float *dk_, float *dv, float *dbias, const float *dout,
-                               const float *o, const float *lse, const float *q, const float *k, const float *v,
-                               const float *bias, const fat5__attn_shape *s) {
-    int64_t sq, h, i, j, d, H = s->H, dk = s->dk, ld = H * dk;
-    int64_t tq = s->cu_q[s->n_seq], tk = s->cu_k[s->n_seq];
-    memset(dq, 0, (size_t)(tq * ld) * sizeof(float));
-    memset(dk_, 0, (size_t)(tk * ld) * sizeof(float));
-    memset(dv, 0, (size_t)(tk * ld) * sizeof(float));
-    for (sq = 0; sq < s->n_seq; sq++) {
-        int64_t q0 = s->cu_q[sq], nq = s->cu_q[sq + 1] - q0, k0 = s->cu_k[sq], nk = s->cu_k[sq + 1] - k0;
+// dk, dv (written), key by key: k_seq[j] is the sequence of key token j; each key gathers the
+// queries of its sequence that see it.
+static fat5_status fat5__cpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__addr dk_, fat5__addr dv_, fat5__addr dout_,
+                                          fat5__addr lse_, fat5__addr delta_, fat5__addr q_, fat5__addr k_,
+                                          fat5__addr v_, fat5__addr bias_, fat5__addr lut, fat5__addr cu_q_,
+                                          fat5__addr cu_k_, fat5__addr k_seq_, int64_t Tk, int H, int dk, int kind,
+                                          int nb, int max_distance) {
+    float *dkk = FAT5__HOST(float, dk_), *dv = FAT5__HOST(float, dv_);
+    const float *dout = FAT5__HOST(const float, dout_), *lse = FAT5__HOST(const float, lse_);
+    const float *delta = FAT5__HOST(const float, delta_), *q = FAT5__HOST(const float, q_);
+    const float *k = FAT5__HOST(const float, k_), *v = FAT5__HOST(const float, v_);
+    const float *bias = FAT5__HOST(const float, bias_);
+    const int32_t *cu_q = FAT5__HOST(const int32_t, cu_q_), *cu_k = FAT5__HOST(const int32_t, cu_k_);
+    const int32_t *k_seq = FAT5__HOST(const int32_t, k_seq_);
+    int64_t t, i, ld = (int64_t)H * dk;
+    int h, d;
+    (void)ctx;
+    (void)lut;
+    for (t = 0; t < Tk; t++) {
+        int32_t s = k_seq[t];
+        int64_t j = t - cu_k[s], q0 = cu_q[s], nq = cu_q[s + 1] - q0;
         for (h = 0; h < H; h++) {
-            for (i = 0; i < nq; i++) {
+            const float *kj = k + t * ld + h * dk, *vj = v + t * ld + h * dk;
+            float *dkj = dkk + t * ld + h * dk, *dvj = dv + t * ld + h * dk;
+            for (d = 0; d < dk; d++) dkj[d] = dvj[d] = 0;
+            for (i = kind == FAT5__ATTN_CAUSAL ? j : 0; i < nq; i++) {
                 const float *qi = q + (q0 + i) * ld + h * dk, *doi = dout + (q0 + i) * ld + h * dk;
-                const float *oi = o + (q0 + i) * ld + h * dk;
-                float *dqi = dq + (q0 + i) * ld + h * dk;
-                int64_t jend = s->kind == FAT5__ATTN_CAUSAL ? (i + 1 < nk ? i + 1 : nk) : nk;
-                double L = lse[(q0 + i) * H + h], delta = 0;
-                for (d = 0; d < dk; d++) delta += (double)doi[d] * oi[d];
-                for (j = 0; j < jend; j++) {
-                    const float *kj = k + (k0 + j) * ld + h * dk, *vj = v + (k0 + j) * ld + h * dk;
-                    float *dkj = dk_ + (k0 + j) * ld + h * dk, *dvj = dv + (k0 + j) * ld + h * dk;
-                    double sc = 0, p, dp = 0, ds;
-                    int bkt = 0;
-                    for (d = 0; d < dk; d++) sc += (double)qi[d] * kj[d];
-                    if (bias) {
-                        bkt = fat5__rel_bucket(j - i, s->kind == FAT5__ATTN_BIDIR, s->nb, s->max_distance);
-                        sc += bias[(int64_t)bkt * H + h];
-                    }
-                    p = exp(sc - L);
-                    for (d = 0; d < dk; d++) dp += (double)doi[d] * vj[d];
-                    ds = p * (dp - delta);
-                    for (d = 0; d < dk; d++) {
-                        dqi[d] += (float)(ds * kj[d]);
-                        dkj[d] += (float)(ds * qi[d]);
-                        dvj[d] += (float)(p * doi[d]);
-                    }
-                    if (bias) dbias[(int64_t)bkt * H + h] += (float)ds;
+                double p = exp(fat5__cpu_attn_score(qi, kj, bias, i, j, h, H, dk, kind, nb, max_distance) -
+                               lse[(q0 + i) * H + h]);
+                double dp = 0, ds;
+                for (d = 0; d < dk; d++) dp += (double)doi[d] * vj[d];
+                ds = p * (dp - delta[(q0 + i) * H + h]);
+                for (d = 0; d < dk; d++) {
+                    dkj[d] += (float)(ds * qi[d]);
+                    dvj[d] += (float)(p * doi[d]);
                 }
             }
         }
     }
+    return FAT5_OK;
 }
 
-// Cross-entropy over rows of logits [T, V] with labels (-100 = ignored), z-loss and label
-// smoothing. Per counted token: lse - (1-s) x_y - (s/V) sum_j x_j + z lse^2. Writes lse [T];
-// returns the sums (ce, z part) and the count through the out-params.
-static void fat5__cpu_xent_fwd(float *lse, double *ce_sum, double *z_sum, int64_t *count, const float *logits,
-                               const int32_t *labels, int64_t T, int64_t V, double z, double smooth) {
-    int64_t t, j;
-    *ce_sum = 0;
-    *z_sum = 0;
-    *count = 0;
+// ---- cross-entropy ----
+
+// Over rows of logits [T, V] with labels (-100 = ignored), z-loss and label smoothing. Per row:
+// lse; row_ce = lse - (1-s) x_y - (s/V) sum_j x_j and row_z = z lse^2 for counted rows, 0 for
+// ignored ones (the caller sums the rows in double).
+static fat5_status fat5__cpu_xent_fwd(fat5_ctx *ctx, fat5__addr lse_, fat5__addr row_ce_, fat5__addr row_z_,
+                                      fat5__addr logits_, fat5__addr labels_, int64_t T, int V, float z,
+                                      float smooth) {
+    float *lse = FAT5__HOST(float, lse_), *row_ce = FAT5__HOST(float, row_ce_), *row_z = FAT5__HOST(float, row_z_);
+    const float *logits = FAT5__HOST(const float, logits_);
+    const int32_t *labels = FAT5__HOST(const int32_t, labels_);
+    int64_t t;
+    int j;
+    (void)ctx;
     for (t = 0; t < T; t++) {
         const float *x = logits + t * V;
         double mx = -INFINITY, s = 0, sx = 0, L;
@@ -2489,16 +2723,22 @@ static void fat5__cpu_xent_fwd(float *lse, double *ce_sum, double *z_sum, int64_
         }
         L = mx + log(s);
         lse[t] = (float)L;
+        row_ce[t] = row_z[t] = 0;
         if (labels[t] == -100) continue;
-        *ce_sum += L - (1.0 - smooth) * x[labels[t]] - smooth / (double)V * sx;
-        *z_sum += z * L * L;
-        (*count)++;
+        row_ce[t] = (float)(L - (1.0 - smooth) * x[labels[t]] - smooth / (double)V * sx);
+        row_z[t] = (float)(z * L * L);
     }
+    return FAT5_OK;
 }
 // dlogits = scale * (softmax (1 + 2 z lse) - (1-s) onehot(y) - s/V) for counted rows, 0 otherwise
-static void fat5__cpu_xent_bwd(float *dlogits, const float *logits, const float *lse, const int32_t *labels,
-                               int64_t T, int64_t V, double z, double smooth, double scale) {
-    int64_t t, j;
+static fat5_status fat5__cpu_xent_bwd(fat5_ctx *ctx, fat5__addr dlogits_, fat5__addr logits_, fat5__addr lse_,
+                                      fat5__addr labels_, int64_t T, int V, float z, float smooth, float scale) {
+    float *dlogits = FAT5__HOST(float, dlogits_);
+    const float *logits = FAT5__HOST(const float, logits_), *lse = FAT5__HOST(const float, lse_);
+    const int32_t *labels = FAT5__HOST(const int32_t, labels_);
+    int64_t t;
+    int j;
+    (void)ctx;
     for (t = 0; t < T; t++) {
         const float *x = logits + t * V;
         float *dx = dlogits + t * V;
@@ -2513,6 +2753,7 @@ static void fat5__cpu_xent_bwd(float *dlogits, const float *logits, const float 
         }
         dx[labels[t]] -= (float)(scale * (1.0 - smooth));
     }
+    return FAT5_OK;
 }
 #ifndef FAT5_NO_CUDA
 #include "fat5_kernels.cuh"
@@ -3880,8 +4121,6 @@ static FAT5__UNUSED fat5_status fat5__dev_launch(fat5_ctx *ctx, int kernel, unsi
     return fat5__dev_check(ctx, r, what);
 }
 
-typedef enum { FAT5__MM_NT, FAT5__MM_NN, FAT5__MM_TN } fat5__mm_layout;
-
 // Row-major GEMM through cuBLAS (column-major), same semantics as the CPU ops:
 //   NT: C[M,N] = alpha * A[M,K] B[N,K]^T + beta * C
 //   NN: C[M,N] = alpha * A[M,K] B[K,N]   + beta * C
@@ -4265,6 +4504,98 @@ static FAT5__UNUSED fat5_status fat5__gpu_xent_bwd(fat5_ctx *ctx, fat5__dptr dlo
     return fat5__dev_launch(ctx, FAT5__K_xent_bwd, fat5__gpu_blocks(T, 1), 1, 1, 256, 1, 1, 0, args);
 }
 #endif
+
+// ---------------------------------------------------------------------------------------------
+// ops: the op table and the two backends. X(name, parameters): fat5__cpu_<name> and
+// fat5__gpu_<name> both take exactly these parameters (the initialisers of the backend tables
+// below make the compiler check it), and kernel fat5_<name> in kernels/ is the GPU side of every
+// op but mm (cuBLAS). The model calls ops only as m->be-><name>(...).
+#define FAT5__OPS(X)                                                                                           \
+    X(fill_f32, (fat5_ctx * ctx, fat5__addr x, float v, int64_t n))                                            \
+    X(scale_f32, (fat5_ctx * ctx, fat5__addr x, float s, int64_t n))                                           \
+    X(f32_to_bf16, (fat5_ctx * ctx, fat5__addr dst, fat5__addr src, int64_t n))                                \
+    X(to_act, (fat5_ctx * ctx, fat5__addr dst, fat5__addr src, int64_t n))                                     \
+    X(colsum_f32, (fat5_ctx * ctx, fat5__addr out, fat5__addr in, int rows, int D))                            \
+    X(mm, (fat5_ctx * ctx, fat5__mm_layout layout, fat5__addr C, int c_f32, fat5__addr A, fat5__addr B,        \
+           int64_t M, int64_t N, int64_t K, float alpha, float beta))                                          \
+    X(embed_fwd, (fat5_ctx * ctx, fat5__addr out, fat5__addr table, fat5__addr tok, int64_t T, int D))         \
+    X(embed_bwd, (fat5_ctx * ctx, fat5__addr dtable, fat5__addr dout, fat5__addr tok, int64_t T, int D))       \
+    X(rmsnorm_fwd, (fat5_ctx * ctx, fat5__addr y, fat5__addr r, fat5__addr x, fat5__addr w, int64_t T, int D,  \
+                    float eps))                                                                                \
+    X(rmsnorm_bwd, (fat5_ctx * ctx, fat5__addr dx, fat5__addr dw, fat5__addr dy, fat5__addr x, fat5__addr w,   \
+                    fat5__addr r, int64_t T, int D, int accumulate, fat5__addr scratch))                       \
+    X(act_fwd, (fat5_ctx * ctx, fat5__addr h, fat5__addr a, fat5__addr b, int64_t n, int act))                 \
+    X(act_bwd, (fat5_ctx * ctx, fat5__addr da, fat5__addr db, fat5__addr dh, fat5__addr a, fat5__addr b,       \
+                int64_t n, int act))                                                                           \
+    X(attn_fwd, (fat5_ctx * ctx, fat5__addr o, fat5__addr lse, fat5__addr q, fat5__addr k, fat5__addr v,       \
+                 fat5__addr bias, fat5__addr lut, fat5__addr cu_q, fat5__addr cu_k, fat5__addr q_seq,          \
+                 int64_t Tq, int H, int dk, int kind, int nb, int max_distance))                               \
+    X(attn_bwd_delta, (fat5_ctx * ctx, fat5__addr delta, fat5__addr o, fat5__addr dout, int64_t Tq, int H,     \
+                       int dk))                                                                                \
+    X(attn_bwd_dq, (fat5_ctx * ctx, fat5__addr dq, fat5__addr dbias, fat5__addr dout, fat5__addr lse,          \
+                    fat5__addr delta, fat5__addr q, fat5__addr k, fat5__addr v, fat5__addr bias,               \
+                    fat5__addr lut, fat5__addr cu_q, fat5__addr cu_k, fat5__addr q_seq, int64_t Tq, int H,     \
+                    int dk, int kind, int nb, int max_distance))                                               \
+    X(attn_bwd_dkv, (fat5_ctx * ctx, fat5__addr dk_out, fat5__addr dv, fat5__addr dout, fat5__addr lse,       \
+                     fat5__addr delta, fat5__addr q, fat5__addr k, fat5__addr v, fat5__addr bias,              \
+                     fat5__addr lut, fat5__addr cu_q, fat5__addr cu_k, fat5__addr k_seq, int64_t Tk, int H,    \
+                     int dk, int kind, int nb, int max_distance))                                              \
+    X(xent_fwd, (fat5_ctx * ctx, fat5__addr lse, fat5__addr row_ce, fat5__addr row_z, fat5__addr logits,      \
+                 fat5__addr labels, int64_t T, int V, float z, float smooth))                                  \
+    X(xent_bwd, (fat5_ctx * ctx, fat5__addr dlogits, fat5__addr logits, fat5__addr lse, fat5__addr labels,     \
+                 int64_t T, int V, float z, float smooth, float scale))
+
+// A backend: its memory (host or device), its activation element size, and one function per op.
+typedef struct fat5__backend {
+    const char *name;                                                       // "cpu" or "gpu"
+    size_t (*act_size)(const fat5_ctx *ctx);                                // 4, or 2 for bf16
+    fat5_status (*alloc)(fat5_ctx *ctx, size_t bytes, fat5__addr *out);    // zero-filled
+    void (*free)(fat5_ctx *ctx, fat5__addr p);
+    fat5_status (*upload)(fat5_ctx *ctx, fat5__addr dst, const void *src, size_t bytes);
+    fat5_status (*download)(fat5_ctx *ctx, void *dst, fat5__addr src, size_t bytes);
+    fat5_status (*copy)(fat5_ctx *ctx, fat5__addr dst, fat5__addr src, size_t bytes);
+    fat5_status (*memset0)(fat5_ctx *ctx, fat5__addr p, size_t bytes);
+    fat5_status (*sync)(fat5_ctx *ctx);                                    // waits for queued work
+#define FAT5__OP_FIELD(name, params) fat5_status(*name) params;
+    FAT5__OPS(FAT5__OP_FIELD)
+#undef FAT5__OP_FIELD
+} fat5__backend;
+
+// the op names in table order (tests use them to pair ops and kernels)
+static const char *const fat5__op_names[] = {
+#define FAT5__OP_NAME(name, params) #name,
+    FAT5__OPS(FAT5__OP_NAME)
+#undef FAT5__OP_NAME
+};
+#define FAT5__OP_COUNT ((int)(sizeof fat5__op_names / sizeof fat5__op_names[0]))
+
+static const fat5__backend fat5__cpu_backend = {
+    "cpu", fat5__host_act_size, fat5__host_alloc, fat5__host_free, fat5__host_upload, fat5__host_download,
+    fat5__host_copy, fat5__host_memset0, fat5__host_sync,
+#define FAT5__OP_CPU(name, params) fat5__cpu_##name,
+    FAT5__OPS(FAT5__OP_CPU)
+#undef FAT5__OP_CPU
+};
+
+#ifndef FAT5_NO_CUDA
+static const fat5__backend fat5__gpu_backend = {
+    "gpu", fat5__dev_act_size, fat5__dev_alloc, fat5__dev_free, fat5__dev_upload, fat5__dev_download,
+    fat5__dev_copy, fat5__dev_memset0, fat5__dev_sync,
+#define FAT5__OP_GPU(name, params) fat5__gpu_##name,
+    FAT5__OPS(FAT5__OP_GPU)
+#undef FAT5__OP_GPU
+};
+#endif
+
+// the backend a context computes on
+static const fat5__backend *fat5__backend_of(const fat5_ctx *ctx) {
+#ifndef FAT5_NO_CUDA
+    if (ctx->gpu) return &fat5__gpu_backend;
+#endif
+    (void)ctx;
+    return &fat5__cpu_backend;
+}
+
 // ---------------------------------------------------------------------------------------------
 // model config
 
@@ -4632,51 +4963,71 @@ typedef struct fat5__layer {
     int ln_ff, wi0, wi1, wo;          // wi0 = wi when not gated; wi1 = -1 then
 } fat5__layer;
 
-// activations the backward pass needs, per layer; all [tokens, dim] row-major
+// activations the backward pass needs, per layer, on the model's backend; all [tokens, dim]
+// row-major. fp32 unless marked act (the backend's activation dtype: bf16 in a GPU bf16 context).
 typedef struct fat5__layer_acts {
-    float *h_sa, *rs_sa, *n_sa;       // stream before self-attn, its inverse RMS, normed input
-    float *q, *k, *v, *att, *lse;     // att = attention output before o; lse [T, H]
-    float *h_ca, *rs_ca, *n_ca;       // decoder: stream before cross-attn ...
-    float *cq, *ck, *cv, *catt, *clse;// ck/cv: [Te, I]
-    float *h_ff, *rs_ff, *n_ff;       // stream before the FFN
-    float *ff_a, *ff_b, *ff_h;        // wi0 x (pre-activation), wi1 x (gated), input of wo
+    fat5__addr h_sa, rs_sa, n_sa;       // stream before self-attention, its inverse RMS [T], normed input (act)
+    fat5__addr q, k, v, att, lse;       // act [T, I]; att = attention output before o; lse [T, H]
+    fat5__addr h_ca, rs_ca, n_ca;       // decoder: the same before cross-attention
+    fat5__addr cq, ck, cv, catt, clse;  // act; ck, cv [Te, I]
+    fat5__addr h_ff, rs_ff, n_ff;       // the same before the FFN
+    fat5__addr ff_a, ff_b, ff_h;        // act [T, F]: wi0 x (pre-activation), wi1 x (gated), input of wo
 } fat5__layer_acts;
+
+// The activation workspace: one allocation on the backend, carved by fat5__ws_layout.
+typedef struct fat5__ws {
+    fat5__layer_acts *enc, *dec;                 // [num_layers], [num_decoder_layers] (host array)
+    fat5__addr enc_hf, enc_rsf, enc_out;         // encoder final norm: stream [Te, D], inverse RMS, output (act)
+    fat5__addr dec_hf, dec_rsf, dec_out;         // decoder final norm, as above
+    fat5__addr logits, tok_lse, row_ce, row_z;   // [Td, V], [Td] x 3
+    fat5__addr enc_tok, dec_tok, labels;         // int32 [Te], [Td], [Td]
+    fat5__addr enc_cu, dec_cu;                   // int32 [n_seq + 1]
+    fat5__addr enc_seq, dec_seq;                 // int32 token -> sequence maps [Te], [Td]
+    fat5__addr lut_bidir, lut_causal;            // int32 [max_distance] buckets by distance
+    // backward
+    fat5__addr dlogits;                          // act [Td, V]
+    fat5__addr dh_dec, dh_enc, d_enc_out;        // gradients of the streams and of the encoder output
+    fat5__addr dh_act;                           // act [T, D]: a stream gradient as a matmul operand
+    fat5__addr dn;                               // [T, D]: gradient of a norm's output
+    fat5__addr datt, dq, dk, dv;                 // act [T, I]
+    fat5__addr delta;                            // [T, H]
+    fat5__addr dffh, da;                         // act [T, F]
+    fat5__addr norm_scratch;                     // [FAT5__GPU_NORM_ROWS, D] partial norm-weight gradients
+} fat5__ws;
+
+#define FAT5__GPU_NORM_ROWS 1024  // rows of norm_scratch: FAT5__GPU_NORM_BWD_BLOCKS on the GPU
 
 struct fat5_model {
     fat5_ctx *ctx;
+    const fat5__backend *be;          // where the model computes, fixed at creation
     fat5_model_config cfg;
     int lm_head_tied;                 // lm_head is shared.weight
     fat5__param *params;
     int n_params;
     size_t n_floats;
-    float *w;                         // [n_floats] parameters
-    float *g;                         // [n_floats] gradients
+    float *w;                         // [n_floats] host copy of the parameters (load, save, set)
     int shared, enc_final_ln, dec_final_ln, lm_head;
     fat5__layer *enc, *dec;
-    // workspace
+    // parameters on the backend
+    size_t act_size;                  // bytes per activation element (4, or 2 in bf16)
+    fat5__addr wd;                    // fp32 [n_floats] master weights (on the CPU: m->w itself)
+    fat5__addr wa;                    // matmul operands: a bf16 copy in bf16, else wd
+    fat5__addr gd;                    // fp32 [n_floats] gradients
+    // workspace for batches up to cap_* (fat5_model_reserve)
     int64_t cap_seq, cap_te, cap_td;
-    float *ws;
-    size_t ws_floats;
-    fat5__layer_acts *enc_a, *dec_a;
-    float *enc_hf, *enc_rsf, *enc_out;  // encoder final norm: input stream, inverse RMS, output
-    float *dec_hf, *dec_rsf, *dec_out;
-    float *logits, *tok_lse;            // [Td, V], [Td]
-    int32_t *enc_cu, *dec_cu, *enc_tok, *dec_tok, *labels;
+    fat5__addr ws_base;
+    size_t ws_bytes;
+    fat5__ws ws;
+    int32_t *enc_cu, *dec_cu, *enc_tok, *dec_tok, *labels;  // the batch, staged on the host
+    int32_t *seq_map;                 // [max(cap_te, cap_td, max_distance)] host staging of maps and tables
+    float *rows;                      // [2 cap_td] per-row loss terms copied back
     // state of the last forward
-    int have_fwd;
+    int have_fwd;                     // a forward ran on the current workspace
+    int fwd_labels;                   // ... with labels (so backward has a loss to differentiate)
+    int have_bwd;                     // backward already ran for it
     int64_t n_seq, te, td, n_count;
     fat5_loss_config loss;
-    struct fat5__gmodel *gm;            // GPU state; NULL on the CPU
 };
-
-#ifndef FAT5_NO_CUDA
-// GPU model state (defined in the GPU model section below): weights, gradients and activations
-static fat5_status fat5__gpu_model_init(fat5_model *m);   // uploads m->w
-static void fat5__gpu_model_free(fat5_model *m);
-static fat5_status fat5__gpu_param_io(fat5_model *m, const fat5__param *p, float *buf, int what);
-static fat5_status fat5__gpu_zero_grad(fat5_model *m);
-static fat5_status fat5__gpu_pull_params(fat5_model *m);  // device master weights -> m->w
-#endif
 
 FAT5_API const fat5_model_config *fat5_model_get_config(const fat5_model *m) { return &m->cfg; }
 
@@ -4770,9 +5121,10 @@ static fat5_status fat5__model_alloc(fat5_ctx *ctx, const fat5_model_config *cfg
         fat5_model_destroy(m);
         return st;
     }
+    m->be = fat5__backend_of(ctx);
+    m->act_size = m->be->act_size(ctx);
     m->w = FAT5__CAST(float *, fat5__calloc(ctx, m->n_floats, sizeof(float)));
-    m->g = FAT5__CAST(float *, fat5__calloc(ctx, m->n_floats, sizeof(float)));
-    if (!m->w || !m->g) {
+    if (!m->w) {
         fat5_model_destroy(m);
         return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "model: cannot allocate %zu parameters (%.1f MiB)",
                          m->n_floats, (double)m->n_floats * 4.0 / 1048576.0);
@@ -4781,46 +5133,60 @@ static fat5_status fat5__model_alloc(fat5_ctx *ctx, const fat5_model_config *cfg
     return FAT5_OK;
 }
 
-static void fat5__ws_free(fat5_model *m) {
-    fat5_ctx *ctx = m->ctx;
-    fat5__free(ctx, m->ws);
-    fat5__free(ctx, m->enc_a);
-    fat5__free(ctx, m->dec_a);
-    fat5__free(ctx, m->enc_cu);
-    fat5__free(ctx, m->dec_cu);
-    fat5__free(ctx, m->enc_tok);
-    fat5__free(ctx, m->dec_tok);
-    fat5__free(ctx, m->labels);
-    m->ws = NULL;
-    m->enc_a = m->dec_a = NULL;
-    m->enc_cu = m->dec_cu = m->enc_tok = m->dec_tok = m->labels = NULL;
-    m->cap_seq = m->cap_te = m->cap_td = 0;
-    m->have_fwd = 0;
+static void fat5__ws_free(fat5_model *m);  // the workspace (model section)
+
+// the backend's parameter arenas (wd is m->w itself on the CPU)
+static void fat5__model_free_params(fat5_model *m) {
+    if (m->wa && m->wa != m->wd) m->be->free(m->ctx, m->wa);
+    if (m->wd && m->wd != FAT5__ADDR(m->w)) m->be->free(m->ctx, m->wd);
+    if (m->gd) m->be->free(m->ctx, m->gd);
+    m->wa = m->wd = m->gd = 0;
 }
 
 FAT5_API void fat5_model_destroy(fat5_model *m) {
     fat5_ctx *ctx;
     if (!m) return;
     ctx = m->ctx;
-    fat5__ws_free(m);
-#ifndef FAT5_NO_CUDA
-    fat5__gpu_model_free(m);
-#endif
+    if (m->be) {
+        fat5__ws_free(m);
+        fat5__model_free_params(m);
+    }
     fat5__free(ctx, m->params);
     fat5__free(ctx, m->enc);
     fat5__free(ctx, m->dec);
     fat5__free(ctx, m->w);
-    fat5__free(ctx, m->g);
     fat5__free(ctx, m);
 }
 
-// Puts the weights where the context computes: a no-op on the CPU, an upload on the GPU.
+// Refreshes the matmul operands of parameters [off, off + n) from the fp32 master weights (bf16).
+static fat5_status fat5__model_refresh_operands(fat5_model *m, size_t off, size_t n) {
+    if (m->wa == m->wd || n == 0) return FAT5_OK;
+    return m->be->f32_to_bf16(m->ctx, m->wa + 2 * (fat5__addr)off, m->wd + 4 * (fat5__addr)off, (int64_t)n);
+}
+
+// Puts the host weights (m->w) where the context computes: master weights, matmul operands and
+// zeroed gradients on the backend. On the CPU the master weights are m->w itself.
 static fat5_status fat5__model_place(fat5_model *m) {
-#ifndef FAT5_NO_CUDA
-    if (m->ctx->cfg.device == FAT5_DEVICE_GPU) return fat5__gpu_model_init(m);
-#endif
-    (void)m;
-    return FAT5_OK;
+    fat5_ctx *ctx = m->ctx;
+    const fat5__backend *be = m->be;
+    size_t n = m->n_floats;
+    fat5_status st;
+    if (be == &fat5__cpu_backend) {
+        m->wd = m->wa = FAT5__ADDR(m->w);
+        if ((st = be->alloc(ctx, n * 4, &m->gd))) return fat5__err_prefix(ctx, st, "model gradients: ");
+        return FAT5_OK;
+    }
+    if ((st = be->alloc(ctx, n * 4, &m->wd)) || (st = be->alloc(ctx, n * 4, &m->gd)) ||
+        (m->act_size == 2 && (st = be->alloc(ctx, n * 2, &m->wa))))
+        return fat5__err_prefix(ctx, st, "model weights (%zu parameters) on the %s: ", n, be->name);
+    if (!m->wa) m->wa = m->wd;
+    if ((st = be->upload(ctx, m->wd, m->w, n * 4)) || (st = fat5__model_refresh_operands(m, 0, n))) return st;
+    return be->sync(ctx);
+}
+
+// The backend's master weights back into m->w (before a save).
+static fat5_status fat5__model_pull_params(fat5_model *m) {
+    return m->be->download(m->ctx, m->w, m->wd, m->n_floats * 4);
 }
 
 FAT5_API fat5_status fat5_model_create(fat5_ctx *ctx, const fat5_model_config *cfg, uint64_t seed,
@@ -4881,23 +5247,26 @@ FAT5_API int fat5_model_find_tensor(const fat5_model *m, const char *name) {
     return -1;
 }
 
+// what: 0 read the parameter, 1 write it, 2 read its gradient
 static fat5_status fat5__param_io(fat5_model *m, const char *name, float *buf, int64_t n, int what) {
     int i = name ? fat5_model_find_tensor(m, name) : -1;
     const fat5__param *p;
-    float *base;
+    const fat5__backend *be = m->be;
+    size_t bytes;
+    fat5_status st;
     if (i < 0) return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "no parameter named '%s'", name ? name : "(null)");
     p = &m->params[i];
-    if (n != (int64_t)p->numel)
+    bytes = p->numel * sizeof(float);
+    if (n != (int64_t)p->numel || !buf)
         return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "parameter '%s' has %zu elements, buffer has %lld", name,
-                         p->numel, (long long)n);
-    if (what == 1) memcpy(m->w + p->offset, buf, p->numel * sizeof(float));  // the host copy follows too
-#ifndef FAT5_NO_CUDA
-    if (m->gm) return fat5__gpu_param_io(m, p, buf, what);
-#endif
-    base = (what == 2 ? m->g : m->w) + p->offset;
-    if (what == 1) return FAT5_OK;
-    else memcpy(buf, base, p->numel * sizeof(float));
-    return FAT5_OK;
+                         p->numel, buf ? (long long)n : 0LL);
+    if (what == 0) return be->download(m->ctx, buf, m->wd + 4 * (fat5__addr)p->offset, bytes);
+    if (what == 2) return be->download(m->ctx, buf, m->gd + 4 * (fat5__addr)p->offset, bytes);
+    memcpy(m->w + p->offset, buf, bytes);  // the host copy, then the backend's
+    if ((st = be->upload(m->ctx, m->wd + 4 * (fat5__addr)p->offset, m->w + p->offset, bytes)) ||
+        (st = fat5__model_refresh_operands(m, p->offset, p->numel)))
+        return st;
+    return be->sync(m->ctx);
 }
 FAT5_API fat5_status fat5_model_get_param(fat5_model *m, const char *name, float *dst, int64_t n) {
     return fat5__param_io(m, name, dst, n, 0);
@@ -4909,14 +5278,15 @@ FAT5_API fat5_status fat5_model_get_grad(fat5_model *m, const char *name, float 
     return fat5__param_io(m, name, dst, n, 2);
 }
 FAT5_API fat5_status fat5_model_zero_grad(fat5_model *m) {
-#ifndef FAT5_NO_CUDA
-    if (m->gm) return fat5__gpu_zero_grad(m);
-#endif
-    memset(m->g, 0, m->n_floats * sizeof(float));
-    return FAT5_OK;
+    fat5_status st = m->be->memset0(m->ctx, m->gd, m->n_floats * sizeof(float));
+    return st ? st : m->be->sync(m->ctx);
 }
 // ---------------------------------------------------------------------------------------------
-// model: workspace, forward, backward (CPU reference path)
+// model: workspace, forward, backward — written once, over the ops of the model's backend
+//
+// Precision (DESIGN §5): fp32 master weights, gradients, residual stream, logits and loss;
+// matmul inputs and saved activations in the backend's activation dtype (bf16 in a GPU bf16
+// context, fp32 otherwise); accumulation in fp32 (double in the CPU ops).
 
 FAT5_API fat5_loss_config fat5_loss_config_default(void) {
     fat5_loss_config l;
@@ -4925,91 +5295,142 @@ FAT5_API fat5_loss_config fat5_loss_config_default(void) {
     return l;
 }
 
-// Lays out the activation workspace for Te encoder and Td decoder tokens. With base == NULL it only
-// counts; returns 0 when the size overflows.
-static int fat5__ws_layout(fat5_model *m, float *base, int64_t Te, int64_t Td, size_t *total) {
+#define FAT5__TRY(call)                     \
+    do {                                    \
+        if ((st = (call)) != FAT5_OK) return st; \
+    } while (0)
+
+// backend addresses of parameter idx: fp32 master, gradient, and matmul operand
+static fat5__addr fat5__pw(const fat5_model *m, int idx) { return m->wd + 4 * (fat5__addr)m->params[idx].offset; }
+static fat5__addr fat5__pg(const fat5_model *m, int idx) { return m->gd + 4 * (fat5__addr)m->params[idx].offset; }
+static fat5__addr fat5__pa(const fat5_model *m, int idx) {
+    return m->wa == m->wd ? fat5__pw(m, idx) : m->wa + 2 * (fat5__addr)m->params[idx].offset;
+}
+
+// Lays out the workspace for n_seq sequences, te encoder and td decoder tokens: every buffer on a
+// 256-byte boundary, fp32 (4 bytes), int32 (4) or activation (m->act_size) elements. With base == 0
+// it only measures. Returns 0 when the size overflows.
+static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_t te, int64_t td, size_t *total) {
     const fat5_model_config *c = &m->cfg;
-    size_t D = (size_t)c->d_model, I = (size_t)(c->num_heads * c->d_kv), F = (size_t)c->d_ff;
-    size_t H = (size_t)c->num_heads, V = (size_t)c->vocab_size, off = 0;
+    fat5__ws *w = &m->ws;
+    size_t A = m->act_size, D = (size_t)c->d_model, I = (size_t)(c->num_heads * c->d_kv), F = (size_t)c->d_ff;
+    size_t H = (size_t)c->num_heads, V = (size_t)c->vocab_size, T = (size_t)(te > td ? te : td), off = 0;
+    size_t Te = (size_t)te, Td = (size_t)td, md = (size_t)c->rel_max_distance;
     int ok = 1, l;
-#define FAT5__WS(ptr, rows, cols)                                                              \
-    do {                                                                                       \
-        size_t n_;                                                                             \
-        if (!fat5__mul_ok((size_t)(rows), (size_t)(cols), &n_) || !fat5__add_ok(off, n_, &off)) \
-            ok = 0;                                                                            \
-        else if (base)                                                                         \
-            (ptr) = base + off - n_;                                                           \
+#define FAT5__WS(field, rows, cols, esize)                                                                    \
+    do {                                                                                                    \
+        size_t n_;                                                                                          \
+        off = (off + 255) & ~(size_t)255;                                                                   \
+        if (!fat5__mul3_ok((size_t)(rows), (size_t)(cols), (size_t)(esize), &n_) || !fat5__add_ok(off, n_, &off)) \
+            ok = 0;                                                                                         \
+        (field) = base && ok ? base + (fat5__addr)(off - n_) : 0;                                           \
     } while (0)
     for (l = 0; l < c->num_layers + c->num_decoder_layers && ok; l++) {
         int dec = l >= c->num_layers;
-        fat5__layer_acts *a = dec ? &m->dec_a[l - c->num_layers] : &m->enc_a[l];
-        size_t T = (size_t)(dec ? Td : Te);
-        FAT5__WS(a->h_sa, T, D);
-        FAT5__WS(a->rs_sa, T, 1);
-        FAT5__WS(a->n_sa, T, D);
-        FAT5__WS(a->q, T, I);
-        FAT5__WS(a->k, T, I);
-        FAT5__WS(a->v, T, I);
-        FAT5__WS(a->att, T, I);
-        FAT5__WS(a->lse, T, H);
+        fat5__layer_acts *a = dec ? &w->dec[l - c->num_layers] : &w->enc[l];
+        size_t Tl = dec ? Td : Te;
+        memset(a, 0, sizeof *a);
+        FAT5__WS(a->h_sa, Tl, D, 4);
+        FAT5__WS(a->rs_sa, Tl, 1, 4);
+        FAT5__WS(a->n_sa, Tl, D, A);
+        FAT5__WS(a->q, Tl, I, A);
+        FAT5__WS(a->k, Tl, I, A);
+        FAT5__WS(a->v, Tl, I, A);
+        FAT5__WS(a->att, Tl, I, A);
+        FAT5__WS(a->lse, Tl, H, 4);
         if (dec) {
-            FAT5__WS(a->h_ca, T, D);
-            FAT5__WS(a->rs_ca, T, 1);
-            FAT5__WS(a->n_ca, T, D);
-            FAT5__WS(a->cq, T, I);
-            FAT5__WS(a->ck, Te, I);
-            FAT5__WS(a->cv, Te, I);
-            FAT5__WS(a->catt, T, I);
-            FAT5__WS(a->clse, T, H);
+            FAT5__WS(a->h_ca, Tl, D, 4);
+            FAT5__WS(a->rs_ca, Tl, 1, 4);
+            FAT5__WS(a->n_ca, Tl, D, A);
+            FAT5__WS(a->cq, Tl, I, A);
+            FAT5__WS(a->ck, Te, I, A);
+            FAT5__WS(a->cv, Te, I, A);
+            FAT5__WS(a->catt, Tl, I, A);
+            FAT5__WS(a->clse, Tl, H, 4);
         }
-        FAT5__WS(a->h_ff, T, D);
-        FAT5__WS(a->rs_ff, T, 1);
-        FAT5__WS(a->n_ff, T, D);
-        FAT5__WS(a->ff_a, T, F);
-        if (c->gated) FAT5__WS(a->ff_b, T, F);
-        FAT5__WS(a->ff_h, T, F);
+        FAT5__WS(a->h_ff, Tl, D, 4);
+        FAT5__WS(a->rs_ff, Tl, 1, 4);
+        FAT5__WS(a->n_ff, Tl, D, A);
+        FAT5__WS(a->ff_a, Tl, F, A);
+        if (c->gated) FAT5__WS(a->ff_b, Tl, F, A);
+        FAT5__WS(a->ff_h, Tl, F, A);
     }
-    FAT5__WS(m->enc_hf, Te, D);
-    FAT5__WS(m->enc_rsf, Te, 1);
-    FAT5__WS(m->enc_out, Te, D);
-    FAT5__WS(m->dec_hf, Td, D);
-    FAT5__WS(m->dec_rsf, Td, 1);
-    FAT5__WS(m->dec_out, Td, D);
-    FAT5__WS(m->logits, Td, V);
-    FAT5__WS(m->tok_lse, Td, 1);
+    FAT5__WS(w->enc_hf, Te, D, 4);
+    FAT5__WS(w->enc_rsf, Te, 1, 4);
+    FAT5__WS(w->enc_out, Te, D, A);
+    FAT5__WS(w->dec_hf, Td, D, 4);
+    FAT5__WS(w->dec_rsf, Td, 1, 4);
+    FAT5__WS(w->dec_out, Td, D, A);
+    FAT5__WS(w->logits, Td, V, 4);
+    FAT5__WS(w->tok_lse, Td, 1, 4);
+    FAT5__WS(w->row_ce, Td, 1, 4);
+    FAT5__WS(w->row_z, Td, 1, 4);
+    FAT5__WS(w->enc_tok, Te, 1, 4);
+    FAT5__WS(w->dec_tok, Td, 1, 4);
+    FAT5__WS(w->labels, Td, 1, 4);
+    FAT5__WS(w->enc_cu, (size_t)n_seq + 1, 1, 4);
+    FAT5__WS(w->dec_cu, (size_t)n_seq + 1, 1, 4);
+    FAT5__WS(w->enc_seq, Te, 1, 4);
+    FAT5__WS(w->dec_seq, Td, 1, 4);
+    FAT5__WS(w->lut_bidir, md, 1, 4);
+    FAT5__WS(w->lut_causal, md, 1, 4);
+    FAT5__WS(w->dlogits, Td, V, A);
+    FAT5__WS(w->dh_dec, Td, D, 4);
+    FAT5__WS(w->dh_enc, Te, D, 4);
+    FAT5__WS(w->d_enc_out, Te, D, 4);
+    FAT5__WS(w->dh_act, T, D, A);
+    FAT5__WS(w->dn, T, D, 4);
+    FAT5__WS(w->datt, T, I, A);
+    FAT5__WS(w->dq, T, I, A);
+    FAT5__WS(w->dk, T, I, A);
+    FAT5__WS(w->dv, T, I, A);
+    FAT5__WS(w->delta, T, H, 4);
+    FAT5__WS(w->dffh, T, F, A);
+    FAT5__WS(w->da, T, F, A);
+    FAT5__WS(w->norm_scratch, FAT5__GPU_NORM_ROWS, D, 4);
 #undef FAT5__WS
     *total = off;
     return ok;
 }
 
-#ifndef FAT5_NO_CUDA
-static fat5_status fat5__gpu_reserve(fat5_model *m, int64_t n_seq, int64_t te, int64_t td);
-static fat5_status fat5__gpu_forward(fat5_model *m, fat5_forward_result *out);
-static fat5_status fat5__gpu_backward(fat5_model *m, float grad_scale);
-static fat5_status fat5__gpu_get_logits(fat5_model *m, float *dst, int64_t n);
-#endif
-
-// CPU activations for te encoder and td decoder tokens
-static fat5_status fat5__cpu_reserve(fat5_model *m, int64_t te, int64_t td) {
+static void fat5__ws_free(fat5_model *m) {
     fat5_ctx *ctx = m->ctx;
-    size_t total = 0, bytes;
-    if (!fat5__ws_layout(m, NULL, te, td, &total) || !fat5__mul_ok(total, sizeof(float), &bytes))
-        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_reserve: workspace size overflows");
-    m->enc_a = FAT5__CAST(fat5__layer_acts *, fat5__calloc(ctx, (size_t)m->cfg.num_layers, sizeof(fat5__layer_acts)));
-    m->dec_a = FAT5__CAST(fat5__layer_acts *,
-                          fat5__calloc(ctx, (size_t)m->cfg.num_decoder_layers, sizeof(fat5__layer_acts)));
-    m->ws = FAT5__CAST(float *, fat5__malloc(ctx, bytes));
-    if (!m->enc_a || !m->dec_a || !m->ws)
-        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_reserve: cannot allocate %.1f MiB of activations",
-                         (double)bytes / 1048576.0);
-    fat5__ws_layout(m, m->ws, te, td, &total);
-    return FAT5_OK;
+    if (m->ws_base) m->be->free(ctx, m->ws_base);
+    fat5__free(ctx, m->ws.enc);
+    fat5__free(ctx, m->ws.dec);
+    fat5__free(ctx, m->enc_cu);
+    fat5__free(ctx, m->dec_cu);
+    fat5__free(ctx, m->enc_tok);
+    fat5__free(ctx, m->dec_tok);
+    fat5__free(ctx, m->labels);
+    fat5__free(ctx, m->seq_map);
+    fat5__free(ctx, m->rows);
+    memset(&m->ws, 0, sizeof m->ws);
+    m->ws_base = 0;
+    m->ws_bytes = 0;
+    m->enc_cu = m->dec_cu = m->enc_tok = m->dec_tok = m->labels = m->seq_map = NULL;
+    m->rows = NULL;
+    m->cap_seq = m->cap_te = m->cap_td = 0;
+    m->have_fwd = m->fwd_labels = m->have_bwd = 0;
+}
+
+// Scratch the CPU ops take from the context's arena for batches of te / td tokens, in bytes:
+// a row of doubles of the widest matrix product, or one query's scores and output in attention.
+static size_t fat5__cpu_scratch_need(const fat5_model *m, int64_t te, int64_t td) {
+    const fat5_model_config *c = &m->cfg;
+    int64_t n = c->vocab_size, t = (te > td ? te : td) + c->d_kv;
+    if (c->d_ff > n) n = c->d_ff;
+    if (c->d_model > n) n = c->d_model;
+    if (c->num_heads * c->d_kv > n) n = c->num_heads * c->d_kv;
+    if (t > n) n = t;
+    return (size_t)n * sizeof(double);
 }
 
 FAT5_API fat5_status fat5_model_reserve(fat5_model *m, int64_t n_seq, int64_t te, int64_t td) {
     fat5_ctx *ctx = m->ctx;
+    const fat5__backend *be = m->be;
+    size_t total = 0, md = (size_t)m->cfg.rel_max_distance, maps, i;
     fat5_status st;
-    int64_t i;
     if (n_seq < 1 || te < 1 || td < 1 || te > INT32_MAX || td > INT32_MAX || n_seq > te)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
                          "fat5_model_reserve: n_seq %lld, encoder tokens %lld, decoder tokens %lld: each must be "
@@ -5020,37 +5441,77 @@ FAT5_API fat5_status fat5_model_reserve(fat5_model *m, int64_t n_seq, int64_t te
     if (te < m->cap_te) te = m->cap_te;
     if (td < m->cap_td) td = m->cap_td;
     fat5__ws_free(m);
+    maps = (size_t)(te > td ? te : td);
+    if (md > maps) maps = md;
+    m->ws.enc = FAT5__CAST(fat5__layer_acts *, fat5__calloc(ctx, (size_t)m->cfg.num_layers, sizeof(fat5__layer_acts)));
+    m->ws.dec = FAT5__CAST(fat5__layer_acts *,
+                           fat5__calloc(ctx, (size_t)m->cfg.num_decoder_layers, sizeof(fat5__layer_acts)));
     m->enc_cu = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)n_seq + 1, sizeof(int32_t)));
     m->dec_cu = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)n_seq + 1, sizeof(int32_t)));
     m->enc_tok = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)te, sizeof(int32_t)));
     m->dec_tok = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)td, sizeof(int32_t)));
     m->labels = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)td, sizeof(int32_t)));
-    if (!m->enc_cu || !m->dec_cu || !m->enc_tok || !m->dec_tok || !m->labels) {
+    m->seq_map = FAT5__CAST(int32_t *, fat5__calloc(ctx, maps, sizeof(int32_t)));
+    m->rows = FAT5__CAST(float *, fat5__calloc(ctx, 2 * (size_t)td, sizeof(float)));
+    if (!m->ws.enc || !m->ws.dec || !m->enc_cu || !m->dec_cu || !m->enc_tok || !m->dec_tok || !m->labels ||
+        !m->seq_map || !m->rows) {
         fat5__ws_free(m);
         return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_reserve: out of memory");
     }
-#ifndef FAT5_NO_CUDA
-    if (m->gm) st = fat5__gpu_reserve(m, n_seq, te, td);
-    else
-#endif
-        st = fat5__cpu_reserve(m, te, td);
+    if (!fat5__ws_layout(m, 0, n_seq, te, td, &total)) {
+        fat5__ws_free(m);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_reserve: workspace size overflows");
+    }
+    if ((st = be->alloc(ctx, total, &m->ws_base))) {
+        fat5__ws_free(m);
+        return fat5__err_prefix(ctx, st, "fat5_model_reserve: %.1f MiB of activations for %lld + %lld tokens: ",
+                                (double)total / 1048576.0, (long long)te, (long long)td);
+    }
+    m->ws_bytes = total;
+    fat5__ws_layout(m, m->ws_base, n_seq, te, td, &total);
+    if (be == &fat5__cpu_backend && !fat5__host_scratch(ctx, fat5__cpu_scratch_need(m, te, td), "fat5_model_reserve")) {
+        fat5__ws_free(m);
+        return FAT5_ERR_OUT_OF_MEMORY;
+    }
+    // relative-position bucket of each distance, computed here so that both backends agree exactly
+    for (i = 0; i < md; i++) m->seq_map[i] = fat5__rel_bucket(-(int64_t)i, 1, (int)m->cfg.rel_buckets, (int)md);
+    st = be->upload(ctx, m->ws.lut_bidir, m->seq_map, md * 4);
+    for (i = 0; i < md && !st; i++) m->seq_map[i] = fat5__rel_bucket(-(int64_t)i, 0, (int)m->cfg.rel_buckets, (int)md);
+    if (!st) st = be->upload(ctx, m->ws.lut_causal, m->seq_map, md * 4);
+    if (!st) st = be->sync(ctx);
     if (st) {
         fat5__ws_free(m);
         return st;
     }
-    for (i = 0; i < td; i++) m->labels[i] = -100;
     m->cap_seq = n_seq;
     m->cap_te = te;
     m->cap_td = td;
     return FAT5_OK;
 }
 
-// Checks a batch: offsets, token ids, labels. Messages name the sequence and position.
+static fat5_status fat5__check_loss(fat5_ctx *ctx, const fat5_loss_config *l) {
+    if (!(l->z_loss >= 0 && l->z_loss <= 1e30))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "loss: z_loss = %g, expected a finite value >= 0", l->z_loss);
+    if (!(l->label_smoothing >= 0 && l->label_smoothing < 1))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "loss: label_smoothing = %g, expected a value in [0, 1)",
+                         l->label_smoothing);
+    return FAT5_OK;
+}
+
+// Checks a batch against the token counts of its buffers: offsets, token ids, labels. Messages
+// name the sequence and the position inside it.
 static fat5_status fat5__check_batch(fat5_model *m, const fat5_batch *b) {
     fat5_ctx *ctx = m->ctx;
-    int64_t s, t, V = m->cfg.vocab_size, te, td;
+    int64_t s, t, V = m->cfg.vocab_size;
     if (!b) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: NULL");
-    if (b->n_seq < 1) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: empty (n_seq = %lld)", (long long)b->n_seq);
+    if (b->n_seq < 1 || b->n_seq > INT32_MAX)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: %s (n_seq = %lld, expected 1 .. 2^31-1)",
+                         b->n_seq < 1 ? "empty" : "too many sequences", (long long)b->n_seq);
+    if (b->n_enc_tokens < 1 || b->n_enc_tokens > INT32_MAX || b->n_dec_tokens < 1 || b->n_dec_tokens > INT32_MAX)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "batch: n_enc_tokens = %lld, n_dec_tokens = %lld: each must be in [1, 2^31) (the number of "
+                         "tokens in the encoder and decoder buffers)",
+                         (long long)b->n_enc_tokens, (long long)b->n_dec_tokens);
     if (!b->enc_tokens || !b->enc_cu_seqlens || !b->dec_cu_seqlens)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: enc_tokens, enc_cu_seqlens and dec_cu_seqlens are required");
     if (!b->labels && !b->dec_tokens)
@@ -5058,8 +5519,8 @@ static fat5_status fat5__check_batch(fat5_model *m, const fat5_batch *b) {
     if (b->enc_cu_seqlens[0] != 0 || b->dec_cu_seqlens[0] != 0)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: cu_seqlens must start at 0");
     for (s = 0; s < b->n_seq; s++) {
-        int64_t le = (int64_t)b->enc_cu_seqlens[s + 1] - b->enc_cu_seqlens[s];
-        int64_t ld = (int64_t)b->dec_cu_seqlens[s + 1] - b->dec_cu_seqlens[s];
+        int64_t e1 = b->enc_cu_seqlens[s + 1], d1 = b->dec_cu_seqlens[s + 1];
+        int64_t le = e1 - b->enc_cu_seqlens[s], ld = d1 - b->dec_cu_seqlens[s];
         if (le < 0 || ld < 0)
             return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: sequence %lld has a negative %s length (%lld)",
                              (long long)s, le < 0 ? "encoder" : "decoder", (long long)(le < 0 ? le : ld));
@@ -5067,85 +5528,179 @@ static fat5_status fat5__check_batch(fat5_model *m, const fat5_batch *b) {
             return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
                              "batch: sequence %lld has no encoder tokens (cross-attention needs at least one)",
                              (long long)s);
-    }
-    te = b->enc_cu_seqlens[b->n_seq];
-    td = b->dec_cu_seqlens[b->n_seq];
-    if (td < 1) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: no decoder tokens");
-    for (t = 0; t < te; t++)
-        if (b->enc_tokens[t] < 0 || b->enc_tokens[t] >= V)
-            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: encoder token %lld is id %d, outside [0, vocab_size %lld)",
-                             (long long)t, (int)b->enc_tokens[t], (long long)V);
-    for (t = 0; t < td; t++) {
-        if (b->dec_tokens && (b->dec_tokens[t] < 0 || b->dec_tokens[t] >= V))
-            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: decoder token %lld is id %d, outside [0, vocab_size %lld)",
-                             (long long)t, (int)b->dec_tokens[t], (long long)V);
-        if (b->labels && b->labels[t] != -100 && (b->labels[t] < 0 || b->labels[t] >= V))
+        if (e1 > b->n_enc_tokens || d1 > b->n_dec_tokens)
             return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
-                             "batch: label %lld is id %d, outside [0, vocab_size %lld) and not -100",
-                             (long long)t, (int)b->labels[t], (long long)V);
+                             "batch: sequence %lld ends at %s token %lld, past the %lld tokens of the buffer",
+                             (long long)s, e1 > b->n_enc_tokens ? "encoder" : "decoder",
+                             (long long)(e1 > b->n_enc_tokens ? e1 : d1),
+                             (long long)(e1 > b->n_enc_tokens ? b->n_enc_tokens : b->n_dec_tokens));
+    }
+    if (b->enc_cu_seqlens[b->n_seq] != b->n_enc_tokens || b->dec_cu_seqlens[b->n_seq] != b->n_dec_tokens)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "batch: the sequences cover %lld encoder and %lld decoder tokens, the buffers hold %lld and "
+                         "%lld",
+                         (long long)b->enc_cu_seqlens[b->n_seq], (long long)b->dec_cu_seqlens[b->n_seq],
+                         (long long)b->n_enc_tokens, (long long)b->n_dec_tokens);
+    for (s = 0; s < b->n_seq; s++) {
+        for (t = b->enc_cu_seqlens[s]; t < b->enc_cu_seqlens[s + 1]; t++)
+            if (b->enc_tokens[t] < 0 || b->enc_tokens[t] >= V)
+                return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                                 "batch: sequence %lld, encoder position %lld: token id %d is outside [0, vocab_size "
+                                 "%lld)",
+                                 (long long)s, (long long)(t - b->enc_cu_seqlens[s]), (int)b->enc_tokens[t],
+                                 (long long)V);
+        for (t = b->dec_cu_seqlens[s]; t < b->dec_cu_seqlens[s + 1]; t++) {
+            int64_t pos = t - b->dec_cu_seqlens[s];
+            if (b->dec_tokens && (b->dec_tokens[t] < 0 || b->dec_tokens[t] >= V))
+                return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                                 "batch: sequence %lld, decoder position %lld: token id %d is outside [0, vocab_size "
+                                 "%lld)",
+                                 (long long)s, (long long)pos, (int)b->dec_tokens[t], (long long)V);
+            if (b->labels && b->labels[t] != -100 && (b->labels[t] < 0 || b->labels[t] >= V))
+                return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                                 "batch: sequence %lld, decoder position %lld: label %d is outside [0, vocab_size "
+                                 "%lld) and not -100",
+                                 (long long)s, (long long)pos, (int)b->labels[t], (long long)V);
+        }
     }
     return FAT5_OK;
 }
 
-static void fat5__attn_shape_set(fat5__attn_shape *s, const fat5_model *m, const int32_t *cu_q, const int32_t *cu_k,
-                                 fat5__attn_kind kind) {
-    s->n_seq = m->n_seq;
-    s->H = m->cfg.num_heads;
-    s->dk = m->cfg.d_kv;
-    s->cu_q = cu_q;
-    s->cu_k = cu_k;
-    s->kind = kind;
-    s->nb = (int)m->cfg.rel_buckets;
-    s->max_distance = (int)m->cfg.rel_max_distance;
+// token -> sequence map of offsets cu for tokens [0, cu[n_seq]), to the backend
+static fat5_status fat5__model_upload_seq(fat5_model *m, fat5__addr dst, const int32_t *cu) {
+    int64_t s, t;
+    for (s = 0; s < m->n_seq; s++)
+        for (t = cu[s]; t < cu[s + 1]; t++) m->seq_map[t] = (int32_t)s;
+    return m->be->upload(m->ctx, dst, m->seq_map, (size_t)cu[m->n_seq] * 4);
 }
 
-#define FAT5__W(m, idx) ((m)->w + (m)->params[idx].offset)
-#define FAT5__G(m, idx) ((m)->g + (m)->params[idx].offset)
-
-// One FFN sublayer forward: stream h [T,D] += wo(act(wi0 n) [* wi1 n]), n = rmsnorm(h)
-static void fat5__cpu_ffn_fwd(fat5_model *m, const fat5__layer *y, fat5__layer_acts *a, float *h, int64_t T) {
-    const fat5_model_config *c = &m->cfg;
-    int64_t D = c->d_model, F = c->d_ff;
-    memcpy(a->h_ff, h, (size_t)(T * D) * sizeof(float));
-    fat5__cpu_rmsnorm_fwd(a->n_ff, a->rs_ff, h, FAT5__W(m, y->ln_ff), T, D, (float)c->layer_norm_eps);
-    fat5__cpu_mm_nt(a->ff_a, a->n_ff, FAT5__W(m, y->wi0), T, F, D, 0);
-    if (c->gated) fat5__cpu_mm_nt(a->ff_b, a->n_ff, FAT5__W(m, y->wi1), T, F, D, 0);
-    fat5__cpu_act_fwd(a->ff_h, a->ff_a, c->gated ? a->ff_b : NULL, T * F, c->act);
-    fat5__cpu_mm_nt(h, a->ff_h, FAT5__W(m, y->wo), T, D, F, 1);
-}
-
-// Self-attention sublayer forward: h += o(attn(q, k, v)) on n = rmsnorm(h)
-static void fat5__cpu_self_attn_fwd(fat5_model *m, const fat5__layer *y, fat5__layer_acts *a, float *h, int64_t T,
-                                    const int32_t *cu, fat5__attn_kind kind) {
+// Self-attention sublayer: h += o(attn(q, k, v)) with q, k, v from n = rmsnorm(h)
+static fat5_status fat5__model_self_attn_fwd(fat5_model *m, const fat5__layer *y, const fat5__layer_acts *a,
+                                             fat5__addr h, int64_t T, fat5__addr cu, fat5__addr seq, int kind) {
+    fat5_ctx *ctx = m->ctx;
+    const fat5__backend *be = m->be;
     const fat5_model_config *c = &m->cfg;
     int64_t D = c->d_model, I = c->num_heads * c->d_kv;
-    fat5__attn_shape s;
-    memcpy(a->h_sa, h, (size_t)(T * D) * sizeof(float));
-    fat5__cpu_rmsnorm_fwd(a->n_sa, a->rs_sa, h, FAT5__W(m, y->ln_sa), T, D, (float)c->layer_norm_eps);
-    fat5__cpu_mm_nt(a->q, a->n_sa, FAT5__W(m, y->q), T, I, D, 0);
-    fat5__cpu_mm_nt(a->k, a->n_sa, FAT5__W(m, y->k), T, I, D, 0);
-    fat5__cpu_mm_nt(a->v, a->n_sa, FAT5__W(m, y->v), T, I, D, 0);
-    fat5__attn_shape_set(&s, m, cu, cu, kind);
-    fat5__cpu_attn_fwd(a->att, a->lse, a->q, a->k, a->v, FAT5__W(m, y->rel), &s);
-    fat5__cpu_mm_nt(h, a->att, FAT5__W(m, y->o), T, D, I, 1);
+    fat5_status st;
+    FAT5__TRY(be->copy(ctx, a->h_sa, h, (size_t)(T * D) * 4));
+    FAT5__TRY(be->rmsnorm_fwd(ctx, a->n_sa, a->rs_sa, h, fat5__pw(m, y->ln_sa), T, (int)D, (float)c->layer_norm_eps));
+    FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->q, 0, a->n_sa, fat5__pa(m, y->q), T, I, D, 1.0f, 0.0f));
+    FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->k, 0, a->n_sa, fat5__pa(m, y->k), T, I, D, 1.0f, 0.0f));
+    FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->v, 0, a->n_sa, fat5__pa(m, y->v), T, I, D, 1.0f, 0.0f));
+    FAT5__TRY(be->attn_fwd(ctx, a->att, a->lse, a->q, a->k, a->v, fat5__pw(m, y->rel),
+                           kind == FAT5__ATTN_BIDIR ? m->ws.lut_bidir : m->ws.lut_causal, cu, cu, seq, T,
+                           (int)c->num_heads, (int)c->d_kv, kind, (int)c->rel_buckets, (int)c->rel_max_distance));
+    return be->mm(ctx, FAT5__MM_NT, h, 1, a->att, fat5__pa(m, y->o), T, D, I, 1.0f, 1.0f);
 }
 
-static void fat5__cpu_forward(fat5_model *m, fat5_forward_result *out);
+// Cross-attention sublayer (decoder): h += o(attn(q, k, v)), q from rmsnorm(h), k and v from the
+// encoder output
+static fat5_status fat5__model_cross_attn_fwd(fat5_model *m, const fat5__layer *y, const fat5__layer_acts *a) {
+    fat5_ctx *ctx = m->ctx;
+    const fat5__backend *be = m->be;
+    const fat5_model_config *c = &m->cfg;
+    const fat5__ws *w = &m->ws;
+    int64_t D = c->d_model, I = c->num_heads * c->d_kv, te = m->te, td = m->td;
+    fat5_status st;
+    FAT5__TRY(be->copy(ctx, a->h_ca, w->dec_hf, (size_t)(td * D) * 4));
+    FAT5__TRY(be->rmsnorm_fwd(ctx, a->n_ca, a->rs_ca, w->dec_hf, fat5__pw(m, y->ln_ca), td, (int)D,
+                              (float)c->layer_norm_eps));
+    FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->cq, 0, a->n_ca, fat5__pa(m, y->cq), td, I, D, 1.0f, 0.0f));
+    FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->ck, 0, w->enc_out, fat5__pa(m, y->ck), te, I, D, 1.0f, 0.0f));
+    FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->cv, 0, w->enc_out, fat5__pa(m, y->cv), te, I, D, 1.0f, 0.0f));
+    FAT5__TRY(be->attn_fwd(ctx, a->catt, a->clse, a->cq, a->ck, a->cv, 0, w->lut_causal, w->dec_cu, w->enc_cu,
+                           w->dec_seq, td, (int)c->num_heads, (int)c->d_kv, FAT5__ATTN_CROSS, (int)c->rel_buckets,
+                           (int)c->rel_max_distance));
+    return be->mm(ctx, FAT5__MM_NT, w->dec_hf, 1, a->catt, fat5__pa(m, y->co), td, D, I, 1.0f, 1.0f);
+}
+
+// FFN sublayer: h += wo(act(wi0 n) [* wi1 n]), n = rmsnorm(h)
+static fat5_status fat5__model_ffn_fwd(fat5_model *m, const fat5__layer *y, const fat5__layer_acts *a, fat5__addr h,
+                                       int64_t T) {
+    fat5_ctx *ctx = m->ctx;
+    const fat5__backend *be = m->be;
+    const fat5_model_config *c = &m->cfg;
+    int64_t D = c->d_model, F = c->d_ff;
+    fat5_status st;
+    FAT5__TRY(be->copy(ctx, a->h_ff, h, (size_t)(T * D) * 4));
+    FAT5__TRY(be->rmsnorm_fwd(ctx, a->n_ff, a->rs_ff, h, fat5__pw(m, y->ln_ff), T, (int)D, (float)c->layer_norm_eps));
+    FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->ff_a, 0, a->n_ff, fat5__pa(m, y->wi0), T, F, D, 1.0f, 0.0f));
+    if (c->gated) FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->ff_b, 0, a->n_ff, fat5__pa(m, y->wi1), T, F, D, 1.0f, 0.0f));
+    FAT5__TRY(be->act_fwd(ctx, a->ff_h, a->ff_a, a->ff_b, T * F, (int)c->act));
+    return be->mm(ctx, FAT5__MM_NT, h, 1, a->ff_h, fat5__pa(m, y->wo), T, D, F, 1.0f, 1.0f);
+}
+
+// The forward graph on the staged batch: encoder, decoder, lm_head, loss.
+static fat5_status fat5__model_forward(fat5_model *m, fat5_forward_result *out) {
+    fat5_ctx *ctx = m->ctx;
+    const fat5__backend *be = m->be;
+    const fat5_model_config *c = &m->cfg;
+    const fat5__ws *w = &m->ws;
+    int64_t D = c->d_model, V = c->vocab_size, te = m->te, td = m->td, l, t;
+    float eps = (float)c->layer_norm_eps, head_scale = c->scale_decoder_outputs ? (float)(1.0 / sqrt((double)D)) : 1.0f;
+    double ce = 0, zs = 0;
+    fat5_status st;
+    // the batch
+    FAT5__TRY(be->upload(ctx, w->enc_tok, m->enc_tok, (size_t)te * 4));
+    FAT5__TRY(be->upload(ctx, w->dec_tok, m->dec_tok, (size_t)td * 4));
+    FAT5__TRY(be->upload(ctx, w->labels, m->labels, (size_t)td * 4));
+    FAT5__TRY(be->upload(ctx, w->enc_cu, m->enc_cu, (size_t)(m->n_seq + 1) * 4));
+    FAT5__TRY(be->upload(ctx, w->dec_cu, m->dec_cu, (size_t)(m->n_seq + 1) * 4));
+    FAT5__TRY(fat5__model_upload_seq(m, w->enc_seq, m->enc_cu));
+    FAT5__TRY(fat5__model_upload_seq(m, w->dec_seq, m->dec_cu));
+    // encoder; the residual stream lives in the final norm's input buffer
+    FAT5__TRY(be->embed_fwd(ctx, w->enc_hf, fat5__pw(m, m->shared), w->enc_tok, te, (int)D));
+    for (l = 0; l < c->num_layers; l++) {
+        FAT5__TRY(fat5__model_self_attn_fwd(m, &m->enc[l], &w->enc[l], w->enc_hf, te, w->enc_cu, w->enc_seq,
+                                            FAT5__ATTN_BIDIR));
+        FAT5__TRY(fat5__model_ffn_fwd(m, &m->enc[l], &w->enc[l], w->enc_hf, te));
+    }
+    FAT5__TRY(be->rmsnorm_fwd(ctx, w->enc_out, w->enc_rsf, w->enc_hf, fat5__pw(m, m->enc_final_ln), te, (int)D, eps));
+    // decoder
+    FAT5__TRY(be->embed_fwd(ctx, w->dec_hf, fat5__pw(m, m->shared), w->dec_tok, td, (int)D));
+    for (l = 0; l < c->num_decoder_layers; l++) {
+        FAT5__TRY(fat5__model_self_attn_fwd(m, &m->dec[l], &w->dec[l], w->dec_hf, td, w->dec_cu, w->dec_seq,
+                                            FAT5__ATTN_CAUSAL));
+        FAT5__TRY(fat5__model_cross_attn_fwd(m, &m->dec[l], &w->dec[l]));
+        FAT5__TRY(fat5__model_ffn_fwd(m, &m->dec[l], &w->dec[l], w->dec_hf, td));
+    }
+    FAT5__TRY(be->rmsnorm_fwd(ctx, w->dec_out, w->dec_rsf, w->dec_hf, fat5__pw(m, m->dec_final_ln), td, (int)D, eps));
+    // lm_head (the d_model^-0.5 of tied models folded into the product), then the loss
+    FAT5__TRY(be->mm(ctx, FAT5__MM_NT, w->logits, 1, w->dec_out, fat5__pa(m, m->lm_head), td, V, D, head_scale, 0.0f));
+    FAT5__TRY(be->xent_fwd(ctx, w->tok_lse, w->row_ce, w->row_z, w->logits, w->labels, td, (int)V,
+                           (float)m->loss.z_loss, (float)m->loss.label_smoothing));
+    FAT5__TRY(be->download(ctx, m->rows, w->row_ce, (size_t)td * 4));
+    FAT5__TRY(be->download(ctx, m->rows + td, w->row_z, (size_t)td * 4));
+    for (t = 0; t < td; t++) {
+        ce += m->rows[t];
+        zs += m->rows[td + t];
+    }
+    if (out) {
+        out->n_tokens = m->n_count;
+        out->n_dec_tokens = td;
+        out->ce = m->n_count ? ce / (double)m->n_count : 0.0;
+        out->loss = m->n_count ? (ce + zs) / (double)m->n_count : 0.0;
+    }
+    return FAT5_OK;
+}
 
 FAT5_API fat5_status fat5_model_forward(fat5_model *m, const fat5_batch *b, const fat5_loss_config *loss,
                                         fat5_forward_result *out) {
-    const fat5_model_config *c = &m->cfg;
+    const fat5_model_config *c;
+    fat5_loss_config lc = loss ? *loss : fat5_loss_config_default();
     fat5_status st;
     int64_t te, td, s, t;
-    m->have_fwd = 0;
-    if ((st = fat5__check_batch(m, b))) return st;
-    te = b->enc_cu_seqlens[b->n_seq];
-    td = b->dec_cu_seqlens[b->n_seq];
+    if (!m) return FAT5_ERR_INVALID_ARG;
+    c = &m->cfg;
+    m->have_fwd = m->fwd_labels = m->have_bwd = 0;
+    if ((st = fat5__check_loss(m->ctx, &lc)) || (st = fat5__check_batch(m, b))) return st;
+    te = b->n_enc_tokens;
+    td = b->n_dec_tokens;
     if ((st = fat5_model_reserve(m, b->n_seq, te, td))) return st;
     m->n_seq = b->n_seq;
     m->te = te;
     m->td = td;
-    m->loss = loss ? *loss : fat5_loss_config_default();
+    m->loss = lc;
     memcpy(m->enc_cu, b->enc_cu_seqlens, (size_t)(b->n_seq + 1) * sizeof(int32_t));
     memcpy(m->dec_cu, b->dec_cu_seqlens, (size_t)(b->n_seq + 1) * sizeof(int32_t));
     memcpy(m->enc_tok, b->enc_tokens, (size_t)te * sizeof(int32_t));
@@ -5161,194 +5716,137 @@ FAT5_API fat5_status fat5_model_forward(fat5_model *m, const fat5_batch *b, cons
     }
     m->n_count = 0;
     for (t = 0; t < td; t++) m->n_count += m->labels[t] != -100;
-#ifndef FAT5_NO_CUDA
-    if (m->gm) {
-        if ((st = fat5__gpu_forward(m, out))) return st;
-        m->have_fwd = 1;
-        return FAT5_OK;
-    }
-#endif
-    fat5__cpu_forward(m, out);
+    if ((st = fat5__model_forward(m, out))) return st;
     m->have_fwd = 1;
+    m->fwd_labels = b->labels != NULL;
     return FAT5_OK;
-}
-
-static void fat5__cpu_forward(fat5_model *m, fat5_forward_result *out) {
-    const fat5_model_config *c = &m->cfg;
-    int64_t D = c->d_model, I = c->num_heads * c->d_kv, V = c->vocab_size, te = m->te, td = m->td, t, l;
-    float *h;
-    fat5__attn_shape sh;
-
-    // encoder
-    h = m->enc_hf;  // the residual stream lives in the final-norm input buffer
-    fat5__cpu_embed_fwd(h, FAT5__W(m, m->shared), m->enc_tok, te, D);
-    for (l = 0; l < c->num_layers; l++) {
-        fat5__cpu_self_attn_fwd(m, &m->enc[l], &m->enc_a[l], h, te, m->enc_cu, FAT5__ATTN_BIDIR);
-        fat5__cpu_ffn_fwd(m, &m->enc[l], &m->enc_a[l], h, te);
-    }
-    fat5__cpu_rmsnorm_fwd(m->enc_out, m->enc_rsf, h, FAT5__W(m, m->enc_final_ln), te, D, (float)c->layer_norm_eps);
-
-    // decoder
-    h = m->dec_hf;
-    fat5__cpu_embed_fwd(h, FAT5__W(m, m->shared), m->dec_tok, td, D);
-    for (l = 0; l < c->num_decoder_layers; l++) {
-        const fat5__layer *y = &m->dec[l];
-        fat5__layer_acts *a = &m->dec_a[l];
-        fat5__cpu_self_attn_fwd(m, y, a, h, td, m->dec_cu, FAT5__ATTN_CAUSAL);
-        memcpy(a->h_ca, h, (size_t)(td * D) * sizeof(float));
-        fat5__cpu_rmsnorm_fwd(a->n_ca, a->rs_ca, h, FAT5__W(m, y->ln_ca), td, D, (float)c->layer_norm_eps);
-        fat5__cpu_mm_nt(a->cq, a->n_ca, FAT5__W(m, y->cq), td, I, D, 0);
-        fat5__cpu_mm_nt(a->ck, m->enc_out, FAT5__W(m, y->ck), te, I, D, 0);
-        fat5__cpu_mm_nt(a->cv, m->enc_out, FAT5__W(m, y->cv), te, I, D, 0);
-        fat5__attn_shape_set(&sh, m, m->dec_cu, m->enc_cu, FAT5__ATTN_CROSS);
-        fat5__cpu_attn_fwd(a->catt, a->clse, a->cq, a->ck, a->cv, NULL, &sh);
-        fat5__cpu_mm_nt(h, a->catt, FAT5__W(m, y->co), td, D, I, 1);
-        fat5__cpu_ffn_fwd(m, y, a, h, td);
-    }
-    fat5__cpu_rmsnorm_fwd(m->dec_out, m->dec_rsf, h, FAT5__W(m, m->dec_final_ln), td, D, (float)c->layer_norm_eps);
-    if (c->scale_decoder_outputs) {
-        float sc = (float)(1.0 / sqrt((double)D));
-        for (t = 0; t < td * D; t++) m->dec_out[t] *= sc;
-    }
-    fat5__cpu_mm_nt(m->logits, m->dec_out, FAT5__W(m, m->lm_head), td, V, D, 0);
-
-    {
-        double ce = 0, zs = 0;
-        int64_t n = 0;
-        fat5__cpu_xent_fwd(m->tok_lse, &ce, &zs, &n, m->logits, m->labels, td, V, m->loss.z_loss,
-                           m->loss.label_smoothing);
-        if (out) {
-            out->n_tokens = n;
-            out->ce = n ? ce / (double)n : 0.0;
-            out->loss = n ? (ce + zs) / (double)n : 0.0;
-        }
-    }
 }
 
 FAT5_API fat5_status fat5_model_get_logits(fat5_model *m, float *dst, int64_t n) {
     if (!m->have_fwd) return fat5__err(m->ctx, FAT5_ERR_STATE, "fat5_model_get_logits: no forward has run");
-    if (n != m->td * m->cfg.vocab_size)
+    if (!dst || n != m->td * m->cfg.vocab_size)
         return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_model_get_logits: buffer holds %lld floats, logits are %lld",
-                         (long long)n, (long long)(m->td * m->cfg.vocab_size));
-#ifndef FAT5_NO_CUDA
-    if (m->gm) return fat5__gpu_get_logits(m, dst, n);
-#endif
-    memcpy(dst, m->logits, (size_t)n * sizeof(float));
-    return FAT5_OK;
+                         dst ? (long long)n : 0LL, (long long)(m->td * m->cfg.vocab_size));
+    return m->be->download(m->ctx, dst, m->ws.logits, (size_t)n * 4);
 }
 
-// FFN backward: dh [T,D] is the gradient of the stream after the sublayer; on return it holds the
-// gradient of the stream before it. tmp needs 2*T*F + T*D floats.
-static void fat5__cpu_ffn_bwd(fat5_model *m, const fat5__layer *y, const fat5__layer_acts *a, float *dh, int64_t T,
-                              float *tmp) {
+// FFN backward: dh (fp32 [T, D]) holds the gradient after the sublayer and, on return, before it.
+static fat5_status fat5__model_ffn_bwd(fat5_model *m, const fat5__layer *y, const fat5__layer_acts *a, fat5__addr dh,
+                                       int64_t T) {
+    fat5_ctx *ctx = m->ctx;
+    const fat5__backend *be = m->be;
     const fat5_model_config *c = &m->cfg;
+    const fat5__ws *w = &m->ws;
     int64_t D = c->d_model, F = c->d_ff;
-    float *dffh = tmp, *da = tmp + T * F, *dn = tmp + 2 * T * F;
-    float *db = dffh;  // act_bwd reads dffh[i] before writing db[i]
-    fat5__cpu_mm_tn(FAT5__G(m, y->wo), dh, a->ff_h, D, F, T, 1);
-    fat5__cpu_mm_nn(dffh, dh, FAT5__W(m, y->wo), T, F, D, 0);
-    fat5__cpu_act_bwd(da, c->gated ? db : NULL, dffh, a->ff_a, c->gated ? a->ff_b : NULL, T * F, c->act);
-    fat5__cpu_mm_tn(FAT5__G(m, y->wi0), da, a->n_ff, F, D, T, 1);
-    fat5__cpu_mm_nn(dn, da, FAT5__W(m, y->wi0), T, D, F, 0);
+    fat5_status st;
+    FAT5__TRY(be->to_act(ctx, w->dh_act, dh, T * D));
+    FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, y->wo), 1, w->dh_act, a->ff_h, D, F, T, 1.0f, 1.0f));
+    FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dffh, 0, w->dh_act, fat5__pa(m, y->wo), T, F, D, 1.0f, 0.0f));
+    // gated: db overwrites dffh in place (each element is read before it is written)
+    FAT5__TRY(be->act_bwd(ctx, w->da, c->gated ? w->dffh : 0, w->dffh, a->ff_a, a->ff_b, T * F, (int)c->act));
+    FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, y->wi0), 1, w->da, a->n_ff, F, D, T, 1.0f, 1.0f));
+    FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->da, fat5__pa(m, y->wi0), T, D, F, 1.0f, 0.0f));
     if (c->gated) {
-        fat5__cpu_mm_tn(FAT5__G(m, y->wi1), db, a->n_ff, F, D, T, 1);
-        fat5__cpu_mm_nn(dn, db, FAT5__W(m, y->wi1), T, D, F, 1);
+        FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, y->wi1), 1, w->dffh, a->n_ff, F, D, T, 1.0f, 1.0f));
+        FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->dffh, fat5__pa(m, y->wi1), T, D, F, 1.0f, 1.0f));
     }
-    fat5__cpu_rmsnorm_bwd(dh, FAT5__G(m, y->ln_ff), dn, a->h_ff, FAT5__W(m, y->ln_ff), a->rs_ff, T, D, 1);
+    return be->rmsnorm_bwd(ctx, dh, fat5__pg(m, y->ln_ff), w->dn, a->h_ff, fat5__pw(m, y->ln_ff), a->rs_ff, T, (int)D,
+                           1, w->norm_scratch);
 }
 
-// Self-attention backward, same convention as fat5__cpu_ffn_bwd. tmp needs 4*T*I + T*D floats.
-static void fat5__cpu_self_attn_bwd(fat5_model *m, const fat5__layer *y, const fat5__layer_acts *a, float *dh,
-                                    int64_t T, const int32_t *cu, fat5__attn_kind kind, float *tmp) {
+// Attention sublayer backward (self or cross), same convention. For cross-attention the keys and
+// values come from the encoder output: their gradient is added to d_enc_out.
+static fat5_status fat5__model_attn_bwd(fat5_model *m, const fat5__layer *y, const fat5__layer_acts *a, fat5__addr dh,
+                                        int64_t T, int kind) {
+    fat5_ctx *ctx = m->ctx;
+    const fat5__backend *be = m->be;
     const fat5_model_config *c = &m->cfg;
-    int64_t D = c->d_model, I = c->num_heads * c->d_kv;
-    float *datt = tmp, *dq = tmp + T * I, *dk = tmp + 2 * T * I, *dv = tmp + 3 * T * I, *dn = tmp + 4 * T * I;
-    fat5__attn_shape s;
-    fat5__cpu_mm_tn(FAT5__G(m, y->o), dh, a->att, D, I, T, 1);
-    fat5__cpu_mm_nn(datt, dh, FAT5__W(m, y->o), T, I, D, 0);
-    fat5__attn_shape_set(&s, m, cu, cu, kind);
-    fat5__cpu_attn_bwd(dq, dk, dv, FAT5__G(m, y->rel), datt, a->att, a->lse, a->q, a->k, a->v, FAT5__W(m, y->rel), &s);
-    fat5__cpu_mm_tn(FAT5__G(m, y->q), dq, a->n_sa, I, D, T, 1);
-    fat5__cpu_mm_tn(FAT5__G(m, y->k), dk, a->n_sa, I, D, T, 1);
-    fat5__cpu_mm_tn(FAT5__G(m, y->v), dv, a->n_sa, I, D, T, 1);
-    fat5__cpu_mm_nn(dn, dq, FAT5__W(m, y->q), T, D, I, 0);
-    fat5__cpu_mm_nn(dn, dk, FAT5__W(m, y->k), T, D, I, 1);
-    fat5__cpu_mm_nn(dn, dv, FAT5__W(m, y->v), T, D, I, 1);
-    fat5__cpu_rmsnorm_bwd(dh, FAT5__G(m, y->ln_sa), dn, a->h_sa, FAT5__W(m, y->ln_sa), a->rs_sa, T, D, 1);
+    const fat5__ws *w = &m->ws;
+    int cross = kind == FAT5__ATTN_CROSS, enc_side = kind == FAT5__ATTN_BIDIR;
+    int64_t D = c->d_model, I = c->num_heads * c->d_kv, Tk = cross ? m->te : T;
+    int H = (int)c->num_heads, dk = (int)c->d_kv, nb = (int)c->rel_buckets, md = (int)c->rel_max_distance;
+    fat5__addr att = cross ? a->catt : a->att, lse = cross ? a->clse : a->lse, q = cross ? a->cq : a->q;
+    fat5__addr k = cross ? a->ck : a->k, v = cross ? a->cv : a->v, nrm = cross ? a->n_ca : a->n_sa;
+    fat5__addr hin = cross ? a->h_ca : a->h_sa, rs = cross ? a->rs_ca : a->rs_sa;
+    int wq = cross ? y->cq : y->q, wk = cross ? y->ck : y->k, wv = cross ? y->cv : y->v, wo = cross ? y->co : y->o;
+    int ln = cross ? y->ln_ca : y->ln_sa;
+    fat5__addr bias = cross ? 0 : fat5__pw(m, y->rel), dbias = cross ? 0 : fat5__pg(m, y->rel);
+    fat5__addr lut = enc_side ? w->lut_bidir : w->lut_causal;
+    fat5__addr cu_q = enc_side ? w->enc_cu : w->dec_cu, cu_k = (enc_side || cross) ? w->enc_cu : w->dec_cu;
+    fat5__addr q_seq = enc_side ? w->enc_seq : w->dec_seq, k_seq = (enc_side || cross) ? w->enc_seq : w->dec_seq;
+    fat5__addr kv_src = cross ? w->enc_out : nrm, dkv_dst = cross ? w->d_enc_out : w->dn;
+    fat5_status st;
+    FAT5__TRY(be->to_act(ctx, w->dh_act, dh, T * D));
+    FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wo), 1, w->dh_act, att, D, I, T, 1.0f, 1.0f));
+    FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->datt, 0, w->dh_act, fat5__pa(m, wo), T, I, D, 1.0f, 0.0f));
+    FAT5__TRY(be->attn_bwd_delta(ctx, w->delta, att, w->datt, T, H, dk));
+    FAT5__TRY(be->attn_bwd_dq(ctx, w->dq, dbias, w->datt, lse, w->delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, T, H,
+                              dk, kind, nb, md));
+    FAT5__TRY(be->attn_bwd_dkv(ctx, w->dk, w->dv, w->datt, lse, w->delta, q, k, v, bias, lut, cu_q, cu_k, k_seq, Tk,
+                               H, dk, kind, nb, md));
+    FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wq), 1, w->dq, nrm, I, D, T, 1.0f, 1.0f));
+    FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wk), 1, w->dk, kv_src, I, D, Tk, 1.0f, 1.0f));
+    FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wv), 1, w->dv, kv_src, I, D, Tk, 1.0f, 1.0f));
+    FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->dq, fat5__pa(m, wq), T, D, I, 1.0f, 0.0f));
+    FAT5__TRY(be->mm(ctx, FAT5__MM_NN, dkv_dst, 1, w->dk, fat5__pa(m, wk), Tk, D, I, 1.0f, 1.0f));
+    FAT5__TRY(be->mm(ctx, FAT5__MM_NN, dkv_dst, 1, w->dv, fat5__pa(m, wv), Tk, D, I, 1.0f, 1.0f));
+    return be->rmsnorm_bwd(ctx, dh, fat5__pg(m, ln), w->dn, hin, fat5__pw(m, ln), rs, T, (int)D, 1, w->norm_scratch);
+}
+
+// The backward graph of the last forward: gradients added to m->gd.
+static fat5_status fat5__model_backward(fat5_model *m, float grad_scale) {
+    fat5_ctx *ctx = m->ctx;
+    const fat5__backend *be = m->be;
+    const fat5_model_config *c = &m->cfg;
+    const fat5__ws *w = &m->ws;
+    int64_t D = c->d_model, V = c->vocab_size, te = m->te, td = m->td, l;
+    float head_scale = c->scale_decoder_outputs ? (float)(1.0 / sqrt((double)D)) : 1.0f;
+    float scale = m->n_count ? (float)((double)grad_scale / (double)m->n_count) : 0.0f;
+    fat5_status st;
+    // loss -> logits -> decoder output -> decoder final norm
+    FAT5__TRY(be->memset0(ctx, w->d_enc_out, (size_t)(te * D) * 4));
+    FAT5__TRY(be->xent_bwd(ctx, w->dlogits, w->logits, w->tok_lse, w->labels, td, (int)V, (float)m->loss.z_loss,
+                           (float)m->loss.label_smoothing, scale));
+    FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, m->lm_head), 1, w->dlogits, w->dec_out, V, D, td, head_scale, 1.0f));
+    FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->dlogits, fat5__pa(m, m->lm_head), td, D, V, head_scale, 0.0f));
+    FAT5__TRY(be->rmsnorm_bwd(ctx, w->dh_dec, fat5__pg(m, m->dec_final_ln), w->dn, w->dec_hf,
+                              fat5__pw(m, m->dec_final_ln), w->dec_rsf, td, (int)D, 0, w->norm_scratch));
+    // decoder layers, last to first
+    for (l = c->num_decoder_layers - 1; l >= 0; l--) {
+        FAT5__TRY(fat5__model_ffn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td));
+        FAT5__TRY(fat5__model_attn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td, FAT5__ATTN_CROSS));
+        FAT5__TRY(fat5__model_attn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td, FAT5__ATTN_CAUSAL));
+    }
+    FAT5__TRY(be->embed_bwd(ctx, fat5__pg(m, m->shared), w->dh_dec, w->dec_tok, td, (int)D));
+    // encoder
+    FAT5__TRY(be->rmsnorm_bwd(ctx, w->dh_enc, fat5__pg(m, m->enc_final_ln), w->d_enc_out, w->enc_hf,
+                              fat5__pw(m, m->enc_final_ln), w->enc_rsf, te, (int)D, 0, w->norm_scratch));
+    for (l = c->num_layers - 1; l >= 0; l--) {
+        FAT5__TRY(fat5__model_ffn_bwd(m, &m->enc[l], &w->enc[l], w->dh_enc, te));
+        FAT5__TRY(fat5__model_attn_bwd(m, &m->enc[l], &w->enc[l], w->dh_enc, te, FAT5__ATTN_BIDIR));
+    }
+    FAT5__TRY(be->embed_bwd(ctx, fat5__pg(m, m->shared), w->dh_enc, w->enc_tok, te, (int)D));
+    return be->sync(ctx);
 }
 
 FAT5_API fat5_status fat5_model_backward(fat5_model *m, float grad_scale) {
-    const fat5_model_config *c = &m->cfg;
-    fat5_ctx *ctx = m->ctx;
-    int64_t D = c->d_model, I = c->num_heads * c->d_kv, F = c->d_ff, V = c->vocab_size;
-    int64_t te = m->te, td = m->td, T = te > td ? te : td, l;
-    size_t n_tmp = 0, n1, n2, n3;
-    float *tmp, *dlogits, *dh_dec, *dh_enc, *d_enc_out;
-    fat5__attn_shape sh;
-    if (!m->have_fwd) return fat5__err(ctx, FAT5_ERR_STATE, "fat5_model_backward: no forward has run");
-#ifndef FAT5_NO_CUDA
-    if (m->gm) return fat5__gpu_backward(m, grad_scale);
-#endif
-    // scratch: dlogits [td, V], dh_dec [td, D], dh_enc + d_enc_out [te, D], sublayer temporaries
-    n1 = (size_t)(td * V);
-    n2 = (size_t)(2 * T * F + T * D);
-    n3 = (size_t)(4 * T * I + T * D);
-    if (n3 > n2) n2 = n3;
-    n3 = (size_t)(2 * te * I + 2 * td * I + td * D);  // cross-attention scratch
-    if (n3 > n2) n2 = n3;
-    n_tmp = n1 + (size_t)(td * D) + (size_t)(2 * te * D) + n2;
-    tmp = FAT5__CAST(float *, fat5__calloc(ctx, n_tmp, sizeof(float)));
-    if (!tmp) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_backward: out of memory");
-    dlogits = tmp + n2;
-    dh_dec = dlogits + n1;
-    dh_enc = dh_dec + td * D;
-    d_enc_out = dh_enc + te * D;
-
-    // loss -> logits -> decoder output
-    fat5__cpu_xent_bwd(dlogits, m->logits, m->tok_lse, m->labels, td, V, m->loss.z_loss, m->loss.label_smoothing,
-                       m->n_count ? (double)grad_scale / (double)m->n_count : 0.0);
-    fat5__cpu_mm_tn(FAT5__G(m, m->lm_head), dlogits, m->dec_out, V, D, td, 1);
-    fat5__cpu_mm_nn(tmp, dlogits, FAT5__W(m, m->lm_head), td, D, V, 0);
-    if (c->scale_decoder_outputs) {
-        float sc = (float)(1.0 / sqrt((double)D));
-        int64_t i;
-        for (i = 0; i < td * D; i++) tmp[i] *= sc;
-    }
-    fat5__cpu_rmsnorm_bwd(dh_dec, FAT5__G(m, m->dec_final_ln), tmp, m->dec_hf, FAT5__W(m, m->dec_final_ln), m->dec_rsf,
-                          td, D, 0);
-    // decoder layers, last to first
-    for (l = c->num_decoder_layers - 1; l >= 0; l--) {
-        const fat5__layer *y = &m->dec[l];
-        const fat5__layer_acts *a = &m->dec_a[l];
-        fat5__cpu_ffn_bwd(m, y, a, dh_dec, td, tmp);
-        {   // cross-attention
-            float *datt = tmp, *dq = datt + td * I, *dk = dq + td * I, *dv = dk + te * I, *dn = dv + te * I;
-            fat5__cpu_mm_tn(FAT5__G(m, y->co), dh_dec, a->catt, D, I, td, 1);
-            fat5__cpu_mm_nn(datt, dh_dec, FAT5__W(m, y->co), td, I, D, 0);
-            fat5__attn_shape_set(&sh, m, m->dec_cu, m->enc_cu, FAT5__ATTN_CROSS);
-            fat5__cpu_attn_bwd(dq, dk, dv, NULL, datt, a->catt, a->clse, a->cq, a->ck, a->cv, NULL, &sh);
-            fat5__cpu_mm_tn(FAT5__G(m, y->cq), dq, a->n_ca, I, D, td, 1);
-            fat5__cpu_mm_tn(FAT5__G(m, y->ck), dk, m->enc_out, I, D, te, 1);
-            fat5__cpu_mm_tn(FAT5__G(m, y->cv), dv, m->enc_out, I, D, te, 1);
-            fat5__cpu_mm_nn(d_enc_out, dk, FAT5__W(m, y->ck), te, D, I, 1);
-            fat5__cpu_mm_nn(d_enc_out, dv, FAT5__W(m, y->cv), te, D, I, 1);
-            fat5__cpu_mm_nn(dn, dq, FAT5__W(m, y->cq), td, D, I, 0);
-            fat5__cpu_rmsnorm_bwd(dh_dec, FAT5__G(m, y->ln_ca), dn, a->h_ca, FAT5__W(m, y->ln_ca), a->rs_ca, td, D, 1);
-        }
-        fat5__cpu_self_attn_bwd(m, y, a, dh_dec, td, m->dec_cu, FAT5__ATTN_CAUSAL, tmp);
-    }
-    fat5__cpu_embed_bwd(FAT5__G(m, m->shared), dh_dec, m->dec_tok, td, D);
-    // encoder
-    fat5__cpu_rmsnorm_bwd(dh_enc, FAT5__G(m, m->enc_final_ln), d_enc_out, m->enc_hf, FAT5__W(m, m->enc_final_ln),
-                          m->enc_rsf, te, D, 0);
-    for (l = c->num_layers - 1; l >= 0; l--) {
-        fat5__cpu_ffn_bwd(m, &m->enc[l], &m->enc_a[l], dh_enc, te, tmp);
-        fat5__cpu_self_attn_bwd(m, &m->enc[l], &m->enc_a[l], dh_enc, te, m->enc_cu, FAT5__ATTN_BIDIR, tmp);
-    }
-    fat5__cpu_embed_bwd(FAT5__G(m, m->shared), dh_enc, m->enc_tok, te, D);
-    fat5__free(ctx, tmp);
+    fat5_status st;
+    if (!m) return FAT5_ERR_INVALID_ARG;
+    if (!m->have_fwd) return fat5__err(m->ctx, FAT5_ERR_STATE, "fat5_model_backward: no forward has run");
+    if (!m->fwd_labels)
+        return fat5__err(m->ctx, FAT5_ERR_STATE,
+                         "fat5_model_backward: the last forward had no labels, so there is no loss to differentiate");
+    if (m->have_bwd)
+        return fat5__err(m->ctx, FAT5_ERR_STATE,
+                         "fat5_model_backward: already ran for the last forward (its gradients were added once)");
+    if (!isfinite(grad_scale))
+        return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_model_backward: grad_scale is %g, expected a finite value",
+                         (double)grad_scale);
+    m->have_bwd = 1;  // set first: a backward that fails half-way has already added to some gradients
+    if ((st = fat5__model_backward(m, grad_scale))) return st;
     return FAT5_OK;
 }
+#undef FAT5__TRY
 
 // ---------------------------------------------------------------------------------------------
 // batches from JSON rows
@@ -5441,6 +5939,8 @@ FAT5_API fat5_status fat5_batch_from_json(fat5_ctx *ctx, const char *json, size_
                 goto done;
             }
     out->n_seq = ne;
+    out->n_enc_tokens = ec[ne];
+    out->n_dec_tokens = lt ? lc[ne] : dc[ne];
     out->enc_tokens = et;
     out->enc_cu_seqlens = ec;
     out->labels = lt;
@@ -5687,9 +6187,7 @@ FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
             return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot create directory: %s", dir, strerror(errno));
 #endif
     }
-#ifndef FAT5_NO_CUDA
-    if (m->gm && (st = fat5__gpu_pull_params(m))) return st;
-#endif
+    if ((st = fat5__model_pull_params(m))) return st;
     if ((st = fat5_model_config_to_json(ctx, &m->cfg, &json, &json_len))) return st;
     t = FAT5__CAST(fat5_st_write_tensor *, fat5__calloc(ctx, (size_t)m->n_params, sizeof *t));
     if (!t) {
@@ -5723,445 +6221,6 @@ static fat5_status fat5__dev_open(fat5_ctx *ctx) {
     return fat5__err(ctx, FAT5_ERR_NO_DEVICE, "fat5 was built with FAT5_NO_CUDA: no GPU path");
 }
 static void fat5__dev_close(fat5_ctx *ctx) { (void)ctx; }
-#else
-// ---------------------------------------------------------------------------------------------
-// model on the GPU: the same forward and backward as the CPU reference, with cuBLAS for the
-// matrix products and NVRTC kernels for everything else.
-//
-// Precision (DESIGN §5): fp32 master weights, gradients and residual stream; matmul inputs and
-// saved activations in the activation dtype (bf16 in bf16 mode, fp32 in fp32 mode); accumulation
-// in fp32 everywhere; logits and the loss in fp32.
-
-// one layer's saved activations on the device (all [tokens, dim] row-major)
-typedef struct fat5__glayer {
-    fat5__dptr h_sa, rs_sa, n_sa;       // fp32 stream before self-attn, fp32 inverse RMS, act normed
-    fat5__dptr q, k, v, att, lse;       // act; lse fp32 [T, H]
-    fat5__dptr h_ca, rs_ca, n_ca;       // decoder cross-attention, as above
-    fat5__dptr cq, ck, cv, catt, clse;  // ck, cv: [Te, I]
-    fat5__dptr h_ff, rs_ff, n_ff;       // FFN
-    fat5__dptr ff_a, ff_b, ff_h;        // act [T, F]
-} fat5__glayer;
-
-struct fat5__gmodel {
-    // arenas (DESIGN: one each for master weights, working copies, gradients, optimizer state,
-    // activations)
-    fat5__dptr w;        // fp32 [n_floats]
-    fat5__dptr wb;       // bf16 [n_floats] working copy (bf16 mode only)
-    fat5__dptr g;        // fp32 [n_floats]
-    fat5__dptr act;      // activation workspace, sized by reserve
-    size_t act_bytes;
-    fat5__glayer *enc, *dec;
-    // whole-model buffers inside the activation arena
-    fat5__dptr enc_hf, enc_rsf, enc_out, dec_hf, dec_rsf, dec_out, logits, tok_lse, row_ce, row_z;
-    fat5__dptr enc_tok, dec_tok, labels, enc_cu, dec_cu, enc_seq, dec_seq, lut_bidir, lut_causal;
-    // backward scratch
-    fat5__dptr dlogits, dh_dec, dh_enc, d_enc_out, dh_act, dn, datt, dq, dk, dv, delta, dffh, da, norm_scratch;
-    float *host_rows;    // [2 * cap_td] row losses copied back
-    int32_t *host_seq;   // [max(cap_te, cap_td)] token -> sequence maps built on the host
-};
-
-static size_t fat5__gm_act(const fat5_model *m) { return fat5__dev_act_size(m->ctx); }
-
-// device address of parameter idx: fp32 master, or the matmul operand (bf16 copy in bf16 mode)
-static fat5__dptr fat5__gw(const fat5_model *m, int idx) { return m->gm->w + 4 * (fat5__dptr)m->params[idx].offset; }
-static fat5__dptr fat5__gwa(const fat5_model *m, int idx) {
-    if (m->gm->wb) return m->gm->wb + 2 * (fat5__dptr)m->params[idx].offset;
-    return fat5__gw(m, idx);
-}
-static fat5__dptr fat5__gg(const fat5_model *m, int idx) { return m->gm->g + 4 * (fat5__dptr)m->params[idx].offset; }
-
-static void fat5__gpu_model_free(fat5_model *m) {
-    if (!m->gm) return;
-    fat5__dev_free(m->ctx, m->gm->w);
-    fat5__dev_free(m->ctx, m->gm->wb);
-    fat5__dev_free(m->ctx, m->gm->g);
-    fat5__dev_free(m->ctx, m->gm->act);
-    fat5__free(m->ctx, m->gm->enc);
-    fat5__free(m->ctx, m->gm->dec);
-    fat5__free(m->ctx, m->gm->host_rows);
-    fat5__free(m->ctx, m->gm->host_seq);
-    fat5__free(m->ctx, m->gm);
-    m->gm = NULL;
-}
-
-// Uploads the host weights (m->w) and makes the working copies.
-static fat5_status fat5__gpu_refresh_working(fat5_model *m, size_t off, size_t n) {
-    if (!m->gm->wb || n == 0) return FAT5_OK;
-    return fat5__gpu_f32_to_bf16(m->ctx, m->gm->wb + 2 * (fat5__dptr)off, m->gm->w + 4 * (fat5__dptr)off, (long long)n);
-}
-
-static fat5_status fat5__gpu_model_init(fat5_model *m) {
-    fat5_ctx *ctx = m->ctx;
-    fat5_status st;
-    size_t n = m->n_floats;
-    m->gm = FAT5__CAST(struct fat5__gmodel *, fat5__calloc(ctx, 1, sizeof(struct fat5__gmodel)));
-    if (!m->gm) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "model: out of memory");
-    if ((st = fat5__dev_alloc(ctx, n * 4, &m->gm->w)) || (st = fat5__dev_alloc(ctx, n * 4, &m->gm->g)) ||
-        (ctx->cfg.dtype == FAT5_DTYPE_BF16 && (st = fat5__dev_alloc(ctx, n * 2, &m->gm->wb))))
-        return fat5__err_prefix(ctx, st, "model weights (%zu parameters) on the GPU: ", n);
-    if ((st = fat5__dev_upload(ctx, m->gm->w, m->w, n * 4))) return st;
-    if ((st = fat5__gpu_refresh_working(m, 0, n))) return st;
-    return fat5__dev_sync(ctx);
-}
-
-static fat5_status fat5__gpu_param_io(fat5_model *m, const fat5__param *p, float *buf, int what) {
-    fat5_ctx *ctx = m->ctx;
-    fat5_status st;
-    size_t bytes = p->numel * 4;
-    if (what == 0) return fat5__dev_download(ctx, buf, m->gm->w + 4 * (fat5__dptr)p->offset, bytes);
-    if (what == 2) return fat5__dev_download(ctx, buf, m->gm->g + 4 * (fat5__dptr)p->offset, bytes);
-    if ((st = fat5__dev_upload(ctx, m->gm->w + 4 * (fat5__dptr)p->offset, buf, bytes))) return st;
-    if ((st = fat5__gpu_refresh_working(m, p->offset, p->numel))) return st;
-    return fat5__dev_sync(ctx);
-}
-
-static fat5_status fat5__gpu_zero_grad(fat5_model *m) {
-    fat5_status st = fat5__dev_memset0(m->ctx, m->gm->g, m->n_floats * 4);
-    return st ? st : fat5__dev_sync(m->ctx);
-}
-
-static fat5_status fat5__gpu_pull_params(fat5_model *m) {
-    return fat5__dev_download(m->ctx, m->w, m->gm->w, m->n_floats * 4);
-}
-
-// Carves the activation arena. With base == 0 it only measures; returns 0 on overflow.
-static int fat5__gpu_layout(fat5_model *m, fat5__dptr base, int64_t n_seq, int64_t te, int64_t td, size_t *total) {
-    const fat5_model_config *c = &m->cfg;
-    struct fat5__gmodel *g = m->gm;
-    size_t A = fat5__gm_act(m), D = (size_t)c->d_model, I = (size_t)(c->num_heads * c->d_kv), F = (size_t)c->d_ff;
-    size_t H = (size_t)c->num_heads, V = (size_t)c->vocab_size, T = (size_t)(te > td ? te : td), off = 0;
-    size_t Te = (size_t)te, Td = (size_t)td, md = (size_t)c->rel_max_distance;
-    int ok = 1, l;
-    // each buffer starts on a 256-byte boundary
-#define FAT5__GB(ptr, rows, cols, esize)                                                               \
-    do {                                                                                               \
-        size_t n_;                                                                                     \
-        off = (off + 255) & ~(size_t)255;                                                              \
-        if (!fat5__mul3_ok((size_t)(rows), (size_t)(cols), (size_t)(esize), &n_) || !fat5__add_ok(off, n_, &off)) \
-            ok = 0;                                                                                    \
-        else                                                                                           \
-            (ptr) = base ? base + (fat5__dptr)(off - n_) : 0;                                          \
-    } while (0)
-    for (l = 0; l < c->num_layers + c->num_decoder_layers && ok; l++) {
-        int dec = l >= c->num_layers;
-        fat5__glayer *a = dec ? &g->dec[l - c->num_layers] : &g->enc[l];
-        size_t Tl = dec ? Td : Te;
-        FAT5__GB(a->h_sa, Tl, D, 4);
-        FAT5__GB(a->rs_sa, Tl, 1, 4);
-        FAT5__GB(a->n_sa, Tl, D, A);
-        FAT5__GB(a->q, Tl, I, A);
-        FAT5__GB(a->k, Tl, I, A);
-        FAT5__GB(a->v, Tl, I, A);
-        FAT5__GB(a->att, Tl, I, A);
-        FAT5__GB(a->lse, Tl, H, 4);
-        if (dec) {
-            FAT5__GB(a->h_ca, Tl, D, 4);
-            FAT5__GB(a->rs_ca, Tl, 1, 4);
-            FAT5__GB(a->n_ca, Tl, D, A);
-            FAT5__GB(a->cq, Tl, I, A);
-            FAT5__GB(a->ck, Te, I, A);
-            FAT5__GB(a->cv, Te, I, A);
-            FAT5__GB(a->catt, Tl, I, A);
-            FAT5__GB(a->clse, Tl, H, 4);
-        }
-        FAT5__GB(a->h_ff, Tl, D, 4);
-        FAT5__GB(a->rs_ff, Tl, 1, 4);
-        FAT5__GB(a->n_ff, Tl, D, A);
-        FAT5__GB(a->ff_a, Tl, F, A);
-        if (c->gated) FAT5__GB(a->ff_b, Tl, F, A);
-        else a->ff_b = 0;
-        FAT5__GB(a->ff_h, Tl, F, A);
-    }
-    FAT5__GB(g->enc_hf, Te, D, 4);
-    FAT5__GB(g->enc_rsf, Te, 1, 4);
-    FAT5__GB(g->enc_out, Te, D, A);
-    FAT5__GB(g->dec_hf, Td, D, 4);
-    FAT5__GB(g->dec_rsf, Td, 1, 4);
-    FAT5__GB(g->dec_out, Td, D, A);
-    FAT5__GB(g->logits, Td, V, 4);
-    FAT5__GB(g->tok_lse, Td, 1, 4);
-    FAT5__GB(g->row_ce, Td, 1, 4);
-    FAT5__GB(g->row_z, Td, 1, 4);
-    FAT5__GB(g->enc_tok, Te, 1, 4);
-    FAT5__GB(g->dec_tok, Td, 1, 4);
-    FAT5__GB(g->labels, Td, 1, 4);
-    FAT5__GB(g->enc_cu, (size_t)n_seq + 1, 1, 4);
-    FAT5__GB(g->dec_cu, (size_t)n_seq + 1, 1, 4);
-    FAT5__GB(g->enc_seq, Te, 1, 4);
-    FAT5__GB(g->dec_seq, Td, 1, 4);
-    FAT5__GB(g->lut_bidir, md, 1, 4);
-    FAT5__GB(g->lut_causal, md, 1, 4);
-    // backward scratch
-    FAT5__GB(g->dlogits, Td, V, A);
-    FAT5__GB(g->dh_dec, Td, D, 4);
-    FAT5__GB(g->dh_enc, Te, D, 4);
-    FAT5__GB(g->d_enc_out, Te, D, 4);
-    FAT5__GB(g->dh_act, T, D, A);
-    FAT5__GB(g->dn, T, D, 4);
-    FAT5__GB(g->datt, T, I, A);
-    FAT5__GB(g->dq, T, I, A);
-    FAT5__GB(g->dk, T, I, A);
-    FAT5__GB(g->dv, T, I, A);
-    FAT5__GB(g->delta, T, H, 4);
-    FAT5__GB(g->dffh, T, F, A);
-    FAT5__GB(g->da, T, F, A);
-    FAT5__GB(g->norm_scratch, 1024, D, 4);
-#undef FAT5__GB
-    *total = off;
-    return ok;
-}
-
-static fat5_status fat5__gpu_reserve(fat5_model *m, int64_t n_seq, int64_t te, int64_t td) {
-    fat5_ctx *ctx = m->ctx;
-    struct fat5__gmodel *g = m->gm;
-    size_t total = 0, md = (size_t)m->cfg.rel_max_distance, i;
-    int32_t *lut;
-    fat5_status st;
-    fat5__dev_free(ctx, g->act);
-    g->act = 0;
-    fat5__free(ctx, g->enc);
-    fat5__free(ctx, g->dec);
-    fat5__free(ctx, g->host_rows);
-    fat5__free(ctx, g->host_seq);
-    g->enc = FAT5__CAST(fat5__glayer *, fat5__calloc(ctx, (size_t)m->cfg.num_layers, sizeof(fat5__glayer)));
-    g->dec = FAT5__CAST(fat5__glayer *, fat5__calloc(ctx, (size_t)m->cfg.num_decoder_layers, sizeof(fat5__glayer)));
-    g->host_rows = FAT5__CAST(float *, fat5__calloc(ctx, 2 * (size_t)td, sizeof(float)));
-    g->host_seq = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)(te > td ? te : td) + md, sizeof(int32_t)));
-    if (!g->enc || !g->dec || !g->host_rows || !g->host_seq)
-        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_reserve: out of memory");
-    if (!fat5__gpu_layout(m, 0, n_seq, te, td, &total))
-        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_reserve: workspace size overflows");
-    if ((st = fat5__dev_alloc(ctx, total, &g->act)))
-        return fat5__err_prefix(ctx, st, "fat5_model_reserve: %.1f MiB of activations for %lld + %lld tokens: ",
-                                (double)total / 1048576.0, (long long)te, (long long)td);
-    g->act_bytes = total;
-    fat5__gpu_layout(m, g->act, n_seq, te, td, &total);
-    // relative-position bucket tables, computed here so that GPU and CPU agree exactly
-    lut = g->host_seq;
-    for (i = 0; i < md; i++) lut[i] = fat5__rel_bucket(-(int64_t)i, 1, (int)m->cfg.rel_buckets, (int)md);
-    if ((st = fat5__dev_upload(ctx, g->lut_bidir, lut, md * 4))) return st;
-    for (i = 0; i < md; i++) lut[i] = fat5__rel_bucket(-(int64_t)i, 0, (int)m->cfg.rel_buckets, (int)md);
-    if ((st = fat5__dev_upload(ctx, g->lut_causal, lut, md * 4))) return st;
-    return fat5__dev_sync(ctx);
-}
-
-// token -> sequence index for tokens [0, cu[n]) and upload
-static fat5_status fat5__gpu_upload_seq(fat5_model *m, fat5__dptr dst, const int32_t *cu) {
-    int64_t s, t;
-    int32_t *map = m->gm->host_seq;
-    for (s = 0; s < m->n_seq; s++)
-        for (t = cu[s]; t < cu[s + 1]; t++) map[t] = (int32_t)s;
-    return fat5__dev_upload(m->ctx, dst, map, (size_t)cu[m->n_seq] * 4);
-}
-
-static fat5_status fat5__gpu_self_attn_fwd(fat5_model *m, const fat5__layer *y, const fat5__glayer *a, fat5__dptr h,
-                                           int64_t T, fat5__dptr cu, fat5__dptr seq, int kind) {
-    fat5_ctx *ctx = m->ctx;
-    const fat5_model_config *c = &m->cfg;
-    struct fat5__gmodel *g = m->gm;
-    int64_t D = c->d_model, I = c->num_heads * c->d_kv;
-    fat5_status st;
-    if ((st = fat5__dev_copy(ctx, a->h_sa, h, (size_t)(T * D) * 4)) ||
-        (st = fat5__gpu_rmsnorm_fwd(ctx, a->n_sa, a->rs_sa, h, fat5__gw(m, y->ln_sa), T, (int)D, (float)c->layer_norm_eps)) ||
-        (st = fat5__gpu_mm(ctx, FAT5__MM_NT, a->q, 0, a->n_sa, fat5__gwa(m, y->q), T, I, D, 1.0f, 0.0f)) ||
-        (st = fat5__gpu_mm(ctx, FAT5__MM_NT, a->k, 0, a->n_sa, fat5__gwa(m, y->k), T, I, D, 1.0f, 0.0f)) ||
-        (st = fat5__gpu_mm(ctx, FAT5__MM_NT, a->v, 0, a->n_sa, fat5__gwa(m, y->v), T, I, D, 1.0f, 0.0f)) ||
-        (st = fat5__gpu_attn_fwd(ctx, a->att, a->lse, a->q, a->k, a->v, fat5__gw(m, y->rel),
-                                 kind == FAT5__ATTN_BIDIR ? g->lut_bidir : g->lut_causal, cu, cu, seq, T,
-                                 (int)c->num_heads, (int)c->d_kv, kind, (int)c->rel_buckets, (int)c->rel_max_distance)) ||
-        (st = fat5__gpu_mm(ctx, FAT5__MM_NT, h, 1, a->att, fat5__gwa(m, y->o), T, D, I, 1.0f, 1.0f)))
-        return st;
-    return FAT5_OK;
-}
-
-static fat5_status fat5__gpu_ffn_fwd(fat5_model *m, const fat5__layer *y, const fat5__glayer *a, fat5__dptr h,
-                                     int64_t T) {
-    fat5_ctx *ctx = m->ctx;
-    const fat5_model_config *c = &m->cfg;
-    int64_t D = c->d_model, F = c->d_ff;
-    fat5_status st;
-    if ((st = fat5__dev_copy(ctx, a->h_ff, h, (size_t)(T * D) * 4)) ||
-        (st = fat5__gpu_rmsnorm_fwd(ctx, a->n_ff, a->rs_ff, h, fat5__gw(m, y->ln_ff), T, (int)D, (float)c->layer_norm_eps)) ||
-        (st = fat5__gpu_mm(ctx, FAT5__MM_NT, a->ff_a, 0, a->n_ff, fat5__gwa(m, y->wi0), T, F, D, 1.0f, 0.0f)) ||
-        (c->gated && (st = fat5__gpu_mm(ctx, FAT5__MM_NT, a->ff_b, 0, a->n_ff, fat5__gwa(m, y->wi1), T, F, D, 1.0f, 0.0f))) ||
-        (st = fat5__gpu_act_fwd(ctx, a->ff_h, a->ff_a, a->ff_b, (long long)(T * F), (int)c->act)) ||
-        (st = fat5__gpu_mm(ctx, FAT5__MM_NT, h, 1, a->ff_h, fat5__gwa(m, y->wo), T, D, F, 1.0f, 1.0f)))
-        return st;
-    return FAT5_OK;
-}
-
-static fat5_status fat5__gpu_forward(fat5_model *m, fat5_forward_result *out) {
-    fat5_ctx *ctx = m->ctx;
-    const fat5_model_config *c = &m->cfg;
-    struct fat5__gmodel *g = m->gm;
-    int64_t D = c->d_model, I = c->num_heads * c->d_kv, V = c->vocab_size, te = m->te, td = m->td, l, t;
-    float eps = (float)c->layer_norm_eps, head_scale = c->scale_decoder_outputs ? (float)(1.0 / sqrt((double)D)) : 1.0f;
-    fat5_status st;
-    double ce = 0, zs = 0;
-    // the batch
-    if ((st = fat5__dev_upload(ctx, g->enc_tok, m->enc_tok, (size_t)te * 4)) ||
-        (st = fat5__dev_upload(ctx, g->dec_tok, m->dec_tok, (size_t)td * 4)) ||
-        (st = fat5__dev_upload(ctx, g->labels, m->labels, (size_t)td * 4)) ||
-        (st = fat5__dev_upload(ctx, g->enc_cu, m->enc_cu, (size_t)(m->n_seq + 1) * 4)) ||
-        (st = fat5__dev_upload(ctx, g->dec_cu, m->dec_cu, (size_t)(m->n_seq + 1) * 4)) ||
-        (st = fat5__gpu_upload_seq(m, g->enc_seq, m->enc_cu)) || (st = fat5__gpu_upload_seq(m, g->dec_seq, m->dec_cu)))
-        return st;
-    // encoder: the residual stream lives in enc_hf (fp32)
-    if ((st = fat5__gpu_embed_fwd(ctx, g->enc_hf, fat5__gw(m, m->shared), g->enc_tok, te, (int)D))) return st;
-    for (l = 0; l < c->num_layers; l++)
-        if ((st = fat5__gpu_self_attn_fwd(m, &m->enc[l], &g->enc[l], g->enc_hf, te, g->enc_cu, g->enc_seq, FAT5__ATTN_BIDIR)) ||
-            (st = fat5__gpu_ffn_fwd(m, &m->enc[l], &g->enc[l], g->enc_hf, te)))
-            return st;
-    if ((st = fat5__gpu_rmsnorm_fwd(ctx, g->enc_out, g->enc_rsf, g->enc_hf, fat5__gw(m, m->enc_final_ln), te, (int)D, eps)))
-        return st;
-    // decoder
-    if ((st = fat5__gpu_embed_fwd(ctx, g->dec_hf, fat5__gw(m, m->shared), g->dec_tok, td, (int)D))) return st;
-    for (l = 0; l < c->num_decoder_layers; l++) {
-        const fat5__layer *y = &m->dec[l];
-        const fat5__glayer *a = &g->dec[l];
-        if ((st = fat5__gpu_self_attn_fwd(m, y, a, g->dec_hf, td, g->dec_cu, g->dec_seq, FAT5__ATTN_CAUSAL)) ||
-            (st = fat5__dev_copy(ctx, a->h_ca, g->dec_hf, (size_t)(td * D) * 4)) ||
-            (st = fat5__gpu_rmsnorm_fwd(ctx, a->n_ca, a->rs_ca, g->dec_hf, fat5__gw(m, y->ln_ca), td, (int)D, eps)) ||
-            (st = fat5__gpu_mm(ctx, FAT5__MM_NT, a->cq, 0, a->n_ca, fat5__gwa(m, y->cq), td, I, D, 1.0f, 0.0f)) ||
-            (st = fat5__gpu_mm(ctx, FAT5__MM_NT, a->ck, 0, g->enc_out, fat5__gwa(m, y->ck), te, I, D, 1.0f, 0.0f)) ||
-            (st = fat5__gpu_mm(ctx, FAT5__MM_NT, a->cv, 0, g->enc_out, fat5__gwa(m, y->cv), te, I, D, 1.0f, 0.0f)) ||
-            (st = fat5__gpu_attn_fwd(ctx, a->catt, a->clse, a->cq, a->ck, a->cv, 0, g->lut_causal, g->dec_cu, g->enc_cu,
-                                     g->dec_seq, td, (int)c->num_heads, (int)c->d_kv, FAT5__ATTN_CROSS,
-                                     (int)c->rel_buckets, (int)c->rel_max_distance)) ||
-            (st = fat5__gpu_mm(ctx, FAT5__MM_NT, g->dec_hf, 1, a->catt, fat5__gwa(m, y->co), td, D, I, 1.0f, 1.0f)) ||
-            (st = fat5__gpu_ffn_fwd(m, y, a, g->dec_hf, td)))
-            return st;
-    }
-    if ((st = fat5__gpu_rmsnorm_fwd(ctx, g->dec_out, g->dec_rsf, g->dec_hf, fat5__gw(m, m->dec_final_ln), td, (int)D, eps)))
-        return st;
-    // lm_head: the d_model^-0.5 of tied models is folded into the product
-    if ((st = fat5__gpu_mm(ctx, FAT5__MM_NT, g->logits, 1, g->dec_out, fat5__gwa(m, m->lm_head), td, V, D, head_scale, 0.0f)) ||
-        (st = fat5__gpu_xent_fwd(ctx, g->tok_lse, g->row_ce, g->row_z, g->logits, g->labels, td, (int)V,
-                                 (float)m->loss.z_loss, (float)m->loss.label_smoothing)) ||
-        (st = fat5__dev_download(ctx, g->host_rows, g->row_ce, (size_t)td * 4)) ||
-        (st = fat5__dev_download(ctx, g->host_rows + td, g->row_z, (size_t)td * 4)))
-        return st;
-    for (t = 0; t < td; t++) {
-        ce += g->host_rows[t];
-        zs += g->host_rows[td + t];
-    }
-    if (out) {
-        out->n_tokens = m->n_count;
-        out->ce = m->n_count ? ce / (double)m->n_count : 0.0;
-        out->loss = m->n_count ? (ce + zs) / (double)m->n_count : 0.0;
-    }
-    return FAT5_OK;
-}
-
-static fat5_status fat5__gpu_get_logits(fat5_model *m, float *dst, int64_t n) {
-    return fat5__dev_download(m->ctx, dst, m->gm->logits, (size_t)n * 4);
-}
-
-// FFN backward: dh (fp32 [T,D]) holds the gradient after the sublayer and, on return, before it.
-static fat5_status fat5__gpu_ffn_bwd(fat5_model *m, const fat5__layer *y, const fat5__glayer *a, fat5__dptr dh,
-                                     int64_t T) {
-    fat5_ctx *ctx = m->ctx;
-    const fat5_model_config *c = &m->cfg;
-    struct fat5__gmodel *g = m->gm;
-    int64_t D = c->d_model, F = c->d_ff;
-    fat5_status st;
-    if ((st = fat5__gpu_to_act(ctx, g->dh_act, dh, (long long)(T * D))) ||
-        (st = fat5__gpu_mm(ctx, FAT5__MM_TN, fat5__gg(m, y->wo), 1, g->dh_act, a->ff_h, D, F, T, 1.0f, 1.0f)) ||
-        (st = fat5__gpu_mm(ctx, FAT5__MM_NN, g->dffh, 0, g->dh_act, fat5__gwa(m, y->wo), T, F, D, 1.0f, 0.0f)) ||
-        (st = fat5__gpu_act_bwd(ctx, g->da, c->gated ? g->dffh : 0, g->dffh, a->ff_a, a->ff_b, (long long)(T * F),
-                                (int)c->act)) ||
-        (st = fat5__gpu_mm(ctx, FAT5__MM_TN, fat5__gg(m, y->wi0), 1, g->da, a->n_ff, F, D, T, 1.0f, 1.0f)) ||
-        (st = fat5__gpu_mm(ctx, FAT5__MM_NN, g->dn, 1, g->da, fat5__gwa(m, y->wi0), T, D, F, 1.0f, 0.0f)))
-        return st;
-    if (c->gated &&
-        ((st = fat5__gpu_mm(ctx, FAT5__MM_TN, fat5__gg(m, y->wi1), 1, g->dffh, a->n_ff, F, D, T, 1.0f, 1.0f)) ||
-         (st = fat5__gpu_mm(ctx, FAT5__MM_NN, g->dn, 1, g->dffh, fat5__gwa(m, y->wi1), T, D, F, 1.0f, 1.0f))))
-        return st;
-    return fat5__gpu_rmsnorm_bwd(ctx, dh, fat5__gg(m, y->ln_ff), g->dn, a->h_ff, fat5__gw(m, y->ln_ff), a->rs_ff, T,
-                                 (int)D, 1, g->norm_scratch);
-}
-
-// Attention sublayer backward (self or cross). For cross-attention the key side is the encoder
-// output: its gradient is added to d_enc_out.
-static fat5_status fat5__gpu_attn_sub_bwd(fat5_model *m, const fat5__layer *y, const fat5__glayer *a, fat5__dptr dh,
-                                          int64_t T, int kind) {
-    fat5_ctx *ctx = m->ctx;
-    const fat5_model_config *c = &m->cfg;
-    struct fat5__gmodel *g = m->gm;
-    int cross = kind == FAT5__ATTN_CROSS;
-    int64_t D = c->d_model, I = c->num_heads * c->d_kv, Tk = cross ? m->te : T;
-    int H = (int)c->num_heads, dk = (int)c->d_kv;
-    int enc_side = kind == FAT5__ATTN_BIDIR;
-    fat5__dptr att = cross ? a->catt : a->att, lse = cross ? a->clse : a->lse, q = cross ? a->cq : a->q;
-    fat5__dptr k = cross ? a->ck : a->k, v = cross ? a->cv : a->v, nrm = cross ? a->n_ca : a->n_sa;
-    fat5__dptr hin = cross ? a->h_ca : a->h_sa, rs = cross ? a->rs_ca : a->rs_sa;
-    int wq = cross ? y->cq : y->q, wk = cross ? y->ck : y->k, wv = cross ? y->cv : y->v, wo = cross ? y->co : y->o;
-    int ln = cross ? y->ln_ca : y->ln_sa;
-    fat5__dptr bias = cross ? 0 : fat5__gw(m, y->rel), dbias = cross ? 0 : fat5__gg(m, y->rel);
-    fat5__dptr lut = kind == FAT5__ATTN_BIDIR ? g->lut_bidir : g->lut_causal;
-    fat5__dptr cu_q = enc_side ? g->enc_cu : g->dec_cu, cu_k = (enc_side || cross) ? g->enc_cu : g->dec_cu;
-    fat5__dptr q_seq = enc_side ? g->enc_seq : g->dec_seq, k_seq = (enc_side || cross) ? g->enc_seq : g->dec_seq;
-    fat5__dptr kv_src = cross ? g->enc_out : nrm;
-    fat5_status st;
-    if ((st = fat5__gpu_to_act(ctx, g->dh_act, dh, (long long)(T * D))) ||
-        (st = fat5__gpu_mm(ctx, FAT5__MM_TN, fat5__gg(m, wo), 1, g->dh_act, att, D, I, T, 1.0f, 1.0f)) ||
-        (st = fat5__gpu_mm(ctx, FAT5__MM_NN, g->datt, 0, g->dh_act, fat5__gwa(m, wo), T, I, D, 1.0f, 0.0f)) ||
-        (st = fat5__gpu_attn_bwd_delta(ctx, g->delta, att, g->datt, T, H, dk)) ||
-        (st = fat5__gpu_attn_bwd_dq(ctx, g->dq, dbias, g->datt, lse, g->delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, T, H,
-                                    dk, kind, (int)c->rel_buckets, (int)c->rel_max_distance)) ||
-        (st = fat5__gpu_attn_bwd_dkv(ctx, g->dk, g->dv, g->datt, lse, g->delta, q, k, v, bias, lut, cu_q, cu_k, k_seq,
-                                     Tk, H, dk, kind, (int)c->rel_buckets, (int)c->rel_max_distance)) ||
-        (st = fat5__gpu_mm(ctx, FAT5__MM_TN, fat5__gg(m, wq), 1, g->dq, nrm, I, D, T, 1.0f, 1.0f)) ||
-        (st = fat5__gpu_mm(ctx, FAT5__MM_TN, fat5__gg(m, wk), 1, g->dk, kv_src, I, D, Tk, 1.0f, 1.0f)) ||
-        (st = fat5__gpu_mm(ctx, FAT5__MM_TN, fat5__gg(m, wv), 1, g->dv, kv_src, I, D, Tk, 1.0f, 1.0f)) ||
-        (st = fat5__gpu_mm(ctx, FAT5__MM_NN, g->dn, 1, g->dq, fat5__gwa(m, wq), T, D, I, 1.0f, 0.0f)))
-        return st;
-    if (cross) {
-        if ((st = fat5__gpu_mm(ctx, FAT5__MM_NN, g->d_enc_out, 1, g->dk, fat5__gwa(m, wk), Tk, D, I, 1.0f, 1.0f)) ||
-            (st = fat5__gpu_mm(ctx, FAT5__MM_NN, g->d_enc_out, 1, g->dv, fat5__gwa(m, wv), Tk, D, I, 1.0f, 1.0f)))
-            return st;
-    } else {
-        if ((st = fat5__gpu_mm(ctx, FAT5__MM_NN, g->dn, 1, g->dk, fat5__gwa(m, wk), T, D, I, 1.0f, 1.0f)) ||
-            (st = fat5__gpu_mm(ctx, FAT5__MM_NN, g->dn, 1, g->dv, fat5__gwa(m, wv), T, D, I, 1.0f, 1.0f)))
-            return st;
-    }
-    return fat5__gpu_rmsnorm_bwd(ctx, dh, fat5__gg(m, ln), g->dn, hin, fat5__gw(m, ln), rs, T, (int)D, 1, g->norm_scratch);
-}
-
-static fat5_status fat5__gpu_backward(fat5_model *m, float grad_scale) {
-    fat5_ctx *ctx = m->ctx;
-    const fat5_model_config *c = &m->cfg;
-    struct fat5__gmodel *g = m->gm;
-    int64_t D = c->d_model, V = c->vocab_size, te = m->te, td = m->td, l;
-    float head_scale = c->scale_decoder_outputs ? (float)(1.0 / sqrt((double)D)) : 1.0f;
-    float scale = m->n_count ? grad_scale / (float)m->n_count : 0.0f;
-    fat5_status st;
-    if ((st = fat5__dev_memset0(ctx, g->d_enc_out, (size_t)(te * D) * 4)) ||
-        (st = fat5__gpu_xent_bwd(ctx, g->dlogits, g->logits, g->tok_lse, g->labels, td, (int)V, (float)m->loss.z_loss,
-                                 (float)m->loss.label_smoothing, scale)) ||
-        (st = fat5__gpu_mm(ctx, FAT5__MM_TN, fat5__gg(m, m->lm_head), 1, g->dlogits, g->dec_out, V, D, td, head_scale, 1.0f)) ||
-        (st = fat5__gpu_mm(ctx, FAT5__MM_NN, g->dn, 1, g->dlogits, fat5__gwa(m, m->lm_head), td, D, V, head_scale, 0.0f)) ||
-        (st = fat5__gpu_rmsnorm_bwd(ctx, g->dh_dec, fat5__gg(m, m->dec_final_ln), g->dn, g->dec_hf,
-                                    fat5__gw(m, m->dec_final_ln), g->dec_rsf, td, (int)D, 0, g->norm_scratch)))
-        return st;
-    for (l = c->num_decoder_layers - 1; l >= 0; l--) {
-        const fat5__layer *y = &m->dec[l];
-        const fat5__glayer *a = &g->dec[l];
-        if ((st = fat5__gpu_ffn_bwd(m, y, a, g->dh_dec, td)) || (st = fat5__gpu_attn_sub_bwd(m, y, a, g->dh_dec, td, FAT5__ATTN_CROSS)) ||
-            (st = fat5__gpu_attn_sub_bwd(m, y, a, g->dh_dec, td, FAT5__ATTN_CAUSAL)))
-            return st;
-    }
-    if ((st = fat5__gpu_embed_bwd(ctx, fat5__gg(m, m->shared), g->dh_dec, g->dec_tok, td, (int)D)) ||
-        (st = fat5__gpu_rmsnorm_bwd(ctx, g->dh_enc, fat5__gg(m, m->enc_final_ln), g->d_enc_out, g->enc_hf,
-                                    fat5__gw(m, m->enc_final_ln), g->enc_rsf, te, (int)D, 0, g->norm_scratch)))
-        return st;
-    for (l = c->num_layers - 1; l >= 0; l--)
-        if ((st = fat5__gpu_ffn_bwd(m, &m->enc[l], &g->enc[l], g->dh_enc, te)) ||
-            (st = fat5__gpu_attn_sub_bwd(m, &m->enc[l], &g->enc[l], g->dh_enc, te, FAT5__ATTN_BIDIR)))
-            return st;
-    if ((st = fat5__gpu_embed_bwd(ctx, fat5__gg(m, m->shared), g->dh_enc, g->enc_tok, te, (int)D))) return st;
-    return fat5__dev_sync(ctx);
-}
 #endif
 
 #ifdef __cplusplus

@@ -51,6 +51,8 @@ int main(int argc, char **argv) {
     }
     memset(&b, 0, sizeof b);
     b.n_seq = B;
+    b.n_enc_tokens = (int64_t)B * Le;
+    b.n_dec_tokens = (int64_t)B * Ld;
     b.enc_tokens = enc;
     b.enc_cu_seqlens = ecu;
     b.labels = lab;

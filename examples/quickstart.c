@@ -15,7 +15,15 @@ int main(int argc, char **argv) {
     fat5_ctx_config cc = fat5_ctx_config_default();  // CPU; set cc.device = FAT5_DEVICE_GPU for the GPU
     fat5_ctx *ctx = NULL;
     fat5_model *model = NULL;
-    fat5_batch batch = {2, enc, enc_cu, NULL, labels, dec_cu};
+    fat5_batch batch = {
+        .n_seq = 2,
+        .n_enc_tokens = 8,     // enc holds 8 tokens: enc_cu[2] must say the same
+        .n_dec_tokens = 5,     // labels holds 5
+        .enc_tokens = enc,
+        .enc_cu_seqlens = enc_cu,
+        .labels = labels,      // dec_tokens left NULL: labels shifted right
+        .dec_cu_seqlens = dec_cu,
+    };
     fat5_forward_result out;
     int rc = 1;
     if (argc != 2) {

@@ -11,6 +11,16 @@ static void tc_fill(fat5_rng *r, float *x, size_t n, double scale, double gap) {
     }
 }
 
+#define A_(p) FAT5__ADDR(p)
+
+// a CPU context for the ops (they take their scratch from it)
+static fat5_ctx *tc_ctx(void) {
+    fat5_ctx *ctx = NULL;
+    fat5_ctx_config cc = fat5_ctx_config_default();
+    if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) abort();
+    return ctx;
+}
+
 static float *tc_alloc(size_t n) {
     float *p = (float *)calloc(n ? n : 1, sizeof(float));
     if (!p) abort();
@@ -100,16 +110,17 @@ static void tc_fd_check_kinks(fat5_test *T, const char *what, float *x, size_t n
     FAT5_CHECK_MSG(T, bad == 0, "%s: %zu of %zu elements differ from finite differences", what, bad, n);
 }
 
-typedef struct tc_norm { float *x, *w, *r, *y, *rs; int64_t T, D; } tc_norm;
+typedef struct tc_norm { fat5_ctx *ctx; float *x, *w, *r, *y, *rs; int64_t T; int D; } tc_norm;
 static double tc_norm_loss(void *u) {
     tc_norm *a = (tc_norm *)u;
-    fat5__cpu_rmsnorm_fwd(a->y, a->rs, a->x, a->w, a->T, a->D, 1e-6f);
+    fat5__cpu_rmsnorm_fwd(a->ctx, A_(a->y), A_(a->rs), A_(a->x), A_(a->w), a->T, a->D, 1e-6f);
     return tc_dot(a->y, a->r, (size_t)(a->T * a->D));
 }
 static void t_rmsnorm_bwd(fat5_test *T) {
     fat5_rng rng = fat5_rng_init(1);
     tc_norm a;
     float *dx, *dw;
+    a.ctx = tc_ctx();
     a.T = 5;
     a.D = 7;
     a.x = tc_alloc(35); a.w = tc_alloc(7); a.r = tc_alloc(35); a.y = tc_alloc(35); a.rs = tc_alloc(5);
@@ -119,7 +130,8 @@ static void t_rmsnorm_bwd(fat5_test *T) {
     tc_fill(&rng, a.w, 7, 1.5, 0);
     tc_fill(&rng, a.r, 35, 1.0, 0);
     tc_norm_loss(&a);
-    fat5__cpu_rmsnorm_bwd(dx, dw, a.r, a.x, a.w, a.rs, a.T, a.D, 0);
+    FAT5_CHECK(T, fat5__cpu_rmsnorm_bwd(a.ctx, A_(dx), A_(dw), A_(a.r), A_(a.x), A_(a.w), A_(a.rs), a.T, a.D, 0, 0) ==
+                      FAT5_OK);
     tc_fd_check(T, "rmsnorm dx", a.x, 35, dx, tc_norm_loss, &a, 1e-2, 2e-4, 1e-2);
     tc_fd_check(T, "rmsnorm dw", a.w, 7, dw, tc_norm_loss, &a, 1e-2, 2e-4, 1e-2);
     // forward against the definition: y = w x / sqrt(mean(x^2) + eps)
@@ -130,29 +142,32 @@ static void t_rmsnorm_bwd(fat5_test *T) {
         FAT5_CHECK(T, fabs(a.y[7 + 3] - a.w[3] * a.x[7 + 3] / sqrt(ss / 7 + 1e-6)) < 1e-5);
     }
     free(a.x); free(a.w); free(a.r); free(a.y); free(a.rs); free(dx); free(dw);
+    fat5_ctx_destroy(a.ctx);
 }
 
-typedef struct tc_act { float *a, *b, *h, *r; int64_t n; fat5_act act; } tc_act;
+typedef struct tc_act { fat5_ctx *ctx; float *a, *b, *h, *r; int64_t n; fat5_act act; } tc_act;
 static double tc_act_loss(void *u) {
     tc_act *p = (tc_act *)u;
-    fat5__cpu_act_fwd(p->h, p->a, p->b, p->n, p->act);
+    fat5__cpu_act_fwd(p->ctx, A_(p->h), A_(p->a), A_(p->b), p->n, (int)p->act);
     return tc_dot(p->h, p->r, (size_t)p->n);
 }
 static void t_act_bwd(fat5_test *T) {
     fat5_rng rng = fat5_rng_init(2);
+    fat5_ctx *ctx = tc_ctx();
     int act, gated;
     for (act = FAT5_ACT_RELU; act <= FAT5_ACT_SILU; act++)
         for (gated = 0; gated < 2; gated++) {
             tc_act p;
             float *da = tc_alloc(40), *db = tc_alloc(40);
             char what[64];
+            p.ctx = ctx;
             p.n = 40;
             p.act = (fat5_act)act;
             p.a = tc_alloc(40); p.b = gated ? tc_alloc(40) : NULL; p.h = tc_alloc(40); p.r = tc_alloc(40);
             tc_fill(&rng, p.a, 40, 3.0, 0.05);
             if (p.b) tc_fill(&rng, p.b, 40, 2.0, 0);
             tc_fill(&rng, p.r, 40, 1.0, 0);
-            fat5__cpu_act_bwd(da, p.b ? db : NULL, p.r, p.a, p.b, p.n, p.act);
+            fat5__cpu_act_bwd(ctx, A_(da), A_(p.b ? db : NULL), A_(p.r), A_(p.a), A_(p.b), p.n, (int)p.act);
             snprintf(what, sizeof what, "%s%s da", gated ? "gated " : "", fat5__act_name(p.act));
             tc_fd_check(T, what, p.a, 40, da, tc_act_loss, &p, 1e-3, 1e-4, 1e-3);
             if (p.b) {
@@ -164,20 +179,43 @@ static void t_act_bwd(fat5_test *T) {
     // the tanh GELU of "gated-gelu" is not the erf GELU
     FAT5_CHECK(T, fabsf(fat5__act_f(FAT5_ACT_GELU_TANH, 1.0f) - 0.841191990f) < 1e-6f);
     FAT5_CHECK(T, fabsf(fat5__act_f(FAT5_ACT_GELU, 1.0f) - 0.841344746f) < 1e-6f);
+    // an unknown activation is an error, not a silent zero
+    FAT5_CHECK(T, fat5__cpu_act_fwd(ctx, 0, 0, 0, 1, 7) == FAT5_ERR_INVALID_ARG);
+    fat5_ctx_destroy(ctx);
 }
 
 typedef struct tc_attn {
+    fat5_ctx *ctx;
     float *q, *k, *v, *bias, *o, *lse, *r;
-    fat5__attn_shape s;
+    const int32_t *cu_q, *cu_k;
+    int32_t *q_seq, *k_seq;
+    int64_t tq, tk;
+    int H, dk, kind, nb, max_distance;
 } tc_attn;
+
+// token -> sequence map of n_seq sequences with offsets cu
+static int32_t *tc_seq_map(const int32_t *cu, int n_seq) {
+    int32_t *m = (int32_t *)calloc((size_t)cu[n_seq] + 1, sizeof(int32_t));
+    int s, t;
+    if (!m) abort();
+    for (s = 0; s < n_seq; s++)
+        for (t = cu[s]; t < cu[s + 1]; t++) m[t] = s;
+    return m;
+}
+
+static fat5_status tc_attn_fwd(tc_attn *a, float *o) {
+    return fat5__cpu_attn_fwd(a->ctx, A_(o), A_(a->lse), A_(a->q), A_(a->k), A_(a->v), A_(a->bias), 0, A_(a->cu_q),
+                              A_(a->cu_k), A_(a->q_seq), a->tq, a->H, a->dk, a->kind, a->nb, a->max_distance);
+}
 static double tc_attn_loss(void *u) {
     tc_attn *a = (tc_attn *)u;
-    fat5__cpu_attn_fwd(a->o, a->lse, a->q, a->k, a->v, a->bias, &a->s);
-    return tc_dot(a->o, a->r, (size_t)(a->s.cu_q[a->s.n_seq] * a->s.H * a->s.dk));
+    tc_attn_fwd(a, a->o);
+    return tc_dot(a->o, a->r, (size_t)(a->tq * a->H * a->dk));
 }
 
 // Packed sequences of very different lengths, a one-token sequence included; every kind of
-// attention; dq, dk, dv and the bias-table gradient against finite differences.
+// attention; the backward as the model runs it (delta, then dq with the bias gradient, then dk and
+// dv key by key) against finite differences.
 static void t_attn_bwd(fat5_test *T) {
     static const int32_t cu_q[] = {0, 1, 14, 17, 40};
     static const int32_t cu_k_cross[] = {0, 5, 6, 25, 31};
@@ -186,30 +224,41 @@ static void t_attn_bwd(fat5_test *T) {
     for (kind = 0; kind < 3; kind++) {
         tc_attn a;
         int64_t H = 2, dk = 3, nb = 8, tq = 40, tk;
-        float *dq, *dk_, *dv, *dbias;
+        float *dq, *dk_, *dv, *dbias, *delta;
         char what[64];
         const char *kn = kind == 0 ? "cross" : kind == 1 ? "bidir" : "causal";
-        a.s.n_seq = 4;
-        a.s.H = H;
-        a.s.dk = dk;
-        a.s.cu_q = cu_q;
-        a.s.cu_k = kind == 0 ? cu_k_cross : cu_q;
-        a.s.kind = (fat5__attn_kind)kind;
-        a.s.nb = (int)nb;
-        a.s.max_distance = 12;  // sequences of 23 tokens reach the saturated buckets
-        tk = a.s.cu_k[4];
+        fat5_ctx *ctx = tc_ctx();
+        a.ctx = ctx;
+        a.H = (int)H;
+        a.dk = (int)dk;
+        a.cu_q = cu_q;
+        a.cu_k = kind == 0 ? cu_k_cross : cu_q;
+        a.kind = kind;
+        a.nb = (int)nb;
+        a.max_distance = 12;  // sequences of 23 tokens reach the saturated buckets
+        a.tq = tq;
+        a.tk = tk = a.cu_k[4];
+        a.q_seq = tc_seq_map(a.cu_q, 4);
+        a.k_seq = tc_seq_map(a.cu_k, 4);
         a.q = tc_alloc((size_t)(tq * H * dk)); a.k = tc_alloc((size_t)(tk * H * dk)); a.v = tc_alloc((size_t)(tk * H * dk));
         a.o = tc_alloc((size_t)(tq * H * dk)); a.r = tc_alloc((size_t)(tq * H * dk)); a.lse = tc_alloc((size_t)(tq * H));
         a.bias = kind ? tc_alloc((size_t)(nb * H)) : NULL;
         dq = tc_alloc((size_t)(tq * H * dk)); dk_ = tc_alloc((size_t)(tk * H * dk)); dv = tc_alloc((size_t)(tk * H * dk));
         dbias = tc_alloc((size_t)(nb * H));
+        delta = tc_alloc((size_t)(tq * H));
         tc_fill(&rng, a.q, (size_t)(tq * H * dk), 1.0, 0);
         tc_fill(&rng, a.k, (size_t)(tk * H * dk), 1.0, 0);
         tc_fill(&rng, a.v, (size_t)(tk * H * dk), 1.0, 0);
         tc_fill(&rng, a.r, (size_t)(tq * H * dk), 1.0, 0);
         if (a.bias) tc_fill(&rng, a.bias, (size_t)(nb * H), 1.0, 0);
         tc_attn_loss(&a);
-        fat5__cpu_attn_bwd(dq, dk_, dv, dbias, a.r, a.o, a.lse, a.q, a.k, a.v, a.bias, &a.s);
+        FAT5_CHECK(T, fat5__cpu_attn_bwd_delta(ctx, A_(delta), A_(a.o), A_(a.r), tq, a.H, a.dk) == FAT5_OK);
+        FAT5_CHECK(T, fat5__cpu_attn_bwd_dq(ctx, A_(dq), A_(a.bias ? dbias : NULL), A_(a.r), A_(a.lse), A_(delta),
+                                            A_(a.q), A_(a.k), A_(a.v), A_(a.bias), 0, A_(a.cu_q), A_(a.cu_k),
+                                            A_(a.q_seq), tq, a.H, a.dk, kind, a.nb, a.max_distance) == FAT5_OK);
+        FAT5_CHECK(T, fat5__cpu_attn_bwd_dkv(ctx, A_(dk_), A_(dv), A_(a.r), A_(a.lse), A_(delta), A_(a.q), A_(a.k),
+                                             A_(a.v), A_(a.bias), 0, A_(a.cu_q), A_(a.cu_k), A_(a.k_seq), tk, a.H,
+                                             a.dk, kind, a.nb, a.max_distance) == FAT5_OK);
         snprintf(what, sizeof what, "%s dq", kn);
         tc_fd_check(T, what, a.q, (size_t)(tq * H * dk), dq, tc_attn_loss, &a, 1e-3, 1e-4, 1e-3);
         snprintf(what, sizeof what, "%s dk", kn);
@@ -225,7 +274,9 @@ static void t_attn_bwd(fat5_test *T) {
             FAT5_CHECK(T, fabsf(a.o[0] - a.v[0]) < 1e-6f && fabsf(a.o[5] - a.v[5]) < 1e-6f);
         }
         free(a.q); free(a.k); free(a.v); free(a.o); free(a.r); free(a.lse); free(a.bias);
-        free(dq); free(dk_); free(dv); free(dbias);
+        free(a.q_seq); free(a.k_seq);
+        free(dq); free(dk_); free(dv); free(dbias); free(delta);
+        fat5_ctx_destroy(ctx);
     }
 }
 
@@ -235,26 +286,48 @@ static void t_attn_masking(fat5_test *T) {
     static const int32_t cu[] = {0, 6, 15};
     fat5_rng rng = fat5_rng_init(4);
     float q[15 * 4], k[15 * 4], v[15 * 4], o1[15 * 4], o2[15 * 4], lse[15 * 2], bias[8 * 2];
-    fat5__attn_shape s;
+    tc_attn a;
     int i;
-    s.n_seq = 2; s.H = 2; s.dk = 2; s.cu_q = cu; s.cu_k = cu; s.kind = FAT5__ATTN_CAUSAL; s.nb = 8; s.max_distance = 12;
+    memset(&a, 0, sizeof a);
+    a.ctx = tc_ctx();
+    a.q = q; a.k = k; a.v = v; a.lse = lse; a.bias = bias;
+    a.cu_q = a.cu_k = cu;
+    a.q_seq = tc_seq_map(cu, 2);
+    a.tq = 15; a.H = 2; a.dk = 2; a.kind = FAT5__ATTN_CAUSAL; a.nb = 8; a.max_distance = 12;
     tc_fill(&rng, q, 60, 1, 0); tc_fill(&rng, k, 60, 1, 0); tc_fill(&rng, v, 60, 1, 0); tc_fill(&rng, bias, 16, 1, 0);
-    fat5__cpu_attn_fwd(o1, lse, q, k, v, bias, &s);
+    FAT5_CHECK(T, tc_attn_fwd(&a, o1) == FAT5_OK);
     // change the keys and values of sequence 1 from its position 4 (token 10) on
     for (i = 10 * 4; i < 60; i++) { k[i] += 1.0f; v[i] -= 2.0f; }
-    fat5__cpu_attn_fwd(o2, lse, q, k, v, bias, &s);
+    FAT5_CHECK(T, tc_attn_fwd(&a, o2) == FAT5_OK);
     for (i = 0; i < 10 * 4; i++)
         FAT5_CHECK_MSG(T, o1[i] == o2[i], "causal output %d changed when later keys changed", i);
     FAT5_CHECK(T, o1[10 * 4] != o2[10 * 4]);
+    free(a.q_seq);
+    fat5_ctx_destroy(a.ctx);
 }
 
-typedef struct tc_xent { float *x, *lse; int32_t *y; int64_t T, V; double z, s; } tc_xent;
+typedef struct tc_xent { fat5_ctx *ctx; float *x, *lse, *ce, *zr; int32_t *y; int64_t T; int V; float z, s; } tc_xent;
+// the loss written out in double, independently of the op: mean over counted rows of
+// lse - (1-s) x_y - (s/V) sum_j x_j + z lse^2
 static double tc_xent_loss(void *u) {
     tc_xent *a = (tc_xent *)u;
-    double ce, zs;
-    int64_t n;
-    fat5__cpu_xent_fwd(a->lse, &ce, &zs, &n, a->x, a->y, a->T, a->V, a->z, a->s);
-    return (ce + zs) / (double)n;
+    double sum = 0;
+    int64_t n = 0, t;
+    int j;
+    for (t = 0; t < a->T; t++) {
+        const float *x = a->x + t * a->V;
+        double mx = -1e300, se = 0, sx = 0, L;
+        if (a->y[t] == -100) continue;
+        for (j = 0; j < a->V; j++) mx = x[j] > mx ? x[j] : mx;
+        for (j = 0; j < a->V; j++) {
+            se += exp((double)x[j] - mx);
+            sx += x[j];
+        }
+        L = mx + log(se);
+        sum += L - (1.0 - a->s) * x[a->y[t]] - a->s / a->V * sx + a->z * L * L;
+        n++;
+    }
+    return sum / (double)n;
 }
 static void t_xent_bwd(fat5_test *T) {
     fat5_rng rng = fat5_rng_init(5);
@@ -262,49 +335,89 @@ static void t_xent_bwd(fat5_test *T) {
     tc_xent a;
     float *dx = tc_alloc(66);
     int cfg;
-    a.T = 6; a.V = 11; a.x = tc_alloc(66); a.lse = tc_alloc(6); a.y = y;
+    a.ctx = tc_ctx();
+    a.T = 6; a.V = 11; a.x = tc_alloc(66); a.lse = tc_alloc(6); a.ce = tc_alloc(6); a.zr = tc_alloc(6); a.y = y;
     tc_fill(&rng, a.x, 66, 3.0, 0);
     for (cfg = 0; cfg < 4; cfg++) {
         char what[64];
-        a.z = cfg & 1 ? 0.01 : 0.0;
-        a.s = cfg & 2 ? 0.1 : 0.0;
-        tc_xent_loss(&a);
-        fat5__cpu_xent_bwd(dx, a.x, a.lse, a.y, a.T, a.V, a.z, a.s, 1.0 / 4);
+        double rows = 0;
+        int64_t t;
+        a.z = cfg & 1 ? 0.01f : 0.0f;
+        a.s = cfg & 2 ? 0.1f : 0.0f;
+        // the op's rows add up to the loss
+        FAT5_CHECK(T, fat5__cpu_xent_fwd(a.ctx, A_(a.lse), A_(a.ce), A_(a.zr), A_(a.x), A_(a.y), a.T, a.V, a.z, a.s) ==
+                          FAT5_OK);
+        for (t = 0; t < a.T; t++) rows += (double)a.ce[t] + a.zr[t];
+        FAT5_CHECK_MSG(T, fabs(rows / 4 - tc_xent_loss(&a)) < 1e-6, "xent rows %.9g, loss %.9g", rows / 4,
+                       tc_xent_loss(&a));
+        fat5__cpu_xent_bwd(a.ctx, A_(dx), A_(a.x), A_(a.lse), A_(a.y), a.T, a.V, a.z, a.s, 1.0f / 4);
         snprintf(what, sizeof what, "xent dlogits z=%g s=%g", a.z, a.s);
         tc_fd_check(T, what, a.x, 66, dx, tc_xent_loss, &a, 1e-3, 1e-5, 1e-3);
+        // ignored rows: no loss and no gradient
+        FAT5_CHECK(T, a.ce[1] == 0 && a.zr[4] == 0 && dx[11 + 5] == 0);
     }
     // plain CE of a row equals -log softmax at the label
     {
-        double ce, zs, mx = -1e30, se = 0;
-        int64_t n;
+        double mx = -1e30, se = 0;
         int j;
-        fat5__cpu_xent_fwd(a.lse, &ce, &zs, &n, a.x, y, 1, 11, 0, 0);
+        fat5__cpu_xent_fwd(a.ctx, A_(a.lse), A_(a.ce), A_(a.zr), A_(a.x), A_(y), 1, 11, 0, 0);
         for (j = 0; j < 11; j++) if (a.x[j] > mx) mx = a.x[j];
         for (j = 0; j < 11; j++) se += exp(a.x[j] - mx);
-        FAT5_CHECK(T, n == 1 && fabs(ce - (mx + log(se) - a.x[3])) < 1e-9);
+        FAT5_CHECK(T, fabs(a.ce[0] - (mx + log(se) - a.x[3])) < 1e-5 && a.zr[0] == 0);
     }
-    free(a.x); free(a.lse); free(dx);
+    free(a.x); free(a.lse); free(a.ce); free(a.zr); free(dx);
+    fat5_ctx_destroy(a.ctx);
 }
 
-// matrix products: the three layouts agree with each other on the same data
+// matrix products: the three layouts agree with each other on the same data; alpha and beta
 static void t_matmul_layouts(fat5_test *T) {
     fat5_rng rng = fat5_rng_init(6);
+    fat5_ctx *ctx = tc_ctx();
     int64_t M = 5, N = 7, K = 3, i, j;
     float A[15], B[21], At[15], Bt[21], c1[35], c2[35], c3[35];
     tc_fill(&rng, A, 15, 1, 0);
     tc_fill(&rng, B, 21, 1, 0);
     for (i = 0; i < M; i++) for (j = 0; j < K; j++) At[j * M + i] = A[i * K + j];
     for (i = 0; i < N; i++) for (j = 0; j < K; j++) Bt[j * N + i] = B[i * K + j];
-    fat5__cpu_mm_nt(c1, A, B, M, N, K, 0);   // A B^T with B [N,K]
-    fat5__cpu_mm_nn(c2, A, Bt, M, N, K, 0);  // A Bt with Bt [K,N]
-    fat5__cpu_mm_tn(c3, At, Bt, M, N, K, 0); // At^T Bt
-    fat5_check_close(T, "mm_nn vs mm_nt", c2, c1, 35, 1e-6, 1e-6);
-    fat5_check_close(T, "mm_tn vs mm_nt", c3, c1, 35, 1e-6, 1e-6);
+    for (i = 0; i < 35; i++) c1[i] = c2[i] = c3[i] = NAN;  // beta = 0 must not read C
+    fat5__cpu_mm(ctx, FAT5__MM_NT, A_(c1), 1, A_(A), A_(B), M, N, K, 1.0f, 0.0f);   // A B^T with B [N,K]
+    fat5__cpu_mm(ctx, FAT5__MM_NN, A_(c2), 1, A_(A), A_(Bt), M, N, K, 1.0f, 0.0f);  // A Bt with Bt [K,N]
+    fat5__cpu_mm(ctx, FAT5__MM_TN, A_(c3), 1, A_(At), A_(Bt), M, N, K, 1.0f, 0.0f); // At^T Bt
+    fat5_check_close(T, "mm NN vs NT", c2, c1, 35, 1e-6, 1e-6);
+    fat5_check_close(T, "mm TN vs NT", c3, c1, 35, 1e-6, 1e-6);
     FAT5_CHECK(T, fabs(c1[2 * N + 4] - (A[6] * B[12] + A[7] * B[13] + A[8] * B[14])) < 1e-6);
-    fat5__cpu_mm_nt(c1, A, B, M, N, K, 1);   // accumulating onto A B^T doubles it
-    for (i = 0; i < 35; i++) c2[i] *= 2.0f;
-    fat5_check_close(T, "mm_nt accumulate", c1, c2, 35, 1e-6, 1e-6);
+    // C = 0.5 A B^T + 2 C: 2.5 times A B^T
+    fat5__cpu_mm(ctx, FAT5__MM_NT, A_(c1), 1, A_(A), A_(B), M, N, K, 0.5f, 2.0f);
+    for (i = 0; i < 35; i++) c2[i] *= 2.5f;
+    fat5_check_close(T, "mm NT alpha beta", c1, c2, 35, 1e-6, 1e-6);
+    fat5_ctx_destroy(ctx);
+}
+
+// The op table: each op exists on both backends, and every GPU kernel is the GPU side of an op of
+// the same name (so no kernel lacks its CPU oracle).
+static void t_op_table(fat5_test *T) {
+    int i, j;
+    const fat5__backend *be = &fat5__cpu_backend;
+    FAT5_CHECK(T, FAT5__OP_COUNT == 18);
+    FAT5_CHECK(T, be->mm == fat5__cpu_mm && be->attn_bwd_dkv == fat5__cpu_attn_bwd_dkv);
+#ifndef FAT5_NO_CUDA
+    FAT5_CHECK(T, fat5__gpu_backend.mm == fat5__gpu_mm && fat5__gpu_backend.xent_fwd == fat5__gpu_xent_fwd);
+    for (i = 0; i < FAT5__K_COUNT; i++) {
+        int found = 0;
+        for (j = 0; j < FAT5__OP_COUNT; j++) found |= !strcmp(fat5__kernel_names[i] + 5, fat5__op_names[j]);
+        FAT5_CHECK_MSG(T, found, "kernel %s has no op in FAT5__OPS", fat5__kernel_names[i]);
+    }
+    // every op but mm (cuBLAS) has a kernel
+    for (j = 0; j < FAT5__OP_COUNT; j++) {
+        int found = !strcmp(fat5__op_names[j], "mm");
+        for (i = 0; i < FAT5__K_COUNT; i++) found |= !strcmp(fat5__kernel_names[i] + 5, fat5__op_names[j]);
+        FAT5_CHECK_MSG(T, found, "op %s has no kernel", fat5__op_names[j]);
+    }
+#else
+    (void)i;
+    (void)j;
+#endif
 }
 
 #define FAT5_TESTS_CPU_OPS(X) X(rel_bucket_tables) X(rmsnorm_bwd) X(act_bwd) X(attn_bwd) X(attn_masking) \
-    X(xent_bwd) X(matmul_layouts)
+    X(xent_bwd) X(matmul_layouts) X(op_table)

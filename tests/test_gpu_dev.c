@@ -184,6 +184,8 @@ done:
         fat5_forward_result r;
         memset(&b, 0, sizeof b);
         b.n_seq = 1;
+        b.n_enc_tokens = 4;
+        b.n_dec_tokens = 3;
         b.enc_tokens = enc;
         b.enc_cu_seqlens = enc_cu;
         b.labels = lab;
@@ -293,14 +295,14 @@ static void gd_mm_case(fat5_test *T, fat5_dtype dt, fat5__mm_layout layout, int 
     for (i = 0; i < M * K; i++) Ab[i] = fabsf(A[i]);
     for (i = 0; i < N * K; i++) Bb[i] = fabsf(B[i]);
     if (layout == FAT5__MM_NT) {  // A[M,K], B[N,K]
-        fat5__cpu_mm_nt(ref, A, B, M, N, K, 0);
-        fat5__cpu_mm_nt(mag, Ab, Bb, M, N, K, 0);
+        fat5__cpu_mm(ctx, FAT5__MM_NT, A_(ref), 1, A_(A), A_(B), M, N, K, 1.0f, 0.0f);
+        fat5__cpu_mm(ctx, FAT5__MM_NT, A_(mag), 1, A_(Ab), A_(Bb), M, N, K, 1.0f, 0.0f);
     } else if (layout == FAT5__MM_NN) {  // A[M,K], B[K,N]
-        fat5__cpu_mm_nn(ref, A, B, M, N, K, 0);
-        fat5__cpu_mm_nn(mag, Ab, Bb, M, N, K, 0);
+        fat5__cpu_mm(ctx, FAT5__MM_NN, A_(ref), 1, A_(A), A_(B), M, N, K, 1.0f, 0.0f);
+        fat5__cpu_mm(ctx, FAT5__MM_NN, A_(mag), 1, A_(Ab), A_(Bb), M, N, K, 1.0f, 0.0f);
     } else {  // A[K,M], B[K,N]
-        fat5__cpu_mm_tn(ref, A, B, M, N, K, 0);
-        fat5__cpu_mm_tn(mag, Ab, Bb, M, N, K, 0);
+        fat5__cpu_mm(ctx, FAT5__MM_TN, A_(ref), 1, A_(A), A_(B), M, N, K, 1.0f, 0.0f);
+        fat5__cpu_mm(ctx, FAT5__MM_TN, A_(mag), 1, A_(Ab), A_(Bb), M, N, K, 1.0f, 0.0f);
     }
     // two passes: alpha 1, beta 0 over a NaN-filled C (beta 0 must not read C); then alpha 0.75,
     // beta 0.5 over C0

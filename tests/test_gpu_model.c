@@ -130,6 +130,8 @@ static void tgm_make_batch(tgm_batch *t, int64_t vocab, uint64_t seed) {
     }
     memset(&t->b, 0, sizeof t->b);
     t->b.n_seq = 4;
+    t->b.n_enc_tokens = e;
+    t->b.n_dec_tokens = d;
     t->b.enc_tokens = t->enc;
     t->b.enc_cu_seqlens = t->ecu;
     t->b.labels = t->lab;

@@ -335,12 +335,12 @@ static void tg_embed_case(tg *g, int64_t V, int64_t T, int D, fat5_rng *rng) {
     dout_d = tg_up_f32(g, dout, (size_t)(T * D));
     ddt = tg_up_f32(g, dref, (size_t)(V * D));
     if (g->err) return;
-    fat5__cpu_embed_fwd(ref, table, tok, T, D);
+    fat5__cpu_embed_fwd(g->ctx, A_(ref), A_(table), A_(tok), T, D);
     if (!tg_ok(g, fat5__gpu_embed_fwd(g->ctx, dres, dtab, dtok, T, D))) return;
     tg_down_f32(g, out, dres, (size_t)(T * D));
     snprintf(what, sizeof what, "embed_fwd T=%lld D=%d", (long long)T, D);
     tg_same(g, what, out, ref, (size_t)(T * D));
-    fat5__cpu_embed_bwd(dref, dout, tok, T, D);
+    fat5__cpu_embed_bwd(g->ctx, A_(dref), A_(dout), A_(tok), T, D);
     if (!tg_ok(g, fat5__gpu_embed_bwd(g->ctx, ddt, dout_d, dtok, T, D))) return;
     tg_down_f32(g, dt, ddt, (size_t)(V * D));
     snprintf(what, sizeof what, "embed_bwd T=%lld D=%d", (long long)T, D);
@@ -393,7 +393,7 @@ static void tg_rmsnorm_case(tg *g, int64_t T, int D, fat5_rng *rng) {
     dwd = tg_dev(g, (size_t)D * 4);
     scratch = tg_dev(g, (size_t)FAT5__GPU_NORM_BWD_BLOCKS * (size_t)D * 4);
     if (g->err) return;
-    fat5__cpu_rmsnorm_fwd(yref, rref, x, w, T, D, 1e-6f);
+    fat5__cpu_rmsnorm_fwd(g->ctx, A_(yref), A_(rref), A_(x), A_(w), T, D, 1e-6f);
     // dx = r w dy - x r^3 mean(w dy x): its two terms, each of the size of r w dy, cancel exactly
     // when D = 1 (x r = +-1); their size, not that of dx, sets the absolute tolerance
     {
@@ -420,7 +420,7 @@ static void tg_rmsnorm_case(tg *g, int64_t T, int D, fat5_rng *rng) {
             !tg_ok(g, fat5__dev_upload(g->ctx, dxd, dx0, n * 4)) ||
             !tg_ok(g, fat5__dev_upload(g->ctx, dwd, dw0, (size_t)D * 4)))
             return;
-        fat5__cpu_rmsnorm_bwd(dxref, dwref, dy, x, w, rref, T, D, acc);
+        fat5__cpu_rmsnorm_bwd(g->ctx, A_(dxref), A_(dwref), A_(dy), A_(x), A_(w), A_(rref), T, D, acc, 0);
         if (!tg_ok(g, fat5__gpu_rmsnorm_bwd(g->ctx, dxd, dwd, dyd, xd, wd, rd, T, D, acc, scratch))) return;
         tg_down_f32(g, dx, dxd, n);
         tg_down_f32(g, dw, dwd, (size_t)D);
@@ -440,7 +440,7 @@ static void tg_rmsnorm_case(tg *g, int64_t T, int D, fat5_rng *rng) {
     if (!tg_ok(g, fat5__gpu_rmsnorm_bwd(g->ctx, dxd, 0, dyd, xd, wd, rd, T, D, 0, 0))) return;
     tg_down_f32(g, dx, dxd, n);
     memcpy(dxref, dx0, n * sizeof(float));
-    fat5__cpu_rmsnorm_bwd(dxref, dwref, dy, x, w, rref, T, D, 0);
+    fat5__cpu_rmsnorm_bwd(g->ctx, A_(dxref), 0, A_(dy), A_(x), A_(w), A_(rref), T, D, 0, 0);
     snprintf(what, sizeof what, "rmsnorm_bwd dx without dw T=%lld D=%d", (long long)T, D);
     tg_close_at(g, __LINE__, what, dx, dxref, n, 0, 0, fmax(dxscale, tg_maxabs(dxref, n)));
 }
@@ -525,12 +525,12 @@ static void tg_act_case(tg *g, fat5_act act, int gated, int64_t n, fat5_rng *rng
     hd = tg_dev(g, (size_t)n * tg_act(g));
     dad = tg_dev(g, (size_t)n * tg_act(g));
     if (g->err) return;
-    fat5__cpu_act_fwd(href, a, b, n, act);
+    fat5__cpu_act_fwd(g->ctx, A_(href), A_(a), A_(b), n, (int)act);
     if (!tg_ok(g, fat5__gpu_act_fwd(g->ctx, hd, ad, bd, n, (int)act))) return;
     tg_down_act(g, h, hd, (size_t)n);
     snprintf(what, sizeof what, "act_fwd %s%s n=%lld", gated ? "gated " : "", an, (long long)n);
     tg_close(g, what, h, href, (size_t)n, 1);
-    fat5__cpu_act_bwd(daref, b ? dbref : NULL, dh, a, b, n, act);
+    fat5__cpu_act_bwd(g->ctx, A_(daref), A_(b ? dbref : NULL), A_(dh), A_(a), A_(b), n, (int)act);
     // gated: db written in place over dh, as the model does
     if (b) dbd = dhd;
     if (!tg_ok(g, fat5__gpu_act_bwd(g->ctx, dad, dbd, dhd, ad, bd, n, (int)act))) return;
@@ -584,7 +584,6 @@ static void tg_attn_case(tg *g, const tg_attn_cfg *c, int kind, fat5_rng *rng) {
     float *dbias, *dbref, *delta, *deltaref;
     fat5__dptr qd, kd, vd, biasd = 0, lutd = 0, cuqd, cukd, qsd, ksd, od, lsed, doutd, deltad, dqd, dkd, dvd,
                            dbd = 0;
-    fat5__attn_shape sh;
     char what[160], tag[96];
     cu_q[0] = cu_k[0] = 0;
     for (s = 0; s < c->n_seq; s++) {
@@ -636,19 +635,12 @@ static void tg_attn_case(tg *g, const tg_attn_cfg *c, int kind, fat5_rng *rng) {
     }
     tg_fill(rng, dbref, nb * (size_t)H, 1.0);  // the bias gradient accumulates
     memcpy(dbias, dbref, nb * (size_t)H * sizeof(float));
-    sh.n_seq = c->n_seq;
-    sh.H = H;
-    sh.dk = dk;
-    sh.cu_q = cu_q;
-    sh.cu_k = cu_k;
-    sh.kind = (fat5__attn_kind)kind;
-    sh.nb = c->nb;
-    sh.max_distance = c->md;
     snprintf(tag, sizeof tag, "%s H=%d dk=%d nb=%d md=%d Tq=%lld Tk=%lld", kinds[kind], c->H, c->dk, c->nb,
              c->md, (long long)Tq, (long long)Tk);
 
     // forward
-    fat5__cpu_attn_fwd(oref, lseref, q, k, v, bias, &sh);
+    fat5__cpu_attn_fwd(g->ctx, A_(oref), A_(lseref), A_(q), A_(k), A_(v), A_(bias), A_(lut), A_(cu_q), A_(cu_k),
+                       A_(q_seq), Tq, c->H, c->dk, kind, c->nb, c->md);
     qd = tg_up_act(g, q, nq);
     kd = tg_up_act(g, k, nk);
     vd = tg_up_act(g, v, nk);
@@ -683,17 +675,11 @@ static void tg_attn_case(tg *g, const tg_attn_cfg *c, int kind, fat5_rng *rng) {
 
     // backward, from the CPU's o (rounded like a bf16 activation) and lse
     tg_round(g, oref, nq);
-    fat5__cpu_attn_bwd(dqref, dkref, dvref, dbref, dout, oref, lse, q, k, v, bias, &sh);
-    {
-        int64_t t, d, hh;
-        for (t = 0; t < Tq; t++)
-            for (hh = 0; hh < H; hh++) {
-                double acc = 0;
-                for (d = 0; d < dk; d++)
-                    acc += (double)dout[(t * H + hh) * dk + d] * oref[(t * H + hh) * dk + d];
-                deltaref[t * H + hh] = (float)acc;
-            }
-    }
+    fat5__cpu_attn_bwd_delta(g->ctx, A_(deltaref), A_(oref), A_(dout), Tq, c->H, c->dk);
+    fat5__cpu_attn_bwd_dq(g->ctx, A_(dqref), A_(bias ? dbref : NULL), A_(dout), A_(lse), A_(deltaref), A_(q), A_(k),
+                          A_(v), A_(bias), A_(lut), A_(cu_q), A_(cu_k), A_(q_seq), Tq, c->H, c->dk, kind, c->nb, c->md);
+    fat5__cpu_attn_bwd_dkv(g->ctx, A_(dkref), A_(dvref), A_(dout), A_(lse), A_(deltaref), A_(q), A_(k), A_(v),
+                           A_(bias), A_(lut), A_(cu_q), A_(cu_k), A_(k_seq), Tk, c->H, c->dk, kind, c->nb, c->md);
     od = tg_up_act(g, oref, nq);
     if (!g->err) tg_ok(g, fat5__dev_upload(g->ctx, lsed, lse, (size_t)(Tq * H) * 4));
     doutd = tg_up_act(g, dout, nq);
@@ -810,19 +796,16 @@ static void tg_xent_case(tg *g, int64_t T, int V, double z, double smooth, fat5_
     int32_t *y = tg_i(g, (size_t)T);
     fat5__dptr xd, yd, lsed, ced, zd, dxd;
     double ce_sum = 0, z_sum = 0, ce_gpu = 0, z_gpu = 0, scale = 1.0 / 3;
-    int64_t t, cnt, count = 0;
+    int64_t t, count = 0;
     char what[128];
     tg_fill(rng, x, n, 8.0);
     for (t = 0; t < T; t++) y[t] = t % 5 == 2 ? -100 : (int32_t)fat5_rng_below(rng, (uint64_t)V);
     if (T > 3) x[3 * (size_t)V + (size_t)y[3]] = 40.0f;  // a confident row: ce near 0 (cancellation)
+    fat5__cpu_xent_fwd(g->ctx, A_(lseref), A_(ceref), A_(zref), A_(x), A_(y), T, V, (float)z, (float)smooth);
     for (t = 0; t < T; t++) {
-        double c1, z1;
-        fat5__cpu_xent_fwd(lseref + t, &c1, &z1, &cnt, x + (size_t)t * (size_t)V, y + t, 1, V, z, smooth);
-        ceref[t] = (float)c1;
-        zref[t] = (float)z1;
-        ce_sum += c1;
-        z_sum += z1;
-        count += cnt;
+        ce_sum += ceref[t];
+        z_sum += zref[t];
+        count += y[t] != -100;
     }
     xd = tg_up_f32(g, x, n);
     yd = tg_up_i32(g, y, (size_t)T);
@@ -853,7 +836,7 @@ static void tg_xent_case(tg *g, int64_t T, int V, double z, double smooth, fat5_
                    "[%s] xent sums: ce %.9g vs %.9g, z %.9g vs %.9g", g->mode, ce_gpu, ce_sum, z_gpu, z_sum);
     FAT5_CHECK(g->T, count == T - (T + 2) / 5);
     // backward from the CPU's lse
-    fat5__cpu_xent_bwd(dxref, x, lseref, y, T, V, z, smooth, scale);
+    fat5__cpu_xent_bwd(g->ctx, A_(dxref), A_(x), A_(lseref), A_(y), T, V, (float)z, (float)smooth, (float)scale);
     if (!tg_ok(g, fat5__dev_upload(g->ctx, lsed, lseref, (size_t)T * 4)) ||
         !tg_ok(g, fat5__gpu_xent_bwd(g->ctx, dxd, xd, lsed, yd, T, V, (float)z, (float)smooth, (float)scale)))
         return;

@@ -243,6 +243,8 @@ static fat5_batch tm_batch(void) {
     fat5_batch b;
     memset(&b, 0, sizeof b);
     b.n_seq = 3;
+    b.n_enc_tokens = 19;
+    b.n_dec_tokens = 14;
     b.enc_tokens = tm_enc_tok;
     b.enc_cu_seqlens = tm_enc_cu;
     b.labels = tm_labels;
@@ -280,7 +282,7 @@ static void tm_model_fd(fat5_test *T, int gated, int tied, int umt5) {
     FAT5_REQUIRE_OK(T, fat5_model_backward(a.m, 1.0f));
     g = (float *)malloc(a.m->n_floats * sizeof(float));
     FAT5_REQUIRE(T, g != NULL);
-    memcpy(g, a.m->g, a.m->n_floats * sizeof(float));
+    memcpy(g, FAT5__HOST(const float, a.m->gd), a.m->n_floats * sizeof(float));
     for (i = 0; i < a.m->n_params; i++) {
         const fat5__param *p = &a.m->params[i];
         if (gated)
@@ -318,6 +320,8 @@ static void t_packing_isolation(fat5_test *T) {
         dcu[0] = 0; dcu[1] = (int32_t)nd;
         memset(&bs, 0, sizeof bs);
         bs.n_seq = 1;
+        bs.n_enc_tokens = ecu[1];
+        bs.n_dec_tokens = nd;
         bs.enc_tokens = tm_enc_tok + tm_enc_cu[s];
         bs.enc_cu_seqlens = ecu;
         bs.labels = tm_labels + tm_dec_cu[s];
@@ -426,15 +430,18 @@ static void t_batch_token_out_of_vocab(fat5_test *T) {
     tok[4] = 13;  // vocab_size
     b.enc_tokens = tok;
     TM_EXPECT_ERR(T, fat5_model_forward(m, &b, NULL, NULL), FAT5_ERR_INVALID_ARG, "vocab_size");
-    tok[4] = -1;
-    TM_EXPECT_ERR(T, fat5_model_forward(m, &b, NULL, NULL), FAT5_ERR_INVALID_ARG, "encoder token 4");
+    tok[4] = 2;
+    tok[14] = -1;  // sequence 2 starts at token 13
+    TM_EXPECT_ERR(T, fat5_model_forward(m, &b, NULL, NULL), FAT5_ERR_INVALID_ARG,
+                  "sequence 2, encoder position 1: token id -1");
     b = tm_batch();
     {
         int32_t lab[14];
         memcpy(lab, tm_labels, sizeof lab);
-        lab[3] = 99;
+        lab[11] = 99;  // sequence 2 starts at decoder token 10
         b.labels = lab;
-        TM_EXPECT_ERR(T, fat5_model_forward(m, &b, NULL, NULL), FAT5_ERR_INVALID_ARG, "label 3");
+        TM_EXPECT_ERR(T, fat5_model_forward(m, &b, NULL, NULL), FAT5_ERR_INVALID_ARG,
+                      "sequence 2, decoder position 1: label 99");
     }
     fat5_model_destroy(m);
 }

@@ -150,6 +150,8 @@ static int bench_step(fat5_ctx *ctx) {
     }
     memset(&b, 0, sizeof b);
     b.n_seq = B;
+    b.n_enc_tokens = (int64_t)B * Le;
+    b.n_dec_tokens = (int64_t)B * Ld;
     b.enc_tokens = enc;
     b.enc_cu_seqlens = ecu;
     b.labels = lab;
