@@ -494,15 +494,24 @@ static void fat5__dev_close(fat5_ctx *ctx);
 FAT5_API fat5_status fat5_ctx_create(const fat5_ctx_config *cfg, fat5_ctx **out) {
     fat5_ctx_config c = cfg ? *cfg : fat5_ctx_config_default();
     fat5_ctx *ctx;
+    int bad_hooks = (c.alloc != NULL) != (c.free != NULL) || (c.realloc != NULL) != (c.free != NULL);
     if (!out) return FAT5_ERR_INVALID_ARG;
     *out = NULL;
-    if ((c.alloc != NULL) != (c.free != NULL) || (c.realloc != NULL) != (c.free != NULL))
-        return FAT5_ERR_INVALID_ARG;
+    if (bad_hooks) {  // the context that reports it lives on the default allocator
+        c.alloc = NULL;
+        c.realloc = NULL;
+        c.free = NULL;
+    }
     ctx = FAT5__CAST(fat5_ctx *, c.alloc ? c.alloc(c.alloc_user, sizeof *ctx) : FAT5_MALLOC(sizeof *ctx));
     if (!ctx) return FAT5_ERR_OUT_OF_MEMORY;
     memset(ctx, 0, sizeof *ctx);
     ctx->cfg = c;
     *out = ctx;
+    if (bad_hooks)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "fat5_ctx_create: the alloc, realloc and free hooks must be given together (all or none)");
+    if (c.dtype != FAT5_DTYPE_FP32 && c.dtype != FAT5_DTYPE_BF16)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ctx_create: unknown dtype %d", (int)c.dtype);
     if (c.device == FAT5_DEVICE_GPU) return fat5__dev_open(ctx);
     if (c.device != FAT5_DEVICE_CPU)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ctx_create: unknown device %d", (int)c.device);

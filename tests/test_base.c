@@ -125,8 +125,20 @@ static void t_allocator_hooks(fat5_test *T) {
     fat5_ctx_destroy(ctx);
     FAT5_CHECK_MSG(T, a.live == 0, "%ld allocations outstanding", a.live);
     // hooks are all or none
+    // (an error other than out of memory still gives a context that says why)
     cc.realloc = NULL;
-    FAT5_CHECK(T, fat5_ctx_create(&cc, &ctx) == FAT5_ERR_INVALID_ARG && ctx == NULL);
+    FAT5_CHECK(T, fat5_ctx_create(&cc, &ctx) == FAT5_ERR_INVALID_ARG && ctx && strstr(fat5_last_error(ctx), "hooks"));
+    fat5_ctx_destroy(ctx);
+    FAT5_CHECK(T, a.live == 0);
+    cc = fat5_ctx_config_default();
+    cc.dtype = (fat5_dtype)9;
+    FAT5_CHECK(T, fat5_ctx_create(&cc, &ctx) == FAT5_ERR_INVALID_ARG && ctx && strstr(fat5_last_error(ctx), "dtype"));
+    fat5_ctx_destroy(ctx);
+    cc = fat5_ctx_config_default();
+    cc.device = (fat5_device)5;
+    FAT5_CHECK(T, fat5_ctx_create(&cc, &ctx) == FAT5_ERR_INVALID_ARG && ctx && strstr(fat5_last_error(ctx), "device"));
+    fat5_ctx_destroy(ctx);
+    FAT5_CHECK(T, fat5_ctx_create(&cc, NULL) == FAT5_ERR_INVALID_ARG);
 }
 
 #define FAT5_TESTS_BASE(X) X(rng_philox_known_answer) X(rng_save_restore) X(rng_distributions) \

@@ -480,6 +480,108 @@ static void t_batch_empty(fat5_test *T) {
     fat5_model_destroy(m);
 }
 
+// The buffers' token counts bound cu_seqlens: an offset past the end is an error, not a read past
+// the caller's array.
+static int tm_nonzero(const float *x, int64_t n) {
+    int64_t i;
+    for (i = 0; i < n; i++)
+        if (x[i] != 0) return 1;
+    return 0;
+}
+
+static void t_batch_token_counts(fat5_test *T) {
+    fat5_model *m = tm_tiny(T);
+    fat5_batch b = tm_batch();
+    fat5_forward_result r;
+    static const int32_t long_cu[] = {0, 12, 13, 40};
+    FAT5_REQUIRE(T, m != NULL);
+    b.n_enc_tokens = 18;  // enc_cu_seqlens ends at 19
+    TM_EXPECT_ERR(T, fat5_model_forward(m, &b, NULL, NULL), FAT5_ERR_INVALID_ARG,
+                  "sequence 2 ends at encoder token 19, past the 18 tokens");
+    b.n_enc_tokens = 20;  // tokens the sequences do not cover: a miscounted batch
+    TM_EXPECT_ERR(T, fat5_model_forward(m, &b, NULL, NULL), FAT5_ERR_INVALID_ARG, "cover 19 encoder");
+    b = tm_batch();
+    b.enc_cu_seqlens = long_cu;  // sequence 2 runs to 40, the buffer holds 19
+    TM_EXPECT_ERR(T, fat5_model_forward(m, &b, NULL, NULL), FAT5_ERR_INVALID_ARG,
+                  "sequence 2 ends at encoder token 40, past the 19 tokens");
+    b = tm_batch();
+    b.n_dec_tokens = 0;
+    TM_EXPECT_ERR(T, fat5_model_forward(m, &b, NULL, NULL), FAT5_ERR_INVALID_ARG, "n_dec_tokens = 0");
+    b = tm_batch();
+    FAT5_REQUIRE_OK(T, fat5_model_forward(m, &b, NULL, &r));
+    FAT5_CHECK(T, r.n_dec_tokens == 14 && r.n_tokens == 12);
+    fat5_model_destroy(m);
+}
+
+// Loss settings out of range are errors, not NaN losses.
+static void t_loss_config_rejects(fat5_test *T) {
+    fat5_model *m = tm_tiny(T);
+    fat5_batch b = tm_batch();
+    fat5_loss_config lc = fat5_loss_config_default();
+    FAT5_REQUIRE(T, m != NULL);
+    lc.z_loss = -1e-4;
+    TM_EXPECT_ERR(T, fat5_model_forward(m, &b, &lc, NULL), FAT5_ERR_INVALID_ARG, "z_loss");
+    lc.z_loss = NAN;
+    TM_EXPECT_ERR(T, fat5_model_forward(m, &b, &lc, NULL), FAT5_ERR_INVALID_ARG, "z_loss");
+    lc.z_loss = INFINITY;
+    TM_EXPECT_ERR(T, fat5_model_forward(m, &b, &lc, NULL), FAT5_ERR_INVALID_ARG, "z_loss");
+    lc = fat5_loss_config_default();
+    lc.label_smoothing = 1.0;
+    TM_EXPECT_ERR(T, fat5_model_forward(m, &b, &lc, NULL), FAT5_ERR_INVALID_ARG, "label_smoothing");
+    lc.label_smoothing = -0.1;
+    TM_EXPECT_ERR(T, fat5_model_forward(m, &b, &lc, NULL), FAT5_ERR_INVALID_ARG, "label_smoothing");
+    lc.label_smoothing = NAN;
+    TM_EXPECT_ERR(T, fat5_model_forward(m, &b, &lc, NULL), FAT5_ERR_INVALID_ARG, "label_smoothing");
+    lc.label_smoothing = 0.999;
+    FAT5_CHECK_MSG(T, fat5_model_forward(m, &b, &lc, NULL) == FAT5_OK, "%s", fat5_last_error(fat5_test_ctx(T)));
+    fat5_model_destroy(m);
+}
+
+// backward needs a forward with labels, runs once per forward, and takes a finite scale.
+static void t_backward_state(fat5_test *T) {
+    fat5_model *m = tm_tiny(T);
+    fat5_batch b = tm_batch();
+    float *g1, *g2;
+    int64_t n;
+    FAT5_REQUIRE(T, m != NULL);
+    n = m->params[m->shared].numel;
+    g1 = (float *)calloc((size_t)n, sizeof(float));
+    g2 = (float *)calloc((size_t)n, sizeof(float));
+    FAT5_REQUIRE(T, g1 && g2);
+    // a forward without labels (decoder tokens only) has no loss to differentiate
+    b.dec_tokens = tm_labels;
+    b.labels = NULL;
+    {
+        static const int32_t dec_tok[] = {5, 6, 7, 8, 9, 10, 11, 12, 1, 4, 3, 2, 0, 1};
+        b.dec_tokens = dec_tok;
+        FAT5_REQUIRE_OK(T, fat5_model_forward(m, &b, NULL, NULL));
+    }
+    TM_EXPECT_ERR(T, fat5_model_backward(m, 1.0f), FAT5_ERR_STATE, "no labels");
+    // one backward per forward: a second would double the gradients
+    b = tm_batch();
+    FAT5_REQUIRE_OK(T, fat5_model_zero_grad(m));
+    FAT5_REQUIRE_OK(T, fat5_model_forward(m, &b, NULL, NULL));
+    TM_EXPECT_ERR(T, fat5_model_backward(m, NAN), FAT5_ERR_INVALID_ARG, "grad_scale");
+    TM_EXPECT_ERR(T, fat5_model_backward(m, INFINITY), FAT5_ERR_INVALID_ARG, "grad_scale");
+    FAT5_REQUIRE_OK(T, fat5_model_backward(m, 1.0f));
+    FAT5_REQUIRE_OK(T, fat5_model_get_grad(m, "shared.weight", g1, n));
+    TM_EXPECT_ERR(T, fat5_model_backward(m, 1.0f), FAT5_ERR_STATE, "already");
+    FAT5_REQUIRE_OK(T, fat5_model_get_grad(m, "shared.weight", g2, n));
+    FAT5_CHECK(T, memcmp(g1, g2, (size_t)n * sizeof(float)) == 0 && tm_nonzero(g1, n));
+    // a new forward allows a new backward: gradients accumulate (twice the first)
+    FAT5_REQUIRE_OK(T, fat5_model_forward(m, &b, NULL, NULL));
+    FAT5_REQUIRE_OK(T, fat5_model_backward(m, 1.0f));
+    FAT5_REQUIRE_OK(T, fat5_model_get_grad(m, "shared.weight", g2, n));
+    {
+        int64_t i, bad = 0;
+        for (i = 0; i < n; i++) bad += fabsf(g2[i] - 2 * g1[i]) > 1e-6f * (1 + fabsf(g1[i]));
+        FAT5_CHECK_MSG(T, bad == 0, "%lld gradients are not twice the first backward's", (long long)bad);
+    }
+    free(g1);
+    free(g2);
+    fat5_model_destroy(m);
+}
+
 static void t_batch_json_rejects(fat5_test *T) {
     fat5_batch b;
     fat5_ctx *ctx = fat5_test_ctx(T);
@@ -689,5 +791,6 @@ static void t_ckpt_sharded(fat5_test *T) {
     X(hf_t5_v11_gated_gelu_untied) X(hf_umt5_gated_silu) X(model_fd_gated) X(model_fd_relu_tied) \
     X(model_fd_umt5) X(packing_isolation) X(save_load_roundtrip) X(create_save_load) \
     X(batch_token_out_of_vocab) X(batch_negative_length) X(batch_empty) X(batch_json_rejects) \
+    X(batch_token_counts) X(loss_config_rejects) X(backward_state) \
     X(ckpt_missing_tensor) X(ckpt_shape_mismatch) X(ckpt_config_mismatch) X(ckpt_wrong_dtype) \
     X(ckpt_unexpected_tensor) X(ckpt_sharded)
