@@ -1534,6 +1534,8 @@ static FAT5__UNUSED uint16_t fat5__f32_to_bf16(float f) {
 
 #define FAT5__ST_MAX_HEADER ((uint64_t)100 << 20)   // 100 MiB
 
+typedef struct fat5__st_kv { const char *key, *val; } fat5__st_kv;   // one __metadata__ entry
+
 struct fat5_st_file {
     fat5_ctx *ctx;
     char *path;
@@ -1542,8 +1544,7 @@ struct fat5_st_file {
     uint64_t data_offset;       // 8 + header length
     fat5_st_tensor *tensors;    // [n_tensors], sorted by name
     int n_tensors;
-    const char **meta_key;      // [n_meta], sorted by key
-    const char **meta_val;      // [n_meta]
+    fat5__st_kv *meta;          // [n_meta], sorted by key
     int n_meta;
     char *strings;              // names, keys and values, one allocation
 };
@@ -1700,6 +1701,10 @@ static int fat5__st_cmp_name(const void *a, const void *b) {
     return strcmp(x->name, y->name);
 }
 
+static int fat5__st_cmp_kv(const void *a, const void *b) {
+    return strcmp(FAT5__CAST(const fat5__st_kv *, a)->key, FAT5__CAST(const fat5__st_kv *, b)->key);
+}
+
 // Rule 7: sorted by offset, the ranges cover [0, data_len) exactly: no gap, no overlap, nothing
 // past the end, no trailing bytes. A zero-sized tensor must sit on a boundary.
 static fat5_status fat5__st_check_tiling(fat5_st_file *f) {
@@ -1747,7 +1752,6 @@ static fat5_status fat5__st_build(fat5_st_file *f, const fat5__json *root) {
     const fat5__json *m, *meta = NULL;
     size_t n_t = 0, n_m = 0, bytes = 0, used = 0;
     char nm[128];
-    int i;
     fat5_status st;
     if (root->type != FAT5__J_OBJECT)
         return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: the header is %s, expected an object",
@@ -1779,10 +1783,9 @@ static fat5_status fat5__st_build(fat5_st_file *f, const fat5__json *root) {
     if (n_t > (size_t)INT_MAX || n_m > (size_t)INT_MAX)
         return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: too many entries in the header", f->path);
     f->tensors = FAT5__CAST(fat5_st_tensor *, fat5__calloc(f->ctx, n_t, sizeof *f->tensors));
-    f->meta_key = FAT5__CAST(const char **, fat5__calloc(f->ctx, n_m, sizeof *f->meta_key));
-    f->meta_val = FAT5__CAST(const char **, fat5__calloc(f->ctx, n_m, sizeof *f->meta_val));
+    f->meta = FAT5__CAST(fat5__st_kv *, fat5__calloc(f->ctx, n_m, sizeof *f->meta));
     f->strings = FAT5__CAST(char *, fat5__malloc(f->ctx, bytes));
-    if (!f->tensors || !f->meta_key || !f->meta_val || !f->strings)
+    if (!f->tensors || !f->meta || !f->strings)
         return fat5__err(f->ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory for the tensor table",
                          f->path);
     for (m = root->child; m; m = m->next) {
@@ -1801,24 +1804,16 @@ static fat5_status fat5__st_build(fat5_st_file *f, const fat5__json *root) {
         for (m = meta->child; m; m = m->next) {
             size_t nk = strlen(m->key) + 1;
             memcpy(f->strings + used, m->key, nk);
-            f->meta_key[f->n_meta] = f->strings + used;
+            f->meta[f->n_meta].key = f->strings + used;
             used += nk;
             memcpy(f->strings + used, m->str, m->len + 1);
-            f->meta_val[f->n_meta] = f->strings + used;
+            f->meta[f->n_meta].val = f->strings + used;
             used += m->len + 1;
             f->n_meta++;
         }
-        // sort metadata by key (insertion sort on two arrays; keys are unique)
-        for (i = 1; i < f->n_meta; i++) {
-            const char *key = f->meta_key[i], *val = f->meta_val[i];
-            int j = i;
-            for (; j > 0 && strcmp(f->meta_key[j - 1], key) > 0; j--) {
-                f->meta_key[j] = f->meta_key[j - 1];
-                f->meta_val[j] = f->meta_val[j - 1];
-            }
-            f->meta_key[j] = key;
-            f->meta_val[j] = val;
-        }
+        // by key, for the binary search of fat5_st_metadata_find: O(n log n) whatever the order
+        // in the file (the JSON reader already refused duplicate keys)
+        qsort(f->meta, (size_t)f->n_meta, sizeof *f->meta, fat5__st_cmp_kv);
     }
     st = fat5__st_check_tiling(f);
     if (st != FAT5_OK) return st;
@@ -1891,8 +1886,7 @@ FAT5_API void fat5_st_close(fat5_st_file *f) {
     if (f->fp) fclose(f->fp);
     fat5__free(ctx, f->path);
     fat5__free(ctx, f->tensors);
-    fat5__free(ctx, FAT5__CAST(void *, f->meta_key));
-    fat5__free(ctx, FAT5__CAST(void *, f->meta_val));
+    fat5__free(ctx, f->meta);
     fat5__free(ctx, f->strings);
     fat5__free(ctx, f);
 }
@@ -1942,15 +1936,15 @@ FAT5_API int fat5_st_metadata_count(const fat5_st_file *f) { return f ? f->n_met
 FAT5_API void fat5_st_metadata_get(const fat5_st_file *f, int i, const char **key,
                                    const char **value) {
     int ok = f && i >= 0 && i < f->n_meta;
-    if (key) *key = ok ? f->meta_key[i] : NULL;
-    if (value) *value = ok ? f->meta_val[i] : NULL;
+    if (key) *key = ok ? f->meta[i].key : NULL;
+    if (value) *value = ok ? f->meta[i].val : NULL;
 }
 
 FAT5_API const char *fat5_st_metadata_find(const fat5_st_file *f, const char *key) {
     int lo = 0, hi = f && key ? f->n_meta : 0;
     while (lo < hi) {
-        int mid = lo + (hi - lo) / 2, c = strcmp(f->meta_key[mid], key);
-        if (c == 0) return f->meta_val[mid];
+        int mid = lo + (hi - lo) / 2, c = strcmp(f->meta[mid].key, key);
+        if (c == 0) return f->meta[mid].val;
         if (c < 0) lo = mid + 1;
         else hi = mid;
     }
@@ -5518,10 +5512,12 @@ static int fat5__ckpt_find(const fat5__ckpt *k, const char *name, int *file) {
     return -1;
 }
 
-// Reads the shard list of a model.safetensors.index.json into k.
+// Reads the shard list of a model.safetensors.index.json into k: every distinct shard once, in
+// name order (sorted, then adjacent duplicates skipped: O(n log n) for an index of any size).
 static fat5_status fat5__ckpt_open_index(fat5_ctx *ctx, fat5__ckpt *k, const char *dir, const char *index_path) {
-    char *text = NULL, path[4096];
-    size_t len = 0;
+    char *text = NULL, path[4096], nm[128], sh[128];
+    const char **shard = NULL;
+    size_t len = 0, n = 0, n_shards = 0, i;
     fat5__jdoc *doc = NULL;
     const fat5__json *wm, *e, *root;
     fat5_status st = fat5__read_file(ctx, index_path, (size_t)64 << 20, &text, &len);
@@ -5533,34 +5529,49 @@ static fat5_status fat5__ckpt_open_index(fat5_ctx *ctx, fat5__ckpt *k, const cha
         st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: no 'weight_map' object", index_path);
         goto done;
     }
+    shard = FAT5__CAST(const char **, fat5__calloc(ctx, wm->n, sizeof *shard));
+    if (!shard) {
+        st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", index_path);
+        goto done;
+    }
     for (e = wm->child; e; e = e->next) {
-        const fat5__json *prev;
-        int seen = 0;
         if (e->type != FAT5__J_STRING || !e->len || strchr(e->str, '/') || strchr(e->str, '\\') ||
-            strcmp(e->str, "..") == 0 || e->str[0] == '.' || !fat5__ends_with(e->str, ".safetensors")) {
+            e->str[0] == '.' || !fat5__ends_with(e->str, ".safetensors")) {
             st = fat5__err(ctx, FAT5_ERR_FORMAT,
                            "%s: tensor '%s' maps to '%s', not a .safetensors file name in the same directory",
-                           index_path, e->key, e->type == FAT5__J_STRING ? e->str : "(not a string)");
+                           index_path, fat5__msg_name(nm, sizeof nm, e->key),
+                           e->type == FAT5__J_STRING ? fat5__msg_name(sh, sizeof sh, e->str) : "(not a string)");
             goto done;
         }
-        for (prev = wm->child; prev != e && !seen; prev = prev->next) seen = strcmp(prev->str, e->str) == 0;
-        if (seen) continue;
-        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, e->str) >= sizeof path) {
+        shard[n++] = e->str;
+    }
+    qsort(FAT5__CAST(void *, shard), n, sizeof *shard, fat5__st_kcmp);
+    for (i = 0; i < n; i++)
+        if (i == 0 || strcmp(shard[n_shards - 1], shard[i]) != 0) shard[n_shards++] = shard[i];
+    if (n_shards > FAT5__MAX_SHARDS) {
+        st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: the index names %zu shard files; at most %d are supported",
+                       index_path, n_shards, FAT5__MAX_SHARDS);
+        goto done;
+    }
+    for (i = 0; i < n_shards; i++) {
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, shard[i]) >= sizeof path) {
             st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: path too long", index_path);
             goto done;
         }
         if ((st = fat5__ckpt_add(ctx, k, path))) goto done;
     }
-    // every tensor the index names must be in one of the shards
+    // every tensor the index names must be in the shard it names (k->files[i] holds shard[i])
     for (e = wm->child; e; e = e->next) {
-        int f;
-        if (fat5__ckpt_find(k, e->key, &f) < 0) {
+        const char **at = FAT5__CAST(const char **, bsearch(&e->str, FAT5__CAST(const void *, shard), n_shards,
+                                                            sizeof *shard, fat5__st_kcmp));
+        if (!at || fat5_st_find(k->files[at - shard], e->key) < 0) {
             st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' is listed in the index but absent from '%s'",
-                           index_path, e->key, e->str);
+                           index_path, fat5__msg_name(nm, sizeof nm, e->key), fat5__msg_name(sh, sizeof sh, e->str));
             goto done;
         }
     }
 done:
+    fat5__free(ctx, FAT5__CAST(void *, shard));
     fat5__json_free(ctx, doc);
     fat5__free(ctx, text);
     return st;

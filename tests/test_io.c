@@ -1268,6 +1268,118 @@ static void t_io_json_dom_cap(fat5_test *T) {
     free(s);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Sizes that once took quadratic time: sorting and duplicate checks are O(n log n).
+
+// call must return status with a message containing needle
+#define TIO_EXPECT_ERR(T, call, status, needle)                                                     \
+    do {                                                                                            \
+        fat5_status s_ = (call);                                                                    \
+        const char *e_ = fat5_last_error(fat5_test_ctx(T));                                         \
+        FAT5_CHECK_MSG(T, s_ == (status), "%s -> %s, want %s (%s)", #call, fat5_status_string(s_), \
+                       fat5_status_string(status), e_);                                             \
+        FAT5_CHECK_MSG(T, strstr(e_, needle) != NULL, "message '%s' does not mention '%s'", e_,    \
+                       needle);                                                                     \
+    } while (0)
+
+static int tio_write_sb(const char *path, const fat5__sb *b) {
+    return !b->oom && b->buf && tio_write_bytes(path, b->buf, b->len);
+}
+
+// 200k metadata keys in descending order (the worst case of an insertion sort: 30 s for 100k)
+static void t_io_st_metadata_many_keys(fat5_test *T) {
+    const int n = 200000;
+    char path[TIO_PATH_CAP], key[32];
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_st_file *f = NULL;
+    fat5__sb h;
+    int i, sorted = 1;
+    const char *k0, *k1, *v;
+    fat5__sb_init(&h, ctx);
+    fat5__sb_puts(&h, "{\"__metadata__\":{");
+    for (i = 0; i < n; i++) fat5__sb_printf(&h, "%s\"k%07d\":\"v%d\"", i ? "," : "", n - 1 - i, n - 1 - i);
+    fat5__sb_puts(&h, "}}");
+    FAT5_REQUIRE(T, !h.oom);
+    tio_path(T, path, "many.safetensors");
+    FAT5_REQUIRE(T, tio_write_st(path, h.buf, 0));
+    FAT5_REQUIRE_OK(T, fat5_st_open(ctx, path, &f));
+    FAT5_CHECK(T, fat5_st_metadata_count(f) == n && fat5_st_count(f) == 0);
+    for (i = 1; i < n && sorted; i++) {
+        fat5_st_metadata_get(f, i - 1, &k0, NULL);
+        fat5_st_metadata_get(f, i, &k1, NULL);
+        sorted = strcmp(k0, k1) < 0;
+    }
+    FAT5_CHECK_MSG(T, sorted, "metadata not in key order at %d", i - 1);
+    fat5_st_metadata_get(f, 0, &k0, &v);
+    FAT5_CHECK(T, k0 && strcmp(k0, "k0000000") == 0 && strcmp(v, "v0") == 0);
+    for (i = 0; i < n; i += 9973) {
+        snprintf(key, sizeof key, "k%07d", i);
+        v = fat5_st_metadata_find(f, key);
+        FAT5_CHECK_MSG(T, v && atoi(v + 1) == i, "%s -> %s", key, v ? v : "(none)");
+    }
+    FAT5_CHECK(T, fat5_st_metadata_find(f, "k9999999") == NULL);
+    fat5_st_close(f);
+    f = NULL;
+    // one repeated key among them all: found by the sort, reported at its second occurrence
+    h.len -= 2;
+    h.buf[h.len] = 0;
+    fat5__sb_puts(&h, ",\"k0123456\":\"again\"}}");
+    FAT5_REQUIRE(T, !h.oom && tio_write_st(path, h.buf, 0));
+    TIO_OPEN_BAD(T, path, FAT5_ERR_FORMAT, "duplicate key \"k0123456\"");
+    fat5__sb_free(&h);
+}
+
+// a checkpoint directory: config.json "{}" (the t5-small defaults) and a tiny valid shard file
+static void tio_index_dir(fat5_test *T, char *dir, const char *name) {
+    char path[TIO_PATH_CAP + 64];
+    tio_path(T, dir, name);
+    mkdir(dir, 0777);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    tio_write_bytes(path, "{}", 2);
+}
+
+// index.json with n entries; shard(i) names the file of entry i
+static void tio_index_write(fat5_test *T, const char *dir, int n, int distinct) {
+    char path[TIO_PATH_CAP + 64];
+    fat5__sb b;
+    int i;
+    fat5__sb_init(&b, fat5_test_ctx(T));
+    fat5__sb_puts(&b, "{\"metadata\": {\"total_size\": 0}, \"weight_map\": {");
+    for (i = 0; i < n; i++)
+        fat5__sb_printf(&b, "%s\"encoder.block.%d.layer.0.SelfAttention.q.weight\": \"model-%05d.safetensors\"",
+                        i ? ",\n" : "", i, distinct ? i : i < n / 2 ? 1 : 2);
+    fat5__sb_puts(&b, "}}");
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    FAT5_CHECK(T, tio_write_sb(path, &b));
+    fat5__sb_free(&b);
+}
+
+// An index with very many entries: the distinct shards are found by sorting (the old check
+// compared every entry with all before it: 12 s for 100k entries over two shards).
+static void t_io_index_many_entries(fat5_test *T) {
+    const int n = 300000;
+    char dir[TIO_PATH_CAP], path[TIO_PATH_CAP + 64];
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_model *m = NULL;
+    int s;
+    tio_index_dir(T, dir, "two_shards");
+    for (s = 1; s <= 2; s++) {
+        snprintf(path, sizeof path, "%s/model-%05d.safetensors", dir, s);
+        FAT5_REQUIRE(T, tio_write_st(path, "{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4));
+    }
+    tio_index_write(T, dir, n, 0);
+    TIO_EXPECT_ERR(T, fat5_model_load(ctx, dir, &m), FAT5_ERR_FORMAT,
+                  "tensor 'encoder.block.0.layer.0.SelfAttention.q.weight' is listed in the index but absent "
+                  "from 'model-00001.safetensors'");
+    FAT5_CHECK(T, m == NULL);
+    // as many shard files as entries: refused by count before any file is opened
+    tio_index_dir(T, dir, "many_shards");
+    tio_index_write(T, dir, n, 1);
+    TIO_EXPECT_ERR(T, fat5_model_load(ctx, dir, &m), FAT5_ERR_UNSUPPORTED,
+                  "the index names 300000 shard files; at most 1024 are supported");
+    FAT5_CHECK(T, m == NULL);
+}
+
 #define FAT5_TESTS_IO(X) X(io_json_dom_cap)                                                        \
     X(io_json_valid) X(io_json_error_position) X(io_json_trailing_garbage) X(io_json_depth_limit)  \
     X(io_json_duplicate_key) X(io_json_bad_literal) X(io_json_control_char)                        \
@@ -1281,4 +1393,5 @@ static void t_io_json_dom_cap(fat5_test *T) {
     X(io_st_nbytes_mismatch) X(io_st_duplicate_tensor) X(io_st_unknown_dtype)                      \
     X(io_st_metadata_not_string) X(io_st_tiny_file) X(io_st_not_brace) X(io_st_bad_entries)        \
     X(io_st_header_depth) X(io_st_valid_edge_cases) X(io_st_read_f16_bf16)                         \
-    X(io_st_read_unsupported) X(io_st_read_bad_args) X(io_st_read_truncated_later)
+    X(io_st_read_unsupported) X(io_st_read_bad_args) X(io_st_read_truncated_later)                \
+    X(io_st_metadata_many_keys) X(io_index_many_entries)
