@@ -5577,6 +5577,86 @@ done:
     return st;
 }
 
+// Matches the parameter table of cfg against the open files without allocating any weights:
+// every parameter must be present with the shape cfg implies and a float dtype, and every tensor
+// of the files must be a parameter (or an ignorable alias). On success *loc holds, per parameter,
+// its (file, tensor) pair: (*loc)[2 i], (*loc)[2 i + 1]; free with fat5__free.
+static fat5_status fat5__ckpt_match(fat5_ctx *ctx, fat5__ckpt *k, const fat5_model_config *cfg, int lm_head_tied,
+                                    const char *dir, int **loc, int *n_loc) {
+    fat5_model *probe;
+    fat5_status st;
+    char nm[128], got[160];
+    int i, f, t;
+    *loc = NULL;
+    *n_loc = 0;
+    if ((st = fat5_model_config_validate(ctx, cfg))) return st;
+    probe = FAT5__CAST(fat5_model *, fat5__calloc(ctx, 1, sizeof *probe));
+    if (!probe) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "model: out of memory");
+    probe->ctx = ctx;
+    probe->cfg = *cfg;
+    probe->lm_head_tied = lm_head_tied;
+    if ((st = fat5__build_params(probe))) goto done;   // the table only: names and shapes
+    *loc = FAT5__CAST(int *, fat5__calloc(ctx, (size_t)probe->n_params, 2 * sizeof(int)));
+    if (!*loc) {
+        st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "model: out of memory");
+        goto done;
+    }
+    for (i = 0; i < probe->n_params && st == FAT5_OK; i++) {
+        const fat5__param *pr = &probe->params[i];
+        const fat5_st_tensor *ti;
+        t = fat5__ckpt_find(k, pr->name, &f);
+        if (t < 0 && i == probe->shared) {
+            t = fat5__ckpt_find(k, "encoder.embed_tokens.weight", &f);
+            if (t < 0) t = fat5__ckpt_find(k, "decoder.embed_tokens.weight", &f);
+        }
+        if (t < 0) {
+            st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: missing tensor '%s'", dir, pr->name);
+            break;
+        }
+        ti = fat5_st_get(k->files[f], t);
+        fat5__msg_name(nm, sizeof nm, ti->name);
+        if (ti->dtype != FAT5_ST_F32 && ti->dtype != FAT5_ST_F16 && ti->dtype != FAT5_ST_BF16) {
+            st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s; expected F32, F16 or BF16", dir,
+                           nm, fat5_st_dtype_name(ti->dtype));
+            break;
+        }
+        if (ti->ndim != pr->ndim || ti->shape[0] != pr->shape[0] || (pr->ndim == 2 && ti->shape[1] != pr->shape[1])) {
+            int d, o = 0;
+            got[0] = 0;
+            for (d = 0; d < ti->ndim && o < 120; d++)
+                o += snprintf(got + o, sizeof got - (size_t)o, "%s%lld", d ? ", " : "", (long long)ti->shape[d]);
+            if (pr->ndim == 2)
+                st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' has shape [%s]; config.json implies [%lld, %lld]",
+                               dir, nm, got, (long long)pr->shape[0], (long long)pr->shape[1]);
+            else
+                st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' has shape [%s]; config.json implies [%lld]", dir,
+                               nm, got, (long long)pr->shape[0]);
+            break;
+        }
+        (*loc)[2 * i] = f;
+        (*loc)[2 * i + 1] = t;
+        k->used[f][t] = 1;
+    }
+    for (f = 0; f < k->n_files && st == FAT5_OK; f++)
+        for (t = 0; t < fat5_st_count(k->files[f]); t++) {
+            const char *name = fat5_st_get(k->files[f], t)->name;
+            if (!k->used[f][t] && !fat5__ignorable_tensor(name)) {
+                st = fat5__err(ctx, FAT5_ERR_FORMAT,
+                               "%s: unexpected tensor '%s' (not a parameter of the model config.json describes)", dir,
+                               fat5__msg_name(nm, sizeof nm, name));
+                break;
+            }
+        }
+    if (st == FAT5_OK) *n_loc = probe->n_params;
+done:
+    if (st != FAT5_OK) {
+        fat5__free(ctx, *loc);
+        *loc = NULL;
+    }
+    fat5_model_destroy(probe);
+    return st;
+}
+
 FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model **out) {
     fat5__ckpt k;
     fat5_model_config cfg;
@@ -5584,7 +5664,7 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
     char dir[4096], p[4200], *text = NULL;
     size_t len = 0;
     fat5_status st;
-    int i, f, t, has_lm_head;
+    int i, f, has_lm_head, n_loc = 0, *loc = NULL;
     memset(&k, 0, sizeof k);
     if (!out || !path) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_load: NULL argument");
     *out = NULL;
@@ -5623,59 +5703,23 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
     // lm_head: the file's own when it has one, else shared.weight
     has_lm_head = fat5__ckpt_find(&k, "lm_head.weight", &f) >= 0;
     cfg.tie_word_embeddings = !has_lm_head;
+    // every name, shape and dtype is checked before the weights are allocated
+    if ((st = fat5__ckpt_match(ctx, &k, &cfg, !has_lm_head, dir, &loc, &n_loc))) goto fail;
     if ((st = fat5__model_alloc(ctx, &cfg, !has_lm_head, &m))) goto fail;
+    FAT5_ASSERT(m->n_params == n_loc);
     for (i = 0; i < m->n_params; i++) {
         const fat5__param *pr = &m->params[i];
-        const fat5_st_tensor *ti;
-        int ok_shape;
-        t = fat5__ckpt_find(&k, pr->name, &f);
-        if (t < 0 && i == m->shared) {
-            t = fat5__ckpt_find(&k, "encoder.embed_tokens.weight", &f);
-            if (t < 0) t = fat5__ckpt_find(&k, "decoder.embed_tokens.weight", &f);
-        }
-        if (t < 0) {
-            st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: missing tensor '%s'", dir, pr->name);
+        if ((st = fat5_st_read_f32(k.files[loc[2 * i]], loc[2 * i + 1], m->w + pr->offset, (int64_t)pr->numel)))
             goto fail;
-        }
-        ti = fat5_st_get(k.files[f], t);
-        if (ti->dtype != FAT5_ST_F32 && ti->dtype != FAT5_ST_F16 && ti->dtype != FAT5_ST_BF16) {
-            st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s; expected F32, F16 or BF16", dir,
-                           ti->name, fat5_st_dtype_name(ti->dtype));
-            goto fail;
-        }
-        ok_shape = ti->ndim == pr->ndim && ti->shape[0] == pr->shape[0] && (pr->ndim == 1 || ti->shape[1] == pr->shape[1]);
-        if (!ok_shape) {
-            char got[160];
-            int d, o = 0;
-            got[0] = 0;
-            for (d = 0; d < ti->ndim && o < 120; d++)
-                o += snprintf(got + o, sizeof got - (size_t)o, "%s%lld", d ? ", " : "", (long long)ti->shape[d]);
-            if (pr->ndim == 2)
-                st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' has shape [%s]; config.json implies [%lld, %lld]",
-                               dir, ti->name, got, (long long)pr->shape[0], (long long)pr->shape[1]);
-            else
-                st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' has shape [%s]; config.json implies [%lld]", dir,
-                               ti->name, got, (long long)pr->shape[0]);
-            goto fail;
-        }
-        if ((st = fat5_st_read_f32(k.files[f], t, m->w + pr->offset, (int64_t)pr->numel))) goto fail;
-        k.used[f][t] = 1;
     }
-    for (f = 0; f < k.n_files; f++)
-        for (t = 0; t < fat5_st_count(k.files[f]); t++) {
-            const char *name = fat5_st_get(k.files[f], t)->name;
-            if (!k.used[f][t] && !fat5__ignorable_tensor(name)) {
-                st = fat5__err(ctx, FAT5_ERR_FORMAT,
-                               "%s: unexpected tensor '%s' (not a parameter of the model config.json describes)", dir,
-                               name);
-                goto fail;
-            }
-        }
+    fat5__free(ctx, loc);
+    loc = NULL;
     fat5__ckpt_close(ctx, &k);
     if ((st = fat5__model_place(m))) goto fail;
     *out = m;
     return FAT5_OK;
 fail:
+    fat5__free(ctx, loc);
     fat5__ckpt_close(ctx, &k);
     fat5_model_destroy(m);
     return st;

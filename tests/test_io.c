@@ -1380,6 +1380,105 @@ static void t_io_index_many_entries(fat5_test *T) {
     FAT5_CHECK(T, m == NULL);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Checkpoint directories
+
+// an allocator that counts every byte it hands out (realloc counts the new size) and refuses
+// single requests above a limit
+typedef struct tio_count { size_t limit, total, largest; } tio_count;
+static void *tio_count_alloc(void *user, size_t n) {
+    tio_count *a = (tio_count *)user;
+    a->total += n;
+    if (n > a->largest) a->largest = n;
+    return n > a->limit ? NULL : malloc(n);
+}
+static void *tio_count_realloc(void *user, void *p, size_t n) {
+    tio_count *a = (tio_count *)user;
+    a->total += n;
+    if (n > a->largest) a->largest = n;
+    return n > a->limit ? NULL : realloc(p, n);
+}
+static fat5_ctx *tio_ctx_counting(tio_count *a) {
+    fat5_ctx_config c = fat5_ctx_config_default();
+    fat5_ctx *ctx = NULL;
+    memset(a, 0, sizeof *a);
+    a->limit = (size_t)256 << 20;
+    c.alloc = tio_count_alloc;
+    c.realloc = tio_count_realloc;
+    c.free = tio_free_fn;
+    c.alloc_user = a;
+    return fat5_ctx_create(&c, &ctx) == FAT5_OK ? ctx : NULL;
+}
+
+// copies fixture `name` (config.json, model.safetensors) to <tmpdir>/<as>; dir receives the path
+static int tio_copy_fixture(fat5_test *T, const char *name, const char *as, char *dir) {
+    static const char *const files[] = {"config.json", "model.safetensors"};
+    char src[TIO_PATH_CAP + 64], dst[TIO_PATH_CAP + 64], *buf;
+    size_t i, len;
+    tio_path(T, dir, as);
+    mkdir(dir, 0777);
+    for (i = 0; i < 2; i++) {
+        int ok;
+        snprintf(src, sizeof src, "%s/%s/%s", FAT5_TEST_DATA, name, files[i]);
+        snprintf(dst, sizeof dst, "%s/%s", dir, files[i]);
+        if (fat5__read_file(fat5_test_ctx(T), src, (size_t)64 << 20, &buf, &len) != FAT5_OK) return 0;
+        ok = tio_write_bytes(dst, buf, len);
+        fat5__free(fat5_test_ctx(T), buf);
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
+// replaces the first `from` in dir/config.json by `to`
+static int tio_edit_config(fat5_test *T, const char *dir, const char *from, const char *to) {
+    char path[TIO_PATH_CAP + 64], *buf, *at;
+    size_t len;
+    fat5__sb b;
+    int ok;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (fat5__read_file(fat5_test_ctx(T), path, (size_t)1 << 20, &buf, &len) != FAT5_OK) return 0;
+    at = strstr(buf, from);
+    if (!at) {
+        fat5__free(fat5_test_ctx(T), buf);
+        return 0;
+    }
+    fat5__sb_init(&b, fat5_test_ctx(T));
+    fat5__sb_putn(&b, buf, (size_t)(at - buf));
+    fat5__sb_puts(&b, to);
+    fat5__sb_puts(&b, at + strlen(from));
+    ok = tio_write_sb(path, &b);
+    fat5__sb_free(&b);
+    fat5__free(fat5_test_ctx(T), buf);
+    return ok;
+}
+
+// A config that disagrees with the tensors is refused before any weight is allocated: vocab_size
+// 10000000 against a 96-row embedding once cost 2.5 GB and 6 s before the shape check.
+static void t_io_load_checks_before_alloc(fat5_test *T) {
+    char dir[TIO_PATH_CAP];
+    tio_count count;
+    fat5_ctx *ctx = tio_ctx_counting(&count);
+    fat5_model *m = NULL;
+    fat5_status s;
+    const char *e;
+    FAT5_REQUIRE(T, ctx != NULL);
+    FAT5_REQUIRE(T, tio_copy_fixture(T, "t5_v10_relu_tied", "big_vocab", dir));
+    FAT5_REQUIRE(T, tio_edit_config(T, dir, "\"vocab_size\": 96", "\"vocab_size\": 10000000"));
+    s = fat5_model_load(ctx, dir, &m);
+    e = fat5_last_error(ctx);
+    FAT5_CHECK_MSG(T, s == FAT5_ERR_FORMAT && m == NULL, "load -> %s: %s", fat5_status_string(s), e);
+    FAT5_CHECK_MSG(T, strstr(e, "tensor 'shared.weight' has shape [96, 32]; config.json implies [10000000, 32]"),
+                   "message: %s", e);
+    FAT5_CHECK_MSG(T, count.total < ((size_t)4 << 20) && count.largest < ((size_t)1 << 20),
+                   "allocated %zu bytes in all, %zu at most at once", count.total, count.largest);
+    // the same directory with the right vocabulary loads (the check refuses only what is wrong)
+    FAT5_REQUIRE(T, tio_edit_config(T, dir, "\"vocab_size\": 10000000", "\"vocab_size\": 96"));
+    s = fat5_model_load(ctx, dir, &m);
+    FAT5_CHECK_MSG(T, s == FAT5_OK && m, "load -> %s: %s", fat5_status_string(s), fat5_last_error(ctx));
+    fat5_model_destroy(m);
+    fat5_ctx_destroy(ctx);
+}
+
 #define FAT5_TESTS_IO(X) X(io_json_dom_cap)                                                        \
     X(io_json_valid) X(io_json_error_position) X(io_json_trailing_garbage) X(io_json_depth_limit)  \
     X(io_json_duplicate_key) X(io_json_bad_literal) X(io_json_control_char)                        \
@@ -1394,4 +1493,4 @@ static void t_io_index_many_entries(fat5_test *T) {
     X(io_st_metadata_not_string) X(io_st_tiny_file) X(io_st_not_brace) X(io_st_bad_entries)        \
     X(io_st_header_depth) X(io_st_valid_edge_cases) X(io_st_read_f16_bf16)                         \
     X(io_st_read_unsupported) X(io_st_read_bad_args) X(io_st_read_truncated_later)                \
-    X(io_st_metadata_many_keys) X(io_index_many_entries)
+    X(io_st_metadata_many_keys) X(io_index_many_entries) X(io_load_checks_before_alloc)
