@@ -1215,17 +1215,76 @@ static int fat5__json_as_double(const fat5__json *v, double *out) {
     return 1;
 }
 
-// Reads a whole file into a NUL-terminated buffer (free with fat5__free). FAT5_ERR_IO when it
-// cannot be read, FAT5_ERR_FORMAT when it holds more than max_size bytes.
+#ifndef _WIN32
+#include <fcntl.h>
+#endif
+
+// Opens path for reading when it is a regular file; *size (may be NULL) gets its size. A FIFO, a
+// device or a directory is refused with FAT5_ERR_IO and never blocks: the open is non-blocking
+// (a FIFO without a writer would otherwise wait forever), and the flag is cleared once fstat has
+// shown a regular file.
+static fat5_status fat5__open_regular(fat5_ctx *ctx, const char *path, FILE **out, uint64_t *size) {
+#ifdef _WIN32
+    FILE *fp = fopen(path, "rb");
+    *out = NULL;
+    if (!fp) return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (size) {
+        if (_fseeki64(fp, 0, SEEK_END) != 0 || _ftelli64(fp) < 0 || _fseeki64(fp, 0, SEEK_SET) != 0) {
+            int e = errno;
+            fclose(fp);
+            return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot get the file size: %s", path, strerror(e));
+        }
+        *size = (uint64_t)_ftelli64(fp);
+    }
+    *out = fp;
+    return FAT5_OK;
+#else
+    struct stat sb;
+    FILE *fp;
+    int fd, fl, e, flags = O_RDONLY | O_NONBLOCK;
+    const char *what;
+#ifdef O_CLOEXEC
+    flags |= O_CLOEXEC;
+#endif
+    *out = NULL;
+    do fd = open(path, flags);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0) return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fstat(fd, &sb) != 0) {
+        e = errno;
+        close(fd);
+        return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot get the file size: %s", path, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        what = S_ISDIR(sb.st_mode) ? "a directory" : S_ISFIFO(sb.st_mode) ? "a FIFO"
+               : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device" : "a special file";
+        close(fd);
+        return fat5__err(ctx, FAT5_ERR_IO, "%s: not a regular file (%s)", path, what);
+    }
+    if ((fl = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0 ||
+        !(fp = fdopen(fd, "rb"))) {
+        e = errno;
+        close(fd);
+        return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+    }
+    if (size) *size = (uint64_t)sb.st_size;
+    *out = fp;
+    return FAT5_OK;
+#endif
+}
+
+// Reads a whole regular file into a NUL-terminated buffer (free with fat5__free). FAT5_ERR_IO when
+// it cannot be read or is not a regular file, FAT5_ERR_FORMAT when it holds more than max_size
+// bytes.
 static fat5_status fat5__read_file(fat5_ctx *ctx, const char *path, size_t max_size, char **out,
                                    size_t *out_len) {
     FILE *fp;
     char *buf = NULL;
     size_t len = 0, cap = 0, limit = max_size < SIZE_MAX - 1 ? max_size + 1 : SIZE_MAX - 1;
+    fat5_status st;
     *out = NULL;
     if (out_len) *out_len = 0;
-    fp = fopen(path, "rb");
-    if (!fp) return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if ((st = fat5__open_regular(ctx, path, &fp, NULL)) != FAT5_OK) return st;
     for (;;) {
         size_t got;
         if (len == cap) {   // grow; never beyond one byte past the limit (+1 for the NUL)
@@ -1828,25 +1887,8 @@ static fat5_status fat5__st_load(fat5_st_file *f) {
     fat5__jdoc *doc = NULL;
     fat5_status st;
     int i;
-    f->fp = fopen(f->path, "rb");
-    if (!f->fp)
-        return fat5__err(f->ctx, FAT5_ERR_IO, "%s: cannot open: %s", f->path, strerror(errno));
-#ifdef _WIN32
-    if (_fseeki64(f->fp, 0, SEEK_END) != 0 || _ftelli64(f->fp) < 0)
-        return fat5__err(f->ctx, FAT5_ERR_IO, "%s: cannot get the file size: %s", f->path,
-                         strerror(errno));
-    f->file_size = (uint64_t)_ftelli64(f->fp);
-#else
-    {
-        struct stat sb;
-        if (fstat(fileno(f->fp), &sb) != 0)
-            return fat5__err(f->ctx, FAT5_ERR_IO, "%s: cannot get the file size: %s", f->path,
-                             strerror(errno));
-        if (!S_ISREG(sb.st_mode))
-            return fat5__err(f->ctx, FAT5_ERR_IO, "%s: not a regular file", f->path);
-        f->file_size = (uint64_t)sb.st_size;
-    }
-#endif
+    st = fat5__open_regular(f->ctx, f->path, &f->fp, &f->file_size);
+    if (st != FAT5_OK) return st;
     // rules 1-2: the header length, bounded before any arithmetic with it
     if (f->file_size < 8)
         return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: file is too small (%llu bytes) to hold the "

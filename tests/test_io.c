@@ -1479,6 +1479,57 @@ static void t_io_load_checks_before_alloc(fat5_test *T) {
     fat5_ctx_destroy(ctx);
 }
 
+#ifndef _WIN32
+#include <signal.h>
+static void tio_on_alarm(int sig) { (void)sig; }
+#endif
+
+// A FIFO as config.json, as a shard named by the index, or given to fat5_st_open is refused at
+// once (it used to block forever in open(2) waiting for a writer). An alarm without SA_RESTART
+// interrupts a blocking open after 5 s, so a regression fails instead of hanging.
+static void t_io_fifo_refused(fat5_test *T) {
+#ifdef _WIN32
+    FAT5_SKIP(T, "no FIFOs on Windows");
+#else
+    char dir1[TIO_PATH_CAP], dir2[TIO_PATH_CAP], cfg[TIO_PATH_CAP + 64], shard[TIO_PATH_CAP + 64];
+    char path[TIO_PATH_CAP + 64], *buf = NULL;
+    const char *idx = "{\"weight_map\": {\"shared.weight\": \"model-00001-of-00001.safetensors\"}}";
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_model *m = NULL;
+    struct sigaction sa, old;
+    size_t len;
+    // config.json is a FIFO in dir1; the one shard of dir2's index is a FIFO
+    FAT5_REQUIRE(T, tio_copy_fixture(T, "t5_v10_relu_tied", "fifo_cfg", dir1));
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir1);
+    FAT5_REQUIRE(T, remove(cfg) == 0 && mkfifo(cfg, 0600) == 0);
+    FAT5_REQUIRE(T, tio_copy_fixture(T, "t5_v10_relu_tied", "fifo_shard", dir2));
+    snprintf(path, sizeof path, "%s/model.safetensors", dir2);
+    FAT5_REQUIRE(T, remove(path) == 0);
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir2);
+    FAT5_REQUIRE(T, tio_write_bytes(path, idx, strlen(idx)));
+    snprintf(shard, sizeof shard, "%s/model-00001-of-00001.safetensors", dir2);
+    FAT5_REQUIRE(T, mkfifo(shard, 0600) == 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = tio_on_alarm;
+    sigemptyset(&sa.sa_mask);
+    FAT5_REQUIRE(T, sigaction(SIGALRM, &sa, &old) == 0);
+    alarm(5);
+    TIO_EXPECT_ERR(T, fat5_model_load(ctx, dir1, &m), FAT5_ERR_IO, "config.json: not a regular file (a FIFO)");
+    FAT5_CHECK(T, m == NULL);
+    alarm(5);
+    TIO_EXPECT_ERR(T, fat5__read_file(ctx, cfg, 100, &buf, &len), FAT5_ERR_IO, "not a regular file (a FIFO)");
+    FAT5_CHECK(T, buf == NULL);
+    alarm(5);
+    TIO_EXPECT_ERR(T, fat5_model_load(ctx, dir2, &m), FAT5_ERR_IO,
+                   "model-00001-of-00001.safetensors: not a regular file (a FIFO)");
+    FAT5_CHECK(T, m == NULL);
+    alarm(5);
+    TIO_OPEN_BAD(T, shard, FAT5_ERR_IO, "not a regular file (a FIFO)");
+    alarm(0);
+    sigaction(SIGALRM, &old, NULL);
+#endif
+}
+
 #define FAT5_TESTS_IO(X) X(io_json_dom_cap)                                                        \
     X(io_json_valid) X(io_json_error_position) X(io_json_trailing_garbage) X(io_json_depth_limit)  \
     X(io_json_duplicate_key) X(io_json_bad_literal) X(io_json_control_char)                        \
@@ -1493,4 +1544,5 @@ static void t_io_load_checks_before_alloc(fat5_test *T) {
     X(io_st_metadata_not_string) X(io_st_tiny_file) X(io_st_not_brace) X(io_st_bad_entries)        \
     X(io_st_header_depth) X(io_st_valid_edge_cases) X(io_st_read_f16_bf16)                         \
     X(io_st_read_unsupported) X(io_st_read_bad_args) X(io_st_read_truncated_later)                \
-    X(io_st_metadata_many_keys) X(io_index_many_entries) X(io_load_checks_before_alloc)
+    X(io_st_metadata_many_keys) X(io_index_many_entries) X(io_load_checks_before_alloc)                                                          \
+    X(io_fifo_refused)
