@@ -1204,15 +1204,59 @@ static int fat5__json_as_i64(const fat5__json *v, int64_t *out) {
     return 1;
 }
 
-// strtod on the validated literal; values that overflow a double fail
-static int fat5__json_as_double(const fat5__json *v, double *out) {
-    char *end;
+#include <locale.h>
+
+// JSON numbers use '.' whatever LC_NUMERIC says, and strtod / printf use the locale's decimal
+// point (',' in de_DE or fr_FR). The two helpers below translate between them, so a program that
+// calls setlocale still reads and writes the same JSON.
+
+// strtod of the whole NUL-terminated decimal s (a validated JSON number: digits, at most one '.',
+// an exponent), independent of the locale: the '.' is replaced by the locale's decimal point in
+// a copy (on the stack; on the heap only for a literal above 120 bytes). 1 when all of s was
+// read and the value is finite.
+static int fat5__strtod_c(const char *s, double *out) {
+    const char *dp = localeconv()->decimal_point, *dot = strchr(s, '.');
+    char small[128], *buf = small, *end;
+    size_t n, dl;
     double d;
-    if (!v || v->type != FAT5__J_NUMBER) return 0;
-    d = strtod(v->str, &end);
-    if (end != v->str + v->len || d == HUGE_VAL || d == -HUGE_VAL) return 0;
+    int ok;
+    if (!dp || !dp[0]) dp = ".";
+    dl = strlen(dp);
+    if (!dot || strcmp(dp, ".") == 0) {
+        d = strtod(s, &end);
+        ok = *end == 0;
+    } else {
+        n = strlen(s);
+        if (n + dl + 1 > sizeof small && !(buf = FAT5__CAST(char *, fat5__malloc(NULL, n + dl + 1))))
+            return 0;
+        memcpy(buf, s, (size_t)(dot - s));
+        memcpy(buf + (dot - s), dp, dl);
+        memcpy(buf + (dot - s) + dl, dot + 1, n - (size_t)(dot - s));   // with the NUL
+        d = strtod(buf, &end);
+        ok = *end == 0;
+        if (buf != small) fat5__free(NULL, buf);
+    }
+    if (!ok || d == HUGE_VAL || d == -HUGE_VAL || d != d) return 0;
     *out = d;
     return 1;
+}
+
+// snprintf(buf, cap, "%.*g", prec, x) with '.' as the decimal point whatever the locale
+static void fat5__fmt_g(char *buf, size_t cap, int prec, double x) {
+    const char *dp = localeconv()->decimal_point;
+    char *at;
+    snprintf(buf, cap, "%.*g", prec, x);
+    if (dp && dp[0] && strcmp(dp, ".") != 0 && (at = strstr(buf, dp)) != NULL) {
+        size_t dl = strlen(dp);
+        *at = '.';
+        memmove(at + 1, at + dl, strlen(at + dl) + 1);
+    }
+}
+
+// the validated literal as a double, whatever the locale; values that overflow a double fail
+static int fat5__json_as_double(const fat5__json *v, double *out) {
+    if (!v || v->type != FAT5__J_NUMBER) return 0;
+    return fat5__strtod_c(v->str, out);
 }
 
 #ifndef _WIN32
@@ -4591,12 +4635,13 @@ done:
 }
 
 // shortest decimal that reads back as the same double ("1e-06", not "9.9999999999999995e-07"),
-// always with a '.' or an exponent so Python reads a float
+// always with a '.' or an exponent so Python reads a float; '.' whatever the locale
 static void fat5__fmt_double(char buf[40], double x) {
     int prec;
+    double back;
     for (prec = 1; prec <= 17; prec++) {
-        snprintf(buf, 40, "%.*g", prec, x);
-        if (strtod(buf, NULL) == x) break;
+        fat5__fmt_g(buf, 40, prec, x);
+        if (fat5__strtod_c(buf, &back) && back == x) break;
     }
     if (!strpbrk(buf, ".eEn")) strcat(buf, ".0");
 }

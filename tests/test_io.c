@@ -3,6 +3,7 @@
 // Every rejection is checked for its status and for a word naming the problem in the message.
 
 #include <dirent.h>
+#include <locale.h>
 #include <sys/stat.h>
 
 #ifndef FAT5_TEST_DATA
@@ -1530,6 +1531,99 @@ static void t_io_fifo_refused(fat5_test *T) {
 #endif
 }
 
+// Switches LC_NUMERIC to an installed locale whose decimal point is not '.'; the previous name
+// is copied to saved. 0 when there is none.
+static int tio_comma_locale(char *saved, size_t cap, const char **name) {
+    static const char *const names[] = {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "fr_FR.utf8",
+                                        "de_DE", "fr_FR", "nl_NL.UTF-8", "es_ES.UTF-8", "it_IT.UTF-8",
+                                        "ru_RU.UTF-8", "pt_BR.UTF-8", "de_DE.ISO8859-1", NULL};
+    const char *cur = setlocale(LC_NUMERIC, NULL);
+    int i;
+    snprintf(saved, cap, "%s", cur ? cur : "C");
+    for (i = 0; names[i]; i++) {
+        if (setlocale(LC_NUMERIC, names[i]) && strcmp(localeconv()->decimal_point, ".") != 0) {
+            *name = names[i];
+            return 1;
+        }
+    }
+    setlocale(LC_NUMERIC, saved);
+    return 0;
+}
+
+// Under a decimal-comma locale, JSON numbers still read and write with '.': a config with
+// "0.1" parses, and fat5_model_save writes a config.json that fat5_model_load reads back.
+static void t_io_locale_numbers(fat5_test *T) {
+    static const char cfg_json[] = "{\"layer_norm_epsilon\": 1e-06, \"dropout_rate\": 0.1, \"d_model\": 8}";
+    char saved[256], num[40], dir[TIO_PATH_CAP], path[TIO_PATH_CAP + 64], *text = NULL;
+    const char *name = NULL;
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_model_config c = fat5_model_config_default(), back;
+    fat5_model *m = NULL, *l = NULL;
+    fat5__jdoc *d = NULL;
+    double x = 0;
+    size_t len;
+    if (!tio_comma_locale(saved, sizeof saved, &name))
+        FAT5_SKIP(T, "no decimal-comma locale installed (e.g. localedef -i de_DE -f UTF-8 de_DE.UTF-8)");
+    // reading
+    FAT5_CHECK(T, fat5__json_parse(ctx, "n", "[0.1, 1e-06, -2.5E+3, 7]", 24, 4, &d) == FAT5_OK);
+    if (d) {
+        const fat5__json *v = fat5__json_root(d)->child;
+        FAT5_CHECK(T, fat5__json_as_double(v, &x) && x == 0.1);
+        FAT5_CHECK(T, fat5__json_as_double(v->next, &x) && x == 1e-6);
+        FAT5_CHECK(T, fat5__json_as_double(v->next->next, &x) && x == -2500.0);
+        FAT5_CHECK(T, fat5__json_as_double(v->next->next->next, &x) && x == 7.0);
+    }
+    fat5__json_free(ctx, d);
+    d = NULL;
+    {   // a literal too long for the stack copy: "0.1" and 300 zeros
+        char lit[310];
+        memset(lit, '0', sizeof lit);
+        memcpy(lit, "0.1", 3);
+        FAT5_CHECK(T, fat5__json_parse(ctx, "n", lit, sizeof lit, 4, &d) == FAT5_OK);
+        FAT5_CHECK(T, d && fat5__json_as_double(fat5__json_root(d), &x) && x == 0.1);
+        fat5__json_free(ctx, d);
+    }
+    FAT5_CHECK_MSG(T, fat5_model_config_from_json(ctx, cfg_json, strlen(cfg_json), &back) == FAT5_OK,
+                   "%s: %s", name, fat5_last_error(ctx));
+    FAT5_CHECK(T, back.layer_norm_eps == 1e-6 && back.dropout_rate == 0.1 && back.d_model == 8);
+    // writing
+    fat5__fmt_double(num, 0.1);
+    FAT5_CHECK_MSG(T, strcmp(num, "0.1") == 0, "0.1 -> %s", num);
+    fat5__fmt_double(num, 1e-6);
+    FAT5_CHECK_MSG(T, strcmp(num, "1e-06") == 0, "1e-6 -> %s", num);
+    fat5__fmt_double(num, 0.3333333333333333);
+    FAT5_CHECK_MSG(T, strcmp(num, "0.3333333333333333") == 0, "1/3 -> %s", num);
+    // save -> load of a small model: dropout 0.1 and epsilon 1e-5 come back exactly
+    c.vocab_size = 16;
+    c.d_model = 8;
+    c.d_kv = 4;
+    c.num_heads = 2;
+    c.d_ff = 8;
+    c.num_layers = c.num_decoder_layers = 1;
+    c.rel_buckets = 4;
+    c.rel_max_distance = 8;
+    c.dropout_rate = 0.1;
+    c.layer_norm_eps = 1.5e-5;
+    tio_path(T, dir, "comma");
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (fat5_model_create(ctx, &c, 1, &m) != FAT5_OK || fat5_model_save(m, dir) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "create / save: %s", fat5_last_error(ctx));
+    } else if (fat5_model_load(ctx, dir, &l) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "%s: load after save: %s", name, fat5_last_error(ctx));
+    } else {
+        FAT5_CHECK(T, l->cfg.dropout_rate == 0.1 && l->cfg.layer_norm_eps == 1.5e-5);
+    }
+    if (fat5__read_file(ctx, path, 1 << 20, &text, &len) == FAT5_OK) {
+        FAT5_CHECK_MSG(T, strstr(text, "\"dropout_rate\": 0.1,") && strstr(text, "\"layer_norm_epsilon\": 1.5e-05,"),
+                       "%s", text);
+        fat5__free(ctx, text);
+    }
+    fat5_model_destroy(m);
+    fat5_model_destroy(l);
+    setlocale(LC_NUMERIC, saved);
+    FAT5_CHECK(T, strcmp(setlocale(LC_NUMERIC, NULL), saved) == 0);
+}
+
 #define FAT5_TESTS_IO(X) X(io_json_dom_cap)                                                        \
     X(io_json_valid) X(io_json_error_position) X(io_json_trailing_garbage) X(io_json_depth_limit)  \
     X(io_json_duplicate_key) X(io_json_bad_literal) X(io_json_control_char)                        \
@@ -1545,4 +1639,4 @@ static void t_io_fifo_refused(fat5_test *T) {
     X(io_st_header_depth) X(io_st_valid_edge_cases) X(io_st_read_f16_bf16)                         \
     X(io_st_read_unsupported) X(io_st_read_bad_args) X(io_st_read_truncated_later)                \
     X(io_st_metadata_many_keys) X(io_index_many_entries) X(io_load_checks_before_alloc)                                                          \
-    X(io_fifo_refused)
+    X(io_fifo_refused) X(io_locale_numbers)
