@@ -5697,7 +5697,9 @@ static fat5_status fat5__ckpt_match(fat5_ctx *ctx, fat5__ckpt *k, const fat5_mod
             if (t < 0) t = fat5__ckpt_find(k, "decoder.embed_tokens.weight", &f);
         }
         if (t < 0) {
-            st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: missing tensor '%s'", dir, pr->name);
+            st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: missing tensor '%s'%s", dir, pr->name,
+                           i == probe->lm_head && !lm_head_tied ? ": config.json sets tie_word_embeddings false, "
+                           "so the output projection is not shared.weight" : "");
             break;
         }
         ti = fat5_st_get(k->files[f], t);
@@ -5787,12 +5789,14 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
     }
     if (st) goto fail;
 
-    // lm_head: the file's own when it has one, else shared.weight
+    // lm_head: the file's own when it has one, else shared.weight -- unless config.json says the
+    // model is untied: then lm_head.weight stays in the table and its absence is an error (tying
+    // silently would run another model than the one transformers builds from this directory)
     has_lm_head = fat5__ckpt_find(&k, "lm_head.weight", &f) >= 0;
-    cfg.tie_word_embeddings = !has_lm_head;
+    cfg.tie_word_embeddings = !has_lm_head && cfg.tie_word_embeddings;
     // every name, shape and dtype is checked before the weights are allocated
-    if ((st = fat5__ckpt_match(ctx, &k, &cfg, !has_lm_head, dir, &loc, &n_loc))) goto fail;
-    if ((st = fat5__model_alloc(ctx, &cfg, !has_lm_head, &m))) goto fail;
+    if ((st = fat5__ckpt_match(ctx, &k, &cfg, cfg.tie_word_embeddings, dir, &loc, &n_loc))) goto fail;
+    if ((st = fat5__model_alloc(ctx, &cfg, cfg.tie_word_embeddings, &m))) goto fail;
     FAT5_ASSERT(m->n_params == n_loc);
     for (i = 0; i < m->n_params; i++) {
         const fat5__param *pr = &m->params[i];

@@ -1624,6 +1624,28 @@ static void t_io_locale_numbers(fat5_test *T) {
     FAT5_CHECK(T, strcmp(setlocale(LC_NUMERIC, NULL), saved) == 0);
 }
 
+// config.json says untied but the file has no lm_head.weight: refused, not silently tied
+static void t_io_load_untied_needs_lm_head(fat5_test *T) {
+    char dir[TIO_PATH_CAP];
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_model *m = NULL;
+    FAT5_REQUIRE(T, tio_copy_fixture(T, "t5_v10_relu_tied", "untied", dir));
+    FAT5_REQUIRE(T, tio_edit_config(T, dir, "\"tie_word_embeddings\": true", "\"tie_word_embeddings\": false"));
+    TIO_EXPECT_ERR(T, fat5_model_load(ctx, dir, &m), FAT5_ERR_FORMAT,
+                   "missing tensor 'lm_head.weight': config.json sets tie_word_embeddings false");
+    FAT5_CHECK(T, m == NULL);
+    fat5_model_destroy(m);
+    m = NULL;
+    // tied without lm_head (v1.0), and untied with it, still load
+    FAT5_REQUIRE(T, tio_edit_config(T, dir, "\"tie_word_embeddings\": false", "\"tie_word_embeddings\": true"));
+    FAT5_CHECK_MSG(T, fat5_model_load(ctx, dir, &m) == FAT5_OK && m->lm_head_tied, "%s", fat5_last_error(ctx));
+    fat5_model_destroy(m);
+    m = NULL;
+    FAT5_CHECK_MSG(T, fat5_model_load(ctx, FAT5_TEST_DATA "/t5_v11_gated_gelu_untied", &m) == FAT5_OK &&
+                          !m->lm_head_tied, "%s", fat5_last_error(ctx));
+    fat5_model_destroy(m);
+}
+
 #define FAT5_TESTS_IO(X) X(io_json_dom_cap)                                                        \
     X(io_json_valid) X(io_json_error_position) X(io_json_trailing_garbage) X(io_json_depth_limit)  \
     X(io_json_duplicate_key) X(io_json_bad_literal) X(io_json_control_char)                        \
@@ -1639,4 +1661,4 @@ static void t_io_locale_numbers(fat5_test *T) {
     X(io_st_header_depth) X(io_st_valid_edge_cases) X(io_st_read_f16_bf16)                         \
     X(io_st_read_unsupported) X(io_st_read_bad_args) X(io_st_read_truncated_later)                \
     X(io_st_metadata_many_keys) X(io_index_many_entries) X(io_load_checks_before_alloc)                                                          \
-    X(io_fifo_refused) X(io_locale_numbers)
+    X(io_fifo_refused) X(io_locale_numbers) X(io_load_untied_needs_lm_head)
