@@ -4402,17 +4402,36 @@ FAT5_API fat5_status fat5_model_config_validate(fat5_ctx *ctx, const fat5_model_
                          "config: relative_attention_max_distance = %lld must exceed "
                          "relative_attention_num_buckets / 2 = %lld (the log-spaced buckets start there)",
                          (long long)c->rel_max_distance, (long long)(c->rel_buckets / 2));
-    if (!(c->layer_norm_eps > 0 && c->layer_norm_eps < 1))
+    // the norm runs in fp32: an epsilon that rounds to 0 there would divide by zero on a zero row
+    if (!(c->layer_norm_eps > 0 && c->layer_norm_eps < HUGE_VAL))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: layer_norm_epsilon = %g, expected a finite value "
+                         "above 0", c->layer_norm_eps);
+    if (c->layer_norm_eps >= 1)
         return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config: layer_norm_epsilon = %g, expected 0 < eps < 1",
                          c->layer_norm_eps);
+    if ((float)c->layer_norm_eps == 0.0f)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: layer_norm_epsilon = %g rounds to 0 in fp32 "
+                         "(the smallest usable value is about 1.4e-45)", c->layer_norm_eps);
+    if (!(c->dropout_rate >= 0 && c->dropout_rate < 1))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: dropout_rate = %g, expected 0 <= rate < 1",
+                         c->dropout_rate);
     if (c->act < FAT5_ACT_RELU || c->act > FAT5_ACT_SILU)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: unknown activation %d", (int)c->act);
-    if (c->pad_token_id < 0 || c->pad_token_id >= c->vocab_size || c->decoder_start_token_id < 0 ||
-        c->decoder_start_token_id >= c->vocab_size)
-        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
-                         "config: pad_token_id %lld and decoder_start_token_id %lld must be in [0, vocab_size %lld)",
-                         (long long)c->pad_token_id, (long long)c->decoder_start_token_id,
-                         (long long)c->vocab_size);
+    {
+        const char *name[3] = {"pad_token_id", "eos_token_id", "decoder_start_token_id"};
+        int64_t id[3];
+        id[0] = c->pad_token_id;
+        id[1] = c->eos_token_id;
+        id[2] = c->decoder_start_token_id;
+        for (i = 0; i < 3; i++) {
+            if (id[i] < 0)
+                return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: %s = %lld is negative; token ids are in "
+                                 "[0, vocab_size %lld)", name[i], (long long)id[i], (long long)c->vocab_size);
+            if (id[i] >= c->vocab_size)
+                return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config: %s = %lld must be in [0, vocab_size %lld)",
+                                 name[i], (long long)id[i], (long long)c->vocab_size);
+        }
+    }
     return FAT5_OK;
 }
 
@@ -4569,6 +4588,15 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
         st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'dropout_rate' must be a number");
         goto done;
     }
+    // initializer_factor only scales a fresh initialisation (fat5_model_create uses 1), but a value
+    // no initialisation could use marks a broken file
+    if ((j = fat5__json_get(root, "initializer_factor")) != NULL) {
+        double f = 0;
+        if (j->type != FAT5__J_NUMBER || !fat5__json_as_double(j, &f) || !(f > 0)) {
+            st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'initializer_factor' must be a positive number");
+            goto done;
+        }
+    }
     if ((j = fat5__json_get(root, "is_encoder_decoder")) != NULL && j->type != FAT5__J_TRUE) {
         st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config.json: is_encoder_decoder must be true for a T5 model");
         goto done;
@@ -4627,7 +4655,9 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
             goto done;
         }
     }
+    // a value no T5 model can have is a defect of the file here (validate says INVALID_ARG)
     st = fat5_model_config_validate(ctx, &c);
+    if (st == FAT5_ERR_INVALID_ARG) st = FAT5_ERR_FORMAT;
     if (st == FAT5_OK) *out = c;
 done:
     fat5__json_free(ctx, doc);

@@ -1646,6 +1646,68 @@ static void t_io_load_untied_needs_lm_head(fat5_test *T) {
     fat5_model_destroy(m);
 }
 
+// ---------------------------------------------------------------------------------------------
+// config.json values outside their range are refused, naming the field
+
+static fat5_status tio_cfg(fat5_test *T, const char *json) {
+    fat5_model_config c;
+    return fat5_model_config_from_json(fat5_test_ctx(T), json, strlen(json), &c);
+}
+
+static void t_io_config_ranges(fat5_test *T) {
+    static const struct { const char *json; fat5_status want; const char *word; } bad[] = {
+        {"{\"dropout_rate\": -0.1}", FAT5_ERR_FORMAT, "dropout_rate = -0.1, expected 0 <= rate < 1"},
+        {"{\"dropout_rate\": 1}", FAT5_ERR_FORMAT, "dropout_rate = 1,"},
+        {"{\"dropout_rate\": 1.5}", FAT5_ERR_FORMAT, "dropout_rate = 1.5"},
+        {"{\"dropout_rate\": 1e999}", FAT5_ERR_FORMAT, "'dropout_rate' must be a number"},
+        {"{\"pad_token_id\": -3}", FAT5_ERR_FORMAT, "pad_token_id = -3 is negative"},
+        {"{\"eos_token_id\": -1}", FAT5_ERR_FORMAT, "eos_token_id = -1 is negative"},
+        {"{\"decoder_start_token_id\": -2}", FAT5_ERR_FORMAT, "decoder_start_token_id = -2 is negative"},
+        {"{\"vocab_size\": 10, \"eos_token_id\": 10}", FAT5_ERR_UNSUPPORTED,
+         "eos_token_id = 10 must be in [0, vocab_size 10)"},
+        {"{\"vocab_size\": 10, \"decoder_start_token_id\": 12}", FAT5_ERR_UNSUPPORTED, "decoder_start_token_id = 12"},
+        {"{\"layer_norm_epsilon\": 1e-50}", FAT5_ERR_FORMAT, "layer_norm_epsilon = 1e-50 rounds to 0 in fp32"},
+        {"{\"layer_norm_epsilon\": -1e-06}", FAT5_ERR_FORMAT, "layer_norm_epsilon = -1e-06"},
+        {"{\"layer_norm_epsilon\": 0}", FAT5_ERR_FORMAT, "layer_norm_epsilon = 0"},
+        {"{\"layer_norm_epsilon\": 2}", FAT5_ERR_UNSUPPORTED, "layer_norm_epsilon = 2"},
+        {"{\"initializer_factor\": -1.0}", FAT5_ERR_FORMAT, "'initializer_factor' must be a positive number"},
+        {"{\"initializer_factor\": 0}", FAT5_ERR_FORMAT, "initializer_factor"},
+        {"{\"initializer_factor\": \"1\"}", FAT5_ERR_FORMAT, "initializer_factor"},
+        {"{\"relative_attention_num_buckets\": 2}", FAT5_ERR_UNSUPPORTED, "relative_attention_num_buckets = 2"},
+        {"{\"relative_attention_max_distance\": 0}", FAT5_ERR_UNSUPPORTED, "relative_attention_max_distance = 0"},
+    };
+    static const char *const good[] = {
+        "{\"dropout_rate\": 0}", "{\"dropout_rate\": 0.999}", "{\"layer_norm_epsilon\": 1e-45}",
+        "{\"initializer_factor\": 0.05}", "{\"vocab_size\": 10, \"eos_token_id\": 9, \"pad_token_id\": 9}",
+        "{\"pad_token_id\": null, \"eos_token_id\": null, \"decoder_start_token_id\": null}"};
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_model_config c;
+    fat5_model *m = NULL;
+    size_t i;
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        fat5_status s = tio_cfg(T, bad[i].json);
+        const char *e = fat5_last_error(ctx);
+        FAT5_CHECK_MSG(T, s == bad[i].want && strstr(e, bad[i].word), "%s -> %s '%s', want %s '%s'", bad[i].json,
+                       fat5_status_string(s), e, fat5_status_string(bad[i].want), bad[i].word);
+    }
+    for (i = 0; i < sizeof good / sizeof good[0]; i++)
+        FAT5_CHECK_MSG(T, tio_cfg(T, good[i]) == FAT5_OK, "%s: %s", good[i], fat5_last_error(ctx));
+    // values only a C caller can pass: not finite
+    c = fat5_model_config_default();
+    c.dropout_rate = NAN;
+    TIO_EXPECT_ERR(T, fat5_model_config_validate(ctx, &c), FAT5_ERR_INVALID_ARG, "dropout_rate = nan");
+    c = fat5_model_config_default();
+    c.layer_norm_eps = HUGE_VAL;
+    TIO_EXPECT_ERR(T, fat5_model_config_validate(ctx, &c), FAT5_ERR_INVALID_ARG, "layer_norm_epsilon = inf");
+    c.layer_norm_eps = NAN;
+    TIO_EXPECT_ERR(T, fat5_model_config_validate(ctx, &c), FAT5_ERR_INVALID_ARG, "layer_norm_epsilon = nan");
+    c = fat5_model_config_default();
+    c.eos_token_id = -1;
+    TIO_EXPECT_ERR(T, fat5_model_create(ctx, &c, 1, &m), FAT5_ERR_INVALID_ARG, "eos_token_id = -1 is negative");
+    FAT5_CHECK(T, m == NULL);
+    fat5_model_destroy(m);
+}
+
 #define FAT5_TESTS_IO(X) X(io_json_dom_cap)                                                        \
     X(io_json_valid) X(io_json_error_position) X(io_json_trailing_garbage) X(io_json_depth_limit)  \
     X(io_json_duplicate_key) X(io_json_bad_literal) X(io_json_control_char)                        \
@@ -1661,4 +1723,5 @@ static void t_io_load_untied_needs_lm_head(fat5_test *T) {
     X(io_st_header_depth) X(io_st_valid_edge_cases) X(io_st_read_f16_bf16)                         \
     X(io_st_read_unsupported) X(io_st_read_bad_args) X(io_st_read_truncated_later)                \
     X(io_st_metadata_many_keys) X(io_index_many_entries) X(io_load_checks_before_alloc)                                                          \
-    X(io_fifo_refused) X(io_locale_numbers) X(io_load_untied_needs_lm_head)
+    X(io_fifo_refused) X(io_locale_numbers) X(io_load_untied_needs_lm_head)                    \
+    X(io_config_ranges)
