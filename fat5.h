@@ -596,18 +596,52 @@ FAT5_API fat5_status fat5_rng_from_string(const char *s, fat5_rng *out) {
 // ---------------------------------------------------------------------------------------------
 // io: JSON reader (a small DOM) and writer, atomic file writes, safetensors read / write
 
-// A name or key taken from a file, made fit for an error message: at most cap-1 bytes, control
-// bytes shown as '?', and "..." when cut. Returns buf.
+static size_t fat5__utf8_len(const char *s, size_t avail);
+
+// The character at s in a message: returns its length when it may be printed as it is, 0 for a
+// control character (C0, DEL, or C1 U+0080..U+009F, which some terminals obey too) or a byte that
+// is not valid UTF-8; *skip gets the bytes it spans (1 for an invalid byte).
+static size_t fat5__msg_char(const char *s, size_t *skip) {
+    unsigned char c = (unsigned char)s[0];
+    size_t k;
+    *skip = 1;
+    if (c < 0x20 || c == 0x7f) return 0;
+    if (c < 0x80) return 1;
+    k = fat5__utf8_len(s, 4);   // stops at the first byte that is not a continuation, e.g. the NUL
+    if (k == 0) return 0;
+    *skip = k;
+    return k == 2 && c == 0xC2 && (unsigned char)s[1] < 0xA0 ? 0 : k;
+}
+
+// 1 when s prints as it is in a message (fat5__msg_name would not change a byte of it)
+static int fat5__msg_safe(const char *s) {
+    size_t skip;
+    for (; *s; s += skip)
+        if (fat5__msg_char(s, &skip) == 0) return 0;
+    return 1;
+}
+
+// A string taken from a file (a name, key or value), made fit for an error message: each control
+// character or invalid byte shown as one '?' (a key holding ESC "[2J" must not reach a terminal
+// as an escape sequence), at most cap-1 bytes, cut on a character boundary with "...". Returns
+// buf.
 static const char *fat5__msg_name(char *buf, size_t cap, const char *s) {
-    size_t i = 0;
+    size_t i = 0, skip;
     if (cap == 0) return "";
-    for (; *s && i + 1 < cap; s++) {
-        unsigned char c = (unsigned char)*s;
-        buf[i++] = (c < 0x20 || c == 0x7f) ? '?' : *s;
+    for (; *s; s += skip) {
+        size_t k = fat5__msg_char(s, &skip), n = k ? k : 1;
+        if (n > cap - 1 - i) break;
+        if (k) memcpy(buf + i, s, k);
+        else buf[i] = '?';
+        i += n;
     }
-    if (*s && cap >= 8) {
-        memcpy(buf + cap - 4, "...", 3);
-        i = cap - 1;
+    if (*s && cap >= 8) {   // cut: make room for "..." without splitting a character
+        while (i > cap - 4) {
+            do i--;
+            while (i > 0 && ((unsigned char)buf[i] & 0xC0) == 0x80);
+        }
+        memcpy(buf + i, "...", 3);
+        i += 3;
     }
     buf[i] = 0;
     return buf;
@@ -1940,9 +1974,11 @@ static fat5_status fat5__st_load(fat5_st_file *f) {
     st = fat5__st_read_at(f, 0, len8, 8);
     if (st != FAT5_OK) return st;
     for (i = 7; i >= 0; i--) hlen = (hlen << 8) | len8[i];
+    // the length is not echoed: for a file of another kind (text, an image) it is 8 bytes of that
+    // file read as a number, and a 20-digit figure would only mislead
     if (hlen > FAT5__ST_MAX_HEADER)
-        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: header length %llu exceeds the limit of "
-                         "100 MiB", f->path, (unsigned long long)hlen);
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: not a safetensors file (the header length in its "
+                         "first 8 bytes exceeds the limit of 100 MiB)", f->path);
     if (hlen == 0) return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: the header is empty", f->path);
     if (hlen > f->file_size - 8)
         return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: header length %llu runs past the end of the "
@@ -4511,6 +4547,7 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
     fat5__jdoc *doc = NULL;
     const fat5__json *root, *j;
     fat5_status st;
+    char val[128];   // a key or value from the file, sanitised for a message
     int has_dec_layers = 0, has_scale = 0, has_gated = 0, is_gated_act = 0;
     int64_t dec_layers = 0;
 
@@ -4529,7 +4566,8 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
         }
         if (strcmp(j->str, "t5") != 0 && strcmp(j->str, "mt5") != 0 && strcmp(j->str, "umt5") != 0) {
             st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
-                           "config.json: model_type '%s' is not a T5 model (fat5 runs t5, mt5, umt5)", j->str);
+                           "config.json: model_type '%s' is not a T5 model (fat5 runs t5, mt5, umt5)",
+                           fat5__msg_name(val, sizeof val, j->str));
             goto done;
         }
         snprintf(c.model_type, sizeof c.model_type, "%s", j->str);
@@ -4556,7 +4594,8 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
         if (!ok) {
             st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
                            "config.json: unknown field '%s'; fat5 cannot tell whether it changes the model, "
-                           "so it refuses to guess (remove the field if it is harmless)", j->key);
+                           "so it refuses to guess (remove the field if it is harmless)",
+                           fat5__msg_name(val, sizeof val, j->key));
             goto done;
         }
     }
@@ -4615,7 +4654,7 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
             if (strstr(a->str, "EncoderModel")) {
                 st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
                                "config.json: architecture %s has no decoder; fat5 runs encoder-decoder models",
-                               a->str);
+                               fat5__msg_name(val, sizeof val, a->str));
                 goto done;
             }
         }
@@ -4631,14 +4670,16 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
         dash = strchr(s, '-');
         if (dash && (strncmp(s, "gated-", 6) != 0 || strchr(dash + 1, '-'))) {
             st = fat5__err(ctx, FAT5_ERR_FORMAT,
-                           "config.json: feed_forward_proj '%s' is not 'ACT' or 'gated-ACT'", s);
+                           "config.json: feed_forward_proj '%s' is not 'ACT' or 'gated-ACT'",
+                           fat5__msg_name(val, sizeof val, s));
             goto done;
         }
         c.gated = dash != NULL;
         if (strcmp(s, "gated-gelu") == 0) c.act = FAT5_ACT_GELU_TANH;  // HF maps gated-gelu to gelu_new
         else if (!fat5__act_from_name(dash ? dash + 1 : s, &c.act)) {
             st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
-                           "config.json: feed_forward_proj '%s': unknown activation (relu, gelu, gelu_new, silu)", s);
+                           "config.json: feed_forward_proj '%s': unknown activation (relu, gelu, gelu_new, silu)",
+                           fat5__msg_name(val, sizeof val, s));
             goto done;
         }
     }
@@ -4651,7 +4692,7 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
         fat5_act a;
         if (j->type != FAT5__J_STRING || !fat5__act_from_name(j->str, &a) || a != c.act) {
             st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: dense_act_fn '%s' contradicts feed_forward_proj",
-                           j->type == FAT5__J_STRING ? j->str : "(not a string)");
+                           j->type == FAT5__J_STRING ? fat5__msg_name(val, sizeof val, j->str) : "(not a string)");
             goto done;
         }
     }
@@ -5653,7 +5694,7 @@ static fat5_status fat5__ckpt_open_index(fat5_ctx *ctx, fat5__ckpt *k, const cha
     }
     for (e = wm->child; e; e = e->next) {
         if (e->type != FAT5__J_STRING || !e->len || strchr(e->str, '/') || strchr(e->str, '\\') ||
-            e->str[0] == '.' || !fat5__ends_with(e->str, ".safetensors")) {
+            e->str[0] == '.' || !fat5__ends_with(e->str, ".safetensors") || !fat5__msg_safe(e->str)) {
             st = fat5__err(ctx, FAT5_ERR_FORMAT,
                            "%s: tensor '%s' maps to '%s', not a .safetensors file name in the same directory",
                            index_path, fat5__msg_name(nm, sizeof nm, e->key),

@@ -1411,21 +1411,27 @@ static fat5_ctx *tio_ctx_counting(tio_count *a) {
     return fat5_ctx_create(&c, &ctx) == FAT5_OK ? ctx : NULL;
 }
 
+static int tio_copy_file(fat5_test *T, const char *src, const char *dst) {
+    char *buf;
+    size_t len;
+    int ok;
+    if (fat5__read_file(fat5_test_ctx(T), src, (size_t)64 << 20, &buf, &len) != FAT5_OK) return 0;
+    ok = tio_write_bytes(dst, buf, len);
+    fat5__free(fat5_test_ctx(T), buf);
+    return ok;
+}
+
 // copies fixture `name` (config.json, model.safetensors) to <tmpdir>/<as>; dir receives the path
 static int tio_copy_fixture(fat5_test *T, const char *name, const char *as, char *dir) {
     static const char *const files[] = {"config.json", "model.safetensors"};
-    char src[TIO_PATH_CAP + 64], dst[TIO_PATH_CAP + 64], *buf;
-    size_t i, len;
+    char src[TIO_PATH_CAP + 64], dst[TIO_PATH_CAP + 64];
+    size_t i;
     tio_path(T, dir, as);
     mkdir(dir, 0777);
     for (i = 0; i < 2; i++) {
-        int ok;
         snprintf(src, sizeof src, "%s/%s/%s", FAT5_TEST_DATA, name, files[i]);
         snprintf(dst, sizeof dst, "%s/%s", dir, files[i]);
-        if (fat5__read_file(fat5_test_ctx(T), src, (size_t)64 << 20, &buf, &len) != FAT5_OK) return 0;
-        ok = tio_write_bytes(dst, buf, len);
-        fat5__free(fat5_test_ctx(T), buf);
-        if (!ok) return 0;
+        if (!tio_copy_file(T, src, dst)) return 0;
     }
     return 1;
 }
@@ -1708,6 +1714,124 @@ static void t_io_config_ranges(fat5_test *T) {
     fat5_model_destroy(m);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Strings from files never reach a message raw
+
+// 1 when msg is valid UTF-8 without a control character (C0, DEL, C1)
+static int tio_msg_clean(const char *msg) {
+    const unsigned char *u = (const unsigned char *)msg;
+    size_t i;
+    for (i = 0; u[i]; i++)
+        if (u[i] < 0x20 || u[i] == 0x7f || (u[i] == 0xC2 && u[i + 1] >= 0x80 && u[i + 1] < 0xA0)) return 0;
+    return fat5__utf8_valid(msg);
+}
+
+#define TIO_CLEAN_ERR(T, call, status, needle)                                                       \
+    do {                                                                                             \
+        TIO_EXPECT_ERR(T, call, status, needle);                                                     \
+        FAT5_CHECK_MSG(T, tio_msg_clean(fat5_last_error(fat5_test_ctx(T))), "%s: raw control bytes", \
+                       #call);                                                                       \
+    } while (0)
+
+// no decimal number of 10 digits or more (a header length made of text bytes has 19 or 20)
+static int tio_no_long_number(const char *msg) {
+    size_t run = 0;
+    for (; *msg; msg++) {
+        run = (*msg >= '0' && *msg <= '9') ? run + 1 : 0;
+        if (run >= 10) return 0;
+    }
+    return 1;
+}
+
+static void t_io_messages_sanitised(fat5_test *T) {
+    static const unsigned char png[24] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13,
+                                          'I', 'H', 'D', 'R', 0, 0, 0, 1, 0, 0, 0, 1};
+    static const char text[] = "Hello, this is a plain text file.\nIt is not a safetensors file.\n";
+    static const char idx1[] = "{\"weight_map\": {\"\\u001bq\": \"x\\u001b.safetensors\"}}";
+    static const char idx2[] = "{\"weight_map\": {\"\\u001bq\": \"one.safetensors\"}}";
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    char dir[TIO_PATH_CAP], path[TIO_PATH_CAP + 64], longkey[400];
+    fat5_st_file *f = NULL;
+    fat5_model *m = NULL, *a = NULL;
+    int i;
+    // config.json: keys and string values
+    TIO_CLEAN_ERR(T, tio_cfg(T, "{\"\\u001b[31mevil\": 1}"), FAT5_ERR_UNSUPPORTED, "unknown field '?[31mevil'");
+    TIO_CLEAN_ERR(T, tio_cfg(T, "{\"model_type\": \"\\u001b]0;t\\u0007\"}"), FAT5_ERR_UNSUPPORTED,
+                  "model_type '?]0;t?' is not a T5 model");
+    TIO_CLEAN_ERR(T, tio_cfg(T, "{\"architectures\": [\"\\u009b2JEncoderModel\"]}"), FAT5_ERR_UNSUPPORTED,
+                  "architecture ?2JEncoderModel has no decoder");
+    TIO_CLEAN_ERR(T, tio_cfg(T, "{\"feed_forward_proj\": \"gated-\\u001b[0m\"}"), FAT5_ERR_UNSUPPORTED,
+                  "feed_forward_proj 'gated-?[0m': unknown activation");
+    TIO_CLEAN_ERR(T, tio_cfg(T, "{\"feed_forward_proj\": \"a-\\u007f-b\"}"), FAT5_ERR_FORMAT,
+                  "feed_forward_proj 'a-?-b' is not");
+    TIO_CLEAN_ERR(T, tio_cfg(T, "{\"dense_act_fn\": \"\\r\\n\"}"), FAT5_ERR_FORMAT, "dense_act_fn '?" "?' contradicts");
+    // a long key of 2-byte characters is cut on a character boundary
+    memcpy(longkey, "{\"", 2);
+    for (i = 0; i < 150; i++) memcpy(longkey + 2 + 2 * i, "\xc3\xa9", 2);
+    memcpy(longkey + 302, "\": 1}", 6);
+    TIO_CLEAN_ERR(T, tio_cfg(T, longkey), FAT5_ERR_UNSUPPORTED, "...'; fat5 cannot tell");
+    // safetensors headers: metadata keys, tensor names, dtypes
+    tio_path(T, path, "esc.safetensors");
+    FAT5_REQUIRE(T, tio_write_st(path, "{\"__metadata__\":{\"\\u001b[2J\":1}}", 0));
+    TIO_CLEAN_ERR(T, fat5_st_open(ctx, path, &f), FAT5_ERR_FORMAT, "__metadata__ value of '?[2J' is a number");
+    FAT5_REQUIRE(T, tio_write_st(path, "{\"\\u001b[2J\":{\"dtype\":\"\\u001bF32\",\"shape\":[1],"
+                                       "\"data_offsets\":[0,4]}}", 4));
+    TIO_CLEAN_ERR(T, fat5_st_open(ctx, path, &f), FAT5_ERR_FORMAT, "tensor '?[2J': unknown dtype '?F32'");
+    // files of another kind: no header length made of their bytes
+    tio_path(T, path, "image.png");
+    FAT5_REQUIRE(T, tio_write_bytes(path, png, sizeof png));
+    TIO_CLEAN_ERR(T, fat5_st_open(ctx, path, &f), FAT5_ERR_FORMAT,
+                  "not a safetensors file (the header length in its first 8 bytes exceeds the limit of 100 MiB)");
+    FAT5_CHECK_MSG(T, tio_no_long_number(fat5_last_error(ctx)), "%s", fat5_last_error(ctx));
+    tio_path(T, path, "notes.txt");
+    FAT5_REQUIRE(T, tio_write_bytes(path, text, strlen(text)));
+    TIO_CLEAN_ERR(T, fat5_st_open(ctx, path, &f), FAT5_ERR_FORMAT, "not a safetensors file");
+    FAT5_CHECK_MSG(T, tio_no_long_number(fat5_last_error(ctx)), "%s", fat5_last_error(ctx));
+    FAT5_CHECK(T, f == NULL);
+    // an index: tensor names and shard file names
+    FAT5_REQUIRE(T, tio_copy_fixture(T, "t5_v10_relu_tied", "esc_index", dir));
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FAT5_REQUIRE(T, remove(path) == 0);
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    FAT5_REQUIRE(T, tio_write_bytes(path, idx1, strlen(idx1)));
+    TIO_CLEAN_ERR(T, fat5_model_load(ctx, dir, &m), FAT5_ERR_FORMAT,
+                  "tensor '?q' maps to 'x?.safetensors', not a .safetensors file name");
+    FAT5_REQUIRE(T, tio_write_bytes(path, idx2, strlen(idx2)));
+    snprintf(path, sizeof path, "%s/one.safetensors", dir);
+    FAT5_REQUIRE(T, tio_write_st(path, "{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4));
+    TIO_CLEAN_ERR(T, fat5_model_load(ctx, dir, &m), FAT5_ERR_FORMAT,
+                  "tensor '?q' is listed in the index but absent from 'one.safetensors'");
+    FAT5_CHECK(T, m == NULL);
+    // a checkpoint with one tensor too many, named with an escape sequence
+    FAT5_REQUIRE_OK(T, fat5_model_load(ctx, FAT5_TEST_DATA "/t5_v10_relu_tied", &a));
+    {
+        fat5_st_write_tensor *t = (fat5_st_write_tensor *)calloc((size_t)a->n_params + 1, sizeof *t);
+        static const float one = 1.0f;
+        FAT5_REQUIRE(T, t != NULL);
+        for (i = 0; i < a->n_params; i++) {
+            t[i].name = a->params[i].name;
+            t[i].ndim = a->params[i].ndim;
+            t[i].shape[0] = a->params[i].shape[0];
+            t[i].shape[1] = a->params[i].shape[1];
+            t[i].data = a->w + a->params[i].offset;
+        }
+        t[i].name = "\x1b]2;pwned\x07";
+        t[i].ndim = 1;
+        t[i].shape[0] = 1;
+        t[i].data = &one;
+        tio_path(T, dir, "esc_extra");
+        mkdir(dir, 0777);
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        FAT5_CHECK(T, fat5_st_write(ctx, path, t, a->n_params + 1, NULL, 0) == FAT5_OK);
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        FAT5_CHECK(T, tio_copy_file(T, FAT5_TEST_DATA "/t5_v10_relu_tied/config.json", path));
+        free(t);
+    }
+    TIO_CLEAN_ERR(T, fat5_model_load(ctx, dir, &m), FAT5_ERR_FORMAT, "unexpected tensor '?]2;pwned?'");
+    FAT5_CHECK(T, m == NULL);
+    fat5_model_destroy(a);
+}
+
 #define FAT5_TESTS_IO(X) X(io_json_dom_cap)                                                        \
     X(io_json_valid) X(io_json_error_position) X(io_json_trailing_garbage) X(io_json_depth_limit)  \
     X(io_json_duplicate_key) X(io_json_bad_literal) X(io_json_control_char)                        \
@@ -1724,4 +1848,4 @@ static void t_io_config_ranges(fat5_test *T) {
     X(io_st_read_unsupported) X(io_st_read_bad_args) X(io_st_read_truncated_later)                \
     X(io_st_metadata_many_keys) X(io_index_many_entries) X(io_load_checks_before_alloc)                                                          \
     X(io_fifo_refused) X(io_locale_numbers) X(io_load_untied_needs_lm_head)                    \
-    X(io_config_ranges)
+    X(io_config_ranges) X(io_messages_sanitised)
