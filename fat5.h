@@ -611,18 +611,52 @@ FAT5_API fat5_status fat5_rng_from_string(const char *s, fat5_rng *out) {
 // ---------------------------------------------------------------------------------------------
 // io: JSON reader (a small DOM) and writer, atomic file writes, safetensors read / write
 
-// A name or key taken from a file, made fit for an error message: at most cap-1 bytes, control
-// bytes shown as '?', and "..." when cut. Returns buf.
+static size_t fat5__utf8_len(const char *s, size_t avail);
+
+// The character at s in a message: returns its length when it may be printed as it is, 0 for a
+// control character (C0, DEL, or C1 U+0080..U+009F, which some terminals obey too) or a byte that
+// is not valid UTF-8; *skip gets the bytes it spans (1 for an invalid byte).
+static size_t fat5__msg_char(const char *s, size_t *skip) {
+    unsigned char c = (unsigned char)s[0];
+    size_t k;
+    *skip = 1;
+    if (c < 0x20 || c == 0x7f) return 0;
+    if (c < 0x80) return 1;
+    k = fat5__utf8_len(s, 4);   // stops at the first byte that is not a continuation, e.g. the NUL
+    if (k == 0) return 0;
+    *skip = k;
+    return k == 2 && c == 0xC2 && (unsigned char)s[1] < 0xA0 ? 0 : k;
+}
+
+// 1 when s prints as it is in a message (fat5__msg_name would not change a byte of it)
+static int fat5__msg_safe(const char *s) {
+    size_t skip;
+    for (; *s; s += skip)
+        if (fat5__msg_char(s, &skip) == 0) return 0;
+    return 1;
+}
+
+// A string taken from a file (a name, key or value), made fit for an error message: each control
+// character or invalid byte shown as one '?' (a key holding ESC "[2J" must not reach a terminal
+// as an escape sequence), at most cap-1 bytes, cut on a character boundary with "...". Returns
+// buf.
 static const char *fat5__msg_name(char *buf, size_t cap, const char *s) {
-    size_t i = 0;
+    size_t i = 0, skip;
     if (cap == 0) return "";
-    for (; *s && i + 1 < cap; s++) {
-        unsigned char c = (unsigned char)*s;
-        buf[i++] = (c < 0x20 || c == 0x7f) ? '?' : *s;
+    for (; *s; s += skip) {
+        size_t k = fat5__msg_char(s, &skip), n = k ? k : 1;
+        if (n > cap - 1 - i) break;
+        if (k) memcpy(buf + i, s, k);
+        else buf[i] = '?';
+        i += n;
     }
-    if (*s && cap >= 8) {
-        memcpy(buf + cap - 4, "...", 3);
-        i = cap - 1;
+    if (*s && cap >= 8) {   // cut: make room for "..." without splitting a character
+        while (i > cap - 4) {
+            do i--;
+            while (i > 0 && ((unsigned char)buf[i] & 0xC0) == 0x80);
+        }
+        memcpy(buf + i, "...", 3);
+        i += 3;
     }
     buf[i] = 0;
     return buf;
@@ -1219,28 +1253,131 @@ static int fat5__json_as_i64(const fat5__json *v, int64_t *out) {
     return 1;
 }
 
-// strtod on the validated literal; values that overflow a double fail
-static int fat5__json_as_double(const fat5__json *v, double *out) {
-    char *end;
+#include <locale.h>
+
+// JSON numbers use '.' whatever LC_NUMERIC says, and strtod / printf use the locale's decimal
+// point (',' in de_DE or fr_FR). The two helpers below translate between them, so a program that
+// calls setlocale still reads and writes the same JSON.
+
+// strtod of the whole NUL-terminated decimal s (a validated JSON number: digits, at most one '.',
+// an exponent), independent of the locale: the '.' is replaced by the locale's decimal point in
+// a copy (on the stack; on the heap only for a literal above 120 bytes). 1 when all of s was
+// read and the value is finite.
+static int fat5__strtod_c(const char *s, double *out) {
+    const char *dp = localeconv()->decimal_point, *dot = strchr(s, '.');
+    char small[128], *buf = small, *end;
+    size_t n, dl;
     double d;
-    if (!v || v->type != FAT5__J_NUMBER) return 0;
-    d = strtod(v->str, &end);
-    if (end != v->str + v->len || d == HUGE_VAL || d == -HUGE_VAL) return 0;
+    int ok;
+    if (!dp || !dp[0]) dp = ".";
+    dl = strlen(dp);
+    if (!dot || strcmp(dp, ".") == 0) {
+        d = strtod(s, &end);
+        ok = *end == 0;
+    } else {
+        n = strlen(s);
+        if (n + dl + 1 > sizeof small && !(buf = FAT5__CAST(char *, fat5__malloc(NULL, n + dl + 1))))
+            return 0;
+        memcpy(buf, s, (size_t)(dot - s));
+        memcpy(buf + (dot - s), dp, dl);
+        memcpy(buf + (dot - s) + dl, dot + 1, n - (size_t)(dot - s));   // with the NUL
+        d = strtod(buf, &end);
+        ok = *end == 0;
+        if (buf != small) fat5__free(NULL, buf);
+    }
+    if (!ok || d == HUGE_VAL || d == -HUGE_VAL || d != d) return 0;
     *out = d;
     return 1;
 }
 
-// Reads a whole file into a NUL-terminated buffer (free with fat5__free). FAT5_ERR_IO when it
-// cannot be read, FAT5_ERR_FORMAT when it holds more than max_size bytes.
+// snprintf(buf, cap, "%.*g", prec, x) with '.' as the decimal point whatever the locale
+static void fat5__fmt_g(char *buf, size_t cap, int prec, double x) {
+    const char *dp = localeconv()->decimal_point;
+    char *at;
+    snprintf(buf, cap, "%.*g", prec, x);
+    if (dp && dp[0] && strcmp(dp, ".") != 0 && (at = strstr(buf, dp)) != NULL) {
+        size_t dl = strlen(dp);
+        *at = '.';
+        memmove(at + 1, at + dl, strlen(at + dl) + 1);
+    }
+}
+
+// the validated literal as a double, whatever the locale; values that overflow a double fail
+static int fat5__json_as_double(const fat5__json *v, double *out) {
+    if (!v || v->type != FAT5__J_NUMBER) return 0;
+    return fat5__strtod_c(v->str, out);
+}
+
+#ifndef _WIN32
+#include <fcntl.h>
+#endif
+
+// Opens path for reading when it is a regular file; *size (may be NULL) gets its size. A FIFO, a
+// device or a directory is refused with FAT5_ERR_IO and never blocks: the open is non-blocking
+// (a FIFO without a writer would otherwise wait forever), and the flag is cleared once fstat has
+// shown a regular file.
+static fat5_status fat5__open_regular(fat5_ctx *ctx, const char *path, FILE **out, uint64_t *size) {
+#ifdef _WIN32
+    FILE *fp = fopen(path, "rb");
+    *out = NULL;
+    if (!fp) return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (size) {
+        if (_fseeki64(fp, 0, SEEK_END) != 0 || _ftelli64(fp) < 0 || _fseeki64(fp, 0, SEEK_SET) != 0) {
+            int e = errno;
+            fclose(fp);
+            return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot get the file size: %s", path, strerror(e));
+        }
+        *size = (uint64_t)_ftelli64(fp);
+    }
+    *out = fp;
+    return FAT5_OK;
+#else
+    struct stat sb;
+    FILE *fp;
+    int fd, fl, e, flags = O_RDONLY | O_NONBLOCK;
+    const char *what;
+#ifdef O_CLOEXEC
+    flags |= O_CLOEXEC;
+#endif
+    *out = NULL;
+    do fd = open(path, flags);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0) return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fstat(fd, &sb) != 0) {
+        e = errno;
+        close(fd);
+        return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot get the file size: %s", path, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        what = S_ISDIR(sb.st_mode) ? "a directory" : S_ISFIFO(sb.st_mode) ? "a FIFO"
+               : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device" : "a special file";
+        close(fd);
+        return fat5__err(ctx, FAT5_ERR_IO, "%s: not a regular file (%s)", path, what);
+    }
+    if ((fl = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0 ||
+        !(fp = fdopen(fd, "rb"))) {
+        e = errno;
+        close(fd);
+        return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+    }
+    if (size) *size = (uint64_t)sb.st_size;
+    *out = fp;
+    return FAT5_OK;
+#endif
+}
+
+// Reads a whole regular file into a NUL-terminated buffer (free with fat5__free). FAT5_ERR_IO when
+// it cannot be read or is not a regular file, FAT5_ERR_FORMAT when it holds more than max_size
+// bytes.
 static fat5_status fat5__read_file(fat5_ctx *ctx, const char *path, size_t max_size, char **out,
                                    size_t *out_len) {
     FILE *fp;
     char *buf = NULL;
     size_t len = 0, cap = 0, limit = max_size < SIZE_MAX - 1 ? max_size + 1 : SIZE_MAX - 1;
+    fat5_status st;
     *out = NULL;
     if (out_len) *out_len = 0;
-    fp = fopen(path, "rb");
-    if (!fp) return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if ((st = fat5__open_regular(ctx, path, &fp, NULL)) != FAT5_OK) return st;
     for (;;) {
         size_t got;
         if (len == cap) {   // grow; never beyond one byte past the limit (+1 for the NUL)
@@ -1549,6 +1686,8 @@ static FAT5__UNUSED uint16_t fat5__f32_to_bf16(float f) {
 
 #define FAT5__ST_MAX_HEADER ((uint64_t)100 << 20)   // 100 MiB
 
+typedef struct fat5__st_kv { const char *key, *val; } fat5__st_kv;   // one __metadata__ entry
+
 struct fat5_st_file {
     fat5_ctx *ctx;
     char *path;
@@ -1557,8 +1696,7 @@ struct fat5_st_file {
     uint64_t data_offset;       // 8 + header length
     fat5_st_tensor *tensors;    // [n_tensors], sorted by name
     int n_tensors;
-    const char **meta_key;      // [n_meta], sorted by key
-    const char **meta_val;      // [n_meta]
+    fat5__st_kv *meta;          // [n_meta], sorted by key
     int n_meta;
     char *strings;              // names, keys and values, one allocation
 };
@@ -1715,6 +1853,10 @@ static int fat5__st_cmp_name(const void *a, const void *b) {
     return strcmp(x->name, y->name);
 }
 
+static int fat5__st_cmp_kv(const void *a, const void *b) {
+    return strcmp(FAT5__CAST(const fat5__st_kv *, a)->key, FAT5__CAST(const fat5__st_kv *, b)->key);
+}
+
 // Rule 7: sorted by offset, the ranges cover [0, data_len) exactly: no gap, no overlap, nothing
 // past the end, no trailing bytes. A zero-sized tensor must sit on a boundary.
 static fat5_status fat5__st_check_tiling(fat5_st_file *f) {
@@ -1762,7 +1904,6 @@ static fat5_status fat5__st_build(fat5_st_file *f, const fat5__json *root) {
     const fat5__json *m, *meta = NULL;
     size_t n_t = 0, n_m = 0, bytes = 0, used = 0;
     char nm[128];
-    int i;
     fat5_status st;
     if (root->type != FAT5__J_OBJECT)
         return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: the header is %s, expected an object",
@@ -1794,10 +1935,9 @@ static fat5_status fat5__st_build(fat5_st_file *f, const fat5__json *root) {
     if (n_t > (size_t)INT_MAX || n_m > (size_t)INT_MAX)
         return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: too many entries in the header", f->path);
     f->tensors = FAT5__CAST(fat5_st_tensor *, fat5__calloc(f->ctx, n_t, sizeof *f->tensors));
-    f->meta_key = FAT5__CAST(const char **, fat5__calloc(f->ctx, n_m, sizeof *f->meta_key));
-    f->meta_val = FAT5__CAST(const char **, fat5__calloc(f->ctx, n_m, sizeof *f->meta_val));
+    f->meta = FAT5__CAST(fat5__st_kv *, fat5__calloc(f->ctx, n_m, sizeof *f->meta));
     f->strings = FAT5__CAST(char *, fat5__malloc(f->ctx, bytes));
-    if (!f->tensors || !f->meta_key || !f->meta_val || !f->strings)
+    if (!f->tensors || !f->meta || !f->strings)
         return fat5__err(f->ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory for the tensor table",
                          f->path);
     for (m = root->child; m; m = m->next) {
@@ -1816,24 +1956,16 @@ static fat5_status fat5__st_build(fat5_st_file *f, const fat5__json *root) {
         for (m = meta->child; m; m = m->next) {
             size_t nk = strlen(m->key) + 1;
             memcpy(f->strings + used, m->key, nk);
-            f->meta_key[f->n_meta] = f->strings + used;
+            f->meta[f->n_meta].key = f->strings + used;
             used += nk;
             memcpy(f->strings + used, m->str, m->len + 1);
-            f->meta_val[f->n_meta] = f->strings + used;
+            f->meta[f->n_meta].val = f->strings + used;
             used += m->len + 1;
             f->n_meta++;
         }
-        // sort metadata by key (insertion sort on two arrays; keys are unique)
-        for (i = 1; i < f->n_meta; i++) {
-            const char *key = f->meta_key[i], *val = f->meta_val[i];
-            int j = i;
-            for (; j > 0 && strcmp(f->meta_key[j - 1], key) > 0; j--) {
-                f->meta_key[j] = f->meta_key[j - 1];
-                f->meta_val[j] = f->meta_val[j - 1];
-            }
-            f->meta_key[j] = key;
-            f->meta_val[j] = val;
-        }
+        // by key, for the binary search of fat5_st_metadata_find: O(n log n) whatever the order
+        // in the file (the JSON reader already refused duplicate keys)
+        qsort(f->meta, (size_t)f->n_meta, sizeof *f->meta, fat5__st_cmp_kv);
     }
     st = fat5__st_check_tiling(f);
     if (st != FAT5_OK) return st;
@@ -1848,25 +1980,8 @@ static fat5_status fat5__st_load(fat5_st_file *f) {
     fat5__jdoc *doc = NULL;
     fat5_status st;
     int i;
-    f->fp = fopen(f->path, "rb");
-    if (!f->fp)
-        return fat5__err(f->ctx, FAT5_ERR_IO, "%s: cannot open: %s", f->path, strerror(errno));
-#ifdef _WIN32
-    if (_fseeki64(f->fp, 0, SEEK_END) != 0 || _ftelli64(f->fp) < 0)
-        return fat5__err(f->ctx, FAT5_ERR_IO, "%s: cannot get the file size: %s", f->path,
-                         strerror(errno));
-    f->file_size = (uint64_t)_ftelli64(f->fp);
-#else
-    {
-        struct stat sb;
-        if (fstat(fileno(f->fp), &sb) != 0)
-            return fat5__err(f->ctx, FAT5_ERR_IO, "%s: cannot get the file size: %s", f->path,
-                             strerror(errno));
-        if (!S_ISREG(sb.st_mode))
-            return fat5__err(f->ctx, FAT5_ERR_IO, "%s: not a regular file", f->path);
-        f->file_size = (uint64_t)sb.st_size;
-    }
-#endif
+    st = fat5__open_regular(f->ctx, f->path, &f->fp, &f->file_size);
+    if (st != FAT5_OK) return st;
     // rules 1-2: the header length, bounded before any arithmetic with it
     if (f->file_size < 8)
         return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: file is too small (%llu bytes) to hold the "
@@ -1874,9 +1989,11 @@ static fat5_status fat5__st_load(fat5_st_file *f) {
     st = fat5__st_read_at(f, 0, len8, 8);
     if (st != FAT5_OK) return st;
     for (i = 7; i >= 0; i--) hlen = (hlen << 8) | len8[i];
+    // the length is not echoed: for a file of another kind (text, an image) it is 8 bytes of that
+    // file read as a number, and a 20-digit figure would only mislead
     if (hlen > FAT5__ST_MAX_HEADER)
-        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: header length %llu exceeds the limit of "
-                         "100 MiB", f->path, (unsigned long long)hlen);
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: not a safetensors file (the header length in its "
+                         "first 8 bytes exceeds the limit of 100 MiB)", f->path);
     if (hlen == 0) return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: the header is empty", f->path);
     if (hlen > f->file_size - 8)
         return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: header length %llu runs past the end of the "
@@ -1906,8 +2023,7 @@ FAT5_API void fat5_st_close(fat5_st_file *f) {
     if (f->fp) fclose(f->fp);
     fat5__free(ctx, f->path);
     fat5__free(ctx, f->tensors);
-    fat5__free(ctx, FAT5__CAST(void *, f->meta_key));
-    fat5__free(ctx, FAT5__CAST(void *, f->meta_val));
+    fat5__free(ctx, f->meta);
     fat5__free(ctx, f->strings);
     fat5__free(ctx, f);
 }
@@ -1957,15 +2073,15 @@ FAT5_API int fat5_st_metadata_count(const fat5_st_file *f) { return f ? f->n_met
 FAT5_API void fat5_st_metadata_get(const fat5_st_file *f, int i, const char **key,
                                    const char **value) {
     int ok = f && i >= 0 && i < f->n_meta;
-    if (key) *key = ok ? f->meta_key[i] : NULL;
-    if (value) *value = ok ? f->meta_val[i] : NULL;
+    if (key) *key = ok ? f->meta[i].key : NULL;
+    if (value) *value = ok ? f->meta[i].val : NULL;
 }
 
 FAT5_API const char *fat5_st_metadata_find(const fat5_st_file *f, const char *key) {
     int lo = 0, hi = f && key ? f->n_meta : 0;
     while (lo < hi) {
-        int mid = lo + (hi - lo) / 2, c = strcmp(f->meta_key[mid], key);
-        if (c == 0) return f->meta_val[mid];
+        int mid = lo + (hi - lo) / 2, c = strcmp(f->meta[mid].key, key);
+        if (c == 0) return f->meta[mid].val;
         if (c < 0) lo = mid + 1;
         else hi = mid;
     }
@@ -4662,17 +4778,36 @@ FAT5_API fat5_status fat5_model_config_validate(fat5_ctx *ctx, const fat5_model_
                          "config: relative_attention_max_distance = %lld must exceed "
                          "relative_attention_num_buckets / 2 = %lld (the log-spaced buckets start there)",
                          (long long)c->rel_max_distance, (long long)(c->rel_buckets / 2));
-    if (!(c->layer_norm_eps > 0 && c->layer_norm_eps < 1))
+    // the norm runs in fp32: an epsilon that rounds to 0 there would divide by zero on a zero row
+    if (!(c->layer_norm_eps > 0 && c->layer_norm_eps < HUGE_VAL))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: layer_norm_epsilon = %g, expected a finite value "
+                         "above 0", c->layer_norm_eps);
+    if (c->layer_norm_eps >= 1)
         return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config: layer_norm_epsilon = %g, expected 0 < eps < 1",
                          c->layer_norm_eps);
+    if ((float)c->layer_norm_eps == 0.0f)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: layer_norm_epsilon = %g rounds to 0 in fp32 "
+                         "(the smallest usable value is about 1.4e-45)", c->layer_norm_eps);
+    if (!(c->dropout_rate >= 0 && c->dropout_rate < 1))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: dropout_rate = %g, expected 0 <= rate < 1",
+                         c->dropout_rate);
     if (c->act < FAT5_ACT_RELU || c->act > FAT5_ACT_SILU)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: unknown activation %d", (int)c->act);
-    if (c->pad_token_id < 0 || c->pad_token_id >= c->vocab_size || c->decoder_start_token_id < 0 ||
-        c->decoder_start_token_id >= c->vocab_size)
-        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
-                         "config: pad_token_id %lld and decoder_start_token_id %lld must be in [0, vocab_size %lld)",
-                         (long long)c->pad_token_id, (long long)c->decoder_start_token_id,
-                         (long long)c->vocab_size);
+    {
+        const char *name[3] = {"pad_token_id", "eos_token_id", "decoder_start_token_id"};
+        int64_t id[3];
+        id[0] = c->pad_token_id;
+        id[1] = c->eos_token_id;
+        id[2] = c->decoder_start_token_id;
+        for (i = 0; i < 3; i++) {
+            if (id[i] < 0)
+                return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: %s = %lld is negative; token ids are in "
+                                 "[0, vocab_size %lld)", name[i], (long long)id[i], (long long)c->vocab_size);
+            if (id[i] >= c->vocab_size)
+                return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config: %s = %lld must be in [0, vocab_size %lld)",
+                                 name[i], (long long)id[i], (long long)c->vocab_size);
+        }
+    }
     return FAT5_OK;
 }
 
@@ -4752,6 +4887,7 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
     fat5__jdoc *doc = NULL;
     const fat5__json *root, *j;
     fat5_status st;
+    char val[128];   // a key or value from the file, sanitised for a message
     int has_dec_layers = 0, has_scale = 0, has_gated = 0, is_gated_act = 0;
     int64_t dec_layers = 0;
 
@@ -4770,7 +4906,8 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
         }
         if (strcmp(j->str, "t5") != 0 && strcmp(j->str, "mt5") != 0 && strcmp(j->str, "umt5") != 0) {
             st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
-                           "config.json: model_type '%s' is not a T5 model (fat5 runs t5, mt5, umt5)", j->str);
+                           "config.json: model_type '%s' is not a T5 model (fat5 runs t5, mt5, umt5)",
+                           fat5__msg_name(val, sizeof val, j->str));
             goto done;
         }
         snprintf(c.model_type, sizeof c.model_type, "%s", j->str);
@@ -4797,7 +4934,8 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
         if (!ok) {
             st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
                            "config.json: unknown field '%s'; fat5 cannot tell whether it changes the model, "
-                           "so it refuses to guess (remove the field if it is harmless)", j->key);
+                           "so it refuses to guess (remove the field if it is harmless)",
+                           fat5__msg_name(val, sizeof val, j->key));
             goto done;
         }
     }
@@ -4829,6 +4967,15 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
         st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'dropout_rate' must be a number");
         goto done;
     }
+    // initializer_factor only scales a fresh initialisation (fat5_model_create uses 1), but a value
+    // no initialisation could use marks a broken file
+    if ((j = fat5__json_get(root, "initializer_factor")) != NULL) {
+        double f = 0;
+        if (j->type != FAT5__J_NUMBER || !fat5__json_as_double(j, &f) || !(f > 0)) {
+            st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'initializer_factor' must be a positive number");
+            goto done;
+        }
+    }
     if ((j = fat5__json_get(root, "is_encoder_decoder")) != NULL && j->type != FAT5__J_TRUE) {
         st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config.json: is_encoder_decoder must be true for a T5 model");
         goto done;
@@ -4847,7 +4994,7 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
             if (strstr(a->str, "EncoderModel")) {
                 st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
                                "config.json: architecture %s has no decoder; fat5 runs encoder-decoder models",
-                               a->str);
+                               fat5__msg_name(val, sizeof val, a->str));
                 goto done;
             }
         }
@@ -4863,14 +5010,16 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
         dash = strchr(s, '-');
         if (dash && (strncmp(s, "gated-", 6) != 0 || strchr(dash + 1, '-'))) {
             st = fat5__err(ctx, FAT5_ERR_FORMAT,
-                           "config.json: feed_forward_proj '%s' is not 'ACT' or 'gated-ACT'", s);
+                           "config.json: feed_forward_proj '%s' is not 'ACT' or 'gated-ACT'",
+                           fat5__msg_name(val, sizeof val, s));
             goto done;
         }
         c.gated = dash != NULL;
         if (strcmp(s, "gated-gelu") == 0) c.act = FAT5_ACT_GELU_TANH;  // HF maps gated-gelu to gelu_new
         else if (!fat5__act_from_name(dash ? dash + 1 : s, &c.act)) {
             st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
-                           "config.json: feed_forward_proj '%s': unknown activation (relu, gelu, gelu_new, silu)", s);
+                           "config.json: feed_forward_proj '%s': unknown activation (relu, gelu, gelu_new, silu)",
+                           fat5__msg_name(val, sizeof val, s));
             goto done;
         }
     }
@@ -4883,11 +5032,13 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
         fat5_act a;
         if (j->type != FAT5__J_STRING || !fat5__act_from_name(j->str, &a) || a != c.act) {
             st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: dense_act_fn '%s' contradicts feed_forward_proj",
-                           j->type == FAT5__J_STRING ? j->str : "(not a string)");
+                           j->type == FAT5__J_STRING ? fat5__msg_name(val, sizeof val, j->str) : "(not a string)");
             goto done;
         }
     }
+    // a value no T5 model can have is a defect of the file here (validate says INVALID_ARG)
     st = fat5_model_config_validate(ctx, &c);
+    if (st == FAT5_ERR_INVALID_ARG) st = FAT5_ERR_FORMAT;
     if (st == FAT5_OK) *out = c;
 done:
     fat5__json_free(ctx, doc);
@@ -4895,12 +5046,13 @@ done:
 }
 
 // shortest decimal that reads back as the same double ("1e-06", not "9.9999999999999995e-07"),
-// always with a '.' or an exponent so Python reads a float
+// always with a '.' or an exponent so Python reads a float; '.' whatever the locale
 static void fat5__fmt_double(char buf[40], double x) {
     int prec;
+    double back;
     for (prec = 1; prec <= 17; prec++) {
-        snprintf(buf, 40, "%.*g", prec, x);
-        if (strtod(buf, NULL) == x) break;
+        fat5__fmt_g(buf, 40, prec, x);
+        if (fat5__strtod_c(buf, &back) && back == x) break;
     }
     if (!strpbrk(buf, ".eEn")) strcat(buf, ".0");
 }
@@ -6027,10 +6179,12 @@ static int fat5__ckpt_find(const fat5__ckpt *k, const char *name, int *file) {
     return -1;
 }
 
-// Reads the shard list of a model.safetensors.index.json into k.
+// Reads the shard list of a model.safetensors.index.json into k: every distinct shard once, in
+// name order (sorted, then adjacent duplicates skipped: O(n log n) for an index of any size).
 static fat5_status fat5__ckpt_open_index(fat5_ctx *ctx, fat5__ckpt *k, const char *dir, const char *index_path) {
-    char *text = NULL, path[4096];
-    size_t len = 0;
+    char *text = NULL, path[4096], nm[128], sh[128];
+    const char **shard = NULL;
+    size_t len = 0, n = 0, n_shards = 0, i;
     fat5__jdoc *doc = NULL;
     const fat5__json *wm, *e, *root;
     fat5_status st = fat5__read_file(ctx, index_path, (size_t)64 << 20, &text, &len);
@@ -6042,36 +6196,133 @@ static fat5_status fat5__ckpt_open_index(fat5_ctx *ctx, fat5__ckpt *k, const cha
         st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: no 'weight_map' object", index_path);
         goto done;
     }
+    shard = FAT5__CAST(const char **, fat5__calloc(ctx, wm->n, sizeof *shard));
+    if (!shard) {
+        st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", index_path);
+        goto done;
+    }
     for (e = wm->child; e; e = e->next) {
-        const fat5__json *prev;
-        int seen = 0;
         if (e->type != FAT5__J_STRING || !e->len || strchr(e->str, '/') || strchr(e->str, '\\') ||
-            strcmp(e->str, "..") == 0 || e->str[0] == '.' || !fat5__ends_with(e->str, ".safetensors")) {
+            e->str[0] == '.' || !fat5__ends_with(e->str, ".safetensors") || !fat5__msg_safe(e->str)) {
             st = fat5__err(ctx, FAT5_ERR_FORMAT,
                            "%s: tensor '%s' maps to '%s', not a .safetensors file name in the same directory",
-                           index_path, e->key, e->type == FAT5__J_STRING ? e->str : "(not a string)");
+                           index_path, fat5__msg_name(nm, sizeof nm, e->key),
+                           e->type == FAT5__J_STRING ? fat5__msg_name(sh, sizeof sh, e->str) : "(not a string)");
             goto done;
         }
-        for (prev = wm->child; prev != e && !seen; prev = prev->next) seen = strcmp(prev->str, e->str) == 0;
-        if (seen) continue;
-        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, e->str) >= sizeof path) {
+        shard[n++] = e->str;
+    }
+    qsort(FAT5__CAST(void *, shard), n, sizeof *shard, fat5__st_kcmp);
+    for (i = 0; i < n; i++)
+        if (i == 0 || strcmp(shard[n_shards - 1], shard[i]) != 0) shard[n_shards++] = shard[i];
+    if (n_shards > FAT5__MAX_SHARDS) {
+        st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: the index names %zu shard files; at most %d are supported",
+                       index_path, n_shards, FAT5__MAX_SHARDS);
+        goto done;
+    }
+    for (i = 0; i < n_shards; i++) {
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, shard[i]) >= sizeof path) {
             st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: path too long", index_path);
             goto done;
         }
         if ((st = fat5__ckpt_add(ctx, k, path))) goto done;
     }
-    // every tensor the index names must be in one of the shards
+    // every tensor the index names must be in the shard it names (k->files[i] holds shard[i])
     for (e = wm->child; e; e = e->next) {
-        int f;
-        if (fat5__ckpt_find(k, e->key, &f) < 0) {
+        const char **at = FAT5__CAST(const char **, bsearch(&e->str, FAT5__CAST(const void *, shard), n_shards,
+                                                            sizeof *shard, fat5__st_kcmp));
+        if (!at || fat5_st_find(k->files[at - shard], e->key) < 0) {
             st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' is listed in the index but absent from '%s'",
-                           index_path, e->key, e->str);
+                           index_path, fat5__msg_name(nm, sizeof nm, e->key), fat5__msg_name(sh, sizeof sh, e->str));
             goto done;
         }
     }
 done:
+    fat5__free(ctx, FAT5__CAST(void *, shard));
     fat5__json_free(ctx, doc);
     fat5__free(ctx, text);
+    return st;
+}
+
+// Matches the parameter table of cfg against the open files without allocating any weights:
+// every parameter must be present with the shape cfg implies and a float dtype, and every tensor
+// of the files must be a parameter (or an ignorable alias). On success *loc holds, per parameter,
+// its (file, tensor) pair: (*loc)[2 i], (*loc)[2 i + 1]; free with fat5__free.
+static fat5_status fat5__ckpt_match(fat5_ctx *ctx, fat5__ckpt *k, const fat5_model_config *cfg, int lm_head_tied,
+                                    const char *dir, int **loc, int *n_loc) {
+    fat5_model *probe;
+    fat5_status st;
+    char nm[128], got[160];
+    int i, f, t;
+    *loc = NULL;
+    *n_loc = 0;
+    if ((st = fat5_model_config_validate(ctx, cfg))) return st;
+    probe = FAT5__CAST(fat5_model *, fat5__calloc(ctx, 1, sizeof *probe));
+    if (!probe) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "model: out of memory");
+    probe->ctx = ctx;
+    probe->cfg = *cfg;
+    probe->lm_head_tied = lm_head_tied;
+    if ((st = fat5__build_params(probe))) goto done;   // the table only: names and shapes
+    *loc = FAT5__CAST(int *, fat5__calloc(ctx, (size_t)probe->n_params, 2 * sizeof(int)));
+    if (!*loc) {
+        st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "model: out of memory");
+        goto done;
+    }
+    for (i = 0; i < probe->n_params && st == FAT5_OK; i++) {
+        const fat5__param *pr = &probe->params[i];
+        const fat5_st_tensor *ti;
+        t = fat5__ckpt_find(k, pr->name, &f);
+        if (t < 0 && i == probe->shared) {
+            t = fat5__ckpt_find(k, "encoder.embed_tokens.weight", &f);
+            if (t < 0) t = fat5__ckpt_find(k, "decoder.embed_tokens.weight", &f);
+        }
+        if (t < 0) {
+            st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: missing tensor '%s'%s", dir, pr->name,
+                           i == probe->lm_head && !lm_head_tied ? ": config.json sets tie_word_embeddings false, "
+                           "so the output projection is not shared.weight" : "");
+            break;
+        }
+        ti = fat5_st_get(k->files[f], t);
+        fat5__msg_name(nm, sizeof nm, ti->name);
+        if (ti->dtype != FAT5_ST_F32 && ti->dtype != FAT5_ST_F16 && ti->dtype != FAT5_ST_BF16) {
+            st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s; expected F32, F16 or BF16", dir,
+                           nm, fat5_st_dtype_name(ti->dtype));
+            break;
+        }
+        if (ti->ndim != pr->ndim || ti->shape[0] != pr->shape[0] || (pr->ndim == 2 && ti->shape[1] != pr->shape[1])) {
+            int d, o = 0;
+            got[0] = 0;
+            for (d = 0; d < ti->ndim && o < 120; d++)
+                o += snprintf(got + o, sizeof got - (size_t)o, "%s%lld", d ? ", " : "", (long long)ti->shape[d]);
+            if (pr->ndim == 2)
+                st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' has shape [%s]; config.json implies [%lld, %lld]",
+                               dir, nm, got, (long long)pr->shape[0], (long long)pr->shape[1]);
+            else
+                st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' has shape [%s]; config.json implies [%lld]", dir,
+                               nm, got, (long long)pr->shape[0]);
+            break;
+        }
+        (*loc)[2 * i] = f;
+        (*loc)[2 * i + 1] = t;
+        k->used[f][t] = 1;
+    }
+    for (f = 0; f < k->n_files && st == FAT5_OK; f++)
+        for (t = 0; t < fat5_st_count(k->files[f]); t++) {
+            const char *name = fat5_st_get(k->files[f], t)->name;
+            if (!k->used[f][t] && !fat5__ignorable_tensor(name)) {
+                st = fat5__err(ctx, FAT5_ERR_FORMAT,
+                               "%s: unexpected tensor '%s' (not a parameter of the model config.json describes)", dir,
+                               fat5__msg_name(nm, sizeof nm, name));
+                break;
+            }
+        }
+    if (st == FAT5_OK) *n_loc = probe->n_params;
+done:
+    if (st != FAT5_OK) {
+        fat5__free(ctx, *loc);
+        *loc = NULL;
+    }
+    fat5_model_destroy(probe);
     return st;
 }
 
@@ -6082,7 +6333,7 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
     char dir[4096], p[4200], *text = NULL;
     size_t len = 0;
     fat5_status st;
-    int i, f, t, has_lm_head;
+    int i, f, has_lm_head, n_loc = 0, *loc = NULL;
     memset(&k, 0, sizeof k);
     if (!out || !path) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_load: NULL argument");
     *out = NULL;
@@ -6118,62 +6369,28 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
     }
     if (st) goto fail;
 
-    // lm_head: the file's own when it has one, else shared.weight
+    // lm_head: the file's own when it has one, else shared.weight -- unless config.json says the
+    // model is untied: then lm_head.weight stays in the table and its absence is an error (tying
+    // silently would run another model than the one transformers builds from this directory)
     has_lm_head = fat5__ckpt_find(&k, "lm_head.weight", &f) >= 0;
-    cfg.tie_word_embeddings = !has_lm_head;
-    if ((st = fat5__model_alloc(ctx, &cfg, !has_lm_head, &m))) goto fail;
+    cfg.tie_word_embeddings = !has_lm_head && cfg.tie_word_embeddings;
+    // every name, shape and dtype is checked before the weights are allocated
+    if ((st = fat5__ckpt_match(ctx, &k, &cfg, cfg.tie_word_embeddings, dir, &loc, &n_loc))) goto fail;
+    if ((st = fat5__model_alloc(ctx, &cfg, cfg.tie_word_embeddings, &m))) goto fail;
+    FAT5_ASSERT(m->n_params == n_loc);
     for (i = 0; i < m->n_params; i++) {
         const fat5__param *pr = &m->params[i];
-        const fat5_st_tensor *ti;
-        int ok_shape;
-        t = fat5__ckpt_find(&k, pr->name, &f);
-        if (t < 0 && i == m->shared) {
-            t = fat5__ckpt_find(&k, "encoder.embed_tokens.weight", &f);
-            if (t < 0) t = fat5__ckpt_find(&k, "decoder.embed_tokens.weight", &f);
-        }
-        if (t < 0) {
-            st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: missing tensor '%s'", dir, pr->name);
+        if ((st = fat5_st_read_f32(k.files[loc[2 * i]], loc[2 * i + 1], m->w + pr->offset, (int64_t)pr->numel)))
             goto fail;
-        }
-        ti = fat5_st_get(k.files[f], t);
-        if (ti->dtype != FAT5_ST_F32 && ti->dtype != FAT5_ST_F16 && ti->dtype != FAT5_ST_BF16) {
-            st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s; expected F32, F16 or BF16", dir,
-                           ti->name, fat5_st_dtype_name(ti->dtype));
-            goto fail;
-        }
-        ok_shape = ti->ndim == pr->ndim && ti->shape[0] == pr->shape[0] && (pr->ndim == 1 || ti->shape[1] == pr->shape[1]);
-        if (!ok_shape) {
-            char got[160];
-            int d, o = 0;
-            got[0] = 0;
-            for (d = 0; d < ti->ndim && o < 120; d++)
-                o += snprintf(got + o, sizeof got - (size_t)o, "%s%lld", d ? ", " : "", (long long)ti->shape[d]);
-            if (pr->ndim == 2)
-                st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' has shape [%s]; config.json implies [%lld, %lld]",
-                               dir, ti->name, got, (long long)pr->shape[0], (long long)pr->shape[1]);
-            else
-                st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' has shape [%s]; config.json implies [%lld]", dir,
-                               ti->name, got, (long long)pr->shape[0]);
-            goto fail;
-        }
-        if ((st = fat5_st_read_f32(k.files[f], t, m->w + pr->offset, (int64_t)pr->numel))) goto fail;
-        k.used[f][t] = 1;
     }
-    for (f = 0; f < k.n_files; f++)
-        for (t = 0; t < fat5_st_count(k.files[f]); t++) {
-            const char *name = fat5_st_get(k.files[f], t)->name;
-            if (!k.used[f][t] && !fat5__ignorable_tensor(name)) {
-                st = fat5__err(ctx, FAT5_ERR_FORMAT,
-                               "%s: unexpected tensor '%s' (not a parameter of the model config.json describes)", dir,
-                               name);
-                goto fail;
-            }
-        }
+    fat5__free(ctx, loc);
+    loc = NULL;
     fat5__ckpt_close(ctx, &k);
     if ((st = fat5__model_place(m))) goto fail;
     *out = m;
     return FAT5_OK;
 fail:
+    fat5__free(ctx, loc);
     fat5__ckpt_close(ctx, &k);
     fat5_model_destroy(m);
     return st;

@@ -3,6 +3,7 @@
 // Every rejection is checked for its status and for a word naming the problem in the message.
 
 #include <dirent.h>
+#include <locale.h>
 #include <sys/stat.h>
 
 #ifndef FAT5_TEST_DATA
@@ -1268,6 +1269,569 @@ static void t_io_json_dom_cap(fat5_test *T) {
     free(s);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Sizes that once took quadratic time: sorting and duplicate checks are O(n log n).
+
+// call must return status with a message containing needle
+#define TIO_EXPECT_ERR(T, call, status, needle)                                                     \
+    do {                                                                                            \
+        fat5_status s_ = (call);                                                                    \
+        const char *e_ = fat5_last_error(fat5_test_ctx(T));                                         \
+        FAT5_CHECK_MSG(T, s_ == (status), "%s -> %s, want %s (%s)", #call, fat5_status_string(s_), \
+                       fat5_status_string(status), e_);                                             \
+        FAT5_CHECK_MSG(T, strstr(e_, needle) != NULL, "message '%s' does not mention '%s'", e_,    \
+                       needle);                                                                     \
+    } while (0)
+
+static int tio_write_sb(const char *path, const fat5__sb *b) {
+    return !b->oom && b->buf && tio_write_bytes(path, b->buf, b->len);
+}
+
+// 200k metadata keys in descending order (the worst case of an insertion sort: 30 s for 100k)
+static void t_io_st_metadata_many_keys(fat5_test *T) {
+    const int n = 200000;
+    char path[TIO_PATH_CAP], key[32];
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_st_file *f = NULL;
+    fat5__sb h;
+    int i, sorted = 1;
+    const char *k0, *k1, *v;
+    fat5__sb_init(&h, ctx);
+    fat5__sb_puts(&h, "{\"__metadata__\":{");
+    for (i = 0; i < n; i++) fat5__sb_printf(&h, "%s\"k%07d\":\"v%d\"", i ? "," : "", n - 1 - i, n - 1 - i);
+    fat5__sb_puts(&h, "}}");
+    FAT5_REQUIRE(T, !h.oom);
+    tio_path(T, path, "many.safetensors");
+    FAT5_REQUIRE(T, tio_write_st(path, h.buf, 0));
+    FAT5_REQUIRE_OK(T, fat5_st_open(ctx, path, &f));
+    FAT5_CHECK(T, fat5_st_metadata_count(f) == n && fat5_st_count(f) == 0);
+    for (i = 1; i < n && sorted; i++) {
+        fat5_st_metadata_get(f, i - 1, &k0, NULL);
+        fat5_st_metadata_get(f, i, &k1, NULL);
+        sorted = strcmp(k0, k1) < 0;
+    }
+    FAT5_CHECK_MSG(T, sorted, "metadata not in key order at %d", i - 1);
+    fat5_st_metadata_get(f, 0, &k0, &v);
+    FAT5_CHECK(T, k0 && strcmp(k0, "k0000000") == 0 && strcmp(v, "v0") == 0);
+    for (i = 0; i < n; i += 9973) {
+        snprintf(key, sizeof key, "k%07d", i);
+        v = fat5_st_metadata_find(f, key);
+        FAT5_CHECK_MSG(T, v && atoi(v + 1) == i, "%s -> %s", key, v ? v : "(none)");
+    }
+    FAT5_CHECK(T, fat5_st_metadata_find(f, "k9999999") == NULL);
+    fat5_st_close(f);
+    f = NULL;
+    // one repeated key among them all: found by the sort, reported at its second occurrence
+    h.len -= 2;
+    h.buf[h.len] = 0;
+    fat5__sb_puts(&h, ",\"k0123456\":\"again\"}}");
+    FAT5_REQUIRE(T, !h.oom && tio_write_st(path, h.buf, 0));
+    TIO_OPEN_BAD(T, path, FAT5_ERR_FORMAT, "duplicate key \"k0123456\"");
+    fat5__sb_free(&h);
+}
+
+// a checkpoint directory: config.json "{}" (the t5-small defaults) and a tiny valid shard file
+static void tio_index_dir(fat5_test *T, char *dir, const char *name) {
+    char path[TIO_PATH_CAP + 64];
+    tio_path(T, dir, name);
+    mkdir(dir, 0777);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    tio_write_bytes(path, "{}", 2);
+}
+
+// index.json with n entries; shard(i) names the file of entry i
+static void tio_index_write(fat5_test *T, const char *dir, int n, int distinct) {
+    char path[TIO_PATH_CAP + 64];
+    fat5__sb b;
+    int i;
+    fat5__sb_init(&b, fat5_test_ctx(T));
+    fat5__sb_puts(&b, "{\"metadata\": {\"total_size\": 0}, \"weight_map\": {");
+    for (i = 0; i < n; i++)
+        fat5__sb_printf(&b, "%s\"encoder.block.%d.layer.0.SelfAttention.q.weight\": \"model-%05d.safetensors\"",
+                        i ? ",\n" : "", i, distinct ? i : i < n / 2 ? 1 : 2);
+    fat5__sb_puts(&b, "}}");
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    FAT5_CHECK(T, tio_write_sb(path, &b));
+    fat5__sb_free(&b);
+}
+
+// An index with very many entries: the distinct shards are found by sorting (the old check
+// compared every entry with all before it: 12 s for 100k entries over two shards).
+static void t_io_index_many_entries(fat5_test *T) {
+    const int n = 300000;
+    char dir[TIO_PATH_CAP], path[TIO_PATH_CAP + 64];
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_model *m = NULL;
+    int s;
+    tio_index_dir(T, dir, "two_shards");
+    for (s = 1; s <= 2; s++) {
+        snprintf(path, sizeof path, "%s/model-%05d.safetensors", dir, s);
+        FAT5_REQUIRE(T, tio_write_st(path, "{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4));
+    }
+    tio_index_write(T, dir, n, 0);
+    TIO_EXPECT_ERR(T, fat5_model_load(ctx, dir, &m), FAT5_ERR_FORMAT,
+                  "tensor 'encoder.block.0.layer.0.SelfAttention.q.weight' is listed in the index but absent "
+                  "from 'model-00001.safetensors'");
+    FAT5_CHECK(T, m == NULL);
+    // as many shard files as entries: refused by count before any file is opened
+    tio_index_dir(T, dir, "many_shards");
+    tio_index_write(T, dir, n, 1);
+    TIO_EXPECT_ERR(T, fat5_model_load(ctx, dir, &m), FAT5_ERR_UNSUPPORTED,
+                  "the index names 300000 shard files; at most 1024 are supported");
+    FAT5_CHECK(T, m == NULL);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checkpoint directories
+
+// an allocator that counts every byte it hands out (realloc counts the new size) and refuses
+// single requests above a limit
+typedef struct tio_count { size_t limit, total, largest; } tio_count;
+static void *tio_count_alloc(void *user, size_t n) {
+    tio_count *a = (tio_count *)user;
+    a->total += n;
+    if (n > a->largest) a->largest = n;
+    return n > a->limit ? NULL : malloc(n);
+}
+static void *tio_count_realloc(void *user, void *p, size_t n) {
+    tio_count *a = (tio_count *)user;
+    a->total += n;
+    if (n > a->largest) a->largest = n;
+    return n > a->limit ? NULL : realloc(p, n);
+}
+static fat5_ctx *tio_ctx_counting(tio_count *a) {
+    fat5_ctx_config c = fat5_ctx_config_default();
+    fat5_ctx *ctx = NULL;
+    memset(a, 0, sizeof *a);
+    a->limit = (size_t)256 << 20;
+    c.alloc = tio_count_alloc;
+    c.realloc = tio_count_realloc;
+    c.free = tio_free_fn;
+    c.alloc_user = a;
+    return fat5_ctx_create(&c, &ctx) == FAT5_OK ? ctx : NULL;
+}
+
+static int tio_copy_file(fat5_test *T, const char *src, const char *dst) {
+    char *buf;
+    size_t len;
+    int ok;
+    if (fat5__read_file(fat5_test_ctx(T), src, (size_t)64 << 20, &buf, &len) != FAT5_OK) return 0;
+    ok = tio_write_bytes(dst, buf, len);
+    fat5__free(fat5_test_ctx(T), buf);
+    return ok;
+}
+
+// copies fixture `name` (config.json, model.safetensors) to <tmpdir>/<as>; dir receives the path
+static int tio_copy_fixture(fat5_test *T, const char *name, const char *as, char *dir) {
+    static const char *const files[] = {"config.json", "model.safetensors"};
+    char src[TIO_PATH_CAP + 64], dst[TIO_PATH_CAP + 64];
+    size_t i;
+    tio_path(T, dir, as);
+    mkdir(dir, 0777);
+    for (i = 0; i < 2; i++) {
+        snprintf(src, sizeof src, "%s/%s/%s", FAT5_TEST_DATA, name, files[i]);
+        snprintf(dst, sizeof dst, "%s/%s", dir, files[i]);
+        if (!tio_copy_file(T, src, dst)) return 0;
+    }
+    return 1;
+}
+
+// replaces the first `from` in dir/config.json by `to`
+static int tio_edit_config(fat5_test *T, const char *dir, const char *from, const char *to) {
+    char path[TIO_PATH_CAP + 64], *buf, *at;
+    size_t len;
+    fat5__sb b;
+    int ok;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (fat5__read_file(fat5_test_ctx(T), path, (size_t)1 << 20, &buf, &len) != FAT5_OK) return 0;
+    at = strstr(buf, from);
+    if (!at) {
+        fat5__free(fat5_test_ctx(T), buf);
+        return 0;
+    }
+    fat5__sb_init(&b, fat5_test_ctx(T));
+    fat5__sb_putn(&b, buf, (size_t)(at - buf));
+    fat5__sb_puts(&b, to);
+    fat5__sb_puts(&b, at + strlen(from));
+    ok = tio_write_sb(path, &b);
+    fat5__sb_free(&b);
+    fat5__free(fat5_test_ctx(T), buf);
+    return ok;
+}
+
+// A config that disagrees with the tensors is refused before any weight is allocated: vocab_size
+// 10000000 against a 96-row embedding once cost 2.5 GB and 6 s before the shape check.
+static void t_io_load_checks_before_alloc(fat5_test *T) {
+    char dir[TIO_PATH_CAP];
+    tio_count count;
+    fat5_ctx *ctx = tio_ctx_counting(&count);
+    fat5_model *m = NULL;
+    fat5_status s;
+    const char *e;
+    FAT5_REQUIRE(T, ctx != NULL);
+    FAT5_REQUIRE(T, tio_copy_fixture(T, "t5_v10_relu_tied", "big_vocab", dir));
+    FAT5_REQUIRE(T, tio_edit_config(T, dir, "\"vocab_size\": 96", "\"vocab_size\": 10000000"));
+    s = fat5_model_load(ctx, dir, &m);
+    e = fat5_last_error(ctx);
+    FAT5_CHECK_MSG(T, s == FAT5_ERR_FORMAT && m == NULL, "load -> %s: %s", fat5_status_string(s), e);
+    FAT5_CHECK_MSG(T, strstr(e, "tensor 'shared.weight' has shape [96, 32]; config.json implies [10000000, 32]"),
+                   "message: %s", e);
+    FAT5_CHECK_MSG(T, count.total < ((size_t)4 << 20) && count.largest < ((size_t)1 << 20),
+                   "allocated %zu bytes in all, %zu at most at once", count.total, count.largest);
+    // the same directory with the right vocabulary loads (the check refuses only what is wrong)
+    FAT5_REQUIRE(T, tio_edit_config(T, dir, "\"vocab_size\": 10000000", "\"vocab_size\": 96"));
+    s = fat5_model_load(ctx, dir, &m);
+    FAT5_CHECK_MSG(T, s == FAT5_OK && m, "load -> %s: %s", fat5_status_string(s), fat5_last_error(ctx));
+    fat5_model_destroy(m);
+    fat5_ctx_destroy(ctx);
+}
+
+#ifndef _WIN32
+#include <signal.h>
+static void tio_on_alarm(int sig) { (void)sig; }
+#endif
+
+// A FIFO as config.json, as a shard named by the index, or given to fat5_st_open is refused at
+// once (it used to block forever in open(2) waiting for a writer). An alarm without SA_RESTART
+// interrupts a blocking open after 5 s, so a regression fails instead of hanging.
+static void t_io_fifo_refused(fat5_test *T) {
+#ifdef _WIN32
+    FAT5_SKIP(T, "no FIFOs on Windows");
+#else
+    char dir1[TIO_PATH_CAP], dir2[TIO_PATH_CAP], cfg[TIO_PATH_CAP + 64], shard[TIO_PATH_CAP + 64];
+    char path[TIO_PATH_CAP + 64], *buf = NULL;
+    const char *idx = "{\"weight_map\": {\"shared.weight\": \"model-00001-of-00001.safetensors\"}}";
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_model *m = NULL;
+    struct sigaction sa, old;
+    size_t len;
+    // config.json is a FIFO in dir1; the one shard of dir2's index is a FIFO
+    FAT5_REQUIRE(T, tio_copy_fixture(T, "t5_v10_relu_tied", "fifo_cfg", dir1));
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir1);
+    FAT5_REQUIRE(T, remove(cfg) == 0 && mkfifo(cfg, 0600) == 0);
+    FAT5_REQUIRE(T, tio_copy_fixture(T, "t5_v10_relu_tied", "fifo_shard", dir2));
+    snprintf(path, sizeof path, "%s/model.safetensors", dir2);
+    FAT5_REQUIRE(T, remove(path) == 0);
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir2);
+    FAT5_REQUIRE(T, tio_write_bytes(path, idx, strlen(idx)));
+    snprintf(shard, sizeof shard, "%s/model-00001-of-00001.safetensors", dir2);
+    FAT5_REQUIRE(T, mkfifo(shard, 0600) == 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = tio_on_alarm;
+    sigemptyset(&sa.sa_mask);
+    FAT5_REQUIRE(T, sigaction(SIGALRM, &sa, &old) == 0);
+    alarm(5);
+    TIO_EXPECT_ERR(T, fat5_model_load(ctx, dir1, &m), FAT5_ERR_IO, "config.json: not a regular file (a FIFO)");
+    FAT5_CHECK(T, m == NULL);
+    alarm(5);
+    TIO_EXPECT_ERR(T, fat5__read_file(ctx, cfg, 100, &buf, &len), FAT5_ERR_IO, "not a regular file (a FIFO)");
+    FAT5_CHECK(T, buf == NULL);
+    alarm(5);
+    TIO_EXPECT_ERR(T, fat5_model_load(ctx, dir2, &m), FAT5_ERR_IO,
+                   "model-00001-of-00001.safetensors: not a regular file (a FIFO)");
+    FAT5_CHECK(T, m == NULL);
+    alarm(5);
+    TIO_OPEN_BAD(T, shard, FAT5_ERR_IO, "not a regular file (a FIFO)");
+    alarm(0);
+    sigaction(SIGALRM, &old, NULL);
+#endif
+}
+
+// Switches LC_NUMERIC to an installed locale whose decimal point is not '.'; the previous name
+// is copied to saved. 0 when there is none.
+static int tio_comma_locale(char *saved, size_t cap, const char **name) {
+    static const char *const names[] = {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "fr_FR.utf8",
+                                        "de_DE", "fr_FR", "nl_NL.UTF-8", "es_ES.UTF-8", "it_IT.UTF-8",
+                                        "ru_RU.UTF-8", "pt_BR.UTF-8", "de_DE.ISO8859-1", NULL};
+    const char *cur = setlocale(LC_NUMERIC, NULL);
+    int i;
+    snprintf(saved, cap, "%s", cur ? cur : "C");
+    for (i = 0; names[i]; i++) {
+        if (setlocale(LC_NUMERIC, names[i]) && strcmp(localeconv()->decimal_point, ".") != 0) {
+            *name = names[i];
+            return 1;
+        }
+    }
+    setlocale(LC_NUMERIC, saved);
+    return 0;
+}
+
+// Under a decimal-comma locale, JSON numbers still read and write with '.': a config with
+// "0.1" parses, and fat5_model_save writes a config.json that fat5_model_load reads back.
+static void t_io_locale_numbers(fat5_test *T) {
+    static const char cfg_json[] = "{\"layer_norm_epsilon\": 1e-06, \"dropout_rate\": 0.1, \"d_model\": 8}";
+    char saved[256], num[40], dir[TIO_PATH_CAP], path[TIO_PATH_CAP + 64], *text = NULL;
+    const char *name = NULL;
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_model_config c = fat5_model_config_default(), back;
+    fat5_model *m = NULL, *l = NULL;
+    fat5__jdoc *d = NULL;
+    double x = 0;
+    size_t len;
+    if (!tio_comma_locale(saved, sizeof saved, &name))
+        FAT5_SKIP(T, "no decimal-comma locale installed (e.g. localedef -i de_DE -f UTF-8 de_DE.UTF-8)");
+    // reading
+    FAT5_CHECK(T, fat5__json_parse(ctx, "n", "[0.1, 1e-06, -2.5E+3, 7]", 24, 4, &d) == FAT5_OK);
+    if (d) {
+        const fat5__json *v = fat5__json_root(d)->child;
+        FAT5_CHECK(T, fat5__json_as_double(v, &x) && x == 0.1);
+        FAT5_CHECK(T, fat5__json_as_double(v->next, &x) && x == 1e-6);
+        FAT5_CHECK(T, fat5__json_as_double(v->next->next, &x) && x == -2500.0);
+        FAT5_CHECK(T, fat5__json_as_double(v->next->next->next, &x) && x == 7.0);
+    }
+    fat5__json_free(ctx, d);
+    d = NULL;
+    {   // a literal too long for the stack copy: "0.1" and 300 zeros
+        char lit[310];
+        memset(lit, '0', sizeof lit);
+        memcpy(lit, "0.1", 3);
+        FAT5_CHECK(T, fat5__json_parse(ctx, "n", lit, sizeof lit, 4, &d) == FAT5_OK);
+        FAT5_CHECK(T, d && fat5__json_as_double(fat5__json_root(d), &x) && x == 0.1);
+        fat5__json_free(ctx, d);
+    }
+    FAT5_CHECK_MSG(T, fat5_model_config_from_json(ctx, cfg_json, strlen(cfg_json), &back) == FAT5_OK,
+                   "%s: %s", name, fat5_last_error(ctx));
+    FAT5_CHECK(T, back.layer_norm_eps == 1e-6 && back.dropout_rate == 0.1 && back.d_model == 8);
+    // writing
+    fat5__fmt_double(num, 0.1);
+    FAT5_CHECK_MSG(T, strcmp(num, "0.1") == 0, "0.1 -> %s", num);
+    fat5__fmt_double(num, 1e-6);
+    FAT5_CHECK_MSG(T, strcmp(num, "1e-06") == 0, "1e-6 -> %s", num);
+    fat5__fmt_double(num, 0.3333333333333333);
+    FAT5_CHECK_MSG(T, strcmp(num, "0.3333333333333333") == 0, "1/3 -> %s", num);
+    // save -> load of a small model: dropout 0.1 and epsilon 1e-5 come back exactly
+    c.vocab_size = 16;
+    c.d_model = 8;
+    c.d_kv = 4;
+    c.num_heads = 2;
+    c.d_ff = 8;
+    c.num_layers = c.num_decoder_layers = 1;
+    c.rel_buckets = 4;
+    c.rel_max_distance = 8;
+    c.dropout_rate = 0.1;
+    c.layer_norm_eps = 1.5e-5;
+    tio_path(T, dir, "comma");
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (fat5_model_create(ctx, &c, 1, &m) != FAT5_OK || fat5_model_save(m, dir) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "create / save: %s", fat5_last_error(ctx));
+    } else if (fat5_model_load(ctx, dir, &l) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "%s: load after save: %s", name, fat5_last_error(ctx));
+    } else {
+        FAT5_CHECK(T, l->cfg.dropout_rate == 0.1 && l->cfg.layer_norm_eps == 1.5e-5);
+    }
+    if (fat5__read_file(ctx, path, 1 << 20, &text, &len) == FAT5_OK) {
+        FAT5_CHECK_MSG(T, strstr(text, "\"dropout_rate\": 0.1,") && strstr(text, "\"layer_norm_epsilon\": 1.5e-05,"),
+                       "%s", text);
+        fat5__free(ctx, text);
+    }
+    fat5_model_destroy(m);
+    fat5_model_destroy(l);
+    setlocale(LC_NUMERIC, saved);
+    FAT5_CHECK(T, strcmp(setlocale(LC_NUMERIC, NULL), saved) == 0);
+}
+
+// config.json says untied but the file has no lm_head.weight: refused, not silently tied
+static void t_io_load_untied_needs_lm_head(fat5_test *T) {
+    char dir[TIO_PATH_CAP];
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_model *m = NULL;
+    FAT5_REQUIRE(T, tio_copy_fixture(T, "t5_v10_relu_tied", "untied", dir));
+    FAT5_REQUIRE(T, tio_edit_config(T, dir, "\"tie_word_embeddings\": true", "\"tie_word_embeddings\": false"));
+    TIO_EXPECT_ERR(T, fat5_model_load(ctx, dir, &m), FAT5_ERR_FORMAT,
+                   "missing tensor 'lm_head.weight': config.json sets tie_word_embeddings false");
+    FAT5_CHECK(T, m == NULL);
+    fat5_model_destroy(m);
+    m = NULL;
+    // tied without lm_head (v1.0), and untied with it, still load
+    FAT5_REQUIRE(T, tio_edit_config(T, dir, "\"tie_word_embeddings\": false", "\"tie_word_embeddings\": true"));
+    FAT5_CHECK_MSG(T, fat5_model_load(ctx, dir, &m) == FAT5_OK && m->lm_head_tied, "%s", fat5_last_error(ctx));
+    fat5_model_destroy(m);
+    m = NULL;
+    FAT5_CHECK_MSG(T, fat5_model_load(ctx, FAT5_TEST_DATA "/t5_v11_gated_gelu_untied", &m) == FAT5_OK &&
+                          !m->lm_head_tied, "%s", fat5_last_error(ctx));
+    fat5_model_destroy(m);
+}
+
+// ---------------------------------------------------------------------------------------------
+// config.json values outside their range are refused, naming the field
+
+static fat5_status tio_cfg(fat5_test *T, const char *json) {
+    fat5_model_config c;
+    return fat5_model_config_from_json(fat5_test_ctx(T), json, strlen(json), &c);
+}
+
+static void t_io_config_ranges(fat5_test *T) {
+    static const struct { const char *json; fat5_status want; const char *word; } bad[] = {
+        {"{\"dropout_rate\": -0.1}", FAT5_ERR_FORMAT, "dropout_rate = -0.1, expected 0 <= rate < 1"},
+        {"{\"dropout_rate\": 1}", FAT5_ERR_FORMAT, "dropout_rate = 1,"},
+        {"{\"dropout_rate\": 1.5}", FAT5_ERR_FORMAT, "dropout_rate = 1.5"},
+        {"{\"dropout_rate\": 1e999}", FAT5_ERR_FORMAT, "'dropout_rate' must be a number"},
+        {"{\"pad_token_id\": -3}", FAT5_ERR_FORMAT, "pad_token_id = -3 is negative"},
+        {"{\"eos_token_id\": -1}", FAT5_ERR_FORMAT, "eos_token_id = -1 is negative"},
+        {"{\"decoder_start_token_id\": -2}", FAT5_ERR_FORMAT, "decoder_start_token_id = -2 is negative"},
+        {"{\"vocab_size\": 10, \"eos_token_id\": 10}", FAT5_ERR_UNSUPPORTED,
+         "eos_token_id = 10 must be in [0, vocab_size 10)"},
+        {"{\"vocab_size\": 10, \"decoder_start_token_id\": 12}", FAT5_ERR_UNSUPPORTED, "decoder_start_token_id = 12"},
+        {"{\"layer_norm_epsilon\": 1e-50}", FAT5_ERR_FORMAT, "layer_norm_epsilon = 1e-50 rounds to 0 in fp32"},
+        {"{\"layer_norm_epsilon\": -1e-06}", FAT5_ERR_FORMAT, "layer_norm_epsilon = -1e-06"},
+        {"{\"layer_norm_epsilon\": 0}", FAT5_ERR_FORMAT, "layer_norm_epsilon = 0"},
+        {"{\"layer_norm_epsilon\": 2}", FAT5_ERR_UNSUPPORTED, "layer_norm_epsilon = 2"},
+        {"{\"initializer_factor\": -1.0}", FAT5_ERR_FORMAT, "'initializer_factor' must be a positive number"},
+        {"{\"initializer_factor\": 0}", FAT5_ERR_FORMAT, "initializer_factor"},
+        {"{\"initializer_factor\": \"1\"}", FAT5_ERR_FORMAT, "initializer_factor"},
+        {"{\"relative_attention_num_buckets\": 2}", FAT5_ERR_UNSUPPORTED, "relative_attention_num_buckets = 2"},
+        {"{\"relative_attention_max_distance\": 0}", FAT5_ERR_UNSUPPORTED, "relative_attention_max_distance = 0"},
+    };
+    static const char *const good[] = {
+        "{\"dropout_rate\": 0}", "{\"dropout_rate\": 0.999}", "{\"layer_norm_epsilon\": 1e-45}",
+        "{\"initializer_factor\": 0.05}", "{\"vocab_size\": 10, \"eos_token_id\": 9, \"pad_token_id\": 9}",
+        "{\"pad_token_id\": null, \"eos_token_id\": null, \"decoder_start_token_id\": null}"};
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_model_config c;
+    fat5_model *m = NULL;
+    size_t i;
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        fat5_status s = tio_cfg(T, bad[i].json);
+        const char *e = fat5_last_error(ctx);
+        FAT5_CHECK_MSG(T, s == bad[i].want && strstr(e, bad[i].word), "%s -> %s '%s', want %s '%s'", bad[i].json,
+                       fat5_status_string(s), e, fat5_status_string(bad[i].want), bad[i].word);
+    }
+    for (i = 0; i < sizeof good / sizeof good[0]; i++)
+        FAT5_CHECK_MSG(T, tio_cfg(T, good[i]) == FAT5_OK, "%s: %s", good[i], fat5_last_error(ctx));
+    // values only a C caller can pass: not finite
+    c = fat5_model_config_default();
+    c.dropout_rate = NAN;
+    TIO_EXPECT_ERR(T, fat5_model_config_validate(ctx, &c), FAT5_ERR_INVALID_ARG, "dropout_rate = nan");
+    c = fat5_model_config_default();
+    c.layer_norm_eps = HUGE_VAL;
+    TIO_EXPECT_ERR(T, fat5_model_config_validate(ctx, &c), FAT5_ERR_INVALID_ARG, "layer_norm_epsilon = inf");
+    c.layer_norm_eps = NAN;
+    TIO_EXPECT_ERR(T, fat5_model_config_validate(ctx, &c), FAT5_ERR_INVALID_ARG, "layer_norm_epsilon = nan");
+    c = fat5_model_config_default();
+    c.eos_token_id = -1;
+    TIO_EXPECT_ERR(T, fat5_model_create(ctx, &c, 1, &m), FAT5_ERR_INVALID_ARG, "eos_token_id = -1 is negative");
+    FAT5_CHECK(T, m == NULL);
+    fat5_model_destroy(m);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Strings from files never reach a message raw
+
+// 1 when msg is valid UTF-8 without a control character (C0, DEL, C1)
+static int tio_msg_clean(const char *msg) {
+    const unsigned char *u = (const unsigned char *)msg;
+    size_t i;
+    for (i = 0; u[i]; i++)
+        if (u[i] < 0x20 || u[i] == 0x7f || (u[i] == 0xC2 && u[i + 1] >= 0x80 && u[i + 1] < 0xA0)) return 0;
+    return fat5__utf8_valid(msg);
+}
+
+#define TIO_CLEAN_ERR(T, call, status, needle)                                                       \
+    do {                                                                                             \
+        TIO_EXPECT_ERR(T, call, status, needle);                                                     \
+        FAT5_CHECK_MSG(T, tio_msg_clean(fat5_last_error(fat5_test_ctx(T))), "%s: raw control bytes", \
+                       #call);                                                                       \
+    } while (0)
+
+// no decimal number of 10 digits or more (a header length made of text bytes has 19 or 20)
+static int tio_no_long_number(const char *msg) {
+    size_t run = 0;
+    for (; *msg; msg++) {
+        run = (*msg >= '0' && *msg <= '9') ? run + 1 : 0;
+        if (run >= 10) return 0;
+    }
+    return 1;
+}
+
+static void t_io_messages_sanitised(fat5_test *T) {
+    static const unsigned char png[24] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13,
+                                          'I', 'H', 'D', 'R', 0, 0, 0, 1, 0, 0, 0, 1};
+    static const char text[] = "Hello, this is a plain text file.\nIt is not a safetensors file.\n";
+    static const char idx1[] = "{\"weight_map\": {\"\\u001bq\": \"x\\u001b.safetensors\"}}";
+    static const char idx2[] = "{\"weight_map\": {\"\\u001bq\": \"one.safetensors\"}}";
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    char dir[TIO_PATH_CAP], path[TIO_PATH_CAP + 64], longkey[400];
+    fat5_st_file *f = NULL;
+    fat5_model *m = NULL, *a = NULL;
+    int i;
+    // config.json: keys and string values
+    TIO_CLEAN_ERR(T, tio_cfg(T, "{\"\\u001b[31mevil\": 1}"), FAT5_ERR_UNSUPPORTED, "unknown field '?[31mevil'");
+    TIO_CLEAN_ERR(T, tio_cfg(T, "{\"model_type\": \"\\u001b]0;t\\u0007\"}"), FAT5_ERR_UNSUPPORTED,
+                  "model_type '?]0;t?' is not a T5 model");
+    TIO_CLEAN_ERR(T, tio_cfg(T, "{\"architectures\": [\"\\u009b2JEncoderModel\"]}"), FAT5_ERR_UNSUPPORTED,
+                  "architecture ?2JEncoderModel has no decoder");
+    TIO_CLEAN_ERR(T, tio_cfg(T, "{\"feed_forward_proj\": \"gated-\\u001b[0m\"}"), FAT5_ERR_UNSUPPORTED,
+                  "feed_forward_proj 'gated-?[0m': unknown activation");
+    TIO_CLEAN_ERR(T, tio_cfg(T, "{\"feed_forward_proj\": \"a-\\u007f-b\"}"), FAT5_ERR_FORMAT,
+                  "feed_forward_proj 'a-?-b' is not");
+    TIO_CLEAN_ERR(T, tio_cfg(T, "{\"dense_act_fn\": \"\\r\\n\"}"), FAT5_ERR_FORMAT, "dense_act_fn '?" "?' contradicts");
+    // a long key of 2-byte characters is cut on a character boundary
+    memcpy(longkey, "{\"", 2);
+    for (i = 0; i < 150; i++) memcpy(longkey + 2 + 2 * i, "\xc3\xa9", 2);
+    memcpy(longkey + 302, "\": 1}", 6);
+    TIO_CLEAN_ERR(T, tio_cfg(T, longkey), FAT5_ERR_UNSUPPORTED, "...'; fat5 cannot tell");
+    // safetensors headers: metadata keys, tensor names, dtypes
+    tio_path(T, path, "esc.safetensors");
+    FAT5_REQUIRE(T, tio_write_st(path, "{\"__metadata__\":{\"\\u001b[2J\":1}}", 0));
+    TIO_CLEAN_ERR(T, fat5_st_open(ctx, path, &f), FAT5_ERR_FORMAT, "__metadata__ value of '?[2J' is a number");
+    FAT5_REQUIRE(T, tio_write_st(path, "{\"\\u001b[2J\":{\"dtype\":\"\\u001bF32\",\"shape\":[1],"
+                                       "\"data_offsets\":[0,4]}}", 4));
+    TIO_CLEAN_ERR(T, fat5_st_open(ctx, path, &f), FAT5_ERR_FORMAT, "tensor '?[2J': unknown dtype '?F32'");
+    // files of another kind: no header length made of their bytes
+    tio_path(T, path, "image.png");
+    FAT5_REQUIRE(T, tio_write_bytes(path, png, sizeof png));
+    TIO_CLEAN_ERR(T, fat5_st_open(ctx, path, &f), FAT5_ERR_FORMAT,
+                  "not a safetensors file (the header length in its first 8 bytes exceeds the limit of 100 MiB)");
+    FAT5_CHECK_MSG(T, tio_no_long_number(fat5_last_error(ctx)), "%s", fat5_last_error(ctx));
+    tio_path(T, path, "notes.txt");
+    FAT5_REQUIRE(T, tio_write_bytes(path, text, strlen(text)));
+    TIO_CLEAN_ERR(T, fat5_st_open(ctx, path, &f), FAT5_ERR_FORMAT, "not a safetensors file");
+    FAT5_CHECK_MSG(T, tio_no_long_number(fat5_last_error(ctx)), "%s", fat5_last_error(ctx));
+    FAT5_CHECK(T, f == NULL);
+    // an index: tensor names and shard file names
+    FAT5_REQUIRE(T, tio_copy_fixture(T, "t5_v10_relu_tied", "esc_index", dir));
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FAT5_REQUIRE(T, remove(path) == 0);
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    FAT5_REQUIRE(T, tio_write_bytes(path, idx1, strlen(idx1)));
+    TIO_CLEAN_ERR(T, fat5_model_load(ctx, dir, &m), FAT5_ERR_FORMAT,
+                  "tensor '?q' maps to 'x?.safetensors', not a .safetensors file name");
+    FAT5_REQUIRE(T, tio_write_bytes(path, idx2, strlen(idx2)));
+    snprintf(path, sizeof path, "%s/one.safetensors", dir);
+    FAT5_REQUIRE(T, tio_write_st(path, "{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4));
+    TIO_CLEAN_ERR(T, fat5_model_load(ctx, dir, &m), FAT5_ERR_FORMAT,
+                  "tensor '?q' is listed in the index but absent from 'one.safetensors'");
+    FAT5_CHECK(T, m == NULL);
+    // a checkpoint with one tensor too many, named with an escape sequence
+    FAT5_REQUIRE_OK(T, fat5_model_load(ctx, FAT5_TEST_DATA "/t5_v10_relu_tied", &a));
+    {
+        fat5_st_write_tensor *t = (fat5_st_write_tensor *)calloc((size_t)a->n_params + 1, sizeof *t);
+        static const float one = 1.0f;
+        FAT5_REQUIRE(T, t != NULL);
+        for (i = 0; i < a->n_params; i++) {
+            t[i].name = a->params[i].name;
+            t[i].ndim = a->params[i].ndim;
+            t[i].shape[0] = a->params[i].shape[0];
+            t[i].shape[1] = a->params[i].shape[1];
+            t[i].data = a->w + a->params[i].offset;
+        }
+        t[i].name = "\x1b]2;pwned\x07";
+        t[i].ndim = 1;
+        t[i].shape[0] = 1;
+        t[i].data = &one;
+        tio_path(T, dir, "esc_extra");
+        mkdir(dir, 0777);
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        FAT5_CHECK(T, fat5_st_write(ctx, path, t, a->n_params + 1, NULL, 0) == FAT5_OK);
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        FAT5_CHECK(T, tio_copy_file(T, FAT5_TEST_DATA "/t5_v10_relu_tied/config.json", path));
+        free(t);
+    }
+    TIO_CLEAN_ERR(T, fat5_model_load(ctx, dir, &m), FAT5_ERR_FORMAT, "unexpected tensor '?]2;pwned?'");
+    FAT5_CHECK(T, m == NULL);
+    fat5_model_destroy(a);
+}
+
 #define FAT5_TESTS_IO(X) X(io_json_dom_cap)                                                        \
     X(io_json_valid) X(io_json_error_position) X(io_json_trailing_garbage) X(io_json_depth_limit)  \
     X(io_json_duplicate_key) X(io_json_bad_literal) X(io_json_control_char)                        \
@@ -1281,4 +1845,7 @@ static void t_io_json_dom_cap(fat5_test *T) {
     X(io_st_nbytes_mismatch) X(io_st_duplicate_tensor) X(io_st_unknown_dtype)                      \
     X(io_st_metadata_not_string) X(io_st_tiny_file) X(io_st_not_brace) X(io_st_bad_entries)        \
     X(io_st_header_depth) X(io_st_valid_edge_cases) X(io_st_read_f16_bf16)                         \
-    X(io_st_read_unsupported) X(io_st_read_bad_args) X(io_st_read_truncated_later)
+    X(io_st_read_unsupported) X(io_st_read_bad_args) X(io_st_read_truncated_later)                \
+    X(io_st_metadata_many_keys) X(io_index_many_entries) X(io_load_checks_before_alloc)                                                          \
+    X(io_fifo_refused) X(io_locale_numbers) X(io_load_untied_needs_lm_head)                    \
+    X(io_config_ranges) X(io_messages_sanitised)

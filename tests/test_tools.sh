@@ -28,5 +28,39 @@ check grep -q "past the end" "$out/err.txt"
 if tools/fat5_inspect "$out/missing_dir" > /dev/null 2>&1; then
     echo "test_tools: FAILED: fat5_inspect accepted a missing path"; fail=1
 fi
+# st_file HEADER FILE: a safetensors file with that (ASCII) header and no data bytes
+st_file() {
+    n=${#1}
+    printf "\\$(printf %03o $((n % 256)))\\$(printf %03o $((n / 256 % 256)))\\000\\000\\000\\000\\000\\000%s" "$1" > "$2"
+}
+# a zero-element tensor whose other dimensions multiply past int64: 0 elements, no overflow. The
+# tool is also built with UBSan here, where the old unchecked product aborted.
+big=4611686018427387904
+st_file "{\"z\":{\"dtype\":\"F32\",\"shape\":[$big,$big,0],\"data_offsets\":[0,0]}}" "$out/zero.safetensors"
+check tools/fat5_inspect "$out/zero.safetensors" > "$out/zero.txt"
+check grep -q "^  z .*F32   \[$big, $big, 0\]$" "$out/zero.txt"
+check grep -q "^0 elements$" "$out/zero.txt"
+if ${CC:-cc} -std=c99 -O1 -g -fsanitize=undefined -fno-sanitize-recover=all -o "$out/inspect_ubsan" \
+        tools/fat5_inspect.c -lm -ldl 2> "$out/ubsan_build.txt"; then
+    check "$out/inspect_ubsan" "$out/zero.safetensors" > "$out/zero_ubsan.txt"
+    check grep -q "^0 elements$" "$out/zero_ubsan.txt"
+else
+    echo "test_tools: SKIP: the UBSan build of fat5_inspect (no -fsanitize=undefined here)"
+fi
+# names and metadata from the file never reach the terminal as control bytes
+esc=$(printf '\033')
+st_file '{"__metadata__":{"k\u001b[2J":"v\u001b]0;x\u0007"},"t\u001b[31m":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}}' \
+    "$out/esc.safetensors"
+check tools/fat5_inspect "$out/esc.safetensors" > "$out/esc.txt"
+check grep -q 'metadata k\\x1B\[2J = v\\x1B\]0;x\\x07$' "$out/esc.txt"
+check grep -q '^  t?\[31m ' "$out/esc.txt"
+if grep -q "$esc" "$out/esc.txt"; then echo "test_tools: FAILED: raw ESC in fat5_inspect output"; fail=1; fi
+# a file of another kind: one line, no number made of its bytes
+printf 'plain text, not a safetensors file\n' > "$out/text.safetensors"
+if tools/fat5_inspect "$out/text.safetensors" > /dev/null 2> "$out/err.txt"; then
+    echo "test_tools: FAILED: fat5_inspect accepted a text file"; fail=1
+fi
+check grep -q "not a safetensors file" "$out/err.txt"
+if grep -q '[0-9]\{10\}' "$out/err.txt"; then echo "test_tools: FAILED: a header length of text bytes"; fail=1; fi
 [ $fail -eq 0 ] && echo "test_tools: ok"
 exit $fail

@@ -10,39 +10,80 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static void print_st(fat5_st_file *f, const char *path, int64_t *total) {
+// s with every control character or invalid byte written as \xHH, so a name or value taken from
+// the file cannot drive the terminal
+static void print_clean(const char *s) {
+    size_t skip, k, j;
+    for (; *s; s += skip) {
+        k = fat5__msg_char(s, &skip);
+        if (k) fwrite(s, 1, k, stdout);
+        else
+            for (j = 0; j < skip; j++) printf("\\x%02X", (unsigned)(unsigned char)s[j]);
+    }
+}
+
+// element count of t: 0 when a dimension is 0 (whatever the others), else the product, checked;
+// 0 returned on overflow (never for a file fat5_st_open accepted: its data holds every element)
+static int tensor_numel(const fat5_st_tensor *t, int64_t *out) {
+    int64_t n = 1;
+    int d;
+    *out = 0;
+    for (d = 0; d < t->ndim; d++)
+        if (t->shape[d] == 0) return 1;
+    for (d = 0; d < t->ndim; d++) {
+        if (t->shape[d] < 0 || n > INT64_MAX / t->shape[d]) return 0;
+        n *= t->shape[d];
+    }
+    *out = n;
+    return 1;
+}
+
+// the metadata and tensor table of f; 1 (reported on stderr) when an element count overflows
+static int print_st(fat5_st_file *f, const char *path, int64_t *total) {
     int i, d;
     printf("file %s: %d tensors\n", path, fat5_st_count(f));
     for (i = 0; i < fat5_st_metadata_count(f); i++) {
         const char *k, *v;
         fat5_st_metadata_get(f, i, &k, &v);
-        printf("  metadata %s = %s\n", k, v);
+        printf("  metadata ");
+        print_clean(k);
+        printf(" = ");
+        print_clean(v);
+        printf("\n");
     }
     for (i = 0; i < fat5_st_count(f); i++) {
         const fat5_st_tensor *t = fat5_st_get(f, i);
-        int64_t n = 1;
-        char shape[160];
+        int64_t n;
+        char shape[256], name[256];
         int o = 0;
         shape[0] = 0;
         for (d = 0; d < t->ndim; d++) {
-            n *= t->shape[d];
             o += snprintf(shape + o, sizeof shape - (size_t)o, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
             if (o >= (int)sizeof shape) o = (int)sizeof shape - 1;
         }
+        if (!tensor_numel(t, &n) || n > INT64_MAX - *total) {
+            fprintf(stderr, "fat5_inspect: %s: tensor '%s': element count overflows\n", path,
+                    fat5__msg_name(name, sizeof name, t->name));
+            return 1;
+        }
         *total += n;
-        printf("  %-72s %-5s [%s]\n", t->name, fat5_st_dtype_name(t->dtype), shape);
+        printf("  %-72s %-5s [%s]\n", fat5__msg_name(name, sizeof name, t->name), fat5_st_dtype_name(t->dtype),
+               shape);
     }
-}
-
-static int print_file(fat5_ctx *ctx, const char *path, int64_t *total) {
-    fat5_st_file *f = NULL;
-    if (fat5_st_open(ctx, path, &f) != FAT5_OK) return 1;
-    print_st(f, path, total);
-    fat5_st_close(f);
     return 0;
 }
 
-// every shard of a model.safetensors.index.json
+// 1 with the reason in the context, 2 reported already
+static int print_file(fat5_ctx *ctx, const char *path, int64_t *total) {
+    fat5_st_file *f = NULL;
+    int rc;
+    if (fat5_st_open(ctx, path, &f) != FAT5_OK) return 1;
+    rc = print_st(f, path, total) ? 2 : 0;
+    fat5_st_close(f);
+    return rc;
+}
+
+// every shard of a model.safetensors.index.json; 1 with the reason in the context, 2 reported
 static int print_shards(fat5_ctx *ctx, const char *dir, int64_t *total) {
     fat5__ckpt k;
     char p[4200];
@@ -53,7 +94,7 @@ static int print_shards(fat5_ctx *ctx, const char *dir, int64_t *total) {
     for (i = 0; i < k.n_files && !rc; i++) {
         char name[64];
         snprintf(name, sizeof name, "shard %d of %d", i + 1, k.n_files);
-        print_st(k.files[i], name, total);
+        if (print_st(k.files[i], name, total)) rc = 2;
     }
     fat5__ckpt_close(ctx, &k);
     return rc;
@@ -114,8 +155,8 @@ int main(int argc, char **argv) {
     } else {
         rc = print_file(ctx, argv[1], &total);
     }
-    if (rc) fprintf(stderr, "fat5_inspect: %s\n", fat5_last_error(ctx));
-    else printf("%lld elements\n", (long long)total);
+    if (rc == 1) fprintf(stderr, "fat5_inspect: %s\n", fat5_last_error(ctx));   // 2: reported already
+    else if (rc == 0) printf("%lld elements\n", (long long)total);
     fat5_ctx_destroy(ctx);
-    return rc;
+    return rc ? 1 : 0;
 }
