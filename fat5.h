@@ -355,8 +355,8 @@ FAT5_API fat5_status fat5_write_file_atomic(fat5_ctx *ctx, const char *path, con
 extern "C" {
 #endif
 
-// ---------------------------------------------------------------------------------------------
-// base: status, context, errors, allocation, checked size math
+// =============================================================================================
+// ==[1.1] base: status, context, errors, allocation, checked size math ==
 
 #define FAT5__ERRMSG_CAP 4096
 
@@ -529,8 +529,9 @@ FAT5_API void fat5_ctx_destroy(fat5_ctx *ctx) {
 FAT5_API const char *fat5_last_error(const fat5_ctx *ctx) { return ctx ? ctx->err : "no context"; }
 FAT5_API fat5_device fat5_ctx_device(const fat5_ctx *ctx) { return ctx->cfg.device; }
 
-// ---------------------------------------------------------------------------------------------
-// RNG: Philox4x32-10 (Salmon et al., SC'11). Block i of stream `seed` is philox(key = seed,
+// =============================================================================================
+// ==[1.2] base: RNG ==
+// Philox4x32-10 (Salmon et al., SC'11). Block i of stream `seed` is philox(key = seed,
 // counter = i); each block gives four 32-bit words. The state is (seed, counter in words).
 
 static void fat5__philox(uint64_t key64, uint64_t ctr64, uint32_t out[4]) {
@@ -608,8 +609,8 @@ FAT5_API fat5_status fat5_rng_from_string(const char *s, fat5_rng *out) {
     return FAT5_OK;
 }
 
-// ---------------------------------------------------------------------------------------------
-// io: JSON reader (a small DOM) and writer, atomic file writes, safetensors read / write
+// =============================================================================================
+// ==[1.3] base: messages, UTF-8, JSON reader and writer, atomic file writes, 16-bit floats ==
 
 static size_t fat5__utf8_len(const char *s, size_t avail);
 
@@ -1679,1213 +1680,11 @@ static FAT5__UNUSED uint16_t fat5__f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
-// ---------------------------------------------------------------------------------------------
-// safetensors: 8-byte little-endian header length, a JSON header, then the data region. The
-// reader treats the file as hostile (style_anchors.md §7.8): bounded header, strict JSON, closed
-// dtype list, checked shape arithmetic, and tensor ranges that tile the data region exactly.
-
-#define FAT5__ST_MAX_HEADER ((uint64_t)100 << 20)   // 100 MiB
-
-typedef struct fat5__st_kv { const char *key, *val; } fat5__st_kv;   // one __metadata__ entry
-
-struct fat5_st_file {
-    fat5_ctx *ctx;
-    char *path;
-    FILE *fp;
-    uint64_t file_size;
-    uint64_t data_offset;       // 8 + header length
-    fat5_st_tensor *tensors;    // [n_tensors], sorted by name
-    int n_tensors;
-    fat5__st_kv *meta;          // [n_meta], sorted by key
-    int n_meta;
-    char *strings;              // names, keys and values, one allocation
-};
-
-typedef struct fat5__st_dtype_info { const char *name; unsigned size; } fat5__st_dtype_info;
-static const fat5__st_dtype_info fat5__st_dtypes[FAT5_ST_DTYPE_COUNT] = {
-    {"BOOL", 1}, {"U8", 1}, {"I8", 1}, {"U16", 2}, {"I16", 2}, {"F16", 2}, {"BF16", 2},
-    {"U32", 4}, {"I32", 4}, {"F32", 4}, {"U64", 8}, {"I64", 8}, {"F64", 8},
-    {"F8_E4M3", 1}, {"F8_E5M2", 1}
-};
-
-FAT5_API const char *fat5_st_dtype_name(fat5_st_dtype t) {
-    int i = (int)t;
-    return i >= 0 && i < (int)FAT5_ST_DTYPE_COUNT ? fat5__st_dtypes[i].name : "?";
-}
-
-FAT5_API size_t fat5_st_dtype_size(fat5_st_dtype t) {
-    int i = (int)t;
-    return i >= 0 && i < (int)FAT5_ST_DTYPE_COUNT ? fat5__st_dtypes[i].size : 0;
-}
-
-static int fat5__seek(FILE *fp, uint64_t off) {
-#ifdef _WIN32
-    return off <= (uint64_t)INT64_MAX && _fseeki64(fp, (__int64)off, SEEK_SET) == 0;
-#else
-    off_t o = (off_t)off;
-    if (o < 0 || (uint64_t)o != off) return 0;
-    return fseeko(fp, o, SEEK_SET) == 0;
-#endif
-}
-
-// Reads n bytes at offset off; a short read means the file changed or was truncated.
-static fat5_status fat5__st_read_at(fat5_st_file *f, uint64_t off, void *buf, size_t n) {
-    size_t got;
-    if (!fat5__seek(f->fp, off))
-        return fat5__err(f->ctx, FAT5_ERR_IO, "%s: cannot seek to byte %llu: %s", f->path,
-                         (unsigned long long)off, strerror(errno));
-    got = fread(buf, 1, n, f->fp);
-    if (got == n) return FAT5_OK;
-    if (ferror(f->fp))
-        return fat5__err(f->ctx, FAT5_ERR_IO, "%s: read failed at byte %llu: %s", f->path,
-                         (unsigned long long)(off + got), strerror(errno));
-    return fat5__err(f->ctx, FAT5_ERR_IO, "%s: unexpected end of file at byte %llu (the file "
-                     "changed or was truncated)", f->path, (unsigned long long)(off + got));
-}
-
-// "[2, 3]"; fits in 256 bytes for up to FAT5_ST_MAX_DIMS dimensions
-static const char *fat5__st_shape_str(char buf[256], const int64_t *shape, int ndim) {
-    size_t len = 0;
-    int i;
-    buf[len++] = '[';
-    for (i = 0; i < ndim && i < FAT5_ST_MAX_DIMS; i++) {
-        char num[24];
-        int w = snprintf(num, sizeof num, "%lld", (long long)shape[i]);
-        if (i) {
-            buf[len++] = ',';
-            buf[len++] = ' ';
-        }
-        memcpy(buf + len, num, (size_t)w);
-        len += (size_t)w;
-    }
-    buf[len++] = ']';
-    buf[len] = 0;
-    return buf;
-}
-
-// Validates one tensor entry (rules 4-6) into t; t->name is set by the caller.
-static fat5_status fat5__st_parse_tensor(fat5_st_file *f, const fat5__json *v, fat5_st_tensor *t) {
-    const fat5__json *dtype = NULL, *shape = NULL, *offs = NULL, *c;
-    char nm[128], shp[256], key[64];
-    const char *name = fat5__msg_name(nm, sizeof nm, v->key);
-    uint64_t numel = 1, nbytes, begin, end, dim;
-    int i, k, any_zero = 0, overflow = 0;
-    if (v->type != FAT5__J_OBJECT)
-        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': expected an object with dtype, "
-                         "shape and data_offsets, got %s", f->path, name,
-                         fat5__json_type_name(v->type));
-    for (c = v->child; c; c = c->next) {
-        if (strcmp(c->key, "dtype") == 0) dtype = c;
-        else if (strcmp(c->key, "shape") == 0) shape = c;
-        else if (strcmp(c->key, "data_offsets") == 0) offs = c;
-        else return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': unknown key '%s'", f->path,
-                              name, fat5__msg_name(key, sizeof key, c->key));
-    }
-    if (!dtype || !shape || !offs)
-        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': missing key '%s'", f->path,
-                         name, !dtype ? "dtype" : !shape ? "shape" : "data_offsets");
-    if (dtype->type != FAT5__J_STRING)
-        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': dtype is %s, expected a "
-                         "string", f->path, name, fat5__json_type_name(dtype->type));
-    for (k = 0; k < (int)FAT5_ST_DTYPE_COUNT; k++)
-        if (strcmp(dtype->str, fat5__st_dtypes[k].name) == 0) break;
-    if (k == (int)FAT5_ST_DTYPE_COUNT)
-        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': unknown dtype '%s'", f->path,
-                         name, fat5__msg_name(key, sizeof key, dtype->str));
-    t->dtype = FAT5__CAST(fat5_st_dtype, k);
-    if (shape->type != FAT5__J_ARRAY)
-        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': shape is %s, expected an "
-                         "array", f->path, name, fat5__json_type_name(shape->type));
-    if (shape->n > FAT5_ST_MAX_DIMS)
-        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': shape has %zu dimensions; at "
-                         "most %d are supported", f->path, name, shape->n, FAT5_ST_MAX_DIMS);
-    for (c = shape->child, i = 0; c; c = c->next, i++) {
-        if (!fat5__json_as_u64(c, &dim))
-            return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': shape[%d] is not a "
-                             "non-negative integer", f->path, name, i);
-        if (dim > (uint64_t)INT64_MAX)
-            return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': shape[%d] = %llu is too "
-                             "large", f->path, name, i, (unsigned long long)dim);
-        t->shape[i] = (int64_t)dim;
-        if (dim == 0) any_zero = 1;
-        else if (numel > UINT64_MAX / dim) overflow = 1;
-        else numel *= dim;
-    }
-    t->ndim = i;
-    if (any_zero) numel = 0;   // exact: a zero dimension makes the product 0 whatever the rest
-    if ((!any_zero && overflow) || numel > UINT64_MAX / fat5__st_dtypes[k].size)
-        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': shape %s overflows (element "
-                         "count times %u bytes does not fit in 64 bits)", f->path, name,
-                         fat5__st_shape_str(shp, t->shape, t->ndim),
-                         fat5__st_dtypes[k].size);
-    nbytes = numel * fat5__st_dtypes[k].size;
-    if (offs->type != FAT5__J_ARRAY || offs->n != 2 || !fat5__json_as_u64(offs->child, &begin) ||
-        !fat5__json_as_u64(offs->child->next, &end))
-        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': data_offsets must be an array "
-                         "of 2 non-negative integers", f->path, name);
-    if (begin > end)
-        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': data_offsets [%llu, %llu] are "
-                         "reversed (begin after end)", f->path, name, (unsigned long long)begin,
-                         (unsigned long long)end);
-    if (end - begin != nbytes)
-        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': data_offsets [%llu, %llu] hold "
-                         "%llu bytes, but dtype %s and shape %s need %llu", f->path, name,
-                         (unsigned long long)begin, (unsigned long long)end,
-                         (unsigned long long)(end - begin), fat5__st_dtypes[k].name,
-                         fat5__st_shape_str(shp, t->shape, t->ndim),
-                         (unsigned long long)nbytes);
-    t->begin = begin;
-    t->end = end;
-    return FAT5_OK;
-}
-
-static int fat5__st_cmp_offset(const void *a, const void *b) {
-    const fat5_st_tensor *x = FAT5__CAST(const fat5_st_tensor *, a);
-    const fat5_st_tensor *y = FAT5__CAST(const fat5_st_tensor *, b);
-    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
-    if (x->end != y->end) return x->end < y->end ? -1 : 1;
-    return strcmp(x->name, y->name);
-}
-
-static int fat5__st_cmp_name(const void *a, const void *b) {
-    const fat5_st_tensor *x = FAT5__CAST(const fat5_st_tensor *, a);
-    const fat5_st_tensor *y = FAT5__CAST(const fat5_st_tensor *, b);
-    return strcmp(x->name, y->name);
-}
-
-static int fat5__st_cmp_kv(const void *a, const void *b) {
-    return strcmp(FAT5__CAST(const fat5__st_kv *, a)->key, FAT5__CAST(const fat5__st_kv *, b)->key);
-}
-
-// Rule 7: sorted by offset, the ranges cover [0, data_len) exactly: no gap, no overlap, nothing
-// past the end, no trailing bytes. A zero-sized tensor must sit on a boundary.
-static fat5_status fat5__st_check_tiling(fat5_st_file *f) {
-    uint64_t data_len = f->file_size - f->data_offset, cursor = 0;
-    const fat5_st_tensor *prev = NULL;
-    char nm[128], nm2[128];
-    int i;
-    qsort(f->tensors, (size_t)f->n_tensors, sizeof *f->tensors, fat5__st_cmp_offset);
-    for (i = 0; i < f->n_tensors; i++) {
-        const fat5_st_tensor *t = &f->tensors[i];
-        if (t->end > data_len)
-            return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': data range [%llu, %llu) is "
-                             "past the end of the file (the data region is %llu bytes)", f->path,
-                             fat5__msg_name(nm, sizeof nm, t->name), (unsigned long long)t->begin,
-                             (unsigned long long)t->end, (unsigned long long)data_len);
-    }
-    for (i = 0; i < f->n_tensors; i++) {
-        const fat5_st_tensor *t = &f->tensors[i];
-        if (t->begin < cursor)
-            return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': data range [%llu, %llu) "
-                             "overlaps tensor '%s' ([%llu, %llu))", f->path,
-                             fat5__msg_name(nm, sizeof nm, t->name), (unsigned long long)t->begin,
-                             (unsigned long long)t->end,
-                             fat5__msg_name(nm2, sizeof nm2, prev ? prev->name : "?"),
-                             (unsigned long long)(prev ? prev->begin : 0),
-                             (unsigned long long)(prev ? prev->end : 0));
-        if (t->begin > cursor)
-            return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: gap before tensor '%s': data bytes "
-                             "[%llu, %llu) belong to no tensor", f->path,
-                             fat5__msg_name(nm, sizeof nm, t->name), (unsigned long long)cursor,
-                             (unsigned long long)t->begin);
-        if (t->end > t->begin) prev = t;
-        cursor = t->end;
-    }
-    if (cursor != data_len)
-        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: %llu trailing bytes after the last tensor "
-                         "(the data region is %llu bytes, the tensors cover %llu)", f->path,
-                         (unsigned long long)(data_len - cursor), (unsigned long long)data_len,
-                         (unsigned long long)cursor);
-    return FAT5_OK;
-}
-
-// Builds the tensor and metadata tables from the parsed header (rules 3-7).
-static fat5_status fat5__st_build(fat5_st_file *f, const fat5__json *root) {
-    const fat5__json *m, *meta = NULL;
-    size_t n_t = 0, n_m = 0, bytes = 0, used = 0;
-    char nm[128];
-    fat5_status st;
-    if (root->type != FAT5__J_OBJECT)
-        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: the header is %s, expected an object",
-                         f->path, fat5__json_type_name(root->type));
-    for (m = root->child; m; m = m->next) {
-        if (strcmp(m->key, "__metadata__") == 0) {
-            const fat5__json *kv;
-            meta = m;
-            if (m->type != FAT5__J_OBJECT)
-                return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: __metadata__ is %s, expected an "
-                                 "object of strings", f->path, fat5__json_type_name(m->type));
-            for (kv = m->child; kv; kv = kv->next) {
-                if (kv->type != FAT5__J_STRING)
-                    return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: __metadata__ value of '%s' "
-                                     "is %s; metadata values must be strings", f->path,
-                                     fat5__msg_name(nm, sizeof nm, kv->key),
-                                     fat5__json_type_name(kv->type));
-                if (!fat5__add_ok(bytes, strlen(kv->key) + 1, &bytes) ||
-                    !fat5__add_ok(bytes, kv->len + 1, &bytes))
-                    return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: header too large", f->path);
-                n_m++;
-            }
-        } else {
-            n_t++;
-            if (!fat5__add_ok(bytes, strlen(m->key) + 1, &bytes))
-                return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: header too large", f->path);
-        }
-    }
-    if (n_t > (size_t)INT_MAX || n_m > (size_t)INT_MAX)
-        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: too many entries in the header", f->path);
-    f->tensors = FAT5__CAST(fat5_st_tensor *, fat5__calloc(f->ctx, n_t, sizeof *f->tensors));
-    f->meta = FAT5__CAST(fat5__st_kv *, fat5__calloc(f->ctx, n_m, sizeof *f->meta));
-    f->strings = FAT5__CAST(char *, fat5__malloc(f->ctx, bytes));
-    if (!f->tensors || !f->meta || !f->strings)
-        return fat5__err(f->ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory for the tensor table",
-                         f->path);
-    for (m = root->child; m; m = m->next) {
-        size_t n = strlen(m->key) + 1;
-        fat5_st_tensor *t;
-        if (m == meta) continue;
-        t = &f->tensors[f->n_tensors];
-        st = fat5__st_parse_tensor(f, m, t);
-        if (st != FAT5_OK) return st;
-        memcpy(f->strings + used, m->key, n);
-        t->name = f->strings + used;
-        used += n;
-        f->n_tensors++;
-    }
-    if (meta) {
-        for (m = meta->child; m; m = m->next) {
-            size_t nk = strlen(m->key) + 1;
-            memcpy(f->strings + used, m->key, nk);
-            f->meta[f->n_meta].key = f->strings + used;
-            used += nk;
-            memcpy(f->strings + used, m->str, m->len + 1);
-            f->meta[f->n_meta].val = f->strings + used;
-            used += m->len + 1;
-            f->n_meta++;
-        }
-        // by key, for the binary search of fat5_st_metadata_find: O(n log n) whatever the order
-        // in the file (the JSON reader already refused duplicate keys)
-        qsort(f->meta, (size_t)f->n_meta, sizeof *f->meta, fat5__st_cmp_kv);
-    }
-    st = fat5__st_check_tiling(f);
-    if (st != FAT5_OK) return st;
-    qsort(f->tensors, (size_t)f->n_tensors, sizeof *f->tensors, fat5__st_cmp_name);
-    return FAT5_OK;
-}
-
-static fat5_status fat5__st_load(fat5_st_file *f) {
-    unsigned char len8[8];
-    uint64_t hlen = 0;
-    char *hdr;
-    fat5__jdoc *doc = NULL;
-    fat5_status st;
-    int i;
-    st = fat5__open_regular(f->ctx, f->path, &f->fp, &f->file_size);
-    if (st != FAT5_OK) return st;
-    // rules 1-2: the header length, bounded before any arithmetic with it
-    if (f->file_size < 8)
-        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: file is too small (%llu bytes) to hold the "
-                         "8-byte header length", f->path, (unsigned long long)f->file_size);
-    st = fat5__st_read_at(f, 0, len8, 8);
-    if (st != FAT5_OK) return st;
-    for (i = 7; i >= 0; i--) hlen = (hlen << 8) | len8[i];
-    // the length is not echoed: for a file of another kind (text, an image) it is 8 bytes of that
-    // file read as a number, and a 20-digit figure would only mislead
-    if (hlen > FAT5__ST_MAX_HEADER)
-        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: not a safetensors file (the header length in its "
-                         "first 8 bytes exceeds the limit of 100 MiB)", f->path);
-    if (hlen == 0) return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: the header is empty", f->path);
-    if (hlen > f->file_size - 8)
-        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: header length %llu runs past the end of the "
-                         "file (%llu bytes)", f->path, (unsigned long long)hlen,
-                         (unsigned long long)f->file_size);
-    f->data_offset = 8 + hlen;
-    hdr = FAT5__CAST(char *, fat5__malloc(f->ctx, (size_t)hlen));
-    if (!hdr)
-        return fat5__err(f->ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory for the %llu-byte "
-                         "header", f->path, (unsigned long long)hlen);
-    st = fat5__st_read_at(f, 8, hdr, (size_t)hlen);
-    if (st == FAT5_OK && hdr[0] != '{')
-        st = fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: the header does not start with '{'", f->path);
-    // depth 4: root object > tensor object > shape array, plus one level of slack for errors
-    if (st == FAT5_OK) st = fat5__json_parse(f->ctx, f->path, hdr, (size_t)hlen, 4, &doc);
-    fat5__free(f->ctx, hdr);
-    if (st != FAT5_OK) return st;
-    st = fat5__st_build(f, fat5__json_root(doc));
-    fat5__json_free(f->ctx, doc);
-    return st;
-}
-
-FAT5_API void fat5_st_close(fat5_st_file *f) {
-    fat5_ctx *ctx;
-    if (!f) return;
-    ctx = f->ctx;
-    if (f->fp) fclose(f->fp);
-    fat5__free(ctx, f->path);
-    fat5__free(ctx, f->tensors);
-    fat5__free(ctx, f->meta);
-    fat5__free(ctx, f->strings);
-    fat5__free(ctx, f);
-}
-
-FAT5_API fat5_status fat5_st_open(fat5_ctx *ctx, const char *path, fat5_st_file **out) {
-    fat5_st_file *f;
-    fat5_status st;
-    if (!out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_st_open: out is NULL");
-    *out = NULL;
-    if (!path) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_st_open: path is NULL");
-    f = FAT5__CAST(fat5_st_file *, fat5__calloc(ctx, 1, sizeof *f));
-    if (!f) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-    f->ctx = ctx;
-    f->path = fat5__strdup(ctx, path);
-    if (!f->path) {
-        fat5__free(ctx, f);
-        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-    }
-    st = fat5__st_load(f);
-    if (st != FAT5_OK) {
-        fat5_st_close(f);
-        return st;
-    }
-    *out = f;
-    return FAT5_OK;
-}
-
-FAT5_API int fat5_st_count(const fat5_st_file *f) { return f ? f->n_tensors : 0; }
-
-FAT5_API const fat5_st_tensor *fat5_st_get(const fat5_st_file *f, int i) {
-    return f && i >= 0 && i < f->n_tensors ? &f->tensors[i] : NULL;
-}
-
-FAT5_API int fat5_st_find(const fat5_st_file *f, const char *name) {
-    int lo = 0, hi = f && name ? f->n_tensors : 0;
-    while (lo < hi) {   // binary search: the table is sorted by name
-        int mid = lo + (hi - lo) / 2, c = strcmp(f->tensors[mid].name, name);
-        if (c == 0) return mid;
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
-    }
-    return -1;
-}
-
-FAT5_API int fat5_st_metadata_count(const fat5_st_file *f) { return f ? f->n_meta : 0; }
-
-FAT5_API void fat5_st_metadata_get(const fat5_st_file *f, int i, const char **key,
-                                   const char **value) {
-    int ok = f && i >= 0 && i < f->n_meta;
-    if (key) *key = ok ? f->meta[i].key : NULL;
-    if (value) *value = ok ? f->meta[i].val : NULL;
-}
-
-FAT5_API const char *fat5_st_metadata_find(const fat5_st_file *f, const char *key) {
-    int lo = 0, hi = f && key ? f->n_meta : 0;
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2, c = strcmp(f->meta[mid].key, key);
-        if (c == 0) return f->meta[mid].val;
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
-    }
-    return NULL;
-}
-
-FAT5_API fat5_status fat5_st_read_f32(fat5_st_file *f, int i, float *dst, int64_t n) {
-    unsigned char buf[16384];
-    const fat5_st_tensor *t;
-    char nm[128];
-    uint64_t numel, done = 0;
-    size_t es;
-    if (!f) return FAT5_ERR_INVALID_ARG;
-    if (i < 0 || i >= f->n_tensors)
-        return fat5__err(f->ctx, FAT5_ERR_INVALID_ARG, "%s: tensor index %d out of range [0, %d)",
-                         f->path, i, f->n_tensors);
-    t = &f->tensors[i];
-    fat5__msg_name(nm, sizeof nm, t->name);
-    es = fat5_st_dtype_size(t->dtype);
-    numel = (t->end - t->begin) / es;   // exact: checked at open
-    if (t->dtype != FAT5_ST_F32 && t->dtype != FAT5_ST_F16 && t->dtype != FAT5_ST_BF16)
-        return fat5__err(f->ctx, FAT5_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s; fat5 reads "
-                         "F32, F16 and BF16", f->path, nm, fat5_st_dtype_name(t->dtype));
-    if (n < 0 || (uint64_t)n != numel || (!dst && numel > 0))
-        return fat5__err(f->ctx, FAT5_ERR_INVALID_ARG, "%s: tensor '%s' has %llu elements; got a "
-                         "buffer of %lld%s", f->path, nm, (unsigned long long)numel, (long long)n,
-                         !dst && numel > 0 ? " (NULL)" : "");
-    if (numel == 0) return FAT5_OK;
-    if (!fat5__seek(f->fp, f->data_offset + t->begin))
-        return fat5__err(f->ctx, FAT5_ERR_IO, "%s: tensor '%s': cannot seek to its data: %s",
-                         f->path, nm, strerror(errno));
-    while (done < numel) {
-        size_t k = sizeof buf / es, j;
-        if (numel - done < k) k = (size_t)(numel - done);
-        if (fread(buf, es, k, f->fp) != k)
-            return fat5__err(f->ctx, FAT5_ERR_IO, "%s: tensor '%s': %s", f->path, nm,
-                             ferror(f->fp) ? strerror(errno)
-                                           : "unexpected end of file (the file changed or was "
-                                             "truncated)");
-        if (t->dtype == FAT5_ST_F32) {
-            for (j = 0; j < k; j++) {
-                const unsigned char *b = buf + 4 * j;
-                uint32_t u = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
-                             (uint32_t)b[3] << 24;
-                dst[done + j] = fat5__bits_to_f32(u);
-            }
-        } else if (t->dtype == FAT5_ST_BF16) {
-            for (j = 0; j < k; j++)
-                dst[done + j] = fat5__bf16_to_f32((uint16_t)(buf[2 * j] | buf[2 * j + 1] << 8));
-        } else {
-            for (j = 0; j < k; j++)
-                dst[done + j] = fat5__f16_to_f32((uint16_t)(buf[2 * j] | buf[2 * j + 1] << 8));
-        }
-        done += k;
-    }
-    return FAT5_OK;
-}
-
-// ---------------------------------------------------------------------------------------------
-// safetensors writer: fp32 tensors in name order, __metadata__ first, the header padded with
-// spaces to a multiple of 8 bytes, little-endian data. Same input, same bytes.
-
-static int fat5__st_wcmp(const void *a, const void *b) {
-    const fat5_st_write_tensor *x = *FAT5__CAST(const fat5_st_write_tensor *const *, a);
-    const fat5_st_write_tensor *y = *FAT5__CAST(const fat5_st_write_tensor *const *, b);
-    return strcmp(x->name, y->name);
-}
-
-static int fat5__st_kcmp(const void *a, const void *b) {
-    return strcmp(*FAT5__CAST(const char *const *, a), *FAT5__CAST(const char *const *, b));
-}
-
-// Checks the arguments of fat5_st_write and sorts the tensors by name into order.
-static fat5_status fat5__st_write_check(fat5_ctx *ctx, const char *path,
-                                        const fat5_st_write_tensor *t, int n,
-                                        const char *const *meta_kv, int n_meta,
-                                        const fat5_st_write_tensor **order) {
-    const char **keys;
-    char nm[128];
-    uint64_t total = 0;
-    int i, d;
-    for (i = 0; i < n; i++) {
-        uint64_t numel = 1;
-        const char *name = t[i].name;
-        if (!name || !name[0])
-            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tensor %d has %s name", path, i,
-                             name ? "an empty" : "a NULL");
-        if (strcmp(name, "__metadata__") == 0)
-            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tensor %d: the name __metadata__ is "
-                             "reserved", path, i);
-        if (!fat5__utf8_valid(name))
-            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tensor %d: the name is not valid "
-                             "UTF-8", path, i);
-        fat5__msg_name(nm, sizeof nm, name);
-        if (t[i].ndim < 0 || t[i].ndim > FAT5_ST_MAX_DIMS)
-            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tensor '%s': ndim %d is not in "
-                             "[0, %d]", path, nm, t[i].ndim, FAT5_ST_MAX_DIMS);
-        for (d = 0; d < t[i].ndim; d++) {
-            int64_t s = t[i].shape[d];
-            if (s < 0)
-                return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tensor '%s': shape[%d] = %lld is "
-                                 "negative", path, nm, d, (long long)s);
-            if (s != 0 && numel > UINT64_MAX / 4 / (uint64_t)s)
-                return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tensor '%s': shape overflows",
-                                 path, nm);
-            numel *= (uint64_t)s;
-        }
-        if (numel > 0 && !t[i].data)
-            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tensor '%s': data is NULL", path, nm);
-        if (total + 4 * numel < total)
-            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: the tensors add up to more than "
-                             "2^64 bytes", path);
-        total += 4 * numel;
-        order[i] = &t[i];
-    }
-    qsort(FAT5__CAST(void *, order), (size_t)n, sizeof *order, fat5__st_wcmp);
-    for (i = 1; i < n; i++)
-        if (strcmp(order[i - 1]->name, order[i]->name) == 0)
-            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: duplicate tensor name '%s'", path,
-                             fat5__msg_name(nm, sizeof nm, order[i]->name));
-    if (n_meta == 0) return FAT5_OK;
-    keys = FAT5__CAST(const char **, fat5__calloc(ctx, (size_t)n_meta, sizeof *keys));
-    if (!keys) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-    for (i = 0; i < n_meta; i++) {
-        const char *k = meta_kv[2 * i], *v = meta_kv[2 * i + 1];
-        const char *bad = !k ? "the key is NULL" : !v ? "the value is NULL"
-                          : !fat5__utf8_valid(k) ? "the key is not valid UTF-8"
-                          : !fat5__utf8_valid(v) ? "the value is not valid UTF-8" : NULL;
-        if (bad) {
-            fat5__free(ctx, FAT5__CAST(void *, keys));
-            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: metadata entry %d: %s", path, i, bad);
-        }
-        keys[i] = k;
-    }
-    qsort(FAT5__CAST(void *, keys), (size_t)n_meta, sizeof *keys, fat5__st_kcmp);
-    for (i = 1; i < n_meta; i++) {
-        if (strcmp(keys[i - 1], keys[i]) == 0) {
-            fat5__msg_name(nm, sizeof nm, keys[i]);
-            fat5__free(ctx, FAT5__CAST(void *, keys));
-            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: duplicate metadata key '%s'", path,
-                             nm);
-        }
-    }
-    fat5__free(ctx, FAT5__CAST(void *, keys));
-    return FAT5_OK;
-}
-
-static uint64_t fat5__st_wnumel(const fat5_st_write_tensor *t) {
-    uint64_t numel = 1;
-    int d;
-    for (d = 0; d < t->ndim; d++) numel *= (uint64_t)t->shape[d];
-    return numel;
-}
-
-FAT5_API fat5_status fat5_st_write(fat5_ctx *ctx, const char *path, const fat5_st_write_tensor *t,
-                                   int n_tensors, const char *const *meta_kv, int n_meta) {
-    const fat5_st_write_tensor **order;
-    unsigned char buf[16384];
-    fat5__sb h;
-    fat5__afile a;
-    uint64_t off = 0, hlen;
-    fat5_status st;
-    int i, d;
-    if (!path || n_tensors < 0 || n_meta < 0 || (n_tensors > 0 && !t) || (n_meta > 0 && !meta_kv))
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_st_write: %s",
-                         !path ? "path is NULL" : n_tensors < 0 || n_meta < 0 ? "negative count"
-                         : !t && n_tensors > 0 ? "tensors is NULL" : "meta_kv is NULL");
-    order = FAT5__CAST(const fat5_st_write_tensor **,
-                       fat5__calloc(ctx, (size_t)n_tensors, sizeof *order));
-    if (!order) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-    st = fat5__st_write_check(ctx, path, t, n_tensors, meta_kv, n_meta, order);
-    if (st != FAT5_OK) {
-        fat5__free(ctx, FAT5__CAST(void *, order));
-        return st;
-    }
-    // the header
-    fat5__sb_init(&h, ctx);
-    fat5__sb_puts(&h, "{");
-    if (n_meta > 0) {
-        fat5__sb_puts(&h, "\"__metadata__\":{");
-        for (i = 0; i < n_meta; i++) {
-            if (i) fat5__sb_puts(&h, ",");
-            fat5__sb_json_string(&h, meta_kv[2 * i]);
-            fat5__sb_puts(&h, ":");
-            fat5__sb_json_string(&h, meta_kv[2 * i + 1]);
-        }
-        fat5__sb_puts(&h, "}");
-    }
-    for (i = 0; i < n_tensors; i++) {
-        uint64_t nbytes = fat5__st_wnumel(order[i]) * 4;
-        if (i || n_meta > 0) fat5__sb_puts(&h, ",");
-        fat5__sb_json_string(&h, order[i]->name);
-        fat5__sb_puts(&h, ":{\"dtype\":\"F32\",\"shape\":[");
-        for (d = 0; d < order[i]->ndim; d++)
-            fat5__sb_printf(&h, "%s%lld", d ? "," : "", (long long)order[i]->shape[d]);
-        fat5__sb_printf(&h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
-                        (unsigned long long)(off + nbytes));
-        off += nbytes;   // no overflow: each tensor is in memory
-    }
-    fat5__sb_puts(&h, "}");
-    while (!h.oom && h.len % 8 != 0) fat5__sb_puts(&h, " ");
-    if (h.oom) {
-        st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory for the header", path);
-    } else if ((uint64_t)h.len > FAT5__ST_MAX_HEADER) {
-        st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: the header would be %zu bytes, over the "
-                       "100 MiB a reader accepts", path, h.len);
-    }
-    if (st == FAT5_OK) st = fat5__afile_open(ctx, path, &a);
-    if (st == FAT5_OK) {   // header length and header
-        hlen = h.len;
-        for (i = 0; i < 8; i++) buf[i] = (unsigned char)(hlen >> (8 * i));
-        st = fat5__afile_write(ctx, &a, path, buf, 8);
-        if (st == FAT5_OK) st = fat5__afile_write(ctx, &a, path, h.buf, h.len);
-    }
-    for (i = 0; st == FAT5_OK && i < n_tensors; i++) {   // data, little-endian, in chunks
-        uint64_t numel = fat5__st_wnumel(order[i]), done = 0;
-        while (st == FAT5_OK && done < numel) {
-            size_t k = sizeof buf / 4, j;
-            if (numel - done < k) k = (size_t)(numel - done);
-            for (j = 0; j < k; j++) {
-                uint32_t u;
-                memcpy(&u, &order[i]->data[done + j], 4);
-                buf[4 * j] = (unsigned char)u;
-                buf[4 * j + 1] = (unsigned char)(u >> 8);
-                buf[4 * j + 2] = (unsigned char)(u >> 16);
-                buf[4 * j + 3] = (unsigned char)(u >> 24);
-            }
-            st = fat5__afile_write(ctx, &a, path, buf, 4 * k);
-            done += k;
-        }
-    }
-    if (st == FAT5_OK) st = fat5__afile_commit(ctx, &a, path);
-    fat5__sb_free(&h);
-    fat5__free(ctx, FAT5__CAST(void *, order));
-    return st;
-}
-
-// ---------------------------------------------------------------------------------------------
-// ops: the CPU reference (fp32, simple, obviously right). Every op exists twice under one name:
-// fat5__cpu_<op> here and fat5__gpu_<op>, the launcher of kernel fat5_<op> in kernels/, with the
-// same arguments. FAT5__OPS below lists the pairs; the two backends (fat5__cpu_backend,
-// fat5__gpu_backend) are built from it, the model calls ops only through a backend, and the GPU
-// tests run every pair on the same inputs.
-//
-// Buffers are backend addresses (fat5__addr): a host pointer here, a device pointer on the GPU;
-// 0 is "none". Shapes are row-major; a Linear weight W is [out, in] as in PyTorch, so y = x W^T.
-// On the CPU every buffer is fp32 whatever the context's dtype (the activation dtype of the GPU
-// is bf16 or fp32), and accumulations run in double. Ops that need scratch memory take it from
-// the context's arena (fat5__host_scratch), which fat5_model_reserve sizes up front.
-
-typedef unsigned long long fat5__addr;   // a buffer on the backend that runs the op; 0 = none
-#define FAT5__HOST(T, a) ((T *)(uintptr_t)(a))
-#define FAT5__ADDR(p) ((fat5__addr)(uintptr_t)(p))
-
-typedef enum { FAT5__MM_NT, FAT5__MM_NN, FAT5__MM_TN } fat5__mm_layout;
-
-typedef enum fat5__attn_kind {
-    FAT5__ATTN_CROSS = 0,    // no bias, every key of the sequence
-    FAT5__ATTN_BIDIR = 1,    // encoder self-attention, bidirectional buckets
-    FAT5__ATTN_CAUSAL = 2    // decoder self-attention, causal buckets and mask
-} fat5__attn_kind;
-
-// ---- host memory: the CPU backend's allocator and copies ----
-
-// A buffer of at least `bytes` from the context's scratch arena (grown on demand, kept until the
-// context is destroyed). NULL, with the message set, when out of memory. One op's scratch at a time.
-static void *fat5__host_scratch(fat5_ctx *ctx, size_t bytes, const char *op) {
-    if (bytes > ctx->scratch_bytes) {
-        void *p = fat5__malloc(ctx, bytes);
-        if (!p) {
-            fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes of scratch", op, bytes);
-            return NULL;
-        }
-        fat5__free(ctx, ctx->scratch);
-        ctx->scratch = p;
-        ctx->scratch_bytes = bytes;
-    }
-    return ctx->scratch;
-}
-
-// zero-filled; bytes == 0 gives *out = 0
-static fat5_status fat5__host_alloc(fat5_ctx *ctx, size_t bytes, fat5__addr *out) {
-    void *p;
-    *out = 0;
-    if (bytes == 0) return FAT5_OK;
-    p = fat5__calloc(ctx, 1, bytes);
-    if (!p)
-        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes (%.1f MiB) of host memory", bytes,
-                         (double)bytes / 1048576.0);
-    *out = FAT5__ADDR(p);
-    return FAT5_OK;
-}
-static void fat5__host_free(fat5_ctx *ctx, fat5__addr p) { fat5__free(ctx, FAT5__HOST(void, p)); }
-// upload / download / copy: memmove, and nothing at all when source and destination coincide
-// (the CPU backend's fp32 weights are the host weights themselves)
-static fat5_status fat5__host_upload(fat5_ctx *ctx, fat5__addr dst, const void *src, size_t bytes) {
-    (void)ctx;
-    if (bytes && FAT5__HOST(void, dst) != src) memmove(FAT5__HOST(void, dst), src, bytes);
-    return FAT5_OK;
-}
-static fat5_status fat5__host_download(fat5_ctx *ctx, void *dst, fat5__addr src, size_t bytes) {
-    return fat5__host_upload(ctx, FAT5__ADDR(dst), FAT5__HOST(const void, src), bytes);
-}
-static fat5_status fat5__host_copy(fat5_ctx *ctx, fat5__addr dst, fat5__addr src, size_t bytes) {
-    return fat5__host_upload(ctx, dst, FAT5__HOST(const void, src), bytes);
-}
-static fat5_status fat5__host_memset0(fat5_ctx *ctx, fat5__addr p, size_t bytes) {
-    (void)ctx;
-    if (bytes) memset(FAT5__HOST(void, p), 0, bytes);
-    return FAT5_OK;
-}
-static fat5_status fat5__host_sync(fat5_ctx *ctx) {
-    (void)ctx;
-    return FAT5_OK;
-}
-static size_t fat5__host_act_size(const fat5_ctx *ctx) {
-    (void)ctx;
-    return 4;
-}
-
-// ---- util ----
-
-// x[i] = v for i < n
-static fat5_status fat5__cpu_fill_f32(fat5_ctx *ctx, fat5__addr x_, float v, int64_t n) {
-    float *x = FAT5__HOST(float, x_);
-    int64_t i;
-    (void)ctx;
-    for (i = 0; i < n; i++) x[i] = v;
-    return FAT5_OK;
-}
-
-// x[i] *= s for i < n
-static fat5_status fat5__cpu_scale_f32(fat5_ctx *ctx, fat5__addr x_, float s, int64_t n) {
-    float *x = FAT5__HOST(float, x_);
-    int64_t i;
-    (void)ctx;
-    for (i = 0; i < n; i++) x[i] *= s;
-    return FAT5_OK;
-}
-
-// dst[i] = bf16(src[i]) (16-bit words, round to nearest even)
-static fat5_status fat5__cpu_f32_to_bf16(fat5_ctx *ctx, fat5__addr dst_, fat5__addr src_, int64_t n) {
-    uint16_t *dst = FAT5__HOST(uint16_t, dst_);
-    const float *src = FAT5__HOST(const float, src_);
-    int64_t i;
-    (void)ctx;
-    for (i = 0; i < n; i++) dst[i] = fat5__f32_to_bf16(src[i]);
-    return FAT5_OK;
-}
-
-// dst[i] = src[i] in the activation dtype: fp32 on the CPU, so a copy
-static fat5_status fat5__cpu_to_act(fat5_ctx *ctx, fat5__addr dst, fat5__addr src, int64_t n) {
-    return fat5__host_copy(ctx, dst, src, (size_t)(n > 0 ? n : 0) * sizeof(float));
-}
-
-// out[j] += sum over r < rows of in[r*D + j]
-static fat5_status fat5__cpu_colsum_f32(fat5_ctx *ctx, fat5__addr out_, fat5__addr in_, int rows, int D) {
-    float *out = FAT5__HOST(float, out_);
-    const float *in = FAT5__HOST(const float, in_);
-    int r, j;
-    (void)ctx;
-    for (j = 0; j < D; j++) {
-        double s = 0;
-        for (r = 0; r < rows; r++) s += in[(int64_t)r * D + j];
-        out[j] = (float)(out[j] + s);
-    }
-    return FAT5_OK;
-}
-
-// ---- matrix products ----
-//   NT: C[M,N] = alpha A[M,K] B[N,K]^T + beta C      (y = x W^T)
-//   NN: C[M,N] = alpha A[M,K] B[K,N]   + beta C      (dx = dy W)
-//   TN: C[M,N] = alpha A[K,M]^T B[K,N] + beta C      (dW += dy^T x)
-// beta == 0 does not read C. c_f32 (C kept in fp32 rather than the activation dtype) only matters
-// on the GPU.
-static fat5_status fat5__cpu_mm(fat5_ctx *ctx, fat5__mm_layout layout, fat5__addr C_, int c_f32, fat5__addr A_,
-                                fat5__addr B_, int64_t M, int64_t N, int64_t K, float alpha, float beta) {
-    float *C = FAT5__HOST(float, C_);
-    const float *A = FAT5__HOST(const float, A_), *B = FAT5__HOST(const float, B_);
-    int64_t i, j, k;
-    double *acc;
-    (void)c_f32;
-    if (M <= 0 || N <= 0) return FAT5_OK;
-    // one row of C in double (NT computes each element directly)
-    acc = FAT5__CAST(double *, fat5__host_scratch(ctx, (size_t)N * sizeof(double), "fat5__cpu_mm"));
-    if (!acc) return FAT5_ERR_OUT_OF_MEMORY;
-    for (i = 0; i < M; i++) {
-        float *c = C + i * N;
-        for (j = 0; j < N; j++) acc[j] = 0;
-        if (layout == FAT5__MM_NT) {
-            for (j = 0; j < N; j++) {
-                const float *a = A + i * K, *b = B + j * K;
-                double s = 0;
-                for (k = 0; k < K; k++) s += (double)a[k] * b[k];
-                acc[j] = s;
-            }
-        } else {
-            for (k = 0; k < K; k++) {
-                double a = layout == FAT5__MM_NN ? A[i * K + k] : A[k * M + i];
-                const float *b = B + k * N;
-                if (a == 0) continue;
-                for (j = 0; j < N; j++) acc[j] += a * b[j];
-            }
-        }
-        for (j = 0; j < N; j++) c[j] = (float)(alpha * acc[j] + (beta != 0 ? (double)beta * c[j] : 0.0));
-    }
-    return FAT5_OK;
-}
-
-// ---- embedding ----
-
-// out[t] = table[tok[t]] (rows of width D)
-static fat5_status fat5__cpu_embed_fwd(fat5_ctx *ctx, fat5__addr out, fat5__addr table, fat5__addr tok_, int64_t T,
-                                       int D) {
-    const int32_t *tok = FAT5__HOST(const int32_t, tok_);
-    int64_t t;
-    (void)ctx;
-    for (t = 0; t < T; t++)
-        memcpy(FAT5__HOST(float, out) + t * D, FAT5__HOST(const float, table) + (int64_t)tok[t] * D,
-               (size_t)D * sizeof(float));
-    return FAT5_OK;
-}
-// dtable[tok[t]] += dout[t]
-static fat5_status fat5__cpu_embed_bwd(fat5_ctx *ctx, fat5__addr dtable, fat5__addr dout_, fat5__addr tok_,
-                                       int64_t T, int D) {
-    const int32_t *tok = FAT5__HOST(const int32_t, tok_);
-    const float *dout = FAT5__HOST(const float, dout_);
-    int64_t t, j;
-    (void)ctx;
-    for (t = 0; t < T; t++) {
-        float *d = FAT5__HOST(float, dtable) + (int64_t)tok[t] * D;
-        for (j = 0; j < D; j++) d[j] += dout[t * D + j];
-    }
-    return FAT5_OK;
-}
-
-// ---- RMSNorm ----
-
-// T5 RMSNorm: y = w * x * r, r = 1 / sqrt(mean(x^2) + eps) (no mean subtraction). Saves r [T].
-static fat5_status fat5__cpu_rmsnorm_fwd(fat5_ctx *ctx, fat5__addr y_, fat5__addr r_, fat5__addr x_, fat5__addr w_,
-                                         int64_t T, int D, float eps) {
-    float *y = FAT5__HOST(float, y_), *r = FAT5__HOST(float, r_);
-    const float *x = FAT5__HOST(const float, x_), *w = FAT5__HOST(const float, w_);
-    int64_t t, j;
-    (void)ctx;
-    for (t = 0; t < T; t++) {
-        const float *xr = x + t * D;
-        double ss = 0;
-        float rt;
-        for (j = 0; j < D; j++) ss += (double)xr[j] * xr[j];
-        rt = (float)(1.0 / sqrt(ss / (double)D + (double)eps));
-        r[t] = rt;
-        for (j = 0; j < D; j++) y[t * D + j] = w[j] * (xr[j] * rt);
-    }
-    return FAT5_OK;
-}
-// dx (+)= r g - x r^3 mean(g x) with g = w dy;  dw += sum_t dy x r (dw may be 0: no weight
-// gradient). scratch is the GPU's; the CPU needs none.
-static fat5_status fat5__cpu_rmsnorm_bwd(fat5_ctx *ctx, fat5__addr dx_, fat5__addr dw_, fat5__addr dy_,
-                                         fat5__addr x_, fat5__addr w_, fat5__addr r_, int64_t T, int D,
-                                         int accumulate, fat5__addr scratch) {
-    float *dx = FAT5__HOST(float, dx_), *dw = FAT5__HOST(float, dw_);
-    const float *dy = FAT5__HOST(const float, dy_), *x = FAT5__HOST(const float, x_);
-    const float *w = FAT5__HOST(const float, w_), *r = FAT5__HOST(const float, r_);
-    int64_t t, j;
-    (void)ctx;
-    (void)scratch;
-    for (t = 0; t < T; t++) {
-        const float *xr = x + t * D, *dyr = dy + t * D;
-        double rt = r[t], gx = 0;
-        for (j = 0; j < D; j++) gx += (double)w[j] * dyr[j] * xr[j];
-        gx /= (double)D;
-        for (j = 0; j < D; j++) {
-            double v = rt * w[j] * dyr[j] - xr[j] * rt * rt * rt * gx;
-            dx[t * D + j] = (float)(accumulate ? dx[t * D + j] + v : v);
-            if (dw) dw[j] += (float)(dyr[j] * xr[j] * rt);
-        }
-    }
-    return FAT5_OK;
-}
-
-// ---- FFN activations ----
-
-static float fat5__act_f(fat5_act a, float x) {
-    switch (a) {
-    case FAT5_ACT_RELU: return x > 0 ? x : 0.0f;
-    case FAT5_ACT_GELU: return (float)(0.5 * x * (1.0 + erf(x / 1.4142135623730951)));
-    case FAT5_ACT_GELU_TANH: {
-        double u = 0.7978845608028654 * (x + 0.044715 * (double)x * x * x);
-        return (float)(0.5 * x * (1.0 + tanh(u)));
-    }
-    case FAT5_ACT_SILU: return (float)(x / (1.0 + exp(-(double)x)));
-    }
-    return 0.0f;
-}
-static double fat5__act_df(fat5_act a, float xf) {
-    double x = xf;
-    switch (a) {
-    case FAT5_ACT_RELU: return x > 0 ? 1.0 : 0.0;
-    case FAT5_ACT_GELU:
-        return 0.5 * (1.0 + erf(x / 1.4142135623730951)) + x * exp(-0.5 * x * x) * 0.3989422804014327;
-    case FAT5_ACT_GELU_TANH: {
-        double k = 0.7978845608028654, u = k * (x + 0.044715 * x * x * x), th = tanh(u);
-        return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * k * (1.0 + 3.0 * 0.044715 * x * x);
-    }
-    case FAT5_ACT_SILU: {
-        double s = 1.0 / (1.0 + exp(-x));
-        return s * (1.0 + x * (1.0 - s));
-    }
-    }
-    return 0.0;
-}
-
-static fat5_status fat5__cpu_check_act(fat5_ctx *ctx, const char *op, int act) {
-    if (act < FAT5_ACT_RELU || act > FAT5_ACT_SILU)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: unknown activation %d", op, act);
-    return FAT5_OK;
-}
-
-// h = act(a) * b (gated), or act(a) when b == 0; act is a fat5_act
-static fat5_status fat5__cpu_act_fwd(fat5_ctx *ctx, fat5__addr h_, fat5__addr a_, fat5__addr b_, int64_t n,
-                                     int act) {
-    float *h = FAT5__HOST(float, h_);
-    const float *a = FAT5__HOST(const float, a_), *b = FAT5__HOST(const float, b_);
-    fat5_act f = (fat5_act)act;
-    int64_t i;
-    fat5_status st = fat5__cpu_check_act(ctx, "fat5__cpu_act_fwd", act);
-    if (st) return st;
-    for (i = 0; i < n; i++) h[i] = b ? fat5__act_f(f, a[i]) * b[i] : fat5__act_f(f, a[i]);
-    return FAT5_OK;
-}
-// da = dh * b * act'(a), db = dh * act(a) (gated); da = dh * act'(a) when b == db == 0. db == dh
-// works (each element is read before it is written).
-static fat5_status fat5__cpu_act_bwd(fat5_ctx *ctx, fat5__addr da_, fat5__addr db_, fat5__addr dh_, fat5__addr a_,
-                                     fat5__addr b_, int64_t n, int act) {
-    float *da = FAT5__HOST(float, da_), *db = FAT5__HOST(float, db_);
-    const float *dh = FAT5__HOST(const float, dh_), *a = FAT5__HOST(const float, a_);
-    const float *b = FAT5__HOST(const float, b_);
-    fat5_act f = (fat5_act)act;
-    int64_t i;
-    fat5_status st = fat5__cpu_check_act(ctx, "fat5__cpu_act_bwd", act);
-    if (st) return st;
-    for (i = 0; i < n; i++) {
-        double d = fat5__act_df(f, a[i]), g = dh[i];
-        if (b) {
-            da[i] = (float)(g * (double)b[i] * d);
-            db[i] = (float)(g * fat5__act_f(f, a[i]));
-        } else {
-            da[i] = (float)(g * d);
-        }
-    }
-    return FAT5_OK;
-}
-
-// ---- attention ----
-
-// T5 relative position bucket of rel = key_pos - query_pos, computed with fp32 logs as PyTorch does.
-static int fat5__rel_bucket(int64_t rel, int bidirectional, int nb, int max_distance) {
-    int offset = 0, me, large;
-    int64_t n;
-    if (bidirectional) {
-        nb /= 2;
-        if (rel > 0) offset = nb;
-        n = rel < 0 ? -rel : rel;
-    } else {
-        n = rel < 0 ? -rel : 0;
-    }
-    me = nb / 2;
-    if (n < me) return offset + (int)n;
-    if (n >= max_distance) return offset + nb - 1;  // the formula below would clamp there too
-    {
-        float num = logf((float)n / (float)me);
-        float den = (float)log((double)max_distance / (double)me);
-        float v = num / den * (float)(nb - me);
-        large = me + (int)v;
-    }
-    if (large > nb - 1) large = nb - 1;
-    return offset + large;
-}
-
-// The attention ops see a packed batch through cu_q / cu_k ([n_seq + 1] offsets of queries and
-// keys) and a token -> sequence map (q_seq for queries, k_seq for keys). Query i of a sequence sees
-// its keys 0 .. nk-1 (CROSS, BIDIR) or 0 .. i (CAUSAL); q, k, v, o rows are H*dk wide. bias is the
-// [nb, H] relative-position table (0 for CROSS). lut (bucket of each distance below max_distance,
-// from fat5__rel_bucket) serves the GPU; the CPU computes every bucket itself.
-static double fat5__cpu_attn_score(const float *q, const float *k, const float *bias, int64_t i, int64_t j,
-                                   int h, int H, int dk, int kind, int nb, int max_distance) {
-    double sc = 0;
-    int d;
-    for (d = 0; d < dk; d++) sc += (double)q[d] * k[d];
-    if (bias) sc += bias[(int64_t)fat5__rel_bucket(j - i, kind == FAT5__ATTN_BIDIR, nb, max_distance) * H + h];
-    return sc;
-}
-
-// o = softmax(q k^T + bias) v per sequence and head, no 1/sqrt(dk) scale (T5); lse [Tq, H] saved
-// (-inf and o = 0 for a query without keys).
-static fat5_status fat5__cpu_attn_fwd(fat5_ctx *ctx, fat5__addr o_, fat5__addr lse_, fat5__addr q_, fat5__addr k_,
-                                      fat5__addr v_, fat5__addr bias_, fat5__addr lut, fat5__addr cu_q_,
-                                      fat5__addr cu_k_, fat5__addr q_seq_, int64_t Tq, int H, int dk, int kind,
-                                      int nb, int max_distance) {
-    float *o = FAT5__HOST(float, o_), *lse = FAT5__HOST(float, lse_);
-    const float *q = FAT5__HOST(const float, q_), *k = FAT5__HOST(const float, k_);
-    const float *v = FAT5__HOST(const float, v_), *bias = FAT5__HOST(const float, bias_);
-    const int32_t *cu_q = FAT5__HOST(const int32_t, cu_q_), *cu_k = FAT5__HOST(const int32_t, cu_k_);
-    const int32_t *q_seq = FAT5__HOST(const int32_t, q_seq_);
-    int64_t t, j, ld = (int64_t)H * dk, maxk = 1;
-    double *p, *acc;
-    int h, d;
-    (void)lut;
-    for (t = 0; t < Tq; t++)
-        if (cu_k[q_seq[t] + 1] - cu_k[q_seq[t]] > maxk) maxk = cu_k[q_seq[t] + 1] - cu_k[q_seq[t]];
-    p = FAT5__CAST(double *, fat5__host_scratch(ctx, (size_t)(maxk + dk) * sizeof(double), "fat5__cpu_attn_fwd"));
-    if (!p) return FAT5_ERR_OUT_OF_MEMORY;
-    acc = p + maxk;
-    for (t = 0; t < Tq; t++) {
-        int32_t s = q_seq[t];
-        int64_t i = t - cu_q[s], k0 = cu_k[s], nk = cu_k[s + 1] - k0;
-        int64_t jend = kind == FAT5__ATTN_CAUSAL ? (i + 1 < nk ? i + 1 : nk) : nk;
-        for (h = 0; h < H; h++) {
-            const float *qi = q + t * ld + h * dk;
-            double mx = -INFINITY, sum = 0;
-            for (j = 0; j < jend; j++) {
-                p[j] = fat5__cpu_attn_score(qi, k + (k0 + j) * ld + h * dk, bias, i, j, h, H, dk, kind, nb,
-                                            max_distance);
-                if (p[j] > mx) mx = p[j];
-            }
-            for (d = 0; d < dk; d++) acc[d] = 0;
-            for (j = 0; j < jend; j++) {
-                const float *vj = v + (k0 + j) * ld + h * dk;
-                double e = exp(p[j] - mx);
-                sum += e;
-                for (d = 0; d < dk; d++) acc[d] += e * vj[d];
-            }
-            for (d = 0; d < dk; d++) o[t * ld + h * dk + d] = jend ? (float)(acc[d] / sum) : 0.0f;
-            lse[t * H + h] = jend ? (float)(mx + log(sum)) : -INFINITY;
-        }
-    }
-    return FAT5_OK;
-}
-
-// delta[t*H + h] = sum over head h's columns of dout * o (the softmax backward's row term)
-static fat5_status fat5__cpu_attn_bwd_delta(fat5_ctx *ctx, fat5__addr delta_, fat5__addr o_, fat5__addr dout_,
-                                            int64_t Tq, int H, int dk) {
-    float *delta = FAT5__HOST(float, delta_);
-    const float *o = FAT5__HOST(const float, o_), *dout = FAT5__HOST(const float, dout_);
-    int64_t t;
-    int h, d;
-    (void)ctx;
-    for (t = 0; t < Tq; t++)
-        for (h = 0; h < H; h++) {
-            double s = 0;
-            for (d = 0; d < dk; d++) s += (double)dout[(t * H + h) * dk + d] * o[(t * H + h) * dk + d];
-            delta[t * H + h] = (float)s;
-        }
-    return FAT5_OK;
-}
-
-// dq (written) and dbias[bucket, h] += ds (dbias 0: not wanted). p = exp(score - lse) is
-// recomputed; ds = p (dout . v - delta).
-static fat5_status fat5__cpu_attn_bwd_dq(fat5_ctx *ctx, fat5__addr dq_, fat5__addr dbias_, fat5__addr dout_,
-                                         fat5__addr lse_, fat5__addr delta_, fat5__addr q_, fat5__addr k_,
-                                         fat5__addr v_, fat5__addr bias_, fat5__addr lut, fat5__addr cu_q_,
-                                         fat5__addr cu_k_, fat5__addr q_seq_, int64_t Tq, int H, int dk, int kind,
-                                         int nb, int max_distance) {
-    float *dq = FAT5__HOST(float, dq_), *dbias = FAT5__HOST(float, dbias_);
-    const float *dout = FAT5__HOST(const float, dout_), *lse = FAT5__HOST(const float, lse_);
-    const float *delta = FAT5__HOST(const float, delta_), *q = FAT5__HOST(const float, q_);
-    const float *k = FAT5__HOST(const float, k_), *v = FAT5__HOST(const float, v_);
-    const float *bias = FAT5__HOST(const float, bias_);
-    const int32_t *cu_q = FAT5__HOST(const int32_t, cu_q_), *cu_k = FAT5__HOST(const int32_t, cu_k_);
-    const int32_t *q_seq = FAT5__HOST(const int32_t, q_seq_);
-    int64_t t, j, ld = (int64_t)H * dk;
-    int h, d;
-    (void)ctx;
-    (void)lut;
-    for (t = 0; t < Tq; t++) {
-        int32_t s = q_seq[t];
-        int64_t i = t - cu_q[s], k0 = cu_k[s], nk = cu_k[s + 1] - k0;
-        int64_t jend = kind == FAT5__ATTN_CAUSAL ? (i + 1 < nk ? i + 1 : nk) : nk;
-        for (h = 0; h < H; h++) {
-            const float *qi = q + t * ld + h * dk, *doi = dout + t * ld + h * dk;
-            float *dqi = dq + t * ld + h * dk;
-            double L = lse[t * H + h];
-            for (d = 0; d < dk; d++) dqi[d] = 0;
-            for (j = 0; j < jend; j++) {
-                const float *kj = k + (k0 + j) * ld + h * dk, *vj = v + (k0 + j) * ld + h * dk;
-                double p = exp(fat5__cpu_attn_score(qi, kj, bias, i, j, h, H, dk, kind, nb, max_distance) - L);
-                double dp = 0, ds;
-                for (d = 0; d < dk; d++) dp += (double)doi[d] * vj[d];
-                ds = p * (dp - delta[t * H + h]);
-                for (d = 0; d < dk; d++) dqi[d] += (float)(ds * kj[d]);
-                if (dbias)
-                    dbias[(int64_t)fat5__rel_bucket(j - i, kind == FAT5__ATTN_BIDIR, nb, max_distance) * H + h] +=
-                        (float)ds;
-            }
-        }
-    }
-    return FAT5_OK;
-}
-
-// dk, dv (written), key by key: k_seq[j] is the sequence of key token j; each key gathers the
-// queries of its sequence that see it.
-static fat5_status fat5__cpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__addr dk_, fat5__addr dv_, fat5__addr dout_,
-                                          fat5__addr lse_, fat5__addr delta_, fat5__addr q_, fat5__addr k_,
-                                          fat5__addr v_, fat5__addr bias_, fat5__addr lut, fat5__addr cu_q_,
-                                          fat5__addr cu_k_, fat5__addr k_seq_, int64_t Tk, int H, int dk, int kind,
-                                          int nb, int max_distance) {
-    float *dkk = FAT5__HOST(float, dk_), *dv = FAT5__HOST(float, dv_);
-    const float *dout = FAT5__HOST(const float, dout_), *lse = FAT5__HOST(const float, lse_);
-    const float *delta = FAT5__HOST(const float, delta_), *q = FAT5__HOST(const float, q_);
-    const float *k = FAT5__HOST(const float, k_), *v = FAT5__HOST(const float, v_);
-    const float *bias = FAT5__HOST(const float, bias_);
-    const int32_t *cu_q = FAT5__HOST(const int32_t, cu_q_), *cu_k = FAT5__HOST(const int32_t, cu_k_);
-    const int32_t *k_seq = FAT5__HOST(const int32_t, k_seq_);
-    int64_t t, i, ld = (int64_t)H * dk;
-    int h, d;
-    (void)ctx;
-    (void)lut;
-    for (t = 0; t < Tk; t++) {
-        int32_t s = k_seq[t];
-        int64_t j = t - cu_k[s], q0 = cu_q[s], nq = cu_q[s + 1] - q0;
-        for (h = 0; h < H; h++) {
-            const float *kj = k + t * ld + h * dk, *vj = v + t * ld + h * dk;
-            float *dkj = dkk + t * ld + h * dk, *dvj = dv + t * ld + h * dk;
-            for (d = 0; d < dk; d++) dkj[d] = dvj[d] = 0;
-            for (i = kind == FAT5__ATTN_CAUSAL ? j : 0; i < nq; i++) {
-                const float *qi = q + (q0 + i) * ld + h * dk, *doi = dout + (q0 + i) * ld + h * dk;
-                double p = exp(fat5__cpu_attn_score(qi, kj, bias, i, j, h, H, dk, kind, nb, max_distance) -
-                               lse[(q0 + i) * H + h]);
-                double dp = 0, ds;
-                for (d = 0; d < dk; d++) dp += (double)doi[d] * vj[d];
-                ds = p * (dp - delta[(q0 + i) * H + h]);
-                for (d = 0; d < dk; d++) {
-                    dkj[d] += (float)(ds * qi[d]);
-                    dvj[d] += (float)(p * doi[d]);
-                }
-            }
-        }
-    }
-    return FAT5_OK;
-}
-
-// ---- cross-entropy ----
-
-// Over rows of logits [T, V] with labels (-100 = ignored), z-loss and label smoothing. Per row:
-// lse; row_ce = lse - (1-s) x_y - (s/V) sum_j x_j and row_z = z lse^2 for counted rows, 0 for
-// ignored ones (the caller sums the rows in double).
-static fat5_status fat5__cpu_xent_fwd(fat5_ctx *ctx, fat5__addr lse_, fat5__addr row_ce_, fat5__addr row_z_,
-                                      fat5__addr logits_, fat5__addr labels_, int64_t T, int V, float z,
-                                      float smooth) {
-    float *lse = FAT5__HOST(float, lse_), *row_ce = FAT5__HOST(float, row_ce_), *row_z = FAT5__HOST(float, row_z_);
-    const float *logits = FAT5__HOST(const float, logits_);
-    const int32_t *labels = FAT5__HOST(const int32_t, labels_);
-    int64_t t;
-    int j;
-    (void)ctx;
-    for (t = 0; t < T; t++) {
-        const float *x = logits + t * V;
-        double mx = -INFINITY, s = 0, sx = 0, L;
-        for (j = 0; j < V; j++) if (x[j] > mx) mx = x[j];
-        for (j = 0; j < V; j++) {
-            s += exp((double)x[j] - mx);
-            sx += x[j];
-        }
-        L = mx + log(s);
-        lse[t] = (float)L;
-        row_ce[t] = row_z[t] = 0;
-        if (labels[t] == -100) continue;
-        row_ce[t] = (float)(L - (1.0 - smooth) * x[labels[t]] - smooth / (double)V * sx);
-        row_z[t] = (float)(z * L * L);
-    }
-    return FAT5_OK;
-}
-// dlogits = scale * (softmax (1 + 2 z lse) - (1-s) onehot(y) - s/V) for counted rows, 0 otherwise
-static fat5_status fat5__cpu_xent_bwd(fat5_ctx *ctx, fat5__addr dlogits_, fat5__addr logits_, fat5__addr lse_,
-                                      fat5__addr labels_, int64_t T, int V, float z, float smooth, float scale) {
-    float *dlogits = FAT5__HOST(float, dlogits_);
-    const float *logits = FAT5__HOST(const float, logits_), *lse = FAT5__HOST(const float, lse_);
-    const int32_t *labels = FAT5__HOST(const int32_t, labels_);
-    int64_t t;
-    int j;
-    (void)ctx;
-    for (t = 0; t < T; t++) {
-        const float *x = logits + t * V;
-        float *dx = dlogits + t * V;
-        double L = lse[t];
-        if (labels[t] == -100) {
-            memset(dx, 0, (size_t)V * sizeof(float));
-            continue;
-        }
-        for (j = 0; j < V; j++) {
-            double p = exp((double)x[j] - L);
-            dx[j] = (float)(scale * (p * (1.0 + 2.0 * z * L) - smooth / (double)V));
-        }
-        dx[labels[t]] -= (float)(scale * (1.0 - smooth));
-    }
-    return FAT5_OK;
-}
-#ifndef FAT5_NO_CUDA
-#include "fat5_kernels.cuh"
-// ---------------------------------------------------------------------------------------------
-// device: the CUDA driver, NVRTC and cuBLAS loaded at run time with dlopen (no CUDA headers or
+// =============================================================================================
+// ==[2] device: CUDA driver, NVRTC and cuBLAS at run time, kernel cache, memory, launches ==
+// The CUDA driver, NVRTC and cuBLAS loaded at run time with dlopen (no CUDA headers or
 // libraries at build time); the kernel module compiled by NVRTC and cached on disk; device memory,
-// one stream, kernel launches and cuBLAS GEMMs. Nothing model-specific.
+// one stream, kernel launches, the cuBLAS handle. Nothing model-specific.
 //
 // Libraries, each tried bare (LD_LIBRARY_PATH, the ld.so cache), then in $CUDA_HOME/lib64,
 // /usr/local/cuda/lib64 and /usr/local/cuda/targets/x86_64-linux/lib:
@@ -2913,6 +1712,8 @@ static fat5_status fat5__cpu_xent_bwd(fat5_ctx *ctx, fat5__addr dlogits_, fat5__
 // Streams: all work goes to one non-blocking stream of the device's primary context (which cuBLAS
 // shares). A non-blocking stream does not order against the legacy NULL stream, so every copy here
 // is the *Async form on that stream: never mix in the synchronous cuMemcpy* calls.
+#ifndef FAT5_NO_CUDA
+#include "fat5_kernels.cuh"
 
 #ifdef _WIN32
 #error "fat5.h: the GPU path needs dlopen (Linux); define FAT5_NO_CUDA to build the CPU path only"
@@ -4245,6 +3046,591 @@ static FAT5__UNUSED fat5_status fat5__dev_launch(fat5_ctx *ctx, int kernel, unsi
              fat5__kernel_names[kernel], gx, gy, gz, bx, by, bz, smem);
     return fat5__dev_check(ctx, r, what);
 }
+#else  // FAT5_NO_CUDA: the device layer reduced to an error
+static fat5_status fat5__dev_open(fat5_ctx *ctx) {
+    return fat5__err(ctx, FAT5_ERR_NO_DEVICE, "fat5 was built with FAT5_NO_CUDA: no GPU path");
+}
+static void fat5__dev_close(fat5_ctx *ctx) { (void)ctx; }
+#endif  // FAT5_NO_CUDA
+
+// =============================================================================================
+// ==[3.1] ops: buffers, host memory, and the op interface ==
+// Every op exists twice under one name:
+// fat5__cpu_<op> here and fat5__gpu_<op>, the launcher of kernel fat5_<op> in kernels/, with the
+// same arguments. FAT5__OPS below lists the pairs; the two backends (fat5__cpu_backend,
+// fat5__gpu_backend) are built from it, the model calls ops only through a backend, and the GPU
+// tests run every pair on the same inputs.
+//
+// Buffers are backend addresses (fat5__addr): a host pointer here, a device pointer on the GPU;
+// 0 is "none". Shapes are row-major; a Linear weight W is [out, in] as in PyTorch, so y = x W^T.
+// On the CPU every buffer is fp32 whatever the context's dtype (the activation dtype of the GPU
+// is bf16 or fp32), and accumulations run in double. Ops that need scratch memory take it from
+// the context's arena (fat5__host_scratch), which fat5_model_reserve sizes up front.
+
+typedef unsigned long long fat5__addr;   // a buffer on the backend that runs the op; 0 = none
+#define FAT5__HOST(T, a) ((T *)(uintptr_t)(a))
+#define FAT5__ADDR(p) ((fat5__addr)(uintptr_t)(p))
+
+typedef enum { FAT5__MM_NT, FAT5__MM_NN, FAT5__MM_TN } fat5__mm_layout;
+
+typedef enum fat5__attn_kind {
+    FAT5__ATTN_CROSS = 0,    // no bias, every key of the sequence
+    FAT5__ATTN_BIDIR = 1,    // encoder self-attention, bidirectional buckets
+    FAT5__ATTN_CAUSAL = 2    // decoder self-attention, causal buckets and mask
+} fat5__attn_kind;
+
+// ---- host memory: the CPU backend's allocator and copies ----
+
+// A buffer of at least `bytes` from the context's scratch arena (grown on demand, kept until the
+// context is destroyed). NULL, with the message set, when out of memory. One op's scratch at a time.
+static void *fat5__host_scratch(fat5_ctx *ctx, size_t bytes, const char *op) {
+    if (bytes > ctx->scratch_bytes) {
+        void *p = fat5__malloc(ctx, bytes);
+        if (!p) {
+            fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes of scratch", op, bytes);
+            return NULL;
+        }
+        fat5__free(ctx, ctx->scratch);
+        ctx->scratch = p;
+        ctx->scratch_bytes = bytes;
+    }
+    return ctx->scratch;
+}
+
+// zero-filled; bytes == 0 gives *out = 0
+static fat5_status fat5__host_alloc(fat5_ctx *ctx, size_t bytes, fat5__addr *out) {
+    void *p;
+    *out = 0;
+    if (bytes == 0) return FAT5_OK;
+    p = fat5__calloc(ctx, 1, bytes);
+    if (!p)
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes (%.1f MiB) of host memory", bytes,
+                         (double)bytes / 1048576.0);
+    *out = FAT5__ADDR(p);
+    return FAT5_OK;
+}
+static void fat5__host_free(fat5_ctx *ctx, fat5__addr p) { fat5__free(ctx, FAT5__HOST(void, p)); }
+// upload / download / copy: memmove, and nothing at all when source and destination coincide
+// (the CPU backend's fp32 weights are the host weights themselves)
+static fat5_status fat5__host_upload(fat5_ctx *ctx, fat5__addr dst, const void *src, size_t bytes) {
+    (void)ctx;
+    if (bytes && FAT5__HOST(void, dst) != src) memmove(FAT5__HOST(void, dst), src, bytes);
+    return FAT5_OK;
+}
+static fat5_status fat5__host_download(fat5_ctx *ctx, void *dst, fat5__addr src, size_t bytes) {
+    return fat5__host_upload(ctx, FAT5__ADDR(dst), FAT5__HOST(const void, src), bytes);
+}
+static fat5_status fat5__host_copy(fat5_ctx *ctx, fat5__addr dst, fat5__addr src, size_t bytes) {
+    return fat5__host_upload(ctx, dst, FAT5__HOST(const void, src), bytes);
+}
+static fat5_status fat5__host_memset0(fat5_ctx *ctx, fat5__addr p, size_t bytes) {
+    (void)ctx;
+    if (bytes) memset(FAT5__HOST(void, p), 0, bytes);
+    return FAT5_OK;
+}
+static fat5_status fat5__host_sync(fat5_ctx *ctx) {
+    (void)ctx;
+    return FAT5_OK;
+}
+static size_t fat5__host_act_size(const fat5_ctx *ctx) {
+    (void)ctx;
+    return 4;
+}
+
+// =============================================================================================
+// ==[3.2] ops: the CPU reference (fp32, simple, obviously right) ==
+
+// ---- util ----
+
+// x[i] = v for i < n
+static fat5_status fat5__cpu_fill_f32(fat5_ctx *ctx, fat5__addr x_, float v, int64_t n) {
+    float *x = FAT5__HOST(float, x_);
+    int64_t i;
+    (void)ctx;
+    for (i = 0; i < n; i++) x[i] = v;
+    return FAT5_OK;
+}
+
+// x[i] *= s for i < n
+static fat5_status fat5__cpu_scale_f32(fat5_ctx *ctx, fat5__addr x_, float s, int64_t n) {
+    float *x = FAT5__HOST(float, x_);
+    int64_t i;
+    (void)ctx;
+    for (i = 0; i < n; i++) x[i] *= s;
+    return FAT5_OK;
+}
+
+// dst[i] = bf16(src[i]) (16-bit words, round to nearest even)
+static fat5_status fat5__cpu_f32_to_bf16(fat5_ctx *ctx, fat5__addr dst_, fat5__addr src_, int64_t n) {
+    uint16_t *dst = FAT5__HOST(uint16_t, dst_);
+    const float *src = FAT5__HOST(const float, src_);
+    int64_t i;
+    (void)ctx;
+    for (i = 0; i < n; i++) dst[i] = fat5__f32_to_bf16(src[i]);
+    return FAT5_OK;
+}
+
+// dst[i] = src[i] in the activation dtype: fp32 on the CPU, so a copy
+static fat5_status fat5__cpu_to_act(fat5_ctx *ctx, fat5__addr dst, fat5__addr src, int64_t n) {
+    return fat5__host_copy(ctx, dst, src, (size_t)(n > 0 ? n : 0) * sizeof(float));
+}
+
+// out[j] += sum over r < rows of in[r*D + j]
+static fat5_status fat5__cpu_colsum_f32(fat5_ctx *ctx, fat5__addr out_, fat5__addr in_, int rows, int D) {
+    float *out = FAT5__HOST(float, out_);
+    const float *in = FAT5__HOST(const float, in_);
+    int r, j;
+    (void)ctx;
+    for (j = 0; j < D; j++) {
+        double s = 0;
+        for (r = 0; r < rows; r++) s += in[(int64_t)r * D + j];
+        out[j] = (float)(out[j] + s);
+    }
+    return FAT5_OK;
+}
+
+// ---- matrix products ----
+//   NT: C[M,N] = alpha A[M,K] B[N,K]^T + beta C      (y = x W^T)
+//   NN: C[M,N] = alpha A[M,K] B[K,N]   + beta C      (dx = dy W)
+//   TN: C[M,N] = alpha A[K,M]^T B[K,N] + beta C      (dW += dy^T x)
+// beta == 0 does not read C. c_f32 (C kept in fp32 rather than the activation dtype) only matters
+// on the GPU.
+static fat5_status fat5__cpu_mm(fat5_ctx *ctx, fat5__mm_layout layout, fat5__addr C_, int c_f32, fat5__addr A_,
+                                fat5__addr B_, int64_t M, int64_t N, int64_t K, float alpha, float beta) {
+    float *C = FAT5__HOST(float, C_);
+    const float *A = FAT5__HOST(const float, A_), *B = FAT5__HOST(const float, B_);
+    int64_t i, j, k;
+    double *acc;
+    (void)c_f32;
+    if (M <= 0 || N <= 0) return FAT5_OK;
+    // one row of C in double (NT computes each element directly)
+    acc = FAT5__CAST(double *, fat5__host_scratch(ctx, (size_t)N * sizeof(double), "fat5__cpu_mm"));
+    if (!acc) return FAT5_ERR_OUT_OF_MEMORY;
+    for (i = 0; i < M; i++) {
+        float *c = C + i * N;
+        for (j = 0; j < N; j++) acc[j] = 0;
+        if (layout == FAT5__MM_NT) {
+            for (j = 0; j < N; j++) {
+                const float *a = A + i * K, *b = B + j * K;
+                double s = 0;
+                for (k = 0; k < K; k++) s += (double)a[k] * b[k];
+                acc[j] = s;
+            }
+        } else {
+            for (k = 0; k < K; k++) {
+                double a = layout == FAT5__MM_NN ? A[i * K + k] : A[k * M + i];
+                const float *b = B + k * N;
+                if (a == 0) continue;
+                for (j = 0; j < N; j++) acc[j] += a * b[j];
+            }
+        }
+        for (j = 0; j < N; j++) c[j] = (float)(alpha * acc[j] + (beta != 0 ? (double)beta * c[j] : 0.0));
+    }
+    return FAT5_OK;
+}
+
+// ---- embedding ----
+
+// out[t] = table[tok[t]] (rows of width D)
+static fat5_status fat5__cpu_embed_fwd(fat5_ctx *ctx, fat5__addr out, fat5__addr table, fat5__addr tok_, int64_t T,
+                                       int D) {
+    const int32_t *tok = FAT5__HOST(const int32_t, tok_);
+    int64_t t;
+    (void)ctx;
+    for (t = 0; t < T; t++)
+        memcpy(FAT5__HOST(float, out) + t * D, FAT5__HOST(const float, table) + (int64_t)tok[t] * D,
+               (size_t)D * sizeof(float));
+    return FAT5_OK;
+}
+// dtable[tok[t]] += dout[t]
+static fat5_status fat5__cpu_embed_bwd(fat5_ctx *ctx, fat5__addr dtable, fat5__addr dout_, fat5__addr tok_,
+                                       int64_t T, int D) {
+    const int32_t *tok = FAT5__HOST(const int32_t, tok_);
+    const float *dout = FAT5__HOST(const float, dout_);
+    int64_t t, j;
+    (void)ctx;
+    for (t = 0; t < T; t++) {
+        float *d = FAT5__HOST(float, dtable) + (int64_t)tok[t] * D;
+        for (j = 0; j < D; j++) d[j] += dout[t * D + j];
+    }
+    return FAT5_OK;
+}
+
+// ---- RMSNorm ----
+
+// T5 RMSNorm: y = w * x * r, r = 1 / sqrt(mean(x^2) + eps) (no mean subtraction). Saves r [T].
+static fat5_status fat5__cpu_rmsnorm_fwd(fat5_ctx *ctx, fat5__addr y_, fat5__addr r_, fat5__addr x_, fat5__addr w_,
+                                         int64_t T, int D, float eps) {
+    float *y = FAT5__HOST(float, y_), *r = FAT5__HOST(float, r_);
+    const float *x = FAT5__HOST(const float, x_), *w = FAT5__HOST(const float, w_);
+    int64_t t, j;
+    (void)ctx;
+    for (t = 0; t < T; t++) {
+        const float *xr = x + t * D;
+        double ss = 0;
+        float rt;
+        for (j = 0; j < D; j++) ss += (double)xr[j] * xr[j];
+        rt = (float)(1.0 / sqrt(ss / (double)D + (double)eps));
+        r[t] = rt;
+        for (j = 0; j < D; j++) y[t * D + j] = w[j] * (xr[j] * rt);
+    }
+    return FAT5_OK;
+}
+// dx (+)= r g - x r^3 mean(g x) with g = w dy;  dw += sum_t dy x r (dw may be 0: no weight
+// gradient). scratch is the GPU's; the CPU needs none.
+static fat5_status fat5__cpu_rmsnorm_bwd(fat5_ctx *ctx, fat5__addr dx_, fat5__addr dw_, fat5__addr dy_,
+                                         fat5__addr x_, fat5__addr w_, fat5__addr r_, int64_t T, int D,
+                                         int accumulate, fat5__addr scratch) {
+    float *dx = FAT5__HOST(float, dx_), *dw = FAT5__HOST(float, dw_);
+    const float *dy = FAT5__HOST(const float, dy_), *x = FAT5__HOST(const float, x_);
+    const float *w = FAT5__HOST(const float, w_), *r = FAT5__HOST(const float, r_);
+    int64_t t, j;
+    (void)ctx;
+    (void)scratch;
+    for (t = 0; t < T; t++) {
+        const float *xr = x + t * D, *dyr = dy + t * D;
+        double rt = r[t], gx = 0;
+        for (j = 0; j < D; j++) gx += (double)w[j] * dyr[j] * xr[j];
+        gx /= (double)D;
+        for (j = 0; j < D; j++) {
+            double v = rt * w[j] * dyr[j] - xr[j] * rt * rt * rt * gx;
+            dx[t * D + j] = (float)(accumulate ? dx[t * D + j] + v : v);
+            if (dw) dw[j] += (float)(dyr[j] * xr[j] * rt);
+        }
+    }
+    return FAT5_OK;
+}
+
+// ---- FFN activations ----
+
+static float fat5__act_f(fat5_act a, float x) {
+    switch (a) {
+    case FAT5_ACT_RELU: return x > 0 ? x : 0.0f;
+    case FAT5_ACT_GELU: return (float)(0.5 * x * (1.0 + erf(x / 1.4142135623730951)));
+    case FAT5_ACT_GELU_TANH: {
+        double u = 0.7978845608028654 * (x + 0.044715 * (double)x * x * x);
+        return (float)(0.5 * x * (1.0 + tanh(u)));
+    }
+    case FAT5_ACT_SILU: return (float)(x / (1.0 + exp(-(double)x)));
+    }
+    return 0.0f;
+}
+static double fat5__act_df(fat5_act a, float xf) {
+    double x = xf;
+    switch (a) {
+    case FAT5_ACT_RELU: return x > 0 ? 1.0 : 0.0;
+    case FAT5_ACT_GELU:
+        return 0.5 * (1.0 + erf(x / 1.4142135623730951)) + x * exp(-0.5 * x * x) * 0.3989422804014327;
+    case FAT5_ACT_GELU_TANH: {
+        double k = 0.7978845608028654, u = k * (x + 0.044715 * x * x * x), th = tanh(u);
+        return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * k * (1.0 + 3.0 * 0.044715 * x * x);
+    }
+    case FAT5_ACT_SILU: {
+        double s = 1.0 / (1.0 + exp(-x));
+        return s * (1.0 + x * (1.0 - s));
+    }
+    }
+    return 0.0;
+}
+
+static fat5_status fat5__cpu_check_act(fat5_ctx *ctx, const char *op, int act) {
+    if (act < FAT5_ACT_RELU || act > FAT5_ACT_SILU)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: unknown activation %d", op, act);
+    return FAT5_OK;
+}
+
+// h = act(a) * b (gated), or act(a) when b == 0; act is a fat5_act
+static fat5_status fat5__cpu_act_fwd(fat5_ctx *ctx, fat5__addr h_, fat5__addr a_, fat5__addr b_, int64_t n,
+                                     int act) {
+    float *h = FAT5__HOST(float, h_);
+    const float *a = FAT5__HOST(const float, a_), *b = FAT5__HOST(const float, b_);
+    fat5_act f = (fat5_act)act;
+    int64_t i;
+    fat5_status st = fat5__cpu_check_act(ctx, "fat5__cpu_act_fwd", act);
+    if (st) return st;
+    for (i = 0; i < n; i++) h[i] = b ? fat5__act_f(f, a[i]) * b[i] : fat5__act_f(f, a[i]);
+    return FAT5_OK;
+}
+// da = dh * b * act'(a), db = dh * act(a) (gated); da = dh * act'(a) when b == db == 0. db == dh
+// works (each element is read before it is written).
+static fat5_status fat5__cpu_act_bwd(fat5_ctx *ctx, fat5__addr da_, fat5__addr db_, fat5__addr dh_, fat5__addr a_,
+                                     fat5__addr b_, int64_t n, int act) {
+    float *da = FAT5__HOST(float, da_), *db = FAT5__HOST(float, db_);
+    const float *dh = FAT5__HOST(const float, dh_), *a = FAT5__HOST(const float, a_);
+    const float *b = FAT5__HOST(const float, b_);
+    fat5_act f = (fat5_act)act;
+    int64_t i;
+    fat5_status st = fat5__cpu_check_act(ctx, "fat5__cpu_act_bwd", act);
+    if (st) return st;
+    for (i = 0; i < n; i++) {
+        double d = fat5__act_df(f, a[i]), g = dh[i];
+        if (b) {
+            da[i] = (float)(g * (double)b[i] * d);
+            db[i] = (float)(g * fat5__act_f(f, a[i]));
+        } else {
+            da[i] = (float)(g * d);
+        }
+    }
+    return FAT5_OK;
+}
+
+// ---- attention ----
+
+// T5 relative position bucket of rel = key_pos - query_pos, computed with fp32 logs as PyTorch does.
+static int fat5__rel_bucket(int64_t rel, int bidirectional, int nb, int max_distance) {
+    int offset = 0, me, large;
+    int64_t n;
+    if (bidirectional) {
+        nb /= 2;
+        if (rel > 0) offset = nb;
+        n = rel < 0 ? -rel : rel;
+    } else {
+        n = rel < 0 ? -rel : 0;
+    }
+    me = nb / 2;
+    if (n < me) return offset + (int)n;
+    if (n >= max_distance) return offset + nb - 1;  // the formula below would clamp there too
+    {
+        float num = logf((float)n / (float)me);
+        float den = (float)log((double)max_distance / (double)me);
+        float v = num / den * (float)(nb - me);
+        large = me + (int)v;
+    }
+    if (large > nb - 1) large = nb - 1;
+    return offset + large;
+}
+
+// The attention ops see a packed batch through cu_q / cu_k ([n_seq + 1] offsets of queries and
+// keys) and a token -> sequence map (q_seq for queries, k_seq for keys). Query i of a sequence sees
+// its keys 0 .. nk-1 (CROSS, BIDIR) or 0 .. i (CAUSAL); q, k, v, o rows are H*dk wide. bias is the
+// [nb, H] relative-position table (0 for CROSS). lut (bucket of each distance below max_distance,
+// from fat5__rel_bucket) serves the GPU; the CPU computes every bucket itself.
+static double fat5__cpu_attn_score(const float *q, const float *k, const float *bias, int64_t i, int64_t j,
+                                   int h, int H, int dk, int kind, int nb, int max_distance) {
+    double sc = 0;
+    int d;
+    for (d = 0; d < dk; d++) sc += (double)q[d] * k[d];
+    if (bias) sc += bias[(int64_t)fat5__rel_bucket(j - i, kind == FAT5__ATTN_BIDIR, nb, max_distance) * H + h];
+    return sc;
+}
+
+// o = softmax(q k^T + bias) v per sequence and head, no 1/sqrt(dk) scale (T5); lse [Tq, H] saved
+// (-inf and o = 0 for a query without keys).
+static fat5_status fat5__cpu_attn_fwd(fat5_ctx *ctx, fat5__addr o_, fat5__addr lse_, fat5__addr q_, fat5__addr k_,
+                                      fat5__addr v_, fat5__addr bias_, fat5__addr lut, fat5__addr cu_q_,
+                                      fat5__addr cu_k_, fat5__addr q_seq_, int64_t Tq, int H, int dk, int kind,
+                                      int nb, int max_distance) {
+    float *o = FAT5__HOST(float, o_), *lse = FAT5__HOST(float, lse_);
+    const float *q = FAT5__HOST(const float, q_), *k = FAT5__HOST(const float, k_);
+    const float *v = FAT5__HOST(const float, v_), *bias = FAT5__HOST(const float, bias_);
+    const int32_t *cu_q = FAT5__HOST(const int32_t, cu_q_), *cu_k = FAT5__HOST(const int32_t, cu_k_);
+    const int32_t *q_seq = FAT5__HOST(const int32_t, q_seq_);
+    int64_t t, j, ld = (int64_t)H * dk, maxk = 1;
+    double *p, *acc;
+    int h, d;
+    (void)lut;
+    for (t = 0; t < Tq; t++)
+        if (cu_k[q_seq[t] + 1] - cu_k[q_seq[t]] > maxk) maxk = cu_k[q_seq[t] + 1] - cu_k[q_seq[t]];
+    p = FAT5__CAST(double *, fat5__host_scratch(ctx, (size_t)(maxk + dk) * sizeof(double), "fat5__cpu_attn_fwd"));
+    if (!p) return FAT5_ERR_OUT_OF_MEMORY;
+    acc = p + maxk;
+    for (t = 0; t < Tq; t++) {
+        int32_t s = q_seq[t];
+        int64_t i = t - cu_q[s], k0 = cu_k[s], nk = cu_k[s + 1] - k0;
+        int64_t jend = kind == FAT5__ATTN_CAUSAL ? (i + 1 < nk ? i + 1 : nk) : nk;
+        for (h = 0; h < H; h++) {
+            const float *qi = q + t * ld + h * dk;
+            double mx = -INFINITY, sum = 0;
+            for (j = 0; j < jend; j++) {
+                p[j] = fat5__cpu_attn_score(qi, k + (k0 + j) * ld + h * dk, bias, i, j, h, H, dk, kind, nb,
+                                            max_distance);
+                if (p[j] > mx) mx = p[j];
+            }
+            for (d = 0; d < dk; d++) acc[d] = 0;
+            for (j = 0; j < jend; j++) {
+                const float *vj = v + (k0 + j) * ld + h * dk;
+                double e = exp(p[j] - mx);
+                sum += e;
+                for (d = 0; d < dk; d++) acc[d] += e * vj[d];
+            }
+            for (d = 0; d < dk; d++) o[t * ld + h * dk + d] = jend ? (float)(acc[d] / sum) : 0.0f;
+            lse[t * H + h] = jend ? (float)(mx + log(sum)) : -INFINITY;
+        }
+    }
+    return FAT5_OK;
+}
+
+// delta[t*H + h] = sum over head h's columns of dout * o (the softmax backward's row term)
+static fat5_status fat5__cpu_attn_bwd_delta(fat5_ctx *ctx, fat5__addr delta_, fat5__addr o_, fat5__addr dout_,
+                                            int64_t Tq, int H, int dk) {
+    float *delta = FAT5__HOST(float, delta_);
+    const float *o = FAT5__HOST(const float, o_), *dout = FAT5__HOST(const float, dout_);
+    int64_t t;
+    int h, d;
+    (void)ctx;
+    for (t = 0; t < Tq; t++)
+        for (h = 0; h < H; h++) {
+            double s = 0;
+            for (d = 0; d < dk; d++) s += (double)dout[(t * H + h) * dk + d] * o[(t * H + h) * dk + d];
+            delta[t * H + h] = (float)s;
+        }
+    return FAT5_OK;
+}
+
+// dq (written) and dbias[bucket, h] += ds (dbias 0: not wanted). p = exp(score - lse) is
+// recomputed; ds = p (dout . v - delta).
+static fat5_status fat5__cpu_attn_bwd_dq(fat5_ctx *ctx, fat5__addr dq_, fat5__addr dbias_, fat5__addr dout_,
+                                         fat5__addr lse_, fat5__addr delta_, fat5__addr q_, fat5__addr k_,
+                                         fat5__addr v_, fat5__addr bias_, fat5__addr lut, fat5__addr cu_q_,
+                                         fat5__addr cu_k_, fat5__addr q_seq_, int64_t Tq, int H, int dk, int kind,
+                                         int nb, int max_distance) {
+    float *dq = FAT5__HOST(float, dq_), *dbias = FAT5__HOST(float, dbias_);
+    const float *dout = FAT5__HOST(const float, dout_), *lse = FAT5__HOST(const float, lse_);
+    const float *delta = FAT5__HOST(const float, delta_), *q = FAT5__HOST(const float, q_);
+    const float *k = FAT5__HOST(const float, k_), *v = FAT5__HOST(const float, v_);
+    const float *bias = FAT5__HOST(const float, bias_);
+    const int32_t *cu_q = FAT5__HOST(const int32_t, cu_q_), *cu_k = FAT5__HOST(const int32_t, cu_k_);
+    const int32_t *q_seq = FAT5__HOST(const int32_t, q_seq_);
+    int64_t t, j, ld = (int64_t)H * dk;
+    int h, d;
+    (void)ctx;
+    (void)lut;
+    for (t = 0; t < Tq; t++) {
+        int32_t s = q_seq[t];
+        int64_t i = t - cu_q[s], k0 = cu_k[s], nk = cu_k[s + 1] - k0;
+        int64_t jend = kind == FAT5__ATTN_CAUSAL ? (i + 1 < nk ? i + 1 : nk) : nk;
+        for (h = 0; h < H; h++) {
+            const float *qi = q + t * ld + h * dk, *doi = dout + t * ld + h * dk;
+            float *dqi = dq + t * ld + h * dk;
+            double L = lse[t * H + h];
+            for (d = 0; d < dk; d++) dqi[d] = 0;
+            for (j = 0; j < jend; j++) {
+                const float *kj = k + (k0 + j) * ld + h * dk, *vj = v + (k0 + j) * ld + h * dk;
+                double p = exp(fat5__cpu_attn_score(qi, kj, bias, i, j, h, H, dk, kind, nb, max_distance) - L);
+                double dp = 0, ds;
+                for (d = 0; d < dk; d++) dp += (double)doi[d] * vj[d];
+                ds = p * (dp - delta[t * H + h]);
+                for (d = 0; d < dk; d++) dqi[d] += (float)(ds * kj[d]);
+                if (dbias)
+                    dbias[(int64_t)fat5__rel_bucket(j - i, kind == FAT5__ATTN_BIDIR, nb, max_distance) * H + h] +=
+                        (float)ds;
+            }
+        }
+    }
+    return FAT5_OK;
+}
+
+// dk, dv (written), key by key: k_seq[j] is the sequence of key token j; each key gathers the
+// queries of its sequence that see it.
+static fat5_status fat5__cpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__addr dk_, fat5__addr dv_, fat5__addr dout_,
+                                          fat5__addr lse_, fat5__addr delta_, fat5__addr q_, fat5__addr k_,
+                                          fat5__addr v_, fat5__addr bias_, fat5__addr lut, fat5__addr cu_q_,
+                                          fat5__addr cu_k_, fat5__addr k_seq_, int64_t Tk, int H, int dk, int kind,
+                                          int nb, int max_distance) {
+    float *dkk = FAT5__HOST(float, dk_), *dv = FAT5__HOST(float, dv_);
+    const float *dout = FAT5__HOST(const float, dout_), *lse = FAT5__HOST(const float, lse_);
+    const float *delta = FAT5__HOST(const float, delta_), *q = FAT5__HOST(const float, q_);
+    const float *k = FAT5__HOST(const float, k_), *v = FAT5__HOST(const float, v_);
+    const float *bias = FAT5__HOST(const float, bias_);
+    const int32_t *cu_q = FAT5__HOST(const int32_t, cu_q_), *cu_k = FAT5__HOST(const int32_t, cu_k_);
+    const int32_t *k_seq = FAT5__HOST(const int32_t, k_seq_);
+    int64_t t, i, ld = (int64_t)H * dk;
+    int h, d;
+    (void)ctx;
+    (void)lut;
+    for (t = 0; t < Tk; t++) {
+        int32_t s = k_seq[t];
+        int64_t j = t - cu_k[s], q0 = cu_q[s], nq = cu_q[s + 1] - q0;
+        for (h = 0; h < H; h++) {
+            const float *kj = k + t * ld + h * dk, *vj = v + t * ld + h * dk;
+            float *dkj = dkk + t * ld + h * dk, *dvj = dv + t * ld + h * dk;
+            for (d = 0; d < dk; d++) dkj[d] = dvj[d] = 0;
+            for (i = kind == FAT5__ATTN_CAUSAL ? j : 0; i < nq; i++) {
+                const float *qi = q + (q0 + i) * ld + h * dk, *doi = dout + (q0 + i) * ld + h * dk;
+                double p = exp(fat5__cpu_attn_score(qi, kj, bias, i, j, h, H, dk, kind, nb, max_distance) -
+                               lse[(q0 + i) * H + h]);
+                double dp = 0, ds;
+                for (d = 0; d < dk; d++) dp += (double)doi[d] * vj[d];
+                ds = p * (dp - delta[(q0 + i) * H + h]);
+                for (d = 0; d < dk; d++) {
+                    dkj[d] += (float)(ds * qi[d]);
+                    dvj[d] += (float)(p * doi[d]);
+                }
+            }
+        }
+    }
+    return FAT5_OK;
+}
+
+// ---- cross-entropy ----
+
+// Over rows of logits [T, V] with labels (-100 = ignored), z-loss and label smoothing. Per row:
+// lse; row_ce = lse - (1-s) x_y - (s/V) sum_j x_j and row_z = z lse^2 for counted rows, 0 for
+// ignored ones (the caller sums the rows in double).
+static fat5_status fat5__cpu_xent_fwd(fat5_ctx *ctx, fat5__addr lse_, fat5__addr row_ce_, fat5__addr row_z_,
+                                      fat5__addr logits_, fat5__addr labels_, int64_t T, int V, float z,
+                                      float smooth) {
+    float *lse = FAT5__HOST(float, lse_), *row_ce = FAT5__HOST(float, row_ce_), *row_z = FAT5__HOST(float, row_z_);
+    const float *logits = FAT5__HOST(const float, logits_);
+    const int32_t *labels = FAT5__HOST(const int32_t, labels_);
+    int64_t t;
+    int j;
+    (void)ctx;
+    for (t = 0; t < T; t++) {
+        const float *x = logits + t * V;
+        double mx = -INFINITY, s = 0, sx = 0, L;
+        for (j = 0; j < V; j++) if (x[j] > mx) mx = x[j];
+        for (j = 0; j < V; j++) {
+            s += exp((double)x[j] - mx);
+            sx += x[j];
+        }
+        L = mx + log(s);
+        lse[t] = (float)L;
+        row_ce[t] = row_z[t] = 0;
+        if (labels[t] == -100) continue;
+        row_ce[t] = (float)(L - (1.0 - smooth) * x[labels[t]] - smooth / (double)V * sx);
+        row_z[t] = (float)(z * L * L);
+    }
+    return FAT5_OK;
+}
+// dlogits = scale * (softmax (1 + 2 z lse) - (1-s) onehot(y) - s/V) for counted rows, 0 otherwise
+static fat5_status fat5__cpu_xent_bwd(fat5_ctx *ctx, fat5__addr dlogits_, fat5__addr logits_, fat5__addr lse_,
+                                      fat5__addr labels_, int64_t T, int V, float z, float smooth, float scale) {
+    float *dlogits = FAT5__HOST(float, dlogits_);
+    const float *logits = FAT5__HOST(const float, logits_), *lse = FAT5__HOST(const float, lse_);
+    const int32_t *labels = FAT5__HOST(const int32_t, labels_);
+    int64_t t;
+    int j;
+    (void)ctx;
+    for (t = 0; t < T; t++) {
+        const float *x = logits + t * V;
+        float *dx = dlogits + t * V;
+        double L = lse[t];
+        if (labels[t] == -100) {
+            memset(dx, 0, (size_t)V * sizeof(float));
+            continue;
+        }
+        for (j = 0; j < V; j++) {
+            double p = exp((double)x[j] - L);
+            dx[j] = (float)(scale * (p * (1.0 + 2.0 * z * L) - smooth / (double)V));
+        }
+        dx[labels[t]] -= (float)(scale * (1.0 - smooth));
+    }
+    return FAT5_OK;
+}
+// =============================================================================================
+// ==[3.3] ops: the GPU launchers ==
+#ifndef FAT5_NO_CUDA
+// One launcher fat5__gpu_<op> per kernel fat5_<op> of kernels/*.cu (and cuBLAS for mm). Each takes
+// the kernel's arguments (device pointers as fat5__dptr, 0 for
+// NULL; counts as int64_t), checks what the kernel relies on, picks grid and block, and launches on
+// the context's stream (asynchronous: errors of the run itself surface at fat5__dev_sync). The CPU
+// twin fat5__cpu_<op> in the ops section is the oracle; tests/test_gpu_ops.c pairs them.
+//
+// Grids: every kernel loops (grid-stride) over its rows or elements, so grids are clamped to
+// FAT5__GPU_MAX_BLOCKS in x; y is only ever the head count (<= 65535, checked).
+// Kernel arguments: `void *args[]` holds the addresses of variables of the exact parameter types
+// (fat5__dptr for pointers, long long, int, float).
 
 // Row-major GEMM through cuBLAS (column-major), same semantics as the CPU ops:
 //   NT: C[M,N] = alpha * A[M,K] B[N,K]^T + beta * C
@@ -4300,16 +3686,6 @@ static FAT5__UNUSED fat5_status fat5__gpu_mm(fat5_ctx *ctx, fat5__mm_layout layo
              c_t == FAT5__CUDA_R_32F ? "fp32" : "bf16");
     return fat5__dev_blas_check(ctx, s, what);
 }
-// ---------------------------------------------------------------------------------------------
-// GPU ops: one launcher fat5__gpu_<op> per kernel fat5_<op> of kernels/*.cu. Each takes the kernel's arguments (device pointers as fat5__dptr, 0 for
-// NULL; counts as int64_t), checks what the kernel relies on, picks grid and block, and launches on
-// the context's stream (asynchronous: errors of the run itself surface at fat5__dev_sync). The CPU
-// twin fat5__cpu_<op> in the ops section is the oracle; tests/test_gpu_ops.c pairs them.
-//
-// Grids: every kernel loops (grid-stride) over its rows or elements, so grids are clamped to
-// FAT5__GPU_MAX_BLOCKS in x; y is only ever the head count (<= 65535, checked).
-// Kernel arguments: `void *args[]` holds the addresses of variables of the exact parameter types
-// (fat5__dptr for pointers, long long, int, float).
 
 #define FAT5__GPU_MAX_BLOCKS 1048576    // grid.x clamp; the kernels' grid-stride loops do the rest
 #define FAT5__GPU_SMEM_DEFAULT 49152    // dynamic shared memory usable without an opt-in
@@ -4628,10 +4004,11 @@ static FAT5__UNUSED fat5_status fat5__gpu_xent_bwd(fat5_ctx *ctx, fat5__dptr dlo
     if (T == 0) return FAT5_OK;
     return fat5__dev_launch(ctx, FAT5__K_xent_bwd, fat5__gpu_blocks(T, 1), 1, 1, 256, 1, 1, 0, args);
 }
-#endif
+#endif  // FAT5_NO_CUDA
 
-// ---------------------------------------------------------------------------------------------
-// ops: the op table and the two backends. X(name, parameters): fat5__cpu_<name> and
+// =============================================================================================
+// ==[3.4] ops: the op table and the two backends ==
+// X(name, parameters): fat5__cpu_<name> and
 // fat5__gpu_<name> both take exactly these parameters (the initialisers of the backend tables
 // below make the compiler check it), and kernel fat5_<name> in kernels/ is the GPU side of every
 // op but mm (cuBLAS). The model calls ops only as m->be-><name>(...).
@@ -4721,8 +4098,8 @@ static const fat5__backend *fat5__backend_of(const fat5_ctx *ctx) {
     return &fat5__cpu_backend;
 }
 
-// ---------------------------------------------------------------------------------------------
-// model config
+// =============================================================================================
+// ==[4.1] model: configuration ==
 
 FAT5_API fat5_model_config fat5_model_config_default(void) {
     fat5_model_config c;
@@ -5106,8 +4483,9 @@ FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_c
     return FAT5_OK;
 }
 
-// ---------------------------------------------------------------------------------------------
-// parameters: one fp32 arena in a fixed order, with the Hugging Face name of every tensor
+// =============================================================================================
+// ==[4.2] model: parameters ==
+// One fp32 arena in a fixed order, with the Hugging Face name of every tensor
 
 typedef struct fat5__param {
     char name[96];
@@ -5442,8 +4820,9 @@ FAT5_API fat5_status fat5_model_zero_grad(fat5_model *m) {
     fat5_status st = m->be->memset0(m->ctx, m->gd, m->n_floats * sizeof(float));
     return st ? st : m->be->sync(m->ctx);
 }
-// ---------------------------------------------------------------------------------------------
-// model: workspace, forward, backward — written once, over the ops of the model's backend
+// =============================================================================================
+// ==[4.3] model: workspace, forward, backward ==
+// Written once, over the ops of the model's backend.
 //
 // Precision (DESIGN §5): fp32 master weights, gradients, residual stream, logits and loss;
 // matmul inputs and saved activations in the backend's activation dtype (bf16 in a GPU bf16
@@ -6009,8 +5388,8 @@ FAT5_API fat5_status fat5_model_backward(fat5_model *m, float grad_scale) {
 }
 #undef FAT5__TRY
 
-// ---------------------------------------------------------------------------------------------
-// batches from JSON rows
+// =============================================================================================
+// ==[4.4] model: batches from JSON rows ==
 
 static fat5_status fat5__rows_to_packed(fat5_ctx *ctx, const fat5__json *rows, const char *what, int allow_ignore,
                                         int32_t **tok, int32_t **cu, int64_t *n_rows) {
@@ -6119,8 +5498,650 @@ done:
     fat5__json_free(ctx, doc);
     return st;
 }
-// ---------------------------------------------------------------------------------------------
-// io: Hugging Face checkpoint directories
+// =============================================================================================
+// ==[5.1] io: safetensors reader ==
+// 8-byte little-endian header length, a JSON header, then the data region. The
+// reader treats the file as hostile (style_anchors.md §7.8): bounded header, strict JSON, closed
+// dtype list, checked shape arithmetic, and tensor ranges that tile the data region exactly.
+
+#define FAT5__ST_MAX_HEADER ((uint64_t)100 << 20)   // 100 MiB
+
+typedef struct fat5__st_kv { const char *key, *val; } fat5__st_kv;   // one __metadata__ entry
+
+struct fat5_st_file {
+    fat5_ctx *ctx;
+    char *path;
+    FILE *fp;
+    uint64_t file_size;
+    uint64_t data_offset;       // 8 + header length
+    fat5_st_tensor *tensors;    // [n_tensors], sorted by name
+    int n_tensors;
+    fat5__st_kv *meta;          // [n_meta], sorted by key
+    int n_meta;
+    char *strings;              // names, keys and values, one allocation
+};
+
+typedef struct fat5__st_dtype_info { const char *name; unsigned size; } fat5__st_dtype_info;
+static const fat5__st_dtype_info fat5__st_dtypes[FAT5_ST_DTYPE_COUNT] = {
+    {"BOOL", 1}, {"U8", 1}, {"I8", 1}, {"U16", 2}, {"I16", 2}, {"F16", 2}, {"BF16", 2},
+    {"U32", 4}, {"I32", 4}, {"F32", 4}, {"U64", 8}, {"I64", 8}, {"F64", 8},
+    {"F8_E4M3", 1}, {"F8_E5M2", 1}
+};
+
+FAT5_API const char *fat5_st_dtype_name(fat5_st_dtype t) {
+    int i = (int)t;
+    return i >= 0 && i < (int)FAT5_ST_DTYPE_COUNT ? fat5__st_dtypes[i].name : "?";
+}
+
+FAT5_API size_t fat5_st_dtype_size(fat5_st_dtype t) {
+    int i = (int)t;
+    return i >= 0 && i < (int)FAT5_ST_DTYPE_COUNT ? fat5__st_dtypes[i].size : 0;
+}
+
+static int fat5__seek(FILE *fp, uint64_t off) {
+#ifdef _WIN32
+    return off <= (uint64_t)INT64_MAX && _fseeki64(fp, (__int64)off, SEEK_SET) == 0;
+#else
+    off_t o = (off_t)off;
+    if (o < 0 || (uint64_t)o != off) return 0;
+    return fseeko(fp, o, SEEK_SET) == 0;
+#endif
+}
+
+// Reads n bytes at offset off; a short read means the file changed or was truncated.
+static fat5_status fat5__st_read_at(fat5_st_file *f, uint64_t off, void *buf, size_t n) {
+    size_t got;
+    if (!fat5__seek(f->fp, off))
+        return fat5__err(f->ctx, FAT5_ERR_IO, "%s: cannot seek to byte %llu: %s", f->path,
+                         (unsigned long long)off, strerror(errno));
+    got = fread(buf, 1, n, f->fp);
+    if (got == n) return FAT5_OK;
+    if (ferror(f->fp))
+        return fat5__err(f->ctx, FAT5_ERR_IO, "%s: read failed at byte %llu: %s", f->path,
+                         (unsigned long long)(off + got), strerror(errno));
+    return fat5__err(f->ctx, FAT5_ERR_IO, "%s: unexpected end of file at byte %llu (the file "
+                     "changed or was truncated)", f->path, (unsigned long long)(off + got));
+}
+
+// "[2, 3]"; fits in 256 bytes for up to FAT5_ST_MAX_DIMS dimensions
+static const char *fat5__st_shape_str(char buf[256], const int64_t *shape, int ndim) {
+    size_t len = 0;
+    int i;
+    buf[len++] = '[';
+    for (i = 0; i < ndim && i < FAT5_ST_MAX_DIMS; i++) {
+        char num[24];
+        int w = snprintf(num, sizeof num, "%lld", (long long)shape[i]);
+        if (i) {
+            buf[len++] = ',';
+            buf[len++] = ' ';
+        }
+        memcpy(buf + len, num, (size_t)w);
+        len += (size_t)w;
+    }
+    buf[len++] = ']';
+    buf[len] = 0;
+    return buf;
+}
+
+// Validates one tensor entry (rules 4-6) into t; t->name is set by the caller.
+static fat5_status fat5__st_parse_tensor(fat5_st_file *f, const fat5__json *v, fat5_st_tensor *t) {
+    const fat5__json *dtype = NULL, *shape = NULL, *offs = NULL, *c;
+    char nm[128], shp[256], key[64];
+    const char *name = fat5__msg_name(nm, sizeof nm, v->key);
+    uint64_t numel = 1, nbytes, begin, end, dim;
+    int i, k, any_zero = 0, overflow = 0;
+    if (v->type != FAT5__J_OBJECT)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': expected an object with dtype, "
+                         "shape and data_offsets, got %s", f->path, name,
+                         fat5__json_type_name(v->type));
+    for (c = v->child; c; c = c->next) {
+        if (strcmp(c->key, "dtype") == 0) dtype = c;
+        else if (strcmp(c->key, "shape") == 0) shape = c;
+        else if (strcmp(c->key, "data_offsets") == 0) offs = c;
+        else return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': unknown key '%s'", f->path,
+                              name, fat5__msg_name(key, sizeof key, c->key));
+    }
+    if (!dtype || !shape || !offs)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': missing key '%s'", f->path,
+                         name, !dtype ? "dtype" : !shape ? "shape" : "data_offsets");
+    if (dtype->type != FAT5__J_STRING)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': dtype is %s, expected a "
+                         "string", f->path, name, fat5__json_type_name(dtype->type));
+    for (k = 0; k < (int)FAT5_ST_DTYPE_COUNT; k++)
+        if (strcmp(dtype->str, fat5__st_dtypes[k].name) == 0) break;
+    if (k == (int)FAT5_ST_DTYPE_COUNT)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': unknown dtype '%s'", f->path,
+                         name, fat5__msg_name(key, sizeof key, dtype->str));
+    t->dtype = FAT5__CAST(fat5_st_dtype, k);
+    if (shape->type != FAT5__J_ARRAY)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': shape is %s, expected an "
+                         "array", f->path, name, fat5__json_type_name(shape->type));
+    if (shape->n > FAT5_ST_MAX_DIMS)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': shape has %zu dimensions; at "
+                         "most %d are supported", f->path, name, shape->n, FAT5_ST_MAX_DIMS);
+    for (c = shape->child, i = 0; c; c = c->next, i++) {
+        if (!fat5__json_as_u64(c, &dim))
+            return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': shape[%d] is not a "
+                             "non-negative integer", f->path, name, i);
+        if (dim > (uint64_t)INT64_MAX)
+            return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': shape[%d] = %llu is too "
+                             "large", f->path, name, i, (unsigned long long)dim);
+        t->shape[i] = (int64_t)dim;
+        if (dim == 0) any_zero = 1;
+        else if (numel > UINT64_MAX / dim) overflow = 1;
+        else numel *= dim;
+    }
+    t->ndim = i;
+    if (any_zero) numel = 0;   // exact: a zero dimension makes the product 0 whatever the rest
+    if ((!any_zero && overflow) || numel > UINT64_MAX / fat5__st_dtypes[k].size)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': shape %s overflows (element "
+                         "count times %u bytes does not fit in 64 bits)", f->path, name,
+                         fat5__st_shape_str(shp, t->shape, t->ndim),
+                         fat5__st_dtypes[k].size);
+    nbytes = numel * fat5__st_dtypes[k].size;
+    if (offs->type != FAT5__J_ARRAY || offs->n != 2 || !fat5__json_as_u64(offs->child, &begin) ||
+        !fat5__json_as_u64(offs->child->next, &end))
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': data_offsets must be an array "
+                         "of 2 non-negative integers", f->path, name);
+    if (begin > end)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': data_offsets [%llu, %llu] are "
+                         "reversed (begin after end)", f->path, name, (unsigned long long)begin,
+                         (unsigned long long)end);
+    if (end - begin != nbytes)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': data_offsets [%llu, %llu] hold "
+                         "%llu bytes, but dtype %s and shape %s need %llu", f->path, name,
+                         (unsigned long long)begin, (unsigned long long)end,
+                         (unsigned long long)(end - begin), fat5__st_dtypes[k].name,
+                         fat5__st_shape_str(shp, t->shape, t->ndim),
+                         (unsigned long long)nbytes);
+    t->begin = begin;
+    t->end = end;
+    return FAT5_OK;
+}
+
+static int fat5__st_cmp_offset(const void *a, const void *b) {
+    const fat5_st_tensor *x = FAT5__CAST(const fat5_st_tensor *, a);
+    const fat5_st_tensor *y = FAT5__CAST(const fat5_st_tensor *, b);
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static int fat5__st_cmp_name(const void *a, const void *b) {
+    const fat5_st_tensor *x = FAT5__CAST(const fat5_st_tensor *, a);
+    const fat5_st_tensor *y = FAT5__CAST(const fat5_st_tensor *, b);
+    return strcmp(x->name, y->name);
+}
+
+static int fat5__st_cmp_kv(const void *a, const void *b) {
+    return strcmp(FAT5__CAST(const fat5__st_kv *, a)->key, FAT5__CAST(const fat5__st_kv *, b)->key);
+}
+
+// Rule 7: sorted by offset, the ranges cover [0, data_len) exactly: no gap, no overlap, nothing
+// past the end, no trailing bytes. A zero-sized tensor must sit on a boundary.
+static fat5_status fat5__st_check_tiling(fat5_st_file *f) {
+    uint64_t data_len = f->file_size - f->data_offset, cursor = 0;
+    const fat5_st_tensor *prev = NULL;
+    char nm[128], nm2[128];
+    int i;
+    qsort(f->tensors, (size_t)f->n_tensors, sizeof *f->tensors, fat5__st_cmp_offset);
+    for (i = 0; i < f->n_tensors; i++) {
+        const fat5_st_tensor *t = &f->tensors[i];
+        if (t->end > data_len)
+            return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': data range [%llu, %llu) is "
+                             "past the end of the file (the data region is %llu bytes)", f->path,
+                             fat5__msg_name(nm, sizeof nm, t->name), (unsigned long long)t->begin,
+                             (unsigned long long)t->end, (unsigned long long)data_len);
+    }
+    for (i = 0; i < f->n_tensors; i++) {
+        const fat5_st_tensor *t = &f->tensors[i];
+        if (t->begin < cursor)
+            return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: tensor '%s': data range [%llu, %llu) "
+                             "overlaps tensor '%s' ([%llu, %llu))", f->path,
+                             fat5__msg_name(nm, sizeof nm, t->name), (unsigned long long)t->begin,
+                             (unsigned long long)t->end,
+                             fat5__msg_name(nm2, sizeof nm2, prev ? prev->name : "?"),
+                             (unsigned long long)(prev ? prev->begin : 0),
+                             (unsigned long long)(prev ? prev->end : 0));
+        if (t->begin > cursor)
+            return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: gap before tensor '%s': data bytes "
+                             "[%llu, %llu) belong to no tensor", f->path,
+                             fat5__msg_name(nm, sizeof nm, t->name), (unsigned long long)cursor,
+                             (unsigned long long)t->begin);
+        if (t->end > t->begin) prev = t;
+        cursor = t->end;
+    }
+    if (cursor != data_len)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: %llu trailing bytes after the last tensor "
+                         "(the data region is %llu bytes, the tensors cover %llu)", f->path,
+                         (unsigned long long)(data_len - cursor), (unsigned long long)data_len,
+                         (unsigned long long)cursor);
+    return FAT5_OK;
+}
+
+// Builds the tensor and metadata tables from the parsed header (rules 3-7).
+static fat5_status fat5__st_build(fat5_st_file *f, const fat5__json *root) {
+    const fat5__json *m, *meta = NULL;
+    size_t n_t = 0, n_m = 0, bytes = 0, used = 0;
+    char nm[128];
+    fat5_status st;
+    if (root->type != FAT5__J_OBJECT)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: the header is %s, expected an object",
+                         f->path, fat5__json_type_name(root->type));
+    for (m = root->child; m; m = m->next) {
+        if (strcmp(m->key, "__metadata__") == 0) {
+            const fat5__json *kv;
+            meta = m;
+            if (m->type != FAT5__J_OBJECT)
+                return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: __metadata__ is %s, expected an "
+                                 "object of strings", f->path, fat5__json_type_name(m->type));
+            for (kv = m->child; kv; kv = kv->next) {
+                if (kv->type != FAT5__J_STRING)
+                    return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: __metadata__ value of '%s' "
+                                     "is %s; metadata values must be strings", f->path,
+                                     fat5__msg_name(nm, sizeof nm, kv->key),
+                                     fat5__json_type_name(kv->type));
+                if (!fat5__add_ok(bytes, strlen(kv->key) + 1, &bytes) ||
+                    !fat5__add_ok(bytes, kv->len + 1, &bytes))
+                    return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: header too large", f->path);
+                n_m++;
+            }
+        } else {
+            n_t++;
+            if (!fat5__add_ok(bytes, strlen(m->key) + 1, &bytes))
+                return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: header too large", f->path);
+        }
+    }
+    if (n_t > (size_t)INT_MAX || n_m > (size_t)INT_MAX)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: too many entries in the header", f->path);
+    f->tensors = FAT5__CAST(fat5_st_tensor *, fat5__calloc(f->ctx, n_t, sizeof *f->tensors));
+    f->meta = FAT5__CAST(fat5__st_kv *, fat5__calloc(f->ctx, n_m, sizeof *f->meta));
+    f->strings = FAT5__CAST(char *, fat5__malloc(f->ctx, bytes));
+    if (!f->tensors || !f->meta || !f->strings)
+        return fat5__err(f->ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory for the tensor table",
+                         f->path);
+    for (m = root->child; m; m = m->next) {
+        size_t n = strlen(m->key) + 1;
+        fat5_st_tensor *t;
+        if (m == meta) continue;
+        t = &f->tensors[f->n_tensors];
+        st = fat5__st_parse_tensor(f, m, t);
+        if (st != FAT5_OK) return st;
+        memcpy(f->strings + used, m->key, n);
+        t->name = f->strings + used;
+        used += n;
+        f->n_tensors++;
+    }
+    if (meta) {
+        for (m = meta->child; m; m = m->next) {
+            size_t nk = strlen(m->key) + 1;
+            memcpy(f->strings + used, m->key, nk);
+            f->meta[f->n_meta].key = f->strings + used;
+            used += nk;
+            memcpy(f->strings + used, m->str, m->len + 1);
+            f->meta[f->n_meta].val = f->strings + used;
+            used += m->len + 1;
+            f->n_meta++;
+        }
+        // by key, for the binary search of fat5_st_metadata_find: O(n log n) whatever the order
+        // in the file (the JSON reader already refused duplicate keys)
+        qsort(f->meta, (size_t)f->n_meta, sizeof *f->meta, fat5__st_cmp_kv);
+    }
+    st = fat5__st_check_tiling(f);
+    if (st != FAT5_OK) return st;
+    qsort(f->tensors, (size_t)f->n_tensors, sizeof *f->tensors, fat5__st_cmp_name);
+    return FAT5_OK;
+}
+
+static fat5_status fat5__st_load(fat5_st_file *f) {
+    unsigned char len8[8];
+    uint64_t hlen = 0;
+    char *hdr;
+    fat5__jdoc *doc = NULL;
+    fat5_status st;
+    int i;
+    st = fat5__open_regular(f->ctx, f->path, &f->fp, &f->file_size);
+    if (st != FAT5_OK) return st;
+    // rules 1-2: the header length, bounded before any arithmetic with it
+    if (f->file_size < 8)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: file is too small (%llu bytes) to hold the "
+                         "8-byte header length", f->path, (unsigned long long)f->file_size);
+    st = fat5__st_read_at(f, 0, len8, 8);
+    if (st != FAT5_OK) return st;
+    for (i = 7; i >= 0; i--) hlen = (hlen << 8) | len8[i];
+    // the length is not echoed: for a file of another kind (text, an image) it is 8 bytes of that
+    // file read as a number, and a 20-digit figure would only mislead
+    if (hlen > FAT5__ST_MAX_HEADER)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: not a safetensors file (the header length in its "
+                         "first 8 bytes exceeds the limit of 100 MiB)", f->path);
+    if (hlen == 0) return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: the header is empty", f->path);
+    if (hlen > f->file_size - 8)
+        return fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: header length %llu runs past the end of the "
+                         "file (%llu bytes)", f->path, (unsigned long long)hlen,
+                         (unsigned long long)f->file_size);
+    f->data_offset = 8 + hlen;
+    hdr = FAT5__CAST(char *, fat5__malloc(f->ctx, (size_t)hlen));
+    if (!hdr)
+        return fat5__err(f->ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory for the %llu-byte "
+                         "header", f->path, (unsigned long long)hlen);
+    st = fat5__st_read_at(f, 8, hdr, (size_t)hlen);
+    if (st == FAT5_OK && hdr[0] != '{')
+        st = fat5__err(f->ctx, FAT5_ERR_FORMAT, "%s: the header does not start with '{'", f->path);
+    // depth 4: root object > tensor object > shape array, plus one level of slack for errors
+    if (st == FAT5_OK) st = fat5__json_parse(f->ctx, f->path, hdr, (size_t)hlen, 4, &doc);
+    fat5__free(f->ctx, hdr);
+    if (st != FAT5_OK) return st;
+    st = fat5__st_build(f, fat5__json_root(doc));
+    fat5__json_free(f->ctx, doc);
+    return st;
+}
+
+FAT5_API void fat5_st_close(fat5_st_file *f) {
+    fat5_ctx *ctx;
+    if (!f) return;
+    ctx = f->ctx;
+    if (f->fp) fclose(f->fp);
+    fat5__free(ctx, f->path);
+    fat5__free(ctx, f->tensors);
+    fat5__free(ctx, f->meta);
+    fat5__free(ctx, f->strings);
+    fat5__free(ctx, f);
+}
+
+FAT5_API fat5_status fat5_st_open(fat5_ctx *ctx, const char *path, fat5_st_file **out) {
+    fat5_st_file *f;
+    fat5_status st;
+    if (!out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_st_open: out is NULL");
+    *out = NULL;
+    if (!path) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_st_open: path is NULL");
+    f = FAT5__CAST(fat5_st_file *, fat5__calloc(ctx, 1, sizeof *f));
+    if (!f) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    f->ctx = ctx;
+    f->path = fat5__strdup(ctx, path);
+    if (!f->path) {
+        fat5__free(ctx, f);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    }
+    st = fat5__st_load(f);
+    if (st != FAT5_OK) {
+        fat5_st_close(f);
+        return st;
+    }
+    *out = f;
+    return FAT5_OK;
+}
+
+FAT5_API int fat5_st_count(const fat5_st_file *f) { return f ? f->n_tensors : 0; }
+
+FAT5_API const fat5_st_tensor *fat5_st_get(const fat5_st_file *f, int i) {
+    return f && i >= 0 && i < f->n_tensors ? &f->tensors[i] : NULL;
+}
+
+FAT5_API int fat5_st_find(const fat5_st_file *f, const char *name) {
+    int lo = 0, hi = f && name ? f->n_tensors : 0;
+    while (lo < hi) {   // binary search: the table is sorted by name
+        int mid = lo + (hi - lo) / 2, c = strcmp(f->tensors[mid].name, name);
+        if (c == 0) return mid;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return -1;
+}
+
+FAT5_API int fat5_st_metadata_count(const fat5_st_file *f) { return f ? f->n_meta : 0; }
+
+FAT5_API void fat5_st_metadata_get(const fat5_st_file *f, int i, const char **key,
+                                   const char **value) {
+    int ok = f && i >= 0 && i < f->n_meta;
+    if (key) *key = ok ? f->meta[i].key : NULL;
+    if (value) *value = ok ? f->meta[i].val : NULL;
+}
+
+FAT5_API const char *fat5_st_metadata_find(const fat5_st_file *f, const char *key) {
+    int lo = 0, hi = f && key ? f->n_meta : 0;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2, c = strcmp(f->meta[mid].key, key);
+        if (c == 0) return f->meta[mid].val;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+
+FAT5_API fat5_status fat5_st_read_f32(fat5_st_file *f, int i, float *dst, int64_t n) {
+    unsigned char buf[16384];
+    const fat5_st_tensor *t;
+    char nm[128];
+    uint64_t numel, done = 0;
+    size_t es;
+    if (!f) return FAT5_ERR_INVALID_ARG;
+    if (i < 0 || i >= f->n_tensors)
+        return fat5__err(f->ctx, FAT5_ERR_INVALID_ARG, "%s: tensor index %d out of range [0, %d)",
+                         f->path, i, f->n_tensors);
+    t = &f->tensors[i];
+    fat5__msg_name(nm, sizeof nm, t->name);
+    es = fat5_st_dtype_size(t->dtype);
+    numel = (t->end - t->begin) / es;   // exact: checked at open
+    if (t->dtype != FAT5_ST_F32 && t->dtype != FAT5_ST_F16 && t->dtype != FAT5_ST_BF16)
+        return fat5__err(f->ctx, FAT5_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s; fat5 reads "
+                         "F32, F16 and BF16", f->path, nm, fat5_st_dtype_name(t->dtype));
+    if (n < 0 || (uint64_t)n != numel || (!dst && numel > 0))
+        return fat5__err(f->ctx, FAT5_ERR_INVALID_ARG, "%s: tensor '%s' has %llu elements; got a "
+                         "buffer of %lld%s", f->path, nm, (unsigned long long)numel, (long long)n,
+                         !dst && numel > 0 ? " (NULL)" : "");
+    if (numel == 0) return FAT5_OK;
+    if (!fat5__seek(f->fp, f->data_offset + t->begin))
+        return fat5__err(f->ctx, FAT5_ERR_IO, "%s: tensor '%s': cannot seek to its data: %s",
+                         f->path, nm, strerror(errno));
+    while (done < numel) {
+        size_t k = sizeof buf / es, j;
+        if (numel - done < k) k = (size_t)(numel - done);
+        if (fread(buf, es, k, f->fp) != k)
+            return fat5__err(f->ctx, FAT5_ERR_IO, "%s: tensor '%s': %s", f->path, nm,
+                             ferror(f->fp) ? strerror(errno)
+                                           : "unexpected end of file (the file changed or was "
+                                             "truncated)");
+        if (t->dtype == FAT5_ST_F32) {
+            for (j = 0; j < k; j++) {
+                const unsigned char *b = buf + 4 * j;
+                uint32_t u = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+                             (uint32_t)b[3] << 24;
+                dst[done + j] = fat5__bits_to_f32(u);
+            }
+        } else if (t->dtype == FAT5_ST_BF16) {
+            for (j = 0; j < k; j++)
+                dst[done + j] = fat5__bf16_to_f32((uint16_t)(buf[2 * j] | buf[2 * j + 1] << 8));
+        } else {
+            for (j = 0; j < k; j++)
+                dst[done + j] = fat5__f16_to_f32((uint16_t)(buf[2 * j] | buf[2 * j + 1] << 8));
+        }
+        done += k;
+    }
+    return FAT5_OK;
+}
+
+// =============================================================================================
+// ==[5.2] io: safetensors writer ==
+// The writer: fp32 tensors in name order, __metadata__ first, the header padded with
+// spaces to a multiple of 8 bytes, little-endian data. Same input, same bytes.
+
+static int fat5__st_wcmp(const void *a, const void *b) {
+    const fat5_st_write_tensor *x = *FAT5__CAST(const fat5_st_write_tensor *const *, a);
+    const fat5_st_write_tensor *y = *FAT5__CAST(const fat5_st_write_tensor *const *, b);
+    return strcmp(x->name, y->name);
+}
+
+static int fat5__st_kcmp(const void *a, const void *b) {
+    return strcmp(*FAT5__CAST(const char *const *, a), *FAT5__CAST(const char *const *, b));
+}
+
+// Checks the arguments of fat5_st_write and sorts the tensors by name into order.
+static fat5_status fat5__st_write_check(fat5_ctx *ctx, const char *path,
+                                        const fat5_st_write_tensor *t, int n,
+                                        const char *const *meta_kv, int n_meta,
+                                        const fat5_st_write_tensor **order) {
+    const char **keys;
+    char nm[128];
+    uint64_t total = 0;
+    int i, d;
+    for (i = 0; i < n; i++) {
+        uint64_t numel = 1;
+        const char *name = t[i].name;
+        if (!name || !name[0])
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tensor %d has %s name", path, i,
+                             name ? "an empty" : "a NULL");
+        if (strcmp(name, "__metadata__") == 0)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tensor %d: the name __metadata__ is "
+                             "reserved", path, i);
+        if (!fat5__utf8_valid(name))
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tensor %d: the name is not valid "
+                             "UTF-8", path, i);
+        fat5__msg_name(nm, sizeof nm, name);
+        if (t[i].ndim < 0 || t[i].ndim > FAT5_ST_MAX_DIMS)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tensor '%s': ndim %d is not in "
+                             "[0, %d]", path, nm, t[i].ndim, FAT5_ST_MAX_DIMS);
+        for (d = 0; d < t[i].ndim; d++) {
+            int64_t s = t[i].shape[d];
+            if (s < 0)
+                return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tensor '%s': shape[%d] = %lld is "
+                                 "negative", path, nm, d, (long long)s);
+            if (s != 0 && numel > UINT64_MAX / 4 / (uint64_t)s)
+                return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tensor '%s': shape overflows",
+                                 path, nm);
+            numel *= (uint64_t)s;
+        }
+        if (numel > 0 && !t[i].data)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tensor '%s': data is NULL", path, nm);
+        if (total + 4 * numel < total)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: the tensors add up to more than "
+                             "2^64 bytes", path);
+        total += 4 * numel;
+        order[i] = &t[i];
+    }
+    qsort(FAT5__CAST(void *, order), (size_t)n, sizeof *order, fat5__st_wcmp);
+    for (i = 1; i < n; i++)
+        if (strcmp(order[i - 1]->name, order[i]->name) == 0)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: duplicate tensor name '%s'", path,
+                             fat5__msg_name(nm, sizeof nm, order[i]->name));
+    if (n_meta == 0) return FAT5_OK;
+    keys = FAT5__CAST(const char **, fat5__calloc(ctx, (size_t)n_meta, sizeof *keys));
+    if (!keys) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    for (i = 0; i < n_meta; i++) {
+        const char *k = meta_kv[2 * i], *v = meta_kv[2 * i + 1];
+        const char *bad = !k ? "the key is NULL" : !v ? "the value is NULL"
+                          : !fat5__utf8_valid(k) ? "the key is not valid UTF-8"
+                          : !fat5__utf8_valid(v) ? "the value is not valid UTF-8" : NULL;
+        if (bad) {
+            fat5__free(ctx, FAT5__CAST(void *, keys));
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: metadata entry %d: %s", path, i, bad);
+        }
+        keys[i] = k;
+    }
+    qsort(FAT5__CAST(void *, keys), (size_t)n_meta, sizeof *keys, fat5__st_kcmp);
+    for (i = 1; i < n_meta; i++) {
+        if (strcmp(keys[i - 1], keys[i]) == 0) {
+            fat5__msg_name(nm, sizeof nm, keys[i]);
+            fat5__free(ctx, FAT5__CAST(void *, keys));
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: duplicate metadata key '%s'", path,
+                             nm);
+        }
+    }
+    fat5__free(ctx, FAT5__CAST(void *, keys));
+    return FAT5_OK;
+}
+
+static uint64_t fat5__st_wnumel(const fat5_st_write_tensor *t) {
+    uint64_t numel = 1;
+    int d;
+    for (d = 0; d < t->ndim; d++) numel *= (uint64_t)t->shape[d];
+    return numel;
+}
+
+FAT5_API fat5_status fat5_st_write(fat5_ctx *ctx, const char *path, const fat5_st_write_tensor *t,
+                                   int n_tensors, const char *const *meta_kv, int n_meta) {
+    const fat5_st_write_tensor **order;
+    unsigned char buf[16384];
+    fat5__sb h;
+    fat5__afile a;
+    uint64_t off = 0, hlen;
+    fat5_status st;
+    int i, d;
+    if (!path || n_tensors < 0 || n_meta < 0 || (n_tensors > 0 && !t) || (n_meta > 0 && !meta_kv))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_st_write: %s",
+                         !path ? "path is NULL" : n_tensors < 0 || n_meta < 0 ? "negative count"
+                         : !t && n_tensors > 0 ? "tensors is NULL" : "meta_kv is NULL");
+    order = FAT5__CAST(const fat5_st_write_tensor **,
+                       fat5__calloc(ctx, (size_t)n_tensors, sizeof *order));
+    if (!order) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    st = fat5__st_write_check(ctx, path, t, n_tensors, meta_kv, n_meta, order);
+    if (st != FAT5_OK) {
+        fat5__free(ctx, FAT5__CAST(void *, order));
+        return st;
+    }
+    // the header
+    fat5__sb_init(&h, ctx);
+    fat5__sb_puts(&h, "{");
+    if (n_meta > 0) {
+        fat5__sb_puts(&h, "\"__metadata__\":{");
+        for (i = 0; i < n_meta; i++) {
+            if (i) fat5__sb_puts(&h, ",");
+            fat5__sb_json_string(&h, meta_kv[2 * i]);
+            fat5__sb_puts(&h, ":");
+            fat5__sb_json_string(&h, meta_kv[2 * i + 1]);
+        }
+        fat5__sb_puts(&h, "}");
+    }
+    for (i = 0; i < n_tensors; i++) {
+        uint64_t nbytes = fat5__st_wnumel(order[i]) * 4;
+        if (i || n_meta > 0) fat5__sb_puts(&h, ",");
+        fat5__sb_json_string(&h, order[i]->name);
+        fat5__sb_puts(&h, ":{\"dtype\":\"F32\",\"shape\":[");
+        for (d = 0; d < order[i]->ndim; d++)
+            fat5__sb_printf(&h, "%s%lld", d ? "," : "", (long long)order[i]->shape[d]);
+        fat5__sb_printf(&h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+                        (unsigned long long)(off + nbytes));
+        off += nbytes;   // no overflow: each tensor is in memory
+    }
+    fat5__sb_puts(&h, "}");
+    while (!h.oom && h.len % 8 != 0) fat5__sb_puts(&h, " ");
+    if (h.oom) {
+        st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory for the header", path);
+    } else if ((uint64_t)h.len > FAT5__ST_MAX_HEADER) {
+        st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: the header would be %zu bytes, over the "
+                       "100 MiB a reader accepts", path, h.len);
+    }
+    if (st == FAT5_OK) st = fat5__afile_open(ctx, path, &a);
+    if (st == FAT5_OK) {   // header length and header
+        hlen = h.len;
+        for (i = 0; i < 8; i++) buf[i] = (unsigned char)(hlen >> (8 * i));
+        st = fat5__afile_write(ctx, &a, path, buf, 8);
+        if (st == FAT5_OK) st = fat5__afile_write(ctx, &a, path, h.buf, h.len);
+    }
+    for (i = 0; st == FAT5_OK && i < n_tensors; i++) {   // data, little-endian, in chunks
+        uint64_t numel = fat5__st_wnumel(order[i]), done = 0;
+        while (st == FAT5_OK && done < numel) {
+            size_t k = sizeof buf / 4, j;
+            if (numel - done < k) k = (size_t)(numel - done);
+            for (j = 0; j < k; j++) {
+                uint32_t u;
+                memcpy(&u, &order[i]->data[done + j], 4);
+                buf[4 * j] = (unsigned char)u;
+                buf[4 * j + 1] = (unsigned char)(u >> 8);
+                buf[4 * j + 2] = (unsigned char)(u >> 16);
+                buf[4 * j + 3] = (unsigned char)(u >> 24);
+            }
+            st = fat5__afile_write(ctx, &a, path, buf, 4 * k);
+            done += k;
+        }
+    }
+    if (st == FAT5_OK) st = fat5__afile_commit(ctx, &a, path);
+    fat5__sb_free(&h);
+    fat5__free(ctx, FAT5__CAST(void *, order));
+    return st;
+}
+
+// =============================================================================================
+// ==[5.3] io: Hugging Face checkpoint directories ==
 
 static int fat5__is_dir(const char *path) {
     struct stat st;
@@ -6441,13 +6462,6 @@ FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
     fat5__free(ctx, json);
     return st;
 }
-
-#ifdef FAT5_NO_CUDA
-static fat5_status fat5__dev_open(fat5_ctx *ctx) {
-    return fat5__err(ctx, FAT5_ERR_NO_DEVICE, "fat5 was built with FAT5_NO_CUDA: no GPU path");
-}
-static void fat5__dev_close(fat5_ctx *ctx) { (void)ctx; }
-#endif
 
 #ifdef __cplusplus
 }
