@@ -12,7 +12,7 @@ TESTSRC  = tests/test_main.c tests/fat5_test.h $(wildcard tests/test_*.c)
 TOOLS    = tools/fat5_inspect tools/fat5_forward tools/fat5_init
 EXAMPLES = examples/quickstart examples/gpu_step
 
-.PHONY: all bench test test-asan test-cpp test-tools test-abi test-nocuda check-embed check-kernels embed clean
+.PHONY: all bench fuzz test test-asan test-cpp test-tools test-abi test-nocuda check-embed check-kernels embed clean
 
 all: $(TOOLS) $(EXAMPLES)
 
@@ -82,6 +82,42 @@ test: check-embed check-kernels test-abi all test-cpp test-nocuda test-tools tes
 
 test-asan: tests/run_tests_asan
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run_tests_asan
+
+# libFuzzer targets (clang): each runs FUZZ_SECONDS on a seed corpus built from tests/data, after
+# replaying its saved crash inputs in tests/fuzz/regressions/<target>/. Any crash, leak, UB or
+# timeout fails. New findings are written to build/fuzz/crash-<target>-*.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 30
+FUZZ_TARGETS  = safetensors config index batch model_dir
+FUZZ_FLAGS    = -std=c99 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+                -fno-omit-frame-pointer -fsanitize-ignorelist=tests/fuzz/ubsan_ignore.txt \
+                -DFUZZ_DATA_DIR='"$(CURDIR)/tests/data/t5_v10_relu_tied"'
+FUZZ_BINS     = $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
+
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h tests/fuzz/ubsan_ignore.txt fat5.h
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZ_FLAGS) -Wall -Wextra -Werror -o $@ $< -lm
+
+build/fuzz/make_seeds: tests/fuzz/make_seeds.c tests/fuzz/fuzz_util.h fat5.h
+	@mkdir -p build/fuzz
+	$(CC) -std=c99 $(WARN) -O1 -g -DFUZZ_DATA_DIR='"$(CURDIR)/tests/data/t5_v10_relu_tied"' -o $@ $< -lm
+
+build/fuzz/seeds.stamp: build/fuzz/make_seeds $(wildcard tests/data/*/*)
+	build/fuzz/make_seeds build/fuzz $(patsubst %/,%,$(sort $(dir $(wildcard tests/data/*/config.json))))
+	@touch $@
+
+fuzz: $(FUZZ_BINS) build/fuzz/seeds.stamp
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	    reg=$$(ls -d tests/fuzz/regressions/$$t/* 2>/dev/null || true); \
+	    if [ -n "$$reg" ]; then echo "fuzz_$$t: replaying $$(echo $$reg | wc -w) saved inputs"; \
+	        ASAN_OPTIONS=detect_leaks=1 build/fuzz/fuzz_$$t $$reg > build/fuzz/$$t.replay.log 2>&1 || \
+	        { tail -40 build/fuzz/$$t.replay.log; echo "fuzz_$$t: a saved input fails"; exit 1; }; fi; \
+	    echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
+	    ASAN_OPTIONS=detect_leaks=1 build/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=20 \
+	        -print_final_stats=1 -artifact_prefix=build/fuzz/crash-$$t- build/fuzz/corpus_$$t \
+	        > build/fuzz/$$t.log 2>&1 || { tail -60 build/fuzz/$$t.log; echo "fuzz_$$t: FAILED"; exit 1; }; \
+	    grep -E '^stat::number_of_executed_units|^Done' build/fuzz/$$t.log | tr '\n' ' '; echo; \
+	done
 
 clean:
 	rm -rf build $(TOOLS) $(EXAMPLES) tools/bench tools/embed_kernels tools/check_kernels tests/run_tests tests/run_tests_asan tests/test_cpp tests/test_abi
