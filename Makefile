@@ -48,8 +48,11 @@ check-kernels: tools/check_kernels
 tests/run_tests: $(TESTSRC) fat5.h fat5_kernels.cuh
 	$(CC) -std=c99 $(WARN) $(CFLAGS) -o $@ tests/test_main.c $(LDLIBS)
 
-tests/run_tests_asan: $(TESTSRC) fat5.h fat5_kernels.cuh
-	$(CC) -std=c99 $(WARN) -O1 -g $(ASAN) -o $@ tests/test_main.c $(LDLIBS)
+# clang when it is installed (its UBSan checks more, e.g. arithmetic on null pointers), else $(CC)
+ASAN_CC ?= $(if $(shell command -v clang 2>/dev/null),clang,$(CC))
+ASAN_IGNORE = $(if $(filter clang%,$(notdir $(ASAN_CC))),-fsanitize-ignorelist=tests/fuzz/ubsan_ignore.txt)
+tests/run_tests_asan: $(TESTSRC) fat5.h fat5_kernels.cuh tests/fuzz/ubsan_ignore.txt
+	$(ASAN_CC) -std=c99 $(WARN) -O1 -g $(ASAN) $(ASAN_IGNORE) -o $@ tests/test_main.c $(LDLIBS)
 
 tests/test_cpp: tests/test_cpp.cpp fat5.h fat5_kernels.cuh
 	$(CXX) -std=c++11 $(WARN) $(CFLAGS) -o $@ $< $(LDLIBS)
