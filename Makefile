@@ -143,8 +143,11 @@ build/fuzz/seeds.stamp: build/fuzz/make_seeds $(wildcard tests/data/*/*)
 	build/fuzz/make_seeds build/fuzz $(patsubst %/,%,$(sort $(dir $(wildcard tests/data/*/config.json))))
 	@touch $@
 
+# Each target's scratch directory lives under build/fuzz/tmp (a target removes its own at exit;
+# a process killed by libFuzzer cannot, so the directory is emptied after every run too).
 fuzz: $(FUZZ_BINS) build/fuzz/seeds.stamp
-	@set -e; for t in $(FUZZ_TARGETS); do \
+	@set -e; export TMPDIR=$(CURDIR)/build/fuzz/tmp; mkdir -p $$TMPDIR; \
+	for t in $(FUZZ_TARGETS); do \
 	    reg=$$(ls -d tests/fuzz/regressions/$$t/* 2>/dev/null || true); \
 	    if [ -n "$$reg" ]; then echo "fuzz_$$t: replaying $$(echo $$reg | wc -w) saved inputs"; \
 	        ASAN_OPTIONS=detect_leaks=1 build/fuzz/fuzz_$$t $$reg > build/fuzz/$$t.replay.log 2>&1 || \
@@ -154,6 +157,7 @@ fuzz: $(FUZZ_BINS) build/fuzz/seeds.stamp
 	        -print_final_stats=1 -artifact_prefix=build/fuzz/crash-$$t- build/fuzz/corpus_$$t \
 	        > build/fuzz/$$t.log 2>&1 || { tail -60 build/fuzz/$$t.log; echo "fuzz_$$t: FAILED"; exit 1; }; \
 	    grep -E '^stat::number_of_executed_units|^Done' build/fuzz/$$t.log | tr '\n' ' '; echo; \
+	    rm -rf $$TMPDIR/fat5_fuzz_*; \
 	done
 
 clean:
