@@ -12,15 +12,22 @@ TESTSRC  = tests/test_main.c tests/fat5_test.h $(wildcard tests/test_*.c)
 TOOLS    = tools/fat5_inspect tools/fat5_forward tools/fat5_init
 EXAMPLES = examples/quickstart examples/gpu_step
 
-.PHONY: all bench test test-asan test-cpp test-tools test-abi test-nocuda check-embed check-kernels embed clean
+.PHONY: all bench fuzz test test-asan test-quick test-cpp test-tools test-abi test-nocuda test-options check-embed check-kernels embed clean
 
 all: $(TOOLS) $(EXAMPLES)
 
 tools/%: tools/%.c fat5.h fat5_kernels.cuh
 	$(CC) -std=c99 $(WARN) $(CFLAGS) -o $@ $< $(LDLIBS)
 
-examples/%: examples/%.c fat5.h fat5_kernels.cuh
-	$(CC) -std=c99 $(WARN) $(CFLAGS) -o $@ $< $(LDLIBS)
+# The implementation compiled once; the examples link against it (-DFAT5__IMPL_DONE skips the copy
+# their own #define FAT5_IMPLEMENTATION would compile). Each still builds alone with the command on
+# its first line. The tools use private helpers and compile the implementation themselves.
+build/fat5_impl.o: fat5.h fat5_kernels.cuh
+	@mkdir -p build
+	$(CC) -std=c99 $(WARN) $(CFLAGS) -DFAT5_IMPLEMENTATION -x c -c -o $@ fat5.h
+
+examples/%: examples/%.c fat5.h build/fat5_impl.o
+	$(CC) -std=c99 $(WARN) $(CFLAGS) -DFAT5__IMPL_DONE -o $@ $< build/fat5_impl.o $(LDLIBS)
 
 # GPU benchmarks, JSON lines on stdout (needs a GPU)
 bench: tools/bench
@@ -48,8 +55,10 @@ check-kernels: tools/check_kernels
 tests/run_tests: $(TESTSRC) fat5.h fat5_kernels.cuh
 	$(CC) -std=c99 $(WARN) $(CFLAGS) -o $@ tests/test_main.c $(LDLIBS)
 
+# clang when it is installed (its UBSan checks more, e.g. arithmetic on null pointers), else $(CC)
+ASAN_CC ?= $(if $(shell command -v clang 2>/dev/null),clang,$(CC))
 tests/run_tests_asan: $(TESTSRC) fat5.h fat5_kernels.cuh
-	$(CC) -std=c99 $(WARN) -O1 -g $(ASAN) -o $@ tests/test_main.c $(LDLIBS)
+	$(ASAN_CC) -std=c99 $(WARN) -O1 -g $(ASAN) -o $@ tests/test_main.c $(LDLIBS)
 
 tests/test_cpp: tests/test_cpp.cpp fat5.h fat5_kernels.cuh
 	$(CXX) -std=c++11 $(WARN) $(CFLAGS) -o $@ $< $(LDLIBS)
@@ -76,12 +85,79 @@ test-nocuda: examples/quickstart.c fat5.h
 test-tools: $(TOOLS)
 	tests/test_tools.sh
 
+# Build options (tests/test_options.c): FAT5_STATIC warning-free and running, a user FAT5_API
+# (exports of a -fvisibility=hidden shared object), and a system header before the
+# implementation: working with _POSIX_C_SOURCE, else the #error that names the fix (glibc).
+OPT_CC = $(CC) -std=c99 $(WARN) -O0
+test-options: tests/test_options.c fat5.h fat5_kernels.cuh
+	@mkdir -p build
+	$(OPT_CC) -DOPT_STATIC -o build/test_options_static tests/test_options.c $(LDLIBS)
+	build/test_options_static
+	$(OPT_CC) -DOPT_SYSFIRST -DOPT_POSIX -o build/test_options_sysfirst tests/test_options.c $(LDLIBS)
+	build/test_options_sysfirst
+	$(OPT_CC) -DOPT_API -fPIC -shared -fvisibility=hidden -o build/test_options_api.so tests/test_options.c $(LDLIBS)
+	@nm -D --defined-only build/test_options_api.so | grep -q ' T fat5_model_load$$' || \
+	    { echo "test-options: a user FAT5_API did not export fat5_model_load"; exit 1; }
+	@if $(OPT_CC) -DOPT_SYSFIRST -fsyntax-only tests/test_options.c > build/test_options_err.txt 2>&1; then \
+	    echo "test-options: stdio.h first compiled under -std=c99 (fine unless glibc)"; \
+	elif grep -q '_POSIX_C_SOURCE 200809L before' build/test_options_err.txt; then \
+	    echo "test-options: stdio.h first without _POSIX_C_SOURCE: the #error names the fix"; \
+	else cat build/test_options_err.txt; echo "test-options: FAILED (no #error naming the fix)"; exit 1; fi
+	@echo "test-options: ok"
+
+# The edit loop: the CPU tests only (FAT5_NO_CUDA: no NVRTC, no C++/static builds, no tools).
+tests/run_tests_quick: $(TESTSRC) fat5.h
+	$(CC) -std=c99 $(WARN) -O1 -DFAT5_NO_CUDA -o $@ tests/test_main.c -lm
+
+test-quick: tests/run_tests_quick
+	tests/run_tests_quick
+
 # the runner's last line is "N passed, N failed"
-test: check-embed check-kernels test-abi all test-cpp test-nocuda test-tools tests/run_tests
+test: check-embed check-kernels test-abi all test-cpp test-nocuda test-options test-tools tests/run_tests
 	tests/run_tests
 
 test-asan: tests/run_tests_asan
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run_tests_asan
 
+# libFuzzer targets (clang): each runs FUZZ_SECONDS on a seed corpus built from tests/data, after
+# replaying its saved crash inputs in tests/fuzz/regressions/<target>/. Any crash, leak, UB or
+# timeout fails. New findings are written to build/fuzz/crash-<target>-*.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 30
+FUZZ_TARGETS  = safetensors config index batch model_dir
+FUZZ_FLAGS    = -std=c99 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+                -fno-omit-frame-pointer \
+                -DFUZZ_DATA_DIR='"$(CURDIR)/tests/data/t5_v10_relu_tied"'
+FUZZ_BINS     = $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
+
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h fat5.h
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZ_FLAGS) -Wall -Wextra -Werror -o $@ $< -lm
+
+build/fuzz/make_seeds: tests/fuzz/make_seeds.c tests/fuzz/fuzz_util.h fat5.h
+	@mkdir -p build/fuzz
+	$(CC) -std=c99 $(WARN) -O1 -g -DFUZZ_DATA_DIR='"$(CURDIR)/tests/data/t5_v10_relu_tied"' -o $@ $< -lm
+
+build/fuzz/seeds.stamp: build/fuzz/make_seeds $(wildcard tests/data/*/*)
+	build/fuzz/make_seeds build/fuzz $(patsubst %/,%,$(sort $(dir $(wildcard tests/data/*/config.json))))
+	@touch $@
+
+# Each target's scratch directory lives under build/fuzz/tmp (a target removes its own at exit;
+# a process killed by libFuzzer cannot, so the directory is emptied after every run too).
+fuzz: $(FUZZ_BINS) build/fuzz/seeds.stamp
+	@set -e; export TMPDIR=$(CURDIR)/build/fuzz/tmp; mkdir -p $$TMPDIR; \
+	for t in $(FUZZ_TARGETS); do \
+	    reg=$$(ls -d tests/fuzz/regressions/$$t/* 2>/dev/null || true); \
+	    if [ -n "$$reg" ]; then echo "fuzz_$$t: replaying $$(echo $$reg | wc -w) saved inputs"; \
+	        ASAN_OPTIONS=detect_leaks=1 build/fuzz/fuzz_$$t $$reg > build/fuzz/$$t.replay.log 2>&1 || \
+	        { tail -40 build/fuzz/$$t.replay.log; echo "fuzz_$$t: a saved input fails"; exit 1; }; fi; \
+	    echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
+	    ASAN_OPTIONS=detect_leaks=1 build/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=20 \
+	        -print_final_stats=1 -artifact_prefix=build/fuzz/crash-$$t- build/fuzz/corpus_$$t \
+	        > build/fuzz/$$t.log 2>&1 || { tail -60 build/fuzz/$$t.log; echo "fuzz_$$t: FAILED"; exit 1; }; \
+	    grep -E '^stat::number_of_executed_units|^Done' build/fuzz/$$t.log | tr '\n' ' '; echo; \
+	    rm -rf $$TMPDIR/fat5_fuzz_*; \
+	done
+
 clean:
-	rm -rf build $(TOOLS) $(EXAMPLES) tools/bench tools/embed_kernels tools/check_kernels tests/run_tests tests/run_tests_asan tests/test_cpp tests/test_abi
+	rm -rf build $(TOOLS) $(EXAMPLES) tools/bench tools/embed_kernels tools/check_kernels tests/run_tests tests/run_tests_asan tests/run_tests_quick tests/test_cpp tests/test_abi

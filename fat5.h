@@ -23,6 +23,8 @@
 //
 // Options (define before including):
 //     FAT5_STATIC              make every function static to the including translation unit
+//     FAT5_API                 the prefix of every public function (default extern; static with
+//                              FAT5_STATIC), e.g. __attribute__((visibility("default")))
 //     FAT5_NO_CUDA             compile the GPU path out (CPU reference only)
 //     FAT5_MALLOC/REALLOC/FREE replace the C allocator (all three or none)
 //     FAT5_ASSERT(x)           internal invariants (default: assert)
@@ -42,10 +44,14 @@
 #ifndef FAT5_H
 #define FAT5_H
 
-// The implementation uses POSIX (fsync, mkstemp, dlopen): include fat5.h before any system header
-// in the file that defines FAT5_IMPLEMENTATION, or define _POSIX_C_SOURCE 200809L yourself.
+// The implementation uses POSIX (fsync, mkstemp, fseeko, clock_gettime, dlopen). It asks for it
+// with _POSIX_C_SOURCE when it comes before every system header; after one (with -std=c99 and no
+// feature macro) glibc has already hidden those functions, which is an #error naming the fix.
 #if defined(FAT5_IMPLEMENTATION) && !defined(_WIN32) && !defined(_POSIX_C_SOURCE) && \
     !defined(_GNU_SOURCE) && !defined(_XOPEN_SOURCE) && !defined(_DEFAULT_SOURCE)
+#if defined(__GLIBC__) && !defined(__USE_XOPEN2K8)
+#error "fat5.h: a system header came before the implementation and POSIX is off (strict -std=c99): define _POSIX_C_SOURCE 200809L before the first #include of this file, or include fat5.h first, or build with -std=gnu99"
+#endif
 #define _POSIX_C_SOURCE 200809L
 #endif
 
@@ -57,10 +63,16 @@
 #define FAT5_VERSION_PATCH 0
 #define FAT5_VERSION_STRING "0.1.0"
 
-#ifdef FAT5_STATIC
+// FAT5_API prefixes every public function; define it yourself to add attributes, e.g.
+//     #define FAT5_API __attribute__((visibility("default")))
+#ifndef FAT5_API
+#if defined(FAT5_STATIC) && (defined(__GNUC__) || defined(__clang__))
+#define FAT5_API static __attribute__((unused))  // no warning for the functions a program leaves unused
+#elif defined(FAT5_STATIC)
 #define FAT5_API static
 #else
 #define FAT5_API extern
+#endif
 #endif
 
 #ifdef __cplusplus

@@ -432,18 +432,27 @@ static int gd_damage(fat5_test *T, const char *path, int mode) {
     return ok;
 }
 
+static int gd_write_kernels_as(const char *dir, int broken, const char **broken_name, int stub);
+
+// The cache logic on stand-in kernel files (FAT5_KERNELS_DIR), so that each miss is a quick compile.
 static void t_gpu_dev_cache_offline(fat5_test *T) {
-    char dir[600], file[1024], file2[1024];
+    char dir[600], kdir[600], file[1024], file2[1024];
+    const char *unused = NULL;
     fat5_ctx *ctx = NULL;
     fat5_status st;
     int hit = -1, rej = -1, mode;
+    gd_env kd;
     snprintf(dir, sizeof dir, "%s/kcache/sub", fat5_test_tmpdir(T));  // created on first write
+    snprintf(kdir, sizeof kdir, "%s/kernels", fat5_test_tmpdir(T));
+    FAT5_REQUIRE(T, mkdir(kdir, 0755) == 0 && gd_write_kernels_as(kdir, -1, &unused, 1) == 1);
     FAT5_REQUIRE(T, gd_create(&ctx, FAT5_DEVICE_CPU, FAT5_DTYPE_FP32, dir, NULL) == FAT5_OK);
+    kd = gd_env_set("FAT5_KERNELS_DIR", kdir);
     st = fat5__dev_build_offline(ctx, 90, &hit, &rej, file, sizeof file);
     if (st == FAT5_ERR_NO_DEVICE) {
         char r[256];
         snprintf(r, sizeof r, "NVRTC not available: %.200s", fat5_last_error(ctx));
         fat5_ctx_destroy(ctx);
+        gd_env_restore(&kd);
         FAT5_SKIP(T, r);
     }
     FAT5_CHECK_MSG(T, st == FAT5_OK, "first build -> %s: %s", fat5_status_string(st), fat5_last_error(ctx));
@@ -474,6 +483,7 @@ static void t_gpu_dev_cache_offline(fat5_test *T) {
     FAT5_CHECK(T, fat5__dev_build_offline(ctx, 75, &hit, &rej, file2, sizeof file2) == FAT5_ERR_UNSUPPORTED);
     FAT5_CHECK_MSG(T, strstr(fat5_last_error(ctx), "sm_75") != NULL, "%s", fat5_last_error(ctx));
 done:
+    gd_env_restore(&kd);
     fat5_ctx_destroy(ctx);
 }
 
@@ -510,8 +520,11 @@ done:
 // fat5_last_error with the target and options
 
 // Writes every embedded kernel file into dir; the one at index `broken` gets a bad last line.
-// Returns that line's number (or 0 on failure).
-static int gd_write_kernels(const char *dir, int broken, const char **broken_name) {
+// Returns that line's number (or 0 on failure). With stub set, each file holds one tiny kernel
+// instead of its real text: the offline cache and error tests then exercise the same NVRTC, cache
+// and message paths in a second rather than a full compile each (make check-kernels compiles the
+// real program for every variant and target).
+static int gd_write_kernels_as(const char *dir, int broken, const char **broken_name, int stub) {
     int k, line = 0;
     for (k = 0; fat5__kernel_files[k].name; k++) {
         char path[1024];
@@ -519,7 +532,14 @@ static int gd_write_kernels(const char *dir, int broken, const char **broken_nam
         int i;
         snprintf(path, sizeof path, "%s/%s", dir, fat5__kernel_files[k].name);
         if (!(f = fopen(path, "wb"))) return 0;
-        for (i = 0; fat5__kernel_files[k].lines[i]; i++) fputs(fat5__kernel_files[k].lines[i], f);
+        if (stub) {
+            fprintf(f, "// stand-in for %s\n", fat5__kernel_files[k].name);
+            fprintf(f, "extern \"C\" __global__ void fat5_stub_%d(float *p) {\n", k);
+            fprintf(f, "    p[threadIdx.x] = FAT5_ACT_BF16 + %d.0f;\n}\n", k);
+            i = 4;
+        } else {
+            for (i = 0; fat5__kernel_files[k].lines[i]; i++) fputs(fat5__kernel_files[k].lines[i], f);
+        }
         if (k == broken) {
             fputs("int fat5_broken_line = fat5_undefined_symbol_xyz;\n", f);
             line = i + 1;
@@ -528,6 +548,9 @@ static int gd_write_kernels(const char *dir, int broken, const char **broken_nam
         if (fclose(f) != 0) return 0;
     }
     return broken < 0 ? 1 : line;
+}
+static int gd_write_kernels(const char *dir, int broken, const char **broken_name) {
+    return gd_write_kernels_as(dir, broken, broken_name, 0);
 }
 
 static void t_gpu_dev_compile_error_offline(fat5_test *T) {
@@ -554,11 +577,11 @@ static void t_gpu_dev_compile_error_offline(fat5_test *T) {
                           strstr(fat5_last_error(ctx), fat5__kernel_files[0].name),
                    "empty FAT5_KERNELS_DIR -> %s: %s", fat5_status_string(st), fat5_last_error(ctx));
     // an intact copy compiles
-    FAT5_REQUIRE(T, gd_write_kernels(dir, -1, &bad_name) == 1);
+    FAT5_REQUIRE(T, gd_write_kernels_as(dir, -1, &bad_name, 1) == 1);
     st = fat5__dev_build_offline(ctx, 80, &hit, &rej, NULL, 0);
     FAT5_CHECK_MSG(T, st == FAT5_OK, "intact copy -> %s: %s", fat5_status_string(st), fat5_last_error(ctx));
     // a broken copy: FAT5_ERR_NVRTC with the log line "<dir>/<file>(<line>): error ..."
-    line = gd_write_kernels(dir, 0, &bad_name);
+    line = gd_write_kernels_as(dir, 0, &bad_name, 1);
     FAT5_REQUIRE(T, line > 0 && bad_name != NULL);
     st = fat5__dev_build_offline(ctx, 80, &hit, &rej, NULL, 0);
     msg = fat5_last_error(ctx);

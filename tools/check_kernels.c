@@ -9,6 +9,8 @@
 // source, each file preceded by `#line 1 "kernels/<name>"` so NVRTC messages point into the .cu
 // file. That program is compiled in both activation variants (-DFAT5_ACT_BF16=0 and =1) for each
 // of sm_80 and sm_90, with --std=c++17 -default-device; one line is printed per (variant, arch).
+// The four compiles run in parallel child processes, as many at a time as there are online CPUs
+// (FAT5_CHECK_JOBS=N overrides); their output is printed in the fixed order.
 // NVRTC is loaded with dlopen: no CUDA headers or libraries are needed to build this.
 //
 // Exit status: 0 all compiled, 1 a compile error (log printed), 2 NVRTC could not be loaded or
@@ -22,6 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "fat5_kernels.cuh"
 
@@ -213,6 +218,60 @@ static int compile_one(const char *src, const char *variant, const char *arch)
     return status;
 }
 
+// Compiles every (variant, arch) pair, `jobs` child processes at a time, each writing its lines to
+// its own temporary file; prints them in order. Returns the worst compile_one status.
+static int compile_all(const char *src, const char *const variants[2], const char *const archs[2])
+{
+    const char *env = getenv("FAT5_CHECK_JOBS");
+    long jobs = env && env[0] ? strtol(env, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    int worst = 0, first, i;
+    if (jobs < 1) jobs = 1;
+    if (jobs > 4) jobs = 4;
+    fflush(stdout);
+    for (first = 0; first < 4; first += (int)jobs) {
+        FILE *out[4] = {NULL, NULL, NULL, NULL};
+        pid_t pid[4] = {0, 0, 0, 0};
+        int last = first + (int)jobs < 4 ? first + (int)jobs : 4;
+        for (i = first; i < last; i++) {
+            if (jobs == 1 || !(out[i] = tmpfile()) || (pid[i] = fork()) < 0) {
+                // no parallelism available: compile here
+                int st = compile_one(src, variants[i / 2], archs[i % 2]);
+                if (st > worst) worst = st;
+                fflush(stdout);
+                if (out[i]) fclose(out[i]);
+                out[i] = NULL;
+                pid[i] = 0;
+                continue;
+            }
+            if (pid[i] == 0) {
+                int st;
+                fflush(stdout);
+                if (dup2(fileno(out[i]), STDOUT_FILENO) < 0) _exit(2);
+                st = compile_one(src, variants[i / 2], archs[i % 2]);
+                fflush(stdout);
+                _exit(st);
+            }
+        }
+        for (i = first; i < last; i++) {
+            int wst = 0, st;
+            char buf[4096];
+            size_t n;
+            if (!pid[i]) continue;
+            if (waitpid(pid[i], &wst, 0) != pid[i]) st = 2;
+            else st = WIFEXITED(wst) ? WEXITSTATUS(wst) : 2;
+            rewind(out[i]);
+            while ((n = fread(buf, 1, sizeof buf, out[i])) > 0) fwrite(buf, 1, n, stdout);
+            fclose(out[i]);
+            if (!WIFEXITED(wst))
+                printf("kernels/*.cu %s %s: the compiling process died (signal %d)\n", variants[i / 2] + 2,
+                       archs[i % 2], WIFSIGNALED(wst) ? WTERMSIG(wst) : 0);
+            if (st > worst) worst = st;
+            fflush(stdout);
+        }
+    }
+    return worst;
+}
+
 // NVRTC is missing or unusable: a skip (exit 0) unless FAT5_REQUIRE_NVRTC asks for it (exit 2).
 static int no_nvrtc(const char *why)
 {
@@ -231,7 +290,7 @@ int main(void)
     static const char *const variants[] = {"-DFAT5_ACT_BF16=0", "-DFAT5_ACT_BF16=1"};
     char loaded[4096], why[4200];
     void *lib = open_nvrtc(loaded, sizeof loaded), *builtins_lib = NULL;
-    int major = 0, minor = 0, v, a, worst = 0, nfiles = 0;
+    int major = 0, minor = 0, v, worst = 0, nfiles = 0;
     char *src;
 
     if (!lib)
@@ -268,13 +327,7 @@ int main(void)
         fprintf(stderr, "check_kernels: out of memory\n");
         return 2;
     }
-    for (v = 0; v < 2; v++) {
-        for (a = 0; a < 2; a++) {
-            int st = compile_one(src, variants[v], archs[a]);
-            if (st > worst) worst = st;
-            fflush(stdout);
-        }
-    }
+    worst = compile_all(src, variants, archs);
     free(src);
     if (builtins_lib) dlclose(builtins_lib);
     dlclose(lib);
