@@ -12,7 +12,7 @@ TESTSRC  = tests/test_main.c tests/fat5_test.h $(wildcard tests/test_*.c)
 TOOLS    = tools/fat5_inspect tools/fat5_forward tools/fat5_init
 EXAMPLES = examples/quickstart examples/gpu_step
 
-.PHONY: all bench fuzz test test-asan test-quick test-cpp test-tools test-abi test-nocuda test-options check-embed check-kernels embed clean
+.PHONY: all bench fuzz check-toc test test-asan test-quick test-cpp test-tools test-abi test-nocuda test-options check-embed check-kernels embed clean
 
 all: $(TOOLS) $(EXAMPLES)
 
@@ -113,7 +113,11 @@ test-quick: tests/run_tests_quick
 	tests/run_tests_quick
 
 # the runner's last line is "N passed, N failed"
-test: check-embed check-kernels test-abi all test-cpp test-nocuda test-options test-tools tests/run_tests
+# fat5.h's table of contents against its section markers
+check-toc:
+	tools/check_toc.sh fat5.h
+
+test: check-toc check-embed check-kernels test-abi all test-cpp test-nocuda test-options test-tools tests/run_tests
 	tests/run_tests
 
 test-asan: tests/run_tests_asan

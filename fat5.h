@@ -39,6 +39,40 @@
 // naming the tensor or field and what was expected, is read with fat5_last_error(ctx). The library
 // never prints and never exits.
 //
+// Threads, ownership, lifetimes:
+//   - A fat5_ctx and everything made with it (models, safetensors files) is used by one thread at
+//     a time; different contexts are independent and may run in parallel. The library keeps no
+//     global mutable state (the CUDA libraries, once opened, stay mapped for the process).
+//   - The caller owns every buffer it passes in: fat5 copies what it needs during the call and
+//     keeps no pointer to it afterwards (batches, parameters, config structs, paths). Pointers
+//     fat5 returns (fat5_last_error, fat5_model_get_config, fat5_tensor_info.name,
+//     fat5_st_get, metadata strings) are borrowed: valid until the owning object is destroyed,
+//     and fat5_last_error's text until the next call on that context. Buffers fat5 allocates
+//     for the caller (fat5_model_config_to_json, fat5_batch_from_json) are released with
+//     fat5_free / fat5_batch_free on the same context.
+//   - Destroy models and safetensors files before the context that made them; every destroy
+//     accepts NULL.
+//
+// Contents (search for "==[n]" to jump to a section; the implementation follows DESIGN §3's layers,
+// and a lower layer never calls a higher one):
+//     [0]    API: the declarations below (status, context, RNG, model config, model, batches,
+//            safetensors files)
+//     [1.1]  base: status, context, errors, allocation, checked size math
+//     [1.2]  base: RNG
+//     [1.3]  base: messages, UTF-8, JSON reader and writer, atomic file writes, 16-bit floats
+//     [2]    device: CUDA driver, NVRTC and cuBLAS at run time, kernel cache, memory, launches
+//     [3.1]  ops: buffers, host memory, and the op interface
+//     [3.2]  ops: the CPU reference (fp32, simple, obviously right)
+//     [3.3]  ops: the GPU launchers
+//     [3.4]  ops: the op table and the two backends
+//     [4.1]  model: configuration
+//     [4.2]  model: parameters
+//     [4.3]  model: workspace, forward, backward
+//     [4.4]  model: batches from JSON rows
+//     [5.1]  io: safetensors reader
+//     [5.2]  io: safetensors writer
+//     [5.3]  io: Hugging Face checkpoint directories
+//
 // License: MIT, at the end of this file.
 
 #ifndef FAT5_H
