@@ -4093,6 +4093,13 @@ static FAT5__UNUSED fat5_status fat5__gpu_xent_bwd(fat5_ctx *ctx, fat5__dptr dlo
     X(xent_bwd, (fat5_ctx * ctx, fat5__addr dlogits, fat5__addr logits, fat5__addr lse, fat5__addr labels,     \
                  int64_t T, int V, float z, float smooth, float scale))
 
+// the op names in table order (messages and tests name ops by them)
+static const char *const fat5__op_names[] = {
+#define FAT5__OP_NAME(name, params) #name,
+    FAT5__OPS(FAT5__OP_NAME)
+#undef FAT5__OP_NAME
+};
+
 // A backend: its memory (host or device), its activation element size, and one function per op.
 typedef struct fat5__backend {
     const char *name;                                                       // "cpu" or "gpu"
@@ -4104,22 +4111,17 @@ typedef struct fat5__backend {
     fat5_status (*copy)(fat5_ctx *ctx, fat5__addr dst, fat5__addr src, size_t bytes);
     fat5_status (*memset0)(fat5_ctx *ctx, fat5__addr p, size_t bytes);
     fat5_status (*sync)(fat5_ctx *ctx);                                    // waits for queued work
+    const char *const *op_names;                                            // fat5__op_names
 #define FAT5__OP_FIELD(name, params) fat5_status(*name) params;
     FAT5__OPS(FAT5__OP_FIELD)
 #undef FAT5__OP_FIELD
 } fat5__backend;
 
-// the op names in table order (tests use them to pair ops and kernels)
-static const char *const fat5__op_names[] = {
-#define FAT5__OP_NAME(name, params) #name,
-    FAT5__OPS(FAT5__OP_NAME)
-#undef FAT5__OP_NAME
-};
 #define FAT5__OP_COUNT ((int)(sizeof fat5__op_names / sizeof fat5__op_names[0]))
 
 static const fat5__backend fat5__cpu_backend = {
     "cpu", fat5__host_act_size, fat5__host_alloc, fat5__host_free, fat5__host_upload, fat5__host_download,
-    fat5__host_copy, fat5__host_memset0, fat5__host_sync,
+    fat5__host_copy, fat5__host_memset0, fat5__host_sync, fat5__op_names,
 #define FAT5__OP_CPU(name, params) fat5__cpu_##name,
     FAT5__OPS(FAT5__OP_CPU)
 #undef FAT5__OP_CPU
@@ -4128,7 +4130,7 @@ static const fat5__backend fat5__cpu_backend = {
 #ifndef FAT5_NO_CUDA
 static const fat5__backend fat5__gpu_backend = {
     "gpu", fat5__dev_act_size, fat5__dev_alloc, fat5__dev_free, fat5__dev_upload, fat5__dev_download,
-    fat5__dev_copy, fat5__dev_memset0, fat5__dev_sync,
+    fat5__dev_copy, fat5__dev_memset0, fat5__dev_sync, fat5__op_names,
 #define FAT5__OP_GPU(name, params) fat5__gpu_##name,
     FAT5__OPS(FAT5__OP_GPU)
 #undef FAT5__OP_GPU
