@@ -56,7 +56,7 @@
 // Contents (search for "==[n]" to jump to a section; the implementation follows DESIGN §3's layers,
 // and a lower layer never calls a higher one):
 //     [0]    API: the declarations below (status, context, RNG, model config, model, batches,
-//            safetensors files)
+//            safetensors files, token files, UL2 sampler, optimizers, training loop)
 //     [1.1]  base: status, context, errors, allocation, checked size math
 //     [1.2]  base: RNG
 //     [1.3]  base: messages, UTF-8, JSON reader and writer, atomic file writes, 16-bit floats
@@ -69,9 +69,13 @@
 //     [4.2]  model: parameters
 //     [4.3]  model: workspace, forward, backward
 //     [4.4]  model: batches from JSON rows
-//     [5.1]  io: safetensors reader
-//     [5.2]  io: safetensors writer
-//     [5.3]  io: Hugging Face checkpoint directories
+//     [5.1]  train: token files
+//     [5.2]  train: UL2 sampler
+//     [5.3]  train: optimizers and schedules
+//     [6.1]  io: safetensors reader
+//     [6.2]  io: safetensors writer
+//     [6.3]  io: Hugging Face checkpoint directories
+//     [6.4]  io: training checkpoints and the training loop
 //
 // License: MIT, at the end of this file.
 
@@ -347,6 +351,120 @@ FAT5_API fat5_status fat5_st_write(fat5_ctx *ctx, const char *path, const fat5_s
 // Atomically replaces path with the given bytes (temp file + flush + rename).
 FAT5_API fat5_status fat5_write_file_atomic(fat5_ctx *ctx, const char *path, const void *data,
                                             size_t size);
+
+// ---------------------------------------------------------------------------------------------
+// token files: pre-tokenised documents, read without loading the whole file
+//
+// A token file is a 32-byte header and then the ids, little-endian:
+//     bytes 0..7    magic "FAT5TOK\0"
+//     bytes 8..11   uint32 version (1)
+//     bytes 12..15  uint32 id width in bytes (2 or 4)
+//     bytes 16..23  uint64 vocabulary size (every id is below it)
+//     bytes 24..27  int32 eos id (documents are separated by it; the last document ends with it)
+//     bytes 28..31  zero
+// followed by the ids (uint16 or uint32). The id count is (file size - 32) / width.
+typedef struct fat5_tokens fat5_tokens;
+// Opens one or more token files as one stream of documents (the files' order). They must agree on
+// vocabulary size and eos id; every file is checked (header, size, ids below the vocabulary, the
+// last id an eos) and a bad one is an error naming the file and the byte offset.
+FAT5_API fat5_status fat5_tokens_open(fat5_ctx *ctx, const char *const *paths, int n_paths, fat5_tokens **out);
+FAT5_API void fat5_tokens_close(fat5_tokens *t);
+FAT5_API int64_t fat5_tokens_count(const fat5_tokens *t);        // ids in all files
+FAT5_API int64_t fat5_tokens_num_docs(const fat5_tokens *t);
+FAT5_API int64_t fat5_tokens_vocab_size(const fat5_tokens *t);
+FAT5_API int32_t fat5_tokens_eos_id(const fat5_tokens *t);
+// Writes a token file atomically from ids (each below vocab_size; documents end with eos_id).
+FAT5_API fat5_status fat5_tokens_write(fat5_ctx *ctx, const char *path, const int32_t *ids, int64_t n,
+                                       int64_t vocab_size, int32_t eos_id, int id_width);
+
+// ---------------------------------------------------------------------------------------------
+// UL2 mixture of denoisers: packed batches from a token stream
+typedef enum fat5_denoiser_kind {
+    FAT5_DENOISE_SPAN = 0,    // T5 span corruption: mean span mu, corruption rate r (R and X)
+    FAT5_DENOISE_PREFIX = 1   // prefix LM: the document split at a uniform random point (S)
+} fat5_denoiser_kind;
+
+typedef struct fat5_denoiser {
+    fat5_denoiser_kind kind;
+    double mu;                // mean noise-span length (SPAN)
+    double r;                 // corruption rate (SPAN)
+    int32_t mode_token;       // id put in front of the input ("[R]", "[S]", "[X]"), -1 for none
+    double weight;            // mixture weight (renormalised over the list)
+} fat5_denoiser;
+
+#define FAT5_UL2_MAX_DENOISERS 16
+typedef struct fat5_ul2_config {
+    int n_denoisers;
+    fat5_denoiser denoisers[FAT5_UL2_MAX_DENOISERS];
+    int64_t enc_tokens;       // encoder token budget of one packed batch
+    int64_t dec_tokens;       // decoder (label) token budget of one packed batch
+    int64_t max_enc_len;      // most encoder tokens of one example (0 = enc_tokens)
+    int64_t max_dec_len;      // most label tokens of one example (0 = dec_tokens)
+    int32_t sentinel_first;   // the first sentinel id; the k-th span uses sentinel_first - k
+    int32_t n_sentinels;      // sentinel ids available: sentinel_first - n_sentinels + 1 .. sentinel_first
+    int split;                // 0: every document, 1: the training documents, 2: the held-out ones
+    double eval_fraction;     // share of documents held out (by a hash of the document index)
+    uint64_t seed;
+} fat5_ul2_config;
+
+// FAT5's seven denoisers ([R] 3/.15, [R] 8/.15, [S] prefix, [X] 3/.5, [X] 8/.15, [X] 64/.15,
+// [X] 64/.5; weights .165/.165/.34/.0825 x 4), no mode tokens, budgets 512 x 16 / 512 x 16.
+// sentinel_first and n_sentinels must be set for the vocabulary.
+FAT5_API fat5_ul2_config fat5_ul2_config_default(void);
+// Classic T5 span corruption (r .15, mu 3): the one-denoiser mixture.
+FAT5_API fat5_ul2_config fat5_ul2_config_t5(void);
+
+typedef struct fat5_ul2 fat5_ul2;
+// The sampler reads src (borrowed: keep it open while the sampler lives).
+FAT5_API fat5_status fat5_ul2_create(fat5_ctx *ctx, const fat5_ul2_config *cfg, fat5_tokens *src, fat5_ul2 **out);
+FAT5_API void fat5_ul2_destroy(fat5_ul2 *s);
+// The next packed batch; its arrays are owned by the sampler and valid until the next call.
+// The stream cycles through the documents forever (epoch after epoch, reshuffled noise).
+FAT5_API fat5_status fat5_ul2_next_batch(fat5_ul2 *s, fat5_batch *out);
+FAT5_API int64_t fat5_ul2_epoch(const fat5_ul2 *s);   // completed passes over the documents
+// The whole state (RNG and position) as a short printable string, and back.
+FAT5_API fat5_status fat5_ul2_get_state(const fat5_ul2 *s, char *buf, size_t cap);
+FAT5_API fat5_status fat5_ul2_set_state(fat5_ul2 *s, const char *state);
+
+// ---------------------------------------------------------------------------------------------
+// optimizers and learning-rate schedules (fp32 master weights and moments, on the model's backend)
+typedef enum fat5_optim_kind {
+    FAT5_OPTIM_ADAMW = 0,        // AdamW, decoupled weight decay
+    FAT5_OPTIM_ADAMW_SCALE = 1   // AdamW with the step scaled by max(1e-3, RMS(p)) per tensor (FAT5)
+} fat5_optim_kind;
+
+typedef enum fat5_sched_kind {
+    FAT5_SCHED_CONSTANT = 0,     // lr after a linear warm-up from 0
+    FAT5_SCHED_LINEAR = 1,       // linear warm-up from 0, then linear to 0 at total_steps
+    FAT5_SCHED_COSINE = 2,       // FAT5: warm-up from lr/2 to lr, then cosine to min_lr
+    FAT5_SCHED_WSD = 3,          // warm-up (lr/2 -> lr), stable, decay (lr -> lr/2) over decay_steps
+    FAT5_SCHED_INV_SQRT = 4      // linear warm-up from 0, then lr * sqrt(warmup / step)
+} fat5_sched_kind;
+
+typedef struct fat5_optim_config {
+    fat5_optim_kind kind;
+    double lr, beta1, beta2, eps, weight_decay;
+    double clip_norm;            // global L2 gradient norm clipped to this (0 = off)
+    fat5_sched_kind sched;
+    int64_t warmup_steps, total_steps, decay_steps;
+    double min_lr;               // the cosine floor
+} fat5_optim_config;
+// FAT5's: AdamWScale, lr 5e-3, betas .9/.999, eps 1e-6, wd 0, clip 1, cosine, min_lr 1e-5
+FAT5_API fat5_optim_config fat5_optim_config_default(void);
+FAT5_API double fat5_sched_lr(const fat5_optim_config *c, int64_t step);   // step counts from 0
+
+typedef struct fat5_optim fat5_optim;
+typedef struct fat5_optim_result {
+    double lr;                   // the rate this step used
+    double grad_norm;            // global L2 norm before clipping
+    int skipped;                 // 1: a non-finite gradient; nothing was changed but the step count
+} fat5_optim_result;
+// An optimizer for every parameter of m (norm weights and relative-bias tables get no weight decay).
+FAT5_API fat5_status fat5_optim_create(fat5_model *m, const fat5_optim_config *cfg, fat5_optim **out);
+FAT5_API void fat5_optim_destroy(fat5_optim *o);
+// One update from the accumulated gradients: norm, clip, moments, weights. Does not zero them.
+FAT5_API fat5_status fat5_optim_step(fat5_optim *o, fat5_optim_result *out);
+FAT5_API int64_t fat5_optim_get_step(const fat5_optim *o);   // updates taken (skipped ones included)
 
 #ifdef __cplusplus
 }
@@ -5547,7 +5665,23 @@ done:
     return st;
 }
 // =============================================================================================
-// ==[5.1] io: safetensors reader ==
+// ==[5.1] train: token files ==
+
+// =============================================================================================
+// ==[5.2] train: UL2 sampler ==
+
+// =============================================================================================
+// ==[5.3] train: optimizers and schedules ==
+
+struct fat5_optim {
+    fat5_model *m;
+    fat5_optim_config cfg;
+    int64_t step;                     // updates taken
+    fat5__addr m1, m2;                // fp32 [n_floats] first and second moments on the model's backend
+};
+
+// =============================================================================================
+// ==[6.1] io: safetensors reader ==
 // 8-byte little-endian header length, a JSON header, then the data region. The
 // reader treats the file as hostile (style_anchors.md §7.8): bounded header, strict JSON, closed
 // dtype list, checked shape arithmetic, and tensor ranges that tile the data region exactly.
@@ -6009,7 +6143,7 @@ FAT5_API fat5_status fat5_st_read_f32(fat5_st_file *f, int i, float *dst, int64_
 }
 
 // =============================================================================================
-// ==[5.2] io: safetensors writer ==
+// ==[6.2] io: safetensors writer ==
 // The writer: fp32 tensors in name order, __metadata__ first, the header padded with
 // spaces to a multiple of 8 bytes, little-endian data. Same input, same bytes.
 
@@ -6189,7 +6323,7 @@ FAT5_API fat5_status fat5_st_write(fat5_ctx *ctx, const char *path, const fat5_s
 }
 
 // =============================================================================================
-// ==[5.3] io: Hugging Face checkpoint directories ==
+// ==[6.3] io: Hugging Face checkpoint directories ==
 
 static int fat5__is_dir(const char *path) {
     struct stat st;
@@ -6510,6 +6644,9 @@ FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
     fat5__free(ctx, json);
     return st;
 }
+
+// =============================================================================================
+// ==[6.4] io: training checkpoints and the training loop ==
 
 #ifdef __cplusplus
 }
