@@ -466,6 +466,84 @@ FAT5_API void fat5_optim_destroy(fat5_optim *o);
 FAT5_API fat5_status fat5_optim_step(fat5_optim *o, fat5_optim_result *out);
 FAT5_API int64_t fat5_optim_get_step(const fat5_optim *o);   // updates taken (skipped ones included)
 
+// ---------------------------------------------------------------------------------------------
+// training loop: UL2 batches, gradient accumulation, optimizer, evaluation, checkpoints, resume
+//
+// A checkpoint is a directory OUT/step-NNNNNNNN holding a Hugging Face model (config.json,
+// model.safetensors: loads in transformers) and training_state.safetensors (optimizer moments,
+// step, sampler and RNG state in its metadata). It is written under a temporary name and renamed
+// when complete, then OUT/latest names it: a crash mid-save leaves the previous one loadable.
+// Resuming from one continues bit-identically: the same losses, step for step, as a run that was
+// never interrupted (on the GPU too: its backward and reductions are deterministic).
+typedef struct fat5_train_config {
+    // data: token files (fat5_tokens_open), comma-separated; a share of documents held out
+    char data[4096];
+    double eval_fraction;         // 0.01; 0 = no evaluation
+    fat5_ul2_config ul2;          // denoisers and budgets; seed, split and sentinels set by the trainer
+    // model: a new one from `model`, or --init DIR (a Hugging Face checkpoint) instead
+    fat5_model_config model;
+    char init[4096];
+    uint64_t seed;                // model initialisation and data order (42)
+    // optimisation
+    fat5_optim_config optim;      // total_steps is the run length
+    fat5_loss_config loss;
+    int grad_accum;               // micro-batches per step (1)
+    // output
+    char output_dir[4096];        // checkpoints and metrics.jsonl
+    char resume[4096];            // a checkpoint directory, or an output directory (its latest)
+    int64_t logging_steps;        // the trainer reports every step; the example prints every N (10)
+    int64_t eval_steps;           // evaluate every N steps and at the end (0 = only at the end)
+    int64_t eval_batches;         // batches per evaluation (8)
+    int64_t save_steps;           // checkpoint every N steps (0 = only at the end)
+    int save_total_limit;         // keep the last K checkpoints (0 = all)
+    double peak_tflops;           // for MFU (0 = from the device: 989 for H100/H200 bf16, else none)
+    int device;                   // FAT5_DEVICE_CPU or FAT5_DEVICE_GPU, -1 = GPU when there is one
+} fat5_train_config;
+
+// Defaults: FAT5's recipe (UL2 mixture, AdamWScale, cosine) on a FAT5-small-shaped byte model.
+FAT5_API fat5_train_config fat5_train_config_default(void);
+// Sets one option by name from its text form (FAT5's / Hugging Face TrainingArguments' names where
+// they exist: learning_rate, max_steps, warmup_steps, lr_scheduler_type, weight_decay, adam_beta1,
+// adam_beta2, adam_epsilon, max_grad_norm, gradient_accumulation_steps, output_dir, seed,
+// logging_steps, eval_steps, save_steps, save_total_limit, max_length, max_labels_length, ...).
+// fat5_train_option_names lists them all. An unknown name or bad value is FAT5_ERR_INVALID_ARG.
+FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *cfg, const char *key,
+                                           const char *value);
+// Applies every key of a JSON object ({"learning_rate": 5e-3, "model": "tiny", ...}).
+FAT5_API fat5_status fat5_train_config_from_json(fat5_ctx *ctx, fat5_train_config *cfg, const char *json,
+                                                 size_t len);
+FAT5_API const char *fat5_train_option_names(void);   // "name: meaning\n" lines
+
+typedef struct fat5_trainer fat5_trainer;
+typedef struct fat5_train_metrics {
+    int64_t step, max_steps;      // steps done (this one included) and the run length
+    double loss, lr, grad_norm;   // the step's mean loss over its label tokens
+    int skipped;                  // 1: a non-finite loss or gradient; the weights were not changed
+    int64_t n_skipped;            // skipped steps so far
+    int64_t tokens;               // encoder + decoder tokens of the step
+    int64_t tokens_seen;          // since the start of training (resumes included)
+    double step_s, tokens_per_s, elapsed_s, eta_s;
+    double mfu;                   // model FLOPs utilisation (0 when unknown)
+    int has_eval;                 // an evaluation ran after this step
+    double eval_loss;
+    int saved;                    // a checkpoint was written after this step
+    char checkpoint[4200];        // ... here
+    int64_t epoch;                // passes over the training documents
+} fat5_train_metrics;
+
+// Opens the data, creates / loads / resumes the model and optimizer, on ctx's device.
+FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *cfg, fat5_trainer **out);
+FAT5_API void fat5_train_destroy(fat5_trainer *t);
+// One optimizer step (grad_accum micro-batches); evaluates and checkpoints when due, and at the
+// last step. Appends the step's metrics to OUTPUT_DIR/metrics.jsonl.
+FAT5_API fat5_status fat5_train_step(fat5_trainer *t, fat5_train_metrics *out);
+FAT5_API int fat5_train_done(const fat5_trainer *t);
+FAT5_API fat5_status fat5_train_evaluate(fat5_trainer *t, double *loss);
+// Writes a checkpoint now (e.g. on Ctrl-C); *dir (may be NULL) gets its path, borrowed.
+FAT5_API fat5_status fat5_train_save(fat5_trainer *t, const char **dir);
+FAT5_API fat5_model *fat5_train_model(fat5_trainer *t);
+FAT5_API const fat5_train_config *fat5_train_get_config(const fat5_trainer *t);
+
 #ifdef __cplusplus
 }
 #endif
@@ -487,6 +565,7 @@ FAT5_API int64_t fat5_optim_get_step(const fat5_optim *o);   // updates taken (s
 #ifndef _WIN32
 #include <unistd.h>
 #include <sys/stat.h>
+#include <dirent.h>
 #endif
 
 #if defined(FAT5_MALLOC) && defined(FAT5_REALLOC) && defined(FAT5_FREE)
@@ -6647,6 +6726,889 @@ FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
 
 // =============================================================================================
 // ==[6.4] io: training checkpoints and the training loop ==
+
+static double fat5__now_s(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+// ---------------------------------------------------------------------------------------------
+// training options
+
+// the model shapes a run can name instead of a config.json
+static int fat5__model_preset(const char *name, fat5_model_config *c) {
+    fat5_model_config d = fat5_model_config_default();
+    // byte vocabulary (ByT5 ids: 0 pad, 1 eos, 2 unk, byte + 3, sentinels from the top), v1.1 style
+    d.vocab_size = 384;
+    d.act = FAT5_ACT_GELU_TANH;
+    d.gated = 1;
+    d.tie_word_embeddings = 0;
+    d.scale_decoder_outputs = 0;
+    d.dropout_rate = 0.0;
+    if (strcmp(name, "fat5-small") == 0) {        // FAT5-small: 512 / 2048, 8 heads, 12 + 12 layers
+        d.d_model = 512, d.d_ff = 2048, d.num_heads = 8, d.d_kv = 64, d.num_layers = 12, d.num_decoder_layers = 12;
+    } else if (strcmp(name, "small") == 0) {      // T5 v1.1-small's widths, 8 + 8 layers
+        d.d_model = 512, d.d_ff = 1024, d.num_heads = 6, d.d_kv = 64, d.num_layers = 8, d.num_decoder_layers = 8;
+    } else if (strcmp(name, "tiny") == 0) {       // for the CPU: 128 / 512, 4 heads of 32, 2 + 2 layers
+        d.d_model = 128, d.d_ff = 512, d.num_heads = 4, d.d_kv = 32, d.num_layers = 2, d.num_decoder_layers = 2;
+    } else {
+        return 0;
+    }
+    *c = d;
+    return 1;
+}
+
+FAT5_API fat5_train_config fat5_train_config_default(void) {
+    fat5_train_config c;
+    memset(&c, 0, sizeof c);
+    c.eval_fraction = 0.01;
+    c.ul2 = fat5_ul2_config_default();
+    (void)fat5__model_preset("fat5-small", &c.model);
+    c.seed = 42;
+    c.optim = fat5_optim_config_default();
+    c.optim.total_steps = 1000;
+    c.optim.warmup_steps = 100;
+    c.loss = fat5_loss_config_default();
+    c.grad_accum = 1;
+    memcpy(c.output_dir, "train-out", 10);
+    c.logging_steps = 10;
+    c.eval_steps = 100;
+    c.eval_batches = 8;
+    c.save_steps = 500;
+    c.save_total_limit = 3;
+    c.device = -1;
+    return c;
+}
+
+static const char fat5__train_options[] =
+    "data: token files, comma-separated (tools/pretokenize writes them)\n"
+    "eval_fraction: share of documents held out for evaluation (0.01; 0 = none)\n"
+    "model: a preset (fat5-small, small, tiny) or a config.json path\n"
+    "d_model, d_ff, d_kv, num_heads, num_layers, num_decoder_layers, vocab_size: model shape\n"
+    "feed_forward_proj: relu, gelu, gated-gelu, gated-silu\n"
+    "init: start from this Hugging Face checkpoint directory instead of random weights\n"
+    "seed: initialisation and data order (42)\n"
+    "optim: adamwscale (FAT5) or adamw\n"
+    "learning_rate, adam_beta1, adam_beta2, adam_epsilon, weight_decay: the optimizer\n"
+    "max_grad_norm: global gradient-norm clipping (0 = off)\n"
+    "lr_scheduler_type: cosine (FAT5), wsd, inverse_sqrt, linear, constant\n"
+    "warmup_steps, decay_steps (wsd), min_lr (cosine floor): the schedule\n"
+    "max_steps: optimizer steps of the run\n"
+    "gradient_accumulation_steps: micro-batches per step\n"
+    "z_loss, label_smoothing: the loss\n"
+    "denoisers: fat5 (the seven-denoiser UL2 mixture) or t5 (span corruption r .15, mu 3)\n"
+    "max_length, max_labels_length: most input / target tokens of one example\n"
+    "batch_tokens, batch_labels_tokens: input / target token budget of one micro-batch\n"
+    "output_dir: checkpoints and metrics.jsonl\n"
+    "resume: a checkpoint directory, or an output directory (its latest checkpoint)\n"
+    "logging_steps, eval_steps, eval_batches, save_steps, save_total_limit: reporting and checkpoints\n"
+    "peak_tflops: the device's peak for MFU (0 = 989 on a GPU in bf16, else none)\n"
+    "device: auto, cpu or gpu\n";
+
+FAT5_API const char *fat5_train_option_names(void) { return fat5__train_options; }
+
+static int fat5__opt_f64(const char *v, double lo, double hi, double *out) {
+    double d;
+    if (!fat5__strtod_c(v, &d) || !(d >= lo && d <= hi)) return 0;
+    *out = d;
+    return 1;
+}
+static int fat5__opt_i64(const char *v, int64_t lo, int64_t hi, int64_t *out) {
+    double d;
+    if (!fat5__strtod_c(v, &d) || d != floor(d) || d < (double)lo || d > (double)hi) return 0;
+    *out = (int64_t)d;
+    return 1;
+}
+static int fat5__opt_str(const char *v, char *dst, size_t cap) {
+    size_t n = strlen(v);
+    if (n >= cap) return 0;
+    memcpy(dst, v, n + 1);
+    return 1;
+}
+
+FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, const char *key, const char *v) {
+    const double big = 1e300;
+    const int64_t imax = (int64_t)1 << 52;
+    int64_t i = 0;
+    int ok = 1;
+    fat5_model_config *mc = &c->model;
+    if (!c || !key || !v) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_train_config_set: NULL argument");
+#define FAT5__IS(name) (strcmp(key, name) == 0)
+    if (FAT5__IS("data")) ok = fat5__opt_str(v, c->data, sizeof c->data);
+    else if (FAT5__IS("eval_fraction")) ok = fat5__opt_f64(v, 0, 0.5, &c->eval_fraction);
+    else if (FAT5__IS("init")) ok = fat5__opt_str(v, c->init, sizeof c->init);
+    else if (FAT5__IS("output_dir")) ok = fat5__opt_str(v, c->output_dir, sizeof c->output_dir) && v[0];
+    else if (FAT5__IS("resume")) ok = fat5__opt_str(v, c->resume, sizeof c->resume);
+    else if (FAT5__IS("seed")) { ok = fat5__opt_i64(v, 0, imax, &i); c->seed = (uint64_t)i; }
+    else if (FAT5__IS("model")) {
+        if (!fat5__model_preset(v, mc)) {
+            char *text = NULL;
+            size_t len = 0;
+            fat5_status st = fat5__read_file(ctx, v, (size_t)1 << 20, &text, &len);
+            if (st) return fat5__err_prefix(ctx, st, "option model: not a preset (fat5-small, small, tiny) and: ");
+            st = fat5_model_config_from_json(ctx, text, len, mc);
+            fat5__free(ctx, text);
+            if (st) return st;
+        }
+    }
+    else if (FAT5__IS("d_model")) ok = fat5__opt_i64(v, 1, 1 << 24, &mc->d_model);
+    else if (FAT5__IS("d_ff")) ok = fat5__opt_i64(v, 1, 1 << 24, &mc->d_ff);
+    else if (FAT5__IS("d_kv")) ok = fat5__opt_i64(v, 1, 1 << 24, &mc->d_kv);
+    else if (FAT5__IS("num_heads")) ok = fat5__opt_i64(v, 1, 1 << 24, &mc->num_heads);
+    else if (FAT5__IS("num_layers")) ok = fat5__opt_i64(v, 1, 1024, &mc->num_layers);
+    else if (FAT5__IS("num_decoder_layers")) ok = fat5__opt_i64(v, 1, 1024, &mc->num_decoder_layers);
+    else if (FAT5__IS("vocab_size")) ok = fat5__opt_i64(v, 1, 1 << 24, &mc->vocab_size);
+    else if (FAT5__IS("feed_forward_proj")) {
+        const char *a = strncmp(v, "gated-", 6) == 0 ? v + 6 : v;
+        mc->gated = a != v;
+        if (strcmp(a, "relu") == 0) mc->act = FAT5_ACT_RELU;
+        else if (strcmp(a, "gelu") == 0) mc->act = mc->gated ? FAT5_ACT_GELU_TANH : FAT5_ACT_GELU;
+        else if (strcmp(a, "gelu_new") == 0) mc->act = FAT5_ACT_GELU_TANH;
+        else if (strcmp(a, "silu") == 0) mc->act = FAT5_ACT_SILU;
+        else ok = 0;
+    }
+    else if (FAT5__IS("optim")) {
+        if (strcmp(v, "adamwscale") == 0) c->optim.kind = FAT5_OPTIM_ADAMW_SCALE;
+        else if (strcmp(v, "adamw") == 0) c->optim.kind = FAT5_OPTIM_ADAMW;
+        else ok = 0;
+    }
+    else if (FAT5__IS("learning_rate")) ok = fat5__opt_f64(v, 0, big, &c->optim.lr) && c->optim.lr > 0;
+    else if (FAT5__IS("adam_beta1")) ok = fat5__opt_f64(v, 0, 0.999999, &c->optim.beta1);
+    else if (FAT5__IS("adam_beta2")) ok = fat5__opt_f64(v, 0, 0.999999999, &c->optim.beta2);
+    else if (FAT5__IS("adam_epsilon")) ok = fat5__opt_f64(v, 0, 1, &c->optim.eps) && c->optim.eps > 0;
+    else if (FAT5__IS("weight_decay")) ok = fat5__opt_f64(v, 0, 1e6, &c->optim.weight_decay);
+    else if (FAT5__IS("max_grad_norm")) ok = fat5__opt_f64(v, 0, big, &c->optim.clip_norm);
+    else if (FAT5__IS("lr_scheduler_type")) {
+        if (strcmp(v, "cosine") == 0) c->optim.sched = FAT5_SCHED_COSINE;
+        else if (strcmp(v, "wsd") == 0) c->optim.sched = FAT5_SCHED_WSD;
+        else if (strcmp(v, "inverse_sqrt") == 0) c->optim.sched = FAT5_SCHED_INV_SQRT;
+        else if (strcmp(v, "linear") == 0) c->optim.sched = FAT5_SCHED_LINEAR;
+        else if (strcmp(v, "constant") == 0) c->optim.sched = FAT5_SCHED_CONSTANT;
+        else ok = 0;
+    }
+    else if (FAT5__IS("warmup_steps")) ok = fat5__opt_i64(v, 0, imax, &c->optim.warmup_steps);
+    else if (FAT5__IS("decay_steps")) ok = fat5__opt_i64(v, 0, imax, &c->optim.decay_steps);
+    else if (FAT5__IS("min_lr")) ok = fat5__opt_f64(v, 0, big, &c->optim.min_lr);
+    else if (FAT5__IS("max_steps")) ok = fat5__opt_i64(v, 1, imax, &c->optim.total_steps);
+    else if (FAT5__IS("gradient_accumulation_steps")) {
+        ok = fat5__opt_i64(v, 1, 1 << 20, &i);
+        c->grad_accum = (int)i;
+    }
+    else if (FAT5__IS("z_loss")) ok = fat5__opt_f64(v, 0, 1e6, &c->loss.z_loss);
+    else if (FAT5__IS("label_smoothing")) ok = fat5__opt_f64(v, 0, 0.999999, &c->loss.label_smoothing);
+    else if (FAT5__IS("denoisers")) {
+        fat5_ul2_config u = strcmp(v, "fat5") == 0 ? fat5_ul2_config_default() : fat5_ul2_config_t5();
+        if (strcmp(v, "fat5") != 0 && strcmp(v, "t5") != 0) ok = 0;
+        else {
+            c->ul2.n_denoisers = u.n_denoisers;
+            memcpy(c->ul2.denoisers, u.denoisers, sizeof u.denoisers);
+        }
+    }
+    else if (FAT5__IS("max_length")) ok = fat5__opt_i64(v, 1, 1 << 24, &c->ul2.max_enc_len);
+    else if (FAT5__IS("max_labels_length")) ok = fat5__opt_i64(v, 1, 1 << 24, &c->ul2.max_dec_len);
+    else if (FAT5__IS("batch_tokens")) ok = fat5__opt_i64(v, 1, (int64_t)1 << 31, &c->ul2.enc_tokens);
+    else if (FAT5__IS("batch_labels_tokens")) ok = fat5__opt_i64(v, 1, (int64_t)1 << 31, &c->ul2.dec_tokens);
+    else if (FAT5__IS("logging_steps")) ok = fat5__opt_i64(v, 1, imax, &c->logging_steps);
+    else if (FAT5__IS("eval_steps")) ok = fat5__opt_i64(v, 0, imax, &c->eval_steps);
+    else if (FAT5__IS("eval_batches")) ok = fat5__opt_i64(v, 1, 1 << 20, &c->eval_batches);
+    else if (FAT5__IS("save_steps")) ok = fat5__opt_i64(v, 0, imax, &c->save_steps);
+    else if (FAT5__IS("save_total_limit")) {
+        ok = fat5__opt_i64(v, 0, 1 << 20, &i);
+        c->save_total_limit = (int)i;
+    }
+    else if (FAT5__IS("peak_tflops")) ok = fat5__opt_f64(v, 0, 1e9, &c->peak_tflops);
+    else if (FAT5__IS("device")) {
+        if (strcmp(v, "auto") == 0) c->device = -1;
+        else if (strcmp(v, "cpu") == 0) c->device = FAT5_DEVICE_CPU;
+        else if (strcmp(v, "gpu") == 0) c->device = FAT5_DEVICE_GPU;
+        else ok = 0;
+    }
+    else {
+        char nm[96];
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "unknown training option '%s' (fat5_train_option_names lists them)",
+                         fat5__msg_name(nm, sizeof nm, key));
+    }
+#undef FAT5__IS
+    if (!ok) {
+        char nm[96], val[96];
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "training option %s: bad value '%s'", fat5__msg_name(nm, sizeof nm, key),
+                         fat5__msg_name(val, sizeof val, v));
+    }
+    return FAT5_OK;
+}
+
+FAT5_API fat5_status fat5_train_config_from_json(fat5_ctx *ctx, fat5_train_config *cfg, const char *json,
+                                                 size_t len) {
+    fat5__jdoc *d = NULL;
+    const fat5__json *root, *j;
+    fat5_status st;
+    if (!cfg || !json) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_train_config_from_json: NULL argument");
+    if ((st = fat5__json_parse(ctx, "training config", json, len, 8, &d))) return st;
+    root = fat5__json_root(d);
+    if (root->type != FAT5__J_OBJECT) {
+        fat5__json_free(ctx, d);
+        return fat5__err(ctx, FAT5_ERR_FORMAT, "training config: not a JSON object");
+    }
+    for (j = root->child; j && st == FAT5_OK; j = j->next) {
+        char buf[4096];
+        const char *v = buf;
+        if (j->type == FAT5__J_STRING || j->type == FAT5__J_NUMBER) {
+            v = j->str;
+        } else if (j->type == FAT5__J_ARRAY && strcmp(j->key, "data") == 0) {   // a list of files
+            const fat5__json *e;
+            size_t o = 0;
+            buf[0] = 0;
+            for (e = j->child; e; e = e->next) {
+                if (e->type != FAT5__J_STRING || o + e->len + 2 > sizeof buf) {
+                    st = fat5__err(ctx, FAT5_ERR_FORMAT, "training config: 'data' must be file names (at most %zu bytes)",
+                                   sizeof buf - 1);
+                    break;
+                }
+                o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%s", o ? "," : "", e->str);
+            }
+        } else if (j->type == FAT5__J_TRUE || j->type == FAT5__J_FALSE) {
+            v = j->type == FAT5__J_TRUE ? "1" : "0";
+        } else {
+            char nm[96];
+            st = fat5__err(ctx, FAT5_ERR_FORMAT, "training config: '%s' is %s", fat5__msg_name(nm, sizeof nm, j->key),
+                           fat5__json_type_name(j->type));
+        }
+        if (st == FAT5_OK) st = fat5_train_config_set(ctx, cfg, j->key, v);
+    }
+    fat5__json_free(ctx, d);
+    return st;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the trainer
+
+#define FAT5__TRAIN_MAX_FILES 256
+
+typedef struct fat5__tbatch {          // a copy of one sampler batch
+    fat5_batch b;
+    int32_t *buf;
+    size_t cap;                        // int32 elements in buf
+    int64_t n_labels;                  // labels that count (not -100)
+} fat5__tbatch;
+
+struct fat5_trainer {
+    fat5_ctx *ctx;
+    fat5_train_config cfg;
+    fat5_tokens *tokens;
+    fat5_ul2 *sampler;
+    fat5_model *m;
+    fat5_optim *o;
+    fat5__tbatch *mb;                  // [grad_accum]
+    int64_t tokens_seen, n_skipped, step_at_start;
+    double elapsed_before, t_start, flops_per_s_peak;
+    char ckpt[4200];
+    FILE *log;
+};
+
+FAT5_API fat5_model *fat5_train_model(fat5_trainer *t) { return t ? t->m : NULL; }
+FAT5_API const fat5_train_config *fat5_train_get_config(const fat5_trainer *t) { return t ? &t->cfg : NULL; }
+FAT5_API int fat5_train_done(const fat5_trainer *t) {
+    return !t || fat5_optim_get_step(t->o) >= t->cfg.optim.total_steps;
+}
+
+static fat5_status fat5__tbatch_copy(fat5_ctx *ctx, fat5__tbatch *d, const fat5_batch *s) {
+    size_t ns = (size_t)s->n_seq + 1, te = (size_t)s->n_enc_tokens, td = (size_t)s->n_dec_tokens;
+    size_t need = 2 * ns + te + 2 * td, k;
+    if (need > d->cap) {
+        int32_t *nb = FAT5__CAST(int32_t *, fat5__realloc(ctx, d->buf, need * sizeof *nb));
+        if (!nb) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory for a batch");
+        d->buf = nb;
+        d->cap = need;
+    }
+    d->b = *s;
+    memcpy(d->buf, s->enc_cu_seqlens, ns * 4);
+    memcpy(d->buf + ns, s->dec_cu_seqlens, ns * 4);
+    memcpy(d->buf + 2 * ns, s->enc_tokens, te * 4);
+    memcpy(d->buf + 2 * ns + te, s->labels, td * 4);
+    d->b.enc_cu_seqlens = d->buf;
+    d->b.dec_cu_seqlens = d->buf + ns;
+    d->b.enc_tokens = d->buf + 2 * ns;
+    d->b.labels = d->buf + 2 * ns + te;
+    d->b.dec_tokens = NULL;
+    if (s->dec_tokens) {
+        memcpy(d->buf + 2 * ns + te + td, s->dec_tokens, td * 4);
+        d->b.dec_tokens = d->buf + 2 * ns + te + td;
+    }
+    d->n_labels = 0;
+    for (k = 0; k < td; k++) d->n_labels += s->labels[k] != -100;
+    return FAT5_OK;
+}
+
+// Forward FLOPs of a batch, the usual convention (2 per multiply-add, attention scores and values
+// counted in full); a training step is 3 times this.
+static double fat5__batch_flops(const fat5_model_config *c, const fat5_batch *b) {
+    double D = (double)c->d_model, I = (double)(c->num_heads * c->d_kv), F = (double)c->d_ff,
+           V = (double)c->vocab_size, ffn = 2.0 * D * F * (c->gated ? 3 : 2), qkvo = 8.0 * D * I;
+    double te = (double)b->n_enc_tokens, td = (double)b->n_dec_tokens, enc_sq = 0, dec_sq = 0, cross = 0, f;
+    int64_t s;
+    for (s = 0; s < b->n_seq; s++) {
+        double le = (double)(b->enc_cu_seqlens[s + 1] - b->enc_cu_seqlens[s]);
+        double ld = (double)(b->dec_cu_seqlens[s + 1] - b->dec_cu_seqlens[s]);
+        enc_sq += le * le;
+        dec_sq += ld * ld;
+        cross += le * ld;
+    }
+    f = (double)c->num_layers * (te * (qkvo + ffn) + 4.0 * I * enc_sq);
+    f += (double)c->num_decoder_layers *
+         (td * (qkvo + ffn + 4.0 * D * I) + te * 4.0 * D * I + 4.0 * I * dec_sq + 4.0 * I * cross);
+    return f + 2.0 * td * D * V;
+}
+
+static fat5_status fat5__train_sampler(fat5_trainer *t, int split, uint64_t seed, fat5_ul2 **out) {
+    fat5_ul2_config u = t->cfg.ul2;
+    int64_t V = fat5_tokens_vocab_size(t->tokens);
+    u.split = split;
+    u.eval_fraction = t->cfg.eval_fraction;
+    u.seed = seed;
+    if (u.n_sentinels <= 0) {   // byte vocabularies: the ids above the 256 bytes, from the top
+        u.sentinel_first = (int32_t)(V - 1);
+        u.n_sentinels = V > 259 ? (int32_t)(V - 259) : 0;
+        if (u.n_sentinels > 1000) u.n_sentinels = 1000;
+    }
+    return fat5_ul2_create(t->ctx, &u, t->tokens, out);
+}
+
+// "a.tok,b.tok" opened as one stream
+static fat5_status fat5__train_open_data(fat5_trainer *t) {
+    char buf[sizeof t->cfg.data], *p, *paths[FAT5__TRAIN_MAX_FILES];
+    int n = 0;
+    memcpy(buf, t->cfg.data, sizeof buf);
+    if (!buf[0]) return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "training: no data (option data: token files)");
+    for (p = buf; p && *p;) {
+        char *comma = strchr(p, ',');
+        if (comma) *comma = 0;
+        if (*p) {
+            if (n == FAT5__TRAIN_MAX_FILES)
+                return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "training: more than %d data files", FAT5__TRAIN_MAX_FILES);
+            paths[n++] = p;
+        }
+        p = comma ? comma + 1 : NULL;
+    }
+    return fat5_tokens_open(t->ctx, (const char *const *)paths, n, &t->tokens);
+}
+
+// the first line where two texts differ, for messages
+static void fat5__first_diff(const char *a, const char *b, char *out, size_t cap) {
+    const char *la = a, *lb = b;
+    while (*a && *a == *b) {
+        if (*a == '\n') la = a + 1, lb = b + 1;
+        a++, b++;
+    }
+    {
+        size_t na = strcspn(la, "\n"), nb = strcspn(lb, "\n");
+        snprintf(out, cap, "%.*s (here) vs %.*s (checkpoint)", (int)(na < 80 ? na : 80), la, (int)(nb < 80 ? nb : 80), lb);
+    }
+}
+
+// --- checkpoint directories
+
+static fat5_status fat5__mkdir(fat5_ctx *ctx, const char *dir) {
+    if (fat5__is_dir(dir)) return FAT5_OK;
+    if (mkdir(dir, 0777) != 0 && !fat5__is_dir(dir))
+        return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot create directory: %s", dir, strerror(errno));
+    return FAT5_OK;
+}
+
+static fat5_status fat5__fsync_dir(fat5_ctx *ctx, const char *dir) {
+    int fd = open(dir, O_RDONLY), rc;
+    if (fd < 0) return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot open directory: %s", dir, strerror(errno));
+    rc = fsync(fd);
+    close(fd);
+    if (rc != 0 && errno != EINVAL) return fat5__err(ctx, FAT5_ERR_IO, "%s: fsync failed: %s", dir, strerror(errno));
+    return FAT5_OK;
+}
+
+// Removes a checkpoint directory that fat5 wrote: its files (none are directories), then itself.
+static void fat5__rm_ckpt(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char p[4400];
+    if (!d) return;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        (void)unlink(p);
+    }
+    closedir(d);
+    (void)rmdir(dir);
+}
+
+static int fat5__is_step_name(const char *s, int64_t *step) {
+    int64_t v = 0;
+    int n = 0;
+    if (strncmp(s, "step-", 5) != 0) return 0;
+    for (s += 5; *s >= '0' && *s <= '9' && n < 18; s++, n++) v = v * 10 + (*s - '0');
+    if (*s || n == 0) return 0;
+    *step = v;
+    return 1;
+}
+
+// Deletes temporary directories a killed save left, and all but the newest `keep` checkpoints.
+static void fat5__ckpt_prune(const char *out, int keep) {
+    DIR *d = opendir(out);
+    struct dirent *e;
+    int64_t steps[4096], s;
+    int n = 0, i, j;
+    char p[4400];
+    if (!d) return;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, ".tmp-step-", 10) == 0) {
+            snprintf(p, sizeof p, "%s/%s", out, e->d_name);
+            fat5__rm_ckpt(p);
+        } else if (fat5__is_step_name(e->d_name, &s) && n < 4096) {
+            steps[n++] = s;
+        }
+    }
+    closedir(d);
+    if (keep <= 0 || n <= keep) return;
+    for (i = 1; i < n; i++)   // insertion sort: a handful of entries
+        for (j = i; j > 0 && steps[j - 1] > steps[j]; j--) s = steps[j], steps[j] = steps[j - 1], steps[j - 1] = s;
+    for (i = 0; i < n - keep; i++) {
+        snprintf(p, sizeof p, "%s/step-%08lld", out, (long long)steps[i]);
+        fat5__rm_ckpt(p);
+    }
+}
+
+// The data set's identity, recorded in a checkpoint and checked on resume.
+static void fat5__data_fingerprint(const fat5_trainer *t, char *buf, size_t cap) {
+    snprintf(buf, cap, "tokens=%lld docs=%lld vocab=%lld eos=%d eval_fraction=%.17g",
+             (long long)fat5_tokens_count(t->tokens), (long long)fat5_tokens_num_docs(t->tokens),
+             (long long)fat5_tokens_vocab_size(t->tokens), (int)fat5_tokens_eos_id(t->tokens), t->cfg.eval_fraction);
+}
+
+FAT5_API fat5_status fat5_train_save(fat5_trainer *t, const char **dir_out) {
+    fat5_ctx *ctx = t->ctx;
+    fat5_model *m = t->m;
+    char tmp[4200], fin[4200], path[4400], latest[64], sampler[512], data[256], num[4][40], *json = NULL;
+    const char *meta[20];
+    fat5_st_write_tensor w[2];
+    float *mom = NULL;
+    size_t n = m->n_floats, json_len = 0;
+    int64_t step = fat5_optim_get_step(t->o);
+    fat5_status st;
+    if (dir_out) *dir_out = NULL;
+    if ((st = fat5__mkdir(ctx, t->cfg.output_dir))) return st;
+    snprintf(fin, sizeof fin, "%s/step-%08lld", t->cfg.output_dir, (long long)step);
+    snprintf(tmp, sizeof tmp, "%s/.tmp-step-%08lld", t->cfg.output_dir, (long long)step);
+    fat5__rm_ckpt(tmp);
+    if ((st = fat5__mkdir(ctx, tmp))) return st;
+    if ((st = fat5_model_save(m, tmp))) goto fail;
+    if ((st = fat5_ul2_get_state(t->sampler, sampler, sizeof sampler))) goto fail;
+    if ((st = fat5_model_config_to_json(ctx, &m->cfg, &json, &json_len))) goto fail;
+    mom = FAT5__CAST(float *, fat5__malloc(ctx, n * 2 * sizeof(float)));
+    if (!mom) {
+        st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "checkpoint: out of memory for the optimizer state");
+        goto fail;
+    }
+    if ((st = m->be->download(ctx, mom, t->o->m1, n * 4)) || (st = m->be->download(ctx, mom + n, t->o->m2, n * 4)))
+        goto fail;
+    memset(w, 0, sizeof w);
+    w[0].name = "optimizer.exp_avg";
+    w[1].name = "optimizer.exp_avg_sq";
+    w[0].ndim = w[1].ndim = 1;
+    w[0].shape[0] = w[1].shape[0] = (int64_t)n;
+    w[0].data = mom;
+    w[1].data = mom + n;
+    fat5__data_fingerprint(t, data, sizeof data);
+    snprintf(num[0], sizeof num[0], "%lld", (long long)step);
+    snprintf(num[1], sizeof num[1], "%lld", (long long)t->tokens_seen);
+    snprintf(num[2], sizeof num[2], "%lld", (long long)t->n_skipped);
+    fat5__fmt_g(num[3], sizeof num[3], 17, t->elapsed_before + (fat5__now_s() - t->t_start));
+    meta[0] = "format", meta[1] = "fat5-training-state";
+    meta[2] = "version", meta[3] = "1";
+    meta[4] = "step", meta[5] = num[0];
+    meta[6] = "tokens_seen", meta[7] = num[1];
+    meta[8] = "skipped_steps", meta[9] = num[2];
+    meta[10] = "elapsed_s", meta[11] = num[3];
+    meta[12] = "sampler", meta[13] = sampler;
+    meta[14] = "data", meta[15] = data;
+    meta[16] = "model_config", meta[17] = json;
+    meta[18] = "fat5_version", meta[19] = FAT5_VERSION_STRING;
+    snprintf(path, sizeof path, "%s/training_state.safetensors", tmp);
+    if ((st = fat5_st_write(ctx, path, w, 2, meta, 10))) goto fail;
+    if ((st = fat5__fsync_dir(ctx, tmp))) goto fail;
+    // the complete directory takes its name in one rename; an older one of the same step goes first
+    if (fat5__is_dir(fin)) fat5__rm_ckpt(fin);
+    if (rename(tmp, fin) != 0) {
+        st = fat5__err(ctx, FAT5_ERR_IO, "%s: cannot rename to %s: %s", tmp, fin, strerror(errno));
+        goto fail;
+    }
+    if ((st = fat5__fsync_dir(ctx, t->cfg.output_dir))) goto fail;
+    snprintf(latest, sizeof latest, "step-%08lld\n", (long long)step);
+    snprintf(path, sizeof path, "%s/latest", t->cfg.output_dir);
+    if ((st = fat5_write_file_atomic(ctx, path, latest, strlen(latest)))) goto fail;
+    fat5__ckpt_prune(t->cfg.output_dir, t->cfg.save_total_limit);
+    fat5__free(ctx, mom);
+    fat5__free(ctx, json);
+    snprintf(t->ckpt, sizeof t->ckpt, "%s", fin);
+    if (dir_out) *dir_out = t->ckpt;
+    return FAT5_OK;
+fail:
+    fat5__free(ctx, mom);
+    fat5__free(ctx, json);
+    fat5__rm_ckpt(tmp);
+    return st;
+}
+
+// The checkpoint directory a resume path names: itself, or an output directory's latest.
+static fat5_status fat5__resume_dir(fat5_ctx *ctx, const char *path, char *out, size_t cap) {
+    char p[4400], *text = NULL;
+    size_t len = 0;
+    snprintf(p, sizeof p, "%s/training_state.safetensors", path);
+    if (fat5__is_file(p)) {
+        snprintf(out, cap, "%s", path);
+        return FAT5_OK;
+    }
+    snprintf(p, sizeof p, "%s/latest", path);
+    if (!fat5__is_file(p))
+        return fat5__err(ctx, FAT5_ERR_IO, "resume %s: neither a checkpoint (no training_state.safetensors) nor an "
+                         "output directory with a checkpoint (no 'latest')", path);
+    if (fat5__read_file(ctx, p, 64, &text, &len)) return fat5__err_prefix(ctx, FAT5_ERR_IO, "resume: ");
+    while (len && (text[len - 1] == '\n' || text[len - 1] == '\r')) text[--len] = 0;
+    {
+        int64_t s;
+        int ok = fat5__is_step_name(text, &s);
+        if (ok) snprintf(out, cap, "%s/%s", path, text);
+        fat5__free(ctx, text);
+        if (!ok) return fat5__err(ctx, FAT5_ERR_FORMAT, "resume %s: 'latest' does not name a step-N checkpoint", path);
+    }
+    return FAT5_OK;
+}
+
+static int fat5__meta_i64(const fat5_st_file *f, const char *key, int64_t *out) {
+    const char *v = fat5_st_metadata_find(f, key);
+    return v && fat5__opt_i64(v, 0, INT64_MAX / 2, out);
+}
+
+// Restores weights (already loaded from dir by the caller), moments, step, sampler and counters.
+static fat5_status fat5__train_resume(fat5_trainer *t, const char *dir) {
+    fat5_ctx *ctx = t->ctx;
+    fat5_model *m = t->m;
+    fat5_st_file *f = NULL;
+    char path[4400], data[256], *json = NULL;
+    const char *v;
+    float *mom = NULL;
+    size_t n = m->n_floats, json_len = 0;
+    int64_t step, seen, skipped;
+    double el;
+    int i1, i2;
+    fat5_status st;
+    snprintf(path, sizeof path, "%s/training_state.safetensors", dir);
+    if ((st = fat5_st_open(ctx, path, &f))) return st;
+    v = fat5_st_metadata_find(f, "format");
+    if (!v || strcmp(v, "fat5-training-state") != 0 || !(v = fat5_st_metadata_find(f, "version")) || strcmp(v, "1") != 0) {
+        st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: not a fat5 training state (format 1)", path);
+        goto done;
+    }
+    if ((st = fat5_model_config_to_json(ctx, &m->cfg, &json, &json_len))) goto done;
+    if (!(v = fat5_st_metadata_find(f, "model_config")) || strcmp(v, json) != 0) {
+        char diff[256];
+        fat5__first_diff(json, v ? v : "", diff, sizeof diff);
+        st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "resume %s: the checkpoint holds another model: %s", dir, diff);
+        goto done;
+    }
+    fat5__data_fingerprint(t, data, sizeof data);
+    if (!(v = fat5_st_metadata_find(f, "data")) || strcmp(v, data) != 0) {
+        char a[96], b[96];
+        st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "resume %s: the checkpoint was trained on other data: %s (here) vs %s",
+                       dir, fat5__msg_name(a, sizeof a, data), fat5__msg_name(b, sizeof b, v ? v : "nothing"));
+        goto done;
+    }
+    i1 = fat5_st_find(f, "optimizer.exp_avg");
+    i2 = fat5_st_find(f, "optimizer.exp_avg_sq");
+    if (!fat5__meta_i64(f, "step", &step) || !fat5__meta_i64(f, "tokens_seen", &seen) ||
+        !fat5__meta_i64(f, "skipped_steps", &skipped) || !(v = fat5_st_metadata_find(f, "elapsed_s")) ||
+        !fat5__strtod_c(v, &el) || i1 < 0 || i2 < 0 || fat5_st_get(f, i1)->ndim != 1 ||
+        fat5_st_get(f, i1)->shape[0] != (int64_t)n || fat5_st_get(f, i2)->ndim != 1 ||
+        fat5_st_get(f, i2)->shape[0] != (int64_t)n || !fat5_st_metadata_find(f, "sampler")) {
+        st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: incomplete training state (step, counters, sampler, or moments of "
+                       "%zu elements)", path, n);
+        goto done;
+    }
+    if (step > t->cfg.optim.total_steps) {
+        st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "resume %s: the checkpoint is at step %lld, past max_steps %lld", dir,
+                       (long long)step, (long long)t->cfg.optim.total_steps);
+        goto done;
+    }
+    mom = FAT5__CAST(float *, fat5__malloc(ctx, n * 2 * sizeof(float)));
+    if (!mom) {
+        st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "resume: out of memory for the optimizer state");
+        goto done;
+    }
+    if ((st = fat5_st_read_f32(f, i1, mom, (int64_t)n)) || (st = fat5_st_read_f32(f, i2, mom + n, (int64_t)n)))
+        goto done;
+    if ((st = fat5_ul2_set_state(t->sampler, fat5_st_metadata_find(f, "sampler")))) goto done;
+    if ((st = m->be->upload(ctx, t->o->m1, mom, n * 4)) || (st = m->be->upload(ctx, t->o->m2, mom + n, n * 4)))
+        goto done;
+    t->o->step = step;
+    t->tokens_seen = seen;
+    t->n_skipped = skipped;
+    t->elapsed_before = el;
+done:
+    fat5__free(ctx, mom);
+    fat5__free(ctx, json);
+    fat5_st_close(f);
+    return st;
+}
+
+// metrics.jsonl after a resume: the lines of steps past the checkpoint (written by the run that
+// stopped) are dropped, so the log reads as one uninterrupted run.
+static fat5_status fat5__log_truncate(fat5_ctx *ctx, const char *path, int64_t step) {
+    char *text = NULL, *p, *line;
+    size_t len = 0;
+    fat5__sb b;
+    fat5_status st;
+    if (!fat5__is_file(path)) return FAT5_OK;
+    if ((st = fat5__read_file(ctx, path, (size_t)1 << 34, &text, &len))) return st;
+    fat5__sb_init(&b, ctx);
+    for (line = text; *line; line = p) {
+        const char *k = strstr(line, "\"step\": ");
+        char *nl = strchr(line, '\n');
+        p = nl ? nl + 1 : line + strlen(line);
+        if (!nl) break;   // a torn last line
+        if (k && k < nl && strtoll(k + 8, NULL, 10) > step) continue;
+        fat5__sb_putn(&b, line, (size_t)(p - line));
+    }
+    if (b.oom) st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    else st = fat5_write_file_atomic(ctx, path, b.buf ? b.buf : "", b.len);
+    fat5__free(ctx, b.buf);
+    fat5__free(ctx, text);
+    return st;
+}
+
+FAT5_API void fat5_train_destroy(fat5_trainer *t) {
+    int i;
+    if (!t) return;
+    if (t->log) fclose(t->log);
+    if (t->mb)
+        for (i = 0; i < t->cfg.grad_accum; i++) fat5__free(t->ctx, t->mb[i].buf);
+    fat5__free(t->ctx, t->mb);
+    fat5_optim_destroy(t->o);
+    fat5_model_destroy(t->m);
+    fat5_ul2_destroy(t->sampler);
+    fat5_tokens_close(t->tokens);
+    fat5__free(t->ctx, t);
+}
+
+FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *cfg, fat5_trainer **out) {
+    fat5_trainer *t;
+    fat5_status st;
+    char dir[4200], path[4400];
+    if (!cfg || !out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_train_create: NULL argument");
+    *out = NULL;
+    if (cfg->grad_accum < 1 || cfg->optim.total_steps < 1 || !cfg->output_dir[0] || cfg->eval_batches < 1 ||
+        cfg->logging_steps < 1 || cfg->eval_steps < 0 || cfg->save_steps < 0 || cfg->save_total_limit < 0 ||
+        !(cfg->eval_fraction >= 0 && cfg->eval_fraction <= 0.5))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "training config: gradient_accumulation_steps and max_steps must be "
+                         ">= 1, eval_fraction in [0, 0.5], output_dir set, step counts >= 0");
+    t = FAT5__CAST(fat5_trainer *, fat5__calloc(ctx, 1, sizeof *t));
+    if (!t) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
+    t->ctx = ctx;
+    t->cfg = *cfg;
+    t->mb = FAT5__CAST(fat5__tbatch *, fat5__calloc(ctx, (size_t)cfg->grad_accum, sizeof *t->mb));
+    if (!t->mb) {
+        fat5__free(ctx, t);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
+    }
+    if ((st = fat5__train_open_data(t))) goto fail;
+    // the model: the checkpoint's when resuming, else --init's, else a new one
+    dir[0] = 0;
+    if (cfg->resume[0] && (st = fat5__resume_dir(ctx, cfg->resume, dir, sizeof dir))) goto fail;
+    if (cfg->init[0]) {
+        if ((st = fat5_model_load(ctx, cfg->init, &t->m))) goto fail;
+        t->cfg.model = t->m->cfg;
+    }
+    if (dir[0]) {
+        fat5_model *r = NULL;
+        char *a = NULL, *b = NULL;
+        size_t la, lb;
+        if ((st = fat5_model_load(ctx, dir, &r))) goto fail;
+        st = fat5_model_config_to_json(ctx, &t->cfg.model, &a, &la);
+        if (!st) st = fat5_model_config_to_json(ctx, &r->cfg, &b, &lb);
+        if (!st && strcmp(a, b) != 0) {
+            char diff[256];
+            fat5__first_diff(a, b, diff, sizeof diff);
+            st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "resume %s: the checkpoint holds another model than this run's: %s",
+                           dir, diff);
+        }
+        fat5__free(ctx, a);
+        fat5__free(ctx, b);
+        fat5_model_destroy(t->m);
+        t->m = r;
+        if (st) goto fail;
+    } else if (!t->m) {
+        if ((st = fat5_model_create(ctx, &t->cfg.model, cfg->seed, &t->m))) goto fail;
+    }
+    if (fat5_tokens_vocab_size(t->tokens) > t->m->cfg.vocab_size) {
+        st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "training: the data's vocabulary (%lld) is larger than the model's (%lld)",
+                       (long long)fat5_tokens_vocab_size(t->tokens), (long long)t->m->cfg.vocab_size);
+        goto fail;
+    }
+    if ((st = fat5__train_sampler(t, cfg->eval_fraction > 0 ? 1 : 0, cfg->seed * 0x9e3779b97f4a7c15ull + 1, &t->sampler)))
+        goto fail;
+    if ((st = fat5_optim_create(t->m, &t->cfg.optim, &t->o))) goto fail;
+    {
+        int64_t ne = t->cfg.ul2.enc_tokens, nd = t->cfg.ul2.dec_tokens;
+        if ((st = fat5_model_reserve(t->m, ne, ne, nd))) goto fail;
+    }
+    if ((st = fat5__mkdir(ctx, cfg->output_dir))) goto fail;
+    snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->output_dir);
+    if (dir[0]) {
+        if ((st = fat5__train_resume(t, dir))) goto fail;
+        if ((st = fat5__log_truncate(ctx, path, fat5_optim_get_step(t->o)))) goto fail;
+    } else if (fat5__is_file(path) && (st = fat5__log_truncate(ctx, path, 0))) {
+        goto fail;
+    }
+    fat5__ckpt_prune(cfg->output_dir, 0);   // temporary directories of a killed save
+    t->log = fopen(path, "ab");
+    if (!t->log) {
+        st = fat5__err(ctx, FAT5_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        goto fail;
+    }
+    t->step_at_start = fat5_optim_get_step(t->o);
+    t->flops_per_s_peak = cfg->peak_tflops > 0 ? cfg->peak_tflops * 1e12
+                          : t->m->be != &fat5__cpu_backend && t->m->act_size == 2 ? 989e12 : 0;
+    t->t_start = fat5__now_s();
+    *out = t;
+    return FAT5_OK;
+fail:
+    fat5_train_destroy(t);
+    return st;
+}
+
+// Mean loss over the held-out documents: the same eval_batches batches every time.
+FAT5_API fat5_status fat5_train_evaluate(fat5_trainer *t, double *loss) {
+    fat5_ul2 *s = NULL;
+    fat5_batch b;
+    fat5_forward_result r;
+    double sum = 0;
+    int64_t n = 0, i;
+    fat5_status st;
+    *loss = NAN;
+    if (t->cfg.eval_fraction <= 0) return fat5__err(t->ctx, FAT5_ERR_STATE, "evaluate: eval_fraction is 0 (no held-out data)");
+    if ((st = fat5__train_sampler(t, 2, 0x5eed0e7a1ull, &s))) return st;
+    for (i = 0; i < t->cfg.eval_batches && st == FAT5_OK; i++) {
+        if ((st = fat5_ul2_next_batch(s, &b)) || (st = fat5_model_forward(t->m, &b, &t->cfg.loss, &r))) break;
+        sum += r.loss * (double)r.n_tokens;
+        n += r.n_tokens;
+    }
+    fat5_ul2_destroy(s);
+    if (st == FAT5_OK) *loss = n ? sum / (double)n : NAN;
+    return st;
+}
+
+static void fat5__json_num(fat5__sb *b, const char *key, double v) {
+    char num[40];
+    if (v != v || v == HUGE_VAL || v == -HUGE_VAL) {
+        fat5__sb_printf(b, ", \"%s\": null", key);
+        return;
+    }
+    fat5__fmt_g(num, sizeof num, 7, v);
+    fat5__sb_printf(b, ", \"%s\": %s", key, num);
+}
+
+FAT5_API fat5_status fat5_train_step(fat5_trainer *t, fat5_train_metrics *out) {
+    fat5_ctx *ctx = t->ctx;
+    fat5_train_metrics r;
+    fat5_optim_result orr;
+    fat5_forward_result fr;
+    fat5_batch b;
+    double t0 = fat5__now_s(), loss = 0, flops = 0;
+    int64_t n_labels = 0, i, k = t->cfg.grad_accum, step;
+    int finite;
+    fat5_status st;
+    memset(&r, 0, sizeof r);
+    if (out) memset(out, 0, sizeof *out);
+    if (fat5_train_done(t)) return fat5__err(ctx, FAT5_ERR_STATE, "training: max_steps (%lld) already done",
+                                             (long long)t->cfg.optim.total_steps);
+    // the micro-batches first: their label counts weight the gradients, so k micro-batches give the
+    // gradient of one batch of all of them
+    for (i = 0; i < k; i++) {
+        if ((st = fat5_ul2_next_batch(t->sampler, &b)) || (st = fat5__tbatch_copy(ctx, &t->mb[i], &b))) return st;
+        n_labels += t->mb[i].n_labels;
+        r.tokens += b.n_enc_tokens + b.n_dec_tokens;
+        flops += 3 * fat5__batch_flops(&t->m->cfg, &b);
+    }
+    if ((st = fat5_model_zero_grad(t->m))) return st;
+    for (i = 0; i < k; i++) {
+        float scale = n_labels ? (float)((double)t->mb[i].n_labels / (double)n_labels) : 0.0f;
+        if ((st = fat5_model_forward(t->m, &t->mb[i].b, &t->cfg.loss, &fr))) return st;
+        loss += fr.loss * (double)fr.n_tokens;
+        if ((st = fat5_model_backward(t->m, scale))) return st;
+    }
+    loss = n_labels ? loss / (double)n_labels : NAN;
+    finite = loss == loss && loss != HUGE_VAL && loss != -HUGE_VAL;
+    if (finite) {
+        if ((st = fat5_optim_step(t->o, &orr))) return st;
+    } else {   // the weights are left as they are; the step still counts
+        memset(&orr, 0, sizeof orr);
+        orr.lr = fat5_sched_lr(&t->cfg.optim, t->o->step);
+        orr.grad_norm = NAN;
+        orr.skipped = 1;
+        t->o->step++;
+    }
+    step = fat5_optim_get_step(t->o);
+    t->tokens_seen += r.tokens;
+    t->n_skipped += orr.skipped;
+    r.step = step;
+    r.max_steps = t->cfg.optim.total_steps;
+    r.loss = loss;
+    r.lr = orr.lr;
+    r.grad_norm = orr.grad_norm;
+    r.skipped = orr.skipped;
+    r.n_skipped = t->n_skipped;
+    r.tokens_seen = t->tokens_seen;
+    r.epoch = fat5_ul2_epoch(t->sampler);
+    r.step_s = fat5__now_s() - t0;
+    r.tokens_per_s = r.step_s > 0 ? (double)r.tokens / r.step_s : 0;
+    r.mfu = t->flops_per_s_peak > 0 && r.step_s > 0 ? flops / r.step_s / t->flops_per_s_peak : 0;
+    // evaluation and checkpoints when due, and at the end
+    if (t->cfg.eval_fraction > 0 &&
+        ((t->cfg.eval_steps > 0 && step % t->cfg.eval_steps == 0) || step == t->cfg.optim.total_steps)) {
+        if ((st = fat5_train_evaluate(t, &r.eval_loss))) return st;
+        r.has_eval = 1;
+    }
+    r.elapsed_s = t->elapsed_before + (fat5__now_s() - t->t_start);
+    {
+        double per = (r.elapsed_s - t->elapsed_before) / (double)(step - t->step_at_start);
+        r.eta_s = per * (double)(t->cfg.optim.total_steps - step);
+    }
+    {   // one JSON line per step
+        fat5__sb b2;
+        fat5__sb_init(&b2, ctx);
+        fat5__sb_printf(&b2, "{\"step\": %lld", (long long)step);
+        fat5__json_num(&b2, "loss", r.loss);
+        fat5__json_num(&b2, "lr", r.lr);
+        fat5__json_num(&b2, "grad_norm", r.grad_norm);
+        fat5__sb_printf(&b2, ", \"skipped\": %d, \"tokens\": %lld, \"tokens_seen\": %lld", r.skipped,
+                        (long long)r.tokens, (long long)r.tokens_seen);
+        fat5__json_num(&b2, "step_s", r.step_s);
+        fat5__json_num(&b2, "tokens_per_s", r.tokens_per_s);
+        if (r.mfu > 0) fat5__json_num(&b2, "mfu", r.mfu);
+        fat5__json_num(&b2, "elapsed_s", r.elapsed_s);
+        if (r.has_eval) fat5__json_num(&b2, "eval_loss", r.eval_loss);
+        fat5__sb_puts(&b2, "}\n");
+        if (b2.oom || fwrite(b2.buf, 1, b2.len, t->log) != b2.len || fflush(t->log) != 0) {
+            fat5__free(ctx, b2.buf);
+            return fat5__err(ctx, FAT5_ERR_IO, "%s/metrics.jsonl: write failed", t->cfg.output_dir);
+        }
+        fat5__free(ctx, b2.buf);
+    }
+    if ((t->cfg.save_steps > 0 && step % t->cfg.save_steps == 0) || step == t->cfg.optim.total_steps) {
+        const char *d;
+        if ((st = fat5_train_save(t, &d))) return st;
+        r.saved = 1;
+        snprintf(r.checkpoint, sizeof r.checkpoint, "%s", d);
+    }
+    if (out) *out = r;
+    return FAT5_OK;
+}
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,217 @@
+// Pre-trains (or continues training) a T5 with the UL2 mixture of denoisers.
+//     cc -std=c99 -O2 -o examples/train examples/train.c -lm -ldl -lpthread
+//
+//     examples/train --data corpus.tok --output_dir out              # GPU when there is one
+//     examples/train --config run.json --resume out                   # continue where it stopped
+//     examples/train --data corpus.tok --init path/to/flan-t5-small   # continued pre-training
+//
+// Options are fat5_train_config_set's names, as --name value, or in a JSON file (--config FILE;
+// later flags override it). --help lists them. Without a model option, the run's shape follows the
+// device: FAT5-small for a few minutes on a GPU, a tiny model on the CPU.
+// Ctrl-C writes a checkpoint and exits; --resume OUTPUT_DIR continues bit-identically.
+#define FAT5_IMPLEMENTATION
+#include "../fat5.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t stop_requested;
+static void on_signal(int sig) {
+    (void)sig;
+    stop_requested = 1;
+}
+
+static int fail(fat5_ctx *ctx, const char *what) {
+    fprintf(stderr, "train: %s: %s\n", what, ctx ? fat5_last_error(ctx) : "out of memory");
+    return 1;
+}
+
+static char *read_text(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long n;
+    if (!f) return NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (buf = (char *)malloc((size_t)n + 1)) != NULL) {
+        *len = fread(buf, 1, (size_t)n, f);
+        buf[*len] = 0;
+    }
+    fclose(f);
+    return buf;
+}
+
+static void fmt_duration(char *buf, size_t cap, double s) {
+    if (!(s >= 0) || s > 1e8) snprintf(buf, cap, "?");
+    else if (s < 60) snprintf(buf, cap, "%.0fs", s);
+    else if (s < 3600) snprintf(buf, cap, "%dm%02ds", (int)(s / 60), (int)s % 60);
+    else snprintf(buf, cap, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
+}
+
+// The shape of a run that names no model: what fits the device.
+static fat5_status device_defaults(fat5_ctx *ctx, fat5_train_config *c, int gpu) {
+    static const char *const gpu_opts[][2] = {
+        {"model", "fat5-small"}, {"max_steps", "2000"}, {"warmup_steps", "100"}, {"learning_rate", "5e-3"},
+        {"max_length", "512"}, {"max_labels_length", "512"}, {"batch_tokens", "8192"},
+        {"batch_labels_tokens", "8192"}, {"eval_steps", "250"}, {"eval_batches", "8"}, {"save_steps", "1000"},
+        {"logging_steps", "50"}};
+    static const char *const cpu_opts[][2] = {
+        {"model", "tiny"}, {"max_steps", "200"}, {"warmup_steps", "10"}, {"learning_rate", "5e-3"},
+        {"max_length", "128"}, {"max_labels_length", "128"}, {"batch_tokens", "1024"},
+        {"batch_labels_tokens", "1024"}, {"eval_steps", "25"}, {"eval_batches", "4"}, {"save_steps", "100"},
+        {"logging_steps", "10"}};
+    size_t i, n = gpu ? sizeof gpu_opts / sizeof gpu_opts[0] : sizeof cpu_opts / sizeof cpu_opts[0];
+    fat5_status st;
+    for (i = 0; i < n; i++)
+        if ((st = fat5_train_config_set(ctx, c, gpu ? gpu_opts[i][0] : cpu_opts[i][0], gpu ? gpu_opts[i][1] : cpu_opts[i][1])))
+            return st;
+    return FAT5_OK;
+}
+
+int main(int argc, char **argv) {
+    fat5_ctx_config cc = fat5_ctx_config_default();
+    fat5_ctx *ctx = NULL, *probe = NULL;
+    fat5_train_config cfg;
+    fat5_trainer *t = NULL;
+    fat5_train_metrics r;
+    const char *config_file = NULL;
+    int i, named_model = 0, tty = isatty(2), gpu, rc = 0;
+    double first_loss = 0, last_loss = 0;
+    int64_t first_step = -1;
+
+    // the device first: defaults depend on it
+    if (fat5_ctx_create(&cc, &probe) != FAT5_OK) return fail(NULL, "context");
+    cfg = fat5_train_config_default();
+    for (i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            printf("usage: %s [--config FILE.json] [--NAME VALUE]...\n\noptions:\n%s", argv[0], fat5_train_option_names());
+            fat5_ctx_destroy(probe);
+            return 0;
+        }
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) config_file = argv[++i];
+        else if (strncmp(argv[i], "--", 2) == 0 && i + 1 < argc) {
+            const char *k = argv[i] + 2;
+            if (strcmp(k, "model") == 0 || strcmp(k, "init") == 0 || strcmp(k, "resume") == 0) named_model = 1;
+            if (strcmp(k, "device") == 0 && fat5_train_config_set(probe, &cfg, k, argv[i + 1]))
+                return fail(probe, "--device");
+            i++;
+        } else {
+            fprintf(stderr, "train: unexpected argument '%s' (--help lists the options)\n", argv[i]);
+            return 2;
+        }
+    }
+    {   // a config file may set the device and the model too
+        fat5_train_config tmp = cfg;
+        char *text;
+        size_t len = 0;
+        if (config_file) {
+            if (!(text = read_text(config_file, &len))) {
+                fprintf(stderr, "train: %s: cannot read\n", config_file);
+                return 1;
+            }
+            if (fat5_train_config_from_json(probe, &tmp, text, len)) {
+                free(text);
+                return fail(probe, config_file);
+            }
+            named_model |= strstr(text, "\"model\"") || strstr(text, "\"init\"") || strstr(text, "\"resume\"");
+            free(text);
+            cfg.device = tmp.device;
+        }
+    }
+    fat5_ctx_destroy(probe);
+    gpu = cfg.device != FAT5_DEVICE_CPU;
+    if (gpu) {
+        cc.device = FAT5_DEVICE_GPU;
+        cc.dtype = FAT5_DTYPE_BF16;
+        if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) {
+            if (cfg.device == FAT5_DEVICE_GPU) return fail(ctx, "GPU");
+            fprintf(stderr, "train: no GPU (%s): training on the CPU\n", ctx ? fat5_last_error(ctx) : "out of memory");
+            fat5_ctx_destroy(ctx);
+            ctx = NULL;
+            gpu = 0;
+        }
+    }
+    if (!ctx) {
+        cc = fat5_ctx_config_default();
+        if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) return fail(ctx, "context");
+    }
+    // defaults for the device, then the config file, then the flags
+    if (!named_model && device_defaults(ctx, &cfg, gpu)) return fail(ctx, "defaults");
+    if (config_file) {
+        size_t len = 0;
+        char *text = read_text(config_file, &len);
+        if (!text || fat5_train_config_from_json(ctx, &cfg, text, len)) {
+            free(text);
+            return fail(ctx, config_file);
+        }
+        free(text);
+    }
+    for (i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0) {
+            i++;
+            continue;
+        }
+        if (fat5_train_config_set(ctx, &cfg, argv[i] + 2, argv[i + 1])) return fail(ctx, argv[i]);
+        i++;
+    }
+
+    if (fat5_train_create(ctx, &cfg, &t)) {
+        rc = fail(ctx, "setup");
+        goto done;
+    }
+    {
+        const fat5_model_config *mc = fat5_model_get_config(fat5_train_model(t));
+        fprintf(stderr, "train: %s, d_model %lld, %lld+%lld layers, %.1fM parameters, %lld steps -> %s\n",
+                gpu ? "GPU (bf16)" : "CPU", (long long)mc->d_model, (long long)mc->num_layers,
+                (long long)mc->num_decoder_layers, (double)fat5_model_num_params(fat5_train_model(t)) / 1e6,
+                (long long)cfg.optim.total_steps, cfg.output_dir);
+    }
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    while (!fat5_train_done(t)) {
+        char eta[32];
+        if (stop_requested) {
+            const char *dir;
+            if (tty) fprintf(stderr, "\n");
+            if (fat5_train_save(t, &dir)) {
+                rc = fail(ctx, "save");
+                goto done;
+            }
+            fprintf(stderr, "train: interrupted; checkpoint %s (continue with --resume %s)\n", dir, cfg.output_dir);
+            rc = 130;
+            goto done;
+        }
+        if (fat5_train_step(t, &r)) {
+            if (tty) fprintf(stderr, "\n");
+            rc = fail(ctx, "step");
+            goto done;
+        }
+        if (first_step < 0) first_step = r.step, first_loss = r.loss;
+        last_loss = r.loss;
+        fmt_duration(eta, sizeof eta, r.eta_s);
+        if (r.skipped)
+            fprintf(stderr, "%strain: step %lld: non-finite loss or gradient, step skipped (%lld so far)\n", tty ? "\n" : "",
+                    (long long)r.step, (long long)r.n_skipped);
+        if (tty || r.step % cfg.logging_steps == 0 || r.step == r.max_steps) {
+            char mfu[32] = "";
+            if (r.mfu > 0) snprintf(mfu, sizeof mfu, " | MFU %.1f%%", 100 * r.mfu);
+            fprintf(stderr, "%sstep %lld/%lld | loss %.4f | lr %.2e | %.0f tok/s%s | ETA %s%s", tty ? "\r" : "",
+                    (long long)r.step, (long long)r.max_steps, r.loss, r.lr, r.tokens_per_s, mfu, eta,
+                    tty ? "   " : "\n");
+        }
+        if (r.has_eval) fprintf(stderr, "%seval loss %.4f at step %lld\n", tty ? "\n" : "", r.eval_loss, (long long)r.step);
+        if (r.saved) fprintf(stderr, "%scheckpoint %s\n", tty && !r.has_eval ? "\n" : "", r.checkpoint);
+    }
+    if (tty) fprintf(stderr, "\n");
+    if (first_step >= 0)
+        fprintf(stderr, "train: loss %.4f (step %lld) -> %.4f (step %lld); metrics in %s/metrics.jsonl\n", first_loss,
+                (long long)first_step, last_loss, (long long)r.step, cfg.output_dir);
+    else
+        fprintf(stderr, "train: nothing to do: the run is complete at step %lld\n", (long long)cfg.optim.total_steps);
+done:
+    fat5_train_destroy(t);
+    fat5_ctx_destroy(ctx);
+    return rc;
+}

@@ -1,0 +1,405 @@
+// The training loop: options, learning, checkpoints, bit-identical resume, a save killed by
+// SIGKILL, bad inputs, skipped non-finite steps.
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+
+static void ttr_sleep_us(long us) {
+    struct timespec ts;
+    ts.tv_sec = us / 1000000;
+    ts.tv_nsec = (us % 1000000) * 1000;
+    nanosleep(&ts, NULL);
+}
+
+// A small English text as a token file (byte ids, one document per paragraph); returns its path.
+static const char *ttr_corpus(fat5_test *T, int copies) {
+    static char path[600];
+    static const char *const para[] = {
+        "The quick brown fox jumps over the lazy dog while the cat sleeps in the warm sun.",
+        "A journey of a thousand miles begins with a single step, and ends with a cup of tea.",
+        "Time flies like an arrow; fruit flies like a banana, said the old man by the river.",
+        "All that glitters is not gold, and not all those who wander are lost in the woods.",
+        "She sells sea shells by the sea shore, and the shells she sells are surely seashells.",
+        "To be or not to be, that is the question the student asked before the exam began.",
+    };
+    int32_t *ids;
+    int64_t n = 0, cap = 0;
+    int c, p;
+    size_t k;
+    for (p = 0; p < 6; p++) cap += (int64_t)strlen(para[p]) + 1;
+    cap *= copies;
+    ids = (int32_t *)malloc((size_t)cap * sizeof *ids);
+    if (!ids) return NULL;
+    for (c = 0; c < copies; c++)
+        for (p = 0; p < 6; p++) {
+            for (k = 0; para[p][k]; k++) ids[n++] = (unsigned char)para[p][k] + 3;
+            ids[n++] = 1;
+        }
+    snprintf(path, sizeof path, "%s/corpus.tok", fat5_test_tmpdir(T));
+    if (fat5_tokens_write(fat5_test_ctx(T), path, ids, n, 384, 1, 2) != FAT5_OK) {
+        free(ids);
+        return NULL;
+    }
+    free(ids);
+    return path;
+}
+
+// a tiny, fast run on the CPU
+static fat5_train_config ttr_config(fat5_test *T, const char *data, const char *out) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_train_config c = fat5_train_config_default();
+    static const char *const o[][2] = {
+        {"model", "tiny"}, {"d_model", "32"}, {"d_ff", "64"}, {"num_heads", "2"}, {"d_kv", "16"},
+        {"num_layers", "1"}, {"num_decoder_layers", "1"}, {"max_steps", "8"}, {"warmup_steps", "2"},
+        {"learning_rate", "1e-2"}, {"max_length", "48"}, {"max_labels_length", "48"},
+        {"batch_tokens", "192"}, {"batch_labels_tokens", "192"}, {"eval_fraction", "0.2"},
+        {"eval_steps", "4"}, {"eval_batches", "2"}, {"save_steps", "4"}, {"save_total_limit", "2"},
+        {"denoisers", "t5"}};
+    size_t i;
+    for (i = 0; i < sizeof o / sizeof o[0]; i++)
+        if (fat5_train_config_set(ctx, &c, o[i][0], o[i][1]) != FAT5_OK) fat5_test_fail(T, __FILE__, __LINE__, "%s", fat5_last_error(ctx));
+    snprintf(c.data, sizeof c.data, "%s", data);
+    snprintf(c.output_dir, sizeof c.output_dir, "%s", out);
+    return c;
+}
+
+static void t_train_options(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_train_config c = fat5_train_config_default();
+    const char *json = "{\"learning_rate\": 2e-3, \"lr_scheduler_type\": \"wsd\", \"data\": [\"a.tok\", \"b.tok\"],"
+                       " \"model\": \"tiny\", \"d_model\": 64, \"gradient_accumulation_steps\": 3}";
+    FAT5_REQUIRE_OK(T, fat5_train_config_from_json(ctx, &c, json, strlen(json)));
+    FAT5_CHECK(T, c.optim.lr == 2e-3 && c.optim.sched == FAT5_SCHED_WSD && c.grad_accum == 3);
+    FAT5_CHECK(T, strcmp(c.data, "a.tok,b.tok") == 0 && c.model.d_model == 64 && c.model.num_layers == 2);
+    FAT5_CHECK(T, fat5_train_config_set(ctx, &c, "learnig_rate", "1") == FAT5_ERR_INVALID_ARG &&
+                  strstr(fat5_last_error(ctx), "unknown training option 'learnig_rate'"));
+    FAT5_CHECK(T, fat5_train_config_set(ctx, &c, "learning_rate", "-1") == FAT5_ERR_INVALID_ARG &&
+                  strstr(fat5_last_error(ctx), "learning_rate: bad value '-1'"));
+    FAT5_CHECK(T, fat5_train_config_set(ctx, &c, "max_steps", "2.5") == FAT5_ERR_INVALID_ARG);
+    FAT5_CHECK(T, fat5_train_config_set(ctx, &c, "lr_scheduler_type", "cosinus") == FAT5_ERR_INVALID_ARG);
+    FAT5_CHECK(T, fat5_train_config_set(ctx, &c, "model", "/no/such/config.json") != FAT5_OK &&
+                  strstr(fat5_last_error(ctx), "not a preset"));
+    FAT5_CHECK(T, fat5_train_config_from_json(ctx, &c, "{\"seed\": [1]}", 13) == FAT5_ERR_FORMAT);
+    FAT5_CHECK(T, strstr(fat5_train_option_names(), "gradient_accumulation_steps") != NULL);
+}
+
+// a tiny model learns a small text: the loss falls by more than half
+static void t_train_learns(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    char out[600];
+    const char *data = ttr_corpus(T, 20);
+    fat5_train_config c;
+    fat5_trainer *t = NULL;
+    fat5_train_metrics r;
+    double first = 0, last = 0;
+    FAT5_REQUIRE(T, data != NULL);
+    snprintf(out, sizeof out, "%s/run", fat5_test_tmpdir(T));
+    c = ttr_config(T, data, out);
+    FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "max_steps", "60"));
+    FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "d_model", "64"));
+    FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "d_ff", "128"));
+    c.eval_steps = 0;
+    c.save_steps = 0;
+    FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
+    while (!fat5_train_done(t)) {
+        if (fat5_train_step(t, &r) != FAT5_OK) {
+            FAT5_CHECK_MSG(T, 0, "%s", fat5_last_error(ctx));
+            break;
+        }
+        if (r.step == 1) first = r.loss;
+        last = r.loss;
+        FAT5_CHECK(T, !r.skipped && r.tokens > 0 && r.lr > 0);
+    }
+    FAT5_CHECK_MSG(T, r.has_eval && r.saved, "the last step evaluates and saves");
+    FAT5_CHECK_MSG(T, last < 0.5 * first, "loss %.4f -> %.4f: expected to fall below half", first, last);
+    FAT5_CHECK_MSG(T, r.eval_loss < 0.6 * first, "eval loss %.4f vs first %.4f", r.eval_loss, first);
+    fat5_train_destroy(t);
+}
+
+// N steps, a checkpoint, a new process-like trainer resuming, M steps == N + M steps straight
+static void t_train_resume_bitwise(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    char a[600], b[600], p[700];
+    const char *data = ttr_corpus(T, 8);
+    fat5_train_config c;
+    fat5_trainer *t = NULL;
+    fat5_train_metrics r;
+    double straight[8], resumed[8];
+    float *wa = NULL, *wb = NULL;
+    int64_t n, i;
+    int ok;
+    FAT5_REQUIRE(T, data != NULL);
+    snprintf(a, sizeof a, "%s/straight", fat5_test_tmpdir(T));
+    snprintf(b, sizeof b, "%s/resumed", fat5_test_tmpdir(T));
+    c = ttr_config(T, data, a);
+    c.grad_accum = 2;   // accumulation and the sampler state both cross the checkpoint
+    c.save_total_limit = 1;
+    FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
+    for (i = 0; i < 8; i++) {
+        FAT5_REQUIRE_OK(T, fat5_train_step(t, &r));
+        straight[i] = r.loss;
+    }
+    n = fat5_model_num_params(fat5_train_model(t));
+    wa = (float *)malloc((size_t)n * 4);
+    wb = (float *)malloc((size_t)n * 4);
+    FAT5_REQUIRE(T, wa && wb);
+    {
+        int k, off = 0;
+        for (k = 0; k < fat5_model_num_tensors(fat5_train_model(t)); k++) {
+            fat5_tensor_info ti;
+            fat5_model_tensor_info(fat5_train_model(t), k, &ti);
+            fat5_model_get_param(fat5_train_model(t), ti.name, wa + off, ti.numel);
+            off += (int)ti.numel;
+        }
+    }
+    fat5_train_destroy(t);
+    t = NULL;
+
+    // the same run, stopped after step 5 (a checkpoint written on demand), then resumed
+    snprintf(c.output_dir, sizeof c.output_dir, "%s", b);
+    c.save_steps = 0;
+    c.save_total_limit = 2;
+    FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
+    for (i = 0; i < 5; i++) {
+        FAT5_REQUIRE_OK(T, fat5_train_step(t, &r));
+        resumed[i] = r.loss;
+    }
+    FAT5_REQUIRE_OK(T, fat5_train_save(t, NULL));
+    FAT5_REQUIRE_OK(T, fat5_train_step(t, &r));   // a step past the checkpoint, lost with the "crash"
+    fat5_train_destroy(t);
+    t = NULL;
+    snprintf(c.resume, sizeof c.resume, "%s", b);
+    FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
+    FAT5_CHECK(T, fat5_optim_get_step(t->o) == 5);
+    for (i = 5; i < 8; i++) {
+        FAT5_REQUIRE_OK(T, fat5_train_step(t, &r));
+        resumed[i] = r.loss;
+    }
+    ok = memcmp(straight, resumed, sizeof straight) == 0;
+    for (i = 0; i < 8 && !ok; i++)
+        if (straight[i] != resumed[i]) printf("  step %lld: %.17g vs %.17g\n", (long long)i + 1, straight[i], resumed[i]);
+    FAT5_CHECK_MSG(T, ok, "resumed losses differ from the straight run");
+    {
+        int k, off = 0;
+        for (k = 0; k < fat5_model_num_tensors(fat5_train_model(t)); k++) {
+            fat5_tensor_info ti;
+            fat5_model_tensor_info(fat5_train_model(t), k, &ti);
+            fat5_model_get_param(fat5_train_model(t), ti.name, wb + off, ti.numel);
+            off += (int)ti.numel;
+        }
+    }
+    FAT5_CHECK_MSG(T, memcmp(wa, wb, (size_t)n * 4) == 0, "resumed weights differ from the straight run");
+    fat5_train_destroy(t);
+    // the metrics log reads as one run: steps 1..8, once each (step 6 of the stopped run dropped)
+    {
+        char *text = NULL;
+        size_t len = 0, lines = 0;
+        const char *s;
+        snprintf(p, sizeof p, "%s/metrics.jsonl", b);
+        FAT5_REQUIRE_OK(T, fat5__read_file(ctx, p, 1 << 20, &text, &len));
+        for (s = text; *s; s++) lines += *s == '\n';
+        FAT5_CHECK_MSG(T, lines == 8 && strstr(text, "{\"step\": 8,") != NULL, "%zu lines:\n%s", lines, text);
+        fat5__free(ctx, text);
+    }
+    // only the newest save_total_limit (2) checkpoints are kept, the loadable final one among them
+    snprintf(p, sizeof p, "%s/step-00000008", b);
+    {
+        fat5_model *m = NULL;
+        FAT5_CHECK_MSG(T, fat5_model_load(ctx, p, &m) == FAT5_OK, "%s", fat5_last_error(ctx));
+        fat5_model_destroy(m);
+    }
+    snprintf(p, sizeof p, "%s/step-00000004", a);
+    FAT5_CHECK_MSG(T, !fat5__is_dir(p), "step 4 of the straight run should be pruned (save_total_limit 1)");
+    free(wa);
+    free(wb);
+}
+
+// A checkpoint save killed by SIGKILL at varying moments: the previous checkpoint stays loadable
+// and a resume from the output directory works.
+static void t_train_kill9_during_save(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    char out[600], p[800];
+    const char *data = ttr_corpus(T, 8);
+    fat5_train_config c;
+    int round, kills_mid_save = 0;
+    FAT5_REQUIRE(T, data != NULL);
+    snprintf(out, sizeof out, "%s/killed", fat5_test_tmpdir(T));
+    c = ttr_config(T, data, out);
+    // a wider model: a save takes long enough to be interrupted
+    FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "d_model", "256"));
+    FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "d_ff", "1024"));
+    FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "vocab_size", "4096"));
+    c.save_steps = 1;
+    c.eval_fraction = 0;
+    c.save_total_limit = 2;
+    c.optim.total_steps = 1000000;
+    for (round = 0; round < 6; round++) {
+        pid_t pid;
+        int status;
+        fflush(stdout);
+        pid = fork();
+        FAT5_REQUIRE(T, pid >= 0);
+        if (pid == 0) {   // the child trains (and saves after every step) until it is killed
+            fat5_ctx *cx = NULL;
+            fat5_ctx_config cc = fat5_ctx_config_default();
+            fat5_trainer *t = NULL;
+            fat5_train_config cr = c;
+            if (round > 0) snprintf(cr.resume, sizeof cr.resume, "%s", out);
+            if (fat5_ctx_create(&cc, &cx) != FAT5_OK || fat5_train_create(cx, &cr, &t) != FAT5_OK) {
+                fprintf(stderr, "child: %s\n", cx ? fat5_last_error(cx) : "no context");
+                _exit(3);
+            }
+            for (;;)
+                if (fat5_train_step(t, NULL) != FAT5_OK) _exit(4);
+        }
+        {   // wait for a first checkpoint, then kill at a moment that moves through the save
+            char latest[700];
+            int waited = 0;
+            snprintf(latest, sizeof latest, "%s/latest", out);
+            while (!fat5__is_file(latest) && waited < 30000) {
+                ttr_sleep_us(1000);
+                waited++;
+                if (waitpid(pid, &status, WNOHANG) == pid) break;
+            }
+            ttr_sleep_us(3000 + 7919L * round % 40000);
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            FAT5_CHECK_MSG(T, WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the child stopped on its own (%d)",
+                           status);
+        }
+        {   // was a save under way? (a temporary directory left behind)
+            DIR *d = opendir(out);
+            struct dirent *e;
+            while (d && (e = readdir(d)) != NULL) kills_mid_save += strncmp(e->d_name, ".tmp-step-", 10) == 0;
+            if (d) closedir(d);
+        }
+        {   // the checkpoint 'latest' names loads, model and training state
+            char dir[700], *text = NULL;
+            size_t len = 0;
+            fat5_model *m = NULL;
+            fat5_st_file *f = NULL;
+            snprintf(p, sizeof p, "%s/latest", out);
+            FAT5_REQUIRE_OK(T, fat5__read_file(ctx, p, 64, &text, &len));
+            if (len && text[len - 1] == '\n') text[len - 1] = 0;
+            snprintf(dir, sizeof dir, "%s/%s", out, text);
+            fat5__free(ctx, text);
+            FAT5_CHECK_MSG(T, fat5_model_load(ctx, dir, &m) == FAT5_OK, "round %d: %s", round, fat5_last_error(ctx));
+            fat5_model_destroy(m);
+            snprintf(p, sizeof p, "%s/training_state.safetensors", dir);
+            FAT5_CHECK_MSG(T, fat5_st_open(ctx, p, &f) == FAT5_OK, "round %d: %s", round, fat5_last_error(ctx));
+            fat5_st_close(f);
+        }
+    }
+    printf("  %d of 6 kills interrupted a save\n", kills_mid_save);
+    FAT5_CHECK_MSG(T, kills_mid_save > 0, "no kill landed inside a save: the test did not test it");
+}
+
+// Bad inputs: clear errors, and a good checkpoint is never written over.
+static void t_train_rejects(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    char out[600], p[700];
+    const char *data = ttr_corpus(T, 8);
+    fat5_train_config c, d;
+    fat5_trainer *t = NULL;
+    struct stat before, after;
+    FAT5_REQUIRE(T, data != NULL);
+    snprintf(out, sizeof out, "%s/good", fat5_test_tmpdir(T));
+    c = ttr_config(T, data, out);
+    c.optim.total_steps = 2;
+    FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
+    while (!fat5_train_done(t)) FAT5_REQUIRE_OK(T, fat5_train_step(t, NULL));
+    FAT5_CHECK(T, fat5_train_step(t, NULL) == FAT5_ERR_STATE);
+    fat5_train_destroy(t);
+    t = NULL;
+    snprintf(p, sizeof p, "%s/step-00000002/model.safetensors", out);
+    FAT5_REQUIRE(T, stat(p, &before) == 0);
+
+    // resuming with another model
+    d = c;
+    snprintf(d.resume, sizeof d.resume, "%s", out);
+    FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &d, "d_model", "48"));
+    d.optim.total_steps = 4;
+    FAT5_CHECK(T, fat5_train_create(ctx, &d, &t) == FAT5_ERR_INVALID_ARG && t == NULL);
+    FAT5_CHECK_MSG(T, strstr(fat5_last_error(ctx), "another model") && strstr(fat5_last_error(ctx), "d_model"), "%s",
+                   fat5_last_error(ctx));
+    // resuming on other data
+    {
+        const char *other;
+        other = ttr_corpus(T, 9);   // rewrites corpus.tok with more documents
+        d = c;
+        snprintf(d.resume, sizeof d.resume, "%s", out);
+        snprintf(d.data, sizeof d.data, "%s", other);
+        FAT5_CHECK(T, fat5_train_create(ctx, &d, &t) == FAT5_ERR_INVALID_ARG);
+        FAT5_CHECK_MSG(T, strstr(fat5_last_error(ctx), "other data"), "%s", fat5_last_error(ctx));
+    }
+    FAT5_REQUIRE(T, stat(p, &after) == 0);
+    FAT5_CHECK_MSG(T, before.st_mtime == after.st_mtime && before.st_size == after.st_size && before.st_ino == after.st_ino,
+                   "the good checkpoint was rewritten");
+    // not a checkpoint
+    d = c;
+    snprintf(d.resume, sizeof d.resume, "%s", fat5_test_tmpdir(T));
+    FAT5_CHECK(T, fat5_train_create(ctx, &d, &t) == FAT5_ERR_IO && strstr(fat5_last_error(ctx), "neither a checkpoint"));
+    // no data, missing data, a budget too small for one example, a model the config cannot make
+    d = c;
+    d.data[0] = 0;
+    FAT5_CHECK(T, fat5_train_create(ctx, &d, &t) == FAT5_ERR_INVALID_ARG && strstr(fat5_last_error(ctx), "no data"));
+    d = c;
+    snprintf(d.data, sizeof d.data, "%s/missing.tok", fat5_test_tmpdir(T));
+    FAT5_CHECK(T, fat5_train_create(ctx, &d, &t) == FAT5_ERR_IO && strstr(fat5_last_error(ctx), "missing.tok"));
+    d = c;
+    d.ul2.enc_tokens = 4;
+    FAT5_CHECK_MSG(T, fat5_train_create(ctx, &d, &t) != FAT5_OK && t == NULL, "a 4-token budget was accepted");
+    d = c;
+    d.model.num_heads = 0;
+    FAT5_CHECK(T, fat5_train_create(ctx, &d, &t) != FAT5_OK && t == NULL);
+    d = c;
+    d.model.vocab_size = 100;   // the data's ids reach 383
+    FAT5_CHECK_MSG(T, fat5_train_create(ctx, &d, &t) == FAT5_ERR_INVALID_ARG && strstr(fat5_last_error(ctx), "vocabulary"),
+                   "%s", fat5_last_error(ctx));
+}
+
+// A non-finite loss is reported with its step, skipped (counted), and never reaches the weights.
+static void t_train_skips_nonfinite(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    char out[600];
+    const char *data = ttr_corpus(T, 8);
+    fat5_train_config c;
+    fat5_trainer *t = NULL;
+    fat5_train_metrics r;
+    float *w0 = NULL, *w1 = NULL, saved;
+    int64_t n;
+    const char *name = "encoder.final_layer_norm.weight";
+    FAT5_REQUIRE(T, data != NULL);
+    snprintf(out, sizeof out, "%s/nan", fat5_test_tmpdir(T));
+    c = ttr_config(T, data, out);
+    FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
+    FAT5_REQUIRE_OK(T, fat5_train_step(t, &r));
+    n = fat5_model_num_params(fat5_train_model(t));
+    {
+        int k = fat5_model_find_tensor(fat5_train_model(t), name);
+        fat5_tensor_info ti;
+        FAT5_REQUIRE(T, k >= 0 && fat5_model_tensor_info(fat5_train_model(t), k, &ti) == FAT5_OK);
+        w0 = (float *)malloc((size_t)ti.numel * 4);
+        w1 = (float *)malloc((size_t)ti.numel * 4);
+        FAT5_REQUIRE(T, w0 && w1);
+        FAT5_REQUIRE_OK(T, fat5_model_get_param(fat5_train_model(t), name, w0, ti.numel));
+        saved = w0[0];
+        w0[0] = NAN;
+        FAT5_REQUIRE_OK(T, fat5_model_set_param(fat5_train_model(t), name, w0, ti.numel));
+        FAT5_REQUIRE_OK(T, fat5_train_step(t, &r));
+        FAT5_CHECK(T, r.skipped == 1 && r.n_skipped == 1 && r.step == 2 && !(r.loss == r.loss));
+        FAT5_REQUIRE_OK(T, fat5_model_get_param(fat5_train_model(t), name, w1, ti.numel));
+        FAT5_CHECK(T, memcmp(w0 + 1, w1 + 1, (size_t)(ti.numel - 1) * 4) == 0);
+        w0[0] = saved;
+        FAT5_REQUIRE_OK(T, fat5_model_set_param(fat5_train_model(t), name, w0, ti.numel));
+        FAT5_REQUIRE_OK(T, fat5_train_step(t, &r));
+        FAT5_CHECK(T, r.skipped == 0 && r.n_skipped == 1 && r.loss == r.loss);
+    }
+    (void)n;
+    free(w0);
+    free(w1);
+    fat5_train_destroy(t);
+}
+
+#define FAT5_TESTS_TRAIN(X) X(train_options) X(train_learns) X(train_resume_bitwise) X(train_kill9_during_save) \
+    X(train_rejects) X(train_skips_nonfinite)
