@@ -4,15 +4,15 @@ CC      ?= cc
 CXX     ?= c++
 WARN     = -Wall -Wextra -Wpedantic -Werror
 CFLAGS  ?= -O2 -g
-LDLIBS   = -lm -ldl
+LDLIBS   = -lm -ldl -lpthread
 ASAN     = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 KERNELS  = $(sort $(wildcard kernels/*.cu))
 TESTSRC  = tests/test_main.c tests/fat5_test.h $(wildcard tests/test_*.c)
 TOOLS    = tools/fat5_inspect tools/fat5_forward tools/fat5_init
-EXAMPLES = examples/quickstart examples/gpu_step
+EXAMPLES = examples/quickstart examples/gpu_step examples/train
 
-.PHONY: all bench fuzz check-toc test test-asan test-quick test-cpp test-tools test-abi test-nocuda test-options check-embed check-kernels embed clean
+.PHONY: all train bench fuzz check-toc test test-asan test-quick test-cpp test-tools test-abi test-nocuda test-options check-embed check-kernels embed clean
 
 all: $(TOOLS) $(EXAMPLES)
 
@@ -28,6 +28,23 @@ build/fat5_impl.o: fat5.h fat5_kernels.cuh
 
 examples/%: examples/%.c fat5.h build/fat5_impl.o
 	$(CC) -std=c99 $(WARN) $(CFLAGS) -DFAT5__IMPL_DONE -o $@ $< build/fat5_impl.o $(LDLIBS)
+
+# The main job: pre-trains a T5 with the UL2 mixture on the bundled corpus (data/fortunes), on the
+# GPU when there is one (FAT5-small shape, a few minutes), else on the CPU (a tiny model, a few
+# minutes on two cores). Checkpoints, metrics.jsonl and loss.png go to $(TRAIN_OUT)/run; a run
+# that was interrupted continues where it stopped. TRAIN_ARGS adds options (--help lists them).
+TRAIN_OUT ?= build/train
+TRAIN_ARGS ?=
+$(TRAIN_OUT)/fortunes.tok: data/fortunes/fortunes.txt.gz tools/pretokenize
+	@mkdir -p $(TRAIN_OUT)
+	gzip -dc data/fortunes/fortunes.txt.gz > $(TRAIN_OUT)/fortunes.txt
+	tools/pretokenize --sep % $(TRAIN_OUT)/fortunes.txt $@
+
+train: examples/train tools/plot_metrics $(TRAIN_OUT)/fortunes.tok
+	examples/train --data $(TRAIN_OUT)/fortunes.tok --output_dir $(TRAIN_OUT)/run \
+	    $$(test -f $(TRAIN_OUT)/run/latest && echo --resume $(TRAIN_OUT)/run) $(TRAIN_ARGS)
+	tools/plot_metrics $(TRAIN_OUT)/run/metrics.jsonl $(TRAIN_OUT)/run/loss.png
+	@echo "train: checkpoint $(TRAIN_OUT)/run/$$(cat $(TRAIN_OUT)/run/latest), loss curve $(TRAIN_OUT)/run/loss.png"
 
 # GPU benchmarks, JSON lines on stdout (needs a GPU)
 bench: tools/bench

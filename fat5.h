@@ -567,6 +567,9 @@ FAT5_API const fat5_train_config *fat5_train_get_config(const fat5_trainer *t);
 #include <sys/stat.h>
 #include <dirent.h>
 #endif
+#ifndef FAT5_NO_THREADS
+#include <pthread.h>
+#endif
 
 #if defined(FAT5_MALLOC) && defined(FAT5_REALLOC) && defined(FAT5_FREE)
 #elif !defined(FAT5_MALLOC) && !defined(FAT5_REALLOC) && !defined(FAT5_FREE)
@@ -6992,14 +6995,28 @@ typedef struct fat5__tbatch {          // a copy of one sampler batch
     int64_t n_labels;                  // labels that count (not -100)
 } fat5__tbatch;
 
+// The micro-batches of one step, drawn together; state is the sampler's state before them.
+typedef struct fat5__tgroup {
+    fat5__tbatch *mb;                  // [grad_accum]
+    char state[512];
+    fat5_status st;                    // of the drawing
+} fat5__tgroup;
+
 struct fat5_trainer {
     fat5_ctx *ctx;
+    fat5_ctx *dctx;                    // the data's own context: the sampler may run on a host thread
     fat5_train_config cfg;
     fat5_tokens *tokens;
     fat5_ul2 *sampler;
     fat5_model *m;
     fat5_optim *o;
-    fat5__tbatch *mb;                  // [grad_accum]
+    fat5__tgroup grp[2];
+    int ahead;                         // index of a group drawn ahead and not yet used, -1 = none
+    int prefetch;                      // draw the next step's group on a host thread (GPU models)
+#ifndef FAT5_NO_THREADS
+    pthread_t thread;
+    int thread_running;
+#endif
     int64_t tokens_seen, n_skipped, step_at_start;
     double elapsed_before, t_start, flops_per_s_peak;
     char ckpt[4200];
@@ -7040,6 +7057,60 @@ static fat5_status fat5__tbatch_copy(fat5_ctx *ctx, fat5__tbatch *d, const fat5_
     return FAT5_OK;
 }
 
+// Draws the next step's micro-batches into g. Uses only the data context.
+static void fat5__tgroup_draw(fat5_trainer *t, fat5__tgroup *g) {
+    fat5_batch b;
+    int i;
+    g->st = fat5_ul2_get_state(t->sampler, g->state, sizeof g->state);
+    for (i = 0; i < t->cfg.grad_accum && g->st == FAT5_OK; i++)
+        if ((g->st = fat5_ul2_next_batch(t->sampler, &b)) == FAT5_OK) g->st = fat5__tbatch_copy(t->dctx, &g->mb[i], &b);
+}
+
+#ifndef FAT5_NO_THREADS
+static void *fat5__tgroup_thread(void *arg) {
+    fat5_trainer *t = FAT5__CAST(fat5_trainer *, arg);
+    fat5__tgroup_draw(t, &t->grp[t->ahead]);
+    return NULL;
+}
+#endif
+
+// Waits for a drawing under way on the host thread.
+static void fat5__train_join(fat5_trainer *t) {
+#ifndef FAT5_NO_THREADS
+    if (t->thread_running) {
+        pthread_join(t->thread, NULL);
+        t->thread_running = 0;
+    }
+#else
+    (void)t;
+#endif
+}
+
+// The group for this step: the one drawn ahead, or one drawn now. Starts drawing the next one on
+// the host thread when prefetching.
+static fat5_status fat5__train_next_group(fat5_trainer *t, int more, fat5__tgroup **out) {
+    fat5__tgroup *g;
+    fat5__train_join(t);
+    if (t->ahead < 0) {
+        t->ahead = 0;
+        fat5__tgroup_draw(t, &t->grp[0]);
+    }
+    g = &t->grp[t->ahead];
+    t->ahead = -1;
+    *out = g;
+    if (g->st) return fat5__err(t->ctx, g->st, "%s", fat5_last_error(t->dctx));
+#ifndef FAT5_NO_THREADS
+    if (t->prefetch && more) {
+        t->ahead = g == &t->grp[0] ? 1 : 0;
+        if (pthread_create(&t->thread, NULL, fat5__tgroup_thread, t) == 0) t->thread_running = 1;
+        else fat5__tgroup_draw(t, &t->grp[t->ahead]);   // no thread: draw it now
+    }
+#else
+    (void)more;
+#endif
+    return FAT5_OK;
+}
+
 // Forward FLOPs of a batch, the usual convention (2 per multiply-add, attention scores and values
 // counted in full); a training step is 3 times this.
 static double fat5__batch_flops(const fat5_model_config *c, const fat5_batch *b) {
@@ -7063,6 +7134,7 @@ static double fat5__batch_flops(const fat5_model_config *c, const fat5_batch *b)
 static fat5_status fat5__train_sampler(fat5_trainer *t, int split, uint64_t seed, fat5_ul2 **out) {
     fat5_ul2_config u = t->cfg.ul2;
     int64_t V = fat5_tokens_vocab_size(t->tokens);
+    fat5_status st;
     u.split = split;
     u.eval_fraction = t->cfg.eval_fraction;
     u.seed = seed;
@@ -7071,7 +7143,8 @@ static fat5_status fat5__train_sampler(fat5_trainer *t, int split, uint64_t seed
         u.n_sentinels = V > 259 ? (int32_t)(V - 259) : 0;
         if (u.n_sentinels > 1000) u.n_sentinels = 1000;
     }
-    return fat5_ul2_create(t->ctx, &u, t->tokens, out);
+    if ((st = fat5_ul2_create(t->dctx, &u, t->tokens, out))) return fat5__err(t->ctx, st, "%s", fat5_last_error(t->dctx));
+    return FAT5_OK;
 }
 
 // "a.tok,b.tok" opened as one stream
@@ -7090,7 +7163,11 @@ static fat5_status fat5__train_open_data(fat5_trainer *t) {
         }
         p = comma ? comma + 1 : NULL;
     }
-    return fat5_tokens_open(t->ctx, (const char *const *)paths, n, &t->tokens);
+    {
+        fat5_status st = fat5_tokens_open(t->dctx, (const char *const *)paths, n, &t->tokens);
+        if (st) return fat5__err(t->ctx, st, "%s", fat5_last_error(t->dctx));
+    }
+    return FAT5_OK;
 }
 
 // the first line where two texts differ, for messages
@@ -7199,7 +7276,10 @@ FAT5_API fat5_status fat5_train_save(fat5_trainer *t, const char **dir_out) {
     fat5__rm_ckpt(tmp);
     if ((st = fat5__mkdir(ctx, tmp))) return st;
     if ((st = fat5_model_save(m, tmp))) goto fail;
-    if ((st = fat5_ul2_get_state(t->sampler, sampler, sizeof sampler))) goto fail;
+    // the sampler where the next step starts: before a group drawn ahead, if there is one
+    fat5__train_join(t);
+    if (t->ahead >= 0) snprintf(sampler, sizeof sampler, "%s", t->grp[t->ahead].state);
+    else if ((st = fat5_ul2_get_state(t->sampler, sampler, sizeof sampler))) goto fail;
     if ((st = fat5_model_config_to_json(ctx, &m->cfg, &json, &json_len))) goto fail;
     mom = FAT5__CAST(float *, fat5__malloc(ctx, n * 2 * sizeof(float)));
     if (!mom) {
@@ -7343,7 +7423,10 @@ static fat5_status fat5__train_resume(fat5_trainer *t, const char *dir) {
     }
     if ((st = fat5_st_read_f32(f, i1, mom, (int64_t)n)) || (st = fat5_st_read_f32(f, i2, mom + n, (int64_t)n)))
         goto done;
-    if ((st = fat5_ul2_set_state(t->sampler, fat5_st_metadata_find(f, "sampler")))) goto done;
+    if ((st = fat5_ul2_set_state(t->sampler, fat5_st_metadata_find(f, "sampler")))) {
+        st = fat5__err(ctx, st, "resume %s: %s", dir, fat5_last_error(t->dctx));
+        goto done;
+    }
     if ((st = m->be->upload(ctx, t->o->m1, mom, n * 4)) || (st = m->be->upload(ctx, t->o->m2, mom + n, n * 4)))
         goto done;
     t->o->step = step;
@@ -7383,16 +7466,20 @@ static fat5_status fat5__log_truncate(fat5_ctx *ctx, const char *path, int64_t s
 }
 
 FAT5_API void fat5_train_destroy(fat5_trainer *t) {
-    int i;
+    int i, g;
     if (!t) return;
+    fat5__train_join(t);
     if (t->log) fclose(t->log);
-    if (t->mb)
-        for (i = 0; i < t->cfg.grad_accum; i++) fat5__free(t->ctx, t->mb[i].buf);
-    fat5__free(t->ctx, t->mb);
+    for (g = 0; g < 2; g++) {
+        if (t->grp[g].mb)
+            for (i = 0; i < t->cfg.grad_accum; i++) fat5__free(t->dctx, t->grp[g].mb[i].buf);
+        fat5__free(t->ctx, t->grp[g].mb);
+    }
     fat5_optim_destroy(t->o);
     fat5_model_destroy(t->m);
     fat5_ul2_destroy(t->sampler);
     fat5_tokens_close(t->tokens);
+    fat5_ctx_destroy(t->dctx);
     fat5__free(t->ctx, t);
 }
 
@@ -7411,10 +7498,16 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
     if (!t) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
     t->ctx = ctx;
     t->cfg = *cfg;
-    t->mb = FAT5__CAST(fat5__tbatch *, fat5__calloc(ctx, (size_t)cfg->grad_accum, sizeof *t->mb));
-    if (!t->mb) {
-        fat5__free(ctx, t);
-        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
+    t->ahead = -1;
+    t->grp[0].mb = FAT5__CAST(fat5__tbatch *, fat5__calloc(ctx, (size_t)cfg->grad_accum, sizeof(fat5__tbatch)));
+    t->grp[1].mb = FAT5__CAST(fat5__tbatch *, fat5__calloc(ctx, (size_t)cfg->grad_accum, sizeof(fat5__tbatch)));
+    {   // the data's context: the same allocator and log, on the host
+        fat5_ctx_config dc = ctx->cfg;
+        dc.device = FAT5_DEVICE_CPU;
+        if (!t->grp[0].mb || !t->grp[1].mb || fat5_ctx_create(&dc, &t->dctx) != FAT5_OK) {
+            fat5_train_destroy(t);
+            return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
+        }
     }
     if ((st = fat5__train_open_data(t))) goto fail;
     // the model: the checkpoint's when resuming, else --init's, else a new one
@@ -7471,6 +7564,7 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
         st = fat5__err(ctx, FAT5_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
         goto fail;
     }
+    t->prefetch = t->m->be != &fat5__cpu_backend;
     t->step_at_start = fat5_optim_get_step(t->o);
     t->flops_per_s_peak = cfg->peak_tflops > 0 ? cfg->peak_tflops * 1e12
                           : t->m->be != &fat5__cpu_backend && t->m->act_size == 2 ? 989e12 : 0;
@@ -7492,9 +7586,14 @@ FAT5_API fat5_status fat5_train_evaluate(fat5_trainer *t, double *loss) {
     fat5_status st;
     *loss = NAN;
     if (t->cfg.eval_fraction <= 0) return fat5__err(t->ctx, FAT5_ERR_STATE, "evaluate: eval_fraction is 0 (no held-out data)");
+    fat5__train_join(t);   // the data is read by one thread at a time
     if ((st = fat5__train_sampler(t, 2, 0x5eed0e7a1ull, &s))) return st;
     for (i = 0; i < t->cfg.eval_batches && st == FAT5_OK; i++) {
-        if ((st = fat5_ul2_next_batch(s, &b)) || (st = fat5_model_forward(t->m, &b, &t->cfg.loss, &r))) break;
+        if ((st = fat5_ul2_next_batch(s, &b))) {
+            st = fat5__err(t->ctx, st, "%s", fat5_last_error(t->dctx));
+            break;
+        }
+        if ((st = fat5_model_forward(t->m, &b, &t->cfg.loss, &r))) break;
         sum += r.loss * (double)r.n_tokens;
         n += r.n_tokens;
     }
@@ -7518,7 +7617,7 @@ FAT5_API fat5_status fat5_train_step(fat5_trainer *t, fat5_train_metrics *out) {
     fat5_train_metrics r;
     fat5_optim_result orr;
     fat5_forward_result fr;
-    fat5_batch b;
+    fat5__tgroup *g;
     double t0 = fat5__now_s(), loss = 0, flops = 0;
     int64_t n_labels = 0, i, k = t->cfg.grad_accum, step;
     int finite;
@@ -7529,16 +7628,17 @@ FAT5_API fat5_status fat5_train_step(fat5_trainer *t, fat5_train_metrics *out) {
                                              (long long)t->cfg.optim.total_steps);
     // the micro-batches first: their label counts weight the gradients, so k micro-batches give the
     // gradient of one batch of all of them
+    if ((st = fat5__train_next_group(t, fat5_optim_get_step(t->o) + 1 < t->cfg.optim.total_steps, &g))) return st;
     for (i = 0; i < k; i++) {
-        if ((st = fat5_ul2_next_batch(t->sampler, &b)) || (st = fat5__tbatch_copy(ctx, &t->mb[i], &b))) return st;
-        n_labels += t->mb[i].n_labels;
-        r.tokens += b.n_enc_tokens + b.n_dec_tokens;
-        flops += 3 * fat5__batch_flops(&t->m->cfg, &b);
+        const fat5_batch *b = &g->mb[i].b;
+        n_labels += g->mb[i].n_labels;
+        r.tokens += b->n_enc_tokens + b->n_dec_tokens;
+        flops += 3 * fat5__batch_flops(&t->m->cfg, b);
     }
     if ((st = fat5_model_zero_grad(t->m))) return st;
     for (i = 0; i < k; i++) {
-        float scale = n_labels ? (float)((double)t->mb[i].n_labels / (double)n_labels) : 0.0f;
-        if ((st = fat5_model_forward(t->m, &t->mb[i].b, &t->cfg.loss, &fr))) return st;
+        float scale = n_labels ? (float)((double)g->mb[i].n_labels / (double)n_labels) : 0.0f;
+        if ((st = fat5_model_forward(t->m, &g->mb[i].b, &t->cfg.loss, &fr))) return st;
         loss += fr.loss * (double)fr.n_tokens;
         if ((st = fat5_model_backward(t->m, scale))) return st;
     }
