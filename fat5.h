@@ -400,29 +400,56 @@ typedef struct fat5_ul2_config {
     int64_t dec_tokens;       // decoder (label) token budget of one packed batch
     int64_t max_enc_len;      // most encoder tokens of one example (0 = enc_tokens)
     int64_t max_dec_len;      // most label tokens of one example (0 = dec_tokens)
-    int32_t sentinel_first;   // the first sentinel id; the k-th span uses sentinel_first - k
-    int32_t n_sentinels;      // sentinel ids available: sentinel_first - n_sentinels + 1 .. sentinel_first
+    int32_t sentinel_first;   // the first sentinel id: span j (from 0) of an example uses sentinel_first - j
+    int32_t n_sentinels;      // sentinel ids available: sentinel_first - n_sentinels + 1 .. sentinel_first;
+                              // an example never has more spans than this (ByT5: vocab-1 and vocab-259)
     int split;                // 0: every document, 1: the training documents, 2: the held-out ones
     double eval_fraction;     // share of documents held out (by a hash of the document index)
     uint64_t seed;
 } fat5_ul2_config;
 
 // FAT5's seven denoisers ([R] 3/.15, [R] 8/.15, [S] prefix, [X] 3/.5, [X] 8/.15, [X] 64/.15,
-// [X] 64/.5; weights .165/.165/.34/.0825 x 4), no mode tokens, budgets 512 x 16 / 512 x 16.
-// sentinel_first and n_sentinels must be set for the vocabulary.
+// [X] 64/.5; weights .165/.165/.34/.0825 x 4), no mode tokens, budgets 512 x 16 / 512 x 16,
+// examples of at most 512 / 512, split 0, seed 0. sentinel_first and n_sentinels must be set for
+// the vocabulary (create fails until they are).
 FAT5_API fat5_ul2_config fat5_ul2_config_default(void);
-// Classic T5 span corruption (r .15, mu 3): the one-denoiser mixture.
+// Classic T5 span corruption (r .15, mu 3): the one-denoiser mixture; examples of 512 input and
+// 114 target tokens (568-id pieces, as T5 and nanoT5), budgets 16 of them.
 FAT5_API fat5_ul2_config fat5_ul2_config_t5(void);
 
+// What the sampler emits. The documents of the split are read in order, each cut into
+// consecutive pieces; every piece draws a denoiser from the mixture and becomes one example, one
+// sequence of the packed batch (no attention across documents or pieces). A piece is as long as
+// the denoiser's example can be within max_enc_len / max_dec_len (T5's random_spans_helper),
+// shorter at a document's end; no id is dropped: over an epoch every non-eos id of the split
+// appears exactly once in the inputs and targets. With A = kept ids, N = noise ids, S_j =
+// sentinel_first - j, M = the optional mode token:
+//     SPAN   noise = round(L r) within [1, L-1], spans = round(noise / mu) within
+//            [1, min(noise, L - noise, n_sentinels)]; noise and kept ids each split into `spans`
+//            positive runs uniformly at random (T5's random_spans_noise_mask), laid out A0 N0 A1 N1 ...
+//            input  = M A0 S0 A1 S1 ... A_{n-1} S_{n-1} eos,  target = S0 N0 S1 N1 ... eos
+//            (a piece of one id: input M S0 eos, target S0 id eos)
+//     PREFIX split point P uniform in [1, L-1] (UL2's prefix LM; P = 0 for a piece of one id)
+//            input  = M ids[0..P) eos,  target = ids[P..L) eos
+// Rounding is half to even (numpy's). Batches fill enc_tokens / dec_tokens without padding; dec_tokens
+// is NULL (the model shifts the labels right). An example that does not fit is carried to the next
+// batch. Held-out split: document i is held out iff splitmix64(i ^ 0x6A09E667F3BCC908) / 2^64 <
+// eval_fraction (53 high bits). Empty documents (eos eos) give no example.
 typedef struct fat5_ul2 fat5_ul2;
-// The sampler reads src (borrowed: keep it open while the sampler lives).
+// The sampler reads src (borrowed: keep it open while the sampler lives). Checks the config
+// against it (denoisers, weights, sentinel range, mode tokens, budgets that hold an example of two
+// ids for every denoiser, a non-empty split) with a message naming the field.
 FAT5_API fat5_status fat5_ul2_create(fat5_ctx *ctx, const fat5_ul2_config *cfg, fat5_tokens *src, fat5_ul2 **out);
 FAT5_API void fat5_ul2_destroy(fat5_ul2 *s);
 // The next packed batch; its arrays are owned by the sampler and valid until the next call.
-// The stream cycles through the documents forever (epoch after epoch, reshuffled noise).
+// The stream cycles through the documents forever (epoch after epoch, new noise each time).
 FAT5_API fat5_status fat5_ul2_next_batch(fat5_ul2 *s, fat5_batch *out);
-FAT5_API int64_t fat5_ul2_epoch(const fat5_ul2 *s);   // completed passes over the documents
-// The whole state (RNG and position) as a short printable string, and back.
+FAT5_API int64_t fat5_ul2_epoch(const fat5_ul2 *s);   // completed passes, counted at the last example emitted
+// The whole state (RNG counter, document, piece offset; a carried example is drawn again) as a
+// short printable string "ul2v1:seed:counter:epoch:doc:pos:off:ids", and back: a sampler with the
+// same config and corpus continues the same stream exactly. Malformed or foreign states are
+// FAT5_ERR_FORMAT. FAT5_UL2_STATE_CAP bytes always hold it.
+#define FAT5_UL2_STATE_CAP 192
 FAT5_API fat5_status fat5_ul2_get_state(const fat5_ul2 *s, char *buf, size_t cap);
 FAT5_API fat5_status fat5_ul2_set_state(fat5_ul2 *s, const char *state);
 
@@ -5749,8 +5776,792 @@ done:
 // =============================================================================================
 // ==[5.1] train: token files ==
 
+// Token files (format in the declarations). Every file is validated when it is opened, in one
+// sequential pass through a window of FAT5__TOK_WINDOW bytes; afterwards ids are read through the
+// same window (fseeko + fread), so a corpus is never loaded whole. Each file ends with an eos, so
+// a document never spans two files; the files form one stream of ids indexed from 0.
+
+#define FAT5__TOK_HEADER 32
+#define FAT5__TOK_WINDOW ((size_t)1 << 20)   // bytes; a multiple of 4
+
+typedef struct fat5__tokfile {
+    char *path;
+    FILE *fp;
+    int width;            // bytes per id: 2 or 4
+    int64_t n;            // ids in the file
+    int64_t first;        // index of its first id in the stream
+} fat5__tokfile;
+
+struct fat5_tokens {
+    fat5_ctx *ctx;
+    fat5__tokfile *files;
+    int n_files;
+    int64_t n_ids, n_docs, vocab;
+    int32_t eos;
+    unsigned char *win;   // FAT5__TOK_WINDOW bytes of one file
+    int win_file;         // the file in the window, -1 when empty
+    int64_t win_first;    // index (in that file) of the first id in the window
+    int64_t win_n;        // ids in the window
+};
+
+static void fat5__tok_put_le(unsigned char *p, uint64_t v, int n) {
+    int i;
+    for (i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint64_t fat5__tok_get_le(const unsigned char *p, int n) {
+    uint64_t v = 0;
+    int i;
+    for (i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+static int fat5__tok_seek(FILE *fp, uint64_t off) {
+#ifdef _WIN32
+    return off <= (uint64_t)INT64_MAX && _fseeki64(fp, (__int64)off, SEEK_SET) == 0;
+#else
+    off_t o = (off_t)off;
+    if (o < 0 || (uint64_t)o != off) return 0;
+    return fseeko(fp, o, SEEK_SET) == 0;
+#endif
+}
+
+// The 32-byte header of a token file.
+static void fat5__tok_header(unsigned char h[FAT5__TOK_HEADER], int width, int64_t vocab, int32_t eos) {
+    memset(h, 0, FAT5__TOK_HEADER);
+    memcpy(h, "FAT5TOK", 8);
+    fat5__tok_put_le(h + 8, 1, 4);
+    fat5__tok_put_le(h + 12, (uint64_t)width, 4);
+    fat5__tok_put_le(h + 16, (uint64_t)vocab, 8);
+    fat5__tok_put_le(h + 24, (uint64_t)(uint32_t)eos, 4);
+}
+
+// Loads ids [at, at + n) of file f into the window (n <= the window, within the file).
+static fat5_status fat5__tok_fill(fat5_tokens *t, int f, int64_t at, int64_t n) {
+    fat5__tokfile *tf = &t->files[f];
+    size_t bytes = (size_t)n * (size_t)tf->width;
+    t->win_file = -1;
+    if (!fat5__tok_seek(tf->fp, FAT5__TOK_HEADER + (uint64_t)at * (uint64_t)tf->width) ||
+        fread(t->win, 1, bytes, tf->fp) != bytes)
+        return fat5__err(t->ctx, FAT5_ERR_IO, "%s: byte %llu: read failed (was the file changed?)",
+                         tf->path, (unsigned long long)(FAT5__TOK_HEADER + (uint64_t)at * (uint64_t)tf->width));
+    t->win_file = f;
+    t->win_first = at;
+    t->win_n = n;
+    return FAT5_OK;
+}
+
+// Makes id `at` of file f available in the window; *avail = ids from it to the window's end.
+static fat5_status fat5__tok_window(fat5_tokens *t, int f, int64_t at, const unsigned char **p,
+                                    int64_t *avail) {
+    const fat5__tokfile *tf = &t->files[f];
+    if (t->win_file != f || at < t->win_first || at >= t->win_first + t->win_n) {
+        int64_t cap = (int64_t)(FAT5__TOK_WINDOW / (size_t)tf->width), n = tf->n - at;
+        fat5_status st = fat5__tok_fill(t, f, at, n < cap ? n : cap);
+        if (st != FAT5_OK) return st;
+    }
+    *p = t->win + (size_t)(at - t->win_first) * (size_t)tf->width;
+    *avail = t->win_first + t->win_n - at;
+    return FAT5_OK;
+}
+
+// The file holding stream index pos (pos < n_ids).
+static int fat5__tok_file_of(const fat5_tokens *t, int64_t pos) {
+    int lo = 0, hi = t->n_files - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (t->files[mid].first <= pos) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+// Reads ids from stream index pos into dst, at most max of them, stopping before an eos: *n gets
+// the ids copied and *eos 1 when an eos ended them (it sits at pos + *n). pos < n_ids.
+static fat5_status fat5__tok_read_doc(fat5_tokens *t, int64_t pos, int64_t max, int32_t *dst,
+                                      int64_t *n, int *eos) {
+    int f = fat5__tok_file_of(t, pos);
+    int64_t at = pos - t->files[f].first, got = 0;
+    const uint32_t e = (uint32_t)t->eos;
+    *eos = 0;
+    while (got < max) {   // the file ends with an eos, so this stops inside it
+        const unsigned char *p;
+        int64_t avail, i, take;
+        fat5_status st = fat5__tok_window(t, f, at, &p, &avail);
+        if (st != FAT5_OK) return st;
+        take = avail < max - got ? avail : max - got;
+        if (t->files[f].width == 2) {
+            for (i = 0; i < take; i++) {
+                uint32_t v = (uint32_t)p[2 * i] | (uint32_t)p[2 * i + 1] << 8;
+                if (v == e) { *eos = 1; break; }
+                dst[got + i] = (int32_t)v;
+            }
+        } else {
+            for (i = 0; i < take; i++) {
+                uint32_t v = (uint32_t)fat5__tok_get_le(p + 4 * i, 4);
+                if (v == e) { *eos = 1; break; }
+                dst[got + i] = (int32_t)v;
+            }
+        }
+        got += i;
+        at += i;
+        if (*eos) break;
+    }
+    if (!*eos && got == max && at < t->files[f].n) {   // peek: is the next id the eos?
+        const unsigned char *p;
+        int64_t avail;
+        fat5_status st = fat5__tok_window(t, f, at, &p, &avail);
+        if (st != FAT5_OK) return st;
+        *eos = (uint32_t)fat5__tok_get_le(p, t->files[f].width) == e;
+    }
+    *n = got;
+    return FAT5_OK;
+}
+
+// Opens and checks one file: header, size, every id below the vocabulary, last id an eos.
+static fat5_status fat5__tok_check(fat5_tokens *t, int f, const char *path) {
+    fat5__tokfile *tf = &t->files[f];
+    unsigned char h[FAT5__TOK_HEADER];
+    uint64_t size, vocab, nbytes, i;
+    uint32_t version, width, pad;
+    int32_t eos;
+    int64_t at;
+    fat5_status st;
+    fat5_ctx *ctx = t->ctx;
+    if (!(tf->path = fat5__strdup(ctx, path)))
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    if ((st = fat5__open_regular(ctx, path, &tf->fp, &size)) != FAT5_OK) return st;
+    if (size < FAT5__TOK_HEADER || fread(h, 1, FAT5__TOK_HEADER, tf->fp) != FAT5__TOK_HEADER)
+        return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: byte %llu: truncated: a token file has a %d-byte header",
+                         path, (unsigned long long)size, FAT5__TOK_HEADER);
+    if (memcmp(h, "FAT5TOK", 8) != 0)
+        return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: byte 0: not a token file (bad magic, want \"FAT5TOK\\0\")", path);
+    version = (uint32_t)fat5__tok_get_le(h + 8, 4);
+    width = (uint32_t)fat5__tok_get_le(h + 12, 4);
+    vocab = fat5__tok_get_le(h + 16, 8);
+    eos = (int32_t)(uint32_t)fat5__tok_get_le(h + 24, 4);
+    pad = (uint32_t)fat5__tok_get_le(h + 28, 4);
+    if (version != 1)
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: byte 8: token file version %u, this reader knows 1",
+                         path, version);
+    if (width != 2 && width != 4)
+        return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: byte 12: id width %u, want 2 or 4", path, width);
+    if (vocab == 0 || vocab > (uint64_t)INT32_MAX + 1)
+        return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: byte 16: vocabulary size %llu, want 1 .. 2^31", path,
+                         (unsigned long long)vocab);
+    if (eos < 0 || (uint64_t)eos >= vocab)
+        return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: byte 24: eos id %ld outside the vocabulary of %llu",
+                         path, (long)eos, (unsigned long long)vocab);
+    if (pad != 0)
+        return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: byte 28: the header's last 4 bytes must be zero", path);
+    if (f > 0 && ((int64_t)vocab != t->vocab || eos != t->eos))
+        return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: byte %d: %s %lld differs from %lld in %s (the files must agree)",
+                         path, (int64_t)vocab != t->vocab ? 16 : 24,
+                         (int64_t)vocab != t->vocab ? "vocabulary size" : "eos id",
+                         (long long)((int64_t)vocab != t->vocab ? (int64_t)vocab : eos),
+                         (long long)((int64_t)vocab != t->vocab ? t->vocab : t->eos), t->files[0].path);
+    nbytes = size - FAT5__TOK_HEADER;
+    if (nbytes % width != 0)
+        return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: byte %llu: truncated: %llu bytes of ids is not a multiple "
+                         "of the id width %u", path, (unsigned long long)(size - nbytes % width),
+                         (unsigned long long)nbytes, width);
+    if (nbytes == 0)
+        return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: byte 32: empty: the file holds no ids", path);
+    if (nbytes / width > (uint64_t)(INT64_MAX / 2) - (uint64_t)t->n_ids)
+        return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: too many ids", path);
+    t->vocab = (int64_t)vocab;
+    t->eos = eos;
+    tf->width = (int)width;
+    tf->n = (int64_t)(nbytes / width);
+    tf->first = t->n_ids;
+    for (at = 0; at < tf->n;) {   // every id, in window-sized steps
+        const unsigned char *p;
+        int64_t avail;
+        if ((st = fat5__tok_window(t, f, at, &p, &avail)) != FAT5_OK) return st;
+        for (i = 0; i < (uint64_t)avail; i++) {
+            uint64_t v = fat5__tok_get_le(p + i * width, (int)width);
+            if (v >= vocab)
+                return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: byte %llu: id %llu is not below the vocabulary size %llu",
+                                 path, (unsigned long long)(FAT5__TOK_HEADER + ((uint64_t)at + i) * width),
+                                 (unsigned long long)v, (unsigned long long)vocab);
+            if (v == (uint64_t)eos) t->n_docs++;
+        }
+        at += avail;
+        if (at == tf->n && fat5__tok_get_le(p + (size_t)(avail - 1) * width, (int)width) != (uint64_t)eos)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: byte %llu: the last id is not the eos id %ld "
+                             "(every document, the last included, ends with it)", path,
+                             (unsigned long long)(size - width), (long)eos);
+    }
+    t->n_ids += tf->n;
+    return FAT5_OK;
+}
+
+FAT5_API void fat5_tokens_close(fat5_tokens *t) {
+    int i;
+    if (!t) return;
+    for (i = 0; i < t->n_files; i++) {
+        if (t->files[i].fp) fclose(t->files[i].fp);
+        fat5__free(t->ctx, t->files[i].path);
+    }
+    fat5__free(t->ctx, t->files);
+    fat5__free(t->ctx, t->win);
+    fat5__free(t->ctx, t);
+}
+
+FAT5_API fat5_status fat5_tokens_open(fat5_ctx *ctx, const char *const *paths, int n_paths,
+                                      fat5_tokens **out) {
+    fat5_tokens *t;
+    fat5_status st;
+    int i;
+    if (!out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_open: out is NULL");
+    *out = NULL;
+    if (!paths || n_paths <= 0)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_open: no files given");
+    for (i = 0; i < n_paths; i++)
+        if (!paths[i]) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_open: path %d is NULL", i);
+    t = FAT5__CAST(fat5_tokens *, fat5__calloc(ctx, 1, sizeof *t));
+    if (!t) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokens_open: out of memory");
+    t->ctx = ctx;
+    t->win_file = -1;
+    t->files = FAT5__CAST(fat5__tokfile *, fat5__calloc(ctx, (size_t)n_paths, sizeof *t->files));
+    t->win = FAT5__CAST(unsigned char *, fat5__malloc(ctx, FAT5__TOK_WINDOW));
+    if (!t->files || !t->win) {
+        fat5_tokens_close(t);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokens_open: out of memory");
+    }
+    for (i = 0; i < n_paths; i++) {
+        t->n_files = i + 1;
+        if ((st = fat5__tok_check(t, i, paths[i])) != FAT5_OK) {
+            fat5_tokens_close(t);
+            return st;
+        }
+    }
+    *out = t;
+    return FAT5_OK;
+}
+
+FAT5_API int64_t fat5_tokens_count(const fat5_tokens *t) { return t ? t->n_ids : 0; }
+FAT5_API int64_t fat5_tokens_num_docs(const fat5_tokens *t) { return t ? t->n_docs : 0; }
+FAT5_API int64_t fat5_tokens_vocab_size(const fat5_tokens *t) { return t ? t->vocab : 0; }
+FAT5_API int32_t fat5_tokens_eos_id(const fat5_tokens *t) { return t ? t->eos : -1; }
+
+FAT5_API fat5_status fat5_tokens_write(fat5_ctx *ctx, const char *path, const int32_t *ids, int64_t n,
+                                       int64_t vocab_size, int32_t eos_id, int id_width) {
+    unsigned char h[FAT5__TOK_HEADER], buf[4096];
+    fat5__afile a;
+    fat5_status st;
+    int64_t i;
+    size_t fill = 0;
+    if (!path || (!ids && n > 0))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_write: %s is NULL", path ? "ids" : "path");
+    if (id_width != 2 && id_width != 4)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_write: %s: id width %d, want 2 or 4", path, id_width);
+    if (vocab_size <= 0 || vocab_size > (int64_t)INT32_MAX + 1 || (id_width == 2 && vocab_size > 65536))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_write: %s: vocabulary size %lld out of range "
+                         "for %d-byte ids", path, (long long)vocab_size, id_width);
+    if (eos_id < 0 || eos_id >= vocab_size)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_write: %s: eos id %ld outside the vocabulary",
+                         path, (long)eos_id);
+    if (n <= 0)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_write: %s: no ids (a token file holds at least one document)", path);
+    if (ids[n - 1] != eos_id)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_write: %s: the last id %ld is not the eos id %ld",
+                         path, (long)ids[n - 1], (long)eos_id);
+    for (i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= vocab_size)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_write: %s: ids[%lld] = %ld is outside the "
+                             "vocabulary of %lld", path, (long long)i, (long)ids[i], (long long)vocab_size);
+    fat5__tok_header(h, id_width, vocab_size, eos_id);
+    if ((st = fat5__afile_open(ctx, path, &a)) != FAT5_OK) return st;
+    if ((st = fat5__afile_write(ctx, &a, path, h, sizeof h)) != FAT5_OK) return st;
+    for (i = 0; i < n; i++) {
+        fat5__tok_put_le(buf + fill, (uint64_t)(uint32_t)ids[i], id_width);
+        fill += (size_t)id_width;
+        if (fill == sizeof buf || i == n - 1) {
+            if ((st = fat5__afile_write(ctx, &a, path, buf, fill)) != FAT5_OK) return st;
+            fill = 0;
+        }
+    }
+    return fat5__afile_commit(ctx, &a, path);
+}
+
 // =============================================================================================
 // ==[5.2] train: UL2 sampler ==
+
+// The stream: documents in order (those of the configured split), each cut into consecutive pieces;
+// every piece gets a denoiser drawn from the mixture and becomes one example (one packed sequence).
+// The state is a counter-based RNG plus a position, so it saves to a short string; an example that
+// does not fit the batch is carried to the next one, and get_state reports the position from
+// before it was drawn, so a restored sampler draws it again, identically.
+
+typedef struct fat5__ul2_pos {
+    fat5_rng rng;
+    int64_t epoch;        // completed passes over the documents
+    int64_t doc;          // index of the current document
+    int64_t pos;          // stream index of its first id (< the stream's length)
+    int64_t off;          // its ids already used by earlier pieces
+} fat5__ul2_pos;
+
+struct fat5_ul2 {
+    fat5_ctx *ctx;
+    fat5_tokens *src;
+    fat5_ul2_config cfg;
+    double cum[FAT5_UL2_MAX_DENOISERS];         // cumulative mixture weights, the last exactly 1
+    int64_t piece_len[FAT5_UL2_MAX_DENOISERS];  // the longest piece each denoiser takes
+    int64_t max_piece;
+    fat5__ul2_pos cur;        // after the last example drawn
+    fat5__ul2_pos pend_from;  // before the carried example (when has_pend)
+    int has_pend;
+    int idle_wraps;           // passes over the corpus without an example (all its documents empty)
+    int32_t *piece;           // [max_piece] the ids of the current piece
+    int32_t *seg;             // [2 * (max_piece + 1)] noise and kept span lengths
+    int32_t *pin, *ptgt;      // the carried example: [max_enc_len] input, [max_dec_len] target
+    int64_t pin_n, ptgt_n;
+    int32_t *enc, *lab;       // the batch: [enc_tokens], [dec_tokens]
+    int32_t *enc_cu, *dec_cu; // [enc_tokens + 1]
+};
+
+// round half to even, as numpy and T5's helpers round
+static double fat5__round_even(double x) {
+    double f = floor(x), d = x - f;
+    if (d > 0.5) return f + 1;
+    if (d < 0.5) return f;
+    return fmod(f, 2.0) == 0 ? f : f + 1;
+}
+
+// SPAN on a piece of L ids: how many are noise and in how many spans. noise = round(L r) within
+// [1, L-1], spans = round(noise / mu) within [1, min(noise, L - noise, sentinels)]. A piece of one
+// id is all noise, one span (its kept part empty).
+static void fat5__ul2_span_counts(const fat5_denoiser *d, int64_t L, int64_t n_sent, int64_t *noise,
+                                  int64_t *spans) {
+    double nz, k;
+    if (L <= 1) {
+        *noise = L;
+        *spans = L;
+        return;
+    }
+    nz = fat5__round_even((double)L * d->r);
+    if (nz > (double)(L - 1)) nz = (double)(L - 1);
+    if (nz < 1) nz = 1;
+    k = fat5__round_even(nz / d->mu);
+    if (k > nz) k = nz;
+    if (k > (double)L - nz) k = (double)L - nz;
+    if (k > (double)n_sent) k = (double)n_sent;
+    if (k < 1) k = 1;
+    *noise = (int64_t)nz;
+    *spans = (int64_t)k;
+}
+
+// the input and target lengths of an example made from a piece of L ids (mode token included)
+static void fat5__ul2_lengths(const fat5_ul2_config *c, const fat5_denoiser *d, int64_t L,
+                              int64_t *in_len, int64_t *tgt_len) {
+    int64_t m = d->mode_token >= 0, noise, spans;
+    if (d->kind == FAT5_DENOISE_PREFIX) {   // the longest of each over the split points
+        *in_len = m + (L >= 2 ? L - 1 : 0) + 1;
+        *tgt_len = L + 1 - (L >= 2);
+        return;
+    }
+    fat5__ul2_span_counts(d, L, c->n_sentinels, &noise, &spans);
+    *in_len = m + L - noise + spans + 1;
+    *tgt_len = noise + spans + 1;
+}
+
+// The longest piece whose example fits max_enc_len and max_dec_len (T5's random_spans_helper;
+// both lengths grow with L, so a binary search finds it). 0 when not even one id fits.
+static int64_t fat5__ul2_piece_len(const fat5_ul2_config *c, const fat5_denoiser *d) {
+    int64_t lo = 0, hi = c->max_enc_len + c->max_dec_len;   // input + target > L
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2, a, b;
+        fat5__ul2_lengths(c, d, mid, &a, &b);
+        if (a <= c->max_enc_len && b <= c->max_dec_len) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+FAT5_API fat5_ul2_config fat5_ul2_config_default(void) {
+    static const double mu[7] = {3, 8, 0, 3, 8, 64, 64}, r[7] = {.15, .15, 0, .5, .15, .15, .5};
+    static const double w[7] = {.165, .165, .34, .0825, .0825, .0825, .0825};
+    fat5_ul2_config c;
+    int i;
+    memset(&c, 0, sizeof c);
+    c.n_denoisers = 7;
+    for (i = 0; i < 7; i++) {
+        c.denoisers[i].kind = i == 2 ? FAT5_DENOISE_PREFIX : FAT5_DENOISE_SPAN;
+        c.denoisers[i].mu = mu[i];
+        c.denoisers[i].r = r[i];
+        c.denoisers[i].mode_token = -1;
+        c.denoisers[i].weight = w[i];
+    }
+    c.enc_tokens = 512 * 16;
+    c.dec_tokens = 512 * 16;
+    c.max_enc_len = 512;
+    c.max_dec_len = 512;
+    c.sentinel_first = -1;
+    c.n_sentinels = 0;
+    return c;
+}
+
+FAT5_API fat5_ul2_config fat5_ul2_config_t5(void) {
+    fat5_ul2_config c = fat5_ul2_config_default();
+    c.n_denoisers = 1;
+    c.denoisers[0].kind = FAT5_DENOISE_SPAN;
+    c.denoisers[0].mu = 3;
+    c.denoisers[0].r = .15;
+    c.denoisers[0].weight = 1;
+    c.max_enc_len = 512;   // a 568-id piece: 512 input ids, 114 target ids
+    c.max_dec_len = 114;
+    c.enc_tokens = 512 * 16;
+    c.dec_tokens = 114 * 16;
+    return c;
+}
+
+// whether document `doc` belongs to the held-out share: splitmix64 of its index against eval_fraction
+static int fat5__ul2_held_out(int64_t doc, double eval_fraction) {
+    uint64_t z = (uint64_t)doc ^ 0x6A09E667F3BCC908ull;
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * (1.0 / 9007199254740992.0) < eval_fraction;
+}
+
+static int fat5__ul2_in_split(const fat5_ul2 *s, int64_t doc) {
+    return s->cfg.split == 0 || (s->cfg.split == 2) == fat5__ul2_held_out(doc, s->cfg.eval_fraction);
+}
+
+static fat5_status fat5__ul2_check(fat5_ctx *ctx, const fat5_ul2_config *c, const fat5_tokens *src) {
+    int64_t V = src->vocab, lo = (int64_t)c->sentinel_first - c->n_sentinels + 1, d_in = 0, i;
+    int any_span = 0, k;
+    if (c->n_denoisers < 1 || c->n_denoisers > FAT5_UL2_MAX_DENOISERS)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "ul2: n_denoisers %d, want 1 .. %d", c->n_denoisers,
+                         FAT5_UL2_MAX_DENOISERS);
+    for (k = 0; k < c->n_denoisers; k++) {
+        const fat5_denoiser *d = &c->denoisers[k];
+        if (d->kind != FAT5_DENOISE_SPAN && d->kind != FAT5_DENOISE_PREFIX)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "ul2: denoiser %d: unknown kind %d", k, (int)d->kind);
+        if (!(d->weight > 0) || !isfinite(d->weight))
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "ul2: denoiser %d: weight %g, want a positive finite number",
+                             k, d->weight);
+        if (d->kind == FAT5_DENOISE_SPAN) {
+            any_span = 1;
+            if (!(d->mu > 0) || !isfinite(d->mu))
+                return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "ul2: denoiser %d: mean span length mu %g, want > 0", k, d->mu);
+            if (!(d->r > 0 && d->r < 1))
+                return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "ul2: denoiser %d: corruption rate r %g, want 0 < r < 1", k, d->r);
+        }
+        if (d->mode_token != -1) {
+            if (d->mode_token < 0 || d->mode_token >= V)
+                return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "ul2: denoiser %d: mode token %ld outside the vocabulary "
+                                 "of %lld (-1 for none)", k, (long)d->mode_token, (long long)V);
+            if (d->mode_token == src->eos)
+                return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "ul2: denoiser %d: mode token %ld is the eos id", k,
+                                 (long)d->mode_token);
+            if (c->n_sentinels > 0 && d->mode_token >= lo && d->mode_token <= c->sentinel_first)
+                return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "ul2: denoiser %d: mode token %ld is a sentinel (%lld .. %ld)",
+                                 k, (long)d->mode_token, (long long)lo, (long)c->sentinel_first);
+        }
+    }
+    if (c->n_sentinels < 0 || (any_span && c->n_sentinels == 0))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "ul2: n_sentinels %ld: set sentinel_first and n_sentinels for the "
+                         "vocabulary (ByT5 / pretokenize: %lld and %lld)", (long)c->n_sentinels,
+                         (long long)(V - 1), (long long)(V > 259 ? V - 259 : 0));
+    if (c->n_sentinels > 0) {
+        if (c->sentinel_first < 0 || c->sentinel_first >= V || lo < 0)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "ul2: sentinels %lld .. %ld are not inside the vocabulary "
+                             "0 .. %lld", (long long)lo, (long)c->sentinel_first, (long long)(V - 1));
+        if (src->eos >= lo && src->eos <= c->sentinel_first)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "ul2: the eos id %ld is inside the sentinels %lld .. %ld",
+                             (long)src->eos, (long long)lo, (long)c->sentinel_first);
+    }
+    if (c->enc_tokens < 1 || c->dec_tokens < 1 || c->enc_tokens >= INT32_MAX || c->dec_tokens >= INT32_MAX)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "ul2: token budgets %lld / %lld, want 1 .. %d", (long long)c->enc_tokens,
+                         (long long)c->dec_tokens, INT32_MAX - 1);
+    if (c->max_enc_len < 0 || c->max_enc_len > c->enc_tokens || c->max_dec_len < 0 || c->max_dec_len > c->dec_tokens)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "ul2: max_enc_len %lld / max_dec_len %lld must lie within the "
+                         "batch budgets %lld / %lld", (long long)c->max_enc_len, (long long)c->max_dec_len,
+                         (long long)c->enc_tokens, (long long)c->dec_tokens);
+    if (c->split < 0 || c->split > 2)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "ul2: split %d, want 0 (all), 1 (train) or 2 (held out)", c->split);
+    if (!(c->eval_fraction >= 0 && c->eval_fraction <= 1))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "ul2: eval_fraction %g, want 0 .. 1", c->eval_fraction);
+    if (src->n_ids - src->n_docs <= 0)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "ul2: empty corpus: %lld documents and no id besides eos",
+                         (long long)src->n_docs);
+    if (c->split != 0) {
+        for (i = 0; i < src->n_docs && d_in == 0; i++)
+            d_in += (c->split == 2) == fat5__ul2_held_out(i, c->eval_fraction);
+        if (d_in == 0)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "ul2: the %s split is empty: eval_fraction %g of %lld documents",
+                             c->split == 2 ? "held-out" : "training", c->eval_fraction, (long long)src->n_docs);
+    }
+    return FAT5_OK;
+}
+
+FAT5_API void fat5_ul2_destroy(fat5_ul2 *s) {
+    if (!s) return;
+    fat5__free(s->ctx, s->piece);
+    fat5__free(s->ctx, s->seg);
+    fat5__free(s->ctx, s->pin);
+    fat5__free(s->ctx, s->ptgt);
+    fat5__free(s->ctx, s->enc);
+    fat5__free(s->ctx, s->lab);
+    fat5__free(s->ctx, s->enc_cu);
+    fat5__free(s->ctx, s->dec_cu);
+    fat5__free(s->ctx, s);
+}
+
+FAT5_API fat5_status fat5_ul2_create(fat5_ctx *ctx, const fat5_ul2_config *cfg, fat5_tokens *src,
+                                     fat5_ul2 **out) {
+    fat5_ul2_config c;
+    fat5_ul2 *s;
+    fat5_status st;
+    double total = 0, acc = 0;
+    size_t seg_n;
+    int k;
+    if (!out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ul2_create: out is NULL");
+    *out = NULL;
+    if (!cfg || !src) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ul2_create: %s is NULL", cfg ? "src" : "cfg");
+    c = *cfg;
+    if (c.max_enc_len == 0) c.max_enc_len = c.enc_tokens;
+    if (c.max_dec_len == 0) c.max_dec_len = c.dec_tokens;
+    if ((st = fat5__ul2_check(ctx, &c, src)) != FAT5_OK) return st;
+    s = FAT5__CAST(fat5_ul2 *, fat5__calloc(ctx, 1, sizeof *s));
+    if (!s) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_ul2_create: out of memory");
+    s->ctx = ctx;
+    s->src = src;
+    s->cfg = c;
+    for (k = 0; k < c.n_denoisers; k++) total += c.denoisers[k].weight;
+    for (k = 0; k < c.n_denoisers; k++) {
+        int64_t a, b;
+        acc += c.denoisers[k].weight;
+        s->cum[k] = k == c.n_denoisers - 1 ? 1.0 : acc / total;
+        s->piece_len[k] = fat5__ul2_piece_len(&c, &c.denoisers[k]);
+        if (s->piece_len[k] < 2) {
+            fat5__ul2_lengths(&c, &c.denoisers[k], 2, &a, &b);
+            fat5_ul2_destroy(s);
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "ul2: denoiser %d: max_enc_len %lld / max_dec_len %lld are too "
+                             "small for an example of two ids (it needs %lld input and %lld target tokens)", k,
+                             (long long)c.max_enc_len, (long long)c.max_dec_len, (long long)a, (long long)b);
+        }
+        if (s->piece_len[k] > s->max_piece) s->max_piece = s->piece_len[k];
+    }
+    s->cur.rng = fat5_rng_init(c.seed);
+    seg_n = 2 * ((size_t)s->max_piece + 1);
+    s->piece = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)s->max_piece, sizeof(int32_t)));
+    s->seg = FAT5__CAST(int32_t *, fat5__calloc(ctx, seg_n, sizeof(int32_t)));
+    s->pin = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)c.max_enc_len, sizeof(int32_t)));
+    s->ptgt = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)c.max_dec_len, sizeof(int32_t)));
+    s->enc = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)c.enc_tokens, sizeof(int32_t)));
+    s->lab = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)c.dec_tokens, sizeof(int32_t)));
+    s->enc_cu = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)c.enc_tokens + 1, sizeof(int32_t)));
+    s->dec_cu = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)c.enc_tokens + 1, sizeof(int32_t)));
+    if (!s->piece || !s->seg || !s->pin || !s->ptgt || !s->enc || !s->lab || !s->enc_cu || !s->dec_cu) {
+        fat5_ul2_destroy(s);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_ul2_create: out of memory for the batch buffers");
+    }
+    *out = s;
+    return FAT5_OK;
+}
+
+// Splits n items into k positive parts (k <= n), every such split equally likely: k - 1 cut
+// points among the n - 1 gaps, chosen by selection sampling (Knuth's algorithm S), one draw per
+// gap until the cuts are placed. n = 0 (k = 1) gives one empty part.
+static void fat5__ul2_segment(fat5_rng *rng, int64_t n, int64_t k, int32_t *parts) {
+    int64_t need = k - 1, gap, last = 0, j = 0;
+    for (gap = 1; gap < n && need > 0; gap++) {
+        int64_t left = n - gap;   // gaps from this one on
+        if (need == left || (int64_t)fat5_rng_below(rng, (uint64_t)left) < need) {
+            parts[j++] = (int32_t)(gap - last);
+            last = gap;
+            need--;
+        }
+    }
+    parts[j] = (int32_t)(n - last);
+}
+
+// Moves p to the next document (wrapping to the start of the stream after the last one).
+static void fat5__ul2_next_doc(fat5_ul2 *s, fat5__ul2_pos *p, int64_t end) {
+    p->pos = end + 1;
+    p->doc++;
+    p->off = 0;
+    if (p->pos >= s->src->n_ids) {
+        p->pos = 0;
+        p->doc = 0;
+        p->epoch++;
+        s->idle_wraps++;
+    }
+}
+
+// Draws the next example from s->cur into pin / ptgt, advancing s->cur.
+static fat5_status fat5__ul2_make(fat5_ul2 *s) {
+    fat5__ul2_pos *p = &s->cur;
+    const fat5_ul2_config *c = &s->cfg;
+    const fat5_denoiser *d;
+    int32_t *in = s->pin, *tg = s->ptgt, eos = s->src->eos;
+    int64_t n = 0, ni = 0, nt = 0, j, k;
+    double u;
+    int at_end = 0, dn;
+    fat5_status st;
+    for (;;) {
+        if (s->idle_wraps > 1)
+            return fat5__err(s->ctx, FAT5_ERR_STATE, "ul2: every document of the split is empty");
+        if (!fat5__ul2_in_split(s, p->doc)) {   // skip it: find its end
+            do {
+                if ((st = fat5__tok_read_doc(s->src, p->pos + p->off, s->max_piece, s->piece, &n, &at_end)) != FAT5_OK)
+                    return st;
+                p->off += n;
+            } while (!at_end);
+            fat5__ul2_next_doc(s, p, p->pos + p->off);
+            continue;
+        }
+        u = fat5_rng_uniform(&p->rng);
+        for (dn = 0; dn < c->n_denoisers - 1 && u >= s->cum[dn]; dn++) {}
+        if ((st = fat5__tok_read_doc(s->src, p->pos + p->off, s->piece_len[dn], s->piece, &n, &at_end)) != FAT5_OK)
+            return st;
+        p->off += n;
+        if (at_end) fat5__ul2_next_doc(s, p, p->pos + p->off);
+        if (n > 0) break;   // an empty document gives nothing
+    }
+    s->idle_wraps = 0;
+    d = &c->denoisers[dn];
+    if (d->mode_token >= 0) in[ni++] = d->mode_token;
+    if (d->kind == FAT5_DENOISE_PREFIX) {
+        int64_t split = n >= 2 ? 1 + (int64_t)fat5_rng_below(&p->rng, (uint64_t)(n - 1)) : 0;
+        memcpy(in + ni, s->piece, (size_t)split * sizeof(int32_t));
+        ni += split;
+        memcpy(tg, s->piece + split, (size_t)(n - split) * sizeof(int32_t));
+        nt = n - split;
+    } else {
+        int64_t noise, spans, at = 0;
+        int32_t *nl = s->seg, *kl = s->seg + s->max_piece + 1;
+        fat5__ul2_span_counts(d, n, c->n_sentinels, &noise, &spans);
+        fat5__ul2_segment(&p->rng, noise, spans, nl);
+        fat5__ul2_segment(&p->rng, n - noise, spans, kl);
+        for (k = 0; k < spans; k++) {   // kept_k, then noise span k behind sentinel_first - k
+            int32_t sentinel = (int32_t)(c->sentinel_first - k);
+            for (j = 0; j < kl[k]; j++) in[ni++] = s->piece[at++];
+            in[ni++] = sentinel;
+            tg[nt++] = sentinel;
+            for (j = 0; j < nl[k]; j++) tg[nt++] = s->piece[at++];
+        }
+    }
+    in[ni++] = eos;
+    tg[nt++] = eos;
+    s->pin_n = ni;
+    s->ptgt_n = nt;
+    return FAT5_OK;
+}
+
+FAT5_API fat5_status fat5_ul2_next_batch(fat5_ul2 *s, fat5_batch *out) {
+    int64_t ne = 0, nd = 0, n_seq = 0;
+    fat5_status st;
+    if (!s || !out) return fat5__err(s ? s->ctx : NULL, FAT5_ERR_INVALID_ARG, "fat5_ul2_next_batch: NULL argument");
+    s->enc_cu[0] = s->dec_cu[0] = 0;
+    for (;;) {
+        if (!s->has_pend) {
+            s->pend_from = s->cur;
+            if ((st = fat5__ul2_make(s)) != FAT5_OK) {
+                s->cur = s->pend_from;
+                return st;
+            }
+            s->has_pend = 1;
+        }
+        if (ne + s->pin_n > s->cfg.enc_tokens || nd + s->ptgt_n > s->cfg.dec_tokens) break;   // carried
+        memcpy(s->enc + ne, s->pin, (size_t)s->pin_n * sizeof(int32_t));
+        memcpy(s->lab + nd, s->ptgt, (size_t)s->ptgt_n * sizeof(int32_t));
+        ne += s->pin_n;
+        nd += s->ptgt_n;
+        n_seq++;
+        s->enc_cu[n_seq] = (int32_t)ne;
+        s->dec_cu[n_seq] = (int32_t)nd;
+        s->has_pend = 0;
+        if (ne + 1 > s->cfg.enc_tokens || nd + 2 > s->cfg.dec_tokens) break;   // nothing more fits
+    }
+    memset(out, 0, sizeof *out);
+    out->n_seq = n_seq;
+    out->n_enc_tokens = ne;
+    out->n_dec_tokens = nd;
+    out->enc_tokens = s->enc;
+    out->enc_cu_seqlens = s->enc_cu;
+    out->dec_tokens = NULL;
+    out->labels = s->lab;
+    out->dec_cu_seqlens = s->dec_cu;
+    return FAT5_OK;
+}
+
+FAT5_API int64_t fat5_ul2_epoch(const fat5_ul2 *s) {
+    if (!s) return 0;
+    return s->has_pend ? s->pend_from.epoch : s->cur.epoch;
+}
+
+// "ul2v1:seed:counter:epoch:doc:pos:off:ids", decimal; ids (the stream's length) ties the state to
+// the corpus it was taken from.
+FAT5_API fat5_status fat5_ul2_get_state(const fat5_ul2 *s, char *buf, size_t cap) {
+    const fat5__ul2_pos *p;
+    int n;
+    if (!s || !buf) return fat5__err(s ? s->ctx : NULL, FAT5_ERR_INVALID_ARG, "fat5_ul2_get_state: NULL argument");
+    p = s->has_pend ? &s->pend_from : &s->cur;
+    n = snprintf(buf, cap, "ul2v1:%llu:%llu:%lld:%lld:%lld:%lld:%lld", (unsigned long long)p->rng.seed,
+                 (unsigned long long)p->rng.counter, (long long)p->epoch, (long long)p->doc, (long long)p->pos,
+                 (long long)p->off, (long long)s->src->n_ids);
+    if (n < 0 || (size_t)n >= cap)
+        return fat5__err(s->ctx, FAT5_ERR_INVALID_ARG, "fat5_ul2_get_state: the buffer of %zu bytes is too small "
+                         "(FAT5_UL2_STATE_CAP is enough)", cap);
+    return FAT5_OK;
+}
+
+FAT5_API fat5_status fat5_ul2_set_state(fat5_ul2 *s, const char *state) {
+    uint64_t v[7];
+    const char *q;
+    fat5__ul2_pos p;
+    int i, at_end = 0;
+    int64_t seen = 0, n;
+    fat5_status st;
+    if (!s || !state) return fat5__err(s ? s->ctx : NULL, FAT5_ERR_INVALID_ARG, "fat5_ul2_set_state: NULL argument");
+    if (strncmp(state, "ul2v1:", 6) != 0)
+        return fat5__err(s->ctx, FAT5_ERR_FORMAT, "ul2 state: does not start with \"ul2v1:\"");
+    q = state + 6;
+    for (i = 0; i < 7; i++) {
+        const char *e = strchr(q, ':');
+        size_t len = e ? (size_t)(e - q) : strlen(q);
+        if ((i < 6) != (e != NULL) || !fat5__parse_u64(q, len, &v[i]) || (i >= 2 && v[i] > (uint64_t)INT64_MAX))
+            return fat5__err(s->ctx, FAT5_ERR_FORMAT, "ul2 state: field %d is not a decimal number (want "
+                             "ul2v1:seed:counter:epoch:doc:pos:off:ids)", i + 2);
+        q += len + (e != NULL);
+    }
+    p.rng.seed = v[0];
+    p.rng.counter = v[1];
+    p.epoch = (int64_t)v[2];
+    p.doc = (int64_t)v[3];
+    p.pos = (int64_t)v[4];
+    p.off = (int64_t)v[5];
+    if ((int64_t)v[6] != s->src->n_ids)
+        return fat5__err(s->ctx, FAT5_ERR_FORMAT, "ul2 state: taken from a stream of %lld ids, this one has %lld",
+                         (long long)v[6], (long long)s->src->n_ids);
+    if (p.doc >= s->src->n_docs || p.pos >= s->src->n_ids || p.off >= s->src->n_ids - p.pos)
+        return fat5__err(s->ctx, FAT5_ERR_FORMAT, "ul2 state: document %lld at id %lld + %lld is outside the stream "
+                         "(%lld documents, %lld ids)", (long long)p.doc, (long long)p.pos, (long long)p.off,
+                         (long long)s->src->n_docs, (long long)s->src->n_ids);
+    if (p.pos > 0) {   // a document starts right after an eos
+        if ((st = fat5__tok_read_doc(s->src, p.pos - 1, 1, s->piece, &n, &at_end)) != FAT5_OK) return st;
+        if (!at_end || n != 0)
+            return fat5__err(s->ctx, FAT5_ERR_FORMAT, "ul2 state: id %lld does not start a document", (long long)p.pos);
+    }
+    at_end = 0;
+    while (seen < p.off) {   // and holds more than off ids
+        int64_t want = p.off - seen < s->max_piece ? p.off - seen : s->max_piece;
+        if ((st = fat5__tok_read_doc(s->src, p.pos + seen, want, s->piece, &n, &at_end)) != FAT5_OK) return st;
+        seen += n;
+        if (at_end) break;
+    }
+    if (seen < p.off || at_end)
+        return fat5__err(s->ctx, FAT5_ERR_FORMAT, "ul2 state: the document at id %lld is shorter than the offset %lld",
+                         (long long)p.pos, (long long)p.off);
+    s->cur = p;
+    s->has_pend = 0;
+    s->idle_wraps = 0;
+    return FAT5_OK;
+}
 
 // =============================================================================================
 // ==[5.3] train: optimizers and schedules ==

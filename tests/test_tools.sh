@@ -62,5 +62,66 @@ if tools/fat5_inspect "$out/text.safetensors" > /dev/null 2> "$out/err.txt"; the
 fi
 check grep -q "not a safetensors file" "$out/err.txt"
 if grep -q '[0-9]\{10\}' "$out/err.txt"; then echo "test_tools: FAILED: a header length of text bytes"; fail=1; fi
+# tools/pretokenize: text -> token file, byte for byte against ids computed here from the text
+# with od (byte + 3, eos 1 after each document) and the documented 32-byte header.
+pt_want() {   # the ids of the documents given as arguments, one per line
+    for doc in "$@"; do
+        printf '%s' "$doc" | od -An -v -tu1 | tr -s ' \n' '\n\n' | grep -v '^$' | awk '{ print $1 + 3 }'
+        echo 1
+    done
+}
+pt_got() {    # the ids of a 2-byte token file, one per line
+    od -An -v -tu1 -j32 "$1" | tr -s ' \n' '\n\n' | grep -v '^$' | awk 'NR % 2 == 1 { lo = $1; next } { print lo + 256 * $1 }'
+}
+pt_check() { # NAME FILE DOC...: the file's ids are those of the documents
+    name=$1; f=$2; shift 2
+    pt_want "$@" > "$out/pt_want.txt"
+    pt_got "$f" > "$out/pt_got.txt"
+    if ! cmp -s "$out/pt_want.txt" "$out/pt_got.txt"; then
+        echo "test_tools: FAILED: pretokenize $name: ids differ"; diff "$out/pt_want.txt" "$out/pt_got.txt" | head -5; fail=1
+    fi
+}
+printf 'h\303\251llo\nworld\n\nsecond para\n \n\nthird\n' > "$out/a.txt"
+printf 'one\n%%\ntwo\n\nlines\n%%\n%%\nthree\n' > "$out/fortune.txt"
+check tools/pretokenize --sep line -o "$out/line.tok" "$out/a.txt" 2> "$out/pt_err.txt"
+check grep -q "5 documents" "$out/pt_err.txt"
+pt_check line "$out/line.tok" "héllo" "world" "second para" " " "third"
+check test "$(od -An -v -tx1 -N32 "$out/line.tok" | tr -d ' \n')" = \
+    "46415435544f4b00010000000200000080010000000000000100000000000000"
+check tools/pretokenize --sep blank -o "$out/blank.tok" "$out/a.txt" 2> /dev/null
+pt_check blank "$out/blank.tok" "héllo
+world" "second para" "third"
+check tools/pretokenize -o "$out/pct.tok" --sep % "$out/fortune.txt" 2> /dev/null
+pt_check % "$out/pct.tok" "one" "two
+
+lines" "three"
+check tools/pretokenize -o "$out/file.tok" "$out/a.txt" - < "$out/fortune.txt" 2> /dev/null
+pt_check file "$out/file.tok" "$(cat "$out/a.txt")
+" "$(cat "$out/fortune.txt")
+"
+check tools/pretokenize --width 4 --vocab 70000 -o "$out/w4.tok" "$out/a.txt" 2> /dev/null
+check test "$(od -An -v -tx1 -N32 "$out/w4.tok" | tr -d ' \n')" = \
+    "46415435544f4b00010000000400000070110100000000000100000000000000"
+check test "$(wc -c < "$out/w4.tok")" -eq $((32 + 4 * ($(wc -c < "$out/a.txt") + 1)))
+# errors: invalid UTF-8 names the file and the byte; no input, a FIFO, no output: non-zero, no file
+printf 'ok\nbad \377 byte\n' > "$out/bad.txt"
+if tools/pretokenize -o "$out/bad.tok" "$out/bad.txt" 2> "$out/pt_err.txt"; then
+    echo "test_tools: FAILED: pretokenize accepted invalid UTF-8"; fail=1
+fi
+check grep -q "bad.txt: line 2, byte 7: not valid UTF-8" "$out/pt_err.txt"
+check test ! -e "$out/bad.tok"
+printf '\n\n' > "$out/empty.txt"
+if tools/pretokenize --sep line -o "$out/empty.tok" "$out/empty.txt" 2> "$out/pt_err.txt"; then
+    echo "test_tools: FAILED: pretokenize wrote a file without documents"; fail=1
+fi
+check grep -q "no document" "$out/pt_err.txt"
+mkfifo "$out/fifo.txt"
+if tools/pretokenize -o "$out/f.tok" "$out/fifo.txt" 2> "$out/pt_err.txt"; then
+    echo "test_tools: FAILED: pretokenize read a FIFO"; fail=1
+fi
+check grep -q "not a regular file" "$out/pt_err.txt"
+if tools/pretokenize "$out/a.txt" 2> "$out/pt_err.txt"; then echo "test_tools: FAILED: no -o accepted"; fail=1; fi
+check grep -q "usage" "$out/pt_err.txt"
+if tools/pretokenize --width 3 -o "$out/x.tok" "$out/a.txt" 2> /dev/null; then echo "test_tools: FAILED: --width 3"; fail=1; fi
 [ $fail -eq 0 ] && echo "test_tools: ok"
 exit $fail

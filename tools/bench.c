@@ -1,6 +1,6 @@
 // bench — GPU benchmarks, one JSON object per line on stdout.
 //     cc -O2 -o tools/bench tools/bench.c -lm -ldl
-//     tools/bench [attn|step|all]      (make bench runs all)
+//     tools/bench [attn|step|ul2|all]  (make bench runs all)
 // attn: the attention kernels with T5 relative bias (32 buckets, max distance 128), head dim 64,
 //       8 heads, 16,384 tokens per batch in sequences of L = 1024 and 4096, bidirectional and
 //       causal, bf16; FLOPs as in the usual convention: forward 4*B*H*L^2*d (halved when causal),
@@ -8,6 +8,10 @@
 // step: forward + backward of a randomly initialised FAT5-small-shaped model (d_model 512, d_ff
 //       2048, 8 heads, 12 + 12 layers, gated-gelu, vocabulary 32768), batch 16 x (1024 encoder +
 //       256 decoder tokens), bf16; ms per step, tokens/s and the device memory it used.
+// ul2:  the UL2 sampler on one CPU core, no GPU needed: FAT5's seven denoisers over a generated
+//       corpus of 16 M byte-level ids (ByT5 vocabulary 384; documents of 1 .. 4096 ids) written to a
+//       temporary token file, packed batches of 16 x 512 / 16 x 512; corpus ids consumed per second
+//       and batch tokens (inputs + targets) emitted per second.
 // Times are means over repeats after a warm-up, with the stream synchronised around them.
 #define FAT5_IMPLEMENTATION
 #include "../fat5.h"
@@ -183,11 +187,77 @@ done:
     return rc;
 }
 
+static int bench_ul2(void) {
+    const int64_t n_ids = (int64_t)16 << 20, V = 384;
+    fat5_ctx_config cc = fat5_ctx_config_default();
+    fat5_ctx *ctx = NULL;
+    fat5_tokens *src = NULL;
+    fat5_ul2 *s = NULL;
+    fat5_ul2_config c = fat5_ul2_config_default();
+    fat5_rng r = fat5_rng_init(3);
+    int32_t *ids = (int32_t *)malloc((size_t)n_ids * sizeof(int32_t));
+    char path[512];
+    const char *paths[1];
+    const char *tmp = getenv("TMPDIR");
+    int64_t i = 0, n_docs = 0, enc = 0, dec = 0, batches = 0, n_content;
+    int rc = 1;
+    double t0, t;
+    fat5_batch b;
+    if (!ids || fat5_ctx_create(&cc, &ctx) != FAT5_OK) return 1;
+    while (i < n_ids) {   // documents of 1 .. 4096 ids, the last one cut to fit
+        int64_t len = 1 + (int64_t)fat5_rng_below(&r, 4096), j;
+        if (len > n_ids - i - 1) len = n_ids - i - 1;
+        for (j = 0; j < len; j++) ids[i++] = 3 + (int32_t)fat5_rng_below(&r, 256);
+        ids[i++] = 1;
+        n_docs++;
+    }
+    n_content = n_ids - n_docs;
+    snprintf(path, sizeof path, "%s/fat5_bench_ul2_%ld.tok", tmp && tmp[0] ? tmp : "/tmp", (long)getpid());
+    paths[0] = path;
+    c.sentinel_first = (int32_t)(V - 1);
+    c.n_sentinels = (int32_t)(V - 259);
+    if (fat5_tokens_write(ctx, path, ids, n_ids, V, 1, 2) != FAT5_OK || fat5_tokens_open(ctx, paths, 1, &src) != FAT5_OK ||
+        fat5_ul2_create(ctx, &c, src, &s) != FAT5_OK) {
+        bench_fail(ctx, "ul2 setup");
+        goto done;
+    }
+    t0 = bench_now();
+    while (fat5_ul2_epoch(s) == 0) {   // one pass over the corpus
+        if (fat5_ul2_next_batch(s, &b) != FAT5_OK) {
+            bench_fail(ctx, "ul2 batch");
+            goto done;
+        }
+        enc += b.n_enc_tokens;
+        dec += b.n_dec_tokens;
+        batches++;
+    }
+    t = bench_now() - t0;
+    printf("{\"bench\": \"ul2\", \"denoisers\": 7, \"corpus_ids\": %lld, \"documents\": %lld, \"batches\": %lld, "
+           "\"enc_tokens\": %lld, \"dec_tokens\": %lld, \"seconds\": %.3f, \"corpus_tokens_per_s\": %.0f, "
+           "\"batch_tokens_per_s\": %.0f}\n", (long long)n_ids, (long long)n_docs, (long long)batches,
+           (long long)enc, (long long)dec, t, (double)n_content / t, (double)(enc + dec) / t);
+    fflush(stdout);
+    rc = 0;
+done:
+    fat5_ul2_destroy(s);
+    fat5_tokens_close(src);
+    remove(path);
+    fat5_ctx_destroy(ctx);
+    free(ids);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     const char *what = argc > 1 ? argv[1] : "all";
     fat5_ctx_config cc = fat5_ctx_config_default();
     fat5_ctx *ctx = NULL;
     int rc = 0;
+    if (strcmp(what, "attn") && strcmp(what, "step") && strcmp(what, "ul2") && strcmp(what, "all")) {
+        fprintf(stderr, "usage: bench [attn|step|ul2|all]\n");
+        return 2;
+    }
+    if (!strcmp(what, "ul2") || !strcmp(what, "all")) rc |= bench_ul2();   // CPU only
+    if (!strcmp(what, "ul2")) return rc;
     cc.device = FAT5_DEVICE_GPU;
     cc.dtype = FAT5_DTYPE_BF16;
     if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) {

@@ -1,0 +1,260 @@
+// pretokenize — UTF-8 text files to one fat5 token file, with the built-in byte-level tokenizer
+// (ByT5's ids: 0 pad, 1 eos, 2 unk, byte b -> b + 3; vocabulary 384 by default, whose top ids
+// 259 .. 383 serve as sentinels: sentinel_first = vocab - 1, n_sentinels = vocab - 259).
+//     cc -std=c99 -O2 -o tools/pretokenize tools/pretokenize.c -lm -ldl
+//     tools/pretokenize [--sep MODE] [--vocab N] [--width 2|4] -o OUT.tok IN.txt...
+// --sep says where documents end:
+//     file   (default) each input file is one document, its bytes as they are
+//     line   each non-empty line is a document (the newline is not part of it)
+//     blank  paragraphs: runs of non-blank lines, separated by blank lines (whitespace only);
+//            a paragraph's lines are joined by "\n"
+//     STR    any other value: a line holding exactly STR (a trailing \r allowed) separates
+//            documents, e.g. --sep % for fortune files; the lines between are joined by "\n"
+//            (empty lines at a document's start and end dropped)
+// Empty documents are skipped. "-" reads standard input. Input must be valid UTF-8 (an error names
+// the file and the byte offset otherwise). The output is written atomically. Progress goes to
+// stderr every 64 MiB of input; a summary line at the end.
+#define FAT5_IMPLEMENTATION
+#include "../fat5.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct pt_state {
+    fat5_ctx *ctx;
+    fat5__afile out;
+    const char *out_path;
+    int width;
+    unsigned char buf[1 << 16];
+    size_t fill;
+    int64_t n_ids, n_docs, in_bytes, next_report;
+    int64_t doc_len;          // ids of the document being written
+    int64_t pending_nl;       // "\n"s joining lines, written before the next non-empty line
+} pt_state;
+
+static int pt_fail(pt_state *p) {
+    fprintf(stderr, "pretokenize: %s\n", fat5_last_error(p->ctx));
+    return 0;
+}
+
+static int pt_flush(pt_state *p) {
+    if (p->fill && fat5__afile_write(p->ctx, &p->out, p->out_path, p->buf, p->fill) != FAT5_OK) return pt_fail(p);
+    p->fill = 0;
+    return 1;
+}
+
+static int pt_id(pt_state *p, uint32_t id) {
+    if (p->fill + 4 > sizeof p->buf && !pt_flush(p)) return 0;
+    fat5__tok_put_le(p->buf + p->fill, id, p->width);
+    p->fill += (size_t)p->width;
+    p->n_ids++;
+    return 1;
+}
+
+// appends a piece of the document; owed newlines (lines joined by "\n") go first, unless the
+// document is still empty
+static int pt_bytes(pt_state *p, const char *s, size_t n) {
+    size_t i;
+    if (n == 0) return 1;
+    for (; p->pending_nl > 0; p->pending_nl--)
+        if (p->doc_len > 0) {
+            if (!pt_id(p, '\n' + 3)) return 0;
+            p->doc_len++;
+        }
+    for (i = 0; i < n; i++)
+        if (!pt_id(p, (uint32_t)(unsigned char)s[i] + 3)) return 0;
+    p->doc_len += (int64_t)n;
+    return 1;
+}
+
+static int pt_end_doc(pt_state *p) {
+    p->pending_nl = 0;
+    if (p->doc_len == 0) return 1;   // empty documents are skipped
+    p->doc_len = 0;
+    p->n_docs++;
+    return pt_id(p, 1);
+}
+
+// whether the line (without its newline) is blank: only spaces, tabs, \r, \f, \v
+static int pt_blank(const char *s, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (!strchr(" \t\r\f\v", s[i])) return 0;
+    return 1;
+}
+
+// Checks a line is UTF-8; *bad gets the offset of the first invalid byte.
+static int pt_utf8(const char *s, size_t n, size_t *bad) {
+    size_t i = 0;
+    while (i < n) {
+        size_t k = fat5__utf8_len(s + i, n - i);
+        if (k == 0) {
+            *bad = i;
+            return 0;
+        }
+        i += k;
+    }
+    return 1;
+}
+
+static int pt_file(pt_state *p, const char *path, const char *sep) {
+    FILE *fp;
+    char *line = NULL;
+    size_t cap = 0, bad;
+    ssize_t got;
+    int64_t lineno = 0, off = 0;
+    int ok = 1, from_stdin = strcmp(path, "-") == 0;
+    if (from_stdin) {
+        fp = stdin;
+    } else if (fat5__open_regular(p->ctx, path, &fp, NULL) != FAT5_OK) {
+        return pt_fail(p);
+    }
+    while ((got = getline(&line, &cap, fp)) > 0) {
+        size_t n = (size_t)got, body;
+        lineno++;
+        if (!pt_utf8(line, n, &bad)) {
+            fprintf(stderr, "pretokenize: %s: line %lld, byte %lld: not valid UTF-8\n", path, (long long)lineno,
+                    (long long)(off + (int64_t)bad));
+            ok = 0;
+            break;
+        }
+        off += got;
+        p->in_bytes += got;
+        if (p->in_bytes >= p->next_report) {
+            fprintf(stderr, "pretokenize: %s: %lld MiB read, %lld documents so far\n", path,
+                    (long long)(p->in_bytes >> 20), (long long)p->n_docs);
+            p->next_report += (int64_t)64 << 20;
+        }
+        body = n - (line[n - 1] == '\n');
+        if (!strcmp(sep, "file")) {
+            ok = pt_bytes(p, line, n);
+        } else if (!strcmp(sep, "line")) {
+            ok = pt_bytes(p, line, body) && pt_end_doc(p);
+        } else if (!strcmp(sep, "blank") ? pt_blank(line, body)
+                                         : (body - (body > 0 && line[body - 1] == '\r') == strlen(sep) &&
+                                            !memcmp(line, sep, strlen(sep)))) {
+            ok = pt_end_doc(p);
+        } else {
+            ok = pt_bytes(p, line, body);
+            p->pending_nl++;
+        }
+        if (!ok) break;
+    }
+    if (ok && ferror(fp)) {
+        fprintf(stderr, "pretokenize: %s: read failed\n", path);
+        ok = 0;
+    }
+    free(line);
+    if (!from_stdin) fclose(fp);
+    return ok && pt_end_doc(p);   // a file always ends a document
+}
+
+static int pt_usage(void) {
+    fprintf(stderr,
+            "usage: pretokenize [--sep file|line|blank|STR] [--vocab N] [--width 2|4] -o OUT.tok IN.txt...\n"
+            "  UTF-8 text to a fat5 token file, byte-level (ByT5 ids: byte + 3, eos 1).\n"
+            "  --sep file   each input file is one document (default)\n"
+            "  --sep line   one document per non-empty line\n"
+            "  --sep blank  documents separated by blank lines\n"
+            "  --sep STR    documents separated by a line holding exactly STR (e.g. %% for fortune files)\n"
+            "  --vocab N    vocabulary size written to the header (default 384, at least 259)\n"
+            "  --width W    bytes per id, 2 (default) or 4\n"
+            "  IN.txt may be - for standard input.\n");
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    static pt_state p;
+    fat5_ctx_config cc = fat5_ctx_config_default();
+    const char *sep = "file", *out = NULL;
+    long long vocab = 384;
+    unsigned char h[FAT5__TOK_HEADER];
+    const char **ins = (const char **)malloc((size_t)argc * sizeof *ins);
+    int i, n_in = 0, ok = 1;
+    if (!ins) return 1;
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return pt_usage();
+        if (!strcmp(a, "--sep") || !strcmp(a, "--vocab") || !strcmp(a, "--width") || !strcmp(a, "-o")) {
+            char *end;
+            long long v;
+            if (i + 1 >= argc) {
+                fprintf(stderr, "pretokenize: %s needs a value\n", a);
+                return pt_usage();
+            }
+            if (!strcmp(a, "--sep")) {
+                sep = argv[++i];
+                if (!sep[0]) {
+                    fprintf(stderr, "pretokenize: --sep needs a non-empty value\n");
+                    return 2;
+                }
+                continue;
+            }
+            if (!strcmp(a, "-o")) {
+                out = argv[++i];
+                continue;
+            }
+            v = strtoll(argv[++i], &end, 10);
+            if (*end || end == argv[i]) {
+                fprintf(stderr, "pretokenize: %s %s: not a number\n", a, argv[i]);
+                return 2;
+            }
+            if (!strcmp(a, "--vocab")) {
+                vocab = v;
+            } else if (v == 2 || v == 4) {
+                p.width = (int)v;
+            } else {
+                fprintf(stderr, "pretokenize: --width %s: want 2 or 4\n", argv[i]);
+                return 2;
+            }
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "pretokenize: unknown option %s\n", a);
+            return pt_usage();
+        } else {
+            ins[n_in++] = a;
+        }
+    }
+    if (!p.width) p.width = 2;
+    if (!out || !n_in) {
+        fprintf(stderr, "pretokenize: %s\n", !out ? "no output file (-o OUT.tok)" : "no input files");
+        return pt_usage();
+    }
+    if (vocab < 259 || vocab > (p.width == 2 ? 65536 : 2147483648LL)) {
+        fprintf(stderr, "pretokenize: --vocab %lld: want 259 .. %lld for %d-byte ids\n", vocab,
+                p.width == 2 ? 65536LL : 2147483648LL, p.width);
+        return 2;
+    }
+    if (fat5_ctx_create(&cc, &p.ctx) != FAT5_OK) {
+        fprintf(stderr, "pretokenize: out of memory\n");
+        return 1;
+    }
+    p.out_path = out;
+    p.next_report = (int64_t)64 << 20;
+    fat5__tok_header(h, p.width, vocab, 1);
+    if (fat5__afile_open(p.ctx, out, &p.out) != FAT5_OK ||
+        fat5__afile_write(p.ctx, &p.out, out, h, sizeof h) != FAT5_OK) {
+        pt_fail(&p);
+        fat5_ctx_destroy(p.ctx);
+        return 1;
+    }
+    for (i = 0; i < n_in && ok; i++) ok = pt_file(&p, ins[i], sep);
+    if (ok && p.n_docs == 0) {
+        fprintf(stderr, "pretokenize: the input holds no document (every one was empty)\n");
+        ok = 0;
+    }
+    ok = ok && pt_flush(&p);
+    if (ok && fat5__afile_commit(p.ctx, &p.out, out) != FAT5_OK) ok = pt_fail(&p);
+    if (!ok) {
+        fat5__afile_abort(p.ctx, &p.out);
+        fat5_ctx_destroy(p.ctx);
+        free(ins);
+        return 1;
+    }
+    fprintf(stderr, "pretokenize: %s: %lld documents, %lld ids (%lld bytes of text), vocabulary %lld, eos 1, "
+            "sentinels %lld down to 259\n", out, (long long)p.n_docs, (long long)p.n_ids, (long long)p.in_bytes,
+            vocab, vocab - 1);
+    fat5_ctx_destroy(p.ctx);
+    free(ins);
+    return 0;
+}
