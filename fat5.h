@@ -3642,12 +3642,13 @@ static fat5_status fat5__cpu_attn_bwd_delta(fat5_ctx *ctx, fat5__addr delta_, fa
 }
 
 // dq (written) and dbias[bucket, h] += ds (dbias 0: not wanted). p = exp(score - lse) is
-// recomputed; ds = p (dout . v - delta).
+// recomputed; ds = p (dout . v - delta). scratch is the GPU's (its per-block bias-gradient
+// partials); the CPU needs none.
 static fat5_status fat5__cpu_attn_bwd_dq(fat5_ctx *ctx, fat5__addr dq_, fat5__addr dbias_, fat5__addr dout_,
                                          fat5__addr lse_, fat5__addr delta_, fat5__addr q_, fat5__addr k_,
                                          fat5__addr v_, fat5__addr bias_, fat5__addr lut, fat5__addr cu_q_,
                                          fat5__addr cu_k_, fat5__addr q_seq_, int64_t Tq, int H, int dk, int kind,
-                                         int nb, int max_distance) {
+                                         int nb, int max_distance, fat5__addr scratch) {
     float *dq = FAT5__HOST(float, dq_), *dbias = FAT5__HOST(float, dbias_);
     const float *dout = FAT5__HOST(const float, dout_), *lse = FAT5__HOST(const float, lse_);
     const float *delta = FAT5__HOST(const float, delta_), *q = FAT5__HOST(const float, q_);
@@ -3659,6 +3660,7 @@ static fat5_status fat5__cpu_attn_bwd_dq(fat5_ctx *ctx, fat5__addr dq_, fat5__ad
     int h, d;
     (void)ctx;
     (void)lut;
+    (void)scratch;
     for (t = 0; t < Tq; t++) {
         int32_t s = q_seq[t];
         int64_t i = t - cu_q[s], k0 = cu_k[s], nk = cu_k[s + 1] - k0;
@@ -3782,6 +3784,68 @@ static fat5_status fat5__cpu_xent_bwd(fat5_ctx *ctx, fat5__addr dlogits_, fat5__
     }
     return FAT5_OK;
 }
+
+// ---- optimizer ----
+// The parameter tensors are segments of one fp32 arena: segs (int64 [2 n_seg]) holds the element
+// offset and the numel of each. chunk_off (int64 [n_seg + 1]) and chunk cut every segment into
+// chunks of `chunk` elements for the GPU (chunk_off[s] = the first chunk of segment s); the CPU
+// walks the segments directly and ignores them, and the scratch.
+
+// out[s] = sum over segment s of x^2 (double [n_seg]); scratch: the GPU's per-chunk partials
+// (double [n_chunks])
+static fat5_status fat5__cpu_sumsq_seg(fat5_ctx *ctx, fat5__addr out_, fat5__addr x_, fat5__addr segs_,
+                                       fat5__addr chunk_off, int n_seg, int64_t n_chunks, int chunk,
+                                       fat5__addr scratch) {
+    double *out = FAT5__HOST(double, out_);
+    const float *x = FAT5__HOST(const float, x_);
+    const int64_t *segs = FAT5__HOST(const int64_t, segs_);
+    int s;
+    (void)ctx;
+    (void)chunk_off;
+    (void)n_chunks;
+    (void)chunk;
+    (void)scratch;
+    for (s = 0; s < n_seg; s++) {
+        const float *p = x + segs[2 * s];
+        int64_t i, n = segs[2 * s + 1];
+        double acc = 0;
+        for (i = 0; i < n; i++) acc += (double)p[i] * p[i];
+        out[s] = acc;
+    }
+    return FAT5_OK;
+}
+
+// AdamW update of every segment s, with alpha = coef[2 s] (lr x bias correction x the AdamWScale
+// factor) and decay = coef[2 s + 1] (1 - lr wd; 1 for no decay), both fp32:
+//   g' = gscale g;  m1 = b1 m1 + (1 - b1) g';  m2 = b2 m2 + (1 - b2) g'^2  (stored in fp32);
+//   w = (w - alpha m1 / (sqrt(m2) + eps)) decay   (from the stored fp32 moments; double arithmetic)
+// g is read only.
+static fat5_status fat5__cpu_adamw_seg(fat5_ctx *ctx, fat5__addr w_, fat5__addr g_, fat5__addr m1_, fat5__addr m2_,
+                                       fat5__addr segs_, fat5__addr chunk_off, int n_seg, int64_t n_chunks,
+                                       int chunk, fat5__addr coef_, float beta1, float beta2, float eps,
+                                       float gscale) {
+    float *w = FAT5__HOST(float, w_), *m1 = FAT5__HOST(float, m1_), *m2 = FAT5__HOST(float, m2_);
+    const float *g = FAT5__HOST(const float, g_), *coef = FAT5__HOST(const float, coef_);
+    const int64_t *segs = FAT5__HOST(const int64_t, segs_);
+    double b1 = beta1, b2 = beta2;
+    int s;
+    (void)ctx;
+    (void)chunk_off;
+    (void)n_chunks;
+    (void)chunk;
+    for (s = 0; s < n_seg; s++) {
+        double alpha = coef[2 * s], decay = coef[2 * s + 1];
+        int64_t i, lo = segs[2 * s], hi = lo + segs[2 * s + 1];
+        for (i = lo; i < hi; i++) {
+            double gi = (double)g[i] * gscale;
+            float a = (float)(b1 * m1[i] + (1.0 - b1) * gi), b = (float)(b2 * m2[i] + (1.0 - b2) * gi * gi);
+            m1[i] = a;
+            m2[i] = b;
+            w[i] = (float)(((double)w[i] - alpha * ((double)a / (sqrt((double)b) + (double)eps))) * decay);
+        }
+    }
+    return FAT5_OK;
+}
 // =============================================================================================
 // ==[3.3] ops: the GPU launchers ==
 #ifndef FAT5_NO_CUDA
@@ -3856,6 +3920,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_mm(fat5_ctx *ctx, fat5__mm_layout layo
 #define FAT5__GPU_ATTN_WARPS 4          // tokens (warps) per attention block; must be <= 32
 #define FAT5__GPU_ATTN_MAX_DK 256       // FAT5_ATTN_MAX_DK in kernels/attention.cu
 #define FAT5__GPU_NORM_BWD_BLOCKS 1024  // rows of the rmsnorm_bwd scratch: blocks of the dw partials
+#define FAT5__GPU_DBIAS_BLOCKS 1024     // grid.x clamp of attn_bwd_dq with a bias gradient: rows of its scratch
 
 // ceil(work / per_block) blocks, at least 1, at most FAT5__GPU_MAX_BLOCKS
 static unsigned fat5__gpu_blocks(int64_t work, int64_t per_block) {
@@ -3934,10 +3999,18 @@ static FAT5__UNUSED fat5_status fat5__gpu_embed_fwd(fat5_ctx *ctx, fat5__dptr ou
     return fat5__gpu_embed_launch(ctx, FAT5__K_embed_fwd, "fat5__gpu_embed_fwd", out, table, tok, T, D);
 }
 
-// dtable[tok[t]] += dout[t] (atomicAdd)
+// dtable[tok[t]] += dout[t], deterministic and bit-identical to the CPU twin: block b of G owns the
+// rows v = b (mod G) and adds its tokens' rows in token order (no atomics). G = ceil(T / 32),
+// clamped to [1, 512]; 256 threads.
 static FAT5__UNUSED fat5_status fat5__gpu_embed_bwd(fat5_ctx *ctx, fat5__dptr dtable, fat5__dptr dout,
                                                     fat5__dptr tok, int64_t T, int D) {
-    return fat5__gpu_embed_launch(ctx, FAT5__K_embed_bwd, "fat5__gpu_embed_bwd", dtable, dout, tok, T, D);
+    long long T_ = T;
+    void *args[] = {&dtable, &dout, &tok, &T_, &D};
+    unsigned G = fat5__gpu_blocks(T, 32);
+    if (T < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_embed_bwd", "T", T);
+    if (D < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_embed_bwd", "D", D);
+    if (T == 0 || D == 0) return FAT5_OK;
+    return fat5__dev_launch(ctx, FAT5__K_embed_bwd, G < 512 ? G : 512, 1, 1, 256, 1, 1, 0, args);
 }
 
 // ----- norm.cu -----
@@ -4085,33 +4158,64 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_delta(fat5_ctx *ctx, fat5__dp
 }
 
 // dq (written) and dbias += ds per (bucket, head) (dbias 0 when there is no bias); delta from
-// fat5__gpu_attn_bwd_delta, lse from the forward
+// fat5__gpu_attn_bwd_delta, lse from the forward. With dbias, scratch holds at least
+// FAT5__GPU_DBIAS_BLOCKS * nb * H floats: the grid (x clamped to FAT5__GPU_DBIAS_BLOCKS) writes
+// one row of per-bucket partial sums per block there (no atomics), then fat5__gpu_colsum_f32 adds
+// the rows into dbias in a fixed order, so dbias is deterministic (same inputs, same bits).
 static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dq(fat5_ctx *ctx, fat5__dptr dq, fat5__dptr dbias,
                                                       fat5__dptr dout, fat5__dptr lse, fat5__dptr delta,
                                                       fat5__dptr q, fat5__dptr k, fat5__dptr v,
                                                       fat5__dptr bias, fat5__dptr lut, fat5__dptr cu_q,
                                                       fat5__dptr cu_k, fat5__dptr q_seq, int64_t Tq, int H,
-                                                      int dk, int kind, int nb, int max_distance) {
+                                                      int dk, int kind, int nb, int max_distance,
+                                                      fat5__dptr scratch) {
     long long Tq_ = Tq;
-    void *args[] = {&dq,   &dbias, &dout,  &lse, &delta, &q,  &k,    &v,  &bias,        &lut,
-                    &cu_q, &cu_k,  &q_seq, &Tq_, &H,     &dk, &kind, &nb, &max_distance};
+    fat5__dptr part = dbias ? scratch : 0;
+    void *args[] = {&dq,   &part, &dout,  &lse, &delta, &q,  &k,    &v,  &bias,        &lut,
+                    &cu_q, &cu_k, &q_seq, &Tq_, &H,     &dk, &kind, &nb, &max_distance};
+    int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT;
+    unsigned gx, smem;
+    int kernel_done = 0;
     fat5_status st =
         fat5__gpu_attn_check(ctx, "fat5__gpu_attn_bwd_dq", Tq, H, dk, kind, bias, lut, nb, max_distance);
     if (st || Tq == 0) return st;
     if (dbias && !bias)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_attn_bwd_dq: a bias gradient without a bias");
+    if (dbias && !scratch)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_attn_bwd_dq: a bias gradient without scratch");
     if (dk <= 64) {  // tiled: 64 queries x 256 threads; Q, dout [dkp][68], ds [64][68], K, V [dkp][65]
         int64_t dkp = dk <= 16 ? 16 : dk <= 32 ? 32 : 64;
         int64_t base = (dkp * (2 * 68 + 2 * 65) + 64 * 68) * 4;
-        int64_t tab = bias ? ((int64_t)nb + max_distance + (dbias ? nb : 0)) * 4 : 0;
-        int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT;
-        if (base <= optin)
-            return fat5__dev_launch(ctx, FAT5__K_attn_bwd_dq, fat5__gpu_blocks(Tq, 64), (unsigned)H, 1, 256, 1, 1,
-                                    (unsigned)(base + tab <= optin ? base + tab : base), args);
+        int64_t tab = bias ? ((int64_t)nb + max_distance + (dbias ? 8 * (int64_t)nb : 0)) * 4 : 0;
+        // with dbias the tables and the 8 warps' accumulators must be in shared memory
+        if (dbias ? base + tab <= optin : base <= optin) {
+            gx = fat5__gpu_blocks(Tq, 64);
+            if (dbias && gx > FAT5__GPU_DBIAS_BLOCKS) gx = FAT5__GPU_DBIAS_BLOCKS;
+            st = fat5__dev_launch(ctx, FAT5__K_attn_bwd_dq, gx, (unsigned)H, 1, 256, 1, 1,
+                                  (unsigned)(base + tab <= optin ? base + tab : base), args);
+            kernel_done = 1;
+        }
     }
-    return fat5__dev_launch(ctx, FAT5__K_attn_bwd_dq, fat5__gpu_blocks(Tq, FAT5__GPU_ATTN_WARPS), (unsigned)H,
-                            1, 32 * FAT5__GPU_ATTN_WARPS, 1, 1,
-                            fat5__gpu_attn_smem(2, dk, bias, nb, max_distance, dbias ? nb : 0), args);
+    if (!kernel_done) {
+        gx = fat5__gpu_blocks(Tq, FAT5__GPU_ATTN_WARPS);
+        if (dbias) {
+            int64_t need = ((int64_t)2 * FAT5__GPU_ATTN_WARPS * dk + nb + max_distance +
+                            (int64_t)FAT5__GPU_ATTN_WARPS * nb) * 4;
+            if (need > optin)
+                return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                                 "fat5__gpu_attn_bwd_dq: %d buckets and max distance %d need %lld bytes of shared "
+                                 "memory for the bias gradient, the device allows %lld",
+                                 nb, max_distance, (long long)need, (long long)optin);
+            smem = (unsigned)need;
+            if (gx > FAT5__GPU_DBIAS_BLOCKS) gx = FAT5__GPU_DBIAS_BLOCKS;
+        } else {
+            smem = fat5__gpu_attn_smem(2, dk, bias, nb, max_distance, 0);
+        }
+        st = fat5__dev_launch(ctx, FAT5__K_attn_bwd_dq, gx, (unsigned)H, 1, 32 * FAT5__GPU_ATTN_WARPS, 1, 1, smem,
+                              args);
+    }
+    if (st || !dbias) return st;
+    return fat5__gpu_colsum_f32(ctx, dbias, scratch, (int)gx, nb * H);
 }
 
 // dk, dv (written): one warp per (key, head), over the queries that see the key; k_seq[j] is the
@@ -4168,6 +4272,44 @@ static FAT5__UNUSED fat5_status fat5__gpu_xent_bwd(fat5_ctx *ctx, fat5__dptr dlo
     if (T == 0) return FAT5_OK;
     return fat5__dev_launch(ctx, FAT5__K_xent_bwd, fat5__gpu_blocks(T, 1), 1, 1, 256, 1, 1, 0, args);
 }
+
+// ----- optim.cu: segments of the parameter arena cut into chunks (see the CPU ops) -----
+
+static fat5_status fat5__gpu_check_segs(fat5_ctx *ctx, const char *op, int n_seg, int64_t n_chunks, int chunk) {
+    if (n_seg < 0 || n_chunks < 0 || chunk < 1 || (n_seg > 0 && n_chunks < n_seg))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: %d segments, %lld chunks of %d elements", op, n_seg,
+                         (long long)n_chunks, chunk);
+    return FAT5_OK;
+}
+
+// out[s] = sum over segment s of x^2 (double [n_seg]), deterministic: one block of 256 per chunk
+// writes the chunk's sum into scratch (double [n_chunks]), then one warp per segment sums its
+// chunks in a fixed order (fat5_sumsq_part, fat5_sumsq_final).
+static FAT5__UNUSED fat5_status fat5__gpu_sumsq_seg(fat5_ctx *ctx, fat5__dptr out, fat5__dptr x, fat5__dptr segs,
+                                                    fat5__dptr chunk_off, int n_seg, int64_t n_chunks, int chunk,
+                                                    fat5__dptr scratch) {
+    long long nc = n_chunks;
+    void *a1[] = {&scratch, &x, &segs, &chunk_off, &n_seg, &nc, &chunk};
+    void *a2[] = {&out, &scratch, &chunk_off, &n_seg};
+    fat5_status st = fat5__gpu_check_segs(ctx, "fat5__gpu_sumsq_seg", n_seg, n_chunks, chunk);
+    if (st || n_seg == 0) return st;
+    if (!scratch) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_sumsq_seg: no scratch");
+    st = fat5__dev_launch(ctx, FAT5__K_sumsq_part, fat5__gpu_blocks(n_chunks, 1), 1, 1, 256, 1, 1, 0, a1);
+    if (st) return st;
+    return fat5__dev_launch(ctx, FAT5__K_sumsq_final, fat5__gpu_blocks(n_seg, 8), 1, 1, 256, 1, 1, 0, a2);
+}
+
+// the AdamW update of every segment (fat5_adamw_seg): one block of 256 per chunk, fp32
+static FAT5__UNUSED fat5_status fat5__gpu_adamw_seg(fat5_ctx *ctx, fat5__dptr w, fat5__dptr g, fat5__dptr m1,
+                                                    fat5__dptr m2, fat5__dptr segs, fat5__dptr chunk_off, int n_seg,
+                                                    int64_t n_chunks, int chunk, fat5__dptr coef, float beta1,
+                                                    float beta2, float eps, float gscale) {
+    long long nc = n_chunks;
+    void *args[] = {&w, &g, &m1, &m2, &segs, &chunk_off, &n_seg, &nc, &chunk, &coef, &beta1, &beta2, &eps, &gscale};
+    fat5_status st = fat5__gpu_check_segs(ctx, "fat5__gpu_adamw_seg", n_seg, n_chunks, chunk);
+    if (st || n_seg == 0) return st;
+    return fat5__dev_launch(ctx, FAT5__K_adamw_seg, fat5__gpu_blocks(n_chunks, 1), 1, 1, 256, 1, 1, 0, args);
+}
 #endif  // FAT5_NO_CUDA
 
 // =============================================================================================
@@ -4201,7 +4343,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_xent_bwd(fat5_ctx *ctx, fat5__dptr dlo
     X(attn_bwd_dq, (fat5_ctx * ctx, fat5__addr dq, fat5__addr dbias, fat5__addr dout, fat5__addr lse,          \
                     fat5__addr delta, fat5__addr q, fat5__addr k, fat5__addr v, fat5__addr bias,               \
                     fat5__addr lut, fat5__addr cu_q, fat5__addr cu_k, fat5__addr q_seq, int64_t Tq, int H,     \
-                    int dk, int kind, int nb, int max_distance))                                               \
+                    int dk, int kind, int nb, int max_distance, fat5__addr scratch))                           \
     X(attn_bwd_dkv, (fat5_ctx * ctx, fat5__addr dk_out, fat5__addr dv, fat5__addr dout, fat5__addr lse,       \
                      fat5__addr delta, fat5__addr q, fat5__addr k, fat5__addr v, fat5__addr bias,              \
                      fat5__addr lut, fat5__addr cu_q, fat5__addr cu_k, fat5__addr k_seq, int64_t Tk, int H,    \
@@ -4209,7 +4351,12 @@ static FAT5__UNUSED fat5_status fat5__gpu_xent_bwd(fat5_ctx *ctx, fat5__dptr dlo
     X(xent_fwd, (fat5_ctx * ctx, fat5__addr lse, fat5__addr row_ce, fat5__addr row_z, fat5__addr logits,      \
                  fat5__addr labels, int64_t T, int V, float z, float smooth))                                  \
     X(xent_bwd, (fat5_ctx * ctx, fat5__addr dlogits, fat5__addr logits, fat5__addr lse, fat5__addr labels,     \
-                 int64_t T, int V, float z, float smooth, float scale))
+                 int64_t T, int V, float z, float smooth, float scale))                                        \
+    X(sumsq_seg, (fat5_ctx * ctx, fat5__addr out, fat5__addr x, fat5__addr segs, fat5__addr chunk_off,         \
+                  int n_seg, int64_t n_chunks, int chunk, fat5__addr scratch))                                 \
+    X(adamw_seg, (fat5_ctx * ctx, fat5__addr w, fat5__addr g, fat5__addr m1, fat5__addr m2, fat5__addr segs,   \
+                  fat5__addr chunk_off, int n_seg, int64_t n_chunks, int chunk, fat5__addr coef, float beta1,  \
+                  float beta2, float eps, float gscale))
 
 // the op names in table order (messages and tests name ops by them)
 static const char *const fat5__op_names[] = {
@@ -4698,9 +4845,11 @@ typedef struct fat5__ws {
     fat5__addr delta;                            // [T, H]
     fat5__addr dffh, da;                         // act [T, F]
     fat5__addr norm_scratch;                     // [FAT5__GPU_NORM_ROWS, D] partial norm-weight gradients
+    fat5__addr dbias_scratch;                    // [FAT5__GPU_DBIAS_ROWS, nb, H] partial bias-table gradients (GPU)
 } fat5__ws;
 
 #define FAT5__GPU_NORM_ROWS 1024  // rows of norm_scratch: FAT5__GPU_NORM_BWD_BLOCKS on the GPU
+#define FAT5__GPU_DBIAS_ROWS 1024 // rows of dbias_scratch: FAT5__GPU_DBIAS_BLOCKS on the GPU
 
 struct fat5_model {
     fat5_ctx *ctx;
@@ -5094,6 +5243,9 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
     FAT5__WS(w->dffh, T, F, A);
     FAT5__WS(w->da, T, F, A);
     FAT5__WS(w->norm_scratch, FAT5__GPU_NORM_ROWS, D, 4);
+    // the CPU ops need no bias-gradient partials
+    FAT5__WS(w->dbias_scratch, m->be == &fat5__cpu_backend ? 0 : FAT5__GPU_DBIAS_ROWS,
+             (size_t)c->rel_buckets * H, 4);
 #undef FAT5__WS
     *total = off;
     return ok;
@@ -5487,7 +5639,7 @@ static fat5_status fat5__model_attn_bwd(fat5_model *m, const fat5__layer *y, con
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->datt, 0, w->dh_act, fat5__pa(m, wo), T, I, D, 1.0f, 0.0f));
     FAT5__TRY(be->attn_bwd_delta(ctx, w->delta, att, w->datt, T, H, dk));
     FAT5__TRY(be->attn_bwd_dq(ctx, w->dq, dbias, w->datt, lse, w->delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, T, H,
-                              dk, kind, nb, md));
+                              dk, kind, nb, md, w->dbias_scratch));
     FAT5__TRY(be->attn_bwd_dkv(ctx, w->dk, w->dv, w->datt, lse, w->delta, q, k, v, bias, lut, cu_q, cu_k, k_seq, Tk,
                                H, dk, kind, nb, md));
     FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wq), 1, w->dq, nrm, I, D, T, 1.0f, 1.0f));

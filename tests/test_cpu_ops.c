@@ -255,7 +255,7 @@ static void t_attn_bwd(fat5_test *T) {
         FAT5_CHECK(T, fat5__cpu_attn_bwd_delta(ctx, A_(delta), A_(a.o), A_(a.r), tq, a.H, a.dk) == FAT5_OK);
         FAT5_CHECK(T, fat5__cpu_attn_bwd_dq(ctx, A_(dq), A_(a.bias ? dbias : NULL), A_(a.r), A_(a.lse), A_(delta),
                                             A_(a.q), A_(a.k), A_(a.v), A_(a.bias), 0, A_(a.cu_q), A_(a.cu_k),
-                                            A_(a.q_seq), tq, a.H, a.dk, kind, a.nb, a.max_distance) == FAT5_OK);
+                                            A_(a.q_seq), tq, a.H, a.dk, kind, a.nb, a.max_distance, 0) == FAT5_OK);
         FAT5_CHECK(T, fat5__cpu_attn_bwd_dkv(ctx, A_(dk_), A_(dv), A_(a.r), A_(a.lse), A_(delta), A_(a.q), A_(a.k),
                                              A_(a.v), A_(a.bias), 0, A_(a.cu_q), A_(a.cu_k), A_(a.k_seq), tk, a.H,
                                              a.dk, kind, a.nb, a.max_distance) == FAT5_OK);
