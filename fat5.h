@@ -2073,7 +2073,7 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmEx)(
 #define FAT5__KERNELS(X)                                                                           \
     X(fill_f32) X(scale_f32) X(f32_to_bf16) X(to_act) X(embed_fwd) X(embed_bwd) X(rmsnorm_fwd)     \
     X(rmsnorm_bwd) X(colsum_f32) X(act_fwd) X(act_bwd) X(attn_fwd) X(attn_bwd_delta) X(attn_bwd_dq)  \
-    X(attn_bwd_dkv) X(xent_fwd) X(xent_bwd) X(sumsq_part) X(sumsq_final) X(adamw_seg)
+    X(attn_bwd_dkv) X(xent_fwd) X(xent_bwd) X(sumsq_seg) X(adamw_seg)
 
 typedef enum fat5__kernel_id {
 #define FAT5__KENUM(name) FAT5__K_##name,
@@ -4282,21 +4282,22 @@ static fat5_status fat5__gpu_check_segs(fat5_ctx *ctx, const char *op, int n_seg
     return FAT5_OK;
 }
 
-// out[s] = sum over segment s of x^2 (double [n_seg]), deterministic: one block of 256 per chunk
-// writes the chunk's sum into scratch (double [n_chunks]), then one warp per segment sums its
-// chunks in a fixed order (fat5_sumsq_part, fat5_sumsq_final).
+// out[s] = sum over segment s of x^2 (double [n_seg]), deterministic: fat5_sumsq_seg phase 0 (one
+// block of 256 per chunk) writes each chunk's sum into scratch (double [n_chunks]), phase 1 (one
+// warp per segment) sums the chunks of each segment in a fixed order.
 static FAT5__UNUSED fat5_status fat5__gpu_sumsq_seg(fat5_ctx *ctx, fat5__dptr out, fat5__dptr x, fat5__dptr segs,
                                                     fat5__dptr chunk_off, int n_seg, int64_t n_chunks, int chunk,
                                                     fat5__dptr scratch) {
     long long nc = n_chunks;
-    void *a1[] = {&scratch, &x, &segs, &chunk_off, &n_seg, &nc, &chunk};
-    void *a2[] = {&out, &scratch, &chunk_off, &n_seg};
+    int p0 = 0, p1 = 1;
+    void *a1[] = {&out, &scratch, &x, &segs, &chunk_off, &n_seg, &nc, &chunk, &p0};
+    void *a2[] = {&out, &scratch, &x, &segs, &chunk_off, &n_seg, &nc, &chunk, &p1};
     fat5_status st = fat5__gpu_check_segs(ctx, "fat5__gpu_sumsq_seg", n_seg, n_chunks, chunk);
     if (st || n_seg == 0) return st;
     if (!scratch) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_sumsq_seg: no scratch");
-    st = fat5__dev_launch(ctx, FAT5__K_sumsq_part, fat5__gpu_blocks(n_chunks, 1), 1, 1, 256, 1, 1, 0, a1);
+    st = fat5__dev_launch(ctx, FAT5__K_sumsq_seg, fat5__gpu_blocks(n_chunks, 1), 1, 1, 256, 1, 1, 0, a1);
     if (st) return st;
-    return fat5__dev_launch(ctx, FAT5__K_sumsq_final, fat5__gpu_blocks(n_seg, 8), 1, 1, 256, 1, 1, 0, a2);
+    return fat5__dev_launch(ctx, FAT5__K_sumsq_seg, fat5__gpu_blocks(n_seg, 8), 1, 1, 256, 1, 1, 0, a2);
 }
 
 // the AdamW update of every segment (fat5_adamw_seg): one block of 256 per chunk, fp32

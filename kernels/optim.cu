@@ -29,15 +29,29 @@ __device__ __forceinline__ double fat5_warp_sum_f64(double v)
     return v;
 }
 
-// fat5_sumsq_part(double *part[n_chunks], const float *x, const long long *segs[2 n_seg],
-// const long long *chunk_off[n_seg+1], int n_seg, long long n_chunks, int chunk):
-// part[c] = sum over the elements of chunk c of x^2 (double). One block per chunk (grid-stride),
-// blockDim a multiple of 32, at most 1024. First half of fat5__gpu_sumsq_seg.
-extern "C" __global__ void fat5_sumsq_part(double *part, const float *x, const long long *segs,
-                                           const long long *chunk_off, int n_seg, long long n_chunks, int chunk)
+// fat5_sumsq_seg(double *out[n_seg], double *part[n_chunks], const float *x,
+// const long long *segs[2 n_seg], const long long *chunk_off[n_seg+1], int n_seg, long long n_chunks,
+// int chunk, int phase): launched twice (blockDim a multiple of 32, at most 1024):
+//   phase 0: part[c] = sum over the elements of chunk c of x^2 in double; one block per chunk
+//            (grid-stride), each thread over a fixed stride, then a fixed-order block reduction;
+//   phase 1: out[s] = sum of part over the chunks of segment s; one warp per segment (lane l takes
+//            chunks l, l + 32, ... in order, then a fixed butterfly).
+// CPU twin: fat5__cpu_sumsq_seg.
+extern "C" __global__ void fat5_sumsq_seg(double *out, double *part, const float *x, const long long *segs,
+                                          const long long *chunk_off, int n_seg, long long n_chunks, int chunk,
+                                          int phase)
 {
     __shared__ double red[32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    if (phase == 1) {
+        for (long long s = (long long)blockIdx.x * nwarps + warp; s < n_seg; s += (long long)gridDim.x * nwarps) {
+            double acc = 0.0;
+            for (long long c = chunk_off[s] + lane; c < chunk_off[s + 1]; c += 32) acc += part[c];
+            acc = fat5_warp_sum_f64(acc);
+            if (lane == 0) out[s] = acc;
+        }
+        return;
+    }
     for (long long c = blockIdx.x; c < n_chunks; c += gridDim.x) {
         const int s = fat5_optim_seg_of(chunk_off, n_seg, c);
         const long long seg_end = segs[2 * s] + segs[2 * s + 1];
@@ -57,21 +71,6 @@ extern "C" __global__ void fat5_sumsq_part(double *part, const float *x, const l
             v = fat5_warp_sum_f64(v);
             if (lane == 0) part[c] = v;
         }
-    }
-}
-
-// fat5_sumsq_final(double *out[n_seg], const double *part[n_chunks], const long long *chunk_off,
-// int n_seg): out[s] = sum of part over the chunks of segment s. One warp per segment (lane l takes
-// chunks l, l + 32, ... in order, then a fixed butterfly). Second half of fat5__gpu_sumsq_seg.
-extern "C" __global__ void fat5_sumsq_final(double *out, const double *part, const long long *chunk_off, int n_seg)
-{
-    const int lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
-    for (long long s = (long long)blockIdx.x * nwarps + (threadIdx.x >> 5); s < n_seg;
-         s += (long long)gridDim.x * nwarps) {
-        double acc = 0.0;
-        for (long long c = chunk_off[s] + lane; c < chunk_off[s + 1]; c += 32) acc += part[c];
-        acc = fat5_warp_sum_f64(acc);
-        if (lane == 0) out[s] = acc;
     }
 }
 
