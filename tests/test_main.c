@@ -12,6 +12,7 @@
 #include "test_io.c"
 #include "test_cpu_ops.c"
 #include "test_model.c"
+#include "test_optim.c"
 #ifndef FAT5_NO_CUDA
 #include "test_gpu_dev.c"
 #include "test_gpu_ops.c"
@@ -27,6 +28,7 @@ static const fat5_test_case fat5_cases[] = {
     FAT5_TESTS_IO(FAT5_TEST_ENTRY)
     FAT5_TESTS_CPU_OPS(FAT5_TEST_ENTRY)
     FAT5_TESTS_MODEL(FAT5_TEST_ENTRY)
+    FAT5_TESTS_OPTIM(FAT5_TEST_ENTRY)
     FAT5_TESTS_GPU_DEV(FAT5_TEST_ENTRY)
     FAT5_TESTS_GPU_OPS(FAT5_TEST_ENTRY)
     FAT5_TESTS_GPU_MODEL(FAT5_TEST_ENTRY)
