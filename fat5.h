@@ -2182,7 +2182,7 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmEx)(
 #define FAT5__KERNELS(X)                                                                           \
     X(fill_f32) X(scale_f32) X(f32_to_bf16) X(to_act) X(embed_fwd) X(embed_bwd) X(rmsnorm_fwd)     \
     X(rmsnorm_bwd) X(colsum_f32) X(act_fwd) X(act_bwd) X(attn_fwd) X(attn_bwd_delta) X(attn_bwd_dq)  \
-    X(attn_bwd_dkv) X(xent_fwd) X(xent_bwd)
+    X(attn_bwd_dkv) X(xent_fwd) X(xent_bwd) X(sumsq_seg) X(adamw_seg)
 
 typedef enum fat5__kernel_id {
 #define FAT5__KENUM(name) FAT5__K_##name,
@@ -3751,12 +3751,13 @@ static fat5_status fat5__cpu_attn_bwd_delta(fat5_ctx *ctx, fat5__addr delta_, fa
 }
 
 // dq (written) and dbias[bucket, h] += ds (dbias 0: not wanted). p = exp(score - lse) is
-// recomputed; ds = p (dout . v - delta).
+// recomputed; ds = p (dout . v - delta). scratch is the GPU's (its per-block bias-gradient
+// partials); the CPU needs none.
 static fat5_status fat5__cpu_attn_bwd_dq(fat5_ctx *ctx, fat5__addr dq_, fat5__addr dbias_, fat5__addr dout_,
                                          fat5__addr lse_, fat5__addr delta_, fat5__addr q_, fat5__addr k_,
                                          fat5__addr v_, fat5__addr bias_, fat5__addr lut, fat5__addr cu_q_,
                                          fat5__addr cu_k_, fat5__addr q_seq_, int64_t Tq, int H, int dk, int kind,
-                                         int nb, int max_distance) {
+                                         int nb, int max_distance, fat5__addr scratch) {
     float *dq = FAT5__HOST(float, dq_), *dbias = FAT5__HOST(float, dbias_);
     const float *dout = FAT5__HOST(const float, dout_), *lse = FAT5__HOST(const float, lse_);
     const float *delta = FAT5__HOST(const float, delta_), *q = FAT5__HOST(const float, q_);
@@ -3768,6 +3769,7 @@ static fat5_status fat5__cpu_attn_bwd_dq(fat5_ctx *ctx, fat5__addr dq_, fat5__ad
     int h, d;
     (void)ctx;
     (void)lut;
+    (void)scratch;
     for (t = 0; t < Tq; t++) {
         int32_t s = q_seq[t];
         int64_t i = t - cu_q[s], k0 = cu_k[s], nk = cu_k[s + 1] - k0;
@@ -3891,6 +3893,68 @@ static fat5_status fat5__cpu_xent_bwd(fat5_ctx *ctx, fat5__addr dlogits_, fat5__
     }
     return FAT5_OK;
 }
+
+// ---- optimizer ----
+// The parameter tensors are segments of one fp32 arena: segs (int64 [2 n_seg]) holds the element
+// offset and the numel of each. chunk_off (int64 [n_seg + 1]) and chunk cut every segment into
+// chunks of `chunk` elements for the GPU (chunk_off[s] = the first chunk of segment s); the CPU
+// walks the segments directly and ignores them, and the scratch.
+
+// out[s] = sum over segment s of x^2 (double [n_seg]); scratch: the GPU's per-chunk partials
+// (double [n_chunks])
+static fat5_status fat5__cpu_sumsq_seg(fat5_ctx *ctx, fat5__addr out_, fat5__addr x_, fat5__addr segs_,
+                                       fat5__addr chunk_off, int n_seg, int64_t n_chunks, int chunk,
+                                       fat5__addr scratch) {
+    double *out = FAT5__HOST(double, out_);
+    const float *x = FAT5__HOST(const float, x_);
+    const int64_t *segs = FAT5__HOST(const int64_t, segs_);
+    int s;
+    (void)ctx;
+    (void)chunk_off;
+    (void)n_chunks;
+    (void)chunk;
+    (void)scratch;
+    for (s = 0; s < n_seg; s++) {
+        const float *p = x + segs[2 * s];
+        int64_t i, n = segs[2 * s + 1];
+        double acc = 0;
+        for (i = 0; i < n; i++) acc += (double)p[i] * p[i];
+        out[s] = acc;
+    }
+    return FAT5_OK;
+}
+
+// AdamW update of every segment s, with alpha = coef[2 s] (lr x bias correction x the AdamWScale
+// factor) and decay = coef[2 s + 1] (1 - lr wd; 1 for no decay), both fp32:
+//   g' = gscale g;  m1 = b1 m1 + (1 - b1) g';  m2 = b2 m2 + (1 - b2) g'^2  (stored in fp32);
+//   w = (w - alpha m1 / (sqrt(m2) + eps)) decay   (from the stored fp32 moments; double arithmetic)
+// g is read only.
+static fat5_status fat5__cpu_adamw_seg(fat5_ctx *ctx, fat5__addr w_, fat5__addr g_, fat5__addr m1_, fat5__addr m2_,
+                                       fat5__addr segs_, fat5__addr chunk_off, int n_seg, int64_t n_chunks,
+                                       int chunk, fat5__addr coef_, float beta1, float beta2, float eps,
+                                       float gscale) {
+    float *w = FAT5__HOST(float, w_), *m1 = FAT5__HOST(float, m1_), *m2 = FAT5__HOST(float, m2_);
+    const float *g = FAT5__HOST(const float, g_), *coef = FAT5__HOST(const float, coef_);
+    const int64_t *segs = FAT5__HOST(const int64_t, segs_);
+    double b1 = beta1, b2 = beta2;
+    int s;
+    (void)ctx;
+    (void)chunk_off;
+    (void)n_chunks;
+    (void)chunk;
+    for (s = 0; s < n_seg; s++) {
+        double alpha = coef[2 * s], decay = coef[2 * s + 1];
+        int64_t i, lo = segs[2 * s], hi = lo + segs[2 * s + 1];
+        for (i = lo; i < hi; i++) {
+            double gi = (double)g[i] * gscale;
+            float a = (float)(b1 * m1[i] + (1.0 - b1) * gi), b = (float)(b2 * m2[i] + (1.0 - b2) * gi * gi);
+            m1[i] = a;
+            m2[i] = b;
+            w[i] = (float)(((double)w[i] - alpha * ((double)a / (sqrt((double)b) + (double)eps))) * decay);
+        }
+    }
+    return FAT5_OK;
+}
 // =============================================================================================
 // ==[3.3] ops: the GPU launchers ==
 #ifndef FAT5_NO_CUDA
@@ -3965,6 +4029,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_mm(fat5_ctx *ctx, fat5__mm_layout layo
 #define FAT5__GPU_ATTN_WARPS 4          // tokens (warps) per attention block; must be <= 32
 #define FAT5__GPU_ATTN_MAX_DK 256       // FAT5_ATTN_MAX_DK in kernels/attention.cu
 #define FAT5__GPU_NORM_BWD_BLOCKS 1024  // rows of the rmsnorm_bwd scratch: blocks of the dw partials
+#define FAT5__GPU_DBIAS_BLOCKS 1024     // grid.x clamp of attn_bwd_dq with a bias gradient: rows of its scratch
 
 // ceil(work / per_block) blocks, at least 1, at most FAT5__GPU_MAX_BLOCKS
 static unsigned fat5__gpu_blocks(int64_t work, int64_t per_block) {
@@ -4043,10 +4108,18 @@ static FAT5__UNUSED fat5_status fat5__gpu_embed_fwd(fat5_ctx *ctx, fat5__dptr ou
     return fat5__gpu_embed_launch(ctx, FAT5__K_embed_fwd, "fat5__gpu_embed_fwd", out, table, tok, T, D);
 }
 
-// dtable[tok[t]] += dout[t] (atomicAdd)
+// dtable[tok[t]] += dout[t], deterministic and bit-identical to the CPU twin: block b of G owns the
+// rows v = b (mod G) and adds its tokens' rows in token order (no atomics). G = ceil(T / 32),
+// clamped to [1, 512]; 256 threads.
 static FAT5__UNUSED fat5_status fat5__gpu_embed_bwd(fat5_ctx *ctx, fat5__dptr dtable, fat5__dptr dout,
                                                     fat5__dptr tok, int64_t T, int D) {
-    return fat5__gpu_embed_launch(ctx, FAT5__K_embed_bwd, "fat5__gpu_embed_bwd", dtable, dout, tok, T, D);
+    long long T_ = T;
+    void *args[] = {&dtable, &dout, &tok, &T_, &D};
+    unsigned G = fat5__gpu_blocks(T, 32);
+    if (T < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_embed_bwd", "T", T);
+    if (D < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_embed_bwd", "D", D);
+    if (T == 0 || D == 0) return FAT5_OK;
+    return fat5__dev_launch(ctx, FAT5__K_embed_bwd, G < 512 ? G : 512, 1, 1, 256, 1, 1, 0, args);
 }
 
 // ----- norm.cu -----
@@ -4194,33 +4267,64 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_delta(fat5_ctx *ctx, fat5__dp
 }
 
 // dq (written) and dbias += ds per (bucket, head) (dbias 0 when there is no bias); delta from
-// fat5__gpu_attn_bwd_delta, lse from the forward
+// fat5__gpu_attn_bwd_delta, lse from the forward. With dbias, scratch holds at least
+// FAT5__GPU_DBIAS_BLOCKS * nb * H floats: the grid (x clamped to FAT5__GPU_DBIAS_BLOCKS) writes
+// one row of per-bucket partial sums per block there (no atomics), then fat5__gpu_colsum_f32 adds
+// the rows into dbias in a fixed order, so dbias is deterministic (same inputs, same bits).
 static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dq(fat5_ctx *ctx, fat5__dptr dq, fat5__dptr dbias,
                                                       fat5__dptr dout, fat5__dptr lse, fat5__dptr delta,
                                                       fat5__dptr q, fat5__dptr k, fat5__dptr v,
                                                       fat5__dptr bias, fat5__dptr lut, fat5__dptr cu_q,
                                                       fat5__dptr cu_k, fat5__dptr q_seq, int64_t Tq, int H,
-                                                      int dk, int kind, int nb, int max_distance) {
+                                                      int dk, int kind, int nb, int max_distance,
+                                                      fat5__dptr scratch) {
     long long Tq_ = Tq;
-    void *args[] = {&dq,   &dbias, &dout,  &lse, &delta, &q,  &k,    &v,  &bias,        &lut,
-                    &cu_q, &cu_k,  &q_seq, &Tq_, &H,     &dk, &kind, &nb, &max_distance};
+    fat5__dptr part = dbias ? scratch : 0;
+    void *args[] = {&dq,   &part, &dout,  &lse, &delta, &q,  &k,    &v,  &bias,        &lut,
+                    &cu_q, &cu_k, &q_seq, &Tq_, &H,     &dk, &kind, &nb, &max_distance};
+    int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT;
+    unsigned gx, smem;
+    int kernel_done = 0;
     fat5_status st =
         fat5__gpu_attn_check(ctx, "fat5__gpu_attn_bwd_dq", Tq, H, dk, kind, bias, lut, nb, max_distance);
     if (st || Tq == 0) return st;
     if (dbias && !bias)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_attn_bwd_dq: a bias gradient without a bias");
+    if (dbias && !scratch)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_attn_bwd_dq: a bias gradient without scratch");
     if (dk <= 64) {  // tiled: 64 queries x 256 threads; Q, dout [dkp][68], ds [64][68], K, V [dkp][65]
         int64_t dkp = dk <= 16 ? 16 : dk <= 32 ? 32 : 64;
         int64_t base = (dkp * (2 * 68 + 2 * 65) + 64 * 68) * 4;
-        int64_t tab = bias ? ((int64_t)nb + max_distance + (dbias ? nb : 0)) * 4 : 0;
-        int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT;
-        if (base <= optin)
-            return fat5__dev_launch(ctx, FAT5__K_attn_bwd_dq, fat5__gpu_blocks(Tq, 64), (unsigned)H, 1, 256, 1, 1,
-                                    (unsigned)(base + tab <= optin ? base + tab : base), args);
+        int64_t tab = bias ? ((int64_t)nb + max_distance + (dbias ? 8 * (int64_t)nb : 0)) * 4 : 0;
+        // with dbias the tables and the 8 warps' accumulators must be in shared memory
+        if (dbias ? base + tab <= optin : base <= optin) {
+            gx = fat5__gpu_blocks(Tq, 64);
+            if (dbias && gx > FAT5__GPU_DBIAS_BLOCKS) gx = FAT5__GPU_DBIAS_BLOCKS;
+            st = fat5__dev_launch(ctx, FAT5__K_attn_bwd_dq, gx, (unsigned)H, 1, 256, 1, 1,
+                                  (unsigned)(base + tab <= optin ? base + tab : base), args);
+            kernel_done = 1;
+        }
     }
-    return fat5__dev_launch(ctx, FAT5__K_attn_bwd_dq, fat5__gpu_blocks(Tq, FAT5__GPU_ATTN_WARPS), (unsigned)H,
-                            1, 32 * FAT5__GPU_ATTN_WARPS, 1, 1,
-                            fat5__gpu_attn_smem(2, dk, bias, nb, max_distance, dbias ? nb : 0), args);
+    if (!kernel_done) {
+        gx = fat5__gpu_blocks(Tq, FAT5__GPU_ATTN_WARPS);
+        if (dbias) {
+            int64_t need = ((int64_t)2 * FAT5__GPU_ATTN_WARPS * dk + nb + max_distance +
+                            (int64_t)FAT5__GPU_ATTN_WARPS * nb) * 4;
+            if (need > optin)
+                return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                                 "fat5__gpu_attn_bwd_dq: %d buckets and max distance %d need %lld bytes of shared "
+                                 "memory for the bias gradient, the device allows %lld",
+                                 nb, max_distance, (long long)need, (long long)optin);
+            smem = (unsigned)need;
+            if (gx > FAT5__GPU_DBIAS_BLOCKS) gx = FAT5__GPU_DBIAS_BLOCKS;
+        } else {
+            smem = fat5__gpu_attn_smem(2, dk, bias, nb, max_distance, 0);
+        }
+        st = fat5__dev_launch(ctx, FAT5__K_attn_bwd_dq, gx, (unsigned)H, 1, 32 * FAT5__GPU_ATTN_WARPS, 1, 1, smem,
+                              args);
+    }
+    if (st || !dbias) return st;
+    return fat5__gpu_colsum_f32(ctx, dbias, scratch, (int)gx, nb * H);
 }
 
 // dk, dv (written): one warp per (key, head), over the queries that see the key; k_seq[j] is the
@@ -4277,6 +4381,45 @@ static FAT5__UNUSED fat5_status fat5__gpu_xent_bwd(fat5_ctx *ctx, fat5__dptr dlo
     if (T == 0) return FAT5_OK;
     return fat5__dev_launch(ctx, FAT5__K_xent_bwd, fat5__gpu_blocks(T, 1), 1, 1, 256, 1, 1, 0, args);
 }
+
+// ----- optim.cu: segments of the parameter arena cut into chunks (see the CPU ops) -----
+
+static fat5_status fat5__gpu_check_segs(fat5_ctx *ctx, const char *op, int n_seg, int64_t n_chunks, int chunk) {
+    if (n_seg < 0 || n_chunks < 0 || chunk < 1 || (n_seg > 0 && n_chunks < n_seg))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: %d segments, %lld chunks of %d elements", op, n_seg,
+                         (long long)n_chunks, chunk);
+    return FAT5_OK;
+}
+
+// out[s] = sum over segment s of x^2 (double [n_seg]), deterministic: fat5_sumsq_seg phase 0 (one
+// block of 256 per chunk) writes each chunk's sum into scratch (double [n_chunks]), phase 1 (one
+// warp per segment) sums the chunks of each segment in a fixed order.
+static FAT5__UNUSED fat5_status fat5__gpu_sumsq_seg(fat5_ctx *ctx, fat5__dptr out, fat5__dptr x, fat5__dptr segs,
+                                                    fat5__dptr chunk_off, int n_seg, int64_t n_chunks, int chunk,
+                                                    fat5__dptr scratch) {
+    long long nc = n_chunks;
+    int p0 = 0, p1 = 1;
+    void *a1[] = {&out, &scratch, &x, &segs, &chunk_off, &n_seg, &nc, &chunk, &p0};
+    void *a2[] = {&out, &scratch, &x, &segs, &chunk_off, &n_seg, &nc, &chunk, &p1};
+    fat5_status st = fat5__gpu_check_segs(ctx, "fat5__gpu_sumsq_seg", n_seg, n_chunks, chunk);
+    if (st || n_seg == 0) return st;
+    if (!scratch) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_sumsq_seg: no scratch");
+    st = fat5__dev_launch(ctx, FAT5__K_sumsq_seg, fat5__gpu_blocks(n_chunks, 1), 1, 1, 256, 1, 1, 0, a1);
+    if (st) return st;
+    return fat5__dev_launch(ctx, FAT5__K_sumsq_seg, fat5__gpu_blocks(n_seg, 8), 1, 1, 256, 1, 1, 0, a2);
+}
+
+// the AdamW update of every segment (fat5_adamw_seg): one block of 256 per chunk, fp32
+static FAT5__UNUSED fat5_status fat5__gpu_adamw_seg(fat5_ctx *ctx, fat5__dptr w, fat5__dptr g, fat5__dptr m1,
+                                                    fat5__dptr m2, fat5__dptr segs, fat5__dptr chunk_off, int n_seg,
+                                                    int64_t n_chunks, int chunk, fat5__dptr coef, float beta1,
+                                                    float beta2, float eps, float gscale) {
+    long long nc = n_chunks;
+    void *args[] = {&w, &g, &m1, &m2, &segs, &chunk_off, &n_seg, &nc, &chunk, &coef, &beta1, &beta2, &eps, &gscale};
+    fat5_status st = fat5__gpu_check_segs(ctx, "fat5__gpu_adamw_seg", n_seg, n_chunks, chunk);
+    if (st || n_seg == 0) return st;
+    return fat5__dev_launch(ctx, FAT5__K_adamw_seg, fat5__gpu_blocks(n_chunks, 1), 1, 1, 256, 1, 1, 0, args);
+}
 #endif  // FAT5_NO_CUDA
 
 // =============================================================================================
@@ -4310,7 +4453,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_xent_bwd(fat5_ctx *ctx, fat5__dptr dlo
     X(attn_bwd_dq, (fat5_ctx * ctx, fat5__addr dq, fat5__addr dbias, fat5__addr dout, fat5__addr lse,          \
                     fat5__addr delta, fat5__addr q, fat5__addr k, fat5__addr v, fat5__addr bias,               \
                     fat5__addr lut, fat5__addr cu_q, fat5__addr cu_k, fat5__addr q_seq, int64_t Tq, int H,     \
-                    int dk, int kind, int nb, int max_distance))                                               \
+                    int dk, int kind, int nb, int max_distance, fat5__addr scratch))                           \
     X(attn_bwd_dkv, (fat5_ctx * ctx, fat5__addr dk_out, fat5__addr dv, fat5__addr dout, fat5__addr lse,       \
                      fat5__addr delta, fat5__addr q, fat5__addr k, fat5__addr v, fat5__addr bias,              \
                      fat5__addr lut, fat5__addr cu_q, fat5__addr cu_k, fat5__addr k_seq, int64_t Tk, int H,    \
@@ -4318,7 +4461,12 @@ static FAT5__UNUSED fat5_status fat5__gpu_xent_bwd(fat5_ctx *ctx, fat5__dptr dlo
     X(xent_fwd, (fat5_ctx * ctx, fat5__addr lse, fat5__addr row_ce, fat5__addr row_z, fat5__addr logits,      \
                  fat5__addr labels, int64_t T, int V, float z, float smooth))                                  \
     X(xent_bwd, (fat5_ctx * ctx, fat5__addr dlogits, fat5__addr logits, fat5__addr lse, fat5__addr labels,     \
-                 int64_t T, int V, float z, float smooth, float scale))
+                 int64_t T, int V, float z, float smooth, float scale))                                        \
+    X(sumsq_seg, (fat5_ctx * ctx, fat5__addr out, fat5__addr x, fat5__addr segs, fat5__addr chunk_off,         \
+                  int n_seg, int64_t n_chunks, int chunk, fat5__addr scratch))                                 \
+    X(adamw_seg, (fat5_ctx * ctx, fat5__addr w, fat5__addr g, fat5__addr m1, fat5__addr m2, fat5__addr segs,   \
+                  fat5__addr chunk_off, int n_seg, int64_t n_chunks, int chunk, fat5__addr coef, float beta1,  \
+                  float beta2, float eps, float gscale))
 
 // the op names in table order (messages and tests name ops by them)
 static const char *const fat5__op_names[] = {
@@ -4807,9 +4955,11 @@ typedef struct fat5__ws {
     fat5__addr delta;                            // [T, H]
     fat5__addr dffh, da;                         // act [T, F]
     fat5__addr norm_scratch;                     // [FAT5__GPU_NORM_ROWS, D] partial norm-weight gradients
+    fat5__addr dbias_scratch;                    // [FAT5__GPU_DBIAS_ROWS, nb, H] partial bias-table gradients (GPU)
 } fat5__ws;
 
 #define FAT5__GPU_NORM_ROWS 1024  // rows of norm_scratch: FAT5__GPU_NORM_BWD_BLOCKS on the GPU
+#define FAT5__GPU_DBIAS_ROWS 1024 // rows of dbias_scratch: FAT5__GPU_DBIAS_BLOCKS on the GPU
 
 struct fat5_model {
     fat5_ctx *ctx;
@@ -5203,6 +5353,9 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
     FAT5__WS(w->dffh, T, F, A);
     FAT5__WS(w->da, T, F, A);
     FAT5__WS(w->norm_scratch, FAT5__GPU_NORM_ROWS, D, 4);
+    // the CPU ops need no bias-gradient partials
+    FAT5__WS(w->dbias_scratch, m->be == &fat5__cpu_backend ? 0 : FAT5__GPU_DBIAS_ROWS,
+             (size_t)c->rel_buckets * H, 4);
 #undef FAT5__WS
     *total = off;
     return ok;
@@ -5596,7 +5749,7 @@ static fat5_status fat5__model_attn_bwd(fat5_model *m, const fat5__layer *y, con
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->datt, 0, w->dh_act, fat5__pa(m, wo), T, I, D, 1.0f, 0.0f));
     FAT5__TRY(be->attn_bwd_delta(ctx, w->delta, att, w->datt, T, H, dk));
     FAT5__TRY(be->attn_bwd_dq(ctx, w->dq, dbias, w->datt, lse, w->delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, T, H,
-                              dk, kind, nb, md));
+                              dk, kind, nb, md, w->dbias_scratch));
     FAT5__TRY(be->attn_bwd_dkv(ctx, w->dk, w->dv, w->datt, lse, w->delta, q, k, v, bias, lut, cu_q, cu_k, k_seq, Tk,
                                H, dk, kind, nb, md));
     FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wq), 1, w->dq, nrm, I, D, T, 1.0f, 1.0f));
@@ -6566,12 +6719,331 @@ FAT5_API fat5_status fat5_ul2_set_state(fat5_ul2 *s, const char *state) {
 // =============================================================================================
 // ==[5.3] train: optimizers and schedules ==
 
+// The update, for every parameter tensor p with gradient g (fp32 master weights and moments on the
+// model's backend, written once over the op interface):
+//   norm  = global L2 norm of all gradients (per-tensor sums of squares in double, summed on the
+//           host in tensor order: deterministic on both backends)
+//   not finite -> the step is skipped: weights and moments untouched, result.skipped = 1; the step
+//           counter still advances (the schedule moves on, and the bias correction below counts it)
+//   c     = clip_norm / (norm + 1e-6) when clip_norm > 0 and that is < 1, else 1 (torch's
+//           clip_grad_norm_); g' = c g (on the fly: the gradients are neither scaled nor zeroed)
+//   t     = step + 1;  lr = fat5_sched_lr(cfg, step)
+//   m = b1 m + (1 - b1) g';  v = b2 v + (1 - b2) g'^2
+//   alpha = lr sqrt(1 - b2^t) / (1 - b1^t), times max(1e-3, RMS(p)) for ADAMW_SCALE, RMS taken
+//           before the update (RMS = |p|_2 / sqrt(numel))
+//   p = p - alpha m / (sqrt(v) + eps)        (eps on the uncorrected sqrt(v), as in HF's AdamW)
+//   p = p (1 - lr wd)                        (decoupled, after the update; wd = 0 for excluded tensors)
+// then the bf16 matmul operands are refreshed from the new master weights. Both kinds place eps
+// and the decay this way (torch.optim.AdamW puts eps on the corrected sqrt(v) and decays first;
+// the difference is O(eps) and O(lr^2 wd)).
+// Weight-decay exclusions: every tensor whose name contains "norm" or "bias" (case-insensitive):
+// the RMSNorm weights and the relative_attention_bias tables.
+
+#define FAT5__OPTIM_CHUNK 8192  // elements per chunk of the GPU reductions and update
+
 struct fat5_optim {
     fat5_model *m;
     fat5_optim_config cfg;
-    int64_t step;                     // updates taken
+    int64_t step;                     // updates taken (skipped ones included)
     fat5__addr m1, m2;                // fp32 [n_floats] first and second moments on the model's backend
+    // fixed at creation
+    int n_seg;                        // parameter tensors (m->n_params)
+    int64_t n_chunks;
+    double *wd_seg;                   // [n_seg] weight decay of each tensor (cfg.weight_decay or 0)
+    int64_t *h_segs;                  // [2 n_seg] offset, numel (host)
+    fat5__addr segs, chunk_off;       // int64 [2 n_seg], [n_seg + 1] on the backend
+    fat5__addr part;                  // double [n_chunks]: the GPU's per-chunk partial sums
+    fat5__addr ss;                    // double [n_seg]: per-tensor sums of squares
+    fat5__addr coef;                  // fp32 [2 n_seg]: alpha, decay of each tensor this step
+    double *h_ss;                     // [n_seg] host copy of ss
+    float *h_coef;                    // [2 n_seg] host copy of coef
 };
+
+FAT5_API fat5_optim_config fat5_optim_config_default(void) {
+    fat5_optim_config c;
+    memset(&c, 0, sizeof c);
+    c.kind = FAT5_OPTIM_ADAMW_SCALE;
+    c.lr = 5e-3;
+    c.beta1 = 0.9;
+    c.beta2 = 0.999;
+    c.eps = 1e-6;
+    c.weight_decay = 0.0;
+    c.clip_norm = 1.0;
+    c.sched = FAT5_SCHED_COSINE;
+    c.warmup_steps = 10000;   // placeholders (nanoT5's pre-training run): set both for your run
+    c.total_steps = 65536;
+    c.decay_steps = 0;
+    c.min_lr = 1e-5;
+    return c;
+}
+
+static const char *fat5__sched_name(fat5_sched_kind k) {
+    switch (k) {
+    case FAT5_SCHED_CONSTANT: return "constant";
+    case FAT5_SCHED_LINEAR: return "linear";
+    case FAT5_SCHED_COSINE: return "cosine";
+    case FAT5_SCHED_WSD: return "wsd";
+    case FAT5_SCHED_INV_SQRT: return "inv_sqrt";
+    }
+    return "?";
+}
+
+static fat5_status fat5__optim_config_check(fat5_ctx *ctx, const fat5_optim_config *c) {
+    const char *E = "optimizer config";
+    int sched_needs_total;
+    if (c->kind != FAT5_OPTIM_ADAMW && c->kind != FAT5_OPTIM_ADAMW_SCALE)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: kind = %d, expected FAT5_OPTIM_ADAMW (0) or "
+                         "FAT5_OPTIM_ADAMW_SCALE (1)", E, (int)c->kind);
+    if (!(isfinite(c->lr) && c->lr > 0))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: lr = %g, expected a finite value > 0", E, c->lr);
+    if (!(c->beta1 >= 0 && c->beta1 < 1))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: beta1 = %g, expected a value in [0, 1)", E, c->beta1);
+    if (!(c->beta2 >= 0 && c->beta2 < 1))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: beta2 = %g, expected a value in [0, 1)", E, c->beta2);
+    if (!(isfinite(c->eps) && c->eps > 0))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: eps = %g, expected a finite value > 0", E, c->eps);
+    if (!(isfinite(c->weight_decay) && c->weight_decay >= 0))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: weight_decay = %g, expected a finite value >= 0", E,
+                         c->weight_decay);
+    if (c->weight_decay * c->lr >= 1)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "%s: lr x weight_decay = %g, expected < 1 (the decay factor 1 - lr wd must stay positive)",
+                         E, c->weight_decay * c->lr);
+    if (!(isfinite(c->clip_norm) && c->clip_norm >= 0))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: clip_norm = %g, expected a finite value >= 0 (0 = off)", E,
+                         c->clip_norm);
+    if ((int)c->sched < FAT5_SCHED_CONSTANT || (int)c->sched > FAT5_SCHED_INV_SQRT)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: sched = %d, expected a fat5_sched_kind (0..4)", E,
+                         (int)c->sched);
+    if (c->warmup_steps < 0 || c->total_steps < 0 || c->decay_steps < 0)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "%s: warmup_steps %lld, total_steps %lld, decay_steps %lld: each must be >= 0", E,
+                         (long long)c->warmup_steps, (long long)c->total_steps, (long long)c->decay_steps);
+    if (!(isfinite(c->min_lr) && c->min_lr >= 0 && c->min_lr <= c->lr))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: min_lr = %g, expected a value in [0, lr = %g]", E, c->min_lr,
+                         c->lr);
+    sched_needs_total = c->sched == FAT5_SCHED_LINEAR || c->sched == FAT5_SCHED_COSINE || c->sched == FAT5_SCHED_WSD;
+    if (sched_needs_total && c->total_steps < 1)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: the %s schedule needs total_steps >= 1 (got %lld)", E,
+                         fat5__sched_name(c->sched), (long long)c->total_steps);
+    if (c->total_steps > 0 && c->warmup_steps > c->total_steps)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: warmup_steps %lld > total_steps %lld", E,
+                         (long long)c->warmup_steps, (long long)c->total_steps);
+    if (c->sched == FAT5_SCHED_WSD) {
+        int64_t dd = c->decay_steps ? c->decay_steps : c->warmup_steps;
+        if (c->warmup_steps + dd > c->total_steps)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                             "%s: wsd: warmup_steps %lld + decay steps %lld > total_steps %lld", E,
+                             (long long)c->warmup_steps, (long long)dd, (long long)c->total_steps);
+    }
+    return FAT5_OK;
+}
+
+// The rate of the update taken at `step` (0 = the first). W = warmup_steps, T = total_steps.
+//   CONSTANT  lr t/W for t < W, then lr                                         (HF constant_with_warmup)
+//   LINEAR    lr t/W for t < W, then lr (T - t)/(T - W), 0 from T on            (HF linear)
+//   COSINE    lr (0.5 + 0.5 t/W) for t < W, then min_lr + (lr - min_lr)(1 + cos(pi (t - W)/(T - W)))/2,
+//             min_lr from T on (not periodic)                                   (FAT5 / nanoT5)
+//   WSD       lr (0.5 + 0.5 t/W) for t < W; lr until T - D; then lr (1 - 0.5 (t - T + D)/D) down to
+//             lr/2 at T and after (D = decay_steps, or W when 0)                (FAT5)
+//   INV_SQRT  lr t/W for t < W, then lr sqrt(max(W, 1) / max(t, 1))             (relative to lr)
+// An invalid config gives 0 (fat5_optim_create reports why).
+FAT5_API double fat5_sched_lr(const fat5_optim_config *c, int64_t step) {
+    double lr, t, W, T;
+    if (!c || !(isfinite(c->lr) && c->lr > 0) || c->warmup_steps < 0 || c->total_steps < 0 || c->decay_steps < 0)
+        return 0.0;
+    lr = c->lr;
+    if (step < 0) step = 0;
+    t = (double)step;
+    W = (double)c->warmup_steps;
+    T = (double)c->total_steps;
+    switch (c->sched) {
+    case FAT5_SCHED_CONSTANT:
+        return step < c->warmup_steps ? lr * t / W : lr;
+    case FAT5_SCHED_LINEAR:
+        if (step < c->warmup_steps) return lr * t / W;
+        if (step >= c->total_steps) return 0.0;
+        return lr * (T - t) / (T - W);
+    case FAT5_SCHED_COSINE:
+        if (step < c->warmup_steps) return lr * (0.5 + 0.5 * t / W);
+        if (step >= c->total_steps) return c->min_lr;
+        return c->min_lr + (lr - c->min_lr) * 0.5 * (1.0 + cos(3.14159265358979323846 * (t - W) / (T - W)));
+    case FAT5_SCHED_WSD: {
+        int64_t dd = c->decay_steps ? c->decay_steps : c->warmup_steps, start = c->total_steps - dd;
+        if (step < c->warmup_steps) return lr * (0.5 + 0.5 * t / W);
+        if (step < start) return lr;
+        if (step >= c->total_steps) return 0.5 * lr;
+        return lr * (1.0 - 0.5 * (t - (double)start) / (double)dd);
+    }
+    case FAT5_SCHED_INV_SQRT:
+        if (step < c->warmup_steps) return lr * t / W;
+        return lr * sqrt((W > 1 ? W : 1.0) / (t > 1 ? t : 1.0));
+    }
+    return 0.0;
+}
+
+// "norm" or "bias" in the name, case-insensitive
+static int fat5__optim_no_decay(const char *name) {
+    char low[96];
+    size_t i;
+    for (i = 0; name[i] && i + 1 < sizeof low; i++)
+        low[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] - 'A' + 'a' : name[i]);
+    low[i] = 0;
+    return strstr(low, "norm") != NULL || strstr(low, "bias") != NULL;
+}
+
+FAT5_API void fat5_optim_destroy(fat5_optim *o) {
+    fat5_ctx *ctx;
+    const fat5__backend *be;
+    if (!o) return;
+    ctx = o->m->ctx;
+    be = o->m->be;
+    be->free(ctx, o->m1);
+    be->free(ctx, o->m2);
+    be->free(ctx, o->segs);
+    be->free(ctx, o->chunk_off);
+    be->free(ctx, o->part);
+    be->free(ctx, o->ss);
+    be->free(ctx, o->coef);
+    fat5__free(ctx, o->wd_seg);
+    fat5__free(ctx, o->h_segs);
+    fat5__free(ctx, o->h_ss);
+    fat5__free(ctx, o->h_coef);
+    fat5__free(ctx, o);
+}
+
+FAT5_API fat5_status fat5_optim_create(fat5_model *m, const fat5_optim_config *cfg, fat5_optim **out) {
+    fat5_ctx *ctx;
+    const fat5__backend *be;
+    fat5_optim *o;
+    int64_t *coff = NULL;
+    size_t n, ns;
+    int s;
+    fat5_status st;
+    if (!out) return m ? fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_optim_create: out is NULL")
+                       : FAT5_ERR_INVALID_ARG;
+    *out = NULL;
+    if (!m) return FAT5_ERR_INVALID_ARG;
+    ctx = m->ctx;
+    be = m->be;
+    if (!cfg) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_optim_create: cfg is NULL");
+    if ((st = fat5__optim_config_check(ctx, cfg))) return st;
+    if (!m->gd || !m->wd)
+        return fat5__err(ctx, FAT5_ERR_STATE, "fat5_optim_create: the model has no weights on its backend");
+    o = FAT5__CAST(fat5_optim *, fat5__calloc(ctx, 1, sizeof *o));
+    if (!o) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_optim_create: out of memory");
+    o->m = m;
+    o->cfg = *cfg;
+    o->n_seg = m->n_params;
+    ns = (size_t)o->n_seg;
+    n = m->n_floats;
+    o->wd_seg = FAT5__CAST(double *, fat5__calloc(ctx, ns, sizeof(double)));
+    o->h_segs = FAT5__CAST(int64_t *, fat5__calloc(ctx, 2 * ns, sizeof(int64_t)));
+    o->h_ss = FAT5__CAST(double *, fat5__calloc(ctx, ns, sizeof(double)));
+    o->h_coef = FAT5__CAST(float *, fat5__calloc(ctx, 2 * ns, sizeof(float)));
+    coff = FAT5__CAST(int64_t *, fat5__calloc(ctx, ns + 1, sizeof(int64_t)));
+    if (!o->wd_seg || !o->h_segs || !o->h_ss || !o->h_coef || !coff) {
+        fat5__free(ctx, coff);
+        fat5_optim_destroy(o);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_optim_create: out of memory");
+    }
+    for (s = 0; s < o->n_seg; s++) {
+        const fat5__param *p = &m->params[s];
+        o->h_segs[2 * s] = (int64_t)p->offset;
+        o->h_segs[2 * s + 1] = (int64_t)p->numel;
+        coff[s + 1] = coff[s] + (int64_t)((p->numel + FAT5__OPTIM_CHUNK - 1) / FAT5__OPTIM_CHUNK);
+        o->wd_seg[s] = fat5__optim_no_decay(p->name) ? 0.0 : cfg->weight_decay;
+    }
+    o->n_chunks = coff[ns];
+    if ((st = be->alloc(ctx, n * 4, &o->m1)) || (st = be->alloc(ctx, n * 4, &o->m2)) ||
+        (st = be->alloc(ctx, 2 * ns * 8, &o->segs)) || (st = be->alloc(ctx, (ns + 1) * 8, &o->chunk_off)) ||
+        (st = be->alloc(ctx, (size_t)o->n_chunks * 8, &o->part)) || (st = be->alloc(ctx, ns * 8, &o->ss)) ||
+        (st = be->alloc(ctx, 2 * ns * 4, &o->coef))) {
+        fat5__free(ctx, coff);
+        fat5_optim_destroy(o);
+        return fat5__err_prefix(ctx, st, "fat5_optim_create: moments of %zu parameters on the %s: ", n, be->name);
+    }
+    st = be->upload(ctx, o->segs, o->h_segs, 2 * ns * 8);
+    if (!st) st = be->upload(ctx, o->chunk_off, coff, (ns + 1) * 8);
+    if (!st) st = be->sync(ctx);
+    fat5__free(ctx, coff);
+    if (st) {
+        fat5_optim_destroy(o);
+        return st;
+    }
+    *out = o;
+    return FAT5_OK;
+}
+
+FAT5_API int64_t fat5_optim_get_step(const fat5_optim *o) { return o ? o->step : 0; }
+
+// per-tensor sums of squares of x (the gradients or the master weights) into o->h_ss
+static fat5_status fat5__optim_sumsq(fat5_optim *o, fat5__addr x) {
+    fat5_model *m = o->m;
+    const fat5__backend *be = m->be;
+    fat5_status st = be->sumsq_seg(m->ctx, o->ss, x, o->segs, o->chunk_off, o->n_seg, o->n_chunks,
+                                   FAT5__OPTIM_CHUNK, o->part);
+    if (!st) st = be->download(m->ctx, o->h_ss, o->ss, (size_t)o->n_seg * 8);
+    if (!st) st = be->sync(m->ctx);
+    return st;
+}
+
+FAT5_API fat5_status fat5_optim_step(fat5_optim *o, fat5_optim_result *out) {
+    fat5_model *m;
+    fat5_ctx *ctx;
+    const fat5__backend *be;
+    const fat5_optim_config *c;
+    fat5_optim_result r;
+    double norm2 = 0, lr, bc, t, gscale = 1.0;
+    int s;
+    fat5_status st;
+    if (!o) return FAT5_ERR_INVALID_ARG;
+    m = o->m;
+    ctx = m->ctx;
+    be = m->be;
+    c = &o->cfg;
+    memset(&r, 0, sizeof r);
+    lr = fat5_sched_lr(c, o->step);
+    r.lr = lr;
+    // global gradient norm (tensor order, double)
+    if ((st = fat5__optim_sumsq(o, m->gd))) return st;
+    for (s = 0; s < o->n_seg; s++) norm2 += o->h_ss[s];
+    r.grad_norm = sqrt(norm2);
+    if (!isfinite(r.grad_norm)) {
+        r.skipped = 1;
+        o->step++;
+        if (out) *out = r;
+        return FAT5_OK;
+    }
+    if (c->clip_norm > 0) {
+        double k = c->clip_norm / (r.grad_norm + 1e-6);
+        if (k < 1) gscale = k;
+    }
+    // per-tensor step sizes; the AdamWScale factor from the weights before the update
+    if (c->kind == FAT5_OPTIM_ADAMW_SCALE && (st = fat5__optim_sumsq(o, m->wd))) return st;
+    t = (double)(o->step + 1);
+    bc = sqrt(1.0 - pow(c->beta2, t)) / (1.0 - pow(c->beta1, t));
+    for (s = 0; s < o->n_seg; s++) {
+        double alpha = lr * bc;
+        if (c->kind == FAT5_OPTIM_ADAMW_SCALE) {
+            double rms = sqrt(o->h_ss[s] / (double)o->h_segs[2 * s + 1]);
+            alpha *= rms > 1e-3 ? rms : 1e-3;
+        }
+        o->h_coef[2 * s] = (float)alpha;
+        o->h_coef[2 * s + 1] = (float)(1.0 - lr * o->wd_seg[s]);
+    }
+    st = be->upload(ctx, o->coef, o->h_coef, (size_t)o->n_seg * 2 * 4);
+    if (!st)
+        st = be->adamw_seg(ctx, m->wd, m->gd, o->m1, o->m2, o->segs, o->chunk_off, o->n_seg, o->n_chunks,
+                           FAT5__OPTIM_CHUNK, o->coef, (float)c->beta1, (float)c->beta2, (float)c->eps,
+                           (float)gscale);
+    if (!st) st = fat5__model_refresh_operands(m, 0, m->n_floats);
+    if (!st) st = be->sync(ctx);
+    if (st) return st;
+    o->step++;
+    if (out) *out = r;
+    return FAT5_OK;
+}
 
 // =============================================================================================
 // ==[6.1] io: safetensors reader ==

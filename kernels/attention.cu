@@ -241,14 +241,35 @@ extern "C" __global__ void fat5_attn_bwd_delta(float *delta, const act_t *o, con
     }
 }
 
-// Adds ds to the bias gradient of bucket b (head h): into the block's shared accumulator when
-// there is one, else straight into the global table.
-__device__ __forceinline__ void fat5_attn_dbias_add(float *sdb, float *dbias, int b, int h, int H, float ds)
+// The bias gradient, deterministically (no atomics). Each lane sums the ds of consecutive elements
+// that share a bucket (a "run", in its fixed element order); when its bucket changes it flushes the
+// run into its warp's accumulator acc[nb] in shared memory. A flush is warp-uniform: every lane of
+// the warp calls with its pending run (b < 0: none), and lane 0 adds the runs in lane order. At the
+// end of the block the warps' accumulators are summed in warp order into the block's row of the
+// partials [gridDim.x, nb, H], which fat5_colsum_f32 then sums over the blocks in a fixed order.
+__device__ __forceinline__ void fat5_attn_dbias_flush(float *acc, int b, float s)
 {
-    if (sdb)
-        atomicAdd(sdb + b, ds);
-    else
-        atomicAdd(dbias + (long long)b * H + h, ds);
+    unsigned pend = __ballot_sync(FAT5_FULL_MASK, b >= 0);
+    while (pend) {
+        const int l = __ffs(pend) - 1;
+        const int bl = __shfl_sync(FAT5_FULL_MASK, b, l);
+        const float sl = __shfl_sync(FAT5_FULL_MASK, s, l);
+        if ((threadIdx.x & 31) == 0) acc[bl] += sl;
+        pend &= pend - 1u;
+    }
+    __syncwarp();
+}
+
+// block end: part[(blockIdx.x nb + b) H + h] = sum over warps of acc[warp][b]. Every thread calls.
+__device__ __forceinline__ void fat5_attn_dbias_store(float *part, const float *acc, int nb, int h, int H)
+{
+    const int nwarps = blockDim.x >> 5;
+    __syncthreads();
+    for (int b = threadIdx.x; b < nb; b += blockDim.x) {
+        float s = 0.0f;
+        for (int w = 0; w < nwarps; w++) s += acc[w * nb + b];
+        part[((long long)blockIdx.x * nb + b) * H + h] = s;
+    }
 }
 
 template <int R>
@@ -261,8 +282,9 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_impl(act_t *dq, float *dbias, c
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     const int h = blockIdx.y;
     const long long ld = (long long)H * dk;
-    const fat5_attn_tables tab = fat5_attn_load_tables(bias, lut, h, H, nb, md, 2 * nwarps * dk, dbias ? nb : 0);
-    float *sdb = dbias ? tab.extra : 0;  // shared dbias accumulator of head h, or NULL
+    const fat5_attn_tables tab =
+        fat5_attn_load_tables(bias, lut, h, H, nb, md, 2 * nwarps * dk, dbias ? nwarps * nb : 0);
+    float *sdb = dbias ? tab.extra + warp * nb : 0;  // this warp's dbias accumulator (head h)
     const int need_bucket = tab.bias != 0 || dbias != 0;
     float *sq = (float *)fat5_smem + warp * dk;
     float *sdo = (float *)fat5_smem + (nwarps + warp) * dk;
@@ -288,6 +310,8 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_impl(act_t *dq, float *dbias, c
         for (int jb = 0; jb < nkeys; jb += 32) {
             const int j = jb + lane;
             float ds = 0.0f;
+            int fb = -1;      // a finished run to flush
+            float fs = 0.0f;
             if (j < nkeys) {
                 const int b = need_bucket ? fat5_attn_bucket(j - i, kind, tab.lut, nb, md) : 0;
                 float sc = fat5_attn_dot(sq, kbase + (long long)j * ld, dk, vw);
@@ -295,15 +319,15 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_impl(act_t *dq, float *dbias, c
                 const float p = expf(sc - L);
                 const float dp = fat5_attn_dot(sdo, vbase + (long long)j * ld, dk, vw);
                 ds = p * (dp - dl);
-                if (dbias) {
-                    if (b != run_b) {
-                        if (run_b >= 0) fat5_attn_dbias_add(sdb, dbias, run_b, h, H, run_s);
-                        run_b = b;
-                        run_s = 0.0f;
-                    }
-                    run_s += ds;
+                if (dbias && b != run_b) {
+                    fb = run_b;
+                    fs = run_s;
+                    run_b = b;
+                    run_s = 0.0f;
                 }
+                run_s += ds;
             }
+            if (dbias) fat5_attn_dbias_flush(sdb, fb, fs);
             const int cnt = min(32, nkeys - jb);
             for (int jj = 0; jj < cnt; jj++) {
                 const float dsj = __shfl_sync(FAT5_FULL_MASK, ds, jj);
@@ -315,7 +339,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_impl(act_t *dq, float *dbias, c
                 }
             }
         }
-        if (run_b >= 0) fat5_attn_dbias_add(sdb, dbias, run_b, h, H, run_s);
+        if (dbias) fat5_attn_dbias_flush(sdb, run_b, run_s);
 #pragma unroll
         for (int r = 0; r < R; r++) {
             const int d = lane + 32 * r;
@@ -323,11 +347,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_impl(act_t *dq, float *dbias, c
         }
         __syncwarp();  // sq, sdo are rewritten by the next token
     }
-    if (sdb) {
-        __syncthreads();
-        for (int b = threadIdx.x; b < nb; b += blockDim.x)
-            if (sdb[b] != 0.0f) atomicAdd(dbias + (long long)b * H + h, sdb[b]);
-    }
+    if (dbias) fat5_attn_dbias_store(dbias, tab.extra, nb, h, H);
 }
 
 
@@ -686,8 +706,8 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tiled(act_t *dq, float *dbias, 
     float *Kt = St + 64 * FAT5_AT_V;     // [DKP][S]
     float *Vt = Kt + DKP * FAT5_AT_S;    // [DKP][S]
     const fat5_attn_tables tab = fat5_attn_load_tables(
-        bias, lut, h, H, nb, md, DKP * (2 * FAT5_AT_V + 2 * FAT5_AT_S) + 64 * FAT5_AT_V, dbias ? nb : 0);
-    float *sdb = dbias ? tab.extra : 0;
+        bias, lut, h, H, nb, md, DKP * (2 * FAT5_AT_V + 2 * FAT5_AT_S) + 64 * FAT5_AT_V, dbias ? 8 * nb : 0);
+    float *sdb = dbias ? tab.extra + (threadIdx.x >> 5) * nb : 0;  // this warp's accumulator
     const int need_bucket = tab.bias != 0 || dbias != 0;
     int run_b = -1;
     float run_s = 0.0f;
@@ -739,6 +759,8 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tiled(act_t *dq, float *dbias, 
                 for (int c = 0; c < 4; c++) {
                     const int u = kt0 + tx + 16 * c;
                     float ds = 0.0f;
+                    int fb = -1;      // a finished run to flush
+                    float fs = 0.0f;
                     if (u >= klo[r] && u < khi[r]) {
                         const int b =
                             need_bucket ? fat5_attn_bucket(u - klo[r] - ip[r], kind, tab.lut, nb, md) : 0;
@@ -746,15 +768,15 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tiled(act_t *dq, float *dbias, 
                         if (tab.bias) s += tab.bias[b * tab.bstride];
                         const float p = expf(s - L[r]);
                         ds = p * (dp[r][c] - Dl[r]);
-                        if (dbias) {
-                            if (b != run_b) {
-                                if (run_b >= 0) fat5_attn_dbias_add(sdb, dbias, run_b, h, H, run_s);
-                                run_b = b;
-                                run_s = 0.0f;
-                            }
-                            run_s += ds;
+                        if (dbias && b != run_b) {
+                            fb = run_b;
+                            fs = run_s;
+                            run_b = b;
+                            run_s = 0.0f;
                         }
+                        run_s += ds;
                     }
+                    if (dbias) fat5_attn_dbias_flush(sdb, fb, fs);
                     sc[r][c] = ds;
                 }
             fat5_at_stage(St, sc, tx, ty);
@@ -774,11 +796,9 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tiled(act_t *dq, float *dbias, 
             }
         }
     }
-    if (run_b >= 0) fat5_attn_dbias_add(sdb, dbias, run_b, h, H, run_s);
-    if (sdb) {
-        __syncthreads();
-        for (int b = threadIdx.x; b < nb; b += blockDim.x)
-            if (sdb[b] != 0.0f) atomicAdd(dbias + (long long)b * H + h, sdb[b]);
+    if (dbias) {
+        fat5_attn_dbias_flush(sdb, run_b, run_s);
+        fat5_attn_dbias_store(dbias, tab.extra, nb, h, H);
     }
 }
 
@@ -936,13 +956,18 @@ extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_fwd(act_t *o, flo
         fat5_attn_fwd_impl<8>(o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
 }
 
-// fat5_attn_bwd_dq(act_t *dq[Tq,H*dk], float *dbias[nb,H] or NULL, const act_t *dout[Tq,H*dk],
-// const float *lse[Tq,H], const float *delta[Tq,H], q, k, v, bias, lut, cu_q, cu_k, q_seq, long long Tq,
-// int H, int dk, int kind, int nb, int max_distance): with p = exp(s - lse), ds = p (dout.v - delta):
-// dq = sum_j ds k_j (written) and dbias[bucket, h] += ds (accumulated: per-lane runs of equal
-// buckets, then the block's shared accumulator, then one atomicAdd per bucket and block).
+// fat5_attn_bwd_dq(act_t *dq[Tq,H*dk], float *dbias_part[gridDim.x,nb,H] or NULL,
+// const act_t *dout[Tq,H*dk], const float *lse[Tq,H], const float *delta[Tq,H], q, k, v, bias, lut,
+// cu_q, cu_k, q_seq, long long Tq, int H, int dk, int kind, int nb, int max_distance): with
+// p = exp(s - lse), ds = p (dout.v - delta): dq = sum_j ds k_j (written) and, when dbias_part is
+// given, dbias_part[blockIdx.x, bucket, h] = the block's sum of ds per bucket (written by every
+// block, zeros included; no atomics: per-lane runs of equal buckets, per-warp shared accumulators
+// filled in lane order, summed in warp order; see fat5_attn_dbias_flush). The launcher then adds
+// the rows into dbias[nb,H] with fat5_colsum_f32 (a fixed order), so dbias is deterministic.
+// dbias_part requires the tables and the accumulators in shared memory (the launcher gives them).
 // Grid (token blocks, H); block 32 * W; dynamic shared memory 2*W*dk floats (+ (nb + max_distance
-// + (dbias ? nb : 0)) * 4 bytes for the tables and the accumulator). CPU twin: fat5__cpu_attn_bwd.
+// + (dbias_part ? W nb : 0)) * 4 bytes for the tables and the accumulators). CPU twin:
+// fat5__cpu_attn_bwd_dq.
 extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dq(act_t *dq, float *dbias, const act_t *dout, const float *lse,
                                             const float *delta, const act_t *q, const act_t *k, const act_t *v,
                                             const float *bias, const int *lut, const int *cu_q, const int *cu_k,

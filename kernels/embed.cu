@@ -15,13 +15,40 @@ extern "C" __global__ void fat5_embed_fwd(float *out, const float *table, const 
 }
 
 // fat5_embed_bwd(float *dtable[V,D], const float *dout[T,D], const int *tok[T], long long T, int D):
-// dtable[tok[t]] += dout[t] (atomicAdd: a token may repeat; the summation order is not fixed).
-// CPU twin: fat5__cpu_embed_bwd.
+// dtable[tok[t]] += dout[t], deterministically: block b of G = gridDim.x owns the table rows
+// v = b (mod G). It scans all tokens in order, chunk by chunk (blockDim.x tokens, at most 1024,
+// a multiple of 32), compacts the positions of its own tokens in token order (warp ballots), then
+// adds their dout rows one after the other, threads over the D columns. Each element of the table
+// is thus written by one thread, which adds the rows of its token in token order: the same float
+// additions, in the same order, as the CPU twin, so the result is bit-identical to it and to
+// itself (no atomics). Cost: every block reads the T token ids (T G int reads, from L2); a token
+// that repeats n times costs its block n sequential row additions. CPU twin: fat5__cpu_embed_bwd.
 extern "C" __global__ void fat5_embed_bwd(float *dtable, const float *dout, const int *tok, long long T, int D)
 {
-    for (long long t = blockIdx.x; t < T; t += gridDim.x) {
-        float *dst = dtable + (long long)tok[t] * D;
-        const float *src = dout + t * D;
-        for (int j = threadIdx.x; j < D; j += blockDim.x) atomicAdd(dst + j, src[j]);
+    __shared__ int list[1024];
+    __shared__ int wcount[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    const unsigned G = gridDim.x, b = blockIdx.x;
+    for (long long c0 = 0; c0 < T; c0 += blockDim.x) {
+        const long long t = c0 + threadIdx.x;
+        const int mine = t < T && (unsigned)tok[t] % G == b;
+        const unsigned bal = __ballot_sync(FAT5_FULL_MASK, mine);
+        if (lane == 0) wcount[warp] = __popc(bal);
+        __syncthreads();
+        int base = 0, total = 0;
+        for (int w = 0; w < nwarps; w++) {
+            const int n = wcount[w];
+            base += w < warp ? n : 0;
+            total += n;
+        }
+        if (mine) list[base + __popc(bal & ((1u << lane) - 1u))] = threadIdx.x;
+        __syncthreads();
+        for (int k = 0; k < total; k++) {
+            const long long tt = c0 + list[k];
+            float *dst = dtable + (long long)tok[tt] * D;
+            const float *src = dout + tt * D;
+            for (int j = threadIdx.x; j < D; j += blockDim.x) dst[j] += src[j];
+        }
+        __syncthreads();  // list and wcount are rewritten by the next chunk
     }
 }

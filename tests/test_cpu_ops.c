@@ -255,7 +255,7 @@ static void t_attn_bwd(fat5_test *T) {
         FAT5_CHECK(T, fat5__cpu_attn_bwd_delta(ctx, A_(delta), A_(a.o), A_(a.r), tq, a.H, a.dk) == FAT5_OK);
         FAT5_CHECK(T, fat5__cpu_attn_bwd_dq(ctx, A_(dq), A_(a.bias ? dbias : NULL), A_(a.r), A_(a.lse), A_(delta),
                                             A_(a.q), A_(a.k), A_(a.v), A_(a.bias), 0, A_(a.cu_q), A_(a.cu_k),
-                                            A_(a.q_seq), tq, a.H, a.dk, kind, a.nb, a.max_distance) == FAT5_OK);
+                                            A_(a.q_seq), tq, a.H, a.dk, kind, a.nb, a.max_distance, 0) == FAT5_OK);
         FAT5_CHECK(T, fat5__cpu_attn_bwd_dkv(ctx, A_(dk_), A_(dv), A_(a.r), A_(a.lse), A_(delta), A_(a.q), A_(a.k),
                                              A_(a.v), A_(a.bias), 0, A_(a.cu_q), A_(a.cu_k), A_(a.k_seq), tk, a.H,
                                              a.dk, kind, a.nb, a.max_distance) == FAT5_OK);
@@ -398,7 +398,7 @@ static void t_matmul_layouts(fat5_test *T) {
 static void t_op_table(fat5_test *T) {
     int i, j;
     const fat5__backend *be = &fat5__cpu_backend;
-    FAT5_CHECK(T, FAT5__OP_COUNT == 18);
+    FAT5_CHECK(T, FAT5__OP_COUNT == 20);
     FAT5_CHECK(T, be->mm == fat5__cpu_mm && be->attn_bwd_dkv == fat5__cpu_attn_bwd_dkv);
 #ifndef FAT5_NO_CUDA
     FAT5_CHECK(T, fat5__gpu_backend.mm == fat5__gpu_mm && fat5__gpu_backend.xent_fwd == fat5__gpu_xent_fwd);

@@ -259,5 +259,143 @@ static void t_gpu_save_reload(fat5_test *T) {
     fat5_ctx_destroy(g);
 }
 
+// ---- optimizer and determinism ----
+
+// The optimizer on the GPU (fp32 context) against the CPU one: the same weights and gradients,
+// three steps of each kind with weight decay (and exclusions) and clipping active. The GPU works
+// in fp32 (the CPU in double, rounded to fp32 per element), so each step differs by a few ulps of
+// each value: the per-tensor tolerance of test_optim.c (1e-6 of the largest |value|, ~17 ulps,
+// plus 1e-6 relative) covers three steps. The gradient norms (double sums on both) agree to 1e-12.
+static void t_gpu_optim_vs_cpu(fat5_test *T) {
+    fat5_ctx *g = tgm_ctx(T, FAT5_DTYPE_FP32);
+    int kind;
+    if (!g) return;
+    for (kind = 0; kind < 2; kind++) {
+        fat5_model *cm = to_model(T, 30), *gm = NULL;
+        fat5_optim *co = NULL, *go = NULL;
+        fat5_optim_config c = to_config((fat5_optim_kind)kind, 0.1);
+        size_t n = cm ? cm->n_floats : 0;
+        float *w = (float *)malloc(n * 4 + 4), *m1 = (float *)malloc(n * 4 + 4), *m2 = (float *)malloc(n * 4 + 4);
+        double *r = (double *)malloc(n * 8 + 8);
+        int s, p;
+        size_t i;
+        char what[64];
+        c.clip_norm = 1.0;
+        if (!cm || !w || !m1 || !m2 || !r || fat5_model_create(g, &cm->cfg, 0, &gm) != FAT5_OK) {
+            FAT5_CHECK_MSG(T, 0, "setup: %s", fat5_last_error(g));
+            goto next;
+        }
+        for (p = 0; p < cm->n_params && !T->failed; p++)
+            FAT5_CHECK(T, fat5_model_set_param(gm, cm->params[p].name, cm->w + cm->params[p].offset,
+                                               (int64_t)cm->params[p].numel) == FAT5_OK);
+        if (fat5_optim_create(cm, &c, &co) != FAT5_OK || fat5_optim_create(gm, &c, &go) != FAT5_OK) {
+            FAT5_CHECK_MSG(T, 0, "optim_create: %s / %s", fat5_last_error(fat5_test_ctx(T)), fat5_last_error(g));
+            goto next;
+        }
+        for (s = 0; s < 3; s++) {
+            fat5_optim_result rc, rg;
+            to_fill_grads(FAT5__HOST(float, cm->gd), n, 40 + (uint64_t)s, 0.5);
+            if (fat5__dev_upload(g, gm->gd, FAT5__HOST(const float, cm->gd), n * 4) || fat5_optim_step(co, &rc) ||
+                fat5_optim_step(go, &rg) || fat5__dev_download(g, w, gm->wd, n * 4) ||
+                fat5__dev_download(g, m1, go->m1, n * 4) || fat5__dev_download(g, m2, go->m2, n * 4) ||
+                fat5__dev_sync(g)) {
+                FAT5_CHECK_MSG(T, 0, "step %d: %s", s, fat5_last_error(g));
+                break;
+            }
+            FAT5_CHECK_MSG(T, fabs(rc.grad_norm - rg.grad_norm) <= 1e-12 * rc.grad_norm && rg.skipped == 0,
+                           "grad norm cpu %.17g gpu %.17g", rc.grad_norm, rg.grad_norm);
+            for (i = 0; i < n; i++) r[i] = cm->w[i];
+            snprintf(what, sizeof what, "gpu kind %d step %d w", kind, s);
+            to_compare(T, cm, what, w, r);
+            for (i = 0; i < n; i++) r[i] = FAT5__HOST(float, co->m1)[i];
+            snprintf(what, sizeof what, "gpu kind %d step %d m1", kind, s);
+            to_compare(T, cm, what, m1, r);
+            for (i = 0; i < n; i++) r[i] = FAT5__HOST(float, co->m2)[i];
+            snprintf(what, sizeof what, "gpu kind %d step %d m2", kind, s);
+            to_compare(T, cm, what, m2, r);
+        }
+    next:
+        fat5_optim_destroy(co);
+        fat5_optim_destroy(go);
+        fat5_model_destroy(gm);
+        fat5_model_destroy(cm);
+        free(w);
+        free(m1);
+        free(m2);
+        free(r);
+    }
+    fat5_ctx_destroy(g);
+}
+
+// Two identical forward + backward passes on the GPU give bit-identical gradients (the embedding
+// and relative-bias gradients have no atomics), in fp32 and in bf16, on a model and packed batch
+// large enough for many blocks: 4 sequences of 300, 7, 129 and 64 encoder tokens, rel_buckets 32.
+static void t_gpu_backward_deterministic(fat5_test *T) {
+    static const int len_e[] = {300, 7, 129, 64}, len_d[] = {100, 3, 60, 1};
+    int mode;
+    for (mode = 0; mode < 2; mode++) {
+        fat5_ctx *g = tgm_ctx(T, mode ? FAT5_DTYPE_BF16 : FAT5_DTYPE_FP32);
+        fat5_model_config c = tm_tiny_config(1, 0, 1);
+        fat5_model *m = NULL;
+        fat5_batch b;
+        fat5_loss_config lc = fat5_loss_config_default();
+        fat5_forward_result fr;
+        int32_t enc[500], lab[164], ecu[5], dcu[5];
+        float *g1 = NULL, *g2 = NULL;
+        fat5_rng rng = fat5_rng_init(77);
+        int s, i, run;
+        if (!g) return;
+        c.vocab_size = 50;
+        c.d_model = 64;
+        c.num_heads = 4;
+        c.d_kv = 16;
+        c.d_ff = 96;
+        c.rel_buckets = 32;
+        c.rel_max_distance = 128;
+        ecu[0] = dcu[0] = 0;
+        for (s = 0; s < 4; s++) {
+            ecu[s + 1] = ecu[s] + len_e[s];
+            dcu[s + 1] = dcu[s] + len_d[s];
+        }
+        for (i = 0; i < ecu[4]; i++) enc[i] = (int32_t)fat5_rng_below(&rng, 50);
+        for (i = 0; i < dcu[4]; i++) lab[i] = i % 17 == 5 ? -100 : (int32_t)fat5_rng_below(&rng, 50);
+        enc[3] = enc[4] = enc[5] = enc[6] = 7;  // repeated tokens
+        memset(&b, 0, sizeof b);
+        b.n_seq = 4;
+        b.n_enc_tokens = ecu[4];
+        b.n_dec_tokens = dcu[4];
+        b.enc_tokens = enc;
+        b.enc_cu_seqlens = ecu;
+        b.labels = lab;
+        b.dec_cu_seqlens = dcu;
+        lc.z_loss = 1e-4;
+        if (fat5_model_create(g, &c, 5, &m) != FAT5_OK) {
+            FAT5_CHECK_MSG(T, 0, "model: %s", fat5_last_error(g));
+            fat5_ctx_destroy(g);
+            return;
+        }
+        g1 = (float *)malloc(m->n_floats * 4);
+        g2 = (float *)malloc(m->n_floats * 4);
+        for (run = 0; run < 2 && g1 && g2; run++) {
+            if (fat5_model_zero_grad(m) || fat5_model_forward(m, &b, &lc, &fr) || fat5_model_backward(m, 1.0f) ||
+                fat5__dev_download(g, run ? g2 : g1, m->gd, m->n_floats * 4) || fat5__dev_sync(g)) {
+                FAT5_CHECK_MSG(T, 0, "run %d: %s", run, fat5_last_error(g));
+                break;
+            }
+        }
+        if (g1 && g2 && !T->failed)
+            for (i = 0; i < m->n_params; i++) {
+                const fat5__param *p = &m->params[i];
+                FAT5_CHECK_MSG(T, memcmp(g1 + p->offset, g2 + p->offset, p->numel * 4) == 0,
+                               "[%s] %s: the gradients of two identical steps differ", mode ? "bf16" : "fp32",
+                               p->name);
+            }
+        free(g1);
+        free(g2);
+        fat5_model_destroy(m);
+        fat5_ctx_destroy(g);
+    }
+}
+
 #define FAT5_TESTS_GPU_MODEL(X) X(gpu_model_fp32_vs_cpu) X(gpu_model_bf16_vs_cpu) X(gpu_fixtures_fp32) \
-    X(gpu_fixtures_bf16) X(gpu_save_reload)
+    X(gpu_fixtures_bf16) X(gpu_save_reload) X(gpu_optim_vs_cpu) X(gpu_backward_deterministic)

@@ -54,7 +54,7 @@ static int bench_attn(fat5_ctx *ctx) {
     const int64_t T = 16384;
     fat5_rng r = fat5_rng_init(7);
     size_t A = fat5__dev_act_size(ctx), I = (size_t)H * dk;
-    fat5__dptr q = 0, k = 0, v = 0, o = 0, dout = 0, dq = 0, dkk = 0, dv = 0, lse = 0, delta = 0, bias = 0, dbias = 0;
+    fat5__dptr q = 0, k = 0, v = 0, o = 0, dout = 0, dq = 0, dkk = 0, dv = 0, lse = 0, delta = 0, bias = 0, dbias = 0, dbs = 0;
     fat5__dptr cu = 0, seq = 0, lut = 0;
     int32_t *hcu = (int32_t *)malloc((T + 1) * sizeof(int32_t)), *hseq = (int32_t *)malloc(T * sizeof(int32_t));
     int32_t hlut[128];
@@ -66,7 +66,7 @@ static int bench_attn(fat5_ctx *ctx) {
         fat5__dev_alloc(ctx, T * I * A, &dq) || fat5__dev_alloc(ctx, T * I * A, &dkk) ||
         fat5__dev_alloc(ctx, T * I * A, &dv) || fat5__dev_alloc(ctx, T * H * 4, &lse) ||
         fat5__dev_alloc(ctx, T * H * 4, &delta) || fat5__dev_alloc(ctx, nb * H * 4, &bias) ||
-        fat5__dev_alloc(ctx, nb * H * 4, &dbias) || fat5__dev_alloc(ctx, (T + 1) * 4, &cu) ||
+        fat5__dev_alloc(ctx, nb * H * 4, &dbias) || fat5__dev_alloc(ctx, (size_t)FAT5__GPU_DBIAS_BLOCKS * nb * H * 4, &dbs) || fat5__dev_alloc(ctx, (T + 1) * 4, &cu) ||
         fat5__dev_alloc(ctx, T * 4, &seq) || fat5__dev_alloc(ctx, md * 4, &lut)) {
         rc = bench_fail(ctx, "attention buffers");
         goto done;
@@ -93,7 +93,7 @@ static int bench_attn(fat5_ctx *ctx) {
 #define BENCH_FWD fat5__gpu_attn_fwd(ctx, o, lse, q, k, v, bias, lut, cu, cu, seq, T, H, dk, kind, nb, md)
 #define BENCH_BWD                                                                                          \
     (fat5__gpu_attn_bwd_delta(ctx, delta, o, dout, T, H, dk) ||                                            \
-     fat5__gpu_attn_bwd_dq(ctx, dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu, cu, seq, T, H, dk, kind, nb, md) || \
+     fat5__gpu_attn_bwd_dq(ctx, dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu, cu, seq, T, H, dk, kind, nb, md, dbs) || \
      fat5__gpu_attn_bwd_dkv(ctx, dkk, dv, dout, lse, delta, q, k, v, bias, lut, cu, cu, seq, T, H, dk, kind, nb, md))
             if (BENCH_FWD || BENCH_BWD || fat5__dev_sync(ctx)) {
                 rc = bench_fail(ctx, "attention warm-up");
@@ -122,7 +122,7 @@ static int bench_attn(fat5_ctx *ctx) {
 done:
     fat5__dev_free(ctx, q); fat5__dev_free(ctx, k); fat5__dev_free(ctx, v); fat5__dev_free(ctx, o);
     fat5__dev_free(ctx, dout); fat5__dev_free(ctx, dq); fat5__dev_free(ctx, dkk); fat5__dev_free(ctx, dv);
-    fat5__dev_free(ctx, lse); fat5__dev_free(ctx, delta); fat5__dev_free(ctx, bias); fat5__dev_free(ctx, dbias);
+    fat5__dev_free(ctx, lse); fat5__dev_free(ctx, delta); fat5__dev_free(ctx, bias); fat5__dev_free(ctx, dbias); fat5__dev_free(ctx, dbs);
     fat5__dev_free(ctx, cu); fat5__dev_free(ctx, seq); fat5__dev_free(ctx, lut);
     free(hcu);
     free(hseq);

@@ -1,0 +1,105 @@
+// kernels/optim.cu — the optimizer: per-tensor sums of squares (gradient norm, weight RMS) and the
+// AdamW / AdamWScale update, over every parameter tensor of the model in one launch each.
+//
+// The tensors are segments of one fp32 arena: segs[2 s] = element offset, segs[2 s + 1] = numel of
+// segment s. Each segment is cut into chunks of `chunk` elements (the last one shorter); chunk_off
+// [n_seg + 1] holds the first chunk of each segment (chunk_off[s + 1] - chunk_off[s] =
+// ceil(numel / chunk)), so chunk c belongs to the segment s with chunk_off[s] <= c < chunk_off[s+1].
+// The host builds both tables once (fat5_optim_create).
+//
+// Determinism: no atomics. A sum of squares is accumulated in double by each thread over a fixed
+// stride of its chunk, reduced over the block in a fixed shuffle order, written per chunk, then
+// summed over the chunks of each segment by one warp in a fixed order. Same inputs and chunk
+// tables, same bits, on any GPU and grid.
+
+// the segment of chunk c (binary search; chunk_off is non-decreasing, chunk_off[0] = 0)
+__device__ __forceinline__ int fat5_optim_seg_of(const long long *chunk_off, int n_seg, long long c)
+{
+    int lo = 0, hi = n_seg - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (chunk_off[mid] <= c) lo = mid; else hi = mid - 1;
+    }
+    return lo;
+}
+
+__device__ __forceinline__ double fat5_warp_sum_f64(double v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FAT5_FULL_MASK, v, o);
+    return v;
+}
+
+// fat5_sumsq_seg(double *out[n_seg], double *part[n_chunks], const float *x,
+// const long long *segs[2 n_seg], const long long *chunk_off[n_seg+1], int n_seg, long long n_chunks,
+// int chunk, int phase): launched twice (blockDim a multiple of 32, at most 1024):
+//   phase 0: part[c] = sum over the elements of chunk c of x^2 in double; one block per chunk
+//            (grid-stride), each thread over a fixed stride, then a fixed-order block reduction;
+//   phase 1: out[s] = sum of part over the chunks of segment s; one warp per segment (lane l takes
+//            chunks l, l + 32, ... in order, then a fixed butterfly).
+// CPU twin: fat5__cpu_sumsq_seg.
+extern "C" __global__ void fat5_sumsq_seg(double *out, double *part, const float *x, const long long *segs,
+                                          const long long *chunk_off, int n_seg, long long n_chunks, int chunk,
+                                          int phase)
+{
+    __shared__ double red[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    if (phase == 1) {
+        for (long long s = (long long)blockIdx.x * nwarps + warp; s < n_seg; s += (long long)gridDim.x * nwarps) {
+            double acc = 0.0;
+            for (long long c = chunk_off[s] + lane; c < chunk_off[s + 1]; c += 32) acc += part[c];
+            acc = fat5_warp_sum_f64(acc);
+            if (lane == 0) out[s] = acc;
+        }
+        return;
+    }
+    for (long long c = blockIdx.x; c < n_chunks; c += gridDim.x) {
+        const int s = fat5_optim_seg_of(chunk_off, n_seg, c);
+        const long long seg_end = segs[2 * s] + segs[2 * s + 1];
+        const long long lo = segs[2 * s] + (c - chunk_off[s]) * (long long)chunk;
+        const long long hi = min(lo + (long long)chunk, seg_end);
+        double acc = 0.0;
+        for (long long i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+            const double v = (double)x[i];
+            acc = fma(v, v, acc);
+        }
+        acc = fat5_warp_sum_f64(acc);
+        __syncthreads();  // red is reused from the previous chunk
+        if (lane == 0) red[warp] = acc;
+        __syncthreads();
+        if (warp == 0) {
+            double v = lane < nwarps ? red[lane] : 0.0;
+            v = fat5_warp_sum_f64(v);
+            if (lane == 0) part[c] = v;
+        }
+    }
+}
+
+// fat5_adamw_seg(float *w, const float *g, float *m1, float *m2, const long long *segs,
+// const long long *chunk_off, int n_seg, long long n_chunks, int chunk, const float *coef[2 n_seg],
+// float beta1, float beta2, float eps, float gscale): for every element of segment s, with
+// alpha = coef[2 s] (lr x bias correction x the AdamWScale factor) and decay = coef[2 s + 1]
+// (1 - lr wd, 1 when no decay):
+//   g' = gscale g;  m1 = b1 m1 + (1 - b1) g';  m2 = b2 m2 + (1 - b2) g'^2;
+//   w = (w - alpha m1 / (sqrt(m2) + eps)) * decay
+// fp32 throughout (IEEE sqrt and division). g is read only. CPU twin: fat5__cpu_adamw_seg.
+extern "C" __global__ void fat5_adamw_seg(float *w, const float *g, float *m1, float *m2, const long long *segs,
+                                          const long long *chunk_off, int n_seg, long long n_chunks, int chunk,
+                                          const float *coef, float beta1, float beta2, float eps, float gscale)
+{
+    const float ob1 = 1.0f - beta1, ob2 = 1.0f - beta2;
+    for (long long c = blockIdx.x; c < n_chunks; c += gridDim.x) {
+        const int s = fat5_optim_seg_of(chunk_off, n_seg, c);
+        const long long seg_end = segs[2 * s] + segs[2 * s + 1];
+        const long long lo = segs[2 * s] + (c - chunk_off[s]) * (long long)chunk;
+        const long long hi = min(lo + (long long)chunk, seg_end);
+        const float alpha = coef[2 * s], decay = coef[2 * s + 1];
+        for (long long i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+            const float gi = g[i] * gscale;
+            const float a = beta1 * m1[i] + ob1 * gi;
+            const float b = beta2 * m2[i] + ob2 * (gi * gi);
+            m1[i] = a;
+            m2[i] = b;
+            w[i] = (w[i] - alpha * (a / (sqrtf(b) + eps))) * decay;
+        }
+    }
+}
