@@ -37,8 +37,7 @@ TRAIN_OUT ?= build/train
 TRAIN_ARGS ?=
 $(TRAIN_OUT)/fortunes.tok: data/fortunes/fortunes.txt.gz tools/pretokenize
 	@mkdir -p $(TRAIN_OUT)
-	gzip -dc data/fortunes/fortunes.txt.gz > $(TRAIN_OUT)/fortunes.txt
-	tools/pretokenize --sep % $(TRAIN_OUT)/fortunes.txt $@
+	gzip -dc data/fortunes/fortunes.txt.gz | tools/pretokenize --sep % -o $@ -
 
 train: examples/train tools/plot_metrics $(TRAIN_OUT)/fortunes.tok
 	examples/train --data $(TRAIN_OUT)/fortunes.tok --output_dir $(TRAIN_OUT)/run \

@@ -214,6 +214,15 @@ static void t_train_resume_bitwise(fat5_test *T) {
     free(wb);
 }
 
+static int ttr_has_tmp(const char *out) {
+    DIR *d = opendir(out);
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d)) != NULL) n += strncmp(e->d_name, ".tmp-step-", 10) == 0;
+    if (d) closedir(d);
+    return n;
+}
+
 // A checkpoint save killed by SIGKILL at varying moments: the previous checkpoint stays loadable
 // and a resume from the output directory works.
 static void t_train_kill9_during_save(fat5_test *T) {
@@ -261,18 +270,15 @@ static void t_train_kill9_during_save(fat5_test *T) {
                 waited++;
                 if (waitpid(pid, &status, WNOHANG) == pid) break;
             }
-            ttr_sleep_us(3000 + 7919L * round % 40000);
+            // then for a save to begin (its temporary directory appears), and a moment into it
+            for (waited = 0; waited < 20000 && !ttr_has_tmp(out); waited++) ttr_sleep_us(200);
+            ttr_sleep_us(round * 4000L);
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
             FAT5_CHECK_MSG(T, WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the child stopped on its own (%d)",
                            status);
         }
-        {   // was a save under way? (a temporary directory left behind)
-            DIR *d = opendir(out);
-            struct dirent *e;
-            while (d && (e = readdir(d)) != NULL) kills_mid_save += strncmp(e->d_name, ".tmp-step-", 10) == 0;
-            if (d) closedir(d);
-        }
+        kills_mid_save += ttr_has_tmp(out) > 0;   // a save was under way: its temporary directory is left
         {   // the checkpoint 'latest' names loads, model and training state
             char dir[700], *text = NULL;
             size_t len = 0;
