@@ -397,5 +397,17 @@ static void t_gpu_backward_deterministic(fat5_test *T) {
     }
 }
 
+// training on the GPU resumes bit-identically (fp32 and bf16)
+static void tgm_train_resume(fat5_test *T, fat5_dtype dtype) {
+    fat5_ctx *ctx = tgm_ctx(T, dtype);
+    if (!ctx) return;
+    ttr_resume_bitwise(T, ctx);
+    if (T->failed) printf("  GPU: %s\n", fat5_last_error(ctx));
+    fat5_ctx_destroy(ctx);
+}
+static void t_gpu_train_resume_fp32(fat5_test *T) { tgm_train_resume(T, FAT5_DTYPE_FP32); }
+static void t_gpu_train_resume_bf16(fat5_test *T) { tgm_train_resume(T, FAT5_DTYPE_BF16); }
+
 #define FAT5_TESTS_GPU_MODEL(X) X(gpu_model_fp32_vs_cpu) X(gpu_model_bf16_vs_cpu) X(gpu_fixtures_fp32) \
-    X(gpu_fixtures_bf16) X(gpu_save_reload) X(gpu_optim_vs_cpu) X(gpu_backward_deterministic)
+    X(gpu_fixtures_bf16) X(gpu_save_reload) X(gpu_optim_vs_cpu) X(gpu_backward_deterministic) \
+    X(gpu_train_resume_fp32) X(gpu_train_resume_bf16)

@@ -116,9 +116,9 @@ static void t_train_learns(fat5_test *T) {
     fat5_train_destroy(t);
 }
 
-// N steps, a checkpoint, a new process-like trainer resuming, M steps == N + M steps straight
-static void t_train_resume_bitwise(fat5_test *T) {
-    fat5_ctx *ctx = fat5_test_ctx(T);
+// N steps, a checkpoint, a new process-like trainer resuming, M steps == N + M steps straight;
+// on ctx's device (the GPU: deterministic backward, and batches drawn on the host thread)
+static void ttr_resume_bitwise(fat5_test *T, fat5_ctx *ctx) {
     char a[600], b[600], p[700];
     const char *data = ttr_corpus(T, 8);
     fat5_train_config c;
@@ -213,6 +213,8 @@ static void t_train_resume_bitwise(fat5_test *T) {
     free(wa);
     free(wb);
 }
+
+static void t_train_resume_bitwise(fat5_test *T) { ttr_resume_bitwise(T, fat5_test_ctx(T)); }
 
 static int ttr_has_tmp(const char *out) {
     DIR *d = opendir(out);
