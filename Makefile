@@ -86,7 +86,7 @@ test-cpp: tests/test_cpp
 CUDA_INC ?= $(firstword $(wildcard $(CUDA_HOME)/include/cuda.h /usr/local/cuda/include/cuda.h))
 test-abi:
 ifneq ($(CUDA_INC),)
-	$(CC) -std=c99 $(WARN) -O1 -I$(dir $(CUDA_INC)) -o tests/test_abi tests/test_abi.c -ldl -lm
+	$(CC) -std=c99 $(WARN) -O1 -I$(dir $(CUDA_INC)) -o tests/test_abi tests/test_abi.c -ldl -lm -lpthread
 	tests/test_abi
 else
 	@echo "test-abi: SKIP (no CUDA headers found)"
@@ -95,7 +95,7 @@ endif
 # the CPU-only build (FAT5_NO_CUDA): compiles and runs the quick start on a fixture
 test-nocuda: examples/quickstart.c fat5.h
 	@mkdir -p build
-	$(CC) -std=c99 $(WARN) $(CFLAGS) -DFAT5_NO_CUDA -o build/quickstart_nocuda examples/quickstart.c -lm
+	$(CC) -std=c99 $(WARN) $(CFLAGS) -DFAT5_NO_CUDA -o build/quickstart_nocuda examples/quickstart.c -lm -lpthread
 	build/quickstart_nocuda tests/data/t5_v11_gated_gelu_untied
 
 test-tools: $(TOOLS)
@@ -123,7 +123,7 @@ test-options: tests/test_options.c fat5.h fat5_kernels.cuh
 
 # The edit loop: the CPU tests only (FAT5_NO_CUDA: no NVRTC, no C++/static builds, no tools).
 tests/run_tests_quick: $(TESTSRC) fat5.h
-	$(CC) -std=c99 $(WARN) -O1 -DFAT5_NO_CUDA -o $@ tests/test_main.c -lm
+	$(CC) -std=c99 $(WARN) -O1 -DFAT5_NO_CUDA -o $@ tests/test_main.c -lm -lpthread
 
 test-quick: tests/run_tests_quick
 	tests/run_tests_quick
@@ -152,11 +152,11 @@ FUZZ_BINS     = $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
 
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h fat5.h
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZ_FLAGS) -Wall -Wextra -Werror -o $@ $< -lm
+	$(FUZZ_CC) $(FUZZ_FLAGS) -Wall -Wextra -Werror -o $@ $< -lm -lpthread
 
 build/fuzz/make_seeds: tests/fuzz/make_seeds.c tests/fuzz/fuzz_util.h fat5.h
 	@mkdir -p build/fuzz
-	$(CC) -std=c99 $(WARN) -O1 -g -DFUZZ_DATA_DIR='"$(CURDIR)/tests/data/t5_v10_relu_tied"' -o $@ $< -lm
+	$(CC) -std=c99 $(WARN) -O1 -g -DFUZZ_DATA_DIR='"$(CURDIR)/tests/data/t5_v10_relu_tied"' -o $@ $< -lm -lpthread
 
 build/fuzz/seeds.stamp: build/fuzz/make_seeds $(wildcard tests/data/*/*)
 	build/fuzz/make_seeds build/fuzz $(patsubst %/,%,$(sort $(dir $(wildcard tests/data/*/config.json))))

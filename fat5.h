@@ -3,7 +3,7 @@
 // Quick start
 //     #define FAT5_IMPLEMENTATION      // in exactly one .c file
 //     #include "fat5.h"
-//     cc app.c -lm -ldl
+//     cc app.c -lm -ldl -lpthread
 //
 //     fat5_ctx *ctx = NULL;
 //     fat5_ctx_config cc = fat5_ctx_config_default();
@@ -28,6 +28,11 @@
 //     FAT5_NO_CUDA             compile the GPU path out (CPU reference only)
 //     FAT5_MALLOC/REALLOC/FREE replace the C allocator (all three or none)
 //     FAT5_ASSERT(x)           internal invariants (default: assert)
+//     FAT5_NO_THREADS          no worker threads: the CPU matrix products run on the calling thread
+//                              (fat5_ctx_config.n_threads is ignored; no -lpthread needed). Results
+//                              are bitwise the same either way.
+//     FAT5_MM_SCALAR           plain-C micro-kernels for the CPU matrix products (no GNU vector
+//                              extensions, no AVX2 dispatch); same results, slower
 //
 // Environment (GPU):
 //     FAT5_CACHE_DIR           compiled-kernel cache (else $XDG_CACHE_HOME/fat5, ~/.cache/fat5; "" = off)
@@ -52,6 +57,9 @@
 //     fat5_free / fat5_batch_free on the same context.
 //   - Destroy models and safetensors files before the context that made them; every destroy
 //     accepts NULL.
+//   - A CPU context may run its matrix products on worker threads of its own (n_threads in
+//     fat5_ctx_config): they exist only inside a call, touch nothing but that call's buffers, and
+//     stop in fat5_ctx_destroy. The caller still sees one thread per context.
 //
 // Contents (search for "==[n]" to jump to a section; the implementation follows DESIGN §3's layers,
 // and a lower layer never calls a higher one):
@@ -158,6 +166,11 @@ typedef struct fat5_ctx_config {
     void *alloc_user;
     void (*log)(void *user, fat5_log_level level, const char *msg);  // optional
     void *log_user;
+    // Threads for the CPU matrix products: 0 = one per online CPU (default), 1 = none (the calling
+    // thread only), n = n. The threads split the output, never a sum, so results are bitwise the
+    // same for every value. A pool of n - 1 workers starts at the first large product and stops in
+    // fat5_ctx_destroy. Ignored with FAT5_NO_THREADS and on the GPU.
+    int n_threads;
 } fat5_ctx_config;
 
 FAT5_API fat5_ctx_config fat5_ctx_config_default(void);
@@ -597,6 +610,12 @@ FAT5_API const fat5_train_config *fat5_train_get_config(const fat5_trainer *t);
 #ifndef FAT5_NO_THREADS
 #include <pthread.h>
 #endif
+#if !defined(FAT5_NO_THREADS) && !defined(_WIN32)
+#define FAT5__THREADS 1
+#include <pthread.h>
+#else
+#define FAT5__THREADS 0
+#endif
 
 #if defined(FAT5_MALLOC) && defined(FAT5_REALLOC) && defined(FAT5_FREE)
 #elif !defined(FAT5_MALLOC) && !defined(FAT5_REALLOC) && !defined(FAT5_FREE)
@@ -639,6 +658,8 @@ struct fat5_ctx {
     struct fat5__gpu *gpu;    // NULL on the CPU
     void *scratch;            // the CPU ops' scratch arena (fat5__host_scratch)
     size_t scratch_bytes;
+    int n_threads;            // CPU matrix-product threads, resolved from cfg.n_threads (>= 1)
+    struct fat5__pool *pool;  // their workers (n_threads - 1), started at the first use; NULL before
 };
 
 FAT5_API const char *fat5_status_string(fat5_status s) {
@@ -761,6 +782,157 @@ FAT5_API fat5_ctx_config fat5_ctx_config_default(void) {
     return c;
 }
 
+// ---- worker threads ----
+// A pool of n_threads - 1 workers per context. fat5__pool_run(ctx, fn, arg, parts) calls
+// fn(arg, p, parts) once for each p < parts, p = 0 on the calling thread and p = 1.. on the
+// workers, and returns when all are done. What a part computes must depend only on p (never on
+// which thread runs it or when), and parts write disjoint memory: that is what keeps results
+// identical for every thread count. With FAT5_NO_THREADS (or no pool) every part runs in turn on
+// the caller.
+typedef void (*fat5__pool_fn)(void *arg, int part, int parts);
+
+#if FAT5__THREADS
+typedef struct fat5__pool_worker {
+    pthread_t thread;
+    struct fat5__pool *pool;
+    int index;                // runs part index + 1
+} fat5__pool_worker;
+struct fat5__pool {
+    pthread_mutex_t mu;
+    pthread_cond_t wake, done;
+    fat5__pool_worker *workers;
+    int n_workers;            // threads started
+    int stop;                 // set once, by fat5__pool_destroy
+    unsigned long job;        // incremented for every fat5__pool_run
+    int pending;              // workers still inside the current job
+    fat5__pool_fn fn;         // the current job
+    void *arg;
+    int parts;
+};
+
+static void *fat5__pool_main(void *p) {
+    fat5__pool_worker *w = FAT5__CAST(fat5__pool_worker *, p);
+    struct fat5__pool *pl = w->pool;
+    int part = w->index + 1;
+    unsigned long seen = 0;
+    for (;;) {
+        fat5__pool_fn fn;
+        void *arg;
+        int parts;
+        pthread_mutex_lock(&pl->mu);
+        while (!pl->stop && pl->job == seen) pthread_cond_wait(&pl->wake, &pl->mu);
+        if (pl->stop) {
+            pthread_mutex_unlock(&pl->mu);
+            return NULL;
+        }
+        seen = pl->job;
+        fn = pl->fn;
+        arg = pl->arg;
+        parts = pl->parts;
+        pthread_mutex_unlock(&pl->mu);
+        if (part < parts) fn(arg, part, parts);
+        pthread_mutex_lock(&pl->mu);
+        if (--pl->pending == 0) pthread_cond_signal(&pl->done);
+        pthread_mutex_unlock(&pl->mu);
+    }
+}
+
+static void fat5__pool_destroy(fat5_ctx *ctx) {
+    struct fat5__pool *pl = ctx->pool;
+    int i;
+    if (!pl) return;
+    pthread_mutex_lock(&pl->mu);
+    pl->stop = 1;
+    pthread_cond_broadcast(&pl->wake);
+    pthread_mutex_unlock(&pl->mu);
+    for (i = 0; i < pl->n_workers; i++) pthread_join(pl->workers[i].thread, NULL);
+    pthread_cond_destroy(&pl->done);
+    pthread_cond_destroy(&pl->wake);
+    pthread_mutex_destroy(&pl->mu);
+    fat5__free(ctx, pl->workers);
+    fat5__free(ctx, pl);
+    ctx->pool = NULL;
+}
+
+// Starts the workers; on any failure the context keeps the workers that did start (or none), so a
+// product still runs, on fewer threads, with the same result.
+static void fat5__pool_start(fat5_ctx *ctx) {
+    struct fat5__pool *pl;
+    int i, n = ctx->n_threads - 1, ok = 0;
+    if (ctx->pool || n < 1) return;
+    pl = FAT5__CAST(struct fat5__pool *, fat5__calloc(ctx, 1, sizeof *pl));
+    if (!pl) return;
+    pl->workers = FAT5__CAST(fat5__pool_worker *, fat5__calloc(ctx, (size_t)n, sizeof(fat5__pool_worker)));
+    if (pl->workers && !pthread_mutex_init(&pl->mu, NULL)) {
+        ok = 1;
+        if (!pthread_cond_init(&pl->wake, NULL)) {
+            ok = 2;
+            if (!pthread_cond_init(&pl->done, NULL)) ok = 3;
+        }
+    }
+    if (ok < 3) {
+        if (ok >= 2) pthread_cond_destroy(&pl->wake);
+        if (ok >= 1) pthread_mutex_destroy(&pl->mu);
+        fat5__free(ctx, pl->workers);
+        fat5__free(ctx, pl);
+        return;
+    }
+    ctx->pool = pl;
+    for (i = 0; i < n; i++) {
+        pl->workers[i].pool = pl;
+        pl->workers[i].index = i;
+        if (pthread_create(&pl->workers[i].thread, NULL, fat5__pool_main, &pl->workers[i])) break;
+        pl->n_workers++;
+    }
+}
+
+static void fat5__pool_run(fat5_ctx *ctx, fat5__pool_fn fn, void *arg, int parts) {
+    struct fat5__pool *pl;
+    int p;
+    if (parts > 1 && !ctx->pool) fat5__pool_start(ctx);
+    pl = ctx->pool;
+    if (parts <= 1 || !pl || pl->n_workers == 0) {
+        for (p = 0; p < parts; p++) fn(arg, p, parts);
+        return;
+    }
+    pthread_mutex_lock(&pl->mu);
+    pl->fn = fn;
+    pl->arg = arg;
+    pl->parts = parts;
+    pl->pending = pl->n_workers;
+    pl->job++;
+    pthread_cond_broadcast(&pl->wake);
+    pthread_mutex_unlock(&pl->mu);
+    fn(arg, 0, parts);
+    // parts the workers cannot take (fewer started than asked for) run here
+    for (p = pl->n_workers + 1; p < parts; p++) fn(arg, p, parts);
+    pthread_mutex_lock(&pl->mu);
+    while (pl->pending > 0) pthread_cond_wait(&pl->done, &pl->mu);
+    pthread_mutex_unlock(&pl->mu);
+}
+#else
+static void fat5__pool_destroy(fat5_ctx *ctx) { (void)ctx; }
+static void fat5__pool_run(fat5_ctx *ctx, fat5__pool_fn fn, void *arg, int parts) {
+    int p;
+    (void)ctx;
+    for (p = 0; p < parts; p++) fn(arg, p, parts);
+}
+#endif
+
+// cfg.n_threads resolved: 0 = the online CPUs; at most 256
+static int fat5__resolve_threads(int n) {
+#if FAT5__THREADS
+    if (n == 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        n = c > 0 ? (int)(c < 256 ? c : 256) : 1;
+    }
+    return n < 1 ? 1 : n > 256 ? 256 : n;
+#else
+    (void)n;
+    return 1;
+#endif
+}
+
 static fat5_status fat5__dev_open(fat5_ctx *ctx);
 static void fat5__dev_close(fat5_ctx *ctx);
 
@@ -783,8 +955,13 @@ FAT5_API fat5_status fat5_ctx_create(const fat5_ctx_config *cfg, fat5_ctx **out)
     if (bad_hooks)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
                          "fat5_ctx_create: the alloc, realloc and free hooks must be given together (all or none)");
+    ctx->n_threads = 1;
     if (c.dtype != FAT5_DTYPE_FP32 && c.dtype != FAT5_DTYPE_BF16)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ctx_create: unknown dtype %d", (int)c.dtype);
+    if (c.n_threads < 0)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ctx_create: n_threads %d (0 = one per CPU, or >= 1)",
+                         c.n_threads);
+    ctx->n_threads = fat5__resolve_threads(c.n_threads);
     if (c.device == FAT5_DEVICE_GPU) return fat5__dev_open(ctx);
     if (c.device != FAT5_DEVICE_CPU)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ctx_create: unknown device %d", (int)c.device);
@@ -793,6 +970,7 @@ FAT5_API fat5_status fat5_ctx_create(const fat5_ctx_config *cfg, fat5_ctx **out)
 
 FAT5_API void fat5_ctx_destroy(fat5_ctx *ctx) {
     if (!ctx) return;
+    fat5__pool_destroy(ctx);
     fat5__dev_close(ctx);
     fat5__free(ctx, ctx->scratch);
     if (ctx->cfg.free) ctx->cfg.free(ctx->cfg.alloc_user, ctx);
@@ -3468,37 +3646,232 @@ static fat5_status fat5__cpu_colsum_f32(fat5_ctx *ctx, fat5__addr out_, fat5__ad
 //   TN: C[M,N] = alpha A[K,M]^T B[K,N] + beta C      (dW += dy^T x)
 // beta == 0 does not read C. c_f32 (C kept in fp32 rather than the activation dtype) only matters
 // on the GPU.
-static fat5_status fat5__cpu_mm(fat5_ctx *ctx, fat5__mm_layout layout, fat5__addr C_, int c_f32, fat5__addr A_,
-                                fat5__addr B_, int64_t M, int64_t N, int64_t K, float alpha, float beta) {
-    float *C = FAT5__HOST(float, C_);
-    const float *A = FAT5__HOST(const float, A_), *B = FAT5__HOST(const float, B_);
-    int64_t i, j, k;
-    double *acc;
-    (void)c_f32;
-    if (M <= 0 || N <= 0) return FAT5_OK;
-    // one row of C in double (NT computes each element directly)
-    acc = FAT5__CAST(double *, fat5__host_scratch(ctx, (size_t)N * sizeof(double), "fat5__cpu_mm"));
-    if (!acc) return FAT5_ERR_OUT_OF_MEMORY;
-    for (i = 0; i < M; i++) {
-        float *c = C + i * N;
-        for (j = 0; j < N; j++) acc[j] = 0;
-        if (layout == FAT5__MM_NT) {
-            for (j = 0; j < N; j++) {
-                const float *a = A + i * K, *b = B + j * K;
-                double s = 0;
-                for (k = 0; k < K; k++) s += (double)a[k] * b[k];
-                acc[j] = s;
+//
+// Every element is s = sum over k = 0, 1, ..., K-1 of a(i,k) b(k,j), accumulated in double in that
+// order (each product of two floats is exact in double; one rounding per addition), then
+// C = (float)(alpha s + beta C). The blocking below only decides where and when an element is
+// computed, never the order of its sum: a running sum that leaves the registers between blocks of
+// k is stored as the same double. The result is therefore bitwise the same for every thread count
+// and block size, with or without FMA contraction (the products are exact), and equal to the plain
+//     double s = 0; for (k = 0; k < K; k++) s += (double)a(i,k) * b(k,j);
+// Double rather than fp32 sums: the finite-difference tests of the whole model need the lower
+// noise, and the products are then the same bits as fat5's earlier one-row-at-a-time reference.
+//
+// Blocking (the classic packed GEMM): C is cut into tiles that the threads share out (whole tiles,
+// never a sum). For each tile and each block of FAT5__MM_KC values of k, the tile's columns of B
+// are packed (as doubles) into panels of NR columns and, FAT5__MM_MC rows at a time, its rows of A
+// into panels of MR rows, zero-padded at the edges; a micro-kernel keeps an MR x NR block of sums
+// in registers and runs over the block of k. Sums between blocks of k live in a per-thread tile.
+#define FAT5__MM_MR 4      // rows of the micro-kernel
+#define FAT5__MM_KC 256    // k per packed block
+#define FAT5__MM_MC 48     // rows of A packed at a time (a multiple of MR)
+#define FAT5__MM_TILE_M 192  // largest tile: rows (a multiple of MC)
+#define FAT5__MM_TILE_N 256  // and columns (a multiple of 8)
+// per-thread scratch in doubles: the tile's sums, a packed block of B and one of A
+#define FAT5__MM_SCRATCH ((size_t)FAT5__MM_TILE_M * FAT5__MM_TILE_N + (size_t)FAT5__MM_KC * FAT5__MM_TILE_N + \
+                          (size_t)FAT5__MM_MC * FAT5__MM_KC + 8)
+
+// s[MR][NR] (+)= sum over k < kc of pa[k][MR] x pb[k][NR] (outer products, in k order); s is the
+// running sum (first: start from 0). Vector lanes are independent double operations, so every
+// form below gives the same bits: a 4-column kernel (GNU vectors, or plain C elsewhere) and an
+// 8-column one (GNU vectors; on x86 compiled for AVX2 and chosen at run time unless the build
+// already targets AVX2).
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(FAT5_MM_SCALAR)
+#define FAT5__MM_VEC 1
+typedef double fat5__v4d __attribute__((vector_size(32)));
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(__AVX2__)
+#define FAT5__MM_WIDE_ATTR __attribute__((target("avx2")))
+#define FAT5__MM_WIDE_CHECK 1
+#else
+#define FAT5__MM_WIDE_ATTR
+#define FAT5__MM_WIDE_CHECK 0
+#endif
+// Written out (no loops over rows and lanes) so that the sums stay in registers.
+#define FAT5__MM_LD(v, p) memcpy(&(v), (p), sizeof(fat5__v4d))
+#define FAT5__MM_ST(p, v) memcpy((p), &(v), sizeof(fat5__v4d))
+#define FAT5__MM_SPLAT(x) {x, x, x, x}
+static void fat5__mm_kernel4(int64_t kc, const double *pa, const double *pb, double *s, int first) {
+    fat5__v4d c0, c1, c2, c3, b;
+    int64_t k;
+    if (first) {
+        memset(&c0, 0, sizeof c0);
+        c1 = c2 = c3 = c0;
+    } else {
+        FAT5__MM_LD(c0, s), FAT5__MM_LD(c1, s + 4), FAT5__MM_LD(c2, s + 8), FAT5__MM_LD(c3, s + 12);
+    }
+    for (k = 0; k < kc; k++, pa += FAT5__MM_MR, pb += 4) {
+        fat5__v4d a0 = FAT5__MM_SPLAT(pa[0]), a1 = FAT5__MM_SPLAT(pa[1]);
+        fat5__v4d a2 = FAT5__MM_SPLAT(pa[2]), a3 = FAT5__MM_SPLAT(pa[3]);
+        FAT5__MM_LD(b, pb);
+        c0 = c0 + a0 * b, c1 = c1 + a1 * b, c2 = c2 + a2 * b, c3 = c3 + a3 * b;
+    }
+    FAT5__MM_ST(s, c0), FAT5__MM_ST(s + 4, c1), FAT5__MM_ST(s + 8, c2), FAT5__MM_ST(s + 12, c3);
+}
+FAT5__MM_WIDE_ATTR static void fat5__mm_kernel8(int64_t kc, const double *pa, const double *pb, double *s,
+                                                int first) {
+    fat5__v4d c0, c1, c2, c3, d0, d1, d2, d3, b, e;
+    int64_t k;
+    if (first) {
+        memset(&c0, 0, sizeof c0);
+        c1 = c2 = c3 = d0 = d1 = d2 = d3 = c0;
+    } else {
+        FAT5__MM_LD(c0, s), FAT5__MM_LD(d0, s + 4), FAT5__MM_LD(c1, s + 8), FAT5__MM_LD(d1, s + 12);
+        FAT5__MM_LD(c2, s + 16), FAT5__MM_LD(d2, s + 20), FAT5__MM_LD(c3, s + 24), FAT5__MM_LD(d3, s + 28);
+    }
+    for (k = 0; k < kc; k++, pa += FAT5__MM_MR, pb += 8) {
+        fat5__v4d a0 = FAT5__MM_SPLAT(pa[0]), a1 = FAT5__MM_SPLAT(pa[1]);
+        fat5__v4d a2 = FAT5__MM_SPLAT(pa[2]), a3 = FAT5__MM_SPLAT(pa[3]);
+        FAT5__MM_LD(b, pb);
+        FAT5__MM_LD(e, pb + 4);
+        c0 = c0 + a0 * b, d0 = d0 + a0 * e, c1 = c1 + a1 * b, d1 = d1 + a1 * e;
+        c2 = c2 + a2 * b, d2 = d2 + a2 * e, c3 = c3 + a3 * b, d3 = d3 + a3 * e;
+    }
+    FAT5__MM_ST(s, c0), FAT5__MM_ST(s + 4, d0), FAT5__MM_ST(s + 8, c1), FAT5__MM_ST(s + 12, d1);
+    FAT5__MM_ST(s + 16, c2), FAT5__MM_ST(s + 20, d2), FAT5__MM_ST(s + 24, c3), FAT5__MM_ST(s + 28, d3);
+}
+#else
+#define FAT5__MM_VEC 0
+static void fat5__mm_kernel4(int64_t kc, const double *pa, const double *pb, double *s, int first) {
+    int64_t k;
+    int r, j;
+    if (first) memset(s, 0, FAT5__MM_MR * 4 * sizeof(double));
+    for (k = 0; k < kc; k++)
+        for (r = 0; r < FAT5__MM_MR; r++)
+            for (j = 0; j < 4; j++) s[r * 4 + j] = s[r * 4 + j] + pa[k * FAT5__MM_MR + r] * pb[k * 4 + j];
+}
+#endif
+
+// the micro-kernel's columns: 8 where the wide kernel runs, else 4
+static int fat5__mm_nr(void) {
+#if FAT5__MM_VEC && FAT5__MM_WIDE_CHECK
+    return __builtin_cpu_supports("avx2") ? 8 : 4;
+#elif FAT5__MM_VEC
+    return 8;
+#else
+    return 4;
+#endif
+}
+
+typedef struct fat5__mm_job {
+    fat5__mm_layout layout;
+    float *C;
+    const float *A, *B;
+    int64_t M, N, K, tm, tn, tiles_n, tiles;  // tiles of tm x tn, tiles_n per row of tiles
+    float alpha, beta;
+    double *scratch;                          // FAT5__MM_SCRATCH doubles per part
+    int nr;
+} fat5__mm_job;
+
+// Tiles [part * tiles / parts, (part + 1) * tiles / parts), in the part's own scratch.
+static void fat5__mm_part(void *arg, int part, int parts) {
+    const fat5__mm_job *J = FAT5__CAST(const fat5__mm_job *, arg);
+    const int MR = FAT5__MM_MR, NR = J->nr;
+    const int64_t M = J->M, N = J->N, K = J->K;
+    double *base = J->scratch + (size_t)part * FAT5__MM_SCRATCH;
+    // 64-byte aligned blocks (the scratch itself is malloc-aligned)
+    double *acc = base + ((8 - (size_t)((uintptr_t)base / sizeof(double) % 8)) % 8);
+    double *pb = acc + (size_t)FAT5__MM_TILE_M * FAT5__MM_TILE_N, *pa = pb + (size_t)FAT5__MM_KC * FAT5__MM_TILE_N;
+    int64_t t, t0 = J->tiles * part / parts, t1 = J->tiles * (part + 1) / parts;
+    for (t = t0; t < t1; t++) {
+        int64_t i0 = t / J->tiles_n * J->tm, j0 = t % J->tiles_n * J->tn;
+        int64_t mt = M - i0 < J->tm ? M - i0 : J->tm, nt = N - j0 < J->tn ? N - j0 : J->tn;
+        int64_t npan = (nt + NR - 1) / NR, mpan = (mt + MR - 1) / MR, pc, i, j, k;
+        if (K <= 0) memset(acc, 0, (size_t)(mpan * MR * npan * NR) * sizeof(double));
+        for (pc = 0; pc < K; pc += FAT5__MM_KC) {
+            int64_t kc = K - pc < FAT5__MM_KC ? K - pc : FAT5__MM_KC, ic, jp, ip;
+            // B[pc.., j0..] -> pb[jp][k][NR]
+            for (jp = 0; jp < npan; jp++) {
+                double *d = pb + jp * kc * NR;
+                for (j = 0; j < NR; j++) {
+                    int64_t jj = j0 + jp * NR + j;
+                    if (jj >= N)
+                        for (k = 0; k < kc; k++) d[k * NR + j] = 0;
+                    else if (J->layout == FAT5__MM_NT)
+                        for (k = 0; k < kc; k++) d[k * NR + j] = J->B[jj * K + pc + k];
+                    else
+                        for (k = 0; k < kc; k++) d[k * NR + j] = J->B[(pc + k) * N + jj];
+                }
             }
-        } else {
-            for (k = 0; k < K; k++) {
-                double a = layout == FAT5__MM_NN ? A[i * K + k] : A[k * M + i];
-                const float *b = B + k * N;
-                if (a == 0) continue;
-                for (j = 0; j < N; j++) acc[j] += a * b[j];
+            for (ic = 0; ic < mpan; ic += FAT5__MM_MC / MR) {
+                int64_t ipn = mpan - ic < FAT5__MM_MC / MR ? mpan - ic : FAT5__MM_MC / MR;
+                // A[i0 + ic*MR.., pc..] -> pa[ip][k][MR]
+                for (ip = 0; ip < ipn; ip++) {
+                    double *d = pa + ip * kc * MR;
+                    for (i = 0; i < MR; i++) {
+                        int64_t ii = i0 + (ic + ip) * MR + i;
+                        if (ii >= M)
+                            for (k = 0; k < kc; k++) d[k * MR + i] = 0;
+                        else if (J->layout == FAT5__MM_TN)
+                            for (k = 0; k < kc; k++) d[k * MR + i] = J->A[(pc + k) * M + ii];
+                        else
+                            for (k = 0; k < kc; k++) d[k * MR + i] = J->A[ii * K + pc + k];
+                    }
+                }
+                for (jp = 0; jp < npan; jp++)
+                    for (ip = 0; ip < ipn; ip++) {
+                        double *s = acc + ((ic + ip) * npan + jp) * MR * NR;
+#if FAT5__MM_VEC
+                        if (NR == 8) {
+                            fat5__mm_kernel8(kc, pa + ip * kc * MR, pb + jp * kc * NR, s, pc == 0);
+                            continue;
+                        }
+#endif
+                        fat5__mm_kernel4(kc, pa + ip * kc * MR, pb + jp * kc * NR, s, pc == 0);
+                    }
             }
         }
-        for (j = 0; j < N; j++) c[j] = (float)(alpha * acc[j] + (beta != 0 ? (double)beta * c[j] : 0.0));
+        // C = alpha s + beta C
+        for (i = 0; i < mt; i++) {
+            const double *s = acc + (i / MR) * npan * MR * NR + (i % MR) * NR;
+            float *c = J->C + (i0 + i) * N + j0;
+            for (j = 0; j < nt; j++) {
+                double v = s[j / NR * MR * NR + j % NR];
+                c[j] = (float)(J->alpha * v + (J->beta != 0 ? (double)J->beta * c[j] : 0.0));
+            }
+        }
     }
+}
+
+// scratch bytes fat5__cpu_mm takes from the context's arena
+static size_t fat5__cpu_mm_scratch(const fat5_ctx *ctx) {
+    return (size_t)ctx->n_threads * FAT5__MM_SCRATCH * sizeof(double);
+}
+
+static fat5_status fat5__cpu_mm(fat5_ctx *ctx, fat5__mm_layout layout, fat5__addr C_, int c_f32, fat5__addr A_,
+                                fat5__addr B_, int64_t M, int64_t N, int64_t K, float alpha, float beta) {
+    fat5__mm_job J;
+    int parts = ctx->n_threads;
+    (void)c_f32;
+    if (M <= 0 || N <= 0) return FAT5_OK;
+    J.layout = layout;
+    J.C = FAT5__HOST(float, C_);
+    J.A = FAT5__HOST(const float, A_);
+    J.B = FAT5__HOST(const float, B_);
+    J.M = M;
+    J.N = N;
+    J.K = K;
+    J.alpha = alpha;
+    J.beta = beta;
+    J.nr = fat5__mm_nr();
+    // Tiles: the largest, halved (rows or columns, whichever is longer) until every thread has a
+    // few; small products (under ~1 MFLOP) run on the calling thread alone.
+    J.tm = FAT5__MM_TILE_M;
+    J.tn = FAT5__MM_TILE_N;
+    if ((double)M * (double)N * (double)(K > 0 ? K : 1) < 5e5) parts = 1;
+    for (;;) {
+        J.tiles_n = (N + J.tn - 1) / J.tn;
+        J.tiles = (M + J.tm - 1) / J.tm * J.tiles_n;
+        if (parts == 1 || J.tiles >= 4 * (int64_t)parts) break;
+        if (J.tm >= J.tn && J.tm > FAT5__MM_MC && J.tm / 2 < M) J.tm /= 2;          // 192 -> 96 -> 48
+        else if (J.tn > 32 && J.tn / 2 < N) J.tn /= 2;                              // 256 -> ... -> 32
+        else if (J.tm > FAT5__MM_MC && J.tm / 2 < M) J.tm /= 2;
+        else break;
+    }
+    if (J.tiles < parts) parts = (int)J.tiles;
+    J.scratch = FAT5__CAST(double *, fat5__host_scratch(ctx, (size_t)parts * FAT5__MM_SCRATCH * sizeof(double),
+                                                       "fat5__cpu_mm"));
+    if (!J.scratch) return FAT5_ERR_OUT_OF_MEMORY;
+    fat5__pool_run(ctx, fat5__mm_part, &J, parts);
     return FAT5_OK;
 }
 
@@ -5383,15 +5756,12 @@ static void fat5__ws_free(fat5_model *m) {
 }
 
 // Scratch the CPU ops take from the context's arena for batches of te / td tokens, in bytes:
-// a row of doubles of the widest matrix product, or one query's scores and output in attention.
+// the matrix products' packed blocks (a fixed size per thread), or one query's scores and output
+// in attention.
 static size_t fat5__cpu_scratch_need(const fat5_model *m, int64_t te, int64_t td) {
     const fat5_model_config *c = &m->cfg;
-    int64_t n = c->vocab_size, t = (te > td ? te : td) + c->d_kv;
-    if (c->d_ff > n) n = c->d_ff;
-    if (c->d_model > n) n = c->d_model;
-    if (c->num_heads * c->d_kv > n) n = c->num_heads * c->d_kv;
-    if (t > n) n = t;
-    return (size_t)n * sizeof(double);
+    size_t n = (size_t)((te > td ? te : td) + c->d_kv) * sizeof(double), mm = fat5__cpu_mm_scratch(m->ctx);
+    return n > mm ? n : mm;
 }
 
 FAT5_API fat5_status fat5_model_reserve(fat5_model *m, int64_t n_seq, int64_t te, int64_t td) {

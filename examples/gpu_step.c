@@ -1,5 +1,5 @@
 // gpu_step — load a checkpoint directory and time forward + backward on the GPU.
-//     cc -O2 -o examples/gpu_step examples/gpu_step.c -lm -ldl
+//     cc -O2 -o examples/gpu_step examples/gpu_step.c -lm -ldl -lpthread
 //     examples/gpu_step DIR [batch=8] [encoder_len=512] [decoder_len=128] [steps=10] [fp32|bf16]
 // Each step is one forward and one backward over a packed batch of `batch` sequences of random
 // tokens; it prints the loss of every step and the mean time per step after the first (warm-up).

@@ -1,5 +1,5 @@
 // quickstart — load a Hugging Face T5 checkpoint directory, run one forward, print the loss.
-//     cc -O2 -o examples/quickstart examples/quickstart.c -lm -ldl
+//     cc -O2 -o examples/quickstart examples/quickstart.c -lm -ldl -lpthread
 //     examples/quickstart tests/data/t5_v11_gated_gelu_untied
 #define FAT5_IMPLEMENTATION
 #include "../fat5.h"

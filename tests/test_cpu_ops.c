@@ -393,6 +393,90 @@ static void t_matmul_layouts(fat5_test *T) {
     fat5_ctx_destroy(ctx);
 }
 
+// Matrix products on several threads: for every layout, odd and tile-crossing shapes, and
+// alpha/beta, the result of 2, 3 and 5 threads is bitwise the 1-thread result, which is bitwise
+// the plain double sum in k order (fat5__cpu_mm's contract), and within fp32 rounding
+// (|d| <= 1e-6 + 1e-6 |ref|) of an oracle summed in long double in reverse order.
+static fat5_ctx *tc_ctx_threads(int n) {
+    fat5_ctx *ctx = NULL;
+    fat5_ctx_config cc = fat5_ctx_config_default();
+    cc.n_threads = n;
+    if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) abort();
+    return ctx;
+}
+static void t_matmul_threads(fat5_test *T) {
+    static const int64_t shapes[][3] = {{1, 1, 1},   {1, 7, 33},   {7, 1, 129},  {33, 129, 7}, {129, 33, 1},
+                                        {7, 7, 0},   {65, 300, 2}, {200, 257, 300}, {385, 70, 513}, {3, 600, 40}};
+    static const int threads[] = {2, 3, 5};
+    fat5_ctx *one = tc_ctx_threads(1), *many[3];
+    fat5_rng rng = fat5_rng_init(17);
+    size_t si;
+    int l, ti, bad_thr = 0, bad_plain = 0;
+    for (ti = 0; ti < 3; ti++) many[ti] = tc_ctx_threads(threads[ti]);
+    FAT5_CHECK(T, one->n_threads == 1 && many[2]->n_threads == (FAT5__THREADS ? 5 : 1));
+    for (si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (l = 0; l < 3; l++) {
+            fat5__mm_layout lay = l == 0 ? FAT5__MM_NT : l == 1 ? FAT5__MM_NN : FAT5__MM_TN;
+            int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2], i, j, k;
+            int beta_on = (int)((si + (size_t)l) % 2);
+            float alpha = beta_on ? 0.5f : 1.0f, beta = beta_on ? 2.0f : 0.0f;
+            float *A = tc_alloc((size_t)(M * K)), *B = tc_alloc((size_t)(K * N)), *C0 = tc_alloc((size_t)(M * N));
+            float *c1 = tc_alloc((size_t)(M * N)), *cn = tc_alloc((size_t)(M * N));
+            float *plain = tc_alloc((size_t)(M * N)), *ref = tc_alloc((size_t)(M * N));
+            tc_fill(&rng, A, (size_t)(M * K), 1, 0);
+            tc_fill(&rng, B, (size_t)(K * N), 1, 0);
+            tc_fill(&rng, C0, (size_t)(M * N), 1, 0);
+            for (i = 0; i < M; i++)
+                for (j = 0; j < N; j++) {
+                    double s = 0;
+                    long double r = 0;
+                    for (k = 0; k < K; k++) {
+                        float a = lay == FAT5__MM_TN ? A[k * M + i] : A[i * K + k];
+                        float b = lay == FAT5__MM_NT ? B[j * K + k] : B[k * N + j];
+                        s += (double)a * b;
+                    }
+                    for (k = K - 1; k >= 0; k--) {
+                        float a = lay == FAT5__MM_TN ? A[k * M + i] : A[i * K + k];
+                        float b = lay == FAT5__MM_NT ? B[j * K + k] : B[k * N + j];
+                        r += (long double)a * b;
+                    }
+                    plain[i * N + j] = (float)(alpha * s + (beta != 0 ? (double)beta * C0[i * N + j] : 0.0));
+                    ref[i * N + j] = (float)((long double)alpha * r + (long double)beta * C0[i * N + j]);
+                }
+            for (i = 0; i < M * N; i++) c1[i] = beta_on ? C0[i] : NAN;  // beta = 0 must not read C
+            FAT5_REQUIRE_OK(T, fat5__cpu_mm(one, lay, A_(c1), 1, A_(A), A_(B), M, N, K, alpha, beta));
+            if (memcmp(c1, plain, (size_t)(M * N) * sizeof(float))) {
+                if (bad_plain++ < 3) printf("  mm %d x %d x %d layout %d: 1 thread != plain double sum\n", (int)M,
+                                            (int)N, (int)K, l);
+            }
+            fat5_check_close(T, "mm vs long double oracle", c1, ref, (size_t)(M * N), 1e-6, 1e-6);
+            for (ti = 0; ti < 3; ti++) {
+                for (i = 0; i < M * N; i++) cn[i] = beta_on ? C0[i] : NAN;
+                FAT5_REQUIRE_OK(T, fat5__cpu_mm(many[ti], lay, A_(cn), 1, A_(A), A_(B), M, N, K, alpha, beta));
+                if (memcmp(c1, cn, (size_t)(M * N) * sizeof(float))) {
+                    if (bad_thr++ < 3) printf("  mm %d x %d x %d layout %d: %d threads != 1 thread\n", (int)M,
+                                              (int)N, (int)K, l, threads[ti]);
+                }
+            }
+            free(A); free(B); free(C0); free(c1); free(cn); free(plain); free(ref);
+        }
+    FAT5_CHECK_MSG(T, bad_plain == 0, "%d products differ from the plain double sum", bad_plain);
+    FAT5_CHECK_MSG(T, bad_thr == 0, "%d threaded products differ from the 1-thread one", bad_thr);
+    for (ti = 0; ti < 3; ti++) fat5_ctx_destroy(many[ti]);
+    fat5_ctx_destroy(one);
+    {   // n_threads: negative is an error naming the field; 0 resolves to at least one thread
+        fat5_ctx *ctx = NULL;
+        fat5_ctx_config cc = fat5_ctx_config_default();
+        cc.n_threads = -1;
+        FAT5_CHECK(T, fat5_ctx_create(&cc, &ctx) == FAT5_ERR_INVALID_ARG && strstr(fat5_last_error(ctx), "n_threads"));
+        fat5_ctx_destroy(ctx);
+        cc.n_threads = 0;
+        FAT5_REQUIRE_OK(T, fat5_ctx_create(&cc, &ctx));
+        FAT5_CHECK(T, ctx->n_threads >= 1 && ctx->pool == NULL);  // the pool starts at the first large product
+        fat5_ctx_destroy(ctx);
+    }
+}
+
 // The op table: each op exists on both backends, and every GPU kernel is the GPU side of an op of
 // the same name (so no kernel lacks its CPU oracle).
 static void t_op_table(fat5_test *T) {
@@ -420,4 +504,4 @@ static void t_op_table(fat5_test *T) {
 }
 
 #define FAT5_TESTS_CPU_OPS(X) X(rel_bucket_tables) X(rmsnorm_bwd) X(act_bwd) X(attn_bwd) X(attn_masking) \
-    X(xent_bwd) X(matmul_layouts) X(op_table)
+    X(xent_bwd) X(matmul_layouts) X(matmul_threads) X(op_table)

@@ -41,7 +41,7 @@ check tools/fat5_inspect "$out/zero.safetensors" > "$out/zero.txt"
 check grep -q "^  z .*F32   \[$big, $big, 0\]$" "$out/zero.txt"
 check grep -q "^0 elements$" "$out/zero.txt"
 if ${CC:-cc} -std=c99 -O1 -g -fsanitize=undefined -fno-sanitize-recover=all -o "$out/inspect_ubsan" \
-        tools/fat5_inspect.c -lm -ldl 2> "$out/ubsan_build.txt"; then
+        tools/fat5_inspect.c -lm -ldl -lpthread 2> "$out/ubsan_build.txt"; then
     check "$out/inspect_ubsan" "$out/zero.safetensors" > "$out/zero_ubsan.txt"
     check grep -q "^0 elements$" "$out/zero_ubsan.txt"
 else

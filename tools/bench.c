@@ -1,5 +1,5 @@
 // bench — GPU benchmarks, one JSON object per line on stdout.
-//     cc -O2 -o tools/bench tools/bench.c -lm -ldl
+//     cc -O2 -o tools/bench tools/bench.c -lm -ldl -lpthread
 //     tools/bench [attn|step|ul2|all]  (make bench runs all)
 // attn: the attention kernels with T5 relative bias (32 buckets, max distance 128), head dim 64,
 //       8 heads, 16,384 tokens per batch in sequences of L = 1024 and 4096, bidirectional and

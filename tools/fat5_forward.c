@@ -1,5 +1,5 @@
 // fat5_forward — run a model on a JSON batch and write the logits of every label position.
-//     cc -O2 -o tools/fat5_forward tools/fat5_forward.c -lm -ldl
+//     cc -O2 -o tools/fat5_forward tools/fat5_forward.c -lm -ldl -lpthread
 //     tools/fat5_forward DIR BATCH.json OUT.safetensors [--device cpu|gpu] [--dtype fp32|bf16]
 // BATCH.json is {"inputs": [[ids]...], "labels": [[ids]...]} with rows of any lengths (-100 in
 // labels is ignored by the loss). OUT holds an F32 tensor `logits` [label tokens, vocab], rows in

@@ -1,5 +1,5 @@
 // fat5_init — write a randomly initialised model (Hugging Face T5 initialisation) to a directory.
-//     cc -O2 -o tools/fat5_init tools/fat5_init.c -lm -ldl
+//     cc -O2 -o tools/fat5_init tools/fat5_init.c -lm -ldl -lpthread
 //     tools/fat5_init CONFIG.json OUT_DIR [seed]
 // CONFIG.json is a Hugging Face T5 config; OUT_DIR gets config.json + model.safetensors.
 #define FAT5_IMPLEMENTATION

@@ -1,5 +1,5 @@
 // fat5_inspect — print what a checkpoint holds.
-//     cc -O2 -o tools/fat5_inspect tools/fat5_inspect.c -lm -ldl
+//     cc -O2 -o tools/fat5_inspect tools/fat5_inspect.c -lm -ldl -lpthread
 //     tools/fat5_inspect DIR               a Hugging Face directory: config, tensor table, metadata
 //     tools/fat5_inspect FILE.safetensors  one file: tensor table and metadata
 // Exits 1 with a one-line reason on a bad file.
