@@ -58,9 +58,9 @@ static fat5_status device_defaults(fat5_ctx *ctx, fat5_train_config *c, int gpu)
         {"batch_labels_tokens", "8192"}, {"eval_steps", "250"}, {"eval_batches", "8"}, {"save_steps", "1000"},
         {"logging_steps", "50"}};
     static const char *const cpu_opts[][2] = {
-        {"model", "tiny"}, {"max_steps", "200"}, {"warmup_steps", "10"}, {"learning_rate", "5e-3"},
+        {"model", "tiny"}, {"max_steps", "150"}, {"warmup_steps", "10"}, {"learning_rate", "5e-3"},
         {"max_length", "128"}, {"max_labels_length", "128"}, {"batch_tokens", "1024"},
-        {"batch_labels_tokens", "1024"}, {"eval_steps", "25"}, {"eval_batches", "4"}, {"save_steps", "100"},
+        {"batch_labels_tokens", "1024"}, {"eval_steps", "25"}, {"eval_batches", "4"}, {"save_steps", "50"},
         {"logging_steps", "10"}};
     size_t i, n = gpu ? sizeof gpu_opts / sizeof gpu_opts[0] : sizeof cpu_opts / sizeof cpu_opts[0];
     fat5_status st;
