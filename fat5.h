@@ -8714,6 +8714,7 @@ static fat5_status fat5__tbatch_copy(fat5_ctx *ctx, fat5__tbatch *d, const fat5_
 static void fat5__tgroup_draw(fat5_trainer *t, fat5__tgroup *g) {
     fat5_batch b;
     int i;
+    memset(&b, 0, sizeof b);
     g->st = fat5_ul2_get_state(t->sampler, g->state, sizeof g->state);
     for (i = 0; i < t->cfg.grad_accum && g->st == FAT5_OK; i++)
         if ((g->st = fat5_ul2_next_batch(t->sampler, &b)) == FAT5_OK) g->st = fat5__tbatch_copy(t->dctx, &g->mb[i], &b);
@@ -9235,6 +9236,7 @@ FAT5_API fat5_status fat5_train_evaluate(fat5_trainer *t, double *loss) {
     fat5_batch b;
     fat5_forward_result r;
     double sum = 0;
+    memset(&b, 0, sizeof b);
     int64_t n = 0, i;
     fat5_status st;
     *loss = NAN;

@@ -348,7 +348,7 @@ static void t_ul2_rebuild_epoch(fat5_test *T) {
     td_corpus k;
     fat5_tokens *src = NULL;
     fat5_ul2 *s = NULL;
-    fat5_batch b;
+    fat5_batch b = {0};
     int32_t *got = NULL;
     int64_t *plen = NULL, n_got = 0, n_pieces = 0, cap, i, p, at, bad_piece = -1, ends_ok = 1, n_batches = 0;
     int *pden = NULL;
@@ -481,7 +481,7 @@ static void t_ul2_span_stats(fat5_test *T) {
             continue;
         }
         while (ex < N && !bad) {
-            fat5_batch b;
+            fat5_batch b = {0};
             int64_t q;
             if (fat5_ul2_next_batch(s, &b) != FAT5_OK) { bad = 1; break; }
             for (q = 0; q < b.n_seq && ex < N; q++, ex++) {
@@ -554,7 +554,7 @@ static void t_ul2_prefix_uniform(fat5_test *T) {
         goto done;
     }
     while (ex < N) {
-        fat5_batch b;
+        fat5_batch b = {0};
         if (fat5_ul2_next_batch(s, &b) != FAT5_OK) break;
         for (q = 0; q < b.n_seq && ex < N; q++, ex++) {
             int64_t ni = b.enc_cu_seqlens[q + 1] - b.enc_cu_seqlens[q], nt = b.dec_cu_seqlens[q + 1] - b.dec_cu_seqlens[q];
@@ -589,7 +589,7 @@ static void t_ul2_sentinels(fat5_test *T) {
     td_corpus k;
     fat5_tokens *src = NULL, *src2 = NULL;
     fat5_ul2 *s = NULL;
-    fat5_batch b;
+    fat5_batch b = {0};
     int32_t piece[1024];
     int64_t q, spans, ex = 0, n_cap = 0;
     int den;
@@ -659,7 +659,7 @@ static void t_ul2_mixture(fat5_test *T) {
         goto done;
     }
     while (ex < N) {
-        fat5_batch b;
+        fat5_batch b = {0};
         if (fat5_ul2_next_batch(s, &b) != FAT5_OK) break;
         for (q = 0; q < b.n_seq && ex < N; q++, ex++) {
             int64_t e0 = b.enc_cu_seqlens[q], d0 = b.dec_cu_seqlens[q], spans;
@@ -841,7 +841,7 @@ static void t_ul2_splits(fat5_test *T) {
         // where a document comes again
         int guard = 0;
         while (ok && guard++ < 10000) {
-            fat5_batch b;
+            fat5_batch b = {0};
             int64_t at = n_got, first = n_pieces, p, done_epoch = 0;
             ok = fat5_ul2_next_batch(s, &b) == FAT5_OK &&
                  td_take_batch(T, &c, &b, got, &n_got, D * 61, plen, pden, &n_pieces, D * 61);
@@ -949,7 +949,7 @@ static void t_ul2_config_errors(fat5_test *T) {
     c.n_denoisers = 1;
     FAT5_CHECK_MSG(T, fat5_ul2_create(ctx, &c, src, &s) == FAT5_OK, "the smallest budget: %s", fat5_last_error(ctx));
     if (s) {   // every example then holds a piece of two ids (one of one id at a document's end)
-        fat5_batch b;
+        fat5_batch b = {0};
         FAT5_CHECK(T, fat5_ul2_next_batch(s, &b) == FAT5_OK && b.n_enc_tokens <= c.enc_tokens);
         FAT5_CHECK(T, s->piece_len[0] == 2);
     }
