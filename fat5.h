@@ -8455,6 +8455,8 @@ static const char fat5__train_options[] =
     "z_loss, label_smoothing: the loss\n"
     "denoisers: fat5 (the seven-denoiser UL2 mixture) or t5 (span corruption r .15, mu 3)\n"
     "max_length, max_labels_length: most input / target tokens of one example\n"
+    "sentinel_first, n_sentinels: the sentinel ids, counting down (default: the top of the data's\n"
+    "  vocabulary; every id above the bytes for a byte vocabulary, else 100 as T5's <extra_id_N>)\n"
     "batch_tokens, batch_labels_tokens: input / target token budget of one micro-batch\n"
     "output_dir: checkpoints and metrics.jsonl\n"
     "resume: a checkpoint directory, or an output directory (its latest checkpoint)\n"
@@ -8561,6 +8563,8 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
             memcpy(c->ul2.denoisers, u.denoisers, sizeof u.denoisers);
         }
     }
+    else if (FAT5__IS("sentinel_first")) { ok = fat5__opt_i64(v, 0, INT32_MAX, &i); c->ul2.sentinel_first = (int32_t)i; }
+    else if (FAT5__IS("n_sentinels")) { ok = fat5__opt_i64(v, 0, INT32_MAX, &i); c->ul2.n_sentinels = (int32_t)i; }
     else if (FAT5__IS("max_length")) ok = fat5__opt_i64(v, 1, 1 << 24, &c->ul2.max_enc_len);
     else if (FAT5__IS("max_labels_length")) ok = fat5__opt_i64(v, 1, 1 << 24, &c->ul2.max_dec_len);
     else if (FAT5__IS("batch_tokens")) ok = fat5__opt_i64(v, 1, (int64_t)1 << 31, &c->ul2.enc_tokens);
@@ -8792,10 +8796,13 @@ static fat5_status fat5__train_sampler(fat5_trainer *t, int split, uint64_t seed
     u.split = split;
     u.eval_fraction = t->cfg.eval_fraction;
     u.seed = seed;
-    if (u.n_sentinels <= 0) {   // byte vocabularies: the ids above the 256 bytes, from the top
+    if (u.n_sentinels <= 0) {
+        // from the top of the vocabulary: every id above the bytes for byte vocabularies (ByT5),
+        // else 100 (T5's <extra_id_0> .. <extra_id_99>), at most a quarter of the vocabulary
+        int64_t n = V > 259 && V <= 1024 ? V - 259 : 100;
+        if (n > V / 4) n = V / 4;
         u.sentinel_first = (int32_t)(V - 1);
-        u.n_sentinels = V > 259 ? (int32_t)(V - 259) : 0;
-        if (u.n_sentinels > 1000) u.n_sentinels = 1000;
+        u.n_sentinels = (int32_t)n;
     }
     if ((st = fat5_ul2_create(t->dctx, &u, t->tokens, out))) return fat5__err(t->ctx, st, "%s", fat5_last_error(t->dctx));
     return FAT5_OK;

@@ -409,5 +409,49 @@ static void t_train_skips_nonfinite(fat5_test *T) {
     fat5_train_destroy(t);
 }
 
+// --init: continued pre-training of a Hugging Face checkpoint (a fixture, vocabulary 96)
+static void t_train_init_from_hf(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    char out[600], path[600];
+    fat5_train_config c;
+    fat5_trainer *t = NULL;
+    fat5_train_metrics r;
+    fat5_model *hf = NULL;
+    int32_t ids[3000];
+    int64_t i, n = 0;
+    float w0[4], w1[4];
+    fat5_rng g = fat5_rng_init(7);
+    for (i = 0; i < 60; i++) {   // 60 documents of 10..49 ids in 3..71 (72..95: sentinels)
+        int64_t k, len = 10 + (int64_t)fat5_rng_below(&g, 40);
+        for (k = 0; k < len; k++) ids[n++] = 3 + (int32_t)((i * 7 + k * k) % 69);
+        ids[n++] = 1;
+    }
+    snprintf(path, sizeof path, "%s/small.tok", fat5_test_tmpdir(T));
+    FAT5_REQUIRE_OK(T, fat5_tokens_write(ctx, path, ids, n, 96, 1, 2));
+    snprintf(out, sizeof out, "%s/init", fat5_test_tmpdir(T));
+    c = ttr_config(T, path, out);
+    snprintf(c.init, sizeof c.init, "tests/data/t5_v10_relu_tied");
+    c.optim.total_steps = 3;
+    FAT5_REQUIRE_OK(T, fat5_model_load(ctx, c.init, &hf));
+    FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
+    FAT5_CHECK(T, fat5_train_model(t)->cfg.vocab_size == 96 && fat5_train_model(t)->cfg.d_model == hf->cfg.d_model &&
+                  fat5_train_model(t)->lm_head_tied);
+    // it starts from the checkpoint's weights ...
+    memcpy(w0, hf->w + hf->params[hf->shared].offset, sizeof w0);
+    memcpy(w1, fat5_train_model(t)->w + fat5_train_model(t)->params[fat5_train_model(t)->shared].offset, sizeof w1);
+    FAT5_CHECK(T, memcmp(w0, w1, sizeof w0) == 0);
+    while (!fat5_train_done(t)) FAT5_REQUIRE_OK(T, fat5_train_step(t, &r));
+    // ... trains it, and saves the same architecture (tied v1.0) back
+    FAT5_CHECK(T, r.saved && r.loss == r.loss);
+    {
+        fat5_model *back = NULL;
+        FAT5_CHECK_MSG(T, fat5_model_load(ctx, r.checkpoint, &back) == FAT5_OK && back->lm_head_tied &&
+                              back->cfg.act == FAT5_ACT_RELU, "%s", fat5_last_error(ctx));
+        fat5_model_destroy(back);
+    }
+    fat5_model_destroy(hf);
+    fat5_train_destroy(t);
+}
+
 #define FAT5_TESTS_TRAIN(X) X(train_options) X(train_learns) X(train_resume_bitwise) X(train_kill9_during_save) \
-    X(train_rejects) X(train_skips_nonfinite)
+    X(train_rejects) X(train_skips_nonfinite) X(train_init_from_hf)
