@@ -98,7 +98,7 @@ test-nocuda: examples/quickstart.c fat5.h
 	$(CC) -std=c99 $(WARN) $(CFLAGS) -DFAT5_NO_CUDA -o build/quickstart_nocuda examples/quickstart.c -lm -lpthread
 	build/quickstart_nocuda tests/data/t5_v11_gated_gelu_untied
 
-test-tools: $(TOOLS)
+test-tools: $(TOOLS) examples/train
 	tests/test_tools.sh
 
 # Build options (tests/test_options.c): FAT5_STATIC warning-free and running, a user FAT5_API

@@ -123,5 +123,29 @@ check grep -q "not a regular file" "$out/pt_err.txt"
 if tools/pretokenize "$out/a.txt" 2> "$out/pt_err.txt"; then echo "test_tools: FAILED: no -o accepted"; fail=1; fi
 check grep -q "usage" "$out/pt_err.txt"
 if tools/pretokenize --width 3 -o "$out/x.tok" "$out/a.txt" 2> /dev/null; then echo "test_tools: FAILED: --width 3"; fail=1; fi
+
+# examples/train: Ctrl-C writes a checkpoint and exits 130; --resume finishes the run, and the
+# metrics log then holds every step once
+for i in $(seq 1 40); do echo "line $i of a small corpus: the quick brown fox jumps over the lazy dog"; done > "$out/c.txt"
+check tools/pretokenize --sep line -o "$out/c.tok" "$out/c.txt" 2> /dev/null
+topts="--device cpu --data $out/c.tok --output_dir $out/run --model tiny --d_model 32 --d_ff 64 --num_heads 2
+  --d_kv 16 --num_layers 1 --num_decoder_layers 1 --max_length 48 --max_labels_length 48 --batch_tokens 192
+  --batch_labels_tokens 192 --save_steps 0 --eval_fraction 0 --denoisers t5 --logging_steps 1 --warmup_steps 1"
+examples/train $topts --max_steps 1000000 > "$out/train1.txt" 2>&1 &
+tpid=$!
+for i in $(seq 1 300); do
+    [ -f "$out/run/metrics.jsonl" ] && [ "$(wc -l < "$out/run/metrics.jsonl")" -ge 3 ] && break
+    sleep 0.1
+done
+kill -INT $tpid
+wait $tpid
+check test $? -eq 130
+check grep -q "interrupted; checkpoint" "$out/train1.txt"
+steps=$(sed -n 's/^step-0*//p' "$out/run/latest")
+check test "${steps:-0}" -ge 3
+check examples/train $topts --resume "$out/run" --max_steps $((steps + 2)) > "$out/train2.txt" 2>&1
+check test "$(wc -l < "$out/run/metrics.jsonl")" -eq $((steps + 2))
+check test "$(cat "$out/run/latest")" = "$(printf 'step-%08d' $((steps + 2)))"
+echo "test_tools: examples/train: Ctrl-C at step $steps, resumed to $((steps + 2))"
 [ $fail -eq 0 ] && echo "test_tools: ok"
 exit $fail
