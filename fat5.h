@@ -17,6 +17,10 @@
 // Checkpoints are Hugging Face directories: config.json + model.safetensors (or a sharded
 // model.safetensors.index.json), bf16 / fp16 / fp32 tensors.
 //
+// Training: fat5_train_create / fat5_train_step run the whole loop (UL2 batches from token files,
+// AdamWScale or AdamW, schedules, evaluation, atomic checkpoints that resume bit-identically);
+// examples/train.c is a complete program around them.
+//
 // Batches are packed: the tokens of all sequences are concatenated and described by cumulative
 // offsets (cu_seqlens), for the encoder and the decoder separately; no token attends across a
 // sequence boundary and relative positions restart at 0 in every sequence.
