@@ -62,5 +62,49 @@ if tools/fat5_inspect "$out/text.safetensors" > /dev/null 2> "$out/err.txt"; the
 fi
 check grep -q "not a safetensors file" "$out/err.txt"
 if grep -q '[0-9]\{10\}' "$out/err.txt"; then echo "test_tools: FAILED: a header length of text bytes"; fail=1; fi
+# plot_metrics: a JSONL log (keys in any order, whitespace, 1e-3 numbers, nested values, NaN)
+# -> a PNG that --check re-reads (signature, chunk CRCs, IHDR, stored blocks, Adler-32, pixel count)
+m="$out/metrics.jsonl"
+awk 'BEGIN { for (s = 1; s <= 40; s++) {
+        printf "{\"step\": %d, \"loss\": %.6f, \"lr\": 1e-3, \"grad_norm\": 0.5}\n", s, 6 * exp(-s / 15) + 1
+        if (s % 10 == 0) printf "  { \"eval_loss\" : %.4e ,\"tokens_per_s\":1.5E+3, \"x\": {\"a\": [1, null, \"}\"]}, \"step\":%d }\n", 2 + 4 * exp(-s / 15), s
+    }
+    print ""; print "{\"step\": 41, \"loss\": NaN}"; print "{\"step\": 42, \"loss\": Infinity, \"eval_loss\": 1e999}" }' > "$m"
+check tools/plot_metrics "$m" "$out/plot.png" --title "test: loss" > "$out/plot.txt" 2> "$out/plot_err.txt"
+check grep -q "40 training and 4 eval points" "$out/plot.txt"
+check grep -q "skipped 3 non-finite values" "$out/plot_err.txt"
+check tools/plot_metrics --check "$out/plot.png" > "$out/check.txt"
+check grep -q "^ok: 800x500, 3 chunks, 400000 pixels$" "$out/check.txt"
+# signature and IHDR read with od: width and height big-endian at bytes 16..23
+check test "$(od -An -tx1 -N8 "$out/plot.png" | tr -d ' \n')" = "89504e470d0a1a0a"
+check test "$(od -An -tx1 -j12 -N12 "$out/plot.png" | tr -d ' \n')" = "4948445200000320000001f4"
+check tools/plot_metrics "$m" "$out/plot_log.png" --log-y > /dev/null 2>&1
+check tools/plot_metrics --check "$out/plot_log.png" > /dev/null
+# a flipped pixel byte fails --check (its chunk CRC)
+cp "$out/plot.png" "$out/bad.png"
+printf 'X' | dd of="$out/bad.png" bs=1 seek=5000 conv=notrunc 2> /dev/null
+if tools/plot_metrics --check "$out/bad.png" > /dev/null 2> "$out/err.txt"; then
+    echo "test_tools: FAILED: plot_metrics --check accepted a damaged PNG"; fail=1
+fi
+check grep -q "IDAT.*CRC mismatch" "$out/err.txt"
+# a malformed line: non-zero exit, the file and line named
+printf '{"step": 1, "loss": 2.5}\n{"step": 2, "loss": 2.4}\n{"step": 3, "loss": }\n' > "$out/bad.jsonl"
+if tools/plot_metrics "$out/bad.jsonl" "$out/bad_plot.png" > /dev/null 2> "$out/err.txt"; then
+    echo "test_tools: FAILED: plot_metrics accepted a malformed line"; fail=1
+fi
+check grep -q "bad.jsonl:3: malformed JSON line" "$out/err.txt"
+printf '{"loss": 2.5}\n' > "$out/nostep.jsonl"
+if tools/plot_metrics "$out/nostep.jsonl" "$out/bad_plot.png" > /dev/null 2> "$out/err.txt"; then
+    echo "test_tools: FAILED: plot_metrics accepted a loss without a step"; fail=1
+fi
+check grep -q "nostep.jsonl:1: a loss without a \"step\"" "$out/err.txt"
+# a missing file and an empty file: non-zero exit, a message naming the file
+: > "$out/empty.jsonl"
+for f in "$out/missing.jsonl" "$out/empty.jsonl"; do
+    if tools/plot_metrics "$f" "$out/bad_plot.png" > /dev/null 2> "$out/err.txt"; then
+        echo "test_tools: FAILED: plot_metrics accepted $f"; fail=1
+    fi
+    check grep -q "$(basename "$f")" "$out/err.txt"
+done
 [ $fail -eq 0 ] && echo "test_tools: ok"
 exit $fail
