@@ -3951,27 +3951,33 @@ static double fat5__cpu_attn_score(const float *q, const float *k, const float *
     return sc;
 }
 
-// o = softmax(q k^T + bias) v per sequence and head, no 1/sqrt(dk) scale (T5); lse [Tq, H] saved
-// (-inf and o = 0 for a query without keys).
-static fat5_status fat5__cpu_attn_fwd(fat5_ctx *ctx, fat5__addr o_, fat5__addr lse_, fat5__addr q_, fat5__addr k_,
-                                      fat5__addr v_, fat5__addr bias_, fat5__addr lut, fat5__addr cu_q_,
-                                      fat5__addr cu_k_, fat5__addr q_seq_, int64_t Tq, int H, int dk, int kind,
-                                      int nb, int max_distance) {
-    float *o = FAT5__HOST(float, o_), *lse = FAT5__HOST(float, lse_);
-    const float *q = FAT5__HOST(const float, q_), *k = FAT5__HOST(const float, k_);
-    const float *v = FAT5__HOST(const float, v_), *bias = FAT5__HOST(const float, bias_);
-    const int32_t *cu_q = FAT5__HOST(const int32_t, cu_q_), *cu_k = FAT5__HOST(const int32_t, cu_k_);
-    const int32_t *q_seq = FAT5__HOST(const int32_t, q_seq_);
-    int64_t t, j, ld = (int64_t)H * dk, maxk = 1;
-    double *p, *acc;
-    int h, d;
-    (void)lut;
-    for (t = 0; t < Tq; t++)
-        if (cu_k[q_seq[t] + 1] - cu_k[q_seq[t]] > maxk) maxk = cu_k[q_seq[t] + 1] - cu_k[q_seq[t]];
-    p = FAT5__CAST(double *, fat5__host_scratch(ctx, (size_t)(maxk + dk) * sizeof(double), "fat5__cpu_attn_fwd"));
-    if (!p) return FAT5_ERR_OUT_OF_MEMORY;
-    acc = p + maxk;
-    for (t = 0; t < Tq; t++) {
+// The three attention ops below run on the context's threads (fat5__pool_run) like the matrix
+// products, each output row computed exactly as on one thread: the forward and dk/dv split the
+// query / key tokens, dq splits the heads (so each head's column of dbias is summed by one thread,
+// in the one-thread order). Results are bitwise the same for every thread count.
+typedef struct fat5__attn_job {
+    float *out0, *out1;                       // fwd: o, lse; dq: dq, dbias; dkv: dk, dv
+    const float *dout, *lse, *delta, *q, *k, *v, *bias;
+    const int32_t *cu_q, *cu_k, *seq;         // seq: q_seq (fwd, dq) or k_seq (dkv)
+    int64_t T, maxk;                          // T: the op's Tq or Tk
+    int H, dk, kind, nb, max_distance;
+    double *scratch;                          // fwd: maxk + dk doubles per part
+} fat5__attn_job;
+
+// parts for T rows of about `work` multiply-adds each: one below ~1 M in all, else the context's
+static int fat5__attn_parts(const fat5_ctx *ctx, double rows, double work) {
+    return rows * work < 1e6 ? 1 : ctx->n_threads;
+}
+
+static void fat5__attn_fwd_part(void *arg, int part, int parts) {
+    const fat5__attn_job *J = FAT5__CAST(const fat5__attn_job *, arg);
+    float *o = J->out0, *lse = J->out1;
+    const float *q = J->q, *k = J->k, *v = J->v, *bias = J->bias;
+    const int32_t *cu_q = J->cu_q, *cu_k = J->cu_k, *q_seq = J->seq;
+    int64_t t, j, ld = (int64_t)J->H * J->dk, t0 = J->T * part / parts, t1 = J->T * (part + 1) / parts;
+    int h, d, H = J->H, dk = J->dk, kind = J->kind;
+    double *p = J->scratch + (size_t)part * (size_t)(J->maxk + dk), *acc = p + J->maxk;
+    for (t = t0; t < t1; t++) {
         int32_t s = q_seq[t];
         int64_t i = t - cu_q[s], k0 = cu_k[s], nk = cu_k[s + 1] - k0;
         int64_t jend = kind == FAT5__ATTN_CAUSAL ? (i + 1 < nk ? i + 1 : nk) : nk;
@@ -3979,8 +3985,8 @@ static fat5_status fat5__cpu_attn_fwd(fat5_ctx *ctx, fat5__addr o_, fat5__addr l
             const float *qi = q + t * ld + h * dk;
             double mx = -INFINITY, sum = 0;
             for (j = 0; j < jend; j++) {
-                p[j] = fat5__cpu_attn_score(qi, k + (k0 + j) * ld + h * dk, bias, i, j, h, H, dk, kind, nb,
-                                            max_distance);
+                p[j] = fat5__cpu_attn_score(qi, k + (k0 + j) * ld + h * dk, bias, i, j, h, H, dk, kind, J->nb,
+                                            J->max_distance);
                 if (p[j] > mx) mx = p[j];
             }
             for (d = 0; d < dk; d++) acc[d] = 0;
@@ -3994,6 +4000,42 @@ static fat5_status fat5__cpu_attn_fwd(fat5_ctx *ctx, fat5__addr o_, fat5__addr l
             lse[t * H + h] = jend ? (float)(mx + log(sum)) : -INFINITY;
         }
     }
+}
+
+// o = softmax(q k^T + bias) v per sequence and head, no 1/sqrt(dk) scale (T5); lse [Tq, H] saved
+// (-inf and o = 0 for a query without keys).
+static fat5_status fat5__cpu_attn_fwd(fat5_ctx *ctx, fat5__addr o_, fat5__addr lse_, fat5__addr q_, fat5__addr k_,
+                                      fat5__addr v_, fat5__addr bias_, fat5__addr lut, fat5__addr cu_q_,
+                                      fat5__addr cu_k_, fat5__addr q_seq_, int64_t Tq, int H, int dk, int kind,
+                                      int nb, int max_distance) {
+    fat5__attn_job J;
+    int64_t t;
+    int parts;
+    (void)lut;
+    memset(&J, 0, sizeof J);
+    J.out0 = FAT5__HOST(float, o_);
+    J.out1 = FAT5__HOST(float, lse_);
+    J.q = FAT5__HOST(const float, q_);
+    J.k = FAT5__HOST(const float, k_);
+    J.v = FAT5__HOST(const float, v_);
+    J.bias = FAT5__HOST(const float, bias_);
+    J.cu_q = FAT5__HOST(const int32_t, cu_q_);
+    J.cu_k = FAT5__HOST(const int32_t, cu_k_);
+    J.seq = FAT5__HOST(const int32_t, q_seq_);
+    J.T = Tq;
+    J.H = H;
+    J.dk = dk;
+    J.kind = kind;
+    J.nb = nb;
+    J.max_distance = max_distance;
+    J.maxk = 1;
+    for (t = 0; t < Tq; t++)
+        if (J.cu_k[J.seq[t] + 1] - J.cu_k[J.seq[t]] > J.maxk) J.maxk = J.cu_k[J.seq[t] + 1] - J.cu_k[J.seq[t]];
+    parts = fat5__attn_parts(ctx, (double)Tq, (double)J.maxk * H * dk * 2);
+    J.scratch = FAT5__CAST(double *, fat5__host_scratch(ctx, (size_t)parts * (size_t)(J.maxk + dk) * sizeof(double),
+                                                       "fat5__cpu_attn_fwd"));
+    if (!J.scratch) return FAT5_ERR_OUT_OF_MEMORY;
+    fat5__pool_run(ctx, fat5__attn_fwd_part, &J, parts);
     return FAT5_OK;
 }
 
@@ -4014,6 +4056,65 @@ static fat5_status fat5__cpu_attn_bwd_delta(fat5_ctx *ctx, fat5__addr delta_, fa
     return FAT5_OK;
 }
 
+// fills the job fields the two backward ops share
+static void fat5__attn_bwd_job(fat5__attn_job *J, fat5__addr out0, fat5__addr out1, fat5__addr dout_,
+                               fat5__addr lse_, fat5__addr delta_, fat5__addr q_, fat5__addr k_, fat5__addr v_,
+                               fat5__addr bias_, fat5__addr cu_q_, fat5__addr cu_k_, fat5__addr seq_, int64_t T,
+                               int H, int dk, int kind, int nb, int max_distance) {
+    memset(J, 0, sizeof *J);
+    J->out0 = FAT5__HOST(float, out0);
+    J->out1 = FAT5__HOST(float, out1);
+    J->dout = FAT5__HOST(const float, dout_);
+    J->lse = FAT5__HOST(const float, lse_);
+    J->delta = FAT5__HOST(const float, delta_);
+    J->q = FAT5__HOST(const float, q_);
+    J->k = FAT5__HOST(const float, k_);
+    J->v = FAT5__HOST(const float, v_);
+    J->bias = FAT5__HOST(const float, bias_);
+    J->cu_q = FAT5__HOST(const int32_t, cu_q_);
+    J->cu_k = FAT5__HOST(const int32_t, cu_k_);
+    J->seq = FAT5__HOST(const int32_t, seq_);
+    J->T = T;
+    J->H = H;
+    J->dk = dk;
+    J->kind = kind;
+    J->nb = nb;
+    J->max_distance = max_distance;
+}
+
+// heads [part * H / parts, (part + 1) * H / parts) of every query
+static void fat5__attn_dq_part(void *arg, int part, int parts) {
+    const fat5__attn_job *J = FAT5__CAST(const fat5__attn_job *, arg);
+    float *dq = J->out0, *dbias = J->out1;
+    const float *dout = J->dout, *lse = J->lse, *delta = J->delta, *q = J->q, *k = J->k, *v = J->v;
+    const int32_t *cu_q = J->cu_q, *cu_k = J->cu_k, *q_seq = J->seq;
+    int H = J->H, dk = J->dk, kind = J->kind, h, d, h0 = H * part / parts, h1 = H * (part + 1) / parts;
+    int64_t t, j, ld = (int64_t)H * dk;
+    for (t = 0; t < J->T; t++) {
+        int32_t s = q_seq[t];
+        int64_t i = t - cu_q[s], k0 = cu_k[s], nk = cu_k[s + 1] - k0;
+        int64_t jend = kind == FAT5__ATTN_CAUSAL ? (i + 1 < nk ? i + 1 : nk) : nk;
+        for (h = h0; h < h1; h++) {
+            const float *qi = q + t * ld + h * dk, *doi = dout + t * ld + h * dk;
+            float *dqi = dq + t * ld + h * dk;
+            double L = lse[t * H + h];
+            for (d = 0; d < dk; d++) dqi[d] = 0;
+            for (j = 0; j < jend; j++) {
+                const float *kj = k + (k0 + j) * ld + h * dk, *vj = v + (k0 + j) * ld + h * dk;
+                double p = exp(fat5__cpu_attn_score(qi, kj, J->bias, i, j, h, H, dk, kind, J->nb, J->max_distance) -
+                               L);
+                double dp = 0, ds;
+                for (d = 0; d < dk; d++) dp += (double)doi[d] * vj[d];
+                ds = p * (dp - delta[t * H + h]);
+                for (d = 0; d < dk; d++) dqi[d] += (float)(ds * kj[d]);
+                if (dbias)
+                    dbias[(int64_t)fat5__rel_bucket(j - i, kind == FAT5__ATTN_BIDIR, J->nb, J->max_distance) * H +
+                          h] += (float)ds;
+            }
+        }
+    }
+}
+
 // dq (written) and dbias[bucket, h] += ds (dbias 0: not wanted). p = exp(score - lse) is
 // recomputed; ds = p (dout . v - delta).
 static fat5_status fat5__cpu_attn_bwd_dq(fat5_ctx *ctx, fat5__addr dq_, fat5__addr dbias_, fat5__addr dout_,
@@ -4021,61 +4122,26 @@ static fat5_status fat5__cpu_attn_bwd_dq(fat5_ctx *ctx, fat5__addr dq_, fat5__ad
                                          fat5__addr v_, fat5__addr bias_, fat5__addr lut, fat5__addr cu_q_,
                                          fat5__addr cu_k_, fat5__addr q_seq_, int64_t Tq, int H, int dk, int kind,
                                          int nb, int max_distance) {
-    float *dq = FAT5__HOST(float, dq_), *dbias = FAT5__HOST(float, dbias_);
-    const float *dout = FAT5__HOST(const float, dout_), *lse = FAT5__HOST(const float, lse_);
-    const float *delta = FAT5__HOST(const float, delta_), *q = FAT5__HOST(const float, q_);
-    const float *k = FAT5__HOST(const float, k_), *v = FAT5__HOST(const float, v_);
-    const float *bias = FAT5__HOST(const float, bias_);
-    const int32_t *cu_q = FAT5__HOST(const int32_t, cu_q_), *cu_k = FAT5__HOST(const int32_t, cu_k_);
-    const int32_t *q_seq = FAT5__HOST(const int32_t, q_seq_);
-    int64_t t, j, ld = (int64_t)H * dk;
-    int h, d;
-    (void)ctx;
+    fat5__attn_job J;
+    int parts;
     (void)lut;
-    for (t = 0; t < Tq; t++) {
-        int32_t s = q_seq[t];
-        int64_t i = t - cu_q[s], k0 = cu_k[s], nk = cu_k[s + 1] - k0;
-        int64_t jend = kind == FAT5__ATTN_CAUSAL ? (i + 1 < nk ? i + 1 : nk) : nk;
-        for (h = 0; h < H; h++) {
-            const float *qi = q + t * ld + h * dk, *doi = dout + t * ld + h * dk;
-            float *dqi = dq + t * ld + h * dk;
-            double L = lse[t * H + h];
-            for (d = 0; d < dk; d++) dqi[d] = 0;
-            for (j = 0; j < jend; j++) {
-                const float *kj = k + (k0 + j) * ld + h * dk, *vj = v + (k0 + j) * ld + h * dk;
-                double p = exp(fat5__cpu_attn_score(qi, kj, bias, i, j, h, H, dk, kind, nb, max_distance) - L);
-                double dp = 0, ds;
-                for (d = 0; d < dk; d++) dp += (double)doi[d] * vj[d];
-                ds = p * (dp - delta[t * H + h]);
-                for (d = 0; d < dk; d++) dqi[d] += (float)(ds * kj[d]);
-                if (dbias)
-                    dbias[(int64_t)fat5__rel_bucket(j - i, kind == FAT5__ATTN_BIDIR, nb, max_distance) * H + h] +=
-                        (float)ds;
-            }
-        }
-    }
+    fat5__attn_bwd_job(&J, dq_, dbias_, dout_, lse_, delta_, q_, k_, v_, bias_, cu_q_, cu_k_, q_seq_, Tq, H, dk, kind,
+                       nb, max_distance);
+    parts = fat5__attn_parts(ctx, (double)Tq, (double)H * dk * 64);
+    if (parts > H) parts = H;
+    fat5__pool_run(ctx, fat5__attn_dq_part, &J, parts);
     return FAT5_OK;
 }
 
-// dk, dv (written), key by key: k_seq[j] is the sequence of key token j; each key gathers the
-// queries of its sequence that see it.
-static fat5_status fat5__cpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__addr dk_, fat5__addr dv_, fat5__addr dout_,
-                                          fat5__addr lse_, fat5__addr delta_, fat5__addr q_, fat5__addr k_,
-                                          fat5__addr v_, fat5__addr bias_, fat5__addr lut, fat5__addr cu_q_,
-                                          fat5__addr cu_k_, fat5__addr k_seq_, int64_t Tk, int H, int dk, int kind,
-                                          int nb, int max_distance) {
-    float *dkk = FAT5__HOST(float, dk_), *dv = FAT5__HOST(float, dv_);
-    const float *dout = FAT5__HOST(const float, dout_), *lse = FAT5__HOST(const float, lse_);
-    const float *delta = FAT5__HOST(const float, delta_), *q = FAT5__HOST(const float, q_);
-    const float *k = FAT5__HOST(const float, k_), *v = FAT5__HOST(const float, v_);
-    const float *bias = FAT5__HOST(const float, bias_);
-    const int32_t *cu_q = FAT5__HOST(const int32_t, cu_q_), *cu_k = FAT5__HOST(const int32_t, cu_k_);
-    const int32_t *k_seq = FAT5__HOST(const int32_t, k_seq_);
-    int64_t t, i, ld = (int64_t)H * dk;
-    int h, d;
-    (void)ctx;
-    (void)lut;
-    for (t = 0; t < Tk; t++) {
+// keys [part * Tk / parts, (part + 1) * Tk / parts)
+static void fat5__attn_dkv_part(void *arg, int part, int parts) {
+    const fat5__attn_job *J = FAT5__CAST(const fat5__attn_job *, arg);
+    float *dkk = J->out0, *dv = J->out1;
+    const float *dout = J->dout, *lse = J->lse, *delta = J->delta, *q = J->q, *k = J->k, *v = J->v;
+    const int32_t *cu_q = J->cu_q, *cu_k = J->cu_k, *k_seq = J->seq;
+    int H = J->H, dk = J->dk, kind = J->kind, h, d;
+    int64_t t, i, ld = (int64_t)H * dk, t0 = J->T * part / parts, t1 = J->T * (part + 1) / parts;
+    for (t = t0; t < t1; t++) {
         int32_t s = k_seq[t];
         int64_t j = t - cu_k[s], q0 = cu_q[s], nq = cu_q[s + 1] - q0;
         for (h = 0; h < H; h++) {
@@ -4084,7 +4150,7 @@ static fat5_status fat5__cpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__addr dk_, fat5__a
             for (d = 0; d < dk; d++) dkj[d] = dvj[d] = 0;
             for (i = kind == FAT5__ATTN_CAUSAL ? j : 0; i < nq; i++) {
                 const float *qi = q + (q0 + i) * ld + h * dk, *doi = dout + (q0 + i) * ld + h * dk;
-                double p = exp(fat5__cpu_attn_score(qi, kj, bias, i, j, h, H, dk, kind, nb, max_distance) -
+                double p = exp(fat5__cpu_attn_score(qi, kj, J->bias, i, j, h, H, dk, kind, J->nb, J->max_distance) -
                                lse[(q0 + i) * H + h]);
                 double dp = 0, ds;
                 for (d = 0; d < dk; d++) dp += (double)doi[d] * vj[d];
@@ -4096,6 +4162,20 @@ static fat5_status fat5__cpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__addr dk_, fat5__a
             }
         }
     }
+}
+
+// dk, dv (written), key by key: k_seq[j] is the sequence of key token j; each key gathers the
+// queries of its sequence that see it.
+static fat5_status fat5__cpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__addr dk_, fat5__addr dv_, fat5__addr dout_,
+                                          fat5__addr lse_, fat5__addr delta_, fat5__addr q_, fat5__addr k_,
+                                          fat5__addr v_, fat5__addr bias_, fat5__addr lut, fat5__addr cu_q_,
+                                          fat5__addr cu_k_, fat5__addr k_seq_, int64_t Tk, int H, int dk, int kind,
+                                          int nb, int max_distance) {
+    fat5__attn_job J;
+    (void)lut;
+    fat5__attn_bwd_job(&J, dk_, dv_, dout_, lse_, delta_, q_, k_, v_, bias_, cu_q_, cu_k_, k_seq_, Tk, H, dk, kind, nb,
+                       max_distance);
+    fat5__pool_run(ctx, fat5__attn_dkv_part, &J, fat5__attn_parts(ctx, (double)Tk, (double)H * dk * 64));
     return FAT5_OK;
 }
 

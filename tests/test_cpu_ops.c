@@ -477,6 +477,56 @@ static void t_matmul_threads(fat5_test *T) {
     }
 }
 
+// A whole forward and backward on 1, 2 and 3 threads (products and attention large enough to be
+// split): loss, logits and every gradient bitwise equal.
+static void t_threads_model_bitwise(fat5_test *T) {
+    enum { S = 2, TE = 150, TD = 70 };
+    static int32_t enc[S * TE], lab[S * TD], ecu[S + 1], dcu[S + 1];
+    static const int nts[3] = {1, 2, 3};
+    fat5_model_config c = fat5_model_config_default();
+    fat5_loss_config lc = fat5_loss_config_default();
+    fat5_rng g = fat5_rng_init(5);
+    fat5_batch b;
+    float *ref_l = NULL, *ref_g = NULL;
+    double ref_loss = 0;
+    size_t nl = (size_t)S * TD * 50, ng = 0;
+    int i, r;
+    c.vocab_size = 50; c.d_model = 64; c.d_kv = 32; c.num_heads = 2; c.d_ff = 128;
+    c.num_layers = 1; c.num_decoder_layers = 1;
+    c.act = FAT5_ACT_GELU_TANH; c.gated = 1; c.tie_word_embeddings = 0; c.scale_decoder_outputs = 0;
+    for (i = 0; i < S * TE; i++) enc[i] = 2 + (int32_t)fat5_rng_below(&g, 48);
+    for (i = 0; i < S * TD; i++) lab[i] = 2 + (int32_t)fat5_rng_below(&g, 48);
+    for (i = 0; i <= S; i++) { ecu[i] = i * TE; dcu[i] = i * TD; }
+    memset(&b, 0, sizeof b);
+    b.n_seq = S; b.n_enc_tokens = S * TE; b.n_dec_tokens = S * TD;
+    b.enc_tokens = enc; b.enc_cu_seqlens = ecu; b.labels = lab; b.dec_cu_seqlens = dcu;
+    for (r = 0; r < 3; r++) {
+        fat5_ctx *ctx = tc_ctx_threads(nts[r]);
+        fat5_model *m = NULL;
+        fat5_forward_result fr;
+        float *l = tc_alloc(nl), *gr;
+        FAT5_REQUIRE_OK(T, fat5_model_create(ctx, &c, 3, &m));
+        FAT5_REQUIRE_OK(T, fat5_model_forward(m, &b, &lc, &fr));
+        FAT5_REQUIRE_OK(T, fat5_model_backward(m, 1.0f));
+        FAT5_REQUIRE_OK(T, fat5_model_get_logits(m, l, (int64_t)nl));
+        ng = m->n_floats;
+        gr = tc_alloc(ng);
+        memcpy(gr, FAT5__HOST(const float, m->gd), ng * sizeof(float));
+        if (r == 0) {
+            ref_l = l; ref_g = gr; ref_loss = fr.loss;
+        } else {
+            FAT5_CHECK_MSG(T, fr.loss == ref_loss, "%d threads: loss %.17g, 1 thread %.17g", nts[r], fr.loss, ref_loss);
+            FAT5_CHECK_MSG(T, !memcmp(l, ref_l, nl * sizeof(float)), "%d threads: logits differ", nts[r]);
+            FAT5_CHECK_MSG(T, !memcmp(gr, ref_g, ng * sizeof(float)), "%d threads: gradients differ", nts[r]);
+            free(l); free(gr);
+        }
+        FAT5_CHECK(T, nts[r] == 1 || !FAT5__THREADS || ctx->pool != NULL);  // the threads did run
+        fat5_model_destroy(m);
+        fat5_ctx_destroy(ctx);
+    }
+    free(ref_l); free(ref_g);
+}
+
 // The op table: each op exists on both backends, and every GPU kernel is the GPU side of an op of
 // the same name (so no kernel lacks its CPU oracle).
 static void t_op_table(fat5_test *T) {
@@ -504,4 +554,4 @@ static void t_op_table(fat5_test *T) {
 }
 
 #define FAT5_TESTS_CPU_OPS(X) X(rel_bucket_tables) X(rmsnorm_bwd) X(act_bwd) X(attn_bwd) X(attn_masking) \
-    X(xent_bwd) X(matmul_layouts) X(matmul_threads) X(op_table)
+    X(xent_bwd) X(matmul_layouts) X(matmul_threads) X(threads_model_bitwise) X(op_table)
