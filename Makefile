@@ -92,11 +92,14 @@ else
 	@echo "test-abi: SKIP (no CUDA headers found)"
 endif
 
-# the CPU-only build (FAT5_NO_CUDA): compiles and runs the quick start on a fixture
+# the CPU-only build (FAT5_NO_CUDA): compiles and runs the quick start on a fixture; again with
+# FAT5_NO_THREADS, linked with -lm alone
 test-nocuda: examples/quickstart.c fat5.h
 	@mkdir -p build
 	$(CC) -std=c99 $(WARN) $(CFLAGS) -DFAT5_NO_CUDA -o build/quickstart_nocuda examples/quickstart.c -lm -lpthread
 	build/quickstart_nocuda tests/data/t5_v11_gated_gelu_untied
+	$(CC) -std=c99 $(WARN) $(CFLAGS) -DFAT5_NO_CUDA -DFAT5_NO_THREADS -o build/quickstart_nothreads examples/quickstart.c -lm
+	build/quickstart_nothreads tests/data/t5_v11_gated_gelu_untied
 
 test-tools: $(TOOLS) examples/train
 	tests/test_tools.sh

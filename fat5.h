@@ -606,6 +606,7 @@ FAT5_API const fat5_train_config *fat5_train_get_config(const fat5_trainer *t);
 #include <math.h>
 #include <errno.h>
 #include <limits.h>
+#include <time.h>
 #ifndef _WIN32
 #include <unistd.h>
 #include <sys/stat.h>
@@ -5840,11 +5841,12 @@ static void fat5__ws_free(fat5_model *m) {
 }
 
 // Scratch the CPU ops take from the context's arena for batches of te / td tokens, in bytes:
-// the matrix products' packed blocks (a fixed size per thread), or one query's scores and output
-// in attention.
+// the matrix products' packed blocks, or one query's scores and output in attention, for each of
+// the context's threads.
 static size_t fat5__cpu_scratch_need(const fat5_model *m, int64_t te, int64_t td) {
     const fat5_model_config *c = &m->cfg;
-    size_t n = (size_t)((te > td ? te : td) + c->d_kv) * sizeof(double), mm = fat5__cpu_mm_scratch(m->ctx);
+    size_t n = (size_t)((te > td ? te : td) + c->d_kv) * sizeof(double) * (size_t)m->ctx->n_threads;
+    size_t mm = fat5__cpu_mm_scratch(m->ctx);
     return n > mm ? n : mm;
 }
 
