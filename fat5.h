@@ -8884,9 +8884,8 @@ static fat5_status fat5__train_sampler(fat5_trainer *t, int split, uint64_t seed
     u.seed = seed;
     if (u.n_sentinels <= 0) {
         // from the top of the vocabulary: every id above the bytes for byte vocabularies (ByT5),
-        // else 100 (T5's <extra_id_0> .. <extra_id_99>), at most a quarter of the vocabulary
-        int64_t n = V > 259 && V <= 1024 ? V - 259 : 100;
-        if (n > V / 4) n = V / 4;
+        // else 100 (T5's <extra_id_0> .. <extra_id_99>) or a quarter of a smaller vocabulary
+        int64_t n = V > 259 && V <= 1024 ? V - 259 : (V / 4 < 100 ? V / 4 : 100);
         u.sentinel_first = (int32_t)(V - 1);
         u.n_sentinels = (int32_t)n;
     }
