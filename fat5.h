@@ -493,7 +493,9 @@ typedef struct fat5_optim_config {
     int64_t warmup_steps, total_steps, decay_steps;
     double min_lr;               // the cosine floor
 } fat5_optim_config;
-// FAT5's: AdamWScale, lr 5e-3, betas .9/.999, eps 1e-6, wd 0, clip 1, cosine, min_lr 1e-5
+// FAT5's: AdamWScale, lr 5e-3, betas .9/.999, eps 1e-6, wd 0, clip 1, cosine, min_lr 1e-5.
+// warmup_steps 10000 and total_steps 65536 (nanoT5's run) are placeholders: set them for your run.
+// fat5_optim_create validates the config (the message names the field).
 FAT5_API fat5_optim_config fat5_optim_config_default(void);
 FAT5_API double fat5_sched_lr(const fat5_optim_config *c, int64_t step);   // step counts from 0
 
@@ -503,6 +505,7 @@ typedef struct fat5_optim_result {
     double grad_norm;            // global L2 norm before clipping
     int skipped;                 // 1: a non-finite gradient; nothing was changed but the step count
 } fat5_optim_result;
+// The update rule, clipping, exclusions and the bias correction are described in section [5.3].
 // An optimizer for every parameter of m (norm weights and relative-bias tables get no weight decay).
 FAT5_API fat5_status fat5_optim_create(fat5_model *m, const fat5_optim_config *cfg, fat5_optim **out);
 FAT5_API void fat5_optim_destroy(fat5_optim *o);
