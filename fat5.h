@@ -382,15 +382,20 @@ FAT5_API fat5_status fat5_write_file_atomic(fat5_ctx *ctx, const char *path, con
 // followed by the ids (uint16 or uint32). The id count is (file size - 32) / width.
 typedef struct fat5_tokens fat5_tokens;
 // Opens one or more token files as one stream of documents (the files' order). They must agree on
-// vocabulary size and eos id; every file is checked (header, size, ids below the vocabulary, the
-// last id an eos) and a bad one is an error naming the file and the byte offset.
+// vocabulary size and eos id; every file is checked in one pass (header, size, ids below the
+// vocabulary, the last id an eos) and a bad one is an error naming the file and the byte offset
+// ("x.tok: byte 34: id 300 is not below the vocabulary size 256"). Only regular files are opened
+// (a FIFO or directory is FAT5_ERR_IO, without blocking). Ids are then read through a 1 MiB window
+// per tokens object, never the whole file; the files stay open until fat5_tokens_close. An empty
+// document (two eos in a row) is allowed and counts in num_docs.
 FAT5_API fat5_status fat5_tokens_open(fat5_ctx *ctx, const char *const *paths, int n_paths, fat5_tokens **out);
 FAT5_API void fat5_tokens_close(fat5_tokens *t);
 FAT5_API int64_t fat5_tokens_count(const fat5_tokens *t);        // ids in all files
 FAT5_API int64_t fat5_tokens_num_docs(const fat5_tokens *t);
 FAT5_API int64_t fat5_tokens_vocab_size(const fat5_tokens *t);
 FAT5_API int32_t fat5_tokens_eos_id(const fat5_tokens *t);
-// Writes a token file atomically from ids (each below vocab_size; documents end with eos_id).
+// Writes a token file atomically (temp file + flush + rename) from ids (each below vocab_size,
+// at least one, the last eos_id); id_width 2 needs vocab_size <= 65536.
 FAT5_API fat5_status fat5_tokens_write(fat5_ctx *ctx, const char *path, const int32_t *ids, int64_t n,
                                        int64_t vocab_size, int32_t eos_id, int id_width);
 
