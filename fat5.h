@@ -993,6 +993,13 @@ FAT5_API void fat5_ctx_destroy(fat5_ctx *ctx) {
 FAT5_API const char *fat5_last_error(const fat5_ctx *ctx) { return ctx ? ctx->err : "no context"; }
 FAT5_API fat5_device fat5_ctx_device(const fat5_ctx *ctx) { return ctx->cfg.device; }
 
+// seconds on a monotonic clock (timings and progress)
+static double fat5__now_s(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 // =============================================================================================
 // ==[1.2] base: RNG ==
 // Philox4x32-10 (Salmon et al., SC'11). Block i of stream `seed` is philox(key = seed,
@@ -2451,12 +2458,6 @@ static fat5__proc fat5__dev_sym(void *lib, const char *name) {
     return f;
 }
 
-static double fat5__dev_now_ms(void) {
-    struct timespec ts;
-    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
 static const char *fat5__dev_kname(int k) {
     return k >= 0 && k < FAT5__K_COUNT ? fat5__kernel_names[k] : "(no kernel)";
 }
@@ -2911,9 +2912,9 @@ static fat5_status fat5__dev_compile(fat5_ctx *ctx, struct fat5__gpu *g, const c
     r = g->nvrtc.nvrtcCreateProgram(&prog, src, "fat5_kernels.cu", 0, NULL, NULL);
     if (r != FAT5__NVRTC_SUCCESS)
         return fat5__err(ctx, FAT5_ERR_NVRTC, "nvrtcCreateProgram: %s", fat5__dev_nvrtc_text(g, r));
-    t0 = fat5__dev_now_ms();
+    t0 = 1e3 * fat5__now_s();
     cr = g->nvrtc.nvrtcCompileProgram(prog, n_opts, opts);
-    g->compile_ms = fat5__dev_now_ms() - t0;
+    g->compile_ms = 1e3 * fat5__now_s() - t0;
     // always fetch the log (its size counts the NUL), then look at the result
     if (g->nvrtc.nvrtcGetProgramLogSize(prog, &log_size) == FAT5__NVRTC_SUCCESS && log_size > 1) {
         log = FAT5__CAST(char *, fat5__malloc(ctx, log_size));
@@ -3111,7 +3112,7 @@ static fat5_status fat5__dev_open(fat5_ctx *ctx) {
     const char *names[2], *missing, *env;
     size_t img_size = 0;
     int count = 0, k, n_missing = 0;
-    double t0 = fat5__dev_now_ms();
+    double t0 = 1e3 * fat5__now_s();
 
     if (ctx->gpu) return FAT5_OK;
     if (ctx->cfg.dtype != FAT5_DTYPE_FP32 && ctx->cfg.dtype != FAT5_DTYPE_BF16)
@@ -3291,7 +3292,7 @@ static fat5_status fat5__dev_open(fat5_ctx *ctx) {
         fat5__log(ctx, FAT5_LOG_INFO, "kernels: compiled for %s in %.0f ms (%s%s)", g->arch,
                   g->compile_ms, g->cache_file[0] ? "cached at " : "cache off",
                   g->cache_file);
-    fat5__log(ctx, FAT5_LOG_DEBUG, "GPU open took %.0f ms", fat5__dev_now_ms() - t0);
+    fat5__log(ctx, FAT5_LOG_DEBUG, "GPU open took %.0f ms", 1e3 * fat5__now_s() - t0);
     return FAT5_OK;
 
 fail:
@@ -8158,6 +8159,17 @@ static int fat5__is_dir(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
+// Creates dir unless it exists (one level; the parent must exist).
+static fat5_status fat5__mkdir(fat5_ctx *ctx, const char *dir) {
+    if (fat5__is_dir(dir)) return FAT5_OK;
+#ifdef _WIN32
+    return fat5__err(ctx, FAT5_ERR_IO, "%s: no such directory", dir);
+#else
+    if (mkdir(dir, 0777) != 0 && !fat5__is_dir(dir))
+        return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot create directory: %s", dir, strerror(errno));
+    return FAT5_OK;
+#endif
+}
 static int fat5__is_file(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
@@ -8437,14 +8449,7 @@ FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
     fat5_status st;
     int i;
     if (!dir || strlen(dir) >= 4096) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_save: bad directory");
-    if (!fat5__is_dir(dir)) {
-#ifdef _WIN32
-        return fat5__err(ctx, FAT5_ERR_IO, "%s: no such directory", dir);
-#else
-        if (mkdir(dir, 0777) != 0 && !fat5__is_dir(dir))
-            return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot create directory: %s", dir, strerror(errno));
-#endif
-    }
+    if ((st = fat5__mkdir(ctx, dir))) return st;
     if ((st = fat5__model_pull_params(m))) return st;
     if ((st = fat5_model_config_to_json(ctx, &m->cfg, &json, &json_len))) return st;
     t = FAT5__CAST(fat5_st_write_tensor *, fat5__calloc(ctx, (size_t)m->n_params, sizeof *t));
@@ -8476,12 +8481,6 @@ FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
 
 // =============================================================================================
 // ==[6.4] io: training checkpoints and the training loop ==
-
-static double fat5__now_s(void) {
-    struct timespec ts;
-    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 // ---------------------------------------------------------------------------------------------
 // training options
@@ -8939,13 +8938,6 @@ static void fat5__first_diff(const char *a, const char *b, char *out, size_t cap
 
 // --- checkpoint directories
 
-static fat5_status fat5__mkdir(fat5_ctx *ctx, const char *dir) {
-    if (fat5__is_dir(dir)) return FAT5_OK;
-    if (mkdir(dir, 0777) != 0 && !fat5__is_dir(dir))
-        return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot create directory: %s", dir, strerror(errno));
-    return FAT5_OK;
-}
-
 static fat5_status fat5__fsync_dir(fat5_ctx *ctx, const char *dir) {
     int fd = open(dir, O_RDONLY), rc;
     if (fd < 0) return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot open directory: %s", dir, strerror(errno));
@@ -9359,7 +9351,7 @@ FAT5_API fat5_status fat5_train_evaluate(fat5_trainer *t, double *loss) {
 
 static void fat5__json_num(fat5__sb *b, const char *key, double v) {
     char num[40];
-    if (v != v || v == HUGE_VAL || v == -HUGE_VAL) {
+    if (!isfinite(v)) {
         fat5__sb_printf(b, ", \"%s\": null", key);
         return;
     }
@@ -9398,7 +9390,7 @@ FAT5_API fat5_status fat5_train_step(fat5_trainer *t, fat5_train_metrics *out) {
         if ((st = fat5_model_backward(t->m, scale))) return st;
     }
     loss = n_labels ? loss / (double)n_labels : NAN;
-    finite = loss == loss && loss != HUGE_VAL && loss != -HUGE_VAL;
+    finite = isfinite(loss);
     if (finite) {
         if ((st = fat5_optim_step(t->o, &orr))) return st;
     } else {   // the weights are left as they are; the step still counts

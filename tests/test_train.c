@@ -116,6 +116,19 @@ static void t_train_learns(fat5_test *T) {
     fat5_train_destroy(t);
 }
 
+// every parameter, in table order, into w (fat5_model_num_params floats)
+static fat5_status ttr_weights(fat5_model *m, float *w) {
+    int64_t off = 0;
+    int k;
+    fat5_status st = FAT5_OK;
+    for (k = 0; k < fat5_model_num_tensors(m) && st == FAT5_OK; k++) {
+        fat5_tensor_info ti;
+        if ((st = fat5_model_tensor_info(m, k, &ti)) == FAT5_OK) st = fat5_model_get_param(m, ti.name, w + off, ti.numel);
+        off += ti.numel;
+    }
+    return st;
+}
+
 // N steps, a checkpoint, a new process-like trainer resuming, M steps == N + M steps straight;
 // on ctx's device (the GPU: deterministic backward, and batches drawn on the host thread)
 static void ttr_resume_bitwise(fat5_test *T, fat5_ctx *ctx) {
@@ -143,15 +156,7 @@ static void ttr_resume_bitwise(fat5_test *T, fat5_ctx *ctx) {
     wa = (float *)malloc((size_t)n * 4);
     wb = (float *)malloc((size_t)n * 4);
     FAT5_REQUIRE(T, wa && wb);
-    {
-        int k, off = 0;
-        for (k = 0; k < fat5_model_num_tensors(fat5_train_model(t)); k++) {
-            fat5_tensor_info ti;
-            fat5_model_tensor_info(fat5_train_model(t), k, &ti);
-            fat5_model_get_param(fat5_train_model(t), ti.name, wa + off, ti.numel);
-            off += (int)ti.numel;
-        }
-    }
+    FAT5_REQUIRE_OK(T, ttr_weights(fat5_train_model(t), wa));
     fat5_train_destroy(t);
     t = NULL;
 
@@ -179,15 +184,7 @@ static void ttr_resume_bitwise(fat5_test *T, fat5_ctx *ctx) {
     for (i = 0; i < 8 && !ok; i++)
         if (straight[i] != resumed[i]) printf("  step %lld: %.17g vs %.17g\n", (long long)i + 1, straight[i], resumed[i]);
     FAT5_CHECK_MSG(T, ok, "resumed losses differ from the straight run");
-    {
-        int k, off = 0;
-        for (k = 0; k < fat5_model_num_tensors(fat5_train_model(t)); k++) {
-            fat5_tensor_info ti;
-            fat5_model_tensor_info(fat5_train_model(t), k, &ti);
-            fat5_model_get_param(fat5_train_model(t), ti.name, wb + off, ti.numel);
-            off += (int)ti.numel;
-        }
-    }
+    FAT5_REQUIRE_OK(T, ttr_weights(fat5_train_model(t), wb));
     FAT5_CHECK_MSG(T, memcmp(wa, wb, (size_t)n * 4) == 0, "resumed weights differ from the straight run");
     fat5_train_destroy(t);
     // the metrics log reads as one run: steps 1..8, once each (step 6 of the stopped run dropped)
