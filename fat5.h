@@ -68,7 +68,8 @@
 // Contents (search for "==[n]" to jump to a section; the implementation follows DESIGN §3's layers,
 // and a lower layer never calls a higher one):
 //     [0]    API: the declarations below (status, context, RNG, model config, model, batches,
-//            safetensors files, token files, UL2 sampler, optimizers, training loop)
+//            safetensors files, token files, UL2 sampler, optimizers, training loop, inference,
+//            generation)
 //     [1.1]  base: status, context, errors, allocation, checked size math
 //     [1.2]  base: RNG
 //     [1.3]  base: messages, UTF-8, JSON reader and writer, atomic file writes, 16-bit floats
@@ -88,6 +89,8 @@
 //     [6.2]  io: safetensors writer
 //     [6.3]  io: Hugging Face checkpoint directories
 //     [6.4]  io: training checkpoints and the training loop
+//     [7.1]  generate: decoders, the KV cache and inference mode
+//     [7.2]  generate: decoding strategies
 //
 // License: MIT, at the end of this file.
 
@@ -595,6 +598,91 @@ FAT5_API fat5_status fat5_train_evaluate(fat5_trainer *t, double *loss);
 FAT5_API fat5_status fat5_train_save(fat5_trainer *t, const char **dir);
 FAT5_API fat5_model *fat5_train_model(fat5_trainer *t);
 FAT5_API const fat5_train_config *fat5_train_get_config(const fat5_trainer *t);
+
+// ---------------------------------------------------------------------------------------------
+// inference and generation
+//
+// Inference mode: a model that will not be trained drops its gradients and lays its workspace out
+// for one layer at a time (memory = weights + a few layers' buffers). fat5_model_backward and the
+// optimizers then refuse with FAT5_ERR_STATE. Models start in training mode; switching back
+// allocates zeroed gradients.
+FAT5_API fat5_status fat5_model_set_training(fat5_model *m, int training);
+FAT5_API int fat5_model_is_training(const fat5_model *m);
+
+// The encoder alone on a packed batch (embeddings, retrieval): the final-norm hidden states,
+// fp32. pool FAT5_POOL_NONE writes [n_tokens, d_model] (n = n_tokens * d_model floats),
+// FAT5_POOL_MEAN the mean over each sequence's tokens, [n_seq, d_model]. Runs in inference
+// layout whatever the model's mode, and keeps nothing of a training forward.
+typedef enum fat5_pool { FAT5_POOL_NONE = 0, FAT5_POOL_MEAN = 1 } fat5_pool;
+FAT5_API fat5_status fat5_model_encode(fat5_model *m, const int32_t *tokens, const int32_t *cu_seqlens,
+                                       int64_t n_seq, fat5_pool pool, float *out, int64_t n);
+
+// Decoding options, with Hugging Face's names and meanings (GenerationConfig).
+typedef struct fat5_generate_config {
+    int64_t max_new_tokens;        // 20: tokens generated per sequence at most (EOS included)
+    int64_t min_new_tokens;        // 0: EOS is not emitted before this many tokens
+    int do_sample;                 // 0: greedy (num_beams 1) or beam search; 1: sampling
+    double temperature;            // 1.0 (sampling): logits / temperature, > 0
+    int64_t top_k;                 // 50 (sampling): keep the k most likely tokens; 0 = off
+    double top_p;                  // 1.0 (sampling): keep the smallest set of mass >= top_p; (0, 1]
+    uint64_t seed;                 // sampling: a seed gives the same tokens on every run
+    int64_t num_beams;             // 1 = no beam search
+    double length_penalty;         // 1.0 (beam): a hypothesis scores sum(log p) / length^length_penalty
+    int early_stopping;            // beam: 0 Hugging Face's False (heuristic), 1 True, 2 "never"
+    int64_t num_return_sequences;  // 1: outputs per input (<= num_beams with beam search)
+    double repetition_penalty;     // 1.0 = off; > 1 lowers tokens already in the decoder input
+    int64_t no_repeat_ngram_size;  // 0 = off; n: no n-gram appears twice in a decoder input
+    int64_t eos_token_id;          // from the model config (fat5_generate_config_default)
+    int64_t pad_token_id;          //   "   (fills finished rows in Hugging Face; not emitted here)
+    int64_t decoder_start_token_id;//   "
+    int use_graph;                 // GPU: 1 (default) replays every step from a CUDA graph
+} fat5_generate_config;
+
+// Hugging Face's defaults with the model's ids, overlaid with the generation_config.json that was
+// beside the checkpoint fat5_model_load read (when there was one).
+FAT5_API fat5_generate_config fat5_generate_config_default(const fat5_model *m);
+// Overlays the fields of a generation_config.json text; unknown keys are ignored, known keys with
+// values of the wrong type or range are errors.
+FAT5_API fat5_status fat5_generate_config_from_json(fat5_ctx *ctx, const char *json, size_t len,
+                                                    fat5_generate_config *inout);
+
+typedef struct fat5_generate_result {
+    int64_t n_seq;          // n_inputs * num_return_sequences, grouped by input
+    int32_t *tokens;        // the generated ids of all sequences, concatenated (no decoder start
+                            // token; EOS included when it was generated)
+    int32_t *cu_seqlens;    // [n_seq + 1] offsets into tokens
+    float *scores;          // [n_seq] beam search: the hypothesis score; else the sum of the chosen
+                            // tokens' log-probabilities (after the logits processors)
+    int64_t steps;          // decoder steps run
+} fat5_generate_result;
+
+// Encodes each input once, then decodes: greedy, sampling or beam search as g says. Inputs are a
+// packed batch of any lengths (cu_seqlens [n_inputs + 1]). Free the result with
+// fat5_generate_result_free.
+FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const int32_t *cu_seqlens,
+                                   int64_t n_inputs, const fat5_generate_config *g, fat5_generate_result *out);
+FAT5_API void fat5_generate_result_free(fat5_ctx *ctx, fat5_generate_result *r);
+
+// Incremental decoding, for callers that drive the loop themselves. A decoder holds the encoder
+// output of a request, its cross-attention keys and values (computed once) and the self-attention
+// cache (layers x 2 x rows x heads x max_len x d_kv, allocated once at create). Rows advance in
+// lock step: every step appends one token to each row it names; a row left out of a step has
+// finished and cannot come back.
+typedef struct fat5_decoder fat5_decoder;
+FAT5_API fat5_status fat5_decoder_create(fat5_model *m, int64_t max_rows, int64_t max_enc_tokens, int64_t max_len,
+                                         fat5_decoder **out);
+FAT5_API void fat5_decoder_destroy(fat5_decoder *d);
+// Runs the encoder on n_inputs packed inputs; row r of the decoder reads input r / rows_per_input
+// (rows_per_input = num_beams for beam search). Empties the cache.
+FAT5_API fat5_status fat5_decoder_start(fat5_decoder *d, const int32_t *tokens, const int32_t *cu_seqlens,
+                                        int64_t n_inputs, int64_t rows_per_input);
+// Feeds tokens[i] to row rows[i] (rows NULL: rows 0 .. n-1 in order; row ids strictly increasing)
+// and writes the next-token logits, [n, vocab] fp32, to logits (NULL: kept on the decoder).
+FAT5_API fat5_status fat5_decoder_step(fat5_decoder *d, const int32_t *tokens, const int32_t *rows, int64_t n,
+                                       float *logits);
+// Row r continues from the history of row src[r] (all rows; beam search).
+FAT5_API fat5_status fat5_decoder_reorder(fat5_decoder *d, const int32_t *src);
+FAT5_API int64_t fat5_decoder_position(const fat5_decoder *d);   // tokens consumed by each live row
 
 #ifdef __cplusplus
 }
@@ -4306,6 +4394,100 @@ static fat5_status fat5__cpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__addr dk_, fat5__a
 
 // ---- cross-entropy ----
 
+// ---- decoding: one query per row against a cache ----
+
+// attn_decode: entry i (0 <= i < n) is row rows[i]; its keys and values are rows kv_off[row] + j of
+// k and v for j < count, count = pos[0] + 1 (CAUSAL: the decoder's self-attention cache, the query
+// at position pos[0]) or kv_len[row] (CROSS: the encoder output of the row's input; bias unused).
+// o[i] = softmax_j(q_i . k_j + bias[bucket(j - pos[0]), h]) v_j, per head; rows of q, k, v, o are
+// H*dk wide. scratch serves the GPU's split over keys (FAT5__DECODE_SCRATCH floats per entry).
+#define FAT5__DECODE_MAX_SPLITS 32
+#define FAT5__DECODE_SCRATCH(H, dk) ((size_t)(H) * FAT5__DECODE_MAX_SPLITS * ((size_t)(dk) + 2))
+static fat5_status fat5__cpu_attn_decode(fat5_ctx *ctx, fat5__addr o_, fat5__addr q_, fat5__addr k_, fat5__addr v_,
+                                         fat5__addr bias_, fat5__addr lut, fat5__addr rows_, fat5__addr kv_off_,
+                                         fat5__addr kv_len_, fat5__addr pos_, int64_t n, int H, int dk, int kind,
+                                         int nb, int max_distance, fat5__addr scratch) {
+    float *o = FAT5__HOST(float, o_);
+    const float *q = FAT5__HOST(const float, q_), *k = FAT5__HOST(const float, k_), *v = FAT5__HOST(const float, v_);
+    const float *bias = kind == FAT5__ATTN_CAUSAL ? FAT5__HOST(const float, bias_) : NULL;
+    const int32_t *rows = FAT5__HOST(const int32_t, rows_), *kv_off = FAT5__HOST(const int32_t, kv_off_);
+    const int32_t *kv_len = FAT5__HOST(const int32_t, kv_len_);
+    int64_t pos = FAT5__HOST(const int32_t, pos_)[0], ld = (int64_t)H * dk, i, j, cnt_max = 1;
+    double *p, *acc;
+    int h, d;
+    (void)lut;
+    (void)scratch;
+    for (i = 0; i < n; i++) {
+        int64_t c = kind == FAT5__ATTN_CAUSAL ? pos + 1 : kv_len[rows[i]];
+        if (c > cnt_max) cnt_max = c;
+    }
+    p = FAT5__CAST(double *, fat5__host_scratch(ctx, (size_t)(cnt_max + dk) * sizeof(double), "fat5__cpu_attn_decode"));
+    if (!p) return FAT5_ERR_OUT_OF_MEMORY;
+    acc = p + cnt_max;
+    for (i = 0; i < n; i++) {
+        int64_t row = rows[i], k0 = kv_off[row], cnt = kind == FAT5__ATTN_CAUSAL ? pos + 1 : kv_len[row];
+        for (h = 0; h < H; h++) {
+            const float *qi = q + i * ld + h * dk;
+            double mx = -INFINITY, sum = 0;
+            for (j = 0; j < cnt; j++) {
+                p[j] = fat5__cpu_attn_score(qi, k + (k0 + j) * ld + h * dk, bias, pos, j, h, H, dk, kind, nb,
+                                            max_distance);
+                if (p[j] > mx) mx = p[j];
+            }
+            for (d = 0; d < dk; d++) acc[d] = 0;
+            for (j = 0; j < cnt; j++) {
+                const float *vj = v + (k0 + j) * ld + h * dk;
+                double e = exp(p[j] - mx);
+                sum += e;
+                for (d = 0; d < dk; d++) acc[d] += e * vj[d];
+            }
+            for (d = 0; d < dk; d++) o[i * ld + h * dk + d] = cnt ? (float)(acc[d] / sum) : 0.0f;
+        }
+    }
+    return FAT5_OK;
+}
+
+// cache_write: row rows[i] of the caches takes entry i's key and value at position pos[0]:
+// kc[kv_off[rows[i]] + pos[0]] = k[i], vc[...] = v[i] (rows of I activation elements).
+static fat5_status fat5__cpu_cache_write(fat5_ctx *ctx, fat5__addr kc_, fat5__addr vc_, fat5__addr k_, fat5__addr v_,
+                                         fat5__addr rows_, fat5__addr kv_off_, fat5__addr pos_, int64_t n, int I) {
+    float *kc = FAT5__HOST(float, kc_), *vc = FAT5__HOST(float, vc_);
+    const float *k = FAT5__HOST(const float, k_), *v = FAT5__HOST(const float, v_);
+    const int32_t *rows = FAT5__HOST(const int32_t, rows_), *kv_off = FAT5__HOST(const int32_t, kv_off_);
+    int64_t pos = FAT5__HOST(const int32_t, pos_)[0], i;
+    (void)ctx;
+    for (i = 0; i < n; i++) {
+        int64_t dst = ((int64_t)kv_off[rows[i]] + pos) * I;
+        memcpy(kc + dst, k + i * (int64_t)I, (size_t)I * sizeof(float));
+        memcpy(vc + dst, v + i * (int64_t)I, (size_t)I * sizeof(float));
+    }
+    return FAT5_OK;
+}
+
+// cache_gather: for rows r < n, positions [0, pos[0]) of dst row r are those of src row idx[r]
+// (cache rows kv_off[r] + j and kv_off[idx[r]] + j; I activation elements each). dst != src.
+static fat5_status fat5__cpu_cache_gather(fat5_ctx *ctx, fat5__addr dst_, fat5__addr src_, fat5__addr idx_,
+                                          fat5__addr kv_off_, fat5__addr pos_, int64_t n, int I) {
+    float *dst = FAT5__HOST(float, dst_);
+    const float *src = FAT5__HOST(const float, src_);
+    const int32_t *idx = FAT5__HOST(const int32_t, idx_), *kv_off = FAT5__HOST(const int32_t, kv_off_);
+    int64_t pos = FAT5__HOST(const int32_t, pos_)[0], r;
+    (void)ctx;
+    for (r = 0; r < n; r++)
+        if (pos > 0)
+            memcpy(dst + (int64_t)kv_off[r] * I, src + (int64_t)kv_off[idx[r]] * I, (size_t)(pos * I) * sizeof(float));
+    return FAT5_OK;
+}
+
+// add_i32: x[i] += v for i < n (the decoder's position counter)
+static fat5_status fat5__cpu_add_i32(fat5_ctx *ctx, fat5__addr x_, int v, int64_t n) {
+    int32_t *x = FAT5__HOST(int32_t, x_);
+    int64_t i;
+    (void)ctx;
+    for (i = 0; i < n; i++) x[i] += v;
+    return FAT5_OK;
+}
+
 // Over rows of logits [T, V] with labels (-100 = ignored), z-loss and label smoothing. Per row:
 // lse; row_ce = lse - (1-s) x_y - (s/V) sum_j x_j and row_z = z lse^2 for counted rows, 0 for
 // ignored ones (the caller sums the rows in double).
@@ -4824,6 +5006,32 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__dptr
 
 // ----- xent.cu: one block of 256 threads per row over the vocabulary -----
 
+// ---- decoding (kernels/decode.cu) ----
+static FAT5__UNUSED fat5_status fat5__gpu_attn_decode(fat5_ctx *ctx, fat5__dptr o, fat5__dptr q, fat5__dptr k,
+                                                      fat5__dptr v, fat5__dptr bias, fat5__dptr lut, fat5__dptr rows,
+                                                      fat5__dptr kv_off, fat5__dptr kv_len, fat5__dptr pos, int64_t n,
+                                                      int H, int dk, int kind, int nb, int max_distance,
+                                                      fat5__dptr scratch) {
+    (void)o, (void)q, (void)k, (void)v, (void)bias, (void)lut, (void)rows, (void)kv_off, (void)kv_len, (void)pos;
+    (void)n, (void)H, (void)dk, (void)kind, (void)nb, (void)max_distance, (void)scratch;
+    return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5__gpu_attn_decode: not written yet");
+}
+static FAT5__UNUSED fat5_status fat5__gpu_cache_write(fat5_ctx *ctx, fat5__dptr kc, fat5__dptr vc, fat5__dptr k,
+                                                      fat5__dptr v, fat5__dptr rows, fat5__dptr kv_off, fat5__dptr pos,
+                                                      int64_t n, int I) {
+    (void)kc, (void)vc, (void)k, (void)v, (void)rows, (void)kv_off, (void)pos, (void)n, (void)I;
+    return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5__gpu_cache_write: not written yet");
+}
+static FAT5__UNUSED fat5_status fat5__gpu_cache_gather(fat5_ctx *ctx, fat5__dptr dst, fat5__dptr src, fat5__dptr idx,
+                                                       fat5__dptr kv_off, fat5__dptr pos, int64_t n, int I) {
+    (void)dst, (void)src, (void)idx, (void)kv_off, (void)pos, (void)n, (void)I;
+    return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5__gpu_cache_gather: not written yet");
+}
+static FAT5__UNUSED fat5_status fat5__gpu_add_i32(fat5_ctx *ctx, fat5__dptr x, int v, int64_t n) {
+    (void)x, (void)v, (void)n;
+    return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5__gpu_add_i32: not written yet");
+}
+
 // per row: lse; row_ce = lse - (1-s) x_y - (s/V) sum x and row_z = z lse^2 for labels != -100, else
 // 0 (the caller sums the rows in double)
 static FAT5__UNUSED fat5_status fat5__gpu_xent_fwd(fat5_ctx *ctx, fat5__dptr lse, fat5__dptr row_ce,
@@ -4925,6 +5133,14 @@ static FAT5__UNUSED fat5_status fat5__gpu_adamw_seg(fat5_ctx *ctx, fat5__dptr w,
                      fat5__addr delta, fat5__addr q, fat5__addr k, fat5__addr v, fat5__addr bias,              \
                      fat5__addr lut, fat5__addr cu_q, fat5__addr cu_k, fat5__addr k_seq, int64_t Tk, int H,    \
                      int dk, int kind, int nb, int max_distance))                                              \
+    X(attn_decode, (fat5_ctx * ctx, fat5__addr o, fat5__addr q, fat5__addr k, fat5__addr v, fat5__addr bias,  \
+                    fat5__addr lut, fat5__addr rows, fat5__addr kv_off, fat5__addr kv_len, fat5__addr pos,     \
+                    int64_t n, int H, int dk, int kind, int nb, int max_distance, fat5__addr scratch))         \
+    X(cache_write, (fat5_ctx * ctx, fat5__addr kc, fat5__addr vc, fat5__addr k, fat5__addr v, fat5__addr rows, \
+                    fat5__addr kv_off, fat5__addr pos, int64_t n, int I))                                      \
+    X(cache_gather, (fat5_ctx * ctx, fat5__addr dst, fat5__addr src, fat5__addr idx, fat5__addr kv_off,        \
+                     fat5__addr pos, int64_t n, int I))                                                        \
+    X(add_i32, (fat5_ctx * ctx, fat5__addr x, int v, int64_t n))                                               \
     X(xent_fwd, (fat5_ctx * ctx, fat5__addr lse, fat5__addr row_ce, fat5__addr row_z, fat5__addr logits,      \
                  fat5__addr labels, int64_t T, int V, float z, float smooth))                                  \
     X(xent_bwd, (fat5_ctx * ctx, fat5__addr dlogits, fat5__addr logits, fat5__addr lse, fat5__addr labels,     \
@@ -9456,6 +9672,68 @@ FAT5_API fat5_status fat5_train_step(fat5_trainer *t, fat5_train_metrics *out) {
     if (out) *out = r;
     return FAT5_OK;
 }
+
+// =============================================================================================
+// ==[7.1] generate: decoders, the KV cache and inference mode ==
+// A fat5_decoder runs the encoder once per request, keeps each layer's cross-attention keys and
+// values of the encoder output, and one self-attention cache per layer, [max_rows, max_len, H*d_kv]
+// for keys and the same for values, written in place at the current position. Every decode step
+// is written once over the backend's ops, like the training graph; on the GPU it can be captured
+// into a CUDA graph and replayed (fat5__decoder_step_dev reads its tokens and rows from device
+// memory and never synchronises with the host).
+//
+// Rows advance in lock step, so the position (tokens consumed) is one number for all live rows:
+// the host keeps it in d->pos and the backend in the int32 d->pos_d, which the step's last op
+// increments (a replayed graph reads it there).
+
+struct fat5_decoder {
+    fat5_model *m;
+    fat5_ctx *ctx;
+    const fat5__backend *be;
+    int64_t max_rows, max_te, max_len;   // capacities fixed at create
+    int64_t n_inputs, rows_per_input;    // of the current request (fat5_decoder_start)
+    int64_t n_rows;                      // n_inputs * rows_per_input
+    int64_t te;                          // encoder tokens of the request
+    int64_t pos;                         // tokens consumed by each live row
+    int64_t n_live;                      // rows named by the last step (rows only leave)
+    int started;
+    // on the backend
+    fat5__addr tok;                      // int32 [max_rows]: the tokens of the next step
+    fat5__addr rows;                     // int32 [max_rows]: the row of each entry of the next step
+    fat5__addr logits;                   // fp32 [max_rows, vocab]: the last step's logits, by entry
+    fat5__addr pos_d;                    // int32 [1]: the position the next step writes
+    fat5__addr self_off;                 // int32 [max_rows]: first cache row of each row (r * max_len)
+    fat5__addr cross_off, cross_len;     // int32 [max_rows]: encoder keys of each row (start, count)
+    fat5__addr *kc, *vc;                 // per decoder layer: self-attention cache [max_rows * max_len, I]
+    fat5__addr *ck, *cv;                 // per decoder layer: cross keys / values [max_te, I]
+    fat5__addr ws_base;                  // everything else of the step and of the encoder
+    size_t ws_bytes;
+    int32_t *host_i32;                   // staging [max(max_rows, max_te) + 1]
+    // step buffers ([max_rows, .]) and scratch, laid out by fat5__decoder_layout
+    fat5__addr h, r, n_act, q, k, v, att, ff_a, ff_b, ff_h, out_act, tmp_cache, attn_scratch;
+};
+
+// ---- internal interface of the decoding strategies ([7.2]) ----
+// fat5__decoder_step_dev: one step for entries 0 .. n-1 of d->tok / d->rows (device int32, rows
+// strictly increasing, all live): embeds the tokens, runs the decoder layers against the cache,
+// writes the next-token logits to d->logits [n, vocab] fp32, and advances the position (host and
+// device). Enqueues work only: no host synchronisation and no host-to-device copy, so it can be
+// captured into a CUDA graph.
+static FAT5__UNUSED fat5_status fat5__decoder_step_dev(fat5_decoder *d, int64_t n) {
+    (void)n;
+    return fat5__err(d->ctx, FAT5_ERR_UNSUPPORTED, "fat5__decoder_step_dev: not written yet");
+}
+// fat5__decoder_reorder_dev: row r of the cache continues from row src[r] (device int32
+// [d->n_rows]) for every position written so far. Enqueues work only.
+static FAT5__UNUSED fat5_status fat5__decoder_reorder_dev(fat5_decoder *d, fat5__addr src) {
+    (void)src;
+    return fat5__err(d->ctx, FAT5_ERR_UNSUPPORTED, "fat5__decoder_reorder_dev: not written yet");
+}
+
+// =============================================================================================
+// ==[7.2] generate: decoding strategies ==
+// greedy, sampling and beam search over fat5__decoder_step_dev, with Hugging Face's logits
+// processors; fat5_generate.
 
 #ifdef __cplusplus
 }
