@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reference fixtures for fat5.h, produced with Hugging Face transformers.
 
-Three modes:
+Four modes:
 
   make_reference.py [--out tests/data]
       Build tiny randomly initialised T5-family models, run a fixed batch through
@@ -18,6 +18,15 @@ Three modes:
       batch, ``loss_zs`` the same mean with z-loss (z=1e-3) and label smoothing
       (s=0.1), and ``grad.<name>`` the gradient of ``loss`` w.r.t. every parameter
       that ``model.named_parameters()`` yields, named as in model.safetensors.
+
+  make_reference.py --generate [--out tests/data]
+      For every existing fixture directory, run ``model.generate`` (fp32, eager
+      attention, CPU) on batch.json's inputs as one padded batch for each case of
+      GENERATE_CASES and write ``generate.json``: the options (GenerationConfig
+      names), the generated ids of every output row (decoder start dropped, cut
+      after the first EOS; beam search: num_return_sequences rows per input, best
+      first) and the scores (beam search: ``sequences_scores``; greedy: the sum
+      of the chosen tokens' log-softmax of the processed scores).
 
   make_reference.py --check DIR --against tests/data/<name>
       Load DIR (a model directory, e.g. one written by fat5) with transformers,
@@ -456,6 +465,101 @@ def check_logits_file(out_path, model_dir, batch_path):
 # ---------------------------------------------------------------------------
 
 
+# ---------------------------------------------------------------------------
+# generation fixtures (--generate)
+
+# Each case: Hugging Face GenerationConfig keyword arguments (the names that
+# fat5_generate_config_from_json reads), run on the fixture's batch.json inputs
+# as one right-padded batch.
+GENERATE_CASES = [
+    ("greedy_min32", dict(max_new_tokens=32, min_new_tokens=32)),
+    ("greedy_plain", dict(max_new_tokens=40)),
+    ("greedy_rep", dict(max_new_tokens=24, repetition_penalty=1.7)),
+    ("greedy_ngram", dict(max_new_tokens=32, min_new_tokens=32, no_repeat_ngram_size=2)),
+    ("beam_lp06", dict(max_new_tokens=20, num_beams=4, length_penalty=0.6, early_stopping=False,
+                       num_return_sequences=2)),
+    ("beam_lp2_true", dict(max_new_tokens=20, num_beams=4, length_penalty=2.0, early_stopping=True,
+                           num_return_sequences=2)),
+    ("beam_never", dict(max_new_tokens=16, num_beams=4, length_penalty=2.0, early_stopping="never",
+                        num_return_sequences=2)),
+    ("beam_rep_ngram", dict(max_new_tokens=16, num_beams=4, length_penalty=0.6, repetition_penalty=1.5,
+                            no_repeat_ngram_size=3, num_return_sequences=2, min_new_tokens=4)),
+]
+# The same with a frequent token as EOS (``eos_token_id`` = HOT), so that rows and beams finish at
+# different steps: the random tiny models almost never emit the real EOS.
+HOT = "hot"
+GENERATE_EOS_CASES = [
+    ("greedy_hot", dict(max_new_tokens=24, eos_token_id=HOT)),
+    ("greedy_hot_min", dict(max_new_tokens=24, min_new_tokens=3, no_repeat_ngram_size=2, eos_token_id=HOT)),
+    ("beam_hot_lp06", dict(max_new_tokens=16, num_beams=4, length_penalty=0.6, num_return_sequences=2,
+                           eos_token_id=HOT)),
+    ("beam_hot_lp2_true", dict(max_new_tokens=16, num_beams=4, length_penalty=2.0, early_stopping=True,
+                               num_return_sequences=2, eos_token_id=HOT)),
+    ("beam_hot_never", dict(max_new_tokens=12, num_beams=3, length_penalty=1.5, early_stopping="never",
+                            num_return_sequences=3, eos_token_id=HOT)),
+    ("beam_hot_neg", dict(max_new_tokens=12, num_beams=4, length_penalty=-0.5, num_return_sequences=1,
+                          no_repeat_ngram_size=2, eos_token_id=HOT)),
+]
+
+
+def trim_at_eos(ids, eos):
+    """The generated ids up to and including the first EOS (HF pads after it)."""
+    out = []
+    for t in ids:
+        out.append(int(t))
+        if t == eos:
+            break
+    return out
+
+
+def make_generate_fixture(fixture_dir):
+    """generate.json: for every case, the options, HF's ids (trimmed at EOS) and scores."""
+    model = load_model(fixture_dir)
+    batch = read_batch(os.path.join(fixture_dir, "batch.json"))
+    input_ids, attention_mask, _ = pad_batch(batch)
+    eos = model.generation_config.eos_token_id
+    if isinstance(eos, list):
+        eos = eos[0]
+    cases = []
+    hot = None
+    for name, opts in GENERATE_CASES + GENERATE_EOS_CASES:
+        if opts.get("eos_token_id") == HOT:
+            opts = dict(opts, eos_token_id=hot)
+        with torch.no_grad():
+            out = model.generate(input_ids=input_ids, attention_mask=attention_mask, do_sample=False,
+                                 output_scores=True, return_dict_in_generate=True, **opts)
+        seqs = out.sequences[:, 1:].tolist()   # drop the decoder start token
+        outputs = [trim_at_eos(r, opts.get("eos_token_id", eos)) for r in seqs]
+        if name == "greedy_ngram":   # the most frequent generated token, EOS of the "hot" cases
+            counts = torch.bincount(torch.tensor([t for r in outputs for t in r]))
+            hot = int(torch.argmax(counts))
+        if opts.get("num_beams", 1) > 1:
+            scores = [float(x) for x in out.sequences_scores.tolist()]
+        else:
+            # sum of the chosen tokens' log-probabilities after the processors
+            scores = []
+            for b, row in enumerate(outputs):
+                total = 0.0
+                for t, tok in enumerate(row):
+                    total += float(F.log_softmax(out.scores[t][b].double(), dim=-1)[tok])
+                scores.append(total)
+        cases.append({"name": name, "options": opts, "outputs": outputs, "scores": scores})
+    path = os.path.join(fixture_dir, "generate.json")
+    with open(path, "w") as f:
+        f.write('{\n  "transformers": %s,\n  "eos_token_id": %d,\n  "pad_token_id": %d,\n'
+                '  "decoder_start_token_id": %d,\n  "cases": [\n' % (
+                    json.dumps(transformers.__version__), eos, model.generation_config.pad_token_id,
+                    model.config.decoder_start_token_id))
+        parts = []
+        for c in cases:
+            rows = ",\n".join("        " + json.dumps(r, separators=(",", ":")) for r in c["outputs"])
+            parts.append('    {"name": %s,\n      "options": %s,\n      "scores": %s,\n      "outputs": [\n%s\n      ]}'
+                         % (json.dumps(c["name"]), json.dumps(c["options"]),
+                            json.dumps([round(x, 7) for x in c["scores"]]), rows))
+        f.write(",\n".join(parts) + "\n  ]\n}\n")
+    print(f"wrote {path} ({len(cases)} cases)")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=os.path.join("tests", "data"), help="fixture root (generation mode)")
@@ -465,6 +569,8 @@ def main():
     parser.add_argument("--check-logits", metavar="OUT", help="safetensors file with logits (+ loss metadata)")
     parser.add_argument("--model", metavar="DIR", help="model directory for --check-logits")
     parser.add_argument("--batch", metavar="BATCH", help="batch.json for --check-logits")
+    parser.add_argument("--generate", action="store_true",
+                        help="write generate.json into each existing fixture directory under --out")
     args = parser.parse_args()
 
     torch.set_num_threads(max(1, min(8, os.cpu_count() or 1)))
@@ -478,6 +584,11 @@ def main():
         sys.exit(0 if check_logits_file(args.check_logits, args.model, args.batch) else 1)
 
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
+    if args.generate:
+        for spec in FIXTURES:
+            if not args.only or spec["name"] in args.only:
+                make_generate_fixture(os.path.join(args.out, spec["name"]))
+        return
     names = {f["name"] for f in FIXTURES}
     for only in args.only or []:
         if only not in names:
