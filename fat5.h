@@ -2295,6 +2295,9 @@ typedef struct fat5__CUctx_st *fat5__CUcontext;
 typedef struct fat5__CUmod_st *fat5__CUmodule;
 typedef struct fat5__CUfunc_st *fat5__CUfunction;
 typedef struct fat5__CUstream_st *fat5__CUstream;  // also cuBLAS's cudaStream_t
+typedef struct fat5__CUgraph_st *fat5__CUgraph;
+typedef struct fat5__CUgraphExec_st *fat5__CUgraphExec;
+typedef unsigned int fat5__CUstreamCaptureMode;   // CUstreamCaptureMode
 typedef unsigned int fat5__nvrtcResult;
 typedef struct fat5__nvrtcProgram_st *fat5__nvrtcProgram;
 typedef unsigned int fat5__cublasStatus_t;
@@ -2316,6 +2319,7 @@ enum {
     FAT5__CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
     FAT5__CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
     FAT5__CU_STREAM_NON_BLOCKING = 1,
+    FAT5__CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
     FAT5__CU_JIT_ERROR_LOG_BUFFER = 5,
     FAT5__CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
     FAT5__NVRTC_SUCCESS = 0,
@@ -2372,6 +2376,13 @@ typedef fat5__CUresult (*fat5__PFN_cuMemcpyDtoDAsync)(fat5__dptr dst, fat5__dptr
                                                       fat5__CUstream stream);
 typedef fat5__CUresult (*fat5__PFN_cuMemsetD8Async)(fat5__dptr p, unsigned char value, size_t n,
                                                     fat5__CUstream stream);
+typedef fat5__CUresult (*fat5__PFN_cuStreamBeginCapture)(fat5__CUstream stream, fat5__CUstreamCaptureMode mode);
+typedef fat5__CUresult (*fat5__PFN_cuStreamEndCapture)(fat5__CUstream stream, fat5__CUgraph *graph);
+typedef fat5__CUresult (*fat5__PFN_cuGraphInstantiate)(fat5__CUgraphExec *exec, fat5__CUgraph graph,
+                                                       unsigned long long flags);
+typedef fat5__CUresult (*fat5__PFN_cuGraphLaunch)(fat5__CUgraphExec exec, fat5__CUstream stream);
+typedef fat5__CUresult (*fat5__PFN_cuGraphExecDestroy)(fat5__CUgraphExec exec);
+typedef fat5__CUresult (*fat5__PFN_cuGraphDestroy)(fat5__CUgraph graph);
 
 // NVRTC (nvrtc.h, 11.2 or newer)
 typedef fat5__nvrtcResult (*fat5__PFN_nvrtcVersion)(int *major, int *minor);
@@ -2437,7 +2448,13 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmEx)(
     X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")                                                   \
     X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2")                                                   \
     X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2")                                                   \
-    X(cuMemsetD8Async, "cuMemsetD8Async")
+    X(cuMemsetD8Async, "cuMemsetD8Async")                                                         \
+    X(cuStreamBeginCapture, "cuStreamBeginCapture_v2")                                             \
+    X(cuStreamEndCapture, "cuStreamEndCapture")                                                    \
+    X(cuGraphInstantiate, "cuGraphInstantiateWithFlags")                                           \
+    X(cuGraphLaunch, "cuGraphLaunch")                                                              \
+    X(cuGraphExecDestroy, "cuGraphExecDestroy")                                                    \
+    X(cuGraphDestroy, "cuGraphDestroy")
 
 #define FAT5__NVRTC_API(X)                                                                         \
     X(nvrtcVersion, "nvrtcVersion")                                                                \
@@ -3598,6 +3615,58 @@ static FAT5__UNUSED fat5_status fat5__dev_launch(fat5_ctx *ctx, int kernel, unsi
     snprintf(what, sizeof what, "launching %s (grid %ux%ux%u, block %ux%ux%u, %u B shared)",
              fat5__kernel_names[kernel], gx, gy, gz, bx, by, bz, smem);
     return fat5__dev_check(ctx, r, what);
+}
+
+// ---- CUDA graphs: work enqueued on the stream between capture_begin and capture_end is recorded
+// instead of run, and replayed by graph_launch (the decoder's steps). During a capture nothing may
+// synchronise or copy from pageable host memory; FAT5_SYNC_LAUNCHES (a synchronisation after every
+// launch) cannot be captured, so capture_begin refuses with FAT5_ERR_UNSUPPORTED and callers run
+// plain launches.
+static FAT5__UNUSED fat5_status fat5__dev_capture_begin(fat5_ctx *ctx) {
+    fat5_status st = fat5__dev_enter(ctx, "fat5__dev_capture_begin");
+    if (st) return st;
+    if (ctx->gpu->sync_launches)
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "CUDA graph capture is off with FAT5_SYNC_LAUNCHES");
+    return fat5__dev_check(ctx, ctx->gpu->cu.cuStreamBeginCapture(ctx->gpu->stream,
+                                                                  FAT5__CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                           "cuStreamBeginCapture");
+}
+
+// Ends the capture and instantiates it into *exec (a fat5__CUgraphExec). With `keep` 0 (a capture
+// abandoned after an error) the recording is discarded and *exec stays NULL; the error that ended
+// it is kept as the message.
+static FAT5__UNUSED fat5_status fat5__dev_capture_end(fat5_ctx *ctx, int keep, void **exec) {
+    struct fat5__gpu *g = ctx->gpu;
+    fat5__CUgraph graph = NULL;
+    fat5__CUgraphExec e = NULL;
+    fat5__CUresult r;
+    *exec = NULL;
+    if (!g) return fat5__err(ctx, FAT5_ERR_STATE, "fat5__dev_capture_end: no device");
+    r = g->cu.cuStreamEndCapture(g->stream, &graph);
+    if (!keep) {
+        if (graph) g->cu.cuGraphDestroy(graph);
+        return FAT5_OK;
+    }
+    if (r != FAT5__CUDA_SUCCESS) {
+        if (graph) g->cu.cuGraphDestroy(graph);
+        return fat5__dev_check(ctx, r, "cuStreamEndCapture");
+    }
+    r = g->cu.cuGraphInstantiate(&e, graph, 0);
+    g->cu.cuGraphDestroy(graph);
+    if (r != FAT5__CUDA_SUCCESS) return fat5__dev_check(ctx, r, "cuGraphInstantiate");
+    *exec = (void *)e;
+    return FAT5_OK;
+}
+
+static FAT5__UNUSED fat5_status fat5__dev_graph_launch(fat5_ctx *ctx, void *exec) {
+    fat5_status st = fat5__dev_enter(ctx, "fat5__dev_graph_launch");
+    if (st) return st;
+    return fat5__dev_check(ctx, ctx->gpu->cu.cuGraphLaunch((fat5__CUgraphExec)exec, ctx->gpu->stream),
+                           "cuGraphLaunch");
+}
+
+static FAT5__UNUSED void fat5__dev_graph_destroy(fat5_ctx *ctx, void *exec) {
+    if (exec && ctx->gpu) ctx->gpu->cu.cuGraphExecDestroy((fat5__CUgraphExec)exec);
 }
 #else  // FAT5_NO_CUDA: the device layer reduced to an error
 static fat5_status fat5__dev_open(fat5_ctx *ctx) {
