@@ -2485,7 +2485,8 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmEx)(
 #define FAT5__KERNELS(X)                                                                           \
     X(fill_f32) X(scale_f32) X(f32_to_bf16) X(to_act) X(embed_fwd) X(embed_bwd) X(rmsnorm_fwd)     \
     X(rmsnorm_bwd) X(colsum_f32) X(act_fwd) X(act_bwd) X(attn_fwd) X(attn_bwd_delta) X(attn_bwd_dq)  \
-    X(attn_bwd_dkv) X(xent_fwd) X(xent_bwd) X(sumsq_seg) X(adamw_seg)
+    X(attn_bwd_dkv) X(xent_fwd) X(xent_bwd) X(sumsq_seg) X(adamw_seg)                            \
+    X(gen_process) X(gen_select) X(gen_beam)
 
 typedef enum fat5__kernel_id {
 #define FAT5__KENUM(name) FAT5__K_##name,
@@ -4673,6 +4674,281 @@ static fat5_status fat5__cpu_adamw_seg(fat5_ctx *ctx, fat5__addr w_, fat5__addr 
     }
     return FAT5_OK;
 }
+
+#define FAT5__BEAM_MAX 32   // beams per input of fat5__cpu_gen_beam / fat5_gen_beam (2K candidates)
+
+// ---- generation: logits processors, token selection, beam search (kernels/generate.cu) ----
+// The decoding state lives on the backend, indexed by decoder row r (or by input i = r / K with K
+// beams): hist int32 [R, Lh] is the decoder input of each row (hist[r][0] the start token,
+// hist[r][1 + j] the j-th generated token), lens int32 [R] the tokens generated so far. An op
+// works on n entries whose rows are rows[0 .. n) (the live rows of the step, in the order of the
+// decoder's logits [n, V]).
+
+// The Gumbel noise of token v for row `row` at generated length `len`: -log(-log(u)) with u the
+// Philox word of counter (len << 44) + (row << 24) + v / 4, word v % 4, key seed, mapped to (0, 1).
+// One word per token, so a draw depends on (seed, row, length, token) only: the CPU and the GPU
+// (fat5_gen_select mirrors it) agree, and dropping finished rows changes nothing.
+static double fat5__gen_gumbel(uint64_t seed, int64_t row, int64_t len, int64_t v) {
+    uint32_t w[4];
+    double u;
+    fat5__philox(seed, ((uint64_t)len << 44) + ((uint64_t)row << 24) + (uint64_t)(v >> 2), w);
+    u = ((double)w[v & 3] + 0.5) * (1.0 / 4294967296.0);
+    return -log(-log(u));
+}
+
+static int fat5__cpu_float_desc(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x > y ? -1 : x < y;
+}
+
+// Hugging Face's processors on x [n, V] fp32 in place, entry e for row rows[e] with decoder input
+// hist[row][0 .. lens[row] + 1): first log_softmax (when `log_softmax`: beam search processes
+// log-probabilities), then the repetition penalty (rep != 1: each distinct token of the input,
+// x < 0 ? x * rep : x / rep), no-repeat n-grams (ngram > 0: a token that would complete an n-gram
+// already in the input gets -inf), and min_new_tokens (eos gets -inf while lens[row] < min_new).
+static fat5_status fat5__cpu_gen_process(fat5_ctx *ctx, fat5__addr x_, fat5__addr hist_, fat5__addr lens_,
+                                         fat5__addr rows_, int64_t n, int V, int Lh, float rep, int ngram,
+                                         int min_new, int eos, int log_softmax) {
+    float *x = FAT5__HOST(float, x_);
+    const int32_t *hist = FAT5__HOST(const int32_t, hist_), *lens = FAT5__HOST(const int32_t, lens_);
+    const int32_t *rows = FAT5__HOST(const int32_t, rows_);
+    int64_t e;
+    (void)ctx;
+    for (e = 0; e < n; e++) {
+        float *xe = x + e * (int64_t)V;
+        const int32_t *h = hist + (int64_t)rows[e] * Lh;
+        int L = lens[rows[e]] + 1, i, j, v;
+        if (log_softmax) {
+            double mx = -INFINITY, s = 0, lse;
+            for (v = 0; v < V; v++) mx = xe[v] > mx ? xe[v] : mx;
+            for (v = 0; v < V; v++) s += exp((double)xe[v] - mx);
+            lse = mx + log(s);
+            for (v = 0; v < V; v++) xe[v] = (float)((double)xe[v] - lse);
+        }
+        if (rep != 1.0f)
+            for (i = 0; i < L; i++) {
+                int seen = 0, t = h[i];
+                for (j = 0; j < i && !seen; j++) seen = h[j] == t;
+                if (!seen && t >= 0 && t < V) xe[t] = xe[t] < 0 ? xe[t] * rep : xe[t] / rep;
+            }
+        if (ngram > 0 && L + 1 >= ngram)
+            for (i = 0; i + ngram <= L; i++) {   // the n-gram h[i .. i + ngram) vs the last ngram-1 tokens
+                int match = 1;
+                for (j = 0; j < ngram - 1 && match; j++) match = h[i + j] == h[L - ngram + 1 + j];
+                if (match && h[i + ngram - 1] >= 0 && h[i + ngram - 1] < V) xe[h[i + ngram - 1]] = -INFINITY;
+            }
+        if (lens[rows[e]] < min_new && eos >= 0 && eos < V) xe[eos] = -INFINITY;
+    }
+    return FAT5_OK;
+}
+
+// Greedy or sampled next token of entry e (row r = rows[e]) from the processed x [n, V], unless
+// done[r]: then tok[e] = pad and nothing changes. Sampling scales by 1 / temperature, keeps the
+// tokens >= the top_k-th largest value (top_k > 0), then of those the tokens whose strictly more
+// likely kept tokens hold less than top_p of the kept mass (Hugging Face's top-p with ties kept),
+// and draws argmax(s + gumbel) over the kept tokens (fat5__gen_gumbel; a categorical draw from their
+// softmax). Greedy takes the first largest x. Then tok[e] = hist[r][1 + lens[r]] = the token,
+// score[r] += its log-softmax over the kept (scaled) values, lens[r]++, and done[r] = 1 when the
+// token is eos or lens[r] reaches max_new.
+static fat5_status fat5__cpu_gen_select(fat5_ctx *ctx, fat5__addr x_, fat5__addr tok_, fat5__addr hist_,
+                                        fat5__addr lens_, fat5__addr done_, fat5__addr score_, fat5__addr rows_,
+                                        int64_t n, int V, int Lh, int max_new, int eos, int pad, int do_sample,
+                                        float temperature, int top_k, float top_p, unsigned long long seed) {
+    const float *x = FAT5__HOST(const float, x_);
+    int32_t *tok = FAT5__HOST(int32_t, tok_), *hist = FAT5__HOST(int32_t, hist_);
+    int32_t *lens = FAT5__HOST(int32_t, lens_), *done = FAT5__HOST(int32_t, done_);
+    float *score = FAT5__HOST(float, score_), *s;
+    const int32_t *rows = FAT5__HOST(const int32_t, rows_);
+    int64_t e;
+    s = (float *)fat5__host_scratch(ctx, (size_t)V * 2 * sizeof(float), "fat5__cpu_gen_select");
+    if (!s) return FAT5_ERR_OUT_OF_MEMORY;
+    for (e = 0; e < n; e++) {
+        const float *xe = x + e * (int64_t)V;
+        float *sorted = s + V, thr = -INFINITY;
+        int r = rows[e], v, best = -1;
+        double mx = -INFINITY, z = 0, bestkey = -INFINITY;
+        if (done[r]) {
+            tok[e] = pad;
+            continue;
+        }
+        for (v = 0; v < V; v++) s[v] = do_sample ? xe[v] / temperature : xe[v];
+        if (do_sample) {
+            int k = top_k > 0 && top_k < V ? top_k : V;
+            memcpy(sorted, s, (size_t)V * sizeof(float));
+            qsort(sorted, (size_t)V, sizeof(float), fat5__cpu_float_desc);
+            thr = sorted[k - 1];
+            if (top_p < 1.0f) {
+                double zk = 0, before = 0, m0 = sorted[0];
+                int i;
+                for (i = 0; i < k; i++) zk += exp((double)sorted[i] - m0);
+                for (i = 0; i < k; i++) {   // kept while the mass strictly before stays < top_p
+                    if (i > 0 && sorted[i] < sorted[i - 1] && before >= (double)top_p * zk) break;
+                    thr = sorted[i];
+                    before += exp((double)sorted[i] - m0);
+                }
+            }
+        }
+        for (v = 0; v < V; v++)
+            if (s[v] >= thr && s[v] > mx) mx = s[v];
+        for (v = 0; v < V; v++)
+            if (s[v] >= thr) z += exp((double)s[v] - mx);
+        for (v = 0; v < V; v++) {
+            double key;
+            if (!(s[v] >= thr)) continue;
+            key = do_sample ? (double)s[v] + fat5__gen_gumbel(seed, r, lens[r], v) : (double)s[v];
+            if (best < 0 || key > bestkey) best = v, bestkey = key;
+        }
+        if (best < 0) best = 0;   // every value NaN
+        tok[e] = best;
+        hist[(int64_t)r * Lh + 1 + lens[r]] = best;
+        score[r] += (float)((double)s[best] - mx - log(z));
+        lens[r]++;
+        if (best == eos || lens[r] >= max_new) done[r] = 1;
+    }
+    return FAT5_OK;
+}
+
+// One step of Hugging Face's beam search (the vectorised one of transformers 5) for n / K live
+// inputs: entries b K .. b K + K - 1 are the K beams of input i = rows[b K] / K, rows i K .. i K + K - 1,
+// with x the processed log-probabilities [n, V] (fat5__cpu_gen_process with log_softmax). t =
+// lens[i K] tokens generated so far. Per input:
+//  1. candidates: the 2K largest bscore[beam] + x[beam][v] over K x V (first flat index on ties);
+//     a candidate "stops" when v is eos or t + 1 == max_new;
+//  2. the next running beams: the K best candidates, stopped ones moved 1e9 down; beam k takes
+//     the history of its candidate's beam plus v (src[i K + k] = that beam's row, tok = v);
+//  3. finished hypotheses: the K slots (fin_score sorted best first, fin_flag, fin_len, fin_tok
+//     [R, Lh - 1]) merged with the candidates among the first K that stopped, scored
+//     sum / (t + 1)^length_penalty, unless unsat[i] is 0 or (early_stopping 1 and all K slots hold
+//     one): those add 1e9 penalties as Hugging Face does, so they are never taken;
+//  4. unsat[i] &= some slot s has best_running / L^length_penalty > (fin_flag[s] ? min fin_score :
+//     -1e9), L = max_new for early_stopping 2 ("never") with length_penalty > 0, else t + 1;
+//     done[i] = !unsat[i] || (early_stopping 1 && all slots finished) || t + 1 == max_new.
+// scratch: int32 [n, Lh] (the histories while they are gathered).
+static fat5_status fat5__cpu_gen_beam(fat5_ctx *ctx, fat5__addr x_, fat5__addr tok_, fat5__addr src_,
+                                      fat5__addr hist_, fat5__addr lens_, fat5__addr bscore_, fat5__addr fin_score_,
+                                      fat5__addr fin_tok_, fat5__addr fin_len_, fat5__addr fin_flag_,
+                                      fat5__addr unsat_, fat5__addr done_, fat5__addr rows_, fat5__addr scratch_,
+                                      int64_t n, int V, int Lh, int K, int max_new, int eos, float length_penalty,
+                                      int early_stopping) {
+    const float *x = FAT5__HOST(const float, x_);
+    int32_t *tok = FAT5__HOST(int32_t, tok_), *src = FAT5__HOST(int32_t, src_), *hist = FAT5__HOST(int32_t, hist_);
+    int32_t *lens = FAT5__HOST(int32_t, lens_), *fin_tok = FAT5__HOST(int32_t, fin_tok_);
+    int32_t *fin_len = FAT5__HOST(int32_t, fin_len_), *fin_flag = FAT5__HOST(int32_t, fin_flag_);
+    int32_t *unsat = FAT5__HOST(int32_t, unsat_), *done = FAT5__HOST(int32_t, done_);
+    int32_t *scratch = FAT5__HOST(int32_t, scratch_);
+    float *bscore = FAT5__HOST(float, bscore_), *fin_score = FAT5__HOST(float, fin_score_);
+    const int32_t *rows = FAT5__HOST(const int32_t, rows_);
+    int64_t b;
+    (void)ctx;
+    if (K < 1 || K > FAT5__BEAM_MAX) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__cpu_gen_beam: K = %d", K);
+    for (b = 0; b < n / K; b++) {
+        int i = rows[b * K] / K, r0 = i * K, t = lens[r0], c, k, j, all_fin = 1, any = 0;
+        float cval[2 * FAT5__BEAM_MAX], cnorm[2 * FAT5__BEAM_MAX], run[2 * FAT5__BEAM_MAX], worst = INFINITY;
+        int64_t cidx[2 * FAT5__BEAM_MAX];
+        int cstop[2 * FAT5__BEAM_MAX], next[FAT5__BEAM_MAX], taken[2 * FAT5__BEAM_MAX];
+        float mscore[3 * FAT5__BEAM_MAX];
+        int mfrom[3 * FAT5__BEAM_MAX], mused[3 * FAT5__BEAM_MAX], pick[FAT5__BEAM_MAX];
+        float ns[FAT5__BEAM_MAX];
+        int nf[FAT5__BEAM_MAX], nl[FAT5__BEAM_MAX];
+        double denom = pow((double)(t + 1), (double)length_penalty), L;
+        for (k = 0; k < K; k++) all_fin &= fin_flag[r0 + k] != 0;
+        // 1. the 2K best candidates, by repeated arg-max (first flat index on ties)
+        for (c = 0; c < 2 * K; c++) {
+            int64_t q, best = -1;
+            float bv = -INFINITY;
+            for (q = 0; q < (int64_t)K * V; q++) {
+                float val = bscore[r0 + q / V] + x[(b * K + q / V) * V + q % V];
+                int dup = 0;
+                for (j = 0; j < c && !dup; j++) dup = cidx[j] == q;
+                if (dup) continue;
+                if (best < 0 || val > bv) best = q, bv = val;
+            }
+            cidx[c] = best;
+            cval[c] = bv;
+            cstop[c] = (int)(best % V) == eos || t + 1 >= max_new;
+        }
+        // 2. the next running beams: the K best of the candidates with stopped ones moved down
+        for (c = 0; c < 2 * K; c++) run[c] = cval[c] + (cstop[c] ? -1.0e9f : 0.0f), taken[c] = 0;
+        for (k = 0; k < K; k++) {
+            int bc = -1;
+            for (c = 0; c < 2 * K; c++)
+                if (!taken[c] && (bc < 0 || run[c] > run[bc])) bc = c;
+            taken[bc] = 1;
+            next[k] = bc;
+        }
+        // 3. merge the finished slots with the candidates that stopped among the first K
+        for (c = 0; c < 2 * K; c++) {
+            float s = (float)(cval[c] / (float)denom);
+            if (all_fin && early_stopping == 1) s += -1.0e9f;
+            if (!unsat[i]) s += -1.0e9f;
+            if (!(cstop[c] && c < K)) s += -1.0e9f;
+            cnorm[c] = s;
+        }
+        for (k = 0; k < K; k++) mscore[k] = fin_score[r0 + k], mfrom[k] = -1 - k;
+        for (c = 0; c < 2 * K; c++) mscore[K + c] = cnorm[c], mfrom[K + c] = c;
+        for (j = 0; j < 3 * K; j++) mused[j] = 0;
+        for (k = 0; k < K; k++) {
+            int bj = -1;
+            for (j = 0; j < 3 * K; j++)
+                if (!mused[j] && (bj < 0 || mscore[j] > mscore[bj])) bj = j;
+            mused[bj] = 1;
+            pick[k] = bj;
+        }
+        // new slots: copy to temporaries first (a slot may move)
+        for (k = 0; k < K; k++) {
+            int f = mfrom[pick[k]];
+            int32_t *dst = scratch + (b * K + k) * (int64_t)Lh;
+            ns[k] = mscore[pick[k]];
+            if (f < 0) {
+                int s = -1 - f;
+                nf[k] = fin_flag[r0 + s];
+                nl[k] = fin_len[r0 + s];
+                memcpy(dst, fin_tok + (int64_t)(r0 + s) * (Lh - 1), (size_t)nl[k] * sizeof(int32_t));
+            } else {
+                int beam = (int)(cidx[f] / V);
+                nf[k] = cstop[f] && f < K;
+                nl[k] = t + 1;
+                memcpy(dst, hist + (int64_t)(r0 + beam) * Lh + 1, (size_t)t * sizeof(int32_t));
+                dst[t] = (int32_t)(cidx[f] % V);
+            }
+        }
+        for (k = 0; k < K; k++) {
+            fin_score[r0 + k] = ns[k];
+            fin_flag[r0 + k] = nf[k];
+            fin_len[r0 + k] = nl[k];
+            memcpy(fin_tok + (int64_t)(r0 + k) * (Lh - 1), scratch + (b * K + k) * (int64_t)Lh,
+                   (size_t)nl[k] * sizeof(int32_t));
+        }
+        // 2 (cont.): gather the running histories, then write them back
+        for (k = 0; k < K; k++) {
+            int beam = (int)(cidx[next[k]] / V);
+            int32_t *dst = scratch + (b * K + k) * (int64_t)Lh;
+            memcpy(dst, hist + (int64_t)(r0 + beam) * Lh, (size_t)(t + 1) * sizeof(int32_t));
+            dst[t + 1] = (int32_t)(cidx[next[k]] % V);
+            src[r0 + k] = r0 + beam;
+            tok[b * K + k] = dst[t + 1];
+        }
+        for (k = 0; k < K; k++) {
+            memcpy(hist + (int64_t)(r0 + k) * Lh, scratch + (b * K + k) * (int64_t)Lh, (size_t)(t + 2) * sizeof(int32_t));
+            bscore[r0 + k] = run[next[k]];
+            lens[r0 + k] = t + 1;
+        }
+        // 4. Hugging Face's early-stop heuristic and the input's end
+        L = early_stopping == 2 && length_penalty > 0.0f ? (double)max_new : (double)(t + 1);
+        all_fin = 1;
+        for (k = 0; k < K; k++) {
+            all_fin &= fin_flag[r0 + k] != 0;
+            worst = fin_score[r0 + k] < worst ? fin_score[r0 + k] : worst;
+        }
+        for (k = 0; k < K; k++) {
+            float best = (float)(bscore[r0] / (float)pow(L, (double)length_penalty));
+            any |= best > (fin_flag[r0 + k] ? worst : -1.0e9f);
+        }
+        unsat[i] = unsat[i] && any;
+        done[i] = !unsat[i] || (early_stopping == 1 && all_fin) || t + 1 >= max_new;
+    }
+    return FAT5_OK;
+}
 // =============================================================================================
 // ==[3.3] ops: the GPU launchers ==
 #ifndef FAT5_NO_CUDA
@@ -5164,6 +5440,58 @@ static FAT5__UNUSED fat5_status fat5__gpu_adamw_seg(fat5_ctx *ctx, fat5__dptr w,
     if (st || n_seg == 0) return st;
     return fat5__dev_launch(ctx, FAT5__K_adamw_seg, fat5__gpu_blocks(n_chunks, 1), 1, 1, 256, 1, 1, 0, args);
 }
+
+// ----- generate.cu: one block of 256 threads per entry (per input for beam search) -----
+
+// Hugging Face's processors in place on x [n, V] fp32 (see fat5__cpu_gen_process)
+static FAT5__UNUSED fat5_status fat5__gpu_gen_process(fat5_ctx *ctx, fat5__dptr x, fat5__dptr hist, fat5__dptr lens,
+                                                      fat5__dptr rows, int64_t n, int V, int Lh, float rep, int ngram,
+                                                      int min_new, int eos, int log_softmax) {
+    long long n_ = n;
+    void *args[] = {&x, &hist, &lens, &rows, &n_, &V, &Lh, &rep, &ngram, &min_new, &eos, &log_softmax};
+    if (n < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_gen_process", "n", n);
+    if (V < 1 || Lh < 1)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_gen_process: V = %d, Lh = %d", V, Lh);
+    if (n == 0) return FAT5_OK;
+    return fat5__dev_launch(ctx, FAT5__K_gen_process, fat5__gpu_blocks(n, 1), 1, 1, 256, 1, 1, 0, args);
+}
+
+// greedy or sampled next token per entry (see fat5__cpu_gen_select)
+static FAT5__UNUSED fat5_status fat5__gpu_gen_select(fat5_ctx *ctx, fat5__dptr x, fat5__dptr tok, fat5__dptr hist,
+                                                     fat5__dptr lens, fat5__dptr done, fat5__dptr score,
+                                                     fat5__dptr rows, int64_t n, int V, int Lh, int max_new, int eos,
+                                                     int pad, int do_sample, float temperature, int top_k,
+                                                     float top_p, unsigned long long seed) {
+    long long n_ = n;
+    void *args[] = {&x,   &tok, &hist,      &lens,        &done,  &score, &rows,  &n_,  &V, &Lh,
+                    &max_new, &eos, &pad, &do_sample, &temperature, &top_k, &top_p, &seed};
+    if (n < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_gen_select", "n", n);
+    if (V < 1 || Lh < 1 || (do_sample && !(temperature > 0.0f)))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_gen_select: V = %d, Lh = %d, temperature %g", V,
+                         Lh, (double)temperature);
+    if (n == 0) return FAT5_OK;
+    return fat5__dev_launch(ctx, FAT5__K_gen_select, fat5__gpu_blocks(n, 1), 1, 1, 256, 1, 1, 0, args);
+}
+
+// one beam-search step for n / K inputs (see fat5__cpu_gen_beam)
+static FAT5__UNUSED fat5_status fat5__gpu_gen_beam(fat5_ctx *ctx, fat5__dptr x, fat5__dptr tok, fat5__dptr src,
+                                                   fat5__dptr hist, fat5__dptr lens, fat5__dptr bscore,
+                                                   fat5__dptr fin_score, fat5__dptr fin_tok, fat5__dptr fin_len,
+                                                   fat5__dptr fin_flag, fat5__dptr unsat, fat5__dptr done,
+                                                   fat5__dptr rows, fat5__dptr scratch, int64_t n, int V, int Lh,
+                                                   int K, int max_new, int eos, float length_penalty,
+                                                   int early_stopping) {
+    long long n_ = n;
+    void *args[] = {&x,    &tok,  &src,     &hist, &lens, &bscore, &fin_score, &fin_tok,        &fin_len,
+                    &fin_flag, &unsat, &done, &rows, &scratch, &n_, &V, &Lh, &K, &max_new, &eos,
+                    &length_penalty, &early_stopping};
+    if (n < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_gen_beam", "n", n);
+    if (K < 1 || K > FAT5__BEAM_MAX || n % K || V < 1 || Lh < 2)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_gen_beam: n = %lld, K = %d (1 .. %d), V = %d, Lh = %d",
+                         (long long)n, K, FAT5__BEAM_MAX, V, Lh);
+    if (n == 0) return FAT5_OK;
+    return fat5__dev_launch(ctx, FAT5__K_gen_beam, fat5__gpu_blocks(n / K, 1), 1, 1, 256, 1, 1, 0, args);
+}
 #endif  // FAT5_NO_CUDA
 
 // =============================================================================================
@@ -5218,7 +5546,18 @@ static FAT5__UNUSED fat5_status fat5__gpu_adamw_seg(fat5_ctx *ctx, fat5__dptr w,
                   int n_seg, int64_t n_chunks, int chunk, fat5__addr scratch))                                 \
     X(adamw_seg, (fat5_ctx * ctx, fat5__addr w, fat5__addr g, fat5__addr m1, fat5__addr m2, fat5__addr segs,   \
                   fat5__addr chunk_off, int n_seg, int64_t n_chunks, int chunk, fat5__addr coef, float beta1,  \
-                  float beta2, float eps, float gscale))
+                  float beta2, float eps, float gscale))                                                       \
+    X(gen_process, (fat5_ctx * ctx, fat5__addr x, fat5__addr hist, fat5__addr lens, fat5__addr rows, int64_t n, \
+                    int V, int Lh, float rep, int ngram, int min_new, int eos, int log_softmax))               \
+    X(gen_select, (fat5_ctx * ctx, fat5__addr x, fat5__addr tok, fat5__addr hist, fat5__addr lens,             \
+                   fat5__addr done, fat5__addr score, fat5__addr rows, int64_t n, int V, int Lh, int max_new,  \
+                   int eos, int pad, int do_sample, float temperature, int top_k, float top_p,                 \
+                   unsigned long long seed))                                                                   \
+    X(gen_beam, (fat5_ctx * ctx, fat5__addr x, fat5__addr tok, fat5__addr src, fat5__addr hist,                \
+                 fat5__addr lens, fat5__addr bscore, fat5__addr fin_score, fat5__addr fin_tok,                 \
+                 fat5__addr fin_len, fat5__addr fin_flag, fat5__addr unsat, fat5__addr done, fat5__addr rows,  \
+                 fat5__addr scratch, int64_t n, int V, int Lh, int K, int max_new, int eos,                    \
+                 float length_penalty, int early_stopping))
 
 // the op names in table order (messages and tests name ops by them)
 static const char *const fat5__op_names[] = {
