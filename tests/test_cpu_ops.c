@@ -532,7 +532,7 @@ static void t_threads_model_bitwise(fat5_test *T) {
 static void t_op_table(fat5_test *T) {
     int i, j;
     const fat5__backend *be = &fat5__cpu_backend;
-    FAT5_CHECK(T, FAT5__OP_COUNT == 20);
+    FAT5_CHECK(T, FAT5__OP_COUNT == 27);   // training 20, decoding 4, strategies 3
     FAT5_CHECK(T, be->mm == fat5__cpu_mm && be->attn_bwd_dkv == fat5__cpu_attn_bwd_dkv);
 #ifndef FAT5_NO_CUDA
     FAT5_CHECK(T, fat5__gpu_backend.mm == fat5__gpu_mm && fat5__gpu_backend.xent_fwd == fat5__gpu_xent_fwd);

@@ -16,6 +16,7 @@
 #include "test_optim.c"
 #include "test_train.c"
 #include "test_decode.c"
+#include "test_generate.c"
 #ifndef FAT5_NO_CUDA
 #include "test_gpu_dev.c"
 #include "test_gpu_ops.c"
@@ -35,6 +36,7 @@ static const fat5_test_case fat5_cases[] = {
     FAT5_TESTS_OPTIM(FAT5_TEST_ENTRY)
     FAT5_TESTS_TRAIN(FAT5_TEST_ENTRY)
     FAT5_TESTS_DECODE(FAT5_TEST_ENTRY)
+    FAT5_TESTS_GENERATE(FAT5_TEST_ENTRY)
     FAT5_TESTS_GPU_DEV(FAT5_TEST_ENTRY)
     FAT5_TESTS_GPU_OPS(FAT5_TEST_ENTRY)
     FAT5_TESTS_GPU_MODEL(FAT5_TEST_ENTRY)
