@@ -658,7 +658,10 @@ typedef struct fat5_generate_result {
 
 // Encodes each input once, then decodes: greedy, sampling or beam search as g says. Inputs are a
 // packed batch of any lengths (cu_seqlens [n_inputs + 1]). Free the result with
-// fat5_generate_result_free.
+// fat5_generate_result_free. Output tokens equal Hugging Face's generate in fp32 (same options,
+// eager attention). Bad options are FAT5_ERR_INVALID_ARG naming the field (empty inputs, ids out
+// of the vocabulary, max_new_tokens < 1, num_beams outside 1 .. 32, top_p outside (0, 1],
+// temperature <= 0, num_return_sequences > num_beams, ...); beam sampling is FAT5_ERR_UNSUPPORTED.
 FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const int32_t *cu_seqlens,
                                    int64_t n_inputs, const fat5_generate_config *g, fat5_generate_result *out);
 FAT5_API void fat5_generate_result_free(fat5_ctx *ctx, fat5_generate_result *r);
@@ -10666,6 +10669,17 @@ FAT5_API fat5_status fat5_model_encode(fat5_model *m, const int32_t *tokens, con
 // ==[7.2] generate: decoding strategies ==
 // greedy, sampling and beam search over fat5__decoder_step_dev, with Hugging Face's logits
 // processors; fat5_generate.
+//
+// A step for n live entries is one function (fat5__gen_step): the decoder step, gen_process (the
+// processors: repetition penalty, no-repeat n-grams, min_new_tokens; beam search first turns the
+// logits into log-probabilities, as Hugging Face does), then gen_select (greedy / sampling) or
+// gen_beam + the cache reorder (beam search). All of it works on backend buffers and needs no host
+// synchronisation, so on the GPU it is captured once per n and replayed from a CUDA graph.
+// Between steps the host reads the per-row (per-input for beam search) done flags; when some are
+// set it drops their entries from d->tok / d->rows, so finished rows cost nothing afterwards.
+// Semantics follow transformers 5's generate: processor order, finished greedy rows padded (here:
+// left out), beam search keeping 2K candidates, its finished-hypothesis merge, length
+// normalisation by the generated length (EOS included) and its early-stopping heuristic.
 
 // ---- options ----
 
