@@ -303,6 +303,17 @@ static void t_generate_sample_seeded(fat5_test *T) {
     fat5_generate_result_free(fat5_test_ctx(T), &a);
     fat5_generate_result_free(fat5_test_ctx(T), &b);
     fat5_generate_result_free(fat5_test_ctx(T), &c);
+    // sampling with top_k 1 is greedy decoding (and its kept set has probability 1: scores 0)
+    g = fat5_generate_config_default(m);
+    g.max_new_tokens = 16;
+    FAT5_REQUIRE_OK(T, fat5_generate(m, tok, cu, 2, &g, &a));
+    g.do_sample = 1, g.top_k = 1, g.temperature = 0.7, g.seed = 5;
+    FAT5_REQUIRE_OK(T, fat5_generate(m, tok, cu, 2, &g, &b));
+    FAT5_CHECK(T, a.n_seq == 2 && b.n_seq == 2 && a.cu_seqlens[2] == b.cu_seqlens[2] &&
+                      memcmp(a.tokens, b.tokens, (size_t)a.cu_seqlens[2] * 4) == 0);
+    FAT5_CHECK(T, b.scores[0] == 0.0f && b.scores[1] == 0.0f && a.scores[0] < 0.0f);
+    fat5_generate_result_free(fat5_test_ctx(T), &a);
+    fat5_generate_result_free(fat5_test_ctx(T), &b);
     fat5_model_destroy(m);
 }
 
