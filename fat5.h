@@ -10194,13 +10194,15 @@ static FAT5__UNUSED fat5_status fat5__decoder_step_dev(fat5_decoder *d, int64_t 
         FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->v, 0, d->n_act, fat5__pa(m, y->v), n, I, D, 1.0f, 0.0f));
         FAT5__TRY(be->cache_write(ctx, d->kc[l], d->vc[l], d->k, d->v, d->rows, d->self_off, d->pos_d, n, (int)I));
         FAT5__TRY(be->attn_decode(ctx, d->att, d->q, d->kc[l], d->vc[l], fat5__pw(m, y->rel), d->lut_causal, d->rows,
-                                  d->self_off, 0, d->pos_d, n, H, dk, FAT5__ATTN_CAUSAL, nb, md, d->attn_scratch));
+                                  d->self_off, 0, d->pos_d, n, H, dk, FAT5__ATTN_CAUSAL, nb, md, (int)d->max_len,
+                                  d->attn_scratch));
         FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->h, 1, d->att, fat5__pa(m, y->o), n, D, I, 1.0f, 1.0f));
         // cross-attention against the row's encoder keys and values
         FAT5__TRY(be->rmsnorm_fwd(ctx, d->n_act, d->r, d->h, fat5__pw(m, y->ln_ca), n, (int)D, eps));
         FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->q, 0, d->n_act, fat5__pa(m, y->cq), n, I, D, 1.0f, 0.0f));
         FAT5__TRY(be->attn_decode(ctx, d->att, d->q, d->ck[l], d->cv[l], 0, d->lut_causal, d->rows, d->cross_off,
-                                  d->cross_len, d->pos_d, n, H, dk, FAT5__ATTN_CROSS, nb, md, d->attn_scratch));
+                                  d->cross_len, d->pos_d, n, H, dk, FAT5__ATTN_CROSS, nb, md, (int)d->max_te,
+                                  d->attn_scratch));  // max_te: a replayed graph serves any request
         FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->h, 1, d->att, fat5__pa(m, y->co), n, D, I, 1.0f, 1.0f));
         // FFN
         FAT5__TRY(be->rmsnorm_fwd(ctx, d->n_act, d->r, d->h, fat5__pw(m, y->ln_ff), n, (int)D, eps));
