@@ -2295,6 +2295,9 @@ typedef struct fat5__CUctx_st *fat5__CUcontext;
 typedef struct fat5__CUmod_st *fat5__CUmodule;
 typedef struct fat5__CUfunc_st *fat5__CUfunction;
 typedef struct fat5__CUstream_st *fat5__CUstream;  // also cuBLAS's cudaStream_t
+typedef struct fat5__CUgraph_st *fat5__CUgraph;
+typedef struct fat5__CUgraphExec_st *fat5__CUgraphExec;
+typedef unsigned int fat5__CUstreamCaptureMode;   // CUstreamCaptureMode
 typedef unsigned int fat5__nvrtcResult;
 typedef struct fat5__nvrtcProgram_st *fat5__nvrtcProgram;
 typedef unsigned int fat5__cublasStatus_t;
@@ -2316,6 +2319,7 @@ enum {
     FAT5__CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
     FAT5__CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
     FAT5__CU_STREAM_NON_BLOCKING = 1,
+    FAT5__CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
     FAT5__CU_JIT_ERROR_LOG_BUFFER = 5,
     FAT5__CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
     FAT5__NVRTC_SUCCESS = 0,
@@ -2372,6 +2376,13 @@ typedef fat5__CUresult (*fat5__PFN_cuMemcpyDtoDAsync)(fat5__dptr dst, fat5__dptr
                                                       fat5__CUstream stream);
 typedef fat5__CUresult (*fat5__PFN_cuMemsetD8Async)(fat5__dptr p, unsigned char value, size_t n,
                                                     fat5__CUstream stream);
+typedef fat5__CUresult (*fat5__PFN_cuStreamBeginCapture)(fat5__CUstream stream, fat5__CUstreamCaptureMode mode);
+typedef fat5__CUresult (*fat5__PFN_cuStreamEndCapture)(fat5__CUstream stream, fat5__CUgraph *graph);
+typedef fat5__CUresult (*fat5__PFN_cuGraphInstantiate)(fat5__CUgraphExec *exec, fat5__CUgraph graph,
+                                                       unsigned long long flags);
+typedef fat5__CUresult (*fat5__PFN_cuGraphLaunch)(fat5__CUgraphExec exec, fat5__CUstream stream);
+typedef fat5__CUresult (*fat5__PFN_cuGraphExecDestroy)(fat5__CUgraphExec exec);
+typedef fat5__CUresult (*fat5__PFN_cuGraphDestroy)(fat5__CUgraph graph);
 
 // NVRTC (nvrtc.h, 11.2 or newer)
 typedef fat5__nvrtcResult (*fat5__PFN_nvrtcVersion)(int *major, int *minor);
@@ -2437,7 +2448,13 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmEx)(
     X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")                                                   \
     X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2")                                                   \
     X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2")                                                   \
-    X(cuMemsetD8Async, "cuMemsetD8Async")
+    X(cuMemsetD8Async, "cuMemsetD8Async")                                                         \
+    X(cuStreamBeginCapture, "cuStreamBeginCapture_v2")                                             \
+    X(cuStreamEndCapture, "cuStreamEndCapture")                                                    \
+    X(cuGraphInstantiate, "cuGraphInstantiateWithFlags")                                           \
+    X(cuGraphLaunch, "cuGraphLaunch")                                                              \
+    X(cuGraphExecDestroy, "cuGraphExecDestroy")                                                    \
+    X(cuGraphDestroy, "cuGraphDestroy")
 
 #define FAT5__NVRTC_API(X)                                                                         \
     X(nvrtcVersion, "nvrtcVersion")                                                                \
@@ -3598,6 +3615,58 @@ static FAT5__UNUSED fat5_status fat5__dev_launch(fat5_ctx *ctx, int kernel, unsi
     snprintf(what, sizeof what, "launching %s (grid %ux%ux%u, block %ux%ux%u, %u B shared)",
              fat5__kernel_names[kernel], gx, gy, gz, bx, by, bz, smem);
     return fat5__dev_check(ctx, r, what);
+}
+
+// ---- CUDA graphs: work enqueued on the stream between capture_begin and capture_end is recorded
+// instead of run, and replayed by graph_launch (the decoder's steps). During a capture nothing may
+// synchronise or copy from pageable host memory; FAT5_SYNC_LAUNCHES (a synchronisation after every
+// launch) cannot be captured, so capture_begin refuses with FAT5_ERR_UNSUPPORTED and callers run
+// plain launches.
+static FAT5__UNUSED fat5_status fat5__dev_capture_begin(fat5_ctx *ctx) {
+    fat5_status st = fat5__dev_enter(ctx, "fat5__dev_capture_begin");
+    if (st) return st;
+    if (ctx->gpu->sync_launches)
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "CUDA graph capture is off with FAT5_SYNC_LAUNCHES");
+    return fat5__dev_check(ctx, ctx->gpu->cu.cuStreamBeginCapture(ctx->gpu->stream,
+                                                                  FAT5__CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                           "cuStreamBeginCapture");
+}
+
+// Ends the capture and instantiates it into *exec (a fat5__CUgraphExec). With `keep` 0 (a capture
+// abandoned after an error) the recording is discarded and *exec stays NULL; the error that ended
+// it is kept as the message.
+static FAT5__UNUSED fat5_status fat5__dev_capture_end(fat5_ctx *ctx, int keep, void **exec) {
+    struct fat5__gpu *g = ctx->gpu;
+    fat5__CUgraph graph = NULL;
+    fat5__CUgraphExec e = NULL;
+    fat5__CUresult r;
+    *exec = NULL;
+    if (!g) return fat5__err(ctx, FAT5_ERR_STATE, "fat5__dev_capture_end: no device");
+    r = g->cu.cuStreamEndCapture(g->stream, &graph);
+    if (!keep) {
+        if (graph) g->cu.cuGraphDestroy(graph);
+        return FAT5_OK;
+    }
+    if (r != FAT5__CUDA_SUCCESS) {
+        if (graph) g->cu.cuGraphDestroy(graph);
+        return fat5__dev_check(ctx, r, "cuStreamEndCapture");
+    }
+    r = g->cu.cuGraphInstantiate(&e, graph, 0);
+    g->cu.cuGraphDestroy(graph);
+    if (r != FAT5__CUDA_SUCCESS) return fat5__dev_check(ctx, r, "cuGraphInstantiate");
+    *exec = (void *)e;
+    return FAT5_OK;
+}
+
+static FAT5__UNUSED fat5_status fat5__dev_graph_launch(fat5_ctx *ctx, void *exec) {
+    fat5_status st = fat5__dev_enter(ctx, "fat5__dev_graph_launch");
+    if (st) return st;
+    return fat5__dev_check(ctx, ctx->gpu->cu.cuGraphLaunch((fat5__CUgraphExec)exec, ctx->gpu->stream),
+                           "cuGraphLaunch");
+}
+
+static FAT5__UNUSED void fat5__dev_graph_destroy(fat5_ctx *ctx, void *exec) {
+    if (exec && ctx->gpu) ctx->gpu->cu.cuGraphExecDestroy((fat5__CUgraphExec)exec);
 }
 #else  // FAT5_NO_CUDA: the device layer reduced to an error
 static fat5_status fat5__dev_open(fat5_ctx *ctx) {
@@ -5672,6 +5741,7 @@ struct fat5_model {
     int have_fwd;                     // a forward ran on the current workspace
     int fwd_labels;                   // ... with labels (so backward has a loss to differentiate)
     int have_bwd;                     // backward already ran for it
+    int training;                     // 0: inference mode (no gradients, one layer's workspace)
     int64_t n_seq, te, td, n_count;
     fat5_loss_config loss;
 };
@@ -5764,6 +5834,7 @@ static fat5_status fat5__model_alloc(fat5_ctx *ctx, const fat5_model_config *cfg
     m->ctx = ctx;
     m->cfg = *cfg;
     m->lm_head_tied = lm_head_tied;
+    m->training = 1;
     if ((st = fat5__build_params(m))) {
         fat5_model_destroy(m);
         return st;
@@ -5922,10 +5993,14 @@ FAT5_API fat5_status fat5_model_set_param(fat5_model *m, const char *name, const
     return fat5__param_io(m, name, FAT5__CAST(float *, (void *)(uintptr_t)src), n, 1);
 }
 FAT5_API fat5_status fat5_model_get_grad(fat5_model *m, const char *name, float *dst, int64_t n) {
+    if (m && !m->gd) return fat5__err(m->ctx, FAT5_ERR_STATE, "fat5_model_get_grad: the model is in inference mode");
     return fat5__param_io(m, name, dst, n, 2);
 }
 FAT5_API fat5_status fat5_model_zero_grad(fat5_model *m) {
-    fat5_status st = m->be->memset0(m->ctx, m->gd, m->n_floats * sizeof(float));
+    fat5_status st;
+    if (!m) return FAT5_ERR_INVALID_ARG;
+    if (!m->gd) return fat5__err(m->ctx, FAT5_ERR_STATE, "fat5_model_zero_grad: the model is in inference mode");
+    st = m->be->memset0(m->ctx, m->gd, m->n_floats * sizeof(float));
     return st ? st : m->be->sync(m->ctx);
 }
 // =============================================================================================
@@ -5964,6 +6039,7 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
     size_t A = m->act_size, D = (size_t)c->d_model, I = (size_t)(c->num_heads * c->d_kv), F = (size_t)c->d_ff;
     size_t H = (size_t)c->num_heads, V = (size_t)c->vocab_size, T = (size_t)(te > td ? te : td), off = 0;
     size_t Te = (size_t)te, Td = (size_t)td, md = (size_t)c->rel_max_distance;
+    size_t Tb = m->training ? T : 0, Teb = m->training ? Te : 0, Tdb = m->training ? Td : 0;  // backward only
     int ok = 1, l;
 #define FAT5__WS(field, rows, cols, esize)                                                                    \
     do {                                                                                                    \
@@ -5976,9 +6052,13 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
     for (l = 0; l < c->num_layers + c->num_decoder_layers && ok; l++) {
         int dec = l >= c->num_layers;
         fat5__layer_acts *a = dec ? &w->dec[l - c->num_layers] : &w->enc[l];
-        size_t Tl = dec ? Td : Te;
+        size_t Tl = dec ? Td : Te, Tlb = m->training ? Tl : 0;
+        if (!m->training && l != 0 && l != c->num_layers) {  // inference: every layer reuses the first's buffers
+            *a = dec ? w->dec[0] : w->enc[0];
+            continue;
+        }
         memset(a, 0, sizeof *a);
-        FAT5__WS(a->h_sa, Tl, D, 4);
+        FAT5__WS(a->h_sa, Tlb, D, 4);
         FAT5__WS(a->rs_sa, Tl, 1, 4);
         FAT5__WS(a->n_sa, Tl, D, A);
         FAT5__WS(a->q, Tl, I, A);
@@ -5987,7 +6067,7 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
         FAT5__WS(a->att, Tl, I, A);
         FAT5__WS(a->lse, Tl, H, 4);
         if (dec) {
-            FAT5__WS(a->h_ca, Tl, D, 4);
+            FAT5__WS(a->h_ca, Tlb, D, 4);
             FAT5__WS(a->rs_ca, Tl, 1, 4);
             FAT5__WS(a->n_ca, Tl, D, A);
             FAT5__WS(a->cq, Tl, I, A);
@@ -5996,7 +6076,7 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
             FAT5__WS(a->catt, Tl, I, A);
             FAT5__WS(a->clse, Tl, H, 4);
         }
-        FAT5__WS(a->h_ff, Tl, D, 4);
+        FAT5__WS(a->h_ff, Tlb, D, 4);
         FAT5__WS(a->rs_ff, Tl, 1, 4);
         FAT5__WS(a->n_ff, Tl, D, A);
         FAT5__WS(a->ff_a, Tl, F, A);
@@ -6022,22 +6102,22 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
     FAT5__WS(w->dec_seq, Td, 1, 4);
     FAT5__WS(w->lut_bidir, md, 1, 4);
     FAT5__WS(w->lut_causal, md, 1, 4);
-    FAT5__WS(w->dlogits, Td, V, A);
-    FAT5__WS(w->dh_dec, Td, D, 4);
-    FAT5__WS(w->dh_enc, Te, D, 4);
-    FAT5__WS(w->d_enc_out, Te, D, 4);
-    FAT5__WS(w->dh_act, T, D, A);
-    FAT5__WS(w->dn, T, D, 4);
-    FAT5__WS(w->datt, T, I, A);
-    FAT5__WS(w->dq, T, I, A);
-    FAT5__WS(w->dk, T, I, A);
-    FAT5__WS(w->dv, T, I, A);
-    FAT5__WS(w->delta, T, H, 4);
-    FAT5__WS(w->dffh, T, F, A);
-    FAT5__WS(w->da, T, F, A);
-    FAT5__WS(w->norm_scratch, FAT5__GPU_NORM_ROWS, D, 4);
+    FAT5__WS(w->dlogits, Tdb, V, A);
+    FAT5__WS(w->dh_dec, Tdb, D, 4);
+    FAT5__WS(w->dh_enc, Teb, D, 4);
+    FAT5__WS(w->d_enc_out, Teb, D, 4);
+    FAT5__WS(w->dh_act, Tb, D, A);
+    FAT5__WS(w->dn, Tb, D, 4);
+    FAT5__WS(w->datt, Tb, I, A);
+    FAT5__WS(w->dq, Tb, I, A);
+    FAT5__WS(w->dk, Tb, I, A);
+    FAT5__WS(w->dv, Tb, I, A);
+    FAT5__WS(w->delta, Tb, H, 4);
+    FAT5__WS(w->dffh, Tb, F, A);
+    FAT5__WS(w->da, Tb, F, A);
+    FAT5__WS(w->norm_scratch, m->training ? FAT5__GPU_NORM_ROWS : 0, D, 4);
     // the CPU ops need no bias-gradient partials
-    FAT5__WS(w->dbias_scratch, m->be == &fat5__cpu_backend ? 0 : FAT5__GPU_DBIAS_ROWS,
+    FAT5__WS(w->dbias_scratch, m->be == &fat5__cpu_backend || !m->training ? 0 : FAT5__GPU_DBIAS_ROWS,
              (size_t)c->rel_buckets * H, 4);
 #undef FAT5__WS
     *total = off;
@@ -6225,19 +6305,19 @@ static fat5_status fat5__model_upload_seq(fat5_model *m, fat5__addr dst, const i
 
 // Self-attention sublayer: h += o(attn(q, k, v)) with q, k, v from n = rmsnorm(h)
 static fat5_status fat5__model_self_attn_fwd(fat5_model *m, const fat5__layer *y, const fat5__layer_acts *a,
-                                             fat5__addr h, int64_t T, fat5__addr cu, fat5__addr seq, int kind) {
+                                             fat5__addr h, int64_t T, fat5__addr cu, fat5__addr seq, int kind,
+                                             fat5__addr lut) {
     fat5_ctx *ctx = m->ctx;
     const fat5__backend *be = m->be;
     const fat5_model_config *c = &m->cfg;
     int64_t D = c->d_model, I = c->num_heads * c->d_kv;
     fat5_status st;
-    FAT5__TRY(be->copy(ctx, a->h_sa, h, (size_t)(T * D) * 4));
+    if (a->h_sa) FAT5__TRY(be->copy(ctx, a->h_sa, h, (size_t)(T * D) * 4));  // 0 in inference layout
     FAT5__TRY(be->rmsnorm_fwd(ctx, a->n_sa, a->rs_sa, h, fat5__pw(m, y->ln_sa), T, (int)D, (float)c->layer_norm_eps));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->q, 0, a->n_sa, fat5__pa(m, y->q), T, I, D, 1.0f, 0.0f));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->k, 0, a->n_sa, fat5__pa(m, y->k), T, I, D, 1.0f, 0.0f));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->v, 0, a->n_sa, fat5__pa(m, y->v), T, I, D, 1.0f, 0.0f));
-    FAT5__TRY(be->attn_fwd(ctx, a->att, a->lse, a->q, a->k, a->v, fat5__pw(m, y->rel),
-                           kind == FAT5__ATTN_BIDIR ? m->ws.lut_bidir : m->ws.lut_causal, cu, cu, seq, T,
+    FAT5__TRY(be->attn_fwd(ctx, a->att, a->lse, a->q, a->k, a->v, fat5__pw(m, y->rel), lut, cu, cu, seq, T,
                            (int)c->num_heads, (int)c->d_kv, kind, (int)c->rel_buckets, (int)c->rel_max_distance));
     return be->mm(ctx, FAT5__MM_NT, h, 1, a->att, fat5__pa(m, y->o), T, D, I, 1.0f, 1.0f);
 }
@@ -6251,7 +6331,7 @@ static fat5_status fat5__model_cross_attn_fwd(fat5_model *m, const fat5__layer *
     const fat5__ws *w = &m->ws;
     int64_t D = c->d_model, I = c->num_heads * c->d_kv, te = m->te, td = m->td;
     fat5_status st;
-    FAT5__TRY(be->copy(ctx, a->h_ca, w->dec_hf, (size_t)(td * D) * 4));
+    if (a->h_ca) FAT5__TRY(be->copy(ctx, a->h_ca, w->dec_hf, (size_t)(td * D) * 4));
     FAT5__TRY(be->rmsnorm_fwd(ctx, a->n_ca, a->rs_ca, w->dec_hf, fat5__pw(m, y->ln_ca), td, (int)D,
                               (float)c->layer_norm_eps));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->cq, 0, a->n_ca, fat5__pa(m, y->cq), td, I, D, 1.0f, 0.0f));
@@ -6271,7 +6351,7 @@ static fat5_status fat5__model_ffn_fwd(fat5_model *m, const fat5__layer *y, cons
     const fat5_model_config *c = &m->cfg;
     int64_t D = c->d_model, F = c->d_ff;
     fat5_status st;
-    FAT5__TRY(be->copy(ctx, a->h_ff, h, (size_t)(T * D) * 4));
+    if (a->h_ff) FAT5__TRY(be->copy(ctx, a->h_ff, h, (size_t)(T * D) * 4));
     FAT5__TRY(be->rmsnorm_fwd(ctx, a->n_ff, a->rs_ff, h, fat5__pw(m, y->ln_ff), T, (int)D, (float)c->layer_norm_eps));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->ff_a, 0, a->n_ff, fat5__pa(m, y->wi0), T, F, D, 1.0f, 0.0f));
     if (c->gated) FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->ff_b, 0, a->n_ff, fat5__pa(m, y->wi1), T, F, D, 1.0f, 0.0f));
@@ -6301,7 +6381,7 @@ static fat5_status fat5__model_forward(fat5_model *m, fat5_forward_result *out) 
     FAT5__TRY(be->embed_fwd(ctx, w->enc_hf, fat5__pw(m, m->shared), w->enc_tok, te, (int)D));
     for (l = 0; l < c->num_layers; l++) {
         FAT5__TRY(fat5__model_self_attn_fwd(m, &m->enc[l], &w->enc[l], w->enc_hf, te, w->enc_cu, w->enc_seq,
-                                            FAT5__ATTN_BIDIR));
+                                            FAT5__ATTN_BIDIR, w->lut_bidir));
         FAT5__TRY(fat5__model_ffn_fwd(m, &m->enc[l], &w->enc[l], w->enc_hf, te));
     }
     FAT5__TRY(be->rmsnorm_fwd(ctx, w->enc_out, w->enc_rsf, w->enc_hf, fat5__pw(m, m->enc_final_ln), te, (int)D, eps));
@@ -6309,7 +6389,7 @@ static fat5_status fat5__model_forward(fat5_model *m, fat5_forward_result *out) 
     FAT5__TRY(be->embed_fwd(ctx, w->dec_hf, fat5__pw(m, m->shared), w->dec_tok, td, (int)D));
     for (l = 0; l < c->num_decoder_layers; l++) {
         FAT5__TRY(fat5__model_self_attn_fwd(m, &m->dec[l], &w->dec[l], w->dec_hf, td, w->dec_cu, w->dec_seq,
-                                            FAT5__ATTN_CAUSAL));
+                                            FAT5__ATTN_CAUSAL, w->lut_causal));
         FAT5__TRY(fat5__model_cross_attn_fwd(m, &m->dec[l], &w->dec[l]));
         FAT5__TRY(fat5__model_ffn_fwd(m, &m->dec[l], &w->dec[l], w->dec_hf, td));
     }
@@ -6488,6 +6568,9 @@ FAT5_API fat5_status fat5_model_backward(fat5_model *m, float grad_scale) {
     if (m->have_bwd)
         return fat5__err(m->ctx, FAT5_ERR_STATE,
                          "fat5_model_backward: already ran for the last forward (its gradients were added once)");
+    if (!m->training)
+        return fat5__err(m->ctx, FAT5_ERR_STATE,
+                         "fat5_model_backward: the model is in inference mode (fat5_model_set_training(m, 1) first)");
     if (!isfinite(grad_scale))
         return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_model_backward: grad_scale is %g, expected a finite value",
                          (double)grad_scale);
@@ -6495,6 +6578,27 @@ FAT5_API fat5_status fat5_model_backward(fat5_model *m, float grad_scale) {
     if ((st = fat5__model_backward(m, grad_scale))) return st;
     return FAT5_OK;
 }
+
+// Inference mode frees the gradients and the workspace (the next forward lays it out again, one
+// layer's buffers for all layers, nothing for a backward); training mode allocates zeroed
+// gradients again.
+FAT5_API fat5_status fat5_model_set_training(fat5_model *m, int training) {
+    fat5_status st;
+    if (!m) return FAT5_ERR_INVALID_ARG;
+    training = training != 0;
+    if (training == m->training) return FAT5_OK;
+    fat5__ws_free(m);
+    if (!training) {
+        if (m->gd) m->be->free(m->ctx, m->gd);
+        m->gd = 0;
+    } else if ((st = m->be->alloc(m->ctx, m->n_floats * 4, &m->gd))) {
+        return fat5__err_prefix(m->ctx, st, "fat5_model_set_training: model gradients: ");
+    }
+    m->training = training;
+    return FAT5_OK;
+}
+
+FAT5_API int fat5_model_is_training(const fat5_model *m) { return m ? m->training : 0; }
 #undef FAT5__TRY
 
 // =============================================================================================
@@ -7609,6 +7713,9 @@ FAT5_API fat5_status fat5_optim_create(fat5_model *m, const fat5_optim_config *c
     be = m->be;
     if (!cfg) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_optim_create: cfg is NULL");
     if ((st = fat5__optim_config_check(ctx, cfg))) return st;
+    if (!m->training)
+        return fat5__err(ctx, FAT5_ERR_STATE,
+                         "fat5_optim_create: the model is in inference mode (fat5_model_set_training(m, 1) first)");
     if (!m->gd || !m->wd)
         return fat5__err(ctx, FAT5_ERR_STATE, "fat5_optim_create: the model has no weights on its backend");
     o = FAT5__CAST(fat5_optim *, fat5__calloc(ctx, 1, sizeof *o));
@@ -9696,6 +9803,7 @@ struct fat5_decoder {
     int64_t te;                          // encoder tokens of the request
     int64_t pos;                         // tokens consumed by each live row
     int64_t n_live;                      // rows named by the last step (rows only leave)
+    unsigned char *live;                 // [max_rows] 1 while a row takes part in the steps
     int started;
     // on the backend
     fat5__addr tok;                      // int32 [max_rows]: the tokens of the next step
@@ -9704,14 +9812,24 @@ struct fat5_decoder {
     fat5__addr pos_d;                    // int32 [1]: the position the next step writes
     fat5__addr self_off;                 // int32 [max_rows]: first cache row of each row (r * max_len)
     fat5__addr cross_off, cross_len;     // int32 [max_rows]: encoder keys of each row (start, count)
+    fat5__addr iota;                     // int32 [max_rows]: 0 .. max_rows-1
     fat5__addr *kc, *vc;                 // per decoder layer: self-attention cache [max_rows * max_len, I]
     fat5__addr *ck, *cv;                 // per decoder layer: cross keys / values [max_te, I]
     fat5__addr ws_base;                  // everything else of the step and of the encoder
     size_t ws_bytes;
-    int32_t *host_i32;                   // staging [max(max_rows, max_te) + 1]
+    int32_t *host_i32;                   // staging [max(max_rows, max_te, max_distance) + 1]
     // step buffers ([max_rows, .]) and scratch, laid out by fat5__decoder_layout
-    fat5__addr h, r, n_act, q, k, v, att, ff_a, ff_b, ff_h, out_act, tmp_cache, attn_scratch;
+    fat5__addr h, r, n_act, q, k, v, att, ff_a, ff_b, ff_h, out_act, attn_scratch;
+    fat5__addr tmp_cache;                // one layer's cache: the reorder goes through it
+    // the encoder (one layer's buffers; enc.h_sa / h_ff / h_ca stay 0: nothing is kept for a backward)
+    fat5__layer_acts enc;
+    fat5__addr enc_h, enc_out, enc_tok, enc_cu, enc_seq, lut_bidir, lut_causal;
 };
+
+#define FAT5__TRY(call)                          \
+    do {                                         \
+        if ((st = (call)) != FAT5_OK) return st; \
+    } while (0)
 
 // ---- internal interface of the decoding strategies ([7.2]) ----
 // fat5__decoder_step_dev: one step for entries 0 .. n-1 of d->tok / d->rows (device int32, rows
@@ -9719,16 +9837,438 @@ struct fat5_decoder {
 // writes the next-token logits to d->logits [n, vocab] fp32, and advances the position (host and
 // device). Enqueues work only: no host synchronisation and no host-to-device copy, so it can be
 // captured into a CUDA graph.
-static FAT5__UNUSED fat5_status fat5__decoder_step_dev(fat5_decoder *d, int64_t n) {
-    (void)n;
-    return fat5__err(d->ctx, FAT5_ERR_UNSUPPORTED, "fat5__decoder_step_dev: not written yet");
-}
+static fat5_status fat5__decoder_step_dev(fat5_decoder *d, int64_t n);
 // fat5__decoder_reorder_dev: row r of the cache continues from row src[r] (device int32
 // [d->n_rows]) for every position written so far. Enqueues work only.
-static FAT5__UNUSED fat5_status fat5__decoder_reorder_dev(fat5_decoder *d, fat5__addr src) {
-    (void)src;
-    return fat5__err(d->ctx, FAT5_ERR_UNSUPPORTED, "fat5__decoder_reorder_dev: not written yet");
+static fat5_status fat5__decoder_reorder_dev(fat5_decoder *d, fat5__addr src);
+
+// Lays out the decoder's backend buffers (every one on a 256-byte boundary); base == 0 measures.
+// Returns 0 when the size overflows. max_len == 0 (fat5_model_encode) leaves out the caches.
+static int fat5__decoder_layout(fat5_decoder *d, fat5__addr base, size_t *total) {
+    const fat5_model_config *c = &d->m->cfg;
+    size_t A = d->m->act_size, D = (size_t)c->d_model, I = (size_t)(c->num_heads * c->d_kv), F = (size_t)c->d_ff;
+    size_t H = (size_t)c->num_heads, V = (size_t)c->vocab_size, md = (size_t)c->rel_max_distance;
+    size_t N = (size_t)d->max_rows, Te = (size_t)d->max_te, L = (size_t)d->max_len, NL = 0, off = 0;
+    fat5__layer_acts *a = &d->enc;
+    int ok = fat5__mul_ok(N, L, &NL), l;
+#define FAT5__DWS(field, rows, cols, esize)                                                                     \
+    do {                                                                                                    \
+        size_t n_;                                                                                          \
+        off = (off + 255) & ~(size_t)255;                                                                   \
+        if (!fat5__mul3_ok((size_t)(rows), (size_t)(cols), (size_t)(esize), &n_) || !fat5__add_ok(off, n_, &off)) \
+            ok = 0;                                                                                         \
+        (field) = base && ok ? base + (fat5__addr)(off - n_) : 0;                                           \
+    } while (0)
+    // the step
+    FAT5__DWS(d->tok, N, 1, 4);
+    FAT5__DWS(d->rows, N, 1, 4);
+    FAT5__DWS(d->pos_d, 1, 1, 4);
+    FAT5__DWS(d->self_off, N, 1, 4);
+    FAT5__DWS(d->cross_off, N, 1, 4);
+    FAT5__DWS(d->cross_len, N, 1, 4);
+    FAT5__DWS(d->iota, N, 1, 4);
+    FAT5__DWS(d->logits, L ? N : 0, V, 4);
+    FAT5__DWS(d->h, L ? N : 0, D, 4);
+    FAT5__DWS(d->r, L ? N : 0, 1, 4);
+    FAT5__DWS(d->n_act, L ? N : 0, D, A);
+    FAT5__DWS(d->q, L ? N : 0, I, A);
+    FAT5__DWS(d->k, L ? N : 0, I, A);
+    FAT5__DWS(d->v, L ? N : 0, I, A);
+    FAT5__DWS(d->att, L ? N : 0, I, A);
+    FAT5__DWS(d->ff_a, L ? N : 0, F, A);
+    if (c->gated) FAT5__DWS(d->ff_b, L ? N : 0, F, A);  // act_fwd gates when ff_b is not 0
+    FAT5__DWS(d->ff_h, L ? N : 0, F, A);
+    FAT5__DWS(d->out_act, L ? N : 0, D, A);
+    FAT5__DWS(d->attn_scratch, L ? N : 0, FAT5__DECODE_SCRATCH(H, c->d_kv), 4);
+    // the caches: self-attention [N * L, I] and cross-attention [Te, I] per decoder layer
+    for (l = 0; l < c->num_decoder_layers; l++) {
+        FAT5__DWS(d->kc[l], NL, I, A);
+        FAT5__DWS(d->vc[l], NL, I, A);
+        FAT5__DWS(d->ck[l], L ? Te : 0, I, A);
+        FAT5__DWS(d->cv[l], L ? Te : 0, I, A);
+    }
+    FAT5__DWS(d->tmp_cache, c->num_decoder_layers ? NL : 0, I, A);
+    // the encoder, one layer's buffers for all layers (nothing is kept for a backward)
+    memset(a, 0, sizeof *a);
+    FAT5__DWS(d->enc_h, Te, D, 4);
+    FAT5__DWS(a->rs_sa, Te, 1, 4);
+    FAT5__DWS(a->n_sa, Te, D, A);
+    FAT5__DWS(a->q, Te, I, A);
+    FAT5__DWS(a->k, Te, I, A);
+    FAT5__DWS(a->v, Te, I, A);
+    FAT5__DWS(a->att, Te, I, A);
+    FAT5__DWS(a->lse, Te, H, 4);
+    FAT5__DWS(a->rs_ff, Te, 1, 4);
+    FAT5__DWS(a->n_ff, Te, D, A);
+    FAT5__DWS(a->ff_a, Te, F, A);
+    if (c->gated) FAT5__DWS(a->ff_b, Te, F, A);
+    FAT5__DWS(a->ff_h, Te, F, A);
+    FAT5__DWS(d->enc_out, Te, D, A);
+    FAT5__DWS(d->enc_tok, Te, 1, 4);
+    FAT5__DWS(d->enc_cu, N + 1, 1, 4);
+    FAT5__DWS(d->enc_seq, Te, 1, 4);
+    FAT5__DWS(d->lut_bidir, md, 1, 4);
+    FAT5__DWS(d->lut_causal, md, 1, 4);
+#undef FAT5__DWS
+    *total = off;
+    return ok;
 }
+
+FAT5_API void fat5_decoder_destroy(fat5_decoder *d) {
+    if (!d) return;
+    if (d->ws_base) d->be->free(d->ctx, d->ws_base);
+    fat5__free(d->ctx, d->kc);
+    fat5__free(d->ctx, d->host_i32);
+    fat5__free(d->ctx, d->live);
+    fat5__free(d->ctx, d);
+}
+
+FAT5_API fat5_status fat5_decoder_create(fat5_model *m, int64_t max_rows, int64_t max_te, int64_t max_len,
+                                         fat5_decoder **out) {
+    fat5_ctx *ctx;
+    fat5_decoder *d;
+    const fat5_model_config *c;
+    size_t total = 0, nl, stage, i;
+    int64_t md;
+    fat5_status st;
+    if (!out) return m ? fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_decoder_create: out is NULL") : FAT5_ERR_INVALID_ARG;
+    *out = NULL;
+    if (!m) return FAT5_ERR_INVALID_ARG;
+    ctx = m->ctx;
+    c = &m->cfg;
+    md = c->rel_max_distance;
+    if (max_rows < 1 || max_rows > INT32_MAX / 2 || max_te < 1 || max_te > INT32_MAX || max_len < 0 ||
+        max_len > INT32_MAX || max_rows * (max_len > 0 ? max_len : 1) > INT32_MAX)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "fat5_decoder_create: max_rows %lld, max_enc_tokens %lld, max_len %lld: rows and encoder "
+                         "tokens must be >= 1, max_len >= 0, and rows * max_len below 2^31",
+                         (long long)max_rows, (long long)max_te, (long long)max_len);
+    d = FAT5__CAST(fat5_decoder *, fat5__calloc(ctx, 1, sizeof *d));
+    if (!d) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_decoder_create: out of memory");
+    d->m = m;
+    d->ctx = ctx;
+    d->be = m->be;
+    d->max_rows = max_rows;
+    d->max_te = max_te;
+    d->max_len = max_len;
+    nl = (size_t)c->num_decoder_layers;
+    stage = (size_t)(max_rows > max_te ? max_rows : max_te) + 1;
+    if ((size_t)md + 1 > stage) stage = (size_t)md + 1;
+    d->kc = FAT5__CAST(fat5__addr *, fat5__calloc(ctx, 4 * (nl ? nl : 1), sizeof(fat5__addr)));
+    d->host_i32 = FAT5__CAST(int32_t *, fat5__calloc(ctx, stage, sizeof(int32_t)));
+    d->live = FAT5__CAST(unsigned char *, fat5__calloc(ctx, (size_t)max_rows, 1));
+    if (!d->kc || !d->host_i32 || !d->live) {
+        fat5_decoder_destroy(d);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_decoder_create: out of memory");
+    }
+    d->vc = d->kc + nl;
+    d->ck = d->vc + nl;
+    d->cv = d->ck + nl;
+    if (!fat5__decoder_layout(d, 0, &total)) {
+        fat5_decoder_destroy(d);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_decoder_create: the buffer size overflows");
+    }
+    if ((st = d->be->alloc(ctx, total, &d->ws_base))) {
+        fat5_decoder_destroy(d);
+        return fat5__err_prefix(ctx, st,
+                                "fat5_decoder_create: %.1f MiB for %lld rows x %lld positions and %lld encoder tokens: ",
+                                (double)total / 1048576.0, (long long)max_rows, (long long)max_len, (long long)max_te);
+    }
+    d->ws_bytes = total;
+    fat5__decoder_layout(d, d->ws_base, &total);
+    // constant tables: bucket of each distance (both kinds), each row's first cache row, 0 .. N-1
+    for (i = 0; i < (size_t)md; i++) d->host_i32[i] = fat5__rel_bucket(-(int64_t)i, 1, (int)c->rel_buckets, (int)md);
+    st = d->be->upload(ctx, d->lut_bidir, d->host_i32, (size_t)md * 4);
+    for (i = 0; i < (size_t)md && !st; i++)
+        d->host_i32[i] = fat5__rel_bucket(-(int64_t)i, 0, (int)c->rel_buckets, (int)md);
+    if (!st) st = d->be->upload(ctx, d->lut_causal, d->host_i32, (size_t)md * 4);
+    for (i = 0; i < (size_t)max_rows && !st; i++) d->host_i32[i] = (int32_t)(i * (size_t)max_len);
+    if (!st) st = d->be->upload(ctx, d->self_off, d->host_i32, (size_t)max_rows * 4);
+    for (i = 0; i < (size_t)max_rows && !st; i++) d->host_i32[i] = (int32_t)i;
+    if (!st) st = d->be->upload(ctx, d->iota, d->host_i32, (size_t)max_rows * 4);
+    if (!st) st = d->be->sync(ctx);
+    if (st) {
+        fat5_decoder_destroy(d);
+        return st;
+    }
+    *out = d;
+    return FAT5_OK;
+}
+
+// Checks a packed encoder batch: n_seq >= 1 sequences, each at least one token, ids in the
+// vocabulary, at most max_te tokens in all. Messages name `what` and the sequence.
+static fat5_status fat5__check_enc_input(fat5_model *m, const char *what, const int32_t *tokens,
+                                         const int32_t *cu, int64_t n_seq, int64_t max_te) {
+    fat5_ctx *ctx = m->ctx;
+    int64_t s, t;
+    if (n_seq < 1) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: no input (n = %lld)", what, (long long)n_seq);
+    if (!tokens || !cu) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tokens and cu_seqlens are required", what);
+    if (cu[0] != 0) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: cu_seqlens[0] = %d, expected 0", what, (int)cu[0]);
+    for (s = 0; s < n_seq; s++) {
+        if (cu[s + 1] <= cu[s])
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: input %lld is empty (cu_seqlens %d .. %d)", what,
+                             (long long)s, (int)cu[s], (int)cu[s + 1]);
+        if (cu[s + 1] > max_te)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                             "%s: the inputs hold more than %lld tokens (input %lld ends at %d)", what,
+                             (long long)max_te, (long long)s, (int)cu[s + 1]);
+        for (t = cu[s]; t < cu[s + 1]; t++)
+            if (tokens[t] < 0 || tokens[t] >= m->cfg.vocab_size)
+                return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                                 "%s: input %lld, position %lld: token id %d is outside [0, vocab_size %lld)", what,
+                                 (long long)s, (long long)(t - cu[s]), (int)tokens[t], (long long)m->cfg.vocab_size);
+    }
+    return FAT5_OK;
+}
+
+// The encoder on n_seq packed inputs (already checked): the final-norm output in d->enc_out (act).
+static fat5_status fat5__decoder_encode(fat5_decoder *d, const int32_t *tokens, const int32_t *cu, int64_t n_seq) {
+    fat5_model *m = d->m;
+    fat5_ctx *ctx = d->ctx;
+    const fat5__backend *be = d->be;
+    const fat5_model_config *c = &m->cfg;
+    int64_t te = cu[n_seq], s, t, l, D = c->d_model;
+    fat5_status st;
+    FAT5__TRY(be->upload(ctx, d->enc_tok, tokens, (size_t)te * 4));
+    FAT5__TRY(be->upload(ctx, d->enc_cu, cu, (size_t)(n_seq + 1) * 4));
+    for (s = 0; s < n_seq; s++)
+        for (t = cu[s]; t < cu[s + 1]; t++) d->host_i32[t] = (int32_t)s;
+    FAT5__TRY(be->upload(ctx, d->enc_seq, d->host_i32, (size_t)te * 4));
+    FAT5__TRY(be->embed_fwd(ctx, d->enc_h, fat5__pw(m, m->shared), d->enc_tok, te, (int)D));
+    for (l = 0; l < c->num_layers; l++) {
+        FAT5__TRY(fat5__model_self_attn_fwd(m, &m->enc[l], &d->enc, d->enc_h, te, d->enc_cu, d->enc_seq,
+                                            FAT5__ATTN_BIDIR, d->lut_bidir));
+        FAT5__TRY(fat5__model_ffn_fwd(m, &m->enc[l], &d->enc, d->enc_h, te));
+    }
+    // the staging buffer is read by the uploads above before it is reused (the CPU copies at once;
+    // the GPU's uploads are synchronous copies from pageable memory)
+    return be->rmsnorm_fwd(ctx, d->enc_out, d->enc.rs_sa, d->enc_h, fat5__pw(m, m->enc_final_ln), te, (int)D,
+                           (float)c->layer_norm_eps);
+}
+
+FAT5_API fat5_status fat5_decoder_start(fat5_decoder *d, const int32_t *tokens, const int32_t *cu, int64_t n_inputs,
+                                        int64_t rows_per_input) {
+    fat5_model *m;
+    fat5_ctx *ctx;
+    const fat5__backend *be;
+    const fat5_model_config *c;
+    int64_t r, l, te, I, D;
+    fat5_status st;
+    if (!d) return FAT5_ERR_INVALID_ARG;
+    m = d->m, ctx = d->ctx, be = d->be, c = &m->cfg;
+    I = c->num_heads * c->d_kv, D = c->d_model;
+    d->started = 0;
+    if (d->max_len < 1)
+        return fat5__err(ctx, FAT5_ERR_STATE, "fat5_decoder_start: this decoder has no cache (max_len 0)");
+    if (rows_per_input < 1 || n_inputs < 1 || n_inputs > d->max_rows || rows_per_input > d->max_rows / n_inputs)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "fat5_decoder_start: %lld inputs x %lld rows each: need at least one of each and at most "
+                         "%lld rows (the decoder's max_rows)",
+                         (long long)n_inputs, (long long)rows_per_input, (long long)d->max_rows);
+    if ((st = fat5__check_enc_input(m, "fat5_decoder_start", tokens, cu, n_inputs, d->max_te))) return st;
+    te = cu[n_inputs];
+    FAT5__TRY(fat5__decoder_encode(d, tokens, cu, n_inputs));
+    for (l = 0; l < c->num_decoder_layers; l++) {
+        const fat5__layer *y = &m->dec[l];
+        FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->ck[l], 0, d->enc_out, fat5__pa(m, y->ck), te, I, D, 1.0f, 0.0f));
+        FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->cv[l], 0, d->enc_out, fat5__pa(m, y->cv), te, I, D, 1.0f, 0.0f));
+    }
+    // row r reads input r / rows_per_input; every row is live and at position 0
+    FAT5__TRY(be->sync(ctx));  // the encoder's uploads have read host_i32
+    d->n_inputs = n_inputs;
+    d->rows_per_input = rows_per_input;
+    d->n_rows = n_inputs * rows_per_input;
+    d->te = te;
+    for (r = 0; r < d->n_rows; r++) d->host_i32[r] = cu[r / rows_per_input];
+    FAT5__TRY(be->upload(ctx, d->cross_off, d->host_i32, (size_t)d->n_rows * 4));
+    for (r = 0; r < d->n_rows; r++) d->host_i32[r] = cu[r / rows_per_input + 1] - cu[r / rows_per_input];
+    FAT5__TRY(be->upload(ctx, d->cross_len, d->host_i32, (size_t)d->n_rows * 4));
+    FAT5__TRY(be->memset0(ctx, d->pos_d, 4));
+    FAT5__TRY(be->sync(ctx));
+    memset(d->live, 1, (size_t)d->n_rows);
+    d->n_live = d->n_rows;
+    d->pos = 0;
+    d->started = 1;
+    return FAT5_OK;
+}
+
+static FAT5__UNUSED fat5_status fat5__decoder_step_dev(fat5_decoder *d, int64_t n) {
+    fat5_model *m = d->m;
+    fat5_ctx *ctx = d->ctx;
+    const fat5__backend *be = d->be;
+    const fat5_model_config *c = &m->cfg;
+    int64_t D = c->d_model, I = c->num_heads * c->d_kv, F = c->d_ff, V = c->vocab_size, l;
+    int H = (int)c->num_heads, dk = (int)c->d_kv, nb = (int)c->rel_buckets, md = (int)c->rel_max_distance;
+    float eps = (float)c->layer_norm_eps, head_scale = c->scale_decoder_outputs ? (float)(1.0 / sqrt((double)D)) : 1.0f;
+    fat5_status st;
+    FAT5__TRY(be->embed_fwd(ctx, d->h, fat5__pw(m, m->shared), d->tok, n, (int)D));
+    for (l = 0; l < c->num_decoder_layers; l++) {
+        const fat5__layer *y = &m->dec[l];
+        // self-attention: this position's key and value go into the cache, the query reads it all
+        FAT5__TRY(be->rmsnorm_fwd(ctx, d->n_act, d->r, d->h, fat5__pw(m, y->ln_sa), n, (int)D, eps));
+        FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->q, 0, d->n_act, fat5__pa(m, y->q), n, I, D, 1.0f, 0.0f));
+        FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->k, 0, d->n_act, fat5__pa(m, y->k), n, I, D, 1.0f, 0.0f));
+        FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->v, 0, d->n_act, fat5__pa(m, y->v), n, I, D, 1.0f, 0.0f));
+        FAT5__TRY(be->cache_write(ctx, d->kc[l], d->vc[l], d->k, d->v, d->rows, d->self_off, d->pos_d, n, (int)I));
+        FAT5__TRY(be->attn_decode(ctx, d->att, d->q, d->kc[l], d->vc[l], fat5__pw(m, y->rel), d->lut_causal, d->rows,
+                                  d->self_off, 0, d->pos_d, n, H, dk, FAT5__ATTN_CAUSAL, nb, md, d->attn_scratch));
+        FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->h, 1, d->att, fat5__pa(m, y->o), n, D, I, 1.0f, 1.0f));
+        // cross-attention against the row's encoder keys and values
+        FAT5__TRY(be->rmsnorm_fwd(ctx, d->n_act, d->r, d->h, fat5__pw(m, y->ln_ca), n, (int)D, eps));
+        FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->q, 0, d->n_act, fat5__pa(m, y->cq), n, I, D, 1.0f, 0.0f));
+        FAT5__TRY(be->attn_decode(ctx, d->att, d->q, d->ck[l], d->cv[l], 0, d->lut_causal, d->rows, d->cross_off,
+                                  d->cross_len, d->pos_d, n, H, dk, FAT5__ATTN_CROSS, nb, md, d->attn_scratch));
+        FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->h, 1, d->att, fat5__pa(m, y->co), n, D, I, 1.0f, 1.0f));
+        // FFN
+        FAT5__TRY(be->rmsnorm_fwd(ctx, d->n_act, d->r, d->h, fat5__pw(m, y->ln_ff), n, (int)D, eps));
+        FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->ff_a, 0, d->n_act, fat5__pa(m, y->wi0), n, F, D, 1.0f, 0.0f));
+        if (c->gated) FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->ff_b, 0, d->n_act, fat5__pa(m, y->wi1), n, F, D, 1.0f, 0.0f));
+        FAT5__TRY(be->act_fwd(ctx, d->ff_h, d->ff_a, d->ff_b, n * F, (int)c->act));
+        FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->h, 1, d->ff_h, fat5__pa(m, y->wo), n, D, F, 1.0f, 1.0f));
+    }
+    FAT5__TRY(be->rmsnorm_fwd(ctx, d->out_act, d->r, d->h, fat5__pw(m, m->dec_final_ln), n, (int)D, eps));
+    FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->logits, 1, d->out_act, fat5__pa(m, m->lm_head), n, V, D, head_scale, 0.0f));
+    FAT5__TRY(be->add_i32(ctx, d->pos_d, 1, 1));
+    d->pos++;
+    return FAT5_OK;
+}
+
+static FAT5__UNUSED fat5_status fat5__decoder_reorder_dev(fat5_decoder *d, fat5__addr src) {
+    const fat5__backend *be = d->be;
+    int I = (int)(d->m->cfg.num_heads * d->m->cfg.d_kv);
+    int64_t l;
+    fat5_status st;
+    // through the spare buffer: gather into it, then copy back row by row (identity indices)
+    for (l = 0; l < d->m->cfg.num_decoder_layers; l++) {
+        FAT5__TRY(be->cache_gather(d->ctx, d->tmp_cache, d->kc[l], src, d->self_off, d->pos_d, d->n_rows, I));
+        FAT5__TRY(be->cache_gather(d->ctx, d->kc[l], d->tmp_cache, d->iota, d->self_off, d->pos_d, d->n_rows, I));
+        FAT5__TRY(be->cache_gather(d->ctx, d->tmp_cache, d->vc[l], src, d->self_off, d->pos_d, d->n_rows, I));
+        FAT5__TRY(be->cache_gather(d->ctx, d->vc[l], d->tmp_cache, d->iota, d->self_off, d->pos_d, d->n_rows, I));
+    }
+    return FAT5_OK;
+}
+
+FAT5_API fat5_status fat5_decoder_step(fat5_decoder *d, const int32_t *tokens, const int32_t *rows, int64_t n,
+                                       float *logits) {
+    fat5_ctx *ctx;
+    int64_t i, V;
+    fat5_status st;
+    if (!d) return FAT5_ERR_INVALID_ARG;
+    ctx = d->ctx;
+    V = d->m->cfg.vocab_size;
+    if (!d->started) return fat5__err(ctx, FAT5_ERR_STATE, "fat5_decoder_step: no request (fat5_decoder_start first)");
+    if (n < 1 || n > d->n_live || !tokens)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "fat5_decoder_step: %lld entries%s; expected 1 .. %lld (the live rows) and a token each",
+                         (long long)n, tokens ? "" : " without tokens", (long long)d->n_live);
+    if (d->pos >= d->max_len)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "fat5_decoder_step: the cache is full: %lld positions written, max_len is %lld",
+                         (long long)d->pos, (long long)d->max_len);
+    for (i = 0; i < n; i++) {
+        int32_t r = rows ? rows[i] : (int32_t)i;
+        if (r < 0 || r >= d->n_rows || (i > 0 && rows && r <= rows[i - 1]))
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                             "fat5_decoder_step: rows[%lld] = %d: rows must be strictly increasing and in [0, %lld)",
+                             (long long)i, (int)r, (long long)d->n_rows);
+        if (!d->live[r])
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                             "fat5_decoder_step: row %d was left out of an earlier step (finished rows cannot come back)",
+                             (int)r);
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                             "fat5_decoder_step: tokens[%lld] = %d is outside [0, vocab_size %lld)", (long long)i,
+                             (int)tokens[i], (long long)V);
+    }
+    // rows left out of this step finish
+    for (i = 0; i < n; i++) d->host_i32[i] = rows ? rows[i] : (int32_t)i;
+    {
+        int64_t j = 0, r;
+        for (r = 0; r < d->n_rows; r++) {
+            int keep = j < n && d->host_i32[j] == r;
+            if (keep) j++;
+            else d->live[r] = 0;
+        }
+    }
+    d->n_live = n;
+    FAT5__TRY(d->be->upload(ctx, d->rows, d->host_i32, (size_t)n * 4));
+    FAT5__TRY(d->be->upload(ctx, d->tok, tokens, (size_t)n * 4));
+    FAT5__TRY(fat5__decoder_step_dev(d, n));
+    if (logits) FAT5__TRY(d->be->download(ctx, logits, d->logits, (size_t)(n * V) * 4));
+    return d->be->sync(ctx);
+}
+
+FAT5_API fat5_status fat5_decoder_reorder(fat5_decoder *d, const int32_t *src) {
+    fat5_ctx *ctx;
+    int64_t r;
+    fat5_status st;
+    if (!d) return FAT5_ERR_INVALID_ARG;
+    ctx = d->ctx;
+    if (!d->started) return fat5__err(ctx, FAT5_ERR_STATE, "fat5_decoder_reorder: no request (fat5_decoder_start first)");
+    if (!src) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_decoder_reorder: src is NULL");
+    for (r = 0; r < d->n_rows; r++)
+        if (d->live[r] && (src[r] < 0 || src[r] >= d->n_rows || !d->live[src[r]]))
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                             "fat5_decoder_reorder: src[%lld] = %d is not a live row (%lld rows)", (long long)r,
+                             (int)src[r], (long long)d->n_rows);
+    for (r = 0; r < d->n_rows; r++) d->host_i32[r] = d->live[r] ? src[r] : (int32_t)r;
+    FAT5__TRY(d->be->upload(ctx, d->tok, d->host_i32, (size_t)d->n_rows * 4));  // d->tok is free between steps
+    FAT5__TRY(fat5__decoder_reorder_dev(d, d->tok));
+    return d->be->sync(ctx);
+}
+
+FAT5_API int64_t fat5_decoder_position(const fat5_decoder *d) { return d ? d->pos : 0; }
+
+// ---- the encoder alone ----
+
+FAT5_API fat5_status fat5_model_encode(fat5_model *m, const int32_t *tokens, const int32_t *cu, int64_t n_seq,
+                                       fat5_pool pool, float *out, int64_t n) {
+    fat5_ctx *ctx;
+    fat5_decoder *d = NULL;
+    int64_t te, D, want, s, t, j;
+    float *hid = NULL;
+    fat5_status st;
+    if (!m) return FAT5_ERR_INVALID_ARG;
+    ctx = m->ctx;
+    D = m->cfg.d_model;
+    if (pool != FAT5_POOL_NONE && pool != FAT5_POOL_MEAN)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_encode: pool = %d, expected FAT5_POOL_NONE or "
+                                                    "FAT5_POOL_MEAN", (int)pool);
+    if ((st = fat5__check_enc_input(m, "fat5_model_encode", tokens, cu, n_seq, INT32_MAX))) return st;
+    te = cu[n_seq];
+    want = (pool == FAT5_POOL_MEAN ? n_seq : te) * D;
+    if (!out || n != want)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_encode: out holds %lld floats, the result is %lld",
+                         out ? (long long)n : 0LL, (long long)want);
+    if ((st = fat5_decoder_create(m, n_seq, te, 0, &d))) return st;
+    hid = FAT5__CAST(float *, fat5__malloc(ctx, (size_t)(te * D) * (m->act_size == 2 ? 2 : 4)));
+    if (!hid) {
+        fat5_decoder_destroy(d);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_encode: out of memory");
+    }
+    st = fat5__decoder_encode(d, tokens, cu, n_seq);
+    if (!st) st = m->be->download(ctx, hid, d->enc_out, (size_t)(te * D) * m->act_size);
+    if (!st) st = m->be->sync(ctx);
+    if (!st) {
+        const uint16_t *h16 = FAT5__CAST(const uint16_t *, (const void *)hid);
+        for (s = 0; s < n_seq; s++) {
+            int64_t len = cu[s + 1] - cu[s];
+            for (j = 0; j < D; j++) {
+                double acc = 0;
+                for (t = cu[s]; t < cu[s + 1]; t++) {
+                    float x = m->act_size == 2 ? fat5__bf16_to_f32(h16[t * D + j]) : hid[t * D + j];
+                    if (pool == FAT5_POOL_MEAN) acc += x;
+                    else out[t * D + j] = x;
+                }
+                if (pool == FAT5_POOL_MEAN) out[s * D + j] = (float)(acc / (double)len);
+            }
+        }
+    }
+    fat5__free(ctx, hid);
+    fat5_decoder_destroy(d);
+    return st;
+}
+#undef FAT5__TRY
 
 // =============================================================================================
 // ==[7.2] generate: decoding strategies ==

@@ -18,6 +18,8 @@
 #define fat5__CUmod_st CUmod_st
 #define fat5__CUfunc_st CUfunc_st
 #define fat5__CUstream_st CUstream_st
+#define fat5__CUgraph_st CUgraph_st
+#define fat5__CUgraphExec_st CUgraphExec_st
 #define fat5__nvrtcProgram_st _nvrtcProgram
 #define fat5__cublasContext cublasContext
 
@@ -55,6 +57,7 @@
     X(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)                                       \
     X(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)                                             \
     X(CU_STREAM_NON_BLOCKING)                                                                      \
+    X(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)                                                         \
     X(CU_JIT_ERROR_LOG_BUFFER)                                                                     \
     X(CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)                                                          \
     X(NVRTC_SUCCESS)                                                                               \
@@ -84,6 +87,7 @@ ABI_ASSERT(cublasOperation_t, sizeof(fat5__cublasOperation_t) == sizeof(cublasOp
 ABI_ASSERT(cudaDataType, sizeof(fat5__cudaDataType) == sizeof(cudaDataType));
 ABI_ASSERT(cublasComputeType_t, sizeof(fat5__cublasComputeType_t) == sizeof(cublasComputeType_t));
 ABI_ASSERT(cublasGemmAlgo_t, sizeof(fat5__cublasGemmAlgo_t) == sizeof(cublasGemmAlgo_t));
+ABI_ASSERT(CUstreamCaptureMode, sizeof(fat5__CUstreamCaptureMode) == sizeof(CUstreamCaptureMode));
 ABI_ASSERT(cublasMath_t, sizeof(fat5__cublasMath_t) == sizeof(cublasMath_t));
 
 // ---- prototypes: the real function, through the header's renaming macro, is assigned to a

@@ -15,6 +15,7 @@
 #include "test_data.c"
 #include "test_optim.c"
 #include "test_train.c"
+#include "test_decode.c"
 #ifndef FAT5_NO_CUDA
 #include "test_gpu_dev.c"
 #include "test_gpu_ops.c"
@@ -33,6 +34,7 @@ static const fat5_test_case fat5_cases[] = {
     FAT5_TESTS_DATA(FAT5_TEST_ENTRY)
     FAT5_TESTS_OPTIM(FAT5_TEST_ENTRY)
     FAT5_TESTS_TRAIN(FAT5_TEST_ENTRY)
+    FAT5_TESTS_DECODE(FAT5_TEST_ENTRY)
     FAT5_TESTS_GPU_DEV(FAT5_TEST_ENTRY)
     FAT5_TESTS_GPU_OPS(FAT5_TEST_ENTRY)
     FAT5_TESTS_GPU_MODEL(FAT5_TEST_ENTRY)
