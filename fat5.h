@@ -9824,6 +9824,8 @@ struct fat5_decoder {
     // the encoder (one layer's buffers; enc.h_sa / h_ff / h_ca stay 0: nothing is kept for a backward)
     fat5__layer_acts enc;
     fat5__addr enc_h, enc_out, enc_tok, enc_cu, enc_seq, lut_bidir, lut_causal;
+    void *graph;                         // GPU: the captured step (fat5__decoder_graph_step), or NULL
+    int64_t graph_n;                     // ... for this many entries
 };
 
 #define FAT5__TRY(call)                          \
@@ -9916,6 +9918,9 @@ static int fat5__decoder_layout(fat5_decoder *d, fat5__addr base, size_t *total)
 
 FAT5_API void fat5_decoder_destroy(fat5_decoder *d) {
     if (!d) return;
+#ifndef FAT5_NO_CUDA
+    fat5__dev_graph_destroy(d->ctx, d->graph);
+#endif
     if (d->ws_base) d->be->free(d->ctx, d->ws_base);
     fat5__free(d->ctx, d->kc);
     fat5__free(d->ctx, d->host_i32);
@@ -10147,6 +10152,40 @@ static FAT5__UNUSED fat5_status fat5__decoder_reorder_dev(fat5_decoder *d, fat5_
     }
     return FAT5_OK;
 }
+
+#ifndef FAT5_NO_CUDA
+// The step for n entries replayed from a CUDA graph (GPU decoders): captured at the first call for
+// this n (the capture records the work, one launch runs it), replayed afterwards. fat5__decoder_step_dev
+// advances the host position when it is recorded, so a replay advances it here. A capture that
+// fails leaves the decoder as it was and returns the error (callers fall back to plain launches).
+// Callers that capture more than the step (a strategy's ops after it) follow the same rule: the
+// host position moves once per recording and once per later launch.
+static FAT5__UNUSED fat5_status fat5__decoder_graph_step(fat5_decoder *d, int64_t n) {
+    fat5_ctx *ctx = d->ctx;
+    fat5_status st;
+    void *exec = NULL;
+    if (d->graph && d->graph_n == n) {
+        if ((st = fat5__dev_graph_launch(ctx, d->graph))) return st;
+        d->pos++;
+        return FAT5_OK;
+    }
+    fat5__dev_graph_destroy(ctx, d->graph);
+    d->graph = NULL;
+    if ((st = fat5__dev_capture_begin(ctx))) return st;
+    st = fat5__decoder_step_dev(d, n);
+    if (st) {  // the position did not advance
+        fat5__dev_capture_end(ctx, 0, &exec);
+        return st;
+    }
+    if ((st = fat5__dev_capture_end(ctx, 1, &exec))) {
+        d->pos--;
+        return st;
+    }
+    d->graph = exec;
+    d->graph_n = n;
+    return fat5__dev_graph_launch(ctx, d->graph);
+}
+#endif
 
 FAT5_API fat5_status fat5_decoder_step(fat5_decoder *d, const int32_t *tokens, const int32_t *rows, int64_t n,
                                        float *logits) {

@@ -408,6 +408,124 @@ static void tgm_train_resume(fat5_test *T, fat5_dtype dtype) {
 static void t_gpu_train_resume_fp32(fat5_test *T) { tgm_train_resume(T, FAT5_DTYPE_FP32); }
 static void t_gpu_train_resume_bf16(fat5_test *T) { tgm_train_resume(T, FAT5_DTYPE_BF16); }
 
+// ---- decoding with the KV cache on the GPU ----
+
+// Runs the decode steps of tests/test_decode.c (30 positions, three inputs, row 1 leaving after 20)
+// on model m; logits [TD_STEPS][3][V] (entries of a step in row order; a left row's stay 0).
+// graph: steps after the first replay a CUDA graph.
+static int tgm_decode_run(fat5_test *T, fat5_model *m, int graph, float *out) {
+    fat5_decoder *d = NULL;
+    int32_t enc[18], cu[4], dec[3][TD_STEPS], tok[3], rows[3];
+    int64_t V = m->cfg.vocab_size, t, i;
+    int ok = 1;
+    td_inputs(V, enc, cu, dec);
+    memset(out, 0, (size_t)(TD_STEPS * 3 * V) * sizeof(float));
+    if (fat5_decoder_create(m, 3, 18, TD_STEPS, &d) || fat5_decoder_start(d, enc, cu, 3, 1)) {
+        FAT5_CHECK_MSG(T, 0, "decoder: %s", fat5_last_error(m->ctx));
+        fat5_decoder_destroy(d);
+        return 0;
+    }
+    for (t = 0; t < TD_STEPS && ok; t++) {
+        int64_t n = 0;
+        for (i = 0; i < 3; i++)
+            if (i != 1 || t < 20) {
+                rows[n] = (int32_t)i;
+                tok[n++] = dec[i][t];
+            }
+        if (!graph || t == 0) {
+            ok = fat5_decoder_step(d, tok, rows, n, NULL) == FAT5_OK;
+        } else {
+            int64_t live = 0, r;
+            for (r = 0; r < 3; r++) live += d->live[r] && (r != 1 || t < 20);
+            // the public step's bookkeeping (rows leaving), then the device work from the graph
+            for (r = 0; r < 3; r++)
+                if (r == 1 && t >= 20) d->live[r] = 0;
+            d->n_live = live;
+            ok = m->be->upload(m->ctx, d->rows, rows, (size_t)n * 4) == FAT5_OK &&
+                 m->be->upload(m->ctx, d->tok, tok, (size_t)n * 4) == FAT5_OK &&
+                 fat5__decoder_graph_step(d, n) == FAT5_OK && m->be->sync(m->ctx) == FAT5_OK;
+        }
+        for (i = 0; i < n && ok; i++)
+            ok = m->be->download(m->ctx, out + ((size_t)t * 3 + (size_t)rows[i]) * (size_t)V,
+                                 d->logits + (fat5__addr)(i * V * 4), (size_t)V * 4) == FAT5_OK;
+        ok = ok && m->be->sync(m->ctx) == FAT5_OK && fat5_decoder_position(d) == t + 1;
+    }
+    FAT5_CHECK_MSG(T, ok, "decode step: %s", fat5_last_error(m->ctx));
+    fat5_decoder_destroy(d);
+    return ok;
+}
+
+// The GPU decoder against the CPU decoder on every fixture: fp32 within 1e-4 (as the forward),
+// bf16 within the forward's relative L2 bound (see tgm_compare).
+static void tgm_decode_vs_cpu(fat5_test *T, fat5_dtype dtype) {
+    fat5_ctx *gctx = tgm_ctx(T, dtype), *ctx = fat5_test_ctx(T);
+    int k;
+    if (!gctx) return;
+    for (k = 0; k < 3; k++) {
+        char dir[512];
+        fat5_model *c = NULL, *g = NULL;
+        float *lc, *lg;
+        size_t n;
+        snprintf(dir, sizeof dir, "%s/%s", FAT5_TEST_DATA, td_fixtures[k]);
+        if (fat5_model_load(ctx, dir, &c) || fat5_model_load(gctx, dir, &g)) {
+            FAT5_CHECK_MSG(T, 0, "load %s: %s / %s", dir, fat5_last_error(ctx), fat5_last_error(gctx));
+            fat5_model_destroy(c);
+            fat5_model_destroy(g);
+            break;
+        }
+        n = (size_t)(TD_STEPS * 3 * c->cfg.vocab_size);
+        lc = (float *)malloc(n * sizeof(float));
+        lg = (float *)malloc(n * sizeof(float));
+        fat5_model_set_training(g, 0);
+        if (lc && lg && tgm_decode_run(T, c, 0, lc) && tgm_decode_run(T, g, 0, lg)) {
+            if (dtype == FAT5_DTYPE_FP32) {
+                double e = td_maxdiff(lg, lc, (int64_t)n);
+                FAT5_CHECK_MSG(T, e <= 1e-4, "%s: GPU fp32 decode logits differ from the CPU's by %g", td_fixtures[k], e);
+            } else {
+                double u = 1.0 / 512.0, layers = (double)(c->cfg.num_layers + c->cfg.num_decoder_layers);
+                double e = tgm_rel_l2(lg, lc, n), tol = 4.0 * u * sqrt(6.0 * layers);
+                FAT5_CHECK_MSG(T, e <= tol, "%s: GPU bf16 decode logits: relative L2 error %g > %g", td_fixtures[k], e,
+                               tol);
+            }
+        }
+        free(lc);
+        free(lg);
+        fat5_model_destroy(c);
+        fat5_model_destroy(g);
+    }
+    fat5_ctx_destroy(gctx);
+}
+static void t_gpu_decode_fp32_vs_cpu(fat5_test *T) { tgm_decode_vs_cpu(T, FAT5_DTYPE_FP32); }
+static void t_gpu_decode_bf16_vs_cpu(fat5_test *T) { tgm_decode_vs_cpu(T, FAT5_DTYPE_BF16); }
+
+// A step replayed from a CUDA graph gives bitwise the logits of plain launches (bf16, the serving
+// configuration; the graph is re-captured when the number of live rows changes).
+static void t_gpu_decode_graph_replay(fat5_test *T) {
+    fat5_ctx *gctx = tgm_ctx(T, FAT5_DTYPE_BF16);
+    char dir[512];
+    fat5_model *g = NULL;
+    float *a, *b;
+    size_t n;
+    if (!gctx) return;
+    snprintf(dir, sizeof dir, "%s/%s", FAT5_TEST_DATA, td_fixtures[1]);
+    if (fat5_model_load(gctx, dir, &g)) {
+        FAT5_CHECK_MSG(T, 0, "load: %s", fat5_last_error(gctx));
+        fat5_ctx_destroy(gctx);
+        return;
+    }
+    n = (size_t)(TD_STEPS * 3 * g->cfg.vocab_size);
+    a = (float *)malloc(n * sizeof(float));
+    b = (float *)malloc(n * sizeof(float));
+    if (a && b && tgm_decode_run(T, g, 0, a) && tgm_decode_run(T, g, 1, b))
+        FAT5_CHECK_MSG(T, memcmp(a, b, n * sizeof(float)) == 0, "graph replay changed the logits (max diff %g)",
+                       td_maxdiff(a, b, (int64_t)n));
+    free(a);
+    free(b);
+    fat5_model_destroy(g);
+    fat5_ctx_destroy(gctx);
+}
+
 #define FAT5_TESTS_GPU_MODEL(X) X(gpu_model_fp32_vs_cpu) X(gpu_model_bf16_vs_cpu) X(gpu_fixtures_fp32) \
     X(gpu_fixtures_bf16) X(gpu_save_reload) X(gpu_optim_vs_cpu) X(gpu_backward_deterministic) \
-    X(gpu_train_resume_fp32) X(gpu_train_resume_bf16)
+    X(gpu_train_resume_fp32) X(gpu_train_resume_bf16) X(gpu_decode_fp32_vs_cpu) X(gpu_decode_bf16_vs_cpu) \
+    X(gpu_decode_graph_replay)
