@@ -10,11 +10,11 @@ the byte vocabulary of 384; --tiny: the 128 / 512, 4 heads of 32, 2 + 2 layers m
 run), saves it with save_pretrained to a temporary directory, and for every batch size:
 
   * runs transformers' ``generate`` (greedy, min_new_tokens = max_new_tokens so that every row
-    has the full length) after one warm-up call, and times it;
+    has the full length) after one warm-up call, and times the fastest of --repeat calls (3);
   * runs ``examples/generate DIR --ids ... --print-ids`` on the same inputs (``--device gpu``
     with --device cuda) and reads the time of the generation alone from its stderr line
     ``generate: N tokens in S s`` (model load and kernel compilation are left out; one warm-up
-    call runs first, as on the Hugging Face side);
+    call runs first and the fastest of --repeat counts, as on the Hugging Face side);
   * prints one JSON line with both speeds in generated tokens per second and their ratio
     fat5 / transformers, and whether the outputs are identical token for token.
 
@@ -76,7 +76,7 @@ def make_inputs(batch, length, vocab, seed):
     return ids
 
 
-def hf_generate(model, ids, new_tokens, device):
+def hf_generate(model, ids, new_tokens, device, repeat):
     ids = ids.to(device)
     mask = torch.ones_like(ids)
     kw = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, num_beams=1,
@@ -86,19 +86,22 @@ def hf_generate(model, ids, new_tokens, device):
         if device == "cuda":
             torch.cuda.synchronize()
 
+    t = None
     with torch.inference_mode():
         model.generate(ids, **kw)          # warm-up
-        sync()
-        t0 = time.perf_counter()
-        out = model.generate(ids, **kw)
-        sync()
-        t = time.perf_counter() - t0
+        for _ in range(repeat):            # the fastest of repeat runs
+            sync()
+            t0 = time.perf_counter()
+            out = model.generate(ids, **kw)
+            sync()
+            dt = time.perf_counter() - t0
+            t = dt if t is None else min(t, dt)
     return out[:, 1:].cpu().tolist(), t    # without the decoder start token
 
 
-def fat5_generate(binary, model_dir, ids, new_tokens, device, dtype, extra):
+def fat5_generate(binary, model_dir, ids, new_tokens, device, dtype, repeat, extra):
     cmd = [binary, model_dir, "--print-ids", "--max-new-tokens", str(new_tokens),
-           "--min-new-tokens", str(new_tokens), "--num-beams", "1", "--warmup", "1",
+           "--min-new-tokens", str(new_tokens), "--num-beams", "1", "--warmup", "1", "--repeat", str(repeat),
            "--device", "gpu" if device == "cuda" else "cpu"]
     if device == "cuda":
         cmd += ["--dtype", dtype]
@@ -138,6 +141,7 @@ def main():
     ap.add_argument("--new-tokens", type=int, default=None, help="generated per row (128; --tiny 16)")
     ap.add_argument("--vocab", type=int, default=384, help="vocabulary size (384: byte-level)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=3, help="timed runs per side; the fastest counts (3)")
     ap.add_argument("--threads", type=int, default=None, help="CPU threads for both sides")
     ap.add_argument("--strict-bf16", action="store_true", help="fail on a bf16 difference too")
     ap.add_argument("--generate-bin", default=None, help="path of examples/generate")
@@ -153,8 +157,8 @@ def main():
     batches = [int(b) for b in (args.batch_sizes or ("1,4" if args.tiny else "1,64")).split(",")]
     input_len = args.input_len or (32 if args.tiny else 512)
     new_tokens = args.new_tokens or (16 if args.tiny else 128)
-    if min(batches) < 1 or input_len < 2 or new_tokens < 1:
-        ap.error("batch sizes and --new-tokens must be >= 1, --input-len >= 2")
+    if min(batches) < 1 or input_len < 2 or new_tokens < 1 or args.repeat < 1:
+        ap.error("batch sizes, --new-tokens and --repeat must be >= 1, --input-len >= 2")
     binary = args.generate_bin or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "generate")
     if not os.access(binary, os.X_OK):
         sys.exit(f"compare_hf: {binary}: not found (make examples/generate)")
@@ -174,8 +178,8 @@ def main():
         model = model.to(args.device)
         for b in batches:
             ids = make_inputs(b, input_len, args.vocab, args.seed + b)
-            hf_out, hf_t = hf_generate(model, ids, new_tokens, args.device)
-            f_out, f_t, f_n = fat5_generate(binary, model_dir, ids, new_tokens, args.device, args.dtype, extra)
+            hf_out, hf_t = hf_generate(model, ids, new_tokens, args.device, args.repeat)
+            f_out, f_t, f_n = fat5_generate(binary, model_dir, ids, new_tokens, args.device, args.dtype, args.repeat, extra)
             diff = first_difference(hf_out, f_out)
             if diff is None and len(f_out) != len(hf_out):
                 diff = (min(len(f_out), len(hf_out)), 0, "a row" if len(hf_out) > len(f_out) else None, None)
