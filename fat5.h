@@ -2485,7 +2485,8 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmEx)(
 #define FAT5__KERNELS(X)                                                                           \
     X(fill_f32) X(scale_f32) X(f32_to_bf16) X(to_act) X(embed_fwd) X(embed_bwd) X(rmsnorm_fwd)     \
     X(rmsnorm_bwd) X(colsum_f32) X(act_fwd) X(act_bwd) X(attn_fwd) X(attn_bwd_delta) X(attn_bwd_dq)  \
-    X(attn_bwd_dkv) X(xent_fwd) X(xent_bwd) X(sumsq_seg) X(adamw_seg)
+    X(attn_bwd_dkv) X(xent_fwd) X(xent_bwd) X(sumsq_seg) X(adamw_seg)                              \
+    X(attn_decode) X(cache_write) X(cache_gather) X(add_i32)
 
 typedef enum fat5__kernel_id {
 #define FAT5__KENUM(name) FAT5__K_##name,
@@ -4469,13 +4470,23 @@ static fat5_status fat5__cpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__addr dk_, fat5__a
 // k and v for j < count, count = pos[0] + 1 (CAUSAL: the decoder's self-attention cache, the query
 // at position pos[0]) or kv_len[row] (CROSS: the encoder output of the row's input; bias unused).
 // o[i] = softmax_j(q_i . k_j + bias[bucket(j - pos[0]), h]) v_j, per head; rows of q, k, v, o are
-// H*dk wide. scratch serves the GPU's split over keys (FAT5__DECODE_SCRATCH floats per entry).
+// H*dk wide; o = 0 for an entry without keys. bucket = fat5__rel_bucket(j - pos[0], 0, nb,
+// max_distance) (the causal forward's bucket for a query at position pos[0]; lut is the GPU's table
+// of it, as for attn_fwd).
+// max_keys: an upper bound, known on the host, of the key count of any entry: the decoder's cache
+// capacity max_len for CAUSAL, the longest encoder output (max of kv_len) for CROSS. pos and kv_len
+// live in device memory on the GPU (a decode step is replayable as a CUDA graph), so the GPU sizes
+// its split of the keys from max_keys alone; any count is still computed correctly (a count above
+// max_keys only splits less well). The CPU ignores it.
+// scratch serves the GPU's split over keys: FAT5__DECODE_SCRATCH(H, dk) floats per entry, n entries
+// (it may be 0 when max_keys <= FAT5__DECODE_SPLIT_KEYS: one split, no scratch).
 #define FAT5__DECODE_MAX_SPLITS 32
 #define FAT5__DECODE_SCRATCH(H, dk) ((size_t)(H) * FAT5__DECODE_MAX_SPLITS * ((size_t)(dk) + 2))
+#define FAT5__DECODE_SPLIT_KEYS 128  // the GPU's keys per split at max_keys: ceil(max_keys / 128) splits
 static fat5_status fat5__cpu_attn_decode(fat5_ctx *ctx, fat5__addr o_, fat5__addr q_, fat5__addr k_, fat5__addr v_,
                                          fat5__addr bias_, fat5__addr lut, fat5__addr rows_, fat5__addr kv_off_,
                                          fat5__addr kv_len_, fat5__addr pos_, int64_t n, int H, int dk, int kind,
-                                         int nb, int max_distance, fat5__addr scratch) {
+                                         int nb, int max_distance, int max_keys, fat5__addr scratch) {
     float *o = FAT5__HOST(float, o_);
     const float *q = FAT5__HOST(const float, q_), *k = FAT5__HOST(const float, k_), *v = FAT5__HOST(const float, v_);
     const float *bias = kind == FAT5__ATTN_CAUSAL ? FAT5__HOST(const float, bias_) : NULL;
@@ -4485,6 +4496,7 @@ static fat5_status fat5__cpu_attn_decode(fat5_ctx *ctx, fat5__addr o_, fat5__add
     double *p, *acc;
     int h, d;
     (void)lut;
+    (void)max_keys;
     (void)scratch;
     for (i = 0; i < n; i++) {
         int64_t c = kind == FAT5__ATTN_CAUSAL ? pos + 1 : kv_len[rows[i]];
@@ -5076,29 +5088,94 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__dptr
 // ----- xent.cu: one block of 256 threads per row over the vocabulary -----
 
 // ---- decoding (kernels/decode.cu) ----
+// The decode position pos and the cross lengths kv_len are device memory that only the kernels
+// read: nothing here reads device data, synchronises, or allocates, and every grid depends on host
+// sizes alone, so these launches can be captured into a CUDA graph and replayed as pos advances.
+
+// the split count of fat5__gpu_attn_decode for a key count bounded by max_keys (1..32)
+static int fat5__gpu_decode_splits(int max_keys) {
+    int64_t s = ((int64_t)max_keys + FAT5__DECODE_SPLIT_KEYS - 1) / FAT5__DECODE_SPLIT_KEYS;
+    return s < 1 ? 1 : s > FAT5__DECODE_MAX_SPLITS ? FAT5__DECODE_MAX_SPLITS : (int)s;
+}
+
+// o[i] = softmax_j(q_i . k_j + bias) v_j per head against entry i's cache row (see
+// fat5__cpu_attn_decode). Flash-decoding: the keys of each (entry, head) are cut into S =
+// ceil(max_keys / FAT5__DECODE_SPLIT_KEYS) splits (at most 32), one warp each (phase 0, grid
+// (ceil(S / W), H, n clamped to 65535), W = min(S, 4) warps a block); with S > 1 each warp writes its
+// partial (max, sum, acc[dk]) to scratch and phase 1 (one warp per (entry, head), 4 warps a block)
+// combines the partials in split order: deterministic, the same bits every run. Where only one split
+// has keys at run time, phase 0 writes o directly.
 static FAT5__UNUSED fat5_status fat5__gpu_attn_decode(fat5_ctx *ctx, fat5__dptr o, fat5__dptr q, fat5__dptr k,
                                                       fat5__dptr v, fat5__dptr bias, fat5__dptr lut, fat5__dptr rows,
                                                       fat5__dptr kv_off, fat5__dptr kv_len, fat5__dptr pos, int64_t n,
-                                                      int H, int dk, int kind, int nb, int max_distance,
+                                                      int H, int dk, int kind, int nb, int max_distance, int max_keys,
                                                       fat5__dptr scratch) {
-    (void)o, (void)q, (void)k, (void)v, (void)bias, (void)lut, (void)rows, (void)kv_off, (void)kv_len, (void)pos;
-    (void)n, (void)H, (void)dk, (void)kind, (void)nb, (void)max_distance, (void)scratch;
-    return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5__gpu_attn_decode: not written yet");
+    static const char *const op = "fat5__gpu_attn_decode";
+    long long n_ = n;
+    int splits = fat5__gpu_decode_splits(max_keys), phase0 = 0, phase1 = 1;
+    int warps = splits < 4 ? splits : 4;
+    fat5__dptr bias_ = kind == FAT5__ATTN_CAUSAL ? bias : 0;
+    void *a0[] = {&o,      &scratch, &q,  &k,  &v,    &bias_, &lut,          &rows,   &kv_off, &kv_len,
+                  &pos,    &n_,      &H,  &dk, &kind, &nb,    &max_distance, &splits, &phase0};
+    void *a1[] = {&o,      &scratch, &q,  &k,  &v,    &bias_, &lut,          &rows,   &kv_off, &kv_len,
+                  &pos,    &n_,      &H,  &dk, &kind, &nb,    &max_distance, &splits, &phase1};
+    fat5_status st = fat5__gpu_attn_check(ctx, op, n, H, dk, kind, bias_, lut, nb, max_distance);
+    if (st || n == 0) return st;
+    if (kind == FAT5__ATTN_BIDIR)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: kind %d (cross or causal only)", op, kind);
+    if (n > INT64_MAX / ((int64_t)H * FAT5__DECODE_MAX_SPLITS * (dk + 2)))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: %lld entries", op, (long long)n);
+    if (!o || !q || !k || !v || !rows || !kv_off || !pos || (kind == FAT5__ATTN_CROSS && !kv_len))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: a NULL buffer", op);
+    if (splits > 1 && !scratch)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: %d splits for max_keys = %d need scratch", op, splits,
+                         max_keys);
+    st = fat5__dev_launch(ctx, FAT5__K_attn_decode, (unsigned)((splits + warps - 1) / warps), (unsigned)H,
+                          (unsigned)(n < 65535 ? n : 65535), 32 * (unsigned)warps, 1, 1,
+                          (unsigned)(warps * dk * 4), a0);
+    if (st || splits == 1) return st;
+    return fat5__dev_launch(ctx, FAT5__K_attn_decode, fat5__gpu_blocks(n * H, 4), 1, 1, 128, 1, 1, 0, a1);
 }
+
+// kc, vc row kv_off[rows[i]] + pos[0] = k, v row i (rows of I activation elements); 256 threads a
+// block over the n I elements
 static FAT5__UNUSED fat5_status fat5__gpu_cache_write(fat5_ctx *ctx, fat5__dptr kc, fat5__dptr vc, fat5__dptr k,
                                                       fat5__dptr v, fat5__dptr rows, fat5__dptr kv_off, fat5__dptr pos,
                                                       int64_t n, int I) {
-    (void)kc, (void)vc, (void)k, (void)v, (void)rows, (void)kv_off, (void)pos, (void)n, (void)I;
-    return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5__gpu_cache_write: not written yet");
+    long long n_ = n;
+    void *args[] = {&kc, &vc, &k, &v, &rows, &kv_off, &pos, &n_, &I};
+    if (n < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_cache_write", "n", n);
+    if (I < 1 || n > INT64_MAX / I)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_cache_write: rows of %d elements", I);
+    if (n == 0) return FAT5_OK;
+    return fat5__dev_launch(ctx, FAT5__K_cache_write, fat5__gpu_blocks(n * I, 256), 1, 1, 256, 1, 1, 0, args);
 }
+
+// dst rows r < n, positions [0, pos[0]) = src rows idx[r]. pos is not known here: the grid is
+// (ceil(I / 256) * 4 blocks clamped to 64, n rows clamped to 65535) of 256 threads, and the kernel
+// strides over whatever pos[0] I elements each row has.
 static FAT5__UNUSED fat5_status fat5__gpu_cache_gather(fat5_ctx *ctx, fat5__dptr dst, fat5__dptr src, fat5__dptr idx,
                                                        fat5__dptr kv_off, fat5__dptr pos, int64_t n, int I) {
-    (void)dst, (void)src, (void)idx, (void)kv_off, (void)pos, (void)n, (void)I;
-    return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5__gpu_cache_gather: not written yet");
+    long long n_ = n;
+    void *args[] = {&dst, &src, &idx, &kv_off, &pos, &n_, &I};
+    unsigned gx;
+    if (n < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_cache_gather", "n", n);
+    if (I < 1) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_cache_gather: rows of %d elements", I);
+    if (n == 0) return FAT5_OK;
+    if (dst == src) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_cache_gather: dst == src");
+    gx = fat5__gpu_blocks(I, 256) * 4;
+    if (gx > 64) gx = 64;
+    return fat5__dev_launch(ctx, FAT5__K_cache_gather, gx, (unsigned)(n < 65535 ? n : 65535), 1, 256, 1, 1, 0,
+                            args);
 }
+
+// x[i] += v for i < n (int32, device memory)
 static FAT5__UNUSED fat5_status fat5__gpu_add_i32(fat5_ctx *ctx, fat5__dptr x, int v, int64_t n) {
-    (void)x, (void)v, (void)n;
-    return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5__gpu_add_i32: not written yet");
+    long long n_ = n;
+    void *args[] = {&x, &v, &n_};
+    if (n < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_add_i32", "n", n);
+    if (n == 0) return FAT5_OK;
+    return fat5__dev_launch(ctx, FAT5__K_add_i32, fat5__gpu_blocks(n, 256), 1, 1, 256, 1, 1, 0, args);
 }
 
 // per row: lse; row_ce = lse - (1-s) x_y - (s/V) sum x and row_z = z lse^2 for labels != -100, else
@@ -5204,7 +5281,8 @@ static FAT5__UNUSED fat5_status fat5__gpu_adamw_seg(fat5_ctx *ctx, fat5__dptr w,
                      int dk, int kind, int nb, int max_distance))                                              \
     X(attn_decode, (fat5_ctx * ctx, fat5__addr o, fat5__addr q, fat5__addr k, fat5__addr v, fat5__addr bias,  \
                     fat5__addr lut, fat5__addr rows, fat5__addr kv_off, fat5__addr kv_len, fat5__addr pos,     \
-                    int64_t n, int H, int dk, int kind, int nb, int max_distance, fat5__addr scratch))         \
+                    int64_t n, int H, int dk, int kind, int nb, int max_distance, int max_keys,                \
+                    fat5__addr scratch))                                                                       \
     X(cache_write, (fat5_ctx * ctx, fat5__addr kc, fat5__addr vc, fat5__addr k, fat5__addr v, fat5__addr rows, \
                     fat5__addr kv_off, fat5__addr pos, int64_t n, int I))                                      \
     X(cache_gather, (fat5_ctx * ctx, fat5__addr dst, fat5__addr src, fat5__addr idx, fat5__addr kv_off,        \
@@ -10116,13 +10194,15 @@ static FAT5__UNUSED fat5_status fat5__decoder_step_dev(fat5_decoder *d, int64_t 
         FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->v, 0, d->n_act, fat5__pa(m, y->v), n, I, D, 1.0f, 0.0f));
         FAT5__TRY(be->cache_write(ctx, d->kc[l], d->vc[l], d->k, d->v, d->rows, d->self_off, d->pos_d, n, (int)I));
         FAT5__TRY(be->attn_decode(ctx, d->att, d->q, d->kc[l], d->vc[l], fat5__pw(m, y->rel), d->lut_causal, d->rows,
-                                  d->self_off, 0, d->pos_d, n, H, dk, FAT5__ATTN_CAUSAL, nb, md, d->attn_scratch));
+                                  d->self_off, 0, d->pos_d, n, H, dk, FAT5__ATTN_CAUSAL, nb, md, (int)d->max_len,
+                                  d->attn_scratch));
         FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->h, 1, d->att, fat5__pa(m, y->o), n, D, I, 1.0f, 1.0f));
         // cross-attention against the row's encoder keys and values
         FAT5__TRY(be->rmsnorm_fwd(ctx, d->n_act, d->r, d->h, fat5__pw(m, y->ln_ca), n, (int)D, eps));
         FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->q, 0, d->n_act, fat5__pa(m, y->cq), n, I, D, 1.0f, 0.0f));
         FAT5__TRY(be->attn_decode(ctx, d->att, d->q, d->ck[l], d->cv[l], 0, d->lut_causal, d->rows, d->cross_off,
-                                  d->cross_len, d->pos_d, n, H, dk, FAT5__ATTN_CROSS, nb, md, d->attn_scratch));
+                                  d->cross_len, d->pos_d, n, H, dk, FAT5__ATTN_CROSS, nb, md, (int)d->max_te,
+                                  d->attn_scratch));  // max_te: a replayed graph serves any request
         FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->h, 1, d->att, fat5__pa(m, y->co), n, D, I, 1.0f, 1.0f));
         // FFN
         FAT5__TRY(be->rmsnorm_fwd(ctx, d->n_act, d->r, d->h, fat5__pw(m, y->ln_ff), n, (int)D, eps));

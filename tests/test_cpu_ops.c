@@ -532,7 +532,10 @@ static void t_threads_model_bitwise(fat5_test *T) {
 static void t_op_table(fat5_test *T) {
     int i, j;
     const fat5__backend *be = &fat5__cpu_backend;
-    FAT5_CHECK(T, FAT5__OP_COUNT == 20);
+    // the 20 training ops (mm included), then the 4 decode ops (attn_decode, cache_write, cache_gather,
+    // add_i32)
+    FAT5_CHECK(T, FAT5__OP_COUNT == 24);
+    FAT5_CHECK(T, be->attn_decode == fat5__cpu_attn_decode && be->add_i32 == fat5__cpu_add_i32);
     FAT5_CHECK(T, be->mm == fat5__cpu_mm && be->attn_bwd_dkv == fat5__cpu_attn_bwd_dkv);
 #ifndef FAT5_NO_CUDA
     FAT5_CHECK(T, fat5__gpu_backend.mm == fat5__gpu_mm && fat5__gpu_backend.xent_fwd == fat5__gpu_xent_fwd);
@@ -553,5 +556,150 @@ static void t_op_table(fat5_test *T) {
 #endif
 }
 
+// ---- decoding ----
+
+// attn_decode CAUSAL against attn_fwd: entry i at position p (cache row rows[i]) gives the causal
+// forward's output for the last query of the sequence of the row's first p + 1 tokens. Three cache
+// rows with gaps between them, two entries in another order than the rows; positions below, at and
+// beyond max_distance (the saturated buckets).
+static void t_attn_decode_causal(fat5_test *T) {
+    enum { R = 3, L = 40, CAP = 45, H = 3, DK = 5, NB = 8, MD = 12 };
+    static const int32_t kv_off[R] = {50, 0, 100};  // row 1 first, gaps in between
+    static const int32_t rows[2] = {2, 0};
+    static const int pos_list[] = {0, 1, 5, 11, 12, 13, 25, 39};
+    const int ld = H * DK;
+    fat5_rng rng = fat5_rng_init(21);
+    fat5_ctx *ctx = tc_ctx();
+    float *qs = tc_alloc((size_t)R * L * ld), *k = tc_alloc((size_t)150 * ld), *v = tc_alloc((size_t)150 * ld);
+    float bias[NB * H], qd[2 * H * DK], od[2 * H * DK], of[L * H * DK], lse[L * H];
+    int32_t pos, cu[2], qseq[L];
+    size_t pi;
+    int i, t;
+    tc_fill(&rng, qs, (size_t)R * L * ld, 1.0, 0);
+    tc_fill(&rng, k, (size_t)150 * ld, 1.0, 0);
+    tc_fill(&rng, v, (size_t)150 * ld, 1.0, 0);
+    tc_fill(&rng, bias, NB * H, 2.0, 0);
+    for (t = 0; t < L; t++) qseq[t] = 0;
+    for (pi = 0; pi < sizeof pos_list / sizeof pos_list[0]; pi++) {
+        pos = pos_list[pi];
+        for (i = 0; i < 2; i++) memcpy(qd + i * ld, qs + ((size_t)rows[i] * L + (size_t)pos) * ld, ld * sizeof(float));
+        FAT5_CHECK(T, fat5__cpu_attn_decode(ctx, A_(od), A_(qd), A_(k), A_(v), A_(bias), 0, A_(rows), A_(kv_off), 0,
+                                            A_(&pos), 2, H, DK, FAT5__ATTN_CAUSAL, NB, MD, CAP, 0) == FAT5_OK);
+        cu[0] = 0;
+        cu[1] = pos + 1;
+        for (i = 0; i < 2; i++) {
+            const float *kr = k + (size_t)kv_off[rows[i]] * ld, *vr = v + (size_t)kv_off[rows[i]] * ld;
+            FAT5_CHECK(T, fat5__cpu_attn_fwd(ctx, A_(of), A_(lse), A_(qs + (size_t)rows[i] * L * ld), A_(kr), A_(vr),
+                                             A_(bias), 0, A_(cu), A_(cu), A_(qseq), pos + 1, H, DK,
+                                             FAT5__ATTN_CAUSAL, NB, MD) == FAT5_OK);
+            for (t = 0; t < ld; t++)
+                FAT5_CHECK_MSG(T, od[i * ld + t] == of[(size_t)pos * ld + t],
+                               "causal decode pos %d entry %d element %d: %.9g vs forward %.9g", pos, i, t,
+                               od[i * ld + t], of[(size_t)pos * ld + t]);
+        }
+    }
+    // the bias matters beyond max_distance too: the saturated bucket differs from bucket 0
+    FAT5_CHECK(T, fat5__rel_bucket(-39, 0, NB, MD) == NB - 1 && fat5__rel_bucket(0, 0, NB, MD) == 0);
+    free(qs); free(k); free(v);
+    fat5_ctx_destroy(ctx);
+}
+
+// attn_decode CROSS against attn_fwd CROSS of a one-query sequence over the row's kv_len keys
+// (no bias even when one is passed; a row without keys gives o = 0); max_keys below the longest
+// row changes nothing on the CPU.
+static void t_attn_decode_cross(fat5_test *T) {
+    enum { R = 4, H = 2, DK = 7 };
+    static const int32_t kv_off[R] = {0, 13, 14, 30};
+    static const int32_t kv_len[R] = {13, 1, 16, 0};
+    static const int32_t rows[3] = {2, 1, 0}, rows0[1] = {3};
+    const int ld = H * DK;
+    fat5_rng rng = fat5_rng_init(22);
+    fat5_ctx *ctx = tc_ctx();
+    float q[3 * H * DK], k[30 * H * DK], v[30 * H * DK], bias[4 * H], od[3 * H * DK], of[H * DK], lse[H];
+    int32_t pos = 5, cu_q[2] = {0, 1}, cu_k[2], qseq[1] = {0};
+    int i, t;
+    tc_fill(&rng, q, sizeof q / sizeof q[0], 1.0, 0);
+    tc_fill(&rng, k, sizeof k / sizeof k[0], 1.0, 0);
+    tc_fill(&rng, v, sizeof v / sizeof v[0], 1.0, 0);
+    tc_fill(&rng, bias, sizeof bias / sizeof bias[0], 5.0, 0);
+    FAT5_CHECK(T, fat5__cpu_attn_decode(ctx, A_(od), A_(q), A_(k), A_(v), A_(bias), 0, A_(rows), A_(kv_off),
+                                        A_(kv_len), A_(&pos), 3, H, DK, FAT5__ATTN_CROSS, 4, 3, 8, 0) == FAT5_OK);
+    for (i = 0; i < 3; i++) {
+        cu_k[0] = 0;
+        cu_k[1] = kv_len[rows[i]];
+        FAT5_CHECK(T, fat5__cpu_attn_fwd(ctx, A_(of), A_(lse), A_(q + i * ld), A_(k + kv_off[rows[i]] * ld),
+                                         A_(v + kv_off[rows[i]] * ld), 0, 0, A_(cu_q), A_(cu_k), A_(qseq), 1, H, DK,
+                                         FAT5__ATTN_CROSS, 0, 0) == FAT5_OK);
+        for (t = 0; t < ld; t++)
+            FAT5_CHECK_MSG(T, od[i * ld + t] == of[t], "cross decode entry %d element %d: %.9g vs forward %.9g", i, t,
+                           od[i * ld + t], of[t]);
+    }
+    // a single key: o = v of that key
+    for (t = 0; t < ld; t++) FAT5_CHECK(T, od[ld + t] == v[13 * ld + t]);
+    // a row without keys: o = 0
+    for (t = 0; t < ld; t++) od[t] = 1.0f;
+    FAT5_CHECK(T, fat5__cpu_attn_decode(ctx, A_(od), A_(q), A_(k), A_(v), 0, 0, A_(rows0), A_(kv_off), A_(kv_len),
+                                        A_(&pos), 1, H, DK, FAT5__ATTN_CROSS, 0, 0, 16, 0) == FAT5_OK);
+    for (t = 0; t < ld; t++) FAT5_CHECK(T, od[t] == 0.0f);
+    fat5_ctx_destroy(ctx);
+}
+
+// cache_write step by step (pos advanced by add_i32), then cache_gather into another cache: dst row
+// r holds src row idx[r]'s positions [0, pos), and nothing past them changes.
+static void t_cache_write_gather(fat5_test *T) {
+    enum { R = 3, CAP = 6, I = 5, STEPS = 4 };
+    static const int32_t kv_off[R] = {12, 0, 6};
+    static const int32_t rows[2] = {2, 0}, idx[R] = {2, 2, 0};
+    fat5_rng rng = fat5_rng_init(23);
+    fat5_ctx *ctx = tc_ctx();
+    float kc[R * CAP * I], vc[R * CAP * I], kd[R * CAP * I], k[STEPS][2 * I], v[STEPS][2 * I];
+    int32_t pos = 0;
+    int s, i, j, r, c;
+    for (i = 0; i < R * CAP * I; i++) kc[i] = vc[i] = kd[i] = -7.0f;
+    tc_fill(&rng, &k[0][0], STEPS * 2 * I, 1.0, 0);
+    tc_fill(&rng, &v[0][0], STEPS * 2 * I, 1.0, 0);
+    for (s = 0; s < STEPS; s++) {
+        FAT5_CHECK(T, fat5__cpu_cache_write(ctx, A_(kc), A_(vc), A_(k[s]), A_(v[s]), A_(rows), A_(kv_off), A_(&pos),
+                                            2, I) == FAT5_OK);
+        FAT5_CHECK(T, fat5__cpu_add_i32(ctx, A_(&pos), 1, 1) == FAT5_OK);
+    }
+    FAT5_CHECK(T, pos == STEPS);
+    for (s = 0; s < STEPS; s++)
+        for (i = 0; i < 2; i++)
+            for (c = 0; c < I; c++) {
+                FAT5_CHECK(T, kc[(kv_off[rows[i]] + s) * I + c] == k[s][i * I + c]);
+                FAT5_CHECK(T, vc[(kv_off[rows[i]] + s) * I + c] == v[s][i * I + c]);
+            }
+    // row 1 was never written
+    for (j = 0; j < CAP * I; j++) FAT5_CHECK(T, kc[kv_off[1] * I + j] == -7.0f);
+    pos = STEPS - 1;
+    FAT5_CHECK(T, fat5__cpu_cache_gather(ctx, A_(kd), A_(kc), A_(idx), A_(kv_off), A_(&pos), R, I) == FAT5_OK);
+    for (r = 0; r < R; r++)
+        for (j = 0; j < CAP; j++)
+            for (c = 0; c < I; c++) {
+                float want = j < pos ? kc[(kv_off[idx[r]] + j) * I + c] : -7.0f;
+                FAT5_CHECK_MSG(T, kd[(kv_off[r] + j) * I + c] == want, "gather row %d position %d", r, j);
+            }
+    // pos 0 copies nothing
+    pos = 0;
+    for (i = 0; i < R * CAP * I; i++) kd[i] = 3.0f;
+    FAT5_CHECK(T, fat5__cpu_cache_gather(ctx, A_(kd), A_(kc), A_(idx), A_(kv_off), A_(&pos), R, I) == FAT5_OK);
+    for (i = 0; i < R * CAP * I; i++) FAT5_CHECK(T, kd[i] == 3.0f);
+    fat5_ctx_destroy(ctx);
+}
+
+// add_i32 over several counters, negative steps included
+static void t_add_i32(fat5_test *T) {
+    fat5_ctx *ctx = tc_ctx();
+    int32_t x[5] = {0, -3, 7, 100, 2147483600};
+    FAT5_CHECK(T, fat5__cpu_add_i32(ctx, A_(x), 5, 4) == FAT5_OK);
+    FAT5_CHECK(T, x[0] == 5 && x[1] == 2 && x[2] == 12 && x[3] == 105 && x[4] == 2147483600);
+    FAT5_CHECK(T, fat5__cpu_add_i32(ctx, A_(x), -6, 5) == FAT5_OK);
+    FAT5_CHECK(T, x[0] == -1 && x[1] == -4 && x[2] == 6 && x[3] == 99 && x[4] == 2147483594);
+    FAT5_CHECK(T, fat5__cpu_add_i32(ctx, A_(x), 9, 0) == FAT5_OK && x[0] == -1);
+    fat5_ctx_destroy(ctx);
+}
+
 #define FAT5_TESTS_CPU_OPS(X) X(rel_bucket_tables) X(rmsnorm_bwd) X(act_bwd) X(attn_bwd) X(attn_masking) \
-    X(xent_bwd) X(matmul_layouts) X(matmul_threads) X(threads_model_bitwise) X(op_table)
+    X(xent_bwd) X(matmul_layouts) X(matmul_threads) X(threads_model_bitwise) X(op_table)        \
+    X(attn_decode_causal) X(attn_decode_cross) X(cache_write_gather) X(add_i32)

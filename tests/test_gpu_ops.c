@@ -884,5 +884,213 @@ static void t_gpu_xent(fat5_test *T) {
     }
 }
 
+// ----- decode.cu -----
+
+typedef struct tg_decode_cfg {
+    int kind;           // FAT5__ATTN_CAUSAL or FAT5__ATTN_CROSS
+    int n_rows, n;      // cache rows, entries (entry i is row (3 i + 1) mod n_rows)
+    int H, dk, nb, md;
+    int cap;            // positions per cache row (rows are stored in reverse order, a gap between)
+    int pos;            // causal: the query position (pos + 1 keys)
+    const int *kv_len;  // cross: keys per row [n_rows]
+    int max_keys;       // the launcher's bound (below the real counts in one case: still exact)
+} tg_decode_cfg;
+
+// attn_decode against the CPU, twice on the GPU (the two results must be the same bits), then the
+// position advanced on the device by add_i32 with no host involvement and the decode run again.
+static void tg_decode_case(tg *g, const tg_decode_cfg *c, fat5_rng *rng) {
+    const int64_t ld = (int64_t)c->H * c->dk, nrow = (int64_t)c->n_rows * (c->cap + 3);
+    const size_t nc = (size_t)(nrow * ld), nq = (size_t)(c->n * ld), nbh = (size_t)c->nb * (size_t)c->H;
+    float *q = tg_f(g, nq), *k = tg_f(g, nc), *v = tg_f(g, nc), *bias = tg_f(g, nbh ? nbh : 1);
+    float *o = tg_f(g, nq), *o2 = tg_f(g, nq), *oref = tg_f(g, nq);
+    int32_t *rows = tg_i(g, (size_t)c->n), *kv_off = tg_i(g, (size_t)c->n_rows), *kv_len = tg_i(g, (size_t)c->n_rows);
+    int32_t *lut = tg_i(g, (size_t)(c->md > 0 ? c->md : 1)), pos = c->pos;
+    fat5__dptr qd, kd, vd, bd, ld_, rd, offd, lend, posd, od, scd;
+    int i, step;
+    char what[160];
+    for (i = 0; i < c->n; i++) rows[i] = (3 * i + 1) % c->n_rows;
+    for (i = 0; i < c->n_rows; i++) {
+        kv_off[i] = (c->n_rows - 1 - i) * (c->cap + 3) + 1;
+        kv_len[i] = c->kind == FAT5__ATTN_CROSS ? c->kv_len[i] : 0;
+    }
+    for (i = 0; i < c->md; i++) lut[i] = fat5__rel_bucket(-(int64_t)i, 0, c->nb, c->md);
+    tg_fill(rng, q, nq, 1.7 / sqrt(sqrt((double)c->dk)));
+    tg_fill(rng, k, nc, 1.7 / sqrt(sqrt((double)c->dk)));
+    tg_fill(rng, v, nc, 1.0);
+    tg_fill(rng, bias, nbh ? nbh : 1, 2.0);
+    tg_round(g, q, nq);
+    tg_round(g, k, nc);
+    tg_round(g, v, nc);
+    qd = tg_up_act(g, q, nq);
+    kd = tg_up_act(g, k, nc);
+    vd = tg_up_act(g, v, nc);
+    bd = tg_up_f32(g, bias, nbh ? nbh : 1);
+    ld_ = tg_up_i32(g, lut, (size_t)(c->md > 0 ? c->md : 1));
+    rd = tg_up_i32(g, rows, (size_t)c->n);
+    offd = tg_up_i32(g, kv_off, (size_t)c->n_rows);
+    lend = tg_up_i32(g, kv_len, (size_t)c->n_rows);
+    posd = tg_up_i32(g, &pos, 1);
+    od = tg_dev(g, nq * tg_act(g));
+    scd = tg_dev(g, (size_t)c->n * FAT5__DECODE_SCRATCH(c->H, c->dk) * 4);
+    for (step = 0; step < 2 && !g->err; step++) {
+        const char *kn = c->kind == FAT5__ATTN_CAUSAL ? "causal" : "cross";
+        fat5__cpu_attn_decode(g->ctx, A_(oref), A_(q), A_(k), A_(v), A_(bias), A_(lut), A_(rows), A_(kv_off),
+                              A_(kv_len), A_(&pos), c->n, c->H, c->dk, c->kind, c->nb, c->md, c->max_keys, 0);
+        if (!tg_ok(g, fat5__gpu_attn_decode(g->ctx, od, qd, kd, vd, bd, ld_, rd, offd, lend, posd, c->n, c->H, c->dk,
+                                            c->kind, c->nb, c->md, c->max_keys, scd)))
+            return;
+        tg_down_act(g, o, od, nq);
+        snprintf(what, sizeof what, "attn_decode %s n=%d H=%d dk=%d pos=%d max_keys=%d", kn, c->n, c->H, c->dk,
+                 pos, c->max_keys);
+        tg_close_at(g, __LINE__, what, o, oref, nq, 1, 0, fmax(tg_maxabs(oref, nq), tg_maxabs(v, nc)));
+        // deterministic: a second run gives the same bits
+        if (!tg_ok(g, fat5__dev_memset0(g->ctx, od, nq * tg_act(g))) ||
+            !tg_ok(g, fat5__gpu_attn_decode(g->ctx, od, qd, kd, vd, bd, ld_, rd, offd, lend, posd, c->n, c->H, c->dk,
+                                            c->kind, c->nb, c->md, c->max_keys, scd)))
+            return;
+        tg_down_act(g, o2, od, nq);
+        snprintf(what, sizeof what, "attn_decode %s rerun dk=%d pos=%d", kn, c->dk, pos);
+        tg_same(g, what, o2, o, nq);
+        // the next position, on the device only (the launches do not change)
+        if (c->kind != FAT5__ATTN_CAUSAL || pos + 1 >= c->cap || !tg_ok(g, fat5__gpu_add_i32(g->ctx, posd, 1, 1)))
+            return;
+        pos++;
+    }
+}
+
+static void t_gpu_decode_attn(fat5_test *T) {
+    // cross key counts: the longest (3000: 24 splits), one key, none, odd counts
+    static const int lens[5] = {3000, 1, 0, 1777, 33};
+    // kind, rows, n, H, dk, nb, md, cap, pos, kv_len, max_keys
+    static const tg_decode_cfg cfgs[] = {
+        {FAT5__ATTN_CAUSAL, 3, 4, 3, 37, 32, 128, 3001, 2998, NULL, 3001},  // split path, dk odd
+        {FAT5__ATTN_CAUSAL, 2, 2, 2, 64, 32, 128, 3001, 2999, NULL, 3001},
+        {FAT5__ATTN_CAUSAL, 2, 3, 1, 256, 32, 128, 700, 698, NULL, 700},    // largest dk
+        {FAT5__ATTN_CAUSAL, 3, 2, 4, 1, 7, 9, 500, 300, NULL, 500},         // dk 1, short lut
+        {FAT5__ATTN_CAUSAL, 2, 2, 2, 100, 32, 128, 64, 0, NULL, 64},        // one key, one split
+        {FAT5__ATTN_CAUSAL, 2, 3, 2, 100, 32, 128, 200, 150, NULL, 100},    // max_keys below the count
+        {FAT5__ATTN_CAUSAL, 2, 2, 2, 48, 32, 128, 3001, 40, NULL, 3001},    // many splits, few keys
+        {FAT5__ATTN_CROSS, 5, 7, 3, 37, 32, 128, 3000, 0, lens, 3000},
+        {FAT5__ATTN_CROSS, 5, 5, 2, 130, 32, 128, 3000, 0, lens, 128},
+    };
+    int mode;
+    size_t ci;
+    for (mode = 0; mode < 2; mode++) {
+        fat5_rng rng = fat5_rng_init(900 + (uint64_t)mode);
+        tg g;
+        if (!tg_begin(&g, T, mode)) return;
+        for (ci = 0; ci < sizeof cfgs / sizeof cfgs[0] && !g.err; ci++) {
+            int nd = g.ndev, nh = g.nhost;
+            tg_decode_case(&g, &cfgs[ci], &rng);
+            tg_release(&g, nd, nh);
+        }
+        // the launcher refuses bidirectional attention, head dims above 256, and splits without scratch
+        FAT5_CHECK(T, fat5__gpu_attn_decode(g.ctx, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 8, FAT5__ATTN_BIDIR, 0, 0, 10,
+                                            1) == FAT5_ERR_INVALID_ARG);
+        FAT5_CHECK(T, fat5__gpu_attn_decode(g.ctx, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 257, 0, 0, 0, 10, 1) ==
+                          FAT5_ERR_INVALID_ARG);
+        FAT5_CHECK(T, fat5__gpu_attn_decode(g.ctx, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 8, 0, 0, 0, 3000, 0) ==
+                          FAT5_ERR_INVALID_ARG);
+        tg_end(&g);
+    }
+}
+
+// cache_write over a few steps with the position advanced by add_i32 on the device, then
+// cache_gather with repeated source rows: bit for bit against the CPU (copies).
+static void tg_cache_case(tg *g, int n_rows, int cap, int I, int steps, fat5_rng *rng) {
+    const size_t nc = (size_t)n_rows * (size_t)cap * (size_t)I, ne = (size_t)(n_rows - 1) * (size_t)I;
+    float *kc = tg_f(g, nc), *vc = tg_f(g, nc), *dst = tg_f(g, nc), *k = tg_f(g, ne), *v = tg_f(g, ne);
+    float *got = tg_f(g, nc);
+    int32_t *rows = tg_i(g, (size_t)n_rows), *kv_off = tg_i(g, (size_t)n_rows), *idx = tg_i(g, (size_t)n_rows);
+    int32_t pos = 0, pos_got = -1;
+    fat5__dptr kcd, vcd, dstd, kd, vd, rd, offd, idxd, posd;
+    int i, s;
+    char what[96];
+    for (i = 0; i < n_rows; i++) {
+        rows[i] = (n_rows - 1 - i + 2) % n_rows;  // n_rows - 1 entries, another order than the rows
+        kv_off[i] = (n_rows - 1 - i) * cap;
+        idx[i] = (i * 7 + 3) % n_rows;
+    }
+    idx[0] = idx[n_rows - 1];  // a source row taken twice
+    tg_fill(rng, kc, nc, 1.0);
+    tg_fill(rng, dst, nc, 1.0);
+    tg_round(g, kc, nc);
+    tg_round(g, dst, nc);
+    memcpy(vc, kc, nc * sizeof(float));
+    kcd = tg_up_act(g, kc, nc);
+    vcd = tg_up_act(g, vc, nc);
+    dstd = tg_up_act(g, dst, nc);
+    kd = tg_dev(g, ne * tg_act(g));
+    vd = tg_dev(g, ne * tg_act(g));
+    rd = tg_up_i32(g, rows, (size_t)n_rows);
+    offd = tg_up_i32(g, kv_off, (size_t)n_rows);
+    idxd = tg_up_i32(g, idx, (size_t)n_rows);
+    posd = tg_up_i32(g, &pos, 1);
+    for (s = 0; s < steps && !g->err; s++) {
+        uint16_t *h = (uint16_t *)tg_hmem(g, ne * 2);
+        size_t e;
+        tg_fill(rng, k, ne, 1.0);
+        tg_fill(rng, v, ne, 1.0);
+        tg_round(g, k, ne);
+        tg_round(g, v, ne);
+        for (e = 0; e < ne; e++) h[e] = fat5__f32_to_bf16(k[e]);
+        if (!tg_ok(g, fat5__dev_upload(g->ctx, kd, g->bf16 ? (const void *)h : (const void *)k, ne * tg_act(g))))
+            return;
+        for (e = 0; e < ne; e++) h[e] = fat5__f32_to_bf16(v[e]);
+        if (!tg_ok(g, fat5__dev_upload(g->ctx, vd, g->bf16 ? (const void *)h : (const void *)v, ne * tg_act(g))))
+            return;
+        fat5__cpu_cache_write(g->ctx, A_(kc), A_(vc), A_(k), A_(v), A_(rows), A_(kv_off), A_(&pos), n_rows - 1, I);
+        fat5__cpu_add_i32(g->ctx, A_(&pos), 1, 1);
+        if (!tg_ok(g, fat5__gpu_cache_write(g->ctx, kcd, vcd, kd, vd, rd, offd, posd, n_rows - 1, I)) ||
+            !tg_ok(g, fat5__gpu_add_i32(g->ctx, posd, 1, 1)))
+            return;
+    }
+    tg_down_act(g, got, kcd, nc);
+    snprintf(what, sizeof what, "cache_write k rows=%d I=%d", n_rows, I);
+    tg_same(g, what, got, kc, nc);
+    tg_down_act(g, got, vcd, nc);
+    snprintf(what, sizeof what, "cache_write v rows=%d I=%d", n_rows, I);
+    tg_same(g, what, got, vc, nc);
+    tg_down_f32(g, (float *)&pos_got, posd, 1);
+    FAT5_CHECK_MSG(g->T, g->err || pos_got == pos, "[%s] add_i32: position %d, want %d", g->mode, pos_got, pos);
+    fat5__cpu_cache_gather(g->ctx, A_(dst), A_(kc), A_(idx), A_(kv_off), A_(&pos), n_rows, I);
+    if (!tg_ok(g, fat5__gpu_cache_gather(g->ctx, dstd, kcd, idxd, offd, posd, n_rows, I))) return;
+    tg_down_act(g, got, dstd, nc);
+    snprintf(what, sizeof what, "cache_gather rows=%d I=%d pos=%d", n_rows, I, pos);
+    tg_same(g, what, got, dst, nc);
+}
+
+static void t_gpu_decode_cache(fat5_test *T) {
+    // (rows, cap, I, steps): odd widths, one element, long rows, many rows
+    static const int shapes[][4] = {{5, 9, 37, 6}, {2, 3, 1, 3}, {3, 40, 1536, 33}, {70, 4, 96, 2}};
+    int mode;
+    size_t s;
+    for (mode = 0; mode < 2; mode++) {
+        fat5_rng rng = fat5_rng_init(950 + (uint64_t)mode);
+        tg g;
+        if (!tg_begin(&g, T, mode)) return;
+        for (s = 0; s < sizeof shapes / sizeof shapes[0] && !g.err; s++) {
+            int nd = g.ndev, nh = g.nhost;
+            tg_cache_case(&g, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], &rng);
+            tg_release(&g, nd, nh);
+        }
+        // add_i32 over many counters, and n = 0 (launches nothing)
+        if (!g.err) {
+            int32_t x[1000], want[1000];
+            fat5__dptr xd;
+            int i;
+            for (i = 0; i < 1000; i++) x[i] = want[i] = i * 37 - 5000;
+            xd = tg_up_i32(&g, x, 1000);
+            fat5__cpu_add_i32(g.ctx, A_(want), -3, 999);
+            if (tg_ok(&g, fat5__gpu_add_i32(g.ctx, xd, -3, 999)) && tg_ok(&g, fat5__gpu_add_i32(g.ctx, xd, 5, 0))) {
+                tg_down_f32(&g, (float *)x, xd, 1000);
+                FAT5_CHECK_MSG(T, g.err || !memcmp(x, want, sizeof x), "[%s] add_i32", g.mode);
+            }
+        }
+        tg_end(&g);
+    }
+}
+
 #define FAT5_TESTS_GPU_OPS(X)                                                                                \
-    X(gpu_util) X(gpu_embed) X(gpu_rmsnorm) X(gpu_colsum) X(gpu_act) X(gpu_attn) X(gpu_attn_edge) X(gpu_xent)
+    X(gpu_util) X(gpu_embed) X(gpu_rmsnorm) X(gpu_colsum) X(gpu_act) X(gpu_attn) X(gpu_attn_edge) X(gpu_xent)    \
+    X(gpu_decode_attn) X(gpu_decode_cache)

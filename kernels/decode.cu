@@ -1,0 +1,242 @@
+// kernels/decode.cu — incremental decoding with a key/value cache: attention of one new query per
+// row against that row's cache (or its encoder keys), the cache write of the new key and value, the
+// cache reorder between rows (beam search), and the position counter.
+//
+// The decode position is an int in device memory (pos[0]) that the kernels read and the host never
+// does, so a decode step can be captured into a CUDA graph and replayed: grids depend only on sizes
+// the host knows (entries, heads, the split count from an upper bound of the keys), and every
+// kernel loops over whatever the counts turn out to be at run time.
+//
+// Uses fat5_attn_dot, fat5_attn_vec_width and fat5_attn_bucket of attention.cu (the kernel files
+// are joined in sorted name order, so attention.cu is defined above this file).
+//
+// Layout: rows of q, k, v, o and of the caches are H*dk act_t elements (head h is columns
+// h*dk .. h*dk+dk-1); entry i (0 <= i < n) is cache row rows[i], whose keys j are the rows
+// kv_off[rows[i]] + j of k and v.
+
+#define FAT5_DECODE_MAX_SPLITS 32  // FAT5__DECODE_MAX_SPLITS in fat5.h
+
+// Keys of one (entry, head) per split: the keys [0, cnt) are cut into pieces of `per` keys, per a
+// multiple of 32 and at least cnt / splits; split s takes [s per, min((s + 1) per, cnt)), so only
+// the first fat5_decode_used() splits have keys. Both phases derive the cut from cnt alike.
+__device__ __forceinline__ int fat5_decode_per(int cnt, int splits)
+{
+    const int per = (cnt + splits - 1) / splits;
+    return (per + 31) / 32 * 32;
+}
+
+__device__ __forceinline__ int fat5_decode_used(int cnt, int per) { return per ? (cnt + per - 1) / per : 0; }
+
+// the number of keys of entry row `row`: pos[0] + 1 (causal self-attention) or kv_len[row] (cross)
+__device__ __forceinline__ int fat5_decode_count(int kind, const int *kv_len, int row, int p)
+{
+    const int c = kind == 2 ? p + 1 : kv_len[row];
+    return c > 0 ? c : 0;
+}
+
+// Phase 0: one warp per (split, head, entry): online softmax over the split's keys exactly as the
+// forward's per-token warp (lanes over keys for the scores, lanes over dims for the values). With
+// a single split holding keys, split 0 writes o itself; otherwise each split with keys writes its
+// partial (max m, sum l of exp(score - m), acc[dk] = sum exp(score - m) v) to scratch.
+template <int R>
+__device__ __forceinline__ void fat5_attn_decode_split(act_t *o, float *scratch, const act_t *q, const act_t *k,
+                                                       const act_t *v, const float *bias, const int *lut,
+                                                       const int *rows, const int *kv_off, const int *kv_len,
+                                                       const int *pos, long long n, int H, int dk, int kind, int nb,
+                                                       int md, int splits)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    const int h = blockIdx.y, s = blockIdx.x * nwarps + warp;
+    const long long ld = (long long)H * dk;
+    const int p = pos[0];
+    const float *bh = kind == 2 && bias ? bias + h : 0;  // bucket b at bh[b * H]
+    float *sq = (float *)fat5_smem + warp * dk;
+    const int vw = fat5_attn_vec_width(dk, k, v);
+    if (s >= splits) return;  // whole warps only: nothing below synchronises the block
+    for (long long i = blockIdx.z; i < n; i += gridDim.z) {
+        const int row = rows[i];
+        const int cnt = fat5_decode_count(kind, kv_len, row, p);
+        const int per = fat5_decode_per(cnt, splits), used = fat5_decode_used(cnt, per);
+        if (used <= 1 ? s != 0 : s >= used) continue;
+        const int j0 = s * per, j1 = min(j0 + per, cnt);
+        const act_t *kbase = k + (long long)kv_off[row] * ld + (long long)h * dk;
+        const act_t *vbase = v + (long long)kv_off[row] * ld + (long long)h * dk;
+        const act_t *qrow = q + i * ld + (long long)h * dk;
+        float acc[R];
+        float m = -FAT5_INF, lsum = 0.0f;
+        for (int d = lane; d < dk; d += 32) sq[d] = fat5_ld(qrow[d]);
+#pragma unroll
+        for (int r = 0; r < R; r++) acc[r] = 0.0f;
+        __syncwarp();
+        for (int jb = j0; jb < j1; jb += 32) {
+            const int j = jb + lane;
+            float sc = -FAT5_INF;
+            if (j < j1) {
+                sc = fat5_attn_dot(sq, kbase + (long long)j * ld, dk, vw);
+                if (bh) sc += bh[fat5_attn_bucket(j - p, 2, lut, nb, md) * H];
+            }
+            const float mnew = fmaxf(m, fat5_warp_max(sc));  // finite: key jb is valid
+            const float corr = expf(m - mnew);                // 0 on the first chunk
+            const float pj = j < j1 ? expf(sc - mnew) : 0.0f;
+            lsum = lsum * corr + pj;                          // per lane; summed at the end
+#pragma unroll
+            for (int r = 0; r < R; r++) acc[r] *= corr;
+            const int c = min(32, j1 - jb);
+            for (int jj = 0; jj < c; jj++) {
+                const float w = __shfl_sync(FAT5_FULL_MASK, pj, jj);
+                const act_t *vrow = vbase + (long long)(jb + jj) * ld;
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    const int d = lane + 32 * r;
+                    if (d < dk) acc[r] = fmaf(w, fat5_ld(vrow[d]), acc[r]);
+                }
+            }
+            m = mnew;
+        }
+        lsum = fat5_warp_sum(lsum);
+        if (used <= 1) {
+            act_t *orow = o + i * ld + (long long)h * dk;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const int d = lane + 32 * r;
+                if (d < dk) orow[d] = fat5_st(cnt ? acc[r] / lsum : 0.0f);
+            }
+        } else {
+            float *part = scratch + ((i * H + h) * FAT5_DECODE_MAX_SPLITS + s) * (long long)(dk + 2);
+            if (lane == 0) {
+                part[0] = m;
+                part[1] = lsum;
+            }
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const int d = lane + 32 * r;
+                if (d < dk) part[2 + d] = acc[r];
+            }
+        }
+        __syncwarp();  // sq is rewritten by the next entry
+    }
+}
+
+// Phase 1: one warp per (entry, head) with more than one split of keys: the partials of splits
+// 0 .. used-1 combined in that fixed order (lane s holds split s's max and sum; the sum over lanes
+// is the fixed butterfly), o = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s. Deterministic.
+template <int R>
+__device__ __forceinline__ void fat5_attn_decode_combine(act_t *o, const float *scratch, const int *rows,
+                                                         const int *kv_len, const int *pos, long long n, int H,
+                                                         int dk, int kind, int splits)
+{
+    const int lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
+    const int p = pos[0];
+    const long long pairs = n * H, stride = (long long)dk + 2;
+    for (long long t = (long long)blockIdx.x * nwarps + (threadIdx.x >> 5); t < pairs;
+         t += (long long)gridDim.x * nwarps) {
+        const long long i = t / H;
+        const int h = (int)(t - i * H);
+        const int cnt = fat5_decode_count(kind, kv_len, rows[i], p);
+        const int used = fat5_decode_used(cnt, fat5_decode_per(cnt, splits));
+        if (used <= 1) continue;  // phase 0 wrote o
+        const float *part = scratch + t * FAT5_DECODE_MAX_SPLITS * stride;
+        const float ms = lane < used ? part[lane * stride] : -FAT5_INF;
+        const float M = fat5_warp_max(ms);
+        const float ws = lane < used ? expf(ms - M) : 0.0f;
+        const float L = fat5_warp_sum(lane < used ? ws * part[lane * stride + 1] : 0.0f);
+        float acc[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) acc[r] = 0.0f;
+        for (int sp = 0; sp < used; sp++) {
+            const float w = __shfl_sync(FAT5_FULL_MASK, ws, sp);
+            const float *a = part + sp * stride + 2;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const int d = lane + 32 * r;
+                if (d < dk) acc[r] = fmaf(w, a[d], acc[r]);
+            }
+        }
+        act_t *orow = o + i * (long long)H * dk + (long long)h * dk;
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const int d = lane + 32 * r;
+            if (d < dk) orow[d] = fat5_st(acc[r] / L);
+        }
+    }
+}
+
+// fat5_attn_decode(act_t *o[n, H*dk], float *scratch[n, H, 32, dk+2], const act_t *q[n, H*dk],
+// const act_t *k, const act_t *v (cache rows), const float *bias[nb, H] (causal; NULL: none),
+// const int *lut[max_distance], const int *rows[n], const int *kv_off[rows], const int *kv_len[rows]
+// (cross), const int *pos[1], long long n, int H, int dk (<= 256), int kind (0 cross, 2 causal),
+// int nb, int max_distance, int splits (1..32), int phase): o[i] = softmax_j(q_i . k_j + bias) v_j
+// per head; CPU twin fat5__cpu_attn_decode. Phase 0: grid (ceil(splits / W), H, entries, clamped),
+// W = blockDim.x / 32 warps, split s = blockIdx.x W + warp, dynamic shared memory W dk floats (the
+// warps' queries). Phase 1 (only when splits > 1): warps over the n H (entry, head) pairs.
+// The bias bucket of key j is that of the causal forward for query position pos[0]: lut[pos - j]
+// below max_distance, else the last bucket.
+extern "C" __global__ void fat5_attn_decode(act_t *o, float *scratch, const act_t *q, const act_t *k, const act_t *v,
+                                            const float *bias, const int *lut, const int *rows, const int *kv_off,
+                                            const int *kv_len, const int *pos, long long n, int H, int dk, int kind,
+                                            int nb, int max_distance, int splits, int phase)
+{
+    if (phase == 0) {
+        if (dk <= 32)
+            fat5_attn_decode_split<1>(o, scratch, q, k, v, bias, lut, rows, kv_off, kv_len, pos, n, H, dk, kind, nb,
+                                      max_distance, splits);
+        else if (dk <= 64)
+            fat5_attn_decode_split<2>(o, scratch, q, k, v, bias, lut, rows, kv_off, kv_len, pos, n, H, dk, kind, nb,
+                                      max_distance, splits);
+        else if (dk <= 128)
+            fat5_attn_decode_split<4>(o, scratch, q, k, v, bias, lut, rows, kv_off, kv_len, pos, n, H, dk, kind, nb,
+                                      max_distance, splits);
+        else
+            fat5_attn_decode_split<8>(o, scratch, q, k, v, bias, lut, rows, kv_off, kv_len, pos, n, H, dk, kind, nb,
+                                      max_distance, splits);
+    } else {
+        if (dk <= 32)
+            fat5_attn_decode_combine<1>(o, scratch, rows, kv_len, pos, n, H, dk, kind, splits);
+        else if (dk <= 64)
+            fat5_attn_decode_combine<2>(o, scratch, rows, kv_len, pos, n, H, dk, kind, splits);
+        else if (dk <= 128)
+            fat5_attn_decode_combine<4>(o, scratch, rows, kv_len, pos, n, H, dk, kind, splits);
+        else
+            fat5_attn_decode_combine<8>(o, scratch, rows, kv_len, pos, n, H, dk, kind, splits);
+    }
+}
+
+// fat5_cache_write(act_t *kc, act_t *vc (cache rows of I), const act_t *k[n, I], const act_t *v[n, I],
+// const int *rows[n], const int *kv_off[rows], const int *pos[1], long long n, int I):
+// kc[(kv_off[rows[i]] + pos[0]) I + c] = k[i I + c], vc likewise. Grid-stride over the n I elements.
+// CPU twin fat5__cpu_cache_write.
+extern "C" __global__ void fat5_cache_write(act_t *kc, act_t *vc, const act_t *k, const act_t *v, const int *rows,
+                                            const int *kv_off, const int *pos, long long n, int I)
+{
+    const long long total = n * I, stride = (long long)blockDim.x * gridDim.x, p = pos[0];
+    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
+        const long long i = e / I;
+        const long long dst = ((long long)kv_off[rows[i]] + p) * I + (e - i * I);
+        kc[dst] = k[e];
+        vc[dst] = v[e];
+    }
+}
+
+// fat5_cache_gather(act_t *dst, const act_t *src (caches of rows of I, distinct buffers),
+// const int *idx[n], const int *kv_off[rows], const int *pos[1], long long n, int I): for r < n,
+// the pos[0] I elements from row kv_off[r] of dst are those from row kv_off[idx[r]] of src.
+// Grid (any x, rows in y with a stride); x grid-strides over the row's elements. CPU twin
+// fat5__cpu_cache_gather.
+extern "C" __global__ void fat5_cache_gather(act_t *dst, const act_t *src, const int *idx, const int *kv_off,
+                                             const int *pos, long long n, int I)
+{
+    const long long len = (long long)pos[0] * I, stride = (long long)blockDim.x * gridDim.x;
+    for (long long r = blockIdx.y; r < n; r += gridDim.y) {
+        const act_t *s = src + (long long)kv_off[idx[r]] * I;
+        act_t *d = dst + (long long)kv_off[r] * I;
+        for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < len; e += stride) d[e] = s[e];
+    }
+}
+
+// fat5_add_i32(int *x[n], int v, long long n): x[i] += v (the decode position). CPU twin
+// fat5__cpu_add_i32.
+extern "C" __global__ void fat5_add_i32(int *x, int v, long long n)
+{
+    const long long stride = (long long)blockDim.x * gridDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) x[i] += v;
+}
