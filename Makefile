@@ -10,7 +10,7 @@ ASAN     = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-re
 KERNELS  = $(sort $(wildcard kernels/*.cu))
 TESTSRC  = tests/test_main.c tests/fat5_test.h $(wildcard tests/test_*.c)
 TOOLS    = tools/fat5_inspect tools/fat5_forward tools/fat5_init tools/pretokenize tools/plot_metrics
-EXAMPLES = examples/quickstart examples/gpu_step examples/train
+EXAMPLES = examples/quickstart examples/gpu_step examples/train examples/generate
 
 .PHONY: all train bench fuzz check-toc test test-asan test-quick test-cpp test-tools test-abi test-nocuda test-options check-embed check-kernels embed clean
 
@@ -101,7 +101,7 @@ test-nocuda: examples/quickstart.c fat5.h
 	$(CC) -std=c99 $(WARN) $(CFLAGS) -DFAT5_NO_CUDA -DFAT5_NO_THREADS -o build/quickstart_nothreads examples/quickstart.c -lm
 	build/quickstart_nothreads tests/data/t5_v11_gated_gelu_untied
 
-test-tools: $(TOOLS) examples/train
+test-tools: $(TOOLS) examples/train examples/generate
 	tests/test_tools.sh
 
 # Build options (tests/test_options.c): FAT5_STATIC warning-free and running, a user FAT5_API

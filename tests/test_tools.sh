@@ -191,5 +191,45 @@ for f in "$out/missing.jsonl" "$out/empty.jsonl"; do
     fi
     check grep -q "$(basename "$f")" "$out/err.txt"
 done
+# examples/generate: --help; one line on stderr and a non-zero exit for each bad invocation;
+# --print-ids gives one line of ids per row as the last lines; a seeded sample repeats
+g=tests/data/t5_v11_gated_gelu_untied
+check examples/generate --help > "$out/gen_help.txt"
+check grep -q "^usage: generate CHECKPOINT_DIR" "$out/gen_help.txt"
+gen_err() {  # WHAT ARGS...: refused, with one line on stderr that contains WHAT
+    what=$1; shift
+    if examples/generate "$@" > /dev/null 2> "$out/gen_err.txt"; then
+        echo "test_tools: FAILED: generate accepted $*"; fail=1
+    fi
+    check test "$(wc -l < "$out/gen_err.txt")" -eq 1
+    check grep -q -- "$what" "$out/gen_err.txt"
+}
+gen_err "unknown option '--bogus'" $g --ids 3,4 --bogus 1
+gen_err "max-new-tokens 0" $g --ids 3,4 --max-new-tokens 0
+gen_err "num-beams 0" $g --ids 3,4 --num-beams 0
+gen_err "top-p 1.5" $g --ids 3,4 --sample --top-p 1.5
+gen_err "not an integer" $g --ids 3,4 --max-new-tokens 5x
+gen_err "id 80 is not below the vocabulary size 80" $g --ids 3,80
+gen_err "vocabulary size 80" $g "text needs byte ids up to 258"
+gen_err "$out/no_such_model" "$out/no_such_model" --ids 3,4
+gen_err "no input" $g
+gen_err "missing value" $g --ids
+check examples/generate $g --ids 3,17,5 --ids 8,9,10,11 --max-new-tokens 6 --min-new-tokens 6 --print-ids \
+    > "$out/gen_ids.txt" 2> "$out/gen_time.txt"
+check test "$(tail -n 2 "$out/gen_ids.txt" | grep -c '^[0-9][0-9]*\( [0-9][0-9]*\)\{5\}$')" -eq 2
+check test "$(wc -l < "$out/gen_ids.txt")" -eq 2
+check grep -q "^generate: 12 tokens in [0-9.]* s" "$out/gen_time.txt"
+if awk '{ for (i = 1; i <= NF; i++) if ($i >= 80) bad = 1 } END { exit !bad }' "$out/gen_ids.txt"; then
+    echo "test_tools: FAILED: generate printed an id outside the vocabulary"; fail=1
+fi
+gen_sample="$g --ids 5,6,7 --ids 9 --sample --top-k 20 --temperature 1.5 --seed 7 --max-new-tokens 8 --print-ids"
+check examples/generate $gen_sample > "$out/gen_s1.txt" 2> /dev/null
+check examples/generate $gen_sample > "$out/gen_s2.txt" 2> /dev/null
+check test -s "$out/gen_s1.txt"
+check cmp -s "$out/gen_s1.txt" "$out/gen_s2.txt"
+check examples/generate $g --ids 5,6,7 --num-beams 3 --num-return-sequences 2 --max-new-tokens 4 --print-ids \
+    > "$out/gen_beam.txt" 2> /dev/null
+check test "$(wc -l < "$out/gen_beam.txt")" -eq 2
+echo "test_tools: examples/generate: errors, --print-ids, seeded sampling, beam search"
 [ $fail -eq 0 ] && echo "test_tools: ok"
 exit $fail

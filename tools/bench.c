@@ -1,6 +1,6 @@
 // bench — GPU benchmarks, one JSON object per line on stdout.
 //     cc -O2 -o tools/bench tools/bench.c -lm -ldl -lpthread
-//     tools/bench [attn|step|ul2|all]  (make bench runs all)
+//     tools/bench [attn|step|ul2|generate|all]  (make bench runs all)
 // attn: the attention kernels with T5 relative bias (32 buckets, max distance 128), head dim 64,
 //       8 heads, 16,384 tokens per batch in sequences of L = 1024 and 4096, bidirectional and
 //       causal, bf16; FLOPs as in the usual convention: forward 4*B*H*L^2*d (halved when causal),
@@ -12,6 +12,11 @@
 //       corpus of 16 M byte-level ids (ByT5 vocabulary 384; documents of 1 .. 4096 ids) written to a
 //       temporary token file, packed batches of 16 x 512 / 16 x 512; corpus ids consumed per second
 //       and batch tokens (inputs + targets) emitted per second.
+// generate: greedy decoding with a randomly initialised model of the FAT5-small shape (as step),
+//       inputs of 512 tokens, 128 new tokens per row (min_new_tokens = max_new_tokens, so every row
+//       runs to the end), batch 1 and 64, bf16 and fp32, CUDA graphs on; the whole call (encoder
+//       included), a 1-token call (encoder + first step), and from their difference the decode
+//       step alone: ms per step and generated tokens/s; the device memory the model and decoder use.
 // Times are means over repeats after a warm-up, with the stream synchronised around them.
 #define FAT5_IMPLEMENTATION
 #include "../fat5.h"
@@ -247,17 +252,104 @@ done:
     return rc;
 }
 
+// one generate configuration: the mean time of reps calls
+static int bench_generate_time(fat5_ctx *ctx, fat5_model *m, const int32_t *tok, const int32_t *cu, int64_t B,
+                               const fat5_generate_config *g, int reps, double *t) {
+    fat5_generate_result res;
+    double t0;
+    int i;
+    memset(&res, 0, sizeof res);
+    if (fat5_generate(m, tok, cu, B, g, &res)) return 1;   // warm-up (graph capture)
+    fat5_generate_result_free(ctx, &res);
+    t0 = bench_now();
+    for (i = 0; i < reps; i++) {
+        if (fat5_generate(m, tok, cu, B, g, &res)) return 1;
+        fat5_generate_result_free(ctx, &res);
+    }
+    *t = (bench_now() - t0) / reps;
+    return 0;
+}
+
+static int bench_generate(void) {
+    static const char *cfg_json =
+        "{\"d_model\": 512, \"d_ff\": 2048, \"d_kv\": 64, \"num_heads\": 8, \"num_layers\": 12,"
+        " \"num_decoder_layers\": 12, \"vocab_size\": 32768, \"feed_forward_proj\": \"gated-gelu\","
+        " \"tie_word_embeddings\": false}";
+    const int64_t Le = 512, new_tokens = 128, batches[2] = {1, 64};
+    const fat5_dtype dtypes[2] = {FAT5_DTYPE_BF16, FAT5_DTYPE_FP32};
+    int di, bi, rc = 0;
+    for (di = 0; di < 2; di++) {
+        fat5_ctx_config cc = fat5_ctx_config_default();
+        fat5_ctx *ctx = NULL;
+        fat5_model_config cfg;
+        fat5_model *m = NULL;
+        fat5_rng r = fat5_rng_init(5);
+        int32_t *tok = (int32_t *)malloc((size_t)(64 * Le) * 4), cu[65];
+        size_t free0 = 0, free1 = 0, total = 0;
+        int64_t i;
+        cc.device = FAT5_DEVICE_GPU;
+        cc.dtype = dtypes[di];
+        if (!tok || fat5_ctx_create(&cc, &ctx) != FAT5_OK) {
+            fprintf(stderr, "bench: %s\n", ctx ? fat5_last_error(ctx) : "out of memory");
+            fat5_ctx_destroy(ctx);
+            free(tok);
+            return 1;
+        }
+        for (i = 0; i < 64 * Le; i++) tok[i] = (int32_t)fat5_rng_below(&r, 32000) + 2;
+        for (i = 0; i < 64; i++) tok[(i + 1) * Le - 1] = 1;   // each input ends with EOS
+        for (i = 0; i <= 64; i++) cu[i] = (int32_t)(i * Le);
+        fat5__dev_mem_info(ctx, &free0, &total);
+        if (fat5_model_config_from_json(ctx, cfg_json, strlen(cfg_json), &cfg) || fat5_model_create(ctx, &cfg, 1, &m) ||
+            fat5_model_set_training(m, 0)) {
+            rc |= bench_fail(ctx, "generate model");
+            goto next;
+        }
+        for (bi = 0; bi < 2; bi++) {
+            int64_t B = batches[bi];
+            fat5_generate_config g = fat5_generate_config_default(m);
+            double t_full = 0, t_one = 0, step;
+            g.max_new_tokens = g.min_new_tokens = new_tokens;
+            if (bench_generate_time(ctx, m, tok, cu, B, &g, B == 1 ? 5 : 3, &t_full)) {
+                rc |= bench_fail(ctx, "generate");
+                goto next;
+            }
+            fat5__dev_mem_info(ctx, &free1, &total);
+            g.max_new_tokens = g.min_new_tokens = 1;
+            if (bench_generate_time(ctx, m, tok, cu, B, &g, 5, &t_one)) {
+                rc |= bench_fail(ctx, "generate (1 token)");
+                goto next;
+            }
+            step = (t_full - t_one) / (double)(new_tokens - 1);
+            printf("{\"bench\": \"generate\", \"model\": \"fat5-small shape\", \"dtype\": \"%s\", \"batch\": %lld, "
+                   "\"input_len\": %lld, \"new_tokens\": %lld, \"strategy\": \"greedy\", \"total_ms\": %.2f, "
+                   "\"first_token_ms\": %.2f, \"decode_ms_per_step\": %.3f, \"decode_tokens_per_s\": %.0f, "
+                   "\"tokens_per_s\": %.0f, \"device_bytes\": %zu}\n",
+                   dtypes[di] == FAT5_DTYPE_BF16 ? "bf16" : "fp32", (long long)B, (long long)Le, (long long)new_tokens,
+                   t_full * 1e3, t_one * 1e3, step * 1e3, step > 0 ? (double)B / step : 0.0,
+                   (double)(B * new_tokens) / t_full, free0 - free1);
+            fflush(stdout);
+        }
+    next:
+        fat5_model_destroy(m);
+        fat5_ctx_destroy(ctx);
+        free(tok);
+    }
+    return rc;
+}
+
 int main(int argc, char **argv) {
     const char *what = argc > 1 ? argv[1] : "all";
     fat5_ctx_config cc = fat5_ctx_config_default();
     fat5_ctx *ctx = NULL;
     int rc = 0;
-    if (strcmp(what, "attn") && strcmp(what, "step") && strcmp(what, "ul2") && strcmp(what, "all")) {
-        fprintf(stderr, "usage: bench [attn|step|ul2|all]\n");
+    if (strcmp(what, "attn") && strcmp(what, "step") && strcmp(what, "ul2") && strcmp(what, "generate") &&
+        strcmp(what, "all")) {
+        fprintf(stderr, "usage: bench [attn|step|ul2|generate|all]\n");
         return 2;
     }
     if (!strcmp(what, "ul2") || !strcmp(what, "all")) rc |= bench_ul2();   // CPU only
     if (!strcmp(what, "ul2")) return rc;
+    if (!strcmp(what, "generate")) return bench_generate();
     cc.device = FAT5_DEVICE_GPU;
     cc.dtype = FAT5_DTYPE_BF16;
     if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) {
@@ -268,5 +360,6 @@ int main(int argc, char **argv) {
     if (!strcmp(what, "attn") || !strcmp(what, "all")) rc |= bench_attn(ctx);
     if (!strcmp(what, "step") || !strcmp(what, "all")) rc |= bench_step(ctx);
     fat5_ctx_destroy(ctx);
+    if (!strcmp(what, "all")) rc |= bench_generate();   // its own contexts: bf16 and fp32
     return rc;
 }

@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""fat5.h against Hugging Face transformers, on the same model and the same inputs.
+
+  compare_hf.py --generate [--tiny] [--device cpu|cuda] [--dtype fp32|bf16]
+                [--batch-sizes 1,64] [--input-len 512] [--new-tokens 128]
+
+Builds a randomly initialised T5 (by default the FAT5-small shape that examples/train and
+tools/bench use: d_model 512, d_ff 2048, 8 heads of 64, 12 + 12 layers, gated-gelu, untied,
+the byte vocabulary of 384; --tiny: the 128 / 512, 4 heads of 32, 2 + 2 layers model of a CPU
+run), saves it with save_pretrained to a temporary directory, and for every batch size:
+
+  * runs transformers' ``generate`` (greedy, min_new_tokens = max_new_tokens so that every row
+    has the full length) after one warm-up call, and times the fastest of --repeat calls (3);
+  * runs ``examples/generate DIR --ids ... --print-ids`` on the same inputs (``--device gpu``
+    with --device cuda) and reads the time of the generation alone from its stderr line
+    ``generate: N tokens in S s`` (model load and kernel compilation are left out; one warm-up
+    call runs first and the fastest of --repeat counts, as on the Hugging Face side);
+  * prints one JSON line with both speeds in generated tokens per second and their ratio
+    fat5 / transformers, and whether the outputs are identical token for token.
+
+Exit status 1 when the greedy outputs differ (the first difference is printed). In bf16 the two
+sides round differently (transformers keeps bf16 weights, fat5 fp32 master weights with bf16
+matrix inputs), so a difference there is reported but fails only with --strict-bf16.
+
+Build examples/generate first (``make examples/generate``); --generate-bin names another path.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+import transformers
+from transformers import T5Config, T5ForConditionalGeneration
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_reference import untie_lm_head  # noqa: E402  (same untied layout as the fixtures)
+
+PAD, EOS = 0, 1
+SHAPES = {
+    "fat5-small": dict(d_model=512, d_ff=2048, num_heads=8, d_kv=64, num_layers=12, num_decoder_layers=12),
+    "tiny": dict(d_model=128, d_ff=512, num_heads=4, d_kv=32, num_layers=2, num_decoder_layers=2),
+}
+TIMING = re.compile(r"^generate: (\d+) tokens in ([0-9.eE+-]+) s", re.M)
+
+
+def build_model(shape, vocab, seed):
+    config = T5Config(vocab_size=vocab, feed_forward_proj="gated-gelu", tie_word_embeddings=False,
+                      dropout_rate=0.0, pad_token_id=PAD, eos_token_id=EOS, decoder_start_token_id=PAD,
+                      relative_attention_num_buckets=32, relative_attention_max_distance=128,
+                      **SHAPES[shape])
+    torch.manual_seed(seed)
+    try:
+        model = T5ForConditionalGeneration._from_config(config, attn_implementation="eager")
+    except (TypeError, ValueError):
+        model = T5ForConditionalGeneration(config)
+    with torch.no_grad():
+        untie_lm_head(model)
+    if getattr(model.config, "decoder_start_token_id", None) is None:
+        model.config.decoder_start_token_id = PAD
+    return model.float().eval()
+
+
+def make_inputs(batch, length, vocab, seed):
+    """batch rows of byte-level ids (3 .. 258), each ending with EOS."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, min(vocab, 259), (batch, length), generator=g)
+    ids[:, -1] = EOS
+    return ids
+
+
+def hf_generate(model, ids, new_tokens, device, repeat):
+    ids = ids.to(device)
+    mask = torch.ones_like(ids)
+    kw = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, num_beams=1,
+              attention_mask=mask)
+
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    t = None
+    with torch.inference_mode():
+        model.generate(ids, **kw)          # warm-up
+        for _ in range(repeat):            # the fastest of repeat runs
+            sync()
+            t0 = time.perf_counter()
+            out = model.generate(ids, **kw)
+            sync()
+            dt = time.perf_counter() - t0
+            t = dt if t is None else min(t, dt)
+    return out[:, 1:].cpu().tolist(), t    # without the decoder start token
+
+
+def fat5_generate(binary, model_dir, ids, new_tokens, device, dtype, repeat, extra):
+    cmd = [binary, model_dir, "--print-ids", "--max-new-tokens", str(new_tokens),
+           "--min-new-tokens", str(new_tokens), "--num-beams", "1", "--warmup", "1", "--repeat", str(repeat),
+           "--device", "gpu" if device == "cuda" else "cpu"]
+    if device == "cuda":
+        cmd += ["--dtype", dtype]
+    cmd += extra
+    for row in ids.tolist():
+        # examples/generate appends EOS itself
+        cmd += ["--ids", ",".join(str(t) for t in row[:-1])]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"compare_hf: examples/generate failed (status {p.returncode}): {p.stderr.strip()}")
+    m = TIMING.search(p.stderr)
+    if not m:
+        sys.exit(f"compare_hf: no timing line in examples/generate's stderr: {p.stderr.strip()}")
+    lines = p.stdout.strip().split("\n")[-len(ids):]
+    out = [[int(t) for t in line.split()] for line in lines]
+    return out, float(m.group(2)), int(m.group(1))
+
+
+def first_difference(a, b):
+    for r, (x, y) in enumerate(zip(a, b)):
+        for i in range(max(len(x), len(y))):
+            xi = x[i] if i < len(x) else None
+            yi = y[i] if i < len(y) else None
+            if xi != yi:
+                return r, i, xi, yi
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--generate", action="store_true", help="compare greedy generation (the only mode)")
+    ap.add_argument("--tiny", action="store_true", help="the tiny CPU shape, short inputs (a quick run)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--batch-sizes", default=None, help="comma-separated (default 1,64; --tiny 1,4)")
+    ap.add_argument("--input-len", type=int, default=None, help="tokens per input, EOS included (512; --tiny 32)")
+    ap.add_argument("--new-tokens", type=int, default=None, help="generated per row (128; --tiny 16)")
+    ap.add_argument("--vocab", type=int, default=384, help="vocabulary size (384: byte-level)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=3, help="timed runs per side; the fastest counts (3)")
+    ap.add_argument("--threads", type=int, default=None, help="CPU threads for both sides")
+    ap.add_argument("--strict-bf16", action="store_true", help="fail on a bf16 difference too")
+    ap.add_argument("--generate-bin", default=None, help="path of examples/generate")
+    ap.add_argument("--keep", default=None, help="save the model to this directory and keep it")
+    args = ap.parse_args()
+    if not args.generate:
+        ap.error("nothing to do: give --generate")
+    if args.dtype == "bf16" and args.device == "cpu":
+        ap.error("--dtype bf16 needs --device cuda (fat5 computes in fp32 on the CPU)")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("compare_hf: --device cuda: PyTorch sees no CUDA device")
+    shape = "tiny" if args.tiny else "fat5-small"
+    batches = [int(b) for b in (args.batch_sizes or ("1,4" if args.tiny else "1,64")).split(",")]
+    input_len = args.input_len or (32 if args.tiny else 512)
+    new_tokens = args.new_tokens or (16 if args.tiny else 128)
+    if min(batches) < 1 or input_len < 2 or new_tokens < 1 or args.repeat < 1:
+        ap.error("batch sizes, --new-tokens and --repeat must be >= 1, --input-len >= 2")
+    binary = args.generate_bin or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "generate")
+    if not os.access(binary, os.X_OK):
+        sys.exit(f"compare_hf: {binary}: not found (make examples/generate)")
+    extra = []
+    if args.threads:
+        torch.set_num_threads(args.threads)
+        extra += ["--threads", str(args.threads)]
+
+    transformers.utils.logging.disable_progress_bar()
+    model = build_model(shape, args.vocab, args.seed)
+    model_dir = args.keep or tempfile.mkdtemp(prefix="fat5_compare_")
+    failed = False
+    try:
+        model.save_pretrained(model_dir)
+        if args.dtype == "bf16":
+            model = model.to(torch.bfloat16)
+        model = model.to(args.device)
+        for b in batches:
+            ids = make_inputs(b, input_len, args.vocab, args.seed + b)
+            hf_out, hf_t = hf_generate(model, ids, new_tokens, args.device, args.repeat)
+            f_out, f_t, f_n = fat5_generate(binary, model_dir, ids, new_tokens, args.device, args.dtype, args.repeat, extra)
+            diff = first_difference(hf_out, f_out)
+            if diff is None and len(f_out) != len(hf_out):
+                diff = (min(len(f_out), len(hf_out)), 0, "a row" if len(hf_out) > len(f_out) else None, None)
+            hf_tps, f_tps = b * new_tokens / hf_t, f_n / f_t if f_t > 0 else float("inf")
+            rec = {"mode": "generate", "model": shape + " shape", "device": args.device, "dtype": args.dtype,
+                   "batch": b, "input_len": input_len, "new_tokens": new_tokens, "strategy": "greedy",
+                   "hf_tokens_per_s": round(hf_tps, 1), "fat5_tokens_per_s": round(f_tps, 1),
+                   "ratio": round(f_tps / hf_tps, 3), "hf_s": round(hf_t, 4), "fat5_s": round(f_t, 4),
+                   "identical": diff is None}
+            print(json.dumps(rec), flush=True)
+            if diff is not None:
+                r, i, x, y = diff
+                print(f"compare_hf: batch {b}: first difference at row {r}, token {i}: transformers {x}, "
+                      f"fat5 {y}", file=sys.stderr)
+                if args.dtype == "fp32" or args.strict_bf16:
+                    failed = True
+    finally:
+        if not args.keep:
+            shutil.rmtree(model_dir, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
