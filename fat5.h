@@ -4013,12 +4013,49 @@ static size_t fat5__cpu_mm_scratch(const fat5_ctx *ctx) {
     return (size_t)ctx->n_threads * FAT5__MM_SCRATCH * sizeof(double);
 }
 
+// Products of a few rows in the NT layout (decoding: one token per row, y = x W^T) skip the
+// packing, which would cost more than the product: each element is the same sequential double
+// sum straight from the row-major operands, eight columns at a time for independent chains.
+// Threads split the columns.
+#define FAT5__MM_FEW_ROWS 4
+static void fat5__mm_few_part(void *arg, int part, int parts) {
+    const fat5__mm_job *J = FAT5__CAST(const fat5__mm_job *, arg);
+    int64_t K = J->K, N = J->N, j0 = N * part / parts, j1 = N * (part + 1) / parts, i, j, k, c;
+    for (i = 0; i < J->M; i++) {
+        const float *a = J->A + i * K;
+        float *crow = J->C + i * N;
+        for (j = j0; j < j1; j += 8) {
+            double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            const float *b[8];
+            int nc = j1 - j < 8 ? (int)(j1 - j) : 8;
+            for (c = 0; c < 8; c++) b[c] = J->B + (j + (c < nc ? c : 0)) * K;
+            for (k = 0; k < K; k++) {
+                double x = a[k];
+                s[0] += x * b[0][k], s[1] += x * b[1][k], s[2] += x * b[2][k], s[3] += x * b[3][k];
+                s[4] += x * b[4][k], s[5] += x * b[5][k], s[6] += x * b[6][k], s[7] += x * b[7][k];
+            }
+            for (c = 0; c < nc; c++)
+                crow[j + c] = (float)(J->alpha * s[c] + (J->beta != 0 ? (double)J->beta * crow[j + c] : 0.0));
+        }
+    }
+}
+
 static fat5_status fat5__cpu_mm(fat5_ctx *ctx, fat5__mm_layout layout, fat5__addr C_, int c_f32, fat5__addr A_,
                                 fat5__addr B_, int64_t M, int64_t N, int64_t K, float alpha, float beta) {
     fat5__mm_job J;
     int parts = ctx->n_threads;
     (void)c_f32;
     if (M <= 0 || N <= 0) return FAT5_OK;
+    if (layout == FAT5__MM_NT && M <= FAT5__MM_FEW_ROWS) {
+        memset(&J, 0, sizeof J);
+        J.C = FAT5__HOST(float, C_);
+        J.A = FAT5__HOST(const float, A_);
+        J.B = FAT5__HOST(const float, B_);
+        J.M = M, J.N = N, J.K = K, J.alpha = alpha, J.beta = beta;
+        if ((double)M * (double)N * (double)(K > 0 ? K : 1) < 5e5 || N < 16 * (int64_t)parts) parts = 1;
+        fat5__pool_run(ctx, fat5__mm_few_part, &J, parts);
+        return FAT5_OK;
+    }
     J.layout = layout;
     J.C = FAT5__HOST(float, C_);
     J.A = FAT5__HOST(const float, A_);
