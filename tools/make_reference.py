@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Reference fixtures for fat5.h, produced with Hugging Face transformers.
+"""Reference fixtures for fat5.h, produced with Hugging Face transformers (and, for the
+position encodings, with a small PyTorch T5 written here).
 
-Four modes:
+Five modes:
 
   make_reference.py [--out tests/data]
       Build tiny randomly initialised T5-family models, run a fixed batch through
@@ -38,6 +39,38 @@ Four modes:
       packed order above and a metadata entry ``loss``; run DIR with transformers
       on BATCH.json and compare.
 
+  make_reference.py --posenc [--out tests/data] [--only posenc_<name>]
+      Position-encoding fixtures ``<out>/posenc_<name>/`` (t5, none, alibi_sym,
+      alibi_asym, rope_neox, rope_gptj_xpos, fire), produced by a T5 written in
+      this file from the formulas (pre-norm RMSNorm, gated tanh-GELU FFN, no
+      1/sqrt(d) scaling, untied lm_head without rescaling, no biases in linear
+      layers); transformers is used only to cross-check the t5-bucket fixture.
+      Files as above, except that config.json carries FlashT5Config's field names
+      (model_type "flash_t5") and model.safetensors FAT5's parameter names.
+      ``logits`` are the logits of every row run on its own (positions from 0),
+      concatenated; ``loss`` their mean cross-entropy over non-ignored labels;
+      ``grad.<name>`` its gradient for every floating-point parameter.  Before
+      writing, the script checks that one packed run of all rows (block-diagonal
+      masks, positions restarting per row) gives the same logits and gradients.
+      Formulas, defaults and open points: docs/posenc_notes.md.
+
+      FAT5 names (per stack S = encoder/decoder, block i; P = pe_encoding of
+      ``S.block.0.self_attention_layer.self_attention``):
+        shared.weight [V, d], lm_head.weight [V, d], S.final_layer_norm.weight [d]
+        S.block.i.self_attention_layer.layer_norm.weight [d]
+        S.block.i.self_attention_layer.self_attention.{Wq,Wk,Wv}.weight [H*dk, d], .o.weight [d, H*dk]
+        decoder.block.i.cross_attention_layer.layer_norm.weight [d]
+        decoder.block.i.cross_attention_layer.cross_attention.{Wq,Wk,Wv,o}.weight
+        S.block.i.ff_layer.layer_norm.weight [d]
+        S.block.i.ff_layer.act.{wi_0,wi_1}.weight [d_ff, d], S.block.i.ff_layer.wo.weight [d, d_ff]
+        t5:    P.relative_attention_bias.weight [num_buckets, H]
+        FIRE:  P.mlp.0.weight [W, 1], P.mlp.0.bias [W], P.mlp.2.weight [H, W], P.mlp.2.bias [H],
+               P.c [] (F32), P.L_multiplier [] (F32), P.init_L [] (I64, not trained: L0)
+        ALiBi, RoPE, none: no parameters (FAT5's slopes and cos/sin caches are not saved).
+      FIRE's init_L is I64 because FAT5 wraps the integer
+      relative_attention_max_distance in a Parameter without a dtype; it has no
+      gradient.  The encoder and the decoder each own one set of block-0 tensors.
+
 Both check modes print max abs / max rel differences and exit with status 1 when
 some value fails |a - b| <= 1e-5 + 1e-4 * |b| (b = the reference side).
 
@@ -57,6 +90,7 @@ Notes on transformers 5.x (handled below):
 
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -560,6 +594,573 @@ def make_generate_fixture(fixture_dir):
     print(f"wrote {path} ({len(cases)} cases)")
 
 
+# ---------------------------------------------------------------------------
+# position-encoding fixtures (--posenc)
+#
+# A small T5 written directly in PyTorch (no transformers code in the model or
+# in the position-encoding math), parameterised by the position encoding and
+# named with FAT5 (flash_t5) parameter names.  See the module docstring and
+# docs/posenc_notes.md for the formulas.
+
+# Shared shapes of every position-encoding fixture (alibi_asym overrides num_heads).
+POSENC_SHAPES = dict(
+    vocab_size=80, d_model=32, d_kv=8, num_heads=3, d_ff=16,
+    num_layers=2, num_decoder_layers=2,
+    relative_attention_num_buckets=8, relative_attention_max_distance=16,
+    layer_norm_epsilon=1e-6,
+)
+# encoder 21 > max_distance 16 (also FIRE's L0); decoder 19 > 16.
+POSENC_INPUTS = [21, 6, 13]
+POSENC_LABELS = [(19, [4, 18]), (1, []), (9, [2])]
+
+# FIRE's learned scalars are written with these values (not FAT5's 0.1 / 1.0) so
+# that the gradient checks see generic values and the threshold |L_mult * L0|
+# (= 14.896 here) never equals an integer position, where max() has a tie.
+FIRE_C = 0.137
+FIRE_L_MULT = 0.931
+
+POSENC_FIXTURES = [
+    {"name": "posenc_t5", "seed": 2001, "pe": dict(position_encoding_type="t5")},
+    {"name": "posenc_none", "seed": 2002, "pe": dict(position_encoding_type="none")},
+    {"name": "posenc_alibi_sym", "seed": 2003,
+     "pe": dict(position_encoding_type="ALiBi", alibi_mode="symetric")},
+    {"name": "posenc_alibi_asym", "seed": 2004, "shapes": dict(num_heads=4),
+     "pe": dict(position_encoding_type="ALiBi", alibi_mode="asymetric")},
+    {"name": "posenc_rope_neox", "seed": 2005,
+     "pe": dict(position_encoding_type="RoPE", rotary_emb_fraction=0.5, rotary_base=10000.0,
+                rotary_interleaved=False)},
+    {"name": "posenc_rope_gptj_xpos", "seed": 2006,
+     "pe": dict(position_encoding_type="RoPE", rotary_emb_fraction=1.0, rotary_base=100.0,
+                rotary_interleaved=True, rotary_scale_base=16.0)},
+    {"name": "posenc_fire", "seed": 2007, "pe": dict(position_encoding_type="FIRE", fire_mlp_width=8)},
+]
+
+# config.json of a position-encoding fixture: FlashT5Config's field names, with
+# FAT5's defaults for the fields a fixture does not set (attention_scale 1.0 and
+# z_loss 0.0 instead of FAT5's None, see the spec's QUIRKs; pad 0 instead of -100).
+FAT5_CONFIG_DEFAULTS = dict(
+    model_type="flash_t5",
+    architectures=["FlashT5ForConditionalGeneration"],
+    is_encoder_decoder=True,
+    tie_word_embeddings=False,
+    use_glu_mlp=True,
+    use_gelu_act=True,
+    feed_forward_proj="gated-gelu",
+    dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+    initializer_factor=1.0,
+    eos_token_id=EOS,
+    pad_token_id=PAD,
+    decoder_start_token_id=PAD,
+    position_encoding_type="t5",
+    use_randomized_position_encoding=False,
+    max_sequence_length=64,
+    alibi_mode="symetric",
+    rotary_emb_fraction=1.0,
+    rotary_base=10000.0,
+    rotary_interleaved=False,
+    rotary_scale_base=None,
+    fire_mlp_width=32,
+    attention_scale=1.0,
+    attention_type="ref",
+    label_smoothing=0.0,
+    z_loss=0.0,
+    use_full_bias_size=False,
+    use_masking=False,
+)
+
+
+def posenc_config(spec):
+    cfg = dict(FAT5_CONFIG_DEFAULTS)
+    cfg.update(POSENC_SHAPES)
+    cfg.update(spec.get("shapes", {}))
+    cfg.update(spec["pe"])
+    return cfg
+
+
+def pe_kind(cfg):
+    """'t5', 'ALiBi', 'RoPE', 'FIRE' (case-sensitive, as FAT5), anything else: 'none'."""
+    kind = cfg["position_encoding_type"]
+    return kind if kind in ("t5", "ALiBi", "RoPE", "FIRE") else "none"
+
+
+# ----- parameters ------------------------------------------------------------
+
+PE_PREFIX = "self_attention_layer.self_attention.pe_encoding."
+
+
+def posenc_param_specs(cfg):
+    """[(name, shape, init)] in a fixed order; init is ('normal', std), ('norm',),
+    ('uniform', bound) or ('const', value)."""
+    d, h, dk, dff = cfg["d_model"], cfg["num_heads"], cfg["d_kv"], cfg["d_ff"]
+    inner = h * dk
+    kind = pe_kind(cfg)
+    out = [("shared.weight", (cfg["vocab_size"], d), ("normal", 1.0))]
+
+    def attention(prefix, kv_width=d):
+        return [
+            (prefix + "Wq.weight", (inner, d), ("normal", (d * dk) ** -0.5)),
+            (prefix + "Wk.weight", (inner, kv_width), ("normal", d ** -0.5)),
+            (prefix + "Wv.weight", (inner, kv_width), ("normal", d ** -0.5)),
+            (prefix + "o.weight", (d, inner), ("normal", inner ** -0.5)),
+        ]
+
+    def ffn(prefix):
+        return [
+            (prefix + "layer_norm.weight", (d,), ("norm",)),
+            (prefix + "act.wi_0.weight", (dff, d), ("normal", d ** -0.5)),
+            (prefix + "act.wi_1.weight", (dff, d), ("normal", d ** -0.5)),
+            (prefix + "wo.weight", (d, dff), ("normal", dff ** -0.5)),
+        ]
+
+    def pe_params(stack):
+        pre = f"{stack}.block.0.{PE_PREFIX}"
+        if kind == "t5":
+            return [(pre + "relative_attention_bias.weight", (cfg["relative_attention_num_buckets"], h),
+                     ("normal", 1.0))]
+        if kind == "FIRE":
+            w = cfg["fire_mlp_width"]
+            return [
+                (pre + "mlp.0.weight", (w, 1), ("uniform", 1.0)),
+                (pre + "mlp.0.bias", (w,), ("uniform", 1.0)),
+                (pre + "mlp.2.weight", (h, w), ("uniform", w ** -0.5)),
+                (pre + "mlp.2.bias", (h,), ("uniform", w ** -0.5)),
+                (pre + "c", (), ("const", FIRE_C)),
+                (pre + "L_multiplier", (), ("const", FIRE_L_MULT)),
+                (pre + "init_L", (), ("fixed_i64", cfg["relative_attention_max_distance"])),
+            ]
+        return []  # ALiBi, RoPE and none have no parameters (FAT5 keeps no persistent buffers)
+
+    for stack, layers in (("encoder", cfg["num_layers"]), ("decoder", cfg["num_decoder_layers"])):
+        for i in range(layers):
+            blk = f"{stack}.block.{i}."
+            out += [(blk + "self_attention_layer.layer_norm.weight", (d,), ("norm",))]
+            out += attention(blk + "self_attention_layer.self_attention.")
+            if i == 0:
+                out += pe_params(stack)
+            if stack == "decoder":
+                out += [(blk + "cross_attention_layer.layer_norm.weight", (d,), ("norm",))]
+                out += attention(blk + "cross_attention_layer.cross_attention.")
+            out += ffn(blk + "ff_layer.")
+        out += [(f"{stack}.final_layer_norm.weight", (d,), ("norm",))]
+    out += [("lm_head.weight", (cfg["vocab_size"], d), ("normal", d ** -0.5))]
+    return out
+
+
+def posenc_init(cfg, seed):
+    """{name: tensor}; fp32 leaves with requires_grad except FIRE's init_L (int64, fixed)."""
+    gen = torch.Generator().manual_seed(seed)
+    params = {}
+    for name, shape, init in posenc_param_specs(cfg):
+        if init[0] == "normal":
+            t = torch.randn(shape, generator=gen) * init[1]
+        elif init[0] == "norm":  # RMSNorm scales away from 1 so that a missing scale shows
+            t = 1.0 + 0.2 * torch.randn(shape, generator=gen)
+        elif init[0] == "uniform":  # PyTorch's nn.Linear default, as FAT5's FIRE MLP keeps
+            t = (torch.rand(shape, generator=gen) * 2.0 - 1.0) * init[1]
+        elif init[0] == "const":
+            t = torch.tensor(float(init[1]), dtype=torch.float32)
+        elif init[0] == "fixed_i64":
+            params[name] = torch.tensor(int(init[1]), dtype=torch.int64)
+            continue
+        else:
+            raise ValueError(init)
+        params[name] = t.float().contiguous().requires_grad_(True)
+    return params
+
+
+def trainable(params):
+    return {k: v for k, v in params.items() if v.is_floating_point()}
+
+
+# ----- position encodings, from the formulas ----------------------------------
+
+
+def t5_bucket(rel, bidirectional, num_buckets, max_distance):
+    """T5 bucket of rel = key - query (int64 tensor), float32 logarithm as T5."""
+    ret = torch.zeros_like(rel)
+    if bidirectional:
+        num_buckets //= 2
+        ret = ret + (rel > 0).long() * num_buckets
+        n = rel.abs()
+    else:
+        n = (-rel).clamp_min(0)
+    max_exact = num_buckets // 2
+    nf = n.clamp_min(1).float()
+    large = max_exact + (torch.log(nf / max_exact) / math.log(max_distance / max_exact)
+                         * (num_buckets - max_exact)).long()
+    large = large.clamp_max(num_buckets - 1)
+    return ret + torch.where(n < max_exact, n, large)
+
+
+def alibi_slopes(n):
+    """ALiBi head slopes: geometric 2^(-8/n)^(k+1) for a power of two n; otherwise the
+    slopes of the largest power of two p <= n followed by the first n-p of the
+    even-indexed slopes of 2p."""
+    def pow2(m):
+        start = 2.0 ** (-8.0 / m)
+        return [start ** (k + 1) for k in range(m)]
+
+    p = 1 << (n.bit_length() - 1)
+    if p == n:
+        return pow2(n)
+    return pow2(p) + alibi_slopes(2 * p)[0::2][: n - p]
+
+
+def fire_bias(params, cfg, stack, pos_q, pos_k):
+    """FIRE bias [H, Lq, Lk]; positions are per-token (restarting per sequence)."""
+    pre = f"{stack}.block.0.{PE_PREFIX}"
+    c = params[pre + "c"]
+    l_mult = params[pre + "L_multiplier"]
+    l0 = params[pre + "init_L"].float()
+    i = pos_q.float()[:, None]
+    j = pos_k.float()[None, :]
+    d = i - j                                   # query minus key
+    thr = (l_mult * l0).abs()
+    num = torch.sign(d) * torch.log((c * d).abs() + 1.0)
+    den = torch.log((c * torch.maximum(i, thr)).abs() + 1.0) + 1e-6
+    u = (num / den).unsqueeze(-1)               # [Lq, Lk, 1]
+    hid = torch.relu(u @ params[pre + "mlp.0.weight"].t() + params[pre + "mlp.0.bias"])
+    out = hid @ params[pre + "mlp.2.weight"].t() + params[pre + "mlp.2.bias"]   # [Lq, Lk, H]
+    return out.permute(2, 0, 1)
+
+
+def self_attention_bias(params, cfg, stack, pos):
+    """(bias [H, L, L] or None, extra mask [H, L, L] or None) of a stack's self-attention.
+
+    pos holds every token's position inside its own sequence; pairs of different
+    sequences are masked by the caller, so their values here do not matter."""
+    kind = pe_kind(cfg)
+    h = cfg["num_heads"]
+    rel = pos[None, :] - pos[:, None]           # key minus query, [Lq, Lk]
+    if kind == "t5":
+        bucket = t5_bucket(rel, stack == "encoder", cfg["relative_attention_num_buckets"],
+                           cfg["relative_attention_max_distance"])
+        table = params[f"{stack}.block.0.{PE_PREFIX}relative_attention_bias.weight"]
+        return table[bucket].permute(2, 0, 1), None
+    if kind == "ALiBi":
+        dist = rel.abs().float()
+        if stack == "encoder" and cfg["alibi_mode"] == "asymetric":
+            if h % 2:
+                raise ValueError("asymmetric ALiBi needs an even head count")
+            slopes = torch.tensor(alibi_slopes(h // 2) * 2)
+            back = (rel <= 0)[None].expand(h // 2, -1, -1)   # heads 0..H/2-1: keys at or before the query
+            fwd = (rel >= 0)[None].expand(h // 2, -1, -1)    # heads H/2..H-1: keys at or after the query
+            extra = torch.cat([back, fwd], dim=0)
+        elif stack == "encoder" and cfg["alibi_mode"] != "symetric":
+            raise ValueError(f"unknown alibi_mode {cfg['alibi_mode']!r}")
+        else:
+            slopes = torch.tensor(alibi_slopes(h))
+            extra = None
+        return -slopes[:, None, None] * dist[None], extra
+    if kind == "FIRE":
+        return fire_bias(params, cfg, stack, pos, pos), None
+    return None, None
+
+
+def rope_tables(cfg, pos, is_key):
+    """cos, sin [L, rd/2] (fp32, computed in float64) for the given positions."""
+    rd = int(cfg["d_kv"] * cfg["rotary_emb_fraction"])
+    if rd % 2 or rd <= 0:
+        raise ValueError(f"rotary dims {rd} must be positive and even")
+    half = rd // 2
+    k = torch.arange(half, dtype=torch.float64)
+    inv_freq = float(cfg["rotary_base"]) ** (-2.0 * k / rd)
+    t = pos.double()[:, None]
+    ang = t * inv_freq[None, :]
+    cos, sin = torch.cos(ang), torch.sin(ang)
+    if cfg.get("rotary_scale_base") is not None:        # xPos
+        zeta = (2.0 * k + 0.4 * rd) / (1.4 * rd)
+        scale = zeta[None, :] ** (t / float(cfg["rotary_scale_base"]))
+        if is_key:
+            scale = 1.0 / scale
+        cos, sin = cos * scale, sin * scale
+    return cos.float(), sin.float(), rd
+
+
+def rope_apply(x, cfg, pos, is_key):
+    """Rotate x [H, L, d_kv] by token positions pos [L]; dims >= rd pass through."""
+    cos, sin, rd = rope_tables(cfg, pos, is_key)
+    xr, rest = x[..., :rd], x[..., rd:]
+    if cfg["rotary_interleaved"]:                       # GPT-J: pairs (2k, 2k+1)
+        x1, x2 = xr[..., 0::2], xr[..., 1::2]
+        y = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
+    else:                                               # NeoX: pairs (k, k + rd/2)
+        half = rd // 2
+        x1, x2 = xr[..., :half], xr[..., half:]
+        y = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+    return torch.cat((y, rest), dim=-1)
+
+
+# ----- the model ----------------------------------------------------------------
+
+
+def rms_norm(x, w, eps):
+    return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
+def attention(params, cfg, prefix, xq, xkv, mask, bias, rope_pos=None):
+    """One attention sublayer on packed tokens; mask [Lq, Lk] or [H, Lq, Lk] (True = attend)."""
+    h, dk = cfg["num_heads"], cfg["d_kv"]
+    q = (xq @ params[prefix + "Wq.weight"].t()).view(-1, h, dk).transpose(0, 1)
+    k = (xkv @ params[prefix + "Wk.weight"].t()).view(-1, h, dk).transpose(0, 1)
+    v = (xkv @ params[prefix + "Wv.weight"].t()).view(-1, h, dk).transpose(0, 1)
+    if rope_pos is not None:                           # q and k only, never v
+        q = rope_apply(q, cfg, rope_pos[0], is_key=False)
+        k = rope_apply(k, cfg, rope_pos[1], is_key=True)
+    s = (q @ k.transpose(1, 2)) * cfg["attention_scale"]
+    if bias is not None:
+        s = s + bias
+    s = s.masked_fill(~mask, float("-inf"))
+    p = torch.softmax(s, dim=-1)
+    o = (p @ v).transpose(0, 1).reshape(-1, h * dk)
+    return o @ params[prefix + "o.weight"].t()
+
+
+def ffn(params, cfg, prefix, x):
+    x = rms_norm(x, params[prefix + "layer_norm.weight"], cfg["layer_norm_epsilon"])
+    a = x @ params[prefix + "act.wi_0.weight"].t()
+    a = F.gelu(a, approximate="tanh") if cfg["use_gelu_act"] else torch.relu(a)
+    return (a * (x @ params[prefix + "act.wi_1.weight"].t())) @ params[prefix + "wo.weight"].t()
+
+
+def shift_right(labels):
+    return [PAD] + [PAD if t == IGNORE else t for t in labels[:-1]]
+
+
+def pack(rows):
+    ids = torch.tensor([t for r in rows for t in r], dtype=torch.long)
+    pos = torch.cat([torch.arange(len(r)) for r in rows])
+    seg = torch.cat([torch.full((len(r),), b, dtype=torch.long) for b, r in enumerate(rows)])
+    return ids, pos, seg
+
+
+def posenc_forward(params, cfg, inputs, labels):
+    """Logits [label tokens, vocab] of a packed batch (rows concatenated; positions
+    restart at 0 in each row; no token attends to another row)."""
+    eps = cfg["layer_norm_epsilon"]
+    kind = pe_kind(cfg)
+    e_ids, e_pos, e_seg = pack(inputs)
+    d_ids, d_pos, d_seg = pack([shift_right(y) for y in labels])
+
+    # encoder
+    mask = e_seg[:, None] == e_seg[None, :]
+    bias, extra = self_attention_bias(params, cfg, "encoder", e_pos)
+    if extra is not None:
+        mask = mask[None] & extra
+    rope = (e_pos, e_pos) if kind == "RoPE" else None
+    h = params["shared.weight"][e_ids]
+    for i in range(cfg["num_layers"]):
+        blk = f"encoder.block.{i}."
+        x = rms_norm(h, params[blk + "self_attention_layer.layer_norm.weight"], eps)
+        h = h + attention(params, cfg, blk + "self_attention_layer.self_attention.", x, x, mask, bias, rope)
+        h = h + ffn(params, cfg, blk + "ff_layer.", h)
+    enc = rms_norm(h, params["encoder.final_layer_norm.weight"], eps)
+
+    # decoder
+    mask = (d_seg[:, None] == d_seg[None, :]) & (d_pos[None, :] <= d_pos[:, None])
+    bias, extra = self_attention_bias(params, cfg, "decoder", d_pos)
+    assert extra is None
+    rope = (d_pos, d_pos) if kind == "RoPE" else None
+    cross_mask = d_seg[:, None] == e_seg[None, :]
+    h = params["shared.weight"][d_ids]
+    for i in range(cfg["num_decoder_layers"]):
+        blk = f"decoder.block.{i}."
+        x = rms_norm(h, params[blk + "self_attention_layer.layer_norm.weight"], eps)
+        h = h + attention(params, cfg, blk + "self_attention_layer.self_attention.", x, x, mask, bias, rope)
+        x = rms_norm(h, params[blk + "cross_attention_layer.layer_norm.weight"], eps)
+        # cross-attention: no bias and no rotation for every encoding (see the notes)
+        h = h + attention(params, cfg, blk + "cross_attention_layer.cross_attention.", x, enc, cross_mask, None)
+        h = h + ffn(params, cfg, blk + "ff_layer.", h)
+    h = rms_norm(h, params["decoder.final_layer_norm.weight"], eps)
+    return h @ params["lm_head.weight"].t()            # untied: no d_model^-0.5
+
+
+def posenc_loss_and_grads(params, cfg, batch, one_by_one):
+    """(logits, loss, {name: grad}); one_by_one runs every row as its own batch."""
+    for p in trainable(params).values():
+        p.grad = None
+    if one_by_one:
+        logits = torch.cat([posenc_forward(params, cfg, [x], [y])
+                            for x, y in zip(batch["inputs"], batch["labels"])], dim=0)
+    else:
+        logits = posenc_forward(params, cfg, batch["inputs"], batch["labels"])
+    labels = packed_labels(batch)
+    loss = F.cross_entropy(logits, labels, ignore_index=IGNORE)
+    loss.backward()
+    grads = {k: v.grad.detach().clone() for k, v in trainable(params).items()}
+    return logits.detach(), loss.detach(), grads
+
+
+# ----- self-checks ----------------------------------------------------------------
+
+
+def close(a, b, rtol=1e-4, atol=1e-5):
+    return torch.allclose(a.double(), b.double(), rtol=rtol, atol=atol)
+
+
+def posenc_formula_checks():
+    """Known values and invariances of the encodings, independent of any model."""
+    assert alibi_slopes(8) == [2.0 ** -(k + 1) for k in range(8)]
+    assert alibi_slopes(3) == [2.0 ** -4, 2.0 ** -8, 2.0 ** -2]
+    assert alibi_slopes(6) == [2.0 ** -2, 2.0 ** -4, 2.0 ** -6, 2.0 ** -8, 2.0 ** -1, 2.0 ** -3]
+    # T5 buckets: the spec's reference values for 32 buckets / max distance 128
+    rel = torch.tensor([-1, -7, -8, -16, -20, -32, -64, -128, -500, 0, 1, 8, 16, 32, 64, 127, 500])
+    want = [1, 7, 8, 10, 10, 12, 14, 15, 15, 0, 17, 24, 26, 28, 30, 31, 31]
+    assert t5_bucket(rel, True, 32, 128).tolist() == want
+    dist = torch.tensor([15, 16, 20, 32, 64, 128, 1000])
+    assert t5_bucket(-dist, False, 32, 128).tolist() == [15, 16, 17, 21, 26, 31, 31]
+    # RoPE (with and without xPos): q.k depends on positions only through their
+    # difference; the norm of a rotated vector is kept without xPos.
+    gen = torch.Generator().manual_seed(5)
+    for inter, frac, sb in ((False, 0.5, None), (True, 1.0, None), (True, 1.0, 16.0), (False, 0.75, 8.0)):
+        cfg = dict(d_kv=8, rotary_emb_fraction=frac, rotary_base=100.0, rotary_interleaved=inter,
+                   rotary_scale_base=sb)
+        q = torch.randn(1, 1, 8, generator=gen)
+        k = torch.randn(1, 1, 8, generator=gen)
+        scores = []
+        for shift in (0, 5, 37):
+            pq, pk = torch.tensor([7 + shift]), torch.tensor([3 + shift])
+            scores.append((rope_apply(q, cfg, pq, False) * rope_apply(k, cfg, pk, True)).sum())
+        assert close(scores[0], scores[1], 1e-5, 1e-5) and close(scores[0], scores[2], 1e-5, 1e-5), scores
+        if sb is None:
+            assert close(rope_apply(q, cfg, torch.tensor([11]), False).norm(), q.norm(), 1e-6, 1e-6)
+        rd = int(8 * frac)
+        assert torch.equal(rope_apply(q, cfg, torch.tensor([11]), False)[..., rd:], q[..., rd:])
+    print("posenc: formula checks passed (ALiBi slopes, T5 buckets, RoPE/xPos relative invariance)")
+
+
+def fat5_to_hf_name(name):
+    """FAT5 parameter name -> Hugging Face T5 name (spec §7, inverted)."""
+    dec = name.startswith("decoder.")
+    rules = [
+        ("self_attention_layer.self_attention.pe_encoding.relative_attention_bias",
+         "layer.0.SelfAttention.relative_attention_bias"),
+        ("self_attention_layer.self_attention.Wq", "layer.0.SelfAttention.q"),
+        ("self_attention_layer.self_attention.Wk", "layer.0.SelfAttention.k"),
+        ("self_attention_layer.self_attention.Wv", "layer.0.SelfAttention.v"),
+        ("self_attention_layer.self_attention.o", "layer.0.SelfAttention.o"),
+        ("self_attention_layer.layer_norm", "layer.0.layer_norm"),
+        ("cross_attention_layer.cross_attention.Wq", "layer.1.EncDecAttention.q"),
+        ("cross_attention_layer.cross_attention.Wk", "layer.1.EncDecAttention.k"),
+        ("cross_attention_layer.cross_attention.Wv", "layer.1.EncDecAttention.v"),
+        ("cross_attention_layer.cross_attention.o", "layer.1.EncDecAttention.o"),
+        ("cross_attention_layer.layer_norm", "layer.1.layer_norm"),
+        ("ff_layer.layer_norm", "layer.2.layer_norm" if dec else "layer.1.layer_norm"),
+        ("ff_layer.act.", "layer.2.DenseReluDense." if dec else "layer.1.DenseReluDense."),
+        ("ff_layer.wo", "layer.2.DenseReluDense.wo" if dec else "layer.1.DenseReluDense.wo"),
+    ]
+    for old, new in rules:
+        if old in name:
+            return name.replace(old, new)
+    return name
+
+
+def posenc_check_t5_against_hf(params, cfg, batch, logits, loss, grads):
+    """The t5-bucket fixture through transformers' T5 with the same weights."""
+    hf_cfg = dict(
+        vocab_size=cfg["vocab_size"], d_model=cfg["d_model"], d_kv=cfg["d_kv"], num_heads=cfg["num_heads"],
+        d_ff=cfg["d_ff"], num_layers=cfg["num_layers"], num_decoder_layers=cfg["num_decoder_layers"],
+        relative_attention_num_buckets=cfg["relative_attention_num_buckets"],
+        relative_attention_max_distance=cfg["relative_attention_max_distance"],
+        layer_norm_epsilon=cfg["layer_norm_epsilon"],
+        feed_forward_proj="gated-gelu", tie_word_embeddings=False,
+    )
+    model = build_model({"model": "t5", "seed": 0, "config": hf_cfg})
+    state = {fat5_to_hf_name(k): v.detach() for k, v in trainable(params).items()}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    assert not unexpected, unexpected
+    assert all("embed_tokens" in m for m in missing), missing
+    model.zero_grad(set_to_none=True)
+    hf_logits, hf_loss = run_batch(model, batch, with_grad=True)
+    hf_loss.backward()
+    assert close(hf_logits, logits, 1e-5, 1e-5), (hf_logits - logits).abs().max()
+    assert close(hf_loss, loss, 1e-6, 1e-6)
+    hf_params = dict(model.named_parameters())
+    for k, g in grads.items():
+        assert close(hf_params[fat5_to_hf_name(k)].grad, g), k
+    print("posenc_t5: logits, loss and every gradient match transformers' T5ForConditionalGeneration")
+
+
+# ----- fixture writing ---------------------------------------------------------------
+
+
+def write_config(path, cfg):
+    with open(path, "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+        f.write("\n")
+
+
+def make_posenc_fixture(spec, out_root):
+    name = spec["name"]
+    out_dir = os.path.join(out_root, name)
+    os.makedirs(out_dir, exist_ok=True)
+    for entry in os.listdir(out_dir):
+        path = os.path.join(out_dir, entry)
+        if os.path.isfile(path):
+            os.remove(path)
+
+    cfg = posenc_config(spec)
+    params = posenc_init(cfg, spec["seed"])
+    batch = make_batch({"seed": spec["seed"], "inputs": POSENC_INPUTS, "labels": POSENC_LABELS},
+                       cfg["vocab_size"])
+
+    # the reference: every row run on its own; then the same batch packed
+    logits, loss, grads = posenc_loss_and_grads(params, cfg, batch, one_by_one=True)
+    p_logits, p_loss, p_grads = posenc_loss_and_grads(params, cfg, batch, one_by_one=False)
+    assert close(p_logits, logits, 1e-5, 1e-5), f"{name}: packed logits differ from one-by-one"
+    assert close(p_loss, loss, 1e-6, 1e-6)
+    for k in grads:
+        assert close(p_grads[k], grads[k]), f"{name}: packed gradient of {k} differs from one-by-one"
+    for k, g in grads.items():
+        assert torch.isfinite(g).all(), f"{name}: non-finite gradient {k}"
+        assert g.abs().max() > 0, f"{name}: zero gradient for {k}"
+
+    labels = packed_labels(batch)
+    loss_zs = z_smoothed_loss(logits, labels)
+    write_batch(os.path.join(out_dir, "batch.json"), batch)
+    write_config(os.path.join(out_dir, "config.json"), cfg)
+    model_path = os.path.join(out_dir, "model.safetensors")
+    save_file({k: v.detach().contiguous() for k, v in params.items()}, model_path, metadata={"format": "pt"})
+    canonicalise_header(model_path)
+
+    tensors = {"logits": logits.contiguous(), "loss": loss.reshape(1), "loss_zs": loss_zs.reshape(1)}
+    for k, g in grads.items():
+        tensors["grad." + k] = g.contiguous()
+    metadata = {
+        "name": name,
+        "loss": repr(loss.item()),
+        "loss_zs": repr(loss_zs.item()),
+        "z_loss": repr(Z_LOSS),
+        "label_smoothing": repr(LABEL_SMOOTHING),
+        "reference": "tools/make_reference.py --posenc (PyTorch, formulas; rows run one by one)",
+        "torch_version": torch.__version__,
+    }
+    ref_path = os.path.join(out_dir, "reference.safetensors")
+    save_file(tensors, ref_path, metadata=metadata)
+    canonicalise_header(ref_path)
+
+    # the files on disk reproduce the stored values exactly
+    with open(os.path.join(out_dir, "config.json")) as f:
+        cfg2 = json.load(f)
+    params2 = {k: (v.clone().requires_grad_(True) if v.is_floating_point() else v.clone())
+               for k, v in load_file(model_path).items()}
+    assert set(params2) == set(params)
+    logits2, loss2, grads2 = posenc_loss_and_grads(params2, cfg2, read_batch(os.path.join(out_dir, "batch.json")),
+                                                   one_by_one=True)
+    assert torch.equal(logits2, logits) and loss2.item() == loss.item(), \
+        f"{name}: reload differs ({(logits2 - logits).abs().max().item():g}, {loss2.item() - loss.item():g})"
+    assert all(torch.equal(grads2[k], grads[k]) for k in grads)
+    ref = load_file(ref_path)
+    assert set(ref) == {"logits", "loss", "loss_zs"} | {"grad." + k for k in grads}
+    if pe_kind(cfg) == "t5":
+        posenc_check_t5_against_hf(params, cfg, batch, logits, loss, grads)
+
+    sizes = {f: os.path.getsize(os.path.join(out_dir, f)) for f in sorted(os.listdir(out_dir))}
+    print(f"{name}: loss {loss.item():.6f} loss_zs {loss_zs.item():.6f} label tokens {len(labels)} "
+          f"params {len(params)} grads {len(grads)}  files {sizes} total {sum(sizes.values())}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=os.path.join("tests", "data"), help="fixture root (generation mode)")
@@ -571,6 +1172,8 @@ def main():
     parser.add_argument("--batch", metavar="BATCH", help="batch.json for --check-logits")
     parser.add_argument("--generate", action="store_true",
                         help="write generate.json into each existing fixture directory under --out")
+    parser.add_argument("--posenc", action="store_true",
+                        help="write the position-encoding fixtures <out>/posenc_<name>/ (FAT5 names)")
     args = parser.parse_args()
 
     torch.set_num_threads(max(1, min(8, os.cpu_count() or 1)))
@@ -584,6 +1187,16 @@ def main():
         sys.exit(0 if check_logits_file(args.check_logits, args.model, args.batch) else 1)
 
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
+    if args.posenc:
+        names = {f["name"] for f in POSENC_FIXTURES}
+        for only in args.only or []:
+            if only not in names:
+                parser.error(f"unknown position-encoding fixture {only!r}; known: {sorted(names)}")
+        posenc_formula_checks()
+        for spec in POSENC_FIXTURES:
+            if not args.only or spec["name"] in args.only:
+                make_posenc_fixture(spec, args.out)
+        return
     if args.generate:
         for spec in FIXTURES:
             if not args.only or spec["name"] in args.only:
