@@ -10,6 +10,11 @@ check() { if "$@"; then :; else echo "test_tools: FAILED: $*"; fail=1; fi; }
 
 for d in tests/data/*/; do
     d=${d%/}
+    # FAT5-named (flash_t5) position-encoding fixtures (tools/make_reference.py --posenc):
+    # groundwork for a loader that does not exist yet, so fat5_forward cannot run them
+    if grep -q '"model_type": "flash_t5"' "$d/config.json"; then
+        echo "test_tools: $d: skipped (flash_t5 fixture, not loadable yet)"; continue
+    fi
     check tools/fat5_inspect "$d" > "$out/inspect.txt"
     check grep -q "relative_attention_bias" "$out/inspect.txt"
     check tools/fat5_forward "$d" "$d/batch.json" "$out/logits.safetensors" > "$out/fwd.txt"
