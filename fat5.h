@@ -210,6 +210,16 @@ typedef enum fat5_act {
     FAT5_ACT_SILU = 3
 } fat5_act;
 
+// How attention learns position (FAT5's position_encoding_type). Only FAT5_POS_T5 runs today:
+// fat5_model_create and fat5_model_load refuse the others with FAT5_ERR_UNSUPPORTED.
+typedef enum fat5_pos_kind {
+    FAT5_POS_T5 = 0,     // "t5": relative buckets, a [buckets, H] table in block 0 (or every layer: UMT5)
+    FAT5_POS_NONE = 1,   // "none": no position information
+    FAT5_POS_ALIBI = 2,  // "ALiBi": fixed linear biases, one slope per head
+    FAT5_POS_ROPE = 3,   // "RoPE": rotary embedding of the first int(d_kv * rotary_fraction) dims
+    FAT5_POS_FIRE = 4    // "FIRE": a learned MLP of normalised relative positions
+} fat5_pos_kind;
+
 typedef struct fat5_model_config {
     int64_t vocab_size;            // 32128
     int64_t d_model;               // 512
@@ -230,7 +240,15 @@ typedef struct fat5_model_config {
     int64_t eos_token_id;          // 1
     int64_t decoder_start_token_id;// 0
     double dropout_rate;           // kept for the saved config; fat5 trains without dropout
-    char model_type[16];           // "t5", "mt5" or "umt5" (written back to config.json)
+    char model_type[16];           // "t5", "mt5", "umt5" or "flash_t5" (written back to config.json)
+    // position encoding (FAT5's config.json fields; the defaults are FAT5's)
+    fat5_pos_kind pos_kind;        // position_encoding_type, FAT5_POS_T5
+    int alibi_asymmetric;          // alibi_mode "asymetric": half the heads see the past, half the future; 0
+    int rotary_interleaved;        // rotary_interleaved: rotate (even, odd) pairs, else the two halves; 0
+    int fire_mlp_width;            // fire_mlp_width: hidden width of FIRE's MLP, 32
+    double rotary_fraction;        // rotary_emb_fraction: int(d_kv * fraction) dims rotate, 1.0
+    double rotary_base;            // rotary_base, 10000
+    double rotary_scale_base;      // rotary_scale_base: xPos scale base, 0 = off (FAT5's None)
 } fat5_model_config;
 
 // T5 v1.0 t5-small defaults, as Hugging Face's T5Config
@@ -5756,7 +5774,70 @@ FAT5_API fat5_model_config fat5_model_config_default(void) {
     c.decoder_start_token_id = 0;
     c.dropout_rate = 0.1;
     memcpy(c.model_type, "t5", 3);
+    c.pos_kind = FAT5_POS_T5;
+    c.alibi_asymmetric = 0;
+    c.rotary_interleaved = 0;
+    c.fire_mlp_width = 32;
+    c.rotary_fraction = 1.0;
+    c.rotary_base = 10000.0;
+    c.rotary_scale_base = 0.0;
     return c;
+}
+
+// position_encoding_type values, spelled as FAT5 spells them (case-sensitive)
+static const char *fat5__pos_name(fat5_pos_kind k) {
+    switch (k) {
+    case FAT5_POS_T5: return "t5";
+    case FAT5_POS_NONE: return "none";
+    case FAT5_POS_ALIBI: return "ALiBi";
+    case FAT5_POS_ROPE: return "RoPE";
+    case FAT5_POS_FIRE: return "FIRE";
+    }
+    return "?";
+}
+
+// The position-encoding fields. Fields of encodings other than cfg's own are checked for range
+// only (their defaults always pass), so a file may carry FAT5's defaults whatever it selects.
+static fat5_status fat5__validate_pos(fat5_ctx *ctx, const fat5_model_config *c) {
+    if ((int)c->pos_kind < (int)FAT5_POS_T5 || (int)c->pos_kind > (int)FAT5_POS_FIRE)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: position_encoding_type %d is not a fat5_pos_kind",
+                         (int)c->pos_kind);
+    if (!(c->rotary_fraction > 0 && c->rotary_fraction <= 1))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: rotary_emb_fraction = %g, expected 0 < fraction <= 1",
+                         c->rotary_fraction);
+    if (!(c->rotary_base > 0 && c->rotary_base < HUGE_VAL))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: rotary_base = %g, expected a finite value above 0",
+                         c->rotary_base);
+    if (!(c->rotary_scale_base >= 0 && c->rotary_scale_base < HUGE_VAL))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "config: rotary_scale_base = %g, expected a finite value above 0 (or 0/null: no xPos)",
+                         c->rotary_scale_base);
+    if (c->fire_mlp_width < 1 || c->fire_mlp_width > (1 << 20))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: fire_mlp_width = %d, expected 1..%d", c->fire_mlp_width,
+                         1 << 20);
+    if (c->pos_kind == FAT5_POS_ROPE) {
+        // FAT5 rotates int(d_kv * fraction) dims in pairs
+        int64_t rd = (int64_t)((double)c->d_kv * c->rotary_fraction);
+        if (rd < 2 || rd % 2)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                             "config: rotary_emb_fraction = %g gives int(d_kv %lld * fraction) = %lld rotary dims; "
+                             "RoPE needs an even number of at least 2", c->rotary_fraction, (long long)c->d_kv,
+                             (long long)rd);
+    }
+    if (c->pos_kind == FAT5_POS_ALIBI && c->alibi_asymmetric && c->num_heads % 2)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "config: alibi_mode asymetric splits the heads in two halves; num_heads = %lld is odd",
+                         (long long)c->num_heads);
+    return FAT5_OK;
+}
+
+// Position encodings with a forward pass: T5 buckets only, so far.
+static fat5_status fat5__pos_runnable(fat5_ctx *ctx, const fat5_model_config *c) {
+    if (c->pos_kind != FAT5_POS_T5)
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                         "position_encoding_type %s: not implemented yet (fat5 runs T5 relative buckets, \"t5\")",
+                         fat5__pos_name(c->pos_kind));
+    return FAT5_OK;
 }
 
 #define FAT5__MAX_DIM ((int64_t)1 << 24)    // no single dimension beyond 16M
@@ -5802,6 +5883,10 @@ FAT5_API fat5_status fat5_model_config_validate(fat5_ctx *ctx, const fat5_model_
                          c->dropout_rate);
     if (c->act < FAT5_ACT_RELU || c->act > FAT5_ACT_SILU)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: unknown activation %d", (int)c->act);
+    {
+        fat5_status st = fat5__validate_pos(ctx, c);
+        if (st) return st;
+    }
     {
         const char *name[3] = {"pad_token_id", "eos_token_id", "decoder_start_token_id"};
         int64_t id[3];
@@ -5890,6 +5975,76 @@ static int fat5__act_from_name(const char *s, fat5_act *out) {
     return 1;
 }
 
+// number field: absent keeps the default; null gives null_value where allow_null
+static fat5_status fat5__cfg_double(fat5_ctx *ctx, const fat5__json *root, const char *key, int allow_null,
+                                    double null_value, double *v) {
+    const fat5__json *j = fat5__json_get(root, key);
+    if (!j) return FAT5_OK;
+    if (allow_null && j->type == FAT5__J_NULL) {
+        *v = null_value;
+        return FAT5_OK;
+    }
+    if (j->type != FAT5__J_NUMBER || !fat5__json_as_double(j, v))
+        return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: '%s' must be a number", key);
+    return FAT5_OK;
+}
+
+// FAT5's position-encoding fields. FAT5 reads any position_encoding_type it does not know as "no
+// encoding"; here "none" says so explicitly and any other unknown name is an error.
+static fat5_status fat5__cfg_pos(fat5_ctx *ctx, const fat5__json *root, fat5_model_config *c) {
+    const fat5__json *j;
+    char val[128];
+    int64_t width = c->fire_mlp_width, randomized = 0;
+    fat5_status st;
+    if ((j = fat5__json_get(root, "position_encoding_type")) != NULL) {
+        int k;
+        if (j->type != FAT5__J_STRING)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'position_encoding_type' must be a string");
+        for (k = FAT5_POS_T5; k <= FAT5_POS_FIRE; k++)
+            if (strcmp(j->str, fat5__pos_name((fat5_pos_kind)k)) == 0) break;
+        if (k > FAT5_POS_FIRE)
+            return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                             "config.json: position_encoding_type '%s' is unknown; expected \"t5\", \"RoPE\", "
+                             "\"ALiBi\", \"FIRE\" or \"none\" (case-sensitive)", fat5__msg_name(val, sizeof val, j->str));
+        c->pos_kind = (fat5_pos_kind)k;
+    }
+    if ((j = fat5__json_get(root, "alibi_mode")) != NULL) {
+        if (j->type != FAT5__J_STRING)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'alibi_mode' must be a string");
+        if (strcmp(j->str, "symetric") == 0 || strcmp(j->str, "symmetric") == 0) c->alibi_asymmetric = 0;
+        else if (strcmp(j->str, "asymetric") == 0 || strcmp(j->str, "asymmetric") == 0) c->alibi_asymmetric = 1;
+        else
+            return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                             "config.json: alibi_mode '%s' is unknown; expected \"symetric\" or \"asymetric\" "
+                             "(or \"symmetric\", \"asymmetric\")", fat5__msg_name(val, sizeof val, j->str));
+    }
+    if ((st = fat5__cfg_double(ctx, root, "rotary_emb_fraction", 0, 0, &c->rotary_fraction)) ||
+        (st = fat5__cfg_double(ctx, root, "rotary_base", 0, 0, &c->rotary_base)) ||
+        (st = fat5__cfg_double(ctx, root, "rotary_scale_base", 1, 0.0, &c->rotary_scale_base)) ||
+        (st = fat5__cfg_bool(ctx, root, "rotary_interleaved", &c->rotary_interleaved, NULL)) ||
+        (st = fat5__cfg_int(ctx, root, "fire_mlp_width", 0, &width, NULL)))
+        return st;
+    // a zero scale base would divide positions by zero; FAT5 writes None for "off"
+    if (fat5__json_get(root, "rotary_scale_base") && fat5__json_get(root, "rotary_scale_base")->type != FAT5__J_NULL &&
+        !(c->rotary_scale_base > 0))
+        return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: rotary_scale_base = %g, expected a value above 0 or null "
+                         "(no xPos)", c->rotary_scale_base);
+    if (width < 1 || width > (1 << 20))
+        return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: fire_mlp_width = %lld, expected 1..%d", (long long)width,
+                         1 << 20);
+    c->fire_mlp_width = (int)width;
+    {
+        int r = 0, present = 0;
+        if ((st = fat5__cfg_bool(ctx, root, "use_randomized_position_encoding", &r, &present))) return st;
+        randomized = present && r;
+    }
+    if (randomized)
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                         "config.json: use_randomized_position_encoding true (random positions at every forward) "
+                         "is not supported");
+    return FAT5_OK;
+}
+
 FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json, size_t len,
                                                  fat5_model_config *out) {
     fat5_model_config c = fat5_model_config_default();
@@ -5937,7 +6092,9 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
         static const char *const handled[] = {
             "vocab_size", "d_model", "d_kv", "d_ff", "num_layers", "num_decoder_layers", "num_heads",
             "relative_attention_num_buckets", "relative_attention_max_distance", "layer_norm_epsilon",
-            "tie_word_embeddings", "pad_token_id", "eos_token_id", NULL};
+            "tie_word_embeddings", "pad_token_id", "eos_token_id", "position_encoding_type", "alibi_mode",
+            "rotary_emb_fraction", "rotary_base", "rotary_interleaved", "rotary_scale_base", "fire_mlp_width",
+            "use_randomized_position_encoding", NULL};
         int k, ok = fat5__cfg_known(j->key);
         for (k = 0; !ok && handled[k]; k++) ok = strcmp(j->key, handled[k]) == 0;
         if (!ok) {
@@ -6045,6 +6202,7 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
             goto done;
         }
     }
+    if ((st = fat5__cfg_pos(ctx, root, &c))) goto done;
     // a value no T5 model can have is a defect of the file here (validate says INVALID_ARG)
     st = fat5_model_config_validate(ctx, &c);
     if (st == FAT5_ERR_INVALID_ARG) st = FAT5_ERR_FORMAT;
@@ -6064,6 +6222,33 @@ static void fat5__fmt_double(char buf[40], double x) {
         if (fat5__strtod_c(buf, &back) && back == x) break;
     }
     if (!strpbrk(buf, ".eEn")) strcat(buf, ".0");
+}
+
+// The position-encoding fields, all of them, unless the config is T5 buckets with FAT5's defaults
+// everywhere (a Hugging Face T5 config then stays exactly as transformers writes it) and is not
+// a flash_t5 config.
+static void fat5__cfg_pos_json(fat5__sb *b, const fat5_model_config *c) {
+    fat5_model_config d = fat5_model_config_default();
+    char num[40];
+    if (c->pos_kind == FAT5_POS_T5 && c->alibi_asymmetric == d.alibi_asymmetric &&
+        c->rotary_interleaved == d.rotary_interleaved && c->fire_mlp_width == d.fire_mlp_width &&
+        c->rotary_fraction == d.rotary_fraction && c->rotary_base == d.rotary_base &&
+        c->rotary_scale_base == d.rotary_scale_base && strcmp(c->model_type, "flash_t5") != 0)
+        return;
+    fat5__sb_printf(b, "  \"position_encoding_type\": \"%s\",\n", fat5__pos_name(c->pos_kind));
+    fat5__sb_printf(b, "  \"alibi_mode\": \"%s\",\n", c->alibi_asymmetric ? "asymetric" : "symetric");
+    fat5__sb_printf(b, "  \"fire_mlp_width\": %d,\n", c->fire_mlp_width);
+    fat5__fmt_double(num, c->rotary_base);
+    fat5__sb_printf(b, "  \"rotary_base\": %s,\n", num);
+    fat5__fmt_double(num, c->rotary_fraction);
+    fat5__sb_printf(b, "  \"rotary_emb_fraction\": %s,\n", num);
+    fat5__sb_printf(b, "  \"rotary_interleaved\": %s,\n", c->rotary_interleaved ? "true" : "false");
+    if (c->rotary_scale_base > 0) {
+        fat5__fmt_double(num, c->rotary_scale_base);
+        fat5__sb_printf(b, "  \"rotary_scale_base\": %s,\n", num);
+    } else {
+        fat5__sb_printf(b, "  \"rotary_scale_base\": null,\n");
+    }
 }
 
 FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_config *c, char **out,
@@ -6101,6 +6286,7 @@ FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_c
     fat5__sb_printf(&b, ",\n  \"num_decoder_layers\": %lld,\n  \"num_heads\": %lld,\n  \"num_layers\": %lld,\n",
                     (long long)c->num_decoder_layers, (long long)c->num_heads, (long long)c->num_layers);
     fat5__sb_printf(&b, "  \"pad_token_id\": %lld,\n", (long long)c->pad_token_id);
+    fat5__cfg_pos_json(&b, c);
     fat5__sb_printf(&b, "  \"relative_attention_max_distance\": %lld,\n  \"relative_attention_num_buckets\": %lld,\n",
                     (long long)c->rel_max_distance, (long long)c->rel_buckets);
     fat5__sb_printf(&b, "  \"scale_decoder_outputs\": %s,\n", c->scale_decoder_outputs ? "true" : "false");
@@ -6287,7 +6473,7 @@ static fat5_status fat5__model_alloc(fat5_ctx *ctx, const fat5_model_config *cfg
     fat5_model *m;
     fat5_status st;
     *out = NULL;
-    if ((st = fat5_model_config_validate(ctx, cfg))) return st;
+    if ((st = fat5_model_config_validate(ctx, cfg)) || (st = fat5__pos_runnable(ctx, cfg))) return st;
     m = FAT5__CAST(fat5_model *, fat5__calloc(ctx, 1, sizeof *m));
     if (!m) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "model: out of memory");
     m->ctx = ctx;
@@ -9178,6 +9364,7 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
     if ((st = fat5__read_file(ctx, p, (size_t)1 << 20, &text, &len))) return st;
     st = fat5_model_config_from_json(ctx, text, len, &cfg);
     fat5__free(ctx, text);
+    if (st == FAT5_OK) st = fat5__pos_runnable(ctx, &cfg);   // before any weight is read
     if (st) return fat5__err_prefix(ctx, st, "%s: ", p);
 
     if (!fat5__is_dir(path)) {
