@@ -271,14 +271,20 @@ typedef struct fat5_model fat5_model;
 FAT5_API fat5_status fat5_model_create(fat5_ctx *ctx, const fat5_model_config *cfg, uint64_t seed,
                                        fat5_model **out);
 // Loads a Hugging Face checkpoint directory, or a single .safetensors file with a config.json
-// beside it.
+// beside it. model_type flash_t5 (FAT5) directories load with FAT5's parameter names; a model
+// whose position_encoding_type is not "t5" is refused (FAT5_ERR_UNSUPPORTED) until its math exists.
 FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model **out);
-// Writes config.json + model.safetensors (fp32, Hugging Face names) into dir, each atomically.
+// Writes config.json + model.safetensors (fp32, the model's names: Hugging Face's, or FAT5's for
+// flash_t5) into dir, each atomically.
 FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir);
 FAT5_API void fat5_model_destroy(fat5_model *m);
 FAT5_API const fat5_model_config *fat5_model_get_config(const fat5_model *m);
 
-// Parameters by Hugging Face name ("encoder.block.0.layer.0.SelfAttention.q.weight").
+// Parameters by name. A model's names follow its checkpoint scheme: Hugging Face T5 names
+// ("encoder.block.0.layer.0.SelfAttention.q.weight"), or, for model_type flash_t5, FAT5's
+// ("encoder.block.0.self_attention_layer.self_attention.Wq.weight"; load and save use them too).
+// tensor_info reports the scheme's names; find_tensor, get_param, set_param and get_grad accept
+// them, and the Hugging Face names as well.
 typedef struct fat5_tensor_info {
     const char *name;
     int ndim;
@@ -5843,6 +5849,8 @@ static fat5_status fat5__pos_runnable(fat5_ctx *ctx, const fat5_model_config *c)
 #define FAT5__MAX_DIM ((int64_t)1 << 24)    // no single dimension beyond 16M
 #define FAT5__MAX_LAYERS 1024
 
+static const char *fat5__act_name(fat5_act a);
+
 FAT5_API fat5_status fat5_model_config_validate(fat5_ctx *ctx, const fat5_model_config *c) {
     struct { const char *name; int64_t v, lo, hi; } f[9];
     int i;
@@ -5887,6 +5895,21 @@ FAT5_API fat5_status fat5_model_config_validate(fat5_ctx *ctx, const fat5_model_
         fat5_status st = fat5__validate_pos(ctx, c);
         if (st) return st;
     }
+    if (strcmp(c->model_type, "flash_t5") == 0) {
+        // what FlashT5ForConditionalGeneration can express, with the parameter names fat5 maps
+        if (c->tie_word_embeddings || c->scale_decoder_outputs)
+            return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config: model_type flash_t5 needs tie_word_embeddings false "
+                             "(FlashT5ForConditionalGeneration asserts untied embeddings) and no decoder-output scaling");
+        if (c->bias_every_layer)
+            return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config: model_type flash_t5 has one bias table per stack, "
+                             "not one per layer");
+        if (!c->gated)
+            return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config: model_type flash_t5 with use_glu_mlp false is not "
+                             "supported (the names of FlashT5's non-gated MLP parameters are not mapped)");
+        if (c->act != FAT5_ACT_GELU_TANH && c->act != FAT5_ACT_RELU)
+            return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config: model_type flash_t5 has a tanh-GELU or a ReLU MLP "
+                             "(use_gelu_act), not %s", fat5__act_name(c->act));
+    }
     {
         const char *name[3] = {"pad_token_id", "eos_token_id", "decoder_start_token_id"};
         int64_t id[3];
@@ -5923,6 +5946,14 @@ static const char *const fat5__cfg_ignored[] = {
     "decoder_start_token_id", "output_router_logits", "architectures", "is_encoder_decoder",
     "model_type", "feed_forward_proj", "dense_act_fn", "is_gated_act", "scale_decoder_outputs",
     NULL};
+
+// Keys of FAT5's FlashT5Config that never change the forward pass of a model fat5 accepts: loss
+// and training settings, kernel choices, dropout and bookkeeping (model_type flash_t5 only).
+// attention_scale, use_glu_mlp, use_gelu_act and use_masking are read, not ignored.
+static const char *const fat5__cfg_flash_ignored[] = {
+    "z_loss", "label_smoothing", "max_sequence_length", "attention_type", "attention_dropout_rate",
+    "use_triton_layernorm", "use_triton_crossentropy", "crossentropy_inplace_backward",
+    "use_full_bias_size", "auto_map", NULL};
 
 static int fat5__cfg_known(const char *key) {
     int i;
@@ -6045,6 +6076,53 @@ static fat5_status fat5__cfg_pos(fat5_ctx *ctx, const fat5__json *root, fat5_mod
     return FAT5_OK;
 }
 
+// The fields of FAT5's FlashT5Config that shape the model (model_type flash_t5). Rules where FAT5
+// itself misbehaves:
+//   - attention_scale must be 1.0 (T5's unscaled attention, what every released FAT5 checkpoint
+//     sets). FlashT5Config's default None means 1/sqrt(num_heads), so an absent or null
+//     attention_scale is refused rather than read as either scale.
+//   - pad_token_id -100 (FlashT5Config's default) is read as 0, T5's pad id. FAT5 embeds the pad id
+//     only where shift-right replaces a -100 label, which crashes with -100 itself; wherever FAT5
+//     runs, the pad id therefore never reaches its embedding and 0 gives the same outputs. A saved
+//     config.json then says 0. Other negative ids stay errors.
+//   - tie_word_embeddings must be present and false (FAT5 asserts untied embeddings; T5Config's
+//     default is true).
+//   - use_masking true (FAT5 masks query rows of padding, not key columns) is refused.
+static fat5_status fat5__cfg_flash(fat5_ctx *ctx, const fat5__json *root, fat5_model_config *c) {
+    const fat5__json *j;
+    int glu = 0, gelu = 1, masking = 0;
+    double scale = 0;
+    fat5_status st;
+    if ((st = fat5__cfg_bool(ctx, root, "use_glu_mlp", &glu, NULL)) ||
+        (st = fat5__cfg_bool(ctx, root, "use_gelu_act", &gelu, NULL)) ||
+        (st = fat5__cfg_bool(ctx, root, "use_masking", &masking, NULL)))
+        return st;
+    c->gated = glu;
+    c->act = gelu ? FAT5_ACT_GELU_TANH : FAT5_ACT_RELU;
+    j = fat5__json_get(root, "attention_scale");
+    if (!j || j->type == FAT5__J_NULL)
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                         "config.json: flash_t5 without attention_scale: FlashT5Config's default (None) scales "
+                         "attention by 1/sqrt(num_heads); fat5 runs T5's unscaled attention only (set "
+                         "\"attention_scale\": 1.0, as released FAT5 checkpoints do)");
+    if (j->type != FAT5__J_NUMBER || !fat5__json_as_double(j, &scale))
+        return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'attention_scale' must be a number or null");
+    if (scale != 1.0)
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                         "config.json: attention_scale = %g is not supported; fat5 runs T5's unscaled attention "
+                         "(attention_scale 1.0)", scale);
+    if (masking)
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                         "config.json: use_masking true (FAT5's padding mask over query rows) is not supported");
+    j = fat5__json_get(root, "tie_word_embeddings");
+    if (!j || j->type != FAT5__J_FALSE)
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                         "config.json: flash_t5 needs \"tie_word_embeddings\": false (FlashT5ForConditionalGeneration "
+                         "asserts untied embeddings; the T5Config default is true)");
+    if (c->pad_token_id == -100) c->pad_token_id = 0;
+    return FAT5_OK;
+}
+
 FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json, size_t len,
                                                  fat5_model_config *out) {
     fat5_model_config c = fat5_model_config_default();
@@ -6052,7 +6130,7 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
     const fat5__json *root, *j;
     fat5_status st;
     char val[128];   // a key or value from the file, sanitised for a message
-    int has_dec_layers = 0, has_scale = 0, has_gated = 0, is_gated_act = 0;
+    int has_dec_layers = 0, has_scale = 0, has_gated = 0, is_gated_act = 0, is_flash = 0;
     int64_t dec_layers = 0;
 
     st = fat5__json_parse(ctx, "config.json", json, len, 16, &doc);
@@ -6068,14 +6146,21 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
             st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'model_type' must be a string");
             goto done;
         }
-        if (strcmp(j->str, "t5") != 0 && strcmp(j->str, "mt5") != 0 && strcmp(j->str, "umt5") != 0) {
+        if (strcmp(j->str, "t5") != 0 && strcmp(j->str, "mt5") != 0 && strcmp(j->str, "umt5") != 0 &&
+            strcmp(j->str, "flash_t5") != 0) {
             st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
-                           "config.json: model_type '%s' is not a T5 model (fat5 runs t5, mt5, umt5)",
+                           "config.json: model_type '%s' is not a T5 model (fat5 runs t5, mt5, umt5, flash_t5)",
                            fat5__msg_name(val, sizeof val, j->str));
             goto done;
         }
         snprintf(c.model_type, sizeof c.model_type, "%s", j->str);
-        if (strcmp(j->str, "t5") != 0) {
+        is_flash = strcmp(j->str, "flash_t5") == 0;
+        if (is_flash) {
+            // FlashT5Config's defaults: a plain tanh-GELU MLP, pad_token_id -100 (see below)
+            c.act = FAT5_ACT_GELU_TANH;
+            c.gated = 0;
+            c.pad_token_id = -100;
+        } else if (strcmp(j->str, "t5") != 0) {
             // MT5Config / UMT5Config defaults: the mT5-small shape; mT5 (transformers 4.x) is
             // untied by default, UMT5 tied
             c.vocab_size = 250112;
@@ -6095,8 +6180,13 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
             "tie_word_embeddings", "pad_token_id", "eos_token_id", "position_encoding_type", "alibi_mode",
             "rotary_emb_fraction", "rotary_base", "rotary_interleaved", "rotary_scale_base", "fire_mlp_width",
             "use_randomized_position_encoding", NULL};
+        static const char *const flash_handled[] = {"use_glu_mlp", "use_gelu_act", "attention_scale", "use_masking",
+                                                    NULL};
         int k, ok = fat5__cfg_known(j->key);
         for (k = 0; !ok && handled[k]; k++) ok = strcmp(j->key, handled[k]) == 0;
+        for (k = 0; !ok && is_flash && flash_handled[k]; k++) ok = strcmp(j->key, flash_handled[k]) == 0;
+        for (k = 0; !ok && is_flash && fat5__cfg_flash_ignored[k]; k++)
+            ok = strcmp(j->key, fat5__cfg_flash_ignored[k]) == 0;
         if (!ok) {
             st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
                            "config.json: unknown field '%s'; fat5 cannot tell whether it changes the model, "
@@ -6165,6 +6255,10 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
             }
         }
     }
+    if (is_flash) {
+        if ((st = fat5__cfg_flash(ctx, root, &c))) goto done;
+        goto checked;   // FlashT5 ignores feed_forward_proj and what derives from it
+    }
     // feed_forward_proj: "relu", "gelu", "gated-gelu" (tanh GELU), "gated-silu", ...
     if ((j = fat5__json_get(root, "feed_forward_proj")) != NULL) {
         const char *s, *dash;
@@ -6202,6 +6296,7 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
             goto done;
         }
     }
+checked:
     if ((st = fat5__cfg_pos(ctx, root, &c))) goto done;
     // a value no T5 model can have is a defect of the file here (validate says INVALID_ARG)
     st = fat5_model_config_validate(ctx, &c);
@@ -6255,8 +6350,10 @@ FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_c
                                                size_t *out_len) {
     fat5__sb b;
     char num[40];
+    int flash = strcmp(c->model_type, "flash_t5") == 0;
     const char *arch = strcmp(c->model_type, "umt5") == 0 ? "UMT5ForConditionalGeneration"
                        : strcmp(c->model_type, "mt5") == 0 ? "MT5ForConditionalGeneration"
+                       : flash                             ? "FlashT5ForConditionalGeneration"
                                                            : "T5ForConditionalGeneration";
     fat5_status st = fat5_model_config_validate(ctx, c);
     if (st) return st;
@@ -6269,16 +6366,18 @@ FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_c
                          "transformers version reads it back the same");
     fat5__sb_init(&b, ctx);
     fat5__sb_printf(&b, "{\n  \"architectures\": [\"%s\"],\n", arch);
+    if (flash) fat5__sb_printf(&b, "  \"attention_scale\": 1.0,\n");
     fat5__sb_printf(&b, "  \"d_ff\": %lld,\n  \"d_kv\": %lld,\n  \"d_model\": %lld,\n", (long long)c->d_ff,
                     (long long)c->d_kv, (long long)c->d_model);
     fat5__sb_printf(&b, "  \"decoder_start_token_id\": %lld,\n", (long long)c->decoder_start_token_id);
-    fat5__sb_printf(&b, "  \"dense_act_fn\": \"%s\",\n", fat5__act_name(c->act));
+    if (!flash) fat5__sb_printf(&b, "  \"dense_act_fn\": \"%s\",\n", fat5__act_name(c->act));
     fat5__fmt_double(num, c->dropout_rate);
     fat5__sb_printf(&b, "  \"dropout_rate\": %s,\n  \"eos_token_id\": %lld,\n", num, (long long)c->eos_token_id);
-    fat5__sb_printf(&b, "  \"feed_forward_proj\": \"%s%s\",\n", c->gated ? "gated-" : "",
-                    c->gated && c->act == FAT5_ACT_GELU_TANH ? "gelu" : fat5__act_name(c->act));
+    if (!flash)
+        fat5__sb_printf(&b, "  \"feed_forward_proj\": \"%s%s\",\n", c->gated ? "gated-" : "",
+                        c->gated && c->act == FAT5_ACT_GELU_TANH ? "gelu" : fat5__act_name(c->act));
     fat5__sb_printf(&b, "  \"initializer_factor\": 1.0,\n  \"is_encoder_decoder\": true,\n");
-    fat5__sb_printf(&b, "  \"is_gated_act\": %s,\n", c->gated ? "true" : "false");
+    if (!flash) fat5__sb_printf(&b, "  \"is_gated_act\": %s,\n", c->gated ? "true" : "false");
     fat5__fmt_double(num, c->layer_norm_eps);
     fat5__sb_printf(&b, "  \"layer_norm_epsilon\": %s,\n", num);
     fat5__sb_printf(&b, "  \"model_type\": ");
@@ -6289,8 +6388,12 @@ FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_c
     fat5__cfg_pos_json(&b, c);
     fat5__sb_printf(&b, "  \"relative_attention_max_distance\": %lld,\n  \"relative_attention_num_buckets\": %lld,\n",
                     (long long)c->rel_max_distance, (long long)c->rel_buckets);
-    fat5__sb_printf(&b, "  \"scale_decoder_outputs\": %s,\n", c->scale_decoder_outputs ? "true" : "false");
+    if (!flash)
+        fat5__sb_printf(&b, "  \"scale_decoder_outputs\": %s,\n", c->scale_decoder_outputs ? "true" : "false");
     fat5__sb_printf(&b, "  \"tie_word_embeddings\": %s,\n", c->tie_word_embeddings ? "true" : "false");
+    if (flash)
+        fat5__sb_printf(&b, "  \"use_gelu_act\": %s,\n  \"use_glu_mlp\": %s,\n",
+                        c->act == FAT5_ACT_GELU_TANH ? "true" : "false", c->gated ? "true" : "false");
     fat5__sb_printf(&b, "  \"use_cache\": true,\n  \"vocab_size\": %lld\n}\n", (long long)c->vocab_size);
     if (b.oom) {
         fat5__sb_free(&b);
@@ -6306,7 +6409,8 @@ FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_c
 // One fp32 arena in a fixed order, with the Hugging Face name of every tensor
 
 typedef struct fat5__param {
-    char name[96];
+    char name[96];       // the Hugging Face T5 name (the model's own code looks parameters up by it)
+    char io_name[128];   // the name in the model's checkpoint scheme: name itself, or FAT5's (flash_t5)
     int ndim;
     int64_t shape[2];
     size_t offset;   // in floats, into the parameter arena
@@ -6361,6 +6465,7 @@ struct fat5_model {
     const fat5__backend *be;          // where the model computes, fixed at creation
     fat5_model_config cfg;
     int lm_head_tied;                 // lm_head is shared.weight
+    int flash_names;                  // 1: checkpoints use FAT5's parameter names (model_type flash_t5)
     fat5__param *params;
     int n_params;
     size_t n_floats;
@@ -6406,6 +6511,54 @@ static int fat5__add_param(fat5_model *m, int cap, const char *name, int64_t d0,
     p->offset = m->n_floats;
     m->n_floats += p->numel;
     return m->n_params++;
+}
+
+// The FAT5 (flashT5) name of a Hugging Face T5 parameter name, as FAT5's conversion script maps
+// them: inside a block, layer.0 is self_attention_layer (q, k, v become Wq, Wk, Wv; the bias table
+// moves under pe_encoding), the decoder's layer.1 is cross_attention_layer, the last layer is
+// ff_layer (wi_0, wi_1 under act). Names outside the blocks are the same in both schemes.
+static void fat5__flash_name(const char *hf, char *out, size_t n) {
+    static const char *const map[][2] = {
+        {"layer.0.SelfAttention.q.weight", "self_attention_layer.self_attention.Wq.weight"},
+        {"layer.0.SelfAttention.k.weight", "self_attention_layer.self_attention.Wk.weight"},
+        {"layer.0.SelfAttention.v.weight", "self_attention_layer.self_attention.Wv.weight"},
+        {"layer.0.SelfAttention.o.weight", "self_attention_layer.self_attention.o.weight"},
+        {"layer.0.SelfAttention.relative_attention_bias.weight",
+         "self_attention_layer.self_attention.pe_encoding.relative_attention_bias.weight"},
+        {"layer.0.layer_norm.weight", "self_attention_layer.layer_norm.weight"},
+        {"layer.1.EncDecAttention.q.weight", "cross_attention_layer.cross_attention.Wq.weight"},
+        {"layer.1.EncDecAttention.k.weight", "cross_attention_layer.cross_attention.Wk.weight"},
+        {"layer.1.EncDecAttention.v.weight", "cross_attention_layer.cross_attention.Wv.weight"},
+        {"layer.1.EncDecAttention.o.weight", "cross_attention_layer.cross_attention.o.weight"},
+        {"DenseReluDense.wi_0.weight", "ff_layer.act.wi_0.weight"},
+        {"DenseReluDense.wi_1.weight", "ff_layer.act.wi_1.weight"},
+        {"DenseReluDense.wo.weight", "ff_layer.wo.weight"},
+        {"layer.2.layer_norm.weight", "ff_layer.layer_norm.weight"}};
+    const char *rest;
+    size_t i, digits;
+    int dec = strncmp(hf, "decoder.block.", 14) == 0;
+    snprintf(out, n, "%s", hf);
+    if (!dec && strncmp(hf, "encoder.block.", 14) != 0) return;
+    digits = strspn(hf + 14, "0123456789");
+    if (!digits || hf[14 + digits] != '.') return;
+    rest = hf + 15 + digits;   // after "encoder.block.N."
+    if (strcmp(rest, "layer.1.layer_norm.weight") == 0) {
+        snprintf(out, n, "%.*s%s", (int)(rest - hf), hf,
+                 dec ? "cross_attention_layer.layer_norm.weight" : "ff_layer.layer_norm.weight");
+        return;
+    }
+    for (i = 0; i < sizeof map / sizeof map[0]; i++) {
+        // the feed-forward entries match after "layer.1." (encoder) or "layer.2." (decoder)
+        const char *r = rest;
+        if (strncmp(map[i][0], "DenseReluDense.", 15) == 0) {
+            if (strncmp(r, dec ? "layer.2." : "layer.1.", 8) != 0) continue;
+            r += 8;
+        }
+        if (strcmp(r, map[i][0]) == 0) {
+            snprintf(out, n, "%.*s%s", (int)(rest - hf), hf, map[i][1]);
+            return;
+        }
+    }
 }
 
 // Builds the parameter table for cfg (no allocation of weights). Sizes were bounded by validate:
@@ -6465,6 +6618,12 @@ static fat5_status fat5__build_params(fat5_model *m) {
         else m->dec_final_ln = fat5__add_param(m, cap, nm, D, 0);
     }
     m->lm_head = m->lm_head_tied ? m->shared : fat5__add_param(m, cap, "lm_head.weight", V, D);
+    m->flash_names = strcmp(c->model_type, "flash_t5") == 0;
+    for (l = 0; l < m->n_params; l++) {
+        fat5__param *p = &m->params[l];
+        if (m->flash_names) fat5__flash_name(p->name, p->io_name, sizeof p->io_name);
+        else snprintf(p->io_name, sizeof p->io_name, "%s", p->name);
+    }
     return FAT5_OK;
 }
 
@@ -6596,7 +6755,7 @@ FAT5_API fat5_status fat5_model_tensor_info(const fat5_model *m, int index, fat5
     if (index < 0 || index >= m->n_params)
         return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "tensor index %d out of range [0, %d)", index, m->n_params);
     p = &m->params[index];
-    out->name = p->name;
+    out->name = p->io_name;
     out->ndim = p->ndim;
     out->shape[0] = p->shape[0];
     out->shape[1] = p->shape[1];
@@ -6607,6 +6766,8 @@ FAT5_API fat5_status fat5_model_tensor_info(const fat5_model *m, int index, fat5
 FAT5_API int fat5_model_find_tensor(const fat5_model *m, const char *name) {
     int i;
     for (i = 0; i < m->n_params; i++)
+        if (strcmp(m->params[i].io_name, name) == 0) return i;
+    for (i = 0; m->flash_names && i < m->n_params; i++)
         if (strcmp(m->params[i].name, name) == 0) return i;
     return -1;
 }
@@ -9284,13 +9445,13 @@ static fat5_status fat5__ckpt_match(fat5_ctx *ctx, fat5__ckpt *k, const fat5_mod
     for (i = 0; i < probe->n_params && st == FAT5_OK; i++) {
         const fat5__param *pr = &probe->params[i];
         const fat5_st_tensor *ti;
-        t = fat5__ckpt_find(k, pr->name, &f);
+        t = fat5__ckpt_find(k, pr->io_name, &f);
         if (t < 0 && i == probe->shared) {
             t = fat5__ckpt_find(k, "encoder.embed_tokens.weight", &f);
             if (t < 0) t = fat5__ckpt_find(k, "decoder.embed_tokens.weight", &f);
         }
         if (t < 0) {
-            st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: missing tensor '%s'%s", dir, pr->name,
+            st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: missing tensor '%s'%s", dir, pr->io_name,
                            i == probe->lm_head && !lm_head_tied ? ": config.json sets tie_word_embeddings false, "
                            "so the output projection is not shared.weight" : "");
             break;
@@ -9336,6 +9497,33 @@ done:
         *loc = NULL;
     }
     fat5_model_destroy(probe);
+    return st;
+}
+
+// FAT5 checkpoints may carry encoder.embed_tokens.weight and decoder.embed_tokens.weight beside
+// shared.weight; FAT5 embeds both stacks with one table, so they must hold exactly shared's values
+// (m->w, already read). Hugging Face T5 files keep treating them as unread aliases.
+static fat5_status fat5__ckpt_check_aliases(fat5_ctx *ctx, fat5__ckpt *k, const fat5_model *m, const char *dir) {
+    static const char *const alias[2] = {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight"};
+    const fat5__param *sh = &m->params[m->shared];
+    fat5_status st = FAT5_OK;
+    float *buf = NULL;
+    int a, f, t;
+    for (a = 0; a < 2 && st == FAT5_OK; a++) {
+        if ((t = fat5__ckpt_find(k, alias[a], &f)) < 0) continue;
+        if (!buf && !(buf = FAT5__CAST(float *, fat5__calloc(ctx, sh->numel, sizeof(float)))))
+            return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "model: out of memory");
+        // the shape was checked when the alias stood for a missing shared.weight; check it here too
+        if (fat5_st_get(k->files[f], t)->ndim != 2 || fat5_st_get(k->files[f], t)->shape[0] != sh->shape[0] ||
+            fat5_st_get(k->files[f], t)->shape[1] != sh->shape[1])
+            st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' does not have shared.weight's shape", dir, alias[a]);
+        else if ((st = fat5_st_read_f32(k->files[f], t, buf, (int64_t)sh->numel)) == FAT5_OK &&
+                 memcmp(buf, m->w + sh->offset, sh->numel * sizeof(float)) != 0)
+            st = fat5__err(ctx, FAT5_ERR_FORMAT,
+                           "%s: tensor '%s' differs from shared.weight; FAT5 embeds both stacks with one table",
+                           dir, alias[a]);
+    }
+    fat5__free(ctx, buf);
     return st;
 }
 
@@ -9397,6 +9585,7 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
         if ((st = fat5_st_read_f32(k.files[loc[2 * i]], loc[2 * i + 1], m->w + pr->offset, (int64_t)pr->numel)))
             goto fail;
     }
+    if (m->flash_names && (st = fat5__ckpt_check_aliases(ctx, &k, m, dir))) goto fail;
     fat5__free(ctx, loc);
     loc = NULL;
     fat5__ckpt_close(ctx, &k);
@@ -9439,7 +9628,7 @@ FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
         return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_save: out of memory");
     }
     for (i = 0; i < m->n_params; i++) {
-        t[i].name = m->params[i].name;
+        t[i].name = m->params[i].io_name;
         t[i].ndim = m->params[i].ndim;
         t[i].shape[0] = m->params[i].shape[0];
         t[i].shape[1] = m->params[i].shape[1];
