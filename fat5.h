@@ -13,9 +13,10 @@
 //         fprintf(stderr, "%s\n", fat5_last_error(ctx));
 //
 // Models: T5 v1.0 (ReLU, tied embeddings), v1.1 / FLAN-T5 (gated-gelu, untied), gated-silu, mT5,
-// UMT5 (a relative-bias table in every layer), ByT5 shapes, any H*d_kv, bucket count and distance.
-// Checkpoints are Hugging Face directories: config.json + model.safetensors (or a sharded
-// model.safetensors.index.json), bf16 / fp16 / fp32 tensors.
+// UMT5 (a relative-bias table in every layer), ByT5 shapes, any H*d_kv, bucket count and distance;
+// FAT5 (model_type flash_t5) with T5 buckets. Checkpoints are Hugging Face directories:
+// config.json + model.safetensors (or a sharded model.safetensors.index.json), bf16 / fp16 / fp32
+// tensors; flash_t5 directories use FAT5's parameter names.
 //
 // Training: fat5_train_create / fat5_train_step run the whole loop (UL2 batches from token files,
 // AdamWScale or AdamW, schedules, evaluation, atomic checkpoints that resume bit-identically);
