@@ -13,9 +13,10 @@
 //         fprintf(stderr, "%s\n", fat5_last_error(ctx));
 //
 // Models: T5 v1.0 (ReLU, tied embeddings), v1.1 / FLAN-T5 (gated-gelu, untied), gated-silu, mT5,
-// UMT5 (a relative-bias table in every layer), ByT5 shapes, any H*d_kv, bucket count and distance.
-// Checkpoints are Hugging Face directories: config.json + model.safetensors (or a sharded
-// model.safetensors.index.json), bf16 / fp16 / fp32 tensors.
+// UMT5 (a relative-bias table in every layer), ByT5 shapes, any H*d_kv, bucket count and distance;
+// FAT5 (model_type flash_t5) with T5 buckets. Checkpoints are Hugging Face directories:
+// config.json + model.safetensors (or a sharded model.safetensors.index.json), bf16 / fp16 / fp32
+// tensors; flash_t5 directories use FAT5's parameter names.
 //
 // Training: fat5_train_create / fat5_train_step run the whole loop (UL2 batches from token files,
 // AdamWScale or AdamW, schedules, evaluation, atomic checkpoints that resume bit-identically);
@@ -210,6 +211,16 @@ typedef enum fat5_act {
     FAT5_ACT_SILU = 3
 } fat5_act;
 
+// How attention learns position (FAT5's position_encoding_type). Only FAT5_POS_T5 runs today:
+// fat5_model_create and fat5_model_load refuse the others with FAT5_ERR_UNSUPPORTED.
+typedef enum fat5_pos_kind {
+    FAT5_POS_T5 = 0,     // "t5": relative buckets, a [buckets, H] table in block 0 (or every layer: UMT5)
+    FAT5_POS_NONE = 1,   // "none": no position information
+    FAT5_POS_ALIBI = 2,  // "ALiBi": fixed linear biases, one slope per head
+    FAT5_POS_ROPE = 3,   // "RoPE": rotary embedding of the first int(d_kv * rotary_fraction) dims
+    FAT5_POS_FIRE = 4    // "FIRE": a learned MLP of normalised relative positions
+} fat5_pos_kind;
+
 typedef struct fat5_model_config {
     int64_t vocab_size;            // 32128
     int64_t d_model;               // 512
@@ -230,7 +241,15 @@ typedef struct fat5_model_config {
     int64_t eos_token_id;          // 1
     int64_t decoder_start_token_id;// 0
     double dropout_rate;           // kept for the saved config; fat5 trains without dropout
-    char model_type[16];           // "t5", "mt5" or "umt5" (written back to config.json)
+    char model_type[16];           // "t5", "mt5", "umt5" or "flash_t5" (written back to config.json)
+    // position encoding (FAT5's config.json fields; the defaults are FAT5's)
+    fat5_pos_kind pos_kind;        // position_encoding_type, FAT5_POS_T5
+    int alibi_asymmetric;          // alibi_mode "asymetric": half the heads see the past, half the future; 0
+    int rotary_interleaved;        // rotary_interleaved: rotate (even, odd) pairs, else the two halves; 0
+    int fire_mlp_width;            // fire_mlp_width: hidden width of FIRE's MLP, 32
+    double rotary_fraction;        // rotary_emb_fraction: int(d_kv * fraction) dims rotate, 1.0
+    double rotary_base;            // rotary_base, 10000
+    double rotary_scale_base;      // rotary_scale_base: xPos scale base, 0 = off (FAT5's None)
 } fat5_model_config;
 
 // T5 v1.0 t5-small defaults, as Hugging Face's T5Config
@@ -253,14 +272,20 @@ typedef struct fat5_model fat5_model;
 FAT5_API fat5_status fat5_model_create(fat5_ctx *ctx, const fat5_model_config *cfg, uint64_t seed,
                                        fat5_model **out);
 // Loads a Hugging Face checkpoint directory, or a single .safetensors file with a config.json
-// beside it.
+// beside it. model_type flash_t5 (FAT5) directories load with FAT5's parameter names; a model
+// whose position_encoding_type is not "t5" is refused (FAT5_ERR_UNSUPPORTED) until its math exists.
 FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model **out);
-// Writes config.json + model.safetensors (fp32, Hugging Face names) into dir, each atomically.
+// Writes config.json + model.safetensors (fp32, the model's names: Hugging Face's, or FAT5's for
+// flash_t5) into dir, each atomically.
 FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir);
 FAT5_API void fat5_model_destroy(fat5_model *m);
 FAT5_API const fat5_model_config *fat5_model_get_config(const fat5_model *m);
 
-// Parameters by Hugging Face name ("encoder.block.0.layer.0.SelfAttention.q.weight").
+// Parameters by name. A model's names follow its checkpoint scheme: Hugging Face T5 names
+// ("encoder.block.0.layer.0.SelfAttention.q.weight"), or, for model_type flash_t5, FAT5's
+// ("encoder.block.0.self_attention_layer.self_attention.Wq.weight"; load and save use them too).
+// tensor_info reports the scheme's names; find_tensor, get_param, set_param and get_grad accept
+// them, and the Hugging Face names as well.
 typedef struct fat5_tensor_info {
     const char *name;
     int ndim;
@@ -5756,11 +5781,76 @@ FAT5_API fat5_model_config fat5_model_config_default(void) {
     c.decoder_start_token_id = 0;
     c.dropout_rate = 0.1;
     memcpy(c.model_type, "t5", 3);
+    c.pos_kind = FAT5_POS_T5;
+    c.alibi_asymmetric = 0;
+    c.rotary_interleaved = 0;
+    c.fire_mlp_width = 32;
+    c.rotary_fraction = 1.0;
+    c.rotary_base = 10000.0;
+    c.rotary_scale_base = 0.0;
     return c;
+}
+
+// position_encoding_type values, spelled as FAT5 spells them (case-sensitive)
+static const char *fat5__pos_name(fat5_pos_kind k) {
+    switch (k) {
+    case FAT5_POS_T5: return "t5";
+    case FAT5_POS_NONE: return "none";
+    case FAT5_POS_ALIBI: return "ALiBi";
+    case FAT5_POS_ROPE: return "RoPE";
+    case FAT5_POS_FIRE: return "FIRE";
+    }
+    return "?";
+}
+
+// The position-encoding fields. Fields of encodings other than cfg's own are checked for range
+// only (their defaults always pass), so a file may carry FAT5's defaults whatever it selects.
+static fat5_status fat5__validate_pos(fat5_ctx *ctx, const fat5_model_config *c) {
+    if ((int)c->pos_kind < (int)FAT5_POS_T5 || (int)c->pos_kind > (int)FAT5_POS_FIRE)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: position_encoding_type %d is not a fat5_pos_kind",
+                         (int)c->pos_kind);
+    if (!(c->rotary_fraction > 0 && c->rotary_fraction <= 1))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: rotary_emb_fraction = %g, expected 0 < fraction <= 1",
+                         c->rotary_fraction);
+    if (!(c->rotary_base > 0 && c->rotary_base < HUGE_VAL))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: rotary_base = %g, expected a finite value above 0",
+                         c->rotary_base);
+    if (!(c->rotary_scale_base >= 0 && c->rotary_scale_base < HUGE_VAL))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "config: rotary_scale_base = %g, expected a finite value above 0 (or 0/null: no xPos)",
+                         c->rotary_scale_base);
+    if (c->fire_mlp_width < 1 || c->fire_mlp_width > (1 << 20))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: fire_mlp_width = %d, expected 1..%d", c->fire_mlp_width,
+                         1 << 20);
+    if (c->pos_kind == FAT5_POS_ROPE) {
+        // FAT5 rotates int(d_kv * fraction) dims in pairs
+        int64_t rd = (int64_t)((double)c->d_kv * c->rotary_fraction);
+        if (rd < 2 || rd % 2)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                             "config: rotary_emb_fraction = %g gives int(d_kv %lld * fraction) = %lld rotary dims; "
+                             "RoPE needs an even number of at least 2", c->rotary_fraction, (long long)c->d_kv,
+                             (long long)rd);
+    }
+    if (c->pos_kind == FAT5_POS_ALIBI && c->alibi_asymmetric && c->num_heads % 2)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "config: alibi_mode asymetric splits the heads in two halves; num_heads = %lld is odd",
+                         (long long)c->num_heads);
+    return FAT5_OK;
+}
+
+// Position encodings with a forward pass: T5 buckets only, so far.
+static fat5_status fat5__pos_runnable(fat5_ctx *ctx, const fat5_model_config *c) {
+    if (c->pos_kind != FAT5_POS_T5)
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                         "position_encoding_type %s: not implemented yet (fat5 runs T5 relative buckets, \"t5\")",
+                         fat5__pos_name(c->pos_kind));
+    return FAT5_OK;
 }
 
 #define FAT5__MAX_DIM ((int64_t)1 << 24)    // no single dimension beyond 16M
 #define FAT5__MAX_LAYERS 1024
+
+static const char *fat5__act_name(fat5_act a);
 
 FAT5_API fat5_status fat5_model_config_validate(fat5_ctx *ctx, const fat5_model_config *c) {
     struct { const char *name; int64_t v, lo, hi; } f[9];
@@ -5803,6 +5893,25 @@ FAT5_API fat5_status fat5_model_config_validate(fat5_ctx *ctx, const fat5_model_
     if (c->act < FAT5_ACT_RELU || c->act > FAT5_ACT_SILU)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: unknown activation %d", (int)c->act);
     {
+        fat5_status st = fat5__validate_pos(ctx, c);
+        if (st) return st;
+    }
+    if (strcmp(c->model_type, "flash_t5") == 0) {
+        // what FlashT5ForConditionalGeneration can express, with the parameter names fat5 maps
+        if (c->tie_word_embeddings || c->scale_decoder_outputs)
+            return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config: model_type flash_t5 needs tie_word_embeddings false "
+                             "(FlashT5ForConditionalGeneration asserts untied embeddings) and no decoder-output scaling");
+        if (c->bias_every_layer)
+            return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config: model_type flash_t5 has one bias table per stack, "
+                             "not one per layer");
+        if (!c->gated)
+            return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config: model_type flash_t5 with use_glu_mlp false is not "
+                             "supported (the names of FlashT5's non-gated MLP parameters are not mapped)");
+        if (c->act != FAT5_ACT_GELU_TANH && c->act != FAT5_ACT_RELU)
+            return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config: model_type flash_t5 has a tanh-GELU or a ReLU MLP "
+                             "(use_gelu_act), not %s", fat5__act_name(c->act));
+    }
+    {
         const char *name[3] = {"pad_token_id", "eos_token_id", "decoder_start_token_id"};
         int64_t id[3];
         id[0] = c->pad_token_id;
@@ -5838,6 +5947,14 @@ static const char *const fat5__cfg_ignored[] = {
     "decoder_start_token_id", "output_router_logits", "architectures", "is_encoder_decoder",
     "model_type", "feed_forward_proj", "dense_act_fn", "is_gated_act", "scale_decoder_outputs",
     NULL};
+
+// Keys of FAT5's FlashT5Config that never change the forward pass of a model fat5 accepts: loss
+// and training settings, kernel choices, dropout and bookkeeping (model_type flash_t5 only).
+// attention_scale, use_glu_mlp, use_gelu_act and use_masking are read, not ignored.
+static const char *const fat5__cfg_flash_ignored[] = {
+    "z_loss", "label_smoothing", "max_sequence_length", "attention_type", "attention_dropout_rate",
+    "use_triton_layernorm", "use_triton_crossentropy", "crossentropy_inplace_backward",
+    "use_full_bias_size", "auto_map", NULL};
 
 static int fat5__cfg_known(const char *key) {
     int i;
@@ -5890,6 +6007,123 @@ static int fat5__act_from_name(const char *s, fat5_act *out) {
     return 1;
 }
 
+// number field: absent keeps the default; null gives null_value where allow_null
+static fat5_status fat5__cfg_double(fat5_ctx *ctx, const fat5__json *root, const char *key, int allow_null,
+                                    double null_value, double *v) {
+    const fat5__json *j = fat5__json_get(root, key);
+    if (!j) return FAT5_OK;
+    if (allow_null && j->type == FAT5__J_NULL) {
+        *v = null_value;
+        return FAT5_OK;
+    }
+    if (j->type != FAT5__J_NUMBER || !fat5__json_as_double(j, v))
+        return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: '%s' must be a number", key);
+    return FAT5_OK;
+}
+
+// FAT5's position-encoding fields. FAT5 reads any position_encoding_type it does not know as "no
+// encoding"; here "none" says so explicitly and any other unknown name is an error.
+static fat5_status fat5__cfg_pos(fat5_ctx *ctx, const fat5__json *root, fat5_model_config *c) {
+    const fat5__json *j;
+    char val[128];
+    int64_t width = c->fire_mlp_width, randomized = 0;
+    fat5_status st;
+    if ((j = fat5__json_get(root, "position_encoding_type")) != NULL) {
+        int k;
+        if (j->type != FAT5__J_STRING)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'position_encoding_type' must be a string");
+        for (k = FAT5_POS_T5; k <= FAT5_POS_FIRE; k++)
+            if (strcmp(j->str, fat5__pos_name((fat5_pos_kind)k)) == 0) break;
+        if (k > FAT5_POS_FIRE)
+            return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                             "config.json: position_encoding_type '%s' is unknown; expected \"t5\", \"RoPE\", "
+                             "\"ALiBi\", \"FIRE\" or \"none\" (case-sensitive)", fat5__msg_name(val, sizeof val, j->str));
+        c->pos_kind = (fat5_pos_kind)k;
+    }
+    if ((j = fat5__json_get(root, "alibi_mode")) != NULL) {
+        if (j->type != FAT5__J_STRING)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'alibi_mode' must be a string");
+        if (strcmp(j->str, "symetric") == 0 || strcmp(j->str, "symmetric") == 0) c->alibi_asymmetric = 0;
+        else if (strcmp(j->str, "asymetric") == 0 || strcmp(j->str, "asymmetric") == 0) c->alibi_asymmetric = 1;
+        else
+            return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                             "config.json: alibi_mode '%s' is unknown; expected \"symetric\" or \"asymetric\" "
+                             "(or \"symmetric\", \"asymmetric\")", fat5__msg_name(val, sizeof val, j->str));
+    }
+    if ((st = fat5__cfg_double(ctx, root, "rotary_emb_fraction", 0, 0, &c->rotary_fraction)) ||
+        (st = fat5__cfg_double(ctx, root, "rotary_base", 0, 0, &c->rotary_base)) ||
+        (st = fat5__cfg_double(ctx, root, "rotary_scale_base", 1, 0.0, &c->rotary_scale_base)) ||
+        (st = fat5__cfg_bool(ctx, root, "rotary_interleaved", &c->rotary_interleaved, NULL)) ||
+        (st = fat5__cfg_int(ctx, root, "fire_mlp_width", 0, &width, NULL)))
+        return st;
+    // a zero scale base would divide positions by zero; FAT5 writes None for "off"
+    if (fat5__json_get(root, "rotary_scale_base") && fat5__json_get(root, "rotary_scale_base")->type != FAT5__J_NULL &&
+        !(c->rotary_scale_base > 0))
+        return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: rotary_scale_base = %g, expected a value above 0 or null "
+                         "(no xPos)", c->rotary_scale_base);
+    if (width < 1 || width > (1 << 20))
+        return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: fire_mlp_width = %lld, expected 1..%d", (long long)width,
+                         1 << 20);
+    c->fire_mlp_width = (int)width;
+    {
+        int r = 0, present = 0;
+        if ((st = fat5__cfg_bool(ctx, root, "use_randomized_position_encoding", &r, &present))) return st;
+        randomized = present && r;
+    }
+    if (randomized)
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                         "config.json: use_randomized_position_encoding true (random positions at every forward) "
+                         "is not supported");
+    return FAT5_OK;
+}
+
+// The fields of FAT5's FlashT5Config that shape the model (model_type flash_t5). Rules where FAT5
+// itself misbehaves:
+//   - attention_scale must be 1.0 (T5's unscaled attention, what every released FAT5 checkpoint
+//     sets). FlashT5Config's default None means 1/sqrt(num_heads), so an absent or null
+//     attention_scale is refused rather than read as either scale.
+//   - pad_token_id -100 (FlashT5Config's default) is read as 0, T5's pad id. FAT5 embeds the pad id
+//     only where shift-right replaces a -100 label, which crashes with -100 itself; wherever FAT5
+//     runs, the pad id therefore never reaches its embedding and 0 gives the same outputs. A saved
+//     config.json then says 0. Other negative ids stay errors.
+//   - tie_word_embeddings must be present and false (FAT5 asserts untied embeddings; T5Config's
+//     default is true).
+//   - use_masking true (FAT5 masks query rows of padding, not key columns) is refused.
+static fat5_status fat5__cfg_flash(fat5_ctx *ctx, const fat5__json *root, fat5_model_config *c) {
+    const fat5__json *j;
+    int glu = 0, gelu = 1, masking = 0;
+    double scale = 0;
+    fat5_status st;
+    if ((st = fat5__cfg_bool(ctx, root, "use_glu_mlp", &glu, NULL)) ||
+        (st = fat5__cfg_bool(ctx, root, "use_gelu_act", &gelu, NULL)) ||
+        (st = fat5__cfg_bool(ctx, root, "use_masking", &masking, NULL)))
+        return st;
+    c->gated = glu;
+    c->act = gelu ? FAT5_ACT_GELU_TANH : FAT5_ACT_RELU;
+    j = fat5__json_get(root, "attention_scale");
+    if (!j || j->type == FAT5__J_NULL)
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                         "config.json: flash_t5 without attention_scale: FlashT5Config's default (None) scales "
+                         "attention by 1/sqrt(num_heads); fat5 runs T5's unscaled attention only (set "
+                         "\"attention_scale\": 1.0, as released FAT5 checkpoints do)");
+    if (j->type != FAT5__J_NUMBER || !fat5__json_as_double(j, &scale))
+        return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'attention_scale' must be a number or null");
+    if (scale != 1.0)
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                         "config.json: attention_scale = %g is not supported; fat5 runs T5's unscaled attention "
+                         "(attention_scale 1.0)", scale);
+    if (masking)
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                         "config.json: use_masking true (FAT5's padding mask over query rows) is not supported");
+    j = fat5__json_get(root, "tie_word_embeddings");
+    if (!j || j->type != FAT5__J_FALSE)
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                         "config.json: flash_t5 needs \"tie_word_embeddings\": false (FlashT5ForConditionalGeneration "
+                         "asserts untied embeddings; the T5Config default is true)");
+    if (c->pad_token_id == -100) c->pad_token_id = 0;
+    return FAT5_OK;
+}
+
 FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json, size_t len,
                                                  fat5_model_config *out) {
     fat5_model_config c = fat5_model_config_default();
@@ -5897,7 +6131,7 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
     const fat5__json *root, *j;
     fat5_status st;
     char val[128];   // a key or value from the file, sanitised for a message
-    int has_dec_layers = 0, has_scale = 0, has_gated = 0, is_gated_act = 0;
+    int has_dec_layers = 0, has_scale = 0, has_gated = 0, is_gated_act = 0, is_flash = 0;
     int64_t dec_layers = 0;
 
     st = fat5__json_parse(ctx, "config.json", json, len, 16, &doc);
@@ -5913,14 +6147,21 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
             st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'model_type' must be a string");
             goto done;
         }
-        if (strcmp(j->str, "t5") != 0 && strcmp(j->str, "mt5") != 0 && strcmp(j->str, "umt5") != 0) {
+        if (strcmp(j->str, "t5") != 0 && strcmp(j->str, "mt5") != 0 && strcmp(j->str, "umt5") != 0 &&
+            strcmp(j->str, "flash_t5") != 0) {
             st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
-                           "config.json: model_type '%s' is not a T5 model (fat5 runs t5, mt5, umt5)",
+                           "config.json: model_type '%s' is not a T5 model (fat5 runs t5, mt5, umt5, flash_t5)",
                            fat5__msg_name(val, sizeof val, j->str));
             goto done;
         }
         snprintf(c.model_type, sizeof c.model_type, "%s", j->str);
-        if (strcmp(j->str, "t5") != 0) {
+        is_flash = strcmp(j->str, "flash_t5") == 0;
+        if (is_flash) {
+            // FlashT5Config's defaults: a plain tanh-GELU MLP, pad_token_id -100 (see below)
+            c.act = FAT5_ACT_GELU_TANH;
+            c.gated = 0;
+            c.pad_token_id = -100;
+        } else if (strcmp(j->str, "t5") != 0) {
             // MT5Config / UMT5Config defaults: the mT5-small shape; mT5 (transformers 4.x) is
             // untied by default, UMT5 tied
             c.vocab_size = 250112;
@@ -5937,9 +6178,16 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
         static const char *const handled[] = {
             "vocab_size", "d_model", "d_kv", "d_ff", "num_layers", "num_decoder_layers", "num_heads",
             "relative_attention_num_buckets", "relative_attention_max_distance", "layer_norm_epsilon",
-            "tie_word_embeddings", "pad_token_id", "eos_token_id", NULL};
+            "tie_word_embeddings", "pad_token_id", "eos_token_id", "position_encoding_type", "alibi_mode",
+            "rotary_emb_fraction", "rotary_base", "rotary_interleaved", "rotary_scale_base", "fire_mlp_width",
+            "use_randomized_position_encoding", NULL};
+        static const char *const flash_handled[] = {"use_glu_mlp", "use_gelu_act", "attention_scale", "use_masking",
+                                                    NULL};
         int k, ok = fat5__cfg_known(j->key);
         for (k = 0; !ok && handled[k]; k++) ok = strcmp(j->key, handled[k]) == 0;
+        for (k = 0; !ok && is_flash && flash_handled[k]; k++) ok = strcmp(j->key, flash_handled[k]) == 0;
+        for (k = 0; !ok && is_flash && fat5__cfg_flash_ignored[k]; k++)
+            ok = strcmp(j->key, fat5__cfg_flash_ignored[k]) == 0;
         if (!ok) {
             st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
                            "config.json: unknown field '%s'; fat5 cannot tell whether it changes the model, "
@@ -6008,6 +6256,10 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
             }
         }
     }
+    if (is_flash) {
+        if ((st = fat5__cfg_flash(ctx, root, &c))) goto done;
+        goto checked;   // FlashT5 ignores feed_forward_proj and what derives from it
+    }
     // feed_forward_proj: "relu", "gelu", "gated-gelu" (tanh GELU), "gated-silu", ...
     if ((j = fat5__json_get(root, "feed_forward_proj")) != NULL) {
         const char *s, *dash;
@@ -6045,6 +6297,8 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
             goto done;
         }
     }
+checked:
+    if ((st = fat5__cfg_pos(ctx, root, &c))) goto done;
     // a value no T5 model can have is a defect of the file here (validate says INVALID_ARG)
     st = fat5_model_config_validate(ctx, &c);
     if (st == FAT5_ERR_INVALID_ARG) st = FAT5_ERR_FORMAT;
@@ -6066,12 +6320,41 @@ static void fat5__fmt_double(char buf[40], double x) {
     if (!strpbrk(buf, ".eEn")) strcat(buf, ".0");
 }
 
+// The position-encoding fields, all of them, unless the config is T5 buckets with FAT5's defaults
+// everywhere (a Hugging Face T5 config then stays exactly as transformers writes it) and is not
+// a flash_t5 config.
+static void fat5__cfg_pos_json(fat5__sb *b, const fat5_model_config *c) {
+    fat5_model_config d = fat5_model_config_default();
+    char num[40];
+    if (c->pos_kind == FAT5_POS_T5 && c->alibi_asymmetric == d.alibi_asymmetric &&
+        c->rotary_interleaved == d.rotary_interleaved && c->fire_mlp_width == d.fire_mlp_width &&
+        c->rotary_fraction == d.rotary_fraction && c->rotary_base == d.rotary_base &&
+        c->rotary_scale_base == d.rotary_scale_base && strcmp(c->model_type, "flash_t5") != 0)
+        return;
+    fat5__sb_printf(b, "  \"position_encoding_type\": \"%s\",\n", fat5__pos_name(c->pos_kind));
+    fat5__sb_printf(b, "  \"alibi_mode\": \"%s\",\n", c->alibi_asymmetric ? "asymetric" : "symetric");
+    fat5__sb_printf(b, "  \"fire_mlp_width\": %d,\n", c->fire_mlp_width);
+    fat5__fmt_double(num, c->rotary_base);
+    fat5__sb_printf(b, "  \"rotary_base\": %s,\n", num);
+    fat5__fmt_double(num, c->rotary_fraction);
+    fat5__sb_printf(b, "  \"rotary_emb_fraction\": %s,\n", num);
+    fat5__sb_printf(b, "  \"rotary_interleaved\": %s,\n", c->rotary_interleaved ? "true" : "false");
+    if (c->rotary_scale_base > 0) {
+        fat5__fmt_double(num, c->rotary_scale_base);
+        fat5__sb_printf(b, "  \"rotary_scale_base\": %s,\n", num);
+    } else {
+        fat5__sb_printf(b, "  \"rotary_scale_base\": null,\n");
+    }
+}
+
 FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_config *c, char **out,
                                                size_t *out_len) {
     fat5__sb b;
     char num[40];
+    int flash = strcmp(c->model_type, "flash_t5") == 0;
     const char *arch = strcmp(c->model_type, "umt5") == 0 ? "UMT5ForConditionalGeneration"
                        : strcmp(c->model_type, "mt5") == 0 ? "MT5ForConditionalGeneration"
+                       : flash                             ? "FlashT5ForConditionalGeneration"
                                                            : "T5ForConditionalGeneration";
     fat5_status st = fat5_model_config_validate(ctx, c);
     if (st) return st;
@@ -6084,16 +6367,18 @@ FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_c
                          "transformers version reads it back the same");
     fat5__sb_init(&b, ctx);
     fat5__sb_printf(&b, "{\n  \"architectures\": [\"%s\"],\n", arch);
+    if (flash) fat5__sb_printf(&b, "  \"attention_scale\": 1.0,\n");
     fat5__sb_printf(&b, "  \"d_ff\": %lld,\n  \"d_kv\": %lld,\n  \"d_model\": %lld,\n", (long long)c->d_ff,
                     (long long)c->d_kv, (long long)c->d_model);
     fat5__sb_printf(&b, "  \"decoder_start_token_id\": %lld,\n", (long long)c->decoder_start_token_id);
-    fat5__sb_printf(&b, "  \"dense_act_fn\": \"%s\",\n", fat5__act_name(c->act));
+    if (!flash) fat5__sb_printf(&b, "  \"dense_act_fn\": \"%s\",\n", fat5__act_name(c->act));
     fat5__fmt_double(num, c->dropout_rate);
     fat5__sb_printf(&b, "  \"dropout_rate\": %s,\n  \"eos_token_id\": %lld,\n", num, (long long)c->eos_token_id);
-    fat5__sb_printf(&b, "  \"feed_forward_proj\": \"%s%s\",\n", c->gated ? "gated-" : "",
-                    c->gated && c->act == FAT5_ACT_GELU_TANH ? "gelu" : fat5__act_name(c->act));
+    if (!flash)
+        fat5__sb_printf(&b, "  \"feed_forward_proj\": \"%s%s\",\n", c->gated ? "gated-" : "",
+                        c->gated && c->act == FAT5_ACT_GELU_TANH ? "gelu" : fat5__act_name(c->act));
     fat5__sb_printf(&b, "  \"initializer_factor\": 1.0,\n  \"is_encoder_decoder\": true,\n");
-    fat5__sb_printf(&b, "  \"is_gated_act\": %s,\n", c->gated ? "true" : "false");
+    if (!flash) fat5__sb_printf(&b, "  \"is_gated_act\": %s,\n", c->gated ? "true" : "false");
     fat5__fmt_double(num, c->layer_norm_eps);
     fat5__sb_printf(&b, "  \"layer_norm_epsilon\": %s,\n", num);
     fat5__sb_printf(&b, "  \"model_type\": ");
@@ -6101,10 +6386,15 @@ FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_c
     fat5__sb_printf(&b, ",\n  \"num_decoder_layers\": %lld,\n  \"num_heads\": %lld,\n  \"num_layers\": %lld,\n",
                     (long long)c->num_decoder_layers, (long long)c->num_heads, (long long)c->num_layers);
     fat5__sb_printf(&b, "  \"pad_token_id\": %lld,\n", (long long)c->pad_token_id);
+    fat5__cfg_pos_json(&b, c);
     fat5__sb_printf(&b, "  \"relative_attention_max_distance\": %lld,\n  \"relative_attention_num_buckets\": %lld,\n",
                     (long long)c->rel_max_distance, (long long)c->rel_buckets);
-    fat5__sb_printf(&b, "  \"scale_decoder_outputs\": %s,\n", c->scale_decoder_outputs ? "true" : "false");
+    if (!flash)
+        fat5__sb_printf(&b, "  \"scale_decoder_outputs\": %s,\n", c->scale_decoder_outputs ? "true" : "false");
     fat5__sb_printf(&b, "  \"tie_word_embeddings\": %s,\n", c->tie_word_embeddings ? "true" : "false");
+    if (flash)
+        fat5__sb_printf(&b, "  \"use_gelu_act\": %s,\n  \"use_glu_mlp\": %s,\n",
+                        c->act == FAT5_ACT_GELU_TANH ? "true" : "false", c->gated ? "true" : "false");
     fat5__sb_printf(&b, "  \"use_cache\": true,\n  \"vocab_size\": %lld\n}\n", (long long)c->vocab_size);
     if (b.oom) {
         fat5__sb_free(&b);
@@ -6120,7 +6410,8 @@ FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_c
 // One fp32 arena in a fixed order, with the Hugging Face name of every tensor
 
 typedef struct fat5__param {
-    char name[96];
+    char name[96];       // the Hugging Face T5 name (the model's own code looks parameters up by it)
+    char io_name[128];   // the name in the model's checkpoint scheme: name itself, or FAT5's (flash_t5)
     int ndim;
     int64_t shape[2];
     size_t offset;   // in floats, into the parameter arena
@@ -6175,6 +6466,7 @@ struct fat5_model {
     const fat5__backend *be;          // where the model computes, fixed at creation
     fat5_model_config cfg;
     int lm_head_tied;                 // lm_head is shared.weight
+    int flash_names;                  // 1: checkpoints use FAT5's parameter names (model_type flash_t5)
     fat5__param *params;
     int n_params;
     size_t n_floats;
@@ -6220,6 +6512,54 @@ static int fat5__add_param(fat5_model *m, int cap, const char *name, int64_t d0,
     p->offset = m->n_floats;
     m->n_floats += p->numel;
     return m->n_params++;
+}
+
+// The FAT5 (flashT5) name of a Hugging Face T5 parameter name, as FAT5's conversion script maps
+// them: inside a block, layer.0 is self_attention_layer (q, k, v become Wq, Wk, Wv; the bias table
+// moves under pe_encoding), the decoder's layer.1 is cross_attention_layer, the last layer is
+// ff_layer (wi_0, wi_1 under act). Names outside the blocks are the same in both schemes.
+static void fat5__flash_name(const char *hf, char *out, size_t n) {
+    static const char *const map[][2] = {
+        {"layer.0.SelfAttention.q.weight", "self_attention_layer.self_attention.Wq.weight"},
+        {"layer.0.SelfAttention.k.weight", "self_attention_layer.self_attention.Wk.weight"},
+        {"layer.0.SelfAttention.v.weight", "self_attention_layer.self_attention.Wv.weight"},
+        {"layer.0.SelfAttention.o.weight", "self_attention_layer.self_attention.o.weight"},
+        {"layer.0.SelfAttention.relative_attention_bias.weight",
+         "self_attention_layer.self_attention.pe_encoding.relative_attention_bias.weight"},
+        {"layer.0.layer_norm.weight", "self_attention_layer.layer_norm.weight"},
+        {"layer.1.EncDecAttention.q.weight", "cross_attention_layer.cross_attention.Wq.weight"},
+        {"layer.1.EncDecAttention.k.weight", "cross_attention_layer.cross_attention.Wk.weight"},
+        {"layer.1.EncDecAttention.v.weight", "cross_attention_layer.cross_attention.Wv.weight"},
+        {"layer.1.EncDecAttention.o.weight", "cross_attention_layer.cross_attention.o.weight"},
+        {"DenseReluDense.wi_0.weight", "ff_layer.act.wi_0.weight"},
+        {"DenseReluDense.wi_1.weight", "ff_layer.act.wi_1.weight"},
+        {"DenseReluDense.wo.weight", "ff_layer.wo.weight"},
+        {"layer.2.layer_norm.weight", "ff_layer.layer_norm.weight"}};
+    const char *rest;
+    size_t i, digits;
+    int dec = strncmp(hf, "decoder.block.", 14) == 0;
+    snprintf(out, n, "%s", hf);
+    if (!dec && strncmp(hf, "encoder.block.", 14) != 0) return;
+    digits = strspn(hf + 14, "0123456789");
+    if (!digits || hf[14 + digits] != '.') return;
+    rest = hf + 15 + digits;   // after "encoder.block.N."
+    if (strcmp(rest, "layer.1.layer_norm.weight") == 0) {
+        snprintf(out, n, "%.*s%s", (int)(rest - hf), hf,
+                 dec ? "cross_attention_layer.layer_norm.weight" : "ff_layer.layer_norm.weight");
+        return;
+    }
+    for (i = 0; i < sizeof map / sizeof map[0]; i++) {
+        // the feed-forward entries match after "layer.1." (encoder) or "layer.2." (decoder)
+        const char *r = rest;
+        if (strncmp(map[i][0], "DenseReluDense.", 15) == 0) {
+            if (strncmp(r, dec ? "layer.2." : "layer.1.", 8) != 0) continue;
+            r += 8;
+        }
+        if (strcmp(r, map[i][0]) == 0) {
+            snprintf(out, n, "%.*s%s", (int)(rest - hf), hf, map[i][1]);
+            return;
+        }
+    }
 }
 
 // Builds the parameter table for cfg (no allocation of weights). Sizes were bounded by validate:
@@ -6279,6 +6619,12 @@ static fat5_status fat5__build_params(fat5_model *m) {
         else m->dec_final_ln = fat5__add_param(m, cap, nm, D, 0);
     }
     m->lm_head = m->lm_head_tied ? m->shared : fat5__add_param(m, cap, "lm_head.weight", V, D);
+    m->flash_names = strcmp(c->model_type, "flash_t5") == 0;
+    for (l = 0; l < m->n_params; l++) {
+        fat5__param *p = &m->params[l];
+        if (m->flash_names) fat5__flash_name(p->name, p->io_name, sizeof p->io_name);
+        else snprintf(p->io_name, sizeof p->io_name, "%s", p->name);
+    }
     return FAT5_OK;
 }
 
@@ -6287,7 +6633,7 @@ static fat5_status fat5__model_alloc(fat5_ctx *ctx, const fat5_model_config *cfg
     fat5_model *m;
     fat5_status st;
     *out = NULL;
-    if ((st = fat5_model_config_validate(ctx, cfg))) return st;
+    if ((st = fat5_model_config_validate(ctx, cfg)) || (st = fat5__pos_runnable(ctx, cfg))) return st;
     m = FAT5__CAST(fat5_model *, fat5__calloc(ctx, 1, sizeof *m));
     if (!m) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "model: out of memory");
     m->ctx = ctx;
@@ -6410,7 +6756,7 @@ FAT5_API fat5_status fat5_model_tensor_info(const fat5_model *m, int index, fat5
     if (index < 0 || index >= m->n_params)
         return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "tensor index %d out of range [0, %d)", index, m->n_params);
     p = &m->params[index];
-    out->name = p->name;
+    out->name = p->io_name;
     out->ndim = p->ndim;
     out->shape[0] = p->shape[0];
     out->shape[1] = p->shape[1];
@@ -6421,6 +6767,8 @@ FAT5_API fat5_status fat5_model_tensor_info(const fat5_model *m, int index, fat5
 FAT5_API int fat5_model_find_tensor(const fat5_model *m, const char *name) {
     int i;
     for (i = 0; i < m->n_params; i++)
+        if (strcmp(m->params[i].io_name, name) == 0) return i;
+    for (i = 0; m->flash_names && i < m->n_params; i++)
         if (strcmp(m->params[i].name, name) == 0) return i;
     return -1;
 }
@@ -9098,13 +9446,13 @@ static fat5_status fat5__ckpt_match(fat5_ctx *ctx, fat5__ckpt *k, const fat5_mod
     for (i = 0; i < probe->n_params && st == FAT5_OK; i++) {
         const fat5__param *pr = &probe->params[i];
         const fat5_st_tensor *ti;
-        t = fat5__ckpt_find(k, pr->name, &f);
+        t = fat5__ckpt_find(k, pr->io_name, &f);
         if (t < 0 && i == probe->shared) {
             t = fat5__ckpt_find(k, "encoder.embed_tokens.weight", &f);
             if (t < 0) t = fat5__ckpt_find(k, "decoder.embed_tokens.weight", &f);
         }
         if (t < 0) {
-            st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: missing tensor '%s'%s", dir, pr->name,
+            st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: missing tensor '%s'%s", dir, pr->io_name,
                            i == probe->lm_head && !lm_head_tied ? ": config.json sets tie_word_embeddings false, "
                            "so the output projection is not shared.weight" : "");
             break;
@@ -9153,6 +9501,33 @@ done:
     return st;
 }
 
+// FAT5 checkpoints may carry encoder.embed_tokens.weight and decoder.embed_tokens.weight beside
+// shared.weight; FAT5 embeds both stacks with one table, so they must hold exactly shared's values
+// (m->w, already read). Hugging Face T5 files keep treating them as unread aliases.
+static fat5_status fat5__ckpt_check_aliases(fat5_ctx *ctx, fat5__ckpt *k, const fat5_model *m, const char *dir) {
+    static const char *const alias[2] = {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight"};
+    const fat5__param *sh = &m->params[m->shared];
+    fat5_status st = FAT5_OK;
+    float *buf = NULL;
+    int a, f, t;
+    for (a = 0; a < 2 && st == FAT5_OK; a++) {
+        if ((t = fat5__ckpt_find(k, alias[a], &f)) < 0) continue;
+        if (!buf && !(buf = FAT5__CAST(float *, fat5__calloc(ctx, sh->numel, sizeof(float)))))
+            return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "model: out of memory");
+        // the shape was checked when the alias stood for a missing shared.weight; check it here too
+        if (fat5_st_get(k->files[f], t)->ndim != 2 || fat5_st_get(k->files[f], t)->shape[0] != sh->shape[0] ||
+            fat5_st_get(k->files[f], t)->shape[1] != sh->shape[1])
+            st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' does not have shared.weight's shape", dir, alias[a]);
+        else if ((st = fat5_st_read_f32(k->files[f], t, buf, (int64_t)sh->numel)) == FAT5_OK &&
+                 memcmp(buf, m->w + sh->offset, sh->numel * sizeof(float)) != 0)
+            st = fat5__err(ctx, FAT5_ERR_FORMAT,
+                           "%s: tensor '%s' differs from shared.weight; FAT5 embeds both stacks with one table",
+                           dir, alias[a]);
+    }
+    fat5__free(ctx, buf);
+    return st;
+}
+
 FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model **out) {
     fat5__ckpt k;
     fat5_model_config cfg;
@@ -9178,6 +9553,7 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
     if ((st = fat5__read_file(ctx, p, (size_t)1 << 20, &text, &len))) return st;
     st = fat5_model_config_from_json(ctx, text, len, &cfg);
     fat5__free(ctx, text);
+    if (st == FAT5_OK) st = fat5__pos_runnable(ctx, &cfg);   // before any weight is read
     if (st) return fat5__err_prefix(ctx, st, "%s: ", p);
 
     if (!fat5__is_dir(path)) {
@@ -9210,6 +9586,7 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
         if ((st = fat5_st_read_f32(k.files[loc[2 * i]], loc[2 * i + 1], m->w + pr->offset, (int64_t)pr->numel)))
             goto fail;
     }
+    if (m->flash_names && (st = fat5__ckpt_check_aliases(ctx, &k, m, dir))) goto fail;
     fat5__free(ctx, loc);
     loc = NULL;
     fat5__ckpt_close(ctx, &k);
@@ -9252,7 +9629,7 @@ FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
         return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_save: out of memory");
     }
     for (i = 0; i < m->n_params; i++) {
-        t[i].name = m->params[i].name;
+        t[i].name = m->params[i].io_name;
         t[i].ndim = m->params[i].ndim;
         t[i].shape[0] = m->params[i].shape[0];
         t[i].shape[1] = m->params[i].shape[1];

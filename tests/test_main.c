@@ -12,6 +12,7 @@
 #include "test_io.c"
 #include "test_cpu_ops.c"
 #include "test_model.c"
+#include "test_posenc.c"
 #include "test_data.c"
 #include "test_optim.c"
 #include "test_train.c"
@@ -32,6 +33,7 @@ static const fat5_test_case fat5_cases[] = {
     FAT5_TESTS_IO(FAT5_TEST_ENTRY)
     FAT5_TESTS_CPU_OPS(FAT5_TEST_ENTRY)
     FAT5_TESTS_MODEL(FAT5_TEST_ENTRY)
+    FAT5_TESTS_POSENC(FAT5_TEST_ENTRY)
     FAT5_TESTS_DATA(FAT5_TEST_ENTRY)
     FAT5_TESTS_OPTIM(FAT5_TEST_ENTRY)
     FAT5_TESTS_TRAIN(FAT5_TEST_ENTRY)

@@ -236,5 +236,36 @@ check examples/generate $g --ids 5,6,7 --num-beams 3 --num-return-sequences 2 --
     > "$out/gen_beam.txt" 2> /dev/null
 check test "$(wc -l < "$out/gen_beam.txt")" -eq 2
 echo "test_tools: examples/generate: errors, --print-ids, seeded sampling, beam search"
+# fat5_init with FAT5's config fields: a flash_t5 model saved under FAT5's names, loaded back by
+# fat5_forward; a position encoding without a forward pass yet is refused with the reason
+cat > "$out/flash.json" <<'EOF'
+{"model_type": "flash_t5", "vocab_size": 80, "d_model": 16, "d_kv": 8, "d_ff": 24, "num_layers": 2,
+ "num_heads": 2, "relative_attention_num_buckets": 8, "relative_attention_max_distance": 16,
+ "use_glu_mlp": true, "use_gelu_act": true, "attention_scale": 1.0, "tie_word_embeddings": false,
+ "pad_token_id": -100, "position_encoding_type": "t5", "alibi_mode": "symetric", "rotary_base": 10000,
+ "z_loss": 0.0001, "max_sequence_length": 512}
+EOF
+check tools/fat5_init "$out/flash.json" "$out/flash" 7 > /dev/null
+check grep -q '"model_type": "flash_t5"' "$out/flash/config.json"
+check grep -q '"pad_token_id": 0,' "$out/flash/config.json"
+check tools/fat5_inspect "$out/flash" > "$out/flash.txt"
+check grep -q "encoder.block.1.self_attention_layer.self_attention.Wq.weight" "$out/flash.txt"
+check grep -q "decoder.block.0.cross_attention_layer.layer_norm.weight" "$out/flash.txt"
+if grep -q "SelfAttention\|DenseReluDense" "$out/flash.txt"; then
+    echo "test_tools: FAILED: a flash_t5 model saved Hugging Face names"; fail=1
+fi
+check tools/fat5_forward "$out/flash" tests/data/t5_v11_gated_gelu_untied/batch.json "$out/flash_logits.safetensors" > /dev/null
+sed 's/"position_encoding_type": "t5"/"position_encoding_type": "ALiBi"/' "$out/flash.json" > "$out/alibi.json"
+if tools/fat5_init "$out/alibi.json" "$out/alibi" > /dev/null 2> "$out/err.txt"; then
+    echo "test_tools: FAILED: fat5_init created an ALiBi model"; fail=1
+fi
+check grep -q "position_encoding_type ALiBi: not implemented yet" "$out/err.txt"
+check test ! -e "$out/alibi/model.safetensors"
+sed 's/"position_encoding_type": "t5"/"position_encoding_type": "Alibi"/' "$out/flash.json" > "$out/bad.json"
+if tools/fat5_init "$out/bad.json" "$out/bad" > /dev/null 2> "$out/err.txt"; then
+    echo "test_tools: FAILED: fat5_init accepted position_encoding_type Alibi"; fail=1
+fi
+check grep -q "position_encoding_type 'Alibi' is unknown" "$out/err.txt"
+echo "test_tools: fat5_init: flash_t5 with FAT5 names, position encodings refused or rejected"
 [ $fail -eq 0 ] && echo "test_tools: ok"
 exit $fail

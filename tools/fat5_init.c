@@ -1,7 +1,10 @@
 // fat5_init — write a randomly initialised model (Hugging Face T5 initialisation) to a directory.
 //     cc -O2 -o tools/fat5_init tools/fat5_init.c -lm -ldl -lpthread
 //     tools/fat5_init CONFIG.json OUT_DIR [seed]
-// CONFIG.json is a Hugging Face T5 config; OUT_DIR gets config.json + model.safetensors.
+// CONFIG.json is a Hugging Face T5 config (model_type t5, mt5, umt5) or a FAT5 FlashT5Config
+// (model_type flash_t5: the model is saved under FAT5's parameter names); FAT5's position-encoding
+// fields are read too, and an encoding other than T5 buckets is refused until it is implemented.
+// OUT_DIR gets config.json + model.safetensors.
 #define FAT5_IMPLEMENTATION
 #include "../fat5.h"
 
