@@ -604,7 +604,7 @@ def make_generate_fixture(fixture_dir):
 
 # Shared shapes of every position-encoding fixture (alibi_asym overrides num_heads).
 POSENC_SHAPES = dict(
-    vocab_size=80, d_model=32, d_kv=8, num_heads=3, d_ff=16,
+    vocab_size=40, d_model=8, d_kv=4, num_heads=3, d_ff=16,
     num_layers=2, num_decoder_layers=2,
     relative_attention_num_buckets=8, relative_attention_max_distance=16,
     layer_norm_epsilon=1e-6,
