@@ -158,6 +158,47 @@ __device__ __forceinline__ fat5_attn_tables fat5_attn_load_tables(const float *b
 
 // ----- forward -----------------------------------------------------------------------------------
 
+// One warp's online softmax over keys [j0, j1) of a query at position qpos (sq: the query in
+// shared memory, fp32): lanes over keys for the scores (with the bucket bias when bias is not 0,
+// bucket b at bias[b * bstride]), lanes over dims for the values. Updates the running max m, the
+// sum lsum of exp(score - m) (summed over the warp on return) and acc[r] = sum exp(score - m) v
+// for dims lane + 32 r. Shared by the forward's per-token warp and the decode splits.
+template <int R>
+__device__ __forceinline__ void fat5_attn_warp_keys(const float *sq, const act_t *kbase, const act_t *vbase,
+                                                    long long ld, int dk, int vw, const float *bias, int bstride,
+                                                    const int *lut, int kind, int nb, int md, int qpos, int j0,
+                                                    int j1, float &m, float &lsum, float (&acc)[R])
+{
+    const int lane = threadIdx.x & 31;
+    for (int jb = j0; jb < j1; jb += 32) {
+        const int j = jb + lane;
+        float sc = -FAT5_INF;
+        if (j < j1) {
+            sc = fat5_attn_dot(sq, kbase + (long long)j * ld, dk, vw);
+            if (bias) sc += bias[fat5_attn_bucket(j - qpos, kind, lut, nb, md) * bstride];
+        }
+        const float mnew = fmaxf(m, fat5_warp_max(sc));  // finite: key jb is valid
+        const float corr = expf(m - mnew);                // 0 on the first chunk
+        const float p = j < j1 ? expf(sc - mnew) : 0.0f;
+        lsum = lsum * corr + p;                           // per lane; summed at the end
+#pragma unroll
+        for (int r = 0; r < R; r++) acc[r] *= corr;
+        const int cnt = min(32, j1 - jb);
+        for (int jj = 0; jj < cnt; jj++) {
+            const float pj = __shfl_sync(FAT5_FULL_MASK, p, jj);
+            const act_t *vrow = vbase + (long long)(jb + jj) * ld;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const int d = lane + 32 * r;
+                if (d < dk) acc[r] = fmaf(pj, fat5_ld(vrow[d]), acc[r]);
+            }
+        }
+        m = mnew;
+    }
+    lsum = fat5_warp_sum(lsum);
+}
+
+
 template <int R>
 __device__ __forceinline__ void fat5_attn_fwd_impl(act_t *o, float *lse, const act_t *q, const act_t *k,
                                                    const act_t *v, const float *bias, const int *lut,
@@ -183,32 +224,8 @@ __device__ __forceinline__ void fat5_attn_fwd_impl(act_t *o, float *lse, const a
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r] = 0.0f;
         __syncwarp();
-        for (int jb = 0; jb < nkeys; jb += 32) {
-            const int j = jb + lane;
-            float sc = -FAT5_INF;
-            if (j < nkeys) {
-                sc = fat5_attn_dot(sq, kbase + (long long)j * ld, dk, vw);
-                if (tab.bias) sc += tab.bias[fat5_attn_bucket(j - i, kind, tab.lut, nb, md) * tab.bstride];
-            }
-            const float mnew = fmaxf(m, fat5_warp_max(sc));  // finite: key jb is valid
-            const float corr = expf(m - mnew);                // 0 on the first chunk
-            const float p = j < nkeys ? expf(sc - mnew) : 0.0f;
-            lsum = lsum * corr + p;                           // per lane; summed at the end
-#pragma unroll
-            for (int r = 0; r < R; r++) acc[r] *= corr;
-            const int cnt = min(32, nkeys - jb);
-            for (int jj = 0; jj < cnt; jj++) {
-                const float pj = __shfl_sync(FAT5_FULL_MASK, p, jj);
-                const act_t *vrow = vbase + (long long)(jb + jj) * ld;
-#pragma unroll
-                for (int r = 0; r < R; r++) {
-                    const int d = lane + 32 * r;
-                    if (d < dk) acc[r] = fmaf(pj, fat5_ld(vrow[d]), acc[r]);
-                }
-            }
-            m = mnew;
-        }
-        lsum = fat5_warp_sum(lsum);
+        fat5_attn_warp_keys<R>(sq, kbase, vbase, ld, dk, vw, tab.bias, tab.bstride, tab.lut, kind, nb, md, i, 0, nkeys,
+                               m, lsum, acc);
         act_t *orow = o + t * ld + (long long)h * dk;
 #pragma unroll
         for (int r = 0; r < R; r++) {

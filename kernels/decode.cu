@@ -7,7 +7,7 @@
 // the host knows (entries, heads, the split count from an upper bound of the keys), and every
 // kernel loops over whatever the counts turn out to be at run time.
 //
-// Uses fat5_attn_dot, fat5_attn_vec_width and fat5_attn_bucket of attention.cu (the kernel files
+// Uses fat5_attn_warp_keys and fat5_attn_vec_width of attention.cu (the kernel files
 // are joined in sorted name order, so attention.cu is defined above this file).
 //
 // Layout: rows of q, k, v, o and of the caches are H*dk act_t elements (head h is columns
@@ -68,32 +68,7 @@ __device__ __forceinline__ void fat5_attn_decode_split(act_t *o, float *scratch,
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r] = 0.0f;
         __syncwarp();
-        for (int jb = j0; jb < j1; jb += 32) {
-            const int j = jb + lane;
-            float sc = -FAT5_INF;
-            if (j < j1) {
-                sc = fat5_attn_dot(sq, kbase + (long long)j * ld, dk, vw);
-                if (bh) sc += bh[fat5_attn_bucket(j - p, 2, lut, nb, md) * H];
-            }
-            const float mnew = fmaxf(m, fat5_warp_max(sc));  // finite: key jb is valid
-            const float corr = expf(m - mnew);                // 0 on the first chunk
-            const float pj = j < j1 ? expf(sc - mnew) : 0.0f;
-            lsum = lsum * corr + pj;                          // per lane; summed at the end
-#pragma unroll
-            for (int r = 0; r < R; r++) acc[r] *= corr;
-            const int c = min(32, j1 - jb);
-            for (int jj = 0; jj < c; jj++) {
-                const float w = __shfl_sync(FAT5_FULL_MASK, pj, jj);
-                const act_t *vrow = vbase + (long long)(jb + jj) * ld;
-#pragma unroll
-                for (int r = 0; r < R; r++) {
-                    const int d = lane + 32 * r;
-                    if (d < dk) acc[r] = fmaf(w, fat5_ld(vrow[d]), acc[r]);
-                }
-            }
-            m = mnew;
-        }
-        lsum = fat5_warp_sum(lsum);
+        fat5_attn_warp_keys<R>(sq, kbase, vbase, ld, dk, vw, bh, H, lut, 2, nb, md, p, j0, j1, m, lsum, acc);
         if (used <= 1) {
             act_t *orow = o + i * ld + (long long)h * dk;
 #pragma unroll
