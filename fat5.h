@@ -6838,6 +6838,18 @@ static fat5__addr fat5__pa(const fat5_model *m, int idx) {
     return m->wa == m->wd ? fat5__pw(m, idx) : m->wa + 2 * (fat5__addr)m->params[idx].offset;
 }
 
+// Carves the next buffer of rows x cols elements of esize bytes out of a workspace at `base`, on a
+// 256-byte boundary: the layout functions keep `off` (bytes so far), `ok` (0 once a size
+// overflows) and `base` (0: measure only) in scope. Used by fat5__ws_layout and the decoder's.
+#define FAT5__WS(field, rows, cols, esize)                                                                    \
+    do {                                                                                                    \
+        size_t n_;                                                                                          \
+        off = (off + 255) & ~(size_t)255;                                                                   \
+        if (!fat5__mul3_ok((size_t)(rows), (size_t)(cols), (size_t)(esize), &n_) || !fat5__add_ok(off, n_, &off)) \
+            ok = 0;                                                                                         \
+        (field) = base && ok ? base + (fat5__addr)(off - n_) : 0;                                           \
+    } while (0)
+
 // Lays out the workspace for n_seq sequences, te encoder and td decoder tokens: every buffer on a
 // 256-byte boundary, fp32 (4 bytes), int32 (4) or activation (m->act_size) elements. With base == 0
 // it only measures. Returns 0 when the size overflows.
@@ -6849,14 +6861,6 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
     size_t Te = (size_t)te, Td = (size_t)td, md = (size_t)c->rel_max_distance;
     size_t Tb = m->training ? T : 0, Teb = m->training ? Te : 0, Tdb = m->training ? Td : 0;  // backward only
     int ok = 1, l;
-#define FAT5__WS(field, rows, cols, esize)                                                                    \
-    do {                                                                                                    \
-        size_t n_;                                                                                          \
-        off = (off + 255) & ~(size_t)255;                                                                   \
-        if (!fat5__mul3_ok((size_t)(rows), (size_t)(cols), (size_t)(esize), &n_) || !fat5__add_ok(off, n_, &off)) \
-            ok = 0;                                                                                         \
-        (field) = base && ok ? base + (fat5__addr)(off - n_) : 0;                                           \
-    } while (0)
     for (l = 0; l < c->num_layers + c->num_decoder_layers && ok; l++) {
         int dec = l >= c->num_layers;
         fat5__layer_acts *a = dec ? &w->dec[l - c->num_layers] : &w->enc[l];
@@ -6927,7 +6931,6 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
     // the CPU ops need no bias-gradient partials
     FAT5__WS(w->dbias_scratch, m->be == &fat5__cpu_backend || !m->training ? 0 : FAT5__GPU_DBIAS_ROWS,
              (size_t)c->rel_buckets * H, 4);
-#undef FAT5__WS
     *total = off;
     return ok;
 }
@@ -10701,65 +10704,56 @@ static int fat5__decoder_layout(fat5_decoder *d, fat5__addr base, size_t *total)
     size_t N = (size_t)d->max_rows, Te = (size_t)d->max_te, L = (size_t)d->max_len, NL = 0, off = 0;
     fat5__layer_acts *a = &d->enc;
     int ok = fat5__mul_ok(N, L, &NL), l;
-#define FAT5__DWS(field, rows, cols, esize)                                                                     \
-    do {                                                                                                    \
-        size_t n_;                                                                                          \
-        off = (off + 255) & ~(size_t)255;                                                                   \
-        if (!fat5__mul3_ok((size_t)(rows), (size_t)(cols), (size_t)(esize), &n_) || !fat5__add_ok(off, n_, &off)) \
-            ok = 0;                                                                                         \
-        (field) = base && ok ? base + (fat5__addr)(off - n_) : 0;                                           \
-    } while (0)
     // the step
-    FAT5__DWS(d->tok, N, 1, 4);
-    FAT5__DWS(d->rows, N, 1, 4);
-    FAT5__DWS(d->pos_d, 1, 1, 4);
-    FAT5__DWS(d->self_off, N, 1, 4);
-    FAT5__DWS(d->cross_off, N, 1, 4);
-    FAT5__DWS(d->cross_len, N, 1, 4);
-    FAT5__DWS(d->iota, N, 1, 4);
-    FAT5__DWS(d->logits, L ? N : 0, V, 4);
-    FAT5__DWS(d->h, L ? N : 0, D, 4);
-    FAT5__DWS(d->r, L ? N : 0, 1, 4);
-    FAT5__DWS(d->n_act, L ? N : 0, D, A);
-    FAT5__DWS(d->q, L ? N : 0, I, A);
-    FAT5__DWS(d->k, L ? N : 0, I, A);
-    FAT5__DWS(d->v, L ? N : 0, I, A);
-    FAT5__DWS(d->att, L ? N : 0, I, A);
-    FAT5__DWS(d->ff_a, L ? N : 0, F, A);
-    if (c->gated) FAT5__DWS(d->ff_b, L ? N : 0, F, A);  // act_fwd gates when ff_b is not 0
-    FAT5__DWS(d->ff_h, L ? N : 0, F, A);
-    FAT5__DWS(d->out_act, L ? N : 0, D, A);
-    FAT5__DWS(d->attn_scratch, L ? N : 0, FAT5__DECODE_SCRATCH(H, c->d_kv), 4);
+    FAT5__WS(d->tok, N, 1, 4);
+    FAT5__WS(d->rows, N, 1, 4);
+    FAT5__WS(d->pos_d, 1, 1, 4);
+    FAT5__WS(d->self_off, N, 1, 4);
+    FAT5__WS(d->cross_off, N, 1, 4);
+    FAT5__WS(d->cross_len, N, 1, 4);
+    FAT5__WS(d->iota, N, 1, 4);
+    FAT5__WS(d->logits, L ? N : 0, V, 4);
+    FAT5__WS(d->h, L ? N : 0, D, 4);
+    FAT5__WS(d->r, L ? N : 0, 1, 4);
+    FAT5__WS(d->n_act, L ? N : 0, D, A);
+    FAT5__WS(d->q, L ? N : 0, I, A);
+    FAT5__WS(d->k, L ? N : 0, I, A);
+    FAT5__WS(d->v, L ? N : 0, I, A);
+    FAT5__WS(d->att, L ? N : 0, I, A);
+    FAT5__WS(d->ff_a, L ? N : 0, F, A);
+    if (c->gated) FAT5__WS(d->ff_b, L ? N : 0, F, A);  // act_fwd gates when ff_b is not 0
+    FAT5__WS(d->ff_h, L ? N : 0, F, A);
+    FAT5__WS(d->out_act, L ? N : 0, D, A);
+    FAT5__WS(d->attn_scratch, L ? N : 0, FAT5__DECODE_SCRATCH(H, c->d_kv), 4);
     // the caches: self-attention [N * L, I] and cross-attention [Te, I] per decoder layer
     for (l = 0; l < c->num_decoder_layers; l++) {
-        FAT5__DWS(d->kc[l], NL, I, A);
-        FAT5__DWS(d->vc[l], NL, I, A);
-        FAT5__DWS(d->ck[l], L ? Te : 0, I, A);
-        FAT5__DWS(d->cv[l], L ? Te : 0, I, A);
+        FAT5__WS(d->kc[l], NL, I, A);
+        FAT5__WS(d->vc[l], NL, I, A);
+        FAT5__WS(d->ck[l], L ? Te : 0, I, A);
+        FAT5__WS(d->cv[l], L ? Te : 0, I, A);
     }
-    FAT5__DWS(d->tmp_cache, c->num_decoder_layers ? NL : 0, I, A);
+    FAT5__WS(d->tmp_cache, c->num_decoder_layers ? NL : 0, I, A);
     // the encoder, one layer's buffers for all layers (nothing is kept for a backward)
     memset(a, 0, sizeof *a);
-    FAT5__DWS(d->enc_h, Te, D, 4);
-    FAT5__DWS(a->rs_sa, Te, 1, 4);
-    FAT5__DWS(a->n_sa, Te, D, A);
-    FAT5__DWS(a->q, Te, I, A);
-    FAT5__DWS(a->k, Te, I, A);
-    FAT5__DWS(a->v, Te, I, A);
-    FAT5__DWS(a->att, Te, I, A);
-    FAT5__DWS(a->lse, Te, H, 4);
-    FAT5__DWS(a->rs_ff, Te, 1, 4);
-    FAT5__DWS(a->n_ff, Te, D, A);
-    FAT5__DWS(a->ff_a, Te, F, A);
-    if (c->gated) FAT5__DWS(a->ff_b, Te, F, A);
-    FAT5__DWS(a->ff_h, Te, F, A);
-    FAT5__DWS(d->enc_out, Te, D, A);
-    FAT5__DWS(d->enc_tok, Te, 1, 4);
-    FAT5__DWS(d->enc_cu, N + 1, 1, 4);
-    FAT5__DWS(d->enc_seq, Te, 1, 4);
-    FAT5__DWS(d->lut_bidir, md, 1, 4);
-    FAT5__DWS(d->lut_causal, md, 1, 4);
-#undef FAT5__DWS
+    FAT5__WS(d->enc_h, Te, D, 4);
+    FAT5__WS(a->rs_sa, Te, 1, 4);
+    FAT5__WS(a->n_sa, Te, D, A);
+    FAT5__WS(a->q, Te, I, A);
+    FAT5__WS(a->k, Te, I, A);
+    FAT5__WS(a->v, Te, I, A);
+    FAT5__WS(a->att, Te, I, A);
+    FAT5__WS(a->lse, Te, H, 4);
+    FAT5__WS(a->rs_ff, Te, 1, 4);
+    FAT5__WS(a->n_ff, Te, D, A);
+    FAT5__WS(a->ff_a, Te, F, A);
+    if (c->gated) FAT5__WS(a->ff_b, Te, F, A);
+    FAT5__WS(a->ff_h, Te, F, A);
+    FAT5__WS(d->enc_out, Te, D, A);
+    FAT5__WS(d->enc_tok, Te, 1, 4);
+    FAT5__WS(d->enc_cu, N + 1, 1, 4);
+    FAT5__WS(d->enc_seq, Te, 1, 4);
+    FAT5__WS(d->lut_bidir, md, 1, 4);
+    FAT5__WS(d->lut_causal, md, 1, 4);
     *total = off;
     return ok;
 }

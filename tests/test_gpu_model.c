@@ -435,12 +435,9 @@ static int tgm_decode_run(fat5_test *T, fat5_model *m, int graph, float *out) {
         if (!graph || t == 0) {
             ok = fat5_decoder_step(d, tok, rows, n, NULL) == FAT5_OK;
         } else {
-            int64_t live = 0, r;
-            for (r = 0; r < 3; r++) live += d->live[r] && (r != 1 || t < 20);
-            // the public step's bookkeeping (rows leaving), then the device work from the graph
-            for (r = 0; r < 3; r++)
-                if (r == 1 && t >= 20) d->live[r] = 0;
-            d->n_live = live;
+            // the public step's bookkeeping (row 1 leaves), then the device work from the graph
+            if (t >= 20) d->live[1] = 0;
+            d->n_live = n;
             ok = m->be->upload(m->ctx, d->rows, rows, (size_t)n * 4) == FAT5_OK &&
                  m->be->upload(m->ctx, d->tok, tok, (size_t)n * 4) == FAT5_OK &&
                  fat5__decoder_graph_step(d, n) == FAT5_OK && m->be->sync(m->ctx) == FAT5_OK;
