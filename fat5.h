@@ -2514,7 +2514,7 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmEx)(
     X(fill_f32) X(scale_f32) X(f32_to_bf16) X(to_act) X(embed_fwd) X(embed_bwd) X(rmsnorm_fwd)     \
     X(rmsnorm_bwd) X(colsum_f32) X(act_fwd) X(act_bwd) X(attn_fwd) X(attn_bwd_delta) X(attn_bwd_dq)  \
     X(attn_bwd_dkv) X(xent_fwd) X(xent_bwd) X(sumsq_seg) X(adamw_seg)                              \
-    X(attn_decode) X(cache_write) X(cache_gather) X(add_i32)                                       \
+    X(attn_decode) X(cache_write) X(cache_gather) X(add_i32) X(rope)                               \
     X(gen_process) X(gen_select) X(gen_beam)
 
 typedef enum fat5__kernel_id {
@@ -3725,11 +3725,37 @@ typedef unsigned long long fat5__addr;   // a buffer on the backend that runs th
 
 typedef enum { FAT5__MM_NT, FAT5__MM_NN, FAT5__MM_TN } fat5__mm_layout;
 
+// An attention op's `kind`: which keys a query sees (the low two bits, FAT5__ATTN_MASK) and, in
+// the higher bits, how the position bias added to the scores is made. No scheme bit: the T5
+// buckets when `bias` (the [nb, H] table) is given, no bias when it is 0.
 typedef enum fat5__attn_kind {
-    FAT5__ATTN_CROSS = 0,    // no bias, every key of the sequence
-    FAT5__ATTN_BIDIR = 1,    // encoder self-attention, bidirectional buckets
-    FAT5__ATTN_CAUSAL = 2    // decoder self-attention, causal buckets and mask
+    FAT5__ATTN_CROSS = 0,       // every key of the sequence (cross-attention; no position bias)
+    FAT5__ATTN_BIDIR = 1,       // encoder self-attention: every key; T5: bidirectional buckets
+    FAT5__ATTN_CAUSAL = 2,      // decoder self-attention: keys j <= i; T5: causal buckets
+    FAT5__ATTN_MASK = 3,        // kind & FAT5__ATTN_MASK: one of the three above
+    FAT5__ATTN_ALIBI = 4,       // bias -slope_h |j - i|, ALiBi slopes of H heads (fat5__alibi_slope);
+                                // bias and lut unused
+    FAT5__ATTN_ALIBI_ASYM = 8,  // with BIDIR | ALIBI: slopes of H/2 heads, head h and h + H/2 sharing
+                                // one; heads h < H/2 see keys j <= i, the others keys j >= i
+    FAT5__ATTN_FIRE = 16        // bias = FIRE's MLP of a normalised distance (fat5__fire_u); `bias`
+                                // is FIRE's parameter block (below), nb its MLP width W,
+                                // max_distance its L0 (init_L); lut unused
 } fat5__attn_kind;
+
+// FIRE's parameter block, floats, in the order the model declares them (one contiguous run of
+// the parameter arena, so that one pointer serves the kernels; its gradient has the same layout):
+// mlp.0.weight [W] | mlp.0.bias [W] | mlp.2.weight [H, W] | mlp.2.bias [H] | c | L_multiplier.
+#define FAT5__FIRE_B1(W) ((int64_t)(W))
+#define FAT5__FIRE_W2(W) (2 * (int64_t)(W))
+#define FAT5__FIRE_B2(H, W) ((int64_t)(W) * (2 + (int64_t)(H)))
+#define FAT5__FIRE_C(H, W) (FAT5__FIRE_B2(H, W) + (int64_t)(H))
+#define FAT5__FIRE_LM(H, W) (FAT5__FIRE_C(H, W) + 1)
+#define FAT5__FIRE_NUMEL(H, W) (FAT5__FIRE_C(H, W) + 2)
+
+// rope's flags
+#define FAT5__ROPE_INTERLEAVED 1  // pairs (2k, 2k + 1) (GPT-J), else (k, k + rd/2) (NeoX)
+#define FAT5__ROPE_KEY 2          // the key side: xPos scales by zeta^(-t/gamma) instead of zeta^(t/gamma)
+#define FAT5__ROPE_TRANSPOSE 4    // the backward: the transposed rotation (same scale)
 
 // ---- host memory: the CPU backend's allocator and copies ----
 
@@ -4284,17 +4310,125 @@ static int fat5__rel_bucket(int64_t rel, int bidirectional, int nb, int max_dist
     return offset + large;
 }
 
+// ALiBi's slope of head h of n: 2^(-8 (h + 1) / n) when n is a power of two; otherwise, with p
+// the largest power of two below n, the p slopes of p heads, then the first n - p of the
+// even-indexed slopes of 2p heads (2^(-4 (2 (h - p) + 1) / p)).
+static double fat5__alibi_slope(int h, int n) {
+    int p = 1;
+    while (p * 2 <= n) p *= 2;
+    return h < p ? pow(2.0, -8.0 * (h + 1) / p) : pow(2.0, -4.0 * (2.0 * (h - p) + 1.0) / p);
+}
+
+// FIRE's normalised distance of query position i and key position j (P: its parameter block):
+// d = i - j, thr = |L_multiplier L0|, u = sign(d) ln(|c d| + 1) / (ln(|c max(i, thr)| + 1) + 1e-6).
+// g (unless NULL) gets du/dc and du/dL_multiplier; at i == thr the maximum's gradient is split
+// evenly between its two arguments (as autograd's).
+static double fat5__fire_u(const float *P, int H, int W, int L0, int64_t i, int64_t j, double g[2]) {
+    double c = P[FAT5__FIRE_C(H, W)], lm = P[FAT5__FIRE_LM(H, W)], d = (double)(i - j), x = (double)i;
+    double thr = fabs(lm * L0), mx = x > thr ? x : thr, s = d > 0 ? 1.0 : d < 0 ? -1.0 : 0.0;
+    double num = log(fabs(c * d) + 1.0), den = log(fabs(c * mx) + 1.0) + 1e-6, u = s * num / den;
+    if (g) {
+        double sc = c > 0 ? 1.0 : c < 0 ? -1.0 : 0.0, slm = lm > 0 ? 1.0 : lm < 0 ? -1.0 : 0.0;
+        double dnum_dc = sc * fabs(d) / (fabs(c * d) + 1.0), dden_dc = sc * mx / (fabs(c * mx) + 1.0);
+        double dden_dmx = fabs(c) / (fabs(c * mx) + 1.0);
+        double dmx_dlm = thr > x ? slm * L0 : thr == x ? 0.5 * slm * L0 : 0.0;
+        g[0] = s * (dnum_dc * den - num * dden_dc) / (den * den);
+        g[1] = -s * num / (den * den) * dden_dmx * dmx_dlm;
+    }
+    return u;
+}
+
+// FIRE's bias of head h at normalised distance u: mlp.2(relu(mlp.0(u)))_h
+static double fat5__fire_mlp(const float *P, int H, int W, int h, double u) {
+    const float *w1 = P, *b1 = P + FAT5__FIRE_B1(W), *w2 = P + FAT5__FIRE_W2(W) + (int64_t)h * W;
+    double out = P[FAT5__FIRE_B2(H, W) + h];
+    int w;
+    for (w = 0; w < W; w++) {
+        double a = (double)w1[w] * u + b1[w];
+        if (a > 0) out += (double)w2[w] * a;
+    }
+    return out;
+}
+
+// FIRE's backward for one score of head h with gradient ds: adds to acc[3 W + 3], the head's
+// share of the parameter gradient: d mlp.0.weight [W] | d mlp.0.bias [W] | d mlp.2.weight row h [W]
+// | d mlp.2.bias[h] | dc | dL_multiplier.
+static void fat5__fire_grad(const float *P, int H, int W, int L0, int h, int64_t i, int64_t j, double ds,
+                            double *acc) {
+    const float *w1 = P, *b1 = P + FAT5__FIRE_B1(W), *w2 = P + FAT5__FIRE_W2(W) + (int64_t)h * W;
+    double g[2], u = fat5__fire_u(P, H, W, L0, i, j, g), du = 0;
+    int w;
+    for (w = 0; w < W; w++) {
+        double a = (double)w1[w] * u + b1[w];
+        if (a > 0) {
+            double da = ds * w2[w];
+            acc[2 * W + w] += ds * a;
+            acc[w] += da * u;
+            acc[W + w] += da;
+            du += da * w1[w];
+        }
+    }
+    acc[3 * W] += ds;
+    acc[3 * W + 1] += du * g[0];
+    acc[3 * W + 2] += du * g[1];
+}
+
+// Adds per-head FIRE gradient shares acc[H][3 W + 3] (fat5__fire_grad) to FIRE's gradient block
+// g, head by head in order (the same bits for every thread count).
+static void fat5__fire_grad_reduce(float *g, const double *acc, int H, int W) {
+    double sh[4] = {0, 0, 0, 0};
+    int h, w, x;
+    for (w = 0; w < W; w++) {
+        double a = 0, b = 0;
+        for (h = 0; h < H; h++) {
+            a += acc[(size_t)h * (3 * W + 3) + w];
+            b += acc[(size_t)h * (3 * W + 3) + W + w];
+        }
+        g[w] += (float)a;
+        g[FAT5__FIRE_B1(W) + w] += (float)b;
+    }
+    for (h = 0; h < H; h++) {
+        const double *r = acc + (size_t)h * (3 * W + 3);
+        for (w = 0; w < W; w++) g[FAT5__FIRE_W2(W) + (int64_t)h * W + w] += (float)r[2 * W + w];
+        g[FAT5__FIRE_B2(H, W) + h] += (float)r[3 * W];
+        for (x = 0; x < 2; x++) sh[x] += r[3 * W + 1 + x];
+    }
+    g[FAT5__FIRE_C(H, W)] += (float)sh[0];
+    g[FAT5__FIRE_LM(H, W)] += (float)sh[1];
+}
+
+// The position bias of head h for query position i and key position j (see fat5__attn_kind);
+// -inf for a key the head may not see (asymmetric ALiBi). bias: the T5 table or FIRE's block.
+static double fat5__cpu_pos_bias(const float *bias, int64_t i, int64_t j, int h, int H, int kind, int nb,
+                                 int max_distance) {
+    if (kind & FAT5__ATTN_FIRE) return fat5__fire_mlp(bias, H, nb, h, fat5__fire_u(bias, H, nb, max_distance, i, j, NULL));
+    if (kind & FAT5__ATTN_ALIBI) {
+        double dist = (double)(j > i ? j - i : i - j);
+        if (kind & FAT5__ATTN_ALIBI_ASYM) {
+            int half = H / 2;
+            if (h < half ? j > i : j < i) return -INFINITY;
+            return -fat5__alibi_slope(h % half, half) * dist;
+        }
+        return -fat5__alibi_slope(h, H) * dist;
+    }
+    if (bias)
+        return bias[(int64_t)fat5__rel_bucket(j - i, (kind & FAT5__ATTN_MASK) == FAT5__ATTN_BIDIR, nb, max_distance) *
+                        H + h];
+    return 0;
+}
+
 // The attention ops see a packed batch through cu_q / cu_k ([n_seq + 1] offsets of queries and
 // keys) and a token -> sequence map (q_seq for queries, k_seq for keys). Query i of a sequence sees
-// its keys 0 .. nk-1 (CROSS, BIDIR) or 0 .. i (CAUSAL); q, k, v, o rows are H*dk wide. bias is the
-// [nb, H] relative-position table (0 for CROSS). lut (bucket of each distance below max_distance,
-// from fat5__rel_bucket) serves the GPU; the CPU computes every bucket itself.
+// its keys 0 .. nk-1 (CROSS, BIDIR) or 0 .. i (CAUSAL), less those asymmetric ALiBi hides; q, k,
+// v, o rows are H*dk wide. bias is the [nb, H] relative-position table, FIRE's parameter block, or
+// 0 (kind says which). lut (bucket of each distance below max_distance, from fat5__rel_bucket)
+// serves the GPU; the CPU computes every bucket itself.
 static double fat5__cpu_attn_score(const float *q, const float *k, const float *bias, int64_t i, int64_t j,
                                    int h, int H, int dk, int kind, int nb, int max_distance) {
     double sc = 0;
     int d;
     for (d = 0; d < dk; d++) sc += (double)q[d] * k[d];
-    if (bias) sc += bias[(int64_t)fat5__rel_bucket(j - i, kind == FAT5__ATTN_BIDIR, nb, max_distance) * H + h];
+    if (bias || (kind & ~FAT5__ATTN_MASK)) sc += fat5__cpu_pos_bias(bias, i, j, h, H, kind, nb, max_distance);
     return sc;
 }
 
@@ -4308,7 +4442,7 @@ typedef struct fat5__attn_job {
     const int32_t *cu_q, *cu_k, *seq;         // seq: q_seq (fwd, dq) or k_seq (dkv)
     int64_t T, maxk;                          // T: the op's Tq or Tk
     int H, dk, kind, nb, max_distance;
-    double *scratch;                          // fwd: maxk + dk doubles per part
+    double *scratch;                          // fwd: maxk + dk doubles per part; dq (FIRE): H (3 nb + 3)
 } fat5__attn_job;
 
 // parts for T rows of about `work` multiply-adds each: one below ~1 M in all, else the context's
@@ -4327,7 +4461,7 @@ static void fat5__attn_fwd_part(void *arg, int part, int parts) {
     for (t = t0; t < t1; t++) {
         int32_t s = q_seq[t];
         int64_t i = t - cu_q[s], k0 = cu_k[s], nk = cu_k[s + 1] - k0;
-        int64_t jend = kind == FAT5__ATTN_CAUSAL ? (i + 1 < nk ? i + 1 : nk) : nk;
+        int64_t jend = (kind & FAT5__ATTN_MASK) == FAT5__ATTN_CAUSAL ? (i + 1 < nk ? i + 1 : nk) : nk;
         for (h = 0; h < H; h++) {
             const float *qi = q + t * ld + h * dk;
             double mx = -INFINITY, sum = 0;
@@ -4440,7 +4574,7 @@ static void fat5__attn_dq_part(void *arg, int part, int parts) {
     for (t = 0; t < J->T; t++) {
         int32_t s = q_seq[t];
         int64_t i = t - cu_q[s], k0 = cu_k[s], nk = cu_k[s + 1] - k0;
-        int64_t jend = kind == FAT5__ATTN_CAUSAL ? (i + 1 < nk ? i + 1 : nk) : nk;
+        int64_t jend = (kind & FAT5__ATTN_MASK) == FAT5__ATTN_CAUSAL ? (i + 1 < nk ? i + 1 : nk) : nk;
         for (h = h0; h < h1; h++) {
             const float *qi = q + t * ld + h * dk, *doi = dout + t * ld + h * dk;
             float *dqi = dq + t * ld + h * dk;
@@ -4454,16 +4588,19 @@ static void fat5__attn_dq_part(void *arg, int part, int parts) {
                 for (d = 0; d < dk; d++) dp += (double)doi[d] * vj[d];
                 ds = p * (dp - delta[t * H + h]);
                 for (d = 0; d < dk; d++) dqi[d] += (float)(ds * kj[d]);
-                if (dbias)
-                    dbias[(int64_t)fat5__rel_bucket(j - i, kind == FAT5__ATTN_BIDIR, J->nb, J->max_distance) * H +
-                          h] += (float)ds;
+                if (dbias && (kind & FAT5__ATTN_FIRE))
+                    fat5__fire_grad(J->bias, H, J->nb, J->max_distance, h, i, j, ds,
+                                    J->scratch + (size_t)h * (size_t)(3 * J->nb + 3));
+                else if (dbias && !(kind & FAT5__ATTN_ALIBI))
+                    dbias[(int64_t)fat5__rel_bucket(j - i, (kind & FAT5__ATTN_MASK) == FAT5__ATTN_BIDIR, J->nb,
+                                                    J->max_distance) * H + h] += (float)ds;
             }
         }
     }
 }
 
-// dq (written) and dbias[bucket, h] += ds (dbias 0: not wanted). p = exp(score - lse) is
-// recomputed; ds = p (dout . v - delta). scratch is the GPU's (its per-block bias-gradient
+// dq (written) and dbias[bucket, h] += ds (dbias 0: not wanted; ALiBi has no gradient; FIRE adds
+// the gradient of its parameter block). p = exp(score - lse) is recomputed; ds = p (dout . v - delta). scratch is the GPU's (its per-block bias-gradient
 // partials); the CPU needs none.
 static fat5_status fat5__cpu_attn_bwd_dq(fat5_ctx *ctx, fat5__addr dq_, fat5__addr dbias_, fat5__addr dout_,
                                          fat5__addr lse_, fat5__addr delta_, fat5__addr q_, fat5__addr k_,
@@ -4476,9 +4613,16 @@ static fat5_status fat5__cpu_attn_bwd_dq(fat5_ctx *ctx, fat5__addr dq_, fat5__ad
     (void)scratch;
     fat5__attn_bwd_job(&J, dq_, dbias_, dout_, lse_, delta_, q_, k_, v_, bias_, cu_q_, cu_k_, q_seq_, Tq, H, dk, kind,
                        nb, max_distance);
+    if (dbias_ && (kind & FAT5__ATTN_FIRE)) {  // per-head sums in double, then added in head order
+        size_t n = (size_t)H * (size_t)(3 * nb + 3), e;
+        J.scratch = FAT5__CAST(double *, fat5__host_scratch(ctx, n * sizeof(double), "fat5__cpu_attn_bwd_dq"));
+        if (!J.scratch) return FAT5_ERR_OUT_OF_MEMORY;
+        for (e = 0; e < n; e++) J.scratch[e] = 0;
+    }
     parts = fat5__attn_parts(ctx, (double)Tq, (double)H * dk * 64);
     if (parts > H) parts = H;
     fat5__pool_run(ctx, fat5__attn_dq_part, &J, parts);
+    if (dbias_ && (kind & FAT5__ATTN_FIRE)) fat5__fire_grad_reduce(FAT5__HOST(float, dbias_), J.scratch, H, nb);
     return FAT5_OK;
 }
 
@@ -4497,7 +4641,7 @@ static void fat5__attn_dkv_part(void *arg, int part, int parts) {
             const float *kj = k + t * ld + h * dk, *vj = v + t * ld + h * dk;
             float *dkj = dkk + t * ld + h * dk, *dvj = dv + t * ld + h * dk;
             for (d = 0; d < dk; d++) dkj[d] = dvj[d] = 0;
-            for (i = kind == FAT5__ATTN_CAUSAL ? j : 0; i < nq; i++) {
+            for (i = (kind & FAT5__ATTN_MASK) == FAT5__ATTN_CAUSAL ? j : 0; i < nq; i++) {
                 const float *qi = q + (q0 + i) * ld + h * dk, *doi = dout + (q0 + i) * ld + h * dk;
                 double p = exp(fat5__cpu_attn_score(qi, kj, J->bias, i, j, h, H, dk, kind, J->nb, J->max_distance) -
                                lse[(q0 + i) * H + h]);
@@ -4528,6 +4672,45 @@ static fat5_status fat5__cpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__addr dk_, fat5__a
     return FAT5_OK;
 }
 
+// ---- rotary position embedding ----
+
+// rope: rotates, in place, dims [0, rd) of every head of x [T, H*dk] (act) by its token's
+// position t: pos[0] for every token when pos is given (a decode step), else its place in its
+// packed sequence, t - cu[seq[token]]. Pair k < rd/2 is (k, k + rd/2), or (2k, 2k + 1) with
+// FAT5__ROPE_INTERLEAVED; it turns by theta = t base^(-2k/rd): (a, b) -> (a cos - b sin, b cos + a sin).
+// xpos > 0 (xPos, gamma = xpos): cos and sin scale by zeta_k^(t/gamma), zeta_k = (2k + 0.4 rd) /
+// (1.4 rd), or zeta_k^(-t/gamma) with FAT5__ROPE_KEY, so q.k scales by zeta^((i - j)/gamma).
+// FAT5__ROPE_TRANSPOSE applies the transposed map (the backward of dq, dk). Angles and scales are
+// computed in double from the exact integer position and rounded to fp32 (no table, no length
+// limit); dims from rd on pass through. xPos scales leave fp32's range past |t| ~ 70 gamma.
+static fat5_status fat5__cpu_rope(fat5_ctx *ctx, fat5__addr x_, fat5__addr cu_, fat5__addr seq_, fat5__addr pos_,
+                                  int64_t T, int H, int dk, int rd, float base, float xpos, int flags) {
+    float *x = FAT5__HOST(float, x_);
+    const int32_t *cu = FAT5__HOST(const int32_t, cu_), *seq = FAT5__HOST(const int32_t, seq_);
+    const int32_t *pos = FAT5__HOST(const int32_t, pos_);
+    int64_t t;
+    int h, k, half = rd / 2;
+    (void)ctx;
+    for (t = 0; t < T; t++) {
+        double p = pos ? (double)pos[0] : (double)(t - cu[seq[t]]);
+        for (k = 0; k < half; k++) {
+            double ang = p * pow((double)base, -2.0 * k / rd), sc = 1.0;
+            float cs, sn;
+            int ia = flags & FAT5__ROPE_INTERLEAVED ? 2 * k : k, ib = flags & FAT5__ROPE_INTERLEAVED ? 2 * k + 1 : k + half;
+            if (xpos > 0) sc = pow((2.0 * k + 0.4 * rd) / (1.4 * rd), (flags & FAT5__ROPE_KEY ? -p : p) / xpos);
+            cs = (float)(cos(ang) * sc);
+            sn = (float)(sin(ang) * sc);
+            if (flags & FAT5__ROPE_TRANSPOSE) sn = -sn;
+            for (h = 0; h < H; h++) {
+                float *r = x + t * (int64_t)H * dk + (int64_t)h * dk, a = r[ia], b = r[ib];
+                r[ia] = a * cs - b * sn;
+                r[ib] = b * cs + a * sn;
+            }
+        }
+    }
+    return FAT5_OK;
+}
+
 // ---- cross-entropy ----
 
 // ---- decoding: one query per row against a cache ----
@@ -4535,10 +4718,10 @@ static fat5_status fat5__cpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__addr dk_, fat5__a
 // attn_decode: entry i (0 <= i < n) is row rows[i]; its keys and values are rows kv_off[row] + j of
 // k and v for j < count, count = pos[0] + 1 (CAUSAL: the decoder's self-attention cache, the query
 // at position pos[0]) or kv_len[row] (CROSS: the encoder output of the row's input; bias unused).
-// o[i] = softmax_j(q_i . k_j + bias[bucket(j - pos[0]), h]) v_j, per head; rows of q, k, v, o are
-// H*dk wide; o = 0 for an entry without keys. bucket = fat5__rel_bucket(j - pos[0], 0, nb,
-// max_distance) (the causal forward's bucket for a query at position pos[0]; lut is the GPU's table
-// of it, as for attn_fwd).
+// o[i] = softmax_j(q_i . k_j + b(pos[0], j, h)) v_j, per head; rows of q, k, v, o are H*dk wide;
+// o = 0 for an entry without keys. b is the causal forward's position bias for a query at position
+// pos[0] (fat5__cpu_pos_bias for this kind: T5 buckets, ALiBi or FIRE; lut is the GPU's bucket
+// table, as for attn_fwd); none for CROSS.
 // max_keys: an upper bound, known on the host, of the key count of any entry: the decoder's cache
 // capacity max_len for CAUSAL, the longest encoder output (max of kv_len) for CROSS. pos and kv_len
 // live in device memory on the GPU (a decode step is replayable as a CUDA graph), so the GPU sizes
@@ -4555,7 +4738,8 @@ static fat5_status fat5__cpu_attn_decode(fat5_ctx *ctx, fat5__addr o_, fat5__add
                                          int nb, int max_distance, int max_keys, fat5__addr scratch) {
     float *o = FAT5__HOST(float, o_);
     const float *q = FAT5__HOST(const float, q_), *k = FAT5__HOST(const float, k_), *v = FAT5__HOST(const float, v_);
-    const float *bias = kind == FAT5__ATTN_CAUSAL ? FAT5__HOST(const float, bias_) : NULL;
+    int causal = (kind & FAT5__ATTN_MASK) == FAT5__ATTN_CAUSAL;
+    const float *bias = causal ? FAT5__HOST(const float, bias_) : NULL;
     const int32_t *rows = FAT5__HOST(const int32_t, rows_), *kv_off = FAT5__HOST(const int32_t, kv_off_);
     const int32_t *kv_len = FAT5__HOST(const int32_t, kv_len_);
     int64_t pos = FAT5__HOST(const int32_t, pos_)[0], ld = (int64_t)H * dk, i, j, cnt_max = 1;
@@ -4565,14 +4749,14 @@ static fat5_status fat5__cpu_attn_decode(fat5_ctx *ctx, fat5__addr o_, fat5__add
     (void)max_keys;
     (void)scratch;
     for (i = 0; i < n; i++) {
-        int64_t c = kind == FAT5__ATTN_CAUSAL ? pos + 1 : kv_len[rows[i]];
+        int64_t c = causal ? pos + 1 : kv_len[rows[i]];
         if (c > cnt_max) cnt_max = c;
     }
     p = FAT5__CAST(double *, fat5__host_scratch(ctx, (size_t)(cnt_max + dk) * sizeof(double), "fat5__cpu_attn_decode"));
     if (!p) return FAT5_ERR_OUT_OF_MEMORY;
     acc = p + cnt_max;
     for (i = 0; i < n; i++) {
-        int64_t row = rows[i], k0 = kv_off[row], cnt = kind == FAT5__ATTN_CAUSAL ? pos + 1 : kv_len[row];
+        int64_t row = rows[i], k0 = kv_off[row], cnt = causal ? pos + 1 : kv_len[row];
         for (h = 0; h < H; h++) {
             const float *qi = q + i * ld + h * dk;
             double mx = -INFINITY, sum = 0;
@@ -5519,6 +5703,22 @@ static FAT5__UNUSED fat5_status fat5__gpu_add_i32(fat5_ctx *ctx, fat5__dptr x, i
     return fat5__dev_launch(ctx, FAT5__K_add_i32, fat5__gpu_blocks(n, 256), 1, 1, 256, 1, 1, 0, args);
 }
 
+// ----- rope.cu -----
+// rotary embedding in place (fat5__cpu_rope); one thread per (token, pair), every head
+static FAT5__UNUSED fat5_status fat5__gpu_rope(fat5_ctx *ctx, fat5__dptr x, fat5__dptr cu, fat5__dptr seq,
+                                               fat5__dptr pos, int64_t T, int H, int dk, int rd, float base,
+                                               float xpos, int flags) {
+    long long T_ = T;
+    void *args[] = {&x, &cu, &seq, &pos, &T_, &H, &dk, &rd, &base, &xpos, &flags};
+    if (T < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_rope", "T", T);
+    if (H < 1 || dk < 1 || rd < 2 || rd % 2 || rd > dk || !(base > 0) || !(xpos >= 0))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_rope: H %d, dk %d, rd %d, base %g, xpos %g", H, dk, rd,
+                         (double)base, (double)xpos);
+    if (!x || (!pos && (!cu || !seq))) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_rope: missing buffer");
+    if (T == 0) return FAT5_OK;
+    return fat5__dev_launch(ctx, FAT5__K_rope, fat5__gpu_blocks(T * (rd / 2), 256), 1, 1, 256, 1, 1, 0, args);
+}
+
 // per row: lse; row_ce = lse - (1-s) x_y - (s/V) sum x and row_z = z lse^2 for labels != -100, else
 // 0 (the caller sums the rows in double)
 static FAT5__UNUSED fat5_status fat5__gpu_xent_fwd(fat5_ctx *ctx, fat5__dptr lse, fat5__dptr row_ce,
@@ -5672,6 +5872,8 @@ static FAT5__UNUSED fat5_status fat5__gpu_gen_beam(fat5_ctx *ctx, fat5__dptr x, 
                      fat5__addr delta, fat5__addr q, fat5__addr k, fat5__addr v, fat5__addr bias,              \
                      fat5__addr lut, fat5__addr cu_q, fat5__addr cu_k, fat5__addr k_seq, int64_t Tk, int H,    \
                      int dk, int kind, int nb, int max_distance))                                              \
+    X(rope, (fat5_ctx * ctx, fat5__addr x, fat5__addr cu, fat5__addr seq, fat5__addr pos, int64_t T, int H,    \
+             int dk, int rd, float base, float xpos, int flags))                                               \
     X(attn_decode, (fat5_ctx * ctx, fat5__addr o, fat5__addr q, fat5__addr k, fat5__addr v, fat5__addr bias,  \
                     fat5__addr lut, fat5__addr rows, fat5__addr kv_off, fat5__addr kv_len, fat5__addr pos,     \
                     int64_t n, int H, int dk, int kind, int nb, int max_distance, int max_keys,                \
