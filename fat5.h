@@ -2514,7 +2514,7 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmEx)(
     X(fill_f32) X(scale_f32) X(f32_to_bf16) X(to_act) X(embed_fwd) X(embed_bwd) X(rmsnorm_fwd)     \
     X(rmsnorm_bwd) X(colsum_f32) X(act_fwd) X(act_bwd) X(attn_fwd) X(attn_bwd_delta) X(attn_bwd_dq)  \
     X(attn_bwd_dkv) X(xent_fwd) X(xent_bwd) X(sumsq_seg) X(adamw_seg)                              \
-    X(attn_decode) X(cache_write) X(cache_gather) X(add_i32) X(rope)                               \
+    X(attn_decode) X(cache_write) X(cache_gather) X(add_i32) X(rope) X(fire_reduce)               \
     X(gen_process) X(gen_select) X(gen_beam)
 
 typedef enum fat5__kernel_id {
@@ -3751,6 +3751,9 @@ typedef enum fat5__attn_kind {
 #define FAT5__FIRE_C(H, W) (FAT5__FIRE_B2(H, W) + (int64_t)(H))
 #define FAT5__FIRE_LM(H, W) (FAT5__FIRE_C(H, W) + 1)
 #define FAT5__FIRE_NUMEL(H, W) (FAT5__FIRE_C(H, W) + 2)
+// One head's share of FIRE's gradient, floats: d mlp.0.weight [W] | d mlp.0.bias [W] |
+// d mlp.2.weight row h [W] | d mlp.2.bias[h] | dc | dL_multiplier (fat5__fire_grad, fire_reduce).
+#define FAT5__FIRE_SHARES(W) (3 * (int64_t)(W) + 3)
 
 // rope's flags
 #define FAT5__ROPE_INTERLEAVED 1  // pairs (2k, 2k + 1) (GPT-J), else (k, k + rd/2) (NeoX)
@@ -4373,28 +4376,40 @@ static void fat5__fire_grad(const float *P, int H, int W, int L0, int h, int64_t
     acc[3 * W + 2] += du * g[1];
 }
 
-// Adds per-head FIRE gradient shares acc[H][3 W + 3] (fat5__fire_grad) to FIRE's gradient block
-// g, head by head in order (the same bits for every thread count).
-static void fat5__fire_grad_reduce(float *g, const double *acc, int H, int W) {
-    double sh[4] = {0, 0, 0, 0};
-    int h, w, x;
-    for (w = 0; w < W; w++) {
-        double a = 0, b = 0;
-        for (h = 0; h < H; h++) {
-            a += acc[(size_t)h * (3 * W + 3) + w];
-            b += acc[(size_t)h * (3 * W + 3) + W + w];
-        }
-        g[w] += (float)a;
-        g[FAT5__FIRE_B1(W) + w] += (float)b;
-    }
-    for (h = 0; h < H; h++) {
-        const double *r = acc + (size_t)h * (3 * W + 3);
-        for (w = 0; w < W; w++) g[FAT5__FIRE_W2(W) + (int64_t)h * W + w] += (float)r[2 * W + w];
-        g[FAT5__FIRE_B2(H, W) + h] += (float)r[3 * W];
-        for (x = 0; x < 2; x++) sh[x] += r[3 * W + 1 + x];
-    }
-    g[FAT5__FIRE_C(H, W)] += (float)sh[0];
-    g[FAT5__FIRE_LM(H, W)] += (float)sh[1];
+// Adds per-head FIRE gradient shares acc[H][FAT5__FIRE_SHARES(W)] (fat5__fire_grad's layout) to
+// FIRE's gradient block g: the shared parts summed over the heads in head order, in double.
+#define FAT5__FIRE_REDUCE(g, acc, H, W)                                                                   \
+    do {                                                                                              \
+        int64_t h_, w_, n_ = FAT5__FIRE_SHARES(W);                                                    \
+        double sc_ = 0, sl_ = 0;                                                                      \
+        for (w_ = 0; w_ < (W); w_++) {                                                                \
+            double a_ = 0, b_ = 0;                                                                    \
+            for (h_ = 0; h_ < (H); h_++) {                                                            \
+                a_ += (double)(acc)[h_ * n_ + w_];                                                    \
+                b_ += (double)(acc)[h_ * n_ + (W) + w_];                                              \
+            }                                                                                         \
+            (g)[w_] += (float)a_;                                                                     \
+            (g)[FAT5__FIRE_B1(W) + w_] += (float)b_;                                                  \
+        }                                                                                             \
+        for (h_ = 0; h_ < (H); h_++) {                                                                \
+            for (w_ = 0; w_ < (W); w_++)                                                              \
+                (g)[FAT5__FIRE_W2(W) + h_ * (W) + w_] += (float)(acc)[h_ * n_ + 2 * (W) + w_];        \
+            (g)[FAT5__FIRE_B2(H, W) + h_] += (float)(acc)[h_ * n_ + 3 * (W)];                         \
+            sc_ += (double)(acc)[h_ * n_ + 3 * (W) + 1];                                              \
+            sl_ += (double)(acc)[h_ * n_ + 3 * (W) + 2];                                              \
+        }                                                                                             \
+        (g)[FAT5__FIRE_C(H, W)] += (float)sc_;                                                        \
+        (g)[FAT5__FIRE_LM(H, W)] += (float)sl_;                                                       \
+    } while (0)
+
+// fire_reduce: g (FIRE's gradient block) += the per-head shares [H, FAT5__FIRE_SHARES(W)] (fp32),
+// summed over the heads in head order. The GPU's bias-gradient path of attn_bwd_dq ends with it.
+static fat5_status fat5__cpu_fire_reduce(fat5_ctx *ctx, fat5__addr g_, fat5__addr shares_, int H, int W) {
+    float *g = FAT5__HOST(float, g_);
+    const float *shares = FAT5__HOST(const float, shares_);
+    (void)ctx;
+    FAT5__FIRE_REDUCE(g, shares, H, W);
+    return FAT5_OK;
 }
 
 // The position bias of head h for query position i and key position j (see fat5__attn_kind);
@@ -4442,7 +4457,7 @@ typedef struct fat5__attn_job {
     const int32_t *cu_q, *cu_k, *seq;         // seq: q_seq (fwd, dq) or k_seq (dkv)
     int64_t T, maxk;                          // T: the op's Tq or Tk
     int H, dk, kind, nb, max_distance;
-    double *scratch;                          // fwd: maxk + dk doubles per part; dq (FIRE): H (3 nb + 3)
+    double *scratch;                          // fwd: maxk + dk doubles per part; dq (FIRE): H FAT5__FIRE_SHARES(nb)
 } fat5__attn_job;
 
 // parts for T rows of about `work` multiply-adds each: one below ~1 M in all, else the context's
@@ -4590,7 +4605,7 @@ static void fat5__attn_dq_part(void *arg, int part, int parts) {
                 for (d = 0; d < dk; d++) dqi[d] += (float)(ds * kj[d]);
                 if (dbias && (kind & FAT5__ATTN_FIRE))
                     fat5__fire_grad(J->bias, H, J->nb, J->max_distance, h, i, j, ds,
-                                    J->scratch + (size_t)h * (size_t)(3 * J->nb + 3));
+                                    J->scratch + (size_t)h * (size_t)FAT5__FIRE_SHARES(J->nb));
                 else if (dbias && !(kind & FAT5__ATTN_ALIBI))
                     dbias[(int64_t)fat5__rel_bucket(j - i, (kind & FAT5__ATTN_MASK) == FAT5__ATTN_BIDIR, J->nb,
                                                     J->max_distance) * H + h] += (float)ds;
@@ -4614,7 +4629,7 @@ static fat5_status fat5__cpu_attn_bwd_dq(fat5_ctx *ctx, fat5__addr dq_, fat5__ad
     fat5__attn_bwd_job(&J, dq_, dbias_, dout_, lse_, delta_, q_, k_, v_, bias_, cu_q_, cu_k_, q_seq_, Tq, H, dk, kind,
                        nb, max_distance);
     if (dbias_ && (kind & FAT5__ATTN_FIRE)) {  // per-head sums in double, then added in head order
-        size_t n = (size_t)H * (size_t)(3 * nb + 3), e;
+        size_t n = (size_t)H * (size_t)FAT5__FIRE_SHARES(nb), e;
         J.scratch = FAT5__CAST(double *, fat5__host_scratch(ctx, n * sizeof(double), "fat5__cpu_attn_bwd_dq"));
         if (!J.scratch) return FAT5_ERR_OUT_OF_MEMORY;
         for (e = 0; e < n; e++) J.scratch[e] = 0;
@@ -4622,7 +4637,7 @@ static fat5_status fat5__cpu_attn_bwd_dq(fat5_ctx *ctx, fat5__addr dq_, fat5__ad
     parts = fat5__attn_parts(ctx, (double)Tq, (double)H * dk * 64);
     if (parts > H) parts = H;
     fat5__pool_run(ctx, fat5__attn_dq_part, &J, parts);
-    if (dbias_ && (kind & FAT5__ATTN_FIRE)) fat5__fire_grad_reduce(FAT5__HOST(float, dbias_), J.scratch, H, nb);
+    if (dbias_ && (kind & FAT5__ATTN_FIRE)) FAT5__FIRE_REDUCE(FAT5__HOST(float, dbias_), J.scratch, H, nb);
     return FAT5_OK;
 }
 
@@ -5703,6 +5718,15 @@ static FAT5__UNUSED fat5_status fat5__gpu_add_i32(fat5_ctx *ctx, fat5__dptr x, i
     return fat5__dev_launch(ctx, FAT5__K_add_i32, fat5__gpu_blocks(n, 256), 1, 1, 256, 1, 1, 0, args);
 }
 
+// FIRE's gradient block g += per-head shares [H, FAT5__FIRE_SHARES(W)] summed in head order
+static FAT5__UNUSED fat5_status fat5__gpu_fire_reduce(fat5_ctx *ctx, fat5__dptr g, fat5__dptr shares, int H, int W) {
+    (void)g;
+    (void)shares;
+    (void)H;
+    (void)W;
+    return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5__gpu_fire_reduce: not written yet");
+}
+
 // ----- rope.cu -----
 // rotary embedding in place (fat5__cpu_rope); one thread per (token, pair), every head
 static FAT5__UNUSED fat5_status fat5__gpu_rope(fat5_ctx *ctx, fat5__dptr x, fat5__dptr cu, fat5__dptr seq,
@@ -5872,6 +5896,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_gen_beam(fat5_ctx *ctx, fat5__dptr x, 
                      fat5__addr delta, fat5__addr q, fat5__addr k, fat5__addr v, fat5__addr bias,              \
                      fat5__addr lut, fat5__addr cu_q, fat5__addr cu_k, fat5__addr k_seq, int64_t Tk, int H,    \
                      int dk, int kind, int nb, int max_distance))                                              \
+    X(fire_reduce, (fat5_ctx * ctx, fat5__addr g, fat5__addr shares, int H, int W))                          \
     X(rope, (fat5_ctx * ctx, fat5__addr x, fat5__addr cu, fat5__addr seq, fat5__addr pos, int64_t T, int H,    \
              int dk, int rd, float base, float xpos, int flags))                                               \
     X(attn_decode, (fat5_ctx * ctx, fat5__addr o, fat5__addr q, fat5__addr k, fat5__addr v, fat5__addr bias,  \

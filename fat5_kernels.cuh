@@ -1161,6 +1161,13 @@ static const char *const fat5__ksrc_attention[] = {
     "        fat5_attn_bwd_dkv_impl<8>(dk_, dv, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, k_seq, Tk, H, dk, kind, nb,\n",
     "                                  max_distance);\n",
     "}\n",
+    "\n",
+    "// fat5_fire_reduce(float *g, const float *shares[H, 3W+3], int H, int W): CPU twin\n",
+    "// fat5__cpu_fire_reduce (placeholder: the FIRE kernels come with the GPU side of FIRE).\n",
+    "extern \"C\" __global__ void fat5_fire_reduce(float *g, const float *shares, int H, int W)\n",
+    "{\n",
+    "    (void)g; (void)shares; (void)H; (void)W;\n",
+    "}\n",
     0};
 static const char *const fat5__ksrc_decode[] = {
     "// kernels/decode.cu \342\200\224 incremental decoding with a key/value cache: attention of one new query per\n",

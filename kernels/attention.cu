@@ -1054,3 +1054,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dkv(act_t *dk
         fat5_attn_bwd_dkv_impl<8>(dk_, dv, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, k_seq, Tk, H, dk, kind, nb,
                                   max_distance);
 }
+
+// fat5_fire_reduce(float *g, const float *shares[H, 3W+3], int H, int W): CPU twin
+// fat5__cpu_fire_reduce (placeholder: the FIRE kernels come with the GPU side of FIRE).
+extern "C" __global__ void fat5_fire_reduce(float *g, const float *shares, int H, int W)
+{
+    (void)g; (void)shares; (void)H; (void)W;
+}
