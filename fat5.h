@@ -382,13 +382,15 @@ FAT5_API size_t fat5_st_dtype_size(fat5_st_dtype t);
 // n must equal the tensor's element count.
 FAT5_API fat5_status fat5_st_read_f32(fat5_st_file *f, int i, float *dst, int64_t n);
 
-// Writes a safetensors file of fp32 tensors atomically (temp file in the same directory, flushed,
-// then renamed). Tensors are written in name order; metadata is string -> string.
+// Writes a safetensors file of fp32 tensors (and int64 ones: data_i64) atomically (temp file in
+// the same directory, flushed, then renamed). The data is laid out as the safetensors library
+// does: I64 tensors first, then F32, each group in name order; metadata is string -> string.
 typedef struct fat5_st_write_tensor {
     const char *name;
     int ndim;
     int64_t shape[FAT5_ST_MAX_DIMS];
     const float *data;
+    const int64_t *data_i64;   // not NULL: an I64 tensor with these values (data is ignored)
 } fat5_st_write_tensor;
 FAT5_API fat5_status fat5_st_write(fat5_ctx *ctx, const char *path, const fat5_st_write_tensor *t,
                                    int n_tensors, const char *const *meta_kv, int n_meta);
@@ -6065,15 +6067,6 @@ static fat5_status fat5__validate_pos(fat5_ctx *ctx, const fat5_model_config *c)
     return FAT5_OK;
 }
 
-// Position encodings with a forward pass: T5 buckets only, so far.
-static fat5_status fat5__pos_runnable(fat5_ctx *ctx, const fat5_model_config *c) {
-    if (c->pos_kind != FAT5_POS_T5)
-        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
-                         "position_encoding_type %s: not implemented yet (fat5 runs T5 relative buckets, \"t5\")",
-                         fat5__pos_name(c->pos_kind));
-    return FAT5_OK;
-}
-
 #define FAT5__MAX_DIM ((int64_t)1 << 24)    // no single dimension beyond 16M
 #define FAT5__MAX_LAYERS 1024
 
@@ -6726,16 +6719,17 @@ struct fat5_model {
 
 FAT5_API const fat5_model_config *fat5_model_get_config(const fat5_model *m) { return &m->cfg; }
 
+// a tensor [d0, d1] (d1 <= 0: [d0]; d0 < 0: a 0-d scalar) at the end of the arena
 static int fat5__add_param(fat5_model *m, int cap, const char *name, int64_t d0, int64_t d1) {
     fat5__param *p;
     FAT5_ASSERT(m->n_params < cap);
     (void)cap;
     p = &m->params[m->n_params];
     snprintf(p->name, sizeof p->name, "%s", name);
-    p->ndim = d1 > 0 ? 2 : 1;
-    p->shape[0] = d0;
+    p->ndim = d0 < 0 ? 0 : d1 > 0 ? 2 : 1;   // d0 < 0: a scalar (0-d), one element
+    p->shape[0] = d0 < 0 ? 0 : d0;
     p->shape[1] = d1 > 0 ? d1 : 0;
-    p->numel = (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
+    p->numel = d0 < 0 ? 1 : (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
     p->offset = m->n_floats;
     m->n_floats += p->numel;
     return m->n_params++;
@@ -6794,7 +6788,7 @@ static void fat5__flash_name(const char *hf, char *out, size_t n) {
 static fat5_status fat5__build_params(fat5_model *m) {
     const fat5_model_config *c = &m->cfg;
     int64_t D = c->d_model, I = c->num_heads * c->d_kv, F = c->d_ff, V = c->vocab_size;
-    int cap = (int)(4 + (c->num_layers + c->num_decoder_layers) * 16), l;
+    int cap = (int)(16 + (c->num_layers + c->num_decoder_layers) * 16), l;
     char nm[96];
     m->params = FAT5__CAST(fat5__param *, fat5__calloc(m->ctx, (size_t)cap, sizeof(fat5__param)));
     m->enc = FAT5__CAST(fat5__layer *, fat5__calloc(m->ctx, (size_t)c->num_layers, sizeof(fat5__layer)));
@@ -6814,10 +6808,29 @@ static fat5_status fat5__build_params(fat5_model *m) {
             FAT5__P(k, "layer.0.SelfAttention.k.weight", I, D);
             FAT5__P(v, "layer.0.SelfAttention.v.weight", I, D);
             FAT5__P(o, "layer.0.SelfAttention.o.weight", D, I);
-            if (b == 0 || c->bias_every_layer)
-                FAT5__P(rel, "layer.0.SelfAttention.relative_attention_bias.weight", c->rel_buckets, c->num_heads);
-            else
+            // the position parameters: T5's bias table, or FIRE's block (its MLP and scalars, one
+            // contiguous run in the order of fat5__attn_kind's FAT5__FIRE_* layout; FAT5's names);
+            // ALiBi, RoPE and none have none (rel = -1)
+            if (b > 0 && !c->bias_every_layer) {
                 y->rel = L[0].rel;
+            } else if (c->pos_kind == FAT5_POS_T5) {
+                FAT5__P(rel, "layer.0.SelfAttention.relative_attention_bias.weight", c->rel_buckets, c->num_heads);
+            } else if (c->pos_kind == FAT5_POS_FIRE) {
+                static const char *const fire[6] = {"mlp.0.weight", "mlp.0.bias", "mlp.2.weight", "mlp.2.bias", "c",
+                                                    "L_multiplier"};
+                int64_t W = c->fire_mlp_width, H = c->num_heads;
+                int64_t d0[6] = {W, W, H, H, -1, -1}, d1[6] = {1, 0, W, 0, 0, 0};
+                int e, last = -1;
+                for (e = 0; e < 6; e++) {
+                    snprintf(nm, sizeof nm, "%s.block.%lld.self_attention_layer.self_attention.pe_encoding.%s", stack,
+                             (long long)b, fire[e]);
+                    last = fat5__add_param(m, cap, nm, d0[e], d1[e]);
+                    if (e == 0) y->rel = last;
+                }
+                FAT5_ASSERT(m->params[last].offset - m->params[y->rel].offset == (size_t)FAT5__FIRE_LM(H, W));
+            } else {
+                y->rel = -1;
+            }
             FAT5__P(ln_sa, "layer.0.layer_norm.weight", D, 0);
             y->ln_ca = y->cq = y->ck = y->cv = y->co = -1;
             if (l == 1) {
@@ -6860,7 +6873,7 @@ static fat5_status fat5__model_alloc(fat5_ctx *ctx, const fat5_model_config *cfg
     fat5_model *m;
     fat5_status st;
     *out = NULL;
-    if ((st = fat5_model_config_validate(ctx, cfg)) || (st = fat5__pos_runnable(ctx, cfg))) return st;
+    if ((st = fat5_model_config_validate(ctx, cfg))) return st;
     m = FAT5__CAST(fat5_model *, fat5__calloc(ctx, 1, sizeof *m));
     if (!m) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "model: out of memory");
     m->ctx = ctx;
@@ -6949,13 +6962,22 @@ FAT5_API fat5_status fat5_model_create(fat5_ctx *ctx, const fat5_model_config *c
     double D = (double)cfg->d_model;
     if (!out || !cfg) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_create: NULL argument");
     if ((st = fat5__model_alloc(ctx, cfg, cfg->tie_word_embeddings, &m))) return st;
-    // Hugging Face's T5 initialisation (factor 1), with lm_head at std d_model^-0.5
+    // Hugging Face's T5 initialisation (factor 1), with lm_head at std d_model^-0.5; FIRE as FAT5:
+    // c = 0.1, L_multiplier = 1, its MLP with PyTorch's Linear default, uniform +-1/sqrt(fan_in)
     for (i = 0; i < m->n_params; i++) {
         const fat5__param *p = &m->params[i];
-        const char *n = p->name;
+        const char *n = p->name, *pe = strstr(n, ".pe_encoding.");
         float *w = m->w + p->offset;
         double std;
         size_t j;
+        if (pe && cfg->pos_kind == FAT5_POS_FIRE) {
+            double bound = strstr(pe, ".mlp.2.") ? 1.0 / sqrt((double)cfg->fire_mlp_width) : 1.0;
+            if (strcmp(pe, ".pe_encoding.c") == 0) w[0] = 0.1f;
+            else if (strcmp(pe, ".pe_encoding.L_multiplier") == 0) w[0] = 1.0f;
+            else
+                for (j = 0; j < p->numel; j++) w[j] = (float)(bound * (2.0 * fat5_rng_uniform(&r) - 1.0));
+            continue;
+        }
         if (strstr(n, "layer_norm")) {
             for (j = 0; j < p->numel; j++) w[j] = 1.0f;
             continue;
@@ -7065,6 +7087,51 @@ static fat5__addr fat5__pa(const fat5_model *m, int idx) {
     return m->wa == m->wd ? fat5__pw(m, idx) : m->wa + 2 * (fat5__addr)m->params[idx].offset;
 }
 
+// ---- position encodings: what the attention ops and rope get from the config ----
+
+// The position arguments of an attention op: kind (mask | scheme, fat5__attn_kind), the `bias`
+// parameter (T5's table or FIRE's block, 0 for none), nb and max_distance as the ops read them.
+typedef struct fat5__pos_args {
+    int kind, nb, md;
+    fat5__addr bias, dbias;   // weights and gradient of the layer's position parameters, or 0
+} fat5__pos_args;
+
+// for a self-attention (mask BIDIR or CAUSAL) of layer y, or cross-attention (CROSS, no position term)
+static fat5__pos_args fat5__model_pos(const fat5_model *m, const fat5__layer *y, int mask) {
+    const fat5_model_config *c = &m->cfg;
+    fat5__pos_args p;
+    p.kind = mask;
+    p.nb = (int)c->rel_buckets;
+    p.md = (int)c->rel_max_distance;
+    p.bias = p.dbias = 0;
+    if (mask == FAT5__ATTN_CROSS) return p;
+    if (c->pos_kind == FAT5_POS_ALIBI)
+        p.kind |= FAT5__ATTN_ALIBI | (mask == FAT5__ATTN_BIDIR && c->alibi_asymmetric ? FAT5__ATTN_ALIBI_ASYM : 0);
+    if (c->pos_kind == FAT5_POS_FIRE) {
+        p.kind |= FAT5__ATTN_FIRE;
+        p.nb = c->fire_mlp_width;   // md stays relative_attention_max_distance: FIRE's L0 (init_L)
+    }
+    if (y->rel >= 0) {
+        p.bias = fat5__pw(m, y->rel);
+        if (m->gd) p.dbias = fat5__pg(m, y->rel);
+    }
+    return p;
+}
+
+// RoPE of a self-attention's q and k [T, H*d_kv] in place (nothing for other encodings); positions
+// from cu / seq (per packed sequence) or pos[0] (a decode step). transpose: the backward of dq, dk.
+static fat5_status fat5__model_rope(fat5_model *m, fat5__addr q, fat5__addr k, fat5__addr cu, fat5__addr seq,
+                                    fat5__addr pos, int64_t T, int transpose) {
+    const fat5_model_config *c = &m->cfg;
+    int rd = (int)((double)c->d_kv * c->rotary_fraction), H = (int)c->num_heads, dk = (int)c->d_kv;
+    int f = (c->rotary_interleaved ? FAT5__ROPE_INTERLEAVED : 0) | (transpose ? FAT5__ROPE_TRANSPOSE : 0);
+    float base = (float)c->rotary_base, xpos = (float)c->rotary_scale_base;
+    fat5_status st;
+    if (c->pos_kind != FAT5_POS_ROPE) return FAT5_OK;
+    FAT5__TRY(m->be->rope(m->ctx, q, cu, seq, pos, T, H, dk, rd, base, xpos, f));
+    return m->be->rope(m->ctx, k, cu, seq, pos, T, H, dk, rd, base, xpos, f | FAT5__ROPE_KEY);
+}
+
 // Carves the next buffer of rows x cols elements of esize bytes out of a workspace at `base`, on a
 // 256-byte boundary: the layout functions keep `off` (bytes so far), `ok` (0 once a size
 // overflows) and `base` (0: measure only) in scope. Used by fat5__ws_layout and the decoder's.
@@ -7156,8 +7223,14 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
     FAT5__WS(w->da, Tb, F, A);
     FAT5__WS(w->norm_scratch, m->training ? FAT5__GPU_NORM_ROWS : 0, D, 4);
     // the CPU ops need no bias-gradient partials
-    FAT5__WS(w->dbias_scratch, m->be == &fat5__cpu_backend || !m->training ? 0 : FAT5__GPU_DBIAS_ROWS,
-             (size_t)c->rel_buckets * H, 4);
+    // the GPU's per-block partial sums of the position gradient: T5's table, or FIRE's per-head
+    // shares with one more row for their sum over the blocks (fat5__gpu_attn_bwd_dq)
+    FAT5__WS(w->dbias_scratch,
+             m->be == &fat5__cpu_backend || !m->training ? 0
+             : c->pos_kind == FAT5_POS_FIRE ? FAT5__GPU_DBIAS_ROWS + 1
+             : c->pos_kind == FAT5_POS_T5 ? FAT5__GPU_DBIAS_ROWS : 0,
+             c->pos_kind == FAT5_POS_FIRE ? (size_t)FAT5__FIRE_SHARES(c->fire_mlp_width) * H : (size_t)c->rel_buckets * H,
+             4);
     *total = off;
     return ok;
 }
@@ -7349,14 +7422,16 @@ static fat5_status fat5__model_self_attn_fwd(fat5_model *m, const fat5__layer *y
     const fat5__backend *be = m->be;
     const fat5_model_config *c = &m->cfg;
     int64_t D = c->d_model, I = c->num_heads * c->d_kv;
+    fat5__pos_args p = fat5__model_pos(m, y, kind);
     fat5_status st;
     if (a->h_sa) FAT5__TRY(be->copy(ctx, a->h_sa, h, (size_t)(T * D) * 4));  // 0 in inference layout
     FAT5__TRY(be->rmsnorm_fwd(ctx, a->n_sa, a->rs_sa, h, fat5__pw(m, y->ln_sa), T, (int)D, (float)c->layer_norm_eps));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->q, 0, a->n_sa, fat5__pa(m, y->q), T, I, D, 1.0f, 0.0f));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->k, 0, a->n_sa, fat5__pa(m, y->k), T, I, D, 1.0f, 0.0f));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->v, 0, a->n_sa, fat5__pa(m, y->v), T, I, D, 1.0f, 0.0f));
-    FAT5__TRY(be->attn_fwd(ctx, a->att, a->lse, a->q, a->k, a->v, fat5__pw(m, y->rel), lut, cu, cu, seq, T,
-                           (int)c->num_heads, (int)c->d_kv, kind, (int)c->rel_buckets, (int)c->rel_max_distance));
+    FAT5__TRY(fat5__model_rope(m, a->q, a->k, cu, seq, 0, T, 0));
+    FAT5__TRY(be->attn_fwd(ctx, a->att, a->lse, a->q, a->k, a->v, p.bias, lut, cu, cu, seq, T, (int)c->num_heads,
+                           (int)c->d_kv, p.kind, p.nb, p.md));
     return be->mm(ctx, FAT5__MM_NT, h, 1, a->att, fat5__pa(m, y->o), T, D, I, 1.0f, 1.0f);
 }
 
@@ -7531,13 +7606,14 @@ static fat5_status fat5__model_attn_bwd(fat5_model *m, const fat5__layer *y, con
     const fat5__ws *w = &m->ws;
     int cross = kind == FAT5__ATTN_CROSS, enc_side = kind == FAT5__ATTN_BIDIR;
     int64_t D = c->d_model, I = c->num_heads * c->d_kv, Tk = cross ? m->te : T;
-    int H = (int)c->num_heads, dk = (int)c->d_kv, nb = (int)c->rel_buckets, md = (int)c->rel_max_distance;
+    int H = (int)c->num_heads, dk = (int)c->d_kv;
+    fat5__pos_args p = fat5__model_pos(m, y, kind);
     fat5__addr att = cross ? a->catt : a->att, lse = cross ? a->clse : a->lse, q = cross ? a->cq : a->q;
     fat5__addr k = cross ? a->ck : a->k, v = cross ? a->cv : a->v, nrm = cross ? a->n_ca : a->n_sa;
     fat5__addr hin = cross ? a->h_ca : a->h_sa, rs = cross ? a->rs_ca : a->rs_sa;
     int wq = cross ? y->cq : y->q, wk = cross ? y->ck : y->k, wv = cross ? y->cv : y->v, wo = cross ? y->co : y->o;
     int ln = cross ? y->ln_ca : y->ln_sa;
-    fat5__addr bias = cross ? 0 : fat5__pw(m, y->rel), dbias = cross ? 0 : fat5__pg(m, y->rel);
+    fat5__addr dbias = p.kind & FAT5__ATTN_ALIBI ? 0 : p.dbias;   // ALiBi learns nothing
     fat5__addr lut = enc_side ? w->lut_bidir : w->lut_causal;
     fat5__addr cu_q = enc_side ? w->enc_cu : w->dec_cu, cu_k = (enc_side || cross) ? w->enc_cu : w->dec_cu;
     fat5__addr q_seq = enc_side ? w->enc_seq : w->dec_seq, k_seq = (enc_side || cross) ? w->enc_seq : w->dec_seq;
@@ -7547,10 +7623,11 @@ static fat5_status fat5__model_attn_bwd(fat5_model *m, const fat5__layer *y, con
     FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wo), 1, w->dh_act, att, D, I, T, 1.0f, 1.0f));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->datt, 0, w->dh_act, fat5__pa(m, wo), T, I, D, 1.0f, 0.0f));
     FAT5__TRY(be->attn_bwd_delta(ctx, w->delta, att, w->datt, T, H, dk));
-    FAT5__TRY(be->attn_bwd_dq(ctx, w->dq, dbias, w->datt, lse, w->delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, T, H,
-                              dk, kind, nb, md, w->dbias_scratch));
-    FAT5__TRY(be->attn_bwd_dkv(ctx, w->dk, w->dv, w->datt, lse, w->delta, q, k, v, bias, lut, cu_q, cu_k, k_seq, Tk,
-                               H, dk, kind, nb, md));
+    FAT5__TRY(be->attn_bwd_dq(ctx, w->dq, dbias, w->datt, lse, w->delta, q, k, v, p.bias, lut, cu_q, cu_k, q_seq, T,
+                              H, dk, p.kind, p.nb, p.md, w->dbias_scratch));
+    FAT5__TRY(be->attn_bwd_dkv(ctx, w->dk, w->dv, w->datt, lse, w->delta, q, k, v, p.bias, lut, cu_q, cu_k, k_seq, Tk,
+                               H, dk, p.kind, p.nb, p.md));
+    if (!cross) FAT5__TRY(fat5__model_rope(m, w->dq, w->dk, cu_q, q_seq, 0, T, 1));  // back through the rotation
     FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wq), 1, w->dq, nrm, I, D, T, 1.0f, 1.0f));
     FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wk), 1, w->dk, kv_src, I, D, Tk, 1.0f, 1.0f));
     FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wv), 1, w->dv, kv_src, I, D, Tk, 1.0f, 1.0f));
@@ -9341,6 +9418,7 @@ FAT5_API fat5_status fat5_st_read_f32(fat5_st_file *f, int i, float *dst, int64_
 static int fat5__st_wcmp(const void *a, const void *b) {
     const fat5_st_write_tensor *x = *FAT5__CAST(const fat5_st_write_tensor *const *, a);
     const fat5_st_write_tensor *y = *FAT5__CAST(const fat5_st_write_tensor *const *, b);
+    if (!x->data_i64 != !y->data_i64) return x->data_i64 ? -1 : 1;   // 8-byte elements first
     return strcmp(x->name, y->name);
 }
 
@@ -9378,17 +9456,17 @@ static fat5_status fat5__st_write_check(fat5_ctx *ctx, const char *path,
             if (s < 0)
                 return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tensor '%s': shape[%d] = %lld is "
                                  "negative", path, nm, d, (long long)s);
-            if (s != 0 && numel > UINT64_MAX / 4 / (uint64_t)s)
+            if (s != 0 && numel > UINT64_MAX / 8 / (uint64_t)s)
                 return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tensor '%s': shape overflows",
                                  path, nm);
             numel *= (uint64_t)s;
         }
-        if (numel > 0 && !t[i].data)
+        if (numel > 0 && !t[i].data && !t[i].data_i64)
             return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tensor '%s': data is NULL", path, nm);
-        if (total + 4 * numel < total)
+        if (total + (t[i].data_i64 ? 8 : 4) * numel < total)
             return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: the tensors add up to more than "
                              "2^64 bytes", path);
-        total += 4 * numel;
+        total += (t[i].data_i64 ? 8 : 4) * numel;
         order[i] = &t[i];
     }
     qsort(FAT5__CAST(void *, order), (size_t)n, sizeof *order, fat5__st_wcmp);
@@ -9465,10 +9543,10 @@ FAT5_API fat5_status fat5_st_write(fat5_ctx *ctx, const char *path, const fat5_s
         fat5__sb_puts(&h, "}");
     }
     for (i = 0; i < n_tensors; i++) {
-        uint64_t nbytes = fat5__st_wnumel(order[i]) * 4;
+        uint64_t nbytes = fat5__st_wnumel(order[i]) * (order[i]->data_i64 ? 8 : 4);
         if (i || n_meta > 0) fat5__sb_puts(&h, ",");
         fat5__sb_json_string(&h, order[i]->name);
-        fat5__sb_puts(&h, ":{\"dtype\":\"F32\",\"shape\":[");
+        fat5__sb_puts(&h, order[i]->data_i64 ? ":{\"dtype\":\"I64\",\"shape\":[" : ":{\"dtype\":\"F32\",\"shape\":[");
         for (d = 0; d < order[i]->ndim; d++)
             fat5__sb_printf(&h, "%s%lld", d ? "," : "", (long long)order[i]->shape[d]);
         fat5__sb_printf(&h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
@@ -9492,6 +9570,14 @@ FAT5_API fat5_status fat5_st_write(fat5_ctx *ctx, const char *path, const fat5_s
     }
     for (i = 0; st == FAT5_OK && i < n_tensors; i++) {   // data, little-endian, in chunks
         uint64_t numel = fat5__st_wnumel(order[i]), done = 0;
+        if (order[i]->data_i64) {   // 8 bytes an element, little-endian
+            for (; st == FAT5_OK && done < numel; done++) {
+                uint64_t u = (uint64_t)order[i]->data_i64[done];
+                for (d = 0; d < 8; d++) buf[d] = (unsigned char)(u >> (8 * d));
+                st = fat5__afile_write(ctx, &a, path, buf, 8);
+            }
+            continue;
+        }
         while (st == FAT5_OK && done < numel) {
             size_t k = sizeof buf / 4, j;
             if (numel - done < k) k = (size_t)(numel - done);
@@ -9653,6 +9739,42 @@ done:
 // every parameter must be present with the shape cfg implies and a float dtype, and every tensor
 // of the files must be a parameter (or an ignorable alias). On success *loc holds, per parameter,
 // its (file, tensor) pair: (*loc)[2 i], (*loc)[2 i + 1]; free with fat5__free.
+// FAT5's FIRE keeps its L0 as a fixed 0-d I64 tensor, init_L, beside each stack's MLP; fat5 takes
+// L0 from relative_attention_max_distance (FAT5 creates init_L from it) and writes init_L back.
+static void fat5__fire_init_l_name(char *out, size_t n, const char *stack) {
+    snprintf(out, n, "%s.block.0.self_attention_layer.self_attention.pe_encoding.init_L", stack);
+}
+
+// A FIRE checkpoint's init_L tensors, when present: 0-d integers equal to the config's L0.
+static fat5_status fat5__ckpt_check_init_l(fat5_ctx *ctx, fat5__ckpt *k, const fat5_model_config *cfg,
+                                           const char *dir) {
+    char nm[96];
+    int s, f, t;
+    for (s = 0; s < 2; s++) {
+        const fat5_st_tensor *ti;
+        unsigned char b[8];
+        int64_t v = 0;
+        size_t es, e;
+        fat5_status st;
+        fat5__fire_init_l_name(nm, sizeof nm, s ? "decoder" : "encoder");
+        if ((t = fat5__ckpt_find(k, nm, &f)) < 0) continue;
+        ti = fat5_st_get(k->files[f], t);
+        if ((ti->dtype != FAT5_ST_I64 && ti->dtype != FAT5_ST_I32) || ti->ndim != 0)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' is %s with %d dims; FIRE's init_L is a 0-d integer",
+                             dir, nm, fat5_st_dtype_name(ti->dtype), ti->ndim);
+        es = fat5_st_dtype_size(ti->dtype);
+        if ((st = fat5__st_read_at(k->files[f], k->files[f]->data_offset + ti->begin, b, es))) return st;
+        for (e = 0; e < es; e++) v |= (int64_t)((uint64_t)b[e] << (8 * e));
+        if (es == 4) v = (int64_t)(int32_t)(uint32_t)v;
+        if (v != cfg->rel_max_distance)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' = %lld differs from config.json's "
+                             "relative_attention_max_distance %lld (FIRE's L0)", dir, nm, (long long)v,
+                             (long long)cfg->rel_max_distance);
+        k->used[f][t] = 1;
+    }
+    return FAT5_OK;
+}
+
 static fat5_status fat5__ckpt_match(fat5_ctx *ctx, fat5__ckpt *k, const fat5_model_config *cfg, int lm_head_tied,
                                     const char *dir, int **loc, int *n_loc) {
     fat5_model *probe;
@@ -9711,6 +9833,7 @@ static fat5_status fat5__ckpt_match(fat5_ctx *ctx, fat5__ckpt *k, const fat5_mod
         (*loc)[2 * i + 1] = t;
         k->used[f][t] = 1;
     }
+    if (st == FAT5_OK && cfg->pos_kind == FAT5_POS_FIRE) st = fat5__ckpt_check_init_l(ctx, k, cfg, dir);
     for (f = 0; f < k->n_files && st == FAT5_OK; f++)
         for (t = 0; t < fat5_st_count(k->files[f]); t++) {
             const char *name = fat5_st_get(k->files[f], t)->name;
@@ -9783,7 +9906,6 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
     if ((st = fat5__read_file(ctx, p, (size_t)1 << 20, &text, &len))) return st;
     st = fat5_model_config_from_json(ctx, text, len, &cfg);
     fat5__free(ctx, text);
-    if (st == FAT5_OK) st = fat5__pos_runnable(ctx, &cfg);   // before any weight is read
     if (st) return fat5__err_prefix(ctx, st, "%s: ", p);
 
     if (!fat5__is_dir(path)) {
@@ -9844,16 +9966,17 @@ fail:
 FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
     fat5_ctx *ctx = m->ctx;
     fat5_st_write_tensor *t;
-    char path[4200], *json = NULL;
+    char path[4200], *json = NULL, init_l[2][96];
     size_t json_len = 0;
     const char *meta[4];
+    int64_t l0 = m->cfg.rel_max_distance;
     fat5_status st;
-    int i;
+    int i, k, n = m->n_params;
     if (!dir || strlen(dir) >= 4096) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_save: bad directory");
     if ((st = fat5__mkdir(ctx, dir))) return st;
     if ((st = fat5__model_pull_params(m))) return st;
     if ((st = fat5_model_config_to_json(ctx, &m->cfg, &json, &json_len))) return st;
-    t = FAT5__CAST(fat5_st_write_tensor *, fat5__calloc(ctx, (size_t)m->n_params, sizeof *t));
+    t = FAT5__CAST(fat5_st_write_tensor *, fat5__calloc(ctx, (size_t)m->n_params + 2, sizeof *t));
     if (!t) {
         fat5__free(ctx, json);
         return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_save: out of memory");
@@ -9865,12 +9988,19 @@ FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
         t[i].shape[1] = m->params[i].shape[1];
         t[i].data = m->w + m->params[i].offset;
     }
+    if (m->cfg.pos_kind == FAT5_POS_FIRE) {   // FAT5's fixed init_L (0-d I64) beside each stack's FIRE block
+        for (k = 0; k < 2; k++) {
+            fat5__fire_init_l_name(init_l[k], sizeof init_l[k], k ? "decoder" : "encoder");
+            t[n].name = init_l[k];
+            t[n++].data_i64 = &l0;
+        }
+    }
     meta[0] = "format";
     meta[1] = "pt";
     meta[2] = "fat5_version";
     meta[3] = FAT5_VERSION_STRING;
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    st = fat5_st_write(ctx, path, t, m->n_params, meta, 2);
+    st = fat5_st_write(ctx, path, t, n, meta, 2);
     if (st == FAT5_OK) {
         snprintf(path, sizeof path, "%s/config.json", dir);
         st = fat5_write_file_atomic(ctx, path, json, json_len);
@@ -11173,6 +11303,7 @@ static FAT5__UNUSED fat5_status fat5__decoder_step_dev(fat5_decoder *d, int64_t 
     const fat5_model_config *c = &m->cfg;
     int64_t D = c->d_model, I = c->num_heads * c->d_kv, F = c->d_ff, V = c->vocab_size, l;
     int H = (int)c->num_heads, dk = (int)c->d_kv, nb = (int)c->rel_buckets, md = (int)c->rel_max_distance;
+    fat5__pos_args p;
     float eps = (float)c->layer_norm_eps, head_scale = c->scale_decoder_outputs ? (float)(1.0 / sqrt((double)D)) : 1.0f;
     fat5_status st;
     FAT5__TRY(be->embed_fwd(ctx, d->h, fat5__pw(m, m->shared), d->tok, n, (int)D));
@@ -11183,10 +11314,11 @@ static FAT5__UNUSED fat5_status fat5__decoder_step_dev(fat5_decoder *d, int64_t 
         FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->q, 0, d->n_act, fat5__pa(m, y->q), n, I, D, 1.0f, 0.0f));
         FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->k, 0, d->n_act, fat5__pa(m, y->k), n, I, D, 1.0f, 0.0f));
         FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->v, 0, d->n_act, fat5__pa(m, y->v), n, I, D, 1.0f, 0.0f));
+        FAT5__TRY(fat5__model_rope(m, d->q, d->k, 0, 0, d->pos_d, n, 0));  // the cache keeps rotated keys
         FAT5__TRY(be->cache_write(ctx, d->kc[l], d->vc[l], d->k, d->v, d->rows, d->self_off, d->pos_d, n, (int)I));
-        FAT5__TRY(be->attn_decode(ctx, d->att, d->q, d->kc[l], d->vc[l], fat5__pw(m, y->rel), d->lut_causal, d->rows,
-                                  d->self_off, 0, d->pos_d, n, H, dk, FAT5__ATTN_CAUSAL, nb, md, (int)d->max_len,
-                                  d->attn_scratch));
+        p = fat5__model_pos(m, y, FAT5__ATTN_CAUSAL);
+        FAT5__TRY(be->attn_decode(ctx, d->att, d->q, d->kc[l], d->vc[l], p.bias, d->lut_causal, d->rows, d->self_off, 0,
+                                  d->pos_d, n, H, dk, p.kind, p.nb, p.md, (int)d->max_len, d->attn_scratch));
         FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->h, 1, d->att, fat5__pa(m, y->o), n, D, I, 1.0f, 1.0f));
         // cross-attention against the row's encoder keys and values
         FAT5__TRY(be->rmsnorm_fwd(ctx, d->n_act, d->r, d->h, fat5__pw(m, y->ln_ca), n, (int)D, eps));
