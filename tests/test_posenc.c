@@ -1,5 +1,5 @@
 // Position-encoding configuration (FAT5's position_encoding_type and its fields): parsing, checks,
-// config.json round trips, and the refusal to run an encoding that has no forward pass yet.
+// config.json round trips; each encoding run (packing, finite differences, length, checkpoints).
 // Uses the helpers of test_model.c (tm_cfg, TM_EXPECT_ERR, tm_tiny_config).
 
 // from_json(to_json(c)) gives c back, field for field
@@ -112,41 +112,305 @@ static void t_posenc_config_t5_json(fat5_test *T) {
     fat5_free(ctx, json);
 }
 
-// Until their forward pass exists, the other encodings are refused by create and load (never run
-// as T5 buckets).
-static void t_posenc_not_runnable(fat5_test *T) {
+// ---------------------------------------------------------------------------------------------
+// every encoding runs: tiny models of each, checked for packing, gradients and length
+
+#define TP_N_ENC 7
+static const char *const tp_enc_name[TP_N_ENC] = {"t5",         "none",       "ALiBi sym (3 heads)", "ALiBi asym",
+                                                  "RoPE neox",  "RoPE gptj+xPos", "FIRE"};
+
+// tm_tiny_config (gated, untied, d_kv 4) with encoding k of tp_enc_name; "trained" length N = 10
+// (relative_attention_max_distance, FIRE's L0)
+static fat5_model_config tp_config(int k) {
+    fat5_model_config c = tm_tiny_config(1, 0, 0);
+    c.d_kv = 4;
+    c.pos_kind = k == 0 ? FAT5_POS_T5 : k == 1 ? FAT5_POS_NONE : k <= 3 ? FAT5_POS_ALIBI : k <= 5 ? FAT5_POS_ROPE
+                                                                                                  : FAT5_POS_FIRE;
+    if (k == 2) c.num_heads = 3;  // slopes of a head count that is not a power of two
+    c.alibi_asymmetric = k == 3;
+    c.rotary_fraction = k == 4 ? 0.5 : 1.0;
+    c.rotary_interleaved = k == 5;
+    c.rotary_base = k == 5 ? 100.0 : 10000.0;
+    c.rotary_scale_base = k == 5 ? 16.0 : 0.0;
+    c.fire_mlp_width = 5;
+    return c;
+}
+
+// a model of encoding k whose parameters are all away from their neat initial values (FIRE's c
+// and L_multiplier off 0.1 and 1; norms off 1)
+static fat5_model *tp_model(fat5_test *T, int k, uint64_t seed) {
+    fat5_model_config c = tp_config(k);
+    fat5_model *m = NULL;
+    int i;
+    if (fat5_model_create(fat5_test_ctx(T), &c, seed, &m) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "%s: %s", tp_enc_name[k], fat5_last_error(fat5_test_ctx(T)));
+        return NULL;
+    }
+    for (i = 0; i < m->n_params; i++) {
+        fat5_rng r = fat5_rng_init((uint64_t)i + 100 * seed);
+        float *w = m->w + m->params[i].offset;
+        size_t j;
+        if (strstr(m->params[i].name, "layer_norm"))
+            for (j = 0; j < m->params[i].numel; j++) w[j] += (float)(0.3 * fat5_rng_normal(&r));
+        if (strstr(m->params[i].name, "pe_encoding.c")) w[0] = 0.137f;
+        if (strstr(m->params[i].name, "pe_encoding.L_multiplier")) w[0] = 0.931f;  // thr 9.31: no tie
+    }
+    return m;
+}
+
+// A packed batch gives each sequence the logits it gets alone, for every encoding: positions
+// restart at each sequence and nothing crosses a boundary.
+static void t_posenc_packed(fat5_test *T) {
+    int k;
+    for (k = 0; k < TP_N_ENC; k++) {
+        fat5_model *m = tp_model(T, k, 3);
+        fat5_batch b = tm_batch();
+        int64_t V, s;
+        float *all, *one;
+        if (!m) continue;
+        V = m->cfg.vocab_size;
+        all = (float *)malloc(14 * (size_t)V * sizeof(float));
+        one = (float *)malloc(14 * (size_t)V * sizeof(float));
+        FAT5_REQUIRE(T, all && one);
+        FAT5_REQUIRE_OK(T, fat5_model_forward(m, &b, NULL, NULL));
+        FAT5_REQUIRE_OK(T, fat5_model_get_logits(m, all, 14 * V));
+        for (s = 0; s < 3; s++) {
+            fat5_batch bs;
+            int32_t ecu[2], dcu[2];
+            int64_t nd = tm_dec_cu[s + 1] - tm_dec_cu[s];
+            char what[64];
+            ecu[0] = 0, ecu[1] = tm_enc_cu[s + 1] - tm_enc_cu[s];
+            dcu[0] = 0, dcu[1] = (int32_t)nd;
+            memset(&bs, 0, sizeof bs);
+            bs.n_seq = 1;
+            bs.n_enc_tokens = ecu[1];
+            bs.n_dec_tokens = nd;
+            bs.enc_tokens = tm_enc_tok + tm_enc_cu[s];
+            bs.enc_cu_seqlens = ecu;
+            bs.labels = tm_labels + tm_dec_cu[s];
+            bs.dec_cu_seqlens = dcu;
+            FAT5_REQUIRE_OK(T, fat5_model_forward(m, &bs, NULL, NULL));
+            FAT5_REQUIRE_OK(T, fat5_model_get_logits(m, one, nd * V));
+            snprintf(what, sizeof what, "%s, sequence %d", tp_enc_name[k], (int)s);
+            fat5_check_close(T, what, one, all + tm_dec_cu[s] * V, (size_t)(nd * V), 1e-6, 1e-5);
+        }
+        free(all);
+        free(one);
+        fat5_model_destroy(m);
+    }
+}
+
+// Every parameter's gradient (FIRE's MLP, c and L_multiplier included; q and k through RoPE's
+// rotation) against central differences of the whole model's loss, for every encoding.
+static void t_posenc_fd(fat5_test *T) {
+    int k;
+    for (k = 0; k < TP_N_ENC; k++) {
+        tm_fd a;
+        float *g;
+        int i, kinks = 0, checked = 0;
+        if (!(a.m = tp_model(T, k, 11))) continue;
+        a.b = tm_batch();
+        a.lc.z_loss = 1e-2;
+        a.lc.label_smoothing = 0.1;
+        tm_fd_loss(&a);
+        fat5_model_zero_grad(a.m);
+        FAT5_REQUIRE_OK(T, fat5_model_backward(a.m, 1.0f));
+        g = (float *)malloc(a.m->n_floats * sizeof(float));
+        FAT5_REQUIRE(T, g != NULL);
+        memcpy(g, FAT5__HOST(const float, a.m->gd), a.m->n_floats * sizeof(float));
+        for (i = 0; i < a.m->n_params; i++) {
+            const fat5__param *p = &a.m->params[i];
+            char what[160];
+            snprintf(what, sizeof what, "%s: %s", tp_enc_name[k], p->name);
+            if (strstr(p->name, "pe_encoding.")) {  // FIRE: a ReLU MLP; a step across a kink has no derivative
+                tc_fd_check_kinks(T, what, a.m->w + p->offset, p->numel, g + p->offset, tm_fd_loss, &a, 1e-3, 2e-4,
+                                  2e-3, &kinks, &checked);
+                FAT5_CHECK_MSG(T, tm_max_abs(g + p->offset, (int64_t)p->numel) > 0 || strstr(p->name, "mlp.2.bias"),
+                               "%s: the gradient is all zero", what);
+            } else {
+                tc_fd_check(T, what, a.m->w + p->offset, p->numel, g + p->offset, tm_fd_loss, &a, 1e-3, 2e-4, 2e-3);
+            }
+        }
+        FAT5_CHECK_MSG(T, kinks * 10 <= checked, "%s: %d of %d elements sat on a ReLU kink", tp_enc_name[k], kinks,
+                       checked);
+        free(g);
+        fat5_model_destroy(a.m);
+    }
+}
+
+// Length extrapolation: a model "trained" at N = 10 (relative_attention_max_distance, FIRE's L0)
+// runs at 8N = 80 with every encoding (nothing is sized by a maximum length): every logit is
+// finite, and the first N decoder positions get the same logits as a decoder sequence of N alone
+// (causal attention: later positions cannot change them, whatever their distance).
+static void t_posenc_extrapolate(fat5_test *T) {
+    enum { N = 10, L = 8 * N };
+    int32_t enc[L], lab[L], ecu[2] = {0, L}, dcu[2] = {0, L}, dcu_short[2] = {0, N};
+    int k, i;
+    for (i = 0; i < L; i++) {
+        enc[i] = 2 + (i * 7) % 11;
+        lab[i] = 1 + (i * 5) % 12;
+    }
+    for (k = 0; k < TP_N_ENC; k++) {
+        fat5_model *m = tp_model(T, k, 5);
+        fat5_batch b;
+        int64_t V, e, bad = 0;
+        float *lg, *sh;
+        char what[64];
+        if (!m) continue;
+        V = m->cfg.vocab_size;
+        lg = (float *)malloc((size_t)(L * V) * sizeof(float));
+        sh = (float *)malloc((size_t)(N * V) * sizeof(float));
+        FAT5_REQUIRE(T, lg && sh);
+        memset(&b, 0, sizeof b);
+        b.n_seq = 1;
+        b.n_enc_tokens = L;
+        b.n_dec_tokens = L;
+        b.enc_tokens = enc;
+        b.enc_cu_seqlens = ecu;
+        b.labels = lab;
+        b.dec_cu_seqlens = dcu;
+        FAT5_REQUIRE_OK(T, fat5_model_forward(m, &b, NULL, NULL));
+        FAT5_REQUIRE_OK(T, fat5_model_get_logits(m, lg, L * V));
+        for (e = 0; e < L * V; e++) bad += !isfinite(lg[e]);
+        FAT5_CHECK_MSG(T, bad == 0, "%s: %lld logits are not finite at length %d", tp_enc_name[k], (long long)bad, L);
+        b.n_dec_tokens = N;
+        b.dec_cu_seqlens = dcu_short;
+        FAT5_REQUIRE_OK(T, fat5_model_forward(m, &b, NULL, NULL));
+        FAT5_REQUIRE_OK(T, fat5_model_get_logits(m, sh, N * V));
+        snprintf(what, sizeof what, "%s: first %d positions", tp_enc_name[k], N);
+        fat5_check_close(T, what, lg, sh, (size_t)(N * V), 1e-6, 1e-5);
+        free(lg);
+        free(sh);
+        fat5_model_destroy(m);
+    }
+}
+
+// Encodings change the model: the same weights under another encoding give other logits (so no
+// encoding silently runs as another), and ALiBi's slopes, RoPE's rotation and FIRE's MLP each act.
+static void t_posenc_distinct(fat5_test *T) {
+    fat5_batch b = tm_batch();
+    float *lg[TP_N_ENC];
+    int k, j;
+    int64_t n = 0;
+    for (k = 0; k < TP_N_ENC; k++) {
+        fat5_model_config c = tp_config(k);
+        fat5_model *m;
+        lg[k] = NULL;
+        c.num_heads = 2;
+        if (fat5_model_create(fat5_test_ctx(T), &c, 7, &m) != FAT5_OK) continue;
+        n = 14 * m->cfg.vocab_size;
+        lg[k] = (float *)malloc((size_t)n * sizeof(float));
+        if (lg[k] && fat5_model_forward(m, &b, NULL, NULL) == FAT5_OK) fat5_model_get_logits(m, lg[k], n);
+        fat5_model_destroy(m);
+    }
+    for (k = 0; k < TP_N_ENC; k++)
+        for (j = k + 1; j < TP_N_ENC; j++) {
+            double d = 0;
+            int64_t e;
+            if (!lg[k] || !lg[j]) continue;
+            for (e = 0; e < n; e++) d = fmax(d, fabs((double)lg[k][e] - lg[j][e]));
+            FAT5_CHECK_MSG(T, d > 1e-4, "%s and %s give the same logits (max diff %g)", tp_enc_name[k],
+                           tp_enc_name[j], d);
+        }
+    for (k = 0; k < TP_N_ENC; k++) free(lg[k]);
+}
+
+// A checkpoint must carry what its encoding needs, and nothing else: a T5 checkpoint relabelled
+// ALiBi has an unexpected bias table; relabelled FIRE it lacks FIRE's MLP; a FIRE checkpoint whose
+// init_L differs from config.json's relative_attention_max_distance is refused.
+static void t_posenc_checkpoint_mismatch(fat5_test *T) {
     fat5_ctx *ctx = fat5_test_ctx(T);
-    static const char *const want[4] = {"position_encoding_type none: not implemented yet",
-                                        "position_encoding_type ALiBi: not implemented yet",
-                                        "position_encoding_type RoPE: not implemented yet",
-                                        "position_encoding_type FIRE: not implemented yet"};
     fat5_model_config c = tm_tiny_config(1, 0, 0);
     fat5_model *m = NULL;
     char d[600], path[700], *json = NULL;
     size_t len = 0;
-    int k;
-    c.rotary_fraction = 0.7;  // d_kv 3: two rotary dims, so the config itself is valid
-    for (k = FAT5_POS_NONE; k <= FAT5_POS_FIRE; k++) {
-        c.pos_kind = (fat5_pos_kind)k;
-        TM_EXPECT_ERR(T, fat5_model_create(ctx, &c, 1, &m), FAT5_ERR_UNSUPPORTED, want[k - 1]);
-        FAT5_CHECK(T, m == NULL);
-    }
-    // a saved T5 model whose config.json is then switched to ALiBi
-    c.pos_kind = FAT5_POS_T5;
-    snprintf(d, sizeof d, "%s/alibi", fat5_test_tmpdir(T));
+    snprintf(d, sizeof d, "%s/relabel", fat5_test_tmpdir(T));
+    snprintf(path, sizeof path, "%s/config.json", d);
     FAT5_REQUIRE_OK(T, fat5_model_create(ctx, &c, 1, &m));
     FAT5_REQUIRE_OK(T, fat5_model_save(m, d));
     fat5_model_destroy(m);
     m = NULL;
     c.pos_kind = FAT5_POS_ALIBI;
     FAT5_REQUIRE_OK(T, fat5_model_config_to_json(ctx, &c, &json, &len));
-    snprintf(path, sizeof path, "%s/config.json", d);
     FAT5_REQUIRE_OK(T, fat5_write_file_atomic(ctx, path, json, len));
     fat5_free(ctx, json);
-    TM_EXPECT_ERR(T, fat5_model_load(ctx, d, &m), FAT5_ERR_UNSUPPORTED, want[1]);
+    TM_EXPECT_ERR(T, fat5_model_load(ctx, d, &m), FAT5_ERR_FORMAT,
+                  "unexpected tensor 'decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight'");
+    c.pos_kind = FAT5_POS_FIRE;
+    FAT5_REQUIRE_OK(T, fat5_model_config_to_json(ctx, &c, &json, &len));
+    FAT5_REQUIRE_OK(T, fat5_write_file_atomic(ctx, path, json, len));
+    fat5_free(ctx, json);
+    TM_EXPECT_ERR(T, fat5_model_load(ctx, d, &m), FAT5_ERR_FORMAT,
+                  "missing tensor 'encoder.block.0.self_attention_layer.self_attention.pe_encoding.mlp.0.weight'");
+    // a FIRE model saved, then its config's L0 changed
+    FAT5_REQUIRE_OK(T, fat5_model_create(ctx, &c, 1, &m));
+    FAT5_REQUIRE_OK(T, fat5_model_save(m, d));
+    fat5_model_destroy(m);
+    m = NULL;
+    c.rel_max_distance = 12;
+    FAT5_REQUIRE_OK(T, fat5_model_config_to_json(ctx, &c, &json, &len));
+    FAT5_REQUIRE_OK(T, fat5_write_file_atomic(ctx, path, json, len));
+    fat5_free(ctx, json);
+    TM_EXPECT_ERR(T, fat5_model_load(ctx, d, &m), FAT5_ERR_FORMAT,
+                  "init_L' = 10 differs from config.json's relative_attention_max_distance 12");
     FAT5_CHECK(T, m == NULL);
 }
 
+// The posenc fixtures (FAT5 names, written by the safetensors library) load and save back with the
+// same tensors: names, dtypes (init_L I64), shapes, data offsets and bytes; the reload runs the
+// same logits.
+static void t_posenc_fixture_roundtrip(fat5_test *T) {
+    static const char *const fx[] = {"posenc_t5", "posenc_none", "posenc_alibi_asym", "posenc_rope_gptj_xpos",
+                                     "posenc_fire"};
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    size_t k;
+    for (k = 0; k < sizeof fx / sizeof fx[0]; k++) {
+        char src[512], dst[600], p1[700], p2[700];
+        fat5_model *a = NULL, *b = NULL;
+        fat5_st_file *f1 = NULL, *f2 = NULL;
+        size_t l1 = 0, l2 = 0;
+        char *x1, *x2;
+        int i;
+        snprintf(src, sizeof src, "%s/%s", FAT5_TEST_DATA, fx[k]);
+        snprintf(dst, sizeof dst, "%s/rt_%s", fat5_test_tmpdir(T), fx[k]);
+        FAT5_REQUIRE_OK(T, fat5_model_load(ctx, src, &a));
+        FAT5_REQUIRE_OK(T, fat5_model_save(a, dst));
+        FAT5_REQUIRE_OK(T, fat5_model_load(ctx, dst, &b));
+        FAT5_CHECK(T, a->n_floats == b->n_floats && !memcmp(a->w, b->w, a->n_floats * sizeof(float)));
+        snprintf(p1, sizeof p1, "%s/model.safetensors", src);
+        snprintf(p2, sizeof p2, "%s/model.safetensors", dst);
+        FAT5_REQUIRE_OK(T, fat5_st_open(ctx, p1, &f1));
+        FAT5_REQUIRE_OK(T, fat5_st_open(ctx, p2, &f2));
+        FAT5_CHECK_MSG(T, fat5_st_count(f1) == fat5_st_count(f2), "%s: %d tensors, saved %d", fx[k], fat5_st_count(f1),
+                       fat5_st_count(f2));
+        for (i = 0; i < fat5_st_count(f1) && i < fat5_st_count(f2); i++) {
+            const fat5_st_tensor *t1 = fat5_st_get(f1, i), *t2 = fat5_st_get(f2, fat5_st_find(f2, t1->name));
+            FAT5_CHECK_MSG(T, fat5_st_find(f2, t1->name) >= 0, "%s: '%s' not saved", fx[k], t1->name);
+            if (fat5_st_find(f2, t1->name) < 0) continue;
+            FAT5_CHECK_MSG(T, t1->dtype == t2->dtype && t1->ndim == t2->ndim &&
+                              !memcmp(t1->shape, t2->shape, sizeof t1->shape) && t1->begin == t2->begin &&
+                              t1->end == t2->end, "%s: '%s' saved as %s [%d dims] at %llu, was %s at %llu", fx[k],
+                           t1->name, fat5_st_dtype_name(t2->dtype), t2->ndim, (unsigned long long)t2->begin,
+                           fat5_st_dtype_name(t1->dtype), (unsigned long long)t1->begin);
+        }
+        // the data regions are the same bytes
+        x1 = tm_read(T, p1, &l1);
+        x2 = tm_read(T, p2, &l2);
+        if (x1 && x2 && l1 >= 8 && l2 >= 8) {
+            uint64_t h1 = 0, h2 = 0;
+            int e;
+            for (e = 0; e < 8; e++) h1 |= (uint64_t)(unsigned char)x1[e] << (8 * e), h2 |= (uint64_t)(unsigned char)x2[e] << (8 * e);
+            FAT5_CHECK_MSG(T, l1 - 8 - h1 == l2 - 8 - h2 && !memcmp(x1 + 8 + h1, x2 + 8 + h2, l1 - 8 - h1),
+                           "%s: the saved data differs", fx[k]);
+        }
+        fat5__free(ctx, x1);
+        fat5__free(ctx, x2);
+        fat5_st_close(f1);
+        fat5_st_close(f2);
+        fat5_model_destroy(a);
+        fat5_model_destroy(b);
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // flash_t5 (FAT5) checkpoints with T5 buckets
@@ -454,4 +718,5 @@ static void t_flash_t5_rejects(fat5_test *T) {
 }
 
 #define FAT5_TESTS_POSENC(X) X(posenc_config_parse) X(posenc_config_rejects) X(posenc_config_t5_json) \
-    X(posenc_not_runnable) X(flash_t5_checkpoint) X(flash_t5_rejects)
+    X(posenc_packed) X(posenc_fd) X(posenc_extrapolate) X(posenc_distinct) X(posenc_checkpoint_mismatch) \
+    X(posenc_fixture_roundtrip) X(flash_t5_checkpoint) X(flash_t5_rejects)
