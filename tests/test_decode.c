@@ -2,10 +2,15 @@
 // the CPU, against the training forward: a cached step must give the logits that a full
 // teacher-forced forward gives at the same position.
 
-static const char *const td_fixtures[] = {"t5_v10_relu_tied", "t5_v11_gated_gelu_untied", "umt5_gated_silu"};
+// the Hugging Face fixtures, then one model of every position encoding (FAT5 names)
+static const char *const td_fixtures[] = {"t5_v10_relu_tied",      "t5_v11_gated_gelu_untied", "umt5_gated_silu",
+                                          "posenc_t5",             "posenc_none",              "posenc_alibi_sym",
+                                          "posenc_alibi_asym",     "posenc_rope_neox",         "posenc_rope_gptj_xpos",
+                                          "posenc_fire"};
+#define TD_N_FIXTURES ((int)(sizeof td_fixtures / sizeof td_fixtures[0]))
 
 // three inputs of different lengths (5, 11, 2 tokens) and, per row, a decoder token sequence
-#define TD_STEPS 30   // beyond every fixture's relative_attention_max_distance (24)
+#define TD_STEPS 30   // beyond every fixture's relative_attention_max_distance (24; posenc: 16)
 static void td_inputs(int64_t V, int32_t enc[18], int32_t cu[4], int32_t dec[3][TD_STEPS]) {
     fat5_rng r = fat5_rng_init(7);
     int i, t;
@@ -49,12 +54,12 @@ static double td_maxdiff(const float *a, const float *b, int64_t n) {
     return mx;
 }
 
-// Cached decoding equals uncached recomputation (every fixture, 30 positions, inputs of three
-// lengths, rows leaving part way).
+// Cached decoding equals uncached recomputation (every fixture and position encoding, 30 positions,
+// inputs of three lengths, rows leaving part way).
 static void t_decode_cached_equals_uncached(fat5_test *T) {
     fat5_ctx *ctx = fat5_test_ctx(T);
     int k;
-    for (k = 0; k < 3; k++) {
+    for (k = 0; k < TD_N_FIXTURES; k++) {
         char dir[512];
         fat5_model *m = NULL;
         fat5_decoder *d = NULL;
@@ -213,7 +218,7 @@ static void t_inference_mode(fat5_test *T) {
 static void t_encode(fat5_test *T) {
     fat5_ctx *ctx = fat5_test_ctx(T);
     int k;
-    for (k = 0; k < 3; k++) {
+    for (k = 0; k < TD_N_FIXTURES; k++) {
         char dir[512];
         fat5_model *m = NULL;
         int32_t enc[18], cu[4], dec[3][TD_STEPS];
