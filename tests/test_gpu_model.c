@@ -179,13 +179,49 @@ static void tgm_random_models(fat5_test *T, fat5_dtype dtype) {
 static void t_gpu_model_fp32_vs_cpu(fat5_test *T) { tgm_random_models(T, FAT5_DTYPE_FP32); }
 static void t_gpu_model_bf16_vs_cpu(fat5_test *T) { tgm_random_models(T, FAT5_DTYPE_BF16); }
 
-// the Hugging Face fixtures, loaded straight onto the GPU
-static void tgm_fixtures(fat5_test *T, fat5_dtype dtype) {
-    static const char *const names[] = {"t5_v10_relu_tied", "t5_v11_gated_gelu_untied", "umt5_gated_silu"};
+// Every position encoding (test_posenc.c's tp_config) at a GPU-sized head dim (d_kv 64, 4 heads;
+// RoPE over half of it, or all of it interleaved with xPos gamma 512; FIRE of width 32), on the
+// batch of very different lengths (300 encoder tokens: 2.3x FIRE's L0 128), against the CPU.
+static void tgm_posenc_models(fat5_test *T, fat5_dtype dtype) {
     fat5_ctx *g = tgm_ctx(T, dtype);
     int k;
     if (!g) return;
-    for (k = 0; k < 3; k++) {
+    for (k = 0; k < TP_N_ENC; k++) {
+        fat5_model_config c = tp_config(k);
+        fat5_model *cpu = NULL;
+        tgm_batch tb;
+        fat5_loss_config lc = fat5_loss_config_default();
+        char what[96];
+        c.vocab_size = 97;
+        c.d_model = 48;
+        c.num_heads = k == 2 ? 3 : 4;
+        c.d_kv = 64;
+        c.d_ff = 72;
+        c.rel_buckets = 32;
+        c.rel_max_distance = 128;
+        c.rotary_scale_base = k == 5 ? 512.0 : 0.0;
+        c.fire_mlp_width = 32;
+        if (fat5_model_create(fat5_test_ctx(T), &c, (uint64_t)(200 + k), &cpu) != FAT5_OK) {
+            FAT5_CHECK_MSG(T, 0, "CPU model: %s", fat5_last_error(fat5_test_ctx(T)));
+            continue;
+        }
+        tgm_make_batch(&tb, c.vocab_size, (uint64_t)(10 + k));
+        snprintf(what, sizeof what, "%s (%s)", tp_enc_name[k], dtype == FAT5_DTYPE_BF16 ? "bf16" : "fp32");
+        tgm_compare(T, g, cpu, &tb.b, &lc, what);
+        fat5_model_destroy(cpu);
+    }
+    fat5_ctx_destroy(g);
+}
+static void t_gpu_posenc_fp32_vs_cpu(fat5_test *T) { tgm_posenc_models(T, FAT5_DTYPE_FP32); }
+static void t_gpu_posenc_bf16_vs_cpu(fat5_test *T) { tgm_posenc_models(T, FAT5_DTYPE_BF16); }
+
+// the Hugging Face fixtures and the position-encoding ones, loaded straight onto the GPU
+static void tgm_fixtures(fat5_test *T, fat5_dtype dtype) {
+    const char *const *names = td_fixtures;
+    fat5_ctx *g = tgm_ctx(T, dtype);
+    int k;
+    if (!g) return;
+    for (k = 0; k < TD_N_FIXTURES; k++) {
         char dir[512];
         fat5_model *cpu = NULL;
         fat5_batch b;
@@ -458,7 +494,7 @@ static void tgm_decode_vs_cpu(fat5_test *T, fat5_dtype dtype) {
     fat5_ctx *gctx = tgm_ctx(T, dtype), *ctx = fat5_test_ctx(T);
     int k;
     if (!gctx) return;
-    for (k = 0; k < 3; k++) {
+    for (k = 0; k < TD_N_FIXTURES; k++) {
         char dir[512];
         fat5_model *c = NULL, *g = NULL;
         float *lc, *lg;
@@ -522,7 +558,8 @@ static void t_gpu_decode_graph_replay(fat5_test *T) {
     fat5_ctx_destroy(gctx);
 }
 
-#define FAT5_TESTS_GPU_MODEL(X) X(gpu_model_fp32_vs_cpu) X(gpu_model_bf16_vs_cpu) X(gpu_fixtures_fp32) \
+#define FAT5_TESTS_GPU_MODEL(X) X(gpu_model_fp32_vs_cpu) X(gpu_model_bf16_vs_cpu) X(gpu_posenc_fp32_vs_cpu) \
+    X(gpu_posenc_bf16_vs_cpu) X(gpu_fixtures_fp32) \
     X(gpu_fixtures_bf16) X(gpu_save_reload) X(gpu_optim_vs_cpu) X(gpu_backward_deterministic) \
     X(gpu_train_resume_fp32) X(gpu_train_resume_bf16) X(gpu_decode_fp32_vs_cpu) X(gpu_decode_bf16_vs_cpu) \
     X(gpu_decode_graph_replay)
