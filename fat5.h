@@ -382,15 +382,13 @@ FAT5_API size_t fat5_st_dtype_size(fat5_st_dtype t);
 // n must equal the tensor's element count.
 FAT5_API fat5_status fat5_st_read_f32(fat5_st_file *f, int i, float *dst, int64_t n);
 
-// Writes a safetensors file of fp32 tensors (and int64 ones: data_i64) atomically (temp file in
-// the same directory, flushed, then renamed). The data is laid out as the safetensors library
-// does: I64 tensors first, then F32, each group in name order; metadata is string -> string.
+// Writes a safetensors file of fp32 tensors atomically (temp file in the same directory, flushed,
+// then renamed). Tensors are written in name order; metadata is string -> string.
 typedef struct fat5_st_write_tensor {
     const char *name;
     int ndim;
     int64_t shape[FAT5_ST_MAX_DIMS];
     const float *data;
-    const int64_t *data_i64;   // not NULL: an I64 tensor with these values (data is ignored)
 } fat5_st_write_tensor;
 FAT5_API fat5_status fat5_st_write(fat5_ctx *ctx, const char *path, const fat5_st_write_tensor *t,
                                    int n_tensors, const char *const *meta_kv, int n_meta);
@@ -9418,7 +9416,6 @@ FAT5_API fat5_status fat5_st_read_f32(fat5_st_file *f, int i, float *dst, int64_
 static int fat5__st_wcmp(const void *a, const void *b) {
     const fat5_st_write_tensor *x = *FAT5__CAST(const fat5_st_write_tensor *const *, a);
     const fat5_st_write_tensor *y = *FAT5__CAST(const fat5_st_write_tensor *const *, b);
-    if (!x->data_i64 != !y->data_i64) return x->data_i64 ? -1 : 1;   // 8-byte elements first
     return strcmp(x->name, y->name);
 }
 
@@ -9430,7 +9427,7 @@ static int fat5__st_kcmp(const void *a, const void *b) {
 static fat5_status fat5__st_write_check(fat5_ctx *ctx, const char *path,
                                         const fat5_st_write_tensor *t, int n,
                                         const char *const *meta_kv, int n_meta,
-                                        const fat5_st_write_tensor **order) {
+                                        const fat5_st_write_tensor **order, const int64_t *const *i64) {
     const char **keys;
     char nm[128];
     uint64_t total = 0;
@@ -9461,12 +9458,12 @@ static fat5_status fat5__st_write_check(fat5_ctx *ctx, const char *path,
                                  path, nm);
             numel *= (uint64_t)s;
         }
-        if (numel > 0 && !t[i].data && !t[i].data_i64)
+        if (numel > 0 && !t[i].data && !(i64 && i64[i]))
             return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tensor '%s': data is NULL", path, nm);
-        if (total + (t[i].data_i64 ? 8 : 4) * numel < total)
+        if (total + (i64 && i64[i] ? 8 : 4) * numel < total)
             return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: the tensors add up to more than "
                              "2^64 bytes", path);
-        total += (t[i].data_i64 ? 8 : 4) * numel;
+        total += (i64 && i64[i] ? 8 : 4) * numel;
         order[i] = &t[i];
     }
     qsort(FAT5__CAST(void *, order), (size_t)n, sizeof *order, fat5__st_wcmp);
@@ -9508,8 +9505,11 @@ static uint64_t fat5__st_wnumel(const fat5_st_write_tensor *t) {
     return numel;
 }
 
-FAT5_API fat5_status fat5_st_write(fat5_ctx *ctx, const char *path, const fat5_st_write_tensor *t,
-                                   int n_tensors, const char *const *meta_kv, int n_meta) {
+// fat5_st_write, where i64 (unless NULL) marks I64 tensors: i64[i] not NULL holds tensor i's values
+// (its data is then ignored). As the safetensors library lays data out (by alignment, then name),
+// the I64 tensors come first, then the F32 ones, each group in name order.
+static fat5_status fat5__st_write(fat5_ctx *ctx, const char *path, const fat5_st_write_tensor *t, int n_tensors,
+                                  const char *const *meta_kv, int n_meta, const int64_t *const *i64) {
     const fat5_st_write_tensor **order;
     unsigned char buf[16384];
     fat5__sb h;
@@ -9524,10 +9524,19 @@ FAT5_API fat5_status fat5_st_write(fat5_ctx *ctx, const char *path, const fat5_s
     order = FAT5__CAST(const fat5_st_write_tensor **,
                        fat5__calloc(ctx, (size_t)n_tensors, sizeof *order));
     if (!order) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-    st = fat5__st_write_check(ctx, path, t, n_tensors, meta_kv, n_meta, order);
+    st = fat5__st_write_check(ctx, path, t, n_tensors, meta_kv, n_meta, order, i64);
     if (st != FAT5_OK) {
         fat5__free(ctx, FAT5__CAST(void *, order));
         return st;
+    }
+    if (i64) {   // a stable partition of the name order: I64 tensors first
+        int n8 = 0, j;
+        for (i = 0; i < n_tensors; i++)
+            if (i64[order[i] - t]) {
+                const fat5_st_write_tensor *x = order[i];
+                for (j = i; j > n8; j--) order[j] = order[j - 1];
+                order[n8++] = x;
+            }
     }
     // the header
     fat5__sb_init(&h, ctx);
@@ -9543,10 +9552,11 @@ FAT5_API fat5_status fat5_st_write(fat5_ctx *ctx, const char *path, const fat5_s
         fat5__sb_puts(&h, "}");
     }
     for (i = 0; i < n_tensors; i++) {
-        uint64_t nbytes = fat5__st_wnumel(order[i]) * (order[i]->data_i64 ? 8 : 4);
+        const int64_t *v64 = i64 ? i64[order[i] - t] : NULL;
+        uint64_t nbytes = fat5__st_wnumel(order[i]) * (v64 ? 8 : 4);
         if (i || n_meta > 0) fat5__sb_puts(&h, ",");
         fat5__sb_json_string(&h, order[i]->name);
-        fat5__sb_puts(&h, order[i]->data_i64 ? ":{\"dtype\":\"I64\",\"shape\":[" : ":{\"dtype\":\"F32\",\"shape\":[");
+        fat5__sb_puts(&h, v64 ? ":{\"dtype\":\"I64\",\"shape\":[" : ":{\"dtype\":\"F32\",\"shape\":[");
         for (d = 0; d < order[i]->ndim; d++)
             fat5__sb_printf(&h, "%s%lld", d ? "," : "", (long long)order[i]->shape[d]);
         fat5__sb_printf(&h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
@@ -9570,9 +9580,10 @@ FAT5_API fat5_status fat5_st_write(fat5_ctx *ctx, const char *path, const fat5_s
     }
     for (i = 0; st == FAT5_OK && i < n_tensors; i++) {   // data, little-endian, in chunks
         uint64_t numel = fat5__st_wnumel(order[i]), done = 0;
-        if (order[i]->data_i64) {   // 8 bytes an element, little-endian
+        const int64_t *v64 = i64 ? i64[order[i] - t] : NULL;
+        if (v64) {   // 8 bytes an element, little-endian
             for (; st == FAT5_OK && done < numel; done++) {
-                uint64_t u = (uint64_t)order[i]->data_i64[done];
+                uint64_t u = (uint64_t)v64[done];
                 for (d = 0; d < 8; d++) buf[d] = (unsigned char)(u >> (8 * d));
                 st = fat5__afile_write(ctx, &a, path, buf, 8);
             }
@@ -9597,6 +9608,11 @@ FAT5_API fat5_status fat5_st_write(fat5_ctx *ctx, const char *path, const fat5_s
     fat5__sb_free(&h);
     fat5__free(ctx, FAT5__CAST(void *, order));
     return st;
+}
+
+FAT5_API fat5_status fat5_st_write(fat5_ctx *ctx, const char *path, const fat5_st_write_tensor *t,
+                                   int n_tensors, const char *const *meta_kv, int n_meta) {
+    return fat5__st_write(ctx, path, t, n_tensors, meta_kv, n_meta, NULL);
 }
 
 // =============================================================================================
@@ -9970,6 +9986,7 @@ FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
     size_t json_len = 0;
     const char *meta[4];
     int64_t l0 = m->cfg.rel_max_distance;
+    const int64_t **i64;
     fat5_status st;
     int i, k, n = m->n_params;
     if (!dir || strlen(dir) >= 4096) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_save: bad directory");
@@ -9977,7 +9994,10 @@ FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
     if ((st = fat5__model_pull_params(m))) return st;
     if ((st = fat5_model_config_to_json(ctx, &m->cfg, &json, &json_len))) return st;
     t = FAT5__CAST(fat5_st_write_tensor *, fat5__calloc(ctx, (size_t)m->n_params + 2, sizeof *t));
-    if (!t) {
+    i64 = FAT5__CAST(const int64_t **, fat5__calloc(ctx, (size_t)m->n_params + 2, sizeof *i64));
+    if (!t || !i64) {
+        fat5__free(ctx, t);
+        fat5__free(ctx, FAT5__CAST(void *, i64));
         fat5__free(ctx, json);
         return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_save: out of memory");
     }
@@ -9992,7 +10012,7 @@ FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
         for (k = 0; k < 2; k++) {
             fat5__fire_init_l_name(init_l[k], sizeof init_l[k], k ? "decoder" : "encoder");
             t[n].name = init_l[k];
-            t[n++].data_i64 = &l0;
+            i64[n++] = &l0;
         }
     }
     meta[0] = "format";
@@ -10000,12 +10020,13 @@ FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
     meta[2] = "fat5_version";
     meta[3] = FAT5_VERSION_STRING;
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    st = fat5_st_write(ctx, path, t, n, meta, 2);
+    st = fat5__st_write(ctx, path, t, n, meta, 2, i64);
     if (st == FAT5_OK) {
         snprintf(path, sizeof path, "%s/config.json", dir);
         st = fat5_write_file_atomic(ctx, path, json, json_len);
     }
     fat5__free(ctx, t);
+    fat5__free(ctx, FAT5__CAST(void *, i64));
     fat5__free(ctx, json);
     return st;
 }
