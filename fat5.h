@@ -10088,6 +10088,12 @@ static const char fat5__train_options[] =
     "model: a preset (fat5-small, small, tiny) or a config.json path\n"
     "d_model, d_ff, d_kv, num_heads, num_layers, num_decoder_layers, vocab_size: model shape\n"
     "feed_forward_proj: relu, gelu, gated-gelu, gated-silu\n"
+    "position_encoding_type: t5 (relative buckets), none, ALiBi, RoPE or FIRE (FAT5's names; any but t5\n"
+    "  makes a FAT5 model, model_type flash_t5)\n"
+    "relative_attention_num_buckets, relative_attention_max_distance: T5's buckets (max distance: FIRE's L0)\n"
+    "alibi_mode: symetric or asymetric (half the encoder's heads look back, half forward)\n"
+    "rotary_emb_fraction, rotary_base, rotary_interleaved, rotary_scale_base: RoPE (scale base: xPos)\n"
+    "fire_mlp_width: FIRE's hidden width (32)\n"
     "init: start from this Hugging Face checkpoint directory instead of random weights\n"
     "seed: initialisation and data order (42)\n"
     "optim: adamwscale (FAT5) or adamw\n"
@@ -10155,6 +10161,31 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
             if (st) return st;
         }
     }
+    else if (FAT5__IS("position_encoding_type")) {   // FAT5's names and values; a FAT5 model then
+        int k;                                        // (model_type flash_t5: saved under FAT5's names)
+        for (k = FAT5_POS_T5; k <= FAT5_POS_FIRE && strcmp(v, fat5__pos_name((fat5_pos_kind)k)) != 0; k++) {}
+        ok = k <= FAT5_POS_FIRE;
+        if (ok) mc->pos_kind = (fat5_pos_kind)k;
+        if (ok && k != FAT5_POS_T5 && strcmp(mc->model_type, "t5") == 0) memcpy(mc->model_type, "flash_t5", 9);
+    }
+    else if (FAT5__IS("alibi_mode")) {
+        ok = strcmp(v, "symetric") == 0 || strcmp(v, "symmetric") == 0 || strcmp(v, "asymetric") == 0 ||
+             strcmp(v, "asymmetric") == 0;
+        mc->alibi_asymmetric = v[0] == 'a';
+    }
+    else if (FAT5__IS("rotary_emb_fraction")) ok = fat5__opt_f64(v, 1e-9, 1, &mc->rotary_fraction);
+    else if (FAT5__IS("rotary_base")) ok = fat5__opt_f64(v, 1e-9, big, &mc->rotary_base);
+    else if (FAT5__IS("rotary_scale_base")) ok = fat5__opt_f64(v, 0, big, &mc->rotary_scale_base);
+    else if (FAT5__IS("rotary_interleaved")) {
+        ok = strcmp(v, "true") == 0 || strcmp(v, "false") == 0 || strcmp(v, "1") == 0 || strcmp(v, "0") == 0;
+        mc->rotary_interleaved = strcmp(v, "true") == 0 || strcmp(v, "1") == 0;
+    }
+    else if (FAT5__IS("fire_mlp_width")) {
+        ok = fat5__opt_i64(v, 1, 1 << 20, &i);
+        mc->fire_mlp_width = (int)i;
+    }
+    else if (FAT5__IS("relative_attention_max_distance")) ok = fat5__opt_i64(v, 1, 1 << 30, &mc->rel_max_distance);
+    else if (FAT5__IS("relative_attention_num_buckets")) ok = fat5__opt_i64(v, 4, 1 << 16, &mc->rel_buckets);
     else if (FAT5__IS("d_model")) ok = fat5__opt_i64(v, 1, 1 << 24, &mc->d_model);
     else if (FAT5__IS("d_ff")) ok = fat5__opt_i64(v, 1, 1 << 24, &mc->d_ff);
     else if (FAT5__IS("d_kv")) ok = fat5__opt_i64(v, 1, 1 << 24, &mc->d_kv);

@@ -1,6 +1,7 @@
 #!/bin/sh
 # The command-line tools on the fixtures: fat5_inspect on good and bad input, fat5_forward's loss
-# against the loss transformers computed (tests/data/*/reference.safetensors metadata).
+# against the loss of each fixture's reference (tests/data/*/reference.safetensors metadata:
+# transformers, or for the posenc_* fixtures make_reference.py's position-encoding model).
 set -u
 out=${TMPDIR:-/tmp}/fat5_tools_$$
 mkdir -p "$out"
@@ -10,15 +11,13 @@ check() { if "$@"; then :; else echo "test_tools: FAILED: $*"; fail=1; fi; }
 
 for d in tests/data/*/; do
     d=${d%/}
-    # position-encoding fixtures (tools/make_reference.py --posenc, flash_t5 names): fat5 runs
-    # T5 buckets only, so a fixture with another position_encoding_type is skipped until its forward exists
-    if grep -q '"position_encoding_type"' "$d/config.json" &&
-       ! grep -q '"position_encoding_type": "t5"' "$d/config.json"; then
-        echo "test_tools: $d: skipped ($(sed -n 's/^ *"position_encoding_type": "\(.*\)",*$/\1/p' "$d/config.json"), not implemented in fat5 yet)"
-        continue
-    fi
     check tools/fat5_inspect "$d" > "$out/inspect.txt"
-    check grep -q "relative_attention_bias" "$out/inspect.txt"
+    # T5 buckets: the bias table is listed (posenc fixtures of other encodings have none, or FIRE's MLP)
+    if ! grep -q '"position_encoding_type"' "$d/config.json" || grep -q '"position_encoding_type": "t5"' "$d/config.json"; then
+        check grep -q "relative_attention_bias" "$out/inspect.txt"
+    elif grep -q '"position_encoding_type": "FIRE"' "$d/config.json"; then
+        check grep -q "pe_encoding.mlp.0.weight" "$out/inspect.txt"
+    fi
     check tools/fat5_forward "$d" "$d/batch.json" "$out/logits.safetensors" > "$out/fwd.txt"
     want=$(tools/fat5_inspect "$d/reference.safetensors" | sed -n 's/^  metadata loss = //p')
     got=$(tools/fat5_inspect "$out/logits.safetensors" | sed -n 's/^  metadata loss = //p')
@@ -154,6 +153,18 @@ check examples/train $topts --resume "$out/run" --max_steps $((steps + 2)) > "$o
 check test "$(wc -l < "$out/run/metrics.jsonl")" -eq $((steps + 2))
 check test "$(cat "$out/run/latest")" = "$(printf 'step-%08d' $((steps + 2)))"
 echo "test_tools: examples/train: Ctrl-C at step $steps, resumed to $((steps + 2))"
+# examples/train pre-trains a model of another position encoding (a FAT5 model); it saves and resumes
+for pe in FIRE "RoPE --rotary_emb_fraction 0.5 --rotary_scale_base 64" "ALiBi --alibi_mode asymetric"; do
+    rm -rf "$out/run_pe"
+    examples/train $topts --output_dir "$out/run_pe" --max_steps 3 --save_steps 2 --position_encoding_type $pe \
+        > "$out/train_pe.txt" 2>&1 || { echo "test_tools: FAILED: examples/train --position_encoding_type $pe"; fail=1; }
+    check grep -q '"model_type": "flash_t5"' "$out/run_pe/step-00000003/config.json"
+    check grep -q "\"position_encoding_type\": \"${pe%% *}\"" "$out/run_pe/step-00000003/config.json"
+    check examples/train $topts --output_dir "$out/run_pe" --resume "$out/run_pe" --max_steps 4 \
+        --position_encoding_type $pe > "$out/train_pe2.txt" 2>&1
+    check grep -q "step 4/4" "$out/train_pe2.txt"
+done
+echo "test_tools: examples/train: FIRE, RoPE + xPos and asymmetric ALiBi models trained, saved and resumed"
 # plot_metrics: a JSONL log (keys in any order, whitespace, 1e-3 numbers, nested values, NaN)
 # -> a PNG that --check re-reads (signature, chunk CRCs, IHDR, stored blocks, Adler-32, pixel count)
 m="$out/metrics.jsonl"
@@ -239,7 +250,7 @@ check examples/generate $g --ids 5,6,7 --num-beams 3 --num-return-sequences 2 --
 check test "$(wc -l < "$out/gen_beam.txt")" -eq 2
 echo "test_tools: examples/generate: errors, --print-ids, seeded sampling, beam search"
 # fat5_init with FAT5's config fields: a flash_t5 model saved under FAT5's names, loaded back by
-# fat5_forward; a position encoding without a forward pass yet is refused with the reason
+# fat5_forward, with each position encoding; an unknown encoding name is refused
 cat > "$out/flash.json" <<'EOF'
 {"model_type": "flash_t5", "vocab_size": 80, "d_model": 16, "d_kv": 8, "d_ff": 24, "num_layers": 2,
  "num_heads": 2, "relative_attention_num_buckets": 8, "relative_attention_max_distance": 16,
@@ -257,17 +268,24 @@ if grep -q "SelfAttention\|DenseReluDense" "$out/flash.txt"; then
     echo "test_tools: FAILED: a flash_t5 model saved Hugging Face names"; fail=1
 fi
 check tools/fat5_forward "$out/flash" tests/data/t5_v11_gated_gelu_untied/batch.json "$out/flash_logits.safetensors" > /dev/null
-sed 's/"position_encoding_type": "t5"/"position_encoding_type": "ALiBi"/' "$out/flash.json" > "$out/alibi.json"
-if tools/fat5_init "$out/alibi.json" "$out/alibi" > /dev/null 2> "$out/err.txt"; then
-    echo "test_tools: FAILED: fat5_init created an ALiBi model"; fail=1
-fi
-check grep -q "position_encoding_type ALiBi: not implemented yet" "$out/err.txt"
-check test ! -e "$out/alibi/model.safetensors"
+# every encoding: fat5_init creates it, fat5_forward runs it, its tensors are FAT5's
+for pe in none ALiBi RoPE FIRE; do
+    sed "s/\"position_encoding_type\": \"t5\"/\"position_encoding_type\": \"$pe\"/" "$out/flash.json" > "$out/$pe.json"
+    check tools/fat5_init "$out/$pe.json" "$out/$pe" 7 > /dev/null
+    check grep -q "\"position_encoding_type\": \"$pe\"" "$out/$pe/config.json"
+    check tools/fat5_forward "$out/$pe" tests/data/t5_v11_gated_gelu_untied/batch.json "$out/${pe}_logits.safetensors" > /dev/null
+    check tools/fat5_inspect "$out/$pe" > "$out/$pe.txt"
+    if grep -q "relative_attention_bias" "$out/$pe.txt"; then
+        echo "test_tools: FAILED: a $pe model has a T5 bias table"; fail=1
+    fi
+done
+check grep -q "encoder.block.0.self_attention_layer.self_attention.pe_encoding.init_L.*I64" "$out/FIRE.txt"
+check grep -q "decoder.block.0.self_attention_layer.self_attention.pe_encoding.L_multiplier" "$out/FIRE.txt"
 sed 's/"position_encoding_type": "t5"/"position_encoding_type": "Alibi"/' "$out/flash.json" > "$out/bad.json"
 if tools/fat5_init "$out/bad.json" "$out/bad" > /dev/null 2> "$out/err.txt"; then
     echo "test_tools: FAILED: fat5_init accepted position_encoding_type Alibi"; fail=1
 fi
 check grep -q "position_encoding_type 'Alibi' is unknown" "$out/err.txt"
-echo "test_tools: fat5_init: flash_t5 with FAT5 names, position encodings refused or rejected"
+echo "test_tools: fat5_init: flash_t5 with FAT5 names, every position encoding created and run, bad names rejected"
 [ $fail -eq 0 ] && echo "test_tools: ok"
 exit $fail

@@ -2,8 +2,8 @@
 //     cc -O2 -o tools/fat5_init tools/fat5_init.c -lm -ldl -lpthread
 //     tools/fat5_init CONFIG.json OUT_DIR [seed]
 // CONFIG.json is a Hugging Face T5 config (model_type t5, mt5, umt5) or a FAT5 FlashT5Config
-// (model_type flash_t5: the model is saved under FAT5's parameter names); FAT5's position-encoding
-// fields are read too, and an encoding other than T5 buckets is refused until it is implemented.
+// (model_type flash_t5: the model is saved under FAT5's parameter names), with any of FAT5's
+// position encodings (position_encoding_type t5, none, ALiBi, RoPE, FIRE and their fields).
 // OUT_DIR gets config.json + model.safetensors.
 #define FAT5_IMPLEMENTATION
 #include "../fat5.h"
