@@ -211,8 +211,9 @@ typedef enum fat5_act {
     FAT5_ACT_SILU = 3
 } fat5_act;
 
-// How attention learns position (FAT5's position_encoding_type). Only FAT5_POS_T5 runs today:
-// fat5_model_create and fat5_model_load refuse the others with FAT5_ERR_UNSUPPORTED.
+// How attention learns position (FAT5's position_encoding_type), in self-attention (cross-attention
+// has no position term). Biases are computed from positions inside the attention ops; positions
+// restart at every packed sequence; nothing is sized by a maximum length.
 typedef enum fat5_pos_kind {
     FAT5_POS_T5 = 0,     // "t5": relative buckets, a [buckets, H] table in block 0 (or every layer: UMT5)
     FAT5_POS_NONE = 1,   // "none": no position information
