@@ -9841,6 +9841,9 @@ static fat5_status fat5__ckpt_match(fat5_ctx *ctx, fat5__ckpt *k, const fat5_mod
             if (pr->ndim == 2)
                 st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' has shape [%s]; config.json implies [%lld, %lld]",
                                dir, nm, got, (long long)pr->shape[0], (long long)pr->shape[1]);
+            else if (pr->ndim == 0)
+                st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' has shape [%s]; expected a scalar (shape [])", dir,
+                               nm, got);
             else
                 st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' has shape [%s]; config.json implies [%lld]", dir,
                                nm, got, (long long)pr->shape[0]);

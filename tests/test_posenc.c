@@ -354,6 +354,34 @@ static void t_posenc_checkpoint_mismatch(fat5_test *T) {
     TM_EXPECT_ERR(T, fat5_model_load(ctx, d, &m), FAT5_ERR_FORMAT,
                   "init_L' = 10 differs from config.json's relative_attention_max_distance 12");
     FAT5_CHECK(T, m == NULL);
+    // FIRE's c stored as [1] instead of a scalar
+    c.rel_max_distance = 10;
+    FAT5_REQUIRE_OK(T, fat5_model_create(ctx, &c, 1, &m));
+    FAT5_REQUIRE_OK(T, fat5_model_save(m, d));
+    {
+        fat5_st_write_tensor t[200];
+        int i, n = m->n_params;
+        FAT5_REQUIRE(T, n <= 200);
+        memset(t, 0, sizeof t);
+        for (i = 0; i < n; i++) {
+            t[i].name = m->params[i].io_name;
+            t[i].ndim = m->params[i].ndim;
+            t[i].shape[0] = m->params[i].shape[0];
+            t[i].shape[1] = m->params[i].shape[1];
+            t[i].data = m->w + m->params[i].offset;
+            if (strstr(t[i].name, "encoder.block.0.self_attention_layer.self_attention.pe_encoding.c")) {
+                t[i].ndim = 1;
+                t[i].shape[0] = 1;
+            }
+        }
+        snprintf(path, sizeof path, "%s/model.safetensors", d);
+        FAT5_REQUIRE_OK(T, fat5_st_write(ctx, path, t, n, NULL, 0));
+    }
+    fat5_model_destroy(m);
+    m = NULL;
+    TM_EXPECT_ERR(T, fat5_model_load(ctx, d, &m), FAT5_ERR_FORMAT,
+                  "pe_encoding.c' has shape [1]; expected a scalar (shape [])");
+    FAT5_CHECK(T, m == NULL);
 }
 
 // The posenc fixtures (FAT5 names, written by the safetensors library) load and save back with the
