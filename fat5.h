@@ -2511,12 +2511,17 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmEx)(
 
 // ---- kernels ------------------------------------------------------------------------------------
 // X(name): kernel id FAT5__K_<name>, CUDA entry point extern "C" __global__ void fat5_<name>(...).
+// Every kernel is the GPU side of the op of its name; the attention ops have one kernel per
+// position scheme (fat5_<op> for T5 buckets or no bias, fat5_<op>_alibi, fat5_<op>_fire: the same
+// arguments, picked by the launcher from the op's kind).
 #define FAT5__KERNELS(X)                                                                           \
     X(fill_f32) X(scale_f32) X(f32_to_bf16) X(to_act) X(embed_fwd) X(embed_bwd) X(rmsnorm_fwd)     \
     X(rmsnorm_bwd) X(colsum_f32) X(act_fwd) X(act_bwd) X(attn_fwd) X(attn_bwd_delta) X(attn_bwd_dq)  \
     X(attn_bwd_dkv) X(xent_fwd) X(xent_bwd) X(sumsq_seg) X(adamw_seg)                              \
     X(attn_decode) X(cache_write) X(cache_gather) X(add_i32) X(rope) X(fire_reduce)               \
-    X(gen_process) X(gen_select) X(gen_beam)
+    X(gen_process) X(gen_select) X(gen_beam)                                                       \
+    X(attn_fwd_alibi) X(attn_fwd_fire) X(attn_bwd_dq_alibi) X(attn_bwd_dq_fire)                    \
+    X(attn_bwd_dkv_alibi) X(attn_bwd_dkv_fire) X(attn_decode_alibi) X(attn_decode_fire)
 
 typedef enum fat5__kernel_id {
 #define FAT5__KENUM(name) FAT5__K_##name,
@@ -5472,33 +5477,89 @@ static FAT5__UNUSED fat5_status fat5__gpu_act_bwd(fat5_ctx *ctx, fat5__dptr da, 
 
 // ----- attention.cu -----
 // Grid (ceil(T / W) clamped, H), block 32 W (W = FAT5__GPU_ATTN_WARPS tokens of one head per
-// block). Dynamic shared memory: `rows` fp32 rows of dk per warp, plus the head's bias column, the
-// bucket table and (dq) the bias-gradient accumulator when they fit in the default 48 KiB; the
-// kernels read the size they were given and fall back to global memory otherwise.
+// block), or 256 threads (the tiled path: 64 tokens of one head per block). Dynamic shared memory:
+// `rows` fp32 rows of dk per warp (tiled: the kernels' tiles), plus the position scheme's part:
+// T5, the head's bias column, the bucket table and (dq) the bias-gradient accumulator when they fit
+// (the kernels read the size they were given and fall back to global memory otherwise); FIRE, the
+// head's MLP rows (16 W bytes, always) and (dq) the gradient accumulators; ALiBi, nothing.
+// Each scheme has its own kernels (fat5_attn_*_alibi, fat5_attn_*_fire), picked from the kind.
 
+// the scheme of an attention kind: 0 T5 buckets (or no bias), 1 ALiBi, 2 FIRE
+static int fat5__gpu_attn_scheme(int kind) {
+    return (kind & FAT5__ATTN_FIRE) ? 2 : (kind & FAT5__ATTN_ALIBI) ? 1 : 0;
+}
+
+// the kernel of op kernel `k0` (the T5 one, e.g. FAT5__K_attn_fwd) for the kind's scheme
+static int fat5__gpu_attn_kernel(int k0, int kind) {
+    static const int alibi[] = {FAT5__K_attn_fwd_alibi, FAT5__K_attn_bwd_dq_alibi, FAT5__K_attn_bwd_dkv_alibi,
+                                FAT5__K_attn_decode_alibi};
+    static const int fire[] = {FAT5__K_attn_fwd_fire, FAT5__K_attn_bwd_dq_fire, FAT5__K_attn_bwd_dkv_fire,
+                               FAT5__K_attn_decode_fire};
+    int i = k0 == FAT5__K_attn_fwd ? 0 : k0 == FAT5__K_attn_bwd_dq ? 1 : k0 == FAT5__K_attn_bwd_dkv ? 2 : 3;
+    int s = fat5__gpu_attn_scheme(kind);
+    return s == 2 ? fire[i] : s == 1 ? alibi[i] : k0;
+}
+
+// The kind (mask | scheme bits, fat5__attn_kind) and what it needs. T5 (no scheme bit): bias the
+// [nb, H] table or 0, lut the buckets of distances < max_distance. ALiBi: bias and lut unused;
+// asymmetric only with the bidirectional mask and an even head count. FIRE: bias its parameter
+// block, nb its MLP width W >= 1, max_distance its L0 >= 0. Cross-attention has no position scheme.
 static fat5_status fat5__gpu_attn_check(fat5_ctx *ctx, const char *op, int64_t T, int H, int dk, int kind,
                                         fat5__dptr bias, fat5__dptr lut, int nb, int max_distance) {
+    int mask = kind & FAT5__ATTN_MASK, scheme = kind & ~FAT5__ATTN_MASK;
     if (T < 0) return fat5__gpu_bad_count(ctx, op, "T", T);
     if (H < 1 || H > 65535) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: %d heads (1..65535)", op, H);
     if (dk < 1 || dk > FAT5__GPU_ATTN_MAX_DK)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: head dim %d (1..%d)", op, dk, FAT5__GPU_ATTN_MAX_DK);
-    if (kind < FAT5__ATTN_CROSS || kind > FAT5__ATTN_CAUSAL)
+    if (kind < 0 || mask == FAT5__ATTN_MASK ||
+        (scheme & ~(FAT5__ATTN_ALIBI | FAT5__ATTN_ALIBI_ASYM | FAT5__ATTN_FIRE)))
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: attention kind %d", op, kind);
-    if (bias && (nb < (kind == FAT5__ATTN_BIDIR ? 2 : 1) || max_distance < 0 || (max_distance > 0 && !lut)))
+    if (scheme && mask == FAT5__ATTN_CROSS)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: kind %d: cross-attention has no position scheme", op, kind);
+    if ((kind & FAT5__ATTN_ALIBI) && (kind & FAT5__ATTN_FIRE))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: kind %d: ALiBi and FIRE at once", op, kind);
+    if ((kind & FAT5__ATTN_ALIBI_ASYM) && (!(kind & FAT5__ATTN_ALIBI) || mask != FAT5__ATTN_BIDIR || H % 2))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "%s: kind %d: asymmetric ALiBi needs ALiBi, the bidirectional mask and an even head count "
+                         "(H = %d)",
+                         op, kind, H);
+    if (kind & FAT5__ATTN_FIRE) {
+        if (!bias || nb < 1 || max_distance < 0)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: FIRE with parameters %s, MLP width %d, L0 %d", op,
+                             bias ? "given" : "missing", nb, max_distance);
+        return FAT5_OK;
+    }
+    if (kind & FAT5__ATTN_ALIBI) return FAT5_OK;
+    if (bias && (nb < (mask == FAT5__ATTN_BIDIR ? 2 : 1) || max_distance < 0 || (max_distance > 0 && !lut)))
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: bias with %d buckets, max distance %d, lut %s", op,
                          nb, max_distance, lut ? "given" : "missing");
     return FAT5_OK;
 }
 
-// dynamic shared memory of an attention launch (bytes)
+// dynamic shared memory of a per-warp T5 attention launch (bytes)
 static unsigned fat5__gpu_attn_smem(int rows, int dk, fat5__dptr bias, int nb, int max_distance, int extra) {
     int64_t base = (int64_t)rows * FAT5__GPU_ATTN_WARPS * dk * 4;
     int64_t tables = bias ? ((int64_t)nb + max_distance + extra) * 4 : 0;
     return (unsigned)(base + tables <= FAT5__GPU_SMEM_DEFAULT ? base + tables : base);
 }
 
+// FIRE's part of an attention launch's dynamic shared memory after `base` bytes of the kernel's own
+// rows (fat5_attn_pos): base rounded up to 16, the head's MLP rows (16 W bytes), then for dq's
+// gradient `groups` [W][3] accumulators and 32 floats (0 groups: no gradient). Total bytes.
+static int64_t fat5__gpu_fire_smem(int64_t base, int W, int64_t groups) {
+    int64_t b = (base + 15) / 16 * 16 + 16 * (int64_t)W;
+    return groups ? b + (3 * groups * W + 32) * 4 : b;
+}
+
+static fat5_status fat5__gpu_fire_too_big(fat5_ctx *ctx, const char *op, int W, int64_t need, int64_t optin) {
+    return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                     "%s: FIRE's MLP width %d needs %lld bytes of shared memory, the device allows %lld", op, W,
+                     (long long)need, (long long)optin);
+}
+
 // o = softmax(q k^T + bias) v per sequence and head (T5: no 1/sqrt(dk)); lse [Tq, H] saved.
-// bias [nb, H] or 0 (cross); lut [max_distance] from fat5__rel_bucket for this kind.
+// T5: bias [nb, H] or 0 (cross), lut [max_distance] from fat5__rel_bucket for this kind; ALiBi and
+// FIRE: the bias of each score computed in the kernel (fat5__gpu_attn_check).
 static FAT5__UNUSED fat5_status fat5__gpu_attn_fwd(fat5_ctx *ctx, fat5__dptr o, fat5__dptr lse, fat5__dptr q,
                                                    fat5__dptr k, fat5__dptr v, fat5__dptr bias,
                                                    fat5__dptr lut, fat5__dptr cu_q, fat5__dptr cu_k,
@@ -5507,21 +5568,29 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_fwd(fat5_ctx *ctx, fat5__dptr o, 
     long long Tq_ = Tq;
     void *args[] = {&o,    &lse,   &q,   &k, &v,  &bias, &lut, &cu_q,
                     &cu_k, &q_seq, &Tq_, &H, &dk, &kind, &nb,  &max_distance};
+    int scheme = fat5__gpu_attn_scheme(kind), kernel = fat5__gpu_attn_kernel(FAT5__K_attn_fwd, kind);
+    int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT, base;
     fat5_status st =
         fat5__gpu_attn_check(ctx, "fat5__gpu_attn_fwd", Tq, H, dk, kind, bias, lut, nb, max_distance);
     if (st || Tq == 0) return st;
     if (dk <= 128) {  // tiled: 64 queries x 256 threads a block; Qt [dkp][68], P [64][68], K, V [dkp][65]
         int64_t dkp = dk <= 16 ? 16 : dk <= 32 ? 32 : dk <= 64 ? 64 : 128;
-        int64_t base = (dkp * (68 + 2 * 65) + 64 * 68) * 4;
-        int64_t tab = bias ? ((int64_t)nb + max_distance) * 4 : 0;
-        int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT;
-        if (base <= optin)
-            return fat5__dev_launch(ctx, FAT5__K_attn_fwd, fat5__gpu_blocks(Tq, 64), (unsigned)H, 1, 256, 1, 1,
-                                    (unsigned)(base + tab <= optin ? base + tab : base), args);
+        int64_t tab = scheme == 0 && bias ? ((int64_t)nb + max_distance) * 4 : 0, need;
+        base = (dkp * (68 + 2 * 65) + 64 * 68) * 4;
+        need = scheme == 2 ? fat5__gpu_fire_smem(base, nb, 0) : base;
+        if (need <= optin)
+            return fat5__dev_launch(ctx, kernel, fat5__gpu_blocks(Tq, 64), (unsigned)H, 1, 256, 1, 1,
+                                    (unsigned)(need + tab <= optin ? need + tab : need), args);
     }
-    return fat5__dev_launch(ctx, FAT5__K_attn_fwd, fat5__gpu_blocks(Tq, FAT5__GPU_ATTN_WARPS), (unsigned)H, 1,
+    base = (int64_t)FAT5__GPU_ATTN_WARPS * dk * 4;
+    if (scheme == 2 && fat5__gpu_fire_smem(base, nb, 0) > optin)
+        return fat5__gpu_fire_too_big(ctx, "fat5__gpu_attn_fwd", nb, fat5__gpu_fire_smem(base, nb, 0), optin);
+    return fat5__dev_launch(ctx, kernel, fat5__gpu_blocks(Tq, FAT5__GPU_ATTN_WARPS), (unsigned)H, 1,
                             32 * FAT5__GPU_ATTN_WARPS, 1, 1,
-                            fat5__gpu_attn_smem(1, dk, bias, nb, max_distance, 0), args);
+                            scheme == 2   ? (unsigned)fat5__gpu_fire_smem(base, nb, 0)
+                            : scheme == 1 ? (unsigned)base
+                                          : fat5__gpu_attn_smem(1, dk, bias, nb, max_distance, 0),
+                            args);
 }
 
 // delta[t*H+h] = sum_d dout o over head h's columns; one warp per (token, head), 8 warps a block
@@ -5537,11 +5606,30 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_delta(fat5_ctx *ctx, fat5__dp
                             args);
 }
 
-// dq (written) and dbias += ds per (bucket, head) (dbias 0 when there is no bias); delta from
-// fat5__gpu_attn_bwd_delta, lse from the forward. With dbias, scratch holds at least
-// FAT5__GPU_DBIAS_BLOCKS * nb * H floats: the grid (x clamped to FAT5__GPU_DBIAS_BLOCKS) writes
-// one row of per-bucket partial sums per block there (no atomics), then fat5__gpu_colsum_f32 adds
-// the rows into dbias in a fixed order, so dbias is deterministic (same inputs, same bits).
+// FIRE's gradient block g (FAT5__FIRE_NUMEL(H, W) floats) += per-head shares [H, FAT5__FIRE_SHARES(W)],
+// the shared parts summed in head order (in double, as fat5__cpu_fire_reduce: the same bits); one
+// thread per element of g, 256 a block
+static FAT5__UNUSED fat5_status fat5__gpu_fire_reduce(fat5_ctx *ctx, fat5__dptr g, fat5__dptr shares, int H, int W) {
+    void *args[] = {&g, &shares, &H, &W};
+    if (H < 1 || W < 1 || (int64_t)H * FAT5__FIRE_SHARES(W) > INT_MAX)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_fire_reduce: %d heads, MLP width %d", H, W);
+    if (!g || !shares) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_fire_reduce: a NULL buffer");
+    return fat5__dev_launch(ctx, FAT5__K_fire_reduce, fat5__gpu_blocks(FAT5__FIRE_NUMEL(H, W), 256), 1, 1, 256, 1, 1,
+                            0, args);
+}
+
+// dq (written) and the bias gradient, deterministic (same inputs, same bits; no atomics); delta from
+// fat5__gpu_attn_bwd_delta, lse from the forward.
+// T5: dbias [nb, H] += ds per (bucket, head) (dbias 0: not wanted; it needs a bias). scratch holds
+// at least FAT5__GPU_DBIAS_BLOCKS * nb * H floats: the grid (x clamped to FAT5__GPU_DBIAS_BLOCKS)
+// writes one row of per-bucket partial sums per block there, then fat5__gpu_colsum_f32 adds the
+// rows into dbias in a fixed order.
+// FIRE: dbias is FIRE's gradient block (FAT5__FIRE_NUMEL(H, W) floats, +=). scratch holds
+// (FAT5__GPU_DBIAS_BLOCKS + 1) H FAT5__FIRE_SHARES(W) floats: block b writes its per-head shares
+// to row b ([H][3 W + 3], fat5__fire_grad's layout), fat5__gpu_colsum_f32 sums the rows in a fixed
+// order into the last row (zeroed first), and fat5__gpu_fire_reduce adds those [H, 3 W + 3] shares
+// into dbias (in head order).
+// ALiBi has no parameters: dbias is ignored (as on the CPU).
 static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dq(fat5_ctx *ctx, fat5__dptr dq, fat5__dptr dbias,
                                                       fat5__dptr dout, fat5__dptr lse, fat5__dptr delta,
                                                       fat5__dptr q, fat5__dptr k, fat5__dptr v,
@@ -5549,53 +5637,73 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dq(fat5_ctx *ctx, fat5__dptr 
                                                       fat5__dptr cu_k, fat5__dptr q_seq, int64_t Tq, int H,
                                                       int dk, int kind, int nb, int max_distance,
                                                       fat5__dptr scratch) {
+    static const char *const op = "fat5__gpu_attn_bwd_dq";
     long long Tq_ = Tq;
-    fat5__dptr part = dbias ? scratch : 0;
+    int scheme = fat5__gpu_attn_scheme(kind), kernel = fat5__gpu_attn_kernel(FAT5__K_attn_bwd_dq, kind);
+    fat5__dptr dbias_ = scheme == 1 ? 0 : dbias, part = dbias_ ? scratch : 0;
     void *args[] = {&dq,   &part, &dout,  &lse, &delta, &q,  &k,    &v,  &bias,        &lut,
                     &cu_q, &cu_k, &q_seq, &Tq_, &H,     &dk, &kind, &nb, &max_distance};
     int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT;
     unsigned gx, smem;
     int kernel_done = 0;
-    fat5_status st =
-        fat5__gpu_attn_check(ctx, "fat5__gpu_attn_bwd_dq", Tq, H, dk, kind, bias, lut, nb, max_distance);
+    fat5_status st = fat5__gpu_attn_check(ctx, op, Tq, H, dk, kind, bias, lut, nb, max_distance);
     if (st || Tq == 0) return st;
-    if (dbias && !bias)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_attn_bwd_dq: a bias gradient without a bias");
-    if (dbias && !scratch)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_attn_bwd_dq: a bias gradient without scratch");
+    if (dbias_ && !bias) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: a bias gradient without a bias", op);
+    if (dbias_ && !scratch) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: a bias gradient without scratch", op);
     if (dk <= 64) {  // tiled: 64 queries x 256 threads; Q, dout [dkp][68], ds [64][68], K, V [dkp][65]
         int64_t dkp = dk <= 16 ? 16 : dk <= 32 ? 32 : 64;
-        int64_t base = (dkp * (2 * 68 + 2 * 65) + 64 * 68) * 4;
-        int64_t tab = bias ? ((int64_t)nb + max_distance + (dbias ? 8 * (int64_t)nb : 0)) * 4 : 0;
-        // with dbias the tables and the 8 warps' accumulators must be in shared memory
-        if (dbias ? base + tab <= optin : base <= optin) {
+        int64_t base = (dkp * (2 * 68 + 2 * 65) + 64 * 68) * 4, tab = 0, need;
+        if (scheme == 2) {  // FIRE: the MLP rows; with the gradient, a u tile [64][68] and G = 256 / W groups
+            int64_t groups = dbias_ ? (nb < 256 ? 256 / nb : 1) : 0;
+            need = fat5__gpu_fire_smem(base + (dbias_ ? 64 * 68 * 4 : 0), nb, groups);
+        } else {
+            tab = scheme == 0 && bias ? ((int64_t)nb + max_distance + (dbias_ ? 8 * (int64_t)nb : 0)) * 4 : 0;
+            // T5 with dbias: the tables and the 8 warps' accumulators must be in shared memory
+            need = scheme == 0 && dbias_ ? base + tab : base;
+            if (need == base + tab) tab = 0;
+        }
+        if (need <= optin) {
             gx = fat5__gpu_blocks(Tq, 64);
-            if (dbias && gx > FAT5__GPU_DBIAS_BLOCKS) gx = FAT5__GPU_DBIAS_BLOCKS;
-            st = fat5__dev_launch(ctx, FAT5__K_attn_bwd_dq, gx, (unsigned)H, 1, 256, 1, 1,
-                                  (unsigned)(base + tab <= optin ? base + tab : base), args);
+            if (dbias_ && gx > FAT5__GPU_DBIAS_BLOCKS) gx = FAT5__GPU_DBIAS_BLOCKS;
+            st = fat5__dev_launch(ctx, kernel, gx, (unsigned)H, 1, 256, 1, 1,
+                                  (unsigned)(need + tab <= optin ? need + tab : need), args);
             kernel_done = 1;
         }
     }
     if (!kernel_done) {
+        int64_t base = (int64_t)2 * FAT5__GPU_ATTN_WARPS * dk * 4, need;
         gx = fat5__gpu_blocks(Tq, FAT5__GPU_ATTN_WARPS);
-        if (dbias) {
-            int64_t need = ((int64_t)2 * FAT5__GPU_ATTN_WARPS * dk + nb + max_distance +
-                            (int64_t)FAT5__GPU_ATTN_WARPS * nb) * 4;
+        if (dbias_ && gx > FAT5__GPU_DBIAS_BLOCKS) gx = FAT5__GPU_DBIAS_BLOCKS;
+        if (scheme == 2) {
+            need = fat5__gpu_fire_smem(base, nb, dbias_ ? FAT5__GPU_ATTN_WARPS : 0);
+            if (need > optin) return fat5__gpu_fire_too_big(ctx, op, nb, need, optin);
+            smem = (unsigned)need;
+        } else if (scheme == 1) {
+            smem = (unsigned)base;
+        } else if (dbias_) {
+            need = base + ((int64_t)nb + max_distance + (int64_t)FAT5__GPU_ATTN_WARPS * nb) * 4;
             if (need > optin)
                 return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
-                                 "fat5__gpu_attn_bwd_dq: %d buckets and max distance %d need %lld bytes of shared "
-                                 "memory for the bias gradient, the device allows %lld",
-                                 nb, max_distance, (long long)need, (long long)optin);
+                                 "%s: %d buckets and max distance %d need %lld bytes of shared memory for the bias "
+                                 "gradient, the device allows %lld",
+                                 op, nb, max_distance, (long long)need, (long long)optin);
             smem = (unsigned)need;
-            if (gx > FAT5__GPU_DBIAS_BLOCKS) gx = FAT5__GPU_DBIAS_BLOCKS;
         } else {
             smem = fat5__gpu_attn_smem(2, dk, bias, nb, max_distance, 0);
         }
-        st = fat5__dev_launch(ctx, FAT5__K_attn_bwd_dq, gx, (unsigned)H, 1, 32 * FAT5__GPU_ATTN_WARPS, 1, 1, smem,
-                              args);
+        st = fat5__dev_launch(ctx, kernel, gx, (unsigned)H, 1, 32 * FAT5__GPU_ATTN_WARPS, 1, 1, smem, args);
     }
-    if (st || !dbias) return st;
-    return fat5__gpu_colsum_f32(ctx, dbias, scratch, (int)gx, nb * H);
+    if (st || !dbias_) return st;
+    if (scheme == 2) {  // the blocks' rows summed into the last row, then the heads into dbias
+        int64_t row = (int64_t)H * FAT5__FIRE_SHARES(nb);
+        fat5__dptr sum = scratch + (fat5__dptr)((int64_t)FAT5__GPU_DBIAS_BLOCKS * row * 4);
+        if (row > INT_MAX) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: FIRE's shares of %d heads", op, H);
+        if ((st = fat5__gpu_fill_f32(ctx, sum, 0.0f, row)) != FAT5_OK ||
+            (st = fat5__gpu_colsum_f32(ctx, sum, scratch, (int)gx, (int)row)) != FAT5_OK)
+            return st;
+        return fat5__gpu_fire_reduce(ctx, dbias_, sum, H, nb);
+    }
+    return fat5__gpu_colsum_f32(ctx, dbias_, scratch, (int)gx, nb * H);
 }
 
 // dk, dv (written): one warp per (key, head), over the queries that see the key; k_seq[j] is the
@@ -5609,21 +5717,29 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__dptr
     long long Tk_ = Tk;
     void *args[] = {&dk_,  &dv,   &dout,  &lse, &delta, &q,  &k,    &v,  &bias,        &lut,
                     &cu_q, &cu_k, &k_seq, &Tk_, &H,     &dk, &kind, &nb, &max_distance};
+    int scheme = fat5__gpu_attn_scheme(kind), kernel = fat5__gpu_attn_kernel(FAT5__K_attn_bwd_dkv, kind);
+    int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT, base;
     fat5_status st =
         fat5__gpu_attn_check(ctx, "fat5__gpu_attn_bwd_dkv", Tk, H, dk, kind, bias, lut, nb, max_distance);
     if (st || Tk == 0) return st;
     if (dk <= 64) {  // tiled: 64 keys x 256 threads; K, V [dkp][68], p, ds [64][68], Q, dout [dkp][65]
         int64_t dkp = dk <= 16 ? 16 : dk <= 32 ? 32 : 64;
-        int64_t base = (dkp * (2 * 68 + 2 * 65) + 128 * 68) * 4;
-        int64_t tab = bias ? ((int64_t)nb + max_distance) * 4 : 0;
-        int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT;
-        if (base <= optin)
-            return fat5__dev_launch(ctx, FAT5__K_attn_bwd_dkv, fat5__gpu_blocks(Tk, 64), (unsigned)H, 1, 256, 1, 1,
-                                    (unsigned)(base + tab <= optin ? base + tab : base), args);
+        int64_t tab = scheme == 0 && bias ? ((int64_t)nb + max_distance) * 4 : 0, need;
+        base = (dkp * (2 * 68 + 2 * 65) + 128 * 68) * 4;
+        need = scheme == 2 ? fat5__gpu_fire_smem(base, nb, 0) : base;
+        if (need <= optin)
+            return fat5__dev_launch(ctx, kernel, fat5__gpu_blocks(Tk, 64), (unsigned)H, 1, 256, 1, 1,
+                                    (unsigned)(need + tab <= optin ? need + tab : need), args);
     }
-    return fat5__dev_launch(ctx, FAT5__K_attn_bwd_dkv, fat5__gpu_blocks(Tk, FAT5__GPU_ATTN_WARPS),
-                            (unsigned)H, 1, 32 * FAT5__GPU_ATTN_WARPS, 1, 1,
-                            fat5__gpu_attn_smem(2, dk, bias, nb, max_distance, 0), args);
+    base = (int64_t)2 * FAT5__GPU_ATTN_WARPS * dk * 4;
+    if (scheme == 2 && fat5__gpu_fire_smem(base, nb, 0) > optin)
+        return fat5__gpu_fire_too_big(ctx, "fat5__gpu_attn_bwd_dkv", nb, fat5__gpu_fire_smem(base, nb, 0), optin);
+    return fat5__dev_launch(ctx, kernel, fat5__gpu_blocks(Tk, FAT5__GPU_ATTN_WARPS), (unsigned)H, 1,
+                            32 * FAT5__GPU_ATTN_WARPS, 1, 1,
+                            scheme == 2   ? (unsigned)fat5__gpu_fire_smem(base, nb, 0)
+                            : scheme == 1 ? (unsigned)base
+                                          : fat5__gpu_attn_smem(2, dk, bias, nb, max_distance, 0),
+                            args);
 }
 
 // ----- xent.cu: one block of 256 threads per row over the vocabulary -----
@@ -5640,7 +5756,8 @@ static int fat5__gpu_decode_splits(int max_keys) {
 }
 
 // o[i] = softmax_j(q_i . k_j + bias) v_j per head against entry i's cache row (see
-// fat5__cpu_attn_decode). Flash-decoding: the keys of each (entry, head) are cut into S =
+// fat5__cpu_attn_decode); the causal kinds may carry ALiBi or FIRE (never asymmetric ALiBi), whose
+// bias of key j is that of a query at position pos[0]. Flash-decoding: the keys of each (entry, head) are cut into S =
 // ceil(max_keys / FAT5__DECODE_SPLIT_KEYS) splits (at most 32), one warp each (phase 0, grid
 // (ceil(S / W), H, n clamped to 65535), W = min(S, 4) warps a block); with S > 1 each warp writes its
 // partial (max, sum, acc[dk]) to scratch and phase 1 (one warp per (entry, head), 4 warps a block)
@@ -5654,16 +5771,21 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_decode(fat5_ctx *ctx, fat5__dptr 
     static const char *const op = "fat5__gpu_attn_decode";
     long long n_ = n;
     int splits = fat5__gpu_decode_splits(max_keys), phase0 = 0, phase1 = 1;
-    int warps = splits < 4 ? splits : 4;
-    fat5__dptr bias_ = kind == FAT5__ATTN_CAUSAL ? bias : 0;
+    int warps = splits < 4 ? splits : 4, mask = kind & FAT5__ATTN_MASK;
+    int scheme = fat5__gpu_attn_scheme(kind), kernel = fat5__gpu_attn_kernel(FAT5__K_attn_decode, kind);
+    int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT;
+    int64_t smem = scheme == 2 ? fat5__gpu_fire_smem((int64_t)warps * dk * 4, nb, 0) : (int64_t)warps * dk * 4;
+    fat5__dptr bias_ = mask == FAT5__ATTN_CAUSAL ? bias : 0;
     void *a0[] = {&o,      &scratch, &q,  &k,  &v,    &bias_, &lut,          &rows,   &kv_off, &kv_len,
                   &pos,    &n_,      &H,  &dk, &kind, &nb,    &max_distance, &splits, &phase0};
     void *a1[] = {&o,      &scratch, &q,  &k,  &v,    &bias_, &lut,          &rows,   &kv_off, &kv_len,
                   &pos,    &n_,      &H,  &dk, &kind, &nb,    &max_distance, &splits, &phase1};
     fat5_status st = fat5__gpu_attn_check(ctx, op, n, H, dk, kind, bias_, lut, nb, max_distance);
     if (st || n == 0) return st;
-    if (kind == FAT5__ATTN_BIDIR)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: kind %d (cross or causal only)", op, kind);
+    if (mask == FAT5__ATTN_BIDIR || (kind & FAT5__ATTN_ALIBI_ASYM))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: kind %d (cross or causal only, never asymmetric ALiBi)", op,
+                         kind);
+    if (scheme == 2 && smem > optin) return fat5__gpu_fire_too_big(ctx, op, nb, smem, optin);
     if (n > INT64_MAX / ((int64_t)H * FAT5__DECODE_MAX_SPLITS * (dk + 2)))
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: %lld entries", op, (long long)n);
     if (!o || !q || !k || !v || !rows || !kv_off || !pos || (kind == FAT5__ATTN_CROSS && !kv_len))
@@ -5671,9 +5793,8 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_decode(fat5_ctx *ctx, fat5__dptr 
     if (splits > 1 && !scratch)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: %d splits for max_keys = %d need scratch", op, splits,
                          max_keys);
-    st = fat5__dev_launch(ctx, FAT5__K_attn_decode, (unsigned)((splits + warps - 1) / warps), (unsigned)H,
-                          (unsigned)(n < 65535 ? n : 65535), 32 * (unsigned)warps, 1, 1,
-                          (unsigned)(warps * dk * 4), a0);
+    st = fat5__dev_launch(ctx, kernel, (unsigned)((splits + warps - 1) / warps), (unsigned)H,
+                          (unsigned)(n < 65535 ? n : 65535), 32 * (unsigned)warps, 1, 1, (unsigned)smem, a0);
     if (st || splits == 1) return st;
     return fat5__dev_launch(ctx, FAT5__K_attn_decode, fat5__gpu_blocks(n * H, 4), 1, 1, 128, 1, 1, 0, a1);
 }
@@ -5717,15 +5838,6 @@ static FAT5__UNUSED fat5_status fat5__gpu_add_i32(fat5_ctx *ctx, fat5__dptr x, i
     if (n < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_add_i32", "n", n);
     if (n == 0) return FAT5_OK;
     return fat5__dev_launch(ctx, FAT5__K_add_i32, fat5__gpu_blocks(n, 256), 1, 1, 256, 1, 1, 0, args);
-}
-
-// FIRE's gradient block g += per-head shares [H, FAT5__FIRE_SHARES(W)] summed in head order
-static FAT5__UNUSED fat5_status fat5__gpu_fire_reduce(fat5_ctx *ctx, fat5__dptr g, fat5__dptr shares, int H, int W) {
-    (void)g;
-    (void)shares;
-    (void)H;
-    (void)W;
-    return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5__gpu_fire_reduce: not written yet");
 }
 
 // ----- rope.cu -----

@@ -19,13 +19,17 @@
 // Layout: q, k, v, o, dout rows have stride H*dk; head h is columns h*dk .. h*dk+dk-1.
 // Sequences: cu_q / cu_k [n_seq+1] offsets; q_seq[t] (k_seq[j]) = sequence of query t (key j).
 // Positions are relative to the sequence starts; rel = key position - query position.
-// kind 0 cross (no bias, every key of the sequence), 1 bidirectional, 2 causal (keys j <= i).
-// No 1/sqrt(dk) scale (T5). bias is [nb, H] fp32 (NULL: no bias, e.g. cross-attention).
+// kind = mask (kind & 3: 0 cross, every key of the sequence; 1 bidirectional; 2 causal, keys j <= i)
+// | position scheme (fat5__attn_kind in fat5.h; see "position schemes" below): no scheme bit, the
+// T5 buckets when bias is the [nb, H] fp32 table, no bias when bias is NULL (e.g. cross-attention);
+// FAT5_ATTN_ALIBI (+ _ASYM) and FAT5_ATTN_FIRE compute the bias from (i, j, h) in the kernel.
+// No 1/sqrt(dk) scale (T5).
 // lut[n] (n < max_distance) is the host-computed bucket of distance n (fat5__rel_bucket), so the
 // GPU and CPU agree bit for bit:
 //   kind 1: n = |rel|,         bucket = (n < md ? lut[n] : nb/2 - 1) + (rel > 0 ? nb/2 : 0)
 //   else:   n = max(-rel, 0),  bucket = n < md ? lut[n] : nb - 1
 // A query with no keys gets o = 0 and lse = -inf (cannot happen in valid batches).
+// Nothing of size L^2 is stored for any scheme: every bias is recomputed where a score is.
 
 #define FAT5_ATTN_MAX_DK 256
 
@@ -156,18 +160,261 @@ __device__ __forceinline__ fat5_attn_tables fat5_attn_load_tables(const float *b
     return t;
 }
 
+// ----- position schemes ----------------------------------------------------------------------------
+// The scheme bits of `kind` (fat5__attn_kind in fat5.h):
+#define FAT5_ATTN_MASK 3
+#define FAT5_ATTN_ALIBI 4       // bias -slope_h |j - i| (ALiBi slopes of H heads)
+#define FAT5_ATTN_ALIBI_ASYM 8  // with bidirectional ALiBi: slopes of H/2 heads (h and h + H/2 share
+                                // slope h mod H/2); heads h < H/2 see keys j <= i, the others j >= i
+#define FAT5_ATTN_FIRE 16       // FIRE: bias = MLP(u(i, j)); `bias` is FIRE's parameter block, nb its
+                                // MLP width W, max_distance its L0; lut unused
+// Each kernel is instantiated once per scheme (template parameter PE) behind its own entry point, so
+// that the T5 kernels' code (and register allocation) is what it was before the schemes existed:
+#define FAT5_PE_TABLE 0  // T5 buckets from the [nb, H] table, or no bias (bias NULL)
+#define FAT5_PE_ALIBI 1  // ALiBi, symmetric or asymmetric
+#define FAT5_PE_FIRE 2   // FIRE
+
+
+// Which keys a query of head h sees: 0 all of its sequence's, 1 those at or before it (j <= i:
+// causal, and asymmetric ALiBi's heads h < H/2), 2 those at or after it (j >= i: the other heads).
+// Keys outside the range are never visited (a masked tile or chunk is skipped, not computed).
+template <int PE>
+__device__ __forceinline__ int fat5_attn_vis(int kind, int h, int H)
+{
+    if ((kind & FAT5_ATTN_MASK) == 2) return 1;
+    if (PE == FAT5_PE_ALIBI && (kind & FAT5_ATTN_ALIBI_ASYM)) return h < H / 2 ? 1 : 2;
+    return 0;
+}
+
+// the keys [lo, hi) that query i sees among nk; the queries [lo, hi) that see key j among nq
+__device__ __forceinline__ void fat5_attn_key_range(int vis, int i, int nk, int &lo, int &hi)
+{
+    lo = vis == 2 ? min(i, nk) : 0;
+    hi = vis == 1 ? min(i + 1, nk) : nk;
+}
+__device__ __forceinline__ void fat5_attn_query_range(int vis, int j, int nq, int &lo, int &hi)
+{
+    lo = vis == 1 ? min(j, nq) : 0;
+    hi = vis == 2 ? min(j + 1, nq) : nq;
+}
+
+// ALiBi's slope of head h of n (fat5__alibi_slope): with p the largest power of two <= n,
+// 2^(-8 (h + 1) / p) for h < p, else 2^(-4 (2 (h - p) + 1) / p); in double, rounded to fp32.
+__device__ __forceinline__ float fat5_alibi_slope(int h, int n)
+{
+    int p = 1;
+    while (p * 2 <= n) p *= 2;
+    return (float)exp2(h < p ? -8.0 * (h + 1) / p : -4.0 * (2.0 * (h - p) + 1.0) / p);
+}
+
+// The position bias of one head as a kernel sees it (built by fat5_attn_pos).
+struct fat5_pb {
+    // FAT5_PE_TABLE: bucket b's bias at bias[b * bstride] (NULL: no bias), bucket table lut,
+    // kind the mask (1 or 2), nb buckets, md = max_distance
+    const float *bias;
+    int bstride;
+    const int *lut;
+    int kind, nb, md;
+    float *extra;  // the `extra` floats of shared memory the loader zeroed (NULL when none)
+    // FAT5_PE_ALIBI
+    float slope;
+    // FAT5_PE_FIRE: fw[w] = (w1[w], b1[w], w2[h, w], w2[h, w] w1[w]) in shared memory, w < W;
+    // b2 = mlp.2.bias[h], c and |c|; thr = |L_multiplier L0| (fp32), tc = ceil(thr) (i < thr <=> i <
+    // tc for integer i), teq = thr when it is an integer (else -1: no tie), dlm = sign(L_mult) L0
+    const float4 *fw;
+    int W, tc, teq;
+    float b2, c, ac, thr, dlm;
+};
+
+// FIRE's normalised distance u(i, j) (fat5__fire_u, in fp32): d = i - j, m = max(i, thr),
+// u = sign(d) ln(|c d| + 1) / (ln(|c m| + 1) + 1e-6). With G, also g0 = du/dc and g1 = du/dL_mult
+// (the maximum's gradient split evenly at a tie i == thr, as autograd's and the CPU's).
+template <bool G>
+__device__ __forceinline__ float fat5_fire_u(const fat5_pb &pb, int i, int j, float &g0, float &g1)
+{
+    const bool below = i < pb.tc;
+    const float d = (float)(i - j), ad = fabsf(d);
+    const float mx = below ? pb.thr : (float)i;
+    const float num = log1pf(pb.ac * ad), den = log1pf(pb.ac * mx) + 1e-6f;
+    const float s = d > 0.0f ? 1.0f : d < 0.0f ? -1.0f : 0.0f;
+    if (G) {
+        const float sc = pb.c > 0.0f ? 1.0f : pb.c < 0.0f ? -1.0f : 0.0f;
+        const float em = 1.0f / (pb.ac * mx + 1.0f);
+        const float dnum = sc * ad / (pb.ac * ad + 1.0f), dden = sc * mx * em;
+        const float dmx = below ? pb.dlm : i == pb.teq ? 0.5f * pb.dlm : 0.0f;
+        const float r = s / (den * den);
+        g0 = r * (dnum * den - num * dden);
+        g1 = -r * num * pb.ac * em * dmx;
+    }
+    return s * num / den;
+}
+
+// FIRE's bias of the head at u: b2 + sum_w w2 relu(w1 u + b1) (fat5__fire_mlp); with D, also
+// dm = sum over the units with w1 u + b1 > 0 of w2 w1 (d bias / du).
+template <bool D>
+__device__ __forceinline__ float fat5_fire_mlp(const fat5_pb &pb, float u, float &dm)
+{
+    float out = pb.b2, m = 0.0f;
+#pragma unroll 4
+    for (int w = 0; w < pb.W; w++) {
+        const float4 f = pb.fw[w];
+        const float a = fmaf(f.x, u, f.y);
+        out = fmaf(f.z, fmaxf(a, 0.0f), out);
+        if (D) m += a > 0.0f ? f.w : 0.0f;
+    }
+    if (D) dm = m;
+    return out;
+}
+
+// The bias of query position i, key position j (PE != FAT5_PE_TABLE, or a table is given).
+template <int PE>
+__device__ __forceinline__ float fat5_pb_bias(const fat5_pb &pb, int i, int j)
+{
+    if (PE == FAT5_PE_ALIBI) return -pb.slope * fabsf((float)(j - i));
+    if (PE == FAT5_PE_FIRE) {
+        float g0, g1, dm;
+        return fat5_fire_mlp<false>(pb, fat5_fire_u<false>(pb, i, j, g0, g1), dm);
+    }
+    return pb.bias[fat5_attn_bucket(j - i, pb.kind, pb.lut, pb.nb, pb.md) * pb.bstride];
+}
+
+// Head h's position bias for a block whose own shared rows take `base_floats` floats. T5: the
+// tables of fat5_attn_load_tables (cached when the launch has room). ALiBi: the slope. FIRE: the
+// head's MLP rows staged as float4 in shared memory at base_floats rounded up to a multiple of 4
+// (the launcher always gives 16 W bytes for them there), FIRE's scalars in registers; L0 = md.
+// Then `extra` zeroed floats (T5: after the tables, when cached; FIRE: after the rows). Every
+// thread of the block must call (it may synchronise the block).
+template <int PE>
+__device__ __forceinline__ fat5_pb fat5_attn_pos(const float *bias, const int *lut, int h, int H, int kind, int nb,
+                                                 int md, int base_floats, int extra)
+{
+    fat5_pb pb;
+    pb.kind = kind & FAT5_ATTN_MASK;
+    pb.nb = nb;
+    pb.md = md;
+    pb.extra = 0;
+    pb.bias = 0;
+    pb.bstride = 0;
+    pb.lut = 0;
+    if (PE == FAT5_PE_TABLE) {
+        const fat5_attn_tables t = fat5_attn_load_tables(bias, lut, h, H, nb, md, base_floats, extra);
+        pb.bias = t.bias;
+        pb.bstride = t.bstride;
+        pb.lut = t.lut;
+        pb.extra = t.extra;
+    } else if (PE == FAT5_PE_ALIBI) {
+        const int asym = (kind & FAT5_ATTN_ALIBI_ASYM) != 0;
+        pb.slope = fat5_alibi_slope(asym ? h % (H / 2) : h, asym ? H / 2 : H);
+    } else {
+        const int W = nb;
+        const long long ob2 = (long long)W * (2 + H);  // FAT5__FIRE_B2(H, W); c, L_mult follow the H b2's
+        float4 *fw = (float4 *)((float *)fat5_smem + ((base_floats + 3) & ~3));
+        const float *w2 = bias + 2LL * W + (long long)h * W;
+        for (int w = threadIdx.x; w < W; w += blockDim.x) {
+            const float a = bias[w], z = w2[w];
+            fw[w] = make_float4(a, bias[W + w], z, z * a);
+        }
+        pb.extra = (float *)(fw + W);
+        for (int e = threadIdx.x; e < extra; e += blockDim.x) pb.extra[e] = 0.0f;
+        pb.fw = fw;
+        pb.W = W;
+        pb.b2 = bias[ob2 + h];
+        pb.c = bias[ob2 + H];
+        pb.ac = fabsf(pb.c);
+        const float lm = bias[ob2 + H + 1];
+        const double thr = fabs((double)lm * (double)md);  // exact: the CPU's comparisons with i
+        pb.thr = (float)thr;
+        pb.tc = thr < 1e9 ? (int)ceil(thr) : 1000000000;
+        pb.teq = thr < 1e9 && floor(thr) == thr ? (int)thr : -1;
+        pb.dlm = (lm > 0.0f ? 1.0f : lm < 0.0f ? -1.0f : 0.0f) * (float)md;
+        __syncthreads();
+    }
+    return pb;
+}
+
+// ----- FIRE's gradient (attn_bwd_dq with a bias gradient) ------------------------------------------
+// Per score (i, j) of head h with gradient ds, as fat5__fire_grad: for each unit w with
+// a = w1 u + b1 > 0: dw2[h, w] += ds a, dw1[w] += ds w2 u, db1[w] += ds w2; db2[h] += ds; and
+// du = ds sum_w w2 w1 [a > 0] gives dc += du g0, dL_mult += du g1. Deterministically, no atomics:
+//   - the thread that computes a score adds ds, du g0, du g1 to three registers (block sums at the
+//     end, fixed order);
+//   - the (u, ds) of a chunk or tile are handed over (shuffles or a staged tile) to threads that
+//     own units: the accumulator facc[3 (g W + w) + 0..2] (dw1, db1, dw2 of unit w, group g) in
+//     shared memory is only ever touched by one thread, over its scores in a fixed order;
+//   - fat5_fire_store sums the groups in order into the block's row of shares.
+// The launcher then adds the blocks' rows (fat5_colsum_f32) and reduces the heads (fat5_fire_reduce).
+
+// One warp's chunk of cnt keys (lane l holds key l's u and ds; ds = 0 for masked lanes): lane l owns
+// units w = l, l + 32, ... of this warp's group (facc = the warp's [W][3] accumulator).
+__device__ __forceinline__ void fat5_fire_warp_grad(float *facc, const fat5_pb &pb, float u, float ds, int cnt)
+{
+    const int lane = threadIdx.x & 31;
+    for (int w0 = 0; w0 < pb.W; w0 += 32) {
+        const int w = w0 + lane;
+        const float4 f = w < pb.W ? pb.fw[w] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f;
+        for (int jj = 0; jj < cnt; jj++) {
+            const float uj = __shfl_sync(FAT5_FULL_MASK, u, jj), dsj = __shfl_sync(FAT5_FULL_MASK, ds, jj);
+            const float a = fmaf(f.x, uj, f.y);
+            if (a > 0.0f) {
+                const float da = dsj * f.z;
+                a0 = fmaf(da, uj, a0);
+                a1 += da;
+                a2 = fmaf(dsj, a, a2);
+            }
+        }
+        if (w < pb.W) {
+            facc[3 * w] += a0;
+            facc[3 * w + 1] += a1;
+            facc[3 * w + 2] += a2;
+        }
+    }
+}
+
+// Block end: part[(blockIdx.x H + h) S + k], S = 3 W + 3, = the block's share of head h in
+// fat5__fire_grad's layout: dw1[W] | db1[W] | dw2 row h [W] (facc's G groups summed in group
+// order) | db2[h] | dc | dL_mult (block sums of the threads' s0, s1, s2). facc is pb.extra, and
+// 32 more floats after its 3 G W serve the block sums. Every thread of the block must call.
+__device__ __forceinline__ void fat5_fire_store(float *part, const fat5_pb &pb, int G, int h, int H, float s0,
+                                                float s1, float s2)
+{
+    const int W = pb.W;
+    float *red = pb.extra + 3 * G * W;
+    float *row = part + ((long long)blockIdx.x * H + h) * (3LL * W + 3);
+    s0 = fat5_block_sum(s0, red);  // its leading barrier also completes facc
+    s1 = fat5_block_sum(s1, red);
+    s2 = fat5_block_sum(s2, red);
+    for (int w = threadIdx.x; w < W; w += blockDim.x) {
+        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f;
+        for (int g = 0; g < G; g++) {
+            const float *e = pb.extra + 3 * (g * W + w);
+            a0 += e[0];
+            a1 += e[1];
+            a2 += e[2];
+        }
+        row[w] = a0;
+        row[W + w] = a1;
+        row[2 * W + w] = a2;
+    }
+    if (threadIdx.x == 0) {
+        row[3 * W] = s0;
+        row[3 * W + 1] = s1;
+        row[3 * W + 2] = s2;
+    }
+}
+
 // ----- forward -----------------------------------------------------------------------------------
 
 // One warp's online softmax over keys [j0, j1) of a query at position qpos (sq: the query in
-// shared memory, fp32): lanes over keys for the scores (with the bucket bias when bias is not 0,
-// bucket b at bias[b * bstride]), lanes over dims for the values. Updates the running max m, the
-// sum lsum of exp(score - m) (summed over the warp on return) and acc[r] = sum exp(score - m) v
-// for dims lane + 32 r. Shared by the forward's per-token warp and the decode splits.
-template <int R>
+// shared memory, fp32): lanes over keys for the scores (plus the position bias pb of the scheme
+// PE: the bucket bias when pb.bias is not 0, ALiBi, FIRE), lanes over dims for the values. Updates
+// the running max m, the sum lsum of exp(score - m) (summed over the warp on return) and acc[r] =
+// sum exp(score - m) v for dims lane + 32 r. Shared by the forward's per-token warp and the decode
+// splits.
+template <int R, int PE>
 __device__ __forceinline__ void fat5_attn_warp_keys(const float *sq, const act_t *kbase, const act_t *vbase,
-                                                    long long ld, int dk, int vw, const float *bias, int bstride,
-                                                    const int *lut, int kind, int nb, int md, int qpos, int j0,
-                                                    int j1, float &m, float &lsum, float (&acc)[R])
+                                                    long long ld, int dk, int vw, const fat5_pb &pb, int qpos,
+                                                    int j0, int j1, float &m, float &lsum, float (&acc)[R])
 {
     const int lane = threadIdx.x & 31;
     for (int jb = j0; jb < j1; jb += 32) {
@@ -175,7 +422,7 @@ __device__ __forceinline__ void fat5_attn_warp_keys(const float *sq, const act_t
         float sc = -FAT5_INF;
         if (j < j1) {
             sc = fat5_attn_dot(sq, kbase + (long long)j * ld, dk, vw);
-            if (bias) sc += bias[fat5_attn_bucket(j - qpos, kind, lut, nb, md) * bstride];
+            if (PE != FAT5_PE_TABLE || pb.bias) sc += fat5_pb_bias<PE>(pb, qpos, j);
         }
         const float mnew = fmaxf(m, fat5_warp_max(sc));  // finite: key jb is valid
         const float corr = expf(m - mnew);                // 0 on the first chunk
@@ -199,7 +446,7 @@ __device__ __forceinline__ void fat5_attn_warp_keys(const float *sq, const act_t
 }
 
 
-template <int R>
+template <int R, int PE>
 __device__ __forceinline__ void fat5_attn_fwd_impl(act_t *o, float *lse, const act_t *q, const act_t *k,
                                                    const act_t *v, const float *bias, const int *lut,
                                                    const int *cu_q, const int *cu_k, const int *q_seq, long long Tq,
@@ -208,13 +455,16 @@ __device__ __forceinline__ void fat5_attn_fwd_impl(act_t *o, float *lse, const a
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     const int h = blockIdx.y;
     const long long ld = (long long)H * dk;
-    const fat5_attn_tables tab = fat5_attn_load_tables(bias, lut, h, H, nb, md, nwarps * dk, 0);
+    const fat5_pb pb = fat5_attn_pos<PE>(bias, lut, h, H, kind, nb, md, nwarps * dk, 0);
+    const int vis = fat5_attn_vis<PE>(kind, h, H);
     float *sq = (float *)fat5_smem + warp * dk;
     const int vw = fat5_attn_vec_width(dk, k, k);
     for (long long t = (long long)blockIdx.x * nwarps + warp; t < Tq; t += (long long)gridDim.x * nwarps) {
         const int s = q_seq[t], q0 = cu_q[s], k0 = cu_k[s], nk = cu_k[s + 1] - k0;
         const int i = (int)(t - q0);
-        const int nkeys = kind == 2 ? min(i + 1, nk) : nk;
+        int jlo, jhi;
+        fat5_attn_key_range(vis, i, nk, jlo, jhi);
+        const int nkeys = jhi > jlo;
         const act_t *qrow = q + t * ld + (long long)h * dk;
         const act_t *kbase = k + (long long)k0 * ld + (long long)h * dk;
         const act_t *vbase = v + (long long)k0 * ld + (long long)h * dk;
@@ -224,8 +474,7 @@ __device__ __forceinline__ void fat5_attn_fwd_impl(act_t *o, float *lse, const a
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r] = 0.0f;
         __syncwarp();
-        fat5_attn_warp_keys<R>(sq, kbase, vbase, ld, dk, vw, tab.bias, tab.bstride, tab.lut, kind, nb, md, i, 0, nkeys,
-                               m, lsum, acc);
+        fat5_attn_warp_keys<R, PE>(sq, kbase, vbase, ld, dk, vw, pb, i, jlo, jhi, m, lsum, acc);
         act_t *orow = o + t * ld + (long long)h * dk;
 #pragma unroll
         for (int r = 0; r < R; r++) {
@@ -289,7 +538,7 @@ __device__ __forceinline__ void fat5_attn_dbias_store(float *part, const float *
     }
 }
 
-template <int R>
+template <int R, int PE>
 __device__ __forceinline__ void fat5_attn_bwd_dq_impl(act_t *dq, float *dbias, const act_t *dout, const float *lse,
                                                       const float *delta, const act_t *q, const act_t *k,
                                                       const act_t *v, const float *bias, const int *lut,
@@ -299,17 +548,24 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_impl(act_t *dq, float *dbias, c
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     const int h = blockIdx.y;
     const long long ld = (long long)H * dk;
-    const fat5_attn_tables tab =
-        fat5_attn_load_tables(bias, lut, h, H, nb, md, 2 * nwarps * dk, dbias ? nwarps * nb : 0);
-    float *sdb = dbias ? tab.extra + warp * nb : 0;  // this warp's dbias accumulator (head h)
-    const int need_bucket = tab.bias != 0 || dbias != 0;
+    // dbias: T5, the per-bucket partials (a warp accumulator of nb floats each); FIRE, the shares
+    // (a [W][3] accumulator per warp, 32 floats for the block sums); ALiBi has no gradient (NULL)
+    const fat5_pb pb = fat5_attn_pos<PE>(
+        bias, lut, h, H, kind, nb, md, 2 * nwarps * dk,
+        !dbias ? 0 : PE == FAT5_PE_TABLE ? nwarps * nb : PE == FAT5_PE_FIRE ? 3 * nwarps * nb + 32 : 0);
+    const int vis = fat5_attn_vis<PE>(kind, h, H);
+    float *sdb = PE == FAT5_PE_TABLE && dbias ? pb.extra + warp * nb : 0;  // this warp's dbias accumulator (head h)
+    const int need_bucket = PE == FAT5_PE_TABLE && (pb.bias != 0 || dbias != 0);
+    const bool fire_grad = PE == FAT5_PE_FIRE && dbias;
+    float fs0 = 0.0f, fs1 = 0.0f, fs2 = 0.0f;  // FIRE: this lane's sums of ds, du dc, du dL_mult
     float *sq = (float *)fat5_smem + warp * dk;
     float *sdo = (float *)fat5_smem + (nwarps + warp) * dk;
     const int vw = fat5_attn_vec_width(dk, k, v);
     for (long long t = (long long)blockIdx.x * nwarps + warp; t < Tq; t += (long long)gridDim.x * nwarps) {
         const int s = q_seq[t], q0 = cu_q[s], k0 = cu_k[s], nk = cu_k[s + 1] - k0;
         const int i = (int)(t - q0);
-        const int nkeys = kind == 2 ? min(i + 1, nk) : nk;
+        int jlo, jhi;
+        fat5_attn_key_range(vis, i, nk, jlo, jhi);
         const long long off = t * ld + (long long)h * dk;
         const act_t *kbase = k + (long long)k0 * ld + (long long)h * dk;
         const act_t *vbase = v + (long long)k0 * ld + (long long)h * dk;
@@ -324,28 +580,43 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_impl(act_t *dq, float *dbias, c
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r] = 0.0f;
         __syncwarp();
-        for (int jb = 0; jb < nkeys; jb += 32) {
+        for (int jb = jlo; jb < jhi; jb += 32) {
             const int j = jb + lane;
-            float ds = 0.0f;
+            float ds = 0.0f, fu = 0.0f;  // fu: FIRE's u of this lane's key
             int fb = -1;      // a finished run to flush
             float fs = 0.0f;
-            if (j < nkeys) {
-                const int b = need_bucket ? fat5_attn_bucket(j - i, kind, tab.lut, nb, md) : 0;
+            if (j < jhi) {
+                const int b = need_bucket ? fat5_attn_bucket(j - i, kind, pb.lut, nb, md) : 0;
                 float sc = fat5_attn_dot(sq, kbase + (long long)j * ld, dk, vw);
-                if (tab.bias) sc += tab.bias[b * tab.bstride];
+                float g0 = 0.0f, g1 = 0.0f, dm = 0.0f;
+                if (PE == FAT5_PE_TABLE) {
+                    if (pb.bias) sc += pb.bias[b * pb.bstride];
+                } else if (PE == FAT5_PE_FIRE) {
+                    fu = fat5_fire_u<true>(pb, i, j, g0, g1);
+                    sc += fat5_fire_mlp<true>(pb, fu, dm);
+                } else {
+                    sc += fat5_pb_bias<PE>(pb, i, j);
+                }
                 const float p = expf(sc - L);
                 const float dp = fat5_attn_dot(sdo, vbase + (long long)j * ld, dk, vw);
                 ds = p * (dp - dl);
-                if (dbias && b != run_b) {
+                if (PE == FAT5_PE_TABLE && dbias && b != run_b) {
                     fb = run_b;
                     fs = run_s;
                     run_b = b;
                     run_s = 0.0f;
                 }
                 run_s += ds;
+                if (fire_grad) {
+                    const float du = ds * dm;
+                    fs0 += ds;
+                    fs1 = fmaf(du, g0, fs1);
+                    fs2 = fmaf(du, g1, fs2);
+                }
             }
-            if (dbias) fat5_attn_dbias_flush(sdb, fb, fs);
-            const int cnt = min(32, nkeys - jb);
+            if (PE == FAT5_PE_TABLE && dbias) fat5_attn_dbias_flush(sdb, fb, fs);
+            const int cnt = min(32, jhi - jb);
+            if (fire_grad) fat5_fire_warp_grad(pb.extra + 3 * warp * nb, pb, fu, ds, cnt);
             for (int jj = 0; jj < cnt; jj++) {
                 const float dsj = __shfl_sync(FAT5_FULL_MASK, ds, jj);
                 const act_t *krow = kbase + (long long)(jb + jj) * ld;
@@ -356,7 +627,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_impl(act_t *dq, float *dbias, c
                 }
             }
         }
-        if (dbias) fat5_attn_dbias_flush(sdb, run_b, run_s);
+        if (PE == FAT5_PE_TABLE && dbias) fat5_attn_dbias_flush(sdb, run_b, run_s);
 #pragma unroll
         for (int r = 0; r < R; r++) {
             const int d = lane + 32 * r;
@@ -364,11 +635,12 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_impl(act_t *dq, float *dbias, c
         }
         __syncwarp();  // sq, sdo are rewritten by the next token
     }
-    if (dbias) fat5_attn_dbias_store(dbias, tab.extra, nb, h, H);
+    if (PE == FAT5_PE_TABLE && dbias) fat5_attn_dbias_store(dbias, pb.extra, nb, h, H);
+    if (fire_grad) fat5_fire_store(dbias, pb, nwarps, h, H, fs0, fs1, fs2);
 }
 
 
-template <int R>
+template <int R, int PE>
 __device__ __forceinline__ void fat5_attn_bwd_dkv_impl(act_t *dk_, act_t *dv, const act_t *dout, const float *lse,
                                                        const float *delta, const act_t *q, const act_t *k,
                                                        const act_t *v, const float *bias, const int *lut,
@@ -378,14 +650,16 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_impl(act_t *dk_, act_t *dv, co
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     const int h = blockIdx.y;
     const long long ld = (long long)H * dk;
-    const fat5_attn_tables tab = fat5_attn_load_tables(bias, lut, h, H, nb, md, 2 * nwarps * dk, 0);
+    const fat5_pb pb = fat5_attn_pos<PE>(bias, lut, h, H, kind, nb, md, 2 * nwarps * dk, 0);
+    const int vis = fat5_attn_vis<PE>(kind, h, H);
     float *sk = (float *)fat5_smem + warp * dk;
     float *sv = (float *)fat5_smem + (nwarps + warp) * dk;
     const int vw = fat5_attn_vec_width(dk, q, dout);
     for (long long u = (long long)blockIdx.x * nwarps + warp; u < Tk; u += (long long)gridDim.x * nwarps) {
-        const int s = k_seq[u], k0 = cu_k[s], q0 = cu_q[s], nq = cu_q[s + 1] - q0;
+        const int s = k_seq[u], k0 = cu_k[s], q0 = cu_q[s], nq0 = cu_q[s + 1] - q0;
         const int j = (int)(u - k0);
-        const int i0 = kind == 2 ? j : 0;  // causal: key j is seen by queries i >= j
+        int i0, nq;  // key j is seen by queries [i0, nq) (causal: i >= j)
+        fat5_attn_query_range(vis, j, nq0, i0, nq);
         const long long off = u * ld + (long long)h * dk;
         const act_t *qbase = q + (long long)q0 * ld + (long long)h * dk;
         const act_t *dobase = dout + (long long)q0 * ld + (long long)h * dk;
@@ -406,7 +680,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_impl(act_t *dk_, act_t *dv, co
             float p = 0.0f, ds = 0.0f;
             if (i < nq) {
                 float sc = fat5_attn_dot(sk, qbase + (long long)i * ld, dk, vw);
-                if (tab.bias) sc += tab.bias[fat5_attn_bucket(j - i, kind, tab.lut, nb, md) * tab.bstride];
+                if (PE != FAT5_PE_TABLE || pb.bias) sc += fat5_pb_bias<PE>(pb, i, j);
                 p = expf(sc - lse_s[(long long)i * H]);
                 const float dp = fat5_attn_dot(sv, dobase + (long long)i * ld, dk, vw);
                 ds = p * (dp - delta_s[(long long)i * H]);
@@ -453,6 +727,35 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_impl(act_t *dk_, act_t *dv, co
 
 #define FAT5_AT_V 68
 #define FAT5_AT_S 65
+
+// FIRE's gradient (see fat5_fire_warp_grad) from one staged tile of the tiled dq: Ut[key][row] (u)
+// and St[key][row] (ds), stride FAT5_AT_V, keys < nk, 64 rows;
+// G = max(1, blockDim.x / W) groups: entry e = g W + w (e < G W) belongs to thread e mod
+// blockDim.x and takes the tile's scores s = g, g + G, ... (key s / 64, row s mod 64) in order.
+__device__ __forceinline__ void fat5_fire_tile_grad(float *facc, const fat5_pb &pb, const float *Ut, const float *St,
+                                                    int nk, int G)
+{
+    const int n = nk * 64;
+    for (int e = threadIdx.x; e < G * pb.W; e += blockDim.x) {
+        const int g = e / pb.W, w = e - g * pb.W;
+        const float4 f = pb.fw[w];
+        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f;
+        for (int s = g; s < n; s += G) {
+            const int o = (s >> 6) * FAT5_AT_V + (s & 63);
+            const float uj = Ut[o], dsj = St[o];
+            const float a = fmaf(f.x, uj, f.y);
+            if (a > 0.0f) {
+                const float da = dsj * f.z;
+                a0 = fmaf(da, uj, a0);
+                a1 += da;
+                a2 = fmaf(dsj, a, a2);
+            }
+        }
+        facc[3 * e] += a0;
+        facc[3 * e + 1] += a1;
+        facc[3 * e + 2] += a2;
+    }
+}
 
 // The backward kernels' inner product: two 4x4 register tiles at once over the head dim,
 // sc[r][c] = sum_d A[d][4 ty + r] B[d][tx + 16 c] and dp[r][c] = sum_d G[d][4 ty + r] W[d][tx + 16 c].
@@ -578,7 +881,7 @@ __device__ __forceinline__ float fat5_at_rowsum(float v)
     return v;
 }
 
-template <int DC>
+template <int DC, int PE>
 __device__ __forceinline__ void fat5_attn_fwd_tiled(act_t *o, float *lse, const act_t *q, const act_t *k,
                                                     const act_t *v, const float *bias, const int *lut,
                                                     const int *cu_q, const int *cu_k, const int *q_seq, long long Tq,
@@ -592,11 +895,13 @@ __device__ __forceinline__ void fat5_attn_fwd_tiled(act_t *o, float *lse, const 
     float *Pt = Qt + DKP * FAT5_AT_V;  // [64 keys][V] probabilities
     float *Kt = Pt + 64 * FAT5_AT_V;   // [DKP][S]
     float *Vt = Kt + DKP * FAT5_AT_S;  // [DKP][S]
-    const fat5_attn_tables tab =
-        fat5_attn_load_tables(bias, lut, h, H, nb, md, DKP * (FAT5_AT_V + 2 * FAT5_AT_S) + 64 * FAT5_AT_V, 0);
+    const fat5_pb pb =
+        fat5_attn_pos<PE>(bias, lut, h, H, kind, nb, md, DKP * (FAT5_AT_V + 2 * FAT5_AT_S) + 64 * FAT5_AT_V, 0);
+    const int vis = fat5_attn_vis<PE>(kind, h, H);
     for (long long tile = blockIdx.x; tile * 64 < Tq; tile += gridDim.x) {
         const long long t0 = tile * 64;
         const int nrow = (int)min(64LL, Tq - t0);
+        // row r sees keys [klo + (vis == 2 ? ip : 0), khi) (packed indices); klo is its sequence's first key
         int klo[4], khi[4], ip[4];
 #pragma unroll
         for (int r = 0; r < 4; r++) {
@@ -605,16 +910,18 @@ __device__ __forceinline__ void fat5_attn_fwd_tiled(act_t *o, float *lse, const 
             if (t < Tq) {
                 const int s = q_seq[t], k0 = cu_k[s], nk = cu_k[s + 1] - k0, i = (int)(t - cu_q[s]);
                 klo[r] = k0;
-                khi[r] = k0 + (kind == 2 ? min(i + 1, nk) : nk);
+                khi[r] = k0 + (vis == 1 ? min(i + 1, nk) : nk);
                 ip[r] = i;
             }
         }
-        const int kstart = cu_k[q_seq[t0]];
+        // the keys of the tile's rows: from the first row's first to the last row's last
+        int kstart = cu_k[q_seq[t0]];
+        if (vis == 2) kstart += (int)(t0 - cu_q[q_seq[t0]]);
         int kend;
         {
             const long long tl = t0 + nrow - 1;
             const int s = q_seq[tl], k0 = cu_k[s], nk = cu_k[s + 1] - k0, i = (int)(tl - cu_q[s]);
-            kend = k0 + (kind == 2 ? min(i + 1, nk) : nk);
+            kend = k0 + (vis == 1 ? min(i + 1, nk) : nk);
         }
         __syncthreads();  // the previous tile is done with Qt
         fat5_at_load<DKP>(Qt, FAT5_AT_V, q + t0 * ld + (long long)h * dk, ld, nrow, dk);
@@ -657,10 +964,8 @@ __device__ __forceinline__ void fat5_attn_fwd_tiled(act_t *o, float *lse, const 
 #pragma unroll
                 for (int c = 0; c < 4; c++) {
                     const int u = kt0 + tx + 16 * c;
-                    if (u >= klo[r] && u < khi[r]) {
-                        if (tab.bias)
-                            sc[r][c] += tab.bias[fat5_attn_bucket(u - klo[r] - ip[r], kind, tab.lut, nb, md) *
-                                                 tab.bstride];
+                    if (u >= klo[r] + (vis == 2 ? ip[r] : 0) && u < khi[r]) {
+                        if (PE != FAT5_PE_TABLE || pb.bias) sc[r][c] += fat5_pb_bias<PE>(pb, ip[r], u - klo[r]);
                     } else {
                         sc[r][c] = -FAT5_INF;
                     }
@@ -706,7 +1011,7 @@ __device__ __forceinline__ void fat5_attn_fwd_tiled(act_t *o, float *lse, const 
     }
 }
 
-template <int DC>
+template <int DC, int PE>
 __device__ __forceinline__ void fat5_attn_bwd_dq_tiled(act_t *dq, float *dbias, const act_t *dout, const float *lse,
                                                        const float *delta, const act_t *q, const act_t *k,
                                                        const act_t *v, const float *bias, const int *lut,
@@ -717,21 +1022,30 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tiled(act_t *dq, float *dbias, 
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int h = blockIdx.y;
     const long long ld = (long long)H * dk;
+    const bool fire_grad = PE == FAT5_PE_FIRE && dbias;
+    const int fg = nb < 256 ? 256 / nb : 1;  // FIRE's gradient: groups of unit accumulators
     float *Qt = (float *)fat5_smem;      // [DKP][V]
     float *Ot = Qt + DKP * FAT5_AT_V;    // [DKP][V] dout
     float *St = Ot + DKP * FAT5_AT_V;    // [64 keys][V] ds
     float *Kt = St + 64 * FAT5_AT_V;     // [DKP][S]
     float *Vt = Kt + DKP * FAT5_AT_S;    // [DKP][S]
-    const fat5_attn_tables tab = fat5_attn_load_tables(
-        bias, lut, h, H, nb, md, DKP * (2 * FAT5_AT_V + 2 * FAT5_AT_S) + 64 * FAT5_AT_V, dbias ? 8 * nb : 0);
-    float *sdb = dbias ? tab.extra + (threadIdx.x >> 5) * nb : 0;  // this warp's accumulator
-    const int need_bucket = tab.bias != 0 || dbias != 0;
+    float *Ut = Vt + DKP * FAT5_AT_S;    // FIRE's gradient: [64 keys][V] u
+    // dbias: T5, the per-bucket partials (8 warps' accumulators of nb floats); FIRE, the shares
+    // (fg groups of [W][3] accumulators and 32 floats for the block sums); ALiBi: NULL
+    const fat5_pb pb = fat5_attn_pos<PE>(
+        bias, lut, h, H, kind, nb, md,
+        DKP * (2 * FAT5_AT_V + 2 * FAT5_AT_S) + 64 * FAT5_AT_V + (fire_grad ? 64 * FAT5_AT_V : 0),
+        !dbias ? 0 : PE == FAT5_PE_TABLE ? 8 * nb : PE == FAT5_PE_FIRE ? 3 * fg * nb + 32 : 0);
+    const int vis = fat5_attn_vis<PE>(kind, h, H);
+    float *sdb = PE == FAT5_PE_TABLE && dbias ? pb.extra + (threadIdx.x >> 5) * nb : 0;  // this warp's accumulator
+    const int need_bucket = PE == FAT5_PE_TABLE && (pb.bias != 0 || dbias != 0);
     int run_b = -1;
     float run_s = 0.0f;
+    float fs0 = 0.0f, fs1 = 0.0f, fs2 = 0.0f;  // FIRE: this thread's sums of ds, du dc, du dL_mult
     for (long long tile = blockIdx.x; tile * 64 < Tq; tile += gridDim.x) {
         const long long t0 = tile * 64;
         const int nrow = (int)min(64LL, Tq - t0);
-        int klo[4], khi[4], ip[4];
+        int klo[4], khi[4], ip[4];  // as in the forward
         float L[4], Dl[4];
 #pragma unroll
         for (int r = 0; r < 4; r++) {
@@ -741,18 +1055,19 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tiled(act_t *dq, float *dbias, 
             if (t < Tq) {
                 const int s = q_seq[t], k0 = cu_k[s], nk = cu_k[s + 1] - k0, i = (int)(t - cu_q[s]);
                 klo[r] = k0;
-                khi[r] = k0 + (kind == 2 ? min(i + 1, nk) : nk);
+                khi[r] = k0 + (vis == 1 ? min(i + 1, nk) : nk);
                 ip[r] = i;
                 L[r] = lse[t * H + h];
                 Dl[r] = delta[t * H + h];
             }
         }
-        const int kstart = cu_k[q_seq[t0]];
+        int kstart = cu_k[q_seq[t0]];
+        if (vis == 2) kstart += (int)(t0 - cu_q[q_seq[t0]]);
         int kend;
         {
             const long long tl = t0 + nrow - 1;
             const int s = q_seq[tl], k0 = cu_k[s], nk = cu_k[s + 1] - k0, i = (int)(tl - cu_q[s]);
-            kend = k0 + (kind == 2 ? min(i + 1, nk) : nk);
+            kend = k0 + (vis == 1 ? min(i + 1, nk) : nk);
         }
         __syncthreads();
         fat5_at_load<DKP>(Qt, FAT5_AT_V, q + t0 * ld + (long long)h * dk, ld, nrow, dk);
@@ -775,30 +1090,46 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tiled(act_t *dq, float *dbias, 
 #pragma unroll
                 for (int c = 0; c < 4; c++) {
                     const int u = kt0 + tx + 16 * c;
-                    float ds = 0.0f;
+                    float ds = 0.0f, fu = 0.0f;  // fu: FIRE's u of the score
                     int fb = -1;      // a finished run to flush
                     float fs = 0.0f;
-                    if (u >= klo[r] && u < khi[r]) {
+                    if (u >= klo[r] + (vis == 2 ? ip[r] : 0) && u < khi[r]) {
                         const int b =
-                            need_bucket ? fat5_attn_bucket(u - klo[r] - ip[r], kind, tab.lut, nb, md) : 0;
-                        float s = sc[r][c];
-                        if (tab.bias) s += tab.bias[b * tab.bstride];
+                            need_bucket ? fat5_attn_bucket(u - klo[r] - ip[r], kind, pb.lut, nb, md) : 0;
+                        float s = sc[r][c], g0 = 0.0f, g1 = 0.0f, dm = 0.0f;
+                        if (PE == FAT5_PE_TABLE) {
+                            if (pb.bias) s += pb.bias[b * pb.bstride];
+                        } else if (PE == FAT5_PE_FIRE) {
+                            fu = fat5_fire_u<true>(pb, ip[r], u - klo[r], g0, g1);
+                            s += fat5_fire_mlp<true>(pb, fu, dm);
+                        } else {
+                            s += fat5_pb_bias<PE>(pb, ip[r], u - klo[r]);
+                        }
                         const float p = expf(s - L[r]);
                         ds = p * (dp[r][c] - Dl[r]);
-                        if (dbias && b != run_b) {
+                        if (PE == FAT5_PE_TABLE && dbias && b != run_b) {
                             fb = run_b;
                             fs = run_s;
                             run_b = b;
                             run_s = 0.0f;
                         }
                         run_s += ds;
+                        if (fire_grad) {
+                            const float du = ds * dm;
+                            fs0 += ds;
+                            fs1 = fmaf(du, g0, fs1);
+                            fs2 = fmaf(du, g1, fs2);
+                        }
                     }
-                    if (dbias) fat5_attn_dbias_flush(sdb, fb, fs);
+                    if (PE == FAT5_PE_TABLE && dbias) fat5_attn_dbias_flush(sdb, fb, fs);
                     sc[r][c] = ds;
+                    dp[r][c] = fu;
                 }
             fat5_at_stage(St, sc, tx, ty);
+            if (fire_grad) fat5_at_stage(Ut, dp, tx, ty);
             __syncthreads();
             fat5_at_accum<DC>(acc, St, Kt, nkr, tx, ty);  // dq += dS K
+            if (fire_grad) fat5_fire_tile_grad(pb.extra, pb, Ut, St, nkr, fg);
         }
 #pragma unroll
         for (int r = 0; r < 4; r++) {
@@ -813,13 +1144,14 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tiled(act_t *dq, float *dbias, 
             }
         }
     }
-    if (dbias) {
+    if (PE == FAT5_PE_TABLE && dbias) {
         fat5_attn_dbias_flush(sdb, run_b, run_s);
-        fat5_attn_dbias_store(dbias, tab.extra, nb, h, H);
+        fat5_attn_dbias_store(dbias, pb.extra, nb, h, H);
     }
+    if (fire_grad) fat5_fire_store(dbias, pb, fg, h, H, fs0, fs1, fs2);
 }
 
-template <int DC>
+template <int DC, int PE>
 __device__ __forceinline__ void fat5_attn_bwd_dkv_tiled(act_t *dk_, act_t *dv, const act_t *dout, const float *lse,
                                                         const float *delta, const act_t *q, const act_t *k,
                                                         const act_t *v, const float *bias, const int *lut,
@@ -836,29 +1168,36 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tiled(act_t *dk_, act_t *dv, c
     float *Ss = Ps + 64 * FAT5_AT_V;     // [64 queries][V] ds
     float *Qt = Ss + 64 * FAT5_AT_V;     // [DKP][S]
     float *Ot = Qt + DKP * FAT5_AT_S;    // [DKP][S] dout
-    const fat5_attn_tables tab = fat5_attn_load_tables(
-        bias, lut, h, H, nb, md, DKP * (2 * FAT5_AT_V + 2 * FAT5_AT_S) + 128 * FAT5_AT_V, 0);
+    const fat5_pb pb = fat5_attn_pos<PE>(bias, lut, h, H, kind, nb, md,
+                                         DKP * (2 * FAT5_AT_V + 2 * FAT5_AT_S) + 128 * FAT5_AT_V, 0);
+    const int vis = fat5_attn_vis<PE>(kind, h, H);
     for (long long tile = blockIdx.x; tile * 64 < Tk; tile += gridDim.x) {
         const long long u0 = tile * 64;
         const int nrow = (int)min(64LL, Tk - u0);
-        int qlo[4], qhi[4], jp[4], qb[4];
+        int qlo[4], qhi[4], jp[4], qb[4];  // row r (key jp) is seen by queries [qlo, qhi); qb: its sequence's first
 #pragma unroll
         for (int r = 0; r < 4; r++) {
             const long long u = u0 + ty * 4 + r;
             qlo[r] = qhi[r] = jp[r] = qb[r] = 0;
             if (u < Tk) {
                 const int s = k_seq[u], q0 = cu_q[s], nq = cu_q[s + 1] - q0, j = (int)(u - cu_k[s]);
-                qlo[r] = q0 + (kind == 2 ? min(j, nq) : 0);
-                qhi[r] = q0 + nq;
+                qlo[r] = q0 + (vis == 1 ? min(j, nq) : 0);
+                qhi[r] = q0 + (vis == 2 ? min(j + 1, nq) : nq);
                 jp[r] = j;
                 qb[r] = q0;
             }
         }
-        int qstart, qend;
+        int qstart, qend;  // from the first row's first query to the last row's last
         {
             const int s = k_seq[u0], q0 = cu_q[s], nq = cu_q[s + 1] - q0, j = (int)(u0 - cu_k[s]);
-            qstart = q0 + (kind == 2 ? min(j, nq) : 0);
-            qend = cu_q[k_seq[u0 + nrow - 1] + 1];
+            qstart = q0 + (vis == 1 ? min(j, nq) : 0);
+            if (vis == 2) {
+                const long long ul = u0 + nrow - 1;
+                const int sl = k_seq[ul], ql = cu_q[sl], nql = cu_q[sl + 1] - ql;
+                qend = ql + min((int)(ul - cu_k[sl]) + 1, nql);
+            } else {
+                qend = cu_q[k_seq[u0 + nrow - 1] + 1];
+            }
         }
         __syncthreads();
         fat5_at_load<DKP>(Kt, FAT5_AT_V, k + u0 * ld + (long long)h * dk, ld, nrow, dk);
@@ -891,8 +1230,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tiled(act_t *dk_, act_t *dv, c
                     float p = 0.0f, ds = 0.0f;
                     if (qi >= qlo[r] && qi < qhi[r]) {
                         float s = sc[r][c];
-                        if (tab.bias)
-                            s += tab.bias[fat5_attn_bucket(jp[r] - (qi - qb[r]), kind, tab.lut, nb, md) * tab.bstride];
+                        if (PE != FAT5_PE_TABLE || pb.bias) s += fat5_pb_bias<PE>(pb, qi - qb[r], jp[r]);
                         p = expf(s - Lc[c]);
                         ds = p * (dp[r][c] - Dc[c]);
                     }
@@ -940,124 +1278,239 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tiled(act_t *dk_, act_t *dv, c
 }
 
 // ----- entry points ------------------------------------------------------------------------------
+// Each entry point takes the path: the tiled one when blockDim.x is 256, else the per-warp one,
+// instantiated for the head dim's bound. Each scheme has its own entry
+// points (fat5_<op> for T5 or no bias, fat5_<op>_alibi, fat5_<op>_fire; the launcher picks by
+// kind): each is register-allocated on its own, and the T5 kernels are what they were before the
+// schemes existed.
+
+#define FAT5_ATTN_ARGS_FWD o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance
+#define FAT5_ATTN_ARGS_DQ dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, \
+                          max_distance
+#define FAT5_ATTN_ARGS_DKV dk_, dv, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, k_seq, Tk, H, dk, kind, nb, \
+                           max_distance
+
+template <int PE>
+__device__ __forceinline__ void fat5_attn_fwd_pe(act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v,
+                                                 const float *bias, const int *lut, const int *cu_q, const int *cu_k,
+                                                 const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
+                                                 int max_distance)
+{
+    if (blockDim.x == 256) {  // the tiled path (the launcher checked dk <= 128)
+        if (dk <= 16)
+            fat5_attn_fwd_tiled<1, PE>(FAT5_ATTN_ARGS_FWD);
+        else if (dk <= 32)
+            fat5_attn_fwd_tiled<2, PE>(FAT5_ATTN_ARGS_FWD);
+        else if (dk <= 64)
+            fat5_attn_fwd_tiled<4, PE>(FAT5_ATTN_ARGS_FWD);
+        else if (dk <= 128)
+            fat5_attn_fwd_tiled<8, PE>(FAT5_ATTN_ARGS_FWD);
+        return;
+    }
+    if (dk <= 32)
+        fat5_attn_fwd_impl<1, PE>(FAT5_ATTN_ARGS_FWD);
+    else if (dk <= 64)
+        fat5_attn_fwd_impl<2, PE>(FAT5_ATTN_ARGS_FWD);
+    else if (dk <= 128)
+        fat5_attn_fwd_impl<4, PE>(FAT5_ATTN_ARGS_FWD);
+    else if (dk <= FAT5_ATTN_MAX_DK)
+        fat5_attn_fwd_impl<8, PE>(FAT5_ATTN_ARGS_FWD);
+}
+
 
 // fat5_attn_fwd(act_t *o[Tq,H*dk], float *lse[Tq,H], const act_t *q[Tq,H*dk], const act_t *k[Tk,H*dk],
-// const act_t *v[Tk,H*dk], const float *bias[nb,H] or NULL, const int *lut[max_distance],
-// const int *cu_q, const int *cu_k, const int *q_seq[Tq], long long Tq, int H, int dk, int kind,
-// int nb, int max_distance): o = softmax(q k^T + bias) v, lse = log sum exp of the scores.
-// Grid (token blocks, H); block 32 * W threads (W warps, one token each); dynamic shared memory
-// W*dk floats, plus (nb + max_distance) * 4 bytes to cache the tables. CPU twin: fat5__cpu_attn_fwd.
+// const act_t *v[Tk,H*dk], const float *bias (T5: [nb,H] or NULL; FIRE: its parameter block),
+// const int *lut[max_distance] (T5), const int *cu_q, const int *cu_k, const int *q_seq[Tq],
+// long long Tq, int H, int dk, int kind, int nb, int max_distance): o = softmax(q k^T + bias) v,
+// lse = log sum exp of the scores. Grid (token blocks, H); block 32 * W threads (W warps, one
+// token each; W dk floats of dynamic shared memory) or 256 threads (tiled, see above). T5: plus
+// (nb + max_distance) * 4 bytes to cache the tables; FIRE: plus 16 W bytes (after the rows,
+// rounded up to 16 bytes) for the head's MLP rows, always. CPU twin: fat5__cpu_attn_fwd.
 extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_fwd(act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v,
                                          const float *bias, const int *lut, const int *cu_q, const int *cu_k,
                                          const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
                                          int max_distance)
 {
-    if (blockDim.x == 256) {  // the tiled path (the launcher checked dk <= 128)
+    fat5_attn_fwd_pe<FAT5_PE_TABLE>(FAT5_ATTN_ARGS_FWD);
+}
+
+// fat5_attn_fwd_alibi, fat5_attn_fwd_fire: fat5_attn_fwd for the kinds with FAT5_ATTN_ALIBI (and _ASYM) and with
+// FAT5_ATTN_FIRE: the same arguments and launch; the launcher picks the entry point by kind.
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_fwd_alibi(act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v,
+                                               const float *bias, const int *lut, const int *cu_q, const int *cu_k,
+                                               const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
+                                               int max_distance)
+{
+    fat5_attn_fwd_pe<FAT5_PE_ALIBI>(FAT5_ATTN_ARGS_FWD);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_fwd_fire(act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v,
+                                              const float *bias, const int *lut, const int *cu_q, const int *cu_k,
+                                              const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
+                                              int max_distance)
+{
+    fat5_attn_fwd_pe<FAT5_PE_FIRE>(FAT5_ATTN_ARGS_FWD);
+}
+
+template <int PE>
+__device__ __forceinline__ void fat5_attn_bwd_dq_pe(act_t *dq, float *dbias, const act_t *dout, const float *lse,
+                                                    const float *delta, const act_t *q, const act_t *k, const act_t *v,
+                                                    const float *bias, const int *lut, const int *cu_q,
+                                                    const int *cu_k, const int *q_seq, long long Tq, int H, int dk,
+                                                    int kind, int nb, int max_distance)
+{
+    if (blockDim.x == 256) {  // the tiled path (the launcher checked dk <= 64)
         if (dk <= 16)
-            fat5_attn_fwd_tiled<1>(o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
+            fat5_attn_bwd_dq_tiled<1, PE>(FAT5_ATTN_ARGS_DQ);
         else if (dk <= 32)
-            fat5_attn_fwd_tiled<2>(o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
+            fat5_attn_bwd_dq_tiled<2, PE>(FAT5_ATTN_ARGS_DQ);
         else if (dk <= 64)
-            fat5_attn_fwd_tiled<4>(o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
-        else if (dk <= 128)
-            fat5_attn_fwd_tiled<8>(o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
+            fat5_attn_bwd_dq_tiled<4, PE>(FAT5_ATTN_ARGS_DQ);
         return;
     }
     if (dk <= 32)
-        fat5_attn_fwd_impl<1>(o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
+        fat5_attn_bwd_dq_impl<1, PE>(FAT5_ATTN_ARGS_DQ);
     else if (dk <= 64)
-        fat5_attn_fwd_impl<2>(o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
+        fat5_attn_bwd_dq_impl<2, PE>(FAT5_ATTN_ARGS_DQ);
     else if (dk <= 128)
-        fat5_attn_fwd_impl<4>(o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
+        fat5_attn_bwd_dq_impl<4, PE>(FAT5_ATTN_ARGS_DQ);
     else if (dk <= FAT5_ATTN_MAX_DK)
-        fat5_attn_fwd_impl<8>(o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
+        fat5_attn_bwd_dq_impl<8, PE>(FAT5_ATTN_ARGS_DQ);
 }
 
-// fat5_attn_bwd_dq(act_t *dq[Tq,H*dk], float *dbias_part[gridDim.x,nb,H] or NULL,
-// const act_t *dout[Tq,H*dk], const float *lse[Tq,H], const float *delta[Tq,H], q, k, v, bias, lut,
-// cu_q, cu_k, q_seq, long long Tq, int H, int dk, int kind, int nb, int max_distance): with
-// p = exp(s - lse), ds = p (dout.v - delta): dq = sum_j ds k_j (written) and, when dbias_part is
-// given, dbias_part[blockIdx.x, bucket, h] = the block's sum of ds per bucket (written by every
-// block, zeros included; no atomics: per-lane runs of equal buckets, per-warp shared accumulators
-// filled in lane order, summed in warp order; see fat5_attn_dbias_flush). The launcher then adds
-// the rows into dbias[nb,H] with fat5_colsum_f32 (a fixed order), so dbias is deterministic.
-// dbias_part requires the tables and the accumulators in shared memory (the launcher gives them).
-// Grid (token blocks, H); block 32 * W; dynamic shared memory 2*W*dk floats (+ (nb + max_distance
-// + (dbias_part ? W nb : 0)) * 4 bytes for the tables and the accumulators). CPU twin:
-// fat5__cpu_attn_bwd_dq.
+
+// fat5_attn_bwd_dq(act_t *dq[Tq,H*dk], float *dbias_part or NULL, const act_t *dout[Tq,H*dk],
+// const float *lse[Tq,H], const float *delta[Tq,H], q, k, v, bias, lut, cu_q, cu_k, q_seq,
+// long long Tq, int H, int dk, int kind, int nb, int max_distance): with p = exp(s - lse),
+// ds = p (dout.v - delta): dq = sum_j ds k_j (written) and, when dbias_part is given, the block's
+// share of the bias gradient, written by every block (zeros included), no atomics:
+//   T5: dbias_part[blockIdx.x, bucket, h] = the block's sum of ds per bucket (per-lane runs of equal
+//     buckets, per-warp shared accumulators filled in lane order, summed in warp order; see
+//     fat5_attn_dbias_flush); the launcher adds the rows into dbias[nb,H] with fat5_colsum_f32.
+//   FIRE: dbias_part[blockIdx.x, h, 3 W + 3] = the block's share of head h of FIRE's gradient
+//     (fat5__fire_grad's layout; see fat5_fire_store); the launcher sums the blocks' rows
+//     (fat5_colsum_f32) and adds the heads into the gradient block (fat5_fire_reduce).
+//   ALiBi has no gradient: dbias_part must be NULL.
+// So the bias gradient is deterministic (same inputs, same bits). dbias_part requires its
+// accumulators in shared memory (T5: with the tables; the launcher gives them).
+// Grid (token blocks, H); block 32 * W (dynamic shared memory 2*W*dk floats, + (nb + max_distance
+// + (dbias_part ? W nb : 0)) * 4 bytes for T5's tables and accumulators) or 256 (tiled). FIRE: plus
+// 16 W bytes for the MLP rows (after the rows, rounded up to 16 bytes), then with dbias_part
+// (3 G W + 32) * 4 bytes, G = W warps (per-warp path) or max(1, 256 / W) (tiled; whose rows then
+// include one more [64][68] tile). CPU twin: fat5__cpu_attn_bwd_dq.
 extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dq(act_t *dq, float *dbias, const act_t *dout, const float *lse,
                                             const float *delta, const act_t *q, const act_t *k, const act_t *v,
                                             const float *bias, const int *lut, const int *cu_q, const int *cu_k,
                                             const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
                                             int max_distance)
 {
+    fat5_attn_bwd_dq_pe<FAT5_PE_TABLE>(FAT5_ATTN_ARGS_DQ);
+}
+
+// fat5_attn_bwd_dq_alibi, fat5_attn_bwd_dq_fire: fat5_attn_bwd_dq for the kinds with FAT5_ATTN_ALIBI (and _ASYM) and with
+// FAT5_ATTN_FIRE: the same arguments and launch (ALiBi: dbias_part is ignored, no gradient); the launcher picks the entry point by kind.
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dq_alibi(act_t *dq, float *dbias, const act_t *dout, const float *lse,
+                                                  const float *delta, const act_t *q, const act_t *k, const act_t *v,
+                                                  const float *bias, const int *lut, const int *cu_q, const int *cu_k,
+                                                  const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
+                                                  int max_distance)
+{
+    fat5_attn_bwd_dq_pe<FAT5_PE_ALIBI>(dq, 0, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dq_fire(act_t *dq, float *dbias, const act_t *dout, const float *lse,
+                                                 const float *delta, const act_t *q, const act_t *k, const act_t *v,
+                                                 const float *bias, const int *lut, const int *cu_q, const int *cu_k,
+                                                 const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
+                                                 int max_distance)
+{
+    fat5_attn_bwd_dq_pe<FAT5_PE_FIRE>(FAT5_ATTN_ARGS_DQ);
+}
+
+template <int PE>
+__device__ __forceinline__ void fat5_attn_bwd_dkv_pe(act_t *dk_, act_t *dv, const act_t *dout, const float *lse,
+                                                     const float *delta, const act_t *q, const act_t *k,
+                                                     const act_t *v, const float *bias, const int *lut,
+                                                     const int *cu_q, const int *cu_k, const int *k_seq, long long Tk,
+                                                     int H, int dk, int kind, int nb, int max_distance)
+{
     if (blockDim.x == 256) {  // the tiled path (the launcher checked dk <= 64)
         if (dk <= 16)
-            fat5_attn_bwd_dq_tiled<1>(dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk,
-                                      kind, nb, max_distance);
+            fat5_attn_bwd_dkv_tiled<1, PE>(FAT5_ATTN_ARGS_DKV);
         else if (dk <= 32)
-            fat5_attn_bwd_dq_tiled<2>(dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk,
-                                      kind, nb, max_distance);
+            fat5_attn_bwd_dkv_tiled<2, PE>(FAT5_ATTN_ARGS_DKV);
         else if (dk <= 64)
-            fat5_attn_bwd_dq_tiled<4>(dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk,
-                                      kind, nb, max_distance);
+            fat5_attn_bwd_dkv_tiled<4, PE>(FAT5_ATTN_ARGS_DKV);
         return;
     }
     if (dk <= 32)
-        fat5_attn_bwd_dq_impl<1>(dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind,
-                                 nb, max_distance);
+        fat5_attn_bwd_dkv_impl<1, PE>(FAT5_ATTN_ARGS_DKV);
     else if (dk <= 64)
-        fat5_attn_bwd_dq_impl<2>(dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind,
-                                 nb, max_distance);
+        fat5_attn_bwd_dkv_impl<2, PE>(FAT5_ATTN_ARGS_DKV);
     else if (dk <= 128)
-        fat5_attn_bwd_dq_impl<4>(dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind,
-                                 nb, max_distance);
+        fat5_attn_bwd_dkv_impl<4, PE>(FAT5_ATTN_ARGS_DKV);
     else if (dk <= FAT5_ATTN_MAX_DK)
-        fat5_attn_bwd_dq_impl<8>(dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind,
-                                 nb, max_distance);
+        fat5_attn_bwd_dkv_impl<8, PE>(FAT5_ATTN_ARGS_DKV);
 }
+
 
 // fat5_attn_bwd_dkv(act_t *dk[Tk,H*dk], act_t *dv[Tk,H*dk], const act_t *dout[Tq,H*dk],
 // const float *lse[Tq,H], const float *delta[Tq,H], q, k, v, bias, lut, cu_q, cu_k, k_seq[Tk],
 // long long Tk, int H, int dk, int kind, int nb, int max_distance): one warp per (key, head), lanes
 // over the queries that see the key: dv = sum_i p dout_i, dk = sum_i ds q_i (both written).
-// Grid (key blocks, H); block 32 * W; dynamic shared memory 2*W*dk floats (+ (nb + max_distance)
-// * 4 bytes for the tables). CPU twin: fat5__cpu_attn_bwd.
+// Grid (key blocks, H); block 32 * W (dynamic shared memory 2*W*dk floats) or 256 (tiled); T5:
+// plus (nb + max_distance) * 4 bytes for the tables; FIRE: plus 16 W bytes for the MLP rows (after
+// the rows, rounded up to 16 bytes). CPU twin: fat5__cpu_attn_bwd_dkv.
 extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dkv(act_t *dk_, act_t *dv, const act_t *dout, const float *lse,
                                              const float *delta, const act_t *q, const act_t *k, const act_t *v,
                                              const float *bias, const int *lut, const int *cu_q, const int *cu_k,
                                              const int *k_seq, long long Tk, int H, int dk, int kind, int nb,
                                              int max_distance)
 {
-    if (blockDim.x == 256) {  // the tiled path (the launcher checked dk <= 64)
-        if (dk <= 16)
-            fat5_attn_bwd_dkv_tiled<1>(dk_, dv, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, k_seq, Tk, H, dk,
-                                       kind, nb, max_distance);
-        else if (dk <= 32)
-            fat5_attn_bwd_dkv_tiled<2>(dk_, dv, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, k_seq, Tk, H, dk,
-                                       kind, nb, max_distance);
-        else if (dk <= 64)
-            fat5_attn_bwd_dkv_tiled<4>(dk_, dv, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, k_seq, Tk, H, dk,
-                                       kind, nb, max_distance);
-        return;
-    }
-    if (dk <= 32)
-        fat5_attn_bwd_dkv_impl<1>(dk_, dv, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, k_seq, Tk, H, dk, kind, nb,
-                                  max_distance);
-    else if (dk <= 64)
-        fat5_attn_bwd_dkv_impl<2>(dk_, dv, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, k_seq, Tk, H, dk, kind, nb,
-                                  max_distance);
-    else if (dk <= 128)
-        fat5_attn_bwd_dkv_impl<4>(dk_, dv, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, k_seq, Tk, H, dk, kind, nb,
-                                  max_distance);
-    else if (dk <= FAT5_ATTN_MAX_DK)
-        fat5_attn_bwd_dkv_impl<8>(dk_, dv, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, k_seq, Tk, H, dk, kind, nb,
-                                  max_distance);
+    fat5_attn_bwd_dkv_pe<FAT5_PE_TABLE>(FAT5_ATTN_ARGS_DKV);
 }
 
-// fat5_fire_reduce(float *g, const float *shares[H, 3W+3], int H, int W): CPU twin
-// fat5__cpu_fire_reduce (placeholder: the FIRE kernels come with the GPU side of FIRE).
+// fat5_attn_bwd_dkv_alibi, fat5_attn_bwd_dkv_fire: fat5_attn_bwd_dkv for the kinds with FAT5_ATTN_ALIBI (and _ASYM) and with
+// FAT5_ATTN_FIRE: the same arguments and launch; the launcher picks the entry point by kind.
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dkv_alibi(act_t *dk_, act_t *dv, const act_t *dout, const float *lse,
+                                                   const float *delta, const act_t *q, const act_t *k, const act_t *v,
+                                                   const float *bias, const int *lut, const int *cu_q, const int *cu_k,
+                                                   const int *k_seq, long long Tk, int H, int dk, int kind, int nb,
+                                                   int max_distance)
+{
+    fat5_attn_bwd_dkv_pe<FAT5_PE_ALIBI>(FAT5_ATTN_ARGS_DKV);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dkv_fire(act_t *dk_, act_t *dv, const act_t *dout, const float *lse,
+                                                  const float *delta, const act_t *q, const act_t *k, const act_t *v,
+                                                  const float *bias, const int *lut, const int *cu_q, const int *cu_k,
+                                                  const int *k_seq, long long Tk, int H, int dk, int kind, int nb,
+                                                  int max_distance)
+{
+    fat5_attn_bwd_dkv_pe<FAT5_PE_FIRE>(FAT5_ATTN_ARGS_DKV);
+}
+
+// fat5_fire_reduce(float *g, const float *shares[H, 3W+3], int H, int W): FIRE's gradient block g
+// (fp32, FAT5__FIRE_NUMEL(H, W) floats: w1[W] | b1[W] | w2[H, W] | b2[H] | c | L_multiplier) +=
+// the per-head shares (fat5__fire_grad's layout): dw1, db1, dc and dL_multiplier summed over the
+// heads in head order in double, then rounded to fp32 and added; the head's own dw2 row and db2
+// added as they are. One thread per element of g, grid-stride. The same arithmetic as its CPU twin
+// fat5__cpu_fire_reduce (the macro FAT5__FIRE_REDUCE), so the two agree bit for bit.
 extern "C" __global__ void fat5_fire_reduce(float *g, const float *shares, int H, int W)
 {
-    (void)g; (void)shares; (void)H; (void)W;
+    const long long S = 3LL * W + 3, n = (long long)W * (2 + H) + H + 2, stride = (long long)blockDim.x * gridDim.x;
+    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += stride) {
+        const long long ob2 = (long long)W * (2 + H);
+        if (e < 2LL * W || e >= ob2 + H) {  // dw1, db1 (share column e), dc, dL_mult (columns 3 W + 1, + 2)
+            const long long col = e < 2LL * W ? e : 3LL * W + 1 + (e - ob2 - H);
+            double a = 0.0;
+            for (int h = 0; h < H; h++) a += (double)shares[h * S + col];
+            g[e] += (float)a;
+        } else if (e < ob2) {  // dw2[h, w]: head h's column 2 W + w
+            const long long hw = e - 2LL * W, h = hw / W;
+            g[e] += shares[h * S + 2LL * W + (hw - h * W)];
+        } else {  // db2[h]: head h's column 3 W
+            g[e] += shares[(e - ob2) * S + 3LL * W];
+        }
+    }
 }

@@ -7,8 +7,9 @@
 // the host knows (entries, heads, the split count from an upper bound of the keys), and every
 // kernel loops over whatever the counts turn out to be at run time.
 //
-// Uses fat5_attn_warp_keys and fat5_attn_vec_width of attention.cu (the kernel files
-// are joined in sorted name order, so attention.cu is defined above this file).
+// Uses fat5_attn_warp_keys, fat5_attn_vec_width and the position schemes (fat5_attn_pos) of
+// attention.cu (the kernel files are joined in sorted name order, so attention.cu is defined above
+// this file).
 //
 // Layout: rows of q, k, v, o and of the caches are H*dk act_t elements (head h is columns
 // h*dk .. h*dk+dk-1); entry i (0 <= i < n) is cache row rows[i], whose keys j are the rows
@@ -30,15 +31,16 @@ __device__ __forceinline__ int fat5_decode_used(int cnt, int per) { return per ?
 // the number of keys of entry row `row`: pos[0] + 1 (causal self-attention) or kv_len[row] (cross)
 __device__ __forceinline__ int fat5_decode_count(int kind, const int *kv_len, int row, int p)
 {
-    const int c = kind == 2 ? p + 1 : kv_len[row];
+    const int c = (kind & FAT5_ATTN_MASK) == 2 ? p + 1 : kv_len[row];
     return c > 0 ? c : 0;
 }
 
 // Phase 0: one warp per (split, head, entry): online softmax over the split's keys exactly as the
-// forward's per-token warp (lanes over keys for the scores, lanes over dims for the values). With
-// a single split holding keys, split 0 writes o itself; otherwise each split with keys writes its
-// partial (max m, sum l of exp(score - m), acc[dk] = sum exp(score - m) v) to scratch.
-template <int R>
+// forward's per-token warp (lanes over keys for the scores, lanes over dims for the values; the
+// position bias of scheme PE for the causal kinds, the query at position pos[0]). With a single
+// split holding keys, split 0 writes o itself; otherwise each split with keys writes its partial
+// (max m, sum l of exp(score - m), acc[dk] = sum exp(score - m) v) to scratch.
+template <int R, int PE>
 __device__ __forceinline__ void fat5_attn_decode_split(act_t *o, float *scratch, const act_t *q, const act_t *k,
                                                        const act_t *v, const float *bias, const int *lut,
                                                        const int *rows, const int *kv_off, const int *kv_len,
@@ -49,7 +51,18 @@ __device__ __forceinline__ void fat5_attn_decode_split(act_t *o, float *scratch,
     const int h = blockIdx.y, s = blockIdx.x * nwarps + warp;
     const long long ld = (long long)H * dk;
     const int p = pos[0];
-    const float *bh = kind == 2 && bias ? bias + h : 0;  // bucket b at bh[b * H]
+    const int causal = (kind & FAT5_ATTN_MASK) == 2;
+    fat5_pb pb;
+    if (PE == FAT5_PE_TABLE) {  // T5: bucket b at bias[b * H + h], read from global memory
+        pb.bias = causal && bias ? bias + h : 0;
+        pb.bstride = H;
+        pb.lut = lut;
+        pb.kind = 2;
+        pb.nb = nb;
+        pb.md = md;
+    } else {  // ALiBi: the slope; FIRE: the MLP rows in shared memory after the warps' queries
+        pb = fat5_attn_pos<PE>(bias, lut, h, H, kind, nb, md, nwarps * dk, 0);
+    }
     float *sq = (float *)fat5_smem + warp * dk;
     const int vw = fat5_attn_vec_width(dk, k, v);
     if (s >= splits) return;  // whole warps only: nothing below synchronises the block
@@ -68,7 +81,7 @@ __device__ __forceinline__ void fat5_attn_decode_split(act_t *o, float *scratch,
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r] = 0.0f;
         __syncwarp();
-        fat5_attn_warp_keys<R>(sq, kbase, vbase, ld, dk, vw, bh, H, lut, 2, nb, md, p, j0, j1, m, lsum, acc);
+        fat5_attn_warp_keys<R, PE>(sq, kbase, vbase, ld, dk, vw, pb, p, j0, j1, m, lsum, acc);
         if (used <= 1) {
             act_t *orow = o + i * ld + (long long)h * dk;
 #pragma unroll
@@ -136,34 +149,47 @@ __device__ __forceinline__ void fat5_attn_decode_combine(act_t *o, const float *
     }
 }
 
+#define FAT5_DECODE_ARGS o, scratch, q, k, v, bias, lut, rows, kv_off, kv_len, pos, n, H, dk, kind, nb, max_distance, \
+                         splits
+
+template <int PE>
+__device__ __forceinline__ void fat5_attn_decode_split_pe(act_t *o, float *scratch, const act_t *q, const act_t *k,
+                                                          const act_t *v, const float *bias, const int *lut,
+                                                          const int *rows, const int *kv_off, const int *kv_len,
+                                                          const int *pos, long long n, int H, int dk, int kind,
+                                                          int nb, int max_distance, int splits)
+{
+    if (dk <= 32)
+        fat5_attn_decode_split<1, PE>(FAT5_DECODE_ARGS);
+    else if (dk <= 64)
+        fat5_attn_decode_split<2, PE>(FAT5_DECODE_ARGS);
+    else if (dk <= 128)
+        fat5_attn_decode_split<4, PE>(FAT5_DECODE_ARGS);
+    else
+        fat5_attn_decode_split<8, PE>(FAT5_DECODE_ARGS);
+}
+
+
 // fat5_attn_decode(act_t *o[n, H*dk], float *scratch[n, H, 32, dk+2], const act_t *q[n, H*dk],
-// const act_t *k, const act_t *v (cache rows), const float *bias[nb, H] (causal; NULL: none),
-// const int *lut[max_distance], const int *rows[n], const int *kv_off[rows], const int *kv_len[rows]
-// (cross), const int *pos[1], long long n, int H, int dk (<= 256), int kind (0 cross, 2 causal),
-// int nb, int max_distance, int splits (1..32), int phase): o[i] = softmax_j(q_i . k_j + bias) v_j
-// per head; CPU twin fat5__cpu_attn_decode. Phase 0: grid (ceil(splits / W), H, entries, clamped),
-// W = blockDim.x / 32 warps, split s = blockIdx.x W + warp, dynamic shared memory W dk floats (the
-// warps' queries). Phase 1 (only when splits > 1): warps over the n H (entry, head) pairs.
-// The bias bucket of key j is that of the causal forward for query position pos[0]: lut[pos - j]
-// below max_distance, else the last bucket.
+// const act_t *k, const act_t *v (cache rows), const float *bias (causal T5: [nb, H], NULL: none;
+// FIRE: its parameter block), const int *lut[max_distance], const int *rows[n], const int *kv_off[rows],
+// const int *kv_len[rows] (cross), const int *pos[1], long long n, int H, int dk (<= 256), int kind
+// (0 cross, 2 causal, the latter with FAT5_ATTN_ALIBI or FAT5_ATTN_FIRE or neither; never
+// asymmetric), int nb, int max_distance, int splits (1..32), int phase): o[i] = softmax_j(q_i . k_j +
+// bias) v_j per head; CPU twin fat5__cpu_attn_decode. Phase 0: grid (ceil(splits / W), H, entries,
+// clamped), W = blockDim.x / 32 warps, split s = blockIdx.x W + warp, dynamic shared memory W dk
+// floats (the warps' queries; FIRE: then, rounded up to 16 bytes, 16 W bytes for the head's MLP
+// rows). Phase 1 (only when splits > 1): warps over the n H (entry, head) pairs.
+// The bias of key j is that of the causal forward for query position pos[0]: T5, the bucket
+// lut[pos - j] below max_distance, else the last bucket; ALiBi -slope_h (pos - j); FIRE's MLP of
+// u(pos, j).
 extern "C" __global__ void fat5_attn_decode(act_t *o, float *scratch, const act_t *q, const act_t *k, const act_t *v,
                                             const float *bias, const int *lut, const int *rows, const int *kv_off,
                                             const int *kv_len, const int *pos, long long n, int H, int dk, int kind,
                                             int nb, int max_distance, int splits, int phase)
 {
     if (phase == 0) {
-        if (dk <= 32)
-            fat5_attn_decode_split<1>(o, scratch, q, k, v, bias, lut, rows, kv_off, kv_len, pos, n, H, dk, kind, nb,
-                                      max_distance, splits);
-        else if (dk <= 64)
-            fat5_attn_decode_split<2>(o, scratch, q, k, v, bias, lut, rows, kv_off, kv_len, pos, n, H, dk, kind, nb,
-                                      max_distance, splits);
-        else if (dk <= 128)
-            fat5_attn_decode_split<4>(o, scratch, q, k, v, bias, lut, rows, kv_off, kv_len, pos, n, H, dk, kind, nb,
-                                      max_distance, splits);
-        else
-            fat5_attn_decode_split<8>(o, scratch, q, k, v, bias, lut, rows, kv_off, kv_len, pos, n, H, dk, kind, nb,
-                                      max_distance, splits);
+        fat5_attn_decode_split_pe<FAT5_PE_TABLE>(FAT5_DECODE_ARGS);
     } else {
         if (dk <= 32)
             fat5_attn_decode_combine<1>(o, scratch, rows, kv_len, pos, n, H, dk, kind, splits);
@@ -174,6 +200,27 @@ extern "C" __global__ void fat5_attn_decode(act_t *o, float *scratch, const act_
         else
             fat5_attn_decode_combine<8>(o, scratch, rows, kv_len, pos, n, H, dk, kind, splits);
     }
+}
+
+// fat5_attn_decode_alibi, fat5_attn_decode_fire: phase 0 of fat5_attn_decode for the causal kinds
+// with FAT5_ATTN_ALIBI and with FAT5_ATTN_FIRE (the same arguments and launch; `phase` is ignored):
+// the launcher picks the entry point by kind, and phase 1 (no bias there) is fat5_attn_decode's.
+extern "C" __global__ void fat5_attn_decode_alibi(act_t *o, float *scratch, const act_t *q, const act_t *k, const act_t *v,
+                                                  const float *bias, const int *lut, const int *rows, const int *kv_off,
+                                                  const int *kv_len, const int *pos, long long n, int H, int dk, int kind,
+                                                  int nb, int max_distance, int splits, int phase)
+{
+    (void)phase;
+    fat5_attn_decode_split_pe<FAT5_PE_ALIBI>(FAT5_DECODE_ARGS);
+}
+
+extern "C" __global__ void fat5_attn_decode_fire(act_t *o, float *scratch, const act_t *q, const act_t *k, const act_t *v,
+                                                 const float *bias, const int *lut, const int *rows, const int *kv_off,
+                                                 const int *kv_len, const int *pos, long long n, int H, int dk, int kind,
+                                                 int nb, int max_distance, int splits, int phase)
+{
+    (void)phase;
+    fat5_attn_decode_split_pe<FAT5_PE_FIRE>(FAT5_DECODE_ARGS);
 }
 
 // fat5_cache_write(act_t *kc, act_t *vc (cache rows of I), const act_t *k[n, I], const act_t *v[n, I],

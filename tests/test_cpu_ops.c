@@ -527,8 +527,52 @@ static void t_threads_model_bitwise(fat5_test *T) {
     free(ref_l); free(ref_g);
 }
 
+// fire_reduce against a naive sum over the heads: each part of the shares lands in its place of
+// FIRE's gradient block (dw1, db1, dc, dL_multiplier summed over the heads; each head's dw2 row
+// and db2 to that head), added to what the block held
+static void t_fire_reduce(fat5_test *T) {
+    static const int shapes[][2] = {{3, 8}, {1, 1}, {4, 5}};
+    fat5_ctx *ctx = tc_ctx();
+    fat5_rng rng = fat5_rng_init(77);
+    size_t si;
+    for (si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int H = shapes[si][0], W = shapes[si][1], h, w, S = (int)FAT5__FIRE_SHARES(W);
+        int n = (int)FAT5__FIRE_NUMEL(H, W), e;
+        float *g = (float *)calloc((size_t)n, sizeof(float)), *want = (float *)calloc((size_t)n, sizeof(float));
+        float *sh = (float *)calloc((size_t)H * (size_t)S, sizeof(float));
+        if (!g || !want || !sh) abort();
+        for (e = 0; e < n; e++) g[e] = want[e] = (float)(fat5_rng_uniform(&rng) - 0.5);
+        for (e = 0; e < H * S; e++) sh[e] = (float)(4.0 * fat5_rng_uniform(&rng) - 2.0);
+        for (h = 0; h < H; h++) {
+            for (w = 0; w < W; w++) {
+                want[w] += sh[h * S + w];
+                want[W + w] += sh[h * S + W + w];
+                want[2 * W + h * W + w] += sh[h * S + 2 * W + w];
+            }
+            want[FAT5__FIRE_B2(H, W) + h] += sh[h * S + 3 * W];
+            want[FAT5__FIRE_C(H, W)] += sh[h * S + 3 * W + 1];
+            want[FAT5__FIRE_LM(H, W)] += sh[h * S + 3 * W + 2];
+        }
+        FAT5_CHECK(T, fat5__cpu_fire_reduce(ctx, A_(g), A_(sh), H, W) == FAT5_OK);
+        fat5_check_close(T, "fire_reduce vs naive sum", g, want, (size_t)n, 1e-6, 1e-6);
+        free(g);
+        free(want);
+        free(sh);
+    }
+    fat5_ctx_destroy(ctx);
+}
+
 // The op table: each op exists on both backends, and every GPU kernel is the GPU side of an op of
-// the same name (so no kernel lacks its CPU oracle).
+// the same name, or of an attention op with a position scheme's suffix (_alibi, _fire), so no
+// kernel lacks its CPU oracle.
+#ifndef FAT5_NO_CUDA
+static int to_kernel_of_op(const char *kernel, const char *op) {
+    size_t n = strlen(op);
+    return !strncmp(kernel, op, n) && (!kernel[n] || (!strncmp(op, "attn_", 5) && (!strcmp(kernel + n, "_alibi") ||
+                                                                                 !strcmp(kernel + n, "_fire"))));
+}
+#endif
+
 static void t_op_table(fat5_test *T) {
     int i, j;
     const fat5__backend *be = &fat5__cpu_backend;
@@ -543,7 +587,7 @@ static void t_op_table(fat5_test *T) {
     FAT5_CHECK(T, fat5__gpu_backend.mm == fat5__gpu_mm && fat5__gpu_backend.xent_fwd == fat5__gpu_xent_fwd);
     for (i = 0; i < FAT5__K_COUNT; i++) {
         int found = 0;
-        for (j = 0; j < FAT5__OP_COUNT; j++) found |= !strcmp(fat5__kernel_names[i] + 5, fat5__op_names[j]);
+        for (j = 0; j < FAT5__OP_COUNT; j++) found |= to_kernel_of_op(fat5__kernel_names[i] + 5, fat5__op_names[j]);
         FAT5_CHECK_MSG(T, found, "kernel %s has no op in FAT5__OPS", fat5__kernel_names[i]);
     }
     // every op but mm (cuBLAS) has a kernel
@@ -702,6 +746,6 @@ static void t_add_i32(fat5_test *T) {
     fat5_ctx_destroy(ctx);
 }
 
-#define FAT5_TESTS_CPU_OPS(X) X(rel_bucket_tables) X(rmsnorm_bwd) X(act_bwd) X(attn_bwd) X(attn_masking) \
+#define FAT5_TESTS_CPU_OPS(X) X(fire_reduce) X(rel_bucket_tables) X(rmsnorm_bwd) X(act_bwd) X(attn_bwd) X(attn_masking) \
     X(xent_bwd) X(matmul_layouts) X(matmul_threads) X(threads_model_bitwise) X(op_table)        \
     X(attn_decode_causal) X(attn_decode_cross) X(cache_write_gather) X(add_i32)

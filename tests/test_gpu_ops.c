@@ -566,6 +566,17 @@ static void t_gpu_act(fat5_test *T) {
 
 // ----- attention.cu -----
 
+// FIRE's parameter block with weights that make the bias matter (scores of order 1..10) and the
+// given c, L_multiplier
+static void tg_fire_params(fat5_rng *rng, float *P, int H, int W, float c, float lm) {
+    tg_fill(rng, P, (size_t)FAT5__FIRE_NUMEL(H, W), 1.0);
+    tg_fill(rng, P, (size_t)W, 3.0);                                           // w1: kinks inside u's range
+    tg_fill(rng, P + FAT5__FIRE_W2(W), (size_t)H * (size_t)W, 4.0 / sqrt((double)W));
+    P[FAT5__FIRE_C(H, W)] = c;
+    P[FAT5__FIRE_LM(H, W)] = lm;
+}
+
+
 typedef struct tg_attn_cfg {
     int n_seq;
     const int *len_q, *len_k;  // len_k NULL: self-attention (same lengths)
@@ -887,7 +898,7 @@ static void t_gpu_xent(fat5_test *T) {
 // ----- decode.cu -----
 
 typedef struct tg_decode_cfg {
-    int kind;           // FAT5__ATTN_CAUSAL or FAT5__ATTN_CROSS
+    int kind;           // FAT5__ATTN_CAUSAL (with ALiBi or FIRE: nb is FIRE's W, md its L0) or FAT5__ATTN_CROSS
     int n_rows, n;      // cache rows, entries (entry i is row (3 i + 1) mod n_rows)
     int H, dk, nb, md;
     int cap;            // positions per cache row (rows are stored in reverse order, a gap between)
@@ -900,7 +911,8 @@ typedef struct tg_decode_cfg {
 // position advanced on the device by add_i32 with no host involvement and the decode run again.
 static void tg_decode_case(tg *g, const tg_decode_cfg *c, fat5_rng *rng) {
     const int64_t ld = (int64_t)c->H * c->dk, nrow = (int64_t)c->n_rows * (c->cap + 3);
-    const size_t nc = (size_t)(nrow * ld), nq = (size_t)(c->n * ld), nbh = (size_t)c->nb * (size_t)c->H;
+    const size_t nc = (size_t)(nrow * ld), nq = (size_t)(c->n * ld);
+    const size_t nbh = c->kind & FAT5__ATTN_FIRE ? (size_t)FAT5__FIRE_NUMEL(c->H, c->nb) : (size_t)c->nb * (size_t)c->H;
     float *q = tg_f(g, nq), *k = tg_f(g, nc), *v = tg_f(g, nc), *bias = tg_f(g, nbh ? nbh : 1);
     float *o = tg_f(g, nq), *o2 = tg_f(g, nq), *oref = tg_f(g, nq);
     int32_t *rows = tg_i(g, (size_t)c->n), *kv_off = tg_i(g, (size_t)c->n_rows), *kv_len = tg_i(g, (size_t)c->n_rows);
@@ -917,7 +929,10 @@ static void tg_decode_case(tg *g, const tg_decode_cfg *c, fat5_rng *rng) {
     tg_fill(rng, q, nq, 1.7 / sqrt(sqrt((double)c->dk)));
     tg_fill(rng, k, nc, 1.7 / sqrt(sqrt((double)c->dk)));
     tg_fill(rng, v, nc, 1.0);
-    tg_fill(rng, bias, nbh ? nbh : 1, 2.0);
+    if (c->kind & FAT5__ATTN_FIRE)
+        tg_fire_params(rng, bias, c->H, c->nb, -0.2f, 9.37f);  // threshold 149.92: the cut inside the rows
+    else
+        tg_fill(rng, bias, nbh ? nbh : 1, 2.0);
     tg_round(g, q, nq);
     tg_round(g, k, nc);
     tg_round(g, v, nc);
@@ -933,7 +948,10 @@ static void tg_decode_case(tg *g, const tg_decode_cfg *c, fat5_rng *rng) {
     od = tg_dev(g, nq * tg_act(g));
     scd = tg_dev(g, (size_t)c->n * FAT5__DECODE_SCRATCH(c->H, c->dk) * 4);
     for (step = 0; step < 2 && !g->err; step++) {
-        const char *kn = c->kind == FAT5__ATTN_CAUSAL ? "causal" : "cross";
+        const char *kn = c->kind & FAT5__ATTN_FIRE    ? "causal fire"
+                         : c->kind & FAT5__ATTN_ALIBI ? "causal alibi"
+                         : c->kind == FAT5__ATTN_CAUSAL ? "causal"
+                                                        : "cross";
         fat5__cpu_attn_decode(g->ctx, A_(oref), A_(q), A_(k), A_(v), A_(bias), A_(lut), A_(rows), A_(kv_off),
                               A_(kv_len), A_(&pos), c->n, c->H, c->dk, c->kind, c->nb, c->md, c->max_keys, 0);
         if (!tg_ok(g, fat5__gpu_attn_decode(g->ctx, od, qd, kd, vd, bd, ld_, rd, offd, lend, posd, c->n, c->H, c->dk,
@@ -952,7 +970,8 @@ static void tg_decode_case(tg *g, const tg_decode_cfg *c, fat5_rng *rng) {
         snprintf(what, sizeof what, "attn_decode %s rerun dk=%d pos=%d", kn, c->dk, pos);
         tg_same(g, what, o2, o, nq);
         // the next position, on the device only (the launches do not change)
-        if (c->kind != FAT5__ATTN_CAUSAL || pos + 1 >= c->cap || !tg_ok(g, fat5__gpu_add_i32(g->ctx, posd, 1, 1)))
+        if ((c->kind & FAT5__ATTN_MASK) != FAT5__ATTN_CAUSAL || pos + 1 >= c->cap ||
+            !tg_ok(g, fat5__gpu_add_i32(g->ctx, posd, 1, 1)))
             return;
         pos++;
     }
@@ -972,6 +991,12 @@ static void t_gpu_decode_attn(fat5_test *T) {
         {FAT5__ATTN_CAUSAL, 2, 2, 2, 48, 32, 128, 3001, 40, NULL, 3001},    // many splits, few keys
         {FAT5__ATTN_CROSS, 5, 7, 3, 37, 32, 128, 3000, 0, lens, 3000},
         {FAT5__ATTN_CROSS, 5, 5, 2, 130, 32, 128, 3000, 0, lens, 128},
+        // the position schemes (causal only): ALiBi of 3 and 4 heads, FIRE of widths 8 and 33
+        {FAT5__ATTN_CAUSAL | FAT5__ATTN_ALIBI, 3, 4, 3, 37, 0, 0, 3001, 2998, NULL, 3001},
+        {FAT5__ATTN_CAUSAL | FAT5__ATTN_ALIBI, 2, 3, 4, 64, 0, 0, 64, 20, NULL, 64},
+        {FAT5__ATTN_CAUSAL | FAT5__ATTN_FIRE, 3, 4, 3, 37, 8, 16, 3001, 2998, NULL, 3001},
+        {FAT5__ATTN_CAUSAL | FAT5__ATTN_FIRE, 2, 3, 2, 256, 33, 16, 200, 140, NULL, 200},
+        {FAT5__ATTN_CAUSAL | FAT5__ATTN_FIRE, 2, 2, 2, 16, 8, 16, 64, 0, NULL, 64},
     };
     int mode;
     size_t ci;
@@ -1091,6 +1116,358 @@ static void t_gpu_decode_cache(fat5_test *T) {
     }
 }
 
+// ----- attention with the position schemes (attention.cu, decode.cu; fire_reduce; rope.cu) -----
+
+typedef struct tg_pos_cfg {
+    int n_seq;
+    const int *len_q, *len_k;  // len_k: cross-attention's keys (NULL: self-attention)
+    int H, dk;
+    int W;     // FIRE's MLP width
+    float lm;  // FIRE's L_multiplier (L0 = 16): 0.931 (threshold 14.896), 0.75 (12: a tie at i = 12)
+} tg_pos_cfg;
+
+static const char *tg_scheme_name(int kind, int t5) {
+    return kind & FAT5__ATTN_FIRE ? "fire"
+           : kind & FAT5__ATTN_ALIBI_ASYM ? "alibi-asym"
+           : kind & FAT5__ATTN_ALIBI ? "alibi"
+           : t5 ? "t5" : "none";
+}
+
+// One configuration and kind (mask | scheme; t5: the bucket table when no scheme bit): forward,
+// then the backward from the CPU's o and lse: delta, dq with the bias gradient (T5: the table's;
+// FIRE: its parameter block's, through fire_reduce; ALiBi: a dbias that must stay untouched), dk,
+// dv; dq and the bias gradient again (the same bits).
+static void tg_pos_case(tg *g, const tg_pos_cfg *c, int kind, int t5, fat5_rng *rng) {
+    const int H = c->H, dk = c->dk, fire = (kind & FAT5__ATTN_FIRE) != 0, alibi = (kind & FAT5__ATTN_ALIBI) != 0;
+    const int nb = fire ? c->W : 32, md = fire ? 16 : 128;
+    const size_t nbias = fire ? (size_t)FAT5__FIRE_NUMEL(H, nb) : (size_t)nb * (size_t)H;
+    const size_t nscr = fire ? (size_t)(FAT5__GPU_DBIAS_BLOCKS + 1) * (size_t)H * (size_t)FAT5__FIRE_SHARES(nb)
+                             : (size_t)FAT5__GPU_DBIAS_BLOCKS * nbias;
+    int s, i, has_bias = fire || t5, has_grad = fire || t5 || alibi;
+    int32_t *cu_q = tg_i(g, (size_t)c->n_seq + 1), *cu_k = tg_i(g, (size_t)c->n_seq + 1);
+    int32_t *q_seq, *k_seq, *lut = tg_i(g, (size_t)md);
+    int64_t Tq, Tk;
+    size_t nq, nk;
+    float *q, *k, *v, *bias = NULL, *o, *oref, *lse, *lseref, *dout, *dq, *dqref, *dkk, *dkref, *dv, *dvref;
+    float *g0, *gref, *ggot, *delta, *deltaref;
+    fat5__dptr qd, kd, vd, biasd = 0, lutd, cuqd, cukd, qsd, ksd, od, lsed, doutd, deltad, dqd, dkd, dvd;
+    fat5__dptr gd = 0, gd2 = 0, scd = 0, dq2d = 0;
+    char what[200], tag[128];
+    cu_q[0] = cu_k[0] = 0;
+    for (s = 0; s < c->n_seq; s++) {
+        cu_q[s + 1] = cu_q[s] + c->len_q[s];
+        cu_k[s + 1] = cu_k[s] + ((kind & FAT5__ATTN_MASK) == FAT5__ATTN_CROSS && c->len_k ? c->len_k[s] : c->len_q[s]);
+    }
+    Tq = cu_q[c->n_seq];
+    Tk = cu_k[c->n_seq];
+    nq = (size_t)(Tq * H * dk);
+    nk = (size_t)(Tk * H * dk);
+    q_seq = tg_i(g, (size_t)Tq);
+    k_seq = tg_i(g, (size_t)(Tk ? Tk : 1));
+    for (s = 0; s < c->n_seq; s++) {
+        for (i = cu_q[s]; i < cu_q[s + 1]; i++) q_seq[i] = s;
+        for (i = cu_k[s]; i < cu_k[s + 1]; i++) k_seq[i] = s;
+    }
+    for (i = 0; i < md; i++) lut[i] = fat5__rel_bucket(-(int64_t)i, (kind & FAT5__ATTN_MASK) == FAT5__ATTN_BIDIR, nb, md);
+    q = tg_f(g, nq);
+    k = tg_f(g, nk);
+    v = tg_f(g, nk);
+    o = tg_f(g, nq);
+    oref = tg_f(g, nq);
+    lse = tg_f(g, (size_t)(Tq * H));
+    lseref = tg_f(g, (size_t)(Tq * H));
+    dout = tg_f(g, nq);
+    dq = tg_f(g, nq);
+    dqref = tg_f(g, nq);
+    dkk = tg_f(g, nk);
+    dkref = tg_f(g, nk);
+    dv = tg_f(g, nk);
+    dvref = tg_f(g, nk);
+    g0 = tg_f(g, nbias);
+    gref = tg_f(g, nbias);
+    ggot = tg_f(g, nbias);
+    delta = tg_f(g, (size_t)(Tq * H));
+    deltaref = tg_f(g, (size_t)(Tq * H));
+    tg_fill(rng, q, nq, 1.7 / sqrt(sqrt((double)dk)));
+    tg_fill(rng, k, nk, 1.7 / sqrt(sqrt((double)dk)));
+    tg_fill(rng, v, nk, 1.0);
+    tg_fill(rng, dout, nq, 1.0);
+    tg_round(g, q, nq);
+    tg_round(g, k, nk);
+    tg_round(g, v, nk);
+    tg_round(g, dout, nq);
+    if (has_bias) {
+        bias = tg_f(g, nbias);
+        if (fire)
+            tg_fire_params(rng, bias, H, nb, 0.137f, c->lm);
+        else
+            tg_fill(rng, bias, nbias, 2.0);
+    }
+    tg_fill(rng, g0, nbias, 1.0);  // the bias gradient accumulates
+    memcpy(gref, g0, nbias * sizeof(float));
+    snprintf(tag, sizeof tag, "kind %d (%s) H=%d dk=%d W=%d Tq=%lld Tk=%lld", kind, tg_scheme_name(kind, t5), H, dk,
+             fire ? nb : 0, (long long)Tq, (long long)Tk);
+
+    // forward
+    fat5__cpu_attn_fwd(g->ctx, A_(oref), A_(lseref), A_(q), A_(k), A_(v), A_(bias), A_(lut), A_(cu_q), A_(cu_k),
+                       A_(q_seq), Tq, H, dk, kind, nb, md);
+    qd = tg_up_act(g, q, nq);
+    kd = tg_up_act(g, k, nk);
+    vd = tg_up_act(g, v, nk);
+    if (bias) biasd = tg_up_f32(g, bias, nbias);
+    lutd = tg_up_i32(g, lut, (size_t)md);
+    cuqd = tg_up_i32(g, cu_q, (size_t)c->n_seq + 1);
+    cukd = tg_up_i32(g, cu_k, (size_t)c->n_seq + 1);
+    qsd = tg_up_i32(g, q_seq, (size_t)Tq);
+    ksd = tg_up_i32(g, k_seq, (size_t)(Tk ? Tk : 1));
+    od = tg_dev(g, nq * tg_act(g));
+    lsed = tg_dev(g, (size_t)(Tq * H) * 4);
+    if (g->err) return;
+    if (!tg_ok(g, fat5__gpu_attn_fwd(g->ctx, od, lsed, qd, kd, vd, biasd, lutd, cuqd, cukd, qsd, Tq, H, dk, kind, nb,
+                                     md)))
+        return;
+    tg_down_act(g, o, od, nq);
+    tg_down_f32(g, lse, lsed, (size_t)(Tq * H));
+    for (i = 0; i < Tq * H; i++)
+        if (isinf(lseref[i]) && lseref[i] < 0) {
+            FAT5_CHECK_MSG(g->T, isinf(lse[i]) && lse[i] < 0, "[%s] attn_fwd %s: lse[%d] = %g, want -inf", g->mode,
+                           tag, i, lse[i]);
+            lse[i] = lseref[i] = 0.0f;
+        }
+    snprintf(what, sizeof what, "attn_fwd o %s", tag);
+    tg_close_at(g, __LINE__, what, o, oref, nq, 1, 0, fmax(tg_maxabs(oref, nq), tg_maxabs(v, nk)));
+    snprintf(what, sizeof what, "attn_fwd lse %s", tag);
+    tg_close(g, what, lse, lseref, (size_t)(Tq * H), 0);
+    for (i = 0; i < Tq * H; i++) lse[i] = lseref[i];
+
+    // backward, from the CPU's o and lse
+    tg_round(g, oref, nq);
+    fat5__cpu_attn_bwd_delta(g->ctx, A_(deltaref), A_(oref), A_(dout), Tq, H, dk);
+    fat5__cpu_attn_bwd_dq(g->ctx, A_(dqref), A_(has_grad ? gref : NULL), A_(dout), A_(lse), A_(deltaref), A_(q),
+                          A_(k), A_(v), A_(bias), A_(lut), A_(cu_q), A_(cu_k), A_(q_seq), Tq, H, dk, kind, nb, md, 0);
+    fat5__cpu_attn_bwd_dkv(g->ctx, A_(dkref), A_(dvref), A_(dout), A_(lse), A_(deltaref), A_(q), A_(k), A_(v),
+                           A_(bias), A_(lut), A_(cu_q), A_(cu_k), A_(k_seq), Tk, H, dk, kind, nb, md);
+    od = tg_up_act(g, oref, nq);
+    if (!g->err) tg_ok(g, fat5__dev_upload(g->ctx, lsed, lse, (size_t)(Tq * H) * 4));
+    doutd = tg_up_act(g, dout, nq);
+    deltad = tg_dev(g, (size_t)(Tq * H) * 4);
+    dqd = tg_dev(g, nq * tg_act(g));
+    dq2d = tg_dev(g, nq * tg_act(g));
+    dkd = tg_dev(g, nk * tg_act(g));
+    dvd = tg_dev(g, nk * tg_act(g));
+    if (has_grad) {
+        gd = tg_up_f32(g, g0, nbias);
+        gd2 = tg_up_f32(g, g0, nbias);
+        scd = tg_dev(g, nscr * 4);
+    }
+    if (g->err) return;
+    if (!tg_ok(g, fat5__gpu_attn_bwd_delta(g->ctx, deltad, od, doutd, Tq, H, dk)) ||
+        !tg_ok(g, fat5__gpu_attn_bwd_dq(g->ctx, dqd, gd, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd, cukd,
+                                        qsd, Tq, H, dk, kind, nb, md, scd)) ||
+        !tg_ok(g, fat5__gpu_attn_bwd_dkv(g->ctx, dkd, dvd, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd, cukd,
+                                         ksd, Tk, H, dk, kind, nb, md)) ||
+        !tg_ok(g, fat5__gpu_attn_bwd_dq(g->ctx, dq2d, gd2, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd, cukd,
+                                        qsd, Tq, H, dk, kind, nb, md, scd)))
+        return;
+    tg_down_f32(g, delta, deltad, (size_t)(Tq * H));
+    tg_down_act(g, dq, dqd, nq);
+    tg_down_act(g, dkk, dkd, nk);
+    tg_down_act(g, dv, dvd, nk);
+    {
+        double nd = tg_maxnorm(dout, Tq * H, dk), nv = tg_maxnorm(v, Tk * H, dk), no = tg_maxnorm(oref, Tq * H, dk);
+        float *dq2 = tg_f(g, nq);
+        snprintf(what, sizeof what, "attn_bwd_delta %s", tag);
+        tg_close_at(g, __LINE__, what, delta, deltaref, (size_t)(Tq * H), 0, 0,
+                    fmax(tg_maxabs(deltaref, (size_t)(Tq * H)), nd * no));
+        snprintf(what, sizeof what, "attn_bwd_dq %s", tag);
+        tg_close_at(g, __LINE__, what, dq, dqref, nq, 1, 0, fmax(tg_maxabs(dqref, nq), nd * nv * tg_maxabs(k, nk)));
+        snprintf(what, sizeof what, "attn_bwd_dkv dk %s", tag);
+        tg_close_at(g, __LINE__, what, dkk, dkref, nk, 1, 0, fmax(tg_maxabs(dkref, nk), nd * nv * tg_maxabs(q, nq)));
+        snprintf(what, sizeof what, "attn_bwd_dkv dv %s", tag);
+        tg_close_at(g, __LINE__, what, dv, dvref, nk, 1, 0, fmax(tg_maxabs(dvref, nk), tg_maxabs(dout, nq)));
+        tg_down_act(g, dq2, dq2d, nq);
+        snprintf(what, sizeof what, "attn_bwd_dq rerun dq %s", tag);
+        tg_same(g, what, dq2, dq, nq);
+    }
+    if (has_grad) {
+        float *g2 = tg_f(g, nbias), *inc = tg_f(g, nbias), *incref = tg_f(g, nbias);
+        size_t e;
+        tg_down_f32(g, ggot, gd, nbias);
+        tg_down_f32(g, g2, gd2, nbias);
+        snprintf(what, sizeof what, "attn_bwd_dq rerun bias gradient %s", tag);
+        tg_same(g, what, g2, ggot, nbias);  // deterministic: the same bits
+        if (alibi) {  // no parameters: the gradient buffer is left alone on both backends
+            snprintf(what, sizeof what, "attn_bwd_dq ALiBi dbias untouched %s", tag);
+            tg_same(g, what, ggot, g0, nbias);
+            tg_same(g, what, gref, g0, nbias);
+        } else if (!g->err) {
+            // the increments against the CPU's: TG_RDB of the largest (the oracle sums ~10^4..10^5
+            // scores per entry; db2 cancels to ~0 exactly, as every row's ds sum to 0)
+            for (e = 0; e < nbias; e++) {
+                inc[e] = ggot[e] - g0[e];
+                incref[e] = gref[e] - g0[e];
+            }
+            snprintf(what, sizeof what, "[%s] attn_bwd_dq bias gradient %s", g->mode, tag);
+            fat5_check_close_at(g->T, __FILE__, __LINE__, what, inc, incref, nbias,
+                                TG_RDB * tg_maxabs(incref, nbias), TG_RDB);
+        }
+    }
+}
+
+static void t_gpu_attn_posenc(fat5_test *T) {
+    // packed sequences of odd lengths (one of one token, one past FIRE's threshold and L0 = 16, one
+    // past the 64-token tiles); cross keys of other lengths
+    static const int lq[] = {1, 150, 7, 33}, lk[] = {5, 70, 1, 40};
+    // n_seq, len_q, len_k, H, dk, W, lm: dk 32 (tiled paths), 100 (per-warp dq / dkv), 256 (per-warp
+    // forward); W 8 with a threshold tie at i = 12 (lm 0.75), W 33 odd
+    static const tg_pos_cfg cfgs[] = {{4, lq, lk, 4, 32, 8, 0.931f},
+                                      {4, lq, lk, 2, 100, 33, 0.75f},
+                                      {4, lq, lk, 2, 256, 8, 0.75f},
+                                      {4, lq, lk, 6, 16, 8, 0.931f}};
+    // (mask | scheme, t5)
+    static const int kinds[][2] = {{FAT5__ATTN_CROSS, 0},
+                                   {FAT5__ATTN_BIDIR, 0},
+                                   {FAT5__ATTN_CAUSAL, 0},
+                                   {FAT5__ATTN_BIDIR, 1},
+                                   {FAT5__ATTN_CAUSAL, 1},
+                                   {FAT5__ATTN_BIDIR | FAT5__ATTN_ALIBI, 0},
+                                   {FAT5__ATTN_CAUSAL | FAT5__ATTN_ALIBI, 0},
+                                   {FAT5__ATTN_BIDIR | FAT5__ATTN_ALIBI | FAT5__ATTN_ALIBI_ASYM, 0},
+                                   {FAT5__ATTN_BIDIR | FAT5__ATTN_FIRE, 0},
+                                   {FAT5__ATTN_CAUSAL | FAT5__ATTN_FIRE, 0}};
+    int mode;
+    size_t ci, ki;
+    for (mode = 0; mode < 2; mode++) {
+        fat5_rng rng = fat5_rng_init(1000 + (uint64_t)mode);
+        tg g;
+        if (!tg_begin(&g, T, mode)) return;
+        for (ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)
+            for (ki = 0; ki < sizeof kinds / sizeof kinds[0] && !g.err; ki++) {
+                int nd = g.ndev, nh = g.nhost;
+                tg_pos_case(&g, &cfgs[ci], kinds[ki][0], kinds[ki][1], &rng);
+                tg_release(&g, nd, nh);
+            }
+        // the launchers' checks: a scheme in cross-attention, ALiBi with FIRE, asymmetric ALiBi
+        // without the bidirectional mask or with an odd head count, FIRE without its parameters,
+        // unknown bits; asymmetric ALiBi in decoding
+        FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2, 8,
+                                         FAT5__ATTN_CROSS | FAT5__ATTN_ALIBI, 0, 0) == FAT5_ERR_INVALID_ARG);
+        FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 2, 8,
+                                         FAT5__ATTN_BIDIR | FAT5__ATTN_ALIBI | FAT5__ATTN_FIRE, 8, 16) ==
+                          FAT5_ERR_INVALID_ARG);
+        FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2, 8,
+                                         FAT5__ATTN_CAUSAL | FAT5__ATTN_ALIBI | FAT5__ATTN_ALIBI_ASYM, 0, 0) ==
+                          FAT5_ERR_INVALID_ARG);
+        FAT5_CHECK(T, fat5__gpu_attn_bwd_dkv(g.ctx, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 3, 8,
+                                             FAT5__ATTN_BIDIR | FAT5__ATTN_ALIBI | FAT5__ATTN_ALIBI_ASYM, 0, 0) ==
+                          FAT5_ERR_INVALID_ARG);
+        FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2, 8,
+                                         FAT5__ATTN_BIDIR | FAT5__ATTN_FIRE, 8, 16) == FAT5_ERR_INVALID_ARG);
+        FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2, 8, 64 | FAT5__ATTN_BIDIR, 0, 0) ==
+                          FAT5_ERR_INVALID_ARG);
+        FAT5_CHECK(T, fat5__gpu_attn_decode(g.ctx, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 2, 8,
+                                            FAT5__ATTN_CAUSAL | FAT5__ATTN_ALIBI | FAT5__ATTN_ALIBI_ASYM, 0, 0, 10,
+                                            1) == FAT5_ERR_INVALID_ARG);
+        tg_end(&g);
+    }
+}
+
+// fire_reduce against its CPU twin (the same arithmetic: bit for bit), odd sizes
+static void t_gpu_fire_reduce(fat5_test *T) {
+    static const int shapes[][2] = {{3, 8}, {1, 1}, {16, 33}, {12, 256}};
+    int mode;
+    size_t si;
+    for (mode = 0; mode < 2; mode++) {
+        fat5_rng rng = fat5_rng_init(1100 + (uint64_t)mode);
+        tg g;
+        if (!tg_begin(&g, T, mode)) return;
+        for (si = 0; si < sizeof shapes / sizeof shapes[0] && !g.err; si++) {
+            int H = shapes[si][0], W = shapes[si][1], nd = g.ndev, nh = g.nhost;
+            size_t ng = (size_t)FAT5__FIRE_NUMEL(H, W), ns = (size_t)H * (size_t)FAT5__FIRE_SHARES(W);
+            float *gg = tg_f(&g, ng), *gref = tg_f(&g, ng), *sh = tg_f(&g, ns);
+            fat5__dptr gd, sd;
+            char what[80];
+            tg_fill(&rng, gref, ng, 1.0);
+            tg_fill(&rng, sh, ns, 100.0);
+            gd = tg_up_f32(&g, gref, ng);
+            sd = tg_up_f32(&g, sh, ns);
+            fat5__cpu_fire_reduce(g.ctx, A_(gref), A_(sh), H, W);
+            if (!tg_ok(&g, fat5__gpu_fire_reduce(g.ctx, gd, sd, H, W))) break;
+            tg_down_f32(&g, gg, gd, ng);
+            snprintf(what, sizeof what, "fire_reduce H=%d W=%d", H, W);
+            tg_same(&g, what, gg, gref, ng);
+            tg_release(&g, nd, nh);
+        }
+        FAT5_CHECK(T, fat5__gpu_fire_reduce(g.ctx, 1, 1, 0, 8) == FAT5_ERR_INVALID_ARG);
+        tg_end(&g);
+    }
+}
+
+// rope on the GPU against the CPU: half-split and interleaved pairs, partial rotation (rd < dk),
+// xPos on queries and keys, the transposed rotation, positions per packed sequence and a decode
+// position pos[0]. The angles and scales are computed in double on both sides and rounded to fp32,
+// and the rotation is the same fp32 arithmetic: fp32 agrees to ~1 ulp; bf16 adds its rounding.
+static void t_gpu_rope(fat5_test *T) {
+    static const int lens[] = {1, 37, 300, 5};
+    // H, dk, rd, base, xpos, flags, pos (-1: per sequence)
+    static const struct { int H, dk, rd; float base, xpos; int flags, pos; } cs[] = {
+        {3, 64, 64, 10000.0f, 0.0f, 0, -1},
+        {2, 33, 16, 10000.0f, 0.0f, FAT5__ROPE_INTERLEAVED, -1},
+        {4, 32, 32, 100.0f, 16.0f, FAT5__ROPE_INTERLEAVED, -1},
+        {4, 32, 32, 100.0f, 16.0f, FAT5__ROPE_INTERLEAVED | FAT5__ROPE_KEY, -1},
+        {2, 8, 4, 10000.0f, 512.0f, FAT5__ROPE_TRANSPOSE, -1},
+        {2, 8, 8, 10000.0f, 512.0f, FAT5__ROPE_KEY | FAT5__ROPE_TRANSPOSE, -1},
+        {3, 16, 8, 500.0f, 32.0f, FAT5__ROPE_INTERLEAVED, 41},
+        {1, 128, 128, 10000.0f, 0.0f, FAT5__ROPE_TRANSPOSE, 2999}};
+    int mode;
+    size_t ci;
+    for (mode = 0; mode < 2; mode++) {
+        fat5_rng rng = fat5_rng_init(1200 + (uint64_t)mode);
+        tg g;
+        if (!tg_begin(&g, T, mode)) return;
+        for (ci = 0; ci < sizeof cs / sizeof cs[0] && !g.err; ci++) {
+            int nd = g.ndev, nh = g.nhost, s, i, n_seq = 4;
+            int32_t cu[5], *seq, pos = cs[ci].pos;
+            int64_t Tt;
+            size_t n;
+            float *x, *ref, *got;
+            fat5__dptr xd, cud, sqd, pd = 0;
+            char what[160];
+            cu[0] = 0;
+            for (s = 0; s < n_seq; s++) cu[s + 1] = cu[s] + lens[s];
+            Tt = cu[n_seq];
+            n = (size_t)Tt * (size_t)cs[ci].H * (size_t)cs[ci].dk;
+            seq = tg_i(&g, (size_t)Tt);
+            for (s = 0; s < n_seq; s++)
+                for (i = cu[s]; i < cu[s + 1]; i++) seq[i] = s;
+            x = tg_f(&g, n);
+            ref = tg_f(&g, n);
+            got = tg_f(&g, n);
+            tg_fill(&rng, x, n, 2.0);
+            tg_round(&g, x, n);
+            memcpy(ref, x, n * sizeof(float));
+            fat5__cpu_rope(g.ctx, A_(ref), A_(cu), A_(seq), pos >= 0 ? A_(&pos) : 0, Tt, cs[ci].H, cs[ci].dk, cs[ci].rd,
+                           cs[ci].base, cs[ci].xpos, cs[ci].flags);
+            xd = tg_up_act(&g, x, n);
+            cud = tg_up_i32(&g, cu, (size_t)n_seq + 1);
+            sqd = tg_up_i32(&g, seq, (size_t)Tt);
+            if (pos >= 0) pd = tg_up_i32(&g, &pos, 1);
+            if (g.err || !tg_ok(&g, fat5__gpu_rope(g.ctx, xd, cud, sqd, pd, Tt, cs[ci].H, cs[ci].dk, cs[ci].rd,
+                                                   cs[ci].base, cs[ci].xpos, cs[ci].flags)))
+                break;
+            tg_down_act(&g, got, xd, n);
+            snprintf(what, sizeof what, "rope H=%d dk=%d rd=%d base=%g xpos=%g flags=%d pos=%d", cs[ci].H, cs[ci].dk,
+                     cs[ci].rd, (double)cs[ci].base, (double)cs[ci].xpos, cs[ci].flags, pos);
+            // the largest |x| scaled by xPos bounds the terms of each output
+            tg_close_at(&g, __LINE__, what, got, ref, n, 1, g.bf16 ? 0 : 1e-6,
+                        fmax(tg_maxabs(ref, n), tg_maxabs(x, n)) * 0.1);
+            tg_release(&g, nd, nh);
+        }
+        FAT5_CHECK(T, fat5__gpu_rope(g.ctx, 1, 1, 1, 0, 1, 1, 8, 3, 10000.0f, 0.0f, 0) == FAT5_ERR_INVALID_ARG);
+        tg_end(&g);
+    }
+}
+
 #define FAT5_TESTS_GPU_OPS(X)                                                                                \
     X(gpu_util) X(gpu_embed) X(gpu_rmsnorm) X(gpu_colsum) X(gpu_act) X(gpu_attn) X(gpu_attn_edge) X(gpu_xent)    \
-    X(gpu_decode_attn) X(gpu_decode_cache)
+    X(gpu_decode_attn) X(gpu_decode_cache) X(gpu_attn_posenc) X(gpu_fire_reduce) X(gpu_rope)

@@ -13,6 +13,9 @@
 // (FAT5_CHECK_JOBS=N overrides); their output is printed in the fixed order.
 // NVRTC is loaded with dlopen: no CUDA headers or libraries are needed to build this.
 //
+// FAT5_CHECK_RESOURCES=1 adds -Xptxas=-v: ptxas's resource report (registers, stack, spill stores
+// and loads of every entry point) is then printed after each (variant, arch) line.
+//
 // Exit status: 0 all compiled, 1 a compile error (log printed), 2 NVRTC could not be loaded or
 // used. Without NVRTC the check is skipped (a "check-kernels: SKIP (no NVRTC: ...)" line, exit 0)
 // unless the environment variable FAT5_REQUIRE_NVRTC is set to anything but "0" (CI sets it to 1),
@@ -163,7 +166,9 @@ static char *join_program(void)
 static int compile_one(const char *src, const char *variant, const char *arch)
 {
     char arch_opt[32];
-    const char *opts[4];
+    const char *opts[5];
+    const char *res = getenv("FAT5_CHECK_RESOURCES");
+    int nopts = res && res[0] && strcmp(res, "0") != 0 ? 5 : 4;
     nvrtcProgram prog = NULL;
     nvrtcResult rc, compile_rc;
     size_t log_size = 0, cubin_size = 0;
@@ -175,6 +180,7 @@ static int compile_one(const char *src, const char *variant, const char *arch)
     opts[1] = arch_opt;
     opts[2] = "--std=c++17";
     opts[3] = "-default-device";
+    opts[4] = "-Xptxas=-v";  // only with FAT5_CHECK_RESOURCES (nopts 5)
 
     rc = nvrtc.CreateProgram(&prog, src, "fat5_kernels.cu", 0, NULL, NULL);
     if (rc != 0) {
@@ -182,7 +188,7 @@ static int compile_one(const char *src, const char *variant, const char *arch)
                 nvrtc.GetErrorString(rc));
         return 2;
     }
-    compile_rc = nvrtc.CompileProgram(prog, 4, opts);
+    compile_rc = nvrtc.CompileProgram(prog, nopts, opts);
 
     // Always fetch the log (its size counts the terminating NUL), then look at the result.
     rc = nvrtc.GetProgramLogSize(prog, &log_size);
@@ -211,7 +217,7 @@ static int compile_one(const char *src, const char *variant, const char *arch)
     } else {
         printf("kernels/*.cu %s %s: ok (cubin %lu bytes)\n", variant + 2, arch,
                (unsigned long)cubin_size);
-        if (log) printf("%s\n", log);  // warnings
+        if (log) printf("%s\n", log);  // warnings (and the resource report when asked for)
     }
     free(log);
     nvrtc.DestroyProgram(&prog);
