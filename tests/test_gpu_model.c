@@ -98,17 +98,27 @@ static void tgm_compare(fat5_test *T, fat5_ctx *gctx, fat5_model *cpu, const fat
         snprintf(name, sizeof name, "%s grad %s", what, p->name);
         if (strstr(p->name, "pe_encoding.mlp.2.bias")) {
             // FIRE's output bias: its exact gradient is 0 (every softmax row sums its gradients to
-            // zero), so both sides hold rounding noise; both must be negligible next to the
-            // gradient of mlp.2.weight (the tensor before it), relative to the precision's bound
+            // zero), so both sides hold rounding noise. fp32: both must be negligible (1e-5) next
+            // to the largest gradient of mlp.2.weight (the tensor before it). bf16: the backward's
+            // row term delta = dout . o reads the bf16-rounded o, so each row's sum is off by
+            // ~u |dout| |o| and the head's total by their sum over rows; the bound is the bf16
+            // tolerance times the head's row of mlp.2.weight's gradient in L1 (sums of the same
+            // ds against MLP activations of order 1).
             size_t e;
-            double wmax, bound;
+            int W = (int)cpu->params[i - 1].shape[1];
+            double wmax;
             fat5_model_get_grad(cpu, cpu->params[i - 1].name, gc, (int64_t)cpu->params[i - 1].numel);
             wmax = tm_max_abs(gc, (int64_t)cpu->params[i - 1].numel);
-            bound = (bf16 ? bf16_tol : 1e-5) * wmax;
+            for (e = 0; e < p->numel; e++) {
+                double l1 = 0, bound;
+                int w;
+                for (w = 0; w < W; w++) l1 += fabs(gc[e * (size_t)W + (size_t)w]);
+                bound = bf16 ? bf16_tol * l1 : 1e-5 * wmax;
+                FAT5_CHECK_MSG(T, fabs(gg[e]) <= bound, "%s[%d]: GPU %g, bound %g", name, (int)e, (double)gg[e], bound);
+            }
             fat5_model_get_grad(cpu, p->name, gc, (int64_t)p->numel);
             for (e = 0; e < p->numel; e++)
-                FAT5_CHECK_MSG(T, fabs(gg[e]) <= bound && fabs(gc[e]) <= bound, "%s[%d]: GPU %g, CPU %g, bound %g", name,
-                               (int)e, (double)gg[e], (double)gc[e], bound);
+                FAT5_CHECK_MSG(T, fabs(gc[e]) <= 1e-5 * wmax, "%s[%d]: CPU %g, expected ~0", name, (int)e, (double)gc[e]);
         } else if (!bf16) {
             fat5_check_close(T, name, gg, gc, p->numel, 1e-5 * tm_max_abs(gc, (int64_t)p->numel) + 1e-9, 1e-3);
         } else if (strstr(p->name, "pe_encoding.") && !strstr(p->name, "relative_attention_bias")) {
