@@ -527,6 +527,73 @@ static void t_threads_model_bitwise(fat5_test *T) {
     free(ref_l); free(ref_g);
 }
 
+// rope: the backward (FAT5__ROPE_TRANSPOSE) is the adjoint of the forward, checked by finite
+// differences of f(x) = <rope(x), y>; without xPos the rotation keeps every head's norm and leaves
+// dims rd.. alone; q.k of a query rotated at position i and a key at j depends on i - j only
+// (xPos included: its scales cancel to zeta^((i-j)/gamma)); per-sequence positions restart.
+typedef struct tc_rope { fat5_ctx *ctx; float *x, *y, *tmp; int32_t *cu, *seq; int64_t T; int H, dk, rd, flags;
+                         float xpos; } tc_rope;
+static double tc_rope_f(void *u) {
+    tc_rope *a = (tc_rope *)u;
+    int64_t n = a->T * a->H * a->dk, i;
+    double s = 0;
+    memcpy(a->tmp, a->x, (size_t)n * sizeof(float));
+    fat5__cpu_rope(a->ctx, A_(a->tmp), A_(a->cu), A_(a->seq), 0, a->T, a->H, a->dk, a->rd, 100.0f, a->xpos, a->flags);
+    for (i = 0; i < n; i++) s += (double)a->tmp[i] * a->y[i];
+    return s;
+}
+static void t_rope(fat5_test *T) {
+    fat5_ctx *ctx = tc_ctx();
+    fat5_rng r = fat5_rng_init(5);
+    int32_t cu[3] = {0, 5, 9}, seq[9] = {0, 0, 0, 0, 0, 1, 1, 1, 1}, pos[1];
+    int v;
+    for (v = 0; v < 4; v++) {
+        tc_rope a;
+        int64_t n, i;
+        float *g;
+        char what[64];
+        a.ctx = ctx, a.T = 9, a.H = 2, a.dk = 6, a.rd = v == 1 ? 4 : 6, a.cu = cu, a.seq = seq;
+        a.flags = (v & 1 ? FAT5__ROPE_INTERLEAVED : 0) | (v == 3 ? FAT5__ROPE_KEY : 0);
+        a.xpos = v >= 2 ? 4.0f : 0.0f;
+        n = a.T * a.H * a.dk;
+        a.x = tc_alloc((size_t)n), a.y = tc_alloc((size_t)n), a.tmp = tc_alloc((size_t)n), g = tc_alloc((size_t)n);
+        for (i = 0; i < n; i++) a.x[i] = (float)fat5_rng_normal(&r), a.y[i] = (float)fat5_rng_normal(&r);
+        // gradient of <rope(x), y> with respect to x: the transposed map applied to y
+        memcpy(g, a.y, (size_t)n * sizeof(float));
+        fat5__cpu_rope(ctx, A_(g), A_(cu), A_(seq), 0, a.T, a.H, a.dk, a.rd, 100.0f, a.xpos, a.flags | FAT5__ROPE_TRANSPOSE);
+        snprintf(what, sizeof what, "rope variant %d: transpose", v);
+        tc_fd_check(T, what, a.x, (size_t)n, g, tc_rope_f, &a, 1e-2, 1e-4, 1e-4);
+        // norms and pass-through dims (no xPos), positions restarting: token 5 is position 0
+        memcpy(a.tmp, a.x, (size_t)n * sizeof(float));
+        fat5__cpu_rope(ctx, A_(a.tmp), A_(cu), A_(seq), 0, a.T, a.H, a.dk, a.rd, 100.0f, a.xpos, a.flags);
+        FAT5_CHECK(T, memcmp(a.tmp + 5 * a.H * a.dk, a.x + 5 * a.H * a.dk, (size_t)(a.H * a.dk) * sizeof(float)) == 0 ||
+                          a.xpos > 0);
+        for (i = 0; i < a.T * a.H && a.xpos == 0; i++) {
+            double n0 = 0, n1 = 0;
+            int d;
+            for (d = 0; d < a.dk; d++) n0 += (double)a.x[i * a.dk + d] * a.x[i * a.dk + d],
+                                     n1 += (double)a.tmp[i * a.dk + d] * a.tmp[i * a.dk + d];
+            FAT5_CHECK_MSG(T, fabs(n0 - n1) <= 1e-5 * n0, "rope variant %d: norm %g -> %g", v, n0, n1);
+            for (d = a.rd; d < a.dk; d++) FAT5_CHECK(T, a.tmp[i * a.dk + d] == a.x[i * a.dk + d]);
+        }
+        free(a.x), free(a.y), free(a.tmp), free(g);
+    }
+    {   // relative: q at 3, k at 1 scores as q at 12, k at 10 (pos[0] form, xPos on)
+        float q[6], k[6], q1[6], k1[6], q2[6], k2[6];
+        double s1 = 0, s2 = 0;
+        int d;
+        for (d = 0; d < 6; d++) q[d] = (float)fat5_rng_normal(&r), k[d] = (float)fat5_rng_normal(&r);
+        memcpy(q1, q, sizeof q), memcpy(k1, k, sizeof k), memcpy(q2, q, sizeof q), memcpy(k2, k, sizeof k);
+        pos[0] = 3, fat5__cpu_rope(ctx, A_(q1), 0, 0, A_(pos), 1, 1, 6, 6, 100.0f, 4.0f, 0);
+        pos[0] = 1, fat5__cpu_rope(ctx, A_(k1), 0, 0, A_(pos), 1, 1, 6, 6, 100.0f, 4.0f, FAT5__ROPE_KEY);
+        pos[0] = 12, fat5__cpu_rope(ctx, A_(q2), 0, 0, A_(pos), 1, 1, 6, 6, 100.0f, 4.0f, 0);
+        pos[0] = 10, fat5__cpu_rope(ctx, A_(k2), 0, 0, A_(pos), 1, 1, 6, 6, 100.0f, 4.0f, FAT5__ROPE_KEY);
+        for (d = 0; d < 6; d++) s1 += (double)q1[d] * k1[d], s2 += (double)q2[d] * k2[d];
+        FAT5_CHECK_MSG(T, fabs(s1 - s2) <= 1e-5 * (fabs(s1) + 1e-3), "q.k at (3, 1) %g, at (12, 10) %g", s1, s2);
+    }
+    fat5_ctx_destroy(ctx);
+}
+
 // fire_reduce against a naive sum over the heads: each part of the shares lands in its place of
 // FIRE's gradient block (dw1, db1, dc, dL_multiplier summed over the heads; each head's dw2 row
 // and db2 to that head), added to what the block held
@@ -746,6 +813,6 @@ static void t_add_i32(fat5_test *T) {
     fat5_ctx_destroy(ctx);
 }
 
-#define FAT5_TESTS_CPU_OPS(X) X(fire_reduce) X(rel_bucket_tables) X(rmsnorm_bwd) X(act_bwd) X(attn_bwd) X(attn_masking) \
+#define FAT5_TESTS_CPU_OPS(X) X(rope) X(fire_reduce) X(rel_bucket_tables) X(rmsnorm_bwd) X(act_bwd) X(attn_bwd) X(attn_masking) \
     X(xent_bwd) X(matmul_layouts) X(matmul_threads) X(threads_model_bitwise) X(op_table)        \
     X(attn_decode_causal) X(attn_decode_cross) X(cache_write_gather) X(add_i32)
