@@ -327,23 +327,20 @@ static void t_model_fd_gated(fat5_test *T) { tm_model_fd(T, 1, 0, 0); }
 static void t_model_fd_relu_tied(fat5_test *T) { tm_model_fd(T, 0, 1, 0); }
 static void t_model_fd_umt5(fat5_test *T) { tm_model_fd(T, 1, 0, 1); }
 
-// A packed batch gives each sequence the logits it gets alone: nothing crosses a boundary and
-// positions restart at every sequence.
-static void t_packing_isolation(fat5_test *T) {
-    fat5_model_config c = tm_tiny_config(1, 0, 0);
-    fat5_model *m = NULL;
+// m's logits for tm_batch() packed equal those of each sequence run alone: nothing crosses a
+// boundary and positions restart at every sequence
+static void tm_check_packing(fat5_test *T, fat5_model *m, const char *what) {
     fat5_batch b = tm_batch();
-    int64_t V = c.vocab_size, s;
+    int64_t V = m->cfg.vocab_size, s;
     float *all = (float *)malloc(14 * (size_t)V * sizeof(float)), *one = (float *)malloc(14 * (size_t)V * sizeof(float));
     FAT5_REQUIRE(T, all && one);
-    FAT5_REQUIRE_OK(T, fat5_model_create(fat5_test_ctx(T), &c, 5, &m));
     FAT5_REQUIRE_OK(T, fat5_model_forward(m, &b, NULL, NULL));
     FAT5_REQUIRE_OK(T, fat5_model_get_logits(m, all, 14 * V));
     for (s = 0; s < 3; s++) {
         fat5_batch bs;
         int32_t ecu[2], dcu[2];
         int64_t nd = tm_dec_cu[s + 1] - tm_dec_cu[s];
-        char what[32];
+        char name[96];
         ecu[0] = 0; ecu[1] = tm_enc_cu[s + 1] - tm_enc_cu[s];
         dcu[0] = 0; dcu[1] = (int32_t)nd;
         memset(&bs, 0, sizeof bs);
@@ -356,11 +353,18 @@ static void t_packing_isolation(fat5_test *T) {
         bs.dec_cu_seqlens = dcu;
         FAT5_REQUIRE_OK(T, fat5_model_forward(m, &bs, NULL, NULL));
         FAT5_REQUIRE_OK(T, fat5_model_get_logits(m, one, nd * V));
-        snprintf(what, sizeof what, "sequence %d", (int)s);
-        fat5_check_close(T, what, one, all + tm_dec_cu[s] * V, (size_t)(nd * V), 1e-6, 1e-5);
+        snprintf(name, sizeof name, "%s, sequence %d", what, (int)s);
+        fat5_check_close(T, name, one, all + tm_dec_cu[s] * V, (size_t)(nd * V), 1e-6, 1e-5);
     }
     free(all);
     free(one);
+}
+
+static void t_packing_isolation(fat5_test *T) {
+    fat5_model_config c = tm_tiny_config(1, 0, 0);
+    fat5_model *m = NULL;
+    FAT5_REQUIRE_OK(T, fat5_model_create(fat5_test_ctx(T), &c, 5, &m));
+    tm_check_packing(T, m, "T5 buckets");
     fat5_model_destroy(m);
 }
 

@@ -164,38 +164,8 @@ static void t_posenc_packed(fat5_test *T) {
     int k;
     for (k = 0; k < TP_N_ENC; k++) {
         fat5_model *m = tp_model(T, k, 3);
-        fat5_batch b = tm_batch();
-        int64_t V, s;
-        float *all, *one;
         if (!m) continue;
-        V = m->cfg.vocab_size;
-        all = (float *)malloc(14 * (size_t)V * sizeof(float));
-        one = (float *)malloc(14 * (size_t)V * sizeof(float));
-        FAT5_REQUIRE(T, all && one);
-        FAT5_REQUIRE_OK(T, fat5_model_forward(m, &b, NULL, NULL));
-        FAT5_REQUIRE_OK(T, fat5_model_get_logits(m, all, 14 * V));
-        for (s = 0; s < 3; s++) {
-            fat5_batch bs;
-            int32_t ecu[2], dcu[2];
-            int64_t nd = tm_dec_cu[s + 1] - tm_dec_cu[s];
-            char what[64];
-            ecu[0] = 0, ecu[1] = tm_enc_cu[s + 1] - tm_enc_cu[s];
-            dcu[0] = 0, dcu[1] = (int32_t)nd;
-            memset(&bs, 0, sizeof bs);
-            bs.n_seq = 1;
-            bs.n_enc_tokens = ecu[1];
-            bs.n_dec_tokens = nd;
-            bs.enc_tokens = tm_enc_tok + tm_enc_cu[s];
-            bs.enc_cu_seqlens = ecu;
-            bs.labels = tm_labels + tm_dec_cu[s];
-            bs.dec_cu_seqlens = dcu;
-            FAT5_REQUIRE_OK(T, fat5_model_forward(m, &bs, NULL, NULL));
-            FAT5_REQUIRE_OK(T, fat5_model_get_logits(m, one, nd * V));
-            snprintf(what, sizeof what, "%s, sequence %d", tp_enc_name[k], (int)s);
-            fat5_check_close(T, what, one, all + tm_dec_cu[s] * V, (size_t)(nd * V), 1e-6, 1e-5);
-        }
-        free(all);
-        free(one);
+        tm_check_packing(T, m, tp_enc_name[k]);
         fat5_model_destroy(m);
     }
 }
