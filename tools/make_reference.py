@@ -2,7 +2,7 @@
 """Reference fixtures for fat5.h, produced with Hugging Face transformers (and, for the
 position encodings, with a small PyTorch T5 written here).
 
-Five modes:
+Six modes:
 
   make_reference.py [--out tests/data]
       Build tiny randomly initialised T5-family models, run a fixed batch through
@@ -71,6 +71,23 @@ Five modes:
       relative_attention_max_distance in a Parameter without a dtype; it has no
       gradient.  The encoder and the decoder each own one set of block-0 tensors.
 
+  make_reference.py --longt5 [--out tests/data] [--only longt5_<name>]
+      LongT5 fixtures ``<out>/longt5_local/`` and ``<out>/longt5_tglobal/``:
+      transformers' LongT5ForConditionalGeneration (encoder_attention_type
+      "local" / "transient-global"; gated-gelu, untied), files as in the first
+      mode, except that the reference is every row run alone (batch size 1, no
+      padding): ``logits`` the rows' logits concatenated, ``loss`` the mean
+      cross-entropy over all non-ignored labels of all rows, ``grad.<name>`` its
+      gradient (HF names; the encoder's attention is ``layer.0.LocalSelfAttention``
+      or ``layer.0.TransientGlobalSelfAttention``, with
+      ``global_relative_attention_bias`` [num_buckets, H] in block 0 and
+      ``global_input_layer_norm`` [d] in every block).  The script also checks
+      that the rows as one right-padded batch with attention_mask give the same
+      logits, loss and gradients, and that an encoder written from the formulas
+      of docs/longt5_notes.md on the packed batch (positions restarting per row,
+      no attention across rows) matches transformers.  The check modes run
+      LongT5 models row by row as well.
+
 Both check modes print max abs / max rel differences and exit with status 1 when
 some value fails |a - b| <= 1e-5 + 1e-4 * |b| (b = the reference side).
 
@@ -102,6 +119,8 @@ from safetensors.torch import load_file, save_file
 import transformers
 from transformers import (
     AutoModelForSeq2SeqLM,
+    LongT5Config,
+    LongT5ForConditionalGeneration,
     T5Config,
     T5ForConditionalGeneration,
     UMT5Config,
@@ -168,6 +187,7 @@ FIXTURE_FILES = ("config.json", "model.safetensors", "batch.json", "reference.sa
 MODEL_CLASSES = {
     "t5": (T5Config, T5ForConditionalGeneration),
     "umt5": (UMT5Config, UMT5ForConditionalGeneration),
+    "longt5": (LongT5Config, LongT5ForConditionalGeneration),
 }
 
 
@@ -472,7 +492,7 @@ def check_against_fixture(model_dir, fixture_dir):
     batch = read_batch(os.path.join(fixture_dir, "batch.json"))
     ref = load_file(os.path.join(fixture_dir, "reference.safetensors"))
     model = load_model(model_dir)
-    logits, loss = run_batch(model, batch)
+    logits, loss = reference_run(model, batch)
     labels = packed_labels(batch)
     ok = compare("logits", logits, ref["logits"])
     ok &= compare("loss", loss.reshape(1), ref["loss"])
@@ -486,7 +506,7 @@ def check_logits_file(out_path, model_dir, batch_path):
         got = f.get_tensor("logits").float()
         meta = f.metadata() or {}
     model = load_model(model_dir)
-    logits, loss = run_batch(model, batch)
+    logits, loss = reference_run(model, batch)
     ok = compare("logits", got, logits)
     if "loss" in meta:
         ok &= compare("loss", torch.tensor([float(meta["loss"])]), loss.reshape(1))
@@ -1161,6 +1181,245 @@ def make_posenc_fixture(spec, out_root):
           f"params {len(params)} grads {len(grads)}  files {sizes} total {sum(sizes.values())}")
 
 
+# ---------------------------------------------------------------------------
+# LongT5 fixtures (--longt5)
+#
+# transformers' LongT5ForConditionalGeneration with a local or a transient-global
+# encoder.  The reference is every row run alone (batch size 1, no padding),
+# which is what a packed run (positions restarting per row, no attention across
+# rows) must reproduce.  Semantics: docs/longt5_notes.md.
+
+LONGT5_SHAPES = dict(
+    vocab_size=40, d_model=8, d_kv=4, num_heads=3, d_ff=16,
+    num_layers=2, num_decoder_layers=2,
+    # block_len = local_radius + 1 = 5; global_block_size 4 differs from it on purpose
+    local_radius=4, global_block_size=4,
+    # 8 buckets, max distance 8: every reachable bidirectional bucket (0-3, 5-7) occurs
+    # inside the local window (|j - i| <= 4); the decoder's 19 labels reach the last causal bucket
+    relative_attention_num_buckets=8, relative_attention_max_distance=8,
+    feed_forward_proj="gated-gelu", tie_word_embeddings=False,
+)
+# Encoder lengths: none a multiple of the block length 5 or of the global block
+# size 4.  21 -> 5 local blocks (last holds 1 token), 5 global blocks + 1 orphan;
+# 6 -> 2 local blocks, 1 global block + 2 orphans; 13 -> 3 local blocks, 3 global
+# blocks + 1 orphan; 3 -> 1 local block and no global block at all (3 < 4).
+LONGT5_INPUTS = [21, 6, 13, 3]
+LONGT5_LABELS = [(19, [4, 18]), (1, []), (9, [2]), (5, [3])]
+
+LONGT5_FIXTURES = [
+    {"name": "longt5_local", "model": "longt5", "seed": 3001,
+     "config": dict(LONGT5_SHAPES, encoder_attention_type="local"),
+     "inputs": LONGT5_INPUTS, "labels": LONGT5_LABELS},
+    {"name": "longt5_tglobal", "model": "longt5", "seed": 3002,
+     "config": dict(LONGT5_SHAPES, encoder_attention_type="transient-global"),
+     "inputs": LONGT5_INPUTS, "labels": LONGT5_LABELS},
+]
+
+
+def is_longt5(model):
+    return getattr(model.config, "model_type", None) == "longt5"
+
+
+def run_rows_alone(model, batch, with_grad=False):
+    """Every row as its own batch of one (no padding); returns (packed logits, loss).
+
+    loss is the mean cross-entropy over every non-ignored label of every row,
+    i.e. the loss of the packed batch; its gradient is the packed gradient."""
+    with torch.set_grad_enabled(with_grad):
+        logits = torch.cat([run_batch(model, {"inputs": [x], "labels": [y]}, with_grad)[0]
+                            for x, y in zip(batch["inputs"], batch["labels"])], dim=0)
+        loss = F.cross_entropy(logits, packed_labels(batch), ignore_index=IGNORE)
+    return logits, loss
+
+
+def reference_run(model, batch, with_grad=False):
+    """The reference forward of a fixture: rows alone for LongT5, else the padded batch."""
+    return run_rows_alone(model, batch, with_grad) if is_longt5(model) else run_batch(model, batch, with_grad)
+
+
+def longt5_encoder_formula(model, inputs):
+    """LongT5's encoder written from the formulas of docs/longt5_notes.md on a
+    packed batch (rows concatenated, positions restarting at 0, no attention
+    across rows); transformers supplies only the weights.  Returns the final
+    (normed) encoder states [total tokens, d_model]."""
+    cfg = model.config
+    p = {k: v.detach() for k, v in model.named_parameters()}
+    eps, H, dk = cfg.layer_norm_epsilon, cfg.num_heads, cfg.d_kv
+    r, g = cfg.local_radius, cfg.global_block_size
+    tglobal = cfg.encoder_attention_type == "transient-global"
+    att = "TransientGlobalSelfAttention" if tglobal else "LocalSelfAttention"
+    nb, md = cfg.relative_attention_num_buckets, cfg.relative_attention_max_distance
+
+    ids, pos, seg = pack(inputs)
+    n_tok = len(ids)
+    # local band: same row and |pos_j - pos_i| <= local_radius
+    rel = pos[None, :] - pos[:, None]
+    band = (seg[:, None] == seg[None, :]) & (rel.abs() <= r)
+    local_bias = p[f"encoder.block.0.layer.0.{att}.relative_attention_bias.weight"][
+        t5_bucket(rel, True, nb, md)].permute(2, 0, 1)                       # [H, T, T]
+
+    if tglobal:
+        # global blocks of each row: G = n // g; token -> min(pos // g, G - 1)
+        # (orphans of the last partial block join the last full block; G = 0: none)
+        gseg, gpos = [], []
+        own = torch.zeros(n_tok, dtype=torch.long)              # block id of a token within its row
+        tok_blk = torch.full((n_tok,), -1, dtype=torch.long)    # index of that global in the batch (-1: none)
+        start = 0
+        for b, row in enumerate(inputs):
+            n = len(row)
+            G = n // g
+            if G > 0:
+                own[start:start + n] = torch.clamp(torch.arange(n) // g, max=G - 1)
+                tok_blk[start:start + n] = len(gseg) + own[start:start + n]
+            gseg += [b] * G
+            gpos += list(range(G))
+            start += n
+        gseg, gpos = torch.tensor(gseg, dtype=torch.long), torch.tensor(gpos, dtype=torch.long)
+        n_glob = len(gseg)
+        side_rel = gpos[None, :] - own[:, None]                              # global k - block(i)
+        side_mask = seg[:, None] == gseg[None, :]
+        side_bias = p["encoder.block.0.layer.0.TransientGlobalSelfAttention.global_relative_attention_bias.weight"][
+            t5_bucket(side_rel, True, nb, md)].permute(2, 0, 1)              # [H, T, n_glob]
+        member = (tok_blk[None, :] == torch.arange(n_glob)[:, None]).float()  # [n_glob, T]
+
+    h = p["shared.weight"][ids]
+    for i in range(cfg.num_layers):
+        a = f"encoder.block.{i}.layer.0.{att}."
+        x = rms_norm(h, p[f"encoder.block.{i}.layer.0.layer_norm.weight"], eps)
+        q = (x @ p[a + "q.weight"].t()).view(n_tok, H, dk).transpose(0, 1)
+        k = (x @ p[a + "k.weight"].t()).view(n_tok, H, dk).transpose(0, 1)
+        v = (x @ p[a + "v.weight"].t()).view(n_tok, H, dk).transpose(0, 1)
+        s = (q @ k.transpose(1, 2) + local_bias).masked_fill(~band, float("-inf"))  # no 1/sqrt(d_kv)
+        if tglobal:
+            xg = rms_norm(member @ x, p[a + "global_input_layer_norm.weight"], eps)   # sums of normed x
+            kg = (xg @ p[a + "k.weight"].t()).view(n_glob, H, dk).transpose(0, 1)
+            vg = (xg @ p[a + "v.weight"].t()).view(n_glob, H, dk).transpose(0, 1)
+            sg = (q @ kg.transpose(1, 2) + side_bias).masked_fill(~side_mask, float("-inf"))
+            w = torch.softmax(torch.cat([s, sg], dim=-1), dim=-1)
+            out = w[..., :n_tok] @ v + w[..., n_tok:] @ vg
+        else:
+            out = torch.softmax(s, dim=-1) @ v
+        h = h + out.transpose(0, 1).reshape(n_tok, H * dk) @ p[a + "o.weight"].t()
+        f = f"encoder.block.{i}.layer.1."
+        x = rms_norm(h, p[f + "layer_norm.weight"], eps)
+        gate = F.gelu(x @ p[f + "DenseReluDense.wi_0.weight"].t(), approximate="tanh")
+        h = h + (gate * (x @ p[f + "DenseReluDense.wi_1.weight"].t())) @ p[f + "DenseReluDense.wo.weight"].t()
+    return rms_norm(h, p["encoder.final_layer_norm.weight"], eps)
+
+
+def longt5_check_encoder_formula(model, batch):
+    """The packed formula encoder against transformers' encoder run row by row."""
+    with torch.no_grad():
+        got = longt5_encoder_formula(model, batch["inputs"])
+        want = torch.cat([model.encoder(input_ids=torch.tensor([x])).last_hidden_state[0]
+                          for x in batch["inputs"]], dim=0)
+    diff = (got - want).abs().max().item()
+    assert close(got, want, 1e-5, 1e-5), f"formula encoder differs from transformers ({diff:g})"
+    return diff
+
+
+def make_longt5_fixture(spec, out_root):
+    name = spec["name"]
+    out_dir = os.path.join(out_root, name)
+    os.makedirs(out_dir, exist_ok=True)
+    for entry in os.listdir(out_dir):  # start from a clean directory
+        path = os.path.join(out_dir, entry)
+        if os.path.isfile(path):
+            os.remove(path)
+
+    model = build_model(spec)
+    assert is_longt5(model) and model.config.encoder_attention_type == spec["config"]["encoder_attention_type"]
+    with torch.no_grad():  # HF initialises the bias tables with std d_model^-0.5; make them count
+        for pname, param in model.named_parameters():
+            if "relative_attention_bias" in pname:
+                param.mul_(3.0)
+    batch = make_batch(spec, model.config.vocab_size)
+    write_batch(os.path.join(out_dir, "batch.json"), batch)
+
+    model.save_pretrained(out_dir, safe_serialization=True)
+    for entry in os.listdir(out_dir):
+        path = os.path.join(out_dir, entry)
+        if entry not in FIXTURE_FILES and os.path.isfile(path):
+            os.remove(path)
+    saved = saved_tensor_names(os.path.join(out_dir, "model.safetensors"))
+    assert "shared.weight" in saved and "lm_head.weight" in saved, f"{name}: untied weights missing"
+
+    # the reference: every row alone, concatenated; loss and gradients of the packed mean
+    model.zero_grad(set_to_none=True)
+    logits, loss = run_rows_alone(model, batch, with_grad=True)
+    loss.backward()
+    labels = packed_labels(batch)
+    logits = logits.detach()
+    assert logits.shape == (len(labels), model.config.vocab_size)
+    assert torch.allclose(plain_loss(logits, labels), loss.detach(), rtol=1e-6, atol=1e-6)
+    loss_zs = z_smoothed_loss(logits, labels)
+    grads = {}
+    shared = model.shared.weight
+    for pname, param in model.named_parameters():
+        if param is shared and pname != "shared.weight":
+            continue  # alias of shared.weight
+        assert pname in saved, f"{name}: parameter {pname} is not in model.safetensors"
+        assert param.grad is not None, f"{name}: no gradient for {pname}"
+        g = param.grad.detach().float().contiguous()
+        assert torch.isfinite(g).all() and g.abs().max() > 0, f"{name}: bad gradient for {pname}"
+        grads[pname] = g
+
+    # the same rows as one right-padded batch with attention_mask: logits of the
+    # real tokens, the loss and every gradient agree with the rows run alone
+    model.zero_grad(set_to_none=True)
+    p_logits, p_loss = run_batch(model, batch, with_grad=True)
+    p_loss.backward()
+    pad_diff = (p_logits.detach() - logits).abs().max().item()
+    grad_diff = max((model.get_parameter(k).grad - g).abs().max().item() for k, g in grads.items())
+    print(f"{name}: padded batch vs rows alone: max |logits diff| {pad_diff:.3e}, "
+          f"|loss diff| {abs(p_loss.item() - loss.item()):.3e}, max |grad diff| {grad_diff:.3e}")
+    assert close(p_logits.detach(), logits, 1e-5, 1e-5), f"{name}: padded logits differ ({pad_diff:g})"
+    assert close(p_loss.detach(), loss.detach(), 1e-6, 1e-6)
+    for k, g in grads.items():
+        assert close(model.get_parameter(k).grad, g), f"{name}: padded gradient of {k} differs"
+    model.zero_grad(set_to_none=True)
+
+    # the encoder written from the notes' formulas, packed, against transformers
+    enc_diff = longt5_check_encoder_formula(model, batch)
+    print(f"{name}: packed formula encoder vs transformers row by row: max |diff| {enc_diff:.3e}")
+
+    tensors = {"logits": logits.contiguous(), "loss": loss.detach().reshape(1), "loss_zs": loss_zs.reshape(1)}
+    for k, g in grads.items():
+        tensors["grad." + k] = g
+    metadata = {
+        "name": name,
+        "loss": repr(loss.item()),
+        "loss_zs": repr(loss_zs.item()),
+        "z_loss": repr(Z_LOSS),
+        "label_smoothing": repr(LABEL_SMOOTHING),
+        "reference": "tools/make_reference.py --longt5 (transformers; rows run one by one)",
+        "transformers_version": transformers.__version__,
+        "torch_version": torch.__version__,
+    }
+    ref_path = os.path.join(out_dir, "reference.safetensors")
+    save_file(tensors, ref_path, metadata=metadata)
+    canonicalise_header(ref_path)
+    assert set(load_file(ref_path)) == {"logits", "loss", "loss_zs"} | {"grad." + k for k in grads}
+
+    # the files on disk reproduce the stored values exactly
+    reloaded = load_model(out_dir)
+    assert is_longt5(reloaded) and not reloaded.config.scale_decoder_outputs
+    assert reloaded.lm_head.weight is not reloaded.shared.weight
+    reloaded.zero_grad(set_to_none=True)
+    again, again_loss = reference_run(reloaded, read_batch(os.path.join(out_dir, "batch.json")), with_grad=True)
+    again_loss.backward()
+    if not torch.equal(again.detach(), logits):
+        diff = (again.detach() - logits).abs().max().item()
+        raise AssertionError(f"{name}: reloaded model gives different logits (max abs diff {diff:g})")
+    assert again_loss.item() == loss.item()
+    for k, g in grads.items():
+        assert torch.equal(reloaded.get_parameter(k).grad, g), f"{name}: reloaded gradient of {k} differs"
+
+    sizes = {f: os.path.getsize(os.path.join(out_dir, f)) for f in sorted(os.listdir(out_dir))}
+    print(f"{name}: loss {loss.item():.6f} loss_zs {loss_zs.item():.6f} label tokens {len(labels)} "
+          f"grads {len(grads)}  files {sizes} total {sum(sizes.values())}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=os.path.join("tests", "data"), help="fixture root (generation mode)")
@@ -1172,6 +1431,8 @@ def main():
     parser.add_argument("--batch", metavar="BATCH", help="batch.json for --check-logits")
     parser.add_argument("--generate", action="store_true",
                         help="write generate.json into each existing fixture directory under --out")
+    parser.add_argument("--longt5", action="store_true",
+                        help="write the LongT5 fixtures <out>/longt5_local/ and <out>/longt5_tglobal/")
     parser.add_argument("--posenc", action="store_true",
                         help="write the position-encoding fixtures <out>/posenc_<name>/ (FAT5 names)")
     args = parser.parse_args()
@@ -1196,6 +1457,15 @@ def main():
         for spec in POSENC_FIXTURES:
             if not args.only or spec["name"] in args.only:
                 make_posenc_fixture(spec, args.out)
+        return
+    if args.longt5:
+        names = {f["name"] for f in LONGT5_FIXTURES}
+        for only in args.only or []:
+            if only not in names:
+                parser.error(f"unknown LongT5 fixture {only!r}; known: {sorted(names)}")
+        for spec in LONGT5_FIXTURES:
+            if not args.only or spec["name"] in args.only:
+                make_longt5_fixture(spec, args.out)
         return
     if args.generate:
         for spec in FIXTURES:
