@@ -222,6 +222,16 @@ typedef enum fat5_pos_kind {
     FAT5_POS_FIRE = 4    // "FIRE": a learned MLP of normalised relative positions
 } fat5_pos_kind;
 
+// Which keys an encoder token attends to (LongT5's encoder_attention_type). Only FAT5_ENC_ATTN_FULL
+// runs today: models of the others load, save and report their tensors, and refuse to compute
+// with FAT5_ERR_UNSUPPORTED.
+typedef enum fat5_enc_attention {
+    FAT5_ENC_ATTN_FULL = 0,     // every token of its sequence (T5)
+    FAT5_ENC_ATTN_LOCAL = 1,    // "local": keys within local_radius (LongT5)
+    FAT5_ENC_ATTN_TGLOBAL = 2   // "transient-global": local keys, plus one global token per block of
+                                // global_block_size tokens (LongT5)
+} fat5_enc_attention;
+
 typedef struct fat5_model_config {
     int64_t vocab_size;            // 32128
     int64_t d_model;               // 512
@@ -242,7 +252,7 @@ typedef struct fat5_model_config {
     int64_t eos_token_id;          // 1
     int64_t decoder_start_token_id;// 0
     double dropout_rate;           // kept for the saved config; fat5 trains without dropout
-    char model_type[16];           // "t5", "mt5", "umt5" or "flash_t5" (written back to config.json)
+    char model_type[16];           // "t5", "mt5", "umt5", "flash_t5" or "longt5" (written back to config.json)
     // position encoding (FAT5's config.json fields; the defaults are FAT5's)
     fat5_pos_kind pos_kind;        // position_encoding_type, FAT5_POS_T5
     int alibi_asymmetric;          // alibi_mode "asymetric": half the heads see the past, half the future; 0
@@ -251,6 +261,10 @@ typedef struct fat5_model_config {
     double rotary_fraction;        // rotary_emb_fraction: int(d_kv * fraction) dims rotate, 1.0
     double rotary_base;            // rotary_base, 10000
     double rotary_scale_base;      // rotary_scale_base: xPos scale base, 0 = off (FAT5's None)
+    // encoder attention (LongT5's config.json fields, model_type longt5; defaults as LongT5Config)
+    fat5_enc_attention enc_attention;  // encoder_attention_type, FAT5_ENC_ATTN_FULL (longt5: local)
+    int64_t local_radius;          // local_radius: keys within this distance, 127
+    int64_t global_block_size;     // global_block_size: tokens summed into one global token, 16
 } fat5_model_config;
 
 // T5 v1.0 t5-small defaults, as Hugging Face's T5Config
@@ -6128,6 +6142,9 @@ FAT5_API fat5_model_config fat5_model_config_default(void) {
     c.rotary_fraction = 1.0;
     c.rotary_base = 10000.0;
     c.rotary_scale_base = 0.0;
+    c.enc_attention = FAT5_ENC_ATTN_FULL;
+    c.local_radius = 127;
+    c.global_block_size = 16;
     return c;
 }
 
@@ -6145,6 +6162,27 @@ static const char *fat5__pos_name(fat5_pos_kind k) {
 
 // The position-encoding fields. Fields of encodings other than cfg's own are checked for range
 // only (their defaults always pass), so a file may carry FAT5's defaults whatever it selects.
+// LongT5's encoder attention: a model_type longt5 field, with a window and block of at least 1
+static fat5_status fat5__validate_enc_attention(fat5_ctx *ctx, const fat5_model_config *c) {
+    int longt5 = strcmp(c->model_type, "longt5") == 0;
+    if ((int)c->enc_attention < (int)FAT5_ENC_ATTN_FULL || (int)c->enc_attention > (int)FAT5_ENC_ATTN_TGLOBAL)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: encoder_attention_type %d is not a fat5_enc_attention",
+                         (int)c->enc_attention);
+    if (longt5 != (c->enc_attention != FAT5_ENC_ATTN_FULL))
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config: %s", longt5 ? "model_type longt5 needs "
+                         "encoder_attention_type local or transient-global" : "local and transient-global encoder "
+                         "attention are model_type longt5");
+    if (c->local_radius < 1 || c->local_radius > ((int64_t)1 << 30))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: local_radius = %lld, expected 1..%lld (a window of at "
+                         "least one neighbour)", (long long)c->local_radius, (long long)1 << 30);
+    if (c->global_block_size < 1 || c->global_block_size > ((int64_t)1 << 30))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: global_block_size = %lld, expected 1..%lld",
+                         (long long)c->global_block_size, (long long)1 << 30);
+    if (longt5 && (c->bias_every_layer || c->pos_kind != FAT5_POS_T5))
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config: model_type longt5 has T5 buckets in block 0 only");
+    return FAT5_OK;
+}
+
 static fat5_status fat5__validate_pos(fat5_ctx *ctx, const fat5_model_config *c) {
     if ((int)c->pos_kind < (int)FAT5_POS_T5 || (int)c->pos_kind > (int)FAT5_POS_FIRE)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: position_encoding_type %d is not a fat5_pos_kind",
@@ -6225,6 +6263,7 @@ FAT5_API fat5_status fat5_model_config_validate(fat5_ctx *ctx, const fat5_model_
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: unknown activation %d", (int)c->act);
     {
         fat5_status st = fat5__validate_pos(ctx, c);
+        if (!st) st = fat5__validate_enc_attention(ctx, c);
         if (st) return st;
     }
     if (strcmp(c->model_type, "flash_t5") == 0) {
@@ -6455,6 +6494,28 @@ static fat5_status fat5__cfg_flash(fat5_ctx *ctx, const fat5__json *root, fat5_m
     return FAT5_OK;
 }
 
+// LongT5's encoder fields (model_type longt5): encoder_attention_type "local" or
+// "transient-global", local_radius, global_block_size
+static fat5_status fat5__cfg_long(fat5_ctx *ctx, const fat5__json *root, fat5_model_config *c) {
+    const fat5__json *j = fat5__json_get(root, "encoder_attention_type");
+    char val[128];
+    fat5_status st;
+    if (j) {
+        if (j->type != FAT5__J_STRING)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'encoder_attention_type' must be a string");
+        if (strcmp(j->str, "local") == 0) c->enc_attention = FAT5_ENC_ATTN_LOCAL;
+        else if (strcmp(j->str, "transient-global") == 0) c->enc_attention = FAT5_ENC_ATTN_TGLOBAL;
+        else
+            return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                             "config.json: encoder_attention_type '%s' is unknown; expected \"local\" or "
+                             "\"transient-global\"", fat5__msg_name(val, sizeof val, j->str));
+    }
+    if ((st = fat5__cfg_int(ctx, root, "local_radius", 0, &c->local_radius, NULL)) ||
+        (st = fat5__cfg_int(ctx, root, "global_block_size", 0, &c->global_block_size, NULL)))
+        return st;
+    return FAT5_OK;
+}
+
 FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json, size_t len,
                                                  fat5_model_config *out) {
     fat5_model_config c = fat5_model_config_default();
@@ -6462,7 +6523,7 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
     const fat5__json *root, *j;
     fat5_status st;
     char val[128];   // a key or value from the file, sanitised for a message
-    int has_dec_layers = 0, has_scale = 0, has_gated = 0, is_gated_act = 0, is_flash = 0;
+    int has_dec_layers = 0, has_scale = 0, has_gated = 0, is_gated_act = 0, is_flash = 0, is_long = 0;
     int64_t dec_layers = 0;
 
     st = fat5__json_parse(ctx, "config.json", json, len, 16, &doc);
@@ -6479,15 +6540,18 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
             goto done;
         }
         if (strcmp(j->str, "t5") != 0 && strcmp(j->str, "mt5") != 0 && strcmp(j->str, "umt5") != 0 &&
-            strcmp(j->str, "flash_t5") != 0) {
+            strcmp(j->str, "flash_t5") != 0 && strcmp(j->str, "longt5") != 0) {
             st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
-                           "config.json: model_type '%s' is not a T5 model (fat5 runs t5, mt5, umt5, flash_t5)",
-                           fat5__msg_name(val, sizeof val, j->str));
+                           "config.json: model_type '%s' is not a T5 model (fat5 reads t5, mt5, umt5, flash_t5, "
+                           "longt5)", fat5__msg_name(val, sizeof val, j->str));
             goto done;
         }
         snprintf(c.model_type, sizeof c.model_type, "%s", j->str);
         is_flash = strcmp(j->str, "flash_t5") == 0;
-        if (is_flash) {
+        is_long = strcmp(j->str, "longt5") == 0;
+        if (is_long) {
+            c.enc_attention = FAT5_ENC_ATTN_LOCAL;   // LongT5Config's default
+        } else if (is_flash) {
             // FlashT5Config's defaults: a plain tanh-GELU MLP, pad_token_id -100 (see below)
             c.act = FAT5_ACT_GELU_TANH;
             c.gated = 0;
@@ -6514,7 +6578,10 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
             "use_randomized_position_encoding", NULL};
         static const char *const flash_handled[] = {"use_glu_mlp", "use_gelu_act", "attention_scale", "use_masking",
                                                     NULL};
+        static const char *const long_handled[] = {"encoder_attention_type", "local_radius", "global_block_size",
+                                                   NULL};
         int k, ok = fat5__cfg_known(j->key);
+        for (k = 0; !ok && is_long && long_handled[k]; k++) ok = strcmp(j->key, long_handled[k]) == 0;
         for (k = 0; !ok && handled[k]; k++) ok = strcmp(j->key, handled[k]) == 0;
         for (k = 0; !ok && is_flash && flash_handled[k]; k++) ok = strcmp(j->key, flash_handled[k]) == 0;
         for (k = 0; !ok && is_flash && fat5__cfg_flash_ignored[k]; k++)
@@ -6587,6 +6654,7 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
             }
         }
     }
+    if (is_long && (st = fat5__cfg_long(ctx, root, &c))) goto done;
     if (is_flash) {
         if ((st = fat5__cfg_flash(ctx, root, &c))) goto done;
         goto checked;   // FlashT5 ignores feed_forward_proj and what derives from it
@@ -6682,10 +6750,11 @@ FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_c
                                                size_t *out_len) {
     fat5__sb b;
     char num[40];
-    int flash = strcmp(c->model_type, "flash_t5") == 0;
+    int flash = strcmp(c->model_type, "flash_t5") == 0, longt5 = strcmp(c->model_type, "longt5") == 0;
     const char *arch = strcmp(c->model_type, "umt5") == 0 ? "UMT5ForConditionalGeneration"
                        : strcmp(c->model_type, "mt5") == 0 ? "MT5ForConditionalGeneration"
                        : flash                             ? "FlashT5ForConditionalGeneration"
+                       : longt5                            ? "LongT5ForConditionalGeneration"
                                                            : "T5ForConditionalGeneration";
     fat5_status st = fat5_model_config_validate(ctx, c);
     if (st) return st;
@@ -6704,14 +6773,20 @@ FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_c
     fat5__sb_printf(&b, "  \"decoder_start_token_id\": %lld,\n", (long long)c->decoder_start_token_id);
     if (!flash) fat5__sb_printf(&b, "  \"dense_act_fn\": \"%s\",\n", fat5__act_name(c->act));
     fat5__fmt_double(num, c->dropout_rate);
-    fat5__sb_printf(&b, "  \"dropout_rate\": %s,\n  \"eos_token_id\": %lld,\n", num, (long long)c->eos_token_id);
+    fat5__sb_printf(&b, "  \"dropout_rate\": %s,\n", num);
+    if (longt5)
+        fat5__sb_printf(&b, "  \"encoder_attention_type\": \"%s\",\n",
+                        c->enc_attention == FAT5_ENC_ATTN_TGLOBAL ? "transient-global" : "local");
+    fat5__sb_printf(&b, "  \"eos_token_id\": %lld,\n", (long long)c->eos_token_id);
     if (!flash)
         fat5__sb_printf(&b, "  \"feed_forward_proj\": \"%s%s\",\n", c->gated ? "gated-" : "",
                         c->gated && c->act == FAT5_ACT_GELU_TANH ? "gelu" : fat5__act_name(c->act));
+    if (longt5) fat5__sb_printf(&b, "  \"global_block_size\": %lld,\n", (long long)c->global_block_size);
     fat5__sb_printf(&b, "  \"initializer_factor\": 1.0,\n  \"is_encoder_decoder\": true,\n");
     if (!flash) fat5__sb_printf(&b, "  \"is_gated_act\": %s,\n", c->gated ? "true" : "false");
     fat5__fmt_double(num, c->layer_norm_eps);
     fat5__sb_printf(&b, "  \"layer_norm_epsilon\": %s,\n", num);
+    if (longt5) fat5__sb_printf(&b, "  \"local_radius\": %lld,\n", (long long)c->local_radius);
     fat5__sb_printf(&b, "  \"model_type\": ");
     fat5__sb_json_string(&b, c->model_type);
     fat5__sb_printf(&b, ",\n  \"num_decoder_layers\": %lld,\n  \"num_heads\": %lld,\n  \"num_layers\": %lld,\n",
@@ -6741,7 +6816,7 @@ FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_c
 // One fp32 arena in a fixed order, with the Hugging Face name of every tensor
 
 typedef struct fat5__param {
-    char name[96];       // the Hugging Face T5 name (the model's own code looks parameters up by it)
+    char name[128];      // the Hugging Face T5 name (the model's own code looks parameters up by it)
     char io_name[128];   // the name in the model's checkpoint scheme: name itself, or FAT5's (flash_t5)
     int ndim;
     int64_t shape[2];
@@ -6754,6 +6829,8 @@ typedef struct fat5__layer {
     int ln_sa, q, k, v, o, rel;       // self-attention: rel = this layer's bias table (maybe shared)
     int ln_ca, cq, ck, cv, co;        // cross-attention (decoder)
     int ln_ff, wi0, wi1, wo;          // wi0 = wi when not gated; wi1 = -1 then
+    int grel, gln;                    // LongT5 transient-global encoder: the global bias table (block 0's,
+                                      // shared) and this layer's norm of the global tokens; -1 otherwise
 } fat5__layer;
 
 // activations the backward pass needs, per layer, on the model's backend; all [tokens, dim]
@@ -6900,7 +6977,7 @@ static fat5_status fat5__build_params(fat5_model *m) {
     const fat5_model_config *c = &m->cfg;
     int64_t D = c->d_model, I = c->num_heads * c->d_kv, F = c->d_ff, V = c->vocab_size;
     int cap = (int)(16 + (c->num_layers + c->num_decoder_layers) * 16), l;
-    char nm[96];
+    char nm[128];
     m->params = FAT5__CAST(fat5__param *, fat5__calloc(m->ctx, (size_t)cap, sizeof(fat5__param)));
     m->enc = FAT5__CAST(fat5__layer *, fat5__calloc(m->ctx, (size_t)c->num_layers, sizeof(fat5__layer)));
     m->dec = FAT5__CAST(fat5__layer *, fat5__calloc(m->ctx, (size_t)c->num_decoder_layers, sizeof(fat5__layer)));
@@ -6943,6 +7020,15 @@ static fat5_status fat5__build_params(fat5_model *m) {
                 y->rel = -1;
             }
             FAT5__P(ln_sa, "layer.0.layer_norm.weight", D, 0);
+            y->grel = y->gln = -1;
+            if (l == 0 && c->enc_attention == FAT5_ENC_ATTN_TGLOBAL) {
+                if (b == 0)
+                    FAT5__P(grel, "layer.0.TransientGlobalSelfAttention.global_relative_attention_bias.weight",
+                            c->rel_buckets, c->num_heads);
+                else
+                    y->grel = L[0].grel;
+                FAT5__P(gln, "layer.0.TransientGlobalSelfAttention.global_input_layer_norm.weight", D, 0);
+            }
             y->ln_ca = y->cq = y->ck = y->cv = y->co = -1;
             if (l == 1) {
                 FAT5__P(cq, "layer.1.EncDecAttention.q.weight", I, D);
@@ -6973,8 +7059,16 @@ static fat5_status fat5__build_params(fat5_model *m) {
     m->flash_names = strcmp(c->model_type, "flash_t5") == 0;
     for (l = 0; l < m->n_params; l++) {
         fat5__param *p = &m->params[l];
-        if (m->flash_names) fat5__flash_name(p->name, p->io_name, sizeof p->io_name);
-        else snprintf(p->io_name, sizeof p->io_name, "%s", p->name);
+        const char *sa = strstr(p->name, ".layer.0.SelfAttention.");
+        if (m->flash_names)
+            fat5__flash_name(p->name, p->io_name, sizeof p->io_name);
+        else if (c->enc_attention != FAT5_ENC_ATTN_FULL && sa && strncmp(p->name, "encoder.", 8) == 0)
+            // LongT5 names its encoder's self-attention after the attention type
+            snprintf(p->io_name, sizeof p->io_name, "%.*s.layer.0.%s.%s", (int)(sa - p->name), p->name,
+                     c->enc_attention == FAT5_ENC_ATTN_LOCAL ? "LocalSelfAttention" : "TransientGlobalSelfAttention",
+                     sa + strlen(".layer.0.SelfAttention."));
+        else
+            snprintf(p->io_name, sizeof p->io_name, "%s", p->name);
     }
     return FAT5_OK;
 }
@@ -7192,6 +7286,15 @@ FAT5_API fat5_loss_config fat5_loss_config_default(void) {
     } while (0)
 
 // backend addresses of parameter idx: fp32 master, gradient, and matmul operand
+// LongT5's local and transient-global encoders load, save and report their tensors; computing
+// with them is not implemented yet
+static fat5_status fat5__enc_attention_runnable(const fat5_model *m, const char *op) {
+    if (m->cfg.enc_attention == FAT5_ENC_ATTN_FULL) return FAT5_OK;
+    return fat5__err(m->ctx, FAT5_ERR_UNSUPPORTED,
+                     "%s: encoder_attention_type %s (LongT5) is not implemented yet; the model loads and saves", op,
+                     m->cfg.enc_attention == FAT5_ENC_ATTN_LOCAL ? "local" : "transient-global");
+}
+
 static fat5__addr fat5__pw(const fat5_model *m, int idx) { return m->wd + 4 * (fat5__addr)m->params[idx].offset; }
 static fat5__addr fat5__pg(const fat5_model *m, int idx) { return m->gd + 4 * (fat5__addr)m->params[idx].offset; }
 static fat5__addr fat5__pa(const fat5_model *m, int idx) {
@@ -7646,6 +7749,7 @@ FAT5_API fat5_status fat5_model_forward(fat5_model *m, const fat5_batch *b, cons
     if (!m) return FAT5_ERR_INVALID_ARG;
     c = &m->cfg;
     m->have_fwd = m->fwd_labels = m->have_bwd = 0;
+    if ((st = fat5__enc_attention_runnable(m, "fat5_model_forward"))) return st;
     if ((st = fat5__check_loss(m->ctx, &lc)) || (st = fat5__check_batch(m, b))) return st;
     te = b->n_enc_tokens;
     td = b->n_dec_tokens;
@@ -11305,6 +11409,7 @@ FAT5_API fat5_status fat5_decoder_create(fat5_model *m, int64_t max_rows, int64_
     fat5_status st;
     if (!out) return m ? fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_decoder_create: out is NULL") : FAT5_ERR_INVALID_ARG;
     *out = NULL;
+    if (m && (st = fat5__enc_attention_runnable(m, "fat5_decoder_create"))) return st;
     if (!m) return FAT5_ERR_INVALID_ARG;
     ctx = m->ctx;
     c = &m->cfg;
@@ -11641,6 +11746,7 @@ FAT5_API fat5_status fat5_model_encode(fat5_model *m, const int32_t *tokens, con
     if (!m) return FAT5_ERR_INVALID_ARG;
     ctx = m->ctx;
     D = m->cfg.d_model;
+    if ((st = fat5__enc_attention_runnable(m, "fat5_model_encode"))) return st;
     if (pool != FAT5_POOL_NONE && pool != FAT5_POOL_MEAN)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_encode: pool = %d, expected FAT5_POOL_NONE or "
                                                     "FAT5_POOL_MEAN", (int)pool);

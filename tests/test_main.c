@@ -13,6 +13,7 @@
 #include "test_cpu_ops.c"
 #include "test_model.c"
 #include "test_posenc.c"
+#include "test_longt5.c"
 #include "test_data.c"
 #include "test_optim.c"
 #include "test_train.c"
@@ -34,6 +35,7 @@ static const fat5_test_case fat5_cases[] = {
     FAT5_TESTS_CPU_OPS(FAT5_TEST_ENTRY)
     FAT5_TESTS_MODEL(FAT5_TEST_ENTRY)
     FAT5_TESTS_POSENC(FAT5_TEST_ENTRY)
+    FAT5_TESTS_LONGT5(FAT5_TEST_ENTRY)
     FAT5_TESTS_DATA(FAT5_TEST_ENTRY)
     FAT5_TESTS_OPTIM(FAT5_TEST_ENTRY)
     FAT5_TESTS_TRAIN(FAT5_TEST_ENTRY)
