@@ -387,14 +387,28 @@ def canonicalise_header(path):
         f.write(text + b" " * (size - len(text)))
 
 
-def make_fixture(spec, out_root):
-    name = spec["name"]
-    out_dir = os.path.join(out_root, name)
+def clean_dir(out_dir):
+    """Creates out_dir, or removes the files it holds (a fixture starts from a clean directory)."""
     os.makedirs(out_dir, exist_ok=True)
-    for entry in os.listdir(out_dir):  # start from a clean directory
+    for entry in os.listdir(out_dir):
         path = os.path.join(out_dir, entry)
         if os.path.isfile(path):
             os.remove(path)
+
+
+def keep_fixture_files(out_dir):
+    """After save_pretrained: removes every file but FIXTURE_FILES; returns the saved tensor names."""
+    for entry in os.listdir(out_dir):
+        path = os.path.join(out_dir, entry)
+        if entry not in FIXTURE_FILES and os.path.isfile(path):
+            os.remove(path)
+    return saved_tensor_names(os.path.join(out_dir, "model.safetensors"))
+
+
+def make_fixture(spec, out_root):
+    name = spec["name"]
+    out_dir = os.path.join(out_root, name)
+    clean_dir(out_dir)
 
     model = build_model(spec)
     batch = make_batch(spec, model.config.vocab_size)
@@ -402,11 +416,7 @@ def make_fixture(spec, out_root):
 
     # save_pretrained, then keep only config.json + model.safetensors
     model.save_pretrained(out_dir, safe_serialization=True)
-    for entry in os.listdir(out_dir):
-        path = os.path.join(out_dir, entry)
-        if entry not in FIXTURE_FILES and os.path.isfile(path):
-            os.remove(path)
-    saved = saved_tensor_names(os.path.join(out_dir, "model.safetensors"))
+    saved = keep_fixture_files(out_dir)
     assert "shared.weight" in saved, f"{name}: shared.weight missing from model.safetensors"
     tied = spec["config"]["tie_word_embeddings"]
     assert ("lm_head.weight" in saved) == (not tied), f"{name}: lm_head.weight presence is wrong"
@@ -1321,11 +1331,7 @@ def longt5_check_encoder_formula(model, batch):
 def make_longt5_fixture(spec, out_root):
     name = spec["name"]
     out_dir = os.path.join(out_root, name)
-    os.makedirs(out_dir, exist_ok=True)
-    for entry in os.listdir(out_dir):  # start from a clean directory
-        path = os.path.join(out_dir, entry)
-        if os.path.isfile(path):
-            os.remove(path)
+    clean_dir(out_dir)
 
     model = build_model(spec)
     assert is_longt5(model) and model.config.encoder_attention_type == spec["config"]["encoder_attention_type"]
@@ -1337,11 +1343,7 @@ def make_longt5_fixture(spec, out_root):
     write_batch(os.path.join(out_dir, "batch.json"), batch)
 
     model.save_pretrained(out_dir, safe_serialization=True)
-    for entry in os.listdir(out_dir):
-        path = os.path.join(out_dir, entry)
-        if entry not in FIXTURE_FILES and os.path.isfile(path):
-            os.remove(path)
-    saved = saved_tensor_names(os.path.join(out_dir, "model.safetensors"))
+    saved = keep_fixture_files(out_dir)
     assert "shared.weight" in saved and "lm_head.weight" in saved, f"{name}: untied weights missing"
 
     # the reference: every row alone, concatenated; loss and gradients of the packed mean
