@@ -298,7 +298,8 @@ FAT5_API const fat5_model_config *fat5_model_get_config(const fat5_model *m);
 
 // Parameters by name. A model's names follow its checkpoint scheme: Hugging Face T5 names
 // ("encoder.block.0.layer.0.SelfAttention.q.weight"), or, for model_type flash_t5, FAT5's
-// ("encoder.block.0.self_attention_layer.self_attention.Wq.weight"; load and save use them too).
+// ("encoder.block.0.self_attention_layer.self_attention.Wq.weight"; load and save use them too),
+// or, for longt5, LongT5's ("encoder.block.0.layer.0.LocalSelfAttention.q.weight").
 // tensor_info reports the scheme's names; find_tensor, get_param, set_param and get_grad accept
 // them, and the Hugging Face names as well.
 typedef struct fat5_tensor_info {
@@ -3761,6 +3762,14 @@ typedef enum fat5__attn_kind {
                                 // is FIRE's parameter block (below), nb its MLP width W,
                                 // max_distance its L0 (init_L); lut unused
 } fat5__attn_kind;
+// A local window, in the bits from FAT5__ATTN_WINDOW_SHIFT up (with BIDIR): a query sees only the
+// keys with |j - i| <= r (LongT5's local attention). FAT5__ATTN_WINDOW(r) sets it, FAT5__ATTN_RADIUS
+// reads it (-1: no window). The CPU ops visit only the window (O(L r)); the GPU kernels refuse it
+// for now.
+#define FAT5__ATTN_WINDOW_SHIFT 8
+#define FAT5__ATTN_MAX_RADIUS ((1 << 22) - 1)
+#define FAT5__ATTN_WINDOW(r) (((int)(r) + 1) << FAT5__ATTN_WINDOW_SHIFT)
+#define FAT5__ATTN_RADIUS(kind) (((kind) >> FAT5__ATTN_WINDOW_SHIFT) - 1)
 
 // FIRE's parameter block, floats, in the order the model declares them (one contiguous run of
 // the parameter arena, so that one pointer serves the kernels; its gradient has the same layout):
@@ -4463,8 +4472,31 @@ static double fat5__cpu_attn_score(const float *q, const float *k, const float *
     double sc = 0;
     int d;
     for (d = 0; d < dk; d++) sc += (double)q[d] * k[d];
-    if (bias || (kind & ~FAT5__ATTN_MASK)) sc += fat5__cpu_pos_bias(bias, i, j, h, H, kind, nb, max_distance);
+    if (bias || (kind & (FAT5__ATTN_ALIBI | FAT5__ATTN_FIRE)))
+        sc += fat5__cpu_pos_bias(bias, i, j, h, H, kind, nb, max_distance);
     return sc;
+}
+
+// The keys [*lo, *hi) of n that query i sees (causal: j <= i; a window: |j - i| <= r), and the
+// queries of n that see key j (the same sets read the other way)
+static void fat5__attn_keys(int kind, int64_t i, int64_t n, int64_t *lo, int64_t *hi) {
+    int64_t r = FAT5__ATTN_RADIUS(kind);
+    *lo = 0;
+    *hi = (kind & FAT5__ATTN_MASK) == FAT5__ATTN_CAUSAL ? i + 1 : n;
+    if (r >= 0) {
+        *lo = i - r > 0 ? i - r : 0;
+        *hi = i + r + 1;
+    }
+    if (*hi > n) *hi = n;
+}
+static void fat5__attn_queries(int kind, int64_t j, int64_t n, int64_t *lo, int64_t *hi) {
+    int64_t r = FAT5__ATTN_RADIUS(kind);
+    *lo = (kind & FAT5__ATTN_MASK) == FAT5__ATTN_CAUSAL ? j : 0;
+    *hi = n;
+    if (r >= 0) {
+        *lo = j - r > 0 ? j - r : 0;
+        *hi = j + r + 1 < n ? j + r + 1 : n;
+    }
 }
 
 // The three attention ops below run on the context's threads (fat5__pool_run) like the matrix
@@ -4495,25 +4527,25 @@ static void fat5__attn_fwd_part(void *arg, int part, int parts) {
     double *p = J->scratch + (size_t)part * (size_t)(J->maxk + dk), *acc = p + J->maxk;
     for (t = t0; t < t1; t++) {
         int32_t s = q_seq[t];
-        int64_t i = t - cu_q[s], k0 = cu_k[s], nk = cu_k[s + 1] - k0;
-        int64_t jend = (kind & FAT5__ATTN_MASK) == FAT5__ATTN_CAUSAL ? (i + 1 < nk ? i + 1 : nk) : nk;
+        int64_t i = t - cu_q[s], k0 = cu_k[s], nk = cu_k[s + 1] - k0, jlo, jend;
+        fat5__attn_keys(kind, i, nk, &jlo, &jend);
         for (h = 0; h < H; h++) {
             const float *qi = q + t * ld + h * dk;
             double mx = -INFINITY, sum = 0;
-            for (j = 0; j < jend; j++) {
+            for (j = jlo; j < jend; j++) {
                 p[j] = fat5__cpu_attn_score(qi, k + (k0 + j) * ld + h * dk, bias, i, j, h, H, dk, kind, J->nb,
                                             J->max_distance);
                 if (p[j] > mx) mx = p[j];
             }
             for (d = 0; d < dk; d++) acc[d] = 0;
-            for (j = 0; j < jend; j++) {
+            for (j = jlo; j < jend; j++) {
                 const float *vj = v + (k0 + j) * ld + h * dk;
                 double e = exp(p[j] - mx);
                 sum += e;
                 for (d = 0; d < dk; d++) acc[d] += e * vj[d];
             }
-            for (d = 0; d < dk; d++) o[t * ld + h * dk + d] = jend ? (float)(acc[d] / sum) : 0.0f;
-            lse[t * H + h] = jend ? (float)(mx + log(sum)) : -INFINITY;
+            for (d = 0; d < dk; d++) o[t * ld + h * dk + d] = jend > jlo ? (float)(acc[d] / sum) : 0.0f;
+            lse[t * H + h] = jend > jlo ? (float)(mx + log(sum)) : -INFINITY;
         }
     }
 }
@@ -4608,14 +4640,14 @@ static void fat5__attn_dq_part(void *arg, int part, int parts) {
     int64_t t, j, ld = (int64_t)H * dk;
     for (t = 0; t < J->T; t++) {
         int32_t s = q_seq[t];
-        int64_t i = t - cu_q[s], k0 = cu_k[s], nk = cu_k[s + 1] - k0;
-        int64_t jend = (kind & FAT5__ATTN_MASK) == FAT5__ATTN_CAUSAL ? (i + 1 < nk ? i + 1 : nk) : nk;
+        int64_t i = t - cu_q[s], k0 = cu_k[s], nk = cu_k[s + 1] - k0, jlo, jend;
+        fat5__attn_keys(kind, i, nk, &jlo, &jend);
         for (h = h0; h < h1; h++) {
             const float *qi = q + t * ld + h * dk, *doi = dout + t * ld + h * dk;
             float *dqi = dq + t * ld + h * dk;
             double L = lse[t * H + h];
             for (d = 0; d < dk; d++) dqi[d] = 0;
-            for (j = 0; j < jend; j++) {
+            for (j = jlo; j < jend; j++) {
                 const float *kj = k + (k0 + j) * ld + h * dk, *vj = v + (k0 + j) * ld + h * dk;
                 double p = exp(fat5__cpu_attn_score(qi, kj, J->bias, i, j, h, H, dk, kind, J->nb, J->max_distance) -
                                L);
@@ -4671,12 +4703,13 @@ static void fat5__attn_dkv_part(void *arg, int part, int parts) {
     int64_t t, i, ld = (int64_t)H * dk, t0 = J->T * part / parts, t1 = J->T * (part + 1) / parts;
     for (t = t0; t < t1; t++) {
         int32_t s = k_seq[t];
-        int64_t j = t - cu_k[s], q0 = cu_q[s], nq = cu_q[s + 1] - q0;
+        int64_t j = t - cu_k[s], q0 = cu_q[s], nq = cu_q[s + 1] - q0, ilo, iend;
+        fat5__attn_queries(kind, j, nq, &ilo, &iend);
         for (h = 0; h < H; h++) {
             const float *kj = k + t * ld + h * dk, *vj = v + t * ld + h * dk;
             float *dkj = dkk + t * ld + h * dk, *dvj = dv + t * ld + h * dk;
             for (d = 0; d < dk; d++) dkj[d] = dvj[d] = 0;
-            for (i = (kind & FAT5__ATTN_MASK) == FAT5__ATTN_CAUSAL ? j : 0; i < nq; i++) {
+            for (i = ilo; i < iend; i++) {
                 const float *qi = q + (q0 + i) * ld + h * dk, *doi = dout + (q0 + i) * ld + h * dk;
                 double p = exp(fat5__cpu_attn_score(qi, kj, J->bias, i, j, h, H, dk, kind, J->nb, J->max_distance) -
                                lse[(q0 + i) * H + h]);
@@ -6172,9 +6205,9 @@ static fat5_status fat5__validate_enc_attention(fat5_ctx *ctx, const fat5_model_
         return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config: %s", longt5 ? "model_type longt5 needs "
                          "encoder_attention_type local or transient-global" : "local and transient-global encoder "
                          "attention are model_type longt5");
-    if (c->local_radius < 1 || c->local_radius > ((int64_t)1 << 30))
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: local_radius = %lld, expected 1..%lld (a window of at "
-                         "least one neighbour)", (long long)c->local_radius, (long long)1 << 30);
+    if (c->local_radius < 1 || c->local_radius > FAT5__ATTN_MAX_RADIUS)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: local_radius = %lld, expected 1..%d (a window of at "
+                         "least one neighbour)", (long long)c->local_radius, FAT5__ATTN_MAX_RADIUS);
     if (c->global_block_size < 1 || c->global_block_size > ((int64_t)1 << 30))
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: global_block_size = %lld, expected 1..%lld",
                          (long long)c->global_block_size, (long long)1 << 30);
@@ -7222,7 +7255,7 @@ FAT5_API int fat5_model_find_tensor(const fat5_model *m, const char *name) {
     int i;
     for (i = 0; i < m->n_params; i++)
         if (strcmp(m->params[i].io_name, name) == 0) return i;
-    for (i = 0; m->flash_names && i < m->n_params; i++)
+    for (i = 0; i < m->n_params; i++)   // the T5 name of a FAT5 or LongT5 tensor
         if (strcmp(m->params[i].name, name) == 0) return i;
     return -1;
 }
@@ -7290,9 +7323,11 @@ FAT5_API fat5_loss_config fat5_loss_config_default(void) {
 // with them is not implemented yet
 static fat5_status fat5__enc_attention_runnable(const fat5_model *m, const char *op) {
     if (m->cfg.enc_attention == FAT5_ENC_ATTN_FULL) return FAT5_OK;
-    return fat5__err(m->ctx, FAT5_ERR_UNSUPPORTED,
-                     "%s: encoder_attention_type %s (LongT5) is not implemented yet; the model loads and saves", op,
-                     m->cfg.enc_attention == FAT5_ENC_ATTN_LOCAL ? "local" : "transient-global");
+    if (m->cfg.enc_attention == FAT5_ENC_ATTN_LOCAL && m->be == &fat5__cpu_backend) return FAT5_OK;
+    return fat5__err(m->ctx, FAT5_ERR_UNSUPPORTED, "%s: encoder_attention_type %s (LongT5) is not implemented yet%s; "
+                     "the model loads and saves", op,
+                     m->cfg.enc_attention == FAT5_ENC_ATTN_LOCAL ? "local" : "transient-global",
+                     m->cfg.enc_attention == FAT5_ENC_ATTN_LOCAL ? " on the GPU (it runs on the CPU)" : "");
 }
 
 static fat5__addr fat5__pw(const fat5_model *m, int idx) { return m->wd + 4 * (fat5__addr)m->params[idx].offset; }
@@ -7319,6 +7354,7 @@ static fat5__pos_args fat5__model_pos(const fat5_model *m, const fat5__layer *y,
     p.md = (int)c->rel_max_distance;
     p.bias = p.dbias = 0;
     if (mask == FAT5__ATTN_CROSS) return p;
+    if (mask == FAT5__ATTN_BIDIR && c->enc_attention == FAT5_ENC_ATTN_LOCAL) p.kind |= FAT5__ATTN_WINDOW(c->local_radius);
     if (c->pos_kind == FAT5_POS_ALIBI)
         p.kind |= FAT5__ATTN_ALIBI | (mask == FAT5__ATTN_BIDIR && c->alibi_asymmetric ? FAT5__ATTN_ALIBI_ASYM : 0);
     if (c->pos_kind == FAT5_POS_FIRE) {

@@ -177,8 +177,8 @@ static void tm_hf_parity(fat5_test *T, const char *name) {
         char gname[160];
         int64_t gn = 0;
         float *mine;
-        // a flash_t5 fixture stores its gradients under FAT5's names
-        snprintf(gname, sizeof gname, "grad.%s", m->flash_names ? m->params[i].io_name : m->params[i].name);
+        // a fixture stores its gradients under its checkpoint's names (FAT5's, LongT5's)
+        snprintf(gname, sizeof gname, "grad.%s", m->params[i].io_name);
         free(g);
         g = tm_read_tensor(T, ref, gname, &gn);
         FAT5_CHECK_MSG(T, g != NULL, "fixture has no %s", gname);
@@ -237,6 +237,8 @@ static void t_posenc_alibi_asym_parity(fat5_test *T) { tm_hf_parity(T, "posenc_a
 static void t_posenc_rope_neox_parity(fat5_test *T) { tm_hf_parity(T, "posenc_rope_neox"); }
 static void t_posenc_rope_gptj_xpos_parity(fat5_test *T) { tm_hf_parity(T, "posenc_rope_gptj_xpos"); }
 static void t_posenc_fire_parity(fat5_test *T) { tm_hf_parity(T, "posenc_fire"); }
+// LongT5 with a local encoder (transformers' LongT5ForConditionalGeneration, rows run alone)
+static void t_longt5_local_parity(fat5_test *T) { tm_hf_parity(T, "longt5_local"); }
 
 // ---------------------------------------------------------------------------------------------
 // tiny random models
@@ -821,7 +823,7 @@ static void t_ckpt_sharded(fat5_test *T) {
 
 #define FAT5_TESTS_MODEL(X) X(config_defaults) X(config_rejects) X(hf_t5_v10_relu_tied) \
     X(hf_t5_v11_gated_gelu_untied) X(hf_umt5_gated_silu) X(posenc_t5_parity) X(posenc_none_parity) X(posenc_alibi_sym_parity) \
-    X(posenc_alibi_asym_parity) X(posenc_rope_neox_parity) X(posenc_rope_gptj_xpos_parity) X(posenc_fire_parity) X(model_fd_gated) X(model_fd_relu_tied) \
+    X(posenc_alibi_asym_parity) X(posenc_rope_neox_parity) X(posenc_rope_gptj_xpos_parity) X(posenc_fire_parity) X(longt5_local_parity) X(model_fd_gated) X(model_fd_relu_tied) \
     X(model_fd_umt5) X(packing_isolation) X(save_load_roundtrip) X(create_save_load) \
     X(batch_token_out_of_vocab) X(batch_negative_length) X(batch_empty) X(batch_json_rejects) \
     X(batch_token_counts) X(loss_config_rejects) X(backward_state) \
