@@ -405,6 +405,28 @@ def keep_fixture_files(out_dir):
     return saved_tensor_names(os.path.join(out_dir, "model.safetensors"))
 
 
+def forward_backward(model, batch, saved, name, run):
+    """run(model, batch, with_grad=True) -> (logits, loss); returns the logits, the loss, the loss with
+    z-loss and label smoothing, and {name: gradient} of every parameter in the saved file (the
+    aliases of shared.weight left out)."""
+    model.zero_grad(set_to_none=True)
+    logits, loss = run(model, batch, with_grad=True)
+    loss.backward()
+    labels = packed_labels(batch)
+    logits = logits.detach()
+    assert logits.shape == (len(labels), model.config.vocab_size)
+    assert torch.allclose(plain_loss(logits, labels), loss.detach(), rtol=1e-6, atol=1e-6)
+    grads = {}
+    shared = model.shared.weight
+    for pname, param in model.named_parameters():
+        if param is shared and pname != "shared.weight":
+            continue  # alias of shared.weight
+        assert pname in saved, f"{name}: parameter {pname} is not in model.safetensors"
+        assert param.grad is not None, f"{name}: no gradient for {pname}"
+        grads[pname] = param.grad.detach().float().contiguous()
+    return logits, loss, z_smoothed_loss(logits, labels), grads
+
+
 def make_fixture(spec, out_root):
     name = spec["name"]
     out_dir = os.path.join(out_root, name)
@@ -422,23 +444,10 @@ def make_fixture(spec, out_root):
     assert ("lm_head.weight" in saved) == (not tied), f"{name}: lm_head.weight presence is wrong"
 
     # forward + backward
-    model.zero_grad(set_to_none=True)
-    logits, loss = run_batch(model, batch, with_grad=True)
-    loss.backward()
-    labels = packed_labels(batch)
-    logits = logits.detach()
-    assert logits.shape == (len(labels), model.config.vocab_size)
-    assert torch.allclose(plain_loss(logits, labels), loss.detach(), rtol=1e-6, atol=1e-6)
-    loss_zs = z_smoothed_loss(logits, labels)
-
+    logits, loss, loss_zs, grads = forward_backward(model, batch, saved, name, run_batch)
     tensors = {"logits": logits.contiguous(), "loss": loss.detach().reshape(1), "loss_zs": loss_zs.reshape(1)}
-    shared = model.shared.weight
-    for pname, param in model.named_parameters():
-        if param is shared and pname != "shared.weight":
-            continue  # alias of shared.weight
-        assert pname in saved, f"{name}: parameter {pname} is not in model.safetensors"
-        assert param.grad is not None, f"{name}: no gradient for {pname}"
-        tensors["grad." + pname] = param.grad.detach().float().contiguous()
+    for k, g in grads.items():
+        tensors["grad." + k] = g
     metadata = {
         "name": name,
         "loss": repr(loss.item()),
@@ -469,7 +478,7 @@ def make_fixture(spec, out_root):
     assert again_loss.item() == loss.item()
 
     sizes = {f: os.path.getsize(os.path.join(out_dir, f)) for f in sorted(os.listdir(out_dir))}
-    print(f"{name}: loss {loss.item():.6f} loss_zs {loss_zs.item():.6f} label tokens {len(labels)} "
+    print(f"{name}: loss {loss.item():.6f} loss_zs {loss_zs.item():.6f} label tokens {logits.shape[0]} "
           f"grads {sum(k.startswith('grad.') for k in tensors)}  files {sizes}")
 
 
@@ -1347,24 +1356,9 @@ def make_longt5_fixture(spec, out_root):
     assert "shared.weight" in saved and "lm_head.weight" in saved, f"{name}: untied weights missing"
 
     # the reference: every row alone, concatenated; loss and gradients of the packed mean
-    model.zero_grad(set_to_none=True)
-    logits, loss = run_rows_alone(model, batch, with_grad=True)
-    loss.backward()
-    labels = packed_labels(batch)
-    logits = logits.detach()
-    assert logits.shape == (len(labels), model.config.vocab_size)
-    assert torch.allclose(plain_loss(logits, labels), loss.detach(), rtol=1e-6, atol=1e-6)
-    loss_zs = z_smoothed_loss(logits, labels)
-    grads = {}
-    shared = model.shared.weight
-    for pname, param in model.named_parameters():
-        if param is shared and pname != "shared.weight":
-            continue  # alias of shared.weight
-        assert pname in saved, f"{name}: parameter {pname} is not in model.safetensors"
-        assert param.grad is not None, f"{name}: no gradient for {pname}"
-        g = param.grad.detach().float().contiguous()
+    logits, loss, loss_zs, grads = forward_backward(model, batch, saved, name, run_rows_alone)
+    for pname, g in grads.items():
         assert torch.isfinite(g).all() and g.abs().max() > 0, f"{name}: bad gradient for {pname}"
-        grads[pname] = g
 
     # the same rows as one right-padded batch with attention_mask: logits of the
     # real tokens, the loss and every gradient agree with the rows run alone
@@ -1418,7 +1412,7 @@ def make_longt5_fixture(spec, out_root):
         assert torch.equal(reloaded.get_parameter(k).grad, g), f"{name}: reloaded gradient of {k} differs"
 
     sizes = {f: os.path.getsize(os.path.join(out_dir, f)) for f in sorted(os.listdir(out_dir))}
-    print(f"{name}: loss {loss.item():.6f} loss_zs {loss_zs.item():.6f} label tokens {len(labels)} "
+    print(f"{name}: loss {loss.item():.6f} loss_zs {loss_zs.item():.6f} label tokens {logits.shape[0]} "
           f"grads {len(grads)}  files {sizes} total {sum(sizes.values())}")
 
 
