@@ -6193,8 +6193,6 @@ static const char *fat5__pos_name(fat5_pos_kind k) {
     return "?";
 }
 
-// The position-encoding fields. Fields of encodings other than cfg's own are checked for range
-// only (their defaults always pass), so a file may carry FAT5's defaults whatever it selects.
 // LongT5's encoder attention: a model_type longt5 field, with a window and block of at least 1
 static fat5_status fat5__validate_enc_attention(fat5_ctx *ctx, const fat5_model_config *c) {
     int longt5 = strcmp(c->model_type, "longt5") == 0;
@@ -6216,6 +6214,8 @@ static fat5_status fat5__validate_enc_attention(fat5_ctx *ctx, const fat5_model_
     return FAT5_OK;
 }
 
+// The position-encoding fields. Fields of encodings other than cfg's own are checked for range
+// only (their defaults always pass), so a file may carry FAT5's defaults whatever it selects.
 static fat5_status fat5__validate_pos(fat5_ctx *ctx, const fat5_model_config *c) {
     if ((int)c->pos_kind < (int)FAT5_POS_T5 || (int)c->pos_kind > (int)FAT5_POS_FIRE)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: position_encoding_type %d is not a fat5_pos_kind",
@@ -7864,7 +7864,6 @@ static fat5_status fat5__model_attn_bwd(fat5_model *m, const fat5__layer *y, con
     fat5__addr hin = cross ? a->h_ca : a->h_sa, rs = cross ? a->rs_ca : a->rs_sa;
     int wq = cross ? y->cq : y->q, wk = cross ? y->ck : y->k, wv = cross ? y->cv : y->v, wo = cross ? y->co : y->o;
     int ln = cross ? y->ln_ca : y->ln_sa;
-    fat5__addr dbias = p.kind & FAT5__ATTN_ALIBI ? 0 : p.dbias;   // ALiBi learns nothing
     fat5__addr lut = enc_side ? w->lut_bidir : w->lut_causal;
     fat5__addr cu_q = enc_side ? w->enc_cu : w->dec_cu, cu_k = (enc_side || cross) ? w->enc_cu : w->dec_cu;
     fat5__addr q_seq = enc_side ? w->enc_seq : w->dec_seq, k_seq = (enc_side || cross) ? w->enc_seq : w->dec_seq;
@@ -7874,7 +7873,7 @@ static fat5_status fat5__model_attn_bwd(fat5_model *m, const fat5__layer *y, con
     FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wo), 1, w->dh_act, att, D, I, T, 1.0f, 1.0f));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->datt, 0, w->dh_act, fat5__pa(m, wo), T, I, D, 1.0f, 0.0f));
     FAT5__TRY(be->attn_bwd_delta(ctx, w->delta, att, w->datt, T, H, dk));
-    FAT5__TRY(be->attn_bwd_dq(ctx, w->dq, dbias, w->datt, lse, w->delta, q, k, v, p.bias, lut, cu_q, cu_k, q_seq, T,
+    FAT5__TRY(be->attn_bwd_dq(ctx, w->dq, p.dbias, w->datt, lse, w->delta, q, k, v, p.bias, lut, cu_q, cu_k, q_seq, T,
                               H, dk, p.kind, p.nb, p.md, w->dbias_scratch));
     FAT5__TRY(be->attn_bwd_dkv(ctx, w->dk, w->dv, w->datt, lse, w->delta, q, k, v, p.bias, lut, cu_q, cu_k, k_seq, Tk,
                                H, dk, p.kind, p.nb, p.md));

@@ -290,40 +290,61 @@ static double tm_fd_loss(void *u) {
     return r.loss;
 }
 
-// every parameter's gradient against central differences of the whole model's loss
-static void tm_model_fd(fat5_test *T, int gated, int tied, int umt5) {
-    fat5_model_config c = tm_tiny_config(gated, tied, umt5);
+// norms away from 1, so that their gradients matter (tensor i draws from stream i + offset)
+static void tm_perturb_norms(fat5_model *m, uint64_t offset) {
+    int i;
+    for (i = 0; i < m->n_params; i++)
+        if (strstr(m->params[i].name, "layer_norm")) {
+            fat5_rng r = fat5_rng_init((uint64_t)i + offset);
+            size_t j;
+            for (j = 0; j < m->params[i].numel; j++) m->w[m->params[i].offset + j] += (float)(0.3 * fat5_rng_normal(&r));
+        }
+}
+
+// Every parameter's gradient of m against central differences of its loss on tm_batch() (z-loss
+// and label smoothing on). Tensors behind a ReLU (all of them when relu_all; FIRE's MLP and
+// scalars, "pe_encoding.", always) skip an element whose step crosses a kink, and at most one in
+// kink_share may; FIRE's tensors must not have an all-zero gradient (but mlp.2.bias's, which is 0).
+static void tm_model_fd_check(fat5_test *T, fat5_model *m, const char *what, int relu_all, int kink_share) {
     tm_fd a;
     float *g;
     int i, kinks = 0, checked = 0;
-    FAT5_REQUIRE_OK(T, fat5_model_create(fat5_test_ctx(T), &c, 11, &a.m));
+    a.m = m;
     a.b = tm_batch();
     a.lc.z_loss = 1e-2;
     a.lc.label_smoothing = 0.1;
-    // norms away from 1 so their gradients matter
-    for (i = 0; i < a.m->n_params; i++)
-        if (strstr(a.m->params[i].name, "layer_norm")) {
-            fat5_rng r = fat5_rng_init((uint64_t)i);
-            size_t j;
-            for (j = 0; j < a.m->params[i].numel; j++) a.m->w[a.m->params[i].offset + j] += (float)(0.3 * fat5_rng_normal(&r));
-        }
     tm_fd_loss(&a);
-    fat5_model_zero_grad(a.m);
-    FAT5_REQUIRE_OK(T, fat5_model_backward(a.m, 1.0f));
-    g = (float *)malloc(a.m->n_floats * sizeof(float));
+    fat5_model_zero_grad(m);
+    FAT5_REQUIRE_OK(T, fat5_model_backward(m, 1.0f));
+    g = (float *)malloc(m->n_floats * sizeof(float));
     FAT5_REQUIRE(T, g != NULL);
-    memcpy(g, FAT5__HOST(const float, a.m->gd), a.m->n_floats * sizeof(float));
-    for (i = 0; i < a.m->n_params; i++) {
-        const fat5__param *p = &a.m->params[i];
-        if (gated)
-            tc_fd_check(T, p->name, a.m->w + p->offset, p->numel, g + p->offset, tm_fd_loss, &a, 1e-3, 2e-4, 2e-3);
-        else  // ReLU: an element whose step crosses a kink has no derivative to compare
-            tc_fd_check_kinks(T, p->name, a.m->w + p->offset, p->numel, g + p->offset, tm_fd_loss, &a, 1e-3, 2e-4,
-                              2e-3, &kinks, &checked);
+    memcpy(g, FAT5__HOST(const float, m->gd), m->n_floats * sizeof(float));
+    for (i = 0; i < m->n_params; i++) {
+        const fat5__param *p = &m->params[i];
+        int fire = strstr(p->name, "pe_encoding.") != NULL;
+        char name[200];
+        snprintf(name, sizeof name, "%s%s%s", what, what[0] ? ": " : "", p->name);
+        if (relu_all || fire)
+            tc_fd_check_kinks(T, name, m->w + p->offset, p->numel, g + p->offset, tm_fd_loss, &a, 1e-3, 2e-4, 2e-3,
+                              &kinks, &checked);
+        else
+            tc_fd_check(T, name, m->w + p->offset, p->numel, g + p->offset, tm_fd_loss, &a, 1e-3, 2e-4, 2e-3);
+        if (fire)
+            FAT5_CHECK_MSG(T, tm_max_abs(g + p->offset, (int64_t)p->numel) > 0 || strstr(p->name, "mlp.2.bias"),
+                           "%s: the gradient is all zero", name);
     }
-    FAT5_CHECK_MSG(T, kinks * 20 <= checked, "%d of %d elements sat on a ReLU kink", kinks, checked);
+    FAT5_CHECK_MSG(T, kinks * kink_share <= checked, "%s: %d of %d elements sat on a ReLU kink", what, kinks, checked);
     free(g);
-    fat5_model_destroy(a.m);
+}
+
+// every parameter's gradient against central differences of the whole model's loss
+static void tm_model_fd(fat5_test *T, int gated, int tied, int umt5) {
+    fat5_model_config c = tm_tiny_config(gated, tied, umt5);
+    fat5_model *m = NULL;
+    FAT5_REQUIRE_OK(T, fat5_model_create(fat5_test_ctx(T), &c, 11, &m));
+    tm_perturb_norms(m, 0);
+    tm_model_fd_check(T, m, "", !gated, 20);
+    fat5_model_destroy(m);
 }
 static void t_model_fd_gated(fat5_test *T) { tm_model_fd(T, 1, 0, 0); }
 static void t_model_fd_relu_tied(fat5_test *T) { tm_model_fd(T, 0, 1, 0); }
