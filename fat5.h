@@ -222,14 +222,19 @@ typedef enum fat5_pos_kind {
     FAT5_POS_FIRE = 4    // "FIRE": a learned MLP of normalised relative positions
 } fat5_pos_kind;
 
-// Which keys an encoder token attends to (LongT5's encoder_attention_type). Only FAT5_ENC_ATTN_FULL
-// runs today: models of the others load, save and report their tensors, and refuse to compute
-// with FAT5_ERR_UNSUPPORTED.
+// Which keys an encoder token attends to: LongT5's encoder_attention_type in a longt5 config (local
+// or transient-global), or any model's choice for a run (fat5_model_set_attention). The cost of
+// every pattern but FULL grows linearly with the sequence (transient-global: plus n^2 / block
+// size for the globals).
 typedef enum fat5_enc_attention {
-    FAT5_ENC_ATTN_FULL = 0,     // every token of its sequence (T5)
-    FAT5_ENC_ATTN_LOCAL = 1,    // "local": keys within local_radius (LongT5)
-    FAT5_ENC_ATTN_TGLOBAL = 2   // "transient-global": local keys, plus one global token per block of
-                                // global_block_size tokens (LongT5)
+    FAT5_ENC_ATTN_FULL = 0,         // every token of its sequence (T5)
+    FAT5_ENC_ATTN_LOCAL = 1,        // "local": keys within the radius, |j - i| <= r (LongT5)
+    FAT5_ENC_ATTN_TGLOBAL = 2,      // "transient-global": local keys, plus one global token per block
+                                    // of g tokens: the block's normed inputs summed and normed again,
+                                    // with a bias table of its own (LongT5)
+    FAT5_ENC_ATTN_BLOCK_GLOBAL = 3  // "block-global": local keys, and the first g tokens of every
+                                    // sequence are global: they attend to and are attended by every
+                                    // token (not a LongT5 config value: a run's choice only)
 } fat5_enc_attention;
 
 typedef struct fat5_model_config {
@@ -316,6 +321,32 @@ FAT5_API int fat5_model_find_tensor(const fat5_model *m, const char *name);  // 
 FAT5_API fat5_status fat5_model_get_param(fat5_model *m, const char *name, float *dst, int64_t n);
 FAT5_API fat5_status fat5_model_set_param(fat5_model *m, const char *name, const float *src, int64_t n);
 FAT5_API fat5_status fat5_model_get_grad(fat5_model *m, const char *name, float *dst, int64_t n);
+
+// Encoder attention for a run: any T5-family checkpoint can run local, block-global or
+// transient-global attention without retraining (and a LongT5 checkpoint another pattern than its
+// own). A model starts with its config's pattern: full for T5, encoder_attention_type with
+// local_radius and global_block_size for LongT5. The decoder always attends fully.
+// Transient-global on a checkpoint without LongT5's global tensors takes the global tokens' bias
+// from the model's own relative-attention table (same buckets, of the block distance) and norms
+// them without a learned scale (weight 1); it needs T5 buckets or no position encoding.
+typedef struct fat5_attention {
+    fat5_enc_attention type;
+    int64_t radius;        // LOCAL, BLOCK_GLOBAL, TGLOBAL: keys with |j - i| <= radius, >= 1
+    int64_t global;        // BLOCK_GLOBAL: the first `global` tokens are global; TGLOBAL: tokens per
+                           // global block (LongT5's global_block_size); >= 1
+} fat5_attention;
+// Parses "full", "local:R", "block-global:R:G" or "transient-global:R:G" (R the radius, G as
+// `global`; "local" alone means R = 127, "transient-global" alone R = 127, G = 16, LongT5's
+// defaults). Errors name what is wrong (FAT5_ERR_INVALID_ARG).
+FAT5_API fat5_status fat5_attention_parse(fat5_ctx *ctx, const char *spec, fat5_attention *out);
+// The spec text of a pattern, as fat5_attention_parse reads it.
+FAT5_API void fat5_attention_to_string(const fat5_attention *a, char buf[64]);
+// Sets the encoder attention of later forwards, encodes and decoders (a decoder made before keeps
+// the one it had). A block-global prefix longer than an input sequence is refused when that input
+// comes (FAT5_ERR_INVALID_ARG), as a transient-global block longer than a sequence is not: that
+// sequence has no global token (LongT5's rule).
+FAT5_API fat5_status fat5_model_set_attention(fat5_model *m, const fat5_attention *a);
+FAT5_API fat5_attention fat5_model_get_attention(const fat5_model *m);
 
 // A packed batch. Sequence s of the encoder is enc_tokens[enc_cu_seqlens[s] .. enc_cu_seqlens[s+1]),
 // and likewise for the decoder. labels (the targets, -100 = ignored) define the decoder tokens;
@@ -2534,6 +2565,7 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmEx)(
     X(rmsnorm_bwd) X(colsum_f32) X(act_fwd) X(act_bwd) X(attn_fwd) X(attn_bwd_delta) X(attn_bwd_dq)  \
     X(attn_bwd_dkv) X(xent_fwd) X(xent_bwd) X(sumsq_seg) X(adamw_seg)                              \
     X(attn_decode) X(cache_write) X(cache_gather) X(add_i32) X(rope) X(fire_reduce)               \
+    X(block_sum) X(block_sum_bwd)                                                                  \
     X(gen_process) X(gen_select) X(gen_beam)                                                       \
     X(attn_fwd_alibi) X(attn_fwd_fire) X(attn_bwd_dq_alibi) X(attn_bwd_dq_fire)                    \
     X(attn_bwd_dkv_alibi) X(attn_bwd_dkv_fire) X(attn_decode_alibi) X(attn_decode_fire)
@@ -3758,14 +3790,30 @@ typedef enum fat5__attn_kind {
                                 // bias and lut unused
     FAT5__ATTN_ALIBI_ASYM = 8,  // with BIDIR | ALIBI: slopes of H/2 heads, head h and h + H/2 sharing
                                 // one; heads h < H/2 see keys j <= i, the others keys j >= i
-    FAT5__ATTN_FIRE = 16        // bias = FIRE's MLP of a normalised distance (fat5__fire_u); `bias`
+    FAT5__ATTN_FIRE = 16,       // bias = FIRE's MLP of a normalised distance (fat5__fire_u); `bias`
                                 // is FIRE's parameter block (below), nb its MLP width W,
                                 // max_distance its L0 (init_L); lut unused
+    FAT5__ATTN_PREFIX = 32,     // block-global keys (below)
+    FAT5__ATTN_TGLOBAL = 64,    // transient-global keys (below)
+    FAT5__ATTN_GSHARED = 128    // with TGLOBAL: the global keys' bias comes from T5's table
 } fat5__attn_kind;
-// A local window, in the bits from FAT5__ATTN_WINDOW_SHIFT up (with BIDIR): a query sees only the
-// keys with |j - i| <= r (LongT5's local attention). FAT5__ATTN_WINDOW(r) sets it, FAT5__ATTN_RADIUS
-// reads it (-1: no window). The CPU ops visit only the window (O(L r)); the GPU kernels refuse it
-// for now.
+// Attention patterns of the encoder (with BIDIR), for long inputs. A local window, in the bits
+// from FAT5__ATTN_WINDOW_SHIFT up: a query sees only the keys with |j - i| <= r (LongT5's local
+// attention). FAT5__ATTN_WINDOW(r) sets it, FAT5__ATTN_RADIUS reads it (-1: no window). With a
+// window, one of two kinds of global keys may be added; both take the ops' `g` argument:
+//   FAT5__ATTN_PREFIX   block-global: the first g tokens of every sequence are global: they see
+//                       every key of their sequence, and every query sees them (with the scheme's
+//                       bias of j - i, as any key).
+//   FAT5__ATTN_TGLOBAL  transient-global (LongT5): a sequence of n tokens has G = n / g globals,
+//                       k and v rows cu_g[s] .. cu_g[s + 1] (cu_g: int32 [n_seq + 1], rows anywhere
+//                       in k and v, e.g. after the tokens'); every query of the sequence sees all
+//                       of them besides its window; token i belongs to block b(i) = min(i / g, G - 1)
+//                       and global k adds T_global[bucket_bidir(k - b(i)), h] to the score. T_global
+//                       is the [nb, H] table right after T5's in `bias` ([2, nb, H]; its gradient
+//                       likewise in dbias), or T5's own table with FAT5__ATTN_GSHARED. T5 buckets or
+//                       no bias only (no ALiBi, FIRE). attn_bwd_dkv computes dk, dv of the global
+//                       rows too: its k_seq maps them to their sequence, Tk counts them.
+// The ops visit only the window and the globals: O(L (2 r + 1 + globals)) scores, nothing of L^2.
 #define FAT5__ATTN_WINDOW_SHIFT 8
 #define FAT5__ATTN_MAX_RADIUS ((1 << 22) - 1)
 #define FAT5__ATTN_WINDOW(r) (((int)(r) + 1) << FAT5__ATTN_WINDOW_SHIFT)
@@ -4477,26 +4525,38 @@ static double fat5__cpu_attn_score(const float *q, const float *k, const float *
     return sc;
 }
 
-// The keys [*lo, *hi) of n that query i sees (causal: j <= i; a window: |j - i| <= r), and the
-// queries of n that see key j (the same sets read the other way)
-static void fat5__attn_keys(int kind, int64_t i, int64_t n, int64_t *lo, int64_t *hi) {
-    int64_t r = FAT5__ATTN_RADIUS(kind);
-    *lo = 0;
-    *hi = (kind & FAT5__ATTN_MASK) == FAT5__ATTN_CAUSAL ? i + 1 : n;
-    if (r >= 0) {
-        *lo = i - r > 0 ? i - r : 0;
-        *hi = i + r + 1;
-    }
-    if (*hi > n) *hi = n;
+// The keys of n that query i sees: [r[0], r[1]) then [r[2], r[3]) (causal: j <= i; a window:
+// |j - i| <= rad; block-global: the first g tokens besides the window, or every key for a global
+// query). The pattern is symmetric, so the same ranges are the queries that see key j (causal:
+// read the other way, i >= j). Transient-global keys are not tokens: the ops add them apart.
+static void fat5__attn_range(int kind, int g, int64_t i, int64_t n, int queries, int64_t r[4]) {
+    int64_t rad = FAT5__ATTN_RADIUS(kind), pre = (kind & FAT5__ATTN_PREFIX) ? (g < n ? g : n) : 0;
+    int causal = (kind & FAT5__ATTN_MASK) == FAT5__ATTN_CAUSAL;
+    r[0] = r[1] = 0;
+    r[2] = causal && queries ? i : 0;
+    r[3] = causal && !queries ? i + 1 : n;
+    if (rad < 0 || i < pre) return;
+    r[1] = pre;
+    r[2] = i - rad > pre ? i - rad : pre;
+    r[3] = i + rad + 1 < n ? i + rad + 1 : n;
 }
-static void fat5__attn_queries(int kind, int64_t j, int64_t n, int64_t *lo, int64_t *hi) {
-    int64_t r = FAT5__ATTN_RADIUS(kind);
-    *lo = (kind & FAT5__ATTN_MASK) == FAT5__ATTN_CAUSAL ? j : 0;
-    *hi = n;
-    if (r >= 0) {
-        *lo = j - r > 0 ? j - r : 0;
-        *hi = j + r + 1 < n ? j + r + 1 : n;
-    }
+
+// the transient-global keys of the sequence of a query or key token: first row, count G (0
+// without TGLOBAL), and the block of position i (HF's orphan rule: the last block takes the rest)
+static int64_t fat5__attn_globals(int kind, const int32_t *cu_g, int32_t s, int64_t *row0) {
+    *row0 = 0;
+    if (!(kind & FAT5__ATTN_TGLOBAL)) return 0;
+    *row0 = cu_g[s];
+    return cu_g[s + 1] - cu_g[s];
+}
+static int64_t fat5__attn_block(int64_t i, int g, int64_t G) { return i / g < G - 1 ? i / g : G - 1; }
+
+// the bias of a transient-global key k for a token of block b (0 without a table)
+static double fat5__cpu_global_bias(const float *bias, int kind, int64_t k, int64_t b, int h, int H, int nb,
+                                    int max_distance) {
+    const float *tab = (kind & FAT5__ATTN_GSHARED) ? bias : bias + (int64_t)nb * H;
+    if (!bias) return 0.0;
+    return tab[(int64_t)fat5__rel_bucket(k - b, 1, nb, max_distance) * H + h];
 }
 
 // The three attention ops below run on the context's threads (fat5__pool_run) like the matrix
@@ -4506,9 +4566,9 @@ static void fat5__attn_queries(int kind, int64_t j, int64_t n, int64_t *lo, int6
 typedef struct fat5__attn_job {
     float *out0, *out1;                       // fwd: o, lse; dq: dq, dbias; dkv: dk, dv
     const float *dout, *lse, *delta, *q, *k, *v, *bias;
-    const int32_t *cu_q, *cu_k, *seq;         // seq: q_seq (fwd, dq) or k_seq (dkv)
-    int64_t T, maxk;                          // T: the op's Tq or Tk
-    int H, dk, kind, nb, max_distance;
+    const int32_t *cu_q, *cu_k, *seq, *cu_g;  // seq: q_seq (fwd, dq) or k_seq (dkv)
+    int64_t T, maxk;                          // T: the op's Tq or Tk; maxk: keys of a query at most
+    int H, dk, kind, nb, max_distance, g;
     double *scratch;                          // fwd: maxk + dk doubles per part; dq (FIRE): H FAT5__FIRE_SHARES(nb)
 } fat5__attn_job;
 
@@ -4517,49 +4577,102 @@ static int fat5__attn_parts(const fat5_ctx *ctx, double rows, double work) {
     return rows * work < 1e6 ? 1 : ctx->n_threads;
 }
 
+// the pattern's checks the two backends share (the GPU adds its own limits)
+static fat5_status fat5__attn_pattern_check(fat5_ctx *ctx, const char *op, int kind, int g, fat5__addr cu_g) {
+    int pat = kind & (FAT5__ATTN_PREFIX | FAT5__ATTN_TGLOBAL);
+    if (kind < 0 || (kind & FAT5__ATTN_MASK) == FAT5__ATTN_MASK)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: attention kind %d", op, kind);
+    if (FAT5__ATTN_RADIUS(kind) >= 0 && (kind & FAT5__ATTN_MASK) == FAT5__ATTN_CROSS)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: kind %d: a local window on cross-attention", op, kind);
+    if (!pat && !(kind & FAT5__ATTN_GSHARED)) return FAT5_OK;
+    if (pat == (FAT5__ATTN_PREFIX | FAT5__ATTN_TGLOBAL) || ((kind & FAT5__ATTN_GSHARED) && !(kind & FAT5__ATTN_TGLOBAL)))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: kind %d: block-global and transient-global keys at once, "
+                         "or a shared global table without transient-global keys", op, kind);
+    if ((kind & FAT5__ATTN_MASK) != FAT5__ATTN_BIDIR)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: kind %d: %s attention is for the encoder (bidirectional "
+                         "self-attention), not a decoder or cross-attention", op, kind,
+                         pat == FAT5__ATTN_PREFIX ? "block-global" : "transient-global");
+    if (FAT5__ATTN_RADIUS(kind) < 0)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: kind %d: global keys need a local window", op, kind);
+    if (g < 1)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: %s of %d tokens (expected >= 1)", op,
+                         pat == FAT5__ATTN_PREFIX ? "a global prefix" : "a global block", g);
+    if (pat == FAT5__ATTN_TGLOBAL && (kind & (FAT5__ATTN_ALIBI | FAT5__ATTN_FIRE)))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: kind %d: transient-global keys take T5's bias buckets, "
+                         "not ALiBi or FIRE", op, kind);
+    if (pat == FAT5__ATTN_TGLOBAL && !cu_g)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: transient-global keys without their offsets (cu_g)", op);
+    return FAT5_OK;
+}
+
 static void fat5__attn_fwd_part(void *arg, int part, int parts) {
     const fat5__attn_job *J = FAT5__CAST(const fat5__attn_job *, arg);
     float *o = J->out0, *lse = J->out1;
     const float *q = J->q, *k = J->k, *v = J->v, *bias = J->bias;
     const int32_t *cu_q = J->cu_q, *cu_k = J->cu_k, *q_seq = J->seq;
     int64_t t, j, ld = (int64_t)J->H * J->dk, t0 = J->T * part / parts, t1 = J->T * (part + 1) / parts;
-    int h, d, H = J->H, dk = J->dk, kind = J->kind;
+    int h, d, H = J->H, dk = J->dk, kind = J->kind, x;
     double *p = J->scratch + (size_t)part * (size_t)(J->maxk + dk), *acc = p + J->maxk;
     for (t = t0; t < t1; t++) {
         int32_t s = q_seq[t];
-        int64_t i = t - cu_q[s], k0 = cu_k[s], nk = cu_k[s + 1] - k0, jlo, jend;
-        fat5__attn_keys(kind, i, nk, &jlo, &jend);
+        int64_t i = t - cu_q[s], k0 = cu_k[s], nk = cu_k[s + 1] - k0, r[4], g0, G, np, b;
+        fat5__attn_range(kind, J->g, i, nk, 0, r);
+        G = fat5__attn_globals(kind, J->cu_g, s, &g0);
+        b = G ? fat5__attn_block(i, J->g, G) : 0;
+        np = r[1] - r[0] + r[3] - r[2] + G;  // scores, in p: the two ranges, then the globals
         for (h = 0; h < H; h++) {
             const float *qi = q + t * ld + h * dk;
             double mx = -INFINITY, sum = 0;
-            for (j = jlo; j < jend; j++) {
-                p[j] = fat5__cpu_attn_score(qi, k + (k0 + j) * ld + h * dk, bias, i, j, h, H, dk, kind, J->nb,
-                                            J->max_distance);
-                if (p[j] > mx) mx = p[j];
-            }
+            int64_t n = 0;
+            for (x = 0; x < 2; x++)
+                for (j = r[2 * x]; j < r[2 * x + 1]; j++, n++)
+                    p[n] = fat5__cpu_attn_score(qi, k + (k0 + j) * ld + h * dk, bias, i, j, h, H, dk, kind, J->nb,
+                                                J->max_distance);
+            for (j = 0; j < G; j++, n++)
+                p[n] = fat5__cpu_attn_score(qi, k + (g0 + j) * ld + h * dk, NULL, 0, 0, h, H, dk, 0, 0, 0) +
+                       fat5__cpu_global_bias(bias, kind, j, b, h, H, J->nb, J->max_distance);
+            for (n = 0; n < np; n++)
+                if (p[n] > mx) mx = p[n];
             for (d = 0; d < dk; d++) acc[d] = 0;
-            for (j = jlo; j < jend; j++) {
-                const float *vj = v + (k0 + j) * ld + h * dk;
-                double e = exp(p[j] - mx);
-                sum += e;
-                for (d = 0; d < dk; d++) acc[d] += e * vj[d];
+            for (n = 0, x = 0; x < 3; x++) {
+                int64_t lo = x < 2 ? r[2 * x] : 0, hi = x < 2 ? r[2 * x + 1] : G, row0 = x < 2 ? k0 : g0;
+                for (j = lo; j < hi; j++, n++) {
+                    const float *vj = v + (row0 + j) * ld + h * dk;
+                    double e = exp(p[n] - mx);
+                    sum += e;
+                    for (d = 0; d < dk; d++) acc[d] += e * vj[d];
+                }
             }
-            for (d = 0; d < dk; d++) o[t * ld + h * dk + d] = jend > jlo ? (float)(acc[d] / sum) : 0.0f;
-            lse[t * H + h] = jend > jlo ? (float)(mx + log(sum)) : -INFINITY;
+            for (d = 0; d < dk; d++) o[t * ld + h * dk + d] = np ? (float)(acc[d] / sum) : 0.0f;
+            lse[t * H + h] = np ? (float)(mx + log(sum)) : -INFINITY;
         }
     }
 }
 
+// keys at most of one query: its sequence's, or the window and the globals
+static int64_t fat5__attn_maxk(const fat5__attn_job *J, int64_t Tq) {
+    int64_t t, m = 1, rad = FAT5__ATTN_RADIUS(J->kind);
+    for (t = 0; t < Tq; t++) {
+        int32_t s = J->seq[t];
+        int64_t nk = J->cu_k[s + 1] - J->cu_k[s], g0;
+        if (rad >= 0 && !(J->kind & FAT5__ATTN_PREFIX) && 2 * rad + 1 < nk) nk = 2 * rad + 1;
+        nk += fat5__attn_globals(J->kind, J->cu_g, s, &g0);
+        if (nk > m) m = nk;
+    }
+    return m;
+}
+
 // o = softmax(q k^T + bias) v per sequence and head, no 1/sqrt(dk) scale (T5); lse [Tq, H] saved
-// (-inf and o = 0 for a query without keys).
+// (-inf and o = 0 for a query without keys). The keys of a query: the kind's pattern (above).
 static fat5_status fat5__cpu_attn_fwd(fat5_ctx *ctx, fat5__addr o_, fat5__addr lse_, fat5__addr q_, fat5__addr k_,
                                       fat5__addr v_, fat5__addr bias_, fat5__addr lut, fat5__addr cu_q_,
                                       fat5__addr cu_k_, fat5__addr q_seq_, int64_t Tq, int H, int dk, int kind,
-                                      int nb, int max_distance) {
+                                      int nb, int max_distance, int g, fat5__addr cu_g) {
     fat5__attn_job J;
-    int64_t t;
     int parts;
+    fat5_status st;
     (void)lut;
+    if ((st = fat5__attn_pattern_check(ctx, "fat5__cpu_attn_fwd", kind, g, cu_g))) return st;
     memset(&J, 0, sizeof J);
     J.out0 = FAT5__HOST(float, o_);
     J.out1 = FAT5__HOST(float, lse_);
@@ -4570,15 +4683,15 @@ static fat5_status fat5__cpu_attn_fwd(fat5_ctx *ctx, fat5__addr o_, fat5__addr l
     J.cu_q = FAT5__HOST(const int32_t, cu_q_);
     J.cu_k = FAT5__HOST(const int32_t, cu_k_);
     J.seq = FAT5__HOST(const int32_t, q_seq_);
+    J.cu_g = FAT5__HOST(const int32_t, cu_g);
     J.T = Tq;
     J.H = H;
     J.dk = dk;
     J.kind = kind;
     J.nb = nb;
     J.max_distance = max_distance;
-    J.maxk = 1;
-    for (t = 0; t < Tq; t++)
-        if (J.cu_k[J.seq[t] + 1] - J.cu_k[J.seq[t]] > J.maxk) J.maxk = J.cu_k[J.seq[t] + 1] - J.cu_k[J.seq[t]];
+    J.g = g;
+    J.maxk = fat5__attn_maxk(&J, Tq);
     parts = fat5__attn_parts(ctx, (double)Tq, (double)J.maxk * H * dk * 2);
     J.scratch = FAT5__CAST(double *, fat5__host_scratch(ctx, (size_t)parts * (size_t)(J.maxk + dk) * sizeof(double),
                                                        "fat5__cpu_attn_fwd"));
@@ -4608,7 +4721,7 @@ static fat5_status fat5__cpu_attn_bwd_delta(fat5_ctx *ctx, fat5__addr delta_, fa
 static void fat5__attn_bwd_job(fat5__attn_job *J, fat5__addr out0, fat5__addr out1, fat5__addr dout_,
                                fat5__addr lse_, fat5__addr delta_, fat5__addr q_, fat5__addr k_, fat5__addr v_,
                                fat5__addr bias_, fat5__addr cu_q_, fat5__addr cu_k_, fat5__addr seq_, int64_t T,
-                               int H, int dk, int kind, int nb, int max_distance) {
+                               int H, int dk, int kind, int nb, int max_distance, int g, fat5__addr cu_g) {
     memset(J, 0, sizeof *J);
     J->out0 = FAT5__HOST(float, out0);
     J->out1 = FAT5__HOST(float, out1);
@@ -4622,12 +4735,14 @@ static void fat5__attn_bwd_job(fat5__attn_job *J, fat5__addr out0, fat5__addr ou
     J->cu_q = FAT5__HOST(const int32_t, cu_q_);
     J->cu_k = FAT5__HOST(const int32_t, cu_k_);
     J->seq = FAT5__HOST(const int32_t, seq_);
+    J->cu_g = FAT5__HOST(const int32_t, cu_g);
     J->T = T;
     J->H = H;
     J->dk = dk;
     J->kind = kind;
     J->nb = nb;
     J->max_distance = max_distance;
+    J->g = g;
 }
 
 // heads [part * H / parts, (part + 1) * H / parts) of every query
@@ -4636,56 +4751,71 @@ static void fat5__attn_dq_part(void *arg, int part, int parts) {
     float *dq = J->out0, *dbias = J->out1;
     const float *dout = J->dout, *lse = J->lse, *delta = J->delta, *q = J->q, *k = J->k, *v = J->v;
     const int32_t *cu_q = J->cu_q, *cu_k = J->cu_k, *q_seq = J->seq;
-    int H = J->H, dk = J->dk, kind = J->kind, h, d, h0 = H * part / parts, h1 = H * (part + 1) / parts;
+    int H = J->H, dk = J->dk, kind = J->kind, h, d, x, h0 = H * part / parts, h1 = H * (part + 1) / parts;
     int64_t t, j, ld = (int64_t)H * dk;
+    float *dgbias = dbias && !(kind & FAT5__ATTN_GSHARED) ? dbias + (int64_t)J->nb * H : dbias;
     for (t = 0; t < J->T; t++) {
         int32_t s = q_seq[t];
-        int64_t i = t - cu_q[s], k0 = cu_k[s], nk = cu_k[s + 1] - k0, jlo, jend;
-        fat5__attn_keys(kind, i, nk, &jlo, &jend);
+        int64_t i = t - cu_q[s], k0 = cu_k[s], nk = cu_k[s + 1] - k0, r[4], g0, G, b;
+        fat5__attn_range(kind, J->g, i, nk, 0, r);
+        G = fat5__attn_globals(kind, J->cu_g, s, &g0);
+        b = G ? fat5__attn_block(i, J->g, G) : 0;
         for (h = h0; h < h1; h++) {
             const float *qi = q + t * ld + h * dk, *doi = dout + t * ld + h * dk;
             float *dqi = dq + t * ld + h * dk;
             double L = lse[t * H + h];
             for (d = 0; d < dk; d++) dqi[d] = 0;
-            for (j = jlo; j < jend; j++) {
-                const float *kj = k + (k0 + j) * ld + h * dk, *vj = v + (k0 + j) * ld + h * dk;
-                double p = exp(fat5__cpu_attn_score(qi, kj, J->bias, i, j, h, H, dk, kind, J->nb, J->max_distance) -
-                               L);
-                double dp = 0, ds;
-                for (d = 0; d < dk; d++) dp += (double)doi[d] * vj[d];
-                ds = p * (dp - delta[t * H + h]);
-                for (d = 0; d < dk; d++) dqi[d] += (float)(ds * kj[d]);
-                if (dbias && (kind & FAT5__ATTN_FIRE))
-                    fat5__fire_grad(J->bias, H, J->nb, J->max_distance, h, i, j, ds,
-                                    J->scratch + (size_t)h * (size_t)FAT5__FIRE_SHARES(J->nb));
-                else if (dbias && !(kind & FAT5__ATTN_ALIBI))
-                    dbias[(int64_t)fat5__rel_bucket(j - i, (kind & FAT5__ATTN_MASK) == FAT5__ATTN_BIDIR, J->nb,
-                                                    J->max_distance) * H + h] += (float)ds;
+            for (x = 0; x < 3; x++) {
+                int64_t lo = x < 2 ? r[2 * x] : 0, hi = x < 2 ? r[2 * x + 1] : G, row0 = x < 2 ? k0 : g0;
+                for (j = lo; j < hi; j++) {
+                    const float *kj = k + (row0 + j) * ld + h * dk, *vj = v + (row0 + j) * ld + h * dk;
+                    double sc = x < 2 ? fat5__cpu_attn_score(qi, kj, J->bias, i, j, h, H, dk, kind, J->nb,
+                                                             J->max_distance)
+                                      : fat5__cpu_attn_score(qi, kj, NULL, 0, 0, h, H, dk, 0, 0, 0) +
+                                            fat5__cpu_global_bias(J->bias, kind, j, b, h, H, J->nb, J->max_distance);
+                    double p = exp(sc - L), dp = 0, ds;
+                    for (d = 0; d < dk; d++) dp += (double)doi[d] * vj[d];
+                    ds = p * (dp - delta[t * H + h]);
+                    for (d = 0; d < dk; d++) dqi[d] += (float)(ds * kj[d]);
+                    if (!dbias) continue;
+                    if (x == 2)
+                        dgbias[(int64_t)fat5__rel_bucket(j - b, 1, J->nb, J->max_distance) * H + h] += (float)ds;
+                    else if (kind & FAT5__ATTN_FIRE)
+                        fat5__fire_grad(J->bias, H, J->nb, J->max_distance, h, i, j, ds,
+                                        J->scratch + (size_t)h * (size_t)FAT5__FIRE_SHARES(J->nb));
+                    else if (!(kind & FAT5__ATTN_ALIBI))
+                        dbias[(int64_t)fat5__rel_bucket(j - i, (kind & FAT5__ATTN_MASK) == FAT5__ATTN_BIDIR, J->nb,
+                                                        J->max_distance) * H + h] += (float)ds;
+                }
             }
         }
     }
 }
 
 // dq (written) and dbias[bucket, h] += ds (dbias 0: not wanted; ALiBi has no gradient; FIRE adds
-// the gradient of its parameter block). p = exp(score - lse) is recomputed; ds = p (dout . v - delta). scratch is the GPU's (its per-block bias-gradient
-// partials); the CPU needs none.
+// the gradient of its parameter block; transient-global keys add to the global table's). p =
+// exp(score - lse) is recomputed; ds = p (dout . v - delta). scratch is the GPU's (its per-block
+// bias-gradient partials); the CPU needs none.
 static fat5_status fat5__cpu_attn_bwd_dq(fat5_ctx *ctx, fat5__addr dq_, fat5__addr dbias_, fat5__addr dout_,
                                          fat5__addr lse_, fat5__addr delta_, fat5__addr q_, fat5__addr k_,
                                          fat5__addr v_, fat5__addr bias_, fat5__addr lut, fat5__addr cu_q_,
                                          fat5__addr cu_k_, fat5__addr q_seq_, int64_t Tq, int H, int dk, int kind,
-                                         int nb, int max_distance, fat5__addr scratch) {
+                                         int nb, int max_distance, int g, fat5__addr cu_g, fat5__addr scratch) {
     fat5__attn_job J;
     int parts;
+    fat5_status st;
     (void)lut;
     (void)scratch;
+    if ((st = fat5__attn_pattern_check(ctx, "fat5__cpu_attn_bwd_dq", kind, g, cu_g))) return st;
     fat5__attn_bwd_job(&J, dq_, dbias_, dout_, lse_, delta_, q_, k_, v_, bias_, cu_q_, cu_k_, q_seq_, Tq, H, dk, kind,
-                       nb, max_distance);
+                       nb, max_distance, g, cu_g);
     if (dbias_ && (kind & FAT5__ATTN_FIRE)) {  // per-head sums in double, then added in head order
         size_t n = (size_t)H * (size_t)FAT5__FIRE_SHARES(nb), e;
         J.scratch = FAT5__CAST(double *, fat5__host_scratch(ctx, n * sizeof(double), "fat5__cpu_attn_bwd_dq"));
         if (!J.scratch) return FAT5_ERR_OUT_OF_MEMORY;
         for (e = 0; e < n; e++) J.scratch[e] = 0;
     }
+    if (!bias_ && !(kind & FAT5__ATTN_FIRE)) J.out1 = NULL;  // no table, no gradient
     parts = fat5__attn_parts(ctx, (double)Tq, (double)H * dk * 64);
     if (parts > H) parts = H;
     fat5__pool_run(ctx, fat5__attn_dq_part, &J, parts);
@@ -4693,50 +4823,107 @@ static fat5_status fat5__cpu_attn_bwd_dq(fat5_ctx *ctx, fat5__addr dq_, fat5__ad
     return FAT5_OK;
 }
 
-// keys [part * Tk / parts, (part + 1) * Tk / parts)
+// keys [part * Tk / parts, (part + 1) * Tk / parts): a token key gathers the queries of its
+// sequence that see it; a transient-global key, every query of its sequence
 static void fat5__attn_dkv_part(void *arg, int part, int parts) {
     const fat5__attn_job *J = FAT5__CAST(const fat5__attn_job *, arg);
     float *dkk = J->out0, *dv = J->out1;
     const float *dout = J->dout, *lse = J->lse, *delta = J->delta, *q = J->q, *k = J->k, *v = J->v;
     const int32_t *cu_q = J->cu_q, *cu_k = J->cu_k, *k_seq = J->seq;
-    int H = J->H, dk = J->dk, kind = J->kind, h, d;
+    int H = J->H, dk = J->dk, kind = J->kind, h, d, x;
     int64_t t, i, ld = (int64_t)H * dk, t0 = J->T * part / parts, t1 = J->T * (part + 1) / parts;
     for (t = t0; t < t1; t++) {
         int32_t s = k_seq[t];
-        int64_t j = t - cu_k[s], q0 = cu_q[s], nq = cu_q[s + 1] - q0, ilo, iend;
-        fat5__attn_queries(kind, j, nq, &ilo, &iend);
+        int64_t q0 = cu_q[s], nq = cu_q[s + 1] - q0, g0, G = fat5__attn_globals(kind, J->cu_g, s, &g0), r[4];
+        int glob = G && t >= g0 && t < g0 + G;
+        int64_t j = glob ? t - g0 : t - cu_k[s];
+        if (glob) r[0] = r[1] = 0, r[2] = 0, r[3] = nq;
+        else fat5__attn_range(kind, J->g, j, nq, 1, r);
         for (h = 0; h < H; h++) {
             const float *kj = k + t * ld + h * dk, *vj = v + t * ld + h * dk;
             float *dkj = dkk + t * ld + h * dk, *dvj = dv + t * ld + h * dk;
             for (d = 0; d < dk; d++) dkj[d] = dvj[d] = 0;
-            for (i = ilo; i < iend; i++) {
-                const float *qi = q + (q0 + i) * ld + h * dk, *doi = dout + (q0 + i) * ld + h * dk;
-                double p = exp(fat5__cpu_attn_score(qi, kj, J->bias, i, j, h, H, dk, kind, J->nb, J->max_distance) -
-                               lse[(q0 + i) * H + h]);
-                double dp = 0, ds;
-                for (d = 0; d < dk; d++) dp += (double)doi[d] * vj[d];
-                ds = p * (dp - delta[(q0 + i) * H + h]);
-                for (d = 0; d < dk; d++) {
-                    dkj[d] += (float)(ds * qi[d]);
-                    dvj[d] += (float)(p * doi[d]);
+            for (x = 0; x < 2; x++)
+                for (i = r[2 * x]; i < r[2 * x + 1]; i++) {
+                    const float *qi = q + (q0 + i) * ld + h * dk, *doi = dout + (q0 + i) * ld + h * dk;
+                    double sc = glob ? fat5__cpu_attn_score(qi, kj, NULL, 0, 0, h, H, dk, 0, 0, 0) +
+                                           fat5__cpu_global_bias(J->bias, kind, j, fat5__attn_block(i, J->g, G), h,
+                                                                 H, J->nb, J->max_distance)
+                                     : fat5__cpu_attn_score(qi, kj, J->bias, i, j, h, H, dk, kind, J->nb,
+                                                            J->max_distance);
+                    double p = exp(sc - lse[(q0 + i) * H + h]), dp = 0, ds;
+                    for (d = 0; d < dk; d++) dp += (double)doi[d] * vj[d];
+                    ds = p * (dp - delta[(q0 + i) * H + h]);
+                    for (d = 0; d < dk; d++) {
+                        dkj[d] += (float)(ds * qi[d]);
+                        dvj[d] += (float)(p * doi[d]);
+                    }
                 }
-            }
         }
     }
 }
 
-// dk, dv (written), key by key: k_seq[j] is the sequence of key token j; each key gathers the
-// queries of its sequence that see it.
+// dk, dv (written), key by key: k_seq[t] is the sequence of key row t (token or transient-global)
 static fat5_status fat5__cpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__addr dk_, fat5__addr dv_, fat5__addr dout_,
                                           fat5__addr lse_, fat5__addr delta_, fat5__addr q_, fat5__addr k_,
                                           fat5__addr v_, fat5__addr bias_, fat5__addr lut, fat5__addr cu_q_,
                                           fat5__addr cu_k_, fat5__addr k_seq_, int64_t Tk, int H, int dk, int kind,
-                                          int nb, int max_distance) {
+                                          int nb, int max_distance, int g, fat5__addr cu_g) {
     fat5__attn_job J;
+    fat5_status st;
     (void)lut;
+    if ((st = fat5__attn_pattern_check(ctx, "fat5__cpu_attn_bwd_dkv", kind, g, cu_g))) return st;
     fat5__attn_bwd_job(&J, dk_, dv_, dout_, lse_, delta_, q_, k_, v_, bias_, cu_q_, cu_k_, k_seq_, Tk, H, dk, kind, nb,
-                       max_distance);
+                       max_distance, g, cu_g);
     fat5__pool_run(ctx, fat5__attn_dkv_part, &J, fat5__attn_parts(ctx, (double)Tk, (double)H * dk * 64));
+    return FAT5_OK;
+}
+
+// ---- transient-global tokens: block sums ----
+
+// block_sum: out row r (0 <= r < G) = the sum of x's rows (act) of the tokens of its block: the
+// global of k and v row cu_g[0] + r, of sequence s = seq[cu_g[0] + r], is block b = cu_g[0] + r -
+// cu_g[s] of s, tokens cu[s] + [b g, (b + 1) g), the last block of s to its end (LongT5's
+// orphans). Sums in double, token order. out fp32 [G, D].
+static fat5_status fat5__cpu_block_sum(fat5_ctx *ctx, fat5__addr out_, fat5__addr x_, fat5__addr cu_, fat5__addr cu_g_,
+                                       fat5__addr seq_, int64_t G, int D, int g) {
+    float *out = FAT5__HOST(float, out_);
+    const float *x = FAT5__HOST(const float, x_);
+    const int32_t *cu = FAT5__HOST(const int32_t, cu_), *cu_g = FAT5__HOST(const int32_t, cu_g_);
+    const int32_t *seq = FAT5__HOST(const int32_t, seq_);
+    int64_t r, t;
+    int j;
+    (void)ctx;
+    for (r = 0; r < G; r++) {
+        int64_t row = cu_g[0] + r, s = seq[row], b = row - cu_g[s], last = row + 1 == cu_g[s + 1];
+        int64_t t0 = cu[s] + b * g, t1 = last ? cu[s + 1] : t0 + g;
+        for (j = 0; j < D; j++) {
+            double acc = 0;
+            for (t = t0; t < t1; t++) acc += x[t * D + j];
+            out[r * D + j] = (float)acc;
+        }
+    }
+    return FAT5_OK;
+}
+
+// block_sum_bwd: dx[t] += dout[row of t's global - cu_g[0]] for the T tokens (seq their
+// sequences); tokens of a sequence without globals are left as they are. dx, dout fp32.
+static fat5_status fat5__cpu_block_sum_bwd(fat5_ctx *ctx, fat5__addr dx_, fat5__addr dout_, fat5__addr cu_,
+                                           fat5__addr cu_g_, fat5__addr seq_, int64_t T, int D, int g) {
+    float *dx = FAT5__HOST(float, dx_);
+    const float *dout = FAT5__HOST(const float, dout_);
+    const int32_t *cu = FAT5__HOST(const int32_t, cu_), *cu_g = FAT5__HOST(const int32_t, cu_g_);
+    const int32_t *seq = FAT5__HOST(const int32_t, seq_);
+    int64_t t;
+    int j;
+    (void)ctx;
+    for (t = 0; t < T; t++) {
+        int32_t s = seq[t];
+        int64_t G = cu_g[s + 1] - cu_g[s], row;
+        if (!G) continue;
+        row = cu_g[s] - cu_g[0] + fat5__attn_block(t - cu[s], g, G);
+        for (j = 0; j < D; j++) dx[t * D + j] += dout[row * D + j];
+    }
     return FAT5_OK;
 }
 
@@ -5552,8 +5739,14 @@ static int fat5__gpu_attn_kernel(int k0, int kind) {
 // asymmetric only with the bidirectional mask and an even head count. FIRE: bias its parameter
 // block, nb its MLP width W >= 1, max_distance its L0 >= 0. Cross-attention has no position scheme.
 static fat5_status fat5__gpu_attn_check(fat5_ctx *ctx, const char *op, int64_t T, int H, int dk, int kind,
-                                        fat5__dptr bias, fat5__dptr lut, int nb, int max_distance) {
+                                        fat5__dptr bias, fat5__dptr lut, int nb, int max_distance, int g,
+                                        fat5__dptr cu_g) {
     int mask = kind & FAT5__ATTN_MASK, scheme = kind & ~FAT5__ATTN_MASK;
+    fat5_status st = fat5__attn_pattern_check(ctx, op, kind, g, cu_g);
+    if (st) return st;
+    if (FAT5__ATTN_RADIUS(kind) >= 0 || (kind & (FAT5__ATTN_PREFIX | FAT5__ATTN_TGLOBAL)))
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: kind %d: local and global attention patterns do not run "
+                         "on the GPU yet", op, kind);
     if (T < 0) return fat5__gpu_bad_count(ctx, op, "T", T);
     if (H < 1 || H > 65535) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: %d heads (1..65535)", op, H);
     if (dk < 1 || dk > FAT5__GPU_ATTN_MAX_DK)
@@ -5611,14 +5804,14 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_fwd(fat5_ctx *ctx, fat5__dptr o, 
                                                    fat5__dptr k, fat5__dptr v, fat5__dptr bias,
                                                    fat5__dptr lut, fat5__dptr cu_q, fat5__dptr cu_k,
                                                    fat5__dptr q_seq, int64_t Tq, int H, int dk, int kind,
-                                                   int nb, int max_distance) {
+                                                   int nb, int max_distance, int g, fat5__dptr cu_g) {
     long long Tq_ = Tq;
     void *args[] = {&o,    &lse,   &q,   &k, &v,  &bias, &lut, &cu_q,
                     &cu_k, &q_seq, &Tq_, &H, &dk, &kind, &nb,  &max_distance};
     int scheme = fat5__gpu_attn_scheme(kind), kernel = fat5__gpu_attn_kernel(FAT5__K_attn_fwd, kind);
     int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT, base;
     fat5_status st =
-        fat5__gpu_attn_check(ctx, "fat5__gpu_attn_fwd", Tq, H, dk, kind, bias, lut, nb, max_distance);
+        fat5__gpu_attn_check(ctx, "fat5__gpu_attn_fwd", Tq, H, dk, kind, bias, lut, nb, max_distance, g, cu_g);
     if (st || Tq == 0) return st;
     if (dk <= 128) {  // tiled: 64 queries x 256 threads a block; Qt [dkp][68], P [64][68], K, V [dkp][65]
         int64_t dkp = dk <= 16 ? 16 : dk <= 32 ? 32 : dk <= 64 ? 64 : 128;
@@ -5682,8 +5875,8 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dq(fat5_ctx *ctx, fat5__dptr 
                                                       fat5__dptr q, fat5__dptr k, fat5__dptr v,
                                                       fat5__dptr bias, fat5__dptr lut, fat5__dptr cu_q,
                                                       fat5__dptr cu_k, fat5__dptr q_seq, int64_t Tq, int H,
-                                                      int dk, int kind, int nb, int max_distance,
-                                                      fat5__dptr scratch) {
+                                                      int dk, int kind, int nb, int max_distance, int g,
+                                                      fat5__dptr cu_g, fat5__dptr scratch) {
     static const char *const op = "fat5__gpu_attn_bwd_dq";
     long long Tq_ = Tq;
     int scheme = fat5__gpu_attn_scheme(kind), kernel = fat5__gpu_attn_kernel(FAT5__K_attn_bwd_dq, kind);
@@ -5693,7 +5886,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dq(fat5_ctx *ctx, fat5__dptr 
     int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT;
     unsigned gx, smem;
     int kernel_done = 0;
-    fat5_status st = fat5__gpu_attn_check(ctx, op, Tq, H, dk, kind, bias, lut, nb, max_distance);
+    fat5_status st = fat5__gpu_attn_check(ctx, op, Tq, H, dk, kind, bias, lut, nb, max_distance, g, cu_g);
     if (st || Tq == 0) return st;
     if (dbias_ && !bias) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: a bias gradient without a bias", op);
     if (dbias_ && !scratch) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: a bias gradient without scratch", op);
@@ -5760,14 +5953,16 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__dptr
                                                        fat5__dptr q, fat5__dptr k, fat5__dptr v,
                                                        fat5__dptr bias, fat5__dptr lut, fat5__dptr cu_q,
                                                        fat5__dptr cu_k, fat5__dptr k_seq, int64_t Tk, int H,
-                                                       int dk, int kind, int nb, int max_distance) {
+                                                       int dk, int kind, int nb, int max_distance, int g,
+                                                       fat5__dptr cu_g) {
     long long Tk_ = Tk;
     void *args[] = {&dk_,  &dv,   &dout,  &lse, &delta, &q,  &k,    &v,  &bias,        &lut,
                     &cu_q, &cu_k, &k_seq, &Tk_, &H,     &dk, &kind, &nb, &max_distance};
     int scheme = fat5__gpu_attn_scheme(kind), kernel = fat5__gpu_attn_kernel(FAT5__K_attn_bwd_dkv, kind);
     int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT, base;
     fat5_status st =
-        fat5__gpu_attn_check(ctx, "fat5__gpu_attn_bwd_dkv", Tk, H, dk, kind, bias, lut, nb, max_distance);
+        fat5__gpu_attn_check(ctx, "fat5__gpu_attn_bwd_dkv", Tk, H, dk, kind, bias, lut, nb, max_distance, g,
+                             cu_g);
     if (st || Tk == 0) return st;
     if (dk <= 64) {  // tiled: 64 keys x 256 threads; K, V [dkp][68], p, ds [64][68], Q, dout [dkp][65]
         int64_t dkp = dk <= 16 ? 16 : dk <= 32 ? 32 : 64;
@@ -5827,7 +6022,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_decode(fat5_ctx *ctx, fat5__dptr 
                   &pos,    &n_,      &H,  &dk, &kind, &nb,    &max_distance, &splits, &phase0};
     void *a1[] = {&o,      &scratch, &q,  &k,  &v,    &bias_, &lut,          &rows,   &kv_off, &kv_len,
                   &pos,    &n_,      &H,  &dk, &kind, &nb,    &max_distance, &splits, &phase1};
-    fat5_status st = fat5__gpu_attn_check(ctx, op, n, H, dk, kind, bias_, lut, nb, max_distance);
+    fat5_status st = fat5__gpu_attn_check(ctx, op, n, H, dk, kind, bias_, lut, nb, max_distance, 0, 0);
     if (st || n == 0) return st;
     if (mask == FAT5__ATTN_BIDIR || (kind & FAT5__ATTN_ALIBI_ASYM))
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: kind %d (cross or causal only, never asymmetric ALiBi)", op,
@@ -5901,6 +6096,29 @@ static FAT5__UNUSED fat5_status fat5__gpu_rope(fat5_ctx *ctx, fat5__dptr x, fat5
     if (!x || (!pos && (!cu || !seq))) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_rope: missing buffer");
     if (T == 0) return FAT5_OK;
     return fat5__dev_launch(ctx, FAT5__K_rope, fat5__gpu_blocks(T * (rd / 2), 256), 1, 1, 256, 1, 1, 0, args);
+}
+
+// block sums of transient-global tokens and their backward (kernels/global.cu; the CPU twins say
+// what they compute): one thread per output element, 256 a block
+static FAT5__UNUSED fat5_status fat5__gpu_block_sum(fat5_ctx *ctx, fat5__dptr out, fat5__dptr x, fat5__dptr cu,
+                                                    fat5__dptr cu_g, fat5__dptr seq, int64_t G, int D, int g) {
+    long long G_ = G;
+    void *args[] = {&out, &x, &cu, &cu_g, &seq, &G_, &D, &g};
+    if (G < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_block_sum", "G", G);
+    if (D < 1 || g < 1 || G > INT64_MAX / D)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_block_sum: D %d, block of %d tokens", D, g);
+    if (G == 0) return FAT5_OK;
+    return fat5__dev_launch(ctx, FAT5__K_block_sum, fat5__gpu_blocks(G * D, 256), 1, 1, 256, 1, 1, 0, args);
+}
+static FAT5__UNUSED fat5_status fat5__gpu_block_sum_bwd(fat5_ctx *ctx, fat5__dptr dx, fat5__dptr dout, fat5__dptr cu,
+                                                        fat5__dptr cu_g, fat5__dptr seq, int64_t T, int D, int g) {
+    long long T_ = T;
+    void *args[] = {&dx, &dout, &cu, &cu_g, &seq, &T_, &D, &g};
+    if (T < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_block_sum_bwd", "T", T);
+    if (D < 1 || g < 1 || T > INT64_MAX / D)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_block_sum_bwd: D %d, block of %d tokens", D, g);
+    if (T == 0) return FAT5_OK;
+    return fat5__dev_launch(ctx, FAT5__K_block_sum_bwd, fat5__gpu_blocks(T * D, 256), 1, 1, 256, 1, 1, 0, args);
 }
 
 // per row: lse; row_ce = lse - (1-s) x_y - (s/V) sum x and row_z = z lse^2 for labels != -100, else
@@ -6045,18 +6263,22 @@ static FAT5__UNUSED fat5_status fat5__gpu_gen_beam(fat5_ctx *ctx, fat5__dptr x, 
                 int64_t n, int act))                                                                           \
     X(attn_fwd, (fat5_ctx * ctx, fat5__addr o, fat5__addr lse, fat5__addr q, fat5__addr k, fat5__addr v,       \
                  fat5__addr bias, fat5__addr lut, fat5__addr cu_q, fat5__addr cu_k, fat5__addr q_seq,          \
-                 int64_t Tq, int H, int dk, int kind, int nb, int max_distance))                               \
+                 int64_t Tq, int H, int dk, int kind, int nb, int max_distance, int g, fat5__addr cu_g))       \
     X(attn_bwd_delta, (fat5_ctx * ctx, fat5__addr delta, fat5__addr o, fat5__addr dout, int64_t Tq, int H,     \
                        int dk))                                                                                \
     X(attn_bwd_dq, (fat5_ctx * ctx, fat5__addr dq, fat5__addr dbias, fat5__addr dout, fat5__addr lse,          \
                     fat5__addr delta, fat5__addr q, fat5__addr k, fat5__addr v, fat5__addr bias,               \
                     fat5__addr lut, fat5__addr cu_q, fat5__addr cu_k, fat5__addr q_seq, int64_t Tq, int H,     \
-                    int dk, int kind, int nb, int max_distance, fat5__addr scratch))                           \
+                    int dk, int kind, int nb, int max_distance, int g, fat5__addr cu_g, fat5__addr scratch))   \
     X(attn_bwd_dkv, (fat5_ctx * ctx, fat5__addr dk_out, fat5__addr dv, fat5__addr dout, fat5__addr lse,       \
                      fat5__addr delta, fat5__addr q, fat5__addr k, fat5__addr v, fat5__addr bias,              \
                      fat5__addr lut, fat5__addr cu_q, fat5__addr cu_k, fat5__addr k_seq, int64_t Tk, int H,    \
-                     int dk, int kind, int nb, int max_distance))                                              \
+                     int dk, int kind, int nb, int max_distance, int g, fat5__addr cu_g))                      \
     X(fire_reduce, (fat5_ctx * ctx, fat5__addr g, fat5__addr shares, int H, int W))                          \
+    X(block_sum, (fat5_ctx * ctx, fat5__addr out, fat5__addr x, fat5__addr cu, fat5__addr cu_g,                \
+                  fat5__addr seq, int64_t G, int D, int g))                                                    \
+    X(block_sum_bwd, (fat5_ctx * ctx, fat5__addr dx, fat5__addr dout, fat5__addr cu, fat5__addr cu_g,          \
+                      fat5__addr seq, int64_t T, int D, int g))                                                \
     X(rope, (fat5_ctx * ctx, fat5__addr x, fat5__addr cu, fat5__addr seq, fat5__addr pos, int64_t T, int H,    \
              int dk, int rd, float base, float xpos, int flags))                                               \
     X(attn_decode, (fat5_ctx * ctx, fat5__addr o, fat5__addr q, fat5__addr k, fat5__addr v, fat5__addr bias,  \
@@ -6871,6 +7093,8 @@ typedef struct fat5__layer {
 typedef struct fat5__layer_acts {
     fat5__addr h_sa, rs_sa, n_sa;       // stream before self-attention, its inverse RMS [T], normed input (act)
     fat5__addr q, k, v, att, lse;       // act [T, I]; att = attention output before o; lse [T, H]
+                                        // transient-global encoder: n_sa, k, v have G more rows, the globals'
+    fat5__addr gsum, rs_g;              // ... the block sums [G, D] before their norm, its inverse RMS [G]
     fat5__addr h_ca, rs_ca, n_ca;       // decoder: the same before cross-attention
     fat5__addr cq, ck, cv, catt, clse;  // act; ck, cv [Te, I]
     fat5__addr h_ff, rs_ff, n_ff;       // the same before the FFN
@@ -6878,8 +7102,19 @@ typedef struct fat5__layer_acts {
 } fat5__layer_acts;
 
 // The activation workspace: one allocation on the backend, carved by fat5__ws_layout.
+// The encoder attention of a forward (fat5_model_set_attention) and, for transient-global, the
+// batch's global rows: G of them after the T token rows of n_sa, k and v, sequence s's from row
+// cu_g[s] (int32 [n_seq + 1] on the backend); the seq map covers them; ones: a weight of 1 [D] to
+// norm the globals when the checkpoint has no global_input_layer_norm.
+typedef struct fat5__enc_attn {
+    fat5_attention at;
+    int64_t G;
+    fat5__addr cu_g, ones;
+} fat5__enc_attn;
+
 typedef struct fat5__ws {
     fat5__layer_acts *enc, *dec;                 // [num_layers], [num_decoder_layers] (host array)
+    fat5__enc_attn ea;                           // the encoder's attention pattern and its globals
     fat5__addr enc_hf, enc_rsf, enc_out;         // encoder final norm: stream [Te, D], inverse RMS, output (act)
     fat5__addr dec_hf, dec_rsf, dec_out;         // decoder final norm, as above
     fat5__addr logits, tok_lse, row_ce, row_z;   // [Td, V], [Td] x 3
@@ -6892,6 +7127,7 @@ typedef struct fat5__ws {
     fat5__addr dh_dec, dh_enc, d_enc_out;        // gradients of the streams and of the encoder output
     fat5__addr dh_act;                           // act [T, D]: a stream gradient as a matmul operand
     fat5__addr dn;                               // [T, D]: gradient of a norm's output
+    fat5__addr dgsum;                            // [G, D]: gradient of the globals' block sums
     fat5__addr datt, dq, dk, dv;                 // act [T, I]
     fat5__addr delta;                            // [T, H]
     fat5__addr dffh, da;                         // act [T, F]
@@ -6925,7 +7161,9 @@ struct fat5_model {
     size_t ws_bytes;
     fat5__ws ws;
     int32_t *enc_cu, *dec_cu, *enc_tok, *dec_tok, *labels;  // the batch, staged on the host
-    int32_t *seq_map;                 // [max(cap_te, cap_td, max_distance)] host staging of maps and tables
+    int32_t *seq_map;                 // [max(cap_te + globals, cap_td, max_distance)] host staging of maps and tables
+    int32_t *enc_cu_g;                // [cap_seq + 1] host staging of the globals' rows (transient-global)
+    fat5_attention attn;              // the encoder attention of the next forward (fat5_model_set_attention)
     float *rows;                      // [2 cap_td] per-row loss terms copied back
     // state of the last forward
     int have_fwd;                     // a forward ran on the current workspace
@@ -7032,10 +7270,17 @@ static fat5_status fat5__build_params(fat5_model *m) {
             // the position parameters: T5's bias table, or FIRE's block (its MLP and scalars, one
             // contiguous run in the order of fat5__attn_kind's FAT5__FIRE_* layout; FAT5's names);
             // ALiBi, RoPE and none have none (rel = -1)
+            y->grel = y->gln = -1;
             if (b > 0 && !c->bias_every_layer) {
                 y->rel = L[0].rel;
             } else if (c->pos_kind == FAT5_POS_T5) {
                 FAT5__P(rel, "layer.0.SelfAttention.relative_attention_bias.weight", c->rel_buckets, c->num_heads);
+                // LongT5's global table right after T5's: the attention ops read them as one [2, nb, H]
+                if (l == 0 && c->enc_attention == FAT5_ENC_ATTN_TGLOBAL) {
+                    FAT5__P(grel, "layer.0.TransientGlobalSelfAttention.global_relative_attention_bias.weight",
+                            c->rel_buckets, c->num_heads);
+                    FAT5_ASSERT(m->params[y->grel].offset == m->params[y->rel].offset + m->params[y->rel].numel);
+                }
             } else if (c->pos_kind == FAT5_POS_FIRE) {
                 static const char *const fire[6] = {"mlp.0.weight", "mlp.0.bias", "mlp.2.weight", "mlp.2.bias", "c",
                                                     "L_multiplier"};
@@ -7053,13 +7298,8 @@ static fat5_status fat5__build_params(fat5_model *m) {
                 y->rel = -1;
             }
             FAT5__P(ln_sa, "layer.0.layer_norm.weight", D, 0);
-            y->grel = y->gln = -1;
             if (l == 0 && c->enc_attention == FAT5_ENC_ATTN_TGLOBAL) {
-                if (b == 0)
-                    FAT5__P(grel, "layer.0.TransientGlobalSelfAttention.global_relative_attention_bias.weight",
-                            c->rel_buckets, c->num_heads);
-                else
-                    y->grel = L[0].grel;
+                if (b > 0) y->grel = L[0].grel;
                 FAT5__P(gln, "layer.0.TransientGlobalSelfAttention.global_input_layer_norm.weight", D, 0);
             }
             y->ln_ca = y->cq = y->ck = y->cv = y->co = -1;
@@ -7118,6 +7358,9 @@ static fat5_status fat5__model_alloc(fat5_ctx *ctx, const fat5_model_config *cfg
     m->cfg = *cfg;
     m->lm_head_tied = lm_head_tied;
     m->training = 1;
+    m->attn.type = cfg->enc_attention;
+    m->attn.radius = m->attn.type == FAT5_ENC_ATTN_FULL ? 0 : cfg->local_radius;
+    m->attn.global = m->attn.type == FAT5_ENC_ATTN_TGLOBAL ? cfg->global_block_size : 0;
     if ((st = fat5__build_params(m))) {
         fat5_model_destroy(m);
         return st;
@@ -7319,17 +7562,6 @@ FAT5_API fat5_loss_config fat5_loss_config_default(void) {
     } while (0)
 
 // backend addresses of parameter idx: fp32 master, gradient, and matmul operand
-// LongT5's local and transient-global encoders load, save and report their tensors; computing
-// with them is not implemented yet
-static fat5_status fat5__enc_attention_runnable(const fat5_model *m, const char *op) {
-    if (m->cfg.enc_attention == FAT5_ENC_ATTN_FULL) return FAT5_OK;
-    if (m->cfg.enc_attention == FAT5_ENC_ATTN_LOCAL && m->be == &fat5__cpu_backend) return FAT5_OK;
-    return fat5__err(m->ctx, FAT5_ERR_UNSUPPORTED, "%s: encoder_attention_type %s (LongT5) is not implemented yet%s; "
-                     "the model loads and saves", op,
-                     m->cfg.enc_attention == FAT5_ENC_ATTN_LOCAL ? "local" : "transient-global",
-                     m->cfg.enc_attention == FAT5_ENC_ATTN_LOCAL ? " on the GPU (it runs on the CPU)" : "");
-}
-
 static fat5__addr fat5__pw(const fat5_model *m, int idx) { return m->wd + 4 * (fat5__addr)m->params[idx].offset; }
 static fat5__addr fat5__pg(const fat5_model *m, int idx) { return m->gd + 4 * (fat5__addr)m->params[idx].offset; }
 static fat5__addr fat5__pa(const fat5_model *m, int idx) {
@@ -7338,23 +7570,34 @@ static fat5__addr fat5__pa(const fat5_model *m, int idx) {
 
 // ---- position encodings: what the attention ops and rope get from the config ----
 
-// The position arguments of an attention op: kind (mask | scheme, fat5__attn_kind), the `bias`
-// parameter (T5's table or FIRE's block, 0 for none), nb and max_distance as the ops read them.
+// The position and pattern arguments of an attention op: kind (mask | scheme | pattern,
+// fat5__attn_kind), the `bias` parameter (T5's table or FIRE's block, 0 for none), nb and
+// max_distance, g and cu_g as the ops read them.
 typedef struct fat5__pos_args {
-    int kind, nb, md;
+    int kind, nb, md, g;
     fat5__addr bias, dbias;   // weights and gradient of the layer's position parameters, or 0
+    fat5__addr cu_g;          // transient-global: the globals' first rows
 } fat5__pos_args;
 
-// for a self-attention (mask BIDIR or CAUSAL) of layer y, or cross-attention (CROSS, no position term)
-static fat5__pos_args fat5__model_pos(const fat5_model *m, const fat5__layer *y, int mask) {
+// for a self-attention (mask BIDIR or CAUSAL) of layer y, or cross-attention (CROSS, no position
+// term); ea: the encoder's attention pattern (BIDIR)
+static fat5__pos_args fat5__model_pos(const fat5_model *m, const fat5__layer *y, int mask, const fat5__enc_attn *ea) {
     const fat5_model_config *c = &m->cfg;
     fat5__pos_args p;
     p.kind = mask;
     p.nb = (int)c->rel_buckets;
     p.md = (int)c->rel_max_distance;
-    p.bias = p.dbias = 0;
+    p.g = 0;
+    p.bias = p.dbias = p.cu_g = 0;
     if (mask == FAT5__ATTN_CROSS) return p;
-    if (mask == FAT5__ATTN_BIDIR && c->enc_attention == FAT5_ENC_ATTN_LOCAL) p.kind |= FAT5__ATTN_WINDOW(c->local_radius);
+    if (mask == FAT5__ATTN_BIDIR && ea && ea->at.type != FAT5_ENC_ATTN_FULL) {
+        p.kind |= FAT5__ATTN_WINDOW(ea->at.radius);
+        p.g = (int)ea->at.global;
+        if (ea->at.type == FAT5_ENC_ATTN_BLOCK_GLOBAL) p.kind |= FAT5__ATTN_PREFIX;
+        if (ea->at.type == FAT5_ENC_ATTN_TGLOBAL)
+            p.kind |= FAT5__ATTN_TGLOBAL | (y->grel < 0 ? FAT5__ATTN_GSHARED : 0);
+        p.cu_g = ea->cu_g;
+    }
     if (c->pos_kind == FAT5_POS_ALIBI)
         p.kind |= FAT5__ATTN_ALIBI | (mask == FAT5__ATTN_BIDIR && c->alibi_asymmetric ? FAT5__ATTN_ALIBI_ASYM : 0);
     if (c->pos_kind == FAT5_POS_FIRE) {
@@ -7394,6 +7637,11 @@ static fat5_status fat5__model_rope(fat5_model *m, fat5__addr q, fat5__addr k, f
         (field) = base && ok ? base + (fat5__addr)(off - n_) : 0;                                           \
     } while (0)
 
+// transient-global tokens of te encoder tokens at most (a sequence of n has n / g), for attention at
+static int64_t fat5__globals_max(const fat5_attention *at, int64_t te) {
+    return at->type == FAT5_ENC_ATTN_TGLOBAL ? te / at->global : 0;
+}
+
 // Lays out the workspace for n_seq sequences, te encoder and td decoder tokens: every buffer on a
 // 256-byte boundary, fp32 (4 bytes), int32 (4) or activation (m->act_size) elements. With base == 0
 // it only measures. Returns 0 when the size overflows.
@@ -7403,8 +7651,10 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
     size_t A = m->act_size, D = (size_t)c->d_model, I = (size_t)(c->num_heads * c->d_kv), F = (size_t)c->d_ff;
     size_t H = (size_t)c->num_heads, V = (size_t)c->vocab_size, T = (size_t)(te > td ? te : td), off = 0;
     size_t Te = (size_t)te, Td = (size_t)td, md = (size_t)c->rel_max_distance;
+    size_t Gx = (size_t)fat5__globals_max(&m->attn, te), Tkv = Te + Gx > T ? Te + Gx : T;  // globals: after the tokens
     size_t Tb = m->training ? T : 0, Teb = m->training ? Te : 0, Tdb = m->training ? Td : 0;  // backward only
-    int ok = 1, l;
+    int ok = 1, l, own_gtable = m->attn.type == FAT5_ENC_ATTN_TGLOBAL && c->num_layers && m->enc[0].grel >= 0;
+    w->ea.at = m->attn;
     for (l = 0; l < c->num_layers + c->num_decoder_layers && ok; l++) {
         int dec = l >= c->num_layers;
         fat5__layer_acts *a = dec ? &w->dec[l - c->num_layers] : &w->enc[l];
@@ -7416,12 +7666,14 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
         memset(a, 0, sizeof *a);
         FAT5__WS(a->h_sa, Tlb, D, 4);
         FAT5__WS(a->rs_sa, Tl, 1, 4);
-        FAT5__WS(a->n_sa, Tl, D, A);
+        FAT5__WS(a->n_sa, Tl + (dec ? 0 : Gx), D, A);
         FAT5__WS(a->q, Tl, I, A);
-        FAT5__WS(a->k, Tl, I, A);
-        FAT5__WS(a->v, Tl, I, A);
+        FAT5__WS(a->k, Tl + (dec ? 0 : Gx), I, A);
+        FAT5__WS(a->v, Tl + (dec ? 0 : Gx), I, A);
         FAT5__WS(a->att, Tl, I, A);
         FAT5__WS(a->lse, Tl, H, 4);
+        if (!dec) FAT5__WS(a->gsum, Gx, D, 4);
+        if (!dec) FAT5__WS(a->rs_g, Gx, 1, 4);
         if (dec) {
             FAT5__WS(a->h_ca, Tlb, D, 4);
             FAT5__WS(a->rs_ca, Tl, 1, 4);
@@ -7454,8 +7706,10 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
     FAT5__WS(w->labels, Td, 1, 4);
     FAT5__WS(w->enc_cu, (size_t)n_seq + 1, 1, 4);
     FAT5__WS(w->dec_cu, (size_t)n_seq + 1, 1, 4);
-    FAT5__WS(w->enc_seq, Te, 1, 4);
+    FAT5__WS(w->enc_seq, Te + Gx, 1, 4);
     FAT5__WS(w->dec_seq, Td, 1, 4);
+    FAT5__WS(w->ea.cu_g, Gx ? (size_t)n_seq + 1 : 0, 1, 4);
+    FAT5__WS(w->ea.ones, Gx ? D : 0, 1, 4);
     FAT5__WS(w->lut_bidir, md, 1, 4);
     FAT5__WS(w->lut_causal, md, 1, 4);
     FAT5__WS(w->dlogits, Tdb, V, A);
@@ -7463,11 +7717,12 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
     FAT5__WS(w->dh_enc, Teb, D, 4);
     FAT5__WS(w->d_enc_out, Teb, D, 4);
     FAT5__WS(w->dh_act, Tb, D, A);
-    FAT5__WS(w->dn, Tb, D, 4);
+    FAT5__WS(w->dn, m->training ? Tkv : 0, D, 4);
+    FAT5__WS(w->dgsum, m->training ? Gx : 0, D, 4);
     FAT5__WS(w->datt, Tb, I, A);
     FAT5__WS(w->dq, Tb, I, A);
-    FAT5__WS(w->dk, Tb, I, A);
-    FAT5__WS(w->dv, Tb, I, A);
+    FAT5__WS(w->dk, m->training ? Tkv : 0, I, A);
+    FAT5__WS(w->dv, m->training ? Tkv : 0, I, A);
     FAT5__WS(w->delta, Tb, H, 4);
     FAT5__WS(w->dffh, Tb, F, A);
     FAT5__WS(w->da, Tb, F, A);
@@ -7479,7 +7734,8 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
              m->be == &fat5__cpu_backend || !m->training ? 0
              : c->pos_kind == FAT5_POS_FIRE ? FAT5__GPU_DBIAS_ROWS + 1
              : c->pos_kind == FAT5_POS_T5 ? FAT5__GPU_DBIAS_ROWS : 0,
-             c->pos_kind == FAT5_POS_FIRE ? (size_t)FAT5__FIRE_SHARES(c->fire_mlp_width) * H : (size_t)c->rel_buckets * H,
+             c->pos_kind == FAT5_POS_FIRE ? (size_t)FAT5__FIRE_SHARES(c->fire_mlp_width) * H
+                                          : (size_t)c->rel_buckets * H * (own_gtable ? 2 : 1),
              4);
     *total = off;
     return ok;
@@ -7500,7 +7756,8 @@ static void fat5__ws_free(fat5_model *m) {
     memset(&m->ws, 0, sizeof m->ws);
     m->ws_base = 0;
     m->ws_bytes = 0;
-    m->enc_cu = m->dec_cu = m->enc_tok = m->dec_tok = m->labels = m->seq_map = NULL;
+    fat5__free(ctx, m->enc_cu_g);
+    m->enc_cu = m->dec_cu = m->enc_tok = m->dec_tok = m->labels = m->seq_map = m->enc_cu_g = NULL;
     m->rows = NULL;
     m->cap_seq = m->cap_te = m->cap_td = 0;
     m->have_fwd = m->fwd_labels = m->have_bwd = 0;
@@ -7511,7 +7768,8 @@ static void fat5__ws_free(fat5_model *m) {
 // the context's threads.
 static size_t fat5__cpu_scratch_need(const fat5_model *m, int64_t te, int64_t td) {
     const fat5_model_config *c = &m->cfg;
-    size_t n = (size_t)((te > td ? te : td) + c->d_kv) * sizeof(double) * (size_t)m->ctx->n_threads;
+    int64_t tk = te + fat5__globals_max(&m->attn, te);
+    size_t n = (size_t)((tk > td ? tk : td) + c->d_kv) * sizeof(double) * (size_t)m->ctx->n_threads;
     size_t mm = fat5__cpu_mm_scratch(m->ctx);
     return n > mm ? n : mm;
 }
@@ -7531,7 +7789,7 @@ FAT5_API fat5_status fat5_model_reserve(fat5_model *m, int64_t n_seq, int64_t te
     if (te < m->cap_te) te = m->cap_te;
     if (td < m->cap_td) td = m->cap_td;
     fat5__ws_free(m);
-    maps = (size_t)(te > td ? te : td);
+    maps = (size_t)(te + fat5__globals_max(&m->attn, te) > td ? te + fat5__globals_max(&m->attn, te) : td);
     if (md > maps) maps = md;
     m->ws.enc = FAT5__CAST(fat5__layer_acts *, fat5__calloc(ctx, (size_t)m->cfg.num_layers, sizeof(fat5__layer_acts)));
     m->ws.dec = FAT5__CAST(fat5__layer_acts *,
@@ -7542,9 +7800,10 @@ FAT5_API fat5_status fat5_model_reserve(fat5_model *m, int64_t n_seq, int64_t te
     m->dec_tok = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)td, sizeof(int32_t)));
     m->labels = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)td, sizeof(int32_t)));
     m->seq_map = FAT5__CAST(int32_t *, fat5__calloc(ctx, maps, sizeof(int32_t)));
+    m->enc_cu_g = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)n_seq + 1, sizeof(int32_t)));
     m->rows = FAT5__CAST(float *, fat5__calloc(ctx, 2 * (size_t)td, sizeof(float)));
     if (!m->ws.enc || !m->ws.dec || !m->enc_cu || !m->dec_cu || !m->enc_tok || !m->dec_tok || !m->labels ||
-        !m->seq_map || !m->rows) {
+        !m->seq_map || !m->enc_cu_g || !m->rows) {
         fat5__ws_free(m);
         return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_reserve: out of memory");
     }
@@ -7568,6 +7827,7 @@ FAT5_API fat5_status fat5_model_reserve(fat5_model *m, int64_t n_seq, int64_t te
     st = be->upload(ctx, m->ws.lut_bidir, m->seq_map, md * 4);
     for (i = 0; i < md && !st; i++) m->seq_map[i] = fat5__rel_bucket(-(int64_t)i, 0, (int)m->cfg.rel_buckets, (int)md);
     if (!st) st = be->upload(ctx, m->ws.lut_causal, m->seq_map, md * 4);
+    if (!st && m->ws.ea.ones) st = be->fill_f32(ctx, m->ws.ea.ones, 1.0f, m->cfg.d_model);
     if (!st) st = be->sync(ctx);
     if (st) {
         fat5__ws_free(m);
@@ -7590,6 +7850,20 @@ static fat5_status fat5__check_loss(fat5_ctx *ctx, const fat5_loss_config *l) {
 
 // Checks a batch against the token counts of its buffers: offsets, token ids, labels. Messages
 // name the sequence and the position inside it.
+// A block-global prefix longer than a sequence leaves nothing local: refused, naming the sequence
+static fat5_status fat5__check_prefix(fat5_ctx *ctx, const fat5_attention *at, const int32_t *cu, int64_t n_seq,
+                                      const char *what) {
+    int64_t s;
+    if (at->type != FAT5_ENC_ATTN_BLOCK_GLOBAL) return FAT5_OK;
+    for (s = 0; s < n_seq; s++)
+        if (cu[s + 1] - cu[s] < at->global)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                             "%s: encoder sequence %lld has %lld tokens, fewer than the %lld global tokens of "
+                             "block-global attention (a global block larger than the sequence)",
+                             what, (long long)s, (long long)(cu[s + 1] - cu[s]), (long long)at->global);
+    return FAT5_OK;
+}
+
 static fat5_status fat5__check_batch(fat5_model *m, const fat5_batch *b) {
     fat5_ctx *ctx = m->ctx;
     int64_t s, t, V = m->cfg.vocab_size;
@@ -7625,6 +7899,7 @@ static fat5_status fat5__check_batch(fat5_model *m, const fat5_batch *b) {
                              (long long)(e1 > b->n_enc_tokens ? e1 : d1),
                              (long long)(e1 > b->n_enc_tokens ? b->n_enc_tokens : b->n_dec_tokens));
     }
+    if (fat5__check_prefix(ctx, &m->attn, b->enc_cu_seqlens, b->n_seq, "batch")) return FAT5_ERR_INVALID_ARG;
     if (b->enc_cu_seqlens[b->n_seq] != b->n_enc_tokens || b->dec_cu_seqlens[b->n_seq] != b->n_dec_tokens)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
                          "batch: the sequences cover %lld encoder and %lld decoder tokens, the buffers hold %lld and "
@@ -7664,24 +7939,56 @@ static fat5_status fat5__model_upload_seq(fat5_model *m, fat5__addr dst, const i
     return m->be->upload(m->ctx, dst, m->seq_map, (size_t)cu[m->n_seq] * 4);
 }
 
-// Self-attention sublayer: h += o(attn(q, k, v)) with q, k, v from n = rmsnorm(h)
+// The encoder's token -> sequence map and, for transient-global attention, its globals: n_s / g
+// for a sequence of n_s tokens, in rows te.. after the tokens (ea->cu_g), mapped to their
+// sequences too. Staged in seq (te + globals entries) and cu_g (n_seq + 1) on the host, then
+// uploaded; ea->G counts the globals.
+static fat5_status fat5__enc_maps(fat5_ctx *ctx, const fat5__backend *be, fat5__enc_attn *ea, const int32_t *cu,
+                                  int64_t n_seq, int32_t *seq, int32_t *cu_g, fat5__addr seq_d) {
+    int64_t s, t, te = cu[n_seq], r = te;
+    fat5_status st;
+    for (s = 0; s < n_seq; s++)
+        for (t = cu[s]; t < cu[s + 1]; t++) seq[t] = (int32_t)s;
+    ea->G = 0;
+    if (ea->at.type == FAT5_ENC_ATTN_TGLOBAL) {
+        for (s = 0; s < n_seq; s++) {
+            int64_t G = (cu[s + 1] - cu[s]) / ea->at.global;
+            cu_g[s] = (int32_t)r;
+            for (t = 0; t < G; t++) seq[r++] = (int32_t)s;
+        }
+        cu_g[n_seq] = (int32_t)r;
+        ea->G = r - te;
+        if ((st = be->upload(ctx, ea->cu_g, cu_g, (size_t)(n_seq + 1) * 4))) return st;
+    }
+    return be->upload(ctx, seq_d, seq, (size_t)r * 4);
+}
+
+// Self-attention sublayer: h += o(attn(q, k, v)) with q, k, v from n = rmsnorm(h). ea: the
+// encoder's attention pattern (NULL in the decoder); transient-global adds its globals to k and v:
+// the block sums of n, normed by the layer's global_input_layer_norm (or a weight of 1).
 static fat5_status fat5__model_self_attn_fwd(fat5_model *m, const fat5__layer *y, const fat5__layer_acts *a,
                                              fat5__addr h, int64_t T, fat5__addr cu, fat5__addr seq, int kind,
-                                             fat5__addr lut) {
+                                             fat5__addr lut, const fat5__enc_attn *ea) {
     fat5_ctx *ctx = m->ctx;
     const fat5__backend *be = m->be;
     const fat5_model_config *c = &m->cfg;
-    int64_t D = c->d_model, I = c->num_heads * c->d_kv;
-    fat5__pos_args p = fat5__model_pos(m, y, kind);
+    int64_t D = c->d_model, I = c->num_heads * c->d_kv, G = ea ? ea->G : 0;
+    fat5__pos_args p = fat5__model_pos(m, y, kind, ea);
+    float eps = (float)c->layer_norm_eps;
     fat5_status st;
     if (a->h_sa) FAT5__TRY(be->copy(ctx, a->h_sa, h, (size_t)(T * D) * 4));  // 0 in inference layout
-    FAT5__TRY(be->rmsnorm_fwd(ctx, a->n_sa, a->rs_sa, h, fat5__pw(m, y->ln_sa), T, (int)D, (float)c->layer_norm_eps));
+    FAT5__TRY(be->rmsnorm_fwd(ctx, a->n_sa, a->rs_sa, h, fat5__pw(m, y->ln_sa), T, (int)D, eps));
+    if (G) {
+        FAT5__TRY(be->block_sum(ctx, a->gsum, a->n_sa, cu, ea->cu_g, seq, G, (int)D, p.g));
+        FAT5__TRY(be->rmsnorm_fwd(ctx, a->n_sa + (fat5__addr)(T * D) * m->act_size, a->rs_g, a->gsum,
+                                  y->gln >= 0 ? fat5__pw(m, y->gln) : ea->ones, G, (int)D, eps));
+    }
     FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->q, 0, a->n_sa, fat5__pa(m, y->q), T, I, D, 1.0f, 0.0f));
-    FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->k, 0, a->n_sa, fat5__pa(m, y->k), T, I, D, 1.0f, 0.0f));
-    FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->v, 0, a->n_sa, fat5__pa(m, y->v), T, I, D, 1.0f, 0.0f));
+    FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->k, 0, a->n_sa, fat5__pa(m, y->k), T + G, I, D, 1.0f, 0.0f));
+    FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->v, 0, a->n_sa, fat5__pa(m, y->v), T + G, I, D, 1.0f, 0.0f));
     FAT5__TRY(fat5__model_rope(m, a->q, a->k, cu, seq, 0, T, 0));
     FAT5__TRY(be->attn_fwd(ctx, a->att, a->lse, a->q, a->k, a->v, p.bias, lut, cu, cu, seq, T, (int)c->num_heads,
-                           (int)c->d_kv, p.kind, p.nb, p.md));
+                           (int)c->d_kv, p.kind, p.nb, p.md, p.g, p.cu_g));
     return be->mm(ctx, FAT5__MM_NT, h, 1, a->att, fat5__pa(m, y->o), T, D, I, 1.0f, 1.0f);
 }
 
@@ -7702,7 +8009,7 @@ static fat5_status fat5__model_cross_attn_fwd(fat5_model *m, const fat5__layer *
     FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->cv, 0, w->enc_out, fat5__pa(m, y->cv), te, I, D, 1.0f, 0.0f));
     FAT5__TRY(be->attn_fwd(ctx, a->catt, a->clse, a->cq, a->ck, a->cv, 0, w->lut_causal, w->dec_cu, w->enc_cu,
                            w->dec_seq, td, (int)c->num_heads, (int)c->d_kv, FAT5__ATTN_CROSS, (int)c->rel_buckets,
-                           (int)c->rel_max_distance));
+                           (int)c->rel_max_distance, 0, 0));
     return be->mm(ctx, FAT5__MM_NT, w->dec_hf, 1, a->catt, fat5__pa(m, y->co), td, D, I, 1.0f, 1.0f);
 }
 
@@ -7738,13 +8045,13 @@ static fat5_status fat5__model_forward(fat5_model *m, fat5_forward_result *out) 
     FAT5__TRY(be->upload(ctx, w->labels, m->labels, (size_t)td * 4));
     FAT5__TRY(be->upload(ctx, w->enc_cu, m->enc_cu, (size_t)(m->n_seq + 1) * 4));
     FAT5__TRY(be->upload(ctx, w->dec_cu, m->dec_cu, (size_t)(m->n_seq + 1) * 4));
-    FAT5__TRY(fat5__model_upload_seq(m, w->enc_seq, m->enc_cu));
+    FAT5__TRY(fat5__enc_maps(ctx, be, &m->ws.ea, m->enc_cu, m->n_seq, m->seq_map, m->enc_cu_g, w->enc_seq));
     FAT5__TRY(fat5__model_upload_seq(m, w->dec_seq, m->dec_cu));
     // encoder; the residual stream lives in the final norm's input buffer
     FAT5__TRY(be->embed_fwd(ctx, w->enc_hf, fat5__pw(m, m->shared), w->enc_tok, te, (int)D));
     for (l = 0; l < c->num_layers; l++) {
         FAT5__TRY(fat5__model_self_attn_fwd(m, &m->enc[l], &w->enc[l], w->enc_hf, te, w->enc_cu, w->enc_seq,
-                                            FAT5__ATTN_BIDIR, w->lut_bidir));
+                                            FAT5__ATTN_BIDIR, w->lut_bidir, &w->ea));
         FAT5__TRY(fat5__model_ffn_fwd(m, &m->enc[l], &w->enc[l], w->enc_hf, te));
     }
     FAT5__TRY(be->rmsnorm_fwd(ctx, w->enc_out, w->enc_rsf, w->enc_hf, fat5__pw(m, m->enc_final_ln), te, (int)D, eps));
@@ -7752,7 +8059,7 @@ static fat5_status fat5__model_forward(fat5_model *m, fat5_forward_result *out) 
     FAT5__TRY(be->embed_fwd(ctx, w->dec_hf, fat5__pw(m, m->shared), w->dec_tok, td, (int)D));
     for (l = 0; l < c->num_decoder_layers; l++) {
         FAT5__TRY(fat5__model_self_attn_fwd(m, &m->dec[l], &w->dec[l], w->dec_hf, td, w->dec_cu, w->dec_seq,
-                                            FAT5__ATTN_CAUSAL, w->lut_causal));
+                                            FAT5__ATTN_CAUSAL, w->lut_causal, NULL));
         FAT5__TRY(fat5__model_cross_attn_fwd(m, &m->dec[l], &w->dec[l]));
         FAT5__TRY(fat5__model_ffn_fwd(m, &m->dec[l], &w->dec[l], w->dec_hf, td));
     }
@@ -7785,7 +8092,6 @@ FAT5_API fat5_status fat5_model_forward(fat5_model *m, const fat5_batch *b, cons
     if (!m) return FAT5_ERR_INVALID_ARG;
     c = &m->cfg;
     m->have_fwd = m->fwd_labels = m->have_bwd = 0;
-    if ((st = fat5__enc_attention_runnable(m, "fat5_model_forward"))) return st;
     if ((st = fat5__check_loss(m->ctx, &lc)) || (st = fat5__check_batch(m, b))) return st;
     te = b->n_enc_tokens;
     td = b->n_dec_tokens;
@@ -7856,9 +8162,9 @@ static fat5_status fat5__model_attn_bwd(fat5_model *m, const fat5__layer *y, con
     const fat5_model_config *c = &m->cfg;
     const fat5__ws *w = &m->ws;
     int cross = kind == FAT5__ATTN_CROSS, enc_side = kind == FAT5__ATTN_BIDIR;
-    int64_t D = c->d_model, I = c->num_heads * c->d_kv, Tk = cross ? m->te : T;
+    int64_t D = c->d_model, I = c->num_heads * c->d_kv, G = enc_side ? w->ea.G : 0, Tk = (cross ? m->te : T) + G;
     int H = (int)c->num_heads, dk = (int)c->d_kv;
-    fat5__pos_args p = fat5__model_pos(m, y, kind);
+    fat5__pos_args p = fat5__model_pos(m, y, kind, enc_side ? &w->ea : NULL);
     fat5__addr att = cross ? a->catt : a->att, lse = cross ? a->clse : a->lse, q = cross ? a->cq : a->q;
     fat5__addr k = cross ? a->ck : a->k, v = cross ? a->cv : a->v, nrm = cross ? a->n_ca : a->n_sa;
     fat5__addr hin = cross ? a->h_ca : a->h_sa, rs = cross ? a->rs_ca : a->rs_sa;
@@ -7874,16 +8180,23 @@ static fat5_status fat5__model_attn_bwd(fat5_model *m, const fat5__layer *y, con
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->datt, 0, w->dh_act, fat5__pa(m, wo), T, I, D, 1.0f, 0.0f));
     FAT5__TRY(be->attn_bwd_delta(ctx, w->delta, att, w->datt, T, H, dk));
     FAT5__TRY(be->attn_bwd_dq(ctx, w->dq, p.dbias, w->datt, lse, w->delta, q, k, v, p.bias, lut, cu_q, cu_k, q_seq, T,
-                              H, dk, p.kind, p.nb, p.md, w->dbias_scratch));
+                              H, dk, p.kind, p.nb, p.md, p.g, p.cu_g, w->dbias_scratch));
     FAT5__TRY(be->attn_bwd_dkv(ctx, w->dk, w->dv, w->datt, lse, w->delta, q, k, v, p.bias, lut, cu_q, cu_k, k_seq, Tk,
-                               H, dk, p.kind, p.nb, p.md));
+                               H, dk, p.kind, p.nb, p.md, p.g, p.cu_g));
     if (!cross) FAT5__TRY(fat5__model_rope(m, w->dq, w->dk, cu_q, q_seq, 0, T, 1));  // back through the rotation
     FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wq), 1, w->dq, nrm, I, D, T, 1.0f, 1.0f));
     FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wk), 1, w->dk, kv_src, I, D, Tk, 1.0f, 1.0f));
     FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wv), 1, w->dv, kv_src, I, D, Tk, 1.0f, 1.0f));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->dq, fat5__pa(m, wq), T, D, I, 1.0f, 0.0f));
+    if (G) FAT5__TRY(be->memset0(ctx, w->dn + (fat5__addr)(T * D) * 4, (size_t)(G * D) * 4));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, dkv_dst, 1, w->dk, fat5__pa(m, wk), Tk, D, I, 1.0f, 1.0f));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, dkv_dst, 1, w->dv, fat5__pa(m, wv), Tk, D, I, 1.0f, 1.0f));
+    if (G) {  // the globals: back through their norm, then to the tokens of their blocks
+        FAT5__TRY(be->rmsnorm_bwd(ctx, w->dgsum, y->gln >= 0 ? fat5__pg(m, y->gln) : 0, w->dn + (fat5__addr)(T * D) * 4,
+                                  a->gsum, y->gln >= 0 ? fat5__pw(m, y->gln) : w->ea.ones, a->rs_g, G, (int)D, 0,
+                                  w->norm_scratch));
+        FAT5__TRY(be->block_sum_bwd(ctx, w->dn, w->dgsum, cu_q, w->ea.cu_g, q_seq, T, (int)D, p.g));
+    }
     return be->rmsnorm_bwd(ctx, dh, fat5__pg(m, ln), w->dn, hin, fat5__pw(m, ln), rs, T, (int)D, 1, w->norm_scratch);
 }
 
@@ -7964,6 +8277,98 @@ FAT5_API fat5_status fat5_model_set_training(fat5_model *m, int training) {
 }
 
 FAT5_API int fat5_model_is_training(const fat5_model *m) { return m ? m->training : 0; }
+
+// ---- encoder attention patterns of a run ----
+
+static const char *const fat5__attn_names[] = {"full", "local", "transient-global", "block-global"};
+
+// the pattern's own limits and what it needs of the model (m may be NULL: the pattern alone)
+static fat5_status fat5__check_attention(fat5_ctx *ctx, const fat5_model *m, const fat5_attention *a) {
+    const char *name;
+    if ((int)a->type < (int)FAT5_ENC_ATTN_FULL || (int)a->type > (int)FAT5_ENC_ATTN_BLOCK_GLOBAL)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "attention: type %d is not a fat5_enc_attention", (int)a->type);
+    if (a->type == FAT5_ENC_ATTN_FULL) return FAT5_OK;
+    name = fat5__attn_names[a->type];
+    if (a->radius < 1 || a->radius > FAT5__ATTN_MAX_RADIUS)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "attention %s: a window of radius %lld, expected 1..%d (a token "
+                         "sees the keys within the radius; 0 would leave it only itself)", name, (long long)a->radius,
+                         FAT5__ATTN_MAX_RADIUS);
+    if (a->type != FAT5_ENC_ATTN_LOCAL && (a->global < 1 || a->global > INT32_MAX))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "attention %s: %lld global tokens%s, expected 1..2^31-1", name,
+                         (long long)a->global, a->type == FAT5_ENC_ATTN_TGLOBAL ? " per block" : "");
+    if (m && a->type == FAT5_ENC_ATTN_TGLOBAL &&
+        (m->cfg.pos_kind == FAT5_POS_ALIBI || m->cfg.pos_kind == FAT5_POS_FIRE || m->cfg.pos_kind == FAT5_POS_ROPE))
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "attention transient-global: the global tokens take T5's bias "
+                         "buckets of block distances; this model's position_encoding_type is %s",
+                         m->cfg.pos_kind == FAT5_POS_ALIBI ? "ALiBi" : m->cfg.pos_kind == FAT5_POS_FIRE ? "FIRE" : "RoPE");
+    return FAT5_OK;
+}
+
+FAT5_API fat5_status fat5_attention_parse(fat5_ctx *ctx, const char *spec, fat5_attention *out) {
+    fat5_attention a;
+    const char *p;
+    size_t len;
+    int type, n = 0;
+    if (!spec || !out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_attention_parse: NULL argument");
+    p = strchr(spec, ':');
+    len = p ? (size_t)(p - spec) : strlen(spec);
+    for (type = 0; type < 4; type++)
+        if (strlen(fat5__attn_names[type]) == len && strncmp(spec, fat5__attn_names[type], len) == 0) break;
+    if (type == 4)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "attention '%s': expected full, local:R, block-global:R:G or "
+                         "transient-global:R:G", spec);
+    memset(&a, 0, sizeof a);
+    a.type = (fat5_enc_attention)type;
+    a.radius = type == FAT5_ENC_ATTN_FULL ? 0 : 127;
+    a.global = type == FAT5_ENC_ATTN_TGLOBAL ? 16 : 0;
+    while (p) {  // the numbers after the name: R, then G
+        char *end;
+        long long v;
+        errno = 0;
+        v = strtoll(p + 1, &end, 10);
+        if (end == p + 1 || errno || (*end && *end != ':') || n >= (type == FAT5_ENC_ATTN_LOCAL ? 1 : 2) ||
+            type == FAT5_ENC_ATTN_FULL)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "attention '%s': expected full, local:R, block-global:R:G or "
+                             "transient-global:R:G with whole numbers", spec);
+        if (n++ == 0) a.radius = v;
+        else a.global = v;
+        p = *end ? end : NULL;
+    }
+    if (type == FAT5_ENC_ATTN_BLOCK_GLOBAL && n < 2)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "attention '%s': block-global needs its radius and global tokens "
+                         "(block-global:R:G)", spec);
+    if (fat5__check_attention(ctx, NULL, &a)) return FAT5_ERR_INVALID_ARG;
+    *out = a;
+    return FAT5_OK;
+}
+
+FAT5_API void fat5_attention_to_string(const fat5_attention *a, char buf[64]) {
+    int t = a && (int)a->type >= 0 && (int)a->type <= 3 ? (int)a->type : 0;
+    if (t == FAT5_ENC_ATTN_FULL) snprintf(buf, 64, "full");
+    else if (t == FAT5_ENC_ATTN_LOCAL) snprintf(buf, 64, "local:%lld", (long long)a->radius);
+    else snprintf(buf, 64, "%s:%lld:%lld", fat5__attn_names[t], (long long)a->radius, (long long)a->global);
+}
+
+FAT5_API fat5_status fat5_model_set_attention(fat5_model *m, const fat5_attention *a) {
+    fat5_attention n;
+    fat5_status st;
+    if (!m) return FAT5_ERR_INVALID_ARG;
+    if (!a) return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_model_set_attention: NULL pattern");
+    if ((st = fat5__check_attention(m->ctx, m, a))) return st;
+    n = *a;
+    if (n.type == FAT5_ENC_ATTN_FULL) n.radius = 0;
+    if (n.type == FAT5_ENC_ATTN_FULL || n.type == FAT5_ENC_ATTN_LOCAL) n.global = 0;
+    if (n.type == m->attn.type && n.radius == m->attn.radius && n.global == m->attn.global) return FAT5_OK;
+    fat5__ws_free(m);  // the workspace of transient-global holds the globals: laid out again by the next forward
+    m->attn = n;
+    return FAT5_OK;
+}
+
+FAT5_API fat5_attention fat5_model_get_attention(const fat5_model *m) {
+    fat5_attention a;
+    memset(&a, 0, sizeof a);
+    return m ? m->attn : a;
+}
 #undef FAT5__TRY
 
 // =============================================================================================
@@ -11339,6 +11744,8 @@ struct fat5_decoder {
     // the encoder (one layer's buffers; enc.h_sa / h_ff / h_ca stay 0: nothing is kept for a backward)
     fat5__layer_acts enc;
     fat5__addr enc_h, enc_out, enc_tok, enc_cu, enc_seq, lut_bidir, lut_causal;
+    fat5__enc_attn ea;                   // the model's encoder attention when the decoder was made
+    int32_t *host_cu_g;                  // staging [max_rows + 1] of the globals' rows (transient-global)
     void *graph;                         // GPU: the captured step (fat5__decoder_graph_step), or NULL
     int64_t graph_n;                     // ... for this many entries
 };
@@ -11366,6 +11773,7 @@ static int fat5__decoder_layout(fat5_decoder *d, fat5__addr base, size_t *total)
     size_t A = d->m->act_size, D = (size_t)c->d_model, I = (size_t)(c->num_heads * c->d_kv), F = (size_t)c->d_ff;
     size_t H = (size_t)c->num_heads, V = (size_t)c->vocab_size, md = (size_t)c->rel_max_distance;
     size_t N = (size_t)d->max_rows, Te = (size_t)d->max_te, L = (size_t)d->max_len, NL = 0, off = 0;
+    size_t Gx = (size_t)fat5__globals_max(&d->ea.at, d->max_te);  // transient-global rows after the tokens
     fat5__layer_acts *a = &d->enc;
     int ok = fat5__mul_ok(N, L, &NL), l;
     // the step
@@ -11401,12 +11809,16 @@ static int fat5__decoder_layout(fat5_decoder *d, fat5__addr base, size_t *total)
     memset(a, 0, sizeof *a);
     FAT5__WS(d->enc_h, Te, D, 4);
     FAT5__WS(a->rs_sa, Te, 1, 4);
-    FAT5__WS(a->n_sa, Te, D, A);
+    FAT5__WS(a->n_sa, Te + Gx, D, A);
     FAT5__WS(a->q, Te, I, A);
-    FAT5__WS(a->k, Te, I, A);
-    FAT5__WS(a->v, Te, I, A);
+    FAT5__WS(a->k, Te + Gx, I, A);
+    FAT5__WS(a->v, Te + Gx, I, A);
     FAT5__WS(a->att, Te, I, A);
     FAT5__WS(a->lse, Te, H, 4);
+    FAT5__WS(a->gsum, Gx, D, 4);
+    FAT5__WS(a->rs_g, Gx, 1, 4);
+    FAT5__WS(d->ea.cu_g, Gx ? N + 1 : 0, 1, 4);
+    FAT5__WS(d->ea.ones, Gx ? D : 0, 1, 4);
     FAT5__WS(a->rs_ff, Te, 1, 4);
     FAT5__WS(a->n_ff, Te, D, A);
     FAT5__WS(a->ff_a, Te, F, A);
@@ -11415,7 +11827,7 @@ static int fat5__decoder_layout(fat5_decoder *d, fat5__addr base, size_t *total)
     FAT5__WS(d->enc_out, Te, D, A);
     FAT5__WS(d->enc_tok, Te, 1, 4);
     FAT5__WS(d->enc_cu, N + 1, 1, 4);
-    FAT5__WS(d->enc_seq, Te, 1, 4);
+    FAT5__WS(d->enc_seq, Te + Gx, 1, 4);
     FAT5__WS(d->lut_bidir, md, 1, 4);
     FAT5__WS(d->lut_causal, md, 1, 4);
     *total = off;
@@ -11430,6 +11842,7 @@ FAT5_API void fat5_decoder_destroy(fat5_decoder *d) {
     if (d->ws_base) d->be->free(d->ctx, d->ws_base);
     fat5__free(d->ctx, d->kc);
     fat5__free(d->ctx, d->host_i32);
+    fat5__free(d->ctx, d->host_cu_g);
     fat5__free(d->ctx, d->live);
     fat5__free(d->ctx, d);
 }
@@ -11444,7 +11857,6 @@ FAT5_API fat5_status fat5_decoder_create(fat5_model *m, int64_t max_rows, int64_
     fat5_status st;
     if (!out) return m ? fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_decoder_create: out is NULL") : FAT5_ERR_INVALID_ARG;
     *out = NULL;
-    if (m && (st = fat5__enc_attention_runnable(m, "fat5_decoder_create"))) return st;
     if (!m) return FAT5_ERR_INVALID_ARG;
     ctx = m->ctx;
     c = &m->cfg;
@@ -11463,13 +11875,17 @@ FAT5_API fat5_status fat5_decoder_create(fat5_model *m, int64_t max_rows, int64_
     d->max_rows = max_rows;
     d->max_te = max_te;
     d->max_len = max_len;
+    d->ea.at = m->attn;
     nl = (size_t)c->num_decoder_layers;
-    stage = (size_t)(max_rows > max_te ? max_rows : max_te) + 1;
-    if ((size_t)md + 1 > stage) stage = (size_t)md + 1;
+    stage = (size_t)(max_te + fat5__globals_max(&m->attn, max_te));
+    if ((size_t)max_rows > stage) stage = (size_t)max_rows;
+    if ((size_t)md > stage) stage = (size_t)md;
+    stage++;
     d->kc = FAT5__CAST(fat5__addr *, fat5__calloc(ctx, 4 * (nl ? nl : 1), sizeof(fat5__addr)));
     d->host_i32 = FAT5__CAST(int32_t *, fat5__calloc(ctx, stage, sizeof(int32_t)));
+    d->host_cu_g = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)max_rows + 1, sizeof(int32_t)));
     d->live = FAT5__CAST(unsigned char *, fat5__calloc(ctx, (size_t)max_rows, 1));
-    if (!d->kc || !d->host_i32 || !d->live) {
+    if (!d->kc || !d->host_i32 || !d->host_cu_g || !d->live) {
         fat5_decoder_destroy(d);
         return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_decoder_create: out of memory");
     }
@@ -11498,6 +11914,7 @@ FAT5_API fat5_status fat5_decoder_create(fat5_model *m, int64_t max_rows, int64_
     if (!st) st = d->be->upload(ctx, d->self_off, d->host_i32, (size_t)max_rows * 4);
     for (i = 0; i < (size_t)max_rows && !st; i++) d->host_i32[i] = (int32_t)i;
     if (!st) st = d->be->upload(ctx, d->iota, d->host_i32, (size_t)max_rows * 4);
+    if (!st && d->ea.ones) st = d->be->fill_f32(ctx, d->ea.ones, 1.0f, c->d_model);
     if (!st) st = d->be->sync(ctx);
     if (st) {
         fat5_decoder_destroy(d);
@@ -11510,7 +11927,7 @@ FAT5_API fat5_status fat5_decoder_create(fat5_model *m, int64_t max_rows, int64_
 // Checks a packed encoder batch: n_seq >= 1 sequences, each at least one token, ids in the
 // vocabulary, at most max_te tokens in all. Messages name `what` and the sequence.
 static fat5_status fat5__check_enc_input(fat5_model *m, const char *what, const int32_t *tokens,
-                                         const int32_t *cu, int64_t n_seq, int64_t max_te) {
+                                         const int32_t *cu, int64_t n_seq, int64_t max_te, const fat5_attention *at) {
     fat5_ctx *ctx = m->ctx;
     int64_t s, t;
     if (n_seq < 1) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: no input (n = %lld)", what, (long long)n_seq);
@@ -11530,7 +11947,7 @@ static fat5_status fat5__check_enc_input(fat5_model *m, const char *what, const 
                                  "%s: input %lld, position %lld: token id %d is outside [0, vocab_size %lld)", what,
                                  (long long)s, (long long)(t - cu[s]), (int)tokens[t], (long long)m->cfg.vocab_size);
     }
-    return FAT5_OK;
+    return fat5__check_prefix(ctx, at, cu, n_seq, what);
 }
 
 // The encoder on n_seq packed inputs (already checked): the final-norm output in d->enc_out (act).
@@ -11539,17 +11956,15 @@ static fat5_status fat5__decoder_encode(fat5_decoder *d, const int32_t *tokens, 
     fat5_ctx *ctx = d->ctx;
     const fat5__backend *be = d->be;
     const fat5_model_config *c = &m->cfg;
-    int64_t te = cu[n_seq], s, t, l, D = c->d_model;
+    int64_t te = cu[n_seq], l, D = c->d_model;
     fat5_status st;
     FAT5__TRY(be->upload(ctx, d->enc_tok, tokens, (size_t)te * 4));
     FAT5__TRY(be->upload(ctx, d->enc_cu, cu, (size_t)(n_seq + 1) * 4));
-    for (s = 0; s < n_seq; s++)
-        for (t = cu[s]; t < cu[s + 1]; t++) d->host_i32[t] = (int32_t)s;
-    FAT5__TRY(be->upload(ctx, d->enc_seq, d->host_i32, (size_t)te * 4));
+    FAT5__TRY(fat5__enc_maps(ctx, be, &d->ea, cu, n_seq, d->host_i32, d->host_cu_g, d->enc_seq));
     FAT5__TRY(be->embed_fwd(ctx, d->enc_h, fat5__pw(m, m->shared), d->enc_tok, te, (int)D));
     for (l = 0; l < c->num_layers; l++) {
         FAT5__TRY(fat5__model_self_attn_fwd(m, &m->enc[l], &d->enc, d->enc_h, te, d->enc_cu, d->enc_seq,
-                                            FAT5__ATTN_BIDIR, d->lut_bidir));
+                                            FAT5__ATTN_BIDIR, d->lut_bidir, &d->ea));
         FAT5__TRY(fat5__model_ffn_fwd(m, &m->enc[l], &d->enc, d->enc_h, te));
     }
     // the staging buffer is read by the uploads above before it is reused (the CPU copies at once;
@@ -11577,7 +11992,7 @@ FAT5_API fat5_status fat5_decoder_start(fat5_decoder *d, const int32_t *tokens, 
                          "fat5_decoder_start: %lld inputs x %lld rows each: need at least one of each and at most "
                          "%lld rows (the decoder's max_rows)",
                          (long long)n_inputs, (long long)rows_per_input, (long long)d->max_rows);
-    if ((st = fat5__check_enc_input(m, "fat5_decoder_start", tokens, cu, n_inputs, d->max_te))) return st;
+    if ((st = fat5__check_enc_input(m, "fat5_decoder_start", tokens, cu, n_inputs, d->max_te, &d->ea.at))) return st;
     te = cu[n_inputs];
     FAT5__TRY(fat5__decoder_encode(d, tokens, cu, n_inputs));
     for (l = 0; l < c->num_decoder_layers; l++) {
@@ -11624,7 +12039,7 @@ static FAT5__UNUSED fat5_status fat5__decoder_step_dev(fat5_decoder *d, int64_t 
         FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->v, 0, d->n_act, fat5__pa(m, y->v), n, I, D, 1.0f, 0.0f));
         FAT5__TRY(fat5__model_rope(m, d->q, d->k, 0, 0, d->pos_d, n, 0));  // the cache keeps rotated keys
         FAT5__TRY(be->cache_write(ctx, d->kc[l], d->vc[l], d->k, d->v, d->rows, d->self_off, d->pos_d, n, (int)I));
-        p = fat5__model_pos(m, y, FAT5__ATTN_CAUSAL);
+        p = fat5__model_pos(m, y, FAT5__ATTN_CAUSAL, NULL);
         FAT5__TRY(be->attn_decode(ctx, d->att, d->q, d->kc[l], d->vc[l], p.bias, d->lut_causal, d->rows, d->self_off, 0,
                                   d->pos_d, n, H, dk, p.kind, p.nb, p.md, (int)d->max_len, d->attn_scratch));
         FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->h, 1, d->att, fat5__pa(m, y->o), n, D, I, 1.0f, 1.0f));
@@ -11781,11 +12196,10 @@ FAT5_API fat5_status fat5_model_encode(fat5_model *m, const int32_t *tokens, con
     if (!m) return FAT5_ERR_INVALID_ARG;
     ctx = m->ctx;
     D = m->cfg.d_model;
-    if ((st = fat5__enc_attention_runnable(m, "fat5_model_encode"))) return st;
     if (pool != FAT5_POOL_NONE && pool != FAT5_POOL_MEAN)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_encode: pool = %d, expected FAT5_POOL_NONE or "
                                                     "FAT5_POOL_MEAN", (int)pool);
-    if ((st = fat5__check_enc_input(m, "fat5_model_encode", tokens, cu, n_seq, INT32_MAX))) return st;
+    if ((st = fat5__check_enc_input(m, "fat5_model_encode", tokens, cu, n_seq, INT32_MAX, &m->attn))) return st;
     te = cu[n_seq];
     want = (pool == FAT5_POOL_MEAN ? n_seq : te) * D;
     if (!out || n != want)
@@ -12113,7 +12527,7 @@ static fat5_status fat5__gen_check_request(fat5_model *m, const int32_t *tokens,
     int64_t V = m->cfg.vocab_size, rows;
     fat5_status st;
     if ((st = fat5__gen_check(ctx, "fat5_generate", g))) return st;
-    if ((st = fat5__check_enc_input(m, "fat5_generate", tokens, cu, n_inputs, INT32_MAX))) return st;
+    if ((st = fat5__check_enc_input(m, "fat5_generate", tokens, cu, n_inputs, INT32_MAX, &m->attn))) return st;
     if (g->eos_token_id >= V || g->pad_token_id >= V || g->decoder_start_token_id >= V)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
                          "fat5_generate: %s = %lld is outside [0, vocab_size %lld)",

@@ -205,7 +205,7 @@ static int32_t *tc_seq_map(const int32_t *cu, int n_seq) {
 
 static fat5_status tc_attn_fwd(tc_attn *a, float *o) {
     return fat5__cpu_attn_fwd(a->ctx, A_(o), A_(a->lse), A_(a->q), A_(a->k), A_(a->v), A_(a->bias), 0, A_(a->cu_q),
-                              A_(a->cu_k), A_(a->q_seq), a->tq, a->H, a->dk, a->kind, a->nb, a->max_distance);
+                              A_(a->cu_k), A_(a->q_seq), a->tq, a->H, a->dk, a->kind, a->nb, a->max_distance, 0, 0);
 }
 static double tc_attn_loss(void *u) {
     tc_attn *a = (tc_attn *)u;
@@ -255,10 +255,10 @@ static void t_attn_bwd(fat5_test *T) {
         FAT5_CHECK(T, fat5__cpu_attn_bwd_delta(ctx, A_(delta), A_(a.o), A_(a.r), tq, a.H, a.dk) == FAT5_OK);
         FAT5_CHECK(T, fat5__cpu_attn_bwd_dq(ctx, A_(dq), A_(a.bias ? dbias : NULL), A_(a.r), A_(a.lse), A_(delta),
                                             A_(a.q), A_(a.k), A_(a.v), A_(a.bias), 0, A_(a.cu_q), A_(a.cu_k),
-                                            A_(a.q_seq), tq, a.H, a.dk, kind, a.nb, a.max_distance, 0) == FAT5_OK);
+                                            A_(a.q_seq), tq, a.H, a.dk, kind, a.nb, a.max_distance, 0, 0, 0) == FAT5_OK);
         FAT5_CHECK(T, fat5__cpu_attn_bwd_dkv(ctx, A_(dk_), A_(dv), A_(a.r), A_(a.lse), A_(delta), A_(a.q), A_(a.k),
                                              A_(a.v), A_(a.bias), 0, A_(a.cu_q), A_(a.cu_k), A_(a.k_seq), tk, a.H,
-                                             a.dk, kind, a.nb, a.max_distance) == FAT5_OK);
+                                             a.dk, kind, a.nb, a.max_distance, 0, 0) == FAT5_OK);
         snprintf(what, sizeof what, "%s dq", kn);
         tc_fd_check(T, what, a.q, (size_t)(tq * H * dk), dq, tc_attn_loss, &a, 1e-3, 1e-4, 1e-3);
         snprintf(what, sizeof what, "%s dk", kn);
@@ -704,7 +704,7 @@ static void t_attn_decode_causal(fat5_test *T) {
             const float *kr = k + (size_t)kv_off[rows[i]] * ld, *vr = v + (size_t)kv_off[rows[i]] * ld;
             FAT5_CHECK(T, fat5__cpu_attn_fwd(ctx, A_(of), A_(lse), A_(qs + (size_t)rows[i] * L * ld), A_(kr), A_(vr),
                                              A_(bias), 0, A_(cu), A_(cu), A_(qseq), pos + 1, H, DK,
-                                             FAT5__ATTN_CAUSAL, NB, MD) == FAT5_OK);
+                                             FAT5__ATTN_CAUSAL, NB, MD, 0, 0) == FAT5_OK);
             for (t = 0; t < ld; t++)
                 FAT5_CHECK_MSG(T, od[i * ld + t] == of[(size_t)pos * ld + t],
                                "causal decode pos %d entry %d element %d: %.9g vs forward %.9g", pos, i, t,
@@ -742,7 +742,7 @@ static void t_attn_decode_cross(fat5_test *T) {
         cu_k[1] = kv_len[rows[i]];
         FAT5_CHECK(T, fat5__cpu_attn_fwd(ctx, A_(of), A_(lse), A_(q + i * ld), A_(k + kv_off[rows[i]] * ld),
                                          A_(v + kv_off[rows[i]] * ld), 0, 0, A_(cu_q), A_(cu_k), A_(qseq), 1, H, DK,
-                                         FAT5__ATTN_CROSS, 0, 0) == FAT5_OK);
+                                         FAT5__ATTN_CROSS, 0, 0, 0, 0) == FAT5_OK);
         for (t = 0; t < ld; t++)
             FAT5_CHECK_MSG(T, od[i * ld + t] == of[t], "cross decode entry %d element %d: %.9g vs forward %.9g", i, t,
                            od[i * ld + t], of[t]);

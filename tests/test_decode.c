@@ -6,7 +6,8 @@
 static const char *const td_fixtures[] = {"t5_v10_relu_tied",      "t5_v11_gated_gelu_untied", "umt5_gated_silu",
                                           "posenc_t5",             "posenc_none",              "posenc_alibi_sym",
                                           "posenc_alibi_asym",     "posenc_rope_neox",         "posenc_rope_gptj_xpos",
-                                          "posenc_fire",           "longt5_local"};
+                                          "posenc_fire",           "longt5_local",
+                                          "longt5_tglobal"};
 #define TD_N_FIXTURES ((int)(sizeof td_fixtures / sizeof td_fixtures[0]))
 
 // three inputs of different lengths (5, 11, 2 tokens) and, per row, a decoder token sequence

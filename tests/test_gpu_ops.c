@@ -685,7 +685,7 @@ static void tg_attn_case(tg *g, const tg_attn_cfg *c, int kind, int t5, fat5_rng
 
     // forward
     fat5__cpu_attn_fwd(g->ctx, A_(oref), A_(lseref), A_(q), A_(k), A_(v), A_(bias), A_(lut), A_(cu_q), A_(cu_k),
-                       A_(q_seq), Tq, H, dk, kind, nb, md);
+                       A_(q_seq), Tq, H, dk, kind, nb, md, 0, 0);
     qd = tg_up_act(g, q, nq);
     kd = tg_up_act(g, k, nk);
     vd = tg_up_act(g, v, nk);
@@ -699,7 +699,7 @@ static void tg_attn_case(tg *g, const tg_attn_cfg *c, int kind, int t5, fat5_rng
     lsed = tg_dev(g, (size_t)(Tq * H) * 4);
     if (g->err) return;
     if (!tg_ok(g, fat5__gpu_attn_fwd(g->ctx, od, lsed, qd, kd, vd, biasd, lutd, cuqd, cukd, qsd, Tq, H, dk, kind, nb,
-                                     md)))
+                                     md, 0, 0)))
         return;
     tg_down_act(g, o, od, nq);
     tg_down_f32(g, lse, lsed, (size_t)(Tq * H));
@@ -720,9 +720,9 @@ static void tg_attn_case(tg *g, const tg_attn_cfg *c, int kind, int t5, fat5_rng
     tg_round(g, oref, nq);
     fat5__cpu_attn_bwd_delta(g->ctx, A_(deltaref), A_(oref), A_(dout), Tq, H, dk);
     fat5__cpu_attn_bwd_dq(g->ctx, A_(dqref), A_(has_grad ? gref : NULL), A_(dout), A_(lse), A_(deltaref), A_(q),
-                          A_(k), A_(v), A_(bias), A_(lut), A_(cu_q), A_(cu_k), A_(q_seq), Tq, H, dk, kind, nb, md, 0);
+                          A_(k), A_(v), A_(bias), A_(lut), A_(cu_q), A_(cu_k), A_(q_seq), Tq, H, dk, kind, nb, md, 0, 0, 0);
     fat5__cpu_attn_bwd_dkv(g->ctx, A_(dkref), A_(dvref), A_(dout), A_(lse), A_(deltaref), A_(q), A_(k), A_(v),
-                           A_(bias), A_(lut), A_(cu_q), A_(cu_k), A_(k_seq), Tk, H, dk, kind, nb, md);
+                           A_(bias), A_(lut), A_(cu_q), A_(cu_k), A_(k_seq), Tk, H, dk, kind, nb, md, 0, 0);
     od = tg_up_act(g, oref, nq);
     if (!g->err) tg_ok(g, fat5__dev_upload(g->ctx, lsed, lse, (size_t)(Tq * H) * 4));
     doutd = tg_up_act(g, dout, nq);
@@ -739,11 +739,11 @@ static void tg_attn_case(tg *g, const tg_attn_cfg *c, int kind, int t5, fat5_rng
     if (g->err) return;
     if (!tg_ok(g, fat5__gpu_attn_bwd_delta(g->ctx, deltad, od, doutd, Tq, H, dk)) ||
         !tg_ok(g, fat5__gpu_attn_bwd_dq(g->ctx, dqd, gd, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd, cukd,
-                                        qsd, Tq, H, dk, kind, nb, md, scd)) ||
+                                        qsd, Tq, H, dk, kind, nb, md, 0, 0, scd)) ||
         !tg_ok(g, fat5__gpu_attn_bwd_dkv(g->ctx, dkd, dvd, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd, cukd,
-                                         ksd, Tk, H, dk, kind, nb, md)) ||
+                                         ksd, Tk, H, dk, kind, nb, md, 0, 0)) ||
         !tg_ok(g, fat5__gpu_attn_bwd_dq(g->ctx, dq2d, gd2, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd, cukd,
-                                        qsd, Tq, H, dk, kind, nb, md, scd)))
+                                        qsd, Tq, H, dk, kind, nb, md, 0, 0, scd)))
         return;
     tg_down_f32(g, delta, deltad, (size_t)(Tq * H));
     tg_down_act(g, dq, dqd, nq);
@@ -853,9 +853,9 @@ static void t_gpu_attn_edge(fat5_test *T) {
         if (!tg_begin(&g, T, mode)) return;
         tg_attn_cases(&g, cfgs, sizeof cfgs / sizeof cfgs[0], tg_t5_kinds, TG_NT5, &rng);
         // the launcher refuses head dims above 256 and bad head counts
-        FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 257, 0, 32, 128) ==
+        FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 257, 0, 32, 128, 0, 0) ==
                           FAT5_ERR_INVALID_ARG);
-        FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 64, 0, 32, 128) ==
+        FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 64, 0, 32, 128, 0, 0) ==
                           FAT5_ERR_INVALID_ARG);
         tg_end(&g);
     }
@@ -1192,19 +1192,19 @@ static void t_gpu_attn_posenc(fat5_test *T) {
         // without the bidirectional mask or with an odd head count, FIRE without its parameters,
         // unknown bits; asymmetric ALiBi in decoding
         FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2, 8,
-                                         FAT5__ATTN_CROSS | FAT5__ATTN_ALIBI, 0, 0) == FAT5_ERR_INVALID_ARG);
+                                         FAT5__ATTN_CROSS | FAT5__ATTN_ALIBI, 0, 0, 0, 0) == FAT5_ERR_INVALID_ARG);
         FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 2, 8,
-                                         FAT5__ATTN_BIDIR | FAT5__ATTN_ALIBI | FAT5__ATTN_FIRE, 8, 16) ==
+                                         FAT5__ATTN_BIDIR | FAT5__ATTN_ALIBI | FAT5__ATTN_FIRE, 8, 16, 0, 0) ==
                           FAT5_ERR_INVALID_ARG);
         FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2, 8,
-                                         FAT5__ATTN_CAUSAL | FAT5__ATTN_ALIBI | FAT5__ATTN_ALIBI_ASYM, 0, 0) ==
+                                         FAT5__ATTN_CAUSAL | FAT5__ATTN_ALIBI | FAT5__ATTN_ALIBI_ASYM, 0, 0, 0, 0) ==
                           FAT5_ERR_INVALID_ARG);
         FAT5_CHECK(T, fat5__gpu_attn_bwd_dkv(g.ctx, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 3, 8,
-                                             FAT5__ATTN_BIDIR | FAT5__ATTN_ALIBI | FAT5__ATTN_ALIBI_ASYM, 0, 0) ==
+                                             FAT5__ATTN_BIDIR | FAT5__ATTN_ALIBI | FAT5__ATTN_ALIBI_ASYM, 0, 0, 0, 0) ==
                           FAT5_ERR_INVALID_ARG);
         FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2, 8,
-                                         FAT5__ATTN_BIDIR | FAT5__ATTN_FIRE, 8, 16) == FAT5_ERR_INVALID_ARG);
-        FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2, 8, 64 | FAT5__ATTN_BIDIR, 0, 0) ==
+                                         FAT5__ATTN_BIDIR | FAT5__ATTN_FIRE, 8, 16, 0, 0) == FAT5_ERR_INVALID_ARG);
+        FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2, 8, 64 | FAT5__ATTN_BIDIR, 0, 0, 0, 0) ==
                           FAT5_ERR_INVALID_ARG);
         FAT5_CHECK(T, fat5__gpu_attn_decode(g.ctx, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 2, 8,
                                             FAT5__ATTN_CAUSAL | FAT5__ATTN_ALIBI | FAT5__ATTN_ALIBI_ASYM, 0, 0, 10,

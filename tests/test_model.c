@@ -239,6 +239,7 @@ static void t_posenc_rope_gptj_xpos_parity(fat5_test *T) { tm_hf_parity(T, "pose
 static void t_posenc_fire_parity(fat5_test *T) { tm_hf_parity(T, "posenc_fire"); }
 // LongT5 with a local encoder (transformers' LongT5ForConditionalGeneration, rows run alone)
 static void t_longt5_local_parity(fat5_test *T) { tm_hf_parity(T, "longt5_local"); }
+static void t_longt5_tglobal_parity(fat5_test *T) { tm_hf_parity(T, "longt5_tglobal"); }
 
 // ---------------------------------------------------------------------------------------------
 // tiny random models
@@ -844,7 +845,7 @@ static void t_ckpt_sharded(fat5_test *T) {
 
 #define FAT5_TESTS_MODEL(X) X(config_defaults) X(config_rejects) X(hf_t5_v10_relu_tied) \
     X(hf_t5_v11_gated_gelu_untied) X(hf_umt5_gated_silu) X(posenc_t5_parity) X(posenc_none_parity) X(posenc_alibi_sym_parity) \
-    X(posenc_alibi_asym_parity) X(posenc_rope_neox_parity) X(posenc_rope_gptj_xpos_parity) X(posenc_fire_parity) X(longt5_local_parity) X(model_fd_gated) X(model_fd_relu_tied) \
+    X(posenc_alibi_asym_parity) X(posenc_rope_neox_parity) X(posenc_rope_gptj_xpos_parity) X(posenc_fire_parity) X(longt5_local_parity) X(longt5_tglobal_parity) X(model_fd_gated) X(model_fd_relu_tied) \
     X(model_fd_umt5) X(packing_isolation) X(save_load_roundtrip) X(create_save_load) \
     X(batch_token_out_of_vocab) X(batch_negative_length) X(batch_empty) X(batch_json_rejects) \
     X(batch_token_counts) X(loss_config_rejects) X(backward_state) \

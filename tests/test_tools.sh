@@ -12,15 +12,6 @@ check() { if "$@"; then :; else echo "test_tools: FAILED: $*"; fail=1; fi; }
 for d in tests/data/*/; do
     d=${d%/}
     check tools/fat5_inspect "$d" > "$out/inspect.txt"
-    # LongT5 with a transient-global encoder loads but does not compute yet: refused by name
-    if grep -q '"encoder_attention_type": "transient-global"' "$d/config.json"; then
-        if tools/fat5_forward "$d" "$d/batch.json" "$out/logits.safetensors" > /dev/null 2> "$out/err.txt"; then
-            echo "test_tools: FAILED: fat5_forward ran $d"; fail=1
-        fi
-        check grep -q "encoder_attention_type .* (LongT5) is not implemented yet" "$out/err.txt"
-        echo "test_tools: $d: loads; forward refused (transient-global attention not implemented yet)"
-        continue
-    fi
     # T5 buckets: the bias table is listed (posenc fixtures of other encodings have none, or FIRE's MLP)
     if ! grep -q '"position_encoding_type"' "$d/config.json" || grep -q '"position_encoding_type": "t5"' "$d/config.json"; then
         check grep -q "relative_attention_bias" "$out/inspect.txt"

@@ -95,11 +95,11 @@ static int bench_attn(fat5_ctx *ctx) {
                 rc = bench_fail(ctx, "attention batch");
                 goto done;
             }
-#define BENCH_FWD fat5__gpu_attn_fwd(ctx, o, lse, q, k, v, bias, lut, cu, cu, seq, T, H, dk, kind, nb, md)
+#define BENCH_FWD fat5__gpu_attn_fwd(ctx, o, lse, q, k, v, bias, lut, cu, cu, seq, T, H, dk, kind, nb, md, 0, 0)
 #define BENCH_BWD                                                                                          \
     (fat5__gpu_attn_bwd_delta(ctx, delta, o, dout, T, H, dk) ||                                            \
-     fat5__gpu_attn_bwd_dq(ctx, dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu, cu, seq, T, H, dk, kind, nb, md, dbs) || \
-     fat5__gpu_attn_bwd_dkv(ctx, dkk, dv, dout, lse, delta, q, k, v, bias, lut, cu, cu, seq, T, H, dk, kind, nb, md))
+     fat5__gpu_attn_bwd_dq(ctx, dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu, cu, seq, T, H, dk, kind, nb, md, 0, 0, dbs) || \
+     fat5__gpu_attn_bwd_dkv(ctx, dkk, dv, dout, lse, delta, q, k, v, bias, lut, cu, cu, seq, T, H, dk, kind, nb, md, 0, 0))
             if (BENCH_FWD || BENCH_BWD || fat5__dev_sync(ctx)) {
                 rc = bench_fail(ctx, "attention warm-up");
                 goto done;
