@@ -610,6 +610,8 @@ typedef struct fat5_train_config {
     // model: a new one from `model`, or --init DIR (a Hugging Face checkpoint) instead
     fat5_model_config model;
     char init[4096];
+    char attention[64];           // the encoder's attention pattern for this run ("local:127", ...,
+                                  // fat5_attention_parse); "" = the model's own
     uint64_t seed;                // model initialisation and data order (42)
     // optimisation
     fat5_optim_config optim;      // total_steps is the run length
@@ -10755,6 +10757,8 @@ static const char fat5__train_options[] =
     "rotary_emb_fraction, rotary_base, rotary_interleaved, rotary_scale_base: RoPE (scale base: xPos)\n"
     "fire_mlp_width: FIRE's hidden width (32)\n"
     "init: start from this Hugging Face checkpoint directory instead of random weights\n"
+    "attention: the encoder's attention for the run: full, local:R, block-global:R:G or transient-global:R:G\n"
+    "  (any checkpoint, no retraining; default the model's own)\n"
     "seed: initialisation and data order (42)\n"
     "optim: adamwscale (FAT5) or adamw\n"
     "learning_rate, adam_beta1, adam_beta2, adam_epsilon, weight_decay: the optimizer\n"
@@ -10807,6 +10811,12 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
     if (FAT5__IS("data")) ok = fat5__opt_str(v, c->data, sizeof c->data);
     else if (FAT5__IS("eval_fraction")) ok = fat5__opt_f64(v, 0, 0.5, &c->eval_fraction);
     else if (FAT5__IS("init")) ok = fat5__opt_str(v, c->init, sizeof c->init);
+    else if (FAT5__IS("attention")) {
+        fat5_attention a;
+        fat5_status st = fat5_attention_parse(ctx, v, &a);
+        if (st) return fat5__err_prefix(ctx, st, "option attention: ");
+        ok = fat5__opt_str(v, c->attention, sizeof c->attention);
+    }
     else if (FAT5__IS("output_dir")) ok = fat5__opt_str(v, c->output_dir, sizeof c->output_dir) && v[0];
     else if (FAT5__IS("resume")) ok = fat5__opt_str(v, c->resume, sizeof c->resume);
     else if (FAT5__IS("seed")) { ok = fat5__opt_i64(v, 0, imax, &i); c->seed = (uint64_t)i; }
@@ -11527,6 +11537,10 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
     } else if (!t->m) {
         if ((st = fat5_model_create(ctx, &t->cfg.model, cfg->seed, &t->m))) goto fail;
     }
+    if (cfg->attention[0]) {
+        fat5_attention a;
+        if ((st = fat5_attention_parse(ctx, cfg->attention, &a)) || (st = fat5_model_set_attention(t->m, &a))) goto fail;
+    }
     if (fat5_tokens_vocab_size(t->tokens) > t->m->cfg.vocab_size) {
         st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "training: the data's vocabulary (%lld) is larger than the model's (%lld)",
                        (long long)fat5_tokens_vocab_size(t->tokens), (long long)t->m->cfg.vocab_size);
@@ -11768,6 +11782,12 @@ static fat5_status fat5__decoder_reorder_dev(fat5_decoder *d, fat5__addr src);
 
 // Lays out the decoder's backend buffers (every one on a 256-byte boundary); base == 0 measures.
 // Returns 0 when the size overflows. max_len == 0 (fat5_model_encode) leaves out the caches.
+// The encoder keeps one layer's buffers, all of them O(tokens): with a pattern of linear cost
+// (local, block-global) a long input costs memory and time linear in its length. Its FFN runs
+// over FAT5__ENC_FFN_ROWS tokens at a time, so its d_ff-wide buffers stay bounded.
+#ifndef FAT5__ENC_FFN_ROWS
+#define FAT5__ENC_FFN_ROWS 8192  // (the tests make it small, so that their inputs take several chunks)
+#endif
 static int fat5__decoder_layout(fat5_decoder *d, fat5__addr base, size_t *total) {
     const fat5_model_config *c = &d->m->cfg;
     size_t A = d->m->act_size, D = (size_t)c->d_model, I = (size_t)(c->num_heads * c->d_kv), F = (size_t)c->d_ff;
@@ -11819,11 +11839,12 @@ static int fat5__decoder_layout(fat5_decoder *d, fat5__addr base, size_t *total)
     FAT5__WS(a->rs_g, Gx, 1, 4);
     FAT5__WS(d->ea.cu_g, Gx ? N + 1 : 0, 1, 4);
     FAT5__WS(d->ea.ones, Gx ? D : 0, 1, 4);
-    FAT5__WS(a->rs_ff, Te, 1, 4);
-    FAT5__WS(a->n_ff, Te, D, A);
-    FAT5__WS(a->ff_a, Te, F, A);
-    if (c->gated) FAT5__WS(a->ff_b, Te, F, A);
-    FAT5__WS(a->ff_h, Te, F, A);
+    // the FFN runs FAT5__ENC_FFN_ROWS tokens at a time (fat5__decoder_encode)
+    FAT5__WS(a->rs_ff, Te < FAT5__ENC_FFN_ROWS ? Te : FAT5__ENC_FFN_ROWS, 1, 4);
+    FAT5__WS(a->n_ff, Te < FAT5__ENC_FFN_ROWS ? Te : FAT5__ENC_FFN_ROWS, D, A);
+    FAT5__WS(a->ff_a, Te < FAT5__ENC_FFN_ROWS ? Te : FAT5__ENC_FFN_ROWS, F, A);
+    if (c->gated) FAT5__WS(a->ff_b, Te < FAT5__ENC_FFN_ROWS ? Te : FAT5__ENC_FFN_ROWS, F, A);
+    FAT5__WS(a->ff_h, Te < FAT5__ENC_FFN_ROWS ? Te : FAT5__ENC_FFN_ROWS, F, A);
     FAT5__WS(d->enc_out, Te, D, A);
     FAT5__WS(d->enc_tok, Te, 1, 4);
     FAT5__WS(d->enc_cu, N + 1, 1, 4);
@@ -11956,7 +11977,7 @@ static fat5_status fat5__decoder_encode(fat5_decoder *d, const int32_t *tokens, 
     fat5_ctx *ctx = d->ctx;
     const fat5__backend *be = d->be;
     const fat5_model_config *c = &m->cfg;
-    int64_t te = cu[n_seq], l, D = c->d_model;
+    int64_t te = cu[n_seq], l, t, D = c->d_model;
     fat5_status st;
     FAT5__TRY(be->upload(ctx, d->enc_tok, tokens, (size_t)te * 4));
     FAT5__TRY(be->upload(ctx, d->enc_cu, cu, (size_t)(n_seq + 1) * 4));
@@ -11965,7 +11986,9 @@ static fat5_status fat5__decoder_encode(fat5_decoder *d, const int32_t *tokens, 
     for (l = 0; l < c->num_layers; l++) {
         FAT5__TRY(fat5__model_self_attn_fwd(m, &m->enc[l], &d->enc, d->enc_h, te, d->enc_cu, d->enc_seq,
                                             FAT5__ATTN_BIDIR, d->lut_bidir, &d->ea));
-        FAT5__TRY(fat5__model_ffn_fwd(m, &m->enc[l], &d->enc, d->enc_h, te));
+        for (t = 0; t < te; t += FAT5__ENC_FFN_ROWS)  // token by token: chunks of the stream
+            FAT5__TRY(fat5__model_ffn_fwd(m, &m->enc[l], &d->enc, d->enc_h + (fat5__addr)(t * D) * 4,
+                                          te - t < FAT5__ENC_FFN_ROWS ? te - t : FAT5__ENC_FFN_ROWS));
     }
     // the staging buffer is read by the uploads above before it is reused (the CPU copies at once;
     // the GPU's uploads are synchronous copies from pageable memory)

@@ -37,6 +37,8 @@ static const char usage[] =
     "  --sample                     sample instead of taking the most likely token\n"
     "  --temperature T, --top-k K, --top-p P, --seed S   sampling\n"
     "run:\n"
+    "  --attention SPEC             the encoder's attention: full, local:R, block-global:R:G or\n"
+    "                               transient-global:R:G (long inputs; default the model's own)\n"
     "  --device cpu|gpu             default cpu\n"
     "  --dtype fp32|bf16            GPU compute precision (default bf16 on the GPU; the CPU is fp32)\n"
     "  --threads N                  CPU threads (0: one per CPU)\n"
@@ -49,7 +51,7 @@ static const char usage[] =
 static const char known[] =
     " --max-new-tokens --min-new-tokens --num-beams --num-return-sequences --top-k --no-repeat-ngram-size"
     " --threads --seed --warmup --repeat --length-penalty --repetition-penalty --temperature --top-p --early-stopping"
-    " --device --dtype ";
+    " --device --dtype --attention ";
 
 static int is_known(const char *opt) {
     const char *p = strstr(known, opt);
@@ -136,7 +138,7 @@ int main(int argc, char **argv) {
     fat5_model *m = NULL;
     fat5_generate_config g;
     fat5_generate_result res;
-    const char *dir = NULL, *dtype = NULL;
+    const char *dir = NULL, *dtype = NULL, *attention = NULL;
     int32_t *tok = NULL, *cu = NULL;
     int64_t n_tok = 0, n_rows = 0, cap = 0, warmup = 0, repeat = 1, total = 0, i, j;
     int text_mode = 0, ids_mode = 0, print_ids = 0, rc = 1, gpu = 0, no_graph = 0;
@@ -210,6 +212,9 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--device")) {
             gpu = !strcmp(v, "gpu");
             if (!gpu && strcmp(v, "cpu")) ok = bad(a, v, "expected cpu or gpu");
+        } else if (!strcmp(a, "--attention")) {
+            attention = v;
+            if (!v) ok = 0;
         } else if (!strcmp(a, "--dtype")) {
             dtype = v;
             if (strcmp(v, "fp32") && strcmp(v, "bf16")) ok = bad(a, v, "expected fp32 or bf16");
@@ -246,6 +251,13 @@ int main(int argc, char **argv) {
     if (fat5_model_load(ctx, dir, &m) != FAT5_OK || fat5_model_set_training(m, 0) != FAT5_OK) {
         fprintf(stderr, "generate: %s\n", fat5_last_error(ctx));
         goto done;
+    }
+    if (attention) {
+        fat5_attention at;
+        if (fat5_attention_parse(ctx, attention, &at) != FAT5_OK || fat5_model_set_attention(m, &at) != FAT5_OK) {
+            fprintf(stderr, "generate: --attention: %s\n", fat5_last_error(ctx));
+            goto done;
+        }
     }
     t_load = now_s() - t0;
     {   // an id outside the vocabulary names its row

@@ -2,6 +2,7 @@
 //     make test            all tests (GPU tests skip without a device)
 //     tests/run_tests NAME only the tests whose name contains NAME
 #define FAT5_IMPLEMENTATION
+#define FAT5__ENC_FFN_ROWS 16  // the encoder-only FFN in chunks of 16 tokens: the fixtures' inputs take several
 #include "../fat5.h"
 #include "fat5_test.h"
 

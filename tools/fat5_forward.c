@@ -1,10 +1,13 @@
 // fat5_forward — run a model on a JSON batch and write the logits of every label position.
 //     cc -O2 -o tools/fat5_forward tools/fat5_forward.c -lm -ldl -lpthread
 //     tools/fat5_forward DIR BATCH.json OUT.safetensors [--device cpu|gpu] [--dtype fp32|bf16]
+//                        [--attention full|local:R|block-global:R:G|transient-global:R:G]
 // BATCH.json is {"inputs": [[ids]...], "labels": [[ids]...]} with rows of any lengths (-100 in
 // labels is ignored by the loss). OUT holds an F32 tensor `logits` [label tokens, vocab], rows in
 // batch order, and the loss in its __metadata__. The loss is printed. For comparing fat5 with
 // another implementation: tools/make_reference.py --check-logits OUT --model DIR --batch BATCH.
+// --attention runs the encoder with another attention pattern than the model's own (long inputs;
+// fat5_attention_parse).
 #define FAT5_IMPLEMENTATION
 #include "../fat5.h"
 
@@ -25,6 +28,7 @@ int main(int argc, char **argv) {
     fat5_forward_result r;
     fat5_st_write_tensor t;
     char *text = NULL, loss_s[64], ntok_s[32];
+    const char *attention = NULL;
     const char *meta[6];
     size_t len = 0;
     float *logits = NULL;
@@ -32,7 +36,8 @@ int main(int argc, char **argv) {
     int i, rc = 1;
     memset(&b, 0, sizeof b);
     if (argc < 4) {
-        fprintf(stderr, "usage: %s DIR BATCH.json OUT.safetensors [--device cpu|gpu] [--dtype fp32|bf16]\n", argv[0]);
+        fprintf(stderr, "usage: %s DIR BATCH.json OUT.safetensors [--device cpu|gpu] [--dtype fp32|bf16]\n"
+                        "       [--attention full|local:R|block-global:R:G|transient-global:R:G]\n", argv[0]);
         return 2;
     }
     for (i = 4; i < argc; i++) {
@@ -46,6 +51,8 @@ int main(int argc, char **argv) {
             if (strcmp(argv[i], "fp32") == 0) cc.dtype = FAT5_DTYPE_FP32;
             else if (strcmp(argv[i], "bf16") == 0) cc.dtype = FAT5_DTYPE_BF16;
             else { fprintf(stderr, "fat5_forward: --dtype must be fp32 or bf16\n"); return 2; }
+        } else if (strcmp(argv[i], "--attention") == 0 && i + 1 < argc) {
+            attention = argv[++i];
         } else {
             fprintf(stderr, "fat5_forward: unknown argument '%s'\n", argv[i]);
             return 2;
@@ -61,6 +68,13 @@ int main(int argc, char **argv) {
         return rc;
     }
     if (fat5_model_load(ctx, argv[1], &m) != FAT5_OK) { rc = fail(ctx, "loading the model"); goto done; }
+    if (attention) {
+        fat5_attention a;
+        if (fat5_attention_parse(ctx, attention, &a) != FAT5_OK || fat5_model_set_attention(m, &a) != FAT5_OK) {
+            rc = fail(ctx, "--attention");
+            goto done;
+        }
+    }
     if (fat5__read_file(ctx, argv[2], (size_t)1 << 30, &text, &len) != FAT5_OK) { rc = fail(ctx, "reading the batch"); goto done; }
     if (fat5_batch_from_json(ctx, text, len, &b) != FAT5_OK) { rc = fail(ctx, argv[2]); goto done; }
     if (!b.labels) { fprintf(stderr, "fat5_forward: %s has no labels\n", argv[2]); goto done; }
