@@ -1,6 +1,6 @@
 // bench — GPU benchmarks, one JSON object per line on stdout.
 //     cc -O2 -o tools/bench tools/bench.c -lm -ldl -lpthread
-//     tools/bench [attn|step|ul2|generate|all]  (make bench runs all)
+//     tools/bench [attn|step|ul2|generate|long|all]  (make bench runs all)
 // attn: the attention kernels with T5 relative bias (32 buckets, max distance 128), head dim 64,
 //       8 heads, 16,384 tokens per batch in sequences of L = 1024 and 4096, bidirectional and
 //       causal, bf16; FLOPs as in the usual convention: forward 4*B*H*L^2*d (halved when causal),
@@ -17,6 +17,11 @@
 //       runs to the end), batch 1 and 64, bf16 and fp32, CUDA graphs on; the whole call (encoder
 //       included), a 1-token call (encoder + first step), and from their difference the decode
 //       step alone: ms per step and generated tokens/s; the device memory the model and decoder use.
+// long: the encoder alone (fat5_model_encode's pass) of a randomly initialised T5-base-shaped model
+//       (d_model 768, d_ff 3072, 12 heads of 64, 12 layers, ReLU) on one sequence of 16,384, 65,536
+//       and 131,072 tokens, bf16, with full, local (radius 127) and transient-global (radius 127,
+//       blocks of 16) attention: ms and the device memory of the encoder's buffers (the weights
+//       apart).
 // Times are means over repeats after a warm-up, with the stream synchronised around them.
 #define FAT5_IMPLEMENTATION
 #include "../fat5.h"
@@ -337,14 +342,74 @@ static int bench_generate(void) {
     return rc;
 }
 
+static int bench_long(fat5_ctx *ctx) {
+    static const char *cfg_json =
+        "{\"d_model\": 768, \"d_ff\": 3072, \"d_kv\": 64, \"num_heads\": 12, \"num_layers\": 12,"
+        " \"num_decoder_layers\": 1, \"vocab_size\": 32128, \"feed_forward_proj\": \"relu\"}";
+    static const char *const patterns[3] = {"full", "local:127", "transient-global:127:16"};
+    const int64_t lens[3] = {16384, 65536, 131072};
+    fat5_model_config cfg;
+    fat5_model *m = NULL;
+    fat5_rng r = fat5_rng_init(11);
+    int32_t *tok = (int32_t *)malloc((size_t)lens[2] * 4), cu[2];
+    int li, pi, rc = 1;
+    if (!tok) return 1;
+    for (li = 0; li < lens[2]; li++) tok[li] = (int32_t)fat5_rng_below(&r, 32000) + 2;
+    if (fat5_model_config_from_json(ctx, cfg_json, strlen(cfg_json), &cfg) || fat5_model_create(ctx, &cfg, 1, &m) ||
+        fat5_model_set_training(m, 0)) {
+        rc = bench_fail(ctx, "long-input model");
+        goto done;
+    }
+    for (pi = 0; pi < 3; pi++)
+        for (li = 0; li < 3; li++) {
+            fat5_attention a;
+            fat5_decoder *d = NULL;
+            size_t free0 = 0, free1 = 0, total = 0;
+            int i, reps = lens[li] > 16384 ? 1 : 3;
+            double t0, t = 0;
+            cu[0] = 0;
+            cu[1] = (int32_t)lens[li];
+            fat5__dev_mem_info(ctx, &free0, &total);
+            if (fat5_attention_parse(ctx, patterns[pi], &a) || fat5_model_set_attention(m, &a) ||
+                fat5_decoder_create(m, 1, lens[li], 0, &d)) {
+                rc = bench_fail(ctx, "long-input encoder");
+                goto done;
+            }
+            fat5__dev_mem_info(ctx, &free1, &total);
+            for (i = -1; i < reps; i++) {   // i = -1: the warm-up
+                t0 = bench_now();
+                if (fat5__decoder_encode(d, tok, cu, 1) || fat5__dev_sync(ctx)) {
+                    fat5_decoder_destroy(d);
+                    rc = bench_fail(ctx, "long-input encoder");
+                    goto done;
+                }
+                if (i >= 0) t += bench_now() - t0;
+                if (i < 0 && lens[li] > 16384 && pi == 0) break;   // full attention at 64k+: one run
+            }
+            if (i < 0) t = bench_now() - t0, reps = 1;
+            printf("{\"bench\": \"long\", \"model\": \"t5-base shape\", \"dtype\": \"%s\", \"pass\": \"encoder\", "
+                   "\"attention\": \"%s\", \"tokens\": %lld, \"ms\": %.1f, \"tokens_per_s\": %.0f, "
+                   "\"device_bytes\": %zu}\n",
+                   fat5__dev_act_size(ctx) == 2 ? "bf16" : "fp32", patterns[pi], (long long)lens[li], t / reps * 1e3,
+                   (double)lens[li] * reps / t, free0 - free1);
+            fflush(stdout);
+            fat5_decoder_destroy(d);
+        }
+    rc = 0;
+done:
+    fat5_model_destroy(m);
+    free(tok);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     const char *what = argc > 1 ? argv[1] : "all";
     fat5_ctx_config cc = fat5_ctx_config_default();
     fat5_ctx *ctx = NULL;
     int rc = 0;
     if (strcmp(what, "attn") && strcmp(what, "step") && strcmp(what, "ul2") && strcmp(what, "generate") &&
-        strcmp(what, "all")) {
-        fprintf(stderr, "usage: bench [attn|step|ul2|generate|all]\n");
+        strcmp(what, "long") && strcmp(what, "all")) {
+        fprintf(stderr, "usage: bench [attn|step|ul2|generate|long|all]\n");
         return 2;
     }
     if (!strcmp(what, "ul2") || !strcmp(what, "all")) rc |= bench_ul2();   // CPU only
@@ -359,6 +424,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(what, "attn") || !strcmp(what, "all")) rc |= bench_attn(ctx);
     if (!strcmp(what, "step") || !strcmp(what, "all")) rc |= bench_step(ctx);
+    if (!strcmp(what, "long") || !strcmp(what, "all")) rc |= bench_long(ctx);
     fat5_ctx_destroy(ctx);
     if (!strcmp(what, "all")) rc |= bench_generate();   // its own contexts: bf16 and fp32
     return rc;
