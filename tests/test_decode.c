@@ -256,5 +256,36 @@ static void t_encode(fat5_test *T) {
     }
 }
 
+// The encoder-only pass keeps O(tokens) buffers for every pattern: its workspace at 1k, 2k and 4k
+// tokens grows by equal steps per token (up to the 256-byte alignment of each buffer), and a
+// transient-global one by the share of its globals more.
+static void t_encode_memory_linear(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    static const char *const pats[3] = {"full", "local:4", "transient-global:4:8"};
+    fat5_model *m = tm_tiny(T);
+    int p, k;
+    FAT5_REQUIRE(T, m != NULL);
+    FAT5_REQUIRE_OK(T, fat5_model_set_training(m, 0));
+    for (p = 0; p < 3; p++) {
+        fat5_attention a;
+        double b[3], step1, step2;
+        FAT5_REQUIRE_OK(T, fat5_attention_parse(ctx, pats[p], &a));
+        FAT5_REQUIRE_OK(T, fat5_model_set_attention(m, &a));
+        for (k = 0; k < 3; k++) {
+            fat5_decoder *d = NULL;
+            FAT5_REQUIRE_OK(T, fat5_decoder_create(m, 1, (int64_t)1024 << k, 0, &d));
+            b[k] = (double)d->ws_bytes;
+            fat5_decoder_destroy(d);
+        }
+        step1 = (b[1] - b[0]) / 1024;  // bytes per token, from 1k to 2k and from 2k to 4k
+        step2 = (b[2] - b[1]) / 2048;
+        FAT5_CHECK_MSG(T, step1 > 0 && fabs(step2 - step1) <= 64.0 * 256 / 1024,
+                       "%s: %.1f then %.1f bytes per token", pats[p], step1, step2);
+        FAT5_CHECK_MSG(T, b[2] < 4096.0 * (p == 2 ? 1.125 : 1.0) * (step1 + 1) + 1e6, "%s: %.0f bytes at 4k tokens",
+                       pats[p], b[2]);
+    }
+    fat5_model_destroy(m);
+}
+
 #define FAT5_TESTS_DECODE(X) X(decode_cached_equals_uncached) X(decode_reorder) X(decode_rejects) \
-    X(inference_mode) X(encode)
+    X(inference_mode) X(encode) X(encode_memory_linear)
