@@ -4539,8 +4539,9 @@ static void fat5__attn_range(int kind, int g, int64_t i, int64_t n, int queries,
     r[3] = causal && !queries ? i + 1 : n;
     if (rad < 0 || i < pre) return;
     r[1] = pre;
-    r[2] = i - rad > pre ? i - rad : pre;
-    r[3] = i + rad + 1 < n ? i + rad + 1 : n;
+    if (r[2] < i - rad) r[2] = i - rad;
+    if (r[2] < pre) r[2] = pre;
+    if (r[3] > i + rad + 1) r[3] = i + rad + 1;
 }
 
 // the transient-global keys of the sequence of a query or key token: first row, count G (0
