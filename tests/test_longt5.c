@@ -149,4 +149,235 @@ static void t_attn_window(fat5_test *T) {
     }
 }
 
-#define FAT5_TESTS_LONGT5(X) X(longt5_config) X(longt5_checkpoint) X(attn_window)
+// ---- the pattern ops against a dense reference ----
+
+// A packed attention problem: 4 sequences of 13, 1, 7 and 22 tokens, H = 4 heads of dk = 4; q
+// and o rows are the tokens (cu), k and v rows the tokens (cu_k) and, with TGLOBAL, the globals
+// (cu_g: after the tokens, or before them with `globals_first`). bias: T5's two tables [2, nb, H]
+// (bidirectional, then the transient-global one), FIRE's block, or none.
+enum { TL_NS = 4, TL_T = 43, TL_H = 4, TL_DK = 4, TL_NB = 8, TL_MD = 12, TL_W = 5, TL_L0 = 10, TL_MAXG = 43 };
+static const int32_t tl_cu[TL_NS + 1] = {0, 13, 14, 21, 43};
+
+typedef struct tl_prob {
+    int kind, g, globals_first, no_bias;
+    int32_t cu_k[TL_NS + 1], cu_g[TL_NS + 1], q_seq[TL_T], k_seq[TL_T + TL_MAXG];
+    int64_t Tk, n_bias;
+    float q[TL_T * TL_H * TL_DK], k[(TL_T + TL_MAXG) * TL_H * TL_DK], v[(TL_T + TL_MAXG) * TL_H * TL_DK];
+    float dout[TL_T * TL_H * TL_DK], bias[2 * TL_NB * TL_H + FAT5__FIRE_NUMEL(TL_H, TL_W)];
+} tl_prob;
+
+// what the four ops give, and what the reference gives (rounded to fp32 for the comparison)
+typedef struct tl_out {
+    float o[TL_T * TL_H * TL_DK], lse[TL_T * TL_H], delta[TL_T * TL_H], dq[TL_T * TL_H * TL_DK];
+    float dk[(TL_T + TL_MAXG) * TL_H * TL_DK], dv[(TL_T + TL_MAXG) * TL_H * TL_DK];
+    float dbias[2 * TL_NB * TL_H + FAT5__FIRE_NUMEL(TL_H, TL_W)];
+} tl_out;
+
+// Sets up the problem of `kind` (a block size or prefix g) with values from seed: the globals'
+// rows, the maps, q, k, v, dout and the bias (T5 tables in N(0, 1); FIRE's MLP in N(0, 1), c and
+// L_multiplier away from their initial values).
+static void tl_setup(tl_prob *P, int kind, int g, int globals_first, int no_bias, uint64_t seed) {
+    fat5_rng r = fat5_rng_init(seed);
+    int64_t s, t, G = 0, n;
+    memset(P, 0, sizeof *P);
+    P->kind = kind, P->g = g, P->globals_first = globals_first, P->no_bias = no_bias;
+    for (s = 0; s < TL_NS; s++) G += (kind & FAT5__ATTN_TGLOBAL) ? (tl_cu[s + 1] - tl_cu[s]) / g : 0;
+    P->Tk = TL_T + G;
+    for (s = 0, n = 0; s <= TL_NS; s++) {
+        P->cu_k[s] = tl_cu[s] + (int32_t)(globals_first ? G : 0);
+        P->cu_g[s] = (int32_t)((globals_first ? 0 : TL_T) + n);
+        if (s < TL_NS) n += (kind & FAT5__ATTN_TGLOBAL) ? (tl_cu[s + 1] - tl_cu[s]) / g : 0;
+    }
+    for (s = 0; s < TL_NS; s++) {
+        for (t = tl_cu[s]; t < tl_cu[s + 1]; t++) P->q_seq[t] = (int32_t)s;
+        for (t = P->cu_k[s]; t < P->cu_k[s + 1]; t++) P->k_seq[t] = (int32_t)s;
+        for (t = P->cu_g[s]; t < P->cu_g[s + 1]; t++) P->k_seq[t] = (int32_t)s;
+    }
+    for (t = 0; t < TL_T * TL_H * TL_DK; t++)
+        P->q[t] = (float)fat5_rng_normal(&r), P->dout[t] = (float)fat5_rng_normal(&r);
+    for (t = 0; t < P->Tk * TL_H * TL_DK; t++) P->k[t] = (float)fat5_rng_normal(&r), P->v[t] = (float)fat5_rng_normal(&r);
+    if (kind & FAT5__ATTN_FIRE) {
+        P->n_bias = FAT5__FIRE_NUMEL(TL_H, TL_W);
+        for (t = 0; t < P->n_bias; t++) P->bias[t] = (float)fat5_rng_normal(&r);
+        P->bias[FAT5__FIRE_C(TL_H, TL_W)] = 0.137f;
+        P->bias[FAT5__FIRE_LM(TL_H, TL_W)] = 0.931f;
+    } else if (!(kind & FAT5__ATTN_ALIBI)) {
+        P->n_bias = 2 * TL_NB * TL_H;   // both tables, whatever the kind: the unused one's gradient stays 0
+        for (t = 0; t < P->n_bias; t++) P->bias[t] = (float)fat5_rng_normal(&r);
+    }
+}
+
+// The pattern written out: may query i see token key j (head h of H)? A window sees |j - i| <=
+// r; block-global adds the pairs where either token is among the first g; asymmetric ALiBi hides
+// the keys after i from the first half of the heads, the keys before i from the others.
+static int tl_sees(int kind, int g, int h, int64_t i, int64_t j) {
+    int64_t rad = FAT5__ATTN_RADIUS(kind);
+    if ((kind & FAT5__ATTN_ALIBI_ASYM) && (h < TL_H / 2 ? j > i : j < i)) return 0;
+    if (rad < 0 || (j - i <= rad && i - j <= rad)) return 1;
+    return (kind & FAT5__ATTN_PREFIX) && (i < g || j < g);
+}
+
+// the position bias of a token pair (no pattern): T5's bucket, ALiBi's slope times the distance,
+// FIRE's MLP; 0 without one
+static double tl_pair_bias(const tl_prob *P, int h, int64_t i, int64_t j) {
+    int kind = P->kind;
+    if (kind & FAT5__ATTN_FIRE)
+        return fat5__fire_mlp(P->bias, TL_H, TL_W, h, fat5__fire_u(P->bias, TL_H, TL_W, TL_L0, i, j, NULL));
+    if (kind & FAT5__ATTN_ALIBI) {
+        double slope = (kind & FAT5__ATTN_ALIBI_ASYM) ? fat5__alibi_slope(h % (TL_H / 2), TL_H / 2)
+                                                      : fat5__alibi_slope(h, TL_H);
+        return -slope * (double)(j > i ? j - i : i - j);
+    }
+    return P->no_bias ? 0.0 : P->bias[fat5__rel_bucket(j - i, 1, TL_NB, TL_MD) * TL_H + h];
+}
+
+// The dense reference, in double: for every query, a score for every token of its sequence (the
+// pattern's mask -inf outside) and every global of its sequence, softmax, o and lse; then the
+// backward of the loss sum(dout * o) taken directly: ds = p (dout . v - dout . o), dq = sum ds k,
+// dk += ds q, dv += p dout, and ds added to the bias entry (or FIRE's parameters) each score read.
+static void tl_reference(const tl_prob *P, tl_out *R) {
+    enum { LD = TL_H * TL_DK, SH = FAT5__FIRE_SHARES(TL_W) };
+    static double o[TL_T * LD], dq[TL_T * LD], dk[(TL_T + TL_MAXG) * LD], dv[(TL_T + TL_MAXG) * LD];
+    static double db[2 * TL_NB * TL_H], shares[TL_H * SH];
+    int tglobal = (P->kind & FAT5__ATTN_TGLOBAL) != 0, shared = (P->kind & FAT5__ATTN_GSHARED) != 0;
+    int64_t s, i, j, e, n_k = P->Tk * LD;
+    int h, d;
+    memset(o, 0, sizeof o), memset(dq, 0, sizeof dq), memset(dk, 0, sizeof dk), memset(dv, 0, sizeof dv);
+    memset(db, 0, sizeof db), memset(shares, 0, sizeof shares);
+    memset(R, 0, sizeof *R);
+    for (s = 0; s < TL_NS; s++) {
+        int64_t n = tl_cu[s + 1] - tl_cu[s], G = tglobal ? P->cu_g[s + 1] - P->cu_g[s] : 0;
+        for (i = 0; i < n; i++)
+            for (h = 0; h < TL_H; h++) {
+                double sc[64], p[64], mx = -INFINITY, sum = 0, dot_o = 0;
+                int64_t row[64], b = G ? (i / P->g < G - 1 ? i / P->g : G - 1) : 0, qr = tl_cu[s] + i;
+                const float *qi = P->q + qr * LD + h * TL_DK, *doi = P->dout + qr * LD + h * TL_DK;
+                for (j = 0; j < n + G; j++) {  // keys: the n tokens, then the G globals
+                    const float *kj;
+                    row[j] = j < n ? P->cu_k[s] + j : P->cu_g[s] + (j - n);
+                    kj = P->k + row[j] * LD + h * TL_DK;
+                    sc[j] = 0;
+                    for (d = 0; d < TL_DK; d++) sc[j] += (double)qi[d] * kj[d];
+                    if (j < n)
+                        sc[j] = tl_sees(P->kind, P->g, h, i, j) ? sc[j] + tl_pair_bias(P, h, i, j) : -INFINITY;
+                    else if (!P->no_bias)
+                        sc[j] += P->bias[(shared ? 0 : TL_NB * TL_H) + fat5__rel_bucket(j - n - b, 1, TL_NB, TL_MD) * TL_H + h];
+                    if (sc[j] > mx) mx = sc[j];
+                }
+                for (j = 0; j < n + G; j++) sum += (p[j] = sc[j] == -INFINITY ? 0.0 : exp(sc[j] - mx));
+                for (j = 0; j < n + G; j++) {
+                    p[j] /= sum;
+                    for (d = 0; d < TL_DK; d++) o[qr * LD + h * TL_DK + d] += p[j] * P->v[row[j] * LD + h * TL_DK + d];
+                }
+                R->lse[qr * TL_H + h] = (float)(mx + log(sum));
+                for (d = 0; d < TL_DK; d++) dot_o += (double)doi[d] * o[qr * LD + h * TL_DK + d];
+                for (j = 0; j < n + G; j++) {
+                    double dp = 0, ds;
+                    if (p[j] == 0) continue;
+                    for (d = 0; d < TL_DK; d++) dp += (double)doi[d] * P->v[row[j] * LD + h * TL_DK + d];
+                    ds = p[j] * (dp - dot_o);
+                    for (d = 0; d < TL_DK; d++) {
+                        dq[qr * LD + h * TL_DK + d] += ds * P->k[row[j] * LD + h * TL_DK + d];
+                        dk[row[j] * LD + h * TL_DK + d] += ds * qi[d];
+                        dv[row[j] * LD + h * TL_DK + d] += p[j] * doi[d];
+                    }
+                    if (j >= n) {
+                        if (!P->no_bias)
+                            db[(shared ? 0 : TL_NB * TL_H) + fat5__rel_bucket(j - n - b, 1, TL_NB, TL_MD) * TL_H + h] += ds;
+                    } else if (P->kind & FAT5__ATTN_FIRE) {
+                        fat5__fire_grad(P->bias, TL_H, TL_W, TL_L0, h, i, j, ds, shares + h * SH);
+                    } else if (!(P->kind & FAT5__ATTN_ALIBI) && !P->no_bias) {
+                        db[fat5__rel_bucket(j - i, 1, TL_NB, TL_MD) * TL_H + h] += ds;
+                    }
+                }
+            }
+    }
+    for (e = 0; e < TL_T * LD; e++) R->o[e] = (float)o[e], R->dq[e] = (float)dq[e];
+    for (e = 0; e < n_k; e++) R->dk[e] = (float)dk[e], R->dv[e] = (float)dv[e];
+    if (P->kind & FAT5__ATTN_FIRE) FAT5__FIRE_REDUCE(R->dbias, shares, TL_H, TL_W);
+    else for (e = 0; e < P->n_bias; e++) R->dbias[e] = (float)db[e];
+}
+
+// the four ops as the model runs them: attn_fwd, bwd_delta, bwd_dq (with the bias gradient) and
+// bwd_dkv over every key row
+static fat5_status tl_ops(fat5_ctx *ctx, const tl_prob *P, tl_out *X) {
+    fat5__addr bias = P->no_bias || (P->kind & FAT5__ATTN_ALIBI) ? 0 : A_(P->bias);
+    fat5__addr cu_g = (P->kind & FAT5__ATTN_TGLOBAL) ? A_(P->cu_g) : 0;
+    fat5_status st;
+    int nb = (P->kind & FAT5__ATTN_FIRE) ? TL_W : TL_NB, md = (P->kind & FAT5__ATTN_FIRE) ? TL_L0 : TL_MD;
+    memset(X, 0, sizeof *X);
+    if ((st = fat5__cpu_attn_fwd(ctx, A_(X->o), A_(X->lse), A_(P->q), A_(P->k), A_(P->v), bias, 0, A_(tl_cu),
+                                 A_(P->cu_k), A_(P->q_seq), TL_T, TL_H, TL_DK, P->kind, nb, md, P->g, cu_g)))
+        return st;
+    if ((st = fat5__cpu_attn_bwd_delta(ctx, A_(X->delta), A_(X->o), A_(P->dout), TL_T, TL_H, TL_DK))) return st;
+    if ((st = fat5__cpu_attn_bwd_dq(ctx, A_(X->dq), bias ? A_(X->dbias) : 0, A_(P->dout), A_(X->lse), A_(X->delta),
+                                    A_(P->q), A_(P->k), A_(P->v), bias, 0, A_(tl_cu), A_(P->cu_k), A_(P->q_seq), TL_T,
+                                    TL_H, TL_DK, P->kind, nb, md, P->g, cu_g, 0)))
+        return st;
+    return fat5__cpu_attn_bwd_dkv(ctx, A_(X->dk), A_(X->dv), A_(P->dout), A_(X->lse), A_(X->delta), A_(P->q),
+                                  A_(P->k), A_(P->v), bias, 0, A_(tl_cu), A_(P->cu_k), A_(P->k_seq), P->Tk, TL_H,
+                                  TL_DK, P->kind, nb, md, P->g, cu_g);
+}
+
+// Every pattern, on 4 packed sequences (13, 1, 7, 22 tokens), against the dense reference: o,
+// lse, dq, dk, dv (global rows included) and the bias gradient (both T5 tables: the one a kind
+// does not read must stay 0; FIRE's parameter block). Windows of 1, 3, 21 (the longest sequence
+// less one: full) and 100; block-global prefixes of 1, 5, 22 (a whole sequence) and 40 (longer
+// than every sequence); transient-global blocks of 2 .. 30 (sequences shorter than a block,
+// lengths not multiples of it, globals before or after the tokens), with their own table, T5's
+// (GSHARED) or no bias; windows and block-global with ALiBi (sym, asym) and FIRE. fp32 ops
+// summing in double against a double reference: 1e-5.
+static void t_attn_pattern_dense(fat5_test *T) {
+    static const struct { int kind, g, first, no_bias; const char *what; } cs[] = {
+        {FAT5__ATTN_BIDIR, 0, 0, 0, "full"},
+        {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(1), 0, 0, 0, "local r 1"},
+        {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(3), 0, 0, 0, "local r 3"},
+        {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(21), 0, 0, 0, "local r 21"},
+        {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(100), 0, 0, 0, "local r 100"},
+        {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(2), 0, 0, 1, "local r 2, no bias"},
+        {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(1) | FAT5__ATTN_PREFIX, 1, 0, 0, "block-global r 1 g 1"},
+        {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(2) | FAT5__ATTN_PREFIX, 5, 0, 0, "block-global r 2 g 5"},
+        {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(1) | FAT5__ATTN_PREFIX, 22, 0, 0, "block-global r 1 g 22"},
+        {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(3) | FAT5__ATTN_PREFIX, 40, 0, 0, "block-global r 3 g 40"},
+        {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(1) | FAT5__ATTN_TGLOBAL, 2, 0, 0, "tglobal r 1 g 2"},
+        {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(3) | FAT5__ATTN_TGLOBAL, 5, 1, 0, "tglobal r 3 g 5, globals first"},
+        {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(2) | FAT5__ATTN_TGLOBAL, 8, 0, 0, "tglobal r 2 g 8"},
+        {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(1) | FAT5__ATTN_TGLOBAL, 30, 0, 0, "tglobal r 1 g 30 (no globals)"},
+        {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(2) | FAT5__ATTN_TGLOBAL | FAT5__ATTN_GSHARED, 3, 0, 0, "tglobal shared r 2 g 3"},
+        {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(1) | FAT5__ATTN_TGLOBAL | FAT5__ATTN_GSHARED, 4, 1, 0,
+         "tglobal shared r 1 g 4, globals first"},
+        {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(2) | FAT5__ATTN_TGLOBAL, 3, 0, 1, "tglobal r 2 g 3, no bias"},
+        {FAT5__ATTN_BIDIR | FAT5__ATTN_ALIBI | FAT5__ATTN_WINDOW(2), 0, 0, 0, "ALiBi local r 2"},
+        {FAT5__ATTN_BIDIR | FAT5__ATTN_ALIBI | FAT5__ATTN_WINDOW(2) | FAT5__ATTN_PREFIX, 3, 0, 0,
+         "ALiBi block-global r 2 g 3"},
+        {FAT5__ATTN_BIDIR | FAT5__ATTN_ALIBI | FAT5__ATTN_ALIBI_ASYM | FAT5__ATTN_WINDOW(3), 0, 0, 0,
+         "ALiBi asym local r 3"},
+        {FAT5__ATTN_BIDIR | FAT5__ATTN_ALIBI | FAT5__ATTN_ALIBI_ASYM | FAT5__ATTN_WINDOW(1) | FAT5__ATTN_PREFIX, 4, 0, 0,
+         "ALiBi asym block-global r 1 g 4"},
+        {FAT5__ATTN_BIDIR | FAT5__ATTN_FIRE | FAT5__ATTN_WINDOW(3), 0, 0, 0, "FIRE local r 3"},
+        {FAT5__ATTN_BIDIR | FAT5__ATTN_FIRE | FAT5__ATTN_WINDOW(1) | FAT5__ATTN_PREFIX, 4, 0, 0,
+         "FIRE block-global r 1 g 4"},
+    };
+    static tl_prob P;
+    static tl_out X, R;
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    size_t c;
+    for (c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        char w[160];
+        int64_t nk;
+        tl_setup(&P, cs[c].kind, cs[c].g, cs[c].first, cs[c].no_bias, 100 + c);
+        nk = P.Tk * TL_H * TL_DK;
+        tl_reference(&P, &R);
+        FAT5_REQUIRE_OK(T, tl_ops(ctx, &P, &X));
+#define TL_CLOSE(f, n) (snprintf(w, sizeof w, "%s: " #f, cs[c].what), fat5_check_close(T, w, X.f, R.f, (size_t)(n), 1e-5, 1e-5))
+        TL_CLOSE(o, TL_T * TL_H * TL_DK);
+        TL_CLOSE(lse, TL_T * TL_H);
+        TL_CLOSE(dq, TL_T * TL_H * TL_DK);
+        TL_CLOSE(dk, nk);
+        TL_CLOSE(dv, nk);
+        TL_CLOSE(dbias, P.n_bias);
+#undef TL_CLOSE
+    }
+}
+
+#define FAT5_TESTS_LONGT5(X) X(longt5_config) X(longt5_checkpoint) X(attn_window) X(attn_pattern_dense)
