@@ -380,4 +380,86 @@ static void t_attn_pattern_dense(fat5_test *T) {
     }
 }
 
-#define FAT5_TESTS_LONGT5(X) X(longt5_config) X(longt5_checkpoint) X(attn_window) X(attn_pattern_dense)
+// Block-global with a window at least as long as every sequence (r 21 or more: the longest has
+// 22 tokens), or with a prefix covering every sequence (g 40, r 1), is full attention bit for bit
+// (o, lse, dq with the bias gradient, dk, dv), whatever g; T5 buckets, asymmetric ALiBi, FIRE. A
+// prefix that does not cover the sequences, with a short window, differs.
+static void t_attn_prefix_full(fat5_test *T) {
+    static const int scheme[3] = {0, FAT5__ATTN_ALIBI | FAT5__ATTN_ALIBI_ASYM, FAT5__ATTN_FIRE};
+    static const struct { int r, g; } rg[6] = {{21, 1}, {21, 5}, {22, 13}, {1000, 22}, {21, 40}, {1, 40}};
+    static tl_prob P;
+    static tl_out F, X;
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    int sc, c;
+    for (sc = 0; sc < 3; sc++) {
+        tl_setup(&P, FAT5__ATTN_BIDIR | scheme[sc], 0, 0, 0, 7);
+        FAT5_REQUIRE_OK(T, tl_ops(ctx, &P, &F));
+        for (c = 0; c < 7; c++) {
+            int diff;
+            P.kind = FAT5__ATTN_BIDIR | scheme[sc] | FAT5__ATTN_PREFIX | FAT5__ATTN_WINDOW(c < 6 ? rg[c].r : 2);
+            P.g = c < 6 ? rg[c].g : 3;
+            FAT5_REQUIRE_OK(T, tl_ops(ctx, &P, &X));
+            diff = memcmp(F.o, X.o, sizeof F.o) || memcmp(F.lse, X.lse, sizeof F.lse) || memcmp(F.dq, X.dq, sizeof F.dq) ||
+                   memcmp(F.dk, X.dk, sizeof F.dk) || memcmp(F.dv, X.dv, sizeof F.dv) ||
+                   memcmp(F.dbias, X.dbias, sizeof F.dbias);
+            if (c < 6)
+                FAT5_CHECK_MSG(T, !diff, "scheme %d, block-global r %d g %d differs from full attention", sc, rg[c].r,
+                               rg[c].g);
+            else
+                FAT5_CHECK_MSG(T, diff, "scheme %d: block-global r 2 g 3 equals full attention", sc);
+        }
+    }
+}
+
+// block_sum against a direct sum (every token added to the global of its block, min(i / g, G - 1):
+// the orphans of a sequence whose length is not a multiple of g join its last block; a sequence
+// shorter than g has none), and block_sum_bwd as its transpose: <block_sum(x), y> = <x,
+// block_sum_bwd(y)>, the tokens of a sequence without globals left as they were. Small whole
+// numbers, so that every sum is exact and the checks are equalities.
+static void t_block_sum(fat5_test *T) {
+    enum { NS = 5, TT = 33, D = 5 };
+    static const int32_t cu[NS + 1] = {0, 7, 9, 18, 21, 33};   // 7, 2, 9, 3, 12 tokens
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_rng r = fat5_rng_init(5);
+    int g;
+    for (g = 1; g <= 13; g += (g < 4 ? 1 : 9)) {  // g 1, 2, 3, 4, 13
+        int32_t cu_g[NS + 1], seq[TT + TT];
+        float x[TT * D], dx[TT * D], dx0[TT * D], out[TT * D], ref[TT * D], y[TT * D];
+        int64_t s, t, j, G = 0, n;
+        double xy = 0, yx = 0;
+        for (s = 0; s < NS; s++) {
+            cu_g[s] = (int32_t)(TT + G);
+            for (t = cu[s]; t < cu[s + 1]; t++) seq[t] = (int32_t)s;
+            for (t = 0; t < (cu[s + 1] - cu[s]) / g; t++) seq[TT + G++] = (int32_t)s;
+        }
+        cu_g[NS] = (int32_t)(TT + G);
+        for (t = 0; t < TT * D; t++) {
+            x[t] = (float)((int)fat5_rng_below(&r, 17) - 8);
+            y[t] = (float)((int)fat5_rng_below(&r, 17) - 8);
+            dx0[t] = dx[t] = (float)((int)fat5_rng_below(&r, 17) - 8);
+            ref[t] = 0;
+        }
+        for (s = 0; s < NS; s++) {
+            int64_t Gs = cu_g[s + 1] - cu_g[s];
+            for (t = cu[s], n = 0; t < cu[s + 1]; t++, n++)
+                if (Gs) {
+                    int64_t b = n / g < Gs - 1 ? n / g : Gs - 1;
+                    for (j = 0; j < D; j++) ref[(cu_g[s] - TT + b) * D + j] += x[t * D + j];
+                }
+        }
+        FAT5_REQUIRE_OK(T, fat5__cpu_block_sum(ctx, A_(out), A_(x), A_(cu), A_(cu_g), A_(seq), G, D, g));
+        FAT5_CHECK_MSG(T, G == 0 || !memcmp(out, ref, (size_t)(G * D) * sizeof(float)), "g %d: block sums differ", g);
+        FAT5_REQUIRE_OK(T, fat5__cpu_block_sum_bwd(ctx, A_(dx), A_(y), A_(cu), A_(cu_g), A_(seq), TT, D, g));
+        for (t = 0; t < G * D; t++) xy += (double)out[t] * y[t];
+        for (t = 0; t < TT * D; t++) yx += (double)x[t] * (dx[t] - dx0[t]);
+        FAT5_CHECK_MSG(T, xy == yx, "g %d: <block_sum(x), y> = %.17g, <x, block_sum_bwd(y)> = %.17g", g, xy, yx);
+        for (s = 0; s < NS; s++)
+            if (cu_g[s + 1] == cu_g[s])
+                FAT5_CHECK_MSG(T, !memcmp(dx + cu[s] * D, dx0 + cu[s] * D, (size_t)((cu[s + 1] - cu[s]) * D) * sizeof(float)),
+                               "g %d: sequence %d has no globals but its gradient changed", g, (int)s);
+        FAT5_CHECK(T, g != 3 || G == 2 + 0 + 3 + 1 + 4);
+    }
+}
+
+#define FAT5_TESTS_LONGT5(X) X(longt5_config) X(longt5_checkpoint) X(attn_window) X(attn_pattern_dense) X(attn_prefix_full) \
+    X(block_sum)
