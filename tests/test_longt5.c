@@ -2,7 +2,8 @@
 // config fields and checkpoint names against the fixtures of tools/make_reference.py --longt5, and
 // the attention patterns for long inputs. Parity of both LongT5 encoders with transformers is
 // longt5_local_parity / longt5_tglobal_parity (test_model.c), their cached decoding test_decode.c.
-// Uses the helpers of test_model.c and test_posenc.c (tm_cfg, tm_read, TM_EXPECT_ERR, tp_roundtrip).
+// Uses the helpers of test_model.c, test_posenc.c and test_decode.c (tm_cfg, tm_read, TM_EXPECT_ERR,
+// tp_roundtrip, tm_model_fd_check, td_inputs, td_forward_logits).
 
 static void t_longt5_config(fat5_test *T) {
     fat5_ctx *ctx = fat5_test_ctx(T);
@@ -327,7 +328,7 @@ static fat5_status tl_ops(fat5_ctx *ctx, const tl_prob *P, tl_out *X) {
 // lengths not multiples of it, globals before or after the tokens), with their own table, T5's
 // (GSHARED) or no bias; windows and block-global with ALiBi (sym, asym) and FIRE. fp32 ops
 // summing in double against a double reference: 1e-5.
-static void t_attn_pattern_dense(fat5_test *T) {
+static void t_longt5_attn_dense(fat5_test *T) {
     static const struct { int kind, g, first, no_bias; const char *what; } cs[] = {
         {FAT5__ATTN_BIDIR, 0, 0, 0, "full"},
         {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(1), 0, 0, 0, "local r 1"},
@@ -384,7 +385,7 @@ static void t_attn_pattern_dense(fat5_test *T) {
 // 22 tokens), or with a prefix covering every sequence (g 40, r 1), is full attention bit for bit
 // (o, lse, dq with the bias gradient, dk, dv), whatever g; T5 buckets, asymmetric ALiBi, FIRE. A
 // prefix that does not cover the sequences, with a short window, differs.
-static void t_attn_prefix_full(fat5_test *T) {
+static void t_longt5_prefix_full(fat5_test *T) {
     static const int scheme[3] = {0, FAT5__ATTN_ALIBI | FAT5__ATTN_ALIBI_ASYM, FAT5__ATTN_FIRE};
     static const struct { int r, g; } rg[6] = {{21, 1}, {21, 5}, {22, 13}, {1000, 22}, {21, 40}, {1, 40}};
     static tl_prob P;
@@ -416,7 +417,7 @@ static void t_attn_prefix_full(fat5_test *T) {
 // shorter than g has none), and block_sum_bwd as its transpose: <block_sum(x), y> = <x,
 // block_sum_bwd(y)>, the tokens of a sequence without globals left as they were. Small whole
 // numbers, so that every sum is exact and the checks are equalities.
-static void t_block_sum(fat5_test *T) {
+static void t_longt5_block_sum(fat5_test *T) {
     enum { NS = 5, TT = 33, D = 5 };
     static const int32_t cu[NS + 1] = {0, 7, 9, 18, 21, 33};   // 7, 2, 9, 3, 12 tokens
     fat5_ctx *ctx = fat5_test_ctx(T);
@@ -461,5 +462,405 @@ static void t_block_sum(fat5_test *T) {
     }
 }
 
-#define FAT5_TESTS_LONGT5(X) X(longt5_config) X(longt5_checkpoint) X(attn_window) X(attn_pattern_dense) X(attn_prefix_full) \
-    X(block_sum)
+// ---- patterns of a run on a plain T5 model ----
+
+// The three patterns on tm_batch() (12, 1 and 6 tokens; a prefix of 1 fits every sequence; blocks
+// of 5 leave orphans and a sequence without globals) and on td_inputs() (5, 11 and 2 tokens).
+static const char *const tl_specs[3] = {"local:2", "block-global:2:1", "transient-global:2:5"};
+static const char *const tl_specs_td[3] = {"local:2", "block-global:1:2", "transient-global:2:3"};
+
+// a random T5 (tm_tiny_config, gated) with norms away from 1
+static fat5_model *tl_t5(fat5_test *T) {
+    fat5_model_config c = tm_tiny_config(1, 0, 0);
+    fat5_model *m = NULL;
+    if (fat5_model_create(fat5_test_ctx(T), &c, 11, &m) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "create: %s", fat5_last_error(fat5_test_ctx(T)));
+        return NULL;
+    }
+    tm_perturb_norms(m, 0);
+    return m;
+}
+
+static fat5_status tl_set(fat5_test *T, fat5_model *m, const char *spec) {
+    fat5_attention a;
+    fat5_status st = fat5_attention_parse(fat5_test_ctx(T), spec, &a);
+    return st ? st : fat5_model_set_attention(m, &a);
+}
+
+// Every parameter's gradient under each pattern against central differences of the whole
+// model's loss (transient-global: the globals' bias from T5's table, their norm of weight 1).
+static void t_longt5_pattern_fd(fat5_test *T) {
+    fat5_model *m = tl_t5(T);
+    int k;
+    FAT5_REQUIRE(T, m != NULL);
+    for (k = 0; k < 3; k++) {
+        FAT5_REQUIRE_OK(T, tl_set(T, m, tl_specs[k]));
+        tm_model_fd_check(T, m, tl_specs[k], 0, 20);
+    }
+    fat5_model_destroy(m);
+}
+
+// logits [n_dec, V] and every gradient of m on tm_batch() (z-loss, label smoothing)
+static int tl_fwd_bwd(fat5_test *T, fat5_model *m, float *logits, float *grads) {
+    fat5_batch b = tm_batch();
+    fat5_loss_config lc;
+    memset(&lc, 0, sizeof lc);
+    lc.z_loss = 1e-2;
+    lc.label_smoothing = 0.1;
+    if (fat5_model_forward(m, &b, &lc, NULL) || fat5_model_get_logits(m, logits, b.n_dec_tokens * m->cfg.vocab_size) ||
+        fat5_model_zero_grad(m) || fat5_model_backward(m, 1.0f)) {
+        FAT5_CHECK_MSG(T, 0, "forward / backward: %s", fat5_last_error(fat5_test_ctx(T)));
+        return 0;
+    }
+    memcpy(grads, FAT5__HOST(const float, m->gd), m->n_floats * sizeof(float));
+    return 1;
+}
+
+// A window at least as long as the longest sequence (12 tokens: radius 11 and more), local or
+// block-global, gives full attention's logits and gradients bit for bit; each pattern of
+// tl_specs changes both (the patterns act).
+static void t_longt5_pattern_full(fat5_test *T) {
+    static const char *const same[4] = {"local:11", "local:1000", "block-global:11:1", "block-global:12:1"};
+    fat5_model *m = tl_t5(T);
+    int64_t nl;
+    float *lf, *gf, *lx, *gx;
+    int k;
+    FAT5_REQUIRE(T, m != NULL);
+    nl = 14 * m->cfg.vocab_size;
+    lf = (float *)malloc((size_t)nl * sizeof(float)), lx = (float *)malloc((size_t)nl * sizeof(float));
+    gf = (float *)malloc(m->n_floats * sizeof(float)), gx = (float *)malloc(m->n_floats * sizeof(float));
+    FAT5_REQUIRE(T, lf && lx && gf && gx);
+    if (tl_fwd_bwd(T, m, lf, gf))
+        for (k = 0; k < 7; k++) {
+            const char *spec = k < 4 ? same[k] : tl_specs[k - 4];
+            int dl, dg;
+            FAT5_REQUIRE_OK(T, tl_set(T, m, spec));
+            if (!tl_fwd_bwd(T, m, lx, gx)) break;
+            dl = memcmp(lf, lx, (size_t)nl * sizeof(float)) != 0;
+            dg = memcmp(gf, gx, m->n_floats * sizeof(float)) != 0;
+            if (k < 4) FAT5_CHECK_MSG(T, !dl && !dg, "%s: logits %s, gradients %s full attention's", spec,
+                                      dl ? "differ from" : "equal", dg ? "differ from" : "equal");
+            else FAT5_CHECK_MSG(T, dl && dg, "%s: the same logits (%d) or gradients (%d) as full attention", spec, !dl, !dg);
+        }
+    free(lf), free(lx), free(gf), free(gx);
+    fat5_model_destroy(m);
+}
+
+// Cached decoding under each pattern gives the teacher-forced forward's logits (30 positions,
+// inputs of 5, 11, 2 tokens) and the decoder's encoder output is the forward's, bit for bit; a
+// decoder created before set_attention keeps full attention; greedy fat5_generate picks, at every
+// step, the argmax of the forward's logits for its own tokens.
+static void t_longt5_pattern_decode(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_model *m = tl_t5(T);
+    fat5_decoder *d = NULL, *d_full = NULL;
+    int32_t enc[18], cu[4], dec[3][TD_STEPS];
+    float *ref = NULL, *ref_full = NULL, *lg = NULL;
+    int64_t V, D;
+    int k, t, i;
+    FAT5_REQUIRE(T, m != NULL);
+    V = m->cfg.vocab_size, D = m->cfg.d_model;
+    td_inputs(V, enc, cu, dec);
+    lg = (float *)malloc((size_t)(3 * V) * sizeof(float));
+    ref_full = td_forward_logits(T, m, enc, cu, dec);
+    FAT5_REQUIRE(T, lg && ref_full);
+    FAT5_REQUIRE_OK(T, fat5_decoder_create(m, 3, 18, TD_STEPS, &d_full));
+    for (k = 0; k < 3; k++) {
+        fat5_generate_config gc = fat5_generate_config_default(m);
+        fat5_generate_result gr;
+        double worst = 0, worst_full = 0;
+        FAT5_REQUIRE_OK(T, tl_set(T, m, tl_specs_td[k]));
+        ref = td_forward_logits(T, m, enc, cu, dec);
+        FAT5_REQUIRE(T, ref != NULL);
+        FAT5_CHECK_MSG(T, td_maxdiff(ref, ref_full, 3 * TD_STEPS * V) > 1e-3, "%s: the logits of full attention",
+                       tl_specs_td[k]);
+        FAT5_REQUIRE_OK(T, fat5_decoder_create(m, 3, 18, TD_STEPS, &d));
+        FAT5_REQUIRE_OK(T, fat5_decoder_start(d, enc, cu, 3, 1));
+        FAT5_REQUIRE_OK(T, fat5_decoder_start(d_full, enc, cu, 3, 1));
+        FAT5_CHECK_MSG(T, !memcmp(FAT5__HOST(float, d->enc_out), FAT5__HOST(float, m->ws.enc_out),
+                                  (size_t)(18 * D) * sizeof(float)),
+                       "%s: the decoder's encoder output differs from the forward's", tl_specs_td[k]);
+        for (t = 0; t < TD_STEPS; t++) {
+            int32_t tok[3] = {dec[0][t], dec[1][t], dec[2][t]};
+            FAT5_REQUIRE_OK(T, fat5_decoder_step(d, tok, NULL, 3, lg));
+            for (i = 0; i < 3; i++) {
+                double e = td_maxdiff(lg + i * V, ref + ((int64_t)i * TD_STEPS + t) * V, V);
+                if (!(e <= worst)) worst = e;
+            }
+            FAT5_REQUIRE_OK(T, fat5_decoder_step(d_full, tok, NULL, 3, lg));
+            for (i = 0; i < 3; i++) {
+                double e = td_maxdiff(lg + i * V, ref_full + ((int64_t)i * TD_STEPS + t) * V, V);
+                if (!(e <= worst_full)) worst_full = e;
+            }
+        }
+        FAT5_CHECK_MSG(T, worst <= 1e-6, "%s: cached logits differ from the forward's by %g", tl_specs_td[k], worst);
+        FAT5_CHECK_MSG(T, worst_full <= 1e-6, "%s: a decoder made before set_attention is off full attention by %g",
+                       tl_specs_td[k], worst_full);
+        fat5_decoder_destroy(d);
+        d = NULL;
+        // greedy generation: 8 tokens (EOS held back), then the forward on them
+        gc.max_new_tokens = gc.min_new_tokens = 8;
+        FAT5_REQUIRE_OK(T, fat5_generate(m, enc, cu, 3, &gc, &gr));
+        {
+            int32_t gdec[3][TD_STEPS];
+            float *fl;
+            int bad = 0;
+            FAT5_CHECK(T, gr.n_seq == 3);
+            for (i = 0; i < 3 && gr.n_seq == 3; i++) {
+                FAT5_REQUIRE(T, gr.cu_seqlens[i + 1] - gr.cu_seqlens[i] == 8);
+                for (t = 0; t < TD_STEPS; t++)
+                    gdec[i][t] = t == 0 ? (int32_t)gc.decoder_start_token_id : t <= 8 ? gr.tokens[gr.cu_seqlens[i] + t - 1] : 2;
+            }
+            fl = td_forward_logits(T, m, enc, cu, gdec);
+            for (i = 0; fl && i < 3; i++)
+                for (t = 0; t < 8; t++) {
+                    const float *row = fl + ((int64_t)i * TD_STEPS + t) * V;
+                    int64_t j, best = -1;
+                    for (j = 0; j < V; j++)
+                        if (j != gc.eos_token_id && (best < 0 || row[j] > row[best])) best = j;
+                    if (best != gdec[i][t + 1]) bad++;
+                }
+            FAT5_CHECK_MSG(T, fl && !bad, "%s: %d greedy tokens are not the argmax of the forward's logits", tl_specs_td[k],
+                           bad);
+            free(fl);
+            fat5_generate_result_free(ctx, &gr);
+        }
+        free(ref);
+        ref = NULL;
+    }
+    fat5_decoder_destroy(d_full);
+    free(ref_full);
+    free(lg);
+    fat5_model_destroy(m);
+}
+
+// The run's pattern is not the model's: config.json saved under any pattern is the one saved
+// before (a plain T5, and the transient-global LongT5 fixture, whose own pattern stays in its
+// config), and a saved model loads with its config's pattern.
+static void t_longt5_pattern_save(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    int f, k;
+    for (f = 0; f < 2; f++) {
+        fat5_model *m = NULL, *b = NULL;
+        char dir[700], p0[800], p1[800], src[512];
+        fat5_attention own;
+        if (f == 0) m = tl_t5(T);
+        else {
+            snprintf(src, sizeof src, "%s/longt5_tglobal", FAT5_TEST_DATA);
+            FAT5_REQUIRE_OK(T, fat5_model_load(ctx, src, &m));
+        }
+        FAT5_REQUIRE(T, m != NULL);
+        own = fat5_model_get_attention(m);
+        FAT5_CHECK(T, own.type == (f ? FAT5_ENC_ATTN_TGLOBAL : FAT5_ENC_ATTN_FULL));
+        snprintf(dir, sizeof dir, "%s/m%d_before", fat5_test_tmpdir(T), f);
+        FAT5_REQUIRE_OK(T, fat5_model_save(m, dir));
+        snprintf(p0, sizeof p0, "%s/config.json", dir);
+        for (k = 0; k < 4; k++) {
+            const char *spec = k < 3 ? tl_specs[k] : "full";
+            fat5_attention a;
+            FAT5_REQUIRE_OK(T, tl_set(T, m, spec));
+            snprintf(dir, sizeof dir, "%s/m%d_%d", fat5_test_tmpdir(T), f, k);
+            FAT5_REQUIRE_OK(T, fat5_model_save(m, dir));
+            snprintf(p1, sizeof p1, "%s/config.json", dir);
+            FAT5_CHECK_MSG(T, tm_files_equal(T, p0, p1), "model %d, %s: config.json differs from the one saved before", f,
+                           spec);
+            a = fat5_model_get_attention(m);
+            FAT5_CHECK_MSG(T, fat5_attention_parse(ctx, spec, &own) == FAT5_OK && a.type == own.type &&
+                                  a.radius == own.radius && a.global == own.global,
+                           "model %d: the pattern after saving is not %s", f, spec);
+            FAT5_REQUIRE_OK(T, fat5_model_load(ctx, dir, &b));
+            a = fat5_model_get_attention(b);
+            FAT5_CHECK_MSG(T, a.type == (f ? FAT5_ENC_ATTN_TGLOBAL : FAT5_ENC_ATTN_FULL) && (!f || (a.radius == 4 && a.global == 4)),
+                           "model %d saved under %s loads with pattern type %d", f, spec, (int)a.type);
+            fat5_model_destroy(b);
+            b = NULL;
+        }
+        fat5_model_destroy(m);
+    }
+}
+
+// fat5_model_encode under each pattern (td_inputs: 5, 11, 2 tokens) equals the encoder output of
+// a forward under it, bit for bit, and differs from full attention's.
+static void t_longt5_pattern_encode(fat5_test *T) {
+    fat5_model *m = tl_t5(T);
+    int32_t enc[18], cu[4], dec[3][TD_STEPS];
+    float full[18 * 8], hid[18 * 8];
+    int64_t D;
+    int k;
+    FAT5_REQUIRE(T, m != NULL);
+    D = m->cfg.d_model;
+    FAT5_REQUIRE(T, D == 8);
+    td_inputs(m->cfg.vocab_size, enc, cu, dec);
+    FAT5_REQUIRE_OK(T, fat5_model_encode(m, enc, cu, 3, FAT5_POOL_NONE, full, 18 * D));
+    for (k = 0; k < 3; k++) {
+        FAT5_REQUIRE_OK(T, tl_set(T, m, tl_specs_td[k]));
+        free(td_forward_logits(T, m, enc, cu, dec));  // leaves the encoder output in the workspace
+        FAT5_REQUIRE_OK(T, fat5_model_encode(m, enc, cu, 3, FAT5_POOL_NONE, hid, 18 * D));
+        FAT5_CHECK_MSG(T, !memcmp(hid, FAT5__HOST(float, m->ws.enc_out), sizeof hid),
+                       "%s: fat5_model_encode differs from the forward's encoder output (max %g)", tl_specs_td[k],
+                       td_maxdiff(hid, FAT5__HOST(float, m->ws.enc_out), 18 * D));
+        FAT5_CHECK_MSG(T, td_maxdiff(hid, full, 18 * D) > 1e-3, "%s: the encoder output of full attention",
+                       tl_specs_td[k]);
+    }
+    fat5_model_destroy(m);
+}
+
+// ---- bad settings ----
+
+// Pattern specs, patterns and inputs that cannot run are refused with the status and a message
+// that names the problem; a refused pattern leaves the model's as it was.
+static void t_longt5_pattern_rejects(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_attention a, b;
+    fat5_model *m = tl_t5(T);
+    fat5_decoder *d = NULL;
+    fat5_batch bt = tm_batch();
+    int32_t enc[18], cu[4], dec[3][TD_STEPS];
+    float hid[18 * 8];
+    int k;
+    FAT5_REQUIRE(T, m != NULL);
+    // specs
+    TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "local:0", &a), FAT5_ERR_INVALID_ARG, "radius 0");
+    TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "local:-3", &a), FAT5_ERR_INVALID_ARG, "radius -3");
+    TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "local:x", &a), FAT5_ERR_INVALID_ARG, "'local:x'");
+    TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "local:x", &a), FAT5_ERR_INVALID_ARG, "whole numbers");
+    TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "local:", &a), FAT5_ERR_INVALID_ARG, "'local:'");
+    TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "local:3:4", &a), FAT5_ERR_INVALID_ARG, "'local:3:4'");
+    TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "local:5x", &a), FAT5_ERR_INVALID_ARG, "'local:5x'");
+    TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "block-global:8", &a), FAT5_ERR_INVALID_ARG, "block-global:R:G");
+    TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "block-global:8", &a), FAT5_ERR_INVALID_ARG, "needs its radius and global");
+    TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "block-global", &a), FAT5_ERR_INVALID_ARG, "block-global:R:G");
+    TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "transient-global:4:0", &a), FAT5_ERR_INVALID_ARG, "0 global tokens per block");
+    TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "block-global:4:-1", &a), FAT5_ERR_INVALID_ARG, "-1 global tokens");
+    TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "nonsense", &a), FAT5_ERR_INVALID_ARG, "'nonsense'");
+    TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "", &a), FAT5_ERR_INVALID_ARG, "attention ''");
+    TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "full:3", &a), FAT5_ERR_INVALID_ARG, "'full:3'");
+    TM_EXPECT_ERR(T, fat5_attention_parse(ctx, NULL, &a), FAT5_ERR_INVALID_ARG, "NULL");
+    // patterns
+    FAT5_REQUIRE_OK(T, tl_set(T, m, "local:3"));
+    memset(&a, 0, sizeof a);
+    a.type = FAT5_ENC_ATTN_LOCAL;
+    TM_EXPECT_ERR(T, fat5_model_set_attention(m, &a), FAT5_ERR_INVALID_ARG, "radius 0");
+    a.type = FAT5_ENC_ATTN_BLOCK_GLOBAL, a.radius = 2;
+    TM_EXPECT_ERR(T, fat5_model_set_attention(m, &a), FAT5_ERR_INVALID_ARG, "0 global tokens");
+    a.type = (fat5_enc_attention)7;
+    TM_EXPECT_ERR(T, fat5_model_set_attention(m, &a), FAT5_ERR_INVALID_ARG, "type 7");
+    TM_EXPECT_ERR(T, fat5_model_set_attention(m, NULL), FAT5_ERR_INVALID_ARG, "NULL");
+    b = fat5_model_get_attention(m);
+    FAT5_CHECK_MSG(T, b.type == FAT5_ENC_ATTN_LOCAL && b.radius == 3, "a refused pattern changed the model's");
+    // transient-global takes T5's buckets: refused on ALiBi, FIRE and RoPE models (the others run)
+    for (k = 2; k <= 6; k += 2) {
+        fat5_model_config c = tp_config(k);
+        fat5_model *p = NULL;
+        const char *enc_name = k == 2 ? "ALiBi" : k == 4 ? "RoPE" : "FIRE";
+        FAT5_REQUIRE_OK(T, fat5_model_create(ctx, &c, 3, &p));
+        TM_EXPECT_ERR(T, tl_set(T, p, "transient-global:4:2"), FAT5_ERR_UNSUPPORTED, enc_name);
+        TM_EXPECT_ERR(T, tl_set(T, p, "transient-global:4:2"), FAT5_ERR_UNSUPPORTED, "transient-global");
+        FAT5_CHECK_MSG(T, tl_set(T, p, "block-global:4:2") == FAT5_OK && tl_set(T, p, "local:4") == FAT5_OK,
+                       "%s: %s", enc_name, fat5_last_error(ctx));
+        fat5_model_destroy(p);
+    }
+    // a block-global prefix longer than an input: at the forward (tm_batch's sequence 1 has one
+    // token), fat5_model_encode and fat5_decoder_start (td_inputs' input 2 has two); a decoder
+    // keeps the pattern it was made with
+    FAT5_REQUIRE_OK(T, tl_set(T, m, "block-global:2:2"));
+    TM_EXPECT_ERR(T, fat5_model_forward(m, &bt, NULL, NULL), FAT5_ERR_INVALID_ARG,
+                  "sequence 1 has 1 tokens, fewer than the 2 global tokens of block-global");
+    td_inputs(m->cfg.vocab_size, enc, cu, dec);
+    FAT5_REQUIRE_OK(T, tl_set(T, m, "block-global:2:3"));
+    TM_EXPECT_ERR(T, fat5_model_encode(m, enc, cu, 3, FAT5_POOL_NONE, hid, 18 * 8), FAT5_ERR_INVALID_ARG,
+                  "fat5_model_encode: encoder sequence 2 has 2 tokens, fewer than the 3 global tokens");
+    FAT5_REQUIRE_OK(T, fat5_decoder_create(m, 3, 18, 4, &d));
+    FAT5_REQUIRE_OK(T, tl_set(T, m, "full"));
+    TM_EXPECT_ERR(T, fat5_decoder_start(d, enc, cu, 3, 1), FAT5_ERR_INVALID_ARG,
+                  "fat5_decoder_start: encoder sequence 2 has 2 tokens, fewer than the 3 global tokens");
+    FAT5_CHECK_MSG(T, fat5_decoder_start(d, enc, cu, 2, 1) == FAT5_OK, "%s", fat5_last_error(ctx));
+    fat5_decoder_destroy(d);
+    // a transient-global block longer than a sequence is not an error: that sequence has no global
+    FAT5_REQUIRE_OK(T, tl_set(T, m, "transient-global:2:20"));
+    FAT5_CHECK_MSG(T, fat5_model_forward(m, &bt, NULL, NULL) == FAT5_OK, "%s", fat5_last_error(ctx));
+    fat5_model_destroy(m);
+    // the ops: global keys are for the encoder's self-attention with a window; no window on
+    // cross-attention
+    {
+        static tl_prob P;
+        static tl_out X;
+        static const struct { int kind, g; const char *needle; } bad[] = {
+            {FAT5__ATTN_CAUSAL | FAT5__ATTN_WINDOW(2) | FAT5__ATTN_TGLOBAL, 3, "transient-global attention is for the encoder"},
+            {FAT5__ATTN_CAUSAL | FAT5__ATTN_TGLOBAL | FAT5__ATTN_GSHARED, 3, "transient-global attention is for the encoder"},
+            {FAT5__ATTN_CAUSAL | FAT5__ATTN_WINDOW(2) | FAT5__ATTN_PREFIX, 3, "block-global attention is for the encoder"},
+            {FAT5__ATTN_CROSS | FAT5__ATTN_PREFIX, 3, "block-global attention is for the encoder"},
+            {FAT5__ATTN_CROSS | FAT5__ATTN_WINDOW(2), 0, "a local window on cross-attention"},
+            {FAT5__ATTN_BIDIR | FAT5__ATTN_PREFIX, 3, "global keys need a local window"},
+            {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(2) | FAT5__ATTN_PREFIX, 0, "a global prefix of 0 tokens"},
+            {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(2) | FAT5__ATTN_TGLOBAL, -1, "a global block of -1 tokens"},
+            {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(2) | FAT5__ATTN_TGLOBAL | FAT5__ATTN_PREFIX, 3, "at once"},
+            {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(2) | FAT5__ATTN_GSHARED, 3, "shared global table"},
+            {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(2) | FAT5__ATTN_TGLOBAL | FAT5__ATTN_ALIBI, 3, "not ALiBi or FIRE"},
+            {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(2) | FAT5__ATTN_TGLOBAL | FAT5__ATTN_FIRE, 3, "not ALiBi or FIRE"},
+        };
+        size_t c;
+        ctx = fat5_test_ctx(T);
+        tl_setup(&P, FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(2) | FAT5__ATTN_TGLOBAL, 3, 0, 0, 1);
+        for (c = 0; c < sizeof bad / sizeof bad[0]; c++) {
+            fat5__addr bias = A_(P.bias), cu_g = A_(P.cu_g);
+            int kind = bad[c].kind, g = bad[c].g;
+            TM_EXPECT_ERR(T, fat5__cpu_attn_fwd(ctx, A_(X.o), A_(X.lse), A_(P.q), A_(P.k), A_(P.v), bias, 0, A_(tl_cu),
+                                                A_(P.cu_k), A_(P.q_seq), TL_T, TL_H, TL_DK, kind, TL_NB, TL_MD, g, cu_g),
+                          FAT5_ERR_INVALID_ARG, bad[c].needle);
+            TM_EXPECT_ERR(T, fat5__cpu_attn_bwd_dq(ctx, A_(X.dq), A_(X.dbias), A_(P.dout), A_(X.lse), A_(X.delta), A_(P.q),
+                                                   A_(P.k), A_(P.v), bias, 0, A_(tl_cu), A_(P.cu_k), A_(P.q_seq), TL_T,
+                                                   TL_H, TL_DK, kind, TL_NB, TL_MD, g, cu_g, 0),
+                          FAT5_ERR_INVALID_ARG, bad[c].needle);
+            TM_EXPECT_ERR(T, fat5__cpu_attn_bwd_dkv(ctx, A_(X.dk), A_(X.dv), A_(P.dout), A_(X.lse), A_(X.delta), A_(P.q),
+                                                    A_(P.k), A_(P.v), bias, 0, A_(tl_cu), A_(P.cu_k), A_(P.k_seq), P.Tk,
+                                                    TL_H, TL_DK, kind, TL_NB, TL_MD, g, cu_g),
+                          FAT5_ERR_INVALID_ARG, bad[c].needle);
+        }
+        // transient-global keys without their rows
+        TM_EXPECT_ERR(T, fat5__cpu_attn_fwd(ctx, A_(X.o), A_(X.lse), A_(P.q), A_(P.k), A_(P.v), A_(P.bias), 0, A_(tl_cu),
+                                            A_(P.cu_k), A_(P.q_seq), TL_T, TL_H, TL_DK, P.kind, TL_NB, TL_MD, 3, 0),
+                      FAT5_ERR_INVALID_ARG, "cu_g");
+    }
+}
+
+// fat5_attention_parse and fat5_attention_to_string read each other's text: every type, LongT5's
+// defaults when the numbers are left out ("local": 127; "transient-global": 127, 16), the largest
+// radius.
+static void t_longt5_pattern_parse(fat5_test *T) {
+    static const struct { const char *spec, *text; int type; int64_t r, g; } cs[] = {
+        {"full", "full", FAT5_ENC_ATTN_FULL, 0, 0},
+        {"local", "local:127", FAT5_ENC_ATTN_LOCAL, 127, 0},
+        {"local:1", "local:1", FAT5_ENC_ATTN_LOCAL, 1, 0},
+        {"local:4194303", "local:4194303", FAT5_ENC_ATTN_LOCAL, 4194303, 0},
+        {"block-global:3:1", "block-global:3:1", FAT5_ENC_ATTN_BLOCK_GLOBAL, 3, 1},
+        {"block-global:64:16", "block-global:64:16", FAT5_ENC_ATTN_BLOCK_GLOBAL, 64, 16},
+        {"transient-global", "transient-global:127:16", FAT5_ENC_ATTN_TGLOBAL, 127, 16},
+        {"transient-global:5", "transient-global:5:16", FAT5_ENC_ATTN_TGLOBAL, 5, 16},
+        {"transient-global:4:2", "transient-global:4:2", FAT5_ENC_ATTN_TGLOBAL, 4, 2},
+    };
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    size_t c;
+    for (c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        fat5_attention a, b;
+        char text[64], again[64];
+        FAT5_REQUIRE_OK(T, fat5_attention_parse(ctx, cs[c].spec, &a));
+        FAT5_CHECK_MSG(T, (int)a.type == cs[c].type && a.radius == cs[c].r && a.global == cs[c].g,
+                       "'%s' -> type %d, radius %lld, global %lld", cs[c].spec, (int)a.type, (long long)a.radius,
+                       (long long)a.global);
+        fat5_attention_to_string(&a, text);
+        FAT5_CHECK_MSG(T, !strcmp(text, cs[c].text), "'%s' -> '%s', want '%s'", cs[c].spec, text, cs[c].text);
+        FAT5_REQUIRE_OK(T, fat5_attention_parse(ctx, text, &b));
+        fat5_attention_to_string(&b, again);
+        FAT5_CHECK_MSG(T, !memcmp(&a, &b, sizeof a) && !strcmp(text, again), "'%s' does not read back", text);
+    }
+    TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "local:4194304", NULL), FAT5_ERR_INVALID_ARG, "NULL");
+    {
+        fat5_attention a;
+        TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "local:4194304", &a), FAT5_ERR_INVALID_ARG, "radius 4194304");
+    }
+}
+
+#define FAT5_TESTS_LONGT5(X) X(longt5_config) X(longt5_checkpoint) X(attn_window) X(longt5_attn_dense) X(longt5_prefix_full) \
+    X(longt5_block_sum) X(longt5_pattern_fd) X(longt5_pattern_full) X(longt5_pattern_decode) \
+    X(longt5_pattern_save) X(longt5_pattern_encode) X(longt5_pattern_rejects) X(longt5_pattern_parse)
