@@ -8324,10 +8324,14 @@ FAT5_API fat5_status fat5_attention_parse(fat5_ctx *ctx, const char *spec, fat5_
     while (p) {  // the numbers after the name: R, then G
         char *end;
         long long v;
+        if (n >= (type == FAT5_ENC_ATTN_FULL ? 0 : type == FAT5_ENC_ATTN_LOCAL ? 1 : 2))
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "attention '%s': %s takes %s", spec, fat5__attn_names[type],
+                             type == FAT5_ENC_ATTN_FULL ? "no numbers"
+                             : type == FAT5_ENC_ATTN_LOCAL ? "one number, its radius (local:R)"
+                                                           : "two numbers, its radius and global tokens (R:G)");
         errno = 0;
         v = strtoll(p + 1, &end, 10);
-        if (end == p + 1 || errno || (*end && *end != ':') || n >= (type == FAT5_ENC_ATTN_LOCAL ? 1 : 2) ||
-            type == FAT5_ENC_ATTN_FULL)
+        if (end == p + 1 || errno || (*end && *end != ':'))
             return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "attention '%s': expected full, local:R, block-global:R:G or "
                              "transient-global:R:G with whole numbers", spec);
         if (n++ == 0) a.radius = v;

@@ -726,6 +726,8 @@ static void t_longt5_pattern_rejects(fat5_test *T) {
     TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "local:x", &a), FAT5_ERR_INVALID_ARG, "whole numbers");
     TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "local:", &a), FAT5_ERR_INVALID_ARG, "'local:'");
     TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "local:3:4", &a), FAT5_ERR_INVALID_ARG, "'local:3:4'");
+    TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "local:3:4", &a), FAT5_ERR_INVALID_ARG, "local takes one number");
+    TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "block-global:3:4:5", &a), FAT5_ERR_INVALID_ARG, "two numbers");
     TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "local:5x", &a), FAT5_ERR_INVALID_ARG, "'local:5x'");
     TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "block-global:8", &a), FAT5_ERR_INVALID_ARG, "block-global:R:G");
     TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "block-global:8", &a), FAT5_ERR_INVALID_ARG, "needs its radius and global");
@@ -734,7 +736,7 @@ static void t_longt5_pattern_rejects(fat5_test *T) {
     TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "block-global:4:-1", &a), FAT5_ERR_INVALID_ARG, "-1 global tokens");
     TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "nonsense", &a), FAT5_ERR_INVALID_ARG, "'nonsense'");
     TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "", &a), FAT5_ERR_INVALID_ARG, "attention ''");
-    TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "full:3", &a), FAT5_ERR_INVALID_ARG, "'full:3'");
+    TM_EXPECT_ERR(T, fat5_attention_parse(ctx, "full:3", &a), FAT5_ERR_INVALID_ARG, "'full:3': full takes no numbers");
     TM_EXPECT_ERR(T, fat5_attention_parse(ctx, NULL, &a), FAT5_ERR_INVALID_ARG, "NULL");
     // patterns
     FAT5_REQUIRE_OK(T, tl_set(T, m, "local:3"));
@@ -779,6 +781,13 @@ static void t_longt5_pattern_rejects(fat5_test *T) {
     // a transient-global block longer than a sequence is not an error: that sequence has no global
     FAT5_REQUIRE_OK(T, tl_set(T, m, "transient-global:2:20"));
     FAT5_CHECK_MSG(T, fat5_model_forward(m, &bt, NULL, NULL) == FAT5_OK, "%s", fat5_last_error(ctx));
+    // another pattern between a forward and its backward: that forward is gone (setting the same
+    // pattern again keeps it)
+    FAT5_REQUIRE_OK(T, tl_set(T, m, "transient-global:2:20"));
+    FAT5_CHECK_MSG(T, fat5_model_backward(m, 1.0f) == FAT5_OK, "%s", fat5_last_error(ctx));
+    FAT5_REQUIRE_OK(T, fat5_model_forward(m, &bt, NULL, NULL));
+    FAT5_REQUIRE_OK(T, tl_set(T, m, "local:3"));
+    TM_EXPECT_ERR(T, fat5_model_backward(m, 1.0f), FAT5_ERR_STATE, "no forward has run");
     fat5_model_destroy(m);
     // the ops: global keys are for the encoder's self-attention with a window; no window on
     // cross-attention
