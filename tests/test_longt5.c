@@ -488,8 +488,10 @@ static fat5_status tl_set(fat5_test *T, fat5_model *m, const char *spec) {
 }
 
 // Every parameter's gradient under each pattern against central differences of the whole
-// model's loss (transient-global: the globals' bias from T5's table, their norm of weight 1).
+// model's loss (transient-global: the globals' bias from T5's table, their norm of weight 1);
+// block-global also with asymmetric ALiBi, RoPE and FIRE (test_posenc.c's models).
 static void t_longt5_pattern_fd(fat5_test *T) {
+    static const int enc[3] = {3, 4, 6};
     fat5_model *m = tl_t5(T);
     int k;
     FAT5_REQUIRE(T, m != NULL);
@@ -498,6 +500,15 @@ static void t_longt5_pattern_fd(fat5_test *T) {
         tm_model_fd_check(T, m, tl_specs[k], 0, 20);
     }
     fat5_model_destroy(m);
+    for (k = 0; k < 3; k++) {
+        char what[100];
+        m = tp_model(T, enc[k], 11);
+        if (!m) continue;
+        snprintf(what, sizeof what, "%s, block-global:2:1", tp_enc_name[enc[k]]);
+        FAT5_REQUIRE_OK(T, tl_set(T, m, "block-global:2:1"));
+        tm_model_fd_check(T, m, what, 0, 10);
+        fat5_model_destroy(m);
+    }
 }
 
 // logits [n_dec, V] and every gradient of m on tm_batch() (z-loss, label smoothing)
@@ -546,40 +557,38 @@ static void t_longt5_pattern_full(fat5_test *T) {
     fat5_model_destroy(m);
 }
 
-// Cached decoding under each pattern gives the teacher-forced forward's logits (30 positions,
-// inputs of 5, 11, 2 tokens) and the decoder's encoder output is the forward's, bit for bit; a
-// decoder created before set_attention keeps full attention; greedy fat5_generate picks, at every
-// step, the argmax of the forward's logits for its own tokens.
-static void t_longt5_pattern_decode(fat5_test *T) {
+// Cached decoding of m under each of n patterns gives the teacher-forced forward's logits (30
+// positions, inputs of 5, 11, 2 tokens) and the decoder's encoder output is the forward's, bit for
+// bit; a decoder created before set_attention keeps the model's pattern then (`own`); greedy
+// fat5_generate picks, at every step, the argmax of the forward's logits for its own tokens.
+static void tl_decode_patterns(fat5_test *T, fat5_model *m, const char *what, const char *const *specs, int n) {
     fat5_ctx *ctx = fat5_test_ctx(T);
-    fat5_model *m = tl_t5(T);
-    fat5_decoder *d = NULL, *d_full = NULL;
+    fat5_decoder *d = NULL, *d_own = NULL;
     int32_t enc[18], cu[4], dec[3][TD_STEPS];
-    float *ref = NULL, *ref_full = NULL, *lg = NULL;
+    float *ref = NULL, *ref_own = NULL, *lg = NULL;
     int64_t V, D;
     int k, t, i;
-    FAT5_REQUIRE(T, m != NULL);
     V = m->cfg.vocab_size, D = m->cfg.d_model;
     td_inputs(V, enc, cu, dec);
     lg = (float *)malloc((size_t)(3 * V) * sizeof(float));
-    ref_full = td_forward_logits(T, m, enc, cu, dec);
-    FAT5_REQUIRE(T, lg && ref_full);
-    FAT5_REQUIRE_OK(T, fat5_decoder_create(m, 3, 18, TD_STEPS, &d_full));
-    for (k = 0; k < 3; k++) {
+    ref_own = td_forward_logits(T, m, enc, cu, dec);
+    FAT5_REQUIRE(T, lg && ref_own);
+    FAT5_REQUIRE_OK(T, fat5_decoder_create(m, 3, 18, TD_STEPS, &d_own));
+    for (k = 0; k < n; k++) {
         fat5_generate_config gc = fat5_generate_config_default(m);
         fat5_generate_result gr;
-        double worst = 0, worst_full = 0;
-        FAT5_REQUIRE_OK(T, tl_set(T, m, tl_specs_td[k]));
+        double worst = 0, worst_own = 0;
+        FAT5_REQUIRE_OK(T, tl_set(T, m, specs[k]));
         ref = td_forward_logits(T, m, enc, cu, dec);
         FAT5_REQUIRE(T, ref != NULL);
-        FAT5_CHECK_MSG(T, td_maxdiff(ref, ref_full, 3 * TD_STEPS * V) > 1e-3, "%s: the logits of full attention",
-                       tl_specs_td[k]);
+        FAT5_CHECK_MSG(T, td_maxdiff(ref, ref_own, 3 * TD_STEPS * V) > 1e-3, "%s, %s: the logits of the model's own pattern",
+                       what, specs[k]);
         FAT5_REQUIRE_OK(T, fat5_decoder_create(m, 3, 18, TD_STEPS, &d));
         FAT5_REQUIRE_OK(T, fat5_decoder_start(d, enc, cu, 3, 1));
-        FAT5_REQUIRE_OK(T, fat5_decoder_start(d_full, enc, cu, 3, 1));
+        FAT5_REQUIRE_OK(T, fat5_decoder_start(d_own, enc, cu, 3, 1));
         FAT5_CHECK_MSG(T, !memcmp(FAT5__HOST(float, d->enc_out), FAT5__HOST(float, m->ws.enc_out),
                                   (size_t)(18 * D) * sizeof(float)),
-                       "%s: the decoder's encoder output differs from the forward's", tl_specs_td[k]);
+                       "%s, %s: the decoder's encoder output differs from the forward's", what, specs[k]);
         for (t = 0; t < TD_STEPS; t++) {
             int32_t tok[3] = {dec[0][t], dec[1][t], dec[2][t]};
             FAT5_REQUIRE_OK(T, fat5_decoder_step(d, tok, NULL, 3, lg));
@@ -587,15 +596,15 @@ static void t_longt5_pattern_decode(fat5_test *T) {
                 double e = td_maxdiff(lg + i * V, ref + ((int64_t)i * TD_STEPS + t) * V, V);
                 if (!(e <= worst)) worst = e;
             }
-            FAT5_REQUIRE_OK(T, fat5_decoder_step(d_full, tok, NULL, 3, lg));
+            FAT5_REQUIRE_OK(T, fat5_decoder_step(d_own, tok, NULL, 3, lg));
             for (i = 0; i < 3; i++) {
-                double e = td_maxdiff(lg + i * V, ref_full + ((int64_t)i * TD_STEPS + t) * V, V);
-                if (!(e <= worst_full)) worst_full = e;
+                double e = td_maxdiff(lg + i * V, ref_own + ((int64_t)i * TD_STEPS + t) * V, V);
+                if (!(e <= worst_own)) worst_own = e;
             }
         }
-        FAT5_CHECK_MSG(T, worst <= 1e-6, "%s: cached logits differ from the forward's by %g", tl_specs_td[k], worst);
-        FAT5_CHECK_MSG(T, worst_full <= 1e-6, "%s: a decoder made before set_attention is off full attention by %g",
-                       tl_specs_td[k], worst_full);
+        FAT5_CHECK_MSG(T, worst <= 1e-6, "%s, %s: cached logits differ from the forward's by %g", what, specs[k], worst);
+        FAT5_CHECK_MSG(T, worst_own <= 1e-6, "%s, %s: a decoder made before set_attention is off the model's pattern by %g",
+                       specs[k], worst_own);
         fat5_decoder_destroy(d);
         d = NULL;
         // greedy generation: 8 tokens (EOS held back), then the forward on them
@@ -620,7 +629,7 @@ static void t_longt5_pattern_decode(fat5_test *T) {
                         if (j != gc.eos_token_id && (best < 0 || row[j] > row[best])) best = j;
                     if (best != gdec[i][t + 1]) bad++;
                 }
-            FAT5_CHECK_MSG(T, fl && !bad, "%s: %d greedy tokens are not the argmax of the forward's logits", tl_specs_td[k],
+            FAT5_CHECK_MSG(T, fl && !bad, "%s, %s: %d greedy tokens are not the argmax of the forward's logits", what, specs[k],
                            bad);
             free(fl);
             fat5_generate_result_free(ctx, &gr);
@@ -628,9 +637,31 @@ static void t_longt5_pattern_decode(fat5_test *T) {
         free(ref);
         ref = NULL;
     }
-    fat5_decoder_destroy(d_full);
-    free(ref_full);
+    fat5_decoder_destroy(d_own);
+    free(ref_own);
     free(lg);
+}
+
+// tl_decode_patterns on a random T5 (from full attention), on the local LongT5 fixture run
+// transient-global (T5's table for the globals, a norm of weight 1) or block-global, and on the
+// transient-global one run with other blocks (its own global table), block-global or local.
+static void t_longt5_pattern_decode(fat5_test *T) {
+    static const char *const local_specs[2] = {"transient-global:2:3", "block-global:1:2"};
+    static const char *const tglobal_specs[3] = {"transient-global:3:2", "block-global:1:2", "local:1"};
+    fat5_model *m = tl_t5(T);
+    char dir[512];
+    FAT5_REQUIRE(T, m != NULL);
+    tl_decode_patterns(T, m, "t5", tl_specs_td, 3);
+    fat5_model_destroy(m);
+    m = NULL;
+    snprintf(dir, sizeof dir, "%s/longt5_local", FAT5_TEST_DATA);
+    FAT5_REQUIRE_OK(T, fat5_model_load(fat5_test_ctx(T), dir, &m));
+    tl_decode_patterns(T, m, "longt5_local", local_specs, 2);
+    fat5_model_destroy(m);
+    m = NULL;
+    snprintf(dir, sizeof dir, "%s/longt5_tglobal", FAT5_TEST_DATA);
+    FAT5_REQUIRE_OK(T, fat5_model_load(fat5_test_ctx(T), dir, &m));
+    tl_decode_patterns(T, m, "longt5_tglobal", tglobal_specs, 3);
     fat5_model_destroy(m);
 }
 
