@@ -4554,8 +4554,9 @@ static int64_t fat5__attn_block(int64_t i, int g, int64_t G) { return i / g < G 
 // the bias of a transient-global key k for a token of block b (0 without a table)
 static double fat5__cpu_global_bias(const float *bias, int kind, int64_t k, int64_t b, int h, int H, int nb,
                                     int max_distance) {
-    const float *tab = (kind & FAT5__ATTN_GSHARED) ? bias : bias + (int64_t)nb * H;
-    if (!bias) return 0.0;
+    const float *tab;
+    if (!bias) return 0.0;  // before any arithmetic on the pointer (an offset from NULL is undefined)
+    tab = (kind & FAT5__ATTN_GSHARED) ? bias : bias + (int64_t)nb * H;
     return tab[(int64_t)fat5__rel_bucket(k - b, 1, nb, max_distance) * H + h];
 }
 
