@@ -4557,8 +4557,9 @@ static int64_t fat5__attn_block(int64_t i, int g, int64_t G) { return i / g < G 
 // the bias of a transient-global key k for a token of block b (0 without a table)
 static double fat5__cpu_global_bias(const float *bias, int kind, int64_t k, int64_t b, int h, int H, int nb,
                                     int max_distance) {
-    const float *tab = (kind & FAT5__ATTN_GSHARED) ? bias : bias + (int64_t)nb * H;
-    if (!bias) return 0.0;
+    const float *tab;
+    if (!bias) return 0.0;  // before any arithmetic on the pointer (an offset from NULL is undefined)
+    tab = (kind & FAT5__ATTN_GSHARED) ? bias : bias + (int64_t)nb * H;
     return tab[(int64_t)fat5__rel_bucket(k - b, 1, nb, max_distance) * H + h];
 }
 
@@ -8327,10 +8328,14 @@ FAT5_API fat5_status fat5_attention_parse(fat5_ctx *ctx, const char *spec, fat5_
     while (p) {  // the numbers after the name: R, then G
         char *end;
         long long v;
+        if (n >= (type == FAT5_ENC_ATTN_FULL ? 0 : type == FAT5_ENC_ATTN_LOCAL ? 1 : 2))
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "attention '%s': %s takes %s", spec, fat5__attn_names[type],
+                             type == FAT5_ENC_ATTN_FULL ? "no numbers"
+                             : type == FAT5_ENC_ATTN_LOCAL ? "one number, its radius (local:R)"
+                                                           : "two numbers, its radius and global tokens (R:G)");
         errno = 0;
         v = strtoll(p + 1, &end, 10);
-        if (end == p + 1 || errno || (*end && *end != ':') || n >= (type == FAT5_ENC_ATTN_LOCAL ? 1 : 2) ||
-            type == FAT5_ENC_ATTN_FULL)
+        if (end == p + 1 || errno || (*end && *end != ':'))
             return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "attention '%s': expected full, local:R, block-global:R:G or "
                              "transient-global:R:G with whole numbers", spec);
         if (n++ == 0) a.radius = v;

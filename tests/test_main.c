@@ -14,12 +14,12 @@
 #include "test_cpu_ops.c"
 #include "test_model.c"
 #include "test_posenc.c"
-#include "test_longt5.c"
 #include "test_data.c"
 #include "test_optim.c"
 #include "test_train.c"
 #include "test_decode.c"
 #include "test_generate.c"
+#include "test_longt5.c"     // after test_decode.c: reuses its inputs and forward
 #ifndef FAT5_NO_CUDA
 #include "test_gpu_dev.c"
 #include "test_gpu_ops.c"
