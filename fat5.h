@@ -4589,7 +4589,8 @@ static fat5_status fat5__attn_pattern_check(fat5_ctx *ctx, const char *op, int k
     if (FAT5__ATTN_RADIUS(kind) >= 0 && (kind & FAT5__ATTN_MASK) == FAT5__ATTN_CROSS)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: kind %d: a local window on cross-attention", op, kind);
     if (!pat && !(kind & FAT5__ATTN_GSHARED)) return FAT5_OK;
-    if (pat == (FAT5__ATTN_PREFIX | FAT5__ATTN_TGLOBAL) || ((kind & FAT5__ATTN_GSHARED) && !(kind & FAT5__ATTN_TGLOBAL)))
+    if (pat == (FAT5__ATTN_PREFIX | FAT5__ATTN_TGLOBAL) ||
+        ((kind & FAT5__ATTN_GSHARED) && !(kind & FAT5__ATTN_TGLOBAL)))
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: kind %d: block-global and transient-global keys at once, "
                          "or a shared global table without transient-global keys", op, kind);
     if ((kind & FAT5__ATTN_MASK) != FAT5__ATTN_BIDIR)
@@ -8304,7 +8305,9 @@ static fat5_status fat5__check_attention(fat5_ctx *ctx, const fat5_model *m, con
         (m->cfg.pos_kind == FAT5_POS_ALIBI || m->cfg.pos_kind == FAT5_POS_FIRE || m->cfg.pos_kind == FAT5_POS_ROPE))
         return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "attention transient-global: the global tokens take T5's bias "
                          "buckets of block distances; this model's position_encoding_type is %s",
-                         m->cfg.pos_kind == FAT5_POS_ALIBI ? "ALiBi" : m->cfg.pos_kind == FAT5_POS_FIRE ? "FIRE" : "RoPE");
+                         m->cfg.pos_kind == FAT5_POS_ALIBI  ? "ALiBi"
+                         : m->cfg.pos_kind == FAT5_POS_FIRE ? "FIRE"
+                                                            : "RoPE");
     return FAT5_OK;
 }
 
@@ -11545,7 +11548,8 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
     }
     if (cfg->attention[0]) {
         fat5_attention a;
-        if ((st = fat5_attention_parse(ctx, cfg->attention, &a)) || (st = fat5_model_set_attention(t->m, &a))) goto fail;
+        if ((st = fat5_attention_parse(ctx, cfg->attention, &a)) || (st = fat5_model_set_attention(t->m, &a)))
+            goto fail;
     }
     if (fat5_tokens_vocab_size(t->tokens) > t->m->cfg.vocab_size) {
         st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "training: the data's vocabulary (%lld) is larger than the model's (%lld)",
