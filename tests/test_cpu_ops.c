@@ -635,8 +635,10 @@ static void t_fire_reduce(fat5_test *T) {
 #ifndef FAT5_NO_CUDA
 static int to_kernel_of_op(const char *kernel, const char *op) {
     size_t n = strlen(op);
-    return !strncmp(kernel, op, n) && (!kernel[n] || (!strncmp(op, "attn_", 5) && (!strcmp(kernel + n, "_alibi") ||
-                                                                                 !strcmp(kernel + n, "_fire"))));
+    const char *x = kernel + n;  // an attention op's kernels: per scheme, and per scheme with a pattern
+    return !strncmp(kernel, op, n) &&
+           (!*x || (!strncmp(op, "attn_", 5) && (!strcmp(x, "_alibi") || !strcmp(x, "_fire") || !strcmp(x, "_pat") ||
+                                                 !strcmp(x, "_alibi_pat") || !strcmp(x, "_fire_pat"))));
 }
 #endif
 
@@ -644,8 +646,9 @@ static void t_op_table(fat5_test *T) {
     int i, j;
     const fat5__backend *be = &fat5__cpu_backend;
     // the 20 training ops (mm included), rope and fire_reduce, then the 4 decode ops (attn_decode, cache_write,
-    // cache_gather, add_i32), then the 3 decoding-strategy ops (gen_process, gen_select, gen_beam)
-    FAT5_CHECK(T, FAT5__OP_COUNT == 29);
+    // cache_gather, add_i32), the 3 decoding-strategy ops (gen_process, gen_select, gen_beam), and the
+    // transient-global block sums (block_sum, block_sum_bwd)
+    FAT5_CHECK(T, FAT5__OP_COUNT == 31);
     FAT5_CHECK(T, be->rope == fat5__cpu_rope);
     FAT5_CHECK(T, be->attn_decode == fat5__cpu_attn_decode && be->add_i32 == fat5__cpu_add_i32);
     FAT5_CHECK(T, be->gen_beam == fat5__cpu_gen_beam);
