@@ -2561,7 +2561,8 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmEx)(
 // X(name): kernel id FAT5__K_<name>, CUDA entry point extern "C" __global__ void fat5_<name>(...).
 // Every kernel is the GPU side of the op of its name; the attention ops have one kernel per
 // position scheme (fat5_<op> for T5 buckets or no bias, fat5_<op>_alibi, fat5_<op>_fire: the same
-// arguments, picked by the launcher from the op's kind).
+// arguments, picked by the launcher from the op's kind), and fwd, dq and dkv one more per scheme
+// for the encoder's patterns (the same names ending in _pat).
 #define FAT5__KERNELS(X)                                                                           \
     X(fill_f32) X(scale_f32) X(f32_to_bf16) X(to_act) X(embed_fwd) X(embed_bwd) X(rmsnorm_fwd)     \
     X(rmsnorm_bwd) X(colsum_f32) X(act_fwd) X(act_bwd) X(attn_fwd) X(attn_bwd_delta) X(attn_bwd_dq)  \
@@ -2570,7 +2571,10 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmEx)(
     X(block_sum) X(block_sum_bwd)                                                                  \
     X(gen_process) X(gen_select) X(gen_beam)                                                       \
     X(attn_fwd_alibi) X(attn_fwd_fire) X(attn_bwd_dq_alibi) X(attn_bwd_dq_fire)                    \
-    X(attn_bwd_dkv_alibi) X(attn_bwd_dkv_fire) X(attn_decode_alibi) X(attn_decode_fire)
+    X(attn_bwd_dkv_alibi) X(attn_bwd_dkv_fire) X(attn_decode_alibi) X(attn_decode_fire)          \
+    X(attn_fwd_pat) X(attn_fwd_alibi_pat) X(attn_fwd_fire_pat) X(attn_bwd_dq_pat)                  \
+    X(attn_bwd_dq_alibi_pat) X(attn_bwd_dq_fire_pat) X(attn_bwd_dkv_pat) X(attn_bwd_dkv_alibi_pat) \
+    X(attn_bwd_dkv_fire_pat)
 
 typedef enum fat5__kernel_id {
 #define FAT5__KENUM(name) FAT5__K_##name,
@@ -5721,37 +5725,57 @@ static FAT5__UNUSED fat5_status fat5__gpu_act_bwd(fat5_ctx *ctx, fat5__dptr da, 
 // T5, the head's bias column, the bucket table and (dq) the bias-gradient accumulator when they fit
 // (the kernels read the size they were given and fall back to global memory otherwise); FIRE, the
 // head's MLP rows (16 W bytes, always) and (dq) the gradient accumulators; ALiBi, nothing.
-// Each scheme has its own kernels (fat5_attn_*_alibi, fat5_attn_*_fire), picked from the kind.
+// Each scheme has its own kernels (fat5_attn_*_alibi, fat5_attn_*_fire), picked from the kind,
+// and so has each scheme with an encoder pattern (fat5_attn_*_pat: a window, maybe block-global or
+// transient-global keys; g and cu_g reach only these). The pattern kernels visit the window's,
+// the prefix's and the global rows' tiles only: O(T (2 r + 1 + globals)) scores, O(T) memory;
+// with transient-global keys and their own table, dq's bias-gradient partial rows are 2 nb H wide
+// (the global table's after T5's, as dbias [2, nb, H]).
 
 // the scheme of an attention kind: 0 T5 buckets (or no bias), 1 ALiBi, 2 FIRE
 static int fat5__gpu_attn_scheme(int kind) {
     return (kind & FAT5__ATTN_FIRE) ? 2 : (kind & FAT5__ATTN_ALIBI) ? 1 : 0;
 }
 
-// the kernel of op kernel `k0` (the T5 one, e.g. FAT5__K_attn_fwd) for the kind's scheme
+// whether a kind has an encoder pattern (a window, with or without global keys)
+static int fat5__gpu_attn_pattern(int kind) {
+    return FAT5__ATTN_RADIUS(kind) >= 0 || (kind & (FAT5__ATTN_PREFIX | FAT5__ATTN_TGLOBAL | FAT5__ATTN_GSHARED));
+}
+
+// the kernel of op kernel `k0` (the T5 one, e.g. FAT5__K_attn_fwd) for the kind's scheme and pattern
 static int fat5__gpu_attn_kernel(int k0, int kind) {
     static const int alibi[] = {FAT5__K_attn_fwd_alibi, FAT5__K_attn_bwd_dq_alibi, FAT5__K_attn_bwd_dkv_alibi,
                                 FAT5__K_attn_decode_alibi};
     static const int fire[] = {FAT5__K_attn_fwd_fire, FAT5__K_attn_bwd_dq_fire, FAT5__K_attn_bwd_dkv_fire,
                                FAT5__K_attn_decode_fire};
+    static const int pat[3][3] = {{FAT5__K_attn_fwd_pat, FAT5__K_attn_bwd_dq_pat, FAT5__K_attn_bwd_dkv_pat},
+                                  {FAT5__K_attn_fwd_alibi_pat, FAT5__K_attn_bwd_dq_alibi_pat,
+                                   FAT5__K_attn_bwd_dkv_alibi_pat},
+                                  {FAT5__K_attn_fwd_fire_pat, FAT5__K_attn_bwd_dq_fire_pat,
+                                   FAT5__K_attn_bwd_dkv_fire_pat}};
     int i = k0 == FAT5__K_attn_fwd ? 0 : k0 == FAT5__K_attn_bwd_dq ? 1 : k0 == FAT5__K_attn_bwd_dkv ? 2 : 3;
     int s = fat5__gpu_attn_scheme(kind);
+    if (i < 3 && fat5__gpu_attn_pattern(kind)) return pat[s][i];
     return s == 2 ? fire[i] : s == 1 ? alibi[i] : k0;
 }
 
-// The kind (mask | scheme bits, fat5__attn_kind) and what it needs. T5 (no scheme bit): bias the
-// [nb, H] table or 0, lut the buckets of distances < max_distance. ALiBi: bias and lut unused;
-// asymmetric only with the bidirectional mask and an even head count. FIRE: bias its parameter
-// block, nb its MLP width W >= 1, max_distance its L0 >= 0. Cross-attention has no position scheme.
+// The kind (mask | scheme bits | pattern, fat5__attn_kind) and what it needs. T5 (no scheme bit):
+// bias the [nb, H] table ([2, nb, H] with transient-global keys and their own table) or 0, lut the
+// buckets of distances < max_distance. ALiBi: bias and lut unused; asymmetric only with the
+// bidirectional mask and an even head count. FIRE: bias its parameter block, nb its MLP width
+// W >= 1, max_distance its L0 >= 0. Cross-attention has no position scheme. The pattern (g, cu_g)
+// as fat5__attn_pattern_check says; cu_g is device memory.
 static fat5_status fat5__gpu_attn_check(fat5_ctx *ctx, const char *op, int64_t T, int H, int dk, int kind,
                                         fat5__dptr bias, fat5__dptr lut, int nb, int max_distance, int g,
                                         fat5__dptr cu_g) {
-    int mask = kind & FAT5__ATTN_MASK, scheme = kind & ~FAT5__ATTN_MASK;
+    int mask = kind & FAT5__ATTN_MASK;
+    int scheme = kind & ((1 << FAT5__ATTN_WINDOW_SHIFT) - 1) &
+                 ~(FAT5__ATTN_MASK | FAT5__ATTN_PREFIX | FAT5__ATTN_TGLOBAL | FAT5__ATTN_GSHARED);
     fat5_status st = fat5__attn_pattern_check(ctx, op, kind, g, cu_g);
     if (st) return st;
-    if (FAT5__ATTN_RADIUS(kind) >= 0 || (kind & (FAT5__ATTN_PREFIX | FAT5__ATTN_TGLOBAL)))
-        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: kind %d: local and global attention patterns do not run "
-                         "on the GPU yet", op, kind);
+    if (FAT5__ATTN_RADIUS(kind) > FAT5__ATTN_MAX_RADIUS)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: kind %d: a window of radius %d (at most %d)", op, kind,
+                         FAT5__ATTN_RADIUS(kind), FAT5__ATTN_MAX_RADIUS);
     if (T < 0) return fat5__gpu_bad_count(ctx, op, "T", T);
     if (H < 1 || H > 65535) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: %d heads (1..65535)", op, H);
     if (dk < 1 || dk > FAT5__GPU_ATTN_MAX_DK)
@@ -5804,15 +5828,18 @@ static fat5_status fat5__gpu_fire_too_big(fat5_ctx *ctx, const char *op, int W, 
 
 // o = softmax(q k^T + bias) v per sequence and head (T5: no 1/sqrt(dk)); lse [Tq, H] saved.
 // T5: bias [nb, H] or 0 (cross), lut [max_distance] from fat5__rel_bucket for this kind; ALiBi and
-// FIRE: the bias of each score computed in the kernel (fat5__gpu_attn_check).
+// FIRE: the bias of each score computed in the kernel (fat5__gpu_attn_check). A pattern in the
+// kind (window, block-global prefix of g tokens, or transient-global keys in k, v rows cu_g[s] ..
+// cu_g[s + 1] with their table after T5's in bias unless GSHARED) takes the _pat kernels, the
+// same launch; each query visits its window, the prefix and its sequence's globals only.
 static FAT5__UNUSED fat5_status fat5__gpu_attn_fwd(fat5_ctx *ctx, fat5__dptr o, fat5__dptr lse, fat5__dptr q,
                                                    fat5__dptr k, fat5__dptr v, fat5__dptr bias,
                                                    fat5__dptr lut, fat5__dptr cu_q, fat5__dptr cu_k,
                                                    fat5__dptr q_seq, int64_t Tq, int H, int dk, int kind,
                                                    int nb, int max_distance, int g, fat5__dptr cu_g) {
     long long Tq_ = Tq;
-    void *args[] = {&o,    &lse,   &q,   &k, &v,  &bias, &lut, &cu_q,
-                    &cu_k, &q_seq, &Tq_, &H, &dk, &kind, &nb,  &max_distance};
+    void *args[] = {&o,    &lse,   &q,   &k, &v,  &bias, &lut,          &cu_q,
+                    &cu_k, &q_seq, &Tq_, &H, &dk, &kind, &nb,  &max_distance, &g, &cu_g};
     int scheme = fat5__gpu_attn_scheme(kind), kernel = fat5__gpu_attn_kernel(FAT5__K_attn_fwd, kind);
     int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT, base;
     fat5_status st =
@@ -5868,7 +5895,9 @@ static FAT5__UNUSED fat5_status fat5__gpu_fire_reduce(fat5_ctx *ctx, fat5__dptr 
 // T5: dbias [nb, H] += ds per (bucket, head) (dbias 0: not wanted; it needs a bias). scratch holds
 // at least FAT5__GPU_DBIAS_BLOCKS * nb * H floats: the grid (x clamped to FAT5__GPU_DBIAS_BLOCKS)
 // writes one row of per-bucket partial sums per block there, then fat5__gpu_colsum_f32 adds the
-// rows into dbias in a fixed order.
+// rows into dbias in a fixed order. Transient-global keys with their own table: dbias is
+// [2, nb, H] (T5's gradient, then the global table's) and the rows are 2 nb H wide (scratch
+// FAT5__GPU_DBIAS_BLOCKS * 2 nb H floats); with GSHARED the global keys add to T5's buckets.
 // FIRE: dbias is FIRE's gradient block (FAT5__FIRE_NUMEL(H, W) floats, +=). scratch holds
 // (FAT5__GPU_DBIAS_BLOCKS + 1) H FAT5__FIRE_SHARES(W) floats: block b writes its per-head shares
 // to row b ([H][3 W + 3], fat5__fire_grad's layout), fat5__gpu_colsum_f32 sums the rows in a fixed
@@ -5887,8 +5916,10 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dq(fat5_ctx *ctx, fat5__dptr 
     int scheme = fat5__gpu_attn_scheme(kind), kernel = fat5__gpu_attn_kernel(FAT5__K_attn_bwd_dq, kind);
     fat5__dptr dbias_ = scheme == 1 ? 0 : dbias, part = dbias_ ? scratch : 0;
     void *args[] = {&dq,   &part, &dout,  &lse, &delta, &q,  &k,    &v,  &bias,        &lut,
-                    &cu_q, &cu_k, &q_seq, &Tq_, &H,     &dk, &kind, &nb, &max_distance};
+                    &cu_q, &cu_k, &q_seq, &Tq_, &H,     &dk, &kind, &nb, &max_distance, &g, &cu_g};
     int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT;
+    // buckets of T5's gradient rows: nb, or 2 nb with transient-global keys and their own table
+    int64_t nbt = (int64_t)nb * ((kind & FAT5__ATTN_TGLOBAL) && !(kind & FAT5__ATTN_GSHARED) ? 2 : 1);
     unsigned gx, smem;
     int kernel_done = 0;
     fat5_status st = fat5__gpu_attn_check(ctx, op, Tq, H, dk, kind, bias, lut, nb, max_distance, g, cu_g);
@@ -5902,7 +5933,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dq(fat5_ctx *ctx, fat5__dptr 
             int64_t groups = dbias_ ? (nb < 256 ? 256 / nb : 1) : 0;
             need = fat5__gpu_fire_smem(base + (dbias_ ? 64 * 68 * 4 : 0), nb, groups);
         } else {
-            tab = scheme == 0 && bias ? ((int64_t)nb + max_distance + (dbias_ ? 8 * (int64_t)nb : 0)) * 4 : 0;
+            tab = scheme == 0 && bias ? ((int64_t)nb + max_distance + (dbias_ ? 8 * nbt : 0)) * 4 : 0;
             // T5 with dbias: the tables and the 8 warps' accumulators must be in shared memory
             need = scheme == 0 && dbias_ ? base + tab : base;
             if (need == base + tab) tab = 0;
@@ -5926,7 +5957,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dq(fat5_ctx *ctx, fat5__dptr 
         } else if (scheme == 1) {
             smem = (unsigned)base;
         } else if (dbias_) {
-            need = base + ((int64_t)nb + max_distance + (int64_t)FAT5__GPU_ATTN_WARPS * nb) * 4;
+            need = base + ((int64_t)nb + max_distance + (int64_t)FAT5__GPU_ATTN_WARPS * nbt) * 4;
             if (need > optin)
                 return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
                                  "%s: %d buckets and max distance %d need %lld bytes of shared memory for the bias "
@@ -5948,11 +5979,15 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dq(fat5_ctx *ctx, fat5__dptr 
             return st;
         return fat5__gpu_fire_reduce(ctx, dbias_, sum, H, nb);
     }
-    return fat5__gpu_colsum_f32(ctx, dbias_, scratch, (int)gx, nb * H);
+    if (nbt * H > INT_MAX) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: %lld buckets of %d heads", op,
+                                            (long long)nbt, H);
+    return fat5__gpu_colsum_f32(ctx, dbias_, scratch, (int)gx, (int)(nbt * H));
 }
 
-// dk, dv (written): one warp per (key, head), over the queries that see the key; k_seq[j] is the
-// sequence of key token j
+// dk, dv (written): one warp per (key, head) or a tile of 64 keys, over the queries that see the
+// key; k_seq[j] is the sequence of key row j. With transient-global keys, Tk counts their rows too
+// (k_seq maps them to their sequence; row j of s is a global iff cu_g[s] <= j < cu_g[s + 1]): a
+// global's dk, dv sum over every query of its sequence.
 static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__dptr dk_, fat5__dptr dv,
                                                        fat5__dptr dout, fat5__dptr lse, fat5__dptr delta,
                                                        fat5__dptr q, fat5__dptr k, fat5__dptr v,
@@ -5962,7 +5997,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__dptr
                                                        fat5__dptr cu_g) {
     long long Tk_ = Tk;
     void *args[] = {&dk_,  &dv,   &dout,  &lse, &delta, &q,  &k,    &v,  &bias,        &lut,
-                    &cu_q, &cu_k, &k_seq, &Tk_, &H,     &dk, &kind, &nb, &max_distance};
+                    &cu_q, &cu_k, &k_seq, &Tk_, &H,     &dk, &kind, &nb, &max_distance, &g, &cu_g};
     int scheme = fat5__gpu_attn_scheme(kind), kernel = fat5__gpu_attn_kernel(FAT5__K_attn_bwd_dkv, kind);
     int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT, base;
     fat5_status st =
@@ -6029,6 +6064,8 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_decode(fat5_ctx *ctx, fat5__dptr 
                   &pos,    &n_,      &H,  &dk, &kind, &nb,    &max_distance, &splits, &phase1};
     fat5_status st = fat5__gpu_attn_check(ctx, op, n, H, dk, kind, bias_, lut, nb, max_distance, 0, 0);
     if (st || n == 0) return st;
+    if (fat5__gpu_attn_pattern(kind))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: kind %d: decoding takes no attention pattern", op, kind);
     if (mask == FAT5__ATTN_BIDIR || (kind & FAT5__ATTN_ALIBI_ASYM))
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: kind %d (cross or causal only, never asymmetric ALiBi)", op,
                          kind);

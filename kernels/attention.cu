@@ -30,6 +30,26 @@
 //   else:   n = max(-rel, 0),  bucket = n < md ? lut[n] : nb - 1
 // A query with no keys gets o = 0 and lse = -inf (cannot happen in valid batches).
 // Nothing of size L^2 is stored for any scheme: every bias is recomputed where a score is.
+//
+// Attention patterns (encoder self-attention, kind & 3 == 1; fat5__attn_kind in fat5.h; the ops'
+// arguments g and cu_g): a local window in the kind's bits from 8 up (radius r = (kind >> 8) - 1,
+// -1: none): query i sees the keys with |j - i| <= r, under any position scheme; with it,
+//   FAT5_ATTN_PREFIX   block-global: the first g tokens of a sequence see all of it and are seen by
+//                      all of it (with the scheme's bias of j - i, as any key);
+//   FAT5_ATTN_TGLOBAL  transient-global: sequence s (n tokens) also has G = n / g global keys, rows
+//                      cu_g[s] .. cu_g[s + 1] of k and v (cu_g int32 [n_seq + 1]), seen by every
+//                      query of s; query i is in block b(i) = min(i / g, G - 1) and global key kk
+//                      adds T_global[bucket_bidir(kk - b(i)), h], T_global the second [nb, H] table
+//                      after T5's in `bias` (its gradient likewise in dbias: the partial rows are
+//                      2 nb H wide) or, with FAT5_ATTN_GSHARED, T5's table itself. T5 buckets or
+//                      no bias only. In attn_bwd_dkv, a row t of sequence s = k_seq[t] is a global
+//                      key iff cu_g[s] <= t < cu_g[s + 1]; its dk, dv sum over every query of s.
+// Patterns have their own entry points (fat5_<op>_pat, fat5_<op>_alibi_pat, fat5_<op>_fire_pat;
+// template parameter PAT), so the full-attention kernels are compiled as they were. They visit
+// only what the pattern needs, O(L (2 r + 1 + globals)) scores: the tiled kernels walk, per tile
+// of 64 rows, the key (dk/dv: query) tiles of the window hull of the tile's rows, the prefix
+// tiles before it and the global rows as extra tiles, and mask each score exactly; the per-warp
+// kernels walk the ranges of their row (fat5_pat_range, as the CPU's fat5__attn_range).
 
 #define FAT5_ATTN_MAX_DK 256
 
@@ -174,6 +194,97 @@ __device__ __forceinline__ fat5_attn_tables fat5_attn_load_tables(const float *b
 #define FAT5_PE_ALIBI 1  // ALiBi, symmetric or asymmetric
 #define FAT5_PE_FIRE 2   // FIRE
 
+// The pattern bits of `kind` (fat5__attn_kind in fat5.h; see the top of this file)
+#define FAT5_ATTN_PREFIX 32
+#define FAT5_ATTN_TGLOBAL 64
+#define FAT5_ATTN_GSHARED 128
+#define FAT5_ATTN_WINDOW_SHIFT 8
+
+// A pattern as the kernels use it (only the PAT kernels build one; the kind has a window).
+struct fat5_pat {
+    int rad;   // window radius (>= 0)
+    int pre;   // block-global prefix length (0: none)
+    int tg;    // transient-global keys (cu_g)
+    int g;     // their block size
+    int goff;  // index of the global table's bucket 0 in the bias-gradient accumulators: nb (its own
+               // table, [2, nb] accumulators) or 0 (GSHARED, or none)
+};
+
+__device__ __forceinline__ fat5_pat fat5_attn_pat(int kind, int g, int nb)
+{
+    fat5_pat p;
+    p.rad = (kind >> FAT5_ATTN_WINDOW_SHIFT) - 1;
+    p.pre = (kind & FAT5_ATTN_PREFIX) ? g : 0;
+    p.tg = (kind & FAT5_ATTN_TGLOBAL) != 0;
+    p.g = g > 0 ? g : 1;
+    p.goff = p.tg && !(kind & FAT5_ATTN_GSHARED) ? nb : 0;
+    return p;
+}
+
+// whether query i sees key j of its sequence under the window and prefix (both positions < n; the
+// pattern is symmetric)
+__device__ __forceinline__ bool fat5_pat_sees(const fat5_pat &p, int i, int j)
+{
+    return i < p.pre || j < p.pre || abs(j - i) <= p.rad;
+}
+
+// The keys of query i among n: [r[0], r[1]) then [r[2], r[3]) (fat5__attn_range); by symmetry the
+// queries of key i as well. Clipped to the scheme's visibility vis (fat5_attn_vis): keys j <= i
+// (vis 1) or j >= i (vis 2), read the other way for the queries of a key (queries = true).
+__device__ __forceinline__ void fat5_pat_range(const fat5_pat &p, int i, int n, int vis, bool queries, int r[4])
+{
+    const int pre = min(p.pre, n);
+    if (i < pre) {
+        r[0] = r[1] = r[2] = 0;
+        r[3] = n;
+    } else {
+        r[0] = 0;
+        r[1] = pre;
+        r[2] = max(i - p.rad, pre);
+        r[3] = min(i + p.rad + 1, n);
+    }
+    const int v = queries && vis ? 3 - vis : vis;  // the keys' view of the constraint
+    if (v == 1) {
+        r[1] = min(r[1], i + 1);
+        r[3] = min(r[3], i + 1);
+    } else if (v == 2) {
+        r[0] = max(r[0], i);
+        r[2] = max(r[2], i);
+    }
+}
+
+// the global block of position i among G >= 1 globals (the last takes the rest)
+__device__ __forceinline__ int fat5_pat_block(const fat5_pat &p, int i, int G) { return min(i / p.g, G - 1); }
+
+// The union of three ranges [a[x], b[x]) (a >= b: empty) as up to three disjoint ranges, in place
+// (an empty one becomes [INT_MAX, INT_MIN)): sorted by start, then each merged into an earlier one
+// it meets. Static indices only (registers).
+__device__ __forceinline__ void fat5_range_union3(int &a0, int &b0, int &a1, int &b1, int &a2, int &b2)
+{
+    const int E0 = 0x7fffffff, E1 = (int)0x80000000;
+    if (a0 >= b0) a0 = E0, b0 = E1;
+    if (a1 >= b1) a1 = E0, b1 = E1;
+    if (a2 >= b2) a2 = E0, b2 = E1;
+    int t;
+#define FAT5_RANGE_SWAP(x, y) \
+    if (a##y < a##x) { t = a##x; a##x = a##y; a##y = t; t = b##x; b##x = b##y; b##y = t; }
+    FAT5_RANGE_SWAP(0, 1)
+    FAT5_RANGE_SWAP(1, 2)
+    FAT5_RANGE_SWAP(0, 1)
+#undef FAT5_RANGE_SWAP
+    if (a1 <= b0) {
+        b0 = max(b0, b1);
+        a1 = E0, b1 = E1;
+    }
+    if (a2 <= b0) {
+        b0 = max(b0, b2);
+        a2 = E0, b2 = E1;
+    } else if (a2 <= b1) {
+        b1 = max(b1, b2);
+        a2 = E0, b2 = E1;
+    }
+}
+
 
 // Which keys a query of head h sees: 0 all of its sequence's, 1 those at or before it (j <= i:
 // causal, and asymmetric ALiBi's heads h < H/2), 2 those at or after it (j >= i: the other heads).
@@ -216,6 +327,10 @@ struct fat5_pb {
     const int *lut;
     int kind, nb, md;
     float *extra;  // the `extra` floats of shared memory the loader zeroed (NULL when none)
+    // transient-global keys (PAT kernels, FAT5_PE_TABLE; fat5_attn_gtable): bucket b of the global
+    // table at gbias[b * gstride] (NULL: no bias)
+    const float *gbias;
+    int gstride;
     // FAT5_PE_ALIBI
     float slope;
     // FAT5_PE_FIRE: fw[w] = (w1[w], b1[w], w2[h, w], w2[h, w] w1[w]) in shared memory, w < W;
@@ -332,6 +447,23 @@ __device__ __forceinline__ fat5_pb fat5_attn_pos(const float *bias, const int *l
     return pb;
 }
 
+// The global table of transient-global keys (kind & FAT5_ATTN_TGLOBAL, T5 buckets): its own [nb, H]
+// table after T5's in `bias` (read from global memory), or T5's (as fat5_attn_pos cached it) with
+// FAT5_ATTN_GSHARED; none without a bias.
+__device__ __forceinline__ void fat5_attn_gtable(fat5_pb &pb, const float *bias, int kind, int h, int H, int nb)
+{
+    pb.gbias = 0;
+    pb.gstride = 0;
+    if (!bias || !(kind & FAT5_ATTN_TGLOBAL)) return;
+    if (kind & FAT5_ATTN_GSHARED) {
+        pb.gbias = pb.bias;
+        pb.gstride = pb.bstride;
+    } else {
+        pb.gbias = bias + (long long)nb * H + h;
+        pb.gstride = H;
+    }
+}
+
 // ----- FIRE's gradient (attn_bwd_dq with a bias gradient) ------------------------------------------
 // Per score (i, j) of head h with gradient ds, as fat5__fire_grad: for each unit w with
 // a = w1 u + b1 > 0: dw2[h, w] += ds a, dw1[w] += ds w2 u, db1[w] += ds w2; db2[h] += ds; and
@@ -410,11 +542,13 @@ __device__ __forceinline__ void fat5_fire_store(float *part, const fat5_pb &pb, 
 // PE: the bucket bias when pb.bias is not 0, ALiBi, FIRE), lanes over dims for the values. Updates
 // the running max m, the sum lsum of exp(score - m) (summed over the warp on return) and acc[r] =
 // sum exp(score - m) v for dims lane + 32 r. Shared by the forward's per-token warp and the decode
-// splits.
-template <int R, int PE>
-__device__ __forceinline__ void fat5_attn_warp_keys(const float *sq, const act_t *kbase, const act_t *vbase,
-                                                    long long ld, int dk, int vw, const fat5_pb &pb, int qpos,
-                                                    int j0, int j1, float &m, float &lsum, float (&acc)[R])
+// splits. fat5_attn_warp_keys_part leaves lsum per lane (several ranges may follow); with GL the
+// keys are transient-global keys 0 .. of the query's sequence, qpos its block, the bias from the
+// global table (pb.gbias).
+template <int R, int PE, bool GL>
+__device__ __forceinline__ void fat5_attn_warp_keys_part(const float *sq, const act_t *kbase, const act_t *vbase,
+                                                         long long ld, int dk, int vw, const fat5_pb &pb, int qpos,
+                                                         int j0, int j1, float &m, float &lsum, float (&acc)[R])
 {
     const int lane = threadIdx.x & 31;
     for (int jb = j0; jb < j1; jb += 32) {
@@ -422,7 +556,11 @@ __device__ __forceinline__ void fat5_attn_warp_keys(const float *sq, const act_t
         float sc = -FAT5_INF;
         if (j < j1) {
             sc = fat5_attn_dot(sq, kbase + (long long)j * ld, dk, vw);
-            if (PE != FAT5_PE_TABLE || pb.bias) sc += fat5_pb_bias<PE>(pb, qpos, j);
+            if (GL) {
+                if (pb.gbias) sc += pb.gbias[fat5_attn_bucket(j - qpos, 1, pb.lut, pb.nb, pb.md) * pb.gstride];
+            } else if (PE != FAT5_PE_TABLE || pb.bias) {
+                sc += fat5_pb_bias<PE>(pb, qpos, j);
+            }
         }
         const float mnew = fmaxf(m, fat5_warp_max(sc));  // finite: key jb is valid
         const float corr = expf(m - mnew);                // 0 on the first chunk
@@ -442,20 +580,30 @@ __device__ __forceinline__ void fat5_attn_warp_keys(const float *sq, const act_t
         }
         m = mnew;
     }
+}
+
+template <int R, int PE>
+__device__ __forceinline__ void fat5_attn_warp_keys(const float *sq, const act_t *kbase, const act_t *vbase,
+                                                    long long ld, int dk, int vw, const fat5_pb &pb, int qpos,
+                                                    int j0, int j1, float &m, float &lsum, float (&acc)[R])
+{
+    fat5_attn_warp_keys_part<R, PE, false>(sq, kbase, vbase, ld, dk, vw, pb, qpos, j0, j1, m, lsum, acc);
     lsum = fat5_warp_sum(lsum);
 }
 
 
-template <int R, int PE>
+template <int R, int PE, bool PAT>
 __device__ __forceinline__ void fat5_attn_fwd_impl(act_t *o, float *lse, const act_t *q, const act_t *k,
                                                    const act_t *v, const float *bias, const int *lut,
                                                    const int *cu_q, const int *cu_k, const int *q_seq, long long Tq,
-                                                   int H, int dk, int kind, int nb, int md)
+                                                   int H, int dk, int kind, int nb, int md, int g, const int *cu_g)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     const int h = blockIdx.y;
     const long long ld = (long long)H * dk;
-    const fat5_pb pb = fat5_attn_pos<PE>(bias, lut, h, H, kind, nb, md, nwarps * dk, 0);
+    fat5_pb pb = fat5_attn_pos<PE>(bias, lut, h, H, kind, nb, md, nwarps * dk, 0);
+    if (PAT && PE == FAT5_PE_TABLE) fat5_attn_gtable(pb, bias, kind, h, H, nb);
+    const fat5_pat pt = fat5_attn_pat(kind, g, nb);
     const int vis = fat5_attn_vis<PE>(kind, h, H);
     float *sq = (float *)fat5_smem + warp * dk;
     const int vw = fat5_attn_vec_width(dk, k, k);
@@ -464,7 +612,7 @@ __device__ __forceinline__ void fat5_attn_fwd_impl(act_t *o, float *lse, const a
         const int i = (int)(t - q0);
         int jlo, jhi;
         fat5_attn_key_range(vis, i, nk, jlo, jhi);
-        const int nkeys = jhi > jlo;
+        int nkeys = jhi > jlo;
         const act_t *qrow = q + t * ld + (long long)h * dk;
         const act_t *kbase = k + (long long)k0 * ld + (long long)h * dk;
         const act_t *vbase = v + (long long)k0 * ld + (long long)h * dk;
@@ -474,7 +622,25 @@ __device__ __forceinline__ void fat5_attn_fwd_impl(act_t *o, float *lse, const a
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r] = 0.0f;
         __syncwarp();
-        fat5_attn_warp_keys<R, PE>(sq, kbase, vbase, ld, dk, vw, pb, i, jlo, jhi, m, lsum, acc);
+        if (!PAT) {
+            fat5_attn_warp_keys<R, PE>(sq, kbase, vbase, ld, dk, vw, pb, i, jlo, jhi, m, lsum, acc);
+        } else {  // the window (and prefix), then the transient-global keys
+            int r[4];
+            fat5_pat_range(pt, i, nk, vis, false, r);
+            fat5_attn_warp_keys_part<R, PE, false>(sq, kbase, vbase, ld, dk, vw, pb, i, r[0], r[1], m, lsum, acc);
+            fat5_attn_warp_keys_part<R, PE, false>(sq, kbase, vbase, ld, dk, vw, pb, i, r[2], r[3], m, lsum, acc);
+            nkeys = r[1] > r[0] || r[3] > r[2];
+            if (PE == FAT5_PE_TABLE && pt.tg) {
+                const int g0 = cu_g[s], G = cu_g[s + 1] - g0;
+                if (G > 0) {
+                    const long long go = (long long)g0 * ld + (long long)h * dk;
+                    fat5_attn_warp_keys_part<R, PE, true>(sq, k + go, v + go, ld, dk, vw, pb,
+                                                          fat5_pat_block(pt, i, G), 0, G, m, lsum, acc);
+                    nkeys = 1;
+                }
+            }
+            lsum = fat5_warp_sum(lsum);
+        }
         act_t *orow = o + t * ld + (long long)h * dk;
 #pragma unroll
         for (int r = 0; r < R; r++) {
@@ -538,23 +704,27 @@ __device__ __forceinline__ void fat5_attn_dbias_store(float *part, const float *
     }
 }
 
-template <int R, int PE>
+template <int R, int PE, bool PAT>
 __device__ __forceinline__ void fat5_attn_bwd_dq_impl(act_t *dq, float *dbias, const act_t *dout, const float *lse,
                                                       const float *delta, const act_t *q, const act_t *k,
                                                       const act_t *v, const float *bias, const int *lut,
                                                       const int *cu_q, const int *cu_k, const int *q_seq,
-                                                      long long Tq, int H, int dk, int kind, int nb, int md)
+                                                      long long Tq, int H, int dk, int kind, int nb, int md, int g,
+                                                      const int *cu_g)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     const int h = blockIdx.y;
     const long long ld = (long long)H * dk;
-    // dbias: T5, the per-bucket partials (a warp accumulator of nb floats each); FIRE, the shares
+    const fat5_pat pt = fat5_attn_pat(kind, g, nb);
+    const int nbt = PAT ? nb + pt.goff : nb;  // accumulated buckets: T5's, then the global table's
+    // dbias: T5, the per-bucket partials (a warp accumulator of nbt floats each); FIRE, the shares
     // (a [W][3] accumulator per warp, 32 floats for the block sums); ALiBi has no gradient (NULL)
-    const fat5_pb pb = fat5_attn_pos<PE>(
+    fat5_pb pb = fat5_attn_pos<PE>(
         bias, lut, h, H, kind, nb, md, 2 * nwarps * dk,
-        !dbias ? 0 : PE == FAT5_PE_TABLE ? nwarps * nb : PE == FAT5_PE_FIRE ? 3 * nwarps * nb + 32 : 0);
+        !dbias ? 0 : PE == FAT5_PE_TABLE ? nwarps * nbt : PE == FAT5_PE_FIRE ? 3 * nwarps * nb + 32 : 0);
+    if (PAT && PE == FAT5_PE_TABLE) fat5_attn_gtable(pb, bias, kind, h, H, nb);
     const int vis = fat5_attn_vis<PE>(kind, h, H);
-    float *sdb = PE == FAT5_PE_TABLE && dbias ? pb.extra + warp * nb : 0;  // this warp's dbias accumulator (head h)
+    float *sdb = PE == FAT5_PE_TABLE && dbias ? pb.extra + warp * nbt : 0;  // this warp's dbias accumulator (head h)
     const int need_bucket = PE == FAT5_PE_TABLE && (pb.bias != 0 || dbias != 0);
     const bool fire_grad = PE == FAT5_PE_FIRE && dbias;
     float fs0 = 0.0f, fs1 = 0.0f, fs2 = 0.0f;  // FIRE: this lane's sums of ds, du dc, du dL_mult
@@ -580,50 +750,73 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_impl(act_t *dq, float *dbias, c
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r] = 0.0f;
         __syncwarp();
-        for (int jb = jlo; jb < jhi; jb += 32) {
-            const int j = jb + lane;
-            float ds = 0.0f, fu = 0.0f;  // fu: FIRE's u of this lane's key
-            int fb = -1;      // a finished run to flush
-            float fs = 0.0f;
-            if (j < jhi) {
-                const int b = need_bucket ? fat5_attn_bucket(j - i, kind, pb.lut, nb, md) : 0;
-                float sc = fat5_attn_dot(sq, kbase + (long long)j * ld, dk, vw);
-                float g0 = 0.0f, g1 = 0.0f, dm = 0.0f;
-                if (PE == FAT5_PE_TABLE) {
-                    if (pb.bias) sc += pb.bias[b * pb.bstride];
-                } else if (PE == FAT5_PE_FIRE) {
-                    fu = fat5_fire_u<true>(pb, i, j, g0, g1);
-                    sc += fat5_fire_mlp<true>(pb, fu, dm);
-                } else {
-                    sc += fat5_pb_bias<PE>(pb, i, j);
-                }
-                const float p = expf(sc - L);
-                const float dp = fat5_attn_dot(sdo, vbase + (long long)j * ld, dk, vw);
-                ds = p * (dp - dl);
-                if (PE == FAT5_PE_TABLE && dbias && b != run_b) {
-                    fb = run_b;
-                    fs = run_s;
-                    run_b = b;
-                    run_s = 0.0f;
-                }
-                run_s += ds;
-                if (fire_grad) {
-                    const float du = ds * dm;
-                    fs0 += ds;
-                    fs1 = fmaf(du, g0, fs1);
-                    fs2 = fmaf(du, g1, fs2);
-                }
+        // PAT: the window (and prefix) ranges, then the transient-global keys (segment 2)
+        int pr[4] = {0, 0, jlo, jhi}, G = 0, blk = 0;
+        const act_t *gkbase = kbase, *gvbase = vbase;
+        if (PAT) {
+            fat5_pat_range(pt, i, nk, vis, false, pr);
+            if (PE == FAT5_PE_TABLE && pt.tg) {
+                const int g0 = cu_g[s];
+                G = cu_g[s + 1] - g0;
+                blk = G > 0 ? fat5_pat_block(pt, i, G) : 0;
+                gkbase = k + (long long)g0 * ld + (long long)h * dk;
+                gvbase = v + (long long)g0 * ld + (long long)h * dk;
             }
-            if (PE == FAT5_PE_TABLE && dbias) fat5_attn_dbias_flush(sdb, fb, fs);
-            const int cnt = min(32, jhi - jb);
-            if (fire_grad) fat5_fire_warp_grad(pb.extra + 3 * warp * nb, pb, fu, ds, cnt);
-            for (int jj = 0; jj < cnt; jj++) {
-                const float dsj = __shfl_sync(FAT5_FULL_MASK, ds, jj);
-                const act_t *krow = kbase + (long long)(jb + jj) * ld;
+        }
+        for (int seg = PAT ? 0 : 1; seg < (PAT && PE == FAT5_PE_TABLE ? 3 : 2); seg++) {
+            const bool glob = PAT && PE == FAT5_PE_TABLE && seg == 2;
+            const int ja = seg == 0 ? pr[0] : seg == 1 ? pr[2] : 0, je = seg == 0 ? pr[1] : seg == 1 ? pr[3] : G;
+            const act_t *kseg = glob ? gkbase : kbase, *vseg = glob ? gvbase : vbase;
+            for (int jb = ja; jb < je; jb += 32) {
+                const int j = jb + lane;
+                float ds = 0.0f, fu = 0.0f;  // fu: FIRE's u of this lane's key
+                int fb = -1;      // a finished run to flush
+                float fs = 0.0f;
+                if (j < je) {
+                    // b: the accumulator's bucket (global keys: the global table's, from pt.goff)
+                    const int b = !need_bucket ? 0
+                                  : glob       ? fat5_attn_bucket(j - blk, 1, pb.lut, nb, md) + pt.goff
+                                               : fat5_attn_bucket(j - i, kind, pb.lut, nb, md);
+                    float sc = fat5_attn_dot(sq, kseg + (long long)j * ld, dk, vw);
+                    float g0 = 0.0f, g1 = 0.0f, dm = 0.0f;
+                    if (glob) {
+                        if (pb.gbias) sc += pb.gbias[(b - pt.goff) * pb.gstride];
+                    } else if (PE == FAT5_PE_TABLE) {
+                        if (pb.bias) sc += pb.bias[b * pb.bstride];
+                    } else if (PE == FAT5_PE_FIRE) {
+                        fu = fat5_fire_u<true>(pb, i, j, g0, g1);
+                        sc += fat5_fire_mlp<true>(pb, fu, dm);
+                    } else {
+                        sc += fat5_pb_bias<PE>(pb, i, j);
+                    }
+                    const float p = expf(sc - L);
+                    const float dp = fat5_attn_dot(sdo, vseg + (long long)j * ld, dk, vw);
+                    ds = p * (dp - dl);
+                    if (PE == FAT5_PE_TABLE && dbias && b != run_b) {
+                        fb = run_b;
+                        fs = run_s;
+                        run_b = b;
+                        run_s = 0.0f;
+                    }
+                    run_s += ds;
+                    if (fire_grad) {
+                        const float du = ds * dm;
+                        fs0 += ds;
+                        fs1 = fmaf(du, g0, fs1);
+                        fs2 = fmaf(du, g1, fs2);
+                    }
+                }
+                if (PE == FAT5_PE_TABLE && dbias) fat5_attn_dbias_flush(sdb, fb, fs);
+                const int cnt = min(32, je - jb);
+                if (fire_grad) fat5_fire_warp_grad(pb.extra + 3 * warp * nb, pb, fu, ds, cnt);
+                for (int jj = 0; jj < cnt; jj++) {
+                    const float dsj = __shfl_sync(FAT5_FULL_MASK, ds, jj);
+                    const act_t *krow = kseg + (long long)(jb + jj) * ld;
 #pragma unroll
-                for (int r = 0; r < R; r++) {
-                    const int d = lane + 32 * r;
-                    if (d < dk) acc[r] = fmaf(dsj, fat5_ld(krow[d]), acc[r]);
+                    for (int r = 0; r < R; r++) {
+                        const int d = lane + 32 * r;
+                        if (d < dk) acc[r] = fmaf(dsj, fat5_ld(krow[d]), acc[r]);
+                    }
                 }
             }
         }
@@ -635,31 +828,46 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_impl(act_t *dq, float *dbias, c
         }
         __syncwarp();  // sq, sdo are rewritten by the next token
     }
-    if (PE == FAT5_PE_TABLE && dbias) fat5_attn_dbias_store(dbias, pb.extra, nb, h, H);
+    if (PE == FAT5_PE_TABLE && dbias) fat5_attn_dbias_store(dbias, pb.extra, nbt, h, H);
     if (fire_grad) fat5_fire_store(dbias, pb, nwarps, h, H, fs0, fs1, fs2);
 }
 
 
-template <int R, int PE>
+template <int R, int PE, bool PAT>
 __device__ __forceinline__ void fat5_attn_bwd_dkv_impl(act_t *dk_, act_t *dv, const act_t *dout, const float *lse,
                                                        const float *delta, const act_t *q, const act_t *k,
                                                        const act_t *v, const float *bias, const int *lut,
                                                        const int *cu_q, const int *cu_k, const int *k_seq,
-                                                       long long Tk, int H, int dk, int kind, int nb, int md)
+                                                       long long Tk, int H, int dk, int kind, int nb, int md, int g,
+                                                       const int *cu_g)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     const int h = blockIdx.y;
     const long long ld = (long long)H * dk;
-    const fat5_pb pb = fat5_attn_pos<PE>(bias, lut, h, H, kind, nb, md, 2 * nwarps * dk, 0);
+    fat5_pb pb = fat5_attn_pos<PE>(bias, lut, h, H, kind, nb, md, 2 * nwarps * dk, 0);
+    if (PAT && PE == FAT5_PE_TABLE) fat5_attn_gtable(pb, bias, kind, h, H, nb);
+    const fat5_pat pt = fat5_attn_pat(kind, g, nb);
     const int vis = fat5_attn_vis<PE>(kind, h, H);
     float *sk = (float *)fat5_smem + warp * dk;
     float *sv = (float *)fat5_smem + (nwarps + warp) * dk;
     const int vw = fat5_attn_vec_width(dk, q, dout);
     for (long long u = (long long)blockIdx.x * nwarps + warp; u < Tk; u += (long long)gridDim.x * nwarps) {
         const int s = k_seq[u], k0 = cu_k[s], q0 = cu_q[s], nq0 = cu_q[s + 1] - q0;
-        const int j = (int)(u - k0);
+        int j = (int)(u - k0);
         int i0, nq;  // key j is seen by queries [i0, nq) (causal: i >= j)
         fat5_attn_query_range(vis, j, nq0, i0, nq);
+        // PAT: the queries [pr[0], pr[1]) then [pr[2], pr[3]); a transient-global key (G > 0:
+        // its sequence's G globals) is seen by every query of its sequence
+        int pr[4] = {0, 0, i0, nq}, G = 0;
+        if (PAT) {
+            if (PE == FAT5_PE_TABLE && pt.tg && u >= cu_g[s] && u < cu_g[s + 1]) {
+                G = cu_g[s + 1] - cu_g[s];
+                j = (int)(u - cu_g[s]);
+                pr[3] = nq0;
+            } else {
+                fat5_pat_range(pt, j, nq0, vis, true, pr);
+            }
+        }
         const long long off = u * ld + (long long)h * dk;
         const act_t *qbase = q + (long long)q0 * ld + (long long)h * dk;
         const act_t *dobase = dout + (long long)q0 * ld + (long long)h * dk;
@@ -675,28 +883,37 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_impl(act_t *dk_, act_t *dv, co
             accv[r] = 0.0f;
         }
         __syncwarp();
-        for (int ib = i0; ib < nq; ib += 32) {
-            const int i = ib + lane;
-            float p = 0.0f, ds = 0.0f;
-            if (i < nq) {
-                float sc = fat5_attn_dot(sk, qbase + (long long)i * ld, dk, vw);
-                if (PE != FAT5_PE_TABLE || pb.bias) sc += fat5_pb_bias<PE>(pb, i, j);
-                p = expf(sc - lse_s[(long long)i * H]);
-                const float dp = fat5_attn_dot(sv, dobase + (long long)i * ld, dk, vw);
-                ds = p * (dp - delta_s[(long long)i * H]);
-            }
-            const int cnt = min(32, nq - ib);
-            for (int ii = 0; ii < cnt; ii++) {
-                const float pi = __shfl_sync(FAT5_FULL_MASK, p, ii);
-                const float dsi = __shfl_sync(FAT5_FULL_MASK, ds, ii);
-                const act_t *qrow = qbase + (long long)(ib + ii) * ld;
-                const act_t *dorow = dobase + (long long)(ib + ii) * ld;
+        for (int seg = PAT ? 0 : 1; seg < 2; seg++) {
+            const int ia = seg == 0 ? pr[0] : pr[2], ie = seg == 0 ? pr[1] : pr[3];
+            for (int ib = ia; ib < ie; ib += 32) {
+                const int i = ib + lane;
+                float p = 0.0f, ds = 0.0f;
+                if (i < ie) {
+                    float sc = fat5_attn_dot(sk, qbase + (long long)i * ld, dk, vw);
+                    if (PAT && PE == FAT5_PE_TABLE && G > 0) {
+                        if (pb.gbias)
+                            sc += pb.gbias[fat5_attn_bucket(j - fat5_pat_block(pt, i, G), 1, pb.lut, nb, md) *
+                                           pb.gstride];
+                    } else if (PE != FAT5_PE_TABLE || pb.bias) {
+                        sc += fat5_pb_bias<PE>(pb, i, j);
+                    }
+                    p = expf(sc - lse_s[(long long)i * H]);
+                    const float dp = fat5_attn_dot(sv, dobase + (long long)i * ld, dk, vw);
+                    ds = p * (dp - delta_s[(long long)i * H]);
+                }
+                const int cnt = min(32, ie - ib);
+                for (int ii = 0; ii < cnt; ii++) {
+                    const float pi = __shfl_sync(FAT5_FULL_MASK, p, ii);
+                    const float dsi = __shfl_sync(FAT5_FULL_MASK, ds, ii);
+                    const act_t *qrow = qbase + (long long)(ib + ii) * ld;
+                    const act_t *dorow = dobase + (long long)(ib + ii) * ld;
 #pragma unroll
-                for (int r = 0; r < R; r++) {
-                    const int d = lane + 32 * r;
-                    if (d < dk) {
-                        accv[r] = fmaf(pi, fat5_ld(dorow[d]), accv[r]);
-                        acck[r] = fmaf(dsi, fat5_ld(qrow[d]), acck[r]);
+                    for (int r = 0; r < R; r++) {
+                        const int d = lane + 32 * r;
+                        if (d < dk) {
+                            accv[r] = fmaf(pi, fat5_ld(dorow[d]), accv[r]);
+                            acck[r] = fmaf(dsi, fat5_ld(qrow[d]), acck[r]);
+                        }
                     }
                 }
             }
@@ -881,11 +1098,52 @@ __device__ __forceinline__ float fat5_at_rowsum(float v)
     return v;
 }
 
-template <int DC, int PE>
+// PAT: the key tiles of a tile of query rows t0 .. tl (packed, in sequence order): [ps, pe) the
+// first sequence's prefix before the window hull, [ws, we) the hull (from the first row's first
+// key to the last key any row sees; the keys of sequences in between and the later sequences'
+// prefixes lie in it), [gs, ge) the transient-global rows of the tile's sequences. Each range is
+// walked once; the scores are masked exactly (fat5_pat_sees, the row's global rows).
+__device__ __forceinline__ void fat5_pat_tile_keys(const fat5_pat &pt, const int *cu_q, const int *cu_k,
+                                                   const int *q_seq, const int *cu_g, long long t0, long long tl,
+                                                   int &ps, int &pe, int &ws, int &we, int &gs, int &ge)
+{
+    const int sf = q_seq[t0], kf = cu_k[sf], nf = cu_k[sf + 1] - kf, i_f = (int)(t0 - cu_q[sf]);
+    const int sl = q_seq[tl], kl = cu_k[sl], nl = cu_k[sl + 1] - kl, i_l = (int)(tl - cu_q[sl]);
+    const int pref = min(pt.pre, nf), prel = min(pt.pre, nl);
+    ws = kf + (i_f < pref ? 0 : max(i_f - pt.rad, 0));
+    we = kl + (i_l < prel ? nl : min(i_l + pt.rad + 1, nl));
+    if (sl != sf ? prel > 0 : i_f < pref) we = kl + nl;  // a global query of the last sequence sees all of it
+    ps = kf;
+    pe = min(kf + pref, ws);
+    gs = pt.tg ? cu_g[sf] : 0;
+    ge = pt.tg ? cu_g[sl + 1] : 0;
+}
+
+// The global phase of a tile (transient-global keys): row r's key rows become [klo, khi) = its
+// sequence's global rows cu_g[s] .. cu_g[s + 1], and ip its bucket origin: the first global row
+// plus the row's block (so that the bucket of key row u is that of u - ip). Rows past Tq see none.
+__device__ __forceinline__ void fat5_pat_global_rows(const fat5_pat &pt, const int *cu_q, const int *q_seq,
+                                                     const int *cu_g, long long t0, long long Tq, int ty, int klo[4],
+                                                     int khi[4], int ip[4])
+{
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        const long long t = t0 + ty * 4 + r;
+        klo[r] = khi[r] = ip[r] = 0;
+        if (t < Tq) {
+            const int s = q_seq[t], g0 = cu_g[s], G = cu_g[s + 1] - g0;
+            klo[r] = g0;
+            khi[r] = g0 + G;
+            ip[r] = G > 0 ? g0 + fat5_pat_block(pt, (int)(t - cu_q[s]), G) : 0;
+        }
+    }
+}
+
+template <int DC, int PE, bool PAT>
 __device__ __forceinline__ void fat5_attn_fwd_tiled(act_t *o, float *lse, const act_t *q, const act_t *k,
                                                     const act_t *v, const float *bias, const int *lut,
                                                     const int *cu_q, const int *cu_k, const int *q_seq, long long Tq,
-                                                    int H, int dk, int kind, int nb, int md)
+                                                    int H, int dk, int kind, int nb, int md, int g, const int *cu_g)
 {
     const int DKP = 16 * DC;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
@@ -895,13 +1153,17 @@ __device__ __forceinline__ void fat5_attn_fwd_tiled(act_t *o, float *lse, const 
     float *Pt = Qt + DKP * FAT5_AT_V;  // [64 keys][V] probabilities
     float *Kt = Pt + 64 * FAT5_AT_V;   // [DKP][S]
     float *Vt = Kt + DKP * FAT5_AT_S;  // [DKP][S]
-    const fat5_pb pb =
+    fat5_pb pb =
         fat5_attn_pos<PE>(bias, lut, h, H, kind, nb, md, DKP * (FAT5_AT_V + 2 * FAT5_AT_S) + 64 * FAT5_AT_V, 0);
+    if (PAT && PE == FAT5_PE_TABLE) fat5_attn_gtable(pb, bias, kind, h, H, nb);
+    const fat5_pat pt = fat5_attn_pat(kind, g, nb);
+    const bool TG = PAT && PE == FAT5_PE_TABLE;  // transient-global keys possible
     const int vis = fat5_attn_vis<PE>(kind, h, H);
     for (long long tile = blockIdx.x; tile * 64 < Tq; tile += gridDim.x) {
         const long long t0 = tile * 64;
         const int nrow = (int)min(64LL, Tq - t0);
         // row r sees keys [klo + (vis == 2 ? ip : 0), khi) (packed indices); klo is its sequence's first key
+        // (PAT: those the pattern shows; in the global phase, fat5_pat_global_rows)
         int klo[4], khi[4], ip[4];
 #pragma unroll
         for (int r = 0; r < 4; r++) {
@@ -915,10 +1177,12 @@ __device__ __forceinline__ void fat5_attn_fwd_tiled(act_t *o, float *lse, const 
             }
         }
         // the keys of the tile's rows: from the first row's first to the last row's last
-        int kstart = cu_k[q_seq[t0]];
-        if (vis == 2) kstart += (int)(t0 - cu_q[q_seq[t0]]);
-        int kend;
-        {
+        int kstart, kend, ps = 0, pe = 0, gs = 0, ge = 0;
+        if (PAT) {
+            fat5_pat_tile_keys(pt, cu_q, cu_k, q_seq, cu_g, t0, t0 + nrow - 1, ps, pe, kstart, kend, gs, ge);
+        } else {
+            kstart = cu_k[q_seq[t0]];
+            if (vis == 2) kstart += (int)(t0 - cu_q[q_seq[t0]]);
             const long long tl = t0 + nrow - 1;
             const int s = q_seq[tl], k0 = cu_k[s], nk = cu_k[s + 1] - k0, i = (int)(tl - cu_q[s]);
             kend = k0 + (vis == 1 ? min(i + 1, nk) : nk);
@@ -933,66 +1197,80 @@ __device__ __forceinline__ void fat5_attn_fwd_tiled(act_t *o, float *lse, const 
 #pragma unroll
             for (int c = 0; c < DC; c++) acc[r][c] = 0.0f;
         }
-        for (int kt0 = kstart; kt0 < kend; kt0 += 64) {
-            const int nkr = min(64, kend - kt0);
-            __syncthreads();  // readers of Kt, Vt, Pt are done
-            fat5_at_load<DKP>(Kt, FAT5_AT_S, k + (long long)kt0 * ld + (long long)h * dk, ld, nkr, dk);
-            fat5_at_load<DKP>(Vt, FAT5_AT_S, v + (long long)kt0 * ld + (long long)h * dk, ld, nkr, dk);
-            __syncthreads();
-            float sc[4][4];
+        // PAT: the prefix (phase 0), the hull (1), the global rows (2)
+        for (int ph = PAT ? 0 : 1; ph < (TG ? 3 : 2); ph++) {
+            const bool glob = TG && ph == 2;
+            const int ka = ph == 0 ? ps : ph == 1 ? kstart : gs, ke = ph == 0 ? pe : ph == 1 ? kend : ge;
+            if (glob) fat5_pat_global_rows(pt, cu_q, q_seq, cu_g, t0, Tq, ty, klo, khi, ip);
+            for (int kt0 = ka; kt0 < ke; kt0 += 64) {
+                const int nkr = min(64, ke - kt0);
+                __syncthreads();  // readers of Kt, Vt, Pt are done
+                fat5_at_load<DKP>(Kt, FAT5_AT_S, k + (long long)kt0 * ld + (long long)h * dk, ld, nkr, dk);
+                fat5_at_load<DKP>(Vt, FAT5_AT_S, v + (long long)kt0 * ld + (long long)h * dk, ld, nkr, dk);
+                __syncthreads();
+                float sc[4][4];
 #pragma unroll
-            for (int r = 0; r < 4; r++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) sc[r][c] = 0.0f;
-#pragma unroll 4
-            for (int d = 0; d < dk; d++) {
-                const float4 a = *(const float4 *)(Qt + d * FAT5_AT_V + ty * 4);
-                const float *kr = Kt + d * FAT5_AT_S + tx;
-                const float b0 = kr[0], b1 = kr[16], b2 = kr[32], b3 = kr[48];
-                sc[0][0] = fmaf(a.x, b0, sc[0][0]); sc[0][1] = fmaf(a.x, b1, sc[0][1]);
-                sc[0][2] = fmaf(a.x, b2, sc[0][2]); sc[0][3] = fmaf(a.x, b3, sc[0][3]);
-                sc[1][0] = fmaf(a.y, b0, sc[1][0]); sc[1][1] = fmaf(a.y, b1, sc[1][1]);
-                sc[1][2] = fmaf(a.y, b2, sc[1][2]); sc[1][3] = fmaf(a.y, b3, sc[1][3]);
-                sc[2][0] = fmaf(a.z, b0, sc[2][0]); sc[2][1] = fmaf(a.z, b1, sc[2][1]);
-                sc[2][2] = fmaf(a.z, b2, sc[2][2]); sc[2][3] = fmaf(a.z, b3, sc[2][3]);
-                sc[3][0] = fmaf(a.w, b0, sc[3][0]); sc[3][1] = fmaf(a.w, b1, sc[3][1]);
-                sc[3][2] = fmaf(a.w, b2, sc[3][2]); sc[3][3] = fmaf(a.w, b3, sc[3][3]);
-            }
-#pragma unroll
-            for (int r = 0; r < 4; r++) {
-                float mx = -FAT5_INF;
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    const int u = kt0 + tx + 16 * c;
-                    if (u >= klo[r] + (vis == 2 ? ip[r] : 0) && u < khi[r]) {
-                        if (PE != FAT5_PE_TABLE || pb.bias) sc[r][c] += fat5_pb_bias<PE>(pb, ip[r], u - klo[r]);
-                    } else {
-                        sc[r][c] = -FAT5_INF;
-                    }
-                    mx = fmaxf(mx, sc[r][c]);
-                }
-                mx = fat5_at_rowmax(mx);
-                const float mnew = fmaxf(m[r], mx);
-                float corr = 1.0f, ps = 0.0f;
-                if (mnew == -FAT5_INF) {
+                for (int r = 0; r < 4; r++)
 #pragma unroll
                     for (int c = 0; c < 4; c++) sc[r][c] = 0.0f;
-                } else {
-                    corr = expf(m[r] - mnew);  // 0 while m is -inf
+#pragma unroll 4
+                for (int d = 0; d < dk; d++) {
+                    const float4 a = *(const float4 *)(Qt + d * FAT5_AT_V + ty * 4);
+                    const float *kr = Kt + d * FAT5_AT_S + tx;
+                    const float b0 = kr[0], b1 = kr[16], b2 = kr[32], b3 = kr[48];
+                    sc[0][0] = fmaf(a.x, b0, sc[0][0]); sc[0][1] = fmaf(a.x, b1, sc[0][1]);
+                    sc[0][2] = fmaf(a.x, b2, sc[0][2]); sc[0][3] = fmaf(a.x, b3, sc[0][3]);
+                    sc[1][0] = fmaf(a.y, b0, sc[1][0]); sc[1][1] = fmaf(a.y, b1, sc[1][1]);
+                    sc[1][2] = fmaf(a.y, b2, sc[1][2]); sc[1][3] = fmaf(a.y, b3, sc[1][3]);
+                    sc[2][0] = fmaf(a.z, b0, sc[2][0]); sc[2][1] = fmaf(a.z, b1, sc[2][1]);
+                    sc[2][2] = fmaf(a.z, b2, sc[2][2]); sc[2][3] = fmaf(a.z, b3, sc[2][3]);
+                    sc[3][0] = fmaf(a.w, b0, sc[3][0]); sc[3][1] = fmaf(a.w, b1, sc[3][1]);
+                    sc[3][2] = fmaf(a.w, b2, sc[3][2]); sc[3][3] = fmaf(a.w, b3, sc[3][3]);
+                }
+#pragma unroll
+                for (int r = 0; r < 4; r++) {
+                    float mx = -FAT5_INF;
 #pragma unroll
                     for (int c = 0; c < 4; c++) {
-                        sc[r][c] = expf(sc[r][c] - mnew);
-                        ps += sc[r][c];
+                        const int u = kt0 + tx + 16 * c;
+                        if (glob) {
+                            if (u >= klo[r] && u < khi[r]) {
+                                if (pb.gbias)
+                                    sc[r][c] += pb.gbias[fat5_attn_bucket(u - ip[r], 1, pb.lut, nb, md) * pb.gstride];
+                            } else {
+                                sc[r][c] = -FAT5_INF;
+                            }
+                        } else if (u >= klo[r] + (vis == 2 ? ip[r] : 0) && u < khi[r] &&
+                                   (!PAT || fat5_pat_sees(pt, ip[r], u - klo[r]))) {
+                            if (PE != FAT5_PE_TABLE || pb.bias) sc[r][c] += fat5_pb_bias<PE>(pb, ip[r], u - klo[r]);
+                        } else {
+                            sc[r][c] = -FAT5_INF;
+                        }
+                        mx = fmaxf(mx, sc[r][c]);
                     }
-                }
-                l[r] = l[r] * corr + ps;
-                m[r] = mnew;
+                    mx = fat5_at_rowmax(mx);
+                    const float mnew = fmaxf(m[r], mx);
+                    float corr = 1.0f, ps = 0.0f;
+                    if (mnew == -FAT5_INF) {
 #pragma unroll
-                for (int c = 0; c < DC; c++) acc[r][c] *= corr;
+                        for (int c = 0; c < 4; c++) sc[r][c] = 0.0f;
+                    } else {
+                        corr = expf(m[r] - mnew);  // 0 while m is -inf
+#pragma unroll
+                        for (int c = 0; c < 4; c++) {
+                            sc[r][c] = expf(sc[r][c] - mnew);
+                            ps += sc[r][c];
+                        }
+                    }
+                    l[r] = l[r] * corr + ps;
+                    m[r] = mnew;
+#pragma unroll
+                    for (int c = 0; c < DC; c++) acc[r][c] *= corr;
+                }
+                fat5_at_stage(Pt, sc, tx, ty);
+                __syncthreads();
+                fat5_at_accum<DC>(acc, Pt, Vt, nkr, tx, ty);  // acc += P V
             }
-            fat5_at_stage(Pt, sc, tx, ty);
-            __syncthreads();
-            fat5_at_accum<DC>(acc, Pt, Vt, nkr, tx, ty);  // acc += P V
         }
 #pragma unroll
         for (int r = 0; r < 4; r++) {
@@ -1011,12 +1289,13 @@ __device__ __forceinline__ void fat5_attn_fwd_tiled(act_t *o, float *lse, const 
     }
 }
 
-template <int DC, int PE>
+template <int DC, int PE, bool PAT>
 __device__ __forceinline__ void fat5_attn_bwd_dq_tiled(act_t *dq, float *dbias, const act_t *dout, const float *lse,
                                                        const float *delta, const act_t *q, const act_t *k,
                                                        const act_t *v, const float *bias, const int *lut,
                                                        const int *cu_q, const int *cu_k, const int *q_seq,
-                                                       long long Tq, int H, int dk, int kind, int nb, int md)
+                                                       long long Tq, int H, int dk, int kind, int nb, int md, int g,
+                                                       const int *cu_g)
 {
     const int DKP = 16 * DC;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
@@ -1030,14 +1309,18 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tiled(act_t *dq, float *dbias, 
     float *Kt = St + 64 * FAT5_AT_V;     // [DKP][S]
     float *Vt = Kt + DKP * FAT5_AT_S;    // [DKP][S]
     float *Ut = Vt + DKP * FAT5_AT_S;    // FIRE's gradient: [64 keys][V] u
-    // dbias: T5, the per-bucket partials (8 warps' accumulators of nb floats); FIRE, the shares
+    const fat5_pat pt = fat5_attn_pat(kind, g, nb);
+    const bool TG = PAT && PE == FAT5_PE_TABLE;  // transient-global keys possible
+    const int nbt = PAT ? nb + pt.goff : nb;     // accumulated buckets: T5's, then the global table's
+    // dbias: T5, the per-bucket partials (8 warps' accumulators of nbt floats); FIRE, the shares
     // (fg groups of [W][3] accumulators and 32 floats for the block sums); ALiBi: NULL
-    const fat5_pb pb = fat5_attn_pos<PE>(
+    fat5_pb pb = fat5_attn_pos<PE>(
         bias, lut, h, H, kind, nb, md,
         DKP * (2 * FAT5_AT_V + 2 * FAT5_AT_S) + 64 * FAT5_AT_V + (fire_grad ? 64 * FAT5_AT_V : 0),
-        !dbias ? 0 : PE == FAT5_PE_TABLE ? 8 * nb : PE == FAT5_PE_FIRE ? 3 * fg * nb + 32 : 0);
+        !dbias ? 0 : PE == FAT5_PE_TABLE ? 8 * nbt : PE == FAT5_PE_FIRE ? 3 * fg * nb + 32 : 0);
+    if (TG) fat5_attn_gtable(pb, bias, kind, h, H, nb);
     const int vis = fat5_attn_vis<PE>(kind, h, H);
-    float *sdb = PE == FAT5_PE_TABLE && dbias ? pb.extra + (threadIdx.x >> 5) * nb : 0;  // this warp's accumulator
+    float *sdb = PE == FAT5_PE_TABLE && dbias ? pb.extra + (threadIdx.x >> 5) * nbt : 0;  // this warp's accumulator
     const int need_bucket = PE == FAT5_PE_TABLE && (pb.bias != 0 || dbias != 0);
     int run_b = -1;
     float run_s = 0.0f;
@@ -1061,10 +1344,12 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tiled(act_t *dq, float *dbias, 
                 Dl[r] = delta[t * H + h];
             }
         }
-        int kstart = cu_k[q_seq[t0]];
-        if (vis == 2) kstart += (int)(t0 - cu_q[q_seq[t0]]);
-        int kend;
-        {
+        int kstart, kend, ps = 0, pe = 0, gs = 0, ge = 0;
+        if (PAT) {
+            fat5_pat_tile_keys(pt, cu_q, cu_k, q_seq, cu_g, t0, t0 + nrow - 1, ps, pe, kstart, kend, gs, ge);
+        } else {
+            kstart = cu_k[q_seq[t0]];
+            if (vis == 2) kstart += (int)(t0 - cu_q[q_seq[t0]]);
             const long long tl = t0 + nrow - 1;
             const int s = q_seq[tl], k0 = cu_k[s], nk = cu_k[s + 1] - k0, i = (int)(tl - cu_q[s]);
             kend = k0 + (vis == 1 ? min(i + 1, nk) : nk);
@@ -1077,59 +1362,70 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tiled(act_t *dq, float *dbias, 
         for (int r = 0; r < 4; r++)
 #pragma unroll
             for (int c = 0; c < DC; c++) acc[r][c] = 0.0f;
-        for (int kt0 = kstart; kt0 < kend; kt0 += 64) {
-            const int nkr = min(64, kend - kt0);
-            __syncthreads();
-            fat5_at_load<DKP>(Kt, FAT5_AT_S, k + (long long)kt0 * ld + (long long)h * dk, ld, nkr, dk);
-            fat5_at_load<DKP>(Vt, FAT5_AT_S, v + (long long)kt0 * ld + (long long)h * dk, ld, nkr, dk);
-            __syncthreads();
-            float sc[4][4], dp[4][4];
-            fat5_at_two_tiles(sc, dp, Qt, Ot, Kt, Vt, ty, tx, dk);  // scores q.k and dp = dout.v
+        for (int ph = PAT ? 0 : 1; ph < (TG ? 3 : 2); ph++) {  // as in the forward
+            const bool glob = TG && ph == 2;
+            const int ka = ph == 0 ? ps : ph == 1 ? kstart : gs, ke = ph == 0 ? pe : ph == 1 ? kend : ge;
+            if (glob) fat5_pat_global_rows(pt, cu_q, q_seq, cu_g, t0, Tq, ty, klo, khi, ip);
+            for (int kt0 = ka; kt0 < ke; kt0 += 64) {
+                const int nkr = min(64, ke - kt0);
+                __syncthreads();
+                fat5_at_load<DKP>(Kt, FAT5_AT_S, k + (long long)kt0 * ld + (long long)h * dk, ld, nkr, dk);
+                fat5_at_load<DKP>(Vt, FAT5_AT_S, v + (long long)kt0 * ld + (long long)h * dk, ld, nkr, dk);
+                __syncthreads();
+                float sc[4][4], dp[4][4];
+                fat5_at_two_tiles(sc, dp, Qt, Ot, Kt, Vt, ty, tx, dk);  // scores q.k and dp = dout.v
 #pragma unroll
-            for (int r = 0; r < 4; r++)
+                for (int r = 0; r < 4; r++)
 #pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    const int u = kt0 + tx + 16 * c;
-                    float ds = 0.0f, fu = 0.0f;  // fu: FIRE's u of the score
-                    int fb = -1;      // a finished run to flush
-                    float fs = 0.0f;
-                    if (u >= klo[r] + (vis == 2 ? ip[r] : 0) && u < khi[r]) {
-                        const int b =
-                            need_bucket ? fat5_attn_bucket(u - klo[r] - ip[r], kind, pb.lut, nb, md) : 0;
-                        float s = sc[r][c], g0 = 0.0f, g1 = 0.0f, dm = 0.0f;
-                        if (PE == FAT5_PE_TABLE) {
-                            if (pb.bias) s += pb.bias[b * pb.bstride];
-                        } else if (PE == FAT5_PE_FIRE) {
-                            fu = fat5_fire_u<true>(pb, ip[r], u - klo[r], g0, g1);
-                            s += fat5_fire_mlp<true>(pb, fu, dm);
-                        } else {
-                            s += fat5_pb_bias<PE>(pb, ip[r], u - klo[r]);
+                    for (int c = 0; c < 4; c++) {
+                        const int u = kt0 + tx + 16 * c;
+                        float ds = 0.0f, fu = 0.0f;  // fu: FIRE's u of the score
+                        int fb = -1;      // a finished run to flush
+                        float fs = 0.0f;
+                        if (glob ? u >= klo[r] && u < khi[r]
+                                 : u >= klo[r] + (vis == 2 ? ip[r] : 0) && u < khi[r] &&
+                                       (!PAT || fat5_pat_sees(pt, ip[r], u - klo[r]))) {
+                            // b: the accumulator's bucket (global keys: the global table's, from pt.goff)
+                            const int b = !need_bucket ? 0
+                                          : glob ? fat5_attn_bucket(u - ip[r], 1, pb.lut, nb, md) + pt.goff
+                                                 : fat5_attn_bucket(u - klo[r] - ip[r], kind, pb.lut, nb, md);
+                            float s = sc[r][c], g0 = 0.0f, g1 = 0.0f, dm = 0.0f;
+                            if (glob) {
+                                if (pb.gbias) s += pb.gbias[(b - pt.goff) * pb.gstride];
+                            } else if (PE == FAT5_PE_TABLE) {
+                                if (pb.bias) s += pb.bias[b * pb.bstride];
+                            } else if (PE == FAT5_PE_FIRE) {
+                                fu = fat5_fire_u<true>(pb, ip[r], u - klo[r], g0, g1);
+                                s += fat5_fire_mlp<true>(pb, fu, dm);
+                            } else {
+                                s += fat5_pb_bias<PE>(pb, ip[r], u - klo[r]);
+                            }
+                            const float p = expf(s - L[r]);
+                            ds = p * (dp[r][c] - Dl[r]);
+                            if (PE == FAT5_PE_TABLE && dbias && b != run_b) {
+                                fb = run_b;
+                                fs = run_s;
+                                run_b = b;
+                                run_s = 0.0f;
+                            }
+                            run_s += ds;
+                            if (fire_grad) {
+                                const float du = ds * dm;
+                                fs0 += ds;
+                                fs1 = fmaf(du, g0, fs1);
+                                fs2 = fmaf(du, g1, fs2);
+                            }
                         }
-                        const float p = expf(s - L[r]);
-                        ds = p * (dp[r][c] - Dl[r]);
-                        if (PE == FAT5_PE_TABLE && dbias && b != run_b) {
-                            fb = run_b;
-                            fs = run_s;
-                            run_b = b;
-                            run_s = 0.0f;
-                        }
-                        run_s += ds;
-                        if (fire_grad) {
-                            const float du = ds * dm;
-                            fs0 += ds;
-                            fs1 = fmaf(du, g0, fs1);
-                            fs2 = fmaf(du, g1, fs2);
-                        }
+                        if (PE == FAT5_PE_TABLE && dbias) fat5_attn_dbias_flush(sdb, fb, fs);
+                        sc[r][c] = ds;
+                        dp[r][c] = fu;
                     }
-                    if (PE == FAT5_PE_TABLE && dbias) fat5_attn_dbias_flush(sdb, fb, fs);
-                    sc[r][c] = ds;
-                    dp[r][c] = fu;
-                }
-            fat5_at_stage(St, sc, tx, ty);
-            if (fire_grad) fat5_at_stage(Ut, dp, tx, ty);
-            __syncthreads();
-            fat5_at_accum<DC>(acc, St, Kt, nkr, tx, ty);  // dq += dS K
-            if (fire_grad) fat5_fire_tile_grad(pb.extra, pb, Ut, St, nkr, fg);
+                fat5_at_stage(St, sc, tx, ty);
+                if (fire_grad) fat5_at_stage(Ut, dp, tx, ty);
+                __syncthreads();
+                fat5_at_accum<DC>(acc, St, Kt, nkr, tx, ty);  // dq += dS K
+                if (fire_grad) fat5_fire_tile_grad(pb.extra, pb, Ut, St, nkr, fg);
+            }
         }
 #pragma unroll
         for (int r = 0; r < 4; r++) {
@@ -1146,17 +1442,18 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tiled(act_t *dq, float *dbias, 
     }
     if (PE == FAT5_PE_TABLE && dbias) {
         fat5_attn_dbias_flush(sdb, run_b, run_s);
-        fat5_attn_dbias_store(dbias, pb.extra, nb, h, H);
+        fat5_attn_dbias_store(dbias, pb.extra, nbt, h, H);
     }
     if (fire_grad) fat5_fire_store(dbias, pb, fg, h, H, fs0, fs1, fs2);
 }
 
-template <int DC, int PE>
+template <int DC, int PE, bool PAT>
 __device__ __forceinline__ void fat5_attn_bwd_dkv_tiled(act_t *dk_, act_t *dv, const act_t *dout, const float *lse,
                                                         const float *delta, const act_t *q, const act_t *k,
                                                         const act_t *v, const float *bias, const int *lut,
                                                         const int *cu_q, const int *cu_k, const int *k_seq,
-                                                        long long Tk, int H, int dk, int kind, int nb, int md)
+                                                        long long Tk, int H, int dk, int kind, int nb, int md, int g,
+                                                        const int *cu_g)
 {
     const int DKP = 16 * DC;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
@@ -1168,27 +1465,74 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tiled(act_t *dk_, act_t *dv, c
     float *Ss = Ps + 64 * FAT5_AT_V;     // [64 queries][V] ds
     float *Qt = Ss + 64 * FAT5_AT_V;     // [DKP][S]
     float *Ot = Qt + DKP * FAT5_AT_S;    // [DKP][S] dout
-    const fat5_pb pb = fat5_attn_pos<PE>(bias, lut, h, H, kind, nb, md,
-                                         DKP * (2 * FAT5_AT_V + 2 * FAT5_AT_S) + 128 * FAT5_AT_V, 0);
+    fat5_pb pb = fat5_attn_pos<PE>(bias, lut, h, H, kind, nb, md,
+                                   DKP * (2 * FAT5_AT_V + 2 * FAT5_AT_S) + 128 * FAT5_AT_V, 0);
+    const fat5_pat pt = fat5_attn_pat(kind, g, nb);
+    const bool TG = PAT && PE == FAT5_PE_TABLE;  // transient-global keys possible
+    if (TG) fat5_attn_gtable(pb, bias, kind, h, H, nb);
     const int vis = fat5_attn_vis<PE>(kind, h, H);
+    int *red = (int *)Ss;  // PAT: the tile's query ranges, reduced in shared memory before Ss is used
     for (long long tile = blockIdx.x; tile * 64 < Tk; tile += gridDim.x) {
         const long long u0 = tile * 64;
         const int nrow = (int)min(64LL, Tk - u0);
         int qlo[4], qhi[4], jp[4], qb[4];  // row r (key jp) is seen by queries [qlo, qhi); qb: its sequence's first
+        int gG[4];  // TG: the global count of row r's sequence when the row is a transient-global key, else 0
 #pragma unroll
         for (int r = 0; r < 4; r++) {
             const long long u = u0 + ty * 4 + r;
             qlo[r] = qhi[r] = jp[r] = qb[r] = 0;
+            if (TG) gG[r] = 0;
             if (u < Tk) {
-                const int s = k_seq[u], q0 = cu_q[s], nq = cu_q[s + 1] - q0, j = (int)(u - cu_k[s]);
+                const int s = k_seq[u], q0 = cu_q[s], nq = cu_q[s + 1] - q0;
+                int j = (int)(u - cu_k[s]);
+                if (TG && pt.tg && u >= cu_g[s] && u < cu_g[s + 1]) {
+                    gG[r] = cu_g[s + 1] - cu_g[s];
+                    j = (int)(u - cu_g[s]);
+                }
                 qlo[r] = q0 + (vis == 1 ? min(j, nq) : 0);
                 qhi[r] = q0 + (vis == 2 ? min(j + 1, nq) : nq);
                 jp[r] = j;
                 qb[r] = q0;
             }
         }
-        int qstart, qend;  // from the first row's first query to the last row's last
-        {
+        int qstart = 0, qend = 0;  // from the first row's first query to the last row's last
+        int pa = 0, pz = 0, ga = 0, gz = 0;  // PAT: two more disjoint query ranges (fat5_range_union3)
+        if (PAT) {
+            // the hull of the rows' windows (a prefix key: its whole sequence), the hull of the
+            // prefixes the other rows need, the hull of the global rows' sequences; then their union
+            __syncthreads();  // the previous tile is done with Ss
+            if (threadIdx.x < 6) red[threadIdx.x] = threadIdx.x & 1 ? (int)0x80000000 : 0x7fffffff;
+            __syncthreads();
+            if (tx == 0) {
+#pragma unroll
+                for (int r = 0; r < 4; r++) {
+                    if (u0 + ty * 4 + r >= Tk) continue;
+                    const int q0 = qb[r], j = jp[r];
+                    const int nqs = cu_q[k_seq[u0 + ty * 4 + r] + 1] - q0;  // the sequence's queries
+                    int slot = 1, a = q0, z = q0 + nqs;
+                    if (TG && gG[r] > 0) {
+                        slot = 2;
+                    } else if (j >= min(pt.pre, nqs)) {
+                        a = q0 + max(j - pt.rad, 0);
+                        z = q0 + min(j + pt.rad + 1, nqs);
+                        if (pt.pre > 0) {
+                            atomicMin(&red[0], q0);
+                            atomicMax(&red[1], q0 + min(pt.pre, nqs));
+                        }
+                    }
+                    atomicMin(&red[2 * slot], a);
+                    atomicMax(&red[2 * slot + 1], z);
+                }
+            }
+            __syncthreads();
+            pa = red[0];
+            pz = red[1];
+            qstart = red[2];
+            qend = red[3];
+            ga = red[4];
+            gz = red[5];
+            fat5_range_union3(pa, pz, qstart, qend, ga, gz);
+        } else {
             const int s = k_seq[u0], q0 = cu_q[s], nq = cu_q[s + 1] - q0, j = (int)(u0 - cu_k[s]);
             qstart = q0 + (vis == 1 ? min(j, nq) : 0);
             if (vis == 2) {
@@ -1207,55 +1551,65 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tiled(act_t *dk_, act_t *dv, c
         for (int r = 0; r < 4; r++)
 #pragma unroll
             for (int c = 0; c < DC; c++) ak[r][c] = av[r][c] = 0.0f;
-        for (int qt0 = qstart; qt0 < qend; qt0 += 64) {
-            const int nqr = min(64, qend - qt0);
-            __syncthreads();
-            fat5_at_load<DKP>(Qt, FAT5_AT_S, q + (long long)qt0 * ld + (long long)h * dk, ld, nqr, dk);
-            fat5_at_load<DKP>(Ot, FAT5_AT_S, dout + (long long)qt0 * ld + (long long)h * dk, ld, nqr, dk);
-            float Lc[4], Dc[4];
-#pragma unroll
-            for (int c = 0; c < 4; c++) {
-                const int qi = qt0 + tx + 16 * c;
-                Lc[c] = qi < qend ? lse[(long long)qi * H + h] : 0.0f;
-                Dc[c] = qi < qend ? delta[(long long)qi * H + h] : 0.0f;
-            }
-            __syncthreads();
-            float sc[4][4], dp[4][4];
-            fat5_at_two_tiles(sc, dp, Kt, Vt, Qt, Ot, ty, tx, dk);  // scores k.q and dp = v.dout
-#pragma unroll
-            for (int r = 0; r < 4; r++)
+        for (int ph = PAT ? 0 : 1; ph < (PAT ? 3 : 2); ph++) {  // PAT: three disjoint ranges
+            const int qa = ph == 0 ? pa : ph == 1 ? qstart : ga, qe = ph == 0 ? pz : ph == 1 ? qend : gz;
+            for (int qt0 = qa; qt0 < qe; qt0 += 64) {
+                const int nqr = min(64, qe - qt0);
+                __syncthreads();
+                fat5_at_load<DKP>(Qt, FAT5_AT_S, q + (long long)qt0 * ld + (long long)h * dk, ld, nqr, dk);
+                fat5_at_load<DKP>(Ot, FAT5_AT_S, dout + (long long)qt0 * ld + (long long)h * dk, ld, nqr, dk);
+                float Lc[4], Dc[4];
 #pragma unroll
                 for (int c = 0; c < 4; c++) {
                     const int qi = qt0 + tx + 16 * c;
-                    float p = 0.0f, ds = 0.0f;
-                    if (qi >= qlo[r] && qi < qhi[r]) {
-                        float s = sc[r][c];
-                        if (PE != FAT5_PE_TABLE || pb.bias) s += fat5_pb_bias<PE>(pb, qi - qb[r], jp[r]);
-                        p = expf(s - Lc[c]);
-                        ds = p * (dp[r][c] - Dc[c]);
-                    }
-                    sc[r][c] = p;
-                    dp[r][c] = ds;
+                    Lc[c] = qi < qe ? lse[(long long)qi * H + h] : 0.0f;
+                    Dc[c] = qi < qe ? delta[(long long)qi * H + h] : 0.0f;
                 }
-            fat5_at_stage(Ps, sc, tx, ty);
-            fat5_at_stage(Ss, dp, tx, ty);
-            __syncthreads();
-#pragma unroll 2
-            for (int i = 0; i < nqr; i++) {
-                const float4 p = *(const float4 *)(Ps + i * FAT5_AT_V + ty * 4);
-                const float4 s = *(const float4 *)(Ss + i * FAT5_AT_V + ty * 4);
+                __syncthreads();
+                float sc[4][4], dp[4][4];
+                fat5_at_two_tiles(sc, dp, Kt, Vt, Qt, Ot, ty, tx, dk);  // scores k.q and dp = v.dout
 #pragma unroll
-                for (int c = 0; c < DC; c++) {
-                    const float go = Ot[(tx + 16 * c) * FAT5_AT_S + i];
-                    const float x = Qt[(tx + 16 * c) * FAT5_AT_S + i];
-                    av[0][c] = fmaf(p.x, go, av[0][c]);
-                    av[1][c] = fmaf(p.y, go, av[1][c]);
-                    av[2][c] = fmaf(p.z, go, av[2][c]);
-                    av[3][c] = fmaf(p.w, go, av[3][c]);
-                    ak[0][c] = fmaf(s.x, x, ak[0][c]);
-                    ak[1][c] = fmaf(s.y, x, ak[1][c]);
-                    ak[2][c] = fmaf(s.z, x, ak[2][c]);
-                    ak[3][c] = fmaf(s.w, x, ak[3][c]);
+                for (int r = 0; r < 4; r++)
+#pragma unroll
+                    for (int c = 0; c < 4; c++) {
+                        const int qi = qt0 + tx + 16 * c;
+                        float p = 0.0f, ds = 0.0f;
+                        if (qi >= qlo[r] && qi < qhi[r] &&
+                            (!PAT || (TG && gG[r] > 0) || fat5_pat_sees(pt, qi - qb[r], jp[r]))) {
+                            float s = sc[r][c];
+                            if (TG && gG[r] > 0) {
+                                if (pb.gbias)
+                                    s += pb.gbias[fat5_attn_bucket(jp[r] - fat5_pat_block(pt, qi - qb[r], gG[r]), 1,
+                                                                   pb.lut, nb, md) * pb.gstride];
+                            } else if (PE != FAT5_PE_TABLE || pb.bias) {
+                                s += fat5_pb_bias<PE>(pb, qi - qb[r], jp[r]);
+                            }
+                            p = expf(s - Lc[c]);
+                            ds = p * (dp[r][c] - Dc[c]);
+                        }
+                        sc[r][c] = p;
+                        dp[r][c] = ds;
+                    }
+                fat5_at_stage(Ps, sc, tx, ty);
+                fat5_at_stage(Ss, dp, tx, ty);
+                __syncthreads();
+#pragma unroll 2
+                for (int i = 0; i < nqr; i++) {
+                    const float4 p = *(const float4 *)(Ps + i * FAT5_AT_V + ty * 4);
+                    const float4 s = *(const float4 *)(Ss + i * FAT5_AT_V + ty * 4);
+#pragma unroll
+                    for (int c = 0; c < DC; c++) {
+                        const float go = Ot[(tx + 16 * c) * FAT5_AT_S + i];
+                        const float x = Qt[(tx + 16 * c) * FAT5_AT_S + i];
+                        av[0][c] = fmaf(p.x, go, av[0][c]);
+                        av[1][c] = fmaf(p.y, go, av[1][c]);
+                        av[2][c] = fmaf(p.z, go, av[2][c]);
+                        av[3][c] = fmaf(p.w, go, av[3][c]);
+                        ak[0][c] = fmaf(s.x, x, ak[0][c]);
+                        ak[1][c] = fmaf(s.y, x, ak[1][c]);
+                        ak[2][c] = fmaf(s.z, x, ak[2][c]);
+                        ak[3][c] = fmaf(s.w, x, ak[3][c]);
+                    }
                 }
             }
         }
@@ -1279,114 +1633,144 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tiled(act_t *dk_, act_t *dv, c
 
 // ----- entry points ------------------------------------------------------------------------------
 // Each entry point takes the path: the tiled one when blockDim.x is 256, else the per-warp one,
-// instantiated for the head dim's bound. Each scheme has its own entry
-// points (fat5_<op> for T5 or no bias, fat5_<op>_alibi, fat5_<op>_fire; the launcher picks by
-// kind): each is register-allocated on its own, and the T5 kernels are what they were before the
-// schemes existed.
+// instantiated for the head dim's bound. Each scheme has its own entry points (fat5_<op> for T5 or
+// no bias, fat5_<op>_alibi, fat5_<op>_fire), and so has each scheme with a pattern (the same names
+// ending in _pat); the launcher picks by kind. Each is register-allocated on its own, and the
+// full-attention T5 kernels are what they were before the schemes and patterns existed.
 
-#define FAT5_ATTN_ARGS_FWD o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance
+#define FAT5_ATTN_ARGS_FWD o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance, g, cu_g
 #define FAT5_ATTN_ARGS_DQ dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, \
-                          max_distance
+                          max_distance, g, cu_g
 #define FAT5_ATTN_ARGS_DKV dk_, dv, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, k_seq, Tk, H, dk, kind, nb, \
-                           max_distance
+                           max_distance, g, cu_g
 
-template <int PE>
+template <int PE, bool PAT>
 __device__ __forceinline__ void fat5_attn_fwd_pe(act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v,
                                                  const float *bias, const int *lut, const int *cu_q, const int *cu_k,
                                                  const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
-                                                 int max_distance)
+                                                 int max_distance, int g, const int *cu_g)
 {
     if (blockDim.x == 256) {  // the tiled path (the launcher checked dk <= 128)
         if (dk <= 16)
-            fat5_attn_fwd_tiled<1, PE>(FAT5_ATTN_ARGS_FWD);
+            fat5_attn_fwd_tiled<1, PE, PAT>(FAT5_ATTN_ARGS_FWD);
         else if (dk <= 32)
-            fat5_attn_fwd_tiled<2, PE>(FAT5_ATTN_ARGS_FWD);
+            fat5_attn_fwd_tiled<2, PE, PAT>(FAT5_ATTN_ARGS_FWD);
         else if (dk <= 64)
-            fat5_attn_fwd_tiled<4, PE>(FAT5_ATTN_ARGS_FWD);
+            fat5_attn_fwd_tiled<4, PE, PAT>(FAT5_ATTN_ARGS_FWD);
         else if (dk <= 128)
-            fat5_attn_fwd_tiled<8, PE>(FAT5_ATTN_ARGS_FWD);
+            fat5_attn_fwd_tiled<8, PE, PAT>(FAT5_ATTN_ARGS_FWD);
         return;
     }
     if (dk <= 32)
-        fat5_attn_fwd_impl<1, PE>(FAT5_ATTN_ARGS_FWD);
+        fat5_attn_fwd_impl<1, PE, PAT>(FAT5_ATTN_ARGS_FWD);
     else if (dk <= 64)
-        fat5_attn_fwd_impl<2, PE>(FAT5_ATTN_ARGS_FWD);
+        fat5_attn_fwd_impl<2, PE, PAT>(FAT5_ATTN_ARGS_FWD);
     else if (dk <= 128)
-        fat5_attn_fwd_impl<4, PE>(FAT5_ATTN_ARGS_FWD);
+        fat5_attn_fwd_impl<4, PE, PAT>(FAT5_ATTN_ARGS_FWD);
     else if (dk <= FAT5_ATTN_MAX_DK)
-        fat5_attn_fwd_impl<8, PE>(FAT5_ATTN_ARGS_FWD);
+        fat5_attn_fwd_impl<8, PE, PAT>(FAT5_ATTN_ARGS_FWD);
 }
 
 
 // fat5_attn_fwd(act_t *o[Tq,H*dk], float *lse[Tq,H], const act_t *q[Tq,H*dk], const act_t *k[Tk,H*dk],
-// const act_t *v[Tk,H*dk], const float *bias (T5: [nb,H] or NULL; FIRE: its parameter block),
-// const int *lut[max_distance] (T5), const int *cu_q, const int *cu_k, const int *q_seq[Tq],
-// long long Tq, int H, int dk, int kind, int nb, int max_distance): o = softmax(q k^T + bias) v,
-// lse = log sum exp of the scores. Grid (token blocks, H); block 32 * W threads (W warps, one
-// token each; W dk floats of dynamic shared memory) or 256 threads (tiled, see above). T5: plus
-// (nb + max_distance) * 4 bytes to cache the tables; FIRE: plus 16 W bytes (after the rows,
-// rounded up to 16 bytes) for the head's MLP rows, always. CPU twin: fat5__cpu_attn_fwd.
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_fwd(act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v,
-                                         const float *bias, const int *lut, const int *cu_q, const int *cu_k,
-                                         const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
-                                         int max_distance)
+// const act_t *v[Tk,H*dk], const float *bias (T5: [nb,H] or NULL, [2,nb,H] with transient-global
+// keys and their own table; FIRE: its parameter block), const int *lut[max_distance] (T5), const
+// int *cu_q, const int *cu_k, const int *q_seq[Tq], long long Tq, int H, int dk, int kind, int nb,
+// int max_distance, int g, const int *cu_g): o = softmax(q k^T + bias) v, lse = log sum exp of the
+// scores, over the keys the kind's mask and pattern show (g, cu_g: the pattern's, see the top of
+// this file; unused without one). Grid (token blocks, H); block 32 * W threads (W warps, one token
+// each; W dk floats of dynamic shared memory) or 256 threads (tiled, see above). T5: plus (nb +
+// max_distance) * 4 bytes to cache the tables; FIRE: plus 16 W bytes (after the rows, rounded up
+// to 16 bytes) for the head's MLP rows, always. CPU twin: fat5__cpu_attn_fwd.
+// fat5_attn_fwd_alibi, _fire: the kinds with FAT5_ATTN_ALIBI (and _ASYM), with FAT5_ATTN_FIRE;
+// fat5_attn_fwd{,_alibi,_fire}_pat: the kinds with a pattern (a window, maybe global keys). The
+// same arguments and launch; the launcher picks the entry point by kind.
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_fwd(
+    act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v, const float *bias, const int *lut,
+    const int *cu_q, const int *cu_k, const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
+    int max_distance, int g, const int *cu_g)
 {
-    fat5_attn_fwd_pe<FAT5_PE_TABLE>(FAT5_ATTN_ARGS_FWD);
+    fat5_attn_fwd_pe<FAT5_PE_TABLE, false>(FAT5_ATTN_ARGS_FWD);
 }
 
-// fat5_attn_fwd_alibi, fat5_attn_fwd_fire: fat5_attn_fwd for the kinds with FAT5_ATTN_ALIBI (and _ASYM) and with
-// FAT5_ATTN_FIRE: the same arguments and launch; the launcher picks the entry point by kind.
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_fwd_alibi(act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v,
-                                               const float *bias, const int *lut, const int *cu_q, const int *cu_k,
-                                               const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
-                                               int max_distance)
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_fwd_pat(
+    act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v, const float *bias, const int *lut,
+    const int *cu_q, const int *cu_k, const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
+    int max_distance, int g, const int *cu_g)
 {
-    fat5_attn_fwd_pe<FAT5_PE_ALIBI>(FAT5_ATTN_ARGS_FWD);
+    fat5_attn_fwd_pe<FAT5_PE_TABLE, true>(FAT5_ATTN_ARGS_FWD);
 }
 
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_fwd_fire(act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v,
-                                              const float *bias, const int *lut, const int *cu_q, const int *cu_k,
-                                              const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
-                                              int max_distance)
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_fwd_alibi(
+    act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v, const float *bias, const int *lut,
+    const int *cu_q, const int *cu_k, const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
+    int max_distance, int g, const int *cu_g)
 {
-    fat5_attn_fwd_pe<FAT5_PE_FIRE>(FAT5_ATTN_ARGS_FWD);
+    fat5_attn_fwd_pe<FAT5_PE_ALIBI, false>(FAT5_ATTN_ARGS_FWD);
 }
 
-template <int PE>
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_fwd_alibi_pat(
+    act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v, const float *bias, const int *lut,
+    const int *cu_q, const int *cu_k, const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
+    int max_distance, int g, const int *cu_g)
+{
+    fat5_attn_fwd_pe<FAT5_PE_ALIBI, true>(FAT5_ATTN_ARGS_FWD);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_fwd_fire(
+    act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v, const float *bias, const int *lut,
+    const int *cu_q, const int *cu_k, const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
+    int max_distance, int g, const int *cu_g)
+{
+    fat5_attn_fwd_pe<FAT5_PE_FIRE, false>(FAT5_ATTN_ARGS_FWD);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_fwd_fire_pat(
+    act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v, const float *bias, const int *lut,
+    const int *cu_q, const int *cu_k, const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
+    int max_distance, int g, const int *cu_g)
+{
+    fat5_attn_fwd_pe<FAT5_PE_FIRE, true>(FAT5_ATTN_ARGS_FWD);
+}
+
+template <int PE, bool PAT>
 __device__ __forceinline__ void fat5_attn_bwd_dq_pe(act_t *dq, float *dbias, const act_t *dout, const float *lse,
                                                     const float *delta, const act_t *q, const act_t *k, const act_t *v,
                                                     const float *bias, const int *lut, const int *cu_q,
                                                     const int *cu_k, const int *q_seq, long long Tq, int H, int dk,
-                                                    int kind, int nb, int max_distance)
+                                                    int kind, int nb, int max_distance, int g, const int *cu_g)
 {
     if (blockDim.x == 256) {  // the tiled path (the launcher checked dk <= 64)
         if (dk <= 16)
-            fat5_attn_bwd_dq_tiled<1, PE>(FAT5_ATTN_ARGS_DQ);
+            fat5_attn_bwd_dq_tiled<1, PE, PAT>(FAT5_ATTN_ARGS_DQ);
         else if (dk <= 32)
-            fat5_attn_bwd_dq_tiled<2, PE>(FAT5_ATTN_ARGS_DQ);
+            fat5_attn_bwd_dq_tiled<2, PE, PAT>(FAT5_ATTN_ARGS_DQ);
         else if (dk <= 64)
-            fat5_attn_bwd_dq_tiled<4, PE>(FAT5_ATTN_ARGS_DQ);
+            fat5_attn_bwd_dq_tiled<4, PE, PAT>(FAT5_ATTN_ARGS_DQ);
         return;
     }
     if (dk <= 32)
-        fat5_attn_bwd_dq_impl<1, PE>(FAT5_ATTN_ARGS_DQ);
+        fat5_attn_bwd_dq_impl<1, PE, PAT>(FAT5_ATTN_ARGS_DQ);
     else if (dk <= 64)
-        fat5_attn_bwd_dq_impl<2, PE>(FAT5_ATTN_ARGS_DQ);
+        fat5_attn_bwd_dq_impl<2, PE, PAT>(FAT5_ATTN_ARGS_DQ);
     else if (dk <= 128)
-        fat5_attn_bwd_dq_impl<4, PE>(FAT5_ATTN_ARGS_DQ);
+        fat5_attn_bwd_dq_impl<4, PE, PAT>(FAT5_ATTN_ARGS_DQ);
     else if (dk <= FAT5_ATTN_MAX_DK)
-        fat5_attn_bwd_dq_impl<8, PE>(FAT5_ATTN_ARGS_DQ);
+        fat5_attn_bwd_dq_impl<8, PE, PAT>(FAT5_ATTN_ARGS_DQ);
 }
 
 
 // fat5_attn_bwd_dq(act_t *dq[Tq,H*dk], float *dbias_part or NULL, const act_t *dout[Tq,H*dk],
 // const float *lse[Tq,H], const float *delta[Tq,H], q, k, v, bias, lut, cu_q, cu_k, q_seq,
-// long long Tq, int H, int dk, int kind, int nb, int max_distance): with p = exp(s - lse),
-// ds = p (dout.v - delta): dq = sum_j ds k_j (written) and, when dbias_part is given, the block's
-// share of the bias gradient, written by every block (zeros included), no atomics:
+// long long Tq, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g): with
+// p = exp(s - lse), ds = p (dout.v - delta): dq = sum_j ds k_j (written) and, when dbias_part is
+// given, the block's share of the bias gradient, written by every block (zeros included), no
+// atomics:
 //   T5: dbias_part[blockIdx.x, bucket, h] = the block's sum of ds per bucket (per-lane runs of equal
 //     buckets, per-warp shared accumulators filled in lane order, summed in warp order; see
 //     fat5_attn_dbias_flush); the launcher adds the rows into dbias[nb,H] with fat5_colsum_f32.
+//     Transient-global keys with their own table: rows of 2 nb buckets ([blockIdx.x, 2, nb, H]),
+//     the global table's after T5's, summed into dbias[2, nb, H]; with GSHARED, T5's rows.
 //   FIRE: dbias_part[blockIdx.x, h, 3 W + 3] = the block's share of head h of FIRE's gradient
 //     (fat5__fire_grad's layout; see fat5_fire_store); the launcher sums the blocks' rows
 //     (fat5_colsum_f32) and adds the heads into the gradient block (fat5_fire_reduce).
@@ -1394,100 +1778,146 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_pe(act_t *dq, float *dbias, con
 // So the bias gradient is deterministic (same inputs, same bits). dbias_part requires its
 // accumulators in shared memory (T5: with the tables; the launcher gives them).
 // Grid (token blocks, H); block 32 * W (dynamic shared memory 2*W*dk floats, + (nb + max_distance
-// + (dbias_part ? W nb : 0)) * 4 bytes for T5's tables and accumulators) or 256 (tiled). FIRE: plus
-// 16 W bytes for the MLP rows (after the rows, rounded up to 16 bytes), then with dbias_part
-// (3 G W + 32) * 4 bytes, G = W warps (per-warp path) or max(1, 256 / W) (tiled; whose rows then
-// include one more [64][68] tile). CPU twin: fat5__cpu_attn_bwd_dq.
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dq(act_t *dq, float *dbias, const act_t *dout, const float *lse,
-                                            const float *delta, const act_t *q, const act_t *k, const act_t *v,
-                                            const float *bias, const int *lut, const int *cu_q, const int *cu_k,
-                                            const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
-                                            int max_distance)
+// + (dbias_part ? W nbt : 0)) * 4 bytes for T5's tables and accumulators, nbt = nb or 2 nb as the
+// rows above) or 256 (tiled; accumulators 8 nbt). FIRE: plus 16 W bytes for the MLP rows (after
+// the rows, rounded up to 16 bytes), then with dbias_part (3 G W + 32) * 4 bytes, G = W warps
+// (per-warp path) or max(1, 256 / W) (tiled; whose rows then include one more [64][68] tile).
+// CPU twin: fat5__cpu_attn_bwd_dq.
+// fat5_attn_bwd_dq_alibi, _fire, and the three _pat entry points: as fat5_attn_fwd's (ALiBi:
+// dbias_part is ignored, no gradient).
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dq(
+    act_t *dq, float *dbias, const act_t *dout, const float *lse, const float *delta, const act_t *q,
+    const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,
+    const int *q_seq, long long Tq, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g)
 {
-    fat5_attn_bwd_dq_pe<FAT5_PE_TABLE>(FAT5_ATTN_ARGS_DQ);
+    fat5_attn_bwd_dq_pe<FAT5_PE_TABLE, false>(FAT5_ATTN_ARGS_DQ);
 }
 
-// fat5_attn_bwd_dq_alibi, fat5_attn_bwd_dq_fire: fat5_attn_bwd_dq for the kinds with FAT5_ATTN_ALIBI (and _ASYM) and with
-// FAT5_ATTN_FIRE: the same arguments and launch (ALiBi: dbias_part is ignored, no gradient); the launcher picks the entry point by kind.
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dq_alibi(act_t *dq, float *dbias, const act_t *dout, const float *lse,
-                                                  const float *delta, const act_t *q, const act_t *k, const act_t *v,
-                                                  const float *bias, const int *lut, const int *cu_q, const int *cu_k,
-                                                  const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
-                                                  int max_distance)
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dq_pat(
+    act_t *dq, float *dbias, const act_t *dout, const float *lse, const float *delta, const act_t *q,
+    const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,
+    const int *q_seq, long long Tq, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g)
 {
-    fat5_attn_bwd_dq_pe<FAT5_PE_ALIBI>(dq, 0, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance);
+    fat5_attn_bwd_dq_pe<FAT5_PE_TABLE, true>(FAT5_ATTN_ARGS_DQ);
 }
 
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dq_fire(act_t *dq, float *dbias, const act_t *dout, const float *lse,
-                                                 const float *delta, const act_t *q, const act_t *k, const act_t *v,
-                                                 const float *bias, const int *lut, const int *cu_q, const int *cu_k,
-                                                 const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
-                                                 int max_distance)
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dq_alibi(
+    act_t *dq, float *dbias, const act_t *dout, const float *lse, const float *delta, const act_t *q,
+    const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,
+    const int *q_seq, long long Tq, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g)
 {
-    fat5_attn_bwd_dq_pe<FAT5_PE_FIRE>(FAT5_ATTN_ARGS_DQ);
+    fat5_attn_bwd_dq_pe<FAT5_PE_ALIBI, false>(dq, 0, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H,
+                                              dk, kind, nb, max_distance, g, cu_g);
 }
 
-template <int PE>
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dq_alibi_pat(
+    act_t *dq, float *dbias, const act_t *dout, const float *lse, const float *delta, const act_t *q,
+    const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,
+    const int *q_seq, long long Tq, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g)
+{
+    fat5_attn_bwd_dq_pe<FAT5_PE_ALIBI, true>(dq, 0, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H,
+                                              dk, kind, nb, max_distance, g, cu_g);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dq_fire(
+    act_t *dq, float *dbias, const act_t *dout, const float *lse, const float *delta, const act_t *q,
+    const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,
+    const int *q_seq, long long Tq, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g)
+{
+    fat5_attn_bwd_dq_pe<FAT5_PE_FIRE, false>(FAT5_ATTN_ARGS_DQ);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dq_fire_pat(
+    act_t *dq, float *dbias, const act_t *dout, const float *lse, const float *delta, const act_t *q,
+    const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,
+    const int *q_seq, long long Tq, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g)
+{
+    fat5_attn_bwd_dq_pe<FAT5_PE_FIRE, true>(FAT5_ATTN_ARGS_DQ);
+}
+
+template <int PE, bool PAT>
 __device__ __forceinline__ void fat5_attn_bwd_dkv_pe(act_t *dk_, act_t *dv, const act_t *dout, const float *lse,
                                                      const float *delta, const act_t *q, const act_t *k,
                                                      const act_t *v, const float *bias, const int *lut,
                                                      const int *cu_q, const int *cu_k, const int *k_seq, long long Tk,
-                                                     int H, int dk, int kind, int nb, int max_distance)
+                                                     int H, int dk, int kind, int nb, int max_distance, int g,
+                                                     const int *cu_g)
 {
     if (blockDim.x == 256) {  // the tiled path (the launcher checked dk <= 64)
         if (dk <= 16)
-            fat5_attn_bwd_dkv_tiled<1, PE>(FAT5_ATTN_ARGS_DKV);
+            fat5_attn_bwd_dkv_tiled<1, PE, PAT>(FAT5_ATTN_ARGS_DKV);
         else if (dk <= 32)
-            fat5_attn_bwd_dkv_tiled<2, PE>(FAT5_ATTN_ARGS_DKV);
+            fat5_attn_bwd_dkv_tiled<2, PE, PAT>(FAT5_ATTN_ARGS_DKV);
         else if (dk <= 64)
-            fat5_attn_bwd_dkv_tiled<4, PE>(FAT5_ATTN_ARGS_DKV);
+            fat5_attn_bwd_dkv_tiled<4, PE, PAT>(FAT5_ATTN_ARGS_DKV);
         return;
     }
     if (dk <= 32)
-        fat5_attn_bwd_dkv_impl<1, PE>(FAT5_ATTN_ARGS_DKV);
+        fat5_attn_bwd_dkv_impl<1, PE, PAT>(FAT5_ATTN_ARGS_DKV);
     else if (dk <= 64)
-        fat5_attn_bwd_dkv_impl<2, PE>(FAT5_ATTN_ARGS_DKV);
+        fat5_attn_bwd_dkv_impl<2, PE, PAT>(FAT5_ATTN_ARGS_DKV);
     else if (dk <= 128)
-        fat5_attn_bwd_dkv_impl<4, PE>(FAT5_ATTN_ARGS_DKV);
+        fat5_attn_bwd_dkv_impl<4, PE, PAT>(FAT5_ATTN_ARGS_DKV);
     else if (dk <= FAT5_ATTN_MAX_DK)
-        fat5_attn_bwd_dkv_impl<8, PE>(FAT5_ATTN_ARGS_DKV);
+        fat5_attn_bwd_dkv_impl<8, PE, PAT>(FAT5_ATTN_ARGS_DKV);
 }
 
 
 // fat5_attn_bwd_dkv(act_t *dk[Tk,H*dk], act_t *dv[Tk,H*dk], const act_t *dout[Tq,H*dk],
 // const float *lse[Tq,H], const float *delta[Tq,H], q, k, v, bias, lut, cu_q, cu_k, k_seq[Tk],
-// long long Tk, int H, int dk, int kind, int nb, int max_distance): one warp per (key, head), lanes
-// over the queries that see the key: dv = sum_i p dout_i, dk = sum_i ds q_i (both written).
-// Grid (key blocks, H); block 32 * W (dynamic shared memory 2*W*dk floats) or 256 (tiled); T5:
-// plus (nb + max_distance) * 4 bytes for the tables; FIRE: plus 16 W bytes for the MLP rows (after
-// the rows, rounded up to 16 bytes). CPU twin: fat5__cpu_attn_bwd_dkv.
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dkv(act_t *dk_, act_t *dv, const act_t *dout, const float *lse,
-                                             const float *delta, const act_t *q, const act_t *k, const act_t *v,
-                                             const float *bias, const int *lut, const int *cu_q, const int *cu_k,
-                                             const int *k_seq, long long Tk, int H, int dk, int kind, int nb,
-                                             int max_distance)
+// long long Tk, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g): over
+// the queries that see each key: dv = sum_i p dout_i, dk = sum_i ds q_i (both written). With
+// transient-global keys, Tk counts the global rows too and k_seq maps them to their sequence.
+// Grid (key blocks, H); block 32 * W (one warp per key; dynamic shared memory 2*W*dk floats) or
+// 256 (tiled); T5: plus (nb + max_distance) * 4 bytes for the tables; FIRE: plus 16 W bytes for
+// the MLP rows (after the rows, rounded up to 16 bytes). CPU twin: fat5__cpu_attn_bwd_dkv.
+// fat5_attn_bwd_dkv_alibi, _fire, and the three _pat entry points: as fat5_attn_fwd's.
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dkv(
+    act_t *dk_, act_t *dv, const act_t *dout, const float *lse, const float *delta, const act_t *q,
+    const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,
+    const int *k_seq, long long Tk, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g)
 {
-    fat5_attn_bwd_dkv_pe<FAT5_PE_TABLE>(FAT5_ATTN_ARGS_DKV);
+    fat5_attn_bwd_dkv_pe<FAT5_PE_TABLE, false>(FAT5_ATTN_ARGS_DKV);
 }
 
-// fat5_attn_bwd_dkv_alibi, fat5_attn_bwd_dkv_fire: fat5_attn_bwd_dkv for the kinds with FAT5_ATTN_ALIBI (and _ASYM) and with
-// FAT5_ATTN_FIRE: the same arguments and launch; the launcher picks the entry point by kind.
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dkv_alibi(act_t *dk_, act_t *dv, const act_t *dout, const float *lse,
-                                                   const float *delta, const act_t *q, const act_t *k, const act_t *v,
-                                                   const float *bias, const int *lut, const int *cu_q, const int *cu_k,
-                                                   const int *k_seq, long long Tk, int H, int dk, int kind, int nb,
-                                                   int max_distance)
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dkv_pat(
+    act_t *dk_, act_t *dv, const act_t *dout, const float *lse, const float *delta, const act_t *q,
+    const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,
+    const int *k_seq, long long Tk, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g)
 {
-    fat5_attn_bwd_dkv_pe<FAT5_PE_ALIBI>(FAT5_ATTN_ARGS_DKV);
+    fat5_attn_bwd_dkv_pe<FAT5_PE_TABLE, true>(FAT5_ATTN_ARGS_DKV);
 }
 
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dkv_fire(act_t *dk_, act_t *dv, const act_t *dout, const float *lse,
-                                                  const float *delta, const act_t *q, const act_t *k, const act_t *v,
-                                                  const float *bias, const int *lut, const int *cu_q, const int *cu_k,
-                                                  const int *k_seq, long long Tk, int H, int dk, int kind, int nb,
-                                                  int max_distance)
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dkv_alibi(
+    act_t *dk_, act_t *dv, const act_t *dout, const float *lse, const float *delta, const act_t *q,
+    const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,
+    const int *k_seq, long long Tk, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g)
 {
-    fat5_attn_bwd_dkv_pe<FAT5_PE_FIRE>(FAT5_ATTN_ARGS_DKV);
+    fat5_attn_bwd_dkv_pe<FAT5_PE_ALIBI, false>(FAT5_ATTN_ARGS_DKV);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dkv_alibi_pat(
+    act_t *dk_, act_t *dv, const act_t *dout, const float *lse, const float *delta, const act_t *q,
+    const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,
+    const int *k_seq, long long Tk, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g)
+{
+    fat5_attn_bwd_dkv_pe<FAT5_PE_ALIBI, true>(FAT5_ATTN_ARGS_DKV);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dkv_fire(
+    act_t *dk_, act_t *dv, const act_t *dout, const float *lse, const float *delta, const act_t *q,
+    const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,
+    const int *k_seq, long long Tk, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g)
+{
+    fat5_attn_bwd_dkv_pe<FAT5_PE_FIRE, false>(FAT5_ATTN_ARGS_DKV);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dkv_fire_pat(
+    act_t *dk_, act_t *dv, const act_t *dout, const float *lse, const float *delta, const act_t *q,
+    const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,
+    const int *k_seq, long long Tk, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g)
+{
+    fat5_attn_bwd_dkv_pe<FAT5_PE_FIRE, true>(FAT5_ATTN_ARGS_DKV);
 }
 
 // fat5_fire_reduce(float *g, const float *shares[H, 3W+3], int H, int W): FIRE's gradient block g

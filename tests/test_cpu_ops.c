@@ -635,8 +635,10 @@ static void t_fire_reduce(fat5_test *T) {
 #ifndef FAT5_NO_CUDA
 static int to_kernel_of_op(const char *kernel, const char *op) {
     size_t n = strlen(op);
-    return !strncmp(kernel, op, n) && (!kernel[n] || (!strncmp(op, "attn_", 5) && (!strcmp(kernel + n, "_alibi") ||
-                                                                                 !strcmp(kernel + n, "_fire"))));
+    const char *x = kernel + n;  // an attention op's kernels: per scheme, and per scheme with a pattern
+    return !strncmp(kernel, op, n) &&
+           (!*x || (!strncmp(op, "attn_", 5) && (!strcmp(x, "_alibi") || !strcmp(x, "_fire") || !strcmp(x, "_pat") ||
+                                                 !strcmp(x, "_alibi_pat") || !strcmp(x, "_fire_pat"))));
 }
 #endif
 

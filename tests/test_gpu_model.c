@@ -256,7 +256,6 @@ static void tgm_fixtures(fat5_test *T, fat5_dtype dtype) {
     // the bf16 bound (its errors average over few terms: posenc_t5, on the T5 kernels, reaches 1.2x
     // the bound); their encodings run in bf16 at d_kv 64 in gpu_posenc_bf16_vs_cpu.
     for (k = 0; k < (dtype == FAT5_DTYPE_BF16 ? 3 : TD_N_FIXTURES); k++) {
-        if (strncmp(names[k], "longt5", 6) == 0) continue;   // local attention: CPU only, so far
         char dir[512];
         fat5_model *cpu = NULL;
         fat5_batch b;
@@ -532,7 +531,6 @@ static void tgm_decode_vs_cpu(fat5_test *T, fat5_dtype dtype) {
     for (k = 0; k < TD_N_FIXTURES; k++) {
         char dir[512];
         fat5_model *c = NULL, *g = NULL;
-        if (strncmp(td_fixtures[k], "longt5", 6) == 0) continue;   // local attention: CPU only, so far
         float *lc, *lg;
         size_t n;
         snprintf(dir, sizeof dir, "%s/%s", FAT5_TEST_DATA, td_fixtures[k]);
@@ -594,8 +592,92 @@ static void t_gpu_decode_graph_replay(fat5_test *T) {
     fat5_ctx_destroy(gctx);
 }
 
+// Local attention keeps the encoder's memory linear in the input length: a random T5 in
+// inference mode with local:8 encodes one sequence of L and of 2L tokens on the GPU. The
+// workspace fat5_model_encode lays out (its decoder's, measured by creating one for that input)
+// and the device memory that workspace takes (cuMemGetInfo) grow by at most 2.2x, and the
+// encodings match the CPU's within the fixtures' fp32 tolerance (1e-5 + 1e-4 relative).
+static void t_gpu_long_memory(fat5_test *T) {
+    const int64_t L = 4096;
+    fat5_ctx *g = tgm_ctx(T, FAT5_DTYPE_FP32), *ctx = fat5_test_ctx(T);
+    fat5_model_config c = tm_tiny_config(1, 0, 0);
+    fat5_model *cm = NULL, *gm = NULL;
+    fat5_attention at;
+    int32_t *tok = NULL, cu[2];
+    float *hc = NULL, *hg = NULL;
+    size_t ws[2] = {0, 0}, used[2] = {0, 0};
+    int k, i;
+    if (!g) return;
+    c.vocab_size = 64;
+    c.d_model = 64;
+    c.d_kv = 32;
+    c.num_heads = 2;
+    c.d_ff = 128;
+    c.rel_buckets = 32;
+    c.rel_max_distance = 128;
+    tok = (int32_t *)malloc((size_t)(2 * L) * sizeof(int32_t));
+    hc = (float *)malloc((size_t)(2 * L * c.d_model) * sizeof(float));
+    hg = (float *)malloc((size_t)(2 * L * c.d_model) * sizeof(float));
+    if (!tok || !hc || !hg || fat5_model_create(ctx, &c, 31, &cm) != FAT5_OK ||
+        fat5_model_create(g, &c, 0, &gm) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "setup: %s / %s", fat5_last_error(ctx), fat5_last_error(g));
+        goto done;
+    }
+    for (i = 0; i < cm->n_params; i++) {
+        const fat5__param *p = &cm->params[i];
+        FAT5_CHECK(T, fat5_model_set_param(gm, p->name, cm->w + p->offset, (int64_t)p->numel) == FAT5_OK);
+    }
+    FAT5_CHECK(T, fat5_attention_parse(ctx, "local:8", &at) == FAT5_OK);
+    FAT5_CHECK(T, fat5_model_set_attention(cm, &at) == FAT5_OK && fat5_model_set_attention(gm, &at) == FAT5_OK);
+    FAT5_CHECK(T, fat5_model_set_training(cm, 0) == FAT5_OK && fat5_model_set_training(gm, 0) == FAT5_OK);
+    {
+        fat5_rng r = fat5_rng_init(77);
+        for (i = 0; i < 2 * L; i++) tok[i] = 2 + (int32_t)(fat5_rng_uniform(&r) * (double)(c.vocab_size - 2));
+    }
+    for (k = 0; k < 2; k++) {
+        const int64_t n = (k + 1) * L;
+        fat5_decoder *d = NULL;
+        size_t fr0 = 0, fr1 = 0, tot = 0;
+        char what[80];
+        cu[0] = 0;
+        cu[1] = (int32_t)n;
+        // the workspace of the encode (fat5_model_encode creates this decoder) and its device memory
+        if (fat5__dev_mem_info(g, &fr0, &tot) != FAT5_OK || fat5_decoder_create(gm, 1, n, 0, &d) != FAT5_OK ||
+            fat5__dev_mem_info(g, &fr1, &tot) != FAT5_OK) {
+            FAT5_CHECK_MSG(T, 0, "decoder for %lld tokens: %s", (long long)n, fat5_last_error(g));
+            fat5_decoder_destroy(d);
+            goto done;
+        }
+        ws[k] = d->ws_bytes;
+        used[k] = fr0 > fr1 ? fr0 - fr1 : 0;
+        fat5_decoder_destroy(d);
+        if (fat5_model_encode(gm, tok, cu, 1, FAT5_POOL_NONE, hg, n * c.d_model) != FAT5_OK ||
+            fat5_model_encode(cm, tok, cu, 1, FAT5_POOL_NONE, hc, n * c.d_model) != FAT5_OK) {
+            FAT5_CHECK_MSG(T, 0, "encode %lld tokens: %s / %s", (long long)n, fat5_last_error(g),
+                           fat5_last_error(ctx));
+            goto done;
+        }
+        snprintf(what, sizeof what, "local:8 encode of %lld tokens, GPU vs CPU", (long long)n);
+        fat5_check_close(T, what, hg, hc, (size_t)(n * c.d_model), 1e-5, 1e-4);
+    }
+    FAT5_CHECK_MSG(T, ws[0] > 0 && (double)ws[1] <= 2.2 * (double)ws[0],
+                   "encode workspace: %zu bytes for %lld tokens, %zu for %lld (more than 2.2x)", ws[0], (long long)L,
+                   ws[1], (long long)(2 * L));
+    // the driver's pages (2 MiB) blur small differences: 2.2x plus one page
+    FAT5_CHECK_MSG(T, (double)used[1] <= 2.2 * (double)used[0] + 2097152.0,
+                   "encode device memory: %zu bytes for %lld tokens, %zu for %lld (more than 2.2x)", used[0],
+                   (long long)L, used[1], (long long)(2 * L));
+done:
+    free(tok);
+    free(hc);
+    free(hg);
+    fat5_model_destroy(cm);
+    fat5_model_destroy(gm);
+    fat5_ctx_destroy(g);
+}
+
 #define FAT5_TESTS_GPU_MODEL(X) X(gpu_model_fp32_vs_cpu) X(gpu_model_bf16_vs_cpu) X(gpu_posenc_fp32_vs_cpu) \
     X(gpu_posenc_bf16_vs_cpu) X(gpu_fixtures_fp32) \
     X(gpu_fixtures_bf16) X(gpu_save_reload) X(gpu_optim_vs_cpu) X(gpu_backward_deterministic) \
     X(gpu_train_resume_fp32) X(gpu_train_resume_bf16) X(gpu_decode_fp32_vs_cpu) X(gpu_decode_bf16_vs_cpu) \
-    X(gpu_decode_graph_replay)
+    X(gpu_decode_graph_replay) X(gpu_long_memory)

@@ -605,27 +605,31 @@ static const char *tg_kind_name(char *buf, size_t n, int kind, int t5) {
     return buf;
 }
 
-// One configuration and kind (mask | scheme bits; t5: T5's bucket table when no scheme bit, else
-// no bias): forward, then the backward from the CPU's o and lse: delta, dq with the bias gradient
-// (T5: the table's; FIRE: its parameter block's, through fire_reduce; ALiBi: a dbias that must stay
-// untouched), dk, dv; dq and the bias gradient again (the same bits: no atomics).
-static void tg_attn_case(tg *g, const tg_attn_cfg *c, int kind, int t5, fat5_rng *rng) {
+// One configuration and kind (mask | scheme bits | pattern; t5: T5's bucket table when no scheme
+// bit, else no bias; gsz: the pattern's g, the prefix length or the global block size): forward,
+// then the backward from the CPU's o and lse: delta, dq with the bias gradient (T5: the table's,
+// [2, nb, H] with transient-global keys and their own table; FIRE: its parameter block's, through
+// fire_reduce; ALiBi: a dbias that must stay untouched), dk, dv; dq and the bias gradient again
+// (the same bits: no atomics). Transient-global keys: sequence s gets len_q[s] / gsz random global
+// rows of k and v after the token rows (cu_g), which dk/dv covers through the extended k_seq.
+static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gsz, fat5_rng *rng) {
     const int H = c->H, dk = c->dk, mask = kind & FAT5__ATTN_MASK;
     const int fire = (kind & FAT5__ATTN_FIRE) != 0, alibi = (kind & FAT5__ATTN_ALIBI) != 0;
+    const int tglob = (kind & FAT5__ATTN_TGLOBAL) != 0, own = tglob && !(kind & FAT5__ATTN_GSHARED);
     const int nb = fire ? c->W : c->nb, md = fire ? 16 : c->md;
-    const size_t nbias = fire ? (size_t)FAT5__FIRE_NUMEL(H, nb) : (size_t)nb * (size_t)H;
+    const size_t nbias = fire ? (size_t)FAT5__FIRE_NUMEL(H, nb) : (size_t)nb * (size_t)H * (own ? 2u : 1u);
     const size_t nscr = fire ? (size_t)(FAT5__GPU_DBIAS_BLOCKS + 1) * (size_t)H * (size_t)FAT5__FIRE_SHARES(nb)
                              : (size_t)FAT5__GPU_DBIAS_BLOCKS * nbias;
     const size_t nlut = (size_t)(md > 0 ? md : 1);
     int s, i, has_bias = fire || t5, has_grad = fire || t5 || alibi;
     int32_t *cu_q = tg_i(g, (size_t)c->n_seq + 1), *cu_k = tg_i(g, (size_t)c->n_seq + 1);
-    int32_t *q_seq, *k_seq, *lut = tg_i(g, nlut);
-    int64_t Tq, Tk;
+    int32_t *q_seq, *k_seq, *lut = tg_i(g, nlut), *cu_g = tg_i(g, (size_t)c->n_seq + 1);
+    int64_t Tq, Tk;  // Tk: the key rows, transient-global rows included
     size_t nq, nk;
     float *q, *k, *v, *bias = NULL, *o, *oref, *lse, *lseref, *dout, *dq, *dqref, *dkk, *dkref, *dv, *dvref;
     float *g0, *gref, *ggot, *delta, *deltaref;
     fat5__dptr qd, kd, vd, biasd = 0, lutd = 0, cuqd, cukd, qsd, ksd, od, lsed, doutd, deltad, dqd, dkd, dvd;
-    fat5__dptr gd = 0, gd2 = 0, scd = 0, dq2d = 0;
+    fat5__dptr gd = 0, gd2 = 0, scd = 0, dq2d = 0, cugd = 0;
     char what[200], tag[128], kn[32];
     cu_q[0] = cu_k[0] = 0;
     for (s = 0; s < c->n_seq; s++) {
@@ -633,7 +637,9 @@ static void tg_attn_case(tg *g, const tg_attn_cfg *c, int kind, int t5, fat5_rng
         cu_k[s + 1] = cu_k[s] + (mask == FAT5__ATTN_CROSS && c->len_k ? c->len_k[s] : c->len_q[s]);
     }
     Tq = cu_q[c->n_seq];
-    Tk = cu_k[c->n_seq];
+    cu_g[0] = cu_k[c->n_seq];  // the global rows follow the token rows
+    for (s = 0; s < c->n_seq; s++) cu_g[s + 1] = cu_g[s] + (tglob ? c->len_q[s] / gsz : 0);
+    Tk = cu_g[c->n_seq];
     nq = (size_t)(Tq * H * dk);
     nk = (size_t)(Tk * H * dk);
     q_seq = tg_i(g, (size_t)Tq);
@@ -641,6 +647,7 @@ static void tg_attn_case(tg *g, const tg_attn_cfg *c, int kind, int t5, fat5_rng
     for (s = 0; s < c->n_seq; s++) {
         for (i = cu_q[s]; i < cu_q[s + 1]; i++) q_seq[i] = s;
         for (i = cu_k[s]; i < cu_k[s + 1]; i++) k_seq[i] = s;
+        for (i = cu_g[s]; i < cu_g[s + 1]; i++) k_seq[i] = s;
     }
     for (i = 0; i < md; i++) lut[i] = fat5__rel_bucket(-(int64_t)i, mask == FAT5__ATTN_BIDIR, nb, md);
     q = tg_f(g, nq);
@@ -680,12 +687,12 @@ static void tg_attn_case(tg *g, const tg_attn_cfg *c, int kind, int t5, fat5_rng
     }
     tg_fill(rng, g0, nbias, 1.0);  // the bias gradient accumulates
     memcpy(gref, g0, nbias * sizeof(float));
-    snprintf(tag, sizeof tag, "kind %d (%s) H=%d dk=%d nb=%d md=%d Tq=%lld Tk=%lld", kind,
-             tg_kind_name(kn, sizeof kn, kind, t5), H, dk, nb, md, (long long)Tq, (long long)Tk);
+    snprintf(tag, sizeof tag, "kind %d (%s) g=%d H=%d dk=%d nb=%d md=%d Tq=%lld Tk=%lld", kind,
+             tg_kind_name(kn, sizeof kn, kind, t5), gsz, H, dk, nb, md, (long long)Tq, (long long)Tk);
 
     // forward
     fat5__cpu_attn_fwd(g->ctx, A_(oref), A_(lseref), A_(q), A_(k), A_(v), A_(bias), A_(lut), A_(cu_q), A_(cu_k),
-                       A_(q_seq), Tq, H, dk, kind, nb, md, 0, 0);
+                       A_(q_seq), Tq, H, dk, kind, nb, md, gsz, tglob ? A_(cu_g) : 0);
     qd = tg_up_act(g, q, nq);
     kd = tg_up_act(g, k, nk);
     vd = tg_up_act(g, v, nk);
@@ -695,11 +702,12 @@ static void tg_attn_case(tg *g, const tg_attn_cfg *c, int kind, int t5, fat5_rng
     cukd = tg_up_i32(g, cu_k, (size_t)c->n_seq + 1);
     qsd = tg_up_i32(g, q_seq, (size_t)Tq);
     ksd = tg_up_i32(g, k_seq, (size_t)(Tk ? Tk : 1));
+    if (tglob) cugd = tg_up_i32(g, cu_g, (size_t)c->n_seq + 1);
     od = tg_dev(g, nq * tg_act(g));
     lsed = tg_dev(g, (size_t)(Tq * H) * 4);
     if (g->err) return;
     if (!tg_ok(g, fat5__gpu_attn_fwd(g->ctx, od, lsed, qd, kd, vd, biasd, lutd, cuqd, cukd, qsd, Tq, H, dk, kind, nb,
-                                     md, 0, 0)))
+                                     md, gsz, cugd)))
         return;
     tg_down_act(g, o, od, nq);
     tg_down_f32(g, lse, lsed, (size_t)(Tq * H));
@@ -720,9 +728,11 @@ static void tg_attn_case(tg *g, const tg_attn_cfg *c, int kind, int t5, fat5_rng
     tg_round(g, oref, nq);
     fat5__cpu_attn_bwd_delta(g->ctx, A_(deltaref), A_(oref), A_(dout), Tq, H, dk);
     fat5__cpu_attn_bwd_dq(g->ctx, A_(dqref), A_(has_grad ? gref : NULL), A_(dout), A_(lse), A_(deltaref), A_(q),
-                          A_(k), A_(v), A_(bias), A_(lut), A_(cu_q), A_(cu_k), A_(q_seq), Tq, H, dk, kind, nb, md, 0, 0, 0);
+                          A_(k), A_(v), A_(bias), A_(lut), A_(cu_q), A_(cu_k), A_(q_seq), Tq, H, dk, kind, nb, md,
+                          gsz, tglob ? A_(cu_g) : 0, 0);
     fat5__cpu_attn_bwd_dkv(g->ctx, A_(dkref), A_(dvref), A_(dout), A_(lse), A_(deltaref), A_(q), A_(k), A_(v),
-                           A_(bias), A_(lut), A_(cu_q), A_(cu_k), A_(k_seq), Tk, H, dk, kind, nb, md, 0, 0);
+                           A_(bias), A_(lut), A_(cu_q), A_(cu_k), A_(k_seq), Tk, H, dk, kind, nb, md, gsz,
+                           tglob ? A_(cu_g) : 0);
     od = tg_up_act(g, oref, nq);
     if (!g->err) tg_ok(g, fat5__dev_upload(g->ctx, lsed, lse, (size_t)(Tq * H) * 4));
     doutd = tg_up_act(g, dout, nq);
@@ -739,11 +749,11 @@ static void tg_attn_case(tg *g, const tg_attn_cfg *c, int kind, int t5, fat5_rng
     if (g->err) return;
     if (!tg_ok(g, fat5__gpu_attn_bwd_delta(g->ctx, deltad, od, doutd, Tq, H, dk)) ||
         !tg_ok(g, fat5__gpu_attn_bwd_dq(g->ctx, dqd, gd, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd, cukd,
-                                        qsd, Tq, H, dk, kind, nb, md, 0, 0, scd)) ||
+                                        qsd, Tq, H, dk, kind, nb, md, gsz, cugd, scd)) ||
         !tg_ok(g, fat5__gpu_attn_bwd_dkv(g->ctx, dkd, dvd, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd, cukd,
-                                         ksd, Tk, H, dk, kind, nb, md, 0, 0)) ||
+                                         ksd, Tk, H, dk, kind, nb, md, gsz, cugd)) ||
         !tg_ok(g, fat5__gpu_attn_bwd_dq(g->ctx, dq2d, gd2, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd, cukd,
-                                        qsd, Tq, H, dk, kind, nb, md, 0, 0, scd)))
+                                        qsd, Tq, H, dk, kind, nb, md, gsz, cugd, scd)))
         return;
     tg_down_f32(g, delta, deltad, (size_t)(Tq * H));
     tg_down_act(g, dq, dqd, nq);
@@ -793,6 +803,10 @@ static void tg_attn_case(tg *g, const tg_attn_cfg *c, int kind, int t5, fat5_rng
                                 TG_RDB * tg_maxabs(incref, nbias), TG_RDB);
         }
     }
+}
+
+static void tg_attn_case(tg *g, const tg_attn_cfg *c, int kind, int t5, fat5_rng *rng) {
+    tg_attn_case_g(g, c, kind, t5, 0, rng);
 }
 
 // Every configuration with every kind (mask | scheme, t5), one case's buffers at a time.
@@ -1309,6 +1323,150 @@ static void t_gpu_rope(fat5_test *T) {
     }
 }
 
+// ----- attention patterns (attention.cu's _pat kernels; global.cu) -----
+
+static void t_gpu_attn_patterns(fat5_test *T) {
+    // packed sequences shorter and longer than the 64-token tiles (one of one token, one of
+    // exactly a tile), in different lengths; self-attention only
+    static const int lq[] = {1, 300, 7, 64, 129};
+    // n_seq, len_q, len_k, H, dk, nb, md, W, lm, db_inc: dk 32 (every tiled path), 100 (tiled
+    // forward, per-warp dq and dk/dv), 256 (per-warp forward); the bias gradients checked by their
+    // increments (FIRE's as in gpu_attn_posenc)
+    static const tg_attn_cfg cfgs[] = {{5, lq, NULL, 4, 32, 32, 128, 8, 0.931f, 1},
+                                       {5, lq, NULL, 2, 100, 32, 128, 8, 0.75f, 1},
+                                       {5, lq, NULL, 2, 256, 32, 128, 8, 0.931f, 1}};
+#define TG_B FAT5__ATTN_BIDIR
+#define TG_W(r) FAT5__ATTN_WINDOW(r)
+#define TG_AL (FAT5__ATTN_BIDIR | FAT5__ATTN_ALIBI)
+#define TG_AS (FAT5__ATTN_BIDIR | FAT5__ATTN_ALIBI | FAT5__ATTN_ALIBI_ASYM)
+#define TG_FI (FAT5__ATTN_BIDIR | FAT5__ATTN_FIRE)
+#define TG_P FAT5__ATTN_PREFIX
+#define TG_TG FAT5__ATTN_TGLOBAL
+#define TG_GS (FAT5__ATTN_TGLOBAL | FAT5__ATTN_GSHARED)
+    // (kind, t5, g): windows of radius 0, under a tile, about a tile, over two tiles and longer
+    // than every sequence (full attention); without a bias; block-global prefixes shorter and
+    // longer than a tile (and than some sequences); transient-global keys with their own table and
+    // with T5's (blocks of 16: the 1- and 7-token sequences have none; of 70 and 100: few, with
+    // orphans), and without a bias; ALiBi (symmetric, asymmetric) and FIRE with a window and with
+    // a prefix
+    static const int kinds[][3] = {{TG_B | TG_W(0), 1, 0},          {TG_B | TG_W(5), 1, 0},
+                                   {TG_B | TG_W(40), 1, 0},         {TG_B | TG_W(70), 1, 0},
+                                   {TG_B | TG_W(150), 1, 0},        {TG_B | TG_W(1000), 1, 0},
+                                   {TG_B | TG_W(3), 0, 0},          {TG_B | TG_W(3) | TG_P, 1, 5},
+                                   {TG_B | TG_W(20) | TG_P, 1, 100}, {TG_B | TG_W(70) | TG_P, 1, 16},
+                                   {TG_B | TG_W(8) | TG_TG, 1, 16}, {TG_B | TG_W(8) | TG_GS, 1, 16},
+                                   {TG_B | TG_W(30) | TG_TG, 1, 70}, {TG_B | TG_W(2) | TG_GS, 1, 100},
+                                   {TG_B | TG_W(8) | TG_TG, 0, 16}, {TG_AL | TG_W(9), 0, 0},
+                                   {TG_AS | TG_W(9), 0, 0},          {TG_AL | TG_W(9) | TG_P, 0, 5},
+                                   {TG_AS | TG_W(40) | TG_P, 0, 70}, {TG_FI | TG_W(9), 0, 0},
+                                   {TG_FI | TG_W(40) | TG_P, 0, 5}};
+    int mode;
+    size_t ci, ki;
+    for (mode = 0; mode < 2; mode++) {
+        fat5_rng rng = fat5_rng_init(1300 + (uint64_t)mode);
+        tg g;
+        if (!tg_begin(&g, T, mode)) return;
+        for (ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)
+            for (ki = 0; ki < sizeof kinds / sizeof kinds[0] && !g.err; ki++) {
+                int ndev = g.ndev, nhost = g.nhost;
+                tg_attn_case_g(&g, &cfgs[ci], kinds[ki][0], kinds[ki][1], kinds[ki][2], &rng);
+                tg_release(&g, ndev, nhost);
+            }
+        // the checks: a window on cross-attention, transient-global keys with ALiBi or without
+        // their offsets, global keys without a window, a pattern in decoding
+        FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2, 8,
+                                         FAT5__ATTN_CROSS | TG_W(4), 0, 0, 0, 0) == FAT5_ERR_INVALID_ARG);
+        FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2, 8, TG_AL | TG_W(4) | TG_TG, 0, 0,
+                                         16, 1) == FAT5_ERR_INVALID_ARG);
+        FAT5_CHECK(T, fat5__gpu_attn_bwd_dkv(g.ctx, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2, 8,
+                                             TG_B | TG_W(4) | TG_TG, 0, 0, 16, 0) == FAT5_ERR_INVALID_ARG);
+        FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2, 8, TG_B | TG_P, 0, 0, 4, 0) ==
+                          FAT5_ERR_INVALID_ARG);
+        FAT5_CHECK(T, fat5__gpu_attn_decode(g.ctx, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 2, 8,
+                                            FAT5__ATTN_CAUSAL | TG_W(4), 0, 0, 10, 1) == FAT5_ERR_INVALID_ARG);
+        tg_end(&g);
+    }
+#undef TG_B
+#undef TG_W
+#undef TG_AL
+#undef TG_AS
+#undef TG_FI
+#undef TG_P
+#undef TG_TG
+#undef TG_GS
+}
+
+// block_sum (fp32 sums of act rows over each global's block) and block_sum_bwd (each token's dx
+// += its global's gradient) against the CPU: blocks of 16 (sequences shorter than a block have no
+// globals), of 5, and of 200 (one global of the 300-token sequence, its block running to the end)
+static void t_gpu_block_sum(fat5_test *T) {
+    static const int lens[] = {1, 300, 7, 64, 129}, gs[] = {16, 5, 200};
+    const int n_seq = 5, D = 33;
+    int mode;
+    size_t gi;
+    for (mode = 0; mode < 2; mode++) {
+        fat5_rng rng = fat5_rng_init(1400 + (uint64_t)mode);
+        tg g;
+        if (!tg_begin(&g, T, mode)) return;
+        for (gi = 0; gi < sizeof gs / sizeof gs[0] && !g.err; gi++) {
+            int nd = g.ndev, nh = g.nhost, s, i, gsz = gs[gi], longest = 0;
+            int32_t cu[6], cu_g[6], *seq;
+            int64_t Tt, G;
+            float *x, *out, *ref, *dx, *dxref, *dout;
+            fat5__dptr xd, outd, dxd, doutd, cud, cugd, seqd;
+            char what[120];
+            cu[0] = 0;
+            for (s = 0; s < n_seq; s++) cu[s + 1] = cu[s] + lens[s];
+            Tt = cu[n_seq];
+            cu_g[0] = (int32_t)Tt;  // the global rows after the tokens', as in the model
+            for (s = 0; s < n_seq; s++) cu_g[s + 1] = cu_g[s] + lens[s] / gsz;
+            G = cu_g[n_seq] - Tt;
+            seq = tg_i(&g, (size_t)(Tt + G));
+            for (s = 0; s < n_seq; s++) {
+                for (i = cu[s]; i < cu[s + 1]; i++) seq[i] = s;
+                for (i = cu_g[s]; i < cu_g[s + 1]; i++) seq[i] = s;
+                if (lens[s] / gsz && lens[s] - (lens[s] / gsz - 1) * gsz > longest)
+                    longest = lens[s] - (lens[s] / gsz - 1) * gsz;  // the last block's tokens
+            }
+            x = tg_f(&g, (size_t)(Tt * D));
+            out = tg_f(&g, (size_t)(G * D));
+            ref = tg_f(&g, (size_t)(G * D));
+            dx = tg_f(&g, (size_t)(Tt * D));
+            dxref = tg_f(&g, (size_t)(Tt * D));
+            dout = tg_f(&g, (size_t)(G * D));
+            tg_fill(&rng, x, (size_t)(Tt * D), 2.0);
+            tg_round(&g, x, (size_t)(Tt * D));
+            tg_fill(&rng, dxref, (size_t)(Tt * D), 1.0);  // block_sum_bwd accumulates
+            tg_fill(&rng, dout, (size_t)(G * D), 1.0);
+            xd = tg_up_act(&g, x, (size_t)(Tt * D));
+            dxd = tg_up_f32(&g, dxref, (size_t)(Tt * D));
+            doutd = tg_up_f32(&g, dout, (size_t)(G * D));
+            outd = tg_dev(&g, (size_t)(G * D) * 4);
+            cud = tg_up_i32(&g, cu, (size_t)n_seq + 1);
+            cugd = tg_up_i32(&g, cu_g, (size_t)n_seq + 1);
+            seqd = tg_up_i32(&g, seq, (size_t)(Tt + G));
+            fat5__cpu_block_sum(g.ctx, A_(ref), A_(x), A_(cu), A_(cu_g), A_(seq), G, D, gsz);
+            fat5__cpu_block_sum_bwd(g.ctx, A_(dxref), A_(dout), A_(cu), A_(cu_g), A_(seq), Tt, D, gsz);
+            if (g.err || !tg_ok(&g, fat5__gpu_block_sum(g.ctx, outd, xd, cud, cugd, seqd, G, D, gsz)) ||
+                !tg_ok(&g, fat5__gpu_block_sum_bwd(g.ctx, dxd, doutd, cud, cugd, seqd, Tt, D, gsz)))
+                break;
+            tg_down_f32(&g, out, outd, (size_t)(G * D));
+            tg_down_f32(&g, dx, dxd, (size_t)(Tt * D));
+            // fp32 sums of up to `longest` terms of at most |x|: their size bounds the error
+            snprintf(what, sizeof what, "block_sum g=%d G=%lld", gsz, (long long)G);
+            tg_close_at(&g, __LINE__, what, out, ref, (size_t)(G * D), 0, 0,
+                        fmax(tg_maxabs(ref, (size_t)(G * D)), tg_maxabs(x, (size_t)(Tt * D)) * longest));
+            snprintf(what, sizeof what, "block_sum_bwd g=%d G=%lld", gsz, (long long)G);
+            tg_same(&g, what, dx, dxref, (size_t)(Tt * D));  // one fp32 addition per element on both sides
+            tg_release(&g, nd, nh);
+        }
+        FAT5_CHECK(T, fat5__gpu_block_sum(g.ctx, 1, 1, 1, 1, 1, 3, 8, 0) == FAT5_ERR_INVALID_ARG);
+        FAT5_CHECK(T, fat5__gpu_block_sum_bwd(g.ctx, 1, 1, 1, 1, 1, 3, 0, 16) == FAT5_ERR_INVALID_ARG);
+        tg_end(&g);
+    }
+}
+
 #define FAT5_TESTS_GPU_OPS(X)                                                                                \
     X(gpu_util) X(gpu_embed) X(gpu_rmsnorm) X(gpu_colsum) X(gpu_act) X(gpu_attn) X(gpu_attn_edge) X(gpu_xent)    \
-    X(gpu_decode_attn) X(gpu_decode_cache) X(gpu_attn_posenc) X(gpu_fire_reduce) X(gpu_rope)
+    X(gpu_decode_attn) X(gpu_decode_cache) X(gpu_attn_posenc) X(gpu_fire_reduce) X(gpu_rope)                   \
+    X(gpu_attn_patterns) X(gpu_block_sum)
