@@ -7668,7 +7668,7 @@ static fat5_status fat5__model_rope(fat5_model *m, fat5__addr q, fat5__addr k, f
 }
 
 // Carves the next buffer of rows x cols elements of esize bytes out of a workspace at `base`, on a
-// 256-byte boundary: the layout functions keep `off` (bytes so far), `ok` (0 once a size
+// 256-byte boundary (an empty buffer is 0: absent, as the ops and the model read it): the layout functions keep `off` (bytes so far), `ok` (0 once a size
 // overflows) and `base` (0: measure only) in scope. Used by fat5__ws_layout and the decoder's.
 #define FAT5__WS(field, rows, cols, esize)                                                                    \
     do {                                                                                                    \
@@ -7676,7 +7676,7 @@ static fat5_status fat5__model_rope(fat5_model *m, fat5__addr q, fat5__addr k, f
         off = (off + 255) & ~(size_t)255;                                                                   \
         if (!fat5__mul3_ok((size_t)(rows), (size_t)(cols), (size_t)(esize), &n_) || !fat5__add_ok(off, n_, &off)) \
             ok = 0;                                                                                         \
-        (field) = base && ok ? base + (fat5__addr)(off - n_) : 0;                                           \
+        (field) = base && ok && n_ ? base + (fat5__addr)(off - n_) : 0;                                     \
     } while (0)
 
 // transient-global tokens of te encoder tokens at most (a sequence of n has n / g), for attention at
@@ -7750,8 +7750,8 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
     FAT5__WS(w->dec_cu, (size_t)n_seq + 1, 1, 4);
     FAT5__WS(w->enc_seq, Te + Gx, 1, 4);
     FAT5__WS(w->dec_seq, Td, 1, 4);
-    FAT5__WS(w->ea.cu_g, Gx ? (size_t)n_seq + 1 : 0, 1, 4);
-    FAT5__WS(w->ea.ones, Gx ? D : 0, 1, 4);
+    FAT5__WS(w->ea.cu_g, m->attn.type == FAT5_ENC_ATTN_TGLOBAL ? (size_t)n_seq + 1 : 0, 1, 4);
+    FAT5__WS(w->ea.ones, m->attn.type == FAT5_ENC_ATTN_TGLOBAL ? D : 0, 1, 4);
     FAT5__WS(w->lut_bidir, md, 1, 4);
     FAT5__WS(w->lut_causal, md, 1, 4);
     FAT5__WS(w->dlogits, Tdb, V, A);
@@ -11884,8 +11884,8 @@ static int fat5__decoder_layout(fat5_decoder *d, fat5__addr base, size_t *total)
     FAT5__WS(a->lse, Te, H, 4);
     FAT5__WS(a->gsum, Gx, D, 4);
     FAT5__WS(a->rs_g, Gx, 1, 4);
-    FAT5__WS(d->ea.cu_g, Gx ? N + 1 : 0, 1, 4);
-    FAT5__WS(d->ea.ones, Gx ? D : 0, 1, 4);
+    FAT5__WS(d->ea.cu_g, d->ea.at.type == FAT5_ENC_ATTN_TGLOBAL ? N + 1 : 0, 1, 4);
+    FAT5__WS(d->ea.ones, d->ea.at.type == FAT5_ENC_ATTN_TGLOBAL ? D : 0, 1, 4);
     // the FFN runs FAT5__ENC_FFN_ROWS tokens at a time (fat5__decoder_encode)
     FAT5__WS(a->rs_ff, Te < FAT5__ENC_FFN_ROWS ? Te : FAT5__ENC_FFN_ROWS, 1, 4);
     FAT5__WS(a->n_ff, Te < FAT5__ENC_FFN_ROWS ? Te : FAT5__ENC_FFN_ROWS, D, A);

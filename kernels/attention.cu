@@ -1198,7 +1198,7 @@ __device__ __forceinline__ void fat5_attn_fwd_tiled(act_t *o, float *lse, const 
             for (int c = 0; c < DC; c++) acc[r][c] = 0.0f;
         }
         // PAT: the prefix (phase 0), the hull (1), the global rows (2)
-        for (int ph = PAT ? 0 : 1; ph < (TG ? 3 : 2); ph++) {
+        for (int ph = PAT ? 0 : 1; ph < (TG && pt.tg ? 3 : 2); ph++) {
             const bool glob = TG && ph == 2;
             const int ka = ph == 0 ? ps : ph == 1 ? kstart : gs, ke = ph == 0 ? pe : ph == 1 ? kend : ge;
             if (glob) fat5_pat_global_rows(pt, cu_q, q_seq, cu_g, t0, Tq, ty, klo, khi, ip);
@@ -1362,7 +1362,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tiled(act_t *dq, float *dbias, 
         for (int r = 0; r < 4; r++)
 #pragma unroll
             for (int c = 0; c < DC; c++) acc[r][c] = 0.0f;
-        for (int ph = PAT ? 0 : 1; ph < (TG ? 3 : 2); ph++) {  // as in the forward
+        for (int ph = PAT ? 0 : 1; ph < (TG && pt.tg ? 3 : 2); ph++) {  // as in the forward
             const bool glob = TG && ph == 2;
             const int ka = ph == 0 ? ps : ph == 1 ? kstart : gs, ke = ph == 0 ? pe : ph == 1 ? kend : ge;
             if (glob) fat5_pat_global_rows(pt, cu_q, q_seq, cu_g, t0, Tq, ty, klo, khi, ip);

@@ -1370,6 +1370,10 @@ static void t_gpu_attn_patterns(fat5_test *T) {
             for (ki = 0; ki < sizeof kinds / sizeof kinds[0] && !g.err; ki++) {
                 int ndev = g.ndev, nhost = g.nhost;
                 tg_attn_case_g(&g, &cfgs[ci], kinds[ki][0], kinds[ki][1], kinds[ki][2], &rng);
+                if (g.err)   // the case that broke the context: later cases cannot run
+                    fprintf(stderr, "  gpu_attn_patterns: stopped at %s, head dim %d, kind %d (radius %d), t5 %d, g %d\n",
+                            mode ? "bf16" : "fp32", cfgs[ci].dk, kinds[ki][0], FAT5__ATTN_RADIUS(kinds[ki][0]),
+                            kinds[ki][1], kinds[ki][2]);
                 tg_release(&g, ndev, nhost);
             }
         // the checks: a window on cross-attention, transient-global keys with ALiBi or without
