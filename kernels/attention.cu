@@ -776,7 +776,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_impl(act_t *dq, float *dbias, c
                     // b: the accumulator's bucket (global keys: the global table's, from pt.goff)
                     const int b = !need_bucket ? 0
                                   : glob       ? fat5_attn_bucket(j - blk, 1, pb.lut, nb, md) + pt.goff
-                                               : fat5_attn_bucket(j - i, kind, pb.lut, nb, md);
+                                               : fat5_attn_bucket(j - i, pb.kind, pb.lut, nb, md);
                     float sc = fat5_attn_dot(sq, kseg + (long long)j * ld, dk, vw);
                     float g0 = 0.0f, g1 = 0.0f, dm = 0.0f;
                     if (glob) {
@@ -1241,7 +1241,8 @@ __device__ __forceinline__ void fat5_attn_fwd_tiled(act_t *o, float *lse, const 
                                 sc[r][c] = -FAT5_INF;
                             }
                         } else if (u >= klo[r] + (vis == 2 ? ip[r] : 0) && u < khi[r] &&
-                                   (!PAT || fat5_pat_sees(pt, ip[r], u - klo[r]))) {
+                                   (!PAT || (u < ke && fat5_pat_sees(pt, ip[r], u - klo[r])))) {
+                            // PAT: u < ke, the phase's end: a short phase leaves stale keys in the tile
                             if (PE != FAT5_PE_TABLE || pb.bias) sc[r][c] += fat5_pb_bias<PE>(pb, ip[r], u - klo[r]);
                         } else {
                             sc[r][c] = -FAT5_INF;
@@ -1384,11 +1385,11 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tiled(act_t *dq, float *dbias, 
                         float fs = 0.0f;
                         if (glob ? u >= klo[r] && u < khi[r]
                                  : u >= klo[r] + (vis == 2 ? ip[r] : 0) && u < khi[r] &&
-                                       (!PAT || fat5_pat_sees(pt, ip[r], u - klo[r]))) {
+                                       (!PAT || (u < ke && fat5_pat_sees(pt, ip[r], u - klo[r])))) {
                             // b: the accumulator's bucket (global keys: the global table's, from pt.goff)
                             const int b = !need_bucket ? 0
                                           : glob ? fat5_attn_bucket(u - ip[r], 1, pb.lut, nb, md) + pt.goff
-                                                 : fat5_attn_bucket(u - klo[r] - ip[r], kind, pb.lut, nb, md);
+                                                 : fat5_attn_bucket(u - klo[r] - ip[r], pb.kind, pb.lut, nb, md);
                             float s = sc[r][c], g0 = 0.0f, g1 = 0.0f, dm = 0.0f;
                             if (glob) {
                                 if (pb.gbias) s += pb.gbias[(b - pt.goff) * pb.gstride];
@@ -1575,7 +1576,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tiled(act_t *dk_, act_t *dv, c
                         const int qi = qt0 + tx + 16 * c;
                         float p = 0.0f, ds = 0.0f;
                         if (qi >= qlo[r] && qi < qhi[r] &&
-                            (!PAT || (TG && gG[r] > 0) || fat5_pat_sees(pt, qi - qb[r], jp[r]))) {
+                            (!PAT || (qi < qe && ((TG && gG[r] > 0) || fat5_pat_sees(pt, qi - qb[r], jp[r]))))) {
                             float s = sc[r][c];
                             if (TG && gG[r] > 0) {
                                 if (pb.gbias)
