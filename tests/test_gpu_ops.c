@@ -1370,6 +1370,8 @@ static void t_gpu_attn_patterns(fat5_test *T) {
                                    {TG_AS | TG_W(9), 0, 0},          {TG_AL | TG_W(9) | TG_P, 0, 5},
                                    {TG_AS | TG_W(40) | TG_P, 0, 70}, {TG_FI | TG_W(9), 0, 0},
                                    {TG_FI | TG_W(40) | TG_P, 0, 5}};
+    // FAT5_TEST_ATTN_CFG=n runs configuration n alone (e.g. under racecheck, which is slow)
+    const char *only = getenv("FAT5_TEST_ATTN_CFG");
     int mode;
     size_t ci, ki;
     for (mode = 0; mode < 2; mode++) {
@@ -1377,6 +1379,7 @@ static void t_gpu_attn_patterns(fat5_test *T) {
         tg g;
         if (!tg_begin(&g, T, mode)) return;
         for (ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)
+            if (!only || (size_t)atoi(only) == ci)
             for (ki = 0; ki < sizeof kinds / sizeof kinds[0] && !g.err; ki++) {
                 int ndev = g.ndev, nhost = g.nhost;
                 tg_attn_case_g(&g, &cfgs[ci], kinds[ki][0], kinds[ki][1], kinds[ki][2], &rng);
