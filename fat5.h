@@ -14,9 +14,11 @@
 //
 // Models: T5 v1.0 (ReLU, tied embeddings), v1.1 / FLAN-T5 (gated-gelu, untied), gated-silu, mT5,
 // UMT5 (a relative-bias table in every layer), ByT5 shapes, any H*d_kv, bucket count and distance;
-// FAT5 (model_type flash_t5) with T5 buckets. Checkpoints are Hugging Face directories:
-// config.json + model.safetensors (or a sharded model.safetensors.index.json), bf16 / fp16 / fp32
-// tensors; flash_t5 directories use FAT5's parameter names.
+// FAT5 (model_type flash_t5) with T5 buckets, none, ALiBi, RoPE or FIRE; LongT5 (model_type longt5,
+// local and transient-global encoders). Long inputs: any model's encoder runs local, block-global
+// or transient-global attention for a run (fat5_model_set_attention). Checkpoints are Hugging Face
+// directories: config.json + model.safetensors (or a sharded model.safetensors.index.json), bf16 /
+// fp16 / fp32 tensors; flash_t5 directories use FAT5's parameter names.
 //
 // Training: fat5_train_create / fat5_train_step run the whole loop (UL2 batches from token files,
 // AdamWScale or AdamW, schedules, evaluation, atomic checkpoints that resume bit-identically);
@@ -292,8 +294,8 @@ typedef struct fat5_model fat5_model;
 FAT5_API fat5_status fat5_model_create(fat5_ctx *ctx, const fat5_model_config *cfg, uint64_t seed,
                                        fat5_model **out);
 // Loads a Hugging Face checkpoint directory, or a single .safetensors file with a config.json
-// beside it. model_type flash_t5 (FAT5) directories load with FAT5's parameter names; a model
-// whose position_encoding_type is not "t5" is refused (FAT5_ERR_UNSUPPORTED) until its math exists.
+// beside it. model_type flash_t5 (FAT5) directories load with FAT5's parameter names and position
+// encodings, longt5 ones with LongT5's names and encoder attention (fat5_model_get_attention).
 FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model **out);
 // Writes config.json + model.safetensors (fp32, the model's names: Hugging Face's, or FAT5's for
 // flash_t5) into dir, each atomically.
