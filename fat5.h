@@ -164,6 +164,7 @@ typedef enum fat5_dtype {
 typedef enum fat5_log_level { FAT5_LOG_DEBUG = 0, FAT5_LOG_INFO = 1, FAT5_LOG_WARN = 2 } fat5_log_level;
 
 typedef struct fat5_ctx fat5_ctx;
+struct fat5_attention;  // an encoder attention pattern (below, with the model)
 
 typedef struct fat5_ctx_config {
     fat5_device device;        // FAT5_DEVICE_CPU (default) or FAT5_DEVICE_GPU
@@ -181,6 +182,11 @@ typedef struct fat5_ctx_config {
     // same for every value. A pool of n - 1 workers starts at the first large product and stops in
     // fat5_ctx_destroy. Ignored with FAT5_NO_THREADS and on the GPU.
     int n_threads;
+    // The encoder attention every model made with this context starts with (copied at creation;
+    // checked against each model when it is made or loaded), e.g. local attention for long inputs
+    // everywhere; NULL (the default): each model's own, from its config. fat5_model_set_attention
+    // changes one model's afterwards.
+    const struct fat5_attention *attention;
 } fat5_ctx_config;
 
 FAT5_API fat5_ctx_config fat5_ctx_config_default(void);
@@ -833,13 +839,14 @@ extern "C" {
 #define FAT5__ERRMSG_CAP 4096
 
 struct fat5_ctx {
-    fat5_ctx_config cfg;
+    fat5_ctx_config cfg;      // cfg.attention points at `attention` below, or is NULL
     char err[FAT5__ERRMSG_CAP];
     struct fat5__gpu *gpu;    // NULL on the CPU
     void *scratch;            // the CPU ops' scratch arena (fat5__host_scratch)
     size_t scratch_bytes;
     int n_threads;            // CPU matrix-product threads, resolved from cfg.n_threads (>= 1)
     struct fat5__pool *pool;  // their workers (n_threads - 1), started at the first use; NULL before
+    fat5_attention attention;  // the copy cfg.attention points at
 };
 
 FAT5_API const char *fat5_status_string(fat5_status s) {
@@ -1131,6 +1138,10 @@ FAT5_API fat5_status fat5_ctx_create(const fat5_ctx_config *cfg, fat5_ctx **out)
     if (!ctx) return FAT5_ERR_OUT_OF_MEMORY;
     memset(ctx, 0, sizeof *ctx);
     ctx->cfg = c;
+    if (c.attention) {  // copied: the caller's struct is not kept
+        ctx->attention = *c.attention;
+        ctx->cfg.attention = &ctx->attention;
+    }
     *out = ctx;
     if (bad_hooks)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
@@ -7405,6 +7416,11 @@ static fat5_status fat5__model_alloc(fat5_ctx *ctx, const fat5_model_config *cfg
     m->attn.type = cfg->enc_attention;
     m->attn.radius = m->attn.type == FAT5_ENC_ATTN_FULL ? 0 : cfg->local_radius;
     m->attn.global = m->attn.type == FAT5_ENC_ATTN_TGLOBAL ? cfg->global_block_size : 0;
+    if (ctx->cfg.attention && (st = fat5_model_set_attention(m, ctx->cfg.attention))) {
+        fat5__err_prefix(ctx, st, "the context's attention: ");
+        fat5_model_destroy(m);
+        return st;
+    }
     if ((st = fat5__build_params(m))) {
         fat5_model_destroy(m);
         return st;

@@ -901,6 +901,59 @@ static void t_longt5_pattern_parse(fat5_test *T) {
     }
 }
 
+// A context's attention: every model made or loaded with it starts with that pattern (NULL: the
+// model's own, LongT5's from its config); one it cannot run fails the model's creation, by name.
+static void t_longt5_ctx_attention(fat5_test *T) {
+    fat5_ctx_config cc = fat5_ctx_config_default();
+    fat5_ctx *ctx = NULL;
+    fat5_model *m = NULL;
+    fat5_model_config c = tm_tiny_config(1, 0, 0);
+    fat5_attention a, got;
+    char dir[512];
+    memset(&a, 0, sizeof a);
+    a.type = FAT5_ENC_ATTN_BLOCK_GLOBAL;
+    a.radius = 3;
+    a.global = 2;
+    cc.attention = &a;
+    FAT5_REQUIRE_OK(T, fat5_ctx_create(&cc, &ctx));
+    a.radius = 9;  // the context keeps its own copy
+    FAT5_REQUIRE_OK(T, fat5_model_create(ctx, &c, 1, &m));
+    got = fat5_model_get_attention(m);
+    FAT5_CHECK(T, got.type == FAT5_ENC_ATTN_BLOCK_GLOBAL && got.radius == 3 && got.global == 2);
+    fat5_model_destroy(m);
+    m = NULL;
+    snprintf(dir, sizeof dir, "%s/longt5_tglobal", FAT5_TEST_DATA);  // a checkpoint's own pattern yields too
+    FAT5_REQUIRE_OK(T, fat5_model_load(ctx, dir, &m));
+    got = fat5_model_get_attention(m);
+    FAT5_CHECK(T, got.type == FAT5_ENC_ATTN_BLOCK_GLOBAL && got.radius == 3);
+    fat5_model_destroy(m);
+    m = NULL;
+    fat5_ctx_destroy(ctx);
+    a.type = FAT5_ENC_ATTN_TGLOBAL;  // transient-global cannot run with ALiBi
+    a.global = 4;
+    FAT5_REQUIRE_OK(T, fat5_ctx_create(&cc, &ctx));
+    c = tp_config(2);
+    FAT5_CHECK(T, fat5_model_create(ctx, &c, 1, &m) == FAT5_ERR_UNSUPPORTED);
+    FAT5_CHECK_MSG(T, strstr(fat5_last_error(ctx), "the context's attention: attention transient-global") != NULL,
+                   "%s", fat5_last_error(ctx));
+    FAT5_CHECK(T, m == NULL);
+    fat5_ctx_destroy(ctx);
+    a.radius = 0;  // a window of 0
+    FAT5_REQUIRE_OK(T, fat5_ctx_create(&cc, &ctx));
+    c = tm_tiny_config(1, 0, 0);
+    FAT5_CHECK(T, fat5_model_create(ctx, &c, 1, &m) == FAT5_ERR_INVALID_ARG);
+    FAT5_CHECK_MSG(T, strstr(fat5_last_error(ctx), "a window of radius 0") != NULL, "%s", fat5_last_error(ctx));
+    fat5_ctx_destroy(ctx);
+    cc.attention = NULL;  // each model's own
+    FAT5_REQUIRE_OK(T, fat5_ctx_create(&cc, &ctx));
+    FAT5_REQUIRE_OK(T, fat5_model_load(ctx, dir, &m));
+    got = fat5_model_get_attention(m);
+    FAT5_CHECK(T, got.type == FAT5_ENC_ATTN_TGLOBAL && got.radius == 4 && got.global == 4);
+    fat5_model_destroy(m);
+    fat5_ctx_destroy(ctx);
+}
+
 #define FAT5_TESTS_LONGT5(X) X(longt5_config) X(longt5_checkpoint) X(attn_window) X(longt5_attn_dense) X(longt5_prefix_full) \
     X(longt5_block_sum) X(longt5_pattern_fd) X(longt5_pattern_full) X(longt5_pattern_decode) \
-    X(longt5_pattern_save) X(longt5_pattern_encode) X(longt5_pattern_rejects) X(longt5_pattern_parse)
+    X(longt5_pattern_save) X(longt5_pattern_encode) X(longt5_pattern_rejects) X(longt5_pattern_parse) \
+    X(longt5_ctx_attention)
