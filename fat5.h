@@ -339,18 +339,20 @@ FAT5_API fat5_status fat5_model_get_grad(fat5_model *m, const char *name, float 
 // them without a learned scale (weight 1); it needs T5 buckets or no position encoding.
 typedef struct fat5_attention {
     fat5_enc_attention type;
-    int64_t radius;        // LOCAL, BLOCK_GLOBAL, TGLOBAL: keys with |j - i| <= radius, >= 1
+    int64_t radius;        // LOCAL, BLOCK_GLOBAL, TGLOBAL: keys with |j - i| <= radius, 1 .. 2^22 - 1
     int64_t global;        // BLOCK_GLOBAL: the first `global` tokens are global; TGLOBAL: tokens per
-                           // global block (LongT5's global_block_size); >= 1
+                           // global block (LongT5's global_block_size); 1 .. 2^31 - 1
 } fat5_attention;
 // Parses "full", "local:R", "block-global:R:G" or "transient-global:R:G" (R the radius, G as
-// `global`; "local" alone means R = 127, "transient-global" alone R = 127, G = 16, LongT5's
-// defaults). Errors name what is wrong (FAT5_ERR_INVALID_ARG).
+// `global`, decimal numbers; "local" alone means R = 127, "transient-global" alone R = 127, G = 16
+// and "transient-global:R" G = 16, LongT5's defaults). Errors name what is wrong
+// (FAT5_ERR_INVALID_ARG).
 FAT5_API fat5_status fat5_attention_parse(fat5_ctx *ctx, const char *spec, fat5_attention *out);
 // The spec text of a pattern, as fat5_attention_parse reads it.
 FAT5_API void fat5_attention_to_string(const fat5_attention *a, char buf[64]);
 // Sets the encoder attention of later forwards, encodes and decoders (a decoder made before keeps
-// the one it had). A block-global prefix longer than an input sequence is refused when that input
+// the one it had). A new pattern drops the workspace (and a forward awaiting its backward): call
+// fat5_model_reserve after it, not before. A block-global prefix longer than an input sequence is refused when that input
 // comes (FAT5_ERR_INVALID_ARG), as a transient-global block longer than a sequence is not: that
 // sequence has no global token (LongT5's rule).
 FAT5_API fat5_status fat5_model_set_attention(fat5_model *m, const fat5_attention *a);
@@ -3832,7 +3834,9 @@ typedef enum fat5__attn_kind {
 //                       likewise in dbias), or T5's own table with FAT5__ATTN_GSHARED. T5 buckets or
 //                       no bias only (no ALiBi, FIRE). attn_bwd_dkv computes dk, dv of the global
 //                       rows too: its k_seq maps them to their sequence, Tk counts them.
-// The ops visit only the window and the globals: O(L (2 r + 1 + globals)) scores, nothing of L^2.
+// The ops visit only the keys of the pattern, nothing of L^2: O(L (2 r + 1)) scores for the window,
+// plus O(L g) for a block-global prefix (its queries see everything), O(L^2 / g) for
+// transient-global keys.
 #define FAT5__ATTN_WINDOW_SHIFT 8
 #define FAT5__ATTN_MAX_RADIUS ((1 << 22) - 1)
 #define FAT5__ATTN_WINDOW(r) (((int)(r) + 1) << FAT5__ATTN_WINDOW_SHIFT)
@@ -4580,6 +4584,13 @@ static double fat5__cpu_global_bias(const float *bias, int kind, int64_t k, int6
     return tab[(int64_t)fat5__rel_bucket(k - b, 1, nb, max_distance) * H + h];
 }
 
+// the score of query row qi against transient-global key row kj, global k of a token of block b
+static double fat5__cpu_global_score(const float *qi, const float *kj, const float *bias, int kind, int64_t k,
+                                     int64_t b, int h, int H, int dk, int nb, int max_distance) {
+    return fat5__cpu_attn_score(qi, kj, NULL, 0, 0, h, H, dk, 0, 0, 0) +
+           fat5__cpu_global_bias(bias, kind, k, b, h, H, nb, max_distance);
+}
+
 // The three attention ops below run on the context's threads (fat5__pool_run) like the matrix
 // products, each output row computed exactly as on one thread: the forward and dk/dv split the
 // query / key tokens, dq splits the heads (so each head's column of dbias is summed by one thread,
@@ -4651,8 +4662,8 @@ static void fat5__attn_fwd_part(void *arg, int part, int parts) {
                     p[n] = fat5__cpu_attn_score(qi, k + (k0 + j) * ld + h * dk, bias, i, j, h, H, dk, kind, J->nb,
                                                 J->max_distance);
             for (j = 0; j < G; j++, n++)
-                p[n] = fat5__cpu_attn_score(qi, k + (g0 + j) * ld + h * dk, NULL, 0, 0, h, H, dk, 0, 0, 0) +
-                       fat5__cpu_global_bias(bias, kind, j, b, h, H, J->nb, J->max_distance);
+                p[n] = fat5__cpu_global_score(qi, k + (g0 + j) * ld + h * dk, bias, kind, j, b, h, H, dk, J->nb,
+                                              J->max_distance);
             for (n = 0; n < np; n++)
                 if (p[n] > mx) mx = p[n];
             for (d = 0; d < dk; d++) acc[d] = 0;
@@ -4793,8 +4804,8 @@ static void fat5__attn_dq_part(void *arg, int part, int parts) {
                     const float *kj = k + (row0 + j) * ld + h * dk, *vj = v + (row0 + j) * ld + h * dk;
                     double sc = x < 2 ? fat5__cpu_attn_score(qi, kj, J->bias, i, j, h, H, dk, kind, J->nb,
                                                              J->max_distance)
-                                      : fat5__cpu_attn_score(qi, kj, NULL, 0, 0, h, H, dk, 0, 0, 0) +
-                                            fat5__cpu_global_bias(J->bias, kind, j, b, h, H, J->nb, J->max_distance);
+                                      : fat5__cpu_global_score(qi, kj, J->bias, kind, j, b, h, H, dk, J->nb,
+                                                               J->max_distance);
                     double p = exp(sc - L), dp = 0, ds;
                     for (d = 0; d < dk; d++) dp += (double)doi[d] * vj[d];
                     ds = p * (dp - delta[t * H + h]);
@@ -4868,9 +4879,8 @@ static void fat5__attn_dkv_part(void *arg, int part, int parts) {
             for (x = 0; x < 2; x++)
                 for (i = r[2 * x]; i < r[2 * x + 1]; i++) {
                     const float *qi = q + (q0 + i) * ld + h * dk, *doi = dout + (q0 + i) * ld + h * dk;
-                    double sc = glob ? fat5__cpu_attn_score(qi, kj, NULL, 0, 0, h, H, dk, 0, 0, 0) +
-                                           fat5__cpu_global_bias(J->bias, kind, j, fat5__attn_block(i, J->g, G), h,
-                                                                 H, J->nb, J->max_distance)
+                    double sc = glob ? fat5__cpu_global_score(qi, kj, J->bias, kind, j, fat5__attn_block(i, J->g, G),
+                                                              h, H, dk, J->nb, J->max_distance)
                                      : fat5__cpu_attn_score(qi, kj, J->bias, i, j, h, H, dk, kind, J->nb,
                                                             J->max_distance);
                     double p = exp(sc - lse[(q0 + i) * H + h]), dp = 0, ds;
@@ -5022,6 +5032,9 @@ static fat5_status fat5__cpu_attn_decode(fat5_ctx *ctx, fat5__addr o_, fat5__add
     int64_t pos = FAT5__HOST(const int32_t, pos_)[0], ld = (int64_t)H * dk, i, j, cnt_max = 1;
     double *p, *acc;
     int h, d;
+    if (kind >> FAT5__ATTN_WINDOW_SHIFT || (kind & (FAT5__ATTN_PREFIX | FAT5__ATTN_TGLOBAL | FAT5__ATTN_GSHARED)))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__cpu_attn_decode: kind %d: decoding takes no attention "
+                         "pattern", kind);
     (void)lut;
     (void)max_keys;
     (void)scratch;
@@ -7701,6 +7714,8 @@ static fat5_status fat5__model_rope(fat5_model *m, fat5__addr q, fat5__addr k, f
 static int64_t fat5__globals_max(const fat5_attention *at, int64_t te) {
     return at->type == FAT5_ENC_ATTN_TGLOBAL ? te / at->global : 0;
 }
+// rows of the encoder's keys and values for te tokens: the tokens', then the globals'
+static int64_t fat5__enc_kv_rows(const fat5_attention *at, int64_t te) { return te + fat5__globals_max(at, te); }
 
 // Lays out the workspace for n_seq sequences, te encoder and td decoder tokens: every buffer on a
 // 256-byte boundary, fp32 (4 bytes), int32 (4) or activation (m->act_size) elements. With base == 0
@@ -7828,7 +7843,7 @@ static void fat5__ws_free(fat5_model *m) {
 // the context's threads.
 static size_t fat5__cpu_scratch_need(const fat5_model *m, int64_t te, int64_t td) {
     const fat5_model_config *c = &m->cfg;
-    int64_t tk = te + fat5__globals_max(&m->attn, te);
+    int64_t tk = fat5__enc_kv_rows(&m->attn, te);
     size_t n = (size_t)((tk > td ? tk : td) + c->d_kv) * sizeof(double) * (size_t)m->ctx->n_threads;
     size_t mm = fat5__cpu_mm_scratch(m->ctx);
     return n > mm ? n : mm;
@@ -7844,12 +7859,16 @@ FAT5_API fat5_status fat5_model_reserve(fat5_model *m, int64_t n_seq, int64_t te
                          "fat5_model_reserve: n_seq %lld, encoder tokens %lld, decoder tokens %lld: each must be "
                          "in [1, 2^31) and n_seq <= encoder tokens",
                          (long long)n_seq, (long long)te, (long long)td);
+    if (fat5__enc_kv_rows(&m->attn, te) > INT32_MAX)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_reserve: %lld encoder tokens and their %lld "
+                         "transient-global tokens exceed 2^31 - 1 rows", (long long)te,
+                         (long long)fat5__globals_max(&m->attn, te));
     if (n_seq <= m->cap_seq && te <= m->cap_te && td <= m->cap_td) return FAT5_OK;
     if (n_seq < m->cap_seq) n_seq = m->cap_seq;
     if (te < m->cap_te) te = m->cap_te;
     if (td < m->cap_td) td = m->cap_td;
     fat5__ws_free(m);
-    maps = (size_t)(te + fat5__globals_max(&m->attn, te) > td ? te + fat5__globals_max(&m->attn, te) : td);
+    maps = (size_t)(fat5__enc_kv_rows(&m->attn, te) > td ? fat5__enc_kv_rows(&m->attn, te) : td);
     if (md > maps) maps = md;
     m->ws.enc = FAT5__CAST(fat5__layer_acts *, fat5__calloc(ctx, (size_t)m->cfg.num_layers, sizeof(fat5__layer_acts)));
     m->ws.dec = FAT5__CAST(fat5__layer_acts *,
@@ -8023,6 +8042,11 @@ static fat5_status fat5__enc_maps(fat5_ctx *ctx, const fat5__backend *be, fat5__
     return be->upload(ctx, seq_d, seq, (size_t)r * 4);
 }
 
+// the weight that norms layer y's transient-global tokens: its global_input_layer_norm, or 1
+static fat5__addr fat5__gln(const fat5_model *m, const fat5__layer *y, const fat5__enc_attn *ea) {
+    return y->gln >= 0 ? fat5__pw(m, y->gln) : ea->ones;
+}
+
 // Self-attention sublayer: h += o(attn(q, k, v)) with q, k, v from n = rmsnorm(h). ea: the
 // encoder's attention pattern (NULL in the decoder); transient-global adds its globals to k and v:
 // the block sums of n, normed by the layer's global_input_layer_norm (or a weight of 1).
@@ -8041,7 +8065,7 @@ static fat5_status fat5__model_self_attn_fwd(fat5_model *m, const fat5__layer *y
     if (G) {
         FAT5__TRY(be->block_sum(ctx, a->gsum, a->n_sa, cu, ea->cu_g, seq, G, (int)D, p.g));
         FAT5__TRY(be->rmsnorm_fwd(ctx, a->n_sa + (fat5__addr)(T * D) * m->act_size, a->rs_g, a->gsum,
-                                  y->gln >= 0 ? fat5__pw(m, y->gln) : ea->ones, G, (int)D, eps));
+                                  fat5__gln(m, y, ea), G, (int)D, eps));
     }
     FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->q, 0, a->n_sa, fat5__pa(m, y->q), T, I, D, 1.0f, 0.0f));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->k, 0, a->n_sa, fat5__pa(m, y->k), T + G, I, D, 1.0f, 0.0f));
@@ -8253,7 +8277,7 @@ static fat5_status fat5__model_attn_bwd(fat5_model *m, const fat5__layer *y, con
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, dkv_dst, 1, w->dv, fat5__pa(m, wv), Tk, D, I, 1.0f, 1.0f));
     if (G) {  // the globals: back through their norm, then to the tokens of their blocks
         FAT5__TRY(be->rmsnorm_bwd(ctx, w->dgsum, y->gln >= 0 ? fat5__pg(m, y->gln) : 0, w->dn + (fat5__addr)(T * D) * 4,
-                                  a->gsum, y->gln >= 0 ? fat5__pw(m, y->gln) : w->ea.ones, a->rs_g, G, (int)D, 0,
+                                  a->gsum, fat5__gln(m, y, &w->ea), a->rs_g, G, (int)D, 0,
                                   w->norm_scratch));
         FAT5__TRY(be->block_sum_bwd(ctx, w->dn, w->dgsum, cu_q, w->ea.cu_g, q_seq, T, (int)D, p.g));
     }
@@ -8360,9 +8384,7 @@ static fat5_status fat5__check_attention(fat5_ctx *ctx, const fat5_model *m, con
         (m->cfg.pos_kind == FAT5_POS_ALIBI || m->cfg.pos_kind == FAT5_POS_FIRE || m->cfg.pos_kind == FAT5_POS_ROPE))
         return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "attention transient-global: the global tokens take T5's bias "
                          "buckets of block distances; this model's position_encoding_type is %s",
-                         m->cfg.pos_kind == FAT5_POS_ALIBI  ? "ALiBi"
-                         : m->cfg.pos_kind == FAT5_POS_FIRE ? "FIRE"
-                                                            : "RoPE");
+                         fat5__pos_name(m->cfg.pos_kind));
     return FAT5_OK;
 }
 
@@ -8393,7 +8415,7 @@ FAT5_API fat5_status fat5_attention_parse(fat5_ctx *ctx, const char *spec, fat5_
                                                            : "two numbers, its radius and global tokens (R:G)");
         errno = 0;
         v = strtoll(p + 1, &end, 10);
-        if (end == p + 1 || errno || (*end && *end != ':'))
+        if (!((p[1] >= '0' && p[1] <= '9') || p[1] == '-') || end == p + 1 || errno || (*end && *end != ':'))
             return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "attention '%s': expected full, local:R, block-global:R:G or "
                              "transient-global:R:G with whole numbers", spec);
         if (n++ == 0) a.radius = v;
@@ -10875,9 +10897,9 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
     if (FAT5__IS("data")) ok = fat5__opt_str(v, c->data, sizeof c->data);
     else if (FAT5__IS("eval_fraction")) ok = fat5__opt_f64(v, 0, 0.5, &c->eval_fraction);
     else if (FAT5__IS("init")) ok = fat5__opt_str(v, c->init, sizeof c->init);
-    else if (FAT5__IS("attention")) {
+    else if (FAT5__IS("attention")) {  // "": the model's own
         fat5_attention a;
-        fat5_status st = fat5_attention_parse(ctx, v, &a);
+        fat5_status st = v[0] ? fat5_attention_parse(ctx, v, &a) : FAT5_OK;
         if (st) return fat5__err_prefix(ctx, st, "option attention: ");
         ok = fat5__opt_str(v, c->attention, sizeof c->attention);
     }
@@ -11948,7 +11970,8 @@ FAT5_API fat5_status fat5_decoder_create(fat5_model *m, int64_t max_rows, int64_
     c = &m->cfg;
     md = c->rel_max_distance;
     if (max_rows < 1 || max_rows > INT32_MAX / 2 || max_te < 1 || max_te > INT32_MAX || max_len < 0 ||
-        max_len > INT32_MAX || max_rows * (max_len > 0 ? max_len : 1) > INT32_MAX)
+        max_len > INT32_MAX || max_rows * (max_len > 0 ? max_len : 1) > INT32_MAX ||
+        fat5__enc_kv_rows(&m->attn, max_te) > INT32_MAX)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
                          "fat5_decoder_create: max_rows %lld, max_enc_tokens %lld, max_len %lld: rows and encoder "
                          "tokens must be >= 1, max_len >= 0, and rows * max_len below 2^31",
@@ -11963,7 +11986,7 @@ FAT5_API fat5_status fat5_decoder_create(fat5_model *m, int64_t max_rows, int64_
     d->max_len = max_len;
     d->ea.at = m->attn;
     nl = (size_t)c->num_decoder_layers;
-    stage = (size_t)(max_te + fat5__globals_max(&m->attn, max_te));
+    stage = (size_t)fat5__enc_kv_rows(&m->attn, max_te);
     if ((size_t)max_rows > stage) stage = (size_t)max_rows;
     if ((size_t)md > stage) stage = (size_t)md;
     stage++;
