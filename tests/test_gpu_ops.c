@@ -1370,11 +1370,13 @@ static void t_gpu_attn_patterns(fat5_test *T) {
                                    {TG_AS | TG_W(9), 0, 0},          {TG_AL | TG_W(9) | TG_P, 0, 5},
                                    {TG_AS | TG_W(40) | TG_P, 0, 70}, {TG_FI | TG_W(9), 0, 0},
                                    {TG_FI | TG_W(40) | TG_P, 0, 5}};
-    // FAT5_TEST_ATTN_CFG=n runs configuration n alone (e.g. under racecheck, which is slow)
-    const char *only = getenv("FAT5_TEST_ATTN_CFG");
+    // FAT5_TEST_ATTN_CFG=n runs configuration n alone, FAT5_TEST_ATTN_MODE=0 / 1 fp32 / bf16 alone
+    // (e.g. under racecheck, which is slow)
+    const char *only = getenv("FAT5_TEST_ATTN_CFG"), *only_mode = getenv("FAT5_TEST_ATTN_MODE");
     int mode;
     size_t ci, ki;
     for (mode = 0; mode < 2; mode++) {
+        if (only_mode && atoi(only_mode) != mode) continue;
         fat5_rng rng = fat5_rng_init(1300 + (uint64_t)mode);
         tg g;
         if (!tg_begin(&g, T, mode)) return;
