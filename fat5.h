@@ -352,9 +352,10 @@ FAT5_API fat5_status fat5_attention_parse(fat5_ctx *ctx, const char *spec, fat5_
 FAT5_API void fat5_attention_to_string(const fat5_attention *a, char buf[64]);
 // Sets the encoder attention of later forwards, encodes and decoders (a decoder made before keeps
 // the one it had). A new pattern drops the workspace (and a forward awaiting its backward): call
-// fat5_model_reserve after it, not before. A block-global prefix longer than an input sequence is refused when that input
-// comes (FAT5_ERR_INVALID_ARG), as a transient-global block longer than a sequence is not: that
-// sequence has no global token (LongT5's rule).
+// fat5_model_reserve after it, not before. A block-global prefix longer than every sequence of an
+// input is refused when the input comes (FAT5_ERR_INVALID_ARG: it would be full attention); a
+// shorter sequence among longer ones attends fully. A transient-global block longer than a
+// sequence leaves that sequence without a global token (LongT5's rule).
 FAT5_API fat5_status fat5_model_set_attention(fat5_model *m, const fat5_attention *a);
 FAT5_API fat5_attention fat5_model_get_attention(const fat5_model *m);
 
@@ -7929,17 +7930,19 @@ static fat5_status fat5__check_loss(fat5_ctx *ctx, const fat5_loss_config *l) {
 
 // Checks a batch against the token counts of its buffers: offsets, token ids, labels. Messages
 // name the sequence and the position inside it.
-// A block-global prefix longer than a sequence leaves nothing local: refused, naming the sequence
+// A block-global prefix longer than every sequence of the input leaves nothing local (it is full
+// attention): refused. A sequence shorter than the prefix among longer ones attends fully.
 static fat5_status fat5__check_prefix(fat5_ctx *ctx, const fat5_attention *at, const int32_t *cu, int64_t n_seq,
                                       const char *what) {
-    int64_t s;
+    int64_t s, longest = 0;
     if (at->type != FAT5_ENC_ATTN_BLOCK_GLOBAL) return FAT5_OK;
     for (s = 0; s < n_seq; s++)
-        if (cu[s + 1] - cu[s] < at->global)
-            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
-                             "%s: encoder sequence %lld has %lld tokens, fewer than the %lld global tokens of "
-                             "block-global attention (a global block larger than the sequence)",
-                             what, (long long)s, (long long)(cu[s + 1] - cu[s]), (long long)at->global);
+        if (cu[s + 1] - cu[s] > longest) longest = cu[s + 1] - cu[s];
+    if (longest < at->global)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "%s: the longest encoder sequence has %lld tokens, fewer than the %lld global tokens of "
+                         "block-global attention (a global block larger than the sequence)",
+                         what, (long long)longest, (long long)at->global);
     return FAT5_OK;
 }
 

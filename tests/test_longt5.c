@@ -793,21 +793,25 @@ static void t_longt5_pattern_rejects(fat5_test *T) {
                        "%s: %s", enc_name, fat5_last_error(ctx));
         fat5_model_destroy(p);
     }
-    // a block-global prefix longer than an input: at the forward (tm_batch's sequence 1 has one
-    // token), fat5_model_encode and fat5_decoder_start (td_inputs' input 2 has two); a decoder
-    // keeps the pattern it was made with
-    FAT5_REQUIRE_OK(T, tl_set(T, m, "block-global:2:2"));
+    // a block-global prefix longer than every sequence of an input (full attention): refused at the
+    // forward (tm_batch's sequences have 12, 1 and 6 tokens), fat5_model_encode and
+    // fat5_decoder_start (td_inputs': 5, 11 and 2); a shorter sequence among longer ones attends
+    // fully; a decoder keeps the pattern it was made with
+    FAT5_REQUIRE_OK(T, tl_set(T, m, "block-global:2:13"));
     TM_EXPECT_ERR(T, fat5_model_forward(m, &bt, NULL, NULL), FAT5_ERR_INVALID_ARG,
-                  "sequence 1 has 1 tokens, fewer than the 2 global tokens of block-global");
+                  "the longest encoder sequence has 12 tokens, fewer than the 13 global tokens of block-global");
+    FAT5_REQUIRE_OK(T, tl_set(T, m, "block-global:2:2"));
+    FAT5_CHECK_MSG(T, fat5_model_forward(m, &bt, NULL, NULL) == FAT5_OK, "%s", fat5_last_error(ctx));
     td_inputs(m->cfg.vocab_size, enc, cu, dec);
-    FAT5_REQUIRE_OK(T, tl_set(T, m, "block-global:2:3"));
+    FAT5_REQUIRE_OK(T, tl_set(T, m, "block-global:2:12"));
     TM_EXPECT_ERR(T, fat5_model_encode(m, enc, cu, 3, FAT5_POOL_NONE, hid, 18 * 8), FAT5_ERR_INVALID_ARG,
-                  "fat5_model_encode: encoder sequence 2 has 2 tokens, fewer than the 3 global tokens");
+                  "fat5_model_encode: the longest encoder sequence has 11 tokens, fewer than the 12 global tokens");
+    FAT5_REQUIRE_OK(T, tl_set(T, m, "block-global:2:6"));
     FAT5_REQUIRE_OK(T, fat5_decoder_create(m, 3, 18, 4, &d));
     FAT5_REQUIRE_OK(T, tl_set(T, m, "full"));
-    TM_EXPECT_ERR(T, fat5_decoder_start(d, enc, cu, 3, 1), FAT5_ERR_INVALID_ARG,
-                  "fat5_decoder_start: encoder sequence 2 has 2 tokens, fewer than the 3 global tokens");
-    FAT5_CHECK_MSG(T, fat5_decoder_start(d, enc, cu, 2, 1) == FAT5_OK, "%s", fat5_last_error(ctx));
+    TM_EXPECT_ERR(T, fat5_decoder_start(d, enc, cu, 1, 1), FAT5_ERR_INVALID_ARG,
+                  "fat5_decoder_start: the longest encoder sequence has 5 tokens, fewer than the 6 global tokens");
+    FAT5_CHECK_MSG(T, fat5_decoder_start(d, enc, cu, 3, 1) == FAT5_OK, "%s", fat5_last_error(ctx));
     fat5_decoder_destroy(d);
     // a transient-global block longer than a sequence is not an error: that sequence has no global
     FAT5_REQUIRE_OK(T, tl_set(T, m, "transient-global:2:20"));
