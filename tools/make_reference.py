@@ -387,6 +387,27 @@ def canonicalise_header(path):
         f.write(text + b" " * (size - len(text)))
 
 
+def write_reference(out_dir, name, logits, loss, loss_zs, grads, **meta):
+    """Writes out_dir/reference.safetensors: logits, loss, loss_zs and grad.<name> of every
+    parameter, with the loss settings and `meta` (which reference, library versions) as metadata,
+    its header canonicalised. Returns its path."""
+    tensors = {"logits": logits.contiguous(), "loss": loss.detach().reshape(1), "loss_zs": loss_zs.detach().reshape(1)}
+    for k, g in grads.items():
+        tensors["grad." + k] = g.contiguous()
+    metadata = {
+        "name": name,
+        "loss": repr(loss.item()),
+        "loss_zs": repr(loss_zs.item()),
+        "z_loss": repr(Z_LOSS),
+        "label_smoothing": repr(LABEL_SMOOTHING),
+        **meta,
+    }
+    ref_path = os.path.join(out_dir, "reference.safetensors")
+    save_file(tensors, ref_path, metadata=metadata)
+    canonicalise_header(ref_path)
+    return ref_path
+
+
 def clean_dir(out_dir):
     """Creates out_dir, or removes the files it holds (a fixture starts from a clean directory)."""
     os.makedirs(out_dir, exist_ok=True)
@@ -445,21 +466,8 @@ def make_fixture(spec, out_root):
 
     # forward + backward
     logits, loss, loss_zs, grads = forward_backward(model, batch, saved, name, run_batch)
-    tensors = {"logits": logits.contiguous(), "loss": loss.detach().reshape(1), "loss_zs": loss_zs.reshape(1)}
-    for k, g in grads.items():
-        tensors["grad." + k] = g
-    metadata = {
-        "name": name,
-        "loss": repr(loss.item()),
-        "loss_zs": repr(loss_zs.item()),
-        "z_loss": repr(Z_LOSS),
-        "label_smoothing": repr(LABEL_SMOOTHING),
-        "transformers_version": transformers.__version__,
-        "torch_version": torch.__version__,
-    }
-    ref_path = os.path.join(out_dir, "reference.safetensors")
-    save_file(tensors, ref_path, metadata=metadata)
-    canonicalise_header(ref_path)
+    ref_path = write_reference(out_dir, name, logits, loss, loss_zs, grads,
+                               transformers_version=transformers.__version__, torch_version=torch.__version__)
     load_file(ref_path)  # still a valid file
 
     # each row run alone (no padding) must agree with its slice of the padded run
@@ -479,7 +487,7 @@ def make_fixture(spec, out_root):
 
     sizes = {f: os.path.getsize(os.path.join(out_dir, f)) for f in sorted(os.listdir(out_dir))}
     print(f"{name}: loss {loss.item():.6f} loss_zs {loss_zs.item():.6f} label tokens {logits.shape[0]} "
-          f"grads {sum(k.startswith('grad.') for k in tensors)}  files {sizes}")
+          f"grads {len(grads)}  files {sizes}")
 
 
 # ---------------------------------------------------------------------------
@@ -1163,21 +1171,9 @@ def make_posenc_fixture(spec, out_root):
     save_file({k: v.detach().contiguous() for k, v in params.items()}, model_path, metadata={"format": "pt"})
     canonicalise_header(model_path)
 
-    tensors = {"logits": logits.contiguous(), "loss": loss.reshape(1), "loss_zs": loss_zs.reshape(1)}
-    for k, g in grads.items():
-        tensors["grad." + k] = g.contiguous()
-    metadata = {
-        "name": name,
-        "loss": repr(loss.item()),
-        "loss_zs": repr(loss_zs.item()),
-        "z_loss": repr(Z_LOSS),
-        "label_smoothing": repr(LABEL_SMOOTHING),
-        "reference": "tools/make_reference.py --posenc (PyTorch, formulas; rows run one by one)",
-        "torch_version": torch.__version__,
-    }
-    ref_path = os.path.join(out_dir, "reference.safetensors")
-    save_file(tensors, ref_path, metadata=metadata)
-    canonicalise_header(ref_path)
+    ref_path = write_reference(out_dir, name, logits, loss, loss_zs, grads,
+                               reference="tools/make_reference.py --posenc (PyTorch, formulas; rows run one by one)",
+                               torch_version=torch.__version__)
 
     # the files on disk reproduce the stored values exactly
     with open(os.path.join(out_dir, "config.json")) as f:
@@ -1379,22 +1375,9 @@ def make_longt5_fixture(spec, out_root):
     enc_diff = longt5_check_encoder_formula(model, batch)
     print(f"{name}: packed formula encoder vs transformers row by row: max |diff| {enc_diff:.3e}")
 
-    tensors = {"logits": logits.contiguous(), "loss": loss.detach().reshape(1), "loss_zs": loss_zs.reshape(1)}
-    for k, g in grads.items():
-        tensors["grad." + k] = g
-    metadata = {
-        "name": name,
-        "loss": repr(loss.item()),
-        "loss_zs": repr(loss_zs.item()),
-        "z_loss": repr(Z_LOSS),
-        "label_smoothing": repr(LABEL_SMOOTHING),
-        "reference": "tools/make_reference.py --longt5 (transformers; rows run one by one)",
-        "transformers_version": transformers.__version__,
-        "torch_version": torch.__version__,
-    }
-    ref_path = os.path.join(out_dir, "reference.safetensors")
-    save_file(tensors, ref_path, metadata=metadata)
-    canonicalise_header(ref_path)
+    ref_path = write_reference(out_dir, name, logits, loss, loss_zs, grads,
+                               reference="tools/make_reference.py --longt5 (transformers; rows run one by one)",
+                               transformers_version=transformers.__version__, torch_version=torch.__version__)
     assert set(load_file(ref_path)) == {"logits", "loss", "loss_zs"} | {"grad." + k for k in grads}
 
     # the files on disk reproduce the stored values exactly
