@@ -8013,11 +8013,16 @@ static fat5_status fat5__check_batch(fat5_model *m, const fat5_batch *b) {
     return FAT5_OK;
 }
 
+// seq[t] = the sequence of token t, for offsets cu of n_seq sequences
+static void fat5__seq_map(const int32_t *cu, int64_t n_seq, int32_t *seq) {
+    int64_t s, t;
+    for (s = 0; s < n_seq; s++)
+        for (t = cu[s]; t < cu[s + 1]; t++) seq[t] = (int32_t)s;
+}
+
 // token -> sequence map of offsets cu for tokens [0, cu[n_seq]), to the backend
 static fat5_status fat5__model_upload_seq(fat5_model *m, fat5__addr dst, const int32_t *cu) {
-    int64_t s, t;
-    for (s = 0; s < m->n_seq; s++)
-        for (t = cu[s]; t < cu[s + 1]; t++) m->seq_map[t] = (int32_t)s;
+    fat5__seq_map(cu, m->n_seq, m->seq_map);
     return m->be->upload(m->ctx, dst, m->seq_map, (size_t)cu[m->n_seq] * 4);
 }
 
@@ -8029,8 +8034,7 @@ static fat5_status fat5__enc_maps(fat5_ctx *ctx, const fat5__backend *be, fat5__
                                   int64_t n_seq, int32_t *seq, int32_t *cu_g, fat5__addr seq_d) {
     int64_t s, t, te = cu[n_seq], r = te;
     fat5_status st;
-    for (s = 0; s < n_seq; s++)
-        for (t = cu[s]; t < cu[s + 1]; t++) seq[t] = (int32_t)s;
+    fat5__seq_map(cu, n_seq, seq);
     ea->G = 0;
     if (ea->at.type == FAT5_ENC_ATTN_TGLOBAL) {
         for (s = 0; s < n_seq; s++) {
