@@ -1645,6 +1645,34 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tiled(act_t *dk_, act_t *dv, c
 #define FAT5_ATTN_ARGS_DKV dk_, dv, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, k_seq, Tk, H, dk, kind, nb, \
                            max_distance, g, cu_g
 
+// The entry points: one per op, scheme (PE) and pattern (PAT: the kind has a window), all with the
+// op's parameters (the comment before each op's group says what they are); the launcher picks one
+// by kind.
+#define FAT5_ATTN_FWD_ENTRY(name, PE, PAT)                                                                          \
+    extern "C" __global__ void __launch_bounds__(256, 2) name(                                                     \
+        act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v, const float *bias, const int *lut,   \
+        const int *cu_q, const int *cu_k, const int *q_seq, long long Tq, int H, int dk, int kind, int nb,         \
+        int max_distance, int g, const int *cu_g)                                                                  \
+    {                                                                                                              \
+        fat5_attn_fwd_pe<PE, PAT>(FAT5_ATTN_ARGS_FWD);                                                             \
+    }
+#define FAT5_ATTN_DQ_ENTRY(name, PE, PAT)                                                                           \
+    extern "C" __global__ void __launch_bounds__(256, 2) name(                                                     \
+        act_t *dq, float *dbias, const act_t *dout, const float *lse, const float *delta, const act_t *q,          \
+        const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,       \
+        const int *q_seq, long long Tq, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g) \
+    {                                                                                                              \
+        fat5_attn_bwd_dq_pe<PE, PAT>(FAT5_ATTN_ARGS_DQ);                                                           \
+    }
+#define FAT5_ATTN_DKV_ENTRY(name, PE, PAT)                                                                          \
+    extern "C" __global__ void __launch_bounds__(256, 2) name(                                                     \
+        act_t *dk_, act_t *dv, const act_t *dout, const float *lse, const float *delta, const act_t *q,            \
+        const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,       \
+        const int *k_seq, long long Tk, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g) \
+    {                                                                                                              \
+        fat5_attn_bwd_dkv_pe<PE, PAT>(FAT5_ATTN_ARGS_DKV);                                                         \
+    }
+
 template <int PE, bool PAT>
 __device__ __forceinline__ void fat5_attn_fwd_pe(act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v,
                                                  const float *bias, const int *lut, const int *cu_q, const int *cu_k,
@@ -1686,53 +1714,12 @@ __device__ __forceinline__ void fat5_attn_fwd_pe(act_t *o, float *lse, const act
 // fat5_attn_fwd_alibi, _fire: the kinds with FAT5_ATTN_ALIBI (and _ASYM), with FAT5_ATTN_FIRE;
 // fat5_attn_fwd{,_alibi,_fire}_pat: the kinds with a pattern (a window, maybe global keys). The
 // same arguments and launch; the launcher picks the entry point by kind.
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_fwd(
-    act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v, const float *bias, const int *lut,
-    const int *cu_q, const int *cu_k, const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
-    int max_distance, int g, const int *cu_g)
-{
-    fat5_attn_fwd_pe<FAT5_PE_TABLE, false>(FAT5_ATTN_ARGS_FWD);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_fwd_pat(
-    act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v, const float *bias, const int *lut,
-    const int *cu_q, const int *cu_k, const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
-    int max_distance, int g, const int *cu_g)
-{
-    fat5_attn_fwd_pe<FAT5_PE_TABLE, true>(FAT5_ATTN_ARGS_FWD);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_fwd_alibi(
-    act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v, const float *bias, const int *lut,
-    const int *cu_q, const int *cu_k, const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
-    int max_distance, int g, const int *cu_g)
-{
-    fat5_attn_fwd_pe<FAT5_PE_ALIBI, false>(FAT5_ATTN_ARGS_FWD);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_fwd_alibi_pat(
-    act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v, const float *bias, const int *lut,
-    const int *cu_q, const int *cu_k, const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
-    int max_distance, int g, const int *cu_g)
-{
-    fat5_attn_fwd_pe<FAT5_PE_ALIBI, true>(FAT5_ATTN_ARGS_FWD);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_fwd_fire(
-    act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v, const float *bias, const int *lut,
-    const int *cu_q, const int *cu_k, const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
-    int max_distance, int g, const int *cu_g)
-{
-    fat5_attn_fwd_pe<FAT5_PE_FIRE, false>(FAT5_ATTN_ARGS_FWD);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_fwd_fire_pat(
-    act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v, const float *bias, const int *lut,
-    const int *cu_q, const int *cu_k, const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
-    int max_distance, int g, const int *cu_g)
-{
-    fat5_attn_fwd_pe<FAT5_PE_FIRE, true>(FAT5_ATTN_ARGS_FWD);
-}
+FAT5_ATTN_FWD_ENTRY(fat5_attn_fwd, FAT5_PE_TABLE, false)
+FAT5_ATTN_FWD_ENTRY(fat5_attn_fwd_pat, FAT5_PE_TABLE, true)
+FAT5_ATTN_FWD_ENTRY(fat5_attn_fwd_alibi, FAT5_PE_ALIBI, false)
+FAT5_ATTN_FWD_ENTRY(fat5_attn_fwd_alibi_pat, FAT5_PE_ALIBI, true)
+FAT5_ATTN_FWD_ENTRY(fat5_attn_fwd_fire, FAT5_PE_FIRE, false)
+FAT5_ATTN_FWD_ENTRY(fat5_attn_fwd_fire_pat, FAT5_PE_FIRE, true)
 
 template <int PE, bool PAT>
 __device__ __forceinline__ void fat5_attn_bwd_dq_pe(act_t *dq, float *dbias, const act_t *dout, const float *lse,
@@ -1741,6 +1728,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_pe(act_t *dq, float *dbias, con
                                                     const int *cu_k, const int *q_seq, long long Tq, int H, int dk,
                                                     int kind, int nb, int max_distance, int g, const int *cu_g)
 {
+    if (PE == FAT5_PE_ALIBI) dbias = 0;  // ALiBi has no parameters: no gradient
     if (blockDim.x == 256) {  // the tiled path (the launcher checked dk <= 64)
         if (dk <= 16)
             fat5_attn_bwd_dq_tiled<1, PE, PAT>(FAT5_ATTN_ARGS_DQ);
@@ -1786,55 +1774,12 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_pe(act_t *dq, float *dbias, con
 // CPU twin: fat5__cpu_attn_bwd_dq.
 // fat5_attn_bwd_dq_alibi, _fire, and the three _pat entry points: as fat5_attn_fwd's (ALiBi:
 // dbias_part is ignored, no gradient).
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dq(
-    act_t *dq, float *dbias, const act_t *dout, const float *lse, const float *delta, const act_t *q,
-    const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,
-    const int *q_seq, long long Tq, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g)
-{
-    fat5_attn_bwd_dq_pe<FAT5_PE_TABLE, false>(FAT5_ATTN_ARGS_DQ);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dq_pat(
-    act_t *dq, float *dbias, const act_t *dout, const float *lse, const float *delta, const act_t *q,
-    const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,
-    const int *q_seq, long long Tq, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g)
-{
-    fat5_attn_bwd_dq_pe<FAT5_PE_TABLE, true>(FAT5_ATTN_ARGS_DQ);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dq_alibi(
-    act_t *dq, float *dbias, const act_t *dout, const float *lse, const float *delta, const act_t *q,
-    const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,
-    const int *q_seq, long long Tq, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g)
-{
-    fat5_attn_bwd_dq_pe<FAT5_PE_ALIBI, false>(dq, 0, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H,
-                                              dk, kind, nb, max_distance, g, cu_g);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dq_alibi_pat(
-    act_t *dq, float *dbias, const act_t *dout, const float *lse, const float *delta, const act_t *q,
-    const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,
-    const int *q_seq, long long Tq, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g)
-{
-    fat5_attn_bwd_dq_pe<FAT5_PE_ALIBI, true>(dq, 0, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H,
-                                              dk, kind, nb, max_distance, g, cu_g);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dq_fire(
-    act_t *dq, float *dbias, const act_t *dout, const float *lse, const float *delta, const act_t *q,
-    const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,
-    const int *q_seq, long long Tq, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g)
-{
-    fat5_attn_bwd_dq_pe<FAT5_PE_FIRE, false>(FAT5_ATTN_ARGS_DQ);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dq_fire_pat(
-    act_t *dq, float *dbias, const act_t *dout, const float *lse, const float *delta, const act_t *q,
-    const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,
-    const int *q_seq, long long Tq, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g)
-{
-    fat5_attn_bwd_dq_pe<FAT5_PE_FIRE, true>(FAT5_ATTN_ARGS_DQ);
-}
+FAT5_ATTN_DQ_ENTRY(fat5_attn_bwd_dq, FAT5_PE_TABLE, false)
+FAT5_ATTN_DQ_ENTRY(fat5_attn_bwd_dq_pat, FAT5_PE_TABLE, true)
+FAT5_ATTN_DQ_ENTRY(fat5_attn_bwd_dq_alibi, FAT5_PE_ALIBI, false)
+FAT5_ATTN_DQ_ENTRY(fat5_attn_bwd_dq_alibi_pat, FAT5_PE_ALIBI, true)
+FAT5_ATTN_DQ_ENTRY(fat5_attn_bwd_dq_fire, FAT5_PE_FIRE, false)
+FAT5_ATTN_DQ_ENTRY(fat5_attn_bwd_dq_fire_pat, FAT5_PE_FIRE, true)
 
 template <int PE, bool PAT>
 __device__ __forceinline__ void fat5_attn_bwd_dkv_pe(act_t *dk_, act_t *dv, const act_t *dout, const float *lse,
@@ -1873,53 +1818,12 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_pe(act_t *dk_, act_t *dv, cons
 // 256 (tiled); T5: plus (nb + max_distance) * 4 bytes for the tables; FIRE: plus 16 W bytes for
 // the MLP rows (after the rows, rounded up to 16 bytes). CPU twin: fat5__cpu_attn_bwd_dkv.
 // fat5_attn_bwd_dkv_alibi, _fire, and the three _pat entry points: as fat5_attn_fwd's.
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dkv(
-    act_t *dk_, act_t *dv, const act_t *dout, const float *lse, const float *delta, const act_t *q,
-    const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,
-    const int *k_seq, long long Tk, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g)
-{
-    fat5_attn_bwd_dkv_pe<FAT5_PE_TABLE, false>(FAT5_ATTN_ARGS_DKV);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dkv_pat(
-    act_t *dk_, act_t *dv, const act_t *dout, const float *lse, const float *delta, const act_t *q,
-    const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,
-    const int *k_seq, long long Tk, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g)
-{
-    fat5_attn_bwd_dkv_pe<FAT5_PE_TABLE, true>(FAT5_ATTN_ARGS_DKV);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dkv_alibi(
-    act_t *dk_, act_t *dv, const act_t *dout, const float *lse, const float *delta, const act_t *q,
-    const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,
-    const int *k_seq, long long Tk, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g)
-{
-    fat5_attn_bwd_dkv_pe<FAT5_PE_ALIBI, false>(FAT5_ATTN_ARGS_DKV);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dkv_alibi_pat(
-    act_t *dk_, act_t *dv, const act_t *dout, const float *lse, const float *delta, const act_t *q,
-    const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,
-    const int *k_seq, long long Tk, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g)
-{
-    fat5_attn_bwd_dkv_pe<FAT5_PE_ALIBI, true>(FAT5_ATTN_ARGS_DKV);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dkv_fire(
-    act_t *dk_, act_t *dv, const act_t *dout, const float *lse, const float *delta, const act_t *q,
-    const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,
-    const int *k_seq, long long Tk, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g)
-{
-    fat5_attn_bwd_dkv_pe<FAT5_PE_FIRE, false>(FAT5_ATTN_ARGS_DKV);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 2) fat5_attn_bwd_dkv_fire_pat(
-    act_t *dk_, act_t *dv, const act_t *dout, const float *lse, const float *delta, const act_t *q,
-    const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,
-    const int *k_seq, long long Tk, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g)
-{
-    fat5_attn_bwd_dkv_pe<FAT5_PE_FIRE, true>(FAT5_ATTN_ARGS_DKV);
-}
+FAT5_ATTN_DKV_ENTRY(fat5_attn_bwd_dkv, FAT5_PE_TABLE, false)
+FAT5_ATTN_DKV_ENTRY(fat5_attn_bwd_dkv_pat, FAT5_PE_TABLE, true)
+FAT5_ATTN_DKV_ENTRY(fat5_attn_bwd_dkv_alibi, FAT5_PE_ALIBI, false)
+FAT5_ATTN_DKV_ENTRY(fat5_attn_bwd_dkv_alibi_pat, FAT5_PE_ALIBI, true)
+FAT5_ATTN_DKV_ENTRY(fat5_attn_bwd_dkv_fire, FAT5_PE_FIRE, false)
+FAT5_ATTN_DKV_ENTRY(fat5_attn_bwd_dkv_fire_pat, FAT5_PE_FIRE, true)
 
 // fat5_fire_reduce(float *g, const float *shares[H, 3W+3], int H, int W): FIRE's gradient block g
 // (fp32, FAT5__FIRE_NUMEL(H, W) floats: w1[W] | b1[W] | w2[H, W] | b2[H] | c | L_multiplier) +=
