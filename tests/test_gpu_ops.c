@@ -1214,7 +1214,7 @@ static void t_gpu_attn_posenc(fat5_test *T) {
         tg_attn_cases(&g, cfgs, sizeof cfgs / sizeof cfgs[0], kinds, sizeof kinds / sizeof kinds[0], &rng);
         // the launchers' checks: a scheme in cross-attention, ALiBi with FIRE, asymmetric ALiBi
         // without the bidirectional mask or with an odd head count, FIRE without its parameters,
-        // unknown bits; asymmetric ALiBi in decoding
+        // bit 64 alone (transient-global keys without a window); asymmetric ALiBi in decoding
         FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2, 8,
                                          FAT5__ATTN_CROSS | FAT5__ATTN_ALIBI, 0, 0, 0, 0) == FAT5_ERR_INVALID_ARG);
         FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 2, 8,
