@@ -774,6 +774,65 @@ FAT5_API fat5_status fat5_decoder_step(fat5_decoder *d, const int32_t *tokens, c
 FAT5_API fat5_status fat5_decoder_reorder(fat5_decoder *d, const int32_t *src);
 FAT5_API int64_t fat5_decoder_position(const fat5_decoder *d);   // tokens consumed by each live row
 
+// ---------------------------------------------------------------------------------------------
+// Tokenizers (text). A checkpoint's own tokenizer, read from its files, giving the ids the Python
+// libraries give:
+//   - tokenizer.json (Hugging Face `tokenizers`): read as that library reads it. Normalizers
+//     Precompiled, Replace (a string, or a regex of literal characters with quantifiers, as in
+//     T5 files), Strip, Prepend, Lowercase, NFC / NFD / NFKC / NFKD, Sequence; pre-tokenizers
+//     Metaspace (prepend_scheme always / first / never, or the older add_prefix_space),
+//     WhitespaceSplit, ByteLevel (GPT-2's split and byte alphabet), Sequence; models Unigram and
+//     BPE (merges, byte fallback, unknown fusing, subword prefix / suffix); post-processors
+//     TemplateProcessing, ByteLevel, Sequence; decoders Metaspace, ByteLevel, ByteFallback, Fuse,
+//     Strip, Replace, Sequence; added tokens (special or not, lstrip / rstrip / single_word /
+//     normalized), matched in the text before normalisation. Anything else is refused with
+//     FAT5_ERR_UNSUPPORTED naming it, never ignored.
+//   - spiece.model (SentencePiece): Unigram and BPE models, the precompiled normalisation charsmap,
+//     user-defined pieces, byte fallback, encoded and decoded as the `sentencepiece` library does
+//     (its whitespace rules differ from `tokenizers`': each file kind follows its own library).
+//     A model with an EOS piece gets it appended (the T5 tokenizers' convention), unless
+//     FAT5_TOKENIZE_NO_SPECIAL.
+// Text that is not valid UTF-8 is taken as the libraries take it: each invalid byte becomes U+FFFD
+// for sentencepiece; for tokenizer.json, Python's bytes.decode("utf-8", "replace") (one U+FFFD per
+// maximal invalid subsequence). A tokenizer belongs to its context (one thread at a time, like the
+// context) and keeps scratch buffers, so repeated calls do not allocate per character.
+typedef struct fat5_tokenizer fat5_tokenizer;
+
+enum {
+    FAT5_TOKENIZE_NO_SPECIAL = 1,     // fat5_tokenize: no post-processor (no EOS / template tokens)
+    FAT5_DETOKENIZE_SKIP_SPECIAL = 2  // fat5_detokenize: leave special (control) tokens out
+};
+
+// path: a file (tokenizer.json, or a SentencePiece .model), or a directory holding tokenizer.json
+// (preferred) or spiece.model / tokenizer.model.
+FAT5_API fat5_status fat5_tokenizer_load(fat5_ctx *ctx, const char *path, fat5_tokenizer **out);
+// The same from bytes in memory; is_json: 1 for tokenizer.json, 0 for a SentencePiece model.
+FAT5_API fat5_status fat5_tokenizer_from_memory(fat5_ctx *ctx, const void *data, size_t len, int is_json,
+                                                fat5_tokenizer **out);
+FAT5_API void fat5_tokenizer_destroy(fat5_tokenizer *t);
+// Text to ids. pair (NULL: none) is the second sequence of a pair template. *ids is allocated with
+// the context's allocator (release it with fat5_free); *n_ids gets its length.
+FAT5_API fat5_status fat5_tokenize(fat5_tokenizer *t, const char *text, size_t len, const char *pair,
+                                   size_t pair_len, int flags, int32_t **ids, int64_t *n_ids);
+// Ids to UTF-8 text, NUL-terminated, allocated like fat5_tokenize's ids; *len (may be NULL) gets
+// its length. An id outside the vocabulary is FAT5_ERR_INVALID_ARG.
+FAT5_API fat5_status fat5_detokenize(fat5_tokenizer *t, const int32_t *ids, int64_t n, int flags, char **text,
+                                     size_t *len);
+// Vocabulary size: the model's pieces and the added tokens (the largest id + 1).
+FAT5_API int64_t fat5_tokenizer_vocab_size(const fat5_tokenizer *t);
+// A piece's text (borrowed; NULL outside the vocabulary) and a text's id (-1 when none).
+FAT5_API const char *fat5_tokenizer_id_to_piece(const fat5_tokenizer *t, int32_t id);
+FAT5_API int32_t fat5_tokenizer_piece_to_id(const fat5_tokenizer *t, const char *piece);
+// The ids of the end-of-sequence and padding tokens (-1 when the tokenizer has none); T5's
+// "</s>" and "<pad>", or SentencePiece's trainer settings.
+FAT5_API int32_t fat5_tokenizer_eos_id(const fat5_tokenizer *t);
+FAT5_API int32_t fat5_tokenizer_pad_id(const fat5_tokenizer *t);
+// A packed batch from texts: row i's encoder input is fat5_tokenize(inputs[i]) with the
+// post-processor (EOS appended); targets (NULL: no labels) give the labels the same way. Release
+// with fat5_batch_free.
+FAT5_API fat5_status fat5_batch_from_texts(fat5_tokenizer *t, const char *const *inputs,
+                                           const char *const *targets, int64_t n, fat5_batch *out);
+
 #ifdef __cplusplus
 }
 #endif
@@ -2019,6 +2078,11 @@ static fat5_status fat5__open_regular(fat5_ctx *ctx, const char *path, FILE **ou
     *out = fp;
     return FAT5_OK;
 #endif
+}
+
+static int fat5__is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 // Reads a whole regular file into a NUL-terminated buffer (free with fat5__free). FAT5_ERR_IO when
@@ -10372,10 +10436,6 @@ FAT5_API fat5_status fat5_st_write(fat5_ctx *ctx, const char *path, const fat5_s
 // =============================================================================================
 // ==[6.3] io: Hugging Face checkpoint directories ==
 
-static int fat5__is_dir(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
 // Creates dir unless it exists (one level; the parent must exist).
 static fat5_status fat5__mkdir(fat5_ctx *ctx, const char *dir) {
     if (fat5__is_dir(dir)) return FAT5_OK;
