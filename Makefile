@@ -12,7 +12,7 @@ TESTSRC  = tests/test_main.c tests/fat5_test.h $(wildcard tests/test_*.c)
 TOOLS    = tools/fat5_inspect tools/fat5_forward tools/fat5_init tools/pretokenize tools/plot_metrics
 EXAMPLES = examples/quickstart examples/gpu_step examples/train examples/generate
 
-.PHONY: all train bench fuzz check-toc test test-asan test-quick test-cpp test-tools test-abi test-nocuda test-options check-embed check-kernels embed clean
+.PHONY: all train bench fuzz check-toc test test-asan test-quick test-cpp test-tools test-abi test-nocuda test-options check-embed check-kernels check-unicode embed clean
 
 all: $(TOOLS) $(EXAMPLES)
 
@@ -63,6 +63,11 @@ check-embed: tools/embed_kernels
 	@tools/embed_kernels build/fat5_kernels.cuh.check $(KERNELS) 2>/dev/null || { mkdir -p build && tools/embed_kernels build/fat5_kernels.cuh.check $(KERNELS); }
 	@cmp -s build/fat5_kernels.cuh.check fat5_kernels.cuh || { echo "fat5_kernels.cuh is stale: run make embed"; exit 1; }
 	@echo "check-embed: fat5_kernels.cuh matches kernels/"
+
+# the Unicode tables of fat5.h ([8.1]) against tools/gen_unicode.py and the UCD (Debian unicode-data)
+check-unicode:
+	@if [ -f /usr/share/unicode/UnicodeData.txt ]; then python3 tools/gen_unicode.py --check --fixtures; \
+	else echo "check-unicode: SKIP (no /usr/share/unicode; apt-get install unicode-data)"; fi
 
 # compiles every kernel file with NVRTC for sm_80 and sm_90; needs the CUDA toolkit, not a GPU
 check-kernels: tools/check_kernels
@@ -136,7 +141,7 @@ test-quick: tests/run_tests_quick
 check-toc:
 	tools/check_toc.sh fat5.h
 
-test: check-toc check-embed check-kernels test-abi all test-cpp test-nocuda test-options test-tools tests/run_tests
+test: check-toc check-embed check-unicode check-kernels test-abi all test-cpp test-nocuda test-options test-tools tests/run_tests
 	tests/run_tests
 
 test-asan: tests/run_tests_asan
