@@ -21,6 +21,7 @@
 #include "test_generate.c"
 #include "test_longt5.c"     // after test_decode.c: reuses its inputs and forward
 #include "test_unicode.c"
+#include "test_tokenizer.c"
 #ifndef FAT5_NO_CUDA
 #include "test_gpu_dev.c"
 #include "test_gpu_ops.c"
@@ -44,6 +45,7 @@ static const fat5_test_case fat5_cases[] = {
     FAT5_TESTS_DECODE(FAT5_TEST_ENTRY)
     FAT5_TESTS_GENERATE(FAT5_TEST_ENTRY)
     FAT5_TESTS_UNICODE(FAT5_TEST_ENTRY)
+    FAT5_TESTS_TOKENIZER(FAT5_TEST_ENTRY)
     FAT5_TESTS_GPU_DEV(FAT5_TEST_ENTRY)
     FAT5_TESTS_GPU_OPS(FAT5_TEST_ENTRY)
     FAT5_TESTS_GPU_MODEL(FAT5_TEST_ENTRY)
