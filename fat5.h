@@ -16353,6 +16353,7 @@ static fat5_status fat5__hf_norm_step(fat5_tokenizer *t, const fat5__tstep *st, 
     b->n = 0;
     ob->n = 0;
     if (!fat5__tbuf_put(t->ctx, b, "", 0)) goto oom;
+    if (n == 0) return FAT5_OK;
     switch (st->kind) {
     case FAT5__N_PRECOMPILED:   // per grapheme cluster (under 6 bytes), else per character; first rule
         while (i < n) {

@@ -169,6 +169,172 @@ static void t_tokenizer_parity_real(fat5_test *T) {
     tk_check_file(T, "tests/data/tokenizers/real.json", dir);
 }
 
-static void t_tokenizer_bad_files(fat5_test *T) { (void)T; }
-static void t_tokenizer_api(fat5_test *T) { (void)T; }
-static void t_tokenizer_batch(fat5_test *T) { (void)T; }
+// a JSON tokenizer from text: the status, and the message must hold want
+static void tk_bad_json(fat5_test *T, const char *json, fat5_status want_st, const char *want) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_tokenizer *tok = NULL;
+    fat5_status st = fat5_tokenizer_from_memory(ctx, json, strlen(json), 1, &tok);
+    FAT5_CHECK_MSG(T, st == want_st && !tok && strstr(fat5_last_error(ctx), want),
+                   "%s -> %s '%s' (want %s, '%s')", json, fat5_status_string(st), fat5_last_error(ctx),
+                   fat5_status_string(want_st), want);
+    fat5_tokenizer_destroy(tok);
+}
+
+// loads a (damaged) file; when it loads, it must tokenize and decode without fault
+static void tk_load_any(fat5_test *T, const char *data, size_t len, int is_json) {
+    static const char *texts[] = {"Hello world", " a  b\t\xc3\xa9\xe2\x80\x8d\xf0\x9f\x98\x80 ", "\xff\xc3", ""};
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_tokenizer *tok = NULL;
+    fat5_status st = fat5_tokenizer_from_memory(ctx, data, len, is_json, &tok);
+    size_t i;
+    if (st != FAT5_OK) {
+        FAT5_CHECK_MSG(T, (st == FAT5_ERR_FORMAT || st == FAT5_ERR_UNSUPPORTED) && fat5_last_error(ctx)[0] && !tok,
+                       "a damaged file: %s '%s'", fat5_status_string(st), fat5_last_error(ctx));
+        return;
+    }
+    for (i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        int32_t *ids = NULL;
+        int64_t n = 0;
+        char *out = NULL;
+        if (fat5_tokenize(tok, texts[i], strlen(texts[i]), NULL, 0, 0, &ids, &n) == FAT5_OK) {
+            fat5_status d = fat5_detokenize(tok, ids, n, 0, &out, NULL);
+            FAT5_CHECK_MSG(T, d == FAT5_OK, "decode of its own ids: %s", fat5_last_error(ctx));
+        }
+        fat5_free(ctx, ids);
+        fat5_free(ctx, out);
+    }
+    fat5_tokenizer_destroy(tok);
+}
+
+static void t_tokenizer_bad_files(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    char *spm = NULL, *js = NULL;
+    size_t spm_len = 0, js_len = 0, cut;
+    uint64_t r = 88172645463325252ull;
+    int i;
+    // tokenizer.json: a missing model, unknown types (named), bad members
+    tk_bad_json(T, "{}", FAT5_ERR_FORMAT, "no \"model\"");
+    tk_bad_json(T, "[1, 2]", FAT5_ERR_FORMAT, "not a JSON object");
+    tk_bad_json(T, "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0}}}", FAT5_ERR_UNSUPPORTED, "unsupported: model type WordPiece");
+    tk_bad_json(T, "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0]]}, \"normalizer\": {\"type\": \"BertNormalizer\"}}",
+                FAT5_ERR_UNSUPPORTED, "unsupported: BertNormalizer");
+    tk_bad_json(T, "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0]]}, \"pre_tokenizer\": {\"type\": \"Digits\"}}",
+                FAT5_ERR_UNSUPPORTED, "unsupported: Digits");
+    tk_bad_json(T, "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0]]}, \"decoder\": {\"type\": \"CTC\"}}",
+                FAT5_ERR_UNSUPPORTED, "unsupported: CTC");
+    tk_bad_json(T, "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0]]}, \"post_processor\": {\"type\": \"BertProcessing\"}}",
+                FAT5_ERR_UNSUPPORTED, "unsupported: post_processor BertProcessing");
+    tk_bad_json(T, "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0]]}, \"normalizer\": {\"type\": \"Replace\", "
+                "\"pattern\": {\"Regex\": \"[a-z]+\"}, \"content\": \"x\"}}", FAT5_ERR_UNSUPPORTED, "unsupported: Replace regex");
+    tk_bad_json(T, "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", \"zero\"]]}}", FAT5_ERR_FORMAT, "model.vocab[0] must be [piece, score]");
+    tk_bad_json(T, "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0]], \"unk_id\": 5}}", FAT5_ERR_FORMAT, "'unk_id' must be an integer in 0 .. 0");
+    tk_bad_json(T, "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0]]}, \"normalizer\": {\"type\": \"Precompiled\", "
+                "\"precompiled_charsmap\": \"####\"}}", FAT5_ERR_FORMAT, "not base64");
+    tk_bad_json(T, "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1}, \"merges\": [\"a b\"]}}", FAT5_ERR_FORMAT,
+                "model.merges[0]: the merged piece is not in the vocabulary");
+    tk_bad_json(T, "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0]]}, \"truncation\": {\"max_length\": 8}}",
+                FAT5_ERR_UNSUPPORTED, "unsupported: truncation");
+    // a SentencePiece ModelProto: wrong wire types name the field; not a model at all
+    {
+        static const unsigned char bad_score[] = {0x0a, 0x05, 0x0a, 0x01, 'a', 0x10, 0x01};   // pieces[0].score as a varint
+        static const unsigned char trunc[] = {0x0a, 0x09, 0x0a, 0x01};                        // a length past the end
+        fat5_tokenizer *tok = NULL;
+        FAT5_CHECK(T, fat5_tokenizer_from_memory(ctx, bad_score, sizeof bad_score, 0, &tok) == FAT5_ERR_FORMAT &&
+                          strstr(fat5_last_error(ctx), "pieces[0]") && strstr(fat5_last_error(ctx), "expected fixed32"));
+        FAT5_CHECK(T, fat5_tokenizer_from_memory(ctx, trunc, sizeof trunc, 0, &tok) == FAT5_ERR_FORMAT &&
+                          strstr(fat5_last_error(ctx), "length past the end"));
+        FAT5_CHECK(T, fat5_tokenizer_from_memory(ctx, "hello", 5, 0, &tok) == FAT5_ERR_FORMAT && !tok);
+        FAT5_CHECK(T, fat5_tokenizer_load(ctx, "tests/data/tokenizers/nonexistent", &tok) == FAT5_ERR_IO && !tok);
+    }
+    // every prefix (in steps) and random byte flips of two real files: a clear error or a tokenizer that works
+    FAT5_REQUIRE_OK(T, fat5__read_file(ctx, "tests/data/tokenizers/mt5bf/spiece.model", (size_t)1 << 24, &spm, &spm_len));
+    FAT5_REQUIRE_OK(T, fat5__read_file(ctx, "tests/data/tokenizers/bytebpe/tokenizer.json", (size_t)1 << 24, &js, &js_len));
+    for (cut = 0; cut < spm_len; cut += 61) tk_load_any(T, spm, cut, 0);
+    for (cut = 0; cut < js_len; cut += 997) tk_load_any(T, js, cut, 1);
+    for (i = 0; i < 300; i++) {
+        size_t at;
+        unsigned char old;
+        r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+        at = (size_t)(r % spm_len);
+        old = (unsigned char)spm[at];
+        spm[at] = (char)(old ^ (1u << (r >> 40 & 7)));
+        tk_load_any(T, spm, spm_len, 0);
+        spm[at] = (char)old;
+    }
+    fat5__free(ctx, spm);
+    fat5__free(ctx, js);
+}
+
+static void t_tokenizer_api(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_tokenizer *js = NULL, *sp = NULL;
+    int32_t *ids = NULL, bad = 5000;
+    int64_t n = 0;
+    char *text = NULL;
+    size_t len = 0;
+    FAT5_REQUIRE_OK(T, fat5_tokenizer_load(ctx, "tests/data/tokenizers/t5uni", &js));   // the directory: tokenizer.json
+    FAT5_REQUIRE_OK(T, fat5_tokenizer_load(ctx, "tests/data/tokenizers/t5uni/spiece.model", &sp));
+    FAT5_CHECK(T, fat5_tokenizer_vocab_size(js) == 1100 && fat5_tokenizer_vocab_size(sp) == 1000);   // 100 sentinels
+    FAT5_CHECK(T, fat5_tokenizer_eos_id(js) == 1 && fat5_tokenizer_eos_id(sp) == 1);
+    FAT5_CHECK(T, fat5_tokenizer_pad_id(js) == 0 && fat5_tokenizer_pad_id(sp) == 0);
+    FAT5_CHECK(T, fat5_tokenizer_piece_to_id(js, "<extra_id_0>") == 1099 && fat5_tokenizer_piece_to_id(sp, "<unk>") == 2);
+    FAT5_CHECK(T, fat5_tokenizer_id_to_piece(js, 1099) && strcmp(fat5_tokenizer_id_to_piece(js, 1099), "<extra_id_0>") == 0);
+    FAT5_CHECK(T, fat5_tokenizer_id_to_piece(js, 1100) == NULL && fat5_tokenizer_id_to_piece(sp, -1) == NULL);
+    FAT5_CHECK(T, fat5_tokenizer_piece_to_id(sp, "no such piece") == -1);
+    // an empty text is EOS alone (with the post-processor) or nothing
+    FAT5_REQUIRE_OK(T, fat5_tokenize(js, "", 0, NULL, 0, 0, &ids, &n));
+    FAT5_CHECK(T, n == 1 && ids[0] == 1);
+    fat5_free(ctx, ids);
+    FAT5_REQUIRE_OK(T, fat5_tokenize(sp, "", 0, NULL, 0, FAT5_TOKENIZE_NO_SPECIAL, &ids, &n));
+    FAT5_CHECK(T, n == 0 && ids != NULL);
+    fat5_free(ctx, ids);
+    // a round trip of plain text, and a sentinel kept or skipped
+    FAT5_REQUIRE_OK(T, fat5_tokenize(js, "The cat sat <extra_id_0>.", 25, NULL, 0, 0, &ids, &n));
+    FAT5_REQUIRE_OK(T, fat5_detokenize(js, ids, n, FAT5_DETOKENIZE_SKIP_SPECIAL, &text, &len));
+    FAT5_CHECK_MSG(T, strcmp(text, "The cat sat .") == 0 && len == strlen(text), "got '%s'", text);
+    fat5_free(ctx, text);
+    FAT5_REQUIRE_OK(T, fat5_detokenize(js, ids, n, 0, &text, &len));
+    // as tokenizers decodes it: the text after the sentinel was its own segment, with its own U+2581
+    FAT5_CHECK_MSG(T, strcmp(text, "The cat sat<extra_id_0> .</s>") == 0, "got '%s'", text);
+    fat5_free(ctx, text);
+    fat5_free(ctx, ids);
+    // errors: ids outside the vocabulary, NULL arguments
+    FAT5_CHECK(T, fat5_detokenize(sp, &bad, 1, 0, &text, &len) == FAT5_ERR_INVALID_ARG && text == NULL &&
+                      strstr(fat5_last_error(ctx), "outside the vocabulary"));
+    FAT5_CHECK(T, fat5_tokenize(sp, NULL, 3, NULL, 0, 0, &ids, &n) == FAT5_ERR_INVALID_ARG);
+    FAT5_CHECK(T, fat5_tokenize(NULL, "a", 1, NULL, 0, 0, &ids, &n) == FAT5_ERR_INVALID_ARG);
+    fat5_tokenizer_destroy(js);
+    FAT5_CHECK(T, fat5_tokenizer_load(ctx, NULL, &js) == FAT5_ERR_INVALID_ARG && js == NULL);
+    fat5_tokenizer_destroy(NULL);
+    fat5_tokenizer_destroy(sp);
+}
+
+static void t_tokenizer_batch(fat5_test *T) {
+    static const char *in[] = {"translate: a cat", "", "The quick brown fox"}, *tg[] = {"un chat", "x", ""};
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_tokenizer *tok = NULL;
+    fat5_batch b, nb;
+    int i;
+    FAT5_REQUIRE_OK(T, fat5_tokenizer_load(ctx, "tests/data/tokenizers/t5uni/spiece.model", &tok));
+    FAT5_REQUIRE_OK(T, fat5_batch_from_texts(tok, in, tg, 3, &b));
+    FAT5_CHECK(T, b.n_seq == 3 && b.enc_cu_seqlens[0] == 0 && b.dec_cu_seqlens[0] == 0 && b.labels && !b.dec_tokens);
+    for (i = 0; i < 3; i++) {   // each row is the text's own tokenization, EOS last
+        int w;
+        for (w = 0; w < 2; w++) {
+            int32_t *ids = NULL;
+            int64_t n = 0;
+            const int32_t *cu = w ? b.dec_cu_seqlens : b.enc_cu_seqlens, *t = w ? b.labels : b.enc_tokens;
+            const char *s = w ? tg[i] : in[i];
+            FAT5_REQUIRE_OK(T, fat5_tokenize(tok, s, strlen(s), NULL, 0, 0, &ids, &n));
+            FAT5_CHECK(T, cu[i + 1] - cu[i] == n && memcmp(t + cu[i], ids, (size_t)n * sizeof *ids) == 0 && ids[n - 1] == 1);
+            fat5_free(ctx, ids);
+        }
+    }
+    FAT5_CHECK(T, b.n_enc_tokens == b.enc_cu_seqlens[3] && b.n_dec_tokens == b.dec_cu_seqlens[3]);
+    fat5_batch_free(ctx, &b);
+    FAT5_REQUIRE_OK(T, fat5_batch_from_texts(tok, in, NULL, 3, &nb));   // inputs only
+    FAT5_CHECK(T, nb.n_seq == 3 && !nb.labels && nb.n_dec_tokens == 0 && nb.dec_cu_seqlens[3] == 0);
+    fat5_batch_free(ctx, &nb);
+    FAT5_CHECK(T, fat5_batch_from_texts(tok, in, NULL, -1, &nb) == FAT5_ERR_INVALID_ARG);
+    fat5_tokenizer_destroy(tok);
+}
