@@ -779,7 +779,7 @@ FAT5_API int64_t fat5_decoder_position(const fat5_decoder *d);   // tokens consu
 // libraries give:
 //   - tokenizer.json (Hugging Face `tokenizers`): read as that library reads it. Normalizers
 //     Precompiled, Replace (a string, or a regex of literal characters with quantifiers, as in
-//     T5 files), Strip, Prepend, Lowercase, NFC / NFD / NFKC / NFKD, Sequence; pre-tokenizers
+//     T5 files), Strip, Prepend, NFC / NFD / NFKC / NFKD, Sequence; pre-tokenizers
 //     Metaspace (prepend_scheme always / first / never, or the older add_prefix_space),
 //     WhitespaceSplit, ByteLevel (GPT-2's split and byte alphabet), Sequence; models Unigram and
 //     BPE (merges, byte fallback, unknown fusing, subword prefix / suffix); post-processors
@@ -14736,7 +14736,7 @@ enum { FAT5__SP_NORMAL = 1, FAT5__SP_UNKNOWN = 2, FAT5__SP_CONTROL = 3, FAT5__SP
 
 // normalizers, pre-tokenizers and decoders of a tokenizer.json, each a flat list (a Sequence
 // inside a Sequence is spliced in order)
-enum { FAT5__N_PRECOMPILED = 1, FAT5__N_REPLACE, FAT5__N_STRIP, FAT5__N_PREPEND, FAT5__N_LOWERCASE, FAT5__N_NFC,
+enum { FAT5__N_PRECOMPILED = 1, FAT5__N_REPLACE, FAT5__N_STRIP, FAT5__N_PREPEND, FAT5__N_NFC,
        FAT5__N_NFD, FAT5__N_NFKC, FAT5__N_NFKD };
 enum { FAT5__P_METASPACE = 1, FAT5__P_WHITESPACE_SPLIT, FAT5__P_BYTELEVEL };
 enum { FAT5__D_METASPACE = 1, FAT5__D_BYTELEVEL, FAT5__D_BYTEFALLBACK, FAT5__D_FUSE, FAT5__D_STRIP, FAT5__D_REPLACE };
@@ -14804,8 +14804,8 @@ struct fat5_tokenizer {
     int n_tmpl[2];
     fat5__ubuf tmpl_ids;
     // scratch, reused by every call
-    fat5__tbuf s0, s1, s2, s3;
-    fat5__ubuf o0, o1, o2, o3, ids, spl, spl2;
+    fat5__tbuf s0, s1, s2, s3, sn;
+    fat5__ubuf o0, o1, o2, o3, on, ids, spl, spl2;
     void *lat;                 // lattice: best scores, starts and ids
     size_t lat_cap;
 };
@@ -14848,6 +14848,8 @@ FAT5_API void fat5_tokenizer_destroy(fat5_tokenizer *t) {
     fat5__free(ctx, t->s1.p);
     fat5__free(ctx, t->s2.p);
     fat5__free(ctx, t->s3.p);
+    fat5__free(ctx, t->sn.p);
+    fat5__free(ctx, t->on.p);
     fat5__free(ctx, t->o0.p);
     fat5__free(ctx, t->o1.p);
     fat5__free(ctx, t->o2.p);
@@ -16435,8 +16437,8 @@ oom:
 // the normalizer chain on s[0..n) (original offsets orig0 + i) -> (out, orig)
 static fat5_status fat5__hf_normalize(fat5_tokenizer *t, const char *s, size_t n, uint32_t orig0, fat5__tbuf *out,
                                       fat5__ubuf *orig) {
-    fat5__tbuf tb = {0, 0, 0};
-    fat5__ubuf to = {0, 0, 0};
+    fat5__tbuf tb = t->sn;   // the other buffer of the pair, kept by the tokenizer
+    fat5__ubuf to = t->on;
     fat5_status st = FAT5_OK;
     size_t i;
     int k;
@@ -16452,8 +16454,8 @@ static fat5_status fat5__hf_normalize(fat5_tokenizer *t, const char *s, size_t n
         xb = *out; *out = tb; tb = xb;
         xo = *orig; *orig = to; to = xo;
     }
-    fat5__free(t->ctx, tb.p);
-    fat5__free(t->ctx, to.p);
+    t->sn = tb;
+    t->on = to;
     return st;
 }
 
