@@ -15182,6 +15182,9 @@ static fat5_status fat5__spm_load(fat5_tokenizer *t, const char *what, const uns
         i++;
     }
     if (t->unk_id < 0) return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: ModelProto: no piece of type UNKNOWN", what);
+    for (i = 0; t->model == FAT5__TM_BPE && i < t->n_pieces; i++)   // sentencepiece splits them back by merge history
+        if (t->type[i] == FAT5__SP_UNUSED)
+            return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: unsupported: UNUSED pieces in a BPE model", what);
     if (!fat5__pool_add(t, sp.has_unk_surface ? (const char *)sp.unk_surface : " \xE2\x81\x87 ",
                         sp.has_unk_surface ? sp.unk_surface_len : 5, &t->unk_surface))
         return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
