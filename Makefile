@@ -152,7 +152,7 @@ test-asan: tests/run_tests_asan
 # timeout fails. New findings are written to build/fuzz/crash-<target>-*.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 30
-FUZZ_TARGETS  = safetensors config index batch model_dir
+FUZZ_TARGETS  = safetensors config index batch model_dir tokenizer
 FUZZ_FLAGS    = -std=c99 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                 -fno-omit-frame-pointer \
                 -DFUZZ_DATA_DIR='"$(CURDIR)/tests/data/t5_v10_relu_tied"'
@@ -166,7 +166,7 @@ build/fuzz/make_seeds: tests/fuzz/make_seeds.c tests/fuzz/fuzz_util.h fat5.h
 	@mkdir -p build/fuzz
 	$(CC) -std=c99 $(WARN) -O1 -g -DFUZZ_DATA_DIR='"$(CURDIR)/tests/data/t5_v10_relu_tied"' -o $@ $< -lm -lpthread
 
-build/fuzz/seeds.stamp: build/fuzz/make_seeds $(wildcard tests/data/*/*)
+build/fuzz/seeds.stamp: build/fuzz/make_seeds $(wildcard tests/data/*/*) $(wildcard tests/data/tokenizers/*/*)
 	build/fuzz/make_seeds build/fuzz $(patsubst %/,%,$(sort $(dir $(wildcard tests/data/*/config.json))))
 	@touch $@
 

@@ -3,7 +3,8 @@
 // creates OUT_DIR/corpus_<target>/ for every target: the fixtures' model.safetensors and
 // reference.safetensors (safetensors), config.json (config), batch.json (batch), config.json +
 // FUZZ_SPLIT + model.safetensors (model_dir), and a model.safetensors.index.json generated for
-// the two-shard split of FUZZ_DATA_DIR that fuzz_index writes (index).
+// the two-shard split of FUZZ_DATA_DIR that fuzz_index writes (index), and the small tokenizer
+// fixtures of tests/data/tokenizers behind their kind byte (tokenizer).
 #define FAT5_IMPLEMENTATION
 #define FAT5_NO_CUDA
 #include "../../fat5.h"
@@ -58,7 +59,7 @@ static void write_index(fat5_ctx *ctx, const char *out, const char *fixture) {
 }
 
 int main(int argc, char **argv) {
-    static const char *const corpora[] = {"safetensors", "config", "batch", "model_dir", "index"};
+    static const char *const corpora[] = {"safetensors", "config", "batch", "model_dir", "index", "tokenizer"};
     fat5_ctx_config cc = fat5_ctx_config_default();
     fat5_ctx *ctx = NULL;
     char p[1024];
@@ -69,7 +70,7 @@ int main(int argc, char **argv) {
     }
     if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) die("out of memory", "");
     mkdir_p(argv[1]);
-    for (i = 0; i < 5; i++) {
+    for (i = 0; i < 6; i++) {
         snprintf(p, sizeof p, "%s/corpus_%s", argv[1], corpora[i]);
         mkdir_p(p);
     }
@@ -98,6 +99,19 @@ int main(int argc, char **argv) {
         free(batch);
     }
     write_index(ctx, argv[1], FUZZ_DATA_DIR);
+    {   // tokenizer files (the small ones), behind the byte that says which kind
+        static const char *const toks[] = {"mt5bf/spiece.model", "spmbpe/spiece.model", "mt5bf/tokenizer.json",
+                                           "spmbpe/tokenizer.json", "bytebpe/tokenizer.json", "uniseq/tokenizer.json"};
+        for (i = 0; i < 6; i++) {
+            char dir[1024], name[64], kind = (char)(strstr(toks[i], ".json") ? 1 : 0), *s;
+            size_t len;
+            snprintf(dir, sizeof dir, "%s/../tokenizers", FUZZ_DATA_DIR);
+            s = slurp(dir, toks[i], &len);
+            snprintf(name, sizeof name, "tok%d", i);
+            put(argv[1], "tokenizer", name, &kind, 1, s, len);
+            free(s);
+        }
+    }
     fat5_ctx_destroy(ctx);
     return 0;
 }
