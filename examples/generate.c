@@ -4,10 +4,15 @@
 //     examples/generate path/to/byt5-model "The capital of France is"      # byte-level text
 //     examples/generate path/to/model --ids 3,17,5 --ids 8,1 --print-ids     # token ids, one row each
 //     examples/generate path/to/model --device gpu --num-beams 4 --text "..."
+//     examples/generate path/to/t5-model --tokenizer path/to/t5-model "translate English to German: Hi"
 //
 // Text is tokenized as ByT5 does (id = byte + 3; pad 0, eos 1, unk 2) and every input row ends
-// with EOS, as the T5 tokenizers add it. Continuations of text are printed as text, else as ids;
-// --print-ids prints only the generated ids, one line per output sequence. The options start from
+// with EOS, as the T5 tokenizers add it. --tokenizer PATH (a tokenizer.json, a SentencePiece
+// .model, or a directory holding one, e.g. the checkpoint's) tokenizes text with that tokenizer
+// instead (fat5_tokenize, its post-processor appending EOS) and prints continuations with
+// fat5_detokenize, special tokens left out; its vocabulary must not be larger than the model's.
+// Continuations of text are printed as text, one line each (newlines and control characters
+// escaped), else as ids; --print-ids prints only the generated ids, one line per output sequence. The options start from
 // the checkpoint's generation_config.json (when it has one) and Hugging Face's defaults; --help
 // lists them. The time of the generation alone goes to stderr as
 // "generate: N tokens in S s (R tokens/s)" (--warmup and --repeat for benchmarks).
@@ -24,6 +29,8 @@ static const char usage[] =
     "usage: generate CHECKPOINT_DIR [TEXT...] [options]\n"
     "input (each TEXT, --text or --ids is one row; EOS is appended to every row):\n"
     "  TEXT, --text TEXT            UTF-8 text, byte-level ids (byte + 3); output printed as text\n"
+    "  --tokenizer PATH             tokenize TEXT with tokenizer.json / spiece.model (a file or a\n"
+    "                               directory), print the output with it (special tokens left out)\n"
     "  --ids 3,17,5                 token ids; output printed as ids\n"
     "decoding (Hugging Face's names and defaults, or the checkpoint's generation_config.json):\n"
     "  --max-new-tokens N           tokens generated per sequence at most (EOS included)\n"
@@ -51,7 +58,7 @@ static const char usage[] =
 static const char known[] =
     " --max-new-tokens --min-new-tokens --num-beams --num-return-sequences --top-k --no-repeat-ngram-size"
     " --threads --seed --warmup --repeat --length-penalty --repetition-penalty --temperature --top-p --early-stopping"
-    " --device --dtype --attention ";
+    " --device --dtype --attention --tokenizer ";
 
 static int is_known(const char *opt) {
     const char *p = strstr(known, opt);
@@ -115,27 +122,55 @@ static int parse_ids(const char *s, int32_t *tok, int64_t *n, int64_t cap, int64
     return 1;
 }
 
+// one byte of generated text, control characters escaped (one line per sequence)
+static void put_byte(int c) {
+    if (c == '\n') fputs("\\n", stdout);
+    else if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
+    else putchar(c);
+}
+
 // a generated sequence as text: bytes for ids 3..258, <id> for any other id but EOS
 static void print_text(const int32_t *t, int64_t n, int64_t eos) {
     int64_t i;
     for (i = 0; i < n; i++) {
         if (t[i] == eos) break;
-        if (t[i] >= 3 && t[i] < 259) {
-            int c = t[i] - 3;
-            if (c == '\n') fputs("\\n", stdout);
-            else if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
-            else putchar(c);
-        } else {
-            printf("<%d>", (int)t[i]);
-        }
+        if (t[i] >= 3 && t[i] < 259) put_byte(t[i] - 3);
+        else printf("<%d>", (int)t[i]);
     }
     putchar('\n');
+}
+
+// a generated sequence as text with the tokenizer (up to EOS, special tokens left out); an id the
+// model has but the tokenizer has not (a model vocabulary padded past the tokenizer's) is <id>
+static int print_detok(fat5_tokenizer *tz, fat5_ctx *ctx, const int32_t *t, int64_t n, int64_t eos) {
+    int64_t V = fat5_tokenizer_vocab_size(tz), i = 0, j;
+    while (i < n && t[i] != eos) {
+        char *text = NULL;
+        size_t len = 0, k;
+        if (t[i] < 0 || t[i] >= V) {
+            printf("<%d>", (int)t[i++]);
+            continue;
+        }
+        for (j = i; j < n && t[j] != eos && t[j] >= 0 && t[j] < V; j++) {}
+        if (fat5_detokenize(tz, t + i, j - i, FAT5_DETOKENIZE_SKIP_SPECIAL, &text, &len) != FAT5_OK) {
+            fprintf(stderr, "generate: %s\n", fat5_last_error(ctx));
+            return 0;
+        }
+        for (k = 0; k < len; k++) put_byte((unsigned char)text[k]);
+        fat5_free(ctx, text);
+        i = j;
+    }
+    putchar('\n');
+    return 1;
 }
 
 int main(int argc, char **argv) {
     fat5_ctx_config cc = fat5_ctx_config_default();
     fat5_ctx *ctx = NULL;
     fat5_model *m = NULL;
+    fat5_tokenizer *tz = NULL;
+    const char *tok_path = NULL, **texts = NULL;
+    int64_t n_texts = 0;
     fat5_generate_config g;
     fat5_generate_result res;
     const char *dir = NULL, *dtype = NULL, *attention = NULL;
@@ -153,7 +188,8 @@ int main(int argc, char **argv) {
     for (i = 1; i < argc; i++) cap += (int64_t)strlen(argv[i]) + 2;
     tok = (int32_t *)malloc((size_t)cap * sizeof(int32_t));
     cu = (int32_t *)malloc((size_t)(argc + 1) * sizeof(int32_t));
-    if (!tok || !cu) {
+    texts = (const char **)malloc((size_t)(argc + 1) * sizeof *texts);
+    if (!tok || !cu || !texts) {
         fprintf(stderr, "generate: out of memory\n");
         goto done;
     }
@@ -173,6 +209,7 @@ int main(int argc, char **argv) {
             const char *s = a[0] != '-' ? a : v;
             takes = s == v;
             if (!s) ok = 0;
+            if (s) texts[n_texts++] = s;
             for (j = 0; s && s[j]; j++) tok[n_tok++] = (int32_t)(unsigned char)s[j] + 3;
             tok[n_tok++] = 1;
             cu[++n_rows] = (int32_t)n_tok;
@@ -212,6 +249,8 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--device")) {
             gpu = !strcmp(v, "gpu");
             if (!gpu && strcmp(v, "cpu")) ok = bad(a, v, "expected cpu or gpu");
+        } else if (!strcmp(a, "--tokenizer")) {
+            tok_path = v;
         } else if (!strcmp(a, "--attention")) {
             attention = v;
             if (!v) ok = 0;
@@ -260,19 +299,62 @@ int main(int argc, char **argv) {
         }
     }
     t_load = now_s() - t0;
+    if (tok_path) {   // text rows tokenized again, with the tokenizer (EOS from its post-processor)
+        int64_t V = fat5_model_get_config(m)->vocab_size, TV;
+        if (fat5_tokenizer_load(ctx, tok_path, &tz) != FAT5_OK) {
+            fprintf(stderr, "generate: %s\n", fat5_last_error(ctx));
+            goto done;
+        }
+        TV = fat5_tokenizer_vocab_size(tz);
+        if (TV > V) {
+            fprintf(stderr, "generate: the tokenizer's vocabulary size %lld (%s) is larger than the model's, %lld (%s): "
+                    "they do not belong together\n", (long long)TV, tok_path, (long long)V, dir);
+            goto done;
+        }
+        if (text_mode) {
+            int32_t eos = fat5_tokenizer_eos_id(tz);
+            n_tok = 0;
+            for (i = 0; i < n_texts; i++) {
+                int32_t *ids = NULL, *nt;
+                int64_t n_ids = 0;
+                if (fat5_tokenize(tz, texts[i], strlen(texts[i]), NULL, 0, 0, &ids, &n_ids) != FAT5_OK) {
+                    fprintf(stderr, "generate: input row %lld: %s\n", (long long)i + 1, fat5_last_error(ctx));
+                    goto done;
+                }
+                if (n_tok + n_ids + 1 > cap) {
+                    cap = 2 * (n_tok + n_ids + 1);
+                    if (!(nt = (int32_t *)realloc(tok, (size_t)cap * sizeof *tok))) {
+                        fat5_free(ctx, ids);
+                        fprintf(stderr, "generate: out of memory\n");
+                        goto done;
+                    }
+                    tok = nt;
+                }
+                memcpy(tok + n_tok, ids, (size_t)n_ids * sizeof *ids);
+                n_tok += n_ids;
+                // no EOS from the post-processor (not a T5 template): appended, as byte-level
+                if (n_ids == 0 || ids[n_ids - 1] != eos) tok[n_tok++] = eos >= 0 ? eos : 1;
+                cu[i + 1] = (int32_t)n_tok;
+                fat5_free(ctx, ids);
+            }
+        }
+    }
     {   // an id outside the vocabulary names its row
         int64_t V = fat5_model_get_config(m)->vocab_size;
         for (i = 0; i < n_rows; i++)
             for (j = cu[i]; j < cu[i + 1] - 1; j++)
                 if (tok[j] >= V) {
                     fprintf(stderr, "generate: input row %lld: id %d is not below the vocabulary size %lld%s\n",
-                            (long long)i + 1, (int)tok[j], (long long)V, text_mode ? " (byte-level text needs 259)" : "");
+                            (long long)i + 1, (int)tok[j], (long long)V,
+                            text_mode && !tz ? " (byte-level text needs 259; --tokenizer for a tokenizer's ids)" : "");
                     goto done;
                 }
     }
     g = fat5_generate_config_default(m);
-    // EOS as the model defines it (the rows were built with 1, ByT5's and T5's id)
-    for (i = 1; i <= n_rows; i++) tok[cu[i] - 1] = (int32_t)g.eos_token_id;
+    // EOS as the model defines it (the rows were built with 1, ByT5's and T5's id; a tokenizer's
+    // EOS is kept)
+    if (!tz)
+        for (i = 1; i <= n_rows; i++) tok[cu[i] - 1] = (int32_t)g.eos_token_id;
     if (max_new >= 0) g.max_new_tokens = max_new;
     if (min_new >= 0) g.min_new_tokens = min_new;
     if (beams >= 0) g.num_beams = beams;
@@ -310,6 +392,10 @@ int main(int argc, char **argv) {
         const int32_t *s = res.tokens + res.cu_seqlens[i];
         int64_t n = res.cu_seqlens[i + 1] - res.cu_seqlens[i];
         total += n;
+        if (tz && !print_ids) {
+            if (!print_detok(tz, ctx, s, n, g.eos_token_id)) goto done;
+            continue;
+        }
         if (text_mode && !print_ids) {
             print_text(s, n, g.eos_token_id);
             continue;
@@ -325,9 +411,11 @@ int main(int argc, char **argv) {
     rc = 0;
 done:
     if (ctx) fat5_generate_result_free(ctx, &res);
+    fat5_tokenizer_destroy(tz);
     fat5_model_destroy(m);
     fat5_ctx_destroy(ctx);
     free(tok);
     free(cu);
+    free(texts);
     return rc;
 }

@@ -2,6 +2,8 @@
 # The command-line tools on the fixtures: fat5_inspect on good and bad input, fat5_forward's loss
 # against the loss of each fixture's reference (tests/data/*/reference.safetensors metadata:
 # transformers, or for the posenc_* fixtures make_reference.py's position-encoding model).
+# Then pretokenize, train, plot_metrics, generate, fat5_init, and the tokenizer tools (fat5_tokenize,
+# pretokenize --tokenizer, generate --tokenizer) on tests/data/tokenizers.
 set -u
 out=${TMPDIR:-/tmp}/fat5_tools_$$
 mkdir -p "$out"
@@ -11,6 +13,7 @@ check() { if "$@"; then :; else echo "test_tools: FAILED: $*"; fail=1; fi; }
 
 for d in tests/data/*/; do
     d=${d%/}
+    [ -f "$d/config.json" ] || continue   # tests/data/tokenizers, tests/data/unicode: not models
     check tools/fat5_inspect "$d" > "$out/inspect.txt"
     # T5 buckets: the bias table is listed (posenc fixtures of other encodings have none, or FIRE's MLP)
     if ! grep -q '"position_encoding_type"' "$d/config.json" || grep -q '"position_encoding_type": "t5"' "$d/config.json"; then
@@ -249,6 +252,97 @@ check examples/generate $g --ids 5,6,7 --num-beams 3 --num-return-sequences 2 --
     > "$out/gen_beam.txt" 2> /dev/null
 check test "$(wc -l < "$out/gen_beam.txt")" -eq 2
 echo "test_tools: examples/generate: errors, --print-ids, seeded sampling, beam search"
+# tools/fat5_tokenize: the ids of tests/data/tokenizers/cases.json (texts[1], the t5uni and bytebpe
+# "encode" / "encode_plain" entries, i.e. tokenizers' and sentencepiece's ids), the decode round
+# trip, --no-special, --lines, --pair, errors
+tk=tests/data/tokenizers
+fox="The quick brown fox jumps over the lazy dog."
+fox_ids="56 624 141 66 414 18 44 17 181 333 175 38 3 322 6 380 170 19 84 43 4 1"
+fox_bpe="0 321 620 607 277 671 81 283 82 91 462 392 83 86 664 267 304 68 93 92 369 74 17 2"
+for t in $tk/t5uni $tk/t5uni/tokenizer.json $tk/t5uni/spiece.model; do
+    check test "$(printf '%s' "$fox" | tools/fat5_tokenize $t)" = "$fox_ids"
+    check test "$(printf '%s' "$fox" | tools/fat5_tokenize --no-special $t)" = "${fox_ids% 1}"
+    check test "$(printf '%s' "$fox" | tools/fat5_tokenize $t | tools/fat5_tokenize --decode --skip-special $t)" = "$fox"
+done
+check test "$(printf '%s' "$fox" | tools/fat5_tokenize $tk/bytebpe)" = "$fox_bpe"
+check test "$(printf '%s' "$fox" | tools/fat5_tokenize $tk/bytebpe | tools/fat5_tokenize --decode --skip-special $tk/bytebpe)" = "$fox"
+# specials kept unless --skip-special; commas separate ids too
+check test "$(echo "137, 224,17 350 1" | tools/fat5_tokenize --decode $tk/t5uni)" = "Hello world</s>"
+# the whole input is one text, trailing newline included (bytebpe keeps it as a token)
+check test "$(printf 'ab\n' | tools/fat5_tokenize $tk/bytebpe)" != "$(printf 'ab' | tools/fat5_tokenize $tk/bytebpe)"
+printf 'Hello world\n%s\n\nhello\n' "$fox" | tools/fat5_tokenize --lines $tk/t5uni > "$out/tk_lines.txt"
+check test "$(sed -n 1p "$out/tk_lines.txt")" = "137 224 17 350 1"
+check test "$(sed -n 2p "$out/tk_lines.txt")" = "$fox_ids"
+check test "$(sed -n 3p "$out/tk_lines.txt")" = "1"
+check test "$(wc -l < "$out/tk_lines.txt")" -eq 4
+check test "$(tools/fat5_tokenize --decode --lines --skip-special $tk/t5uni < "$out/tk_lines.txt" | sed -n 2p)" = "$fox"
+check test "$(printf 'Hello world' | tools/fat5_tokenize --pair "$fox" $tk/bytebpe)" = \
+    "0 43 483 82 682 2 2 ${fox_bpe#0 }"
+if printf x | tools/fat5_tokenize "$out/no_such_tokenizer" > /dev/null 2> "$out/err.txt"; then
+    echo "test_tools: FAILED: fat5_tokenize accepted a missing path"; fail=1
+else
+    check test $? -eq 1
+fi
+check grep -q "^fat5_tokenize: .*no_such_tokenizer" "$out/err.txt"
+echo "137 5000" | tools/fat5_tokenize --decode $tk/t5uni > /dev/null 2> "$out/err.txt"
+check test $? -eq 1
+check grep -q "id 5000 is outside the vocabulary (size 1100)" "$out/err.txt"
+echo "137 12x" | tools/fat5_tokenize --decode $tk/t5uni > /dev/null 2> "$out/err.txt"
+check test $? -eq 1
+check grep -q "'12x' is not an id" "$out/err.txt"
+tools/fat5_tokenize --bogus $tk/t5uni < /dev/null > /dev/null 2>&1
+check test $? -eq 2
+printf 'Hello world\n%s\n' "$fox" > "$out/bench.txt"
+check tools/fat5_tokenize --bench "$out/bench.txt" --repeat 2 $tk/t5uni > "$out/bench.json"
+check grep -q '^{"bench":"tokenize","file":".*bench.txt","bytes":57,"lines":2,"tokens":27,"seconds":' "$out/bench.json"
+echo "test_tools: fat5_tokenize: cases.json ids, decode round trip, --no-special, --lines, --pair, --bench, errors"
+# pretokenize --tokenizer: each document tokenized without the post-processor, then the
+# tokenizer's EOS; the ids read back equal fat5_tokenize's per document
+printf 'Hello world\n%s\n \n' "$fox" > "$out/tk_docs.txt"
+check tools/pretokenize --sep line --tokenizer $tk/t5uni -o "$out/tk.tok" "$out/tk_docs.txt" 2> "$out/pt_err.txt"
+check grep -q "2 documents, 27 ids.*vocabulary 1100, eos 1" "$out/pt_err.txt"
+printf '%s\n' 137 224 17 350 1 $fox_ids > "$out/pt_want.txt"
+pt_got "$out/tk.tok" > "$out/pt_got.txt"
+check cmp -s "$out/pt_want.txt" "$out/pt_got.txt"
+# header: vocabulary 1100 (0x44c), eos 1, 2-byte ids
+check test "$(od -An -v -tx1 -N32 "$out/tk.tok" | tr -d ' \n')" = \
+    "46415435544f4b0001000000020000004c040000000000000100000000000000"
+# spmbpe's EOS is 2 (its template adds <s>, left out here)
+check tools/pretokenize --sep line --tokenizer $tk/spmbpe -o "$out/tk2.tok" "$out/tk_docs.txt" 2> /dev/null
+check test "$(pt_got "$out/tk2.tok" | head -n 5 | tr '\n' ' ')" = "$(printf 'Hello world' | tools/fat5_tokenize --no-special $tk/spmbpe) 2 "
+check test "$(od -An -v -tx1 -j24 -N4 "$out/tk2.tok" | tr -d ' \n')" = "02000000"
+if tools/pretokenize --tokenizer $tk/t5uni --vocab 1000 -o "$out/x.tok" "$out/tk_docs.txt" 2> "$out/pt_err.txt"; then
+    echo "test_tools: FAILED: pretokenize --vocab below the tokenizer's"; fail=1
+fi
+check grep -q "below the tokenizer's vocabulary size 1100" "$out/pt_err.txt"
+if tools/pretokenize --tokenizer $tk/t5uni --vocab 70000 -o "$out/x.tok" "$out/tk_docs.txt" 2> "$out/pt_err.txt"; then
+    echo "test_tools: FAILED: pretokenize --vocab 70000 with 2-byte ids"; fail=1
+fi
+check grep -q "use --width 4" "$out/pt_err.txt"
+check tools/pretokenize --tokenizer $tk/t5uni --vocab 70000 --width 4 -o "$out/x.tok" "$out/tk_docs.txt" 2> /dev/null
+if tools/pretokenize --tokenizer "$out/no_such_tokenizer" -o "$out/x2.tok" "$out/tk_docs.txt" 2> "$out/pt_err.txt"; then
+    echo "test_tools: FAILED: pretokenize accepted a missing tokenizer"; fail=1
+fi
+check grep -q "no_such_tokenizer" "$out/pt_err.txt"
+check test ! -e "$out/x2.tok"
+echo "test_tools: pretokenize --tokenizer: ids, EOS, header, vocabulary and width checks"
+# examples/generate --tokenizer: the fixture model's vocabulary (80) is smaller than t5uni's
+# (1100): refused, naming both; a model of t5uni's size (fat5_init) generates text
+gen_err "the tokenizer's vocabulary size 1100 ($tk/t5uni) is larger than the model's, 80" $g --tokenizer $tk/t5uni "some text"
+gen_err "no_such_tokenizer" $g --tokenizer "$out/no_such_tokenizer" "some text"
+sed 's/"vocab_size": 80/"vocab_size": 1100/' $g/config.json > "$out/v1100.json"
+check tools/fat5_init "$out/v1100.json" "$out/m1100" 3 > /dev/null
+check examples/generate "$out/m1100" --tokenizer $tk/t5uni "some text" "$fox" --max-new-tokens 8 \
+    > "$out/gen_tok.txt" 2> /dev/null
+check test "$(wc -l < "$out/gen_tok.txt")" -eq 2
+check test -n "$(head -n 1 "$out/gen_tok.txt" | tr -d ' \n')"
+if grep -q '^[0-9 ]*$' "$out/gen_tok.txt"; then echo "test_tools: FAILED: generate --tokenizer printed ids"; fail=1; fi
+# the same continuation as --print-ids, decoded by fat5_tokenize
+check examples/generate "$out/m1100" --tokenizer $tk/t5uni "some text" --max-new-tokens 8 --print-ids \
+    > "$out/gen_tok_ids.txt" 2> /dev/null
+check test "$(tools/fat5_tokenize --decode --skip-special $tk/t5uni < "$out/gen_tok_ids.txt" | tr '\n' ' ')" = \
+    "$(head -n 1 "$out/gen_tok.txt" | sed 's/\\n/ /g')"
+echo "test_tools: examples/generate --tokenizer: vocabulary check, text out"
 # fat5_init with FAT5's config fields: a flash_t5 model saved under FAT5's names, loaded back by
 # fat5_forward, with each position encoding; an unknown encoding name is refused
 cat > "$out/flash.json" <<'EOF'

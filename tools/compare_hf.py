@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""fat5.h against Hugging Face transformers, on the same model and the same inputs.
+"""fat5.h against Hugging Face transformers, on the same model and the same inputs; and its
+tokenizers against the `tokenizers` and `sentencepiece` libraries.
 
   compare_hf.py --generate [--tiny] [--device cpu|cuda] [--dtype fp32|bf16]
                 [--batch-sizes 1,64] [--input-len 512] [--new-tokens 128]
+  compare_hf.py --tokenize [--text FILE] [--repeat 3] TOKENIZER...
 
 Builds a randomly initialised T5 (by default the FAT5-small shape that examples/train and
 tools/bench use: d_model 512, d_ff 2048, 8 heads of 64, 12 + 12 layers, gated-gelu, untied,
@@ -23,6 +25,25 @@ sides round differently (transformers keeps bf16 weights, fat5 fp32 master weigh
 matrix inputs), so a difference there is reported but fails only with --strict-bf16.
 
 Build examples/generate first (``make examples/generate``); --generate-bin names another path.
+
+--tokenize: the speed of fat5's tokenizers against the Python libraries, on the lines of one text
+(--text FILE; default the bundled corpus data/fortunes/fortunes.txt.gz, decompressed to a temporary
+file). Each TOKENIZER is a tokenizer.json, a SentencePiece .model, or a directory holding one
+(tokenizer.json preferred). Every line of the file, without its newline, is one text, encoded
+with the post-processor (T5: EOS appended; sentencepiece: its EOS appended when it has one, as
+fat5 does). Measured, the fastest of --repeat passes (monotonic clocks), on the same lines:
+
+  * fat5: ``tools/fat5_tokenize --bench FILE --repeat N TOKENIZER`` (one thread);
+  * tokenizer.json: ``tokenizers.Tokenizer.from_file``: a loop of ``encode(line)`` and one
+    ``encode_batch(lines)``, single-threaded (RAYON_NUM_THREADS=1, TOKENIZERS_PARALLELISM=false),
+    and ``encode_batch`` with the library's default threads;
+  * .model: ``sentencepiece.SentencePieceProcessor``: a loop of ``encode(line)`` and one
+    ``encode(lines)`` with num_threads=1, and with the library's default threads.
+
+The Python sides run in subprocesses (the thread settings are read once per process); the lines
+are decoded to ``str`` before the clock starts. A table of tokens/s and the ratio fat5 / library
+is printed, with a JSON line per measurement; exit status 1 when a library's total token count
+differs from fat5's. Build tools/fat5_tokenize first (``make tools/fat5_tokenize``).
 """
 
 import argparse
@@ -35,13 +56,20 @@ import sys
 import tempfile
 import time
 
-import torch
+torch = transformers = T5Config = T5ForConditionalGeneration = untie_lm_head = None
 
-import transformers
-from transformers import T5Config, T5ForConditionalGeneration
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_reference import untie_lm_head  # noqa: E402  (same untied layout as the fixtures)
+def import_hf():
+    """torch and transformers, imported for --generate only (--tokenize needs neither)."""
+    global torch, transformers, T5Config, T5ForConditionalGeneration, untie_lm_head
+    import torch as torch_
+    import transformers as transformers_
+    torch, transformers = torch_, transformers_
+    T5Config, T5ForConditionalGeneration = transformers.T5Config, transformers.T5ForConditionalGeneration
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from make_reference import untie_lm_head as u  # (same untied layout as the fixtures)
+    untie_lm_head = u
+
 
 PAD, EOS = 0, 1
 SHAPES = {
@@ -130,9 +158,137 @@ def first_difference(a, b):
     return None
 
 
+def read_lines(path):
+    """the lines of path as fat5_tokenize --bench splits them: without the newline, a last line
+    without one counted, decoded as tokenizers receives text (invalid UTF-8 replaced)"""
+    with open(path, "rb") as f:
+        data = f.read()
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    return [x.decode("utf-8", errors="replace") for x in lines], len(data)
+
+
+def tokenize_worker(kind, path, text, repeat):
+    """One measurement, in its own process: prints {"tokens": N, "seconds": S}."""
+    lines, _ = read_lines(text)
+    best, total = None, 0
+    if kind.startswith("hf-"):
+        from tokenizers import Tokenizer
+        tok = Tokenizer.from_file(path)
+        if kind == "hf-loop":
+            def run():
+                return sum(len(tok.encode(x).ids) for x in lines)
+        else:
+            def run():
+                return sum(len(e.ids) for e in tok.encode_batch(lines))
+    else:
+        import sentencepiece as spm
+        sp = spm.SentencePieceProcessor(model_file=path)
+        eos = 1 if sp.eos_id() >= 0 else 0
+        if kind == "spm-loop":
+            def run():
+                return sum(len(sp.encode(x)) + eos for x in lines)
+        else:
+            threads = 1 if kind == "spm-batch" else -1
+            def run():
+                return sum(len(ids) + eos for ids in sp.encode(lines, num_threads=threads))
+    run()   # warm-up (first-call costs, as fat5's first pass)
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        total = run()
+        dt = time.perf_counter() - t0
+        best = dt if best is None else min(best, dt)
+    print(json.dumps({"tokens": total, "seconds": best}))
+
+
+def tokenizer_file(path):
+    if os.path.isdir(path):
+        for name in ("tokenizer.json", "spiece.model", "tokenizer.model"):
+            if os.path.isfile(os.path.join(path, name)):
+                return os.path.join(path, name)
+        sys.exit(f"compare_hf: {path}: no tokenizer.json, spiece.model or tokenizer.model in the directory")
+    if not os.path.isfile(path):
+        sys.exit(f"compare_hf: {path}: not found")
+    return path
+
+
+def tokenize_main(args):
+    here = os.path.dirname(os.path.abspath(__file__))
+    binary = args.tokenize_bin or os.path.join(here, "fat5_tokenize")
+    if not os.access(binary, os.X_OK):
+        sys.exit(f"compare_hf: {binary}: not found (make tools/fat5_tokenize)")
+    tmp = None
+    text = args.text
+    if text is None:
+        import gzip
+        fd, tmp = tempfile.mkstemp(prefix="fat5_fortunes_", suffix=".txt")
+        with os.fdopen(fd, "wb") as f, gzip.open(os.path.join(here, "..", "data", "fortunes", "fortunes.txt.gz")) as g:
+            shutil.copyfileobj(g, f)
+        text = tmp
+    failed = False
+    rows = []
+    try:
+        lines, n_bytes = read_lines(text)
+        for path in args.tokenizers:
+            path = tokenizer_file(path)
+            p = subprocess.run([binary, "--bench", text, "--repeat", str(args.repeat), path],
+                               capture_output=True, text=True)
+            if p.returncode != 0:
+                sys.exit(f"compare_hf: fat5_tokenize failed (status {p.returncode}): {p.stderr.strip()}")
+            f5 = json.loads(p.stdout)
+            f5_tps = f5["tokens_per_s"]
+            rows.append((path, "fat5 (1 thread)", f5["tokens"], f5_tps, f5["mb_per_s"], None))
+            print(json.dumps({"mode": "tokenize", "tokenizer": path, "impl": "fat5", **f5}), flush=True)
+            kinds = ([("hf-loop", "tokenizers encode loop", 1), ("hf-batch", "tokenizers encode_batch (1 thread)", 1),
+                      ("hf-batch-mt", "tokenizers encode_batch (default threads)", 0)]
+                     if path.endswith(".json") else
+                     [("spm-loop", "sentencepiece encode loop", 1), ("spm-batch", "sentencepiece encode(list) (1 thread)", 1),
+                      ("spm-batch-mt", "sentencepiece encode(list) (default threads)", 0)])
+            for kind, name, single in kinds:
+                env = dict(os.environ)
+                if single:
+                    env.update(RAYON_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
+                else:
+                    env.pop("RAYON_NUM_THREADS", None)
+                    env["TOKENIZERS_PARALLELISM"] = "true"
+                q = subprocess.run([sys.executable, os.path.abspath(__file__), "--tokenize-worker", kind, path, text,
+                                    str(args.repeat)], capture_output=True, text=True, env=env)
+                if q.returncode != 0:
+                    sys.exit(f"compare_hf: {name} on {path} failed: {q.stderr.strip()}")
+                r = json.loads(q.stdout.strip().split("\n")[-1])
+                tps = r["tokens"] / r["seconds"] if r["seconds"] > 0 else float("inf")
+                rows.append((path, name, r["tokens"], tps, n_bytes / r["seconds"] / 1e6, f5_tps / tps))
+                print(json.dumps({"mode": "tokenize", "tokenizer": path, "impl": name, "tokens": r["tokens"],
+                                  "seconds": round(r["seconds"], 6), "tokens_per_s": round(tps, 1),
+                                  "fat5_ratio": round(f5_tps / tps, 3), "tokens_agree": r["tokens"] == f5["tokens"]}),
+                      flush=True)
+                if r["tokens"] != f5["tokens"]:
+                    print(f"compare_hf: {path}: {name} gives {r['tokens']} tokens, fat5 {f5['tokens']}", file=sys.stderr)
+                    failed = True
+    finally:
+        if tmp:
+            os.unlink(tmp)
+    print(f"\ntext: {args.text or 'data/fortunes/fortunes.txt.gz'}, {n_bytes} bytes, {len(lines)} lines; "
+          f"best of {args.repeat}")
+    print(f"{'tokenizer':<40} {'implementation':<46} {'tokens':>9} {'tokens/s':>12} {'MB/s':>7} {'fat5/lib':>8}")
+    for path, name, n, tps, mbs, ratio in rows:
+        short = os.path.join(os.path.basename(os.path.dirname(path)), os.path.basename(path))
+        print(f"{short[-40:]:<40} {name:<46} {n:>9} {tps:>12.0f} {mbs:>7.2f} {'' if ratio is None else f'{ratio:.2f}':>8}")
+    print("token counts: " + ("DIFFER" if failed else "all equal to fat5's"))
+    return 1 if failed else 0
+
+
 def main():
+    if len(sys.argv) == 6 and sys.argv[1] == "--tokenize-worker":
+        tokenize_worker(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--generate", action="store_true", help="compare greedy generation (the only mode)")
+    ap.add_argument("--generate", action="store_true", help="compare greedy generation")
+    ap.add_argument("--tokenize", action="store_true", help="compare tokenizer speed (TOKENIZER... arguments)")
+    ap.add_argument("tokenizers", nargs="*", metavar="TOKENIZER", help="--tokenize: tokenizer.json / .model / directory")
+    ap.add_argument("--text", default=None, help="--tokenize: the text file (default the bundled fortunes corpus)")
+    ap.add_argument("--tokenize-bin", default=None, help="path of tools/fat5_tokenize")
     ap.add_argument("--tiny", action="store_true", help="the tiny CPU shape, short inputs (a quick run)")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
@@ -147,8 +303,17 @@ def main():
     ap.add_argument("--generate-bin", default=None, help="path of examples/generate")
     ap.add_argument("--keep", default=None, help="save the model to this directory and keep it")
     args = ap.parse_args()
+    if args.tokenize:
+        if args.generate or not args.tokenizers:
+            ap.error("--tokenize takes one or more TOKENIZER paths (and not --generate)")
+        if args.repeat < 1:
+            ap.error("--repeat must be >= 1")
+        return tokenize_main(args)
+    if args.tokenizers:
+        ap.error("TOKENIZER paths go with --tokenize")
     if not args.generate:
-        ap.error("nothing to do: give --generate")
+        ap.error("nothing to do: give --generate or --tokenize")
+    import_hf()
     if args.dtype == "bf16" and args.device == "cpu":
         ap.error("--dtype bf16 needs --device cuda (fat5 computes in fp32 on the CPU)")
     if args.device == "cuda" and not torch.cuda.is_available():

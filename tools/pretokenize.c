@@ -1,8 +1,17 @@
 // pretokenize — UTF-8 text files to one fat5 token file, with the built-in byte-level tokenizer
 // (ByT5's ids: 0 pad, 1 eos, 2 unk, byte b -> b + 3; vocabulary 384 by default, whose top ids
-// 259 .. 383 serve as sentinels: sentinel_first = vocab - 1, n_sentinels = vocab - 259).
-//     cc -std=c99 -O2 -o tools/pretokenize tools/pretokenize.c -lm -ldl
-//     tools/pretokenize [--sep MODE] [--vocab N] [--width 2|4] -o OUT.tok IN.txt...
+// 259 .. 383 serve as sentinels: sentinel_first = vocab - 1, n_sentinels = vocab - 259), or with
+// a checkpoint's tokenizer (--tokenizer PATH: tokenizer.json, a SentencePiece .model, or a
+// directory holding one).
+//     cc -std=c99 -O2 -o tools/pretokenize tools/pretokenize.c -lm -ldl -lpthread
+//     tools/pretokenize [--sep MODE] [--tokenizer PATH] [--vocab N] [--width 2|4] -o OUT.tok IN.txt...
+// --tokenizer: each document's text (as --sep makes it) is tokenized with fat5_tokenize without
+// the post-processor, and the tokenizer's EOS id (it must have one) is written after it, so that
+// documents end as they do byte-level, once (T5's template would append the same EOS). The
+// vocabulary written to the header is the tokenizer's (fat5_tokenizer_vocab_size: pieces, added
+// tokens and T5's <extra_id_N> sentinels) unless --vocab gives a larger one; --width 2 holds
+// vocabularies up to 65536, larger ones need --width 4. A document whose text gives no ids (only
+// whitespace, for T5) is skipped like an empty one.
 // --sep says where documents end:
 //     file   (default) each input file is one document, its bytes as they are
 //     line   each non-empty line is a document (the newline is not part of it)
@@ -23,6 +32,10 @@
 
 typedef struct pt_state {
     fat5_ctx *ctx;
+    fat5_tokenizer *tok;      // --tokenizer; NULL: byte-level
+    int32_t eos;
+    char *text;               // --tokenizer: the text of the document being read
+    size_t text_len, text_cap;
     fat5__afile out;
     const char *out_path;
     int width;
@@ -52,6 +65,23 @@ static int pt_id(pt_state *p, uint32_t id) {
     return 1;
 }
 
+// --tokenizer: appends text to the document's
+static int pt_text(pt_state *p, const char *s, size_t n) {
+    if (p->text_len + n > p->text_cap) {
+        size_t cap = 2 * p->text_cap + n + 4096;
+        char *nb = (char *)realloc(p->text, cap);
+        if (!nb) {
+            fprintf(stderr, "pretokenize: out of memory (a document of %llu bytes)\n", (unsigned long long)cap);
+            return 0;
+        }
+        p->text = nb;
+        p->text_cap = cap;
+    }
+    memcpy(p->text + p->text_len, s, n);
+    p->text_len += n;
+    return 1;
+}
+
 // appends a piece of the document; owed newlines (lines joined by "\n") go first, unless the
 // document is still empty
 static int pt_bytes(pt_state *p, const char *s, size_t n) {
@@ -59,9 +89,13 @@ static int pt_bytes(pt_state *p, const char *s, size_t n) {
     if (n == 0) return 1;
     for (; p->pending_nl > 0; p->pending_nl--)
         if (p->doc_len > 0) {
-            if (!pt_id(p, '\n' + 3)) return 0;
+            if (p->tok ? !pt_text(p, "\n", 1) : !pt_id(p, '\n' + 3)) return 0;
             p->doc_len++;
         }
+    if (p->tok) {
+        p->doc_len += (int64_t)n;
+        return pt_text(p, s, n);
+    }
     for (i = 0; i < n; i++)
         if (!pt_id(p, (uint32_t)(unsigned char)s[i] + 3)) return 0;
     p->doc_len += (int64_t)n;
@@ -72,6 +106,20 @@ static int pt_end_doc(pt_state *p) {
     p->pending_nl = 0;
     if (p->doc_len == 0) return 1;   // empty documents are skipped
     p->doc_len = 0;
+    if (p->tok) {   // the document's text to ids, then EOS
+        int32_t *ids = NULL;
+        int64_t n = 0, i;
+        int ok = 1;
+        size_t len = p->text_len;
+        p->text_len = 0;
+        if (fat5_tokenize(p->tok, p->text, len, NULL, 0, FAT5_TOKENIZE_NO_SPECIAL, &ids, &n) != FAT5_OK)
+            return pt_fail(p);
+        for (i = 0; i < n && ok; i++) ok = pt_id(p, (uint32_t)ids[i]);
+        fat5_free(p->ctx, ids);
+        if (!ok || n == 0) return ok;   // no ids (whitespace only): skipped
+        p->n_docs++;
+        return pt_id(p, (uint32_t)p->eos);
+    }
     p->n_docs++;
     return pt_id(p, 1);
 }
@@ -152,14 +200,18 @@ static int pt_file(pt_state *p, const char *path, const char *sep) {
 
 static int pt_usage(void) {
     fprintf(stderr,
-            "usage: pretokenize [--sep file|line|blank|STR] [--vocab N] [--width 2|4] -o OUT.tok IN.txt...\n"
-            "  UTF-8 text to a fat5 token file, byte-level (ByT5 ids: byte + 3, eos 1).\n"
+            "usage: pretokenize [--sep file|line|blank|STR] [--tokenizer PATH] [--vocab N] [--width 2|4] -o OUT.tok\n"
+            "                   IN.txt...\n"
+            "  UTF-8 text to a fat5 token file, byte-level (ByT5 ids: byte + 3, eos 1) or with a tokenizer.\n"
             "  --sep file   each input file is one document (default)\n"
             "  --sep line   one document per non-empty line\n"
             "  --sep blank  documents separated by blank lines\n"
             "  --sep STR    documents separated by a line holding exactly STR (e.g. %% for fortune files)\n"
-            "  --vocab N    vocabulary size written to the header (default 384, at least 259)\n"
-            "  --width W    bytes per id, 2 (default) or 4\n"
+            "  --tokenizer PATH  tokenizer.json, SentencePiece .model or a directory holding one: each\n"
+            "               document tokenized with it (no post-processor), then its EOS id\n"
+            "  --vocab N    vocabulary size written to the header (byte-level: default 384, at least 259;\n"
+            "               --tokenizer: default and least the tokenizer's vocabulary size)\n"
+            "  --width W    bytes per id, 2 (default, vocabularies up to 65536) or 4\n"
             "  IN.txt may be - for standard input.\n");
     return 2;
 }
@@ -167,8 +219,8 @@ static int pt_usage(void) {
 int main(int argc, char **argv) {
     static pt_state p;
     fat5_ctx_config cc = fat5_ctx_config_default();
-    const char *sep = "file", *out = NULL;
-    long long vocab = 384;
+    const char *sep = "file", *out = NULL, *tok_path = NULL;
+    long long vocab = -1;
     unsigned char h[FAT5__TOK_HEADER];
     const char **ins = (const char **)malloc((size_t)argc * sizeof *ins);
     int i, n_in = 0, ok = 1;
@@ -176,7 +228,8 @@ int main(int argc, char **argv) {
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return pt_usage();
-        if (!strcmp(a, "--sep") || !strcmp(a, "--vocab") || !strcmp(a, "--width") || !strcmp(a, "-o")) {
+        if (!strcmp(a, "--sep") || !strcmp(a, "--vocab") || !strcmp(a, "--width") || !strcmp(a, "-o") ||
+            !strcmp(a, "--tokenizer")) {
             char *end;
             long long v;
             if (i + 1 >= argc) {
@@ -193,6 +246,10 @@ int main(int argc, char **argv) {
             }
             if (!strcmp(a, "-o")) {
                 out = argv[++i];
+                continue;
+            }
+            if (!strcmp(a, "--tokenizer")) {
+                tok_path = argv[++i];
                 continue;
             }
             v = strtoll(argv[++i], &end, 10);
@@ -220,7 +277,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "pretokenize: %s\n", !out ? "no output file (-o OUT.tok)" : "no input files");
         return pt_usage();
     }
-    if (vocab < 259 || vocab > (p.width == 2 ? 65536 : 2147483648LL)) {
+    if (!tok_path && vocab < 0) vocab = 384;
+    if (!tok_path && (vocab < 259 || vocab > (p.width == 2 ? 65536 : 2147483648LL))) {
         fprintf(stderr, "pretokenize: --vocab %lld: want 259 .. %lld for %d-byte ids\n", vocab,
                 p.width == 2 ? 65536LL : 2147483648LL, p.width);
         return 2;
@@ -229,12 +287,44 @@ int main(int argc, char **argv) {
         fprintf(stderr, "pretokenize: out of memory\n");
         return 1;
     }
+    p.eos = 1;
+    if (tok_path) {
+        int64_t tv;
+        if (fat5_tokenizer_load(p.ctx, tok_path, &p.tok) != FAT5_OK) {
+            pt_fail(&p);
+            fat5_ctx_destroy(p.ctx);
+            return 1;
+        }
+        tv = fat5_tokenizer_vocab_size(p.tok);
+        p.eos = fat5_tokenizer_eos_id(p.tok);
+        ok = 2;
+        if (p.eos < 0) {
+            fprintf(stderr, "pretokenize: %s: the tokenizer has no EOS token to end documents with\n", tok_path);
+            ok = 1;
+        } else if (vocab >= 0 && vocab < tv) {
+            fprintf(stderr, "pretokenize: --vocab %lld: below the tokenizer's vocabulary size %lld\n", vocab, (long long)tv);
+        } else if ((vocab < 0 ? tv : vocab) > (p.width == 2 ? 65536 : 2147483648LL)) {
+            fprintf(stderr, "pretokenize: vocabulary %lld does not fit %d-byte ids (at most %lld)%s\n",
+                    vocab < 0 ? (long long)tv : vocab, p.width, p.width == 2 ? 65536LL : 2147483648LL,
+                    p.width == 2 ? ": use --width 4" : "");
+        } else {
+            ok = 0;
+        }
+        if (ok) {
+            fat5_tokenizer_destroy(p.tok);
+            fat5_ctx_destroy(p.ctx);
+            return ok;
+        }
+        ok = 1;
+        if (vocab < 0) vocab = tv;
+    }
     p.out_path = out;
     p.next_report = (int64_t)64 << 20;
-    fat5__tok_header(h, p.width, vocab, 1);
+    fat5__tok_header(h, p.width, vocab, p.eos);
     if (fat5__afile_open(p.ctx, out, &p.out) != FAT5_OK ||
         fat5__afile_write(p.ctx, &p.out, out, h, sizeof h) != FAT5_OK) {
         pt_fail(&p);
+        fat5_tokenizer_destroy(p.tok);
         fat5_ctx_destroy(p.ctx);
         return 1;
     }
@@ -247,14 +337,26 @@ int main(int argc, char **argv) {
     if (ok && fat5__afile_commit(p.ctx, &p.out, out) != FAT5_OK) ok = pt_fail(&p);
     if (!ok) {
         fat5__afile_abort(p.ctx, &p.out);
+        fat5_tokenizer_destroy(p.tok);
         fat5_ctx_destroy(p.ctx);
+        free(p.text);
         free(ins);
         return 1;
     }
-    fprintf(stderr, "pretokenize: %s: %lld documents, %lld ids (%lld bytes of text), vocabulary %lld, eos 1, "
-            "sentinels %lld down to 259\n", out, (long long)p.n_docs, (long long)p.n_ids, (long long)p.in_bytes,
-            vocab, vocab - 1);
+    if (p.tok) {
+        int32_t s0 = fat5_tokenizer_piece_to_id(p.tok, "<extra_id_0>");
+        fprintf(stderr, "pretokenize: %s: %lld documents, %lld ids (%lld bytes of text), vocabulary %lld, eos %d",
+                out, (long long)p.n_docs, (long long)p.n_ids, (long long)p.in_bytes, vocab, (int)p.eos);
+        if (s0 >= 0) fprintf(stderr, ", sentinels from <extra_id_0> = %d", (int)s0);
+        fprintf(stderr, " (tokenizer %s)\n", tok_path);
+    } else {
+        fprintf(stderr, "pretokenize: %s: %lld documents, %lld ids (%lld bytes of text), vocabulary %lld, eos 1, "
+                "sentinels %lld down to 259\n", out, (long long)p.n_docs, (long long)p.n_ids, (long long)p.in_bytes,
+                vocab, vocab - 1);
+    }
+    fat5_tokenizer_destroy(p.tok);
     fat5_ctx_destroy(p.ctx);
+    free(p.text);
     free(ins);
     return 0;
 }
