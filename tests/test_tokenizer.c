@@ -281,6 +281,10 @@ static void t_tokenizer_api(fat5_test *T) {
     FAT5_CHECK(T, fat5_tokenizer_id_to_piece(js, 1099) && strcmp(fat5_tokenizer_id_to_piece(js, 1099), "<extra_id_0>") == 0);
     FAT5_CHECK(T, fat5_tokenizer_id_to_piece(js, 1100) == NULL && fat5_tokenizer_id_to_piece(sp, -1) == NULL);
     FAT5_CHECK(T, fat5_tokenizer_piece_to_id(sp, "no such piece") == -1);
+    // single_word's word characters: regex's \w (Alphabetic, marks, Nd, Pc, Join_Control)
+    FAT5_CHECK(T, fat5__uc_is_word('a') && fat5__uc_is_word('_') && fat5__uc_is_word(0x0301) && fat5__uc_is_word(0x0660) &&
+                      fat5__uc_is_word(0x200D) && fat5__uc_is_word(0x2160) && !fat5__uc_is_word('-') &&
+                      !fat5__uc_is_word(0x00BD) && !fat5__uc_is_word(' '));
     // an empty text is EOS alone (with the post-processor) or nothing
     FAT5_REQUIRE_OK(T, fat5_tokenize(js, "", 0, NULL, 0, 0, &ids, &n));
     FAT5_CHECK(T, n == 1 && ids[0] == 1);

@@ -124,6 +124,14 @@ class UCD:
                 die("unknown Grapheme_Cluster_Break value %s" % v)
             for c in range(a, b + 1):
                 self.gcb[c] = GCB_NAMES.index(v)
+        self.alpha = set()
+        for a, b, v in parse_props(os.path.join(d, "DerivedCoreProperties.txt")):
+            if v == "Alphabetic":
+                self.alpha.update(range(a, b + 1))
+        self.join = set()
+        for a, b, v in parse_props(os.path.join(d, "PropList.txt")):
+            if v == "Join_Control":
+                self.join.update(range(a, b + 1))
         self.extpict = set()
         for a, b, v in parse_props(os.path.join(d, "emoji", "emoji-data.txt")):
             if v == "Extended_Pictographic":
@@ -250,6 +258,11 @@ def generate(ucd):
         ccc[c] = cc(ucd, c)
     prop_tab = packed_ranges(props)
     ccc_tab = packed_ranges(ccc)
+    # a regex word character (\w of Rust's regex, UTS #18): Alphabetic, marks, decimal digits,
+    # connector punctuation, Join_Control
+    word = [1 if (c in ucd.alpha or c in ucd.join or ucd.gc.get(c, "Cn")[0] == "M" or
+                  ucd.gc.get(c, "Cn") in ("Nd", "Pc")) else 0 for c in range(MAXCP)]
+    word_tab = packed_ranges(word)
 
     # one-level mappings (the C code applies them recursively); the full decompositions must fit
     # the C code's buffer of FAT5__UC_MAXDEC code points
@@ -287,6 +300,8 @@ def generate(ucd):
                        "Properties by range: start << 8 | bits, the entry covers start up to the next start. "
                        "Bits 0-3\n// Grapheme_Cluster_Break (FAT5__GB_*), 16 Extended_Pictographic, "
                        "32 letter (L*), 64 number (N*),\n// 128 White_Space."))
+    out.append(c_array("uint32_t", "fat5__uc_word", word_tab,
+                       "Word characters (Alphabetic, M*, Nd, Pc, Join_Control) by range: start << 8 | 1 or 0."))
     out.append(c_array("uint32_t", "fat5__uc_ccc", ccc_tab,
                        "Canonical_Combining_Class by range: start << 8 | class."))
     out.append(c_array("uint32_t", "fat5__uc_dec_key", ck,
@@ -305,7 +320,7 @@ def generate(ucd):
                        "Primary composites (canonical pairs not in Full_Composition_Exclusion; Hangul is "
                        "computed):\n// first << 8 | index of the second in fat5__uc_comp_second, sorted."))
     out.append(c_array("uint32_t", "fat5__uc_comp_val", [c for _, c in comp_keys], "The composite of each key."))
-    stats = {"prop": len(prop_tab), "ccc": len(ccc_tab), "dec": len(ck), "kdec": len(kk),
+    stats = {"prop": len(prop_tab), "word": len(word_tab), "ccc": len(ccc_tab), "dec": len(ck), "kdec": len(kk),
              "pool": len(pool), "comp": len(comp_keys), "second": len(seconds)}
     return "".join(out), stats
 
