@@ -11,6 +11,7 @@ check() { if "$@"; then :; else echo "test_tools: FAILED: $*"; fail=1; fi; }
 
 for d in tests/data/*/; do
     d=${d%/}
+    [ -f "$d/config.json" ] || continue   # a model fixture (tests/data/unicode holds text fixtures)
     check tools/fat5_inspect "$d" > "$out/inspect.txt"
     # T5 buckets: the bias table is listed (posenc fixtures of other encodings have none, or FIRE's MLP)
     if ! grep -q '"position_encoding_type"' "$d/config.json" || grep -q '"position_encoding_type": "t5"' "$d/config.json"; then
