@@ -13163,6 +13163,13 @@ static const uint32_t fat5__uc_prop[3134] = {
 47096320,47099936,49012992,49807392,49946112,50331680,51596032,51597344,52670464,234881027,
 234889220,234913795,234946564,235008003,235929600,
 };
+// The property bits of U+0000..U+007F, looked up directly.
+static const uint8_t fat5__uc_prop_ascii[128] = {
+3,3,3,3,3,3,3,3,3,131,130,131,131,129,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,3,128,0,0,0,0,0,0,0,0,0,0,
+0,0,0,0,0,64,64,64,64,64,64,64,64,64,64,0,0,0,0,0,0,0,32,32,32,32,32,32,32,32,32,32,32,32,32,32,32,
+32,32,32,32,32,32,32,32,32,32,32,0,0,0,0,0,0,32,32,32,32,32,32,32,32,32,32,32,32,32,32,32,32,32,32,
+32,32,32,32,32,32,32,32,0,0,0,0,3,
+};
 // Word characters (Alphabetic, M*, Nd, Pc, Join_Control) by range: start << 8 | 1 or 0.
 static const uint32_t fat5__uc_word[1543] = {
 0,12289,14848,16641,23296,24321,24576,24833,31488,43521,43776,46337,46592,47617,47872,49153,55040,
@@ -14174,6 +14181,7 @@ static unsigned fat5__uc_range(const uint32_t *t, size_t n, uint32_t cp) {
 }
 
 static unsigned fat5__uc_props(uint32_t cp) {
+    if (cp < 128) return fat5__uc_prop_ascii[cp];
     return fat5__uc_range(fat5__uc_prop, FAT5__UC_COUNT(fat5__uc_prop), cp);
 }
 static FAT5__UNUSED int fat5__uc_gcb(uint32_t cp) { return (int)(fat5__uc_props(cp) & 15); }
@@ -14215,7 +14223,11 @@ static FAT5__UNUSED uint32_t fat5__utf8_cp(const char *s, size_t n, size_t *len)
 // Indic_Conjunct_Break property that the Unicode 15.0 data does not have, so it is not applied.
 static FAT5__UNUSED size_t fat5__grapheme_len(const char *s, size_t n) {
     size_t len, i;
-    uint32_t cp = fat5__utf8_cp(s, n, &len);
+    uint32_t cp;
+    // an ASCII character before another one (CR LF aside) is a cluster of its own: no ASCII
+    // character extends, prepends or joins
+    if ((unsigned char)s[0] < 0x80 && (n == 1 || ((unsigned char)s[1] < 0x80 && !(s[0] == '\r' && s[1] == '\n')))) return 1;
+    cp = fat5__utf8_cp(s, n, &len);
     unsigned p = fat5__uc_props(cp), prev = p & 15;
     int ri = prev == FAT5__GB_RI;            // regional indicators so far in a row (GB12/GB13)
     int emoji = (p & 16) ? 1 : 0;            // 1: ExtPict Extend*, 2: ExtPict Extend* ZWJ (GB11)
@@ -14588,6 +14600,7 @@ typedef struct fat5__trie {
     fat5__tnode *node;
     size_t n_nodes;
     size_t max_len;    // the longest key
+    uint32_t root[256];   // the root's children by byte (0: none), the step every search starts with
 } fat5__trie;
 
 typedef struct fat5__tkeys {   // keys for a trie: key i is s + off[i], len[i] bytes, id[i]
@@ -14672,6 +14685,7 @@ static fat5_status fat5__trie_build(fat5_ctx *ctx, const fat5__tkeys *k, size_t 
         }
     }
     t->n_nodes = used;
+    for (i = 0; i < t->node[0].n; i++) t->root[t->node[t->node[0].first + i].label] = t->node[0].first + (uint32_t)i;
 done:
     fat5__free(ctx, idx);
     fat5__free(ctx, tmp);
@@ -14687,6 +14701,7 @@ static uint32_t fat5__trie_next(const fat5__trie *t, uint32_t node, uint8_t c) {
     const fat5__tnode *nd;
     uint32_t a, b;
     if (!t->node) return 0;
+    if (node == 0) return t->root[c];
     nd = &t->node[node];
     a = nd->first;
     b = nd->first + nd->n;
@@ -16388,9 +16403,12 @@ static uint32_t fat5__cp_before(const char *s, size_t n) {
 static int fat5__emit(fat5_tokenizer *t, fat5__tbuf *b, fat5__ubuf *ob, const char *s, size_t n, const uint32_t *o,
                       uint32_t o0) {
     size_t i;
-    if (!fat5__tbuf_put(t->ctx, b, s, n)) return 0;
-    for (i = 0; i < n; i++)
-        if (!fat5__ubuf_push(t->ctx, ob, o ? o[i] : o0)) return 0;
+    if (!fat5__tbuf_put(t->ctx, b, s, n) || !fat5__grow(t->ctx, (void **)&ob->p, &ob->cap, ob->n + n, sizeof(uint32_t)))
+        return 0;
+    if (o) memcpy(ob->p + ob->n, o, n * sizeof(uint32_t));
+    else
+        for (i = 0; i < n; i++) ob->p[ob->n + i] = o0;
+    ob->n += n;
     return 1;
 }
 static int fat5__split_push(fat5_tokenizer *t, fat5__ubuf *sp, size_t off, size_t len, uint32_t shift, uint32_t tok) {

@@ -300,6 +300,8 @@ def generate(ucd):
                        "Properties by range: start << 8 | bits, the entry covers start up to the next start. "
                        "Bits 0-3\n// Grapheme_Cluster_Break (FAT5__GB_*), 16 Extended_Pictographic, "
                        "32 letter (L*), 64 number (N*),\n// 128 White_Space."))
+    out.append(c_array("uint8_t", "fat5__uc_prop_ascii", props[:128],
+                       "The property bits of U+0000..U+007F, looked up directly."))
     out.append(c_array("uint32_t", "fat5__uc_word", word_tab,
                        "Word characters (Alphabetic, M*, Nd, Pc, Join_Control) by range: start << 8 | 1 or 0."))
     out.append(c_array("uint32_t", "fat5__uc_ccc", ccc_tab,
