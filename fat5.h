@@ -20,6 +20,9 @@
 // directories: config.json + model.safetensors (or a sharded model.safetensors.index.json), bf16 /
 // fp16 / fp32 tensors; flash_t5 directories use FAT5's parameter names.
 //
+// Tokenizers: fat5_tokenizer_load reads a checkpoint's tokenizer.json or spiece.model and gives the
+// ids of Hugging Face tokenizers / sentencepiece (fat5_tokenize, fat5_detokenize); no model needed.
+//
 // Training: fat5_train_create / fat5_train_step run the whole loop (UL2 batches from token files,
 // AdamWScale or AdamW, schedules, evaluation, atomic checkpoints that resume bit-identically);
 // examples/train.c is a complete program around them.
@@ -72,7 +75,7 @@
 // and a lower layer never calls a higher one):
 //     [0]    API: the declarations below (status, context, RNG, model config, model, batches,
 //            safetensors files, token files, UL2 sampler, optimizers, training loop, inference,
-//            generation)
+//            generation, tokenizers)
 //     [1.1]  base: status, context, errors, allocation, checked size math
 //     [1.2]  base: RNG
 //     [1.3]  base: messages, UTF-8, JSON reader and writer, atomic file writes, 16-bit floats
@@ -15444,6 +15447,9 @@ static fat5_status fat5__unigram(fat5_tokenizer *t, const char *s, size_t n) {
             double cand = spm ? (double)((float)unk_score + (float)here) : unk_score + here;
             if (pos + mb > frontier) frontier = pos + mb;
             if (L[pos + mb].start == -1 || cand > L[pos + mb].score) {
+                if (t->unk_id < 0)   // tokenizers fails here (only where the unknown would be taken)
+                    return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG,
+                                     "tokenize: a character has no piece and the Unigram model has no unk_id");
                 L[pos + mb].score = cand;
                 L[pos + mb].start = (int32_t)pos;
                 L[pos + mb].id = t->unk_id;
@@ -16859,15 +16865,6 @@ static fat5_status fat5__hf_unigram(fat5_tokenizer *t, const char *s, size_t n, 
     fat5_status st;
     size_t i;
     if (n == 0) return FAT5_OK;
-    if (t->unk_id < 0) {   // tokenizers fails when a character has no piece and there is no unk_id
-        size_t p, l;
-        for (p = 0; p < n; p += l) {
-            int32_t id;
-            l = fat5__utf8_len(s + p, n - p);
-            if (fat5__trie_longest(&t->vocab, s + p, l, &id) != l && fat5__trie_next(&t->vocab, 0, (uint8_t)s[p]) == 0)
-                return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "tokenize: a character has no piece and the Unigram model has no unk_id");
-        }
-    }
     if ((st = fat5__unigram(t, s, n))) return st;
     for (i = 0; i < t->ids.n; i += 3) {
         uint32_t a = t->ids.p[i], b = t->ids.p[i + 1];

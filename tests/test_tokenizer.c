@@ -308,6 +308,16 @@ static void t_tokenizer_api(fat5_test *T) {
     FAT5_CHECK(T, fat5_tokenize(sp, NULL, 3, NULL, 0, 0, &ids, &n) == FAT5_ERR_INVALID_ARG);
     FAT5_CHECK(T, fat5_tokenize(NULL, "a", 1, NULL, 0, 0, &ids, &n) == FAT5_ERR_INVALID_ARG);
     fat5_tokenizer_destroy(js);
+    {   // a Unigram model without unk_id fails on a character no piece covers, as tokenizers does
+        static const char uni[] = "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", -1.0], [\"ab\", -1.5]]}}";
+        FAT5_REQUIRE_OK(T, fat5_tokenizer_from_memory(ctx, uni, sizeof uni - 1, 1, &js));
+        FAT5_REQUIRE_OK(T, fat5_tokenize(js, "aab", 3, NULL, 0, 0, &ids, &n));
+        FAT5_CHECK(T, n == 2 && ids[0] == 0 && ids[1] == 1);
+        fat5_free(ctx, ids);
+        FAT5_CHECK(T, fat5_tokenize(js, "ba", 2, NULL, 0, 0, &ids, &n) == FAT5_ERR_INVALID_ARG && ids == NULL &&
+                          strstr(fat5_last_error(ctx), "no unk_id"));
+        fat5_tokenizer_destroy(js);
+    }
     FAT5_CHECK(T, fat5_tokenizer_load(ctx, NULL, &js) == FAT5_ERR_INVALID_ARG && js == NULL);
     fat5_tokenizer_destroy(NULL);
     fat5_tokenizer_destroy(sp);
