@@ -633,6 +633,8 @@ typedef struct fat5_train_config {
     fat5_optim_config optim;      // total_steps is the run length
     fat5_loss_config loss;
     int grad_accum;               // micro-batches per step (1)
+    int prefetch;                 // 1: the next step's batches are drawn on a host thread while the GPU
+                                  // runs this one (default); 0: on the calling thread, when needed
     // output
     char output_dir[4096];        // checkpoints and metrics.jsonl
     char resume[4096];            // a checkpoint directory, or an output directory (its latest)
@@ -669,6 +671,7 @@ typedef struct fat5_train_metrics {
     int64_t tokens_seen;          // since the start of training (resumes included)
     double step_s, tokens_per_s, elapsed_s, eta_s;
     double mfu;                   // model FLOPs utilisation (0 when unknown)
+    double data_s;                // of step_s, the time spent waiting for the step's batches
     int has_eval;                 // an evaluation ran after this step
     double eval_loss;
     int saved;                    // a checkpoint was written after this step
@@ -10893,6 +10896,7 @@ FAT5_API fat5_train_config fat5_train_config_default(void) {
     c.optim.warmup_steps = 100;
     c.loss = fat5_loss_config_default();
     c.grad_accum = 1;
+    c.prefetch = 1;
     memcpy(c.output_dir, "train-out", 10);
     c.logging_steps = 10;
     c.eval_steps = 100;
@@ -10926,6 +10930,8 @@ static const char fat5__train_options[] =
     "warmup_steps, decay_steps (wsd), min_lr (cosine floor): the schedule\n"
     "max_steps: optimizer steps of the run\n"
     "gradient_accumulation_steps: micro-batches per step\n"
+    "prefetch: 1 draws the next step's batches on a host thread while the GPU works (default), 0 on the\n"
+    "  calling thread (to measure what the sampler costs; metrics.jsonl's data_s is the wait)\n"
     "z_loss, label_smoothing: the loss\n"
     "denoisers: fat5 (the seven-denoiser UL2 mixture) or t5 (span corruption r .15, mu 3)\n"
     "max_length, max_labels_length: most input / target tokens of one example\n"
@@ -11054,6 +11060,10 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
     else if (FAT5__IS("decay_steps")) ok = fat5__opt_i64(v, 0, imax, &c->optim.decay_steps);
     else if (FAT5__IS("min_lr")) ok = fat5__opt_f64(v, 0, big, &c->optim.min_lr);
     else if (FAT5__IS("max_steps")) ok = fat5__opt_i64(v, 1, imax, &c->optim.total_steps);
+    else if (FAT5__IS("prefetch")) {
+        ok = fat5__opt_i64(v, 0, 1, &i);
+        c->prefetch = (int)i;
+    }
     else if (FAT5__IS("gradient_accumulation_steps")) {
         ok = fat5__opt_i64(v, 1, 1 << 20, &i);
         c->grad_accum = (int)i;
@@ -11727,7 +11737,7 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
         st = fat5__err(ctx, FAT5_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
         goto fail;
     }
-    t->prefetch = t->m->be != &fat5__cpu_backend;
+    t->prefetch = cfg->prefetch && t->m->be != &fat5__cpu_backend;
     t->step_at_start = fat5_optim_get_step(t->o);
     t->flops_per_s_peak = cfg->peak_tflops > 0 ? cfg->peak_tflops * 1e12
                           : t->m->be != &fat5__cpu_backend && t->m->act_size == 2 ? 989e12 : 0;
@@ -11793,6 +11803,7 @@ FAT5_API fat5_status fat5_train_step(fat5_trainer *t, fat5_train_metrics *out) {
     // the micro-batches first: their label counts weight the gradients, so k micro-batches give the
     // gradient of one batch of all of them
     if ((st = fat5__train_next_group(t, fat5_optim_get_step(t->o) + 1 < t->cfg.optim.total_steps, &g))) return st;
+    r.data_s = fat5__now_s() - t0;
     for (i = 0; i < k; i++) {
         const fat5_batch *b = &g->mb[i].b;
         n_labels += g->mb[i].n_labels;
@@ -11854,6 +11865,7 @@ FAT5_API fat5_status fat5_train_step(fat5_trainer *t, fat5_train_metrics *out) {
                         (long long)r.tokens, (long long)r.tokens_seen);
         fat5__json_num(&b2, "step_s", r.step_s);
         fat5__json_num(&b2, "tokens_per_s", r.tokens_per_s);
+        fat5__json_num(&b2, "data_s", r.data_s);
         if (r.mfu > 0) fat5__json_num(&b2, "mfu", r.mfu);
         fat5__json_num(&b2, "elapsed_s", r.elapsed_s);
         if (r.has_eval) fat5__json_num(&b2, "eval_loss", r.eval_loss);
