@@ -6,7 +6,7 @@
 //     int main(int argc, char **argv) { return fat5_test_main(cases, n, argc, argv); }
 // Output: one [ RUN ] line per test, then [ OK ] / [FAIL] / [SKIP]; the last line is exactly
 // "N passed, N failed". The exit status is non-zero when any test failed. argv[1], when given,
-// runs only the tests whose name contains it.
+// runs only the tests whose name contains it ("=NAME": only the test called NAME).
 #ifndef FAT5_TEST_H
 #define FAT5_TEST_H
 
@@ -126,7 +126,7 @@ static int fat5_test_main(const fat5_test_case *cases, size_t n, int argc, char 
     int passed = 0, failed = 0, skipped = 0;
     for (i = 0; i < n; i++) {
         fat5_test T;
-        if (filter && !strstr(cases[i].name, filter)) continue;
+        if (filter && (filter[0] == '=' ? strcmp(cases[i].name, filter + 1) != 0 : !strstr(cases[i].name, filter))) continue;
         memset(&T, 0, sizeof T);
         T.name = cases[i].name;
         fprintf(stdout, "[ RUN ] %s\n", T.name);

@@ -1,0 +1,96 @@
+#!/bin/sh
+# gpu_check.sh — the checks that need a GPU, each stage short enough for one call on a lent machine
+# (under 10 minutes on an H200), logs and a summary under $OUT (default build/gpu_check).
+#     tools/gpu_check.sh STAGE...
+#   test       make test on the GPU: every GPU test must run (a skip is a failure here)
+#   memcheck1  compute-sanitizer memcheck, one process per GPU test: the device and op tests
+#   memcheck2  ... the whole-model tests
+#   racecheck  compute-sanitizer racecheck on the op tests (the kernels that share memory); the
+#              attention-pattern test one configuration at a time
+#   train      make train (FAT5-small, bf16), then 60 steps with the sampler drawing ahead on a host
+#              thread and 60 drawing on the calling thread: mean step time and wait for the data
+# Each stage appends "STAGE: ok" or "STAGE: FAILED (...)" to $OUT/summary.txt; the exit status is
+# non-zero when any stage failed.
+set -u
+OUT=${OUT:-build/gpu_check}
+mkdir -p "$OUT"
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+rc=0
+say() { echo "$*" | tee -a "$OUT/summary.txt"; }
+fail() { say "$1: FAILED ($2)"; rc=1; }
+
+gpu_tests() {   # the names of the GPU tests in the given files
+    for f in "$@"; do
+        sed -n 's/.*define FAT5_TESTS_GPU[A-Z_]*(X) *//p; /^ *X(/p' "tests/$f" | grep -o 'X([a-z0-9_]*)' | sed 's/X(\(.*\))/\1/'
+    done | awk '!seen[$0]++'
+}
+
+# one test under a sanitizer tool; its log is $OUT/TOOL_NAME.log
+sanitize() {
+    tool=$1 name=$2
+    shift 2
+    log="$OUT/${tool}_$name$(echo "$*" | tr -c 'a-zA-Z0-9\n' '_').log"
+    if ! env "$@" "$SAN" --tool "$tool" --error-exitcode 99 --print-limit 20 tests/run_tests "=$name" > "$log" 2>&1; then
+        fail "$tool $name $*" "see $(basename "$log")"
+        return
+    fi
+    if ! grep -q '^1 passed, 0 failed$' "$log" || grep -q '^\[SKIP\]' "$log"; then
+        fail "$tool $name $*" "did not pass: see $(basename "$log")"
+        return
+    fi
+    echo "$tool $name $*: clean ($(grep -o 'ERROR SUMMARY: [0-9]* errors' "$log" | tail -1))" >> "$OUT/summary.txt"
+}
+
+for stage in "$@"; do
+    case $stage in
+    test)
+        start=$(date +%s)
+        make test > "$OUT/make_test.log" 2>&1 || fail test "make test failed: see make_test.log"
+        skips=$(grep -c '^\[SKIP\] gpu' "$OUT/make_test.log" || true)
+        [ "$skips" -eq 0 ] || fail test "$skips GPU tests skipped"
+        say "test: $(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$OUT/make_test.log" | tail -1), $skips GPU skips, $(( $(date +%s) - start )) s"
+        ;;
+    memcheck1 | memcheck2)
+        make tests/run_tests > /dev/null || { fail "$stage" "build"; continue; }
+        files="test_gpu_dev.c test_gpu_ops.c"
+        [ "$stage" = memcheck2 ] && files=test_gpu_model.c
+        for t in $(gpu_tests $files); do sanitize memcheck "$t"; done
+        say "$stage: done"
+        ;;
+    racecheck)
+        make tests/run_tests > /dev/null || { fail racecheck "build"; continue; }
+        for t in $(gpu_tests test_gpu_ops.c); do
+            case $t in
+            gpu_attn_patterns)   # large: each configuration and precision alone
+                for c in 0 1 2 3; do for m in 0 1; do
+                    sanitize racecheck "$t" FAT5_TEST_ATTN_CFG=$c FAT5_TEST_ATTN_MODE=$m
+                done; done ;;
+            *) sanitize racecheck "$t" ;;
+            esac
+        done
+        say "racecheck: done"
+        ;;
+    train)
+        start=$(date +%s)
+        if make train TRAIN_OUT="$OUT/train" > "$OUT/train.log" 2>&1; then
+            say "train: make train done in $(( $(date +%s) - start )) s"
+        else
+            fail train "make train failed: see train.log"
+        fi
+        tr '\r' '\n' < "$OUT/train.log" | grep -E 'step [0-9]+/' | tail -3 >> "$OUT/summary.txt"
+        for p in 1 0; do
+            rm -rf "$OUT/prefetch$p"
+            examples/train --data "$OUT/train/fortunes.tok" --output_dir "$OUT/prefetch$p" --max_steps 60 \
+                --eval_fraction 0 --save_steps 0 --prefetch $p > "$OUT/prefetch$p.log" 2>&1 ||
+                { fail train "the prefetch $p run: see prefetch$p.log"; continue; }
+            # steps 11..60 (after the warm-up): mean step time and wait for the batches
+            awk -F'[:,}]' -v p=$p '{for (i = 1; i < NF; i++) { if ($i ~ /"step"$/) s = $(i+1); if ($i ~ /"step_s"$/) t = $(i+1); if ($i ~ /"data_s"$/) d = $(i+1) }
+                 if (s > 10 && s <= 60) { n++; st += t; dt += d } }
+                 END { printf "train: prefetch %d: %d steps, mean step %.2f ms, of which waiting for the data %.3f ms\n", p, n, 1000 * st / n, 1000 * dt / n }' \
+                "$OUT/prefetch$p/metrics.jsonl" | tee -a "$OUT/summary.txt"
+        done
+        ;;
+    *) echo "gpu_check: unknown stage $stage" >&2; exit 2 ;;
+    esac
+done
+exit $rc
