@@ -14429,7 +14429,7 @@ static int fat5__urun_next(fat5__urun *R, uint32_t *cp, unsigned *cls) {
         return 1;
     }
     for (;;) {
-        uint32_t c;
+        uint32_t c = 0;
         unsigned x;
         if (R->pos == R->k) {   // the pass is over: the next class
             if (R->next > 255) return 0;
@@ -14853,6 +14853,25 @@ static size_t fat5__charsmap_search(const fat5__charsmap *m, const char *s, size
 
 static const char fat5__ufffd[3] = {(char)0xEF, (char)0xBF, (char)0xBD};
 
+// 1 when s[0..n) is valid UTF-8
+static int fat5__utf8_valid_n(const char *s, size_t n) {
+    size_t i = 0, k;
+    for (; i < n; i += k)
+        if ((k = fat5__utf8_len(s + i, n - i)) == 0) return 0;
+    return 1;
+}
+
+// a byte piece's name, "<0xXX>" with upper-case hex as both libraries write it: 1 and *b its byte
+static int fat5__byte_piece(const char *s, size_t n, unsigned *b) {
+    static const char hex[] = "0123456789ABCDEF";
+    const char *h, *l;
+    if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>' || !s[3] || !s[4] || !(h = strchr(hex, s[3])) ||
+        !(l = strchr(hex, s[4])))
+        return 0;
+    if (b) *b = (unsigned)((h - hex) * 16 + (l - hex));
+    return 1;
+}
+
 // bytes of the maximal subpart at s (n >= 1 bytes, s not valid there): at least 1
 static size_t fat5__utf8_subpart(const char *s, size_t n) {
     unsigned char c = (unsigned char)s[0], lo = 0x80, hi = 0xBF;
@@ -15195,7 +15214,7 @@ static fat5_status fat5__pb_fail(fat5_ctx *ctx, const char *what, const char *ms
 static fat5_status fat5__spm_trainer(fat5_ctx *ctx, const char *what, const unsigned char *d, size_t n,
                                      fat5__spm_spec *sp) {
     fat5__pb r;
-    fat5__pbf f;
+    fat5__pbf f = {0, 0, 0, NULL, 0};
     const char *why = "";
     int k;
     fat5_status st;
@@ -15223,7 +15242,7 @@ static fat5_status fat5__spm_trainer(fat5_ctx *ctx, const char *what, const unsi
 static fat5_status fat5__spm_normspec(fat5_ctx *ctx, const char *what, const unsigned char *d, size_t n,
                                       fat5__spm_spec *sp) {
     fat5__pb r;
-    fat5__pbf f;
+    fat5__pbf f = {0, 0, 0, NULL, 0};
     const char *why = "";
     int k;
     fat5_status st;
@@ -15249,7 +15268,7 @@ static fat5_status fat5__spm_normspec(fat5_ctx *ctx, const char *what, const uns
 static fat5_status fat5__spm_denorm(fat5_ctx *ctx, const char *what, const unsigned char *d, size_t n,
                                     fat5__spm_spec *sp) {
     fat5__pb r;
-    fat5__pbf f;
+    fat5__pbf f = {0, 0, 0, NULL, 0};
     const char *why = "";
     int k;
     r.p = d;
@@ -15262,7 +15281,7 @@ static fat5_status fat5__spm_denorm(fat5_ctx *ctx, const char *what, const unsig
 static fat5_status fat5__spm_load(fat5_tokenizer *t, const char *what, const unsigned char *d, size_t n) {
     fat5_ctx *ctx = t->ctx;
     fat5__pb r;
-    fat5__pbf f;
+    fat5__pbf f = {0, 0, 0, NULL, 0};
     fat5__spm_spec sp;
     const char *why = "";
     int64_t count = 0, i;
@@ -15300,7 +15319,7 @@ static fat5_status fat5__spm_load(fat5_tokenizer *t, const char *what, const uns
     t->min_score = FLT_MAX;
     while (fat5__pb_next(&r, &f, &why) > 0) {
         fat5__pb q;
-        fat5__pbf g;
+        fat5__pbf g = {0, 0, 0, NULL, 0};
         const unsigned char *piece = NULL;
         size_t plen = 0;
         int type = FAT5__SP_NORMAL, has_piece = 0;
@@ -15333,9 +15352,12 @@ static fat5_status fat5__spm_load(fat5_tokenizer *t, const char *what, const uns
         if (plen >= FAT5__TOK_MAX_PIECE || memchr(piece, 0, plen))
             return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: ModelProto pieces[%lld]: %s", what, (long long)i,
                              plen >= FAT5__TOK_MAX_PIECE ? "longer than 8000 bytes" : "holds a NUL byte");
-        if (fat5__utf8_len((const char *)piece, plen) == 0 || !(type >= 1 && type <= 6))
+        if (!fat5__utf8_valid_n((const char *)piece, plen) || !(type >= 1 && type <= 6))
             return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: ModelProto pieces[%lld]: %s", what, (long long)i,
                              type >= 1 && type <= 6 ? "not UTF-8" : "unknown type");
+        if (type == FAT5__SP_BYTE && !fat5__byte_piece((const char *)piece, plen, NULL))
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: ModelProto pieces[%lld]: a BYTE piece not named <0xXX>", what,
+                             (long long)i);
         if (score != score || score > FLT_MAX || score < -FLT_MAX)
             return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: ModelProto pieces[%lld]: score is NaN or infinite", what, (long long)i);
         if (!fat5__pool_add(t, (const char *)piece, plen, &t->off[i]))
@@ -15703,9 +15725,8 @@ static fat5_status fat5__spm_decode(fat5_tokenizer *t, const int32_t *ids, int64
         const char *p;
         size_t pl;
         if (i < n && t->type[id] == FAT5__SP_BYTE) {
-            const char *pc = fat5__piece(t, id);
             unsigned v = 0;
-            if (t->len[id] == 6 && sscanf(pc, "<0x%2X>", &v) == 1) {
+            if (fat5__byte_piece(fat5__piece(t, id), t->len[id], &v)) {
                 char c = (char)v;
                 if (!fat5__tbuf_put(t->ctx, &t->s1, &c, 1)) goto oom;
                 continue;
@@ -15895,6 +15916,26 @@ static fat5_status fat5__tj_pattern(fat5_ctx *ctx, const char *what, const fat5_
         if (a->max == 0) goto unsupported;
     }
     if (s->n_atoms == 0) return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: an empty Replace pattern", what);
+    {   // neighbours with the same character are one atom (a{1,2}a* is a{1,}); then at most one atom
+        // may have a variable count, and the pattern must not match the empty string
+        int i, k = 0, var = 0;
+        uint32_t lo = 0;
+        for (i = 0; i < s->n_atoms; i++) {
+            if (k > 0 && s->atom[k - 1].cp == s->atom[i].cp) {
+                fat5__re_atom *p = &s->atom[k - 1];
+                p->min += s->atom[i].min;
+                p->max = p->max > UINT32_MAX - s->atom[i].max ? UINT32_MAX : p->max + s->atom[i].max;
+            } else {
+                s->atom[k++] = s->atom[i];
+            }
+        }
+        s->n_atoms = k;
+        for (i = 0; i < k; i++) {
+            var += s->atom[i].min != s->atom[i].max;
+            lo += s->atom[i].min;
+        }
+        if (var > 1 || lo == 0) goto unsupported;
+    }
     return FAT5_OK;
 unsupported:
     return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: unsupported: Replace regex '%s' (only literal characters with "
@@ -16118,6 +16159,9 @@ static fat5_status fat5__tj_model(fat5_tokenizer *t, const char *what, const fat
                                  fat5__msg_name(buf, sizeof buf, e->key));
             if (id + 1 > n) n = id + 1;
         }
+        if (n > 2 * (int64_t)vocab->n + 65536)   // a few entries cannot ask for 2^24 ids' worth of memory
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: model.vocab: ids up to %lld for %zu pieces (too sparse)", what,
+                             (long long)n - 1, vocab->n);
         if ((st = fat5__pieces_alloc(t, what, n))) return st;
         for (e = vocab->child; e; e = e->next) {
             int64_t id;
@@ -16147,8 +16191,9 @@ static fat5_status fat5__tj_model(fat5_tokenizer *t, const char *what, const fat
                              fat5__msg_name(buf, sizeof buf, unk->str));
         if ((st = fat5__tj_str(ctx, what, m, "continuing_subword_prefix", 0, &csp))) return st;
         if ((st = fat5__tj_str(ctx, what, m, "end_of_word_suffix", 0, &eow))) return st;
-        if (csp && csp->len && !fat5__pool_add(t, csp->str, csp->len, &t->cs_prefix)) return FAT5_ERR_OUT_OF_MEMORY;
-        if (eow && eow->len && !fat5__pool_add(t, eow->str, eow->len, &t->eow_suffix)) return FAT5_ERR_OUT_OF_MEMORY;
+        if ((csp && csp->len && !fat5__pool_add(t, csp->str, csp->len, &t->cs_prefix)) ||
+            (eow && eow->len && !fat5__pool_add(t, eow->str, eow->len, &t->eow_suffix)))
+            return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
         t->cs_prefix_len = csp ? (uint32_t)csp->len : 0;
         t->eow_suffix_len = eow ? (uint32_t)eow->len : 0;
         if (!merges || merges->type != FAT5__J_ARRAY)
@@ -16191,7 +16236,8 @@ static fat5_status fat5__tj_model(fat5_tokenizer *t, const char *what, const fat
                 bl -= t->cs_prefix_len;
             }
             t->s0.n = 0;
-            if (!fat5__tbuf_put(ctx, &t->s0, a, al) || !fat5__tbuf_put(ctx, &t->s0, b, bl)) return FAT5_ERR_OUT_OF_MEMORY;
+            if (!fat5__tbuf_put(ctx, &t->s0, a, al) || !fat5__tbuf_put(ctx, &t->s0, b, bl))
+                return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
             if ((inew = fat5__trie_find(&t->vocab, t->s0.p, t->s0.n)) < 0)
                 return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: model.merges[%lld]: the merged piece is not in the vocabulary",
                                  what, (long long)i);
@@ -16243,7 +16289,8 @@ static fat5_status fat5__tj_template(fat5_tokenizer *t, const char *what, const 
                     if (x->type != FAT5__J_NUMBER || !fat5__json_as_i64(x, &v) || v < 0 || v >= FAT5__TOK_MAX_VOCAB)
                         return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: TemplateProcessing: special token '%s': bad id", what,
                                          fat5__msg_name(buf, sizeof buf, id->str));
-                    if (!fat5__ubuf_push(ctx, &t->tmpl_ids, (uint32_t)v)) return FAT5_ERR_OUT_OF_MEMORY;
+                    if (!fat5__ubuf_push(ctx, &t->tmpl_ids, (uint32_t)v))
+                        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
                     it->n++;
                 }
             } else {
@@ -16321,7 +16368,7 @@ static fat5_status fat5__tj_load(fat5_tokenizer *t, const char *what, const char
                 (st = fat5__tj_bool(ctx, buf, e, "single_word", 0, &f[3])))
                 goto done;
             if ((st = fat5__tj_bool(ctx, buf, e, "normalized", !f[0], &f[4]))) goto done;
-            if (!fat5__pool_add(t, c->str, c->len, &a->off)) { st = FAT5_ERR_OUT_OF_MEMORY; goto done; }
+            if (!fat5__pool_add(t, c->str, c->len, &a->off)) { st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what); goto done; }
             a->len = (uint32_t)c->len;
             a->id = (int32_t)id;
             a->special = (uint8_t)f[0];
@@ -16333,6 +16380,11 @@ static fat5_status fat5__tj_load(fat5_tokenizer *t, const char *what, const char
         }
         t->n_added = (int32_t)j->n;
     }
+    for (i = 0; i < (int64_t)t->tmpl_ids.n; i++)   // the template's ids count too (they may name no piece)
+        if ((int64_t)t->tmpl_ids.p[i] > max_id) max_id = t->tmpl_ids.p[i];
+    if (max_id >= 2 * ((int64_t)t->n_pieces + t->n_added) + 65536)
+        FAT5__TJ_FAIL("%s: ids up to %lld for %lld pieces and added tokens (too sparse)", what, (long long)max_id,
+                      (long long)t->n_pieces + t->n_added);
     t->vocab_size = (int32_t)(max_id + 1);
     t->id_off = FAT5__CAST(uint32_t *, fat5__calloc(ctx, (size_t)t->vocab_size, sizeof *t->id_off));
     t->id_special = FAT5__CAST(uint8_t *, fat5__calloc(ctx, (size_t)t->vocab_size, 1));
@@ -16341,13 +16393,36 @@ static fat5_status fat5__tj_load(fat5_tokenizer *t, const char *what, const char
     for (i = 0; i < t->n_pieces; i++)
         if (t->type[i]) t->id_off[i] = t->off[i];
     for (i = 0; i < t->n_added; i++) t->id_off[t->added[i].id] = t->added[i].off;   // the added vocabulary first
-    for (i = 0; i < t->n_added; i++)   // special: by content, as tokenizers' special-token set
-        if (t->added[i].special) {
-            int64_t k;
-            for (k = 0; k < t->vocab_size; k++)
-                if (t->id_off[k] != UINT32_MAX && strcmp(t->pool.p + t->id_off[k], t->pool.p + t->added[i].off) == 0)
-                    t->id_special[k] = 1;
-        }
+    {   // special: every id whose text is a special token's (tokenizers' special-token set is by content)
+        fat5__trie sp;
+        uint32_t *off = FAT5__CAST(uint32_t *, fat5__calloc(ctx, (size_t)t->n_added + 1, sizeof *off));
+        uint32_t *len = FAT5__CAST(uint32_t *, fat5__calloc(ctx, (size_t)t->n_added + 1, sizeof *len));
+        int32_t *idx = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)t->n_added + 1, sizeof *idx));
+        fat5__tkeys k;
+        size_t n = 0;
+        if (!off || !len || !idx) st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
+        for (i = 0; !st && i < t->n_added; i++)
+            if (t->added[i].special) {
+                off[n] = t->added[i].off;
+                len[n] = t->added[i].len;
+                idx[n++] = (int32_t)i;
+            }
+        k.s = t->pool.p;
+        k.off = off;
+        k.len = len;
+        k.id = idx;
+        if (!st) st = fat5__trie_build(ctx, &k, n, &sp);
+        fat5__free(ctx, off);
+        fat5__free(ctx, len);
+        fat5__free(ctx, idx);
+        if (st) goto done;
+        for (i = 0; n && i < t->vocab_size; i++)
+            if (t->id_off[i] != UINT32_MAX) {
+                const char *txt = t->pool.p + t->id_off[i];
+                t->id_special[i] = fat5__trie_find(&sp, txt, strlen(txt)) >= 0;
+            }
+        fat5__trie_free(ctx, &sp);
+    }
     {   // the two matchers: raw text (normalized: false) and normalised text (normalized: true)
         int w;
         for (w = 0; w < 2; w++) {
@@ -16374,7 +16449,8 @@ static fat5_status fat5__tj_load(fat5_tokenizer *t, const char *what, const char
                 uint32_t base;
                 for (m = 0; !st && m < n; m++) {
                     st = fat5__hf_normalize(t, t->pool.p + off[m], len[m], 0, &t->s2, &t->o2);
-                    if (!st && !fat5__pool_add(t, t->s2.p, t->s2.n, &base)) st = FAT5_ERR_OUT_OF_MEMORY;
+                    if (!st && !fat5__pool_add(t, t->s2.p, t->s2.n, &base))
+                        st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
                     off[m] = base;
                     len[m] = (uint32_t)t->s2.n;
                 }
@@ -16423,7 +16499,7 @@ static int fat5__emit(fat5_tokenizer *t, fat5__tbuf *b, fat5__ubuf *ob, const ch
     size_t i;
     if (!fat5__tbuf_put(t->ctx, b, s, n) || !fat5__grow(t->ctx, (void **)&ob->p, &ob->cap, ob->n + n, sizeof(uint32_t)))
         return 0;
-    if (o) memcpy(ob->p + ob->n, o, n * sizeof(uint32_t));
+    if (o && n) memcpy(ob->p + ob->n, o, n * sizeof(uint32_t));
     else
         for (i = 0; i < n; i++) ob->p[ob->n + i] = o0;
     ob->n += n;
@@ -16484,33 +16560,21 @@ static int fat5__hf_added_split(fat5_tokenizer *t, const fat5__trie *tr, const c
     return 1;
 }
 
-// a Replace regex (literal atoms with quantifiers) matching at s[0..n): its length, or -1
+// a Replace regex at s[0..n): its length, or -1. The atoms are literal characters, neighbours
+// distinct, at most one with a variable count (the loader makes sure): then the greedy count is
+// the only one that can match, and no backtracking is needed.
 static long fat5__re_match(const fat5__re_atom *a, int na, const char *s, size_t n) {
-    size_t k = 0, l;
-    uint32_t cnt = 0;
-    long r;
-    if (na == 0) return 0;
-    // greedy: take as many as allowed, then give back
-    {
-        size_t ends[64];
-        size_t pos = 0;
-        ends[0] = 0;
-        while (cnt < a->max && pos < n && fat5__cp_at(s + pos, n - pos, &l) == a->cp) {
+    size_t pos = 0, l;
+    int i;
+    for (i = 0; i < na; i++) {
+        uint32_t cnt = 0;
+        while (cnt < a[i].max && pos < n && fat5__cp_at(s + pos, n - pos, &l) == a[i].cp) {
             pos += l;
             cnt++;
-            if (cnt < 64) ends[cnt] = pos;
-            else break;
         }
-        for (;;) {
-            if (cnt >= a->min) {
-                k = cnt < 64 ? ends[cnt] : pos;
-                r = fat5__re_match(a + 1, na - 1, s + k, n - k);
-                if (r >= 0) return (long)k + r;
-            }
-            if (cnt == 0) return -1;
-            cnt--;
-        }
+        if (cnt < a[i].min) return -1;
     }
+    return (long)pos;
 }
 
 // a Replace pattern at s[0..n): the match length or 0
@@ -16771,25 +16835,65 @@ oom:
     return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
 }
 
-// tokenizers' BPE on one word s[0..n): ids appended to out
+// tokenizers' BPE on one word s[0..n): ids appended to out. The symbols (one per character, or
+// one per byte of an unknown one with byte fallback) live in the lattice scratch, the merge heap
+// (at most three entries per symbol: the first pairs, then two per merge) after them.
+typedef struct fat5__hsym { int32_t c, prev, next; uint32_t len; } fat5__hsym;
+typedef struct fat5__hmrg { uint32_t rank, pos, id; } fat5__hmrg;
+
+static int fat5__hsym_add(fat5_tokenizer *t, size_t *ny, int32_t id, uint32_t len) {
+    fat5__hsym *y;
+    if (!fat5__grow(t->ctx, &t->lat, &t->lat_cap, (*ny + 1) * sizeof(fat5__hsym), 1)) return 0;
+    y = FAT5__CAST(fat5__hsym *, t->lat);
+    y[*ny].c = id;
+    y[*ny].len = len;
+    y[*ny].prev = (int32_t)*ny - 1;
+    y[*ny].next = (int32_t)*ny + 1;
+    (*ny)++;
+    return 1;
+}
+
+#define FAT5__MLESS(x, z) ((x).rank < (z).rank || ((x).rank == (z).rank && (x).pos < (z).pos))
+static void fat5__hmrg_push(fat5__hmrg *h, size_t *nh, uint32_t rank, uint32_t pos, uint32_t id) {
+    size_t k = (*nh)++;
+    fat5__hmrg v;
+    v.rank = rank;
+    v.pos = pos;
+    v.id = id;
+    while (k > 0 && FAT5__MLESS(v, h[(k - 1) / 2])) {
+        h[k] = h[(k - 1) / 2];
+        k = (k - 1) / 2;
+    }
+    h[k] = v;
+}
+static fat5__hmrg fat5__hmrg_pop(fat5__hmrg *h, size_t *nh) {
+    fat5__hmrg top = h[0], last = h[--*nh];
+    size_t k = 0;
+    for (;;) {
+        size_t c = 2 * k + 1;
+        if (c >= *nh) break;
+        if (c + 1 < *nh && FAT5__MLESS(h[c + 1], h[c])) c++;
+        if (!FAT5__MLESS(h[c], last)) break;
+        h[k] = h[c];
+        k = c;
+    }
+    if (*nh) h[k] = last;
+    return top;
+}
+#undef FAT5__MLESS
+
 static fat5_status fat5__hf_bpe(fat5_tokenizer *t, const char *s, size_t n, fat5__ubuf *out) {
-    typedef struct { int32_t c, prev, next; uint32_t len; } sym;
-    typedef struct { uint32_t rank, pos, id; } mrg;
-    sym *y;
-    mrg *h;
-    size_t ny = 0, nh = 0, i, l, bytes;
+    fat5__hsym *y;
+    fat5__hmrg *h;
+    size_t ny = 0, nh = 0, i, l, hbytes;
     int32_t unk = -1;
     uint32_t unk_len = 0;
+    const fat5__merge *m;
     if (n == 0) return FAT5_OK;
     if (t->ignore_merges) {
         int32_t id = fat5__trie_find(&t->vocab, s, n);
         if (id >= 0) return fat5__ubuf_push(t->ctx, out, (uint32_t)id) ? FAT5_OK : FAT5_ERR_OUT_OF_MEMORY;
     }
-    if (!fat5__mul_ok(n + 1, sizeof(sym) + 4 * sizeof(mrg), &bytes) || !fat5__grow(t->ctx, &t->lat, &t->lat_cap, bytes, 1))
-        return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
-    y = FAT5__CAST(sym *, t->lat);
-    h = FAT5__CAST(mrg *, (void *)((char *)t->lat + (n + 1) * sizeof(sym)));
-#define FAT5__ADDSYM(id_, len_) do { y[ny].c = (id_); y[ny].len = (len_); y[ny].prev = (int32_t)ny - 1; y[ny].next = (int32_t)ny + 1; ny++; } while (0)
     for (i = 0; i < n; i += l) {
         int32_t id;
         l = fat5__utf8_len(s + i, n - i);
@@ -16797,19 +16901,19 @@ static fat5_status fat5__hf_bpe(fat5_tokenizer *t, const char *s, size_t n, fat5
         if ((i > 0 && t->cs_prefix_len && !fat5__tbuf_put(t->ctx, &t->s3, t->pool.p + t->cs_prefix, t->cs_prefix_len)) ||
             !fat5__tbuf_put(t->ctx, &t->s3, s + i, l) ||
             (i + l == n && t->eow_suffix_len && !fat5__tbuf_put(t->ctx, &t->s3, t->pool.p + t->eow_suffix, t->eow_suffix_len)))
-            return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
+            return FAT5_ERR_OUT_OF_MEMORY;
         if ((id = fat5__trie_find(&t->vocab, t->s3.p, t->s3.n)) >= 0) {
-            if (unk >= 0) FAT5__ADDSYM(unk, unk_len);
+            if (unk >= 0 && !fat5__hsym_add(t, &ny, unk, unk_len)) return FAT5_ERR_OUT_OF_MEMORY;
             unk = -1;
-            FAT5__ADDSYM(id, (uint32_t)l);
+            if (!fat5__hsym_add(t, &ny, id, (uint32_t)l)) return FAT5_ERR_OUT_OF_MEMORY;
             continue;
         }
-        if (t->byte_fallback) {
+        if (t->byte_fallback) {   // every byte of the piece (prefix and suffix included), as tokenizers
             size_t j;
             for (j = 0; j < t->s3.n && t->byte_id[(unsigned char)t->s3.p[j]] >= 0; j++) {}
             if (j == t->s3.n) {
-                if (!fat5__grow(t->ctx, &t->lat, &t->lat_cap, bytes + t->s3.n * sizeof(sym), 1)) return FAT5_ERR_OUT_OF_MEMORY;
-                for (j = 0; j < t->s3.n; j++) FAT5__ADDSYM(t->byte_id[(unsigned char)t->s3.p[j]], 1);
+                for (j = 0; j < t->s3.n; j++)
+                    if (!fat5__hsym_add(t, &ny, t->byte_id[(unsigned char)t->s3.p[j]], 1)) return FAT5_ERR_OUT_OF_MEMORY;
                 continue;
             }
         }
@@ -16817,38 +16921,28 @@ static fat5_status fat5__hf_bpe(fat5_tokenizer *t, const char *s, size_t n, fat5
             if (unk >= 0 && t->fuse_unk) {
                 unk_len += (uint32_t)l;
             } else {
-                if (unk >= 0) FAT5__ADDSYM(unk, unk_len);
+                if (unk >= 0 && !fat5__hsym_add(t, &ny, unk, unk_len)) return FAT5_ERR_OUT_OF_MEMORY;
                 unk = t->unk_id;
                 unk_len = (uint32_t)l;
             }
         }
     }
-    if (unk >= 0) FAT5__ADDSYM(unk, unk_len);
-#undef FAT5__ADDSYM
+    if (unk >= 0 && !fat5__hsym_add(t, &ny, unk, unk_len)) return FAT5_ERR_OUT_OF_MEMORY;
     if (ny == 0) return FAT5_OK;
+    // the heap after the symbols
+    if (!fat5__mul_ok(3 * ny + 1, sizeof(fat5__hmrg), &hbytes) ||
+        !fat5__grow(t->ctx, &t->lat, &t->lat_cap, ny * sizeof(fat5__hsym) + hbytes + sizeof(fat5__hmrg), 1))
+        return FAT5_ERR_OUT_OF_MEMORY;
+    y = FAT5__CAST(fat5__hsym *, t->lat);
+    h = FAT5__CAST(fat5__hmrg *, (void *)((char *)t->lat + (ny * sizeof(fat5__hsym) + sizeof(fat5__hmrg) - 1) /
+                                                          sizeof(fat5__hmrg) * sizeof(fat5__hmrg)));
     y[ny - 1].next = -1;
-    // merges: lowest rank first, then leftmost (a binary heap on (rank, pos))
-#define FAT5__MLESS(x, z) ((x).rank < (z).rank || ((x).rank == (z).rank && (x).pos < (z).pos))
-#define FAT5__MPUSH(m_) do { size_t k_ = nh++; mrg v_ = (m_); while (k_ > 0 && FAT5__MLESS(v_, h[(k_ - 1) / 2])) { h[k_] = h[(k_ - 1) / 2]; k_ = (k_ - 1) / 2; } h[k_] = v_; } while (0)
-    for (i = 0; i + 1 < ny; i++) {
-        const fat5__merge *m = fat5__merge_find(t, y[i].c, y[i + 1].c);
-        if (m) { mrg v; v.rank = m->rank; v.pos = (uint32_t)i; v.id = m->id; FAT5__MPUSH(v); }
-    }
+    // merges: lowest rank first, then leftmost
+    for (i = 0; i + 1 < ny; i++)
+        if ((m = fat5__merge_find(t, y[i].c, y[i + 1].c))) fat5__hmrg_push(h, &nh, m->rank, (uint32_t)i, m->id);
     while (nh) {
-        mrg top = h[0], last = h[--nh];
-        size_t k = 0;
-        const fat5__merge *m;
-        sym *cur, *right;
-        for (;;) {   // pop
-            size_t c = 2 * k + 1;
-            if (c >= nh) break;
-            if (c + 1 < nh && FAT5__MLESS(h[c + 1], h[c])) c++;
-            if (!FAT5__MLESS(h[c], last)) break;
-            h[k] = h[c];
-            k = c;
-        }
-        if (nh) h[k] = last;
-        cur = &y[top.pos];
+        fat5__hmrg top = fat5__hmrg_pop(h, &nh);
+        fat5__hsym *cur = &y[top.pos], *right;
         if (cur->len == 0 || cur->next < 0) continue;
         right = &y[cur->next];
         if (!(m = fat5__merge_find(t, cur->c, right->c)) || m->id != top.id) continue;
@@ -16857,16 +16951,11 @@ static fat5_status fat5__hf_bpe(fat5_tokenizer *t, const char *s, size_t n, fat5
         right->len = 0;
         cur->next = right->next;
         if (cur->next >= 0) y[cur->next].prev = (int32_t)top.pos;
-        if (nh + 2 > 4 * (n + 1)) continue;   // cannot happen: each merge adds at most two
-        if (cur->prev >= 0 && (m = fat5__merge_find(t, y[cur->prev].c, cur->c))) {
-            mrg v; v.rank = m->rank; v.pos = (uint32_t)cur->prev; v.id = m->id; FAT5__MPUSH(v);
-        }
-        if (cur->next >= 0 && (m = fat5__merge_find(t, cur->c, y[cur->next].c))) {
-            mrg v; v.rank = m->rank; v.pos = top.pos; v.id = m->id; FAT5__MPUSH(v);
-        }
+        if (cur->prev >= 0 && (m = fat5__merge_find(t, y[cur->prev].c, cur->c)))
+            fat5__hmrg_push(h, &nh, m->rank, (uint32_t)cur->prev, m->id);
+        if (cur->next >= 0 && (m = fat5__merge_find(t, cur->c, y[cur->next].c)))
+            fat5__hmrg_push(h, &nh, m->rank, top.pos, m->id);
     }
-#undef FAT5__MPUSH
-#undef FAT5__MLESS
     for (i = 0; i < ny; i = y[i].next >= 0 ? (size_t)y[i].next : ny)
         if (!fat5__ubuf_push(t->ctx, out, (uint32_t)y[i].c)) return FAT5_ERR_OUT_OF_MEMORY;
     return FAT5_OK;

@@ -5,7 +5,7 @@
 // (tools/make_tokenizers.py --real-dir DIR lays it out).
 
 #define FAT5_TESTS_TOKENIZER(X) X(tokenizer_parity) X(tokenizer_parity_real) X(tokenizer_bad_files) \
-    X(tokenizer_api) X(tokenizer_batch)
+    X(tokenizer_api) X(tokenizer_batch) X(tokenizer_edge_cases)
 
 static size_t tk_unhex(const char *h, char *out) {
     size_t n = strlen(h) / 2, i;
@@ -351,4 +351,72 @@ static void t_tokenizer_batch(fat5_test *T) {
     fat5_batch_free(ctx, &nb);
     FAT5_CHECK(T, fat5_batch_from_texts(tok, in, NULL, -1, &nb) == FAT5_ERR_INVALID_ARG);
     fat5_tokenizer_destroy(tok);
+}
+
+// ids of text under a tokenizer given as JSON text, against want (n ids)
+static void tk_expect(fat5_test *T, const char *json, const char *text, size_t len, const int32_t *want, int64_t n) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_tokenizer *tok = NULL;
+    int32_t *ids = NULL;
+    int64_t m = 0;
+    FAT5_REQUIRE_OK(T, fat5_tokenizer_from_memory(ctx, json, strlen(json), 1, &tok));
+    FAT5_REQUIRE_OK(T, fat5_tokenize(tok, text, len, NULL, 0, 0, &ids, &m));
+    FAT5_CHECK_MSG(T, m == n && memcmp(ids, want, (size_t)n * sizeof *ids) == 0, "'%.40s': %lld ids", text, (long long)m);
+    if (m != n || memcmp(ids, want, (size_t)n * sizeof *ids) != 0) tk_print_ids("got", ids, m);
+    fat5_free(ctx, ids);
+    fat5_tokenizer_destroy(tok);
+}
+
+// Cases the fixtures do not reach; the expected ids are what tokenizers 0.23.3 gives.
+static void t_tokenizer_edge_cases(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    char *json = FAT5__CAST(char *, malloc(1 << 16)), text[400];
+    size_t k = 0;
+    int b;
+    // BPE byte fallback with a subword prefix: every byte of "##q" (3 + 2 per later character)
+    k += (size_t)sprintf(json + k, "{\"model\": {\"type\": \"BPE\", \"byte_fallback\": true, \"continuing_subword_prefix\": "
+                                   "\"##\", \"merges\": [], \"vocab\": {");
+    for (b = 0; b < 256; b++) k += (size_t)sprintf(json + k, "\"<0x%02X>\": %d, ", b, b);
+    sprintf(json + k, "\"a\": 256}}}");
+    {
+        static const int32_t want[] = {113, 35, 35, 113, 35, 35, 113};
+        tk_expect(T, json, "qqq", 3, want, 7);
+    }
+    // T5's " {2,}" -> U+2581 on runs longer than any fixed buffer: 65 and 300 spaces are one replacement
+    {
+        fat5_tokenizer *tok = NULL;
+        char *file = NULL;
+        size_t len = 0, i, n;
+        int32_t *ids = NULL;
+        int64_t m = 0;
+        static const int32_t want[] = {9, 66, 1};
+        FAT5_REQUIRE_OK(T, fat5__read_file(ctx, "tests/data/tokenizers/t5uni/tokenizer.json", (size_t)1 << 24, &file, &len));
+        FAT5_REQUIRE_OK(T, fat5_tokenizer_from_memory(ctx, file, len, 1, &tok));
+        for (n = 65; n <= 300; n += 235) {
+            text[0] = 'a';
+            for (i = 1; i <= n; i++) text[i] = ' ';
+            text[n + 1] = 'b';
+            FAT5_REQUIRE_OK(T, fat5_tokenize(tok, text, n + 2, NULL, 0, 0, &ids, &m));
+            FAT5_CHECK_MSG(T, m == 3 && memcmp(ids, want, sizeof want) == 0, "%zu spaces", n);
+            fat5_free(ctx, ids);
+        }
+        fat5_tokenizer_destroy(tok);
+        fat5__free(ctx, file);
+    }
+    // a Replace regex with many quantified atoms runs in linear time (neighbours merge: a*a*...a*b is a*b)
+    {
+        static const int32_t want[] = {0};
+        int i;
+        k = (size_t)sprintf(json, "{\"model\": {\"type\": \"Unigram\", \"unk_id\": 0, \"vocab\": [[\"<unk>\", 0], [\"x\", -1]]}, "
+                                  "\"normalizer\": {\"type\": \"Replace\", \"content\": \"x\", \"pattern\": {\"Regex\": \"");
+        for (i = 0; i < 15; i++) k += (size_t)sprintf(json + k, "a*");
+        sprintf(json + k, "b\"}}}");
+        memset(text, 'a', 300);
+        tk_expect(T, json, text, 300, want, 1);   // 300 a's and no b: one unknown run
+        tk_bad_json(T, "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0]]}, \"normalizer\": {\"type\": \"Replace\", "
+                    "\"pattern\": {\"Regex\": \"a*b*\"}, \"content\": \"x\"}}", FAT5_ERR_UNSUPPORTED, "unsupported: Replace regex");
+    }
+    // ids far beyond the pieces are refused, not allocated
+    tk_bad_json(T, "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 16777215}, \"merges\": []}}", FAT5_ERR_FORMAT, "too sparse");
+    free(json);
 }
