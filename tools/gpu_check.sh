@@ -30,8 +30,14 @@ sanitize() {
     tool=$1 name=$2
     shift 2
     log="$OUT/${tool}_$name$(echo "$*" | tr -c 'a-zA-Z0-9\n' '_').log"
-    if ! env "$@" "$SAN" --tool "$tool" --error-exitcode 99 --print-limit 20 tests/run_tests "=$name" > "$log" 2>&1 ||
-       ! grep -q '^1 passed, 0 failed$' "$log" || grep -q '^\[SKIP\]' "$log"; then
+    # FAT5_SANITIZER=1: the tests leave out their deliberate API errors (an invalid launch)
+    env FAT5_SANITIZER=1 "$@" "$SAN" --tool "$tool" --error-exitcode 99 --print-limit 20 tests/run_tests "=$name" > "$log" 2>&1
+    if grep -q '^1 passed, 0 failed$' "$log" && grep -q 'terminated before first instrumented API call' "$log"; then
+        echo "$tool $name $*: passed, no device work to check" >> "$OUT/summary.txt"
+        rm -f "$log"
+        return
+    fi
+    if ! grep -q 'ERROR SUMMARY: 0 errors' "$log" || ! grep -q '^1 passed, 0 failed$' "$log" || grep -q '^\[SKIP\]' "$log"; then
         fail "$tool $name $*" "see $(basename "$log"); its end:"
         tail -25 "$log" | sed 's/^/    /' >> "$OUT/summary.txt"
         return
