@@ -37,12 +37,14 @@ sanitize() {
         rm -f "$log"
         return
     fi
-    if ! grep -q 'ERROR SUMMARY: 0 errors' "$log" || ! grep -q '^1 passed, 0 failed$' "$log" || grep -q '^\[SKIP\]' "$log"; then
+    # memcheck ends with "ERROR SUMMARY: 0 errors", racecheck with "RACECHECK SUMMARY: 0 hazards displayed"
+    if ! grep -q -E 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards' "$log" || ! grep -q '^1 passed, 0 failed$' "$log" ||
+       grep -q '^\[SKIP\]' "$log"; then
         fail "$tool $name $*" "see $(basename "$log"); its end:"
         tail -25 "$log" | sed 's/^/    /' >> "$OUT/summary.txt"
         return
     fi
-    echo "$tool $name $*: clean ($(grep -o 'ERROR SUMMARY: [0-9]* errors' "$log" | tail -1))" >> "$OUT/summary.txt"
+    echo "$tool $name $*: clean ($(grep -o -E 'ERROR SUMMARY: [0-9]* errors|RACECHECK SUMMARY: [0-9]* hazards' "$log" | tail -1))" >> "$OUT/summary.txt"
     rm -f "$log"   # only the logs of failures come back
 }
 
