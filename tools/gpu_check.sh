@@ -88,7 +88,7 @@ for stage in "$@"; do
         for p in 1 0; do
             rm -rf "$OUT/prefetch$p"
             examples/train --data "$OUT/train/fortunes.tok" --output_dir "$OUT/prefetch$p" --max_steps 60 \
-                --eval_fraction 0 --save_steps 0 --prefetch $p > "$OUT/prefetch$p.log" 2>&1 ||
+                --warmup_steps 10 --eval_fraction 0 --save_steps 0 --prefetch $p > "$OUT/prefetch$p.log" 2>&1 ||
                 { fail train "the prefetch $p run: see prefetch$p.log"; continue; }
             # steps 11..60 (after the warm-up): mean step time and wait for the batches
             awk -F'[:,}]' -v p=$p '{for (i = 1; i < NF; i++) { if ($i ~ /"step"$/) s = $(i+1); if ($i ~ /"step_s"$/) t = $(i+1); if ($i ~ /"data_s"$/) d = $(i+1) }
