@@ -4,7 +4,7 @@
 #     tools/gpu_check.sh STAGE...
 #   test       make test on the GPU: every GPU test must run (a skip is a failure here)
 #   memcheck1  compute-sanitizer memcheck, one process per GPU test: the device and op tests
-#   memcheck2  ... the whole-model tests
+#   memcheck2  ... the whole-model and generation tests
 #   racecheck  compute-sanitizer racecheck on the op tests (the kernels that share memory); the
 #              attention-pattern test one configuration at a time
 #   train      make train (FAT5-small, bf16), then 60 steps with the sampler drawing ahead on a host
@@ -19,10 +19,8 @@ rc=0
 say() { echo "$*" | tee -a "$OUT/summary.txt"; }
 fail() { say "$1: FAILED ($2)"; rc=1; }
 
-gpu_tests() {   # the names of the GPU tests in the given files
-    for f in "$@"; do
-        sed -n 's/.*define FAT5_TESTS_GPU[A-Z_]*(X) *//p; /^ *X(/p' "tests/$f" | grep -o 'X([a-z0-9_]*)' | sed 's/X(\(.*\))/\1/'
-    done | awk '!seen[$0]++'
+gpu_tests() {   # the names of the GPU tests (gpu_*) listed in the given test files
+    for f in "$@"; do grep -o 'X(gpu_[a-z0-9_]*)' "tests/$f" | sed 's/X(\(.*\))/\1/'; done | awk '!seen[$0]++'
 }
 
 # one test under a sanitizer tool; its log is $OUT/TOOL_NAME.log
@@ -60,13 +58,13 @@ for stage in "$@"; do
     memcheck1 | memcheck2)
         make tests/run_tests > /dev/null || { fail "$stage" "build"; continue; }
         files="test_gpu_dev.c test_gpu_ops.c"
-        [ "$stage" = memcheck2 ] && files=test_gpu_model.c
+        [ "$stage" = memcheck2 ] && files="test_gpu_model.c test_generate.c"
         for t in $(gpu_tests $files); do sanitize memcheck "$t"; done
         say "$stage: done"
         ;;
     racecheck)
         make tests/run_tests > /dev/null || { fail racecheck "build"; continue; }
-        for t in $(gpu_tests test_gpu_ops.c); do
+        for t in $(gpu_tests test_gpu_ops.c test_generate.c); do
             case $t in
             gpu_attn_patterns)   # large: each configuration and precision alone
                 for c in 0 1 2 3; do for m in 0 1; do
