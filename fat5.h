@@ -14184,15 +14184,21 @@ enum { FAT5__NFC, FAT5__NFD, FAT5__NFKC, FAT5__NFKD };
 #define FAT5__UC_COUNT(a) (sizeof(a) / sizeof((a)[0]))
 #define FAT5__UC_MAXDEC 18   // the longest full decomposition (U+FDFA); tools/gen_unicode.py checks it
 
-// the low byte of the entry of a start << 8 | value range table that covers cp
-static unsigned fat5__uc_range(const uint32_t *t, size_t n, uint32_t cp) {
+// the index of the last entry of the sorted t[0..n) whose key (t[i] >> shift) is <= key; 0 when
+// there is none (the caller checks t[0])
+static size_t fat5__uc_floor(const uint32_t *t, size_t n, uint32_t key, int shift) {
     size_t lo = 0, hi = n;
     while (hi - lo > 1) {
         size_t mid = lo + (hi - lo) / 2;
-        if ((t[mid] >> 8) <= cp) lo = mid;
+        if ((t[mid] >> shift) <= key) lo = mid;
         else hi = mid;
     }
-    return (unsigned)(t[lo] & 0xFF);
+    return lo;
+}
+
+// the low byte of the entry of a start << 8 | value range table that covers cp
+static unsigned fat5__uc_range(const uint32_t *t, size_t n, uint32_t cp) {
+    return (unsigned)(t[fat5__uc_floor(t, n, cp, 8)] & 0xFF);
 }
 
 static unsigned fat5__uc_props(uint32_t cp) {
@@ -14278,14 +14284,10 @@ static FAT5__UNUSED size_t fat5__grapheme_len(const char *s, size_t n) {
 
 // The one-level mapping of cp in a decomposition table (code points to m), its length; 0 when none.
 static size_t fat5__uc_map(const uint32_t *key, const uint32_t *val, size_t n, uint32_t cp, uint32_t *m) {
-    size_t lo = 0, hi = n, j, len;
+    size_t lo, j, len;
     uint32_t k, v;
     if (n == 0 || (key[0] >> 8) > cp) return 0;
-    while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2;
-        if ((key[mid] >> 8) <= cp) lo = mid;
-        else hi = mid;
-    }
+    lo = fat5__uc_floor(key, n, cp, 8);
     k = cp - (key[lo] >> 8);
     if (k > (key[lo] & 0xFF)) return 0;
     len = val[lo] & 31;
@@ -14327,27 +14329,15 @@ static size_t fat5__uc_decompose(uint32_t cp, int compat, uint32_t *out) {
 
 // The primary composite of the pair a b, 0 when there is none.
 static uint32_t fat5__uc_compose(uint32_t a, uint32_t b) {
-    size_t lo, hi;
+    size_t lo;
     uint32_t key;
     if (a - 0x1100u < 19u && b - 0x1161u < 21u) return 0xAC00u + ((a - 0x1100u) * 21u + (b - 0x1161u)) * 28u;
     if (a - 0xAC00u < 11172u && (a - 0xAC00u) % 28u == 0 && b - 0x11A8u < 27u) return a + (b - 0x11A7u);
     if (b < fat5__uc_comp_second[0]) return 0;
-    lo = 0;
-    hi = FAT5__UC_COUNT(fat5__uc_comp_second);
-    while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (fat5__uc_comp_second[mid] <= b) lo = mid;
-        else hi = mid;
-    }
+    lo = fat5__uc_floor(fat5__uc_comp_second, FAT5__UC_COUNT(fat5__uc_comp_second), b, 0);
     if (fat5__uc_comp_second[lo] != b) return 0;
     key = a << 8 | (uint32_t)lo;
-    lo = 0;
-    hi = FAT5__UC_COUNT(fat5__uc_comp_key);
-    while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (fat5__uc_comp_key[mid] <= key) lo = mid;
-        else hi = mid;
-    }
+    lo = fat5__uc_floor(fat5__uc_comp_key, FAT5__UC_COUNT(fat5__uc_comp_key), key, 0);
     return fat5__uc_comp_key[lo] == key ? fat5__uc_comp_val[lo] : 0;
 }
 
@@ -14596,6 +14586,12 @@ static int fat5__tbuf_put(fat5_ctx *ctx, fat5__tbuf *b, const char *s, size_t n)
 static int fat5__ubuf_push(fat5_ctx *ctx, fat5__ubuf *b, uint32_t v) {
     if (!fat5__grow(ctx, (void **)&b->p, &b->cap, b->n + 1, sizeof(uint32_t))) return 0;
     b->p[b->n++] = v;
+    return 1;
+}
+static int fat5__ubuf_append(fat5_ctx *ctx, fat5__ubuf *b, const uint32_t *v, size_t n) {
+    if (!fat5__grow(ctx, (void **)&b->p, &b->cap, b->n + n, sizeof(uint32_t))) return 0;
+    if (n) memcpy(b->p + b->n, v, n * sizeof *v);
+    b->n += n;
     return 1;
 }
 
@@ -15108,6 +15104,21 @@ done:
     return st;
 }
 
+// 1 when every byte of s[0..n) has its byte piece (byte fallback can spell it)
+static int fat5__has_byte_pieces(const fat5_tokenizer *t, const char *s, size_t n) {
+    size_t j;
+    for (j = 0; j < n; j++)
+        if (t->byte_id[(unsigned char)s[j]] < 0) return 0;
+    return 1;
+}
+// the byte pieces of s[0..n) appended to out; 0 when out of memory
+static int fat5__push_byte_pieces(const fat5_tokenizer *t, const char *s, size_t n, fat5__ubuf *out) {
+    size_t j;
+    for (j = 0; j < n; j++)
+        if (!fat5__ubuf_push(t->ctx, out, (uint32_t)t->byte_id[(unsigned char)s[j]])) return 0;
+    return 1;
+}
+
 // byte pieces "<0xXX>" (upper-case hex, as both libraries write them)
 static void fat5__find_byte_pieces(fat5_tokenizer *t) {
     int b;
@@ -15211,35 +15222,10 @@ static fat5_status fat5__pb_fail(fat5_ctx *ctx, const char *what, const char *ms
     return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: ModelProto %s: %s (truncated or not a SentencePiece model)", what, msg, why);
 }
 
-static fat5_status fat5__spm_trainer(fat5_ctx *ctx, const char *what, const unsigned char *d, size_t n,
-                                     fat5__spm_spec *sp) {
-    fat5__pb r;
-    fat5__pbf f = {0, 0, 0, NULL, 0};
-    const char *why = "";
-    int k;
-    fat5_status st;
-    r.p = d;
-    r.end = d + n;
-    while ((k = fat5__pb_next(&r, &f, &why)) > 0) {
-        switch (f.num) {
-        case 3: FAT5__PB_WANT("trainer_spec.model_type", 0); sp->model_type = (int)f.v; break;
-        case 24: FAT5__PB_WANT("trainer_spec.treat_whitespace_as_suffix", 0); sp->ws_suffix = f.v != 0; break;
-        case 35: FAT5__PB_WANT("trainer_spec.byte_fallback", 0); sp->byte_fallback = f.v != 0; break;
-        case 44:
-            FAT5__PB_WANT("trainer_spec.unk_surface", 2);
-            sp->unk_surface = f.data;
-            sp->unk_surface_len = f.len;
-            sp->has_unk_surface = 1;
-            break;
-        case 47: FAT5__PB_WANT("trainer_spec.eos_piece", 2); sp->eos_piece = f.data; sp->eos_piece_len = f.len; break;
-        case 48: FAT5__PB_WANT("trainer_spec.pad_piece", 2); sp->pad_piece = f.data; sp->pad_piece_len = f.len; break;
-        default: break;
-        }
-    }
-    return k < 0 ? fat5__pb_fail(ctx, what, "trainer_spec", why) : FAT5_OK;
-}
-
-static fat5_status fat5__spm_normspec(fat5_ctx *ctx, const char *what, const unsigned char *d, size_t n,
+// One of ModelProto's settings messages, msg its field number: 2 trainer_spec, 3 normalizer_spec,
+// 5 denormalizer_spec (a denormalizer with rules would rewrite decoded text: not supported, and
+// none of the T5 family has one).
+static fat5_status fat5__spm_spec_msg(fat5_ctx *ctx, const char *what, int msg, const unsigned char *d, size_t n,
                                       fat5__spm_spec *sp) {
     fat5__pb r;
     fat5__pbf f = {0, 0, 0, NULL, 0};
@@ -15249,33 +15235,39 @@ static fat5_status fat5__spm_normspec(fat5_ctx *ctx, const char *what, const uns
     r.p = d;
     r.end = d + n;
     while ((k = fat5__pb_next(&r, &f, &why)) > 0) {
-        switch (f.num) {
-        case 2:
-            FAT5__PB_WANT("normalizer_spec.precompiled_charsmap", 2);
-            sp->charsmap = f.data;
-            sp->charsmap_len = f.len;
-            break;
-        case 3: FAT5__PB_WANT("normalizer_spec.add_dummy_prefix", 0); sp->add_dummy_prefix = f.v != 0; break;
-        case 4: FAT5__PB_WANT("normalizer_spec.remove_extra_whitespaces", 0); sp->remove_extra_ws = f.v != 0; break;
-        case 5: FAT5__PB_WANT("normalizer_spec.escape_whitespaces", 0); sp->escape_ws = f.v != 0; break;
-        default: break;
+        if (msg == 2) {
+            switch (f.num) {
+            case 3: FAT5__PB_WANT("trainer_spec.model_type", 0); sp->model_type = (int)f.v; break;
+            case 24: FAT5__PB_WANT("trainer_spec.treat_whitespace_as_suffix", 0); sp->ws_suffix = f.v != 0; break;
+            case 35: FAT5__PB_WANT("trainer_spec.byte_fallback", 0); sp->byte_fallback = f.v != 0; break;
+            case 44:
+                FAT5__PB_WANT("trainer_spec.unk_surface", 2);
+                sp->unk_surface = f.data;
+                sp->unk_surface_len = f.len;
+                sp->has_unk_surface = 1;
+                break;
+            case 47: FAT5__PB_WANT("trainer_spec.eos_piece", 2); sp->eos_piece = f.data; sp->eos_piece_len = f.len; break;
+            case 48: FAT5__PB_WANT("trainer_spec.pad_piece", 2); sp->pad_piece = f.data; sp->pad_piece_len = f.len; break;
+            default: break;
+            }
+        } else if (msg == 3) {
+            switch (f.num) {
+            case 2:
+                FAT5__PB_WANT("normalizer_spec.precompiled_charsmap", 2);
+                sp->charsmap = f.data;
+                sp->charsmap_len = f.len;
+                break;
+            case 3: FAT5__PB_WANT("normalizer_spec.add_dummy_prefix", 0); sp->add_dummy_prefix = f.v != 0; break;
+            case 4: FAT5__PB_WANT("normalizer_spec.remove_extra_whitespaces", 0); sp->remove_extra_ws = f.v != 0; break;
+            case 5: FAT5__PB_WANT("normalizer_spec.escape_whitespaces", 0); sp->escape_ws = f.v != 0; break;
+            default: break;
+            }
+        } else if (f.num == 2 && f.wire == 2 && f.len > 0) {
+            sp->has_denorm = 1;
         }
     }
-    return k < 0 ? fat5__pb_fail(ctx, what, "normalizer_spec", why) : FAT5_OK;
-}
-
-// a denormalizer with rules would rewrite decoded text: not supported (none of the T5 family has one)
-static fat5_status fat5__spm_denorm(fat5_ctx *ctx, const char *what, const unsigned char *d, size_t n,
-                                    fat5__spm_spec *sp) {
-    fat5__pb r;
-    fat5__pbf f = {0, 0, 0, NULL, 0};
-    const char *why = "";
-    int k;
-    r.p = d;
-    r.end = d + n;
-    while ((k = fat5__pb_next(&r, &f, &why)) > 0)
-        if (f.num == 2 && f.wire == 2 && f.len > 0) sp->has_denorm = 1;
-    return k < 0 ? fat5__pb_fail(ctx, what, "denormalizer_spec", why) : FAT5_OK;
+    return k < 0 ? fat5__pb_fail(ctx, what, msg == 2 ? "trainer_spec" : msg == 3 ? "normalizer_spec" : "denormalizer_spec", why)
+                 : FAT5_OK;
 }
 
 static fat5_status fat5__spm_load(fat5_tokenizer *t, const char *what, const unsigned char *d, size_t n) {
@@ -15295,9 +15287,10 @@ static fat5_status fat5__spm_load(fat5_tokenizer *t, const char *what, const uns
     r.end = d + n;
     while ((k = fat5__pb_next(&r, &f, &why)) > 0) {
         if (f.num == 1) { FAT5__PB_WANT("pieces", 2); count++; }
-        else if (f.num == 2) { FAT5__PB_WANT("trainer_spec", 2); if ((st = fat5__spm_trainer(ctx, what, f.data, f.len, &sp))) return st; }
-        else if (f.num == 3) { FAT5__PB_WANT("normalizer_spec", 2); if ((st = fat5__spm_normspec(ctx, what, f.data, f.len, &sp))) return st; }
-        else if (f.num == 5) { FAT5__PB_WANT("denormalizer_spec", 2); if ((st = fat5__spm_denorm(ctx, what, f.data, f.len, &sp))) return st; }
+        else if (f.num == 2 || f.num == 3 || f.num == 5) {
+            FAT5__PB_WANT(f.num == 2 ? "trainer_spec" : f.num == 3 ? "normalizer_spec" : "denormalizer_spec", 2);
+            if ((st = fat5__spm_spec_msg(ctx, what, (int)f.num, f.data, f.len, &sp))) return st;
+        }
     }
     if (k < 0) return fat5__pb_fail(ctx, what, "", why);
     if (count == 0) return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: ModelProto has no pieces (not a SentencePiece model?)", what);
@@ -15695,10 +15688,8 @@ static fat5_status fat5__spm_encode(fat5_tokenizer *t, const char *s, size_t n, 
         int32_t id = (int32_t)t->ids.p[i + 2];
         int unk;
         unk = id == t->unk_id;
-        if (unk && t->byte_fallback) {
-            uint32_t j;
-            for (j = a; j < b; j++)
-                if (!fat5__ubuf_push(t->ctx, out, (uint32_t)t->byte_id[(unsigned char)t->s0.p[j]])) goto oom;
+        if (unk && t->byte_fallback) {   // the load made sure all 256 byte pieces exist
+            if (!fat5__push_byte_pieces(t, t->s0.p + a, b - a, out)) goto oom;
         } else if (!(prev_unk && unk) && !fat5__ubuf_push(t->ctx, out, (uint32_t)id)) {
             goto oom;
         }
@@ -16325,6 +16316,44 @@ static fat5_status fat5__tj_post(fat5_tokenizer *t, const char *what, const fat5
     return fat5__err(t->ctx, FAT5_ERR_UNSUPPORTED, "%s: unsupported: post_processor %s", what, fat5__msg_name(buf, sizeof buf, ty));
 }
 
+// The trie of some added tokens' contents, values their indices in t->added. which: 0 those
+// matched in the raw text (normalized: false), 1 those matched in normalised text (normalized:
+// true; their contents normalised as the text will be), 2 the special ones.
+static fat5_status fat5__added_trie(fat5_tokenizer *t, const char *what, int which, fat5__trie *out) {
+    fat5_ctx *ctx = t->ctx;
+    uint32_t *off = FAT5__CAST(uint32_t *, fat5__calloc(ctx, (size_t)t->n_added + 1, sizeof *off));
+    uint32_t *len = FAT5__CAST(uint32_t *, fat5__calloc(ctx, (size_t)t->n_added + 1, sizeof *len));
+    int32_t *idx = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)t->n_added + 1, sizeof *idx));
+    fat5__tkeys k;
+    fat5_status st = FAT5_OK;
+    size_t n = 0;
+    int32_t i;
+    memset(out, 0, sizeof *out);
+    if (!off || !len || !idx) st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
+    for (i = 0; !st && i < t->n_added; i++) {
+        const fat5__added *a = &t->added[i];
+        if (which == 2 ? !a->special : a->normalized != which) continue;
+        off[n] = a->off;
+        len[n] = a->len;
+        if (which == 1) {   // the normalised content, added to the pool
+            st = fat5__hf_normalize(t, t->pool.p + a->off, a->len, 0, &t->s2, &t->o2);
+            if (!st && !fat5__pool_add(t, t->s2.p, t->s2.n, &off[n]))
+                st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
+            len[n] = (uint32_t)t->s2.n;
+        }
+        idx[n++] = i;
+    }
+    k.s = t->pool.p;
+    k.off = off;
+    k.len = len;
+    k.id = idx;
+    if (!st) st = fat5__trie_build(ctx, &k, n, out);
+    fat5__free(ctx, off);
+    fat5__free(ctx, len);
+    fat5__free(ctx, idx);
+    return st;
+}
+
 static fat5_status fat5__tj_load(fat5_tokenizer *t, const char *what, const char *text, size_t len) {
     fat5_ctx *ctx = t->ctx;
     fat5__jdoc *doc = NULL;
@@ -16395,75 +16424,18 @@ static fat5_status fat5__tj_load(fat5_tokenizer *t, const char *what, const char
     for (i = 0; i < t->n_added; i++) t->id_off[t->added[i].id] = t->added[i].off;   // the added vocabulary first
     {   // special: every id whose text is a special token's (tokenizers' special-token set is by content)
         fat5__trie sp;
-        uint32_t *off = FAT5__CAST(uint32_t *, fat5__calloc(ctx, (size_t)t->n_added + 1, sizeof *off));
-        uint32_t *len = FAT5__CAST(uint32_t *, fat5__calloc(ctx, (size_t)t->n_added + 1, sizeof *len));
-        int32_t *idx = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)t->n_added + 1, sizeof *idx));
-        fat5__tkeys k;
-        size_t n = 0;
-        if (!off || !len || !idx) st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
-        for (i = 0; !st && i < t->n_added; i++)
-            if (t->added[i].special) {
-                off[n] = t->added[i].off;
-                len[n] = t->added[i].len;
-                idx[n++] = (int32_t)i;
-            }
-        k.s = t->pool.p;
-        k.off = off;
-        k.len = len;
-        k.id = idx;
-        if (!st) st = fat5__trie_build(ctx, &k, n, &sp);
-        fat5__free(ctx, off);
-        fat5__free(ctx, len);
-        fat5__free(ctx, idx);
-        if (st) goto done;
-        for (i = 0; n && i < t->vocab_size; i++)
+        if ((st = fat5__added_trie(t, what, 2, &sp))) goto done;
+        for (i = 0; sp.n_nodes > 1 && i < t->vocab_size; i++)
             if (t->id_off[i] != UINT32_MAX) {
                 const char *txt = t->pool.p + t->id_off[i];
                 t->id_special[i] = fat5__trie_find(&sp, txt, strlen(txt)) >= 0;
             }
         fat5__trie_free(ctx, &sp);
     }
-    {   // the two matchers: raw text (normalized: false) and normalised text (normalized: true)
-        int w;
-        for (w = 0; w < 2; w++) {
-            uint32_t *off = FAT5__CAST(uint32_t *, fat5__calloc(ctx, (size_t)t->n_added + 1, sizeof *off));
-            uint32_t *len = FAT5__CAST(uint32_t *, fat5__calloc(ctx, (size_t)t->n_added + 1, sizeof *len));
-            int32_t *idx = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)t->n_added + 1, sizeof *idx));
-            fat5__tkeys k;
-            size_t n = 0;
-            t->s3.n = 0;
-            if (!off || !len || !idx) st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
-            for (i = 0; !st && i < t->n_added; i++) {
-                const fat5__added *a = &t->added[i];
-                if (a->normalized != w) continue;
-                off[n] = a->off;
-                len[n] = a->len;
-                idx[n++] = (int32_t)i;
-            }
-            k.s = t->pool.p;
-            k.off = off;
-            k.len = len;
-            k.id = idx;
-            if (!st && w == 1 && n) {   // normalised tokens match their normalised content
-                size_t m;
-                uint32_t base;
-                for (m = 0; !st && m < n; m++) {
-                    st = fat5__hf_normalize(t, t->pool.p + off[m], len[m], 0, &t->s2, &t->o2);
-                    if (!st && !fat5__pool_add(t, t->s2.p, t->s2.n, &base))
-                        st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
-                    off[m] = base;
-                    len[m] = (uint32_t)t->s2.n;
-                }
-                k.s = t->pool.p;
-            }
-            if (!st) st = fat5__trie_build(ctx, &k, n, w ? &t->added_norm : &t->added_raw);
-            fat5__free(ctx, off);
-            fat5__free(ctx, len);
-            fat5__free(ctx, idx);
-            if (st) goto done;
-        }
-    }
-    {   // EOS and padding: T5's names, else the template's last special token
+    // the two matchers: raw text (normalized: false) and normalised text (normalized: true)
+    if ((st = fat5__added_trie(t, what, 0, &t->added_raw)) || (st = fat5__added_trie(t, what, 1, &t->added_norm)))
+        goto done;
+    {   // EOS and padding: T5's names, "</s>" and "<pad>" (-1 when the tokenizer has neither)
         int32_t e = fat5__tokenizer_text_id(t, "</s>"), p = fat5__tokenizer_text_id(t, "<pad>");
         t->eos_id = e;
         t->pad_id = p;
@@ -16497,11 +16469,10 @@ static uint32_t fat5__cp_before(const char *s, size_t n) {
 static int fat5__emit(fat5_tokenizer *t, fat5__tbuf *b, fat5__ubuf *ob, const char *s, size_t n, const uint32_t *o,
                       uint32_t o0) {
     size_t i;
-    if (!fat5__tbuf_put(t->ctx, b, s, n) || !fat5__grow(t->ctx, (void **)&ob->p, &ob->cap, ob->n + n, sizeof(uint32_t)))
-        return 0;
-    if (o && n) memcpy(ob->p + ob->n, o, n * sizeof(uint32_t));
-    else
-        for (i = 0; i < n; i++) ob->p[ob->n + i] = o0;
+    if (!fat5__tbuf_put(t->ctx, b, s, n)) return 0;
+    if (o) return fat5__ubuf_append(t->ctx, ob, o, n);
+    if (!fat5__grow(t->ctx, (void **)&ob->p, &ob->cap, ob->n + n, sizeof(uint32_t))) return 0;
+    for (i = 0; i < n; i++) ob->p[ob->n + i] = o0;
     ob->n += n;
     return 1;
 }
@@ -16697,21 +16668,19 @@ static fat5_status fat5__hf_normalize(fat5_tokenizer *t, const char *s, size_t n
     return st;
 }
 
-// GPT-2's byte alphabet: printable Latin-1 bytes stand for themselves, the others for 256 + k
+// GPT-2's byte alphabet: printable Latin-1 bytes stand for themselves, the other 68 for 256 + k in
+// byte order (k: 0x00..0x20 -> 0..32, 0x7F..0xA0 -> 33..66, 0xAD -> 67)
+#define FAT5__GPT2_PRINTABLE(b) (((b) >= 0x21 && (b) <= 0x7E) || ((b) >= 0xA1 && (b) <= 0xAC) || ((b) >= 0xAE && (b) <= 0xFF))
 static uint32_t fat5__gpt2_char(unsigned b) {
-    unsigned k = 0, c;
-    if ((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)) return b;
-    for (c = 0; c < b; c++)
-        if (!((c >= 0x21 && c <= 0x7E) || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF))) k++;
-    return 256 + k;
+    if (FAT5__GPT2_PRINTABLE(b)) return b;
+    return 256 + (b <= 0x20 ? b : b <= 0xA0 ? b - 0x7F + 33 : 67);
 }
 static int fat5__gpt2_byte(uint32_t cp) {
-    unsigned b;
-    if (cp < 256) return ((cp >= 0x21 && cp <= 0x7E) || (cp >= 0xA1 && cp <= 0xAC) || (cp >= 0xAE && cp <= 0xFF)) ? (int)cp : -1;
-    for (b = 0; b < 256; b++)
-        if (fat5__gpt2_char(b) == cp) return (int)b;
-    return -1;
+    uint32_t k = cp - 256;
+    if (cp < 256) return FAT5__GPT2_PRINTABLE(cp) ? (int)cp : -1;
+    return k <= 32 ? (int)k : k <= 66 ? (int)(k - 33 + 0x7F) : k == 67 ? 0xAD : -1;
 }
+#undef FAT5__GPT2_PRINTABLE
 
 // GPT-2's split at s[0..n): the length of the next piece ('s 't 're 've 'm 'll 'd | ?\p{L}+ |
 // ?\p{N}+ | ?[^\s\p{L}\p{N}]+ | \s+(?!\S) | \s+)
@@ -16908,14 +16877,11 @@ static fat5_status fat5__hf_bpe(fat5_tokenizer *t, const char *s, size_t n, fat5
             if (!fat5__hsym_add(t, &ny, id, (uint32_t)l)) return FAT5_ERR_OUT_OF_MEMORY;
             continue;
         }
-        if (t->byte_fallback) {   // every byte of the piece (prefix and suffix included), as tokenizers
-            size_t j;
-            for (j = 0; j < t->s3.n && t->byte_id[(unsigned char)t->s3.p[j]] >= 0; j++) {}
-            if (j == t->s3.n) {
-                for (j = 0; j < t->s3.n; j++)
-                    if (!fat5__hsym_add(t, &ny, t->byte_id[(unsigned char)t->s3.p[j]], 1)) return FAT5_ERR_OUT_OF_MEMORY;
-                continue;
-            }
+        if (t->byte_fallback && fat5__has_byte_pieces(t, t->s3.p, t->s3.n)) {   // every byte of the piece
+            size_t j;                                                              // (prefix and suffix too)
+            for (j = 0; j < t->s3.n; j++)
+                if (!fat5__hsym_add(t, &ny, t->byte_id[(unsigned char)t->s3.p[j]], 1)) return FAT5_ERR_OUT_OF_MEMORY;
+            continue;
         }
         if (t->unk_id >= 0) {
             if (unk >= 0 && t->fuse_unk) {
@@ -16976,14 +16942,9 @@ static fat5_status fat5__hf_unigram(fat5_tokenizer *t, const char *s, size_t n, 
                 i += 3;
             }
             id = fat5__trie_find(&t->vocab, s + a, b - a);
-            if (id < 0 && t->byte_fallback) {
-                uint32_t j;
-                for (j = a; j < b && t->byte_id[(unsigned char)s[j]] >= 0; j++) {}
-                if (j == b) {
-                    for (j = a; j < b; j++)
-                        if (!fat5__ubuf_push(t->ctx, out, (uint32_t)t->byte_id[(unsigned char)s[j]])) return FAT5_ERR_OUT_OF_MEMORY;
-                    continue;
-                }
+            if (id < 0 && t->byte_fallback && fat5__has_byte_pieces(t, s + a, b - a)) {
+                if (!fat5__push_byte_pieces(t, s + a, b - a, out)) return FAT5_ERR_OUT_OF_MEMORY;
+                continue;
             }
             if (id < 0) id = t->unk_id;
         }
@@ -17335,27 +17296,19 @@ FAT5_API fat5_status fat5_tokenize(fat5_tokenizer *t, const char *text, size_t l
     for (w = 0; w < np && !st; w++) st = fat5__encode_one(t, w ? pair : (text ? text : ""), w ? pair_len : len, &seq[w]);
     if (!st) {
         int special = !(flags & FAT5_TOKENIZE_NO_SPECIAL);
-        if (!special || (t->is_json && t->n_tmpl[np - 1] < 0)) {   // the sequences as they are
-            for (w = 0; w < np && !st; w++) {
-                size_t i;
-                for (i = 0; i < seq[w].n && !st; i++)
-                    if (!fat5__ubuf_push(t->ctx, &res, seq[w].p[i])) st = FAT5_ERR_OUT_OF_MEMORY;
-            }
-        } else if (!t->is_json) {   // sentencepiece: EOS after each sequence (T5's convention)
-            for (w = 0; w < np && !st; w++) {
-                size_t i;
-                for (i = 0; i < seq[w].n && !st; i++)
-                    if (!fat5__ubuf_push(t->ctx, &res, seq[w].p[i])) st = FAT5_ERR_OUT_OF_MEMORY;
-                if (!st && t->eos_id >= 0 && !fat5__ubuf_push(t->ctx, &res, (uint32_t)t->eos_id)) st = FAT5_ERR_OUT_OF_MEMORY;
-            }
+        if (!(special && t->is_json && t->n_tmpl[np - 1] >= 0)) {
+            // the sequences as they are; sentencepiece: EOS after each (T5's convention)
+            for (w = 0; w < np && !st; w++)
+                if (!fat5__ubuf_append(t->ctx, &res, seq[w].p, seq[w].n) ||
+                    (special && !t->is_json && t->eos_id >= 0 && !fat5__ubuf_push(t->ctx, &res, (uint32_t)t->eos_id)))
+                    st = FAT5_ERR_OUT_OF_MEMORY;
         } else {   // the template
             int k;
             for (k = 0; k < t->n_tmpl[np - 1] && !st; k++) {
                 const fat5__titem *it = &t->tmpl[np - 1][k];
-                const uint32_t *src = it->seq >= 0 ? seq[it->seq].p : t->tmpl_ids.p + it->first;
-                size_t i, cnt = it->seq >= 0 ? seq[it->seq].n : it->n;
-                for (i = 0; i < cnt && !st; i++)
-                    if (!fat5__ubuf_push(t->ctx, &res, src[i])) st = FAT5_ERR_OUT_OF_MEMORY;
+                if (!(it->seq >= 0 ? fat5__ubuf_append(t->ctx, &res, seq[it->seq].p, seq[it->seq].n)
+                                   : fat5__ubuf_append(t->ctx, &res, t->tmpl_ids.p + it->first, it->n)))
+                    st = FAT5_ERR_OUT_OF_MEMORY;
             }
         }
     }
@@ -17430,15 +17383,15 @@ FAT5_API fat5_status fat5_batch_from_texts(fat5_tokenizer *t, const char *const 
         for (i = 0; i < n && !st; i++) {
             const char *s = w ? targets[i] : inputs[i];
             int32_t *ids = NULL;
-            int64_t k, m = 0;
+            int64_t m = 0;
             if (!s) {
                 st = fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_batch_from_texts: %s[%lld] is NULL", w ? "targets" : "inputs", (long long)i);
                 break;
             }
             if ((st = fat5_tokenize(t, s, strlen(s), NULL, 0, 0, &ids, &m))) break;
             if (tok[w].n + (size_t)m > (size_t)INT32_MAX) st = fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_batch_from_texts: more than 2^31 tokens");
-            for (k = 0; k < m && !st; k++)
-                if (!fat5__ubuf_push(t->ctx, &tok[w], (uint32_t)ids[k])) st = FAT5_ERR_OUT_OF_MEMORY;
+            if (!st && !fat5__ubuf_append(t->ctx, &tok[w], (const uint32_t *)(const void *)ids, (size_t)m))
+                st = FAT5_ERR_OUT_OF_MEMORY;
             fat5__free(t->ctx, ids);
             if (!st && !fat5__ubuf_push(t->ctx, &cu[w], (uint32_t)tok[w].n)) st = FAT5_ERR_OUT_OF_MEMORY;
         }

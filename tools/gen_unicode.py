@@ -71,6 +71,15 @@ def parse_props(path):
     return out
 
 
+def prop_sets(path, *names):
+    """the code points of each named property of a UCD property file, one read of the file"""
+    sets = dict((n, set()) for n in names)
+    for a, b, v in parse_props(path):
+        if v in sets:
+            sets[v].update(range(a, b + 1))
+    return [sets[n] for n in names]
+
+
 def version_of(path):
     # the first line of the UCD files is "# Name-15.0.0.txt"
     first = read_lines(path)[0]
@@ -106,14 +115,8 @@ class UCD:
                 if compat:
                     m = m[1:]
                 self.dec[cp] = (compat, [int(x, 16) for x in m])
-        self.ws = set()
-        for a, b, v in parse_props(os.path.join(d, "PropList.txt")):
-            if v == "White_Space":
-                self.ws.update(range(a, b + 1))
-        self.fce = set()
-        for a, b, v in parse_props(os.path.join(d, "DerivedNormalizationProps.txt")):
-            if v == "Full_Composition_Exclusion":
-                self.fce.update(range(a, b + 1))
+        self.ws, self.join = prop_sets(os.path.join(d, "PropList.txt"), "White_Space", "Join_Control")
+        self.fce, = prop_sets(os.path.join(d, "DerivedNormalizationProps.txt"), "Full_Composition_Exclusion")
         for a, b, v in [(x[0], x[1], None) for x in self._plain(os.path.join(d, "CompositionExclusions.txt"))]:
             for c in range(a, b + 1):
                 if c not in self.fce:
@@ -124,18 +127,8 @@ class UCD:
                 die("unknown Grapheme_Cluster_Break value %s" % v)
             for c in range(a, b + 1):
                 self.gcb[c] = GCB_NAMES.index(v)
-        self.alpha = set()
-        for a, b, v in parse_props(os.path.join(d, "DerivedCoreProperties.txt")):
-            if v == "Alphabetic":
-                self.alpha.update(range(a, b + 1))
-        self.join = set()
-        for a, b, v in parse_props(os.path.join(d, "PropList.txt")):
-            if v == "Join_Control":
-                self.join.update(range(a, b + 1))
-        self.extpict = set()
-        for a, b, v in parse_props(os.path.join(d, "emoji", "emoji-data.txt")):
-            if v == "Extended_Pictographic":
-                self.extpict.update(range(a, b + 1))
+        self.alpha, = prop_sets(os.path.join(d, "DerivedCoreProperties.txt"), "Alphabetic")
+        self.extpict, = prop_sets(os.path.join(d, "emoji", "emoji-data.txt"), "Extended_Pictographic")
         self.version = version_of(os.path.join(d, "DerivedNormalizationProps.txt"))
         for f in ("PropList.txt", os.path.join("auxiliary", "GraphemeBreakProperty.txt")):
             if version_of(os.path.join(d, f)) != self.version:
