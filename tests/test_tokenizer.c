@@ -35,6 +35,37 @@ static void tk_print_ids(const char *what, const int32_t *ids, int64_t n) {
     printf("%s\n", n > 40 ? " ..." : "");
 }
 
+// the ids of a JSON array to out (at most cap), their count
+static int64_t tk_ids(const fat5__json *arr, int32_t *out, int64_t cap) {
+    const fat5__json *x;
+    int64_t n = 0, v;
+    for (x = arr->child; x && n < cap; x = x->next) {
+        fat5__json_as_i64(x, &v);
+        out[n++] = (int32_t)v;
+    }
+    return n;
+}
+
+// decodes ids with special tokens skipped and kept against the two expected texts (hex); returns
+// the number of mismatches
+static int tk_check_decode(fat5_test *T, fat5_tokenizer *tok, const char *what, const int32_t *ids, int64_t n,
+                           const char *want_skip, const char *want_keep, char *buf) {
+    int w, bad = 0;
+    for (w = 0; w < 2; w++) {
+        char *out = NULL;
+        size_t ol = 0, wl = tk_unhex(w ? want_keep : want_skip, buf);
+        if (fat5_detokenize(tok, ids, n, w ? 0 : FAT5_DETOKENIZE_SKIP_SPECIAL, &out, &ol) || ol != wl ||
+            memcmp(out, buf, wl) != 0) {
+            FAT5_CHECK_MSG(T, 0, "%s: decode%s differs: got '%s' want '%s'", what, w ? " (special kept)" : "",
+                           out ? out : fat5_last_error(fat5_test_ctx(T)), buf);
+            tk_print_ids("ids", ids, n);
+            bad++;
+        }
+        fat5_free(fat5_test_ctx(T), out);
+    }
+    return bad;
+}
+
 // checks one tokenizer entry of a cases file; returns the number of mismatches
 static int tk_check_entry(fat5_test *T, const char *dir, const fat5__json *texts, const fat5__json *ent) {
     fat5_ctx *ctx = fat5_test_ctx(T);
@@ -59,7 +90,6 @@ static int tk_check_entry(fat5_test *T, const char *dir, const fat5__json *texts
         size_t n = tk_unhex(tx->str, buf);
         int32_t *ids = NULL, *plain = NULL;
         int64_t m = 0, mp = 0;
-        int w;
         const fat5__json *we = enc->child, *wp = encp->child, *wd = dec->child, *ws = decs->child;
         int j;
         for (j = 0; j < k; j++) { we = we->next; wp = wp->next; wd = wd->next; ws = ws->next; }
@@ -73,23 +103,12 @@ static int tk_check_entry(fat5_test *T, const char *dir, const fat5__json *texts
             tk_print_ids("got", ids, m);
             bad++;
         }
-        for (w = 0; w < 2; w++) {   // decode of the library's ids, special tokens skipped or kept
-            const fat5__json *want = w ? ws : wd, *x;
+        {   // decode of the library's ids, special tokens skipped or kept
             int32_t lib[4096];
-            int64_t nl = 0, v;
-            char *out = NULL;
-            size_t ol = 0, wl = tk_unhex(want->str, buf2);
-            for (x = we->child; x && nl < 4096; x = x->next) {
-                fat5__json_as_i64(x, &v);
-                lib[nl++] = (int32_t)v;
-            }
-            if (fat5_detokenize(tok, lib, nl, w ? 0 : FAT5_DETOKENIZE_SKIP_SPECIAL, &out, &ol) || ol != wl ||
-                memcmp(out, buf2, wl) != 0) {
-                FAT5_CHECK_MSG(T, 0, "%s text %d: decode%s differs: got '%s' want '%s'", path->str, k,
-                               w ? " (special kept)" : "", out ? out : fat5_last_error(ctx), buf2);
-                bad++;
-            }
-            fat5_free(ctx, out);
+            int64_t nl = tk_ids(we, lib, 4096);
+            char what[256];
+            snprintf(what, sizeof what, "%s text %d", path->str, k);
+            bad += tk_check_decode(T, tok, what, lib, nl, wd->str, ws->str, buf2);
         }
         fat5_free(ctx, ids);
         fat5_free(ctx, plain);
@@ -113,26 +132,11 @@ static int tk_check_entry(fat5_test *T, const char *dir, const fat5__json *texts
         fat5_free(ctx, ids);
     }
     for (e = fat5__json_get(ent, "decode_ids") ? fat5__json_get(ent, "decode_ids")->child : NULL; e; e = e->next) {
-        const fat5__json *x;
         int32_t lib[4096];
-        int64_t nl = 0, v;
-        int w;
-        for (x = e->child->child; x && nl < 4096; x = x->next) {
-            fat5__json_as_i64(x, &v);
-            lib[nl++] = (int32_t)v;
-        }
-        for (w = 0; w < 2; w++) {
-            char *out = NULL;
-            size_t ol = 0, wl = tk_unhex(w ? e->child->next->next->str : e->child->next->str, buf2);
-            if (fat5_detokenize(tok, lib, nl, w ? 0 : FAT5_DETOKENIZE_SKIP_SPECIAL, &out, &ol) || ol != wl ||
-                memcmp(out, buf2, wl) != 0) {
-                FAT5_CHECK_MSG(T, 0, "%s: decode_ids%s differs: got '%s' want '%s'", path->str, w ? " (special kept)" : "",
-                               out ? out : fat5_last_error(ctx), buf2);
-                tk_print_ids("ids", lib, nl);
-                bad++;
-            }
-            fat5_free(ctx, out);
-        }
+        int64_t nl = tk_ids(e->child, lib, 4096);
+        char what[256];
+        snprintf(what, sizeof what, "%s decode_ids", path->str);
+        bad += tk_check_decode(T, tok, what, lib, nl, e->child->next->str, e->child->next->next->str, buf2);
     }
     fat5_tokenizer_destroy(tok);
     free(buf);
