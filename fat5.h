@@ -48,6 +48,7 @@
 //     FAT5_CACHE_DIR           compiled-kernel cache (else $XDG_CACHE_HOME/fat5, ~/.cache/fat5; "" = off)
 //     FAT5_KERNELS_DIR         compile kernels/*.cu from this directory instead of fat5_kernels.cuh
 //     FAT5_SYNC_LAUNCHES=1     synchronise after every kernel launch (errors name the kernel)
+//     FAT5_ATTN_TC=0           bf16 attention forward on the exact FMA kernels, not tensor cores
 //     CUDA_HOME                also searched for libcuda, libnvrtc and libcublas
 //
 // Errors: every fallible call returns a fat5_status (FAT5_OK = 0, negative on error); the message,
@@ -2651,7 +2652,9 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmEx)(
 // Every kernel is the GPU side of the op of its name; the attention ops have one kernel per
 // position scheme (fat5_<op> for T5 buckets or no bias, fat5_<op>_alibi, fat5_<op>_fire: the same
 // arguments, picked by the launcher from the op's kind), and fwd, dq and dkv one more per scheme
-// for the encoder's patterns (the same names ending in _pat).
+// for the encoder's patterns (the same names ending in _pat). The forward has a second family on
+// tensor cores for bf16 activations (attn_fwd_tc64... for dk <= 64, attn_fwd_tc128... up to 128:
+// the same arguments, attention_tc.cu).
 #define FAT5__KERNELS(X)                                                                           \
     X(fill_f32) X(scale_f32) X(f32_to_bf16) X(to_act) X(embed_fwd) X(embed_bwd) X(rmsnorm_fwd)     \
     X(rmsnorm_bwd) X(colsum_f32) X(act_fwd) X(act_bwd) X(attn_fwd) X(attn_bwd_delta) X(attn_bwd_dq)  \
@@ -2663,7 +2666,10 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmEx)(
     X(attn_bwd_dkv_alibi) X(attn_bwd_dkv_fire) X(attn_decode_alibi) X(attn_decode_fire)          \
     X(attn_fwd_pat) X(attn_fwd_alibi_pat) X(attn_fwd_fire_pat) X(attn_bwd_dq_pat)                  \
     X(attn_bwd_dq_alibi_pat) X(attn_bwd_dq_fire_pat) X(attn_bwd_dkv_pat) X(attn_bwd_dkv_alibi_pat) \
-    X(attn_bwd_dkv_fire_pat)
+    X(attn_bwd_dkv_fire_pat) X(attn_fwd_tc64) X(attn_fwd_tc64_pat) X(attn_fwd_tc64_alibi)           \
+    X(attn_fwd_tc64_alibi_pat) X(attn_fwd_tc64_fire) X(attn_fwd_tc64_fire_pat) X(attn_fwd_tc128)   \
+    X(attn_fwd_tc128_pat) X(attn_fwd_tc128_alibi) X(attn_fwd_tc128_alibi_pat) X(attn_fwd_tc128_fire) \
+    X(attn_fwd_tc128_fire_pat)
 
 typedef enum fat5__kernel_id {
 #define FAT5__KENUM(name) FAT5__K_##name,
@@ -2716,6 +2722,7 @@ struct fat5__gpu {
 
     int last_kernel;               // most recent launch (names asynchronous faults); -1 none
     int sync_launches;             // FAT5_SYNC_LAUNCHES=1
+    int attn_tc;                   // bf16 attention forward on tensor cores (FAT5_ATTN_TC=0: off)
 };
 #undef FAT5__GPU_FIELD
 
@@ -3408,6 +3415,8 @@ static fat5_status fat5__dev_open(fat5_ctx *ctx) {
     g->last_kernel = -1;
     env = getenv("FAT5_SYNC_LAUNCHES");
     g->sync_launches = env && env[0] && strcmp(env, "0") != 0;
+    env = getenv("FAT5_ATTN_TC");
+    g->attn_tc = !(env && !strcmp(env, "0"));
 
     // 1. the driver
     fat5__sb_init(&errs, ctx);
@@ -5926,6 +5935,24 @@ static fat5_status fat5__gpu_fire_too_big(fat5_ctx *ctx, const char *op, int W, 
                      (long long)need, (long long)optin);
 }
 
+// Whether attn_fwd runs on tensor cores (attention_tc.cu), and then its shared memory (bytes,
+// without the optional table cache); 0: the FMA kernels. Needs bf16 activations, FAT5_ATTN_TC not
+// 0, dk a multiple of 8 up to 128, 16-byte aligned rows, and room: BM (128 for dk <= 64, else 64)
+// query rows and two K/V buffers of 64 rows, rows of dkp + 8 bf16 (dkp 64 or 128); T5's bias by
+// distance (2 max_distance + 1 floats); then fat5_attn_pos's part (FIRE's rows).
+static FAT5__UNUSED int64_t fat5__gpu_attn_fwd_tc_smem(const fat5_ctx *ctx, fat5__dptr o, fat5__dptr q, fat5__dptr k,
+                                                       fat5__dptr v, int64_t Tq, int dk, int kind, fat5__dptr bias,
+                                                       int nb, int max_distance) {
+    int scheme = fat5__gpu_attn_scheme(kind);
+    int64_t bm = dk <= 64 ? 128 : 64, dkp = dk <= 64 ? 64 : 128, base;
+    if (!ctx->gpu || !ctx->gpu->attn_tc || fat5__dev_act_size(ctx) != 2 || dk % 8 || dk > 128 ||
+        ((o | q | k | v) & 15) || (Tq + bm - 1) / bm > FAT5__GPU_MAX_BLOCKS)
+        return 0;
+    base = (bm + 256) * (dkp + 8) * 2 + (scheme == 0 && bias ? (2 * (int64_t)max_distance + 1) * 4 : 0);
+    if (scheme == 2) base = fat5__gpu_fire_smem(base, nb, 0);
+    return base <= ctx->gpu->smem_optin ? base : 0;
+}
+
 // o = softmax(q k^T + bias) v per sequence and head (T5: no 1/sqrt(dk)); lse [Tq, H] saved.
 // T5: bias [nb, H] or 0 (cross), lut [max_distance] from fat5__rel_bucket for this kind; ALiBi and
 // FIRE: the bias of each score computed in the kernel (fat5__gpu_attn_check). A pattern in the
@@ -5941,10 +5968,18 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_fwd(fat5_ctx *ctx, fat5__dptr o, 
     void *args[] = {&o,    &lse,   &q,   &k, &v,  &bias, &lut,          &cu_q,
                     &cu_k, &q_seq, &Tq_, &H, &dk, &kind, &nb,  &max_distance, &g, &cu_g};
     int scheme = fat5__gpu_attn_scheme(kind), kernel = fat5__gpu_attn_kernel(FAT5__K_attn_fwd, kind);
-    int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT, base;
+    int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT, base, need;
     fat5_status st =
         fat5__gpu_attn_check(ctx, "fat5__gpu_attn_fwd", Tq, H, dk, kind, bias, lut, nb, max_distance, g, cu_g);
     if (st || Tq == 0) return st;
+    if ((need = fat5__gpu_attn_fwd_tc_smem(ctx, o, q, k, v, Tq, dk, kind, bias, nb, max_distance)) > 0) {
+        // the kernels of a family are in the order of the kernel list: T5, _pat, _alibi, _alibi_pat, ...
+        int tk = (dk <= 64 ? FAT5__K_attn_fwd_tc64 : FAT5__K_attn_fwd_tc128) + 2 * scheme +
+                 (fat5__gpu_attn_pattern(kind) ? 1 : 0);
+        int64_t bm = dk <= 64 ? 128 : 64, tab = scheme == 0 && bias ? ((int64_t)nb + max_distance) * 4 : 0;
+        return fat5__dev_launch(ctx, tk, (unsigned)((Tq + bm - 1) / bm), (unsigned)H, 1, 128, 1, 1,
+                                (unsigned)(need + tab <= optin ? need + tab : need), args);
+    }
     if (dk <= 128) {  // tiled: 64 queries x 256 threads a block; Qt [dkp][68], P [64][68], K, V [dkp][65]
         int64_t dkp = dk <= 16 ? 16 : dk <= 32 ? 32 : dk <= 64 ? 64 : 128;
         int64_t tab = scheme == 0 && bias ? ((int64_t)nb + max_distance) * 4 : 0, need;

@@ -224,7 +224,7 @@ static double tg_maxnorm(const float *x, int64_t rows, int n) {
 // rtol 0 for the default; scale 0 for max|ref| (else the size of the terms that cancel in ref)
 static void tg_close_at(tg *g, int line, const char *what, const float *got, const float *ref, size_t n,
                         int act, double rtol, double scale) {
-    char name[160];
+    char name[240];
     if (g->err) return;
     snprintf(name, sizeof name, "[%s] %s", g->mode, what);
     if (rtol <= 0) rtol = act && g->bf16 ? TG_R16 : TG_R32;
@@ -232,6 +232,19 @@ static void tg_close_at(tg *g, int line, const char *what, const float *got, con
     fat5_check_close_at(g->T, __FILE__, line, name, got, ref, n, TG_A * scale, rtol);
 }
 #define tg_close(g, what, got, ref, n, act) tg_close_at((g), __LINE__, (what), (got), (ref), (n), (act), 0, 0)
+
+// The attention output of the tensor-core forward (bf16, fat5__gpu_attn_fwd_tc_smem): P is rounded
+// to bf16 before P V, each weight by at most 2^-9 of itself, so o moves by at most 2^-9 max|v| (the
+// weights sum to 1; l sums the unrounded weights) before its own rounding (TG_R16); ex2.approx and
+// the fp32 sums of q.k in another order add ~1e-6 relative to the weights (within TG_A).
+#define TG_ATC (1.0 / 512)
+static void tg_close_tc_at(tg *g, int line, const char *what, const float *got, const float *ref, size_t n,
+                           double vmax, double scale) {
+    char name[240];
+    if (g->err) return;
+    snprintf(name, sizeof name, "[%s] %s", g->mode, what);
+    fat5_check_close_at(g->T, __FILE__, line, name, got, ref, n, TG_ATC * vmax + TG_A * scale, TG_R16);
+}
 
 // bit-for-bit equality (copies and conversions; NaNs compare by bits)
 static void tg_same_at(tg *g, int line, const char *what, const float *got, const float *ref, size_t n) {
@@ -621,7 +634,7 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
     const size_t nscr = fire ? (size_t)(FAT5__GPU_DBIAS_BLOCKS + 1) * (size_t)H * (size_t)FAT5__FIRE_SHARES(nb)
                              : (size_t)FAT5__GPU_DBIAS_BLOCKS * nbias;
     const size_t nlut = (size_t)(md > 0 ? md : 1);
-    int s, i, has_bias = fire || t5, has_grad = fire || t5 || alibi;
+    int s, i, tc, has_bias = fire || t5, has_grad = fire || t5 || alibi;
     int32_t *cu_q = tg_i(g, (size_t)c->n_seq + 1), *cu_k = tg_i(g, (size_t)c->n_seq + 1);
     int32_t *q_seq, *k_seq, *lut = tg_i(g, nlut), *cu_g = tg_i(g, (size_t)c->n_seq + 1);
     int64_t Tq, Tk;  // Tk: the key rows, transient-global rows included
@@ -718,10 +731,32 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
                            tag, i, lse[i]);
             lse[i] = lseref[i] = 0.0f;
         }
-    snprintf(what, sizeof what, "attn_fwd o %s", tag);
-    tg_close_at(g, __LINE__, what, o, oref, nq, 1, 0, fmax(tg_maxabs(oref, nq), tg_maxabs(v, nk)));
-    snprintf(what, sizeof what, "attn_fwd lse %s", tag);
+    tc = fat5__gpu_attn_fwd_tc_smem(g->ctx, od, qd, kd, vd, Tq, dk, kind, biasd, nb, md) > 0;
+    snprintf(what, sizeof what, "attn_fwd%s o %s", tc ? " (tensor cores)" : "", tag);
+    if (tc)
+        tg_close_tc_at(g, __LINE__, what, o, oref, nq, tg_maxabs(v, nk), fmax(tg_maxabs(oref, nq), tg_maxabs(v, nk)));
+    else
+        tg_close_at(g, __LINE__, what, o, oref, nq, 1, 0, fmax(tg_maxabs(oref, nq), tg_maxabs(v, nk)));
+    snprintf(what, sizeof what, "attn_fwd%s lse %s", tc ? " (tensor cores)" : "", tag);
     tg_close(g, what, lse, lseref, (size_t)(Tq * H), 0);
+    if (tc) {  // the FMA kernel on the same inputs, the tensor-core kernel against it
+        float *o2 = tg_f(g, nq), *lse2 = tg_f(g, (size_t)(Tq * H));
+        int ok;
+        if (g->err) return;
+        g->ctx->gpu->attn_tc = 0;
+        ok = tg_ok(g, fat5__gpu_attn_fwd(g->ctx, od, lsed, qd, kd, vd, biasd, lutd, cuqd, cukd, qsd, Tq, H, dk, kind,
+                                         nb, md, gsz, cugd));
+        g->ctx->gpu->attn_tc = 1;
+        if (!ok) return;
+        tg_down_act(g, o2, od, nq);
+        tg_down_f32(g, lse2, lsed, (size_t)(Tq * H));
+        for (i = 0; i < Tq * H; i++)
+            if (isinf(lse2[i]) && lse2[i] < 0) lse2[i] = 0.0f;  // as lse's above
+        snprintf(what, sizeof what, "attn_fwd o, tensor cores vs FMA %s", tag);
+        tg_close_tc_at(g, __LINE__, what, o, o2, nq, tg_maxabs(v, nk), fmax(tg_maxabs(o2, nq), tg_maxabs(v, nk)));
+        snprintf(what, sizeof what, "attn_fwd lse, tensor cores vs FMA %s", tag);
+        tg_close(g, what, lse, lse2, (size_t)(Tq * H), 0);
+    }
     for (i = 0; i < Tq * H; i++) lse[i] = lseref[i];  // restore the -inf entries for the backward
 
     // backward, from the CPU's o (rounded like a bf16 activation) and lse
@@ -1415,6 +1450,42 @@ static void t_gpu_attn_patterns(fat5_test *T) {
 #undef TG_GS
 }
 
+// The tensor-core forward (bf16) on sequences of many tiles: packed lengths far apart (one token,
+// 1100, 37, 300: none a multiple of a tile), cross-attention to other lengths, one causal sequence
+// of 2048 (blocks launched longest first); head dims 64 and 128 and 40 (padded to 64); T5 buckets,
+// no bias, ALiBi (both), FIRE, a window of radius 127 with transient-global keys and with a prefix.
+// tg_attn_case_g checks o and lse against the CPU and against the FMA kernel on the same inputs.
+static void t_gpu_attn_tc(fat5_test *T) {
+    static const int lq[] = {1, 1100, 37, 300}, lk[] = {700, 3, 65, 1}, l1[] = {2048};
+    // n_seq, len_q, len_k, H, dk, nb, md, W, lm, db_inc
+    static const tg_attn_cfg cfgs[] = {{4, lq, lk, 2, 64, 32, 128, 8, 0.931f, 1},
+                                       {4, lq, lk, 2, 128, 32, 128, 8, 0.931f, 1},
+                                       {4, lq, lk, 3, 40, 16, 50, 8, 0.75f, 1}};
+    static const tg_attn_cfg causal = {1, l1, NULL, 2, 64, 32, 128, 8, 0.931f, 1};
+    static const int kinds[][3] = {
+        {FAT5__ATTN_CROSS, 0, 0}, {FAT5__ATTN_BIDIR, 1, 0}, {FAT5__ATTN_CAUSAL, 1, 0}, {FAT5__ATTN_BIDIR, 0, 0},
+        {FAT5__ATTN_BIDIR | FAT5__ATTN_ALIBI, 0, 0}, {FAT5__ATTN_BIDIR | FAT5__ATTN_ALIBI | FAT5__ATTN_ALIBI_ASYM, 0, 0},
+        {FAT5__ATTN_CAUSAL | FAT5__ATTN_FIRE, 0, 0}, {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(127) | FAT5__ATTN_TGLOBAL, 1, 16},
+        {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(127) | FAT5__ATTN_PREFIX, 1, 70}};
+    fat5_rng rng = fat5_rng_init(1500);
+    size_t ci, ki;
+    tg g;
+    if (!tg_begin(&g, T, 1)) return;
+    for (ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)
+        for (ki = 0; ki < sizeof kinds / sizeof kinds[0] && !g.err; ki++) {
+            int ndev = g.ndev, nhost = g.nhost;
+            if (cfgs[ci].H % 2 && (kinds[ki][0] & FAT5__ATTN_ALIBI_ASYM)) continue;  // needs an even head count
+            tg_attn_case_g(&g, &cfgs[ci], kinds[ki][0], kinds[ki][1], kinds[ki][2], &rng);
+            tg_release(&g, ndev, nhost);
+        }
+    for (ki = 1; ki <= 2 && !g.err; ki++) {
+        int ndev = g.ndev, nhost = g.nhost;
+        tg_attn_case_g(&g, &causal, kinds[ki][0], kinds[ki][1], kinds[ki][2], &rng);
+        tg_release(&g, ndev, nhost);
+    }
+    tg_end(&g);
+}
+
 // block_sum (fp32 sums of act rows over each global's block) and block_sum_bwd (each token's dx
 // += its global's gradient) against the CPU: blocks of 16 (sequences shorter than a block have no
 // globals), of 5, and of 200 (one global of the 300-token sequence, its block running to the end)
@@ -1488,4 +1559,4 @@ static void t_gpu_block_sum(fat5_test *T) {
 #define FAT5_TESTS_GPU_OPS(X)                                                                                \
     X(gpu_util) X(gpu_embed) X(gpu_rmsnorm) X(gpu_colsum) X(gpu_act) X(gpu_attn) X(gpu_attn_edge) X(gpu_xent)    \
     X(gpu_decode_attn) X(gpu_decode_cache) X(gpu_attn_posenc) X(gpu_fire_reduce) X(gpu_rope)                   \
-    X(gpu_attn_patterns) X(gpu_block_sum)
+    X(gpu_attn_patterns) X(gpu_attn_tc) X(gpu_block_sum)

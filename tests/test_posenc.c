@@ -518,7 +518,7 @@ static void t_flash_t5_checkpoint(fat5_test *T) {
     fat5_st_file *ref = NULL, *saved = NULL;
     fat5_batch b;
     fat5_forward_result r;
-    fat5_tensor_info ti;
+    fat5_tensor_info ti = {0};
     fat5_model_config c;
     float *want = NULL, *logits = NULL, *q1 = NULL, *q2 = NULL;
     int64_t n = 0, nq;

@@ -122,7 +122,7 @@ static fat5_status ttr_weights(fat5_model *m, float *w) {
     int k;
     fat5_status st = FAT5_OK;
     for (k = 0; k < fat5_model_num_tensors(m) && st == FAT5_OK; k++) {
-        fat5_tensor_info ti;
+        fat5_tensor_info ti = {0};
         if ((st = fat5_model_tensor_info(m, k, &ti)) == FAT5_OK) st = fat5_model_get_param(m, ti.name, w + off, ti.numel);
         off += ti.numel;
     }
@@ -382,7 +382,7 @@ static void t_train_skips_nonfinite(fat5_test *T) {
     n = fat5_model_num_params(fat5_train_model(t));
     {
         int k = fat5_model_find_tensor(fat5_train_model(t), name);
-        fat5_tensor_info ti;
+        fat5_tensor_info ti = {0};
         FAT5_REQUIRE(T, k >= 0 && fat5_model_tensor_info(fat5_train_model(t), k, &ti) == FAT5_OK);
         w0 = (float *)malloc((size_t)ti.numel * 4);
         w1 = (float *)malloc((size_t)ti.numel * 4);

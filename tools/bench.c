@@ -1,10 +1,12 @@
 // bench — GPU benchmarks, one JSON object per line on stdout.
 //     cc -O2 -o tools/bench tools/bench.c -lm -ldl -lpthread
 //     tools/bench [attn|step|ul2|generate|long|all]  (make bench runs all)
-// attn: the attention kernels with T5 relative bias (32 buckets, max distance 128), head dim 64,
-//       8 heads, 16,384 tokens per batch in sequences of L = 1024 and 4096, bidirectional and
-//       causal, bf16; FLOPs as in the usual convention: forward 4*B*H*L^2*d (halved when causal),
-//       forward + backward 3.5x that.
+// attn: the attention kernels with T5 relative bias (32 buckets, max distance 128), head dims 64
+//       and 128, 8 heads, 16,384 tokens per batch in sequences of L = 1024 and 4096, bidirectional
+//       and causal, bf16: the forward on tensor cores ("forward": "tensor-core") and on the exact
+//       FMA kernels ("fma", FAT5_ATTN_TC=0), the backward on the FMA kernels in both; FLOPs as
+//       in the usual convention: forward 4*B*H*L^2*d (halved when causal), forward + backward
+//       3.5x that.
 // step: forward + backward of a randomly initialised FAT5-small-shaped model (d_model 512, d_ff
 //       2048, 8 heads, 12 + 12 layers, gated-gelu, vocabulary 32768), batch 16 x (1024 encoder +
 //       256 decoder tokens), bf16; ms per step, tokens/s and the device memory it used.
@@ -60,16 +62,16 @@ static fat5_status bench_fill(fat5_ctx *ctx, fat5__dptr dst, size_t n, fat5_rng 
 }
 
 static int bench_attn(fat5_ctx *ctx) {
-    const int H = 8, dk = 64, nb = 32, md = 128, lens[2] = {1024, 4096};
+    const int H = 8, nb = 32, md = 128, lens[2] = {1024, 4096}, dks[2] = {64, 128};
     const int64_t T = 16384;
     fat5_rng r = fat5_rng_init(7);
-    size_t A = fat5__dev_act_size(ctx), I = (size_t)H * dk;
+    size_t A = fat5__dev_act_size(ctx), I = (size_t)H * 128;  // buffers for the largest head dim
     fat5__dptr q = 0, k = 0, v = 0, o = 0, dout = 0, dq = 0, dkk = 0, dv = 0, lse = 0, delta = 0, bias = 0, dbias = 0, dbs = 0;
     fat5__dptr cu = 0, seq = 0, lut = 0;
     int32_t *hcu = (int32_t *)malloc((T + 1) * sizeof(int32_t)), *hseq = (int32_t *)malloc(T * sizeof(int32_t));
     int32_t hlut[128];
     float hbias[32 * 8];
-    int li, kind, i, rc = 1;
+    int li, kind, i, di, tc, rc = 1;
     if (!hcu || !hseq) return 1;
     if (fat5__dev_alloc(ctx, T * I * A, &q) || fat5__dev_alloc(ctx, T * I * A, &k) || fat5__dev_alloc(ctx, T * I * A, &v) ||
         fat5__dev_alloc(ctx, T * I * A, &o) || fat5__dev_alloc(ctx, T * I * A, &dout) ||
@@ -88,9 +90,11 @@ static int bench_attn(fat5_ctx *ctx) {
     }
     for (i = 0; i < nb * H; i++) hbias[i] = (float)(0.5 * fat5_rng_normal(&r));
     fat5__dev_upload(ctx, bias, hbias, sizeof hbias);
+    for (di = 0; di < 2; di++)
     for (li = 0; li < 2; li++)
-        for (kind = 1; kind <= 2; kind++) {
-            int L = lens[li], n_seq = (int)(T / L), reps = 5, rep;
+        for (kind = 1; kind <= 2; kind++)
+        for (tc = A == 2; tc >= 0; tc--) {  // bf16: the tensor-core forward, then the FMA kernels
+            int L = lens[li], n_seq = (int)(T / L), reps = 5, rep, dk = dks[di];
             double t0, tf, tb, flops = 4.0 * n_seq * H * (double)L * L * dk / (kind == 2 ? 2 : 1);
             for (i = 0; i <= n_seq; i++) hcu[i] = i * L;
             for (i = 0; i < T; i++) hseq[i] = i / L;
@@ -105,6 +109,7 @@ static int bench_attn(fat5_ctx *ctx) {
     (fat5__gpu_attn_bwd_delta(ctx, delta, o, dout, T, H, dk) ||                                            \
      fat5__gpu_attn_bwd_dq(ctx, dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu, cu, seq, T, H, dk, kind, nb, md, 0, 0, dbs) || \
      fat5__gpu_attn_bwd_dkv(ctx, dkk, dv, dout, lse, delta, q, k, v, bias, lut, cu, cu, seq, T, H, dk, kind, nb, md, 0, 0))
+            ctx->gpu->attn_tc = tc;
             if (BENCH_FWD || BENCH_BWD || fat5__dev_sync(ctx)) {
                 rc = bench_fail(ctx, "attention warm-up");
                 goto done;
@@ -120,14 +125,17 @@ static int bench_attn(fat5_ctx *ctx) {
                 goto done;
             }
             tb = (bench_now() - t0) / reps;
-            printf("{\"bench\": \"attn\", \"dtype\": \"%s\", \"L\": %d, \"batch\": %d, \"heads\": %d, \"head_dim\": %d, "
-                   "\"causal\": %s, \"fwd_ms\": %.3f, \"bwd_ms\": %.3f, \"fwd_tflops\": %.2f, \"fwd_bwd_tflops\": %.2f}\n",
-                   A == 2 ? "bf16" : "fp32", L, n_seq, H, dk, kind == 2 ? "true" : "false", tf * 1e3, tb * 1e3,
+            printf("{\"bench\": \"attn\", \"dtype\": \"%s\", \"forward\": \"%s\", \"L\": %d, \"batch\": %d, \"heads\": %d, "
+                   "\"head_dim\": %d, \"causal\": %s, \"fwd_ms\": %.3f, \"bwd_ms\": %.3f, \"fwd_tflops\": %.2f, "
+                   "\"fwd_bwd_tflops\": %.2f}\n",
+                   A == 2 ? "bf16" : "fp32", tc ? "tensor-core" : "fma", L, n_seq, H, dk, kind == 2 ? "true" : "false",
+                   tf * 1e3, tb * 1e3,
                    flops / tf / 1e12, 3.5 * flops / (tf + tb) / 1e12);
             fflush(stdout);
         }
 #undef BENCH_FWD
 #undef BENCH_BWD
+    ctx->gpu->attn_tc = 1;
     rc = 0;
 done:
     fat5__dev_free(ctx, q); fat5__dev_free(ctx, k); fat5__dev_free(ctx, v); fat5__dev_free(ctx, o);

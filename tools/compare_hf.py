@@ -5,6 +5,7 @@ tokenizers against the `tokenizers` and `sentencepiece` libraries.
   compare_hf.py --generate [--tiny] [--device cpu|cuda] [--dtype fp32|bf16]
                 [--batch-sizes 1,64] [--input-len 512] [--new-tokens 128]
   compare_hf.py --tokenize [--text FILE] [--repeat 3] TOKENIZER...
+  compare_hf.py --attention [--repeat 10]
 
 Builds a randomly initialised T5 (by default the FAT5-small shape that examples/train and
 tools/bench use: d_model 512, d_ff 2048, 8 heads of 64, 12 + 12 layers, gated-gelu, untied,
@@ -44,10 +45,25 @@ The Python sides run in subprocesses (the thread settings are read once per proc
 are decoded to ``str`` before the clock starts. A table of tokens/s and the ratio fat5 / library
 is printed, with a JSON line per measurement; exit status 1 when a library's total token count
 differs from fat5's. Build tools/fat5_tokenize first (``make tools/fat5_tokenize``).
+
+--attention: T5 attention alone on the GPU, bf16, the shapes of ``tools/bench attn`` (16,384 tokens
+in sequences of L = 1024 and 4096, 8 heads of 64 and 128, 32 buckets, max distance 128,
+bidirectional and causal): fat5's kernels (``tools/bench attn``, its tensor-core forward and its
+FMA kernels) and, in the same command on the same device, PyTorch's
+  * ``sdpa``: scaled_dot_product_attention without a bias (the flash kernel: the ceiling);
+  * ``sdpa-bias``: scaled_dot_product_attention with the T5 bias materialised as a [1, H, L, L]
+    bf16 tensor (what Hugging Face's T5 does), its gradient flowing to the [buckets, H] table;
+  * ``flex``: FlexAttention (torch.compile'd) with a ``score_mod`` that adds the table's entry for
+    the bucket of (key - query) (a causal block mask for causal).
+No 1/sqrt(d) scale (T5). Forward and forward + backward (q, k, v and the table's gradients) are
+timed with CUDA events, the mean of --repeat calls (10) after warm-up; FLOPs as ``tools/bench``
+counts them. One JSON line per measurement, then a table with each peer's TFLOP/s and fat5's
+tensor-core forward as a multiple of it. Build tools/bench first (``make tools/bench``).
 """
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -279,6 +295,139 @@ def tokenize_main(args):
     return 1 if failed else 0
 
 
+def t5_bucket(rel, bidirectional, nb, md):
+    """T5's bucket of the relative position rel = key - query (Hugging Face's formula)."""
+    ret = torch.zeros_like(rel)
+    if bidirectional:
+        nb //= 2
+        ret = (rel > 0).to(rel.dtype) * nb
+        n = rel.abs()
+    else:
+        n = (-rel).clamp(min=0)
+    exact = nb // 2
+    far = exact + (torch.log(n.float().clamp(min=1) / exact) / math.log(md / exact) * (nb - exact)).to(rel.dtype)
+    return ret + torch.where(n < exact, n, far.clamp(max=nb - 1))
+
+
+def attention_peers(L, dk, causal, H, tokens, repeat):
+    """Times PyTorch's attention peers on one shape; yields JSON records."""
+    import torch.nn.functional as F
+    from torch.nn.attention.flex_attention import flex_attention, create_block_mask
+    nb, md, B = 32, 128, tokens // L
+    flops = 4.0 * B * H * L * L * dk / (2 if causal else 1)
+    gen = torch.Generator(device="cuda").manual_seed(L + dk)
+    def rnd(*shape, scale=1.0):
+        return (torch.randn(*shape, device="cuda", generator=gen) * scale).to(torch.bfloat16)
+    q, k, v = rnd(B, H, L, dk, scale=0.3), rnd(B, H, L, dk, scale=0.3), rnd(B, H, L, dk)
+    table = (torch.randn(nb, H, device="cuda", generator=gen) * 0.5).float()
+    pos = torch.arange(L, device="cuda")
+    rel_all = torch.arange(-(L - 1), L, device="cuda")
+    bucket_of = t5_bucket(rel_all, not causal, nb, md)  # [2L - 1], index rel + L - 1
+    dout = rnd(B, H, L, dk)
+
+    def timed(fn, backward):
+        def once():
+            for t in (q, k, v, table):
+                t.grad = None
+            out = fn()
+            if backward:
+                out.backward(dout)
+        for _ in range(3):
+            once()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(repeat):
+            once()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end) / repeat / 1e3
+
+    def sdpa():
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=1.0)
+
+    def sdpa_bias():
+        bias = table[bucket_of[pos[None, :] - pos[:, None] + L - 1]].permute(2, 0, 1)[None]  # [1, H, L, L]
+        if causal:
+            bias = bias.masked_fill(pos[None, :] > pos[:, None], float("-inf"))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(torch.bfloat16), scale=1.0)
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        return score + table[bucket_of[kv_idx - q_idx + L - 1], h]
+
+    block_mask = None
+    if causal:
+        block_mask = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, L, L, device="cuda")
+    flex = torch.compile(flex_attention, dynamic=False)
+
+    def flex_run():
+        return flex(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=1.0)
+
+    for name, fn in (("sdpa", sdpa), ("sdpa-bias", sdpa_bias), ("flex", flex_run)):
+        rec = {"mode": "attention", "impl": name, "L": L, "batch": B, "heads": H, "head_dim": dk, "causal": causal}
+        for backward in (False, True):
+            key = "fwd_bwd" if backward else "fwd"
+            for t in (q, k, v, table):
+                t.requires_grad_(backward and (t is not table or name != "sdpa"))
+            try:
+                sec = timed(fn, backward)
+                rec[key + "_ms"] = round(sec * 1e3, 3)
+                rec[key + "_tflops"] = round((3.5 if backward else 1.0) * flops / sec / 1e12, 2)
+            except Exception as e:  # a peer that cannot run a case (memory, an unsupported gradient)
+                rec[key + "_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+            torch.cuda.empty_cache()
+        yield rec
+
+
+def attention_main(args):
+    import_hf()
+    if not torch.cuda.is_available():
+        sys.exit("compare_hf: --attention needs a CUDA device")
+    binary = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench")
+    if not os.access(binary, os.X_OK):
+        sys.exit(f"compare_hf: {binary}: not found (make tools/bench)")
+    out = subprocess.run([binary, "attn"], capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"compare_hf: tools/bench attn failed:\n{out.stderr}")
+    fat5 = {}
+    for line in out.stdout.splitlines():
+        r = json.loads(line)
+        r["mode"], r["impl"] = "attention", "fat5-" + r.get("forward", "fma")
+        print(json.dumps(r), flush=True)
+        fat5[(r["impl"], r["L"], r["head_dim"], r["causal"])] = r
+    rows = []
+    for dk in (64, 128):
+        for L in (1024, 4096):
+            for causal in (False, True):
+                peers = {}
+                for rec in attention_peers(L, dk, causal, 8, 16384, args.repeat):
+                    print(json.dumps(rec), flush=True)
+                    peers[rec["impl"]] = rec
+                rows.append((dk, L, causal, fat5.get(("fat5-tensor-core", L, dk, causal)),
+                             fat5.get(("fat5-fma", L, dk, causal)), peers))
+    def tf(r, key):
+        return r.get(key + "_tflops") if r else None
+    def fmt(x):
+        return f"{x:7.1f}" if isinstance(x, (int, float)) else "      -"
+    print("\nforward TFLOP/s (fat5 tensor-core forward / peer in parentheses)")
+    print(f"{'hd':>3} {'L':>5} {'mask':>6} | {'fat5 tc':>7} {'fat5 fma':>8} | {'sdpa':>15} {'sdpa-bias':>15} {'flex':>15}")
+    for dk, L, causal, tc, fma, peers in rows:
+        a = tf(tc, "fwd")
+        cells = []
+        for name in ("sdpa", "sdpa-bias", "flex"):
+            b = tf(peers.get(name), "fwd")
+            ratio = f"({a / b:5.2f}x)" if a and b else "(    -)"
+            cells.append(f"{fmt(b)} {ratio}")
+        print(f"{dk:>3} {L:>5} {'causal' if causal else 'bidir':>6} | {fmt(a)} {fmt(tf(fma, 'fwd')):>8} | " + " ".join(cells))
+    print("\nforward + backward TFLOP/s (fat5's backward on its FMA kernels)")
+    print(f"{'hd':>3} {'L':>5} {'mask':>6} | {'fat5 tc':>7} {'fat5 fma':>8} | {'sdpa':>7} {'sdpa-bias':>9} {'flex':>7}")
+    for dk, L, causal, tc, fma, peers in rows:
+        print(f"{dk:>3} {L:>5} {'causal' if causal else 'bidir':>6} | {fmt(tf(tc, 'fwd_bwd'))} {fmt(tf(fma, 'fwd_bwd')):>8} | "
+              f"{fmt(tf(peers.get('sdpa'), 'fwd_bwd'))} {fmt(tf(peers.get('sdpa-bias'), 'fwd_bwd')):>9} "
+              f"{fmt(tf(peers.get('flex'), 'fwd_bwd'))}")
+    return 0
+
+
 def main():
     if len(sys.argv) == 6 and sys.argv[1] == "--tokenize-worker":
         tokenize_worker(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
@@ -286,6 +435,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--generate", action="store_true", help="compare greedy generation")
     ap.add_argument("--tokenize", action="store_true", help="compare tokenizer speed (TOKENIZER... arguments)")
+    ap.add_argument("--attention", action="store_true", help="compare T5 attention kernels with PyTorch's")
     ap.add_argument("tokenizers", nargs="*", metavar="TOKENIZER", help="--tokenize: tokenizer.json / .model / directory")
     ap.add_argument("--text", default=None, help="--tokenize: the text file (default the bundled fortunes corpus)")
     ap.add_argument("--tokenize-bin", default=None, help="path of tools/fat5_tokenize")
@@ -311,8 +461,14 @@ def main():
         return tokenize_main(args)
     if args.tokenizers:
         ap.error("TOKENIZER paths go with --tokenize")
+    if args.attention:
+        if args.generate:
+            ap.error("--attention and --generate are separate runs")
+        if args.repeat == 3:
+            args.repeat = 10
+        return attention_main(args)
     if not args.generate:
-        ap.error("nothing to do: give --generate or --tokenize")
+        ap.error("nothing to do: give --generate, --tokenize or --attention")
     import_hf()
     if args.dtype == "bf16" and args.device == "cpu":
         ap.error("--dtype bf16 needs --device cuda (fat5 computes in fp32 on the CPU)")

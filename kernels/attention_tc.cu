@@ -1,0 +1,394 @@
+// kernels/attention_tc.cu — the attention forward on tensor cores: bf16 q, k, v (mma.sync
+// m16n8k16, fp32 accumulation), every case fat5_attn_fwd has (masks, position schemes, patterns,
+// packed sequences), the same arguments and results (o, and the log-sum-exp the backward reads).
+//
+// Only the bf16 program has a body (the fp32 one keeps the exact FMA kernels of attention.cu,
+// which are also this kernel's oracle on the GPU); the launcher takes it for bf16 activations when
+// dk is a multiple of 8 up to 128 and q, k, v, o are 16-byte aligned (fat5__gpu_attn_fwd).
+//
+// A block: 4 warps, BM = 64 MT query rows (packed; they may span sequences, as in the tiled FMA
+// kernel), each warp MT m-tiles of 16 rows. It walks the same key tiles as fat5_attn_fwd_tiled (the
+// range from its first row's first key to its last row's last; PAT: the prefix, the window hull,
+// the transient-global rows), 64 keys a tile, double-buffered in shared memory by cp.async:
+//   - S = Q K^T: Q's fragments stay in registers for the whole block (ldmatrix once); K's come
+//     from shared memory with ldmatrix (rows padded by 16 bytes: conflict-free);
+//   - bias and mask per score in fp32 on the accumulators. T5 buckets: the head's bias by distance
+//     rel in [-md, md], dtab[rel + md], built once per block from the bucket table (a distance
+//     beyond max_distance has the bucket of +-md), so a score costs one shared load; a tile whose
+//     distances all lie beyond +-md for a row adds one constant. A row's tile is masked per score
+//     only when some key of it is hidden (always for PAT);
+//   - online softmax in base 2 (ex2.approx on s log2(e) - m log2(e)), P rounded to bf16 straight
+//     from the accumulators into the A fragments of P V (V by ldmatrix.trans).
+// The log-sum-exp stored is m + ln(l), natural log, as the FMA kernels store it. A query with no
+// keys gets o = 0 and lse = -inf.
+// Rounding against the fp32 kernels: q k^T is summed in another order (fp32), P is rounded to bf16
+// before P V (relative 2^-9 per probability; l sums the unrounded values), exp is ex2.approx
+// (2 ulp); o is rounded to bf16 as before.
+
+#define FAT5_TC_THREADS 128
+
+#if FAT5_ACT_BF16
+
+__device__ __forceinline__ unsigned fat5_tc_saddr(const void *p)
+{
+    unsigned r;
+    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+    return r;
+}
+
+// 16 bytes global -> shared, asynchronously; bytes 0 writes zeros and reads nothing
+__device__ __forceinline__ void fat5_tc_cp16(unsigned dst, const void *src, int bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void fat5_tc_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void fat5_tc_wait_all(void) { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+__device__ __forceinline__ void fat5_tc_ldsm4(unsigned a, unsigned &r0, unsigned &r1, unsigned &r2, unsigned &r3)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(a));
+}
+__device__ __forceinline__ void fat5_tc_ldsm4t(unsigned a, unsigned &r0, unsigned &r1, unsigned &r2, unsigned &r3)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(a));
+}
+
+// c += a b (m16 n8 k16, bf16 in, fp32 accumulate)
+__device__ __forceinline__ void fat5_tc_mma(float *c, const unsigned *a, unsigned b0, unsigned b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// two floats -> bf16x2 (lo in the low half), round to nearest even
+__device__ __forceinline__ unsigned fat5_tc_pack(float lo, float hi)
+{
+    unsigned r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+__device__ __forceinline__ float fat5_tc_ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// Rows [0, R) of a shared tile (row stride DKP + 8 elements) from n rows at src (row stride ld
+// elements, dk <= DKP columns, dk % 8 == 0, 16-byte aligned); the rest zero. `safe` is any valid
+// address (the source of the zero copies, never read).
+template <int R, int DKP>
+__device__ __forceinline__ void fat5_tc_load(unsigned dst, const act_t *src, long long ld, int n, int dk,
+                                             const act_t *safe)
+{
+    const int C = DKP / 8;
+    for (int e = threadIdx.x; e < R * C; e += FAT5_TC_THREADS) {
+        const int r = e / C, c = e - r * C;
+        const bool ok = r < n && c * 8 < dk;
+        fat5_tc_cp16(dst + (unsigned)(r * (DKP + 8) + c * 8) * 2u, ok ? (const void *)(src + r * ld + c * 8) : safe,
+                     ok ? 16 : 0);
+    }
+}
+
+// The key tiles of a block: phase 0 the prefix [ra0, rb0), 1 the hull (or all of the keys without
+// a pattern) [ra1, rb1), 2 the global rows [ra2, rb2); (ph, kt) moves to the next tile start,
+// skipping empty phases. ph == 3: done.
+__device__ __forceinline__ void fat5_tc_next(int &ph, int &kt, bool step, int ra0, int rb0, int ra1, int rb1,
+                                             int ra2, int rb2, int nph)
+{
+    if (step) kt += 64;
+    while (ph < nph && kt >= (ph == 0 ? rb0 : ph == 1 ? rb1 : rb2)) {
+        ph++;
+        kt = ph == 1 ? ra1 : ra2;
+    }
+    if (ph >= nph) ph = 3;
+}
+
+template <int DKP, int MT, int PE, bool PAT>
+__device__ __forceinline__ void fat5_attn_fwd_tc_impl(act_t *o, float *lse, const act_t *q, const act_t *k,
+                                                      const act_t *v, const float *bias, const int *lut,
+                                                      const int *cu_q, const int *cu_k, const int *q_seq,
+                                                      long long Tq, int H, int dk, int kind, int nb, int md, int g,
+                                                      const int *cu_g)
+{
+    const int BM = 64 * MT, SR = DKP + 8, KS = DKP / 16, NO = DKP / 8;
+    const float LOG2E = 1.4426950408889634f;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, gr = lane >> 2, tq = lane & 3;
+    const int h = blockIdx.y;
+    const long long ld = (long long)H * dk;
+    act_t *Qs = (act_t *)fat5_smem;     // [BM][SR]
+    act_t *Ks = Qs + BM * SR;           // [2][64][SR]
+    act_t *Vs = Ks + 2 * 64 * SR;       // [2][64][SR]
+    float *dtab = (float *)(Vs + 2 * 64 * SR);
+    const bool TG = PAT && PE == FAT5_PE_TABLE;  // transient-global keys possible
+    const int tabn = PE == FAT5_PE_TABLE && bias ? 2 * md + 1 : 0;
+    fat5_pb pb = fat5_attn_pos<PE>(bias, lut, h, H, kind, nb, md, (BM + 4 * 64) * SR / 2 + tabn, 0);
+    if (TG) fat5_attn_gtable(pb, bias, kind, h, H, nb);
+    const fat5_pat pt = fat5_attn_pat(kind, g, nb);
+    const int vis = fat5_attn_vis<PE>(kind, h, H);
+    for (int x = threadIdx.x; x < tabn; x += blockDim.x)
+        dtab[x] = pb.bias[fat5_attn_bucket(x - md, pb.kind, pb.lut, nb, md) * pb.bstride];
+
+    const long long t0 = (long long)(gridDim.x - 1 - blockIdx.x) * BM;  // the longest tiles of a causal
+    const int nrow = (int)min((long long)BM, Tq - t0);                  // sequence first
+    // this thread's rows rr = 2 mt + half: packed row t0 + w 16 MT + 16 mt + 8 half + gr; it sees keys
+    // [klo + (vis == 2 ? ip : 0), khi) (klo its sequence's first key, ip its position); in the
+    // global phase [gklo, gkhi) with bucket origin gip
+    int klo[2 * MT], khi[2 * MT], ip[2 * MT], gklo[2 * MT], gkhi[2 * MT], gip[2 * MT];
+    float m[2 * MT], l[2 * MT];
+#pragma unroll
+    for (int rr = 0; rr < 2 * MT; rr++) {
+        const long long t = t0 + w * 16 * MT + 8 * rr + gr;
+        klo[rr] = khi[rr] = ip[rr] = gklo[rr] = gkhi[rr] = gip[rr] = 0;
+        m[rr] = -FAT5_INF;
+        l[rr] = 0.0f;
+        if (t < Tq) {
+            const int s = q_seq[t], k0 = cu_k[s], nk = cu_k[s + 1] - k0, i = (int)(t - cu_q[s]);
+            klo[rr] = k0;
+            khi[rr] = k0 + (vis == 1 ? min(i + 1, nk) : nk);
+            ip[rr] = i;
+            if (TG && pt.tg) {
+                const int g0 = cu_g[s], G = cu_g[s + 1] - g0;
+                gklo[rr] = g0;
+                gkhi[rr] = g0 + G;
+                gip[rr] = G > 0 ? g0 + fat5_pat_block(pt, i, G) : 0;
+            }
+        }
+    }
+    int kstart, kend, ps = 0, pe = 0, gs = 0, ge = 0;
+    if (PAT) {
+        fat5_pat_tile_keys(pt, cu_q, cu_k, q_seq, cu_g, t0, t0 + nrow - 1, ps, pe, kstart, kend, gs, ge);
+    } else {
+        kstart = cu_k[q_seq[t0]];
+        if (vis == 2) kstart += (int)(t0 - cu_q[q_seq[t0]]);
+        const long long tl = t0 + nrow - 1;
+        const int s = q_seq[tl], k0 = cu_k[s], nk = cu_k[s + 1] - k0, i = (int)(tl - cu_q[s]);
+        kend = k0 + (vis == 1 ? min(i + 1, nk) : nk);
+    }
+    const int nph = TG && pt.tg ? 3 : 2;
+    int ph = PAT ? 0 : 1, kt = PAT ? ps : kstart;
+    fat5_tc_next(ph, kt, false, ps, pe, kstart, kend, gs, ge, nph);
+
+    const unsigned sq = fat5_tc_saddr(Qs), sk = fat5_tc_saddr(Ks), sv = fat5_tc_saddr(Vs);
+    const unsigned tileb = 64u * SR * 2u;  // bytes of one K or V buffer
+    fat5_tc_load<BM, DKP>(sq, q + t0 * ld + (long long)h * dk, ld, nrow, dk, q);
+    if (ph < 3) {
+        const int ke = ph == 0 ? pe : ph == 1 ? kend : ge;
+        fat5_tc_load<64, DKP>(sk, k + (long long)kt * ld + (long long)h * dk, ld, min(64, ke - kt), dk, k);
+        fat5_tc_load<64, DKP>(sv, v + (long long)kt * ld + (long long)h * dk, ld, min(64, ke - kt), dk, v);
+    }
+    fat5_tc_commit();
+    fat5_tc_wait_all();
+    __syncthreads();  // Q, the first K/V tile and dtab are in shared memory
+    unsigned qf[MT][KS][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++)
+            fat5_tc_ldsm4(sq + (unsigned)((w * 16 * MT + mt * 16 + (lane & 15)) * SR + ks * 16 + (lane >> 4) * 8) * 2u,
+                          qf[mt][ks][0], qf[mt][ks][1], qf[mt][ks][2], qf[mt][ks][3]);
+    float acc[MT][NO][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int n = 0; n < NO; n++) acc[mt][n][0] = acc[mt][n][1] = acc[mt][n][2] = acc[mt][n][3] = 0.0f;
+
+    int buf = 0;
+    bool first = true;
+    while (ph < 3) {
+        const int ke = ph == 0 ? pe : ph == 1 ? kend : ge, kt0 = kt, cph = ph;
+        const bool glob = TG && cph == 2;
+        if (!first) {
+            fat5_tc_wait_all();
+            __syncthreads();  // this tile has landed; everyone is done with the other buffer
+        }
+        first = false;
+        fat5_tc_next(ph, kt, true, ps, pe, kstart, kend, gs, ge, nph);
+        if (ph < 3) {  // the next tile, into the other buffer, while this one is computed
+            const int ne = ph == 0 ? pe : ph == 1 ? kend : ge;
+            const unsigned off = (unsigned)(buf ^ 1) * tileb;
+            fat5_tc_load<64, DKP>(sk + off, k + (long long)kt * ld + (long long)h * dk, ld, min(64, ne - kt), dk, k);
+            fat5_tc_load<64, DKP>(sv + off, v + (long long)kt * ld + (long long)h * dk, ld, min(64, ne - kt), dk, v);
+        }
+        fat5_tc_commit();
+        const unsigned kb = sk + (unsigned)buf * tileb, vb = sv + (unsigned)buf * tileb;
+
+        float s[MT][8][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int n = 0; n < 8; n++) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+            for (int np = 0; np < 4; np++) {
+                unsigned b0, b1, b2, b3;
+                fat5_tc_ldsm4(kb + (unsigned)((np * 16 + (lane & 7) + (lane >> 4) * 8) * SR + ks * 16 +
+                                              ((lane >> 3) & 1) * 8) * 2u,
+                              b0, b1, b2, b3);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    fat5_tc_mma(s[mt][2 * np], qf[mt][ks], b0, b1);
+                    fat5_tc_mma(s[mt][2 * np + 1], qf[mt][ks], b2, b3);
+                }
+            }
+
+        // bias, mask and the online softmax, row by row
+#pragma unroll
+        for (int rr = 0; rr < 2 * MT; rr++) {
+            const int mt = rr >> 1, hf = rr & 1;
+            int lo, hi, base;  // keys [lo, hi) visible; the distance of key u is u - base
+            if (glob) {
+                lo = gklo[rr];
+                hi = gkhi[rr];
+                base = gip[rr];
+            } else {
+                lo = klo[rr] + (vis == 2 ? ip[rr] : 0);
+                hi = khi[rr];
+                base = klo[rr] + ip[rr];
+            }
+            const bool full = !PAT && kt0 >= lo && kt0 + 64 <= hi;
+            const int rel0 = kt0 + 2 * tq - base;  // distance of this thread's first key of the tile
+            bool cst = false;
+            float cb = 0.0f;
+            if (PE == FAT5_PE_TABLE && !glob && tabn) {
+                if (kt0 - base >= md) cst = true, cb = dtab[2 * md];
+                else if (kt0 + 63 - base <= -md) cst = true, cb = dtab[0];
+            }
+            float mx = -FAT5_INF;
+#pragma unroll
+            for (int n = 0; n < 8; n++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    float &x = s[mt][n][2 * hf + e];
+                    const int c = n * 8 + e, u = kt0 + 2 * tq + c, rel = rel0 + c;
+                    bool ok = full;
+                    if (!ok) {
+                        ok = u >= lo && u < hi;
+                        if (PAT && !glob) ok = ok && u < ke && fat5_pat_sees(pt, ip[rr], u - klo[rr]);
+                    }
+                    if (!ok) {
+                        x = -FAT5_INF;
+                    } else if (glob) {
+                        if (pb.gbias) x += pb.gbias[fat5_attn_bucket(rel, 1, pb.lut, nb, md) * pb.gstride];
+                    } else if (PE == FAT5_PE_TABLE) {
+                        if (cst) x += cb;
+                        else if (tabn) x += dtab[min(max(rel, -md), md) + md];
+                    } else if (PE == FAT5_PE_ALIBI) {
+                        x -= pb.slope * fabsf((float)rel);
+                    } else {
+                        x += fat5_pb_bias<PE>(pb, ip[rr], u - klo[rr]);
+                    }
+                    mx = fmaxf(mx, x);
+                }
+            mx = fmaxf(mx, __shfl_xor_sync(FAT5_FULL_MASK, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(FAT5_FULL_MASK, mx, 2));
+            const float mnew = fmaxf(m[rr], mx);
+            const float ms = mnew == -FAT5_INF ? 0.0f : mnew * LOG2E;
+            const float corr = fat5_tc_ex2(m[rr] * LOG2E - ms);  // 0 while m is -inf; 1 when both are
+            m[rr] = mnew;
+            float ls = 0.0f;
+#pragma unroll
+            for (int n = 0; n < 8; n++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    float &x = s[mt][n][2 * hf + e];
+                    x = fat5_tc_ex2(fmaf(x, LOG2E, -ms));
+                    ls += x;
+                }
+            l[rr] = l[rr] * (mnew == -FAT5_INF ? 1.0f : corr) + ls;
+            if (mnew != -FAT5_INF) {
+#pragma unroll
+                for (int n = 0; n < NO; n++) {
+                    acc[mt][n][2 * hf] *= corr;
+                    acc[mt][n][2 * hf + 1] *= corr;
+                }
+            }
+        }
+
+        // acc += P V, 16 keys a step
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            unsigned a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                a[mt][0] = fat5_tc_pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                a[mt][1] = fat5_tc_pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                a[mt][2] = fat5_tc_pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                a[mt][3] = fat5_tc_pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+            }
+#pragma unroll
+            for (int dp = 0; dp < NO / 2; dp++) {
+                unsigned b0, b1, b2, b3;
+                fat5_tc_ldsm4t(vb + (unsigned)((kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * SR + dp * 16 +
+                                               (lane >> 4) * 8) * 2u,
+                               b0, b1, b2, b3);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    fat5_tc_mma(acc[mt][2 * dp], a[mt], b0, b1);
+                    fat5_tc_mma(acc[mt][2 * dp + 1], a[mt], b2, b3);
+                }
+            }
+        }
+        buf ^= 1;
+    }
+
+#pragma unroll
+    for (int rr = 0; rr < 2 * MT; rr++) {
+        const int mt = rr >> 1, hf = rr & 1;
+        float ls = l[rr];
+        ls += __shfl_xor_sync(FAT5_FULL_MASK, ls, 1);
+        ls += __shfl_xor_sync(FAT5_FULL_MASK, ls, 2);
+        const long long t = t0 + w * 16 * MT + 8 * rr + gr;
+        if (t < Tq) {
+            const float inv = ls > 0.0f ? 1.0f / ls : 0.0f;
+            act_t *orow = o + t * ld + (long long)h * dk;
+#pragma unroll
+            for (int n = 0; n < NO; n++) {
+                const int d = n * 8 + 2 * tq;
+                if (d < dk)
+                    *(unsigned *)(orow + d) = fat5_tc_pack(acc[mt][n][2 * hf] * inv, acc[mt][n][2 * hf + 1] * inv);
+            }
+            if (tq == 0) lse[t * H + h] = ls > 0.0f ? m[rr] + logf(ls) : -FAT5_INF;
+        }
+    }
+}
+
+#define FAT5_ATTN_TC_BODY(DKP, PE, PAT) fat5_attn_fwd_tc_impl<DKP, DKP == 128 ? 1 : 2, PE, PAT>(FAT5_ATTN_ARGS_FWD);
+#else
+#define FAT5_ATTN_TC_BODY(DKP, PE, PAT)  // fp32 activations: never launched
+#endif
+
+// fat5_attn_fwd_tc64{,_alibi,_fire}{,_pat} (8 <= dk <= 64) and fat5_attn_fwd_tc128... (64 < dk <=
+// 128): fat5_attn_fwd's arguments and results, with dk % 8 == 0, q, k, v, o 16-byte aligned, bf16
+// activations. Grid (ceil(Tq / BM), H) with BM = 128 (tc64) or 64 (tc128), 128 threads; dynamic
+// shared memory (BM + 256) (DKP + 8) 2 bytes (DKP = 64 or 128), then (2 max_distance + 1) floats
+// with a T5 bias, then what fat5_attn_pos takes (T5: nb + max_distance floats to cache the tables,
+// optional; FIRE: its rows, fat5__gpu_fire_smem). CPU twin: fat5__cpu_attn_fwd.
+#define FAT5_ATTN_TC_ENTRY(name, DKP, PE, PAT)                                                                      \
+    extern "C" __global__ void __launch_bounds__(FAT5_TC_THREADS, 2) name(                                         \
+        act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v, const float *bias, const int *lut,   \
+        const int *cu_q, const int *cu_k, const int *q_seq, long long Tq, int H, int dk, int kind, int nb,         \
+        int max_distance, int g, const int *cu_g)                                                                  \
+    {                                                                                                              \
+        FAT5_ATTN_TC_BODY(DKP, PE, PAT)                                                                            \
+    }
+FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc64, 64, FAT5_PE_TABLE, false)
+FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc64_pat, 64, FAT5_PE_TABLE, true)
+FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc64_alibi, 64, FAT5_PE_ALIBI, false)
+FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc64_alibi_pat, 64, FAT5_PE_ALIBI, true)
+FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc64_fire, 64, FAT5_PE_FIRE, false)
+FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc64_fire_pat, 64, FAT5_PE_FIRE, true)
+FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc128, 128, FAT5_PE_TABLE, false)
+FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc128_pat, 128, FAT5_PE_TABLE, true)
+FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc128_alibi, 128, FAT5_PE_ALIBI, false)
+FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc128_alibi_pat, 128, FAT5_PE_ALIBI, true)
+FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc128_fire, 128, FAT5_PE_FIRE, false)
+FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc128_fire_pat, 128, FAT5_PE_FIRE, true)
