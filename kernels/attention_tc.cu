@@ -88,11 +88,15 @@ template <int R, int DKP>
 __device__ __forceinline__ void fat5_tc_load(unsigned dst, const act_t *src, long long ld, int n, int dk,
                                              const act_t *safe)
 {
-    const int C = DKP / 8;
-    for (int e = threadIdx.x; e < R * C; e += FAT5_TC_THREADS) {
-        const int r = e / C, c = e - r * C;
-        const bool ok = r < n && c * 8 < dk;
-        fat5_tc_cp16(dst + (unsigned)(r * (DKP + 8) + c * 8) * 2u, ok ? (const void *)(src + r * ld + c * 8) : safe,
+    const int C = DKP / 8, RS = FAT5_TC_THREADS / C;  // chunks of a row; rows a pass
+    const int c = threadIdx.x % C, r0 = threadIdx.x / C;  // this thread's chunk, first row
+    const bool cok = c * 8 < dk;
+    const act_t *p = src + r0 * ld + c * 8;
+    dst += (unsigned)(r0 * (DKP + 8) + c * 8) * 2u;
+#pragma unroll
+    for (int it = 0; it < R / RS; it++) {
+        const bool ok = cok && r0 + it * RS < n;
+        fat5_tc_cp16(dst + (unsigned)(it * RS * (DKP + 8)) * 2u, ok ? (const void *)(p + it * RS * ld) : safe,
                      ok ? 16 : 0);
     }
 }
@@ -200,6 +204,9 @@ __device__ __forceinline__ void fat5_attn_fwd_tc_impl(act_t *o, float *lse, cons
 #pragma unroll
         for (int n = 0; n < NO; n++) acc[mt][n][0] = acc[mt][n][1] = acc[mt][n][2] = acc[mt][n][3] = 0.0f;
 
+    // this lane's row and column in the ldmatrix tiles of K (keys x dims) and V (transposed)
+    const unsigned koff = (unsigned)(((lane & 7) + (lane >> 4) * 8) * SR + ((lane >> 3) & 1) * 8) * 2u;
+    const unsigned voff = (unsigned)(((lane & 7) + ((lane >> 3) & 1) * 8) * SR + (lane >> 4) * 8) * 2u;
     int buf = 0;
     bool first = true;
     while (ph < 3) {
@@ -230,9 +237,7 @@ __device__ __forceinline__ void fat5_attn_fwd_tc_impl(act_t *o, float *lse, cons
 #pragma unroll
             for (int np = 0; np < 4; np++) {
                 unsigned b0, b1, b2, b3;
-                fat5_tc_ldsm4(kb + (unsigned)((np * 16 + (lane & 7) + (lane >> 4) * 8) * SR + ks * 16 +
-                                              ((lane >> 3) & 1) * 8) * 2u,
-                              b0, b1, b2, b3);
+                fat5_tc_ldsm4(kb + koff + (unsigned)(np * 16 * SR + ks * 16) * 2u, b0, b1, b2, b3);
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
                     fat5_tc_mma(s[mt][2 * np], qf[mt][ks], b0, b1);
@@ -240,76 +245,127 @@ __device__ __forceinline__ void fat5_attn_fwd_tc_impl(act_t *o, float *lse, cons
                 }
             }
 
-        // bias, mask and the online softmax, row by row
+        // bias and mask. Per warp (uniform branches): a tile every row of the warp sees whole
+        // (no pattern) takes the bias without masks: T5's as one constant when every distance lies
+        // beyond +-md for every row (one value per head), else from dtab; ALiBi in closed form.
+        // Any other tile masks each score.
+        int lo[2 * MT], hi[2 * MT], base[2 * MT];  // keys [lo, hi) visible; key u's distance u - base
+        bool rfull = true, far_hi = true, far_lo = true;
+#pragma unroll
+        for (int rr = 0; rr < 2 * MT; rr++) {
+            if (glob) {
+                lo[rr] = gklo[rr];
+                hi[rr] = gkhi[rr];
+                base[rr] = gip[rr];
+            } else {
+                lo[rr] = klo[rr] + (vis == 2 ? ip[rr] : 0);
+                hi[rr] = khi[rr];
+                base[rr] = klo[rr] + ip[rr];
+            }
+            rfull = rfull && kt0 >= lo[rr] && kt0 + 64 <= hi[rr];
+            far_hi = far_hi && kt0 - base[rr] >= md;
+            far_lo = far_lo && kt0 + 63 - base[rr] <= -md;
+        }
+        const bool wfull = !PAT && __all_sync(FAT5_FULL_MASK, rfull);
+        if (wfull && (PE == FAT5_PE_TABLE || PE == FAT5_PE_ALIBI)) {
+            if (PE == FAT5_PE_TABLE && tabn) {
+                const bool chi = __all_sync(FAT5_FULL_MASK, far_hi), clo = __all_sync(FAT5_FULL_MASK, far_lo);
+                if (chi || clo) {
+                    const float cb = dtab[chi ? 2 * md : 0];
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                        for (int n = 0; n < 8; n++)
+#pragma unroll
+                            for (int e = 0; e < 4; e++) s[mt][n][e] += cb;
+                } else {
+#pragma unroll
+                    for (int rr = 0; rr < 2 * MT; rr++) {
+                        const float *dt = dtab + md;
+                        const int r0 = kt0 + 2 * tq - base[rr];  // distance of this thread's first key
+#pragma unroll
+                        for (int n = 0; n < 8; n++)
+#pragma unroll
+                            for (int e = 0; e < 2; e++)
+                                s[rr >> 1][n][2 * (rr & 1) + e] += dt[min(max(r0 + n * 8 + e, -md), md)];
+                    }
+                }
+            } else if (PE == FAT5_PE_ALIBI) {
+#pragma unroll
+                for (int rr = 0; rr < 2 * MT; rr++) {
+                    const int r0 = kt0 + 2 * tq - base[rr];
+#pragma unroll
+                    for (int n = 0; n < 8; n++)
+#pragma unroll
+                        for (int e = 0; e < 2; e++)
+                            s[rr >> 1][n][2 * (rr & 1) + e] -= pb.slope * fabsf((float)(r0 + n * 8 + e));
+                }
+            }
+        } else {
+#pragma unroll
+            for (int rr = 0; rr < 2 * MT; rr++) {
+                const int mt = rr >> 1, hf = rr & 1;
+#pragma unroll
+                for (int n = 0; n < 8; n++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        float &x = s[mt][n][2 * hf + e];
+                        const int u = kt0 + 2 * tq + n * 8 + e, rel = u - base[rr];
+                        bool ok = u >= lo[rr] && u < hi[rr];
+                        if (PAT && !glob) ok = ok && u < ke && fat5_pat_sees(pt, ip[rr], u - klo[rr]);
+                        if (!ok) {
+                            x = -FAT5_INF;
+                        } else if (glob) {
+                            if (pb.gbias) x += pb.gbias[fat5_attn_bucket(rel, 1, pb.lut, nb, md) * pb.gstride];
+                        } else if (PE == FAT5_PE_TABLE) {
+                            if (tabn) x += dtab[min(max(rel, -md), md) + md];
+                        } else if (PE == FAT5_PE_ALIBI) {
+                            x -= pb.slope * fabsf((float)rel);
+                        } else {
+                            x += fat5_pb_bias<PE>(pb, ip[rr], u - klo[rr]);
+                        }
+                    }
+            }
+        }
+
+        // the online softmax: every row's maximum first (independent chains), then the weights
+        float mx[2 * MT];
 #pragma unroll
         for (int rr = 0; rr < 2 * MT; rr++) {
             const int mt = rr >> 1, hf = rr & 1;
-            int lo, hi, base;  // keys [lo, hi) visible; the distance of key u is u - base
-            if (glob) {
-                lo = gklo[rr];
-                hi = gkhi[rr];
-                base = gip[rr];
-            } else {
-                lo = klo[rr] + (vis == 2 ? ip[rr] : 0);
-                hi = khi[rr];
-                base = klo[rr] + ip[rr];
-            }
-            const bool full = !PAT && kt0 >= lo && kt0 + 64 <= hi;
-            const int rel0 = kt0 + 2 * tq - base;  // distance of this thread's first key of the tile
-            bool cst = false;
-            float cb = 0.0f;
-            if (PE == FAT5_PE_TABLE && !glob && tabn) {
-                if (kt0 - base >= md) cst = true, cb = dtab[2 * md];
-                else if (kt0 + 63 - base <= -md) cst = true, cb = dtab[0];
-            }
-            float mx = -FAT5_INF;
+            float a = fmaxf(s[mt][0][2 * hf], s[mt][0][2 * hf + 1]), b = fmaxf(s[mt][1][2 * hf], s[mt][1][2 * hf + 1]);
 #pragma unroll
-            for (int n = 0; n < 8; n++)
+            for (int n = 2; n < 8; n += 2) {
+                a = fmaxf(a, fmaxf(s[mt][n][2 * hf], s[mt][n][2 * hf + 1]));
+                b = fmaxf(b, fmaxf(s[mt][n + 1][2 * hf], s[mt][n + 1][2 * hf + 1]));
+            }
+            mx[rr] = fmaxf(a, b);
+        }
 #pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    float &x = s[mt][n][2 * hf + e];
-                    const int c = n * 8 + e, u = kt0 + 2 * tq + c, rel = rel0 + c;
-                    bool ok = full;
-                    if (!ok) {
-                        ok = u >= lo && u < hi;
-                        if (PAT && !glob) ok = ok && u < ke && fat5_pat_sees(pt, ip[rr], u - klo[rr]);
-                    }
-                    if (!ok) {
-                        x = -FAT5_INF;
-                    } else if (glob) {
-                        if (pb.gbias) x += pb.gbias[fat5_attn_bucket(rel, 1, pb.lut, nb, md) * pb.gstride];
-                    } else if (PE == FAT5_PE_TABLE) {
-                        if (cst) x += cb;
-                        else if (tabn) x += dtab[min(max(rel, -md), md) + md];
-                    } else if (PE == FAT5_PE_ALIBI) {
-                        x -= pb.slope * fabsf((float)rel);
-                    } else {
-                        x += fat5_pb_bias<PE>(pb, ip[rr], u - klo[rr]);
-                    }
-                    mx = fmaxf(mx, x);
-                }
-            mx = fmaxf(mx, __shfl_xor_sync(FAT5_FULL_MASK, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(FAT5_FULL_MASK, mx, 2));
-            const float mnew = fmaxf(m[rr], mx);
+        for (int rr = 0; rr < 2 * MT; rr++) mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(FAT5_FULL_MASK, mx[rr], 1));
+#pragma unroll
+        for (int rr = 0; rr < 2 * MT; rr++) mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(FAT5_FULL_MASK, mx[rr], 2));
+#pragma unroll
+        for (int rr = 0; rr < 2 * MT; rr++) {
+            const int mt = rr >> 1, hf = rr & 1;
+            const float mnew = fmaxf(m[rr], mx[rr]);
             const float ms = mnew == -FAT5_INF ? 0.0f : mnew * LOG2E;
-            const float corr = fat5_tc_ex2(m[rr] * LOG2E - ms);  // 0 while m is -inf; 1 when both are
+            const float corr = mnew == -FAT5_INF ? 1.0f : fat5_tc_ex2(m[rr] * LOG2E - ms);  // 0 while m is -inf
             m[rr] = mnew;
-            float ls = 0.0f;
+            float ls0 = 0.0f, ls1 = 0.0f;
 #pragma unroll
-            for (int n = 0; n < 8; n++)
+            for (int n = 0; n < 8; n++) {
+                float &x0 = s[mt][n][2 * hf], &x1 = s[mt][n][2 * hf + 1];
+                x0 = fat5_tc_ex2(fmaf(x0, LOG2E, -ms));
+                x1 = fat5_tc_ex2(fmaf(x1, LOG2E, -ms));
+                ls0 += x0;
+                ls1 += x1;
+            }
+            l[rr] = l[rr] * corr + (ls0 + ls1);
 #pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    float &x = s[mt][n][2 * hf + e];
-                    x = fat5_tc_ex2(fmaf(x, LOG2E, -ms));
-                    ls += x;
-                }
-            l[rr] = l[rr] * (mnew == -FAT5_INF ? 1.0f : corr) + ls;
-            if (mnew != -FAT5_INF) {
-#pragma unroll
-                for (int n = 0; n < NO; n++) {
-                    acc[mt][n][2 * hf] *= corr;
-                    acc[mt][n][2 * hf + 1] *= corr;
-                }
+            for (int n = 0; n < NO; n++) {
+                acc[mt][n][2 * hf] *= corr;
+                acc[mt][n][2 * hf + 1] *= corr;
             }
         }
 
@@ -327,9 +383,7 @@ __device__ __forceinline__ void fat5_attn_fwd_tc_impl(act_t *o, float *lse, cons
 #pragma unroll
             for (int dp = 0; dp < NO / 2; dp++) {
                 unsigned b0, b1, b2, b3;
-                fat5_tc_ldsm4t(vb + (unsigned)((kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * SR + dp * 16 +
-                                               (lane >> 4) * 8) * 2u,
-                               b0, b1, b2, b3);
+                fat5_tc_ldsm4t(vb + voff + (unsigned)(kk * 16 * SR + dp * 16) * 2u, b0, b1, b2, b3);
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
                     fat5_tc_mma(acc[mt][2 * dp], a[mt], b0, b1);
