@@ -12,12 +12,15 @@
 // the transient-global rows), 64 keys a tile, double-buffered in shared memory by cp.async:
 //   - S = Q K^T: Q's fragments stay in registers for the whole block (ldmatrix once); K's come
 //     from shared memory with ldmatrix (rows padded by 16 bytes: conflict-free);
-//   - bias and mask per score in fp32 on the accumulators. T5 buckets: the head's bias by distance
-//     rel in [-md, md], dtab[rel + md], built once per block from the bucket table (a distance
-//     beyond max_distance has the bucket of +-md), so a score costs one shared load; a tile whose
-//     distances all lie beyond +-md for a row adds one constant. A row's tile is masked per score
-//     only when some key of it is hidden (always for PAT);
-//   - online softmax in base 2 (ex2.approx on s log2(e) - m log2(e)), P rounded to bf16 straight
+//   - bias and mask per score in fp32 on the accumulators, on branches uniform over a warp: a tile
+//     every row of the warp sees whole (no pattern) takes its bias without masks. T5 buckets: the
+//     head's bias by distance rel in [-md, md], dtab[rel + md], built once per block from the
+//     bucket table (a distance beyond max_distance has the bucket of +-md), so a score costs one
+//     shared load, and a tile whose distances all lie beyond +-md for every row of the warp has
+//     one bias for all its scores, folded into the exponent below. Any other tile (sequence
+//     boundaries, causal diagonals, patterns, global keys) masks every score;
+//   - online softmax in base 2 (ex2.approx on s log2(e) - m log2(e)), the rescaling of the
+//     accumulators skipped when no row of the warp has a new maximum; P rounded to bf16 straight
 //     from the accumulators into the A fragments of P V (V by ldmatrix.trans).
 // The log-sum-exp stored is m + ln(l), natural log, as the FMA kernels store it. A query with no
 // keys gets o = 0 and lse = -inf.
@@ -267,17 +270,12 @@ __device__ __forceinline__ void fat5_attn_fwd_tc_impl(act_t *o, float *lse, cons
             far_lo = far_lo && kt0 + 63 - base[rr] <= -md;
         }
         const bool wfull = !PAT && __all_sync(FAT5_FULL_MASK, rfull);
+        float cadd = 0.0f;  // a bias common to every score of the tile (T5's beyond max distance)
         if (wfull && (PE == FAT5_PE_TABLE || PE == FAT5_PE_ALIBI)) {
             if (PE == FAT5_PE_TABLE && tabn) {
                 const bool chi = __all_sync(FAT5_FULL_MASK, far_hi), clo = __all_sync(FAT5_FULL_MASK, far_lo);
                 if (chi || clo) {
-                    const float cb = dtab[chi ? 2 * md : 0];
-#pragma unroll
-                    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                        for (int n = 0; n < 8; n++)
-#pragma unroll
-                            for (int e = 0; e < 4; e++) s[mt][n][e] += cb;
+                    cadd = dtab[chi ? 2 * md : 0];  // added in the softmax below
                 } else {
 #pragma unroll
                     for (int rr = 0; rr < 2 * MT; rr++) {
@@ -344,29 +342,37 @@ __device__ __forceinline__ void fat5_attn_fwd_tc_impl(act_t *o, float *lse, cons
 #pragma unroll
         for (int rr = 0; rr < 2 * MT; rr++) mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(FAT5_FULL_MASK, mx[rr], 1));
 #pragma unroll
-        for (int rr = 0; rr < 2 * MT; rr++) mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(FAT5_FULL_MASK, mx[rr], 2));
+        for (int rr = 0; rr < 2 * MT; rr++) mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(FAT5_FULL_MASK, mx[rr], 2)) + cadd;
+        // the rescaling of acc and l is skipped when no row of the warp has a new maximum (corr = 1)
+        bool grow = false;
+#pragma unroll
+        for (int rr = 0; rr < 2 * MT; rr++) grow = grow || mx[rr] > m[rr];
+        grow = __any_sync(FAT5_FULL_MASK, grow);
 #pragma unroll
         for (int rr = 0; rr < 2 * MT; rr++) {
             const int mt = rr >> 1, hf = rr & 1;
             const float mnew = fmaxf(m[rr], mx[rr]);
-            const float ms = mnew == -FAT5_INF ? 0.0f : mnew * LOG2E;
-            const float corr = mnew == -FAT5_INF ? 1.0f : fat5_tc_ex2(m[rr] * LOG2E - ms);  // 0 while m is -inf
+            const float ms = mnew == -FAT5_INF ? 0.0f : mnew * LOG2E, off = fmaf(cadd, LOG2E, -ms);
+            if (grow) {
+                const float corr = mnew == -FAT5_INF ? 1.0f : fat5_tc_ex2(m[rr] * LOG2E - ms);  // 0 while m is -inf
+                l[rr] *= corr;
+#pragma unroll
+                for (int n = 0; n < NO; n++) {
+                    acc[mt][n][2 * hf] *= corr;
+                    acc[mt][n][2 * hf + 1] *= corr;
+                }
+            }
             m[rr] = mnew;
             float ls0 = 0.0f, ls1 = 0.0f;
 #pragma unroll
             for (int n = 0; n < 8; n++) {
                 float &x0 = s[mt][n][2 * hf], &x1 = s[mt][n][2 * hf + 1];
-                x0 = fat5_tc_ex2(fmaf(x0, LOG2E, -ms));
-                x1 = fat5_tc_ex2(fmaf(x1, LOG2E, -ms));
+                x0 = fat5_tc_ex2(fmaf(x0, LOG2E, off));
+                x1 = fat5_tc_ex2(fmaf(x1, LOG2E, off));
                 ls0 += x0;
                 ls1 += x1;
             }
-            l[rr] = l[rr] * corr + (ls0 + ls1);
-#pragma unroll
-            for (int n = 0; n < NO; n++) {
-                acc[mt][n][2 * hf] *= corr;
-                acc[mt][n][2 * hf + 1] *= corr;
-            }
+            l[rr] += ls0 + ls1;
         }
 
         // acc += P V, 16 keys a step

@@ -1451,8 +1451,8 @@ static void t_gpu_attn_patterns(fat5_test *T) {
 }
 
 // The tensor-core forward (bf16) on sequences of many tiles: packed lengths far apart (one token,
-// 1100, 37, 300: none a multiple of a tile), cross-attention to other lengths, one causal sequence
-// of 2048 (blocks launched longest first); head dims 64 and 128 and 40 (padded to 64); T5 buckets,
+// 1100, 37, 300: none a multiple of a tile), cross-attention to other lengths, one sequence of
+// 2048, bidirectional and causal (blocks launched longest first); head dims 64 and 128 and 40 (padded to 64); T5 buckets,
 // no bias, ALiBi (both), FIRE, a window of radius 127 with transient-global keys and with a prefix.
 // tg_attn_case_g checks o and lse against the CPU and against the FMA kernel on the same inputs.
 static void t_gpu_attn_tc(fat5_test *T) {
@@ -1467,18 +1467,20 @@ static void t_gpu_attn_tc(fat5_test *T) {
         {FAT5__ATTN_BIDIR | FAT5__ATTN_ALIBI, 0, 0}, {FAT5__ATTN_BIDIR | FAT5__ATTN_ALIBI | FAT5__ATTN_ALIBI_ASYM, 0, 0},
         {FAT5__ATTN_CAUSAL | FAT5__ATTN_FIRE, 0, 0}, {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(127) | FAT5__ATTN_TGLOBAL, 1, 16},
         {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(127) | FAT5__ATTN_PREFIX, 1, 70}};
+    // FAT5_TEST_ATTN_CFG=n runs configuration n alone (3: the long sequence), e.g. under racecheck
+    const char *only = getenv("FAT5_TEST_ATTN_CFG");
     fat5_rng rng = fat5_rng_init(1500);
     size_t ci, ki;
     tg g;
     if (!tg_begin(&g, T, 1)) return;
     for (ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)
-        for (ki = 0; ki < sizeof kinds / sizeof kinds[0] && !g.err; ki++) {
+        for (ki = 0; ki < sizeof kinds / sizeof kinds[0] && !g.err && (!only || (size_t)atoi(only) == ci); ki++) {
             int ndev = g.ndev, nhost = g.nhost;
             if (cfgs[ci].H % 2 && (kinds[ki][0] & FAT5__ATTN_ALIBI_ASYM)) continue;  // needs an even head count
             tg_attn_case_g(&g, &cfgs[ci], kinds[ki][0], kinds[ki][1], kinds[ki][2], &rng);
             tg_release(&g, ndev, nhost);
         }
-    for (ki = 1; ki <= 2 && !g.err; ki++) {
+    for (ki = 1; ki <= 2 && !g.err && (!only || atoi(only) == 3); ki++) {
         int ndev = g.ndev, nhost = g.nhost;
         tg_attn_case_g(&g, &causal, kinds[ki][0], kinds[ki][1], kinds[ki][2], &rng);
         tg_release(&g, ndev, nhost);
