@@ -630,12 +630,14 @@ static void t_fire_reduce(fat5_test *T) {
 }
 
 // The op table: each op exists on both backends, and every GPU kernel is the GPU side of an op of
-// the same name, or of an attention op with a position scheme's suffix (_alibi, _fire), so no
-// kernel lacks its CPU oracle.
+// the same name, or of an attention op with a position scheme's suffix (_alibi, _fire) or a
+// pattern's (_pat), the forward's tensor-core family (_tc64, _tc128) before them, so no kernel
+// lacks its CPU oracle.
 #ifndef FAT5_NO_CUDA
 static int to_kernel_of_op(const char *kernel, const char *op) {
     size_t n = strlen(op);
     const char *x = kernel + n;  // an attention op's kernels: per scheme, and per scheme with a pattern
+    if (!strcmp(op, "attn_fwd") && !strncmp(x, "_tc", 3)) x += !strncmp(x, "_tc64", 5) ? 5 : !strncmp(x, "_tc128", 6) ? 6 : 0;
     return !strncmp(kernel, op, n) &&
            (!*x || (!strncmp(op, "attn_", 5) && (!strcmp(x, "_alibi") || !strcmp(x, "_fire") || !strcmp(x, "_pat") ||
                                                  !strcmp(x, "_alibi_pat") || !strcmp(x, "_fire_pat"))));
