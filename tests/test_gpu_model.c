@@ -126,8 +126,13 @@ static void tgm_compare(fat5_test *T, fat5_ctx *gctx, fat5_model *cpu, const fat
             // along each row, so these sums cancel heavily and the bf16 error of the terms is
             // amplified in the result (the fp32 test checks them at 1e-3); the MLP tensors get the
             // ReLU bound, the two scalars (L_multiplier sums over the queries below its threshold
-            // only) must agree in sign and within half their size
-            double e = tgm_rel_l2(gg, gc, p->numel), tol = p->ndim == 0 ? 0.5 : 2.0 * sqrt(2.0 * u);
+            // only) must agree in sign and within half their size. The tensor-core forward (bf16)
+            // rounds P to bf16 before P V, a second rounding on o's way into delta = dout . o next
+            // to o's own, and each such error passes whole into these cancelling sums: with two the
+            // scalars must agree in sign and within their size (the decoder's causal L_multiplier
+            // measured 0.25 with the FMA forward, 0.51 on tensor cores, on an H100)
+            const int tc = gctx->gpu && gctx->gpu->attn_tc;
+            double e = tgm_rel_l2(gg, gc, p->numel), tol = p->ndim == 0 ? (tc ? 1.0 : 0.5) : 2.0 * sqrt(2.0 * u);
             FAT5_CHECK_MSG(T, e <= tol, "%s: relative L2 error %.3g > %.3g", name, e, tol);
         } else {
             double e = tgm_rel_l2(gg, gc, p->numel);
