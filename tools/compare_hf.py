@@ -47,8 +47,8 @@ is printed, with a JSON line per measurement; exit status 1 when a library's tot
 differs from fat5's. Build tools/fat5_tokenize first (``make tools/fat5_tokenize``).
 
 --attention: T5 attention alone on the GPU, bf16, the shapes of ``tools/bench attn`` (16,384 tokens
-in sequences of L = 1024 and 4096, 8 heads of 64 and 128, 32 buckets, max distance 128,
-bidirectional and causal): fat5's kernels (``tools/bench attn``, its tensor-core forward and its
+in sequences of L = 1024 and 4096, 8 heads of 64 (--head-dims 64,128 adds 128), 32 buckets, max
+distance 128, bidirectional and causal): fat5's kernels (``tools/bench attn``, its tensor-core forward and its
 FMA kernels) and, in the same command on the same device, PyTorch's
   * ``sdpa``: scaled_dot_product_attention without a bias (the flash kernel: the ceiling);
   * ``sdpa-bias``: scaled_dot_product_attention with the T5 bias materialised as a [1, H, L, L]
@@ -396,7 +396,7 @@ def attention_main(args):
         print(json.dumps(r), flush=True)
         fat5[(r["impl"], r["L"], r["head_dim"], r["causal"])] = r
     rows = []
-    for dk in (64, 128):
+    for dk in [int(d) for d in args.head_dims.split(",")]:
         for L in (1024, 4096):
             for causal in (False, True):
                 peers = {}
@@ -436,6 +436,7 @@ def main():
     ap.add_argument("--generate", action="store_true", help="compare greedy generation")
     ap.add_argument("--tokenize", action="store_true", help="compare tokenizer speed (TOKENIZER... arguments)")
     ap.add_argument("--attention", action="store_true", help="compare T5 attention kernels with PyTorch's")
+    ap.add_argument("--head-dims", default="64", help="--attention: the head dims the peers run (64; 64,128)")
     ap.add_argument("tokenizers", nargs="*", metavar="TOKENIZER", help="--tokenize: tokenizer.json / .model / directory")
     ap.add_argument("--text", default=None, help="--tokenize: the text file (default the bundled fortunes corpus)")
     ap.add_argument("--tokenize-bin", default=None, help="path of tools/fat5_tokenize")
