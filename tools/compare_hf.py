@@ -359,9 +359,17 @@ def attention_peers(L, dk, causal, H, tokens, repeat):
     if causal:
         block_mask = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, L, L, device="cuda")
     flex = torch.compile(flex_attention, dynamic=False)
+    flex_options = [None]  # the default tiles; when they need more shared memory than the GPU has, 64 x 64
 
     def flex_run():
-        return flex(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=1.0)
+        try:
+            return flex(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=1.0, kernel_options=flex_options[0])
+        except Exception as e:
+            if flex_options[0] is not None or "out of resource" not in str(e):
+                raise
+            flex_options[0] = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_M1": 32, "BLOCK_N1": 64, "BLOCK_M2": 64,
+                               "BLOCK_N2": 32, "num_stages": 2}
+            return flex(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=1.0, kernel_options=flex_options[0])
 
     for name, fn in (("sdpa", sdpa), ("sdpa-bias", sdpa_bias), ("flex", flex_run)):
         rec = {"mode": "attention", "impl": name, "L": L, "batch": B, "heads": H, "head_dim": dk, "causal": causal}
@@ -376,6 +384,8 @@ def attention_peers(L, dk, causal, H, tokens, repeat):
             except Exception as e:  # a peer that cannot run a case (memory, an unsupported gradient)
                 rec[key + "_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
             torch.cuda.empty_cache()
+        if name == "flex" and flex_options[0]:
+            rec["flex_kernel_options"] = flex_options[0]
         yield rec
 
 
