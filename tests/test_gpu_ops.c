@@ -879,8 +879,11 @@ static void t_gpu_attn(fat5_test *T) {
                                        {4, lq, lk, 2, 64, 32, 128, 0, 0.0f, 0},
                                        {4, lq, lk, 2, 100, 32, 128, 0, 0.0f, 0},
                                        {4, lq, lk, 2, 128, 32, 128, 0, 0.0f, 0}};
+    // FAT5_TEST_ATTN_MODE=0 / 1: fp32 / bf16 alone (e.g. under racecheck, which is slow)
+    const char *only_mode = getenv("FAT5_TEST_ATTN_MODE");
     int mode;
     for (mode = 0; mode < 2; mode++) {
+        if (only_mode && atoi(only_mode) != mode) continue;
         fat5_rng rng = fat5_rng_init(600 + (uint64_t)mode);
         tg g;
         if (!tg_begin(&g, T, mode)) return;
