@@ -1,8 +1,9 @@
 // kernels/attention.cu — T5 attention over packed variable-length sequences: forward and the three
 // backward kernels (delta, dq + bias-table gradient, dk/dv).
 //
-// Simple, exact-arithmetic version (a tiled tensor-core kernel is a later issue): one warp per
-// (token, head), fp32 throughout, online softmax in the forward.
+// Exact fp32 arithmetic (the oracle of attention_tc.cu's tensor-core forward, which bf16 contexts
+// run; FAT5_ATTN_TC=0 keeps these): one warp per (token, head), fp32 throughout, online softmax in
+// the forward.
 //   - Scores: lanes over keys (or queries in dk/dv): lane l takes keys l, l+32, ...; each computes
 //     its full dot product against the warp's own row, which is cached as fp32 in shared memory
 //     (a broadcast read), reading its key row with vector loads when dk and alignment allow.
