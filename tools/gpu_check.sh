@@ -6,7 +6,8 @@
 #   memcheck1  compute-sanitizer memcheck, one process per GPU test: the device and op tests
 #   memcheck2  ... the whole-model and generation tests
 #   racecheck  compute-sanitizer racecheck on the op tests (the kernels that share memory); the
-#              attention-pattern test one configuration at a time
+#              attention-pattern test one configuration at a time, gpu_attn one precision at a time,
+#              gpu_attn_tc left out (its kernels run in the bf16 halves of those two)
 #   train      make train (FAT5-small, bf16), then 60 steps with the sampler drawing ahead on a host
 #              thread and 60 drawing on the calling thread: mean step time and wait for the data
 # Each stage appends "STAGE: ok" or "STAGE: FAILED (...)" to $OUT/summary.txt; the exit status is
@@ -70,6 +71,11 @@ for stage in "$@"; do
                 for c in 0 1 2; do for m in 0 1; do   # its three head-dim configurations
                     sanitize racecheck "$t" FAT5_TEST_ATTN_CFG=$c FAT5_TEST_ATTN_MODE=$m
                 done; done ;;
+            gpu_attn)            # each precision alone (bf16: the tensor-core forward)
+                for m in 0 1; do sanitize racecheck "$t" FAT5_TEST_ATTN_MODE=$m; done ;;
+            gpu_attn_tc)         # its long sequences take too long under racecheck; the same kernels
+                                 # run in gpu_attn and gpu_attn_patterns (bf16) on sequences of many tiles
+                echo "racecheck $t: left out (its kernels: gpu_attn, gpu_attn_patterns bf16)" >> "$OUT/summary.txt" ;;
             *) sanitize racecheck "$t" ;;
             esac
         done
