@@ -230,6 +230,22 @@ __device__ __forceinline__ void fat5_attn_fwd_tc_impl(act_t *o, float *lse, cons
         fat5_tc_commit();
         const unsigned kb = sk + (unsigned)buf * tileb, vb = sv + (unsigned)buf * tileb;
 
+        // a tile no row of the warp sees is skipped (m, l and acc stay as they are): every row's keys
+        // [lo, hi) miss it, or (a window without a prefix) its window does
+        bool rnone = true;
+#pragma unroll
+        for (int rr = 0; rr < 2 * MT; rr++) {
+            int wl = glob ? gklo[rr] : klo[rr] + (vis == 2 ? ip[rr] : 0), wh = glob ? gkhi[rr] : khi[rr];
+            if (PAT && !glob && pt.pre == 0) {
+                wl = max(wl, klo[rr] + ip[rr] - pt.rad);
+                wh = min(wh, klo[rr] + ip[rr] + pt.rad + 1);
+            }
+            rnone = rnone && (wh <= kt0 || wl >= kt0 + 64 || wl >= wh);
+        }
+        if (__all_sync(FAT5_FULL_MASK, rnone)) {
+            buf ^= 1;
+            continue;
+        }
         float s[MT][8][4];
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
