@@ -1120,6 +1120,26 @@ __device__ __forceinline__ void fat5_pat_tile_keys(const fat5_pat &pt, const int
     ge = pt.tg ? cu_g[sl + 1] : 0;
 }
 
+// The key tiles of a tile of query rows t0 .. t0 + nrow - 1: PAT, fat5_pat_tile_keys's ranges; else
+// [ws, we) from the first row's first key (its own position with vis 2) to the last row's last
+// (vis 1: up to itself), and no prefix or global ranges.
+template <bool PAT>
+__device__ __forceinline__ void fat5_attn_tile_keys(const fat5_pat &pt, int vis, const int *cu_q, const int *cu_k,
+                                                    const int *q_seq, const int *cu_g, long long t0, int nrow,
+                                                    int &ps, int &pe, int &ws, int &we, int &gs, int &ge)
+{
+    ps = pe = gs = ge = 0;
+    if (PAT) {
+        fat5_pat_tile_keys(pt, cu_q, cu_k, q_seq, cu_g, t0, t0 + nrow - 1, ps, pe, ws, we, gs, ge);
+        return;
+    }
+    ws = cu_k[q_seq[t0]];
+    if (vis == 2) ws += (int)(t0 - cu_q[q_seq[t0]]);
+    const long long tl = t0 + nrow - 1;
+    const int s = q_seq[tl], k0 = cu_k[s], nk = cu_k[s + 1] - k0, i = (int)(tl - cu_q[s]);
+    we = k0 + (vis == 1 ? min(i + 1, nk) : nk);
+}
+
 // The global phase of a tile (transient-global keys): row r's key rows become [klo, khi) = its
 // sequence's global rows cu_g[s] .. cu_g[s + 1], and ip its bucket origin: the first global row
 // plus the row's block (so that the bucket of key row u is that of u - ip). Rows past Tq see none.
@@ -1178,16 +1198,8 @@ __device__ __forceinline__ void fat5_attn_fwd_tiled(act_t *o, float *lse, const 
             }
         }
         // the keys of the tile's rows: from the first row's first to the last row's last
-        int kstart, kend, ps = 0, pe = 0, gs = 0, ge = 0;
-        if (PAT) {
-            fat5_pat_tile_keys(pt, cu_q, cu_k, q_seq, cu_g, t0, t0 + nrow - 1, ps, pe, kstart, kend, gs, ge);
-        } else {
-            kstart = cu_k[q_seq[t0]];
-            if (vis == 2) kstart += (int)(t0 - cu_q[q_seq[t0]]);
-            const long long tl = t0 + nrow - 1;
-            const int s = q_seq[tl], k0 = cu_k[s], nk = cu_k[s + 1] - k0, i = (int)(tl - cu_q[s]);
-            kend = k0 + (vis == 1 ? min(i + 1, nk) : nk);
-        }
+        int kstart, kend, ps, pe, gs, ge;
+        fat5_attn_tile_keys<PAT>(pt, vis, cu_q, cu_k, q_seq, cu_g, t0, nrow, ps, pe, kstart, kend, gs, ge);
         __syncthreads();  // the previous tile is done with Qt
         fat5_at_load<DKP>(Qt, FAT5_AT_V, q + t0 * ld + (long long)h * dk, ld, nrow, dk);
         float m[4], l[4], acc[4][DC];
@@ -1346,16 +1358,8 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tiled(act_t *dq, float *dbias, 
                 Dl[r] = delta[t * H + h];
             }
         }
-        int kstart, kend, ps = 0, pe = 0, gs = 0, ge = 0;
-        if (PAT) {
-            fat5_pat_tile_keys(pt, cu_q, cu_k, q_seq, cu_g, t0, t0 + nrow - 1, ps, pe, kstart, kend, gs, ge);
-        } else {
-            kstart = cu_k[q_seq[t0]];
-            if (vis == 2) kstart += (int)(t0 - cu_q[q_seq[t0]]);
-            const long long tl = t0 + nrow - 1;
-            const int s = q_seq[tl], k0 = cu_k[s], nk = cu_k[s + 1] - k0, i = (int)(tl - cu_q[s]);
-            kend = k0 + (vis == 1 ? min(i + 1, nk) : nk);
-        }
+        int kstart, kend, ps, pe, gs, ge;
+        fat5_attn_tile_keys<PAT>(pt, vis, cu_q, cu_k, q_seq, cu_g, t0, nrow, ps, pe, kstart, kend, gs, ge);
         __syncthreads();
         fat5_at_load<DKP>(Qt, FAT5_AT_V, q + t0 * ld + (long long)h * dk, ld, nrow, dk);
         fat5_at_load<DKP>(Ot, FAT5_AT_V, dout + t0 * ld + (long long)h * dk, ld, nrow, dk);

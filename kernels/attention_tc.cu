@@ -169,16 +169,8 @@ __device__ __forceinline__ void fat5_attn_fwd_tc_impl(act_t *o, float *lse, cons
             }
         }
     }
-    int kstart, kend, ps = 0, pe = 0, gs = 0, ge = 0;
-    if (PAT) {
-        fat5_pat_tile_keys(pt, cu_q, cu_k, q_seq, cu_g, t0, t0 + nrow - 1, ps, pe, kstart, kend, gs, ge);
-    } else {
-        kstart = cu_k[q_seq[t0]];
-        if (vis == 2) kstart += (int)(t0 - cu_q[q_seq[t0]]);
-        const long long tl = t0 + nrow - 1;
-        const int s = q_seq[tl], k0 = cu_k[s], nk = cu_k[s + 1] - k0, i = (int)(tl - cu_q[s]);
-        kend = k0 + (vis == 1 ? min(i + 1, nk) : nk);
-    }
+    int kstart, kend, ps, pe, gs, ge;
+    fat5_attn_tile_keys<PAT>(pt, vis, cu_q, cu_k, q_seq, cu_g, t0, nrow, ps, pe, kstart, kend, gs, ge);
     const int nph = TG && pt.tg ? 3 : 2;
     int ph = PAT ? 0 : 1, kt = PAT ? ps : kstart;
     fat5_tc_next(ph, kt, false, ps, pe, kstart, kend, gs, ge, nph);
@@ -456,15 +448,13 @@ __device__ __forceinline__ void fat5_attn_fwd_tc_impl(act_t *o, float *lse, cons
     {                                                                                                              \
         FAT5_ATTN_TC_BODY(DKP, PE, PAT)                                                                            \
     }
-FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc64, 64, FAT5_PE_TABLE, false)
-FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc64_pat, 64, FAT5_PE_TABLE, true)
-FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc64_alibi, 64, FAT5_PE_ALIBI, false)
-FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc64_alibi_pat, 64, FAT5_PE_ALIBI, true)
-FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc64_fire, 64, FAT5_PE_FIRE, false)
-FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc64_fire_pat, 64, FAT5_PE_FIRE, true)
-FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc128, 128, FAT5_PE_TABLE, false)
-FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc128_pat, 128, FAT5_PE_TABLE, true)
-FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc128_alibi, 128, FAT5_PE_ALIBI, false)
-FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc128_alibi_pat, 128, FAT5_PE_ALIBI, true)
-FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc128_fire, 128, FAT5_PE_FIRE, false)
-FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc128_fire_pat, 128, FAT5_PE_FIRE, true)
+// the six entry points of one head-dim family
+#define FAT5_ATTN_TC_FAMILY(D)                                                \
+    FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc##D, D, FAT5_PE_TABLE, false)          \
+    FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc##D##_pat, D, FAT5_PE_TABLE, true)     \
+    FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc##D##_alibi, D, FAT5_PE_ALIBI, false)  \
+    FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc##D##_alibi_pat, D, FAT5_PE_ALIBI, true) \
+    FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc##D##_fire, D, FAT5_PE_FIRE, false)    \
+    FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc##D##_fire_pat, D, FAT5_PE_FIRE, true)
+FAT5_ATTN_TC_FAMILY(64)
+FAT5_ATTN_TC_FAMILY(128)
