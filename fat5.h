@@ -5937,9 +5937,10 @@ static fat5_status fat5__gpu_fire_too_big(fat5_ctx *ctx, const char *op, int W, 
 
 // Whether attn_fwd runs on tensor cores (attention_tc.cu), and then its shared memory (bytes,
 // without the optional table cache); 0: the FMA kernels. Needs bf16 activations, FAT5_ATTN_TC not
-// 0, dk a multiple of 8 up to 128, 16-byte aligned rows, and room: BM (128 for dk <= 64, else 64)
-// query rows and two K/V buffers of 64 rows, rows of dkp + 8 bf16 (dkp 64 or 128); T5's bias by
-// distance (2 max_distance + 1 floats); then fat5_attn_pos's part (FIRE's rows).
+// 0, dk a multiple of 8 up to 128, 16-byte aligned rows, a T5 max_distance up to 4096 (the bias
+// by distance is rebuilt in every block), and room: BM (128 for dk <= 64, else 64) query rows and
+// two K/V buffers of 64 rows, rows of dkp + 8 bf16 (dkp 64 or 128); T5's bias by distance
+// (2 max(max_distance, 1) + 1 floats); then fat5_attn_pos's part (FIRE's rows).
 static FAT5__UNUSED int64_t fat5__gpu_attn_fwd_tc_smem(const fat5_ctx *ctx, fat5__dptr o, fat5__dptr q, fat5__dptr k,
                                                        fat5__dptr v, int64_t Tq, int dk, int kind, fat5__dptr bias,
                                                        int nb, int max_distance) {
@@ -5948,7 +5949,9 @@ static FAT5__UNUSED int64_t fat5__gpu_attn_fwd_tc_smem(const fat5_ctx *ctx, fat5
     if (!ctx->gpu || !ctx->gpu->attn_tc || fat5__dev_act_size(ctx) != 2 || dk % 8 || dk > 128 ||
         ((o | q | k | v) & 15) || (Tq + bm - 1) / bm > FAT5__GPU_MAX_BLOCKS)
         return 0;
-    base = (bm + 256) * (dkp + 8) * 2 + (scheme == 0 && bias ? (2 * (int64_t)max_distance + 1) * 4 : 0);
+    if (scheme == 0 && bias && max_distance > 4096) return 0;
+    base = (bm + 256) * (dkp + 8) * 2;
+    if (scheme == 0 && bias) base += (2 * (int64_t)(max_distance > 0 ? max_distance : 1) + 1) * 4;
     if (scheme == 2) base = fat5__gpu_fire_smem(base, nb, 0);
     return base <= ctx->gpu->smem_optin ? base : 0;
 }

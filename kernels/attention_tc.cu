@@ -14,9 +14,9 @@
 //     from shared memory with ldmatrix (rows padded by 16 bytes: conflict-free);
 //   - bias and mask per score in fp32 on the accumulators, on branches uniform over a warp: a tile
 //     every row of the warp sees whole (no pattern) takes its bias without masks. T5 buckets: the
-//     head's bias by distance rel in [-md, md], dtab[rel + md], built once per block from the
-//     bucket table (a distance beyond max_distance has the bucket of +-md), so a score costs one
-//     shared load, and a tile whose distances all lie beyond +-md for every row of the warp has
+//     head's bias by distance rel in [-M, M], dtab[rel + M] (M = max(max_distance, 1)), built once
+//     per block from the bucket table (a distance beyond M has the bucket of +-M), so a score costs
+//     one shared load, and a tile whose distances all lie beyond +-M for every row of the warp has
 //     one bias for all its scores, folded into the exponent below. Any other tile (sequence
 //     boundaries, causal diagonals, patterns, global keys) masks every score;
 //   - online softmax in base 2 (ex2.approx on s log2(e) - m log2(e)), the rescaling of the
@@ -25,8 +25,8 @@
 // The log-sum-exp stored is m + ln(l), natural log, as the FMA kernels store it. A query with no
 // keys gets o = 0 and lse = -inf.
 // Rounding against the fp32 kernels: q k^T is summed in another order (fp32), P is rounded to bf16
-// before P V (relative 2^-9 per probability; l sums the unrounded values), exp is ex2.approx
-// (2 ulp); o is rounded to bf16 as before.
+// before P V (relative 2^-8 per probability, the row's maximum, 1, exactly; l sums the unrounded
+// values), exp is ex2.approx (2 ulp); o is rounded to bf16 as before.
 
 #define FAT5_TC_THREADS 128
 
@@ -135,13 +135,15 @@ __device__ __forceinline__ void fat5_attn_fwd_tc_impl(act_t *o, float *lse, cons
     act_t *Vs = Ks + 2 * 64 * SR;       // [2][64][SR]
     float *dtab = (float *)(Vs + 2 * 64 * SR);
     const bool TG = PAT && PE == FAT5_PE_TABLE;  // transient-global keys possible
-    const int tabn = PE == FAT5_PE_TABLE && bias ? 2 * md + 1 : 0;
+    // T5's bias by distance, dtab[rel + M] for rel in [-M, M] with M = max(md, 1): every distance
+    // beyond has the bucket of +-M (with md 0 the bidirectional buckets still tell rel > 0 apart)
+    const int M = md > 0 ? md : 1, tabn = PE == FAT5_PE_TABLE && bias ? 2 * M + 1 : 0;
     fat5_pb pb = fat5_attn_pos<PE>(bias, lut, h, H, kind, nb, md, (BM + 4 * 64) * SR / 2 + tabn, 0);
     if (TG) fat5_attn_gtable(pb, bias, kind, h, H, nb);
     const fat5_pat pt = fat5_attn_pat(kind, g, nb);
     const int vis = fat5_attn_vis<PE>(kind, h, H);
     for (int x = threadIdx.x; x < tabn; x += blockDim.x)
-        dtab[x] = pb.bias[fat5_attn_bucket(x - md, pb.kind, pb.lut, nb, md) * pb.bstride];
+        dtab[x] = pb.bias[fat5_attn_bucket(x - M, pb.kind, pb.lut, nb, md) * pb.bstride];
 
     const long long t0 = (long long)(gridDim.x - 1 - blockIdx.x) * BM;  // the longest tiles of a causal
     const int nrow = (int)min((long long)BM, Tq - t0);                  // sequence first
@@ -274,8 +276,8 @@ __device__ __forceinline__ void fat5_attn_fwd_tc_impl(act_t *o, float *lse, cons
                 base[rr] = klo[rr] + ip[rr];
             }
             rfull = rfull && kt0 >= lo[rr] && kt0 + 64 <= hi[rr];
-            far_hi = far_hi && kt0 - base[rr] >= md;
-            far_lo = far_lo && kt0 + 63 - base[rr] <= -md;
+            far_hi = far_hi && kt0 - base[rr] >= M;
+            far_lo = far_lo && kt0 + 63 - base[rr] <= -M;
         }
         const bool wfull = !PAT && __all_sync(FAT5_FULL_MASK, rfull);
         float cadd = 0.0f;  // a bias common to every score of the tile (T5's beyond max distance)
@@ -283,17 +285,17 @@ __device__ __forceinline__ void fat5_attn_fwd_tc_impl(act_t *o, float *lse, cons
             if (PE == FAT5_PE_TABLE && tabn) {
                 const bool chi = __all_sync(FAT5_FULL_MASK, far_hi), clo = __all_sync(FAT5_FULL_MASK, far_lo);
                 if (chi || clo) {
-                    cadd = dtab[chi ? 2 * md : 0];  // added in the softmax below
+                    cadd = dtab[chi ? 2 * M : 0];  // added in the softmax below
                 } else {
 #pragma unroll
                     for (int rr = 0; rr < 2 * MT; rr++) {
-                        const float *dt = dtab + md;
+                        const float *dt = dtab + M;
                         const int r0 = kt0 + 2 * tq - base[rr];  // distance of this thread's first key
 #pragma unroll
                         for (int n = 0; n < 8; n++)
 #pragma unroll
                             for (int e = 0; e < 2; e++)
-                                s[rr >> 1][n][2 * (rr & 1) + e] += dt[min(max(r0 + n * 8 + e, -md), md)];
+                                s[rr >> 1][n][2 * (rr & 1) + e] += dt[min(max(r0 + n * 8 + e, -M), M)];
                     }
                 }
             } else if (PE == FAT5_PE_ALIBI) {
@@ -324,7 +326,7 @@ __device__ __forceinline__ void fat5_attn_fwd_tc_impl(act_t *o, float *lse, cons
                         } else if (glob) {
                             if (pb.gbias) x += pb.gbias[fat5_attn_bucket(rel, 1, pb.lut, nb, md) * pb.gstride];
                         } else if (PE == FAT5_PE_TABLE) {
-                            if (tabn) x += dtab[min(max(rel, -md), md) + md];
+                            if (tabn) x += dtab[min(max(rel, -M), M) + M];
                         } else if (PE == FAT5_PE_ALIBI) {
                             x -= pb.slope * fabsf((float)rel);
                         } else {
@@ -437,8 +439,8 @@ __device__ __forceinline__ void fat5_attn_fwd_tc_impl(act_t *o, float *lse, cons
 // fat5_attn_fwd_tc64{,_alibi,_fire}{,_pat} (8 <= dk <= 64) and fat5_attn_fwd_tc128... (64 < dk <=
 // 128): fat5_attn_fwd's arguments and results, with dk % 8 == 0, q, k, v, o 16-byte aligned, bf16
 // activations. Grid (ceil(Tq / BM), H) with BM = 128 (tc64) or 64 (tc128), 128 threads; dynamic
-// shared memory (BM + 256) (DKP + 8) 2 bytes (DKP = 64 or 128), then (2 max_distance + 1) floats
-// with a T5 bias, then what fat5_attn_pos takes (T5: nb + max_distance floats to cache the tables,
+// shared memory (BM + 256) (DKP + 8) 2 bytes (DKP = 64 or 128), then (2 max(max_distance, 1) + 1)
+// floats with a T5 bias, then what fat5_attn_pos takes (T5: nb + max_distance floats to cache the tables,
 // optional; FIRE: its rows, fat5__gpu_fire_smem). CPU twin: fat5__cpu_attn_fwd.
 #define FAT5_ATTN_TC_ENTRY(name, DKP, PE, PAT)                                                                      \
     extern "C" __global__ void __launch_bounds__(FAT5_TC_THREADS, 2) name(                                         \
