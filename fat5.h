@@ -5911,6 +5911,13 @@ static fat5_status fat5__gpu_attn_check(fat5_ctx *ctx, const char *op, int64_t T
     if (bias && (nb < (mask == FAT5__ATTN_BIDIR ? 2 : 1) || max_distance < 0 || (max_distance > 0 && !lut)))
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: bias with %d buckets, max distance %d, lut %s", op,
                          nb, max_distance, lut ? "given" : "missing");
+    // the kernels' bucket of a distance n >= max_distance is the last one: fat5__rel_bucket's only
+    // when max_distance covers its exact buckets (n < nb/4 bidirectional, nb/2 otherwise)
+    if (bias && max_distance < (mask == FAT5__ATTN_BIDIR ? nb / 2 / 2 : nb / 2))
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                         "%s: %d buckets with max distance %d: the GPU kernels need a max distance of at least "
+                         "%d (the exact buckets)",
+                         op, nb, max_distance, mask == FAT5__ATTN_BIDIR ? nb / 2 / 2 : nb / 2);
     return FAT5_OK;
 }
 

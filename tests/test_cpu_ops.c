@@ -819,6 +819,30 @@ static void t_add_i32(fat5_test *T) {
     fat5_ctx_destroy(ctx);
 }
 
-#define FAT5_TESTS_CPU_OPS(X) X(rope) X(fire_reduce) X(rel_bucket_tables) X(rmsnorm_bwd) X(act_bwd) X(attn_bwd) X(attn_masking) \
+// The GPU attention launchers' argument check (host code, no device needed): a T5 table whose max
+// distance does not cover fat5__rel_bucket's exact buckets is refused (the kernels' lookup gives
+// every distance from max_distance on the last bucket).
+#ifndef FAT5_NO_CUDA
+static void t_gpu_attn_bucket_check(fat5_test *T) {
+    fat5_ctx *ctx = tc_ctx();
+    const fat5__dptr b = 64, l = 128;  // any non-null device addresses: only checked, never read
+    FAT5_CHECK(T, fat5__gpu_attn_check(ctx, "t", 8, 2, 64, FAT5__ATTN_BIDIR, b, l, 32, 128, 0, 0) == FAT5_OK);
+    FAT5_CHECK(T, fat5__gpu_attn_check(ctx, "t", 8, 2, 64, FAT5__ATTN_CAUSAL, b, l, 32, 128, 0, 0) == FAT5_OK);
+    FAT5_CHECK(T, fat5__gpu_attn_check(ctx, "t", 8, 2, 64, FAT5__ATTN_BIDIR, b, l, 4, 1, 0, 0) == FAT5_OK);
+    FAT5_CHECK(T, fat5__gpu_attn_check(ctx, "t", 8, 2, 64, FAT5__ATTN_BIDIR, b, 0, 4, 0, 0, 0) == FAT5_ERR_UNSUPPORTED);
+    FAT5_CHECK(T, strstr(fat5_last_error(ctx), "at least 1") != NULL);
+    FAT5_CHECK(T, fat5__gpu_attn_check(ctx, "t", 8, 2, 64, FAT5__ATTN_CAUSAL, b, l, 4, 1, 0, 0) == FAT5_ERR_UNSUPPORTED);
+    FAT5_CHECK(T, fat5__gpu_attn_check(ctx, "t", 8, 2, 64, FAT5__ATTN_CAUSAL, b, l, 4, 2, 0, 0) == FAT5_OK);
+    FAT5_CHECK(T, fat5__gpu_attn_check(ctx, "t", 8, 2, 64, FAT5__ATTN_BIDIR, b, l, 32, 7, 0, 0) == FAT5_ERR_UNSUPPORTED);
+    FAT5_CHECK(T, fat5__gpu_attn_check(ctx, "t", 8, 2, 64, FAT5__ATTN_BIDIR, b, l, 32, 8, 0, 0) == FAT5_OK);
+    FAT5_CHECK(T, fat5__gpu_attn_check(ctx, "t", 8, 2, 64, FAT5__ATTN_CROSS, 0, 0, 32, 128, 0, 0) == FAT5_OK);
+    fat5_ctx_destroy(ctx);
+}
+#define FAT5_TESTS_CPU_OPS_GPU_CHECK(X) X(gpu_attn_bucket_check)
+#else
+#define FAT5_TESTS_CPU_OPS_GPU_CHECK(X)
+#endif
+
+#define FAT5_TESTS_CPU_OPS(X) FAT5_TESTS_CPU_OPS_GPU_CHECK(X) X(rope) X(fire_reduce) X(rel_bucket_tables) X(rmsnorm_bwd) X(act_bwd) X(attn_bwd) X(attn_masking) \
     X(xent_bwd) X(matmul_layouts) X(matmul_threads) X(threads_model_bitwise) X(op_table)        \
     X(attn_decode_causal) X(attn_decode_cross) X(cache_write_gather) X(add_i32)

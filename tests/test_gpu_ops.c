@@ -1459,8 +1459,8 @@ static void t_gpu_attn_patterns(fat5_test *T) {
 // The tensor-core forward (bf16) on sequences of many tiles: packed lengths far apart (one token,
 // 1100, 37, 300: none a multiple of a tile), cross-attention to other lengths, one sequence of
 // 2048, bidirectional and causal (blocks launched longest first); head dims 64 and 128, 40 and
-// 96 (padded to 64 and 128); a T5 table of 4 buckets with max distance 1 (the smallest the GPU's
-// bucket lookup supports: nb / 4 exact buckets); T5 buckets,
+// 96 (padded to 64 and 128); a T5 table of 4 buckets with max distance 2 (the smallest the GPU's
+// bucket lookup supports for both masks: nb / 2 exact buckets when causal); T5 buckets,
 // no bias, ALiBi (both), FIRE, a window of radius 127 with transient-global keys and with a prefix.
 // tg_attn_case_g checks o and lse against the CPU and against the FMA kernel on the same inputs.
 static void t_gpu_attn_tc(fat5_test *T) {
@@ -1469,7 +1469,7 @@ static void t_gpu_attn_tc(fat5_test *T) {
     static const tg_attn_cfg cfgs[] = {{4, lq, lk, 2, 64, 32, 128, 8, 0.931f, 1},
                                        {4, lq, lk, 2, 128, 32, 128, 8, 0.931f, 1},
                                        {4, lq, lk, 3, 40, 16, 50, 8, 0.75f, 1},
-                                       {4, lq, lk, 2, 96, 4, 1, 8, 0.931f, 1}};
+                                       {4, lq, lk, 2, 96, 4, 2, 8, 0.931f, 1}};
     static const tg_attn_cfg causal = {1, l1, NULL, 2, 64, 32, 128, 8, 0.931f, 1};
     static const int kinds[][3] = {
         {FAT5__ATTN_CROSS, 0, 0}, {FAT5__ATTN_BIDIR, 1, 0}, {FAT5__ATTN_CAUSAL, 1, 0}, {FAT5__ATTN_BIDIR, 0, 0},
