@@ -15549,33 +15549,36 @@ static fat5_status fat5__unigram(fat5_tokenizer *t, const char *s, size_t n) {
 typedef struct fat5__bsym { int32_t prev, next; uint32_t start, len; uint8_t freeze; } fat5__bsym;
 typedef struct fat5__bpair { float score; uint32_t left, right, size; } fat5__bpair;
 
-// 1 when pair a comes out of the agenda before b
-static int fat5__bpair_before(const fat5__bpair *a, const fat5__bpair *b) {
-    if (a->score != b->score) return a->score > b->score;
-    return a->left < b->left;
-}
-static void fat5__bheap_push(fat5__bpair *h, size_t *n, fat5__bpair x) {
-    size_t i = (*n)++;
-    while (i > 0 && fat5__bpair_before(&x, &h[(i - 1) / 2])) {
-        h[i] = h[(i - 1) / 2];
-        i = (i - 1) / 2;
+// A binary heap of T whose top is the element BEFORE(a, b) (on values) puts first: NAME_push adds
+// x, NAME_pop removes and returns the top (*n > 0); it serves both BPE agendas below.
+#define FAT5__HEAP(NAME, T, BEFORE)                                   \
+    static void NAME##_push(T *h, size_t *n, T x) {                   \
+        size_t i = (*n)++;                                            \
+        while (i > 0 && BEFORE(x, h[(i - 1) / 2])) {                  \
+            h[i] = h[(i - 1) / 2];                                    \
+            i = (i - 1) / 2;                                          \
+        }                                                             \
+        h[i] = x;                                                     \
+    }                                                                 \
+    static T NAME##_pop(T *h, size_t *n) {                            \
+        T top = h[0], x = h[--*n];                                    \
+        size_t i = 0;                                                 \
+        for (;;) {                                                    \
+            size_t c = 2 * i + 1;                                     \
+            if (c >= *n) break;                                       \
+            if (c + 1 < *n && BEFORE(h[c + 1], h[c])) c++;            \
+            if (!BEFORE(h[c], x)) break;                              \
+            h[i] = h[c];                                              \
+            i = c;                                                    \
+        }                                                             \
+        if (*n) h[i] = x;                                             \
+        return top;                                                   \
     }
-    h[i] = x;
-}
-static fat5__bpair fat5__bheap_pop(fat5__bpair *h, size_t *n) {
-    fat5__bpair top = h[0], x = h[--*n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= *n) break;
-        if (c + 1 < *n && fat5__bpair_before(&h[c + 1], &h[c])) c++;
-        if (!fat5__bpair_before(&h[c], &x)) break;
-        h[i] = h[c];
-        i = c;
-    }
-    if (*n) h[i] = x;
-    return top;
-}
+
+// pair a comes out of the agenda before b: the higher score, then the leftmost
+#define FAT5__BPAIR_BEFORE(a, b) ((a).score != (b).score ? (a).score > (b).score : (a).left < (b).left)
+FAT5__HEAP(fat5__bheap, fat5__bpair, FAT5__BPAIR_BEFORE)
+#undef FAT5__BPAIR_BEFORE
 
 static void fat5__spm_bpe_pair(const fat5_tokenizer *t, const char *s, const fat5__bsym *y, int32_t l, int32_t r,
                                fat5__bpair *h, size_t *nh) {
@@ -16867,34 +16870,17 @@ static int fat5__hsym_add(fat5_tokenizer *t, size_t *ny, int32_t id, uint32_t le
     return 1;
 }
 
+// merge x is applied before z: the lower rank, then the leftmost
 #define FAT5__MLESS(x, z) ((x).rank < (z).rank || ((x).rank == (z).rank && (x).pos < (z).pos))
-static void fat5__hmrg_push(fat5__hmrg *h, size_t *nh, uint32_t rank, uint32_t pos, uint32_t id) {
-    size_t k = (*nh)++;
+FAT5__HEAP(fat5__hmrg, fat5__hmrg, FAT5__MLESS)
+#undef FAT5__MLESS
+static void fat5__hmrg_add(fat5__hmrg *h, size_t *nh, uint32_t rank, uint32_t pos, uint32_t id) {
     fat5__hmrg v;
     v.rank = rank;
     v.pos = pos;
     v.id = id;
-    while (k > 0 && FAT5__MLESS(v, h[(k - 1) / 2])) {
-        h[k] = h[(k - 1) / 2];
-        k = (k - 1) / 2;
-    }
-    h[k] = v;
+    fat5__hmrg_push(h, nh, v);
 }
-static fat5__hmrg fat5__hmrg_pop(fat5__hmrg *h, size_t *nh) {
-    fat5__hmrg top = h[0], last = h[--*nh];
-    size_t k = 0;
-    for (;;) {
-        size_t c = 2 * k + 1;
-        if (c >= *nh) break;
-        if (c + 1 < *nh && FAT5__MLESS(h[c + 1], h[c])) c++;
-        if (!FAT5__MLESS(h[c], last)) break;
-        h[k] = h[c];
-        k = c;
-    }
-    if (*nh) h[k] = last;
-    return top;
-}
-#undef FAT5__MLESS
 
 static fat5_status fat5__hf_bpe(fat5_tokenizer *t, const char *s, size_t n, fat5__ubuf *out) {
     fat5__hsym *y;
@@ -16950,7 +16936,7 @@ static fat5_status fat5__hf_bpe(fat5_tokenizer *t, const char *s, size_t n, fat5
     y[ny - 1].next = -1;
     // merges: lowest rank first, then leftmost
     for (i = 0; i + 1 < ny; i++)
-        if ((m = fat5__merge_find(t, y[i].c, y[i + 1].c))) fat5__hmrg_push(h, &nh, m->rank, (uint32_t)i, m->id);
+        if ((m = fat5__merge_find(t, y[i].c, y[i + 1].c))) fat5__hmrg_add(h, &nh, m->rank, (uint32_t)i, m->id);
     while (nh) {
         fat5__hmrg top = fat5__hmrg_pop(h, &nh);
         fat5__hsym *cur = &y[top.pos], *right;
@@ -16963,9 +16949,9 @@ static fat5_status fat5__hf_bpe(fat5_tokenizer *t, const char *s, size_t n, fat5
         cur->next = right->next;
         if (cur->next >= 0) y[cur->next].prev = (int32_t)top.pos;
         if (cur->prev >= 0 && (m = fat5__merge_find(t, y[cur->prev].c, cur->c)))
-            fat5__hmrg_push(h, &nh, m->rank, (uint32_t)cur->prev, m->id);
+            fat5__hmrg_add(h, &nh, m->rank, (uint32_t)cur->prev, m->id);
         if (cur->next >= 0 && (m = fat5__merge_find(t, cur->c, y[cur->next].c)))
-            fat5__hmrg_push(h, &nh, m->rank, top.pos, m->id);
+            fat5__hmrg_add(h, &nh, m->rank, top.pos, m->id);
     }
     for (i = 0; i < ny; i = y[i].next >= 0 ? (size_t)y[i].next : ny)
         if (!fat5__ubuf_push(t->ctx, out, (uint32_t)y[i].c)) return FAT5_ERR_OUT_OF_MEMORY;
