@@ -49,6 +49,7 @@
 //     FAT5_KERNELS_DIR         compile kernels/*.cu from this directory instead of fat5_kernels.cuh
 //     FAT5_SYNC_LAUNCHES=1     synchronise after every kernel launch (errors name the kernel)
 //     FAT5_ATTN_TC=0           bf16 attention forward on the exact FMA kernels, not tensor cores
+//     FAT5_MM_ROWS=0           products of a few rows (decoding) on cuBLAS too, not fat5_mm
 //     CUDA_HOME                also searched for libcuda, libnvrtc and libcublas
 //
 // Errors: every fallible call returns a fat5_status (FAT5_OK = 0, negative on error); the message,
@@ -2654,7 +2655,7 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmEx)(
 // arguments, picked by the launcher from the op's kind), and fwd, dq and dkv one more per scheme
 // for the encoder's patterns (the same names ending in _pat). The forward has a second family on
 // tensor cores for bf16 activations (attn_fwd_tc64... for dk <= 64, attn_fwd_tc128... up to 128:
-// the same arguments, attention_tc.cu).
+// the same arguments, attention_tc.cu). mm's kernel serves products of a few rows (cuBLAS the rest).
 #define FAT5__KERNELS(X)                                                                           \
     X(fill_f32) X(scale_f32) X(f32_to_bf16) X(to_act) X(embed_fwd) X(embed_bwd) X(rmsnorm_fwd)     \
     X(rmsnorm_bwd) X(colsum_f32) X(act_fwd) X(act_bwd) X(attn_fwd) X(attn_bwd_delta) X(attn_bwd_dq)  \
@@ -2669,7 +2670,7 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmEx)(
     X(attn_bwd_dkv_fire_pat) X(attn_fwd_tc64) X(attn_fwd_tc64_pat) X(attn_fwd_tc64_alibi)           \
     X(attn_fwd_tc64_alibi_pat) X(attn_fwd_tc64_fire) X(attn_fwd_tc64_fire_pat) X(attn_fwd_tc128)   \
     X(attn_fwd_tc128_pat) X(attn_fwd_tc128_alibi) X(attn_fwd_tc128_alibi_pat) X(attn_fwd_tc128_fire) \
-    X(attn_fwd_tc128_fire_pat)
+    X(attn_fwd_tc128_fire_pat) X(mm) X(norm_mm)
 
 typedef enum fat5__kernel_id {
 #define FAT5__KENUM(name) FAT5__K_##name,
@@ -2685,6 +2686,7 @@ static const char *const fat5__kernel_names[FAT5__K_COUNT] = {
 };
 
 // ---- the device state, owned by the fat5_ctx ----------------------------------------------------
+#define FAT5__MM_ROWS 16  // FAT5_MM_ROWS in kernels/mm.cu: NT products of at most this many rows run fat5_mm
 #define FAT5__GPU_FIELD(api, sym) fat5__PFN_##api api;
 
 struct fat5__gpu {
@@ -2723,6 +2725,7 @@ struct fat5__gpu {
     int last_kernel;               // most recent launch (names asynchronous faults); -1 none
     int sync_launches;             // FAT5_SYNC_LAUNCHES=1
     int attn_tc;                   // bf16 attention forward on tensor cores (FAT5_ATTN_TC=0: off)
+    int mm_rows;                   // NT products of at most this many rows run fat5_mm (FAT5_MM_ROWS=0: none)
 };
 #undef FAT5__GPU_FIELD
 
@@ -3417,6 +3420,8 @@ static fat5_status fat5__dev_open(fat5_ctx *ctx) {
     g->sync_launches = env && env[0] && strcmp(env, "0") != 0;
     env = getenv("FAT5_ATTN_TC");
     g->attn_tc = !(env && !strcmp(env, "0"));
+    env = getenv("FAT5_MM_ROWS");
+    g->mm_rows = env && !strcmp(env, "0") ? 0 : FAT5__MM_ROWS;
 
     // 1. the driver
     fat5__sb_init(&errs, ctx);
@@ -5101,7 +5106,7 @@ static fat5_status fat5__cpu_rope(fat5_ctx *ctx, fat5__addr x_, fat5__addr cu_, 
 // (it may be 0 when max_keys <= FAT5__DECODE_SPLIT_KEYS: one split, no scratch).
 #define FAT5__DECODE_MAX_SPLITS 32
 #define FAT5__DECODE_SCRATCH(H, dk) ((size_t)(H) * FAT5__DECODE_MAX_SPLITS * ((size_t)(dk) + 2))
-#define FAT5__DECODE_SPLIT_KEYS 128  // the GPU's keys per split at max_keys: ceil(max_keys / 128) splits
+#define FAT5__DECODE_SPLIT_KEYS 32   // the GPU's keys per split at max_keys: ceil(max_keys / 32) splits (one chunk of a warp)
 static fat5_status fat5__cpu_attn_decode(fat5_ctx *ctx, fat5__addr o_, fat5__addr q_, fat5__addr k_, fat5__addr v_,
                                          fat5__addr bias_, fat5__addr lut, fat5__addr rows_, fat5__addr kv_off_,
                                          fat5__addr kv_len_, fat5__addr pos_, int64_t n, int H, int dk, int kind,
@@ -5166,6 +5171,70 @@ static fat5_status fat5__cpu_cache_write(fat5_ctx *ctx, fat5__addr kc_, fat5__ad
         memcpy(vc + dst, v + i * (int64_t)I, (size_t)I * sizeof(float));
     }
     return FAT5_OK;
+}
+
+// norm_mm: the decoder's "normalise, then project" in one op. With xn = rmsnorm_fwd(x, g) (T rows of
+// K; x fp32, the normalised rows in the activation dtype):
+//   act < 0:  y_s = xn W_s^T ([T, N], activation dtype) for w0 and, when given, w1 and w2;
+//   act >= 0: y0 = act_fwd(xn W0^T, xn W1^T) (gated; w1 given, w2 0) or act_fwd(xn W0^T) (w1 0);
+//   rows:     (act < 0) rows i of y1 and y2 are the cache rows kv_off[rows[i]] + pos[0] instead of i
+//             (cache_write's addressing: the new key and value go straight into the caches).
+// The CPU composes its rmsnorm_fwd, mm, act_fwd and the cache addressing; the GPU runs one kernel.
+static fat5_status fat5__norm_mm_check(fat5_ctx *ctx, const char *op, fat5__addr y0, fat5__addr y1, fat5__addr y2,
+                                       fat5__addr x, fat5__addr g, fat5__addr w0, fat5__addr w1, fat5__addr w2,
+                                       int64_t T, int N, int K, int act, fat5__addr rows, fat5__addr kv_off,
+                                       fat5__addr pos) {
+    if (T < 0 || N < 1 || K < 1)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: T = %lld, N = %d, K = %d (T >= 0, N and K >= 1)", op,
+                         (long long)T, N, K);
+    if (act > FAT5_ACT_SILU || act < -1)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: act %d (-1: none, else a fat5_act)", op, act);
+    if (!y0 || !x || !g || !w0 || (w1 && act < 0 && !y1) || (w2 && (!y2 || !w1)))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: a NULL buffer (y0, x, g, w0; y1 with w1, y2 and w1 with w2)",
+                         op);
+    if (act >= 0 && (w2 || rows))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: an activation takes w0 and w1 only, and no cache rows", op);
+    if (rows && (!kv_off || !pos))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: cache rows need kv_off and pos", op);
+    return FAT5_OK;
+}
+
+static fat5_status fat5__cpu_norm_mm(fat5_ctx *ctx, fat5__addr y0, fat5__addr y1, fat5__addr y2, fat5__addr x,
+                                     fat5__addr g, fat5__addr w0, fat5__addr w1, fat5__addr w2, int64_t T, int N,
+                                     int K, float eps, int act, fat5__addr rows_, fat5__addr kv_off_, fat5__addr pos_) {
+    const fat5__addr w[3] = {w0, w1, w2}, y[3] = {y0, y1, y2};
+    float *buf, *xn, *r, *ta, *tb;
+    size_t nb = 0;
+    int s;
+    fat5_status st = fat5__norm_mm_check(ctx, "fat5__cpu_norm_mm", y0, y1, y2, x, g, w0, w1, w2, T, N, K, act, rows_,
+                                         kv_off_, pos_);
+    if (st || T == 0) return st;
+    if (!fat5__mul_ok((size_t)T, (size_t)K + 1 + 2 * (size_t)N, &nb) || nb > SIZE_MAX / sizeof(float))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__cpu_norm_mm: %lld rows: the size overflows", (long long)T);
+    buf = FAT5__CAST(float *, fat5__malloc(ctx, nb * sizeof(float)));
+    if (!buf) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5__cpu_norm_mm: out of memory");
+    xn = buf, r = xn + T * K, ta = r + T, tb = ta + T * N;
+    st = fat5__cpu_rmsnorm_fwd(ctx, FAT5__ADDR(xn), FAT5__ADDR(r), x, g, T, K, eps);
+    if (act >= 0) {
+        if (!st) st = fat5__cpu_mm(ctx, FAT5__MM_NT, FAT5__ADDR(ta), 0, FAT5__ADDR(xn), w0, T, N, K, 1.0f, 0.0f);
+        if (!st && w1) st = fat5__cpu_mm(ctx, FAT5__MM_NT, FAT5__ADDR(tb), 0, FAT5__ADDR(xn), w1, T, N, K, 1.0f, 0.0f);
+        if (!st) st = fat5__cpu_act_fwd(ctx, y0, FAT5__ADDR(ta), w1 ? FAT5__ADDR(tb) : 0, T * N, act);
+    }
+    for (s = 0; s < 3 && act < 0 && !st && w[s]; s++) {
+        int64_t i;
+        if (!rows_ || s == 0) {
+            st = fat5__cpu_mm(ctx, FAT5__MM_NT, y[s], 0, FAT5__ADDR(xn), w[s], T, N, K, 1.0f, 0.0f);
+            continue;
+        }
+        st = fat5__cpu_mm(ctx, FAT5__MM_NT, FAT5__ADDR(ta), 0, FAT5__ADDR(xn), w[s], T, N, K, 1.0f, 0.0f);
+        for (i = 0; i < T && !st; i++) {
+            const int32_t *rows = FAT5__HOST(const int32_t, rows_), *kv_off = FAT5__HOST(const int32_t, kv_off_);
+            int64_t dst = (int64_t)kv_off[rows[i]] + FAT5__HOST(const int32_t, pos_)[0];
+            memcpy(FAT5__HOST(float, y[s]) + dst * N, ta + i * N, (size_t)N * sizeof(float));
+        }
+    }
+    fat5__free(ctx, buf);
+    return st;
 }
 
 // cache_gather: for rows r < n, positions [0, pos[0]) of dst row r are those of src row idx[r]
@@ -5604,6 +5673,9 @@ static fat5_status fat5__cpu_gen_beam(fat5_ctx *ctx, fat5__addr x_, fat5__addr t
 // A row-major X[r,c] is the column-major X^T, so each computes C^T = op(B) op(A) with m = N, n = M.
 // A and B are in the activation dtype; C is fp32 when c_f32, else the activation dtype. fp32
 // compute (CUBLAS_COMPUTE_32F, default math mode: never TF32). beta == 0 does not read C.
+// NT products of at most ctx->gpu->mm_rows rows (decoding) run fat5_mm instead (kernels/mm.cu:
+// each row of B read once for all rows of A, fp32 accumulation, one launch, no cuBLAS heuristics).
+#define FAT5__GPU_MM_WARPS 4  // FAT5_MM_WARPS in kernels/mm.cu: warps a block, two outputs each
 static FAT5__UNUSED fat5_status fat5__gpu_mm(fat5_ctx *ctx, fat5__mm_layout layout, fat5__dptr C,
                                              int c_f32, fat5__dptr A, fat5__dptr B, int64_t M,
                                              int64_t N, int64_t K, float alpha, float beta) {
@@ -5627,6 +5699,15 @@ static FAT5__UNUSED fat5_status fat5__gpu_mm(fat5_ctx *ctx, fat5__mm_layout layo
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_mm %s: NULL %s", names[layout],
                          !C ? "C" : !A ? "A" : "B");
     bf16 = ctx->cfg.dtype == FAT5_DTYPE_BF16;
+    if (layout == FAT5__MM_NT && M <= ctx->gpu->mm_rows && K > 0) {
+        // a few rows (decoding): fat5_mm reads each row of B once for all of them
+        long long M_ = M;
+        int N_ = (int)N, K_ = (int)K, vec = K % (bf16 ? 8 : 4) == 0 && !((A | B) & 15);
+        void *args[] = {&C, &c_f32, &A, &B, &M_, &N_, &K_, &alpha, &beta, &vec};
+        int64_t blocks = (N + 2 * FAT5__GPU_MM_WARPS - 1) / (2 * FAT5__GPU_MM_WARPS);
+        return fat5__dev_launch(ctx, FAT5__K_mm, (unsigned)(blocks < 1048576 ? blocks : 1048576), 1, 1,
+                                32 * FAT5__GPU_MM_WARPS, 1, 1, 0, args);
+    }
     ab_t = bf16 ? FAT5__CUDA_R_16BF : FAT5__CUDA_R_32F;
     c_t = (c_f32 || !bf16) ? FAT5__CUDA_R_32F : FAT5__CUDA_R_16BF;
     switch (layout) {
@@ -6242,6 +6323,25 @@ static FAT5__UNUSED fat5_status fat5__gpu_cache_write(fat5_ctx *ctx, fat5__dptr 
     return fat5__dev_launch(ctx, FAT5__K_cache_write, fat5__gpu_blocks(n * I, 256), 1, 1, 256, 1, 1, 0, args);
 }
 
+// rmsnorm, then the products with up to three weights (or the gated activation), optionally
+// writing the second and third outputs into cache rows: see fat5__cpu_norm_mm. One launch of
+// fat5_norm_mm: blocks of FAT5__GPU_MM_WARPS warps, two outputs a warp (one when gated), grid x over
+// the outputs, y over groups of FAT5__MM_ROWS rows (clamped to 65535; the kernel strides).
+static FAT5__UNUSED fat5_status fat5__gpu_norm_mm(fat5_ctx *ctx, fat5__dptr y0, fat5__dptr y1, fat5__dptr y2,
+                                                  fat5__dptr x, fat5__dptr g, fat5__dptr w0, fat5__dptr w1,
+                                                  fat5__dptr w2, int64_t T, int N, int K, float eps, int act,
+                                                  fat5__dptr rows, fat5__dptr kv_off, fat5__dptr pos) {
+    long long T_ = T;
+    int vec = K % (fat5__dev_act_size(ctx) == 2 ? 8 : 4) == 0 && !((w0 | w1 | w2 | x | g) & 15);
+    int64_t outs = act >= 0 ? N : (int64_t)N * (w2 ? 3 : w1 ? 2 : 1), groups = (T + FAT5__MM_ROWS - 1) / FAT5__MM_ROWS;
+    void *args[] = {&y0, &y1, &y2, &x, &g, &w0, &w1, &w2, &T_, &N, &K, &eps, &act, &rows, &kv_off, &pos, &vec};
+    fat5_status st = fat5__norm_mm_check(ctx, "fat5__gpu_norm_mm", y0, y1, y2, x, g, w0, w1, w2, T, N, K, act, rows,
+                                         kv_off, pos);
+    if (st || T == 0) return st;
+    return fat5__dev_launch(ctx, FAT5__K_norm_mm, fat5__gpu_blocks(outs, (act >= 0 ? 1 : 2) * FAT5__GPU_MM_WARPS),
+                            (unsigned)(groups < 65535 ? groups : 65535), 1, 32 * FAT5__GPU_MM_WARPS, 1, 1, 0, args);
+}
+
 // dst rows r < n, positions [0, pos[0]) = src rows idx[r]. pos is not known here: the grid is
 // (ceil(I / 256) * 4 blocks clamped to 64, n rows clamped to 65535) of 256 threads, and the kernel
 // strides over whatever pos[0] I elements each row has.
@@ -6474,6 +6574,9 @@ static FAT5__UNUSED fat5_status fat5__gpu_gen_beam(fat5_ctx *ctx, fat5__dptr x, 
                     fat5__addr scratch))                                                                       \
     X(cache_write, (fat5_ctx * ctx, fat5__addr kc, fat5__addr vc, fat5__addr k, fat5__addr v, fat5__addr rows, \
                     fat5__addr kv_off, fat5__addr pos, int64_t n, int I))                                      \
+    X(norm_mm, (fat5_ctx * ctx, fat5__addr y0, fat5__addr y1, fat5__addr y2, fat5__addr x, fat5__addr g,       \
+                fat5__addr w0, fat5__addr w1, fat5__addr w2, int64_t T, int N, int K, float eps, int act,      \
+                fat5__addr rows, fat5__addr kv_off, fat5__addr pos))                                           \
     X(cache_gather, (fat5_ctx * ctx, fat5__addr dst, fat5__addr src, fat5__addr idx, fat5__addr kv_off,        \
                      fat5__addr pos, int64_t n, int I))                                                        \
     X(add_i32, (fat5_ctx * ctx, fat5__addr x, int v, int64_t n))                                               \
@@ -12260,6 +12363,33 @@ FAT5_API fat5_status fat5_decoder_start(fat5_decoder *d, const int32_t *tokens, 
     return FAT5_OK;
 }
 
+// RMSNorm of the residual stream d->h (weight ln), then the products with w0 (w1, w2) as norm_mm:
+// for a few entries one norm_mm (one launch, each weight read once for all of them); for more,
+// rmsnorm_fwd, mm (on the GPU's matrix units) and act_fwd, the cache rows by cache_write.
+#define FAT5__DEC_FUSED_ROWS 8
+static fat5_status fat5__dec_norm_mm(fat5_decoder *d, fat5__addr y0, fat5__addr y1, fat5__addr y2, fat5__addr ln,
+                                     fat5__addr w0, fat5__addr w1, fat5__addr w2, int64_t n, int64_t N, int act,
+                                     fat5__addr rows) {
+    fat5_ctx *ctx = d->ctx;
+    const fat5__backend *be = d->be;
+    const fat5_model_config *c = &d->m->cfg;
+    int D = (int)c->d_model;
+    float eps = (float)c->layer_norm_eps;
+    fat5_status st;
+    if (n <= FAT5__DEC_FUSED_ROWS)
+        return be->norm_mm(ctx, y0, y1, y2, d->h, ln, w0, w1, w2, n, (int)N, D, eps, act, rows, d->self_off, d->pos_d);
+    FAT5__TRY(be->rmsnorm_fwd(ctx, d->n_act, d->r, d->h, ln, n, D, eps));
+    if (act >= 0) {
+        FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->ff_a, 0, d->n_act, w0, n, N, D, 1.0f, 0.0f));
+        if (w1) FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->ff_b, 0, d->n_act, w1, n, N, D, 1.0f, 0.0f));
+        return be->act_fwd(ctx, y0, d->ff_a, w1 ? d->ff_b : 0, n * N, act);
+    }
+    FAT5__TRY(be->mm(ctx, FAT5__MM_NT, y0, 0, d->n_act, w0, n, N, D, 1.0f, 0.0f));
+    if (w1) FAT5__TRY(be->mm(ctx, FAT5__MM_NT, rows ? d->k : y1, 0, d->n_act, w1, n, N, D, 1.0f, 0.0f));
+    if (w2) FAT5__TRY(be->mm(ctx, FAT5__MM_NT, rows ? d->v : y2, 0, d->n_act, w2, n, N, D, 1.0f, 0.0f));
+    return rows ? be->cache_write(ctx, y1, y2, d->k, d->v, rows, d->self_off, d->pos_d, n, (int)N) : FAT5_OK;
+}
+
 static FAT5__UNUSED fat5_status fat5__decoder_step_dev(fat5_decoder *d, int64_t n) {
     fat5_model *m = d->m;
     fat5_ctx *ctx = d->ctx;
@@ -12273,29 +12403,30 @@ static FAT5__UNUSED fat5_status fat5__decoder_step_dev(fat5_decoder *d, int64_t 
     FAT5__TRY(be->embed_fwd(ctx, d->h, fat5__pw(m, m->shared), d->tok, n, (int)D));
     for (l = 0; l < c->num_decoder_layers; l++) {
         const fat5__layer *y = &m->dec[l];
-        // self-attention: this position's key and value go into the cache, the query reads it all
-        FAT5__TRY(be->rmsnorm_fwd(ctx, d->n_act, d->r, d->h, fat5__pw(m, y->ln_sa), n, (int)D, eps));
-        FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->q, 0, d->n_act, fat5__pa(m, y->q), n, I, D, 1.0f, 0.0f));
-        FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->k, 0, d->n_act, fat5__pa(m, y->k), n, I, D, 1.0f, 0.0f));
-        FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->v, 0, d->n_act, fat5__pa(m, y->v), n, I, D, 1.0f, 0.0f));
-        FAT5__TRY(fat5__model_rope(m, d->q, d->k, 0, 0, d->pos_d, n, 0));  // the cache keeps rotated keys
-        FAT5__TRY(be->cache_write(ctx, d->kc[l], d->vc[l], d->k, d->v, d->rows, d->self_off, d->pos_d, n, (int)I));
+        // self-attention: this position's key and value go into the cache (straight from the
+        // projection, or after the rotation: the cache keeps rotated keys), the query reads it all
+        if (c->pos_kind != FAT5_POS_ROPE) {
+            FAT5__TRY(fat5__dec_norm_mm(d, d->q, d->kc[l], d->vc[l], fat5__pw(m, y->ln_sa), fat5__pa(m, y->q),
+                                        fat5__pa(m, y->k), fat5__pa(m, y->v), n, I, -1, d->rows));
+        } else {
+            FAT5__TRY(fat5__dec_norm_mm(d, d->q, d->k, d->v, fat5__pw(m, y->ln_sa), fat5__pa(m, y->q),
+                                        fat5__pa(m, y->k), fat5__pa(m, y->v), n, I, -1, 0));
+            FAT5__TRY(fat5__model_rope(m, d->q, d->k, 0, 0, d->pos_d, n, 0));
+            FAT5__TRY(be->cache_write(ctx, d->kc[l], d->vc[l], d->k, d->v, d->rows, d->self_off, d->pos_d, n, (int)I));
+        }
         p = fat5__model_pos(m, y, FAT5__ATTN_CAUSAL, NULL);
         FAT5__TRY(be->attn_decode(ctx, d->att, d->q, d->kc[l], d->vc[l], p.bias, d->lut_causal, d->rows, d->self_off, 0,
                                   d->pos_d, n, H, dk, p.kind, p.nb, p.md, (int)d->max_len, d->attn_scratch));
         FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->h, 1, d->att, fat5__pa(m, y->o), n, D, I, 1.0f, 1.0f));
         // cross-attention against the row's encoder keys and values
-        FAT5__TRY(be->rmsnorm_fwd(ctx, d->n_act, d->r, d->h, fat5__pw(m, y->ln_ca), n, (int)D, eps));
-        FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->q, 0, d->n_act, fat5__pa(m, y->cq), n, I, D, 1.0f, 0.0f));
+        FAT5__TRY(fat5__dec_norm_mm(d, d->q, 0, 0, fat5__pw(m, y->ln_ca), fat5__pa(m, y->cq), 0, 0, n, I, -1, 0));
         FAT5__TRY(be->attn_decode(ctx, d->att, d->q, d->ck[l], d->cv[l], 0, d->lut_causal, d->rows, d->cross_off,
                                   d->cross_len, d->pos_d, n, H, dk, FAT5__ATTN_CROSS, nb, md, (int)d->max_te,
                                   d->attn_scratch));  // max_te: a replayed graph serves any request
         FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->h, 1, d->att, fat5__pa(m, y->co), n, D, I, 1.0f, 1.0f));
         // FFN
-        FAT5__TRY(be->rmsnorm_fwd(ctx, d->n_act, d->r, d->h, fat5__pw(m, y->ln_ff), n, (int)D, eps));
-        FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->ff_a, 0, d->n_act, fat5__pa(m, y->wi0), n, F, D, 1.0f, 0.0f));
-        if (c->gated) FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->ff_b, 0, d->n_act, fat5__pa(m, y->wi1), n, F, D, 1.0f, 0.0f));
-        FAT5__TRY(be->act_fwd(ctx, d->ff_h, d->ff_a, d->ff_b, n * F, (int)c->act));
+        FAT5__TRY(fat5__dec_norm_mm(d, d->ff_h, 0, 0, fat5__pw(m, y->ln_ff), fat5__pa(m, y->wi0),
+                                    c->gated ? fat5__pa(m, y->wi1) : 0, 0, n, F, (int)c->act, 0));
         FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->h, 1, d->ff_h, fat5__pa(m, y->wo), n, D, F, 1.0f, 1.0f));
     }
     FAT5__TRY(be->rmsnorm_fwd(ctx, d->out_act, d->r, d->h, fat5__pw(m, m->dec_final_ln), n, (int)D, eps));

@@ -50,6 +50,28 @@ __device__ __forceinline__ act_t fat5_st(float x) { return x; }
 
 #define FAT5_FULL_MASK 0xffffffffu
 
+// One 16-byte load of act_t elements (8 bf16 or 4 fp32, p 16-byte aligned) widened into f[0 ..).
+#define FAT5_VEC_E (16 / (int)sizeof(act_t))
+__device__ __forceinline__ void fat5_ld16(const act_t *p, float *f)
+{
+    const uint4 u = *(const uint4 *)p;
+#if FAT5_ACT_BF16
+    f[0] = __uint_as_float(u.x << 16);
+    f[1] = __uint_as_float(u.x & 0xffff0000u);
+    f[2] = __uint_as_float(u.y << 16);
+    f[3] = __uint_as_float(u.y & 0xffff0000u);
+    f[4] = __uint_as_float(u.z << 16);
+    f[5] = __uint_as_float(u.z & 0xffff0000u);
+    f[6] = __uint_as_float(u.w << 16);
+    f[7] = __uint_as_float(u.w & 0xffff0000u);
+#else
+    f[0] = __uint_as_float(u.x);
+    f[1] = __uint_as_float(u.y);
+    f[2] = __uint_as_float(u.z);
+    f[3] = __uint_as_float(u.w);
+#endif
+}
+
 // Sum / max over the 32 lanes of a warp; every lane gets the result. All 32 lanes must call.
 // The butterfly order is fixed, so results are deterministic.
 __device__ __forceinline__ float fat5_warp_sum(float v)

@@ -105,6 +105,117 @@ __device__ __forceinline__ void fat5_attn_decode_split(act_t *o, float *scratch,
     }
 }
 
+// Phase 0 for rows of G 16-byte vectors (dk = G E, E = FAT5_VEC_E: bf16 head dims 64 and 128, fp32
+// 32 and 64) whose cache rows are 16-byte aligned: the same online softmax and output as
+// fat5_attn_decode_split, but P V reads whole vectors. Lane l holds vector l % G of the row for the
+// keys l / G, l / G + 32 / G, ... of each chunk of 32 keys, so each lane issues all of a chunk's
+// loads at once (instead of one key after another); the 32 / G key slots are added by a fixed
+// butterfly at the end. Deterministic; the sums are in another order than the generic warp's.
+template <int G, int PE>
+__device__ __forceinline__ void fat5_attn_decode_split_v(act_t *o, float *scratch, const act_t *q, const act_t *k,
+                                                         const act_t *v, const float *bias, const int *lut,
+                                                         const int *rows, const int *kv_off, const int *kv_len,
+                                                         const int *pos, long long n, int H, int dk, int kind, int nb,
+                                                         int md, int splits)
+{
+    const int E = FAT5_VEC_E, KG = 32 / G;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    const int dg = lane % G, ks = lane / G;
+    const int h = blockIdx.y, s = blockIdx.x * nwarps + warp;
+    const long long ld = (long long)H * dk;
+    const int p = pos[0];
+    const int causal = (kind & FAT5_ATTN_MASK) == 2;
+    fat5_pb pb;
+    if (PE == FAT5_PE_TABLE) {
+        pb.bias = causal && bias ? bias + h : 0;
+        pb.bstride = H;
+        pb.lut = lut;
+        pb.kind = 2;
+        pb.nb = nb;
+        pb.md = md;
+    } else {
+        pb = fat5_attn_pos<PE>(bias, lut, h, H, kind, nb, md, nwarps * dk, 0);
+    }
+    float *sq = (float *)fat5_smem + warp * dk;
+    if (s >= splits) return;
+    for (long long i = blockIdx.z; i < n; i += gridDim.z) {
+        const int row = rows[i];
+        const int cnt = fat5_decode_count(kind, kv_len, row, p);
+        const int per = fat5_decode_per(cnt, splits), used = fat5_decode_used(cnt, per);
+        if (used <= 1 ? s != 0 : s >= used) continue;
+        const int j0 = s * per, j1 = min(j0 + per, cnt);
+        const act_t *kbase = k + (long long)kv_off[row] * ld + (long long)h * dk;
+        const act_t *vbase = v + (long long)kv_off[row] * ld + (long long)h * dk + dg * E;
+        const act_t *qrow = q + i * ld + (long long)h * dk;
+        float acc[E];
+        float m = -FAT5_INF, lsum = 0.0f;
+        for (int d = lane; d < dk; d += 32) sq[d] = fat5_ld(qrow[d]);
+#pragma unroll
+        for (int e = 0; e < E; e++) acc[e] = 0.0f;
+        __syncwarp();
+        for (int jb = j0; jb < j1; jb += 32) {
+            const int j = jb + lane;
+            float sc = -FAT5_INF;
+            if (j < j1) {
+                const act_t *kr = kbase + (long long)j * ld;
+                float a0 = 0.0f, a1 = 0.0f;  // the pairing of fat5_attn_dot, all G loads at once
+#pragma unroll
+                for (int c2 = 0; c2 < G; c2++) {
+                    float f[E];
+                    fat5_ld16(kr + c2 * E, f);
+#pragma unroll
+                    for (int e = 0; e < E; e += 2) {
+                        a0 = fmaf(sq[c2 * E + e], f[e], a0);
+                        a1 = fmaf(sq[c2 * E + e + 1], f[e + 1], a1);
+                    }
+                }
+                sc = a0 + a1;
+                if (PE != FAT5_PE_TABLE || pb.bias) sc += fat5_pb_bias<PE>(pb, p, j);
+            }
+            const float mnew = fmaxf(m, fat5_warp_max(sc));  // finite: key jb is valid
+            const float corr = expf(m - mnew);                // 0 on the first chunk
+            const float pl = j < j1 ? expf(sc - mnew) : 0.0f;
+            const int c = min(32, j1 - jb);
+            lsum = lsum * corr + pl;
+#pragma unroll
+            for (int e = 0; e < E; e++) acc[e] *= corr;
+#pragma unroll
+            for (int t = 0; t < G; t++) {
+                const int jj = ks + KG * t;
+                const float pj = __shfl_sync(FAT5_FULL_MASK, pl, jj);
+                if (jj < c) {
+                    float f[E];
+                    fat5_ld16(vbase + (long long)(jb + jj) * ld, f);
+#pragma unroll
+                    for (int e = 0; e < E; e++) acc[e] = fmaf(pj, f[e], acc[e]);
+                }
+            }
+            m = mnew;
+        }
+        lsum = fat5_warp_sum(lsum);
+#pragma unroll
+        for (int off = G; off < 32; off <<= 1)
+#pragma unroll
+            for (int e = 0; e < E; e++) acc[e] += __shfl_xor_sync(FAT5_FULL_MASK, acc[e], off);
+        if (used <= 1) {
+            act_t *orow = o + i * ld + (long long)h * dk + dg * E;
+            if (ks == 0)
+#pragma unroll
+                for (int e = 0; e < E; e++) orow[e] = fat5_st(cnt ? acc[e] / lsum : 0.0f);
+        } else {
+            float *part = scratch + ((i * H + h) * FAT5_DECODE_MAX_SPLITS + s) * (long long)(dk + 2);
+            if (lane == 0) {
+                part[0] = m;
+                part[1] = lsum;
+            }
+            if (ks == 0)
+#pragma unroll
+                for (int e = 0; e < E; e++) part[2 + dg * E + e] = acc[e];
+        }
+        __syncwarp();  // sq is rewritten by the next entry
+    }
+}
+
 // Phase 1: one warp per (entry, head) with more than one split of keys: the partials of splits
 // 0 .. used-1 combined in that fixed order (lane s holds split s's max and sum; the sum over lanes
 // is the fixed butterfly), o = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s. Deterministic.
@@ -159,7 +270,12 @@ __device__ __forceinline__ void fat5_attn_decode_split_pe(act_t *o, float *scrat
                                                           const int *pos, long long n, int H, int dk, int kind,
                                                           int nb, int max_distance, int splits)
 {
-    if (dk <= 32)
+    const int vw = fat5_attn_vec_width(dk, k, v);
+    if (vw == FAT5_VEC_E && dk == 8 * FAT5_VEC_E)
+        fat5_attn_decode_split_v<8, PE>(FAT5_DECODE_ARGS);
+    else if (vw == FAT5_VEC_E && dk == 16 * FAT5_VEC_E)
+        fat5_attn_decode_split_v<16, PE>(FAT5_DECODE_ARGS);
+    else if (dk <= 32)
         fat5_attn_decode_split<1, PE>(FAT5_DECODE_ARGS);
     else if (dk <= 64)
         fat5_attn_decode_split<2, PE>(FAT5_DECODE_ARGS);

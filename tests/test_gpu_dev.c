@@ -264,13 +264,17 @@ done:
 // |got - ref| <= rel * (|alpha| sum_k |a_k b_k| + |beta c0|) + out_rel * |ref|: the first term
 // bounds fp32 accumulation (K = 45 terms: ~K * 2^-24 < 1e-5), the second the rounding of a bf16
 // output (half an ulp: 2^-8 relative).
-static void gd_mm_case(fat5_test *T, fat5_dtype dt, fat5__mm_layout layout, int c_f32) {
+// M = 37 rows go to cuBLAS; NT products of M <= FAT5__MM_ROWS rows to fat5_mm (K = 64: 16-byte
+// loads; K = 45: one element at a time).
+enum { GD_MM_MAXM = 37, GD_MM_MAXK = 64 };
+static void gd_mm_case(fat5_test *T, fat5_dtype dt, fat5__mm_layout layout, int c_f32, int M, int K) {
     static const char *const lname[3] = {"NT", "NN", "TN"};
-    enum { M = 37, N = 19, K = 45 };
+    enum { N = 19 };
     fat5_ctx *ctx = NULL;
     fat5__dptr dA = 0, dB = 0, dC = 0;
-    float A[M * K], B[N * K], C0[M * N], ref[M * N], mag[M * N], got[M * N], Ab[M * K], Bb[N * K];
-    uint16_t h16[M * K];
+    static float A[GD_MM_MAXM * GD_MM_MAXK], B[N * GD_MM_MAXK], C0[GD_MM_MAXM * N], ref[GD_MM_MAXM * N];
+    static float mag[GD_MM_MAXM * N], got[GD_MM_MAXM * N], Ab[GD_MM_MAXM * GD_MM_MAXK], Bb[N * GD_MM_MAXK];
+    static uint16_t h16[GD_MM_MAXM * GD_MM_MAXK];
     int bf16 = dt == FAT5_DTYPE_BF16, out16 = bf16 && !c_f32, pass, i;
     size_t act = bf16 ? 2 : 4, csz = out16 ? 2 : 4;
     fat5_rng r = fat5_rng_init(1234 + (uint64_t)layout * 10 + (uint64_t)c_f32);
@@ -288,8 +292,8 @@ static void gd_mm_case(fat5_test *T, fat5_dtype dt, fat5__mm_layout layout, int 
         for (i = 0; i < N * K; i++) h16[i] = gd_bf16(B[i]);
         GD_OK(T, ctx, fat5__dev_upload(ctx, dB, h16, N * K * 2));
     } else {
-        GD_OK(T, ctx, fat5__dev_upload(ctx, dA, A, sizeof A));
-        GD_OK(T, ctx, fat5__dev_upload(ctx, dB, B, sizeof B));
+        GD_OK(T, ctx, fat5__dev_upload(ctx, dA, A, (size_t)(M * K) * 4));
+        GD_OK(T, ctx, fat5__dev_upload(ctx, dB, B, (size_t)(N * K) * 4));
     }
     // the CPU reference on the same buffers read with the layout's shapes; |a||b| sums for the bound
     for (i = 0; i < M * K; i++) Ab[i] = fabsf(A[i]);
@@ -318,6 +322,8 @@ static void gd_mm_case(fat5_test *T, fat5_dtype dt, fat5__mm_layout layout, int 
             GD_OK(T, ctx, fat5__dev_upload(ctx, dC, got, M * N * 4));
         }
         GD_OK(T, ctx, fat5__gpu_mm(ctx, layout, dC, c_f32, dA, dB, M, N, K, alpha, beta));
+        FAT5_CHECK_MSG(T, (ctx->gpu->last_kernel == FAT5__K_mm) == (layout == FAT5__MM_NT && M <= ctx->gpu->mm_rows),
+                       "M=%d: fat5_mm ran %s", M, ctx->gpu->last_kernel == FAT5__K_mm ? "yes" : "no");
         if (out16) {
             GD_OK(T, ctx, fat5__dev_download(ctx, h16, dC, M * N * 2));
             for (i = 0; i < M * N; i++) got[i] = fat5__bf16_to_f32(h16[i]);
@@ -336,9 +342,9 @@ static void gd_mm_case(fat5_test *T, fat5_dtype dt, fat5__mm_layout layout, int 
             if (err / bound > worst || err != err) worst = err != err ? INFINITY : err / bound;
         }
         FAT5_CHECK_MSG(T, bad == 0,
-                       "%s %s c_f32=%d alpha=%g beta=%g: %d of %d elements off (first [%d,%d]: got %.9g, "
+                       "%s %s M=%d K=%d c_f32=%d alpha=%g beta=%g: %d of %d elements off (first [%d,%d]: got %.9g, "
                        "want %.9g); worst err/bound %.3g",
-                       bf16 ? "bf16" : "fp32", lname[layout], c_f32, (double)alpha, (double)beta, bad,
+                       bf16 ? "bf16" : "fp32", lname[layout], M, K, c_f32, (double)alpha, (double)beta, bad,
                        M * N, first < 0 ? 0 : first / N, first < 0 ? 0 : first % N,
                        first < 0 ? 0.0 : (double)got[first],
                        first < 0 ? 0.0 : (double)alpha * ref[first] + (double)beta * C0[first], worst);
@@ -350,21 +356,20 @@ done:
     fat5_ctx_destroy(ctx);
 }
 
-static void t_gpu_dev_mm_fp32(fat5_test *T) {
-    int l;
-    for (l = 0; l < 3 && !T->skipped; l++) {
-        gd_mm_case(T, FAT5_DTYPE_FP32, (fat5__mm_layout)l, 1);
-        if (!T->skipped) gd_mm_case(T, FAT5_DTYPE_FP32, (fat5__mm_layout)l, 0);
-    }
+// every layout on cuBLAS (37 rows); NT with 1, 5 and 16 rows on fat5_mm, K = 64 and 45
+static void gd_mm_all(fat5_test *T, fat5_dtype dt) {
+    static const int few[3] = {1, 5, 16}, ks[2] = {64, 45};
+    int l, c, i, k;
+    for (l = 0; l < 3 && !T->skipped; l++)
+        for (c = 1; c >= 0 && !T->skipped; c--) gd_mm_case(T, dt, (fat5__mm_layout)l, c, GD_MM_MAXM, 45);
+    for (i = 0; i < 3 && !T->skipped; i++)
+        for (k = 0; k < 2 && !T->skipped; k++)
+            for (c = 1; c >= 0 && !T->skipped; c--) gd_mm_case(T, dt, FAT5__MM_NT, c, few[i], ks[k]);
 }
 
-static void t_gpu_dev_mm_bf16(fat5_test *T) {
-    int l;
-    for (l = 0; l < 3 && !T->skipped; l++) {
-        gd_mm_case(T, FAT5_DTYPE_BF16, (fat5__mm_layout)l, 1);
-        if (!T->skipped) gd_mm_case(T, FAT5_DTYPE_BF16, (fat5__mm_layout)l, 0);
-    }
-}
+static void t_gpu_dev_mm_fp32(fat5_test *T) { gd_mm_all(T, FAT5_DTYPE_FP32); }
+
+static void t_gpu_dev_mm_bf16(fat5_test *T) { gd_mm_all(T, FAT5_DTYPE_BF16); }
 
 // ---------------------------------------------------------------------------------------------
 // target choice and cache directory (pure logic)

@@ -1098,6 +1098,14 @@ static void t_gpu_decode_attn(fat5_test *T) {
         {FAT5__ATTN_CAUSAL, 2, 2, 2, 48, 32, 128, 3001, 40, NULL, 3001},    // many splits, few keys
         {FAT5__ATTN_CROSS, 5, 7, 3, 37, 32, 128, 3000, 0, lens, 3000},
         {FAT5__ATTN_CROSS, 5, 5, 2, 130, 32, 128, 3000, 0, lens, 128},
+        // 16-byte rows (bf16 head dims 64 and 128, fp32 32 and 64): whole-vector P V
+        {FAT5__ATTN_CAUSAL, 2, 3, 2, 128, 32, 128, 300, 257, NULL, 300},
+        {FAT5__ATTN_CAUSAL, 3, 2, 3, 32, 32, 128, 130, 100, NULL, 130},
+        {FAT5__ATTN_CAUSAL, 2, 2, 2, 64, 32, 128, 129, 5, NULL, 129},
+        {FAT5__ATTN_CROSS, 5, 7, 2, 64, 32, 128, 3000, 0, lens, 3000},
+        {FAT5__ATTN_CROSS, 5, 6, 3, 128, 32, 128, 3000, 0, lens, 512},
+        {FAT5__ATTN_CAUSAL | FAT5__ATTN_FIRE, 2, 3, 2, 64, 8, 16, 200, 140, NULL, 200},
+        {FAT5__ATTN_CAUSAL | FAT5__ATTN_ALIBI, 2, 2, 4, 32, 0, 0, 90, 60, NULL, 90},
         // the position schemes (causal only): ALiBi of 3 and 4 heads, FIRE of widths 8 and 33
         {FAT5__ATTN_CAUSAL | FAT5__ATTN_ALIBI, 3, 4, 3, 37, 0, 0, 3001, 2998, NULL, 3001},
         {FAT5__ATTN_CAUSAL | FAT5__ATTN_ALIBI, 2, 3, 4, 64, 0, 0, 64, 20, NULL, 64},
@@ -1218,6 +1226,142 @@ static void t_gpu_decode_cache(fat5_test *T) {
                 tg_down_f32(&g, (float *)x, xd, 1000);
                 FAT5_CHECK_MSG(T, g.err || !memcmp(x, want, sizeof x), "[%s] add_i32", g.mode);
             }
+        }
+        tg_end(&g);
+    }
+}
+
+// ----- mm.cu: norm_mm -----
+
+typedef struct tg_nmm_cfg {
+    int T, N, K, S;  // rows, outputs per weight, inputs, weights (act < 0)
+    int act;         // -1: plain products; else the activation (gated when S == 2)
+    int cache;       // act < 0, S == 3: the second and third outputs go to cache rows
+} tg_nmm_cfg;
+
+// norm_mm against the CPU twin. The GPU rounds the normalised rows to the activation dtype before
+// the products (as rmsnorm_fwd + mm do), the CPU twin does not, so the bound per output is
+// u (sum_k |xn_k w_k|) for that rounding plus the output's own rounding, u = 2^-8 in bf16 (1e-5 in
+// fp32: fp32 sums); the magnitudes come from the twin run on |x|, |g|, |W| (the norm of |x| is the
+// norm of x). Gated: a = xn W0, b = xn W1 each within 2u mag (its rounding and the inputs'), so
+// |act(a) b - ref| <= 2u (1.13 |b| mag_a + (|a| + 2u mag_a) mag_b) + u |ref| (1.13 bounds the
+// activations' slopes). Cache rows start at a sentinel that every row not written must keep.
+static void tg_nmm_case(tg *g, const tg_nmm_cfg *c, fat5_rng *rng) {
+    const int T = c->T, N = c->N, K = c->K, S = c->act >= 0 ? (c->S == 2 ? 2 : 1) : c->S, cap = 9;
+    const int rows_n = T + 3, nc = rows_n * cap;   // cache rows: T + 3 sequences of cap positions
+    const double u = g->bf16 ? 1.0 / 256 : 1e-5, ur = g->bf16 ? 1.0 / 256 : 1e-6;
+    float *x = tg_f(g, (size_t)T * K), *gw = tg_f(g, (size_t)K), *w = tg_f(g, (size_t)3 * N * K);
+    float *xa = tg_f(g, (size_t)T * K), *ga = tg_f(g, (size_t)K), *wa = tg_f(g, (size_t)3 * N * K);
+    float *ref[3], *got = tg_f(g, (size_t)nc * N), *mag[3], *ab[2];
+    int32_t *rows = tg_i(g, (size_t)T), *kv_off = tg_i(g, (size_t)rows_n), pos = 4;
+    fat5__dptr xd, gd, wd[3] = {0, 0, 0}, yd[3] = {0, 0, 0}, rd = 0, od = 0, pd = 0;
+    size_t i, ny[3];
+    int s, bad = 0, first = -1;
+    double worst = 0;
+    char what[160];
+    for (s = 0; s < 3; s++) {
+        ny[s] = (size_t)(c->cache && s > 0 ? nc : T) * N;
+        ref[s] = tg_f(g, ny[s]);
+        mag[s] = tg_f(g, ny[s]);
+    }
+    ab[0] = tg_f(g, (size_t)T * N);
+    ab[1] = tg_f(g, (size_t)T * N);
+    tg_fill(rng, x, (size_t)T * K, 3.0);
+    tg_fill(rng, gw, (size_t)K, 1.5);
+    tg_fill(rng, w, (size_t)3 * N * K, 1.0 / sqrt((double)K));
+    tg_round(g, w, (size_t)3 * N * K);
+    for (i = 0; i < (size_t)T * K; i++) xa[i] = fabsf(x[i]);
+    for (i = 0; i < (size_t)K; i++) ga[i] = fabsf(gw[i]);
+    for (i = 0; i < (size_t)3 * N * K; i++) wa[i] = fabsf(w[i]);
+    for (i = 0; i < (size_t)T; i++) rows[i] = (int32_t)((3 * i + 2) % (size_t)T);  // a permutation of 0 .. T-1
+    for (i = 0; i < (size_t)rows_n; i++) kv_off[i] = (int32_t)((rows_n - 1 - i) * cap);
+    for (s = 0; s < 3; s++)
+        for (i = 0; i < ny[s]; i++) ref[s][i] = 7.0f;   // the sentinel (cache rows not written keep it)
+    xd = tg_up_f32(g, x, (size_t)T * K);
+    gd = tg_up_f32(g, gw, (size_t)K);
+    for (s = 0; s < S; s++) {
+        wd[s] = tg_up_act(g, w + (size_t)s * N * K, (size_t)N * K);
+        yd[s] = tg_up_act(g, ref[s], ny[s]);
+    }
+    if (c->cache) {
+        rd = tg_up_i32(g, rows, (size_t)T);
+        od = tg_up_i32(g, kv_off, (size_t)rows_n);
+        pd = tg_up_i32(g, &pos, 1);
+    }
+    if (g->err) return;
+#define TG_W(a, s) (s < S ? A_((a) + (size_t)(s) * N * K) : 0)
+    if (c->act < 0) {
+        fat5__cpu_norm_mm(g->ctx, A_(ref[0]), A_(ref[1]), A_(ref[2]), A_(x), A_(gw), TG_W(w, 0), TG_W(w, 1), TG_W(w, 2),
+                          T, N, K, 1e-6f, -1, c->cache ? A_(rows) : 0, A_(kv_off), A_(&pos));
+        fat5__cpu_norm_mm(g->ctx, A_(mag[0]), A_(mag[1]), A_(mag[2]), A_(xa), A_(ga), TG_W(wa, 0), TG_W(wa, 1),
+                          TG_W(wa, 2), T, N, K, 1e-6f, -1, c->cache ? A_(rows) : 0, A_(kv_off), A_(&pos));
+    } else {
+        fat5__cpu_norm_mm(g->ctx, A_(ref[0]), 0, 0, A_(x), A_(gw), TG_W(w, 0), TG_W(w, 1), 0, T, N, K, 1e-6f, c->act,
+                          0, 0, 0);
+        fat5__cpu_norm_mm(g->ctx, A_(ab[0]), A_(ab[1]), 0, A_(x), A_(gw), TG_W(w, 0), TG_W(w, 1), 0, T, N, K, 1e-6f,
+                          -1, 0, 0, 0);
+        fat5__cpu_norm_mm(g->ctx, A_(mag[0]), A_(mag[1]), 0, A_(xa), A_(ga), TG_W(wa, 0), TG_W(wa, 1), 0, T, N, K,
+                          1e-6f, -1, 0, 0, 0);
+    }
+#undef TG_W
+    if (!tg_ok(g, fat5__gpu_norm_mm(g->ctx, yd[0], yd[1], yd[2], xd, gd, wd[0], wd[1], wd[2], T, N, K, 1e-6f, c->act,
+                                    rd, od, pd)))
+        return;
+    for (s = 0; s < (c->act >= 0 ? 1 : S) && !g->err; s++) {
+        tg_down_act(g, got, yd[s], ny[s]);
+        for (i = 0; i < ny[s] && !g->err; i++) {
+            double want = ref[s][i], e = fabs((double)got[i] - want), bound;
+            if (c->act < 0) {
+                bound = u * mag[s][i] + ur * fabs(want) + 1e-30;
+            } else {
+                double a = ab[0][i], b = ab[1][i], ma = mag[0][i], mb = mag[1][i];
+                bound = S == 2 ? 2 * u * (1.13 * fabs(b) * ma + (fabs(a) + 2 * u * ma) * mb) : 2.26 * u * ma;
+                bound += (u + 1e-5) * fabs(want) + 1e-30;
+            }
+            if (!(e <= bound)) {
+                if (first < 0) first = (int)i;
+                bad++;
+            }
+            if (e / bound > worst || e != e) worst = e != e ? INFINITY : e / bound;
+        }
+        snprintf(what, sizeof what, "norm_mm T=%d N=%d K=%d S=%d act=%d cache=%d output %d", T, N, K, c->S, c->act,
+                 c->cache, s);
+        FAT5_CHECK_MSG(g->T, bad == 0, "[%s] %s: %d of %zu off (first %d: got %.9g, want %.9g); worst err/bound %.3g",
+                       g->mode, what, bad, ny[s], first, first < 0 ? 0.0 : (double)got[first],
+                       first < 0 ? 0.0 : (double)ref[s][first], worst);
+        bad = 0, first = -1, worst = 0;
+    }
+}
+
+static void t_gpu_norm_mm(fat5_test *T) {
+    // T, N, K, S, act, cache: one row with the cache write (the decoder's q | k | v); row groups of
+    // 16 (5, 16, 37 rows); N odd (a warp's two outputs in two weights); K = 36 and 40 (bf16: one
+    // element at a time / 16-byte loads); gated GELU and plain ReLU; the FAT5-small width
+    static const tg_nmm_cfg cfgs[] = {
+        {1, 24, 64, 3, -1, 1}, {5, 40, 64, 3, -1, 1},  {16, 8, 40, 1, -1, 0},  {37, 19, 36, 2, -1, 0},
+        {3, 33, 64, 2, 2, 0},  {17, 16, 72, 1, 0, 0},  {2, 64, 512, 3, -1, 0}, {1, 96, 512, 2, 3, 0},
+    };
+    int mode;
+    size_t ci;
+    for (mode = 0; mode < 2; mode++) {
+        fat5_rng rng = fat5_rng_init(1700 + (uint64_t)mode);
+        tg g;
+        if (!tg_begin(&g, T, mode)) return;
+        for (ci = 0; ci < sizeof cfgs / sizeof cfgs[0] && !g.err; ci++) {
+            int nd = g.ndev, nh = g.nhost;
+            tg_nmm_case(&g, &cfgs[ci], &rng);
+            tg_release(&g, nd, nh);
+        }
+        // what the op refuses
+        if (!g.err) {
+            FAT5_CHECK(T, fat5__gpu_norm_mm(g.ctx, 1, 1, 1, 1, 1, 1, 1, 1, 1, 8, 8, 1e-6f, 2, 0, 0, 0) ==
+                              FAT5_ERR_INVALID_ARG);   // an activation with three weights
+            FAT5_CHECK(T, fat5__gpu_norm_mm(g.ctx, 1, 0, 0, 1, 1, 1, 1, 0, 1, 8, 8, 1e-6f, -1, 0, 0, 0) ==
+                              FAT5_ERR_INVALID_ARG);   // w1 without y1
+            FAT5_CHECK(T, fat5__gpu_norm_mm(g.ctx, 1, 1, 1, 1, 1, 1, 1, 1, 1, 8, 8, 1e-6f, -1, 1, 0, 0) ==
+                              FAT5_ERR_INVALID_ARG);   // cache rows without kv_off and pos
+            FAT5_CHECK(T, fat5__gpu_norm_mm(g.ctx, 1, 0, 0, 1, 1, 1, 0, 0, -1, 8, 8, 1e-6f, -1, 0, 0, 0) ==
+                              FAT5_ERR_INVALID_ARG);   // negative T
         }
         tg_end(&g);
     }
@@ -1575,4 +1719,4 @@ static void t_gpu_block_sum(fat5_test *T) {
 #define FAT5_TESTS_GPU_OPS(X)                                                                                \
     X(gpu_util) X(gpu_embed) X(gpu_rmsnorm) X(gpu_colsum) X(gpu_act) X(gpu_attn) X(gpu_attn_edge) X(gpu_xent)    \
     X(gpu_decode_attn) X(gpu_decode_cache) X(gpu_attn_posenc) X(gpu_fire_reduce) X(gpu_rope)                   \
-    X(gpu_attn_patterns) X(gpu_attn_tc) X(gpu_block_sum)
+    X(gpu_attn_patterns) X(gpu_attn_tc) X(gpu_block_sum) X(gpu_norm_mm)

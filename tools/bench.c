@@ -350,6 +350,152 @@ static int bench_generate(void) {
     return rc;
 }
 
+// ---- decode: the decode step op by op (the profile behind `generate`) ----
+// Each op of a decode step is captured 20 times into one CUDA graph and the graph replayed, so the
+// time per op includes what a graph launch of it costs inside the step; the step itself is its
+// own graph (as fat5_generate replays it). Cache position 64 of 129, inputs of 512 tokens.
+#define BENCH_OP_REPS 20
+
+static fat5_status bench_decode_op(fat5_ctx *ctx, fat5_decoder *d, int op, int64_t n) {
+    fat5_model *m = d->m;
+    const fat5__backend *be = d->be;
+    const fat5_model_config *c = &m->cfg;
+    const fat5__layer *y = &m->dec[0];
+    int64_t D = c->d_model, I = c->num_heads * c->d_kv, F = c->d_ff, V = c->vocab_size;
+    int H = (int)c->num_heads, dk = (int)c->d_kv;
+    fat5__pos_args p = fat5__model_pos(m, y, FAT5__ATTN_CAUSAL, NULL);
+    float eps = (float)c->layer_norm_eps;
+    switch (op) {
+    case 0: return be->embed_fwd(ctx, d->h, fat5__pw(m, m->shared), d->tok, n, (int)D);
+    case 1:
+        return be->norm_mm(ctx, d->q, d->kc[0], d->vc[0], d->h, fat5__pw(m, y->ln_sa), fat5__pa(m, y->q),
+                           fat5__pa(m, y->k), fat5__pa(m, y->v), n, (int)I, (int)D, eps, -1, d->rows, d->self_off,
+                           d->pos_d);
+    case 2:
+        return be->attn_decode(ctx, d->att, d->q, d->kc[0], d->vc[0], p.bias, d->lut_causal, d->rows, d->self_off, 0,
+                               d->pos_d, n, H, dk, p.kind, p.nb, p.md, (int)d->max_len, d->attn_scratch);
+    case 3: return be->mm(ctx, FAT5__MM_NT, d->h, 1, d->att, fat5__pa(m, y->o), n, D, I, 1.0f, 1.0f);
+    case 4:
+        return be->norm_mm(ctx, d->q, 0, 0, d->h, fat5__pw(m, y->ln_ca), fat5__pa(m, y->cq), 0, 0, n, (int)I, (int)D,
+                           eps, -1, 0, 0, 0);
+    case 5:
+        return be->attn_decode(ctx, d->att, d->q, d->ck[0], d->cv[0], 0, d->lut_causal, d->rows, d->cross_off,
+                               d->cross_len, d->pos_d, n, H, dk, FAT5__ATTN_CROSS, 0, 0, (int)d->max_te, d->attn_scratch);
+    case 6:
+        return be->norm_mm(ctx, d->ff_h, 0, 0, d->h, fat5__pw(m, y->ln_ff), fat5__pa(m, y->wi0), fat5__pa(m, y->wi1),
+                           0, n, (int)F, (int)D, eps, (int)c->act, 0, 0, 0);
+    case 7: return be->mm(ctx, FAT5__MM_NT, d->h, 1, d->ff_h, fat5__pa(m, y->wo), n, D, F, 1.0f, 1.0f);
+    case 8: return be->rmsnorm_fwd(ctx, d->out_act, d->r, d->h, fat5__pw(m, m->dec_final_ln), n, (int)D, eps);
+    case 9:
+        return be->mm(ctx, FAT5__MM_NT, d->logits, 1, d->out_act, fat5__pa(m, m->lm_head), n, V, D, 1.0f, 0.0f);
+    default: return fat5__decoder_step_dev(d, n);
+    }
+}
+
+// the ops of bench_decode_op in step order, and how many a step runs (per layer x layers, or once);
+// "step" is the whole step's graph replayed back to back, "step + read" each replay followed by a
+// 4-byte download and a synchronisation, as fat5_generate does between steps
+#define BENCH_DEC_OPS 12
+static const char *const bench_op_names[BENCH_DEC_OPS] = {
+    "embed", "norm_mm q|k|v -> cache", "attn_decode causal", "mm o + h", "norm_mm cq", "attn_decode cross",
+    "mm co + h", "norm_mm wi0|wi1 gated", "mm wo + h", "rmsnorm (final)", "mm lm_head", "step"};
+static const int bench_op_of[BENCH_DEC_OPS] = {0, 1, 2, 3, 4, 5, 3, 6, 7, 8, 9, 10};
+
+static int bench_time_graph(fat5_ctx *ctx, fat5_decoder *d, int op, int64_t n, int read, double *us) {
+    void *exec = NULL;
+    int i, step = op == 10, reps = step ? 1 : BENCH_OP_REPS, runs = step ? 32 : 10;
+    int32_t pos = step ? 40 : 64, flag = 0;
+    double t0;
+    fat5_status st = FAT5_OK;
+    if (fat5__dev_upload(ctx, d->pos_d, &pos, 4) || fat5__dev_sync(ctx) || fat5__dev_capture_begin(ctx)) return 1;
+    for (i = 0; i < reps && !st; i++) st = bench_decode_op(ctx, d, op, n);
+    if (st) {
+        fat5__dev_capture_end(ctx, 0, &exec);
+        return 1;
+    }
+    if (fat5__dev_capture_end(ctx, 1, &exec) || fat5__dev_graph_launch(ctx, exec) || fat5__dev_sync(ctx)) {
+        fat5__dev_graph_destroy(ctx, exec);
+        return 1;
+    }
+    t0 = bench_now();
+    for (i = 0; i < runs && !st; i++) {
+        st = fat5__dev_graph_launch(ctx, exec);
+        if (read && !st) st = fat5__dev_download(ctx, &flag, d->pos_d, 4);
+        if (read && !st) st = fat5__dev_sync(ctx);
+    }
+    if (!st) st = fat5__dev_sync(ctx);
+    *us = (bench_now() - t0) * 1e6 / ((double)runs * reps);
+    fat5__dev_graph_destroy(ctx, exec);
+    return st != FAT5_OK;
+}
+
+static int bench_decode(void) {
+    static const char *cfg_json =
+        "{\"d_model\": 512, \"d_ff\": 2048, \"d_kv\": 64, \"num_heads\": 8, \"num_layers\": 12,"
+        " \"num_decoder_layers\": 12, \"vocab_size\": 32768, \"feed_forward_proj\": \"gated-gelu\","
+        " \"tie_word_embeddings\": false}";
+    const int64_t Le = 512, batches[2] = {1, 64};
+    fat5_ctx_config cc = fat5_ctx_config_default();
+    fat5_ctx *ctx = NULL;
+    fat5_model_config cfg;
+    fat5_model *m = NULL;
+    fat5_decoder *d = NULL;
+    fat5_rng r = fat5_rng_init(5);
+    int32_t *tok = (int32_t *)malloc((size_t)(64 * Le) * 4), cu[65], *h32 = (int32_t *)malloc(64 * 4);
+    int bi, op, rc = 1;
+    int64_t i;
+    cc.device = FAT5_DEVICE_GPU;
+    cc.dtype = FAT5_DTYPE_BF16;
+    if (!tok || !h32 || fat5_ctx_create(&cc, &ctx) != FAT5_OK) {
+        fprintf(stderr, "bench: %s\n", ctx ? fat5_last_error(ctx) : "out of memory");
+        goto done;
+    }
+    for (i = 0; i < 64 * Le; i++) tok[i] = (int32_t)fat5_rng_below(&r, 32000) + 2;
+    for (i = 0; i <= 64; i++) cu[i] = (int32_t)(i * Le);
+    if (fat5_model_config_from_json(ctx, cfg_json, strlen(cfg_json), &cfg) || fat5_model_create(ctx, &cfg, 1, &m) ||
+        fat5_model_set_training(m, 0) || fat5_decoder_create(m, 64, 64 * Le, 129, &d)) {
+        bench_fail(ctx, "decode model");
+        goto done;
+    }
+    for (bi = 0; bi < 2; bi++) {
+        int64_t B = batches[bi], L = cfg.num_decoder_layers;
+        const int64_t per_step[BENCH_DEC_OPS] = {1, L, L, L, L, L, L, L, L, 1, 1, 1};
+        double sum = 0, us = 0;
+        if (fat5_decoder_start(d, tok, cu, B, 1)) {
+            bench_fail(ctx, "decode start");
+            goto done;
+        }
+        for (i = 0; i < B; i++) h32[i] = (int32_t)i;
+        if (fat5__dev_upload(ctx, d->rows, h32, (size_t)B * 4) || fat5__dev_upload(ctx, d->tok, h32, (size_t)B * 4)) {
+            bench_fail(ctx, "decode rows");
+            goto done;
+        }
+        for (op = 0; op <= BENCH_DEC_OPS; op++) {
+            int k = op < BENCH_DEC_OPS ? bench_op_of[op] : 10;
+            if (bench_time_graph(ctx, d, k, B, op == BENCH_DEC_OPS, &us)) {
+                bench_fail(ctx, op < BENCH_DEC_OPS ? bench_op_names[op] : "step + read");
+                goto done;
+            }
+            if (op < BENCH_DEC_OPS - 1) sum += us * (double)per_step[op];
+            printf("{\"bench\": \"decode\", \"dtype\": \"bf16\", \"batch\": %lld, \"op\": \"%s\", \"us\": %.2f, "
+                   "\"per_step\": %lld, \"us_per_step\": %.1f}\n",
+                   (long long)B, op < BENCH_DEC_OPS ? bench_op_names[op] : "step + read", us,
+                   (long long)(op < BENCH_DEC_OPS ? per_step[op] : 1), us * (double)(op < BENCH_DEC_OPS ? per_step[op] : 1));
+            fflush(stdout);
+        }
+        printf("{\"bench\": \"decode\", \"dtype\": \"bf16\", \"batch\": %lld, \"op\": \"sum of the ops\", "
+               "\"us_per_step\": %.1f}\n", (long long)B, sum);
+    }
+    rc = 0;
+done:
+    fat5_decoder_destroy(d);
+    fat5_model_destroy(m);
+    fat5_ctx_destroy(ctx);
+    free(tok);
+    free(h32);
+    return rc;
+}
+
 static int bench_long(fat5_ctx *ctx) {
     static const char *cfg_json =
         "{\"d_model\": 768, \"d_ff\": 3072, \"d_kv\": 64, \"num_heads\": 12, \"num_layers\": 12,"
@@ -416,13 +562,14 @@ int main(int argc, char **argv) {
     fat5_ctx *ctx = NULL;
     int rc = 0;
     if (strcmp(what, "attn") && strcmp(what, "step") && strcmp(what, "ul2") && strcmp(what, "generate") &&
-        strcmp(what, "long") && strcmp(what, "all")) {
-        fprintf(stderr, "usage: bench [attn|step|ul2|generate|long|all]\n");
+        strcmp(what, "long") && strcmp(what, "decode") && strcmp(what, "all")) {
+        fprintf(stderr, "usage: bench [attn|step|ul2|generate|decode|long|all]\n");
         return 2;
     }
     if (!strcmp(what, "ul2") || !strcmp(what, "all")) rc |= bench_ul2();   // CPU only
     if (!strcmp(what, "ul2")) return rc;
     if (!strcmp(what, "generate")) return bench_generate();
+    if (!strcmp(what, "decode")) return bench_decode();
     cc.device = FAT5_DEVICE_GPU;
     cc.dtype = FAT5_DTYPE_BF16;
     if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) {
@@ -435,5 +582,6 @@ int main(int argc, char **argv) {
     if (!strcmp(what, "long") || !strcmp(what, "all")) rc |= bench_long(ctx);
     fat5_ctx_destroy(ctx);
     if (!strcmp(what, "all")) rc |= bench_generate();   // its own contexts: bf16 and fp32
+    if (!strcmp(what, "all")) rc |= bench_decode();
     return rc;
 }
