@@ -50,6 +50,7 @@
 //     FAT5_SYNC_LAUNCHES=1     synchronise after every kernel launch (errors name the kernel)
 //     FAT5_ATTN_TC=0           bf16 attention forward on the exact FMA kernels, not tensor cores
 //     FAT5_MM_ROWS=0           products of a few rows (decoding) on cuBLAS too, not fat5_mm
+//     FAT5_PDL=0               decode-step kernels launch plainly, not as programmatic dependents
 //     CUDA_HOME                also searched for libcuda, libnvrtc and libcublas
 //
 // Errors: every fallible call returns a fat5_status (FAT5_OK = 0, negative on error); the message,
@@ -2533,6 +2534,26 @@ typedef fat5__CUresult (*fat5__PFN_cuLaunchKernel)(fat5__CUfunction fn, unsigned
                                                    unsigned int by, unsigned int bz,
                                                    unsigned int smem, fat5__CUstream stream,
                                                    void **params, void **extra);
+// cuLaunchKernelEx (CUDA 12; optional): only programmatic dependent launch is used. The two structs
+// mirror CUlaunchConfig and CUlaunchAttribute (id, padding, a 64-byte value union).
+typedef struct fat5__CUlaunchAttribute {
+    int id;
+    char pad[4];
+    union {
+        char bytes[64];
+        int i;
+        long long align_;
+    } value;
+} fat5__CUlaunchAttribute;
+typedef struct fat5__CUlaunchConfig {
+    unsigned int gx, gy, gz, bx, by, bz, smem;
+    fat5__CUstream stream;
+    fat5__CUlaunchAttribute *attrs;
+    unsigned int n_attrs;
+} fat5__CUlaunchConfig;
+#define FAT5__CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION 6
+typedef fat5__CUresult (*fat5__PFN_cuLaunchKernelEx)(const fat5__CUlaunchConfig *config, fat5__CUfunction fn,
+                                                     void **args, void **extra);
 typedef fat5__CUresult (*fat5__PFN_cuMemAlloc)(fat5__dptr *p, size_t bytes);
 typedef fat5__CUresult (*fat5__PFN_cuMemFree)(fat5__dptr p);
 typedef fat5__CUresult (*fat5__PFN_cuMemGetInfo)(size_t *free_b, size_t *total_b);
@@ -2726,6 +2747,8 @@ struct fat5__gpu {
     int sync_launches;             // FAT5_SYNC_LAUNCHES=1
     int attn_tc;                   // bf16 attention forward on tensor cores (FAT5_ATTN_TC=0: off)
     int mm_rows;                   // NT products of at most this many rows run fat5_mm (FAT5_MM_ROWS=0: none)
+    fat5__PFN_cuLaunchKernelEx launch_ex;  // cuLaunchKernelEx, or NULL (older drivers)
+    int pdl;                       // decode-step kernels launch as programmatic dependents (sm_90+; FAT5_PDL=0: off)
 };
 #undef FAT5__GPU_FIELD
 
@@ -3506,6 +3529,9 @@ static fat5_status fat5__dev_open(fat5_ctx *ctx) {
                                    g->dev) != FAT5__CUDA_SUCCESS)
         g->smem_optin = 48 * 1024;
     if ((st = fat5__dev_choose_arch(ctx, g, g->cc_major * 10 + g->cc_minor)) != FAT5_OK) goto fail;
+    g->launch_ex = (fat5__PFN_cuLaunchKernelEx)fat5__dev_sym(g->lib_cuda, "cuLaunchKernelEx");
+    env = getenv("FAT5_PDL");
+    g->pdl = g->launch_ex && g->cc_major >= 9 && !(env && !strcmp(env, "0"));
 
     // 4. context (the primary one, which cuBLAS also uses) and the stream
     if ((st = fat5__dev_check(ctx, g->cu.cuDevicePrimaryCtxRetain(&g->cuctx, g->dev),
@@ -3763,6 +3789,15 @@ static FAT5__UNUSED size_t fat5__dev_act_size(const fat5_ctx *ctx) {
     return ctx->cfg.dtype == FAT5_DTYPE_BF16 ? 2 : 4;
 }
 
+// The kernels of a decode step, which begin with fat5_pdl_begin (kernels/00_common.cu): on sm_90+
+// they launch as programmatic dependents, so that the launch of each overlaps the end of the one
+// before it (a step is ~100 short kernels; graphs alone leave ~1.5 us between them).
+static int fat5__dev_pdl_kernel(int k) {
+    return k == FAT5__K_embed_fwd || k == FAT5__K_rmsnorm_fwd || k == FAT5__K_norm_mm || k == FAT5__K_mm ||
+           k == FAT5__K_attn_decode || k == FAT5__K_attn_decode_alibi || k == FAT5__K_attn_decode_fire ||
+           k == FAT5__K_cache_write || k == FAT5__K_add_i32 || k == FAT5__K_gen_process || k == FAT5__K_gen_select;
+}
+
 // Queues kernel `kernel` (a FAT5__K_ id) on the stream. args: the kernel's parameters, one pointer
 // per parameter. Dynamic shared memory above 48 KiB is opted into automatically.
 static FAT5__UNUSED fat5_status fat5__dev_launch(fat5_ctx *ctx, int kernel, unsigned gx, unsigned gy,
@@ -3793,7 +3828,22 @@ static FAT5__UNUSED fat5_status fat5__dev_launch(fat5_ctx *ctx, int kernel, unsi
         }
         g->smem_set[kernel] = smem;
     }
-    r = g->cu.cuLaunchKernel(g->fn[kernel], gx, gy, gz, bx, by, bz, smem, g->stream, args, NULL);
+    if (g->pdl && fat5__dev_pdl_kernel(kernel)) {
+        // a programmatic dependent: its blocks may start while the kernel before it finishes, and
+        // wait (griddepcontrol.wait, fat5_pdl_begin) for it to complete before touching memory
+        fat5__CUlaunchAttribute at;
+        fat5__CUlaunchConfig lc;
+        memset(&at, 0, sizeof at);
+        at.id = FAT5__CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        at.value.i = 1;
+        lc.gx = gx, lc.gy = gy, lc.gz = gz, lc.bx = bx, lc.by = by, lc.bz = bz, lc.smem = smem;
+        lc.stream = g->stream;
+        lc.attrs = &at;
+        lc.n_attrs = 1;
+        r = g->launch_ex(&lc, g->fn[kernel], args, NULL);
+    } else {
+        r = g->cu.cuLaunchKernel(g->fn[kernel], gx, gy, gz, bx, by, bz, smem, g->stream, args, NULL);
+    }
     if (r == FAT5__CUDA_SUCCESS) {
         g->last_kernel = kernel;
         if (!g->sync_launches) return FAT5_OK;
@@ -5106,6 +5156,7 @@ static fat5_status fat5__cpu_rope(fat5_ctx *ctx, fat5__addr x_, fat5__addr cu_, 
 // (it may be 0 when max_keys <= FAT5__DECODE_SPLIT_KEYS: one split, no scratch).
 #define FAT5__DECODE_MAX_SPLITS 32
 #define FAT5__DECODE_SCRATCH(H, dk) ((size_t)(H) * FAT5__DECODE_MAX_SPLITS * ((size_t)(dk) + 2))
+#define FAT5__DECODE_BLOCK_SPLITS 16  // warps (splits) of the GPU's one-launch decode block
 #define FAT5__DECODE_SPLIT_KEYS 32   // the GPU's keys per split at max_keys: ceil(max_keys / 32) splits (one chunk of a warp)
 static fat5_status fat5__cpu_attn_decode(fat5_ctx *ctx, fat5__addr o_, fat5__addr q_, fat5__addr k_, fat5__addr v_,
                                          fat5__addr bias_, fat5__addr lut, fat5__addr rows_, fat5__addr kv_off_,
@@ -6270,7 +6321,10 @@ static int fat5__gpu_decode_splits(int max_keys) {
 // (ceil(S / W), H, n clamped to 65535), W = min(S, 4) warps a block); with S > 1 each warp writes its
 // partial (max, sum, acc[dk]) to scratch and phase 1 (one warp per (entry, head), 4 warps a block)
 // combines the partials in split order: deterministic, the same bits every run. Where only one split
-// has keys at run time, phase 0 writes o directly.
+// has keys at run time, phase 0 writes o directly. Head dims of 8 or 16 16-byte vectors (bf16 64 and
+// 128, fp32 32 and 64) with 16-byte aligned caches and T5 buckets, no bias or ALiBi take phase 2
+// instead: one launch, a block per (entry, head) of min(S, 16) warps (one split each), the partials
+// merged in shared memory in the same split order; no scratch.
 static FAT5__UNUSED fat5_status fat5__gpu_attn_decode(fat5_ctx *ctx, fat5__dptr o, fat5__dptr q, fat5__dptr k,
                                                       fat5__dptr v, fat5__dptr bias, fat5__dptr lut, fat5__dptr rows,
                                                       fat5__dptr kv_off, fat5__dptr kv_len, fat5__dptr pos, int64_t n,
@@ -6279,7 +6333,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_decode(fat5_ctx *ctx, fat5__dptr 
     static const char *const op = "fat5__gpu_attn_decode";
     long long n_ = n;
     int splits = fat5__gpu_decode_splits(max_keys), phase0 = 0, phase1 = 1;
-    int warps = splits < 4 ? splits : 4, mask = kind & FAT5__ATTN_MASK;
+    int warps = splits < 4 ? splits : 4, mask = kind & FAT5__ATTN_MASK, vec_e = 16 / (int)fat5__dev_act_size(ctx);
     int scheme = fat5__gpu_attn_scheme(kind), kernel = fat5__gpu_attn_kernel(FAT5__K_attn_decode, kind);
     int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT;
     int64_t smem = scheme == 2 ? fat5__gpu_fire_smem((int64_t)warps * dk * 4, nb, 0) : (int64_t)warps * dk * 4;
@@ -6300,6 +6354,14 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_decode(fat5_ctx *ctx, fat5__dptr 
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: %lld entries", op, (long long)n);
     if (!o || !q || !k || !v || !rows || !kv_off || !pos || (kind == FAT5__ATTN_CROSS && !kv_len))
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: a NULL buffer", op);
+    if (scheme != 2 && (dk == 8 * vec_e || dk == 16 * vec_e) && !((k | v) & 15)) {
+        // one launch: a block per (entry, head), a warp per split (at most 16), merged in shared memory
+        int bs = splits < FAT5__DECODE_BLOCK_SPLITS ? splits : FAT5__DECODE_BLOCK_SPLITS, phase2 = 2;
+        void *a2[] = {&o,   &scratch, &q,  &k,  &v,    &bias_, &lut,          &rows, &kv_off, &kv_len,
+                      &pos, &n_,      &H,  &dk, &kind, &nb,    &max_distance, &bs,   &phase2};
+        return fat5__dev_launch(ctx, kernel, 1, (unsigned)H, (unsigned)(n < 65535 ? n : 65535), 32 * (unsigned)bs, 1, 1,
+                                (unsigned)((int64_t)bs * (2 * dk + 2) * 4), a2);
+    }
     if (splits > 1 && !scratch)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: %d splits for max_keys = %d need scratch", op, splits,
                          max_keys);

@@ -117,5 +117,17 @@ extern __shared__ float4 fat5_smem[];
 #define FAT5_INF __int_as_float(0x7f800000)
 #define FAT5_FLT_MAX 3.402823466e38f
 
+// First statement of the kernels the host may launch as programmatic dependents (sm_90+, the
+// decode step's: fat5__dev_pdl_kernel): wait until the kernel before has completed and its writes
+// are visible, then let the next one start launching. Without that launch attribute, or before
+// sm_90, both are no-ops.
+__device__ __forceinline__ void fat5_pdl_begin(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // Ceiling division for non-negative ints.
 __device__ __forceinline__ int fat5_cdiv(int a, int b) { return (a + b - 1) / b; }

@@ -105,13 +105,46 @@ __device__ __forceinline__ void fat5_attn_decode_split(act_t *o, float *scratch,
     }
 }
 
+// One warp merges `used` partials (part[s stride] = max m_s, part[.. + 1] = sum l_s, part[.. + 2 + d] =
+// acc_s[d]) in split order into o's row (dims lane + 32 r): lane s holds split s's max and sum; the
+// sums over lanes are the fixed butterfly. o = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
+template <int R>
+__device__ __forceinline__ void fat5_decode_merge(act_t *orow, const float *part, long long stride, int used, int dk)
+{
+    const int lane = threadIdx.x & 31;
+    const float ms = lane < used ? part[lane * stride] : -FAT5_INF;
+    const float M = fat5_warp_max(ms);
+    const float ws = lane < used ? expf(ms - M) : 0.0f;
+    const float L = fat5_warp_sum(lane < used ? ws * part[lane * stride + 1] : 0.0f);
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[r] = 0.0f;
+    for (int sp = 0; sp < used; sp++) {
+        const float w = __shfl_sync(FAT5_FULL_MASK, ws, sp);
+        const float *a = part + sp * stride + 2;
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const int d = lane + 32 * r;
+            if (d < dk) acc[r] = fmaf(w, a[d], acc[r]);
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int d = lane + 32 * r;
+        if (d < dk) orow[d] = fat5_st(acc[r] / L);
+    }
+}
+
 // Phase 0 for rows of G 16-byte vectors (dk = G E, E = FAT5_VEC_E: bf16 head dims 64 and 128, fp32
 // 32 and 64) whose cache rows are 16-byte aligned: the same online softmax and output as
 // fat5_attn_decode_split, but P V reads whole vectors. Lane l holds vector l % G of the row for the
 // keys l / G, l / G + 32 / G, ... of each chunk of 32 keys, so each lane issues all of a chunk's
 // loads at once (instead of one key after another); the 32 / G key slots are added by a fixed
 // butterfly at the end. Deterministic; the sums are in another order than the generic warp's.
-template <int G, int PE>
+// BLOCK (phase 2): one block per (entry, head) whose `splits` warps are its splits; the partials go
+// to shared memory after the warps' queries and warp 0 merges them (fat5_decode_merge): one launch,
+// no scratch, no phase 1.
+template <int G, int PE, bool BLOCK>
 __device__ __forceinline__ void fat5_attn_decode_split_v(act_t *o, float *scratch, const act_t *q, const act_t *k,
                                                          const act_t *v, const float *bias, const int *lut,
                                                          const int *rows, const int *kv_off, const int *kv_len,
@@ -137,94 +170,104 @@ __device__ __forceinline__ void fat5_attn_decode_split_v(act_t *o, float *scratc
         pb = fat5_attn_pos<PE>(bias, lut, h, H, kind, nb, md, nwarps * dk, 0);
     }
     float *sq = (float *)fat5_smem + warp * dk;
-    if (s >= splits) return;
+    float *spart = (float *)fat5_smem + nwarps * dk;  // BLOCK: the warps' partials, dk + 2 floats each
+    if (s >= splits) return;  // BLOCK: never (nwarps == splits)
     for (long long i = blockIdx.z; i < n; i += gridDim.z) {
         const int row = rows[i];
         const int cnt = fat5_decode_count(kind, kv_len, row, p);
         const int per = fat5_decode_per(cnt, splits), used = fat5_decode_used(cnt, per);
-        if (used <= 1 ? s != 0 : s >= used) continue;
-        const int j0 = s * per, j1 = min(j0 + per, cnt);
-        const act_t *kbase = k + (long long)kv_off[row] * ld + (long long)h * dk;
-        const act_t *vbase = v + (long long)kv_off[row] * ld + (long long)h * dk + dg * E;
-        const act_t *qrow = q + i * ld + (long long)h * dk;
-        float acc[E];
-        float m = -FAT5_INF, lsum = 0.0f;
-        for (int d = lane; d < dk; d += 32) sq[d] = fat5_ld(qrow[d]);
+        if (!BLOCK && (used <= 1 ? s != 0 : s >= used)) continue;
+        if (used <= 1 ? s == 0 : s < used) {  // this warp's split has keys (or is the only one)
+            const int j0 = s * per, j1 = min(j0 + per, cnt);
+            const act_t *kbase = k + (long long)kv_off[row] * ld + (long long)h * dk;
+            const act_t *vbase = v + (long long)kv_off[row] * ld + (long long)h * dk + dg * E;
+            const act_t *qrow = q + i * ld + (long long)h * dk;
+            float acc[E];
+            float m = -FAT5_INF, lsum = 0.0f;
+            for (int d = lane; d < dk; d += 32) sq[d] = fat5_ld(qrow[d]);
 #pragma unroll
-        for (int e = 0; e < E; e++) acc[e] = 0.0f;
-        __syncwarp();
-        for (int jb = j0; jb < j1; jb += 32) {
-            const int j = jb + lane;
-            float sc = -FAT5_INF;
-            if (j < j1) {
-                const act_t *kr = kbase + (long long)j * ld;
-                float a0 = 0.0f, a1 = 0.0f;  // the pairing of fat5_attn_dot, all G loads at once
+            for (int e = 0; e < E; e++) acc[e] = 0.0f;
+            __syncwarp();
+            for (int jb = j0; jb < j1; jb += 32) {
+                const int j = jb + lane;
+                float sc = -FAT5_INF;
+                if (j < j1) {
+                    const act_t *kr = kbase + (long long)j * ld;
+                    float a0 = 0.0f, a1 = 0.0f;  // the pairing of fat5_attn_dot, all G loads at once
 #pragma unroll
-                for (int c2 = 0; c2 < G; c2++) {
-                    float f[E];
-                    fat5_ld16(kr + c2 * E, f);
+                    for (int c2 = 0; c2 < G; c2++) {
+                        float f[E];
+                        fat5_ld16(kr + c2 * E, f);
 #pragma unroll
-                    for (int e = 0; e < E; e += 2) {
-                        a0 = fmaf(sq[c2 * E + e], f[e], a0);
-                        a1 = fmaf(sq[c2 * E + e + 1], f[e + 1], a1);
+                        for (int e = 0; e < E; e += 2) {
+                            a0 = fmaf(sq[c2 * E + e], f[e], a0);
+                            a1 = fmaf(sq[c2 * E + e + 1], f[e + 1], a1);
+                        }
+                    }
+                    sc = a0 + a1;
+                    if (PE != FAT5_PE_TABLE || pb.bias) sc += fat5_pb_bias<PE>(pb, p, j);
+                }
+                const float mnew = fmaxf(m, fat5_warp_max(sc));  // finite: key jb is valid
+                const float corr = expf(m - mnew);                // 0 on the first chunk
+                const float pl = j < j1 ? expf(sc - mnew) : 0.0f;
+                const int c = min(32, j1 - jb);
+                lsum = lsum * corr + pl;
+#pragma unroll
+                for (int e = 0; e < E; e++) acc[e] *= corr;
+#pragma unroll
+                for (int t = 0; t < G; t++) {
+                    const int jj = ks + KG * t;
+                    const float pj = __shfl_sync(FAT5_FULL_MASK, pl, jj);
+                    if (jj < c) {
+                        float f[E];
+                        fat5_ld16(vbase + (long long)(jb + jj) * ld, f);
+#pragma unroll
+                        for (int e = 0; e < E; e++) acc[e] = fmaf(pj, f[e], acc[e]);
                     }
                 }
-                sc = a0 + a1;
-                if (PE != FAT5_PE_TABLE || pb.bias) sc += fat5_pb_bias<PE>(pb, p, j);
+                m = mnew;
             }
-            const float mnew = fmaxf(m, fat5_warp_max(sc));  // finite: key jb is valid
-            const float corr = expf(m - mnew);                // 0 on the first chunk
-            const float pl = j < j1 ? expf(sc - mnew) : 0.0f;
-            const int c = min(32, j1 - jb);
-            lsum = lsum * corr + pl;
+            lsum = fat5_warp_sum(lsum);
 #pragma unroll
-            for (int e = 0; e < E; e++) acc[e] *= corr;
+            for (int off = G; off < 32; off <<= 1)
 #pragma unroll
-            for (int t = 0; t < G; t++) {
-                const int jj = ks + KG * t;
-                const float pj = __shfl_sync(FAT5_FULL_MASK, pl, jj);
-                if (jj < c) {
-                    float f[E];
-                    fat5_ld16(vbase + (long long)(jb + jj) * ld, f);
+                for (int e = 0; e < E; e++) acc[e] += __shfl_xor_sync(FAT5_FULL_MASK, acc[e], off);
+            if (used <= 1) {
+                act_t *orow = o + i * ld + (long long)h * dk + dg * E;
+                if (ks == 0)
 #pragma unroll
-                    for (int e = 0; e < E; e++) acc[e] = fmaf(pj, f[e], acc[e]);
+                    for (int e = 0; e < E; e++) orow[e] = fat5_st(cnt ? acc[e] / lsum : 0.0f);
+            } else {
+                float *part = BLOCK ? spart + s * (dk + 2)
+                                    : scratch + ((i * H + h) * FAT5_DECODE_MAX_SPLITS + s) * (long long)(dk + 2);
+                if (lane == 0) {
+                    part[0] = m;
+                    part[1] = lsum;
                 }
+                if (ks == 0)
+#pragma unroll
+                    for (int e = 0; e < E; e++) part[2 + dg * E + e] = acc[e];
             }
-            m = mnew;
         }
-        lsum = fat5_warp_sum(lsum);
-#pragma unroll
-        for (int off = G; off < 32; off <<= 1)
-#pragma unroll
-            for (int e = 0; e < E; e++) acc[e] += __shfl_xor_sync(FAT5_FULL_MASK, acc[e], off);
-        if (used <= 1) {
-            act_t *orow = o + i * ld + (long long)h * dk + dg * E;
-            if (ks == 0)
-#pragma unroll
-                for (int e = 0; e < E; e++) orow[e] = fat5_st(cnt ? acc[e] / lsum : 0.0f);
+        if (BLOCK) {
+            __syncthreads();
+            if (warp == 0 && used > 1)
+                fat5_decode_merge<(G * FAT5_VEC_E + 31) / 32>(o + i * ld + (long long)h * dk, spart, dk + 2, used, dk);
+            __syncthreads();  // spart and sq are rewritten by the next entry
         } else {
-            float *part = scratch + ((i * H + h) * FAT5_DECODE_MAX_SPLITS + s) * (long long)(dk + 2);
-            if (lane == 0) {
-                part[0] = m;
-                part[1] = lsum;
-            }
-            if (ks == 0)
-#pragma unroll
-                for (int e = 0; e < E; e++) part[2 + dg * E + e] = acc[e];
+            __syncwarp();  // sq is rewritten by the next entry
         }
-        __syncwarp();  // sq is rewritten by the next entry
     }
 }
 
 // Phase 1: one warp per (entry, head) with more than one split of keys: the partials of splits
-// 0 .. used-1 combined in that fixed order (lane s holds split s's max and sum; the sum over lanes
-// is the fixed butterfly), o = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s. Deterministic.
+// 0 .. used-1 in scratch merged in that fixed order (fat5_decode_merge). Deterministic.
 template <int R>
 __device__ __forceinline__ void fat5_attn_decode_combine(act_t *o, const float *scratch, const int *rows,
                                                          const int *kv_len, const int *pos, long long n, int H,
                                                          int dk, int kind, int splits)
 {
-    const int lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
+    const int nwarps = blockDim.x >> 5;
     const int p = pos[0];
     const long long pairs = n * H, stride = (long long)dk + 2;
     for (long long t = (long long)blockIdx.x * nwarps + (threadIdx.x >> 5); t < pairs;
@@ -234,29 +277,8 @@ __device__ __forceinline__ void fat5_attn_decode_combine(act_t *o, const float *
         const int cnt = fat5_decode_count(kind, kv_len, rows[i], p);
         const int used = fat5_decode_used(cnt, fat5_decode_per(cnt, splits));
         if (used <= 1) continue;  // phase 0 wrote o
-        const float *part = scratch + t * FAT5_DECODE_MAX_SPLITS * stride;
-        const float ms = lane < used ? part[lane * stride] : -FAT5_INF;
-        const float M = fat5_warp_max(ms);
-        const float ws = lane < used ? expf(ms - M) : 0.0f;
-        const float L = fat5_warp_sum(lane < used ? ws * part[lane * stride + 1] : 0.0f);
-        float acc[R];
-#pragma unroll
-        for (int r = 0; r < R; r++) acc[r] = 0.0f;
-        for (int sp = 0; sp < used; sp++) {
-            const float w = __shfl_sync(FAT5_FULL_MASK, ws, sp);
-            const float *a = part + sp * stride + 2;
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-                const int d = lane + 32 * r;
-                if (d < dk) acc[r] = fmaf(w, a[d], acc[r]);
-            }
-        }
-        act_t *orow = o + i * (long long)H * dk + (long long)h * dk;
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            const int d = lane + 32 * r;
-            if (d < dk) orow[d] = fat5_st(acc[r] / L);
-        }
+        fat5_decode_merge<R>(o + i * (long long)H * dk + (long long)h * dk, scratch + t * FAT5_DECODE_MAX_SPLITS * stride,
+                             stride, used, dk);
     }
 }
 
@@ -272,9 +294,9 @@ __device__ __forceinline__ void fat5_attn_decode_split_pe(act_t *o, float *scrat
 {
     const int vw = fat5_attn_vec_width(dk, k, v);
     if (vw == FAT5_VEC_E && dk == 8 * FAT5_VEC_E)
-        fat5_attn_decode_split_v<8, PE>(FAT5_DECODE_ARGS);
+        fat5_attn_decode_split_v<8, PE, false>(FAT5_DECODE_ARGS);
     else if (vw == FAT5_VEC_E && dk == 16 * FAT5_VEC_E)
-        fat5_attn_decode_split_v<16, PE>(FAT5_DECODE_ARGS);
+        fat5_attn_decode_split_v<16, PE, false>(FAT5_DECODE_ARGS);
     else if (dk <= 32)
         fat5_attn_decode_split<1, PE>(FAT5_DECODE_ARGS);
     else if (dk <= 64)
@@ -285,6 +307,21 @@ __device__ __forceinline__ void fat5_attn_decode_split_pe(act_t *o, float *scrat
         fat5_attn_decode_split<8, PE>(FAT5_DECODE_ARGS);
 }
 
+
+// Phase 2 (the launcher's choice for head dims of 8 or 16 16-byte vectors with 16-byte aligned
+// caches, T5 buckets, no bias or ALiBi): a block per (entry, head), blockDim.x / 32 == splits.
+template <int PE>
+__device__ __forceinline__ void fat5_attn_decode_block_pe(act_t *o, float *scratch, const act_t *q, const act_t *k,
+                                                          const act_t *v, const float *bias, const int *lut,
+                                                          const int *rows, const int *kv_off, const int *kv_len,
+                                                          const int *pos, long long n, int H, int dk, int kind,
+                                                          int nb, int max_distance, int splits)
+{
+    if (dk == 8 * FAT5_VEC_E)
+        fat5_attn_decode_split_v<8, PE, true>(FAT5_DECODE_ARGS);
+    else
+        fat5_attn_decode_split_v<16, PE, true>(FAT5_DECODE_ARGS);
+}
 
 // fat5_attn_decode(act_t *o[n, H*dk], float *scratch[n, H, 32, dk+2], const act_t *q[n, H*dk],
 // const act_t *k, const act_t *v (cache rows), const float *bias (causal T5: [nb, H], NULL: none;
@@ -304,8 +341,11 @@ extern "C" __global__ void fat5_attn_decode(act_t *o, float *scratch, const act_
                                             const int *kv_len, const int *pos, long long n, int H, int dk, int kind,
                                             int nb, int max_distance, int splits, int phase)
 {
+    fat5_pdl_begin();
     if (phase == 0) {
         fat5_attn_decode_split_pe<FAT5_PE_TABLE>(FAT5_DECODE_ARGS);
+    } else if (phase == 2) {
+        fat5_attn_decode_block_pe<FAT5_PE_TABLE>(FAT5_DECODE_ARGS);
     } else {
         if (dk <= 32)
             fat5_attn_decode_combine<1>(o, scratch, rows, kv_len, pos, n, H, dk, kind, splits);
@@ -326,8 +366,11 @@ extern "C" __global__ void fat5_attn_decode_alibi(act_t *o, float *scratch, cons
                                                   const int *kv_len, const int *pos, long long n, int H, int dk, int kind,
                                                   int nb, int max_distance, int splits, int phase)
 {
-    (void)phase;
-    fat5_attn_decode_split_pe<FAT5_PE_ALIBI>(FAT5_DECODE_ARGS);
+    fat5_pdl_begin();
+    if (phase == 2)
+        fat5_attn_decode_block_pe<FAT5_PE_ALIBI>(FAT5_DECODE_ARGS);
+    else
+        fat5_attn_decode_split_pe<FAT5_PE_ALIBI>(FAT5_DECODE_ARGS);
 }
 
 extern "C" __global__ void fat5_attn_decode_fire(act_t *o, float *scratch, const act_t *q, const act_t *k, const act_t *v,
@@ -335,6 +378,7 @@ extern "C" __global__ void fat5_attn_decode_fire(act_t *o, float *scratch, const
                                                  const int *kv_len, const int *pos, long long n, int H, int dk, int kind,
                                                  int nb, int max_distance, int splits, int phase)
 {
+    fat5_pdl_begin();
     (void)phase;
     fat5_attn_decode_split_pe<FAT5_PE_FIRE>(FAT5_DECODE_ARGS);
 }
@@ -346,6 +390,7 @@ extern "C" __global__ void fat5_attn_decode_fire(act_t *o, float *scratch, const
 extern "C" __global__ void fat5_cache_write(act_t *kc, act_t *vc, const act_t *k, const act_t *v, const int *rows,
                                             const int *kv_off, const int *pos, long long n, int I)
 {
+    fat5_pdl_begin();
     const long long total = n * I, stride = (long long)blockDim.x * gridDim.x, p = pos[0];
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
         const long long i = e / I;
@@ -375,6 +420,7 @@ extern "C" __global__ void fat5_cache_gather(act_t *dst, const act_t *src, const
 // fat5__cpu_add_i32.
 extern "C" __global__ void fat5_add_i32(int *x, int v, long long n)
 {
+    fat5_pdl_begin();
     const long long stride = (long long)blockDim.x * gridDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) x[i] += v;
 }

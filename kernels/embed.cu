@@ -7,6 +7,7 @@
 // out[t] = table[tok[t]]. CPU twin: fat5__cpu_embed_fwd.
 extern "C" __global__ void fat5_embed_fwd(float *out, const float *table, const int *tok, long long T, int D)
 {
+    fat5_pdl_begin();
     for (long long t = blockIdx.x; t < T; t += gridDim.x) {
         const float *src = table + (long long)tok[t] * D;
         float *dst = out + t * D;

@@ -114,6 +114,7 @@ extern "C" __global__ void fat5_gen_process(float *x, const int *hist, const int
                                             long long n, int V, int Lh, float rep, int ngram, int min_new,
                                             int eos, int log_softmax)
 {
+    fat5_pdl_begin();
     __shared__ float redf[32];
     __shared__ double redd[32];
     for (long long e = blockIdx.x; e < n; e += gridDim.x) {
@@ -165,6 +166,7 @@ extern "C" __global__ void fat5_gen_select(const float *x, int *tok, int *hist, 
                                            int pad, int do_sample, float temperature, int top_k, float top_p,
                                            unsigned long long seed)
 {
+    fat5_pdl_begin();
     __shared__ float redf[32];
     __shared__ double redd[32];
     __shared__ long long redi[32];

@@ -160,6 +160,7 @@ __device__ __forceinline__ void fat5_mm_impl(void *C, int c_f32, const act_t *A,
 extern "C" __global__ void fat5_mm(void *C, int c_f32, const act_t *A, const act_t *W, long long M, int N, int K,
                                    float alpha, float beta, int vec)
 {
+    fat5_pdl_begin();
     if (M == 1 && vec)  // one row (decoding one sequence): no loops over rows at all
         fat5_mm_impl<1, true>(C, c_f32, A, W, M, N, K, alpha, beta);
     else if (vec)
@@ -227,6 +228,7 @@ extern "C" __global__ void fat5_norm_mm(act_t *y0, act_t *y1, act_t *y2, const f
                                         float eps, int act, const int *rows, const int *kv_off, const int *pos,
                                         int vec)
 {
+    fat5_pdl_begin();
     if (T == 1 && vec)
         fat5_norm_mm_impl<1, true>(y0, y1, y2, x, g, w0, w1, w2, T, N, K, eps, act, rows, kv_off, pos);
     else if (vec)

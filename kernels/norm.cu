@@ -10,6 +10,7 @@
 extern "C" __global__ void fat5_rmsnorm_fwd(act_t *y, float *r, const float *x, const float *w, long long T,
                                             int D, float eps)
 {
+    fat5_pdl_begin();
     __shared__ float red[32];
     for (long long t = blockIdx.x; t < T; t += gridDim.x) {
         const float *xr = x + t * D;

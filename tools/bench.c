@@ -1,6 +1,6 @@
 // bench — GPU benchmarks, one JSON object per line on stdout.
 //     cc -O2 -o tools/bench tools/bench.c -lm -ldl -lpthread
-//     tools/bench [attn|step|ul2|generate|long|all]  (make bench runs all)
+//     tools/bench [attn|step|ul2|generate|decode|long|all]  (make bench runs all)
 // attn: the attention kernels with T5 relative bias (32 buckets, max distance 128), head dims 64
 //       and 128, 8 heads, 16,384 tokens per batch in sequences of L = 1024 and 4096, bidirectional
 //       and causal, bf16: the forward on tensor cores ("forward": "tensor-core") and on the exact
@@ -23,7 +23,12 @@
 //       (d_model 768, d_ff 3072, 12 heads of 64, 12 layers, ReLU) on one sequence of 16,384, 65,536
 //       and 131,072 tokens, bf16, with full, local (radius 127) and transient-global (radius 127,
 //       blocks of 16) attention: ms and the device memory of the encoder's buffers (the weights
-//       apart).
+//       apart); then forward + backward of the same encoder in training mode (a one-layer decoder
+//       of 16 tokens after it), full attention at 16k only: ms and the device memory of weights,
+//       gradients and workspace.
+// decode: the decode step of `generate` (bf16, batch 1 and 64) op by op, each op timed in a CUDA
+//       graph of 20 copies, the whole step, and the step followed by a 4-byte read (as between
+//       the steps of fat5_generate).
 // Times are means over repeats after a warm-up, with the stream synchronised around them.
 #define FAT5_IMPLEMENTATION
 #include "../fat5.h"
@@ -556,6 +561,75 @@ done:
     return rc;
 }
 
+// long, forward + backward: the same T5-base-shaped encoder in training mode (one sequence, a
+// one-layer decoder of 16 tokens after it, loss and every gradient), ms per step and the device
+// memory of model, gradients and workspace. Full attention only at 16k tokens: its backward still
+// runs on the FMA kernels (about 20 TFLOP/s), which would take ~25 s at 64k and ~100 s at 128k.
+static int bench_long_train(fat5_ctx *ctx) {
+    static const char *cfg_json =
+        "{\"d_model\": 768, \"d_ff\": 3072, \"d_kv\": 64, \"num_heads\": 12, \"num_layers\": 12,"
+        " \"num_decoder_layers\": 1, \"vocab_size\": 32128, \"feed_forward_proj\": \"relu\"}";
+    static const char *const patterns[3] = {"full", "local:127", "transient-global:127:16"};
+    const int64_t lens[3] = {16384, 65536, 131072}, Ld = 16;
+    fat5_rng r = fat5_rng_init(12);
+    int32_t *tok = (int32_t *)malloc((size_t)lens[2] * 4), lab[16], ecu[2], dcu[2];
+    int li, pi, i, rc = 0;
+    if (!tok) return 1;
+    for (li = 0; li < lens[2]; li++) tok[li] = (int32_t)fat5_rng_below(&r, 32000) + 2;
+    for (i = 0; i < Ld; i++) lab[i] = (int32_t)fat5_rng_below(&r, 32000) + 2;
+    for (pi = 0; pi < 3; pi++)
+        for (li = 0; li < 3; li++) {
+            fat5_model_config cfg;
+            fat5_model *m = NULL;
+            fat5_attention a;
+            fat5_batch b;
+            fat5_forward_result res;
+            size_t free0 = 0, free1 = 0, total = 0;
+            int reps = lens[li] > 16384 ? 1 : 2;
+            double t0, t = 0;
+            if (pi == 0 && li > 0) continue;  // full attention: 16k only (see above)
+            memset(&b, 0, sizeof b);
+            ecu[0] = dcu[0] = 0;
+            ecu[1] = (int32_t)lens[li];
+            dcu[1] = (int32_t)Ld;
+            b.n_seq = 1;
+            b.n_enc_tokens = lens[li];
+            b.n_dec_tokens = Ld;
+            b.enc_tokens = tok;
+            b.enc_cu_seqlens = ecu;
+            b.labels = lab;
+            b.dec_cu_seqlens = dcu;
+            fat5__dev_mem_info(ctx, &free0, &total);
+            if (fat5_model_config_from_json(ctx, cfg_json, strlen(cfg_json), &cfg) ||
+                fat5_model_create(ctx, &cfg, 1, &m) || fat5_attention_parse(ctx, patterns[pi], &a) ||
+                fat5_model_set_attention(m, &a) || fat5_model_reserve(m, 1, lens[li], Ld) ||
+                fat5_model_zero_grad(m) || fat5_model_forward(m, &b, NULL, &res) || fat5_model_backward(m, 1.0f)) {
+                rc |= bench_fail(ctx, "long-input training step");
+                fat5_model_destroy(m);
+                break;
+            }
+            fat5__dev_mem_info(ctx, &free1, &total);
+            for (i = 0; i < reps; i++) {
+                t0 = bench_now();
+                if (fat5_model_zero_grad(m) || fat5_model_forward(m, &b, NULL, &res) || fat5_model_backward(m, 1.0f) ||
+                    fat5__dev_sync(ctx)) {
+                    rc |= bench_fail(ctx, "long-input training step");
+                    break;
+                }
+                t += bench_now() - t0;
+            }
+            printf("{\"bench\": \"long\", \"model\": \"t5-base shape\", \"dtype\": \"%s\", "
+                   "\"pass\": \"encoder forward + backward (1-layer decoder of 16 tokens)\", \"attention\": \"%s\", "
+                   "\"tokens\": %lld, \"ms\": %.1f, \"tokens_per_s\": %.0f, \"device_bytes\": %zu}\n",
+                   fat5__dev_act_size(ctx) == 2 ? "bf16" : "fp32", patterns[pi], (long long)lens[li], t / reps * 1e3,
+                   (double)lens[li] * reps / t, free0 - free1);
+            fflush(stdout);
+            fat5_model_destroy(m);
+        }
+    free(tok);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     const char *what = argc > 1 ? argv[1] : "all";
     fat5_ctx_config cc = fat5_ctx_config_default();
@@ -580,6 +654,7 @@ int main(int argc, char **argv) {
     if (!strcmp(what, "attn") || !strcmp(what, "all")) rc |= bench_attn(ctx);
     if (!strcmp(what, "step") || !strcmp(what, "all")) rc |= bench_step(ctx);
     if (!strcmp(what, "long") || !strcmp(what, "all")) rc |= bench_long(ctx);
+    if (!strcmp(what, "long") || !strcmp(what, "all")) rc |= bench_long_train(ctx);
     fat5_ctx_destroy(ctx);
     if (!strcmp(what, "all")) rc |= bench_generate();   // its own contexts: bf16 and fp32
     if (!strcmp(what, "all")) rc |= bench_decode();
