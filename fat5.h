@@ -750,6 +750,9 @@ typedef struct fat5_generate_result {
     float *scores;          // [n_seq] beam search: the hypothesis score; else the sum of the chosen
                             // tokens' log-probabilities (after the logits processors)
     int64_t steps;          // decoder steps run
+    size_t cache_bytes;     // the key/value caches it allocated: self-attention for every row and
+                            // decoder layer (max_new_tokens positions), and each layer's keys and
+                            // values of the encoder output for cross-attention
 } fat5_generate_result;
 
 // Encodes each input once, then decodes: greedy, sampling or beam search as g says. Inputs are a
@@ -13115,6 +13118,9 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
             }
         out->n_seq = nseq;
         out->steps = steps;
+        out->cache_bytes = (size_t)m->cfg.num_decoder_layers * 2 *
+                           ((size_t)R * (size_t)g->max_new_tokens + (size_t)cu_seqlens[n_inputs]) *
+                           (size_t)(m->cfg.num_heads * m->cfg.d_kv) * m->act_size;
     }
     st = FAT5_OK;
     goto cleanup;

@@ -408,6 +408,7 @@ int main(int argc, char **argv) {
             gpu ? (cc.dtype == FAT5_DTYPE_BF16 ? "GPU bf16" : "GPU fp32") : "CPU", t_load);
     fprintf(stderr, "generate: %lld tokens in %.6f s (%.1f tokens/s), %lld sequences, %lld steps\n", (long long)total, t,
             t > 0 ? (double)total / t : 0.0, (long long)res.n_seq, (long long)res.steps);
+    fprintf(stderr, "generate: key/value caches %zu bytes\n", res.cache_bytes);
     rc = 0;
 done:
     if (ctx) fat5_generate_result_free(ctx, &res);

@@ -18,8 +18,12 @@ run), saves it with save_pretrained to a temporary directory, and for every batc
     with --device cuda) and reads the time of the generation alone from its stderr line
     ``generate: N tokens in S s`` (model load and kernel compilation are left out; one warm-up
     call runs first and the fastest of --repeat counts, as on the Hugging Face side);
+  * runs both again with one new token (the time to the first token: encoder and one step);
   * prints one JSON line with both speeds in generated tokens per second and their ratio
-    fat5 / transformers, and whether the outputs are identical token for token.
+    fat5 / transformers, both times to the first token, the per-token latency of the steps after
+    it ((time - first-token time) / (new tokens - 1)), the bytes of each side's key/value cache
+    (transformers: the tensors of ``past_key_values``; fat5: what fat5_generate allocated, from
+    examples/generate's stderr), and whether the outputs are identical token for token.
 
 Exit status 1 when the greedy outputs differ (the first difference is printed). In bf16 the two
 sides round differently (transformers keeps bf16 weights, fat5 fp32 master weights with bf16
@@ -93,6 +97,7 @@ SHAPES = {
     "tiny": dict(d_model=128, d_ff=512, num_heads=4, d_kv=32, num_layers=2, num_decoder_layers=2),
 }
 TIMING = re.compile(r"^generate: (\d+) tokens in ([0-9.eE+-]+) s", re.M)
+CACHE = re.compile(r"^generate: key/value caches (\d+) bytes", re.M)
 
 
 def build_model(shape, vocab, seed):
@@ -120,27 +125,55 @@ def make_inputs(batch, length, vocab, seed):
     return ids
 
 
+def tensor_bytes(obj, seen=None, depth=0):
+    """bytes of the distinct torch tensors reachable from obj (a cache object, lists, dicts)."""
+    seen = set() if seen is None else seen
+    if depth > 6 or obj is None:
+        return 0
+    if torch.is_tensor(obj):
+        if obj.data_ptr() in seen:
+            return 0
+        seen.add(obj.data_ptr())
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, (list, tuple)):
+        return sum(tensor_bytes(x, seen, depth + 1) for x in obj)
+    if isinstance(obj, dict):
+        return sum(tensor_bytes(x, seen, depth + 1) for x in obj.values())
+    if hasattr(obj, "__dict__") and not isinstance(obj, (str, bytes, int, float)):
+        return sum(tensor_bytes(x, seen, depth + 1) for x in vars(obj).values())
+    return 0
+
+
 def hf_generate(model, ids, new_tokens, device, repeat):
+    """(tokens, seconds for new_tokens, seconds for 1 token, bytes of the key/value cache)."""
     ids = ids.to(device)
     mask = torch.ones_like(ids)
-    kw = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, num_beams=1,
-              attention_mask=mask)
 
     def sync():
         if device == "cuda":
             torch.cuda.synchronize()
 
-    t = None
+    def timed(n):
+        kw = dict(max_new_tokens=n, min_new_tokens=n, do_sample=False, num_beams=1, attention_mask=mask)
+        t, out = None, None
+        with torch.inference_mode():
+            model.generate(ids, **kw)          # warm-up
+            for _ in range(repeat):            # the fastest of repeat runs
+                sync()
+                t0 = time.perf_counter()
+                out = model.generate(ids, **kw)
+                sync()
+                dt = time.perf_counter() - t0
+                t = dt if t is None else min(t, dt)
+        return out, t
+
+    out, t = timed(new_tokens)
+    _, t1 = timed(1)
     with torch.inference_mode():
-        model.generate(ids, **kw)          # warm-up
-        for _ in range(repeat):            # the fastest of repeat runs
-            sync()
-            t0 = time.perf_counter()
-            out = model.generate(ids, **kw)
-            sync()
-            dt = time.perf_counter() - t0
-            t = dt if t is None else min(t, dt)
-    return out[:, 1:].cpu().tolist(), t    # without the decoder start token
+        full = model.generate(ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                              num_beams=1, attention_mask=mask, return_dict_in_generate=True)
+    cache = tensor_bytes(getattr(full, "past_key_values", None))
+    return out[:, 1:].cpu().tolist(), t, t1, cache    # tokens without the decoder start token
 
 
 def fat5_generate(binary, model_dir, ids, new_tokens, device, dtype, repeat, extra):
@@ -159,9 +192,10 @@ def fat5_generate(binary, model_dir, ids, new_tokens, device, dtype, repeat, ext
     m = TIMING.search(p.stderr)
     if not m:
         sys.exit(f"compare_hf: no timing line in examples/generate's stderr: {p.stderr.strip()}")
+    c = CACHE.search(p.stderr)
     lines = p.stdout.strip().split("\n")[-len(ids):]
     out = [[int(t) for t in line.split()] for line in lines]
-    return out, float(m.group(2)), int(m.group(1))
+    return out, float(m.group(2)), int(m.group(1)), int(c.group(1)) if c else None
 
 
 def first_difference(a, b):
@@ -510,8 +544,10 @@ def main():
         model = model.to(args.device)
         for b in batches:
             ids = make_inputs(b, input_len, args.vocab, args.seed + b)
-            hf_out, hf_t = hf_generate(model, ids, new_tokens, args.device, args.repeat)
-            f_out, f_t, f_n = fat5_generate(binary, model_dir, ids, new_tokens, args.device, args.dtype, args.repeat, extra)
+            hf_out, hf_t, hf_t1, hf_cache = hf_generate(model, ids, new_tokens, args.device, args.repeat)
+            f_out, f_t, f_n, f_cache = fat5_generate(binary, model_dir, ids, new_tokens, args.device, args.dtype,
+                                                     args.repeat, extra)
+            _, f_t1, _, _ = fat5_generate(binary, model_dir, ids, 1, args.device, args.dtype, args.repeat, extra)
             diff = first_difference(hf_out, f_out)
             if diff is None and len(f_out) != len(hf_out):
                 diff = (min(len(f_out), len(hf_out)), 0, "a row" if len(hf_out) > len(f_out) else None, None)
@@ -520,6 +556,10 @@ def main():
                    "batch": b, "input_len": input_len, "new_tokens": new_tokens, "strategy": "greedy",
                    "hf_tokens_per_s": round(hf_tps, 1), "fat5_tokens_per_s": round(f_tps, 1),
                    "ratio": round(f_tps / hf_tps, 3), "hf_s": round(hf_t, 4), "fat5_s": round(f_t, 4),
+                   "hf_first_token_ms": round(hf_t1 * 1e3, 2), "fat5_first_token_ms": round(f_t1 * 1e3, 2),
+                   "hf_ms_per_token": round((hf_t - hf_t1) / max(new_tokens - 1, 1) * 1e3, 3),
+                   "fat5_ms_per_token": round((f_t - f_t1) / max(new_tokens - 1, 1) * 1e3, 3),
+                   "hf_cache_bytes": hf_cache, "fat5_cache_bytes": f_cache,
                    "identical": diff is None}
             print(json.dumps(rec), flush=True)
             if diff is not None:
