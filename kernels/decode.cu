@@ -35,6 +35,27 @@ __device__ __forceinline__ int fat5_decode_count(int kind, const int *kv_len, in
     return c > 0 ? c : 0;
 }
 
+// The position bias of head h for a decode warp: T5, bucket b at bias[b * H + h] read from global
+// memory (causal only; cross-attention has none); ALiBi, the slope; FIRE, the MLP rows in shared
+// memory at float offset smem_off (after the warps' queries).
+template <int PE>
+__device__ __forceinline__ fat5_pb fat5_decode_pb(const float *bias, const int *lut, int h, int H, int kind, int nb,
+                                                  int md, int smem_off)
+{
+    fat5_pb pb;
+    if (PE == FAT5_PE_TABLE) {
+        pb.bias = (kind & FAT5_ATTN_MASK) == 2 && bias ? bias + h : 0;
+        pb.bstride = H;
+        pb.lut = lut;
+        pb.kind = 2;
+        pb.nb = nb;
+        pb.md = md;
+    } else {
+        pb = fat5_attn_pos<PE>(bias, lut, h, H, kind, nb, md, smem_off, 0);
+    }
+    return pb;
+}
+
 // Phase 0: one warp per (split, head, entry): online softmax over the split's keys exactly as the
 // forward's per-token warp (lanes over keys for the scores, lanes over dims for the values; the
 // position bias of scheme PE for the causal kinds, the query at position pos[0]). With a single
@@ -51,18 +72,7 @@ __device__ __forceinline__ void fat5_attn_decode_split(act_t *o, float *scratch,
     const int h = blockIdx.y, s = blockIdx.x * nwarps + warp;
     const long long ld = (long long)H * dk;
     const int p = pos[0];
-    const int causal = (kind & FAT5_ATTN_MASK) == 2;
-    fat5_pb pb;
-    if (PE == FAT5_PE_TABLE) {  // T5: bucket b at bias[b * H + h], read from global memory
-        pb.bias = causal && bias ? bias + h : 0;
-        pb.bstride = H;
-        pb.lut = lut;
-        pb.kind = 2;
-        pb.nb = nb;
-        pb.md = md;
-    } else {  // ALiBi: the slope; FIRE: the MLP rows in shared memory after the warps' queries
-        pb = fat5_attn_pos<PE>(bias, lut, h, H, kind, nb, md, nwarps * dk, 0);
-    }
+    const fat5_pb pb = fat5_decode_pb<PE>(bias, lut, h, H, kind, nb, md, nwarps * dk);
     float *sq = (float *)fat5_smem + warp * dk;
     const int vw = fat5_attn_vec_width(dk, k, v);
     if (s >= splits) return;  // whole warps only: nothing below synchronises the block
@@ -157,18 +167,7 @@ __device__ __forceinline__ void fat5_attn_decode_split_v(act_t *o, float *scratc
     const int h = blockIdx.y, s = blockIdx.x * nwarps + warp;
     const long long ld = (long long)H * dk;
     const int p = pos[0];
-    const int causal = (kind & FAT5_ATTN_MASK) == 2;
-    fat5_pb pb;
-    if (PE == FAT5_PE_TABLE) {
-        pb.bias = causal && bias ? bias + h : 0;
-        pb.bstride = H;
-        pb.lut = lut;
-        pb.kind = 2;
-        pb.nb = nb;
-        pb.md = md;
-    } else {
-        pb = fat5_attn_pos<PE>(bias, lut, h, H, kind, nb, md, nwarps * dk, 0);
-    }
+    const fat5_pb pb = fat5_decode_pb<PE>(bias, lut, h, H, kind, nb, md, nwarps * dk);
     float *sq = (float *)fat5_smem + warp * dk;
     float *spart = (float *)fat5_smem + nwarps * dk;  // BLOCK: the warps' partials, dk + 2 floats each
     if (s >= splits) return;  // BLOCK: never (nwarps == splits)
@@ -332,7 +331,9 @@ __device__ __forceinline__ void fat5_attn_decode_block_pe(act_t *o, float *scrat
 // bias) v_j per head; CPU twin fat5__cpu_attn_decode. Phase 0: grid (ceil(splits / W), H, entries,
 // clamped), W = blockDim.x / 32 warps, split s = blockIdx.x W + warp, dynamic shared memory W dk
 // floats (the warps' queries; FIRE: then, rounded up to 16 bytes, 16 W bytes for the head's MLP
-// rows). Phase 1 (only when splits > 1): warps over the n H (entry, head) pairs.
+// rows). Phase 1 (only when splits > 1): warps over the n H (entry, head) pairs. Phase 2 (head
+// rows of 8 or 16 16-byte vectors, no FIRE; replaces phases 0 and 1): grid (1, H, entries clamped),
+// blockDim.x / 32 == splits (<= 16) warps, dynamic shared memory splits (2 dk + 2) floats.
 // The bias of key j is that of the causal forward for query position pos[0]: T5, the bucket
 // lut[pos - j] below max_distance, else the last bucket; ALiBi -slope_h (pos - j); FIRE's MLP of
 // u(pos, j).
@@ -358,9 +359,10 @@ extern "C" __global__ void fat5_attn_decode(act_t *o, float *scratch, const act_
     }
 }
 
-// fat5_attn_decode_alibi, fat5_attn_decode_fire: phase 0 of fat5_attn_decode for the causal kinds
-// with FAT5_ATTN_ALIBI and with FAT5_ATTN_FIRE (the same arguments and launch; `phase` is ignored):
-// the launcher picks the entry point by kind, and phase 1 (no bias there) is fat5_attn_decode's.
+// fat5_attn_decode_alibi, fat5_attn_decode_fire: phase 0 (ALiBi also phase 2) of fat5_attn_decode
+// for the causal kinds with FAT5_ATTN_ALIBI and with FAT5_ATTN_FIRE (the same arguments and
+// launches; FIRE ignores `phase`): the launcher picks the entry point by kind, and phase 1 (no bias
+// there) is fat5_attn_decode's.
 extern "C" __global__ void fat5_attn_decode_alibi(act_t *o, float *scratch, const act_t *q, const act_t *k, const act_t *v,
                                                   const float *bias, const int *lut, const int *rows, const int *kv_off,
                                                   const int *kv_len, const int *pos, long long n, int H, int dk, int kind,
