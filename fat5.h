@@ -752,7 +752,8 @@ typedef struct fat5_generate_result {
     int64_t steps;          // decoder steps run
     size_t cache_bytes;     // the key/value caches it allocated: self-attention for every row and
                             // decoder layer (max_new_tokens positions), and each layer's keys and
-                            // values of the encoder output for cross-attention
+                            // values of the encoder output for cross-attention (not counted: one
+                            // layer's spare cache that beam search reorders through)
 } fat5_generate_result;
 
 // Encodes each input once, then decodes: greedy, sampling or beam search as g says. Inputs are a
@@ -2489,6 +2490,7 @@ enum {
     FAT5__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
     FAT5__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
     FAT5__CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
+    FAT5__CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0,
     FAT5__CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
     FAT5__CU_STREAM_NON_BLOCKING = 1,
     FAT5__CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
@@ -2530,6 +2532,8 @@ typedef fat5__CUresult (*fat5__PFN_cuModuleLoadDataEx)(fat5__CUmodule *module, c
 typedef fat5__CUresult (*fat5__PFN_cuModuleUnload)(fat5__CUmodule module);
 typedef fat5__CUresult (*fat5__PFN_cuModuleGetFunction)(fat5__CUfunction *fn, fat5__CUmodule module,
                                                         const char *name);
+typedef fat5__CUresult (*fat5__PFN_cuFuncGetAttribute)(int *value, fat5__CUfunction_attribute attr,
+                                                       fat5__CUfunction fn);
 typedef fat5__CUresult (*fat5__PFN_cuFuncSetAttribute)(fat5__CUfunction fn,
                                                        fat5__CUfunction_attribute attr, int value);
 typedef fat5__CUresult (*fat5__PFN_cuLaunchKernel)(fat5__CUfunction fn, unsigned int gx,
@@ -2632,6 +2636,7 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmEx)(
     X(cuModuleLoadDataEx, "cuModuleLoadDataEx")                                                    \
     X(cuModuleUnload, "cuModuleUnload")                                                            \
     X(cuModuleGetFunction, "cuModuleGetFunction")                                                  \
+    X(cuFuncGetAttribute, "cuFuncGetAttribute")                                                    \
     X(cuFuncSetAttribute, "cuFuncSetAttribute")                                                    \
     X(cuLaunchKernel, "cuLaunchKernel")                                                            \
     X(cuMemAlloc, "cuMemAlloc_v2")                                                                 \
@@ -2738,6 +2743,7 @@ struct fat5__gpu {
     fat5__CUmodule module;
     fat5__CUfunction fn[FAT5__K_COUNT];
     unsigned smem_set[FAT5__K_COUNT];  // dynamic shared memory opted into per kernel
+    int max_threads[FAT5__K_COUNT];    // threads a block can have (its registers allow), 0 not asked yet
 
     char arch[24];                 // "sm_90" (cubin) or "compute_120" (PTX)
     int ptx;                       // 1 when the module is PTX for the driver to JIT
@@ -3534,7 +3540,11 @@ static fat5_status fat5__dev_open(fat5_ctx *ctx) {
     if ((st = fat5__dev_choose_arch(ctx, g, g->cc_major * 10 + g->cc_minor)) != FAT5_OK) goto fail;
     g->launch_ex = (fat5__PFN_cuLaunchKernelEx)fat5__dev_sym(g->lib_cuda, "cuLaunchKernelEx");
     env = getenv("FAT5_PDL");
-    g->pdl = g->launch_ex && g->cc_major >= 9 && !(env && !strcmp(env, "0"));
+    {   // the kernels must be compiled for sm_90+ too (an older NVRTC may target compute_8x here):
+        // below that fat5_pdl_begin compiles to nothing and a dependent would not wait
+        const char *u = strchr(g->arch, '_');
+        g->pdl = g->launch_ex && g->cc_major >= 9 && u && atoi(u + 1) >= 90 && !(env && !strcmp(env, "0"));
+    }
 
     // 4. context (the primary one, which cuBLAS also uses) and the stream
     if ((st = fat5__dev_check(ctx, g->cu.cuDevicePrimaryCtxRetain(&g->cuctx, g->dev),
@@ -3790,6 +3800,19 @@ static FAT5__UNUSED fat5_status fat5__dev_copy(fat5_ctx *ctx, fat5__dptr dst, fa
 
 static FAT5__UNUSED size_t fat5__dev_act_size(const fat5_ctx *ctx) {
     return ctx->cfg.dtype == FAT5_DTYPE_BF16 ? 2 : 4;
+}
+
+// The most threads a block of `kernel` can have on this device (its register use decides), asked
+// once; 0 when no device or module is there.
+static FAT5__UNUSED int fat5__dev_max_threads(fat5_ctx *ctx, int kernel) {
+    struct fat5__gpu *g = ctx->gpu;
+    int v = 0;
+    if (!g || kernel < 0 || kernel >= FAT5__K_COUNT || !g->fn[kernel]) return 0;
+    if (!g->max_threads[kernel] &&
+        g->cu.cuFuncGetAttribute(&v, FAT5__CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, g->fn[kernel]) ==
+            FAT5__CUDA_SUCCESS)
+        g->max_threads[kernel] = v;
+    return g->max_threads[kernel];
 }
 
 // The kernels of a decode step, which begin with fat5_pdl_begin (kernels/00_common.cu): on sm_90+
@@ -6360,6 +6383,8 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_decode(fat5_ctx *ctx, fat5__dptr 
     if (scheme != 2 && (dk == 8 * vec_e || dk == 16 * vec_e) && !((k | v) & 15)) {
         // one launch: a block per (entry, head), a warp per split (at most 16), merged in shared memory
         int bs = splits < FAT5__DECODE_BLOCK_SPLITS ? splits : FAT5__DECODE_BLOCK_SPLITS, phase2 = 2;
+        int lim = fat5__dev_max_threads(ctx, kernel) / 32;   // the kernel's registers may allow fewer
+        if (lim >= 1 && bs > lim) bs = lim;
         void *a2[] = {&o,   &scratch, &q,  &k,  &v,    &bias_, &lut,          &rows, &kv_off, &kv_len,
                       &pos, &n_,      &H,  &dk, &kind, &nb,    &max_distance, &bs,   &phase2};
         return fat5__dev_launch(ctx, kernel, 1, (unsigned)H, (unsigned)(n < 65535 ? n : 65535), 32 * (unsigned)bs, 1, 1,
@@ -12430,7 +12455,8 @@ FAT5_API fat5_status fat5_decoder_start(fat5_decoder *d, const int32_t *tokens, 
 
 // RMSNorm of the residual stream d->h (weight ln), then the products with w0 (w1, w2) as norm_mm:
 // for a few entries one norm_mm (one launch, each weight read once for all of them); for more,
-// rmsnorm_fwd, mm (on the GPU's matrix units) and act_fwd, the cache rows by cache_write.
+// rmsnorm_fwd, mm (on the GPU's matrix units) and act_fwd, the cache rows by cache_write (so too
+// on a GPU context with FAT5_MM_ROWS=0).
 #define FAT5__DEC_FUSED_ROWS 8
 static fat5_status fat5__dec_norm_mm(fat5_decoder *d, fat5__addr y0, fat5__addr y1, fat5__addr y2, fat5__addr ln,
                                      fat5__addr w0, fat5__addr w1, fat5__addr w2, int64_t n, int64_t N, int act,
@@ -12441,7 +12467,11 @@ static fat5_status fat5__dec_norm_mm(fat5_decoder *d, fat5__addr y0, fat5__addr 
     int D = (int)c->d_model;
     float eps = (float)c->layer_norm_eps;
     fat5_status st;
-    if (n <= FAT5__DEC_FUSED_ROWS)
+    int fused = n <= FAT5__DEC_FUSED_ROWS;
+#ifndef FAT5_NO_CUDA
+    if (ctx->gpu && !ctx->gpu->mm_rows) fused = 0;  // FAT5_MM_ROWS=0: every product on cuBLAS
+#endif
+    if (fused)
         return be->norm_mm(ctx, y0, y1, y2, d->h, ln, w0, w1, w2, n, (int)N, D, eps, act, rows, d->self_off, d->pos_d);
     FAT5__TRY(be->rmsnorm_fwd(ctx, d->n_act, d->r, d->h, ln, n, D, eps));
     if (act >= 0) {

@@ -333,7 +333,8 @@ __device__ __forceinline__ void fat5_attn_decode_block_pe(act_t *o, float *scrat
 // floats (the warps' queries; FIRE: then, rounded up to 16 bytes, 16 W bytes for the head's MLP
 // rows). Phase 1 (only when splits > 1): warps over the n H (entry, head) pairs. Phase 2 (head
 // rows of 8 or 16 16-byte vectors, no FIRE; replaces phases 0 and 1): grid (1, H, entries clamped),
-// blockDim.x / 32 == splits (<= 16) warps, dynamic shared memory splits (2 dk + 2) floats.
+// blockDim.x / 32 == splits (<= 16, and within the entry point's limit of threads a block) warps,
+// dynamic shared memory splits (2 dk + 2) floats.
 // The bias of key j is that of the causal forward for query position pos[0]: T5, the bucket
 // lut[pos - j] below max_distance, else the last bucket; ALiBi -slope_h (pos - j); FIRE's MLP of
 // u(pos, j).

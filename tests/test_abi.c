@@ -55,7 +55,9 @@
     X(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)                                                \
     X(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)                                                \
     X(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)                                       \
+    X(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)                                                     \
     X(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)                                             \
+    X(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)                                       \
     X(CU_STREAM_NON_BLOCKING)                                                                      \
     X(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)                                                         \
     X(CU_JIT_ERROR_LOG_BUFFER)                                                                     \
@@ -89,6 +91,14 @@ ABI_ASSERT(cublasComputeType_t, sizeof(fat5__cublasComputeType_t) == sizeof(cubl
 ABI_ASSERT(cublasGemmAlgo_t, sizeof(fat5__cublasGemmAlgo_t) == sizeof(cublasGemmAlgo_t));
 ABI_ASSERT(CUstreamCaptureMode, sizeof(fat5__CUstreamCaptureMode) == sizeof(CUstreamCaptureMode));
 ABI_ASSERT(cublasMath_t, sizeof(fat5__cublasMath_t) == sizeof(cublasMath_t));
+// cuLaunchKernelEx (loaded when the driver has it): its two structs, member by member
+ABI_ASSERT(CUlaunchConfig, sizeof(fat5__CUlaunchConfig) == sizeof(CUlaunchConfig));
+ABI_ASSERT(CUlaunchConfig_stream, offsetof(fat5__CUlaunchConfig, stream) == offsetof(CUlaunchConfig, hStream));
+ABI_ASSERT(CUlaunchConfig_attrs, offsetof(fat5__CUlaunchConfig, attrs) == offsetof(CUlaunchConfig, attrs));
+ABI_ASSERT(CUlaunchConfig_n, offsetof(fat5__CUlaunchConfig, n_attrs) == offsetof(CUlaunchConfig, numAttrs));
+ABI_ASSERT(CUlaunchConfig_smem, offsetof(fat5__CUlaunchConfig, smem) == offsetof(CUlaunchConfig, sharedMemBytes));
+ABI_ASSERT(CUlaunchAttribute, sizeof(fat5__CUlaunchAttribute) == sizeof(CUlaunchAttribute));
+ABI_ASSERT(CUlaunchAttribute_value, offsetof(fat5__CUlaunchAttribute, value) == offsetof(CUlaunchAttribute, value));
 
 // ---- prototypes: the real function, through the header's renaming macro, is assigned to a
 // variable of fat5's pointer type. `api` reaches ## unexpanded and the right-hand side expanded.

@@ -1273,7 +1273,7 @@ static void tg_nmm_case(tg *g, const tg_nmm_cfg *c, fat5_rng *rng) {
     for (i = 0; i < (size_t)T * K; i++) xa[i] = fabsf(x[i]);
     for (i = 0; i < (size_t)K; i++) ga[i] = fabsf(gw[i]);
     for (i = 0; i < (size_t)3 * N * K; i++) wa[i] = fabsf(w[i]);
-    for (i = 0; i < (size_t)T; i++) rows[i] = (int32_t)((3 * i + 2) % (size_t)T);  // a permutation of 0 .. T-1
+    for (i = 0; i < (size_t)T; i++) rows[i] = (int32_t)((size_t)T - 1 - i);  // a permutation of 0 .. T-1
     for (i = 0; i < (size_t)rows_n; i++) kv_off[i] = (int32_t)((rows_n - 1 - i) * cap);
     for (s = 0; s < 3; s++)
         for (i = 0; i < ny[s]; i++) ref[s][i] = 7.0f;   // the sentinel (cache rows not written keep it)
@@ -1336,10 +1336,13 @@ static void tg_nmm_case(tg *g, const tg_nmm_cfg *c, fat5_rng *rng) {
 static void t_gpu_norm_mm(fat5_test *T) {
     // T, N, K, S, act, cache: one row with the cache write (the decoder's q | k | v); row groups of
     // 16 (5, 16, 37 rows); N odd (a warp's two outputs in two weights); K = 36 and 40 (bf16: one
-    // element at a time / 16-byte loads); gated GELU and plain ReLU; the FAT5-small width
+    // element at a time / 16-byte loads), 38 (both dtypes element-wise); gated GELU and plain ReLU;
+    // the FAT5-small width
     static const tg_nmm_cfg cfgs[] = {
         {1, 24, 64, 3, -1, 1}, {5, 40, 64, 3, -1, 1},  {16, 8, 40, 1, -1, 0},  {37, 19, 36, 2, -1, 0},
         {3, 33, 64, 2, 2, 0},  {17, 16, 72, 1, 0, 0},  {2, 64, 512, 3, -1, 0}, {1, 96, 512, 2, 3, 0},
+        {3, 21, 64, 3, -1, 1}, {4, 11, 38, 3, -1, 0},  // odd N across both weight boundaries, with the
+                                                       // cache rows; K = 38: element-wise in fp32 too
     };
     int mode;
     size_t ci;
