@@ -2684,7 +2684,9 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmEx)(
 // arguments, picked by the launcher from the op's kind), and fwd, dq and dkv one more per scheme
 // for the encoder's patterns (the same names ending in _pat). The forward has a second family on
 // tensor cores for bf16 activations (attn_fwd_tc64... for dk <= 64, attn_fwd_tc128... up to 128:
-// the same arguments, attention_tc.cu). mm's kernel serves products of a few rows (cuBLAS the rest).
+// the same arguments, attention_tc.cu), and so has the backward (attn_bwd_dq_tc64..., T5, ALiBi and
+// no bias; attn_bwd_dkv_tc64..., FIRE too: attention_tc_bwd.cu). mm's kernel serves products of a
+// few rows (cuBLAS the rest).
 #define FAT5__KERNELS(X)                                                                           \
     X(fill_f32) X(scale_f32) X(f32_to_bf16) X(to_act) X(embed_fwd) X(embed_bwd) X(rmsnorm_fwd)     \
     X(rmsnorm_bwd) X(colsum_f32) X(act_fwd) X(act_bwd) X(attn_fwd) X(attn_bwd_delta) X(attn_bwd_dq)  \
@@ -2699,7 +2701,13 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmEx)(
     X(attn_bwd_dkv_fire_pat) X(attn_fwd_tc64) X(attn_fwd_tc64_pat) X(attn_fwd_tc64_alibi)           \
     X(attn_fwd_tc64_alibi_pat) X(attn_fwd_tc64_fire) X(attn_fwd_tc64_fire_pat) X(attn_fwd_tc128)   \
     X(attn_fwd_tc128_pat) X(attn_fwd_tc128_alibi) X(attn_fwd_tc128_alibi_pat) X(attn_fwd_tc128_fire) \
-    X(attn_fwd_tc128_fire_pat) X(mm) X(norm_mm)
+    X(attn_fwd_tc128_fire_pat) X(mm) X(norm_mm) X(attn_bwd_dq_tc64) X(attn_bwd_dq_tc64_pat)               \
+    X(attn_bwd_dq_tc64_alibi) X(attn_bwd_dq_tc64_alibi_pat) X(attn_bwd_dq_tc128) X(attn_bwd_dq_tc128_pat) \
+    X(attn_bwd_dq_tc128_alibi) X(attn_bwd_dq_tc128_alibi_pat) X(attn_bwd_dkv_tc64)                        \
+    X(attn_bwd_dkv_tc64_pat) X(attn_bwd_dkv_tc64_alibi) X(attn_bwd_dkv_tc64_alibi_pat)                    \
+    X(attn_bwd_dkv_tc64_fire) X(attn_bwd_dkv_tc64_fire_pat) X(attn_bwd_dkv_tc128)                         \
+    X(attn_bwd_dkv_tc128_pat) X(attn_bwd_dkv_tc128_alibi) X(attn_bwd_dkv_tc128_alibi_pat)                 \
+    X(attn_bwd_dkv_tc128_fire) X(attn_bwd_dkv_tc128_fire_pat)
 
 typedef enum fat5__kernel_id {
 #define FAT5__KENUM(name) FAT5__K_##name,
@@ -2754,7 +2762,7 @@ struct fat5__gpu {
 
     int last_kernel;               // most recent launch (names asynchronous faults); -1 none
     int sync_launches;             // FAT5_SYNC_LAUNCHES=1
-    int attn_tc;                   // bf16 attention forward on tensor cores (FAT5_ATTN_TC=0: off)
+    int attn_tc;                   // bf16 attention forward and backward on tensor cores (FAT5_ATTN_TC=0: off)
     int mm_rows;                   // NT products of at most this many rows run fat5_mm (FAT5_MM_ROWS=0: none)
     fat5__PFN_cuLaunchKernelEx launch_ex;  // cuLaunchKernelEx, or NULL (older drivers)
     int pdl;                       // decode-step kernels launch as programmatic dependents (sm_90+; FAT5_PDL=0: off)
@@ -6121,6 +6129,31 @@ static FAT5__UNUSED int64_t fat5__gpu_attn_fwd_tc_smem(const fat5_ctx *ctx, fat5
     return base <= ctx->gpu->smem_optin ? base : 0;
 }
 
+// Whether attn_bwd_dq (dkv 0) or attn_bwd_dkv (dkv 1) runs on tensor cores (attention_tc_bwd.cu),
+// and then its shared memory (bytes, without the optional table cache); 0: the FMA kernels. The
+// forward's conditions (fat5__gpu_attn_fwd_tc_smem) on every row pointer; dq not with FIRE (its
+// parameter gradient stays on the FMA kernel). Both: six tiles of 64 rows of dkp + 8 bf16 (dkp 64
+// or 128), T5's bias by distance (2 M + 1 floats, M = max(max_distance, 1)); dq with a T5 bias
+// gradient, the 4 warps' gradients by distance (4 (2 M + 1) floats, twice in the pattern kernels);
+// dkv the tiles' lse and delta (256 floats) and 8 ints; then fat5_attn_pos's part (FIRE's rows).
+static FAT5__UNUSED int64_t fat5__gpu_attn_bwd_tc_smem(const fat5_ctx *ctx, int dkv, fat5__dptr a, fat5__dptr b,
+                                                       fat5__dptr q, fat5__dptr k, fat5__dptr v, fat5__dptr dout,
+                                                       int64_t T, int dk, int kind, fat5__dptr bias, int nb,
+                                                       int max_distance, int dbias) {
+    int scheme = fat5__gpu_attn_scheme(kind);
+    int64_t dkp = dk <= 64 ? 64 : 128, M = max_distance > 0 ? max_distance : 1, base;
+    if (!ctx->gpu || !ctx->gpu->attn_tc || fat5__dev_act_size(ctx) != 2 || dk % 8 || dk > 128 ||
+        ((a | b | q | k | v | dout) & 15) || (T + 63) / 64 > FAT5__GPU_MAX_BLOCKS || (!dkv && scheme == 2))
+        return 0;
+    if (scheme == 0 && bias && max_distance > 4096) return 0;
+    base = 6 * 64 * (dkp + 8) * 2;
+    if (scheme == 0 && bias) base += (2 * M + 1) * 4;
+    if (dkv) base += (256 + 8) * 4;
+    if (!dkv && scheme == 0 && bias && dbias) base += 4 * (2 * M + 1) * 4 * (fat5__gpu_attn_pattern(kind) ? 2 : 1);
+    if (scheme == 2) base = fat5__gpu_fire_smem(base, nb, 0);
+    return base <= ctx->gpu->smem_optin ? base : 0;
+}
+
 // o = softmax(q k^T + bias) v per sequence and head (T5: no 1/sqrt(dk)); lse [Tq, H] saved.
 // T5: bias [nb, H] or 0 (cross), lut [max_distance] from fat5__rel_bucket for this kind; ALiBi and
 // FIRE: the bias of each score computed in the kernel (fat5__gpu_attn_check). A pattern in the
@@ -6223,15 +6256,28 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dq(fat5_ctx *ctx, fat5__dptr 
     int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT;
     // buckets of T5's gradient rows: nb, or 2 nb with transient-global keys and their own table
     int64_t nbt = (int64_t)nb * ((kind & FAT5__ATTN_TGLOBAL) && !(kind & FAT5__ATTN_GSHARED) ? 2 : 1);
-    unsigned gx, smem;
+    unsigned gx = 0, smem;
     int kernel_done = 0;
+    int64_t need;
     fat5_status st = fat5__gpu_attn_check(ctx, op, Tq, H, dk, kind, bias, lut, nb, max_distance, g, cu_g);
     if (st || Tq == 0) return st;
     if (dbias_ && !bias) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: a bias gradient without a bias", op);
     if (dbias_ && !scratch) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: a bias gradient without scratch", op);
-    if (dk <= 64) {  // tiled: 64 queries x 256 threads; Q, dout [dkp][68], ds [64][68], K, V [dkp][65]
+    if ((need = fat5__gpu_attn_bwd_tc_smem(ctx, 0, dq, 0, q, k, v, dout, Tq, dk, kind, bias, nb, max_distance,
+                                           dbias_ != 0)) > 0) {
+        // tensor cores: 64 queries x 128 threads a block, grid-stride over the tiles with a gradient
+        int tk = (dk <= 64 ? FAT5__K_attn_bwd_dq_tc64 : FAT5__K_attn_bwd_dq_tc128) + 2 * scheme +
+                 (fat5__gpu_attn_pattern(kind) ? 1 : 0);
+        int64_t tab = scheme == 0 && bias ? ((int64_t)nb + max_distance) * 4 : 0;
+        gx = fat5__gpu_blocks(Tq, 64);
+        if (dbias_ && gx > FAT5__GPU_DBIAS_BLOCKS) gx = FAT5__GPU_DBIAS_BLOCKS;
+        st = fat5__dev_launch(ctx, tk, gx, (unsigned)H, 1, 128, 1, 1,
+                              (unsigned)(need + tab <= optin ? need + tab : need), args);
+        kernel_done = 1;
+    }
+    if (!kernel_done && dk <= 64) {  // tiled: 64 queries x 256 threads; Q, dout [dkp][68], ds [64][68], K, V [dkp][65]
         int64_t dkp = dk <= 16 ? 16 : dk <= 32 ? 32 : 64;
-        int64_t base = (dkp * (2 * 68 + 2 * 65) + 64 * 68) * 4, tab = 0, need;
+        int64_t base = (dkp * (2 * 68 + 2 * 65) + 64 * 68) * 4, tab = 0;
         if (scheme == 2) {  // FIRE: the MLP rows; with the gradient, a u tile [64][68] and G = 256 / W groups
             int64_t groups = dbias_ ? (nb < 256 ? 256 / nb : 1) : 0;
             need = fat5__gpu_fire_smem(base + (dbias_ ? 64 * 68 * 4 : 0), nb, groups);
@@ -6250,7 +6296,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dq(fat5_ctx *ctx, fat5__dptr 
         }
     }
     if (!kernel_done) {
-        int64_t base = (int64_t)2 * FAT5__GPU_ATTN_WARPS * dk * 4, need;
+        int64_t base = (int64_t)2 * FAT5__GPU_ATTN_WARPS * dk * 4;
         gx = fat5__gpu_blocks(Tq, FAT5__GPU_ATTN_WARPS);
         if (dbias_ && gx > FAT5__GPU_DBIAS_BLOCKS) gx = FAT5__GPU_DBIAS_BLOCKS;
         if (scheme == 2) {
@@ -6307,6 +6353,15 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__dptr
         fat5__gpu_attn_check(ctx, "fat5__gpu_attn_bwd_dkv", Tk, H, dk, kind, bias, lut, nb, max_distance, g,
                              cu_g);
     if (st || Tk == 0) return st;
+    if ((base = fat5__gpu_attn_bwd_tc_smem(ctx, 1, dk_, dv, q, k, v, dout, Tk, dk, kind, bias, nb, max_distance,
+                                           0)) > 0) {
+        // tensor cores: 64 keys x 128 threads a block
+        int tk = (dk <= 64 ? FAT5__K_attn_bwd_dkv_tc64 : FAT5__K_attn_bwd_dkv_tc128) + 2 * scheme +
+                 (fat5__gpu_attn_pattern(kind) ? 1 : 0);
+        int64_t tab = scheme == 0 && bias ? ((int64_t)nb + max_distance) * 4 : 0;
+        return fat5__dev_launch(ctx, tk, fat5__gpu_blocks(Tk, 64), (unsigned)H, 1, 128, 1, 1,
+                                (unsigned)(base + tab <= optin ? base + tab : base), args);
+    }
     if (dk <= 64) {  // tiled: 64 keys x 256 threads; K, V [dkp][68], p, ds [64][68], Q, dout [dkp][65]
         int64_t dkp = dk <= 16 ? 16 : dk <= 32 ? 32 : 64;
         int64_t tab = scheme == 0 && bias ? ((int64_t)nb + max_distance) * 4 : 0, need;

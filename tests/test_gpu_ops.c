@@ -55,7 +55,8 @@ typedef struct tg {
     void *host[64];
     int nhost;
     int err;  // a call failed (already reported): stop the case
-    int tc_cases;  // attention cases whose forward ran on tensor cores
+    int tc_cases;      // attention cases whose forward ran on tensor cores
+    int tc_bwd_cases;  // attention backward kernels (dq, dkv) that ran on tensor cores
 } tg;
 
 // Opens a GPU context of the given dtype into *out; on FAT5_ERR_NO_DEVICE marks the test skipped,
@@ -644,7 +645,8 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
     float *q, *k, *v, *bias = NULL, *o, *oref, *lse, *lseref, *dout, *dq, *dqref, *dkk, *dkref, *dv, *dvref;
     float *g0, *gref, *ggot, *delta, *deltaref;
     fat5__dptr qd, kd, vd, biasd = 0, lutd = 0, cuqd, cukd, qsd, ksd, od, lsed, doutd, deltad, dqd, dkd, dvd;
-    fat5__dptr gd = 0, gd2 = 0, scd = 0, dq2d = 0, cugd = 0;
+    fat5__dptr gd = 0, gd2 = 0, scd = 0, dq2d = 0, dk2d = 0, dv2d = 0, cugd = 0;
+    int tcq, tckv;
     char what[200], tag[128], kn[32];
     cu_q[0] = cu_k[0] = 0;
     for (s = 0; s < c->n_seq; s++) {
@@ -784,36 +786,105 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
         gd2 = tg_up_f32(g, g0, nbias);
         scd = tg_dev(g, nscr * 4);
     }
+    dk2d = tg_dev(g, nk * tg_act(g));  // dk, dv of the determinism rerun
+    dv2d = tg_dev(g, nk * tg_act(g));
     if (g->err) return;
+    // the tensor-core backward (bf16; dq with FIRE stays on the FMA kernel)
+    tcq = fat5__gpu_attn_bwd_tc_smem(g->ctx, 0, dqd, 0, qd, kd, vd, doutd, Tq, dk, kind, biasd, nb, md,
+                                     gd != 0 && !alibi) > 0;
+    tckv = fat5__gpu_attn_bwd_tc_smem(g->ctx, 1, dkd, dvd, qd, kd, vd, doutd, Tk, dk, kind, biasd, nb, md, 0) > 0;
+    g->tc_bwd_cases += tcq + tckv;
     if (!tg_ok(g, fat5__gpu_attn_bwd_delta(g->ctx, deltad, od, doutd, Tq, H, dk)) ||
         !tg_ok(g, fat5__gpu_attn_bwd_dq(g->ctx, dqd, gd, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd, cukd,
                                         qsd, Tq, H, dk, kind, nb, md, gsz, cugd, scd)) ||
         !tg_ok(g, fat5__gpu_attn_bwd_dkv(g->ctx, dkd, dvd, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd, cukd,
                                          ksd, Tk, H, dk, kind, nb, md, gsz, cugd)) ||
         !tg_ok(g, fat5__gpu_attn_bwd_dq(g->ctx, dq2d, gd2, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd, cukd,
-                                        qsd, Tq, H, dk, kind, nb, md, gsz, cugd, scd)))
+                                        qsd, Tq, H, dk, kind, nb, md, gsz, cugd, scd)) ||
+        !tg_ok(g, fat5__gpu_attn_bwd_dkv(g->ctx, dk2d, dv2d, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd,
+                                         cukd, ksd, Tk, H, dk, kind, nb, md, gsz, cugd)))
         return;
     tg_down_f32(g, delta, deltad, (size_t)(Tq * H));
     tg_down_act(g, dq, dqd, nq);
     tg_down_act(g, dkk, dkd, nk);
     tg_down_act(g, dv, dvd, nk);
     // scales of the terms that cancel (see the header): ds = p (dout.v - delta) with |dout.v|,
-    // |delta| <= |dout| |v| (2-norms of head rows); o and dv are weighted sums of v and dout rows
+    // |delta| <= |dout| |v| (2-norms of head rows); o and dv are weighted sums of v and dout rows.
+    // On tensor cores dS (in dq and dk) and P (in dv) are rounded to bf16 before their products,
+    // each term by at most 2^-8 (TG_ATC) of itself: dq_i moves by at most TG_ATC max|k| sum_j
+    // |ds_ij| <= TG_ATC max|k| 2 |dout| |v|; dk_j by TG_ATC max|q| 2 |dout| |v| c_j and dv_j by
+    // TG_ATC max|dout| c_j, c_j = sum_i p_ij the key's column sum (the CPU's dv for dout = 1).
     {
         double nd = tg_maxnorm(dout, Tq * H, dk), nv = tg_maxnorm(v, Tk * H, dk), no = tg_maxnorm(oref, Tq * H, dk);
-        float *dq2 = tg_f(g, nq);
+        double sq = fmax(tg_maxabs(dqref, nq), nd * nv * tg_maxabs(k, nk));
+        double sk = fmax(tg_maxabs(dkref, nk), nd * nv * tg_maxabs(q, nq));
+        double sv = fmax(tg_maxabs(dvref, nk), tg_maxabs(dout, nq)), cmax = 0, eq = 0, ek = 0, ev = 0;
+        float *dq2 = tg_f(g, nq), *dk2 = tg_f(g, nk), *dv2 = tg_f(g, nk);
+        if (g->err) return;
+        if (tcq || tckv) {
+            float *ones = tg_f(g, nq), *csum = tg_f(g, nk), *junk = tg_f(g, nk);
+            size_t e;
+            if (g->err) return;
+            for (e = 0; e < nq; e++) ones[e] = 1.0f;
+            fat5__cpu_attn_bwd_dkv(g->ctx, A_(junk), A_(csum), A_(ones), A_(lse), A_(deltaref), A_(q), A_(k), A_(v),
+                                   A_(bias), A_(lut), A_(cu_q), A_(cu_k), A_(k_seq), Tk, H, dk, kind, nb, md, gsz,
+                                   tglob ? A_(cu_g) : 0);
+            cmax = tg_maxabs(csum, nk);
+            eq = tcq ? TG_ATC * tg_maxabs(k, nk) * 2.0 * nd * nv : 0;
+            ek = tckv ? TG_ATC * tg_maxabs(q, nq) * 2.0 * nd * nv * cmax : 0;
+            ev = tckv ? TG_ATC * tg_maxabs(dout, nq) * cmax : 0;
+        }
         snprintf(what, sizeof what, "attn_bwd_delta %s", tag);
         tg_close_at(g, __LINE__, what, delta, deltaref, (size_t)(Tq * H), 0, 0,
                     fmax(tg_maxabs(deltaref, (size_t)(Tq * H)), nd * no));
-        snprintf(what, sizeof what, "attn_bwd_dq %s", tag);
-        tg_close_at(g, __LINE__, what, dq, dqref, nq, 1, 0, fmax(tg_maxabs(dqref, nq), nd * nv * tg_maxabs(k, nk)));
-        snprintf(what, sizeof what, "attn_bwd_dkv dk %s", tag);
-        tg_close_at(g, __LINE__, what, dkk, dkref, nk, 1, 0, fmax(tg_maxabs(dkref, nk), nd * nv * tg_maxabs(q, nq)));
-        snprintf(what, sizeof what, "attn_bwd_dkv dv %s", tag);
-        tg_close_at(g, __LINE__, what, dv, dvref, nk, 1, 0, fmax(tg_maxabs(dvref, nk), tg_maxabs(dout, nq)));
+        snprintf(what, sizeof what, "attn_bwd_dq%s %s", tcq ? " (tensor cores)" : "", tag);
+        fat5_check_close_at(g->T, __FILE__, __LINE__, what, dq, dqref, nq, eq + TG_A * sq, g->bf16 ? TG_R16 : TG_R32);
+        snprintf(what, sizeof what, "attn_bwd_dkv%s dk %s", tckv ? " (tensor cores)" : "", tag);
+        fat5_check_close_at(g->T, __FILE__, __LINE__, what, dkk, dkref, nk, ek + TG_A * sk, g->bf16 ? TG_R16 : TG_R32);
+        snprintf(what, sizeof what, "attn_bwd_dkv%s dv %s", tckv ? " (tensor cores)" : "", tag);
+        fat5_check_close_at(g->T, __FILE__, __LINE__, what, dv, dvref, nk, ev + TG_A * sv, g->bf16 ? TG_R16 : TG_R32);
+        // the same bits on a second run (no atomics anywhere)
         tg_down_act(g, dq2, dq2d, nq);
+        tg_down_act(g, dk2, dk2d, nk);
+        tg_down_act(g, dv2, dv2d, nk);
         snprintf(what, sizeof what, "attn_bwd_dq rerun dq %s", tag);
         tg_same(g, what, dq2, dq, nq);
+        snprintf(what, sizeof what, "attn_bwd_dkv rerun dk %s", tag);
+        tg_same(g, what, dk2, dkk, nk);
+        snprintf(what, sizeof what, "attn_bwd_dkv rerun dv %s", tag);
+        tg_same(g, what, dv2, dv, nk);
+        if ((tcq || tckv) && !g->err) {
+            // the FMA kernels on the same inputs (FAT5_ATTN_TC=0's path), the tensor-core ones
+            // against them: both outputs rounded (rtol 2 TG_R16), the tensor cores' own bound
+            fat5__dptr gd3 = has_grad ? tg_up_f32(g, g0, nbias) : 0;
+            float *g3 = tg_f(g, nbias);
+            int ok;
+            if (g->err) return;
+            g->ctx->gpu->attn_tc = 0;
+            ok = tg_ok(g, fat5__gpu_attn_bwd_dq(g->ctx, dq2d, gd3, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd,
+                                                cukd, qsd, Tq, H, dk, kind, nb, md, gsz, cugd, scd)) &&
+                 tg_ok(g, fat5__gpu_attn_bwd_dkv(g->ctx, dk2d, dv2d, doutd, lsed, deltad, qd, kd, vd, biasd, lutd,
+                                                 cuqd, cukd, ksd, Tk, H, dk, kind, nb, md, gsz, cugd));
+            g->ctx->gpu->attn_tc = 1;
+            if (!ok) return;
+            tg_down_act(g, dq2, dq2d, nq);
+            tg_down_act(g, dk2, dk2d, nk);
+            tg_down_act(g, dv2, dv2d, nk);
+            snprintf(what, sizeof what, "[%s] attn_bwd_dq, tensor cores vs FMA %s", g->mode, tag);
+            fat5_check_close_at(g->T, __FILE__, __LINE__, what, dq, dq2, nq, eq + TG_A * sq, 2 * TG_R16);
+            snprintf(what, sizeof what, "[%s] attn_bwd_dkv dk, tensor cores vs FMA %s", g->mode, tag);
+            fat5_check_close_at(g->T, __FILE__, __LINE__, what, dkk, dk2, nk, ek + TG_A * sk, 2 * TG_R16);
+            snprintf(what, sizeof what, "[%s] attn_bwd_dkv dv, tensor cores vs FMA %s", g->mode, tag);
+            fat5_check_close_at(g->T, __FILE__, __LINE__, what, dv, dv2, nk, ev + TG_A * sv, 2 * TG_R16);
+            if (gd3 && tcq && !alibi) {
+                // both sum fp32 dS per bucket (no bf16 rounding on this path): the CPU's tolerance
+                tg_down_f32(g, g3, gd3, nbias);
+                tg_down_f32(g, ggot, gd, nbias);
+                snprintf(what, sizeof what, "[%s] attn_bwd_dq bias gradient, tensor cores vs FMA %s", g->mode, tag);
+                fat5_check_close_at(g->T, __FILE__, __LINE__, what, ggot, g3, nbias,
+                                    TG_RDB * tg_maxabs(g3, nbias) + TG_A, TG_RDB);
+            }
+        }
     }
     if (has_grad) {
         float *g2 = tg_f(g, nbias), *inc = tg_f(g, nbias), *incref = tg_f(g, nbias);
@@ -1609,7 +1680,9 @@ static void t_gpu_attn_patterns(fat5_test *T) {
 // 96 (padded to 64 and 128); a T5 table of 4 buckets with max distance 2 (the smallest the GPU's
 // bucket lookup supports for both masks: nb / 2 exact buckets when causal); T5 buckets,
 // no bias, ALiBi (both), FIRE, a window of radius 127 with transient-global keys and with a prefix.
-// tg_attn_case_g checks o and lse against the CPU and against the FMA kernel on the same inputs.
+// tg_attn_case_g checks o and lse against the CPU and against the FMA kernel on the same inputs,
+// and so the tensor-core backward: dq, dk, dv and the bias-table gradient, and their bits on a
+// second run.
 static void t_gpu_attn_tc(fat5_test *T) {
     static const int lq[] = {1, 1100, 37, 300}, lk[] = {700, 3, 65, 1}, l1[] = {2048};
     // n_seq, len_q, len_k, H, dk, nb, md, W, lm, db_inc
@@ -1625,7 +1698,7 @@ static void t_gpu_attn_tc(fat5_test *T) {
         {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(127) | FAT5__ATTN_PREFIX, 1, 70}};
     // FAT5_TEST_ATTN_CFG=n runs configuration n alone (4: the long sequence), e.g. under racecheck
     const char *only = getenv("FAT5_TEST_ATTN_CFG");
-    int runs = 0;
+    int runs = 0, bwd = 0;  // bwd: the backward kernels that must run on tensor cores (dq with FIRE does not)
     fat5_rng rng = fat5_rng_init(1500);
     size_t ci, ki;
     tg g;
@@ -1636,16 +1709,20 @@ static void t_gpu_attn_tc(fat5_test *T) {
             if (cfgs[ci].H % 2 && (kinds[ki][0] & FAT5__ATTN_ALIBI_ASYM)) continue;  // needs an even head count
             tg_attn_case_g(&g, &cfgs[ci], kinds[ki][0], kinds[ki][1], kinds[ki][2], &rng);
             runs++;
+            bwd += kinds[ki][0] & FAT5__ATTN_FIRE ? 1 : 2;
             tg_release(&g, ndev, nhost);
         }
     for (ki = 1; ki <= 2 && !g.err && (!only || atoi(only) == 4); ki++) {
         int ndev = g.ndev, nhost = g.nhost;
         tg_attn_case_g(&g, &causal, kinds[ki][0], kinds[ki][1], kinds[ki][2], &rng);
         runs++;
+        bwd += 2;
         tg_release(&g, ndev, nhost);
     }
     // every case here must have taken the tensor-core kernel (bf16, sm_80+, head dims that fit)
     FAT5_CHECK_MSG(T, g.err || g.tc_cases == runs, "%d of %d cases ran on tensor cores", g.tc_cases, runs);
+    FAT5_CHECK_MSG(T, g.err || g.tc_bwd_cases == bwd, "%d of %d backward kernels ran on tensor cores",
+                   g.tc_bwd_cases, bwd);
     tg_end(&g);
 }
 

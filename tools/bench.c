@@ -3,10 +3,12 @@
 //     tools/bench [attn|step|ul2|generate|decode|long|all]  (make bench runs all)
 // attn: the attention kernels with T5 relative bias (32 buckets, max distance 128), head dims 64
 //       and 128, 8 heads, 16,384 tokens per batch in sequences of L = 1024 and 4096, bidirectional
-//       and causal, bf16: the forward on tensor cores ("forward": "tensor-core") and on the exact
-//       FMA kernels ("fma", FAT5_ATTN_TC=0), the backward on the FMA kernels in both; FLOPs as
-//       in the usual convention: forward 4*B*H*L^2*d (halved when causal), forward + backward
-//       3.5x that.
+//       and causal, bf16: forward and backward on tensor cores ("forward": "tensor-core") and on
+//       the exact FMA kernels ("fma", FAT5_ATTN_TC=0); the backward (delta, dq with the bias-table
+//       gradient, dk/dv) whole, then dq, dq without the bias gradient and dk/dv each alone
+//       (dbias_share_of_bwd: what the bias gradient adds, over the whole backward); FLOPs as in
+//       the usual convention: forward 4*B*H*L^2*d (halved when causal), forward + backward 3.5x
+//       that.
 // step: forward + backward of a randomly initialised FAT5-small-shaped model (d_model 512, d_ff
 //       2048, 8 heads, 12 + 12 layers, gated-gelu, vocabulary 32768), batch 16 x (1024 encoder +
 //       256 decoder tokens), bf16; ms per step, tokens/s and the device memory it used.
@@ -100,7 +102,7 @@ static int bench_attn(fat5_ctx *ctx) {
         for (kind = 1; kind <= 2; kind++)
         for (tc = A == 2; tc >= 0; tc--) {  // bf16: the tensor-core forward, then the FMA kernels
             int L = lens[li], n_seq = (int)(T / L), reps = 5, rep, dk = dks[di];
-            double t0, tf, tb, flops = 4.0 * n_seq * H * (double)L * L * dk / (kind == 2 ? 2 : 1);
+            double t0, tf, tb, tq, tq0, tkv, flops = 4.0 * n_seq * H * (double)L * L * dk / (kind == 2 ? 2 : 1);
             for (i = 0; i <= n_seq; i++) hcu[i] = i * L;
             for (i = 0; i < T; i++) hseq[i] = i / L;
             for (i = 0; i < md; i++) hlut[i] = fat5__rel_bucket(-i, kind == 1, nb, md);
@@ -130,11 +132,34 @@ static int bench_attn(fat5_ctx *ctx) {
                 goto done;
             }
             tb = (bench_now() - t0) / reps;
+            // the backward's kernels one by one, and dq without the bias-table gradient (its cost)
+            t0 = bench_now();
+            for (rep = 0; rep < reps; rep++)
+                (void)fat5__gpu_attn_bwd_dq(ctx, dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu, cu, seq, T, H, dk,
+                                            kind, nb, md, 0, 0, dbs);
+            fat5__dev_sync(ctx);
+            tq = (bench_now() - t0) / reps;
+            t0 = bench_now();
+            for (rep = 0; rep < reps; rep++)
+                (void)fat5__gpu_attn_bwd_dq(ctx, dq, 0, dout, lse, delta, q, k, v, bias, lut, cu, cu, seq, T, H, dk,
+                                            kind, nb, md, 0, 0, dbs);
+            fat5__dev_sync(ctx);
+            tq0 = (bench_now() - t0) / reps;
+            t0 = bench_now();
+            for (rep = 0; rep < reps; rep++)
+                (void)fat5__gpu_attn_bwd_dkv(ctx, dkk, dv, dout, lse, delta, q, k, v, bias, lut, cu, cu, seq, T, H, dk,
+                                             kind, nb, md, 0, 0);
+            if (fat5__dev_sync(ctx)) {
+                rc = bench_fail(ctx, "attention backward kernels");
+                goto done;
+            }
+            tkv = (bench_now() - t0) / reps;
             printf("{\"bench\": \"attn\", \"dtype\": \"%s\", \"forward\": \"%s\", \"L\": %d, \"batch\": %d, \"heads\": %d, "
-                   "\"head_dim\": %d, \"causal\": %s, \"fwd_ms\": %.3f, \"bwd_ms\": %.3f, \"fwd_tflops\": %.2f, "
+                   "\"head_dim\": %d, \"causal\": %s, \"fwd_ms\": %.3f, \"bwd_ms\": %.3f, \"dq_ms\": %.3f, "
+                   "\"dq_no_dbias_ms\": %.3f, \"dkv_ms\": %.3f, \"dbias_share_of_bwd\": %.3f, \"fwd_tflops\": %.2f, "
                    "\"fwd_bwd_tflops\": %.2f}\n",
                    A == 2 ? "bf16" : "fp32", tc ? "tensor-core" : "fma", L, n_seq, H, dk, kind == 2 ? "true" : "false",
-                   tf * 1e3, tb * 1e3,
+                   tf * 1e3, tb * 1e3, tq * 1e3, tq0 * 1e3, tkv * 1e3, (tq - tq0) / tb,
                    flops / tf / 1e12, 3.5 * flops / (tf + tb) / 1e12);
             fflush(stdout);
         }

@@ -463,12 +463,21 @@ def attention_main(args):
             ratio = f"({a / b:5.2f}x)" if a and b else "(    -)"
             cells.append(f"{fmt(b)} {ratio}")
         print(f"{dk:>3} {L:>5} {'causal' if causal else 'bidir':>6} | {fmt(a)} {fmt(tf(fma, 'fwd')):>8} | " + " ".join(cells))
-    print("\nforward + backward TFLOP/s (fat5's backward on its FMA kernels)")
-    print(f"{'hd':>3} {'L':>5} {'mask':>6} | {'fat5 tc':>7} {'fat5 fma':>8} | {'sdpa':>7} {'sdpa-bias':>9} {'flex':>7}")
+    print("\nforward + backward TFLOP/s (fat5 on tensor cores, bias-table gradient included / peer in parentheses;"
+          " dbias: the bias gradient's share of fat5's backward)")
+    print(f"{'hd':>3} {'L':>5} {'mask':>6} | {'fat5 tc':>7} {'fat5 fma':>8} {'dbias':>6} | {'sdpa':>15} {'sdpa-bias':>15}"
+          f" {'flex':>15}")
     for dk, L, causal, tc, fma, peers in rows:
-        print(f"{dk:>3} {L:>5} {'causal' if causal else 'bidir':>6} | {fmt(tf(tc, 'fwd_bwd'))} {fmt(tf(fma, 'fwd_bwd')):>8} | "
-              f"{fmt(tf(peers.get('sdpa'), 'fwd_bwd'))} {fmt(tf(peers.get('sdpa-bias'), 'fwd_bwd')):>9} "
-              f"{fmt(tf(peers.get('flex'), 'fwd_bwd'))}")
+        a = tf(tc, "fwd_bwd")
+        cells = []
+        for name in ("sdpa", "sdpa-bias", "flex"):
+            b = tf(peers.get(name), "fwd_bwd")
+            ratio = f"({a / b:5.2f}x)" if a and b else "(    -)"
+            cells.append(f"{fmt(b)} {ratio}")
+        share = tc.get("dbias_share_of_bwd") if tc else None
+        sh = f"{100 * share:5.1f}%" if isinstance(share, (int, float)) else "     -"
+        print(f"{dk:>3} {L:>5} {'causal' if causal else 'bidir':>6} | {fmt(a)} {fmt(tf(fma, 'fwd_bwd')):>8} {sh} | "
+              + " ".join(cells))
     return 0
 
 
