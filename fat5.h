@@ -6132,7 +6132,7 @@ static FAT5__UNUSED int64_t fat5__gpu_attn_fwd_tc_smem(const fat5_ctx *ctx, fat5
 // Whether attn_bwd_dq (dkv 0) or attn_bwd_dkv (dkv 1) runs on tensor cores (attention_tc_bwd.cu),
 // and then its shared memory (bytes, without the optional table cache); 0: the FMA kernels. The
 // forward's conditions (fat5__gpu_attn_fwd_tc_smem) on every row pointer; dq not with FIRE (its
-// parameter gradient stays on the FMA kernel). Both: six tiles of 64 rows of dkp + 8 bf16 (dkp 64
+// parameter gradient stays on the FMA kernel), nor with a T5 bias gradient of more than 512 buckets. Both: six tiles of 64 rows of dkp + 8 bf16 (dkp 64
 // or 128), T5's bias by distance (2 M + 1 floats, M = max(max_distance, 1)); dq with a T5 bias
 // gradient, the 4 warps' gradients by distance (4 (2 M + 1) floats, twice in the pattern kernels);
 // dkv the tiles' lse and delta (256 floats) and 8 ints; then fat5_attn_pos's part (FIRE's rows).
@@ -6146,6 +6146,7 @@ static FAT5__UNUSED int64_t fat5__gpu_attn_bwd_tc_smem(const fat5_ctx *ctx, int 
         ((a | b | q | k | v | dout) & 15) || (T + 63) / 64 > FAT5__GPU_MAX_BLOCKS || (!dkv && scheme == 2))
         return 0;
     if (scheme == 0 && bias && max_distance > 4096) return 0;
+    if (!dkv && scheme == 0 && bias && dbias && nb > 512) return 0;  // the block's bucket sums in its tiles' space
     base = 6 * 64 * (dkp + 8) * 2;
     if (scheme == 0 && bias) base += (2 * M + 1) * 4;
     if (dkv) base += (256 + 8) * 4;

@@ -54,22 +54,34 @@ __device__ __forceinline__ void fat5_tcb_dd_add(float *dd, int x, int M, float s
         dd[x + M] += s;
 }
 
-// A warp's staged dS tile st[16][FAT5_TCB_ST] (columns are keys kt0 + c) into its gradient by
-// distance. diag: row r's distance origin is b0 + r (one sequence), else each row's own origin
-// org (held by lane 4 (r & 7), register r >> 3), dd the table to add to and hi / lo its registers.
+// A warp's staged dS tile into its gradient by distance: columns are keys kt0 + c. diag: row r's
+// distance origin is b0 + r (one sequence) and the tile is folded (R = 8: row r holds rows r and
+// r + 8 of the warp, which share a diagonal 8 columns apart, at columns c' + 8, c' = c - 8 for the
+// second: 72 columns) or not (R = 16, 64 columns); else (R = 16) each row its own origin org (held
+// by lane 4 (r & 7), register r >> 3). dd is the table to add to, hi / lo its registers.
+template <int R>
 __device__ __forceinline__ void fat5_tcb_dd_tile(const float *st, float *dd, int M, int kt0, bool diag, int b0,
                                                  const int org[2], float &hi, float &lo)
 {
-    const int lane = threadIdx.x & 31;
+    const int lane = threadIdx.x & 31, SH = R == 8 ? 7 : 15, NC = R == 8 ? 72 : 64;
     __syncwarp();
     if (diag) {
-        // diagonal e = c - r + 15 (0..78) has distance kt0 - b0 - 15 + e
-        for (int e = lane; e < 79; e += 32) {
-            const int r0 = max(0, 15 - e), r1 = min(15, 78 - e);
-            float s = 0.0f;
-            for (int r = r0; r <= r1; r++) s += st[r * FAT5_TCB_ST + r + e - 15];
-            fat5_tcb_dd_add(dd, kt0 - b0 - 15 + e, M, s, hi, lo);
+        // diagonal e = c - r + 15 (0..78) has distance kt0 - b0 - 15 + e: its R loads issued at once
+        // (a row the diagonal misses reads a clamped column and adds 0), summed down the rows
+        float s[3];
+#pragma unroll
+        for (int i = 0; i < 3; i++) {
+            const int e = lane + 32 * i;
+            float x[R];
+#pragma unroll
+            for (int r = 0; r < R; r++) x[r] = st[r * FAT5_TCB_ST + min(max(r + e - SH, 0), NC - 1)];
+            s[i] = 0.0f;
+#pragma unroll
+            for (int r = 0; r < R; r++) s[i] += r + e - SH >= 0 && r + e - SH < NC ? x[r] : 0.0f;
         }
+#pragma unroll
+        for (int i = 0; i < 3; i++)
+            if (lane + 32 * i < 79) fat5_tcb_dd_add(dd, kt0 - b0 - 15 + lane + 32 * i, M, s[i], hi, lo);
     } else {
 #pragma unroll 1
         for (int r = 0; r < 16; r++) {
@@ -240,6 +252,16 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tc_impl(act_t *dq, float *dbias
                 if (chi || clo) cadd = dtab[chi ? 2 * M : 0];
             }
             const bool stage = DB && !chi && !clo;
+            // staged tiles: one sequence over the warp's rows (rows past Tq do not count: their dS are
+            // 0) sums by diagonals, folded (rows r and r + 8 added in registers) with 64-key halves
+            int b0 = 0;
+            bool diag = false;
+            if (stage) {
+                b0 = __shfl_sync(FAT5_FULL_MASK, base[0], 0);
+                const bool one = !glob && (!valid[0] || base[0] == b0 + gr) && (!valid[1] || base[1] == b0 + 8 + gr);
+                diag = __all_sync(FAT5_FULL_MASK, one);
+            }
+            const bool fold = QW == 64 && diag;
             float dsum = 0.0f;  // a far tile's dS, this lane's
 
 #pragma unroll
@@ -325,7 +347,22 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tc_impl(act_t *dq, float *dbias
                             if (DB && !stage) dsum += x;
                         }
                 }
-                if (stage) {
+                if (fold) {
+                    // row gr, column 8 m + 2 tq + e, and row gr + 8, column 8 (m + 1) + 2 tq + e, for m = -1 .. 7
+#pragma unroll
+                    for (int m = -1; m < NW; m++) {
+                        float v0 = 0.0f, v1 = 0.0f;
+                        if (m >= 0) {
+                            v0 = s[m][0];
+                            v1 = s[m][1];
+                        }
+                        if (m + 1 < NW) {
+                            v0 += s[m + 1][2];
+                            v1 += s[m + 1][3];
+                        }
+                        *(float2 *)(st + gr * FAT5_TCB_ST + 8 + m * 8 + 2 * tq) = make_float2(v0, v1);
+                    }
+                } else if (stage) {
 #pragma unroll
                     for (int rr = 0; rr < 2; rr++)
 #pragma unroll
@@ -355,16 +392,12 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tc_impl(act_t *dq, float *dbias
                     fhi += dsum;
                 else if (clo)
                     flo += dsum;
-                else {
-                    // one sequence over the warp's rows (rows past Tq do not count: their dS are 0)
-                    const int b0 = __shfl_sync(FAT5_FULL_MASK, base[0], 0);
-                    const bool one = !glob && (!valid[0] || base[0] == b0 + gr) && (!valid[1] || base[1] == b0 + 8 + gr);
-                    const bool diag = __all_sync(FAT5_FULL_MASK, one);
-                    if (glob)
-                        fat5_tcb_dd_tile(st, ddw + 2 * M + 1, M, kt0, false, b0, base, ghi, glo);
-                    else
-                        fat5_tcb_dd_tile(st, ddw, M, kt0, diag, b0, base, fhi, flo);
-                }
+                else if (glob)
+                    fat5_tcb_dd_tile<16>(st, ddw + 2 * M + 1, M, kt0, false, b0, base, ghi, glo);
+                else if (fold)
+                    fat5_tcb_dd_tile<8>(st, ddw, M, kt0, true, b0, base, fhi, flo);
+                else
+                    fat5_tcb_dd_tile<16>(st, ddw, M, kt0, diag, b0, base, fhi, flo);
             }
         }
 
@@ -400,21 +433,26 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tc_impl(act_t *dq, float *dbias
             }
         }
         __syncthreads();
-        // per distance, the warps in order (into warp 0's table); then per bucket, the distances in order
-        float *dd0 = dtab + tabn;
-        for (int x = threadIdx.x; x < ddn; x += blockDim.x) dd0[x] = ((dd0[x] + dd0[ddn + x]) + dd0[2 * ddn + x]) + dd0[3 * ddn + x];
-        __syncthreads();
-        const int nbt = PAT ? nb + pt.goff : nb;
-        for (int b = threadIdx.x; b < nbt; b += blockDim.x) {
+        // per bucket: warp w sums its quarter of the distances in order (each distance's total over
+        // the warps in warp order; lane l the buckets l, l + 32, ...), into the staging space (free
+        // now), then the four quarters in order
+        const int n1 = 2 * M + 1, nbt = PAT ? nb + pt.goff : nb, q4 = (ddn + 3) / 4;
+        const float *dd0 = dtab + tabn;
+        float *part = (float *)fat5_smem;  // [4][nbt], nbt <= 1024 (the launcher's bound)
+        for (int bb = 0; bb < nbt; bb += 32) {
+            const int b = bb + lane;
             float s = 0.0f;
-            if (b < nb)
-                for (int x = 0; x <= 2 * M; x++)
-                    if (fat5_attn_bucket(x - M, pb.kind, pb.lut, nb, md) == b) s += dd0[x];
-            if (TG && pt.tg && b >= pt.goff)
-                for (int x = 0; x <= 2 * M; x++)
-                    if (fat5_attn_bucket(x - M, 1, pb.lut, nb, md) + pt.goff == b) s += dd0[2 * M + 1 + x];
-            dbias[((long long)blockIdx.x * nbt + b) * H + h] = s;
+            for (int x = w * q4; x < min(ddn, (w + 1) * q4); x++) {
+                const float t = ((dd0[x] + dd0[ddn + x]) + dd0[2 * ddn + x]) + dd0[3 * ddn + x];
+                const int bx = x < n1 ? fat5_attn_bucket(x - M, pb.kind, pb.lut, nb, md)
+                                      : fat5_attn_bucket(x - n1 - M, 1, pb.lut, nb, md) + pt.goff;
+                if (bx == b) s += t;
+            }
+            if (b < nbt) part[w * nbt + b] = s;
         }
+        __syncthreads();
+        for (int b = threadIdx.x; b < nbt; b += blockDim.x)
+            dbias[((long long)blockIdx.x * nbt + b) * H + h] = ((part[b] + part[nbt + b]) + part[2 * nbt + b]) + part[3 * nbt + b];
     }
 }
 
@@ -642,46 +680,65 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tc_impl(act_t *dk_, act_t *dv,
                     fat5_tc_mma(dp[2 * np + 1], va, b2, b3);
                 }
             }
-            // bias, mask, P (in s) and dS (in dp)
+            // bias and mask on uniform branches (as in dq; a masked score becomes -inf), then P (in s)
+            // and dS (in dp)
+            if (wfull) {
+                if (PE != FAT5_PE_TABLE || (tabn && !chi && !clo)) {
 #pragma unroll
-            for (int n = 0; n < NW; n++) {
-                const int cc = hq * QW + n * 8 + 2 * tq;  // this thread's first column in the tile
-                const float2 Lc = *(const float2 *)(Lt + cc), Dc = *(const float2 *)(Dt + cc);
+                    for (int rr = 0; rr < 2; rr++) {
+                        const int r0 = qb[rr] + jp[rr] - c0 - 2 * tq;  // the distance of this thread's first column
 #pragma unroll
-                for (int rr = 0; rr < 2; rr++) {
-                    const int kbase = qb[rr] + jp[rr];
+                        for (int n = 0; n < NW; n++)
 #pragma unroll
-                    for (int e = 0; e < 2; e++) {
-                        float x = s[n][2 * rr + e];
-                        const int qi = c0 + n * 8 + 2 * tq + e, rel = kbase - qi;
-                        bool ok = true;
-                        if (wfull) {
-                            if (PE == FAT5_PE_TABLE) {
-                                if (tabn && !chi && !clo) x += dtab[min(max(rel, -M), M) + M];
+                            for (int e = 0; e < 2; e++) {
+                                float &x = s[n][2 * rr + e];
+                                if (PE == FAT5_PE_TABLE)
+                                    x += dtab[min(max(r0 - n * 8 - e, -M), M) + M];
+                                else if (PE == FAT5_PE_ALIBI)
+                                    x -= pb.slope * fabsf((float)(r0 - n * 8 - e));
+                                else
+                                    x += fat5_pb_bias<PE>(pb, c0 + n * 8 + 2 * tq + e - qb[rr], jp[rr]);
+                            }
+                    }
+                }
+            } else {
+#pragma unroll
+                for (int rr = 0; rr < 2; rr++)
+#pragma unroll
+                    for (int n = 0; n < NW; n++)
+#pragma unroll
+                        for (int e = 0; e < 2; e++) {
+                            float &x = s[n][2 * rr + e];
+                            const int qi = c0 + n * 8 + 2 * tq + e, rel = qb[rr] + jp[rr] - qi;
+                            bool ok = qi >= qlo[rr] && qi < qhi[rr];
+                            if (PAT) ok = ok && qi < qe && ((TG && gG[rr] > 0) || fat5_pat_sees(pt, qi - qb[rr], jp[rr]));
+                            if (!ok) {
+                                x = -FAT5_INF;
+                            } else if (TG && gG[rr] > 0) {
+                                if (pb.gbias)
+                                    x += pb.gbias[fat5_attn_bucket(jp[rr] - fat5_pat_block(pt, qi - qb[rr], gG[rr]), 1,
+                                                                   pb.lut, nb, md) * pb.gstride];
+                            } else if (PE == FAT5_PE_TABLE) {
+                                if (tabn) x += dtab[min(max(rel, -M), M) + M];
                             } else if (PE == FAT5_PE_ALIBI) {
                                 x -= pb.slope * fabsf((float)rel);
                             } else {
                                 x += fat5_pb_bias<PE>(pb, qi - qb[rr], jp[rr]);
                             }
-                        } else {
-                            ok = qi >= qlo[rr] && qi < qhi[rr];
-                            if (PAT) ok = ok && qi < qe && ((TG && gG[rr] > 0) || fat5_pat_sees(pt, qi - qb[rr], jp[rr]));
-                            if (ok) {
-                                if (TG && gG[rr] > 0) {
-                                    if (pb.gbias)
-                                        x += pb.gbias[fat5_attn_bucket(jp[rr] - fat5_pat_block(pt, qi - qb[rr], gG[rr]),
-                                                                       1, pb.lut, nb, md) * pb.gstride];
-                                } else if (PE == FAT5_PE_TABLE) {
-                                    if (tabn) x += dtab[min(max(rel, -M), M) + M];
-                                } else if (PE == FAT5_PE_ALIBI) {
-                                    x -= pb.slope * fabsf((float)rel);
-                                } else {
-                                    x += fat5_pb_bias<PE>(pb, qi - qb[rr], jp[rr]);
-                                }
-                            }
                         }
-                        const float L = e ? Lc.y : Lc.x, D = e ? Dc.y : Dc.x;
-                        const float p = ok ? fat5_tc_ex2(fmaf(x, LOG2E, fmaf(-L, LOG2E, cl))) : 0.0f;
+            }
+#pragma unroll
+            for (int n = 0; n < NW; n++) {
+                const int cc = hq * QW + n * 8 + 2 * tq;  // this thread's first column in the tile
+                const float2 Lc = *(const float2 *)(Lt + cc), Dc = *(const float2 *)(Dt + cc);
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    // a query without keys (lse -inf) is masked for every key: its p is 2^-inf = 0
+                    const float L = e ? Lc.y : Lc.x, D = e ? Dc.y : Dc.x;
+                    const float nl = L > -FAT5_INF ? fmaf(-L, LOG2E, cl) : 0.0f;
+#pragma unroll
+                    for (int rr = 0; rr < 2; rr++) {
+                        const float p = fat5_tc_ex2(fmaf(s[n][2 * rr + e], LOG2E, nl));
                         s[n][2 * rr + e] = p;
                         dp[n][2 * rr + e] = p * (dp[n][2 * rr + e] - D);
                     }
