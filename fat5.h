@@ -6134,7 +6134,8 @@ static FAT5__UNUSED int64_t fat5__gpu_attn_fwd_tc_smem(const fat5_ctx *ctx, fat5
 // forward's conditions (fat5__gpu_attn_fwd_tc_smem) on every row pointer; dq not with FIRE (its
 // parameter gradient stays on the FMA kernel), nor with a T5 bias gradient of more than 512 buckets. Both: six tiles of 64 rows of dkp + 8 bf16 (dkp 64
 // or 128), T5's bias by distance (2 M + 1 floats, M = max(max_distance, 1)); dq with a T5 bias
-// gradient, the 4 warps' gradients by distance (4 (2 M + 1) floats, twice in the pattern kernels);
+// gradient, the 4 warps' gradients by distance and their buckets (5 (2 M + 1) floats, twice in the
+// pattern kernels);
 // dkv the tiles' lse and delta (256 floats) and 8 ints; then fat5_attn_pos's part (FIRE's rows).
 static FAT5__UNUSED int64_t fat5__gpu_attn_bwd_tc_smem(const fat5_ctx *ctx, int dkv, fat5__dptr a, fat5__dptr b,
                                                        fat5__dptr q, fat5__dptr k, fat5__dptr v, fat5__dptr dout,
@@ -6150,7 +6151,7 @@ static FAT5__UNUSED int64_t fat5__gpu_attn_bwd_tc_smem(const fat5_ctx *ctx, int 
     base = 6 * 64 * (dkp + 8) * 2;
     if (scheme == 0 && bias) base += (2 * M + 1) * 4;
     if (dkv) base += (256 + 8) * 4;
-    if (!dkv && scheme == 0 && bias && dbias) base += 4 * (2 * M + 1) * 4 * (fat5__gpu_attn_pattern(kind) ? 2 : 1);
+    if (!dkv && scheme == 0 && bias && dbias) base += 5 * (2 * M + 1) * 4 * (fat5__gpu_attn_pattern(kind) ? 2 : 1);
     if (scheme == 2) base = fat5__gpu_fire_smem(base, nb, 0);
     return base <= ctx->gpu->smem_optin ? base : 0;
 }
@@ -6271,7 +6272,13 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dq(fat5_ctx *ctx, fat5__dptr 
                  (fat5__gpu_attn_pattern(kind) ? 1 : 0);
         int64_t tab = scheme == 0 && bias ? ((int64_t)nb + max_distance) * 4 : 0;
         gx = fat5__gpu_blocks(Tq, 64);
-        if (dbias_ && gx > FAT5__GPU_DBIAS_BLOCKS) gx = FAT5__GPU_DBIAS_BLOCKS;
+        if (dbias_) {
+            // a block sums its bias gradient once, at its end: about 4 blocks per multiprocessor in
+            // all (two waves), each over several tiles
+            int64_t want = ((int64_t)4 * (ctx->gpu->sm_count > 0 ? ctx->gpu->sm_count : 1) + H - 1) / H;
+            if (gx > want) gx = (unsigned)want;
+            if (gx > FAT5__GPU_DBIAS_BLOCKS) gx = FAT5__GPU_DBIAS_BLOCKS;
+        }
         st = fat5__dev_launch(ctx, tk, gx, (unsigned)H, 1, 128, 1, 1,
                               (unsigned)(need + tab <= optin ? need + tab : need), args);
         kernel_done = 1;

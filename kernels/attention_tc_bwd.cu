@@ -68,16 +68,18 @@ __device__ __forceinline__ void fat5_tcb_dd_tile(const float *st, float *dd, int
     if (diag) {
         // diagonal e = c - r + 15 (0..78) has distance kt0 - b0 - 15 + e: its R loads issued at once
         // (a row the diagonal misses reads a clamped column and adds 0), summed down the rows
+        // (diagonals 32 .. 63 meet every row: no clamps)
         float s[3];
 #pragma unroll
         for (int i = 0; i < 3; i++) {
             const int e = lane + 32 * i;
             float x[R];
 #pragma unroll
-            for (int r = 0; r < R; r++) x[r] = st[r * FAT5_TCB_ST + min(max(r + e - SH, 0), NC - 1)];
+            for (int r = 0; r < R; r++)
+                x[r] = st[r * FAT5_TCB_ST + (i == 1 ? r + e - SH : min(max(r + e - SH, 0), NC - 1))];
             s[i] = 0.0f;
 #pragma unroll
-            for (int r = 0; r < R; r++) s[i] += r + e - SH >= 0 && r + e - SH < NC ? x[r] : 0.0f;
+            for (int r = 0; r < R; r++) s[i] += i == 1 || (r + e - SH >= 0 && r + e - SH < NC) ? x[r] : 0.0f;
         }
 #pragma unroll
         for (int i = 0; i < 3; i++)
@@ -118,13 +120,17 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tc_impl(act_t *dq, float *dbias
     const int M = md > 0 ? md : 1, tabn = PE == FAT5_PE_TABLE && bias ? 2 * M + 1 : 0;
     const int ddn = DB ? (TG ? 2 : 1) * (2 * M + 1) : 0;  // a warp's gradient by distance (T5's, the globals')
     float *ddw = dtab + tabn + w * ddn;
-    fat5_pb pb = fat5_attn_pos<PE>(bias, lut, h, H, kind, nb, md, 6 * 64 * SR / 2 + tabn + 4 * ddn, 0);
+    int *bk = (int *)(dtab + tabn + 4 * ddn);  // the bucket of each entry of a warp's gradient by distance
+    fat5_pb pb = fat5_attn_pos<PE>(bias, lut, h, H, kind, nb, md, 6 * 64 * SR / 2 + tabn + 5 * ddn, 0);
     if (TG) fat5_attn_gtable(pb, bias, kind, h, H, nb);
     const fat5_pat pt = fat5_attn_pat(kind, g, nb);
     const int vis = fat5_attn_vis<PE>(kind, h, H);
     for (int x = threadIdx.x; x < tabn; x += blockDim.x)
         dtab[x] = pb.bias[fat5_attn_bucket(x - M, pb.kind, pb.lut, nb, md) * pb.bstride];
     for (int x = threadIdx.x; x < 4 * ddn; x += blockDim.x) dtab[tabn + x] = 0.0f;
+    for (int x = threadIdx.x; x < ddn; x += blockDim.x)  // T5's distances, then the global table's
+        bk[x] = x <= 2 * M ? fat5_attn_bucket(x - M, pb.kind, pb.lut, nb, md)
+                           : fat5_attn_bucket(x - 2 * M - 1 - M, 1, pb.lut, nb, md) + pt.goff;
     float fhi = 0.0f, flo = 0.0f, ghi = 0.0f, glo = 0.0f;  // this lane's gradient at distances >= M, <= -M
 
     const unsigned sq = fat5_tc_saddr(Qs), so = fat5_tc_saddr(Os), sk = fat5_tc_saddr(Ks), sv = fat5_tc_saddr(Vs);
@@ -436,7 +442,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tc_impl(act_t *dq, float *dbias
         // per bucket: warp w sums its quarter of the distances in order (each distance's total over
         // the warps in warp order; lane l the buckets l, l + 32, ...), into the staging space (free
         // now), then the four quarters in order
-        const int n1 = 2 * M + 1, nbt = PAT ? nb + pt.goff : nb, q4 = (ddn + 3) / 4;
+        const int nbt = PAT ? nb + pt.goff : nb, q4 = (ddn + 3) / 4;
         const float *dd0 = dtab + tabn;
         float *part = (float *)fat5_smem;  // [4][nbt], nbt <= 1024 (the launcher's bound)
         for (int bb = 0; bb < nbt; bb += 32) {
@@ -444,9 +450,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tc_impl(act_t *dq, float *dbias
             float s = 0.0f;
             for (int x = w * q4; x < min(ddn, (w + 1) * q4); x++) {
                 const float t = ((dd0[x] + dd0[ddn + x]) + dd0[2 * ddn + x]) + dd0[3 * ddn + x];
-                const int bx = x < n1 ? fat5_attn_bucket(x - M, pb.kind, pb.lut, nb, md)
-                                      : fat5_attn_bucket(x - n1 - M, 1, pb.lut, nb, md) + pt.goff;
-                if (bx == b) s += t;
+                if (bk[x] == b) s += t;
             }
             if (b < nbt) part[w * nbt + b] = s;
         }
@@ -800,8 +804,8 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tc_impl(act_t *dk_, act_t *dv,
 // fat5_attn_bwd_dq's arguments and results (dbias: the per-block partial rows, [gridDim.x][nbt][H],
 // or NULL), with dk % 8 == 0, 16-byte aligned rows, bf16 activations. Grid (x, H), x <= the query
 // tiles of 64 (grid-stride over them), 128 threads; dynamic shared memory 6 64 (DKP + 8) 2 bytes,
-// T5 with a bias: (2 M + 1) floats (M = max(max_distance, 1)), with dbias 4 (2 M + 1) more (8 (2 M
-// + 1) in the _pat kernels), then what fat5_attn_pos takes (the tables' optional cache).
+// T5 with a bias: (2 M + 1) floats (M = max(max_distance, 1)), with dbias 5 (2 M + 1) more (10 (2
+// M + 1) in the _pat kernels), then what fat5_attn_pos takes (the tables' optional cache).
 // fat5_attn_bwd_dkv_tc64{,_pat,_alibi,_alibi_pat,_fire,_fire_pat} and _tc128...: fat5_attn_bwd_dkv's
 // arguments and results, one block per 64 keys (grid (ceil(Tk / 64), H)), 128 threads; dynamic
 // shared memory 6 64 (DKP + 8) 2 + 256 4 bytes, T5 with a bias (2 M + 1) floats, then 8 ints, then
