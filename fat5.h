@@ -6273,10 +6273,9 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dq(fat5_ctx *ctx, fat5__dptr 
         int64_t tab = scheme == 0 && bias ? ((int64_t)nb + max_distance) * 4 : 0;
         gx = fat5__gpu_blocks(Tq, 64);
         if (dbias_) {
-            // a block sums its bias gradient once, at its end: about 4 blocks per multiprocessor in
-            // all (two waves), each over several tiles
-            int64_t want = ((int64_t)4 * (ctx->gpu->sm_count > 0 ? ctx->gpu->sm_count : 1) + H - 1) / H;
-            if (gx > want) gx = (unsigned)want;
+            // a block sums its bias gradient once, at its end: half as many blocks as tiles, each
+            // taking a tile and its mirror (balanced under a causal mask)
+            gx = (gx + 1) / 2;
             if (gx > FAT5__GPU_DBIAS_BLOCKS) gx = FAT5__GPU_DBIAS_BLOCKS;
         }
         st = fat5__dev_launch(ctx, tk, gx, (unsigned)H, 1, 128, 1, 1,

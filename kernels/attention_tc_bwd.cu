@@ -137,9 +137,12 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tc_impl(act_t *dq, float *dbias
     const unsigned tileb = 64u * SR * 2u;
     const unsigned koff = (unsigned)(((lane & 7) + (lane >> 4) * 8) * SR + ((lane >> 3) & 1) * 8) * 2u;
     const unsigned voff = (unsigned)(((lane & 7) + ((lane >> 3) & 1) * 8) * SR + (lane >> 4) * 8) * 2u;
-    const long long ntile = (Tq + 63) / 64;
-    for (long long ti = blockIdx.x; ti < ntile; ti += gridDim.x) {
-        const long long t0 = (ntile - 1 - ti) * 64;  // the longest tiles of a causal sequence first
+    // the query tiles in reverse order (the longest tiles of a causal sequence first); with fewer
+    // blocks than tiles (a bias gradient: fat5__gpu_attn_bwd_dq), in mirror pairs: a block takes
+    // tile i with tile n - 1 - i, whose causal key counts add up alike
+    const long long ntile = (Tq + 63) / 64, nslot = (long long)gridDim.x < ntile ? (ntile + 1) / 2 : ntile;
+    for (long long ti = blockIdx.x, pk = 0; ti < nslot || (pk == 1 && ti < ntile); ) {
+        const long long t0 = (ntile - 1 - ti) * 64;
         const int nrow = (int)min(64LL, Tq - t0);
         // this thread's rows rr: packed row t0 + 16 w + 8 rr + gr, as in the forward
         int klo[2], khi[2], ip[2], gklo[2], gkhi[2], gip[2];
@@ -419,6 +422,14 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tc_impl(act_t *dq, float *dbias
                 }
             }
         }
+        // the next tile: the mirror of this slot's, then the next slot
+        if (nslot < ntile && pk == 0 && ntile - 1 - ti != ti) {
+            ti = ntile - 1 - ti;
+            pk = 1;
+        } else {
+            ti = (pk ? ntile - 1 - ti : ti) + gridDim.x;
+            pk = 0;
+        }
     }
     if (DB) {
         // the lanes' far registers into the warp's end entries (butterfly sums: a fixed order)
@@ -439,19 +450,20 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tc_impl(act_t *dq, float *dbias
             }
         }
         __syncthreads();
-        // per bucket: warp w sums its quarter of the distances in order (each distance's total over
-        // the warps in warp order; lane l the buckets l, l + 32, ...), into the staging space (free
-        // now), then the four quarters in order
+        // per distance, the warps' tables in warp order; per bucket, warp w sums its quarter of the
+        // distances in order (lane l the buckets l, l + 32, ...) into the staging space (free now),
+        // then the four quarters in order
         const int nbt = PAT ? nb + pt.goff : nb, q4 = (ddn + 3) / 4;
-        const float *dd0 = dtab + tabn;
+        float *dd0 = dtab + tabn;
         float *part = (float *)fat5_smem;  // [4][nbt], nbt <= 1024 (the launcher's bound)
+        for (int x = threadIdx.x; x < ddn; x += blockDim.x)  // in place: warp 0's table
+            dd0[x] = ((dd0[x] + dd0[ddn + x]) + dd0[2 * ddn + x]) + dd0[3 * ddn + x];
+        __syncthreads();
         for (int bb = 0; bb < nbt; bb += 32) {
-            const int b = bb + lane;
+            const int b = bb + lane, xe = min(ddn, (w + 1) * q4);
             float s = 0.0f;
-            for (int x = w * q4; x < min(ddn, (w + 1) * q4); x++) {
-                const float t = ((dd0[x] + dd0[ddn + x]) + dd0[2 * ddn + x]) + dd0[3 * ddn + x];
-                if (bk[x] == b) s += t;
-            }
+#pragma unroll 4
+            for (int x = w * q4; x < xe; x++) s += bk[x] == b ? dd0[x] : 0.0f;
             if (b < nbt) part[w * nbt + b] = s;
         }
         __syncthreads();
