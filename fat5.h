@@ -6132,7 +6132,8 @@ static FAT5__UNUSED int64_t fat5__gpu_attn_fwd_tc_smem(const fat5_ctx *ctx, fat5
 // Whether attn_bwd_dq (dkv 0) or attn_bwd_dkv (dkv 1) runs on tensor cores (attention_tc_bwd.cu),
 // and then its shared memory (bytes, without the optional table cache); 0: the FMA kernels. The
 // forward's conditions (fat5__gpu_attn_fwd_tc_smem) on every row pointer; dq not with FIRE (its
-// parameter gradient stays on the FMA kernel), nor with a T5 bias gradient of more than 512 buckets. Both: six tiles of 64 rows of dkp + 8 bf16 (dkp 64
+// parameter gradient stays on the FMA kernel), nor with a T5 bias gradient of more than 512
+// buckets. Both: six tiles of 64 rows of dkp + 8 bf16 (dkp 64
 // or 128), T5's bias by distance (2 M + 1 floats, M = max(max_distance, 1)); dq with a T5 bias
 // gradient, the 4 warps' gradients by distance and their buckets (5 (2 M + 1) floats, twice in the
 // pattern kernels);

@@ -1453,6 +1453,63 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tiled(act_t *dq, float *dbias, 
     if (fire_grad) fat5_fire_store(dbias, pb, fg, h, H, fs0, fs1, fs2);
 }
 
+// dk/dv's query tiles for a tile of key rows u0 .. u0 + nrow - 1 (packed, in sequence order), in
+// packed query indices. Without a pattern: [qstart, qend) from the first row's first query (vis
+// 1: its own position) to the last row's last (vis 2: up to its own). With one, each key row adds
+// its queries to the block's int red[6] (fat5_pat_red_init first, then a barrier): slot 0 the
+// prefix the row needs, slot 1 its window (a prefix key: its whole sequence), slot 2 a
+// transient-global key's sequence; after a barrier fat5_pat_tile_queries reads them as three
+// disjoint ranges (fat5_range_union3).
+__device__ __forceinline__ void fat5_attn_key_tile_queries(int vis, const int *cu_q, const int *cu_k,
+                                                           const int *k_seq, long long u0, int nrow, int &qstart,
+                                                           int &qend)
+{
+    const int s = k_seq[u0], q0 = cu_q[s], nq = cu_q[s + 1] - q0, j = (int)(u0 - cu_k[s]);
+    qstart = q0 + (vis == 1 ? min(j, nq) : 0);
+    if (vis == 2) {
+        const long long ul = u0 + nrow - 1;
+        const int sl = k_seq[ul], ql = cu_q[sl], nql = cu_q[sl + 1] - ql;
+        qend = ql + min((int)(ul - cu_k[sl]) + 1, nql);
+    } else {
+        qend = cu_q[k_seq[u0 + nrow - 1] + 1];
+    }
+}
+
+__device__ __forceinline__ void fat5_pat_red_init(int *red)
+{
+    if (threadIdx.x < 6) red[threadIdx.x] = threadIdx.x & 1 ? (int)0x80000000 : 0x7fffffff;
+}
+
+// key row j of a sequence whose nqs queries start at q0 (global: a transient-global key)
+__device__ __forceinline__ void fat5_pat_key_queries(int *red, const fat5_pat &pt, int q0, int j, int nqs, bool global)
+{
+    int slot = 1, a = q0, z = q0 + nqs;
+    if (global) {
+        slot = 2;
+    } else if (j >= min(pt.pre, nqs)) {
+        a = q0 + max(j - pt.rad, 0);
+        z = q0 + min(j + pt.rad + 1, nqs);
+        if (pt.pre > 0) {
+            atomicMin(&red[0], q0);
+            atomicMax(&red[1], q0 + min(pt.pre, nqs));
+        }
+    }
+    atomicMin(&red[2 * slot], a);
+    atomicMax(&red[2 * slot + 1], z);
+}
+
+__device__ __forceinline__ void fat5_pat_tile_queries(const int *red, int &pa, int &pz, int &qstart, int &qend,
+                                                      int &ga, int &gz)
+{
+    pa = red[0];
+    pz = red[1];
+    qstart = red[2];
+    qend = red[3];
+    ga = red[4];
+    gz = red[5];
+    fat5_range_union3(pa, pz, qstart, qend, ga, gz);
+}
+
 template <int DC, int PE, bool PAT>
 __device__ __forceinline__ void fat5_attn_bwd_dkv_tiled(act_t *dk_, act_t *dv, const act_t *dout, const float *lse,
                                                         const float *delta, const act_t *q, const act_t *k,
@@ -1507,47 +1564,19 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tiled(act_t *dk_, act_t *dv, c
             // the hull of the rows' windows (a prefix key: its whole sequence), the hull of the
             // prefixes the other rows need, the hull of the global rows' sequences; then their union
             __syncthreads();  // the previous tile is done with Ss
-            if (threadIdx.x < 6) red[threadIdx.x] = threadIdx.x & 1 ? (int)0x80000000 : 0x7fffffff;
+            fat5_pat_red_init(red);
             __syncthreads();
             if (tx == 0) {
 #pragma unroll
-                for (int r = 0; r < 4; r++) {
-                    if (u0 + ty * 4 + r >= Tk) continue;
-                    const int q0 = qb[r], j = jp[r];
-                    const int nqs = cu_q[k_seq[u0 + ty * 4 + r] + 1] - q0;  // the sequence's queries
-                    int slot = 1, a = q0, z = q0 + nqs;
-                    if (TG && gG[r] > 0) {
-                        slot = 2;
-                    } else if (j >= min(pt.pre, nqs)) {
-                        a = q0 + max(j - pt.rad, 0);
-                        z = q0 + min(j + pt.rad + 1, nqs);
-                        if (pt.pre > 0) {
-                            atomicMin(&red[0], q0);
-                            atomicMax(&red[1], q0 + min(pt.pre, nqs));
-                        }
-                    }
-                    atomicMin(&red[2 * slot], a);
-                    atomicMax(&red[2 * slot + 1], z);
-                }
+                for (int r = 0; r < 4; r++)
+                    if (u0 + ty * 4 + r < Tk)
+                        fat5_pat_key_queries(red, pt, qb[r], jp[r], cu_q[k_seq[u0 + ty * 4 + r] + 1] - qb[r],
+                                             TG && gG[r] > 0);
             }
             __syncthreads();
-            pa = red[0];
-            pz = red[1];
-            qstart = red[2];
-            qend = red[3];
-            ga = red[4];
-            gz = red[5];
-            fat5_range_union3(pa, pz, qstart, qend, ga, gz);
+            fat5_pat_tile_queries(red, pa, pz, qstart, qend, ga, gz);
         } else {
-            const int s = k_seq[u0], q0 = cu_q[s], nq = cu_q[s + 1] - q0, j = (int)(u0 - cu_k[s]);
-            qstart = q0 + (vis == 1 ? min(j, nq) : 0);
-            if (vis == 2) {
-                const long long ul = u0 + nrow - 1;
-                const int sl = k_seq[ul], ql = cu_q[sl], nql = cu_q[sl + 1] - ql;
-                qend = ql + min((int)(ul - cu_k[sl]) + 1, nql);
-            } else {
-                qend = cu_q[k_seq[u0 + nrow - 1] + 1];
-            }
+            fat5_attn_key_tile_queries(vis, cu_q, cu_k, k_seq, u0, nrow, qstart, qend);
         }
         __syncthreads();
         fat5_at_load<DKP>(Kt, FAT5_AT_V, k + u0 * ld + (long long)h * dk, ld, nrow, dk);

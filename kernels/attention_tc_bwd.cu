@@ -23,7 +23,8 @@
 // The bias-table gradient, exact and deterministic: a score's gradient dS belongs to the bucket of
 // its distance rel, and every distance beyond +-M (M = max(max_distance, 1)) has the bucket of
 // +-M. Each warp keeps a gradient by distance, dd[rel + M] for rel in [-M, M], in shared memory
-// (a second one for transient-global keys), and each lane two registers for rel >= M and rel <= -M:
+// (a second one for transient-global keys), and each lane two registers a table, for rel >= M and
+// rel <= -M:
 //   - a tile that lies wholly beyond +-M for every row of the warp (the forward folds one bias
 //     into its exponent there) adds the lane's dS to one register: no shared memory at all;
 //   - any other tile stages its dS [16 rows][64] in shared memory. When the warp's 16 rows are
@@ -131,6 +132,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tc_impl(act_t *dq, float *dbias
     for (int x = threadIdx.x; x < ddn; x += blockDim.x)  // T5's distances, then the global table's
         bk[x] = x <= 2 * M ? fat5_attn_bucket(x - M, pb.kind, pb.lut, nb, md)
                            : fat5_attn_bucket(x - 2 * M - 1 - M, 1, pb.lut, nb, md) + pt.goff;
+    __syncthreads();  // the tables are zero before any warp adds to them (whatever tiles the block gets)
     float fhi = 0.0f, flo = 0.0f, ghi = 0.0f, glo = 0.0f;  // this lane's gradient at distances >= M, <= -M
 
     const unsigned sq = fat5_tc_saddr(Qs), so = fat5_tc_saddr(Os), sk = fat5_tc_saddr(Ks), sv = fat5_tc_saddr(Vs);
@@ -263,11 +265,12 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tc_impl(act_t *dq, float *dbias
             const bool stage = DB && !chi && !clo;
             // staged tiles: one sequence over the warp's rows (rows past Tq do not count: their dS are
             // 0) sums by diagonals, folded (rows r and r + 8 added in registers) with 64-key halves
-            int b0 = 0;
+            int org0 = 0;  // the warp's first row's distance origin
             bool diag = false;
             if (stage) {
-                b0 = __shfl_sync(FAT5_FULL_MASK, base[0], 0);
-                const bool one = !glob && (!valid[0] || base[0] == b0 + gr) && (!valid[1] || base[1] == b0 + 8 + gr);
+                org0 = __shfl_sync(FAT5_FULL_MASK, base[0], 0);
+                const bool one =
+                    !glob && (!valid[0] || base[0] == org0 + gr) && (!valid[1] || base[1] == org0 + 8 + gr);
                 diag = __all_sync(FAT5_FULL_MASK, one);
             }
             const bool fold = QW == 64 && diag;
@@ -402,11 +405,11 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tc_impl(act_t *dq, float *dbias
                 else if (clo)
                     flo += dsum;
                 else if (glob)
-                    fat5_tcb_dd_tile<16>(st, ddw + 2 * M + 1, M, kt0, false, b0, base, ghi, glo);
+                    fat5_tcb_dd_tile<16>(st, ddw + 2 * M + 1, M, kt0, false, org0, base, ghi, glo);
                 else if (fold)
-                    fat5_tcb_dd_tile<8>(st, ddw, M, kt0, true, b0, base, fhi, flo);
+                    fat5_tcb_dd_tile<8>(st, ddw, M, kt0, true, org0, base, fhi, flo);
                 else
-                    fat5_tcb_dd_tile<16>(st, ddw, M, kt0, diag, b0, base, fhi, flo);
+                    fat5_tcb_dd_tile<16>(st, ddw, M, kt0, diag, org0, base, fhi, flo);
             }
         }
 
@@ -535,45 +538,17 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tc_impl(act_t *dk_, act_t *dv,
         // as fat5_attn_bwd_dkv_tiled: the hull of the rows' windows (a prefix key: its whole
         // sequence), the hull of the prefixes the other rows need, the hull of the global rows'
         // sequences; then their union
-        if (threadIdx.x < 6) red[threadIdx.x] = threadIdx.x & 1 ? (int)0x80000000 : 0x7fffffff;
+        fat5_pat_red_init(red);
         __syncthreads();
 #pragma unroll
         for (int rr = 0; rr < 2; rr++) {
             const long long u = u0 + w * 16 + 8 * rr + gr;
-            if (u >= Tk) continue;
-            const int q0 = qb[rr], j = jp[rr], nqs = cu_q[k_seq[u] + 1] - q0;
-            int slot = 1, a = q0, z = q0 + nqs;
-            if (TG && gG[rr] > 0) {
-                slot = 2;
-            } else if (j >= min(pt.pre, nqs)) {
-                a = q0 + max(j - pt.rad, 0);
-                z = q0 + min(j + pt.rad + 1, nqs);
-                if (pt.pre > 0) {
-                    atomicMin(&red[0], q0);
-                    atomicMax(&red[1], q0 + min(pt.pre, nqs));
-                }
-            }
-            atomicMin(&red[2 * slot], a);
-            atomicMax(&red[2 * slot + 1], z);
+            if (u < Tk) fat5_pat_key_queries(red, pt, qb[rr], jp[rr], cu_q[k_seq[u] + 1] - qb[rr], TG && gG[rr] > 0);
         }
         __syncthreads();
-        pa = red[0];
-        pz = red[1];
-        qstart = red[2];
-        qend = red[3];
-        ga = red[4];
-        gz = red[5];
-        fat5_range_union3(pa, pz, qstart, qend, ga, gz);
+        fat5_pat_tile_queries(red, pa, pz, qstart, qend, ga, gz);
     } else {
-        const int s = k_seq[u0], q0 = cu_q[s], nq = cu_q[s + 1] - q0, j = (int)(u0 - cu_k[s]);
-        qstart = q0 + (vis == 1 ? min(j, nq) : 0);
-        if (vis == 2) {
-            const long long ul = u0 + nrow - 1;
-            const int sl = k_seq[ul], ql = cu_q[sl], nql = cu_q[sl + 1] - ql;
-            qend = ql + min((int)(ul - cu_k[sl]) + 1, nql);
-        } else {
-            qend = cu_q[k_seq[u0 + nrow - 1] + 1];
-        }
+        fat5_attn_key_tile_queries(vis, cu_q, cu_k, k_seq, u0, nrow, qstart, qend);
     }
     const int nph = PAT ? 3 : 2;
     int ph = PAT ? 0 : 1, qt = PAT ? pa : qstart;

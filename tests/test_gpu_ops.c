@@ -837,11 +837,11 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
         snprintf(what, sizeof what, "attn_bwd_delta %s", tag);
         tg_close_at(g, __LINE__, what, delta, deltaref, (size_t)(Tq * H), 0, 0,
                     fmax(tg_maxabs(deltaref, (size_t)(Tq * H)), nd * no));
-        snprintf(what, sizeof what, "attn_bwd_dq%s %s", tcq ? " (tensor cores)" : "", tag);
+        snprintf(what, sizeof what, "[%s] attn_bwd_dq%s %s", g->mode, tcq ? " (tensor cores)" : "", tag);
         fat5_check_close_at(g->T, __FILE__, __LINE__, what, dq, dqref, nq, eq + TG_A * sq, g->bf16 ? TG_R16 : TG_R32);
-        snprintf(what, sizeof what, "attn_bwd_dkv%s dk %s", tckv ? " (tensor cores)" : "", tag);
+        snprintf(what, sizeof what, "[%s] attn_bwd_dkv%s dk %s", g->mode, tckv ? " (tensor cores)" : "", tag);
         fat5_check_close_at(g->T, __FILE__, __LINE__, what, dkk, dkref, nk, ek + TG_A * sk, g->bf16 ? TG_R16 : TG_R32);
-        snprintf(what, sizeof what, "attn_bwd_dkv%s dv %s", tckv ? " (tensor cores)" : "", tag);
+        snprintf(what, sizeof what, "[%s] attn_bwd_dkv%s dv %s", g->mode, tckv ? " (tensor cores)" : "", tag);
         fat5_check_close_at(g->T, __FILE__, __LINE__, what, dv, dvref, nk, ev + TG_A * sv, g->bf16 ? TG_R16 : TG_R32);
         // the same bits on a second run (no atomics anywhere)
         tg_down_act(g, dq2, dq2d, nq);

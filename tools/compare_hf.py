@@ -455,29 +455,25 @@ def attention_main(args):
         return f"{x:7.1f}" if isinstance(x, (int, float)) else "      -"
     print("\nforward TFLOP/s (fat5 tensor-core forward / peer in parentheses)")
     print(f"{'hd':>3} {'L':>5} {'mask':>6} | {'fat5 tc':>7} {'fat5 fma':>8} | {'sdpa':>15} {'sdpa-bias':>15} {'flex':>15}")
+    def cells(a, peers, key):  # each peer's TFLOP/s and fat5's ratio to it
+        out = []
+        for name in ("sdpa", "sdpa-bias", "flex"):
+            b = tf(peers.get(name), key)
+            out.append(f"{fmt(b)} " + (f"({a / b:5.2f}x)" if a and b else "(    -)"))
+        return " ".join(out)
     for dk, L, causal, tc, fma, peers in rows:
         a = tf(tc, "fwd")
-        cells = []
-        for name in ("sdpa", "sdpa-bias", "flex"):
-            b = tf(peers.get(name), "fwd")
-            ratio = f"({a / b:5.2f}x)" if a and b else "(    -)"
-            cells.append(f"{fmt(b)} {ratio}")
-        print(f"{dk:>3} {L:>5} {'causal' if causal else 'bidir':>6} | {fmt(a)} {fmt(tf(fma, 'fwd')):>8} | " + " ".join(cells))
+        print(f"{dk:>3} {L:>5} {'causal' if causal else 'bidir':>6} | {fmt(a)} {fmt(tf(fma, 'fwd')):>8} | " + cells(a, peers, "fwd"))
     print("\nforward + backward TFLOP/s (fat5 on tensor cores, bias-table gradient included / peer in parentheses;"
           " dbias: the bias gradient's share of fat5's backward)")
     print(f"{'hd':>3} {'L':>5} {'mask':>6} | {'fat5 tc':>7} {'fat5 fma':>8} {'dbias':>6} | {'sdpa':>15} {'sdpa-bias':>15}"
           f" {'flex':>15}")
     for dk, L, causal, tc, fma, peers in rows:
         a = tf(tc, "fwd_bwd")
-        cells = []
-        for name in ("sdpa", "sdpa-bias", "flex"):
-            b = tf(peers.get(name), "fwd_bwd")
-            ratio = f"({a / b:5.2f}x)" if a and b else "(    -)"
-            cells.append(f"{fmt(b)} {ratio}")
         share = tc.get("dbias_share_of_bwd") if tc else None
         sh = f"{100 * share:5.1f}%" if isinstance(share, (int, float)) else "     -"
         print(f"{dk:>3} {L:>5} {'causal' if causal else 'bidir':>6} | {fmt(a)} {fmt(tf(fma, 'fwd_bwd')):>8} {sh} | "
-              + " ".join(cells))
+              + cells(a, peers, "fwd_bwd"))
     return 0
 
 
