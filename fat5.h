@@ -2470,6 +2470,7 @@ typedef struct fat5__CUfunc_st *fat5__CUfunction;
 typedef struct fat5__CUstream_st *fat5__CUstream;  // also cuBLAS's cudaStream_t
 typedef struct fat5__CUgraph_st *fat5__CUgraph;
 typedef struct fat5__CUgraphExec_st *fat5__CUgraphExec;
+typedef struct fat5__CUevent_st *fat5__CUevent;
 typedef unsigned int fat5__CUstreamCaptureMode;   // CUstreamCaptureMode
 typedef unsigned int fat5__nvrtcResult;
 typedef struct fat5__nvrtcProgram_st *fat5__nvrtcProgram;
@@ -2579,6 +2580,12 @@ typedef fat5__CUresult (*fat5__PFN_cuGraphInstantiate)(fat5__CUgraphExec *exec, 
 typedef fat5__CUresult (*fat5__PFN_cuGraphLaunch)(fat5__CUgraphExec exec, fat5__CUstream stream);
 typedef fat5__CUresult (*fat5__PFN_cuGraphExecDestroy)(fat5__CUgraphExec exec);
 typedef fat5__CUresult (*fat5__PFN_cuGraphDestroy)(fat5__CUgraph graph);
+// events: loaded only to profile (fat5__dev_prof_enable), from drivers that have them
+typedef fat5__CUresult (*fat5__PFN_cuEventCreate)(fat5__CUevent *ev, unsigned int flags);
+typedef fat5__CUresult (*fat5__PFN_cuEventRecord)(fat5__CUevent ev, fat5__CUstream stream);
+typedef fat5__CUresult (*fat5__PFN_cuEventSynchronize)(fat5__CUevent ev);
+typedef fat5__CUresult (*fat5__PFN_cuEventDestroy)(fat5__CUevent ev);
+typedef fat5__CUresult (*fat5__PFN_cuEventElapsedTime)(float *ms, fat5__CUevent start, fat5__CUevent end);
 
 // NVRTC (nvrtc.h, 11.2 or newer)
 typedef fat5__nvrtcResult (*fat5__PFN_nvrtcVersion)(int *major, int *minor);
@@ -2677,6 +2684,16 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmEx)(
     X(cublasGetStatusName, "cublasGetStatusName")                                                  \
     X(cublasGemmEx, "cublasGemmEx")
 
+// Optional driver entry points, loaded on first use (the profiler); the same X form, checked by
+// tests/test_abi.c like the rest. cuEventElapsedTime_v2 (driver 12.8+) falls back to the first
+// version, which has the same prototype.
+#define FAT5__CU_EVENT_API(X)                                                                      \
+    X(cuEventCreate, "cuEventCreate")                                                              \
+    X(cuEventRecord, "cuEventRecord")                                                              \
+    X(cuEventSynchronize, "cuEventSynchronize")                                                    \
+    X(cuEventDestroy, "cuEventDestroy_v2")                                                         \
+    X(cuEventElapsedTime, "cuEventElapsedTime_v2")
+
 // ---- kernels ------------------------------------------------------------------------------------
 // X(name): kernel id FAT5__K_<name>, CUDA entry point extern "C" __global__ void fat5_<name>(...).
 // Every kernel is the GPU side of the op of its name; the attention ops have one kernel per
@@ -2726,6 +2743,25 @@ static const char *const fat5__kernel_names[FAT5__K_COUNT] = {
 #define FAT5__MM_ROWS 16  // FAT5_MM_ROWS in kernels/mm.cu: NT products of at most this many rows run fat5_mm
 #define FAT5__GPU_FIELD(api, sym) fat5__PFN_##api api;
 
+// The per-kernel profile (fat5__dev_prof_*): each launch, cuBLAS product, copy and fill between
+// two events on the stream; their times summed per key (kernel name, or product shape) when
+// collected. FAT5__PROF_PENDING pairs wait at most: a full buffer is collected (a synchronisation).
+#define FAT5__PROF_PENDING 2048
+#define FAT5__PROF_KEY 80
+typedef struct fat5__prof_entry {
+    char key[FAT5__PROF_KEY];  // "attn_fwd_tc64", "gemm NT 16384x1536x512", "copy", ...
+    long long calls;
+    double ms;                 // summed over the collected calls
+} fat5__prof_entry;
+struct fat5__prof {
+    fat5__CUevent ev[2 * FAT5__PROF_PENDING];  // start and end of each pending call, made once
+    int n_ev;                                   // events created so far
+    int pending[FAT5__PROF_PENDING];            // entry of each pending call
+    int n_pending;
+    fat5__prof_entry *e;
+    int n_e, cap_e;
+};
+
 struct fat5__gpu {
     void *lib_cuda, *lib_nvrtc, *lib_nvrtc_builtins, *lib_cublas;
     char path_cuda[512], path_nvrtc[512], path_cublas[512];  // what dlopen opened
@@ -2766,6 +2802,9 @@ struct fat5__gpu {
     int mm_rows;                   // NT products of at most this many rows run fat5_mm (FAT5_MM_ROWS=0: none)
     fat5__PFN_cuLaunchKernelEx launch_ex;  // cuLaunchKernelEx, or NULL (older drivers)
     int pdl;                       // decode-step kernels launch as programmatic dependents (sm_90+; FAT5_PDL=0: off)
+    int capturing;                 // between capture_begin and capture_end (the profiler stands aside)
+    struct { FAT5__CU_EVENT_API(FAT5__GPU_FIELD) } ev;  // loaded by fat5__dev_prof_enable
+    struct fat5__prof *prof;       // the per-kernel profile, or NULL (off)
 };
 #undef FAT5__GPU_FIELD
 
@@ -3378,10 +3417,13 @@ static fat5_status fat5__dev_build(fat5_ctx *ctx, struct fat5__gpu *g, int no_re
 // ---- open / close -------------------------------------------------------------------------------
 
 // Releases everything g holds (in reverse order of acquisition) and frees it.
+static void fat5__dev_prof_free(fat5_ctx *ctx, struct fat5__gpu *g);
+
 static void fat5__dev_release(fat5_ctx *ctx, struct fat5__gpu *g) {
     if (!g) return;
     if (g->cuctx && g->cu.cuCtxSetCurrent) g->cu.cuCtxSetCurrent(g->cuctx);
     if (g->stream && g->cu.cuStreamSynchronize) g->cu.cuStreamSynchronize(g->stream);
+    fat5__dev_prof_free(ctx, g);
     if (g->blas && g->cublas.cublasDestroy) g->cublas.cublasDestroy(g->blas);
     if (g->module && g->cu.cuModuleUnload) g->cu.cuModuleUnload(g->module);
     if (g->stream && g->cu.cuStreamDestroy) g->cu.cuStreamDestroy(g->stream);
@@ -3694,6 +3736,108 @@ static FAT5__UNUSED fat5_status fat5__dev_sync(fat5_ctx *ctx) {
     return fat5__dev_cu_fail(ctx, FAT5_ERR_CUDA, r, what);
 }
 
+// ---- the per-kernel profile: off unless fat5__dev_prof_enable turned it on (tools/bench step) ----
+
+static void fat5__dev_prof_free(fat5_ctx *ctx, struct fat5__gpu *g) {
+    struct fat5__prof *p = g ? g->prof : NULL;
+    int i;
+    if (!p) return;
+    for (i = 0; i < p->n_ev; i++) g->ev.cuEventDestroy(p->ev[i]);
+    fat5__free(ctx, p->e);
+    fat5__free(ctx, p);
+    g->prof = NULL;
+}
+
+// Turns the profile on (a new, empty table) or off. On needs the driver's event calls: without
+// them FAT5_ERR_UNSUPPORTED.
+static FAT5__UNUSED fat5_status fat5__dev_prof_enable(fat5_ctx *ctx, int on) {
+    fat5_status st = fat5__dev_enter(ctx, "fat5__dev_prof_enable");
+    struct fat5__gpu *g;
+    if (st) return st;
+    g = ctx->gpu;
+    if ((st = fat5__dev_sync(ctx))) return st;
+    fat5__dev_prof_free(ctx, g);
+    if (!on) return FAT5_OK;
+    if (!g->ev.cuEventCreate) {
+#define FAT5__EV_LOAD(api, sym) g->ev.api = (fat5__PFN_##api)fat5__dev_sym(g->lib_cuda, sym);
+        FAT5__CU_EVENT_API(FAT5__EV_LOAD)
+#undef FAT5__EV_LOAD
+        if (!g->ev.cuEventElapsedTime)
+            g->ev.cuEventElapsedTime = (fat5__PFN_cuEventElapsedTime)fat5__dev_sym(g->lib_cuda, "cuEventElapsedTime");
+        if (!g->ev.cuEventCreate || !g->ev.cuEventRecord || !g->ev.cuEventSynchronize || !g->ev.cuEventDestroy ||
+            !g->ev.cuEventElapsedTime) {
+            g->ev.cuEventCreate = NULL;
+            return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "profile: %s lacks the event calls (cuEventCreate, "
+                             "cuEventElapsedTime, ...)", g->path_cuda);
+        }
+    }
+    g->prof = FAT5__CAST(struct fat5__prof *, fat5__calloc(ctx, 1, sizeof(struct fat5__prof)));
+    if (!g->prof) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "profile: out of memory");
+    return FAT5_OK;
+}
+
+// Waits for the pending calls and adds their times to their entries.
+static FAT5__UNUSED fat5_status fat5__dev_prof_collect(fat5_ctx *ctx) {
+    struct fat5__gpu *g = ctx->gpu;
+    struct fat5__prof *p = g ? g->prof : NULL;
+    int i;
+    if (!p || !p->n_pending) return FAT5_OK;
+    for (i = 0; i < p->n_pending; i++) {
+        float ms = 0;
+        fat5__CUresult r = g->ev.cuEventSynchronize(p->ev[2 * i + 1]);
+        if (r == FAT5__CUDA_SUCCESS) r = g->ev.cuEventElapsedTime(&ms, p->ev[2 * i], p->ev[2 * i + 1]);
+        if (r != FAT5__CUDA_SUCCESS) {
+            p->n_pending = 0;
+            return fat5__dev_check(ctx, r, "profile: cuEventElapsedTime");
+        }
+        p->e[p->pending[i]].calls++;
+        p->e[p->pending[i]].ms += ms;
+    }
+    p->n_pending = 0;
+    return FAT5_OK;
+}
+
+// Opens a profiled call: its start event, after collecting a full buffer. Returns the call's slot,
+// or -1 when the profile is off (or capturing a graph, or failing: the call runs unprofiled).
+static int fat5__dev_prof_begin(fat5_ctx *ctx) {
+    struct fat5__gpu *g = ctx->gpu;
+    struct fat5__prof *p = g ? g->prof : NULL;
+    int i;
+    if (!p || g->capturing) return -1;
+    if (p->n_pending == FAT5__PROF_PENDING && fat5__dev_prof_collect(ctx)) return -1;
+    i = p->n_pending;
+    while (p->n_ev < 2 * i + 2)
+        if (g->ev.cuEventCreate(&p->ev[p->n_ev], 0) != FAT5__CUDA_SUCCESS) return -1;
+        else p->n_ev++;
+    return g->ev.cuEventRecord(p->ev[2 * i], g->stream) == FAT5__CUDA_SUCCESS ? i : -1;
+}
+
+// Closes the call of `slot` (from fat5__dev_prof_begin) under `key`.
+static void fat5__dev_prof_end(fat5_ctx *ctx, int slot, const char *key) {
+    struct fat5__gpu *g = ctx->gpu;
+    struct fat5__prof *p = g->prof;
+    int j;
+    if (slot < 0 || !p || slot != p->n_pending) return;
+    for (j = 0; j < p->n_e; j++)
+        if (!strcmp(p->e[j].key, key)) break;
+    if (j == p->n_e) {
+        if (p->n_e == p->cap_e) {
+            int cap = p->cap_e ? 2 * p->cap_e : 64;
+            fat5__prof_entry *e = FAT5__CAST(fat5__prof_entry *,
+                                             fat5__realloc(ctx, p->e, (size_t)cap * sizeof(fat5__prof_entry)));
+            if (!e) return;
+            p->e = e;
+            p->cap_e = cap;
+        }
+        memset(&p->e[j], 0, sizeof p->e[j]);
+        snprintf(p->e[j].key, sizeof p->e[j].key, "%s", key);
+        p->n_e++;
+    }
+    if (g->ev.cuEventRecord(p->ev[2 * slot + 1], g->stream) != FAT5__CUDA_SUCCESS) return;
+    p->pending[slot] = j;
+    p->n_pending++;
+}
+
 static FAT5__UNUSED fat5_status fat5__dev_mem_info(fat5_ctx *ctx, size_t *free_b, size_t *total_b) {
     fat5_status st = fat5__dev_enter(ctx, "fat5__dev_mem_info");
     if (st) return st;
@@ -3784,26 +3928,33 @@ static FAT5__UNUSED fat5_status fat5__dev_download(fat5_ctx *ctx, void *dst, fat
 
 static FAT5__UNUSED fat5_status fat5__dev_memset0(fat5_ctx *ctx, fat5__dptr p, size_t bytes) {
     fat5_status st = fat5__dev_enter(ctx, "fat5__dev_memset0");
+    int slot;
     if (st) return st;
     if (bytes == 0) return FAT5_OK;
     if (!p)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__dev_memset0: NULL pointer for %zu bytes",
                          bytes);
-    return fat5__dev_check(ctx, ctx->gpu->cu.cuMemsetD8Async(p, 0, bytes, ctx->gpu->stream),
-                           "cuMemsetD8Async");
+    slot = fat5__dev_prof_begin(ctx);
+    st = fat5__dev_check(ctx, ctx->gpu->cu.cuMemsetD8Async(p, 0, bytes, ctx->gpu->stream), "cuMemsetD8Async");
+    if (!st) fat5__dev_prof_end(ctx, slot, "memset");
+    return st;
 }
 
 // Device to device, queued on the stream.
 static FAT5__UNUSED fat5_status fat5__dev_copy(fat5_ctx *ctx, fat5__dptr dst, fat5__dptr src,
                                                size_t bytes) {
     fat5_status st = fat5__dev_enter(ctx, "fat5__dev_copy");
+    int slot;
     if (st) return st;
     if (bytes == 0) return FAT5_OK;
     if (!dst || !src)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__dev_copy: NULL %s for %zu bytes",
                          dst ? "source" : "destination", bytes);
-    return fat5__dev_check(ctx, ctx->gpu->cu.cuMemcpyDtoDAsync(dst, src, bytes, ctx->gpu->stream),
-                           "cuMemcpyDtoDAsync");
+    slot = fat5__dev_prof_begin(ctx);
+    st = fat5__dev_check(ctx, ctx->gpu->cu.cuMemcpyDtoDAsync(dst, src, bytes, ctx->gpu->stream),
+                         "cuMemcpyDtoDAsync");
+    if (!st) fat5__dev_prof_end(ctx, slot, "copy");
+    return st;
 }
 
 static FAT5__UNUSED size_t fat5__dev_act_size(const fat5_ctx *ctx) {
@@ -3841,6 +3992,7 @@ static FAT5__UNUSED fat5_status fat5__dev_launch(fat5_ctx *ctx, int kernel, unsi
     struct fat5__gpu *g;
     fat5__CUresult r;
     char what[200];
+    int slot;
     if (st) return st;
     g = ctx->gpu;
     if (kernel < 0 || kernel >= FAT5__K_COUNT)
@@ -3862,6 +4014,7 @@ static FAT5__UNUSED fat5_status fat5__dev_launch(fat5_ctx *ctx, int kernel, unsi
         }
         g->smem_set[kernel] = smem;
     }
+    slot = fat5__dev_prof_begin(ctx);
     if (g->pdl && fat5__dev_pdl_kernel(kernel)) {
         // a programmatic dependent: its blocks may start while the kernel before it finishes, and
         // wait (griddepcontrol.wait, fat5_pdl_begin) for it to complete before touching memory
@@ -3880,6 +4033,7 @@ static FAT5__UNUSED fat5_status fat5__dev_launch(fat5_ctx *ctx, int kernel, unsi
     }
     if (r == FAT5__CUDA_SUCCESS) {
         g->last_kernel = kernel;
+        fat5__dev_prof_end(ctx, slot, fat5__kernel_names[kernel]);
         if (!g->sync_launches) return FAT5_OK;
         r = g->cu.cuStreamSynchronize(g->stream);
         if (r == FAT5__CUDA_SUCCESS) return FAT5_OK;
@@ -3903,9 +4057,11 @@ static FAT5__UNUSED fat5_status fat5__dev_capture_begin(fat5_ctx *ctx) {
     if (st) return st;
     if (ctx->gpu->sync_launches)
         return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "CUDA graph capture is off with FAT5_SYNC_LAUNCHES");
-    return fat5__dev_check(ctx, ctx->gpu->cu.cuStreamBeginCapture(ctx->gpu->stream,
-                                                                  FAT5__CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-                           "cuStreamBeginCapture");
+    st = fat5__dev_check(ctx, ctx->gpu->cu.cuStreamBeginCapture(ctx->gpu->stream,
+                                                                FAT5__CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                         "cuStreamBeginCapture");
+    ctx->gpu->capturing = st == FAT5_OK;
+    return st;
 }
 
 // Ends the capture and instantiates it into *exec (a fat5__CUgraphExec). With `keep` 0 (a capture
@@ -3919,6 +4075,7 @@ static FAT5__UNUSED fat5_status fat5__dev_capture_end(fat5_ctx *ctx, int keep, v
     *exec = NULL;
     if (!g) return fat5__err(ctx, FAT5_ERR_STATE, "fat5__dev_capture_end: no device");
     r = g->cu.cuStreamEndCapture(g->stream, &graph);
+    g->capturing = 0;
     if (!keep) {
         if (graph) g->cu.cuGraphDestroy(graph);
         return FAT5_OK;
@@ -5770,7 +5927,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_mm(fat5_ctx *ctx, fat5__mm_layout layo
     fat5__cudaDataType ab_t, c_t;
     fat5__cublasStatus_t s;
     int64_t ld_b, ld_a;
-    int bf16;
+    int bf16, slot;
     char what[160];
     if (st) return st;
     if ((int)layout < 0 || (int)layout > 2)
@@ -5806,12 +5963,20 @@ static FAT5__UNUSED fat5_status fat5__gpu_mm(fat5_ctx *ctx, fat5__mm_layout layo
         op_b = FAT5__CUBLAS_OP_N, ld_b = N, op_a = FAT5__CUBLAS_OP_T, ld_a = M;
         break;
     }
+    slot = fat5__dev_prof_begin(ctx);
     s = ctx->gpu->cublas.cublasGemmEx(ctx->gpu->blas, op_b, op_a, (int)N, (int)M, (int)K, &alpha,
                                       (const void *)(uintptr_t)B, ab_t, (int)(ld_b > 0 ? ld_b : 1),
                                       (const void *)(uintptr_t)A, ab_t, (int)(ld_a > 0 ? ld_a : 1),
                                       &beta, (void *)(uintptr_t)C, c_t, (int)N,
                                       FAT5__CUBLAS_COMPUTE_32F, FAT5__CUBLAS_GEMM_DEFAULT);
-    if (s == FAT5__CUBLAS_STATUS_SUCCESS) return FAT5_OK;
+    if (s == FAT5__CUBLAS_STATUS_SUCCESS) {
+        if (slot >= 0) {  // the product's shape is its key
+            snprintf(what, sizeof what, "gemm %s %lldx%lldx%lld%s", names[layout], (long long)M, (long long)N,
+                     (long long)K, beta != 0 ? " +C" : "");
+            fat5__dev_prof_end(ctx, slot, what);
+        }
+        return FAT5_OK;
+    }
     snprintf(what, sizeof what, "cublasGemmEx (%s, M=%lld N=%lld K=%lld, %s inputs, %s output)",
              names[layout], (long long)M, (long long)N, (long long)K, bf16 ? "bf16" : "fp32",
              c_t == FAT5__CUDA_R_32F ? "fp32" : "bf16");

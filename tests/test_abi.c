@@ -20,6 +20,7 @@
 #define fat5__CUstream_st CUstream_st
 #define fat5__CUgraph_st CUgraph_st
 #define fat5__CUgraphExec_st CUgraphExec_st
+#define fat5__CUevent_st CUevent_st
 #define fat5__nvrtcProgram_st _nvrtcProgram
 #define fat5__cublasContext cublasContext
 
@@ -109,6 +110,7 @@ ABI_ASSERT(CUlaunchAttribute_value, offsetof(fat5__CUlaunchAttribute, value) == 
 FAT5__CU_API(ABI_PROTO)
 FAT5__NVRTC_API(ABI_PROTO)
 FAT5__CUBLAS_API(ABI_PROTO)
+FAT5__CU_EVENT_API(ABI_PROTO)
 
 typedef struct abi_sym {
     const char *api;       // the name in fat5's table
@@ -121,6 +123,7 @@ typedef struct abi_sym {
 static const abi_sym abi_cu[] = {FAT5__CU_API(ABI_SYM)};
 static const abi_sym abi_nvrtc[] = {FAT5__NVRTC_API(ABI_SYM)};
 static const abi_sym abi_cublas[] = {FAT5__CUBLAS_API(ABI_SYM)};
+static const abi_sym abi_ev[] = {FAT5__CU_EVENT_API(ABI_SYM)};  // optional: the profiler's
 
 typedef struct abi_const { const char *name; long long fat5, header; } abi_const;
 #define ABI_CONST(name) {#name, (long long)FAT5__##name, (long long)name},
@@ -170,7 +173,7 @@ int main(void) {
                                               "/usr/local/cuda/lib64/libcublas.so.12"};
     int n_consts = (int)(sizeof abi_consts / sizeof abi_consts[0]);
     int n_cu = (int)(sizeof abi_cu / sizeof abi_cu[0]), n_nvrtc = (int)(sizeof abi_nvrtc / sizeof abi_nvrtc[0]);
-    int n_cublas = (int)(sizeof abi_cublas / sizeof abi_cublas[0]);
+    int n_cublas = (int)(sizeof abi_cublas / sizeof abi_cublas[0]), n_ev = (int)(sizeof abi_ev / sizeof abi_ev[0]);
     int i, bad = 0;
     for (i = 0; i < n_consts; i++) {
         if (abi_consts[i].fat5 != abi_consts[i].header) {
@@ -185,7 +188,8 @@ int main(void) {
     bad += check_group("driver", abi_cu, n_cu, cuda_libs, 2);
     bad += check_group("nvrtc", abi_nvrtc, n_nvrtc, nvrtc_libs, 4);
     bad += check_group("cublas", abi_cublas, n_cublas, cublas_libs, 4);
-    printf("abi: %d constants, %d prototypes checked%s\n", n_consts, n_cu + n_nvrtc + n_cublas,
+    bad += check_group("driver events", abi_ev, n_ev, cuda_libs, 2);
+    printf("abi: %d constants, %d prototypes checked%s\n", n_consts, n_cu + n_nvrtc + n_cublas + n_ev,
            bad ? " - FAILED" : "");
     return bad ? 1 : 0;
 }

@@ -475,6 +475,77 @@ static void t_gpu_backward_deterministic(fat5_test *T) {
     }
 }
 
+// The per-kernel profile (tools/bench step): a training step under it counts each attention kernel
+// once per attention of the graph (the encoder's self-attention, the decoder's self- and
+// cross-attention), keys the lm_head's product by its shape, times every call, and starts empty
+// when turned on again; off, the context has no table.
+static void t_gpu_profile(fat5_test *T) {
+    fat5_ctx *g = tgm_ctx(T, FAT5_DTYPE_BF16);
+    fat5_model_config c = tm_tiny_config(1, 0, 0);
+    fat5_model *m = NULL;
+    fat5_batch b;
+    fat5_forward_result fr;
+    struct fat5__prof *p;
+    static const int len_e[] = {300, 7, 129, 64}, len_d[] = {100, 3, 60, 1};  // products of > 16 rows: cuBLAS
+    int32_t enc[500], lab[164], ecu[5], dcu[5];
+    long long fwd = 0, dq = 0, dkv = 0, calls = 0;
+    int i, lm_head = 0, n_attn;
+    double ms = 0;
+    char key[FAT5__PROF_KEY];
+    if (!g) return;
+    ecu[0] = dcu[0] = 0;
+    for (i = 0; i < 4; i++) {
+        ecu[i + 1] = ecu[i] + len_e[i];
+        dcu[i + 1] = dcu[i] + len_d[i];
+    }
+    for (i = 0; i < ecu[4]; i++) enc[i] = (int32_t)(i * 7 % (int)c.vocab_size);
+    for (i = 0; i < dcu[4]; i++) lab[i] = (int32_t)(i * 5 % (int)c.vocab_size);
+    memset(&b, 0, sizeof b);
+    b.n_seq = 4;
+    b.n_enc_tokens = ecu[4];
+    b.n_dec_tokens = dcu[4];
+    b.enc_tokens = enc;
+    b.enc_cu_seqlens = ecu;
+    b.labels = lab;
+    b.dec_cu_seqlens = dcu;
+    if (fat5_model_create(g, &c, 5, &m) || fat5_model_forward(m, &b, NULL, &fr) || fat5_model_backward(m, 1.0f)) {
+        FAT5_CHECK_MSG(T, 0, "warm-up: %s", fat5_last_error(g));
+        goto done;
+    }
+    FAT5_CHECK(T, g->gpu->prof == NULL);
+    if (fat5__dev_prof_enable(g, 1) || fat5_model_zero_grad(m) || fat5_model_forward(m, &b, NULL, &fr) ||
+        fat5_model_backward(m, 1.0f) || fat5__dev_prof_collect(g)) {
+        FAT5_CHECK_MSG(T, 0, "profiled step: %s", fat5_last_error(g));
+        goto done;
+    }
+    p = g->gpu->prof;
+    FAT5_CHECK(T, p != NULL && p->n_e > 0 && p->n_pending == 0);
+    snprintf(key, sizeof key, "gemm NT %lldx%lldx%lld", (long long)b.n_dec_tokens, (long long)c.vocab_size,
+             (long long)c.d_model);
+    for (i = 0; p && i < p->n_e; i++) {
+        const fat5__prof_entry *e = &p->e[i];
+        FAT5_CHECK_MSG(T, e->calls > 0 && e->ms >= 0, "%s: %lld calls, %g ms", e->key, e->calls, e->ms);
+        if (!strncmp(e->key, "attn_fwd", 8)) fwd += e->calls;
+        if (!strncmp(e->key, "attn_bwd_dq", 11)) dq += e->calls;
+        if (!strncmp(e->key, "attn_bwd_dkv", 12)) dkv += e->calls;
+        lm_head += !strcmp(e->key, key);
+        calls += e->calls;
+        ms += e->ms;
+    }
+    n_attn = c.num_layers + 2 * c.num_decoder_layers;
+    FAT5_CHECK_MSG(T, fwd == n_attn && dq == n_attn && dkv == n_attn,
+                   "attention calls: forward %lld, dq %lld, dk/dv %lld; the graph has %d attentions", fwd, dq, dkv,
+                   n_attn);
+    FAT5_CHECK_MSG(T, lm_head == 1, "no entry \"%s\" (the lm_head's product)", key);
+    FAT5_CHECK(T, calls > 3 * n_attn && ms > 0);
+    // again: an empty table; off: none
+    FAT5_CHECK(T, fat5__dev_prof_enable(g, 1) == FAT5_OK && g->gpu->prof && g->gpu->prof->n_e == 0);
+    FAT5_CHECK(T, fat5__dev_prof_enable(g, 0) == FAT5_OK && g->gpu->prof == NULL);
+done:
+    fat5_model_destroy(m);
+    fat5_ctx_destroy(g);
+}
+
 // training on the GPU resumes bit-identically (fp32 and bf16)
 static void tgm_train_resume(fat5_test *T, fat5_dtype dtype) {
     fat5_ctx *ctx = tgm_ctx(T, dtype);
@@ -688,4 +759,4 @@ done:
     X(gpu_posenc_bf16_vs_cpu) X(gpu_fixtures_fp32) \
     X(gpu_fixtures_bf16) X(gpu_save_reload) X(gpu_optim_vs_cpu) X(gpu_backward_deterministic) \
     X(gpu_train_resume_fp32) X(gpu_train_resume_bf16) X(gpu_decode_fp32_vs_cpu) X(gpu_decode_bf16_vs_cpu) \
-    X(gpu_decode_graph_replay) X(gpu_long_memory)
+    X(gpu_decode_graph_replay) X(gpu_long_memory) X(gpu_profile)

@@ -9,9 +9,15 @@
 //       (dbias_share_of_bwd: what the bias gradient adds, over the whole backward); FLOPs as in
 //       the usual convention: forward 4*B*H*L^2*d (halved when causal), forward + backward 3.5x
 //       that.
-// step: forward + backward of a randomly initialised FAT5-small-shaped model (d_model 512, d_ff
+// step: a training step of a randomly initialised FAT5-small-shaped model (d_model 512, d_ff
 //       2048, 8 heads, 12 + 12 layers, gated-gelu, vocabulary 32768), batch 16 x (1024 encoder +
-//       256 decoder tokens), bf16; ms per step, tokens/s and the device memory it used.
+//       256 decoder tokens), bf16: zero_grad, forward, backward and the optimizer (AdamWScale,
+//       clipping); ms per step with and without the optimizer, tokens/s, MFU (model FLOPs as the
+//       training loop counts them, 989 TFLOP/s peak) and the device memory of model, gradients,
+//       optimizer and workspace. Then the step's profile: every kernel, cuBLAS product (keyed by
+//       layout and M x N x K), copy and fill timed between two events, summed per key per step,
+//       and the GPU's busy time against the step's. Options (bench step --help): another config,
+//       batch shape, step count, the CPU (tools/compare_hf.py --train --tiny runs it so).
 // ul2:  the UL2 sampler on one CPU core, no GPU needed: FAT5's seven denoisers over a generated
 //       corpus of 16 M byte-level ids (ByT5 vocabulary 384; documents of 1 .. 4096 ids) written to a
 //       temporary token file, packed batches of 16 x 512 / 16 x 512; corpus ids consumed per second
@@ -177,25 +183,56 @@ done:
     return rc;
 }
 
-static int bench_step(fat5_ctx *ctx) {
-    static const char *cfg_json =
+// The options of `bench step` (defaults: the FAT5-small shape of the header comment).
+typedef struct step_opts {
+    const char *config;       // config.json of the model shape, or NULL: FAT5-small
+    int device_cpu, fp32;     // --device cpu, --dtype fp32
+    int B, Le, Ld, reps, profile;
+} step_opts;
+
+static int cmp_prof(const void *a, const void *b) {
+    double x = ((const fat5__prof_entry *)a)->ms, y = ((const fat5__prof_entry *)b)->ms;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+// One training step as fat5_train_step runs it on a fixed batch: zero_grad, forward, backward and
+// the optimizer (AdamWScale, FAT5's settings, clipping on). Then, on the GPU, the same step under
+// the per-kernel profile: every kernel, cuBLAS product (by shape), copy and fill, summed per step.
+static int bench_step(fat5_ctx *ctx, const step_opts *so) {
+    static const char *small_json =
         "{\"d_model\": 512, \"d_ff\": 2048, \"d_kv\": 64, \"num_heads\": 8, \"num_layers\": 12,"
         " \"num_decoder_layers\": 12, \"vocab_size\": 32768, \"feed_forward_proj\": \"gated-gelu\","
         " \"tie_word_embeddings\": false}";
-    const int B = 16, Le = 1024, Ld = 256, reps = 5;
+    const int B = so->B, Le = so->Le, Ld = so->Ld, reps = so->reps;
+    int gpu = !so->device_cpu;
     fat5_model_config cfg;
+    fat5_optim_config oc = fat5_optim_config_default();
     fat5_model *m = NULL;
+    fat5_optim *o = NULL;
+    fat5_optim_result orr;
     fat5_batch b;
     fat5_forward_result res;
     fat5_rng r = fat5_rng_init(3);
     int32_t *enc = (int32_t *)malloc((size_t)B * Le * 4), *lab = (int32_t *)malloc((size_t)B * Ld * 4);
-    int32_t ecu[17], dcu[17];
-    size_t free0 = 0, free1 = 0, total = 0;
-    double t0, t;
-    int i, rc = 1;
-    if (!enc || !lab) return 1;
-    for (i = 0; i < B * Le; i++) enc[i] = (int32_t)fat5_rng_below(&r, 32000) + 2;
-    for (i = 0; i < B * Ld; i++) lab[i] = (int32_t)fat5_rng_below(&r, 32000) + 2;
+    int32_t *ecu = (int32_t *)malloc((size_t)(B + 1) * 4), *dcu = (int32_t *)malloc((size_t)(B + 1) * 4);
+    char *text = NULL, bytes[32] = "null";
+    size_t free0 = 0, free1 = 0, total = 0, len = 0;
+    double t0, t_step, t_fb, flops;
+    int i, rc = 1, V;
+    if (!enc || !lab || !ecu || !dcu) goto done;
+    if (so->config) {
+        if (fat5__read_file(ctx, so->config, (size_t)1 << 20, &text, &len) ||
+            fat5_model_config_from_json(ctx, text, len, &cfg)) {
+            rc = bench_fail(ctx, so->config);
+            goto done;
+        }
+    } else if (fat5_model_config_from_json(ctx, small_json, strlen(small_json), &cfg)) {
+        rc = bench_fail(ctx, "config");
+        goto done;
+    }
+    V = (int)(cfg.vocab_size < 32002 ? cfg.vocab_size : 32002);
+    for (i = 0; i < B * Le; i++) enc[i] = (int32_t)fat5_rng_below(&r, (uint64_t)V - 2) + 2;
+    for (i = 0; i < B * Ld; i++) lab[i] = (int32_t)fat5_rng_below(&r, (uint64_t)V - 2) + 2;
     for (i = 0; i <= B; i++) {
         ecu[i] = i * Le;
         dcu[i] = i * Ld;
@@ -208,30 +245,78 @@ static int bench_step(fat5_ctx *ctx) {
     b.enc_cu_seqlens = ecu;
     b.labels = lab;
     b.dec_cu_seqlens = dcu;
-    fat5__dev_mem_info(ctx, &free0, &total);
-    if (fat5_model_config_from_json(ctx, cfg_json, strlen(cfg_json), &cfg) || fat5_model_create(ctx, &cfg, 1, &m) ||
-        fat5_model_reserve(m, B, (int64_t)B * Le, (int64_t)B * Ld) || fat5_model_forward(m, &b, NULL, &res) ||
-        fat5_model_backward(m, 1.0f)) {
+    flops = 3 * fat5__batch_flops(&cfg, &b);
+    oc.warmup_steps = 100;
+    oc.total_steps = 1000;
+    if (gpu) fat5__dev_mem_info(ctx, &free0, &total);
+    // the first step allocates the workspace and, on the GPU, warms cuBLAS up
+    if (fat5_model_create(ctx, &cfg, 1, &m) || fat5_model_reserve(m, B, (int64_t)B * Le, (int64_t)B * Ld) ||
+        fat5_optim_create(m, &oc, &o) || fat5_model_zero_grad(m) || fat5_model_forward(m, &b, NULL, &res) ||
+        fat5_model_backward(m, 1.0f) || fat5_optim_step(o, &orr)) {
         rc = bench_fail(ctx, "training step");
         goto done;
     }
-    fat5__dev_mem_info(ctx, &free1, &total);
+    if (gpu) fat5__dev_mem_info(ctx, &free1, &total);
     t0 = bench_now();
     for (i = 0; i < reps; i++)
-        if (fat5_model_forward(m, &b, NULL, &res) || fat5_model_backward(m, 1.0f)) {
+        if (fat5_model_zero_grad(m) || fat5_model_forward(m, &b, NULL, &res) || fat5_model_backward(m, 1.0f) ||
+            fat5_optim_step(o, &orr)) {
             rc = bench_fail(ctx, "training step");
             goto done;
         }
-    t = (bench_now() - t0) / reps;
-    printf("{\"bench\": \"step\", \"model\": \"fat5-small shape\", \"dtype\": \"%s\", \"batch\": %d, \"enc_len\": %d, "
-           "\"dec_len\": %d, \"ms\": %.2f, \"tokens_per_s\": %.0f, \"device_bytes\": %zu, \"loss\": %.4f}\n",
-           fat5__dev_act_size(ctx) == 2 ? "bf16" : "fp32", B, Le, Ld, t * 1e3, B * (Le + Ld) / t, free0 - free1,
-           res.loss);
+    t_step = (bench_now() - t0) / reps;
+    t0 = bench_now();
+    for (i = 0; i < reps; i++)
+        if (fat5_model_zero_grad(m) || fat5_model_forward(m, &b, NULL, &res) || fat5_model_backward(m, 1.0f)) {
+            rc = bench_fail(ctx, "forward + backward");
+            goto done;
+        }
+    t_fb = (bench_now() - t0) / reps;
+    if (gpu) snprintf(bytes, sizeof bytes, "%zu", free0 - free1);  // null on the CPU
+    printf("{\"bench\": \"step\", \"model\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"batch\": %d, "
+           "\"enc_len\": %d, \"dec_len\": %d, \"ms\": %.2f, \"ms_fwd_bwd\": %.2f, \"ms_optim\": %.2f, "
+           "\"tokens_per_s\": %.0f, \"tflop_per_step\": %.3f, \"mfu\": %.4f, \"device_bytes\": %s, \"loss\": %.4f}\n",
+           so->config ? so->config : "fat5-small shape", gpu ? "gpu" : "cpu", so->fp32 ? "fp32" : "bf16", B, Le, Ld,
+           t_step * 1e3, t_fb * 1e3, (t_step - t_fb) * 1e3, B * (Le + Ld) / t_step, flops / 1e12,
+           gpu && !so->fp32 ? flops / t_step / 989e12 : 0.0, bytes, res.loss);
+    fflush(stdout);
+    if (gpu && so->profile) {  // the same step, each call between two events
+        struct fat5__prof *p;
+        double sum = 0, t_prof;
+        const int prof_reps = 3;
+        if (fat5__dev_prof_enable(ctx, 1)) {
+            rc = bench_fail(ctx, "profile");
+            goto done;
+        }
+        t0 = bench_now();
+        for (i = 0; i < prof_reps; i++)
+            if (fat5_model_zero_grad(m) || fat5_model_forward(m, &b, NULL, &res) || fat5_model_backward(m, 1.0f) ||
+                fat5_optim_step(o, &orr) || fat5__dev_prof_collect(ctx)) {
+                rc = bench_fail(ctx, "profiled step");
+                goto done;
+            }
+        t_prof = (bench_now() - t0) / prof_reps;
+        p = ctx->gpu->prof;
+        qsort(p->e, (size_t)p->n_e, sizeof p->e[0], cmp_prof);
+        for (i = 0; i < p->n_e; i++) sum += p->e[i].ms / prof_reps;
+        for (i = 0; i < p->n_e; i++)
+            printf("{\"bench\": \"step_profile\", \"key\": \"%s\", \"calls_per_step\": %.1f, \"ms_per_step\": %.3f, "
+                   "\"share\": %.4f}\n", p->e[i].key, (double)p->e[i].calls / prof_reps, p->e[i].ms / prof_reps,
+                   sum > 0 ? p->e[i].ms / prof_reps / sum : 0.0);
+        // the GPU's busy time against the step's: the rest is the host (launches, synchronisations)
+        printf("{\"bench\": \"step_profile_sum\", \"gpu_busy_ms\": %.2f, \"step_ms\": %.2f, \"idle_ms\": %.2f, "
+               "\"keys\": %d}\n", sum, t_prof * 1e3, t_prof * 1e3 - sum, p->n_e);
+        fat5__dev_prof_enable(ctx, 0);
+    }
     rc = 0;
 done:
+    fat5_optim_destroy(o);
     fat5_model_destroy(m);
+    fat5__free(ctx, text);
     free(enc);
     free(lab);
+    free(ecu);
+    free(dcu);
     return rc;
 }
 
@@ -655,29 +740,57 @@ static int bench_long_train(fat5_ctx *ctx) {
     return rc;
 }
 
+static int step_usage(void) {
+    fprintf(stderr, "usage: bench step [--device gpu|cpu] [--dtype bf16|fp32] [--config CONFIG.json] [--batch 16] "
+                    "[--enc-len 1024] [--dec-len 256] [--steps 5] [--no-profile]\n");
+    return 2;
+}
+
 int main(int argc, char **argv) {
     const char *what = argc > 1 ? argv[1] : "all";
     fat5_ctx_config cc = fat5_ctx_config_default();
     fat5_ctx *ctx = NULL;
-    int rc = 0;
+    step_opts so;
+    int rc = 0, i;
     if (strcmp(what, "attn") && strcmp(what, "step") && strcmp(what, "ul2") && strcmp(what, "generate") &&
         strcmp(what, "long") && strcmp(what, "decode") && strcmp(what, "all")) {
-        fprintf(stderr, "usage: bench [attn|step|ul2|generate|decode|long|all]\n");
+        fprintf(stderr, "usage: bench [attn|step|ul2|generate|decode|long|all]  (bench step --help: its options)\n");
         return 2;
+    }
+    memset(&so, 0, sizeof so);
+    so.B = 16, so.Le = 1024, so.Ld = 256, so.reps = 5, so.profile = 1;
+    for (i = 2; i < argc; i++) {  // bench step's options
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(what, "step")) return step_usage();
+        if (!strcmp(a, "--no-profile")) {
+            so.profile = 0;
+            continue;
+        }
+        if (!v) return step_usage();
+        i++;
+        if (!strcmp(a, "--device") && (!strcmp(v, "cpu") || !strcmp(v, "gpu"))) so.device_cpu = !strcmp(v, "cpu");
+        else if (!strcmp(a, "--dtype") && (!strcmp(v, "fp32") || !strcmp(v, "bf16"))) so.fp32 = !strcmp(v, "fp32");
+        else if (!strcmp(a, "--config")) so.config = v;
+        else if (!strcmp(a, "--batch") && atoi(v) > 0) so.B = atoi(v);
+        else if (!strcmp(a, "--enc-len") && atoi(v) > 0) so.Le = atoi(v);
+        else if (!strcmp(a, "--dec-len") && atoi(v) > 0) so.Ld = atoi(v);
+        else if (!strcmp(a, "--steps") && atoi(v) > 0) so.reps = atoi(v);
+        else return step_usage();
     }
     if (!strcmp(what, "ul2") || !strcmp(what, "all")) rc |= bench_ul2();   // CPU only
     if (!strcmp(what, "ul2")) return rc;
     if (!strcmp(what, "generate")) return bench_generate();
     if (!strcmp(what, "decode")) return bench_decode();
-    cc.device = FAT5_DEVICE_GPU;
-    cc.dtype = FAT5_DTYPE_BF16;
+    cc.device = so.device_cpu ? FAT5_DEVICE_CPU : FAT5_DEVICE_GPU;
+    cc.dtype = so.fp32 || so.device_cpu ? FAT5_DTYPE_FP32 : FAT5_DTYPE_BF16;
+    so.fp32 = cc.dtype == FAT5_DTYPE_FP32;
     if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) {
         fprintf(stderr, "bench: %s\n", ctx ? fat5_last_error(ctx) : "out of memory");
         fat5_ctx_destroy(ctx);
         return 1;
     }
     if (!strcmp(what, "attn") || !strcmp(what, "all")) rc |= bench_attn(ctx);
-    if (!strcmp(what, "step") || !strcmp(what, "all")) rc |= bench_step(ctx);
+    if (!strcmp(what, "step") || !strcmp(what, "all")) rc |= bench_step(ctx, &so);
     if (!strcmp(what, "long") || !strcmp(what, "all")) rc |= bench_long(ctx);
     if (!strcmp(what, "long") || !strcmp(what, "all")) rc |= bench_long_train(ctx);
     fat5_ctx_destroy(ctx);
