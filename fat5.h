@@ -2707,7 +2707,7 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmEx)(
 #define FAT5__KERNELS(X)                                                                           \
     X(fill_f32) X(scale_f32) X(f32_to_bf16) X(to_act) X(embed_fwd) X(embed_bwd) X(rmsnorm_fwd)     \
     X(rmsnorm_bwd) X(colsum_f32) X(act_fwd) X(act_bwd) X(attn_fwd) X(attn_bwd_delta) X(attn_bwd_dq)  \
-    X(attn_bwd_dkv) X(xent_fwd) X(xent_bwd) X(sumsq_seg) X(adamw_seg)                              \
+    X(attn_bwd_dkv) X(xent_fwd) X(xent_bwd) X(sumsq_seg) X(adamw_seg) X(optim_coef)                            \
     X(attn_decode) X(cache_write) X(cache_gather) X(add_i32) X(rope) X(fire_reduce)               \
     X(block_sum) X(block_sum_bwd)                                                                  \
     X(gen_process) X(gen_select) X(gen_beam)                                                       \
@@ -5589,23 +5589,28 @@ static fat5_status fat5__cpu_sumsq_seg(fat5_ctx *ctx, fat5__addr out_, fat5__add
 }
 
 // AdamW update of every segment s, with alpha = coef[2 s] (lr x bias correction x the AdamWScale
-// factor) and decay = coef[2 s + 1] (1 - lr wd; 1 for no decay), both fp32:
+// factor) and decay = coef[2 s + 1] (1 - lr wd; 1 for no decay), both fp32, and the clipping
+// factor gscale = (float)stats[1]; nothing when the gradient norm stats[0] is not finite:
 //   g' = gscale g;  m1 = b1 m1 + (1 - b1) g';  m2 = b2 m2 + (1 - b2) g'^2  (stored in fp32);
 //   w = (w - alpha m1 / (sqrt(m2) + eps)) decay   (from the stored fp32 moments; double arithmetic)
-// g is read only.
+// g is read only. wa (the GPU's bf16 operands, refreshed in the same pass) is 0 here.
 static fat5_status fat5__cpu_adamw_seg(fat5_ctx *ctx, fat5__addr w_, fat5__addr g_, fat5__addr m1_, fat5__addr m2_,
                                        fat5__addr segs_, fat5__addr chunk_off, int n_seg, int64_t n_chunks,
-                                       int chunk, fat5__addr coef_, float beta1, float beta2, float eps,
-                                       float gscale) {
+                                       int chunk, fat5__addr coef_, fat5__addr stats_, float beta1, float beta2,
+                                       float eps, fat5__addr wa) {
     float *w = FAT5__HOST(float, w_), *m1 = FAT5__HOST(float, m1_), *m2 = FAT5__HOST(float, m2_);
     const float *g = FAT5__HOST(const float, g_), *coef = FAT5__HOST(const float, coef_);
+    const double *stats = FAT5__HOST(const double, stats_);
     const int64_t *segs = FAT5__HOST(const int64_t, segs_);
     double b1 = beta1, b2 = beta2;
+    float gscale = (float)stats[1];
     int s;
     (void)ctx;
     (void)chunk_off;
     (void)n_chunks;
     (void)chunk;
+    if (wa) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__cpu_adamw_seg: the CPU has no separate operands");
+    if (!isfinite(stats[0])) return FAT5_OK;  // a skipped step
     for (s = 0; s < n_seg; s++) {
         double alpha = coef[2 * s], decay = coef[2 * s + 1];
         int64_t i, lo = segs[2 * s], hi = lo + segs[2 * s + 1];
@@ -5616,6 +5621,39 @@ static fat5_status fat5__cpu_adamw_seg(fat5_ctx *ctx, fat5__addr w_, fat5__addr 
             m2[i] = b;
             w[i] = (float)(((double)w[i] - alpha * ((double)a / (sqrt((double)b) + (double)eps))) * decay);
         }
+    }
+    return FAT5_OK;
+}
+
+// The step's coefficients (fat5_optim_coef): stats[0] = the gradient norm (the per-tensor sums of
+// squares ss_g added in tensor order, in double), stats[1] = the clipping factor min(1, clip /
+// (norm + 1e-6)) (1 without clipping); coef[2 s] = lr_bc, times max(sqrt(ss_w[s] / numel), 1e-3)
+// when ss_w is given (AdamWScale); coef[2 s + 1] = decay when decayed[s], else 1.
+static fat5_status fat5__cpu_optim_coef(fat5_ctx *ctx, fat5__addr coef_, fat5__addr stats_, fat5__addr ss_g_,
+                                        fat5__addr ss_w_, fat5__addr segs_, fat5__addr decayed_, int n_seg,
+                                        double lr_bc, float decay, double clip) {
+    float *coef = FAT5__HOST(float, coef_);
+    double *stats = FAT5__HOST(double, stats_), norm2 = 0, gs = 1;
+    const double *ss_g = FAT5__HOST(const double, ss_g_), *ss_w = FAT5__HOST(const double, ss_w_);
+    const int64_t *segs = FAT5__HOST(const int64_t, segs_);
+    const int32_t *decayed = FAT5__HOST(const int32_t, decayed_);
+    int s;
+    (void)ctx;
+    for (s = 0; s < n_seg; s++) norm2 += ss_g[s];
+    stats[0] = sqrt(norm2);
+    if (clip > 0) {
+        double k = clip / (stats[0] + 1e-6);
+        if (k < 1) gs = k;
+    }
+    stats[1] = gs;
+    for (s = 0; s < n_seg; s++) {
+        double alpha = lr_bc;
+        if (ss_w) {
+            double rms = sqrt(ss_w[s] / (double)segs[2 * s + 1]);
+            alpha *= rms > 1e-3 ? rms : 1e-3;
+        }
+        coef[2 * s] = (float)alpha;
+        coef[2 * s + 1] = decayed[s] ? decay : 1.0f;
     }
     return FAT5_OK;
 }
@@ -6781,13 +6819,25 @@ static FAT5__UNUSED fat5_status fat5__gpu_sumsq_seg(fat5_ctx *ctx, fat5__dptr ou
 // the AdamW update of every segment (fat5_adamw_seg): one block of 256 per chunk, fp32
 static FAT5__UNUSED fat5_status fat5__gpu_adamw_seg(fat5_ctx *ctx, fat5__dptr w, fat5__dptr g, fat5__dptr m1,
                                                     fat5__dptr m2, fat5__dptr segs, fat5__dptr chunk_off, int n_seg,
-                                                    int64_t n_chunks, int chunk, fat5__dptr coef, float beta1,
-                                                    float beta2, float eps, float gscale) {
+                                                    int64_t n_chunks, int chunk, fat5__dptr coef, fat5__dptr stats,
+                                                    float beta1, float beta2, float eps, fat5__dptr wa) {
     long long nc = n_chunks;
-    void *args[] = {&w, &g, &m1, &m2, &segs, &chunk_off, &n_seg, &nc, &chunk, &coef, &beta1, &beta2, &eps, &gscale};
+    void *args[] = {&w, &g, &m1, &m2, &segs, &chunk_off, &n_seg, &nc, &chunk, &coef, &stats, &beta1, &beta2, &eps, &wa};
     fat5_status st = fat5__gpu_check_segs(ctx, "fat5__gpu_adamw_seg", n_seg, n_chunks, chunk);
     if (st || n_seg == 0) return st;
+    if (!stats) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_adamw_seg: no stats");
     return fat5__dev_launch(ctx, FAT5__K_adamw_seg, fat5__gpu_blocks(n_chunks, 1), 1, 1, 256, 1, 1, 0, args);
+}
+
+// the step's coefficients and gradient norm on the device (fat5_optim_coef): one block
+static FAT5__UNUSED fat5_status fat5__gpu_optim_coef(fat5_ctx *ctx, fat5__dptr coef, fat5__dptr stats,
+                                                     fat5__dptr ss_g, fat5__dptr ss_w, fat5__dptr segs,
+                                                     fat5__dptr decayed, int n_seg, double lr_bc, float decay,
+                                                     double clip) {
+    void *args[] = {&coef, &stats, &ss_g, &ss_w, &segs, &decayed, &n_seg, &lr_bc, &decay, &clip};
+    if (n_seg < 0 || !coef || !stats || !ss_g || !segs || !decayed)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_optim_coef: %d segments, a NULL table", n_seg);
+    return fat5__dev_launch(ctx, FAT5__K_optim_coef, 1, 1, 1, 256, 1, 1, 0, args);
 }
 
 // ----- generate.cu: one block of 256 threads per entry (per input for beam search) -----
@@ -6905,8 +6955,10 @@ static FAT5__UNUSED fat5_status fat5__gpu_gen_beam(fat5_ctx *ctx, fat5__dptr x, 
     X(sumsq_seg, (fat5_ctx * ctx, fat5__addr out, fat5__addr x, fat5__addr segs, fat5__addr chunk_off,         \
                   int n_seg, int64_t n_chunks, int chunk, fat5__addr scratch))                                 \
     X(adamw_seg, (fat5_ctx * ctx, fat5__addr w, fat5__addr g, fat5__addr m1, fat5__addr m2, fat5__addr segs,   \
-                  fat5__addr chunk_off, int n_seg, int64_t n_chunks, int chunk, fat5__addr coef, float beta1,  \
-                  float beta2, float eps, float gscale))                                                       \
+                  fat5__addr chunk_off, int n_seg, int64_t n_chunks, int chunk, fat5__addr coef,              \
+                  fat5__addr stats, float beta1, float beta2, float eps, fat5__addr wa))                      \
+    X(optim_coef, (fat5_ctx * ctx, fat5__addr coef, fat5__addr stats, fat5__addr ss_g, fat5__addr ss_w,         \
+                   fat5__addr segs, fat5__addr decayed, int n_seg, double lr_bc, float decay, double clip))   \
     X(gen_process, (fat5_ctx * ctx, fat5__addr x, fat5__addr hist, fat5__addr lens, fat5__addr rows, int64_t n, \
                     int V, int Lh, float rep, int ngram, int min_new, int eos, int log_softmax))               \
     X(gen_select, (fat5_ctx * ctx, fat5__addr x, fat5__addr tok, fat5__addr hist, fat5__addr lens,             \
@@ -9942,10 +9994,10 @@ struct fat5_optim {
     int64_t *h_segs;                  // [2 n_seg] offset, numel (host)
     fat5__addr segs, chunk_off;       // int64 [2 n_seg], [n_seg + 1] on the backend
     fat5__addr part;                  // double [n_chunks]: the GPU's per-chunk partial sums
-    fat5__addr ss;                    // double [n_seg]: per-tensor sums of squares
+    fat5__addr ss;                    // double [2 n_seg]: per-tensor sums of squares of gradients, weights
     fat5__addr coef;                  // fp32 [2 n_seg]: alpha, decay of each tensor this step
-    double *h_ss;                     // [n_seg] host copy of ss
-    float *h_coef;                    // [2 n_seg] host copy of coef
+    fat5__addr decayed;               // int32 [n_seg]: 1 where the tensor has weight decay
+    fat5__addr stats;                 // double [2]: this step's gradient norm and clipping factor
 };
 
 FAT5_API fat5_optim_config fat5_optim_config_default(void) {
@@ -10094,10 +10146,10 @@ FAT5_API void fat5_optim_destroy(fat5_optim *o) {
     be->free(ctx, o->part);
     be->free(ctx, o->ss);
     be->free(ctx, o->coef);
+    be->free(ctx, o->decayed);
+    be->free(ctx, o->stats);
     fat5__free(ctx, o->wd_seg);
     fat5__free(ctx, o->h_segs);
-    fat5__free(ctx, o->h_ss);
-    fat5__free(ctx, o->h_coef);
     fat5__free(ctx, o);
 }
 
@@ -10106,6 +10158,7 @@ FAT5_API fat5_status fat5_optim_create(fat5_model *m, const fat5_optim_config *c
     const fat5__backend *be;
     fat5_optim *o;
     int64_t *coff = NULL;
+    int32_t *decayed = NULL;
     size_t n, ns;
     int s;
     fat5_status st;
@@ -10131,11 +10184,11 @@ FAT5_API fat5_status fat5_optim_create(fat5_model *m, const fat5_optim_config *c
     n = m->n_floats;
     o->wd_seg = FAT5__CAST(double *, fat5__calloc(ctx, ns, sizeof(double)));
     o->h_segs = FAT5__CAST(int64_t *, fat5__calloc(ctx, 2 * ns, sizeof(int64_t)));
-    o->h_ss = FAT5__CAST(double *, fat5__calloc(ctx, ns, sizeof(double)));
-    o->h_coef = FAT5__CAST(float *, fat5__calloc(ctx, 2 * ns, sizeof(float)));
     coff = FAT5__CAST(int64_t *, fat5__calloc(ctx, ns + 1, sizeof(int64_t)));
-    if (!o->wd_seg || !o->h_segs || !o->h_ss || !o->h_coef || !coff) {
+    decayed = FAT5__CAST(int32_t *, fat5__calloc(ctx, ns + 1, sizeof(int32_t)));
+    if (!o->wd_seg || !o->h_segs || !coff || !decayed) {
         fat5__free(ctx, coff);
+        fat5__free(ctx, decayed);
         fat5_optim_destroy(o);
         return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_optim_create: out of memory");
     }
@@ -10145,20 +10198,25 @@ FAT5_API fat5_status fat5_optim_create(fat5_model *m, const fat5_optim_config *c
         o->h_segs[2 * s + 1] = (int64_t)p->numel;
         coff[s + 1] = coff[s] + (int64_t)((p->numel + FAT5__OPTIM_CHUNK - 1) / FAT5__OPTIM_CHUNK);
         o->wd_seg[s] = fat5__optim_no_decay(p->name) ? 0.0 : cfg->weight_decay;
+        decayed[s] = o->wd_seg[s] != 0;
     }
     o->n_chunks = coff[ns];
     if ((st = be->alloc(ctx, n * 4, &o->m1)) || (st = be->alloc(ctx, n * 4, &o->m2)) ||
         (st = be->alloc(ctx, 2 * ns * 8, &o->segs)) || (st = be->alloc(ctx, (ns + 1) * 8, &o->chunk_off)) ||
-        (st = be->alloc(ctx, (size_t)o->n_chunks * 8, &o->part)) || (st = be->alloc(ctx, ns * 8, &o->ss)) ||
-        (st = be->alloc(ctx, 2 * ns * 4, &o->coef))) {
+        (st = be->alloc(ctx, (size_t)o->n_chunks * 8, &o->part)) || (st = be->alloc(ctx, 2 * ns * 8, &o->ss)) ||
+        (st = be->alloc(ctx, 2 * ns * 4, &o->coef)) || (st = be->alloc(ctx, (ns + 1) * 4, &o->decayed)) ||
+        (st = be->alloc(ctx, 2 * 8, &o->stats))) {
         fat5__free(ctx, coff);
+        fat5__free(ctx, decayed);
         fat5_optim_destroy(o);
         return fat5__err_prefix(ctx, st, "fat5_optim_create: moments of %zu parameters on the %s: ", n, be->name);
     }
     st = be->upload(ctx, o->segs, o->h_segs, 2 * ns * 8);
     if (!st) st = be->upload(ctx, o->chunk_off, coff, (ns + 1) * 8);
+    if (!st) st = be->upload(ctx, o->decayed, decayed, (ns + 1) * 4);
     if (!st) st = be->sync(ctx);
     fat5__free(ctx, coff);
+    fat5__free(ctx, decayed);
     if (st) {
         fat5_optim_destroy(o);
         return st;
@@ -10169,25 +10227,24 @@ FAT5_API fat5_status fat5_optim_create(fat5_model *m, const fat5_optim_config *c
 
 FAT5_API int64_t fat5_optim_get_step(const fat5_optim *o) { return o ? o->step : 0; }
 
-// per-tensor sums of squares of x (the gradients or the master weights) into o->h_ss
-static fat5_status fat5__optim_sumsq(fat5_optim *o, fat5__addr x) {
+// per-tensor sums of squares of x (the gradients or the master weights) into ss (double [n_seg])
+static fat5_status fat5__optim_sumsq(fat5_optim *o, fat5__addr ss, fat5__addr x) {
     fat5_model *m = o->m;
-    const fat5__backend *be = m->be;
-    fat5_status st = be->sumsq_seg(m->ctx, o->ss, x, o->segs, o->chunk_off, o->n_seg, o->n_chunks,
-                                   FAT5__OPTIM_CHUNK, o->part);
-    if (!st) st = be->download(m->ctx, o->h_ss, o->ss, (size_t)o->n_seg * 8);
-    if (!st) st = be->sync(m->ctx);
-    return st;
+    return m->be->sumsq_seg(m->ctx, ss, x, o->segs, o->chunk_off, o->n_seg, o->n_chunks, FAT5__OPTIM_CHUNK, o->part);
 }
 
+// The update is queued whole before the host waits once, at the end: the gradient norm, the clipping
+// factor and the per-tensor step sizes are computed on the backend (optim_coef), and the update
+// itself skips a step whose gradient norm is not finite (adamw_seg); the bf16 matrix operands of a
+// GPU bf16 context are refreshed in the same pass.
 FAT5_API fat5_status fat5_optim_step(fat5_optim *o, fat5_optim_result *out) {
     fat5_model *m;
     fat5_ctx *ctx;
     const fat5__backend *be;
     const fat5_optim_config *c;
     fat5_optim_result r;
-    double norm2 = 0, lr, bc, t, gscale = 1.0;
-    int s;
+    double lr, bc, t, stats[2];
+    fat5__addr ss_w;
     fat5_status st;
     if (!o) return FAT5_ERR_INVALID_ARG;
     m = o->m;
@@ -10197,41 +10254,20 @@ FAT5_API fat5_status fat5_optim_step(fat5_optim *o, fat5_optim_result *out) {
     memset(&r, 0, sizeof r);
     lr = fat5_sched_lr(c, o->step);
     r.lr = lr;
-    // global gradient norm (tensor order, double)
-    if ((st = fat5__optim_sumsq(o, m->gd))) return st;
-    for (s = 0; s < o->n_seg; s++) norm2 += o->h_ss[s];
-    r.grad_norm = sqrt(norm2);
-    if (!isfinite(r.grad_norm)) {
-        r.skipped = 1;
-        o->step++;
-        if (out) *out = r;
-        return FAT5_OK;
-    }
-    if (c->clip_norm > 0) {
-        double k = c->clip_norm / (r.grad_norm + 1e-6);
-        if (k < 1) gscale = k;
-    }
-    // per-tensor step sizes; the AdamWScale factor from the weights before the update
-    if (c->kind == FAT5_OPTIM_ADAMW_SCALE && (st = fat5__optim_sumsq(o, m->wd))) return st;
     t = (double)(o->step + 1);
     bc = sqrt(1.0 - pow(c->beta2, t)) / (1.0 - pow(c->beta1, t));
-    for (s = 0; s < o->n_seg; s++) {
-        double alpha = lr * bc;
-        if (c->kind == FAT5_OPTIM_ADAMW_SCALE) {
-            double rms = sqrt(o->h_ss[s] / (double)o->h_segs[2 * s + 1]);
-            alpha *= rms > 1e-3 ? rms : 1e-3;
-        }
-        o->h_coef[2 * s] = (float)alpha;
-        o->h_coef[2 * s + 1] = (float)(1.0 - lr * o->wd_seg[s]);
-    }
-    st = be->upload(ctx, o->coef, o->h_coef, (size_t)o->n_seg * 2 * 4);
-    if (!st)
-        st = be->adamw_seg(ctx, m->wd, m->gd, o->m1, o->m2, o->segs, o->chunk_off, o->n_seg, o->n_chunks,
-                           FAT5__OPTIM_CHUNK, o->coef, (float)c->beta1, (float)c->beta2, (float)c->eps,
-                           (float)gscale);
-    if (!st) st = fat5__model_refresh_operands(m, 0, m->n_floats);
-    if (!st) st = be->sync(ctx);
-    if (st) return st;
+    // AdamWScale: the factor from the weights before the update
+    ss_w = c->kind == FAT5_OPTIM_ADAMW_SCALE ? o->ss + 8 * (fat5__addr)o->n_seg : 0;
+    if ((st = fat5__optim_sumsq(o, o->ss, m->gd)) || (ss_w && (st = fat5__optim_sumsq(o, ss_w, m->wd))) ||
+        (st = be->optim_coef(ctx, o->coef, o->stats, o->ss, ss_w, o->segs, o->decayed, o->n_seg, lr * bc,
+                             (float)(1.0 - lr * c->weight_decay), c->clip_norm)) ||
+        (st = be->adamw_seg(ctx, m->wd, m->gd, o->m1, o->m2, o->segs, o->chunk_off, o->n_seg, o->n_chunks,
+                            FAT5__OPTIM_CHUNK, o->coef, o->stats, (float)c->beta1, (float)c->beta2, (float)c->eps,
+                            m->wa == m->wd ? 0 : m->wa)) ||
+        (st = be->download(ctx, stats, o->stats, sizeof stats)) || (st = be->sync(ctx)))
+        return st;
+    r.grad_norm = stats[0];
+    r.skipped = !isfinite(r.grad_norm);
     o->step++;
     if (out) *out = r;
     return FAT5_OK;

@@ -74,19 +74,61 @@ extern "C" __global__ void fat5_sumsq_seg(double *out, double *part, const float
     }
 }
 
+// fat5_optim_coef(float *coef[2 n_seg], double *stats[2], const double *ss_g[n_seg],
+// const double *ss_w[n_seg] or NULL, const long long *segs, const int *decayed[n_seg], int n_seg,
+// double lr_bc, float decay, double clip): the step's coefficients on the device, so that the host
+// waits for nothing between the gradient norm and the update. One block:
+//   stats[0] = grad_norm = sqrt(sum of ss_g in segment order) (thread 0, in double);
+//   stats[1] = gscale = min(1, clip / (grad_norm + 1e-6)) when clip > 0, else 1;
+//   coef[2 s] = alpha = lr_bc (x max(sqrt(ss_w[s] / numel), 1e-3): AdamWScale, when ss_w);
+//   coef[2 s + 1] = decay when decayed[s], else 1.
+// Double arithmetic without contractions (IEEE sqrt and division), so the host's formulas give
+// the same bits. CPU twin: fat5__cpu_optim_coef.
+extern "C" __global__ void fat5_optim_coef(float *coef, double *stats, const double *ss_g, const double *ss_w,
+                                           const long long *segs, const int *decayed, int n_seg, double lr_bc,
+                                           float decay, double clip)
+{
+    if (threadIdx.x == 0 && blockIdx.x == 0) {
+        double norm2 = 0.0, gs = 1.0;
+        for (int s = 0; s < n_seg; s++) norm2 += ss_g[s];
+        const double gn = sqrt(norm2);
+        if (clip > 0) {
+            const double k = clip / (gn + 1e-6);
+            if (k < 1) gs = k;
+        }
+        stats[0] = gn;
+        stats[1] = gs;
+    }
+    for (int s = blockIdx.x * blockDim.x + threadIdx.x; s < n_seg; s += blockDim.x * gridDim.x) {
+        double alpha = lr_bc;
+        if (ss_w) {
+            const double rms = sqrt(ss_w[s] / (double)segs[2 * s + 1]);
+            alpha = __dmul_rn(alpha, rms > 1e-3 ? rms : 1e-3);
+        }
+        coef[2 * s] = (float)alpha;
+        coef[2 * s + 1] = decayed[s] ? decay : 1.0f;
+    }
+}
+
 // fat5_adamw_seg(float *w, const float *g, float *m1, float *m2, const long long *segs,
 // const long long *chunk_off, int n_seg, long long n_chunks, int chunk, const float *coef[2 n_seg],
-// float beta1, float beta2, float eps, float gscale): for every element of segment s, with
-// alpha = coef[2 s] (lr x bias correction x the AdamWScale factor) and decay = coef[2 s + 1]
-// (1 - lr wd, 1 when no decay):
+// const double *stats[2], float beta1, float beta2, float eps, unsigned short *wa): for every
+// element of segment s, with alpha = coef[2 s] (lr x bias correction x the AdamWScale factor),
+// decay = coef[2 s + 1] (1 - lr wd, 1 when no decay) and gscale = (float)stats[1] (clipping),
+// nothing at all when the gradient norm stats[0] is not finite (a skipped step):
 //   g' = gscale g;  m1 = b1 m1 + (1 - b1) g';  m2 = b2 m2 + (1 - b2) g'^2;
 //   w = (w - alpha m1 / (sqrt(m2) + eps)) * decay
-// fp32 throughout (IEEE sqrt and division). g is read only. CPU twin: fat5__cpu_adamw_seg.
+// fp32 throughout (IEEE sqrt and division). g is read only. wa, when not NULL: the bf16 matrix
+// operands, refreshed from the new w (RNE, as fat5_f32_to_bf16). CPU twin: fat5__cpu_adamw_seg.
 extern "C" __global__ void fat5_adamw_seg(float *w, const float *g, float *m1, float *m2, const long long *segs,
                                           const long long *chunk_off, int n_seg, long long n_chunks, int chunk,
-                                          const float *coef, float beta1, float beta2, float eps, float gscale)
+                                          const float *coef, const double *stats, float beta1, float beta2,
+                                          float eps, unsigned short *wa)
 {
     const float ob1 = 1.0f - beta1, ob2 = 1.0f - beta2;
+    const double gn = stats[0];
+    const float gscale = (float)stats[1];
+    if (!isfinite(gn)) return;
     for (long long c = blockIdx.x; c < n_chunks; c += gridDim.x) {
         const int s = fat5_optim_seg_of(chunk_off, n_seg, c);
         const long long seg_end = segs[2 * s] + segs[2 * s + 1];
@@ -97,9 +139,11 @@ extern "C" __global__ void fat5_adamw_seg(float *w, const float *g, float *m1, f
             const float gi = g[i] * gscale;
             const float a = beta1 * m1[i] + ob1 * gi;
             const float b = beta2 * m2[i] + ob2 * (gi * gi);
+            const float wn = (w[i] - alpha * (a / (sqrtf(b) + eps))) * decay;
             m1[i] = a;
             m2[i] = b;
-            w[i] = (w[i] - alpha * (a / (sqrtf(b) + eps))) * decay;
+            w[i] = wn;
+            if (wa) wa[i] = fat5_f32_to_bf16_rne(wn);
         }
     }
 }

@@ -650,8 +650,9 @@ static void t_op_table(fat5_test *T) {
     const fat5__backend *be = &fat5__cpu_backend;
     // the 20 training ops (mm included), rope, fire_reduce, block_sum and block_sum_bwd, then the 5 decode ops
     // (attn_decode, cache_write, norm_mm, cache_gather, add_i32), then the 3 decoding-strategy ops (gen_process,
-    // gen_select, gen_beam)
-    FAT5_CHECK(T, FAT5__OP_COUNT == 32);
+    // gen_select, gen_beam), and optim_coef (the optimizer's step sizes on the backend, beside adamw_seg)
+    FAT5_CHECK(T, FAT5__OP_COUNT == 33);
+    FAT5_CHECK(T, be->optim_coef == fat5__cpu_optim_coef);
     FAT5_CHECK(T, be->block_sum == fat5__cpu_block_sum && be->block_sum_bwd == fat5__cpu_block_sum_bwd);
     FAT5_CHECK(T, be->rope == fat5__cpu_rope);
     FAT5_CHECK(T, be->attn_decode == fat5__cpu_attn_decode && be->add_i32 == fat5__cpu_add_i32);

@@ -6,6 +6,7 @@ tokenizers against the `tokenizers` and `sentencepiece` libraries.
                 [--batch-sizes 1,64] [--input-len 512] [--new-tokens 128]
   compare_hf.py --tokenize [--text FILE] [--repeat 3] TOKENIZER...
   compare_hf.py --attention [--repeat 10]
+  compare_hf.py --train [--tiny] [--device cpu|cuda] [--repeat 10] [--no-compile]
 
 Builds a randomly initialised T5 (by default the FAT5-small shape that examples/train and
 tools/bench use: d_model 512, d_ff 2048, 8 heads of 64, 12 + 12 layers, gated-gelu, untied,
@@ -63,6 +64,21 @@ No 1/sqrt(d) scale (T5). Forward and forward + backward (q, k, v and the table's
 timed with CUDA events, the mean of --repeat calls (10) after warm-up; FLOPs as ``tools/bench``
 counts them. One JSON line per measurement, then a table with each peer's TFLOP/s and fat5's
 tensor-core forward as a multiple of it. Build tools/bench first (``make tools/bench``).
+
+--train: one training step of the FAT5-small shape with its vocabulary of 32,768 (--tiny: the tiny
+shape, 2 x 64 encoder / 16 decoder tokens, for a CPU run), batch 16 of 1024 encoder and 256 decoder
+tokens of random ids, no padding, in the same command:
+  * fat5: ``tools/bench step`` on the same config.json (zero_grad, forward, backward, AdamWScale with
+    clipping at 1; fp32 master weights, bf16 matrix inputs on the GPU);
+  * ``hf-eager``: transformers' T5ForConditionalGeneration (dropout 0, eager attention), fp32
+    weights under ``torch.autocast`` bf16 on the GPU, loss from ``labels``, backward,
+    ``clip_grad_norm_(1.0)``, ``torch.optim.AdamW(fused=True)`` (foreach on the CPU);
+  * ``hf-compile``: the same model under ``torch.compile`` (left out with --no-compile).
+Each side: warm-up steps (compilation included), then the mean of --repeat steps (10) between
+synchronisations. Peak memory: torch.cuda.max_memory_allocated over the timed steps; fat5: the
+device memory its model, gradients, optimizer and workspace took (cuMemGetInfo). MFU: the model
+FLOPs that fat5's training loop counts (3 x forward, attention included), over 989 TFLOP/s.
+One JSON line per side, then a table with fat5's speed-up over each.
 """
 
 import argparse
@@ -477,6 +493,103 @@ def attention_main(args):
     return 0
 
 
+def hf_train_step_time(model, ids, labels, device, amp, steps, warmup):
+    """mean seconds of a training step (forward with labels, backward, clipping, AdamW) and the
+    peak bytes allocated during the timed steps"""
+    fused = device == "cuda"
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused, foreach=not fused)
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=amp):
+            loss = model(input_ids=ids, labels=labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return loss
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+    for _ in range(warmup):
+        loss = step()
+    sync()
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        loss = step()
+    sync()
+    t = (time.perf_counter() - t0) / steps
+    peak = torch.cuda.max_memory_allocated() if device == "cuda" else None
+    return t, peak, float(loss)
+
+
+def train_main(args):
+    import_hf()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("compare_hf: --device cuda: PyTorch sees no CUDA device")
+    binary = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench")
+    if not os.access(binary, os.X_OK):
+        sys.exit(f"compare_hf: {binary}: not found (make tools/bench)")
+    shape = "tiny" if args.tiny else "fat5-small"
+    vocab = 384 if args.tiny else 32768
+    B, Le, Ld = (2, 64, 16) if args.tiny else (16, 1024, 256)
+    config = T5Config(vocab_size=vocab, feed_forward_proj="gated-gelu", tie_word_embeddings=False,
+                      dropout_rate=0.0, pad_token_id=PAD, eos_token_id=EOS, decoder_start_token_id=PAD,
+                      relative_attention_num_buckets=32, relative_attention_max_distance=128, **SHAPES[shape])
+    workdir = tempfile.mkdtemp(prefix="fat5_train_")
+    recs = []
+    try:
+        cfg_path = os.path.join(workdir, "config.json")
+        config.to_json_file(cfg_path)
+        cmd = [binary, "step", "--config", cfg_path, "--batch", str(B), "--enc-len", str(Le), "--dec-len", str(Ld),
+               "--steps", str(args.repeat), "--no-profile", "--device", "gpu" if args.device == "cuda" else "cpu"]
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        if out.returncode != 0:
+            sys.exit(f"compare_hf: {' '.join(cmd)} failed:\n{out.stderr}")
+        f = json.loads(out.stdout.splitlines()[0])
+        tflop = f["tflop_per_step"]
+        recs.append({"mode": "train", "impl": "fat5", "ms": f["ms"], "ms_fwd_bwd": f["ms_fwd_bwd"],
+                     "peak_bytes": f["device_bytes"], "loss": f["loss"]})
+        torch.manual_seed(args.seed)
+        g = torch.Generator().manual_seed(args.seed)
+        ids = torch.randint(2, min(vocab, 32002), (B, Le), generator=g).to(args.device)
+        labels = torch.randint(2, min(vocab, 32002), (B, Ld), generator=g).to(args.device)
+        amp = args.device == "cuda"
+        impls = ["hf-eager"] + ([] if args.no_compile else ["hf-compile"])
+        for impl in impls:
+            try:
+                model = T5ForConditionalGeneration._from_config(config, attn_implementation="eager")
+            except (TypeError, ValueError):
+                model = T5ForConditionalGeneration(config)
+            model = model.float().to(args.device).train()
+            if impl == "hf-compile":
+                model = torch.compile(model)
+            t, peak, loss = hf_train_step_time(model, ids, labels, args.device, amp, args.repeat,
+                                               5 if impl == "hf-compile" else 2)
+            recs.append({"mode": "train", "impl": impl, "ms": round(t * 1e3, 2), "peak_bytes": peak,
+                         "loss": round(loss, 4)})
+            del model
+            if args.device == "cuda":
+                torch.cuda.empty_cache()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    for r in recs:
+        r.update({"model": shape + " shape", "device": args.device, "batch": B, "enc_len": Le, "dec_len": Ld,
+                  "tokens_per_s": round(B * (Le + Ld) / (r["ms"] / 1e3)), "tflop_per_step": tflop,
+                  "mfu": round(tflop / (r["ms"] / 1e3) / 989, 4) if args.device == "cuda" else None})
+        print(json.dumps(r), flush=True)
+    fat5 = recs[0]
+    print(f"\ntraining step, {shape} shape, batch {B} x ({Le} + {Ld} tokens), {args.device}"
+          + (", bf16" if args.device == "cuda" else ", fp32"))
+    print(f"{'':>11} | {'ms':>8} | {'tokens/s':>10} | {'peak GiB':>8} | {'MFU':>6} | fat5 speed-up")
+    for r in recs:
+        peak = f"{r['peak_bytes'] / 2**30:8.2f}" if r["peak_bytes"] else "       -"
+        mfu = f"{100 * r['mfu']:5.1f}%" if r["mfu"] else "     -"
+        up = "" if r is fat5 else f"{r['ms'] / fat5['ms']:.2f}x"
+        print(f"{r['impl']:>11} | {r['ms']:8.2f} | {r['tokens_per_s']:10d} | {peak} | {mfu} | {up}")
+    return 0
+
+
 def main():
     if len(sys.argv) == 6 and sys.argv[1] == "--tokenize-worker":
         tokenize_worker(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
@@ -486,6 +599,8 @@ def main():
     ap.add_argument("--tokenize", action="store_true", help="compare tokenizer speed (TOKENIZER... arguments)")
     ap.add_argument("--attention", action="store_true", help="compare T5 attention kernels with PyTorch's")
     ap.add_argument("--head-dims", default="64", help="--attention: the head dims the peers run (64; 64,128)")
+    ap.add_argument("--train", action="store_true", help="compare a training step with Hugging Face T5's")
+    ap.add_argument("--no-compile", action="store_true", help="--train: leave torch.compile out")
     ap.add_argument("tokenizers", nargs="*", metavar="TOKENIZER", help="--tokenize: tokenizer.json / .model / directory")
     ap.add_argument("--text", default=None, help="--tokenize: the text file (default the bundled fortunes corpus)")
     ap.add_argument("--tokenize-bin", default=None, help="path of tools/fat5_tokenize")
@@ -511,6 +626,12 @@ def main():
         return tokenize_main(args)
     if args.tokenizers:
         ap.error("TOKENIZER paths go with --tokenize")
+    if args.train:
+        if args.generate or args.attention:
+            ap.error("--train, --attention and --generate are separate runs")
+        if args.repeat == 3:
+            args.repeat = 10
+        return train_main(args)
     if args.attention:
         if args.generate:
             ap.error("--attention and --generate are separate runs")
@@ -518,7 +639,7 @@ def main():
             args.repeat = 10
         return attention_main(args)
     if not args.generate:
-        ap.error("nothing to do: give --generate, --tokenize or --attention")
+        ap.error("nothing to do: give --generate, --tokenize, --attention or --train")
     import_hf()
     if args.dtype == "bf16" and args.device == "cpu":
         ap.error("--dtype bf16 needs --device cuda (fat5 computes in fp32 on the CPU)")
