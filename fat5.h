@@ -413,7 +413,9 @@ FAT5_API fat5_status fat5_model_forward(fat5_model *m, const fat5_batch *b,
 // e.g. 1/accumulation_steps).
 FAT5_API fat5_status fat5_model_backward(fat5_model *m, float grad_scale);
 FAT5_API fat5_status fat5_model_zero_grad(fat5_model *m);
-// Logits of the last forward, [dec_tokens, vocab] row-major; n must equal dec_tokens * vocab.
+// Logits of the last forward, [dec_tokens, vocab] row-major; n must equal dec_tokens * vocab. In
+// training mode the forward keeps the fp32 logits of 1,024 decoder tokens at most (the loss and its
+// gradient are computed chunk by chunk): FAT5_ERR_STATE for a larger batch; inference mode keeps all.
 FAT5_API fat5_status fat5_model_get_logits(fat5_model *m, float *dst, int64_t n);
 
 // ---------------------------------------------------------------------------------------------
@@ -2707,7 +2709,7 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmEx)(
 #define FAT5__KERNELS(X)                                                                           \
     X(fill_f32) X(scale_f32) X(f32_to_bf16) X(to_act) X(embed_fwd) X(embed_bwd) X(rmsnorm_fwd)     \
     X(rmsnorm_bwd) X(colsum_f32) X(act_fwd) X(act_bwd) X(attn_fwd) X(attn_bwd_delta) X(attn_bwd_dq)  \
-    X(attn_bwd_dkv) X(xent_fwd) X(xent_bwd) X(sumsq_seg) X(adamw_seg) X(optim_coef)                            \
+    X(attn_bwd_dkv) X(xent_fwd) X(xent_bwd) X(sumsq_seg) X(adamw_seg) X(optim_coef) X(loss_total)                            \
     X(attn_decode) X(cache_write) X(cache_gather) X(add_i32) X(rope) X(fire_reduce)               \
     X(block_sum) X(block_sum_bwd)                                                                  \
     X(gen_process) X(gen_select) X(gen_beam)                                                       \
@@ -5532,6 +5534,34 @@ static fat5_status fat5__cpu_xent_fwd(fat5_ctx *ctx, fat5__addr lse_, fat5__addr
     }
     return FAT5_OK;
 }
+
+// out[0] = ce / n, out[1] = (ce + zs) / n (0, 0 when n = 0), ce and zs the double sums of row_ce and
+// row_z in the GPU kernel's order (kernels/xent.cu, fat5_loss_total): FAT5__LOSS_THREADS strided
+// partial sums, then halved pairwise, so that both backends report the same bits.
+#define FAT5__LOSS_THREADS 256  // FAT5_LOSS_THREADS in kernels/xent.cu
+static fat5_status fat5__cpu_loss_total(fat5_ctx *ctx, fat5__addr out_, fat5__addr row_ce_, fat5__addr row_z_,
+                                        int64_t T, int64_t n) {
+    double *out = FAT5__HOST(double, out_), rc[FAT5__LOSS_THREADS], rz[FAT5__LOSS_THREADS];
+    const float *row_ce = FAT5__HOST(const float, row_ce_), *row_z = FAT5__HOST(const float, row_z_);
+    int64_t t;
+    int i, stride;
+    (void)ctx;
+    for (i = 0; i < FAT5__LOSS_THREADS; i++) {
+        rc[i] = rz[i] = 0;
+        for (t = i; t < T; t += FAT5__LOSS_THREADS) {
+            rc[i] += (double)row_ce[t];
+            rz[i] += (double)row_z[t];
+        }
+    }
+    for (stride = FAT5__LOSS_THREADS / 2; stride > 0; stride >>= 1)
+        for (i = 0; i < stride; i++) {
+            rc[i] += rc[i + stride];
+            rz[i] += rz[i + stride];
+        }
+    out[0] = n ? rc[0] / (double)n : 0.0;
+    out[1] = n ? (rc[0] + rz[0]) / (double)n : 0.0;
+    return FAT5_OK;
+}
 // dlogits = scale * (softmax (1 + 2 z lse) - (1-s) onehot(y) - s/V) for counted rows, 0 otherwise
 static fat5_status fat5__cpu_xent_bwd(fat5_ctx *ctx, fat5__addr dlogits_, fat5__addr logits_, fat5__addr lse_,
                                       fat5__addr labels_, int64_t T, int V, float z, float smooth, float scale) {
@@ -5628,10 +5658,12 @@ static fat5_status fat5__cpu_adamw_seg(fat5_ctx *ctx, fat5__addr w_, fat5__addr 
 // The step's coefficients (fat5_optim_coef): stats[0] = the gradient norm (the per-tensor sums of
 // squares ss_g added in tensor order, in double), stats[1] = the clipping factor min(1, clip /
 // (norm + 1e-6)) (1 without clipping); coef[2 s] = lr_bc, times max(sqrt(ss_w[s] / numel), 1e-3)
-// when ss_w is given (AdamWScale); coef[2 s + 1] = decay when decayed[s], else 1.
+// when ss_w is given (AdamWScale); coef[2 s + 1] = decay when decayed[s], else 1. A non-finite
+// value among gate[0 .. n_gate) (the step's losses) makes the norm NaN: adamw_seg skips the step.
 static fat5_status fat5__cpu_optim_coef(fat5_ctx *ctx, fat5__addr coef_, fat5__addr stats_, fat5__addr ss_g_,
                                         fat5__addr ss_w_, fat5__addr segs_, fat5__addr decayed_, int n_seg,
-                                        double lr_bc, float decay, double clip) {
+                                        double lr_bc, float decay, double clip, fat5__addr gate_, int n_gate) {
+    const double *gate = FAT5__HOST(const double, gate_);
     float *coef = FAT5__HOST(float, coef_);
     double *stats = FAT5__HOST(double, stats_), norm2 = 0, gs = 1;
     const double *ss_g = FAT5__HOST(const double, ss_g_), *ss_w = FAT5__HOST(const double, ss_w_);
@@ -5641,6 +5673,8 @@ static fat5_status fat5__cpu_optim_coef(fat5_ctx *ctx, fat5__addr coef_, fat5__a
     (void)ctx;
     for (s = 0; s < n_seg; s++) norm2 += ss_g[s];
     stats[0] = sqrt(norm2);
+    for (s = 0; s < n_gate; s++)
+        if (!isfinite(gate[s])) stats[0] = NAN;
     if (clip > 0) {
         double k = clip / (stats[0] + 1e-6);
         if (k < 1) gs = k;
@@ -6789,6 +6823,16 @@ static FAT5__UNUSED fat5_status fat5__gpu_xent_bwd(fat5_ctx *ctx, fat5__dptr dlo
     return fat5__dev_launch(ctx, FAT5__K_xent_bwd, fat5__gpu_blocks(T, 1), 1, 1, 256, 1, 1, 0, args);
 }
 
+// the batch's loss from its rows (fat5_loss_total): one block of FAT5__LOSS_THREADS, fixed order
+static FAT5__UNUSED fat5_status fat5__gpu_loss_total(fat5_ctx *ctx, fat5__dptr out, fat5__dptr row_ce,
+                                                     fat5__dptr row_z, int64_t T, int64_t n) {
+    long long T_ = T, n_ = n;
+    void *args[] = {&out, &row_ce, &row_z, &T_, &n_};
+    if (!out || T < 0 || (T > 0 && (!row_ce || !row_z)))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_loss_total: %lld rows, a NULL buffer", (long long)T);
+    return fat5__dev_launch(ctx, FAT5__K_loss_total, 1, 1, 1, FAT5__LOSS_THREADS, 1, 1, 0, args);
+}
+
 // ----- optim.cu: segments of the parameter arena cut into chunks (see the CPU ops) -----
 
 static fat5_status fat5__gpu_check_segs(fat5_ctx *ctx, const char *op, int n_seg, int64_t n_chunks, int chunk) {
@@ -6833,8 +6877,8 @@ static FAT5__UNUSED fat5_status fat5__gpu_adamw_seg(fat5_ctx *ctx, fat5__dptr w,
 static FAT5__UNUSED fat5_status fat5__gpu_optim_coef(fat5_ctx *ctx, fat5__dptr coef, fat5__dptr stats,
                                                      fat5__dptr ss_g, fat5__dptr ss_w, fat5__dptr segs,
                                                      fat5__dptr decayed, int n_seg, double lr_bc, float decay,
-                                                     double clip) {
-    void *args[] = {&coef, &stats, &ss_g, &ss_w, &segs, &decayed, &n_seg, &lr_bc, &decay, &clip};
+                                                     double clip, fat5__dptr gate, int n_gate) {
+    void *args[] = {&coef, &stats, &ss_g, &ss_w, &segs, &decayed, &n_seg, &lr_bc, &decay, &clip, &gate, &n_gate};
     if (n_seg < 0 || !coef || !stats || !ss_g || !segs || !decayed)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_optim_coef: %d segments, a NULL table", n_seg);
     return fat5__dev_launch(ctx, FAT5__K_optim_coef, 1, 1, 1, 256, 1, 1, 0, args);
@@ -6952,13 +6996,15 @@ static FAT5__UNUSED fat5_status fat5__gpu_gen_beam(fat5_ctx *ctx, fat5__dptr x, 
                  fat5__addr labels, int64_t T, int V, float z, float smooth))                                  \
     X(xent_bwd, (fat5_ctx * ctx, fat5__addr dlogits, fat5__addr logits, fat5__addr lse, fat5__addr labels,     \
                  int64_t T, int V, float z, float smooth, float scale))                                        \
+    X(loss_total, (fat5_ctx * ctx, fat5__addr out, fat5__addr row_ce, fat5__addr row_z, int64_t T, int64_t n)) \
     X(sumsq_seg, (fat5_ctx * ctx, fat5__addr out, fat5__addr x, fat5__addr segs, fat5__addr chunk_off,         \
                   int n_seg, int64_t n_chunks, int chunk, fat5__addr scratch))                                 \
     X(adamw_seg, (fat5_ctx * ctx, fat5__addr w, fat5__addr g, fat5__addr m1, fat5__addr m2, fat5__addr segs,   \
                   fat5__addr chunk_off, int n_seg, int64_t n_chunks, int chunk, fat5__addr coef,              \
                   fat5__addr stats, float beta1, float beta2, float eps, fat5__addr wa))                      \
     X(optim_coef, (fat5_ctx * ctx, fat5__addr coef, fat5__addr stats, fat5__addr ss_g, fat5__addr ss_w,         \
-                   fat5__addr segs, fat5__addr decayed, int n_seg, double lr_bc, float decay, double clip))   \
+                   fat5__addr segs, fat5__addr decayed, int n_seg, double lr_bc, float decay, double clip,    \
+                   fat5__addr gate, int n_gate))                                                              \
     X(gen_process, (fat5_ctx * ctx, fat5__addr x, fat5__addr hist, fat5__addr lens, fat5__addr rows, int64_t n, \
                     int V, int Lh, float rep, int ngram, int min_new, int eos, int log_softmax))               \
     X(gen_select, (fat5_ctx * ctx, fat5__addr x, fat5__addr tok, fat5__addr hist, fat5__addr lens,             \
@@ -7778,6 +7824,7 @@ typedef struct fat5__ws {
     fat5__addr enc_hf, enc_rsf, enc_out;         // encoder final norm: stream [Te, D], inverse RMS, output (act)
     fat5__addr dec_hf, dec_rsf, dec_out;         // decoder final norm, as above
     fat5__addr logits, tok_lse, row_ce, row_z;   // [Td, V], [Td] x 3
+    fat5__addr loss2;                            // double [2]: the last forward's mean ce and loss
     fat5__addr enc_tok, dec_tok, labels;         // int32 [Te], [Td], [Td]
     fat5__addr enc_cu, dec_cu;                   // int32 [n_seq + 1]
     fat5__addr enc_seq, dec_seq;                 // int32 token -> sequence maps [Te], [Td]
@@ -7798,6 +7845,11 @@ typedef struct fat5__ws {
 #define FAT5__GPU_NORM_ROWS 1024  // rows of norm_scratch: FAT5__GPU_NORM_BWD_BLOCKS on the GPU
 #define FAT5__GPU_DBIAS_ROWS 1024 // rows of dbias_scratch: FAT5__GPU_DBIAS_BLOCKS on the GPU
 
+// Rows of fp32 logits a training forward keeps at once: the loss and its gradient (dlogits, in the
+// activation dtype, for the backward) are computed chunk by chunk, so that no [td, V] fp32 logits
+// stay in memory (512 MiB for 4,096 rows of a 32,768 vocabulary).
+#define FAT5__XENT_ROWS 1024
+
 struct fat5_model {
     fat5_ctx *ctx;
     const fat5__backend *be;          // where the model computes, fixed at creation
@@ -7817,6 +7869,7 @@ struct fat5_model {
     fat5__addr gd;                    // fp32 [n_floats] gradients
     // workspace for batches up to cap_* (fat5_model_reserve)
     int64_t cap_seq, cap_te, cap_td;
+    int64_t xent_rows;                // fp32 logit rows a training forward keeps (FAT5__XENT_ROWS)
     fat5__addr ws_base;
     size_t ws_bytes;
     fat5__ws ws;
@@ -7824,7 +7877,6 @@ struct fat5_model {
     int32_t *seq_map;                 // [max(cap_te + globals, cap_td, max_distance)] host staging of maps and tables
     int32_t *enc_cu_g;                // [cap_seq + 1] host staging of the globals' rows (transient-global)
     fat5_attention attn;              // the encoder attention of the next forward (fat5_model_set_attention)
-    float *rows;                      // [2 cap_td] per-row loss terms copied back
     // state of the last forward
     int have_fwd;                     // a forward ran on the current workspace
     int fwd_labels;                   // ... with labels (so backward has a loss to differentiate)
@@ -8018,6 +8070,7 @@ static fat5_status fat5__model_alloc(fat5_ctx *ctx, const fat5_model_config *cfg
     m->cfg = *cfg;
     m->lm_head_tied = lm_head_tied;
     m->training = 1;
+    m->xent_rows = FAT5__XENT_ROWS;
     m->attn.type = cfg->enc_attention;
     m->attn.radius = m->attn.type == FAT5_ENC_ATTN_FULL ? 0 : cfg->local_radius;
     m->attn.global = m->attn.type == FAT5_ENC_ATTN_TGLOBAL ? cfg->global_block_size : 0;
@@ -8309,6 +8362,10 @@ static int64_t fat5__globals_max(const fat5_attention *at, int64_t te) {
 // rows of the encoder's keys and values for te tokens: the tokens', then the globals'
 static int64_t fat5__enc_kv_rows(const fat5_attention *at, int64_t te) { return te + fat5__globals_max(at, te); }
 
+static size_t fat5__xent_rows(const fat5_model *m, size_t td) {
+    return td < (size_t)m->xent_rows ? td : (size_t)m->xent_rows;
+}
+
 // Lays out the workspace for n_seq sequences, te encoder and td decoder tokens: every buffer on a
 // 256-byte boundary, fp32 (4 bytes), int32 (4) or activation (m->act_size) elements. With base == 0
 // it only measures. Returns 0 when the size overflows.
@@ -8364,8 +8421,9 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
     FAT5__WS(w->dec_hf, Td, D, 4);
     FAT5__WS(w->dec_rsf, Td, 1, 4);
     FAT5__WS(w->dec_out, Td, D, A);
-    FAT5__WS(w->logits, Td, V, 4);
+    FAT5__WS(w->logits, m->training ? fat5__xent_rows(m, Td) : Td, V, 4);  // training: one chunk of rows at a time
     FAT5__WS(w->tok_lse, Td, 1, 4);
+    FAT5__WS(w->loss2, 2, 1, 8);
     FAT5__WS(w->row_ce, Td, 1, 4);
     FAT5__WS(w->row_z, Td, 1, 4);
     FAT5__WS(w->enc_tok, Te, 1, 4);
@@ -8419,13 +8477,11 @@ static void fat5__ws_free(fat5_model *m) {
     fat5__free(ctx, m->dec_tok);
     fat5__free(ctx, m->labels);
     fat5__free(ctx, m->seq_map);
-    fat5__free(ctx, m->rows);
     memset(&m->ws, 0, sizeof m->ws);
     m->ws_base = 0;
     m->ws_bytes = 0;
     fat5__free(ctx, m->enc_cu_g);
     m->enc_cu = m->dec_cu = m->enc_tok = m->dec_tok = m->labels = m->seq_map = m->enc_cu_g = NULL;
-    m->rows = NULL;
     m->cap_seq = m->cap_te = m->cap_td = 0;
     m->have_fwd = m->fwd_labels = m->have_bwd = 0;
 }
@@ -8472,9 +8528,8 @@ FAT5_API fat5_status fat5_model_reserve(fat5_model *m, int64_t n_seq, int64_t te
     m->labels = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)td, sizeof(int32_t)));
     m->seq_map = FAT5__CAST(int32_t *, fat5__calloc(ctx, maps, sizeof(int32_t)));
     m->enc_cu_g = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)n_seq + 1, sizeof(int32_t)));
-    m->rows = FAT5__CAST(float *, fat5__calloc(ctx, 2 * (size_t)td, sizeof(float)));
     if (!m->ws.enc || !m->ws.dec || !m->enc_cu || !m->dec_cu || !m->enc_tok || !m->dec_tok || !m->labels ||
-        !m->seq_map || !m->enc_cu_g || !m->rows) {
+        !m->seq_map || !m->enc_cu_g) {
         fat5__ws_free(m);
         return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_reserve: out of memory");
     }
@@ -8711,15 +8766,18 @@ static fat5_status fat5__model_ffn_fwd(fat5_model *m, const fat5__layer *y, cons
     return be->mm(ctx, FAT5__MM_NT, h, 1, a->ff_h, fat5__pa(m, y->wo), T, D, F, 1.0f, 1.0f);
 }
 
-// The forward graph on the staged batch: encoder, decoder, lm_head, loss.
-static fat5_status fat5__model_forward(fat5_model *m, fat5_forward_result *out) {
+// The forward graph on the staged batch: encoder, decoder, lm_head, loss. The loss (mean cross
+// entropy, mean loss: double [2]) goes to loss_dst on the backend, 0 for the workspace's slot; with
+// out == NULL nothing is waited for (the training loop reads its micro-batches' losses at the end
+// of the step).
+static fat5_status fat5__model_forward(fat5_model *m, fat5_forward_result *out, fat5__addr loss_dst) {
     fat5_ctx *ctx = m->ctx;
     const fat5__backend *be = m->be;
     const fat5_model_config *c = &m->cfg;
     const fat5__ws *w = &m->ws;
-    int64_t D = c->d_model, V = c->vocab_size, te = m->te, td = m->td, l, t;
+    int64_t D = c->d_model, V = c->vocab_size, te = m->te, td = m->td, l, r0, chunk;
     float eps = (float)c->layer_norm_eps, head_scale = c->scale_decoder_outputs ? (float)(1.0 / sqrt((double)D)) : 1.0f;
-    double ce = 0, zs = 0;
+    double ls[2];
     fat5_status st;
     // the batch
     FAT5__TRY(be->upload(ctx, w->enc_tok, m->enc_tok, (size_t)te * 4));
@@ -8747,26 +8805,37 @@ static fat5_status fat5__model_forward(fat5_model *m, fat5_forward_result *out) 
     }
     FAT5__TRY(be->rmsnorm_fwd(ctx, w->dec_out, w->dec_rsf, w->dec_hf, fat5__pw(m, m->dec_final_ln), td, (int)D, eps));
     // lm_head (the d_model^-0.5 of tied models folded into the product), then the loss
-    FAT5__TRY(be->mm(ctx, FAT5__MM_NT, w->logits, 1, w->dec_out, fat5__pa(m, m->lm_head), td, V, D, head_scale, 0.0f));
-    FAT5__TRY(be->xent_fwd(ctx, w->tok_lse, w->row_ce, w->row_z, w->logits, w->labels, td, (int)V,
-                           (float)m->loss.z_loss, (float)m->loss.label_smoothing));
-    FAT5__TRY(be->download(ctx, m->rows, w->row_ce, (size_t)td * 4));
-    FAT5__TRY(be->download(ctx, m->rows + td, w->row_z, (size_t)td * 4));
-    for (t = 0; t < td; t++) {
-        ce += m->rows[t];
-        zs += m->rows[td + t];
+    // (training: chunk by chunk, each chunk's dlogits = softmax-gradient of the loss terms, unscaled:
+    // the backward scales it in its products)
+    chunk = m->training ? (int64_t)fat5__xent_rows(m, (size_t)td) : td;
+    for (r0 = 0; r0 < td; r0 += chunk) {
+        int64_t n = td - r0 < chunk ? td - r0 : chunk;
+        fat5__addr lse = w->tok_lse + 4 * (fat5__addr)r0, lab = w->labels + 4 * (fat5__addr)r0;
+        FAT5__TRY(be->mm(ctx, FAT5__MM_NT, w->logits, 1, w->dec_out + (fat5__addr)(r0 * D) * m->act_size,
+                         fat5__pa(m, m->lm_head), n, V, D, head_scale, 0.0f));
+        FAT5__TRY(be->xent_fwd(ctx, lse, w->row_ce + 4 * (fat5__addr)r0, w->row_z + 4 * (fat5__addr)r0, w->logits,
+                               lab, n, (int)V, (float)m->loss.z_loss, (float)m->loss.label_smoothing));
+        if (m->training)
+            FAT5__TRY(be->xent_bwd(ctx, w->dlogits + (fat5__addr)(r0 * V) * m->act_size, w->logits, lse, lab, n,
+                                   (int)V, (float)m->loss.z_loss, (float)m->loss.label_smoothing, 1.0f));
     }
+    // the loss, summed on the backend into loss_dst (or the workspace's slot); read back only for `out`
+    FAT5__TRY(be->loss_total(ctx, loss_dst ? loss_dst : w->loss2, w->row_ce, w->row_z, td, m->n_count));
     if (out) {
+        FAT5__TRY(be->download(ctx, ls, loss_dst ? loss_dst : w->loss2, sizeof ls));
+        FAT5__TRY(be->sync(ctx));
         out->n_tokens = m->n_count;
         out->n_dec_tokens = td;
-        out->ce = m->n_count ? ce / (double)m->n_count : 0.0;
-        out->loss = m->n_count ? (ce + zs) / (double)m->n_count : 0.0;
+        out->ce = ls[0];
+        out->loss = ls[1];
     }
     return FAT5_OK;
 }
 
-FAT5_API fat5_status fat5_model_forward(fat5_model *m, const fat5_batch *b, const fat5_loss_config *loss,
-                                        fat5_forward_result *out) {
+// fat5_model_forward, with the loss written to loss_dst on the backend (0: the workspace's slot)
+// and read back only for `out`
+static fat5_status fat5__model_forward_batch(fat5_model *m, const fat5_batch *b, const fat5_loss_config *loss,
+                                             fat5_forward_result *out, fat5__addr loss_dst) {
     const fat5_model_config *c;
     fat5_loss_config lc = loss ? *loss : fat5_loss_config_default();
     fat5_status st;
@@ -8797,14 +8866,24 @@ FAT5_API fat5_status fat5_model_forward(fat5_model *m, const fat5_batch *b, cons
     }
     m->n_count = 0;
     for (t = 0; t < td; t++) m->n_count += m->labels[t] != -100;
-    if ((st = fat5__model_forward(m, out))) return st;
+    if ((st = fat5__model_forward(m, out, loss_dst))) return st;
     m->have_fwd = 1;
     m->fwd_labels = b->labels != NULL;
     return FAT5_OK;
 }
 
+FAT5_API fat5_status fat5_model_forward(fat5_model *m, const fat5_batch *b, const fat5_loss_config *loss,
+                                        fat5_forward_result *out) {
+    fat5_forward_result r;
+    return fat5__model_forward_batch(m, b, loss, out ? out : &r, 0);
+}
+
 FAT5_API fat5_status fat5_model_get_logits(fat5_model *m, float *dst, int64_t n) {
     if (!m->have_fwd) return fat5__err(m->ctx, FAT5_ERR_STATE, "fat5_model_get_logits: no forward has run");
+    if (m->training && (size_t)m->td > fat5__xent_rows(m, (size_t)m->td))
+        return fat5__err(m->ctx, FAT5_ERR_STATE, "fat5_model_get_logits: a training forward keeps the logits of %d "
+                         "decoder tokens at most (this batch has %lld); run it in inference mode "
+                         "(fat5_model_set_training(m, 0)) to read them", (int)m->xent_rows, (long long)m->td);
     if (!dst || n != m->td * m->cfg.vocab_size)
         return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_model_get_logits: buffer holds %lld floats, logits are %lld",
                          dst ? (long long)n : 0LL, (long long)(m->td * m->cfg.vocab_size));
@@ -8894,10 +8973,11 @@ static fat5_status fat5__model_backward(fat5_model *m, float grad_scale) {
     fat5_status st;
     // loss -> logits -> decoder output -> decoder final norm
     FAT5__TRY(be->memset0(ctx, w->d_enc_out, (size_t)(te * D) * 4));
-    FAT5__TRY(be->xent_bwd(ctx, w->dlogits, w->logits, w->tok_lse, w->labels, td, (int)V, (float)m->loss.z_loss,
-                           (float)m->loss.label_smoothing, scale));
-    FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, m->lm_head), 1, w->dlogits, w->dec_out, V, D, td, head_scale, 1.0f));
-    FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->dlogits, fat5__pa(m, m->lm_head), td, D, V, head_scale, 0.0f));
+    // dlogits (from the forward, unscaled) scaled in the products: head_scale x grad_scale / labels
+    FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, m->lm_head), 1, w->dlogits, w->dec_out, V, D, td, head_scale * scale,
+                     1.0f));
+    FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->dlogits, fat5__pa(m, m->lm_head), td, D, V, head_scale * scale,
+                     0.0f));
     FAT5__TRY(be->rmsnorm_bwd(ctx, w->dh_dec, fat5__pg(m, m->dec_final_ln), w->dn, w->dec_hf,
                               fat5__pw(m, m->dec_final_ln), w->dec_rsf, td, (int)D, 0, w->norm_scratch));
     // decoder layers, last to first
@@ -10236,8 +10316,9 @@ static fat5_status fat5__optim_sumsq(fat5_optim *o, fat5__addr ss, fat5__addr x)
 // The update is queued whole before the host waits once, at the end: the gradient norm, the clipping
 // factor and the per-tensor step sizes are computed on the backend (optim_coef), and the update
 // itself skips a step whose gradient norm is not finite (adamw_seg); the bf16 matrix operands of a
-// GPU bf16 context are refreshed in the same pass.
-FAT5_API fat5_status fat5_optim_step(fat5_optim *o, fat5_optim_result *out) {
+// GPU bf16 context are refreshed in the same pass. gate: n_gate doubles on the backend (the training
+// loop's losses of the step) that skip the update when one is not finite (grad_norm NaN).
+static fat5_status fat5__optim_step_gated(fat5_optim *o, fat5__addr gate, int n_gate, fat5_optim_result *out) {
     fat5_model *m;
     fat5_ctx *ctx;
     const fat5__backend *be;
@@ -10260,7 +10341,7 @@ FAT5_API fat5_status fat5_optim_step(fat5_optim *o, fat5_optim_result *out) {
     ss_w = c->kind == FAT5_OPTIM_ADAMW_SCALE ? o->ss + 8 * (fat5__addr)o->n_seg : 0;
     if ((st = fat5__optim_sumsq(o, o->ss, m->gd)) || (ss_w && (st = fat5__optim_sumsq(o, ss_w, m->wd))) ||
         (st = be->optim_coef(ctx, o->coef, o->stats, o->ss, ss_w, o->segs, o->decayed, o->n_seg, lr * bc,
-                             (float)(1.0 - lr * c->weight_decay), c->clip_norm)) ||
+                             (float)(1.0 - lr * c->weight_decay), c->clip_norm, gate, n_gate)) ||
         (st = be->adamw_seg(ctx, m->wd, m->gd, o->m1, o->m2, o->segs, o->chunk_off, o->n_seg, o->n_chunks,
                             FAT5__OPTIM_CHUNK, o->coef, o->stats, (float)c->beta1, (float)c->beta2, (float)c->eps,
                             m->wa == m->wd ? 0 : m->wa)) ||
@@ -10271,6 +10352,10 @@ FAT5_API fat5_status fat5_optim_step(fat5_optim *o, fat5_optim_result *out) {
     o->step++;
     if (out) *out = r;
     return FAT5_OK;
+}
+
+FAT5_API fat5_status fat5_optim_step(fat5_optim *o, fat5_optim_result *out) {
+    return fat5__optim_step_gated(o, 0, 0, out);
 }
 
 // =============================================================================================
@@ -11684,6 +11769,8 @@ struct fat5_trainer {
     fat5_ul2 *sampler;
     fat5_model *m;
     fat5_optim *o;
+    fat5__addr losses;                 // double [2 grad_accum] on the backend: each micro-batch's ce, loss
+    double *h_losses;                  // their host copy, read once per step
     fat5__tgroup grp[2];
     int ahead;                         // index of a group drawn ahead and not yet used, -1 = none
     int prefetch;                      // draw the next step's group on a host thread (GPU models)
@@ -12146,6 +12233,8 @@ FAT5_API void fat5_train_destroy(fat5_trainer *t) {
         fat5__free(t->ctx, t->grp[g].mb);
     }
     fat5_optim_destroy(t->o);
+    if (t->m && t->losses) t->m->be->free(t->ctx, t->losses);
+    fat5__free(t->ctx, t->h_losses);
     fat5_model_destroy(t->m);
     fat5_ul2_destroy(t->sampler);
     fat5_tokens_close(t->tokens);
@@ -12221,6 +12310,11 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
     if ((st = fat5__train_sampler(t, cfg->eval_fraction > 0 ? 1 : 0, cfg->seed * 0x9e3779b97f4a7c15ull + 1, &t->sampler)))
         goto fail;
     if ((st = fat5_optim_create(t->m, &t->cfg.optim, &t->o))) goto fail;
+    if ((st = t->m->be->alloc(ctx, (size_t)(2 * cfg->grad_accum) * 8, &t->losses))) goto fail;
+    if (!(t->h_losses = FAT5__CAST(double *, fat5__calloc(ctx, (size_t)(2 * cfg->grad_accum), sizeof(double))))) {
+        st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_train_create: out of memory");
+        goto fail;
+    }
     {
         int64_t ne = t->cfg.ul2.enc_tokens, nd = t->cfg.ul2.dec_tokens;
         if ((st = fat5_model_reserve(t->m, ne, ne, nd))) goto fail;
@@ -12292,11 +12386,9 @@ FAT5_API fat5_status fat5_train_step(fat5_trainer *t, fat5_train_metrics *out) {
     fat5_ctx *ctx = t->ctx;
     fat5_train_metrics r;
     fat5_optim_result orr;
-    fat5_forward_result fr;
     fat5__tgroup *g;
     double t0 = fat5__now_s(), loss = 0, flops = 0;
     int64_t n_labels = 0, i, k = t->cfg.grad_accum, step;
-    int finite;
     fat5_status st;
     memset(&r, 0, sizeof r);
     if (out) memset(out, 0, sizeof *out);
@@ -12312,24 +12404,29 @@ FAT5_API fat5_status fat5_train_step(fat5_trainer *t, fat5_train_metrics *out) {
         r.tokens += b->n_enc_tokens + b->n_dec_tokens;
         flops += 3 * fat5__batch_flops(&t->m->cfg, b);
     }
+    // the whole step is queued before the host waits, once, in the optimizer: each forward leaves
+    // its loss on the backend, and a non-finite one makes the optimizer skip the update (the weights
+    // are left as they are; the step still counts)
     if ((st = fat5_model_zero_grad(t->m))) return st;
     for (i = 0; i < k; i++) {
         float scale = n_labels ? (float)((double)g->mb[i].n_labels / (double)n_labels) : 0.0f;
-        if ((st = fat5_model_forward(t->m, &g->mb[i].b, &t->cfg.loss, &fr))) return st;
-        loss += fr.loss * (double)fr.n_tokens;
-        if ((st = fat5_model_backward(t->m, scale))) return st;
+        if ((st = fat5__model_forward_batch(t->m, &g->mb[i].b, &t->cfg.loss, NULL,
+                                            t->losses + 16 * (fat5__addr)i)) ||
+            (st = fat5_model_backward(t->m, scale)))
+            return st;
     }
-    loss = n_labels ? loss / (double)n_labels : NAN;
-    finite = isfinite(loss);
-    if (finite) {
-        if ((st = fat5_optim_step(t->o, &orr))) return st;
-    } else {   // the weights are left as they are; the step still counts
+    if (n_labels == 0) {  // nothing to learn from: no update (the loss is NaN)
         memset(&orr, 0, sizeof orr);
         orr.lr = fat5_sched_lr(&t->cfg.optim, t->o->step);
         orr.grad_norm = NAN;
         orr.skipped = 1;
         t->o->step++;
+    } else if ((st = fat5__optim_step_gated(t->o, t->losses, (int)(2 * k), &orr))) {
+        return st;
     }
+    if ((st = t->m->be->download(ctx, t->h_losses, t->losses, (size_t)(2 * k) * 8))) return st;
+    for (i = 0; i < k; i++) loss += t->h_losses[2 * i + 1] * (double)g->mb[i].n_labels;
+    loss = n_labels ? loss / (double)n_labels : NAN;
     step = fat5_optim_get_step(t->o);
     t->tokens_seen += r.tokens;
     t->n_skipped += orr.skipped;

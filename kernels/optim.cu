@@ -76,17 +76,19 @@ extern "C" __global__ void fat5_sumsq_seg(double *out, double *part, const float
 
 // fat5_optim_coef(float *coef[2 n_seg], double *stats[2], const double *ss_g[n_seg],
 // const double *ss_w[n_seg] or NULL, const long long *segs, const int *decayed[n_seg], int n_seg,
-// double lr_bc, float decay, double clip): the step's coefficients on the device, so that the host
+// double lr_bc, float decay, double clip, const double *gate[n_gate], int n_gate): the step's
+// coefficients on the device, so that the host
 // waits for nothing between the gradient norm and the update. One block:
 //   stats[0] = grad_norm = sqrt(sum of ss_g in segment order) (thread 0, in double);
 //   stats[1] = gscale = min(1, clip / (grad_norm + 1e-6)) when clip > 0, else 1;
 //   coef[2 s] = alpha = lr_bc (x max(sqrt(ss_w[s] / numel), 1e-3): AdamWScale, when ss_w);
-//   coef[2 s + 1] = decay when decayed[s], else 1.
+//   coef[2 s + 1] = decay when decayed[s], else 1;
+// a non-finite value among gate (the step's losses) sets stats[0] to NaN: adamw_seg skips the step.
 // Double arithmetic without contractions (IEEE sqrt and division), so the host's formulas give
 // the same bits. CPU twin: fat5__cpu_optim_coef.
 extern "C" __global__ void fat5_optim_coef(float *coef, double *stats, const double *ss_g, const double *ss_w,
                                            const long long *segs, const int *decayed, int n_seg, double lr_bc,
-                                           float decay, double clip)
+                                           float decay, double clip, const double *gate, int n_gate)
 {
     if (threadIdx.x == 0 && blockIdx.x == 0) {
         double norm2 = 0.0, gs = 1.0;
@@ -98,6 +100,8 @@ extern "C" __global__ void fat5_optim_coef(float *coef, double *stats, const dou
         }
         stats[0] = gn;
         stats[1] = gs;
+        for (int j = 0; j < n_gate; j++)
+            if (!isfinite(gate[j])) stats[0] = __longlong_as_double(0x7ff8000000000000LL);
     }
     for (int s = blockIdx.x * blockDim.x + threadIdx.x; s < n_seg; s += blockDim.x * gridDim.x) {
         double alpha = lr_bc;

@@ -17,7 +17,7 @@ __device__ __forceinline__ void fat5_lse_merge(float *m, float *s, float m2, flo
 // const int *labels[T], long long T, int V, float z, float smooth): per row
 //   lse = log sum_j exp(x_j);  for labels != -100:
 //   row_ce = lse - (1 - smooth) x_y - (smooth / V) sum_j x_j,  row_z = z lse^2;  else both 0.
-// A label outside [0, V) other than -100 gives row_ce = NaN. The host sums the rows in double.
+// A label outside [0, V) other than -100 gives row_ce = NaN. fat5_loss_total sums the rows.
 // Block: any multiple of 32 threads. CPU twin: fat5__cpu_xent_fwd (which returns the sums).
 extern "C" __global__ void fat5_xent_fwd(float *lse, float *row_ce, float *row_z, const float *logits,
                                          const int *labels, long long T, int V, float z, float smooth)
@@ -94,5 +94,38 @@ extern "C" __global__ void fat5_xent_bwd(act_t *dlogits, const float *logits, co
             if (j == y) g -= hit;
             dx[j] = fat5_st(g);
         }
+    }
+}
+
+// fat5_loss_total(double *out[2], const float *row_ce[T], const float *row_z[T], long long T,
+// long long n): the batch's loss on the device, so that a training step need not wait for it:
+//   ce = sum row_ce, zs = sum row_z (double);  out[0] = ce / n,  out[1] = (ce + zs) / n  (0, 0 if n = 0)
+// in a fixed order: thread i of FAT5_LOSS_THREADS adds rows i, i + FAT5_LOSS_THREADS, ... in turn,
+// then the threads' sums are halved pairwise (red[i] += red[i + stride], stride = 128, 64, .., 1).
+// One block of FAT5_LOSS_THREADS. CPU twin: fat5__cpu_loss_total (the same order, the same bits).
+#define FAT5_LOSS_THREADS 256
+extern "C" __global__ void fat5_loss_total(double *out, const float *row_ce, const float *row_z, long long T,
+                                           long long n)
+{
+    __shared__ double rc[FAT5_LOSS_THREADS], rz[FAT5_LOSS_THREADS];
+    const int i = threadIdx.x;
+    double c = 0.0, z = 0.0;
+    for (long long t = i; t < T; t += FAT5_LOSS_THREADS) {
+        c += (double)row_ce[t];
+        z += (double)row_z[t];
+    }
+    rc[i] = c;
+    rz[i] = z;
+    __syncthreads();
+    for (int stride = FAT5_LOSS_THREADS / 2; stride > 0; stride >>= 1) {
+        if (i < stride) {
+            rc[i] += rc[i + stride];
+            rz[i] += rz[i + stride];
+        }
+        __syncthreads();
+    }
+    if (i == 0) {
+        out[0] = n ? rc[0] / (double)n : 0.0;
+        out[1] = n ? (rc[0] + rz[0]) / (double)n : 0.0;
     }
 }

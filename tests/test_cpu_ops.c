@@ -329,6 +329,36 @@ static double tc_xent_loss(void *u) {
     }
     return sum / (double)n;
 }
+// loss_total: the fixed-order sums against plain sums in row order (to double rounding), means over
+// the counted rows, 0 with none counted, a NaN row reaching both results
+static void t_loss_total(fat5_test *T) {
+    static const int64_t rows[] = {1, 255, 256, 257, 5000};
+    static float ce[5000], z[5000];
+    fat5_rng rng = fat5_rng_init(12);
+    size_t ri;
+    double out[2];
+    for (ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
+        int64_t n = rows[ri], i;
+        double sc = 0, sz = 0;
+        for (i = 0; i < n; i++) {
+            ce[i] = (float)(4.0 + fat5_rng_normal(&rng));
+            z[i] = (float)(1e-3 * fat5_rng_uniform(&rng));
+            sc += ce[i];
+            sz += z[i];
+        }
+        FAT5_CHECK(T, fat5__cpu_loss_total(NULL, FAT5__ADDR(out), FAT5__ADDR(ce), FAT5__ADDR(z), n, n - 1 + !(n - 1)) ==
+                          FAT5_OK);
+        FAT5_CHECK_MSG(T, fabs(out[0] - sc / (double)(n - 1 + !(n - 1))) <= 1e-12 * fabs(out[0]) &&
+                              fabs(out[1] - (sc + sz) / (double)(n - 1 + !(n - 1))) <= 1e-12 * fabs(out[1]),
+                       "%lld rows: %.17g %.17g", (long long)n, out[0], out[1]);
+    }
+    fat5__cpu_loss_total(NULL, FAT5__ADDR(out), FAT5__ADDR(ce), FAT5__ADDR(z), 300, 0);
+    FAT5_CHECK(T, out[0] == 0 && out[1] == 0);
+    z[17] = NAN;
+    fat5__cpu_loss_total(NULL, FAT5__ADDR(out), FAT5__ADDR(ce), FAT5__ADDR(z), 300, 300);
+    FAT5_CHECK(T, isfinite(out[0]) && isnan(out[1]));
+}
+
 static void t_xent_bwd(fat5_test *T) {
     fat5_rng rng = fat5_rng_init(5);
     int32_t y[6] = {3, -100, 0, 10, -100, 7};
@@ -650,9 +680,10 @@ static void t_op_table(fat5_test *T) {
     const fat5__backend *be = &fat5__cpu_backend;
     // the 20 training ops (mm included), rope, fire_reduce, block_sum and block_sum_bwd, then the 5 decode ops
     // (attn_decode, cache_write, norm_mm, cache_gather, add_i32), then the 3 decoding-strategy ops (gen_process,
-    // gen_select, gen_beam), and optim_coef (the optimizer's step sizes on the backend, beside adamw_seg)
-    FAT5_CHECK(T, FAT5__OP_COUNT == 33);
-    FAT5_CHECK(T, be->optim_coef == fat5__cpu_optim_coef);
+    // gen_select, gen_beam), optim_coef (the optimizer's step sizes on the backend, beside adamw_seg) and
+    // loss_total (the batch's loss on the backend, beside xent_bwd)
+    FAT5_CHECK(T, FAT5__OP_COUNT == 34);
+    FAT5_CHECK(T, be->optim_coef == fat5__cpu_optim_coef && be->loss_total == fat5__cpu_loss_total);
     FAT5_CHECK(T, be->block_sum == fat5__cpu_block_sum && be->block_sum_bwd == fat5__cpu_block_sum_bwd);
     FAT5_CHECK(T, be->rope == fat5__cpu_rope);
     FAT5_CHECK(T, be->attn_decode == fat5__cpu_attn_decode && be->add_i32 == fat5__cpu_add_i32);
@@ -846,5 +877,5 @@ static void t_gpu_attn_bucket_check(fat5_test *T) {
 #endif
 
 #define FAT5_TESTS_CPU_OPS(X) FAT5_TESTS_CPU_OPS_GPU_CHECK(X) X(rope) X(fire_reduce) X(rel_bucket_tables) X(rmsnorm_bwd) X(act_bwd) X(attn_bwd) X(attn_masking) \
-    X(xent_bwd) X(matmul_layouts) X(matmul_threads) X(threads_model_bitwise) X(op_table)        \
+    X(xent_bwd) X(loss_total) X(matmul_layouts) X(matmul_threads) X(threads_model_bitwise) X(op_table)        \
     X(attn_decode_causal) X(attn_decode_cross) X(cache_write_gather) X(add_i32)

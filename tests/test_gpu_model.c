@@ -33,9 +33,10 @@ static double tgm_rel_l2(const float *got, const float *ref, size_t n) {
 
 // Runs the same model (same weights) and batch on the CPU and on a GPU context, then compares
 // logits, loss and every gradient. fp32: elementwise 1e-4 / 1e-3 as for the fixtures. bf16: see
-// the tolerance note below.
-static void tgm_compare(fat5_test *T, fat5_ctx *gctx, fat5_model *cpu, const fat5_batch *b, const fat5_loss_config *lc,
-                       const char *what) {
+// the tolerance note below. xent_rows > 0: the GPU's training forward takes the loss in chunks of
+// that many rows (its logits are then not kept: the loss and gradients are compared).
+static void tgm_compare_rows(fat5_test *T, fat5_ctx *gctx, fat5_model *cpu, const fat5_batch *b,
+                             const fat5_loss_config *lc, const char *what, int64_t xent_rows) {
     fat5_model *gpu = NULL;
     fat5_forward_result rc, rg;
     int bf16 = gctx->cfg.dtype == FAT5_DTYPE_BF16, i;
@@ -59,6 +60,7 @@ static void tgm_compare(fat5_test *T, fat5_ctx *gctx, fat5_model *cpu, const fat
         FAT5_CHECK_MSG(T, 0, "%s: GPU model: %s", what, fat5_last_error(gctx));
         goto done;
     }
+    if (xent_rows > 0) gpu->xent_rows = xent_rows;
     for (i = 0; i < cpu->n_params; i++) {
         const fat5__param *p = &cpu->params[i];
         if (fat5_model_set_param(gpu, p->name, cpu->w + p->offset, (int64_t)p->numel) != FAT5_OK)
@@ -75,7 +77,12 @@ static void tgm_compare(fat5_test *T, fat5_ctx *gctx, fat5_model *cpu, const fat
         goto done;
     }
     fat5_model_get_logits(cpu, lc_, n);
-    fat5_model_get_logits(gpu, lg, n);
+    if (xent_rows > 0 && b->n_dec_tokens > xent_rows) {
+        FAT5_CHECK(T, fat5_model_get_logits(gpu, lg, n) == FAT5_ERR_STATE);
+        memcpy(lg, lc_, (size_t)n * sizeof(float));  // not kept: the loss and gradients are compared
+    } else {
+        fat5_model_get_logits(gpu, lg, n);
+    }
     FAT5_CHECK(T, rc.n_tokens == rg.n_tokens);
     if (!bf16) {
         snprintf(name, sizeof name, "%s logits", what);
@@ -150,6 +157,11 @@ done:
     free(gg);
 }
 
+static void tgm_compare(fat5_test *T, fat5_ctx *gctx, fat5_model *cpu, const fat5_batch *b, const fat5_loss_config *lc,
+                        const char *what) {
+    tgm_compare_rows(T, gctx, cpu, b, lc, what, 0);
+}
+
 // packed sequences of very different lengths: 1, 300 (past every bucket), 7, 64 encoder tokens
 typedef struct tgm_batch {
     int32_t enc[372], lab[200], ecu[5], dcu[5];
@@ -216,6 +228,36 @@ static void tgm_random_models(fat5_test *T, fat5_dtype dtype) {
     fat5_ctx_destroy(g);
 }
 static void t_gpu_model_fp32_vs_cpu(fat5_test *T) { tgm_random_models(T, FAT5_DTYPE_FP32); }
+
+// The training forward's loss in chunks of rows on the GPU (here 48 of the batch's 200 decoder rows:
+// five chunks, borders inside sequences) against the CPU in one chunk, with z-loss and label
+// smoothing, fp32 and bf16: the loss and every gradient as in gpu_model_*_vs_cpu.
+static void t_gpu_xent_chunks(fat5_test *T) {
+    int mode;
+    for (mode = 0; mode < 2; mode++) {
+        fat5_ctx *g = tgm_ctx(T, mode ? FAT5_DTYPE_BF16 : FAT5_DTYPE_FP32);
+        fat5_model_config c = tm_tiny_config(1, 0, 0);
+        fat5_model *cpu = NULL;
+        tgm_batch tb;
+        fat5_loss_config lc = fat5_loss_config_default();
+        if (!g) return;
+        c.vocab_size = 97;
+        c.d_model = 48;
+        c.num_heads = 3;
+        c.d_kv = 64;
+        c.d_ff = 72;
+        lc.z_loss = 1e-3;
+        lc.label_smoothing = 0.1;
+        if (fat5_model_create(fat5_test_ctx(T), &c, 100, &cpu) == FAT5_OK) {
+            tgm_make_batch(&tb, c.vocab_size, 0);
+            tgm_compare_rows(T, g, cpu, &tb.b, &lc, mode ? "chunks of 48 rows (bf16)" : "chunks of 48 rows (fp32)", 48);
+        } else {
+            FAT5_CHECK_MSG(T, 0, "CPU model: %s", fat5_last_error(fat5_test_ctx(T)));
+        }
+        fat5_model_destroy(cpu);
+        fat5_ctx_destroy(g);
+    }
+}
 static void t_gpu_model_bf16_vs_cpu(fat5_test *T) { tgm_random_models(T, FAT5_DTYPE_BF16); }
 
 // Every position encoding (test_posenc.c's tp_config) at a GPU-sized head dim (d_kv 64, 4 heads;
@@ -473,6 +515,52 @@ static void t_gpu_backward_deterministic(fat5_test *T) {
         fat5_model_destroy(m);
         fat5_ctx_destroy(g);
     }
+}
+
+// loss_total on the GPU gives the CPU twin's bits (the same fixed order of double sums) for row
+// counts around the block's 256 threads, a large batch, no counted rows, and a NaN row (which
+// reaches the loss); the training loop and fat5_model_forward read their losses from it.
+static void t_gpu_loss_total(fat5_test *T) {
+    static const int64_t rows[] = {1, 37, 255, 256, 257, 4096, 100003};
+    fat5_ctx *g = tgm_ctx(T, FAT5_DTYPE_FP32);
+    fat5_rng rng = fat5_rng_init(31);
+    float *ce = NULL, *z = NULL;
+    fat5__dptr dce = 0, dz = 0, dout = 0;
+    size_t ri;
+    if (!g) return;
+    ce = (float *)malloc(100003 * sizeof(float));
+    z = (float *)malloc(100003 * sizeof(float));
+    if (!ce || !z || fat5__dev_alloc(g, 100003 * 4, &dce) || fat5__dev_alloc(g, 100003 * 4, &dz) ||
+        fat5__dev_alloc(g, 16, &dout)) {
+        FAT5_CHECK_MSG(T, 0, "alloc: %s", fat5_last_error(g));
+        goto done;
+    }
+    for (ri = 0; ri < sizeof rows / sizeof rows[0] + 2; ri++) {
+        int64_t n = ri < sizeof rows / sizeof rows[0] ? rows[ri] : 300, cnt = ri == sizeof rows / sizeof rows[0] ? 0 : n, i;
+        double want[2], got[2];
+        for (i = 0; i < n; i++) {
+            ce[i] = (float)(5.0 + fat5_rng_normal(&rng));
+            z[i] = (float)(1e-4 * fat5_rng_uniform(&rng));
+        }
+        if (ri == sizeof rows / sizeof rows[0] + 1) ce[123] = NAN;
+        fat5__cpu_loss_total(NULL, FAT5__ADDR(want), FAT5__ADDR(ce), FAT5__ADDR(z), n, cnt);
+        if (fat5__dev_upload(g, dce, ce, (size_t)n * 4) || fat5__dev_upload(g, dz, z, (size_t)n * 4) ||
+            fat5__gpu_loss_total(g, dout, dce, dz, n, cnt) || fat5__dev_download(g, got, dout, 16)) {
+            FAT5_CHECK_MSG(T, 0, "%lld rows: %s", (long long)n, fat5_last_error(g));
+            break;
+        }
+        FAT5_CHECK_MSG(T, memcmp(want, got, sizeof want) == 0 || (isnan(want[1]) && isnan(got[1]) && isnan(want[0]) &&
+                                                                  isnan(got[0])),
+                       "%lld rows, %lld counted: GPU %.17g %.17g, CPU %.17g %.17g", (long long)n, (long long)cnt,
+                       got[0], got[1], want[0], want[1]);
+    }
+done:
+    fat5__dev_free(g, dce);
+    fat5__dev_free(g, dz);
+    fat5__dev_free(g, dout);
+    free(ce);
+    free(z);
+    fat5_ctx_destroy(g);
 }
 
 // The per-kernel profile (tools/bench step): a training step under it counts each attention kernel
@@ -759,4 +847,4 @@ done:
     X(gpu_posenc_bf16_vs_cpu) X(gpu_fixtures_fp32) \
     X(gpu_fixtures_bf16) X(gpu_save_reload) X(gpu_optim_vs_cpu) X(gpu_backward_deterministic) \
     X(gpu_train_resume_fp32) X(gpu_train_resume_bf16) X(gpu_decode_fp32_vs_cpu) X(gpu_decode_bf16_vs_cpu) \
-    X(gpu_decode_graph_replay) X(gpu_long_memory) X(gpu_profile)
+    X(gpu_decode_graph_replay) X(gpu_long_memory) X(gpu_profile) X(gpu_loss_total) X(gpu_xent_chunks)

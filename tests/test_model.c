@@ -843,6 +843,73 @@ static void t_ckpt_sharded(fat5_test *T) {
     fat5_model_destroy(b);
 }
 
+// The training forward computes the loss and dlogits 1,024 decoder rows at a time. Over three
+// sequences of 1000, 900 and 600 decoder tokens (chunk borders inside sequences), with z-loss and
+// label smoothing, the loss and every gradient are the bits of the same model run in one chunk
+// (each row's logits, loss terms and dlogits depend on that row alone); the logits of a training
+// forward over 1,024 rows are refused, and inference mode's give the same loss.
+static void t_xent_chunks(fat5_test *T) {
+    static const int len_d[] = {1000, 900, 600};
+    fat5_ctx *ctx = NULL;
+    fat5_ctx_config cc = fat5_ctx_config_default();
+    fat5_model_config c = tm_tiny_config(1, 0, 0);
+    fat5_model *m = NULL, *one = NULL;
+    fat5_loss_config lc = fat5_loss_config_default();
+    fat5_forward_result fr, f1, fi;
+    fat5_batch b;
+    int32_t enc[15], lab[2500], ecu[4], dcu[4];
+    float *logits = NULL;
+    int s, i, n_lab = 0;
+    if (fat5_ctx_create(&cc, &ctx) != FAT5_OK || fat5_model_create(ctx, &c, 9, &m) != FAT5_OK ||
+        fat5_model_create(ctx, &c, 9, &one) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "setup: %s", ctx ? fat5_last_error(ctx) : "no context");
+        goto done;
+    }
+    one->xent_rows = 1 << 20;  // every row in one chunk
+    lc.z_loss = 1e-3;
+    lc.label_smoothing = 0.1;
+    ecu[0] = dcu[0] = 0;
+    for (s = 0; s < 3; s++) {
+        ecu[s + 1] = ecu[s] + 5;
+        dcu[s + 1] = dcu[s] + len_d[s];
+    }
+    for (i = 0; i < 15; i++) enc[i] = (int32_t)(3 + i % 10);
+    for (i = 0; i < 2500; i++) {
+        lab[i] = i % 13 == 7 ? -100 : (int32_t)((i * 7 + i / 13) % 13);
+        n_lab += lab[i] != -100;
+    }
+    memset(&b, 0, sizeof b);
+    b.n_seq = 3;
+    b.n_enc_tokens = 15;
+    b.n_dec_tokens = 2500;
+    b.enc_tokens = enc;
+    b.enc_cu_seqlens = ecu;
+    b.labels = lab;
+    b.dec_cu_seqlens = dcu;
+    logits = (float *)malloc((size_t)2500 * 13 * sizeof(float));
+    if (!logits) goto done;
+    FAT5_CHECK(T, fat5_model_forward(m, &b, &lc, &fr) == FAT5_OK && fat5_model_backward(m, 0.5f) == FAT5_OK);
+    FAT5_CHECK(T, fat5_model_forward(one, &b, &lc, &f1) == FAT5_OK && fat5_model_backward(one, 0.5f) == FAT5_OK);
+    FAT5_CHECK_MSG(T, fr.loss == f1.loss && fr.ce == f1.ce && fr.n_tokens == n_lab,
+                   "loss: chunks %.17g, one chunk %.17g", fr.loss, f1.loss);
+    for (s = 0; s < m->n_params; s++) {
+        const fat5__param *p = &m->params[s];
+        FAT5_CHECK_MSG(T, memcmp(FAT5__HOST(float, m->gd) + p->offset, FAT5__HOST(float, one->gd) + p->offset,
+                                 p->numel * sizeof(float)) == 0,
+                       "%s: the gradients in chunks and in one chunk differ", p->name);
+    }
+    FAT5_CHECK(T, fat5_model_get_logits(m, logits, 2500 * 13) == FAT5_ERR_STATE);
+    // inference mode: every row's logits at once, the same loss
+    FAT5_CHECK(T, fat5_model_set_training(m, 0) == FAT5_OK && fat5_model_forward(m, &b, &lc, &fi) == FAT5_OK &&
+                      fat5_model_get_logits(m, logits, 2500 * 13) == FAT5_OK);
+    FAT5_CHECK_MSG(T, fi.loss == fr.loss, "loss: training %.17g, inference %.17g", fr.loss, fi.loss);
+done:
+    free(logits);
+    fat5_model_destroy(m);
+    fat5_model_destroy(one);
+    fat5_ctx_destroy(ctx);
+}
+
 #define FAT5_TESTS_MODEL(X) X(config_defaults) X(config_rejects) X(hf_t5_v10_relu_tied) \
     X(hf_t5_v11_gated_gelu_untied) X(hf_umt5_gated_silu) X(posenc_t5_parity) X(posenc_none_parity) X(posenc_alibi_sym_parity) \
     X(posenc_alibi_asym_parity) X(posenc_rope_neox_parity) X(posenc_rope_gptj_xpos_parity) X(posenc_fire_parity) X(longt5_local_parity) X(longt5_tglobal_parity) X(model_fd_gated) X(model_fd_relu_tied) \
@@ -850,4 +917,4 @@ static void t_ckpt_sharded(fat5_test *T) {
     X(batch_token_out_of_vocab) X(batch_negative_length) X(batch_empty) X(batch_json_rejects) \
     X(batch_token_counts) X(loss_config_rejects) X(backward_state) \
     X(ckpt_missing_tensor) X(ckpt_shape_mismatch) X(ckpt_config_mismatch) X(ckpt_wrong_dtype) \
-    X(ckpt_unexpected_tensor) X(ckpt_sharded)
+    X(ckpt_unexpected_tensor) X(ckpt_sharded) X(xent_chunks)

@@ -520,7 +520,7 @@ def hf_train_step_time(model, ids, labels, device, amp, steps, warmup):
     sync()
     t = (time.perf_counter() - t0) / steps
     peak = torch.cuda.max_memory_allocated() if device == "cuda" else None
-    return t, peak, float(loss)
+    return t, peak, float(loss.detach())
 
 
 def train_main(args):

@@ -68,6 +68,8 @@ int main(int argc, char **argv) {
         return rc;
     }
     if (fat5_model_load(ctx, argv[1], &m) != FAT5_OK) { rc = fail(ctx, "loading the model"); goto done; }
+    // inference mode: no gradients, and the logits of every row kept (whatever the batch's size)
+    if (fat5_model_set_training(m, 0) != FAT5_OK) { rc = fail(ctx, "inference mode"); goto done; }
     if (attention) {
         fat5_attention a;
         if (fat5_attention_parse(ctx, attention, &a) != FAT5_OK || fat5_model_set_attention(m, &a) != FAT5_OK) {
