@@ -4603,9 +4603,11 @@ static fat5_status fat5__cpu_embed_bwd(fat5_ctx *ctx, fat5__addr dtable, fat5__a
 // ---- RMSNorm ----
 
 // T5 RMSNorm: y = w * x * r, r = 1 / sqrt(mean(x^2) + eps) (no mean subtraction). Saves r [T].
+// xs, when not 0: a copy of x (the residual stream saved for the backward, in the same pass).
 static fat5_status fat5__cpu_rmsnorm_fwd(fat5_ctx *ctx, fat5__addr y_, fat5__addr r_, fat5__addr x_, fat5__addr w_,
-                                         int64_t T, int D, float eps) {
+                                         int64_t T, int D, float eps, fat5__addr xs) {
     float *y = FAT5__HOST(float, y_), *r = FAT5__HOST(float, r_);
+    if (xs) memcpy(FAT5__HOST(float, xs), FAT5__HOST(const float, x_), (size_t)T * (size_t)D * sizeof(float));
     const float *x = FAT5__HOST(const float, x_), *w = FAT5__HOST(const float, w_);
     int64_t t, j;
     (void)ctx;
@@ -5458,7 +5460,7 @@ static fat5_status fat5__cpu_norm_mm(fat5_ctx *ctx, fat5__addr y0, fat5__addr y1
     buf = FAT5__CAST(float *, fat5__malloc(ctx, nb * sizeof(float)));
     if (!buf) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5__cpu_norm_mm: out of memory");
     xn = buf, r = xn + T * K, ta = r + T, tb = ta + T * N;
-    st = fat5__cpu_rmsnorm_fwd(ctx, FAT5__ADDR(xn), FAT5__ADDR(r), x, g, T, K, eps);
+    st = fat5__cpu_rmsnorm_fwd(ctx, FAT5__ADDR(xn), FAT5__ADDR(r), x, g, T, K, eps, 0);
     if (act >= 0) {
         if (!st) st = fat5__cpu_mm(ctx, FAT5__MM_NT, FAT5__ADDR(ta), 0, FAT5__ADDR(xn), w0, T, N, K, 1.0f, 0.0f);
         if (!st && w1) st = fat5__cpu_mm(ctx, FAT5__MM_NT, FAT5__ADDR(tb), 0, FAT5__ADDR(xn), w1, T, N, K, 1.0f, 0.0f);
@@ -6155,12 +6157,12 @@ static FAT5__UNUSED fat5_status fat5__gpu_embed_bwd(fat5_ctx *ctx, fat5__dptr dt
 
 // ----- norm.cu -----
 
-// y = w * x * r with r = 1/sqrt(mean(x^2) + eps) saved per row; x fp32 [T, D], y activation dtype.
-// One block per row (up to 256 threads over D).
+// y = w * x * r with r = 1/sqrt(mean(x^2) + eps) saved per row; x fp32 [T, D], y activation dtype;
+// xs (0: none) a copy of x. One block per row (up to 256 threads over D).
 static FAT5__UNUSED fat5_status fat5__gpu_rmsnorm_fwd(fat5_ctx *ctx, fat5__dptr y, fat5__dptr r, fat5__dptr x,
-                                                      fat5__dptr w, int64_t T, int D, float eps) {
+                                                      fat5__dptr w, int64_t T, int D, float eps, fat5__dptr xs) {
     long long T_ = T;
-    void *args[] = {&y, &r, &x, &w, &T_, &D, &eps};
+    void *args[] = {&y, &r, &x, &w, &T_, &D, &eps, &xs};
     if (T < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_rmsnorm_fwd", "T", T);
     if (D < 1) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_rmsnorm_fwd: D = %d", D);
     if (T == 0) return FAT5_OK;
@@ -6954,7 +6956,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_gen_beam(fat5_ctx *ctx, fat5__dptr x, 
     X(embed_fwd, (fat5_ctx * ctx, fat5__addr out, fat5__addr table, fat5__addr tok, int64_t T, int D))         \
     X(embed_bwd, (fat5_ctx * ctx, fat5__addr dtable, fat5__addr dout, fat5__addr tok, int64_t T, int D))       \
     X(rmsnorm_fwd, (fat5_ctx * ctx, fat5__addr y, fat5__addr r, fat5__addr x, fat5__addr w, int64_t T, int D,  \
-                    float eps))                                                                                \
+                    float eps, fat5__addr xs))                                                                 \
     X(rmsnorm_bwd, (fat5_ctx * ctx, fat5__addr dx, fat5__addr dw, fat5__addr dy, fat5__addr x, fat5__addr w,   \
                     fat5__addr r, int64_t T, int D, int accumulate, fat5__addr scratch))                       \
     X(act_fwd, (fat5_ctx * ctx, fat5__addr h, fat5__addr a, fat5__addr b, int64_t n, int act))                 \
@@ -8713,12 +8715,12 @@ static fat5_status fat5__model_self_attn_fwd(fat5_model *m, const fat5__layer *y
     fat5__pos_args p = fat5__model_pos(m, y, kind, ea);
     float eps = (float)c->layer_norm_eps;
     fat5_status st;
-    if (a->h_sa) FAT5__TRY(be->copy(ctx, a->h_sa, h, (size_t)(T * D) * 4));  // 0 in inference layout
-    FAT5__TRY(be->rmsnorm_fwd(ctx, a->n_sa, a->rs_sa, h, fat5__pw(m, y->ln_sa), T, (int)D, eps));
+    // the residual stream saved for the backward (h_sa: 0 in inference layout) by the norm's pass
+    FAT5__TRY(be->rmsnorm_fwd(ctx, a->n_sa, a->rs_sa, h, fat5__pw(m, y->ln_sa), T, (int)D, eps, a->h_sa));
     if (G) {
         FAT5__TRY(be->block_sum(ctx, a->gsum, a->n_sa, cu, ea->cu_g, seq, G, (int)D, p.g));
         FAT5__TRY(be->rmsnorm_fwd(ctx, a->n_sa + (fat5__addr)(T * D) * m->act_size, a->rs_g, a->gsum,
-                                  fat5__gln(m, y, ea), G, (int)D, eps));
+                                  fat5__gln(m, y, ea), G, (int)D, eps, 0));
     }
     FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->q, 0, a->n_sa, fat5__pa(m, y->q), T, I, D, 1.0f, 0.0f));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->k, 0, a->n_sa, fat5__pa(m, y->k), T + G, I, D, 1.0f, 0.0f));
@@ -8738,9 +8740,8 @@ static fat5_status fat5__model_cross_attn_fwd(fat5_model *m, const fat5__layer *
     const fat5__ws *w = &m->ws;
     int64_t D = c->d_model, I = c->num_heads * c->d_kv, te = m->te, td = m->td;
     fat5_status st;
-    if (a->h_ca) FAT5__TRY(be->copy(ctx, a->h_ca, w->dec_hf, (size_t)(td * D) * 4));
     FAT5__TRY(be->rmsnorm_fwd(ctx, a->n_ca, a->rs_ca, w->dec_hf, fat5__pw(m, y->ln_ca), td, (int)D,
-                              (float)c->layer_norm_eps));
+                              (float)c->layer_norm_eps, a->h_ca));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->cq, 0, a->n_ca, fat5__pa(m, y->cq), td, I, D, 1.0f, 0.0f));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->ck, 0, w->enc_out, fat5__pa(m, y->ck), te, I, D, 1.0f, 0.0f));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->cv, 0, w->enc_out, fat5__pa(m, y->cv), te, I, D, 1.0f, 0.0f));
@@ -8758,8 +8759,8 @@ static fat5_status fat5__model_ffn_fwd(fat5_model *m, const fat5__layer *y, cons
     const fat5_model_config *c = &m->cfg;
     int64_t D = c->d_model, F = c->d_ff;
     fat5_status st;
-    if (a->h_ff) FAT5__TRY(be->copy(ctx, a->h_ff, h, (size_t)(T * D) * 4));
-    FAT5__TRY(be->rmsnorm_fwd(ctx, a->n_ff, a->rs_ff, h, fat5__pw(m, y->ln_ff), T, (int)D, (float)c->layer_norm_eps));
+    FAT5__TRY(be->rmsnorm_fwd(ctx, a->n_ff, a->rs_ff, h, fat5__pw(m, y->ln_ff), T, (int)D, (float)c->layer_norm_eps,
+                              a->h_ff));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->ff_a, 0, a->n_ff, fat5__pa(m, y->wi0), T, F, D, 1.0f, 0.0f));
     if (c->gated) FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->ff_b, 0, a->n_ff, fat5__pa(m, y->wi1), T, F, D, 1.0f, 0.0f));
     FAT5__TRY(be->act_fwd(ctx, a->ff_h, a->ff_a, a->ff_b, T * F, (int)c->act));
@@ -8794,7 +8795,7 @@ static fat5_status fat5__model_forward(fat5_model *m, fat5_forward_result *out, 
                                             FAT5__ATTN_BIDIR, w->lut_bidir, &w->ea));
         FAT5__TRY(fat5__model_ffn_fwd(m, &m->enc[l], &w->enc[l], w->enc_hf, te));
     }
-    FAT5__TRY(be->rmsnorm_fwd(ctx, w->enc_out, w->enc_rsf, w->enc_hf, fat5__pw(m, m->enc_final_ln), te, (int)D, eps));
+    FAT5__TRY(be->rmsnorm_fwd(ctx, w->enc_out, w->enc_rsf, w->enc_hf, fat5__pw(m, m->enc_final_ln), te, (int)D, eps, 0));
     // decoder
     FAT5__TRY(be->embed_fwd(ctx, w->dec_hf, fat5__pw(m, m->shared), w->dec_tok, td, (int)D));
     for (l = 0; l < c->num_decoder_layers; l++) {
@@ -8803,7 +8804,7 @@ static fat5_status fat5__model_forward(fat5_model *m, fat5_forward_result *out, 
         FAT5__TRY(fat5__model_cross_attn_fwd(m, &m->dec[l], &w->dec[l]));
         FAT5__TRY(fat5__model_ffn_fwd(m, &m->dec[l], &w->dec[l], w->dec_hf, td));
     }
-    FAT5__TRY(be->rmsnorm_fwd(ctx, w->dec_out, w->dec_rsf, w->dec_hf, fat5__pw(m, m->dec_final_ln), td, (int)D, eps));
+    FAT5__TRY(be->rmsnorm_fwd(ctx, w->dec_out, w->dec_rsf, w->dec_hf, fat5__pw(m, m->dec_final_ln), td, (int)D, eps, 0));
     // lm_head (the d_model^-0.5 of tied models folded into the product), then the loss
     // (training: chunk by chunk, each chunk's dlogits = softmax-gradient of the loss terms, unscaled:
     // the backward scales it in its products)
@@ -12765,7 +12766,7 @@ static fat5_status fat5__decoder_encode(fat5_decoder *d, const int32_t *tokens, 
     // the staging buffer is read by the uploads above before it is reused (the CPU copies at once;
     // the GPU's uploads are synchronous copies from pageable memory)
     return be->rmsnorm_fwd(ctx, d->enc_out, d->enc.rs_sa, d->enc_h, fat5__pw(m, m->enc_final_ln), te, (int)D,
-                           (float)c->layer_norm_eps);
+                           (float)c->layer_norm_eps, 0);
 }
 
 FAT5_API fat5_status fat5_decoder_start(fat5_decoder *d, const int32_t *tokens, const int32_t *cu, int64_t n_inputs,
@@ -12834,7 +12835,7 @@ static fat5_status fat5__dec_norm_mm(fat5_decoder *d, fat5__addr y0, fat5__addr 
 #endif
     if (fused)
         return be->norm_mm(ctx, y0, y1, y2, d->h, ln, w0, w1, w2, n, (int)N, D, eps, act, rows, d->self_off, d->pos_d);
-    FAT5__TRY(be->rmsnorm_fwd(ctx, d->n_act, d->r, d->h, ln, n, D, eps));
+    FAT5__TRY(be->rmsnorm_fwd(ctx, d->n_act, d->r, d->h, ln, n, D, eps, 0));
     if (act >= 0) {
         FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->ff_a, 0, d->n_act, w0, n, N, D, 1.0f, 0.0f));
         if (w1) FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->ff_b, 0, d->n_act, w1, n, N, D, 1.0f, 0.0f));
@@ -12885,7 +12886,7 @@ static FAT5__UNUSED fat5_status fat5__decoder_step_dev(fat5_decoder *d, int64_t 
                                     c->gated ? fat5__pa(m, y->wi1) : 0, 0, n, F, (int)c->act, 0));
         FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->h, 1, d->ff_h, fat5__pa(m, y->wo), n, D, F, 1.0f, 1.0f));
     }
-    FAT5__TRY(be->rmsnorm_fwd(ctx, d->out_act, d->r, d->h, fat5__pw(m, m->dec_final_ln), n, (int)D, eps));
+    FAT5__TRY(be->rmsnorm_fwd(ctx, d->out_act, d->r, d->h, fat5__pw(m, m->dec_final_ln), n, (int)D, eps, 0));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->logits, 1, d->out_act, fat5__pa(m, m->lm_head), n, V, D, head_scale, 0.0f));
     FAT5__TRY(be->add_i32(ctx, d->pos_d, 1, 1));
     d->pos++;

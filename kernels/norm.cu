@@ -6,9 +6,11 @@
 // per row for the backward.
 
 // fat5_rmsnorm_fwd(act_t *y[T,D], float *r[T], const float *x[T,D], const float *w[D], long long T,
-// int D, float eps): y = w * (x * r). CPU twin: fat5__cpu_rmsnorm_fwd.
+// int D, float eps, float *xs[T,D]): y = w * (x * r); xs, when not NULL, a copy of x (the residual
+// stream saved for the backward: one pass over x instead of a copy and a norm). CPU twin:
+// fat5__cpu_rmsnorm_fwd.
 extern "C" __global__ void fat5_rmsnorm_fwd(act_t *y, float *r, const float *x, const float *w, long long T,
-                                            int D, float eps)
+                                            int D, float eps, float *xs)
 {
     fat5_pdl_begin();
     __shared__ float red[32];
@@ -16,7 +18,11 @@ extern "C" __global__ void fat5_rmsnorm_fwd(act_t *y, float *r, const float *x, 
         const float *xr = x + t * D;
         act_t *yr = y + t * D;
         float ss = 0.0f;
-        for (int j = threadIdx.x; j < D; j += blockDim.x) ss = fmaf(xr[j], xr[j], ss);
+        for (int j = threadIdx.x; j < D; j += blockDim.x) {
+            const float v = xr[j];
+            ss = fmaf(v, v, ss);
+            if (xs) xs[t * D + j] = v;
+        }
         ss = fat5_block_sum(ss, red);
         const float rt = 1.0f / sqrtf(ss / (float)D + eps);
         if (threadIdx.x == 0) r[t] = rt;

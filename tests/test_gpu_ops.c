@@ -409,7 +409,7 @@ static void tg_rmsnorm_case(tg *g, int64_t T, int D, fat5_rng *rng) {
     dwd = tg_dev(g, (size_t)D * 4);
     scratch = tg_dev(g, (size_t)FAT5__GPU_NORM_BWD_BLOCKS * (size_t)D * 4);
     if (g->err) return;
-    fat5__cpu_rmsnorm_fwd(g->ctx, A_(yref), A_(rref), A_(x), A_(w), T, D, 1e-6f);
+    fat5__cpu_rmsnorm_fwd(g->ctx, A_(yref), A_(rref), A_(x), A_(w), T, D, 1e-6f, 0);
     // dx = r w dy - x r^3 mean(w dy x): its two terms, each of the size of r w dy, cancel exactly
     // when D = 1 (x r = +-1); their size, not that of dx, sets the absolute tolerance
     {
@@ -420,9 +420,13 @@ static void tg_rmsnorm_case(tg *g, int64_t T, int D, fat5_rng *rng) {
                 if (m > dxscale) dxscale = m;
             }
     }
-    if (!tg_ok(g, fat5__gpu_rmsnorm_fwd(g->ctx, yd, rd, xd, wd, T, D, 1e-6f))) return;
+    // with the residual saved in the same pass (into dxd, rewritten below): a copy of x, bit for bit
+    if (!tg_ok(g, fat5__gpu_rmsnorm_fwd(g->ctx, yd, rd, xd, wd, T, D, 1e-6f, dxd))) return;
     tg_down_act(g, y, yd, n);
     tg_down_f32(g, r, rd, (size_t)T);
+    tg_down_f32(g, dxref, dxd, n);
+    FAT5_CHECK_MSG(g->T, memcmp(dxref, x, n * sizeof(float)) == 0, "rmsnorm_fwd T=%lld D=%d: the saved x differs",
+                   (long long)T, D);
     snprintf(what, sizeof what, "rmsnorm_fwd y T=%lld D=%d", (long long)T, D);
     tg_close(g, what, y, yref, n, 1);
     snprintf(what, sizeof what, "rmsnorm_fwd r T=%lld D=%d", (long long)T, D);

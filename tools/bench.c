@@ -500,7 +500,7 @@ static fat5_status bench_decode_op(fat5_ctx *ctx, fat5_decoder *d, int op, int64
         return be->norm_mm(ctx, d->ff_h, 0, 0, d->h, fat5__pw(m, y->ln_ff), fat5__pa(m, y->wi0), fat5__pa(m, y->wi1),
                            0, n, (int)F, (int)D, eps, (int)c->act, 0, 0, 0);
     case 7: return be->mm(ctx, FAT5__MM_NT, d->h, 1, d->ff_h, fat5__pa(m, y->wo), n, D, F, 1.0f, 1.0f);
-    case 8: return be->rmsnorm_fwd(ctx, d->out_act, d->r, d->h, fat5__pw(m, m->dec_final_ln), n, (int)D, eps);
+    case 8: return be->rmsnorm_fwd(ctx, d->out_act, d->r, d->h, fat5__pw(m, m->dec_final_ln), n, (int)D, eps, 0);
     case 9:
         return be->mm(ctx, FAT5__MM_NT, d->logits, 1, d->out_act, fat5__pa(m, m->lm_head), n, V, D, 1.0f, 0.0f);
     default: return fat5__decoder_step_dev(d, n);
