@@ -10,6 +10,9 @@
 #              gpu_attn_tc left out (its kernels run in the bf16 halves of those two)
 #   train      make train (FAT5-small, bf16), then 60 steps with the sampler drawing ahead on a host
 #              thread and 60 drawing on the calling thread: mean step time and wait for the data
+#   step       tools/bench step (the FAT5-small training step, its per-kernel profile: step.jsonl),
+#              then tools/compare_hf.py --train (Hugging Face eager and compiled in the same run:
+#              compare_train.log); the step's line, the 12 costliest keys and the table to the summary
 # Each stage appends "STAGE: ok" or "STAGE: FAILED (...)" to $OUT/summary.txt; the exit status is
 # non-zero when any stage failed.
 set -u
@@ -100,6 +103,22 @@ for stage in "$@"; do
                  END { printf "train: prefetch %d: %d steps, mean step %.2f ms, of which waiting for the data %.3f ms\n", p, n, 1000 * st / n, 1000 * dt / n }' \
                 "$OUT/prefetch$p/metrics.jsonl" | tee -a "$OUT/summary.txt"
         done
+        ;;
+    step)
+        make tools/bench > /dev/null || { fail step "build"; continue; }
+        if tools/bench step > "$OUT/step.jsonl" 2> "$OUT/step.err"; then
+            grep '"bench": "step"' "$OUT/step.jsonl" >> "$OUT/summary.txt"
+            grep '"step_profile_sum"' "$OUT/step.jsonl" >> "$OUT/summary.txt"
+            grep '"step_profile"' "$OUT/step.jsonl" | head -12 >> "$OUT/summary.txt"
+        else
+            fail step "tools/bench step: $(tail -1 "$OUT/step.err")"
+        fi
+        if PYTHONUNBUFFERED=1 python3 tools/compare_hf.py --train --device cuda > "$OUT/compare_train.log" 2>&1; then
+            sed -n '/^training step/,$p' "$OUT/compare_train.log" >> "$OUT/summary.txt"
+            say "step: done"
+        else
+            fail step "compare_hf --train: see compare_train.log"
+        fi
         ;;
     *) echo "gpu_check: unknown stage $stage" >&2; exit 2 ;;
     esac
