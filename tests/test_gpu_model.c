@@ -450,6 +450,27 @@ static void t_gpu_optim_vs_cpu(fat5_test *T) {
 // Two identical forward + backward passes on the GPU give bit-identical gradients (the embedding
 // and relative-bias gradients have no atomics), in fp32 and in bf16, on a model and packed batch
 // large enough for many blocks: 4 sequences of 300, 7, 129 and 64 encoder tokens, rel_buckets 32.
+// A batch of n packed sequences of encoder / decoder lengths len_e / len_d over the caller's
+// buffers (offsets written here; the tokens and labels are the caller's to fill, ecu[n] and dcu[n]
+// of them).
+static void tgm_batch_of(fat5_batch *b, int n, const int *len_e, const int *len_d, int32_t *ecu, int32_t *dcu,
+                         int32_t *enc, int32_t *lab) {
+    int s;
+    ecu[0] = dcu[0] = 0;
+    for (s = 0; s < n; s++) {
+        ecu[s + 1] = ecu[s] + len_e[s];
+        dcu[s + 1] = dcu[s] + len_d[s];
+    }
+    memset(b, 0, sizeof *b);
+    b->n_seq = n;
+    b->n_enc_tokens = ecu[n];
+    b->n_dec_tokens = dcu[n];
+    b->enc_tokens = enc;
+    b->enc_cu_seqlens = ecu;
+    b->labels = lab;
+    b->dec_cu_seqlens = dcu;
+}
+
 static void t_gpu_backward_deterministic(fat5_test *T) {
     static const int len_e[] = {300, 7, 129, 64}, len_d[] = {100, 3, 60, 1};
     int mode;
@@ -463,7 +484,7 @@ static void t_gpu_backward_deterministic(fat5_test *T) {
         int32_t enc[500], lab[164], ecu[5], dcu[5];
         float *g1 = NULL, *g2 = NULL;
         fat5_rng rng = fat5_rng_init(77);
-        int s, i, run;
+        int i, run;
         if (!g) return;
         c.vocab_size = 50;
         c.d_model = 64;
@@ -472,22 +493,10 @@ static void t_gpu_backward_deterministic(fat5_test *T) {
         c.d_ff = 96;
         c.rel_buckets = 32;
         c.rel_max_distance = 128;
-        ecu[0] = dcu[0] = 0;
-        for (s = 0; s < 4; s++) {
-            ecu[s + 1] = ecu[s] + len_e[s];
-            dcu[s + 1] = dcu[s] + len_d[s];
-        }
+        tgm_batch_of(&b, 4, len_e, len_d, ecu, dcu, enc, lab);
         for (i = 0; i < ecu[4]; i++) enc[i] = (int32_t)fat5_rng_below(&rng, 50);
         for (i = 0; i < dcu[4]; i++) lab[i] = i % 17 == 5 ? -100 : (int32_t)fat5_rng_below(&rng, 50);
         enc[3] = enc[4] = enc[5] = enc[6] = 7;  // repeated tokens
-        memset(&b, 0, sizeof b);
-        b.n_seq = 4;
-        b.n_enc_tokens = ecu[4];
-        b.n_dec_tokens = dcu[4];
-        b.enc_tokens = enc;
-        b.enc_cu_seqlens = ecu;
-        b.labels = lab;
-        b.dec_cu_seqlens = dcu;
         lc.z_loss = 1e-4;
         if (fat5_model_create(g, &c, 5, &m) != FAT5_OK) {
             FAT5_CHECK_MSG(T, 0, "model: %s", fat5_last_error(g));
@@ -581,21 +590,9 @@ static void t_gpu_profile(fat5_test *T) {
     double ms = 0;
     char key[FAT5__PROF_KEY];
     if (!g) return;
-    ecu[0] = dcu[0] = 0;
-    for (i = 0; i < 4; i++) {
-        ecu[i + 1] = ecu[i] + len_e[i];
-        dcu[i + 1] = dcu[i] + len_d[i];
-    }
+    tgm_batch_of(&b, 4, len_e, len_d, ecu, dcu, enc, lab);
     for (i = 0; i < ecu[4]; i++) enc[i] = (int32_t)(i * 7 % (int)c.vocab_size);
     for (i = 0; i < dcu[4]; i++) lab[i] = (int32_t)(i * 5 % (int)c.vocab_size);
-    memset(&b, 0, sizeof b);
-    b.n_seq = 4;
-    b.n_enc_tokens = ecu[4];
-    b.n_dec_tokens = dcu[4];
-    b.enc_tokens = enc;
-    b.enc_cu_seqlens = ecu;
-    b.labels = lab;
-    b.dec_cu_seqlens = dcu;
     if (fat5_model_create(g, &c, 5, &m) || fat5_model_forward(m, &b, NULL, &fr) || fat5_model_backward(m, 1.0f)) {
         FAT5_CHECK_MSG(T, 0, "warm-up: %s", fat5_last_error(g));
         goto done;
