@@ -2623,6 +2623,12 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmEx)(
     const void *B, fat5__cudaDataType b_type, int ldb, const void *beta, void *C,
     fat5__cudaDataType c_type, int ldc, fat5__cublasComputeType_t compute,
     fat5__cublasGemmAlgo_t algo);
+typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmStridedBatchedEx)(
+    fat5__cublasHandle_t handle, fat5__cublasOperation_t transa, fat5__cublasOperation_t transb,
+    int m, int n, int k, const void *alpha, const void *A, fat5__cudaDataType a_type, int lda,
+    long long stride_a, const void *B, fat5__cudaDataType b_type, int ldb, long long stride_b,
+    const void *beta, void *C, fat5__cudaDataType c_type, int ldc, long long stride_c, int batch,
+    fat5__cublasComputeType_t compute, fat5__cublasGemmAlgo_t algo);
 
 // X(api, "exported symbol"): the field g->cu.<api> has type fat5__PFN_<api>. The symbol is the one
 // the vendor header maps <api> to (tests/test_abi.c checks it).
@@ -2684,7 +2690,8 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmEx)(
     X(cublasSetStream, "cublasSetStream_v2")                                                       \
     X(cublasSetMathMode, "cublasSetMathMode")                                                      \
     X(cublasGetStatusName, "cublasGetStatusName")                                                  \
-    X(cublasGemmEx, "cublasGemmEx")
+    X(cublasGemmEx, "cublasGemmEx")                                                                \
+    X(cublasGemmStridedBatchedEx, "cublasGemmStridedBatchedEx")
 
 // Optional driver entry points, loaded on first use (the profiler); the same X form, checked by
 // tests/test_abi.c like the rest. cuEventElapsedTime_v2 (driver 12.8+) falls back to the first
@@ -4573,6 +4580,19 @@ static fat5_status fat5__cpu_mm(fat5_ctx *ctx, fat5__mm_layout layout, fat5__add
     return FAT5_OK;
 }
 
+// batch products of the same shape: C + b sC = op(A + b sA, B + b sB) for b < batch, strides in
+// elements (0: the same matrix for every product), as mm computes each one
+static fat5_status fat5__cpu_mm_batched(fat5_ctx *ctx, fat5__mm_layout layout, fat5__addr C, int c_f32, fat5__addr A,
+                                        fat5__addr B, int64_t M, int64_t N, int64_t K, float alpha, float beta,
+                                        int batch, int64_t sA, int64_t sB, int64_t sC) {
+    fat5_status st = FAT5_OK;
+    int b;
+    for (b = 0; b < batch && !st; b++)
+        st = fat5__cpu_mm(ctx, layout, C + (fat5__addr)(b * sC) * 4, c_f32, A + (fat5__addr)(b * sA) * 4,
+                          B + (fat5__addr)(b * sB) * 4, M, N, K, alpha, beta);
+    return st;
+}
+
 // ---- embedding ----
 
 // out[t] = table[tok[t]] (rows of width D)
@@ -5992,6 +6012,23 @@ static fat5_status fat5__cpu_gen_beam(fat5_ctx *ctx, fat5__addr x_, fat5__addr t
 // NT products of at most ctx->gpu->mm_rows rows (decoding) run fat5_mm instead (kernels/mm.cu:
 // each row of B read once for all rows of A, fp32 accumulation, one launch, no cuBLAS heuristics).
 #define FAT5__GPU_MM_WARPS 4  // FAT5_MM_WARPS in kernels/mm.cu: warps a block, two outputs each
+
+// cuBLAS's operations and leading dimensions of a row-major product of `layout`
+static void fat5__gpu_mm_ops(fat5__mm_layout layout, int64_t M, int64_t N, int64_t K, fat5__cublasOperation_t *op_a,
+                             int64_t *ld_a, fat5__cublasOperation_t *op_b, int64_t *ld_b) {
+    switch (layout) {
+    case FAT5__MM_NT:  // B[N,K] is col-major K x N: op T; A[M,K] is col-major K x M: op N
+        *op_b = FAT5__CUBLAS_OP_T, *ld_b = K, *op_a = FAT5__CUBLAS_OP_N, *ld_a = K;
+        break;
+    case FAT5__MM_NN:  // B[K,N] is col-major N x K; A[M,K] is col-major K x M
+        *op_b = FAT5__CUBLAS_OP_N, *ld_b = N, *op_a = FAT5__CUBLAS_OP_N, *ld_a = K;
+        break;
+    default:           // TN: B[K,N] is col-major N x K; A[K,M] is col-major M x K: op T
+        *op_b = FAT5__CUBLAS_OP_N, *ld_b = N, *op_a = FAT5__CUBLAS_OP_T, *ld_a = M;
+        break;
+    }
+}
+
 static FAT5__UNUSED fat5_status fat5__gpu_mm(fat5_ctx *ctx, fat5__mm_layout layout, fat5__dptr C,
                                              int c_f32, fat5__dptr A, fat5__dptr B, int64_t M,
                                              int64_t N, int64_t K, float alpha, float beta) {
@@ -6026,17 +6063,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_mm(fat5_ctx *ctx, fat5__mm_layout layo
     }
     ab_t = bf16 ? FAT5__CUDA_R_16BF : FAT5__CUDA_R_32F;
     c_t = (c_f32 || !bf16) ? FAT5__CUDA_R_32F : FAT5__CUDA_R_16BF;
-    switch (layout) {
-    case FAT5__MM_NT:  // B[N,K] is col-major K x N: op T; A[M,K] is col-major K x M: op N
-        op_b = FAT5__CUBLAS_OP_T, ld_b = K, op_a = FAT5__CUBLAS_OP_N, ld_a = K;
-        break;
-    case FAT5__MM_NN:  // B[K,N] is col-major N x K; A[M,K] is col-major K x M
-        op_b = FAT5__CUBLAS_OP_N, ld_b = N, op_a = FAT5__CUBLAS_OP_N, ld_a = K;
-        break;
-    default:           // TN: B[K,N] is col-major N x K; A[K,M] is col-major M x K: op T
-        op_b = FAT5__CUBLAS_OP_N, ld_b = N, op_a = FAT5__CUBLAS_OP_T, ld_a = M;
-        break;
-    }
+    fat5__gpu_mm_ops(layout, M, N, K, &op_a, &ld_a, &op_b, &ld_b);
     slot = fat5__dev_prof_begin(ctx);
     s = ctx->gpu->cublas.cublasGemmEx(ctx->gpu->blas, op_b, op_a, (int)N, (int)M, (int)K, &alpha,
                                       (const void *)(uintptr_t)B, ab_t, (int)(ld_b > 0 ? ld_b : 1),
@@ -6054,6 +6081,62 @@ static FAT5__UNUSED fat5_status fat5__gpu_mm(fat5_ctx *ctx, fat5__mm_layout layo
     snprintf(what, sizeof what, "cublasGemmEx (%s, M=%lld N=%lld K=%lld, %s inputs, %s output)",
              names[layout], (long long)M, (long long)N, (long long)K, bf16 ? "bf16" : "fp32",
              c_t == FAT5__CUDA_R_32F ? "fp32" : "bf16");
+    return fat5__dev_blas_check(ctx, s, what);
+}
+
+// batch products of one shape in one cuBLAS call (cublasGemmStridedBatchedEx): C + b sC = op(A + b sA,
+// B + b sB), strides in elements of each matrix's type (0: one matrix for all), as fat5__gpu_mm
+// computes each (the q | k | v projections, wi_0 | wi_1, and their weight gradients). Products of a
+// few rows go to fat5__gpu_mm one by one.
+static FAT5__UNUSED fat5_status fat5__gpu_mm_batched(fat5_ctx *ctx, fat5__mm_layout layout, fat5__dptr C, int c_f32,
+                                                     fat5__dptr A, fat5__dptr B, int64_t M, int64_t N, int64_t K,
+                                                     float alpha, float beta, int batch, int64_t sA, int64_t sB,
+                                                     int64_t sC) {
+    fat5_status st = fat5__dev_enter(ctx, "fat5__gpu_mm_batched");
+    fat5__cublasOperation_t op_b, op_a;
+    fat5__cudaDataType ab_t, c_t;
+    fat5__cublasStatus_t s;
+    int64_t ld_b, ld_a;
+    size_t ab_sz, c_sz;
+    int bf16, slot, b;
+    char what[160];
+    if (st) return st;
+    if (batch < 0 || sA < 0 || sB < 0 || sC < 0 || (int)layout < 0 || (int)layout > 2 || M < 0 || N < 0 || K < 0 ||
+        M > INT_MAX || N > INT_MAX || K > INT_MAX)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_mm_batched: layout %d, M=%lld N=%lld K=%lld, batch %d, "
+                         "strides %lld %lld %lld", (int)layout, (long long)M, (long long)N, (long long)K, batch,
+                         (long long)sA, (long long)sB, (long long)sC);
+    if (batch == 0 || M == 0 || N == 0) return FAT5_OK;
+    bf16 = ctx->cfg.dtype == FAT5_DTYPE_BF16;
+    ab_sz = bf16 ? 2 : 4;
+    c_sz = (c_f32 || !bf16) ? 4 : 2;
+    if (batch == 1 || K == 0 || (layout == FAT5__MM_NT && M <= ctx->gpu->mm_rows)) {
+        for (b = 0; b < batch && !st; b++)
+            st = fat5__gpu_mm(ctx, layout, C + (fat5__dptr)(b * sC) * c_sz, c_f32, A + (fat5__dptr)(b * sA) * ab_sz,
+                              B + (fat5__dptr)(b * sB) * ab_sz, M, N, K, alpha, beta);
+        return st;
+    }
+    if (!C || !A || !B) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_mm_batched: NULL matrix");
+    ab_t = bf16 ? FAT5__CUDA_R_16BF : FAT5__CUDA_R_32F;
+    c_t = c_sz == 4 ? FAT5__CUDA_R_32F : FAT5__CUDA_R_16BF;
+    fat5__gpu_mm_ops(layout, M, N, K, &op_a, &ld_a, &op_b, &ld_b);
+    slot = fat5__dev_prof_begin(ctx);
+    s = ctx->gpu->cublas.cublasGemmStridedBatchedEx(
+        ctx->gpu->blas, op_b, op_a, (int)N, (int)M, (int)K, &alpha, (const void *)(uintptr_t)B, ab_t,
+        (int)(ld_b > 0 ? ld_b : 1), (long long)sB, (const void *)(uintptr_t)A, ab_t, (int)(ld_a > 0 ? ld_a : 1),
+        (long long)sA, &beta, (void *)(uintptr_t)C, c_t, (int)N, (long long)sC, batch, FAT5__CUBLAS_COMPUTE_32F,
+        FAT5__CUBLAS_GEMM_DEFAULT);
+    if (s == FAT5__CUBLAS_STATUS_SUCCESS) {
+        if (slot >= 0) {
+            snprintf(what, sizeof what, "gemm %s %lldx%lldx%lld x%d%s", layout == FAT5__MM_NT ? "NT" :
+                     layout == FAT5__MM_NN ? "NN" : "TN", (long long)M, (long long)N, (long long)K, batch,
+                     beta != 0 ? " +C" : "");
+            fat5__dev_prof_end(ctx, slot, what);
+        }
+        return FAT5_OK;
+    }
+    snprintf(what, sizeof what, "cublasGemmStridedBatchedEx (M=%lld N=%lld K=%lld, batch %d)", (long long)M,
+             (long long)N, (long long)K, batch);
     return fat5__dev_blas_check(ctx, s, what);
 }
 
@@ -6953,6 +7036,9 @@ static FAT5__UNUSED fat5_status fat5__gpu_gen_beam(fat5_ctx *ctx, fat5__dptr x, 
     X(colsum_f32, (fat5_ctx * ctx, fat5__addr out, fat5__addr in, int rows, int D))                            \
     X(mm, (fat5_ctx * ctx, fat5__mm_layout layout, fat5__addr C, int c_f32, fat5__addr A, fat5__addr B,        \
            int64_t M, int64_t N, int64_t K, float alpha, float beta))                                          \
+    X(mm_batched, (fat5_ctx * ctx, fat5__mm_layout layout, fat5__addr C, int c_f32, fat5__addr A, fat5__addr B, \
+                   int64_t M, int64_t N, int64_t K, float alpha, float beta, int batch, int64_t sA, int64_t sB, \
+                   int64_t sC))                                                                                \
     X(embed_fwd, (fat5_ctx * ctx, fat5__addr out, fat5__addr table, fat5__addr tok, int64_t T, int D))         \
     X(embed_bwd, (fat5_ctx * ctx, fat5__addr dtable, fat5__addr dout, fat5__addr tok, int64_t T, int D))       \
     X(rmsnorm_fwd, (fat5_ctx * ctx, fat5__addr y, fat5__addr r, fat5__addr x, fat5__addr w, int64_t T, int D,  \
@@ -7807,6 +7893,9 @@ typedef struct fat5__layer_acts {
     fat5__addr cq, ck, cv, catt, clse;  // act; ck, cv [Te, I]
     fat5__addr h_ff, rs_ff, n_ff;       // the same before the FFN
     fat5__addr ff_a, ff_b, ff_h;        // act [T, F]: wi0 x (pre-activation), wi1 x (gated), input of wo
+    // q, k, v (and ck, cv; ff_a, ff_b) lie this many elements apart, so that one batched product
+    // computes them from their weights, which lie one after the other in the parameters
+    int64_t qkv_stride, ckv_stride, ff_stride;
 } fat5__layer_acts;
 
 // The activation workspace: one allocation on the backend, carved by fat5__ws_layout.
@@ -7837,9 +7926,10 @@ typedef struct fat5__ws {
     fat5__addr dh_act;                           // act [T, D]: a stream gradient as a matmul operand
     fat5__addr dn;                               // [T, D]: gradient of a norm's output
     fat5__addr dgsum;                            // [G, D]: gradient of the globals' block sums
-    fat5__addr datt, dq, dk, dv;                 // act [T, I]
+    fat5__addr datt, dq, dk, dv;                 // act [T, I]; dq, dk, dv dqkv_stride elements apart
     fat5__addr delta;                            // [T, H]
-    fat5__addr dffh, da;                         // act [T, F]
+    fat5__addr dffh, da;                         // act [T, F]; dffh dff_stride elements after da
+    int64_t dqkv_stride, dff_stride;
     fat5__addr norm_scratch;                     // [FAT5__GPU_NORM_ROWS, D] partial norm-weight gradients
     fat5__addr dbias_scratch;                    // [FAT5__GPU_DBIAS_ROWS, nb, H] partial bias-table gradients (GPU)
 } fat5__ws;
@@ -8393,9 +8483,11 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
         FAT5__WS(a->h_sa, Tlb, D, 4);
         FAT5__WS(a->rs_sa, Tl, 1, 4);
         FAT5__WS(a->n_sa, Tl + (dec ? 0 : Gx), D, A);
-        FAT5__WS(a->q, Tl, I, A);
-        FAT5__WS(a->k, Tl + (dec ? 0 : Gx), I, A);
-        FAT5__WS(a->v, Tl + (dec ? 0 : Gx), I, A);
+        // q | k | v: three blocks of the rows of k and v (q's extra rows unused), one batched product
+        a->qkv_stride = (int64_t)((Tl + (dec ? 0 : Gx)) * I);
+        FAT5__WS(a->q, 3 * (Tl + (dec ? 0 : Gx)), I, A);
+        a->k = a->q ? a->q + (fat5__addr)a->qkv_stride * A : 0;
+        a->v = a->k ? a->k + (fat5__addr)a->qkv_stride * A : 0;
         FAT5__WS(a->att, Tl, I, A);
         FAT5__WS(a->lse, Tl, H, 4);
         if (!dec) FAT5__WS(a->gsum, Gx, D, 4);
@@ -8405,16 +8497,18 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
             FAT5__WS(a->rs_ca, Tl, 1, 4);
             FAT5__WS(a->n_ca, Tl, D, A);
             FAT5__WS(a->cq, Tl, I, A);
-            FAT5__WS(a->ck, Te, I, A);
-            FAT5__WS(a->cv, Te, I, A);
+            a->ckv_stride = (int64_t)(Te * I);
+            FAT5__WS(a->ck, 2 * Te, I, A);
+            a->cv = a->ck ? a->ck + (fat5__addr)a->ckv_stride * A : 0;
             FAT5__WS(a->catt, Tl, I, A);
             FAT5__WS(a->clse, Tl, H, 4);
         }
         FAT5__WS(a->h_ff, Tlb, D, 4);
         FAT5__WS(a->rs_ff, Tl, 1, 4);
         FAT5__WS(a->n_ff, Tl, D, A);
-        FAT5__WS(a->ff_a, Tl, F, A);
-        if (c->gated) FAT5__WS(a->ff_b, Tl, F, A);
+        a->ff_stride = (int64_t)(Tl * F);
+        FAT5__WS(a->ff_a, (c->gated ? 2 : 1) * Tl, F, A);
+        a->ff_b = c->gated && a->ff_a ? a->ff_a + (fat5__addr)a->ff_stride * A : 0;
         FAT5__WS(a->ff_h, Tl, F, A);
     }
     FAT5__WS(w->enc_hf, Te, D, 4);
@@ -8447,12 +8541,14 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
     FAT5__WS(w->dn, m->training ? Tkv : 0, D, 4);
     FAT5__WS(w->dgsum, m->training ? Gx : 0, D, 4);
     FAT5__WS(w->datt, Tb, I, A);
-    FAT5__WS(w->dq, Tb, I, A);
-    FAT5__WS(w->dk, m->training ? Tkv : 0, I, A);
-    FAT5__WS(w->dv, m->training ? Tkv : 0, I, A);
+    w->dqkv_stride = (int64_t)((m->training ? Tkv : 0) * I);
+    FAT5__WS(w->dq, 3 * (m->training ? Tkv : 0), I, A);
+    w->dk = w->dq ? w->dq + (fat5__addr)w->dqkv_stride * A : 0;
+    w->dv = w->dk ? w->dk + (fat5__addr)w->dqkv_stride * A : 0;
     FAT5__WS(w->delta, Tb, H, 4);
-    FAT5__WS(w->dffh, Tb, F, A);
-    FAT5__WS(w->da, Tb, F, A);
+    w->dff_stride = (int64_t)(Tb * F);
+    FAT5__WS(w->da, 2 * Tb, F, A);
+    w->dffh = w->da ? w->da + (fat5__addr)w->dff_stride * A : 0;
     FAT5__WS(w->norm_scratch, m->training ? FAT5__GPU_NORM_ROWS : 0, D, 4);
     // the CPU ops need no bias-gradient partials
     // the GPU's per-block partial sums of the position gradient: T5's table, or FIRE's per-head
@@ -8702,6 +8798,38 @@ static fat5__addr fat5__gln(const fat5_model *m, const fat5__layer *y, const fat
     return y->gln >= 0 ? fat5__pw(m, y->gln) : ea->ones;
 }
 
+// out_i = x W_i^T (x [rows, K], W_i [N, K]) for the n weights w[0..n), which lie one after another in
+// the parameters (q | k | v, ck | cv, wi_0 | wi_1), into outputs `stride` elements apart: one batched
+// product (products one by one if the weights are not adjacent).
+static fat5_status fat5__model_proj(fat5_model *m, fat5__addr out, int64_t stride, fat5__addr x, const int *w, int n,
+                                    int64_t rows, int64_t N, int64_t K) {
+    size_t wsz = m->wa == m->wd ? 4 : 2;
+    int i, adjacent = 1;
+    fat5_status st = FAT5_OK;
+    for (i = 1; i < n; i++) adjacent &= fat5__pa(m, w[i]) == fat5__pa(m, w[0]) + (fat5__addr)(i * N * K) * wsz;
+    if (adjacent) return m->be->mm_batched(m->ctx, FAT5__MM_NT, out, 0, x, fat5__pa(m, w[0]), rows, N, K, 1.0f, 0.0f,
+                                           n, 0, N * K, stride);
+    for (i = 0; i < n && !st; i++)
+        st = m->be->mm(m->ctx, FAT5__MM_NT, out + (fat5__addr)(i * stride) * m->act_size, 0, x, fat5__pa(m, w[i]),
+                       rows, N, K, 1.0f, 0.0f);
+    return st;
+}
+
+// grad(W_i) += d_i^T x for the same weights, d_i [rows, N] `stride` elements apart, x [rows, K]: one
+// batched product (the gradients lie as the parameters do)
+static fat5_status fat5__model_proj_grad(fat5_model *m, const int *w, int n, fat5__addr d, int64_t stride,
+                                         fat5__addr x, int64_t rows, int64_t N, int64_t K) {
+    int i, adjacent = 1;
+    fat5_status st = FAT5_OK;
+    for (i = 1; i < n; i++) adjacent &= fat5__pg(m, w[i]) == fat5__pg(m, w[0]) + (fat5__addr)(i * N * K) * 4;
+    if (adjacent) return m->be->mm_batched(m->ctx, FAT5__MM_TN, fat5__pg(m, w[0]), 1, d, x, N, K, rows, 1.0f, 1.0f,
+                                           n, stride, 0, N * K);
+    for (i = 0; i < n && !st; i++)
+        st = m->be->mm(m->ctx, FAT5__MM_TN, fat5__pg(m, w[i]), 1, d + (fat5__addr)(i * stride) * m->act_size, x, N,
+                       K, rows, 1.0f, 1.0f);
+    return st;
+}
+
 // Self-attention sublayer: h += o(attn(q, k, v)) with q, k, v from n = rmsnorm(h). ea: the
 // encoder's attention pattern (NULL in the decoder); transient-global adds its globals to k and v:
 // the block sums of n, normed by the layer's global_input_layer_norm (or a weight of 1).
@@ -8722,9 +8850,10 @@ static fat5_status fat5__model_self_attn_fwd(fat5_model *m, const fat5__layer *y
         FAT5__TRY(be->rmsnorm_fwd(ctx, a->n_sa + (fat5__addr)(T * D) * m->act_size, a->rs_g, a->gsum,
                                   fat5__gln(m, y, ea), G, (int)D, eps, 0));
     }
-    FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->q, 0, a->n_sa, fat5__pa(m, y->q), T, I, D, 1.0f, 0.0f));
-    FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->k, 0, a->n_sa, fat5__pa(m, y->k), T + G, I, D, 1.0f, 0.0f));
-    FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->v, 0, a->n_sa, fat5__pa(m, y->v), T + G, I, D, 1.0f, 0.0f));
+    {   // q | k | v in one product (the globals' rows of q are computed and unused)
+        const int wqkv[3] = {y->q, y->k, y->v};
+        FAT5__TRY(fat5__model_proj(m, a->q, a->qkv_stride, a->n_sa, wqkv, 3, T + G, I, D));
+    }
     FAT5__TRY(fat5__model_rope(m, a->q, a->k, cu, seq, 0, T, 0));
     FAT5__TRY(be->attn_fwd(ctx, a->att, a->lse, a->q, a->k, a->v, p.bias, lut, cu, cu, seq, T, (int)c->num_heads,
                            (int)c->d_kv, p.kind, p.nb, p.md, p.g, p.cu_g));
@@ -8743,8 +8872,10 @@ static fat5_status fat5__model_cross_attn_fwd(fat5_model *m, const fat5__layer *
     FAT5__TRY(be->rmsnorm_fwd(ctx, a->n_ca, a->rs_ca, w->dec_hf, fat5__pw(m, y->ln_ca), td, (int)D,
                               (float)c->layer_norm_eps, a->h_ca));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->cq, 0, a->n_ca, fat5__pa(m, y->cq), td, I, D, 1.0f, 0.0f));
-    FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->ck, 0, w->enc_out, fat5__pa(m, y->ck), te, I, D, 1.0f, 0.0f));
-    FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->cv, 0, w->enc_out, fat5__pa(m, y->cv), te, I, D, 1.0f, 0.0f));
+    {   // ck | cv in one product
+        const int wkv[2] = {y->ck, y->cv};
+        FAT5__TRY(fat5__model_proj(m, a->ck, a->ckv_stride, w->enc_out, wkv, 2, te, I, D));
+    }
     FAT5__TRY(be->attn_fwd(ctx, a->catt, a->clse, a->cq, a->ck, a->cv, 0, w->lut_causal, w->dec_cu, w->enc_cu,
                            w->dec_seq, td, (int)c->num_heads, (int)c->d_kv, FAT5__ATTN_CROSS, (int)c->rel_buckets,
                            (int)c->rel_max_distance, 0, 0));
@@ -8761,8 +8892,10 @@ static fat5_status fat5__model_ffn_fwd(fat5_model *m, const fat5__layer *y, cons
     fat5_status st;
     FAT5__TRY(be->rmsnorm_fwd(ctx, a->n_ff, a->rs_ff, h, fat5__pw(m, y->ln_ff), T, (int)D, (float)c->layer_norm_eps,
                               a->h_ff));
-    FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->ff_a, 0, a->n_ff, fat5__pa(m, y->wi0), T, F, D, 1.0f, 0.0f));
-    if (c->gated) FAT5__TRY(be->mm(ctx, FAT5__MM_NT, a->ff_b, 0, a->n_ff, fat5__pa(m, y->wi1), T, F, D, 1.0f, 0.0f));
+    {   // wi_0 | wi_1 in one product
+        const int wi[2] = {y->wi0, y->wi1};
+        FAT5__TRY(fat5__model_proj(m, a->ff_a, a->ff_stride, a->n_ff, wi, c->gated ? 2 : 1, T, F, D));
+    }
     FAT5__TRY(be->act_fwd(ctx, a->ff_h, a->ff_a, a->ff_b, T * F, (int)c->act));
     return be->mm(ctx, FAT5__MM_NT, h, 1, a->ff_h, fat5__pa(m, y->wo), T, D, F, 1.0f, 1.0f);
 }
@@ -8905,12 +9038,12 @@ static fat5_status fat5__model_ffn_bwd(fat5_model *m, const fat5__layer *y, cons
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dffh, 0, w->dh_act, fat5__pa(m, y->wo), T, F, D, 1.0f, 0.0f));
     // gated: db overwrites dffh in place (each element is read before it is written)
     FAT5__TRY(be->act_bwd(ctx, w->da, c->gated ? w->dffh : 0, w->dffh, a->ff_a, a->ff_b, T * F, (int)c->act));
-    FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, y->wi0), 1, w->da, a->n_ff, F, D, T, 1.0f, 1.0f));
-    FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->da, fat5__pa(m, y->wi0), T, D, F, 1.0f, 0.0f));
-    if (c->gated) {
-        FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, y->wi1), 1, w->dffh, a->n_ff, F, D, T, 1.0f, 1.0f));
-        FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->dffh, fat5__pa(m, y->wi1), T, D, F, 1.0f, 1.0f));
+    {   // the weight gradients of wi_0 | wi_1 in one product (da, then db in dffh)
+        const int wi[2] = {y->wi0, y->wi1};
+        FAT5__TRY(fat5__model_proj_grad(m, wi, c->gated ? 2 : 1, w->da, w->dff_stride, a->n_ff, T, F, D));
     }
+    FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->da, fat5__pa(m, y->wi0), T, D, F, 1.0f, 0.0f));
+    if (c->gated) FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->dffh, fat5__pa(m, y->wi1), T, D, F, 1.0f, 1.0f));
     return be->rmsnorm_bwd(ctx, dh, fat5__pg(m, y->ln_ff), w->dn, a->h_ff, fat5__pw(m, y->ln_ff), a->rs_ff, T, (int)D,
                            1, w->norm_scratch);
 }
@@ -8946,9 +9079,15 @@ static fat5_status fat5__model_attn_bwd(fat5_model *m, const fat5__layer *y, con
     FAT5__TRY(be->attn_bwd_dkv(ctx, w->dk, w->dv, w->datt, lse, w->delta, q, k, v, p.bias, lut, cu_q, cu_k, k_seq, Tk,
                                H, dk, p.kind, p.nb, p.md, p.g, p.cu_g));
     if (!cross) FAT5__TRY(fat5__model_rope(m, w->dq, w->dk, cu_q, q_seq, 0, T, 1));  // back through the rotation
-    FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wq), 1, w->dq, nrm, I, D, T, 1.0f, 1.0f));
-    FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wk), 1, w->dk, kv_src, I, D, Tk, 1.0f, 1.0f));
-    FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wv), 1, w->dv, kv_src, I, D, Tk, 1.0f, 1.0f));
+    {   // weight gradients: q | k | v in one product (self-attention without globals), else q, then k | v
+        const int wqkv[3] = {wq, wk, wv};
+        if (!cross && Tk == T) {
+            FAT5__TRY(fat5__model_proj_grad(m, wqkv, 3, w->dq, w->dqkv_stride, nrm, T, I, D));
+        } else {
+            FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wq), 1, w->dq, nrm, I, D, T, 1.0f, 1.0f));
+            FAT5__TRY(fat5__model_proj_grad(m, wqkv + 1, 2, w->dk, w->dqkv_stride, kv_src, Tk, I, D));
+        }
+    }
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->dq, fat5__pa(m, wq), T, D, I, 1.0f, 0.0f));
     if (G) FAT5__TRY(be->memset0(ctx, w->dn + (fat5__addr)(T * D) * 4, (size_t)(G * D) * 4));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, dkv_dst, 1, w->dk, fat5__pa(m, wk), Tk, D, I, 1.0f, 1.0f));
@@ -12602,9 +12741,10 @@ static int fat5__decoder_layout(fat5_decoder *d, fat5__addr base, size_t *total)
     FAT5__WS(d->enc_h, Te, D, 4);
     FAT5__WS(a->rs_sa, Te, 1, 4);
     FAT5__WS(a->n_sa, Te + Gx, D, A);
-    FAT5__WS(a->q, Te, I, A);
-    FAT5__WS(a->k, Te + Gx, I, A);
-    FAT5__WS(a->v, Te + Gx, I, A);
+    a->qkv_stride = (int64_t)((Te + Gx) * I);  // q | k | v as the model lays them out (fat5__ws_layout)
+    FAT5__WS(a->q, 3 * (Te + Gx), I, A);
+    a->k = a->q ? a->q + (fat5__addr)a->qkv_stride * A : 0;
+    a->v = a->k ? a->k + (fat5__addr)a->qkv_stride * A : 0;
     FAT5__WS(a->att, Te, I, A);
     FAT5__WS(a->lse, Te, H, 4);
     FAT5__WS(a->gsum, Gx, D, 4);
@@ -12614,8 +12754,9 @@ static int fat5__decoder_layout(fat5_decoder *d, fat5__addr base, size_t *total)
     // the FFN runs FAT5__ENC_FFN_ROWS tokens at a time (fat5__decoder_encode)
     FAT5__WS(a->rs_ff, Te < FAT5__ENC_FFN_ROWS ? Te : FAT5__ENC_FFN_ROWS, 1, 4);
     FAT5__WS(a->n_ff, Te < FAT5__ENC_FFN_ROWS ? Te : FAT5__ENC_FFN_ROWS, D, A);
-    FAT5__WS(a->ff_a, Te < FAT5__ENC_FFN_ROWS ? Te : FAT5__ENC_FFN_ROWS, F, A);
-    if (c->gated) FAT5__WS(a->ff_b, Te < FAT5__ENC_FFN_ROWS ? Te : FAT5__ENC_FFN_ROWS, F, A);
+    a->ff_stride = (int64_t)((Te < FAT5__ENC_FFN_ROWS ? Te : FAT5__ENC_FFN_ROWS) * F);  // ff_a | ff_b
+    FAT5__WS(a->ff_a, (c->gated ? 2 : 1) * (Te < FAT5__ENC_FFN_ROWS ? Te : FAT5__ENC_FFN_ROWS), F, A);
+    a->ff_b = c->gated && a->ff_a ? a->ff_a + (fat5__addr)a->ff_stride * A : 0;
     FAT5__WS(a->ff_h, Te < FAT5__ENC_FFN_ROWS ? Te : FAT5__ENC_FFN_ROWS, F, A);
     FAT5__WS(d->enc_out, Te, D, A);
     FAT5__WS(d->enc_tok, Te, 1, 4);

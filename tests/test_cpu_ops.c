@@ -678,12 +678,13 @@ static int to_kernel_of_op(const char *kernel, const char *op) {
 static void t_op_table(fat5_test *T) {
     int i, j;
     const fat5__backend *be = &fat5__cpu_backend;
-    // the 20 training ops (mm included), rope, fire_reduce, block_sum and block_sum_bwd, then the 5 decode ops
+    // the 21 training ops (mm and mm_batched included), rope, fire_reduce, block_sum and block_sum_bwd, then the 5 decode ops
     // (attn_decode, cache_write, norm_mm, cache_gather, add_i32), then the 3 decoding-strategy ops (gen_process,
     // gen_select, gen_beam), optim_coef (the optimizer's step sizes on the backend, beside adamw_seg) and
     // loss_total (the batch's loss on the backend, beside xent_bwd)
-    FAT5_CHECK(T, FAT5__OP_COUNT == 34);
+    FAT5_CHECK(T, FAT5__OP_COUNT == 35);
     FAT5_CHECK(T, be->optim_coef == fat5__cpu_optim_coef && be->loss_total == fat5__cpu_loss_total);
+    FAT5_CHECK(T, be->mm_batched == fat5__cpu_mm_batched);
     FAT5_CHECK(T, be->block_sum == fat5__cpu_block_sum && be->block_sum_bwd == fat5__cpu_block_sum_bwd);
     FAT5_CHECK(T, be->rope == fat5__cpu_rope);
     FAT5_CHECK(T, be->attn_decode == fat5__cpu_attn_decode && be->add_i32 == fat5__cpu_add_i32);
@@ -696,9 +697,9 @@ static void t_op_table(fat5_test *T) {
         for (j = 0; j < FAT5__OP_COUNT; j++) found |= to_kernel_of_op(fat5__kernel_names[i] + 5, fat5__op_names[j]);
         FAT5_CHECK_MSG(T, found, "kernel %s has no op in FAT5__OPS", fat5__kernel_names[i]);
     }
-    // every op but mm (cuBLAS) has a kernel
+    // every op but mm and mm_batched (cuBLAS) has a kernel
     for (j = 0; j < FAT5__OP_COUNT; j++) {
-        int found = !strcmp(fat5__op_names[j], "mm");
+        int found = !strcmp(fat5__op_names[j], "mm") || !strcmp(fat5__op_names[j], "mm_batched");
         for (i = 0; i < FAT5__K_COUNT; i++) found |= !strcmp(fat5__kernel_names[i] + 5, fat5__op_names[j]);
         FAT5_CHECK_MSG(T, found, "op %s has no kernel", fat5__op_names[j]);
     }

@@ -371,6 +371,72 @@ static void t_gpu_dev_mm_fp32(fat5_test *T) { gd_mm_all(T, FAT5_DTYPE_FP32); }
 
 static void t_gpu_dev_mm_bf16(fat5_test *T) { gd_mm_all(T, FAT5_DTYPE_BF16); }
 
+// fat5__gpu_mm_batched (one cuBLAS call): three products of every layout, A shared (stride 0, as
+// the q | k | v projections read one input) or strided, B strided, outputs with a gap between them
+// (which must stay untouched), fp32 and bf16 inputs, fp32 output accumulating onto C (beta 1, as
+// the weight gradients); each product against the CPU's, with gd_mm_case's bound.
+static void gd_mm_batched(fat5_test *T, fat5_dtype dt) {
+    enum { M = 37, N = 19, K = 45, NB = 3, GAP = 5 };
+    static float A[NB * M * K], B[NB * N * K], C0[NB * (M * N + GAP)], got[NB * (M * N + GAP)], ref[M * N], mag[M * N];
+    static float Ab[M * K], Bb[N * K];
+    static uint16_t h16[NB * M * K];  // M > N: room for A and for B
+    fat5_ctx *ctx = NULL;
+    fat5__dptr dA = 0, dB = 0, dC = 0;
+    int bf16 = dt == FAT5_DTYPE_BF16, l, shared, b, i;
+    size_t act = bf16 ? 2 : 4;
+    const int64_t sC = M * N + GAP;
+    fat5_rng r = fat5_rng_init(4321);
+    GD_OPEN(T, ctx, dt, NULL, NULL);
+    for (i = 0; i < NB * M * K; i++) A[i] = gd_round_bf16((float)fat5_rng_normal(&r));
+    for (i = 0; i < NB * N * K; i++) B[i] = gd_round_bf16((float)fat5_rng_normal(&r));
+    for (i = 0; i < NB * sC; i++) C0[i] = (float)fat5_rng_normal(&r);
+    GD_OK(T, ctx, fat5__dev_alloc(ctx, NB * M * K * act, &dA));
+    GD_OK(T, ctx, fat5__dev_alloc(ctx, NB * N * K * act, &dB));
+    GD_OK(T, ctx, fat5__dev_alloc(ctx, (size_t)(NB * sC) * 4, &dC));
+    if (bf16) {
+        for (i = 0; i < NB * M * K; i++) h16[i] = gd_bf16(A[i]);
+        GD_OK(T, ctx, fat5__dev_upload(ctx, dA, h16, NB * M * K * 2));
+        for (i = 0; i < NB * N * K; i++) h16[i] = gd_bf16(B[i]);
+        GD_OK(T, ctx, fat5__dev_upload(ctx, dB, h16, NB * N * K * 2));
+    } else {
+        GD_OK(T, ctx, fat5__dev_upload(ctx, dA, A, sizeof A));
+        GD_OK(T, ctx, fat5__dev_upload(ctx, dB, B, sizeof B));
+    }
+    for (l = 0; l < 3; l++)
+        for (shared = 0; shared < 2; shared++) {
+            int64_t sA = shared ? 0 : M * K;
+            int bad = 0;
+            GD_OK(T, ctx, fat5__dev_upload(ctx, dC, C0, (size_t)(NB * sC) * 4));
+            GD_OK(T, ctx, fat5__gpu_mm_batched(ctx, (fat5__mm_layout)l, dC, 1, dA, dB, M, N, K, 0.75f, 1.0f, NB, sA,
+                                               N * K, sC));
+            GD_OK(T, ctx, fat5__dev_download(ctx, got, dC, (size_t)(NB * sC) * 4));
+            for (b = 0; b < NB; b++) {
+                const float *a = A + b * sA, *bb = B + b * N * K;
+                for (i = 0; i < M * K; i++) Ab[i] = fabsf(a[i]);
+                for (i = 0; i < N * K; i++) Bb[i] = fabsf(bb[i]);
+                fat5__cpu_mm(ctx, (fat5__mm_layout)l, A_(ref), 1, A_(a), A_(bb), M, N, K, 1.0f, 0.0f);
+                fat5__cpu_mm(ctx, (fat5__mm_layout)l, A_(mag), 1, A_(Ab), A_(Bb), M, N, K, 1.0f, 0.0f);
+                for (i = 0; i < M * N; i++) {
+                    double want = 0.75 * ref[i] + C0[b * sC + i];
+                    if (!(fabs(got[b * sC + i] - want) <= 1e-5 * (0.75 * mag[i] + fabs(C0[b * sC + i])) + 1e-30)) bad++;
+                }
+                for (i = M * N; i < sC; i++) bad += got[b * sC + i] != C0[b * sC + i];  // the gap
+            }
+            FAT5_CHECK_MSG(T, bad == 0, "%s layout %d, A %s: %d elements off", bf16 ? "bf16" : "fp32", l,
+                           shared ? "shared" : "strided", bad);
+        }
+done:
+    fat5__dev_free(ctx, dA);
+    fat5__dev_free(ctx, dB);
+    fat5__dev_free(ctx, dC);
+    fat5_ctx_destroy(ctx);
+}
+
+static void t_gpu_dev_mm_batched(fat5_test *T) {
+    gd_mm_batched(T, FAT5_DTYPE_FP32);
+    if (!T->skipped) gd_mm_batched(T, FAT5_DTYPE_BF16);
+}
+
 // ---------------------------------------------------------------------------------------------
 // target choice and cache directory (pure logic)
 
@@ -632,6 +698,6 @@ static void t_gpu_dev_compile_error(fat5_test *T) {
 #endif  // FAT5_NO_CUDA
 
 #define FAT5_TESTS_GPU_DEV(X)                                                                      \
-    X(gpu_dev_open) X(gpu_dev_memory) X(gpu_dev_mm_fp32) X(gpu_dev_mm_bf16)                        \
+    X(gpu_dev_open) X(gpu_dev_memory) X(gpu_dev_mm_fp32) X(gpu_dev_mm_bf16) X(gpu_dev_mm_batched)                        \
     X(gpu_dev_arch_and_cache_dir) X(gpu_dev_cache_offline) X(gpu_dev_cache)                        \
     X(gpu_dev_compile_error_offline) X(gpu_dev_compile_error)
