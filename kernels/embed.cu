@@ -23,7 +23,9 @@ extern "C" __global__ void fat5_embed_fwd(float *out, const float *table, const 
 // is thus written by one thread, which adds the rows of its token in token order: the same float
 // additions, in the same order, as the CPU twin, so the result is bit-identical to it and to
 // itself (no atomics). Cost: every block reads the T token ids (T G int reads, from L2); a token
-// that repeats n times costs its block n sequential row additions. CPU twin: fat5__cpu_embed_bwd.
+// that repeats n times costs its block n sequential row additions, in registers while the block's
+// tokens repeat one after another (a frequent token: EOS, a sentinel, a space), through the table
+// otherwise. CPU twin: fat5__cpu_embed_bwd.
 extern "C" __global__ void fat5_embed_bwd(float *dtable, const float *dout, const int *tok, long long T, int D)
 {
     __shared__ int list[1024];
@@ -44,11 +46,22 @@ extern "C" __global__ void fat5_embed_bwd(float *dtable, const float *dout, cons
         }
         if (mine) list[base + __popc(bal & ((1u << lane) - 1u))] = threadIdx.x;
         __syncthreads();
-        for (int k = 0; k < total; k++) {
-            const long long tt = c0 + list[k];
-            float *dst = dtable + (long long)tok[tt] * D;
-            const float *src = dout + tt * D;
-            for (int j = threadIdx.x; j < D; j += blockDim.x) dst[j] += src[j];
+        // each thread over its columns; a run of one token's rows is summed in a register (loaded
+        // from the table at the run's start, stored at its end): the same additions in the same order
+        for (int j = threadIdx.x; j < D; j += blockDim.x) {
+            int cur = -1;
+            float acc = 0.0f;
+            for (int k = 0; k < total; k++) {
+                const long long tt = c0 + list[k];
+                const int id = tok[tt];
+                if (id != cur) {
+                    if (cur >= 0) dtable[(long long)cur * D + j] = acc;
+                    cur = id;
+                    acc = dtable[(long long)id * D + j];
+                }
+                acc += dout[tt * D + j];
+            }
+            if (cur >= 0) dtable[(long long)cur * D + j] = acc;
         }
         __syncthreads();  // list and wcount are rewritten by the next chunk
     }

@@ -344,6 +344,8 @@ static void tg_embed_case(tg *g, int64_t V, int64_t T, int D, fat5_rng *rng) {
     tg_fill(rng, dout, (size_t)(T * D), 1.0);
     tg_fill(rng, dref, (size_t)(V * D), 0.5);  // the gradient accumulates onto existing values
     for (t = 0; t < T; t++) tok[t] = (int32_t)fat5_rng_below(rng, (uint64_t)V);  // repeats when T > V
+    if (V == 7)  // runs of one token (100 in a row, a third of the time), as EOS or a sentinel repeats
+        for (t = 0; t < T; t++) tok[t] = (t / 100) % 3 == 0 ? 2 : tok[t];
     tok[T - 1] = (int32_t)(V - 1);
     dtab = tg_up_f32(g, table, (size_t)(V * D));
     dtok = tg_up_i32(g, tok, (size_t)T);
@@ -364,8 +366,8 @@ static void tg_embed_case(tg *g, int64_t V, int64_t T, int D, fat5_rng *rng) {
 }
 
 static void t_gpu_embed(fat5_test *T) {
-    // (V, T, D): repeated tokens (T > V), odd widths, a single element, many rows
-    static const int64_t shapes[][3] = {{13, 50, 37}, {1, 1, 1}, {97, 300, 300}, {5, 2000, 8}};
+    // (V, T, D): repeated tokens (T > V), odd widths, a single element, many rows, runs of one token
+    static const int64_t shapes[][3] = {{13, 50, 37}, {1, 1, 1}, {97, 300, 300}, {5, 2000, 8}, {7, 5000, 300}};
     int mode;
     size_t s;
     for (mode = 0; mode < 2; mode++) {
