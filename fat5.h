@@ -4042,7 +4042,7 @@ static FAT5__UNUSED fat5_status fat5__dev_launch(fat5_ctx *ctx, int kernel, unsi
     }
     if (r == FAT5__CUDA_SUCCESS) {
         g->last_kernel = kernel;
-        fat5__dev_prof_end(ctx, slot, fat5__kernel_names[kernel]);
+        fat5__dev_prof_end(ctx, slot, fat5__kernel_names[kernel] + 5);  // the op's name: "fat5_" left out
         if (!g->sync_launches) return FAT5_OK;
         r = g->cu.cuStreamSynchronize(g->stream);
         if (r == FAT5__CUDA_SUCCESS) return FAT5_OK;
@@ -5695,13 +5695,13 @@ static fat5_status fat5__cpu_optim_coef(fat5_ctx *ctx, fat5__addr coef_, fat5__a
     (void)ctx;
     for (s = 0; s < n_seg; s++) norm2 += ss_g[s];
     stats[0] = sqrt(norm2);
-    for (s = 0; s < n_gate; s++)
-        if (!isfinite(gate[s])) stats[0] = NAN;
     if (clip > 0) {
         double k = clip / (stats[0] + 1e-6);
         if (k < 1) gs = k;
     }
     stats[1] = gs;
+    for (s = 0; s < n_gate; s++)  // after the clipping factor, as the kernel orders it
+        if (!isfinite(gate[s])) stats[0] = NAN;
     for (s = 0; s < n_seg; s++) {
         double alpha = lr_bc;
         if (ss_w) {
@@ -7962,6 +7962,8 @@ struct fat5_model {
     // workspace for batches up to cap_* (fat5_model_reserve)
     int64_t cap_seq, cap_te, cap_td;
     int64_t xent_rows;                // fp32 logit rows a training forward keeps (FAT5__XENT_ROWS)
+    int no_grad;                      // 1: forwards for the loss alone (evaluation): no dlogits, no backward
+    int fwd_no_grad;                  // the last forward ran so
     fat5__addr ws_base;
     size_t ws_bytes;
     fat5__ws ws;
@@ -8949,7 +8951,7 @@ static fat5_status fat5__model_forward(fat5_model *m, fat5_forward_result *out, 
                          fat5__pa(m, m->lm_head), n, V, D, head_scale, 0.0f));
         FAT5__TRY(be->xent_fwd(ctx, lse, w->row_ce + 4 * (fat5__addr)r0, w->row_z + 4 * (fat5__addr)r0, w->logits,
                                lab, n, (int)V, (float)m->loss.z_loss, (float)m->loss.label_smoothing));
-        if (m->training)
+        if (m->training && !m->no_grad)
             FAT5__TRY(be->xent_bwd(ctx, w->dlogits + (fat5__addr)(r0 * V) * m->act_size, w->logits, lse, lab, n,
                                    (int)V, (float)m->loss.z_loss, (float)m->loss.label_smoothing, 1.0f));
     }
@@ -9003,6 +9005,7 @@ static fat5_status fat5__model_forward_batch(fat5_model *m, const fat5_batch *b,
     if ((st = fat5__model_forward(m, out, loss_dst))) return st;
     m->have_fwd = 1;
     m->fwd_labels = b->labels != NULL;
+    m->fwd_no_grad = m->no_grad;
     return FAT5_OK;
 }
 
@@ -9134,17 +9137,20 @@ static fat5_status fat5__model_backward(fat5_model *m, float grad_scale) {
         FAT5__TRY(fat5__model_ffn_bwd(m, &m->enc[l], &w->enc[l], w->dh_enc, te));
         FAT5__TRY(fat5__model_attn_bwd(m, &m->enc[l], &w->enc[l], w->dh_enc, te, FAT5__ATTN_BIDIR));
     }
-    FAT5__TRY(be->embed_bwd(ctx, fat5__pg(m, m->shared), w->dh_enc, w->enc_tok, te, (int)D));
-    return be->sync(ctx);
+    return be->embed_bwd(ctx, fat5__pg(m, m->shared), w->dh_enc, w->enc_tok, te, (int)D);
 }
 
-FAT5_API fat5_status fat5_model_backward(fat5_model *m, float grad_scale) {
+// fat5_model_backward; with `wait` 0 the backward is only queued (the training loop waits once, at
+// the end of its step)
+static fat5_status fat5__model_backward_checked(fat5_model *m, float grad_scale, int wait) {
     fat5_status st;
     if (!m) return FAT5_ERR_INVALID_ARG;
     if (!m->have_fwd) return fat5__err(m->ctx, FAT5_ERR_STATE, "fat5_model_backward: no forward has run");
     if (!m->fwd_labels)
         return fat5__err(m->ctx, FAT5_ERR_STATE,
                          "fat5_model_backward: the last forward had no labels, so there is no loss to differentiate");
+    if (m->fwd_no_grad)
+        return fat5__err(m->ctx, FAT5_ERR_STATE, "fat5_model_backward: the last forward was an evaluation's (no gradient)");
     if (m->have_bwd)
         return fat5__err(m->ctx, FAT5_ERR_STATE,
                          "fat5_model_backward: already ran for the last forward (its gradients were added once)");
@@ -9156,7 +9162,11 @@ FAT5_API fat5_status fat5_model_backward(fat5_model *m, float grad_scale) {
                          (double)grad_scale);
     m->have_bwd = 1;  // set first: a backward that fails half-way has already added to some gradients
     if ((st = fat5__model_backward(m, grad_scale))) return st;
-    return FAT5_OK;
+    return wait ? m->be->sync(m->ctx) : FAT5_OK;
+}
+
+FAT5_API fat5_status fat5_model_backward(fat5_model *m, float grad_scale) {
+    return fat5__model_backward_checked(m, grad_scale, 1);
 }
 
 // Inference mode frees the gradients and the workspace (the next forward lays it out again, one
@@ -12503,7 +12513,10 @@ FAT5_API fat5_status fat5_train_evaluate(fat5_trainer *t, double *loss) {
             st = fat5__err(t->ctx, st, "%s", fat5_last_error(t->dctx));
             break;
         }
-        if ((st = fat5_model_forward(t->m, &b, &t->cfg.loss, &r))) break;
+        t->m->no_grad = 1;  // the loss alone: no dlogits
+        st = fat5_model_forward(t->m, &b, &t->cfg.loss, &r);
+        t->m->no_grad = 0;
+        if (st) break;
         sum += r.loss * (double)r.n_tokens;
         n += r.n_tokens;
     }
@@ -12544,15 +12557,17 @@ FAT5_API fat5_status fat5_train_step(fat5_trainer *t, fat5_train_metrics *out) {
         r.tokens += b->n_enc_tokens + b->n_dec_tokens;
         flops += 3 * fat5__batch_flops(&t->m->cfg, b);
     }
-    // the whole step is queued before the host waits, once, in the optimizer: each forward leaves
-    // its loss on the backend, and a non-finite one makes the optimizer skip the update (the weights
-    // are left as they are; the step still counts)
+    // forward, backward and optimizer are queued without waiting for the device, which the host
+    // does once, in the optimizer (and, with accumulation, when the next micro-batch's tokens are
+    // uploaded: an upload waits for the stream): each forward leaves its loss on the backend, and a
+    // non-finite one makes the optimizer skip the update (the weights are left as they are; the
+    // step still counts)
     if ((st = fat5_model_zero_grad(t->m))) return st;
     for (i = 0; i < k; i++) {
         float scale = n_labels ? (float)((double)g->mb[i].n_labels / (double)n_labels) : 0.0f;
         if ((st = fat5__model_forward_batch(t->m, &g->mb[i].b, &t->cfg.loss, NULL,
                                             t->losses + 16 * (fat5__addr)i)) ||
-            (st = fat5_model_backward(t->m, scale)))
+            (st = fat5__model_backward_checked(t->m, scale, 0)))
             return st;
     }
     if (n_labels == 0) {  // nothing to learn from: no update (the loss is NaN)
