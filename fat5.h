@@ -2716,7 +2716,7 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmStridedBatchedEx)(
 #define FAT5__KERNELS(X)                                                                           \
     X(fill_f32) X(scale_f32) X(f32_to_bf16) X(to_act) X(embed_fwd) X(embed_bwd) X(rmsnorm_fwd)     \
     X(rmsnorm_bwd) X(colsum_f32) X(act_fwd) X(act_bwd) X(attn_fwd) X(attn_bwd_delta) X(attn_bwd_dq)  \
-    X(attn_bwd_dkv) X(xent_fwd) X(xent_bwd) X(sumsq_seg) X(adamw_seg) X(optim_coef) X(loss_total)                            \
+    X(attn_bwd_dkv) X(xent_fwd) X(xent_bwd) X(sumsq_seg) X(adamw_seg) X(optim_coef) X(loss_total)  \
     X(attn_decode) X(cache_write) X(cache_gather) X(add_i32) X(rope) X(fire_reduce)               \
     X(block_sum) X(block_sum_bwd)                                                                  \
     X(gen_process) X(gen_select) X(gen_beam)                                                       \
@@ -4627,10 +4627,10 @@ static fat5_status fat5__cpu_embed_bwd(fat5_ctx *ctx, fat5__addr dtable, fat5__a
 static fat5_status fat5__cpu_rmsnorm_fwd(fat5_ctx *ctx, fat5__addr y_, fat5__addr r_, fat5__addr x_, fat5__addr w_,
                                          int64_t T, int D, float eps, fat5__addr xs) {
     float *y = FAT5__HOST(float, y_), *r = FAT5__HOST(float, r_);
-    if (xs) memcpy(FAT5__HOST(float, xs), FAT5__HOST(const float, x_), (size_t)T * (size_t)D * sizeof(float));
     const float *x = FAT5__HOST(const float, x_), *w = FAT5__HOST(const float, w_);
     int64_t t, j;
     (void)ctx;
+    if (xs) memcpy(FAT5__HOST(float, xs), x, (size_t)T * (size_t)D * sizeof(float));
     for (t = 0; t < T; t++) {
         const float *xr = x + t * D;
         double ss = 0;
@@ -6013,6 +6013,20 @@ static fat5_status fat5__cpu_gen_beam(fat5_ctx *ctx, fat5__addr x_, fat5__addr t
 // each row of B read once for all rows of A, fp32 accumulation, one launch, no cuBLAS heuristics).
 #define FAT5__GPU_MM_WARPS 4  // FAT5_MM_WARPS in kernels/mm.cu: warps a block, two outputs each
 
+static const char *const fat5__mm_layout_names[3] = {"NT", "NN", "TN"};
+
+// Closes a product's profile slot under its shape: "gemm NT MxNxK", " xB" for a batch, " +C" when
+// it accumulates
+static void fat5__gpu_mm_prof_end(fat5_ctx *ctx, int slot, fat5__mm_layout layout, int64_t M, int64_t N, int64_t K,
+                                  int batch, float beta) {
+    char key[FAT5__PROF_KEY], nb[16] = "";
+    if (slot < 0) return;
+    if (batch > 1) snprintf(nb, sizeof nb, " x%d", batch);
+    snprintf(key, sizeof key, "gemm %s %lldx%lldx%lld%s%s", fat5__mm_layout_names[layout], (long long)M, (long long)N,
+             (long long)K, nb, beta != 0 ? " +C" : "");
+    fat5__dev_prof_end(ctx, slot, key);
+}
+
 // cuBLAS's operations and leading dimensions of a row-major product of `layout`
 static void fat5__gpu_mm_ops(fat5__mm_layout layout, int64_t M, int64_t N, int64_t K, fat5__cublasOperation_t *op_a,
                              int64_t *ld_a, fat5__cublasOperation_t *op_b, int64_t *ld_b) {
@@ -6032,7 +6046,7 @@ static void fat5__gpu_mm_ops(fat5__mm_layout layout, int64_t M, int64_t N, int64
 static FAT5__UNUSED fat5_status fat5__gpu_mm(fat5_ctx *ctx, fat5__mm_layout layout, fat5__dptr C,
                                              int c_f32, fat5__dptr A, fat5__dptr B, int64_t M,
                                              int64_t N, int64_t K, float alpha, float beta) {
-    static const char *const names[3] = {"NT", "NN", "TN"};
+    const char *const *names = fat5__mm_layout_names;
     fat5_status st = fat5__dev_enter(ctx, "fat5__gpu_mm");
     fat5__cublasOperation_t op_b, op_a;
     fat5__cudaDataType ab_t, c_t;
@@ -6071,11 +6085,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_mm(fat5_ctx *ctx, fat5__mm_layout layo
                                       &beta, (void *)(uintptr_t)C, c_t, (int)N,
                                       FAT5__CUBLAS_COMPUTE_32F, FAT5__CUBLAS_GEMM_DEFAULT);
     if (s == FAT5__CUBLAS_STATUS_SUCCESS) {
-        if (slot >= 0) {  // the product's shape is its key
-            snprintf(what, sizeof what, "gemm %s %lldx%lldx%lld%s", names[layout], (long long)M, (long long)N,
-                     (long long)K, beta != 0 ? " +C" : "");
-            fat5__dev_prof_end(ctx, slot, what);
-        }
+        fat5__gpu_mm_prof_end(ctx, slot, layout, M, N, K, 1, beta);
         return FAT5_OK;
     }
     snprintf(what, sizeof what, "cublasGemmEx (%s, M=%lld N=%lld K=%lld, %s inputs, %s output)",
@@ -6127,12 +6137,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_mm_batched(fat5_ctx *ctx, fat5__mm_lay
         (long long)sA, &beta, (void *)(uintptr_t)C, c_t, (int)N, (long long)sC, batch, FAT5__CUBLAS_COMPUTE_32F,
         FAT5__CUBLAS_GEMM_DEFAULT);
     if (s == FAT5__CUBLAS_STATUS_SUCCESS) {
-        if (slot >= 0) {
-            snprintf(what, sizeof what, "gemm %s %lldx%lldx%lld x%d%s", layout == FAT5__MM_NT ? "NT" :
-                     layout == FAT5__MM_NN ? "NN" : "TN", (long long)M, (long long)N, (long long)K, batch,
-                     beta != 0 ? " +C" : "");
-            fat5__dev_prof_end(ctx, slot, what);
-        }
+        fat5__gpu_mm_prof_end(ctx, slot, layout, M, N, K, batch, beta);
         return FAT5_OK;
     }
     snprintf(what, sizeof what, "cublasGemmStridedBatchedEx (M=%lld N=%lld K=%lld, batch %d)", (long long)M,
@@ -8456,6 +8461,17 @@ static int64_t fat5__globals_max(const fat5_attention *at, int64_t te) {
 // rows of the encoder's keys and values for te tokens: the tokens', then the globals'
 static int64_t fat5__enc_kv_rows(const fat5_attention *at, int64_t te) { return te + fat5__globals_max(at, te); }
 
+// n buffers of rows x cols elements of esize bytes, one after another, `stride` (rows x cols)
+// elements apart: the first's address is `first`, the others' fat5__ws_block(first, stride, esize, i)
+#define FAT5__WS_BLOCKS(first, n, rows, cols, esize, stride)                                              \
+    do {                                                                                                \
+        (stride) = (int64_t)(rows) * (int64_t)(cols);                                                   \
+        FAT5__WS(first, (size_t)(n) * (size_t)(rows), cols, esize);                                     \
+    } while (0)
+static fat5__addr fat5__ws_block(fat5__addr first, int64_t stride, size_t esize, int i) {
+    return first ? first + (fat5__addr)((int64_t)i * stride) * esize : 0;
+}
+
 static size_t fat5__xent_rows(const fat5_model *m, size_t td) {
     return td < (size_t)m->xent_rows ? td : (size_t)m->xent_rows;
 }
@@ -8486,10 +8502,9 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
         FAT5__WS(a->rs_sa, Tl, 1, 4);
         FAT5__WS(a->n_sa, Tl + (dec ? 0 : Gx), D, A);
         // q | k | v: three blocks of the rows of k and v (q's extra rows unused), one batched product
-        a->qkv_stride = (int64_t)((Tl + (dec ? 0 : Gx)) * I);
-        FAT5__WS(a->q, 3 * (Tl + (dec ? 0 : Gx)), I, A);
-        a->k = a->q ? a->q + (fat5__addr)a->qkv_stride * A : 0;
-        a->v = a->k ? a->k + (fat5__addr)a->qkv_stride * A : 0;
+        FAT5__WS_BLOCKS(a->q, 3, Tl + (dec ? 0 : Gx), I, A, a->qkv_stride);
+        a->k = fat5__ws_block(a->q, a->qkv_stride, A, 1);
+        a->v = fat5__ws_block(a->q, a->qkv_stride, A, 2);
         FAT5__WS(a->att, Tl, I, A);
         FAT5__WS(a->lse, Tl, H, 4);
         if (!dec) FAT5__WS(a->gsum, Gx, D, 4);
@@ -8499,18 +8514,16 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
             FAT5__WS(a->rs_ca, Tl, 1, 4);
             FAT5__WS(a->n_ca, Tl, D, A);
             FAT5__WS(a->cq, Tl, I, A);
-            a->ckv_stride = (int64_t)(Te * I);
-            FAT5__WS(a->ck, 2 * Te, I, A);
-            a->cv = a->ck ? a->ck + (fat5__addr)a->ckv_stride * A : 0;
+            FAT5__WS_BLOCKS(a->ck, 2, Te, I, A, a->ckv_stride);
+            a->cv = fat5__ws_block(a->ck, a->ckv_stride, A, 1);
             FAT5__WS(a->catt, Tl, I, A);
             FAT5__WS(a->clse, Tl, H, 4);
         }
         FAT5__WS(a->h_ff, Tlb, D, 4);
         FAT5__WS(a->rs_ff, Tl, 1, 4);
         FAT5__WS(a->n_ff, Tl, D, A);
-        a->ff_stride = (int64_t)(Tl * F);
-        FAT5__WS(a->ff_a, (c->gated ? 2 : 1) * Tl, F, A);
-        a->ff_b = c->gated && a->ff_a ? a->ff_a + (fat5__addr)a->ff_stride * A : 0;
+        FAT5__WS_BLOCKS(a->ff_a, c->gated ? 2 : 1, Tl, F, A, a->ff_stride);
+        a->ff_b = c->gated ? fat5__ws_block(a->ff_a, a->ff_stride, A, 1) : 0;
         FAT5__WS(a->ff_h, Tl, F, A);
     }
     FAT5__WS(w->enc_hf, Te, D, 4);
@@ -8543,14 +8556,12 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
     FAT5__WS(w->dn, m->training ? Tkv : 0, D, 4);
     FAT5__WS(w->dgsum, m->training ? Gx : 0, D, 4);
     FAT5__WS(w->datt, Tb, I, A);
-    w->dqkv_stride = (int64_t)((m->training ? Tkv : 0) * I);
-    FAT5__WS(w->dq, 3 * (m->training ? Tkv : 0), I, A);
-    w->dk = w->dq ? w->dq + (fat5__addr)w->dqkv_stride * A : 0;
-    w->dv = w->dk ? w->dk + (fat5__addr)w->dqkv_stride * A : 0;
+    FAT5__WS_BLOCKS(w->dq, 3, m->training ? Tkv : 0, I, A, w->dqkv_stride);
+    w->dk = fat5__ws_block(w->dq, w->dqkv_stride, A, 1);
+    w->dv = fat5__ws_block(w->dq, w->dqkv_stride, A, 2);
     FAT5__WS(w->delta, Tb, H, 4);
-    w->dff_stride = (int64_t)(Tb * F);
-    FAT5__WS(w->da, 2 * Tb, F, A);
-    w->dffh = w->da ? w->da + (fat5__addr)w->dff_stride * A : 0;
+    FAT5__WS_BLOCKS(w->da, 2, Tb, F, A, w->dff_stride);
+    w->dffh = fat5__ws_block(w->da, w->dff_stride, A, 1);
     FAT5__WS(w->norm_scratch, m->training ? FAT5__GPU_NORM_ROWS : 0, D, 4);
     // the CPU ops need no bias-gradient partials
     // the GPU's per-block partial sums of the position gradient: T5's table, or FIRE's per-head
@@ -8805,14 +8816,14 @@ static fat5__addr fat5__gln(const fat5_model *m, const fat5__layer *y, const fat
 // product (products one by one if the weights are not adjacent).
 static fat5_status fat5__model_proj(fat5_model *m, fat5__addr out, int64_t stride, fat5__addr x, const int *w, int n,
                                     int64_t rows, int64_t N, int64_t K) {
-    size_t wsz = m->wa == m->wd ? 4 : 2;
     int i, adjacent = 1;
     fat5_status st = FAT5_OK;
-    for (i = 1; i < n; i++) adjacent &= fat5__pa(m, w[i]) == fat5__pa(m, w[0]) + (fat5__addr)(i * N * K) * wsz;
+    // the matmul operands are in the activation dtype (bf16 copies, or the fp32 masters themselves)
+    for (i = 1; i < n; i++) adjacent &= fat5__pa(m, w[i]) == fat5__ws_block(fat5__pa(m, w[0]), N * K, m->act_size, i);
     if (adjacent) return m->be->mm_batched(m->ctx, FAT5__MM_NT, out, 0, x, fat5__pa(m, w[0]), rows, N, K, 1.0f, 0.0f,
                                            n, 0, N * K, stride);
     for (i = 0; i < n && !st; i++)
-        st = m->be->mm(m->ctx, FAT5__MM_NT, out + (fat5__addr)(i * stride) * m->act_size, 0, x, fat5__pa(m, w[i]),
+        st = m->be->mm(m->ctx, FAT5__MM_NT, fat5__ws_block(out, stride, m->act_size, i), 0, x, fat5__pa(m, w[i]),
                        rows, N, K, 1.0f, 0.0f);
     return st;
 }
@@ -8823,11 +8834,11 @@ static fat5_status fat5__model_proj_grad(fat5_model *m, const int *w, int n, fat
                                          fat5__addr x, int64_t rows, int64_t N, int64_t K) {
     int i, adjacent = 1;
     fat5_status st = FAT5_OK;
-    for (i = 1; i < n; i++) adjacent &= fat5__pg(m, w[i]) == fat5__pg(m, w[0]) + (fat5__addr)(i * N * K) * 4;
+    for (i = 1; i < n; i++) adjacent &= fat5__pg(m, w[i]) == fat5__ws_block(fat5__pg(m, w[0]), N * K, 4, i);
     if (adjacent) return m->be->mm_batched(m->ctx, FAT5__MM_TN, fat5__pg(m, w[0]), 1, d, x, N, K, rows, 1.0f, 1.0f,
                                            n, stride, 0, N * K);
     for (i = 0; i < n && !st; i++)
-        st = m->be->mm(m->ctx, FAT5__MM_TN, fat5__pg(m, w[i]), 1, d + (fat5__addr)(i * stride) * m->act_size, x, N,
+        st = m->be->mm(m->ctx, FAT5__MM_TN, fat5__pg(m, w[i]), 1, fat5__ws_block(d, stride, m->act_size, i), x, N,
                        K, rows, 1.0f, 1.0f);
     return st;
 }
@@ -10220,8 +10231,6 @@ struct fat5_optim {
     // fixed at creation
     int n_seg;                        // parameter tensors (m->n_params)
     int64_t n_chunks;
-    double *wd_seg;                   // [n_seg] weight decay of each tensor (cfg.weight_decay or 0)
-    int64_t *h_segs;                  // [2 n_seg] offset, numel (host)
     fat5__addr segs, chunk_off;       // int64 [2 n_seg], [n_seg + 1] on the backend
     fat5__addr part;                  // double [n_chunks]: the GPU's per-chunk partial sums
     fat5__addr ss;                    // double [2 n_seg]: per-tensor sums of squares of gradients, weights
@@ -10378,8 +10387,6 @@ FAT5_API void fat5_optim_destroy(fat5_optim *o) {
     be->free(ctx, o->coef);
     be->free(ctx, o->decayed);
     be->free(ctx, o->stats);
-    fat5__free(ctx, o->wd_seg);
-    fat5__free(ctx, o->h_segs);
     fat5__free(ctx, o);
 }
 
@@ -10387,7 +10394,7 @@ FAT5_API fat5_status fat5_optim_create(fat5_model *m, const fat5_optim_config *c
     fat5_ctx *ctx;
     const fat5__backend *be;
     fat5_optim *o;
-    int64_t *coff = NULL;
+    int64_t *segs = NULL, *coff = NULL;
     int32_t *decayed = NULL;
     size_t n, ns;
     int s;
@@ -10412,23 +10419,20 @@ FAT5_API fat5_status fat5_optim_create(fat5_model *m, const fat5_optim_config *c
     o->n_seg = m->n_params;
     ns = (size_t)o->n_seg;
     n = m->n_floats;
-    o->wd_seg = FAT5__CAST(double *, fat5__calloc(ctx, ns, sizeof(double)));
-    o->h_segs = FAT5__CAST(int64_t *, fat5__calloc(ctx, 2 * ns, sizeof(int64_t)));
+    // the tables, staged on the host: offset and numel of each tensor, its first chunk, its decay
+    segs = FAT5__CAST(int64_t *, fat5__calloc(ctx, 2 * ns, sizeof(int64_t)));
     coff = FAT5__CAST(int64_t *, fat5__calloc(ctx, ns + 1, sizeof(int64_t)));
     decayed = FAT5__CAST(int32_t *, fat5__calloc(ctx, ns + 1, sizeof(int32_t)));
-    if (!o->wd_seg || !o->h_segs || !coff || !decayed) {
-        fat5__free(ctx, coff);
-        fat5__free(ctx, decayed);
-        fat5_optim_destroy(o);
-        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_optim_create: out of memory");
+    if (!segs || !coff || !decayed) {
+        st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_optim_create: out of memory");
+        goto done;
     }
     for (s = 0; s < o->n_seg; s++) {
         const fat5__param *p = &m->params[s];
-        o->h_segs[2 * s] = (int64_t)p->offset;
-        o->h_segs[2 * s + 1] = (int64_t)p->numel;
+        segs[2 * s] = (int64_t)p->offset;
+        segs[2 * s + 1] = (int64_t)p->numel;
         coff[s + 1] = coff[s] + (int64_t)((p->numel + FAT5__OPTIM_CHUNK - 1) / FAT5__OPTIM_CHUNK);
-        o->wd_seg[s] = fat5__optim_no_decay(p->name) ? 0.0 : cfg->weight_decay;
-        decayed[s] = o->wd_seg[s] != 0;
+        decayed[s] = cfg->weight_decay != 0 && !fat5__optim_no_decay(p->name);
     }
     o->n_chunks = coff[ns];
     if ((st = be->alloc(ctx, n * 4, &o->m1)) || (st = be->alloc(ctx, n * 4, &o->m2)) ||
@@ -10436,15 +10440,15 @@ FAT5_API fat5_status fat5_optim_create(fat5_model *m, const fat5_optim_config *c
         (st = be->alloc(ctx, (size_t)o->n_chunks * 8, &o->part)) || (st = be->alloc(ctx, 2 * ns * 8, &o->ss)) ||
         (st = be->alloc(ctx, 2 * ns * 4, &o->coef)) || (st = be->alloc(ctx, (ns + 1) * 4, &o->decayed)) ||
         (st = be->alloc(ctx, 2 * 8, &o->stats))) {
-        fat5__free(ctx, coff);
-        fat5__free(ctx, decayed);
-        fat5_optim_destroy(o);
-        return fat5__err_prefix(ctx, st, "fat5_optim_create: moments of %zu parameters on the %s: ", n, be->name);
+        st = fat5__err_prefix(ctx, st, "fat5_optim_create: moments of %zu parameters on the %s: ", n, be->name);
+        goto done;
     }
-    st = be->upload(ctx, o->segs, o->h_segs, 2 * ns * 8);
+    st = be->upload(ctx, o->segs, segs, 2 * ns * 8);
     if (!st) st = be->upload(ctx, o->chunk_off, coff, (ns + 1) * 8);
     if (!st) st = be->upload(ctx, o->decayed, decayed, (ns + 1) * 4);
     if (!st) st = be->sync(ctx);
+done:
+    fat5__free(ctx, segs);
     fat5__free(ctx, coff);
     fat5__free(ctx, decayed);
     if (st) {
@@ -12720,6 +12724,7 @@ static int fat5__decoder_layout(fat5_decoder *d, fat5__addr base, size_t *total)
     size_t H = (size_t)c->num_heads, V = (size_t)c->vocab_size, md = (size_t)c->rel_max_distance;
     size_t N = (size_t)d->max_rows, Te = (size_t)d->max_te, L = (size_t)d->max_len, NL = 0, off = 0;
     size_t Gx = (size_t)fat5__globals_max(&d->ea.at, d->max_te);  // transient-global rows after the tokens
+    size_t Tf = Te < FAT5__ENC_FFN_ROWS ? Te : FAT5__ENC_FFN_ROWS;  // the encoder's FFN rows at a time
     fat5__layer_acts *a = &d->enc;
     int ok = fat5__mul_ok(N, L, &NL), l;
     // the step
@@ -12756,10 +12761,9 @@ static int fat5__decoder_layout(fat5_decoder *d, fat5__addr base, size_t *total)
     FAT5__WS(d->enc_h, Te, D, 4);
     FAT5__WS(a->rs_sa, Te, 1, 4);
     FAT5__WS(a->n_sa, Te + Gx, D, A);
-    a->qkv_stride = (int64_t)((Te + Gx) * I);  // q | k | v as the model lays them out (fat5__ws_layout)
-    FAT5__WS(a->q, 3 * (Te + Gx), I, A);
-    a->k = a->q ? a->q + (fat5__addr)a->qkv_stride * A : 0;
-    a->v = a->k ? a->k + (fat5__addr)a->qkv_stride * A : 0;
+    FAT5__WS_BLOCKS(a->q, 3, Te + Gx, I, A, a->qkv_stride);  // q | k | v as the model lays them out
+    a->k = fat5__ws_block(a->q, a->qkv_stride, A, 1);
+    a->v = fat5__ws_block(a->q, a->qkv_stride, A, 2);
     FAT5__WS(a->att, Te, I, A);
     FAT5__WS(a->lse, Te, H, 4);
     FAT5__WS(a->gsum, Gx, D, 4);
@@ -12767,12 +12771,11 @@ static int fat5__decoder_layout(fat5_decoder *d, fat5__addr base, size_t *total)
     FAT5__WS(d->ea.cu_g, d->ea.at.type == FAT5_ENC_ATTN_TGLOBAL ? N + 1 : 0, 1, 4);
     FAT5__WS(d->ea.ones, d->ea.at.type == FAT5_ENC_ATTN_TGLOBAL ? D : 0, 1, 4);
     // the FFN runs FAT5__ENC_FFN_ROWS tokens at a time (fat5__decoder_encode)
-    FAT5__WS(a->rs_ff, Te < FAT5__ENC_FFN_ROWS ? Te : FAT5__ENC_FFN_ROWS, 1, 4);
-    FAT5__WS(a->n_ff, Te < FAT5__ENC_FFN_ROWS ? Te : FAT5__ENC_FFN_ROWS, D, A);
-    a->ff_stride = (int64_t)((Te < FAT5__ENC_FFN_ROWS ? Te : FAT5__ENC_FFN_ROWS) * F);  // ff_a | ff_b
-    FAT5__WS(a->ff_a, (c->gated ? 2 : 1) * (Te < FAT5__ENC_FFN_ROWS ? Te : FAT5__ENC_FFN_ROWS), F, A);
-    a->ff_b = c->gated && a->ff_a ? a->ff_a + (fat5__addr)a->ff_stride * A : 0;
-    FAT5__WS(a->ff_h, Te < FAT5__ENC_FFN_ROWS ? Te : FAT5__ENC_FFN_ROWS, F, A);
+    FAT5__WS(a->rs_ff, Tf, 1, 4);
+    FAT5__WS(a->n_ff, Tf, D, A);
+    FAT5__WS_BLOCKS(a->ff_a, c->gated ? 2 : 1, Tf, F, A, a->ff_stride);  // ff_a | ff_b
+    a->ff_b = c->gated ? fat5__ws_block(a->ff_a, a->ff_stride, A, 1) : 0;
+    FAT5__WS(a->ff_h, Tf, F, A);
     FAT5__WS(d->enc_out, Te, D, A);
     FAT5__WS(d->enc_tok, Te, 1, 4);
     FAT5__WS(d->enc_cu, N + 1, 1, 4);

@@ -189,33 +189,40 @@ static void tgm_make_batch(tgm_batch *t, int64_t vocab, uint64_t seed) {
     t->b.dec_cu_seqlens = t->dcu;
 }
 
+// The random models of gpu_model_*_vs_cpu and their losses: 0: gated-gelu untied, H*d_kv != d_model,
+// d_kv 64, z-loss and label smoothing; 1: v1.0 ReLU tied; 2: UMT5 gated-silu; 3: exact GELU, 32
+// buckets / 128, d_kv 100
+static fat5_model_config tgm_config(int k, fat5_loss_config *lc) {
+    fat5_model_config c = tm_tiny_config(k != 1, k == 1, k == 2);
+    c.vocab_size = 97;
+    c.d_model = 48;
+    c.num_heads = 3;
+    c.d_kv = k == 0 ? 64 : k == 3 ? 100 : 16;
+    c.d_ff = 72;
+    c.num_decoder_layers = 3;
+    if (k == 2) c.act = FAT5_ACT_SILU;
+    if (k == 3) {
+        c.act = FAT5_ACT_GELU;
+        c.gated = 0;
+        c.rel_buckets = 32;
+        c.rel_max_distance = 128;
+    }
+    *lc = fat5_loss_config_default();
+    lc->z_loss = k == 0 ? 1e-3 : 0.0;
+    lc->label_smoothing = k == 0 ? 0.1 : 0.0;
+    return c;
+}
+
 static void tgm_random_models(fat5_test *T, fat5_dtype dtype) {
     fat5_ctx *g = tgm_ctx(T, dtype);
     int k;
     if (!g) return;
     for (k = 0; k < 4; k++) {
-        // 0: gated-gelu untied, H*d_kv != d_model, d_kv 64; 1: v1.0 ReLU tied; 2: UMT5 gated-silu;
-        // 3: exact GELU, 32 buckets / 128, d_kv 100
-        fat5_model_config c = tm_tiny_config(k != 1, k == 1, k == 2);
+        fat5_loss_config lc;
+        fat5_model_config c = tgm_config(k, &lc);
         fat5_model *cpu = NULL;
         tgm_batch tb;
-        fat5_loss_config lc = fat5_loss_config_default();
         char what[64];
-        c.vocab_size = 97;
-        c.d_model = 48;
-        c.num_heads = 3;
-        c.d_kv = k == 0 ? 64 : k == 3 ? 100 : 16;
-        c.d_ff = 72;
-        c.num_decoder_layers = 3;
-        if (k == 2) c.act = FAT5_ACT_SILU;
-        if (k == 3) {
-            c.act = FAT5_ACT_GELU;
-            c.gated = 0;
-            c.rel_buckets = 32;
-            c.rel_max_distance = 128;
-        }
-        lc.z_loss = k == 0 ? 1e-3 : 0.0;
-        lc.label_smoothing = k == 0 ? 0.1 : 0.0;
         if (fat5_model_create(fat5_test_ctx(T), &c, (uint64_t)(100 + k), &cpu) != FAT5_OK) {
             FAT5_CHECK_MSG(T, 0, "CPU model: %s", fat5_last_error(fat5_test_ctx(T)));
             continue;
@@ -231,23 +238,16 @@ static void t_gpu_model_fp32_vs_cpu(fat5_test *T) { tgm_random_models(T, FAT5_DT
 
 // The training forward's loss in chunks of rows on the GPU (here 48 of the batch's 200 decoder rows:
 // five chunks, borders inside sequences) against the CPU in one chunk, with z-loss and label
-// smoothing, fp32 and bf16: the loss and every gradient as in gpu_model_*_vs_cpu.
+// smoothing (gpu_model_*_vs_cpu's model 0), fp32 and bf16: the loss and every gradient as there.
 static void t_gpu_xent_chunks(fat5_test *T) {
     int mode;
     for (mode = 0; mode < 2; mode++) {
         fat5_ctx *g = tgm_ctx(T, mode ? FAT5_DTYPE_BF16 : FAT5_DTYPE_FP32);
-        fat5_model_config c = tm_tiny_config(1, 0, 0);
+        fat5_loss_config lc;
+        fat5_model_config c = tgm_config(0, &lc);
         fat5_model *cpu = NULL;
         tgm_batch tb;
-        fat5_loss_config lc = fat5_loss_config_default();
         if (!g) return;
-        c.vocab_size = 97;
-        c.d_model = 48;
-        c.num_heads = 3;
-        c.d_kv = 64;
-        c.d_ff = 72;
-        lc.z_loss = 1e-3;
-        lc.label_smoothing = 0.1;
         if (fat5_model_create(fat5_test_ctx(T), &c, 100, &cpu) == FAT5_OK) {
             tgm_make_batch(&tb, c.vocab_size, 0);
             tgm_compare_rows(T, g, cpu, &tb.b, &lc, mode ? "chunks of 48 rows (bf16)" : "chunks of 48 rows (fp32)", 48);

@@ -195,6 +195,16 @@ static int cmp_prof(const void *a, const void *b) {
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
+// One step on batch b: zero_grad, forward, backward, and the optimizer when o is not NULL
+static fat5_status step_once(fat5_model *m, const fat5_batch *b, fat5_optim *o, fat5_forward_result *res) {
+    fat5_optim_result orr;
+    fat5_status st;
+    if ((st = fat5_model_zero_grad(m)) || (st = fat5_model_forward(m, b, NULL, res)) ||
+        (st = fat5_model_backward(m, 1.0f)))
+        return st;
+    return o ? fat5_optim_step(o, &orr) : FAT5_OK;
+}
+
 // One training step as fat5_train_step runs it on a fixed batch: zero_grad, forward, backward and
 // the optimizer (AdamWScale, FAT5's settings, clipping on). Then, on the GPU, the same step under
 // the per-kernel profile: every kernel, cuBLAS product (by shape), copy and fill, summed per step.
@@ -209,7 +219,6 @@ static int bench_step(fat5_ctx *ctx, const step_opts *so) {
     fat5_optim_config oc = fat5_optim_config_default();
     fat5_model *m = NULL;
     fat5_optim *o = NULL;
-    fat5_optim_result orr;
     fat5_batch b;
     fat5_forward_result res;
     fat5_rng r = fat5_rng_init(3);
@@ -251,23 +260,21 @@ static int bench_step(fat5_ctx *ctx, const step_opts *so) {
     if (gpu) fat5__dev_mem_info(ctx, &free0, &total);
     // the first step allocates the workspace and, on the GPU, warms cuBLAS up
     if (fat5_model_create(ctx, &cfg, 1, &m) || fat5_model_reserve(m, B, (int64_t)B * Le, (int64_t)B * Ld) ||
-        fat5_optim_create(m, &oc, &o) || fat5_model_zero_grad(m) || fat5_model_forward(m, &b, NULL, &res) ||
-        fat5_model_backward(m, 1.0f) || fat5_optim_step(o, &orr)) {
+        fat5_optim_create(m, &oc, &o) || step_once(m, &b, o, &res)) {
         rc = bench_fail(ctx, "training step");
         goto done;
     }
     if (gpu) fat5__dev_mem_info(ctx, &free1, &total);
     t0 = bench_now();
     for (i = 0; i < reps; i++)
-        if (fat5_model_zero_grad(m) || fat5_model_forward(m, &b, NULL, &res) || fat5_model_backward(m, 1.0f) ||
-            fat5_optim_step(o, &orr)) {
+        if (step_once(m, &b, o, &res)) {
             rc = bench_fail(ctx, "training step");
             goto done;
         }
     t_step = (bench_now() - t0) / reps;
     t0 = bench_now();
     for (i = 0; i < reps; i++)
-        if (fat5_model_zero_grad(m) || fat5_model_forward(m, &b, NULL, &res) || fat5_model_backward(m, 1.0f)) {
+        if (step_once(m, &b, NULL, &res)) {
             rc = bench_fail(ctx, "forward + backward");
             goto done;
         }
@@ -290,8 +297,7 @@ static int bench_step(fat5_ctx *ctx, const step_opts *so) {
         }
         t0 = bench_now();
         for (i = 0; i < prof_reps; i++)
-            if (fat5_model_zero_grad(m) || fat5_model_forward(m, &b, NULL, &res) || fat5_model_backward(m, 1.0f) ||
-                fat5_optim_step(o, &orr) || fat5__dev_prof_collect(ctx)) {
+            if (step_once(m, &b, o, &res) || fat5__dev_prof_collect(ctx)) {
                 rc = bench_fail(ctx, "profiled step");
                 goto done;
             }
