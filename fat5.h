@@ -4643,11 +4643,12 @@ static fat5_status fat5__cpu_rmsnorm_fwd(fat5_ctx *ctx, fat5__addr y_, fat5__add
     return FAT5_OK;
 }
 // dx (+)= r g - x r^3 mean(g x) with g = w dy;  dw += sum_t dy x r (dw may be 0: no weight
-// gradient). scratch is the GPU's; the CPU needs none.
+// gradient); dxa (0: none) a copy of dx's final value in the activation dtype (fp32 on the CPU).
+// scratch is the GPU's; the CPU needs none.
 static fat5_status fat5__cpu_rmsnorm_bwd(fat5_ctx *ctx, fat5__addr dx_, fat5__addr dw_, fat5__addr dy_,
                                          fat5__addr x_, fat5__addr w_, fat5__addr r_, int64_t T, int D,
-                                         int accumulate, fat5__addr scratch) {
-    float *dx = FAT5__HOST(float, dx_), *dw = FAT5__HOST(float, dw_);
+                                         int accumulate, fat5__addr scratch, fat5__addr dxa_) {
+    float *dx = FAT5__HOST(float, dx_), *dw = FAT5__HOST(float, dw_), *dxa = FAT5__HOST(float, dxa_);
     const float *dy = FAT5__HOST(const float, dy_), *x = FAT5__HOST(const float, x_);
     const float *w = FAT5__HOST(const float, w_), *r = FAT5__HOST(const float, r_);
     int64_t t, j;
@@ -4661,6 +4662,7 @@ static fat5_status fat5__cpu_rmsnorm_bwd(fat5_ctx *ctx, fat5__addr dx_, fat5__ad
         for (j = 0; j < D; j++) {
             double v = rt * w[j] * dyr[j] - xr[j] * rt * rt * rt * gx;
             dx[t * D + j] = (float)(accumulate ? dx[t * D + j] + v : v);
+            if (dxa) dxa[t * D + j] = dx[t * D + j];
             if (dw) dw[j] += (float)(dyr[j] * xr[j] * rt);
         }
     }
@@ -6149,7 +6151,8 @@ static FAT5__UNUSED fat5_status fat5__gpu_mm_batched(fat5_ctx *ctx, fat5__mm_lay
 #define FAT5__GPU_SMEM_DEFAULT 49152    // dynamic shared memory usable without an opt-in
 #define FAT5__GPU_ATTN_WARPS 4          // tokens (warps) per attention block; must be <= 32
 #define FAT5__GPU_ATTN_MAX_DK 256       // FAT5_ATTN_MAX_DK in kernels/attention.cu
-#define FAT5__GPU_NORM_BWD_BLOCKS 1024  // rows of the rmsnorm_bwd scratch: blocks of the dw partials
+#define FAT5__GPU_NORM_BWD_BLOCKS 1024  // rows of the rmsnorm_bwd scratch: the dw partials
+#define FAT5__GPU_NORM_WARPS 8          // rows (one per warp) an rmsnorm block works on at once
 #define FAT5__GPU_DBIAS_BLOCKS 1024     // grid.x clamp of attn_bwd_dq with a bias gradient: rows of its scratch
 
 // ceil(work / per_block) blocks, at least 1, at most FAT5__GPU_MAX_BLOCKS
@@ -6177,6 +6180,15 @@ static fat5_status fat5__gpu_launch_1d(fat5_ctx *ctx, int kernel, const char *op
     if (n < 0) return fat5__gpu_bad_count(ctx, op, "n", n);
     if (n == 0) return FAT5_OK;
     return fat5__dev_launch(ctx, kernel, fat5__gpu_blocks(n, 256), 1, 1, 256, 1, 1, 0, args);
+}
+
+// An elementwise kernel that takes FAT5_VEC_E act_t elements per thread (16-byte loads): threads
+// for n / E vectors, grid-stride, at least one block (the n % E left over go one per thread).
+static fat5_status fat5__gpu_launch_vec(fat5_ctx *ctx, int kernel, const char *op, int64_t n, void **args) {
+    int64_t e = ctx->cfg.dtype == FAT5_DTYPE_BF16 ? 8 : 4;
+    if (n < 0) return fat5__gpu_bad_count(ctx, op, "n", n);
+    if (n == 0) return FAT5_OK;
+    return fat5__dev_launch(ctx, kernel, fat5__gpu_blocks((n + e - 1) / e, 256), 1, 1, 256, 1, 1, 0, args);
 }
 
 // ----- util.cu -----
@@ -6246,7 +6258,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_embed_bwd(fat5_ctx *ctx, fat5__dptr dt
 // ----- norm.cu -----
 
 // y = w * x * r with r = 1/sqrt(mean(x^2) + eps) saved per row; x fp32 [T, D], y activation dtype;
-// xs (0: none) a copy of x. One block per row (up to 256 threads over D).
+// xs (0: none) a copy of x. One warp per row, 8 warps per block.
 static FAT5__UNUSED fat5_status fat5__gpu_rmsnorm_fwd(fat5_ctx *ctx, fat5__dptr y, fat5__dptr r, fat5__dptr x,
                                                       fat5__dptr w, int64_t T, int D, float eps, fat5__dptr xs) {
     long long T_ = T;
@@ -6254,8 +6266,8 @@ static FAT5__UNUSED fat5_status fat5__gpu_rmsnorm_fwd(fat5_ctx *ctx, fat5__dptr 
     if (T < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_rmsnorm_fwd", "T", T);
     if (D < 1) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_rmsnorm_fwd: D = %d", D);
     if (T == 0) return FAT5_OK;
-    return fat5__dev_launch(ctx, FAT5__K_rmsnorm_fwd, fat5__gpu_blocks(T, 1), 1, 1,
-                            fat5__gpu_row_threads(D, 256), 1, 1, 0, args);
+    return fat5__dev_launch(ctx, FAT5__K_rmsnorm_fwd, fat5__gpu_blocks(T, FAT5__GPU_NORM_WARPS), 1, 1,
+                            32 * FAT5__GPU_NORM_WARPS, 1, 1, 0, args);
 }
 
 // out[j] += sum over r < rows of in[r*D + j], in a fixed order (deterministic). Block 32x32
@@ -6269,29 +6281,39 @@ static FAT5__UNUSED fat5_status fat5__gpu_colsum_f32(fat5_ctx *ctx, fat5__dptr o
     return fat5__dev_launch(ctx, FAT5__K_colsum_f32, fat5__gpu_blocks(D, 32), 1, 1, 32, 32, 1, 0, args);
 }
 
-// dx (+)= r g - x r^3 mean(g x) with g = w dy (accumulate: added to dx); dw += sum_t dy x r.
-// dy, x, dx fp32 [T, D]. dw may be 0 (no weight gradient); else scratch holds at least
-// FAT5__GPU_NORM_BWD_BLOCKS * D floats: min(T, 1024) blocks each write their partial column sums
-// there (in shared memory while they accumulate, when D floats fit), then fat5__gpu_colsum_f32
-// adds them into dw in a fixed order, so dw is deterministic.
+// dx (+)= r g - x r^3 mean(g x) with g = w dy (accumulate: added to dx); dw += sum_t dy x r;
+// dxa (0: none) dx's final value in the activation dtype. dy, x, dx fp32 [T, D]. One warp per row,
+// FAT5__GPU_NORM_WARPS per block. dw may be 0 (no weight gradient); else scratch holds at least
+// FAT5__GPU_NORM_BWD_BLOCKS * D floats for the partial column sums: one row per block when the
+// block's warps' rows fit in shared memory (4 blocks per multiprocessor, at most 1024), else one
+// per warp (at most 1024 warps); fat5__gpu_colsum_f32 then adds them into dw in a fixed order, so
+// dw is deterministic.
 static FAT5__UNUSED fat5_status fat5__gpu_rmsnorm_bwd(fat5_ctx *ctx, fat5__dptr dx, fat5__dptr dw,
                                                       fat5__dptr dy, fat5__dptr x, fat5__dptr w, fat5__dptr r,
-                                                      int64_t T, int D, int accumulate, fat5__dptr scratch) {
+                                                      int64_t T, int D, int accumulate, fat5__dptr scratch,
+                                                      fat5__dptr dxa) {
     long long T_ = T;
     fat5__dptr part = dw ? scratch : 0;
-    int blocks = (int)(T < FAT5__GPU_NORM_BWD_BLOCKS ? T : FAT5__GPU_NORM_BWD_BLOCKS);
-    unsigned smem = dw && (int64_t)D * 4 <= FAT5__GPU_SMEM_DEFAULT ? (unsigned)D * 4u : 0u;
-    void *args[] = {&dx, &part, &dy, &x, &w, &r, &T_, &D, &accumulate};
+    int64_t need = T / FAT5__GPU_NORM_WARPS + (T % FAT5__GPU_NORM_WARPS != 0), cap, rows;
+    int in_smem = dw && (int64_t)D * 4 * FAT5__GPU_NORM_WARPS <= FAT5__GPU_SMEM_DEFAULT;
+    unsigned smem = in_smem ? (unsigned)D * 4u * FAT5__GPU_NORM_WARPS : 0u;
+    void *args[] = {&dx, &part, &dy, &x, &w, &r, &T_, &D, &accumulate, &dxa};
     fat5_status st;
     if (T < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_rmsnorm_bwd", "T", T);
     if (D < 1) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_rmsnorm_bwd: D = %d", D);
     if (dw && !scratch)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_rmsnorm_bwd: dw without scratch");
     if (T == 0) return FAT5_OK;
-    st = fat5__dev_launch(ctx, FAT5__K_rmsnorm_bwd, (unsigned)blocks, 1, 1, fat5__gpu_row_threads(D, 256), 1,
-                          1, smem, args);
+    if (!dw) cap = FAT5__GPU_MAX_BLOCKS;
+    else if (in_smem) cap = 4 * (int64_t)(ctx->gpu && ctx->gpu->sm_count > 0 ? ctx->gpu->sm_count : 132);
+    else cap = FAT5__GPU_NORM_BWD_BLOCKS / FAT5__GPU_NORM_WARPS;
+    if (cap > FAT5__GPU_NORM_BWD_BLOCKS) cap = FAT5__GPU_NORM_BWD_BLOCKS;
+    if (need > cap) need = cap;
+    st = fat5__dev_launch(ctx, FAT5__K_rmsnorm_bwd, (unsigned)need, 1, 1, 32 * FAT5__GPU_NORM_WARPS, 1, 1, smem,
+                          args);
     if (st || !dw) return st;
-    return fat5__gpu_colsum_f32(ctx, dw, scratch, blocks, D);
+    rows = in_smem ? need : need * FAT5__GPU_NORM_WARPS;
+    return fat5__gpu_colsum_f32(ctx, dw, scratch, (int)rows, D);
 }
 
 // ----- ffn.cu -----
@@ -6308,7 +6330,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_act_fwd(fat5_ctx *ctx, fat5__dptr h, f
     long long n_ = n;
     void *args[] = {&h, &a, &b, &n_, &act};
     fat5_status st = fat5__gpu_check_act(ctx, "fat5__gpu_act_fwd", act);
-    return st ? st : fat5__gpu_launch_1d(ctx, FAT5__K_act_fwd, "fat5__gpu_act_fwd", n, args);
+    return st ? st : fat5__gpu_launch_vec(ctx, FAT5__K_act_fwd, "fat5__gpu_act_fwd", n, args);
 }
 
 // da = dh * b * act'(a), db = dh * act(a) (gated); da = dh * act'(a) (b == db == 0). db == dh works.
@@ -6317,7 +6339,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_act_bwd(fat5_ctx *ctx, fat5__dptr da, 
     long long n_ = n;
     void *args[] = {&da, &db, &dh, &a, &b, &n_, &act};
     fat5_status st = fat5__gpu_check_act(ctx, "fat5__gpu_act_bwd", act);
-    return st ? st : fat5__gpu_launch_1d(ctx, FAT5__K_act_bwd, "fat5__gpu_act_bwd", n, args);
+    return st ? st : fat5__gpu_launch_vec(ctx, FAT5__K_act_bwd, "fat5__gpu_act_bwd", n, args);
 }
 
 // ----- attention.cu -----
@@ -7049,7 +7071,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_gen_beam(fat5_ctx *ctx, fat5__dptr x, 
     X(rmsnorm_fwd, (fat5_ctx * ctx, fat5__addr y, fat5__addr r, fat5__addr x, fat5__addr w, int64_t T, int D,  \
                     float eps, fat5__addr xs))                                                                 \
     X(rmsnorm_bwd, (fat5_ctx * ctx, fat5__addr dx, fat5__addr dw, fat5__addr dy, fat5__addr x, fat5__addr w,   \
-                    fat5__addr r, int64_t T, int D, int accumulate, fat5__addr scratch))                       \
+                    fat5__addr r, int64_t T, int D, int accumulate, fat5__addr scratch, fat5__addr dxa))       \
     X(act_fwd, (fat5_ctx * ctx, fat5__addr h, fat5__addr a, fat5__addr b, int64_t n, int act))                 \
     X(act_bwd, (fat5_ctx * ctx, fat5__addr da, fat5__addr db, fat5__addr dh, fat5__addr a, fat5__addr b,       \
                 int64_t n, int act))                                                                           \
@@ -9038,7 +9060,9 @@ FAT5_API fat5_status fat5_model_get_logits(fat5_model *m, float *dst, int64_t n)
     return m->be->download(m->ctx, dst, m->ws.logits, (size_t)n * 4);
 }
 
-// FFN backward: dh (fp32 [T, D]) holds the gradient after the sublayer and, on return, before it.
+// FFN backward: dh (fp32 [T, D]) holds the gradient after the sublayer and, on return, before it;
+// w->dh_act holds dh in the activation dtype on entry (the RMSNorm backward that last wrote dh wrote
+// it too) and on return (this sublayer's norm backward writes both).
 static fat5_status fat5__model_ffn_bwd(fat5_model *m, const fat5__layer *y, const fat5__layer_acts *a, fat5__addr dh,
                                        int64_t T) {
     fat5_ctx *ctx = m->ctx;
@@ -9047,7 +9071,6 @@ static fat5_status fat5__model_ffn_bwd(fat5_model *m, const fat5__layer *y, cons
     const fat5__ws *w = &m->ws;
     int64_t D = c->d_model, F = c->d_ff;
     fat5_status st;
-    FAT5__TRY(be->to_act(ctx, w->dh_act, dh, T * D));
     FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, y->wo), 1, w->dh_act, a->ff_h, D, F, T, 1.0f, 1.0f));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dffh, 0, w->dh_act, fat5__pa(m, y->wo), T, F, D, 1.0f, 0.0f));
     // gated: db overwrites dffh in place (each element is read before it is written)
@@ -9059,7 +9082,7 @@ static fat5_status fat5__model_ffn_bwd(fat5_model *m, const fat5__layer *y, cons
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->da, fat5__pa(m, y->wi0), T, D, F, 1.0f, 0.0f));
     if (c->gated) FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->dffh, fat5__pa(m, y->wi1), T, D, F, 1.0f, 1.0f));
     return be->rmsnorm_bwd(ctx, dh, fat5__pg(m, y->ln_ff), w->dn, a->h_ff, fat5__pw(m, y->ln_ff), a->rs_ff, T, (int)D,
-                           1, w->norm_scratch);
+                           1, w->norm_scratch, w->dh_act);
 }
 
 // Attention sublayer backward (self or cross), same convention. For cross-attention the keys and
@@ -9084,7 +9107,6 @@ static fat5_status fat5__model_attn_bwd(fat5_model *m, const fat5__layer *y, con
     fat5__addr q_seq = enc_side ? w->enc_seq : w->dec_seq, k_seq = (enc_side || cross) ? w->enc_seq : w->dec_seq;
     fat5__addr kv_src = cross ? w->enc_out : nrm, dkv_dst = cross ? w->d_enc_out : w->dn;
     fat5_status st;
-    FAT5__TRY(be->to_act(ctx, w->dh_act, dh, T * D));
     FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wo), 1, w->dh_act, att, D, I, T, 1.0f, 1.0f));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->datt, 0, w->dh_act, fat5__pa(m, wo), T, I, D, 1.0f, 0.0f));
     FAT5__TRY(be->attn_bwd_delta(ctx, w->delta, att, w->datt, T, H, dk));
@@ -9109,10 +9131,11 @@ static fat5_status fat5__model_attn_bwd(fat5_model *m, const fat5__layer *y, con
     if (G) {  // the globals: back through their norm, then to the tokens of their blocks
         FAT5__TRY(be->rmsnorm_bwd(ctx, w->dgsum, y->gln >= 0 ? fat5__pg(m, y->gln) : 0, w->dn + (fat5__addr)(T * D) * 4,
                                   a->gsum, fat5__gln(m, y, &w->ea), a->rs_g, G, (int)D, 0,
-                                  w->norm_scratch));
+                                  w->norm_scratch, 0));
         FAT5__TRY(be->block_sum_bwd(ctx, w->dn, w->dgsum, cu_q, w->ea.cu_g, q_seq, T, (int)D, p.g));
     }
-    return be->rmsnorm_bwd(ctx, dh, fat5__pg(m, ln), w->dn, hin, fat5__pw(m, ln), rs, T, (int)D, 1, w->norm_scratch);
+    return be->rmsnorm_bwd(ctx, dh, fat5__pg(m, ln), w->dn, hin, fat5__pw(m, ln), rs, T, (int)D, 1, w->norm_scratch,
+                           w->dh_act);
 }
 
 // The backward graph of the last forward: gradients added to m->gd.
@@ -9133,7 +9156,7 @@ static fat5_status fat5__model_backward(fat5_model *m, float grad_scale) {
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->dlogits, fat5__pa(m, m->lm_head), td, D, V, head_scale * scale,
                      0.0f));
     FAT5__TRY(be->rmsnorm_bwd(ctx, w->dh_dec, fat5__pg(m, m->dec_final_ln), w->dn, w->dec_hf,
-                              fat5__pw(m, m->dec_final_ln), w->dec_rsf, td, (int)D, 0, w->norm_scratch));
+                              fat5__pw(m, m->dec_final_ln), w->dec_rsf, td, (int)D, 0, w->norm_scratch, w->dh_act));
     // decoder layers, last to first
     for (l = c->num_decoder_layers - 1; l >= 0; l--) {
         FAT5__TRY(fat5__model_ffn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td));
@@ -9143,7 +9166,7 @@ static fat5_status fat5__model_backward(fat5_model *m, float grad_scale) {
     FAT5__TRY(be->embed_bwd(ctx, fat5__pg(m, m->shared), w->dh_dec, w->dec_tok, td, (int)D));
     // encoder
     FAT5__TRY(be->rmsnorm_bwd(ctx, w->dh_enc, fat5__pg(m, m->enc_final_ln), w->d_enc_out, w->enc_hf,
-                              fat5__pw(m, m->enc_final_ln), w->enc_rsf, te, (int)D, 0, w->norm_scratch));
+                              fat5__pw(m, m->enc_final_ln), w->enc_rsf, te, (int)D, 0, w->norm_scratch, w->dh_act));
     for (l = c->num_layers - 1; l >= 0; l--) {
         FAT5__TRY(fat5__model_ffn_bwd(m, &m->enc[l], &w->enc[l], w->dh_enc, te));
         FAT5__TRY(fat5__model_attn_bwd(m, &m->enc[l], &w->enc[l], w->dh_enc, te, FAT5__ATTN_BIDIR));

@@ -72,6 +72,27 @@ __device__ __forceinline__ void fat5_ld16(const act_t *p, float *f)
 #endif
 }
 
+// One 16-byte store of FAT5_VEC_E act_t elements (p 16-byte aligned), each rounded as fat5_st.
+__device__ __forceinline__ void fat5_st16(act_t *p, const float *f)
+{
+#if FAT5_ACT_BF16
+    uint4 u;
+    u.x = (unsigned)fat5_st(f[0]) | ((unsigned)fat5_st(f[1]) << 16);
+    u.y = (unsigned)fat5_st(f[2]) | ((unsigned)fat5_st(f[3]) << 16);
+    u.z = (unsigned)fat5_st(f[4]) | ((unsigned)fat5_st(f[5]) << 16);
+    u.w = (unsigned)fat5_st(f[6]) | ((unsigned)fat5_st(f[7]) << 16);
+    *(uint4 *)p = u;
+#else
+    *(float4 *)p = make_float4(f[0], f[1], f[2], f[3]);
+#endif
+}
+
+// True when every pointer given is 16-byte aligned (NULL counts as aligned).
+__device__ __forceinline__ bool fat5_al16(const void *a, const void *b, const void *c, const void *d)
+{
+    return (((unsigned long long)a | (unsigned long long)b | (unsigned long long)c | (unsigned long long)d) & 15) == 0;
+}
+
 // Sum / max over the 32 lanes of a warp; every lane gets the result. All 32 lanes must call.
 // The butterfly order is fixed, so results are deterministic.
 __device__ __forceinline__ float fat5_warp_sum(float v)

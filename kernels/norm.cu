@@ -1,70 +1,87 @@
 // kernels/norm.cu — T5 RMSNorm forward and backward, and the deterministic column sum that
 // finishes the weight gradient.
 //
-// One block per row (grid-stride over rows), threads over the D columns. The residual stream x is
+// One warp per row (grid-stride over rows), lanes over the D columns. The residual stream x is
 // fp32; the normalised output y is in the activation dtype; r = 1 / sqrt(mean(x^2) + eps) is saved
 // per row for the backward.
 
 // fat5_rmsnorm_fwd(act_t *y[T,D], float *r[T], const float *x[T,D], const float *w[D], long long T,
 // int D, float eps, float *xs[T,D]): y = w * (x * r); xs, when not NULL, a copy of x (the residual
-// stream saved for the backward: one pass over x instead of a copy and a norm). CPU twin:
-// fat5__cpu_rmsnorm_fwd.
+// stream saved for the backward: one pass over x instead of a copy and a norm). One warp per row
+// (grid-stride over rows by warp), lanes over the columns; the row's sum of squares in a fixed
+// order (lane partials, then the butterfly). CPU twin: fat5__cpu_rmsnorm_fwd.
 extern "C" __global__ void fat5_rmsnorm_fwd(act_t *y, float *r, const float *x, const float *w, long long T,
                                             int D, float eps, float *xs)
 {
     fat5_pdl_begin();
-    __shared__ float red[32];
-    for (long long t = blockIdx.x; t < T; t += gridDim.x) {
+    const int lane = threadIdx.x & 31;
+    const long long nw = (long long)gridDim.x * (blockDim.x >> 5);
+    for (long long t = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); t < T; t += nw) {
         const float *xr = x + t * D;
         act_t *yr = y + t * D;
         float ss = 0.0f;
-        for (int j = threadIdx.x; j < D; j += blockDim.x) {
+        for (int j = lane; j < D; j += 32) {
             const float v = xr[j];
             ss = fmaf(v, v, ss);
             if (xs) xs[t * D + j] = v;
         }
-        ss = fat5_block_sum(ss, red);
+        ss = fat5_warp_sum(ss);
         const float rt = 1.0f / sqrtf(ss / (float)D + eps);
-        if (threadIdx.x == 0) r[t] = rt;
-        for (int j = threadIdx.x; j < D; j += blockDim.x) yr[j] = fat5_st(w[j] * (xr[j] * rt));
+        if (lane == 0) r[t] = rt;
+        for (int j = lane; j < D; j += 32) yr[j] = fat5_st(w[j] * (xr[j] * rt));
     }
 }
 
-// fat5_rmsnorm_bwd(float *dx[T,D], float *dw_part[gridDim.x,D], const float *dy[T,D],
-// const float *x[T,D], const float *w[D], const float *r[T], long long T, int D, int accumulate):
+// fat5_rmsnorm_bwd(float *dx[T,D], float *dw_part[.., D], const float *dy[T,D], const float *x[T,D],
+// const float *w[D], const float *r[T], long long T, int D, int accumulate, act_t *dxa[T,D]):
 //   dx (+)= r g - x r^3 mean(g x) with g = w dy   (accumulate != 0: added to dx, else written)
-//   dw_part[b] = sum over the rows t of block b of dy x r   (no atomics; every block writes its
-//                row of dw_part, zeros when it had no rows; fat5_colsum_f32 then sums the rows)
-// dw_part may be NULL (no weight gradient). The partial sums live in dynamic shared memory when the
-// launch gave D floats of it, else directly in dw_part. CPU twin: fat5__cpu_rmsnorm_bwd.
+//   dxa, when not NULL: dx's final value in the activation dtype (what the next products read: no
+//        separate conversion pass)
+//   dw partials: sum over the rows of each warp of dy x r. One warp per row (grid-stride over rows
+//   by warp), lanes over the columns. When the launch gave (warps per block) x D floats of dynamic
+//   shared memory, each warp adds into its own shared row and the block then sums its warps' rows
+//   in warp order into dw_part[blockIdx.x] (gridDim.x rows); else each warp adds into its own
+//   dw_part row, blockIdx.x * warps + warp (gridDim.x * warps rows). No atomics: fat5_colsum_f32
+//   sums the rows in a fixed order. dw_part may be NULL (no weight gradient).
+// CPU twin: fat5__cpu_rmsnorm_bwd.
 extern "C" __global__ void fat5_rmsnorm_bwd(float *dx, float *dw_part, const float *dy, const float *x,
-                                            const float *w, const float *r, long long T, int D, int accumulate)
+                                            const float *w, const float *r, long long T, int D, int accumulate,
+                                            act_t *dxa)
 {
-    __shared__ float red[32];
-    float *sdw = (float *)fat5_smem;
-    float *pdw = dw_part ? dw_part + (long long)blockIdx.x * D : 0;
-    float *acc = dw_part && (long long)fat5_dyn_smem_bytes() >= 4LL * D ? sdw : pdw;
-    // each thread only ever touches its own columns j = threadIdx.x (mod blockDim.x) of acc, so no
-    // barrier is needed around these accesses
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwb = blockDim.x >> 5;
+    const long long nw = (long long)gridDim.x * nwb;
+    const bool in_smem = dw_part && (long long)fat5_dyn_smem_bytes() >= 4LL * nwb * D;
+    float *acc = !dw_part ? 0 : in_smem ? (float *)fat5_smem + (long long)warp * D
+                                        : dw_part + ((long long)blockIdx.x * nwb + warp) * D;
+    // a lane only ever touches its own columns j = lane (mod 32) of its warp's row
     if (acc)
-        for (int j = threadIdx.x; j < D; j += blockDim.x) acc[j] = 0.0f;
-    for (long long t = blockIdx.x; t < T; t += gridDim.x) {
+        for (int j = lane; j < D; j += 32) acc[j] = 0.0f;
+    for (long long t = (long long)blockIdx.x * nwb + warp; t < T; t += nw) {
         const float *xr = x + t * D, *dyr = dy + t * D;
         float *dxr = dx + t * D;
         const float rt = r[t];
         float gx = 0.0f;
-        for (int j = threadIdx.x; j < D; j += blockDim.x) gx = fmaf(w[j] * dyr[j], xr[j], gx);
-        gx = fat5_block_sum(gx, red) / (float)D;
+        for (int j = lane; j < D; j += 32) gx = fmaf(w[j] * dyr[j], xr[j], gx);
+        gx = fat5_warp_sum(gx) / (float)D;
         const float c = rt * rt * rt * gx;
-        for (int j = threadIdx.x; j < D; j += blockDim.x) {
+        for (int j = lane; j < D; j += 32) {
             const float g = dyr[j], xv = xr[j];
             const float v = rt * (w[j] * g) - xv * c;
-            dxr[j] = accumulate ? dxr[j] + v : v;
+            const float o = accumulate ? dxr[j] + v : v;
+            dxr[j] = o;
+            if (dxa) dxa[t * D + j] = fat5_st(o);
             if (acc) acc[j] += g * xv * rt;
         }
     }
-    if (acc == sdw && pdw)
-        for (int j = threadIdx.x; j < D; j += blockDim.x) pdw[j] = sdw[j];
+    if (in_smem) {   // the block's warps' rows, summed in warp order, into its dw_part row
+        __syncthreads();
+        const float *sdw = (const float *)fat5_smem;
+        for (int j = threadIdx.x; j < D; j += blockDim.x) {
+            float s = 0.0f;
+            for (int k = 0; k < nwb; k++) s += sdw[(long long)k * D + j];
+            dw_part[(long long)blockIdx.x * D + j] = s;
+        }
+    }
 }
 
 // fat5_colsum_f32(float *out[D], const float *in[rows,D], int rows, int D):
@@ -78,6 +95,7 @@ extern "C" __global__ void fat5_colsum_f32(float *out, const float *in, int rows
         const long long j = c0 + threadIdx.x;
         float s = 0.0f;
         if (j < D)
+#pragma unroll 4
             for (int rr = threadIdx.y; rr < rows; rr += blockDim.y) s += in[(long long)rr * D + j];
         part[threadIdx.y][threadIdx.x] = s;
         __syncthreads();

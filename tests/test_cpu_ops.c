@@ -119,19 +119,22 @@ static double tc_norm_loss(void *u) {
 static void t_rmsnorm_bwd(fat5_test *T) {
     fat5_rng rng = fat5_rng_init(1);
     tc_norm a;
-    float *dx, *dw;
+    float *dx, *dw, *dxa;
     a.ctx = tc_ctx();
     a.T = 5;
     a.D = 7;
     a.x = tc_alloc(35); a.w = tc_alloc(7); a.r = tc_alloc(35); a.y = tc_alloc(35); a.rs = tc_alloc(5);
     dx = tc_alloc(35);
     dw = tc_alloc(7);
+    dxa = tc_alloc(35);
     tc_fill(&rng, a.x, 35, 2.0, 0);
     tc_fill(&rng, a.w, 7, 1.5, 0);
     tc_fill(&rng, a.r, 35, 1.0, 0);
     tc_norm_loss(&a);
-    FAT5_CHECK(T, fat5__cpu_rmsnorm_bwd(a.ctx, A_(dx), A_(dw), A_(a.r), A_(a.x), A_(a.w), A_(a.rs), a.T, a.D, 0, 0) ==
-                      FAT5_OK);
+    FAT5_CHECK(T, fat5__cpu_rmsnorm_bwd(a.ctx, A_(dx), A_(dw), A_(a.r), A_(a.x), A_(a.w), A_(a.rs), a.T, a.D, 0, 0,
+                                        A_(dxa)) == FAT5_OK);
+    // the activation-dtype copy of dx (fp32 on the CPU): the same bits
+    FAT5_CHECK(T, memcmp(dxa, dx, 35 * sizeof(float)) == 0);
     tc_fd_check(T, "rmsnorm dx", a.x, 35, dx, tc_norm_loss, &a, 1e-2, 2e-4, 1e-2);
     tc_fd_check(T, "rmsnorm dw", a.w, 7, dw, tc_norm_loss, &a, 1e-2, 2e-4, 1e-2);
     // forward against the definition: y = w x / sqrt(mean(x^2) + eps)

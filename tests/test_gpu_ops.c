@@ -392,8 +392,8 @@ static void tg_rmsnorm_case(tg *g, int64_t T, int D, fat5_rng *rng) {
     float *rref = tg_f(g, (size_t)T), *dy = tg_f(g, n), *dx0 = tg_f(g, n), *dx = tg_f(g, n),
           *dxref = tg_f(g, n);
     float *dw0 = tg_f(g, (size_t)D), *dw = tg_f(g, (size_t)D), *dwref = tg_f(g, (size_t)D),
-          *dw2 = tg_f(g, (size_t)D);
-    fat5__dptr xd, wd, yd, rd, dyd, dxd, dwd, scratch;
+          *dw2 = tg_f(g, (size_t)D), *dxa = tg_f(g, n);
+    fat5__dptr xd, wd, yd, rd, dyd, dxd, dwd, dxad, scratch;
     double dxscale = 0;
     int acc;
     char what[96];
@@ -409,6 +409,7 @@ static void tg_rmsnorm_case(tg *g, int64_t T, int D, fat5_rng *rng) {
     dyd = tg_up_f32(g, dy, n);
     dxd = tg_dev(g, n * 4);
     dwd = tg_dev(g, (size_t)D * 4);
+    dxad = tg_dev(g, n * tg_act(g));
     scratch = tg_dev(g, (size_t)FAT5__GPU_NORM_BWD_BLOCKS * (size_t)D * 4);
     if (g->err) return;
     fat5__cpu_rmsnorm_fwd(g->ctx, A_(yref), A_(rref), A_(x), A_(w), T, D, 1e-6f, 0);
@@ -442,10 +443,20 @@ static void tg_rmsnorm_case(tg *g, int64_t T, int D, fat5_rng *rng) {
             !tg_ok(g, fat5__dev_upload(g->ctx, dxd, dx0, n * 4)) ||
             !tg_ok(g, fat5__dev_upload(g->ctx, dwd, dw0, (size_t)D * 4)))
             return;
-        fat5__cpu_rmsnorm_bwd(g->ctx, A_(dxref), A_(dwref), A_(dy), A_(x), A_(w), A_(rref), T, D, acc, 0);
-        if (!tg_ok(g, fat5__gpu_rmsnorm_bwd(g->ctx, dxd, dwd, dyd, xd, wd, rd, T, D, acc, scratch))) return;
+        fat5__cpu_rmsnorm_bwd(g->ctx, A_(dxref), A_(dwref), A_(dy), A_(x), A_(w), A_(rref), T, D, acc, 0, 0);
+        if (!tg_ok(g, fat5__gpu_rmsnorm_bwd(g->ctx, dxd, dwd, dyd, xd, wd, rd, T, D, acc, scratch, dxad))) return;
         tg_down_f32(g, dx, dxd, n);
         tg_down_f32(g, dw, dwd, (size_t)D);
+        tg_down_act(g, dxa, dxad, n);
+        {   // dxa: dx's final value in the activation dtype, rounded as to_act rounds (RNE)
+            size_t i, bad = 0;
+            for (i = 0; i < n; i++) {
+                float want = g->bf16 ? fat5__bf16_to_f32(fat5__f32_to_bf16(dx[i])) : dx[i];
+                if (memcmp(&want, &dxa[i], sizeof want) != 0) bad++;
+            }
+            FAT5_CHECK_MSG(g->T, bad == 0, "rmsnorm_bwd dxa T=%lld D=%d accumulate=%d (%s): %zu of %zu differ from dx",
+                           (long long)T, D, acc, g->mode, bad, n);
+        }
         snprintf(what, sizeof what, "rmsnorm_bwd dx T=%lld D=%d accumulate=%d", (long long)T, D, acc);
         tg_close_at(g, __LINE__, what, dx, dxref, n, 0, 0, fmax(dxscale, tg_maxabs(dxref, n)));
         snprintf(what, sizeof what, "rmsnorm_bwd dw T=%lld D=%d", (long long)T, D);
@@ -453,25 +464,26 @@ static void tg_rmsnorm_case(tg *g, int64_t T, int D, fat5_rng *rng) {
     }
     // dw is deterministic: the same run gives the same bits
     if (!tg_ok(g, fat5__dev_upload(g->ctx, dwd, dw0, (size_t)D * 4)) ||
-        !tg_ok(g, fat5__gpu_rmsnorm_bwd(g->ctx, dxd, dwd, dyd, xd, wd, rd, T, D, 1, scratch)))
+        !tg_ok(g, fat5__gpu_rmsnorm_bwd(g->ctx, dxd, dwd, dyd, xd, wd, rd, T, D, 1, scratch, 0)))
         return;
     tg_down_f32(g, dw2, dwd, (size_t)D);
     snprintf(what, sizeof what, "rmsnorm_bwd dw rerun T=%lld D=%d", (long long)T, D);
     tg_same(g, what, dw2, dw, (size_t)D);
     // without a weight gradient only dx is written
-    if (!tg_ok(g, fat5__gpu_rmsnorm_bwd(g->ctx, dxd, 0, dyd, xd, wd, rd, T, D, 0, 0))) return;
+    if (!tg_ok(g, fat5__gpu_rmsnorm_bwd(g->ctx, dxd, 0, dyd, xd, wd, rd, T, D, 0, 0, 0))) return;
     tg_down_f32(g, dx, dxd, n);
     memcpy(dxref, dx0, n * sizeof(float));
-    fat5__cpu_rmsnorm_bwd(g->ctx, A_(dxref), 0, A_(dy), A_(x), A_(w), A_(rref), T, D, 0, 0);
+    fat5__cpu_rmsnorm_bwd(g->ctx, A_(dxref), 0, A_(dy), A_(x), A_(w), A_(rref), T, D, 0, 0, 0);
     snprintf(what, sizeof what, "rmsnorm_bwd dx without dw T=%lld D=%d", (long long)T, D);
     tg_close_at(g, __LINE__, what, dx, dxref, n, 0, 0, fmax(dxscale, tg_maxabs(dxref, n)));
 }
 
 static void t_gpu_rmsnorm(fat5_test *T) {
-    // (T, D): single element; odd widths; more rows than the 1024 partial-sum blocks; a row wider
-    // than the shared-memory dw accumulator (13000 floats > 48 KiB: global fallback)
-    static const int64_t shapes[][2] = {{1, 1},    {5, 7},     {37, 512}, {1500, 64},
-                                        {2, 4096}, {3, 13000}, {1029, 33}};
+    // (T, D): single element; odd widths; more rows than warps (several rows per warp: 9000 x 96 with
+    // the dw rows in shared memory, 2500 x 1600 with them in the scratch, 8 x 1600 floats > 48 KiB);
+    // wide rows (4096; 13000: scratch)
+    static const int64_t shapes[][2] = {{1, 1},    {5, 7},     {37, 512},   {1500, 64},  {9000, 96},
+                                        {2, 4096}, {3, 13000}, {1029, 33},  {2500, 1600}};
     int mode;
     size_t s;
     for (mode = 0; mode < 2; mode++) {
@@ -552,6 +564,16 @@ static void tg_act_case(tg *g, fat5_act act, int gated, int64_t n, fat5_rng *rng
     tg_down_act(g, h, hd, (size_t)n);
     snprintf(what, sizeof what, "act_fwd %s%s n=%lld", gated ? "gated " : "", an, (long long)n);
     tg_close(g, what, h, href, (size_t)n, 1);
+    if (n > 1) {   // one element in (not 16-byte aligned): the one-per-thread path, the same bits
+        float *h2 = tg_f(g, (size_t)n);
+        fat5__dptr h2d = tg_dev(g, (size_t)n * tg_act(g)), o = (fat5__dptr)tg_act(g);
+        if (g->err) return;
+        h2[0] = h[0];
+        if (!tg_ok(g, fat5__gpu_act_fwd(g->ctx, h2d + o, ad + o, b ? bd + o : 0, n - 1, (int)act))) return;
+        tg_down_act(g, h2 + 1, h2d + o, (size_t)n - 1);
+        snprintf(what, sizeof what, "act_fwd %s%s n=%lld unaligned", gated ? "gated " : "", an, (long long)n);
+        tg_same(g, what, h2, h, (size_t)n);
+    }
     fat5__cpu_act_bwd(g->ctx, A_(daref), A_(b ? dbref : NULL), A_(dh), A_(a), A_(b), n, (int)act);
     // gated: db written in place over dh, as the model does
     if (b) dbd = dhd;

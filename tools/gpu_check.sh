@@ -15,9 +15,10 @@
 #              compare_train.log); the step's line, the 12 costliest keys and the table to the summary
 #   curve      200 bf16 training steps on the bundled corpus with this build and with a reference
 #              build (REF_SRC: a directory holding the reference's fat5.h, fat5_kernels.cuh and
-#              examples/train.c, e.g. carried from an older commit), the reference once more with
-#              FAT5_ATTN_TC=0 (the same math, other rounding: the curve's bf16 noise); then
-#              tools/compare_curves.py: this build's curve within 2x that noise of the reference's
+#              examples/train.c, e.g. carried from an older commit), each build once more with
+#              FAT5_ATTN_TC=0 (the same math, other rounding: two samples of the curve's bf16 noise);
+#              then tools/compare_curves.py: this build's curve within 2x the larger noise of the
+#              reference's
 # Each stage appends "STAGE: ok" or "STAGE: FAILED (...)" to $OUT/summary.txt; the exit status is
 # non-zero when any stage failed.
 set -u
@@ -132,16 +133,20 @@ for stage in "$@"; do
             continue
         fi
         make examples/train build/train/fortunes.tok > "$OUT/curve_build.log" 2>&1 || { fail curve "build: see curve_build.log"; continue; }
-        cc -std=c99 -O2 -o "$OUT/train_ref" "$ref/examples/train.c" -lm -ldl -lpthread >> "$OUT/curve_build.log" 2>&1 ||
+        cc -std=c99 -O2 -o build/train_ref "$ref/examples/train.c" -lm -ldl -lpthread >> "$OUT/curve_build.log" 2>&1 ||
             { fail curve "reference build: see curve_build.log"; continue; }
         args="--data build/train/fortunes.tok --max_steps 200 --warmup_steps 20 --eval_fraction 0 --save_steps 0"
-        rm -rf "$OUT/curve_new" "$OUT/curve_ref" "$OUT/curve_noise"
-        examples/train $args --output_dir "$OUT/curve_new" > "$OUT/curve_new.log" 2>&1 &&
-            "$OUT/train_ref" $args --output_dir "$OUT/curve_ref" > "$OUT/curve_ref.log" 2>&1 &&
-            FAT5_ATTN_TC=0 "$OUT/train_ref" $args --output_dir "$OUT/curve_noise" > "$OUT/curve_noise.log" 2>&1 ||
+        rm -rf build/curve_new build/curve_ref build/curve_noise build/curve_new_noise
+        examples/train $args --output_dir build/curve_new > "$OUT/curve_new.log" 2>&1 &&
+            build/train_ref $args --output_dir build/curve_ref > "$OUT/curve_ref.log" 2>&1 &&
+            FAT5_ATTN_TC=0 build/train_ref $args --output_dir build/curve_noise > "$OUT/curve_noise.log" 2>&1 &&
+            FAT5_ATTN_TC=0 examples/train $args --output_dir build/curve_new_noise > "$OUT/curve_new_noise.log" 2>&1 ||
             { fail curve "a training run failed: see curve_*.log"; continue; }
-        if python3 tools/compare_curves.py "$OUT/curve_ref/metrics.jsonl" "$OUT/curve_new/metrics.jsonl" \
-            --noise "$OUT/curve_noise/metrics.jsonl" >> "$OUT/summary.txt"; then
+        for r in new ref noise new_noise; do cp "build/curve_$r/metrics.jsonl" "$OUT/curve_$r.jsonl"; done
+        # the noise: each build against itself with the other attention rounding
+        if python3 tools/compare_curves.py "$OUT/curve_ref.jsonl" "$OUT/curve_new.jsonl" \
+            --noise "$OUT/curve_noise.jsonl" --noise-pair "$OUT/curve_new.jsonl" "$OUT/curve_new_noise.jsonl" \
+            >> "$OUT/summary.txt"; then
             say "curve: within the bf16 noise"
         else
             fail curve "the curve is not within the bf16 noise (the line above)"
