@@ -144,7 +144,7 @@ static void t_rmsnorm_bwd(fat5_test *T) {
         for (j = 0; j < 7; j++) ss += (double)a.x[7 + j] * a.x[7 + j];
         FAT5_CHECK(T, fabs(a.y[7 + 3] - a.w[3] * a.x[7 + 3] / sqrt(ss / 7 + 1e-6)) < 1e-5);
     }
-    free(a.x); free(a.w); free(a.r); free(a.y); free(a.rs); free(dx); free(dw);
+    free(a.x); free(a.w); free(a.r); free(a.y); free(a.rs); free(dx); free(dw); free(dxa);
     fat5_ctx_destroy(a.ctx);
 }
 
