@@ -6285,7 +6285,8 @@ static FAT5__UNUSED fat5_status fat5__gpu_colsum_f32(fat5_ctx *ctx, fat5__dptr o
 // dxa (0: none) dx's final value in the activation dtype. dy, x, dx fp32 [T, D]. One warp per row,
 // FAT5__GPU_NORM_WARPS per block. dw may be 0 (no weight gradient); else scratch holds at least
 // FAT5__GPU_NORM_BWD_BLOCKS * D floats for the partial column sums: one row per block when the
-// block's warps' rows fit in shared memory (4 blocks per multiprocessor, at most 1024), else one
+// block's warps' rows fit in shared memory (3 blocks per multiprocessor, what the kernel's
+// registers let run at once; at most 1024), else one
 // per warp (at most 1024 warps); fat5__gpu_colsum_f32 then adds them into dw in a fixed order, so
 // dw is deterministic.
 static FAT5__UNUSED fat5_status fat5__gpu_rmsnorm_bwd(fat5_ctx *ctx, fat5__dptr dx, fat5__dptr dw,
@@ -6305,7 +6306,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_rmsnorm_bwd(fat5_ctx *ctx, fat5__dptr 
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_rmsnorm_bwd: dw without scratch");
     if (T == 0) return FAT5_OK;
     if (!dw) cap = FAT5__GPU_MAX_BLOCKS;
-    else if (in_smem) cap = 4 * (int64_t)(ctx->gpu && ctx->gpu->sm_count > 0 ? ctx->gpu->sm_count : 132);
+    else if (in_smem) cap = 3 * (int64_t)(ctx->gpu && ctx->gpu->sm_count > 0 ? ctx->gpu->sm_count : 132);
     else cap = FAT5__GPU_NORM_BWD_BLOCKS / FAT5__GPU_NORM_WARPS;
     if (cap > FAT5__GPU_NORM_BWD_BLOCKS) cap = FAT5__GPU_NORM_BWD_BLOCKS;
     if (need > cap) need = cap;

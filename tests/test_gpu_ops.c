@@ -479,11 +479,12 @@ static void tg_rmsnorm_case(tg *g, int64_t T, int D, fat5_rng *rng) {
 }
 
 static void t_gpu_rmsnorm(fat5_test *T) {
-    // (T, D): single element; odd widths; more rows than warps (several rows per warp: 9000 x 96 with
-    // the dw rows in shared memory, 2500 x 1600 with them in the scratch, 8 x 1600 floats > 48 KiB);
+    // (T, D): single element; odd widths; rows held in registers (D % 4 == 0, D <= 512: 512, 64, 96,
+    // 256) and not; more rows than warps (several rows per warp: 9000 x 96 and 12000 x 256 with the
+    // dw rows in shared memory, 2500 x 1600 with them in the scratch, 8 x 1600 floats > 48 KiB);
     // wide rows (4096; 13000: scratch)
-    static const int64_t shapes[][2] = {{1, 1},    {5, 7},     {37, 512},   {1500, 64},  {9000, 96},
-                                        {2, 4096}, {3, 13000}, {1029, 33},  {2500, 1600}};
+    static const int64_t shapes[][2] = {{1, 1},    {5, 7},     {37, 512},  {1500, 64},  {9000, 96}, {12000, 256},
+                                        {2, 4096}, {3, 13000}, {1029, 33}, {2500, 1600}};
     int mode;
     size_t s;
     for (mode = 0; mode < 2; mode++) {
