@@ -6153,6 +6153,8 @@ static FAT5__UNUSED fat5_status fat5__gpu_mm_batched(fat5_ctx *ctx, fat5__mm_lay
 #define FAT5__GPU_ATTN_MAX_DK 256       // FAT5_ATTN_MAX_DK in kernels/attention.cu
 #define FAT5__GPU_NORM_BWD_BLOCKS 1024  // rows of the rmsnorm_bwd scratch: the dw partials
 #define FAT5__GPU_NORM_WARPS 8          // rows (one per warp) an rmsnorm block works on at once
+// fat5_rmsnorm_bwd is compiled for blocks of 256 threads (__launch_bounds__ in kernels/norm.cu)
+typedef char fat5__norm_warps_match_launch_bounds[FAT5__GPU_NORM_WARPS == 8 ? 1 : -1];
 #define FAT5__GPU_DBIAS_BLOCKS 1024     // grid.x clamp of attn_bwd_dq with a bias gradient: rows of its scratch
 
 // ceil(work / per_block) blocks, at least 1, at most FAT5__GPU_MAX_BLOCKS

@@ -5,7 +5,7 @@
 // fp32; the normalised output y is in the activation dtype; r = 1 / sqrt(mean(x^2) + eps) is saved
 // per row for the backward.
 
-// Rows of D % 4 == 0 floats, D <= 128 FAT5_NORM_VMAX, with 16-byte aligned arrays (the model's) are
+// Rows of D % 4 == 0 floats, D <= 128 * FAT5_NORM_VMAX (512), with 16-byte aligned arrays (the model's) are
 // held in registers, lane l holding the float4 chunks at 4 l + 128 c: one read of each row, every
 // load of a row issued at once. Other rows go one column per lane (j = l mod 32). Either way the
 // order of every sum is fixed by D and the pointers' alignment.
