@@ -6565,8 +6565,14 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_delta(fat5_ctx *ctx, fat5__dp
     if (H < 1 || dk < 1 || Tq > INT64_MAX / H)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_attn_bwd_delta: H = %d, dk = %d", H, dk);
     if (Tq == 0) return FAT5_OK;
-    return fat5__dev_launch(ctx, FAT5__K_attn_bwd_delta, fat5__gpu_blocks(Tq * H, 8), 1, 1, 256, 1, 1, 0,
-                            args);
+    {   // one thread per 16-byte group when a row is a power of two of them up to 32 (as the kernel's
+        // fat5_attn_delta_groups; unaligned pointers take its warp-per-row loop, grid-stride), else a
+        // warp per row
+        int e = ctx->cfg.dtype == FAT5_DTYPE_BF16 ? 8 : 4, G = dk / e;
+        int64_t per_block = dk % e == 0 && G <= 32 && (G & (G - 1)) == 0 ? 256 / G : 8;
+        return fat5__dev_launch(ctx, FAT5__K_attn_bwd_delta, fat5__gpu_blocks(Tq * H, per_block), 1, 1, 256, 1, 1,
+                                0, args);
+    }
 }
 
 // FIRE's gradient block g (FAT5__FIRE_NUMEL(H, W) floats) += per-head shares [H, FAT5__FIRE_SHARES(W)],
