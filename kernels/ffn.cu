@@ -50,7 +50,9 @@ __device__ __forceinline__ float fat5_act_eval(int act, float x, float *df)
         d = x > 0.0f ? 1.0f : 0.0f;
         break;
     case 1: {
-        const float phi = 0.5f * erfcf(-x * FAT5_SQRT_HALF);
+        // phi rounded on its own (no fused 0.5 erfc + ... in d): the same bits whether or not f is
+        // used, so the vector and per-element loops agree
+        const float phi = __fmul_rn(0.5f, erfcf(-x * FAT5_SQRT_HALF));
         f = x * phi;
         d = df ? phi + x * expf(-0.5f * x * x) * FAT5_INV_SQRT_2PI : 0.0f;
         break;
@@ -72,53 +74,30 @@ __device__ __forceinline__ float fat5_act_eval(int act, float x, float *df)
     return f;
 }
 
-// A group of up to FAT5_VEC_E elements at p (n of them, 1 <= n <= FAT5_VEC_E) widened into f: one
-// 16-byte load when full (a whole, aligned group), else one load each (f's rest 0).
-__device__ __forceinline__ void fat5_act_ldg(const act_t *p, float *f, bool full, long long n)
-{
-    if (full) {
-        fat5_ld16(p, f);
-    } else {
-#pragma unroll
-        for (int e = 0; e < FAT5_VEC_E; e++) f[e] = e < n ? fat5_ld(p[e]) : 0.0f;
-    }
-}
-
-__device__ __forceinline__ void fat5_act_stg(act_t *p, const float *f, bool full, long long n)
-{
-    if (full) {
-        fat5_st16(p, f);
-    } else {
-#pragma unroll
-        for (int e = 0; e < FAT5_VEC_E; e++)
-            if (e < n) p[e] = fat5_st(f[e]);
-    }
-}
-
 // fat5_act_fwd(act_t *h[n], const act_t *a[n], const act_t *b[n] or NULL, long long n, int act):
-// h = act(a) * b (gated) or act(a). h may alias a or b. A thread takes groups of FAT5_VEC_E
-// elements: one 16-byte load per operand when every pointer is 16-byte aligned and the group is
-// whole, else one load per element; either way the values go through the same single copy of the
-// arithmetic, so aligned or not, tail or not, an element gets the same bits. CPU twin:
-// fat5__cpu_act_fwd.
+// h = act(a) * b (gated) or act(a). h may alias a or b. With every pointer 16-byte aligned a thread
+// takes FAT5_VEC_E elements per 16-byte load (the launch covers n / FAT5_VEC_E threads), then the
+// n % FAT5_VEC_E left one each; the same values either way. CPU twin: fat5__cpu_act_fwd.
 template <int act>
 __device__ __forceinline__ void fat5_act_fwd_t(act_t *h, const act_t *a, const act_t *b, long long n)
 {
     const long long stride = (long long)blockDim.x * gridDim.x, i0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const long long ng = (n + FAT5_VEC_E - 1) / FAT5_VEC_E;
-    const bool al = fat5_al16(h, a, b, 0);
-    for (long long v = i0; v < ng; v += stride) {
-        const long long e0 = v * FAT5_VEC_E, left = n - e0;
-        const bool full = al && left >= FAT5_VEC_E;
+    const long long nv = fat5_al16(h, a, b, 0) ? n / FAT5_VEC_E : 0;
+    for (long long v = i0; v < nv; v += stride) {
         float fa[FAT5_VEC_E], fb[FAT5_VEC_E];
-        fat5_act_ldg(a + e0, fa, full, left);
-        if (b) fat5_act_ldg(b + e0, fb, full, left);
+        fat5_ld16(a + v * FAT5_VEC_E, fa);
+        if (b) fat5_ld16(b + v * FAT5_VEC_E, fb);
 #pragma unroll
         for (int e = 0; e < FAT5_VEC_E; e++) {
             fa[e] = fat5_act_eval(act, fa[e], 0);
             if (b) fa[e] *= fb[e];
         }
-        fat5_act_stg(h + e0, fa, full, left);
+        fat5_st16(h + v * FAT5_VEC_E, fa);
+    }
+    for (long long i = nv * FAT5_VEC_E + i0; i < n; i += stride) {
+        float f = fat5_act_eval(act, fat5_ld(a[i]), 0);
+        if (b) f *= fat5_ld(b[i]);
+        h[i] = fat5_st(f);
     }
 }
 
@@ -126,22 +105,19 @@ __device__ __forceinline__ void fat5_act_fwd_t(act_t *h, const act_t *a, const a
 // const act_t *b[n] or NULL, long long n, int act):
 //   gated (b != NULL): da = dh * b * act'(a), db = dh * act(a)   (db written only when non-NULL)
 //   plain:             da = dh * act'(a)
-// Each element is read before it is written, so db == dh (or da == dh) in place works. Groups and
-// loads as fat5_act_fwd (one copy of the arithmetic). CPU twin: fat5__cpu_act_bwd.
+// Each element is read before it is written, so db == dh (or da == dh) in place works. Vector
+// loads as fat5_act_fwd. CPU twin: fat5__cpu_act_bwd.
 template <int act>
 __device__ __forceinline__ void fat5_act_bwd_t(act_t *da, act_t *db, const act_t *dh, const act_t *a, const act_t *b,
                                                long long n)
 {
     const long long stride = (long long)blockDim.x * gridDim.x, i0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const long long ng = (n + FAT5_VEC_E - 1) / FAT5_VEC_E;
-    const bool al = fat5_al16(da, db, dh, a) && fat5_al16(b, 0, 0, 0);
-    for (long long v = i0; v < ng; v += stride) {
-        const long long e0 = v * FAT5_VEC_E, left = n - e0;
-        const bool full = al && left >= FAT5_VEC_E;
+    const long long nv = fat5_al16(da, db, dh, a) && fat5_al16(b, 0, 0, 0) ? n / FAT5_VEC_E : 0;
+    for (long long v = i0; v < nv; v += stride) {
         float g[FAT5_VEC_E], fa[FAT5_VEC_E], fb[FAT5_VEC_E], o[FAT5_VEC_E];
-        fat5_act_ldg(dh + e0, g, full, left);
-        fat5_act_ldg(a + e0, fa, full, left);
-        if (b) fat5_act_ldg(b + e0, fb, full, left);
+        fat5_ld16(dh + v * FAT5_VEC_E, g);
+        fat5_ld16(a + v * FAT5_VEC_E, fa);
+        if (b) fat5_ld16(b + v * FAT5_VEC_E, fb);
 #pragma unroll
         for (int e = 0; e < FAT5_VEC_E; e++) {
             float d;
@@ -149,8 +125,20 @@ __device__ __forceinline__ void fat5_act_bwd_t(act_t *da, act_t *db, const act_t
             o[e] = b ? g[e] * fb[e] * d : g[e] * d;
             fa[e] = g[e] * f;   // db's value, written below
         }
-        fat5_act_stg(da + e0, o, full, left);
-        if (b && db) fat5_act_stg(db + e0, fa, full, left);
+        fat5_st16(da + v * FAT5_VEC_E, o);
+        if (b && db) fat5_st16(db + v * FAT5_VEC_E, fa);
+    }
+    for (long long i = nv * FAT5_VEC_E + i0; i < n; i += stride) {
+        const float g = fat5_ld(dh[i]);
+        float d;
+        const float f = fat5_act_eval(act, fat5_ld(a[i]), &d);
+        if (b) {
+            const float bv = fat5_ld(b[i]);
+            da[i] = fat5_st(g * bv * d);
+            if (db) db[i] = fat5_st(g * f);
+        } else {
+            da[i] = fat5_st(g * d);
+        }
     }
 }
 
