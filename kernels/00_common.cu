@@ -87,6 +87,19 @@ __device__ __forceinline__ void fat5_st16(act_t *p, const float *f)
 #endif
 }
 
+// Four act_t elements, each rounded as fat5_st, in one store (p aligned to 4 elements).
+__device__ __forceinline__ void fat5_st4(act_t *p, float a, float b, float c, float d)
+{
+#if FAT5_ACT_BF16
+    uint2 u;
+    u.x = (unsigned)fat5_st(a) | ((unsigned)fat5_st(b) << 16);
+    u.y = (unsigned)fat5_st(c) | ((unsigned)fat5_st(d) << 16);
+    *(uint2 *)p = u;
+#else
+    *(float4 *)p = make_float4(a, b, c, d);
+#endif
+}
+
 // True when every pointer given is 16-byte aligned (NULL counts as aligned).
 __device__ __forceinline__ bool fat5_al16(const void *a, const void *b, const void *c, const void *d)
 {

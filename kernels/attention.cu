@@ -657,13 +657,40 @@ __device__ __forceinline__ void fat5_attn_fwd_impl(act_t *o, float *lse, const a
 // ----- backward ----------------------------------------------------------------------------------
 
 // fat5_attn_bwd_delta(float *delta[Tq,H], const act_t *o[Tq,H*dk], const act_t *dout[Tq,H*dk],
-// long long Tq, int H, int dk): delta[t*H+h] = sum_d dout[t,h,d] o[t,h,d]. One warp per (t, h)
-// row (row t*H+h starts at element (t*H+h)*dk), lanes over d, grid-stride over rows.
+// long long Tq, int H, int dk): delta[t*H+h] = sum_d dout[t,h,d] o[t,h,d] (row t*H+h starts at
+// element (t*H+h)*dk). When a row is G = dk / FAT5_VEC_E 16-byte groups, G a power of two up to 32,
+// and both pointers are 16-byte aligned (fat5_attn_delta_groups), each thread takes one group and
+// the G lanes of a row add their sums by a fixed butterfly (grid-stride over groups, the warp's
+// loop uniform); else one warp per row, lanes over d (grid-stride over rows).
+__device__ __forceinline__ int fat5_attn_delta_groups(int dk)
+{
+    const int G = dk / FAT5_VEC_E;
+    return dk % FAT5_VEC_E == 0 && G <= 32 && (G & (G - 1)) == 0 ? G : 0;
+}
+
 extern "C" __global__ void fat5_attn_bwd_delta(float *delta, const act_t *o, const act_t *dout, long long Tq, int H,
                                                int dk)
 {
     const int lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
     const long long rows = Tq * H;
+    const int G = fat5_attn_delta_groups(dk);
+    if (G && fat5_al16(o, dout, 0, 0)) {
+        const long long ng = rows * G, stride = (long long)gridDim.x * blockDim.x;
+        // a warp's 32 lanes hold whole rows (G divides 32): every lane of it runs each iteration
+        for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i - lane < ng; i += stride) {
+            float s = 0.0f;
+            if (i < ng) {
+                float a[FAT5_VEC_E], b[FAT5_VEC_E];
+                fat5_ld16(o + i * FAT5_VEC_E, a);
+                fat5_ld16(dout + i * FAT5_VEC_E, b);
+#pragma unroll
+                for (int e = 0; e < FAT5_VEC_E; e++) s = fmaf(a[e], b[e], s);
+            }
+            for (int off = G >> 1; off > 0; off >>= 1) s += __shfl_xor_sync(FAT5_FULL_MASK, s, off);
+            if (i < ng && (lane & (G - 1)) == 0) delta[i / G] = s;
+        }
+        return;
+    }
     for (long long row = (long long)blockIdx.x * nwarps + (threadIdx.x >> 5); row < rows;
          row += (long long)gridDim.x * nwarps) {
         const act_t *a = o + row * dk, *b = dout + row * dk;

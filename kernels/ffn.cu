@@ -4,18 +4,28 @@
 // "gated-gelu" means), 3 SiLU. Elementwise, grid-stride over a 64-bit count, fp32 math.
 // The logistic function is evaluated so that both s and 1 - s keep full relative accuracy in the
 // tails; so are Phi via erfc and the derivatives, which then match the CPU's double evaluation to a
-// few ulps everywhere (no 1 + tanh or 1 - tanh^2 cancellation).
+// few ulps everywhere in an fp32 build (no 1 + tanh or 1 - tanh^2 cancellation); a bf16 build's
+// logistic is looser (see fat5_sigmoid2), far below the rounding of its bf16 outputs.
 
-// s = 1 / (1 + exp(-u)) and sm = 1 - s, each to a few ulps.
+// s = 1 / (1 + exp(-u)) and sm = 1 - s, each to a few ulps. In a bf16 build, whose outputs keep 8
+// bits, with the hardware's exponential and division (a few ulps of fp32 more, far below bf16's
+// rounding).
+#if FAT5_ACT_BF16
+#define FAT5_ACT_EXP __expf
+#define FAT5_ACT_RCP(y) __fdividef(1.0f, (y))
+#else
+#define FAT5_ACT_EXP expf
+#define FAT5_ACT_RCP(y) (1.0f / (y))
+#endif
 __device__ __forceinline__ void fat5_sigmoid2(float u, float *s, float *sm)
 {
     if (u >= 0.0f) {
-        const float e = expf(-u);
-        *s = 1.0f / (1.0f + e);
+        const float e = FAT5_ACT_EXP(-u);
+        *s = FAT5_ACT_RCP(1.0f + e);
         *sm = e * *s;
     } else {
-        const float e = expf(u);
-        *sm = 1.0f / (1.0f + e);
+        const float e = FAT5_ACT_EXP(u);
+        *sm = FAT5_ACT_RCP(1.0f + e);
         *s = e * *sm;
     }
 }
@@ -40,7 +50,9 @@ __device__ __forceinline__ float fat5_act_eval(int act, float x, float *df)
         d = x > 0.0f ? 1.0f : 0.0f;
         break;
     case 1: {
-        const float phi = 0.5f * erfcf(-x * FAT5_SQRT_HALF);
+        // phi rounded on its own (no fused 0.5 erfc + ... in d): the same bits whether or not f is
+        // used, so the vector and per-element loops agree
+        const float phi = __fmul_rn(0.5f, erfcf(-x * FAT5_SQRT_HALF));
         f = x * phi;
         d = df ? phi + x * expf(-0.5f * x * x) * FAT5_INV_SQRT_2PI : 0.0f;
         break;
@@ -66,7 +78,8 @@ __device__ __forceinline__ float fat5_act_eval(int act, float x, float *df)
 // h = act(a) * b (gated) or act(a). h may alias a or b. With every pointer 16-byte aligned a thread
 // takes FAT5_VEC_E elements per 16-byte load (the launch covers n / FAT5_VEC_E threads), then the
 // n % FAT5_VEC_E left one each; the same values either way. CPU twin: fat5__cpu_act_fwd.
-extern "C" __global__ void fat5_act_fwd(act_t *h, const act_t *a, const act_t *b, long long n, int act)
+template <int act>
+__device__ __forceinline__ void fat5_act_fwd_t(act_t *h, const act_t *a, const act_t *b, long long n)
 {
     const long long stride = (long long)blockDim.x * gridDim.x, i0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long nv = fat5_al16(h, a, b, 0) ? n / FAT5_VEC_E : 0;
@@ -94,8 +107,9 @@ extern "C" __global__ void fat5_act_fwd(act_t *h, const act_t *a, const act_t *b
 //   plain:             da = dh * act'(a)
 // Each element is read before it is written, so db == dh (or da == dh) in place works. Vector
 // loads as fat5_act_fwd. CPU twin: fat5__cpu_act_bwd.
-extern "C" __global__ void fat5_act_bwd(act_t *da, act_t *db, const act_t *dh, const act_t *a, const act_t *b,
-                                        long long n, int act)
+template <int act>
+__device__ __forceinline__ void fat5_act_bwd_t(act_t *da, act_t *db, const act_t *dh, const act_t *a, const act_t *b,
+                                               long long n)
 {
     const long long stride = (long long)blockDim.x * gridDim.x, i0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long nv = fat5_al16(da, db, dh, a) && fat5_al16(b, 0, 0, 0) ? n / FAT5_VEC_E : 0;
@@ -125,5 +139,27 @@ extern "C" __global__ void fat5_act_bwd(act_t *da, act_t *db, const act_t *dh, c
         } else {
             da[i] = fat5_st(g * d);
         }
+    }
+}
+
+// One body per activation (the activation a constant inside each loop).
+extern "C" __global__ void fat5_act_fwd(act_t *h, const act_t *a, const act_t *b, long long n, int act)
+{
+    switch (act) {
+    case 0: fat5_act_fwd_t<0>(h, a, b, n); break;
+    case 1: fat5_act_fwd_t<1>(h, a, b, n); break;
+    case 2: fat5_act_fwd_t<2>(h, a, b, n); break;
+    default: fat5_act_fwd_t<3>(h, a, b, n); break;
+    }
+}
+
+extern "C" __global__ void fat5_act_bwd(act_t *da, act_t *db, const act_t *dh, const act_t *a, const act_t *b,
+                                        long long n, int act)
+{
+    switch (act) {
+    case 0: fat5_act_bwd_t<0>(da, db, dh, a, b, n); break;
+    case 1: fat5_act_bwd_t<1>(da, db, dh, a, b, n); break;
+    case 2: fat5_act_bwd_t<2>(da, db, dh, a, b, n); break;
+    default: fat5_act_bwd_t<3>(da, db, dh, a, b, n); break;
     }
 }

@@ -33,7 +33,9 @@ __device__ __forceinline__ double fat5_warp_sum_f64(double v)
 // const long long *segs[2 n_seg], const long long *chunk_off[n_seg+1], int n_seg, long long n_chunks,
 // int chunk, int phase): launched twice (blockDim a multiple of 32, at most 1024):
 //   phase 0: part[c] = sum over the elements of chunk c of x^2 in double; one block per chunk
-//            (grid-stride), each thread over a fixed stride, then a fixed-order block reduction;
+//            (grid-stride), each thread over a fixed stride (of float4 groups when the chunk's ends
+//            are multiples of 4 and x is 16-byte aligned, else of elements), then a fixed-order block
+//            reduction;
 //   phase 1: out[s] = sum of part over the chunks of segment s; one warp per segment (lane l takes
 //            chunks l, l + 32, ... in order, then a fixed butterfly).
 // CPU twin: fat5__cpu_sumsq_seg.
@@ -58,9 +60,19 @@ extern "C" __global__ void fat5_sumsq_seg(double *out, double *part, const float
         const long long lo = segs[2 * s] + (c - chunk_off[s]) * (long long)chunk;
         const long long hi = min(lo + (long long)chunk, seg_end);
         double acc = 0.0;
-        for (long long i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-            const double v = (double)x[i];
-            acc = fma(v, v, acc);
+        if (((lo | hi) & 3) == 0 && fat5_al16(x, 0, 0, 0)) {   // 16-byte loads
+            for (long long i = (lo >> 2) + threadIdx.x; i < hi >> 2; i += blockDim.x) {
+                const float4 v = ((const float4 *)x)[i];
+                acc = fma((double)v.x, (double)v.x, acc);
+                acc = fma((double)v.y, (double)v.y, acc);
+                acc = fma((double)v.z, (double)v.z, acc);
+                acc = fma((double)v.w, (double)v.w, acc);
+            }
+        } else {
+            for (long long i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+                const double v = (double)x[i];
+                acc = fma(v, v, acc);
+            }
         }
         acc = fat5_warp_sum_f64(acc);
         __syncthreads();  // red is reused from the previous chunk
@@ -122,7 +134,8 @@ extern "C" __global__ void fat5_optim_coef(float *coef, double *stats, const dou
 // nothing at all when the gradient norm stats[0] is not finite (a skipped step):
 //   g' = gscale g;  m1 = b1 m1 + (1 - b1) g';  m2 = b2 m2 + (1 - b2) g'^2;
 //   w = (w - alpha m1 / (sqrt(m2) + eps)) * decay
-// fp32 throughout (IEEE sqrt and division). g is read only. wa, when not NULL: the bf16 matrix
+// fp32 throughout (IEEE sqrt and division); four elements a thread on 16-byte loads when the chunk
+// and the arrays allow, else one. g is read only. wa, when not NULL: the bf16 matrix
 // operands, refreshed from the new w (RNE, as fat5_f32_to_bf16). CPU twin: fat5__cpu_adamw_seg.
 extern "C" __global__ void fat5_adamw_seg(float *w, const float *g, float *m1, float *m2, const long long *segs,
                                           const long long *chunk_off, int n_seg, long long n_chunks, int chunk,
@@ -139,15 +152,46 @@ extern "C" __global__ void fat5_adamw_seg(float *w, const float *g, float *m1, f
         const long long lo = segs[2 * s] + (c - chunk_off[s]) * (long long)chunk;
         const long long hi = min(lo + (long long)chunk, seg_end);
         const float alpha = coef[2 * s], decay = coef[2 * s + 1];
-        for (long long i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-            const float gi = g[i] * gscale;
-            const float a = beta1 * m1[i] + ob1 * gi;
-            const float b = beta2 * m2[i] + ob2 * (gi * gi);
-            const float wn = (w[i] - alpha * (a / (sqrtf(b) + eps))) * decay;
-            m1[i] = a;
-            m2[i] = b;
-            w[i] = wn;
-            if (wa) wa[i] = fat5_f32_to_bf16_rne(wn);
+        // 16-byte loads (four elements a thread) when the chunk's ends are multiples of 4 and the
+        // arrays aligned, else one element a thread (the other three lanes of the group idle)
+        const bool vec = ((lo | hi) & 3) == 0 && fat5_al16(w, g, m1, m2) && ((unsigned long long)wa & 7) == 0;
+        const int E = vec ? 4 : 1;
+        for (long long i = lo + (long long)threadIdx.x * E; i < hi; i += (long long)blockDim.x * E) {
+            float gv[4] = {0.0f, 0.0f, 0.0f, 0.0f}, a[4] = {0.0f, 0.0f, 0.0f, 0.0f}, b[4] = {0.0f, 0.0f, 0.0f, 0.0f},
+                  wv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            if (vec) {
+                const float4 g4 = *(const float4 *)(g + i), a4 = *(const float4 *)(m1 + i),
+                             b4 = *(const float4 *)(m2 + i), w4 = *(const float4 *)(w + i);
+                gv[0] = g4.x, gv[1] = g4.y, gv[2] = g4.z, gv[3] = g4.w;
+                a[0] = a4.x, a[1] = a4.y, a[2] = a4.z, a[3] = a4.w;
+                b[0] = b4.x, b[1] = b4.y, b[2] = b4.z, b[3] = b4.w;
+                wv[0] = w4.x, wv[1] = w4.y, wv[2] = w4.z, wv[3] = w4.w;
+            } else {
+                gv[0] = g[i], a[0] = m1[i], b[0] = m2[i], wv[0] = w[i];
+            }
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float gi = gv[e] * gscale;
+                a[e] = beta1 * a[e] + ob1 * gi;
+                b[e] = beta2 * b[e] + ob2 * (gi * gi);
+                wv[e] = (wv[e] - alpha * (a[e] / (sqrtf(b[e]) + eps))) * decay;
+            }
+            if (vec) {
+                *(float4 *)(m1 + i) = make_float4(a[0], a[1], a[2], a[3]);
+                *(float4 *)(m2 + i) = make_float4(b[0], b[1], b[2], b[3]);
+                *(float4 *)(w + i) = make_float4(wv[0], wv[1], wv[2], wv[3]);
+                if (wa) {
+                    uint2 u;
+                    u.x = (unsigned)fat5_f32_to_bf16_rne(wv[0]) | ((unsigned)fat5_f32_to_bf16_rne(wv[1]) << 16);
+                    u.y = (unsigned)fat5_f32_to_bf16_rne(wv[2]) | ((unsigned)fat5_f32_to_bf16_rne(wv[3]) << 16);
+                    *(uint2 *)(wa + i) = u;
+                }
+            } else {
+                m1[i] = a[0];
+                m2[i] = b[0];
+                w[i] = wv[0];
+                if (wa) wa[i] = fat5_f32_to_bf16_rne(wv[0]);
+            }
         }
     }
 }

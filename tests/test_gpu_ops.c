@@ -479,11 +479,12 @@ static void tg_rmsnorm_case(tg *g, int64_t T, int D, fat5_rng *rng) {
 }
 
 static void t_gpu_rmsnorm(fat5_test *T) {
-    // (T, D): single element; odd widths; more rows than warps (several rows per warp: 9000 x 96 with
-    // the dw rows in shared memory, 2500 x 1600 with them in the scratch, 8 x 1600 floats > 48 KiB);
+    // (T, D): single element; odd widths; rows held in registers (D % 4 == 0, D <= 512: 512, 64, 96,
+    // 256) and not; more rows than warps (several rows per warp: 9000 x 96 and 12000 x 256 with the
+    // dw rows in shared memory, 2500 x 1600 with them in the scratch, 8 x 1600 floats > 48 KiB);
     // wide rows (4096; 13000: scratch)
-    static const int64_t shapes[][2] = {{1, 1},    {5, 7},     {37, 512},   {1500, 64},  {9000, 96},
-                                        {2, 4096}, {3, 13000}, {1029, 33},  {2500, 1600}};
+    static const int64_t shapes[][2] = {{1, 1},    {5, 7},     {37, 512},  {1500, 64},  {9000, 96}, {12000, 256},
+                                        {2, 4096}, {3, 13000}, {1029, 33}, {2500, 1600}};
     int mode;
     size_t s;
     for (mode = 0; mode < 2; mode++) {
@@ -585,6 +586,25 @@ static void tg_act_case(tg *g, fat5_act act, int gated, int64_t n, fat5_rng *rng
         tg_down_act(g, db, dbd, (size_t)n);
         snprintf(what, sizeof what, "act_bwd db (in place of dh) gated %s n=%lld", an, (long long)n);
         tg_close(g, what, db, dbref, (size_t)n, 1);
+    }
+    if (n > 1) {   // one element in (not 16-byte aligned): the one-per-thread path, the same bits
+        float *da2 = tg_f(g, (size_t)n), *db2 = tg_f(g, (size_t)n);
+        fat5__dptr dhd2 = tg_up_act(g, dh, (size_t)n), da2d = tg_dev(g, (size_t)n * tg_act(g)),
+                   o = (fat5__dptr)tg_act(g);
+        if (g->err) return;
+        da2[0] = da[0];
+        db2[0] = b ? db[0] : 0.0f;
+        if (!tg_ok(g, fat5__gpu_act_bwd(g->ctx, da2d + o, b ? dhd2 + o : 0, dhd2 + o, ad + o, b ? bd + o : 0, n - 1,
+                                        (int)act)))
+            return;
+        tg_down_act(g, da2 + 1, da2d + o, (size_t)n - 1);
+        snprintf(what, sizeof what, "act_bwd da %s%s n=%lld unaligned", gated ? "gated " : "", an, (long long)n);
+        tg_same(g, what, da2, da, (size_t)n);
+        if (b) {
+            tg_down_act(g, db2 + 1, dhd2 + o, (size_t)n - 1);
+            snprintf(what, sizeof what, "act_bwd db gated %s n=%lld unaligned", an, (long long)n);
+            tg_same(g, what, db2, db, (size_t)n);
+        }
     }
 }
 
