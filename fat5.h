@@ -6153,8 +6153,11 @@ static FAT5__UNUSED fat5_status fat5__gpu_mm_batched(fat5_ctx *ctx, fat5__mm_lay
 #define FAT5__GPU_ATTN_MAX_DK 256       // FAT5_ATTN_MAX_DK in kernels/attention.cu
 #define FAT5__GPU_NORM_BWD_BLOCKS 1024  // rows of the rmsnorm_bwd scratch: the dw partials
 #define FAT5__GPU_NORM_WARPS 8          // rows (one per warp) an rmsnorm block works on at once
-// fat5_rmsnorm_bwd is compiled for blocks of 256 threads (__launch_bounds__ in kernels/norm.cu)
-typedef char fat5__norm_warps_match_launch_bounds[FAT5__GPU_NORM_WARPS == 8 ? 1 : -1];
+#define FAT5__GPU_NORM_BWD_PER_SM 3     // rmsnorm_bwd blocks resident per multiprocessor
+// fat5_rmsnorm_bwd is compiled for FAT5__GPU_NORM_BWD_PER_SM blocks of 256 threads per
+// multiprocessor (__launch_bounds__(256, 3) in kernels/norm.cu)
+typedef char
+    fat5__norm_bwd_matches_launch_bounds[FAT5__GPU_NORM_WARPS == 8 && FAT5__GPU_NORM_BWD_PER_SM == 3 ? 1 : -1];
 #define FAT5__GPU_DBIAS_BLOCKS 1024     // grid.x clamp of attn_bwd_dq with a bias gradient: rows of its scratch
 
 // ceil(work / per_block) blocks, at least 1, at most FAT5__GPU_MAX_BLOCKS
@@ -6187,7 +6190,7 @@ static fat5_status fat5__gpu_launch_1d(fat5_ctx *ctx, int kernel, const char *op
 // An elementwise kernel that takes FAT5_VEC_E act_t elements per thread (16-byte loads): threads
 // for n / E vectors, grid-stride, at least one block (the n % E left over go one per thread).
 static fat5_status fat5__gpu_launch_vec(fat5_ctx *ctx, int kernel, const char *op, int64_t n, void **args) {
-    int64_t e = ctx->cfg.dtype == FAT5_DTYPE_BF16 ? 8 : 4;
+    int64_t e = 16 / (int64_t)fat5__dev_act_size(ctx);
     if (n < 0) return fat5__gpu_bad_count(ctx, op, "n", n);
     if (n == 0) return FAT5_OK;
     return fat5__dev_launch(ctx, kernel, fat5__gpu_blocks((n + e - 1) / e, 256), 1, 1, 256, 1, 1, 0, args);
@@ -6287,8 +6290,8 @@ static FAT5__UNUSED fat5_status fat5__gpu_colsum_f32(fat5_ctx *ctx, fat5__dptr o
 // dxa (0: none) dx's final value in the activation dtype. dy, x, dx fp32 [T, D]. One warp per row,
 // FAT5__GPU_NORM_WARPS per block. dw may be 0 (no weight gradient); else scratch holds at least
 // FAT5__GPU_NORM_BWD_BLOCKS * D floats for the partial column sums: one row per block when the
-// block's warps' rows fit in shared memory (3 blocks per multiprocessor, what the kernel's
-// registers let run at once; at most 1024), else one
+// block's warps' rows fit in shared memory (FAT5__GPU_NORM_BWD_PER_SM blocks per multiprocessor,
+// what the kernel's registers let run at once; at most 1024), else one
 // per warp (at most 1024 warps); fat5__gpu_colsum_f32 then adds them into dw in a fixed order, so
 // dw is deterministic.
 static FAT5__UNUSED fat5_status fat5__gpu_rmsnorm_bwd(fat5_ctx *ctx, fat5__dptr dx, fat5__dptr dw,
@@ -6308,7 +6311,8 @@ static FAT5__UNUSED fat5_status fat5__gpu_rmsnorm_bwd(fat5_ctx *ctx, fat5__dptr 
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_rmsnorm_bwd: dw without scratch");
     if (T == 0) return FAT5_OK;
     if (!dw) cap = FAT5__GPU_MAX_BLOCKS;
-    else if (in_smem) cap = 3 * (int64_t)(ctx->gpu && ctx->gpu->sm_count > 0 ? ctx->gpu->sm_count : 132);
+    else if (in_smem)
+        cap = FAT5__GPU_NORM_BWD_PER_SM * (int64_t)(ctx->gpu && ctx->gpu->sm_count > 0 ? ctx->gpu->sm_count : 132);
     else cap = FAT5__GPU_NORM_BWD_BLOCKS / FAT5__GPU_NORM_WARPS;
     if (cap > FAT5__GPU_NORM_BWD_BLOCKS) cap = FAT5__GPU_NORM_BWD_BLOCKS;
     if (need > cap) need = cap;
@@ -6568,7 +6572,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_delta(fat5_ctx *ctx, fat5__dp
     {   // one thread per 16-byte group when a row is a power of two of them up to 32 (as the kernel's
         // fat5_attn_delta_groups; unaligned pointers take its warp-per-row loop, grid-stride), else a
         // warp per row
-        int e = ctx->cfg.dtype == FAT5_DTYPE_BF16 ? 8 : 4, G = dk / e;
+        int e = 16 / (int)fat5__dev_act_size(ctx), G = dk / e;
         int64_t per_block = dk % e == 0 && G <= 32 && (G & (G - 1)) == 0 ? 256 / G : 8;
         return fat5__dev_launch(ctx, FAT5__K_attn_bwd_delta, fat5__gpu_blocks(Tq * H, per_block), 1, 1, 256, 1, 1,
                                 0, args);
