@@ -94,6 +94,7 @@
 //     [5.1]  train: token files
 //     [5.2]  train: UL2 sampler
 //     [5.3]  train: optimizers and schedules
+//     [5.4]  train: ranks, collectives and the launcher
 //     [6.1]  io: safetensors reader
 //     [6.2]  io: safetensors writer
 //     [6.3]  io: Hugging Face checkpoint directories
@@ -650,6 +651,14 @@ typedef struct fat5_train_config {
     int save_total_limit;         // keep the last K checkpoints (0 = all)
     double peak_tflops;           // for MFU (0 = from the device: 989 for H100/H200 bf16, else none)
     int device;                   // FAT5_DEVICE_CPU or FAT5_DEVICE_GPU, -1 = GPU when there is one
+    // several ranks (data parallel): one process per GPU, see fat5_launch
+    int world_size;               // ranks in the run (1)
+    int rank;                     // this process's: 0 .. world_size - 1 (rank 0 writes checkpoints and logs)
+    char rendezvous[4096];        // where the ranks meet: fat5_launch_info.rendezvous, or a file path that
+                                  // every rank names (rank 0 creates it; a shared filesystem across hosts)
+    double dist_timeout_s;        // a rank that waits this long for the others stops the run (900)
+    double bucket_mb;             // gradients summed across ranks in buckets of this size, overlapping the
+                                  // backward (25)
 } fat5_train_config;
 
 // Defaults: FAT5's recipe (UL2 mixture, AdamWScale, cosine) on a FAT5-small-shaped byte model.
@@ -682,6 +691,13 @@ typedef struct fat5_train_metrics {
     int saved;                    // a checkpoint was written after this step
     char checkpoint[4200];        // ... here
     int64_t epoch;                // passes over the training documents
+    // several ranks: tokens and tokens_per_s above count every rank's
+    int world_size;
+    double tokens_per_s_gpu;      // tokens_per_s / world_size
+    double comm_s;                // of step_s, the time the step waited for the sums across ranks
+    double scaling;               // (step_s - comm_s) / step_s: the scaling efficiency against one GPU
+                                  // running the same per-GPU batch, estimated from the exposed wait
+    int stop;                     // 1: some rank asked to stop (fat5_train_request_stop) before this step
 } fat5_train_metrics;
 
 // Opens the data, creates / loads / resumes the model and optimizer, on ctx's device.
@@ -696,6 +712,38 @@ FAT5_API fat5_status fat5_train_evaluate(fat5_trainer *t, double *loss);
 FAT5_API fat5_status fat5_train_save(fat5_trainer *t, const char **dir);
 FAT5_API fat5_model *fat5_train_model(fat5_trainer *t);
 FAT5_API const fat5_train_config *fat5_train_get_config(const fat5_trainer *t);
+// Asks every rank to stop: the next fat5_train_step's metrics say stop on all ranks at the same
+// step (each rank's request is summed with the losses), so they can save and exit together.
+FAT5_API void fat5_train_request_stop(fat5_trainer *t);
+
+// ---------------------------------------------------------------------------------------------
+// several GPUs: data parallel training, one process per rank
+//
+// Every rank draws the whole step's micro-batches (world_size x gradient_accumulation_steps) from
+// one sampler stream and trains on its own share, so a step of N ranks sees the same batch as one
+// GPU with N times the accumulation, and losses agree to rounding. Gradients are summed across
+// ranks (NCCL on the GPU, shared memory for CPU processes) in buckets while the backward runs;
+// every rank then takes the same optimizer step. Rank 0 writes checkpoints and metrics.jsonl; a
+// checkpoint resumes on any number of ranks. A rank that fails (an error, a crash, a lost GPU, a
+// peer that stopped answering for dist_timeout_s) stops every rank with an error naming it.
+// NCCL (libnccl.so.2) is opened at run time like the CUDA libraries: FAT5_ERR_NO_DEVICE when absent.
+//
+// One host: fat5_launch forks `world_size` workers and returns in each with its rank and
+// rendezvous (NCCL's id goes from rank 0 to the others through a pipe); in the calling process
+// it returns once every worker has exited, with the first failure. Call it before creating any
+// GPU context. If a worker fails, the others get grace_s seconds to stop on their own, then
+// SIGKILL. Several hosts: start one process per GPU yourself with rank, world_size and the same
+// rendezvous file on a shared filesystem.
+typedef struct fat5_launch_info {
+    int rank;                 // in a worker: its rank; in the launching process: -1
+    int world_size;
+    char rendezvous[64];      // workers: for fat5_train_config.rendezvous
+    int exit_code;            // launcher: 0 when every worker exited with 0, else the first failure's
+                              // status (128 + signal for a killed one)
+    int failed_rank;          // launcher: the first rank that failed, -1 none
+    char message[512];        // launcher: what happened to it
+} fat5_launch_info;
+FAT5_API fat5_status fat5_launch(fat5_ctx *ctx, int world_size, double grace_s, fat5_launch_info *out);
 
 // ---------------------------------------------------------------------------------------------
 // inference and generation
@@ -2489,6 +2537,7 @@ enum {
     FAT5__CUDA_ERROR_OUT_OF_MEMORY = 2,
     FAT5__CUDA_ERROR_STUB_LIBRARY = 34,
     FAT5__CUDA_ERROR_NOT_FOUND = 500,
+    FAT5__CUDA_ERROR_NOT_READY = 600,
     FAT5__CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
     FAT5__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
     FAT5__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
@@ -2588,6 +2637,54 @@ typedef fat5__CUresult (*fat5__PFN_cuEventRecord)(fat5__CUevent ev, fat5__CUstre
 typedef fat5__CUresult (*fat5__PFN_cuEventSynchronize)(fat5__CUevent ev);
 typedef fat5__CUresult (*fat5__PFN_cuEventDestroy)(fat5__CUevent ev);
 typedef fat5__CUresult (*fat5__PFN_cuEventElapsedTime)(float *ms, fat5__CUevent start, fat5__CUevent end);
+
+// NCCL (collectives across GPUs), opened only by a run of several ranks on the GPU (section [5.4]).
+// libnccl.so.2 is tried bare (LD_LIBRARY_PATH, the ld.so cache), then in $NCCL_HOME/lib,
+// $CUDA_HOME/lib64, $CUDA_HOME/lib, /usr/local/cuda/lib64, /usr/local/cuda/lib, then in the
+// nvidia/nccl/lib folder of the Python environment $VIRTUAL_ENV or $CONDA_PREFIX
+// (lib/python3.*/site-packages/), where pip's nvidia-nccl wheels put it.
+typedef unsigned int fat5__ncclResult_t;    // ncclResult_t
+typedef unsigned int fat5__ncclDataType_t;  // ncclDataType_t
+typedef unsigned int fat5__ncclRedOp_t;     // ncclRedOp_t
+typedef struct fat5__ncclComm *fat5__ncclComm_t;
+#define FAT5__NCCL_UNIQUE_ID_BYTES 128
+typedef struct fat5__ncclUniqueId { char internal[FAT5__NCCL_UNIQUE_ID_BYTES]; } fat5__ncclUniqueId;
+#define FAT5__NCCL_SUCCESS 0u
+#define FAT5__NCCL_IN_PROGRESS 7u
+#define FAT5__NCCL_SUM 0u
+#define FAT5__NCCL_FLOAT32 7u
+#define FAT5__NCCL_FLOAT64 8u
+typedef fat5__ncclResult_t (*fat5__PFN_ncclGetVersion)(int *version);
+typedef fat5__ncclResult_t (*fat5__PFN_ncclGetUniqueId)(fat5__ncclUniqueId *id);
+typedef fat5__ncclResult_t (*fat5__PFN_ncclCommInitRank)(fat5__ncclComm_t *comm, int nranks, fat5__ncclUniqueId id,
+                                                         int rank);
+typedef fat5__ncclResult_t (*fat5__PFN_ncclCommDestroy)(fat5__ncclComm_t comm);
+typedef fat5__ncclResult_t (*fat5__PFN_ncclCommAbort)(fat5__ncclComm_t comm);
+typedef fat5__ncclResult_t (*fat5__PFN_ncclCommGetAsyncError)(fat5__ncclComm_t comm, fat5__ncclResult_t *error);
+typedef const char *(*fat5__PFN_ncclGetErrorString)(fat5__ncclResult_t result);
+typedef fat5__ncclResult_t (*fat5__PFN_ncclAllReduce)(const void *send, void *recv, size_t count,
+                                                      fat5__ncclDataType_t type, fat5__ncclRedOp_t op,
+                                                      fat5__ncclComm_t comm, fat5__CUstream stream);
+#define FAT5__NCCL_API(X)                                                                          \
+    X(ncclGetVersion, "ncclGetVersion")                                                            \
+    X(ncclGetUniqueId, "ncclGetUniqueId")                                                          \
+    X(ncclCommInitRank, "ncclCommInitRank")                                                        \
+    X(ncclCommDestroy, "ncclCommDestroy")                                                          \
+    X(ncclCommAbort, "ncclCommAbort")                                                              \
+    X(ncclCommGetAsyncError, "ncclCommGetAsyncError")                                              \
+    X(ncclGetErrorString, "ncclGetErrorString")                                                    \
+    X(ncclAllReduce, "ncclAllReduce")
+// the driver calls a run of several ranks adds: a second stream ordered against the first by events
+typedef fat5__CUresult (*fat5__PFN_cuStreamWaitEvent)(fat5__CUstream stream, fat5__CUevent ev, unsigned int flags);
+typedef fat5__CUresult (*fat5__PFN_cuEventQuery)(fat5__CUevent ev);
+#define FAT5__CU_DIST_API(X)                                                                       \
+    X(cuEventCreate, "cuEventCreate")                                                              \
+    X(cuEventRecord, "cuEventRecord")                                                              \
+    X(cuEventQuery, "cuEventQuery")                                                                \
+    X(cuEventSynchronize, "cuEventSynchronize")                                                    \
+    X(cuEventElapsedTime, "cuEventElapsedTime_v2")                                                 \
+    X(cuEventDestroy, "cuEventDestroy_v2")                                                         \
+    X(cuStreamWaitEvent, "cuStreamWaitEvent")
 
 // NVRTC (nvrtc.h, 11.2 or newer)
 typedef fat5__nvrtcResult (*fat5__PFN_nvrtcVersion)(int *major, int *minor);
@@ -2966,6 +3063,94 @@ static const char *fat5__dev_load_cublas(struct fat5__gpu *g) {
 #undef FAT5__DEV_LOAD_CU
 #undef FAT5__DEV_LOAD_NVRTC
 #undef FAT5__DEV_LOAD_CUBLAS
+
+// ---- NCCL ---------------------------------------------------------------------------------------
+
+#define FAT5__NCCL_FIELD(api, sym) fat5__PFN_##api api;
+typedef struct fat5__nccl {
+    void *lib;
+    char path[512];                // what dlopen opened
+    int version;                   // ncclGetVersion: 22805 = 2.28.5
+    struct { FAT5__NCCL_API(FAT5__NCCL_FIELD) } f;
+    struct { FAT5__CU_DIST_API(FAT5__NCCL_FIELD) } cu;   // from the driver fat5 already opened
+} fat5__nccl;
+#undef FAT5__NCCL_FIELD
+
+// Adds DIR/lib/python3.*/site-packages/nvidia/nccl/lib/ of a Python environment to dirs.
+static int fat5__nccl_python_dirs(const char *env, char (*dirs)[512], int n, int cap) {
+    char lib[512];
+    DIR *d;
+    struct dirent *e;
+    if (!env || !env[0] || snprintf(lib, sizeof lib, "%s/lib", env) >= (int)sizeof lib || !(d = opendir(lib))) return n;
+    while (n < cap && (e = readdir(d)) != NULL) {
+        int k;
+        if (strncmp(e->d_name, "python3", 7) != 0) continue;
+        k = snprintf(dirs[n], 512, "%s/%s/site-packages/nvidia/nccl/lib/", lib, e->d_name);
+        if (k > 0 && k < 512) n++;
+    }
+    closedir(d);
+    return n;
+}
+
+// Opens libnccl.so.2 and its entry points into n, and the driver's event calls from the
+// context's driver. FAT5_ERR_NO_DEVICE, naming every place tried, when it is absent.
+static fat5_status fat5__nccl_open(fat5_ctx *ctx, fat5__nccl *n) {
+    static const char soname[] = "libnccl.so.2";
+    char dirs[12][512];
+    const char *missing = NULL, *v;
+    fat5__sb errs;
+    int nd = 0, i;
+    memset(n, 0, sizeof *n);
+    dirs[nd++][0] = 0;
+    if ((v = getenv("NCCL_HOME")) && v[0]) snprintf(dirs[nd++], 512, "%s/lib/", v);
+    if ((v = getenv("CUDA_HOME")) && v[0]) {
+        snprintf(dirs[nd++], 512, "%s/lib64/", v);
+        snprintf(dirs[nd++], 512, "%s/lib/", v);
+    }
+    snprintf(dirs[nd++], 512, "/usr/local/cuda/lib64/");
+    snprintf(dirs[nd++], 512, "/usr/local/cuda/lib/");
+    nd = fat5__nccl_python_dirs(getenv("VIRTUAL_ENV"), dirs, nd, 12);
+    nd = fat5__nccl_python_dirs(getenv("CONDA_PREFIX"), dirs, nd, 12);
+    fat5__sb_init(&errs, ctx);
+    for (i = 0; i < nd && !n->lib; i++) {
+        int k = snprintf(n->path, sizeof n->path, "%s%s", dirs[i], soname);
+        const char *e;
+        if (k < 0 || (size_t)k >= sizeof n->path) continue;
+        if ((n->lib = dlopen(n->path, FAT5__RTLD)) != NULL) break;
+        e = dlerror();
+        fat5__sb_printf(&errs, "%s%s", i ? "; " : "", e ? e : n->path);
+    }
+    if (!n->lib) {
+        fat5_status st = fat5__err(ctx, FAT5_ERR_NO_DEVICE,
+                                   "NCCL not found (libnccl.so.2; set NCCL_HOME, LD_LIBRARY_PATH, or VIRTUAL_ENV to a "
+                                   "Python environment with the nvidia-nccl wheel): %s",
+                                   errs.buf ? errs.buf : "dlopen failed");
+        fat5__sb_free(&errs);
+        n->path[0] = 0;
+        return st;
+    }
+    fat5__sb_free(&errs);
+#define FAT5__NCCL_LOAD(api, sym) \
+    if (!missing && !(n->f.api = (fat5__PFN_##api)fat5__dev_sym(n->lib, sym))) missing = sym;
+    FAT5__NCCL_API(FAT5__NCCL_LOAD)
+#undef FAT5__NCCL_LOAD
+    if (missing) return fat5__err(ctx, FAT5_ERR_NO_DEVICE, "%s: no entry point %s (NCCL older than 2.4?)", n->path, missing);
+    if (n->f.ncclGetVersion(&n->version) != FAT5__NCCL_SUCCESS) n->version = 0;
+    if (ctx->gpu) {
+#define FAT5__NCCL_LOAD_CU(api, sym) \
+    if (!missing && !(n->cu.api = (fat5__PFN_##api)fat5__dev_sym(ctx->gpu->lib_cuda, sym))) missing = sym;
+        FAT5__CU_DIST_API(FAT5__NCCL_LOAD_CU)
+#undef FAT5__NCCL_LOAD_CU
+        if (missing) return fat5__err(ctx, FAT5_ERR_NO_DEVICE, "%s: no entry point %s", ctx->gpu->path_cuda, missing);
+    }
+    return FAT5_OK;
+}
+
+// "what: ncclX (NCCL's last message)" with FAT5_ERR_CUDA
+static fat5_status fat5__nccl_fail(fat5_ctx *ctx, const fat5__nccl *n, fat5__ncclResult_t r, const char *what) {
+    const char *s = n->f.ncclGetErrorString ? n->f.ncclGetErrorString(r) : NULL;
+    return fat5__err(ctx, FAT5_ERR_CUDA, "%s: NCCL error %u (%s)", what, r, s ? s : "?");
+}
 
 // Sonames of a versioned CUDA library ("libnvrtc.so.13", "libnvrtc.so.12"): the newest first,
 // unless the driver is older than 13, then the 12 first (a CUDA 13 library needs a CUDA 13 driver).
@@ -8020,6 +8205,11 @@ struct fat5_model {
     fat5_loss_config loss;
     char *gen_json;                   // generation_config.json found beside the checkpoint, or NULL
     size_t gen_json_len;              // (fat5_generate_config_default overlays it)
+    // told by the backward as it goes that every gradient at float offset >= lo is final (the
+    // parameters lie lm_head-last and the backward finishes them from the top down), so that they
+    // can be summed across ranks while it runs; NULL none
+    fat5_status (*grad_ready)(void *user, size_t lo);
+    void *grad_ready_user;
 };
 
 FAT5_API const fat5_model_config *fat5_model_get_config(const fat5_model *m) { return &m->cfg; }
@@ -9151,6 +9341,11 @@ static fat5_status fat5__model_attn_bwd(fat5_model *m, const fat5__layer *y, con
                            w->dh_act);
 }
 
+// m->grad_ready of parameter p's offset: it and every gradient above it are final
+static fat5_status fat5__grads_final(fat5_model *m, int p) {
+    return m->grad_ready ? m->grad_ready(m->grad_ready_user, m->params[p].offset) : FAT5_OK;
+}
+
 // The backward graph of the last forward: gradients added to m->gd.
 static fat5_status fat5__model_backward(fat5_model *m, float grad_scale) {
     fat5_ctx *ctx = m->ctx;
@@ -9170,21 +9365,27 @@ static fat5_status fat5__model_backward(fat5_model *m, float grad_scale) {
                      0.0f));
     FAT5__TRY(be->rmsnorm_bwd(ctx, w->dh_dec, fat5__pg(m, m->dec_final_ln), w->dn, w->dec_hf,
                               fat5__pw(m, m->dec_final_ln), w->dec_rsf, td, (int)D, 0, w->norm_scratch, w->dh_act));
-    // decoder layers, last to first
+    FAT5__TRY(fat5__grads_final(m, m->dec_final_ln));
+    // decoder layers, last to first (a layer's parameters start at its q; a table shared by the
+    // layers lies in layer 0, the last one done)
     for (l = c->num_decoder_layers - 1; l >= 0; l--) {
         FAT5__TRY(fat5__model_ffn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td));
         FAT5__TRY(fat5__model_attn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td, FAT5__ATTN_CROSS));
         FAT5__TRY(fat5__model_attn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td, FAT5__ATTN_CAUSAL));
+        FAT5__TRY(fat5__grads_final(m, m->dec[l].q));
     }
     FAT5__TRY(be->embed_bwd(ctx, fat5__pg(m, m->shared), w->dh_dec, w->dec_tok, td, (int)D));
     // encoder
     FAT5__TRY(be->rmsnorm_bwd(ctx, w->dh_enc, fat5__pg(m, m->enc_final_ln), w->d_enc_out, w->enc_hf,
                               fat5__pw(m, m->enc_final_ln), w->enc_rsf, te, (int)D, 0, w->norm_scratch, w->dh_act));
+    FAT5__TRY(fat5__grads_final(m, m->enc_final_ln));
     for (l = c->num_layers - 1; l >= 0; l--) {
         FAT5__TRY(fat5__model_ffn_bwd(m, &m->enc[l], &w->enc[l], w->dh_enc, te));
         FAT5__TRY(fat5__model_attn_bwd(m, &m->enc[l], &w->enc[l], w->dh_enc, te, FAT5__ATTN_BIDIR));
+        FAT5__TRY(fat5__grads_final(m, m->enc[l].q));
     }
-    return be->embed_bwd(ctx, fat5__pg(m, m->shared), w->dh_enc, w->enc_tok, te, (int)D);
+    FAT5__TRY(be->embed_bwd(ctx, fat5__pg(m, m->shared), w->dh_enc, w->enc_tok, te, (int)D));
+    return m->grad_ready ? m->grad_ready(m->grad_ready_user, 0) : FAT5_OK;
 }
 
 // fat5_model_backward; with `wait` 0 the backward is only queued (the training loop waits once, at
@@ -10549,6 +10750,673 @@ FAT5_API fat5_status fat5_optim_step(fat5_optim *o, fat5_optim_result *out) {
 }
 
 // =============================================================================================
+// ==[5.4] train: ranks, collectives and the launcher ==
+// Data parallel training runs one process per rank (one GPU each, or CPU processes). Every rank
+// holds the whole model and draws the whole step's micro-batches from one sampler stream, keeps
+// its own share, and adds its gradients to the others' with an all-reduce, so every rank takes the
+// same optimizer step on the same sums. This section is the transport: how ranks meet, sums of
+// fp32 / fp64 buffers, gradient buckets, failure detection, and fat5_launch (fork one worker per
+// rank). Two transports, chosen by the model's backend:
+//   - NCCL (GPU): ncclAllReduce on a second stream, each bucket ordered after the backward that
+//     finished it by an event, the compute stream ordered after the last one (section [2] opens
+//     libnccl.so.2). The ranks exchange NCCL's unique id through a pipe (fat5_launch) or a file.
+//   - host (CPU backend): shared memory: each rank copies a chunk into its slot, and every rank
+//     adds the slots in rank order, so all get the same bits. The same host only.
+// The board: a shared page (an unlinked temporary file fat5_launch maps into every worker, or the
+// rendezvous file) with the first failed rank and why, the workers' pids and the launcher's, and
+// the host transport's barrier and slots. A rank whose collective waits longer than the timeout,
+// or sees a peer fail or vanish, marks the board, aborts NCCL and returns an error naming the rank;
+// it never hangs.
+#ifndef _WIN32
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#endif
+
+#define FAT5__DIST_MAGIC 0x3130747369643566ull   // "f5dist01"
+#define FAT5__DIST_MAX_LOCAL 256                 // ranks one board (one host) holds
+#define FAT5__DIST_SLOT ((size_t)4 << 20)        // bytes per rank in a host sum's chunk
+
+typedef struct fat5__board {
+    uint64_t magic;
+    int32_t world, launcher_pid;   // launcher_pid 0: no launcher (rendezvous file)
+    int32_t failed;                // the first rank that failed, -1 none (set once, compare-and-swap)
+    int32_t id_ready;
+    char why[480];                 // ... and what happened to it
+    uint32_t arrive, gen;          // host barrier: ranks arrived, generation
+    int32_t pid[FAT5__DIST_MAX_LOCAL];
+    unsigned char nccl_id[128];
+} fat5__board;
+
+enum { FAT5__DIST_HOST = 1, FAT5__DIST_NCCL = 2 };
+
+typedef struct fat5__comm {
+    fat5_ctx *ctx;
+    const fat5__backend *be;
+    int rank, world, mode;
+    int launched;                  // the board is fat5_launch's: all ranks are local processes
+    int local;                     // the peers' pids can be checked (launched, or host transport)
+    fat5__board *board;
+    size_t board_bytes;
+    unsigned char *slots;          // host transport: world x FAT5__DIST_SLOT
+    char file[4200];               // the rendezvous file (removed by rank 0 at the end), "" none
+    double timeout_s;
+    double wait_s;                 // host time spent waiting on the others since the last read
+    size_t bucket;                 // floats per gradient bucket
+    fat5__addr gd;                 // the gradients being summed, [n_grad] floats
+    size_t n_grad, next_hi;        // floats at or above next_hi are summed (or queued)
+#ifndef FAT5_NO_CUDA
+    fat5__nccl nccl;
+    fat5__ncclComm_t nc;
+    fat5__CUstream stream;         // the collectives' stream
+    fat5__CUevent ev_order, ev_done, ev_t0, ev_t1;
+    int pending;                   // collectives queued since the last wait
+    int timed;                     // ev_t0 / ev_t1 recorded this step
+#endif
+} fat5__comm;
+
+// Marks the board: rank r failed because of msg (the first failure wins).
+static void fat5__board_fail(fat5__board *b, int r, const char *msg) {
+    int32_t none = -1;
+    if (!b) return;
+    if (__atomic_compare_exchange_n(&b->failed, &none, (int32_t)r, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        snprintf(b->why, sizeof b->why, "%.470s", msg);
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+    }
+}
+
+// FAT5_OK while every rank is well; else an error naming the rank that failed or vanished.
+static fat5_status fat5__comm_check(fat5__comm *c) {
+    fat5__board *b = c->board;
+    int32_t f, r;
+    if (!b) return FAT5_OK;
+    f = __atomic_load_n(&b->failed, __ATOMIC_ACQUIRE);
+    if (f >= 0 && f != c->rank) {
+        char why[sizeof b->why];
+        memcpy(why, b->why, sizeof why);
+        why[sizeof why - 1] = 0;
+        return fat5__err(c->ctx, FAT5_ERR_STATE, "rank %d stops: rank %d failed: %s", c->rank, (int)f, why);
+    }
+    if (c->launched && b->launcher_pid > 0 && getppid() != b->launcher_pid) {
+        fat5__board_fail(b, c->rank, "its launcher exited");
+        return fat5__err(c->ctx, FAT5_ERR_STATE, "rank %d stops: the launcher (pid %d) exited", c->rank,
+                         (int)b->launcher_pid);
+    }
+    if (c->local)
+        for (r = 0; r < c->world && r < FAT5__DIST_MAX_LOCAL; r++) {
+            int32_t pid = __atomic_load_n(&b->pid[r], __ATOMIC_ACQUIRE);
+            if (r != c->rank && pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
+                char msg[128];
+                snprintf(msg, sizeof msg, "its process (pid %d) is gone", (int)pid);
+                fat5__board_fail(b, r, msg);
+                return fat5__err(c->ctx, FAT5_ERR_STATE, "rank %d stops: rank %d failed: %s", c->rank, (int)r, msg);
+            }
+        }
+    return FAT5_OK;
+}
+
+static void fat5__dist_nap(int spins) {
+    struct timespec ts;
+    ts.tv_sec = 0;
+    ts.tv_nsec = spins < 1000 ? 0 : spins < 20000 ? 50000 : 2000000;   // spin, then 50 us, then 2 ms naps
+    if (ts.tv_nsec) nanosleep(&ts, NULL);
+}
+
+// Waits until every rank arrived (host transport), watching for failures and the timeout.
+static fat5_status fat5__comm_barrier(fat5__comm *c) {
+    fat5__board *b = c->board;
+    uint32_t gen = __atomic_load_n(&b->gen, __ATOMIC_ACQUIRE);
+    double t0 = fat5__now_s(), next_check = t0 + 0.05;
+    int spins = 0;
+    fat5_status st;
+    if (__atomic_add_fetch(&b->arrive, 1, __ATOMIC_ACQ_REL) == (uint32_t)c->world) {
+        __atomic_store_n(&b->arrive, 0, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&b->gen, 1, __ATOMIC_RELEASE);
+        return FAT5_OK;
+    }
+    while (__atomic_load_n(&b->gen, __ATOMIC_ACQUIRE) == gen) {
+        fat5__dist_nap(spins++);
+        if ((spins & 63) == 0) {
+            double now = fat5__now_s();
+            if (now >= next_check) {
+                if ((st = fat5__comm_check(c))) return st;
+                next_check = now + 0.05;
+            }
+            if (now - t0 > c->timeout_s) {
+                char msg[160];
+                snprintf(msg, sizeof msg, "waited %.0f s for the other ranks (dist_timeout)", c->timeout_s);
+                fat5__board_fail(b, c->rank, msg);
+                return fat5__err(c->ctx, FAT5_ERR_STATE, "rank %d: %s", c->rank, msg);
+            }
+        }
+    }
+    c->wait_s += fat5__now_s() - t0;
+    return FAT5_OK;
+}
+
+// In-place sum over the ranks of n fp32 (f64 0) or fp64 (f64 1) elements at p on the host
+// transport: chunk by chunk, each rank's chunk in its slot, every rank adding slots 0, 1, ... in
+// order, so that every rank gets the same bits.
+static fat5_status fat5__comm_host_sum(fat5__comm *c, void *p, size_t n, int f64) {
+    size_t es = f64 ? 8 : 4, per = FAT5__DIST_SLOT / es, off, i;
+    fat5_status st;
+    for (off = 0; off < n; off += per) {
+        size_t m = n - off < per ? n - off : per;
+        int r;
+        memcpy(c->slots + (size_t)c->rank * FAT5__DIST_SLOT, (char *)p + off * es, m * es);
+        if ((st = fat5__comm_barrier(c))) return st;
+        if (f64) {
+            double *d = (double *)p + off;
+            const double *s0 = (const double *)(const void *)c->slots;
+            for (i = 0; i < m; i++) d[i] = s0[i];
+            for (r = 1; r < c->world; r++) {
+                const double *s = (const double *)(const void *)(c->slots + (size_t)r * FAT5__DIST_SLOT);
+                for (i = 0; i < m; i++) d[i] += s[i];
+            }
+        } else {
+            float *d = (float *)p + off;
+            const float *s0 = (const float *)(const void *)c->slots;
+            for (i = 0; i < m; i++) d[i] = s0[i];
+            for (r = 1; r < c->world; r++) {
+                const float *s = (const float *)(const void *)(c->slots + (size_t)r * FAT5__DIST_SLOT);
+                for (i = 0; i < m; i++) d[i] += s[i];
+            }
+        }
+        if ((st = fat5__comm_barrier(c))) return st;   // nobody refills a slot still being read
+    }
+    return FAT5_OK;
+}
+
+// Queues (NCCL) or does (host) the in-place sum of n elements at the backend address p.
+static fat5_status fat5__comm_sum(fat5__comm *c, fat5__addr p, size_t n, int f64) {
+    if (n == 0 || c->world == 1) return FAT5_OK;
+    if (c->mode == FAT5__DIST_HOST) return fat5__comm_host_sum(c, (void *)(uintptr_t)p, n, f64);
+#ifndef FAT5_NO_CUDA
+    {
+        struct fat5__gpu *g = c->ctx->gpu;
+        fat5__ncclResult_t r;
+        fat5_status st;
+        // after the work queued so far on the compute stream
+        if ((st = fat5__dev_check(c->ctx, c->nccl.cu.cuEventRecord(c->ev_order, g->stream), "cuEventRecord")) ||
+            (st = fat5__dev_check(c->ctx, c->nccl.cu.cuStreamWaitEvent(c->stream, c->ev_order, 0), "cuStreamWaitEvent")))
+            return st;
+        r = c->nccl.f.ncclAllReduce((const void *)(uintptr_t)p, (void *)(uintptr_t)p, n,
+                                    f64 ? FAT5__NCCL_FLOAT64 : FAT5__NCCL_FLOAT32, FAT5__NCCL_SUM, c->nc, c->stream);
+        if (r != FAT5__NCCL_SUCCESS) return fat5__nccl_fail(c->ctx, &c->nccl, r, "ncclAllReduce");
+        c->pending = 1;
+        return FAT5_OK;
+    }
+#else
+    return fat5__err(c->ctx, FAT5_ERR_UNSUPPORTED, "collectives on the GPU: built with FAT5_NO_CUDA");
+#endif
+}
+
+// Orders the compute stream after every queued collective and waits on the host until they are
+// done, watching the board, NCCL's asynchronous errors and the timeout (then aborting NCCL). The
+// compute stream's wait is timed (ev_t0 .. ev_t1) for the step's exposed communication.
+static fat5_status fat5__comm_wait(fat5__comm *c) {
+#ifndef FAT5_NO_CUDA
+    struct fat5__gpu *g = c->ctx->gpu;
+    double t0, next_check;
+    int spins = 0;
+    fat5_status st;
+    if (c->mode != FAT5__DIST_NCCL || !c->pending) return FAT5_OK;
+    c->pending = 0;
+    if ((st = fat5__dev_check(c->ctx, c->nccl.cu.cuEventRecord(c->ev_done, c->stream), "cuEventRecord")) ||
+        (st = fat5__dev_check(c->ctx, c->nccl.cu.cuEventRecord(c->ev_t0, g->stream), "cuEventRecord")) ||
+        (st = fat5__dev_check(c->ctx, c->nccl.cu.cuStreamWaitEvent(g->stream, c->ev_done, 0), "cuStreamWaitEvent")) ||
+        (st = fat5__dev_check(c->ctx, c->nccl.cu.cuEventRecord(c->ev_t1, g->stream), "cuEventRecord")))
+        return st;
+    c->timed = 1;
+    t0 = fat5__now_s();
+    next_check = t0 + 0.05;
+    for (;;) {
+        fat5__CUresult q = c->nccl.cu.cuEventQuery(c->ev_done);
+        double now;
+        if (q == FAT5__CUDA_SUCCESS) break;
+        if (q != FAT5__CUDA_ERROR_NOT_READY) return fat5__dev_check(c->ctx, q, "waiting for the all-reduce");
+        fat5__dist_nap(spins++ + 1000);
+        now = fat5__now_s();
+        if (now < next_check) continue;
+        next_check = now + 0.05;
+        {
+            fat5__ncclResult_t ae = FAT5__NCCL_SUCCESS;
+            const char *why = NULL;
+            char msg[200];
+            st = fat5__comm_check(c);
+            if (!st && c->nccl.f.ncclCommGetAsyncError(c->nc, &ae) == FAT5__NCCL_SUCCESS && ae != FAT5__NCCL_SUCCESS &&
+                ae != FAT5__NCCL_IN_PROGRESS) {
+                snprintf(msg, sizeof msg, "NCCL error %u (%s)", ae, c->nccl.f.ncclGetErrorString(ae));
+                why = msg;
+            } else if (!st && now - t0 > c->timeout_s) {
+                snprintf(msg, sizeof msg, "an all-reduce made no progress for %.0f s (dist_timeout): a rank hangs or died",
+                         c->timeout_s);
+                why = msg;
+            }
+            if (st || why) {
+                char keep[700];
+                if (why) fat5__board_fail(c->board, c->rank, why);
+                snprintf(keep, sizeof keep, "%.690s", st ? fat5_last_error(c->ctx) : why);
+                c->nccl.f.ncclCommAbort(c->nc);   // frees the stuck kernels; the communicator is gone
+                c->nc = NULL;
+                return fat5__err(c->ctx, st ? st : FAT5_ERR_STATE, "%s%s", st ? "" : "rank stops: ", keep);
+            }
+        }
+    }
+    c->wait_s += fat5__now_s() - t0;
+    return FAT5_OK;
+#else
+    (void)c;
+    return FAT5_OK;
+#endif
+}
+
+// Seconds the compute stream (GPU) or the host (CPU) waited for the others since the last call.
+static double fat5__comm_exposed_s(fat5__comm *c) {
+    double s = 0;
+#ifndef FAT5_NO_CUDA
+    if (c->mode == FAT5__DIST_NCCL) {
+        float ms = 0;
+        if (c->timed && c->nccl.cu.cuEventSynchronize(c->ev_t1) == FAT5__CUDA_SUCCESS &&
+            c->nccl.cu.cuEventElapsedTime(&ms, c->ev_t0, c->ev_t1) == FAT5__CUDA_SUCCESS)
+            s = ms * 1e-3;
+        c->timed = 0;
+        c->wait_s = 0;
+        return s;
+    }
+#endif
+    s = c->wait_s;
+    c->wait_s = 0;
+    return s;
+}
+
+// --- gradient buckets: [n - (j + 1) B, n - j B) for j = 0, 1, ..., the top of the parameter arena
+// first, because the backward finishes the gradients from the top down (lm_head, the decoder's
+// last layer, ..., the encoder's first layer, the shared embedding).
+
+static void fat5__comm_grads_begin(fat5__comm *c, fat5__addr gd, size_t n) {
+    c->gd = gd;
+    c->n_grad = c->next_hi = n;
+}
+
+// Every gradient at float offset >= lo is final: sums the whole buckets above lo.
+static fat5_status fat5__comm_grads_ready(void *user, size_t lo) {
+    fat5__comm *c = (fat5__comm *)user;
+    fat5_status st;
+    while (c->next_hi > 0) {
+        size_t b_lo = c->next_hi > c->bucket ? c->next_hi - c->bucket : 0;
+        if (b_lo < lo) break;
+        if ((st = fat5__comm_sum(c, c->gd + (fat5__addr)b_lo * 4, c->next_hi - b_lo, 0))) return st;
+        c->next_hi = b_lo;
+    }
+    return FAT5_OK;
+}
+
+// The rest of the gradients, then `n_extra` doubles at `extra` (losses and votes).
+static fat5_status fat5__comm_grads_end(fat5__comm *c, fat5__addr extra, size_t n_extra) {
+    fat5_status st;
+    if ((st = fat5__comm_grads_ready(c, 0))) return st;
+    if ((st = fat5__comm_sum(c, extra, n_extra, 1))) return st;
+    return fat5__comm_wait(c);
+}
+
+// The sum over the ranks of n host doubles (evaluation totals), in place, now.
+static fat5_status fat5__comm_sum_host(fat5__comm *c, double *v, size_t n, fat5__addr scratch) {
+    fat5_status st;
+    if (c->world == 1) return FAT5_OK;
+    if (c->mode == FAT5__DIST_HOST) return fat5__comm_host_sum(c, v, n, 1);
+    if ((st = c->be->upload(c->ctx, scratch, v, n * 8)) || (st = fat5__comm_sum(c, scratch, n, 1)) ||
+        (st = fat5__comm_wait(c)))
+        return st;
+    (void)fat5__comm_exposed_s(c);
+    return c->be->download(c->ctx, v, scratch, n * 8);
+}
+
+// --- meeting: the board from fat5_launch's file descriptor, or a rendezvous file
+
+static size_t fat5__board_bytes(int world, int host) {
+    return sizeof(fat5__board) + (host ? (size_t)world * FAT5__DIST_SLOT : 0);
+}
+
+static fat5_status fat5__comm_map(fat5__comm *c, int fd, size_t bytes, const char *what) {
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return fat5__err(c->ctx, FAT5_ERR_IO, "%s: mmap of %zu bytes failed: %s", what, bytes, strerror(errno));
+    c->board = (fat5__board *)p;
+    c->board_bytes = bytes;
+    c->slots = (unsigned char *)p + sizeof(fat5__board);
+    return FAT5_OK;
+}
+
+// Rank 0 writes the board file (under a temporary name, renamed when complete); the others wait
+// for it to appear with this run's size, then map it.
+static fat5_status fat5__comm_file(fat5__comm *c, const char *path, size_t bytes, const unsigned char *id) {
+    fat5_ctx *ctx = c->ctx;
+    int fd;
+    fat5_status st;
+    snprintf(c->file, sizeof c->file, "%s", path);
+    if (c->rank == 0) {
+        char tmp[4300];
+        fat5__board *b;
+        snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
+        fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC, 0600);
+        if (fd < 0) return fat5__err(ctx, FAT5_ERR_IO, "rendezvous %s: cannot create: %s", tmp, strerror(errno));
+        if (ftruncate(fd, (off_t)bytes) != 0) {
+            close(fd);
+            return fat5__err(ctx, FAT5_ERR_IO, "rendezvous %s: cannot size: %s", tmp, strerror(errno));
+        }
+        st = fat5__comm_map(c, fd, bytes, tmp);
+        close(fd);
+        if (st) return st;
+        b = c->board;
+        b->world = c->world;
+        b->failed = -1;
+        if (id) {
+            memcpy(b->nccl_id, id, sizeof b->nccl_id);
+            b->id_ready = 1;
+        }
+        b->magic = FAT5__DIST_MAGIC;
+        if (msync(c->board, bytes, MS_SYNC) != 0 || rename(tmp, path) != 0) {
+            (void)unlink(tmp);
+            return fat5__err(ctx, FAT5_ERR_IO, "rendezvous %s: cannot publish: %s", path, strerror(errno));
+        }
+        return FAT5_OK;
+    }
+    {
+        double t0 = fat5__now_s();
+        for (;;) {
+            struct stat sb;
+            fd = open(path, O_RDWR);
+            if (fd >= 0 && fstat(fd, &sb) == 0 && (size_t)sb.st_size == bytes) break;
+            if (fd >= 0) close(fd);
+            if (fat5__now_s() - t0 > c->timeout_s)
+                return fat5__err(ctx, FAT5_ERR_STATE, "rank %d: rendezvous %s did not appear with this run's size "
+                                 "(%zu bytes) within %.0f s: is rank 0 running, with world_size %d?", c->rank, path,
+                                 bytes, c->timeout_s, c->world);
+            fat5__dist_nap(20000);
+        }
+        st = fat5__comm_map(c, fd, bytes, path);
+        close(fd);
+        if (st) return st;
+        if (c->board->magic != FAT5__DIST_MAGIC || c->board->world != c->world)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "rendezvous %s: not this run's (world size %d, expected %d)", path,
+                             (int)c->board->world, c->world);
+        return FAT5_OK;
+    }
+}
+
+static void fat5__comm_close(fat5__comm *c) {
+    if (!c) return;
+#ifndef FAT5_NO_CUDA
+    if (c->mode == FAT5__DIST_NCCL) {
+        if (c->nc) {
+            if (c->pending) (void)fat5__comm_wait(c);
+            if (c->nc) c->nccl.f.ncclCommDestroy(c->nc);
+        }
+        if (c->ev_order) c->nccl.cu.cuEventDestroy(c->ev_order);
+        if (c->ev_done) c->nccl.cu.cuEventDestroy(c->ev_done);
+        if (c->ev_t0) c->nccl.cu.cuEventDestroy(c->ev_t0);
+        if (c->ev_t1) c->nccl.cu.cuEventDestroy(c->ev_t1);
+        if (c->stream) c->ctx->gpu->cu.cuStreamDestroy(c->stream);
+    }
+#endif
+    if (c->board) {
+        // the host transport's last barrier: nobody unmaps slots another rank may still read
+        if (c->mode == FAT5__DIST_HOST && c->world > 1 && __atomic_load_n(&c->board->failed, __ATOMIC_ACQUIRE) < 0)
+            (void)fat5__comm_barrier(c);
+        munmap((void *)c->board, c->board_bytes);
+    }
+    if (c->file[0] && c->rank == 0) (void)unlink(c->file);
+    fat5__free(c->ctx, c);
+}
+
+// Opens rank `rank` of `world` on the model's backend. rendezvous: "launch:SHM:READ:WRITE"
+// (fat5_launch's descriptors), or a file path (every rank names the same; a shared filesystem
+// when the ranks are on several hosts, NCCL only).
+static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int rank, int world, const char *rendezvous,
+                                   double timeout_s, double bucket_mb, fat5__comm **out) {
+    fat5__comm *c;
+    int host = be == &fat5__cpu_backend, shm = -1, pr = -1, pw = -1;
+    size_t bytes = fat5__board_bytes(world, host);
+    unsigned char id[128];   // NCCL's unique id
+    fat5_status st = FAT5_OK;
+    *out = NULL;
+    if (world < 1 || rank < 0 || rank >= world)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "rank %d of world_size %d: expected 0 <= rank < world_size", rank, world);
+    if (host && world > FAT5__DIST_MAX_LOCAL)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "world_size %d: the CPU's shared-memory transport takes %d ranks at "
+                         "most", world, FAT5__DIST_MAX_LOCAL);
+    if (!rendezvous || !rendezvous[0])
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "world_size %d: no rendezvous (a file every rank can reach, or "
+                         "fat5_launch's)", world);
+    c = FAT5__CAST(fat5__comm *, fat5__calloc(ctx, 1, sizeof *c));
+    if (!c) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory");
+    c->ctx = ctx;
+    c->be = be;
+    c->rank = rank;
+    c->world = world;
+    c->mode = host ? FAT5__DIST_HOST : FAT5__DIST_NCCL;
+    c->timeout_s = timeout_s > 0 ? timeout_s : 900;
+    c->bucket = (size_t)(bucket_mb > 0 ? bucket_mb * 1048576.0 / 4 : 25.0 * 1048576 / 4);
+    if (c->bucket < 1024) c->bucket = 1024;
+    if (strncmp(rendezvous, "launch:", 7) == 0) {
+        if (sscanf(rendezvous + 7, "%d:%d:%d", &shm, &pr, &pw) != 3 || shm < 0) {
+            fat5__free(ctx, c);
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "rendezvous '%s': expected launch:SHM:READ:WRITE (from fat5_launch)",
+                             rendezvous);
+        }
+        c->launched = c->local = 1;
+        {   // fat5_launch sized the board for the host transport
+            size_t have = fat5__board_bytes(world, 1);
+            if ((st = fat5__comm_map(c, shm, have, "the launcher's board"))) goto fail;
+        }
+        if (c->board->magic != FAT5__DIST_MAGIC || c->board->world != world) {
+            st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "rendezvous '%s': the launcher started %d ranks, this run says "
+                           "world_size %d", rendezvous, (int)c->board->world, world);
+            goto fail;
+        }
+    }
+    if (c->mode == FAT5__DIST_HOST) {
+        c->local = 1;
+        if (!c->launched && (st = fat5__comm_file(c, rendezvous, bytes, NULL))) goto fail;
+        __atomic_store_n(&c->board->pid[rank], (int32_t)getpid(), __ATOMIC_RELEASE);
+        if ((st = fat5__comm_barrier(c))) goto fail;   // all here
+        *out = c;
+        return FAT5_OK;
+    }
+#ifndef FAT5_NO_CUDA
+    {
+        struct fat5__gpu *g = ctx->gpu;
+        fat5__ncclResult_t r;
+        fat5__ncclUniqueId uid;
+        if ((st = fat5__nccl_open(ctx, &c->nccl))) goto fail;
+        if (rank == 0 && (r = c->nccl.f.ncclGetUniqueId(&uid)) != FAT5__NCCL_SUCCESS) {
+            st = fat5__nccl_fail(ctx, &c->nccl, r, "ncclGetUniqueId");
+            goto fail;
+        }
+        if (rank == 0) memcpy(id, uid.internal, sizeof id);
+        if (c->launched) {
+            if (rank == 0) {
+                int i;
+                for (i = 1; i < world; i++)
+                    if (write(pw, id, sizeof id) != (ssize_t)sizeof id) {
+                        st = fat5__err(ctx, FAT5_ERR_IO, "rank 0: cannot send NCCL's id to the other ranks: %s", strerror(errno));
+                        goto fail;
+                    }
+            } else {
+                size_t got = 0;
+                while (got < sizeof id) {
+                    ssize_t k = read(pr, id + got, sizeof id - got);
+                    if (k <= 0) {
+                        st = fat5__err(ctx, FAT5_ERR_STATE, "rank %d: rank 0 exited before sharing NCCL's id", rank);
+                        goto fail;
+                    }
+                    got += (size_t)k;
+                }
+            }
+            __atomic_store_n(&c->board->pid[rank], (int32_t)getpid(), __ATOMIC_RELEASE);
+        } else {
+            if ((st = fat5__comm_file(c, rendezvous, bytes, rank == 0 ? id : NULL))) goto fail;
+            if (!c->board->id_ready) {
+                st = fat5__err(ctx, FAT5_ERR_FORMAT, "rendezvous %s: no NCCL id in it", rendezvous);
+                goto fail;
+            }
+            memcpy(id, c->board->nccl_id, sizeof id);
+        }
+        memcpy(uid.internal, id, sizeof id);
+        if ((r = c->nccl.f.ncclCommInitRank(&c->nc, world, uid, rank)) != FAT5__NCCL_SUCCESS) {
+            c->nc = NULL;
+            st = fat5__nccl_fail(ctx, &c->nccl, r, "ncclCommInitRank");
+            goto fail;
+        }
+        if ((st = fat5__dev_check(ctx, g->cu.cuStreamCreate(&c->stream, 1), "cuStreamCreate")) ||
+            (st = fat5__dev_check(ctx, c->nccl.cu.cuEventCreate(&c->ev_order, 2), "cuEventCreate")) ||
+            (st = fat5__dev_check(ctx, c->nccl.cu.cuEventCreate(&c->ev_done, 2), "cuEventCreate")) ||
+            (st = fat5__dev_check(ctx, c->nccl.cu.cuEventCreate(&c->ev_t0, 0), "cuEventCreate")) ||
+            (st = fat5__dev_check(ctx, c->nccl.cu.cuEventCreate(&c->ev_t1, 0), "cuEventCreate")))
+            goto fail;
+        *out = c;
+        return FAT5_OK;
+    }
+#else
+    (void)id;
+    (void)pr;
+    (void)pw;
+    st = fat5__err(ctx, FAT5_ERR_NO_DEVICE, "several ranks on the GPU: built with FAT5_NO_CUDA");
+#endif
+fail:
+    if (c->board && c->world > 1) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "could not join: %.160s", fat5_last_error(ctx));
+        fat5__board_fail(c->board, rank, msg);
+    }
+    {
+        char keep[1024];
+        snprintf(keep, sizeof keep, "%.1000s", fat5_last_error(ctx));
+        c->mode = 0;   // nothing of a transport to close
+        fat5__comm_close(c);
+        return fat5__err(ctx, st, "%s", keep);
+    }
+}
+
+// --- fat5_launch
+
+FAT5_API fat5_status fat5_launch(fat5_ctx *ctx, int n, double grace_s, fat5_launch_info *out) {
+    char path[512];
+    const char *tmpdir = getenv("TMPDIR");
+    size_t bytes = fat5__board_bytes(n, 1);
+    fat5__board *b;
+    pid_t *pids;
+    int fd, pipefd[2], r, alive = 0;
+    double deadline = 0;
+    if (!out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_launch: NULL argument");
+    memset(out, 0, sizeof *out);
+    out->rank = -1;
+    out->failed_rank = -1;
+    out->world_size = n;
+    if (n < 1 || n > FAT5__DIST_MAX_LOCAL)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_launch: %d ranks; one host takes 1 to %d", n, FAT5__DIST_MAX_LOCAL);
+    if (ctx->gpu)
+        return fat5__err(ctx, FAT5_ERR_STATE, "fat5_launch: call it before any GPU context exists (a forked CUDA "
+                         "context does not work in the child)");
+    snprintf(path, sizeof path, "%s/fat5-ranks-XXXXXX", tmpdir && tmpdir[0] ? tmpdir : "/tmp");
+    if ((fd = mkstemp(path)) < 0) return fat5__err(ctx, FAT5_ERR_IO, "fat5_launch: %s: %s", path, strerror(errno));
+    (void)unlink(path);   // lives while a process holds it
+    if (ftruncate(fd, (off_t)bytes) != 0 ||
+        (b = (fat5__board *)mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == (fat5__board *)MAP_FAILED) {
+        close(fd);
+        return fat5__err(ctx, FAT5_ERR_IO, "fat5_launch: shared memory of %zu bytes: %s", bytes, strerror(errno));
+    }
+    if (pipe(pipefd) != 0) {
+        munmap((void *)b, bytes);
+        close(fd);
+        return fat5__err(ctx, FAT5_ERR_IO, "fat5_launch: pipe: %s", strerror(errno));
+    }
+    if (!(pids = FAT5__CAST(pid_t *, fat5__calloc(ctx, (size_t)n, sizeof *pids)))) {
+        munmap((void *)b, bytes);
+        close(fd), close(pipefd[0]), close(pipefd[1]);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    b->world = n;
+    b->failed = -1;
+    b->launcher_pid = (int32_t)getpid();
+    b->magic = FAT5__DIST_MAGIC;
+    fflush(NULL);
+    for (r = 0; r < n; r++) {
+        pid_t pid = fork();
+        if (pid == 0) {   // a worker
+            fat5__free(ctx, pids);
+            b->pid[r] = (int32_t)getpid();
+            munmap((void *)b, bytes);
+            if (r != 0) close(pipefd[1]), pipefd[1] = -1;   // only rank 0 writes: the others see EOF if it dies
+            if (r == 0) close(pipefd[0]), pipefd[0] = -1;
+            out->rank = r;
+            snprintf(out->rendezvous, sizeof out->rendezvous, "launch:%d:%d:%d", fd, pipefd[0], pipefd[1]);
+            return FAT5_OK;
+        }
+        if (pid < 0) {
+            fat5__board_fail(b, r, "fork failed");
+            snprintf(out->message, sizeof out->message, "fork of rank %d failed: %s", r, strerror(errno));
+            out->failed_rank = r;
+            out->exit_code = 1;
+            break;
+        }
+        pids[r] = pid;
+        alive++;
+    }
+    close(pipefd[0]);
+    close(pipefd[1]);
+    if (out->failed_rank >= 0) deadline = fat5__now_s() + grace_s;
+    // wait for every worker; the first that fails marks the board (the others stop on their own),
+    // and the ones still running after grace_s are killed
+    while (alive > 0) {
+        int status = 0;
+        pid_t w = waitpid(-1, &status, deadline > 0 ? WNOHANG : 0);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) break;
+        if (w == 0) {
+            if (fat5__now_s() > deadline) {
+                for (r = 0; r < n; r++)
+                    if (pids[r] > 0) kill(pids[r], SIGKILL);
+                deadline = 1e300;   // killed: wait for them
+                continue;
+            }
+            fat5__dist_nap(30000);
+            continue;
+        }
+        for (r = 0; r < n && pids[r] != w; r++) {}
+        if (r == n) continue;
+        pids[r] = 0;
+        alive--;
+        if ((WIFEXITED(status) && WEXITSTATUS(status) != 0) || WIFSIGNALED(status)) {
+            char msg[200];
+            if (WIFSIGNALED(status)) snprintf(msg, sizeof msg, "killed by signal %d", WTERMSIG(status));
+            else snprintf(msg, sizeof msg, "exited with status %d", WEXITSTATUS(status));
+            fat5__board_fail(b, r, msg);
+            if (out->failed_rank < 0) {
+                int32_t f = __atomic_load_n(&b->failed, __ATOMIC_ACQUIRE);
+                out->failed_rank = r;
+                out->exit_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+                if (f >= 0 && f != r) {   // r stopped because another rank failed first
+                    char why[sizeof b->why];
+                    memcpy(why, b->why, sizeof why);
+                    why[sizeof why - 1] = 0;
+                    out->failed_rank = f;
+                    snprintf(out->message, sizeof out->message, "rank %d failed: %s", (int)f, why);
+                } else {
+                    snprintf(out->message, sizeof out->message, "rank %d (pid %ld) %s", r, (long)w, msg);
+                }
+                deadline = fat5__now_s() + grace_s;
+            }
+        }
+    }
+    fat5__free(ctx, pids);
+    munmap((void *)b, bytes);
+    close(fd);
+    return FAT5_OK;
+}
+
+// =============================================================================================
 // ==[6.1] io: safetensors reader ==
 // 8-byte little-endian header length, a JSON header, then the data region. The
 // reader treats the file as hostile (style_anchors.md §7.8): bounded header, strict JSON, closed
@@ -11681,6 +12549,9 @@ FAT5_API fat5_train_config fat5_train_config_default(void) {
     c.save_steps = 500;
     c.save_total_limit = 3;
     c.device = -1;
+    c.world_size = 1;
+    c.dist_timeout_s = 900;
+    c.bucket_mb = 25;
     return c;
 }
 
@@ -11719,7 +12590,11 @@ static const char fat5__train_options[] =
     "resume: a checkpoint directory, or an output directory (its latest checkpoint)\n"
     "logging_steps, eval_steps, eval_batches, save_steps, save_total_limit: reporting and checkpoints\n"
     "peak_tflops: the device's peak for MFU (0 = 989 on a GPU in bf16, else none)\n"
-    "device: auto, cpu or gpu\n";
+    "device: auto, cpu or gpu\n"
+    "world_size, rank: data parallel ranks (one process each; examples/train --gpus N starts them)\n"
+    "rendezvous: where the ranks meet: a file path every rank names (rank 0 creates it), or fat5_launch's\n"
+    "dist_timeout: seconds a rank waits for the others before it stops the run (900)\n"
+    "bucket_mb: gradients are summed across ranks in buckets of this many MiB during the backward (25)\n";
 
 FAT5_API const char *fat5_train_option_names(void) { return fat5__train_options; }
 
@@ -11870,6 +12745,17 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
         c->save_total_limit = (int)i;
     }
     else if (FAT5__IS("peak_tflops")) ok = fat5__opt_f64(v, 0, 1e9, &c->peak_tflops);
+    else if (FAT5__IS("world_size")) {
+        ok = fat5__opt_i64(v, 1, 1 << 20, &i);
+        c->world_size = (int)i;
+    }
+    else if (FAT5__IS("rank")) {
+        ok = fat5__opt_i64(v, 0, 1 << 20, &i);
+        c->rank = (int)i;
+    }
+    else if (FAT5__IS("rendezvous")) ok = fat5__opt_str(v, c->rendezvous, sizeof c->rendezvous);
+    else if (FAT5__IS("dist_timeout")) ok = fat5__opt_f64(v, 1, 1e9, &c->dist_timeout_s);
+    else if (FAT5__IS("bucket_mb")) ok = fat5__opt_f64(v, 0.01, 1e6, &c->bucket_mb);
     else if (FAT5__IS("device")) {
         if (strcmp(v, "auto") == 0) c->device = -1;
         else if (strcmp(v, "cpu") == 0) c->device = FAT5_DEVICE_CPU;
@@ -11946,7 +12832,10 @@ typedef struct fat5__tbatch {          // a copy of one sampler batch
 
 // The micro-batches of one step, drawn together; state is the sampler's state before them.
 typedef struct fat5__tgroup {
-    fat5__tbatch *mb;                  // [grad_accum]
+    fat5__tbatch *mb;                  // [grad_accum]: this rank's share
+    int64_t *n_labels;                 // [world_size x grad_accum]: every rank's micro-batches' labels
+    int64_t tokens;                    // encoder + decoder tokens of every rank's micro-batches
+    double flops;                      // their training FLOPs
     char state[512];
     fat5_status st;                    // of the drawing
 } fat5__tgroup;
@@ -11971,8 +12860,15 @@ struct fat5_trainer {
     int64_t tokens_seen, n_skipped, step_at_start;
     double elapsed_before, t_start, flops_per_s_peak;
     char ckpt[4200];
-    FILE *log;
+    FILE *log;                         // metrics.jsonl (rank 0), else NULL
+    fat5__comm *comm;                  // the other ranks (world_size > 1), else NULL
+    int world, rank;
+    int stop_asked;                    // fat5_train_request_stop since the last step
 };
+
+FAT5_API void fat5_train_request_stop(fat5_trainer *t) {
+    if (t) t->stop_asked = 1;
+}
 
 FAT5_API fat5_model *fat5_train_model(fat5_trainer *t) { return t ? t->m : NULL; }
 FAT5_API const fat5_train_config *fat5_train_get_config(const fat5_trainer *t) { return t ? &t->cfg : NULL; }
@@ -12008,14 +12904,31 @@ static fat5_status fat5__tbatch_copy(fat5_ctx *ctx, fat5__tbatch *d, const fat5_
     return FAT5_OK;
 }
 
-// Draws the next step's micro-batches into g. Uses only the data context.
+static double fat5__batch_flops(const fat5_model_config *c, const fat5_batch *b);
+
+// Draws the next step's micro-batches into g: every rank's, in rank order, keeping a copy of this
+// rank's and the sizes of all. Uses only the data context.
 static void fat5__tgroup_draw(fat5_trainer *t, fat5__tgroup *g) {
     fat5_batch b;
-    int i;
+    int k = t->cfg.grad_accum, i;
     memset(&b, 0, sizeof b);
+    g->tokens = 0;
+    g->flops = 0;
     g->st = fat5_ul2_get_state(t->sampler, g->state, sizeof g->state);
-    for (i = 0; i < t->cfg.grad_accum && g->st == FAT5_OK; i++)
-        if ((g->st = fat5_ul2_next_batch(t->sampler, &b)) == FAT5_OK) g->st = fat5__tbatch_copy(t->dctx, &g->mb[i], &b);
+    for (i = 0; i < t->world * k && g->st == FAT5_OK; i++) {
+        int own = i / k == t->rank;
+        if ((g->st = fat5_ul2_next_batch(t->sampler, &b)) != FAT5_OK) break;
+        g->tokens += b.n_enc_tokens + b.n_dec_tokens;
+        g->flops += 3 * fat5__batch_flops(&t->m->cfg, &b);
+        if (own) {
+            g->st = fat5__tbatch_copy(t->dctx, &g->mb[i % k], &b);
+            g->n_labels[i] = g->mb[i % k].n_labels;
+        } else {
+            int64_t n = 0, j;
+            for (j = 0; j < b.n_dec_tokens; j++) n += b.labels[j] != -100;
+            g->n_labels[i] = n;
+        }
+    }
 }
 
 #ifndef FAT5_NO_THREADS
@@ -12217,6 +13130,11 @@ FAT5_API fat5_status fat5_train_save(fat5_trainer *t, const char **dir_out) {
     int64_t step = fat5_optim_get_step(t->o);
     fat5_status st;
     if (dir_out) *dir_out = NULL;
+    if (t->rank != 0) {   // rank 0 writes it (every rank holds the same weights and moments)
+        snprintf(t->ckpt, sizeof t->ckpt, "%s/step-%08lld", t->cfg.output_dir, (long long)step);
+        if (dir_out) *dir_out = t->ckpt;
+        return FAT5_OK;
+    }
     if ((st = fat5__mkdir(ctx, t->cfg.output_dir))) return st;
     snprintf(fin, sizeof fin, "%s/step-%08lld", t->cfg.output_dir, (long long)step);
     snprintf(tmp, sizeof tmp, "%s/.tmp-step-%08lld", t->cfg.output_dir, (long long)step);
@@ -12421,7 +13339,10 @@ FAT5_API void fat5_train_destroy(fat5_trainer *t) {
         if (t->grp[g].mb)
             for (i = 0; i < t->cfg.grad_accum; i++) fat5__free(t->dctx, t->grp[g].mb[i].buf);
         fat5__free(t->ctx, t->grp[g].mb);
+        fat5__free(t->ctx, t->grp[g].n_labels);
     }
+    if (t->m) t->m->grad_ready = NULL;
+    fat5__comm_close(t->comm);
     fat5_optim_destroy(t->o);
     if (t->m && t->losses) t->m->be->free(t->ctx, t->losses);
     fat5__free(t->ctx, t->h_losses);
@@ -12443,17 +13364,25 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
         !(cfg->eval_fraction >= 0 && cfg->eval_fraction <= 0.5))
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "training config: gradient_accumulation_steps and max_steps must be "
                          ">= 1, eval_fraction in [0, 0.5], output_dir set, step counts >= 0");
+    if (cfg->world_size < 1 || cfg->rank < 0 || cfg->rank >= cfg->world_size)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "training config: rank %d of world_size %d (0 <= rank < world_size)",
+                         cfg->rank, cfg->world_size);
     t = FAT5__CAST(fat5_trainer *, fat5__calloc(ctx, 1, sizeof *t));
     if (!t) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
     t->ctx = ctx;
     t->cfg = *cfg;
     t->ahead = -1;
+    t->world = cfg->world_size;
+    t->rank = cfg->rank;
     t->grp[0].mb = FAT5__CAST(fat5__tbatch *, fat5__calloc(ctx, (size_t)cfg->grad_accum, sizeof(fat5__tbatch)));
     t->grp[1].mb = FAT5__CAST(fat5__tbatch *, fat5__calloc(ctx, (size_t)cfg->grad_accum, sizeof(fat5__tbatch)));
+    t->grp[0].n_labels = FAT5__CAST(int64_t *, fat5__calloc(ctx, (size_t)(cfg->grad_accum * t->world), sizeof(int64_t)));
+    t->grp[1].n_labels = FAT5__CAST(int64_t *, fat5__calloc(ctx, (size_t)(cfg->grad_accum * t->world), sizeof(int64_t)));
     {   // the data's context: the same allocator and log, on the host
         fat5_ctx_config dc = ctx->cfg;
         dc.device = FAT5_DEVICE_CPU;
-        if (!t->grp[0].mb || !t->grp[1].mb || fat5_ctx_create(&dc, &t->dctx) != FAT5_OK) {
+        if (!t->grp[0].mb || !t->grp[1].mb || !t->grp[0].n_labels || !t->grp[1].n_labels ||
+            fat5_ctx_create(&dc, &t->dctx) != FAT5_OK) {
             fat5_train_destroy(t);
             return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
         }
@@ -12500,8 +13429,10 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
     if ((st = fat5__train_sampler(t, cfg->eval_fraction > 0 ? 1 : 0, cfg->seed * 0x9e3779b97f4a7c15ull + 1, &t->sampler)))
         goto fail;
     if ((st = fat5_optim_create(t->m, &t->cfg.optim, &t->o))) goto fail;
-    if ((st = t->m->be->alloc(ctx, (size_t)(2 * cfg->grad_accum) * 8, &t->losses))) goto fail;
-    if (!(t->h_losses = FAT5__CAST(double *, fat5__calloc(ctx, (size_t)(2 * cfg->grad_accum), sizeof(double))))) {
+    // each micro-batch's (ce, loss) of every rank, then the ranks' stop requests
+    if ((st = t->m->be->alloc(ctx, (size_t)(2 * cfg->grad_accum * t->world + 1) * 8, &t->losses))) goto fail;
+    if (!(t->h_losses = FAT5__CAST(double *, fat5__calloc(ctx, (size_t)(2 * cfg->grad_accum * t->world + 1),
+                                                          sizeof(double))))) {
         st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_train_create: out of memory");
         goto fail;
     }
@@ -12509,19 +13440,26 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
         int64_t ne = t->cfg.ul2.enc_tokens, nd = t->cfg.ul2.dec_tokens;
         if ((st = fat5_model_reserve(t->m, ne, ne, nd))) goto fail;
     }
-    if ((st = fat5__mkdir(ctx, cfg->output_dir))) goto fail;
+    if (t->rank == 0 && (st = fat5__mkdir(ctx, cfg->output_dir))) goto fail;
     snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->output_dir);
-    if (dir[0]) {
-        if ((st = fat5__train_resume(t, dir))) goto fail;
-        if ((st = fat5__log_truncate(ctx, path, fat5_optim_get_step(t->o)))) goto fail;
-    } else if (fat5__is_file(path) && (st = fat5__log_truncate(ctx, path, 0))) {
-        goto fail;
+    if (dir[0] && (st = fat5__train_resume(t, dir))) goto fail;
+    if (t->rank == 0) {   // rank 0 keeps the output directory and the log
+        if (dir[0]) {
+            if ((st = fat5__log_truncate(ctx, path, fat5_optim_get_step(t->o)))) goto fail;
+        } else if (fat5__is_file(path) && (st = fat5__log_truncate(ctx, path, 0))) {
+            goto fail;
+        }
+        fat5__ckpt_prune(cfg->output_dir, 0);   // temporary directories of a killed save
+        t->log = fopen(path, "ab");
+        if (!t->log) {
+            st = fat5__err(ctx, FAT5_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+            goto fail;
+        }
     }
-    fat5__ckpt_prune(cfg->output_dir, 0);   // temporary directories of a killed save
-    t->log = fopen(path, "ab");
-    if (!t->log) {
-        st = fat5__err(ctx, FAT5_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-        goto fail;
+    if (t->world > 1) {   // the other ranks, last: each has loaded or made the same weights by now
+        if ((st = fat5__comm_open(ctx, t->m->be, t->rank, t->world, cfg->rendezvous, cfg->dist_timeout_s, cfg->bucket_mb,
+                                  &t->comm)))
+            goto fail;
     }
     t->prefetch = cfg->prefetch && t->m->be != &fat5__cpu_backend;
     t->step_at_start = fat5_optim_get_step(t->o);
@@ -12553,6 +13491,7 @@ FAT5_API fat5_status fat5_train_evaluate(fat5_trainer *t, double *loss) {
             st = fat5__err(t->ctx, st, "%s", fat5_last_error(t->dctx));
             break;
         }
+        if (i % t->world != t->rank) continue;   // the ranks share the batches, and sum below
         t->m->no_grad = 1;  // the loss alone: no dlogits
         st = fat5_model_forward(t->m, &b, &t->cfg.loss, &r);
         t->m->no_grad = 0;
@@ -12561,6 +13500,12 @@ FAT5_API fat5_status fat5_train_evaluate(fat5_trainer *t, double *loss) {
         n += r.n_tokens;
     }
     fat5_ul2_destroy(s);
+    if (st == FAT5_OK && t->comm) {
+        double v[2];
+        v[0] = sum, v[1] = (double)n;
+        if ((st = fat5__comm_sum_host(t->comm, v, 2, t->losses))) return st;
+        sum = v[0], n = (int64_t)v[1];
+    }
     if (st == FAT5_OK) *loss = n ? sum / (double)n : NAN;
     return st;
 }
@@ -12573,6 +13518,12 @@ static void fat5__json_num(fat5__sb *b, const char *key, double v) {
     }
     fat5__fmt_g(num, sizeof num, 7, v);
     fat5__sb_printf(b, ", \"%s\": %s", key, num);
+}
+
+// A rank's failure, told to the others through the board so that they stop too, naming it.
+static fat5_status fat5__train_failed(fat5_trainer *t, fat5_status st) {
+    if (t->comm && st) fat5__board_fail(t->comm->board, t->rank, fat5_last_error(t->ctx));
+    return st;
 }
 
 FAT5_API fat5_status fat5_train_step(fat5_trainer *t, fat5_train_metrics *out) {
@@ -12591,25 +13542,39 @@ FAT5_API fat5_status fat5_train_step(fat5_trainer *t, fat5_train_metrics *out) {
     // gradient of one batch of all of them
     if ((st = fat5__train_next_group(t, fat5_optim_get_step(t->o) + 1 < t->cfg.optim.total_steps, &g))) return st;
     r.data_s = fat5__now_s() - t0;
-    for (i = 0; i < k; i++) {
-        const fat5_batch *b = &g->mb[i].b;
-        n_labels += g->mb[i].n_labels;
-        r.tokens += b->n_enc_tokens + b->n_dec_tokens;
-        flops += 3 * fat5__batch_flops(&t->m->cfg, b);
-    }
+    for (i = 0; i < k * t->world; i++) n_labels += g->n_labels[i];
+    r.tokens = g->tokens;
+    flops = g->flops;
     // forward, backward and optimizer are queued without waiting for the device, which the host
     // does once, in the optimizer (and, with accumulation, when the next micro-batch's tokens are
     // uploaded: an upload waits for the stream): each forward leaves its loss on the backend, and a
     // non-finite one makes the optimizer skip the update (the weights are left as they are; the
-    // step still counts)
+    // step still counts). With several ranks, each one's micro-batches are weighted by the labels
+    // of all, and the last backward sums the gradients across ranks bucket by bucket as it goes;
+    // the losses and the stop requests are summed after it.
     if ((st = fat5_model_zero_grad(t->m))) return st;
+    if (t->comm) {
+        double vote = t->stop_asked ? 1.0 : 0.0;
+        if ((st = t->m->be->memset0(ctx, t->losses, (size_t)(2 * k * t->world) * 8)) ||
+            (st = t->m->be->upload(ctx, t->losses + 16 * (fat5__addr)(k * t->world), &vote, 8)))
+            return fat5__train_failed(t, st);
+    }
     for (i = 0; i < k; i++) {
         float scale = n_labels ? (float)((double)g->mb[i].n_labels / (double)n_labels) : 0.0f;
-        if ((st = fat5__model_forward_batch(t->m, &g->mb[i].b, &t->cfg.loss, NULL,
-                                            t->losses + 16 * (fat5__addr)i)) ||
-            (st = fat5__model_backward_checked(t->m, scale, 0)))
-            return st;
+        if (t->comm && i == k - 1) {
+            fat5__comm_grads_begin(t->comm, t->m->gd, t->m->n_floats);
+            t->m->grad_ready = fat5__comm_grads_ready;
+            t->m->grad_ready_user = t->comm;
+        }
+        st = fat5__model_forward_batch(t->m, &g->mb[i].b, &t->cfg.loss, NULL,
+                                       t->losses + 16 * (fat5__addr)(t->rank * k + i));
+        if (!st) st = fat5__model_backward_checked(t->m, scale, 0);
+        t->m->grad_ready = NULL;
+        if (st) return fat5__train_failed(t, st);
     }
+    if (t->comm && (st = fat5__comm_grads_end(t->comm, t->losses, (size_t)(2 * k * t->world + 1))))
+        return fat5__train_failed(t, st);
+    k *= t->world;   // from here on: every rank's micro-batches
     if (n_labels == 0) {  // nothing to learn from: no update (the loss is NaN)
         memset(&orr, 0, sizeof orr);
         orr.lr = fat5_sched_lr(&t->cfg.optim, t->o->step);
@@ -12617,11 +13582,16 @@ FAT5_API fat5_status fat5_train_step(fat5_trainer *t, fat5_train_metrics *out) {
         orr.skipped = 1;
         t->o->step++;
     } else if ((st = fat5__optim_step_gated(t->o, t->losses, (int)(2 * k), &orr))) {
-        return st;
+        return fat5__train_failed(t, st);
     }
-    if ((st = t->m->be->download(ctx, t->h_losses, t->losses, (size_t)(2 * k) * 8))) return st;
-    for (i = 0; i < k; i++) loss += t->h_losses[2 * i + 1] * (double)g->mb[i].n_labels;
+    if ((st = t->m->be->download(ctx, t->h_losses, t->losses, (size_t)(2 * k + (t->comm ? 1 : 0)) * 8)))
+        return fat5__train_failed(t, st);
+    for (i = 0; i < k; i++) loss += t->h_losses[2 * i + 1] * (double)g->n_labels[i];
     loss = n_labels ? loss / (double)n_labels : NAN;
+    r.stop = t->comm ? t->h_losses[2 * k] > 0 : t->stop_asked;
+    t->stop_asked = 0;
+    r.world_size = t->world;
+    if (t->comm) r.comm_s = fat5__comm_exposed_s(t->comm);
     step = fat5_optim_get_step(t->o);
     t->tokens_seen += r.tokens;
     t->n_skipped += orr.skipped;
@@ -12636,11 +13606,13 @@ FAT5_API fat5_status fat5_train_step(fat5_trainer *t, fat5_train_metrics *out) {
     r.epoch = fat5_ul2_epoch(t->sampler);
     r.step_s = fat5__now_s() - t0;
     r.tokens_per_s = r.step_s > 0 ? (double)r.tokens / r.step_s : 0;
-    r.mfu = t->flops_per_s_peak > 0 && r.step_s > 0 ? flops / r.step_s / t->flops_per_s_peak : 0;
+    r.tokens_per_s_gpu = r.tokens_per_s / t->world;
+    r.scaling = r.step_s > 0 ? (r.step_s - r.comm_s) / r.step_s : 0;
+    r.mfu = t->flops_per_s_peak > 0 && r.step_s > 0 ? flops / r.step_s / t->flops_per_s_peak / t->world : 0;
     // evaluation and checkpoints when due, and at the end
     if (t->cfg.eval_fraction > 0 &&
         ((t->cfg.eval_steps > 0 && step % t->cfg.eval_steps == 0) || step == t->cfg.optim.total_steps)) {
-        if ((st = fat5_train_evaluate(t, &r.eval_loss))) return st;
+        if ((st = fat5_train_evaluate(t, &r.eval_loss))) return fat5__train_failed(t, st);
         r.has_eval = 1;
     }
     r.elapsed_s = t->elapsed_before + (fat5__now_s() - t->t_start);
@@ -12660,11 +13632,17 @@ FAT5_API fat5_status fat5_train_step(fat5_trainer *t, fat5_train_metrics *out) {
         fat5__json_num(&b2, "step_s", r.step_s);
         fat5__json_num(&b2, "tokens_per_s", r.tokens_per_s);
         fat5__json_num(&b2, "data_s", r.data_s);
+        if (t->world > 1) {
+            fat5__sb_printf(&b2, ", \"world_size\": %d", t->world);
+            fat5__json_num(&b2, "tokens_per_s_gpu", r.tokens_per_s_gpu);
+            fat5__json_num(&b2, "comm_s", r.comm_s);
+            fat5__json_num(&b2, "scaling", r.scaling);
+        }
         if (r.mfu > 0) fat5__json_num(&b2, "mfu", r.mfu);
         fat5__json_num(&b2, "elapsed_s", r.elapsed_s);
         if (r.has_eval) fat5__json_num(&b2, "eval_loss", r.eval_loss);
         fat5__sb_puts(&b2, "}\n");
-        if (b2.oom || fwrite(b2.buf, 1, b2.len, t->log) != b2.len || fflush(t->log) != 0) {
+        if (t->log && (b2.oom || fwrite(b2.buf, 1, b2.len, t->log) != b2.len || fflush(t->log) != 0)) {
             fat5__free(ctx, b2.buf);
             return fat5__err(ctx, FAT5_ERR_IO, "%s/metrics.jsonl: write failed", t->cfg.output_dir);
         }
@@ -12672,7 +13650,7 @@ FAT5_API fat5_status fat5_train_step(fat5_trainer *t, fat5_train_metrics *out) {
     }
     if ((t->cfg.save_steps > 0 && step % t->cfg.save_steps == 0) || step == t->cfg.optim.total_steps) {
         const char *d;
-        if ((st = fat5_train_save(t, &d))) return st;
+        if ((st = fat5_train_save(t, &d))) return fat5__train_failed(t, st);
         r.saved = 1;
         snprintf(r.checkpoint, sizeof r.checkpoint, "%s", d);
     }

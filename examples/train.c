@@ -4,7 +4,13 @@
 //     examples/train --data corpus.tok --output_dir out              # GPU when there is one
 //     examples/train --config run.json --resume out                   # continue where it stopped
 //     examples/train --data corpus.tok --init path/to/flan-t5-small   # continued pre-training
+//     examples/train --gpus 8 --data corpus.tok --output_dir out      # data parallel, one host
 //
+// --gpus N forks one worker per GPU (rank r on GPU r) and waits for them; --ranks N does the same
+// on whichever device --device picks (CPU processes too). Several hosts: start one process per GPU
+// with --rank R --world_size N --rendezvous FILE (the same file, on a filesystem every host sees;
+// rank 0 creates it) and LOCAL_RANK set to the GPU's index on its host. Rank 0 prints and writes
+// the checkpoints; if a rank fails, every rank stops, and the error names it.
 // Options are fat5_train_config_set's names, as --name value, or in a JSON file (--config FILE;
 // later flags override it). --help lists them. Without a model option, the run's shape follows the
 // device: FAT5-small for a few minutes on a GPU, a tiny model on the CPU.
@@ -24,8 +30,10 @@ static void on_signal(int sig) {
     stop_requested = 1;
 }
 
+static char who[32] = "train";   // "train[rank 1]" in a worker of several
+
 static int fail(fat5_ctx *ctx, const char *what) {
-    fprintf(stderr, "train: %s: %s\n", what, ctx ? fat5_last_error(ctx) : "out of memory");
+    fprintf(stderr, "%s: %s: %s\n", who, what, ctx ? fat5_last_error(ctx) : "out of memory");
     return 1;
 }
 
@@ -77,9 +85,12 @@ int main(int argc, char **argv) {
     fat5_trainer *t = NULL;
     fat5_train_metrics r;
     const char *config_file = NULL;
-    int i, named_model = 0, tty = isatty(2), gpu, rc = 0;
+    int i, named_model = 0, tty = isatty(2), gpu, rc = 0, ranks = 1, quiet = 0;
     double first_loss = 0, last_loss = 0;
     int64_t first_step = -1;
+    fat5_launch_info li;
+    memset(&li, 0, sizeof li);
+    li.rank = -1;
 
     // the device first: defaults depend on it
     if (fat5_ctx_create(&cc, &probe) != FAT5_OK) return fail(NULL, "context");
@@ -91,7 +102,17 @@ int main(int argc, char **argv) {
             return 0;
         }
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) config_file = argv[++i];
-        else if (strncmp(argv[i], "--", 2) == 0 && i + 1 < argc) {
+        else if ((strcmp(argv[i], "--gpus") == 0 || strcmp(argv[i], "--ranks") == 0) && i + 1 < argc) {
+            char *end;
+            long n = strtol(argv[i + 1], &end, 10);
+            if (*end || n < 1 || n > 256) {
+                fprintf(stderr, "train: %s %s: expected 1 to 256\n", argv[i], argv[i + 1]);
+                return 2;
+            }
+            ranks = (int)n;
+            if (strcmp(argv[i], "--gpus") == 0) cfg.device = FAT5_DEVICE_GPU;
+            i++;
+        } else if (strncmp(argv[i], "--", 2) == 0 && i + 1 < argc) {
             const char *k = argv[i] + 2;
             if (strcmp(k, "model") == 0 || strcmp(k, "init") == 0 || strcmp(k, "resume") == 0) named_model = 1;
             if (strcmp(k, "device") == 0 && fat5_train_config_set(probe, &cfg, k, argv[i + 1]))
@@ -120,11 +141,28 @@ int main(int argc, char **argv) {
             cfg.device = tmp.device;
         }
     }
+    if (ranks > 1) {   // one worker per rank; this process waits for them (Ctrl-C reaches each worker)
+        signal(SIGINT, SIG_IGN);
+        signal(SIGTERM, SIG_IGN);
+        if (fat5_launch(probe, ranks, 30.0, &li)) return fail(probe, "launch");
+        if (li.rank < 0) {
+            if (li.failed_rank >= 0) fprintf(stderr, "train: %s; all %d ranks stopped\n", li.message, ranks);
+            fat5_ctx_destroy(probe);
+            return li.exit_code;
+        }
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        snprintf(who, sizeof who, "train[rank %d]", li.rank);
+        quiet = li.rank != 0;
+    }
     fat5_ctx_destroy(probe);
     gpu = cfg.device != FAT5_DEVICE_CPU;
     if (gpu) {
+        const char *lr = getenv("LOCAL_RANK");
         cc.device = FAT5_DEVICE_GPU;
         cc.dtype = FAT5_DTYPE_BF16;
+        if (li.rank >= 0) cc.device_ordinal = li.rank;
+        else if (lr && lr[0]) cc.device_ordinal = atoi(lr);
         if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) {
             if (cfg.device == FAT5_DEVICE_GPU) return fail(ctx, "GPU");
             fprintf(stderr, "train: no GPU (%s): training on the CPU\n", ctx ? fat5_last_error(ctx) : "out of memory");
@@ -149,29 +187,48 @@ int main(int argc, char **argv) {
         free(text);
     }
     for (i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--config") == 0) {
+        if (strcmp(argv[i], "--config") == 0 || strcmp(argv[i], "--gpus") == 0 || strcmp(argv[i], "--ranks") == 0) {
             i++;
             continue;
         }
         if (fat5_train_config_set(ctx, &cfg, argv[i] + 2, argv[i + 1])) return fail(ctx, argv[i]);
         i++;
     }
+    if (li.rank >= 0) {   // a worker of fat5_launch
+        cfg.world_size = li.world_size;
+        cfg.rank = li.rank;
+        snprintf(cfg.rendezvous, sizeof cfg.rendezvous, "%s", li.rendezvous);
+    }
+    quiet |= cfg.rank != 0;
+    if (cfg.rank != 0 && cfg.device == -1 && !gpu) {
+        fprintf(stderr, "%s: no GPU, and other ranks may have one: name --device\n", who);
+        rc = 1;
+        goto done;
+    }
 
     if (fat5_train_create(ctx, &cfg, &t)) {
         rc = fail(ctx, "setup");
         goto done;
     }
-    {
+    if (!quiet) {
         const fat5_model_config *mc = fat5_model_get_config(fat5_train_model(t));
-        fprintf(stderr, "train: %s, d_model %lld, %lld+%lld layers, %.1fM parameters, %lld steps -> %s\n",
-                gpu ? "GPU (bf16)" : "CPU", (long long)mc->d_model, (long long)mc->num_layers,
-                (long long)mc->num_decoder_layers, (double)fat5_model_num_params(fat5_train_model(t)) / 1e6,
-                (long long)cfg.optim.total_steps, cfg.output_dir);
+        char where[64];
+        if (cfg.world_size > 1) snprintf(where, sizeof where, "%d %s ranks", cfg.world_size, gpu ? "GPU (bf16)" : "CPU");
+        else snprintf(where, sizeof where, "%s", gpu ? "GPU (bf16)" : "CPU");
+        fprintf(stderr, "train: %s, d_model %lld, %lld+%lld layers, %.1fM parameters, %lld steps -> %s\n", where,
+                (long long)mc->d_model, (long long)mc->num_layers, (long long)mc->num_decoder_layers,
+                (double)fat5_model_num_params(fat5_train_model(t)) / 1e6, (long long)cfg.optim.total_steps,
+                cfg.output_dir);
     }
+    tty &= !quiet;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     while (!fat5_train_done(t)) {
         char eta[32];
+        if (stop_requested && cfg.world_size > 1) {   // every rank stops after the same step
+            fat5_train_request_stop(t);
+            stop_requested = 0;
+        }
         if (stop_requested) {
             const char *dir;
             if (tty) fprintf(stderr, "\n");
@@ -188,23 +245,40 @@ int main(int argc, char **argv) {
             rc = fail(ctx, "step");
             goto done;
         }
+        if (r.stop) {
+            const char *dir;
+            if (fat5_train_save(t, &dir)) {
+                rc = fail(ctx, "save");
+                goto done;
+            }
+            if (!quiet)
+                fprintf(stderr, "%strain: interrupted after step %lld; checkpoint %s (continue with --resume %s)\n",
+                        tty ? "\n" : "", (long long)r.step, dir, cfg.output_dir);
+            rc = 130;
+            goto done;
+        }
         if (first_step < 0) first_step = r.step, first_loss = r.loss;
         last_loss = r.loss;
+        if (quiet) continue;
         fmt_duration(eta, sizeof eta, r.eta_s);
         if (r.skipped)
             fprintf(stderr, "%strain: step %lld: non-finite loss or gradient, step skipped (%lld so far)\n", tty ? "\n" : "",
                     (long long)r.step, (long long)r.n_skipped);
         if (tty || r.step % cfg.logging_steps == 0 || r.step == r.max_steps) {
-            char mfu[32] = "";
+            char mfu[32] = "", per[96] = "";
             if (r.mfu > 0) snprintf(mfu, sizeof mfu, " | MFU %.1f%%", 100 * r.mfu);
-            fprintf(stderr, "%sstep %lld/%lld | loss %.4f | lr %.2e | %.0f tok/s%s | ETA %s%s", tty ? "\r" : "",
-                    (long long)r.step, (long long)r.max_steps, r.loss, r.lr, r.tokens_per_s, mfu, eta,
+            if (r.world_size > 1)
+                snprintf(per, sizeof per, " (%d x %.0f, scaling %.0f%%)", r.world_size, r.tokens_per_s_gpu,
+                         100 * r.scaling);
+            fprintf(stderr, "%sstep %lld/%lld | loss %.4f | lr %.2e | %.0f tok/s%s%s | ETA %s%s", tty ? "\r" : "",
+                    (long long)r.step, (long long)r.max_steps, r.loss, r.lr, r.tokens_per_s, per, mfu, eta,
                     tty ? "   " : "\n");
         }
         if (r.has_eval) fprintf(stderr, "%seval loss %.4f at step %lld\n", tty ? "\n" : "", r.eval_loss, (long long)r.step);
         if (r.saved) fprintf(stderr, "%scheckpoint %s\n", tty && !r.has_eval ? "\n" : "", r.checkpoint);
     }
     if (tty) fprintf(stderr, "\n");
+    if (quiet) goto done;
     if (first_step >= 0)
         fprintf(stderr, "train: loss %.4f (step %lld) -> %.4f (step %lld); metrics in %s/metrics.jsonl\n", first_loss,
                 (long long)first_step, last_loss, (long long)r.step, cfg.output_dir);
