@@ -10,7 +10,7 @@ ASAN     = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-re
 KERNELS  = $(sort $(wildcard kernels/*.cu))
 TESTSRC  = tests/test_main.c tests/fat5_test.h $(wildcard tests/test_*.c)
 TOOLS    = tools/fat5_inspect tools/fat5_forward tools/fat5_init tools/pretokenize tools/plot_metrics \
-           tools/fat5_tokenize
+           tools/fat5_tokenize tools/dist_check
 EXAMPLES = examples/quickstart examples/gpu_step examples/train examples/generate
 
 .PHONY: all train bench fuzz check-toc test test-asan test-quick test-cpp test-tools test-abi test-nocuda test-options check-embed check-kernels check-unicode embed clean

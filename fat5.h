@@ -10785,6 +10785,7 @@ typedef struct fat5__board {
     int32_t id_ready;
     char why[480];                 // ... and what happened to it
     uint32_t arrive, gen;          // host barrier: ranks arrived, generation
+    uint32_t seen[FAT5__DIST_MAX_LOCAL];   // ... the generation each rank last arrived at, plus 1
     int32_t pid[FAT5__DIST_MAX_LOCAL];
     unsigned char nccl_id[128];
 } fat5__board;
@@ -10870,6 +10871,7 @@ static fat5_status fat5__comm_barrier(fat5__comm *c) {
     double t0 = fat5__now_s(), next_check = t0 + 0.05;
     int spins = 0;
     fat5_status st;
+    __atomic_store_n(&b->seen[c->rank], gen + 1, __ATOMIC_RELEASE);
     if (__atomic_add_fetch(&b->arrive, 1, __ATOMIC_ACQ_REL) == (uint32_t)c->world) {
         __atomic_store_n(&b->arrive, 0, __ATOMIC_RELAXED);
         __atomic_add_fetch(&b->gen, 1, __ATOMIC_RELEASE);
@@ -10883,11 +10885,14 @@ static fat5_status fat5__comm_barrier(fat5__comm *c) {
                 if ((st = fat5__comm_check(c))) return st;
                 next_check = now + 0.05;
             }
-            if (now - t0 > c->timeout_s) {
+            if (now - t0 > c->timeout_s) {   // the first rank that has not arrived is named as failed
                 char msg[160];
-                snprintf(msg, sizeof msg, "waited %.0f s for the other ranks (dist_timeout)", c->timeout_s);
-                fat5__board_fail(b, c->rank, msg);
-                return fat5__err(c->ctx, FAT5_ERR_STATE, "rank %d: %s", c->rank, msg);
+                int r, late = -1;
+                for (r = 0; r < c->world && late < 0; r++)
+                    if (__atomic_load_n(&b->seen[r], __ATOMIC_ACQUIRE) != gen + 1) late = r;
+                snprintf(msg, sizeof msg, "did not answer rank %d for %.0f s (dist_timeout)", c->rank, c->timeout_s);
+                fat5__board_fail(b, late >= 0 ? late : c->rank, msg);
+                return fat5__err(c->ctx, FAT5_ERR_STATE, "rank %d stops: rank %d %s", c->rank, late, msg);
             }
         }
     }
@@ -10930,7 +10935,7 @@ static fat5_status fat5__comm_host_sum(fat5__comm *c, void *p, size_t n, int f64
 
 // Queues (NCCL) or does (host) the in-place sum of n elements at the backend address p.
 static fat5_status fat5__comm_sum(fat5__comm *c, fat5__addr p, size_t n, int f64) {
-    if (n == 0 || c->world == 1) return FAT5_OK;
+    if (n == 0) return FAT5_OK;
     if (c->mode == FAT5__DIST_HOST) return fat5__comm_host_sum(c, (void *)(uintptr_t)p, n, f64);
 #ifndef FAT5_NO_CUDA
     {

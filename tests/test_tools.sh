@@ -168,6 +168,85 @@ for pe in FIRE "RoPE --rotary_emb_fraction 0.5 --rotary_scale_base 64" "ALiBi --
     check grep -q "step 4/4" "$out/train_pe2.txt"
 done
 echo "test_tools: examples/train: FIRE, RoPE + xPos and asymmetric ALiBi models trained, saved and resumed"
+# data parallel on CPU processes: the sums across ranks bit for bit, and failures that stop the run
+check tools/dist_check --ranks 3 > "$out/dist.txt"
+check grep -q "rank 2: .* bit-exact" "$out/dist.txt"
+check tools/dist_check --ranks 2 --kill 1 > "$out/dist_kill.txt"
+check grep -q "rank 0 stops: rank 1 failed: killed by signal 9" "$out/dist_kill.txt"
+check tools/dist_check --ranks 3 --hang 2 --timeout 2 > "$out/dist_hang.txt"
+check grep -q "rank 0 stops: rank 2 did not answer" "$out/dist_hang.txt"
+# examples/train --ranks 2 x batch B follows --gradient_accumulation_steps 2 x B on one rank (to
+# rounding: the sums add in another order); a 2-rank run resumed from its step-3 checkpoint is
+# bit-identical to the uninterrupted one; its checkpoint resumes on one rank too
+dopts="--device cpu --data $out/c.tok --model tiny --d_model 32 --d_ff 64 --num_heads 2 --d_kv 16 --num_layers 1
+  --num_decoder_layers 1 --max_length 48 --max_labels_length 48 --batch_tokens 96 --batch_labels_tokens 96
+  --save_steps 3 --eval_fraction 0.2 --eval_steps 3 --eval_batches 3 --denoisers t5 --logging_steps 1
+  --warmup_steps 1 --max_steps 6"
+losses() { sed -n 's/.*"loss": \([^,]*\),.*/\1/p' "$1"; }
+check examples/train $dopts --output_dir "$out/d1" --gradient_accumulation_steps 2 > "$out/d1.txt" 2>&1
+check examples/train $dopts --output_dir "$out/d2" --ranks 2 > "$out/d2.txt" 2>&1
+check grep -q "2 CPU ranks" "$out/d2.txt"
+check grep -q "scaling" "$out/d2.txt"
+check grep -q '"world_size": 2, "tokens_per_s_gpu"' "$out/d2/metrics.jsonl"
+check test "$(grep -c '"eval_loss"' "$out/d2/metrics.jsonl")" -eq 2
+losses "$out/d1/metrics.jsonl" > "$out/l1"
+losses "$out/d2/metrics.jsonl" > "$out/l2"
+check test "$(wc -l < "$out/l2")" -eq 6
+check awk 'NR == FNR { a[FNR] = $1; next } { d = $1 - a[FNR]; if (d < 0) d = -d; if (d > 1e-5 * a[FNR]) bad = 1 }
+  END { exit bad }' "$out/l1" "$out/l2"
+mkdir -p "$out/d3"
+cp -r "$out/d2/step-00000003" "$out/d3/"
+echo step-00000003 > "$out/d3/latest"
+check examples/train $dopts --output_dir "$out/d3" --ranks 2 --resume "$out/d3" > "$out/d3.txt" 2>&1
+check cmp "$out/d2/step-00000006/model.safetensors" "$out/d3/step-00000006/model.safetensors"
+# the optimizer moments at the end of the state file (its header holds the elapsed time)
+tail -c 65536 "$out/d2/step-00000006/training_state.safetensors" > "$out/m2"
+tail -c 65536 "$out/d3/step-00000006/training_state.safetensors" > "$out/m3"
+check cmp "$out/m2" "$out/m3"
+losses "$out/d3/metrics.jsonl" > "$out/l3"
+check test "$(tail -n 3 "$out/l2")" = "$(cat "$out/l3")"
+check examples/train $dopts --output_dir "$out/d4" --gradient_accumulation_steps 2 --resume "$out/d2/step-00000003" \
+    > "$out/d4.txt" 2>&1
+check grep -q "step 6/6" "$out/d4.txt"
+echo "test_tools: examples/train --ranks 2: the curve of one rank x 2 micro-batches; resumed bit-identically on 2 ranks, and on 1"
+# the same two ranks started by hand with a rendezvous file
+rm -rf "$out/d5"
+examples/train $dopts --output_dir "$out/d5" --world_size 2 --rank 1 --rendezvous "$out/rdv" > "$out/d5b.txt" 2>&1 &
+r1=$!
+check examples/train $dopts --output_dir "$out/d5" --world_size 2 --rank 0 --rendezvous "$out/rdv" > "$out/d5a.txt" 2>&1
+wait $r1
+check test $? -eq 0
+check cmp "$out/d2/step-00000006/model.safetensors" "$out/d5/step-00000006/model.safetensors"
+check test ! -e "$out/rdv"
+# a rank killed mid-run ends the run on every rank, naming it; Ctrl-C stops both ranks after the
+# same step with one checkpoint
+examples/train $dopts --output_dir "$out/d6" --ranks 2 --max_steps 100000 --save_steps 0 > "$out/d6.txt" 2>&1 &
+lpid=$!
+for i in $(seq 1 300); do
+    [ -f "$out/d6/metrics.jsonl" ] && [ "$(wc -l < "$out/d6/metrics.jsonl")" -ge 2 ] && break
+    sleep 0.1
+done
+workers=$(ps -o pid= --ppid $lpid | tr -d ' ')
+w1=$(echo "$workers" | sed -n 2p)
+kill -9 "$w1"
+t0=$(date +%s)
+wait $lpid
+check test $? -eq 137
+check test $(($(date +%s) - t0)) -le 20
+check grep -q "rank 1 (pid $w1) killed by signal 9; all 2 ranks stopped" "$out/d6.txt"
+check grep -q "train\[rank 0\]: step: rank 0 stops: rank 1 failed: killed by signal 9" "$out/d6.txt"
+examples/train $dopts --output_dir "$out/d7" --ranks 2 --max_steps 100000 --save_steps 0 > "$out/d7.txt" 2>&1 &
+lpid=$!
+for i in $(seq 1 300); do
+    [ -f "$out/d7/metrics.jsonl" ] && [ "$(wc -l < "$out/d7/metrics.jsonl")" -ge 2 ] && break
+    sleep 0.1
+done
+for w in $(ps -o pid= --ppid $lpid); do kill -INT "$w"; done
+wait $lpid
+check test $? -eq 130
+check grep -q "interrupted after step" "$out/d7.txt"
+check test -f "$out/d7/$(cat "$out/d7/latest")/model.safetensors"
+echo "test_tools: examples/train --ranks 2: a rendezvous file, a killed rank and Ctrl-C"
 # plot_metrics: a JSONL log (keys in any order, whitespace, 1e-3 numbers, nested values, NaN)
 # -> a PNG that --check re-reads (signature, chunk CRCs, IHDR, stored blocks, Adler-32, pixel count)
 m="$out/metrics.jsonl"

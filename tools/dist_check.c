@@ -1,0 +1,182 @@
+// dist_check — checks the sums across ranks that data parallel training uses, on N ranks forked by
+// fat5_launch: NCCL between GPUs (--gpus N, rank r on GPU r), or shared memory between CPU
+// processes (--ranks N).
+//     cc -std=c99 -O2 -o tools/dist_check tools/dist_check.c -lm -ldl -lpthread
+//     tools/dist_check --ranks 3                     the sums, bit for bit against the ranks' sum
+//     tools/dist_check --gpus 2 --kill 1             rank 1 dies mid-sum: every rank must stop,
+//                                                    naming it, within the timeout
+//     tools/dist_check --ranks 2 --hang 1 --timeout 2  rank 1 stops answering: the others time out
+// Each rank fills its buffers from its rank, sums them (fp32 over several transport chunks, fp64,
+// and the gradient buckets fed by decreasing watermarks as the backward does), and compares every
+// element with the sum it computes itself, adding the ranks' values in rank order: equal bits for
+// two ranks (a + b is one rounding in any order) and on the CPU (which adds in rank order), a few
+// ulps for NCCL with more ranks. Prints one line per rank and check; exits 0 when every rank passed
+// (or, with --kill / --hang, when every rank stopped with an error naming the rank).
+#define FAT5_IMPLEMENTATION
+#include "../fat5.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static float val32(int rank, size_t i) { return (float)((double)((i * 2654435761u + (size_t)rank * 40503u) % 1000003u) / 997.0 - 500.0) * (rank + 1); }
+static double val64(int rank, size_t i) { return ((double)((i * 7919u + (size_t)rank) % 104729u) - 52000.5) / 3.0 * (rank + 1); }
+
+// |a - b| within tol ulps of b (tol 0: the same bits)
+static int close32(float a, float b, int tol) {
+    if (tol == 0) return memcmp(&a, &b, 4) == 0;
+    return fabsf(a - b) <= (float)tol * FLT_EPSILON * fabsf(b) + FLT_MIN;
+}
+
+static int fail_at(int rank, const char *what, size_t i, double got, double want) {
+    printf("dist_check: rank %d: %s: element %zu is %.9g, expected %.9g\n", rank, what, i, got, want);
+    return 1;
+}
+
+// One worker: the checks, or the failure it was told to act out. Returns the exit status.
+static int worker(int rank, int world, const char *rendezvous, int gpu, int kill_rank, int hang_rank, double timeout) {
+    fat5_ctx_config cc = fat5_ctx_config_default();
+    fat5_ctx *ctx = NULL;
+    fat5__comm *c = NULL;
+    const fat5__backend *be;
+    size_t n = FAT5__DIST_SLOT / 4 * 2 + 1237, nb = 3 * 4096 + 17, i;   // fp32: three transport chunks
+    float *h = NULL, *want = NULL;
+    double h64[5], w64[5];
+    fat5__addr d = 0, d64 = 0;
+    int tol = gpu && world > 2 ? 2 * world : 0, r, bad = 0;
+    fat5_status st;
+    if (gpu) {
+        cc.device = FAT5_DEVICE_GPU;
+        cc.device_ordinal = rank;
+    }
+    if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) {
+        printf("dist_check: rank %d: context: %s\n", rank, ctx ? fat5_last_error(ctx) : "out of memory");
+        return 2;
+    }
+    be = gpu ? &fat5__gpu_backend : &fat5__cpu_backend;
+    h = (float *)malloc(n * 4);
+    want = (float *)malloc(n * 4);
+    if (!h || !want || be->alloc(ctx, n * 4, &d) || be->alloc(ctx, 8 * 8, &d64)) {
+        printf("dist_check: rank %d: out of memory\n", rank);
+        return 2;
+    }
+    if ((st = fat5__comm_open(ctx, be, rank, world, rendezvous, timeout, 4096 * 4 / 1048576.0, &c))) {
+        printf("dist_check: rank %d: join: %s\n", rank, fat5_last_error(ctx));
+        return 3;
+    }
+    if (rank == 0) printf("dist_check: %d ranks joined (%s)\n", world, gpu ? "NCCL" : "shared memory");
+    // 1. fp32 in place, several chunks; a rank told to fail does so instead
+    for (i = 0; i < n; i++) h[i] = val32(rank, i);
+    for (i = 0; i < n; i++) {
+        float s = val32(0, i);
+        for (r = 1; r < world; r++) s += val32(r, i);
+        want[i] = s;
+    }
+    if (rank == kill_rank) raise(SIGKILL);
+    if (rank == hang_rank) {   // alive and silent until the launcher kills it
+        for (;;) sleep(1);
+    }
+    if ((st = be->upload(ctx, d, h, n * 4)) || (st = fat5__comm_sum(c, d, n, 0)) || (st = fat5__comm_wait(c)) ||
+        (st = be->download(ctx, h, d, n * 4))) {
+        printf("dist_check: rank %d: stopped: %s\n", rank, fat5_last_error(ctx));
+        fat5__board_fail(c->board, rank, fat5_last_error(ctx));
+        return 4;
+    }
+    for (i = 0; i < n && !bad; i++)
+        if (!close32(h[i], want[i], tol)) bad = fail_at(rank, "fp32 sum", i, h[i], want[i]);
+    // 2. fp64
+    for (i = 0; i < 5; i++) {
+        h64[i] = val64(rank, i);
+        w64[i] = val64(0, i);
+        for (r = 1; r < world; r++) w64[i] += val64(r, i);
+    }
+    if ((st = be->upload(ctx, d64, h64, 40)) || (st = fat5__comm_sum(c, d64, 5, 1)) || (st = fat5__comm_wait(c)) ||
+        (st = be->download(ctx, h64, d64, 40))) {
+        printf("dist_check: rank %d: fp64: %s\n", rank, fat5_last_error(ctx));
+        return 4;
+    }
+    for (i = 0; i < 5 && !bad; i++)
+        if (tol ? fabs(h64[i] - w64[i]) > 1e-12 * fabs(w64[i]) : memcmp(&h64[i], &w64[i], 8) != 0)
+            bad = fail_at(rank, "fp64 sum", i, h64[i], w64[i]);
+    // 3. gradient buckets of 4096 floats over nb floats, released by decreasing watermarks that
+    // fall inside buckets, on bucket edges and repeat, then the end with 3 doubles: every element
+    // summed exactly once (twice would double it)
+    {
+        static const size_t marks[] = {3 * 4096 + 17, 3 * 4096 + 16, 2 * 4096 + 17, 2 * 4096 + 17, 4096 + 5, 17, 17};
+        size_t m;
+        for (i = 0; i < nb; i++) h[i] = val32(rank, i + 7);
+        for (i = 0; i < 3; i++) h64[i] = val64(rank, i);
+        if ((st = be->upload(ctx, d, h, nb * 4)) || (st = be->upload(ctx, d64, h64, 24))) goto stopped;
+        fat5__comm_grads_begin(c, d, nb);
+        for (m = 0; m < sizeof marks / sizeof marks[0]; m++)
+            if ((st = fat5__comm_grads_ready(c, marks[m]))) goto stopped;
+        if ((st = fat5__comm_grads_end(c, d64, 3)) || (st = be->download(ctx, h, d, nb * 4)) ||
+            (st = be->download(ctx, h64, d64, 24)))
+            goto stopped;
+        for (i = 0; i < nb && !bad; i++) {
+            float s = val32(0, i + 7);
+            for (r = 1; r < world; r++) s += val32(r, i + 7);
+            if (!close32(h[i], s, tol)) bad = fail_at(rank, "bucketed sum", i, h[i], s);
+        }
+        for (i = 0; i < 3 && !bad; i++)
+            if (fabs(h64[i] - w64[i]) > 1e-12 * fabs(w64[i])) bad = fail_at(rank, "bucketed extra", i, h64[i], w64[i]);
+    }
+    printf("dist_check: rank %d: fp32 (%zu, %d chunks), fp64 and bucketed sums %s\n", rank, n,
+           (int)((n * 4 + FAT5__DIST_SLOT - 1) / FAT5__DIST_SLOT), bad ? "WRONG" : (tol ? "within ulps" : "bit-exact"));
+    fat5__comm_close(c);
+    be->free(ctx, d);
+    be->free(ctx, d64);
+    fat5_ctx_destroy(ctx);
+    free(h);
+    free(want);
+    return bad;
+stopped:
+    printf("dist_check: rank %d: stopped: %s\n", rank, fat5_last_error(ctx));
+    return 4;
+}
+
+int main(int argc, char **argv) {
+    fat5_ctx_config cc = fat5_ctx_config_default();
+    fat5_ctx *ctx = NULL;
+    fat5_launch_info li;
+    int i, n = 2, gpu = 0, kill_rank = -1, hang_rank = -1;
+    double timeout = 30, t0;
+    for (i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--ranks") == 0) n = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--gpus") == 0) n = atoi(argv[i + 1]), gpu = 1;
+        else if (strcmp(argv[i], "--kill") == 0) kill_rank = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--hang") == 0) hang_rank = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--timeout") == 0) timeout = atof(argv[i + 1]);
+        else break;
+    }
+    if (i < argc || n < 1) {
+        fprintf(stderr, "usage: %s (--ranks N | --gpus N) [--kill RANK | --hang RANK] [--timeout S]\n", argv[0]);
+        return 2;
+    }
+    if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) return 2;
+    t0 = fat5__now_s();
+    if (fat5_launch(ctx, n, 3.0, &li) != FAT5_OK) {
+        fprintf(stderr, "dist_check: %s\n", fat5_last_error(ctx));
+        return 2;
+    }
+    if (li.rank >= 0) {
+        int rc;
+        fat5_ctx_destroy(ctx);
+        rc = worker(li.rank, n, li.rendezvous, gpu, kill_rank, hang_rank, timeout);
+        fflush(stdout);
+        _exit(rc);
+    }
+    fat5_ctx_destroy(ctx);
+    printf("dist_check: launcher: %s after %.1f s (exit %d)\n", li.failed_rank >= 0 ? li.message : "every rank passed",
+           fat5__now_s() - t0, li.exit_code);
+    if (kill_rank >= 0 || hang_rank >= 0) {   // the failure must be the one acted out, and end the run
+        int want = kill_rank >= 0 ? kill_rank : hang_rank;
+        if (kill_rank >= 0 && li.failed_rank != kill_rank) return 1;
+        if (hang_rank >= 0 && li.failed_rank < 0) return 1;
+        printf("dist_check: rank %d's failure stopped the run\n", want);
+        return 0;
+    }
+    return li.exit_code;
+}
