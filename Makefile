@@ -90,9 +90,12 @@ test-cpp: tests/test_cpp
 
 # the mirrored CUDA constants and prototypes against the real headers, when they are installed
 CUDA_INC ?= $(firstword $(wildcard $(CUDA_HOME)/include/cuda.h /usr/local/cuda/include/cuda.h))
+# nccl.h, where installed: the NCCL mirrors are checked too
+NCCL_INC ?= $(firstword $(wildcard $(NCCL_HOME)/include/nccl.h $(dir $(CUDA_INC))nccl.h /usr/include/nccl.h))
 test-abi:
 ifneq ($(CUDA_INC),)
-	$(CC) -std=c99 $(WARN) -O1 -I$(dir $(CUDA_INC)) -o tests/test_abi tests/test_abi.c -ldl -lm -lpthread
+	$(CC) -std=c99 $(WARN) -O1 -I$(dir $(CUDA_INC)) $(if $(NCCL_INC),-DFAT5_ABI_NCCL -I$(dir $(NCCL_INC))) \
+	    -o tests/test_abi tests/test_abi.c -ldl -lm -lpthread
 	tests/test_abi
 else
 	@echo "test-abi: SKIP (no CUDA headers found)"

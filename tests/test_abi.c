@@ -23,6 +23,7 @@
 #define fat5__CUevent_st CUevent_st
 #define fat5__nvrtcProgram_st _nvrtcProgram
 #define fat5__cublasContext cublasContext
+#define fat5__ncclComm ncclComm
 
 #define FAT5_IMPLEMENTATION
 #include "../fat5.h"
@@ -34,6 +35,9 @@
 #include <cuda.h>
 #include <nvrtc.h>
 #include <cublas_v2.h>
+#ifdef FAT5_ABI_NCCL   // the Makefile defines it where nccl.h is installed
+#include <nccl.h>
+#endif
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
 #pragma GCC diagnostic error "-Wincompatible-pointer-types"
@@ -52,6 +56,7 @@
     X(CUDA_ERROR_OUT_OF_MEMORY)                                                                    \
     X(CUDA_ERROR_STUB_LIBRARY)                                                                     \
     X(CUDA_ERROR_NOT_FOUND)                                                                        \
+    X(CUDA_ERROR_NOT_READY)                                                                        \
     X(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)                                                    \
     X(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)                                                \
     X(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)                                                \
@@ -111,6 +116,36 @@ FAT5__CU_API(ABI_PROTO)
 FAT5__NVRTC_API(ABI_PROTO)
 FAT5__CUBLAS_API(ABI_PROTO)
 FAT5__CU_EVENT_API(ABI_PROTO)
+// the driver calls of a run of several ranks (some are also the profiler's: their own variables)
+#define ABI_PROTO_D(api, sym)                                                                      \
+    static fat5__PFN_##api abi_fd_##api;                                                           \
+    ABI_ASSERT(protod_##api, sizeof(abi_fd_##api = &api) == sizeof(fat5__PFN_##api));
+FAT5__CU_DIST_API(ABI_PROTO_D)
+
+#ifdef FAT5_ABI_NCCL
+// NCCL: the constants, the id's size, and every prototype but the two that take ncclUniqueId
+// (an anonymous struct in nccl.h: no other type is compatible with it in this file, so those two
+// are checked by the id's size and their symbol names)
+ABI_ASSERT(nccl_success, FAT5__NCCL_SUCCESS == (unsigned)ncclSuccess);
+ABI_ASSERT(nccl_in_progress, FAT5__NCCL_IN_PROGRESS == (unsigned)ncclInProgress);
+ABI_ASSERT(nccl_sum, FAT5__NCCL_SUM == (unsigned)ncclSum);
+ABI_ASSERT(nccl_f32, FAT5__NCCL_FLOAT32 == (unsigned)ncclFloat32);
+ABI_ASSERT(nccl_f64, FAT5__NCCL_FLOAT64 == (unsigned)ncclFloat64);
+ABI_ASSERT(nccl_id_bytes, FAT5__NCCL_UNIQUE_ID_BYTES == NCCL_UNIQUE_ID_BYTES &&
+                              sizeof(fat5__ncclUniqueId) == sizeof(ncclUniqueId));
+ABI_ASSERT(ncclResult_t, sizeof(fat5__ncclResult_t) == sizeof(ncclResult_t));
+ABI_ASSERT(ncclDataType_t, sizeof(fat5__ncclDataType_t) == sizeof(ncclDataType_t));
+ABI_ASSERT(ncclRedOp_t, sizeof(fat5__ncclRedOp_t) == sizeof(ncclRedOp_t));
+#define ABI_PROTO_N(api, sym) ABI_PROTO(api, sym)
+ABI_PROTO_N(ncclGetVersion, "")
+ABI_PROTO_N(ncclCommDestroy, "")
+ABI_PROTO_N(ncclCommAbort, "")
+ABI_PROTO_N(ncclCommGetAsyncError, "")
+ABI_PROTO_N(ncclGetErrorString, "")
+ABI_PROTO_N(ncclAllReduce, "")
+static fat5__PFN_ncclGetUniqueId abi_fp_ncclGetUniqueId;
+static fat5__PFN_ncclCommInitRank abi_fp_ncclCommInitRank;
+#endif
 
 typedef struct abi_sym {
     const char *api;       // the name in fat5's table
@@ -124,6 +159,11 @@ static const abi_sym abi_cu[] = {FAT5__CU_API(ABI_SYM)};
 static const abi_sym abi_nvrtc[] = {FAT5__NVRTC_API(ABI_SYM)};
 static const abi_sym abi_cublas[] = {FAT5__CUBLAS_API(ABI_SYM)};
 static const abi_sym abi_ev[] = {FAT5__CU_EVENT_API(ABI_SYM)};  // optional: the profiler's
+#define ABI_SYM_D(api, sym) {#api, ABI_STR(api), sym, &abi_fd_##api},
+static const abi_sym abi_dist[] = {FAT5__CU_DIST_API(ABI_SYM_D)};
+#ifdef FAT5_ABI_NCCL
+static const abi_sym abi_nccl[] = {FAT5__NCCL_API(ABI_SYM)};
+#endif
 
 typedef struct abi_const { const char *name; long long fat5, header; } abi_const;
 #define ABI_CONST(name) {#name, (long long)FAT5__##name, (long long)name},
@@ -189,6 +229,21 @@ int main(void) {
     bad += check_group("nvrtc", abi_nvrtc, n_nvrtc, nvrtc_libs, 4);
     bad += check_group("cublas", abi_cublas, n_cublas, cublas_libs, 4);
     bad += check_group("driver events", abi_ev, n_ev, cuda_libs, 2);
+    n_ev += (int)(sizeof abi_dist / sizeof abi_dist[0]);
+    bad += check_group("driver, several ranks", abi_dist, (int)(sizeof abi_dist / sizeof abi_dist[0]), cuda_libs, 2);
+#ifdef FAT5_ABI_NCCL
+    {
+        static const char *const nccl_libs[] = {"libnccl.so.2", "/usr/local/cuda/lib64/libnccl.so.2",
+                                                "/usr/local/cuda/lib/libnccl.so.2"};
+        int n_nccl = (int)(sizeof abi_nccl / sizeof abi_nccl[0]);
+        printf("nccl: 5 constants, 4 sizes; 6 of %d prototypes compared (ncclGetUniqueId, ncclCommInitRank: by the "
+               "id's size and name)\n", n_nccl);
+        bad += check_group("nccl", abi_nccl, n_nccl, nccl_libs, 3);
+        n_ev += n_nccl - 2;
+    }
+#else
+    printf("nccl: SKIP (no nccl.h here)\n");
+#endif
     printf("abi: %d constants, %d prototypes checked%s\n", n_consts, n_cu + n_nvrtc + n_cublas + n_ev,
            bad ? " - FAILED" : "");
     return bad ? 1 : 0;

@@ -840,8 +840,47 @@ done:
     fat5_ctx_destroy(g);
 }
 
+// Sums across GPUs: tools/dist_check --gpus N in processes of their own (a CUDA context does not
+// survive fork): N = 2 where the machine has two GPUs (then also a rank killed mid-sum, which
+// must stop the other with its name), else NCCL with one rank. Skips without a GPU or NCCL.
+static void t_gpu_dist_nccl(fat5_test *T) {
+    fat5_ctx *ctx = NULL;
+    char cmd[1024], path[700], *text = NULL;
+    size_t len = 0;
+    int n = 0, rc;
+    GD_OPEN(T, ctx, FAT5_DTYPE_FP32, NULL, NULL);
+    if (ctx->gpu->cu.cuDeviceGetCount(&n) != FAT5__CUDA_SUCCESS) n = 1;
+    fat5_ctx_destroy(ctx);
+    if (access("tools/dist_check", X_OK) != 0) FAT5_SKIP(T, "tools/dist_check is not built (make all)");
+    n = n >= 2 ? 2 : 1;
+    snprintf(path, sizeof path, "%s/dist.txt", fat5_test_tmpdir(T));
+    snprintf(cmd, sizeof cmd, "tools/dist_check --gpus %d > %s 2>&1", n, path);
+    rc = system(cmd);
+    FAT5_REQUIRE(T, fat5__read_file(fat5_test_ctx(T), path, 1 << 20, &text, &len) == FAT5_OK);
+    if (strstr(text, "NCCL not found")) {
+        char why[256];
+        snprintf(why, sizeof why, "no NCCL (libnccl.so.2; set VIRTUAL_ENV or NCCL_HOME): %.150s", strstr(text, "NCCL"));
+        fat5__free(fat5_test_ctx(T), text);
+        FAT5_SKIP(T, why);
+    }
+    printf("%s", text);
+    FAT5_CHECK(T, rc == 0);
+    FAT5_CHECK(T, strstr(text, "rank 0: fp32") && strstr(text, "bit-exact") && !strstr(text, "WRONG"));
+    if (n == 2) FAT5_CHECK(T, strstr(text, "rank 1: fp32") != NULL);
+    fat5__free(fat5_test_ctx(T), text);
+    text = NULL;
+    if (n == 2) {   // rank 1 dies while rank 0 waits in an all-reduce: NCCL aborted, rank 0 names it
+        snprintf(cmd, sizeof cmd, "tools/dist_check --gpus 2 --kill 1 --timeout 60 > %s 2>&1", path);
+        rc = system(cmd);
+        FAT5_REQUIRE(T, fat5__read_file(fat5_test_ctx(T), path, 1 << 20, &text, &len) == FAT5_OK);
+        printf("%s", text);
+        FAT5_CHECK(T, rc == 0 && strstr(text, "rank 0 stops: rank 1 failed") != NULL);
+        fat5__free(fat5_test_ctx(T), text);
+    }
+}
+
 #define FAT5_TESTS_GPU_MODEL(X) X(gpu_model_fp32_vs_cpu) X(gpu_model_bf16_vs_cpu) X(gpu_posenc_fp32_vs_cpu) \
     X(gpu_posenc_bf16_vs_cpu) X(gpu_fixtures_fp32) \
     X(gpu_fixtures_bf16) X(gpu_save_reload) X(gpu_optim_vs_cpu) X(gpu_backward_deterministic) \
     X(gpu_train_resume_fp32) X(gpu_train_resume_bf16) X(gpu_decode_fp32_vs_cpu) X(gpu_decode_bf16_vs_cpu) \
-    X(gpu_decode_graph_replay) X(gpu_long_memory) X(gpu_profile) X(gpu_loss_total) X(gpu_xent_chunks)
+    X(gpu_decode_graph_replay) X(gpu_long_memory) X(gpu_profile) X(gpu_loss_total) X(gpu_xent_chunks) X(gpu_dist_nccl)
