@@ -25,7 +25,8 @@
 //
 // Training: fat5_train_create / fat5_train_step run the whole loop (UL2 batches from token files,
 // AdamWScale or AdamW, schedules, evaluation, atomic checkpoints that resume bit-identically);
-// examples/train.c is a complete program around them.
+// examples/train.c is a complete program around them. Several GPUs train data parallel, one
+// process each (fat5_launch forks them; NCCL opened at run time), see section [5.4].
 //
 // Batches are packed: the tokens of all sequences are concatenated and described by cumulative
 // offsets (cu_seqlens), for the encoder and the decoder separately; no token attends across a
@@ -52,6 +53,8 @@
 //     FAT5_MM_ROWS=0           products of a few rows (decoding) on cuBLAS too, not fat5_mm
 //     FAT5_PDL=0               decode-step kernels launch plainly, not as programmatic dependents
 //     CUDA_HOME                also searched for libcuda, libnvrtc and libcublas
+//     NCCL_HOME, VIRTUAL_ENV, CONDA_PREFIX   also searched for libnccl.so.2 (several GPUs only;
+//                              the Python environments' nvidia/nccl/lib)
 //
 // Errors: every fallible call returns a fat5_status (FAT5_OK = 0, negative on error); the message,
 // naming the tensor or field and what was expected, is read with fat5_last_error(ctx). The library

@@ -450,5 +450,105 @@ static void t_train_init_from_hf(fat5_test *T) {
     fat5_train_destroy(t);
 }
 
+// The data parallel options, and the errors of a bad rank or a missing rendezvous.
+static void t_train_dist_options(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_train_config c = fat5_train_config_default();
+    fat5_trainer *t = NULL;
+    const char *data = ttr_corpus(T, 2);
+    char out[600];
+    FAT5_CHECK(T, c.world_size == 1 && c.rank == 0 && c.dist_timeout_s == 900 && c.bucket_mb == 25);
+    FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "world_size", "4"));
+    FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "rank", "3"));
+    FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "rendezvous", "/shared/run.rdv"));
+    FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "dist_timeout", "60"));
+    FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "bucket_mb", "0.5"));
+    FAT5_CHECK(T, c.world_size == 4 && c.rank == 3 && strcmp(c.rendezvous, "/shared/run.rdv") == 0 &&
+                  c.dist_timeout_s == 60 && c.bucket_mb == 0.5);
+    FAT5_CHECK(T, fat5_train_config_set(ctx, &c, "world_size", "0") == FAT5_ERR_INVALID_ARG);
+    FAT5_CHECK(T, fat5_train_config_set(ctx, &c, "bucket_mb", "0") == FAT5_ERR_INVALID_ARG);
+    FAT5_REQUIRE(T, data != NULL);
+    snprintf(out, sizeof out, "%s/dist", fat5_test_tmpdir(T));
+    c = ttr_config(T, data, out);
+    c.world_size = 2;
+    c.rank = 2;
+    FAT5_CHECK(T, fat5_train_create(ctx, &c, &t) == FAT5_ERR_INVALID_ARG && !t &&
+                  strstr(fat5_last_error(ctx), "rank 2 of world_size 2"));
+    c.rank = 1;
+    FAT5_CHECK(T, fat5_train_create(ctx, &c, &t) == FAT5_ERR_INVALID_ARG && !t &&
+                  strstr(fat5_last_error(ctx), "no rendezvous"));
+    snprintf(c.rendezvous, sizeof c.rendezvous, "launch:x");
+    FAT5_CHECK(T, fat5_train_create(ctx, &c, &t) == FAT5_ERR_INVALID_ARG && !t &&
+                  strstr(fat5_last_error(ctx), "expected launch:SHM:READ:WRITE"));
+    // rank 1 alone with a rendezvous file: rank 0 never creates it, and the wait ends
+    snprintf(c.rendezvous, sizeof c.rendezvous, "%s/never.rdv", fat5_test_tmpdir(T));
+    c.dist_timeout_s = 1;
+    FAT5_CHECK(T, fat5_train_create(ctx, &c, &t) == FAT5_ERR_STATE && !t &&
+                  strstr(fat5_last_error(ctx), "did not appear"));
+}
+
+// Two CPU ranks forked by fat5_launch train 4 steps (with an evaluation and checkpoints); one rank
+// with twice the accumulation follows the same losses to rounding. In this process, so the
+// sanitizer build checks the trainer's data parallel paths.
+static void t_train_two_ranks(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_train_config c;
+    fat5_launch_info li;
+    fat5_trainer *t = NULL;
+    fat5_train_metrics r;
+    const char *data = ttr_corpus(T, 8);
+    char out2[600], out1[600], path[700], *text = NULL;
+    double l2[4];
+    size_t len = 0;
+    int i;
+    FAT5_REQUIRE(T, data != NULL);
+    snprintf(out2, sizeof out2, "%s/two", fat5_test_tmpdir(T));
+    snprintf(out1, sizeof out1, "%s/one", fat5_test_tmpdir(T));
+    c = ttr_config(T, data, out2);
+    c.optim.total_steps = 4;
+    c.eval_steps = 2;
+    c.save_steps = 2;
+    fflush(stdout);
+    FAT5_REQUIRE_OK(T, fat5_launch(ctx, 2, 5.0, &li));
+    if (li.rank >= 0) {   // a worker: train, then leave without returning into the test runner
+        fat5_ctx_config cc = fat5_ctx_config_default();
+        fat5_ctx *cx = NULL;
+        int rc = 1;
+        c.world_size = 2;
+        c.rank = li.rank;
+        snprintf(c.rendezvous, sizeof c.rendezvous, "%s", li.rendezvous);
+        if (fat5_ctx_create(&cc, &cx) == FAT5_OK && fat5_train_create(cx, &c, &t) == FAT5_OK) {
+            rc = 0;
+            while (!fat5_train_done(t) && rc == 0) rc = fat5_train_step(t, &r) != FAT5_OK;
+            if (rc) printf("  rank %d: %s\n", li.rank, fat5_last_error(cx));
+        } else {
+            printf("  rank %d: %s\n", li.rank, cx ? fat5_last_error(cx) : "no context");
+        }
+        fat5_train_destroy(t);
+        fat5_ctx_destroy(cx);
+        fflush(stdout);
+        _exit(rc);
+    }
+    FAT5_REQUIRE(T, li.exit_code == 0 && li.failed_rank == -1);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", out2);
+    FAT5_REQUIRE_OK(T, fat5__read_file(ctx, path, 1 << 20, &text, &len));
+    {
+        const char *p = text;
+        for (i = 0; i < 4 && (p = strstr(p, "\"loss\": ")) != NULL; i++, p++) l2[i] = strtod(p + 8, NULL);
+        FAT5_CHECK(T, i == 4 && strstr(text, "\"world_size\": 2") && strstr(text, "\"eval_loss\""));
+    }
+    fat5__free(ctx, text);
+    snprintf(path, sizeof path, "%s/step-00000004/model.safetensors", out2);
+    FAT5_CHECK(T, fat5__is_file(path));
+    snprintf(c.output_dir, sizeof c.output_dir, "%s", out1);
+    c.grad_accum = 2;
+    FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
+    for (i = 0; i < 4 && fat5_train_step(t, &r) == FAT5_OK; i++)
+        FAT5_CHECK_MSG(T, fabs(r.loss - l2[i]) <= 1e-5 * l2[i], "step %d: one rank %.7f, two ranks %.7f", i + 1, r.loss,
+                       l2[i]);
+    FAT5_CHECK(T, i == 4);
+    fat5_train_destroy(t);
+}
+
 #define FAT5_TESTS_TRAIN(X) X(train_options) X(train_learns) X(train_resume_bitwise) X(train_kill9_during_save) \
-    X(train_rejects) X(train_skips_nonfinite) X(train_init_from_hf)
+    X(train_rejects) X(train_skips_nonfinite) X(train_init_from_hf) X(train_dist_options) X(train_two_ranks)

@@ -13,6 +13,9 @@
 #   step       tools/bench step (the FAT5-small training step, its per-kernel profile: step.jsonl),
 #              then tools/compare_hf.py --train (Hugging Face eager and compiled in the same run:
 #              compare_train.log); the step's line, the 12 costliest keys and the table to the summary
+#   dist       two GPUs: tools/dist_check (sums, a killed rank), FAT5-small throughput of 2 GPUs
+#              against 1 (target 1.9x), 2 GPUs x B against 1 GPU x 2B over 100 steps, bitwise resume
+#              on 2 GPUs and a resume on 1, a killed worker of examples/train --gpus 2
 #   curve      200 bf16 training steps on the bundled corpus with this build and with a reference
 #              build (REF_SRC: a directory holding the reference's fat5.h, fat5_kernels.cuh and
 #              examples/train.c, e.g. carried from an older commit), each build once more with
@@ -109,6 +112,60 @@ for stage in "$@"; do
                  END { printf "train: prefetch %d: %d steps, mean step %.2f ms, of which waiting for the data %.3f ms\n", p, n, 1000 * st / n, 1000 * dt / n }' \
                 "$OUT/prefetch$p/metrics.jsonl" | tee -a "$OUT/summary.txt"
         done
+        ;;
+    dist)
+        # two GPUs (or more): the sums (dist_check, a killed rank); the FAT5-small throughput of 2
+        # GPUs against 1 with the per-GPU batch of one (steps 11..60); 2 GPUs x B against
+        # 1 GPU x 2B over 100 steps; bitwise resume on 2 GPUs and a resume on 1; a killed worker
+        export NCCL_NVLS_ENABLE=0
+        make all > /dev/null || { fail dist "build"; continue; }
+        tools/dist_check --gpus 2 > "$OUT/dist_check.log" 2>&1 && grep -q "rank 1: .*bit-exact" "$OUT/dist_check.log" ||
+            fail dist "dist_check --gpus 2: see dist_check.log"
+        tools/dist_check --gpus 2 --kill 1 --timeout 60 > "$OUT/dist_kill.log" 2>&1 ||
+            fail dist "dist_check --gpus 2 --kill 1: see dist_kill.log"
+        cat "$OUT/dist_check.log" "$OUT/dist_kill.log" >> "$OUT/summary.txt"
+        [ -f "$OUT/fortunes.tok" ] || zcat data/fortunes/fortunes.txt.gz | tools/pretokenize --sep '%' -o "$OUT/fortunes.tok" - > /dev/null 2>&1 ||
+            { fail dist "pretokenize"; continue; }
+        d="--data $OUT/fortunes.tok --model fat5-small --max_length 1024 --max_labels_length 256 --batch_tokens 16384
+           --batch_labels_tokens 4096 --eval_fraction 0 --save_steps 0 --warmup_steps 10 --logging_steps 10"
+        for g in 1 2; do
+            rm -rf "$OUT/tput$g"
+            examples/train --gpus $g $d --output_dir "$OUT/tput$g" --max_steps 60 > "$OUT/tput$g.log" 2>&1 ||
+                { fail dist "throughput on $g GPU(s): see tput$g.log"; continue; }
+            awk -F'[:,}]' -v g=$g '{for (i = 1; i < NF; i++) { if ($i ~ /"step"$/) s = $(i+1); if ($i ~ /"tokens_per_s"$/) t = $(i+1); if ($i ~ /"comm_s"$/) c = $(i+1) }
+                 if (s > 10) { n++; tt += t; cc += c } }
+                 END { printf "dist: %d GPU(s): %d steps, mean %.0f tokens/s, exposed wait %.2f ms a step\n", g, n, tt / n, 1000 * cc / n }' \
+                "$OUT/tput$g/metrics.jsonl" | tee -a "$OUT/summary.txt"
+        done
+        t1=$(sed -n 's/.*mean \([0-9]*\) tokens.*/\1/p' "$OUT/summary.txt" | tail -2 | head -1)
+        t2=$(sed -n 's/.*mean \([0-9]*\) tokens.*/\1/p' "$OUT/summary.txt" | tail -1)
+        say "dist: 2 GPUs / 1 GPU throughput: $(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.3f", b / a }') (target 1.9)"
+        rm -rf "$OUT/c1" "$OUT/c2"
+        c="$d --max_steps 100 --batch_tokens 8192 --batch_labels_tokens 2048"
+        examples/train --gpus 1 $c --gradient_accumulation_steps 2 --output_dir "$OUT/c1" > "$OUT/c1.log" 2>&1 &&
+        examples/train --gpus 2 $c --output_dir "$OUT/c2" > "$OUT/c2.log" 2>&1 || { fail dist "curve runs: see c1.log, c2.log"; continue; }
+        paste "$OUT/c1/metrics.jsonl" "$OUT/c2/metrics.jsonl" | awk '{ split($0, h, "\t"); match(h[1], /"loss": [^,]*/); a = substr(h[1], RSTART + 8, RLENGTH - 8)
+              match(h[2], /"loss": [^,]*/); b = substr(h[2], RSTART + 8, RLENGTH - 8); d = a - b; if (d < 0) d = -d; r = d / a; s += r; if (r > m) m = r; n++ }
+              END { printf "dist: 2 GPUs x B vs 1 GPU x 2B, %d steps: loss relative difference mean %.2e, max %.2e (bf16 epsilon 7.8e-3)\n", n, s / n, m }' \
+            | tee -a "$OUT/summary.txt"
+        r="$d --batch_tokens 4096 --batch_labels_tokens 1024 --max_steps 6 --save_steps 3"
+        rm -rf "$OUT/r2" "$OUT/r3" "$OUT/r1"
+        examples/train --gpus 2 $r --output_dir "$OUT/r2" > "$OUT/r2.log" 2>&1 || fail dist "resume run: see r2.log"
+        mkdir -p "$OUT/r3" && cp -r "$OUT/r2/step-00000003" "$OUT/r3/" && echo step-00000003 > "$OUT/r3/latest"
+        examples/train --gpus 2 $r --output_dir "$OUT/r3" --resume "$OUT/r3" > "$OUT/r3.log" 2>&1 || fail dist "resumed run: see r3.log"
+        cmp "$OUT/r2/step-00000006/model.safetensors" "$OUT/r3/step-00000006/model.safetensors" &&
+            say "dist: 2-GPU resume from step 3: model at step 6 bit-identical" || fail dist "2-GPU resume differs"
+        examples/train --gpus 1 $r --gradient_accumulation_steps 2 --output_dir "$OUT/r1" --resume "$OUT/r2/step-00000003" \
+            > "$OUT/r1.log" 2>&1 && say "dist: the 2-GPU checkpoint resumed on 1 GPU" || fail dist "resume on 1 GPU: see r1.log"
+        examples/train --gpus 2 $r --max_steps 100000 --output_dir "$OUT/k" > "$OUT/k.log" 2>&1 &
+        lp=$!
+        for i in $(seq 1 600); do [ -f "$OUT/k/metrics.jsonl" ] && [ "$(wc -l < "$OUT/k/metrics.jsonl")" -ge 3 ] && break; sleep 0.5; done
+        w1=$(ps -o pid= --ppid $lp | sed -n 2p | tr -d ' ')
+        t0=$(date +%s)
+        kill -9 "$w1"
+        wait $lp
+        say "dist: worker rank 1 killed: the run ended in $(( $(date +%s) - t0 )) s: $(grep 'ranks stopped' "$OUT/k.log")"
+        grep -q "rank 1 .*killed by signal 9" "$OUT/k.log" || fail dist "killed rank not reported: see k.log"
         ;;
     step)
         make tools/bench > /dev/null || { fail step "build"; continue; }
