@@ -658,7 +658,9 @@ typedef struct fat5_train_config {
     int world_size;               // ranks in the run (1)
     int rank;                     // this process's: 0 .. world_size - 1 (rank 0 writes checkpoints and logs)
     char rendezvous[4096];        // where the ranks meet: fat5_launch_info.rendezvous, or a file path that
-                                  // every rank names (rank 0 creates it; a shared filesystem across hosts)
+                                  // every rank names (rank 0 creates it; a shared filesystem across hosts), or
+                                  // "NCCL_COMM_ID": that environment variable's host:port on every rank (GPU).
+                                  // With world_size 1 it runs the sums too (one rank: a check of the path)
     double dist_timeout_s;        // a rank that waits this long for the others stops the run (900)
     double bucket_mb;             // gradients summed across ranks in buckets of this size, overlapping the
                                   // backward (25)
@@ -11179,12 +11181,13 @@ static void fat5__comm_close(fat5__comm *c) {
 }
 
 // Opens rank `rank` of `world` on the model's backend. rendezvous: "launch:SHM:READ:WRITE"
-// (fat5_launch's descriptors), or a file path (every rank names the same; a shared filesystem
-// when the ranks are on several hosts, NCCL only).
+// (fat5_launch's descriptors), a file path (every rank names the same; a shared filesystem when
+// the ranks are on several hosts, NCCL only), or "NCCL_COMM_ID": NCCL's own rendezvous at the
+// host:port that environment variable holds on every rank (rank 0 listens there; GPU only).
 static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int rank, int world, const char *rendezvous,
                                    double timeout_s, double bucket_mb, fat5__comm **out) {
     fat5__comm *c;
-    int host = be == &fat5__cpu_backend, shm = -1, pr = -1, pw = -1;
+    int host = be == &fat5__cpu_backend, shm = -1, pr = -1, pw = -1, by_env;
     size_t bytes = fat5__board_bytes(world, host);
     unsigned char id[128];   // NCCL's unique id
     fat5_status st = FAT5_OK;
@@ -11224,6 +11227,13 @@ static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int r
             goto fail;
         }
     }
+    by_env = strcmp(rendezvous, "NCCL_COMM_ID") == 0;
+    if (by_env && (host || !getenv("NCCL_COMM_ID") || !getenv("NCCL_COMM_ID")[0])) {
+        st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "rendezvous NCCL_COMM_ID: %s", host ? "GPU ranks (NCCL) only; CPU "
+                       "ranks meet through a file" : "the environment variable NCCL_COMM_ID (host:port of rank 0's "
+                       "machine) is not set");
+        goto fail;
+    }
     if (c->mode == FAT5__DIST_HOST) {
         c->local = 1;
         if (!c->launched && (st = fat5__comm_file(c, rendezvous, bytes, NULL))) goto fail;
@@ -11238,12 +11248,15 @@ static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int r
         fat5__ncclResult_t r;
         fat5__ncclUniqueId uid;
         if ((st = fat5__nccl_open(ctx, &c->nccl))) goto fail;
-        if (rank == 0 && (r = c->nccl.f.ncclGetUniqueId(&uid)) != FAT5__NCCL_SUCCESS) {
+        // rank 0 makes the id (with NCCL_COMM_ID every rank does: NCCL derives it from the address)
+        if ((rank == 0 || by_env) && (r = c->nccl.f.ncclGetUniqueId(&uid)) != FAT5__NCCL_SUCCESS) {
             st = fat5__nccl_fail(ctx, &c->nccl, r, "ncclGetUniqueId");
             goto fail;
         }
-        if (rank == 0) memcpy(id, uid.internal, sizeof id);
-        if (c->launched) {
+        if (rank == 0 || by_env) memcpy(id, uid.internal, sizeof id);
+        if (by_env) {
+            // nothing to exchange; no board: a failed peer shows as NCCL's error or the timeout
+        } else if (c->launched) {
             if (rank == 0) {
                 int i;
                 for (i = 1; i < world; i++)
@@ -12600,7 +12613,8 @@ static const char fat5__train_options[] =
     "peak_tflops: the device's peak for MFU (0 = 989 on a GPU in bf16, else none)\n"
     "device: auto, cpu or gpu\n"
     "world_size, rank: data parallel ranks (one process each; examples/train --gpus N starts them)\n"
-    "rendezvous: where the ranks meet: a file path every rank names (rank 0 creates it), or fat5_launch's\n"
+    "rendezvous: where the ranks meet: a file path every rank names (rank 0 creates it), NCCL_COMM_ID (GPU:\n"
+    "  that variable's host:port, set on every rank), or fat5_launch's\n"
     "dist_timeout: seconds a rank waits for the others before it stops the run (900)\n"
     "bucket_mb: gradients are summed across ranks in buckets of this many MiB during the backward (25)\n";
 
@@ -13464,7 +13478,7 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
             goto fail;
         }
     }
-    if (t->world > 1) {   // the other ranks, last: each has loaded or made the same weights by now
+    if (t->world > 1 || cfg->rendezvous[0]) {   // the other ranks, last: each has the same weights by now
         if ((st = fat5__comm_open(ctx, t->m->be, t->rank, t->world, cfg->rendezvous, cfg->dist_timeout_s, cfg->bucket_mb,
                                   &t->comm)))
             goto fail;
@@ -13640,7 +13654,7 @@ FAT5_API fat5_status fat5_train_step(fat5_trainer *t, fat5_train_metrics *out) {
         fat5__json_num(&b2, "step_s", r.step_s);
         fat5__json_num(&b2, "tokens_per_s", r.tokens_per_s);
         fat5__json_num(&b2, "data_s", r.data_s);
-        if (t->world > 1) {
+        if (t->comm) {
             fat5__sb_printf(&b2, ", \"world_size\": %d", t->world);
             fat5__json_num(&b2, "tokens_per_s_gpu", r.tokens_per_s_gpu);
             fat5__json_num(&b2, "comm_s", r.comm_s);

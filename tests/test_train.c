@@ -480,6 +480,9 @@ static void t_train_dist_options(fat5_test *T) {
     snprintf(c.rendezvous, sizeof c.rendezvous, "launch:x");
     FAT5_CHECK(T, fat5_train_create(ctx, &c, &t) == FAT5_ERR_INVALID_ARG && !t &&
                   strstr(fat5_last_error(ctx), "expected launch:SHM:READ:WRITE"));
+    snprintf(c.rendezvous, sizeof c.rendezvous, "NCCL_COMM_ID");
+    FAT5_CHECK(T, fat5_train_create(ctx, &c, &t) == FAT5_ERR_INVALID_ARG && !t &&
+                  strstr(fat5_last_error(ctx), "GPU ranks (NCCL) only"));
     // rank 1 alone with a rendezvous file: rank 0 never creates it, and the wait ends
     snprintf(c.rendezvous, sizeof c.rendezvous, "%s/never.rdv", fat5_test_tmpdir(T));
     c.dist_timeout_s = 1;
