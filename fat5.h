@@ -737,7 +737,8 @@ FAT5_API void fat5_train_request_stop(fat5_trainer *t);
 // rendezvous (NCCL's id goes from rank 0 to the others through a pipe); in the calling process
 // it returns once every worker has exited, with the first failure. Call it before creating any
 // GPU context. If a worker fails, the others get grace_s seconds to stop on their own, then
-// SIGKILL. Several hosts: start one process per GPU yourself with rank, world_size and the same
+// SIGKILL. While it waits, SIGINT and SIGTERM are passed on to every worker (its own handlers are
+// restored on return); a worker that exits with status 130 stopped on request, not a failure. Several hosts: start one process per GPU yourself with rank, world_size and the same
 // rendezvous file on a shared filesystem.
 typedef struct fat5_launch_info {
     int rank;                 // in a worker: its rank; in the launching process: -1
@@ -10809,6 +10810,7 @@ typedef struct fat5__comm {
     char file[4200];               // the rendezvous file (removed by rank 0 at the end), "" none
     double timeout_s;
     double wait_s;                 // host time spent waiting on the others since the last read
+    int failed;                    // this rank failed: close tears down without waiting for the others
     size_t bucket;                 // floats per gradient bucket
     fat5__addr gd;                 // the gradients being summed, [n_grad] floats
     size_t n_grad, next_hi;        // floats at or above next_hi are summed (or queued)
@@ -11155,13 +11157,26 @@ static fat5_status fat5__comm_file(fat5__comm *c, const char *path, size_t bytes
     }
 }
 
+// Leaves the run. When every rank is well, the ranks leave together (a last sum of one value):
+// none exits while rank 0 still writes its checkpoint, and NCCL's communicators are destroyed
+// together; after a failure (this rank's or another's) nothing is waited for and NCCL is aborted.
 static void fat5__comm_close(fat5__comm *c) {
+    int well;
     if (!c) return;
+    well = !c->failed && c->world > 1 && (!c->board || __atomic_load_n(&c->board->failed, __ATOMIC_ACQUIRE) < 0);
 #ifndef FAT5_NO_CUDA
     if (c->mode == FAT5__DIST_NCCL) {
+        if (c->nc && well && c->be->alloc) {
+            fat5__addr one = 0;
+            if (c->be->alloc(c->ctx, 8, &one) == FAT5_OK) {
+                if (fat5__comm_sum(c, one, 1, 1) || fat5__comm_wait(c)) well = 0;
+                c->be->free(c->ctx, one);
+            }
+        }
+        if (c->nc && c->pending && well) (void)fat5__comm_wait(c);
         if (c->nc) {
-            if (c->pending) (void)fat5__comm_wait(c);
-            if (c->nc) c->nccl.f.ncclCommDestroy(c->nc);
+            if (well) c->nccl.f.ncclCommDestroy(c->nc);
+            else c->nccl.f.ncclCommAbort(c->nc);
         }
         if (c->ev_order) c->nccl.cu.cuEventDestroy(c->ev_order);
         if (c->ev_done) c->nccl.cu.cuEventDestroy(c->ev_done);
@@ -11172,8 +11187,7 @@ static void fat5__comm_close(fat5__comm *c) {
 #endif
     if (c->board) {
         // the host transport's last barrier: nobody unmaps slots another rank may still read
-        if (c->mode == FAT5__DIST_HOST && c->world > 1 && __atomic_load_n(&c->board->failed, __ATOMIC_ACQUIRE) < 0)
-            (void)fat5__comm_barrier(c);
+        if (c->mode == FAT5__DIST_HOST && well) (void)fat5__comm_barrier(c);
         munmap((void *)c->board, c->board_bytes);
     }
     if (c->file[0] && c->rank == 0) (void)unlink(c->file);
@@ -11322,14 +11336,19 @@ fail:
 
 // --- fat5_launch
 
+// SIGINT or SIGTERM received by the launcher while it waits (then passed on to every worker)
+static volatile sig_atomic_t fat5__launch_sig;
+static void fat5__launch_on_signal(int sig) { fat5__launch_sig = sig; }
+
 FAT5_API fat5_status fat5_launch(fat5_ctx *ctx, int n, double grace_s, fat5_launch_info *out) {
     char path[512];
     const char *tmpdir = getenv("TMPDIR");
     size_t bytes = fat5__board_bytes(n, 1);
     fat5__board *b;
     pid_t *pids;
-    int fd, pipefd[2], r, alive = 0;
+    int fd, pipefd[2], r, alive = 0, stopped = 0;
     double deadline = 0;
+    struct sigaction sa, old_int, old_term;
     if (!out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_launch: NULL argument");
     memset(out, 0, sizeof *out);
     out->rank = -1;
@@ -11343,6 +11362,7 @@ FAT5_API fat5_status fat5_launch(fat5_ctx *ctx, int n, double grace_s, fat5_laun
     snprintf(path, sizeof path, "%s/fat5-ranks-XXXXXX", tmpdir && tmpdir[0] ? tmpdir : "/tmp");
     if ((fd = mkstemp(path)) < 0) return fat5__err(ctx, FAT5_ERR_IO, "fat5_launch: %s: %s", path, strerror(errno));
     (void)unlink(path);   // lives while a process holds it
+    (void)fcntl(fd, F_SETFD, FD_CLOEXEC);   // not for programs a worker runs
     if (ftruncate(fd, (off_t)bytes) != 0 ||
         (b = (fat5__board *)mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == (fat5__board *)MAP_FAILED) {
         close(fd);
@@ -11353,6 +11373,8 @@ FAT5_API fat5_status fat5_launch(fat5_ctx *ctx, int n, double grace_s, fat5_laun
         close(fd);
         return fat5__err(ctx, FAT5_ERR_IO, "fat5_launch: pipe: %s", strerror(errno));
     }
+    (void)fcntl(pipefd[0], F_SETFD, FD_CLOEXEC);
+    (void)fcntl(pipefd[1], F_SETFD, FD_CLOEXEC);
     if (!(pids = FAT5__CAST(pid_t *, fat5__calloc(ctx, (size_t)n, sizeof *pids)))) {
         munmap((void *)b, bytes);
         close(fd), close(pipefd[0]), close(pipefd[1]);
@@ -11388,49 +11410,69 @@ FAT5_API fat5_status fat5_launch(fat5_ctx *ctx, int n, double grace_s, fat5_laun
     close(pipefd[0]);
     close(pipefd[1]);
     if (out->failed_rank >= 0) deadline = fat5__now_s() + grace_s;
+    // SIGINT / SIGTERM to the launcher go on to the workers (which stop together, see
+    // fat5_train_request_stop); the caller's handlers are back when this returns
+    fat5__launch_sig = 0;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = fat5__launch_on_signal;
+    sigemptyset(&sa.sa_mask);
+    (void)sigaction(SIGINT, &sa, &old_int);
+    (void)sigaction(SIGTERM, &sa, &old_term);
     // wait for every worker; the first that fails marks the board (the others stop on their own),
-    // and the ones still running after grace_s are killed
+    // and the ones still running grace_s later are killed. Exit status 130 is a worker that
+    // stopped on request, not a failure.
     while (alive > 0) {
-        int status = 0;
-        pid_t w = waitpid(-1, &status, deadline > 0 ? WNOHANG : 0);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) break;
-        if (w == 0) {
-            if (fat5__now_s() > deadline) {
-                for (r = 0; r < n; r++)
-                    if (pids[r] > 0) kill(pids[r], SIGKILL);
-                deadline = 1e300;   // killed: wait for them
-                continue;
-            }
-            fat5__dist_nap(30000);
-            continue;
+        int progressed = 0;
+        if (fat5__launch_sig) {
+            int sig = (int)fat5__launch_sig;
+            fat5__launch_sig = 0;
+            for (r = 0; r < n; r++)
+                if (pids[r] > 0) kill(pids[r], sig);
         }
-        for (r = 0; r < n && pids[r] != w; r++) {}
-        if (r == n) continue;
-        pids[r] = 0;
-        alive--;
-        if ((WIFEXITED(status) && WEXITSTATUS(status) != 0) || WIFSIGNALED(status)) {
-            char msg[200];
-            if (WIFSIGNALED(status)) snprintf(msg, sizeof msg, "killed by signal %d", WTERMSIG(status));
-            else snprintf(msg, sizeof msg, "exited with status %d", WEXITSTATUS(status));
-            fat5__board_fail(b, r, msg);
-            if (out->failed_rank < 0) {
-                int32_t f = __atomic_load_n(&b->failed, __ATOMIC_ACQUIRE);
-                out->failed_rank = r;
-                out->exit_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-                if (f >= 0 && f != r) {   // r stopped because another rank failed first
-                    char why[sizeof b->why];
-                    memcpy(why, b->why, sizeof why);
-                    why[sizeof why - 1] = 0;
-                    out->failed_rank = f;
-                    snprintf(out->message, sizeof out->message, "rank %d failed: %s", (int)f, why);
-                } else {
-                    snprintf(out->message, sizeof out->message, "rank %d (pid %ld) %s", r, (long)w, msg);
+        for (r = 0; r < n; r++) {
+            int status = 0;
+            pid_t w;
+            if (pids[r] <= 0) continue;
+            w = waitpid(pids[r], &status, WNOHANG);
+            if (w == 0 || (w < 0 && errno == EINTR)) continue;
+            pids[r] = 0;
+            alive--;
+            progressed = 1;
+            if (w < 0) continue;
+            if (WIFEXITED(status) && WEXITSTATUS(status) == 130) {
+                stopped = 1;
+            } else if ((WIFEXITED(status) && WEXITSTATUS(status) != 0) || WIFSIGNALED(status)) {
+                char msg[200];
+                if (WIFSIGNALED(status)) snprintf(msg, sizeof msg, "killed by signal %d", WTERMSIG(status));
+                else snprintf(msg, sizeof msg, "exited with status %d", WEXITSTATUS(status));
+                fat5__board_fail(b, r, msg);
+                if (out->failed_rank < 0) {
+                    int32_t f = __atomic_load_n(&b->failed, __ATOMIC_ACQUIRE);
+                    out->failed_rank = r;
+                    out->exit_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+                    if (f >= 0 && f != r) {   // r stopped because another rank failed first
+                        char why[sizeof b->why];
+                        memcpy(why, b->why, sizeof why);
+                        why[sizeof why - 1] = 0;
+                        out->failed_rank = f;
+                        snprintf(out->message, sizeof out->message, "rank %d failed: %s", (int)f, why);
+                    } else {
+                        snprintf(out->message, sizeof out->message, "rank %d (pid %ld) %s", r, (long)w, msg);
+                    }
+                    deadline = fat5__now_s() + grace_s;
                 }
-                deadline = fat5__now_s() + grace_s;
             }
         }
+        if (deadline > 0 && fat5__now_s() > deadline) {
+            for (r = 0; r < n; r++)
+                if (pids[r] > 0) kill(pids[r], SIGKILL);
+            deadline = 1e300;   // killed: wait for them
+        }
+        if (!progressed) fat5__dist_nap(30000);
     }
+    (void)sigaction(SIGINT, &old_int, NULL);
+    (void)sigaction(SIGTERM, &old_term, NULL);
+    if (out->failed_rank < 0 && stopped) out->exit_code = 130;
     fat5__free(ctx, pids);
     munmap((void *)b, bytes);
     close(fd);
@@ -13495,8 +13537,15 @@ fail:
     return st;
 }
 
-// Mean loss over the held-out documents: the same eval_batches batches every time.
+// Mean loss over the held-out documents: the same eval_batches batches every time. With several
+// ranks every rank calls it (the ranks share the batches).
+static fat5_status fat5__train_evaluate(fat5_trainer *t, double *loss);
+static fat5_status fat5__train_failed(fat5_trainer *t, fat5_status st);
 FAT5_API fat5_status fat5_train_evaluate(fat5_trainer *t, double *loss) {
+    return fat5__train_failed(t, fat5__train_evaluate(t, loss));
+}
+
+static fat5_status fat5__train_evaluate(fat5_trainer *t, double *loss) {
     fat5_ul2 *s = NULL;
     fat5_batch b;
     fat5_forward_result r;
@@ -13544,11 +13593,19 @@ static void fat5__json_num(fat5__sb *b, const char *key, double v) {
 
 // A rank's failure, told to the others through the board so that they stop too, naming it.
 static fat5_status fat5__train_failed(fat5_trainer *t, fat5_status st) {
-    if (t->comm && st) fat5__board_fail(t->comm->board, t->rank, fat5_last_error(t->ctx));
+    if (t->comm && st) {
+        fat5__board_fail(t->comm->board, t->rank, fat5_last_error(t->ctx));
+        t->comm->failed = 1;
+    }
     return st;
 }
 
+static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out);
 FAT5_API fat5_status fat5_train_step(fat5_trainer *t, fat5_train_metrics *out) {
+    return fat5__train_failed(t, fat5__train_step(t, out));
+}
+
+static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out) {
     fat5_ctx *ctx = t->ctx;
     fat5_train_metrics r;
     fat5_optim_result orr;

@@ -141,17 +141,13 @@ int main(int argc, char **argv) {
             cfg.device = tmp.device;
         }
     }
-    if (ranks > 1) {   // one worker per rank; this process waits for them (Ctrl-C reaches each worker)
-        signal(SIGINT, SIG_IGN);
-        signal(SIGTERM, SIG_IGN);
+    if (ranks > 1) {   // one worker per rank; this process waits for them and passes Ctrl-C on
         if (fat5_launch(probe, ranks, 30.0, &li)) return fail(probe, "launch");
         if (li.rank < 0) {
             if (li.failed_rank >= 0) fprintf(stderr, "train: %s; all %d ranks stopped\n", li.message, ranks);
             fat5_ctx_destroy(probe);
             return li.exit_code;
         }
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
         snprintf(who, sizeof who, "train[rank %d]", li.rank);
         quiet = li.rank != 0;
     }
@@ -245,9 +241,9 @@ int main(int argc, char **argv) {
             rc = fail(ctx, "step");
             goto done;
         }
-        if (r.stop) {
-            const char *dir;
-            if (fat5_train_save(t, &dir)) {
+        if (r.stop) {   // every rank, after the same step: one checkpoint (this step's if it has one)
+            const char *dir = r.checkpoint;
+            if (!r.saved && fat5_train_save(t, &dir)) {
                 rc = fail(ctx, "save");
                 goto done;
             }

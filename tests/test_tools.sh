@@ -241,10 +241,11 @@ for i in $(seq 1 300); do
     [ -f "$out/d7/metrics.jsonl" ] && [ "$(wc -l < "$out/d7/metrics.jsonl")" -ge 2 ] && break
     sleep 0.1
 done
-for w in $(ps -o pid= --ppid $lpid); do kill -INT "$w"; done
+kill -INT $lpid   # the launcher passes it on to both workers
 wait $lpid
 check test $? -eq 130
 check grep -q "interrupted after step" "$out/d7.txt"
+if grep -q "ranks stopped" "$out/d7.txt"; then echo "test_tools: FAILED: Ctrl-C reported as a failure"; fail=1; fi
 check test -f "$out/d7/$(cat "$out/d7/latest")/model.safetensors"
 echo "test_tools: examples/train --ranks 2: a rendezvous file, a killed rank and Ctrl-C"
 # plot_metrics: a JSONL log (keys in any order, whitespace, 1e-3 numbers, nested values, NaN)
