@@ -10776,6 +10776,7 @@ FAT5_API fat5_status fat5_optim_step(fat5_optim *o, fat5_optim_result *out) {
 #ifndef _WIN32
 #include <fcntl.h>
 #include <signal.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #endif
@@ -10789,9 +10790,11 @@ typedef struct fat5__board {
     int32_t world, launcher_pid;   // launcher_pid 0: no launcher (rendezvous file)
     int32_t failed;                // the first rank that failed, -1 none (set once, compare-and-swap)
     int32_t id_ready;
+    int32_t transport;             // FAT5__DIST_HOST or FAT5__DIST_NCCL, set by the first rank to join
     char why[480];                 // ... and what happened to it
     uint32_t arrive, gen;          // host barrier: ranks arrived, generation
     uint32_t seen[FAT5__DIST_MAX_LOCAL];   // ... the generation each rank last arrived at, plus 1
+    uint32_t join[FAT5__DIST_MAX_LOCAL], ack[FAT5__DIST_MAX_LOCAL];   // rendezvous file: check-in tokens
     int32_t pid[FAT5__DIST_MAX_LOCAL];
     unsigned char nccl_id[128];
 } fat5__board;
@@ -10808,6 +10811,7 @@ typedef struct fat5__comm {
     size_t board_bytes;
     unsigned char *slots;          // host transport: world x FAT5__DIST_SLOT
     char file[4200];               // the rendezvous file (removed by rank 0 at the end), "" none
+    unsigned long long file_ino;   // ... the inode mapped
     double timeout_s;
     double wait_s;                 // host time spent waiting on the others since the last read
     int failed;                    // this rank failed: close tears down without waiting for the others
@@ -10862,6 +10866,19 @@ static fat5_status fat5__comm_check(fat5__comm *c) {
             }
         }
     return FAT5_OK;
+}
+
+// Every rank must compute on the same kind of device (a rank that fell back to the CPU cannot sum
+// with GPU ranks): the first rank to join records its transport on the board.
+static fat5_status fat5__comm_same_transport(fat5__comm *c) {
+    int32_t none = 0;
+    if (!c->board) return FAT5_OK;
+    if (__atomic_compare_exchange_n(&c->board->transport, &none, (int32_t)c->mode, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ||
+        none == c->mode)
+        return FAT5_OK;
+    return fat5__err(c->ctx, FAT5_ERR_INVALID_ARG, "rank %d computes on the %s, and another rank on the %s: every rank "
+                     "needs the same device", c->rank, c->mode == FAT5__DIST_HOST ? "CPU" : "GPU",
+                     none == FAT5__DIST_HOST ? "CPU" : "GPU");
 }
 
 static void fat5__dist_nap(int spins) {
@@ -11111,6 +11128,7 @@ static fat5_status fat5__comm_file(fat5__comm *c, const char *path, size_t bytes
         char tmp[4300];
         fat5__board *b;
         snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
+        (void)unlink(path);   // a killed run's: the others must not join it
         fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC, 0600);
         if (fd < 0) return fat5__err(ctx, FAT5_ERR_IO, "rendezvous %s: cannot create: %s", tmp, strerror(errno));
         if (ftruncate(fd, (off_t)bytes) != 0) {
@@ -11119,7 +11137,10 @@ static fat5_status fat5__comm_file(fat5__comm *c, const char *path, size_t bytes
         }
         st = fat5__comm_map(c, fd, bytes, tmp);
         close(fd);
-        if (st) return st;
+        if (st) {
+            (void)unlink(tmp);
+            return st;
+        }
         b = c->board;
         b->world = c->world;
         b->failed = -1;
@@ -11147,6 +11168,10 @@ static fat5_status fat5__comm_file(fat5__comm *c, const char *path, size_t bytes
                                  bytes, c->timeout_s, c->world);
             fat5__dist_nap(20000);
         }
+        {
+            struct stat sb;
+            if (fstat(fd, &sb) == 0) c->file_ino = (unsigned long long)sb.st_ino;
+        }
         st = fat5__comm_map(c, fd, bytes, path);
         close(fd);
         if (st) return st;
@@ -11154,6 +11179,43 @@ static fat5_status fat5__comm_file(fat5__comm *c, const char *path, size_t bytes
             return fat5__err(ctx, FAT5_ERR_FORMAT, "rendezvous %s: not this run's (world size %d, expected %d)", path,
                              (int)c->board->world, c->world);
         return FAT5_OK;
+    }
+}
+
+// CPU ranks meeting in a rendezvous file (one host): every rank checks in with a token of its own
+// and waits for rank 0 to echo it, opening the path again when rank 0 has replaced the file, so
+// that no rank stays in a file a killed run left behind.
+static fat5_status fat5__comm_checkin(fat5__comm *c, const char *path, size_t bytes) {
+    uint32_t token = ((uint32_t)getpid() * 2654435761u) ^ (uint32_t)(fat5__now_s() * 1e6) ^ (uint32_t)c->rank;
+    double t0 = fat5__now_s();
+    int r;
+    fat5_status st;
+    token |= 1u;
+    for (;;) {
+        double now = fat5__now_s();
+        if (c->rank == 0) {   // everyone checked in: echo their tokens
+            int all = 1;
+            for (r = 1; r < c->world; r++) all &= __atomic_load_n(&c->board->join[r], __ATOMIC_ACQUIRE) != 0;
+            if (all) {
+                for (r = 1; r < c->world; r++)
+                    __atomic_store_n(&c->board->ack[r], __atomic_load_n(&c->board->join[r], __ATOMIC_ACQUIRE),
+                                     __ATOMIC_RELEASE);
+                return FAT5_OK;
+            }
+        } else {
+            struct stat sb;
+            __atomic_store_n(&c->board->join[c->rank], token, __ATOMIC_RELEASE);
+            if (__atomic_load_n(&c->board->ack[c->rank], __ATOMIC_ACQUIRE) == token) return FAT5_OK;
+            if (stat(path, &sb) != 0 || (unsigned long long)sb.st_ino != c->file_ino) {   // replaced
+                munmap((void *)c->board, c->board_bytes);
+                c->board = NULL;
+                if ((st = fat5__comm_file(c, path, bytes, NULL))) return st;
+            }
+        }
+        if (now - t0 > c->timeout_s)
+            return fat5__err(c->ctx, FAT5_ERR_STATE, "rank %d: the ranks did not all meet in rendezvous %s within %.0f s",
+                             c->rank, path, c->timeout_s);
+        fat5__dist_nap(20000);
     }
 }
 
@@ -11250,7 +11312,10 @@ static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int r
     }
     if (c->mode == FAT5__DIST_HOST) {
         c->local = 1;
-        if (!c->launched && (st = fat5__comm_file(c, rendezvous, bytes, NULL))) goto fail;
+        if (!c->launched && ((st = fat5__comm_file(c, rendezvous, bytes, NULL)) ||
+                             (st = fat5__comm_checkin(c, rendezvous, bytes))))
+            goto fail;
+        if ((st = fat5__comm_same_transport(c))) goto fail;
         __atomic_store_n(&c->board->pid[rank], (int32_t)getpid(), __ATOMIC_RELEASE);
         if ((st = fat5__comm_barrier(c))) goto fail;   // all here
         *out = c;
@@ -11271,6 +11336,7 @@ static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int r
         if (by_env) {
             // nothing to exchange; no board: a failed peer shows as NCCL's error or the timeout
         } else if (c->launched) {
+            if ((st = fat5__comm_same_transport(c))) goto fail;
             if (rank == 0) {
                 int i;
                 for (i = 1; i < world; i++)
@@ -11278,10 +11344,26 @@ static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int r
                         st = fat5__err(ctx, FAT5_ERR_IO, "rank 0: cannot send NCCL's id to the other ranks: %s", strerror(errno));
                         goto fail;
                     }
-            } else {
+            } else {   // rank 0's id, watching the board and the timeout meanwhile
                 size_t got = 0;
+                double t0 = fat5__now_s();
                 while (got < sizeof id) {
-                    ssize_t k = read(pr, id + got, sizeof id - got);
+                    struct pollfd pf;
+                    ssize_t k;
+                    pf.fd = pr;
+                    pf.events = POLLIN;
+                    pf.revents = 0;
+                    if (poll(&pf, 1, 100) == 0) {
+                        if ((st = fat5__comm_check(c))) goto fail;
+                        if (fat5__now_s() - t0 > c->timeout_s) {
+                            st = fat5__err(ctx, FAT5_ERR_STATE, "rank %d: no NCCL id from rank 0 within %.0f s "
+                                           "(dist_timeout)", rank, c->timeout_s);
+                            goto fail;
+                        }
+                        continue;
+                    }
+                    k = read(pr, id + got, sizeof id - got);
+                    if (k < 0 && errno == EINTR) continue;
                     if (k <= 0) {
                         st = fat5__err(ctx, FAT5_ERR_STATE, "rank %d: rank 0 exited before sharing NCCL's id", rank);
                         goto fail;
@@ -11328,7 +11410,7 @@ fail:
     {
         char keep[1024];
         snprintf(keep, sizeof keep, "%.1000s", fat5_last_error(ctx));
-        c->mode = 0;   // nothing of a transport to close
+        c->failed = 1;   // close aborts what was made, waits for nobody
         fat5__comm_close(c);
         return fat5__err(ctx, st, "%s", keep);
     }
@@ -13431,6 +13513,9 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
     if (cfg->world_size < 1 || cfg->rank < 0 || cfg->rank >= cfg->world_size)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "training config: rank %d of world_size %d (0 <= rank < world_size)",
                          cfg->rank, cfg->world_size);
+    if ((int64_t)cfg->world_size * cfg->grad_accum > (1 << 24))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "training config: world_size x gradient_accumulation_steps is %lld "
+                         "micro-batches a step, more than %d", (long long)cfg->world_size * cfg->grad_accum, 1 << 24);
     t = FAT5__CAST(fat5_trainer *, fat5__calloc(ctx, 1, sizeof *t));
     if (!t) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
     t->ctx = ctx;

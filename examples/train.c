@@ -196,8 +196,8 @@ int main(int argc, char **argv) {
         snprintf(cfg.rendezvous, sizeof cfg.rendezvous, "%s", li.rendezvous);
     }
     quiet |= cfg.rank != 0;
-    if (cfg.rank != 0 && cfg.device == -1 && !gpu) {
-        fprintf(stderr, "%s: no GPU, and other ranks may have one: name --device\n", who);
+    if (cfg.world_size > 1 && cfg.device == -1 && !gpu) {   // every rank must compute on the same device
+        fprintf(stderr, "%s: no GPU here, and the other ranks may have one: name --device gpu or cpu\n", who);
         rc = 1;
         goto done;
     }

@@ -218,6 +218,23 @@ wait $r1
 check test $? -eq 0
 check cmp "$out/d2/step-00000006/model.safetensors" "$out/d5/step-00000006/model.safetensors"
 check test ! -e "$out/rdv"
+# a rendezvous file that a killed run left: rank 1 starts first and finds it, rank 0 replaces it,
+# and both still meet and finish
+examples/train $dopts --output_dir "$out/d5" --world_size 2 --rank 0 --rendezvous "$out/rdv" > /dev/null 2>&1 &
+r0=$!
+for i in $(seq 1 100); do [ -e "$out/rdv" ] && break; sleep 0.1; done
+kill -9 $r0
+wait $r0 2> /dev/null
+check test -e "$out/rdv"
+rm -rf "$out/d8"
+examples/train $dopts --output_dir "$out/d8" --world_size 2 --rank 1 --rendezvous "$out/rdv" --dist_timeout 60 \
+    > "$out/d8b.txt" 2>&1 &
+r1=$!
+sleep 0.5
+check examples/train $dopts --output_dir "$out/d8" --world_size 2 --rank 0 --rendezvous "$out/rdv" > "$out/d8a.txt" 2>&1
+wait $r1
+check test $? -eq 0
+check cmp "$out/d2/step-00000006/model.safetensors" "$out/d8/step-00000006/model.safetensors"
 # a rank killed mid-run ends the run on every rank, naming it; Ctrl-C stops both ranks after the
 # same step with one checkpoint
 examples/train $dopts --output_dir "$out/d6" --ranks 2 --max_steps 100000 --save_steps 0 > "$out/d6.txt" 2>&1 &
