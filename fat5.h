@@ -11466,10 +11466,21 @@ FAT5_API fat5_status fat5_launch(fat5_ctx *ctx, int n, double grace_s, fat5_laun
     b->failed = -1;
     b->launcher_pid = (int32_t)getpid();
     b->magic = FAT5__DIST_MAGIC;
+    // SIGINT / SIGTERM to the launcher go on to the workers (which stop together, see
+    // fat5_train_request_stop); caught from before the first fork, so that none is lost or kills
+    // the launcher midway; the workers and, on return, the caller get their own handlers back
+    fat5__launch_sig = 0;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = fat5__launch_on_signal;
+    sigemptyset(&sa.sa_mask);
+    (void)sigaction(SIGINT, &sa, &old_int);
+    (void)sigaction(SIGTERM, &sa, &old_term);
     fflush(NULL);
     for (r = 0; r < n; r++) {
         pid_t pid = fork();
         if (pid == 0) {   // a worker
+            (void)sigaction(SIGINT, &old_int, NULL);
+            (void)sigaction(SIGTERM, &old_term, NULL);
             fat5__free(ctx, pids);
             b->pid[r] = (int32_t)getpid();
             munmap((void *)b, bytes);
@@ -11492,14 +11503,6 @@ FAT5_API fat5_status fat5_launch(fat5_ctx *ctx, int n, double grace_s, fat5_laun
     close(pipefd[0]);
     close(pipefd[1]);
     if (out->failed_rank >= 0) deadline = fat5__now_s() + grace_s;
-    // SIGINT / SIGTERM to the launcher go on to the workers (which stop together, see
-    // fat5_train_request_stop); the caller's handlers are back when this returns
-    fat5__launch_sig = 0;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = fat5__launch_on_signal;
-    sigemptyset(&sa.sa_mask);
-    (void)sigaction(SIGINT, &sa, &old_int);
-    (void)sigaction(SIGTERM, &sa, &old_term);
     // wait for every worker; the first that fails marks the board (the others stop on their own),
     // and the ones still running grace_s later are killed. Exit status 130 is a worker that
     // stopped on request, not a failure.

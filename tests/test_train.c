@@ -553,5 +553,48 @@ static void t_train_two_ranks(fat5_test *T) {
     fat5_train_destroy(t);
 }
 
+// fat5_launch's bookkeeping: workers that all exit 0; status 130 (a stop) that is not a failure;
+// the first failure named, with a worker that never ends killed after the grace time; SIGTERM to
+// the launcher passed on to every worker.
+static void t_dist_launch(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_launch_info li;
+    double t0;
+    int round;
+    for (round = 0; round < 4; round++) {
+        fflush(stdout);
+        t0 = fat5__now_s();
+        FAT5_REQUIRE_OK(T, fat5_launch(ctx, 3, 1.0, &li));
+        if (li.rank >= 0) {   // a worker: acts out the round, never returns into the runner
+            if (round == 1) _exit(li.rank == 2 ? 130 : 0);
+            if (round == 2) {
+                if (li.rank == 1) {
+                    nanosleep(&(struct timespec){0, 100000000}, NULL);
+                    _exit(7);
+                }
+                if (li.rank == 2) for (;;) sleep(1);   // silent: killed after the grace time
+                _exit(0);
+            }
+            if (round == 3) {
+                if (li.rank == 0) kill(getppid(), SIGTERM);
+                for (;;) sleep(1);   // ends by the SIGTERM passed on
+            }
+            _exit(0);
+        }
+        FAT5_CHECK(T, li.world_size == 3 && li.rank == -1);
+        if (round == 0) FAT5_CHECK(T, li.exit_code == 0 && li.failed_rank == -1);
+        if (round == 1) FAT5_CHECK(T, li.exit_code == 130 && li.failed_rank == -1);
+        if (round == 2) {
+            FAT5_CHECK_MSG(T, li.exit_code == 7 && li.failed_rank == 1 && strstr(li.message, "exited with status 7"),
+                           "exit %d, rank %d: %s", li.exit_code, li.failed_rank, li.message);
+            FAT5_CHECK(T, fat5__now_s() - t0 < 10);
+        }
+        if (round == 3)
+            FAT5_CHECK_MSG(T, li.exit_code == 128 + SIGTERM && li.failed_rank >= 0 && strstr(li.message, "signal 15"),
+                           "exit %d, rank %d: %s", li.exit_code, li.failed_rank, li.message);
+    }
+    FAT5_CHECK(T, fat5_launch(ctx, 0, 1.0, &li) == FAT5_ERR_INVALID_ARG);
+}
+
 #define FAT5_TESTS_TRAIN(X) X(train_options) X(train_learns) X(train_resume_bitwise) X(train_kill9_during_save) \
-    X(train_rejects) X(train_skips_nonfinite) X(train_init_from_hf) X(train_dist_options) X(train_two_ranks)
+    X(train_rejects) X(train_skips_nonfinite) X(train_init_from_hf) X(train_dist_options) X(train_two_ranks) X(dist_launch)
