@@ -237,12 +237,16 @@ check test $? -eq 0
 check cmp "$out/d2/step-00000006/model.safetensors" "$out/d8/step-00000006/model.safetensors"
 # a rank killed mid-run ends the run on every rank, naming it; Ctrl-C stops both ranks after the
 # same step with one checkpoint
-examples/train $dopts --output_dir "$out/d6" --ranks 2 --max_steps 100000 --save_steps 0 > "$out/d6.txt" 2>&1 &
-lpid=$!
-for i in $(seq 1 300); do
-    [ -f "$out/d6/metrics.jsonl" ] && [ "$(wc -l < "$out/d6/metrics.jsonl")" -ge 2 ] && break
-    sleep 0.1
-done
+# start_ranks DIR: a long 2-rank run in the background (its launcher in $lpid), once 2 steps are logged
+start_ranks() {
+    examples/train $dopts --output_dir "$out/$1" --ranks 2 --max_steps 100000 --save_steps 0 > "$out/$1.txt" 2>&1 &
+    lpid=$!
+    for i in $(seq 1 300); do
+        [ -f "$out/$1/metrics.jsonl" ] && [ "$(wc -l < "$out/$1/metrics.jsonl")" -ge 2 ] && break
+        sleep 0.1
+    done
+}
+start_ranks d6
 workers=$(ps -o pid= --ppid $lpid | tr -d ' ')
 w1=$(echo "$workers" | sed -n 2p)
 kill -9 "$w1"
@@ -252,12 +256,7 @@ check test $? -eq 137
 check test $(($(date +%s) - t0)) -le 20
 check grep -q "rank 1 (pid $w1) killed by signal 9; all 2 ranks stopped" "$out/d6.txt"
 check grep -q "train\[rank 0\]: step: rank 0 stops: rank 1 failed: killed by signal 9" "$out/d6.txt"
-examples/train $dopts --output_dir "$out/d7" --ranks 2 --max_steps 100000 --save_steps 0 > "$out/d7.txt" 2>&1 &
-lpid=$!
-for i in $(seq 1 300); do
-    [ -f "$out/d7/metrics.jsonl" ] && [ "$(wc -l < "$out/d7/metrics.jsonl")" -ge 2 ] && break
-    sleep 0.1
-done
+start_ranks d7
 kill -INT $lpid   # the launcher passes it on to both workers
 wait $lpid
 check test $? -eq 130
