@@ -11273,10 +11273,10 @@ static fat5_status fat5__comm_checkin(fat5__comm *c, const char *path, size_t by
 static void fat5__comm_close(fat5__comm *c) {
     int well;
     if (!c) return;
-    well = !c->failed && c->world > 1 && (!c->board || __atomic_load_n(&c->board->failed, __ATOMIC_ACQUIRE) < 0);
+    well = !c->failed && (!c->board || __atomic_load_n(&c->board->failed, __ATOMIC_ACQUIRE) < 0);
 #ifndef FAT5_NO_CUDA
     if (c->mode == FAT5__DIST_NCCL) {
-        if (c->nc && well && c->be->alloc) {
+        if (c->nc && well && c->world > 1) {
             fat5__addr one = 0;
             if (c->be->alloc(c->ctx, 8, &one) == FAT5_OK) {
                 if (fat5__comm_sum(c, one, 1, 1) || fat5__comm_wait(c)) well = 0;
@@ -11297,7 +11297,7 @@ static void fat5__comm_close(fat5__comm *c) {
 #endif
     if (c->board) {
         // the host transport's last barrier: nobody unmaps slots another rank may still read
-        if (c->mode == FAT5__DIST_HOST && well) (void)fat5__comm_barrier(c);
+        if (c->mode == FAT5__DIST_HOST && well && c->world > 1) (void)fat5__comm_barrier(c);
         munmap((void *)c->board, c->board_bytes);
     }
     if (c->file[0] && c->rank == 0) (void)unlink(c->file);
