@@ -2660,21 +2660,10 @@ typedef struct fat5__ncclUniqueId { char internal[FAT5__NCCL_UNIQUE_ID_BYTES]; }
 #define FAT5__NCCL_SUM 0u
 #define FAT5__NCCL_FLOAT32 7u
 #define FAT5__NCCL_FLOAT64 8u
-// The leading fields of ncclConfig_t as NCCL 2.14 defined it: NCCL reads `size` bytes and, for an
-// older `version`, takes its defaults for every later field, so this prefix stays valid.
-typedef struct fat5__ncclConfig {
-    size_t size;
-    unsigned int magic;
-    unsigned int version;
-    int blocking;
-} fat5__ncclConfig;
-#define FAT5__NCCL_CONFIG_MAGIC 0xcafebeefu
-#define FAT5__NCCL_CONFIG_VERSION 21400u   // NCCL_VERSION(2, 14, 0)
 typedef fat5__ncclResult_t (*fat5__PFN_ncclGetVersion)(int *version);
 typedef fat5__ncclResult_t (*fat5__PFN_ncclGetUniqueId)(fat5__ncclUniqueId *id);
-typedef fat5__ncclResult_t (*fat5__PFN_ncclCommInitRankConfig)(fat5__ncclComm_t *comm, int nranks,
-                                                               fat5__ncclUniqueId id, int rank,
-                                                               fat5__ncclConfig *config);
+typedef fat5__ncclResult_t (*fat5__PFN_ncclCommInitRank)(fat5__ncclComm_t *comm, int nranks, fat5__ncclUniqueId id,
+                                                         int rank);
 typedef fat5__ncclResult_t (*fat5__PFN_ncclCommDestroy)(fat5__ncclComm_t comm);
 typedef fat5__ncclResult_t (*fat5__PFN_ncclCommAbort)(fat5__ncclComm_t comm);
 typedef fat5__ncclResult_t (*fat5__PFN_ncclCommGetAsyncError)(fat5__ncclComm_t comm, fat5__ncclResult_t *error);
@@ -2685,7 +2674,7 @@ typedef fat5__ncclResult_t (*fat5__PFN_ncclAllReduce)(const void *send, void *re
 #define FAT5__NCCL_API(X)                                                                          \
     X(ncclGetVersion, "ncclGetVersion")                                                            \
     X(ncclGetUniqueId, "ncclGetUniqueId")                                                          \
-    X(ncclCommInitRankConfig, "ncclCommInitRankConfig")                                            \
+    X(ncclCommInitRank, "ncclCommInitRank")                                                        \
     X(ncclCommDestroy, "ncclCommDestroy")                                                          \
     X(ncclCommAbort, "ncclCommAbort")                                                              \
     X(ncclCommGetAsyncError, "ncclCommGetAsyncError")                                              \
@@ -3151,8 +3140,7 @@ static fat5_status fat5__nccl_open(fat5_ctx *ctx, fat5__nccl *n) {
     if (!missing && !(n->f.api = (fat5__PFN_##api)fat5__dev_sym(n->lib, sym))) missing = sym;
     FAT5__NCCL_API(FAT5__NCCL_LOAD)
 #undef FAT5__NCCL_LOAD
-    if (missing) return fat5__err(ctx, FAT5_ERR_NO_DEVICE, "%s: no entry point %s (NCCL 2.14 or newer is needed)", n->path,
-                                  missing);
+    if (missing) return fat5__err(ctx, FAT5_ERR_NO_DEVICE, "%s: no entry point %s (NCCL older than 2.4?)", n->path, missing);
     if (n->f.ncclGetVersion(&n->version) != FAT5__NCCL_SUCCESS) n->version = 0;
     if (ctx->gpu) {
 #define FAT5__NCCL_LOAD_CU(api, sym) \
@@ -10969,40 +10957,6 @@ static fat5_status fat5__comm_host_sum(fat5__comm *c, void *p, size_t n, int f64
     return FAT5_OK;
 }
 
-#ifndef FAT5_NO_CUDA
-// The communicator is non-blocking: a call that answers ncclInProgress is complete when
-// ncclCommGetAsyncError says so. Waits for that, watching the board and the timeout; aborts NCCL
-// when it gives up.
-static fat5_status fat5__nccl_settle(fat5__comm *c, fat5__ncclResult_t r, const char *what) {
-    double t0 = fat5__now_s(), next_check = t0 + 0.05;
-    int spins = 0;
-    fat5_status st;
-    while (r == FAT5__NCCL_IN_PROGRESS) {
-        fat5__ncclResult_t q = c->nccl.f.ncclCommGetAsyncError(c->nc, &r);
-        double now;
-        if (q != FAT5__NCCL_SUCCESS) r = q;
-        if (r != FAT5__NCCL_IN_PROGRESS) break;
-        fat5__dist_nap(spins++);
-        if ((now = fat5__now_s()) < next_check) continue;
-        next_check = now + 0.05;
-        st = fat5__comm_check(c);
-        if (!st && now - t0 > c->timeout_s) {
-            char msg[200];
-            snprintf(msg, sizeof msg, "%s did not finish within %.0f s (dist_timeout): a rank did not start, or hangs",
-                     what, c->timeout_s);
-            fat5__board_fail(c->board, c->rank, msg);
-            st = fat5__err(c->ctx, FAT5_ERR_STATE, "rank %d: %s", c->rank, msg);
-        }
-        if (st) {
-            c->nccl.f.ncclCommAbort(c->nc);
-            c->nc = NULL;
-            return st;
-        }
-    }
-    return r == FAT5__NCCL_SUCCESS ? FAT5_OK : fat5__nccl_fail(c->ctx, &c->nccl, r, what);
-}
-#endif
-
 // Queues (NCCL) or does (host) the in-place sum of n elements at the backend address p.
 static fat5_status fat5__comm_sum(fat5__comm *c, fat5__addr p, size_t n, int f64) {
     if (n == 0) return FAT5_OK;
@@ -11016,10 +10970,9 @@ static fat5_status fat5__comm_sum(fat5__comm *c, fat5__addr p, size_t n, int f64
         if ((st = fat5__dev_check(c->ctx, c->nccl.cu.cuEventRecord(c->ev_order, g->stream), "cuEventRecord")) ||
             (st = fat5__dev_check(c->ctx, c->nccl.cu.cuStreamWaitEvent(c->stream, c->ev_order, 0), "cuStreamWaitEvent")))
             return st;
-        if (!c->nc) return fat5__err(c->ctx, FAT5_ERR_STATE, "rank %d: NCCL was aborted", c->rank);
         r = c->nccl.f.ncclAllReduce((const void *)(uintptr_t)p, (void *)(uintptr_t)p, n,
                                     f64 ? FAT5__NCCL_FLOAT64 : FAT5__NCCL_FLOAT32, FAT5__NCCL_SUM, c->nc, c->stream);
-        if (r != FAT5__NCCL_SUCCESS && (st = fat5__nccl_settle(c, r, "ncclAllReduce"))) return st;
+        if (r != FAT5__NCCL_SUCCESS) return fat5__nccl_fail(c->ctx, &c->nccl, r, "ncclAllReduce");
         c->pending = 1;
         return FAT5_OK;
     }
@@ -11087,7 +11040,6 @@ static fat5_status fat5__comm_wait(fat5__comm *c) {
     return FAT5_OK;
 #endif
 }
-
 
 // Seconds the compute stream (GPU) or the host (CPU) waited for the others since the last call.
 static double fat5__comm_exposed_s(fat5__comm *c) {
@@ -11429,19 +11381,10 @@ static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int r
             memcpy(id, c->board->nccl_id, sizeof id);
         }
         memcpy(uid.internal, id, sizeof id);
-        {   // non-blocking, so that joining is bounded by the timeout and the board like the sums
-            fat5__ncclConfig nc_cfg;
-            nc_cfg.size = sizeof nc_cfg;
-            nc_cfg.magic = FAT5__NCCL_CONFIG_MAGIC;
-            nc_cfg.version = FAT5__NCCL_CONFIG_VERSION;
-            nc_cfg.blocking = 0;
-            r = c->nccl.f.ncclCommInitRankConfig(&c->nc, world, uid, rank, &nc_cfg);
-            if (r != FAT5__NCCL_SUCCESS && r != FAT5__NCCL_IN_PROGRESS) {
-                c->nc = NULL;
-                st = fat5__nccl_fail(ctx, &c->nccl, r, "ncclCommInitRankConfig");
-                goto fail;
-            }
-            if ((st = fat5__nccl_settle(c, r, "joining NCCL (ncclCommInitRankConfig)"))) goto fail;
+        if ((r = c->nccl.f.ncclCommInitRank(&c->nc, world, uid, rank)) != FAT5__NCCL_SUCCESS) {
+            c->nc = NULL;
+            st = fat5__nccl_fail(ctx, &c->nccl, r, "ncclCommInitRank");
+            goto fail;
         }
         if ((st = fat5__dev_check(ctx, g->cu.cuStreamCreate(&c->stream, 1), "cuStreamCreate")) ||
             (st = fat5__dev_check(ctx, c->nccl.cu.cuEventCreate(&c->ev_order, 2), "cuEventCreate")) ||

@@ -123,8 +123,7 @@ FAT5__CU_EVENT_API(ABI_PROTO)
 FAT5__CU_DIST_API(ABI_PROTO_D)
 
 #ifdef FAT5_ABI_NCCL
-// NCCL: the constants, the id's size, the config's prefix, and every prototype but the two that
-// take ncclUniqueId
+// NCCL: the constants, the id's size, and every prototype but the two that take ncclUniqueId
 // (an anonymous struct in nccl.h: no other type is compatible with it in this file, so those two
 // are checked by the id's size and their symbol names)
 ABI_ASSERT(nccl_success, FAT5__NCCL_SUCCESS == (unsigned)ncclSuccess);
@@ -145,13 +144,7 @@ ABI_PROTO_N(ncclCommGetAsyncError, "")
 ABI_PROTO_N(ncclGetErrorString, "")
 ABI_PROTO_N(ncclAllReduce, "")
 static fat5__PFN_ncclGetUniqueId abi_fp_ncclGetUniqueId;
-static fat5__PFN_ncclCommInitRankConfig abi_fp_ncclCommInitRankConfig;   // takes the id too
-// the config's leading fields, as fat5 fills them (NCCL reads `size` bytes of it)
-ABI_ASSERT(nccl_cfg_size, offsetof(fat5__ncclConfig, size) == offsetof(ncclConfig_t, size));
-ABI_ASSERT(nccl_cfg_magic, offsetof(fat5__ncclConfig, magic) == offsetof(ncclConfig_t, magic));
-ABI_ASSERT(nccl_cfg_version, offsetof(fat5__ncclConfig, version) == offsetof(ncclConfig_t, version));
-ABI_ASSERT(nccl_cfg_blocking, offsetof(fat5__ncclConfig, blocking) == offsetof(ncclConfig_t, blocking));
-ABI_ASSERT(nccl_cfg_prefix, sizeof(fat5__ncclConfig) <= sizeof(ncclConfig_t));
+static fat5__PFN_ncclCommInitRank abi_fp_ncclCommInitRank;
 #endif
 
 typedef struct abi_sym {
@@ -243,14 +236,8 @@ int main(void) {
         static const char *const nccl_libs[] = {"libnccl.so.2", "/usr/local/cuda/lib64/libnccl.so.2",
                                                 "/usr/local/cuda/lib/libnccl.so.2"};
         int n_nccl = (int)(sizeof abi_nccl / sizeof abi_nccl[0]);
-        ncclConfig_t init = NCCL_CONFIG_INITIALIZER;
-        if (init.magic != FAT5__NCCL_CONFIG_MAGIC || NCCL_VERSION(2, 14, 0) != (int)FAT5__NCCL_CONFIG_VERSION) {
-            printf("  nccl: config magic %#x / version 2.14 = %d, fat5 %#x / %u\n", init.magic, NCCL_VERSION(2, 14, 0),
-                   FAT5__NCCL_CONFIG_MAGIC, FAT5__NCCL_CONFIG_VERSION);
-            bad++;
-        }
-        printf("nccl: 5 constants, 4 sizes, the config's magic, version and 4 offsets; 6 of %d prototypes compared "
-               "(ncclGetUniqueId, ncclCommInitRankConfig: by the id's size and name)\n", n_nccl);
+        printf("nccl: 5 constants, 4 sizes; 6 of %d prototypes compared (ncclGetUniqueId, ncclCommInitRank: by the "
+               "id's size and name)\n", n_nccl);
         bad += check_group("nccl", abi_nccl, n_nccl, nccl_libs, 3);
         n_ev += n_nccl - 2;
     }
