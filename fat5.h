@@ -10815,6 +10815,7 @@ typedef struct fat5__comm {
     double timeout_s;
     double wait_s;                 // host time spent waiting on the others since the last read
     int failed;                    // this rank failed: close tears down without waiting for the others
+    int fds[3];                    // fat5_launch's board and pipe ends (closed with the comm), -1 none
     size_t bucket;                 // floats per gradient bucket
     fat5__addr gd;                 // the gradients being summed, [n_grad] floats
     size_t n_grad, next_hi;        // floats at or above next_hi are summed (or queued)
@@ -11133,6 +11134,7 @@ static fat5_status fat5__comm_file(fat5__comm *c, const char *path, size_t bytes
         if (fd < 0) return fat5__err(ctx, FAT5_ERR_IO, "rendezvous %s: cannot create: %s", tmp, strerror(errno));
         if (ftruncate(fd, (off_t)bytes) != 0) {
             close(fd);
+            (void)unlink(tmp);
             return fat5__err(ctx, FAT5_ERR_IO, "rendezvous %s: cannot size: %s", tmp, strerror(errno));
         }
         st = fat5__comm_map(c, fd, bytes, tmp);
@@ -11233,6 +11235,9 @@ static void fat5__comm_close(fat5__comm *c) {
             if (c->be->alloc(c->ctx, 8, &one) == FAT5_OK) {
                 if (fat5__comm_sum(c, one, 1, 1) || fat5__comm_wait(c)) well = 0;
                 c->be->free(c->ctx, one);
+            } else {   // the others wait in that sum: tell them
+                fat5__board_fail(c->board, c->rank, "out of device memory while leaving");
+                well = 0;
             }
         }
         if (c->nc && c->pending && well) (void)fat5__comm_wait(c);
@@ -11253,6 +11258,11 @@ static void fat5__comm_close(fat5__comm *c) {
         munmap((void *)c->board, c->board_bytes);
     }
     if (c->file[0] && c->rank == 0) (void)unlink(c->file);
+    {
+        int i;
+        for (i = 0; i < 3; i++)
+            if (c->fds[i] >= 0) close(c->fds[i]);
+    }
     fat5__free(c->ctx, c);
 }
 
@@ -11283,6 +11293,7 @@ static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int r
     c->rank = rank;
     c->world = world;
     c->mode = host ? FAT5__DIST_HOST : FAT5__DIST_NCCL;
+    c->fds[0] = c->fds[1] = c->fds[2] = -1;
     c->timeout_s = timeout_s > 0 ? timeout_s : 900;
     c->bucket = (size_t)(bucket_mb > 0 ? bucket_mb * 1048576.0 / 4 : 25.0 * 1048576 / 4);
     if (c->bucket < 1024) c->bucket = 1024;
@@ -11293,6 +11304,7 @@ static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int r
                              rendezvous);
         }
         c->launched = c->local = 1;
+        c->fds[0] = shm, c->fds[1] = pr, c->fds[2] = pw;
         {   // fat5_launch sized the board for the host transport
             size_t have = fat5__board_bytes(world, 1);
             if ((st = fat5__comm_map(c, shm, have, "the launcher's board"))) goto fail;
@@ -11326,6 +11338,7 @@ static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int r
         struct fat5__gpu *g = ctx->gpu;
         fat5__ncclResult_t r;
         fat5__ncclUniqueId uid;
+        double t_join = fat5__now_s();
         if ((st = fat5__nccl_open(ctx, &c->nccl))) goto fail;
         // rank 0 makes the id (with NCCL_COMM_ID every rank does: NCCL derives it from the address)
         if ((rank == 0 || by_env) && (r = c->nccl.f.ncclGetUniqueId(&uid)) != FAT5__NCCL_SUCCESS) {
@@ -11353,7 +11366,9 @@ static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int r
                     pf.fd = pr;
                     pf.events = POLLIN;
                     pf.revents = 0;
-                    if (poll(&pf, 1, 100) == 0) {
+                    int pn = poll(&pf, 1, 100);
+                    if (pn < 0 && errno == EINTR) pn = 0;   // a signal: check and wait again
+                    if (pn == 0) {
                         if ((st = fat5__comm_check(c))) goto fail;
                         if (fat5__now_s() - t0 > c->timeout_s) {
                             st = fat5__err(ctx, FAT5_ERR_STATE, "rank %d: no NCCL id from rank 0 within %.0f s "
@@ -11381,8 +11396,24 @@ static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int r
             memcpy(id, c->board->nccl_id, sizeof id);
         }
         memcpy(uid.internal, id, sizeof id);
-        if ((r = c->nccl.f.ncclCommInitRank(&c->nc, world, uid, rank)) != FAT5__NCCL_SUCCESS) {
+        for (;;) {
+            struct stat sb;
+            if ((r = c->nccl.f.ncclCommInitRank(&c->nc, world, uid, rank)) == FAT5__NCCL_SUCCESS) break;
             c->nc = NULL;
+            // a rendezvous file a killed run left holds an id nobody answers: once rank 0 has
+            // replaced the file, join again with the new id
+            if (c->file[0] && rank != 0 && stat(rendezvous, &sb) == 0 && (unsigned long long)sb.st_ino != c->file_ino &&
+                fat5__now_s() - t_join < c->timeout_s) {
+                munmap((void *)c->board, c->board_bytes);
+                c->board = NULL;
+                if ((st = fat5__comm_file(c, rendezvous, bytes, NULL))) goto fail;
+                if (!c->board->id_ready) {
+                    st = fat5__err(ctx, FAT5_ERR_FORMAT, "rendezvous %s: no NCCL id in it", rendezvous);
+                    goto fail;
+                }
+                memcpy(uid.internal, c->board->nccl_id, sizeof uid.internal);
+                continue;
+            }
             st = fat5__nccl_fail(ctx, &c->nccl, r, "ncclCommInitRank");
             goto fail;
         }
@@ -11431,6 +11462,7 @@ FAT5_API fat5_status fat5_launch(fat5_ctx *ctx, int n, double grace_s, fat5_laun
     int fd, pipefd[2], r, alive = 0, stopped = 0;
     double deadline = 0;
     struct sigaction sa, old_int, old_term;
+    sigset_t block, old_mask;
     if (!out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_launch: NULL argument");
     memset(out, 0, sizeof *out);
     out->rank = -1;
@@ -11469,10 +11501,15 @@ FAT5_API fat5_status fat5_launch(fat5_ctx *ctx, int n, double grace_s, fat5_laun
     // SIGINT / SIGTERM to the launcher go on to the workers (which stop together, see
     // fat5_train_request_stop); caught from before the first fork, so that none is lost or kills
     // the launcher midway; the workers and, on return, the caller get their own handlers back
+    // (held back while forking, so that none reaches a child before its own handlers are back)
     fat5__launch_sig = 0;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = fat5__launch_on_signal;
     sigemptyset(&sa.sa_mask);
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    (void)sigprocmask(SIG_BLOCK, &block, &old_mask);
     (void)sigaction(SIGINT, &sa, &old_int);
     (void)sigaction(SIGTERM, &sa, &old_term);
     fflush(NULL);
@@ -11481,6 +11518,7 @@ FAT5_API fat5_status fat5_launch(fat5_ctx *ctx, int n, double grace_s, fat5_laun
         if (pid == 0) {   // a worker
             (void)sigaction(SIGINT, &old_int, NULL);
             (void)sigaction(SIGTERM, &old_term, NULL);
+            (void)sigprocmask(SIG_SETMASK, &old_mask, NULL);
             fat5__free(ctx, pids);
             b->pid[r] = (int32_t)getpid();
             munmap((void *)b, bytes);
@@ -11502,6 +11540,7 @@ FAT5_API fat5_status fat5_launch(fat5_ctx *ctx, int n, double grace_s, fat5_laun
     }
     close(pipefd[0]);
     close(pipefd[1]);
+    (void)sigprocmask(SIG_SETMASK, &old_mask, NULL);   // a signal held meanwhile arrives now
     if (out->failed_rank >= 0) deadline = fat5__now_s() + grace_s;
     // wait for every worker; the first that fails marks the board (the others stop on their own),
     // and the ones still running grace_s later are killed. Exit status 130 is a worker that
@@ -11509,8 +11548,7 @@ FAT5_API fat5_status fat5_launch(fat5_ctx *ctx, int n, double grace_s, fat5_laun
     while (alive > 0) {
         int progressed = 0;
         if (fat5__launch_sig) {
-            int sig = (int)fat5__launch_sig;
-            fat5__launch_sig = 0;
+            int sig = (int)__atomic_exchange_n(&fat5__launch_sig, 0, __ATOMIC_ACQ_REL);
             for (r = 0; r < n; r++)
                 if (pids[r] > 0) kill(pids[r], sig);
         }
