@@ -457,7 +457,7 @@ static void t_train_dist_options(fat5_test *T) {
     fat5_trainer *t = NULL;
     const char *data = ttr_corpus(T, 2);
     char out[600];
-    FAT5_CHECK(T, c.world_size == 1 && c.rank == 0 && c.dist_timeout_s == 900 && c.bucket_mb == 25);
+    FAT5_CHECK(T, c.world_size == 1 && c.rank == 0 && c.dist_timeout_s == 900 && c.bucket_mb == 100);
     FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "world_size", "4"));
     FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "rank", "3"));
     FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "rendezvous", "/shared/run.rdv"));

@@ -148,7 +148,7 @@ for stage in "$@"; do
               match(h[2], /"loss": [^,]*/); b = substr(h[2], RSTART + 8, RLENGTH - 8); d = a - b; if (d < 0) d = -d; r = d / a; s += r; if (r > m) m = r; n++ }
               END { printf "dist: 2 GPUs x B vs 1 GPU x 2B, %d steps: loss relative difference mean %.2e, max %.2e (bf16 epsilon 7.8e-3)\n", n, s / n, m }' \
             | tee -a "$OUT/summary.txt"
-        r="$d --batch_tokens 4096 --batch_labels_tokens 1024 --max_steps 6 --save_steps 3"
+        r="$d --batch_tokens 4096 --batch_labels_tokens 1024 --max_steps 6 --save_steps 3 --warmup_steps 1"
         rm -rf "$OUT/r2" "$OUT/r3" "$OUT/r1"
         examples/train --gpus 2 $r --output_dir "$OUT/r2" > "$OUT/r2.log" 2>&1 || fail dist "resume run: see r2.log"
         mkdir -p "$OUT/r3" && cp -r "$OUT/r2/step-00000003" "$OUT/r3/" && echo step-00000003 > "$OUT/r3/latest"
