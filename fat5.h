@@ -2660,7 +2660,6 @@ typedef struct fat5__ncclUniqueId { char internal[FAT5__NCCL_UNIQUE_ID_BYTES]; }
 #define FAT5__NCCL_SUM 0u
 #define FAT5__NCCL_FLOAT32 7u
 #define FAT5__NCCL_FLOAT64 8u
-typedef fat5__ncclResult_t (*fat5__PFN_ncclGetVersion)(int *version);
 typedef fat5__ncclResult_t (*fat5__PFN_ncclGetUniqueId)(fat5__ncclUniqueId *id);
 typedef fat5__ncclResult_t (*fat5__PFN_ncclCommInitRank)(fat5__ncclComm_t *comm, int nranks, fat5__ncclUniqueId id,
                                                          int rank);
@@ -2672,7 +2671,6 @@ typedef fat5__ncclResult_t (*fat5__PFN_ncclAllReduce)(const void *send, void *re
                                                       fat5__ncclDataType_t type, fat5__ncclRedOp_t op,
                                                       fat5__ncclComm_t comm, fat5__CUstream stream);
 #define FAT5__NCCL_API(X)                                                                          \
-    X(ncclGetVersion, "ncclGetVersion")                                                            \
     X(ncclGetUniqueId, "ncclGetUniqueId")                                                          \
     X(ncclCommInitRank, "ncclCommInitRank")                                                        \
     X(ncclCommDestroy, "ncclCommDestroy")                                                          \
@@ -3076,7 +3074,6 @@ static const char *fat5__dev_load_cublas(struct fat5__gpu *g) {
 typedef struct fat5__nccl {
     void *lib;
     char path[512];                // what dlopen opened
-    int version;                   // ncclGetVersion: 22805 = 2.28.5
     struct { FAT5__NCCL_API(FAT5__NCCL_FIELD) } f;
     struct { FAT5__CU_DIST_API(FAT5__NCCL_FIELD) } cu;   // from the driver fat5 already opened
 } fat5__nccl;
@@ -3141,7 +3138,6 @@ static fat5_status fat5__nccl_open(fat5_ctx *ctx, fat5__nccl *n) {
     FAT5__NCCL_API(FAT5__NCCL_LOAD)
 #undef FAT5__NCCL_LOAD
     if (missing) return fat5__err(ctx, FAT5_ERR_NO_DEVICE, "%s: no entry point %s (NCCL older than 2.4?)", n->path, missing);
-    if (n->f.ncclGetVersion(&n->version) != FAT5__NCCL_SUCCESS) n->version = 0;
     if (ctx->gpu) {
 #define FAT5__NCCL_LOAD_CU(api, sym) \
     if (!missing && !(n->cu.api = (fat5__PFN_##api)fat5__dev_sym(ctx->gpu->lib_cuda, sym))) missing = sym;
@@ -10817,8 +10813,8 @@ typedef struct fat5__comm {
     int failed;                    // this rank failed: close tears down without waiting for the others
     int fds[3];                    // fat5_launch's board and pipe ends (closed with the comm), -1 none
     size_t bucket;                 // floats per gradient bucket
-    fat5__addr gd;                 // the gradients being summed, [n_grad] floats
-    size_t n_grad, next_hi;        // floats at or above next_hi are summed (or queued)
+    fat5__addr gd;                 // the gradients being summed
+    size_t next_hi;                // floats at or above next_hi are summed (or queued)
 #ifndef FAT5_NO_CUDA
     fat5__nccl nccl;
     fat5__ncclComm_t nc;
@@ -11067,7 +11063,7 @@ static double fat5__comm_exposed_s(fat5__comm *c) {
 
 static void fat5__comm_grads_begin(fat5__comm *c, fat5__addr gd, size_t n) {
     c->gd = gd;
-    c->n_grad = c->next_hi = n;
+    c->next_hi = n;
 }
 
 // Every gradient at float offset >= lo is final: sums the whole buckets above lo.
@@ -11363,10 +11359,11 @@ static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int r
                 while (got < sizeof id) {
                     struct pollfd pf;
                     ssize_t k;
+                    int pn;
                     pf.fd = pr;
                     pf.events = POLLIN;
                     pf.revents = 0;
-                    int pn = poll(&pf, 1, 100);
+                    pn = poll(&pf, 1, 100);
                     if (pn < 0 && errno == EINTR) pn = 0;   // a signal: check and wait again
                     if (pn == 0) {
                         if ((st = fat5__comm_check(c))) goto fail;
@@ -13014,7 +13011,6 @@ typedef struct fat5__tbatch {          // a copy of one sampler batch
     fat5_batch b;
     int32_t *buf;
     size_t cap;                        // int32 elements in buf
-    int64_t n_labels;                  // labels that count (not -100)
 } fat5__tbatch;
 
 // The micro-batches of one step, drawn together; state is the sampler's state before them.
@@ -13065,7 +13061,7 @@ FAT5_API int fat5_train_done(const fat5_trainer *t) {
 
 static fat5_status fat5__tbatch_copy(fat5_ctx *ctx, fat5__tbatch *d, const fat5_batch *s) {
     size_t ns = (size_t)s->n_seq + 1, te = (size_t)s->n_enc_tokens, td = (size_t)s->n_dec_tokens;
-    size_t need = 2 * ns + te + 2 * td, k;
+    size_t need = 2 * ns + te + 2 * td;
     if (need > d->cap) {
         int32_t *nb = FAT5__CAST(int32_t *, fat5__realloc(ctx, d->buf, need * sizeof *nb));
         if (!nb) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory for a batch");
@@ -13086,8 +13082,6 @@ static fat5_status fat5__tbatch_copy(fat5_ctx *ctx, fat5__tbatch *d, const fat5_
         memcpy(d->buf + 2 * ns + te + td, s->dec_tokens, td * 4);
         d->b.dec_tokens = d->buf + 2 * ns + te + td;
     }
-    d->n_labels = 0;
-    for (k = 0; k < td; k++) d->n_labels += s->labels[k] != -100;
     return FAT5_OK;
 }
 
@@ -13098,6 +13092,7 @@ static double fat5__batch_flops(const fat5_model_config *c, const fat5_batch *b)
 static void fat5__tgroup_draw(fat5_trainer *t, fat5__tgroup *g) {
     fat5_batch b;
     int k = t->cfg.grad_accum, i;
+    int64_t j;
     memset(&b, 0, sizeof b);
     g->tokens = 0;
     g->flops = 0;
@@ -13107,14 +13102,9 @@ static void fat5__tgroup_draw(fat5_trainer *t, fat5__tgroup *g) {
         if ((g->st = fat5_ul2_next_batch(t->sampler, &b)) != FAT5_OK) break;
         g->tokens += b.n_enc_tokens + b.n_dec_tokens;
         g->flops += 3 * fat5__batch_flops(&t->m->cfg, &b);
-        if (own) {
-            g->st = fat5__tbatch_copy(t->dctx, &g->mb[i % k], &b);
-            g->n_labels[i] = g->mb[i % k].n_labels;
-        } else {
-            int64_t n = 0, j;
-            for (j = 0; j < b.n_dec_tokens; j++) n += b.labels[j] != -100;
-            g->n_labels[i] = n;
-        }
+        g->n_labels[i] = 0;
+        for (j = 0; j < b.n_dec_tokens; j++) g->n_labels[i] += b.labels[j] != -100;
+        if (own) g->st = fat5__tbatch_copy(t->dctx, &g->mb[i % k], &b);
     }
 }
 
@@ -13756,16 +13746,17 @@ static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out) {
     // non-finite one makes the optimizer skip the update (the weights are left as they are; the
     // step still counts). With several ranks, each one's micro-batches are weighted by the labels
     // of all, and the last backward sums the gradients across ranks bucket by bucket as it goes;
-    // the losses and the stop requests are summed after it.
+    // the losses and the stop requests are summed after it. (fat5_train_step tells the other ranks
+    // of any error returned here.)
     if ((st = fat5_model_zero_grad(t->m))) return st;
     if (t->comm) {
         double vote = t->stop_asked ? 1.0 : 0.0;
         if ((st = t->m->be->memset0(ctx, t->losses, (size_t)(2 * k * t->world) * 8)) ||
             (st = t->m->be->upload(ctx, t->losses + 16 * (fat5__addr)(k * t->world), &vote, 8)))
-            return fat5__train_failed(t, st);
+            return st;
     }
     for (i = 0; i < k; i++) {
-        float scale = n_labels ? (float)((double)g->mb[i].n_labels / (double)n_labels) : 0.0f;
+        float scale = n_labels ? (float)((double)g->n_labels[t->rank * k + i] / (double)n_labels) : 0.0f;
         if (t->comm && i == k - 1) {
             fat5__comm_grads_begin(t->comm, t->m->gd, t->m->n_floats);
             t->m->grad_ready = fat5__comm_grads_ready;
@@ -13775,10 +13766,10 @@ static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out) {
                                        t->losses + 16 * (fat5__addr)(t->rank * k + i));
         if (!st) st = fat5__model_backward_checked(t->m, scale, 0);
         t->m->grad_ready = NULL;
-        if (st) return fat5__train_failed(t, st);
+        if (st) return st;
     }
     if (t->comm && (st = fat5__comm_grads_end(t->comm, t->losses, (size_t)(2 * k * t->world + 1))))
-        return fat5__train_failed(t, st);
+        return st;
     k *= t->world;   // from here on: every rank's micro-batches
     if (n_labels == 0) {  // nothing to learn from: no update (the loss is NaN)
         memset(&orr, 0, sizeof orr);
@@ -13787,10 +13778,10 @@ static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out) {
         orr.skipped = 1;
         t->o->step++;
     } else if ((st = fat5__optim_step_gated(t->o, t->losses, (int)(2 * k), &orr))) {
-        return fat5__train_failed(t, st);
+        return st;
     }
     if ((st = t->m->be->download(ctx, t->h_losses, t->losses, (size_t)(2 * k + (t->comm ? 1 : 0)) * 8)))
-        return fat5__train_failed(t, st);
+        return st;
     for (i = 0; i < k; i++) loss += t->h_losses[2 * i + 1] * (double)g->n_labels[i];
     loss = n_labels ? loss / (double)n_labels : NAN;
     r.stop = t->comm ? t->h_losses[2 * k] > 0 : t->stop_asked;
@@ -13817,7 +13808,7 @@ static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out) {
     // evaluation and checkpoints when due, and at the end
     if (t->cfg.eval_fraction > 0 &&
         ((t->cfg.eval_steps > 0 && step % t->cfg.eval_steps == 0) || step == t->cfg.optim.total_steps)) {
-        if ((st = fat5_train_evaluate(t, &r.eval_loss))) return fat5__train_failed(t, st);
+        if ((st = fat5_train_evaluate(t, &r.eval_loss))) return st;
         r.has_eval = 1;
     }
     r.elapsed_s = t->elapsed_before + (fat5__now_s() - t->t_start);
@@ -13855,7 +13846,7 @@ static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out) {
     }
     if ((t->cfg.save_steps > 0 && step % t->cfg.save_steps == 0) || step == t->cfg.optim.total_steps) {
         const char *d;
-        if ((st = fat5_train_save(t, &d))) return fat5__train_failed(t, st);
+        if ((st = fat5_train_save(t, &d))) return st;
         r.saved = 1;
         snprintf(r.checkpoint, sizeof r.checkpoint, "%s", d);
     }
