@@ -664,6 +664,9 @@ typedef struct fat5_train_config {
     double dist_timeout_s;        // a rank that waits this long for the others stops the run (900)
     double bucket_mb;             // gradients summed across ranks in buckets of this size, overlapping the
                                   // backward (100: the fastest of 25, 100, 200 and 1000 on two H200s)
+    int balance_ranks;            // 1: the step's examples are exchanged between the ranks' micro-batches
+                                  // (within their token budgets) so that every rank has about the same
+                                  // FLOPs; the step's batch is the same (default). 0: as drawn
 } fat5_train_config;
 
 // Defaults: FAT5's recipe (UL2 mixture, AdamWScale, cosine) on a FAT5-small-shaped byte model.
@@ -702,6 +705,8 @@ typedef struct fat5_train_metrics {
     double comm_s;                // of step_s, the time the step waited for the sums across ranks
     double scaling;               // (step_s - comm_s) / step_s: the scaling efficiency against one GPU
                                   // running the same per-GPU batch, estimated from the exposed wait
+    double rank_balance;          // the busiest rank's share of the step's FLOPs over the mean share
+                                  // (1: even; the wait of the others is part of comm_s)
     int stop;                     // 1: some rank asked to stop (fat5_train_request_stop) before this step
 } fat5_train_metrics;
 
@@ -12735,6 +12740,7 @@ FAT5_API fat5_train_config fat5_train_config_default(void) {
     c.world_size = 1;
     c.dist_timeout_s = 900;
     c.bucket_mb = 100;
+    c.balance_ranks = 1;
     return c;
 }
 
@@ -12778,7 +12784,9 @@ static const char fat5__train_options[] =
     "rendezvous: where the ranks meet: a file path every rank names (rank 0 creates it), NCCL_COMM_ID (GPU:\n"
     "  that variable's host:port, set on every rank), or fat5_launch's\n"
     "dist_timeout: seconds a rank waits for the others before it stops the run (900)\n"
-    "bucket_mb: gradients are summed across ranks in buckets of this many MiB during the backward (100)\n";
+    "bucket_mb: gradients are summed across ranks in buckets of this many MiB during the backward (100)\n"
+    "balance_ranks: 1 exchanges examples between the ranks' micro-batches so that each has about the\n"
+    "  same FLOPs (default), 0 trains each rank on its micro-batches as drawn\n";
 
 FAT5_API const char *fat5_train_option_names(void) { return fat5__train_options; }
 
@@ -12940,6 +12948,10 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
     else if (FAT5__IS("rendezvous")) ok = fat5__opt_str(v, c->rendezvous, sizeof c->rendezvous);
     else if (FAT5__IS("dist_timeout")) ok = fat5__opt_f64(v, 1, 1e9, &c->dist_timeout_s);
     else if (FAT5__IS("bucket_mb")) ok = fat5__opt_f64(v, 0.01, 1e6, &c->bucket_mb);
+    else if (FAT5__IS("balance_ranks")) {
+        ok = fat5__opt_i64(v, 0, 1, &i);
+        c->balance_ranks = (int)i;
+    }
     else if (FAT5__IS("device")) {
         if (strcmp(v, "auto") == 0) c->device = -1;
         else if (strcmp(v, "cpu") == 0) c->device = FAT5_DEVICE_CPU;
@@ -13019,9 +13031,27 @@ typedef struct fat5__tgroup {
     int64_t *n_labels;                 // [world_size x grad_accum]: every rank's micro-batches' labels
     int64_t tokens;                    // encoder + decoder tokens of every rank's micro-batches
     double flops;                      // their training FLOPs
+    double balance;                    // the busiest rank's FLOPs over the ranks' mean (1: even)
     char state[512];
     fat5_status st;                    // of the drawing
 } fat5__tgroup;
+
+// One example (a packed sequence) of a step's micro-batches, while they are balanced across ranks.
+typedef struct fat5__tex {
+    int64_t at;                        // its ids in the pool: ne inputs, then nd labels
+    int32_t ne, nd, n_lab;
+    int32_t bin;                       // its micro-batch: rank r's are r k .. r k + k - 1
+    double cost;                       // its forward FLOPs (fat5__seq_flops)
+} fat5__tex;
+
+typedef struct fat5__tpool {           // every rank's micro-batches of one step, as examples
+    int32_t *ids;
+    fat5__tex *ex;
+    size_t n_ids, cap_ids, n_ex, cap_ex;
+    int32_t *hx, *ly;                  // scratch: the examples of the two ranks being evened
+    int64_t *bin_e, *bin_d, *bin_n;    // [world k]: each micro-batch's inputs, labels, examples
+    double *rank_cost;                 // [world]
+} fat5__tpool;
 
 struct fat5_trainer {
     fat5_ctx *ctx;
@@ -13034,6 +13064,7 @@ struct fat5_trainer {
     fat5__addr losses;                 // double [2 grad_accum] on the backend: each micro-batch's ce, loss
     double *h_losses;                  // their host copy, read once per step
     fat5__tgroup grp[2];
+    fat5__tpool pool;                  // balancing's, used by the drawing (one at a time)
     int ahead;                         // index of a group drawn ahead and not yet used, -1 = none
     int prefetch;                      // draw the next step's group on a host thread (GPU models)
 #ifndef FAT5_NO_THREADS
@@ -13086,26 +13117,203 @@ static fat5_status fat5__tbatch_copy(fat5_ctx *ctx, fat5__tbatch *d, const fat5_
 }
 
 static double fat5__batch_flops(const fat5_model_config *c, const fat5_batch *b);
+static double fat5__seq_flops(const fat5_model_config *c, double le, double ld);
 
-// Draws the next step's micro-batches into g: every rank's, in rank order, keeping a copy of this
-// rank's and the sizes of all. Uses only the data context.
+// Appends batch b's examples to the pool, in micro-batch `bin`.
+static fat5_status fat5__tpool_add(fat5_trainer *t, const fat5_batch *b, int bin) {
+    fat5__tpool *p = &t->pool;
+    size_t ns = (size_t)b->n_seq, need = p->n_ids + (size_t)(b->n_enc_tokens + b->n_dec_tokens), s;
+    if (need > p->cap_ids) {
+        size_t cap = need + need / 2;
+        int32_t *n = FAT5__CAST(int32_t *, fat5__realloc(t->dctx, p->ids, cap * sizeof *n));
+        if (!n) return fat5__err(t->dctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory for a step's batches");
+        p->ids = n;
+        p->cap_ids = cap;
+    }
+    if (p->n_ex + ns > p->cap_ex) {
+        size_t cap = (p->n_ex + ns) * 3 / 2;
+        fat5__tex *n = FAT5__CAST(fat5__tex *, fat5__realloc(t->dctx, p->ex, cap * sizeof *n));
+        int32_t *h = FAT5__CAST(int32_t *, fat5__realloc(t->dctx, p->hx, cap * sizeof *h));
+        int32_t *l = FAT5__CAST(int32_t *, fat5__realloc(t->dctx, p->ly, cap * sizeof *l));
+        if (n) p->ex = n;
+        if (h) p->hx = h;
+        if (l) p->ly = l;
+        if (!n || !h || !l) return fat5__err(t->dctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory for a step's batches");
+        p->cap_ex = cap;
+    }
+    for (s = 0; s < ns; s++) {
+        fat5__tex *x = &p->ex[p->n_ex++];
+        int32_t e0 = b->enc_cu_seqlens[s], d0 = b->dec_cu_seqlens[s], j;
+        x->ne = b->enc_cu_seqlens[s + 1] - e0;
+        x->nd = b->dec_cu_seqlens[s + 1] - d0;
+        x->at = (int64_t)p->n_ids;
+        x->bin = bin;
+        x->cost = fat5__seq_flops(&t->m->cfg, x->ne, x->nd);
+        memcpy(p->ids + p->n_ids, b->enc_tokens + e0, (size_t)x->ne * 4);
+        memcpy(p->ids + p->n_ids + x->ne, b->labels + d0, (size_t)x->nd * 4);
+        p->n_ids += (size_t)(x->ne + x->nd);
+        for (x->n_lab = 0, j = 0; j < x->nd; j++) x->n_lab += b->labels[d0 + j] != -100;
+        p->bin_e[bin] += x->ne;
+        p->bin_d[bin] += x->nd;
+        p->bin_n[bin]++;
+        p->rank_cost[bin / t->cfg.grad_accum] += x->cost;
+    }
+    return FAT5_OK;
+}
+
+// The busiest rank's cost over the ranks' mean.
+static double fat5__tpool_spread(const fat5__tpool *p, int world) {
+    double mx = 0, sum = 0;
+    int r;
+    for (r = 0; r < world; r++) {
+        sum += p->rank_cost[r];
+        if (p->rank_cost[r] > mx) mx = p->rank_cost[r];
+    }
+    return sum > 0 ? mx * world / sum : 1;
+}
+
+// Evens the ranks' FLOPs: each round takes the busiest rank and the idlest, and makes the one
+// exchange between their micro-batches that brings them closest (an example moved, or two
+// swapped), keeping every micro-batch within the token budgets and non-empty. Stops when no
+// exchange narrows the gap, when it is under 0.1% of a rank's mean, or after 4 world + 16 rounds
+// (and about 2e7 pairs looked at). Deterministic: every rank computes the same exchanges.
+static void fat5__tpool_balance(fat5__tpool *p, int world, int k, int64_t max_e, int64_t max_d) {
+    double mean = 0, work = 0;
+    int round, r;
+    size_t i;
+    for (r = 0; r < world; r++) mean += p->rank_cost[r] / world;
+    for (round = 0; round < 4 * world + 16 && work < 2e7; round++) {
+        int H = 0, L = 0, nh = 0, nl = 0, a, b, bx = -1, by = -1, bl = -1;
+        double gap, best;
+        for (r = 1; r < world; r++) {
+            if (p->rank_cost[r] > p->rank_cost[H]) H = r;
+            if (p->rank_cost[r] < p->rank_cost[L]) L = r;
+        }
+        gap = p->rank_cost[H] - p->rank_cost[L];
+        if (gap <= 1e-3 * mean) break;
+        best = gap;   // |gap - 2 moved|: the pair's new maximum is their mean plus half of it
+        for (i = 0; i < p->n_ex; i++) {
+            if (p->ex[i].bin / k == H) p->hx[nh++] = (int32_t)i;
+            else if (p->ex[i].bin / k == L) p->ly[nl++] = (int32_t)i;
+        }
+        work += (double)nh * (nl + k);
+        for (a = 0; a < nh; a++) {
+            const fat5__tex *x = &p->ex[p->hx[a]];
+            int hb = x->bin, lb;
+            if (p->bin_n[hb] > 1)
+                for (lb = L * k; lb < L * k + k; lb++) {   // x moved to one of L's micro-batches
+                    double v = fabs(gap - 2 * x->cost);
+                    if (v < best && p->bin_e[lb] + x->ne <= max_e && p->bin_d[lb] + x->nd <= max_d) {
+                        best = v;
+                        bx = p->hx[a], by = -1, bl = lb;
+                    }
+                }
+            for (b = 0; b < nl; b++) {   // x swapped with y
+                const fat5__tex *y = &p->ex[p->ly[b]];
+                double v = fabs(gap - 2 * (x->cost - y->cost));
+                if (v >= best || x->cost <= y->cost) continue;
+                lb = y->bin;
+                if (p->bin_e[lb] - y->ne + x->ne > max_e || p->bin_d[lb] - y->nd + x->nd > max_d ||
+                    p->bin_e[hb] - x->ne + y->ne > max_e || p->bin_d[hb] - x->nd + y->nd > max_d)
+                    continue;
+                best = v;
+                bx = p->hx[a], by = p->ly[b], bl = lb;
+            }
+        }
+        if (bx < 0) break;
+        {
+            fat5__tex *x = &p->ex[bx];
+            int hb = x->bin;
+            double moved = x->cost;
+            p->bin_e[hb] -= x->ne, p->bin_d[hb] -= x->nd, p->bin_n[hb]--;
+            p->bin_e[bl] += x->ne, p->bin_d[bl] += x->nd, p->bin_n[bl]++;
+            x->bin = bl;
+            if (by >= 0) {
+                fat5__tex *y = &p->ex[by];
+                moved -= y->cost;
+                p->bin_e[bl] -= y->ne, p->bin_d[bl] -= y->nd, p->bin_n[bl]--;
+                p->bin_e[hb] += y->ne, p->bin_d[hb] += y->nd, p->bin_n[hb]++;
+                y->bin = hb;
+            }
+            p->rank_cost[H] -= moved;
+            p->rank_cost[L] += moved;
+        }
+    }
+}
+
+// Micro-batch `bin` of the pool, its examples in the order drawn, into d.
+static fat5_status fat5__tbatch_from_pool(fat5_ctx *ctx, fat5__tbatch *d, const fat5__tpool *p, int bin) {
+    size_t ns = (size_t)p->bin_n[bin] + 1, te = (size_t)p->bin_e[bin], td = (size_t)p->bin_d[bin], i, n = 0;
+    int32_t *ecu, *dcu, *enc, *lab;
+    if (2 * ns + te + td > d->cap) {
+        int32_t *nb = FAT5__CAST(int32_t *, fat5__realloc(ctx, d->buf, (2 * ns + te + td) * sizeof *nb));
+        if (!nb) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory for a batch");
+        d->buf = nb;
+        d->cap = 2 * ns + te + td;
+    }
+    ecu = d->buf, dcu = d->buf + ns, enc = d->buf + 2 * ns, lab = d->buf + 2 * ns + te;
+    ecu[0] = dcu[0] = 0;
+    for (i = 0; i < p->n_ex; i++) {
+        const fat5__tex *x = &p->ex[i];
+        if (x->bin != bin) continue;
+        memcpy(enc + ecu[n], p->ids + x->at, (size_t)x->ne * 4);
+        memcpy(lab + dcu[n], p->ids + x->at + x->ne, (size_t)x->nd * 4);
+        ecu[n + 1] = ecu[n] + x->ne;
+        dcu[n + 1] = dcu[n] + x->nd;
+        n++;
+    }
+    memset(&d->b, 0, sizeof d->b);
+    d->b.n_seq = (int64_t)n;
+    d->b.n_enc_tokens = (int64_t)te;
+    d->b.n_dec_tokens = (int64_t)td;
+    d->b.enc_cu_seqlens = ecu;
+    d->b.dec_cu_seqlens = dcu;
+    d->b.enc_tokens = enc;
+    d->b.labels = lab;
+    return FAT5_OK;
+}
+
+// Draws the next step's micro-batches into g: every rank's, in rank order, keeping this rank's
+// and the label counts of all. With several ranks and balance_ranks, the examples of all are
+// first exchanged between the ranks' micro-batches to even their FLOPs (fat5__tpool_balance): the
+// step's batch, its tokens and its labels are the same, only which rank trains which example
+// changes. Uses only the data context.
 static void fat5__tgroup_draw(fat5_trainer *t, fat5__tgroup *g) {
     fat5_batch b;
-    int k = t->cfg.grad_accum, i;
+    fat5__tpool *p = &t->pool;
+    int k = t->cfg.grad_accum, i, pool = t->world > 1;
     int64_t j;
     memset(&b, 0, sizeof b);
     g->tokens = 0;
     g->flops = 0;
+    g->balance = 1;
+    if (pool) {
+        p->n_ids = p->n_ex = 0;
+        memset(p->bin_e, 0, (size_t)(t->world * k) * sizeof *p->bin_e);
+        memset(p->bin_d, 0, (size_t)(t->world * k) * sizeof *p->bin_d);
+        memset(p->bin_n, 0, (size_t)(t->world * k) * sizeof *p->bin_n);
+        memset(p->rank_cost, 0, (size_t)t->world * sizeof *p->rank_cost);
+    }
     g->st = fat5_ul2_get_state(t->sampler, g->state, sizeof g->state);
     for (i = 0; i < t->world * k && g->st == FAT5_OK; i++) {
-        int own = i / k == t->rank;
         if ((g->st = fat5_ul2_next_batch(t->sampler, &b)) != FAT5_OK) break;
         g->tokens += b.n_enc_tokens + b.n_dec_tokens;
         g->flops += 3 * fat5__batch_flops(&t->m->cfg, &b);
+        if (pool) {
+            g->st = fat5__tpool_add(t, &b, i);
+            continue;
+        }
         g->n_labels[i] = 0;
         for (j = 0; j < b.n_dec_tokens; j++) g->n_labels[i] += b.labels[j] != -100;
-        if (own) g->st = fat5__tbatch_copy(t->dctx, &g->mb[i % k], &b);
+        g->st = fat5__tbatch_copy(t->dctx, &g->mb[i], &b);
     }
+    if (!pool || g->st) return;
+    if (t->cfg.balance_ranks)
+        fat5__tpool_balance(p, t->world, k, t->cfg.ul2.enc_tokens, t->cfg.ul2.dec_tokens);
+    g->balance = fat5__tpool_spread(p, t->world);
+    memset(g->n_labels, 0, (size_t)(t->world * k) * sizeof *g->n_labels);
+    for (j = 0; j < (int64_t)p->n_ex; j++) g->n_labels[p->ex[j].bin] += p->ex[j].n_lab;
+    for (i = 0; i < k && g->st == FAT5_OK; i++) g->st = fat5__tbatch_from_pool(t->dctx, &g->mb[i], p, t->rank * k + i);
 }
 
 #ifndef FAT5_NO_THREADS
@@ -13153,24 +13361,25 @@ static fat5_status fat5__train_next_group(fat5_trainer *t, int more, fat5__tgrou
     return FAT5_OK;
 }
 
-// Forward FLOPs of a batch, the usual convention (2 per multiply-add, attention scores and values
-// counted in full); a training step is 3 times this.
-static double fat5__batch_flops(const fat5_model_config *c, const fat5_batch *b) {
+// Forward FLOPs of one sequence of le inputs and ld targets, the usual convention (2 per
+// multiply-add, attention scores and values counted in full); a training step is 3 times this.
+static double fat5__seq_flops(const fat5_model_config *c, double le, double ld) {
     double D = (double)c->d_model, I = (double)(c->num_heads * c->d_kv), F = (double)c->d_ff,
            V = (double)c->vocab_size, ffn = 2.0 * D * F * (c->gated ? 3 : 2), qkvo = 8.0 * D * I;
-    double te = (double)b->n_enc_tokens, td = (double)b->n_dec_tokens, enc_sq = 0, dec_sq = 0, cross = 0, f;
+    double f = (double)c->num_layers * (le * (qkvo + ffn) + 4.0 * I * le * le);
+    f += (double)c->num_decoder_layers * (ld * (qkvo + ffn + 4.0 * D * I) + le * 4.0 * D * I + 4.0 * I * ld * ld +
+                                          4.0 * I * le * ld);
+    return f + 2.0 * ld * D * V;
+}
+
+// ... and of a packed batch: the sum over its sequences.
+static double fat5__batch_flops(const fat5_model_config *c, const fat5_batch *b) {
+    double f = 0;
     int64_t s;
-    for (s = 0; s < b->n_seq; s++) {
-        double le = (double)(b->enc_cu_seqlens[s + 1] - b->enc_cu_seqlens[s]);
-        double ld = (double)(b->dec_cu_seqlens[s + 1] - b->dec_cu_seqlens[s]);
-        enc_sq += le * le;
-        dec_sq += ld * ld;
-        cross += le * ld;
-    }
-    f = (double)c->num_layers * (te * (qkvo + ffn) + 4.0 * I * enc_sq);
-    f += (double)c->num_decoder_layers *
-         (td * (qkvo + ffn + 4.0 * D * I) + te * 4.0 * D * I + 4.0 * I * dec_sq + 4.0 * I * cross);
-    return f + 2.0 * td * D * V;
+    for (s = 0; s < b->n_seq; s++)
+        f += fat5__seq_flops(c, (double)(b->enc_cu_seqlens[s + 1] - b->enc_cu_seqlens[s]),
+                             (double)(b->dec_cu_seqlens[s + 1] - b->dec_cu_seqlens[s]));
+    return f;
 }
 
 static fat5_status fat5__train_sampler(fat5_trainer *t, int split, uint64_t seed, fat5_ul2 **out) {
@@ -13518,6 +13727,12 @@ FAT5_API void fat5_train_destroy(fat5_trainer *t) {
         fat5__free(t->ctx, t->grp[g].mb);
         fat5__free(t->ctx, t->grp[g].n_labels);
     }
+    fat5__free(t->dctx, t->pool.ids);
+    fat5__free(t->dctx, t->pool.ex);
+    fat5__free(t->dctx, t->pool.hx);
+    fat5__free(t->dctx, t->pool.ly);
+    fat5__free(t->ctx, t->pool.bin_e);
+    fat5__free(t->ctx, t->pool.rank_cost);
     if (t->m) t->m->grad_ready = NULL;
     fat5__comm_close(t->comm);
     fat5_optim_destroy(t->o);
@@ -13558,11 +13773,17 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
     t->grp[1].mb = FAT5__CAST(fat5__tbatch *, fat5__calloc(ctx, (size_t)cfg->grad_accum, sizeof(fat5__tbatch)));
     t->grp[0].n_labels = FAT5__CAST(int64_t *, fat5__calloc(ctx, (size_t)(cfg->grad_accum * t->world), sizeof(int64_t)));
     t->grp[1].n_labels = FAT5__CAST(int64_t *, fat5__calloc(ctx, (size_t)(cfg->grad_accum * t->world), sizeof(int64_t)));
+    if (t->world > 1) {   // the balancing's per micro-batch and per rank sums
+        t->pool.bin_e = FAT5__CAST(int64_t *, fat5__calloc(ctx, (size_t)(3 * cfg->grad_accum * t->world), sizeof(int64_t)));
+        t->pool.bin_d = t->pool.bin_e ? t->pool.bin_e + cfg->grad_accum * t->world : NULL;
+        t->pool.bin_n = t->pool.bin_e ? t->pool.bin_e + 2 * cfg->grad_accum * t->world : NULL;
+        t->pool.rank_cost = FAT5__CAST(double *, fat5__calloc(ctx, (size_t)t->world, sizeof(double)));
+    }
     {   // the data's context: the same allocator and log, on the host
         fat5_ctx_config dc = ctx->cfg;
         dc.device = FAT5_DEVICE_CPU;
         if (!t->grp[0].mb || !t->grp[1].mb || !t->grp[0].n_labels || !t->grp[1].n_labels ||
-            fat5_ctx_create(&dc, &t->dctx) != FAT5_OK) {
+            (t->world > 1 && (!t->pool.bin_e || !t->pool.rank_cost)) || fat5_ctx_create(&dc, &t->dctx) != FAT5_OK) {
             fat5_train_destroy(t);
             return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
         }
@@ -13739,6 +13960,7 @@ static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out) {
     r.data_s = fat5__now_s() - t0;
     for (i = 0; i < k * t->world; i++) n_labels += g->n_labels[i];
     r.tokens = g->tokens;
+    r.rank_balance = g->balance;
     flops = g->flops;
     // forward, backward and optimizer are queued without waiting for the device, which the host
     // does once, in the optimizer (and, with accumulation, when the next micro-batch's tokens are
@@ -13833,6 +14055,7 @@ static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out) {
             fat5__json_num(&b2, "tokens_per_s_gpu", r.tokens_per_s_gpu);
             fat5__json_num(&b2, "comm_s", r.comm_s);
             fat5__json_num(&b2, "scaling", r.scaling);
+            fat5__json_num(&b2, "rank_balance", r.rank_balance);
         }
         if (r.mfu > 0) fat5__json_num(&b2, "mfu", r.mfu);
         fat5__json_num(&b2, "elapsed_s", r.elapsed_s);

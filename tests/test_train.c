@@ -457,14 +457,17 @@ static void t_train_dist_options(fat5_test *T) {
     fat5_trainer *t = NULL;
     const char *data = ttr_corpus(T, 2);
     char out[600];
-    FAT5_CHECK(T, c.world_size == 1 && c.rank == 0 && c.dist_timeout_s == 900 && c.bucket_mb == 100);
+    FAT5_CHECK(T, c.world_size == 1 && c.rank == 0 && c.dist_timeout_s == 900 && c.bucket_mb == 100 &&
+                  c.balance_ranks == 1);
     FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "world_size", "4"));
     FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "rank", "3"));
     FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "rendezvous", "/shared/run.rdv"));
     FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "dist_timeout", "60"));
     FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "bucket_mb", "0.5"));
+    FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "balance_ranks", "0"));
     FAT5_CHECK(T, c.world_size == 4 && c.rank == 3 && strcmp(c.rendezvous, "/shared/run.rdv") == 0 &&
-                  c.dist_timeout_s == 60 && c.bucket_mb == 0.5);
+                  c.dist_timeout_s == 60 && c.bucket_mb == 0.5 && c.balance_ranks == 0);
+    FAT5_CHECK(T, fat5_train_config_set(ctx, &c, "balance_ranks", "2") == FAT5_ERR_INVALID_ARG);
     FAT5_CHECK(T, fat5_train_config_set(ctx, &c, "world_size", "0") == FAT5_ERR_INVALID_ARG);
     FAT5_CHECK(T, fat5_train_config_set(ctx, &c, "bucket_mb", "0") == FAT5_ERR_INVALID_ARG);
     FAT5_REQUIRE(T, data != NULL);
@@ -488,6 +491,140 @@ static void t_train_dist_options(fat5_test *T) {
     c.dist_timeout_s = 1;
     FAT5_CHECK(T, fat5_train_create(ctx, &c, &t) == FAT5_ERR_STATE && !t &&
                   strstr(fat5_last_error(ctx), "did not appear"));
+}
+
+// The step's examples evened across ranks: 3 ranks x 2 micro-batches drawn from the sampler,
+// balanced, and rebuilt. Every micro-batch stays within the budgets and non-empty, the rebuilt
+// micro-batches hold exactly the drawn examples (each once, ids and labels intact, in drawn order),
+// the label counts and FLOPs add up, the busiest rank's share shrinks, and a second drawing of the
+// same stream is exchanged the same way.
+static void t_train_balance(fat5_test *T) {
+    enum { W = 3, K = 2, N = W * K };
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    const char *data = ttr_corpus(T, 8);
+    fat5_tokens *tok = NULL;
+    fat5_ul2 *s = NULL;
+    fat5_ul2_config u = fat5_ul2_config_default();
+    fat5_model m;
+    fat5_trainer tr[2];
+    fat5__tbatch drawn[N], got[N];
+    int32_t first_bins[4096];
+    double before = 0, after = 0, cost = 0, cost_after = 0, rebuilt = 0;
+    int run, i, w;
+    size_t j;
+    FAT5_REQUIRE(T, data != NULL);
+    FAT5_REQUIRE_OK(T, fat5_tokens_open(ctx, &data, 1, &tok));
+    memset(&m, 0, sizeof m);
+    FAT5_REQUIRE(T, fat5__model_preset("fat5-small", &m.cfg));
+    memset(tr, 0, sizeof tr);
+    memset(drawn, 0, sizeof drawn);
+    memset(got, 0, sizeof got);
+    u.enc_tokens = 400;
+    u.dec_tokens = 160;
+    u.max_enc_len = 64;
+    u.max_dec_len = 48;
+    u.sentinel_first = 383;
+    u.n_sentinels = 100;
+    u.seed = 7;
+    for (run = 0; run < 2; run++) {
+        fat5_trainer *t = &tr[run];
+        fat5__tpool *p = &t->pool;
+        fat5_batch b;
+        t->dctx = ctx;
+        t->m = &m;
+        t->world = W;
+        t->cfg.grad_accum = K;
+        p->bin_e = (int64_t *)calloc(3 * N, sizeof(int64_t));
+        p->bin_d = p->bin_e + N;
+        p->bin_n = p->bin_e + 2 * N;
+        p->rank_cost = (double *)calloc(W, sizeof(double));
+        FAT5_REQUIRE(T, p->bin_e && p->rank_cost);
+        FAT5_REQUIRE_OK(T, fat5_ul2_create(ctx, &u, tok, &s));
+        for (i = 0; i < N; i++) {
+            FAT5_REQUIRE_OK(T, fat5_ul2_next_batch(s, &b));
+            if (run == 0) FAT5_REQUIRE_OK(T, fat5__tbatch_copy(ctx, &drawn[i], &b));
+            FAT5_REQUIRE_OK(T, fat5__tpool_add(t, &b, i));
+        }
+        fat5_ul2_destroy(s);
+        s = NULL;
+        for (w = 0; w < W; w++) cost += run == 0 ? p->rank_cost[w] : 0;
+        if (run == 0) before = fat5__tpool_spread(p, W);
+        fat5__tpool_balance(p, W, K, u.enc_tokens, u.dec_tokens);
+        FAT5_REQUIRE(T, p->n_ex <= sizeof first_bins / sizeof first_bins[0]);
+        if (run == 1) {   // the same exchanges
+            for (j = 0; j < p->n_ex && p->ex[j].bin == first_bins[j]; j++) {}
+            FAT5_CHECK_MSG(T, j == p->n_ex && p->n_ex == tr[0].pool.n_ex, "example %zu differs", j);
+            break;
+        }
+        for (j = 0; j < p->n_ex; j++) first_bins[j] = p->ex[j].bin;
+        after = fat5__tpool_spread(p, W);
+        for (w = 0; w < W; w++) cost_after += p->rank_cost[w];
+        for (i = 0; i < N; i++) {
+            int64_t e = 0, d = 0, n = 0, lab = 0;
+            for (j = 0; j < p->n_ex; j++)
+                if (p->ex[j].bin == i) e += p->ex[j].ne, d += p->ex[j].nd, n++, lab += p->ex[j].n_lab;
+            FAT5_CHECK_MSG(T, n >= 1 && e <= u.enc_tokens && d <= u.dec_tokens && e == p->bin_e[i] &&
+                                  d == p->bin_d[i] && n == p->bin_n[i],
+                           "micro-batch %d: %lld examples, %lld / %lld tokens", i, (long long)n, (long long)e,
+                           (long long)d);
+            FAT5_REQUIRE_OK(T, fat5__tbatch_from_pool(ctx, &got[i], p, i));
+            FAT5_CHECK(T, got[i].b.n_seq == n && got[i].b.n_enc_tokens == e && got[i].b.n_dec_tokens == d &&
+                              got[i].b.enc_cu_seqlens[n] == e && got[i].b.dec_cu_seqlens[n] == d);
+            rebuilt += fat5__batch_flops(&m.cfg, &got[i].b);
+            {
+                int64_t l2 = 0, q;
+                for (q = 0; q < d; q++) l2 += got[i].b.labels[q] != -100;
+                FAT5_CHECK(T, l2 == lab);
+            }
+        }
+    }
+    FAT5_CHECK_MSG(T, after < before && after < 1.05, "the busiest rank's share: %.4f before, %.4f after", before, after);
+    FAT5_CHECK_MSG(T, fabs(cost_after - cost) <= 1e-9 * cost && fabs(rebuilt - cost) <= 1e-9 * cost,
+                   "FLOPs: drawn %.6g, kept by the exchanges %.6g, of the rebuilt micro-batches %.6g", cost, cost_after,
+                   rebuilt);
+    {   // every drawn example once in the rebuilt micro-batches, in the order drawn
+        int64_t total = 0, found = 0, q;
+        int64_t last[N];
+        for (i = 0; i < N; i++) last[i] = -1;
+        for (i = 0; i < N; i++) total += drawn[i].b.n_seq;
+        FAT5_CHECK(T, total == (int64_t)tr[0].pool.n_ex);
+        for (i = 0; i < N; i++)
+            for (q = 0; q < drawn[i].b.n_seq; q++) {   // example number `order` of the drawing
+                const fat5_batch *a = &drawn[i].b;
+                int32_t ae = a->enc_cu_seqlens[q], ne = a->enc_cu_seqlens[q + 1] - ae;
+                int32_t ad = a->dec_cu_seqlens[q], nd = a->dec_cu_seqlens[q + 1] - ad;
+                int64_t order = 0, at = 0, z;
+                int g;
+                for (g = 0; g < i; g++) order += drawn[g].b.n_seq;
+                order += q;
+                g = first_bins[order];
+                for (z = 0; z < order; z++) at += first_bins[z] == g;   // its place in micro-batch g
+                {
+                    const fat5_batch *c = &got[g].b;
+                    int32_t ce = c->enc_cu_seqlens[at], cd = c->dec_cu_seqlens[at];
+                    if (c->enc_cu_seqlens[at + 1] - ce == ne && c->dec_cu_seqlens[at + 1] - cd == nd &&
+                        memcmp(c->enc_tokens + ce, a->enc_tokens + ae, (size_t)ne * 4) == 0 &&
+                        memcmp(c->labels + cd, a->labels + ad, (size_t)nd * 4) == 0 && at > last[g])
+                        found++;
+                    last[g] = at;
+                }
+            }
+        FAT5_CHECK_MSG(T, found == total, "%lld of %lld examples found intact", (long long)found, (long long)total);
+    }
+    for (run = 0; run < 2; run++) {
+        fat5__tpool *p = &tr[run].pool;
+        fat5__free(ctx, p->ids);
+        fat5__free(ctx, p->ex);
+        fat5__free(ctx, p->hx);
+        fat5__free(ctx, p->ly);
+        free(p->bin_e);
+        free(p->rank_cost);
+    }
+    for (i = 0; i < N; i++) {
+        fat5__free(ctx, drawn[i].buf);
+        fat5__free(ctx, got[i].buf);
+    }
+    fat5_tokens_close(tok);
 }
 
 // Two CPU ranks forked by fat5_launch train 4 steps (with an evaluation and checkpoints); one rank
@@ -597,4 +734,4 @@ static void t_dist_launch(fat5_test *T) {
 }
 
 #define FAT5_TESTS_TRAIN(X) X(train_options) X(train_learns) X(train_resume_bitwise) X(train_kill9_during_save) \
-    X(train_rejects) X(train_skips_nonfinite) X(train_init_from_hf) X(train_dist_options) X(train_two_ranks) X(dist_launch)
+    X(train_rejects) X(train_skips_nonfinite) X(train_init_from_hf) X(train_dist_options) X(train_balance) X(train_two_ranks) X(dist_launch)
