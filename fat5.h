@@ -2642,7 +2642,7 @@ typedef fat5__CUresult (*fat5__PFN_cuGraphInstantiate)(fat5__CUgraphExec *exec, 
 typedef fat5__CUresult (*fat5__PFN_cuGraphLaunch)(fat5__CUgraphExec exec, fat5__CUstream stream);
 typedef fat5__CUresult (*fat5__PFN_cuGraphExecDestroy)(fat5__CUgraphExec exec);
 typedef fat5__CUresult (*fat5__PFN_cuGraphDestroy)(fat5__CUgraph graph);
-// events: loaded only to profile (fat5__dev_prof_enable), from drivers that have them
+// events: loaded only to profile and for several ranks (fat5__dev_load_events), from drivers that have them
 typedef fat5__CUresult (*fat5__PFN_cuEventCreate)(fat5__CUevent *ev, unsigned int flags);
 typedef fat5__CUresult (*fat5__PFN_cuEventRecord)(fat5__CUevent ev, fat5__CUstream stream);
 typedef fat5__CUresult (*fat5__PFN_cuEventSynchronize)(fat5__CUevent ev);
@@ -2683,16 +2683,12 @@ typedef fat5__ncclResult_t (*fat5__PFN_ncclAllReduce)(const void *send, void *re
     X(ncclCommGetAsyncError, "ncclCommGetAsyncError")                                              \
     X(ncclGetErrorString, "ncclGetErrorString")                                                    \
     X(ncclAllReduce, "ncclAllReduce")
-// the driver calls a run of several ranks adds: a second stream ordered against the first by events
+// the driver calls a run of several ranks adds to the events (FAT5__CU_EVENT_API): a second stream
+// ordered against the first by events
 typedef fat5__CUresult (*fat5__PFN_cuStreamWaitEvent)(fat5__CUstream stream, fat5__CUevent ev, unsigned int flags);
 typedef fat5__CUresult (*fat5__PFN_cuEventQuery)(fat5__CUevent ev);
 #define FAT5__CU_DIST_API(X)                                                                       \
-    X(cuEventCreate, "cuEventCreate")                                                              \
-    X(cuEventRecord, "cuEventRecord")                                                              \
     X(cuEventQuery, "cuEventQuery")                                                                \
-    X(cuEventSynchronize, "cuEventSynchronize")                                                    \
-    X(cuEventElapsedTime, "cuEventElapsedTime_v2")                                                 \
-    X(cuEventDestroy, "cuEventDestroy_v2")                                                         \
     X(cuStreamWaitEvent, "cuStreamWaitEvent")
 
 // NVRTC (nvrtc.h, 11.2 or newer)
@@ -2918,7 +2914,7 @@ struct fat5__gpu {
     fat5__PFN_cuLaunchKernelEx launch_ex;  // cuLaunchKernelEx, or NULL (older drivers)
     int pdl;                       // decode-step kernels launch as programmatic dependents (sm_90+; FAT5_PDL=0: off)
     int capturing;                 // between capture_begin and capture_end (the profiler stands aside)
-    struct { FAT5__CU_EVENT_API(FAT5__GPU_FIELD) } ev;  // loaded by fat5__dev_prof_enable
+    struct { FAT5__CU_EVENT_API(FAT5__GPU_FIELD) } ev;  // loaded by fat5__dev_load_events
     struct fat5__prof *prof;       // the per-kernel profile, or NULL (off)
 };
 #undef FAT5__GPU_FIELD
@@ -2992,27 +2988,15 @@ static const char *fat5__dev_nvrtc_text(const struct fat5__gpu *g, fat5__nvrtcRe
     return s ? s : "NVRTC error";
 }
 
-// Opens the first of names[] that loads: every name bare (LD_LIBRARY_PATH, ld.so cache), then
-// every name under $CUDA_HOME/lib64/, /usr/local/cuda/lib64/ and
-// /usr/local/cuda/targets/x86_64-linux/lib/.
-// path receives what was opened. On failure errs holds "not found: <every name tried>" and the
-// dlerror() text of every other failure (a wrong ELF class, a missing dependency, ...).
-static void *fat5__dev_dlopen(fat5__sb *errs, const char *const *names, int n_names, char *path,
-                              size_t cap) {
+// Opens the first of names[] that loads from the first of dirs[] (each "" or ending in '/';
+// "" is the bare name: LD_LIBRARY_PATH, the ld.so cache) that has one. path receives what was
+// opened. On failure errs holds "not found: <every path tried>" and the dlerror() text of every
+// other failure (a wrong ELF class, a missing dependency, ...).
+static void *fat5__dev_dlopen_in(fat5__sb *errs, const char *const *dirs, int nd, const char *const *names,
+                                 int n_names, char *path, size_t cap) {
     static const char enoent[] = ": cannot open shared object file: No such file or directory";
-    char home_lib[512];
-    const char *dirs[4];
-    const char *home = getenv("CUDA_HOME");
     fat5__sb other;
-    int nd = 0, d, i, n_absent = 0;
-    dirs[nd++] = "";
-    if (home && home[0]) {
-        int n = snprintf(home_lib, sizeof home_lib, "%s/lib64/", home);
-        if (n > 0 && (size_t)n < sizeof home_lib && strcmp(home_lib, "/usr/local/cuda/lib64/") != 0)
-            dirs[nd++] = home_lib;
-    }
-    dirs[nd++] = "/usr/local/cuda/lib64/";
-    dirs[nd++] = "/usr/local/cuda/targets/x86_64-linux/lib/";
+    int d, i, n_absent = 0;
     fat5__sb_init(&other, errs->ctx);
     for (d = 0; d < nd; d++) {
         for (i = 0; i < n_names; i++) {
@@ -3041,6 +3025,25 @@ static void *fat5__dev_dlopen(fat5__sb *errs, const char *const *names, int n_na
     fat5__sb_free(&other);
     if (cap) path[0] = 0;
     return NULL;
+}
+
+// ... a CUDA library: every name bare, then under $CUDA_HOME/lib64/, /usr/local/cuda/lib64/ and
+// /usr/local/cuda/targets/x86_64-linux/lib/.
+static void *fat5__dev_dlopen(fat5__sb *errs, const char *const *names, int n_names, char *path,
+                              size_t cap) {
+    char home_lib[512];
+    const char *dirs[4];
+    const char *home = getenv("CUDA_HOME");
+    int nd = 0;
+    dirs[nd++] = "";
+    if (home && home[0]) {
+        int n = snprintf(home_lib, sizeof home_lib, "%s/lib64/", home);
+        if (n > 0 && (size_t)n < sizeof home_lib && strcmp(home_lib, "/usr/local/cuda/lib64/") != 0)
+            dirs[nd++] = home_lib;
+    }
+    dirs[nd++] = "/usr/local/cuda/lib64/";
+    dirs[nd++] = "/usr/local/cuda/targets/x86_64-linux/lib/";
+    return fat5__dev_dlopen_in(errs, dirs, nd, names, n_names, path, cap);
 }
 
 // Each library's entry points; returns the first missing symbol, or NULL. (One macro level only:
@@ -3100,12 +3103,14 @@ static int fat5__nccl_python_dirs(const char *env, char (*dirs)[512], int n, int
     return n;
 }
 
-// Opens libnccl.so.2 and its entry points into n, and the driver's event calls from the
+static fat5_status fat5__dev_load_events(fat5_ctx *ctx, const char *what);
+
+// Opens libnccl.so.2 and its entry points into n, and the driver's stream and event calls from the
 // context's driver. FAT5_ERR_NO_DEVICE, naming every place tried, when it is absent.
 static fat5_status fat5__nccl_open(fat5_ctx *ctx, fat5__nccl *n) {
-    static const char soname[] = "libnccl.so.2";
+    static const char *const soname[] = {"libnccl.so.2"};
     char dirs[12][512];
-    const char *missing = NULL, *v;
+    const char *missing = NULL, *v, *dp[12];
     fat5__sb errs;
     int nd = 0, i;
     memset(n, 0, sizeof *n);
@@ -3119,15 +3124,9 @@ static fat5_status fat5__nccl_open(fat5_ctx *ctx, fat5__nccl *n) {
     snprintf(dirs[nd++], 512, "/usr/local/cuda/lib/");
     nd = fat5__nccl_python_dirs(getenv("VIRTUAL_ENV"), dirs, nd, 12);
     nd = fat5__nccl_python_dirs(getenv("CONDA_PREFIX"), dirs, nd, 12);
+    for (i = 0; i < nd; i++) dp[i] = dirs[i];
     fat5__sb_init(&errs, ctx);
-    for (i = 0; i < nd && !n->lib; i++) {
-        int k = snprintf(n->path, sizeof n->path, "%s%s", dirs[i], soname);
-        const char *e;
-        if (k < 0 || (size_t)k >= sizeof n->path) continue;
-        if ((n->lib = dlopen(n->path, FAT5__RTLD)) != NULL) break;
-        e = dlerror();
-        fat5__sb_printf(&errs, "%s%s", i ? "; " : "", e ? e : n->path);
-    }
+    n->lib = fat5__dev_dlopen_in(&errs, dp, nd, soname, 1, n->path, sizeof n->path);
     if (!n->lib) {
         fat5_status st = fat5__err(ctx, FAT5_ERR_NO_DEVICE,
                                    "NCCL not found (libnccl.so.2; set NCCL_HOME, LD_LIBRARY_PATH, or VIRTUAL_ENV to a "
@@ -3149,6 +3148,7 @@ static fat5_status fat5__nccl_open(fat5_ctx *ctx, fat5__nccl *n) {
         FAT5__CU_DIST_API(FAT5__NCCL_LOAD_CU)
 #undef FAT5__NCCL_LOAD_CU
         if (missing) return fat5__err(ctx, FAT5_ERR_NO_DEVICE, "%s: no entry point %s", ctx->gpu->path_cuda, missing);
+        return fat5__dev_load_events(ctx, "several ranks");
     }
     return FAT5_OK;
 }
@@ -3949,6 +3949,24 @@ static void fat5__dev_prof_free(fat5_ctx *ctx, struct fat5__gpu *g) {
     g->prof = NULL;
 }
 
+// The driver's event calls into ctx->gpu->ev, once: FAT5_ERR_UNSUPPORTED, for `what`, without them.
+static fat5_status fat5__dev_load_events(fat5_ctx *ctx, const char *what) {
+    struct fat5__gpu *g = ctx->gpu;
+    if (g->ev.cuEventCreate) return FAT5_OK;
+#define FAT5__EV_LOAD(api, sym) g->ev.api = (fat5__PFN_##api)fat5__dev_sym(g->lib_cuda, sym);
+    FAT5__CU_EVENT_API(FAT5__EV_LOAD)
+#undef FAT5__EV_LOAD
+    if (!g->ev.cuEventElapsedTime)
+        g->ev.cuEventElapsedTime = (fat5__PFN_cuEventElapsedTime)fat5__dev_sym(g->lib_cuda, "cuEventElapsedTime");
+    if (!g->ev.cuEventCreate || !g->ev.cuEventRecord || !g->ev.cuEventSynchronize || !g->ev.cuEventDestroy ||
+        !g->ev.cuEventElapsedTime) {
+        g->ev.cuEventCreate = NULL;
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: %s lacks the event calls (cuEventCreate, cuEventElapsedTime, ...)",
+                         what, g->path_cuda);
+    }
+    return FAT5_OK;
+}
+
 // Turns the profile on (a new, empty table) or off. On needs the driver's event calls: without
 // them FAT5_ERR_UNSUPPORTED.
 static FAT5__UNUSED fat5_status fat5__dev_prof_enable(fat5_ctx *ctx, int on) {
@@ -3959,19 +3977,7 @@ static FAT5__UNUSED fat5_status fat5__dev_prof_enable(fat5_ctx *ctx, int on) {
     if ((st = fat5__dev_sync(ctx))) return st;
     fat5__dev_prof_free(ctx, g);
     if (!on) return FAT5_OK;
-    if (!g->ev.cuEventCreate) {
-#define FAT5__EV_LOAD(api, sym) g->ev.api = (fat5__PFN_##api)fat5__dev_sym(g->lib_cuda, sym);
-        FAT5__CU_EVENT_API(FAT5__EV_LOAD)
-#undef FAT5__EV_LOAD
-        if (!g->ev.cuEventElapsedTime)
-            g->ev.cuEventElapsedTime = (fat5__PFN_cuEventElapsedTime)fat5__dev_sym(g->lib_cuda, "cuEventElapsedTime");
-        if (!g->ev.cuEventCreate || !g->ev.cuEventRecord || !g->ev.cuEventSynchronize || !g->ev.cuEventDestroy ||
-            !g->ev.cuEventElapsedTime) {
-            g->ev.cuEventCreate = NULL;
-            return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "profile: %s lacks the event calls (cuEventCreate, "
-                             "cuEventElapsedTime, ...)", g->path_cuda);
-        }
-    }
+    if ((st = fat5__dev_load_events(ctx, "profile"))) return st;
     g->prof = FAT5__CAST(struct fat5__prof *, fat5__calloc(ctx, 1, sizeof(struct fat5__prof)));
     if (!g->prof) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "profile: out of memory");
     return FAT5_OK;
@@ -10969,7 +10975,7 @@ static fat5_status fat5__comm_sum(fat5__comm *c, fat5__addr p, size_t n, int f64
         fat5__ncclResult_t r;
         fat5_status st;
         // after the work queued so far on the compute stream
-        if ((st = fat5__dev_check(c->ctx, c->nccl.cu.cuEventRecord(c->ev_order, g->stream), "cuEventRecord")) ||
+        if ((st = fat5__dev_check(c->ctx, g->ev.cuEventRecord(c->ev_order, g->stream), "cuEventRecord")) ||
             (st = fat5__dev_check(c->ctx, c->nccl.cu.cuStreamWaitEvent(c->stream, c->ev_order, 0), "cuStreamWaitEvent")))
             return st;
         r = c->nccl.f.ncclAllReduce((const void *)(uintptr_t)p, (void *)(uintptr_t)p, n,
@@ -10994,10 +11000,10 @@ static fat5_status fat5__comm_wait(fat5__comm *c) {
     fat5_status st;
     if (c->mode != FAT5__DIST_NCCL || !c->pending) return FAT5_OK;
     c->pending = 0;
-    if ((st = fat5__dev_check(c->ctx, c->nccl.cu.cuEventRecord(c->ev_done, c->stream), "cuEventRecord")) ||
-        (st = fat5__dev_check(c->ctx, c->nccl.cu.cuEventRecord(c->ev_t0, g->stream), "cuEventRecord")) ||
+    if ((st = fat5__dev_check(c->ctx, g->ev.cuEventRecord(c->ev_done, c->stream), "cuEventRecord")) ||
+        (st = fat5__dev_check(c->ctx, g->ev.cuEventRecord(c->ev_t0, g->stream), "cuEventRecord")) ||
         (st = fat5__dev_check(c->ctx, c->nccl.cu.cuStreamWaitEvent(g->stream, c->ev_done, 0), "cuStreamWaitEvent")) ||
-        (st = fat5__dev_check(c->ctx, c->nccl.cu.cuEventRecord(c->ev_t1, g->stream), "cuEventRecord")))
+        (st = fat5__dev_check(c->ctx, g->ev.cuEventRecord(c->ev_t1, g->stream), "cuEventRecord")))
         return st;
     c->timed = 1;
     t0 = fat5__now_s();
@@ -11049,8 +11055,8 @@ static double fat5__comm_exposed_s(fat5__comm *c) {
 #ifndef FAT5_NO_CUDA
     if (c->mode == FAT5__DIST_NCCL) {
         float ms = 0;
-        if (c->timed && c->nccl.cu.cuEventSynchronize(c->ev_t1) == FAT5__CUDA_SUCCESS &&
-            c->nccl.cu.cuEventElapsedTime(&ms, c->ev_t0, c->ev_t1) == FAT5__CUDA_SUCCESS)
+        if (c->timed && c->ctx->gpu->ev.cuEventSynchronize(c->ev_t1) == FAT5__CUDA_SUCCESS &&
+            c->ctx->gpu->ev.cuEventElapsedTime(&ms, c->ev_t0, c->ev_t1) == FAT5__CUDA_SUCCESS)
             s = ms * 1e-3;
         c->timed = 0;
         c->wait_s = 0;
@@ -11246,10 +11252,10 @@ static void fat5__comm_close(fat5__comm *c) {
             if (well) c->nccl.f.ncclCommDestroy(c->nc);
             else c->nccl.f.ncclCommAbort(c->nc);
         }
-        if (c->ev_order) c->nccl.cu.cuEventDestroy(c->ev_order);
-        if (c->ev_done) c->nccl.cu.cuEventDestroy(c->ev_done);
-        if (c->ev_t0) c->nccl.cu.cuEventDestroy(c->ev_t0);
-        if (c->ev_t1) c->nccl.cu.cuEventDestroy(c->ev_t1);
+        if (c->ev_order) c->ctx->gpu->ev.cuEventDestroy(c->ev_order);
+        if (c->ev_done) c->ctx->gpu->ev.cuEventDestroy(c->ev_done);
+        if (c->ev_t0) c->ctx->gpu->ev.cuEventDestroy(c->ev_t0);
+        if (c->ev_t1) c->ctx->gpu->ev.cuEventDestroy(c->ev_t1);
         if (c->stream) c->ctx->gpu->cu.cuStreamDestroy(c->stream);
     }
 #endif
@@ -11420,10 +11426,10 @@ static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int r
             goto fail;
         }
         if ((st = fat5__dev_check(ctx, g->cu.cuStreamCreate(&c->stream, 1), "cuStreamCreate")) ||
-            (st = fat5__dev_check(ctx, c->nccl.cu.cuEventCreate(&c->ev_order, 2), "cuEventCreate")) ||
-            (st = fat5__dev_check(ctx, c->nccl.cu.cuEventCreate(&c->ev_done, 2), "cuEventCreate")) ||
-            (st = fat5__dev_check(ctx, c->nccl.cu.cuEventCreate(&c->ev_t0, 0), "cuEventCreate")) ||
-            (st = fat5__dev_check(ctx, c->nccl.cu.cuEventCreate(&c->ev_t1, 0), "cuEventCreate")))
+            (st = fat5__dev_check(ctx, g->ev.cuEventCreate(&c->ev_order, 2), "cuEventCreate")) ||
+            (st = fat5__dev_check(ctx, g->ev.cuEventCreate(&c->ev_done, 2), "cuEventCreate")) ||
+            (st = fat5__dev_check(ctx, g->ev.cuEventCreate(&c->ev_t0, 0), "cuEventCreate")) ||
+            (st = fat5__dev_check(ctx, g->ev.cuEventCreate(&c->ev_t1, 0), "cuEventCreate")))
             goto fail;
         *out = c;
         return FAT5_OK;
@@ -14038,7 +14044,7 @@ static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out) {
         double per = (r.elapsed_s - t->elapsed_before) / (double)(step - t->step_at_start);
         r.eta_s = per * (double)(t->cfg.optim.total_steps - step);
     }
-    {   // one JSON line per step
+    if (t->log) {   // one JSON line per step (rank 0's)
         fat5__sb b2;
         fat5__sb_init(&b2, ctx);
         fat5__sb_printf(&b2, "{\"step\": %lld", (long long)step);
@@ -14061,7 +14067,7 @@ static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out) {
         fat5__json_num(&b2, "elapsed_s", r.elapsed_s);
         if (r.has_eval) fat5__json_num(&b2, "eval_loss", r.eval_loss);
         fat5__sb_puts(&b2, "}\n");
-        if (t->log && (b2.oom || fwrite(b2.buf, 1, b2.len, t->log) != b2.len || fflush(t->log) != 0)) {
+        if (b2.oom || fwrite(b2.buf, 1, b2.len, t->log) != b2.len || fflush(t->log) != 0) {
             fat5__free(ctx, b2.buf);
             return fat5__err(ctx, FAT5_ERR_IO, "%s/metrics.jsonl: write failed", t->cfg.output_dir);
         }

@@ -116,11 +116,7 @@ FAT5__CU_API(ABI_PROTO)
 FAT5__NVRTC_API(ABI_PROTO)
 FAT5__CUBLAS_API(ABI_PROTO)
 FAT5__CU_EVENT_API(ABI_PROTO)
-// the driver calls of a run of several ranks (some are also the profiler's: their own variables)
-#define ABI_PROTO_D(api, sym)                                                                      \
-    static fat5__PFN_##api abi_fd_##api;                                                           \
-    ABI_ASSERT(protod_##api, sizeof(abi_fd_##api = &api) == sizeof(fat5__PFN_##api));
-FAT5__CU_DIST_API(ABI_PROTO_D)
+FAT5__CU_DIST_API(ABI_PROTO)
 
 #ifdef FAT5_ABI_NCCL
 // NCCL: the constants, the id's size, and every prototype but the two that take ncclUniqueId
@@ -157,9 +153,8 @@ typedef struct abi_sym {
 static const abi_sym abi_cu[] = {FAT5__CU_API(ABI_SYM)};
 static const abi_sym abi_nvrtc[] = {FAT5__NVRTC_API(ABI_SYM)};
 static const abi_sym abi_cublas[] = {FAT5__CUBLAS_API(ABI_SYM)};
-static const abi_sym abi_ev[] = {FAT5__CU_EVENT_API(ABI_SYM)};  // optional: the profiler's
-#define ABI_SYM_D(api, sym) {#api, ABI_STR(api), sym, &abi_fd_##api},
-static const abi_sym abi_dist[] = {FAT5__CU_DIST_API(ABI_SYM_D)};
+static const abi_sym abi_ev[] = {FAT5__CU_EVENT_API(ABI_SYM)};  // optional: the profiler's and several ranks'
+static const abi_sym abi_dist[] = {FAT5__CU_DIST_API(ABI_SYM)};  // several ranks' (with the events)
 #ifdef FAT5_ABI_NCCL
 static const abi_sym abi_nccl[] = {FAT5__NCCL_API(ABI_SYM)};
 #endif

@@ -697,7 +697,58 @@ static void t_gpu_dev_compile_error(fat5_test *T) {
 
 #endif  // FAT5_NO_CUDA
 
+// The library search (no device needed): the directories in order, each name in each; an absent
+// file is listed under "not found", any other dlopen failure (here a file that is no ELF) is
+// reported with dlerror's text; the first that opens wins. Then NCCL: where libnccl.so.2 is
+// installed it opens with all its entry points, else the error lists NCCL_HOME's directory.
+static void t_gpu_dev_dlopen_search(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    char a[600], b[600], bad[700], path[700], dl[2048];
+    const char *dirs[3], *names[2] = {"libfat5_none.so.1", "libfat5_bad.so.1"}, *libc[1] = {"libc.so.6"};
+    fat5__sb errs;
+    fat5__nccl n;
+    FILE *f;
+    void *lib;
+    fat5_status st;
+    gd_env home;
+    snprintf(a, sizeof a, "%s/dl_a/", fat5_test_tmpdir(T));
+    snprintf(b, sizeof b, "%s/dl_b/", fat5_test_tmpdir(T));
+    FAT5_REQUIRE(T, mkdir(a, 0755) == 0 && mkdir(b, 0755) == 0);
+    snprintf(bad, sizeof bad, "%slibfat5_bad.so.1", b);
+    FAT5_REQUIRE(T, (f = fopen(bad, "w")) != NULL);
+    fputs("not a shared object\n", f);
+    fclose(f);
+    dirs[0] = a, dirs[1] = b;
+    fat5__sb_init(&errs, ctx);
+    lib = fat5__dev_dlopen_in(&errs, dirs, 2, names, 2, path, sizeof path);
+    FAT5_CHECK(T, lib == NULL && path[0] == 0 && errs.buf);
+    snprintf(dl, sizeof dl, "not found: %slibfat5_none.so.1, %slibfat5_bad.so.1, %slibfat5_none.so.1;", a, a, b);
+    FAT5_CHECK_MSG(T, errs.buf && strncmp(errs.buf, dl, strlen(dl)) == 0 && strstr(errs.buf, bad) &&
+                          !strstr(errs.buf + strlen(dl), "No such file"),
+                   "%s", errs.buf ? errs.buf : "(nothing)");
+    fat5__sb_free(&errs);
+    dirs[0] = a, dirs[1] = "";   // the bare name: the loader's own search
+    fat5__sb_init(&errs, ctx);
+    lib = fat5__dev_dlopen_in(&errs, dirs, 2, libc, 1, path, sizeof path);
+    FAT5_CHECK_MSG(T, lib != NULL && strcmp(path, "libc.so.6") == 0, "%s", errs.buf ? errs.buf : path);
+    if (lib) dlclose(lib);
+    fat5__sb_free(&errs);
+    home = gd_env_set("NCCL_HOME", fat5_test_tmpdir(T));
+    st = fat5__nccl_open(ctx, &n);
+    if (st == FAT5_OK) {
+        FAT5_CHECK(T, n.lib && n.path[0] && n.f.ncclAllReduce && n.f.ncclCommInitRank && n.f.ncclGetErrorString);
+        printf("  NCCL: %s\n", n.path);
+        dlclose(n.lib);
+    } else {
+        snprintf(dl, sizeof dl, "%s/lib/libnccl.so.2", fat5_test_tmpdir(T));
+        FAT5_CHECK_MSG(T, st == FAT5_ERR_NO_DEVICE && strstr(fat5_last_error(ctx), "NCCL not found") &&
+                              strstr(fat5_last_error(ctx), dl),
+                       "%s: %s", fat5_status_string(st), fat5_last_error(ctx));
+    }
+    gd_env_restore(&home);
+}
+
 #define FAT5_TESTS_GPU_DEV(X)                                                                      \
-    X(gpu_dev_open) X(gpu_dev_memory) X(gpu_dev_mm_fp32) X(gpu_dev_mm_bf16) X(gpu_dev_mm_batched)                        \
+    X(gpu_dev_dlopen_search) X(gpu_dev_open) X(gpu_dev_memory) X(gpu_dev_mm_fp32) X(gpu_dev_mm_bf16) X(gpu_dev_mm_batched)                        \
     X(gpu_dev_arch_and_cache_dir) X(gpu_dev_cache_offline) X(gpu_dev_cache)                        \
     X(gpu_dev_compile_error_offline) X(gpu_dev_compile_error)

@@ -128,18 +128,22 @@ for stage in "$@"; do
             { fail dist "pretokenize"; continue; }
         d="--data $OUT/fortunes.tok --model fat5-small --max_length 1024 --max_labels_length 256 --batch_tokens 16384
            --batch_labels_tokens 4096 --eval_fraction 0 --save_steps 0 --warmup_steps 10 --logging_steps 10"
-        for g in 1 2; do
-            rm -rf "$OUT/tput$g"
-            examples/train --gpus $g $d --output_dir "$OUT/tput$g" --max_steps 60 > "$OUT/tput$g.log" 2>&1 ||
-                { fail dist "throughput on $g GPU(s): see tput$g.log"; continue; }
-            awk -F'[:,}]' -v g=$g '{for (i = 1; i < NF; i++) { if ($i ~ /"step"$/) s = $(i+1); if ($i ~ /"tokens_per_s"$/) t = $(i+1); if ($i ~ /"comm_s"$/) c = $(i+1) }
-                 if (s > 10) { n++; tt += t; cc += c } }
-                 END { printf "dist: %d GPU(s): %d steps, mean %.0f tokens/s, exposed wait %.2f ms a step\n", g, n, tt / n, 1000 * cc / n }' \
-                "$OUT/tput$g/metrics.jsonl" | tee -a "$OUT/summary.txt"
+        # 1 GPU, 2 GPUs balanced (the default), 2 GPUs as drawn (--balance_ranks 0), 1 GPU again
+        for v in 1a 2b 2u 1b; do
+            g=${v%?}
+            x=""
+            [ "$v" = 2u ] && x="--balance_ranks 0"
+            rm -rf "$OUT/tput$v"
+            examples/train --gpus $g $d $x --output_dir "$OUT/tput$v" --max_steps 60 > "$OUT/tput$v.log" 2>&1 ||
+                { fail dist "throughput run $v: see tput$v.log"; continue; }
+            awk -F'[:,}]' -v v=$v '{for (i = 1; i < NF; i++) { if ($i ~ /"step"$/) s = $(i+1); if ($i ~ /"tokens_per_s"$/) t = $(i+1)
+                                                            if ($i ~ /"comm_s"$/) c = $(i+1); if ($i ~ /"rank_balance"$/) b = $(i+1) }
+                 if (s > 10) { n++; tt += t; cc += c; bb += b } }
+                 END { printf "dist: run %s: %d steps, mean %.0f tokens/s, exposed wait %.2f ms a step, busiest rank %.4f x the mean FLOPs\n", v, n, tt / n, 1000 * cc / n, n ? bb / n : 0 }' \
+                "$OUT/tput$v/metrics.jsonl" | tee -a "$OUT/summary.txt"
         done
-        t1=$(sed -n 's/.*mean \([0-9]*\) tokens.*/\1/p' "$OUT/summary.txt" | tail -2 | head -1)
-        t2=$(sed -n 's/.*mean \([0-9]*\) tokens.*/\1/p' "$OUT/summary.txt" | tail -1)
-        say "dist: 2 GPUs / 1 GPU throughput: $(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.3f", b / a }') (target 1.9)"
+        tp() { sed -n "s/.*run $1: .*mean \([0-9]*\) tokens.*/\1/p" "$OUT/summary.txt" | tail -1; }
+        say "dist: 2 GPUs / 1 GPU throughput (1 GPU: the mean of two runs): balanced $(awk -v a="$(tp 1a)" -v c="$(tp 1b)" -v b="$(tp 2b)" 'BEGIN { printf "%.3f", 2 * b / (a + c) }'), as drawn $(awk -v a="$(tp 1a)" -v c="$(tp 1b)" -v b="$(tp 2u)" 'BEGIN { printf "%.3f", 2 * b / (a + c) }') (target 1.9)"
         rm -rf "$OUT/c1" "$OUT/c2"
         c="$d --max_steps 100 --batch_tokens 8192 --batch_labels_tokens 2048"
         examples/train --gpus 1 $c --gradient_accumulation_steps 2 --output_dir "$OUT/c1" > "$OUT/c1.log" 2>&1 &&
