@@ -115,7 +115,7 @@ for stage in "$@"; do
         ;;
     dist)
         # two GPUs (or more): the sums (dist_check, a killed rank); the FAT5-small throughput of 2
-        # GPUs against 1 with the per-GPU batch of one (steps 11..60); 2 GPUs x B against
+        # GPUs against 1 with the per-GPU batch of one (steps 21..200); 2 GPUs x B against
         # 1 GPU x 2B over 100 steps; bitwise resume on 2 GPUs and a resume on 1; a killed worker
         export NCCL_NVLS_ENABLE=0
         make all > /dev/null || { fail dist "build"; continue; }
@@ -134,11 +134,11 @@ for stage in "$@"; do
             x=""
             [ "$v" = 2u ] && x="--balance_ranks 0"
             rm -rf "$OUT/tput$v"
-            examples/train --gpus $g $d $x --output_dir "$OUT/tput$v" --max_steps 60 > "$OUT/tput$v.log" 2>&1 ||
+            examples/train --gpus $g $d $x --output_dir "$OUT/tput$v" --max_steps 200 > "$OUT/tput$v.log" 2>&1 ||
                 { fail dist "throughput run $v: see tput$v.log"; continue; }
             awk -F'[:,}]' -v v=$v '{for (i = 1; i < NF; i++) { if ($i ~ /"step"$/) s = $(i+1); if ($i ~ /"tokens_per_s"$/) t = $(i+1)
                                                             if ($i ~ /"comm_s"$/) c = $(i+1); if ($i ~ /"rank_balance"$/) b = $(i+1) }
-                 if (s > 10) { n++; tt += t; cc += c; bb += b } }
+                 if (s > 20) { n++; tt += t; cc += c; bb += b } }
                  END { printf "dist: run %s: %d steps, mean %.0f tokens/s, exposed wait %.2f ms a step, busiest rank %.4f x the mean FLOPs\n", v, n, tt / n, 1000 * cc / n, n ? bb / n : 0 }' \
                 "$OUT/tput$v/metrics.jsonl" | tee -a "$OUT/summary.txt"
         done
