@@ -731,7 +731,9 @@ FAT5_API void fat5_train_request_stop(fat5_trainer *t);
 //
 // Every rank draws the whole step's micro-batches (world_size x gradient_accumulation_steps) from
 // one sampler stream and trains on its own share, so a step of N ranks sees the same batch as one
-// GPU with N times the accumulation, and losses agree to rounding. Gradients are summed across
+// GPU with N times the accumulation, and losses agree to rounding. The shares are evened first
+// (balance_ranks): examples move between the ranks' micro-batches, within the token budgets, until
+// every rank has about the same FLOPs, since a step waits for its busiest rank. Gradients are summed across
 // ranks (NCCL on the GPU, shared memory for CPU processes) in buckets while the backward runs;
 // every rank then takes the same optimizer step. Rank 0 writes checkpoints and metrics.jsonl; a
 // checkpoint resumes on any number of ranks. A rank that fails (an error, a crash, a lost GPU, a
@@ -1395,6 +1397,56 @@ FAT5_API fat5_status fat5_rng_from_string(const char *s, fat5_rng *out) {
         return FAT5_ERR_FORMAT;
     *out = r;
     return FAT5_OK;
+}
+
+// ---- 128-bit hash (two independent 64-bit lanes: FNV-1a and a multiply-xorshift): the kernel
+// cache's keys, the ranks' settings -------------------------------------------------------------
+
+typedef struct fat5__h128 { uint64_t a, b; } fat5__h128;
+
+static void fat5__h128_init(fat5__h128 *h) {
+    h->a = 0xcbf29ce484222325ULL;  // FNV-1a offset basis
+    h->b = 0x6a09e667f3bcc909ULL;
+}
+static void fat5__h128_bytes(fat5__h128 *h, const void *data, size_t n) {
+    const unsigned char *p = FAT5__CAST(const unsigned char *, data);
+    uint64_t a = h->a, b = h->b;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        a = (a ^ p[i]) * 0x100000001b3ULL;                // FNV-1a 64
+        b = (b + p[i] + 0x9e3779b97f4a7c15ULL) * 0xbf58476d1ce4e5b9ULL;
+        b ^= b >> 31;
+    }
+    h->a = a;
+    h->b = b;
+}
+// a length-prefixed field, so that ("ab","c") and ("a","bc") differ
+static FAT5__UNUSED void fat5__h128_field(fat5__h128 *h, const void *data, size_t n) {
+    unsigned char len[8];
+    int i;
+    for (i = 0; i < 8; i++) len[i] = (unsigned char)((uint64_t)n >> (8 * i));
+    fat5__h128_bytes(h, len, 8);
+    fat5__h128_bytes(h, data, n);
+}
+static uint64_t fat5__h128_mix(uint64_t x) {  // murmur3 fmix64
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+static FAT5__UNUSED fat5__h128 fat5__h128_final(const fat5__h128 *h) {
+    fat5__h128 r;
+    r.a = fat5__h128_mix(h->a);
+    r.b = fat5__h128_mix(h->b ^ (h->a >> 1));
+    return r;
+}
+static FAT5__UNUSED fat5__h128 fat5__h128_of(const void *data, size_t n) {
+    fat5__h128 h;
+    fat5__h128_init(&h);
+    fat5__h128_field(&h, data, n);
+    return fat5__h128_final(&h);
 }
 
 // =============================================================================================
@@ -3004,7 +3056,10 @@ static void *fat5__dev_dlopen_in(fat5__sb *errs, const char *const *dirs, int nd
             const char *e;
             size_t el, pl;
             int n = snprintf(path, cap, "%s%s", dirs[d], names[i]);
-            if (n < 0 || (size_t)n >= cap) continue;
+            if (n < 0 || (size_t)n >= cap) {
+                fat5__sb_printf(&other, "; %s%s: path too long", dirs[d], names[i]);
+                continue;
+            }
             lib = dlopen(path, FAT5__RTLD);
             if (lib) {
                 fat5__sb_free(&other);
@@ -3303,55 +3358,6 @@ static fat5_status fat5__dev_source(fat5_ctx *ctx, char **out, size_t *out_len) 
     *out = b.buf;
     *out_len = b.len;
     return FAT5_OK;
-}
-
-// ---- 128-bit hash (two independent 64-bit lanes: FNV-1a and a multiply-xorshift) ----------------
-
-typedef struct fat5__h128 { uint64_t a, b; } fat5__h128;
-
-static void fat5__h128_init(fat5__h128 *h) {
-    h->a = 0xcbf29ce484222325ULL;  // FNV-1a offset basis
-    h->b = 0x6a09e667f3bcc909ULL;
-}
-static void fat5__h128_bytes(fat5__h128 *h, const void *data, size_t n) {
-    const unsigned char *p = FAT5__CAST(const unsigned char *, data);
-    uint64_t a = h->a, b = h->b;
-    size_t i;
-    for (i = 0; i < n; i++) {
-        a = (a ^ p[i]) * 0x100000001b3ULL;                // FNV-1a 64
-        b = (b + p[i] + 0x9e3779b97f4a7c15ULL) * 0xbf58476d1ce4e5b9ULL;
-        b ^= b >> 31;
-    }
-    h->a = a;
-    h->b = b;
-}
-// a length-prefixed field, so that ("ab","c") and ("a","bc") differ
-static void fat5__h128_field(fat5__h128 *h, const void *data, size_t n) {
-    unsigned char len[8];
-    int i;
-    for (i = 0; i < 8; i++) len[i] = (unsigned char)((uint64_t)n >> (8 * i));
-    fat5__h128_bytes(h, len, 8);
-    fat5__h128_bytes(h, data, n);
-}
-static uint64_t fat5__h128_mix(uint64_t x) {  // murmur3 fmix64
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
-static fat5__h128 fat5__h128_final(const fat5__h128 *h) {
-    fat5__h128 r;
-    r.a = fat5__h128_mix(h->a);
-    r.b = fat5__h128_mix(h->b ^ (h->a >> 1));
-    return r;
-}
-static fat5__h128 fat5__h128_of(const void *data, size_t n) {
-    fat5__h128 h;
-    fat5__h128_init(&h);
-    fat5__h128_field(&h, data, n);
-    return fat5__h128_final(&h);
 }
 
 // ---- disk cache ---------------------------------------------------------------------------------
@@ -13050,13 +13056,18 @@ typedef struct fat5__tex {
     double cost;                       // its forward FLOPs (fat5__seq_flops)
 } fat5__tex;
 
+typedef struct fat5__tsort { double cost; int32_t i; } fat5__tsort;   // an example or a rank, to sort
+
 typedef struct fat5__tpool {           // every rank's micro-batches of one step, as examples
     int32_t *ids;
     fat5__tex *ex;
     size_t n_ids, cap_ids, n_ex, cap_ex;
-    int32_t *hx, *ly;                  // scratch: the examples of the two ranks being evened
+    int32_t *by_rank;                  // [cap_ex] scratch: the examples grouped by rank
+    fat5__tsort *keys;                 // [cap_ex] scratch: one rank's examples by cost
     int64_t *bin_e, *bin_d, *bin_n;    // [world k]: each micro-batch's inputs, labels, examples
     double *rank_cost;                 // [world]
+    int32_t *rank_at;                  // [2 world + 1] scratch: where each rank's examples start in by_rank
+    fat5__tsort *ranks;                // [world] scratch: the ranks by cost
 } fat5__tpool;
 
 struct fat5_trainer {
@@ -13139,11 +13150,11 @@ static fat5_status fat5__tpool_add(fat5_trainer *t, const fat5_batch *b, int bin
     if (p->n_ex + ns > p->cap_ex) {
         size_t cap = (p->n_ex + ns) * 3 / 2;
         fat5__tex *n = FAT5__CAST(fat5__tex *, fat5__realloc(t->dctx, p->ex, cap * sizeof *n));
-        int32_t *h = FAT5__CAST(int32_t *, fat5__realloc(t->dctx, p->hx, cap * sizeof *h));
-        int32_t *l = FAT5__CAST(int32_t *, fat5__realloc(t->dctx, p->ly, cap * sizeof *l));
+        int32_t *h = FAT5__CAST(int32_t *, fat5__realloc(t->dctx, p->by_rank, cap * sizeof *h));
+        fat5__tsort *l = FAT5__CAST(fat5__tsort *, fat5__realloc(t->dctx, p->keys, cap * sizeof *l));
         if (n) p->ex = n;
-        if (h) p->hx = h;
-        if (l) p->ly = l;
+        if (h) p->by_rank = h;
+        if (l) p->keys = l;
         if (!n || !h || !l) return fat5__err(t->dctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory for a step's batches");
         p->cap_ex = cap;
     }
@@ -13178,71 +13189,106 @@ static double fat5__tpool_spread(const fat5__tpool *p, int world) {
     return sum > 0 ? mx * world / sum : 1;
 }
 
-// Evens the ranks' FLOPs: each round takes the busiest rank and the idlest, and makes the one
-// exchange between their micro-batches that brings them closest (an example moved, or two
-// swapped), keeping every micro-batch within the token budgets and non-empty. Stops when no
-// exchange narrows the gap, when it is under 0.1% of a rank's mean, or after 4 world + 16 rounds
-// (and about 2e7 pairs looked at). Deterministic: every rank computes the same exchanges.
+// cost, then index: a total order, so qsort's result is the same on every rank
+static int fat5__tsort_cmp(const void *a, const void *b) {
+    const fat5__tsort *x = (const fat5__tsort *)a, *y = (const fat5__tsort *)b;
+    if (x->cost != y->cost) return x->cost < y->cost ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+#define FAT5__BALANCE_WORK 2e7   // examples and pairs looked at in one step's balancing, at most
+
+// Evens the ranks' FLOPs, one exchange a round: the busiest rank H gives an example to one of
+// rank L's micro-batches, or swaps one for a cheaper one of L, whichever brings the two closest;
+// L is the idlest rank with such an exchange. Every micro-batch stays within the token budgets and
+// non-empty. For each example of H, L's examples are searched by cost from the ideal partner
+// outwards, so a round costs about |H| log |L|. Stops when the gap to the idlest rank is under
+// 0.1% of the mean, when H has no exchange left, or after FAT5__BALANCE_WORK. Deterministic: every
+// rank computes the same exchanges.
 static void fat5__tpool_balance(fat5__tpool *p, int world, int k, int64_t max_e, int64_t max_d) {
+    int32_t *at = p->rank_at, *fill = p->rank_at + world + 1;
     double mean = 0, work = 0;
-    int round, r;
+    int found = 1, r, j;
     size_t i;
+    if (p->n_ex > INT32_MAX) return;
     for (r = 0; r < world; r++) mean += p->rank_cost[r] / world;
-    for (round = 0; round < 4 * world + 16 && work < 2e7; round++) {
-        int H = 0, L = 0, nh = 0, nl = 0, a, b, bx = -1, by = -1, bl = -1;
-        double gap, best;
-        for (r = 1; r < world; r++) {
-            if (p->rank_cost[r] > p->rank_cost[H]) H = r;
-            if (p->rank_cost[r] < p->rank_cost[L]) L = r;
-        }
-        gap = p->rank_cost[H] - p->rank_cost[L];
-        if (gap <= 1e-3 * mean) break;
-        best = gap;   // |gap - 2 moved|: the pair's new maximum is their mean plus half of it
-        for (i = 0; i < p->n_ex; i++) {
-            if (p->ex[i].bin / k == H) p->hx[nh++] = (int32_t)i;
-            else if (p->ex[i].bin / k == L) p->ly[nl++] = (int32_t)i;
-        }
-        work += (double)nh * (nl + k);
-        for (a = 0; a < nh; a++) {
-            const fat5__tex *x = &p->ex[p->hx[a]];
-            int hb = x->bin, lb;
-            if (p->bin_n[hb] > 1)
-                for (lb = L * k; lb < L * k + k; lb++) {   // x moved to one of L's micro-batches
-                    double v = fabs(gap - 2 * x->cost);
-                    if (v < best && p->bin_e[lb] + x->ne <= max_e && p->bin_d[lb] + x->nd <= max_d) {
-                        best = v;
-                        bx = p->hx[a], by = -1, bl = lb;
+    while (found && work < FAT5__BALANCE_WORK) {
+        int H;
+        found = 0;
+        work += (double)(p->n_ex + (size_t)world);
+        // the examples grouped by rank (in order), the ranks idlest first
+        memset(at, 0, (size_t)(world + 1) * sizeof *at);
+        for (i = 0; i < p->n_ex; i++) at[p->ex[i].bin / k + 1]++;
+        for (r = 0; r < world; r++) at[r + 1] += at[r];
+        for (r = 0; r < world; r++) fill[r] = at[r];
+        for (i = 0; i < p->n_ex; i++) p->by_rank[fill[p->ex[i].bin / k]++] = (int32_t)i;
+        for (r = 0; r < world; r++) p->ranks[r].cost = p->rank_cost[r], p->ranks[r].i = r;
+        qsort(p->ranks, (size_t)world, sizeof *p->ranks, fat5__tsort_cmp);
+        H = p->ranks[world - 1].i;
+        for (j = 0; j < world - 1 && !found && work < FAT5__BALANCE_WORK; j++) {
+            int L = p->ranks[j].i, a, bl = -1, nl = at[L + 1] - at[L];
+            int32_t bx = -1, by = -1;
+            double gap = p->rank_cost[H] - p->rank_cost[L], best = gap;   // best: |gap - 2 moved|
+            if (gap <= 1e-3 * mean) break;   // and the next ranks are closer still
+            for (a = 0; a < nl; a++) {
+                int32_t e = p->by_rank[at[L] + a];
+                p->keys[a].cost = p->ex[e].cost;
+                p->keys[a].i = e;
+            }
+            qsort(p->keys, (size_t)nl, sizeof *p->keys, fat5__tsort_cmp);
+            work += (double)nl * 4;
+            for (a = at[H]; a < at[H + 1] && work < FAT5__BALANCE_WORK; a++) {
+                const fat5__tex *x = &p->ex[p->by_rank[a]];
+                double target = x->cost - gap / 2;   // the partner's cost that evens H and L
+                int hb = x->bin, lb, lo = 0, hi = nl, b, dir;
+                work += k + 16;
+                if (p->bin_n[hb] > 1)
+                    for (lb = L * k; lb < L * k + k; lb++) {   // x moved to one of L's micro-batches
+                        double v = fabs(gap - 2 * x->cost);
+                        if (v < best && p->bin_e[lb] + x->ne <= max_e && p->bin_d[lb] + x->nd <= max_d) {
+                            best = v;
+                            bx = p->by_rank[a], by = -1, bl = lb;
+                        }
                     }
+                while (lo < hi) {   // the first of L's examples that costs target or more
+                    int mid = lo + (hi - lo) / 2;
+                    if (p->keys[mid].cost < target) lo = mid + 1;
+                    else hi = mid;
                 }
-            for (b = 0; b < nl; b++) {   // x swapped with y
-                const fat5__tex *y = &p->ex[p->ly[b]];
-                double v = fabs(gap - 2 * (x->cost - y->cost));
-                if (v >= best || x->cost <= y->cost) continue;
-                lb = y->bin;
-                if (p->bin_e[lb] - y->ne + x->ne > max_e || p->bin_d[lb] - y->nd + x->nd > max_d ||
-                    p->bin_e[hb] - x->ne + y->ne > max_e || p->bin_d[hb] - x->nd + y->nd > max_d)
-                    continue;
-                best = v;
-                bx = p->hx[a], by = p->ly[b], bl = lb;
+                for (dir = 0; dir < 2; dir++)   // x swapped with y: upwards from target, then downwards;
+                    for (b = dir ? lo - 1 : lo; b >= 0 && b < nl; b += dir ? -1 : 1) {   // |gap - 2 moved| grows
+                        const fat5__tex *y = &p->ex[p->keys[b].i];
+                        double v = fabs(gap - 2 * (x->cost - y->cost));
+                        if (v >= best || y->cost >= x->cost) break;
+                        work += 1;
+                        lb = y->bin;
+                        if (p->bin_e[lb] - y->ne + x->ne > max_e || p->bin_d[lb] - y->nd + x->nd > max_d ||
+                            p->bin_e[hb] - x->ne + y->ne > max_e || p->bin_d[hb] - x->nd + y->nd > max_d)
+                            continue;
+                        best = v;
+                        bx = p->by_rank[a], by = p->keys[b].i, bl = lb;
+                        break;
+                    }
             }
-        }
-        if (bx < 0) break;
-        {
-            fat5__tex *x = &p->ex[bx];
-            int hb = x->bin;
-            double moved = x->cost;
-            p->bin_e[hb] -= x->ne, p->bin_d[hb] -= x->nd, p->bin_n[hb]--;
-            p->bin_e[bl] += x->ne, p->bin_d[bl] += x->nd, p->bin_n[bl]++;
-            x->bin = bl;
-            if (by >= 0) {
-                fat5__tex *y = &p->ex[by];
-                moved -= y->cost;
-                p->bin_e[bl] -= y->ne, p->bin_d[bl] -= y->nd, p->bin_n[bl]--;
-                p->bin_e[hb] += y->ne, p->bin_d[hb] += y->nd, p->bin_n[hb]++;
-                y->bin = hb;
+            if (bx < 0) continue;   // none with L: the next idlest
+            {
+                fat5__tex *x = &p->ex[bx];
+                int hb = x->bin;
+                double moved = x->cost;
+                p->bin_e[hb] -= x->ne, p->bin_d[hb] -= x->nd, p->bin_n[hb]--;
+                p->bin_e[bl] += x->ne, p->bin_d[bl] += x->nd, p->bin_n[bl]++;
+                x->bin = bl;
+                if (by >= 0) {
+                    fat5__tex *y = &p->ex[by];
+                    moved -= y->cost;
+                    p->bin_e[bl] -= y->ne, p->bin_d[bl] -= y->nd, p->bin_n[bl]--;
+                    p->bin_e[hb] += y->ne, p->bin_d[hb] += y->nd, p->bin_n[hb]++;
+                    y->bin = hb;
+                }
+                p->rank_cost[H] -= moved;
+                p->rank_cost[L] += moved;
+                found = 1;
             }
-            p->rank_cost[H] -= moved;
-            p->rank_cost[L] += moved;
         }
     }
 }
@@ -13722,6 +13768,73 @@ static fat5_status fat5__log_truncate(fat5_ctx *ctx, const char *path, int64_t s
     return st;
 }
 
+// Every rank must train the same model on the same stream, so the settings that decide the
+// weights, the batches and the updates, and the starting point (a checkpoint's step and sampler
+// state), are hashed on each rank. Each rank's hash (52 bits, in two doubles) is summed into its own
+// slot, so every rank sees them all; ranks whose hash differs from rank 0's stop the run, named.
+static fat5_status fat5__train_agree(fat5_trainer *t) {
+    fat5_ctx *ctx = t->ctx;
+    const fat5_train_config *c = &t->cfg;
+    const fat5_ul2_config *u = &c->ul2;
+    const fat5_optim_config *o = &c->optim;
+    char state[FAT5_UL2_STATE_CAP], *json = NULL, bad[160];
+    size_t len = 0, nb = 0;
+    fat5__sb b;
+    fat5__h128 h;
+    uint64_t d;
+    double *v;
+    int r, i, n_bad = 0;
+    fat5_status st;
+    if (t->world < 2) return FAT5_OK;
+    if ((st = fat5_model_config_to_json(ctx, &t->m->cfg, &json, &len)) ||
+        (st = fat5_ul2_get_state(t->sampler, state, sizeof state)))
+        return st;
+    fat5__sb_init(&b, ctx);
+    fat5__sb_printf(&b, "world %d accum %d balance %d seed %llu act %d floats %zu attention %s step %lld state %s\n",
+                    t->world, c->grad_accum, c->balance_ranks, (unsigned long long)c->seed, (int)t->m->act_size,
+                    t->m->n_floats, c->attention, (long long)fat5_optim_get_step(t->o), state);
+    fat5__sb_printf(&b, "data %lld %lld %lld eval %.17g ul2 %lld %lld %lld %lld %ld %ld", (long long)fat5_tokens_count(t->tokens),
+                    (long long)fat5_tokens_num_docs(t->tokens), (long long)fat5_tokens_vocab_size(t->tokens),
+                    c->eval_fraction, (long long)u->enc_tokens, (long long)u->dec_tokens, (long long)u->max_enc_len,
+                    (long long)u->max_dec_len, (long)u->sentinel_first, (long)u->n_sentinels);
+    for (i = 0; i < u->n_denoisers; i++)
+        fat5__sb_printf(&b, " [%d %.17g %.17g %ld %.17g]", (int)u->denoisers[i].kind, u->denoisers[i].mu,
+                        u->denoisers[i].r, (long)u->denoisers[i].mode_token, u->denoisers[i].weight);
+    fat5__sb_printf(&b, "\noptim %d %.17g %.17g %.17g %.17g %.17g %.17g %d %lld %lld %lld %.17g loss %.17g %.17g\n",
+                    (int)o->kind, o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->clip_norm, (int)o->sched,
+                    (long long)o->warmup_steps, (long long)o->total_steps, (long long)o->decay_steps, o->min_lr,
+                    c->loss.z_loss, c->loss.label_smoothing);
+    fat5__sb_putn(&b, json, len);
+    fat5__free(ctx, json);
+    if (b.oom) {
+        fat5__sb_free(&b);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
+    }
+    fat5__h128_init(&h);
+    fat5__h128_bytes(&h, b.buf, b.len);
+    fat5__sb_free(&b);
+    d = h.a ^ fat5__h128_mix(h.b);
+    if (!(v = FAT5__CAST(double *, fat5__calloc(ctx, (size_t)(2 * t->world), sizeof(double)))))
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
+    v[2 * t->rank] = (double)(d >> 38);                   // 26 bits each: exact in a double, and in
+    v[2 * t->rank + 1] = (double)((d >> 12) & 0x3ffffff);   // any sum of zeros and one of them
+    if ((st = fat5__comm_sum_host(t->comm, v, (size_t)(2 * t->world), t->losses))) {
+        fat5__free(ctx, v);
+        return st;
+    }
+    bad[0] = 0;
+    for (r = 1; r < t->world; r++) {
+        if (v[2 * r] == v[0] && v[2 * r + 1] == v[1]) continue;
+        if (n_bad++ < 8 && nb < sizeof bad) nb += (size_t)snprintf(bad + nb, sizeof bad - nb, "%s%d", n_bad > 1 ? ", " : "", r);
+    }
+    fat5__free(ctx, v);
+    if (n_bad)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "rank %d: %d rank%s (%s%s) run with other settings than rank 0: data, "
+                         "model, seed, batch, optimizer, precision or checkpoint must be the same on every rank", t->rank,
+                         n_bad, n_bad > 1 ? "s" : "", bad, n_bad > 8 ? ", ..." : "");
+    return FAT5_OK;
+}
+
 FAT5_API void fat5_train_destroy(fat5_trainer *t) {
     int i, g;
     if (!t) return;
@@ -13735,10 +13848,12 @@ FAT5_API void fat5_train_destroy(fat5_trainer *t) {
     }
     fat5__free(t->dctx, t->pool.ids);
     fat5__free(t->dctx, t->pool.ex);
-    fat5__free(t->dctx, t->pool.hx);
-    fat5__free(t->dctx, t->pool.ly);
+    fat5__free(t->dctx, t->pool.by_rank);
+    fat5__free(t->dctx, t->pool.keys);
     fat5__free(t->ctx, t->pool.bin_e);
     fat5__free(t->ctx, t->pool.rank_cost);
+    fat5__free(t->ctx, t->pool.rank_at);
+    fat5__free(t->ctx, t->pool.ranks);
     if (t->m) t->m->grad_ready = NULL;
     fat5__comm_close(t->comm);
     fat5_optim_destroy(t->o);
@@ -13784,12 +13899,14 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
         t->pool.bin_d = t->pool.bin_e ? t->pool.bin_e + cfg->grad_accum * t->world : NULL;
         t->pool.bin_n = t->pool.bin_e ? t->pool.bin_e + 2 * cfg->grad_accum * t->world : NULL;
         t->pool.rank_cost = FAT5__CAST(double *, fat5__calloc(ctx, (size_t)t->world, sizeof(double)));
+        t->pool.rank_at = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)(2 * t->world + 1), sizeof(int32_t)));
+        t->pool.ranks = FAT5__CAST(fat5__tsort *, fat5__calloc(ctx, (size_t)t->world, sizeof(fat5__tsort)));
     }
     {   // the data's context: the same allocator and log, on the host
         fat5_ctx_config dc = ctx->cfg;
         dc.device = FAT5_DEVICE_CPU;
         if (!t->grp[0].mb || !t->grp[1].mb || !t->grp[0].n_labels || !t->grp[1].n_labels ||
-            (t->world > 1 && (!t->pool.bin_e || !t->pool.rank_cost)) || fat5_ctx_create(&dc, &t->dctx) != FAT5_OK) {
+            (t->world > 1 && (!t->pool.bin_e || !t->pool.rank_cost || !t->pool.rank_at || !t->pool.ranks)) || fat5_ctx_create(&dc, &t->dctx) != FAT5_OK) {
             fat5_train_destroy(t);
             return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
         }
@@ -13865,7 +13982,8 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
     }
     if (t->world > 1 || cfg->rendezvous[0]) {   // the other ranks, last: each has the same weights by now
         if ((st = fat5__comm_open(ctx, t->m->be, t->rank, t->world, cfg->rendezvous, cfg->dist_timeout_s, cfg->bucket_mb,
-                                  &t->comm)))
+                                  &t->comm)) ||
+            (st = fat5__train_agree(t)))
             goto fail;
     }
     t->prefetch = cfg->prefetch && t->m->be != &fat5__cpu_backend;

@@ -493,11 +493,56 @@ static void t_train_dist_options(fat5_test *T) {
                   strstr(fat5_last_error(ctx), "did not appear"));
 }
 
-// The step's examples evened across ranks: 3 ranks x 2 micro-batches drawn from the sampler,
-// balanced, and rebuilt. Every micro-batch stays within the budgets and non-empty, the rebuilt
-// micro-batches hold exactly the drawn examples (each once, ids and labels intact, in drawn order),
-// the label counts and FLOPs add up, the busiest rank's share shrinks, and a second drawing of the
-// same stream is exchanged the same way.
+// A trainer holding only what fat5__tgroup_draw uses: rank r of W, k micro-batches a rank.
+static void ttb_open(fat5_test *T, fat5_trainer *t, fat5__tgroup *g, fat5_model *m, fat5_tokens *tok,
+                     const fat5_ul2_config *u, int W, int k, int r, int balance) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    memset(t, 0, sizeof *t);
+    memset(g, 0, sizeof *g);
+    t->dctx = ctx;
+    t->m = m;
+    t->world = W;
+    t->rank = r;
+    t->cfg.grad_accum = k;
+    t->cfg.balance_ranks = balance;
+    t->cfg.ul2 = *u;
+    t->pool.bin_e = (int64_t *)calloc((size_t)(3 * W * k), sizeof(int64_t));
+    t->pool.bin_d = t->pool.bin_e ? t->pool.bin_e + W * k : NULL;
+    t->pool.bin_n = t->pool.bin_e ? t->pool.bin_e + 2 * W * k : NULL;
+    t->pool.rank_cost = (double *)calloc((size_t)W, sizeof(double));
+    t->pool.rank_at = (int32_t *)calloc((size_t)(2 * W + 1), sizeof(int32_t));
+    t->pool.ranks = (fat5__tsort *)calloc((size_t)W, sizeof(fat5__tsort));
+    g->mb = (fat5__tbatch *)calloc((size_t)k, sizeof(fat5__tbatch));
+    g->n_labels = (int64_t *)calloc((size_t)(W * k), sizeof(int64_t));
+    FAT5_REQUIRE(T, t->pool.bin_e && t->pool.rank_cost && t->pool.rank_at && t->pool.ranks && g->mb && g->n_labels);
+    FAT5_REQUIRE_OK(T, fat5_ul2_create(ctx, u, tok, &t->sampler));
+}
+
+static void ttb_close(fat5_test *T, fat5_trainer *t, fat5__tgroup *g) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    int i;
+    for (i = 0; i < t->cfg.grad_accum; i++) fat5__free(ctx, g->mb[i].buf);
+    free(g->mb);
+    free(g->n_labels);
+    fat5__free(ctx, t->pool.ids);
+    fat5__free(ctx, t->pool.ex);
+    fat5__free(ctx, t->pool.by_rank);
+    fat5__free(ctx, t->pool.keys);
+    free(t->pool.bin_e);
+    free(t->pool.rank_cost);
+    free(t->pool.rank_at);
+    free(t->pool.ranks);
+    fat5_ul2_destroy(t->sampler);
+}
+
+// The step's examples evened across ranks: each of 3 ranks draws the 3 x 2 micro-batches of a step
+// from its own sampler (one seed), as the trainer does, against the same micro-batches drawn
+// plainly. As drawn (balance_ranks 0), rank r trains exactly micro-batches 2r and 2r + 1.
+// Balanced: every rank makes the same exchanges and label counts, every micro-batch stays within
+// the budgets and non-empty, the ranks' micro-batches hold exactly the drawn examples (each once,
+// ids and labels intact, in drawn order) with the label counts that weight them, the FLOPs add up,
+// and the busiest rank's share shrinks. Then hand-made pools where every improving exchange
+// would break a budget or empty a micro-batch: nothing moves.
 static void t_train_balance(fat5_test *T) {
     enum { W = 3, K = 2, N = W * K };
     fat5_ctx *ctx = fat5_test_ctx(T);
@@ -506,19 +551,19 @@ static void t_train_balance(fat5_test *T) {
     fat5_ul2 *s = NULL;
     fat5_ul2_config u = fat5_ul2_config_default();
     fat5_model m;
-    fat5_trainer tr[2];
-    fat5__tbatch drawn[N], got[N];
-    int32_t first_bins[4096];
-    double before = 0, after = 0, cost = 0, cost_after = 0, rebuilt = 0;
-    int run, i, w;
+    fat5_trainer tr[W];
+    fat5__tgroup grp[W];
+    fat5__tbatch drawn[N];
+    fat5_batch b;
+    double before = 0, after = 0, cost = 0, rebuilt = 0;
+    int64_t total = 0, tokens = 0;
+    int balance, i, r;
     size_t j;
     FAT5_REQUIRE(T, data != NULL);
     FAT5_REQUIRE_OK(T, fat5_tokens_open(ctx, &data, 1, &tok));
     memset(&m, 0, sizeof m);
     FAT5_REQUIRE(T, fat5__model_preset("fat5-small", &m.cfg));
-    memset(tr, 0, sizeof tr);
     memset(drawn, 0, sizeof drawn);
-    memset(got, 0, sizeof got);
     u.enc_tokens = 400;
     u.dec_tokens = 160;
     u.max_enc_len = 64;
@@ -526,105 +571,108 @@ static void t_train_balance(fat5_test *T) {
     u.sentinel_first = 383;
     u.n_sentinels = 100;
     u.seed = 7;
-    for (run = 0; run < 2; run++) {
-        fat5_trainer *t = &tr[run];
-        fat5__tpool *p = &t->pool;
-        fat5_batch b;
-        t->dctx = ctx;
-        t->m = &m;
-        t->world = W;
-        t->cfg.grad_accum = K;
-        p->bin_e = (int64_t *)calloc(3 * N, sizeof(int64_t));
-        p->bin_d = p->bin_e + N;
-        p->bin_n = p->bin_e + 2 * N;
-        p->rank_cost = (double *)calloc(W, sizeof(double));
-        FAT5_REQUIRE(T, p->bin_e && p->rank_cost);
-        FAT5_REQUIRE_OK(T, fat5_ul2_create(ctx, &u, tok, &s));
-        for (i = 0; i < N; i++) {
-            FAT5_REQUIRE_OK(T, fat5_ul2_next_batch(s, &b));
-            if (run == 0) FAT5_REQUIRE_OK(T, fat5__tbatch_copy(ctx, &drawn[i], &b));
-            FAT5_REQUIRE_OK(T, fat5__tpool_add(t, &b, i));
-        }
-        fat5_ul2_destroy(s);
-        s = NULL;
-        for (w = 0; w < W; w++) cost += run == 0 ? p->rank_cost[w] : 0;
-        if (run == 0) before = fat5__tpool_spread(p, W);
-        fat5__tpool_balance(p, W, K, u.enc_tokens, u.dec_tokens);
-        FAT5_REQUIRE(T, p->n_ex <= sizeof first_bins / sizeof first_bins[0]);
-        if (run == 1) {   // the same exchanges
-            for (j = 0; j < p->n_ex && p->ex[j].bin == first_bins[j]; j++) {}
-            FAT5_CHECK_MSG(T, j == p->n_ex && p->n_ex == tr[0].pool.n_ex, "example %zu differs", j);
-            break;
-        }
-        for (j = 0; j < p->n_ex; j++) first_bins[j] = p->ex[j].bin;
-        after = fat5__tpool_spread(p, W);
-        for (w = 0; w < W; w++) cost_after += p->rank_cost[w];
-        for (i = 0; i < N; i++) {
-            int64_t e = 0, d = 0, n = 0, lab = 0;
-            for (j = 0; j < p->n_ex; j++)
-                if (p->ex[j].bin == i) e += p->ex[j].ne, d += p->ex[j].nd, n++, lab += p->ex[j].n_lab;
-            FAT5_CHECK_MSG(T, n >= 1 && e <= u.enc_tokens && d <= u.dec_tokens && e == p->bin_e[i] &&
-                                  d == p->bin_d[i] && n == p->bin_n[i],
-                           "micro-batch %d: %lld examples, %lld / %lld tokens", i, (long long)n, (long long)e,
-                           (long long)d);
-            FAT5_REQUIRE_OK(T, fat5__tbatch_from_pool(ctx, &got[i], p, i));
-            FAT5_CHECK(T, got[i].b.n_seq == n && got[i].b.n_enc_tokens == e && got[i].b.n_dec_tokens == d &&
-                              got[i].b.enc_cu_seqlens[n] == e && got[i].b.dec_cu_seqlens[n] == d);
-            rebuilt += fat5__batch_flops(&m.cfg, &got[i].b);
-            {
-                int64_t l2 = 0, q;
-                for (q = 0; q < d; q++) l2 += got[i].b.labels[q] != -100;
-                FAT5_CHECK(T, l2 == lab);
-            }
-        }
-    }
-    FAT5_CHECK_MSG(T, after < before && after < 1.05, "the busiest rank's share: %.4f before, %.4f after", before, after);
-    FAT5_CHECK_MSG(T, fabs(cost_after - cost) <= 1e-9 * cost && fabs(rebuilt - cost) <= 1e-9 * cost,
-                   "FLOPs: drawn %.6g, kept by the exchanges %.6g, of the rebuilt micro-batches %.6g", cost, cost_after,
-                   rebuilt);
-    {   // every drawn example once in the rebuilt micro-batches, in the order drawn
-        int64_t total = 0, found = 0, q;
-        int64_t last[N];
-        for (i = 0; i < N; i++) last[i] = -1;
-        for (i = 0; i < N; i++) total += drawn[i].b.n_seq;
-        FAT5_CHECK(T, total == (int64_t)tr[0].pool.n_ex);
-        for (i = 0; i < N; i++)
-            for (q = 0; q < drawn[i].b.n_seq; q++) {   // example number `order` of the drawing
-                const fat5_batch *a = &drawn[i].b;
-                int32_t ae = a->enc_cu_seqlens[q], ne = a->enc_cu_seqlens[q + 1] - ae;
-                int32_t ad = a->dec_cu_seqlens[q], nd = a->dec_cu_seqlens[q + 1] - ad;
-                int64_t order = 0, at = 0, z;
-                int g;
-                for (g = 0; g < i; g++) order += drawn[g].b.n_seq;
-                order += q;
-                g = first_bins[order];
-                for (z = 0; z < order; z++) at += first_bins[z] == g;   // its place in micro-batch g
-                {
-                    const fat5_batch *c = &got[g].b;
-                    int32_t ce = c->enc_cu_seqlens[at], cd = c->dec_cu_seqlens[at];
-                    if (c->enc_cu_seqlens[at + 1] - ce == ne && c->dec_cu_seqlens[at + 1] - cd == nd &&
-                        memcmp(c->enc_tokens + ce, a->enc_tokens + ae, (size_t)ne * 4) == 0 &&
-                        memcmp(c->labels + cd, a->labels + ad, (size_t)nd * 4) == 0 && at > last[g])
-                        found++;
-                    last[g] = at;
-                }
-            }
-        FAT5_CHECK_MSG(T, found == total, "%lld of %lld examples found intact", (long long)found, (long long)total);
-    }
-    for (run = 0; run < 2; run++) {
-        fat5__tpool *p = &tr[run].pool;
-        fat5__free(ctx, p->ids);
-        fat5__free(ctx, p->ex);
-        fat5__free(ctx, p->hx);
-        fat5__free(ctx, p->ly);
-        free(p->bin_e);
-        free(p->rank_cost);
-    }
+    FAT5_REQUIRE_OK(T, fat5_ul2_create(ctx, &u, tok, &s));
     for (i = 0; i < N; i++) {
-        fat5__free(ctx, drawn[i].buf);
-        fat5__free(ctx, got[i].buf);
+        FAT5_REQUIRE_OK(T, fat5_ul2_next_batch(s, &b));
+        FAT5_REQUIRE_OK(T, fat5__tbatch_copy(ctx, &drawn[i], &b));
+        total += b.n_seq;
+        tokens += b.n_enc_tokens + b.n_dec_tokens;
+        cost += fat5__batch_flops(&m.cfg, &b);
     }
+    fat5_ul2_destroy(s);
+    for (balance = 0; balance < 2; balance++) {
+        for (r = 0; r < W; r++) {
+            ttb_open(T, &tr[r], &grp[r], &m, tok, &u, W, K, r, balance);
+            fat5__tgroup_draw(&tr[r], &grp[r]);
+            FAT5_CHECK_MSG(T, grp[r].st == FAT5_OK, "rank %d: %s", r, fat5_last_error(ctx));
+            FAT5_REQUIRE(T, grp[r].st == FAT5_OK);
+            FAT5_CHECK(T, grp[r].tokens == tokens && grp[r].balance == grp[0].balance &&
+                              memcmp(grp[r].n_labels, grp[0].n_labels, N * sizeof(int64_t)) == 0);
+            for (j = 0; j < tr[r].pool.n_ex && tr[r].pool.ex[j].bin == tr[0].pool.ex[j].bin; j++) {}
+            FAT5_CHECK_MSG(T, j == tr[0].pool.n_ex && tr[r].pool.n_ex == (size_t)total,
+                           "rank %d: example %zu goes elsewhere than on rank 0", r, j);
+        }
+        if (balance == 0) {   // as drawn
+            before = grp[0].balance;
+            for (r = 0; r < W; r++)
+                for (i = 0; i < K; i++) {
+                    const fat5_batch *x = &grp[r].mb[i].b, *y = &drawn[r * K + i].b;
+                    FAT5_CHECK_MSG(T, x->n_seq == y->n_seq && x->n_enc_tokens == y->n_enc_tokens &&
+                                          x->n_dec_tokens == y->n_dec_tokens &&
+                                          memcmp(x->enc_cu_seqlens, y->enc_cu_seqlens, (size_t)(x->n_seq + 1) * 4) == 0 &&
+                                          memcmp(x->dec_cu_seqlens, y->dec_cu_seqlens, (size_t)(x->n_seq + 1) * 4) == 0 &&
+                                          memcmp(x->enc_tokens, y->enc_tokens, (size_t)x->n_enc_tokens * 4) == 0 &&
+                                          memcmp(x->labels, y->labels, (size_t)x->n_dec_tokens * 4) == 0,
+                                   "rank %d, micro-batch %d is not the drawn one", r, i);
+                }
+        } else {
+            const fat5__tpool *p = &tr[0].pool;
+            int64_t found = 0, e = 0, q;
+            after = grp[0].balance;
+            for (i = 0; i < N; i++) {
+                const fat5_batch *x = &grp[i / K].mb[i % K].b;
+                int64_t lab = 0;
+                FAT5_CHECK_MSG(T, x->n_seq >= 1 && x->n_seq == p->bin_n[i] && x->n_enc_tokens <= u.enc_tokens &&
+                                      x->n_dec_tokens <= u.dec_tokens && x->n_enc_tokens == p->bin_e[i] &&
+                                      x->n_dec_tokens == p->bin_d[i] && x->enc_cu_seqlens[x->n_seq] == x->n_enc_tokens &&
+                                      x->dec_cu_seqlens[x->n_seq] == x->n_dec_tokens,
+                               "micro-batch %d: %lld examples, %lld / %lld tokens", i, (long long)x->n_seq,
+                               (long long)x->n_enc_tokens, (long long)x->n_dec_tokens);
+                for (q = 0; q < x->n_dec_tokens; q++) lab += x->labels[q] != -100;
+                FAT5_CHECK(T, lab == grp[0].n_labels[i]);
+                rebuilt += fat5__batch_flops(&m.cfg, x);
+            }
+            for (i = 0; i < N; i++)   // drawn example e of batch i, sequence q: at its place in its micro-batch
+                for (q = 0; q < drawn[i].b.n_seq; q++, e++) {
+                    const fat5_batch *a = &drawn[i].b, *c;
+                    int32_t ae = a->enc_cu_seqlens[q], ne = a->enc_cu_seqlens[q + 1] - ae;
+                    int32_t ad = a->dec_cu_seqlens[q], nd = a->dec_cu_seqlens[q + 1] - ad, ce, cd;
+                    int g = p->ex[e].bin;
+                    int64_t at = 0, z;
+                    for (z = 0; z < e; z++) at += p->ex[z].bin == g;
+                    c = &grp[g / K].mb[g % K].b;
+                    if (at >= c->n_seq) continue;
+                    ce = c->enc_cu_seqlens[at], cd = c->dec_cu_seqlens[at];
+                    found += c->enc_cu_seqlens[at + 1] - ce == ne && c->dec_cu_seqlens[at + 1] - cd == nd &&
+                             memcmp(c->enc_tokens + ce, a->enc_tokens + ae, (size_t)ne * 4) == 0 &&
+                             memcmp(c->labels + cd, a->labels + ad, (size_t)nd * 4) == 0;
+                }
+            FAT5_CHECK_MSG(T, found == total, "%lld of %lld examples found intact", (long long)found, (long long)total);
+        }
+        for (r = 0; r < W; r++) ttb_close(T, &tr[r], &grp[r]);
+    }
+    FAT5_CHECK_MSG(T, after < before && after < 1.05, "the busiest rank's share: %.4f as drawn, %.4f balanced", before,
+                   after);
+    FAT5_CHECK_MSG(T, fabs(rebuilt - cost) <= 1e-9 * cost, "FLOPs: drawn %.6g, of the balanced micro-batches %.6g", cost,
+                   rebuilt);
+    for (i = 0; i < N; i++) fat5__free(ctx, drawn[i].buf);
     fat5_tokens_close(tok);
+    {   // 2 ranks, 1 micro-batch each, budgets 20 / 20. Rank 0: two examples of cost 10 (10 + 10
+        // tokens), rank 1: one of cost 1 (1 + 19). Every move and swap that would narrow the gap
+        // breaks a budget. Then rank 0 with one example: it cannot be moved away.
+        fat5__tex ex[3] = {{0, 10, 10, 0, 0, 10.0}, {0, 10, 10, 0, 0, 10.0}, {0, 1, 19, 0, 1, 1.0}};
+        int64_t bins[6];
+        double rc[2];
+        int32_t ra[5], by[3];
+        fat5__tsort keys[3], ranks[2];
+        fat5__tpool p;
+        int round;
+        for (round = 0; round < 2; round++) {
+            memset(&p, 0, sizeof p);
+            p.ex = round ? ex + 1 : ex;
+            p.n_ex = round ? 2 : 3;
+            p.by_rank = by, p.keys = keys, p.rank_at = ra, p.ranks = ranks;
+            p.bin_e = bins, p.bin_d = bins + 2, p.bin_n = bins + 4, p.rank_cost = rc;
+            bins[0] = round ? 10 : 20, bins[1] = 1, bins[2] = round ? 10 : 20, bins[3] = 19, bins[4] = round ? 1 : 2,
+            bins[5] = 1;
+            rc[0] = round ? 10 : 20, rc[1] = 1;
+            fat5__tpool_balance(&p, 2, 1, 20, round ? 100 : 20);
+            FAT5_CHECK_MSG(T, ex[0].bin == 0 && ex[1].bin == 0 && ex[2].bin == 1 && rc[0] == (round ? 10 : 20) &&
+                                  rc[1] == 1 && bins[4] == (round ? 1 : 2) && bins[5] == 1,
+                           "round %d: an exchange was made: bins %d %d %d, costs %g %g", round, ex[0].bin, ex[1].bin,
+                           ex[2].bin, rc[0], rc[1]);
+        }
+    }
 }
 
 // Two CPU ranks forked by fat5_launch train 4 steps (with an evaluation and checkpoints); one rank
@@ -690,6 +738,59 @@ static void t_train_two_ranks(fat5_test *T) {
     fat5_train_destroy(t);
 }
 
+// Two CPU ranks whose settings differ (rank 1 another seed, so other initial weights; then
+// another batch budget): fat5_train_create fails on both, naming rank 1, instead of training two
+// models that silently drift apart.
+static void t_train_ranks_disagree(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    const char *data = ttr_corpus(T, 2);
+    char out[600], path[700], *text = NULL;
+    size_t len = 0;
+    int round, r;
+    FAT5_REQUIRE(T, data != NULL);
+    for (round = 0; round < 2; round++) {
+        fat5_launch_info li;
+        fat5_train_config c;
+        snprintf(out, sizeof out, "%s/disagree%d", fat5_test_tmpdir(T), round);
+        c = ttr_config(T, data, out);
+        fflush(stdout);
+        FAT5_REQUIRE_OK(T, fat5_launch(ctx, 2, 5.0, &li));
+        if (li.rank >= 0) {   // a worker: report create's error in a file, leave without returning
+            fat5_ctx_config cc = fat5_ctx_config_default();
+            fat5_ctx *cx = NULL;
+            fat5_trainer *t = NULL;
+            FILE *f;
+            int rc = 1;
+            c.world_size = 2;
+            c.rank = li.rank;
+            snprintf(c.rendezvous, sizeof c.rendezvous, "%s", li.rendezvous);
+            if (li.rank == 1 && round == 0) c.seed += 1;
+            if (li.rank == 1 && round == 1) c.ul2.dec_tokens -= 8;
+            snprintf(path, sizeof path, "%s/disagree%d_rank%d.txt", fat5_test_tmpdir(T), round, li.rank);
+            if (fat5_ctx_create(&cc, &cx) == FAT5_OK) {
+                rc = fat5_train_create(cx, &c, &t) == FAT5_OK ? 0 : 3;
+                if ((f = fopen(path, "w")) != NULL) {
+                    fputs(rc ? fat5_last_error(cx) : "created", f);
+                    fclose(f);
+                }
+            }
+            fat5_train_destroy(t);
+            fat5_ctx_destroy(cx);
+            _exit(rc);
+        }
+        FAT5_CHECK_MSG(T, li.exit_code == 3 && li.failed_rank >= 0, "round %d: exit %d, rank %d: %s", round, li.exit_code,
+                       li.failed_rank, li.message);
+        for (r = 0; r < 2; r++) {
+            snprintf(path, sizeof path, "%s/disagree%d_rank%d.txt", fat5_test_tmpdir(T), round, r);
+            FAT5_REQUIRE_OK(T, fat5__read_file(ctx, path, 1 << 16, &text, &len));
+            FAT5_CHECK_MSG(T, strstr(text, "1 rank (1) run with other settings than rank 0") != NULL, "round %d, rank %d: %s",
+                           round, r, text);
+            fat5__free(ctx, text);
+            text = NULL;
+        }
+    }
+}
+
 // fat5_launch's bookkeeping: workers that all exit 0; status 130 (a stop) that is not a failure;
 // the first failure named, with a worker that never ends killed after the grace time; SIGTERM to
 // the launcher passed on to every worker.
@@ -734,4 +835,4 @@ static void t_dist_launch(fat5_test *T) {
 }
 
 #define FAT5_TESTS_TRAIN(X) X(train_options) X(train_learns) X(train_resume_bitwise) X(train_kill9_during_save) \
-    X(train_rejects) X(train_skips_nonfinite) X(train_init_from_hf) X(train_dist_options) X(train_balance) X(train_two_ranks) X(dist_launch)
+    X(train_rejects) X(train_skips_nonfinite) X(train_init_from_hf) X(train_dist_options) X(train_balance) X(train_two_ranks) X(train_ranks_disagree) X(dist_launch)
