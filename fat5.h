@@ -11083,13 +11083,19 @@ static void fat5__comm_grads_begin(fat5__comm *c, fat5__addr gd, size_t n) {
     c->next_hi = n;
 }
 
-// Every gradient at float offset >= lo is final: sums the whole buckets above lo.
+// Every gradient at float offset >= lo is final: sums the whole buckets above lo, from the top.
+// Once what is left fits one bucket, sums what is final at every call (a layer at a time), so that
+// the sum left for after the backward, which nothing overlaps, is only the last layer's. The calls
+// come in the same order with the same offsets on every rank, so the buckets match.
 static fat5_status fat5__comm_grads_ready(void *user, size_t lo) {
     fat5__comm *c = (fat5__comm *)user;
     fat5_status st;
-    while (c->next_hi > 0) {
+    while (c->next_hi > lo) {
         size_t b_lo = c->next_hi > c->bucket ? c->next_hi - c->bucket : 0;
-        if (b_lo < lo) break;
+        if (b_lo < lo) {
+            if (c->next_hi > c->bucket) break;   // not a whole bucket yet
+            b_lo = lo;                            // the last bucket's worth: what is final now
+        }
         if ((st = fat5__comm_sum(c, c->gd + (fat5__addr)b_lo * 4, c->next_hi - b_lo, 0))) return st;
         c->next_hi = b_lo;
     }
