@@ -1421,7 +1421,7 @@ static void fat5__h128_bytes(fat5__h128 *h, const void *data, size_t n) {
     h->b = b;
 }
 // a length-prefixed field, so that ("ab","c") and ("a","bc") differ
-static FAT5__UNUSED void fat5__h128_field(fat5__h128 *h, const void *data, size_t n) {
+static void fat5__h128_field(fat5__h128 *h, const void *data, size_t n) {
     unsigned char len[8];
     int i;
     for (i = 0; i < 8; i++) len[i] = (unsigned char)((uint64_t)n >> (8 * i));
@@ -1436,13 +1436,13 @@ static uint64_t fat5__h128_mix(uint64_t x) {  // murmur3 fmix64
     x ^= x >> 33;
     return x;
 }
-static FAT5__UNUSED fat5__h128 fat5__h128_final(const fat5__h128 *h) {
+static fat5__h128 fat5__h128_final(const fat5__h128 *h) {
     fat5__h128 r;
     r.a = fat5__h128_mix(h->a);
     r.b = fat5__h128_mix(h->b ^ (h->a >> 1));
     return r;
 }
-static FAT5__UNUSED fat5__h128 fat5__h128_of(const void *data, size_t n) {
+static fat5__h128 fat5__h128_of(const void *data, size_t n) {
     fat5__h128 h;
     fat5__h128_init(&h);
     fat5__h128_field(&h, data, n);
@@ -13356,16 +13356,17 @@ static void fat5__tgroup_draw(fat5_trainer *t, fat5__tgroup *g) {
     for (i = 0; i < t->world * k && g->st == FAT5_OK; i++) {
         if ((g->st = fat5_ul2_next_batch(t->sampler, &b)) != FAT5_OK) break;
         g->tokens += b.n_enc_tokens + b.n_dec_tokens;
-        g->flops += 3 * fat5__batch_flops(&t->m->cfg, &b);
-        if (pool) {
+        if (pool) {   // FLOPs and labels counted per example
             g->st = fat5__tpool_add(t, &b, i);
             continue;
         }
+        g->flops += 3 * fat5__batch_flops(&t->m->cfg, &b);
         g->n_labels[i] = 0;
         for (j = 0; j < b.n_dec_tokens; j++) g->n_labels[i] += b.labels[j] != -100;
         g->st = fat5__tbatch_copy(t->dctx, &g->mb[i], &b);
     }
     if (!pool || g->st) return;
+    for (i = 0; i < t->world; i++) g->flops += 3 * p->rank_cost[i];
     if (t->cfg.balance_ranks)
         fat5__tpool_balance(p, t->world, k, t->cfg.ul2.enc_tokens, t->cfg.ul2.dec_tokens);
     g->balance = fat5__tpool_spread(p, t->world);
@@ -13786,7 +13787,6 @@ static fat5_status fat5__train_agree(fat5_trainer *t) {
     char state[FAT5_UL2_STATE_CAP], *json = NULL, bad[160];
     size_t len = 0, nb = 0;
     fat5__sb b;
-    fat5__h128 h;
     uint64_t d;
     double *v;
     int r, i, n_bad = 0;
@@ -13816,10 +13816,8 @@ static fat5_status fat5__train_agree(fat5_trainer *t) {
         fat5__sb_free(&b);
         return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
     }
-    fat5__h128_init(&h);
-    fat5__h128_bytes(&h, b.buf, b.len);
+    d = fat5__h128_of(b.buf, b.len).a;
     fat5__sb_free(&b);
-    d = h.a ^ fat5__h128_mix(h.b);
     if (!(v = FAT5__CAST(double *, fat5__calloc(ctx, (size_t)(2 * t->world), sizeof(double)))))
         return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
     v[2 * t->rank] = (double)(d >> 38);                   // 26 bits each: exact in a double, and in
@@ -13912,7 +13910,8 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
         fat5_ctx_config dc = ctx->cfg;
         dc.device = FAT5_DEVICE_CPU;
         if (!t->grp[0].mb || !t->grp[1].mb || !t->grp[0].n_labels || !t->grp[1].n_labels ||
-            (t->world > 1 && (!t->pool.bin_e || !t->pool.rank_cost || !t->pool.rank_at || !t->pool.ranks)) || fat5_ctx_create(&dc, &t->dctx) != FAT5_OK) {
+            (t->world > 1 && (!t->pool.bin_e || !t->pool.rank_cost || !t->pool.rank_at || !t->pool.ranks)) ||
+            fat5_ctx_create(&dc, &t->dctx) != FAT5_OK) {
             fat5_train_destroy(t);
             return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
         }
