@@ -51,8 +51,10 @@
 //     FAT5_SYNC_LAUNCHES=1     synchronise after every kernel launch (errors name the kernel)
 //     FAT5_ATTN_TC=0           bf16 attention forward on the exact FMA kernels, not tensor cores
 //     FAT5_MM_ROWS=0           products of a few rows (decoding) on cuBLAS too, not fat5_mm
+//     FAT5_CUBLASLT=0          products on cublasGemmEx (its own algorithm per size), not cuBLASLt
+//                              with one algorithm per size class
 //     FAT5_PDL=0               decode-step kernels launch plainly, not as programmatic dependents
-//     CUDA_HOME                also searched for libcuda, libnvrtc and libcublas
+//     CUDA_HOME                also searched for libcuda, libnvrtc, libcublas and libcublasLt
 //     NCCL_HOME, VIRTUAL_ENV, CONDA_PREFIX   also searched for libnccl.so.2 (several GPUs only;
 //                              the Python environments' nvidia/nccl/lib)
 //
@@ -2620,7 +2622,19 @@ enum {
     FAT5__CUBLAS_COMPUTE_32F = 68,  // fp32 compute, no TF32 (that is _FAST_TF32 or a TF32 math mode)
     FAT5__CUBLAS_GEMM_DEFAULT = -1,
     FAT5__CUBLAS_DEFAULT_MATH = 0,
-    FAT5__CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION = 16  // split-K sums in fp32 (bf16 C)
+    FAT5__CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION = 16,  // split-K sums in fp32 (bf16 C)
+    // cuBLASLt (cublasLt.h): descriptor and preference attributes, reduction schemes
+    FAT5__CUBLASLT_MATMUL_DESC_TRANSA = 3,
+    FAT5__CUBLASLT_MATMUL_DESC_TRANSB = 4,
+    FAT5__CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,
+    FAT5__CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK = 3,
+    FAT5__CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5,
+    FAT5__CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6,
+    FAT5__CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
+    FAT5__CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8,
+    FAT5__CUBLASLT_REDUCTION_SCHEME_INPLACE = 1,      // split-K sums in the output buffer, in fp32 compute
+    FAT5__CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE = 2  // ... or in a workspace of the compute type (never
+                                                      // OUTPUT_TYPE = 4: bf16 partial sums)
 };
 
 // driver (cuda.h)
@@ -2784,6 +2798,54 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmStridedBatchedEx)(
     const void *beta, void *C, fat5__cudaDataType c_type, int ldc, long long stride_c, int batch,
     fat5__cublasComputeType_t compute, fat5__cublasGemmAlgo_t algo);
 
+// cuBLASLt (cublasLt.h): products with an algorithm fat5 picks and keeps (fat5__gpu_mm). The
+// descriptors are opaque structs reached through pointers; the algorithm and the heuristic's
+// result are plain structs of the header's layout.
+typedef struct fat5__cublasLtContext *fat5__cublasLtHandle_t;
+typedef struct fat5__cublasLtMatmulDescOpaque *fat5__cublasLtMatmulDesc_t;
+typedef struct fat5__cublasLtMatrixLayoutOpaque *fat5__cublasLtMatrixLayout_t;
+typedef struct fat5__cublasLtMatmulPreferenceOpaque *fat5__cublasLtMatmulPreference_t;
+typedef unsigned int fat5__cublasLtMatmulDescAttributes_t;
+typedef unsigned int fat5__cublasLtMatmulPreferenceAttributes_t;
+typedef struct fat5__cublasLtMatmulAlgo_t {
+    uint64_t data[8];
+} fat5__cublasLtMatmulAlgo_t;
+typedef struct fat5__cublasLtMatmulHeuristicResult_t {
+    fat5__cublasLtMatmulAlgo_t algo;
+    size_t workspaceSize;
+    fat5__cublasStatus_t state;
+    float wavesCount;
+    int reserved[4];
+} fat5__cublasLtMatmulHeuristicResult_t;
+typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtCreate)(fat5__cublasLtHandle_t *handle);
+typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtDestroy)(fat5__cublasLtHandle_t handle);
+typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatmulDescCreate)(fat5__cublasLtMatmulDesc_t *desc,
+                                                                   fat5__cublasComputeType_t compute,
+                                                                   fat5__cudaDataType scale);
+typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatmulDescDestroy)(fat5__cublasLtMatmulDesc_t desc);
+typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatmulDescSetAttribute)(fat5__cublasLtMatmulDesc_t desc,
+                                                                         fat5__cublasLtMatmulDescAttributes_t attr,
+                                                                         const void *buf, size_t bytes);
+typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatrixLayoutCreate)(fat5__cublasLtMatrixLayout_t *layout,
+                                                                     fat5__cudaDataType type, uint64_t rows,
+                                                                     uint64_t cols, int64_t ld);
+typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatrixLayoutDestroy)(fat5__cublasLtMatrixLayout_t layout);
+typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatmulPreferenceCreate)(fat5__cublasLtMatmulPreference_t *pref);
+typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatmulPreferenceDestroy)(fat5__cublasLtMatmulPreference_t pref);
+typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatmulPreferenceSetAttribute)(
+    fat5__cublasLtMatmulPreference_t pref, fat5__cublasLtMatmulPreferenceAttributes_t attr, const void *buf,
+    size_t bytes);
+typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatmulAlgoGetHeuristic)(
+    fat5__cublasLtHandle_t handle, fat5__cublasLtMatmulDesc_t desc, fat5__cublasLtMatrixLayout_t a,
+    fat5__cublasLtMatrixLayout_t b, fat5__cublasLtMatrixLayout_t c, fat5__cublasLtMatrixLayout_t d,
+    fat5__cublasLtMatmulPreference_t pref, int requested, fat5__cublasLtMatmulHeuristicResult_t results[],
+    int *returned);
+typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatmul)(
+    fat5__cublasLtHandle_t handle, fat5__cublasLtMatmulDesc_t desc, const void *alpha, const void *A,
+    fat5__cublasLtMatrixLayout_t a, const void *B, fat5__cublasLtMatrixLayout_t b, const void *beta, const void *C,
+    fat5__cublasLtMatrixLayout_t c, void *D, fat5__cublasLtMatrixLayout_t d, const fat5__cublasLtMatmulAlgo_t *algo,
+    void *workspace, size_t workspace_bytes, fat5__CUstream stream);
+
 // X(api, "exported symbol"): the field g->cu.<api> has type fat5__PFN_<api>. The symbol is the one
 // the vendor header maps <api> to (tests/test_abi.c checks it).
 #define FAT5__CU_API(X)                                                                            \
@@ -2846,6 +2908,21 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasGemmStridedBatchedEx)(
     X(cublasGetStatusName, "cublasGetStatusName")                                                  \
     X(cublasGemmEx, "cublasGemmEx")                                                                \
     X(cublasGemmStridedBatchedEx, "cublasGemmStridedBatchedEx")
+
+// cuBLASLt: optional (without it, or with FAT5_CUBLASLT=0, every product goes through cublasGemmEx)
+#define FAT5__CUBLASLT_API(X)                                                                      \
+    X(cublasLtCreate, "cublasLtCreate")                                                            \
+    X(cublasLtDestroy, "cublasLtDestroy")                                                          \
+    X(cublasLtMatmulDescCreate, "cublasLtMatmulDescCreate")                                        \
+    X(cublasLtMatmulDescDestroy, "cublasLtMatmulDescDestroy")                                      \
+    X(cublasLtMatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute")                            \
+    X(cublasLtMatrixLayoutCreate, "cublasLtMatrixLayoutCreate")                                    \
+    X(cublasLtMatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy")                                  \
+    X(cublasLtMatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate")                            \
+    X(cublasLtMatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy")                          \
+    X(cublasLtMatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute")                \
+    X(cublasLtMatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic")                            \
+    X(cublasLtMatmul, "cublasLtMatmul")
 
 // Optional driver entry points, loaded on first use (the profiler); the same X form, checked by
 // tests/test_abi.c like the rest. cuEventElapsedTime_v2 (driver 12.8+) falls back to the first
@@ -2925,12 +3002,23 @@ struct fat5__prof {
     int n_e, cap_e;
 };
 
+// One size class of products on cuBLASLt (fat5__gpu_mm): the key, and the algorithm the heuristic
+// chose for the class's largest product. The free dimension (the rows of NT / NN, the inner one of
+// TN: the tokens, in the model) is rounded up to its class; the others are exact.
+typedef struct fat5__lt_algo {
+    int32_t m, n, k;
+    uint8_t layout, bf16, c_f32, beta, al_a, al_b, al_c;  // al_*: log2 of the pointer's alignment (<= 8)
+    uint8_t state;                                        // 0 free slot, 1 algo holds one, 2 no algorithm
+    fat5__cublasLtMatmulAlgo_t algo;
+} fat5__lt_algo;
+
 struct fat5__gpu {
-    void *lib_cuda, *lib_nvrtc, *lib_nvrtc_builtins, *lib_cublas;
-    char path_cuda[512], path_nvrtc[512], path_cublas[512];  // what dlopen opened
+    void *lib_cuda, *lib_nvrtc, *lib_nvrtc_builtins, *lib_cublas, *lib_cublaslt;
+    char path_cuda[512], path_nvrtc[512], path_cublas[512], path_cublaslt[512];  // what dlopen opened
     struct { FAT5__CU_API(FAT5__GPU_FIELD) } cu;
     struct { FAT5__NVRTC_API(FAT5__GPU_FIELD) } nvrtc;
     struct { FAT5__CUBLAS_API(FAT5__GPU_FIELD) } cublas;
+    struct { FAT5__CUBLASLT_API(FAT5__GPU_FIELD) } lt;
     int driver_version;            // 13000 = 13.0; 0 when compiling without a driver
     int nvrtc_major, nvrtc_minor;
     int cublas_version;            // e.g. 130100
@@ -2947,6 +3035,15 @@ struct fat5__gpu {
     int ctx_retained;
     fat5__CUstream stream;         // the one non-blocking stream all work goes to
     fat5__cublasHandle_t blas;     // on `stream`
+    // cuBLASLt products (fat5__gpu_mm); lt_handle NULL: every product on cublasGemmEx, lt_off says why
+    fat5__cublasLtHandle_t lt_handle;
+    fat5__cublasLtMatmulDesc_t lt_desc[3];     // per layout (NT, NN, TN): the operations
+    fat5__cublasLtMatmulPreference_t lt_pref;  // workspace, reductions, alignments (set per query)
+    fat5__lt_algo *lt_cache;       // open addressing, FAT5__LT_SLOTS slots
+    int lt_n;                      // slots used
+    fat5__dptr lt_ws;              // FAT5__LT_WS bytes
+    long long lt_calls, lt_queries, lt_fallbacks;  // products run, heuristic queries, products passed on
+    char lt_off[640];
     fat5__CUmodule module;
     fat5__CUfunction fn[FAT5__K_COUNT];
     unsigned smem_set[FAT5__K_COUNT];  // dynamic shared memory opted into per kernel
@@ -3127,6 +3224,14 @@ static const char *fat5__dev_load_cublas(struct fat5__gpu *g) {
     FAT5__CUBLAS_API(FAT5__DEV_LOAD_CUBLAS)
     return missing;
 }
+#define FAT5__DEV_LOAD_CUBLASLT(api, sym)                                                          \
+    if (!missing && !(g->lt.api = (fat5__PFN_##api)fat5__dev_sym(g->lib_cublaslt, sym))) missing = sym;
+static const char *fat5__dev_load_cublaslt(struct fat5__gpu *g) {
+    const char *missing = NULL;
+    FAT5__CUBLASLT_API(FAT5__DEV_LOAD_CUBLASLT)
+    return missing;
+}
+#undef FAT5__DEV_LOAD_CUBLASLT
 #undef FAT5__DEV_LOAD_CU
 #undef FAT5__DEV_LOAD_NVRTC
 #undef FAT5__DEV_LOAD_CUBLAS
@@ -3626,15 +3731,98 @@ static fat5_status fat5__dev_build(fat5_ctx *ctx, struct fat5__gpu *g, int no_re
 // Releases everything g holds (in reverse order of acquisition) and frees it.
 static void fat5__dev_prof_free(fat5_ctx *ctx, struct fat5__gpu *g);
 
+// ---- cuBLASLt -----------------------------------------------------------------------------------
+// cublasGemmEx asks cuBLAS's heuristic for every product size it has not seen, and the model's
+// sizes change with every packed batch (the tokens): measured on one H200, FAT5-small's 366
+// products a step spent 4-6 ms of host time there, and a size that brought a new kernel 3-5 ms more
+// (tens of ms on some steps), which left the GPU waiting. So the products go through cuBLASLt with
+// an algorithm chosen once per size class: the free dimension (the tokens) rounded up to one of 4
+// classes per octave, the heuristic asked for the class's largest size, its first choice kept
+// and run for every size of the class. Without libcublasLt, with FAT5_CUBLASLT=0, or where a kept
+// algorithm refuses a size, cublasGemmEx runs the product instead. The same sizes get the same algorithms in every process, so runs stay
+// reproducible.
+#define FAT5__LT_SLOTS 4096                 // size classes kept (about 3 heuristic queries a class)
+#define FAT5__LT_WS ((size_t)32 << 20)      // the products' workspace (split-K), as cuBLAS's own
+
+static void fat5__dev_close_lt(fat5_ctx *ctx, struct fat5__gpu *g) {
+    int i;
+    if (g->lt_ws && g->cu.cuMemFree) g->cu.cuMemFree(g->lt_ws);
+    g->lt_ws = 0;
+    if (g->lt_pref) g->lt.cublasLtMatmulPreferenceDestroy(g->lt_pref);
+    g->lt_pref = NULL;
+    for (i = 0; i < 3; i++)
+        if (g->lt_desc[i]) g->lt.cublasLtMatmulDescDestroy(g->lt_desc[i]);
+    memset(g->lt_desc, 0, sizeof g->lt_desc);
+    if (g->lt_handle) g->lt.cublasLtDestroy(g->lt_handle);
+    g->lt_handle = NULL;
+    fat5__free(ctx, g->lt_cache);
+    g->lt_cache = NULL;
+    g->lt_n = 0;
+}
+
+// Opens cuBLASLt when it can (after cuBLAS); otherwise leaves lt_handle NULL and says why in lt_off.
+static void fat5__dev_open_lt(fat5_ctx *ctx, struct fat5__gpu *g) {
+    const char *env = getenv("FAT5_CUBLASLT"), *names[2], *missing;
+    char buf[2][64];
+    fat5__sb errs;
+    const unsigned ops[3][2] = {{FAT5__CUBLAS_OP_T, FAT5__CUBLAS_OP_N},   // NT: op(B), op(A) (see fat5__gpu_mm_ops)
+                                {FAT5__CUBLAS_OP_N, FAT5__CUBLAS_OP_N},   // NN
+                                {FAT5__CUBLAS_OP_N, FAT5__CUBLAS_OP_T}};  // TN
+    uint64_t ws = FAT5__LT_WS;
+    uint32_t schemes = FAT5__CUBLASLT_REDUCTION_SCHEME_INPLACE | FAT5__CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    int i, ok = 1;
+    if (env && strcmp(env, "0") == 0) {
+        snprintf(g->lt_off, sizeof g->lt_off, "FAT5_CUBLASLT=0");
+        return;
+    }
+    fat5__dev_sonames("libcublasLt", g->driver_version, buf, names);
+    fat5__sb_init(&errs, ctx);
+    g->lib_cublaslt = fat5__dev_dlopen(&errs, names, 2, g->path_cublaslt, sizeof g->path_cublaslt);
+    fat5__sb_free(&errs);
+    if (!g->lib_cublaslt) {
+        snprintf(g->lt_off, sizeof g->lt_off, "%s not found", names[0]);
+        return;
+    }
+    if ((missing = fat5__dev_load_cublaslt(g)) != NULL) {
+        snprintf(g->lt_off, sizeof g->lt_off, "%s lacks %s", g->path_cublaslt, missing);
+        return;
+    }
+    g->lt_cache = FAT5__CAST(fat5__lt_algo *, fat5__calloc(ctx, FAT5__LT_SLOTS, sizeof(fat5__lt_algo)));
+    if (!g->lt_cache || g->lt.cublasLtCreate(&g->lt_handle) != FAT5__CUBLAS_STATUS_SUCCESS) g->lt_handle = NULL, ok = 0;
+    for (i = 0; i < 3 && ok; i++)
+        ok = g->lt.cublasLtMatmulDescCreate(&g->lt_desc[i], FAT5__CUBLAS_COMPUTE_32F, FAT5__CUDA_R_32F) ==
+                 FAT5__CUBLAS_STATUS_SUCCESS &&
+             g->lt.cublasLtMatmulDescSetAttribute(g->lt_desc[i], FAT5__CUBLASLT_MATMUL_DESC_TRANSA, &ops[i][0],
+                                                  sizeof ops[i][0]) == FAT5__CUBLAS_STATUS_SUCCESS &&
+             g->lt.cublasLtMatmulDescSetAttribute(g->lt_desc[i], FAT5__CUBLASLT_MATMUL_DESC_TRANSB, &ops[i][1],
+                                                  sizeof ops[i][1]) == FAT5__CUBLAS_STATUS_SUCCESS;
+    ok = ok && g->lt.cublasLtMatmulPreferenceCreate(&g->lt_pref) == FAT5__CUBLAS_STATUS_SUCCESS &&
+         g->lt.cublasLtMatmulPreferenceSetAttribute(g->lt_pref, FAT5__CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                    sizeof ws) == FAT5__CUBLAS_STATUS_SUCCESS &&
+         g->lt.cublasLtMatmulPreferenceSetAttribute(g->lt_pref, FAT5__CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                    &schemes, sizeof schemes) == FAT5__CUBLAS_STATUS_SUCCESS;
+    if (!ok) {
+        fat5__dev_close_lt(ctx, g);
+        snprintf(g->lt_off, sizeof g->lt_off, "%s: setting up a handle or descriptor failed", g->path_cublaslt);
+    } else if (g->cu.cuMemAlloc(&g->lt_ws, FAT5__LT_WS) != FAT5__CUDA_SUCCESS) {
+        g->lt_ws = 0;
+        fat5__dev_close_lt(ctx, g);
+        snprintf(g->lt_off, sizeof g->lt_off, "no device memory for its %d MiB workspace", (int)(FAT5__LT_WS >> 20));
+    }
+}
+
+
 static void fat5__dev_release(fat5_ctx *ctx, struct fat5__gpu *g) {
     if (!g) return;
     if (g->cuctx && g->cu.cuCtxSetCurrent) g->cu.cuCtxSetCurrent(g->cuctx);
     if (g->stream && g->cu.cuStreamSynchronize) g->cu.cuStreamSynchronize(g->stream);
     fat5__dev_prof_free(ctx, g);
+    fat5__dev_close_lt(ctx, g);
     if (g->blas && g->cublas.cublasDestroy) g->cublas.cublasDestroy(g->blas);
     if (g->module && g->cu.cuModuleUnload) g->cu.cuModuleUnload(g->module);
     if (g->stream && g->cu.cuStreamDestroy) g->cu.cuStreamDestroy(g->stream);
     if (g->ctx_retained && g->cu.cuDevicePrimaryCtxRelease) g->cu.cuDevicePrimaryCtxRelease(g->dev);
+    if (g->lib_cublaslt) dlclose(g->lib_cublaslt);
     if (g->lib_cublas) dlclose(g->lib_cublas);
     if (g->lib_nvrtc) dlclose(g->lib_nvrtc);
     if (g->lib_nvrtc_builtins) dlclose(g->lib_nvrtc_builtins);
@@ -3871,6 +4059,7 @@ static fat5_status fat5__dev_open(fat5_ctx *ctx) {
         goto fail;
     if (g->cublas.cublasGetVersion(g->blas, &g->cublas_version) != FAT5__CUBLAS_STATUS_SUCCESS)
         g->cublas_version = 0;
+    fat5__dev_open_lt(ctx, g);   // 7. cuBLASLt, when there is one
 
     fat5__log(ctx, FAT5_LOG_INFO,
               "GPU %d: %s, sm_%d%d, %d SMs, %.1f GiB; driver %d.%d, NVRTC %d.%d (%s), cuBLAS %d (%s)",
@@ -3878,6 +4067,10 @@ static fat5_status fat5__dev_open(fat5_ctx *ctx) {
               (double)g->total_mem / (1024.0 * 1024.0 * 1024.0), g->driver_version / 1000,
               g->driver_version % 1000 / 10, g->nvrtc_major, g->nvrtc_minor, g->path_nvrtc,
               g->cublas_version, g->path_cublas);
+    if (g->lt_handle)
+        fat5__log(ctx, FAT5_LOG_INFO, "products: cuBLASLt (%s), one algorithm per size class", g->path_cublaslt);
+    else
+        fat5__log(ctx, FAT5_LOG_INFO, "products: cublasGemmEx (cuBLASLt off: %s)", g->lt_off);
     if (g->cache_hit)
         fat5__log(ctx, FAT5_LOG_INFO, "kernels: %s %s from the cache (%s)", g->ptx ? "PTX" : "cubin",
                   g->arch, g->cache_file);
@@ -6249,6 +6442,151 @@ static void fat5__gpu_mm_ops(fat5__mm_layout layout, int64_t M, int64_t N, int64
     }
 }
 
+// ---- products on cuBLASLt (see "cuBLASLt" in [2]) ----
+// log2 of a pointer's alignment, at most 8 (256 bytes)
+static unsigned fat5__lt_align(fat5__dptr p) {
+    unsigned a = 0;
+    while (a < 8 && !(p & ((fat5__dptr)1 << a))) a++;
+    return a;
+}
+
+// The size class of a free dimension: itself up to 64, else rounded up to a multiple of a quarter
+// of the power of two below it (4 classes an octave: 4093 -> 4096, 11512 -> 12288).
+static int64_t fat5__lt_class(int64_t x) {
+    int64_t p = 64, step, c;
+    if (x <= 64) return x;
+    while (p * 2 < x) p *= 2;
+    step = p / 4;
+    c = (x + step - 1) / step * step;
+    return c <= INT_MAX ? c : x;
+}
+
+static int fat5__lt_same(const fat5__lt_algo *a, const fat5__lt_algo *b) {
+    return a->m == b->m && a->n == b->n && a->k == b->k && a->layout == b->layout && a->bf16 == b->bf16 &&
+           a->c_f32 == b->c_f32 && a->beta == b->beta && a->al_a == b->al_a && a->al_b == b->al_b &&
+           a->al_c == b->al_c;
+}
+
+static uint32_t fat5__lt_hash(const fat5__lt_algo *k) {
+    uint64_t v[3];
+    uint32_t h = 2166136261u;
+    size_t i;
+    v[0] = (uint64_t)(uint32_t)k->m << 32 | (uint32_t)k->n;
+    v[1] = (uint64_t)(uint32_t)k->k << 32 | (uint64_t)k->layout << 24 | (uint64_t)k->bf16 << 16 |
+           (uint64_t)k->c_f32 << 8 | k->beta;
+    v[2] = (uint64_t)k->al_a << 16 | (uint64_t)k->al_b << 8 | k->al_c;
+    for (i = 0; i < sizeof v; i++) h = (h ^ ((const unsigned char *)v)[i]) * 16777619u;
+    return h;
+}
+
+// The three matrix layouts of a row-major product, in cuBLAS's column-major view (as fat5__gpu_mm
+// passes cublasGemmEx): C^T [N x M] = op(B^T) [N x K] op(A^T) [K x M]. l[0] is B's, l[1] A's, l[2]
+// C's. Returns 0 when one cannot be made (those made are destroyed).
+static int fat5__lt_layouts(struct fat5__gpu *g, fat5__mm_layout layout, fat5__cudaDataType ab_t,
+                            fat5__cudaDataType c_t, int64_t M, int64_t N, int64_t K,
+                            fat5__cublasLtMatrixLayout_t l[3]) {
+    fat5__cublasOperation_t op_a, op_b;
+    int64_t ld_a, ld_b;
+    int i, ok;
+    fat5__gpu_mm_ops(layout, M, N, K, &op_a, &ld_a, &op_b, &ld_b);
+    l[0] = l[1] = l[2] = NULL;
+    ok = g->lt.cublasLtMatrixLayoutCreate(&l[0], ab_t, (uint64_t)(op_b == FAT5__CUBLAS_OP_N ? N : K),
+                                          (uint64_t)(op_b == FAT5__CUBLAS_OP_N ? K : N), ld_b) ==
+             FAT5__CUBLAS_STATUS_SUCCESS &&
+         g->lt.cublasLtMatrixLayoutCreate(&l[1], ab_t, (uint64_t)(op_a == FAT5__CUBLAS_OP_N ? K : M),
+                                          (uint64_t)(op_a == FAT5__CUBLAS_OP_N ? M : K), ld_a) ==
+             FAT5__CUBLAS_STATUS_SUCCESS &&
+         g->lt.cublasLtMatrixLayoutCreate(&l[2], c_t, (uint64_t)N, (uint64_t)M, N) == FAT5__CUBLAS_STATUS_SUCCESS;
+    if (!ok)
+        for (i = 0; i < 3; i++) {
+            if (l[i]) g->lt.cublasLtMatrixLayoutDestroy(l[i]);
+            l[i] = NULL;
+        }
+    return ok;
+}
+
+// The kept algorithm of a product's size class, asking the heuristic the first time; NULL when
+// cublasGemmEx must run the product (no algorithm for the class, or no slot left).
+static const fat5__cublasLtMatmulAlgo_t *fat5__lt_algo_of(struct fat5__gpu *g, const fat5__lt_algo *key,
+                                                          fat5__cudaDataType ab_t, fat5__cudaDataType c_t) {
+    uint32_t h = fat5__lt_hash(key) & (FAT5__LT_SLOTS - 1), i;
+    fat5__lt_algo *e;
+    fat5__cublasLtMatrixLayout_t l[3];
+    fat5__cublasLtMatmulHeuristicResult_t res;
+    uint32_t al[4];
+    int n = 0;
+    for (i = 0; i < FAT5__LT_SLOTS; i++, h = (h + 1) & (FAT5__LT_SLOTS - 1)) {
+        e = &g->lt_cache[h];
+        if (!e->state) break;
+        if (fat5__lt_same(e, key)) return e->state == 1 ? &e->algo : NULL;
+    }
+    if (i == FAT5__LT_SLOTS || g->lt_n >= FAT5__LT_SLOTS / 4 * 3) return NULL;  // full: no new classes
+    e = &g->lt_cache[h];
+    *e = *key;
+    e->state = 2;
+    g->lt_n++;
+    g->lt_queries++;
+    // the class's largest product, with the pointers' alignments (B is cuBLAS's A, A its B)
+    al[0] = 1u << key->al_b, al[1] = 1u << key->al_a, al[2] = al[3] = 1u << key->al_c;
+    if (g->lt.cublasLtMatmulPreferenceSetAttribute(g->lt_pref, FAT5__CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0],
+                                                   4) != FAT5__CUBLAS_STATUS_SUCCESS ||
+        g->lt.cublasLtMatmulPreferenceSetAttribute(g->lt_pref, FAT5__CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1],
+                                                   4) != FAT5__CUBLAS_STATUS_SUCCESS ||
+        g->lt.cublasLtMatmulPreferenceSetAttribute(g->lt_pref, FAT5__CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2],
+                                                   4) != FAT5__CUBLAS_STATUS_SUCCESS ||
+        g->lt.cublasLtMatmulPreferenceSetAttribute(g->lt_pref, FAT5__CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3],
+                                                   4) != FAT5__CUBLAS_STATUS_SUCCESS ||
+        !fat5__lt_layouts(g, (fat5__mm_layout)key->layout, ab_t, c_t, key->m, key->n, key->k, l))
+        return NULL;
+    if (g->lt.cublasLtMatmulAlgoGetHeuristic(g->lt_handle, g->lt_desc[key->layout], l[0], l[1], l[2], l[2],
+                                             g->lt_pref, 1, &res, &n) == FAT5__CUBLAS_STATUS_SUCCESS &&
+        n > 0 && res.state == FAT5__CUBLAS_STATUS_SUCCESS) {
+        e->algo = res.algo;
+        e->state = 1;
+    }
+    for (i = 0; i < 3; i++) g->lt.cublasLtMatrixLayoutDestroy(l[i]);
+    return e->state == 1 ? &e->algo : NULL;
+}
+
+// Queues C = alpha op(A) op(B) + beta C (as fat5__gpu_mm) on cuBLASLt with its class's algorithm.
+// Returns 0 when cublasGemmEx must run it instead.
+static int fat5__gpu_mm_lt(fat5_ctx *ctx, fat5__mm_layout layout, fat5__dptr C, fat5__cudaDataType c_t,
+                           fat5__dptr A, fat5__dptr B, fat5__cudaDataType ab_t, int64_t M, int64_t N, int64_t K,
+                           float alpha, float beta) {
+    struct fat5__gpu *g = ctx->gpu;
+    const fat5__cublasLtMatmulAlgo_t *algo;
+    fat5__cublasLtMatrixLayout_t l[3];
+    fat5__lt_algo key;
+    fat5__cublasStatus_t s;
+    int i;
+    if (!g->lt_handle || K == 0) return 0;
+    memset(&key, 0, sizeof key);
+    key.layout = (uint8_t)layout;
+    key.bf16 = ab_t == FAT5__CUDA_R_16BF;
+    key.c_f32 = c_t == FAT5__CUDA_R_32F;
+    key.beta = beta != 0.0f;
+    key.m = (int32_t)(layout == FAT5__MM_TN ? M : fat5__lt_class(M));
+    key.n = (int32_t)N;
+    key.k = (int32_t)(layout == FAT5__MM_TN ? fat5__lt_class(K) : K);
+    key.al_a = (uint8_t)fat5__lt_align(A);
+    key.al_b = (uint8_t)fat5__lt_align(B);
+    key.al_c = (uint8_t)fat5__lt_align(C);
+    if (!(algo = fat5__lt_algo_of(g, &key, ab_t, c_t)) || !fat5__lt_layouts(g, layout, ab_t, c_t, M, N, K, l)) {
+        g->lt_fallbacks++;
+        return 0;
+    }
+    s = g->lt.cublasLtMatmul(g->lt_handle, g->lt_desc[layout], &alpha, (const void *)(uintptr_t)B, l[0],
+                             (const void *)(uintptr_t)A, l[1], &beta, (const void *)(uintptr_t)C, l[2],
+                             (void *)(uintptr_t)C, l[2], algo, (void *)(uintptr_t)g->lt_ws, FAT5__LT_WS, g->stream);
+    for (i = 0; i < 3; i++) g->lt.cublasLtMatrixLayoutDestroy(l[i]);
+    if (s != FAT5__CUBLAS_STATUS_SUCCESS) {   // refused before launching: cublasGemmEx runs it
+        g->lt_fallbacks++;
+        return 0;
+    }
+    g->lt_calls++;
+    return 1;
+}
+
 static FAT5__UNUSED fat5_status fat5__gpu_mm(fat5_ctx *ctx, fat5__mm_layout layout, fat5__dptr C,
                                              int c_f32, fat5__dptr A, fat5__dptr B, int64_t M,
                                              int64_t N, int64_t K, float alpha, float beta) {
@@ -6285,6 +6623,10 @@ static FAT5__UNUSED fat5_status fat5__gpu_mm(fat5_ctx *ctx, fat5__mm_layout layo
     c_t = (c_f32 || !bf16) ? FAT5__CUDA_R_32F : FAT5__CUDA_R_16BF;
     fat5__gpu_mm_ops(layout, M, N, K, &op_a, &ld_a, &op_b, &ld_b);
     slot = fat5__dev_prof_begin(ctx);
+    if (fat5__gpu_mm_lt(ctx, layout, C, c_t, A, B, ab_t, M, N, K, alpha, beta)) {
+        fat5__gpu_mm_prof_end(ctx, slot, layout, M, N, K, 1, beta);
+        return FAT5_OK;
+    }
     s = ctx->gpu->cublas.cublasGemmEx(ctx->gpu->blas, op_b, op_a, (int)N, (int)M, (int)K, &alpha,
                                       (const void *)(uintptr_t)B, ab_t, (int)(ld_b > 0 ? ld_b : 1),
                                       (const void *)(uintptr_t)A, ab_t, (int)(ld_a > 0 ? ld_a : 1),

@@ -23,6 +23,7 @@
 #define fat5__CUevent_st CUevent_st
 #define fat5__nvrtcProgram_st _nvrtcProgram
 #define fat5__cublasContext cublasContext
+#define fat5__cublasLtContext cublasLtContext
 #define fat5__ncclComm ncclComm
 
 #define FAT5_IMPLEMENTATION
@@ -35,6 +36,7 @@
 #include <cuda.h>
 #include <nvrtc.h>
 #include <cublas_v2.h>
+#include <cublasLt.h>
 #ifdef FAT5_ABI_NCCL   // the Makefile defines it where nccl.h is installed
 #include <nccl.h>
 #endif
@@ -77,7 +79,17 @@
     X(CUBLAS_COMPUTE_32F)                                                                          \
     X(CUBLAS_GEMM_DEFAULT)                                                                         \
     X(CUBLAS_DEFAULT_MATH)                                                                         \
-    X(CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)
+    X(CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)                                              \
+    X(CUBLASLT_MATMUL_DESC_TRANSA)                                                                 \
+    X(CUBLASLT_MATMUL_DESC_TRANSB)                                                                 \
+    X(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES)                                                    \
+    X(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK)                                                  \
+    X(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES)                                                  \
+    X(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES)                                                  \
+    X(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES)                                                  \
+    X(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES)                                                  \
+    X(CUBLASLT_REDUCTION_SCHEME_INPLACE)                                                           \
+    X(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)
 
 #define ABI_CONST_ASSERT(name) ABI_ASSERT(name, (long long)FAT5__##name == (long long)name);
 ABI_CONSTANTS(ABI_CONST_ASSERT)
@@ -106,6 +118,21 @@ ABI_ASSERT(CUlaunchConfig_smem, offsetof(fat5__CUlaunchConfig, smem) == offsetof
 ABI_ASSERT(CUlaunchAttribute, sizeof(fat5__CUlaunchAttribute) == sizeof(CUlaunchAttribute));
 ABI_ASSERT(CUlaunchAttribute_value, offsetof(fat5__CUlaunchAttribute, value) == offsetof(CUlaunchAttribute, value));
 
+// cuBLASLt: the algorithm and the heuristic's result, member by member; the attribute enums
+ABI_ASSERT(lt_algo, sizeof(fat5__cublasLtMatmulAlgo_t) == sizeof(cublasLtMatmulAlgo_t));
+ABI_ASSERT(lt_result, sizeof(fat5__cublasLtMatmulHeuristicResult_t) == sizeof(cublasLtMatmulHeuristicResult_t));
+ABI_ASSERT(lt_result_algo, offsetof(fat5__cublasLtMatmulHeuristicResult_t, algo) ==
+                               offsetof(cublasLtMatmulHeuristicResult_t, algo));
+ABI_ASSERT(lt_result_ws, offsetof(fat5__cublasLtMatmulHeuristicResult_t, workspaceSize) ==
+                             offsetof(cublasLtMatmulHeuristicResult_t, workspaceSize));
+ABI_ASSERT(lt_result_state, offsetof(fat5__cublasLtMatmulHeuristicResult_t, state) ==
+                                offsetof(cublasLtMatmulHeuristicResult_t, state));
+ABI_ASSERT(lt_result_waves, offsetof(fat5__cublasLtMatmulHeuristicResult_t, wavesCount) ==
+                                offsetof(cublasLtMatmulHeuristicResult_t, wavesCount));
+ABI_ASSERT(lt_desc_attr, sizeof(fat5__cublasLtMatmulDescAttributes_t) == sizeof(cublasLtMatmulDescAttributes_t));
+ABI_ASSERT(lt_pref_attr,
+           sizeof(fat5__cublasLtMatmulPreferenceAttributes_t) == sizeof(cublasLtMatmulPreferenceAttributes_t));
+
 // ---- prototypes: the real function, through the header's renaming macro, is assigned to a
 // variable of fat5's pointer type. `api` reaches ## unexpanded and the right-hand side expanded.
 // The assignment sits in sizeof: type-checked, never evaluated, so nothing needs linking.
@@ -117,6 +144,22 @@ FAT5__NVRTC_API(ABI_PROTO)
 FAT5__CUBLAS_API(ABI_PROTO)
 FAT5__CU_EVENT_API(ABI_PROTO)
 FAT5__CU_DIST_API(ABI_PROTO)
+// cuBLASLt: the two calls on the handle alone are compared whole; the others take cublasLt.h's
+// descriptors, pointers to anonymous structs that no type here can name, so they are checked by
+// the types above (sizes, members) and their symbol names, like NCCL's two below
+ABI_PROTO(cublasLtCreate, "")
+ABI_PROTO(cublasLtDestroy, "")
+#define ABI_PROTO_LT(api, sym) static fat5__PFN_##api abi_fp_##api;
+ABI_PROTO_LT(cublasLtMatmulDescCreate, "")
+ABI_PROTO_LT(cublasLtMatmulDescDestroy, "")
+ABI_PROTO_LT(cublasLtMatmulDescSetAttribute, "")
+ABI_PROTO_LT(cublasLtMatrixLayoutCreate, "")
+ABI_PROTO_LT(cublasLtMatrixLayoutDestroy, "")
+ABI_PROTO_LT(cublasLtMatmulPreferenceCreate, "")
+ABI_PROTO_LT(cublasLtMatmulPreferenceDestroy, "")
+ABI_PROTO_LT(cublasLtMatmulPreferenceSetAttribute, "")
+ABI_PROTO_LT(cublasLtMatmulAlgoGetHeuristic, "")
+ABI_PROTO_LT(cublasLtMatmul, "")
 
 #ifdef FAT5_ABI_NCCL
 // NCCL: the constants, the id's size, and every prototype but the two that take ncclUniqueId
@@ -153,6 +196,7 @@ typedef struct abi_sym {
 static const abi_sym abi_cu[] = {FAT5__CU_API(ABI_SYM)};
 static const abi_sym abi_nvrtc[] = {FAT5__NVRTC_API(ABI_SYM)};
 static const abi_sym abi_cublas[] = {FAT5__CUBLAS_API(ABI_SYM)};
+static const abi_sym abi_cublaslt[] = {FAT5__CUBLASLT_API(ABI_SYM)};  // optional: the products' algorithms
 static const abi_sym abi_ev[] = {FAT5__CU_EVENT_API(ABI_SYM)};  // optional: the profiler's and several ranks'
 static const abi_sym abi_dist[] = {FAT5__CU_DIST_API(ABI_SYM)};  // several ranks' (with the events)
 #ifdef FAT5_ABI_NCCL
@@ -216,12 +260,22 @@ int main(void) {
             bad++;
         }
     }
-    printf("constants: %d checked against cuda.h, nvrtc.h, cublas_api.h, library_types.h%s\n", n_consts,
+    printf("constants: %d checked against cuda.h, nvrtc.h, cublas_api.h, cublasLt.h, library_types.h%s\n", n_consts,
            bad ? " - FAILED" : "");
-    printf("types: 13 sizes checked; handle and enum types checked through the prototypes\n");
+    printf("types: 21 sizes and members checked; handle and enum types checked through the prototypes\n");
     bad += check_group("driver", abi_cu, n_cu, cuda_libs, 2);
     bad += check_group("nvrtc", abi_nvrtc, n_nvrtc, nvrtc_libs, 4);
     bad += check_group("cublas", abi_cublas, n_cublas, cublas_libs, 4);
+    {
+        static const char *const lt_libs[] = {"libcublasLt.so.13", "libcublasLt.so.12",
+                                               "/usr/local/cuda/lib64/libcublasLt.so.13",
+                                               "/usr/local/cuda/lib64/libcublasLt.so.12"};
+        int n_lt = (int)(sizeof abi_cublaslt / sizeof abi_cublaslt[0]);
+        printf("cublasLt: 2 of %d prototypes compared, the others by their types' sizes and members and by name\n",
+               n_lt);
+        bad += check_group("cublasLt", abi_cublaslt, n_lt, lt_libs, 4);
+        n_cublas += 2;
+    }
     bad += check_group("driver events", abi_ev, n_ev, cuda_libs, 2);
     n_ev += (int)(sizeof abi_dist / sizeof abi_dist[0]);
     bad += check_group("driver, several ranks", abi_dist, (int)(sizeof abi_dist / sizeof abi_dist[0]), cuda_libs, 2);

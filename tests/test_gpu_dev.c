@@ -9,6 +9,7 @@ static void gd_no_cuda(fat5_test *T) { FAT5_SKIP(T, "no CUDA device: built with 
 #define t_gpu_dev_memory gd_no_cuda
 #define t_gpu_dev_mm_fp32 gd_no_cuda
 #define t_gpu_dev_mm_bf16 gd_no_cuda
+#define t_gpu_dev_mm_lt gd_no_cuda
 #define t_gpu_dev_arch_and_cache_dir gd_no_cuda
 #define t_gpu_dev_cache_offline gd_no_cuda
 #define t_gpu_dev_cache gd_no_cuda
@@ -370,6 +371,112 @@ static void gd_mm_all(fat5_test *T, fat5_dtype dt) {
 static void t_gpu_dev_mm_fp32(fat5_test *T) { gd_mm_all(T, FAT5_DTYPE_FP32); }
 
 static void t_gpu_dev_mm_bf16(fat5_test *T) { gd_mm_all(T, FAT5_DTYPE_BF16); }
+
+// ---------------------------------------------------------------------------------------------
+// (c2) products on cuBLASLt: one heuristic query per size class, and every size of a class right
+// with the algorithm chosen for the class's largest. The free dimension (M of NT / NN, K of TN)
+// takes sizes 1029, 1100, 1200, 1280 of the class of 1280 (one query, at the first), then 1281
+// (the next class: one more), then 1100 with A one element off its alignment (a class of its own:
+// one more), then 1100 aligned again (none). Each result against fat5__cpu_mm; the counters say
+// that cuBLASLt ran each product. With FAT5_CUBLASLT=0 cublasGemmEx runs them, right too.
+enum { GD_LT_N = 72, GD_LT_FIXED = 96, GD_LT_MAXF = 1281 };
+static void gd_mm_lt_case(fat5_test *T, fat5_ctx *ctx, fat5_dtype dt, fat5__mm_layout layout, int64_t F,
+                          int a_off, int queries) {
+    static const char *const lname[3] = {"NT", "NN", "TN"};
+    int64_t M = layout == FAT5__MM_TN ? GD_LT_FIXED : F, K = layout == FAT5__MM_TN ? F : GD_LT_FIXED, N = GD_LT_N;
+    int bf16 = dt == FAT5_DTYPE_BF16, lt = ctx->gpu->lt_handle != NULL;
+    size_t act = bf16 ? 2 : 4, nA = (size_t)(M * K), nB = (size_t)(N * K), nC = (size_t)(M * N), i;
+    float *A = (float *)malloc(nA * 4), *B = (float *)malloc(nB * 4), *C0 = (float *)malloc(nC * 4);
+    float *ref = (float *)malloc(nC * 4), *mag = (float *)malloc(nC * 4), *got = (float *)malloc(nC * 4);
+    float *Ab = (float *)malloc(nA * 4), *Bb = (float *)malloc(nB * 4);
+    uint16_t *h16 = (uint16_t *)malloc((nA > nC ? nA : nC) * 2);
+    fat5__dptr dA = 0, dB = 0, dC = 0;
+    fat5_rng r = fat5_rng_init(99 + (uint64_t)F * 3 + (uint64_t)layout);
+    long long q0, c0;
+    double rel = 2.0 * (double)K * ldexp(1.0, -24), worst = 0;
+    int bad = 0, first = -1;
+    const float alpha = 0.75f, beta = 0.5f;
+    if (!A || !B || !C0 || !ref || !mag || !got || !Ab || !Bb || !h16) {
+        fat5_test_fail(T, __FILE__, __LINE__, "out of host memory");
+        goto done;
+    }
+    for (i = 0; i < nA; i++) A[i] = bf16 ? gd_round_bf16((float)fat5_rng_normal(&r)) : (float)fat5_rng_normal(&r);
+    for (i = 0; i < nB; i++) B[i] = bf16 ? gd_round_bf16((float)fat5_rng_normal(&r)) : (float)fat5_rng_normal(&r);
+    for (i = 0; i < nC; i++) C0[i] = (float)fat5_rng_normal(&r);   // fp32 output (c_f32 = 1)
+    GD_OK(T, ctx, fat5__dev_alloc(ctx, (nA + 1) * act, &dA));
+    GD_OK(T, ctx, fat5__dev_alloc(ctx, nB * act, &dB));
+    GD_OK(T, ctx, fat5__dev_alloc(ctx, nC * 4, &dC));
+    if (bf16) {
+        for (i = 0; i < nA; i++) h16[i] = gd_bf16(A[i]);
+        GD_OK(T, ctx, fat5__dev_upload(ctx, dA + (fat5__dptr)a_off * act, h16, nA * 2));
+        for (i = 0; i < nB; i++) h16[i] = gd_bf16(B[i]);
+        GD_OK(T, ctx, fat5__dev_upload(ctx, dB, h16, nB * 2));
+    } else {
+        GD_OK(T, ctx, fat5__dev_upload(ctx, dA + (fat5__dptr)a_off * act, A, nA * 4));
+        GD_OK(T, ctx, fat5__dev_upload(ctx, dB, B, nB * 4));
+    }
+    GD_OK(T, ctx, fat5__dev_upload(ctx, dC, C0, nC * 4));
+    for (i = 0; i < nA; i++) Ab[i] = fabsf(A[i]);
+    for (i = 0; i < nB; i++) Bb[i] = fabsf(B[i]);
+    fat5__cpu_mm(ctx, layout, A_(ref), 1, A_(A), A_(B), M, N, K, 1.0f, 0.0f);
+    fat5__cpu_mm(ctx, layout, A_(mag), 1, A_(Ab), A_(Bb), M, N, K, 1.0f, 0.0f);
+    q0 = ctx->gpu->lt_queries;
+    c0 = ctx->gpu->lt_calls;
+    GD_OK(T, ctx, fat5__gpu_mm(ctx, layout, dC, 1, dA + (fat5__dptr)a_off * act, dB, M, N, K, alpha, beta));
+    FAT5_CHECK_MSG(T, ctx->gpu->lt_calls - c0 == (lt ? 1 : 0) && ctx->gpu->lt_queries - q0 == (lt ? queries : 0),
+                   "%s %s F=%lld a_off=%d: cuBLASLt ran %lld products (want %d) after %lld heuristic queries "
+                   "(want %d)", bf16 ? "bf16" : "fp32", lname[layout], (long long)F, a_off,
+                   ctx->gpu->lt_calls - c0, lt, ctx->gpu->lt_queries - q0, lt ? queries : 0);
+    GD_OK(T, ctx, fat5__dev_download(ctx, got, dC, nC * 4));
+    for (i = 0; i < nC; i++) {
+        double want = (double)alpha * ref[i] + (double)beta * C0[i];
+        double bound = rel * (fabs((double)alpha) * mag[i] + fabs((double)beta * C0[i])) + 1e-30;
+        double err = fabs((double)got[i] - want);
+        if (!(err <= bound)) {
+            if (first < 0) first = (int)i;
+            bad++;
+        }
+        if (err / bound > worst || err != err) worst = err != err ? INFINITY : err / bound;
+    }
+    FAT5_CHECK_MSG(T, bad == 0, "%s %s M=%lld N=%lld K=%lld a_off=%d: %d of %d elements off (first [%d,%d]: got "
+                   "%.9g, want %.9g); worst err/bound %.3g", bf16 ? "bf16" : "fp32", lname[layout], (long long)M,
+                   (long long)N, (long long)K, a_off, bad, (int)nC, first < 0 ? 0 : first / (int)N,
+                   first < 0 ? 0 : first % (int)N, first < 0 ? 0.0 : (double)got[first],
+                   first < 0 ? 0.0 : (double)alpha * ref[first] + (double)beta * C0[first], worst);
+done:
+    fat5__dev_free(ctx, dA);
+    fat5__dev_free(ctx, dB);
+    fat5__dev_free(ctx, dC);
+    free(A), free(B), free(C0), free(ref), free(mag), free(got), free(Ab), free(Bb), free(h16);
+}
+
+static void gd_mm_lt_all(fat5_test *T, fat5_dtype dt, int lt_off) {
+    static const int64_t sizes[7] = {1029, 1100, 1200, 1280, GD_LT_MAXF, 1100, 1100};
+    static const int offs[7] = {0, 0, 0, 0, 0, 1, 0}, queries[7] = {1, 0, 0, 0, 1, 1, 0};
+    fat5_ctx *ctx = NULL;
+    gd_env e = gd_env_set("FAT5_CUBLASLT", lt_off ? "0" : NULL);
+    int l, i;
+    GD_OPEN(T, ctx, dt, NULL, NULL);
+    if (lt_off)
+        FAT5_CHECK_MSG(T, !ctx->gpu->lt_handle && strstr(ctx->gpu->lt_off, "FAT5_CUBLASLT=0"),
+                       "FAT5_CUBLASLT=0: cuBLASLt still on (%s)", ctx->gpu->lt_off);
+    else if (!ctx->gpu->lt_handle)
+        printf("  (cuBLASLt off here: %s; the products run on cublasGemmEx)\n", ctx->gpu->lt_off);
+    FAT5_CHECK_MSG(T, fat5__lt_class(1029) == 1280 && fat5__lt_class(1280) == 1280 && fat5__lt_class(1281) == 1536 &&
+                   fat5__lt_class(4093) == 4096 && fat5__lt_class(64) == 64 && fat5__lt_class(65) == 80,
+                   "size classes: 1029 -> %lld, 1281 -> %lld, 4093 -> %lld, 65 -> %lld", (long long)fat5__lt_class(1029),
+                   (long long)fat5__lt_class(1281), (long long)fat5__lt_class(4093), (long long)fat5__lt_class(65));
+    for (l = 0; l < 3; l++)
+        for (i = 0; i < 7; i++) gd_mm_lt_case(T, ctx, dt, (fat5__mm_layout)l, sizes[i], offs[i], queries[i]);
+    fat5_ctx_destroy(ctx);
+    gd_env_restore(&e);
+}
+
+static void t_gpu_dev_mm_lt(fat5_test *T) {
+    gd_mm_lt_all(T, FAT5_DTYPE_BF16, 0);
+    if (!T->skipped) gd_mm_lt_all(T, FAT5_DTYPE_FP32, 0);
+    if (!T->skipped) gd_mm_lt_all(T, FAT5_DTYPE_BF16, 1);
+}
 
 // fat5__gpu_mm_batched (one cuBLAS call): three products of every layout, A shared (stride 0, as
 // the q | k | v projections read one input) or strided, B strided, outputs with a gap between them
@@ -749,6 +856,6 @@ static void t_gpu_dev_dlopen_search(fat5_test *T) {
 }
 
 #define FAT5_TESTS_GPU_DEV(X)                                                                      \
-    X(gpu_dev_dlopen_search) X(gpu_dev_open) X(gpu_dev_memory) X(gpu_dev_mm_fp32) X(gpu_dev_mm_bf16) X(gpu_dev_mm_batched)                        \
+    X(gpu_dev_dlopen_search) X(gpu_dev_open) X(gpu_dev_memory) X(gpu_dev_mm_fp32) X(gpu_dev_mm_bf16) X(gpu_dev_mm_lt) X(gpu_dev_mm_batched)                        \
     X(gpu_dev_arch_and_cache_dir) X(gpu_dev_cache_offline) X(gpu_dev_cache)                        \
     X(gpu_dev_compile_error_offline) X(gpu_dev_compile_error)
