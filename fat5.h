@@ -13641,35 +13641,46 @@ static void fat5__tpool_balance(fat5__tpool *p, int world, int k, int64_t max_e,
     }
 }
 
-// Micro-batch `bin` of the pool, its examples in the order drawn, into d.
-static fat5_status fat5__tbatch_from_pool(fat5_ctx *ctx, fat5__tbatch *d, const fat5__tpool *p, int bin) {
-    size_t ns = (size_t)p->bin_n[bin] + 1, te = (size_t)p->bin_e[bin], td = (size_t)p->bin_d[bin], i, n = 0;
-    int32_t *ecu, *dcu, *enc, *lab;
-    if (2 * ns + te + td > d->cap) {
-        int32_t *nb = FAT5__CAST(int32_t *, fat5__realloc(ctx, d->buf, (2 * ns + te + td) * sizeof *nb));
-        if (!nb) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory for a batch");
-        d->buf = nb;
-        d->cap = 2 * ns + te + td;
+// This rank's k micro-batches, bins first .. first + k - 1 of the pool, in one pass over the pool's
+// examples (each bin's in pool order).
+static fat5_status fat5__tbatches_from_pool(fat5_ctx *ctx, fat5__tbatch *d, int k, const fat5__tpool *p,
+                                            int first) {
+    size_t i;
+    int j;
+    for (j = 0; j < k; j++) {
+        fat5__tbatch *b = &d[j];
+        size_t ns = (size_t)p->bin_n[first + j] + 1, te = (size_t)p->bin_e[first + j], td = (size_t)p->bin_d[first + j];
+        if (2 * ns + te + td > b->cap) {
+            int32_t *nb = FAT5__CAST(int32_t *, fat5__realloc(ctx, b->buf, (2 * ns + te + td) * sizeof *nb));
+            if (!nb) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory for a batch");
+            b->buf = nb;
+            b->cap = 2 * ns + te + td;
+        }
+        memset(&b->b, 0, sizeof b->b);
+        b->b.n_enc_tokens = (int64_t)te;
+        b->b.n_dec_tokens = (int64_t)td;
+        b->b.enc_cu_seqlens = b->buf;
+        b->b.dec_cu_seqlens = b->buf + ns;
+        b->b.enc_tokens = b->buf + 2 * ns;
+        b->b.labels = b->buf + 2 * ns + te;
+        b->buf[0] = b->buf[ns] = 0;
     }
-    ecu = d->buf, dcu = d->buf + ns, enc = d->buf + 2 * ns, lab = d->buf + 2 * ns + te;
-    ecu[0] = dcu[0] = 0;
-    for (i = 0; i < p->n_ex; i++) {
+    for (i = 0; i < p->n_ex; i++) {   // buf: enc cu [ns] | dec cu [ns] | enc tokens [te] | labels [td]
         const fat5__tex *x = &p->ex[i];
-        if (x->bin != bin) continue;
-        memcpy(enc + ecu[n], p->ids + x->at, (size_t)x->ne * 4);
-        memcpy(lab + dcu[n], p->ids + x->at + x->ne, (size_t)x->nd * 4);
+        fat5__tbatch *b;
+        size_t ns, te;
+        int32_t *ecu, *dcu;
+        int64_t n;
+        if (x->bin < first || x->bin >= first + k) continue;
+        b = &d[x->bin - first];
+        ns = (size_t)p->bin_n[x->bin] + 1, te = (size_t)p->bin_e[x->bin];
+        ecu = b->buf, dcu = b->buf + ns;
+        n = b->b.n_seq++;
+        memcpy(b->buf + 2 * ns + ecu[n], p->ids + x->at, (size_t)x->ne * 4);
+        memcpy(b->buf + 2 * ns + te + dcu[n], p->ids + x->at + x->ne, (size_t)x->nd * 4);
         ecu[n + 1] = ecu[n] + x->ne;
         dcu[n + 1] = dcu[n] + x->nd;
-        n++;
     }
-    memset(&d->b, 0, sizeof d->b);
-    d->b.n_seq = (int64_t)n;
-    d->b.n_enc_tokens = (int64_t)te;
-    d->b.n_dec_tokens = (int64_t)td;
-    d->b.enc_cu_seqlens = ecu;
-    d->b.dec_cu_seqlens = dcu;
-    d->b.enc_tokens = enc;
-    d->b.labels = lab;
     return FAT5_OK;
 }
 
@@ -13714,7 +13725,7 @@ static void fat5__tgroup_draw(fat5_trainer *t, fat5__tgroup *g) {
     g->balance = fat5__tpool_spread(p, t->world);
     memset(g->n_labels, 0, (size_t)(t->world * k) * sizeof *g->n_labels);
     for (j = 0; j < (int64_t)p->n_ex; j++) g->n_labels[p->ex[j].bin] += p->ex[j].n_lab;
-    for (i = 0; i < k && g->st == FAT5_OK; i++) g->st = fat5__tbatch_from_pool(t->dctx, &g->mb[i], p, t->rank * k + i);
+    if (g->st == FAT5_OK) g->st = fat5__tbatches_from_pool(t->dctx, g->mb, k, p, t->rank * k);
 }
 
 #ifndef FAT5_NO_THREADS
