@@ -2632,6 +2632,8 @@ enum {
     FAT5__CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6,
     FAT5__CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
     FAT5__CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8,
+    FAT5__CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5,
+    FAT5__CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6,
     FAT5__CUBLASLT_REDUCTION_SCHEME_INPLACE = 1,      // split-K sums in the output buffer, in fp32 compute
     FAT5__CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE = 2  // ... or in a workspace of the compute type (never
                                                       // OUTPUT_TYPE = 4: bf16 partial sums)
@@ -2807,6 +2809,7 @@ typedef struct fat5__cublasLtMatrixLayoutOpaque *fat5__cublasLtMatrixLayout_t;
 typedef struct fat5__cublasLtMatmulPreferenceOpaque *fat5__cublasLtMatmulPreference_t;
 typedef unsigned int fat5__cublasLtMatmulDescAttributes_t;
 typedef unsigned int fat5__cublasLtMatmulPreferenceAttributes_t;
+typedef unsigned int fat5__cublasLtMatrixLayoutAttribute_t;
 typedef struct fat5__cublasLtMatmulAlgo_t {
     uint64_t data[8];
 } fat5__cublasLtMatmulAlgo_t;
@@ -2830,6 +2833,9 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatrixLayoutCreate)(fat5__cubla
                                                                      fat5__cudaDataType type, uint64_t rows,
                                                                      uint64_t cols, int64_t ld);
 typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatrixLayoutDestroy)(fat5__cublasLtMatrixLayout_t layout);
+typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatrixLayoutSetAttribute)(fat5__cublasLtMatrixLayout_t layout,
+                                                                           fat5__cublasLtMatrixLayoutAttribute_t attr,
+                                                                           const void *buf, size_t bytes);
 typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatmulPreferenceCreate)(fat5__cublasLtMatmulPreference_t *pref);
 typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatmulPreferenceDestroy)(fat5__cublasLtMatmulPreference_t pref);
 typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatmulPreferenceSetAttribute)(
@@ -2918,6 +2924,7 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatmul)(
     X(cublasLtMatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute")                            \
     X(cublasLtMatrixLayoutCreate, "cublasLtMatrixLayoutCreate")                                    \
     X(cublasLtMatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy")                                  \
+    X(cublasLtMatrixLayoutSetAttribute, "cublasLtMatrixLayoutSetAttribute")                        \
     X(cublasLtMatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate")                            \
     X(cublasLtMatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy")                          \
     X(cublasLtMatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute")                \
@@ -3006,8 +3013,9 @@ struct fat5__prof {
 // chose for the class's largest product. The free dimension (the rows of NT / NN, the inner one of
 // TN: the tokens, in the model) is rounded up to its class; the others are exact.
 typedef struct fat5__lt_algo {
-    int32_t m, n, k;
-    uint8_t layout, bf16, c_f32, beta, al_a, al_b, al_c;  // al_*: log2 of the pointer's alignment (<= 8)
+    int32_t m, n, k, batch;
+    uint8_t layout, bf16, c_f32, beta, al_a, al_b, al_c;  // al_*: log2 of the pointers' alignment (<= 8)
+    uint8_t shared;                                       // batched: 1, 2, 4 when A's, B's, C's stride is 0
     uint8_t state;                                        // 0 free slot, 1 algo holds one, 2 no algorithm
     fat5__cublasLtMatmulAlgo_t algo;
 } fat5__lt_algo;
@@ -3733,13 +3741,14 @@ static void fat5__dev_prof_free(fat5_ctx *ctx, struct fat5__gpu *g);
 
 // ---- cuBLASLt -----------------------------------------------------------------------------------
 // cublasGemmEx asks cuBLAS's heuristic for every product size it has not seen, and the model's
-// sizes change with every packed batch (the tokens): measured on one H200, FAT5-small's 366
-// products a step spent 4-6 ms of host time there, and a size that brought a new kernel 3-5 ms more
-// (tens of ms on some steps), which left the GPU waiting. So the products go through cuBLASLt with
+// sizes change with every packed batch (the tokens): measured on one H200, FAT5-small's products
+// spent 10.5 ms of host time a step there (0.2 ms a new size, 3-5 ms more when that brought a new
+// kernel; up to 38.6 ms on some steps), which left the GPU waiting. So the products go through cuBLASLt with
 // an algorithm chosen once per size class: the free dimension (the tokens) rounded up to one of 4
 // classes per octave, the heuristic asked for the class's largest size, its first choice kept
-// and run for every size of the class. Without libcublasLt, with FAT5_CUBLASLT=0, or where a kept
-// algorithm refuses a size, cublasGemmEx runs the product instead. The same sizes get the same algorithms in every process, so runs stay
+// and run for every size of the class (batched products too: their batch count and which strides
+// are 0 are part of the class). Without libcublasLt, with FAT5_CUBLASLT=0, or where a kept
+// algorithm refuses a size, cublasGemmEx (cublasGemmStridedBatchedEx) runs the product instead. The same sizes get the same algorithms in every process, so runs stay
 // reproducible.
 #define FAT5__LT_SLOTS 4096                 // size classes kept (about 3 heuristic queries a class)
 #define FAT5__LT_WS ((size_t)32 << 20)      // the products' workspace (split-K), as cuBLAS's own
@@ -6462,9 +6471,9 @@ static int64_t fat5__lt_class(int64_t x) {
 }
 
 static int fat5__lt_same(const fat5__lt_algo *a, const fat5__lt_algo *b) {
-    return a->m == b->m && a->n == b->n && a->k == b->k && a->layout == b->layout && a->bf16 == b->bf16 &&
-           a->c_f32 == b->c_f32 && a->beta == b->beta && a->al_a == b->al_a && a->al_b == b->al_b &&
-           a->al_c == b->al_c;
+    return a->m == b->m && a->n == b->n && a->k == b->k && a->batch == b->batch && a->layout == b->layout &&
+           a->bf16 == b->bf16 && a->c_f32 == b->c_f32 && a->beta == b->beta && a->al_a == b->al_a &&
+           a->al_b == b->al_b && a->al_c == b->al_c && a->shared == b->shared;
 }
 
 static uint32_t fat5__lt_hash(const fat5__lt_algo *k) {
@@ -6474,19 +6483,22 @@ static uint32_t fat5__lt_hash(const fat5__lt_algo *k) {
     v[0] = (uint64_t)(uint32_t)k->m << 32 | (uint32_t)k->n;
     v[1] = (uint64_t)(uint32_t)k->k << 32 | (uint64_t)k->layout << 24 | (uint64_t)k->bf16 << 16 |
            (uint64_t)k->c_f32 << 8 | k->beta;
-    v[2] = (uint64_t)k->al_a << 16 | (uint64_t)k->al_b << 8 | k->al_c;
+    v[2] = (uint64_t)(uint32_t)k->batch << 32 | (uint64_t)k->shared << 24 | (uint64_t)k->al_a << 16 |
+           (uint64_t)k->al_b << 8 | k->al_c;
     for (i = 0; i < sizeof v; i++) h = (h ^ ((const unsigned char *)v)[i]) * 16777619u;
     return h;
 }
 
 // The three matrix layouts of a row-major product, in cuBLAS's column-major view (as fat5__gpu_mm
 // passes cublasGemmEx): C^T [N x M] = op(B^T) [N x K] op(A^T) [K x M]. l[0] is B's, l[1] A's, l[2]
-// C's. Returns 0 when one cannot be made (those made are destroyed).
+// C's. A batch of `batch` products steps through each matrix by its stride s[] (elements: B's, A's,
+// C's; 0: one matrix for all). Returns 0 when one cannot be made (those made are destroyed).
 static int fat5__lt_layouts(struct fat5__gpu *g, fat5__mm_layout layout, fat5__cudaDataType ab_t,
-                            fat5__cudaDataType c_t, int64_t M, int64_t N, int64_t K,
+                            fat5__cudaDataType c_t, int64_t M, int64_t N, int64_t K, int batch, const int64_t s[3],
                             fat5__cublasLtMatrixLayout_t l[3]) {
     fat5__cublasOperation_t op_a, op_b;
     int64_t ld_a, ld_b;
+    int32_t nb = batch;
     int i, ok;
     fat5__gpu_mm_ops(layout, M, N, K, &op_a, &ld_a, &op_b, &ld_b);
     l[0] = l[1] = l[2] = NULL;
@@ -6497,6 +6509,11 @@ static int fat5__lt_layouts(struct fat5__gpu *g, fat5__mm_layout layout, fat5__c
                                           (uint64_t)(op_a == FAT5__CUBLAS_OP_N ? M : K), ld_a) ==
              FAT5__CUBLAS_STATUS_SUCCESS &&
          g->lt.cublasLtMatrixLayoutCreate(&l[2], c_t, (uint64_t)N, (uint64_t)M, N) == FAT5__CUBLAS_STATUS_SUCCESS;
+    for (i = 0; i < 3 && ok && batch > 1; i++)
+        ok = g->lt.cublasLtMatrixLayoutSetAttribute(l[i], FAT5__CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &nb, sizeof nb) ==
+                 FAT5__CUBLAS_STATUS_SUCCESS &&
+             g->lt.cublasLtMatrixLayoutSetAttribute(l[i], FAT5__CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &s[i],
+                                                    sizeof s[i]) == FAT5__CUBLAS_STATUS_SUCCESS;
     if (!ok)
         for (i = 0; i < 3; i++) {
             if (l[i]) g->lt.cublasLtMatrixLayoutDestroy(l[i]);
@@ -6514,6 +6531,7 @@ static const fat5__cublasLtMatmulAlgo_t *fat5__lt_algo_of(struct fat5__gpu *g, c
     fat5__cublasLtMatrixLayout_t l[3];
     fat5__cublasLtMatmulHeuristicResult_t res;
     uint32_t al[4];
+    int64_t cs[3];
     int n = 0;
     for (i = 0; i < FAT5__LT_SLOTS; i++, h = (h + 1) & (FAT5__LT_SLOTS - 1)) {
         e = &g->lt_cache[h];
@@ -6535,8 +6553,13 @@ static const fat5__cublasLtMatmulAlgo_t *fat5__lt_algo_of(struct fat5__gpu *g, c
         g->lt.cublasLtMatmulPreferenceSetAttribute(g->lt_pref, FAT5__CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2],
                                                    4) != FAT5__CUBLAS_STATUS_SUCCESS ||
         g->lt.cublasLtMatmulPreferenceSetAttribute(g->lt_pref, FAT5__CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3],
-                                                   4) != FAT5__CUBLAS_STATUS_SUCCESS ||
-        !fat5__lt_layouts(g, (fat5__mm_layout)key->layout, ab_t, c_t, key->m, key->n, key->k, l))
+                                                   4) != FAT5__CUBLAS_STATUS_SUCCESS)
+        return NULL;
+    // a batch of the class's size: strides at least the class's matrices (the heuristic reads no memory)
+    cs[0] = key->shared & 2 ? 0 : (int64_t)key->n * key->k;
+    cs[1] = key->shared & 1 ? 0 : (int64_t)key->m * key->k;
+    cs[2] = key->shared & 4 ? 0 : (int64_t)key->m * key->n;
+    if (!fat5__lt_layouts(g, (fat5__mm_layout)key->layout, ab_t, c_t, key->m, key->n, key->k, key->batch, cs, l))
         return NULL;
     if (g->lt.cublasLtMatmulAlgoGetHeuristic(g->lt_handle, g->lt_desc[key->layout], l[0], l[1], l[2], l[2],
                                              g->lt_pref, 1, &res, &n) == FAT5__CUBLAS_STATUS_SUCCESS &&
@@ -6548,18 +6571,22 @@ static const fat5__cublasLtMatmulAlgo_t *fat5__lt_algo_of(struct fat5__gpu *g, c
     return e->state == 1 ? &e->algo : NULL;
 }
 
-// Queues C = alpha op(A) op(B) + beta C (as fat5__gpu_mm) on cuBLASLt with its class's algorithm.
-// Returns 0 when cublasGemmEx must run it instead.
+// Queues C = alpha op(A) op(B) + beta C (as fat5__gpu_mm), or a batch of them with strides sA, sB,
+// sC in elements (as fat5__gpu_mm_batched; batch 1: one product), on cuBLASLt with its class's
+// algorithm. Returns 0 when cuBLAS's own call must run it instead.
 static int fat5__gpu_mm_lt(fat5_ctx *ctx, fat5__mm_layout layout, fat5__dptr C, fat5__cudaDataType c_t,
                            fat5__dptr A, fat5__dptr B, fat5__cudaDataType ab_t, int64_t M, int64_t N, int64_t K,
-                           float alpha, float beta) {
+                           float alpha, float beta, int batch, int64_t sA, int64_t sB, int64_t sC) {
     struct fat5__gpu *g = ctx->gpu;
     const fat5__cublasLtMatmulAlgo_t *algo;
     fat5__cublasLtMatrixLayout_t l[3];
     fat5__lt_algo key;
     fat5__cublasStatus_t s;
+    const int64_t strides[3] = {sB, sA, sC};
+    fat5__dptr ab_sz = ab_t == FAT5__CUDA_R_16BF ? 2 : 4, c_sz = c_t == FAT5__CUDA_R_16BF ? 2 : 4;
+    fat5__dptr al_a = A, al_b = B, al_c = C;
     int i;
-    if (!g->lt_handle || K == 0) return 0;
+    if (!g->lt_handle || K == 0 || batch < 1) return 0;
     memset(&key, 0, sizeof key);
     key.layout = (uint8_t)layout;
     key.bf16 = ab_t == FAT5__CUDA_R_16BF;
@@ -6568,10 +6595,16 @@ static int fat5__gpu_mm_lt(fat5_ctx *ctx, fat5__mm_layout layout, fat5__dptr C, 
     key.m = (int32_t)(layout == FAT5__MM_TN ? M : fat5__lt_class(M));
     key.n = (int32_t)N;
     key.k = (int32_t)(layout == FAT5__MM_TN ? fat5__lt_class(K) : K);
-    key.al_a = (uint8_t)fat5__lt_align(A);
-    key.al_b = (uint8_t)fat5__lt_align(B);
-    key.al_c = (uint8_t)fat5__lt_align(C);
-    if (!(algo = fat5__lt_algo_of(g, &key, ab_t, c_t)) || !fat5__lt_layouts(g, layout, ab_t, c_t, M, N, K, l)) {
+    key.batch = batch;
+    if (batch > 1) {   // every matrix of the batch: its pointer's alignment, and its stride's
+        key.shared = (uint8_t)((sA == 0) | (sB == 0) << 1 | (sC == 0) << 2);
+        al_a |= (fat5__dptr)sA * ab_sz, al_b |= (fat5__dptr)sB * ab_sz, al_c |= (fat5__dptr)sC * c_sz;
+    }
+    key.al_a = (uint8_t)fat5__lt_align(al_a);
+    key.al_b = (uint8_t)fat5__lt_align(al_b);
+    key.al_c = (uint8_t)fat5__lt_align(al_c);
+    if (!(algo = fat5__lt_algo_of(g, &key, ab_t, c_t)) ||
+        !fat5__lt_layouts(g, layout, ab_t, c_t, M, N, K, batch, strides, l)) {
         g->lt_fallbacks++;
         return 0;
     }
@@ -6623,7 +6656,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_mm(fat5_ctx *ctx, fat5__mm_layout layo
     c_t = (c_f32 || !bf16) ? FAT5__CUDA_R_32F : FAT5__CUDA_R_16BF;
     fat5__gpu_mm_ops(layout, M, N, K, &op_a, &ld_a, &op_b, &ld_b);
     slot = fat5__dev_prof_begin(ctx);
-    if (fat5__gpu_mm_lt(ctx, layout, C, c_t, A, B, ab_t, M, N, K, alpha, beta)) {
+    if (fat5__gpu_mm_lt(ctx, layout, C, c_t, A, B, ab_t, M, N, K, alpha, beta, 1, 0, 0, 0)) {
         fat5__gpu_mm_prof_end(ctx, slot, layout, M, N, K, 1, beta);
         return FAT5_OK;
     }
@@ -6642,7 +6675,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_mm(fat5_ctx *ctx, fat5__mm_layout layo
     return fat5__dev_blas_check(ctx, s, what);
 }
 
-// batch products of one shape in one cuBLAS call (cublasGemmStridedBatchedEx): C + b sC = op(A + b sA,
+// batch products of one shape in one cuBLASLt call (else cublasGemmStridedBatchedEx): C + b sC = op(A + b sA,
 // B + b sB), strides in elements of each matrix's type (0: one matrix for all), as fat5__gpu_mm
 // computes each (the q | k | v projections, wi_0 | wi_1, and their weight gradients). Products of a
 // few rows go to fat5__gpu_mm one by one.
@@ -6679,6 +6712,10 @@ static FAT5__UNUSED fat5_status fat5__gpu_mm_batched(fat5_ctx *ctx, fat5__mm_lay
     c_t = c_sz == 4 ? FAT5__CUDA_R_32F : FAT5__CUDA_R_16BF;
     fat5__gpu_mm_ops(layout, M, N, K, &op_a, &ld_a, &op_b, &ld_b);
     slot = fat5__dev_prof_begin(ctx);
+    if (fat5__gpu_mm_lt(ctx, layout, C, c_t, A, B, ab_t, M, N, K, alpha, beta, batch, sA, sB, sC)) {
+        fat5__gpu_mm_prof_end(ctx, slot, layout, M, N, K, batch, beta);
+        return FAT5_OK;
+    }
     s = ctx->gpu->cublas.cublasGemmStridedBatchedEx(
         ctx->gpu->blas, op_b, op_a, (int)N, (int)M, (int)K, &alpha, (const void *)(uintptr_t)B, ab_t,
         (int)(ld_b > 0 ? ld_b : 1), (long long)sB, (const void *)(uintptr_t)A, ab_t, (int)(ld_a > 0 ? ld_a : 1),

@@ -88,6 +88,8 @@
     X(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES)                                                  \
     X(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES)                                                  \
     X(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES)                                                  \
+    X(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT)                                                          \
+    X(CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET)                                                 \
     X(CUBLASLT_REDUCTION_SCHEME_INPLACE)                                                           \
     X(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)
 
@@ -130,6 +132,7 @@ ABI_ASSERT(lt_result_state, offsetof(fat5__cublasLtMatmulHeuristicResult_t, stat
 ABI_ASSERT(lt_result_waves, offsetof(fat5__cublasLtMatmulHeuristicResult_t, wavesCount) ==
                                 offsetof(cublasLtMatmulHeuristicResult_t, wavesCount));
 ABI_ASSERT(lt_desc_attr, sizeof(fat5__cublasLtMatmulDescAttributes_t) == sizeof(cublasLtMatmulDescAttributes_t));
+ABI_ASSERT(lt_layout_attr, sizeof(fat5__cublasLtMatrixLayoutAttribute_t) == sizeof(cublasLtMatrixLayoutAttribute_t));
 ABI_ASSERT(lt_pref_attr,
            sizeof(fat5__cublasLtMatmulPreferenceAttributes_t) == sizeof(cublasLtMatmulPreferenceAttributes_t));
 
@@ -155,6 +158,7 @@ ABI_PROTO_LT(cublasLtMatmulDescDestroy, "")
 ABI_PROTO_LT(cublasLtMatmulDescSetAttribute, "")
 ABI_PROTO_LT(cublasLtMatrixLayoutCreate, "")
 ABI_PROTO_LT(cublasLtMatrixLayoutDestroy, "")
+ABI_PROTO_LT(cublasLtMatrixLayoutSetAttribute, "")
 ABI_PROTO_LT(cublasLtMatmulPreferenceCreate, "")
 ABI_PROTO_LT(cublasLtMatmulPreferenceDestroy, "")
 ABI_PROTO_LT(cublasLtMatmulPreferenceSetAttribute, "")
@@ -262,7 +266,7 @@ int main(void) {
     }
     printf("constants: %d checked against cuda.h, nvrtc.h, cublas_api.h, cublasLt.h, library_types.h%s\n", n_consts,
            bad ? " - FAILED" : "");
-    printf("types: 21 sizes and members checked; handle and enum types checked through the prototypes\n");
+    printf("types: 22 sizes and members checked; handle and enum types checked through the prototypes\n");
     bad += check_group("driver", abi_cu, n_cu, cuda_libs, 2);
     bad += check_group("nvrtc", abi_nvrtc, n_nvrtc, nvrtc_libs, 4);
     bad += check_group("cublas", abi_cublas, n_cublas, cublas_libs, 4);

@@ -478,7 +478,7 @@ static void t_gpu_dev_mm_lt(fat5_test *T) {
     if (!T->skipped) gd_mm_lt_all(T, FAT5_DTYPE_BF16, 1);
 }
 
-// fat5__gpu_mm_batched (one cuBLAS call): three products of every layout, A shared (stride 0, as
+// fat5__gpu_mm_batched (one cuBLASLt call, where cuBLASLt is on): three products of every layout, A shared (stride 0, as
 // the q | k | v projections read one input) or strided, B strided, outputs with a gap between them
 // (which must stay untouched), fp32 and bf16 inputs, fp32 output accumulating onto C (beta 1, as
 // the weight gradients); each product against the CPU's, with gd_mm_case's bound.
@@ -513,9 +513,13 @@ static void gd_mm_batched(fat5_test *T, fat5_dtype dt) {
         for (shared = 0; shared < 2; shared++) {
             int64_t sA = shared ? 0 : M * K;
             int bad = 0;
+            long long c0 = ctx->gpu->lt_calls;
             GD_OK(T, ctx, fat5__dev_upload(ctx, dC, C0, (size_t)(NB * sC) * 4));
             GD_OK(T, ctx, fat5__gpu_mm_batched(ctx, (fat5__mm_layout)l, dC, 1, dA, dB, M, N, K, 0.75f, 1.0f, NB, sA,
                                                N * K, sC));
+            FAT5_CHECK_MSG(T, ctx->gpu->lt_calls - c0 == (ctx->gpu->lt_handle ? 1 : 0),
+                           "%s layout %d, A %s: %lld cuBLASLt calls for the batch (want one when it is on)",
+                           bf16 ? "bf16" : "fp32", l, shared ? "shared" : "strided", ctx->gpu->lt_calls - c0);
             GD_OK(T, ctx, fat5__dev_download(ctx, got, dC, (size_t)(NB * sC) * 4));
             for (b = 0; b < NB; b++) {
                 const float *a = A + b * sA, *bb = B + b * N * K;
