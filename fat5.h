@@ -2634,9 +2634,8 @@ enum {
     FAT5__CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8,
     FAT5__CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5,
     FAT5__CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6,
-    FAT5__CUBLASLT_REDUCTION_SCHEME_INPLACE = 1,      // split-K sums in the output buffer, in fp32 compute
-    FAT5__CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE = 2  // ... or in a workspace of the compute type (never
-                                                      // OUTPUT_TYPE = 4: bf16 partial sums)
+    FAT5__CUBLASLT_REDUCTION_SCHEME_INPLACE = 1,      // split-K sums in the output buffer, in its type
+    FAT5__CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE = 2  // ... in a workspace of the compute type (fp32)
 };
 
 // driver (cuda.h)
@@ -3778,7 +3777,6 @@ static void fat5__dev_open_lt(fat5_ctx *ctx, struct fat5__gpu *g) {
                                 {FAT5__CUBLAS_OP_N, FAT5__CUBLAS_OP_N},   // NN
                                 {FAT5__CUBLAS_OP_N, FAT5__CUBLAS_OP_T}};  // TN
     uint64_t ws = FAT5__LT_WS;
-    uint32_t schemes = FAT5__CUBLASLT_REDUCTION_SCHEME_INPLACE | FAT5__CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
     int i, ok = 1;
     if (env && strcmp(env, "0") == 0) {
         snprintf(g->lt_off, sizeof g->lt_off, "FAT5_CUBLASLT=0");
@@ -3807,9 +3805,7 @@ static void fat5__dev_open_lt(fat5_ctx *ctx, struct fat5__gpu *g) {
                                                   sizeof ops[i][1]) == FAT5__CUBLAS_STATUS_SUCCESS;
     ok = ok && g->lt.cublasLtMatmulPreferenceCreate(&g->lt_pref) == FAT5__CUBLAS_STATUS_SUCCESS &&
          g->lt.cublasLtMatmulPreferenceSetAttribute(g->lt_pref, FAT5__CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                                    sizeof ws) == FAT5__CUBLAS_STATUS_SUCCESS &&
-         g->lt.cublasLtMatmulPreferenceSetAttribute(g->lt_pref, FAT5__CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                                    &schemes, sizeof schemes) == FAT5__CUBLAS_STATUS_SUCCESS;
+                                                    sizeof ws) == FAT5__CUBLAS_STATUS_SUCCESS;
     if (!ok) {
         fat5__dev_close_lt(ctx, g);
         snprintf(g->lt_off, sizeof g->lt_off, "%s: setting up a handle or descriptor failed", g->path_cublaslt);
@@ -6530,7 +6526,10 @@ static const fat5__cublasLtMatmulAlgo_t *fat5__lt_algo_of(struct fat5__gpu *g, c
     fat5__lt_algo *e;
     fat5__cublasLtMatrixLayout_t l[3];
     fat5__cublasLtMatmulHeuristicResult_t res;
-    uint32_t al[4];
+    // split-K partial sums in fp32 only (as cuBLAS's handle with DISALLOW_REDUCED_PRECISION_REDUCTION):
+    // in a workspace, or in place in an fp32 output, never in a bf16 one
+    uint32_t al[4], schemes = FAT5__CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
+                              (key->c_f32 ? FAT5__CUBLASLT_REDUCTION_SCHEME_INPLACE : 0u);
     int64_t cs[3];
     int n = 0;
     for (i = 0; i < FAT5__LT_SLOTS; i++, h = (h + 1) & (FAT5__LT_SLOTS - 1)) {
@@ -6546,7 +6545,9 @@ static const fat5__cublasLtMatmulAlgo_t *fat5__lt_algo_of(struct fat5__gpu *g, c
     g->lt_queries++;
     // the class's largest product, with the pointers' alignments (B is cuBLAS's A, A its B)
     al[0] = 1u << key->al_b, al[1] = 1u << key->al_a, al[2] = al[3] = 1u << key->al_c;
-    if (g->lt.cublasLtMatmulPreferenceSetAttribute(g->lt_pref, FAT5__CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0],
+    if (g->lt.cublasLtMatmulPreferenceSetAttribute(g->lt_pref, FAT5__CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
+                                                   sizeof schemes) != FAT5__CUBLAS_STATUS_SUCCESS ||
+        g->lt.cublasLtMatmulPreferenceSetAttribute(g->lt_pref, FAT5__CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0],
                                                    4) != FAT5__CUBLAS_STATUS_SUCCESS ||
         g->lt.cublasLtMatmulPreferenceSetAttribute(g->lt_pref, FAT5__CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1],
                                                    4) != FAT5__CUBLAS_STATUS_SUCCESS ||

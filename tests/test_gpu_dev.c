@@ -377,14 +377,15 @@ static void t_gpu_dev_mm_bf16(fat5_test *T) { gd_mm_all(T, FAT5_DTYPE_BF16); }
 // with the algorithm chosen for the class's largest. The free dimension (M of NT / NN, K of TN)
 // takes sizes 1029, 1100, 1200, 1280 of the class of 1280 (one query, at the first), then 1281
 // (the next class: one more), then 1100 with A one element off its alignment (a class of its own:
-// one more), then 1100 aligned again (none). Each result against fat5__cpu_mm; the counters say
-// that cuBLASLt ran each product. With FAT5_CUBLASLT=0 cublasGemmEx runs them, right too.
+// one more), then 1100 aligned again (none); fp32 outputs, and in bf16 bf16 outputs too (rounded
+// once: split-K parts summed in fp32). Each result against fat5__cpu_mm; the counters say that
+// cuBLASLt ran each product. With FAT5_CUBLASLT=0 cublasGemmEx runs them, right too.
 enum { GD_LT_N = 72, GD_LT_FIXED = 96, GD_LT_MAXF = 1281 };
-static void gd_mm_lt_case(fat5_test *T, fat5_ctx *ctx, fat5_dtype dt, fat5__mm_layout layout, int64_t F,
+static void gd_mm_lt_case(fat5_test *T, fat5_ctx *ctx, fat5_dtype dt, fat5__mm_layout layout, int c_f32, int64_t F,
                           int a_off, int queries) {
     static const char *const lname[3] = {"NT", "NN", "TN"};
     int64_t M = layout == FAT5__MM_TN ? GD_LT_FIXED : F, K = layout == FAT5__MM_TN ? F : GD_LT_FIXED, N = GD_LT_N;
-    int bf16 = dt == FAT5_DTYPE_BF16, lt = ctx->gpu->lt_handle != NULL;
+    int bf16 = dt == FAT5_DTYPE_BF16, lt = ctx->gpu->lt_handle != NULL, out16 = bf16 && !c_f32;
     size_t act = bf16 ? 2 : 4, nA = (size_t)(M * K), nB = (size_t)(N * K), nC = (size_t)(M * N), i;
     float *A = (float *)malloc(nA * 4), *B = (float *)malloc(nB * 4), *C0 = (float *)malloc(nC * 4);
     float *ref = (float *)malloc(nC * 4), *mag = (float *)malloc(nC * 4), *got = (float *)malloc(nC * 4);
@@ -402,10 +403,10 @@ static void gd_mm_lt_case(fat5_test *T, fat5_ctx *ctx, fat5_dtype dt, fat5__mm_l
     }
     for (i = 0; i < nA; i++) A[i] = bf16 ? gd_round_bf16((float)fat5_rng_normal(&r)) : (float)fat5_rng_normal(&r);
     for (i = 0; i < nB; i++) B[i] = bf16 ? gd_round_bf16((float)fat5_rng_normal(&r)) : (float)fat5_rng_normal(&r);
-    for (i = 0; i < nC; i++) C0[i] = (float)fat5_rng_normal(&r);   // fp32 output (c_f32 = 1)
+    for (i = 0; i < nC; i++) C0[i] = out16 ? gd_round_bf16((float)fat5_rng_normal(&r)) : (float)fat5_rng_normal(&r);
     GD_OK(T, ctx, fat5__dev_alloc(ctx, (nA + 1) * act, &dA));
     GD_OK(T, ctx, fat5__dev_alloc(ctx, nB * act, &dB));
-    GD_OK(T, ctx, fat5__dev_alloc(ctx, nC * 4, &dC));
+    GD_OK(T, ctx, fat5__dev_alloc(ctx, nC * (out16 ? 2 : 4), &dC));
     if (bf16) {
         for (i = 0; i < nA; i++) h16[i] = gd_bf16(A[i]);
         GD_OK(T, ctx, fat5__dev_upload(ctx, dA + (fat5__dptr)a_off * act, h16, nA * 2));
@@ -415,22 +416,33 @@ static void gd_mm_lt_case(fat5_test *T, fat5_ctx *ctx, fat5_dtype dt, fat5__mm_l
         GD_OK(T, ctx, fat5__dev_upload(ctx, dA + (fat5__dptr)a_off * act, A, nA * 4));
         GD_OK(T, ctx, fat5__dev_upload(ctx, dB, B, nB * 4));
     }
-    GD_OK(T, ctx, fat5__dev_upload(ctx, dC, C0, nC * 4));
+    if (out16) {
+        for (i = 0; i < nC; i++) h16[i] = gd_bf16(C0[i]);
+        GD_OK(T, ctx, fat5__dev_upload(ctx, dC, h16, nC * 2));
+    } else {
+        GD_OK(T, ctx, fat5__dev_upload(ctx, dC, C0, nC * 4));
+    }
     for (i = 0; i < nA; i++) Ab[i] = fabsf(A[i]);
     for (i = 0; i < nB; i++) Bb[i] = fabsf(B[i]);
     fat5__cpu_mm(ctx, layout, A_(ref), 1, A_(A), A_(B), M, N, K, 1.0f, 0.0f);
     fat5__cpu_mm(ctx, layout, A_(mag), 1, A_(Ab), A_(Bb), M, N, K, 1.0f, 0.0f);
     q0 = ctx->gpu->lt_queries;
     c0 = ctx->gpu->lt_calls;
-    GD_OK(T, ctx, fat5__gpu_mm(ctx, layout, dC, 1, dA + (fat5__dptr)a_off * act, dB, M, N, K, alpha, beta));
+    GD_OK(T, ctx, fat5__gpu_mm(ctx, layout, dC, c_f32, dA + (fat5__dptr)a_off * act, dB, M, N, K, alpha, beta));
     FAT5_CHECK_MSG(T, ctx->gpu->lt_calls - c0 == (lt ? 1 : 0) && ctx->gpu->lt_queries - q0 == (lt ? queries : 0),
-                   "%s %s F=%lld a_off=%d: cuBLASLt ran %lld products (want %d) after %lld heuristic queries "
-                   "(want %d)", bf16 ? "bf16" : "fp32", lname[layout], (long long)F, a_off,
+                   "%s %s c_f32=%d F=%lld a_off=%d: cuBLASLt ran %lld products (want %d) after %lld heuristic "
+                   "queries (want %d)", bf16 ? "bf16" : "fp32", lname[layout], c_f32, (long long)F, a_off,
                    ctx->gpu->lt_calls - c0, lt, ctx->gpu->lt_queries - q0, lt ? queries : 0);
-    GD_OK(T, ctx, fat5__dev_download(ctx, got, dC, nC * 4));
-    for (i = 0; i < nC; i++) {
+    if (out16) {
+        GD_OK(T, ctx, fat5__dev_download(ctx, h16, dC, nC * 2));
+        for (i = 0; i < nC; i++) got[i] = fat5__bf16_to_f32(h16[i]);
+    } else {
+        GD_OK(T, ctx, fat5__dev_download(ctx, got, dC, nC * 4));
+    }
+    for (i = 0; i < nC; i++) {   // a bf16 output: one rounding of the fp32 sum (split-K parts summed in fp32)
         double want = (double)alpha * ref[i] + (double)beta * C0[i];
-        double bound = rel * (fabs((double)alpha) * mag[i] + fabs((double)beta * C0[i])) + 1e-30;
+        double bound = rel * (fabs((double)alpha) * mag[i] + fabs((double)beta * C0[i])) +
+                       (out16 ? ldexp(1.0, -8) * fabs(want) : 0.0) + 1e-30;
         double err = fabs((double)got[i] - want);
         if (!(err <= bound)) {
             if (first < 0) first = (int)i;
@@ -438,8 +450,8 @@ static void gd_mm_lt_case(fat5_test *T, fat5_ctx *ctx, fat5_dtype dt, fat5__mm_l
         }
         if (err / bound > worst || err != err) worst = err != err ? INFINITY : err / bound;
     }
-    FAT5_CHECK_MSG(T, bad == 0, "%s %s M=%lld N=%lld K=%lld a_off=%d: %d of %d elements off (first [%d,%d]: got "
-                   "%.9g, want %.9g); worst err/bound %.3g", bf16 ? "bf16" : "fp32", lname[layout], (long long)M,
+    FAT5_CHECK_MSG(T, bad == 0, "%s %s c_f32=%d M=%lld N=%lld K=%lld a_off=%d: %d of %d elements off (first [%d,%d]: "
+                   "got %.9g, want %.9g); worst err/bound %.3g", bf16 ? "bf16" : "fp32", lname[layout], c_f32, (long long)M,
                    (long long)N, (long long)K, a_off, bad, (int)nC, first < 0 ? 0 : first / (int)N,
                    first < 0 ? 0 : first % (int)N, first < 0 ? 0.0 : (double)got[first],
                    first < 0 ? 0.0 : (double)alpha * ref[first] + (double)beta * C0[first], worst);
@@ -467,7 +479,10 @@ static void gd_mm_lt_all(fat5_test *T, fat5_dtype dt, int lt_off) {
                    "size classes: 1029 -> %lld, 1281 -> %lld, 4093 -> %lld, 65 -> %lld", (long long)fat5__lt_class(1029),
                    (long long)fat5__lt_class(1281), (long long)fat5__lt_class(4093), (long long)fat5__lt_class(65));
     for (l = 0; l < 3; l++)
-        for (i = 0; i < 7; i++) gd_mm_lt_case(T, ctx, dt, (fat5__mm_layout)l, sizes[i], offs[i], queries[i]);
+        for (i = 0; i < 7; i++) gd_mm_lt_case(T, ctx, dt, (fat5__mm_layout)l, 1, sizes[i], offs[i], queries[i]);
+    // bf16 outputs (other classes): a split-K product must sum its parts in fp32, then round once
+    for (l = 0; l < 3 && dt == FAT5_DTYPE_BF16; l++)
+        for (i = 0; i < 7; i++) gd_mm_lt_case(T, ctx, dt, (fat5__mm_layout)l, 0, sizes[i], offs[i], queries[i]);
     fat5_ctx_destroy(ctx);
     gd_env_restore(&e);
 }
