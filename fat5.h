@@ -2615,6 +2615,9 @@ enum {
     FAT5__CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
     FAT5__NVRTC_SUCCESS = 0,
     FAT5__CUBLAS_STATUS_SUCCESS = 0,
+    FAT5__CUBLAS_STATUS_INVALID_VALUE = 7,   // cublasLtMatmul refusing a kept algorithm for a size:
+    FAT5__CUBLAS_STATUS_ARCH_MISMATCH = 8,   // ... cuBLAS's own call runs it instead
+    FAT5__CUBLAS_STATUS_NOT_SUPPORTED = 15,
     FAT5__CUBLAS_OP_N = 0,
     FAT5__CUBLAS_OP_T = 1,
     FAT5__CUDA_R_32F = 0,
@@ -3047,9 +3050,11 @@ struct fat5__gpu {
     fat5__cublasLtMatmulDesc_t lt_desc[3];     // per layout (NT, NN, TN): the operations
     fat5__cublasLtMatmulPreference_t lt_pref;  // workspace, reductions, alignments (set per query)
     fat5__lt_algo *lt_cache;       // open addressing, FAT5__LT_SLOTS slots
-    int lt_n;                      // slots used
+    int lt_n;                      // slots used (at most 3/4 of them)
+    fat5__lt_algo lt_spare;        // a class's algorithm when the table is full (asked at every product)
     fat5__dptr lt_ws;              // FAT5__LT_WS bytes
     long long lt_calls, lt_queries, lt_fallbacks;  // products run, heuristic queries, products passed on
+    int lt_refusal_logged;         // a kept algorithm refused a size: said once
     char lt_off[640];
     fat5__CUmodule module;
     fat5__CUfunction fn[FAT5__K_COUNT];
@@ -3749,11 +3754,15 @@ static void fat5__dev_prof_free(fat5_ctx *ctx, struct fat5__gpu *g);
 // are 0 are part of the class). Without libcublasLt, with FAT5_CUBLASLT=0, or where a kept
 // algorithm refuses a size, cublasGemmEx (cublasGemmStridedBatchedEx) runs the product instead. The same sizes get the same algorithms in every process, so runs stay
 // reproducible.
-#define FAT5__LT_SLOTS 4096                 // size classes kept (about 3 heuristic queries a class)
+#define FAT5__LT_SLOTS 4096                 // slots for size classes; 3/4 of them are used, then a new
+                                            // class is asked for again at each of its products
 #define FAT5__LT_WS ((size_t)32 << 20)      // the products' workspace (split-K), as cuBLAS's own
 
 static void fat5__dev_close_lt(fat5_ctx *ctx, struct fat5__gpu *g) {
     int i;
+    if (g->lt_calls || g->lt_fallbacks)
+        fat5__log(ctx, FAT5_LOG_INFO, "products: %lld on cuBLASLt (%d size classes, %lld heuristic queries), "
+                  "%lld passed to cublasGemmEx", g->lt_calls, g->lt_n, g->lt_queries, g->lt_fallbacks);
     if (g->lt_ws && g->cu.cuMemFree) g->cu.cuMemFree(g->lt_ws);
     g->lt_ws = 0;
     if (g->lt_pref) g->lt.cublasLtMatmulPreferenceDestroy(g->lt_pref);
@@ -6537,11 +6546,12 @@ static const fat5__cublasLtMatmulAlgo_t *fat5__lt_algo_of(struct fat5__gpu *g, c
         if (!e->state) break;
         if (fat5__lt_same(e, key)) return e->state == 1 ? &e->algo : NULL;
     }
-    if (i == FAT5__LT_SLOTS || g->lt_n >= FAT5__LT_SLOTS / 4 * 3) return NULL;  // full: no new classes
-    e = &g->lt_cache[h];
+    // a new class: kept in the empty slot that ended the search, or, with the table full, asked
+    // for at every product (the same answer: the algorithm still depends on the size only)
+    e = i < FAT5__LT_SLOTS && g->lt_n < FAT5__LT_SLOTS / 4 * 3 ? &g->lt_cache[h] : &g->lt_spare;
     *e = *key;
     e->state = 2;
-    g->lt_n++;
+    if (e != &g->lt_spare) g->lt_n++;
     g->lt_queries++;
     // the class's largest product, with the pointers' alignments (B is cuBLAS's A, A its B)
     al[0] = 1u << key->al_b, al[1] = 1u << key->al_a, al[2] = al[3] = 1u << key->al_c;
@@ -6555,13 +6565,13 @@ static const fat5__cublasLtMatmulAlgo_t *fat5__lt_algo_of(struct fat5__gpu *g, c
                                                    4) != FAT5__CUBLAS_STATUS_SUCCESS ||
         g->lt.cublasLtMatmulPreferenceSetAttribute(g->lt_pref, FAT5__CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3],
                                                    4) != FAT5__CUBLAS_STATUS_SUCCESS)
-        return NULL;
+        goto undo;
     // a batch of the class's size: strides at least the class's matrices (the heuristic reads no memory)
     cs[0] = key->shared & 2 ? 0 : (int64_t)key->n * key->k;
     cs[1] = key->shared & 1 ? 0 : (int64_t)key->m * key->k;
     cs[2] = key->shared & 4 ? 0 : (int64_t)key->m * key->n;
     if (!fat5__lt_layouts(g, (fat5__mm_layout)key->layout, ab_t, c_t, key->m, key->n, key->k, key->batch, cs, l))
-        return NULL;
+        goto undo;
     if (g->lt.cublasLtMatmulAlgoGetHeuristic(g->lt_handle, g->lt_desc[key->layout], l[0], l[1], l[2], l[2],
                                              g->lt_pref, 1, &res, &n) == FAT5__CUBLAS_STATUS_SUCCESS &&
         n > 0 && res.state == FAT5__CUBLAS_STATUS_SUCCESS) {
@@ -6570,14 +6580,19 @@ static const fat5__cublasLtMatmulAlgo_t *fat5__lt_algo_of(struct fat5__gpu *g, c
     }
     for (i = 0; i < 3; i++) g->lt.cublasLtMatrixLayoutDestroy(l[i]);
     return e->state == 1 ? &e->algo : NULL;
+undo:   // the question could not be asked (no memory for a descriptor): nothing kept, asked again next time
+    if (e != &g->lt_spare) e->state = 0, g->lt_n--;   // the slot ended its search: emptying it breaks no chain
+    return NULL;
 }
 
 // Queues C = alpha op(A) op(B) + beta C (as fat5__gpu_mm), or a batch of them with strides sA, sB,
 // sC in elements (as fat5__gpu_mm_batched; batch 1: one product), on cuBLASLt with its class's
-// algorithm. Returns 0 when cuBLAS's own call must run it instead.
+// algorithm. Returns 1 when queued, 0 when cuBLAS's own call must run it instead (no class
+// algorithm, or cublasLtMatmul refused it for this size before running anything), -1 with *st set
+// on any other failure (an error is not retried elsewhere: part of C may have been written).
 static int fat5__gpu_mm_lt(fat5_ctx *ctx, fat5__mm_layout layout, fat5__dptr C, fat5__cudaDataType c_t,
                            fat5__dptr A, fat5__dptr B, fat5__cudaDataType ab_t, int64_t M, int64_t N, int64_t K,
-                           float alpha, float beta, int batch, int64_t sA, int64_t sB, int64_t sC) {
+                           float alpha, float beta, int batch, int64_t sA, int64_t sB, int64_t sC, fat5_status *st) {
     struct fat5__gpu *g = ctx->gpu;
     const fat5__cublasLtMatmulAlgo_t *algo;
     fat5__cublasLtMatrixLayout_t l[3];
@@ -6613,9 +6628,22 @@ static int fat5__gpu_mm_lt(fat5_ctx *ctx, fat5__mm_layout layout, fat5__dptr C, 
                              (const void *)(uintptr_t)A, l[1], &beta, (const void *)(uintptr_t)C, l[2],
                              (void *)(uintptr_t)C, l[2], algo, (void *)(uintptr_t)g->lt_ws, FAT5__LT_WS, g->stream);
     for (i = 0; i < 3; i++) g->lt.cublasLtMatrixLayoutDestroy(l[i]);
-    if (s != FAT5__CUBLAS_STATUS_SUCCESS) {   // refused before launching: cublasGemmEx runs it
+    if (s == FAT5__CUBLAS_STATUS_NOT_SUPPORTED || s == FAT5__CUBLAS_STATUS_INVALID_VALUE ||
+        s == FAT5__CUBLAS_STATUS_ARCH_MISMATCH) {   // refused up front: cuBLAS's own call runs it
+        if (!g->lt_refusal_logged)
+            fat5__log(ctx, FAT5_LOG_INFO, "products: cuBLASLt refused its class's algorithm for %s M=%lld N=%lld "
+                      "K=%lld (status %u); cuBLAS's own call runs such products (said once)",
+                      fat5__mm_layout_names[layout], (long long)M, (long long)N, (long long)K, (unsigned)s);
+        g->lt_refusal_logged = 1;
         g->lt_fallbacks++;
         return 0;
+    }
+    if (s != FAT5__CUBLAS_STATUS_SUCCESS) {
+        char what[160];
+        snprintf(what, sizeof what, "cublasLtMatmul (%s, M=%lld N=%lld K=%lld, batch %d)", fat5__mm_layout_names[layout],
+                 (long long)M, (long long)N, (long long)K, batch);
+        *st = fat5__dev_blas_check(ctx, s, what);
+        return -1;
     }
     g->lt_calls++;
     return 1;
@@ -6630,7 +6658,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_mm(fat5_ctx *ctx, fat5__mm_layout layo
     fat5__cudaDataType ab_t, c_t;
     fat5__cublasStatus_t s;
     int64_t ld_b, ld_a;
-    int bf16, slot;
+    int bf16, slot, lt;
     char what[160];
     if (st) return st;
     if ((int)layout < 0 || (int)layout > 2)
@@ -6657,9 +6685,9 @@ static FAT5__UNUSED fat5_status fat5__gpu_mm(fat5_ctx *ctx, fat5__mm_layout layo
     c_t = (c_f32 || !bf16) ? FAT5__CUDA_R_32F : FAT5__CUDA_R_16BF;
     fat5__gpu_mm_ops(layout, M, N, K, &op_a, &ld_a, &op_b, &ld_b);
     slot = fat5__dev_prof_begin(ctx);
-    if (fat5__gpu_mm_lt(ctx, layout, C, c_t, A, B, ab_t, M, N, K, alpha, beta, 1, 0, 0, 0)) {
-        fat5__gpu_mm_prof_end(ctx, slot, layout, M, N, K, 1, beta);
-        return FAT5_OK;
+    if ((lt = fat5__gpu_mm_lt(ctx, layout, C, c_t, A, B, ab_t, M, N, K, alpha, beta, 1, 0, 0, 0, &st)) != 0) {
+        if (lt > 0) fat5__gpu_mm_prof_end(ctx, slot, layout, M, N, K, 1, beta);
+        return lt > 0 ? FAT5_OK : st;
     }
     s = ctx->gpu->cublas.cublasGemmEx(ctx->gpu->blas, op_b, op_a, (int)N, (int)M, (int)K, &alpha,
                                       (const void *)(uintptr_t)B, ab_t, (int)(ld_b > 0 ? ld_b : 1),
@@ -6690,7 +6718,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_mm_batched(fat5_ctx *ctx, fat5__mm_lay
     fat5__cublasStatus_t s;
     int64_t ld_b, ld_a;
     size_t ab_sz, c_sz;
-    int bf16, slot, b;
+    int bf16, slot, b, lt;
     char what[160];
     if (st) return st;
     if (batch < 0 || sA < 0 || sB < 0 || sC < 0 || (int)layout < 0 || (int)layout > 2 || M < 0 || N < 0 || K < 0 ||
@@ -6713,9 +6741,9 @@ static FAT5__UNUSED fat5_status fat5__gpu_mm_batched(fat5_ctx *ctx, fat5__mm_lay
     c_t = c_sz == 4 ? FAT5__CUDA_R_32F : FAT5__CUDA_R_16BF;
     fat5__gpu_mm_ops(layout, M, N, K, &op_a, &ld_a, &op_b, &ld_b);
     slot = fat5__dev_prof_begin(ctx);
-    if (fat5__gpu_mm_lt(ctx, layout, C, c_t, A, B, ab_t, M, N, K, alpha, beta, batch, sA, sB, sC)) {
-        fat5__gpu_mm_prof_end(ctx, slot, layout, M, N, K, batch, beta);
-        return FAT5_OK;
+    if ((lt = fat5__gpu_mm_lt(ctx, layout, C, c_t, A, B, ab_t, M, N, K, alpha, beta, batch, sA, sB, sC, &st)) != 0) {
+        if (lt > 0) fat5__gpu_mm_prof_end(ctx, slot, layout, M, N, K, batch, beta);
+        return lt > 0 ? FAT5_OK : st;
     }
     s = ctx->gpu->cublas.cublasGemmStridedBatchedEx(
         ctx->gpu->blas, op_b, op_a, (int)N, (int)M, (int)K, &alpha, (const void *)(uintptr_t)B, ab_t,

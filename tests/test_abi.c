@@ -72,6 +72,9 @@
     X(CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)                                                          \
     X(NVRTC_SUCCESS)                                                                               \
     X(CUBLAS_STATUS_SUCCESS)                                                                       \
+    X(CUBLAS_STATUS_INVALID_VALUE)                                                                 \
+    X(CUBLAS_STATUS_ARCH_MISMATCH)                                                                 \
+    X(CUBLAS_STATUS_NOT_SUPPORTED)                                                                 \
     X(CUBLAS_OP_N)                                                                                 \
     X(CUBLAS_OP_T)                                                                                 \
     X(CUDA_R_32F)                                                                                  \

@@ -376,17 +376,18 @@ static void t_gpu_dev_mm_bf16(fat5_test *T) { gd_mm_all(T, FAT5_DTYPE_BF16); }
 // (c2) products on cuBLASLt: one heuristic query per size class, and every size of a class right
 // with the algorithm chosen for the class's largest. The free dimension (M of NT / NN, K of TN)
 // takes sizes 1029, 1100, 1200, 1280 of the class of 1280 (one query, at the first), then 1281
-// (the next class: one more), then 1100 with A one element off its alignment (a class of its own:
-// one more), then 1100 aligned again (none); fp32 outputs, and in bf16 bf16 outputs too (rounded
+// (the next class: one more), then 1100 with A, then C, one element off its alignment (classes of
+// their own: one more each), then 1100 aligned again (none); batches of 3 likewise (A shared,
+// then strided: a class each); fp32 outputs, and in bf16 bf16 outputs too (rounded
 // once: split-K parts summed in fp32). Each result against fat5__cpu_mm; the counters say that
 // cuBLASLt ran each product. With FAT5_CUBLASLT=0 cublasGemmEx runs them, right too.
 enum { GD_LT_N = 72, GD_LT_FIXED = 96, GD_LT_MAXF = 1281 };
 static void gd_mm_lt_case(fat5_test *T, fat5_ctx *ctx, fat5_dtype dt, fat5__mm_layout layout, int c_f32, int64_t F,
-                          int a_off, int queries) {
+                          int a_off, int c_off, int queries) {
     static const char *const lname[3] = {"NT", "NN", "TN"};
     int64_t M = layout == FAT5__MM_TN ? GD_LT_FIXED : F, K = layout == FAT5__MM_TN ? F : GD_LT_FIXED, N = GD_LT_N;
     int bf16 = dt == FAT5_DTYPE_BF16, lt = ctx->gpu->lt_handle != NULL, out16 = bf16 && !c_f32;
-    size_t act = bf16 ? 2 : 4, nA = (size_t)(M * K), nB = (size_t)(N * K), nC = (size_t)(M * N), i;
+    size_t act = bf16 ? 2 : 4, csz = out16 ? 2 : 4, nA = (size_t)(M * K), nB = (size_t)(N * K), nC = (size_t)(M * N), i;
     float *A = (float *)malloc(nA * 4), *B = (float *)malloc(nB * 4), *C0 = (float *)malloc(nC * 4);
     float *ref = (float *)malloc(nC * 4), *mag = (float *)malloc(nC * 4), *got = (float *)malloc(nC * 4);
     float *Ab = (float *)malloc(nA * 4), *Bb = (float *)malloc(nB * 4);
@@ -406,7 +407,8 @@ static void gd_mm_lt_case(fat5_test *T, fat5_ctx *ctx, fat5_dtype dt, fat5__mm_l
     for (i = 0; i < nC; i++) C0[i] = out16 ? gd_round_bf16((float)fat5_rng_normal(&r)) : (float)fat5_rng_normal(&r);
     GD_OK(T, ctx, fat5__dev_alloc(ctx, (nA + 1) * act, &dA));
     GD_OK(T, ctx, fat5__dev_alloc(ctx, nB * act, &dB));
-    GD_OK(T, ctx, fat5__dev_alloc(ctx, nC * (out16 ? 2 : 4), &dC));
+    GD_OK(T, ctx, fat5__dev_alloc(ctx, (nC + 1) * csz, &dC));
+    dC += (fat5__dptr)c_off * csz;
     if (bf16) {
         for (i = 0; i < nA; i++) h16[i] = gd_bf16(A[i]);
         GD_OK(T, ctx, fat5__dev_upload(ctx, dA + (fat5__dptr)a_off * act, h16, nA * 2));
@@ -458,13 +460,87 @@ static void gd_mm_lt_case(fat5_test *T, fat5_ctx *ctx, fat5_dtype dt, fat5__mm_l
 done:
     fat5__dev_free(ctx, dA);
     fat5__dev_free(ctx, dB);
-    fat5__dev_free(ctx, dC);
+    fat5__dev_free(ctx, dC ? dC - (fat5__dptr)c_off * csz : 0);
     free(A), free(B), free(C0), free(ref), free(mag), free(got), free(Ab), free(Bb), free(h16);
 }
 
+// A batch of 3 products on cuBLASLt (fp32 outputs accumulated, beta 1, with a gap between them that
+// must stay untouched): A shared (stride 0, as q | k | v read one input) or strided; free sizes of
+// one class, so its algorithm runs sizes below the one it was chosen for. The strides are those of
+// the class's largest size, rounded up to 128 elements, as the model's come from its capacity: the
+// same for every size of the class (their alignment is part of the class).
+static void gd_mm_lt_batched(fat5_test *T, fat5_ctx *ctx, fat5_dtype dt, fat5__mm_layout layout, int64_t F,
+                             int shared, int queries) {
+    enum { NB = 3, GAP = 8 };
+    int64_t M = layout == FAT5__MM_TN ? GD_LT_FIXED : F, K = layout == FAT5__MM_TN ? F : GD_LT_FIXED, N = GD_LT_N;
+    int bf16 = dt == FAT5_DTYPE_BF16, lt = ctx->gpu->lt_handle != NULL, bad = 0, b;
+    int64_t Fx = fat5__lt_class(F), Mx = layout == FAT5__MM_TN ? M : Fx, Kx = layout == FAT5__MM_TN ? Fx : K;
+    int64_t sA = shared ? 0 : (Mx * Kx + 127) / 128 * 128, sB = (N * Kx + 127) / 128 * 128;
+    int64_t sC = (Mx * N + GAP + 127) / 128 * 128;
+    size_t act = bf16 ? 2 : 4, nA = shared ? (size_t)(M * K) : (size_t)(sA * NB), nB = (size_t)(sB * NB), i;
+    size_t nC = (size_t)(sC * NB);
+    float *A = (float *)malloc(nA * 4), *B = (float *)malloc(nB * 4), *C0 = (float *)malloc(nC * 4);
+    float *got = (float *)malloc(nC * 4), *ref = (float *)malloc((size_t)(M * N) * 4);
+    float *mag = (float *)malloc((size_t)(M * N) * 4), *Ab = (float *)malloc(nA * 4), *Bb = (float *)malloc(nB * 4);
+    uint16_t *h16 = (uint16_t *)malloc((nA > nB ? nA : nB) * 2);
+    fat5__dptr dA = 0, dB = 0, dC = 0;
+    fat5_rng r = fat5_rng_init(7 + (uint64_t)F + (uint64_t)shared * 100);
+    double rel = 2.0 * (double)K * ldexp(1.0, -24);
+    long long q0 = ctx->gpu->lt_queries, c0 = ctx->gpu->lt_calls;
+    if (!A || !B || !C0 || !got || !ref || !mag || !Ab || !Bb || !h16) {
+        fat5_test_fail(T, __FILE__, __LINE__, "out of host memory");
+        goto done;
+    }
+    for (i = 0; i < nA; i++) A[i] = bf16 ? gd_round_bf16((float)fat5_rng_normal(&r)) : (float)fat5_rng_normal(&r);
+    for (i = 0; i < nB; i++) B[i] = bf16 ? gd_round_bf16((float)fat5_rng_normal(&r)) : (float)fat5_rng_normal(&r);
+    for (i = 0; i < nC; i++) C0[i] = (float)fat5_rng_normal(&r);
+    GD_OK(T, ctx, fat5__dev_alloc(ctx, nA * act, &dA));
+    GD_OK(T, ctx, fat5__dev_alloc(ctx, nB * act, &dB));
+    GD_OK(T, ctx, fat5__dev_alloc(ctx, nC * 4, &dC));
+    if (bf16) {
+        for (i = 0; i < nA; i++) h16[i] = gd_bf16(A[i]);
+        GD_OK(T, ctx, fat5__dev_upload(ctx, dA, h16, nA * 2));
+        for (i = 0; i < nB; i++) h16[i] = gd_bf16(B[i]);
+        GD_OK(T, ctx, fat5__dev_upload(ctx, dB, h16, nB * 2));
+    } else {
+        GD_OK(T, ctx, fat5__dev_upload(ctx, dA, A, nA * 4));
+        GD_OK(T, ctx, fat5__dev_upload(ctx, dB, B, nB * 4));
+    }
+    GD_OK(T, ctx, fat5__dev_upload(ctx, dC, C0, nC * 4));
+    GD_OK(T, ctx, fat5__gpu_mm_batched(ctx, layout, dC, 1, dA, dB, M, N, K, 0.75f, 1.0f, NB, sA, sB, sC));
+    FAT5_CHECK_MSG(T, ctx->gpu->lt_calls - c0 == (lt ? 1 : 0) && ctx->gpu->lt_queries - q0 == (lt ? queries : 0),
+                   "%s batched layout %d F=%lld A %s: cuBLASLt ran %lld calls (want %d) after %lld heuristic queries "
+                   "(want %d)", bf16 ? "bf16" : "fp32", (int)layout, (long long)F, shared ? "shared" : "strided",
+                   ctx->gpu->lt_calls - c0, lt, ctx->gpu->lt_queries - q0, lt ? queries : 0);
+    GD_OK(T, ctx, fat5__dev_download(ctx, got, dC, nC * 4));
+    for (b = 0; b < NB; b++) {
+        const float *a = A + b * sA, *bb = B + b * sB;
+        for (i = 0; i < (size_t)(M * K); i++) Ab[i] = fabsf(a[i]);
+        for (i = 0; i < (size_t)(N * K); i++) Bb[i] = fabsf(bb[i]);
+        fat5__cpu_mm(ctx, layout, A_(ref), 1, A_(a), A_(bb), M, N, K, 1.0f, 0.0f);
+        fat5__cpu_mm(ctx, layout, A_(mag), 1, A_(Ab), A_(Bb), M, N, K, 1.0f, 0.0f);
+        for (i = 0; i < (size_t)(M * N); i++) {
+            double want = 0.75 * ref[i] + C0[b * sC + (int64_t)i];
+            if (!(fabs(got[b * sC + (int64_t)i] - want) <= rel * (0.75 * mag[i] + fabs(C0[b * sC + (int64_t)i])) + 1e-30))
+                bad++;
+        }
+        for (i = (size_t)(M * N); i < (size_t)sC; i++) bad += got[b * sC + (int64_t)i] != C0[b * sC + (int64_t)i];
+    }
+    FAT5_CHECK_MSG(T, bad == 0, "%s batched layout %d F=%lld A %s: %d elements off", bf16 ? "bf16" : "fp32",
+                   (int)layout, (long long)F, shared ? "shared" : "strided", bad);
+done:
+    fat5__dev_free(ctx, dA);
+    fat5__dev_free(ctx, dB);
+    fat5__dev_free(ctx, dC);
+    free(A), free(B), free(C0), free(got), free(ref), free(mag), free(Ab), free(Bb), free(h16);
+}
+
 static void gd_mm_lt_all(fat5_test *T, fat5_dtype dt, int lt_off) {
-    static const int64_t sizes[7] = {1029, 1100, 1200, 1280, GD_LT_MAXF, 1100, 1100};
-    static const int offs[7] = {0, 0, 0, 0, 0, 1, 0}, queries[7] = {1, 0, 0, 0, 1, 1, 0};
+    static const int64_t sizes[8] = {1029, 1100, 1200, 1280, GD_LT_MAXF, 1100, 1100, 1100};
+    static const int a_offs[8] = {0, 0, 0, 0, 0, 1, 0, 0}, c_offs[8] = {0, 0, 0, 0, 0, 0, 1, 0};
+    static const int queries[8] = {1, 0, 0, 0, 1, 1, 1, 0};
+    static const int64_t bsizes[4] = {1029, 1280, 1100, 1200};
+    static const int bshared[4] = {1, 1, 0, 0}, bqueries[4] = {1, 0, 1, 0};
     fat5_ctx *ctx = NULL;
     gd_env e = gd_env_set("FAT5_CUBLASLT", lt_off ? "0" : NULL);
     int l, i;
@@ -479,10 +555,14 @@ static void gd_mm_lt_all(fat5_test *T, fat5_dtype dt, int lt_off) {
                    "size classes: 1029 -> %lld, 1281 -> %lld, 4093 -> %lld, 65 -> %lld", (long long)fat5__lt_class(1029),
                    (long long)fat5__lt_class(1281), (long long)fat5__lt_class(4093), (long long)fat5__lt_class(65));
     for (l = 0; l < 3; l++)
-        for (i = 0; i < 7; i++) gd_mm_lt_case(T, ctx, dt, (fat5__mm_layout)l, 1, sizes[i], offs[i], queries[i]);
+        for (i = 0; i < 8; i++)
+            gd_mm_lt_case(T, ctx, dt, (fat5__mm_layout)l, 1, sizes[i], a_offs[i], c_offs[i], queries[i]);
     // bf16 outputs (other classes): a split-K product must sum its parts in fp32, then round once
     for (l = 0; l < 3 && dt == FAT5_DTYPE_BF16; l++)
-        for (i = 0; i < 7; i++) gd_mm_lt_case(T, ctx, dt, (fat5__mm_layout)l, 0, sizes[i], offs[i], queries[i]);
+        for (i = 0; i < 8; i++)
+            gd_mm_lt_case(T, ctx, dt, (fat5__mm_layout)l, 0, sizes[i], a_offs[i], c_offs[i], queries[i]);
+    for (l = 0; l < 3; l++)
+        for (i = 0; i < 4; i++) gd_mm_lt_batched(T, ctx, dt, (fat5__mm_layout)l, bsizes[i], bshared[i], bqueries[i]);
     fat5_ctx_destroy(ctx);
     gd_env_restore(&e);
 }
