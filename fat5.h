@@ -6537,8 +6537,8 @@ static const fat5__cublasLtMatmulAlgo_t *fat5__lt_algo_of(struct fat5__gpu *g, c
     fat5__cublasLtMatmulHeuristicResult_t res;
     // split-K partial sums in fp32 only (as cuBLAS's handle with DISALLOW_REDUCED_PRECISION_REDUCTION):
     // in a workspace, or in place in an fp32 output, never in a bf16 one
-    uint32_t al[4], schemes = FAT5__CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
-                              (key->c_f32 ? FAT5__CUBLASLT_REDUCTION_SCHEME_INPLACE : 0u);
+    uint32_t al[4], schemes = (uint32_t)FAT5__CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
+                              (key->c_f32 ? (uint32_t)FAT5__CUBLASLT_REDUCTION_SCHEME_INPLACE : 0u);
     int64_t cs[3];
     int n = 0;
     for (i = 0; i < FAT5__LT_SLOTS; i++, h = (h + 1) & (FAT5__LT_SLOTS - 1)) {
