@@ -3746,14 +3746,15 @@ static void fat5__dev_prof_free(fat5_ctx *ctx, struct fat5__gpu *g);
 // ---- cuBLASLt -----------------------------------------------------------------------------------
 // cublasGemmEx asks cuBLAS's heuristic for every product size it has not seen, and the model's
 // sizes change with every packed batch (the tokens): measured on one H200, FAT5-small's products
-// spent 10.5 ms of host time a step there (0.2 ms a new size, 3-5 ms more when that brought a new
-// kernel; up to 38.6 ms on some steps), which left the GPU waiting. So the products go through cuBLASLt with
-// an algorithm chosen once per size class: the free dimension (the tokens) rounded up to one of 4
-// classes per octave, the heuristic asked for the class's largest size, its first choice kept
-// and run for every size of the class (batched products too: their batch count and which strides
-// are 0 are part of the class). Without libcublasLt, with FAT5_CUBLASLT=0, or where a kept
-// algorithm refuses a size, cublasGemmEx (cublasGemmStridedBatchedEx) runs the product instead. The same sizes get the same algorithms in every process, so runs stay
-// reproducible.
+// spent 10.5 ms of host time a step there (0.2 ms a new size, 3-5 ms more when that brought a
+// new kernel; up to 38.6 ms on some steps), which left the GPU waiting. So the products go
+// through cuBLASLt with an algorithm chosen once per size class: the free dimension (the tokens)
+// rounded up to one of 4 classes per octave, the heuristic asked for the class's largest size,
+// its first choice kept and run for every size of the class (batched products too: their batch
+// count and which strides are 0 are part of the class). Without libcublasLt, with
+// FAT5_CUBLASLT=0, for a class the heuristic has no algorithm for, or where a kept algorithm
+// refuses a size up front, cublasGemmEx (cublasGemmStridedBatchedEx) runs the product instead.
+// The same sizes get the same algorithms in every process, so runs stay reproducible.
 #define FAT5__LT_SLOTS 4096                 // slots for size classes; 3/4 of them are used, then a new
                                             // class is asked for again at each of its products
 #define FAT5__LT_WS ((size_t)32 << 20)      // the products' workspace (split-K), as cuBLAS's own
@@ -3824,7 +3825,6 @@ static void fat5__dev_open_lt(fat5_ctx *ctx, struct fat5__gpu *g) {
         snprintf(g->lt_off, sizeof g->lt_off, "no device memory for its %d MiB workspace", (int)(FAT5__LT_WS >> 20));
     }
 }
-
 
 static void fat5__dev_release(fat5_ctx *ctx, struct fat5__gpu *g) {
     if (!g) return;
@@ -6527,8 +6527,9 @@ static int fat5__lt_layouts(struct fat5__gpu *g, fat5__mm_layout layout, fat5__c
     return ok;
 }
 
-// The kept algorithm of a product's size class, asking the heuristic the first time; NULL when
-// cublasGemmEx must run the product (no algorithm for the class, or no slot left).
+// The kept algorithm of a product's size class, asking the heuristic the first time (every time
+// once the table is full); NULL when cublasGemmEx must run the product (no algorithm for the
+// class, or the question could not be asked).
 static const fat5__cublasLtMatmulAlgo_t *fat5__lt_algo_of(struct fat5__gpu *g, const fat5__lt_algo *key,
                                                           fat5__cudaDataType ab_t, fat5__cudaDataType c_t) {
     uint32_t h = fat5__lt_hash(key) & (FAT5__LT_SLOTS - 1), i;
@@ -6683,12 +6684,12 @@ static FAT5__UNUSED fat5_status fat5__gpu_mm(fat5_ctx *ctx, fat5__mm_layout layo
     }
     ab_t = bf16 ? FAT5__CUDA_R_16BF : FAT5__CUDA_R_32F;
     c_t = (c_f32 || !bf16) ? FAT5__CUDA_R_32F : FAT5__CUDA_R_16BF;
-    fat5__gpu_mm_ops(layout, M, N, K, &op_a, &ld_a, &op_b, &ld_b);
     slot = fat5__dev_prof_begin(ctx);
     if ((lt = fat5__gpu_mm_lt(ctx, layout, C, c_t, A, B, ab_t, M, N, K, alpha, beta, 1, 0, 0, 0, &st)) != 0) {
         if (lt > 0) fat5__gpu_mm_prof_end(ctx, slot, layout, M, N, K, 1, beta);
         return lt > 0 ? FAT5_OK : st;
     }
+    fat5__gpu_mm_ops(layout, M, N, K, &op_a, &ld_a, &op_b, &ld_b);
     s = ctx->gpu->cublas.cublasGemmEx(ctx->gpu->blas, op_b, op_a, (int)N, (int)M, (int)K, &alpha,
                                       (const void *)(uintptr_t)B, ab_t, (int)(ld_b > 0 ? ld_b : 1),
                                       (const void *)(uintptr_t)A, ab_t, (int)(ld_a > 0 ? ld_a : 1),
@@ -6739,12 +6740,12 @@ static FAT5__UNUSED fat5_status fat5__gpu_mm_batched(fat5_ctx *ctx, fat5__mm_lay
     if (!C || !A || !B) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_mm_batched: NULL matrix");
     ab_t = bf16 ? FAT5__CUDA_R_16BF : FAT5__CUDA_R_32F;
     c_t = c_sz == 4 ? FAT5__CUDA_R_32F : FAT5__CUDA_R_16BF;
-    fat5__gpu_mm_ops(layout, M, N, K, &op_a, &ld_a, &op_b, &ld_b);
     slot = fat5__dev_prof_begin(ctx);
     if ((lt = fat5__gpu_mm_lt(ctx, layout, C, c_t, A, B, ab_t, M, N, K, alpha, beta, batch, sA, sB, sC, &st)) != 0) {
         if (lt > 0) fat5__gpu_mm_prof_end(ctx, slot, layout, M, N, K, batch, beta);
         return lt > 0 ? FAT5_OK : st;
     }
+    fat5__gpu_mm_ops(layout, M, N, K, &op_a, &ld_a, &op_b, &ld_b);
     s = ctx->gpu->cublas.cublasGemmStridedBatchedEx(
         ctx->gpu->blas, op_b, op_a, (int)N, (int)M, (int)K, &alpha, (const void *)(uintptr_t)B, ab_t,
         (int)(ld_b > 0 ? ld_b : 1), (long long)sB, (const void *)(uintptr_t)A, ab_t, (int)(ld_a > 0 ? ld_a : 1),
