@@ -108,6 +108,21 @@ static int gd_write(const char *path, const void *data, size_t n) {
 
 static uint16_t gd_bf16(float x) { return fat5__f32_to_bf16(x); }
 static float gd_round_bf16(float x) { return fat5__bf16_to_f32(fat5__f32_to_bf16(x)); }
+// n floats to the device as bf16 when `as16` (through h16, n entries), else as fp32; and back
+static fat5_status gd_upload_as(fat5_ctx *ctx, fat5__dptr dst, const float *x, size_t n, int as16, uint16_t *h16) {
+    size_t i;
+    if (!as16) return fat5__dev_upload(ctx, dst, x, n * 4);
+    for (i = 0; i < n; i++) h16[i] = gd_bf16(x[i]);
+    return fat5__dev_upload(ctx, dst, h16, n * 2);
+}
+static fat5_status gd_download_as(fat5_ctx *ctx, float *x, fat5__dptr src, size_t n, int as16, uint16_t *h16) {
+    fat5_status st;
+    size_t i;
+    if (!as16) return fat5__dev_download(ctx, x, src, n * 4);
+    if ((st = fat5__dev_download(ctx, h16, src, n * 2))) return st;
+    for (i = 0; i < n; i++) x[i] = fat5__bf16_to_f32(h16[i]);
+    return FAT5_OK;
+}
 
 // ---------------------------------------------------------------------------------------------
 // (a) no device: a clear FAT5_ERR_NO_DEVICE, no GPU state, and the CPU path unaffected; with a
@@ -287,15 +302,8 @@ static void gd_mm_case(fat5_test *T, fat5_dtype dt, fat5__mm_layout layout, int 
     GD_OK(T, ctx, fat5__dev_alloc(ctx, M * K * act, &dA));
     GD_OK(T, ctx, fat5__dev_alloc(ctx, N * K * act, &dB));
     GD_OK(T, ctx, fat5__dev_alloc(ctx, M * N * csz, &dC));
-    if (bf16) {
-        for (i = 0; i < M * K; i++) h16[i] = gd_bf16(A[i]);
-        GD_OK(T, ctx, fat5__dev_upload(ctx, dA, h16, M * K * 2));
-        for (i = 0; i < N * K; i++) h16[i] = gd_bf16(B[i]);
-        GD_OK(T, ctx, fat5__dev_upload(ctx, dB, h16, N * K * 2));
-    } else {
-        GD_OK(T, ctx, fat5__dev_upload(ctx, dA, A, (size_t)(M * K) * 4));
-        GD_OK(T, ctx, fat5__dev_upload(ctx, dB, B, (size_t)(N * K) * 4));
-    }
+    GD_OK(T, ctx, gd_upload_as(ctx, dA, A, (size_t)(M * K), bf16, h16));
+    GD_OK(T, ctx, gd_upload_as(ctx, dB, B, (size_t)(N * K), bf16, h16));
     // the CPU reference on the same buffers read with the layout's shapes; |a||b| sums for the bound
     for (i = 0; i < M * K; i++) Ab[i] = fabsf(A[i]);
     for (i = 0; i < N * K; i++) Bb[i] = fabsf(B[i]);
@@ -325,12 +333,7 @@ static void gd_mm_case(fat5_test *T, fat5_dtype dt, fat5__mm_layout layout, int 
         GD_OK(T, ctx, fat5__gpu_mm(ctx, layout, dC, c_f32, dA, dB, M, N, K, alpha, beta));
         FAT5_CHECK_MSG(T, (ctx->gpu->last_kernel == FAT5__K_mm) == (layout == FAT5__MM_NT && M <= ctx->gpu->mm_rows),
                        "M=%d: fat5_mm ran %s", M, ctx->gpu->last_kernel == FAT5__K_mm ? "yes" : "no");
-        if (out16) {
-            GD_OK(T, ctx, fat5__dev_download(ctx, h16, dC, M * N * 2));
-            for (i = 0; i < M * N; i++) got[i] = fat5__bf16_to_f32(h16[i]);
-        } else {
-            GD_OK(T, ctx, fat5__dev_download(ctx, got, dC, M * N * 4));
-        }
+        GD_OK(T, ctx, gd_download_as(ctx, got, dC, (size_t)(M * N), out16, h16));
         for (i = 0; i < M * N; i++) {
             double want = (double)alpha * ref[i] + (double)beta * C0[i];
             double bound = 1e-5 * (fabs((double)alpha) * mag[i] + fabs((double)beta * C0[i])) +
@@ -409,21 +412,9 @@ static void gd_mm_lt_case(fat5_test *T, fat5_ctx *ctx, fat5_dtype dt, fat5__mm_l
     GD_OK(T, ctx, fat5__dev_alloc(ctx, nB * act, &dB));
     GD_OK(T, ctx, fat5__dev_alloc(ctx, (nC + 1) * csz, &dC));
     dC += (fat5__dptr)c_off * csz;
-    if (bf16) {
-        for (i = 0; i < nA; i++) h16[i] = gd_bf16(A[i]);
-        GD_OK(T, ctx, fat5__dev_upload(ctx, dA + (fat5__dptr)a_off * act, h16, nA * 2));
-        for (i = 0; i < nB; i++) h16[i] = gd_bf16(B[i]);
-        GD_OK(T, ctx, fat5__dev_upload(ctx, dB, h16, nB * 2));
-    } else {
-        GD_OK(T, ctx, fat5__dev_upload(ctx, dA + (fat5__dptr)a_off * act, A, nA * 4));
-        GD_OK(T, ctx, fat5__dev_upload(ctx, dB, B, nB * 4));
-    }
-    if (out16) {
-        for (i = 0; i < nC; i++) h16[i] = gd_bf16(C0[i]);
-        GD_OK(T, ctx, fat5__dev_upload(ctx, dC, h16, nC * 2));
-    } else {
-        GD_OK(T, ctx, fat5__dev_upload(ctx, dC, C0, nC * 4));
-    }
+    GD_OK(T, ctx, gd_upload_as(ctx, dA + (fat5__dptr)a_off * act, A, nA, bf16, h16));
+    GD_OK(T, ctx, gd_upload_as(ctx, dB, B, nB, bf16, h16));
+    GD_OK(T, ctx, gd_upload_as(ctx, dC, C0, nC, out16, h16));
     for (i = 0; i < nA; i++) Ab[i] = fabsf(A[i]);
     for (i = 0; i < nB; i++) Bb[i] = fabsf(B[i]);
     fat5__cpu_mm(ctx, layout, A_(ref), 1, A_(A), A_(B), M, N, K, 1.0f, 0.0f);
@@ -435,12 +426,7 @@ static void gd_mm_lt_case(fat5_test *T, fat5_ctx *ctx, fat5_dtype dt, fat5__mm_l
                    "%s %s c_f32=%d F=%lld a_off=%d: cuBLASLt ran %lld products (want %d) after %lld heuristic "
                    "queries (want %d)", bf16 ? "bf16" : "fp32", lname[layout], c_f32, (long long)F, a_off,
                    ctx->gpu->lt_calls - c0, lt, ctx->gpu->lt_queries - q0, lt ? queries : 0);
-    if (out16) {
-        GD_OK(T, ctx, fat5__dev_download(ctx, h16, dC, nC * 2));
-        for (i = 0; i < nC; i++) got[i] = fat5__bf16_to_f32(h16[i]);
-    } else {
-        GD_OK(T, ctx, fat5__dev_download(ctx, got, dC, nC * 4));
-    }
+    GD_OK(T, ctx, gd_download_as(ctx, got, dC, nC, out16, h16));
     for (i = 0; i < nC; i++) {   // a bf16 output: one rounding of the fp32 sum (split-K parts summed in fp32)
         double want = (double)alpha * ref[i] + (double)beta * C0[i];
         double bound = rel * (fabs((double)alpha) * mag[i] + fabs((double)beta * C0[i])) +
@@ -497,15 +483,8 @@ static void gd_mm_lt_batched(fat5_test *T, fat5_ctx *ctx, fat5_dtype dt, fat5__m
     GD_OK(T, ctx, fat5__dev_alloc(ctx, nA * act, &dA));
     GD_OK(T, ctx, fat5__dev_alloc(ctx, nB * act, &dB));
     GD_OK(T, ctx, fat5__dev_alloc(ctx, nC * 4, &dC));
-    if (bf16) {
-        for (i = 0; i < nA; i++) h16[i] = gd_bf16(A[i]);
-        GD_OK(T, ctx, fat5__dev_upload(ctx, dA, h16, nA * 2));
-        for (i = 0; i < nB; i++) h16[i] = gd_bf16(B[i]);
-        GD_OK(T, ctx, fat5__dev_upload(ctx, dB, h16, nB * 2));
-    } else {
-        GD_OK(T, ctx, fat5__dev_upload(ctx, dA, A, nA * 4));
-        GD_OK(T, ctx, fat5__dev_upload(ctx, dB, B, nB * 4));
-    }
+    GD_OK(T, ctx, gd_upload_as(ctx, dA, A, nA, bf16, h16));
+    GD_OK(T, ctx, gd_upload_as(ctx, dB, B, nB, bf16, h16));
     GD_OK(T, ctx, fat5__dev_upload(ctx, dC, C0, nC * 4));
     GD_OK(T, ctx, fat5__gpu_mm_batched(ctx, layout, dC, 1, dA, dB, M, N, K, 0.75f, 1.0f, NB, sA, sB, sC));
     FAT5_CHECK_MSG(T, ctx->gpu->lt_calls - c0 == (lt ? 1 : 0) && ctx->gpu->lt_queries - q0 == (lt ? queries : 0),
@@ -595,15 +574,8 @@ static void gd_mm_batched(fat5_test *T, fat5_dtype dt) {
     GD_OK(T, ctx, fat5__dev_alloc(ctx, NB * M * K * act, &dA));
     GD_OK(T, ctx, fat5__dev_alloc(ctx, NB * N * K * act, &dB));
     GD_OK(T, ctx, fat5__dev_alloc(ctx, (size_t)(NB * sC) * 4, &dC));
-    if (bf16) {
-        for (i = 0; i < NB * M * K; i++) h16[i] = gd_bf16(A[i]);
-        GD_OK(T, ctx, fat5__dev_upload(ctx, dA, h16, NB * M * K * 2));
-        for (i = 0; i < NB * N * K; i++) h16[i] = gd_bf16(B[i]);
-        GD_OK(T, ctx, fat5__dev_upload(ctx, dB, h16, NB * N * K * 2));
-    } else {
-        GD_OK(T, ctx, fat5__dev_upload(ctx, dA, A, sizeof A));
-        GD_OK(T, ctx, fat5__dev_upload(ctx, dB, B, sizeof B));
-    }
+    GD_OK(T, ctx, gd_upload_as(ctx, dA, A, NB * M * K, bf16, h16));
+    GD_OK(T, ctx, gd_upload_as(ctx, dB, B, NB * N * K, bf16, h16));
     for (l = 0; l < 3; l++)
         for (shared = 0; shared < 2; shared++) {
             int64_t sA = shared ? 0 : M * K;
