@@ -2757,9 +2757,13 @@ typedef fat5__ncclResult_t (*fat5__PFN_ncclAllReduce)(const void *send, void *re
 // ordered against the first by events
 typedef fat5__CUresult (*fat5__PFN_cuStreamWaitEvent)(fat5__CUstream stream, fat5__CUevent ev, unsigned int flags);
 typedef fat5__CUresult (*fat5__PFN_cuEventQuery)(fat5__CUevent ev);
+typedef fat5__CUresult (*fat5__PFN_cuCtxGetStreamPriorityRange)(int *least, int *greatest);
+typedef fat5__CUresult (*fat5__PFN_cuStreamCreateWithPriority)(fat5__CUstream *stream, unsigned int flags, int priority);
 #define FAT5__CU_DIST_API(X)                                                                       \
     X(cuEventQuery, "cuEventQuery")                                                                \
-    X(cuStreamWaitEvent, "cuStreamWaitEvent")
+    X(cuStreamWaitEvent, "cuStreamWaitEvent")                                                      \
+    X(cuCtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange")                                  \
+    X(cuStreamCreateWithPriority, "cuStreamCreateWithPriority")
 
 // NVRTC (nvrtc.h, 11.2 or newer)
 typedef fat5__nvrtcResult (*fat5__PFN_nvrtcVersion)(int *major, int *minor);
@@ -11194,7 +11198,8 @@ FAT5_API fat5_status fat5_optim_step(fat5_optim *o, fat5_optim_result *out) {
 // rendezvous file) with the first failed rank and why, the workers' pids and the launcher's, and
 // the host transport's barrier and slots. A rank whose collective waits longer than the timeout,
 // or sees a peer fail or vanish, marks the board, aborts NCCL and returns an error naming the rank;
-// it never hangs.
+// it never hangs. A GPU rank held inside an NCCL or CUDA call is freed by its watchdog thread,
+// which makes the same checks and aborts NCCL from beside the call.
 #ifndef _WIN32
 #include <fcntl.h>
 #include <signal.h>
@@ -11245,9 +11250,22 @@ typedef struct fat5__comm {
     fat5__nccl nccl;
     fat5__ncclComm_t nc;
     fat5__CUstream stream;         // the collectives' stream
+    int priority;                  // ... its priority (the device's greatest: the lowest number)
     fat5__CUevent ev_order, ev_done, ev_t0, ev_t1;
     int pending;                   // collectives queued since the last wait
     int timed;                     // ev_t0 / ev_t1 recorded this step
+    // The watchdog: nc is read and cleared under nc_mu; an abort clears it, sets
+    // `aborted` and keeps why in abort_why. call_t0_us: when this rank's thread entered the NCCL
+    // call it is in (microseconds of fat5__now_s), 0 when in none.
+    int32_t aborted;
+    char abort_why[640];
+    int64_t call_t0_us;
+#if FAT5__THREADS
+    pthread_mutex_t nc_mu;
+    pthread_t watch;
+    int mu_on, watch_on;
+    int32_t watch_stop;
+#endif
 #endif
 } fat5__comm;
 
@@ -11261,34 +11279,45 @@ static void fat5__board_fail(fat5__board *b, int r, const char *msg) {
     }
 }
 
-// FAT5_OK while every rank is well; else an error naming the rank that failed or vanished.
-static fat5_status fat5__comm_check(fat5__comm *c) {
+// 0 while every rank is well (as far as this host can see); else 1 with msg = "rank R stops: ..."
+// naming the rank that failed or vanished (and marking the board for a vanished one). Touches
+// neither the context nor NCCL, so the watchdog thread calls it too.
+static int fat5__comm_trouble(fat5__comm *c, char *msg, size_t n) {
     fat5__board *b = c->board;
     int32_t f, r;
-    if (!b) return FAT5_OK;
+    if (!b) return 0;
     f = __atomic_load_n(&b->failed, __ATOMIC_ACQUIRE);
     if (f >= 0 && f != c->rank) {
         char why[sizeof b->why];
         memcpy(why, b->why, sizeof why);
         why[sizeof why - 1] = 0;
-        return fat5__err(c->ctx, FAT5_ERR_STATE, "rank %d stops: rank %d failed: %s", c->rank, (int)f, why);
+        snprintf(msg, n, "rank %d stops: rank %d failed: %s", c->rank, (int)f, why);
+        return 1;
     }
     if (c->launched && b->launcher_pid > 0 && getppid() != b->launcher_pid) {
         fat5__board_fail(b, c->rank, "its launcher exited");
-        return fat5__err(c->ctx, FAT5_ERR_STATE, "rank %d stops: the launcher (pid %d) exited", c->rank,
-                         (int)b->launcher_pid);
+        snprintf(msg, n, "rank %d stops: the launcher (pid %d) exited", c->rank, (int)b->launcher_pid);
+        return 1;
     }
     if (c->local)
         for (r = 0; r < c->world && r < FAT5__DIST_MAX_LOCAL; r++) {
             int32_t pid = __atomic_load_n(&b->pid[r], __ATOMIC_ACQUIRE);
             if (r != c->rank && pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
-                char msg[128];
-                snprintf(msg, sizeof msg, "its process (pid %d) is gone", (int)pid);
-                fat5__board_fail(b, r, msg);
-                return fat5__err(c->ctx, FAT5_ERR_STATE, "rank %d stops: rank %d failed: %s", c->rank, (int)r, msg);
+                char gone[128];
+                snprintf(gone, sizeof gone, "its process (pid %d) is gone", (int)pid);
+                fat5__board_fail(b, r, gone);
+                snprintf(msg, n, "rank %d stops: rank %d failed: %s", c->rank, (int)r, gone);
+                return 1;
             }
         }
-    return FAT5_OK;
+    return 0;
+}
+
+// FAT5_OK while every rank is well; else an error naming the rank that failed or vanished.
+static fat5_status fat5__comm_check(fat5__comm *c) {
+    char msg[640];
+    if (!fat5__comm_trouble(c, msg, sizeof msg)) return FAT5_OK;
+    return fat5__err(c->ctx, FAT5_ERR_STATE, "%s", msg);
 }
 
 // Every rank must compute on the same kind of device (a rank that fell back to the CPU cannot sum
@@ -11380,6 +11409,144 @@ static fat5_status fat5__comm_host_sum(fat5__comm *c, void *p, size_t n, int f64
     return FAT5_OK;
 }
 
+#ifndef FAT5_NO_CUDA
+// --- the watchdog (NCCL ranks)
+// A rank's own thread checks the board, NCCL's errors and the timeout while it waits for the sums
+// (fat5__comm_wait), but it can be held elsewhere: inside an NCCL call waiting for a kernel that a
+// dead peer never feeds, or in a CUDA call queued behind one. So each rank runs a watchdog thread
+// that makes the same checks every 20 ms and aborts NCCL when trouble has lasted
+// FAT5__WATCH_GRACE_S without the rank's thread acting on it, or when one NCCL call outlasts
+// dist_timeout: NCCL's kernels and calls then return, and the rank's thread finds `aborted` and
+// stops with the reason. (ncclCommAbort from another thread is NCCL's way to end a hung
+// communicator.) Without threads (FAT5_NO_THREADS) there is no watchdog.
+#define FAT5__WATCH_GRACE_S 1.0
+
+static void fat5__comm_lock(fat5__comm *c) {
+#if FAT5__THREADS
+    if (c->mu_on) pthread_mutex_lock(&c->nc_mu);
+#else
+    (void)c;
+#endif
+}
+
+static void fat5__comm_unlock(fat5__comm *c) {
+#if FAT5__THREADS
+    if (c->mu_on) pthread_mutex_unlock(&c->nc_mu);
+#else
+    (void)c;
+#endif
+}
+
+// Ends NCCL, from either thread, once: nc cleared under the lock and the first reason kept, then
+// the abort outside the lock (it returns once NCCL's work has stopped).
+static void fat5__comm_abort(fat5__comm *c, const char *why) {
+    fat5__ncclComm_t nc;
+    fat5__comm_lock(c);
+    nc = c->nc;
+    c->nc = NULL;
+    if (!__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
+        snprintf(c->abort_why, sizeof c->abort_why, "%s", why);
+        __atomic_store_n(&c->aborted, 1, __ATOMIC_RELEASE);
+    }
+    fat5__comm_unlock(c);
+    if (nc) c->nccl.f.ncclCommAbort(nc);
+}
+
+// The error of a rank whose NCCL was aborted (by the watchdog or its own wait).
+static fat5_status fat5__comm_aborted_err(fat5__comm *c) {
+    if (!__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
+        return fat5__err(c->ctx, FAT5_ERR_STATE, "rank %d: NCCL is closed", c->rank);
+    return fat5__err(c->ctx, FAT5_ERR_STATE, "%s", c->abort_why);
+}
+
+// One look of the watchdog at time `now`: 1 when NCCL must be aborted, with msg (the reason the
+// rank's thread reports). *since: when the trouble seen now was first seen, 0 none.
+static int fat5__comm_watch_once(fat5__comm *c, double now, double *since, char *msg, size_t n) {
+    int64_t t0 = __atomic_load_n(&c->call_t0_us, __ATOMIC_ACQUIRE);
+    int trouble = fat5__comm_trouble(c, msg, n);
+    if (!trouble) {
+        fat5__ncclResult_t ae = FAT5__NCCL_SUCCESS;
+        fat5__comm_lock(c);
+        if (c->nc && c->nccl.f.ncclCommGetAsyncError(c->nc, &ae) != FAT5__NCCL_SUCCESS) ae = FAT5__NCCL_SUCCESS;
+        fat5__comm_unlock(c);
+        if (ae != FAT5__NCCL_SUCCESS && ae != FAT5__NCCL_IN_PROGRESS) {
+            char why[200];
+            snprintf(why, sizeof why, "NCCL error %u (%s)", ae, c->nccl.f.ncclGetErrorString(ae));
+            fat5__board_fail(c->board, c->rank, why);
+            snprintf(msg, n, "rank %d stops: %s", c->rank, why);
+            trouble = 1;
+        }
+    }
+    if (!trouble && t0 > 0 && now - (double)t0 * 1e-6 > c->timeout_s) {
+        char why[200];
+        snprintf(why, sizeof why, "an NCCL call made no progress for %.0f s (dist_timeout): a rank hangs or died",
+                 c->timeout_s);
+        fat5__board_fail(c->board, c->rank, why);
+        snprintf(msg, n, "rank %d stops: %s", c->rank, why);
+        return 1;
+    }
+    if (!trouble) {
+        *since = 0;
+        return 0;
+    }
+    if (*since == 0) *since = now;
+    return now - *since >= FAT5__WATCH_GRACE_S;
+}
+
+#if FAT5__THREADS
+static void *fat5__comm_watch(void *arg) {
+    fat5__comm *c = (fat5__comm *)arg;
+    double since = 0;
+    char msg[640];
+    while (!__atomic_load_n(&c->watch_stop, __ATOMIC_ACQUIRE) && !__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
+        struct timespec ts;
+        ts.tv_sec = 0;
+        ts.tv_nsec = 20000000;
+        nanosleep(&ts, NULL);
+        if (fat5__comm_watch_once(c, fat5__now_s(), &since, msg, sizeof msg)) {
+            fat5__comm_abort(c, msg);
+            break;
+        }
+    }
+    return NULL;
+}
+#endif
+
+// Starts the watchdog (signals blocked in it: they stay the rank's thread's).
+static fat5_status fat5__comm_watch_start(fat5__comm *c) {
+#if FAT5__THREADS
+    sigset_t all, old;
+    int rc;
+    if ((rc = pthread_mutex_init(&c->nc_mu, NULL)) != 0)
+        return fat5__err(c->ctx, FAT5_ERR_OUT_OF_MEMORY, "rank %d: cannot make the watchdog's lock: %s", c->rank, strerror(rc));
+    c->mu_on = 1;
+    c->watch_stop = 0;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(&c->watch, NULL, fat5__comm_watch, c);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        return fat5__err(c->ctx, FAT5_ERR_OUT_OF_MEMORY, "rank %d: cannot start the watchdog thread: %s", c->rank, strerror(rc));
+    c->watch_on = 1;
+#else
+    (void)c;
+#endif
+    return FAT5_OK;
+}
+
+// Ends the watchdog (before NCCL is destroyed).
+static void fat5__comm_watch_stop(fat5__comm *c) {
+#if FAT5__THREADS
+    if (!c->watch_on) return;
+    __atomic_store_n(&c->watch_stop, 1, __ATOMIC_RELEASE);
+    pthread_join(c->watch, NULL);
+    c->watch_on = 0;
+#else
+    (void)c;
+#endif
+}
+#endif
+
 // Queues (NCCL) or does (host) the in-place sum of n elements at the backend address p.
 static fat5_status fat5__comm_sum(fat5__comm *c, fat5__addr p, size_t n, int f64) {
     if (n == 0) return FAT5_OK;
@@ -11388,13 +11555,22 @@ static fat5_status fat5__comm_sum(fat5__comm *c, fat5__addr p, size_t n, int f64
     {
         struct fat5__gpu *g = c->ctx->gpu;
         fat5__ncclResult_t r;
+        fat5__ncclComm_t nc;
         fat5_status st;
+        if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) return fat5__comm_aborted_err(c);
         // after the work queued so far on the compute stream
         if ((st = fat5__dev_check(c->ctx, g->ev.cuEventRecord(c->ev_order, g->stream), "cuEventRecord")) ||
             (st = fat5__dev_check(c->ctx, c->nccl.cu.cuStreamWaitEvent(c->stream, c->ev_order, 0), "cuStreamWaitEvent")))
             return st;
+        fat5__comm_lock(c);   // the watchdog clears nc when it aborts; the call is timed for it
+        nc = c->nc;
+        if (nc) __atomic_store_n(&c->call_t0_us, (int64_t)(fat5__now_s() * 1e6), __ATOMIC_RELEASE);
+        fat5__comm_unlock(c);
+        if (!nc) return fat5__comm_aborted_err(c);
         r = c->nccl.f.ncclAllReduce((const void *)(uintptr_t)p, (void *)(uintptr_t)p, n,
-                                    f64 ? FAT5__NCCL_FLOAT64 : FAT5__NCCL_FLOAT32, FAT5__NCCL_SUM, c->nc, c->stream);
+                                    f64 ? FAT5__NCCL_FLOAT64 : FAT5__NCCL_FLOAT32, FAT5__NCCL_SUM, nc, c->stream);
+        __atomic_store_n(&c->call_t0_us, 0, __ATOMIC_RELEASE);
+        if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) return fat5__comm_aborted_err(c);
         if (r != FAT5__NCCL_SUCCESS) return fat5__nccl_fail(c->ctx, &c->nccl, r, "ncclAllReduce");
         c->pending = 1;
         return FAT5_OK;
@@ -11415,6 +11591,7 @@ static fat5_status fat5__comm_wait(fat5__comm *c) {
     fat5_status st;
     if (c->mode != FAT5__DIST_NCCL || !c->pending) return FAT5_OK;
     c->pending = 0;
+    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) return fat5__comm_aborted_err(c);
     if ((st = fat5__dev_check(c->ctx, g->ev.cuEventRecord(c->ev_done, c->stream), "cuEventRecord")) ||
         (st = fat5__dev_check(c->ctx, g->ev.cuEventRecord(c->ev_t0, g->stream), "cuEventRecord")) ||
         (st = fat5__dev_check(c->ctx, c->nccl.cu.cuStreamWaitEvent(g->stream, c->ev_done, 0), "cuStreamWaitEvent")) ||
@@ -11427,6 +11604,7 @@ static fat5_status fat5__comm_wait(fat5__comm *c) {
         fat5__CUresult q = c->nccl.cu.cuEventQuery(c->ev_done);
         double now;
         if (q == FAT5__CUDA_SUCCESS) break;
+        if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) return fat5__comm_aborted_err(c);
         if (q != FAT5__CUDA_ERROR_NOT_READY) return fat5__dev_check(c->ctx, q, "waiting for the all-reduce");
         fat5__dist_nap(spins++ + 1000);
         now = fat5__now_s();
@@ -11437,8 +11615,11 @@ static fat5_status fat5__comm_wait(fat5__comm *c) {
             const char *why = NULL;
             char msg[200];
             st = fat5__comm_check(c);
-            if (!st && c->nccl.f.ncclCommGetAsyncError(c->nc, &ae) == FAT5__NCCL_SUCCESS && ae != FAT5__NCCL_SUCCESS &&
-                ae != FAT5__NCCL_IN_PROGRESS) {
+            fat5__comm_lock(c);
+            if (!st && c->nc && c->nccl.f.ncclCommGetAsyncError(c->nc, &ae) != FAT5__NCCL_SUCCESS)
+                ae = FAT5__NCCL_SUCCESS;
+            fat5__comm_unlock(c);
+            if (!st && ae != FAT5__NCCL_SUCCESS && ae != FAT5__NCCL_IN_PROGRESS) {
                 snprintf(msg, sizeof msg, "NCCL error %u (%s)", ae, c->nccl.f.ncclGetErrorString(ae));
                 why = msg;
             } else if (!st && now - t0 > c->timeout_s) {
@@ -11450,12 +11631,13 @@ static fat5_status fat5__comm_wait(fat5__comm *c) {
                 char keep[700];
                 if (why) fat5__board_fail(c->board, c->rank, why);
                 snprintf(keep, sizeof keep, "%.690s", st ? fat5_last_error(c->ctx) : why);
-                c->nccl.f.ncclCommAbort(c->nc);   // frees the stuck kernels; the communicator is gone
-                c->nc = NULL;
+                fat5__comm_abort(c, keep);   // frees the stuck kernels; the communicator is gone
                 return fat5__err(c->ctx, st ? st : FAT5_ERR_STATE, "%s%s", st ? "" : "rank stops: ", keep);
             }
         }
     }
+    // an abort also ends NCCL's kernels: the sums are then incomplete
+    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) return fat5__comm_aborted_err(c);
     c->wait_s += fat5__now_s() - t0;
     return FAT5_OK;
 #else
@@ -11658,7 +11840,8 @@ static void fat5__comm_close(fat5__comm *c) {
     well = !c->failed && (!c->board || __atomic_load_n(&c->board->failed, __ATOMIC_ACQUIRE) < 0);
 #ifndef FAT5_NO_CUDA
     if (c->mode == FAT5__DIST_NCCL) {
-        if (c->nc && well && c->world > 1) {
+        if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) well = 0;
+        if (well && c->world > 1) {
             fat5__addr one = 0;
             if (c->be->alloc(c->ctx, 8, &one) == FAT5_OK) {
                 if (fat5__comm_sum(c, one, 1, 1) || fat5__comm_wait(c)) well = 0;
@@ -11668,11 +11851,15 @@ static void fat5__comm_close(fat5__comm *c) {
                 well = 0;
             }
         }
-        if (c->nc && c->pending && well) (void)fat5__comm_wait(c);
+        if (c->pending && well) (void)fat5__comm_wait(c);
+        fat5__comm_watch_stop(c);   // then this thread alone touches nc
         if (c->nc) {
             if (well) c->nccl.f.ncclCommDestroy(c->nc);
             else c->nccl.f.ncclCommAbort(c->nc);
         }
+#if FAT5__THREADS
+        if (c->mu_on) pthread_mutex_destroy(&c->nc_mu);
+#endif
         if (c->ev_order) c->ctx->gpu->ev.cuEventDestroy(c->ev_order);
         if (c->ev_done) c->ctx->gpu->ev.cuEventDestroy(c->ev_done);
         if (c->ev_t0) c->ctx->gpu->ev.cuEventDestroy(c->ev_t0);
@@ -11846,12 +12033,28 @@ static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int r
             st = fat5__nccl_fail(ctx, &c->nccl, r, "ncclCommInitRank");
             goto fail;
         }
-        if ((st = fat5__dev_check(ctx, g->cu.cuStreamCreate(&c->stream, 1), "cuStreamCreate")) ||
+        // The collectives' stream at the device's highest priority: a bucket's all-reduce launched
+        // while the backward's products fill the GPU gets the next free SMs instead of waiting
+        // behind the products queued after it, so less of the sum is left for after the backward.
+        // Priorities are hints: the order of the two streams' work is the events' only.
+        {
+            int least = 0, greatest = 0;
+            if ((st = fat5__dev_check(ctx, c->nccl.cu.cuCtxGetStreamPriorityRange(&least, &greatest),
+                                      "cuCtxGetStreamPriorityRange")))
+                goto fail;
+            c->priority = greatest;
+        }
+        if ((st = fat5__dev_check(ctx, c->nccl.cu.cuStreamCreateWithPriority(&c->stream, FAT5__CU_STREAM_NON_BLOCKING,
+                                                                             c->priority),
+                                  "cuStreamCreateWithPriority")) ||
             (st = fat5__dev_check(ctx, g->ev.cuEventCreate(&c->ev_order, 2), "cuEventCreate")) ||
             (st = fat5__dev_check(ctx, g->ev.cuEventCreate(&c->ev_done, 2), "cuEventCreate")) ||
             (st = fat5__dev_check(ctx, g->ev.cuEventCreate(&c->ev_t0, 0), "cuEventCreate")) ||
             (st = fat5__dev_check(ctx, g->ev.cuEventCreate(&c->ev_t1, 0), "cuEventCreate")))
             goto fail;
+        // the watchdog runs with one rank too (nothing to watch there but the timeout): that
+        // run's tests then drive its thread against a real communicator
+        if ((st = fat5__comm_watch_start(c))) goto fail;
         *out = c;
         return FAT5_OK;
     }

@@ -834,5 +834,99 @@ static void t_dist_launch(fat5_test *T) {
     FAT5_CHECK(T, fat5_launch(ctx, 0, 1.0, &li) == FAT5_ERR_INVALID_ARG);
 }
 
+// The NCCL ranks' watchdog, without NCCL: its decisions on a board (a peer that failed: aborted
+// only after the grace time, naming the peer; a peer whose process is gone: marked on the board;
+// one NCCL call held past dist_timeout: at once, marking this rank), and its thread, which ends a
+// call that never returns and leaves the reason for the rank's next wait.
+static void t_dist_watchdog(fat5_test *T) {
+#ifdef FAT5_NO_CUDA
+    FAT5_SKIP(T, "the watchdog belongs to the NCCL transport (built with FAT5_NO_CUDA)");
+#else
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5__board *b = (fat5__board *)calloc(1, sizeof *b);
+    fat5__comm c;
+    double since = 0, t0;
+    char msg[640];
+    pid_t gone;
+    FAT5_REQUIRE(T, b != NULL);
+    memset(&c, 0, sizeof c);
+    c.ctx = ctx;
+    c.rank = 0;
+    c.world = 2;
+    c.mode = FAT5__DIST_NCCL;
+    c.local = 1;
+    c.board = b;
+    c.timeout_s = 0.5;
+    b->world = 2;
+    b->failed = -1;
+    b->pid[0] = b->pid[1] = (int32_t)getpid();
+    // all well
+    FAT5_CHECK(T, !fat5__comm_watch_once(&c, 100.0, &since, msg, sizeof msg) && since == 0);
+    // a peer failed: seen at once, acted on after the grace time (the rank's thread may act first)
+    fat5__board_fail(b, 1, "killed by signal 9");
+    FAT5_CHECK(T, !fat5__comm_watch_once(&c, 100.0, &since, msg, sizeof msg) && since == 100.0);
+    FAT5_CHECK(T, !fat5__comm_watch_once(&c, 100.0 + 0.5 * FAT5__WATCH_GRACE_S, &since, msg, sizeof msg));
+    FAT5_CHECK(T, fat5__comm_watch_once(&c, 100.0 + FAT5__WATCH_GRACE_S, &since, msg, sizeof msg));
+    FAT5_CHECK_MSG(T, strcmp(msg, "rank 0 stops: rank 1 failed: killed by signal 9") == 0, "%s", msg);
+    // a peer's process that is gone: the board names it
+    b->failed = -1;
+    since = 0;
+    fflush(stdout);
+    gone = fork();
+    FAT5_REQUIRE(T, gone >= 0);
+    if (gone == 0) _exit(0);
+    FAT5_REQUIRE(T, waitpid(gone, NULL, 0) == gone);
+    b->pid[1] = (int32_t)gone;
+    FAT5_CHECK(T, !fat5__comm_watch_once(&c, 200.0, &since, msg, sizeof msg) && since == 200.0);
+    FAT5_CHECK_MSG(T, b->failed == 1 && strstr(b->why, "is gone"), "failed %d: %s", (int)b->failed, b->why);
+    FAT5_CHECK(T, fat5__comm_watch_once(&c, 200.0 + FAT5__WATCH_GRACE_S, &since, msg, sizeof msg) &&
+                  strstr(msg, "rank 0 stops: rank 1 failed: its process (pid"));
+    // an NCCL call held past dist_timeout: this rank fails, at once
+    b->failed = -1;
+    b->pid[1] = (int32_t)getpid();
+    since = 0;
+    c.call_t0_us = (int64_t)(50.0 * 1e6);
+    FAT5_CHECK(T, !fat5__comm_watch_once(&c, 50.4, &since, msg, sizeof msg));
+    FAT5_CHECK(T, fat5__comm_watch_once(&c, 50.6, &since, msg, sizeof msg) && b->failed == 0 &&
+                  strstr(msg, "rank 0 stops: an NCCL call made no progress"));
+#if FAT5__THREADS
+    // the thread, all well: it runs until asked to stop and aborts nothing
+    b->failed = -1;
+    c.call_t0_us = 0;
+    FAT5_REQUIRE_OK(T, fat5__comm_watch_start(&c));
+    nanosleep(&(struct timespec){0, 100000000}, NULL);
+    fat5__comm_watch_stop(&c);
+    FAT5_CHECK(T, !c.aborted && b->failed == -1);
+    pthread_mutex_destroy(&c.nc_mu);
+    c.mu_on = 0;
+    // a call that never returns: aborted after dist_timeout; the next wait and sum report why
+    c.timeout_s = 0.2;
+    t0 = fat5__now_s();
+    c.call_t0_us = (int64_t)(t0 * 1e6);
+    FAT5_REQUIRE_OK(T, fat5__comm_watch_start(&c));
+    while (!__atomic_load_n(&c.aborted, __ATOMIC_ACQUIRE) && fat5__now_s() - t0 < 10)
+        nanosleep(&(struct timespec){0, 5000000}, NULL);
+    FAT5_CHECK_MSG(T, c.aborted && fat5__now_s() - t0 >= 0.2 && fat5__now_s() - t0 < 2, "aborted %d after %.2f s",
+                   (int)c.aborted, fat5__now_s() - t0);
+    fat5__comm_watch_stop(&c);
+    FAT5_CHECK(T, b->failed == 0 && strstr(b->why, "made no progress"));
+    if (!c.aborted) {   // the wait below would go on to the GPU
+        pthread_mutex_destroy(&c.nc_mu);
+        free(b);
+        return;
+    }
+    c.call_t0_us = 0;
+    c.pending = 1;
+    FAT5_CHECK(T, fat5__comm_wait(&c) == FAT5_ERR_STATE && strstr(fat5_last_error(ctx), "rank 0 stops: an NCCL call"));
+    FAT5_CHECK(T, fat5__comm_sum(&c, 0, 1, 0) == FAT5_ERR_STATE && strstr(fat5_last_error(ctx), "made no progress"));
+    pthread_mutex_destroy(&c.nc_mu);
+#else
+    (void)t0;
+#endif
+    free(b);
+#endif
+}
+
 #define FAT5_TESTS_TRAIN(X) X(train_options) X(train_learns) X(train_resume_bitwise) X(train_kill9_during_save) \
-    X(train_rejects) X(train_skips_nonfinite) X(train_init_from_hf) X(train_dist_options) X(train_balance) X(train_two_ranks) X(train_ranks_disagree) X(dist_launch)
+    X(train_rejects) X(train_skips_nonfinite) X(train_init_from_hf) X(train_dist_options) X(train_balance) X(train_two_ranks) X(train_ranks_disagree) X(dist_launch) \
+    X(dist_watchdog)

@@ -168,8 +168,13 @@ for stage in "$@"; do
         t0=$(date +%s)
         kill -9 "$w1"
         wait $lp
-        say "dist: worker rank 1 killed: the run ended in $(( $(date +%s) - t0 )) s: $(grep 'ranks stopped' "$OUT/k.log")"
+        took=$(( $(date +%s) - t0 ))
+        say "dist: worker rank 1 killed: the run ended in $took s: $(grep 'ranks stopped' "$OUT/k.log")"
         grep -q "rank 1 .*killed by signal 9" "$OUT/k.log" || fail dist "killed rank not reported: see k.log"
+        # the survivor stops by itself (its wait or its watchdog), well before the launcher's 30 s grace kill
+        say "dist: the survivor: $(grep -m1 'rank 0 stops' "$OUT/k.log" || echo 'no message of its own')"
+        grep -q "rank 0 stops: rank 1 failed" "$OUT/k.log" && [ "$took" -lt 20 ] ||
+            fail dist "rank 0 did not stop by itself within 20 s: see k.log"
         ;;
     step)
         make tools/bench > /dev/null || { fail step "build"; continue; }
