@@ -102,13 +102,16 @@ else
 endif
 
 # the CPU-only build (FAT5_NO_CUDA): compiles and runs the quick start on a fixture; again with
-# FAT5_NO_THREADS, linked with -lm alone
+# FAT5_NO_THREADS, linked with -lm alone; and FAT5_NO_THREADS with the GPU path compiled in (at
+# -O1, where gcc's truncation warnings see other inlining)
 test-nocuda: examples/quickstart.c fat5.h
 	@mkdir -p build
 	$(CC) -std=c99 $(WARN) $(CFLAGS) -DFAT5_NO_CUDA -o build/quickstart_nocuda examples/quickstart.c -lm -lpthread
 	build/quickstart_nocuda tests/data/t5_v11_gated_gelu_untied
 	$(CC) -std=c99 $(WARN) $(CFLAGS) -DFAT5_NO_CUDA -DFAT5_NO_THREADS -o build/quickstart_nothreads examples/quickstart.c -lm
 	build/quickstart_nothreads tests/data/t5_v11_gated_gelu_untied
+	$(CC) -std=c99 $(WARN) -O1 -DFAT5_NO_THREADS -o build/quickstart_nothreads_gpu examples/quickstart.c -lm -ldl
+	build/quickstart_nothreads_gpu tests/data/t5_v11_gated_gelu_untied
 
 test-tools: $(TOOLS) examples/train examples/generate
 	tests/test_tools.sh

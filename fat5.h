@@ -11198,8 +11198,7 @@ FAT5_API fat5_status fat5_optim_step(fat5_optim *o, fat5_optim_result *out) {
 // rendezvous file) with the first failed rank and why, the workers' pids and the launcher's, and
 // the host transport's barrier and slots. A rank whose collective waits longer than the timeout,
 // or sees a peer fail or vanish, marks the board, aborts NCCL and returns an error naming the rank;
-// it never hangs. A GPU rank held inside an NCCL or CUDA call is freed by its watchdog thread,
-// which makes the same checks and aborts NCCL from beside the call.
+// it never hangs. A GPU rank held where it does not check is seen to by its watchdog thread.
 #ifndef _WIN32
 #include <fcntl.h>
 #include <signal.h>
@@ -11208,14 +11207,15 @@ FAT5_API fat5_status fat5_optim_step(fat5_optim *o, fat5_optim_result *out) {
 #include <sys/wait.h>
 #endif
 
-#define FAT5__DIST_MAGIC 0x3130747369643566ull   // "f5dist01"
+#define FAT5__DIST_MAGIC 0x3230747369643566ull   // "f5dist02"
 #define FAT5__DIST_MAX_LOCAL 256                 // ranks one board (one host) holds
 #define FAT5__DIST_SLOT ((size_t)4 << 20)        // bytes per rank in a host sum's chunk
 
 typedef struct fat5__board {
     uint64_t magic;
     int32_t world, launcher_pid;   // launcher_pid 0: no launcher (rendezvous file)
-    int32_t failed;                // the first rank that failed, -1 none (set once, compare-and-swap)
+    int32_t failed;                // the first rank that failed, -1 none (set once, after why)
+    int32_t claim;                 // ... the rank that claimed the right to write why, -1 none
     int32_t id_ready;
     int32_t transport;             // FAT5__DIST_HOST or FAT5__DIST_NCCL, set by the first rank to join
     char why[480];                 // ... and what happened to it
@@ -11254,12 +11254,14 @@ typedef struct fat5__comm {
     fat5__CUevent ev_order, ev_done, ev_t0, ev_t1;
     int pending;                   // collectives queued since the last wait
     int timed;                     // ev_t0 / ev_t1 recorded this step
-    // The watchdog: nc is read and cleared under nc_mu; an abort clears it, sets
-    // `aborted` and keeps why in abort_why. call_t0_us: when this rank's thread entered the NCCL
-    // call it is in (microseconds of fat5__now_s), 0 when in none.
+    // The watchdog: nc is read and cleared under nc_mu; an abort clears it, sets `aborted` and
+    // keeps why in abort_why. Times in microseconds of fat5__now_s, 0 none: call_t0_us, when this
+    // rank's thread entered the NCCL call it is in (set under nc_mu); queued_t0_us, when the first
+    // sum not yet waited out was queued. on_held: the watchdog's last resort (tests replace it).
     int32_t aborted;
     char abort_why[640];
-    int64_t call_t0_us;
+    int64_t call_t0_us, queued_t0_us;
+    void (*on_held)(struct fat5__comm *c, const char *msg);
 #if FAT5__THREADS
     pthread_mutex_t nc_mu;
     pthread_t watch;
@@ -11269,13 +11271,14 @@ typedef struct fat5__comm {
 #endif
 } fat5__comm;
 
-// Marks the board: rank r failed because of msg (the first failure wins).
+// Marks the board: rank r failed because of msg (the first failure wins). The first claims the
+// board, writes why, then publishes its rank: whoever sees `failed` sees why whole.
 static void fat5__board_fail(fat5__board *b, int r, const char *msg) {
     int32_t none = -1;
     if (!b) return;
-    if (__atomic_compare_exchange_n(&b->failed, &none, (int32_t)r, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    if (__atomic_compare_exchange_n(&b->claim, &none, (int32_t)r, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
         snprintf(b->why, sizeof b->why, "%.470s", msg);
-        __atomic_thread_fence(__ATOMIC_RELEASE);
+        __atomic_store_n(&b->failed, (int32_t)r, __ATOMIC_RELEASE);
     }
 }
 
@@ -11412,13 +11415,18 @@ static fat5_status fat5__comm_host_sum(fat5__comm *c, void *p, size_t n, int f64
 #ifndef FAT5_NO_CUDA
 // --- the watchdog (NCCL ranks)
 // A rank's own thread checks the board, NCCL's errors and the timeout while it waits for the sums
-// (fat5__comm_wait), but it can be held elsewhere: inside an NCCL call waiting for a kernel that a
-// dead peer never feeds, or in a CUDA call queued behind one. So each rank runs a watchdog thread
-// that makes the same checks every 20 ms and aborts NCCL when trouble has lasted
-// FAT5__WATCH_GRACE_S without the rank's thread acting on it, or when one NCCL call outlasts
-// dist_timeout: NCCL's kernels and calls then return, and the rank's thread finds `aborted` and
-// stops with the reason. (ncclCommAbort from another thread is NCCL's way to end a hung
-// communicator.) Without threads (FAT5_NO_THREADS) there is no watchdog.
+// (fat5__comm_wait), but it can be held elsewhere: in a CUDA call queued behind an NCCL kernel
+// that a dead peer never feeds, or inside an NCCL call. So each rank runs a watchdog thread that
+// makes the same checks every 20 ms, and also times the sums from when they were queued. When
+// trouble has lasted FAT5__WATCH_GRACE_S without the rank's thread acting on it (at once when
+// the sums outlast dist_timeout):
+//   - the rank's thread is in no NCCL call: the watchdog aborts NCCL (NCCL's kernels end, so
+//     the held CUDA call returns); the rank's next sum or wait stops with the reason;
+//   - it is held inside an NCCL call for FAT5__WATCH_GRACE_S: ncclCommAbort would free what that
+//     call uses, so the watchdog says why on stderr and ends the process (on_held): its peers
+//     and the launcher see a failed rank, never a hang.
+// The rank's thread enters an NCCL call only under nc_mu and while not aborted, so an abort never
+// lands inside one. Without threads (FAT5_NO_THREADS) there is no watchdog.
 #define FAT5__WATCH_GRACE_S 1.0
 
 static void fat5__comm_lock(fat5__comm *c) {
@@ -11437,19 +11445,28 @@ static void fat5__comm_unlock(fat5__comm *c) {
 #endif
 }
 
-// Ends NCCL, from either thread, once: nc cleared under the lock and the first reason kept, then
-// the abort outside the lock (it returns once NCCL's work has stopped).
-static void fat5__comm_abort(fat5__comm *c, const char *why) {
+// Ends NCCL once: nc cleared under the lock and the first reason kept, then the abort outside the
+// lock (it returns once NCCL's work has stopped). From the watchdog (`watchdog`), nothing is done
+// while the rank's thread is inside an NCCL call: then 0.
+static int fat5__comm_abort(fat5__comm *c, const char *why, int watchdog) {
     fat5__ncclComm_t nc;
     fat5__comm_lock(c);
+    if (watchdog && __atomic_load_n(&c->call_t0_us, __ATOMIC_ACQUIRE)) {
+        fat5__comm_unlock(c);
+        return 0;
+    }
     nc = c->nc;
     c->nc = NULL;
     if (!__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
-        snprintf(c->abort_why, sizeof c->abort_why, "%s", why);
+        size_t k = strlen(why);
+        if (k >= sizeof c->abort_why) k = sizeof c->abort_why - 1;
+        memcpy(c->abort_why, why, k);
+        c->abort_why[k] = 0;
         __atomic_store_n(&c->aborted, 1, __ATOMIC_RELEASE);
     }
     fat5__comm_unlock(c);
     if (nc) c->nccl.f.ncclCommAbort(nc);
+    return 1;
 }
 
 // The error of a rank whose NCCL was aborted (by the watchdog or its own wait).
@@ -11459,10 +11476,17 @@ static fat5_status fat5__comm_aborted_err(fat5__comm *c) {
     return fat5__err(c->ctx, FAT5_ERR_STATE, "%s", c->abort_why);
 }
 
-// One look of the watchdog at time `now`: 1 when NCCL must be aborted, with msg (the reason the
-// rank's thread reports). *since: when the trouble seen now was first seen, 0 none.
-static int fat5__comm_watch_once(fat5__comm *c, double now, double *since, char *msg, size_t n) {
-    int64_t t0 = __atomic_load_n(&c->call_t0_us, __ATOMIC_ACQUIRE);
+// The watchdog's last resort: the rank's thread is held inside an NCCL call.
+static FAT5__UNUSED void fat5__comm_held_exit(fat5__comm *c, const char *msg) {
+    fprintf(stderr, "fat5: %s; rank %d is held inside an NCCL call, which NCCL cannot abort under it: its process "
+            "ends\n", msg, c->rank);
+    _exit(1);
+}
+
+// One look of the watchdog at time `now`: 1 when it must act, with msg (the reason the rank's
+// thread reports). *since: when the trouble seen now was first seen, 0 none.
+static FAT5__UNUSED int fat5__comm_watch_once(fat5__comm *c, double now, double *since, char *msg, size_t n) {
+    int64_t tq = __atomic_load_n(&c->queued_t0_us, __ATOMIC_ACQUIRE);
     int trouble = fat5__comm_trouble(c, msg, n);
     if (!trouble) {
         fat5__ncclResult_t ae = FAT5__NCCL_SUCCESS;
@@ -11477,9 +11501,9 @@ static int fat5__comm_watch_once(fat5__comm *c, double now, double *since, char 
             trouble = 1;
         }
     }
-    if (!trouble && t0 > 0 && now - (double)t0 * 1e-6 > c->timeout_s) {
+    if (!trouble && tq > 0 && now - (double)tq * 1e-6 > c->timeout_s) {
         char why[200];
-        snprintf(why, sizeof why, "an NCCL call made no progress for %.0f s (dist_timeout): a rank hangs or died",
+        snprintf(why, sizeof why, "an all-reduce made no progress for %.0f s (dist_timeout): a rank hangs or died",
                  c->timeout_s);
         fat5__board_fail(c->board, c->rank, why);
         snprintf(msg, n, "rank %d stops: %s", c->rank, why);
@@ -11493,20 +11517,33 @@ static int fat5__comm_watch_once(fat5__comm *c, double now, double *since, char 
     return now - *since >= FAT5__WATCH_GRACE_S;
 }
 
+// The watchdog acts on msg: aborts NCCL, or, when the rank's thread is held inside an NCCL call
+// for FAT5__WATCH_GRACE_S, calls on_held. 1 once done, 0 to look again at the next tick.
+static FAT5__UNUSED int fat5__comm_watch_act(fat5__comm *c, double now, const char *msg) {
+    int64_t t_call;
+    if (fat5__comm_abort(c, msg, 1)) return 1;
+    t_call = __atomic_load_n(&c->call_t0_us, __ATOMIC_ACQUIRE);
+    if (t_call == 0 || now - (double)t_call * 1e-6 < FAT5__WATCH_GRACE_S) return 0;
+    c->on_held(c, msg);
+    return 1;
+}
+
 #if FAT5__THREADS
 static void *fat5__comm_watch(void *arg) {
     fat5__comm *c = (fat5__comm *)arg;
     double since = 0;
     char msg[640];
-    while (!__atomic_load_n(&c->watch_stop, __ATOMIC_ACQUIRE) && !__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
+    int acting = 0;
+    for (;;) {
         struct timespec ts;
+        double now;
         ts.tv_sec = 0;
         ts.tv_nsec = 20000000;
         nanosleep(&ts, NULL);
-        if (fat5__comm_watch_once(c, fat5__now_s(), &since, msg, sizeof msg)) {
-            fat5__comm_abort(c, msg);
-            break;
-        }
+        if (__atomic_load_n(&c->watch_stop, __ATOMIC_ACQUIRE) || __atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) break;
+        now = fat5__now_s();
+        if (!acting) acting = fat5__comm_watch_once(c, now, &since, msg, sizeof msg);
+        if (acting && fat5__comm_watch_act(c, now, msg)) break;
     }
     return NULL;
 }
@@ -11521,6 +11558,7 @@ static fat5_status fat5__comm_watch_start(fat5__comm *c) {
         return fat5__err(c->ctx, FAT5_ERR_OUT_OF_MEMORY, "rank %d: cannot make the watchdog's lock: %s", c->rank, strerror(rc));
     c->mu_on = 1;
     c->watch_stop = 0;
+    if (!c->on_held) c->on_held = fat5__comm_held_exit;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     rc = pthread_create(&c->watch, NULL, fat5__comm_watch, c);
@@ -11562,15 +11600,20 @@ static fat5_status fat5__comm_sum(fat5__comm *c, fat5__addr p, size_t n, int f64
         if ((st = fat5__dev_check(c->ctx, g->ev.cuEventRecord(c->ev_order, g->stream), "cuEventRecord")) ||
             (st = fat5__dev_check(c->ctx, c->nccl.cu.cuStreamWaitEvent(c->stream, c->ev_order, 0), "cuStreamWaitEvent")))
             return st;
-        fat5__comm_lock(c);   // the watchdog clears nc when it aborts; the call is timed for it
+        // into the call under the lock (the watchdog aborts only outside one), timed for it
+        fat5__comm_lock(c);
         nc = c->nc;
-        if (nc) __atomic_store_n(&c->call_t0_us, (int64_t)(fat5__now_s() * 1e6), __ATOMIC_RELEASE);
+        if (nc) {
+            int64_t now_us = (int64_t)(fat5__now_s() * 1e6);
+            __atomic_store_n(&c->call_t0_us, now_us, __ATOMIC_RELEASE);
+            if (!__atomic_load_n(&c->queued_t0_us, __ATOMIC_ACQUIRE))
+                __atomic_store_n(&c->queued_t0_us, now_us, __ATOMIC_RELEASE);
+        }
         fat5__comm_unlock(c);
         if (!nc) return fat5__comm_aborted_err(c);
         r = c->nccl.f.ncclAllReduce((const void *)(uintptr_t)p, (void *)(uintptr_t)p, n,
                                     f64 ? FAT5__NCCL_FLOAT64 : FAT5__NCCL_FLOAT32, FAT5__NCCL_SUM, nc, c->stream);
         __atomic_store_n(&c->call_t0_us, 0, __ATOMIC_RELEASE);
-        if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) return fat5__comm_aborted_err(c);
         if (r != FAT5__NCCL_SUCCESS) return fat5__nccl_fail(c->ctx, &c->nccl, r, "ncclAllReduce");
         c->pending = 1;
         return FAT5_OK;
@@ -11631,13 +11674,14 @@ static fat5_status fat5__comm_wait(fat5__comm *c) {
                 char keep[700];
                 if (why) fat5__board_fail(c->board, c->rank, why);
                 snprintf(keep, sizeof keep, "%.690s", st ? fat5_last_error(c->ctx) : why);
-                fat5__comm_abort(c, keep);   // frees the stuck kernels; the communicator is gone
+                fat5__comm_abort(c, keep, 0);   // frees the stuck kernels; the communicator is gone
                 return fat5__err(c->ctx, st ? st : FAT5_ERR_STATE, "%s%s", st ? "" : "rank stops: ", keep);
             }
         }
     }
     // an abort also ends NCCL's kernels: the sums are then incomplete
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) return fat5__comm_aborted_err(c);
+    __atomic_store_n(&c->queued_t0_us, 0, __ATOMIC_RELEASE);
     c->wait_s += fat5__now_s() - t0;
     return FAT5_OK;
 #else
@@ -11755,7 +11799,7 @@ static fat5_status fat5__comm_file(fat5__comm *c, const char *path, size_t bytes
         }
         b = c->board;
         b->world = c->world;
-        b->failed = -1;
+        b->failed = b->claim = -1;
         if (id) {
             memcpy(b->nccl_id, id, sizeof b->nccl_id);
             b->id_ready = 1;
@@ -12127,7 +12171,7 @@ FAT5_API fat5_status fat5_launch(fat5_ctx *ctx, int n, double grace_s, fat5_laun
         return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory");
     }
     b->world = n;
-    b->failed = -1;
+    b->failed = b->claim = -1;
     b->launcher_pid = (int32_t)getpid();
     b->magic = FAT5__DIST_MAGIC;
     // SIGINT / SIGTERM to the launcher go on to the workers (which stop together, see

@@ -834,42 +834,100 @@ static void t_dist_launch(fat5_test *T) {
     FAT5_CHECK(T, fat5_launch(ctx, 0, 1.0, &li) == FAT5_ERR_INVALID_ARG);
 }
 
-// The NCCL ranks' watchdog, without NCCL: its decisions on a board (a peer that failed: aborted
-// only after the grace time, naming the peer; a peer whose process is gone: marked on the board;
-// one NCCL call held past dist_timeout: at once, marking this rank), and its thread, which ends a
-// call that never returns and leaves the reason for the rank's next wait.
+// The NCCL ranks' watchdog against stand-ins for NCCL's abort and error calls: its decisions on a
+// board (a peer that failed: acted on only after the grace time, naming the peer; a peer whose
+// process is gone: marked on the board; NCCL's asynchronous error; sums queued past
+// dist_timeout: at once, marking this rank), its action (abort when the rank's thread is in no
+// NCCL call, never inside one; held inside one past the grace time: on_held instead), and its
+// thread, started and stopped by the comm as in a run: a held CUDA call freed by the abort, the
+// reason reported by the next wait and sum, close joining it before NCCL goes.
+#ifndef FAT5_NO_CUDA
+static int wd_aborts, wd_destroys, wd_helds, wd_async;
+static fat5__ncclComm_t wd_aborted_nc;
+static fat5__comm *wd_comm;
+static int wd_watch_on_at_abort = -1;
+static char wd_held_msg[640];
+static fat5__ncclResult_t wd_abort(fat5__ncclComm_t nc) {
+    wd_aborts++;
+    wd_aborted_nc = nc;
+    if (wd_comm) wd_watch_on_at_abort = wd_comm->watch_on;
+    return FAT5__NCCL_SUCCESS;
+}
+static fat5__ncclResult_t wd_destroy(fat5__ncclComm_t nc) {
+    (void)nc;
+    wd_destroys++;
+    return FAT5__NCCL_SUCCESS;
+}
+static fat5__ncclResult_t wd_async_error(fat5__ncclComm_t nc, fat5__ncclResult_t *e) {
+    (void)nc;
+    *e = (fat5__ncclResult_t)__atomic_load_n(&wd_async, __ATOMIC_ACQUIRE);
+    return FAT5__NCCL_SUCCESS;
+}
+static const char *wd_error_string(fat5__ncclResult_t r) { return r == 6 ? "remote process exited or there was a network error" : "?"; }
+static void wd_held(fat5__comm *c, const char *msg) {
+    (void)c;
+    snprintf(wd_held_msg, sizeof wd_held_msg, "%s", msg);
+    __atomic_add_fetch(&wd_helds, 1, __ATOMIC_ACQ_REL);
+}
+static void wd_reset(fat5__comm *c, fat5__board *b, fat5__ncclComm_t fake) {
+    b->failed = b->claim = -1;
+    b->why[0] = 0;
+    b->pid[0] = b->pid[1] = (int32_t)getpid();
+    c->nc = fake;
+    c->aborted = 0;
+    c->abort_why[0] = 0;
+    c->call_t0_us = c->queued_t0_us = 0;
+    c->pending = 0;
+    wd_aborts = wd_destroys = wd_helds = wd_async = 0;
+    wd_aborted_nc = NULL;
+    wd_held_msg[0] = 0;
+}
+static int wd_wait_for(const int *flag, double s) {   // until *flag != 0, at most s seconds
+    double t0 = fat5__now_s();
+    while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE) && fat5__now_s() - t0 < s) nanosleep(&(struct timespec){0, 5000000}, NULL);
+    return __atomic_load_n(flag, __ATOMIC_ACQUIRE);
+}
+#endif
+
 static void t_dist_watchdog(fat5_test *T) {
 #ifdef FAT5_NO_CUDA
     FAT5_SKIP(T, "the watchdog belongs to the NCCL transport (built with FAT5_NO_CUDA)");
 #else
     fat5_ctx *ctx = fat5_test_ctx(T);
     fat5__board *b = (fat5__board *)calloc(1, sizeof *b);
-    fat5__comm c;
+    fat5__comm *c = (fat5__comm *)fat5__calloc(ctx, 1, sizeof *c);
+    int dummy = 0;
+    fat5__ncclComm_t fake = (fat5__ncclComm_t)(void *)&dummy;   // never dereferenced: the calls are stand-ins
     double since = 0, t0;
     char msg[640];
     pid_t gone;
-    FAT5_REQUIRE(T, b != NULL);
-    memset(&c, 0, sizeof c);
-    c.ctx = ctx;
-    c.rank = 0;
-    c.world = 2;
-    c.mode = FAT5__DIST_NCCL;
-    c.local = 1;
-    c.board = b;
-    c.timeout_s = 0.5;
+    FAT5_REQUIRE(T, b != NULL && c != NULL);
+    c->ctx = ctx;
+    c->rank = 0;
+    c->world = 2;
+    c->mode = FAT5__DIST_NCCL;
+    c->local = 1;
+    c->board = b;
+    c->timeout_s = 0.5;
+    c->fds[0] = c->fds[1] = c->fds[2] = -1;
+    c->nccl.f.ncclCommAbort = wd_abort;
+    c->nccl.f.ncclCommDestroy = wd_destroy;
+    c->nccl.f.ncclCommGetAsyncError = wd_async_error;
+    c->nccl.f.ncclGetErrorString = wd_error_string;
+    c->on_held = wd_held;
     b->world = 2;
-    b->failed = -1;
-    b->pid[0] = b->pid[1] = (int32_t)getpid();
+    wd_reset(c, b, fake);
     // all well
-    FAT5_CHECK(T, !fat5__comm_watch_once(&c, 100.0, &since, msg, sizeof msg) && since == 0);
+    FAT5_CHECK(T, !fat5__comm_watch_once(c, 100.0, &since, msg, sizeof msg) && since == 0);
     // a peer failed: seen at once, acted on after the grace time (the rank's thread may act first)
     fat5__board_fail(b, 1, "killed by signal 9");
-    FAT5_CHECK(T, !fat5__comm_watch_once(&c, 100.0, &since, msg, sizeof msg) && since == 100.0);
-    FAT5_CHECK(T, !fat5__comm_watch_once(&c, 100.0 + 0.5 * FAT5__WATCH_GRACE_S, &since, msg, sizeof msg));
-    FAT5_CHECK(T, fat5__comm_watch_once(&c, 100.0 + FAT5__WATCH_GRACE_S, &since, msg, sizeof msg));
+    fat5__board_fail(b, 0, "a later failure does not replace the first");
+    FAT5_CHECK(T, !fat5__comm_watch_once(c, 100.0, &since, msg, sizeof msg) && since == 100.0);
+    FAT5_CHECK(T, !fat5__comm_watch_once(c, 100.0 + 0.5 * FAT5__WATCH_GRACE_S, &since, msg, sizeof msg));
+    FAT5_CHECK(T, fat5__comm_watch_once(c, 100.0 + FAT5__WATCH_GRACE_S, &since, msg, sizeof msg));
     FAT5_CHECK_MSG(T, strcmp(msg, "rank 0 stops: rank 1 failed: killed by signal 9") == 0, "%s", msg);
     // a peer's process that is gone: the board names it
-    b->failed = -1;
+    wd_reset(c, b, fake);
     since = 0;
     fflush(stdout);
     gone = fork();
@@ -877,52 +935,94 @@ static void t_dist_watchdog(fat5_test *T) {
     if (gone == 0) _exit(0);
     FAT5_REQUIRE(T, waitpid(gone, NULL, 0) == gone);
     b->pid[1] = (int32_t)gone;
-    FAT5_CHECK(T, !fat5__comm_watch_once(&c, 200.0, &since, msg, sizeof msg) && since == 200.0);
+    FAT5_CHECK(T, !fat5__comm_watch_once(c, 200.0, &since, msg, sizeof msg) && since == 200.0);
     FAT5_CHECK_MSG(T, b->failed == 1 && strstr(b->why, "is gone"), "failed %d: %s", (int)b->failed, b->why);
-    FAT5_CHECK(T, fat5__comm_watch_once(&c, 200.0 + FAT5__WATCH_GRACE_S, &since, msg, sizeof msg) &&
+    FAT5_CHECK(T, fat5__comm_watch_once(c, 200.0 + FAT5__WATCH_GRACE_S, &since, msg, sizeof msg) &&
                   strstr(msg, "rank 0 stops: rank 1 failed: its process (pid"));
-    // an NCCL call held past dist_timeout: this rank fails, at once
-    b->failed = -1;
-    b->pid[1] = (int32_t)getpid();
+    // NCCL's asynchronous error: this rank fails, after the grace time
+    wd_reset(c, b, fake);
     since = 0;
-    c.call_t0_us = (int64_t)(50.0 * 1e6);
-    FAT5_CHECK(T, !fat5__comm_watch_once(&c, 50.4, &since, msg, sizeof msg));
-    FAT5_CHECK(T, fat5__comm_watch_once(&c, 50.6, &since, msg, sizeof msg) && b->failed == 0 &&
-                  strstr(msg, "rank 0 stops: an NCCL call made no progress"));
+    wd_async = 6;
+    FAT5_CHECK(T, !fat5__comm_watch_once(c, 300.0, &since, msg, sizeof msg) && b->failed == 0);
+    FAT5_CHECK(T, fat5__comm_watch_once(c, 300.0 + FAT5__WATCH_GRACE_S, &since, msg, sizeof msg) &&
+                  strstr(msg, "rank 0 stops: NCCL error 6 (remote process exited"));
+    // sums queued past dist_timeout: this rank fails, at once
+    wd_reset(c, b, fake);
+    since = 0;
+    c->queued_t0_us = (int64_t)(50.0 * 1e6);
+    FAT5_CHECK(T, !fat5__comm_watch_once(c, 50.4, &since, msg, sizeof msg) && b->failed == -1);
+    FAT5_CHECK(T, fat5__comm_watch_once(c, 50.6, &since, msg, sizeof msg) && b->failed == 0 &&
+                  strstr(msg, "rank 0 stops: an all-reduce made no progress for 0 s (dist_timeout)"));
+    // acting: never inside an NCCL call; held inside one past the grace time: on_held
+    wd_reset(c, b, fake);
+    c->call_t0_us = (int64_t)(10.0 * 1e6);
+    FAT5_CHECK(T, !fat5__comm_watch_act(c, 10.0 + 0.5 * FAT5__WATCH_GRACE_S, "rank 0 stops: why") && wd_aborts == 0 &&
+                  wd_helds == 0 && c->nc == fake && !c->aborted);
+    FAT5_CHECK(T, fat5__comm_watch_act(c, 10.0 + FAT5__WATCH_GRACE_S, "rank 0 stops: why") && wd_aborts == 0 &&
+                  wd_helds == 1 && strcmp(wd_held_msg, "rank 0 stops: why") == 0 && c->nc == fake);
+    c->call_t0_us = 0;   // out of the call: aborted, once
+    FAT5_CHECK(T, fat5__comm_watch_act(c, 20.0, "rank 0 stops: why") && wd_aborts == 1 && wd_aborted_nc == fake &&
+                  c->nc == NULL && c->aborted && strcmp(c->abort_why, "rank 0 stops: why") == 0);
+    FAT5_CHECK(T, fat5__comm_watch_act(c, 20.0, "another reason") && wd_aborts == 1 &&
+                  strcmp(c->abort_why, "rank 0 stops: why") == 0);
+    FAT5_CHECK(T, fat5__comm_sum(c, 0, 1, 0) == FAT5_ERR_STATE && strcmp(fat5_last_error(ctx), "rank 0 stops: why") == 0);
 #if FAT5__THREADS
-    // the thread, all well: it runs until asked to stop and aborts nothing
-    b->failed = -1;
-    c.call_t0_us = 0;
-    FAT5_REQUIRE_OK(T, fat5__comm_watch_start(&c));
+    // the thread, all well: it runs until stopped and does nothing
+    wd_reset(c, b, fake);
+    FAT5_REQUIRE_OK(T, fat5__comm_watch_start(c));
     nanosleep(&(struct timespec){0, 100000000}, NULL);
-    fat5__comm_watch_stop(&c);
-    FAT5_CHECK(T, !c.aborted && b->failed == -1);
-    pthread_mutex_destroy(&c.nc_mu);
-    c.mu_on = 0;
-    // a call that never returns: aborted after dist_timeout; the next wait and sum report why
-    c.timeout_s = 0.2;
+    fat5__comm_watch_stop(c);
+    FAT5_CHECK(T, !c->aborted && b->failed == -1 && wd_aborts == 0 && wd_helds == 0 && !c->watch_on);
+    pthread_mutex_destroy(&c->nc_mu);
+    c->mu_on = 0;
+    // the rank's thread held in a CUDA call (not NCCL) while a peer fails: aborted after the grace
+    // time, and the rank's next wait reports why
+    wd_reset(c, b, fake);
+    c->queued_t0_us = (int64_t)(fat5__now_s() * 1e6);
+    FAT5_REQUIRE_OK(T, fat5__comm_watch_start(c));
     t0 = fat5__now_s();
-    c.call_t0_us = (int64_t)(t0 * 1e6);
-    FAT5_REQUIRE_OK(T, fat5__comm_watch_start(&c));
-    while (!__atomic_load_n(&c.aborted, __ATOMIC_ACQUIRE) && fat5__now_s() - t0 < 10)
-        nanosleep(&(struct timespec){0, 5000000}, NULL);
-    FAT5_CHECK_MSG(T, c.aborted && fat5__now_s() - t0 >= 0.2 && fat5__now_s() - t0 < 2, "aborted %d after %.2f s",
-                   (int)c.aborted, fat5__now_s() - t0);
-    fat5__comm_watch_stop(&c);
-    FAT5_CHECK(T, b->failed == 0 && strstr(b->why, "made no progress"));
-    if (!c.aborted) {   // the wait below would go on to the GPU
-        pthread_mutex_destroy(&c.nc_mu);
-        free(b);
-        return;
-    }
-    c.call_t0_us = 0;
-    c.pending = 1;
-    FAT5_CHECK(T, fat5__comm_wait(&c) == FAT5_ERR_STATE && strstr(fat5_last_error(ctx), "rank 0 stops: an NCCL call"));
-    FAT5_CHECK(T, fat5__comm_sum(&c, 0, 1, 0) == FAT5_ERR_STATE && strstr(fat5_last_error(ctx), "made no progress"));
-    pthread_mutex_destroy(&c.nc_mu);
+    fat5__board_fail(b, 1, "killed by signal 9");
+    FAT5_CHECK(T, wd_wait_for(&c->aborted, 10));
+    FAT5_CHECK_MSG(T, fat5__now_s() - t0 >= FAT5__WATCH_GRACE_S && fat5__now_s() - t0 < FAT5__WATCH_GRACE_S + 1.5,
+                   "aborted after %.2f s", fat5__now_s() - t0);
+    fat5__comm_watch_stop(c);
+    pthread_mutex_destroy(&c->nc_mu);
+    c->mu_on = 0;
+    FAT5_CHECK(T, wd_aborts == 1 && wd_helds == 0 && c->nc == NULL);
+    c->pending = 1;
+    FAT5_CHECK(T, fat5__comm_wait(c) == FAT5_ERR_STATE &&
+                  strcmp(fat5_last_error(ctx), "rank 0 stops: rank 1 failed: killed by signal 9") == 0);
+    // held inside an NCCL call while the sums outlast dist_timeout (0.2 s): never aborted under
+    // the call; on_held after the grace time
+    wd_reset(c, b, fake);
+    c->timeout_s = 0.2;
+    t0 = fat5__now_s();
+    c->call_t0_us = c->queued_t0_us = (int64_t)(t0 * 1e6);
+    FAT5_REQUIRE_OK(T, fat5__comm_watch_start(c));
+    FAT5_CHECK(T, wd_wait_for(&wd_helds, 10));
+    FAT5_CHECK_MSG(T, fat5__now_s() - t0 >= FAT5__WATCH_GRACE_S && fat5__now_s() - t0 < FAT5__WATCH_GRACE_S + 1.5,
+                   "held after %.2f s", fat5__now_s() - t0);
+    fat5__comm_watch_stop(c);
+    pthread_mutex_destroy(&c->nc_mu);
+    c->mu_on = 0;
+    FAT5_CHECK_MSG(T, wd_aborts == 0 && wd_helds == 1 && c->nc == fake && b->failed == 0 &&
+                   strstr(wd_held_msg, "rank 0 stops: an all-reduce made no progress"),
+                   "aborts %d, helds %d, failed %d: %s", wd_aborts, wd_helds, (int)b->failed, wd_held_msg);
+    // close after a failure: the watchdog is joined before NCCL is aborted
+    wd_reset(c, b, fake);
+    c->timeout_s = 900;
+    c->board = NULL;   // the test's board is not mapped; close leaves it
+    FAT5_REQUIRE_OK(T, fat5__comm_watch_start(c));
+    c->failed = 1;
+    wd_comm = c;
+    fat5__comm_close(c);   // frees c
+    wd_comm = NULL;
+    FAT5_CHECK(T, wd_aborts == 1 && wd_destroys == 0 && wd_watch_on_at_abort == 0);
+    c = NULL;
 #else
     (void)t0;
 #endif
+    if (c) fat5__free(ctx, c);
     free(b);
 #endif
 }
