@@ -11476,6 +11476,26 @@ static fat5_status fat5__comm_aborted_err(fat5__comm *c) {
     return fat5__err(c->ctx, FAT5_ERR_STATE, "%s", c->abort_why);
 }
 
+// The rank's thread into an NCCL call: nc under the lock, and only while not aborted (the
+// watchdog aborts only outside a call), the call and the first sum not yet waited out timed (| 1:
+// never 0, which means none). NULL when aborted.
+static fat5__ncclComm_t fat5__comm_call_enter(fat5__comm *c) {
+    fat5__ncclComm_t nc;
+    fat5__comm_lock(c);
+    nc = c->nc;
+    if (nc) {
+        int64_t now_us = (int64_t)(fat5__now_s() * 1e6) | 1;
+        __atomic_store_n(&c->call_t0_us, now_us, __ATOMIC_RELEASE);
+        if (!__atomic_load_n(&c->queued_t0_us, __ATOMIC_ACQUIRE))
+            __atomic_store_n(&c->queued_t0_us, now_us, __ATOMIC_RELEASE);
+    }
+    fat5__comm_unlock(c);
+    return nc;
+}
+
+// ... and out of it: once the watchdog sees 0 the call has returned (release / acquire).
+static void fat5__comm_call_leave(fat5__comm *c) { __atomic_store_n(&c->call_t0_us, 0, __ATOMIC_RELEASE); }
+
 // The watchdog's last resort: the rank's thread is held inside an NCCL call.
 static FAT5__UNUSED void fat5__comm_held_exit(fat5__comm *c, const char *msg) {
     fprintf(stderr, "fat5: %s; rank %d is held inside an NCCL call, which NCCL cannot abort under it: its process "
@@ -11490,6 +11510,8 @@ static FAT5__UNUSED int fat5__comm_watch_once(fat5__comm *c, double now, double 
     int trouble = fat5__comm_trouble(c, msg, n);
     if (!trouble) {
         fat5__ncclResult_t ae = FAT5__NCCL_SUCCESS;
+        // beside the rank's ncclAllReduce: on a blocking communicator this call only reads NCCL's
+        // error flags, which is how watchdogs poll NCCL
         fat5__comm_lock(c);
         if (c->nc && c->nccl.f.ncclCommGetAsyncError(c->nc, &ae) != FAT5__NCCL_SUCCESS) ae = FAT5__NCCL_SUCCESS;
         fat5__comm_unlock(c);
@@ -11600,21 +11622,14 @@ static fat5_status fat5__comm_sum(fat5__comm *c, fat5__addr p, size_t n, int f64
         if ((st = fat5__dev_check(c->ctx, g->ev.cuEventRecord(c->ev_order, g->stream), "cuEventRecord")) ||
             (st = fat5__dev_check(c->ctx, c->nccl.cu.cuStreamWaitEvent(c->stream, c->ev_order, 0), "cuStreamWaitEvent")))
             return st;
-        // into the call under the lock (the watchdog aborts only outside one), timed for it
-        fat5__comm_lock(c);
-        nc = c->nc;
-        if (nc) {
-            int64_t now_us = (int64_t)(fat5__now_s() * 1e6);
-            __atomic_store_n(&c->call_t0_us, now_us, __ATOMIC_RELEASE);
-            if (!__atomic_load_n(&c->queued_t0_us, __ATOMIC_ACQUIRE))
-                __atomic_store_n(&c->queued_t0_us, now_us, __ATOMIC_RELEASE);
-        }
-        fat5__comm_unlock(c);
-        if (!nc) return fat5__comm_aborted_err(c);
+        if (!(nc = fat5__comm_call_enter(c))) return fat5__comm_aborted_err(c);
         r = c->nccl.f.ncclAllReduce((const void *)(uintptr_t)p, (void *)(uintptr_t)p, n,
                                     f64 ? FAT5__NCCL_FLOAT64 : FAT5__NCCL_FLOAT32, FAT5__NCCL_SUM, nc, c->stream);
-        __atomic_store_n(&c->call_t0_us, 0, __ATOMIC_RELEASE);
-        if (r != FAT5__NCCL_SUCCESS) return fat5__nccl_fail(c->ctx, &c->nccl, r, "ncclAllReduce");
+        fat5__comm_call_leave(c);
+        if (r != FAT5__NCCL_SUCCESS) {
+            if (!c->pending) __atomic_store_n(&c->queued_t0_us, 0, __ATOMIC_RELEASE);   // nothing queued
+            return fat5__nccl_fail(c->ctx, &c->nccl, r, "ncclAllReduce");
+        }
         c->pending = 1;
         return FAT5_OK;
     }
@@ -11626,7 +11641,7 @@ static fat5_status fat5__comm_sum(fat5__comm *c, fat5__addr p, size_t n, int f64
 // Orders the compute stream after every queued collective and waits on the host until they are
 // done, watching the board, NCCL's asynchronous errors and the timeout (then aborting NCCL). The
 // compute stream's wait is timed (ev_t0 .. ev_t1) for the step's exposed communication.
-static fat5_status fat5__comm_wait(fat5__comm *c) {
+static fat5_status fat5__comm_wait_sums(fat5__comm *c) {
 #ifndef FAT5_NO_CUDA
     struct fat5__gpu *g = c->ctx->gpu;
     double t0, next_check;
@@ -11681,13 +11696,22 @@ static fat5_status fat5__comm_wait(fat5__comm *c) {
     }
     // an abort also ends NCCL's kernels: the sums are then incomplete
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) return fat5__comm_aborted_err(c);
-    __atomic_store_n(&c->queued_t0_us, 0, __ATOMIC_RELEASE);
     c->wait_s += fat5__now_s() - t0;
     return FAT5_OK;
 #else
     (void)c;
     return FAT5_OK;
 #endif
+}
+
+// ... and, however that ends, no sum is outstanding any more for the watchdog's clock (after an
+// abort the watchdog has stopped looking).
+static fat5_status fat5__comm_wait(fat5__comm *c) {
+    fat5_status st = fat5__comm_wait_sums(c);
+#ifndef FAT5_NO_CUDA
+    __atomic_store_n(&c->queued_t0_us, 0, __ATOMIC_RELEASE);
+#endif
+    return st;
 }
 
 // Seconds the compute stream (GPU) or the host (CPU) waited for the others since the last call.
