@@ -40,8 +40,9 @@
 //     FAT5_MALLOC/REALLOC/FREE replace the C allocator (all three or none)
 //     FAT5_ASSERT(x)           internal invariants (default: assert)
 //     FAT5_NO_THREADS          no worker threads: the CPU matrix products run on the calling thread
-//                              (fat5_ctx_config.n_threads is ignored; no -lpthread needed). Results
-//                              are bitwise the same either way.
+//                              (fat5_ctx_config.n_threads is ignored; no -lpthread needed), and GPU
+//                              ranks have no watchdog (section [5.4]). Results are bitwise the same
+//                              either way.
 //     FAT5_MM_SCALAR           plain-C micro-kernels for the CPU matrix products (no GNU vector
 //                              extensions, no AVX2 dispatch); same results, slower
 //
