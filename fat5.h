@@ -11251,7 +11251,6 @@ typedef struct fat5__comm {
     fat5__nccl nccl;
     fat5__ncclComm_t nc;
     fat5__CUstream stream;         // the collectives' stream
-    int priority;                  // ... its priority (the device's greatest: the lowest number)
     fat5__CUevent ev_order, ev_done, ev_t0, ev_t1;
     int pending;                   // collectives queued since the last wait
     int timed;                     // ev_t0 / ev_t1 recorded this step
@@ -11477,6 +11476,22 @@ static fat5_status fat5__comm_aborted_err(fat5__comm *c) {
     return fat5__err(c->ctx, FAT5_ERR_STATE, "%s", c->abort_why);
 }
 
+// 1 with why = "NCCL error N (...)" when NCCL reports an asynchronous error; read under the lock
+// (the watchdog may clear nc). Beside the rank's ncclAllReduce on a blocking communicator this call
+// only reads NCCL's error flags, which is how watchdogs poll NCCL.
+static int fat5__comm_nccl_error(fat5__comm *c, char *why, size_t n) {
+    fat5__ncclResult_t ae = FAT5__NCCL_SUCCESS;
+    fat5__comm_lock(c);
+    if (c->nc && c->nccl.f.ncclCommGetAsyncError(c->nc, &ae) != FAT5__NCCL_SUCCESS) ae = FAT5__NCCL_SUCCESS;
+    fat5__comm_unlock(c);
+    if (ae == FAT5__NCCL_SUCCESS || ae == FAT5__NCCL_IN_PROGRESS) return 0;
+    snprintf(why, n, "NCCL error %u (%s)", ae, c->nccl.f.ncclGetErrorString(ae));
+    return 1;
+}
+
+// What a rank says when its sums outlast dist_timeout (its own wait, or its watchdog).
+#define FAT5__NO_PROGRESS "an all-reduce made no progress for %.0f s (dist_timeout): a rank hangs or died"
+
 // The rank's thread into an NCCL call: nc under the lock, and only while not aborted (the
 // watchdog aborts only outside a call), the call and the first sum not yet waited out timed (| 1:
 // never 0, which means none). NULL when aborted.
@@ -11510,15 +11525,8 @@ static FAT5__UNUSED int fat5__comm_watch_once(fat5__comm *c, double now, double 
     int64_t tq = __atomic_load_n(&c->queued_t0_us, __ATOMIC_ACQUIRE);
     int trouble = fat5__comm_trouble(c, msg, n);
     if (!trouble) {
-        fat5__ncclResult_t ae = FAT5__NCCL_SUCCESS;
-        // beside the rank's ncclAllReduce: on a blocking communicator this call only reads NCCL's
-        // error flags, which is how watchdogs poll NCCL
-        fat5__comm_lock(c);
-        if (c->nc && c->nccl.f.ncclCommGetAsyncError(c->nc, &ae) != FAT5__NCCL_SUCCESS) ae = FAT5__NCCL_SUCCESS;
-        fat5__comm_unlock(c);
-        if (ae != FAT5__NCCL_SUCCESS && ae != FAT5__NCCL_IN_PROGRESS) {
-            char why[200];
-            snprintf(why, sizeof why, "NCCL error %u (%s)", ae, c->nccl.f.ncclGetErrorString(ae));
+        char why[200];
+        if (fat5__comm_nccl_error(c, why, sizeof why)) {
             fat5__board_fail(c->board, c->rank, why);
             snprintf(msg, n, "rank %d stops: %s", c->rank, why);
             trouble = 1;
@@ -11526,8 +11534,7 @@ static FAT5__UNUSED int fat5__comm_watch_once(fat5__comm *c, double now, double 
     }
     if (!trouble && tq > 0 && now - (double)tq * 1e-6 > c->timeout_s) {
         char why[200];
-        snprintf(why, sizeof why, "an all-reduce made no progress for %.0f s (dist_timeout): a rank hangs or died",
-                 c->timeout_s);
+        snprintf(why, sizeof why, FAT5__NO_PROGRESS, c->timeout_s);
         fat5__board_fail(c->board, c->rank, why);
         snprintf(msg, n, "rank %d stops: %s", c->rank, why);
         return 1;
@@ -11670,20 +11677,13 @@ static fat5_status fat5__comm_wait_sums(fat5__comm *c) {
         if (now < next_check) continue;
         next_check = now + 0.05;
         {
-            fat5__ncclResult_t ae = FAT5__NCCL_SUCCESS;
             const char *why = NULL;
             char msg[200];
             st = fat5__comm_check(c);
-            fat5__comm_lock(c);
-            if (!st && c->nc && c->nccl.f.ncclCommGetAsyncError(c->nc, &ae) != FAT5__NCCL_SUCCESS)
-                ae = FAT5__NCCL_SUCCESS;
-            fat5__comm_unlock(c);
-            if (!st && ae != FAT5__NCCL_SUCCESS && ae != FAT5__NCCL_IN_PROGRESS) {
-                snprintf(msg, sizeof msg, "NCCL error %u (%s)", ae, c->nccl.f.ncclGetErrorString(ae));
+            if (!st && fat5__comm_nccl_error(c, msg, sizeof msg)) {
                 why = msg;
             } else if (!st && now - t0 > c->timeout_s) {
-                snprintf(msg, sizeof msg, "an all-reduce made no progress for %.0f s (dist_timeout): a rank hangs or died",
-                         c->timeout_s);
+                snprintf(msg, sizeof msg, FAT5__NO_PROGRESS, c->timeout_s);
                 why = msg;
             }
             if (st || why) {
@@ -12022,6 +12022,7 @@ static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int r
         struct fat5__gpu *g = ctx->gpu;
         fat5__ncclResult_t r;
         fat5__ncclUniqueId uid;
+        int least = 0, greatest = 0;   // stream priorities (the greatest: the lowest number)
         double t_join = fat5__now_s();
         if ((st = fat5__nccl_open(ctx, &c->nccl))) goto fail;
         // rank 0 makes the id (with NCCL_COMM_ID every rank does: NCCL derives it from the address)
@@ -12106,23 +12107,18 @@ static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int r
         // while the backward's products fill the GPU gets the next free SMs instead of waiting
         // behind the products queued after it, so less of the sum is left for after the backward.
         // Priorities are hints: the order of the two streams' work is the events' only.
-        {
-            int least = 0, greatest = 0;
-            if ((st = fat5__dev_check(ctx, c->nccl.cu.cuCtxGetStreamPriorityRange(&least, &greatest),
-                                      "cuCtxGetStreamPriorityRange")))
-                goto fail;
-            c->priority = greatest;
-        }
-        if ((st = fat5__dev_check(ctx, c->nccl.cu.cuStreamCreateWithPriority(&c->stream, FAT5__CU_STREAM_NON_BLOCKING,
-                                                                             c->priority),
+        if ((st = fat5__dev_check(ctx, c->nccl.cu.cuCtxGetStreamPriorityRange(&least, &greatest),
+                                  "cuCtxGetStreamPriorityRange")) ||
+            (st = fat5__dev_check(ctx, c->nccl.cu.cuStreamCreateWithPriority(&c->stream, FAT5__CU_STREAM_NON_BLOCKING,
+                                                                             greatest),
                                   "cuStreamCreateWithPriority")) ||
             (st = fat5__dev_check(ctx, g->ev.cuEventCreate(&c->ev_order, 2), "cuEventCreate")) ||
             (st = fat5__dev_check(ctx, g->ev.cuEventCreate(&c->ev_done, 2), "cuEventCreate")) ||
             (st = fat5__dev_check(ctx, g->ev.cuEventCreate(&c->ev_t0, 0), "cuEventCreate")) ||
             (st = fat5__dev_check(ctx, g->ev.cuEventCreate(&c->ev_t1, 0), "cuEventCreate")))
             goto fail;
-        // the watchdog runs with one rank too (nothing to watch there but the timeout): that
-        // run's tests then drive its thread against a real communicator
+        // the watchdog runs with one rank too (nothing to watch there but the timeout), so the
+        // one-GPU runs start and stop its thread beside a real communicator
         if ((st = fat5__comm_watch_start(c))) goto fail;
         *out = c;
         return FAT5_OK;
