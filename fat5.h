@@ -41,8 +41,8 @@
 //     FAT5_ASSERT(x)           internal invariants (default: assert)
 //     FAT5_NO_THREADS          no worker threads: the CPU matrix products run on the calling thread
 //                              (fat5_ctx_config.n_threads is ignored; no -lpthread needed), and GPU
-//                              ranks have no watchdog (section [5.4]). Results are bitwise the same
-//                              either way.
+//                              ranks have no watchdog (section [5.4]), which also bounds their
+//                              join by dist_timeout. Results are bitwise the same either way.
 //     FAT5_MM_SCALAR           plain-C micro-kernels for the CPU matrix products (no GNU vector
 //                              extensions, no AVX2 dispatch); same results, slower
 //
@@ -11258,7 +11258,9 @@ typedef struct fat5__comm {
     // keeps why in abort_why. Times in microseconds of fat5__now_s, 0 none: call_t0_us, when this
     // rank's thread entered the NCCL call it is in (set under nc_mu); queued_t0_us, when the first
     // sum not yet waited out was queued. on_held: the watchdog's last resort (tests replace it).
-    int32_t aborted;
+    // joining: the rank's thread is joining NCCL (ncclCommInitRank; queued_t0_us then times the
+    // join from its first try).
+    int32_t aborted, joining;
     char abort_why[640];
     int64_t call_t0_us, queued_t0_us;
     void (*on_held)(struct fat5__comm *c, const char *msg);
@@ -11417,16 +11419,18 @@ static fat5_status fat5__comm_host_sum(fat5__comm *c, void *p, size_t n, int f64
 // A rank's own thread checks the board, NCCL's errors and the timeout while it waits for the sums
 // (fat5__comm_wait), but it can be held elsewhere: in a CUDA call queued behind an NCCL kernel
 // that a dead peer never feeds, or inside an NCCL call. So each rank runs a watchdog thread that
-// makes the same checks every 20 ms, and also times the sums from when they were queued. When
-// trouble has lasted FAT5__WATCH_GRACE_S without the rank's thread acting on it (at once when
-// the sums outlast dist_timeout):
+// makes the same checks every 20 ms, and also times the sums from when they were queued, and
+// NCCL's join (which has no timeout of its own) from its start. When trouble has lasted
+// FAT5__WATCH_GRACE_S without the rank's thread acting on it (at once when the sums or the join
+// outlast dist_timeout):
 //   - the rank's thread is in no NCCL call: the watchdog aborts NCCL (NCCL's kernels end, so
 //     the held CUDA call returns); the rank's next sum or wait stops with the reason;
 //   - it is held inside an NCCL call for FAT5__WATCH_GRACE_S: ncclCommAbort would free what that
 //     call uses, so the watchdog says why on stderr and ends the process (on_held): its peers
 //     and the launcher see a failed rank, never a hang.
 // The rank's thread enters an NCCL call only under nc_mu and while not aborted, so an abort never
-// lands inside one. Without threads (FAT5_NO_THREADS) there is no watchdog.
+// lands inside one. Without threads (FAT5_NO_THREADS) there is no watchdog, and nothing bounds
+// the join.
 #define FAT5__WATCH_GRACE_S 1.0
 
 static void fat5__comm_lock(fat5__comm *c) {
@@ -11489,8 +11493,11 @@ static int fat5__comm_nccl_error(fat5__comm *c, char *why, size_t n) {
     return 1;
 }
 
-// What a rank says when its sums outlast dist_timeout (its own wait, or its watchdog).
+// What a rank says when its sums outlast dist_timeout (its own wait, or its watchdog), and when
+// its join does.
 #define FAT5__NO_PROGRESS "an all-reduce made no progress for %.0f s (dist_timeout): a rank hangs or died"
+#define FAT5__NO_JOIN "joining NCCL (ncclCommInitRank) took more than %.0f s (dist_timeout): a rank did not start, " \
+    "or cannot reach the others"
 
 // The rank's thread into an NCCL call: nc under the lock, and only while not aborted (the
 // watchdog aborts only outside a call), the call and the first sum not yet waited out timed (| 1:
@@ -11511,6 +11518,42 @@ static fat5__ncclComm_t fat5__comm_call_enter(fat5__comm *c) {
 
 // ... and out of it: once the watchdog sees 0 the call has returned (release / acquire).
 static void fat5__comm_call_leave(fat5__comm *c) { __atomic_store_n(&c->call_t0_us, 0, __ATOMIC_RELEASE); }
+
+// The join (ncclCommInitRank) is such a call for the watchdog, with the join timed from its first
+// try: there is no communicator to abort yet, so a peer that fails meanwhile, or a join longer than
+// dist_timeout, ends in on_held. 0 when aborted (between two tries).
+static int fat5__comm_join_enter(fat5__comm *c) {
+    int ok;
+    fat5__comm_lock(c);
+    ok = !__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE);
+    if (ok) {
+        int64_t now_us = (int64_t)(fat5__now_s() * 1e6) | 1;
+        __atomic_store_n(&c->joining, 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&c->call_t0_us, now_us, __ATOMIC_RELEASE);
+        if (!__atomic_load_n(&c->queued_t0_us, __ATOMIC_ACQUIRE))
+            __atomic_store_n(&c->queued_t0_us, now_us, __ATOMIC_RELEASE);
+    }
+    fat5__comm_unlock(c);
+    return ok;
+}
+
+// ... and out of it with nc, the communicator it made (NULL: that try failed, and the join's
+// clock keeps running for the next). 1 when nc is now the rank's; 0 when the watchdog aborted
+// in the meantime (nc is then aborted too).
+static int fat5__comm_join_leave(fat5__comm *c, fat5__ncclComm_t nc) {
+    int mine = 0;
+    fat5__comm_lock(c);
+    fat5__comm_call_leave(c);
+    if (nc && !__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
+        c->nc = nc;
+        __atomic_store_n(&c->joining, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&c->queued_t0_us, 0, __ATOMIC_RELEASE);
+        mine = 1;
+    }
+    fat5__comm_unlock(c);
+    if (nc && !mine) c->nccl.f.ncclCommAbort(nc);
+    return mine;
+}
 
 // The watchdog's last resort: the rank's thread is held inside an NCCL call.
 static FAT5__UNUSED void fat5__comm_held_exit(fat5__comm *c, const char *msg) {
@@ -11534,7 +11577,8 @@ static FAT5__UNUSED int fat5__comm_watch_once(fat5__comm *c, double now, double 
     }
     if (!trouble && tq > 0 && now - (double)tq * 1e-6 > c->timeout_s) {
         char why[200];
-        snprintf(why, sizeof why, FAT5__NO_PROGRESS, c->timeout_s);
+        snprintf(why, sizeof why, __atomic_load_n(&c->joining, __ATOMIC_ACQUIRE) ? FAT5__NO_JOIN : FAT5__NO_PROGRESS,
+                 c->timeout_s);
         fat5__board_fail(c->board, c->rank, why);
         snprintf(msg, n, "rank %d stops: %s", c->rank, why);
         return 1;
@@ -11579,12 +11623,12 @@ static void *fat5__comm_watch(void *arg) {
 }
 #endif
 
-// Starts the watchdog (signals blocked in it: they stay the rank's thread's).
+// Starts the watchdog, or starts it again (signals blocked in it: they stay the rank's thread's).
 static fat5_status fat5__comm_watch_start(fat5__comm *c) {
 #if FAT5__THREADS
     sigset_t all, old;
     int rc;
-    if ((rc = pthread_mutex_init(&c->nc_mu, NULL)) != 0)
+    if (!c->mu_on && (rc = pthread_mutex_init(&c->nc_mu, NULL)) != 0)
         return fat5__err(c->ctx, FAT5_ERR_OUT_OF_MEMORY, "rank %d: cannot make the watchdog's lock: %s", c->rank, strerror(rc));
     c->mu_on = 1;
     c->watch_stop = 0;
@@ -11602,7 +11646,7 @@ static fat5_status fat5__comm_watch_start(fat5__comm *c) {
     return FAT5_OK;
 }
 
-// Ends the watchdog (before NCCL is destroyed).
+// Ends the watchdog (before NCCL is destroyed, and while the rank's thread maps a new board).
 static void fat5__comm_watch_stop(fat5__comm *c) {
 #if FAT5__THREADS
     if (!c->watch_on) return;
@@ -12082,17 +12126,31 @@ static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int r
             memcpy(id, c->board->nccl_id, sizeof id);
         }
         memcpy(uid.internal, id, sizeof id);
+        // The watchdog from here on: NCCL's join waits for every rank without a timeout of its
+        // own, and the watchdog bounds it (fat5__comm_join_enter). It runs with one rank too, so
+        // the one-GPU runs start and stop it beside a real communicator.
+        if ((st = fat5__comm_watch_start(c))) goto fail;
         for (;;) {
             struct stat sb;
-            if ((r = c->nccl.f.ncclCommInitRank(&c->nc, world, uid, rank)) == FAT5__NCCL_SUCCESS) break;
-            c->nc = NULL;
+            fat5__ncclComm_t nc = NULL;
+            if (!fat5__comm_join_enter(c)) {
+                st = fat5__comm_aborted_err(c);
+                goto fail;
+            }
+            if ((r = c->nccl.f.ncclCommInitRank(&nc, world, uid, rank)) != FAT5__NCCL_SUCCESS) nc = NULL;
+            if (fat5__comm_join_leave(c, nc)) break;
+            if (nc) {   // joined, but the watchdog had given up
+                st = fat5__comm_aborted_err(c);
+                goto fail;
+            }
             // a rendezvous file a killed run left holds an id nobody answers: once rank 0 has
             // replaced the file, join again with the new id
             if (c->file[0] && rank != 0 && stat(rendezvous, &sb) == 0 && (unsigned long long)sb.st_ino != c->file_ino &&
                 fat5__now_s() - t_join < c->timeout_s) {
+                fat5__comm_watch_stop(c);   // it reads the board
                 munmap((void *)c->board, c->board_bytes);
                 c->board = NULL;
-                if ((st = fat5__comm_file(c, rendezvous, bytes, NULL))) goto fail;
+                if ((st = fat5__comm_file(c, rendezvous, bytes, NULL)) || (st = fat5__comm_watch_start(c))) goto fail;
                 if (!c->board->id_ready) {
                     st = fat5__err(ctx, FAT5_ERR_FORMAT, "rendezvous %s: no NCCL id in it", rendezvous);
                     goto fail;
@@ -12117,9 +12175,6 @@ static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int r
             (st = fat5__dev_check(ctx, g->ev.cuEventCreate(&c->ev_t0, 0), "cuEventCreate")) ||
             (st = fat5__dev_check(ctx, g->ev.cuEventCreate(&c->ev_t1, 0), "cuEventCreate")))
             goto fail;
-        // the watchdog runs with one rank too (nothing to watch there but the timeout), so the
-        // one-GPU runs start and stop its thread beside a real communicator
-        if ((st = fat5__comm_watch_start(c))) goto fail;
         *out = c;
         return FAT5_OK;
     }

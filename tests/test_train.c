@@ -878,7 +878,7 @@ static void wd_reset(fat5__comm *c, fat5__board *b, fat5__ncclComm_t fake) {
     b->why[0] = 0;
     b->pid[0] = b->pid[1] = (int32_t)getpid();
     c->nc = fake;
-    c->aborted = 0;
+    c->aborted = c->joining = 0;
     c->abort_why[0] = 0;
     c->call_t0_us = c->queued_t0_us = 0;
     c->pending = 0;
@@ -961,6 +961,15 @@ static void t_dist_watchdog(fat5_test *T) {
     FAT5_CHECK(T, !fat5__comm_watch_once(c, 50.4, &since, msg, sizeof msg) && b->failed == -1);
     FAT5_CHECK(T, fat5__comm_watch_once(c, 50.6, &since, msg, sizeof msg) && b->failed == 0 &&
                   strstr(msg, "rank 0 stops: an all-reduce made no progress for 0 s (dist_timeout)"));
+    // ... and a join past dist_timeout says so
+    wd_reset(c, b, NULL);
+    since = 0;
+    c->timeout_s = 0.5;
+    c->joining = 1;
+    c->queued_t0_us = (int64_t)(60.0 * 1e6);
+    FAT5_CHECK(T, !fat5__comm_watch_once(c, 60.4, &since, msg, sizeof msg) && b->failed == -1);
+    FAT5_CHECK_MSG(T, fat5__comm_watch_once(c, 60.6, &since, msg, sizeof msg) && b->failed == 0 &&
+                   strstr(msg, "rank 0 stops: joining NCCL (ncclCommInitRank) took more than 0 s (dist_timeout)"), "%s", msg);
     // acting: never inside an NCCL call; held inside one past the grace time: on_held
     wd_reset(c, b, fake);
     c->call_t0_us = (int64_t)(10.0 * 1e6);
@@ -1042,6 +1051,50 @@ static void t_dist_watchdog(fat5_test *T) {
     FAT5_CHECK_MSG(T, wd_aborts == 0 && wd_helds == 1 && c->nc == fake && b->failed == 0 &&
                    strstr(wd_held_msg, "rank 0 stops: an all-reduce made no progress"),
                    "aborts %d, helds %d, failed %d: %s", wd_aborts, wd_helds, (int)b->failed, wd_held_msg);
+    // the join (no communicator yet) held past dist_timeout: on_held after the grace time, no
+    // abort; the communicator it then makes becomes the rank's, the join's clock stopped
+    wd_reset(c, b, NULL);
+    c->timeout_s = 0.2;
+    FAT5_REQUIRE_OK(T, fat5__comm_watch_start(c));
+    t0 = fat5__now_s();
+    FAT5_CHECK(T, fat5__comm_join_enter(c) && c->joining && c->call_t0_us != 0 && c->queued_t0_us == c->call_t0_us);
+    FAT5_CHECK(T, wd_wait_for(&wd_helds, 10));
+    FAT5_CHECK_MSG(T, fat5__now_s() - t0 >= FAT5__WATCH_GRACE_S && fat5__now_s() - t0 < FAT5__WATCH_GRACE_S + 8,
+                   "held after %.2f s", fat5__now_s() - t0);
+    fat5__comm_watch_stop(c);
+    FAT5_CHECK_MSG(T, wd_aborts == 0 && wd_helds == 1 && !c->aborted && b->failed == 0 &&
+                   strstr(wd_held_msg, "rank 0 stops: joining NCCL (ncclCommInitRank) took more than 0 s"),
+                   "aborts %d, helds %d, failed %d: %s", wd_aborts, wd_helds, (int)b->failed, wd_held_msg);
+    FAT5_CHECK(T, fat5__comm_join_leave(c, fake) && c->nc == fake && !c->joining && c->call_t0_us == 0 &&
+                  c->queued_t0_us == 0 && wd_aborts == 0);
+    // a peer that fails during the join: on_held after the grace time, naming it
+    wd_reset(c, b, NULL);
+    FAT5_REQUIRE_OK(T, fat5__comm_watch_start(c));
+    FAT5_CHECK(T, fat5__comm_join_enter(c));
+    t0 = fat5__now_s();
+    fat5__board_fail(b, 1, "killed by signal 9");
+    FAT5_CHECK(T, wd_wait_for(&wd_helds, 10));
+    FAT5_CHECK_MSG(T, fat5__now_s() - t0 >= FAT5__WATCH_GRACE_S && fat5__now_s() - t0 < FAT5__WATCH_GRACE_S + 8,
+                   "held after %.2f s", fat5__now_s() - t0);
+    fat5__comm_watch_stop(c);
+    FAT5_CHECK_MSG(T, wd_aborts == 0 && strcmp(wd_held_msg, "rank 0 stops: rank 1 failed: killed by signal 9") == 0,
+                   "aborts %d: %s", wd_aborts, wd_held_msg);
+    // between two tries (the first failed) past dist_timeout: the watchdog gives up, the next try
+    // is refused with why, and a communicator that a try made anyway is aborted
+    wd_reset(c, b, NULL);
+    c->timeout_s = 0.2;
+    FAT5_CHECK(T, fat5__comm_join_enter(c));
+    FAT5_CHECK(T, !fat5__comm_join_leave(c, NULL) && c->joining && c->call_t0_us == 0 && c->queued_t0_us != 0);
+    FAT5_REQUIRE_OK(T, fat5__comm_watch_start(c));
+    FAT5_CHECK(T, wd_wait_for(&c->aborted, 10));
+    fat5__comm_watch_stop(c);
+    FAT5_CHECK(T, wd_aborts == 0 && wd_helds == 0 && c->nc == NULL);
+    FAT5_CHECK(T, !fat5__comm_join_enter(c) && c->call_t0_us == 0);
+    FAT5_CHECK(T, fat5__comm_aborted_err(c) == FAT5_ERR_STATE &&
+                  strstr(fat5_last_error(ctx), "rank 0 stops: joining NCCL (ncclCommInitRank) took more than"));
+    FAT5_CHECK(T, !fat5__comm_join_leave(c, fake) && c->nc == NULL && wd_aborts == 1 && wd_aborted_nc == fake);
+    pthread_mutex_destroy(&c->nc_mu);
+    c->mu_on = 0;
     // close after a failure: the watchdog is joined before NCCL is aborted
     wd_reset(c, b, fake);
     c->timeout_s = 900;

@@ -5,13 +5,16 @@
 //     tools/dist_check --ranks 3                     the sums, bit for bit against the ranks' sum
 //     tools/dist_check --gpus 2 --kill 1             rank 1 dies mid-sum: every rank must stop,
 //                                                    naming it, within the timeout
+//     tools/dist_check --gpus 2 --kill 1 --at join   rank 1 dies before joining: the others must
+//                                                    stop by themselves (the launcher waits 30 s)
 //     tools/dist_check --ranks 2 --hang 1 --timeout 2  rank 1 stops answering: the others time out
 // Each rank fills its buffers from its rank, sums them (fp32 over several transport chunks, fp64,
 // and the gradient buckets fed by decreasing watermarks as the backward does), and compares every
 // element with the sum it computes itself, adding the ranks' values in rank order: equal bits for
 // two ranks (a + b is one rounding in any order) and on the CPU (which adds in rank order), a few
 // ulps for NCCL with more ranks. Prints one line per rank and check; exits 0 when every rank passed
-// (or, with --kill / --hang, when every rank stopped with an error naming the rank).
+// (or, with --kill / --hang, when every rank stopped with an error naming the rank; with --at join,
+// within 15 s).
 #define FAT5_IMPLEMENTATION
 #include "../fat5.h"
 
@@ -36,7 +39,8 @@ static int fail_at(int rank, const char *what, size_t i, double got, double want
 }
 
 // One worker: the checks, or the failure it was told to act out. Returns the exit status.
-static int worker(int rank, int world, const char *rendezvous, int gpu, int kill_rank, int hang_rank, double timeout) {
+static int worker(int rank, int world, const char *rendezvous, int gpu, int kill_rank, int kill_at_join, int hang_rank,
+                  double timeout) {
     fat5_ctx_config cc = fat5_ctx_config_default();
     fat5_ctx *ctx = NULL;
     fat5__comm *c = NULL;
@@ -62,6 +66,7 @@ static int worker(int rank, int world, const char *rendezvous, int gpu, int kill
         printf("dist_check: rank %d: out of memory\n", rank);
         return 2;
     }
+    if (rank == kill_rank && kill_at_join) raise(SIGKILL);
     if ((st = fat5__comm_open(ctx, be, rank, world, rendezvous, timeout, 4096 * 4 / 1048576.0, &c))) {
         printf("dist_check: rank %d: join: %s\n", rank, fat5_last_error(ctx));
         return 3;
@@ -74,7 +79,7 @@ static int worker(int rank, int world, const char *rendezvous, int gpu, int kill
         for (r = 1; r < world; r++) s += val32(r, i);
         want[i] = s;
     }
-    if (rank == kill_rank) raise(SIGKILL);
+    if (rank == kill_rank && !kill_at_join) raise(SIGKILL);
     if (rank == hang_rank) {   // alive and silent until the launcher kills it
         for (;;) sleep(1);
     }
@@ -141,40 +146,49 @@ int main(int argc, char **argv) {
     fat5_ctx_config cc = fat5_ctx_config_default();
     fat5_ctx *ctx = NULL;
     fat5_launch_info li;
-    int i, n = 2, gpu = 0, kill_rank = -1, hang_rank = -1;
-    double timeout = 30, t0;
+    int i, n = 2, gpu = 0, kill_rank = -1, hang_rank = -1, at_join = 0;
+    double timeout = 30, t0, took;
     for (i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--ranks") == 0) n = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--gpus") == 0) n = atoi(argv[i + 1]), gpu = 1;
         else if (strcmp(argv[i], "--kill") == 0) kill_rank = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--hang") == 0) hang_rank = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--timeout") == 0) timeout = atof(argv[i + 1]);
+        else if (strcmp(argv[i], "--at") == 0 && (strcmp(argv[i + 1], "join") == 0 || strcmp(argv[i + 1], "sum") == 0))
+            at_join = strcmp(argv[i + 1], "join") == 0;
         else break;
     }
     if (i < argc || n < 1) {
-        fprintf(stderr, "usage: %s (--ranks N | --gpus N) [--kill RANK | --hang RANK] [--timeout S]\n", argv[0]);
+        fprintf(stderr, "usage: %s (--ranks N | --gpus N) [--kill RANK [--at join|sum] | --hang RANK] [--timeout S]\n",
+                argv[0]);
         return 2;
     }
     if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) return 2;
     t0 = fat5__now_s();
-    if (fat5_launch(ctx, n, 3.0, &li) != FAT5_OK) {
+    // the launcher's grace before it kills the others: long when they must stop by themselves
+    if (fat5_launch(ctx, n, at_join ? 30.0 : 3.0, &li) != FAT5_OK) {
         fprintf(stderr, "dist_check: %s\n", fat5_last_error(ctx));
         return 2;
     }
     if (li.rank >= 0) {
         int rc;
         fat5_ctx_destroy(ctx);
-        rc = worker(li.rank, n, li.rendezvous, gpu, kill_rank, hang_rank, timeout);
+        rc = worker(li.rank, n, li.rendezvous, gpu, kill_rank, at_join, hang_rank, timeout);
         fflush(stdout);
         _exit(rc);
     }
     fat5_ctx_destroy(ctx);
+    took = fat5__now_s() - t0;
     printf("dist_check: launcher: %s after %.1f s (exit %d)\n", li.failed_rank >= 0 ? li.message : "every rank passed",
-           fat5__now_s() - t0, li.exit_code);
+           took, li.exit_code);
     if (kill_rank >= 0 || hang_rank >= 0) {   // the failure must be the one acted out, and end the run
         int want = kill_rank >= 0 ? kill_rank : hang_rank;
         if (kill_rank >= 0 && li.failed_rank != kill_rank) return 1;
         if (hang_rank >= 0 && li.failed_rank < 0) return 1;
+        if (at_join && took >= 15) {
+            printf("dist_check: the others did not stop by themselves within 15 s\n");
+            return 1;
+        }
         printf("dist_check: rank %d's failure stopped the run\n", want);
         return 0;
     }

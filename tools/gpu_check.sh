@@ -13,6 +13,9 @@
 #   step       tools/bench step (the FAT5-small training step, its per-kernel profile: step.jsonl),
 #              then tools/compare_hf.py --train (Hugging Face eager and compiled in the same run:
 #              compare_train.log); the step's line, the 12 costliest keys and the table to the summary
+#   dist1      one GPU through NCCL: tools/dist_check --gpus 1, 30 training steps through a one-rank
+#              communicator against the plain run (weights bitwise), and a rank 0 of 2 whose peer
+#              never starts (a rendezvous file, then NCCL_COMM_ID): stopped by --dist_timeout
 #   dist       two GPUs: tools/dist_check (sums, a killed rank), FAT5-small throughput of 2 GPUs
 #              against 1 (target 1.9x), 2 GPUs x B against 1 GPU x 2B over 100 steps, bitwise resume
 #              on 2 GPUs and a resume on 1, a killed worker of examples/train --gpus 2
@@ -113,6 +116,37 @@ for stage in "$@"; do
                 "$OUT/prefetch$p/metrics.jsonl" | tee -a "$OUT/summary.txt"
         done
         ;;
+    dist1)
+        export NCCL_NVLS_ENABLE=0
+        make all > /dev/null || { fail dist1 "build"; continue; }
+        tools/dist_check --gpus 1 > "$OUT/dist_check1.log" 2>&1 && grep -q "rank 0: .*bit-exact" "$OUT/dist_check1.log" ||
+            fail dist1 "dist_check --gpus 1: see dist_check1.log"
+        [ -f "$OUT/fortunes.tok" ] || zcat data/fortunes/fortunes.txt.gz | tools/pretokenize --sep '%' -o "$OUT/fortunes.tok" - > /dev/null 2>&1 ||
+            { fail dist1 "pretokenize"; continue; }
+        d="--data $OUT/fortunes.tok --model fat5-small --max_length 1024 --max_labels_length 256 --batch_tokens 16384
+           --batch_labels_tokens 4096 --eval_fraction 0 --save_steps 30 --warmup_steps 10 --logging_steps 10 --max_steps 30"
+        rm -rf "$OUT/plain1" "$OUT/nccl1" "$OUT/rdv1"
+        examples/train $d --output_dir "$OUT/plain1" > "$OUT/plain1.log" 2>&1 &&
+        examples/train $d --world_size 1 --rank 0 --rendezvous "$OUT/rdv1" --output_dir "$OUT/nccl1" > "$OUT/nccl1.log" 2>&1 ||
+            { fail dist1 "training runs: see plain1.log, nccl1.log"; continue; }
+        cmp "$OUT/plain1/step-00000030/model.safetensors" "$OUT/nccl1/step-00000030/model.safetensors" &&
+            say "dist1: 30 steps through a one-rank NCCL communicator: weights bit-identical to the plain run" ||
+            fail dist1 "one-rank NCCL weights differ from the plain run"
+        # a rank 0 of 2 whose peer never starts: NCCL's join waits without a timeout of its own
+        for how in file NCCL_COMM_ID; do
+            rm -rf "$OUT/lonely" "$OUT/rdv2"
+            rdv="$OUT/rdv2"
+            [ $how = file ] || rdv=NCCL_COMM_ID
+            t0=$(date +%s)
+            NCCL_COMM_ID=127.0.0.1:29531 timeout 120 examples/train $d --world_size 2 --rank 0 --rendezvous "$rdv" \
+                --dist_timeout 3 --output_dir "$OUT/lonely" > "$OUT/lonely_$how.log" 2>&1
+            r=$?
+            took=$(( $(date +%s) - t0 ))
+            say "dist1: rank 0 of 2 alone ($how): exit $r after $took s: $(grep -m1 -o 'rank 0 stops: [^;]*' "$OUT/lonely_$how.log")"
+            [ $r -ne 0 ] && [ $r -ne 124 ] && [ $took -lt 30 ] && grep -q "joining NCCL (ncclCommInitRank) took more than 3 s" "$OUT/lonely_$how.log" ||
+                fail dist1 "a lonely rank 0 ($how) was not stopped by --dist_timeout: see lonely_$how.log"
+        done
+        ;;
     dist)
         # two GPUs (or more): the sums (dist_check, a killed rank); the FAT5-small throughput of 2
         # GPUs against 1 with the per-GPU batch of one (steps 21..200); 2 GPUs x B against
@@ -123,7 +157,9 @@ for stage in "$@"; do
             fail dist "dist_check --gpus 2: see dist_check.log"
         tools/dist_check --gpus 2 --kill 1 --timeout 60 > "$OUT/dist_kill.log" 2>&1 ||
             fail dist "dist_check --gpus 2 --kill 1: see dist_kill.log"
-        cat "$OUT/dist_check.log" "$OUT/dist_kill.log" >> "$OUT/summary.txt"
+        tools/dist_check --gpus 2 --kill 1 --at join --timeout 60 > "$OUT/dist_kill_join.log" 2>&1 ||
+            fail dist "dist_check --gpus 2 --kill 1 --at join: see dist_kill_join.log"
+        cat "$OUT/dist_check.log" "$OUT/dist_kill.log" "$OUT/dist_kill_join.log" >> "$OUT/summary.txt"
         [ -f "$OUT/fortunes.tok" ] || zcat data/fortunes/fortunes.txt.gz | tools/pretokenize --sep '%' -o "$OUT/fortunes.tok" - > /dev/null 2>&1 ||
             { fail dist "pretokenize"; continue; }
         d="--data $OUT/fortunes.tok --model fat5-small --max_length 1024 --max_labels_length 256 --batch_tokens 16384
