@@ -41,8 +41,8 @@
 //     FAT5_ASSERT(x)           internal invariants (default: assert)
 //     FAT5_NO_THREADS          no worker threads: the CPU matrix products run on the calling thread
 //                              (fat5_ctx_config.n_threads is ignored; no -lpthread needed), and GPU
-//                              ranks have no watchdog (section [5.4]), which also bounds their
-//                              join by dist_timeout. Results are bitwise the same either way.
+//                              ranks have no watchdog (section [5.4]), so nothing bounds their join
+//                              (ncclCommInitRank). Results are bitwise the same either way.
 //     FAT5_MM_SCALAR           plain-C micro-kernels for the CPU matrix products (no GNU vector
 //                              extensions, no AVX2 dispatch); same results, slower
 //
@@ -11557,6 +11557,7 @@ static int fat5__comm_join_leave(fat5__comm *c, fat5__ncclComm_t nc) {
 
 // The watchdog's last resort: the rank's thread is held inside an NCCL call.
 static FAT5__UNUSED void fat5__comm_held_exit(fat5__comm *c, const char *msg) {
+    if (c->rank == 0 && c->file[0]) (void)unlink(c->file);   // as its close would: the next run starts clean
     fprintf(stderr, "fat5: %s; rank %d is held inside an NCCL call, which NCCL cannot abort under it: its process "
             "ends\n", msg, c->rank);
     _exit(1);
@@ -11565,7 +11566,8 @@ static FAT5__UNUSED void fat5__comm_held_exit(fat5__comm *c, const char *msg) {
 // One look of the watchdog at time `now`: 1 when it must act, with msg (the reason the rank's
 // thread reports). *since: when the trouble seen now was first seen, 0 none.
 static FAT5__UNUSED int fat5__comm_watch_once(fat5__comm *c, double now, double *since, char *msg, size_t n) {
-    int64_t tq = __atomic_load_n(&c->queued_t0_us, __ATOMIC_ACQUIRE);
+    int joining = __atomic_load_n(&c->joining, __ATOMIC_ACQUIRE);   // before the clock: a join that ends
+    int64_t tq = __atomic_load_n(&c->queued_t0_us, __ATOMIC_ACQUIRE);   // between the two stops the clock
     int trouble = fat5__comm_trouble(c, msg, n);
     if (!trouble) {
         char why[200];
@@ -11577,8 +11579,7 @@ static FAT5__UNUSED int fat5__comm_watch_once(fat5__comm *c, double now, double 
     }
     if (!trouble && tq > 0 && now - (double)tq * 1e-6 > c->timeout_s) {
         char why[200];
-        snprintf(why, sizeof why, __atomic_load_n(&c->joining, __ATOMIC_ACQUIRE) ? FAT5__NO_JOIN : FAT5__NO_PROGRESS,
-                 c->timeout_s);
+        snprintf(why, sizeof why, joining ? FAT5__NO_JOIN : FAT5__NO_PROGRESS, c->timeout_s);
         fat5__board_fail(c->board, c->rank, why);
         snprintf(msg, n, "rank %d stops: %s", c->rank, why);
         return 1;
@@ -11881,29 +11882,73 @@ static fat5_status fat5__comm_file(fat5__comm *c, const char *path, size_t bytes
         return FAT5_OK;
     }
     {
-        double t0 = fat5__now_s();
+        // A board with a failure on it is a failed run's: a killed rank 0 leaves its file, which
+        // the next run's rank 0 replaces (then the path is gone for an instant); a rank 0 that
+        // stops removes it (then the path stays gone: this rank came late to a run that failed).
+        // The stale file stays open meanwhile, so that its replacement cannot reuse its inode.
+        double t0 = fat5__now_s(), gone_since = 0;
+        int stale_fd = -1;
+        struct stat stale_sb;
+        char why[sizeof c->board->why + 40];
+        why[0] = 0;
+        memset(&stale_sb, 0, sizeof stale_sb);
+        st = FAT5_OK;
         for (;;) {
             struct stat sb;
+            int32_t f;
+            double now = fat5__now_s();
+            if (stale_fd >= 0 && gone_since > 0 && now - gone_since > 1.0) {
+                st = fat5__err(ctx, FAT5_ERR_STATE, "rank %d stops: the run at rendezvous %s has stopped (%s)", c->rank,
+                               path, why);
+                break;
+            }
+            if (now - t0 > c->timeout_s) {
+                if (why[0])
+                    st = fat5__err(ctx, FAT5_ERR_STATE, "rank %d: rendezvous %s is a failed run's (%s), and rank 0 did "
+                                   "not replace it within %.0f s", c->rank, path, why, c->timeout_s);
+                else
+                    st = fat5__err(ctx, FAT5_ERR_STATE, "rank %d: rendezvous %s did not appear with this run's size "
+                                   "(%zu bytes) within %.0f s: is rank 0 running, with world_size %d?", c->rank, path,
+                                   bytes, c->timeout_s, c->world);
+                break;
+            }
             fd = open(path, O_RDWR);
-            if (fd >= 0 && fstat(fd, &sb) == 0 && (size_t)sb.st_size == bytes) break;
-            if (fd >= 0) close(fd);
-            if (fat5__now_s() - t0 > c->timeout_s)
-                return fat5__err(ctx, FAT5_ERR_STATE, "rank %d: rendezvous %s did not appear with this run's size "
-                                 "(%zu bytes) within %.0f s: is rank 0 running, with world_size %d?", c->rank, path,
-                                 bytes, c->timeout_s, c->world);
-            fat5__dist_nap(20000);
+            if (fd < 0 && errno == ENOENT) {
+                if (gone_since == 0) gone_since = now;
+            } else {
+                gone_since = 0;
+            }
+            if (fd < 0 || fstat(fd, &sb) != 0 || (size_t)sb.st_size != bytes ||
+                (stale_fd >= 0 && sb.st_ino == stale_sb.st_ino && sb.st_dev == stale_sb.st_dev)) {
+                if (fd >= 0) close(fd);
+                fat5__dist_nap(20000);
+                continue;
+            }
+            c->file_ino = (unsigned long long)sb.st_ino;
+            if ((st = fat5__comm_map(c, fd, bytes, path))) {
+                close(fd);
+                break;
+            }
+            if (c->board->magic != FAT5__DIST_MAGIC || c->board->world != c->world) {
+                close(fd);
+                st = fat5__err(ctx, FAT5_ERR_FORMAT, "rendezvous %s: not this run's (world size %d, expected %d)", path,
+                               (int)c->board->world, c->world);
+                break;
+            }
+            if ((f = __atomic_load_n(&c->board->failed, __ATOMIC_ACQUIRE)) < 0) {
+                close(fd);
+                break;
+            }
+            snprintf(why, sizeof why, "rank %d failed: %.*s", (int)f, (int)sizeof c->board->why - 1,
+                     (const char *)c->board->why);
+            munmap((void *)c->board, c->board_bytes);
+            c->board = NULL;
+            if (stale_fd >= 0) close(stale_fd);
+            stale_fd = fd;
+            stale_sb = sb;
         }
-        {
-            struct stat sb;
-            if (fstat(fd, &sb) == 0) c->file_ino = (unsigned long long)sb.st_ino;
-        }
-        st = fat5__comm_map(c, fd, bytes, path);
-        close(fd);
-        if (st) return st;
-        if (c->board->magic != FAT5__DIST_MAGIC || c->board->world != c->world)
-            return fat5__err(ctx, FAT5_ERR_FORMAT, "rendezvous %s: not this run's (world size %d, expected %d)", path,
-                             (int)c->board->world, c->world);
-        return FAT5_OK;
+        if (stale_fd >= 0) close(stale_fd);
+        return st;
     }
 }
 
@@ -11994,6 +12039,41 @@ static void fat5__comm_close(fat5__comm *c) {
     fat5__free(c->ctx, c);
 }
 
+#ifndef FAT5_NO_CUDA
+// Joins NCCL (c->nc) with the id uid, under the watchdog, which starts here: NCCL's join waits
+// for every rank without a timeout of its own, and the watchdog bounds it (fat5__comm_join_enter).
+// The watchdog runs with one rank too, so the one-GPU runs start and stop it beside a real
+// communicator. A rendezvous file that a killed run left holds an id nobody answers: once rank 0
+// has replaced the file, the join starts again with the new id.
+static fat5_status fat5__comm_join(fat5__comm *c, fat5__ncclUniqueId uid, const char *rendezvous, size_t bytes) {
+    double t0 = fat5__now_s();
+    fat5_status st;
+    if ((st = fat5__comm_watch_start(c))) return st;
+    for (;;) {
+        struct stat sb;
+        fat5__ncclComm_t nc = NULL;
+        fat5__ncclResult_t r;
+        if (!fat5__comm_join_enter(c)) return fat5__comm_aborted_err(c);
+        if ((r = c->nccl.f.ncclCommInitRank(&nc, c->world, uid, c->rank)) != FAT5__NCCL_SUCCESS) nc = NULL;
+        if (fat5__comm_join_leave(c, nc)) return FAT5_OK;
+        if (nc) return fat5__comm_aborted_err(c);   // joined, but the watchdog had given up
+        if (c->file[0] && c->rank != 0 && stat(rendezvous, &sb) == 0 && (unsigned long long)sb.st_ino != c->file_ino &&
+            fat5__now_s() - t0 < c->timeout_s) {
+            fat5__comm_watch_stop(c);   // it reads the board
+            munmap((void *)c->board, c->board_bytes);
+            c->board = NULL;
+            if ((st = fat5__comm_file(c, rendezvous, bytes, NULL)) || (st = fat5__comm_watch_start(c))) return st;
+            if (!c->board->id_ready)
+                return fat5__err(c->ctx, FAT5_ERR_FORMAT, "rendezvous %s: no NCCL id in it", rendezvous);
+            memcpy(uid.internal, c->board->nccl_id, sizeof uid.internal);
+            continue;
+        }
+        return fat5__nccl_fail(c->ctx, &c->nccl, r, "ncclCommInitRank");
+    }
+}
+
+#endif
+
 // Opens rank `rank` of `world` on the model's backend. rendezvous: "launch:SHM:READ:WRITE"
 // (fat5_launch's descriptors), a file path (every rank names the same; a shared filesystem when
 // the ranks are on several hosts, NCCL only), or "NCCL_COMM_ID": NCCL's own rendezvous at the
@@ -12067,7 +12147,6 @@ static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int r
         fat5__ncclResult_t r;
         fat5__ncclUniqueId uid;
         int least = 0, greatest = 0;   // stream priorities (the greatest: the lowest number)
-        double t_join = fat5__now_s();
         if ((st = fat5__nccl_open(ctx, &c->nccl))) goto fail;
         // rank 0 makes the id (with NCCL_COMM_ID every rank does: NCCL derives it from the address)
         if ((rank == 0 || by_env) && (r = c->nccl.f.ncclGetUniqueId(&uid)) != FAT5__NCCL_SUCCESS) {
@@ -12126,41 +12205,7 @@ static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int r
             memcpy(id, c->board->nccl_id, sizeof id);
         }
         memcpy(uid.internal, id, sizeof id);
-        // The watchdog from here on: NCCL's join waits for every rank without a timeout of its
-        // own, and the watchdog bounds it (fat5__comm_join_enter). It runs with one rank too, so
-        // the one-GPU runs start and stop it beside a real communicator.
-        if ((st = fat5__comm_watch_start(c))) goto fail;
-        for (;;) {
-            struct stat sb;
-            fat5__ncclComm_t nc = NULL;
-            if (!fat5__comm_join_enter(c)) {
-                st = fat5__comm_aborted_err(c);
-                goto fail;
-            }
-            if ((r = c->nccl.f.ncclCommInitRank(&nc, world, uid, rank)) != FAT5__NCCL_SUCCESS) nc = NULL;
-            if (fat5__comm_join_leave(c, nc)) break;
-            if (nc) {   // joined, but the watchdog had given up
-                st = fat5__comm_aborted_err(c);
-                goto fail;
-            }
-            // a rendezvous file a killed run left holds an id nobody answers: once rank 0 has
-            // replaced the file, join again with the new id
-            if (c->file[0] && rank != 0 && stat(rendezvous, &sb) == 0 && (unsigned long long)sb.st_ino != c->file_ino &&
-                fat5__now_s() - t_join < c->timeout_s) {
-                fat5__comm_watch_stop(c);   // it reads the board
-                munmap((void *)c->board, c->board_bytes);
-                c->board = NULL;
-                if ((st = fat5__comm_file(c, rendezvous, bytes, NULL)) || (st = fat5__comm_watch_start(c))) goto fail;
-                if (!c->board->id_ready) {
-                    st = fat5__err(ctx, FAT5_ERR_FORMAT, "rendezvous %s: no NCCL id in it", rendezvous);
-                    goto fail;
-                }
-                memcpy(uid.internal, c->board->nccl_id, sizeof uid.internal);
-                continue;
-            }
-            st = fat5__nccl_fail(ctx, &c->nccl, r, "ncclCommInitRank");
-            goto fail;
-        }
+        if ((st = fat5__comm_join(c, uid, rendezvous, bytes))) goto fail;
         // The collectives' stream at the device's highest priority: a bucket's all-reduce launched
         // while the backward's products fill the GPU gets the next free SMs instead of waiting
         // behind the products queued after it, so less of the sum is left for after the backward.

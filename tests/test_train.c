@@ -1114,6 +1114,176 @@ static void t_dist_watchdog(fat5_test *T) {
 #endif
 }
 
+// A rendezvous file a failed run left (its board marks a failure): a joining rank waits for rank 0
+// to replace it and takes the new one; when the path stays gone (the failed run's rank 0 removed
+// it) it stops at once with the failure; when nothing replaces it, at the timeout. With NCCL
+// (stand-ins for its calls): the join under the watchdog, again after a failed try once rank 0
+// has replaced the file, and a join that outlasts dist_timeout.
+static fat5__comm *rv_comm(fat5_ctx *ctx, int rank, double timeout_s) {
+    fat5__comm *c = (fat5__comm *)fat5__calloc(ctx, 1, sizeof *c);
+    if (!c) return NULL;
+    c->ctx = ctx;
+    c->rank = rank;
+    c->world = 2;
+    c->timeout_s = timeout_s;
+    c->fds[0] = c->fds[1] = c->fds[2] = -1;
+    return c;
+}
+static void rv_unmap(fat5__comm *c) {
+    if (c->board) munmap((void *)c->board, c->board_bytes);
+    c->board = NULL;
+}
+// rank 0 of a new run publishes a board with NCCL id byte `tag` at path (and leaves it there)
+static int rv_publish(fat5_ctx *ctx, const char *path, unsigned char tag) {
+    unsigned char id[128];
+    fat5__comm *c0 = rv_comm(ctx, 0, 5);
+    int ok;
+    memset(id, tag, sizeof id);
+    ok = c0 && fat5__comm_file(c0, path, fat5__board_bytes(2, 0), id) == FAT5_OK;
+    if (c0) rv_unmap(c0), fat5__free(ctx, c0);
+    return ok;
+}
+// in a child, after `delay` s: publish a new board (tag != 0) or remove the path (tag 0)
+static pid_t rv_later(fat5_ctx *ctx, const char *path, double delay, unsigned char tag) {
+    pid_t pid;
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        struct timespec ts;
+        ts.tv_sec = (time_t)delay;
+        ts.tv_nsec = (long)((delay - (double)ts.tv_sec) * 1e9);
+        nanosleep(&ts, NULL);
+        _exit(tag ? !rv_publish(ctx, path, tag) : unlink(path) != 0);
+    }
+    return pid;
+}
+// the current board at path marked failed by rank r, as a killed run leaves it
+static void rv_fail(fat5_ctx *ctx, const char *path, int r, const char *why) {
+    fat5__comm *c = rv_comm(ctx, 1, 5);
+    if (c && fat5__comm_file(c, path, fat5__board_bytes(2, 0), NULL) == FAT5_OK) fat5__board_fail(c->board, r, why);
+    if (c) rv_unmap(c), fat5__free(ctx, c);
+}
+#ifndef FAT5_NO_CUDA
+static int rv_inits;
+static const char *rv_path;
+static fat5_ctx *rv_ctx;
+static int dummy_nc;
+// NCCL's join, stood in: id 'A' (the killed run's) fails after rank 0 has replaced the file with
+// id 'B', which joins; id 'H' holds the caller until the watchdog has given up
+static fat5__ncclResult_t rv_init(fat5__ncclComm_t *comm, int nranks, fat5__ncclUniqueId id, int rank) {
+    (void)nranks, (void)rank;
+    rv_inits++;
+    if (id.internal[0] == 'A') {
+        rv_publish(rv_ctx, rv_path, 'B');
+        return (fat5__ncclResult_t)6;
+    }
+#if FAT5__THREADS
+    if (id.internal[0] == 'H') wd_wait_for(&wd_helds, 20);
+#endif
+    *comm = (fat5__ncclComm_t)(void *)&dummy_nc;
+    return FAT5__NCCL_SUCCESS;
+}
+#endif
+
+static void t_dist_rendezvous(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    char path[600];
+    size_t bytes = fat5__board_bytes(2, 0);
+    fat5__comm *c = rv_comm(ctx, 1, 10);
+    struct stat sb;
+    unsigned long long ino0;
+    double t0, took;
+    pid_t pid;
+    int status = -1;
+    FAT5_REQUIRE(T, c != NULL);
+    snprintf(path, sizeof path, "%s/run.rdv", fat5_test_tmpdir(T));
+    // a fresh board: joined at once
+    FAT5_REQUIRE(T, rv_publish(ctx, path, 'A'));
+    FAT5_REQUIRE_OK(T, fat5__comm_file(c, path, bytes, NULL));
+    FAT5_CHECK(T, c->board->id_ready && c->board->nccl_id[0] == 'A' && c->board->failed == -1);
+    rv_unmap(c);
+    // a killed run's board, replaced 0.3 s later: the new one, not the old
+    rv_fail(ctx, path, 0, "killed by signal 9");
+    FAT5_REQUIRE(T, stat(path, &sb) == 0);
+    ino0 = (unsigned long long)sb.st_ino;
+    pid = rv_later(ctx, path, 0.3, 'B');
+    FAT5_REQUIRE(T, pid > 0);
+    t0 = fat5__now_s();
+    FAT5_CHECK_MSG(T, fat5__comm_file(c, path, bytes, NULL) == FAT5_OK, "%s", fat5_last_error(ctx));
+    took = fat5__now_s() - t0;
+    FAT5_CHECK(T, waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    FAT5_CHECK_MSG(T, took >= 0.25 && c->board && c->board->nccl_id[0] == 'B' && c->board->failed == -1 &&
+                   c->file_ino != ino0, "after %.2f s", took);
+    rv_unmap(c);
+    // a failed run's board whose rank 0 then removed it: stops, naming the failure, 1 s after
+    rv_fail(ctx, path, 0, "out of device memory");
+    pid = rv_later(ctx, path, 0.3, 0);
+    FAT5_REQUIRE(T, pid > 0);
+    t0 = fat5__now_s();
+    FAT5_CHECK(T, fat5__comm_file(c, path, bytes, NULL) == FAT5_ERR_STATE);
+    took = fat5__now_s() - t0;
+    FAT5_CHECK(T, waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    FAT5_CHECK_MSG(T, strstr(fat5_last_error(ctx), "rank 1 stops: the run at rendezvous") &&
+                   strstr(fat5_last_error(ctx), "has stopped (rank 0 failed: out of device memory)") && took >= 1.2 &&
+                   took < 8, "after %.2f s: %s", took, fat5_last_error(ctx));
+    FAT5_CHECK(T, c->board == NULL);
+    // ... that nobody replaces: the timeout, saying why
+    FAT5_REQUIRE(T, rv_publish(ctx, path, 'A'));
+    rv_fail(ctx, path, 1, "killed by signal 9");
+    c->timeout_s = 1;
+    t0 = fat5__now_s();
+    FAT5_CHECK(T, fat5__comm_file(c, path, bytes, NULL) == FAT5_ERR_STATE);
+    took = fat5__now_s() - t0;
+    FAT5_CHECK_MSG(T, strstr(fat5_last_error(ctx), "is a failed run's (rank 1 failed: killed by signal 9), and rank 0 "
+                             "did not replace it within 1 s") && took >= 1 && took < 8,
+                   "after %.2f s: %s", took, fat5_last_error(ctx));
+#ifndef FAT5_NO_CUDA
+    {
+        fat5__ncclUniqueId uid;
+        // the join: the killed run's id fails, rank 0 replaces the file, the new id joins
+        c->mode = FAT5__DIST_NCCL;
+        c->timeout_s = 10;
+        c->nccl.f.ncclCommInitRank = rv_init;
+        c->nccl.f.ncclCommAbort = wd_abort;
+        c->nccl.f.ncclCommGetAsyncError = wd_async_error;
+        c->nccl.f.ncclGetErrorString = wd_error_string;
+        c->on_held = wd_held;
+        wd_aborts = wd_helds = wd_async = 0;
+        rv_path = path;
+        rv_ctx = ctx;
+        FAT5_REQUIRE(T, rv_publish(ctx, path, 'A'));
+        FAT5_REQUIRE_OK(T, fat5__comm_file(c, path, bytes, NULL));
+        memcpy(uid.internal, c->board->nccl_id, sizeof uid.internal);
+        rv_inits = 0;
+        FAT5_CHECK_MSG(T, fat5__comm_join(c, uid, path, bytes) == FAT5_OK, "%s", fat5_last_error(ctx));
+        FAT5_CHECK(T, rv_inits == 2 && c->nc == (fat5__ncclComm_t)(void *)&dummy_nc && c->board &&
+                      c->board->nccl_id[0] == 'B' && !c->joining && c->call_t0_us == 0 && c->queued_t0_us == 0 &&
+                      wd_aborts == 0 && wd_helds == 0);
+#if FAT5__THREADS
+        FAT5_CHECK(T, c->watch_on);
+        fat5__comm_watch_stop(c);
+        // a join held past dist_timeout (0.3 s): on_held (here it returns, and the join goes on)
+        c->nc = NULL;
+        c->timeout_s = 0.3;
+        memset(uid.internal, 'H', sizeof uid.internal);
+        t0 = fat5__now_s();
+        FAT5_CHECK_MSG(T, fat5__comm_join(c, uid, path, bytes) == FAT5_OK, "%s", fat5_last_error(ctx));
+        took = fat5__now_s() - t0;
+        fat5__comm_watch_stop(c);
+        FAT5_CHECK_MSG(T, wd_helds == 1 && wd_aborts == 0 && took >= FAT5__WATCH_GRACE_S && took < FAT5__WATCH_GRACE_S + 10 &&
+                       strstr(wd_held_msg, "rank 1 stops: joining NCCL (ncclCommInitRank) took more than 0 s (dist_timeout)"),
+                       "after %.2f s, helds %d: %s", took, wd_helds, wd_held_msg);
+#endif
+#if FAT5__THREADS
+        if (c->mu_on) pthread_mutex_destroy(&c->nc_mu);
+#endif
+    }
+#endif
+    rv_unmap(c);
+    (void)unlink(path);
+    fat5__free(ctx, c);
+}
+
 #define FAT5_TESTS_TRAIN(X) X(train_options) X(train_learns) X(train_resume_bitwise) X(train_kill9_during_save) \
     X(train_rejects) X(train_skips_nonfinite) X(train_init_from_hf) X(train_dist_options) X(train_balance) X(train_two_ranks) X(train_ranks_disagree) X(dist_launch) \
-    X(dist_watchdog)
+    X(dist_watchdog) X(dist_rendezvous)

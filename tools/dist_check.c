@@ -158,7 +158,7 @@ int main(int argc, char **argv) {
             at_join = strcmp(argv[i + 1], "join") == 0;
         else break;
     }
-    if (i < argc || n < 1) {
+    if (i < argc || n < 1 || (at_join && kill_rank < 0)) {
         fprintf(stderr, "usage: %s (--ranks N | --gpus N) [--kill RANK [--at join|sum] | --hang RANK] [--timeout S]\n",
                 argv[0]);
         return 2;

@@ -16,9 +16,10 @@
 #   dist1      one GPU through NCCL: tools/dist_check --gpus 1, 30 training steps through a one-rank
 #              communicator against the plain run (weights bitwise), and a rank 0 of 2 whose peer
 #              never starts (a rendezvous file, then NCCL_COMM_ID): stopped by --dist_timeout
-#   dist       two GPUs: tools/dist_check (sums, a killed rank), FAT5-small throughput of 2 GPUs
-#              against 1 (target 1.9x), 2 GPUs x B against 1 GPU x 2B over 100 steps, bitwise resume
-#              on 2 GPUs and a resume on 1, a killed worker of examples/train --gpus 2
+#   dist       two GPUs: tools/dist_check (sums, a rank killed in a sum and before joining),
+#              FAT5-small throughput of 2 GPUs against 1 (target 1.9x), 2 GPUs x B against 1 GPU x
+#              2B over 100 steps, bitwise resume on 2 GPUs and a resume on 1, a killed worker of
+#              examples/train --gpus 2
 #   curve      200 bf16 training steps on the bundled corpus with this build and with a reference
 #              build (REF_SRC: a directory holding the reference's fat5.h, fat5_kernels.cuh and
 #              examples/train.c, e.g. carried from an older commit), each build once more with
@@ -135,10 +136,9 @@ for stage in "$@"; do
         # a rank 0 of 2 whose peer never starts: NCCL's join waits without a timeout of its own
         for how in file NCCL_COMM_ID; do
             rm -rf "$OUT/lonely" "$OUT/rdv2"
-            rdv="$OUT/rdv2"
-            [ $how = file ] || rdv=NCCL_COMM_ID
+            if [ $how = file ]; then rdv="$OUT/rdv2" e="-u NCCL_COMM_ID"; else rdv=NCCL_COMM_ID e="NCCL_COMM_ID=127.0.0.1:29531"; fi
             t0=$(date +%s)
-            NCCL_COMM_ID=127.0.0.1:29531 timeout 150 examples/train $d --world_size 2 --rank 0 --rendezvous "$rdv" \
+            env $e timeout 150 examples/train $d --world_size 2 --rank 0 --rendezvous "$rdv" \
                 --dist_timeout 3 --output_dir "$OUT/lonely" > "$OUT/lonely_$how.log" 2>&1
             r=$?
             took=$(( $(date +%s) - t0 ))
@@ -157,8 +157,9 @@ for stage in "$@"; do
             fail dist "dist_check --gpus 2: see dist_check.log"
         tools/dist_check --gpus 2 --kill 1 --timeout 60 > "$OUT/dist_kill.log" 2>&1 ||
             fail dist "dist_check --gpus 2 --kill 1: see dist_kill.log"
-        tools/dist_check --gpus 2 --kill 1 --at join --timeout 60 > "$OUT/dist_kill_join.log" 2>&1 ||
-            fail dist "dist_check --gpus 2 --kill 1 --at join: see dist_kill_join.log"
+        tools/dist_check --gpus 2 --kill 1 --at join --timeout 60 > "$OUT/dist_kill_join.log" 2>&1 &&
+            grep -q "rank 0 stops: rank 1 failed" "$OUT/dist_kill_join.log" ||
+            fail dist "dist_check --gpus 2 --kill 1 --at join (rank 0 must stop by itself, naming rank 1): see dist_kill_join.log"
         cat "$OUT/dist_check.log" "$OUT/dist_kill.log" "$OUT/dist_kill_join.log" >> "$OUT/summary.txt"
         [ -f "$OUT/fortunes.tok" ] || zcat data/fortunes/fortunes.txt.gz | tools/pretokenize --sep '%' -o "$OUT/fortunes.tok" - > /dev/null 2>&1 ||
             { fail dist "pretokenize"; continue; }
