@@ -145,6 +145,7 @@ for stage in "$@"; do
             say "dist1: rank 0 of 2 alone ($how): exit $r after $took s: $(grep -m1 -o 'rank 0 stops: [^;]*' "$OUT/lonely_$how.log")"
             [ $r -ne 0 ] && [ $r -ne 124 ] && [ $took -lt 90 ] && grep -q "joining NCCL (ncclCommInitRank) took more than 3 s" "$OUT/lonely_$how.log" ||
                 fail dist1 "a lonely rank 0 ($how) was not stopped by --dist_timeout: see lonely_$how.log"
+            [ $how = file ] && [ -e "$OUT/rdv2" ] && fail dist1 "the lonely rank 0 left its rendezvous file behind"
         done
         ;;
     dist)
