@@ -11239,7 +11239,7 @@ typedef struct fat5__comm {
     size_t board_bytes;
     unsigned char *slots;          // host transport: world x FAT5__DIST_SLOT
     char file[4200];               // the rendezvous file (removed by rank 0 at the end), "" none
-    unsigned long long file_ino;   // ... the inode mapped
+    unsigned long long file_ino, file_dev;   // ... the file mapped
     double timeout_s;
     double wait_s;                 // host time spent waiting on the others since the last read
     int failed;                    // this rank failed: close tears down without waiting for the others
@@ -11282,6 +11282,14 @@ static void fat5__board_fail(fat5__board *b, int r, const char *msg) {
         snprintf(b->why, sizeof b->why, "%.470s", msg);
         __atomic_store_n(&b->failed, (int32_t)r, __ATOMIC_RELEASE);
     }
+}
+
+// Rank 0 removes the rendezvous file it published, unless a new run has replaced it since.
+static void fat5__comm_unlink_own(fat5__comm *c) {
+    struct stat sb;
+    if (c->rank == 0 && c->file[0] && stat(c->file, &sb) == 0 && (unsigned long long)sb.st_ino == c->file_ino &&
+        (unsigned long long)sb.st_dev == c->file_dev)
+        (void)unlink(c->file);
 }
 
 // 0 while every rank is well (as far as this host can see); else 1 with msg = "rank R stops: ..."
@@ -11545,9 +11553,9 @@ static int fat5__comm_join_leave(fat5__comm *c, fat5__ncclComm_t nc) {
     fat5__comm_lock(c);
     fat5__comm_call_leave(c);
     if (nc && !__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
-        c->nc = nc;
-        __atomic_store_n(&c->joining, 0, __ATOMIC_RELEASE);
+        c->nc = nc;   // the clock stopped before `joining` (the watchdog reads them the other way round)
         __atomic_store_n(&c->queued_t0_us, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&c->joining, 0, __ATOMIC_RELEASE);
         mine = 1;
     }
     fat5__comm_unlock(c);
@@ -11557,7 +11565,7 @@ static int fat5__comm_join_leave(fat5__comm *c, fat5__ncclComm_t nc) {
 
 // The watchdog's last resort: the rank's thread is held inside an NCCL call.
 static FAT5__UNUSED void fat5__comm_held_exit(fat5__comm *c, const char *msg) {
-    if (c->rank == 0 && c->file[0]) (void)unlink(c->file);   // as its close would: the next run starts clean
+    fat5__comm_unlink_own(c);   // as its close would: the next run starts clean
     fprintf(stderr, "fat5: %s; rank %d is held inside an NCCL call, which NCCL cannot abort under it: its process "
             "ends\n", msg, c->rank);
     _exit(1);
@@ -11842,8 +11850,17 @@ static fat5_status fat5__comm_map(fat5__comm *c, int fd, size_t bytes, const cha
     return FAT5_OK;
 }
 
-// Rank 0 writes the board file (under a temporary name, renamed when complete); the others wait
-// for it to appear with this run's size, then map it.
+// The waits for a rendezvous file look every 20 ms (a shared filesystem's server sees them all).
+static void fat5__dist_pause(void) {
+    struct timespec ts;
+    ts.tv_sec = 0;
+    ts.tv_nsec = 20000000;
+    nanosleep(&ts, NULL);
+}
+
+// Rank 0 writes the board file (under a temporary name, renamed over the path when complete: the
+// path never goes missing when a new run replaces a killed run's file); the others wait for it to
+// appear with this run's size, then map it.
 static fat5_status fat5__comm_file(fat5__comm *c, const char *path, size_t bytes, const unsigned char *id) {
     fat5_ctx *ctx = c->ctx;
     int fd;
@@ -11852,15 +11869,17 @@ static fat5_status fat5__comm_file(fat5__comm *c, const char *path, size_t bytes
     if (c->rank == 0) {
         char tmp[4300];
         fat5__board *b;
+        struct stat sb;
         snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
-        (void)unlink(path);   // a killed run's: the others must not join it
         fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC, 0600);
         if (fd < 0) return fat5__err(ctx, FAT5_ERR_IO, "rendezvous %s: cannot create: %s", tmp, strerror(errno));
-        if (ftruncate(fd, (off_t)bytes) != 0) {
+        if (ftruncate(fd, (off_t)bytes) != 0 || fstat(fd, &sb) != 0) {
             close(fd);
             (void)unlink(tmp);
             return fat5__err(ctx, FAT5_ERR_IO, "rendezvous %s: cannot size: %s", tmp, strerror(errno));
         }
+        c->file_ino = (unsigned long long)sb.st_ino;
+        c->file_dev = (unsigned long long)sb.st_dev;
         st = fat5__comm_map(c, fd, bytes, tmp);
         close(fd);
         if (st) {
@@ -11882,81 +11901,78 @@ static fat5_status fat5__comm_file(fat5__comm *c, const char *path, size_t bytes
         return FAT5_OK;
     }
     {
-        // A board with a failure on it is a failed run's: a killed rank 0 leaves its file, which
-        // the next run's rank 0 replaces (then the path is gone for an instant); a rank 0 that
-        // stops removes it (then the path stays gone: this rank came late to a run that failed).
-        // The stale file stays open meanwhile, so that its replacement cannot reuse its inode.
+        // A board with a failure on it is a failed run's: a killed run leaves its file, which the
+        // next run's rank 0 replaces; a rank 0 that stops removes it (then the path stays gone:
+        // this rank came late to a run that failed, and says so). Every look maps the file
+        // anew: a replacement is told by its board, not its inode (a shared filesystem may give
+        // the new file the old one's number).
         double t0 = fat5__now_s(), gone_since = 0;
-        int stale_fd = -1;
-        struct stat stale_sb;
         char why[sizeof c->board->why + 40];
         why[0] = 0;
-        memset(&stale_sb, 0, sizeof stale_sb);
-        st = FAT5_OK;
         for (;;) {
             struct stat sb;
-            int32_t f;
             double now = fat5__now_s();
-            if (stale_fd >= 0 && gone_since > 0 && now - gone_since > 1.0) {
-                st = fat5__err(ctx, FAT5_ERR_STATE, "rank %d stops: the run at rendezvous %s has stopped (%s)", c->rank,
-                               path, why);
-                break;
-            }
-            if (now - t0 > c->timeout_s) {
-                if (why[0])
-                    st = fat5__err(ctx, FAT5_ERR_STATE, "rank %d: rendezvous %s is a failed run's (%s), and rank 0 did "
-                                   "not replace it within %.0f s", c->rank, path, why, c->timeout_s);
-                else
-                    st = fat5__err(ctx, FAT5_ERR_STATE, "rank %d: rendezvous %s did not appear with this run's size "
-                                   "(%zu bytes) within %.0f s: is rank 0 running, with world_size %d?", c->rank, path,
-                                   bytes, c->timeout_s, c->world);
-                break;
-            }
             fd = open(path, O_RDWR);
             if (fd < 0 && errno == ENOENT) {
                 if (gone_since == 0) gone_since = now;
+                if (why[0] && now - gone_since > 1.0)
+                    return fat5__err(ctx, FAT5_ERR_STATE, "rank %d stops: the run at rendezvous %s has stopped (%s)",
+                                     c->rank, path, why);
             } else {
                 gone_since = 0;
             }
-            if (fd < 0 || fstat(fd, &sb) != 0 || (size_t)sb.st_size != bytes ||
-                (stale_fd >= 0 && sb.st_ino == stale_sb.st_ino && sb.st_dev == stale_sb.st_dev)) {
-                if (fd >= 0) close(fd);
-                fat5__dist_nap(20000);
-                continue;
-            }
-            c->file_ino = (unsigned long long)sb.st_ino;
-            if ((st = fat5__comm_map(c, fd, bytes, path))) {
+            if (fd >= 0 && fstat(fd, &sb) == 0 && (size_t)sb.st_size == bytes) {
+                int32_t f;
+                c->file_ino = (unsigned long long)sb.st_ino;
+                c->file_dev = (unsigned long long)sb.st_dev;
+                st = fat5__comm_map(c, fd, bytes, path);
                 close(fd);
-                break;
-            }
-            if (c->board->magic != FAT5__DIST_MAGIC || c->board->world != c->world) {
+                if (st) return st;
+                if (c->board->magic != FAT5__DIST_MAGIC || c->board->world != c->world)
+                    return fat5__err(ctx, FAT5_ERR_FORMAT, "rendezvous %s: not this run's (world size %d, expected %d)",
+                                     path, (int)c->board->world, c->world);
+                if ((f = __atomic_load_n(&c->board->failed, __ATOMIC_ACQUIRE)) < 0) return FAT5_OK;
+                snprintf(why, sizeof why, "rank %d failed: %.*s", (int)f, (int)sizeof c->board->why - 1,
+                         (const char *)c->board->why);
+                munmap((void *)c->board, c->board_bytes);
+                c->board = NULL;
+            } else if (fd >= 0) {
                 close(fd);
-                st = fat5__err(ctx, FAT5_ERR_FORMAT, "rendezvous %s: not this run's (world size %d, expected %d)", path,
-                               (int)c->board->world, c->world);
-                break;
             }
-            if ((f = __atomic_load_n(&c->board->failed, __ATOMIC_ACQUIRE)) < 0) {
-                close(fd);
-                break;
+            if (now - t0 > c->timeout_s) {
+                if (why[0])
+                    return fat5__err(ctx, FAT5_ERR_STATE, "rank %d: rendezvous %s is a failed run's (%s), and rank 0 did "
+                                     "not replace it within %.0f s", c->rank, path, why, c->timeout_s);
+                return fat5__err(ctx, FAT5_ERR_STATE, "rank %d: rendezvous %s did not appear with this run's size "
+                                 "(%zu bytes) within %.0f s: is rank 0 running, with world_size %d?", c->rank, path,
+                                 bytes, c->timeout_s, c->world);
             }
-            snprintf(why, sizeof why, "rank %d failed: %.*s", (int)f, (int)sizeof c->board->why - 1,
-                     (const char *)c->board->why);
-            munmap((void *)c->board, c->board_bytes);
-            c->board = NULL;
-            if (stale_fd >= 0) close(stale_fd);
-            stale_fd = fd;
-            stale_sb = sb;
+            fat5__dist_pause();
         }
-        if (stale_fd >= 0) close(stale_fd);
-        return st;
     }
+}
+
+// 1 when the file at the rendezvous path is no longer the board this rank mapped: another file,
+// or (a shared filesystem can reuse an inode number) another NCCL id in it.
+static int fat5__comm_file_replaced(fat5__comm *c) {
+    struct stat sb;
+    unsigned char id[sizeof c->board->nccl_id];
+    int fd = open(c->file, O_RDONLY), replaced;
+    if (fd < 0) return 0;   // gone: nothing to join instead
+    if (fstat(fd, &sb) != 0) replaced = 0;
+    else if ((unsigned long long)sb.st_ino != c->file_ino || (unsigned long long)sb.st_dev != c->file_dev) replaced = 1;
+    else
+        replaced = pread(fd, id, sizeof id, (off_t)offsetof(fat5__board, nccl_id)) == (ssize_t)sizeof id &&
+                   memcmp(id, c->board->nccl_id, sizeof id) != 0;
+    close(fd);
+    return replaced;
 }
 
 // CPU ranks meeting in a rendezvous file (one host): every rank checks in with a token of its own
 // and waits for rank 0 to echo it, opening the path again when rank 0 has replaced the file, so
 // that no rank stays in a file a killed run left behind.
 static fat5_status fat5__comm_checkin(fat5__comm *c, const char *path, size_t bytes) {
-    uint32_t token = ((uint32_t)getpid() * 2654435761u) ^ (uint32_t)(fat5__now_s() * 1e6) ^ (uint32_t)c->rank;
+    uint32_t token = ((uint32_t)getpid() * 2654435761u) ^ (uint32_t)(uint64_t)(fat5__now_s() * 1e6) ^ (uint32_t)c->rank;
     double t0 = fat5__now_s();
     int r;
     fat5_status st;
@@ -11976,16 +11992,18 @@ static fat5_status fat5__comm_checkin(fat5__comm *c, const char *path, size_t by
             struct stat sb;
             __atomic_store_n(&c->board->join[c->rank], token, __ATOMIC_RELEASE);
             if (__atomic_load_n(&c->board->ack[c->rank], __ATOMIC_ACQUIRE) == token) return FAT5_OK;
-            if (stat(path, &sb) != 0 || (unsigned long long)sb.st_ino != c->file_ino) {   // replaced
+            if (stat(path, &sb) != 0 || (unsigned long long)sb.st_ino != c->file_ino ||
+                (unsigned long long)sb.st_dev != c->file_dev) {   // replaced (one host: the mapping keeps the inode)
                 munmap((void *)c->board, c->board_bytes);
                 c->board = NULL;
                 if ((st = fat5__comm_file(c, path, bytes, NULL))) return st;
             }
         }
+        if ((st = fat5__comm_check(c))) return st;   // a rank that failed meanwhile
         if (now - t0 > c->timeout_s)
             return fat5__err(c->ctx, FAT5_ERR_STATE, "rank %d: the ranks did not all meet in rendezvous %s within %.0f s",
                              c->rank, path, c->timeout_s);
-        fat5__dist_nap(20000);
+        fat5__dist_pause();
     }
 }
 
@@ -12030,7 +12048,7 @@ static void fat5__comm_close(fat5__comm *c) {
         if (c->mode == FAT5__DIST_HOST && well && c->world > 1) (void)fat5__comm_barrier(c);
         munmap((void *)c->board, c->board_bytes);
     }
-    if (c->file[0] && c->rank == 0) (void)unlink(c->file);
+    fat5__comm_unlink_own(c);
     {
         int i;
         for (i = 0; i < 3; i++)
@@ -12050,18 +12068,17 @@ static fat5_status fat5__comm_join(fat5__comm *c, fat5__ncclUniqueId uid, const 
     fat5_status st;
     if ((st = fat5__comm_watch_start(c))) return st;
     for (;;) {
-        struct stat sb;
         fat5__ncclComm_t nc = NULL;
         fat5__ncclResult_t r;
         if (!fat5__comm_join_enter(c)) return fat5__comm_aborted_err(c);
         if ((r = c->nccl.f.ncclCommInitRank(&nc, c->world, uid, c->rank)) != FAT5__NCCL_SUCCESS) nc = NULL;
         if (fat5__comm_join_leave(c, nc)) return FAT5_OK;
         if (nc) return fat5__comm_aborted_err(c);   // joined, but the watchdog had given up
-        if (c->file[0] && c->rank != 0 && stat(rendezvous, &sb) == 0 && (unsigned long long)sb.st_ino != c->file_ino &&
-            fat5__now_s() - t0 < c->timeout_s) {
+        if (c->file[0] && c->rank != 0 && fat5__now_s() - t0 < c->timeout_s && fat5__comm_file_replaced(c)) {
             fat5__comm_watch_stop(c);   // it reads the board
             munmap((void *)c->board, c->board_bytes);
             c->board = NULL;
+            __atomic_store_n(&c->queued_t0_us, 0, __ATOMIC_RELEASE);   // the new run's join gets its own clock
             if ((st = fat5__comm_file(c, rendezvous, bytes, NULL)) || (st = fat5__comm_watch_start(c))) return st;
             if (!c->board->id_ready)
                 return fat5__err(c->ctx, FAT5_ERR_FORMAT, "rendezvous %s: no NCCL id in it", rendezvous);

@@ -1115,10 +1115,12 @@ static void t_dist_watchdog(fat5_test *T) {
 }
 
 // A rendezvous file a failed run left (its board marks a failure): a joining rank waits for rank 0
-// to replace it and takes the new one; when the path stays gone (the failed run's rank 0 removed
-// it) it stops at once with the failure; when nothing replaces it, at the timeout. With NCCL
-// (stand-ins for its calls): the join under the watchdog, again after a failed try once rank 0
-// has replaced the file, and a join that outlasts dist_timeout.
+// to replace it and takes the new one; when the path stays gone for 1 s (the failed run's rank 0
+// removed it) it stops, naming the failure; when nothing replaces it, at the timeout. A file is
+// told replaced by its NCCL id too (a shared filesystem may reuse an inode number); rank 0 removes
+// only its own file; CPU ranks checking in stop at a failure. With NCCL (stand-ins for its
+// calls): the join under the watchdog, again after a failed try once rank 0 has replaced the
+// file, and a join that outlasts dist_timeout; the watchdog's last resort in rank 0.
 static fat5__comm *rv_comm(fat5_ctx *ctx, int rank, double timeout_s) {
     fat5__comm *c = (fat5__comm *)fat5__calloc(ctx, 1, sizeof *c);
     if (!c) return NULL;
@@ -1165,6 +1167,7 @@ static void rv_fail(fat5_ctx *ctx, const char *path, int r, const char *why) {
 }
 #ifndef FAT5_NO_CUDA
 static int rv_inits;
+static double rv_sleep_s;   // each try of the join takes this long
 static const char *rv_path;
 static fat5_ctx *rv_ctx;
 static int dummy_nc;
@@ -1173,6 +1176,12 @@ static int dummy_nc;
 static fat5__ncclResult_t rv_init(fat5__ncclComm_t *comm, int nranks, fat5__ncclUniqueId id, int rank) {
     (void)nranks, (void)rank;
     rv_inits++;
+    if (rv_sleep_s > 0) {
+        struct timespec ts;
+        ts.tv_sec = (time_t)rv_sleep_s;
+        ts.tv_nsec = (long)((rv_sleep_s - (double)ts.tv_sec) * 1e9);
+        nanosleep(&ts, NULL);
+    }
     if (id.internal[0] == 'A') {
         rv_publish(rv_ctx, rv_path, 'B');
         return (fat5__ncclResult_t)6;
@@ -1191,7 +1200,6 @@ static void t_dist_rendezvous(fat5_test *T) {
     size_t bytes = fat5__board_bytes(2, 0);
     fat5__comm *c = rv_comm(ctx, 1, 10);
     struct stat sb;
-    unsigned long long ino0;
     double t0, took;
     pid_t pid;
     int status = -1;
@@ -1202,31 +1210,84 @@ static void t_dist_rendezvous(fat5_test *T) {
     FAT5_REQUIRE_OK(T, fat5__comm_file(c, path, bytes, NULL));
     FAT5_CHECK(T, c->board->id_ready && c->board->nccl_id[0] == 'A' && c->board->failed == -1);
     rv_unmap(c);
-    // a killed run's board, replaced 0.3 s later: the new one, not the old
+    // a killed run's board, replaced 0.5 s later: the new one, not the old
     rv_fail(ctx, path, 0, "killed by signal 9");
-    FAT5_REQUIRE(T, stat(path, &sb) == 0);
-    ino0 = (unsigned long long)sb.st_ino;
-    pid = rv_later(ctx, path, 0.3, 'B');
-    FAT5_REQUIRE(T, pid > 0);
     t0 = fat5__now_s();
+    pid = rv_later(ctx, path, 0.5, 'B');
+    FAT5_REQUIRE(T, pid > 0);
     FAT5_CHECK_MSG(T, fat5__comm_file(c, path, bytes, NULL) == FAT5_OK, "%s", fat5_last_error(ctx));
     took = fat5__now_s() - t0;
     FAT5_CHECK(T, waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    FAT5_CHECK_MSG(T, took >= 0.25 && c->board && c->board->nccl_id[0] == 'B' && c->board->failed == -1 &&
-                   c->file_ino != ino0, "after %.2f s", took);
+    FAT5_CHECK_MSG(T, took >= 0.5 && c->board && c->board->nccl_id[0] == 'B' && c->board->failed == -1,
+                   "after %.2f s", took);
+    // replaced: another file, or the same inode with another NCCL id; not when unchanged
+    FAT5_CHECK(T, !fat5__comm_file_replaced(c));
+    {
+        int fd = open(path, O_RDWR);
+        unsigned char x = 'C';
+        FAT5_REQUIRE(T, fd >= 0);
+        FAT5_CHECK(T, pwrite(fd, &x, 1, (off_t)offsetof(fat5__board, nccl_id) + 5) == 1);
+        close(fd);
+        FAT5_CHECK(T, c->board->nccl_id[5] == 'C' && !fat5__comm_file_replaced(c));   // the same mapping sees it
+        c->board->nccl_id[5] = 'B';
+    }
+    {
+        fat5__comm *o = rv_comm(ctx, 1, 5);   // a copy of the mapping's id that the file no longer holds
+        fat5__board *copy = (fat5__board *)calloc(1, sizeof *copy);
+        FAT5_REQUIRE(T, o != NULL && copy != NULL);
+        *copy = *c->board;
+        copy->nccl_id[7] = 'Z';
+        o->board = copy;
+        snprintf(o->file, sizeof o->file, "%s", path);
+        o->file_ino = c->file_ino;
+        o->file_dev = c->file_dev;
+        FAT5_CHECK(T, fat5__comm_file_replaced(o));
+        copy->nccl_id[7] = c->board->nccl_id[7];
+        FAT5_CHECK(T, !fat5__comm_file_replaced(o));
+        FAT5_REQUIRE(T, rv_publish(ctx, path, 'D'));
+        FAT5_CHECK(T, fat5__comm_file_replaced(o) && fat5__comm_file_replaced(c));
+        o->board = NULL;
+        free(copy);
+        // rank 0 removes its own file only: not one a new run has published since
+        o->rank = 0;
+        fat5__comm_unlink_own(o);
+        FAT5_CHECK(T, stat(path, &sb) == 0 && (unsigned long long)sb.st_ino != c->file_ino);
+        o->file_ino = (unsigned long long)sb.st_ino;
+        o->file_dev = (unsigned long long)sb.st_dev;
+        fat5__comm_unlink_own(o);
+        FAT5_CHECK(T, stat(path, &sb) != 0 && errno == ENOENT);
+        fat5__free(ctx, o);
+    }
     rv_unmap(c);
     // a failed run's board whose rank 0 then removed it: stops, naming the failure, 1 s after
+    FAT5_REQUIRE(T, rv_publish(ctx, path, 'A'));
     rv_fail(ctx, path, 0, "out of device memory");
-    pid = rv_later(ctx, path, 0.3, 0);
-    FAT5_REQUIRE(T, pid > 0);
     t0 = fat5__now_s();
+    pid = rv_later(ctx, path, 1.0, 0);
+    FAT5_REQUIRE(T, pid > 0);
     FAT5_CHECK(T, fat5__comm_file(c, path, bytes, NULL) == FAT5_ERR_STATE);
     took = fat5__now_s() - t0;
     FAT5_CHECK(T, waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
     FAT5_CHECK_MSG(T, strstr(fat5_last_error(ctx), "rank 1 stops: the run at rendezvous") &&
-                   strstr(fat5_last_error(ctx), "has stopped (rank 0 failed: out of device memory)") && took >= 1.2 &&
-                   took < 8, "after %.2f s: %s", took, fat5_last_error(ctx));
+                   strstr(fat5_last_error(ctx), "has stopped (rank 0 failed: out of device memory)") && took >= 2.0 &&
+                   took < 9, "after %.2f s: %s", took, fat5_last_error(ctx));
     FAT5_CHECK(T, c->board == NULL);
+    // CPU ranks checking in: a rank that failed meanwhile stops them
+    {
+        fat5__comm *h0 = rv_comm(ctx, 0, 10);
+        size_t hb = fat5__board_bytes(2, 1);
+        FAT5_REQUIRE(T, h0 != NULL);
+        h0->mode = FAT5__DIST_HOST;
+        FAT5_REQUIRE_OK(T, fat5__comm_file(h0, path, hb, NULL));
+        fat5__board_fail(h0->board, 1, "cannot read the data");
+        t0 = fat5__now_s();
+        FAT5_CHECK(T, fat5__comm_checkin(h0, path, hb) == FAT5_ERR_STATE &&
+                      strcmp(fat5_last_error(ctx), "rank 0 stops: rank 1 failed: cannot read the data") == 0 &&
+                      fat5__now_s() - t0 < 5);
+        rv_unmap(h0);
+        (void)unlink(path);
+        fat5__free(ctx, h0);
+    }
     // ... that nobody replaces: the timeout, saying why
     FAT5_REQUIRE(T, rv_publish(ctx, path, 'A'));
     rv_fail(ctx, path, 1, "killed by signal 9");
@@ -1240,9 +1301,11 @@ static void t_dist_rendezvous(fat5_test *T) {
 #ifndef FAT5_NO_CUDA
     {
         fat5__ncclUniqueId uid;
-        // the join: the killed run's id fails, rank 0 replaces the file, the new id joins
+        // the join: the killed run's id fails, rank 0 replaces the file, the new id joins. Each
+        // try takes 1.2 s against a dist_timeout of 2 s: the new id's join has a clock of its own
         c->mode = FAT5__DIST_NCCL;
-        c->timeout_s = 10;
+        c->timeout_s = 2;
+        rv_sleep_s = 1.2;
         c->nccl.f.ncclCommInitRank = rv_init;
         c->nccl.f.ncclCommAbort = wd_abort;
         c->nccl.f.ncclCommGetAsyncError = wd_async_error;
@@ -1256,9 +1319,11 @@ static void t_dist_rendezvous(fat5_test *T) {
         memcpy(uid.internal, c->board->nccl_id, sizeof uid.internal);
         rv_inits = 0;
         FAT5_CHECK_MSG(T, fat5__comm_join(c, uid, path, bytes) == FAT5_OK, "%s", fat5_last_error(ctx));
-        FAT5_CHECK(T, rv_inits == 2 && c->nc == (fat5__ncclComm_t)(void *)&dummy_nc && c->board &&
-                      c->board->nccl_id[0] == 'B' && !c->joining && c->call_t0_us == 0 && c->queued_t0_us == 0 &&
-                      wd_aborts == 0 && wd_helds == 0);
+        rv_sleep_s = 0;
+        FAT5_CHECK_MSG(T, rv_inits == 2 && c->nc == (fat5__ncclComm_t)(void *)&dummy_nc && c->board &&
+                       c->board->nccl_id[0] == 'B' && c->board->failed == -1 && !c->joining && c->call_t0_us == 0 &&
+                       c->queued_t0_us == 0 && wd_aborts == 0 && wd_helds == 0, "inits %d, helds %d: %s", rv_inits,
+                       wd_helds, wd_held_msg);
 #if FAT5__THREADS
         FAT5_CHECK(T, c->watch_on);
         fat5__comm_watch_stop(c);
