@@ -11954,7 +11954,7 @@ static fat5_status fat5__comm_file(fat5__comm *c, const char *path, size_t bytes
 
 // 1 when the file at the rendezvous path is no longer the board this rank mapped: another file,
 // or (a shared filesystem can reuse an inode number) another NCCL id in it.
-static int fat5__comm_file_replaced(fat5__comm *c) {
+static FAT5__UNUSED int fat5__comm_file_replaced(fat5__comm *c) {
     struct stat sb;
     unsigned char id[sizeof c->board->nccl_id];
     int fd = open(c->file, O_RDONLY), replaced;
