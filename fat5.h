@@ -11507,19 +11507,21 @@ static int fat5__comm_nccl_error(fat5__comm *c, char *why, size_t n) {
 #define FAT5__NO_JOIN "joining NCCL (ncclCommInitRank) took more than %.0f s (dist_timeout): a rank did not start, " \
     "or cannot reach the others"
 
+// Under nc_mu: the call the rank's thread enters now, and the first sum (or try to join) not yet
+// waited out, timed (| 1: never 0, which means none).
+static void fat5__comm_call_mark(fat5__comm *c) {
+    int64_t now_us = (int64_t)(fat5__now_s() * 1e6) | 1;
+    __atomic_store_n(&c->call_t0_us, now_us, __ATOMIC_RELEASE);
+    if (!__atomic_load_n(&c->queued_t0_us, __ATOMIC_ACQUIRE)) __atomic_store_n(&c->queued_t0_us, now_us, __ATOMIC_RELEASE);
+}
+
 // The rank's thread into an NCCL call: nc under the lock, and only while not aborted (the
-// watchdog aborts only outside a call), the call and the first sum not yet waited out timed (| 1:
-// never 0, which means none). NULL when aborted.
+// watchdog aborts only outside a call), marked. NULL when aborted.
 static fat5__ncclComm_t fat5__comm_call_enter(fat5__comm *c) {
     fat5__ncclComm_t nc;
     fat5__comm_lock(c);
     nc = c->nc;
-    if (nc) {
-        int64_t now_us = (int64_t)(fat5__now_s() * 1e6) | 1;
-        __atomic_store_n(&c->call_t0_us, now_us, __ATOMIC_RELEASE);
-        if (!__atomic_load_n(&c->queued_t0_us, __ATOMIC_ACQUIRE))
-            __atomic_store_n(&c->queued_t0_us, now_us, __ATOMIC_RELEASE);
-    }
+    if (nc) fat5__comm_call_mark(c);
     fat5__comm_unlock(c);
     return nc;
 }
@@ -11535,11 +11537,8 @@ static int fat5__comm_join_enter(fat5__comm *c) {
     fat5__comm_lock(c);
     ok = !__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE);
     if (ok) {
-        int64_t now_us = (int64_t)(fat5__now_s() * 1e6) | 1;
         __atomic_store_n(&c->joining, 1, __ATOMIC_RELEASE);
-        __atomic_store_n(&c->call_t0_us, now_us, __ATOMIC_RELEASE);
-        if (!__atomic_load_n(&c->queued_t0_us, __ATOMIC_ACQUIRE))
-            __atomic_store_n(&c->queued_t0_us, now_us, __ATOMIC_RELEASE);
+        fat5__comm_call_mark(c);
     }
     fat5__comm_unlock(c);
     return ok;
@@ -11952,6 +11951,13 @@ static fat5_status fat5__comm_file(fat5__comm *c, const char *path, size_t bytes
     }
 }
 
+// NCCL's id from the board this rank mapped from the rendezvous file.
+static FAT5__UNUSED fat5_status fat5__comm_board_id(fat5__comm *c, const char *rendezvous, unsigned char *id) {
+    if (!c->board->id_ready) return fat5__err(c->ctx, FAT5_ERR_FORMAT, "rendezvous %s: no NCCL id in it", rendezvous);
+    memcpy(id, c->board->nccl_id, sizeof c->board->nccl_id);
+    return FAT5_OK;
+}
+
 // 1 when the file at the rendezvous path is no longer the board this rank mapped: another file,
 // or (a shared filesystem can reuse an inode number) another NCCL id in it.
 static FAT5__UNUSED int fat5__comm_file_replaced(fat5__comm *c) {
@@ -12079,10 +12085,9 @@ static fat5_status fat5__comm_join(fat5__comm *c, fat5__ncclUniqueId uid, const 
             munmap((void *)c->board, c->board_bytes);
             c->board = NULL;
             __atomic_store_n(&c->queued_t0_us, 0, __ATOMIC_RELEASE);   // the new run's join gets its own clock
-            if ((st = fat5__comm_file(c, rendezvous, bytes, NULL)) || (st = fat5__comm_watch_start(c))) return st;
-            if (!c->board->id_ready)
-                return fat5__err(c->ctx, FAT5_ERR_FORMAT, "rendezvous %s: no NCCL id in it", rendezvous);
-            memcpy(uid.internal, c->board->nccl_id, sizeof uid.internal);
+            if ((st = fat5__comm_file(c, rendezvous, bytes, NULL)) || (st = fat5__comm_watch_start(c)) ||
+                (st = fat5__comm_board_id(c, rendezvous, (unsigned char *)uid.internal)))
+                return st;
             continue;
         }
         return fat5__nccl_fail(c->ctx, &c->nccl, r, "ncclCommInitRank");
@@ -12214,12 +12219,9 @@ static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int r
             }
             __atomic_store_n(&c->board->pid[rank], (int32_t)getpid(), __ATOMIC_RELEASE);
         } else {
-            if ((st = fat5__comm_file(c, rendezvous, bytes, rank == 0 ? id : NULL))) goto fail;
-            if (!c->board->id_ready) {
-                st = fat5__err(ctx, FAT5_ERR_FORMAT, "rendezvous %s: no NCCL id in it", rendezvous);
+            if ((st = fat5__comm_file(c, rendezvous, bytes, rank == 0 ? id : NULL)) ||
+                (st = fat5__comm_board_id(c, rendezvous, id)))
                 goto fail;
-            }
-            memcpy(id, c->board->nccl_id, sizeof id);
         }
         memcpy(uid.internal, id, sizeof id);
         if ((st = fat5__comm_join(c, uid, rendezvous, bytes))) goto fail;

@@ -1135,6 +1135,12 @@ static void rv_unmap(fat5__comm *c) {
     if (c->board) munmap((void *)c->board, c->board_bytes);
     c->board = NULL;
 }
+static void rv_sleep(double s) {
+    struct timespec ts;
+    ts.tv_sec = (time_t)s;
+    ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+    nanosleep(&ts, NULL);
+}
 // rank 0 of a new run publishes a board with NCCL id byte `tag` at path (and leaves it there)
 static int rv_publish(fat5_ctx *ctx, const char *path, unsigned char tag) {
     unsigned char id[128];
@@ -1151,10 +1157,7 @@ static pid_t rv_later(fat5_ctx *ctx, const char *path, double delay, unsigned ch
     fflush(stdout);
     pid = fork();
     if (pid == 0) {
-        struct timespec ts;
-        ts.tv_sec = (time_t)delay;
-        ts.tv_nsec = (long)((delay - (double)ts.tv_sec) * 1e9);
-        nanosleep(&ts, NULL);
+        rv_sleep(delay);
         _exit(tag ? !rv_publish(ctx, path, tag) : unlink(path) != 0);
     }
     return pid;
@@ -1176,12 +1179,7 @@ static int dummy_nc;
 static fat5__ncclResult_t rv_init(fat5__ncclComm_t *comm, int nranks, fat5__ncclUniqueId id, int rank) {
     (void)nranks, (void)rank;
     rv_inits++;
-    if (rv_sleep_s > 0) {
-        struct timespec ts;
-        ts.tv_sec = (time_t)rv_sleep_s;
-        ts.tv_nsec = (long)((rv_sleep_s - (double)ts.tv_sec) * 1e9);
-        nanosleep(&ts, NULL);
-    }
+    if (rv_sleep_s > 0) rv_sleep(rv_sleep_s);
     if (id.internal[0] == 'A') {
         rv_publish(rv_ctx, rv_path, 'B');
         return (fat5__ncclResult_t)6;
