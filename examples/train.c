@@ -202,6 +202,14 @@ int main(int argc, char **argv) {
         goto done;
     }
 
+    if (!quiet) {   // setup (data, model, kernels, and the ranks' join) takes seconds, and a rank that never
+                    // comes keeps the others waiting up to dist_timeout: say so before it starts
+        if (cfg.world_size > 1)
+            fprintf(stderr, "train: setting up %d ranks; they join when every rank is ready (waiting at most %.0f s: "
+                    "dist_timeout)\n", cfg.world_size, cfg.dist_timeout_s);
+        else
+            fprintf(stderr, "train: setting up\n");
+    }
     if (fat5_train_create(ctx, &cfg, &t)) {
         rc = fail(ctx, "setup");
         goto done;
