@@ -807,7 +807,7 @@ static void t_dist_launch(fat5_test *T) {
             if (round == 1) _exit(li.rank == 2 ? 130 : 0);
             if (round == 2) {
                 if (li.rank == 1) {
-                    nanosleep(&(struct timespec){0, 100000000}, NULL);
+                    ttr_sleep_us(100000);
                     _exit(7);
                 }
                 if (li.rank == 2) for (;;) sleep(1);   // silent: killed after the grace time
@@ -890,7 +890,7 @@ static void wd_reset(fat5__comm *c, fat5__board *b, fat5__ncclComm_t fake) {
 #if FAT5__THREADS
 static int wd_wait_for(const int *flag, double s) {   // until *flag != 0, at most s seconds
     double t0 = fat5__now_s();
-    while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE) && fat5__now_s() - t0 < s) nanosleep(&(struct timespec){0, 5000000}, NULL);
+    while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE) && fat5__now_s() - t0 < s) ttr_sleep_us(5000);
     return __atomic_load_n(flag, __ATOMIC_ACQUIRE);
 }
 #endif
@@ -987,7 +987,7 @@ static void t_dist_watchdog(fat5_test *T) {
     // the thread, all well: it runs until stopped and does nothing
     wd_reset(c, b, fake);
     FAT5_REQUIRE_OK(T, fat5__comm_watch_start(c));
-    nanosleep(&(struct timespec){0, 100000000}, NULL);
+    ttr_sleep_us(100000);
     fat5__comm_watch_stop(c);
     FAT5_CHECK(T, !c->aborted && b->failed == -1 && wd_aborts == 0 && wd_helds == 0 && !c->watch_on);
     pthread_mutex_destroy(&c->nc_mu);
@@ -1021,10 +1021,10 @@ static void t_dist_watchdog(fat5_test *T) {
         FAT5_CHECK(T, c->call_t0_us == 0);
         t0 = fat5__now_s();
         fat5__board_fail(b, 1, "killed by signal 9");
-        nanosleep(&(struct timespec){0, 600000000}, NULL);   // trouble for 0.6 of the 1 s grace
+        ttr_sleep_us(600000);   // trouble for 0.6 of the 1 s grace
         FAT5_CHECK(T, wd_aborts == 0 && !c->aborted && fat5__comm_call_enter(c) == fake && c->queued_t0_us == q0);
     }
-    nanosleep(&(struct timespec){0, 600000000}, NULL);   // trouble for 1.2 s, the call for 0.6 s
+    ttr_sleep_us(600000);   // trouble for 1.2 s, the call for 0.6 s
     FAT5_CHECK_MSG(T, wd_aborts == 0 && !c->aborted && c->nc == fake && wd_helds == 0,
                    "inside the call after %.2f s: aborts %d, helds %d", fat5__now_s() - t0, wd_aborts, wd_helds);
     fat5__comm_call_leave(c);
@@ -1135,12 +1135,6 @@ static void rv_unmap(fat5__comm *c) {
     if (c->board) munmap((void *)c->board, c->board_bytes);
     c->board = NULL;
 }
-static void rv_sleep(double s) {
-    struct timespec ts;
-    ts.tv_sec = (time_t)s;
-    ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
-    nanosleep(&ts, NULL);
-}
 // rank 0 of a new run publishes a board with NCCL id byte `tag` at path (and leaves it there)
 static int rv_publish(fat5_ctx *ctx, const char *path, unsigned char tag) {
     unsigned char id[128];
@@ -1157,7 +1151,7 @@ static pid_t rv_later(fat5_ctx *ctx, const char *path, double delay, unsigned ch
     fflush(stdout);
     pid = fork();
     if (pid == 0) {
-        rv_sleep(delay);
+        ttr_sleep_us((long)(delay * 1e6));
         _exit(tag ? !rv_publish(ctx, path, tag) : unlink(path) != 0);
     }
     return pid;
@@ -1179,7 +1173,7 @@ static int dummy_nc;
 static fat5__ncclResult_t rv_init(fat5__ncclComm_t *comm, int nranks, fat5__ncclUniqueId id, int rank) {
     (void)nranks, (void)rank;
     rv_inits++;
-    if (rv_sleep_s > 0) rv_sleep(rv_sleep_s);
+    if (rv_sleep_s > 0) ttr_sleep_us((long)(rv_sleep_s * 1e6));
     if (id.internal[0] == 'A') {
         rv_publish(rv_ctx, rv_path, 'B');
         return (fat5__ncclResult_t)6;
