@@ -11698,14 +11698,11 @@ static fat5_status fat5__comm_sum(fat5__comm *c, fat5__addr p, size_t n, int f64
 #endif
 }
 
-// Orders the compute stream after every queued collective and waits on the host until they are
-// done, watching the board, NCCL's asynchronous errors and the timeout (then aborting NCCL). The
-// compute stream's wait is timed (ev_t0 .. ev_t1) for the step's exposed communication.
-static fat5_status fat5__comm_wait_sums(fat5__comm *c) {
+// Orders the compute stream after every queued collective (NCCL), without waiting on the host;
+// the compute stream's wait is timed (ev_t0 .. ev_t1) for the step's exposed communication.
+static FAT5__UNUSED fat5_status fat5__comm_order_sums(fat5__comm *c) {
 #ifndef FAT5_NO_CUDA
     struct fat5__gpu *g = c->ctx->gpu;
-    double t0, next_check;
-    int spins = 0;
     fat5_status st;
     if (c->mode != FAT5__DIST_NCCL || !c->pending) return FAT5_OK;
     c->pending = 0;
@@ -11716,6 +11713,21 @@ static fat5_status fat5__comm_wait_sums(fat5__comm *c) {
         (st = fat5__dev_check(c->ctx, g->ev.cuEventRecord(c->ev_t1, g->stream), "cuEventRecord")))
         return st;
     c->timed = 1;
+#else
+    (void)c;
+#endif
+    return FAT5_OK;
+}
+
+// ... and waits on the host until they are done, watching the board, NCCL's asynchronous errors
+// and the timeout (then aborting NCCL).
+static fat5_status fat5__comm_wait_sums(fat5__comm *c) {
+#ifndef FAT5_NO_CUDA
+    double t0, next_check;
+    int spins = 0;
+    fat5_status st;
+    if (c->mode != FAT5__DIST_NCCL || !c->pending) return FAT5_OK;
+    if ((st = fat5__comm_order_sums(c))) return st;
     t0 = fat5__now_s();
     next_check = t0 + 0.05;
     for (;;) {
@@ -11814,12 +11826,35 @@ static fat5_status fat5__comm_grads_ready(void *user, size_t lo) {
     return FAT5_OK;
 }
 
-// The rest of the gradients, then `n_extra` doubles at `extra` (losses and votes).
+// The rest of the gradients, then `n_extra` doubles at `extra` (losses and votes). On GPUs with a
+// watchdog the host does not wait here: the compute stream is ordered after the sums, so the work
+// queued next (the optimizer) runs as soon as they are done instead of after the host has woken
+// and queued it, and the host waits once, at the step's own sync. fat5__comm_grads_landed follows
+// that sync. Without a watchdog (FAT5_NO_THREADS) nothing would free a rank held in that sync
+// behind a sum that a dead peer never feeds, so the host waits here, watching (fat5__comm_wait).
 static fat5_status fat5__comm_grads_end(fat5__comm *c, fat5__addr extra, size_t n_extra) {
     fat5_status st;
     if ((st = fat5__comm_grads_ready(c, 0))) return st;
     if ((st = fat5__comm_sum(c, extra, n_extra, 1))) return st;
+#if !defined(FAT5_NO_CUDA) && FAT5__THREADS
+    if (c->mode == FAT5__DIST_NCCL && c->watch_on) return fat5__comm_order_sums(c);
+#endif
     return fat5__comm_wait(c);
+}
+
+// After fat5__comm_grads_end, once the host has synchronised the compute stream past the sums:
+// they are done, unless the watchdog aborted NCCL meanwhile (a peer failed; the sums, and what was
+// computed from them, are then incomplete: the rank stops with why). Stops the sums' clock.
+static fat5_status fat5__comm_grads_landed(fat5__comm *c) {
+#ifndef FAT5_NO_CUDA
+    if (c->mode == FAT5__DIST_NCCL) {
+        __atomic_store_n(&c->queued_t0_us, 0, __ATOMIC_RELEASE);
+        if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) return fat5__comm_aborted_err(c);
+    }
+#else
+    (void)c;
+#endif
+    return FAT5_OK;
 }
 
 // The sum over the ranks of n host doubles (evaluation totals), in place, now.
@@ -14904,8 +14939,10 @@ static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out) {
     // non-finite one makes the optimizer skip the update (the weights are left as they are; the
     // step still counts). With several ranks, each one's micro-batches are weighted by the labels
     // of all, and the last backward sums the gradients across ranks bucket by bucket as it goes;
-    // the losses and the stop requests are summed after it. (fat5_train_step tells the other ranks
-    // of any error returned here.)
+    // the losses and the stop requests are summed after it, and the optimizer is queued behind the
+    // sums on the device (the host still waits once, in the optimizer; on GPU ranks a watchdog
+    // thread frees that wait if a peer fails). (fat5_train_step tells the other ranks of any error
+    // returned here.)
     if ((st = fat5_model_zero_grad(t->m))) return st;
     if (t->comm) {
         double vote = t->stop_asked ? 1.0 : 0.0;
@@ -14938,7 +14975,8 @@ static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out) {
     } else if ((st = fat5__optim_step_gated(t->o, t->losses, (int)(2 * k), &orr))) {
         return st;
     }
-    if ((st = t->m->be->download(ctx, t->h_losses, t->losses, (size_t)(2 * k + (t->comm ? 1 : 0)) * 8)))
+    if ((st = t->m->be->download(ctx, t->h_losses, t->losses, (size_t)(2 * k + (t->comm ? 1 : 0)) * 8)) ||
+        (t->comm && (st = fat5__comm_grads_landed(t->comm))))
         return st;
     for (i = 0; i < k; i++) loss += t->h_losses[2 * i + 1] * (double)g->n_labels[i];
     loss = n_labels ? loss / (double)n_labels : NAN;

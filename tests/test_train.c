@@ -926,6 +926,8 @@ static void t_dist_watchdog(fat5_test *T) {
     wd_reset(c, b, fake);
     // all well
     FAT5_CHECK(T, !fat5__comm_watch_once(c, 100.0, &since, msg, sizeof msg) && since == 0);
+    c->queued_t0_us = (int64_t)(100.0 * 1e6);   // the step's sums landed: the clock stops
+    FAT5_CHECK(T, fat5__comm_grads_landed(c) == FAT5_OK && c->queued_t0_us == 0);
     // a peer failed: seen at once, acted on after the grace time (the rank's thread may act first)
     fat5__board_fail(b, 1, "killed by signal 9");
     fat5__board_fail(b, 0, "a later failure does not replace the first");
@@ -1008,6 +1010,11 @@ static void t_dist_watchdog(fat5_test *T) {
     FAT5_CHECK(T, wd_aborts == 1 && wd_helds == 0 && c->nc == NULL);
     c->pending = 1;
     FAT5_CHECK(T, fat5__comm_wait(c) == FAT5_ERR_STATE &&
+                  strcmp(fat5_last_error(ctx), "rank 0 stops: rank 1 failed: killed by signal 9") == 0);
+    // ... and so does the step's check after its sync, where the host did not wait for the sums
+    // (fat5__comm_grads_end with a watchdog: the sums are incomplete); the sums' clock stops
+    c->queued_t0_us = (int64_t)(fat5__now_s() * 1e6);
+    FAT5_CHECK(T, fat5__comm_grads_landed(c) == FAT5_ERR_STATE && c->queued_t0_us == 0 &&
                   strcmp(fat5_last_error(ctx), "rank 0 stops: rank 1 failed: killed by signal 9") == 0);
     // the rank's side, against a running watchdog and a failed peer: inside a call (entered while
     // not aborted) nothing is aborted under it, even past the grace time; once out, the abort

@@ -118,7 +118,7 @@ static int worker(int rank, int world, const char *rendezvous, int gpu, int kill
         for (m = 0; m < sizeof marks / sizeof marks[0]; m++)
             if ((st = fat5__comm_grads_ready(c, marks[m]))) goto stopped;
         if ((st = fat5__comm_grads_end(c, d64, 3)) || (st = be->download(ctx, h, d, nb * 4)) ||
-            (st = be->download(ctx, h64, d64, 24)))
+            (st = be->download(ctx, h64, d64, 24)) || (st = fat5__comm_grads_landed(c)))
             goto stopped;
         for (i = 0; i < nb && !bad; i++) {
             float s = val32(0, i + 7);
