@@ -708,6 +708,7 @@ typedef struct fat5_train_metrics {
     double comm_s;                // of step_s, the time the step waited for the sums across ranks
     double scaling;               // (step_s - comm_s) / step_s: the scaling efficiency against one GPU
                                   // running the same per-GPU batch, estimated from the exposed wait
+                                  // alone (an upper bound: the sums also slow the backward they overlap)
     double rank_balance;          // the busiest rank's share of the step's FLOPs over the mean share
                                   // (1: even; the wait of the others is part of comm_s)
     int stop;                     // 1: some rank asked to stop (fat5_train_request_stop) before this step

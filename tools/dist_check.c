@@ -51,9 +51,10 @@ static int worker(int rank, int world, const char *rendezvous, int gpu, int kill
     fat5__addr d = 0, d64 = 0;
     int tol = gpu && world > 2 ? 2 * world : 0, r, bad = 0;
     fat5_status st;
-    if (gpu) {
+    if (gpu) {   // bf16, as training on GPUs: the same kernel module, compiled once and cached for both
         cc.device = FAT5_DEVICE_GPU;
         cc.device_ordinal = rank;
+        cc.dtype = FAT5_DTYPE_BF16;
     }
     if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) {
         printf("dist_check: rank %d: context: %s\n", rank, ctx ? fat5_last_error(ctx) : "out of memory");

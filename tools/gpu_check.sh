@@ -20,12 +20,19 @@
 #              FAT5-small throughput of 2 GPUs against 1 (target 1.9x), 2 GPUs x B against 1 GPU x
 #              2B over 100 steps, bitwise resume on 2 GPUs and a resume on 1, a killed worker of
 #              examples/train --gpus 2
+#   distsweep  two GPUs, where the scaling goes: FAT5-small runs of 140 steps (tokens over the step
+#              times of steps 21..140) on 1 GPU, on 2 GPUs, two independent 1-GPU runs at once (one
+#              per GPU: the host and the second GPU alone), then 2 GPUs with NCCL_MAX_NCHANNELS 4 / 8 /
+#              16, NCCL_PROTO=Simple, --bucket_mb 50 / 200, and 1 and 2 GPUs again; SWEEP_REF=path
+#              adds 2-GPU runs of another build of examples/train (A/B in one call)
 #   curve      200 bf16 training steps on the bundled corpus with this build and with a reference
 #              build (REF_SRC: a directory holding the reference's fat5.h, fat5_kernels.cuh and
 #              examples/train.c, e.g. carried from an older commit), each build once more with
 #              FAT5_ATTN_TC=0 (the same math, other rounding: two samples of the curve's bf16 noise);
 #              then tools/compare_curves.py: this build's curve within 2x the larger noise of the
 #              reference's
+# On a fresh machine the first GPU context compiles the kernels (about 3 minutes on an H200, two
+# ranks at once too); FAT5_CACHE_DIR kept from an earlier call (carried) avoids it.
 # Each stage appends "STAGE: ok" or "STAGE: FAILED (...)" to $OUT/summary.txt; the exit status is
 # non-zero when any stage failed.
 set -u
@@ -213,6 +220,52 @@ for stage in "$@"; do
         say "dist: the survivor: $(grep -m1 'rank 0 stops' "$OUT/k.log" || echo 'no message of its own')"
         grep -q "rank 0 stops: rank 1 failed" "$OUT/k.log" && [ "$took" -lt 20 ] ||
             fail dist "rank 0 did not stop by itself within 20 s: see k.log"
+        ;;
+    distsweep)
+        export NCCL_NVLS_ENABLE=0
+        make all > /dev/null || { fail distsweep "build"; continue; }
+        [ -f "$OUT/fortunes.tok" ] || zcat data/fortunes/fortunes.txt.gz | tools/pretokenize --sep '%' -o "$OUT/fortunes.tok" - > /dev/null 2>&1 ||
+            { fail distsweep "pretokenize"; continue; }
+        d="--data $OUT/fortunes.tok --model fat5-small --max_length 1024 --max_labels_length 256 --batch_tokens 16384
+           --batch_labels_tokens 4096 --eval_fraction 0 --save_steps 0 --warmup_steps 10 --logging_steps 20 --max_steps 140"
+        # one run: NAME GPUS [VAR=VALUE...] [-- ARGS...]; SW_BIN: the trainer
+        sw() {
+            n=$1 g=$2
+            shift 2
+            e=""
+            while [ $# -gt 0 ] && [ "$1" != -- ]; do e="$e $1"; shift; done
+            [ $# -gt 0 ] && shift
+            rm -rf "$OUT/sw_$n"
+            env $e "${SW_BIN:-examples/train}" --gpus "$g" $d "$@" --output_dir "$OUT/sw_$n" > "$OUT/sw_$n.log" 2>&1 ||
+                { fail distsweep "run $n: see sw_$n.log"; return; }
+            sw_line "$n"
+        }
+        sw_line() {
+            awk -F'[:,}]' -v n="$1" '{for (i = 1; i < NF; i++) { if ($i ~ /"step"$/) s = $(i+1); if ($i ~ /"tokens"$/) k = $(i+1)
+                                    if ($i ~ /"step_s"$/) t = $(i+1); if ($i ~ /"comm_s"$/) c = $(i+1); if ($i ~ /"world_size"$/) w = $(i+1) }
+                 if (s > 20) { m++; kk += k; tt += t; cc += c } }
+                 END { if (!w) w = 1; printf "distsweep: %-9s %d GPU: %8.0f tokens/s, %7.0f per GPU, step %.2f ms, exposed wait %.3f ms\n", n, w, kk / tt, kk / tt / w, 1000 * tt / m, 1000 * cc / m }' \
+                "$OUT/sw_$1/metrics.jsonl" | tee -a "$OUT/summary.txt"
+        }
+        sw 1gpu 1
+        sw 2gpu 2
+        rm -rf "$OUT/sw_alone0" "$OUT/sw_alone1"
+        CUDA_VISIBLE_DEVICES=0 examples/train --gpus 1 $d --output_dir "$OUT/sw_alone0" > "$OUT/sw_alone0.log" 2>&1 &
+        CUDA_VISIBLE_DEVICES=1 examples/train --gpus 1 $d --output_dir "$OUT/sw_alone1" > "$OUT/sw_alone1.log" 2>&1 ||
+            fail distsweep "a 1-GPU run beside another: see sw_alone1.log"
+        wait $! || fail distsweep "a 1-GPU run beside another: see sw_alone0.log"
+        sw_line alone0
+        sw_line alone1
+        sw ch4 2 NCCL_MAX_NCHANNELS=4
+        sw ch8 2 NCCL_MAX_NCHANNELS=8
+        sw ch16 2 NCCL_MAX_NCHANNELS=16
+        sw simple 2 NCCL_PROTO=Simple
+        sw b50 2 -- --bucket_mb 50
+        sw b200 2 -- --bucket_mb 200
+        if [ -n "${SWEEP_REF:-}" ]; then SW_BIN=$SWEEP_REF; sw ref 2; SW_BIN=; fi
+        sw 2gpu_again 2
+        sw 1gpu_again 1
+        say "distsweep: done"
         ;;
     step)
         make tools/bench > /dev/null || { fail step "build"; continue; }
