@@ -42,7 +42,9 @@
 //     FAT5_NO_THREADS          no worker threads: the CPU matrix products run on the calling thread
 //                              (fat5_ctx_config.n_threads is ignored; no -lpthread needed), and GPU
 //                              ranks have no watchdog (section [5.4]), so nothing bounds their join
-//                              (ncclCommInitRank). Results are bitwise the same either way.
+//                              (ncclCommInitRank), and each training step's host waits for the
+//                              gradient sums before it queues the optimizer. Results are bitwise
+//                              the same either way.
 //     FAT5_MM_SCALAR           plain-C micro-kernels for the CPU matrix products (no GNU vector
 //                              extensions, no AVX2 dispatch); same results, slower
 //

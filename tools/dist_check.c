@@ -118,9 +118,24 @@ static int worker(int rank, int world, const char *rendezvous, int gpu, int kill
         fat5__comm_grads_begin(c, d, nb);
         for (m = 0; m < sizeof marks / sizeof marks[0]; m++)
             if ((st = fat5__comm_grads_ready(c, marks[m]))) goto stopped;
-        if ((st = fat5__comm_grads_end(c, d64, 3)) || (st = be->download(ctx, h, d, nb * 4)) ||
-            (st = be->download(ctx, h64, d64, 24)) || (st = fat5__comm_grads_landed(c)))
+        if ((st = fat5__comm_grads_end(c, d64, 3))) goto stopped;
+#if !defined(FAT5_NO_CUDA) && FAT5__THREADS
+        // with NCCL and a watchdog the host leaves the sums queued (the clock running) for the
+        // step's own sync, after which they have landed (the clock stopped)
+        if (gpu && c->watch_on && c->queued_t0_us == 0) {
+            printf("dist_check: rank %d: the host waited for the bucketed sums in fat5__comm_grads_end\n", rank);
+            bad = 1;
+        }
+#endif
+        if ((st = be->download(ctx, h, d, nb * 4)) || (st = be->download(ctx, h64, d64, 24)) ||
+            (st = fat5__comm_grads_landed(c)))
             goto stopped;
+#ifndef FAT5_NO_CUDA
+        if (gpu && c->queued_t0_us != 0) {
+            printf("dist_check: rank %d: the sums' clock still runs after they landed\n", rank);
+            bad = 1;
+        }
+#endif
         for (i = 0; i < nb && !bad; i++) {
             float s = val32(0, i + 7);
             for (r = 1; r < world; r++) s += val32(r, i + 7);
