@@ -11255,12 +11255,12 @@ typedef struct fat5__comm {
     fat5__ncclComm_t nc;
     fat5__CUstream stream;         // the collectives' stream
     fat5__CUevent ev_order, ev_done, ev_t0, ev_t1;
-    int pending;                   // collectives queued since the last wait
+    int pending;                   // collectives queued since the last wait (or order)
     int timed;                     // ev_t0 / ev_t1 recorded this step
     // The watchdog: nc is read and cleared under nc_mu; an abort clears it, sets `aborted` and
     // keeps why in abort_why. Times in microseconds of fat5__now_s, 0 none: call_t0_us, when this
     // rank's thread entered the NCCL call it is in (set under nc_mu); queued_t0_us, when the first
-    // sum not yet waited out was queued. on_held: the watchdog's last resort (tests replace it).
+    // sum not yet waited out (fat5__comm_wait) or landed (fat5__comm_grads_landed) was queued. on_held: the watchdog's last resort (tests replace it).
     // joining: the rank's thread is joining NCCL (ncclCommInitRank; queued_t0_us then times the
     // join from its first try).
     int32_t aborted, joining;
@@ -11429,13 +11429,14 @@ static fat5_status fat5__comm_host_sum(fat5__comm *c, void *p, size_t n, int f64
 // --- the watchdog (NCCL ranks)
 // A rank's own thread checks the board, NCCL's errors and the timeout while it waits for the sums
 // (fat5__comm_wait), but it can be held elsewhere: in a CUDA call queued behind an NCCL kernel
-// that a dead peer never feeds, or inside an NCCL call. So each rank runs a watchdog thread that
+// that a dead peer never feeds (a training step's own sync, since the step does not wait for the
+// gradient sums: fat5__comm_grads_end), or inside an NCCL call. So each rank runs a watchdog thread that
 // makes the same checks every 20 ms, and also times the sums from when they were queued, and
 // NCCL's join (which has no timeout of its own) from its start. When trouble has lasted
 // FAT5__WATCH_GRACE_S without the rank's thread acting on it (at once when the sums or the join
 // outlast dist_timeout):
 //   - the rank's thread is in no NCCL call: the watchdog aborts NCCL (NCCL's kernels end, so
-//     the held CUDA call returns); the rank's next sum or wait stops with the reason;
+//     the held CUDA call returns); the rank's next sum, wait or landing stops with the reason;
 //   - it is held inside an NCCL call for FAT5__WATCH_GRACE_S: ncclCommAbort would free what that
 //     call uses, so the watchdog says why on stderr and ends the process (on_held): its peers
 //     and the launcher see a failed rank, never a hang.
@@ -11847,7 +11848,9 @@ static fat5_status fat5__comm_grads_end(fat5__comm *c, fat5__addr extra, size_t 
 
 // After fat5__comm_grads_end, once the host has synchronised the compute stream past the sums:
 // they are done, unless the watchdog aborted NCCL meanwhile (a peer failed; the sums, and what was
-// computed from them, are then incomplete: the rank stops with why). Stops the sums' clock.
+// computed from them, are then incomplete: the rank stops with why, and fat5_train_save refuses).
+// The abort sets `aborted` before ncclCommAbort ends NCCL's kernels, and the host's sync returns
+// only after they ended, so incomplete sums are always seen here. Stops the sums' clock.
 static fat5_status fat5__comm_grads_landed(fat5__comm *c) {
 #ifndef FAT5_NO_CUDA
     if (c->mode == FAT5__DIST_NCCL) {
@@ -14420,6 +14423,12 @@ FAT5_API fat5_status fat5_train_save(fat5_trainer *t, const char **dir_out) {
     int64_t step = fat5_optim_get_step(t->o);
     fat5_status st;
     if (dir_out) *dir_out = NULL;
+    if (t->comm && t->comm->failed) {   // a step may have updated the weights from incomplete sums
+        char why[300];
+        snprintf(why, sizeof why, "%.290s", fat5_last_error(ctx));
+        return fat5__err(ctx, FAT5_ERR_STATE, "save: this rank failed (%s); its weights and moments may hold an "
+                         "incomplete update, so no checkpoint is written", why);
+    }
     if (t->rank != 0) {   // rank 0 writes it (every rank holds the same weights and moments)
         snprintf(t->ckpt, sizeof t->ckpt, "%s/step-%08lld", t->cfg.output_dir, (long long)step);
         if (dir_out) *dir_out = t->ckpt;
@@ -14907,6 +14916,11 @@ static fat5_status fat5__train_failed(fat5_trainer *t, fat5_status st) {
     if (t->comm && st) {
         fat5__board_fail(t->comm->board, t->rank, fat5_last_error(t->ctx));
         t->comm->failed = 1;
+#ifndef FAT5_NO_CUDA
+        // the rank stops: its watchdog no longer times sums it will not wait for (a failure
+        // between a step's sums and their landing left the clock running)
+        __atomic_store_n(&t->comm->queued_t0_us, 0, __ATOMIC_RELEASE);
+#endif
     }
     return st;
 }

@@ -738,6 +738,69 @@ static void t_train_two_ranks(fat5_test *T) {
     fat5_train_destroy(t);
 }
 
+// A rank that fails mid-run (rank 1 leaves after 2 steps): rank 0's next step stops, naming it,
+// and rank 0 then refuses fat5_train_save (a failed step may have updated the weights from
+// incomplete sums, as a GPU rank whose watchdog aborted NCCL under the optimizer does), so the
+// last checkpoint stays the last good one.
+static void t_train_save_after_failure(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_train_config c;
+    fat5_launch_info li;
+    const char *data = ttr_corpus(T, 2);
+    char out[600], path[700], *text = NULL;
+    size_t len = 0;
+    FAT5_REQUIRE(T, data != NULL);
+    snprintf(out, sizeof out, "%s/failsave", fat5_test_tmpdir(T));
+    c = ttr_config(T, data, out);
+    c.optim.total_steps = 6;
+    c.save_steps = 2;
+    c.eval_steps = 0;
+    snprintf(path, sizeof path, "%s/failsave_rank0.txt", fat5_test_tmpdir(T));
+    fflush(stdout);
+    FAT5_REQUIRE_OK(T, fat5_launch(ctx, 2, 5.0, &li));
+    if (li.rank >= 0) {   // a worker: leave without returning into the test runner
+        fat5_ctx_config cc = fat5_ctx_config_default();
+        fat5_ctx *cx = NULL;
+        fat5_trainer *t = NULL;
+        FILE *f;
+        int rc = 1, i;
+        c.world_size = 2;
+        c.rank = li.rank;
+        snprintf(c.rendezvous, sizeof c.rendezvous, "%s", li.rendezvous);
+        if (fat5_ctx_create(&cc, &cx) == FAT5_OK && fat5_train_create(cx, &c, &t) == FAT5_OK) {
+            for (i = 0; i < 2 && fat5_train_step(t, NULL) == FAT5_OK; i++) {
+            }
+            if (i < 2) _exit(2);
+            if (li.rank == 1) _exit(5);   // gone, as a crash would leave it
+            if (fat5_train_step(t, NULL) != FAT5_OK && (f = fopen(path, "w")) != NULL) {
+                fprintf(f, "step: %s\n", fat5_last_error(cx));
+                fprintf(f, "save: %s %s\n", fat5_train_save(t, NULL) == FAT5_ERR_STATE ? "refused" : "not refused",
+                        fat5_last_error(cx));
+                fclose(f);
+                rc = 3;
+            }
+        }
+        fat5_train_destroy(t);
+        fat5_ctx_destroy(cx);
+        fflush(stdout);
+        _exit(rc);
+    }
+    FAT5_CHECK_MSG(T, li.failed_rank == 1 && li.exit_code == 5, "rank %d, exit %d: %s", li.failed_rank, li.exit_code,
+                   li.message);
+    FAT5_REQUIRE_OK(T, fat5__read_file(ctx, path, 1 << 16, &text, &len));
+    FAT5_CHECK_MSG(T, strstr(text, "step: rank 0 stops: rank 1 failed") != NULL, "%s", text);
+    FAT5_CHECK_MSG(T, strstr(text, "save: refused save: this rank failed (rank 0 stops: rank 1 failed") != NULL, "%s", text);
+    fat5__free(ctx, text);
+    snprintf(path, sizeof path, "%s/step-00000002/model.safetensors", out);
+    FAT5_CHECK(T, fat5__is_file(path));
+    snprintf(path, sizeof path, "%s/step-00000003", out);
+    FAT5_CHECK(T, !fat5__is_file(path) && access(path, F_OK) != 0);
+    snprintf(path, sizeof path, "%s/latest", out);
+    FAT5_REQUIRE_OK(T, fat5__read_file(ctx, path, 1 << 10, &text, &len));
+    FAT5_CHECK_MSG(T, strncmp(text, "step-00000002", 13) == 0, "latest: %s", text);
+    fat5__free(ctx, text);
+}
+
 // Two CPU ranks whose settings differ (rank 1 another seed, so other initial weights; then
 // another batch budget): fat5_train_create fails on both, naming rank 1, instead of training two
 // models that silently drift apart.
@@ -1364,5 +1427,5 @@ static void t_dist_rendezvous(fat5_test *T) {
 }
 
 #define FAT5_TESTS_TRAIN(X) X(train_options) X(train_learns) X(train_resume_bitwise) X(train_kill9_during_save) \
-    X(train_rejects) X(train_skips_nonfinite) X(train_init_from_hf) X(train_dist_options) X(train_balance) X(train_two_ranks) X(train_ranks_disagree) X(dist_launch) \
+    X(train_rejects) X(train_skips_nonfinite) X(train_init_from_hf) X(train_dist_options) X(train_balance) X(train_two_ranks) X(train_save_after_failure) X(train_ranks_disagree) X(dist_launch) \
     X(dist_watchdog) X(dist_rendezvous)
