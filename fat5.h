@@ -11260,9 +11260,9 @@ typedef struct fat5__comm {
     // The watchdog: nc is read and cleared under nc_mu; an abort clears it, sets `aborted` and
     // keeps why in abort_why. Times in microseconds of fat5__now_s, 0 none: call_t0_us, when this
     // rank's thread entered the NCCL call it is in (set under nc_mu); queued_t0_us, when the first
-    // sum not yet waited out (fat5__comm_wait) or landed (fat5__comm_grads_landed) was queued. on_held: the watchdog's last resort (tests replace it).
-    // joining: the rank's thread is joining NCCL (ncclCommInitRank; queued_t0_us then times the
-    // join from its first try).
+    // sum not yet waited out (fat5__comm_wait) or landed (fat5__comm_grads_landed) was queued.
+    // on_held: the watchdog's last resort (tests replace it). joining: the rank's thread is joining
+    // NCCL (ncclCommInitRank; queued_t0_us then times the join from its first try).
     int32_t aborted, joining;
     char abort_why[640];
     int64_t call_t0_us, queued_t0_us;
@@ -11430,9 +11430,9 @@ static fat5_status fat5__comm_host_sum(fat5__comm *c, void *p, size_t n, int f64
 // A rank's own thread checks the board, NCCL's errors and the timeout while it waits for the sums
 // (fat5__comm_wait), but it can be held elsewhere: in a CUDA call queued behind an NCCL kernel
 // that a dead peer never feeds (a training step's own sync, since the step does not wait for the
-// gradient sums: fat5__comm_grads_end), or inside an NCCL call. So each rank runs a watchdog thread that
-// makes the same checks every 20 ms, and also times the sums from when they were queued, and
-// NCCL's join (which has no timeout of its own) from its start. When trouble has lasted
+// gradient sums: fat5__comm_grads_end), or inside an NCCL call. So each rank runs a watchdog
+// thread that makes the same checks every 20 ms, and also times the sums from when they were
+// queued, and NCCL's join (which has no timeout of its own) from its start. When trouble has lasted
 // FAT5__WATCH_GRACE_S without the rank's thread acting on it (at once when the sums or the join
 // outlast dist_timeout):
 //   - the rank's thread is in no NCCL call: the watchdog aborts NCCL (NCCL's kernels end, so
