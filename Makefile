@@ -8,14 +8,47 @@ LDLIBS   = -lm -ldl -lpthread
 ASAN     = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 KERNELS  = $(sort $(wildcard kernels/*.cu))
+# The library's source: src/manifest lists the files of fat5.h in order (dev/amalgamate joins them).
+SRC      = src/manifest $(shell sed -n 's/^[a-z-]* *\(src\/[^ ]*\)$$/\1/p' src/manifest)
+# The developer build of fat5.h: the same text with #line directives, so that compiler messages
+# and debuggers point at src/. Every program make builds compiles the library from it.
+DEV_H    = build/dev/fat5.h
 TESTSRC  = tests/test_main.c tests/fat5_test.h $(wildcard tests/test_*.c)
 TOOLS    = tools/fat5_inspect tools/fat5_forward tools/fat5_init tools/pretokenize tools/plot_metrics \
            tools/fat5_tokenize tools/dist_check
 EXAMPLES = examples/quickstart examples/gpu_step examples/train examples/generate
 
-.PHONY: all train bench fuzz check-toc test test-asan test-quick test-cpp test-tools test-abi test-nocuda test-options check-embed check-kernels check-unicode embed clean
+.PHONY: all train bench fuzz amalgamate check-amalgamate check-layers test test-asan test-quick test-cpp test-tools test-abi test-nocuda test-options check-embed check-kernels check-unicode embed clean
 
 all: $(TOOLS) $(EXAMPLES)
+
+build/amalgamate: dev/amalgamate.c
+	@mkdir -p build
+	$(CC) -std=c99 $(WARN) $(CFLAGS) -o $@ $<
+
+# fat5.h is generated from src/ and committed: edit src/, then run make amalgamate
+amalgamate: build/amalgamate
+	build/amalgamate -o fat5.h src/manifest
+
+check-amalgamate: build/amalgamate
+	@build/amalgamate --check -o fat5.h src/manifest
+	@echo "check-amalgamate: fat5.h is the amalgamation of src/"
+
+$(DEV_H): build/amalgamate $(SRC)
+	@mkdir -p build/dev
+	build/amalgamate --lines -o $@ src/manifest
+
+# the layer rules of DESIGN §3 over src/ (the layers are src/manifest's)
+build/check_layers: dev/check_layers.c
+	@mkdir -p build
+	$(CC) -std=c99 $(WARN) $(CFLAGS) -o $@ $<
+
+check-layers: build/check_layers $(SRC)
+	build/check_layers src/manifest
+
+# DEV_INC: the declarations of the developer build, for programs that include "../fat5.h" (its
+# include guard then skips the committed copy)
+DEV_INC = -include $(DEV_H) -I.
 
 tools/%: tools/%.c fat5.h fat5_kernels.cuh
 	$(CC) -std=c99 $(WARN) $(CFLAGS) -o $@ $< $(LDLIBS)
@@ -23,12 +56,11 @@ tools/%: tools/%.c fat5.h fat5_kernels.cuh
 # The implementation compiled once; the examples link against it (-DFAT5__IMPL_DONE skips the copy
 # their own #define FAT5_IMPLEMENTATION would compile). Each still builds alone with the command on
 # its first line. The tools use private helpers and compile the implementation themselves.
-build/fat5_impl.o: fat5.h fat5_kernels.cuh
-	@mkdir -p build
-	$(CC) -std=c99 $(WARN) $(CFLAGS) -DFAT5_IMPLEMENTATION -x c -c -o $@ fat5.h
+build/fat5_impl.o: $(DEV_H) fat5_kernels.cuh
+	$(CC) -std=c99 $(WARN) $(CFLAGS) -DFAT5_IMPLEMENTATION -I. -x c -c -o $@ $(DEV_H)
 
-examples/%: examples/%.c fat5.h build/fat5_impl.o
-	$(CC) -std=c99 $(WARN) $(CFLAGS) -DFAT5__IMPL_DONE -o $@ $< build/fat5_impl.o $(LDLIBS)
+examples/%: examples/%.c $(DEV_H) build/fat5_impl.o
+	$(CC) -std=c99 $(WARN) $(CFLAGS) -DFAT5__IMPL_DONE $(DEV_INC) -o $@ $< build/fat5_impl.o $(LDLIBS)
 
 # The main job: pre-trains a T5 with the UL2 mixture on the bundled corpus (data/fortunes), on the
 # GPU when there is one (FAT5-small shape, a few minutes), else on the CPU (a tiny model, a few
@@ -65,7 +97,7 @@ check-embed: tools/embed_kernels
 	@cmp -s build/fat5_kernels.cuh.check fat5_kernels.cuh || { echo "fat5_kernels.cuh is stale: run make embed"; exit 1; }
 	@echo "check-embed: fat5_kernels.cuh matches kernels/"
 
-# the Unicode tables of fat5.h ([8.1]) against tools/gen_unicode.py and the UCD (Debian unicode-data)
+# the Unicode tables (src/text_unicode_tables.c) against tools/gen_unicode.py and the UCD (Debian unicode-data)
 check-unicode:
 	@if [ -f /usr/share/unicode/UnicodeData.txt ]; then python3 tools/gen_unicode.py --check --fixtures; \
 	else echo "check-unicode: SKIP (no /usr/share/unicode; apt-get install unicode-data)"; fi
@@ -74,13 +106,15 @@ check-unicode:
 check-kernels: tools/check_kernels
 	tools/check_kernels
 
-tests/run_tests: $(TESTSRC) fat5.h fat5_kernels.cuh
-	$(CC) -std=c99 $(WARN) $(CFLAGS) -o $@ tests/test_main.c $(LDLIBS)
+# the test program compiles the developer build (tests/test_main.c includes "fat5.h": build/dev's)
+TEST_INC = -Ibuild/dev -I.
+tests/run_tests: $(TESTSRC) $(DEV_H) fat5_kernels.cuh
+	$(CC) -std=c99 $(WARN) $(CFLAGS) $(TEST_INC) -o $@ tests/test_main.c $(LDLIBS)
 
 # clang when it is installed (its UBSan checks more, e.g. arithmetic on null pointers), else $(CC)
 ASAN_CC ?= $(if $(shell command -v clang 2>/dev/null),clang,$(CC))
-tests/run_tests_asan: $(TESTSRC) fat5.h fat5_kernels.cuh
-	$(ASAN_CC) -std=c99 $(WARN) -O1 -g $(ASAN) -o $@ tests/test_main.c $(LDLIBS)
+tests/run_tests_asan: $(TESTSRC) $(DEV_H) fat5_kernels.cuh
+	$(ASAN_CC) -std=c99 $(WARN) -O1 -g $(ASAN) $(TEST_INC) -o $@ tests/test_main.c $(LDLIBS)
 
 tests/test_cpp: tests/test_cpp.cpp fat5.h fat5_kernels.cuh
 	$(CXX) -std=c++11 $(WARN) $(CFLAGS) -o $@ $< $(LDLIBS)
@@ -137,18 +171,14 @@ test-options: tests/test_options.c fat5.h fat5_kernels.cuh
 	@echo "test-options: ok"
 
 # The edit loop: the CPU tests only (FAT5_NO_CUDA: no NVRTC, no C++/static builds, no tools).
-tests/run_tests_quick: $(TESTSRC) fat5.h
-	$(CC) -std=c99 $(WARN) -O1 -DFAT5_NO_CUDA -o $@ tests/test_main.c -lm -lpthread
+tests/run_tests_quick: $(TESTSRC) $(DEV_H)
+	$(CC) -std=c99 $(WARN) -O1 -DFAT5_NO_CUDA $(TEST_INC) -o $@ tests/test_main.c -lm -lpthread
 
 test-quick: tests/run_tests_quick
 	tests/run_tests_quick
 
 # the runner's last line is "N passed, N failed"
-# fat5.h's table of contents against its section markers
-check-toc:
-	tools/check_toc.sh fat5.h
-
-test: check-toc check-embed check-unicode check-kernels test-abi all test-cpp test-nocuda test-options test-tools tests/run_tests
+test: check-amalgamate check-layers check-embed check-unicode check-kernels test-abi all test-cpp test-nocuda test-options test-tools tests/run_tests
 	tests/run_tests
 
 test-asan: tests/run_tests_asan

@@ -3,7 +3,7 @@
 //     tests/run_tests NAME only the tests whose name contains NAME
 #define FAT5_IMPLEMENTATION
 #define FAT5__ENC_FFN_ROWS 16  // the encoder-only FFN in chunks of 16 tokens: the fixtures' inputs take several
-#include "../fat5.h"
+#include "fat5.h"  // the developer build, build/dev/fat5.h (make adds -Ibuild/dev)
 #include "fat5_test.h"
 
 #include <sys/stat.h>

@@ -1,0 +1,898 @@
+// fat5.h — train and run T5-family encoder-decoder models, in one C header.
+//
+// Quick start
+//     #define FAT5_IMPLEMENTATION      // in exactly one .c file
+//     #include "fat5.h"
+//     cc app.c -lm -ldl -lpthread
+//
+//     fat5_ctx *ctx = NULL;
+//     fat5_ctx_config cc = fat5_ctx_config_default();
+//     if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) return 1;     // fails only when out of memory
+//     fat5_model *m = NULL;
+//     if (fat5_model_load(ctx, "path/to/t5-small", &m) != FAT5_OK)
+//         fprintf(stderr, "%s\n", fat5_last_error(ctx));
+//
+// Models: T5 v1.0 (ReLU, tied embeddings), v1.1 / FLAN-T5 (gated-gelu, untied), gated-silu, mT5,
+// UMT5 (a relative-bias table in every layer), ByT5 shapes, any H*d_kv, bucket count and distance;
+// FAT5 (model_type flash_t5) with T5 buckets, none, ALiBi, RoPE or FIRE; LongT5 (model_type longt5,
+// local and transient-global encoders). Long inputs: any model's encoder runs local, block-global
+// or transient-global attention for a run (fat5_model_set_attention). Checkpoints are Hugging Face
+// directories: config.json + model.safetensors (or a sharded model.safetensors.index.json), bf16 /
+// fp16 / fp32 tensors; flash_t5 directories use FAT5's parameter names.
+//
+// Tokenizers: fat5_tokenizer_load reads a checkpoint's tokenizer.json or spiece.model and gives the
+// ids of Hugging Face tokenizers / sentencepiece (fat5_tokenize, fat5_detokenize); no model needed.
+//
+// Training: fat5_train_create / fat5_train_step run the whole loop (UL2 batches from token files,
+// AdamWScale or AdamW, schedules, evaluation, atomic checkpoints that resume bit-identically);
+// examples/train.c is a complete program around them. Several GPUs train data parallel, one
+// process each (fat5_launch forks them; NCCL opened at run time), see section [5.4].
+//
+// Batches are packed: the tokens of all sequences are concatenated and described by cumulative
+// offsets (cu_seqlens), for the encoder and the decoder separately; no token attends across a
+// sequence boundary and relative positions restart at 0 in every sequence.
+//
+// Options (define before including):
+//     FAT5_STATIC              make every function static to the including translation unit
+//     FAT5_API                 the prefix of every public function (default extern; static with
+//                              FAT5_STATIC), e.g. __attribute__((visibility("default")))
+//     FAT5_NO_CUDA             compile the GPU path out (CPU reference only)
+//     FAT5_MALLOC/REALLOC/FREE replace the C allocator (all three or none)
+//     FAT5_ASSERT(x)           internal invariants (default: assert)
+//     FAT5_NO_THREADS          no worker threads: the CPU matrix products run on the calling thread
+//                              (fat5_ctx_config.n_threads is ignored; no -lpthread needed), and GPU
+//                              ranks have no watchdog (section [5.4]), so nothing bounds their join
+//                              (ncclCommInitRank), and each training step's host waits for the
+//                              gradient sums before it queues the optimizer. Results are bitwise
+//                              the same either way.
+//     FAT5_MM_SCALAR           plain-C micro-kernels for the CPU matrix products (no GNU vector
+//                              extensions, no AVX2 dispatch); same results, slower
+//
+// Environment (GPU):
+//     FAT5_CACHE_DIR           compiled-kernel cache (else $XDG_CACHE_HOME/fat5, ~/.cache/fat5; "" = off)
+//     FAT5_KERNELS_DIR         compile kernels/*.cu from this directory instead of fat5_kernels.cuh
+//     FAT5_SYNC_LAUNCHES=1     synchronise after every kernel launch (errors name the kernel)
+//     FAT5_ATTN_TC=0           bf16 attention forward on the exact FMA kernels, not tensor cores
+//     FAT5_MM_ROWS=0           products of a few rows (decoding) on cuBLAS too, not fat5_mm
+//     FAT5_CUBLASLT=0          products on cublasGemmEx (its own algorithm per size), not cuBLASLt
+//                              with one algorithm per size class
+//     FAT5_PDL=0               decode-step kernels launch plainly, not as programmatic dependents
+//     CUDA_HOME                also searched for libcuda, libnvrtc, libcublas and libcublasLt
+//     NCCL_HOME, VIRTUAL_ENV, CONDA_PREFIX   also searched for libnccl.so.2 (several GPUs only;
+//                              the Python environments' nvidia/nccl/lib)
+//
+// Errors: every fallible call returns a fat5_status (FAT5_OK = 0, negative on error); the message,
+// naming the tensor or field and what was expected, is read with fat5_last_error(ctx). The library
+// never prints and never exits.
+//
+// Threads, ownership, lifetimes:
+//   - A fat5_ctx and everything made with it (models, safetensors files) is used by one thread at
+//     a time; different contexts are independent and may run in parallel. The library keeps no
+//     global mutable state (the CUDA libraries, once opened, stay mapped for the process).
+//   - The caller owns every buffer it passes in: fat5 copies what it needs during the call and
+//     keeps no pointer to it afterwards (batches, parameters, config structs, paths). Pointers
+//     fat5 returns (fat5_last_error, fat5_model_get_config, fat5_tensor_info.name,
+//     fat5_st_get, metadata strings) are borrowed: valid until the owning object is destroyed,
+//     and fat5_last_error's text until the next call on that context. Buffers fat5 allocates
+//     for the caller (fat5_model_config_to_json, fat5_batch_from_json) are released with
+//     fat5_free / fat5_batch_free on the same context.
+//   - Destroy models and safetensors files before the context that made them; every destroy
+//     accepts NULL.
+//   - A CPU context may run its matrix products on worker threads of its own (n_threads in
+//     fat5_ctx_config): they exist only inside a call, touch nothing but that call's buffers, and
+//     stop in fat5_ctx_destroy. The caller still sees one thread per context.
+//
+// Contents (search for "==[n]" to jump to a section; the implementation follows DESIGN §3's layers,
+// and a lower layer never calls a higher one):
+//     [0]    API: the declarations below (status, context, RNG, model config, model, batches,
+//            safetensors files, token files, UL2 sampler, optimizers, training loop, inference,
+//            generation, tokenizers)
+//@contents
+//
+// License: MIT, at the end of this file.
+
+#ifndef FAT5_H
+#define FAT5_H
+
+// The implementation uses POSIX (fsync, mkstemp, fseeko, clock_gettime, dlopen). It asks for it
+// with _POSIX_C_SOURCE when it comes before every system header; after one (with -std=c99 and no
+// feature macro) glibc has already hidden those functions, which is an #error naming the fix.
+#if defined(FAT5_IMPLEMENTATION) && !defined(_WIN32) && !defined(_POSIX_C_SOURCE) && \
+    !defined(_GNU_SOURCE) && !defined(_XOPEN_SOURCE) && !defined(_DEFAULT_SOURCE)
+#if defined(__GLIBC__) && !defined(__USE_XOPEN2K8)
+#error "fat5.h: a system header came before the implementation and POSIX is off (strict -std=c99): define _POSIX_C_SOURCE 200809L before the first #include of this file, or include fat5.h first, or build with -std=gnu99"
+#endif
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FAT5_VERSION_MAJOR 0
+#define FAT5_VERSION_MINOR 1
+#define FAT5_VERSION_PATCH 0
+#define FAT5_VERSION_STRING "0.1.0"
+
+// FAT5_API prefixes every public function; define it yourself to add attributes, e.g.
+//     #define FAT5_API __attribute__((visibility("default")))
+#ifndef FAT5_API
+#if defined(FAT5_STATIC) && (defined(__GNUC__) || defined(__clang__))
+#define FAT5_API static __attribute__((unused))  // no warning for the functions a program leaves unused
+#elif defined(FAT5_STATIC)
+#define FAT5_API static
+#else
+#define FAT5_API extern
+#endif
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// status codes
+typedef enum fat5_status {
+    FAT5_OK = 0,
+    FAT5_ERR_INVALID_ARG = -1,   // a bad argument or batch (message names it)
+    FAT5_ERR_OUT_OF_MEMORY = -2,
+    FAT5_ERR_IO = -3,            // open/read/write/rename failed
+    FAT5_ERR_FORMAT = -4,        // a malformed file: safetensors, JSON, config
+    FAT5_ERR_UNSUPPORTED = -5,   // well-formed but not something fat5 runs
+    FAT5_ERR_NO_DEVICE = -6,     // no CUDA driver, library or device
+    FAT5_ERR_CUDA = -7,
+    FAT5_ERR_NVRTC = -8,
+    FAT5_ERR_CUBLAS = -9,
+    FAT5_ERR_STATE = -10         // a call out of order (backward before forward, ...)
+} fat5_status;
+
+FAT5_API const char *fat5_status_string(fat5_status s);
+FAT5_API const char *fat5_version(void);
+
+// ---------------------------------------------------------------------------------------------
+// context: allocator, logging, device choice; owns the last error message
+typedef enum fat5_device { FAT5_DEVICE_CPU = 0, FAT5_DEVICE_GPU = 1 } fat5_device;
+typedef enum fat5_dtype {
+    FAT5_DTYPE_FP32 = 0,  // everything in fp32 (CPU reference; GPU parity mode)
+    FAT5_DTYPE_BF16 = 1   // GPU mixed precision: bf16 activations and matmul inputs, fp32 master weights
+} fat5_dtype;
+typedef enum fat5_log_level { FAT5_LOG_DEBUG = 0, FAT5_LOG_INFO = 1, FAT5_LOG_WARN = 2 } fat5_log_level;
+
+typedef struct fat5_ctx fat5_ctx;
+struct fat5_attention;  // an encoder attention pattern (below, with the model)
+
+typedef struct fat5_ctx_config {
+    fat5_device device;        // FAT5_DEVICE_CPU (default) or FAT5_DEVICE_GPU
+    int device_ordinal;        // which GPU (default 0)
+    fat5_dtype dtype;          // compute precision on the GPU; the CPU always computes in fp32
+    const char *cache_dir;     // compiled-kernel cache; NULL = $FAT5_CACHE_DIR or ~/.cache/fat5, "" = off
+    void *(*alloc)(void *user, size_t size);               // host allocator hooks (all or none)
+    void *(*realloc)(void *user, void *ptr, size_t size);
+    void (*free)(void *user, void *ptr);
+    void *alloc_user;
+    void (*log)(void *user, fat5_log_level level, const char *msg);  // optional
+    void *log_user;
+    // Threads for the CPU matrix products: 0 = one per online CPU (default), 1 = none (the calling
+    // thread only), n = n. The threads split the output, never a sum, so results are bitwise the
+    // same for every value. A pool of n - 1 workers starts at the first large product and stops in
+    // fat5_ctx_destroy. Ignored with FAT5_NO_THREADS and on the GPU.
+    int n_threads;
+    // The encoder attention every model made with this context starts with (copied at creation;
+    // checked against each model when it is made or loaded), e.g. local attention for long inputs
+    // everywhere; NULL (the default): each model's own, from its config. fat5_model_set_attention
+    // changes one model's afterwards.
+    const struct fat5_attention *attention;
+} fat5_ctx_config;
+
+FAT5_API fat5_ctx_config fat5_ctx_config_default(void);
+// Creates a context. On the GPU it also opens the device; on failure *out still holds a context
+// whose fat5_last_error says why (destroy it), except for FAT5_ERR_OUT_OF_MEMORY (*out = NULL).
+FAT5_API fat5_status fat5_ctx_create(const fat5_ctx_config *cfg, fat5_ctx **out);
+FAT5_API void fat5_ctx_destroy(fat5_ctx *ctx);
+FAT5_API const char *fat5_last_error(const fat5_ctx *ctx);
+FAT5_API fat5_device fat5_ctx_device(const fat5_ctx *ctx);
+
+// ---------------------------------------------------------------------------------------------
+// RNG: Philox4x32-10, counter based; the whole state is (seed, counter) and can be saved.
+typedef struct fat5_rng { uint64_t seed; uint64_t counter; } fat5_rng;
+FAT5_API fat5_rng fat5_rng_init(uint64_t seed);
+FAT5_API uint32_t fat5_rng_u32(fat5_rng *r);
+FAT5_API uint64_t fat5_rng_u64(fat5_rng *r);
+FAT5_API double fat5_rng_uniform(fat5_rng *r);            // [0, 1), 53 random bits
+FAT5_API uint64_t fat5_rng_below(fat5_rng *r, uint64_t n); // uniform in [0, n), unbiased; n > 0
+FAT5_API double fat5_rng_normal(fat5_rng *r);             // standard normal
+// "seed:counter" in decimal; parse returns FAT5_ERR_FORMAT on anything else
+FAT5_API void fat5_rng_to_string(const fat5_rng *r, char buf[48]);
+FAT5_API fat5_status fat5_rng_from_string(const char *s, fat5_rng *out);
+
+// ---------------------------------------------------------------------------------------------
+// model configuration: every Hugging Face T5 field that changes the math
+typedef enum fat5_act {
+    FAT5_ACT_RELU = 0,
+    FAT5_ACT_GELU = 1,       // exact erf GELU ("gelu")
+    FAT5_ACT_GELU_TANH = 2,  // tanh approximation ("gelu_new"; what "gated-gelu" means)
+    FAT5_ACT_SILU = 3
+} fat5_act;
+
+// How attention learns position (FAT5's position_encoding_type), in self-attention (cross-attention
+// has no position term). Biases are computed from positions inside the attention ops; positions
+// restart at every packed sequence; nothing is sized by a maximum length.
+typedef enum fat5_pos_kind {
+    FAT5_POS_T5 = 0,     // "t5": relative buckets, a [buckets, H] table in block 0 (or every layer: UMT5)
+    FAT5_POS_NONE = 1,   // "none": no position information
+    FAT5_POS_ALIBI = 2,  // "ALiBi": fixed linear biases, one slope per head
+    FAT5_POS_ROPE = 3,   // "RoPE": rotary embedding of the first int(d_kv * rotary_fraction) dims
+    FAT5_POS_FIRE = 4    // "FIRE": a learned MLP of normalised relative positions
+} fat5_pos_kind;
+
+// Which keys an encoder token attends to: LongT5's encoder_attention_type in a longt5 config (local
+// or transient-global), or any model's choice for a run (fat5_model_set_attention). The cost of
+// every pattern but FULL grows linearly with the sequence (transient-global: plus n^2 / block
+// size for the globals).
+typedef enum fat5_enc_attention {
+    FAT5_ENC_ATTN_FULL = 0,         // every token of its sequence (T5)
+    FAT5_ENC_ATTN_LOCAL = 1,        // "local": keys within the radius, |j - i| <= r (LongT5)
+    FAT5_ENC_ATTN_TGLOBAL = 2,      // "transient-global": local keys, plus one global token per block
+                                    // of g tokens: the block's normed inputs summed and normed again,
+                                    // with a bias table of its own (LongT5)
+    FAT5_ENC_ATTN_BLOCK_GLOBAL = 3  // "block-global": local keys, and the first g tokens of every
+                                    // sequence are global: they attend to and are attended by every
+                                    // token (not a LongT5 config value: a run's choice only)
+} fat5_enc_attention;
+
+typedef struct fat5_model_config {
+    int64_t vocab_size;            // 32128
+    int64_t d_model;               // 512
+    int64_t d_kv;                  // 64 (per head; H*d_kv may differ from d_model)
+    int64_t d_ff;                  // 2048
+    int64_t num_layers;            // encoder layers, 6
+    int64_t num_decoder_layers;    // 6 (ByT5: 12 encoder / 4 decoder)
+    int64_t num_heads;             // 8
+    int64_t rel_buckets;           // relative_attention_num_buckets, 32
+    int64_t rel_max_distance;      // relative_attention_max_distance, 128
+    double layer_norm_eps;         // 1e-6
+    fat5_act act;                  // FFN activation
+    int gated;                     // 1: wo(act(wi_0 x) * wi_1 x); 0: wo(act(wi x))
+    int tie_word_embeddings;       // 1: lm_head is shared.weight
+    int scale_decoder_outputs;     // 1: multiply the decoder output by d_model^-0.5 before lm_head
+    int bias_every_layer;          // 1 (UMT5): each self-attention owns a bias table; 0: block 0 only
+    int64_t pad_token_id;          // 0
+    int64_t eos_token_id;          // 1
+    int64_t decoder_start_token_id;// 0
+    double dropout_rate;           // kept for the saved config; fat5 trains without dropout
+    char model_type[16];           // "t5", "mt5", "umt5", "flash_t5" or "longt5" (written back to config.json)
+    // position encoding (FAT5's config.json fields; the defaults are FAT5's)
+    fat5_pos_kind pos_kind;        // position_encoding_type, FAT5_POS_T5
+    int alibi_asymmetric;          // alibi_mode "asymetric": half the heads see the past, half the future; 0
+    int rotary_interleaved;        // rotary_interleaved: rotate (even, odd) pairs, else the two halves; 0
+    int fire_mlp_width;            // fire_mlp_width: hidden width of FIRE's MLP, 32
+    double rotary_fraction;        // rotary_emb_fraction: int(d_kv * fraction) dims rotate, 1.0
+    double rotary_base;            // rotary_base, 10000
+    double rotary_scale_base;      // rotary_scale_base: xPos scale base, 0 = off (FAT5's None)
+    // encoder attention (LongT5's config.json fields, model_type longt5; defaults as LongT5Config)
+    fat5_enc_attention enc_attention;  // encoder_attention_type, FAT5_ENC_ATTN_FULL (longt5: local)
+    int64_t local_radius;          // local_radius: keys within this distance, 127
+    int64_t global_block_size;     // global_block_size: tokens summed into one global token, 16
+} fat5_model_config;
+
+// T5 v1.0 t5-small defaults, as Hugging Face's T5Config
+FAT5_API fat5_model_config fat5_model_config_default(void);
+// Parses a Hugging Face config.json text. Unknown keys that could change the architecture, values
+// out of range and contradictions are errors (FAT5_ERR_FORMAT / FAT5_ERR_UNSUPPORTED).
+FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json, size_t len,
+                                                 fat5_model_config *out);
+FAT5_API fat5_status fat5_model_config_validate(fat5_ctx *ctx, const fat5_model_config *cfg);
+// Writes config.json text; *out is allocated with the ctx allocator, free with fat5_free.
+FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_config *cfg,
+                                               char **out, size_t *out_len);
+FAT5_API void fat5_free(fat5_ctx *ctx, void *p);
+
+// ---------------------------------------------------------------------------------------------
+// model
+typedef struct fat5_model fat5_model;
+
+// A new model with Hugging Face's T5 initialisation (lm_head std d_model^-0.5), seeded.
+FAT5_API fat5_status fat5_model_create(fat5_ctx *ctx, const fat5_model_config *cfg, uint64_t seed,
+                                       fat5_model **out);
+// Loads a Hugging Face checkpoint directory, or a single .safetensors file with a config.json
+// beside it. model_type flash_t5 (FAT5) directories load with FAT5's parameter names and position
+// encodings, longt5 ones with LongT5's names and encoder attention (fat5_model_get_attention).
+FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model **out);
+// Writes config.json + model.safetensors (fp32, the model's names: Hugging Face's, or FAT5's for
+// flash_t5) into dir, each atomically.
+FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir);
+FAT5_API void fat5_model_destroy(fat5_model *m);
+FAT5_API const fat5_model_config *fat5_model_get_config(const fat5_model *m);
+
+// Parameters by name. A model's names follow its checkpoint scheme: Hugging Face T5 names
+// ("encoder.block.0.layer.0.SelfAttention.q.weight"), or, for model_type flash_t5, FAT5's
+// ("encoder.block.0.self_attention_layer.self_attention.Wq.weight"; load and save use them too),
+// or, for longt5, LongT5's ("encoder.block.0.layer.0.LocalSelfAttention.q.weight").
+// tensor_info reports the scheme's names; find_tensor, get_param, set_param and get_grad accept
+// them, and the Hugging Face names as well.
+typedef struct fat5_tensor_info {
+    const char *name;
+    int ndim;
+    int64_t shape[2];
+    int64_t numel;
+} fat5_tensor_info;
+FAT5_API int64_t fat5_model_num_params(const fat5_model *m);      // elements in all tensors
+FAT5_API int fat5_model_num_tensors(const fat5_model *m);
+FAT5_API fat5_status fat5_model_tensor_info(const fat5_model *m, int index, fat5_tensor_info *out);
+FAT5_API int fat5_model_find_tensor(const fat5_model *m, const char *name);  // -1 if absent
+// Copy a parameter, or its accumulated gradient, to / from a caller buffer of exactly numel floats.
+FAT5_API fat5_status fat5_model_get_param(fat5_model *m, const char *name, float *dst, int64_t n);
+FAT5_API fat5_status fat5_model_set_param(fat5_model *m, const char *name, const float *src, int64_t n);
+FAT5_API fat5_status fat5_model_get_grad(fat5_model *m, const char *name, float *dst, int64_t n);
+
+// Encoder attention for a run: any T5-family checkpoint can run local, block-global or
+// transient-global attention without retraining (and a LongT5 checkpoint another pattern than its
+// own). A model starts with its config's pattern: full for T5, encoder_attention_type with
+// local_radius and global_block_size for LongT5. The decoder always attends fully.
+// Transient-global on a checkpoint without LongT5's global tensors takes the global tokens' bias
+// from the model's own relative-attention table (same buckets, of the block distance) and norms
+// them without a learned scale (weight 1); it needs T5 buckets or no position encoding.
+typedef struct fat5_attention {
+    fat5_enc_attention type;
+    int64_t radius;        // LOCAL, BLOCK_GLOBAL, TGLOBAL: keys with |j - i| <= radius, 1 .. 2^22 - 1
+    int64_t global;        // BLOCK_GLOBAL: the first `global` tokens are global; TGLOBAL: tokens per
+                           // global block (LongT5's global_block_size); 1 .. 2^31 - 1
+} fat5_attention;
+// Parses "full", "local:R", "block-global:R:G" or "transient-global:R:G" (R the radius, G as
+// `global`, decimal numbers; "local" alone means R = 127, "transient-global" alone R = 127, G = 16
+// and "transient-global:R" G = 16, LongT5's defaults). Errors name what is wrong
+// (FAT5_ERR_INVALID_ARG).
+FAT5_API fat5_status fat5_attention_parse(fat5_ctx *ctx, const char *spec, fat5_attention *out);
+// The spec text of a pattern, as fat5_attention_parse reads it.
+FAT5_API void fat5_attention_to_string(const fat5_attention *a, char buf[64]);
+// Sets the encoder attention of later forwards, encodes and decoders (a decoder made before keeps
+// the one it had). A new pattern drops the workspace (and a forward awaiting its backward): call
+// fat5_model_reserve after it, not before. A block-global prefix longer than every sequence of an
+// input is refused when the input comes (FAT5_ERR_INVALID_ARG: it would be full attention); a
+// shorter sequence among longer ones attends fully. A transient-global block longer than a
+// sequence leaves that sequence without a global token (LongT5's rule).
+FAT5_API fat5_status fat5_model_set_attention(fat5_model *m, const fat5_attention *a);
+FAT5_API fat5_attention fat5_model_get_attention(const fat5_model *m);
+
+// A packed batch. Sequence s of the encoder is enc_tokens[enc_cu_seqlens[s] .. enc_cu_seqlens[s+1]),
+// and likewise for the decoder. labels (the targets, -100 = ignored) define the decoder tokens;
+// dec_tokens may be NULL, in which case the decoder input of each sequence is labels shifted right
+// with decoder_start_token_id in front and -100 replaced by pad_token_id (Hugging Face's
+// shift_right). labels may be NULL for a forward without loss (dec_tokens then required).
+typedef struct fat5_batch {
+    int64_t n_seq;
+    int64_t n_enc_tokens;             // tokens in enc_tokens; enc_cu_seqlens[n_seq] must equal it
+    int64_t n_dec_tokens;             // tokens in dec_tokens and labels; dec_cu_seqlens[n_seq] must equal it
+    const int32_t *enc_tokens;        // [enc_cu_seqlens[n_seq]]
+    const int32_t *enc_cu_seqlens;    // [n_seq + 1], enc_cu_seqlens[0] = 0, non-decreasing
+    const int32_t *dec_tokens;        // [dec_cu_seqlens[n_seq]] or NULL
+    const int32_t *labels;            // [dec_cu_seqlens[n_seq]] or NULL
+    const int32_t *dec_cu_seqlens;    // [n_seq + 1]
+} fat5_batch;
+
+// Builds a packed batch from JSON rows: {"inputs": [[ids]...], "labels": [[ids]...]} and optionally
+// "decoder_inputs": [[ids]...]; rows may have any lengths (labels may hold -100). The arrays are
+// allocated with the ctx allocator; release them with fat5_batch_free.
+FAT5_API fat5_status fat5_batch_from_json(fat5_ctx *ctx, const char *json, size_t len, fat5_batch *out);
+FAT5_API void fat5_batch_free(fat5_ctx *ctx, fat5_batch *b);
+
+typedef struct fat5_loss_config {
+    double z_loss;            // adds z * mean(logsumexp^2) over counted tokens (0 = off)
+    double label_smoothing;   // torch's convention: (1-s) * CE + s * mean over the vocabulary
+} fat5_loss_config;
+FAT5_API fat5_loss_config fat5_loss_config_default(void);
+
+typedef struct fat5_forward_result {
+    double loss;              // mean over counted tokens of CE (+ z-loss term)
+    double ce;                // the cross-entropy part alone (mean, smoothing included)
+    int64_t n_tokens;         // labels that are not -100
+    int64_t n_dec_tokens;     // decoder tokens of the batch: the rows of the logits
+} fat5_forward_result;
+
+// Sizes the activation workspace for batches of up to this many sequences and tokens. forward
+// grows it when a batch is larger; call it once up front to fix the memory.
+FAT5_API fat5_status fat5_model_reserve(fat5_model *m, int64_t n_seq, int64_t enc_tokens,
+                                        int64_t dec_tokens);
+// Runs encoder, decoder, lm_head and (when labels are given) the loss. Keeps what backward needs.
+FAT5_API fat5_status fat5_model_forward(fat5_model *m, const fat5_batch *b,
+                                        const fat5_loss_config *loss, fat5_forward_result *out);
+// Accumulates d(loss)/d(parameter) of the last forward into the gradients (scaled by grad_scale,
+// e.g. 1/accumulation_steps).
+FAT5_API fat5_status fat5_model_backward(fat5_model *m, float grad_scale);
+FAT5_API fat5_status fat5_model_zero_grad(fat5_model *m);
+// Logits of the last forward, [dec_tokens, vocab] row-major; n must equal dec_tokens * vocab. In
+// training mode the forward keeps the fp32 logits of 1,024 decoder tokens at most (the loss and its
+// gradient are computed chunk by chunk): FAT5_ERR_STATE for a larger batch; inference mode keeps all.
+FAT5_API fat5_status fat5_model_get_logits(fat5_model *m, float *dst, int64_t n);
+
+// ---------------------------------------------------------------------------------------------
+// safetensors files (hostile-input reader; used by the model loader and by tools/fat5_inspect)
+typedef enum fat5_st_dtype {
+    FAT5_ST_BOOL, FAT5_ST_U8, FAT5_ST_I8, FAT5_ST_U16, FAT5_ST_I16, FAT5_ST_F16, FAT5_ST_BF16,
+    FAT5_ST_U32, FAT5_ST_I32, FAT5_ST_F32, FAT5_ST_U64, FAT5_ST_I64, FAT5_ST_F64,
+    FAT5_ST_F8_E4M3, FAT5_ST_F8_E5M2, FAT5_ST_DTYPE_COUNT
+} fat5_st_dtype;
+
+#define FAT5_ST_MAX_DIMS 8
+typedef struct fat5_st_tensor {
+    char *name;
+    fat5_st_dtype dtype;
+    int ndim;
+    int64_t shape[FAT5_ST_MAX_DIMS];
+    uint64_t begin, end;      // byte range inside the data region
+} fat5_st_tensor;
+
+typedef struct fat5_st_file fat5_st_file;
+FAT5_API fat5_status fat5_st_open(fat5_ctx *ctx, const char *path, fat5_st_file **out);
+FAT5_API void fat5_st_close(fat5_st_file *f);
+FAT5_API int fat5_st_count(const fat5_st_file *f);
+FAT5_API const fat5_st_tensor *fat5_st_get(const fat5_st_file *f, int i);
+FAT5_API int fat5_st_find(const fat5_st_file *f, const char *name);   // -1 if absent
+FAT5_API int fat5_st_metadata_count(const fat5_st_file *f);
+FAT5_API void fat5_st_metadata_get(const fat5_st_file *f, int i, const char **key, const char **value);
+FAT5_API const char *fat5_st_metadata_find(const fat5_st_file *f, const char *key);  // NULL if absent
+FAT5_API const char *fat5_st_dtype_name(fat5_st_dtype t);
+FAT5_API size_t fat5_st_dtype_size(fat5_st_dtype t);
+// Reads tensor i converted to fp32 (from F32, F16 or BF16; others: FAT5_ERR_UNSUPPORTED);
+// n must equal the tensor's element count.
+FAT5_API fat5_status fat5_st_read_f32(fat5_st_file *f, int i, float *dst, int64_t n);
+
+// Writes a safetensors file of fp32 tensors atomically (temp file in the same directory, flushed,
+// then renamed). Tensors are written in name order; metadata is string -> string.
+typedef struct fat5_st_write_tensor {
+    const char *name;
+    int ndim;
+    int64_t shape[FAT5_ST_MAX_DIMS];
+    const float *data;
+} fat5_st_write_tensor;
+FAT5_API fat5_status fat5_st_write(fat5_ctx *ctx, const char *path, const fat5_st_write_tensor *t,
+                                   int n_tensors, const char *const *meta_kv, int n_meta);
+
+// Atomically replaces path with the given bytes (temp file + flush + rename).
+FAT5_API fat5_status fat5_write_file_atomic(fat5_ctx *ctx, const char *path, const void *data,
+                                            size_t size);
+
+// ---------------------------------------------------------------------------------------------
+// token files: pre-tokenised documents, read without loading the whole file
+//
+// A token file is a 32-byte header and then the ids, little-endian:
+//     bytes 0..7    magic "FAT5TOK\0"
+//     bytes 8..11   uint32 version (1)
+//     bytes 12..15  uint32 id width in bytes (2 or 4)
+//     bytes 16..23  uint64 vocabulary size (every id is below it)
+//     bytes 24..27  int32 eos id (documents are separated by it; the last document ends with it)
+//     bytes 28..31  zero
+// followed by the ids (uint16 or uint32). The id count is (file size - 32) / width.
+typedef struct fat5_tokens fat5_tokens;
+// Opens one or more token files as one stream of documents (the files' order). They must agree on
+// vocabulary size and eos id; every file is checked in one pass (header, size, ids below the
+// vocabulary, the last id an eos) and a bad one is an error naming the file and the byte offset
+// ("x.tok: byte 34: id 300 is not below the vocabulary size 256"). Only regular files are opened
+// (a FIFO or directory is FAT5_ERR_IO, without blocking). Ids are then read through a 1 MiB window
+// per tokens object, never the whole file; the files stay open until fat5_tokens_close. An empty
+// document (two eos in a row) is allowed and counts in num_docs.
+FAT5_API fat5_status fat5_tokens_open(fat5_ctx *ctx, const char *const *paths, int n_paths, fat5_tokens **out);
+FAT5_API void fat5_tokens_close(fat5_tokens *t);
+FAT5_API int64_t fat5_tokens_count(const fat5_tokens *t);        // ids in all files
+FAT5_API int64_t fat5_tokens_num_docs(const fat5_tokens *t);
+FAT5_API int64_t fat5_tokens_vocab_size(const fat5_tokens *t);
+FAT5_API int32_t fat5_tokens_eos_id(const fat5_tokens *t);
+// Writes a token file atomically (temp file + flush + rename) from ids (each below vocab_size,
+// at least one, the last eos_id); id_width 2 needs vocab_size <= 65536.
+FAT5_API fat5_status fat5_tokens_write(fat5_ctx *ctx, const char *path, const int32_t *ids, int64_t n,
+                                       int64_t vocab_size, int32_t eos_id, int id_width);
+
+// ---------------------------------------------------------------------------------------------
+// UL2 mixture of denoisers: packed batches from a token stream
+typedef enum fat5_denoiser_kind {
+    FAT5_DENOISE_SPAN = 0,    // T5 span corruption: mean span mu, corruption rate r (R and X)
+    FAT5_DENOISE_PREFIX = 1   // prefix LM: the document split at a uniform random point (S)
+} fat5_denoiser_kind;
+
+typedef struct fat5_denoiser {
+    fat5_denoiser_kind kind;
+    double mu;                // mean noise-span length (SPAN)
+    double r;                 // corruption rate (SPAN)
+    int32_t mode_token;       // id put in front of the input ("[R]", "[S]", "[X]"), -1 for none
+    double weight;            // mixture weight (renormalised over the list)
+} fat5_denoiser;
+
+#define FAT5_UL2_MAX_DENOISERS 16
+typedef struct fat5_ul2_config {
+    int n_denoisers;
+    fat5_denoiser denoisers[FAT5_UL2_MAX_DENOISERS];
+    int64_t enc_tokens;       // encoder token budget of one packed batch
+    int64_t dec_tokens;       // decoder (label) token budget of one packed batch
+    int64_t max_enc_len;      // most encoder tokens of one example (0 = enc_tokens)
+    int64_t max_dec_len;      // most label tokens of one example (0 = dec_tokens)
+    int32_t sentinel_first;   // the first sentinel id: span j (from 0) of an example uses sentinel_first - j
+    int32_t n_sentinels;      // sentinel ids available: sentinel_first - n_sentinels + 1 .. sentinel_first;
+                              // an example never has more spans than this (ByT5: vocab-1 and vocab-259)
+    int split;                // 0: every document, 1: the training documents, 2: the held-out ones
+    double eval_fraction;     // share of documents held out (by a hash of the document index)
+    uint64_t seed;
+} fat5_ul2_config;
+
+// FAT5's seven denoisers ([R] 3/.15, [R] 8/.15, [S] prefix, [X] 3/.5, [X] 8/.15, [X] 64/.15,
+// [X] 64/.5; weights .165/.165/.34/.0825 x 4), no mode tokens, budgets 512 x 16 / 512 x 16,
+// examples of at most 512 / 512, split 0, seed 0. sentinel_first and n_sentinels must be set for
+// the vocabulary (create fails until they are).
+FAT5_API fat5_ul2_config fat5_ul2_config_default(void);
+// Classic T5 span corruption (r .15, mu 3): the one-denoiser mixture; examples of 512 input and
+// 114 target tokens (568-id pieces, as T5 and nanoT5), budgets 16 of them.
+FAT5_API fat5_ul2_config fat5_ul2_config_t5(void);
+
+// What the sampler emits. The documents of the split are read in order, each cut into
+// consecutive pieces; every piece draws a denoiser from the mixture and becomes one example, one
+// sequence of the packed batch (no attention across documents or pieces). A piece is as long as
+// the denoiser's example can be within max_enc_len / max_dec_len (T5's random_spans_helper),
+// shorter at a document's end; no id is dropped: over an epoch every non-eos id of the split
+// appears exactly once in the inputs and targets. With A = kept ids, N = noise ids, S_j =
+// sentinel_first - j, M = the optional mode token:
+//     SPAN   noise = round(L r) within [1, L-1], spans = round(noise / mu) within
+//            [1, min(noise, L - noise, n_sentinels)]; noise and kept ids each split into `spans`
+//            positive runs uniformly at random (T5's random_spans_noise_mask), laid out A0 N0 A1 N1 ...
+//            input  = M A0 S0 A1 S1 ... A_{n-1} S_{n-1} eos,  target = S0 N0 S1 N1 ... eos
+//            (a piece of one id: input M S0 eos, target S0 id eos)
+//     PREFIX split point P uniform in [1, L-1] (UL2's prefix LM; P = 0 for a piece of one id)
+//            input  = M ids[0..P) eos,  target = ids[P..L) eos
+// Rounding is half to even (numpy's). Batches fill enc_tokens / dec_tokens without padding; dec_tokens
+// is NULL (the model shifts the labels right). An example that does not fit is carried to the next
+// batch. Held-out split: document i is held out iff splitmix64(i ^ 0x6A09E667F3BCC908) / 2^64 <
+// eval_fraction (53 high bits). Empty documents (eos eos) give no example.
+typedef struct fat5_ul2 fat5_ul2;
+// The sampler reads src (borrowed: keep it open while the sampler lives). Checks the config
+// against it (denoisers, weights, sentinel range, mode tokens, budgets that hold an example of two
+// ids for every denoiser, a non-empty split) with a message naming the field.
+FAT5_API fat5_status fat5_ul2_create(fat5_ctx *ctx, const fat5_ul2_config *cfg, fat5_tokens *src, fat5_ul2 **out);
+FAT5_API void fat5_ul2_destroy(fat5_ul2 *s);
+// The next packed batch; its arrays are owned by the sampler and valid until the next call.
+// The stream cycles through the documents forever (epoch after epoch, new noise each time).
+FAT5_API fat5_status fat5_ul2_next_batch(fat5_ul2 *s, fat5_batch *out);
+FAT5_API int64_t fat5_ul2_epoch(const fat5_ul2 *s);   // completed passes, counted at the last example emitted
+// The whole state (RNG counter, document, piece offset; a carried example is drawn again) as a
+// short printable string "ul2v1:seed:counter:epoch:doc:pos:off:ids", and back: a sampler with the
+// same config and corpus continues the same stream exactly. Malformed or foreign states are
+// FAT5_ERR_FORMAT. FAT5_UL2_STATE_CAP bytes always hold it.
+#define FAT5_UL2_STATE_CAP 192
+FAT5_API fat5_status fat5_ul2_get_state(const fat5_ul2 *s, char *buf, size_t cap);
+FAT5_API fat5_status fat5_ul2_set_state(fat5_ul2 *s, const char *state);
+
+// ---------------------------------------------------------------------------------------------
+// optimizers and learning-rate schedules (fp32 master weights and moments, on the model's backend)
+typedef enum fat5_optim_kind {
+    FAT5_OPTIM_ADAMW = 0,        // AdamW, decoupled weight decay
+    FAT5_OPTIM_ADAMW_SCALE = 1   // AdamW with the step scaled by max(1e-3, RMS(p)) per tensor (FAT5)
+} fat5_optim_kind;
+
+typedef enum fat5_sched_kind {
+    FAT5_SCHED_CONSTANT = 0,     // lr after a linear warm-up from 0
+    FAT5_SCHED_LINEAR = 1,       // linear warm-up from 0, then linear to 0 at total_steps
+    FAT5_SCHED_COSINE = 2,       // FAT5: warm-up from lr/2 to lr, then cosine to min_lr
+    FAT5_SCHED_WSD = 3,          // warm-up (lr/2 -> lr), stable, decay (lr -> lr/2) over decay_steps
+    FAT5_SCHED_INV_SQRT = 4      // linear warm-up from 0, then lr * sqrt(warmup / step)
+} fat5_sched_kind;
+
+typedef struct fat5_optim_config {
+    fat5_optim_kind kind;
+    double lr, beta1, beta2, eps, weight_decay;
+    double clip_norm;            // global L2 gradient norm clipped to this (0 = off)
+    fat5_sched_kind sched;
+    int64_t warmup_steps, total_steps, decay_steps;
+    double min_lr;               // the cosine floor
+} fat5_optim_config;
+// FAT5's: AdamWScale, lr 5e-3, betas .9/.999, eps 1e-6, wd 0, clip 1, cosine, min_lr 1e-5.
+// warmup_steps 10000 and total_steps 65536 (nanoT5's run) are placeholders: set them for your run.
+// fat5_optim_create validates the config (the message names the field).
+FAT5_API fat5_optim_config fat5_optim_config_default(void);
+FAT5_API double fat5_sched_lr(const fat5_optim_config *c, int64_t step);   // step counts from 0
+
+typedef struct fat5_optim fat5_optim;
+typedef struct fat5_optim_result {
+    double lr;                   // the rate this step used
+    double grad_norm;            // global L2 norm before clipping
+    int skipped;                 // 1: a non-finite gradient; nothing was changed but the step count
+} fat5_optim_result;
+// The update rule, clipping, exclusions and the bias correction are described in section [5.3].
+// An optimizer for every parameter of m (norm weights and relative-bias tables get no weight decay).
+FAT5_API fat5_status fat5_optim_create(fat5_model *m, const fat5_optim_config *cfg, fat5_optim **out);
+FAT5_API void fat5_optim_destroy(fat5_optim *o);
+// One update from the accumulated gradients: norm, clip, moments, weights. Does not zero them.
+FAT5_API fat5_status fat5_optim_step(fat5_optim *o, fat5_optim_result *out);
+FAT5_API int64_t fat5_optim_get_step(const fat5_optim *o);   // updates taken (skipped ones included)
+
+// ---------------------------------------------------------------------------------------------
+// training loop: UL2 batches, gradient accumulation, optimizer, evaluation, checkpoints, resume
+//
+// A checkpoint is a directory OUT/step-NNNNNNNN holding a Hugging Face model (config.json,
+// model.safetensors: loads in transformers) and training_state.safetensors (optimizer moments,
+// step, sampler and RNG state in its metadata). It is written under a temporary name and renamed
+// when complete, then OUT/latest names it: a crash mid-save leaves the previous one loadable.
+// Resuming from one continues bit-identically: the same losses, step for step, as a run that was
+// never interrupted (on the GPU too: its backward and reductions are deterministic).
+typedef struct fat5_train_config {
+    // data: token files (fat5_tokens_open), comma-separated; a share of documents held out
+    char data[4096];
+    double eval_fraction;         // 0.01; 0 = no evaluation
+    fat5_ul2_config ul2;          // denoisers and budgets; seed, split and sentinels set by the trainer
+    // model: a new one from `model`, or --init DIR (a Hugging Face checkpoint) instead
+    fat5_model_config model;
+    char init[4096];
+    char attention[64];           // the encoder's attention pattern for this run ("local:127", ...,
+                                  // fat5_attention_parse); "" = the model's own
+    uint64_t seed;                // model initialisation and data order (42)
+    // optimisation
+    fat5_optim_config optim;      // total_steps is the run length
+    fat5_loss_config loss;
+    int grad_accum;               // micro-batches per step (1)
+    int prefetch;                 // 1: the next step's batches are drawn on a host thread while the GPU
+                                  // runs this one (default); 0: on the calling thread, when needed
+    // output
+    char output_dir[4096];        // checkpoints and metrics.jsonl
+    char resume[4096];            // a checkpoint directory, or an output directory (its latest)
+    int64_t logging_steps;        // the trainer reports every step; the example prints every N (10)
+    int64_t eval_steps;           // evaluate every N steps and at the end (0 = only at the end)
+    int64_t eval_batches;         // batches per evaluation (8)
+    int64_t save_steps;           // checkpoint every N steps (0 = only at the end)
+    int save_total_limit;         // keep the last K checkpoints (0 = all)
+    double peak_tflops;           // for MFU (0 = from the device: 989 for H100/H200 bf16, else none)
+    int device;                   // FAT5_DEVICE_CPU or FAT5_DEVICE_GPU, -1 = GPU when there is one
+    // several ranks (data parallel): one process per GPU, see fat5_launch
+    int world_size;               // ranks in the run (1)
+    int rank;                     // this process's: 0 .. world_size - 1 (rank 0 writes checkpoints and logs)
+    char rendezvous[4096];        // where the ranks meet: fat5_launch_info.rendezvous, or a file path that
+                                  // every rank names (rank 0 creates it; a shared filesystem across hosts), or
+                                  // "NCCL_COMM_ID": that environment variable's host:port on every rank (GPU).
+                                  // With world_size 1 it runs the sums too (one rank: a check of the path)
+    double dist_timeout_s;        // a rank that waits this long for the others stops the run (900)
+    double bucket_mb;             // gradients summed across ranks in buckets of this size, overlapping the
+                                  // backward (100: the fastest of 25, 100, 200 and 1000 on two H200s)
+    int balance_ranks;            // 1: the step's examples are exchanged between the ranks' micro-batches
+                                  // (within their token budgets) so that every rank has about the same
+                                  // FLOPs; the step's batch is the same (default). 0: as drawn
+} fat5_train_config;
+
+// Defaults: FAT5's recipe (UL2 mixture, AdamWScale, cosine) on a FAT5-small-shaped byte model.
+FAT5_API fat5_train_config fat5_train_config_default(void);
+// Sets one option by name from its text form (FAT5's / Hugging Face TrainingArguments' names where
+// they exist: learning_rate, max_steps, warmup_steps, lr_scheduler_type, weight_decay, adam_beta1,
+// adam_beta2, adam_epsilon, max_grad_norm, gradient_accumulation_steps, output_dir, seed,
+// logging_steps, eval_steps, save_steps, save_total_limit, max_length, max_labels_length, ...).
+// fat5_train_option_names lists them all. An unknown name or bad value is FAT5_ERR_INVALID_ARG.
+FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *cfg, const char *key,
+                                           const char *value);
+// Applies every key of a JSON object ({"learning_rate": 5e-3, "model": "tiny", ...}).
+FAT5_API fat5_status fat5_train_config_from_json(fat5_ctx *ctx, fat5_train_config *cfg, const char *json,
+                                                 size_t len);
+FAT5_API const char *fat5_train_option_names(void);   // "name: meaning\n" lines
+
+typedef struct fat5_trainer fat5_trainer;
+typedef struct fat5_train_metrics {
+    int64_t step, max_steps;      // steps done (this one included) and the run length
+    double loss, lr, grad_norm;   // the step's mean loss over its label tokens
+    int skipped;                  // 1: a non-finite loss or gradient; the weights were not changed
+    int64_t n_skipped;            // skipped steps so far
+    int64_t tokens;               // encoder + decoder tokens of the step
+    int64_t tokens_seen;          // since the start of training (resumes included)
+    double step_s, tokens_per_s, elapsed_s, eta_s;
+    double mfu;                   // model FLOPs utilisation (0 when unknown)
+    double data_s;                // of step_s, the time spent waiting for the step's batches
+    int has_eval;                 // an evaluation ran after this step
+    double eval_loss;
+    int saved;                    // a checkpoint was written after this step
+    char checkpoint[4200];        // ... here
+    int64_t epoch;                // passes over the training documents
+    // several ranks: tokens and tokens_per_s above count every rank's
+    int world_size;
+    double tokens_per_s_gpu;      // tokens_per_s / world_size
+    double comm_s;                // of step_s, the time the step waited for the sums across ranks
+    double scaling;               // (step_s - comm_s) / step_s: the scaling efficiency against one GPU
+                                  // running the same per-GPU batch, estimated from the exposed wait
+                                  // alone (an upper bound: the sums also slow the backward they overlap)
+    double rank_balance;          // the busiest rank's share of the step's FLOPs over the mean share
+                                  // (1: even; the wait of the others is part of comm_s)
+    int stop;                     // 1: some rank asked to stop (fat5_train_request_stop) before this step
+} fat5_train_metrics;
+
+// Opens the data, creates / loads / resumes the model and optimizer, on ctx's device.
+FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *cfg, fat5_trainer **out);
+FAT5_API void fat5_train_destroy(fat5_trainer *t);
+// One optimizer step (grad_accum micro-batches); evaluates and checkpoints when due, and at the
+// last step. Appends the step's metrics to OUTPUT_DIR/metrics.jsonl.
+FAT5_API fat5_status fat5_train_step(fat5_trainer *t, fat5_train_metrics *out);
+FAT5_API int fat5_train_done(const fat5_trainer *t);
+FAT5_API fat5_status fat5_train_evaluate(fat5_trainer *t, double *loss);
+// Writes a checkpoint now (e.g. on Ctrl-C); *dir (may be NULL) gets its path, borrowed.
+FAT5_API fat5_status fat5_train_save(fat5_trainer *t, const char **dir);
+FAT5_API fat5_model *fat5_train_model(fat5_trainer *t);
+FAT5_API const fat5_train_config *fat5_train_get_config(const fat5_trainer *t);
+// Asks every rank to stop: the next fat5_train_step's metrics say stop on all ranks at the same
+// step (each rank's request is summed with the losses), so they can save and exit together.
+FAT5_API void fat5_train_request_stop(fat5_trainer *t);
+
+// ---------------------------------------------------------------------------------------------
+// several GPUs: data parallel training, one process per rank
+//
+// Every rank draws the whole step's micro-batches (world_size x gradient_accumulation_steps) from
+// one sampler stream and trains on its own share, so a step of N ranks sees the same batch as one
+// GPU with N times the accumulation, and losses agree to rounding. The shares are evened first
+// (balance_ranks): examples move between the ranks' micro-batches, within the token budgets, until
+// every rank has about the same FLOPs, since a step waits for its busiest rank. Gradients are summed across
+// ranks (NCCL on the GPU, shared memory for CPU processes) in buckets while the backward runs;
+// every rank then takes the same optimizer step. Rank 0 writes checkpoints and metrics.jsonl; a
+// checkpoint resumes on any number of ranks. A rank that fails (an error, a crash, a lost GPU, a
+// peer that stopped answering for dist_timeout_s) stops every rank with an error naming it.
+// NCCL (libnccl.so.2) is opened at run time like the CUDA libraries: FAT5_ERR_NO_DEVICE when absent.
+//
+// One host: fat5_launch forks `world_size` workers and returns in each with its rank and
+// rendezvous (NCCL's id goes from rank 0 to the others through a pipe); in the calling process
+// it returns once every worker has exited, with the first failure. Call it before creating any
+// GPU context. If a worker fails, the others get grace_s seconds to stop on their own, then
+// SIGKILL. While it waits, SIGINT and SIGTERM are passed on to every worker (its own handlers are
+// restored on return); a worker that exits with status 130 stopped on request, not a failure. Several hosts: start one process per GPU yourself with rank, world_size and the same
+// rendezvous file on a shared filesystem.
+typedef struct fat5_launch_info {
+    int rank;                 // in a worker: its rank; in the launching process: -1
+    int world_size;
+    char rendezvous[64];      // workers: for fat5_train_config.rendezvous
+    int exit_code;            // launcher: 0 when every worker exited with 0, else the first failure's
+                              // status (128 + signal for a killed one)
+    int failed_rank;          // launcher: the first rank that failed, -1 none
+    char message[512];        // launcher: what happened to it
+} fat5_launch_info;
+FAT5_API fat5_status fat5_launch(fat5_ctx *ctx, int world_size, double grace_s, fat5_launch_info *out);
+
+// ---------------------------------------------------------------------------------------------
+// inference and generation
+//
+// Inference mode: a model that will not be trained drops its gradients and lays its workspace out
+// for one layer at a time (memory = weights + a few layers' buffers). fat5_model_backward and the
+// optimizers then refuse with FAT5_ERR_STATE. Models start in training mode; switching back
+// allocates zeroed gradients.
+FAT5_API fat5_status fat5_model_set_training(fat5_model *m, int training);
+FAT5_API int fat5_model_is_training(const fat5_model *m);
+
+// The encoder alone on a packed batch (embeddings, retrieval): the final-norm hidden states,
+// fp32. pool FAT5_POOL_NONE writes [n_tokens, d_model] (n = n_tokens * d_model floats),
+// FAT5_POOL_MEAN the mean over each sequence's tokens, [n_seq, d_model]. Runs in inference
+// layout whatever the model's mode, and keeps nothing of a training forward.
+typedef enum fat5_pool { FAT5_POOL_NONE = 0, FAT5_POOL_MEAN = 1 } fat5_pool;
+FAT5_API fat5_status fat5_model_encode(fat5_model *m, const int32_t *tokens, const int32_t *cu_seqlens,
+                                       int64_t n_seq, fat5_pool pool, float *out, int64_t n);
+
+// Decoding options, with Hugging Face's names and meanings (GenerationConfig).
+typedef struct fat5_generate_config {
+    int64_t max_new_tokens;        // 20: tokens generated per sequence at most (EOS included)
+    int64_t min_new_tokens;        // 0: EOS is not emitted before this many tokens
+    int do_sample;                 // 0: greedy (num_beams 1) or beam search; 1: sampling
+    double temperature;            // 1.0 (sampling): logits / temperature, > 0
+    int64_t top_k;                 // 50 (sampling): keep the k most likely tokens; 0 = off
+    double top_p;                  // 1.0 (sampling): keep the smallest set of mass >= top_p; (0, 1]
+    uint64_t seed;                 // sampling: a seed gives the same tokens on every run
+    int64_t num_beams;             // 1 = no beam search
+    double length_penalty;         // 1.0 (beam): a hypothesis scores sum(log p) / length^length_penalty
+    int early_stopping;            // beam: 0 Hugging Face's False (heuristic), 1 True, 2 "never"
+    int64_t num_return_sequences;  // 1: outputs per input (<= num_beams with beam search)
+    double repetition_penalty;     // 1.0 = off; > 1 lowers tokens already in the decoder input
+    int64_t no_repeat_ngram_size;  // 0 = off; n: no n-gram appears twice in a decoder input
+    int64_t eos_token_id;          // from the model config (fat5_generate_config_default)
+    int64_t pad_token_id;          //   "   (fills finished rows in Hugging Face; not emitted here)
+    int64_t decoder_start_token_id;//   "
+    int use_graph;                 // GPU: 1 (default) replays every step from a CUDA graph
+} fat5_generate_config;
+
+// Hugging Face's defaults with the model's ids, overlaid with the generation_config.json that was
+// beside the checkpoint fat5_model_load read (when there was one).
+FAT5_API fat5_generate_config fat5_generate_config_default(const fat5_model *m);
+// Overlays the fields of a generation_config.json text; unknown keys are ignored, known keys with
+// values of the wrong type or range are errors.
+FAT5_API fat5_status fat5_generate_config_from_json(fat5_ctx *ctx, const char *json, size_t len,
+                                                    fat5_generate_config *inout);
+
+typedef struct fat5_generate_result {
+    int64_t n_seq;          // n_inputs * num_return_sequences, grouped by input
+    int32_t *tokens;        // the generated ids of all sequences, concatenated (no decoder start
+                            // token; EOS included when it was generated)
+    int32_t *cu_seqlens;    // [n_seq + 1] offsets into tokens
+    float *scores;          // [n_seq] beam search: the hypothesis score; else the sum of the chosen
+                            // tokens' log-probabilities (after the logits processors)
+    int64_t steps;          // decoder steps run
+    size_t cache_bytes;     // the key/value caches it allocated: self-attention for every row and
+                            // decoder layer (max_new_tokens positions), and each layer's keys and
+                            // values of the encoder output for cross-attention (not counted: one
+                            // layer's spare cache that beam search reorders through)
+} fat5_generate_result;
+
+// Encodes each input once, then decodes: greedy, sampling or beam search as g says. Inputs are a
+// packed batch of any lengths (cu_seqlens [n_inputs + 1]). Free the result with
+// fat5_generate_result_free. Output tokens equal Hugging Face's generate in fp32 (same options,
+// eager attention). Bad options are FAT5_ERR_INVALID_ARG naming the field (empty inputs, ids out
+// of the vocabulary, max_new_tokens < 1, num_beams outside 1 .. 32, top_p outside (0, 1],
+// temperature <= 0, num_return_sequences > num_beams, ...); beam sampling is FAT5_ERR_UNSUPPORTED.
+FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const int32_t *cu_seqlens,
+                                   int64_t n_inputs, const fat5_generate_config *g, fat5_generate_result *out);
+FAT5_API void fat5_generate_result_free(fat5_ctx *ctx, fat5_generate_result *r);
+
+// Incremental decoding, for callers that drive the loop themselves. A decoder holds the encoder
+// output of a request, its cross-attention keys and values (computed once) and the self-attention
+// cache (layers x 2 x rows x heads x max_len x d_kv, allocated once at create). Rows advance in
+// lock step: every step appends one token to each row it names; a row left out of a step has
+// finished and cannot come back.
+typedef struct fat5_decoder fat5_decoder;
+FAT5_API fat5_status fat5_decoder_create(fat5_model *m, int64_t max_rows, int64_t max_enc_tokens, int64_t max_len,
+                                         fat5_decoder **out);
+FAT5_API void fat5_decoder_destroy(fat5_decoder *d);
+// Runs the encoder on n_inputs packed inputs; row r of the decoder reads input r / rows_per_input
+// (rows_per_input = num_beams for beam search). Empties the cache.
+FAT5_API fat5_status fat5_decoder_start(fat5_decoder *d, const int32_t *tokens, const int32_t *cu_seqlens,
+                                        int64_t n_inputs, int64_t rows_per_input);
+// Feeds tokens[i] to row rows[i] (rows NULL: rows 0 .. n-1 in order; row ids strictly increasing)
+// and writes the next-token logits, [n, vocab] fp32, to logits (NULL: kept on the decoder).
+FAT5_API fat5_status fat5_decoder_step(fat5_decoder *d, const int32_t *tokens, const int32_t *rows, int64_t n,
+                                       float *logits);
+// Row r continues from the history of row src[r] (all rows; beam search).
+FAT5_API fat5_status fat5_decoder_reorder(fat5_decoder *d, const int32_t *src);
+FAT5_API int64_t fat5_decoder_position(const fat5_decoder *d);   // tokens consumed by each live row
+
+// ---------------------------------------------------------------------------------------------
+// Tokenizers (text). A checkpoint's own tokenizer, read from its files, giving the ids the Python
+// libraries give:
+//   - tokenizer.json (Hugging Face `tokenizers`): read as that library reads it. Normalizers
+//     Precompiled, Replace (a string, or a regex of literal characters with quantifiers, as in
+//     T5 files), Strip, Prepend, NFC / NFD / NFKC / NFKD, Sequence; pre-tokenizers
+//     Metaspace (prepend_scheme always / first / never, or the older add_prefix_space),
+//     WhitespaceSplit, ByteLevel (GPT-2's split and byte alphabet), Sequence; models Unigram and
+//     BPE (merges, byte fallback, unknown fusing, subword prefix / suffix); post-processors
+//     TemplateProcessing, ByteLevel, Sequence; decoders Metaspace, ByteLevel, ByteFallback, Fuse,
+//     Strip, Replace, Sequence; added tokens (special or not, lstrip / rstrip / single_word /
+//     normalized), matched in the text before normalisation. Anything else is refused with
+//     FAT5_ERR_UNSUPPORTED naming it, never ignored.
+//   - spiece.model (SentencePiece): Unigram and BPE models, the precompiled normalisation charsmap,
+//     user-defined pieces, byte fallback, encoded and decoded as the `sentencepiece` library does
+//     (its whitespace rules differ from `tokenizers`': each file kind follows its own library).
+//     A model with an EOS piece gets it appended (the T5 tokenizers' convention), unless
+//     FAT5_TOKENIZE_NO_SPECIAL.
+// Text that is not valid UTF-8 is taken as the libraries take it: each invalid byte becomes U+FFFD
+// for sentencepiece; for tokenizer.json, Python's bytes.decode("utf-8", "replace") (one U+FFFD per
+// maximal invalid subsequence). A tokenizer belongs to its context (one thread at a time, like the
+// context) and keeps scratch buffers, so repeated calls do not allocate per character.
+typedef struct fat5_tokenizer fat5_tokenizer;
+
+enum {
+    FAT5_TOKENIZE_NO_SPECIAL = 1,     // fat5_tokenize: no post-processor (no EOS / template tokens)
+    FAT5_DETOKENIZE_SKIP_SPECIAL = 2  // fat5_detokenize: leave special (control) tokens out
+};
+
+// path: a file (tokenizer.json, or a SentencePiece .model), or a directory holding tokenizer.json
+// (preferred) or spiece.model / tokenizer.model.
+FAT5_API fat5_status fat5_tokenizer_load(fat5_ctx *ctx, const char *path, fat5_tokenizer **out);
+// The same from bytes in memory; is_json: 1 for tokenizer.json, 0 for a SentencePiece model.
+FAT5_API fat5_status fat5_tokenizer_from_memory(fat5_ctx *ctx, const void *data, size_t len, int is_json,
+                                                fat5_tokenizer **out);
+FAT5_API void fat5_tokenizer_destroy(fat5_tokenizer *t);
+// Text to ids. pair (NULL: none) is the second sequence of a pair template. *ids is allocated with
+// the context's allocator (release it with fat5_free); *n_ids gets its length.
+FAT5_API fat5_status fat5_tokenize(fat5_tokenizer *t, const char *text, size_t len, const char *pair,
+                                   size_t pair_len, int flags, int32_t **ids, int64_t *n_ids);
+// Ids to UTF-8 text, NUL-terminated, allocated like fat5_tokenize's ids; *len (may be NULL) gets
+// its length. An id outside the vocabulary is FAT5_ERR_INVALID_ARG.
+FAT5_API fat5_status fat5_detokenize(fat5_tokenizer *t, const int32_t *ids, int64_t n, int flags, char **text,
+                                     size_t *len);
+// Vocabulary size: the model's pieces and the added tokens (the largest id + 1).
+FAT5_API int64_t fat5_tokenizer_vocab_size(const fat5_tokenizer *t);
+// A piece's text (borrowed; NULL outside the vocabulary) and a text's id (-1 when none).
+FAT5_API const char *fat5_tokenizer_id_to_piece(const fat5_tokenizer *t, int32_t id);
+FAT5_API int32_t fat5_tokenizer_piece_to_id(const fat5_tokenizer *t, const char *piece);
+// The ids of the end-of-sequence and padding tokens (-1 when the tokenizer has none); T5's
+// "</s>" and "<pad>", or SentencePiece's trainer settings.
+FAT5_API int32_t fat5_tokenizer_eos_id(const fat5_tokenizer *t);
+FAT5_API int32_t fat5_tokenizer_pad_id(const fat5_tokenizer *t);
+// A packed batch from texts: row i's encoder input is fat5_tokenize(inputs[i]) with the
+// post-processor (EOS appended); targets (NULL: no labels) give the labels the same way. Release
+// with fat5_batch_free.
+FAT5_API fat5_status fat5_batch_from_texts(fat5_tokenizer *t, const char *const *inputs,
+                                           const char *const *targets, int64_t n, fat5_batch *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif // FAT5_H

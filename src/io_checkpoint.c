@@ -1,0 +1,415 @@
+// =============================================================================================
+// ==[6.3] io: Hugging Face checkpoint directories ==
+
+// Creates dir unless it exists (one level; the parent must exist).
+static fat5_status fat5__mkdir(fat5_ctx *ctx, const char *dir) {
+    if (fat5__is_dir(dir)) return FAT5_OK;
+#ifdef _WIN32
+    return fat5__err(ctx, FAT5_ERR_IO, "%s: no such directory", dir);
+#else
+    if (mkdir(dir, 0777) != 0 && !fat5__is_dir(dir))
+        return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot create directory: %s", dir, strerror(errno));
+    return FAT5_OK;
+#endif
+}
+static int fat5__is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+static int fat5__ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+// Tensors a Hugging Face file may carry that are aliases or unused by T5's math.
+static int fat5__ignorable_tensor(const char *name) {
+    return strcmp(name, "encoder.embed_tokens.weight") == 0 || strcmp(name, "decoder.embed_tokens.weight") == 0 ||
+           strcmp(name, "decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight") == 0;
+}
+
+#define FAT5__MAX_SHARDS 1024
+
+typedef struct fat5__ckpt {
+    fat5_st_file *files[FAT5__MAX_SHARDS];
+    char *used[FAT5__MAX_SHARDS];     // per file, one flag per tensor
+    int n_files;
+} fat5__ckpt;
+
+static void fat5__ckpt_close(fat5_ctx *ctx, fat5__ckpt *k) {
+    int i;
+    for (i = 0; i < k->n_files; i++) {
+        fat5_st_close(k->files[i]);
+        fat5__free(ctx, k->used[i]);
+    }
+    k->n_files = 0;
+}
+
+static fat5_status fat5__ckpt_add(fat5_ctx *ctx, fat5__ckpt *k, const char *path) {
+    fat5_status st;
+    int i = k->n_files;
+    if (i >= FAT5__MAX_SHARDS) return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "more than %d shards", FAT5__MAX_SHARDS);
+    if ((st = fat5_st_open(ctx, path, &k->files[i]))) return st;
+    k->used[i] = FAT5__CAST(char *, fat5__calloc(ctx, (size_t)fat5_st_count(k->files[i]) + 1, 1));
+    k->n_files++;
+    if (!k->used[i]) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory");
+    return FAT5_OK;
+}
+
+static int fat5__ckpt_find(const fat5__ckpt *k, const char *name, int *file) {
+    int i, t;
+    for (i = 0; i < k->n_files; i++)
+        if ((t = fat5_st_find(k->files[i], name)) >= 0) {
+            *file = i;
+            return t;
+        }
+    return -1;
+}
+
+// Reads the shard list of a model.safetensors.index.json into k: every distinct shard once, in
+// name order (sorted, then adjacent duplicates skipped: O(n log n) for an index of any size).
+static fat5_status fat5__ckpt_open_index(fat5_ctx *ctx, fat5__ckpt *k, const char *dir, const char *index_path) {
+    char *text = NULL, path[4096], nm[128], sh[128];
+    const char **shard = NULL;
+    size_t len = 0, n = 0, n_shards = 0, i;
+    fat5__jdoc *doc = NULL;
+    const fat5__json *wm, *e, *root;
+    fat5_status st = fat5__read_file(ctx, index_path, (size_t)64 << 20, &text, &len);
+    if (st) return st;
+    if ((st = fat5__json_parse(ctx, "model.safetensors.index.json", text, len, 8, &doc))) goto done;
+    root = fat5__json_root(doc);
+    wm = fat5__json_get(root, "weight_map");
+    if (!wm || wm->type != FAT5__J_OBJECT) {
+        st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: no 'weight_map' object", index_path);
+        goto done;
+    }
+    shard = FAT5__CAST(const char **, fat5__calloc(ctx, wm->n, sizeof *shard));
+    if (!shard) {
+        st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", index_path);
+        goto done;
+    }
+    for (e = wm->child; e; e = e->next) {
+        if (e->type != FAT5__J_STRING || !e->len || strchr(e->str, '/') || strchr(e->str, '\\') ||
+            e->str[0] == '.' || !fat5__ends_with(e->str, ".safetensors") || !fat5__msg_safe(e->str)) {
+            st = fat5__err(ctx, FAT5_ERR_FORMAT,
+                           "%s: tensor '%s' maps to '%s', not a .safetensors file name in the same directory",
+                           index_path, fat5__msg_name(nm, sizeof nm, e->key),
+                           e->type == FAT5__J_STRING ? fat5__msg_name(sh, sizeof sh, e->str) : "(not a string)");
+            goto done;
+        }
+        shard[n++] = e->str;
+    }
+    qsort(FAT5__CAST(void *, shard), n, sizeof *shard, fat5__st_kcmp);
+    for (i = 0; i < n; i++)
+        if (i == 0 || strcmp(shard[n_shards - 1], shard[i]) != 0) shard[n_shards++] = shard[i];
+    if (n_shards > FAT5__MAX_SHARDS) {
+        st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: the index names %zu shard files; at most %d are supported",
+                       index_path, n_shards, FAT5__MAX_SHARDS);
+        goto done;
+    }
+    for (i = 0; i < n_shards; i++) {
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, shard[i]) >= sizeof path) {
+            st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: path too long", index_path);
+            goto done;
+        }
+        if ((st = fat5__ckpt_add(ctx, k, path))) goto done;
+    }
+    // every tensor the index names must be in the shard it names (k->files[i] holds shard[i])
+    for (e = wm->child; e; e = e->next) {
+        const char **at = FAT5__CAST(const char **, bsearch(&e->str, FAT5__CAST(const void *, shard), n_shards,
+                                                            sizeof *shard, fat5__st_kcmp));
+        if (!at || fat5_st_find(k->files[at - shard], e->key) < 0) {
+            st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' is listed in the index but absent from '%s'",
+                           index_path, fat5__msg_name(nm, sizeof nm, e->key), fat5__msg_name(sh, sizeof sh, e->str));
+            goto done;
+        }
+    }
+done:
+    fat5__free(ctx, FAT5__CAST(void *, shard));
+    fat5__json_free(ctx, doc);
+    fat5__free(ctx, text);
+    return st;
+}
+
+// Matches the parameter table of cfg against the open files without allocating any weights:
+// every parameter must be present with the shape cfg implies and a float dtype, and every tensor
+// of the files must be a parameter (or an ignorable alias). On success *loc holds, per parameter,
+// its (file, tensor) pair: (*loc)[2 i], (*loc)[2 i + 1]; free with fat5__free.
+// FAT5's FIRE keeps its L0 as a fixed 0-d I64 tensor, init_L, beside each stack's MLP; fat5 takes
+// L0 from relative_attention_max_distance (FAT5 creates init_L from it) and writes init_L back.
+static void fat5__fire_init_l_name(char *out, size_t n, const char *stack) {
+    snprintf(out, n, "%s.block.0.self_attention_layer.self_attention.pe_encoding.init_L", stack);
+}
+
+// A FIRE checkpoint's init_L tensors, when present: 0-d integers equal to the config's L0.
+static fat5_status fat5__ckpt_check_init_l(fat5_ctx *ctx, fat5__ckpt *k, const fat5_model_config *cfg,
+                                           const char *dir) {
+    char nm[96];
+    int s, f, t;
+    for (s = 0; s < 2; s++) {
+        const fat5_st_tensor *ti;
+        unsigned char b[8];
+        int64_t v = 0;
+        size_t es, e;
+        fat5_status st;
+        fat5__fire_init_l_name(nm, sizeof nm, s ? "decoder" : "encoder");
+        if ((t = fat5__ckpt_find(k, nm, &f)) < 0) continue;
+        ti = fat5_st_get(k->files[f], t);
+        if ((ti->dtype != FAT5_ST_I64 && ti->dtype != FAT5_ST_I32) || ti->ndim != 0)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' is %s with %d dims; FIRE's init_L is a 0-d integer",
+                             dir, nm, fat5_st_dtype_name(ti->dtype), ti->ndim);
+        es = fat5_st_dtype_size(ti->dtype);
+        if ((st = fat5__st_read_at(k->files[f], k->files[f]->data_offset + ti->begin, b, es))) return st;
+        for (e = 0; e < es; e++) v |= (int64_t)((uint64_t)b[e] << (8 * e));
+        if (es == 4) v = (int64_t)(int32_t)(uint32_t)v;
+        if (v != cfg->rel_max_distance)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' = %lld differs from config.json's "
+                             "relative_attention_max_distance %lld (FIRE's L0)", dir, nm, (long long)v,
+                             (long long)cfg->rel_max_distance);
+        k->used[f][t] = 1;
+    }
+    return FAT5_OK;
+}
+
+static fat5_status fat5__ckpt_match(fat5_ctx *ctx, fat5__ckpt *k, const fat5_model_config *cfg, int lm_head_tied,
+                                    const char *dir, int **loc, int *n_loc) {
+    fat5_model *probe;
+    fat5_status st;
+    char nm[128], got[160];
+    int i, f, t;
+    *loc = NULL;
+    *n_loc = 0;
+    if ((st = fat5_model_config_validate(ctx, cfg))) return st;
+    probe = FAT5__CAST(fat5_model *, fat5__calloc(ctx, 1, sizeof *probe));
+    if (!probe) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "model: out of memory");
+    probe->ctx = ctx;
+    probe->cfg = *cfg;
+    probe->lm_head_tied = lm_head_tied;
+    if ((st = fat5__build_params(probe))) goto done;   // the table only: names and shapes
+    *loc = FAT5__CAST(int *, fat5__calloc(ctx, (size_t)probe->n_params, 2 * sizeof(int)));
+    if (!*loc) {
+        st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "model: out of memory");
+        goto done;
+    }
+    for (i = 0; i < probe->n_params && st == FAT5_OK; i++) {
+        const fat5__param *pr = &probe->params[i];
+        const fat5_st_tensor *ti;
+        t = fat5__ckpt_find(k, pr->io_name, &f);
+        if (t < 0 && i == probe->shared) {
+            t = fat5__ckpt_find(k, "encoder.embed_tokens.weight", &f);
+            if (t < 0) t = fat5__ckpt_find(k, "decoder.embed_tokens.weight", &f);
+        }
+        if (t < 0) {
+            st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: missing tensor '%s'%s", dir, pr->io_name,
+                           i == probe->lm_head && !lm_head_tied ? ": config.json sets tie_word_embeddings false, "
+                           "so the output projection is not shared.weight" : "");
+            break;
+        }
+        ti = fat5_st_get(k->files[f], t);
+        fat5__msg_name(nm, sizeof nm, ti->name);
+        if (ti->dtype != FAT5_ST_F32 && ti->dtype != FAT5_ST_F16 && ti->dtype != FAT5_ST_BF16) {
+            st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s; expected F32, F16 or BF16", dir,
+                           nm, fat5_st_dtype_name(ti->dtype));
+            break;
+        }
+        if (ti->ndim != pr->ndim || ti->shape[0] != pr->shape[0] || (pr->ndim == 2 && ti->shape[1] != pr->shape[1])) {
+            int d, o = 0;
+            got[0] = 0;
+            for (d = 0; d < ti->ndim && o < 120; d++)
+                o += snprintf(got + o, sizeof got - (size_t)o, "%s%lld", d ? ", " : "", (long long)ti->shape[d]);
+            if (pr->ndim == 2)
+                st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' has shape [%s]; config.json implies [%lld, %lld]",
+                               dir, nm, got, (long long)pr->shape[0], (long long)pr->shape[1]);
+            else if (pr->ndim == 0)
+                st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' has shape [%s]; expected a scalar (shape [])", dir,
+                               nm, got);
+            else
+                st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' has shape [%s]; config.json implies [%lld]", dir,
+                               nm, got, (long long)pr->shape[0]);
+            break;
+        }
+        (*loc)[2 * i] = f;
+        (*loc)[2 * i + 1] = t;
+        k->used[f][t] = 1;
+    }
+    if (st == FAT5_OK && cfg->pos_kind == FAT5_POS_FIRE) st = fat5__ckpt_check_init_l(ctx, k, cfg, dir);
+    for (f = 0; f < k->n_files && st == FAT5_OK; f++)
+        for (t = 0; t < fat5_st_count(k->files[f]); t++) {
+            const char *name = fat5_st_get(k->files[f], t)->name;
+            if (!k->used[f][t] && !fat5__ignorable_tensor(name)) {
+                st = fat5__err(ctx, FAT5_ERR_FORMAT,
+                               "%s: unexpected tensor '%s' (not a parameter of the model config.json describes)", dir,
+                               fat5__msg_name(nm, sizeof nm, name));
+                break;
+            }
+        }
+    if (st == FAT5_OK) *n_loc = probe->n_params;
+done:
+    if (st != FAT5_OK) {
+        fat5__free(ctx, *loc);
+        *loc = NULL;
+    }
+    fat5_model_destroy(probe);
+    return st;
+}
+
+// FAT5 checkpoints may carry encoder.embed_tokens.weight and decoder.embed_tokens.weight beside
+// shared.weight; FAT5 embeds both stacks with one table, so they must hold exactly shared's values
+// (m->w, already read). Hugging Face T5 files keep treating them as unread aliases.
+static fat5_status fat5__ckpt_check_aliases(fat5_ctx *ctx, fat5__ckpt *k, const fat5_model *m, const char *dir) {
+    static const char *const alias[2] = {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight"};
+    const fat5__param *sh = &m->params[m->shared];
+    fat5_status st = FAT5_OK;
+    float *buf = NULL;
+    int a, f, t;
+    for (a = 0; a < 2 && st == FAT5_OK; a++) {
+        if ((t = fat5__ckpt_find(k, alias[a], &f)) < 0) continue;
+        if (!buf && !(buf = FAT5__CAST(float *, fat5__calloc(ctx, sh->numel, sizeof(float)))))
+            return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "model: out of memory");
+        // the shape was checked when the alias stood for a missing shared.weight; check it here too
+        if (fat5_st_get(k->files[f], t)->ndim != 2 || fat5_st_get(k->files[f], t)->shape[0] != sh->shape[0] ||
+            fat5_st_get(k->files[f], t)->shape[1] != sh->shape[1])
+            st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: tensor '%s' does not have shared.weight's shape", dir, alias[a]);
+        else if ((st = fat5_st_read_f32(k->files[f], t, buf, (int64_t)sh->numel)) == FAT5_OK &&
+                 memcmp(buf, m->w + sh->offset, sh->numel * sizeof(float)) != 0)
+            st = fat5__err(ctx, FAT5_ERR_FORMAT,
+                           "%s: tensor '%s' differs from shared.weight; FAT5 embeds both stacks with one table",
+                           dir, alias[a]);
+    }
+    fat5__free(ctx, buf);
+    return st;
+}
+
+FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model **out) {
+    fat5__ckpt k;
+    fat5_model_config cfg;
+    fat5_model *m = NULL;
+    char dir[4096], p[4200], *text = NULL;
+    size_t len = 0;
+    fat5_status st;
+    int i, f, has_lm_head, n_loc = 0, *loc = NULL;
+    memset(&k, 0, sizeof k);
+    if (!out || !path) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_load: NULL argument");
+    *out = NULL;
+    if (strlen(path) >= sizeof dir - 64) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_load: path too long");
+    if (fat5__is_dir(path)) {
+        snprintf(dir, sizeof dir, "%s", path);
+    } else if (fat5__is_file(path) && fat5__ends_with(path, ".safetensors")) {
+        const char *slash = strrchr(path, '/');
+        if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+        else snprintf(dir, sizeof dir, ".");
+    } else {
+        return fat5__err(ctx, FAT5_ERR_IO, "%s: not a checkpoint directory or a .safetensors file", path);
+    }
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    if ((st = fat5__read_file(ctx, p, (size_t)1 << 20, &text, &len))) return st;
+    st = fat5_model_config_from_json(ctx, text, len, &cfg);
+    fat5__free(ctx, text);
+    if (st) return fat5__err_prefix(ctx, st, "%s: ", p);
+
+    if (!fat5__is_dir(path)) {
+        st = fat5__ckpt_add(ctx, &k, path);
+    } else {
+        snprintf(p, sizeof p, "%s/model.safetensors", dir);
+        if (fat5__is_file(p)) {
+            st = fat5__ckpt_add(ctx, &k, p);
+        } else {
+            snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
+            if (fat5__is_file(p)) st = fat5__ckpt_open_index(ctx, &k, dir, p);
+            else st = fat5__err(ctx, FAT5_ERR_IO,
+                                "%s: no model.safetensors or model.safetensors.index.json (PyTorch .bin files are "
+                                "not read; convert them to safetensors)", dir);
+        }
+    }
+    if (st) goto fail;
+
+    // lm_head: the file's own when it has one, else shared.weight -- unless config.json says the
+    // model is untied: then lm_head.weight stays in the table and its absence is an error (tying
+    // silently would run another model than the one transformers builds from this directory)
+    has_lm_head = fat5__ckpt_find(&k, "lm_head.weight", &f) >= 0;
+    cfg.tie_word_embeddings = !has_lm_head && cfg.tie_word_embeddings;
+    // every name, shape and dtype is checked before the weights are allocated
+    if ((st = fat5__ckpt_match(ctx, &k, &cfg, cfg.tie_word_embeddings, dir, &loc, &n_loc))) goto fail;
+    if ((st = fat5__model_alloc(ctx, &cfg, cfg.tie_word_embeddings, &m))) goto fail;
+    FAT5_ASSERT(m->n_params == n_loc);
+    for (i = 0; i < m->n_params; i++) {
+        const fat5__param *pr = &m->params[i];
+        if ((st = fat5_st_read_f32(k.files[loc[2 * i]], loc[2 * i + 1], m->w + pr->offset, (int64_t)pr->numel)))
+            goto fail;
+    }
+    if (m->flash_names && (st = fat5__ckpt_check_aliases(ctx, &k, m, dir))) goto fail;
+    fat5__free(ctx, loc);
+    loc = NULL;
+    fat5__ckpt_close(ctx, &k);
+    if ((st = fat5__model_place(m))) goto fail;
+    // generation_config.json beside the weights: checked now, kept for fat5_generate_config_default
+    snprintf(p, sizeof p, "%s/generation_config.json", dir);
+    if (fat5__is_file(p)) {
+        fat5_generate_config g;
+        if ((st = fat5__read_file(ctx, p, (size_t)1 << 20, &m->gen_json, &m->gen_json_len))) goto fail;
+        g = fat5_generate_config_default(m);
+        if ((st = fat5_generate_config_from_json(ctx, m->gen_json, m->gen_json_len, &g))) {
+            st = fat5__err_prefix(ctx, st, "%s: ", p);
+            goto fail;
+        }
+    }
+    *out = m;
+    return FAT5_OK;
+fail:
+    fat5__free(ctx, loc);
+    fat5__ckpt_close(ctx, &k);
+    fat5_model_destroy(m);
+    return st;
+}
+
+FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
+    fat5_ctx *ctx = m->ctx;
+    fat5_st_write_tensor *t;
+    char path[4200], *json = NULL, init_l[2][96];
+    size_t json_len = 0;
+    const char *meta[4];
+    int64_t l0 = m->cfg.rel_max_distance;
+    const int64_t **i64;
+    fat5_status st;
+    int i, k, n = m->n_params;
+    if (!dir || strlen(dir) >= 4096) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_save: bad directory");
+    if ((st = fat5__mkdir(ctx, dir))) return st;
+    if ((st = fat5__model_pull_params(m))) return st;
+    if ((st = fat5_model_config_to_json(ctx, &m->cfg, &json, &json_len))) return st;
+    t = FAT5__CAST(fat5_st_write_tensor *, fat5__calloc(ctx, (size_t)m->n_params + 2, sizeof *t));
+    i64 = FAT5__CAST(const int64_t **, fat5__calloc(ctx, (size_t)m->n_params + 2, sizeof *i64));
+    if (!t || !i64) {
+        fat5__free(ctx, t);
+        fat5__free(ctx, FAT5__CAST(void *, i64));
+        fat5__free(ctx, json);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_save: out of memory");
+    }
+    for (i = 0; i < m->n_params; i++) {
+        t[i].name = m->params[i].io_name;
+        t[i].ndim = m->params[i].ndim;
+        t[i].shape[0] = m->params[i].shape[0];
+        t[i].shape[1] = m->params[i].shape[1];
+        t[i].data = m->w + m->params[i].offset;
+    }
+    if (m->cfg.pos_kind == FAT5_POS_FIRE) {   // FAT5's fixed init_L (0-d I64) beside each stack's FIRE block
+        for (k = 0; k < 2; k++) {
+            fat5__fire_init_l_name(init_l[k], sizeof init_l[k], k ? "decoder" : "encoder");
+            t[n].name = init_l[k];
+            i64[n++] = &l0;
+        }
+    }
+    meta[0] = "format";
+    meta[1] = "pt";
+    meta[2] = "fat5_version";
+    meta[3] = FAT5_VERSION_STRING;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    st = fat5__st_write(ctx, path, t, n, meta, 2, i64);
+    if (st == FAT5_OK) {
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        st = fat5_write_file_atomic(ctx, path, json, json_len);
+    }
+    fat5__free(ctx, t);
+    fat5__free(ctx, FAT5__CAST(void *, i64));
+    fat5__free(ctx, json);
+    return st;
+}
+

@@ -1,0 +1,498 @@
+// =============================================================================================
+// ==[4.2] model: parameters ==
+// One fp32 arena in a fixed order, with the Hugging Face name of every tensor
+
+typedef struct fat5__param {
+    char name[128];      // the Hugging Face T5 name (the model's own code looks parameters up by it)
+    char io_name[128];   // the name in the model's checkpoint scheme: name itself, or FAT5's (flash_t5)
+    int ndim;
+    int64_t shape[2];
+    size_t offset;   // in floats, into the parameter arena
+    size_t numel;
+} fat5__param;
+
+// indices (into the parameter table) of one layer's tensors; -1 where absent
+typedef struct fat5__layer {
+    int ln_sa, q, k, v, o, rel;       // self-attention: rel = this layer's bias table (maybe shared)
+    int ln_ca, cq, ck, cv, co;        // cross-attention (decoder)
+    int ln_ff, wi0, wi1, wo;          // wi0 = wi when not gated; wi1 = -1 then
+    int grel, gln;                    // LongT5 transient-global encoder: the global bias table (block 0's,
+                                      // shared) and this layer's norm of the global tokens; -1 otherwise
+} fat5__layer;
+
+// activations the backward pass needs, per layer, on the model's backend; all [tokens, dim]
+// row-major. fp32 unless marked act (the backend's activation dtype: bf16 in a GPU bf16 context).
+typedef struct fat5__layer_acts {
+    fat5__addr h_sa, rs_sa, n_sa;       // stream before self-attention, its inverse RMS [T], normed input (act)
+    fat5__addr q, k, v, att, lse;       // act [T, I]; att = attention output before o; lse [T, H]
+                                        // transient-global encoder: n_sa, k, v have G more rows, the globals'
+    fat5__addr gsum, rs_g;              // ... the block sums [G, D] before their norm, its inverse RMS [G]
+    fat5__addr h_ca, rs_ca, n_ca;       // decoder: the same before cross-attention
+    fat5__addr cq, ck, cv, catt, clse;  // act; ck, cv [Te, I]
+    fat5__addr h_ff, rs_ff, n_ff;       // the same before the FFN
+    fat5__addr ff_a, ff_b, ff_h;        // act [T, F]: wi0 x (pre-activation), wi1 x (gated), input of wo
+    // q, k, v (and ck, cv; ff_a, ff_b) lie this many elements apart, so that one batched product
+    // computes them from their weights, which lie one after the other in the parameters
+    int64_t qkv_stride, ckv_stride, ff_stride;
+} fat5__layer_acts;
+
+// The activation workspace: one allocation on the backend, carved by fat5__ws_layout.
+// The encoder attention of a forward (fat5_model_set_attention) and, for transient-global, the
+// batch's global rows: G of them after the T token rows of n_sa, k and v, sequence s's from row
+// cu_g[s] (int32 [n_seq + 1] on the backend); the seq map covers them; ones: a weight of 1 [D] to
+// norm the globals when the checkpoint has no global_input_layer_norm.
+typedef struct fat5__enc_attn {
+    fat5_attention at;
+    int64_t G;
+    fat5__addr cu_g, ones;
+} fat5__enc_attn;
+
+typedef struct fat5__ws {
+    fat5__layer_acts *enc, *dec;                 // [num_layers], [num_decoder_layers] (host array)
+    fat5__enc_attn ea;                           // the encoder's attention pattern and its globals
+    fat5__addr enc_hf, enc_rsf, enc_out;         // encoder final norm: stream [Te, D], inverse RMS, output (act)
+    fat5__addr dec_hf, dec_rsf, dec_out;         // decoder final norm, as above
+    fat5__addr logits, tok_lse, row_ce, row_z;   // [Td, V], [Td] x 3
+    fat5__addr loss2;                            // double [2]: the last forward's mean ce and loss
+    fat5__addr enc_tok, dec_tok, labels;         // int32 [Te], [Td], [Td]
+    fat5__addr enc_cu, dec_cu;                   // int32 [n_seq + 1]
+    fat5__addr enc_seq, dec_seq;                 // int32 token -> sequence maps [Te], [Td]
+    fat5__addr lut_bidir, lut_causal;            // int32 [max_distance] buckets by distance
+    // backward
+    fat5__addr dlogits;                          // act [Td, V]
+    fat5__addr dh_dec, dh_enc, d_enc_out;        // gradients of the streams and of the encoder output
+    fat5__addr dh_act;                           // act [T, D]: a stream gradient as a matmul operand
+    fat5__addr dn;                               // [T, D]: gradient of a norm's output
+    fat5__addr dgsum;                            // [G, D]: gradient of the globals' block sums
+    fat5__addr datt, dq, dk, dv;                 // act [T, I]; dq, dk, dv dqkv_stride elements apart
+    fat5__addr delta;                            // [T, H]
+    fat5__addr dffh, da;                         // act [T, F]; dffh dff_stride elements after da
+    int64_t dqkv_stride, dff_stride;
+    fat5__addr norm_scratch;                     // [FAT5__GPU_NORM_ROWS, D] partial norm-weight gradients
+    fat5__addr dbias_scratch;                    // [FAT5__GPU_DBIAS_ROWS, nb, H] partial bias-table gradients (GPU)
+} fat5__ws;
+
+#define FAT5__GPU_NORM_ROWS 1024  // rows of norm_scratch: FAT5__GPU_NORM_BWD_BLOCKS on the GPU
+#define FAT5__GPU_DBIAS_ROWS 1024 // rows of dbias_scratch: FAT5__GPU_DBIAS_BLOCKS on the GPU
+
+// Rows of fp32 logits a training forward keeps at once: the loss and its gradient (dlogits, in the
+// activation dtype, for the backward) are computed chunk by chunk, so that no [td, V] fp32 logits
+// stay in memory (512 MiB for 4,096 rows of a 32,768 vocabulary).
+#define FAT5__XENT_ROWS 1024
+
+struct fat5_model {
+    fat5_ctx *ctx;
+    const fat5__backend *be;          // where the model computes, fixed at creation
+    fat5_model_config cfg;
+    int lm_head_tied;                 // lm_head is shared.weight
+    int flash_names;                  // 1: checkpoints use FAT5's parameter names (model_type flash_t5)
+    fat5__param *params;
+    int n_params;
+    size_t n_floats;
+    float *w;                         // [n_floats] host copy of the parameters (load, save, set)
+    int shared, enc_final_ln, dec_final_ln, lm_head;
+    fat5__layer *enc, *dec;
+    // parameters on the backend
+    size_t act_size;                  // bytes per activation element (4, or 2 in bf16)
+    fat5__addr wd;                    // fp32 [n_floats] master weights (on the CPU: m->w itself)
+    fat5__addr wa;                    // matmul operands: a bf16 copy in bf16, else wd
+    fat5__addr gd;                    // fp32 [n_floats] gradients
+    // workspace for batches up to cap_* (fat5_model_reserve)
+    int64_t cap_seq, cap_te, cap_td;
+    int64_t xent_rows;                // fp32 logit rows a training forward keeps (FAT5__XENT_ROWS)
+    int no_grad;                      // 1: forwards for the loss alone (evaluation): no dlogits, no backward
+    int fwd_no_grad;                  // the last forward ran so
+    fat5__addr ws_base;
+    size_t ws_bytes;
+    fat5__ws ws;
+    int32_t *enc_cu, *dec_cu, *enc_tok, *dec_tok, *labels;  // the batch, staged on the host
+    int32_t *seq_map;                 // [max(cap_te + globals, cap_td, max_distance)] host staging of maps and tables
+    int32_t *enc_cu_g;                // [cap_seq + 1] host staging of the globals' rows (transient-global)
+    fat5_attention attn;              // the encoder attention of the next forward (fat5_model_set_attention)
+    // state of the last forward
+    int have_fwd;                     // a forward ran on the current workspace
+    int fwd_labels;                   // ... with labels (so backward has a loss to differentiate)
+    int have_bwd;                     // backward already ran for it
+    int training;                     // 0: inference mode (no gradients, one layer's workspace)
+    int64_t n_seq, te, td, n_count;
+    fat5_loss_config loss;
+    char *gen_json;                   // generation_config.json found beside the checkpoint, or NULL
+    size_t gen_json_len;              // (fat5_generate_config_default overlays it)
+    // told by the backward as it goes that every gradient at float offset >= lo is final (the
+    // parameters lie lm_head-last and the backward finishes them from the top down), so that they
+    // can be summed across ranks while it runs; NULL none
+    fat5_status (*grad_ready)(void *user, size_t lo);
+    void *grad_ready_user;
+};
+
+FAT5_API const fat5_model_config *fat5_model_get_config(const fat5_model *m) { return &m->cfg; }
+
+// a tensor [d0, d1] (d1 <= 0: [d0]; d0 < 0: a 0-d scalar) at the end of the arena
+static int fat5__add_param(fat5_model *m, int cap, const char *name, int64_t d0, int64_t d1) {
+    fat5__param *p;
+    FAT5_ASSERT(m->n_params < cap);
+    (void)cap;
+    p = &m->params[m->n_params];
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->ndim = d0 < 0 ? 0 : d1 > 0 ? 2 : 1;   // d0 < 0: a scalar (0-d), one element
+    p->shape[0] = d0 < 0 ? 0 : d0;
+    p->shape[1] = d1 > 0 ? d1 : 0;
+    p->numel = d0 < 0 ? 1 : (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
+    p->offset = m->n_floats;
+    m->n_floats += p->numel;
+    return m->n_params++;
+}
+
+// The FAT5 (flashT5) name of a Hugging Face T5 parameter name, as FAT5's conversion script maps
+// them: inside a block, layer.0 is self_attention_layer (q, k, v become Wq, Wk, Wv; the bias table
+// moves under pe_encoding), the decoder's layer.1 is cross_attention_layer, the last layer is
+// ff_layer (wi_0, wi_1 under act). Names outside the blocks are the same in both schemes.
+static void fat5__flash_name(const char *hf, char *out, size_t n) {
+    static const char *const map[][2] = {
+        {"layer.0.SelfAttention.q.weight", "self_attention_layer.self_attention.Wq.weight"},
+        {"layer.0.SelfAttention.k.weight", "self_attention_layer.self_attention.Wk.weight"},
+        {"layer.0.SelfAttention.v.weight", "self_attention_layer.self_attention.Wv.weight"},
+        {"layer.0.SelfAttention.o.weight", "self_attention_layer.self_attention.o.weight"},
+        {"layer.0.SelfAttention.relative_attention_bias.weight",
+         "self_attention_layer.self_attention.pe_encoding.relative_attention_bias.weight"},
+        {"layer.0.layer_norm.weight", "self_attention_layer.layer_norm.weight"},
+        {"layer.1.EncDecAttention.q.weight", "cross_attention_layer.cross_attention.Wq.weight"},
+        {"layer.1.EncDecAttention.k.weight", "cross_attention_layer.cross_attention.Wk.weight"},
+        {"layer.1.EncDecAttention.v.weight", "cross_attention_layer.cross_attention.Wv.weight"},
+        {"layer.1.EncDecAttention.o.weight", "cross_attention_layer.cross_attention.o.weight"},
+        {"DenseReluDense.wi_0.weight", "ff_layer.act.wi_0.weight"},
+        {"DenseReluDense.wi_1.weight", "ff_layer.act.wi_1.weight"},
+        {"DenseReluDense.wo.weight", "ff_layer.wo.weight"},
+        {"layer.2.layer_norm.weight", "ff_layer.layer_norm.weight"}};
+    const char *rest;
+    size_t i, digits;
+    int dec = strncmp(hf, "decoder.block.", 14) == 0;
+    snprintf(out, n, "%s", hf);
+    if (!dec && strncmp(hf, "encoder.block.", 14) != 0) return;
+    digits = strspn(hf + 14, "0123456789");
+    if (!digits || hf[14 + digits] != '.') return;
+    rest = hf + 15 + digits;   // after "encoder.block.N."
+    if (strcmp(rest, "layer.1.layer_norm.weight") == 0) {
+        snprintf(out, n, "%.*s%s", (int)(rest - hf), hf,
+                 dec ? "cross_attention_layer.layer_norm.weight" : "ff_layer.layer_norm.weight");
+        return;
+    }
+    for (i = 0; i < sizeof map / sizeof map[0]; i++) {
+        // the feed-forward entries match after "layer.1." (encoder) or "layer.2." (decoder)
+        const char *r = rest;
+        if (strncmp(map[i][0], "DenseReluDense.", 15) == 0) {
+            if (strncmp(r, dec ? "layer.2." : "layer.1.", 8) != 0) continue;
+            r += 8;
+        }
+        if (strcmp(r, map[i][0]) == 0) {
+            snprintf(out, n, "%.*s%s", (int)(rest - hf), hf, map[i][1]);
+            return;
+        }
+    }
+}
+
+// Builds the parameter table for cfg (no allocation of weights). Sizes were bounded by validate:
+// every dimension < 2^24 and layers <= 1024, so the products below cannot overflow 64 bits.
+static fat5_status fat5__build_params(fat5_model *m) {
+    const fat5_model_config *c = &m->cfg;
+    int64_t D = c->d_model, I = c->num_heads * c->d_kv, F = c->d_ff, V = c->vocab_size;
+    int cap = (int)(16 + (c->num_layers + c->num_decoder_layers) * 16), l;
+    char nm[128];
+    m->params = FAT5__CAST(fat5__param *, fat5__calloc(m->ctx, (size_t)cap, sizeof(fat5__param)));
+    m->enc = FAT5__CAST(fat5__layer *, fat5__calloc(m->ctx, (size_t)c->num_layers, sizeof(fat5__layer)));
+    m->dec = FAT5__CAST(fat5__layer *, fat5__calloc(m->ctx, (size_t)c->num_decoder_layers, sizeof(fat5__layer)));
+    if (!m->params || !m->enc || !m->dec) return fat5__err(m->ctx, FAT5_ERR_OUT_OF_MEMORY, "model: out of memory");
+    m->shared = fat5__add_param(m, cap, "shared.weight", V, D);
+    for (l = 0; l < 2; l++) {
+        const char *stack = l == 0 ? "encoder" : "decoder";
+        int64_t nl = l == 0 ? c->num_layers : c->num_decoder_layers, b;
+        fat5__layer *L = l == 0 ? m->enc : m->dec;
+        for (b = 0; b < nl; b++) {
+            fat5__layer *y = &L[b];
+            const char *ffl = l == 0 ? "1" : "2";
+#define FAT5__P(field, fmt, d0, d1) \
+    (snprintf(nm, sizeof nm, "%s.block.%lld." fmt, stack, (long long)b), y->field = fat5__add_param(m, cap, nm, d0, d1))
+            FAT5__P(q, "layer.0.SelfAttention.q.weight", I, D);
+            FAT5__P(k, "layer.0.SelfAttention.k.weight", I, D);
+            FAT5__P(v, "layer.0.SelfAttention.v.weight", I, D);
+            FAT5__P(o, "layer.0.SelfAttention.o.weight", D, I);
+            // the position parameters: T5's bias table, or FIRE's block (its MLP and scalars, one
+            // contiguous run in the order of fat5__attn_kind's FAT5__FIRE_* layout; FAT5's names);
+            // ALiBi, RoPE and none have none (rel = -1)
+            y->grel = y->gln = -1;
+            if (b > 0 && !c->bias_every_layer) {
+                y->rel = L[0].rel;
+            } else if (c->pos_kind == FAT5_POS_T5) {
+                FAT5__P(rel, "layer.0.SelfAttention.relative_attention_bias.weight", c->rel_buckets, c->num_heads);
+                // LongT5's global table right after T5's: the attention ops read them as one [2, nb, H]
+                if (l == 0 && c->enc_attention == FAT5_ENC_ATTN_TGLOBAL) {
+                    FAT5__P(grel, "layer.0.TransientGlobalSelfAttention.global_relative_attention_bias.weight",
+                            c->rel_buckets, c->num_heads);
+                    FAT5_ASSERT(m->params[y->grel].offset == m->params[y->rel].offset + m->params[y->rel].numel);
+                }
+            } else if (c->pos_kind == FAT5_POS_FIRE) {
+                static const char *const fire[6] = {"mlp.0.weight", "mlp.0.bias", "mlp.2.weight", "mlp.2.bias", "c",
+                                                    "L_multiplier"};
+                int64_t W = c->fire_mlp_width, H = c->num_heads;
+                int64_t d0[6] = {W, W, H, H, -1, -1}, d1[6] = {1, 0, W, 0, 0, 0};
+                int e, last = -1;
+                for (e = 0; e < 6; e++) {
+                    snprintf(nm, sizeof nm, "%s.block.%lld.self_attention_layer.self_attention.pe_encoding.%s", stack,
+                             (long long)b, fire[e]);
+                    last = fat5__add_param(m, cap, nm, d0[e], d1[e]);
+                    if (e == 0) y->rel = last;
+                }
+                FAT5_ASSERT(m->params[last].offset - m->params[y->rel].offset == (size_t)FAT5__FIRE_LM(H, W));
+            } else {
+                y->rel = -1;
+            }
+            FAT5__P(ln_sa, "layer.0.layer_norm.weight", D, 0);
+            if (l == 0 && c->enc_attention == FAT5_ENC_ATTN_TGLOBAL) {
+                if (b > 0) y->grel = L[0].grel;
+                FAT5__P(gln, "layer.0.TransientGlobalSelfAttention.global_input_layer_norm.weight", D, 0);
+            }
+            y->ln_ca = y->cq = y->ck = y->cv = y->co = -1;
+            if (l == 1) {
+                FAT5__P(cq, "layer.1.EncDecAttention.q.weight", I, D);
+                FAT5__P(ck, "layer.1.EncDecAttention.k.weight", I, D);
+                FAT5__P(cv, "layer.1.EncDecAttention.v.weight", I, D);
+                FAT5__P(co, "layer.1.EncDecAttention.o.weight", D, I);
+                FAT5__P(ln_ca, "layer.1.layer_norm.weight", D, 0);
+            }
+            snprintf(nm, sizeof nm, "%s.block.%lld.layer.%s.DenseReluDense.%s.weight", stack, (long long)b, ffl,
+                     c->gated ? "wi_0" : "wi");
+            y->wi0 = fat5__add_param(m, cap, nm, F, D);
+            y->wi1 = -1;
+            if (c->gated) {
+                snprintf(nm, sizeof nm, "%s.block.%lld.layer.%s.DenseReluDense.wi_1.weight", stack, (long long)b, ffl);
+                y->wi1 = fat5__add_param(m, cap, nm, F, D);
+            }
+            snprintf(nm, sizeof nm, "%s.block.%lld.layer.%s.DenseReluDense.wo.weight", stack, (long long)b, ffl);
+            y->wo = fat5__add_param(m, cap, nm, D, F);
+            snprintf(nm, sizeof nm, "%s.block.%lld.layer.%s.layer_norm.weight", stack, (long long)b, ffl);
+            y->ln_ff = fat5__add_param(m, cap, nm, D, 0);
+#undef FAT5__P
+        }
+        snprintf(nm, sizeof nm, "%s.final_layer_norm.weight", stack);
+        if (l == 0) m->enc_final_ln = fat5__add_param(m, cap, nm, D, 0);
+        else m->dec_final_ln = fat5__add_param(m, cap, nm, D, 0);
+    }
+    m->lm_head = m->lm_head_tied ? m->shared : fat5__add_param(m, cap, "lm_head.weight", V, D);
+    m->flash_names = strcmp(c->model_type, "flash_t5") == 0;
+    for (l = 0; l < m->n_params; l++) {
+        fat5__param *p = &m->params[l];
+        const char *sa = strstr(p->name, ".layer.0.SelfAttention.");
+        if (m->flash_names)
+            fat5__flash_name(p->name, p->io_name, sizeof p->io_name);
+        else if (c->enc_attention != FAT5_ENC_ATTN_FULL && sa && strncmp(p->name, "encoder.", 8) == 0)
+            // LongT5 names its encoder's self-attention after the attention type
+            snprintf(p->io_name, sizeof p->io_name, "%.*s.layer.0.%s.%s", (int)(sa - p->name), p->name,
+                     c->enc_attention == FAT5_ENC_ATTN_LOCAL ? "LocalSelfAttention" : "TransientGlobalSelfAttention",
+                     sa + strlen(".layer.0.SelfAttention."));
+        else
+            snprintf(p->io_name, sizeof p->io_name, "%s", p->name);
+    }
+    return FAT5_OK;
+}
+
+static fat5_status fat5__model_alloc(fat5_ctx *ctx, const fat5_model_config *cfg, int lm_head_tied,
+                                     fat5_model **out) {
+    fat5_model *m;
+    fat5_status st;
+    *out = NULL;
+    if ((st = fat5_model_config_validate(ctx, cfg))) return st;
+    m = FAT5__CAST(fat5_model *, fat5__calloc(ctx, 1, sizeof *m));
+    if (!m) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "model: out of memory");
+    m->ctx = ctx;
+    m->cfg = *cfg;
+    m->lm_head_tied = lm_head_tied;
+    m->training = 1;
+    m->xent_rows = FAT5__XENT_ROWS;
+    m->attn.type = cfg->enc_attention;
+    m->attn.radius = m->attn.type == FAT5_ENC_ATTN_FULL ? 0 : cfg->local_radius;
+    m->attn.global = m->attn.type == FAT5_ENC_ATTN_TGLOBAL ? cfg->global_block_size : 0;
+    if (ctx->cfg.attention && (st = fat5_model_set_attention(m, ctx->cfg.attention))) {
+        fat5__err_prefix(ctx, st, "the context's attention: ");
+        fat5_model_destroy(m);
+        return st;
+    }
+    if ((st = fat5__build_params(m))) {
+        fat5_model_destroy(m);
+        return st;
+    }
+    m->be = fat5__backend_of(ctx);
+    m->act_size = m->be->act_size(ctx);
+    m->w = FAT5__CAST(float *, fat5__calloc(ctx, m->n_floats, sizeof(float)));
+    if (!m->w) {
+        fat5_model_destroy(m);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "model: cannot allocate %zu parameters (%.1f MiB)",
+                         m->n_floats, (double)m->n_floats * 4.0 / 1048576.0);
+    }
+    *out = m;
+    return FAT5_OK;
+}
+
+static void fat5__ws_free(fat5_model *m);  // the workspace (model section)
+
+// the backend's parameter arenas (wd is m->w itself on the CPU)
+static void fat5__model_free_params(fat5_model *m) {
+    if (m->wa && m->wa != m->wd) m->be->free(m->ctx, m->wa);
+    if (m->wd && m->wd != FAT5__ADDR(m->w)) m->be->free(m->ctx, m->wd);
+    if (m->gd) m->be->free(m->ctx, m->gd);
+    m->wa = m->wd = m->gd = 0;
+}
+
+FAT5_API void fat5_model_destroy(fat5_model *m) {
+    fat5_ctx *ctx;
+    if (!m) return;
+    ctx = m->ctx;
+    if (m->be) {
+        fat5__ws_free(m);
+        fat5__model_free_params(m);
+    }
+    fat5__free(ctx, m->params);
+    fat5__free(ctx, m->enc);
+    fat5__free(ctx, m->dec);
+    fat5__free(ctx, m->w);
+    fat5__free(ctx, m->gen_json);
+    fat5__free(ctx, m);
+}
+
+// Refreshes the matmul operands of parameters [off, off + n) from the fp32 master weights (bf16).
+static fat5_status fat5__model_refresh_operands(fat5_model *m, size_t off, size_t n) {
+    if (m->wa == m->wd || n == 0) return FAT5_OK;
+    return m->be->f32_to_bf16(m->ctx, m->wa + 2 * (fat5__addr)off, m->wd + 4 * (fat5__addr)off, (int64_t)n);
+}
+
+// Puts the host weights (m->w) where the context computes: master weights, matmul operands and
+// zeroed gradients on the backend. On the CPU the master weights are m->w itself.
+static fat5_status fat5__model_place(fat5_model *m) {
+    fat5_ctx *ctx = m->ctx;
+    const fat5__backend *be = m->be;
+    size_t n = m->n_floats;
+    fat5_status st;
+    if (be == &fat5__cpu_backend) {
+        m->wd = m->wa = FAT5__ADDR(m->w);
+        if ((st = be->alloc(ctx, n * 4, &m->gd))) return fat5__err_prefix(ctx, st, "model gradients: ");
+        return FAT5_OK;
+    }
+    if ((st = be->alloc(ctx, n * 4, &m->wd)) || (st = be->alloc(ctx, n * 4, &m->gd)) ||
+        (m->act_size == 2 && (st = be->alloc(ctx, n * 2, &m->wa))))
+        return fat5__err_prefix(ctx, st, "model weights (%zu parameters) on the %s: ", n, be->name);
+    if (!m->wa) m->wa = m->wd;
+    if ((st = be->upload(ctx, m->wd, m->w, n * 4)) || (st = fat5__model_refresh_operands(m, 0, n))) return st;
+    return be->sync(ctx);
+}
+
+// The backend's master weights back into m->w (before a save).
+static fat5_status fat5__model_pull_params(fat5_model *m) {
+    return m->be->download(m->ctx, m->w, m->wd, m->n_floats * 4);
+}
+
+FAT5_API fat5_status fat5_model_create(fat5_ctx *ctx, const fat5_model_config *cfg, uint64_t seed,
+                                       fat5_model **out) {
+    fat5_model *m;
+    fat5_rng r = fat5_rng_init(seed);
+    fat5_status st;
+    int i;
+    double D = (double)cfg->d_model;
+    if (!out || !cfg) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_create: NULL argument");
+    if ((st = fat5__model_alloc(ctx, cfg, cfg->tie_word_embeddings, &m))) return st;
+    // Hugging Face's T5 initialisation (factor 1), with lm_head at std d_model^-0.5; FIRE as FAT5:
+    // c = 0.1, L_multiplier = 1, its MLP with PyTorch's Linear default, uniform +-1/sqrt(fan_in)
+    for (i = 0; i < m->n_params; i++) {
+        const fat5__param *p = &m->params[i];
+        const char *n = p->name, *pe = strstr(n, ".pe_encoding.");
+        float *w = m->w + p->offset;
+        double std;
+        size_t j;
+        if (pe && cfg->pos_kind == FAT5_POS_FIRE) {
+            double bound = strstr(pe, ".mlp.2.") ? 1.0 / sqrt((double)cfg->fire_mlp_width) : 1.0;
+            if (strcmp(pe, ".pe_encoding.c") == 0) w[0] = 0.1f;
+            else if (strcmp(pe, ".pe_encoding.L_multiplier") == 0) w[0] = 1.0f;
+            else
+                for (j = 0; j < p->numel; j++) w[j] = (float)(bound * (2.0 * fat5_rng_uniform(&r) - 1.0));
+            continue;
+        }
+        if (strstr(n, "layer_norm")) {
+            for (j = 0; j < p->numel; j++) w[j] = 1.0f;
+            continue;
+        }
+        if (strcmp(n, "shared.weight") == 0) std = 1.0;
+        else if (strstr(n, ".q.weight")) std = 1.0 / sqrt(D * (double)cfg->d_kv);
+        else if (strstr(n, ".o.weight")) std = 1.0 / sqrt((double)(cfg->num_heads * cfg->d_kv));
+        else if (strstr(n, ".wo.weight")) std = 1.0 / sqrt((double)cfg->d_ff);
+        else std = 1.0 / sqrt(D);  // k, v, wi*, relative_attention_bias, lm_head
+        for (j = 0; j < p->numel; j++) w[j] = (float)(std * fat5_rng_normal(&r));
+    }
+    if ((st = fat5__model_place(m))) {
+        fat5_model_destroy(m);
+        return st;
+    }
+    *out = m;
+    return FAT5_OK;
+}
+
+FAT5_API int64_t fat5_model_num_params(const fat5_model *m) { return (int64_t)m->n_floats; }
+FAT5_API int fat5_model_num_tensors(const fat5_model *m) { return m->n_params; }
+
+FAT5_API fat5_status fat5_model_tensor_info(const fat5_model *m, int index, fat5_tensor_info *out) {
+    const fat5__param *p;
+    if (index < 0 || index >= m->n_params)
+        return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "tensor index %d out of range [0, %d)", index, m->n_params);
+    p = &m->params[index];
+    out->name = p->io_name;
+    out->ndim = p->ndim;
+    out->shape[0] = p->shape[0];
+    out->shape[1] = p->shape[1];
+    out->numel = (int64_t)p->numel;
+    return FAT5_OK;
+}
+
+FAT5_API int fat5_model_find_tensor(const fat5_model *m, const char *name) {
+    int i;
+    for (i = 0; i < m->n_params; i++)
+        if (strcmp(m->params[i].io_name, name) == 0) return i;
+    for (i = 0; i < m->n_params; i++)   // the T5 name of a FAT5 or LongT5 tensor
+        if (strcmp(m->params[i].name, name) == 0) return i;
+    return -1;
+}
+
+// what: 0 read the parameter, 1 write it, 2 read its gradient
+static fat5_status fat5__param_io(fat5_model *m, const char *name, float *buf, int64_t n, int what) {
+    int i = name ? fat5_model_find_tensor(m, name) : -1;
+    const fat5__param *p;
+    const fat5__backend *be = m->be;
+    size_t bytes;
+    fat5_status st;
+    if (i < 0) return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "no parameter named '%s'", name ? name : "(null)");
+    p = &m->params[i];
+    bytes = p->numel * sizeof(float);
+    if (n != (int64_t)p->numel || !buf)
+        return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "parameter '%s' has %zu elements, buffer has %lld", name,
+                         p->numel, buf ? (long long)n : 0LL);
+    if (what == 0) return be->download(m->ctx, buf, m->wd + 4 * (fat5__addr)p->offset, bytes);
+    if (what == 2) return be->download(m->ctx, buf, m->gd + 4 * (fat5__addr)p->offset, bytes);
+    memcpy(m->w + p->offset, buf, bytes);  // the host copy, then the backend's
+    if ((st = be->upload(m->ctx, m->wd + 4 * (fat5__addr)p->offset, m->w + p->offset, bytes)) ||
+        (st = fat5__model_refresh_operands(m, p->offset, p->numel)))
+        return st;
+    return be->sync(m->ctx);
+}
+FAT5_API fat5_status fat5_model_get_param(fat5_model *m, const char *name, float *dst, int64_t n) {
+    return fat5__param_io(m, name, dst, n, 0);
+}
+FAT5_API fat5_status fat5_model_set_param(fat5_model *m, const char *name, const float *src, int64_t n) {
+    return fat5__param_io(m, name, FAT5__CAST(float *, (void *)(uintptr_t)src), n, 1);
+}
+FAT5_API fat5_status fat5_model_get_grad(fat5_model *m, const char *name, float *dst, int64_t n) {
+    if (m && !m->gd) return fat5__err(m->ctx, FAT5_ERR_STATE, "fat5_model_get_grad: the model is in inference mode");
+    return fat5__param_io(m, name, dst, n, 2);
+}
+FAT5_API fat5_status fat5_model_zero_grad(fat5_model *m) {
+    fat5_status st;
+    if (!m) return FAT5_ERR_INVALID_ARG;
+    if (!m->gd) return fat5__err(m->ctx, FAT5_ERR_STATE, "fat5_model_zero_grad: the model is in inference mode");
+    st = m->be->memset0(m->ctx, m->gd, m->n_floats * sizeof(float));
+    return st ? st : m->be->sync(m->ctx);
+}
