@@ -350,7 +350,7 @@ int main(int argc, char **argv) {
                     goto done;
                 }
     }
-    g = fat5_generate_config_default(m);
+    g = fat5_generate_config_from_model(m);
     // EOS as the model defines it (the rows were built with 1, ByT5's and T5's id; a tokenizer's
     // EOS is kept)
     if (!tz)

@@ -774,15 +774,17 @@ typedef struct fat5_generate_config {
     int64_t num_return_sequences;  // 1: outputs per input (<= num_beams with beam search)
     double repetition_penalty;     // 1.0 = off; > 1 lowers tokens already in the decoder input
     int64_t no_repeat_ngram_size;  // 0 = off; n: no n-gram appears twice in a decoder input
-    int64_t eos_token_id;          // from the model config (fat5_generate_config_default)
+    int64_t eos_token_id;          // from the model config (fat5_generate_config_from_model); T5's 1
     int64_t pad_token_id;          //   "   (fills finished rows in Hugging Face; not emitted here)
     int64_t decoder_start_token_id;//   "
     int use_graph;                 // GPU: 1 (default) replays every step from a CUDA graph
 } fat5_generate_config;
 
-// Hugging Face's defaults with the model's ids, overlaid with the generation_config.json that was
-// beside the checkpoint fat5_model_load read (when there was one).
-FAT5_API fat5_generate_config fat5_generate_config_default(const fat5_model *m);
+// Hugging Face's defaults, with T5's ids (eos 1, pad 0, decoder start 0).
+FAT5_API fat5_generate_config fat5_generate_config_default(void);
+// ... with the model's ids, overlaid with the generation_config.json that was beside the checkpoint
+// fat5_model_load read (when there was one); the defaults for m NULL.
+FAT5_API fat5_generate_config fat5_generate_config_from_model(const fat5_model *m);
 // Overlays the fields of a generation_config.json text; unknown keys are ignored, known keys with
 // values of the wrong type or range are errors.
 FAT5_API fat5_status fat5_generate_config_from_json(fat5_ctx *ctx, const char *json, size_t len,

@@ -285,54 +285,6 @@ static int fat5__resolve_threads(int n) {
 #endif
 }
 
-static fat5_status fat5__dev_open(fat5_ctx *ctx);
-static void fat5__dev_close(fat5_ctx *ctx);
-
-FAT5_API fat5_status fat5_ctx_create(const fat5_ctx_config *cfg, fat5_ctx **out) {
-    fat5_ctx_config c = cfg ? *cfg : fat5_ctx_config_default();
-    fat5_ctx *ctx;
-    int bad_hooks = (c.alloc != NULL) != (c.free != NULL) || (c.realloc != NULL) != (c.free != NULL);
-    if (!out) return FAT5_ERR_INVALID_ARG;
-    *out = NULL;
-    if (bad_hooks) {  // the context that reports it lives on the default allocator
-        c.alloc = NULL;
-        c.realloc = NULL;
-        c.free = NULL;
-    }
-    ctx = FAT5__CAST(fat5_ctx *, c.alloc ? c.alloc(c.alloc_user, sizeof *ctx) : FAT5_MALLOC(sizeof *ctx));
-    if (!ctx) return FAT5_ERR_OUT_OF_MEMORY;
-    memset(ctx, 0, sizeof *ctx);
-    ctx->cfg = c;
-    if (c.attention) {  // copied: the caller's struct is not kept
-        ctx->attention = *c.attention;
-        ctx->cfg.attention = &ctx->attention;
-    }
-    *out = ctx;
-    if (bad_hooks)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
-                         "fat5_ctx_create: the alloc, realloc and free hooks must be given together (all or none)");
-    ctx->n_threads = 1;
-    if (c.dtype != FAT5_DTYPE_FP32 && c.dtype != FAT5_DTYPE_BF16)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ctx_create: unknown dtype %d", (int)c.dtype);
-    if (c.n_threads < 0)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ctx_create: n_threads %d (0 = one per CPU, or >= 1)",
-                         c.n_threads);
-    ctx->n_threads = fat5__resolve_threads(c.n_threads);
-    if (c.device == FAT5_DEVICE_GPU) return fat5__dev_open(ctx);
-    if (c.device != FAT5_DEVICE_CPU)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ctx_create: unknown device %d", (int)c.device);
-    return FAT5_OK;
-}
-
-FAT5_API void fat5_ctx_destroy(fat5_ctx *ctx) {
-    if (!ctx) return;
-    fat5__pool_destroy(ctx);
-    fat5__dev_close(ctx);
-    fat5__free(ctx, ctx->scratch);
-    if (ctx->cfg.free) ctx->cfg.free(ctx->cfg.alloc_user, ctx);
-    else FAT5_FREE(ctx);
-}
-
 FAT5_API const char *fat5_last_error(const fat5_ctx *ctx) { return ctx ? ctx->err : "no context"; }
 FAT5_API fat5_device fat5_ctx_device(const fat5_ctx *ctx) { return ctx->cfg.device; }
 

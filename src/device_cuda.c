@@ -1996,6 +1996,13 @@ static FAT5__UNUSED fat5_status fat5__dev_graph_launch(fat5_ctx *ctx, void *exec
 static FAT5__UNUSED void fat5__dev_graph_destroy(fat5_ctx *ctx, void *exec) {
     if (exec && ctx->gpu) ctx->gpu->cu.cuGraphExecDestroy((fat5__CUgraphExec)exec);
 }
+
+// Products of at most this many rows may run the fused row kernels (fat5_mm, norm_mm); 0 with the
+// context's mm_rows switch off.
+static FAT5__UNUSED int64_t fat5__dev_fused_rows(const fat5_ctx *ctx) { return ctx->gpu->mm_rows ? INT64_MAX : 0; }
+
+// H100 / H200 dense bf16 tensor-core peak; fp32 runs are not measured against a peak.
+static FAT5__UNUSED double fat5__dev_peak_flops(const fat5_ctx *ctx) { return fat5__dev_act_size(ctx) == 2 ? 989e12 : 0; }
 #else  // FAT5_NO_CUDA: the device layer reduced to an error
 static fat5_status fat5__dev_open(fat5_ctx *ctx) {
     return fat5__err(ctx, FAT5_ERR_NO_DEVICE, "fat5 was built with FAT5_NO_CUDA: no GPU path");

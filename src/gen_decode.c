@@ -44,8 +44,7 @@ struct fat5_decoder {
     fat5__addr enc_h, enc_out, enc_tok, enc_cu, enc_seq, lut_bidir, lut_causal;
     fat5__enc_attn ea;                   // the model's encoder attention when the decoder was made
     int32_t *host_cu_g;                  // staging [max_rows + 1] of the globals' rows (transient-global)
-    void *graph;                         // GPU: the captured step (fat5__decoder_graph_step), or NULL
-    int64_t graph_n;                     // ... for this many entries
+    fat5__graph graph;                   // the recorded step (fat5__decoder_graph_step; GPU), or none
 };
 
 #define FAT5__TRY(call)                          \
@@ -142,9 +141,7 @@ static int fat5__decoder_layout(fat5_decoder *d, fat5__addr base, size_t *total)
 
 FAT5_API void fat5_decoder_destroy(fat5_decoder *d) {
     if (!d) return;
-#ifndef FAT5_NO_CUDA
-    fat5__dev_graph_destroy(d->ctx, d->graph);
-#endif
+    d->be->graph_destroy(d->ctx, d->graph.exec);
     if (d->ws_base) d->be->free(d->ctx, d->ws_base);
     fat5__free(d->ctx, d->kc);
     fat5__free(d->ctx, d->host_i32);
@@ -342,10 +339,7 @@ static fat5_status fat5__dec_norm_mm(fat5_decoder *d, fat5__addr y0, fat5__addr 
     int D = (int)c->d_model;
     float eps = (float)c->layer_norm_eps;
     fat5_status st;
-    int fused = n <= FAT5__DEC_FUSED_ROWS;
-#ifndef FAT5_NO_CUDA
-    if (ctx->gpu && !ctx->gpu->mm_rows) fused = 0;  // FAT5_MM_ROWS=0: every product on cuBLAS
-#endif
+    int fused = n <= FAT5__DEC_FUSED_ROWS && n <= be->fused_rows(ctx);  // mm_rows 0: every product on cuBLAS
     if (fused)
         return be->norm_mm(ctx, y0, y1, y2, d->h, ln, w0, w1, w2, n, (int)N, D, eps, act, rows, d->self_off, d->pos_d);
     FAT5__TRY(be->rmsnorm_fwd(ctx, d->n_act, d->r, d->h, ln, n, D, eps, 0));
@@ -421,39 +415,15 @@ static FAT5__UNUSED fat5_status fat5__decoder_reorder_dev(fat5_decoder *d, fat5_
     return FAT5_OK;
 }
 
-#ifndef FAT5_NO_CUDA
-// The step for n entries replayed from a CUDA graph (GPU decoders): captured at the first call for
-// this n (the capture records the work, one launch runs it), replayed afterwards. fat5__decoder_step_dev
-// advances the host position when it is recorded, so a replay advances it here. A capture that
-// fails leaves the decoder as it was and returns the error (callers fall back to plain launches).
-// Callers that capture more than the step (a strategy's ops after it) follow the same rule: the
-// host position moves once per recording and once per later launch.
+// The step for n entries replayed from a recording (fat5__graph_step; GPU decoders): recorded at
+// the first call for this n, replayed afterwards. fat5__decoder_step_dev advances the host position
+// when it is recorded, so a replay advances it there. A recording that fails leaves the decoder as
+// it was and returns the error (callers fall back to plain launches). Callers that record more
+// than the step (a strategy's ops after it) follow the same rule.
+static fat5_status fat5__decoder_step_rec(void *arg, int64_t n) { return fat5__decoder_step_dev((fat5_decoder *)arg, n); }
 static FAT5__UNUSED fat5_status fat5__decoder_graph_step(fat5_decoder *d, int64_t n) {
-    fat5_ctx *ctx = d->ctx;
-    fat5_status st;
-    void *exec = NULL;
-    if (d->graph && d->graph_n == n) {
-        if ((st = fat5__dev_graph_launch(ctx, d->graph))) return st;
-        d->pos++;
-        return FAT5_OK;
-    }
-    fat5__dev_graph_destroy(ctx, d->graph);
-    d->graph = NULL;
-    if ((st = fat5__dev_capture_begin(ctx))) return st;
-    st = fat5__decoder_step_dev(d, n);
-    if (st) {  // the position did not advance
-        fat5__dev_capture_end(ctx, 0, &exec);
-        return st;
-    }
-    if ((st = fat5__dev_capture_end(ctx, 1, &exec))) {
-        d->pos--;
-        return st;
-    }
-    d->graph = exec;
-    d->graph_n = n;
-    return fat5__dev_graph_launch(ctx, d->graph);
+    return fat5__graph_step(d->be, d->ctx, &d->graph, n, fat5__decoder_step_rec, d, &d->pos);
 }
-#endif
 
 FAT5_API fat5_status fat5_decoder_step(fat5_decoder *d, const int32_t *tokens, const int32_t *rows, int64_t n,
                                        float *logits) {

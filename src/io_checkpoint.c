@@ -341,16 +341,24 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
     loc = NULL;
     fat5__ckpt_close(ctx, &k);
     if ((st = fat5__model_place(m))) goto fail;
-    // generation_config.json beside the weights: checked now, kept for fat5_generate_config_default
+    // generation_config.json beside the weights: read over the defaults with the model's ids, and
+    // kept for fat5_generate_config_from_model
     snprintf(p, sizeof p, "%s/generation_config.json", dir);
     if (fat5__is_file(p)) {
-        fat5_generate_config g;
-        if ((st = fat5__read_file(ctx, p, (size_t)1 << 20, &m->gen_json, &m->gen_json_len))) goto fail;
-        g = fat5_generate_config_default(m);
-        if ((st = fat5_generate_config_from_json(ctx, m->gen_json, m->gen_json_len, &g))) {
+        char *json = NULL;
+        size_t len = 0;
+        if ((st = fat5__read_file(ctx, p, (size_t)1 << 20, &json, &len))) goto fail;
+        m->gen = fat5_generate_config_default();
+        m->gen.eos_token_id = m->cfg.eos_token_id;
+        m->gen.pad_token_id = m->cfg.pad_token_id;
+        m->gen.decoder_start_token_id = m->cfg.decoder_start_token_id;
+        st = fat5_generate_config_from_json(ctx, json, len, &m->gen);
+        fat5__free(ctx, json);
+        if (st) {
             st = fat5__err_prefix(ctx, st, "%s: ", p);
             goto fail;
         }
+        m->has_gen = 1;
     }
     *out = m;
     return FAT5_OK;

@@ -207,7 +207,7 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
     // the GPU's per-block partial sums of the position gradient: T5's table, or FIRE's per-head
     // shares with one more row for their sum over the blocks (fat5__gpu_attn_bwd_dq)
     FAT5__WS(w->dbias_scratch,
-             m->be == &fat5__cpu_backend || !m->training ? 0
+             !m->be->dbias_partials || !m->training ? 0
              : c->pos_kind == FAT5_POS_FIRE ? FAT5__GPU_DBIAS_ROWS + 1
              : c->pos_kind == FAT5_POS_T5 ? FAT5__GPU_DBIAS_ROWS : 0,
              c->pos_kind == FAT5_POS_FIRE ? (size_t)FAT5__FIRE_SHARES(c->fire_mlp_width) * H
@@ -295,7 +295,7 @@ FAT5_API fat5_status fat5_model_reserve(fat5_model *m, int64_t n_seq, int64_t te
     }
     m->ws_bytes = total;
     fat5__ws_layout(m, m->ws_base, n_seq, te, td, &total);
-    if (be == &fat5__cpu_backend && !fat5__host_scratch(ctx, fat5__cpu_scratch_need(m, te, td), "fat5_model_reserve")) {
+    if (be->host_memory && !fat5__host_scratch(ctx, fat5__cpu_scratch_need(m, te, td), "fat5_model_reserve")) {
         fat5__ws_free(m);
         return FAT5_ERR_OUT_OF_MEMORY;
     }

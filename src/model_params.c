@@ -116,8 +116,8 @@ struct fat5_model {
     int training;                     // 0: inference mode (no gradients, one layer's workspace)
     int64_t n_seq, te, td, n_count;
     fat5_loss_config loss;
-    char *gen_json;                   // generation_config.json found beside the checkpoint, or NULL
-    size_t gen_json_len;              // (fat5_generate_config_default overlays it)
+    fat5_generate_config gen;         // the generation_config.json beside the checkpoint (io), when
+    int has_gen;                      // has_gen (fat5_generate_config_from_model returns it)
     // told by the backward as it goes that every gradient at float offset >= lo is final (the
     // parameters lie lm_head-last and the backward finishes them from the top down), so that they
     // can be summed across ranks while it runs; NULL none
@@ -354,7 +354,6 @@ FAT5_API void fat5_model_destroy(fat5_model *m) {
     fat5__free(ctx, m->enc);
     fat5__free(ctx, m->dec);
     fat5__free(ctx, m->w);
-    fat5__free(ctx, m->gen_json);
     fat5__free(ctx, m);
 }
 
@@ -371,7 +370,7 @@ static fat5_status fat5__model_place(fat5_model *m) {
     const fat5__backend *be = m->be;
     size_t n = m->n_floats;
     fat5_status st;
-    if (be == &fat5__cpu_backend) {
+    if (be->host_memory) {
         m->wd = m->wa = FAT5__ADDR(m->w);
         if ((st = be->alloc(ctx, n * 4, &m->gd))) return fat5__err_prefix(ctx, st, "model gradients: ");
         return FAT5_OK;

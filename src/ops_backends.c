@@ -88,9 +88,17 @@ static const char *const fat5__op_names[] = {
 #undef FAT5__OP_NAME
 };
 
-// A backend: its memory (host or device), its activation element size, and one function per op.
+// A backend: its memory (host or device), its activation element size, what the layers above
+// need to know of it (so that none of them asks which backend it is), CUDA-graph-style recording
+// of queued work, and one function per op.
 typedef struct fat5__backend {
     const char *name;                                                       // "cpu" or "gpu"
+    int host_memory;   // its buffers are host pointers (fat5__HOST): a model's master weights are
+                       // its host weights, and the CPU ops take scratch from the context's arena
+    int queued;        // ops are queued and run while the host goes on: the host may prepare the
+                       // next batch meanwhile (the trainer's prefetch)
+    int dbias_partials;  // attn_bwd_dq writes per-block partial sums of the bias gradient into its
+                         // scratch (the model reserves them), else adds into the table directly
     size_t (*act_size)(const fat5_ctx *ctx);                                // 4, or 2 for bf16
     fat5_status (*alloc)(fat5_ctx *ctx, size_t bytes, fat5__addr *out);    // zero-filled
     void (*free)(fat5_ctx *ctx, fat5__addr p);
@@ -99,17 +107,59 @@ typedef struct fat5__backend {
     fat5_status (*copy)(fat5_ctx *ctx, fat5__addr dst, fat5__addr src, size_t bytes);
     fat5_status (*memset0)(fat5_ctx *ctx, fat5__addr p, size_t bytes);
     fat5_status (*sync)(fat5_ctx *ctx);                                    // waits for queued work
+    // Products of at most this many rows may run the fused row kernels (norm_mm; the context's
+    // mm_rows switch on the GPU), 0: never.
+    int64_t (*fused_rows)(const fat5_ctx *ctx);
+    // The dense bf16 peak the MFU of a run is measured against, flop/s; 0: not measured.
+    double (*peak_flops)(const fat5_ctx *ctx);
+    // Recording: the work queued between capture_begin and capture_end is recorded into *exec
+    // instead of run (keep 0 discards it), graph_launch runs it again, graph_destroy frees it
+    // (NULL: nothing). A backend that cannot record answers FAT5_ERR_UNSUPPORTED at capture_begin,
+    // without a message, and the caller runs the work plainly.
+    fat5_status (*capture_begin)(fat5_ctx *ctx);
+    fat5_status (*capture_end)(fat5_ctx *ctx, int keep, void **exec);
+    fat5_status (*graph_launch)(fat5_ctx *ctx, void *exec);
+    void (*graph_destroy)(fat5_ctx *ctx, void *exec);
     const char *const *op_names;                                            // fat5__op_names
 #define FAT5__OP_FIELD(name, params) fat5_status(*name) params;
     FAT5__OPS(FAT5__OP_FIELD)
 #undef FAT5__OP_FIELD
 } fat5__backend;
 
+// The CPU backend's answers: every product may run fused, no peak, no recording.
+static int64_t fat5__host_fused_rows(const fat5_ctx *ctx) {
+    (void)ctx;
+    return INT64_MAX;
+}
+static double fat5__host_peak_flops(const fat5_ctx *ctx) {
+    (void)ctx;
+    return 0;
+}
+static fat5_status fat5__host_capture_begin(fat5_ctx *ctx) {
+    (void)ctx;
+    return FAT5_ERR_UNSUPPORTED;
+}
+static fat5_status fat5__host_capture_end(fat5_ctx *ctx, int keep, void **exec) {
+    (void)keep;
+    *exec = NULL;
+    return fat5__err(ctx, FAT5_ERR_STATE, "capture_end: the CPU backend records nothing");
+}
+static fat5_status fat5__host_graph_launch(fat5_ctx *ctx, void *exec) {
+    (void)exec;
+    return fat5__err(ctx, FAT5_ERR_STATE, "graph_launch: the CPU backend records nothing");
+}
+static void fat5__host_graph_destroy(fat5_ctx *ctx, void *exec) {
+    (void)ctx;
+    (void)exec;
+}
+
 #define FAT5__OP_COUNT ((int)(sizeof fat5__op_names / sizeof fat5__op_names[0]))
 
 static const fat5__backend fat5__cpu_backend = {
-    "cpu", fat5__host_act_size, fat5__host_alloc, fat5__host_free, fat5__host_upload, fat5__host_download,
-    fat5__host_copy, fat5__host_memset0, fat5__host_sync, fat5__op_names,
+    "cpu", 1, 0, 0, fat5__host_act_size, fat5__host_alloc, fat5__host_free, fat5__host_upload,
+    fat5__host_download, fat5__host_copy, fat5__host_memset0, fat5__host_sync, fat5__host_fused_rows,
+    fat5__host_peak_flops, fat5__host_capture_begin, fat5__host_capture_end, fat5__host_graph_launch,
+    fat5__host_graph_destroy, fat5__op_names,
 #define FAT5__OP_CPU(name, params) fat5__cpu_##name,
     FAT5__OPS(FAT5__OP_CPU)
 #undef FAT5__OP_CPU
@@ -117,8 +167,10 @@ static const fat5__backend fat5__cpu_backend = {
 
 #ifndef FAT5_NO_CUDA
 static const fat5__backend fat5__gpu_backend = {
-    "gpu", fat5__dev_act_size, fat5__dev_alloc, fat5__dev_free, fat5__dev_upload, fat5__dev_download,
-    fat5__dev_copy, fat5__dev_memset0, fat5__dev_sync, fat5__op_names,
+    "gpu", 0, 1, 1, fat5__dev_act_size, fat5__dev_alloc, fat5__dev_free, fat5__dev_upload,
+    fat5__dev_download, fat5__dev_copy, fat5__dev_memset0, fat5__dev_sync, fat5__dev_fused_rows,
+    fat5__dev_peak_flops, fat5__dev_capture_begin, fat5__dev_capture_end, fat5__dev_graph_launch,
+    fat5__dev_graph_destroy, fat5__op_names,
 #define FAT5__OP_GPU(name, params) fat5__gpu_##name,
     FAT5__OPS(FAT5__OP_GPU)
 #undef FAT5__OP_GPU
@@ -132,5 +184,87 @@ static const fat5__backend *fat5__backend_of(const fat5_ctx *ctx) {
 #endif
     (void)ctx;
     return &fat5__cpu_backend;
+}
+
+// A recorded step: the work of step(arg, n) recorded at the first call for this n and replayed
+// at the next ones (the decoders' steps). *pos is the host-side position a step advances: a step
+// advances it when it is recorded, so a replay advances it here, and a recording that fails after
+// the step ran moves it back. A failed recording leaves *graph NULL and returns the error
+// (FAT5_ERR_UNSUPPORTED where the backend records nothing: the caller then runs plainly).
+typedef struct fat5__graph {
+    void *exec;     // the recording, NULL none
+    int64_t n;      // ... of a step for n entries
+} fat5__graph;
+
+static fat5_status fat5__graph_step(const fat5__backend *be, fat5_ctx *ctx, fat5__graph *g, int64_t n,
+                                    fat5_status (*step)(void *arg, int64_t n), void *arg, int64_t *pos) {
+    fat5_status st;
+    void *exec = NULL;
+    if (g->exec && g->n == n) {
+        if ((st = be->graph_launch(ctx, g->exec))) return st;
+        (*pos)++;
+        return FAT5_OK;
+    }
+    be->graph_destroy(ctx, g->exec);
+    g->exec = NULL;
+    if ((st = be->capture_begin(ctx))) return st;
+    if ((st = step(arg, n))) {   // the position did not advance
+        be->capture_end(ctx, 0, &exec);
+        return st;
+    }
+    if ((st = be->capture_end(ctx, 1, &exec))) {
+        (*pos)--;
+        return st;
+    }
+    g->exec = exec;
+    g->n = n;
+    return be->graph_launch(ctx, g->exec);
+}
+
+// ---- the context: its backend opened with it ----
+
+FAT5_API fat5_status fat5_ctx_create(const fat5_ctx_config *cfg, fat5_ctx **out) {
+    fat5_ctx_config c = cfg ? *cfg : fat5_ctx_config_default();
+    fat5_ctx *ctx;
+    int bad_hooks = (c.alloc != NULL) != (c.free != NULL) || (c.realloc != NULL) != (c.free != NULL);
+    if (!out) return FAT5_ERR_INVALID_ARG;
+    *out = NULL;
+    if (bad_hooks) {  // the context that reports it lives on the default allocator
+        c.alloc = NULL;
+        c.realloc = NULL;
+        c.free = NULL;
+    }
+    ctx = FAT5__CAST(fat5_ctx *, c.alloc ? c.alloc(c.alloc_user, sizeof *ctx) : FAT5_MALLOC(sizeof *ctx));
+    if (!ctx) return FAT5_ERR_OUT_OF_MEMORY;
+    memset(ctx, 0, sizeof *ctx);
+    ctx->cfg = c;
+    if (c.attention) {  // copied: the caller's struct is not kept
+        ctx->attention = *c.attention;
+        ctx->cfg.attention = &ctx->attention;
+    }
+    *out = ctx;
+    if (bad_hooks)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "fat5_ctx_create: the alloc, realloc and free hooks must be given together (all or none)");
+    ctx->n_threads = 1;
+    if (c.dtype != FAT5_DTYPE_FP32 && c.dtype != FAT5_DTYPE_BF16)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ctx_create: unknown dtype %d", (int)c.dtype);
+    if (c.n_threads < 0)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ctx_create: n_threads %d (0 = one per CPU, or >= 1)",
+                         c.n_threads);
+    ctx->n_threads = fat5__resolve_threads(c.n_threads);
+    if (c.device == FAT5_DEVICE_GPU) return fat5__dev_open(ctx);
+    if (c.device != FAT5_DEVICE_CPU)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ctx_create: unknown device %d", (int)c.device);
+    return FAT5_OK;
+}
+
+FAT5_API void fat5_ctx_destroy(fat5_ctx *ctx) {
+    if (!ctx) return;
+    fat5__pool_destroy(ctx);
+    fat5__dev_close(ctx);
+    fat5__free(ctx, ctx->scratch);
+    if (ctx->cfg.free) ctx->cfg.free(ctx->cfg.alloc_user, ctx);
+    else FAT5_FREE(ctx);
 }
 

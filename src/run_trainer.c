@@ -1300,10 +1300,10 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
             (st = fat5__train_agree(t)))
             goto fail;
     }
-    t->prefetch = cfg->prefetch && t->m->be != &fat5__cpu_backend;
+    t->prefetch = cfg->prefetch && t->m->be->queued;
     t->step_at_start = fat5_optim_get_step(t->o);
     t->flops_per_s_peak = cfg->peak_tflops > 0 ? cfg->peak_tflops * 1e12
-                          : t->m->be != &fat5__cpu_backend && t->m->act_size == 2 ? 989e12 : 0;
+                          : t->m->be->peak_flops(ctx);
     t->t_start = fat5__now_s();
     *out = t;
     return FAT5_OK;
@@ -1369,13 +1369,7 @@ static void fat5__json_num(fat5__sb *b, const char *key, double v) {
 // A rank's failure, told to the others through the board so that they stop too, naming it.
 static fat5_status fat5__train_failed(fat5_trainer *t, fat5_status st) {
     if (t->comm && st) {
-        fat5__board_fail(t->comm->board, t->rank, fat5_last_error(t->ctx));
-        t->comm->failed = 1;
-#ifndef FAT5_NO_CUDA
-        // the rank stops: its watchdog no longer times sums it will not wait for (a failure
-        // between a step's sums and their landing left the clock running)
-        __atomic_store_n(&t->comm->queued_t0_us, 0, __ATOMIC_RELEASE);
-#endif
+        fat5__comm_fail(t->comm, fat5_last_error(t->ctx));
     }
     return st;
 }

@@ -89,7 +89,7 @@ static int tgen_run_fixture(fat5_test *T, fat5_model *m, const char *fixture, in
     for (c = fat5__json_get(fat5__json_root(doc), "cases")->child; c; c = c->next) {
         const char *name = fat5__json_get(c, "name")->str;
         const fat5__json *outs = fat5__json_get(c, "outputs"), *scores = fat5__json_get(c, "scores"), *row, *v, *sc;
-        fat5_generate_config g = fat5_generate_config_default(m);
+        fat5_generate_config g = fat5_generate_config_from_model(m);
         fat5_generate_result r;
         int64_t s = 0, longest = 0;
         g.use_graph = use_graph;
@@ -281,7 +281,7 @@ static void t_generate_sample_seeded(fat5_test *T) {
     int same_ab = 1, same_ac = 1;
     snprintf(dir, sizeof dir, "%s/%s", FAT5_TEST_DATA, tgen_fixtures[1]);
     FAT5_REQUIRE_OK(T, fat5_model_load(fat5_test_ctx(T), dir, &m));
-    g = fat5_generate_config_default(m);
+    g = fat5_generate_config_from_model(m);
     g.do_sample = 1, g.temperature = 1.5, g.top_k = 20, g.top_p = 0.95, g.max_new_tokens = 24, g.seed = 1234;
     g.num_return_sequences = 3;
     FAT5_REQUIRE_OK(T, fat5_generate(m, tok, cu, 2, &g, &a));
@@ -304,7 +304,7 @@ static void t_generate_sample_seeded(fat5_test *T) {
     fat5_generate_result_free(fat5_test_ctx(T), &b);
     fat5_generate_result_free(fat5_test_ctx(T), &c);
     // sampling with top_k 1 is greedy decoding (and its kept set has probability 1: scores 0)
-    g = fat5_generate_config_default(m);
+    g = fat5_generate_config_from_model(m);
     g.max_new_tokens = 16;
     FAT5_REQUIRE_OK(T, fat5_generate(m, tok, cu, 2, &g, &a));
     g.do_sample = 1, g.top_k = 1, g.temperature = 0.7, g.seed = 5;
@@ -327,7 +327,7 @@ static void t_generate_rejects(fat5_test *T) {
     int32_t tok[4] = {5, 9, 13, 1}, cu[3] = {0, 3, 4}, cu_empty[3] = {0, 4, 4}, bad_tok[4] = {5, 9, 4000, 1};
     snprintf(dir, sizeof dir, "%s/%s", FAT5_TEST_DATA, tgen_fixtures[0]);
     FAT5_REQUIRE_OK(T, fat5_model_load(ctx, dir, &m));
-    g0 = fat5_generate_config_default(m);
+    g0 = fat5_generate_config_from_model(m);
     g0.max_new_tokens = 4;
     TGEN_EXPECT_ERR(T, fat5_generate(m, tok, cu, 0, &g0, &r), FAT5_ERR_INVALID_ARG, "no input");
     TGEN_EXPECT_ERR(T, fat5_generate(m, tok, cu_empty, 2, &g0, &r), FAT5_ERR_INVALID_ARG, "empty");
@@ -394,7 +394,7 @@ static void t_generate_config_json(fat5_test *T) {
                      "\"eos_token_id\": [7, 8], \"pad_token_id\": 2, \"decoder_start_token_id\": 3, "
                      "\"length_penalty\": 0.5, \"no_repeat_ngram_size\": 3, \"top_p\": null, "
                      "\"transformers_version\": \"5.23.0\", \"do_sample\": false, \"seed\": 42}";
-    fat5_generate_config g = fat5_generate_config_default(NULL);
+    fat5_generate_config g = fat5_generate_config_default();
     char src[512], dst[600], path[700];
     fat5_model *m = NULL, *m2 = NULL;
     FILE *f;
@@ -405,7 +405,7 @@ static void t_generate_config_json(fat5_test *T) {
     snprintf(src, sizeof src, "%s/%s", FAT5_TEST_DATA, tgen_fixtures[0]);
     snprintf(dst, sizeof dst, "%s/genconfig", fat5_test_tmpdir(T));
     FAT5_REQUIRE_OK(T, fat5_model_load(ctx, src, &m));
-    g = fat5_generate_config_default(m);
+    g = fat5_generate_config_from_model(m);
     FAT5_CHECK(T, g.max_new_tokens == 20 && g.eos_token_id == 1 && g.decoder_start_token_id == 0 && g.top_k == 50);
     FAT5_REQUIRE_OK(T, fat5_model_save(m, dst));
     snprintf(path, sizeof path, "%s/generation_config.json", dst);
@@ -414,7 +414,7 @@ static void t_generate_config_json(fat5_test *T) {
     fputs("{\"max_new_tokens\": 7, \"eos_token_id\": 5, \"num_beams\": 2}", f);
     fclose(f);
     FAT5_REQUIRE_OK(T, fat5_model_load(ctx, dst, &m2));
-    g = fat5_generate_config_default(m2);
+    g = fat5_generate_config_from_model(m2);
     FAT5_CHECK(T, g.max_new_tokens == 7 && g.eos_token_id == 5 && g.num_beams == 2 && g.pad_token_id == 0);
     fat5_model_destroy(m2);
     m2 = NULL;
@@ -590,7 +590,7 @@ static void t_gpu_generate_bf16(fat5_test *T) {
             fat5_model_destroy(gm);
             continue;
         }
-        c = fat5_generate_config_default(cm);
+        c = fat5_generate_config_from_model(cm);
         c.max_new_tokens = 24, c.min_new_tokens = 24;
         if (tgen_generate(T, gm, &c, &a) && tgen_generate(T, cm, &c, &b)) {
             for (s = 0; s < 3; s++) {
@@ -619,7 +619,7 @@ static void t_gpu_generate_graph_replay(fat5_test *T) {
     if (!g) return;
     m = tgen_gpu_model(T, g, 1);
     for (mode = 0; m && mode < 3; mode++) {
-        fat5_generate_config c = fat5_generate_config_default(m);
+        fat5_generate_config c = fat5_generate_config_from_model(m);
         fat5_generate_result a, b;
         c.max_new_tokens = 20, c.eos_token_id = 3;
         if (mode == 1) c.do_sample = 1, c.seed = 77, c.num_return_sequences = 2;

@@ -575,7 +575,7 @@ static void tl_decode_patterns(fat5_test *T, fat5_model *m, const char *what, co
     FAT5_REQUIRE(T, lg && ref_own);
     FAT5_REQUIRE_OK(T, fat5_decoder_create(m, 3, 18, TD_STEPS, &d_own));
     for (k = 0; k < n; k++) {
-        fat5_generate_config gc = fat5_generate_config_default(m);
+        fat5_generate_config gc = fat5_generate_config_from_model(m);
         fat5_generate_result gr;
         double worst = 0, worst_own = 0;
         FAT5_REQUIRE_OK(T, tl_set(T, m, specs[k]));

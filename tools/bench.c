@@ -440,7 +440,7 @@ static int bench_generate(void) {
         }
         for (bi = 0; bi < 2; bi++) {
             int64_t B = batches[bi];
-            fat5_generate_config g = fat5_generate_config_default(m);
+            fat5_generate_config g = fat5_generate_config_from_model(m);
             double t_full = 0, t_one = 0, step;
             g.max_new_tokens = g.min_new_tokens = new_tokens;
             if (bench_generate_time(ctx, m, tok, cu, B, &g, B == 1 ? 5 : 3, &t_full)) {
