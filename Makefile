@@ -46,21 +46,19 @@ build/check_layers: dev/check_layers.c
 check-layers: build/check_layers $(SRC)
 	build/check_layers src/manifest
 
-# DEV_INC: the declarations of the developer build, for programs that include "../fat5.h" (its
-# include guard then skips the committed copy)
-DEV_INC = -include $(DEV_H) -I.
-
 tools/%: tools/%.c fat5.h fat5_kernels.cuh
 	$(CC) -std=c99 $(WARN) $(CFLAGS) -o $@ $< $(LDLIBS)
 
-# The implementation compiled once; the examples link against it (-DFAT5__IMPL_DONE skips the copy
-# their own #define FAT5_IMPLEMENTATION would compile). Each still builds alone with the command on
-# its first line. The tools use private helpers and compile the implementation themselves.
+# The implementation compiled once, from the developer build (its messages and debug lines point
+# at src/); the examples link against it (-DFAT5__IMPL_DONE skips the copy their own #define
+# FAT5_IMPLEMENTATION would compile) and read the declarations of the committed fat5.h, as users
+# do (make check-amalgamate keeps the two the same text). Each still builds alone with the command
+# on its first line. The tools use private helpers and compile the implementation themselves.
 build/fat5_impl.o: $(DEV_H) fat5_kernels.cuh
 	$(CC) -std=c99 $(WARN) $(CFLAGS) -DFAT5_IMPLEMENTATION -I. -x c -c -o $@ $(DEV_H)
 
-examples/%: examples/%.c $(DEV_H) build/fat5_impl.o
-	$(CC) -std=c99 $(WARN) $(CFLAGS) -DFAT5__IMPL_DONE $(DEV_INC) -o $@ $< build/fat5_impl.o $(LDLIBS)
+examples/%: examples/%.c fat5.h build/fat5_impl.o
+	$(CC) -std=c99 $(WARN) $(CFLAGS) -DFAT5__IMPL_DONE -o $@ $< build/fat5_impl.o $(LDLIBS)
 
 # The main job: pre-trains a T5 with the UL2 mixture on the bundled corpus (data/fortunes), on the
 # GPU when there is one (FAT5-small shape, a few minutes), else on the CPU (a tiny model, a few

@@ -7,7 +7,8 @@
 //
 //     fat5_ctx *ctx = NULL;
 //     fat5_ctx_config cc = fat5_ctx_config_default();
-//     if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) return 1;     // fails only when out of memory
+//     char why[512];
+//     if (fat5_ctx_create(&cc, &ctx, why, sizeof why) != FAT5_OK) return 1;  // why says why
 //     fat5_model *m = NULL;
 //     if (fat5_model_load(ctx, "path/to/t5-small", &m) != FAT5_OK)
 //         fprintf(stderr, "%s\n", fat5_last_error(ctx));
@@ -57,13 +58,20 @@
 //     FAT5_CUBLASLT=0          products on cublasGemmEx (its own algorithm per size), not cuBLASLt
 //                              with one algorithm per size class
 //     FAT5_PDL=0               decode-step kernels launch plainly, not as programmatic dependents
+//                              (these five are read when fat5_ctx_config's field of the same name,
+//                              lower case, is -1, its default)
 //     CUDA_HOME                also searched for libcuda, libnvrtc, libcublas and libcublasLt
 //     NCCL_HOME, VIRTUAL_ENV, CONDA_PREFIX   also searched for libnccl.so.2 (several GPUs only;
 //                              the Python environments' nvidia/nccl/lib)
 //
 // Errors: every fallible call returns a fat5_status (FAT5_OK = 0, negative on error); the message,
 // naming the tensor or field and what was expected, is read with fat5_last_error(ctx). The library
-// never prints and never exits.
+// never prints and never exits, with one exception: a GPU rank of data-parallel training whose
+// thread is held inside an NCCL call for a second after its watchdog saw a peer fail or a sum time
+// out (dist_timeout). NCCL cannot abort a call under the thread that is in it and that call never
+// returns, so the watchdog marks the rank failed on the ranks' board (its peers and fat5_launch
+// report why), passes the message to the context's log callback, and ends the process with _exit(1)
+// rather than leave a rank hung (section [3.5]).
 //
 // Threads, ownership, lifetimes:
 //   - A fat5_ctx and everything made with it (models, safetensors files) is used by one thread at
@@ -95,6 +103,7 @@
 //     [3.2]  ops: the CPU reference (fp32, simple, obviously right)
 //     [3.3]  ops: the GPU launchers
 //     [3.4]  ops: the op table and the two backends
+//     [3.5]  ops: collectives: NCCL (GPU) and shared memory (CPU ranks), the ranks' board and watchdog
 //     [4.1]  model: configuration
 //     [4.2]  model: parameters
 //     [4.3]  model: workspace, forward, backward
@@ -105,12 +114,13 @@
 //     [6.1]  io: safetensors reader
 //     [6.2]  io: safetensors writer
 //     [6.3]  io: Hugging Face checkpoint directories
+//     [6.4]  io: generation_config.json
 //     [7.1]  generate: decoders, the KV cache and inference mode
 //     [7.2]  generate: decoding strategies
 //     [8.1]  text: Unicode tables (generated)
 //     [8.2]  text: Unicode properties, grapheme clusters and normalization forms
 //     [8.3]  text: tokenizers
-//     [9.1]  run: ranks, collectives and the launcher
+//     [9.1]  run: the launcher
 //     [9.2]  run: training options, checkpoints and the training loop
 //
 // License: MIT, at the end of this file.
@@ -205,12 +215,24 @@ typedef struct fat5_ctx_config {
     // everywhere; NULL (the default): each model's own, from its config. fat5_model_set_attention
     // changes one model's afterwards.
     const struct fat5_attention *attention;
+    // Kernel switches of a GPU context, for comparisons and bisecting: 1 on, 0 off, -1 (the
+    // default) = the environment variable named ("0" off, any other value on), else the default
+    // given here. The CPU ignores them.
+    int attn_tc;        // FAT5_ATTN_TC, on: bf16 attention forward and backward on tensor cores
+                        // (off: the exact FMA kernels)
+    int mm_rows;        // FAT5_MM_ROWS, on: products of a few rows (decoding) on fat5_mm (off: cuBLAS)
+    int cublaslt;       // FAT5_CUBLASLT, on: products on cuBLASLt with one algorithm per size class
+                        // (off: cublasGemmEx, its own algorithm per size)
+    int pdl;            // FAT5_PDL, on: decode-step kernels launch as programmatic dependents (sm_90+)
+    int sync_launches;  // FAT5_SYNC_LAUNCHES, off: synchronise after every launch, so that an error
+                        // names its kernel (slow; no CUDA graphs)
 } fat5_ctx_config;
 
 FAT5_API fat5_ctx_config fat5_ctx_config_default(void);
-// Creates a context. On the GPU it also opens the device; on failure *out still holds a context
-// whose fat5_last_error says why (destroy it), except for FAT5_ERR_OUT_OF_MEMORY (*out = NULL).
-FAT5_API fat5_status fat5_ctx_create(const fat5_ctx_config *cfg, fat5_ctx **out);
+// Creates a context (cfg NULL: the defaults); on the GPU it also opens the device. It either
+// succeeds or leaves nothing to destroy: on failure *out is NULL and, when err is not NULL, err
+// holds why (at most err_cap bytes, NUL-terminated; "no CUDA driver: ..." and the like).
+FAT5_API fat5_status fat5_ctx_create(const fat5_ctx_config *cfg, fat5_ctx **out, char *err, size_t err_cap);
 FAT5_API void fat5_ctx_destroy(fat5_ctx *ctx);
 FAT5_API const char *fat5_last_error(const fat5_ctx *ctx);
 FAT5_API fat5_device fat5_ctx_device(const fat5_ctx *ctx);
@@ -339,8 +361,8 @@ typedef struct fat5_tensor_info {
     int64_t shape[2];
     int64_t numel;
 } fat5_tensor_info;
-FAT5_API int64_t fat5_model_num_params(const fat5_model *m);      // elements in all tensors
-FAT5_API int fat5_model_num_tensors(const fat5_model *m);
+FAT5_API int64_t fat5_model_param_count(const fat5_model *m);      // elements in all tensors
+FAT5_API int fat5_model_tensor_count(const fat5_model *m);
 FAT5_API fat5_status fat5_model_tensor_info(const fat5_model *m, int index, fat5_tensor_info *out);
 FAT5_API int fat5_model_find_tensor(const fat5_model *m, const char *name);  // -1 if absent
 // Copy a parameter, or its accumulated gradient, to / from a caller buffer of exactly numel floats.
@@ -446,9 +468,9 @@ typedef struct fat5_st_tensor {
 } fat5_st_tensor;
 
 typedef struct fat5_st_file fat5_st_file;
-FAT5_API fat5_status fat5_st_open(fat5_ctx *ctx, const char *path, fat5_st_file **out);
-FAT5_API void fat5_st_close(fat5_st_file *f);
-FAT5_API int fat5_st_count(const fat5_st_file *f);
+FAT5_API fat5_status fat5_st_load(fat5_ctx *ctx, const char *path, fat5_st_file **out);
+FAT5_API void fat5_st_destroy(fat5_st_file *f);
+FAT5_API int fat5_st_tensor_count(const fat5_st_file *f);
 FAT5_API const fat5_st_tensor *fat5_st_get(const fat5_st_file *f, int i);
 FAT5_API int fat5_st_find(const fat5_st_file *f, const char *name);   // -1 if absent
 FAT5_API int fat5_st_metadata_count(const fat5_st_file *f);
@@ -492,12 +514,12 @@ typedef struct fat5_tokens fat5_tokens;
 // vocabulary, the last id an eos) and a bad one is an error naming the file and the byte offset
 // ("x.tok: byte 34: id 300 is not below the vocabulary size 256"). Only regular files are opened
 // (a FIFO or directory is FAT5_ERR_IO, without blocking). Ids are then read through a 1 MiB window
-// per tokens object, never the whole file; the files stay open until fat5_tokens_close. An empty
+// per tokens object, never the whole file; the files stay open until fat5_tokens_destroy. An empty
 // document (two eos in a row) is allowed and counts in num_docs.
-FAT5_API fat5_status fat5_tokens_open(fat5_ctx *ctx, const char *const *paths, int n_paths, fat5_tokens **out);
-FAT5_API void fat5_tokens_close(fat5_tokens *t);
+FAT5_API fat5_status fat5_tokens_load(fat5_ctx *ctx, const char *const *paths, int n_paths, fat5_tokens **out);
+FAT5_API void fat5_tokens_destroy(fat5_tokens *t);
 FAT5_API int64_t fat5_tokens_count(const fat5_tokens *t);        // ids in all files
-FAT5_API int64_t fat5_tokens_num_docs(const fat5_tokens *t);
+FAT5_API int64_t fat5_tokens_doc_count(const fat5_tokens *t);
 FAT5_API int64_t fat5_tokens_vocab_size(const fat5_tokens *t);
 FAT5_API int32_t fat5_tokens_eos_id(const fat5_tokens *t);
 // Writes a token file atomically (temp file + flush + rename) from ids (each below vocab_size,
@@ -634,7 +656,7 @@ FAT5_API int64_t fat5_optim_get_step(const fat5_optim *o);   // updates taken (s
 // Resuming from one continues bit-identically: the same losses, step for step, as a run that was
 // never interrupted (on the GPU too: its backward and reductions are deterministic).
 typedef struct fat5_train_config {
-    // data: token files (fat5_tokens_open), comma-separated; a share of documents held out
+    // data: token files (fat5_tokens_load), comma-separated; a share of documents held out
     char data[4096];
     double eval_fraction;         // 0.01; 0 = no evaluation
     fat5_ul2_config ul2;          // denoisers and budgets; seed, split and sentinels set by the trainer
@@ -685,8 +707,8 @@ FAT5_API fat5_train_config fat5_train_config_default(void);
 FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *cfg, const char *key,
                                            const char *value);
 // Applies every key of a JSON object ({"learning_rate": 5e-3, "model": "tiny", ...}).
-FAT5_API fat5_status fat5_train_config_from_json(fat5_ctx *ctx, fat5_train_config *cfg, const char *json,
-                                                 size_t len);
+FAT5_API fat5_status fat5_train_config_from_json(fat5_ctx *ctx, const char *json, size_t len,
+                                                 fat5_train_config *cfg);
 FAT5_API const char *fat5_train_option_names(void);   // "name: meaning\n" lines
 
 typedef struct fat5_trainer fat5_trainer;
@@ -798,15 +820,17 @@ typedef struct fat5_generate_config {
     int64_t num_return_sequences;  // 1: outputs per input (<= num_beams with beam search)
     double repetition_penalty;     // 1.0 = off; > 1 lowers tokens already in the decoder input
     int64_t no_repeat_ngram_size;  // 0 = off; n: no n-gram appears twice in a decoder input
-    int64_t eos_token_id;          // from the model config (fat5_generate_config_default)
+    int64_t eos_token_id;          // from the model config (fat5_generate_config_from_model); T5's 1
     int64_t pad_token_id;          //   "   (fills finished rows in Hugging Face; not emitted here)
     int64_t decoder_start_token_id;//   "
     int use_graph;                 // GPU: 1 (default) replays every step from a CUDA graph
 } fat5_generate_config;
 
-// Hugging Face's defaults with the model's ids, overlaid with the generation_config.json that was
-// beside the checkpoint fat5_model_load read (when there was one).
-FAT5_API fat5_generate_config fat5_generate_config_default(const fat5_model *m);
+// Hugging Face's defaults, with T5's ids (eos 1, pad 0, decoder start 0).
+FAT5_API fat5_generate_config fat5_generate_config_default(void);
+// ... with the model's ids, overlaid with the generation_config.json that was beside the checkpoint
+// fat5_model_load read (when there was one); the defaults for m NULL.
+FAT5_API fat5_generate_config fat5_generate_config_from_model(const fat5_model *m);
 // Overlays the fields of a generation_config.json text; unknown keys are ignored, known keys with
 // values of the wrong type or range are errors.
 FAT5_API fat5_status fat5_generate_config_from_json(fat5_ctx *ctx, const char *json, size_t len,
@@ -1114,6 +1138,7 @@ FAT5_API fat5_ctx_config fat5_ctx_config_default(void) {
     memset(&c, 0, sizeof c);
     c.device = FAT5_DEVICE_CPU;
     c.dtype = FAT5_DTYPE_FP32;
+    c.attn_tc = c.mm_rows = c.cublaslt = c.pdl = c.sync_launches = -1;   // the environment, else default
     return c;
 }
 
@@ -1266,54 +1291,6 @@ static int fat5__resolve_threads(int n) {
     (void)n;
     return 1;
 #endif
-}
-
-static fat5_status fat5__dev_open(fat5_ctx *ctx);
-static void fat5__dev_close(fat5_ctx *ctx);
-
-FAT5_API fat5_status fat5_ctx_create(const fat5_ctx_config *cfg, fat5_ctx **out) {
-    fat5_ctx_config c = cfg ? *cfg : fat5_ctx_config_default();
-    fat5_ctx *ctx;
-    int bad_hooks = (c.alloc != NULL) != (c.free != NULL) || (c.realloc != NULL) != (c.free != NULL);
-    if (!out) return FAT5_ERR_INVALID_ARG;
-    *out = NULL;
-    if (bad_hooks) {  // the context that reports it lives on the default allocator
-        c.alloc = NULL;
-        c.realloc = NULL;
-        c.free = NULL;
-    }
-    ctx = FAT5__CAST(fat5_ctx *, c.alloc ? c.alloc(c.alloc_user, sizeof *ctx) : FAT5_MALLOC(sizeof *ctx));
-    if (!ctx) return FAT5_ERR_OUT_OF_MEMORY;
-    memset(ctx, 0, sizeof *ctx);
-    ctx->cfg = c;
-    if (c.attention) {  // copied: the caller's struct is not kept
-        ctx->attention = *c.attention;
-        ctx->cfg.attention = &ctx->attention;
-    }
-    *out = ctx;
-    if (bad_hooks)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
-                         "fat5_ctx_create: the alloc, realloc and free hooks must be given together (all or none)");
-    ctx->n_threads = 1;
-    if (c.dtype != FAT5_DTYPE_FP32 && c.dtype != FAT5_DTYPE_BF16)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ctx_create: unknown dtype %d", (int)c.dtype);
-    if (c.n_threads < 0)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ctx_create: n_threads %d (0 = one per CPU, or >= 1)",
-                         c.n_threads);
-    ctx->n_threads = fat5__resolve_threads(c.n_threads);
-    if (c.device == FAT5_DEVICE_GPU) return fat5__dev_open(ctx);
-    if (c.device != FAT5_DEVICE_CPU)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ctx_create: unknown device %d", (int)c.device);
-    return FAT5_OK;
-}
-
-FAT5_API void fat5_ctx_destroy(fat5_ctx *ctx) {
-    if (!ctx) return;
-    fat5__pool_destroy(ctx);
-    fat5__dev_close(ctx);
-    fat5__free(ctx, ctx->scratch);
-    if (ctx->cfg.free) ctx->cfg.free(ctx->cfg.alloc_user, ctx);
-    else FAT5_FREE(ctx);
 }
 
 FAT5_API const char *fat5_last_error(const fat5_ctx *ctx) { return ctx ? ctx->err : "no context"; }
@@ -3787,9 +3764,18 @@ static void fat5__dev_close_lt(fat5_ctx *ctx, struct fat5__gpu *g) {
     g->lt_n = 0;
 }
 
+// A kernel switch of fat5_ctx_config: its field when 0 or 1, else the environment variable `env`
+// ("0" off, any other non-empty value on), else `dflt`.
+static int fat5__dev_switch(int field, const char *env, int dflt) {
+    const char *v;
+    if (field == 0 || field == 1) return field;
+    v = getenv(env);
+    return v && v[0] ? strcmp(v, "0") != 0 : dflt;
+}
+
 // Opens cuBLASLt when it can (after cuBLAS); otherwise leaves lt_handle NULL and says why in lt_off.
 static void fat5__dev_open_lt(fat5_ctx *ctx, struct fat5__gpu *g) {
-    const char *env = getenv("FAT5_CUBLASLT"), *names[2], *missing;
+    const char *names[2], *missing;
     char buf[2][64];
     fat5__sb errs;
     const unsigned ops[3][2] = {{FAT5__CUBLAS_OP_T, FAT5__CUBLAS_OP_N},   // NT: op(B), op(A) (see fat5__gpu_mm_ops)
@@ -3797,8 +3783,8 @@ static void fat5__dev_open_lt(fat5_ctx *ctx, struct fat5__gpu *g) {
                                 {FAT5__CUBLAS_OP_N, FAT5__CUBLAS_OP_T}};  // TN
     uint64_t ws = FAT5__LT_WS;
     int i, ok = 1;
-    if (env && strcmp(env, "0") == 0) {
-        snprintf(g->lt_off, sizeof g->lt_off, "FAT5_CUBLASLT=0");
+    if (!fat5__dev_switch(ctx->cfg.cublaslt, "FAT5_CUBLASLT", 1)) {
+        snprintf(g->lt_off, sizeof g->lt_off, "cublaslt off (fat5_ctx_config.cublaslt or FAT5_CUBLASLT=0)");
         return;
     }
     fat5__dev_sonames("libcublasLt", g->driver_version, buf, names);
@@ -3902,7 +3888,7 @@ static fat5_status fat5__dev_open(fat5_ctx *ctx) {
     fat5__CUresult r;
     fat5_status st;
     char buf[2][64], *img = NULL;
-    const char *names[2], *missing, *env;
+    const char *names[2], *missing;
     size_t img_size = 0;
     int count = 0, k, n_missing = 0;
     double t0 = 1e3 * fat5__now_s();
@@ -3916,12 +3902,9 @@ static fat5_status fat5__dev_open(fat5_ctx *ctx) {
     ctx->gpu = g;
     g->ordinal = ctx->cfg.device_ordinal;
     g->last_kernel = -1;
-    env = getenv("FAT5_SYNC_LAUNCHES");
-    g->sync_launches = env && env[0] && strcmp(env, "0") != 0;
-    env = getenv("FAT5_ATTN_TC");
-    g->attn_tc = !(env && !strcmp(env, "0"));
-    env = getenv("FAT5_MM_ROWS");
-    g->mm_rows = env && !strcmp(env, "0") ? 0 : FAT5__MM_ROWS;
+    g->sync_launches = fat5__dev_switch(ctx->cfg.sync_launches, "FAT5_SYNC_LAUNCHES", 0);
+    g->attn_tc = fat5__dev_switch(ctx->cfg.attn_tc, "FAT5_ATTN_TC", 1);
+    g->mm_rows = fat5__dev_switch(ctx->cfg.mm_rows, "FAT5_MM_ROWS", 1) ? FAT5__MM_ROWS : 0;
 
     // 1. the driver
     fat5__sb_init(&errs, ctx);
@@ -4007,11 +3990,10 @@ static fat5_status fat5__dev_open(fat5_ctx *ctx) {
         g->smem_optin = 48 * 1024;
     if ((st = fat5__dev_choose_arch(ctx, g, g->cc_major * 10 + g->cc_minor)) != FAT5_OK) goto fail;
     g->launch_ex = (fat5__PFN_cuLaunchKernelEx)fat5__dev_sym(g->lib_cuda, "cuLaunchKernelEx");
-    env = getenv("FAT5_PDL");
     {   // the kernels must be compiled for sm_90+ too (an older NVRTC may target compute_8x here):
         // below that fat5_pdl_begin compiles to nothing and a dependent would not wait
         const char *u = strchr(g->arch, '_');
-        g->pdl = g->launch_ex && g->cc_major >= 9 && u && atoi(u + 1) >= 90 && !(env && !strcmp(env, "0"));
+        g->pdl = g->launch_ex && g->cc_major >= 9 && u && atoi(u + 1) >= 90 && fat5__dev_switch(ctx->cfg.pdl, "FAT5_PDL", 1);
     }
 
     // 4. context (the primary one, which cuBLAS also uses) and the stream
@@ -4530,6 +4512,13 @@ static FAT5__UNUSED fat5_status fat5__dev_graph_launch(fat5_ctx *ctx, void *exec
 static FAT5__UNUSED void fat5__dev_graph_destroy(fat5_ctx *ctx, void *exec) {
     if (exec && ctx->gpu) ctx->gpu->cu.cuGraphExecDestroy((fat5__CUgraphExec)exec);
 }
+
+// Products of at most this many rows may run the fused row kernels (fat5_mm, norm_mm); 0 with the
+// context's mm_rows switch off.
+static FAT5__UNUSED int64_t fat5__dev_fused_rows(const fat5_ctx *ctx) { return ctx->gpu->mm_rows ? INT64_MAX : 0; }
+
+// H100 / H200 dense bf16 tensor-core peak; fp32 runs are not measured against a peak.
+static FAT5__UNUSED double fat5__dev_peak_flops(const fat5_ctx *ctx) { return fat5__dev_act_size(ctx) == 2 ? 989e12 : 0; }
 #else  // FAT5_NO_CUDA: the device layer reduced to an error
 static fat5_status fat5__dev_open(fat5_ctx *ctx) {
     return fat5__err(ctx, FAT5_ERR_NO_DEVICE, "fat5 was built with FAT5_NO_CUDA: no GPU path");
@@ -7774,9 +7763,17 @@ static const char *const fat5__op_names[] = {
 #undef FAT5__OP_NAME
 };
 
-// A backend: its memory (host or device), its activation element size, and one function per op.
+// A backend: its memory (host or device), its activation element size, what the layers above
+// need to know of it (so that none of them asks which backend it is), CUDA-graph-style recording
+// of queued work, and one function per op.
 typedef struct fat5__backend {
     const char *name;                                                       // "cpu" or "gpu"
+    int host_memory;   // its buffers are host pointers (fat5__HOST): a model's master weights are
+                       // its host weights, and the CPU ops take scratch from the context's arena
+    int queued;        // ops are queued and run while the host goes on: the host may prepare the
+                       // next batch meanwhile (the trainer's prefetch)
+    int dbias_partials;  // attn_bwd_dq writes per-block partial sums of the bias gradient into its
+                         // scratch (the model reserves them), else adds into the table directly
     size_t (*act_size)(const fat5_ctx *ctx);                                // 4, or 2 for bf16
     fat5_status (*alloc)(fat5_ctx *ctx, size_t bytes, fat5__addr *out);    // zero-filled
     void (*free)(fat5_ctx *ctx, fat5__addr p);
@@ -7785,17 +7782,59 @@ typedef struct fat5__backend {
     fat5_status (*copy)(fat5_ctx *ctx, fat5__addr dst, fat5__addr src, size_t bytes);
     fat5_status (*memset0)(fat5_ctx *ctx, fat5__addr p, size_t bytes);
     fat5_status (*sync)(fat5_ctx *ctx);                                    // waits for queued work
+    // Products of at most this many rows may run the fused row kernels (norm_mm; the context's
+    // mm_rows switch on the GPU), 0: never.
+    int64_t (*fused_rows)(const fat5_ctx *ctx);
+    // The dense bf16 peak the MFU of a run is measured against, flop/s; 0: not measured.
+    double (*peak_flops)(const fat5_ctx *ctx);
+    // Recording: the work queued between capture_begin and capture_end is recorded into *exec
+    // instead of run (keep 0 discards it), graph_launch runs it again, graph_destroy frees it
+    // (NULL: nothing). A backend that cannot record answers FAT5_ERR_UNSUPPORTED at capture_begin,
+    // without a message, and the caller runs the work plainly.
+    fat5_status (*capture_begin)(fat5_ctx *ctx);
+    fat5_status (*capture_end)(fat5_ctx *ctx, int keep, void **exec);
+    fat5_status (*graph_launch)(fat5_ctx *ctx, void *exec);
+    void (*graph_destroy)(fat5_ctx *ctx, void *exec);
     const char *const *op_names;                                            // fat5__op_names
 #define FAT5__OP_FIELD(name, params) fat5_status(*name) params;
     FAT5__OPS(FAT5__OP_FIELD)
 #undef FAT5__OP_FIELD
 } fat5__backend;
 
+// The CPU backend's answers: every product may run fused, no peak, no recording.
+static int64_t fat5__host_fused_rows(const fat5_ctx *ctx) {
+    (void)ctx;
+    return INT64_MAX;
+}
+static double fat5__host_peak_flops(const fat5_ctx *ctx) {
+    (void)ctx;
+    return 0;
+}
+static fat5_status fat5__host_capture_begin(fat5_ctx *ctx) {
+    (void)ctx;
+    return FAT5_ERR_UNSUPPORTED;
+}
+static fat5_status fat5__host_capture_end(fat5_ctx *ctx, int keep, void **exec) {
+    (void)keep;
+    *exec = NULL;
+    return fat5__err(ctx, FAT5_ERR_STATE, "capture_end: the CPU backend records nothing");
+}
+static fat5_status fat5__host_graph_launch(fat5_ctx *ctx, void *exec) {
+    (void)exec;
+    return fat5__err(ctx, FAT5_ERR_STATE, "graph_launch: the CPU backend records nothing");
+}
+static void fat5__host_graph_destroy(fat5_ctx *ctx, void *exec) {
+    (void)ctx;
+    (void)exec;
+}
+
 #define FAT5__OP_COUNT ((int)(sizeof fat5__op_names / sizeof fat5__op_names[0]))
 
 static const fat5__backend fat5__cpu_backend = {
-    "cpu", fat5__host_act_size, fat5__host_alloc, fat5__host_free, fat5__host_upload, fat5__host_download,
-    fat5__host_copy, fat5__host_memset0, fat5__host_sync, fat5__op_names,
+    "cpu", 1, 0, 0, fat5__host_act_size, fat5__host_alloc, fat5__host_free, fat5__host_upload,
+    fat5__host_download, fat5__host_copy, fat5__host_memset0, fat5__host_sync, fat5__host_fused_rows,
+    fat5__host_peak_flops, fat5__host_capture_begin, fat5__host_capture_end, fat5__host_graph_launch,
+    fat5__host_graph_destroy, fat5__op_names,
 #define FAT5__OP_CPU(name, params) fat5__cpu_##name,
     FAT5__OPS(FAT5__OP_CPU)
 #undef FAT5__OP_CPU
@@ -7803,8 +7842,10 @@ static const fat5__backend fat5__cpu_backend = {
 
 #ifndef FAT5_NO_CUDA
 static const fat5__backend fat5__gpu_backend = {
-    "gpu", fat5__dev_act_size, fat5__dev_alloc, fat5__dev_free, fat5__dev_upload, fat5__dev_download,
-    fat5__dev_copy, fat5__dev_memset0, fat5__dev_sync, fat5__op_names,
+    "gpu", 0, 1, 1, fat5__dev_act_size, fat5__dev_alloc, fat5__dev_free, fat5__dev_upload,
+    fat5__dev_download, fat5__dev_copy, fat5__dev_memset0, fat5__dev_sync, fat5__dev_fused_rows,
+    fat5__dev_peak_flops, fat5__dev_capture_begin, fat5__dev_capture_end, fat5__dev_graph_launch,
+    fat5__dev_graph_destroy, fat5__op_names,
 #define FAT5__OP_GPU(name, params) fat5__gpu_##name,
     FAT5__OPS(FAT5__OP_GPU)
 #undef FAT5__OP_GPU
@@ -7818,6 +7859,1240 @@ static const fat5__backend *fat5__backend_of(const fat5_ctx *ctx) {
 #endif
     (void)ctx;
     return &fat5__cpu_backend;
+}
+
+// A recorded step: the work of step(arg, n) recorded at the first call for this n and replayed
+// at the next ones (the decoders' steps). *pos is the host-side position a step advances: a step
+// advances it when it is recorded, so a replay advances it here, and a recording that fails after
+// the step ran moves it back. A failed recording leaves *graph NULL and returns the error
+// (FAT5_ERR_UNSUPPORTED where the backend records nothing: the caller then runs plainly).
+typedef struct fat5__graph {
+    void *exec;     // the recording, NULL none
+    int64_t n;      // ... of a step for n entries
+} fat5__graph;
+
+static fat5_status fat5__graph_step(const fat5__backend *be, fat5_ctx *ctx, fat5__graph *g, int64_t n,
+                                    fat5_status (*step)(void *arg, int64_t n), void *arg, int64_t *pos) {
+    fat5_status st;
+    void *exec = NULL;
+    if (g->exec && g->n == n) {
+        if ((st = be->graph_launch(ctx, g->exec))) return st;
+        (*pos)++;
+        return FAT5_OK;
+    }
+    be->graph_destroy(ctx, g->exec);
+    g->exec = NULL;
+    if ((st = be->capture_begin(ctx))) return st;
+    if ((st = step(arg, n))) {   // the position did not advance
+        be->capture_end(ctx, 0, &exec);
+        return st;
+    }
+    if ((st = be->capture_end(ctx, 1, &exec))) {
+        (*pos)--;
+        return st;
+    }
+    g->exec = exec;
+    g->n = n;
+    return be->graph_launch(ctx, g->exec);
+}
+
+// ---- the context: its backend opened with it ----
+
+// The context's checks and its backend; on failure the message is in ctx->err.
+static fat5_status fat5__ctx_open(fat5_ctx *ctx) {
+    const fat5_ctx_config *c = &ctx->cfg;
+    ctx->n_threads = 1;
+    if (c->dtype != FAT5_DTYPE_FP32 && c->dtype != FAT5_DTYPE_BF16)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ctx_create: unknown dtype %d", (int)c->dtype);
+    if (c->n_threads < 0)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ctx_create: n_threads %d (0 = one per CPU, or >= 1)",
+                         c->n_threads);
+    ctx->n_threads = fat5__resolve_threads(c->n_threads);
+    if (c->device == FAT5_DEVICE_GPU) return fat5__dev_open(ctx);
+    if (c->device != FAT5_DEVICE_CPU)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ctx_create: unknown device %d", (int)c->device);
+    return FAT5_OK;
+}
+
+FAT5_API fat5_status fat5_ctx_create(const fat5_ctx_config *cfg, fat5_ctx **out, char *err, size_t err_cap) {
+    fat5_ctx_config c = cfg ? *cfg : fat5_ctx_config_default();
+    fat5_ctx *ctx;
+    fat5_status st;
+    if (err && err_cap) err[0] = 0;
+    if (!out) {
+        if (err && err_cap) snprintf(err, err_cap, "fat5_ctx_create: out is NULL");
+        return FAT5_ERR_INVALID_ARG;
+    }
+    *out = NULL;
+    if ((c.alloc != NULL) != (c.free != NULL) || (c.realloc != NULL) != (c.free != NULL)) {
+        if (err && err_cap)
+            snprintf(err, err_cap, "fat5_ctx_create: the alloc, realloc and free hooks must be given together (all or none)");
+        return FAT5_ERR_INVALID_ARG;
+    }
+    ctx = FAT5__CAST(fat5_ctx *, c.alloc ? c.alloc(c.alloc_user, sizeof *ctx) : FAT5_MALLOC(sizeof *ctx));
+    if (!ctx) {
+        if (err && err_cap) snprintf(err, err_cap, "fat5_ctx_create: out of memory");
+        return FAT5_ERR_OUT_OF_MEMORY;
+    }
+    memset(ctx, 0, sizeof *ctx);
+    ctx->cfg = c;
+    if (c.attention) {  // copied: the caller's struct is not kept
+        ctx->attention = *c.attention;
+        ctx->cfg.attention = &ctx->attention;
+    }
+    if ((st = fat5__ctx_open(ctx)) != FAT5_OK) {
+        if (err && err_cap) snprintf(err, err_cap, "%s", ctx->err);
+        fat5_ctx_destroy(ctx);
+        return st;
+    }
+    *out = ctx;
+    return FAT5_OK;
+}
+
+FAT5_API void fat5_ctx_destroy(fat5_ctx *ctx) {
+    if (!ctx) return;
+    fat5__pool_destroy(ctx);
+    fat5__dev_close(ctx);
+    fat5__free(ctx, ctx->scratch);
+    if (ctx->cfg.free) ctx->cfg.free(ctx->cfg.alloc_user, ctx);
+    else FAT5_FREE(ctx);
+}
+
+// =============================================================================================
+// ==[3.5] ops: collectives: NCCL (GPU) and shared memory (CPU ranks), the ranks' board and watchdog ==
+// Data parallel training runs one process per rank (one GPU each, or CPU processes). Every rank
+// holds the whole model and draws the whole step's micro-batches from one sampler stream, keeps
+// its own share, and adds its gradients to the others' with an all-reduce, so every rank takes the
+// same optimizer step on the same sums. This section is the backends' collectives: how ranks meet,
+// sums of fp32 / fp64 buffers, gradient buckets, failure detection (fat5_launch, which forks one
+// worker per rank, is the run layer's: section [9.1]). Two transports, chosen by the backend:
+//   - NCCL (GPU): ncclAllReduce on a second stream, each bucket ordered after the backward that
+//     finished it by an event, the compute stream ordered after the last one (section [2] opens
+//     libnccl.so.2). The ranks exchange NCCL's unique id through a pipe (fat5_launch) or a file.
+//   - host (CPU backend): shared memory: each rank copies a chunk into its slot, and every rank
+//     adds the slots in rank order, so all get the same bits. The same host only.
+// The board: a shared page (an unlinked temporary file fat5_launch maps into every worker, or the
+// rendezvous file) with the first failed rank and why, the workers' pids and the launcher's, and
+// the host transport's barrier and slots. A rank whose collective waits longer than the timeout,
+// or sees a peer fail or vanish, marks the board, aborts NCCL and returns an error naming the rank;
+// it never hangs. A GPU rank held where it does not check is seen to by its watchdog thread.
+#ifndef _WIN32
+#include <fcntl.h>
+#include <signal.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#endif
+
+#define FAT5__DIST_MAGIC 0x3230747369643566ull   // "f5dist02"
+#define FAT5__DIST_MAX_LOCAL 256                 // ranks one board (one host) holds
+#define FAT5__DIST_SLOT ((size_t)4 << 20)        // bytes per rank in a host sum's chunk
+
+typedef struct fat5__board {
+    uint64_t magic;
+    int32_t world, launcher_pid;   // launcher_pid 0: no launcher (rendezvous file)
+    int32_t failed;                // the first rank that failed, -1 none (set once, after why)
+    int32_t claim;                 // ... the rank that claimed the right to write why, -1 none
+    int32_t id_ready;
+    int32_t transport;             // FAT5__DIST_HOST or FAT5__DIST_NCCL, set by the first rank to join
+    char why[480];                 // ... and what happened to it
+    uint32_t arrive, gen;          // host barrier: ranks arrived, generation
+    uint32_t seen[FAT5__DIST_MAX_LOCAL];   // ... the generation each rank last arrived at, plus 1
+    uint32_t join[FAT5__DIST_MAX_LOCAL], ack[FAT5__DIST_MAX_LOCAL];   // rendezvous file: check-in tokens
+    int32_t pid[FAT5__DIST_MAX_LOCAL];
+    unsigned char nccl_id[128];
+} fat5__board;
+
+enum { FAT5__DIST_HOST = 1, FAT5__DIST_NCCL = 2 };
+
+typedef struct fat5__comm {
+    fat5_ctx *ctx;
+    const fat5__backend *be;
+    int rank, world, mode;
+    int launched;                  // the board is fat5_launch's: all ranks are local processes
+    int local;                     // the peers' pids can be checked (launched, or host transport)
+    fat5__board *board;
+    size_t board_bytes;
+    unsigned char *slots;          // host transport: world x FAT5__DIST_SLOT
+    char file[4200];               // the rendezvous file (removed by rank 0 at the end), "" none
+    unsigned long long file_ino, file_dev;   // ... the file mapped
+    double timeout_s;
+    double wait_s;                 // host time spent waiting on the others since the last read
+    int failed;                    // this rank failed: close tears down without waiting for the others
+    int fds[3];                    // fat5_launch's board and pipe ends (closed with the comm), -1 none
+    size_t bucket;                 // floats per gradient bucket
+    fat5__addr gd;                 // the gradients being summed
+    size_t next_hi;                // floats at or above next_hi are summed (or queued)
+#ifndef FAT5_NO_CUDA
+    fat5__nccl nccl;
+    fat5__ncclComm_t nc;
+    fat5__CUstream stream;         // the collectives' stream
+    fat5__CUevent ev_order, ev_done, ev_t0, ev_t1;
+    int pending;                   // collectives queued since the last wait (or order)
+    int timed;                     // ev_t0 / ev_t1 recorded this step
+    // The watchdog: nc is read and cleared under nc_mu; an abort clears it, sets `aborted` and
+    // keeps why in abort_why. Times in microseconds of fat5__now_s, 0 none: call_t0_us, when this
+    // rank's thread entered the NCCL call it is in (set under nc_mu); queued_t0_us, when the first
+    // sum not yet waited out (fat5__comm_wait) or landed (fat5__comm_grads_landed) was queued.
+    // on_held: the watchdog's last resort (tests replace it). joining: the rank's thread is joining
+    // NCCL (ncclCommInitRank; queued_t0_us then times the join from its first try).
+    int32_t aborted, joining;
+    char abort_why[640];
+    int64_t call_t0_us, queued_t0_us;
+    void (*on_held)(struct fat5__comm *c, const char *msg);
+#if FAT5__THREADS
+    pthread_mutex_t nc_mu;
+    pthread_t watch;
+    int mu_on, watch_on;
+    int32_t watch_stop;
+#endif
+#endif
+} fat5__comm;
+
+// Marks the board: rank r failed because of msg (the first failure wins). The first claims the
+// board, writes why, then publishes its rank: whoever sees `failed` sees why whole.
+static void fat5__board_fail(fat5__board *b, int r, const char *msg) {
+    int32_t none = -1;
+    if (!b) return;
+    if (__atomic_compare_exchange_n(&b->claim, &none, (int32_t)r, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        snprintf(b->why, sizeof b->why, "%.470s", msg);
+        __atomic_store_n(&b->failed, (int32_t)r, __ATOMIC_RELEASE);
+    }
+}
+
+// This rank failed (why: the message it reports): the board names it, close waits for nobody, and
+// its watchdog no longer times sums it will not wait for (a failure between a step's sums and
+// their landing left the clock running).
+static void fat5__comm_fail(fat5__comm *c, const char *why) {
+    fat5__board_fail(c->board, c->rank, why);
+    c->failed = 1;
+#ifndef FAT5_NO_CUDA
+    __atomic_store_n(&c->queued_t0_us, 0, __ATOMIC_RELEASE);
+#endif
+}
+
+// Rank 0 removes the rendezvous file it published, unless a new run has replaced it since.
+static void fat5__comm_unlink_own(fat5__comm *c) {
+    struct stat sb;
+    if (c->rank == 0 && c->file[0] && stat(c->file, &sb) == 0 && (unsigned long long)sb.st_ino == c->file_ino &&
+        (unsigned long long)sb.st_dev == c->file_dev)
+        (void)unlink(c->file);
+}
+
+// 0 while every rank is well (as far as this host can see); else 1 with msg = "rank R stops: ..."
+// naming the rank that failed or vanished (and marking the board for a vanished one). Touches
+// neither the context nor NCCL, so the watchdog thread calls it too.
+static int fat5__comm_trouble(fat5__comm *c, char *msg, size_t n) {
+    fat5__board *b = c->board;
+    int32_t f, r;
+    if (!b) return 0;
+    f = __atomic_load_n(&b->failed, __ATOMIC_ACQUIRE);
+    if (f >= 0 && f != c->rank) {
+        char why[sizeof b->why];
+        memcpy(why, b->why, sizeof why);
+        why[sizeof why - 1] = 0;
+        snprintf(msg, n, "rank %d stops: rank %d failed: %s", c->rank, (int)f, why);
+        return 1;
+    }
+    if (c->launched && b->launcher_pid > 0 && getppid() != b->launcher_pid) {
+        fat5__board_fail(b, c->rank, "its launcher exited");
+        snprintf(msg, n, "rank %d stops: the launcher (pid %d) exited", c->rank, (int)b->launcher_pid);
+        return 1;
+    }
+    if (c->local)
+        for (r = 0; r < c->world && r < FAT5__DIST_MAX_LOCAL; r++) {
+            int32_t pid = __atomic_load_n(&b->pid[r], __ATOMIC_ACQUIRE);
+            if (r != c->rank && pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
+                char gone[128];
+                snprintf(gone, sizeof gone, "its process (pid %d) is gone", (int)pid);
+                fat5__board_fail(b, r, gone);
+                snprintf(msg, n, "rank %d stops: rank %d failed: %s", c->rank, (int)r, gone);
+                return 1;
+            }
+        }
+    return 0;
+}
+
+// FAT5_OK while every rank is well; else an error naming the rank that failed or vanished.
+static fat5_status fat5__comm_check(fat5__comm *c) {
+    char msg[640];
+    if (!fat5__comm_trouble(c, msg, sizeof msg)) return FAT5_OK;
+    return fat5__err(c->ctx, FAT5_ERR_STATE, "%s", msg);
+}
+
+// Every rank must compute on the same kind of device (a rank that fell back to the CPU cannot sum
+// with GPU ranks): the first rank to join records its transport on the board.
+static fat5_status fat5__comm_same_transport(fat5__comm *c) {
+    int32_t none = 0;
+    if (!c->board) return FAT5_OK;
+    if (__atomic_compare_exchange_n(&c->board->transport, &none, (int32_t)c->mode, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ||
+        none == c->mode)
+        return FAT5_OK;
+    return fat5__err(c->ctx, FAT5_ERR_INVALID_ARG, "rank %d computes on the %s, and another rank on the %s: every rank "
+                     "needs the same device", c->rank, c->mode == FAT5__DIST_HOST ? "CPU" : "GPU",
+                     none == FAT5__DIST_HOST ? "CPU" : "GPU");
+}
+
+static void fat5__dist_nap(int spins) {
+    struct timespec ts;
+    ts.tv_sec = 0;
+    ts.tv_nsec = spins < 1000 ? 0 : spins < 20000 ? 50000 : 2000000;   // spin, then 50 us, then 2 ms naps
+    if (ts.tv_nsec) nanosleep(&ts, NULL);
+}
+
+// Waits until every rank arrived (host transport), watching for failures and the timeout.
+static fat5_status fat5__comm_barrier(fat5__comm *c) {
+    fat5__board *b = c->board;
+    uint32_t gen = __atomic_load_n(&b->gen, __ATOMIC_ACQUIRE);
+    double t0 = fat5__now_s(), next_check = t0 + 0.05;
+    int spins = 0;
+    fat5_status st;
+    __atomic_store_n(&b->seen[c->rank], gen + 1, __ATOMIC_RELEASE);
+    if (__atomic_add_fetch(&b->arrive, 1, __ATOMIC_ACQ_REL) == (uint32_t)c->world) {
+        __atomic_store_n(&b->arrive, 0, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&b->gen, 1, __ATOMIC_RELEASE);
+        return FAT5_OK;
+    }
+    while (__atomic_load_n(&b->gen, __ATOMIC_ACQUIRE) == gen) {
+        fat5__dist_nap(spins++);
+        if ((spins & 63) == 0) {
+            double now = fat5__now_s();
+            if (now >= next_check) {
+                if ((st = fat5__comm_check(c))) return st;
+                next_check = now + 0.05;
+            }
+            if (now - t0 > c->timeout_s) {   // the first rank that has not arrived is named as failed
+                char msg[160];
+                int r, late = -1;
+                for (r = 0; r < c->world && late < 0; r++)
+                    if (__atomic_load_n(&b->seen[r], __ATOMIC_ACQUIRE) != gen + 1) late = r;
+                snprintf(msg, sizeof msg, "did not answer rank %d for %.0f s (dist_timeout)", c->rank, c->timeout_s);
+                fat5__board_fail(b, late >= 0 ? late : c->rank, msg);
+                return fat5__err(c->ctx, FAT5_ERR_STATE, "rank %d stops: rank %d %s", c->rank, late, msg);
+            }
+        }
+    }
+    c->wait_s += fat5__now_s() - t0;
+    return FAT5_OK;
+}
+
+// In-place sum over the ranks of n fp32 (f64 0) or fp64 (f64 1) elements at p on the host
+// transport: chunk by chunk, each rank's chunk in its slot, every rank adding slots 0, 1, ... in
+// order, so that every rank gets the same bits.
+static fat5_status fat5__comm_host_sum(fat5__comm *c, void *p, size_t n, int f64) {
+    size_t es = f64 ? 8 : 4, per = FAT5__DIST_SLOT / es, off, i;
+    fat5_status st;
+    for (off = 0; off < n; off += per) {
+        size_t m = n - off < per ? n - off : per;
+        int r;
+        memcpy(c->slots + (size_t)c->rank * FAT5__DIST_SLOT, (char *)p + off * es, m * es);
+        if ((st = fat5__comm_barrier(c))) return st;
+        if (f64) {
+            double *d = (double *)p + off;
+            const double *s0 = (const double *)(const void *)c->slots;
+            for (i = 0; i < m; i++) d[i] = s0[i];
+            for (r = 1; r < c->world; r++) {
+                const double *s = (const double *)(const void *)(c->slots + (size_t)r * FAT5__DIST_SLOT);
+                for (i = 0; i < m; i++) d[i] += s[i];
+            }
+        } else {
+            float *d = (float *)p + off;
+            const float *s0 = (const float *)(const void *)c->slots;
+            for (i = 0; i < m; i++) d[i] = s0[i];
+            for (r = 1; r < c->world; r++) {
+                const float *s = (const float *)(const void *)(c->slots + (size_t)r * FAT5__DIST_SLOT);
+                for (i = 0; i < m; i++) d[i] += s[i];
+            }
+        }
+        if ((st = fat5__comm_barrier(c))) return st;   // nobody refills a slot still being read
+    }
+    return FAT5_OK;
+}
+
+#ifndef FAT5_NO_CUDA
+// --- the watchdog (NCCL ranks)
+// A rank's own thread checks the board, NCCL's errors and the timeout while it waits for the sums
+// (fat5__comm_wait), but it can be held elsewhere: in a CUDA call queued behind an NCCL kernel
+// that a dead peer never feeds (a training step's own sync, since the step does not wait for the
+// gradient sums: fat5__comm_grads_end), or inside an NCCL call. So each rank runs a watchdog
+// thread that makes the same checks every 20 ms, and also times the sums from when they were
+// queued, and NCCL's join (which has no timeout of its own) from its start. When trouble has lasted
+// FAT5__WATCH_GRACE_S without the rank's thread acting on it (at once when the sums or the join
+// outlast dist_timeout):
+//   - the rank's thread is in no NCCL call: the watchdog aborts NCCL (NCCL's kernels end, so
+//     the held CUDA call returns); the rank's next sum, wait or landing stops with the reason;
+//   - it is held inside an NCCL call for FAT5__WATCH_GRACE_S: ncclCommAbort would free what that
+//     call uses, so the watchdog says why on stderr and ends the process (on_held): its peers
+//     and the launcher see a failed rank, never a hang.
+// The rank's thread enters an NCCL call only under nc_mu and while not aborted, so an abort never
+// lands inside one. Without threads (FAT5_NO_THREADS) there is no watchdog, and nothing bounds
+// the join.
+#define FAT5__WATCH_GRACE_S 1.0
+
+static void fat5__comm_lock(fat5__comm *c) {
+#if FAT5__THREADS
+    if (c->mu_on) pthread_mutex_lock(&c->nc_mu);
+#else
+    (void)c;
+#endif
+}
+
+static void fat5__comm_unlock(fat5__comm *c) {
+#if FAT5__THREADS
+    if (c->mu_on) pthread_mutex_unlock(&c->nc_mu);
+#else
+    (void)c;
+#endif
+}
+
+// Ends NCCL once: nc cleared under the lock and the first reason kept, then the abort outside the
+// lock (it returns once NCCL's work has stopped). From the watchdog (`watchdog`), nothing is done
+// while the rank's thread is inside an NCCL call: then 0.
+static int fat5__comm_abort(fat5__comm *c, const char *why, int watchdog) {
+    fat5__ncclComm_t nc;
+    fat5__comm_lock(c);
+    if (watchdog && __atomic_load_n(&c->call_t0_us, __ATOMIC_ACQUIRE)) {
+        fat5__comm_unlock(c);
+        return 0;
+    }
+    nc = c->nc;
+    c->nc = NULL;
+    if (!__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
+        size_t k = strlen(why);
+        if (k >= sizeof c->abort_why) k = sizeof c->abort_why - 1;
+        memcpy(c->abort_why, why, k);
+        c->abort_why[k] = 0;
+        __atomic_store_n(&c->aborted, 1, __ATOMIC_RELEASE);
+    }
+    fat5__comm_unlock(c);
+    if (nc) c->nccl.f.ncclCommAbort(nc);
+    return 1;
+}
+
+// The error of a rank whose NCCL was aborted (by the watchdog or its own wait).
+static fat5_status fat5__comm_aborted_err(fat5__comm *c) {
+    if (!__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
+        return fat5__err(c->ctx, FAT5_ERR_STATE, "rank %d: NCCL is closed", c->rank);
+    return fat5__err(c->ctx, FAT5_ERR_STATE, "%s", c->abort_why);
+}
+
+// 1 with why = "NCCL error N (...)" when NCCL reports an asynchronous error; read under the lock
+// (the watchdog may clear nc). Beside the rank's ncclAllReduce on a blocking communicator this call
+// only reads NCCL's error flags, which is how watchdogs poll NCCL.
+static int fat5__comm_nccl_error(fat5__comm *c, char *why, size_t n) {
+    fat5__ncclResult_t ae = FAT5__NCCL_SUCCESS;
+    fat5__comm_lock(c);
+    if (c->nc && c->nccl.f.ncclCommGetAsyncError(c->nc, &ae) != FAT5__NCCL_SUCCESS) ae = FAT5__NCCL_SUCCESS;
+    fat5__comm_unlock(c);
+    if (ae == FAT5__NCCL_SUCCESS || ae == FAT5__NCCL_IN_PROGRESS) return 0;
+    snprintf(why, n, "NCCL error %u (%s)", ae, c->nccl.f.ncclGetErrorString(ae));
+    return 1;
+}
+
+// What a rank says when its sums outlast dist_timeout (its own wait, or its watchdog), and when
+// its join does.
+#define FAT5__NO_PROGRESS "an all-reduce made no progress for %.0f s (dist_timeout): a rank hangs or died"
+#define FAT5__NO_JOIN "joining NCCL (ncclCommInitRank) took more than %.0f s (dist_timeout): a rank did not start, " \
+    "or cannot reach the others"
+
+// Under nc_mu: the call the rank's thread enters now, and the first sum (or try to join) not yet
+// waited out, timed (| 1: never 0, which means none).
+static void fat5__comm_call_mark(fat5__comm *c) {
+    int64_t now_us = (int64_t)(fat5__now_s() * 1e6) | 1;
+    __atomic_store_n(&c->call_t0_us, now_us, __ATOMIC_RELEASE);
+    if (!__atomic_load_n(&c->queued_t0_us, __ATOMIC_ACQUIRE)) __atomic_store_n(&c->queued_t0_us, now_us, __ATOMIC_RELEASE);
+}
+
+// The rank's thread into an NCCL call: nc under the lock, and only while not aborted (the
+// watchdog aborts only outside a call), marked. NULL when aborted.
+static fat5__ncclComm_t fat5__comm_call_enter(fat5__comm *c) {
+    fat5__ncclComm_t nc;
+    fat5__comm_lock(c);
+    nc = c->nc;
+    if (nc) fat5__comm_call_mark(c);
+    fat5__comm_unlock(c);
+    return nc;
+}
+
+// ... and out of it: once the watchdog sees 0 the call has returned (release / acquire).
+static void fat5__comm_call_leave(fat5__comm *c) { __atomic_store_n(&c->call_t0_us, 0, __ATOMIC_RELEASE); }
+
+// The join (ncclCommInitRank) is such a call for the watchdog, with the join timed from its first
+// try: there is no communicator to abort yet, so a peer that fails meanwhile, or a join longer than
+// dist_timeout, ends in on_held. 0 when aborted (between two tries).
+static int fat5__comm_join_enter(fat5__comm *c) {
+    int ok;
+    fat5__comm_lock(c);
+    ok = !__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE);
+    if (ok) {
+        __atomic_store_n(&c->joining, 1, __ATOMIC_RELEASE);
+        fat5__comm_call_mark(c);
+    }
+    fat5__comm_unlock(c);
+    return ok;
+}
+
+// ... and out of it with nc, the communicator it made (NULL: that try failed, and the join's
+// clock keeps running for the next). 1 when nc is now the rank's; 0 when the watchdog aborted
+// in the meantime (nc is then aborted too).
+static int fat5__comm_join_leave(fat5__comm *c, fat5__ncclComm_t nc) {
+    int mine = 0;
+    fat5__comm_lock(c);
+    fat5__comm_call_leave(c);
+    if (nc && !__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
+        c->nc = nc;   // the clock stopped before `joining` (the watchdog reads them the other way round)
+        __atomic_store_n(&c->queued_t0_us, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&c->joining, 0, __ATOMIC_RELEASE);
+        mine = 1;
+    }
+    fat5__comm_unlock(c);
+    if (nc && !mine) c->nccl.f.ncclCommAbort(nc);
+    return mine;
+}
+
+// The watchdog's last resort: the rank's thread is held inside an NCCL call, which NCCL cannot
+// abort under it, and no error can be returned from a call that does not return. This is the one
+// place the library ends the process (fat5.h's header says so): the board names this rank and why
+// (its peers and the launcher report it), the context's log callback gets the message at
+// FAT5_LOG_WARN, the rendezvous file is removed as close would, and the process exits with status 1.
+static FAT5__UNUSED void fat5__comm_held_exit(fat5__comm *c, const char *msg) {
+    char why[600];
+    snprintf(why, sizeof why, "%.400s; held inside an NCCL call, which NCCL cannot abort under it: its process ends",
+             msg);
+    fat5__board_fail(c->board, c->rank, why);
+    fat5__log(c->ctx, FAT5_LOG_WARN, "rank %d: %s", c->rank, why);
+    fat5__comm_unlink_own(c);   // as its close would: the next run starts clean
+    _exit(1);
+}
+
+// One look of the watchdog at time `now`: 1 when it must act, with msg (the reason the rank's
+// thread reports). *since: when the trouble seen now was first seen, 0 none.
+static FAT5__UNUSED int fat5__comm_watch_once(fat5__comm *c, double now, double *since, char *msg, size_t n) {
+    int joining = __atomic_load_n(&c->joining, __ATOMIC_ACQUIRE);   // before the clock: a join that ends
+    int64_t tq = __atomic_load_n(&c->queued_t0_us, __ATOMIC_ACQUIRE);   // between the two stops the clock
+    int trouble = fat5__comm_trouble(c, msg, n);
+    if (!trouble) {
+        char why[200];
+        if (fat5__comm_nccl_error(c, why, sizeof why)) {
+            fat5__board_fail(c->board, c->rank, why);
+            snprintf(msg, n, "rank %d stops: %s", c->rank, why);
+            trouble = 1;
+        }
+    }
+    if (!trouble && tq > 0 && now - (double)tq * 1e-6 > c->timeout_s) {
+        char why[200];
+        snprintf(why, sizeof why, joining ? FAT5__NO_JOIN : FAT5__NO_PROGRESS, c->timeout_s);
+        fat5__board_fail(c->board, c->rank, why);
+        snprintf(msg, n, "rank %d stops: %s", c->rank, why);
+        return 1;
+    }
+    if (!trouble) {
+        *since = 0;
+        return 0;
+    }
+    if (*since == 0) *since = now;
+    return now - *since >= FAT5__WATCH_GRACE_S;
+}
+
+// The watchdog acts on msg: aborts NCCL, or, when the rank's thread is held inside an NCCL call
+// for FAT5__WATCH_GRACE_S, calls on_held. 1 once done, 0 to look again at the next tick.
+static FAT5__UNUSED int fat5__comm_watch_act(fat5__comm *c, double now, const char *msg) {
+    int64_t t_call;
+    if (fat5__comm_abort(c, msg, 1)) return 1;
+    t_call = __atomic_load_n(&c->call_t0_us, __ATOMIC_ACQUIRE);
+    if (t_call == 0 || now - (double)t_call * 1e-6 < FAT5__WATCH_GRACE_S) return 0;
+    c->on_held(c, msg);
+    return 1;
+}
+
+#if FAT5__THREADS
+static void *fat5__comm_watch(void *arg) {
+    fat5__comm *c = (fat5__comm *)arg;
+    double since = 0;
+    char msg[640];
+    int acting = 0;
+    for (;;) {
+        struct timespec ts;
+        double now;
+        ts.tv_sec = 0;
+        ts.tv_nsec = 20000000;
+        nanosleep(&ts, NULL);
+        if (__atomic_load_n(&c->watch_stop, __ATOMIC_ACQUIRE) || __atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) break;
+        now = fat5__now_s();
+        if (!acting) acting = fat5__comm_watch_once(c, now, &since, msg, sizeof msg);
+        if (acting && fat5__comm_watch_act(c, now, msg)) break;
+    }
+    return NULL;
+}
+#endif
+
+// Starts the watchdog, or starts it again (signals blocked in it: they stay the rank's thread's).
+static fat5_status fat5__comm_watch_start(fat5__comm *c) {
+#if FAT5__THREADS
+    sigset_t all, old;
+    int rc;
+    if (!c->mu_on && (rc = pthread_mutex_init(&c->nc_mu, NULL)) != 0)
+        return fat5__err(c->ctx, FAT5_ERR_OUT_OF_MEMORY, "rank %d: cannot make the watchdog's lock: %s", c->rank, strerror(rc));
+    c->mu_on = 1;
+    c->watch_stop = 0;
+    if (!c->on_held) c->on_held = fat5__comm_held_exit;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(&c->watch, NULL, fat5__comm_watch, c);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        return fat5__err(c->ctx, FAT5_ERR_OUT_OF_MEMORY, "rank %d: cannot start the watchdog thread: %s", c->rank, strerror(rc));
+    c->watch_on = 1;
+#else
+    (void)c;
+#endif
+    return FAT5_OK;
+}
+
+// Ends the watchdog (before NCCL is destroyed, and while the rank's thread maps a new board).
+static void fat5__comm_watch_stop(fat5__comm *c) {
+#if FAT5__THREADS
+    if (!c->watch_on) return;
+    __atomic_store_n(&c->watch_stop, 1, __ATOMIC_RELEASE);
+    pthread_join(c->watch, NULL);
+    c->watch_on = 0;
+#else
+    (void)c;
+#endif
+}
+#endif
+
+// Queues (NCCL) or does (host) the in-place sum of n elements at the backend address p.
+static fat5_status fat5__comm_sum(fat5__comm *c, fat5__addr p, size_t n, int f64) {
+    if (n == 0) return FAT5_OK;
+    if (c->mode == FAT5__DIST_HOST) return fat5__comm_host_sum(c, (void *)(uintptr_t)p, n, f64);
+#ifndef FAT5_NO_CUDA
+    {
+        struct fat5__gpu *g = c->ctx->gpu;
+        fat5__ncclResult_t r;
+        fat5__ncclComm_t nc;
+        fat5_status st;
+        if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) return fat5__comm_aborted_err(c);
+        // after the work queued so far on the compute stream
+        if ((st = fat5__dev_check(c->ctx, g->ev.cuEventRecord(c->ev_order, g->stream), "cuEventRecord")) ||
+            (st = fat5__dev_check(c->ctx, c->nccl.cu.cuStreamWaitEvent(c->stream, c->ev_order, 0), "cuStreamWaitEvent")))
+            return st;
+        if (!(nc = fat5__comm_call_enter(c))) return fat5__comm_aborted_err(c);
+        r = c->nccl.f.ncclAllReduce((const void *)(uintptr_t)p, (void *)(uintptr_t)p, n,
+                                    f64 ? FAT5__NCCL_FLOAT64 : FAT5__NCCL_FLOAT32, FAT5__NCCL_SUM, nc, c->stream);
+        fat5__comm_call_leave(c);
+        if (r != FAT5__NCCL_SUCCESS) {
+            if (!c->pending) __atomic_store_n(&c->queued_t0_us, 0, __ATOMIC_RELEASE);   // nothing queued
+            return fat5__nccl_fail(c->ctx, &c->nccl, r, "ncclAllReduce");
+        }
+        c->pending = 1;
+        return FAT5_OK;
+    }
+#else
+    return fat5__err(c->ctx, FAT5_ERR_UNSUPPORTED, "collectives on the GPU: built with FAT5_NO_CUDA");
+#endif
+}
+
+// Orders the compute stream after every queued collective (NCCL), without waiting on the host;
+// the compute stream's wait is timed (ev_t0 .. ev_t1) for the step's exposed communication.
+static FAT5__UNUSED fat5_status fat5__comm_order_sums(fat5__comm *c) {
+#ifndef FAT5_NO_CUDA
+    struct fat5__gpu *g = c->ctx->gpu;
+    fat5_status st;
+    if (c->mode != FAT5__DIST_NCCL || !c->pending) return FAT5_OK;
+    c->pending = 0;
+    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) return fat5__comm_aborted_err(c);
+    if ((st = fat5__dev_check(c->ctx, g->ev.cuEventRecord(c->ev_done, c->stream), "cuEventRecord")) ||
+        (st = fat5__dev_check(c->ctx, g->ev.cuEventRecord(c->ev_t0, g->stream), "cuEventRecord")) ||
+        (st = fat5__dev_check(c->ctx, c->nccl.cu.cuStreamWaitEvent(g->stream, c->ev_done, 0), "cuStreamWaitEvent")) ||
+        (st = fat5__dev_check(c->ctx, g->ev.cuEventRecord(c->ev_t1, g->stream), "cuEventRecord")))
+        return st;
+    c->timed = 1;
+#else
+    (void)c;
+#endif
+    return FAT5_OK;
+}
+
+// ... and waits on the host until they are done, watching the board, NCCL's asynchronous errors
+// and the timeout (then aborting NCCL).
+static fat5_status fat5__comm_wait_sums(fat5__comm *c) {
+#ifndef FAT5_NO_CUDA
+    double t0, next_check;
+    int spins = 0;
+    fat5_status st;
+    if (c->mode != FAT5__DIST_NCCL || !c->pending) return FAT5_OK;
+    if ((st = fat5__comm_order_sums(c))) return st;
+    t0 = fat5__now_s();
+    next_check = t0 + 0.05;
+    for (;;) {
+        fat5__CUresult q = c->nccl.cu.cuEventQuery(c->ev_done);
+        double now;
+        if (q == FAT5__CUDA_SUCCESS) break;
+        if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) return fat5__comm_aborted_err(c);
+        if (q != FAT5__CUDA_ERROR_NOT_READY) return fat5__dev_check(c->ctx, q, "waiting for the all-reduce");
+        fat5__dist_nap(spins++ + 1000);
+        now = fat5__now_s();
+        if (now < next_check) continue;
+        next_check = now + 0.05;
+        {
+            const char *why = NULL;
+            char msg[200];
+            st = fat5__comm_check(c);
+            if (!st && fat5__comm_nccl_error(c, msg, sizeof msg)) {
+                why = msg;
+            } else if (!st && now - t0 > c->timeout_s) {
+                snprintf(msg, sizeof msg, FAT5__NO_PROGRESS, c->timeout_s);
+                why = msg;
+            }
+            if (st || why) {
+                char keep[700];
+                if (why) fat5__board_fail(c->board, c->rank, why);
+                snprintf(keep, sizeof keep, "%.690s", st ? fat5_last_error(c->ctx) : why);
+                fat5__comm_abort(c, keep, 0);   // frees the stuck kernels; the communicator is gone
+                return fat5__err(c->ctx, st ? st : FAT5_ERR_STATE, "%s%s", st ? "" : "rank stops: ", keep);
+            }
+        }
+    }
+    // an abort also ends NCCL's kernels: the sums are then incomplete
+    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) return fat5__comm_aborted_err(c);
+    c->wait_s += fat5__now_s() - t0;
+    return FAT5_OK;
+#else
+    (void)c;
+    return FAT5_OK;
+#endif
+}
+
+// ... and, however that ends, no sum is outstanding any more for the watchdog's clock (after an
+// abort the watchdog has stopped looking).
+static fat5_status fat5__comm_wait(fat5__comm *c) {
+    fat5_status st = fat5__comm_wait_sums(c);
+#ifndef FAT5_NO_CUDA
+    __atomic_store_n(&c->queued_t0_us, 0, __ATOMIC_RELEASE);
+#endif
+    return st;
+}
+
+// Seconds the compute stream (GPU) or the host (CPU) waited for the others since the last call.
+static double fat5__comm_exposed_s(fat5__comm *c) {
+    double s = 0;
+#ifndef FAT5_NO_CUDA
+    if (c->mode == FAT5__DIST_NCCL) {
+        float ms = 0;
+        if (c->timed && c->ctx->gpu->ev.cuEventSynchronize(c->ev_t1) == FAT5__CUDA_SUCCESS &&
+            c->ctx->gpu->ev.cuEventElapsedTime(&ms, c->ev_t0, c->ev_t1) == FAT5__CUDA_SUCCESS)
+            s = ms * 1e-3;
+        c->timed = 0;
+        c->wait_s = 0;
+        return s;
+    }
+#endif
+    s = c->wait_s;
+    c->wait_s = 0;
+    return s;
+}
+
+// --- gradient buckets: [n - (j + 1) B, n - j B) for j = 0, 1, ..., the top of the parameter arena
+// first, because the backward finishes the gradients from the top down (lm_head, the decoder's
+// last layer, ..., the encoder's first layer, the shared embedding).
+
+static void fat5__comm_grads_begin(fat5__comm *c, fat5__addr gd, size_t n) {
+    c->gd = gd;
+    c->next_hi = n;
+}
+
+// Every gradient at float offset >= lo is final: sums the whole buckets above lo, from the top.
+// Once what is left fits one bucket, sums what is final at every call (a layer at a time), so that
+// the sum left for after the backward, which nothing overlaps, is only the last layer's. The calls
+// come in the same order with the same offsets on every rank, so the buckets match.
+static fat5_status fat5__comm_grads_ready(void *user, size_t lo) {
+    fat5__comm *c = (fat5__comm *)user;
+    fat5_status st;
+    while (c->next_hi > lo) {
+        size_t b_lo = c->next_hi > c->bucket ? c->next_hi - c->bucket : 0;
+        if (b_lo < lo) {
+            if (c->next_hi > c->bucket) break;   // not a whole bucket yet
+            b_lo = lo;                            // the last bucket's worth: what is final now
+        }
+        if ((st = fat5__comm_sum(c, c->gd + (fat5__addr)b_lo * 4, c->next_hi - b_lo, 0))) return st;
+        c->next_hi = b_lo;
+    }
+    return FAT5_OK;
+}
+
+// The rest of the gradients, then `n_extra` doubles at `extra` (losses and votes). On GPUs with a
+// watchdog the host does not wait here: the compute stream is ordered after the sums, so the work
+// queued next (the optimizer) runs as soon as they are done instead of after the host has woken
+// and queued it, and the host waits once, at the step's own sync. fat5__comm_grads_landed follows
+// that sync. Without a watchdog (FAT5_NO_THREADS) nothing would free a rank held in that sync
+// behind a sum that a dead peer never feeds, so the host waits here, watching (fat5__comm_wait).
+static fat5_status fat5__comm_grads_end(fat5__comm *c, fat5__addr extra, size_t n_extra) {
+    fat5_status st;
+    if ((st = fat5__comm_grads_ready(c, 0))) return st;
+    if ((st = fat5__comm_sum(c, extra, n_extra, 1))) return st;
+#if !defined(FAT5_NO_CUDA) && FAT5__THREADS
+    if (c->mode == FAT5__DIST_NCCL && c->watch_on) return fat5__comm_order_sums(c);
+#endif
+    return fat5__comm_wait(c);
+}
+
+// After fat5__comm_grads_end, once the host has synchronised the compute stream past the sums:
+// they are done, unless the watchdog aborted NCCL meanwhile (a peer failed; the sums, and what was
+// computed from them, are then incomplete: the rank stops with why, and fat5_train_save refuses).
+// The abort sets `aborted` before ncclCommAbort ends NCCL's kernels, and the host's sync returns
+// only after they ended, so incomplete sums are always seen here. Stops the sums' clock.
+static fat5_status fat5__comm_grads_landed(fat5__comm *c) {
+#ifndef FAT5_NO_CUDA
+    if (c->mode == FAT5__DIST_NCCL) {
+        __atomic_store_n(&c->queued_t0_us, 0, __ATOMIC_RELEASE);
+        if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) return fat5__comm_aborted_err(c);
+    }
+#else
+    (void)c;
+#endif
+    return FAT5_OK;
+}
+
+// The sum over the ranks of n host doubles (evaluation totals), in place, now.
+static fat5_status fat5__comm_sum_host(fat5__comm *c, double *v, size_t n, fat5__addr scratch) {
+    fat5_status st;
+    if (c->world == 1) return FAT5_OK;
+    if (c->mode == FAT5__DIST_HOST) return fat5__comm_host_sum(c, v, n, 1);
+    if ((st = c->be->upload(c->ctx, scratch, v, n * 8)) || (st = fat5__comm_sum(c, scratch, n, 1)) ||
+        (st = fat5__comm_wait(c)))
+        return st;
+    (void)fat5__comm_exposed_s(c);
+    return c->be->download(c->ctx, v, scratch, n * 8);
+}
+
+// --- meeting: the board from fat5_launch's file descriptor, or a rendezvous file
+
+static size_t fat5__board_bytes(int world, int host) {
+    return sizeof(fat5__board) + (host ? (size_t)world * FAT5__DIST_SLOT : 0);
+}
+
+static fat5_status fat5__comm_map(fat5__comm *c, int fd, size_t bytes, const char *what) {
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return fat5__err(c->ctx, FAT5_ERR_IO, "%s: mmap of %zu bytes failed: %s", what, bytes, strerror(errno));
+    c->board = (fat5__board *)p;
+    c->board_bytes = bytes;
+    c->slots = (unsigned char *)p + sizeof(fat5__board);
+    return FAT5_OK;
+}
+
+// The waits for a rendezvous file look every 20 ms (a shared filesystem's server sees them all).
+static void fat5__dist_pause(void) {
+    struct timespec ts;
+    ts.tv_sec = 0;
+    ts.tv_nsec = 20000000;
+    nanosleep(&ts, NULL);
+}
+
+// Rank 0 writes the board file (under a temporary name, renamed over the path when complete: the
+// path never goes missing when a new run replaces a killed run's file); the others wait for it to
+// appear with this run's size, then map it.
+static fat5_status fat5__comm_file(fat5__comm *c, const char *path, size_t bytes, const unsigned char *id) {
+    fat5_ctx *ctx = c->ctx;
+    int fd;
+    fat5_status st;
+    snprintf(c->file, sizeof c->file, "%s", path);
+    if (c->rank == 0) {
+        char tmp[4300];
+        fat5__board *b;
+        struct stat sb;
+        snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
+        fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC, 0600);
+        if (fd < 0) return fat5__err(ctx, FAT5_ERR_IO, "rendezvous %s: cannot create: %s", tmp, strerror(errno));
+        if (ftruncate(fd, (off_t)bytes) != 0 || fstat(fd, &sb) != 0) {
+            close(fd);
+            (void)unlink(tmp);
+            return fat5__err(ctx, FAT5_ERR_IO, "rendezvous %s: cannot size: %s", tmp, strerror(errno));
+        }
+        c->file_ino = (unsigned long long)sb.st_ino;
+        c->file_dev = (unsigned long long)sb.st_dev;
+        st = fat5__comm_map(c, fd, bytes, tmp);
+        close(fd);
+        if (st) {
+            (void)unlink(tmp);
+            return st;
+        }
+        b = c->board;
+        b->world = c->world;
+        b->failed = b->claim = -1;
+        if (id) {
+            memcpy(b->nccl_id, id, sizeof b->nccl_id);
+            b->id_ready = 1;
+        }
+        b->magic = FAT5__DIST_MAGIC;
+        if (msync(c->board, bytes, MS_SYNC) != 0 || rename(tmp, path) != 0) {
+            (void)unlink(tmp);
+            return fat5__err(ctx, FAT5_ERR_IO, "rendezvous %s: cannot publish: %s", path, strerror(errno));
+        }
+        return FAT5_OK;
+    }
+    {
+        // A board with a failure on it is a failed run's: a killed run leaves its file, which the
+        // next run's rank 0 replaces; a rank 0 that stops removes it (then the path stays gone:
+        // this rank came late to a run that failed, and says so). Every look maps the file
+        // anew: a replacement is told by its board, not its inode (a shared filesystem may give
+        // the new file the old one's number).
+        double t0 = fat5__now_s(), gone_since = 0;
+        char why[sizeof c->board->why + 40];
+        why[0] = 0;
+        for (;;) {
+            struct stat sb;
+            double now = fat5__now_s();
+            fd = open(path, O_RDWR);
+            if (fd < 0 && errno == ENOENT) {
+                if (gone_since == 0) gone_since = now;
+                if (why[0] && now - gone_since > 1.0)
+                    return fat5__err(ctx, FAT5_ERR_STATE, "rank %d stops: the run at rendezvous %s has stopped (%s)",
+                                     c->rank, path, why);
+            } else {
+                gone_since = 0;
+            }
+            if (fd >= 0 && fstat(fd, &sb) == 0 && (size_t)sb.st_size == bytes) {
+                int32_t f;
+                c->file_ino = (unsigned long long)sb.st_ino;
+                c->file_dev = (unsigned long long)sb.st_dev;
+                st = fat5__comm_map(c, fd, bytes, path);
+                close(fd);
+                if (st) return st;
+                if (c->board->magic != FAT5__DIST_MAGIC || c->board->world != c->world)
+                    return fat5__err(ctx, FAT5_ERR_FORMAT, "rendezvous %s: not this run's (world size %d, expected %d)",
+                                     path, (int)c->board->world, c->world);
+                if ((f = __atomic_load_n(&c->board->failed, __ATOMIC_ACQUIRE)) < 0) return FAT5_OK;
+                snprintf(why, sizeof why, "rank %d failed: %.*s", (int)f, (int)sizeof c->board->why - 1,
+                         (const char *)c->board->why);
+                munmap((void *)c->board, c->board_bytes);
+                c->board = NULL;
+            } else if (fd >= 0) {
+                close(fd);
+            }
+            if (now - t0 > c->timeout_s) {
+                if (why[0])
+                    return fat5__err(ctx, FAT5_ERR_STATE, "rank %d: rendezvous %s is a failed run's (%s), and rank 0 did "
+                                     "not replace it within %.0f s", c->rank, path, why, c->timeout_s);
+                return fat5__err(ctx, FAT5_ERR_STATE, "rank %d: rendezvous %s did not appear with this run's size "
+                                 "(%zu bytes) within %.0f s: is rank 0 running, with world_size %d?", c->rank, path,
+                                 bytes, c->timeout_s, c->world);
+            }
+            fat5__dist_pause();
+        }
+    }
+}
+
+// NCCL's id from the board this rank mapped from the rendezvous file.
+static FAT5__UNUSED fat5_status fat5__comm_board_id(fat5__comm *c, const char *rendezvous, unsigned char *id) {
+    if (!c->board->id_ready) return fat5__err(c->ctx, FAT5_ERR_FORMAT, "rendezvous %s: no NCCL id in it", rendezvous);
+    memcpy(id, c->board->nccl_id, sizeof c->board->nccl_id);
+    return FAT5_OK;
+}
+
+// 1 when the file at the rendezvous path is no longer the board this rank mapped: another file,
+// or (a shared filesystem can reuse an inode number) another NCCL id in it.
+static FAT5__UNUSED int fat5__comm_file_replaced(fat5__comm *c) {
+    struct stat sb;
+    unsigned char id[sizeof c->board->nccl_id];
+    int fd = open(c->file, O_RDONLY), replaced;
+    if (fd < 0) return 0;   // gone: nothing to join instead
+    if (fstat(fd, &sb) != 0) replaced = 0;
+    else if ((unsigned long long)sb.st_ino != c->file_ino || (unsigned long long)sb.st_dev != c->file_dev) replaced = 1;
+    else
+        replaced = pread(fd, id, sizeof id, (off_t)offsetof(fat5__board, nccl_id)) == (ssize_t)sizeof id &&
+                   memcmp(id, c->board->nccl_id, sizeof id) != 0;
+    close(fd);
+    return replaced;
+}
+
+// CPU ranks meeting in a rendezvous file (one host): every rank checks in with a token of its own
+// and waits for rank 0 to echo it, opening the path again when rank 0 has replaced the file, so
+// that no rank stays in a file a killed run left behind.
+static fat5_status fat5__comm_checkin(fat5__comm *c, const char *path, size_t bytes) {
+    uint32_t token = ((uint32_t)getpid() * 2654435761u) ^ (uint32_t)(uint64_t)(fat5__now_s() * 1e6) ^ (uint32_t)c->rank;
+    double t0 = fat5__now_s();
+    int r;
+    fat5_status st;
+    token |= 1u;
+    for (;;) {
+        double now = fat5__now_s();
+        if (c->rank == 0) {   // everyone checked in: echo their tokens
+            int all = 1;
+            for (r = 1; r < c->world; r++) all &= __atomic_load_n(&c->board->join[r], __ATOMIC_ACQUIRE) != 0;
+            if (all) {
+                for (r = 1; r < c->world; r++)
+                    __atomic_store_n(&c->board->ack[r], __atomic_load_n(&c->board->join[r], __ATOMIC_ACQUIRE),
+                                     __ATOMIC_RELEASE);
+                return FAT5_OK;
+            }
+        } else {
+            struct stat sb;
+            __atomic_store_n(&c->board->join[c->rank], token, __ATOMIC_RELEASE);
+            if (__atomic_load_n(&c->board->ack[c->rank], __ATOMIC_ACQUIRE) == token) return FAT5_OK;
+            if (stat(path, &sb) != 0 || (unsigned long long)sb.st_ino != c->file_ino ||
+                (unsigned long long)sb.st_dev != c->file_dev) {   // replaced (one host: the mapping keeps the inode)
+                munmap((void *)c->board, c->board_bytes);
+                c->board = NULL;
+                if ((st = fat5__comm_file(c, path, bytes, NULL))) return st;
+            }
+        }
+        if ((st = fat5__comm_check(c))) return st;   // a rank that failed meanwhile
+        if (now - t0 > c->timeout_s)
+            return fat5__err(c->ctx, FAT5_ERR_STATE, "rank %d: the ranks did not all meet in rendezvous %s within %.0f s",
+                             c->rank, path, c->timeout_s);
+        fat5__dist_pause();
+    }
+}
+
+// Leaves the run. When every rank is well, the ranks leave together (a last sum of one value):
+// none exits while rank 0 still writes its checkpoint, and NCCL's communicators are destroyed
+// together; after a failure (this rank's or another's) nothing is waited for and NCCL is aborted.
+static void fat5__comm_close(fat5__comm *c) {
+    int well;
+    if (!c) return;
+    well = !c->failed && (!c->board || __atomic_load_n(&c->board->failed, __ATOMIC_ACQUIRE) < 0);
+#ifndef FAT5_NO_CUDA
+    if (c->mode == FAT5__DIST_NCCL) {
+        if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) well = 0;
+        if (well && c->world > 1) {
+            fat5__addr one = 0;
+            if (c->be->alloc(c->ctx, 8, &one) == FAT5_OK) {
+                if (fat5__comm_sum(c, one, 1, 1) || fat5__comm_wait(c)) well = 0;
+                c->be->free(c->ctx, one);
+            } else {   // the others wait in that sum: tell them
+                fat5__board_fail(c->board, c->rank, "out of device memory while leaving");
+                well = 0;
+            }
+        }
+        if (c->pending && well) (void)fat5__comm_wait(c);
+        fat5__comm_watch_stop(c);   // then this thread alone touches nc
+        if (c->nc) {
+            if (well) c->nccl.f.ncclCommDestroy(c->nc);
+            else c->nccl.f.ncclCommAbort(c->nc);
+        }
+#if FAT5__THREADS
+        if (c->mu_on) pthread_mutex_destroy(&c->nc_mu);
+#endif
+        if (c->ev_order) c->ctx->gpu->ev.cuEventDestroy(c->ev_order);
+        if (c->ev_done) c->ctx->gpu->ev.cuEventDestroy(c->ev_done);
+        if (c->ev_t0) c->ctx->gpu->ev.cuEventDestroy(c->ev_t0);
+        if (c->ev_t1) c->ctx->gpu->ev.cuEventDestroy(c->ev_t1);
+        if (c->stream) c->ctx->gpu->cu.cuStreamDestroy(c->stream);
+    }
+#endif
+    if (c->board) {
+        // the host transport's last barrier: nobody unmaps slots another rank may still read
+        if (c->mode == FAT5__DIST_HOST && well && c->world > 1) (void)fat5__comm_barrier(c);
+        munmap((void *)c->board, c->board_bytes);
+    }
+    fat5__comm_unlink_own(c);
+    {
+        int i;
+        for (i = 0; i < 3; i++)
+            if (c->fds[i] >= 0) close(c->fds[i]);
+    }
+    fat5__free(c->ctx, c);
+}
+
+#ifndef FAT5_NO_CUDA
+// Joins NCCL (c->nc) with the id uid, under the watchdog, which starts here: NCCL's join waits
+// for every rank without a timeout of its own, and the watchdog bounds it (fat5__comm_join_enter).
+// The watchdog runs with one rank too, so the one-GPU runs start and stop it beside a real
+// communicator. A rendezvous file that a killed run left holds an id nobody answers: once rank 0
+// has replaced the file, the join starts again with the new id.
+static fat5_status fat5__comm_join(fat5__comm *c, fat5__ncclUniqueId uid, const char *rendezvous, size_t bytes) {
+    double t0 = fat5__now_s();
+    fat5_status st;
+    if ((st = fat5__comm_watch_start(c))) return st;
+    for (;;) {
+        fat5__ncclComm_t nc = NULL;
+        fat5__ncclResult_t r;
+        if (!fat5__comm_join_enter(c)) return fat5__comm_aborted_err(c);
+        if ((r = c->nccl.f.ncclCommInitRank(&nc, c->world, uid, c->rank)) != FAT5__NCCL_SUCCESS) nc = NULL;
+        if (fat5__comm_join_leave(c, nc)) return FAT5_OK;
+        if (nc) return fat5__comm_aborted_err(c);   // joined, but the watchdog had given up
+        if (c->file[0] && c->rank != 0 && fat5__now_s() - t0 < c->timeout_s && fat5__comm_file_replaced(c)) {
+            fat5__comm_watch_stop(c);   // it reads the board
+            munmap((void *)c->board, c->board_bytes);
+            c->board = NULL;
+            __atomic_store_n(&c->queued_t0_us, 0, __ATOMIC_RELEASE);   // the new run's join gets its own clock
+            if ((st = fat5__comm_file(c, rendezvous, bytes, NULL)) || (st = fat5__comm_watch_start(c)) ||
+                (st = fat5__comm_board_id(c, rendezvous, (unsigned char *)uid.internal)))
+                return st;
+            continue;
+        }
+        return fat5__nccl_fail(c->ctx, &c->nccl, r, "ncclCommInitRank");
+    }
+}
+
+#endif
+
+// Opens rank `rank` of `world` on the model's backend. rendezvous: "launch:SHM:READ:WRITE"
+// (fat5_launch's descriptors), a file path (every rank names the same; a shared filesystem when
+// the ranks are on several hosts, NCCL only), or "NCCL_COMM_ID": NCCL's own rendezvous at the
+// host:port that environment variable holds on every rank (rank 0 listens there; GPU only).
+static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int rank, int world, const char *rendezvous,
+                                   double timeout_s, double bucket_mb, fat5__comm **out) {
+    fat5__comm *c;
+    int host = be == &fat5__cpu_backend, shm = -1, pr = -1, pw = -1, by_env;
+    size_t bytes = fat5__board_bytes(world, host);
+    unsigned char id[128];   // NCCL's unique id
+    fat5_status st = FAT5_OK;
+    *out = NULL;
+    if (world < 1 || rank < 0 || rank >= world)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "rank %d of world_size %d: expected 0 <= rank < world_size", rank, world);
+    if (host && world > FAT5__DIST_MAX_LOCAL)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "world_size %d: the CPU's shared-memory transport takes %d ranks at "
+                         "most", world, FAT5__DIST_MAX_LOCAL);
+    if (!rendezvous || !rendezvous[0])
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "world_size %d: no rendezvous (a file every rank can reach, or "
+                         "fat5_launch's)", world);
+    c = FAT5__CAST(fat5__comm *, fat5__calloc(ctx, 1, sizeof *c));
+    if (!c) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory");
+    c->ctx = ctx;
+    c->be = be;
+    c->rank = rank;
+    c->world = world;
+    c->mode = host ? FAT5__DIST_HOST : FAT5__DIST_NCCL;
+    c->fds[0] = c->fds[1] = c->fds[2] = -1;
+    c->timeout_s = timeout_s > 0 ? timeout_s : 900;
+    c->bucket = (size_t)(bucket_mb > 0 ? bucket_mb * 1048576.0 / 4 : 100.0 * 1048576 / 4);
+    if (c->bucket < 1024) c->bucket = 1024;
+    if (strncmp(rendezvous, "launch:", 7) == 0) {
+        if (sscanf(rendezvous + 7, "%d:%d:%d", &shm, &pr, &pw) != 3 || shm < 0) {
+            fat5__free(ctx, c);
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "rendezvous '%s': expected launch:SHM:READ:WRITE (from fat5_launch)",
+                             rendezvous);
+        }
+        c->launched = c->local = 1;
+        c->fds[0] = shm, c->fds[1] = pr, c->fds[2] = pw;
+        {   // fat5_launch sized the board for the host transport
+            size_t have = fat5__board_bytes(world, 1);
+            if ((st = fat5__comm_map(c, shm, have, "the launcher's board"))) goto fail;
+        }
+        if (c->board->magic != FAT5__DIST_MAGIC || c->board->world != world) {
+            st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "rendezvous '%s': the launcher started %d ranks, this run says "
+                           "world_size %d", rendezvous, (int)c->board->world, world);
+            goto fail;
+        }
+    }
+    by_env = strcmp(rendezvous, "NCCL_COMM_ID") == 0;
+    if (by_env && (host || !getenv("NCCL_COMM_ID") || !getenv("NCCL_COMM_ID")[0])) {
+        st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "rendezvous NCCL_COMM_ID: %s", host ? "GPU ranks (NCCL) only; CPU "
+                       "ranks meet through a file" : "the environment variable NCCL_COMM_ID (host:port of rank 0's "
+                       "machine) is not set");
+        goto fail;
+    }
+    if (c->mode == FAT5__DIST_HOST) {
+        c->local = 1;
+        if (!c->launched && ((st = fat5__comm_file(c, rendezvous, bytes, NULL)) ||
+                             (st = fat5__comm_checkin(c, rendezvous, bytes))))
+            goto fail;
+        if ((st = fat5__comm_same_transport(c))) goto fail;
+        __atomic_store_n(&c->board->pid[rank], (int32_t)getpid(), __ATOMIC_RELEASE);
+        if ((st = fat5__comm_barrier(c))) goto fail;   // all here
+        *out = c;
+        return FAT5_OK;
+    }
+#ifndef FAT5_NO_CUDA
+    {
+        struct fat5__gpu *g = ctx->gpu;
+        fat5__ncclResult_t r;
+        fat5__ncclUniqueId uid;
+        int least = 0, greatest = 0;   // stream priorities (the greatest: the lowest number)
+        if ((st = fat5__nccl_open(ctx, &c->nccl))) goto fail;
+        // rank 0 makes the id (with NCCL_COMM_ID every rank does: NCCL derives it from the address)
+        if ((rank == 0 || by_env) && (r = c->nccl.f.ncclGetUniqueId(&uid)) != FAT5__NCCL_SUCCESS) {
+            st = fat5__nccl_fail(ctx, &c->nccl, r, "ncclGetUniqueId");
+            goto fail;
+        }
+        if (rank == 0 || by_env) memcpy(id, uid.internal, sizeof id);
+        if (by_env) {
+            // nothing to exchange; no board: a failed peer shows as NCCL's error or the timeout
+        } else if (c->launched) {
+            if ((st = fat5__comm_same_transport(c))) goto fail;
+            if (rank == 0) {
+                int i;
+                for (i = 1; i < world; i++)
+                    if (write(pw, id, sizeof id) != (ssize_t)sizeof id) {
+                        st = fat5__err(ctx, FAT5_ERR_IO, "rank 0: cannot send NCCL's id to the other ranks: %s", strerror(errno));
+                        goto fail;
+                    }
+            } else {   // rank 0's id, watching the board and the timeout meanwhile
+                size_t got = 0;
+                double t0 = fat5__now_s();
+                while (got < sizeof id) {
+                    struct pollfd pf;
+                    ssize_t k;
+                    int pn;
+                    pf.fd = pr;
+                    pf.events = POLLIN;
+                    pf.revents = 0;
+                    pn = poll(&pf, 1, 100);
+                    if (pn < 0 && errno == EINTR) pn = 0;   // a signal: check and wait again
+                    if (pn == 0) {
+                        if ((st = fat5__comm_check(c))) goto fail;
+                        if (fat5__now_s() - t0 > c->timeout_s) {
+                            st = fat5__err(ctx, FAT5_ERR_STATE, "rank %d: no NCCL id from rank 0 within %.0f s "
+                                           "(dist_timeout)", rank, c->timeout_s);
+                            goto fail;
+                        }
+                        continue;
+                    }
+                    k = read(pr, id + got, sizeof id - got);
+                    if (k < 0 && errno == EINTR) continue;
+                    if (k <= 0) {
+                        st = fat5__err(ctx, FAT5_ERR_STATE, "rank %d: rank 0 exited before sharing NCCL's id", rank);
+                        goto fail;
+                    }
+                    got += (size_t)k;
+                }
+            }
+            __atomic_store_n(&c->board->pid[rank], (int32_t)getpid(), __ATOMIC_RELEASE);
+        } else {
+            if ((st = fat5__comm_file(c, rendezvous, bytes, rank == 0 ? id : NULL)) ||
+                (st = fat5__comm_board_id(c, rendezvous, id)))
+                goto fail;
+        }
+        memcpy(uid.internal, id, sizeof id);
+        if ((st = fat5__comm_join(c, uid, rendezvous, bytes))) goto fail;
+        // The collectives' stream at the device's highest priority: a bucket's all-reduce launched
+        // while the backward's products fill the GPU gets the next free SMs instead of waiting
+        // behind the products queued after it, so less of the sum is left for after the backward.
+        // Priorities are hints: the order of the two streams' work is the events' only.
+        if ((st = fat5__dev_check(ctx, c->nccl.cu.cuCtxGetStreamPriorityRange(&least, &greatest),
+                                  "cuCtxGetStreamPriorityRange")) ||
+            (st = fat5__dev_check(ctx, c->nccl.cu.cuStreamCreateWithPriority(&c->stream, FAT5__CU_STREAM_NON_BLOCKING,
+                                                                             greatest),
+                                  "cuStreamCreateWithPriority")) ||
+            (st = fat5__dev_check(ctx, g->ev.cuEventCreate(&c->ev_order, 2), "cuEventCreate")) ||
+            (st = fat5__dev_check(ctx, g->ev.cuEventCreate(&c->ev_done, 2), "cuEventCreate")) ||
+            (st = fat5__dev_check(ctx, g->ev.cuEventCreate(&c->ev_t0, 0), "cuEventCreate")) ||
+            (st = fat5__dev_check(ctx, g->ev.cuEventCreate(&c->ev_t1, 0), "cuEventCreate")))
+            goto fail;
+        *out = c;
+        return FAT5_OK;
+    }
+#else
+    (void)id;
+    (void)pr;
+    (void)pw;
+    st = fat5__err(ctx, FAT5_ERR_NO_DEVICE, "several ranks on the GPU: built with FAT5_NO_CUDA");
+#endif
+fail:
+    if (c->board && c->world > 1) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "could not join: %.160s", fat5_last_error(ctx));
+        fat5__board_fail(c->board, rank, msg);
+    }
+    {
+        char keep[1024];
+        snprintf(keep, sizeof keep, "%.1000s", fat5_last_error(ctx));
+        c->failed = 1;   // close aborts what was made, waits for nobody
+        fat5__comm_close(c);
+        return fat5__err(ctx, st, "%s", keep);
+    }
 }
 
 // =============================================================================================
@@ -8640,8 +9915,8 @@ struct fat5_model {
     int training;                     // 0: inference mode (no gradients, one layer's workspace)
     int64_t n_seq, te, td, n_count;
     fat5_loss_config loss;
-    char *gen_json;                   // generation_config.json found beside the checkpoint, or NULL
-    size_t gen_json_len;              // (fat5_generate_config_default overlays it)
+    fat5_generate_config gen;         // the generation_config.json beside the checkpoint (io), when
+    int has_gen;                      // has_gen (fat5_generate_config_from_model returns it)
     // told by the backward as it goes that every gradient at float offset >= lo is final (the
     // parameters lie lm_head-last and the backward finishes them from the top down), so that they
     // can be summed across ranks while it runs; NULL none
@@ -8878,7 +10153,6 @@ FAT5_API void fat5_model_destroy(fat5_model *m) {
     fat5__free(ctx, m->enc);
     fat5__free(ctx, m->dec);
     fat5__free(ctx, m->w);
-    fat5__free(ctx, m->gen_json);
     fat5__free(ctx, m);
 }
 
@@ -8895,7 +10169,7 @@ static fat5_status fat5__model_place(fat5_model *m) {
     const fat5__backend *be = m->be;
     size_t n = m->n_floats;
     fat5_status st;
-    if (be == &fat5__cpu_backend) {
+    if (be->host_memory) {
         m->wd = m->wa = FAT5__ADDR(m->w);
         if ((st = be->alloc(ctx, n * 4, &m->gd))) return fat5__err_prefix(ctx, st, "model gradients: ");
         return FAT5_OK;
@@ -8957,8 +10231,8 @@ FAT5_API fat5_status fat5_model_create(fat5_ctx *ctx, const fat5_model_config *c
     return FAT5_OK;
 }
 
-FAT5_API int64_t fat5_model_num_params(const fat5_model *m) { return (int64_t)m->n_floats; }
-FAT5_API int fat5_model_num_tensors(const fat5_model *m) { return m->n_params; }
+FAT5_API int64_t fat5_model_param_count(const fat5_model *m) { return (int64_t)m->n_floats; }
+FAT5_API int fat5_model_tensor_count(const fat5_model *m) { return m->n_params; }
 
 FAT5_API fat5_status fat5_model_tensor_info(const fat5_model *m, int index, fat5_tensor_info *out) {
     const fat5__param *p;
@@ -9229,7 +10503,7 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
     // the GPU's per-block partial sums of the position gradient: T5's table, or FIRE's per-head
     // shares with one more row for their sum over the blocks (fat5__gpu_attn_bwd_dq)
     FAT5__WS(w->dbias_scratch,
-             m->be == &fat5__cpu_backend || !m->training ? 0
+             !m->be->dbias_partials || !m->training ? 0
              : c->pos_kind == FAT5_POS_FIRE ? FAT5__GPU_DBIAS_ROWS + 1
              : c->pos_kind == FAT5_POS_T5 ? FAT5__GPU_DBIAS_ROWS : 0,
              c->pos_kind == FAT5_POS_FIRE ? (size_t)FAT5__FIRE_SHARES(c->fire_mlp_width) * H
@@ -9317,7 +10591,7 @@ FAT5_API fat5_status fat5_model_reserve(fat5_model *m, int64_t n_seq, int64_t te
     }
     m->ws_bytes = total;
     fat5__ws_layout(m, m->ws_base, n_seq, te, td, &total);
-    if (be == &fat5__cpu_backend && !fat5__host_scratch(ctx, fat5__cpu_scratch_need(m, te, td), "fat5_model_reserve")) {
+    if (be->host_memory && !fat5__host_scratch(ctx, fat5__cpu_scratch_need(m, te, td), "fat5_model_reserve")) {
         fat5__ws_free(m);
         return FAT5_ERR_OUT_OF_MEMORY;
     }
@@ -10304,7 +11578,7 @@ static fat5_status fat5__tok_check(fat5_tokens *t, int f, const char *path) {
     return FAT5_OK;
 }
 
-FAT5_API void fat5_tokens_close(fat5_tokens *t) {
+FAT5_API void fat5_tokens_destroy(fat5_tokens *t) {
     int i;
     if (!t) return;
     for (i = 0; i < t->n_files; i++) {
@@ -10316,31 +11590,31 @@ FAT5_API void fat5_tokens_close(fat5_tokens *t) {
     fat5__free(t->ctx, t);
 }
 
-FAT5_API fat5_status fat5_tokens_open(fat5_ctx *ctx, const char *const *paths, int n_paths,
+FAT5_API fat5_status fat5_tokens_load(fat5_ctx *ctx, const char *const *paths, int n_paths,
                                       fat5_tokens **out) {
     fat5_tokens *t;
     fat5_status st;
     int i;
-    if (!out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_open: out is NULL");
+    if (!out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_load: out is NULL");
     *out = NULL;
     if (!paths || n_paths <= 0)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_open: no files given");
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_load: no files given");
     for (i = 0; i < n_paths; i++)
-        if (!paths[i]) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_open: path %d is NULL", i);
+        if (!paths[i]) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_load: path %d is NULL", i);
     t = FAT5__CAST(fat5_tokens *, fat5__calloc(ctx, 1, sizeof *t));
-    if (!t) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokens_open: out of memory");
+    if (!t) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokens_load: out of memory");
     t->ctx = ctx;
     t->win_file = -1;
     t->files = FAT5__CAST(fat5__tokfile *, fat5__calloc(ctx, (size_t)n_paths, sizeof *t->files));
     t->win = FAT5__CAST(unsigned char *, fat5__malloc(ctx, FAT5__TOK_WINDOW));
     if (!t->files || !t->win) {
-        fat5_tokens_close(t);
-        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokens_open: out of memory");
+        fat5_tokens_destroy(t);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokens_load: out of memory");
     }
     for (i = 0; i < n_paths; i++) {
         t->n_files = i + 1;
         if ((st = fat5__tok_check(t, i, paths[i])) != FAT5_OK) {
-            fat5_tokens_close(t);
+            fat5_tokens_destroy(t);
             return st;
         }
     }
@@ -10349,7 +11623,7 @@ FAT5_API fat5_status fat5_tokens_open(fat5_ctx *ctx, const char *const *paths, i
 }
 
 FAT5_API int64_t fat5_tokens_count(const fat5_tokens *t) { return t ? t->n_ids : 0; }
-FAT5_API int64_t fat5_tokens_num_docs(const fat5_tokens *t) { return t ? t->n_docs : 0; }
+FAT5_API int64_t fat5_tokens_doc_count(const fat5_tokens *t) { return t ? t->n_docs : 0; }
 FAT5_API int64_t fat5_tokens_vocab_size(const fat5_tokens *t) { return t ? t->vocab : 0; }
 FAT5_API int32_t fat5_tokens_eos_id(const fat5_tokens *t) { return t ? t->eos : -1; }
 
@@ -11524,7 +12798,7 @@ static fat5_status fat5__st_load(fat5_st_file *f) {
     return st;
 }
 
-FAT5_API void fat5_st_close(fat5_st_file *f) {
+FAT5_API void fat5_st_destroy(fat5_st_file *f) {
     fat5_ctx *ctx;
     if (!f) return;
     ctx = f->ctx;
@@ -11536,12 +12810,12 @@ FAT5_API void fat5_st_close(fat5_st_file *f) {
     fat5__free(ctx, f);
 }
 
-FAT5_API fat5_status fat5_st_open(fat5_ctx *ctx, const char *path, fat5_st_file **out) {
+FAT5_API fat5_status fat5_st_load(fat5_ctx *ctx, const char *path, fat5_st_file **out) {
     fat5_st_file *f;
     fat5_status st;
-    if (!out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_st_open: out is NULL");
+    if (!out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_st_load: out is NULL");
     *out = NULL;
-    if (!path) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_st_open: path is NULL");
+    if (!path) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_st_load: path is NULL");
     f = FAT5__CAST(fat5_st_file *, fat5__calloc(ctx, 1, sizeof *f));
     if (!f) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     f->ctx = ctx;
@@ -11552,14 +12826,14 @@ FAT5_API fat5_status fat5_st_open(fat5_ctx *ctx, const char *path, fat5_st_file 
     }
     st = fat5__st_load(f);
     if (st != FAT5_OK) {
-        fat5_st_close(f);
+        fat5_st_destroy(f);
         return st;
     }
     *out = f;
     return FAT5_OK;
 }
 
-FAT5_API int fat5_st_count(const fat5_st_file *f) { return f ? f->n_tensors : 0; }
+FAT5_API int fat5_st_tensor_count(const fat5_st_file *f) { return f ? f->n_tensors : 0; }
 
 FAT5_API const fat5_st_tensor *fat5_st_get(const fat5_st_file *f, int i) {
     return f && i >= 0 && i < f->n_tensors ? &f->tensors[i] : NULL;
@@ -11895,7 +13169,7 @@ typedef struct fat5__ckpt {
 static void fat5__ckpt_close(fat5_ctx *ctx, fat5__ckpt *k) {
     int i;
     for (i = 0; i < k->n_files; i++) {
-        fat5_st_close(k->files[i]);
+        fat5_st_destroy(k->files[i]);
         fat5__free(ctx, k->used[i]);
     }
     k->n_files = 0;
@@ -11905,8 +13179,8 @@ static fat5_status fat5__ckpt_add(fat5_ctx *ctx, fat5__ckpt *k, const char *path
     fat5_status st;
     int i = k->n_files;
     if (i >= FAT5__MAX_SHARDS) return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "more than %d shards", FAT5__MAX_SHARDS);
-    if ((st = fat5_st_open(ctx, path, &k->files[i]))) return st;
-    k->used[i] = FAT5__CAST(char *, fat5__calloc(ctx, (size_t)fat5_st_count(k->files[i]) + 1, 1));
+    if ((st = fat5_st_load(ctx, path, &k->files[i]))) return st;
+    k->used[i] = FAT5__CAST(char *, fat5__calloc(ctx, (size_t)fat5_st_tensor_count(k->files[i]) + 1, 1));
     k->n_files++;
     if (!k->used[i]) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory");
     return FAT5_OK;
@@ -12090,7 +13364,7 @@ static fat5_status fat5__ckpt_match(fat5_ctx *ctx, fat5__ckpt *k, const fat5_mod
     }
     if (st == FAT5_OK && cfg->pos_kind == FAT5_POS_FIRE) st = fat5__ckpt_check_init_l(ctx, k, cfg, dir);
     for (f = 0; f < k->n_files && st == FAT5_OK; f++)
-        for (t = 0; t < fat5_st_count(k->files[f]); t++) {
+        for (t = 0; t < fat5_st_tensor_count(k->files[f]); t++) {
             const char *name = fat5_st_get(k->files[f], t)->name;
             if (!k->used[f][t] && !fat5__ignorable_tensor(name)) {
                 st = fat5__err(ctx, FAT5_ERR_FORMAT,
@@ -12198,16 +13472,24 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
     loc = NULL;
     fat5__ckpt_close(ctx, &k);
     if ((st = fat5__model_place(m))) goto fail;
-    // generation_config.json beside the weights: checked now, kept for fat5_generate_config_default
+    // generation_config.json beside the weights: read over the defaults with the model's ids, and
+    // kept for fat5_generate_config_from_model
     snprintf(p, sizeof p, "%s/generation_config.json", dir);
     if (fat5__is_file(p)) {
-        fat5_generate_config g;
-        if ((st = fat5__read_file(ctx, p, (size_t)1 << 20, &m->gen_json, &m->gen_json_len))) goto fail;
-        g = fat5_generate_config_default(m);
-        if ((st = fat5_generate_config_from_json(ctx, m->gen_json, m->gen_json_len, &g))) {
+        char *json = NULL;
+        size_t len = 0;
+        if ((st = fat5__read_file(ctx, p, (size_t)1 << 20, &json, &len))) goto fail;
+        m->gen = fat5_generate_config_default();
+        m->gen.eos_token_id = m->cfg.eos_token_id;
+        m->gen.pad_token_id = m->cfg.pad_token_id;
+        m->gen.decoder_start_token_id = m->cfg.decoder_start_token_id;
+        st = fat5_generate_config_from_json(ctx, json, len, &m->gen);
+        fat5__free(ctx, json);
+        if (st) {
             st = fat5__err_prefix(ctx, st, "%s: ", p);
             goto fail;
         }
+        m->has_gen = 1;
     }
     *out = m;
     return FAT5_OK;
@@ -12271,6 +13553,164 @@ FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
 }
 
 // =============================================================================================
+// ==[6.4] io: generation_config.json ==
+// Hugging Face's generation settings: their defaults (fat5_generate_config_default) and a
+// generation_config.json read over them (fat5_generate_config_from_json), checked. A plain struct:
+// fat5_model_load keeps the one beside a checkpoint, and the generate layer uses it.
+
+
+FAT5_API fat5_generate_config fat5_generate_config_default(void) {
+    fat5_generate_config g;
+    memset(&g, 0, sizeof g);
+    g.max_new_tokens = 20;
+    g.min_new_tokens = 0;
+    g.do_sample = 0;
+    g.temperature = 1.0;
+    g.top_k = 50;
+    g.top_p = 1.0;
+    g.seed = 0;
+    g.num_beams = 1;
+    g.length_penalty = 1.0;
+    g.early_stopping = 0;
+    g.num_return_sequences = 1;
+    g.repetition_penalty = 1.0;
+    g.no_repeat_ngram_size = 0;
+    g.eos_token_id = 1;   // T5's ids
+    g.pad_token_id = 0;
+    g.decoder_start_token_id = 0;
+    g.use_graph = 1;
+    return g;
+}
+
+// The range checks that need no model (fat5_generate_config_from_json and fat5_generate).
+static fat5_status fat5__gen_check(fat5_ctx *ctx, const char *what, const fat5_generate_config *g) {
+#define FAT5__GEN_BAD(cond, ...) \
+    if (cond) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, __VA_ARGS__)
+    FAT5__GEN_BAD(g->max_new_tokens < 1 || g->max_new_tokens > INT32_MAX / 2,
+                  "%s: max_new_tokens = %lld; expected at least 1", what, (long long)g->max_new_tokens);
+    FAT5__GEN_BAD(g->min_new_tokens < 0 || g->min_new_tokens > INT32_MAX,
+                  "%s: min_new_tokens = %lld is negative", what, (long long)g->min_new_tokens);
+    FAT5__GEN_BAD(g->num_beams < 1 || g->num_beams > FAT5__BEAM_MAX, "%s: num_beams = %lld; expected 1 .. %d", what,
+                  (long long)g->num_beams, FAT5__BEAM_MAX);
+    FAT5__GEN_BAD(g->num_return_sequences < 1 || g->num_return_sequences > INT32_MAX,
+                  "%s: num_return_sequences = %lld; expected at least 1", what, (long long)g->num_return_sequences);
+    FAT5__GEN_BAD(!(g->temperature > 0.0) || !isfinite(g->temperature),
+                  "%s: temperature = %g; expected a finite value > 0", what, g->temperature);
+    FAT5__GEN_BAD(!(g->top_p > 0.0 && g->top_p <= 1.0), "%s: top_p = %g; expected a value in (0, 1]", what, g->top_p);
+    FAT5__GEN_BAD(g->top_k < 0 || g->top_k > INT32_MAX, "%s: top_k = %lld; expected >= 0 (0 = off)", what,
+                  (long long)g->top_k);
+    FAT5__GEN_BAD(!(g->repetition_penalty > 0.0) || !isfinite(g->repetition_penalty),
+                  "%s: repetition_penalty = %g; expected a finite value > 0 (1 = off)", what, g->repetition_penalty);
+    FAT5__GEN_BAD(g->no_repeat_ngram_size < 0 || g->no_repeat_ngram_size > INT32_MAX,
+                  "%s: no_repeat_ngram_size = %lld is negative", what, (long long)g->no_repeat_ngram_size);
+    FAT5__GEN_BAD(!isfinite(g->length_penalty), "%s: length_penalty = %g is not finite", what, g->length_penalty);
+    FAT5__GEN_BAD(g->early_stopping < 0 || g->early_stopping > 2,
+                  "%s: early_stopping = %d; expected 0 (false), 1 (true) or 2 (\"never\")", what, g->early_stopping);
+    FAT5__GEN_BAD(g->eos_token_id < -1 || g->eos_token_id > INT32_MAX,
+                  "%s: eos_token_id = %lld; expected an id (or -1: none)", what, (long long)g->eos_token_id);
+    FAT5__GEN_BAD(g->pad_token_id < 0 || g->pad_token_id > INT32_MAX, "%s: pad_token_id = %lld is not an id", what,
+                  (long long)g->pad_token_id);
+    FAT5__GEN_BAD(g->decoder_start_token_id < 0 || g->decoder_start_token_id > INT32_MAX,
+                  "%s: decoder_start_token_id = %lld is not an id", what, (long long)g->decoder_start_token_id);
+    return FAT5_OK;
+#undef FAT5__GEN_BAD
+}
+
+// one integer member (null: left as it is); *set tells whether it was there
+static fat5_status fat5__gen_int(fat5_ctx *ctx, const fat5__json *root, const char *key, int64_t *out, int *set) {
+    const fat5__json *v = fat5__json_get(root, key);
+    if (set) *set = 0;
+    if (!v || v->type == FAT5__J_NULL) return FAT5_OK;
+    if (v->type == FAT5__J_ARRAY && v->n >= 1) v = v->child;   // eos_token_id: [id, ...] -> the first
+    if (v->type != FAT5__J_NUMBER || !fat5__json_as_i64(v, out))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: %s must be an integer, got %s", key,
+                         fat5__json_type_name(v->type));
+    if (set) *set = 1;
+    return FAT5_OK;
+}
+static fat5_status fat5__gen_num(fat5_ctx *ctx, const fat5__json *root, const char *key, double *out) {
+    const fat5__json *v = fat5__json_get(root, key);
+    if (!v || v->type == FAT5__J_NULL) return FAT5_OK;
+    if (v->type != FAT5__J_NUMBER || !fat5__json_as_double(v, out))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: %s must be a number, got %s", key,
+                         fat5__json_type_name(v->type));
+    return FAT5_OK;
+}
+static fat5_status fat5__gen_bool(fat5_ctx *ctx, const fat5__json *root, const char *key, int *out) {
+    const fat5__json *v = fat5__json_get(root, key);
+    if (!v || v->type == FAT5__J_NULL) return FAT5_OK;
+    if (v->type != FAT5__J_TRUE && v->type != FAT5__J_FALSE)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: %s must be true or false, got %s", key,
+                         fat5__json_type_name(v->type));
+    *out = v->type == FAT5__J_TRUE;
+    return FAT5_OK;
+}
+
+FAT5_API fat5_status fat5_generate_config_from_json(fat5_ctx *ctx, const char *json, size_t len,
+                                                    fat5_generate_config *inout) {
+    fat5__jdoc *doc = NULL;
+    const fat5__json *root, *es;
+    fat5_generate_config g;
+    fat5_status st;
+    int64_t seed = 0, max_length = 0, min_length = 0;
+    int has_max_new = 0, has_min_new = 0, has_max_len = 0, has_min_len = 0, has_seed = 0;
+    if (!ctx || !inout) return FAT5_ERR_INVALID_ARG;
+    if ((st = fat5__json_parse(ctx, "generation config", json, len, 16, &doc))) return st;
+    root = fat5__json_root(doc);
+    g = *inout;
+    if (root->type != FAT5__J_OBJECT) {
+        fat5__json_free(ctx, doc);
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: expected a JSON object");
+    }
+    es = fat5__json_get(root, "early_stopping");
+    if ((st = fat5__gen_int(ctx, root, "max_new_tokens", &g.max_new_tokens, &has_max_new)) ||
+        (st = fat5__gen_int(ctx, root, "min_new_tokens", &g.min_new_tokens, &has_min_new)) ||
+        (st = fat5__gen_int(ctx, root, "max_length", &max_length, &has_max_len)) ||
+        (st = fat5__gen_int(ctx, root, "min_length", &min_length, &has_min_len)) ||
+        (st = fat5__gen_bool(ctx, root, "do_sample", &g.do_sample)) ||
+        (st = fat5__gen_num(ctx, root, "temperature", &g.temperature)) ||
+        (st = fat5__gen_int(ctx, root, "top_k", &g.top_k, NULL)) ||
+        (st = fat5__gen_num(ctx, root, "top_p", &g.top_p)) ||
+        (st = fat5__gen_int(ctx, root, "seed", &seed, &has_seed)) ||
+        (st = fat5__gen_int(ctx, root, "num_beams", &g.num_beams, NULL)) ||
+        (st = fat5__gen_num(ctx, root, "length_penalty", &g.length_penalty)) ||
+        (st = fat5__gen_int(ctx, root, "num_return_sequences", &g.num_return_sequences, NULL)) ||
+        (st = fat5__gen_num(ctx, root, "repetition_penalty", &g.repetition_penalty)) ||
+        (st = fat5__gen_int(ctx, root, "no_repeat_ngram_size", &g.no_repeat_ngram_size, NULL)) ||
+        (st = fat5__gen_int(ctx, root, "eos_token_id", &g.eos_token_id, NULL)) ||
+        (st = fat5__gen_int(ctx, root, "pad_token_id", &g.pad_token_id, NULL)) ||
+        (st = fat5__gen_int(ctx, root, "decoder_start_token_id", &g.decoder_start_token_id, NULL)) ||
+        (st = fat5__gen_bool(ctx, root, "use_graph", &g.use_graph)))
+        goto done;
+    if (es && es->type == FAT5__J_STRING) {
+        if (strcmp(es->str, "never") != 0) {
+            st = fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                           "generation config: early_stopping must be true, false or \"never\", got \"%s\"", es->str);
+            goto done;
+        }
+        g.early_stopping = 2;
+    } else if (es && es->type != FAT5__J_NULL) {
+        if ((st = fat5__gen_bool(ctx, root, "early_stopping", &g.early_stopping))) goto done;
+    }
+    if (has_seed) {
+        if (seed < 0) {
+            st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: seed = %lld is negative", (long long)seed);
+            goto done;
+        }
+        g.seed = (uint64_t)seed;
+    }
+    // Hugging Face's max_length / min_length count the decoder start token; max_new_tokens and
+    // min_new_tokens win when both are given
+    if (has_max_len && !has_max_new) g.max_new_tokens = max_length - 1;
+    if (has_min_len && !has_min_new) g.min_new_tokens = min_length > 1 ? min_length - 1 : 0;
+    if ((st = fat5__gen_check(ctx, "generation config", &g))) goto done;
+    *inout = g;
+done:
+    fat5__json_free(ctx, doc);
+    return st;
+}
+
+// =============================================================================================
 // ==[7.1] generate: decoders, the KV cache and inference mode ==
 // A fat5_decoder runs the encoder once per request, keeps each layer's cross-attention keys and
 // values of the encoder output, and one self-attention cache per layer, [max_rows, max_len, H*d_kv]
@@ -12316,8 +13756,7 @@ struct fat5_decoder {
     fat5__addr enc_h, enc_out, enc_tok, enc_cu, enc_seq, lut_bidir, lut_causal;
     fat5__enc_attn ea;                   // the model's encoder attention when the decoder was made
     int32_t *host_cu_g;                  // staging [max_rows + 1] of the globals' rows (transient-global)
-    void *graph;                         // GPU: the captured step (fat5__decoder_graph_step), or NULL
-    int64_t graph_n;                     // ... for this many entries
+    fat5__graph graph;                   // the recorded step (fat5__decoder_graph_step; GPU), or none
 };
 
 #define FAT5__TRY(call)                          \
@@ -12414,9 +13853,7 @@ static int fat5__decoder_layout(fat5_decoder *d, fat5__addr base, size_t *total)
 
 FAT5_API void fat5_decoder_destroy(fat5_decoder *d) {
     if (!d) return;
-#ifndef FAT5_NO_CUDA
-    fat5__dev_graph_destroy(d->ctx, d->graph);
-#endif
+    d->be->graph_destroy(d->ctx, d->graph.exec);
     if (d->ws_base) d->be->free(d->ctx, d->ws_base);
     fat5__free(d->ctx, d->kc);
     fat5__free(d->ctx, d->host_i32);
@@ -12614,10 +14051,7 @@ static fat5_status fat5__dec_norm_mm(fat5_decoder *d, fat5__addr y0, fat5__addr 
     int D = (int)c->d_model;
     float eps = (float)c->layer_norm_eps;
     fat5_status st;
-    int fused = n <= FAT5__DEC_FUSED_ROWS;
-#ifndef FAT5_NO_CUDA
-    if (ctx->gpu && !ctx->gpu->mm_rows) fused = 0;  // FAT5_MM_ROWS=0: every product on cuBLAS
-#endif
+    int fused = n <= FAT5__DEC_FUSED_ROWS && n <= be->fused_rows(ctx);  // mm_rows 0: every product on cuBLAS
     if (fused)
         return be->norm_mm(ctx, y0, y1, y2, d->h, ln, w0, w1, w2, n, (int)N, D, eps, act, rows, d->self_off, d->pos_d);
     FAT5__TRY(be->rmsnorm_fwd(ctx, d->n_act, d->r, d->h, ln, n, D, eps, 0));
@@ -12693,39 +14127,15 @@ static FAT5__UNUSED fat5_status fat5__decoder_reorder_dev(fat5_decoder *d, fat5_
     return FAT5_OK;
 }
 
-#ifndef FAT5_NO_CUDA
-// The step for n entries replayed from a CUDA graph (GPU decoders): captured at the first call for
-// this n (the capture records the work, one launch runs it), replayed afterwards. fat5__decoder_step_dev
-// advances the host position when it is recorded, so a replay advances it here. A capture that
-// fails leaves the decoder as it was and returns the error (callers fall back to plain launches).
-// Callers that capture more than the step (a strategy's ops after it) follow the same rule: the
-// host position moves once per recording and once per later launch.
+// The step for n entries replayed from a recording (fat5__graph_step; GPU decoders): recorded at
+// the first call for this n, replayed afterwards. fat5__decoder_step_dev advances the host position
+// when it is recorded, so a replay advances it there. A recording that fails leaves the decoder as
+// it was and returns the error (callers fall back to plain launches). Callers that record more
+// than the step (a strategy's ops after it) follow the same rule.
+static fat5_status fat5__decoder_step_rec(void *arg, int64_t n) { return fat5__decoder_step_dev((fat5_decoder *)arg, n); }
 static FAT5__UNUSED fat5_status fat5__decoder_graph_step(fat5_decoder *d, int64_t n) {
-    fat5_ctx *ctx = d->ctx;
-    fat5_status st;
-    void *exec = NULL;
-    if (d->graph && d->graph_n == n) {
-        if ((st = fat5__dev_graph_launch(ctx, d->graph))) return st;
-        d->pos++;
-        return FAT5_OK;
-    }
-    fat5__dev_graph_destroy(ctx, d->graph);
-    d->graph = NULL;
-    if ((st = fat5__dev_capture_begin(ctx))) return st;
-    st = fat5__decoder_step_dev(d, n);
-    if (st) {  // the position did not advance
-        fat5__dev_capture_end(ctx, 0, &exec);
-        return st;
-    }
-    if ((st = fat5__dev_capture_end(ctx, 1, &exec))) {
-        d->pos--;
-        return st;
-    }
-    d->graph = exec;
-    d->graph_n = n;
-    return fat5__dev_graph_launch(ctx, d->graph);
+    return fat5__graph_step(d->be, d->ctx, &d->graph, n, fat5__decoder_step_rec, d, &d->pos);
 }
-#endif
 
 FAT5_API fat5_status fat5_decoder_step(fat5_decoder *d, const int32_t *tokens, const int32_t *rows, int64_t n,
                                        float *logits) {
@@ -12867,157 +14277,14 @@ FAT5_API fat5_status fat5_model_encode(fat5_model *m, const int32_t *tokens, con
 
 // ---- options ----
 
-FAT5_API fat5_generate_config fat5_generate_config_default(const fat5_model *m) {
-    fat5_generate_config g;
-    memset(&g, 0, sizeof g);
-    g.max_new_tokens = 20;
-    g.min_new_tokens = 0;
-    g.do_sample = 0;
-    g.temperature = 1.0;
-    g.top_k = 50;
-    g.top_p = 1.0;
-    g.seed = 0;
-    g.num_beams = 1;
-    g.length_penalty = 1.0;
-    g.early_stopping = 0;
-    g.num_return_sequences = 1;
-    g.repetition_penalty = 1.0;
-    g.no_repeat_ngram_size = 0;
-    g.eos_token_id = m ? m->cfg.eos_token_id : 1;
-    g.pad_token_id = m ? m->cfg.pad_token_id : 0;
-    g.decoder_start_token_id = m ? m->cfg.decoder_start_token_id : 0;
-    g.use_graph = 1;
-    // checked by fat5_model_load, so this cannot fail
-    if (m && m->gen_json) (void)fat5_generate_config_from_json(m->ctx, m->gen_json, m->gen_json_len, &g);
+FAT5_API fat5_generate_config fat5_generate_config_from_model(const fat5_model *m) {
+    fat5_generate_config g = fat5_generate_config_default();
+    if (!m) return g;
+    if (m->has_gen) return m->gen;   // its generation_config.json, read by fat5_model_load
+    g.eos_token_id = m->cfg.eos_token_id;
+    g.pad_token_id = m->cfg.pad_token_id;
+    g.decoder_start_token_id = m->cfg.decoder_start_token_id;
     return g;
-}
-
-// The range checks that need no model (fat5_generate_config_from_json and fat5_generate).
-static fat5_status fat5__gen_check(fat5_ctx *ctx, const char *what, const fat5_generate_config *g) {
-#define FAT5__GEN_BAD(cond, ...) \
-    if (cond) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, __VA_ARGS__)
-    FAT5__GEN_BAD(g->max_new_tokens < 1 || g->max_new_tokens > INT32_MAX / 2,
-                  "%s: max_new_tokens = %lld; expected at least 1", what, (long long)g->max_new_tokens);
-    FAT5__GEN_BAD(g->min_new_tokens < 0 || g->min_new_tokens > INT32_MAX,
-                  "%s: min_new_tokens = %lld is negative", what, (long long)g->min_new_tokens);
-    FAT5__GEN_BAD(g->num_beams < 1 || g->num_beams > FAT5__BEAM_MAX, "%s: num_beams = %lld; expected 1 .. %d", what,
-                  (long long)g->num_beams, FAT5__BEAM_MAX);
-    FAT5__GEN_BAD(g->num_return_sequences < 1 || g->num_return_sequences > INT32_MAX,
-                  "%s: num_return_sequences = %lld; expected at least 1", what, (long long)g->num_return_sequences);
-    FAT5__GEN_BAD(!(g->temperature > 0.0) || !isfinite(g->temperature),
-                  "%s: temperature = %g; expected a finite value > 0", what, g->temperature);
-    FAT5__GEN_BAD(!(g->top_p > 0.0 && g->top_p <= 1.0), "%s: top_p = %g; expected a value in (0, 1]", what, g->top_p);
-    FAT5__GEN_BAD(g->top_k < 0 || g->top_k > INT32_MAX, "%s: top_k = %lld; expected >= 0 (0 = off)", what,
-                  (long long)g->top_k);
-    FAT5__GEN_BAD(!(g->repetition_penalty > 0.0) || !isfinite(g->repetition_penalty),
-                  "%s: repetition_penalty = %g; expected a finite value > 0 (1 = off)", what, g->repetition_penalty);
-    FAT5__GEN_BAD(g->no_repeat_ngram_size < 0 || g->no_repeat_ngram_size > INT32_MAX,
-                  "%s: no_repeat_ngram_size = %lld is negative", what, (long long)g->no_repeat_ngram_size);
-    FAT5__GEN_BAD(!isfinite(g->length_penalty), "%s: length_penalty = %g is not finite", what, g->length_penalty);
-    FAT5__GEN_BAD(g->early_stopping < 0 || g->early_stopping > 2,
-                  "%s: early_stopping = %d; expected 0 (false), 1 (true) or 2 (\"never\")", what, g->early_stopping);
-    FAT5__GEN_BAD(g->eos_token_id < -1 || g->eos_token_id > INT32_MAX,
-                  "%s: eos_token_id = %lld; expected an id (or -1: none)", what, (long long)g->eos_token_id);
-    FAT5__GEN_BAD(g->pad_token_id < 0 || g->pad_token_id > INT32_MAX, "%s: pad_token_id = %lld is not an id", what,
-                  (long long)g->pad_token_id);
-    FAT5__GEN_BAD(g->decoder_start_token_id < 0 || g->decoder_start_token_id > INT32_MAX,
-                  "%s: decoder_start_token_id = %lld is not an id", what, (long long)g->decoder_start_token_id);
-    return FAT5_OK;
-#undef FAT5__GEN_BAD
-}
-
-// one integer member (null: left as it is); *set tells whether it was there
-static fat5_status fat5__gen_int(fat5_ctx *ctx, const fat5__json *root, const char *key, int64_t *out, int *set) {
-    const fat5__json *v = fat5__json_get(root, key);
-    if (set) *set = 0;
-    if (!v || v->type == FAT5__J_NULL) return FAT5_OK;
-    if (v->type == FAT5__J_ARRAY && v->n >= 1) v = v->child;   // eos_token_id: [id, ...] -> the first
-    if (v->type != FAT5__J_NUMBER || !fat5__json_as_i64(v, out))
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: %s must be an integer, got %s", key,
-                         fat5__json_type_name(v->type));
-    if (set) *set = 1;
-    return FAT5_OK;
-}
-static fat5_status fat5__gen_num(fat5_ctx *ctx, const fat5__json *root, const char *key, double *out) {
-    const fat5__json *v = fat5__json_get(root, key);
-    if (!v || v->type == FAT5__J_NULL) return FAT5_OK;
-    if (v->type != FAT5__J_NUMBER || !fat5__json_as_double(v, out))
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: %s must be a number, got %s", key,
-                         fat5__json_type_name(v->type));
-    return FAT5_OK;
-}
-static fat5_status fat5__gen_bool(fat5_ctx *ctx, const fat5__json *root, const char *key, int *out) {
-    const fat5__json *v = fat5__json_get(root, key);
-    if (!v || v->type == FAT5__J_NULL) return FAT5_OK;
-    if (v->type != FAT5__J_TRUE && v->type != FAT5__J_FALSE)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: %s must be true or false, got %s", key,
-                         fat5__json_type_name(v->type));
-    *out = v->type == FAT5__J_TRUE;
-    return FAT5_OK;
-}
-
-FAT5_API fat5_status fat5_generate_config_from_json(fat5_ctx *ctx, const char *json, size_t len,
-                                                    fat5_generate_config *inout) {
-    fat5__jdoc *doc = NULL;
-    const fat5__json *root, *es;
-    fat5_generate_config g;
-    fat5_status st;
-    int64_t seed = 0, max_length = 0, min_length = 0;
-    int has_max_new = 0, has_min_new = 0, has_max_len = 0, has_min_len = 0, has_seed = 0;
-    if (!ctx || !inout) return FAT5_ERR_INVALID_ARG;
-    if ((st = fat5__json_parse(ctx, "generation config", json, len, 16, &doc))) return st;
-    root = fat5__json_root(doc);
-    g = *inout;
-    if (root->type != FAT5__J_OBJECT) {
-        fat5__json_free(ctx, doc);
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: expected a JSON object");
-    }
-    es = fat5__json_get(root, "early_stopping");
-    if ((st = fat5__gen_int(ctx, root, "max_new_tokens", &g.max_new_tokens, &has_max_new)) ||
-        (st = fat5__gen_int(ctx, root, "min_new_tokens", &g.min_new_tokens, &has_min_new)) ||
-        (st = fat5__gen_int(ctx, root, "max_length", &max_length, &has_max_len)) ||
-        (st = fat5__gen_int(ctx, root, "min_length", &min_length, &has_min_len)) ||
-        (st = fat5__gen_bool(ctx, root, "do_sample", &g.do_sample)) ||
-        (st = fat5__gen_num(ctx, root, "temperature", &g.temperature)) ||
-        (st = fat5__gen_int(ctx, root, "top_k", &g.top_k, NULL)) ||
-        (st = fat5__gen_num(ctx, root, "top_p", &g.top_p)) ||
-        (st = fat5__gen_int(ctx, root, "seed", &seed, &has_seed)) ||
-        (st = fat5__gen_int(ctx, root, "num_beams", &g.num_beams, NULL)) ||
-        (st = fat5__gen_num(ctx, root, "length_penalty", &g.length_penalty)) ||
-        (st = fat5__gen_int(ctx, root, "num_return_sequences", &g.num_return_sequences, NULL)) ||
-        (st = fat5__gen_num(ctx, root, "repetition_penalty", &g.repetition_penalty)) ||
-        (st = fat5__gen_int(ctx, root, "no_repeat_ngram_size", &g.no_repeat_ngram_size, NULL)) ||
-        (st = fat5__gen_int(ctx, root, "eos_token_id", &g.eos_token_id, NULL)) ||
-        (st = fat5__gen_int(ctx, root, "pad_token_id", &g.pad_token_id, NULL)) ||
-        (st = fat5__gen_int(ctx, root, "decoder_start_token_id", &g.decoder_start_token_id, NULL)) ||
-        (st = fat5__gen_bool(ctx, root, "use_graph", &g.use_graph)))
-        goto done;
-    if (es && es->type == FAT5__J_STRING) {
-        if (strcmp(es->str, "never") != 0) {
-            st = fat5__err(ctx, FAT5_ERR_INVALID_ARG,
-                           "generation config: early_stopping must be true, false or \"never\", got \"%s\"", es->str);
-            goto done;
-        }
-        g.early_stopping = 2;
-    } else if (es && es->type != FAT5__J_NULL) {
-        if ((st = fat5__gen_bool(ctx, root, "early_stopping", &g.early_stopping))) goto done;
-    }
-    if (has_seed) {
-        if (seed < 0) {
-            st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: seed = %lld is negative", (long long)seed);
-            goto done;
-        }
-        g.seed = (uint64_t)seed;
-    }
-    // Hugging Face's max_length / min_length count the decoder start token; max_new_tokens and
-    // min_new_tokens win when both are given
-    if (has_max_len && !has_max_new) g.max_new_tokens = max_length - 1;
-    if (has_min_len && !has_min_new) g.min_new_tokens = min_length > 1 ? min_length - 1 : 0;
-    if ((st = fat5__gen_check(ctx, "generation config", &g))) goto done;
-    *inout = g;
-done:
-    fat5__json_free(ctx, doc);
-    return st;
 }
 
 FAT5_API void fat5_generate_result_free(fat5_ctx *ctx, fat5_generate_result *r) {
@@ -13046,8 +14313,7 @@ typedef struct fat5__gen {
     fat5__addr base;
     fat5__addr hist, lens, done, score; // [R, Lh], [R], [max(R, N)], [R]
     fat5__addr bscore, fin_score, fin_tok, fin_len, fin_flag, unsat, src, scratch;
-    void *graph;                        // GPU: the captured step, for graph_n entries
-    int64_t graph_n;
+    fat5__graph graph;                  // the recorded step (GPU), or none
 } fat5__gen;
 
 // One decoding step for the first n entries of d->tok / d->rows: the decoder, the processors and
@@ -13075,35 +14341,9 @@ static fat5_status fat5__gen_step(fat5__gen *s, int64_t n) {
 // The step replayed from a CUDA graph (captured again when n changes), as fat5__decoder_graph_step:
 // the decoder's host position advances once when the step is recorded and once per later replay.
 // Returns FAT5_ERR_UNSUPPORTED when capture is not possible (the caller then launches plainly).
+static fat5_status fat5__gen_step_rec(void *arg, int64_t n) { return fat5__gen_step((fat5__gen *)arg, n); }
 static fat5_status fat5__gen_graph_step(fat5__gen *s, int64_t n) {
-#ifndef FAT5_NO_CUDA
-    fat5_ctx *ctx = s->ctx;
-    fat5_status st;
-    void *exec = NULL;
-    if (s->graph && s->graph_n == n) {
-        if ((st = fat5__dev_graph_launch(ctx, s->graph))) return st;
-        s->d->pos++;
-        return FAT5_OK;
-    }
-    fat5__dev_graph_destroy(ctx, s->graph);
-    s->graph = NULL;
-    if ((st = fat5__dev_capture_begin(ctx))) return st;
-    st = fat5__gen_step(s, n);
-    if (st) {
-        fat5__dev_capture_end(ctx, 0, &exec);
-        return st;
-    }
-    if ((st = fat5__dev_capture_end(ctx, 1, &exec))) {
-        s->d->pos--;
-        return st;
-    }
-    s->graph = exec;
-    s->graph_n = n;
-    return fat5__dev_graph_launch(ctx, s->graph);
-#else
-    (void)n;
-    return fat5__err(s->ctx, FAT5_ERR_UNSUPPORTED, "CUDA graphs need the GPU path");
-#endif
+    return fat5__graph_step(s->be, s->ctx, &s->graph, n, fat5__gen_step_rec, s, &s->d->pos);
 }
 
 // Lays out the strategy's buffers from base (0 measures); 0 when the size overflows.
@@ -13228,7 +14468,7 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
     if ((st = s.be->upload(ctx, s.d->tok, ent_tok, (size_t)R * 4)) ||
         (st = s.be->upload(ctx, s.d->rows, ent_row, (size_t)R * 4)) || (st = s.be->sync(ctx)))
         goto fail;
-    use_graph = g->use_graph && ctx->gpu != NULL;
+    use_graph = g->use_graph;   // a backend that records nothing answers FAT5_ERR_UNSUPPORTED
     n = R;
     while (n > 0 && steps < g->max_new_tokens) {
         int64_t kept = 0, unit_n = s.beam ? N : R;
@@ -13304,9 +14544,7 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
 fail:
     fat5_generate_result_free(ctx, out);
 cleanup:
-#ifndef FAT5_NO_CUDA
-    fat5__dev_graph_destroy(ctx, s.graph);
-#endif
+    s.be->graph_destroy(ctx, s.graph.exec);
     if (s.base) s.be->free(ctx, s.base);
     fat5__free(ctx, h);
     fat5__free(ctx, hs);
@@ -17838,1125 +19076,13 @@ FAT5_API fat5_status fat5_batch_from_texts(fat5_tokenizer *t, const char *const 
 }
 
 // =============================================================================================
-// ==[9.1] run: ranks, collectives and the launcher ==
-// Data parallel training runs one process per rank (one GPU each, or CPU processes). Every rank
-// holds the whole model and draws the whole step's micro-batches from one sampler stream, keeps
-// its own share, and adds its gradients to the others' with an all-reduce, so every rank takes the
-// same optimizer step on the same sums. This section is the transport: how ranks meet, sums of
-// fp32 / fp64 buffers, gradient buckets, failure detection, and fat5_launch (fork one worker per
-// rank). Two transports, chosen by the model's backend:
-//   - NCCL (GPU): ncclAllReduce on a second stream, each bucket ordered after the backward that
-//     finished it by an event, the compute stream ordered after the last one (section [2] opens
-//     libnccl.so.2). The ranks exchange NCCL's unique id through a pipe (fat5_launch) or a file.
-//   - host (CPU backend): shared memory: each rank copies a chunk into its slot, and every rank
-//     adds the slots in rank order, so all get the same bits. The same host only.
-// The board: a shared page (an unlinked temporary file fat5_launch maps into every worker, or the
-// rendezvous file) with the first failed rank and why, the workers' pids and the launcher's, and
-// the host transport's barrier and slots. A rank whose collective waits longer than the timeout,
-// or sees a peer fail or vanish, marks the board, aborts NCCL and returns an error naming the rank;
-// it never hangs. A GPU rank held where it does not check is seen to by its watchdog thread.
+// ==[9.1] run: the launcher ==
+// fat5_launch forks one worker process per rank, gives them a board (section [3.5]) and NCCL's
+// unique id through a pipe, passes SIGINT / SIGTERM on to them and reports how they ended.
 #ifndef _WIN32
-#include <fcntl.h>
 #include <signal.h>
-#include <poll.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #endif
-
-#define FAT5__DIST_MAGIC 0x3230747369643566ull   // "f5dist02"
-#define FAT5__DIST_MAX_LOCAL 256                 // ranks one board (one host) holds
-#define FAT5__DIST_SLOT ((size_t)4 << 20)        // bytes per rank in a host sum's chunk
-
-typedef struct fat5__board {
-    uint64_t magic;
-    int32_t world, launcher_pid;   // launcher_pid 0: no launcher (rendezvous file)
-    int32_t failed;                // the first rank that failed, -1 none (set once, after why)
-    int32_t claim;                 // ... the rank that claimed the right to write why, -1 none
-    int32_t id_ready;
-    int32_t transport;             // FAT5__DIST_HOST or FAT5__DIST_NCCL, set by the first rank to join
-    char why[480];                 // ... and what happened to it
-    uint32_t arrive, gen;          // host barrier: ranks arrived, generation
-    uint32_t seen[FAT5__DIST_MAX_LOCAL];   // ... the generation each rank last arrived at, plus 1
-    uint32_t join[FAT5__DIST_MAX_LOCAL], ack[FAT5__DIST_MAX_LOCAL];   // rendezvous file: check-in tokens
-    int32_t pid[FAT5__DIST_MAX_LOCAL];
-    unsigned char nccl_id[128];
-} fat5__board;
-
-enum { FAT5__DIST_HOST = 1, FAT5__DIST_NCCL = 2 };
-
-typedef struct fat5__comm {
-    fat5_ctx *ctx;
-    const fat5__backend *be;
-    int rank, world, mode;
-    int launched;                  // the board is fat5_launch's: all ranks are local processes
-    int local;                     // the peers' pids can be checked (launched, or host transport)
-    fat5__board *board;
-    size_t board_bytes;
-    unsigned char *slots;          // host transport: world x FAT5__DIST_SLOT
-    char file[4200];               // the rendezvous file (removed by rank 0 at the end), "" none
-    unsigned long long file_ino, file_dev;   // ... the file mapped
-    double timeout_s;
-    double wait_s;                 // host time spent waiting on the others since the last read
-    int failed;                    // this rank failed: close tears down without waiting for the others
-    int fds[3];                    // fat5_launch's board and pipe ends (closed with the comm), -1 none
-    size_t bucket;                 // floats per gradient bucket
-    fat5__addr gd;                 // the gradients being summed
-    size_t next_hi;                // floats at or above next_hi are summed (or queued)
-#ifndef FAT5_NO_CUDA
-    fat5__nccl nccl;
-    fat5__ncclComm_t nc;
-    fat5__CUstream stream;         // the collectives' stream
-    fat5__CUevent ev_order, ev_done, ev_t0, ev_t1;
-    int pending;                   // collectives queued since the last wait (or order)
-    int timed;                     // ev_t0 / ev_t1 recorded this step
-    // The watchdog: nc is read and cleared under nc_mu; an abort clears it, sets `aborted` and
-    // keeps why in abort_why. Times in microseconds of fat5__now_s, 0 none: call_t0_us, when this
-    // rank's thread entered the NCCL call it is in (set under nc_mu); queued_t0_us, when the first
-    // sum not yet waited out (fat5__comm_wait) or landed (fat5__comm_grads_landed) was queued.
-    // on_held: the watchdog's last resort (tests replace it). joining: the rank's thread is joining
-    // NCCL (ncclCommInitRank; queued_t0_us then times the join from its first try).
-    int32_t aborted, joining;
-    char abort_why[640];
-    int64_t call_t0_us, queued_t0_us;
-    void (*on_held)(struct fat5__comm *c, const char *msg);
-#if FAT5__THREADS
-    pthread_mutex_t nc_mu;
-    pthread_t watch;
-    int mu_on, watch_on;
-    int32_t watch_stop;
-#endif
-#endif
-} fat5__comm;
-
-// Marks the board: rank r failed because of msg (the first failure wins). The first claims the
-// board, writes why, then publishes its rank: whoever sees `failed` sees why whole.
-static void fat5__board_fail(fat5__board *b, int r, const char *msg) {
-    int32_t none = -1;
-    if (!b) return;
-    if (__atomic_compare_exchange_n(&b->claim, &none, (int32_t)r, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-        snprintf(b->why, sizeof b->why, "%.470s", msg);
-        __atomic_store_n(&b->failed, (int32_t)r, __ATOMIC_RELEASE);
-    }
-}
-
-// Rank 0 removes the rendezvous file it published, unless a new run has replaced it since.
-static void fat5__comm_unlink_own(fat5__comm *c) {
-    struct stat sb;
-    if (c->rank == 0 && c->file[0] && stat(c->file, &sb) == 0 && (unsigned long long)sb.st_ino == c->file_ino &&
-        (unsigned long long)sb.st_dev == c->file_dev)
-        (void)unlink(c->file);
-}
-
-// 0 while every rank is well (as far as this host can see); else 1 with msg = "rank R stops: ..."
-// naming the rank that failed or vanished (and marking the board for a vanished one). Touches
-// neither the context nor NCCL, so the watchdog thread calls it too.
-static int fat5__comm_trouble(fat5__comm *c, char *msg, size_t n) {
-    fat5__board *b = c->board;
-    int32_t f, r;
-    if (!b) return 0;
-    f = __atomic_load_n(&b->failed, __ATOMIC_ACQUIRE);
-    if (f >= 0 && f != c->rank) {
-        char why[sizeof b->why];
-        memcpy(why, b->why, sizeof why);
-        why[sizeof why - 1] = 0;
-        snprintf(msg, n, "rank %d stops: rank %d failed: %s", c->rank, (int)f, why);
-        return 1;
-    }
-    if (c->launched && b->launcher_pid > 0 && getppid() != b->launcher_pid) {
-        fat5__board_fail(b, c->rank, "its launcher exited");
-        snprintf(msg, n, "rank %d stops: the launcher (pid %d) exited", c->rank, (int)b->launcher_pid);
-        return 1;
-    }
-    if (c->local)
-        for (r = 0; r < c->world && r < FAT5__DIST_MAX_LOCAL; r++) {
-            int32_t pid = __atomic_load_n(&b->pid[r], __ATOMIC_ACQUIRE);
-            if (r != c->rank && pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
-                char gone[128];
-                snprintf(gone, sizeof gone, "its process (pid %d) is gone", (int)pid);
-                fat5__board_fail(b, r, gone);
-                snprintf(msg, n, "rank %d stops: rank %d failed: %s", c->rank, (int)r, gone);
-                return 1;
-            }
-        }
-    return 0;
-}
-
-// FAT5_OK while every rank is well; else an error naming the rank that failed or vanished.
-static fat5_status fat5__comm_check(fat5__comm *c) {
-    char msg[640];
-    if (!fat5__comm_trouble(c, msg, sizeof msg)) return FAT5_OK;
-    return fat5__err(c->ctx, FAT5_ERR_STATE, "%s", msg);
-}
-
-// Every rank must compute on the same kind of device (a rank that fell back to the CPU cannot sum
-// with GPU ranks): the first rank to join records its transport on the board.
-static fat5_status fat5__comm_same_transport(fat5__comm *c) {
-    int32_t none = 0;
-    if (!c->board) return FAT5_OK;
-    if (__atomic_compare_exchange_n(&c->board->transport, &none, (int32_t)c->mode, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ||
-        none == c->mode)
-        return FAT5_OK;
-    return fat5__err(c->ctx, FAT5_ERR_INVALID_ARG, "rank %d computes on the %s, and another rank on the %s: every rank "
-                     "needs the same device", c->rank, c->mode == FAT5__DIST_HOST ? "CPU" : "GPU",
-                     none == FAT5__DIST_HOST ? "CPU" : "GPU");
-}
-
-static void fat5__dist_nap(int spins) {
-    struct timespec ts;
-    ts.tv_sec = 0;
-    ts.tv_nsec = spins < 1000 ? 0 : spins < 20000 ? 50000 : 2000000;   // spin, then 50 us, then 2 ms naps
-    if (ts.tv_nsec) nanosleep(&ts, NULL);
-}
-
-// Waits until every rank arrived (host transport), watching for failures and the timeout.
-static fat5_status fat5__comm_barrier(fat5__comm *c) {
-    fat5__board *b = c->board;
-    uint32_t gen = __atomic_load_n(&b->gen, __ATOMIC_ACQUIRE);
-    double t0 = fat5__now_s(), next_check = t0 + 0.05;
-    int spins = 0;
-    fat5_status st;
-    __atomic_store_n(&b->seen[c->rank], gen + 1, __ATOMIC_RELEASE);
-    if (__atomic_add_fetch(&b->arrive, 1, __ATOMIC_ACQ_REL) == (uint32_t)c->world) {
-        __atomic_store_n(&b->arrive, 0, __ATOMIC_RELAXED);
-        __atomic_add_fetch(&b->gen, 1, __ATOMIC_RELEASE);
-        return FAT5_OK;
-    }
-    while (__atomic_load_n(&b->gen, __ATOMIC_ACQUIRE) == gen) {
-        fat5__dist_nap(spins++);
-        if ((spins & 63) == 0) {
-            double now = fat5__now_s();
-            if (now >= next_check) {
-                if ((st = fat5__comm_check(c))) return st;
-                next_check = now + 0.05;
-            }
-            if (now - t0 > c->timeout_s) {   // the first rank that has not arrived is named as failed
-                char msg[160];
-                int r, late = -1;
-                for (r = 0; r < c->world && late < 0; r++)
-                    if (__atomic_load_n(&b->seen[r], __ATOMIC_ACQUIRE) != gen + 1) late = r;
-                snprintf(msg, sizeof msg, "did not answer rank %d for %.0f s (dist_timeout)", c->rank, c->timeout_s);
-                fat5__board_fail(b, late >= 0 ? late : c->rank, msg);
-                return fat5__err(c->ctx, FAT5_ERR_STATE, "rank %d stops: rank %d %s", c->rank, late, msg);
-            }
-        }
-    }
-    c->wait_s += fat5__now_s() - t0;
-    return FAT5_OK;
-}
-
-// In-place sum over the ranks of n fp32 (f64 0) or fp64 (f64 1) elements at p on the host
-// transport: chunk by chunk, each rank's chunk in its slot, every rank adding slots 0, 1, ... in
-// order, so that every rank gets the same bits.
-static fat5_status fat5__comm_host_sum(fat5__comm *c, void *p, size_t n, int f64) {
-    size_t es = f64 ? 8 : 4, per = FAT5__DIST_SLOT / es, off, i;
-    fat5_status st;
-    for (off = 0; off < n; off += per) {
-        size_t m = n - off < per ? n - off : per;
-        int r;
-        memcpy(c->slots + (size_t)c->rank * FAT5__DIST_SLOT, (char *)p + off * es, m * es);
-        if ((st = fat5__comm_barrier(c))) return st;
-        if (f64) {
-            double *d = (double *)p + off;
-            const double *s0 = (const double *)(const void *)c->slots;
-            for (i = 0; i < m; i++) d[i] = s0[i];
-            for (r = 1; r < c->world; r++) {
-                const double *s = (const double *)(const void *)(c->slots + (size_t)r * FAT5__DIST_SLOT);
-                for (i = 0; i < m; i++) d[i] += s[i];
-            }
-        } else {
-            float *d = (float *)p + off;
-            const float *s0 = (const float *)(const void *)c->slots;
-            for (i = 0; i < m; i++) d[i] = s0[i];
-            for (r = 1; r < c->world; r++) {
-                const float *s = (const float *)(const void *)(c->slots + (size_t)r * FAT5__DIST_SLOT);
-                for (i = 0; i < m; i++) d[i] += s[i];
-            }
-        }
-        if ((st = fat5__comm_barrier(c))) return st;   // nobody refills a slot still being read
-    }
-    return FAT5_OK;
-}
-
-#ifndef FAT5_NO_CUDA
-// --- the watchdog (NCCL ranks)
-// A rank's own thread checks the board, NCCL's errors and the timeout while it waits for the sums
-// (fat5__comm_wait), but it can be held elsewhere: in a CUDA call queued behind an NCCL kernel
-// that a dead peer never feeds (a training step's own sync, since the step does not wait for the
-// gradient sums: fat5__comm_grads_end), or inside an NCCL call. So each rank runs a watchdog
-// thread that makes the same checks every 20 ms, and also times the sums from when they were
-// queued, and NCCL's join (which has no timeout of its own) from its start. When trouble has lasted
-// FAT5__WATCH_GRACE_S without the rank's thread acting on it (at once when the sums or the join
-// outlast dist_timeout):
-//   - the rank's thread is in no NCCL call: the watchdog aborts NCCL (NCCL's kernels end, so
-//     the held CUDA call returns); the rank's next sum, wait or landing stops with the reason;
-//   - it is held inside an NCCL call for FAT5__WATCH_GRACE_S: ncclCommAbort would free what that
-//     call uses, so the watchdog says why on stderr and ends the process (on_held): its peers
-//     and the launcher see a failed rank, never a hang.
-// The rank's thread enters an NCCL call only under nc_mu and while not aborted, so an abort never
-// lands inside one. Without threads (FAT5_NO_THREADS) there is no watchdog, and nothing bounds
-// the join.
-#define FAT5__WATCH_GRACE_S 1.0
-
-static void fat5__comm_lock(fat5__comm *c) {
-#if FAT5__THREADS
-    if (c->mu_on) pthread_mutex_lock(&c->nc_mu);
-#else
-    (void)c;
-#endif
-}
-
-static void fat5__comm_unlock(fat5__comm *c) {
-#if FAT5__THREADS
-    if (c->mu_on) pthread_mutex_unlock(&c->nc_mu);
-#else
-    (void)c;
-#endif
-}
-
-// Ends NCCL once: nc cleared under the lock and the first reason kept, then the abort outside the
-// lock (it returns once NCCL's work has stopped). From the watchdog (`watchdog`), nothing is done
-// while the rank's thread is inside an NCCL call: then 0.
-static int fat5__comm_abort(fat5__comm *c, const char *why, int watchdog) {
-    fat5__ncclComm_t nc;
-    fat5__comm_lock(c);
-    if (watchdog && __atomic_load_n(&c->call_t0_us, __ATOMIC_ACQUIRE)) {
-        fat5__comm_unlock(c);
-        return 0;
-    }
-    nc = c->nc;
-    c->nc = NULL;
-    if (!__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
-        size_t k = strlen(why);
-        if (k >= sizeof c->abort_why) k = sizeof c->abort_why - 1;
-        memcpy(c->abort_why, why, k);
-        c->abort_why[k] = 0;
-        __atomic_store_n(&c->aborted, 1, __ATOMIC_RELEASE);
-    }
-    fat5__comm_unlock(c);
-    if (nc) c->nccl.f.ncclCommAbort(nc);
-    return 1;
-}
-
-// The error of a rank whose NCCL was aborted (by the watchdog or its own wait).
-static fat5_status fat5__comm_aborted_err(fat5__comm *c) {
-    if (!__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
-        return fat5__err(c->ctx, FAT5_ERR_STATE, "rank %d: NCCL is closed", c->rank);
-    return fat5__err(c->ctx, FAT5_ERR_STATE, "%s", c->abort_why);
-}
-
-// 1 with why = "NCCL error N (...)" when NCCL reports an asynchronous error; read under the lock
-// (the watchdog may clear nc). Beside the rank's ncclAllReduce on a blocking communicator this call
-// only reads NCCL's error flags, which is how watchdogs poll NCCL.
-static int fat5__comm_nccl_error(fat5__comm *c, char *why, size_t n) {
-    fat5__ncclResult_t ae = FAT5__NCCL_SUCCESS;
-    fat5__comm_lock(c);
-    if (c->nc && c->nccl.f.ncclCommGetAsyncError(c->nc, &ae) != FAT5__NCCL_SUCCESS) ae = FAT5__NCCL_SUCCESS;
-    fat5__comm_unlock(c);
-    if (ae == FAT5__NCCL_SUCCESS || ae == FAT5__NCCL_IN_PROGRESS) return 0;
-    snprintf(why, n, "NCCL error %u (%s)", ae, c->nccl.f.ncclGetErrorString(ae));
-    return 1;
-}
-
-// What a rank says when its sums outlast dist_timeout (its own wait, or its watchdog), and when
-// its join does.
-#define FAT5__NO_PROGRESS "an all-reduce made no progress for %.0f s (dist_timeout): a rank hangs or died"
-#define FAT5__NO_JOIN "joining NCCL (ncclCommInitRank) took more than %.0f s (dist_timeout): a rank did not start, " \
-    "or cannot reach the others"
-
-// Under nc_mu: the call the rank's thread enters now, and the first sum (or try to join) not yet
-// waited out, timed (| 1: never 0, which means none).
-static void fat5__comm_call_mark(fat5__comm *c) {
-    int64_t now_us = (int64_t)(fat5__now_s() * 1e6) | 1;
-    __atomic_store_n(&c->call_t0_us, now_us, __ATOMIC_RELEASE);
-    if (!__atomic_load_n(&c->queued_t0_us, __ATOMIC_ACQUIRE)) __atomic_store_n(&c->queued_t0_us, now_us, __ATOMIC_RELEASE);
-}
-
-// The rank's thread into an NCCL call: nc under the lock, and only while not aborted (the
-// watchdog aborts only outside a call), marked. NULL when aborted.
-static fat5__ncclComm_t fat5__comm_call_enter(fat5__comm *c) {
-    fat5__ncclComm_t nc;
-    fat5__comm_lock(c);
-    nc = c->nc;
-    if (nc) fat5__comm_call_mark(c);
-    fat5__comm_unlock(c);
-    return nc;
-}
-
-// ... and out of it: once the watchdog sees 0 the call has returned (release / acquire).
-static void fat5__comm_call_leave(fat5__comm *c) { __atomic_store_n(&c->call_t0_us, 0, __ATOMIC_RELEASE); }
-
-// The join (ncclCommInitRank) is such a call for the watchdog, with the join timed from its first
-// try: there is no communicator to abort yet, so a peer that fails meanwhile, or a join longer than
-// dist_timeout, ends in on_held. 0 when aborted (between two tries).
-static int fat5__comm_join_enter(fat5__comm *c) {
-    int ok;
-    fat5__comm_lock(c);
-    ok = !__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE);
-    if (ok) {
-        __atomic_store_n(&c->joining, 1, __ATOMIC_RELEASE);
-        fat5__comm_call_mark(c);
-    }
-    fat5__comm_unlock(c);
-    return ok;
-}
-
-// ... and out of it with nc, the communicator it made (NULL: that try failed, and the join's
-// clock keeps running for the next). 1 when nc is now the rank's; 0 when the watchdog aborted
-// in the meantime (nc is then aborted too).
-static int fat5__comm_join_leave(fat5__comm *c, fat5__ncclComm_t nc) {
-    int mine = 0;
-    fat5__comm_lock(c);
-    fat5__comm_call_leave(c);
-    if (nc && !__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
-        c->nc = nc;   // the clock stopped before `joining` (the watchdog reads them the other way round)
-        __atomic_store_n(&c->queued_t0_us, 0, __ATOMIC_RELEASE);
-        __atomic_store_n(&c->joining, 0, __ATOMIC_RELEASE);
-        mine = 1;
-    }
-    fat5__comm_unlock(c);
-    if (nc && !mine) c->nccl.f.ncclCommAbort(nc);
-    return mine;
-}
-
-// The watchdog's last resort: the rank's thread is held inside an NCCL call.
-static FAT5__UNUSED void fat5__comm_held_exit(fat5__comm *c, const char *msg) {
-    fat5__comm_unlink_own(c);   // as its close would: the next run starts clean
-    fprintf(stderr, "fat5: %s; rank %d is held inside an NCCL call, which NCCL cannot abort under it: its process "
-            "ends\n", msg, c->rank);
-    _exit(1);
-}
-
-// One look of the watchdog at time `now`: 1 when it must act, with msg (the reason the rank's
-// thread reports). *since: when the trouble seen now was first seen, 0 none.
-static FAT5__UNUSED int fat5__comm_watch_once(fat5__comm *c, double now, double *since, char *msg, size_t n) {
-    int joining = __atomic_load_n(&c->joining, __ATOMIC_ACQUIRE);   // before the clock: a join that ends
-    int64_t tq = __atomic_load_n(&c->queued_t0_us, __ATOMIC_ACQUIRE);   // between the two stops the clock
-    int trouble = fat5__comm_trouble(c, msg, n);
-    if (!trouble) {
-        char why[200];
-        if (fat5__comm_nccl_error(c, why, sizeof why)) {
-            fat5__board_fail(c->board, c->rank, why);
-            snprintf(msg, n, "rank %d stops: %s", c->rank, why);
-            trouble = 1;
-        }
-    }
-    if (!trouble && tq > 0 && now - (double)tq * 1e-6 > c->timeout_s) {
-        char why[200];
-        snprintf(why, sizeof why, joining ? FAT5__NO_JOIN : FAT5__NO_PROGRESS, c->timeout_s);
-        fat5__board_fail(c->board, c->rank, why);
-        snprintf(msg, n, "rank %d stops: %s", c->rank, why);
-        return 1;
-    }
-    if (!trouble) {
-        *since = 0;
-        return 0;
-    }
-    if (*since == 0) *since = now;
-    return now - *since >= FAT5__WATCH_GRACE_S;
-}
-
-// The watchdog acts on msg: aborts NCCL, or, when the rank's thread is held inside an NCCL call
-// for FAT5__WATCH_GRACE_S, calls on_held. 1 once done, 0 to look again at the next tick.
-static FAT5__UNUSED int fat5__comm_watch_act(fat5__comm *c, double now, const char *msg) {
-    int64_t t_call;
-    if (fat5__comm_abort(c, msg, 1)) return 1;
-    t_call = __atomic_load_n(&c->call_t0_us, __ATOMIC_ACQUIRE);
-    if (t_call == 0 || now - (double)t_call * 1e-6 < FAT5__WATCH_GRACE_S) return 0;
-    c->on_held(c, msg);
-    return 1;
-}
-
-#if FAT5__THREADS
-static void *fat5__comm_watch(void *arg) {
-    fat5__comm *c = (fat5__comm *)arg;
-    double since = 0;
-    char msg[640];
-    int acting = 0;
-    for (;;) {
-        struct timespec ts;
-        double now;
-        ts.tv_sec = 0;
-        ts.tv_nsec = 20000000;
-        nanosleep(&ts, NULL);
-        if (__atomic_load_n(&c->watch_stop, __ATOMIC_ACQUIRE) || __atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) break;
-        now = fat5__now_s();
-        if (!acting) acting = fat5__comm_watch_once(c, now, &since, msg, sizeof msg);
-        if (acting && fat5__comm_watch_act(c, now, msg)) break;
-    }
-    return NULL;
-}
-#endif
-
-// Starts the watchdog, or starts it again (signals blocked in it: they stay the rank's thread's).
-static fat5_status fat5__comm_watch_start(fat5__comm *c) {
-#if FAT5__THREADS
-    sigset_t all, old;
-    int rc;
-    if (!c->mu_on && (rc = pthread_mutex_init(&c->nc_mu, NULL)) != 0)
-        return fat5__err(c->ctx, FAT5_ERR_OUT_OF_MEMORY, "rank %d: cannot make the watchdog's lock: %s", c->rank, strerror(rc));
-    c->mu_on = 1;
-    c->watch_stop = 0;
-    if (!c->on_held) c->on_held = fat5__comm_held_exit;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    rc = pthread_create(&c->watch, NULL, fat5__comm_watch, c);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0)
-        return fat5__err(c->ctx, FAT5_ERR_OUT_OF_MEMORY, "rank %d: cannot start the watchdog thread: %s", c->rank, strerror(rc));
-    c->watch_on = 1;
-#else
-    (void)c;
-#endif
-    return FAT5_OK;
-}
-
-// Ends the watchdog (before NCCL is destroyed, and while the rank's thread maps a new board).
-static void fat5__comm_watch_stop(fat5__comm *c) {
-#if FAT5__THREADS
-    if (!c->watch_on) return;
-    __atomic_store_n(&c->watch_stop, 1, __ATOMIC_RELEASE);
-    pthread_join(c->watch, NULL);
-    c->watch_on = 0;
-#else
-    (void)c;
-#endif
-}
-#endif
-
-// Queues (NCCL) or does (host) the in-place sum of n elements at the backend address p.
-static fat5_status fat5__comm_sum(fat5__comm *c, fat5__addr p, size_t n, int f64) {
-    if (n == 0) return FAT5_OK;
-    if (c->mode == FAT5__DIST_HOST) return fat5__comm_host_sum(c, (void *)(uintptr_t)p, n, f64);
-#ifndef FAT5_NO_CUDA
-    {
-        struct fat5__gpu *g = c->ctx->gpu;
-        fat5__ncclResult_t r;
-        fat5__ncclComm_t nc;
-        fat5_status st;
-        if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) return fat5__comm_aborted_err(c);
-        // after the work queued so far on the compute stream
-        if ((st = fat5__dev_check(c->ctx, g->ev.cuEventRecord(c->ev_order, g->stream), "cuEventRecord")) ||
-            (st = fat5__dev_check(c->ctx, c->nccl.cu.cuStreamWaitEvent(c->stream, c->ev_order, 0), "cuStreamWaitEvent")))
-            return st;
-        if (!(nc = fat5__comm_call_enter(c))) return fat5__comm_aborted_err(c);
-        r = c->nccl.f.ncclAllReduce((const void *)(uintptr_t)p, (void *)(uintptr_t)p, n,
-                                    f64 ? FAT5__NCCL_FLOAT64 : FAT5__NCCL_FLOAT32, FAT5__NCCL_SUM, nc, c->stream);
-        fat5__comm_call_leave(c);
-        if (r != FAT5__NCCL_SUCCESS) {
-            if (!c->pending) __atomic_store_n(&c->queued_t0_us, 0, __ATOMIC_RELEASE);   // nothing queued
-            return fat5__nccl_fail(c->ctx, &c->nccl, r, "ncclAllReduce");
-        }
-        c->pending = 1;
-        return FAT5_OK;
-    }
-#else
-    return fat5__err(c->ctx, FAT5_ERR_UNSUPPORTED, "collectives on the GPU: built with FAT5_NO_CUDA");
-#endif
-}
-
-// Orders the compute stream after every queued collective (NCCL), without waiting on the host;
-// the compute stream's wait is timed (ev_t0 .. ev_t1) for the step's exposed communication.
-static FAT5__UNUSED fat5_status fat5__comm_order_sums(fat5__comm *c) {
-#ifndef FAT5_NO_CUDA
-    struct fat5__gpu *g = c->ctx->gpu;
-    fat5_status st;
-    if (c->mode != FAT5__DIST_NCCL || !c->pending) return FAT5_OK;
-    c->pending = 0;
-    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) return fat5__comm_aborted_err(c);
-    if ((st = fat5__dev_check(c->ctx, g->ev.cuEventRecord(c->ev_done, c->stream), "cuEventRecord")) ||
-        (st = fat5__dev_check(c->ctx, g->ev.cuEventRecord(c->ev_t0, g->stream), "cuEventRecord")) ||
-        (st = fat5__dev_check(c->ctx, c->nccl.cu.cuStreamWaitEvent(g->stream, c->ev_done, 0), "cuStreamWaitEvent")) ||
-        (st = fat5__dev_check(c->ctx, g->ev.cuEventRecord(c->ev_t1, g->stream), "cuEventRecord")))
-        return st;
-    c->timed = 1;
-#else
-    (void)c;
-#endif
-    return FAT5_OK;
-}
-
-// ... and waits on the host until they are done, watching the board, NCCL's asynchronous errors
-// and the timeout (then aborting NCCL).
-static fat5_status fat5__comm_wait_sums(fat5__comm *c) {
-#ifndef FAT5_NO_CUDA
-    double t0, next_check;
-    int spins = 0;
-    fat5_status st;
-    if (c->mode != FAT5__DIST_NCCL || !c->pending) return FAT5_OK;
-    if ((st = fat5__comm_order_sums(c))) return st;
-    t0 = fat5__now_s();
-    next_check = t0 + 0.05;
-    for (;;) {
-        fat5__CUresult q = c->nccl.cu.cuEventQuery(c->ev_done);
-        double now;
-        if (q == FAT5__CUDA_SUCCESS) break;
-        if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) return fat5__comm_aborted_err(c);
-        if (q != FAT5__CUDA_ERROR_NOT_READY) return fat5__dev_check(c->ctx, q, "waiting for the all-reduce");
-        fat5__dist_nap(spins++ + 1000);
-        now = fat5__now_s();
-        if (now < next_check) continue;
-        next_check = now + 0.05;
-        {
-            const char *why = NULL;
-            char msg[200];
-            st = fat5__comm_check(c);
-            if (!st && fat5__comm_nccl_error(c, msg, sizeof msg)) {
-                why = msg;
-            } else if (!st && now - t0 > c->timeout_s) {
-                snprintf(msg, sizeof msg, FAT5__NO_PROGRESS, c->timeout_s);
-                why = msg;
-            }
-            if (st || why) {
-                char keep[700];
-                if (why) fat5__board_fail(c->board, c->rank, why);
-                snprintf(keep, sizeof keep, "%.690s", st ? fat5_last_error(c->ctx) : why);
-                fat5__comm_abort(c, keep, 0);   // frees the stuck kernels; the communicator is gone
-                return fat5__err(c->ctx, st ? st : FAT5_ERR_STATE, "%s%s", st ? "" : "rank stops: ", keep);
-            }
-        }
-    }
-    // an abort also ends NCCL's kernels: the sums are then incomplete
-    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) return fat5__comm_aborted_err(c);
-    c->wait_s += fat5__now_s() - t0;
-    return FAT5_OK;
-#else
-    (void)c;
-    return FAT5_OK;
-#endif
-}
-
-// ... and, however that ends, no sum is outstanding any more for the watchdog's clock (after an
-// abort the watchdog has stopped looking).
-static fat5_status fat5__comm_wait(fat5__comm *c) {
-    fat5_status st = fat5__comm_wait_sums(c);
-#ifndef FAT5_NO_CUDA
-    __atomic_store_n(&c->queued_t0_us, 0, __ATOMIC_RELEASE);
-#endif
-    return st;
-}
-
-// Seconds the compute stream (GPU) or the host (CPU) waited for the others since the last call.
-static double fat5__comm_exposed_s(fat5__comm *c) {
-    double s = 0;
-#ifndef FAT5_NO_CUDA
-    if (c->mode == FAT5__DIST_NCCL) {
-        float ms = 0;
-        if (c->timed && c->ctx->gpu->ev.cuEventSynchronize(c->ev_t1) == FAT5__CUDA_SUCCESS &&
-            c->ctx->gpu->ev.cuEventElapsedTime(&ms, c->ev_t0, c->ev_t1) == FAT5__CUDA_SUCCESS)
-            s = ms * 1e-3;
-        c->timed = 0;
-        c->wait_s = 0;
-        return s;
-    }
-#endif
-    s = c->wait_s;
-    c->wait_s = 0;
-    return s;
-}
-
-// --- gradient buckets: [n - (j + 1) B, n - j B) for j = 0, 1, ..., the top of the parameter arena
-// first, because the backward finishes the gradients from the top down (lm_head, the decoder's
-// last layer, ..., the encoder's first layer, the shared embedding).
-
-static void fat5__comm_grads_begin(fat5__comm *c, fat5__addr gd, size_t n) {
-    c->gd = gd;
-    c->next_hi = n;
-}
-
-// Every gradient at float offset >= lo is final: sums the whole buckets above lo, from the top.
-// Once what is left fits one bucket, sums what is final at every call (a layer at a time), so that
-// the sum left for after the backward, which nothing overlaps, is only the last layer's. The calls
-// come in the same order with the same offsets on every rank, so the buckets match.
-static fat5_status fat5__comm_grads_ready(void *user, size_t lo) {
-    fat5__comm *c = (fat5__comm *)user;
-    fat5_status st;
-    while (c->next_hi > lo) {
-        size_t b_lo = c->next_hi > c->bucket ? c->next_hi - c->bucket : 0;
-        if (b_lo < lo) {
-            if (c->next_hi > c->bucket) break;   // not a whole bucket yet
-            b_lo = lo;                            // the last bucket's worth: what is final now
-        }
-        if ((st = fat5__comm_sum(c, c->gd + (fat5__addr)b_lo * 4, c->next_hi - b_lo, 0))) return st;
-        c->next_hi = b_lo;
-    }
-    return FAT5_OK;
-}
-
-// The rest of the gradients, then `n_extra` doubles at `extra` (losses and votes). On GPUs with a
-// watchdog the host does not wait here: the compute stream is ordered after the sums, so the work
-// queued next (the optimizer) runs as soon as they are done instead of after the host has woken
-// and queued it, and the host waits once, at the step's own sync. fat5__comm_grads_landed follows
-// that sync. Without a watchdog (FAT5_NO_THREADS) nothing would free a rank held in that sync
-// behind a sum that a dead peer never feeds, so the host waits here, watching (fat5__comm_wait).
-static fat5_status fat5__comm_grads_end(fat5__comm *c, fat5__addr extra, size_t n_extra) {
-    fat5_status st;
-    if ((st = fat5__comm_grads_ready(c, 0))) return st;
-    if ((st = fat5__comm_sum(c, extra, n_extra, 1))) return st;
-#if !defined(FAT5_NO_CUDA) && FAT5__THREADS
-    if (c->mode == FAT5__DIST_NCCL && c->watch_on) return fat5__comm_order_sums(c);
-#endif
-    return fat5__comm_wait(c);
-}
-
-// After fat5__comm_grads_end, once the host has synchronised the compute stream past the sums:
-// they are done, unless the watchdog aborted NCCL meanwhile (a peer failed; the sums, and what was
-// computed from them, are then incomplete: the rank stops with why, and fat5_train_save refuses).
-// The abort sets `aborted` before ncclCommAbort ends NCCL's kernels, and the host's sync returns
-// only after they ended, so incomplete sums are always seen here. Stops the sums' clock.
-static fat5_status fat5__comm_grads_landed(fat5__comm *c) {
-#ifndef FAT5_NO_CUDA
-    if (c->mode == FAT5__DIST_NCCL) {
-        __atomic_store_n(&c->queued_t0_us, 0, __ATOMIC_RELEASE);
-        if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) return fat5__comm_aborted_err(c);
-    }
-#else
-    (void)c;
-#endif
-    return FAT5_OK;
-}
-
-// The sum over the ranks of n host doubles (evaluation totals), in place, now.
-static fat5_status fat5__comm_sum_host(fat5__comm *c, double *v, size_t n, fat5__addr scratch) {
-    fat5_status st;
-    if (c->world == 1) return FAT5_OK;
-    if (c->mode == FAT5__DIST_HOST) return fat5__comm_host_sum(c, v, n, 1);
-    if ((st = c->be->upload(c->ctx, scratch, v, n * 8)) || (st = fat5__comm_sum(c, scratch, n, 1)) ||
-        (st = fat5__comm_wait(c)))
-        return st;
-    (void)fat5__comm_exposed_s(c);
-    return c->be->download(c->ctx, v, scratch, n * 8);
-}
-
-// --- meeting: the board from fat5_launch's file descriptor, or a rendezvous file
-
-static size_t fat5__board_bytes(int world, int host) {
-    return sizeof(fat5__board) + (host ? (size_t)world * FAT5__DIST_SLOT : 0);
-}
-
-static fat5_status fat5__comm_map(fat5__comm *c, int fd, size_t bytes, const char *what) {
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) return fat5__err(c->ctx, FAT5_ERR_IO, "%s: mmap of %zu bytes failed: %s", what, bytes, strerror(errno));
-    c->board = (fat5__board *)p;
-    c->board_bytes = bytes;
-    c->slots = (unsigned char *)p + sizeof(fat5__board);
-    return FAT5_OK;
-}
-
-// The waits for a rendezvous file look every 20 ms (a shared filesystem's server sees them all).
-static void fat5__dist_pause(void) {
-    struct timespec ts;
-    ts.tv_sec = 0;
-    ts.tv_nsec = 20000000;
-    nanosleep(&ts, NULL);
-}
-
-// Rank 0 writes the board file (under a temporary name, renamed over the path when complete: the
-// path never goes missing when a new run replaces a killed run's file); the others wait for it to
-// appear with this run's size, then map it.
-static fat5_status fat5__comm_file(fat5__comm *c, const char *path, size_t bytes, const unsigned char *id) {
-    fat5_ctx *ctx = c->ctx;
-    int fd;
-    fat5_status st;
-    snprintf(c->file, sizeof c->file, "%s", path);
-    if (c->rank == 0) {
-        char tmp[4300];
-        fat5__board *b;
-        struct stat sb;
-        snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
-        fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC, 0600);
-        if (fd < 0) return fat5__err(ctx, FAT5_ERR_IO, "rendezvous %s: cannot create: %s", tmp, strerror(errno));
-        if (ftruncate(fd, (off_t)bytes) != 0 || fstat(fd, &sb) != 0) {
-            close(fd);
-            (void)unlink(tmp);
-            return fat5__err(ctx, FAT5_ERR_IO, "rendezvous %s: cannot size: %s", tmp, strerror(errno));
-        }
-        c->file_ino = (unsigned long long)sb.st_ino;
-        c->file_dev = (unsigned long long)sb.st_dev;
-        st = fat5__comm_map(c, fd, bytes, tmp);
-        close(fd);
-        if (st) {
-            (void)unlink(tmp);
-            return st;
-        }
-        b = c->board;
-        b->world = c->world;
-        b->failed = b->claim = -1;
-        if (id) {
-            memcpy(b->nccl_id, id, sizeof b->nccl_id);
-            b->id_ready = 1;
-        }
-        b->magic = FAT5__DIST_MAGIC;
-        if (msync(c->board, bytes, MS_SYNC) != 0 || rename(tmp, path) != 0) {
-            (void)unlink(tmp);
-            return fat5__err(ctx, FAT5_ERR_IO, "rendezvous %s: cannot publish: %s", path, strerror(errno));
-        }
-        return FAT5_OK;
-    }
-    {
-        // A board with a failure on it is a failed run's: a killed run leaves its file, which the
-        // next run's rank 0 replaces; a rank 0 that stops removes it (then the path stays gone:
-        // this rank came late to a run that failed, and says so). Every look maps the file
-        // anew: a replacement is told by its board, not its inode (a shared filesystem may give
-        // the new file the old one's number).
-        double t0 = fat5__now_s(), gone_since = 0;
-        char why[sizeof c->board->why + 40];
-        why[0] = 0;
-        for (;;) {
-            struct stat sb;
-            double now = fat5__now_s();
-            fd = open(path, O_RDWR);
-            if (fd < 0 && errno == ENOENT) {
-                if (gone_since == 0) gone_since = now;
-                if (why[0] && now - gone_since > 1.0)
-                    return fat5__err(ctx, FAT5_ERR_STATE, "rank %d stops: the run at rendezvous %s has stopped (%s)",
-                                     c->rank, path, why);
-            } else {
-                gone_since = 0;
-            }
-            if (fd >= 0 && fstat(fd, &sb) == 0 && (size_t)sb.st_size == bytes) {
-                int32_t f;
-                c->file_ino = (unsigned long long)sb.st_ino;
-                c->file_dev = (unsigned long long)sb.st_dev;
-                st = fat5__comm_map(c, fd, bytes, path);
-                close(fd);
-                if (st) return st;
-                if (c->board->magic != FAT5__DIST_MAGIC || c->board->world != c->world)
-                    return fat5__err(ctx, FAT5_ERR_FORMAT, "rendezvous %s: not this run's (world size %d, expected %d)",
-                                     path, (int)c->board->world, c->world);
-                if ((f = __atomic_load_n(&c->board->failed, __ATOMIC_ACQUIRE)) < 0) return FAT5_OK;
-                snprintf(why, sizeof why, "rank %d failed: %.*s", (int)f, (int)sizeof c->board->why - 1,
-                         (const char *)c->board->why);
-                munmap((void *)c->board, c->board_bytes);
-                c->board = NULL;
-            } else if (fd >= 0) {
-                close(fd);
-            }
-            if (now - t0 > c->timeout_s) {
-                if (why[0])
-                    return fat5__err(ctx, FAT5_ERR_STATE, "rank %d: rendezvous %s is a failed run's (%s), and rank 0 did "
-                                     "not replace it within %.0f s", c->rank, path, why, c->timeout_s);
-                return fat5__err(ctx, FAT5_ERR_STATE, "rank %d: rendezvous %s did not appear with this run's size "
-                                 "(%zu bytes) within %.0f s: is rank 0 running, with world_size %d?", c->rank, path,
-                                 bytes, c->timeout_s, c->world);
-            }
-            fat5__dist_pause();
-        }
-    }
-}
-
-// NCCL's id from the board this rank mapped from the rendezvous file.
-static FAT5__UNUSED fat5_status fat5__comm_board_id(fat5__comm *c, const char *rendezvous, unsigned char *id) {
-    if (!c->board->id_ready) return fat5__err(c->ctx, FAT5_ERR_FORMAT, "rendezvous %s: no NCCL id in it", rendezvous);
-    memcpy(id, c->board->nccl_id, sizeof c->board->nccl_id);
-    return FAT5_OK;
-}
-
-// 1 when the file at the rendezvous path is no longer the board this rank mapped: another file,
-// or (a shared filesystem can reuse an inode number) another NCCL id in it.
-static FAT5__UNUSED int fat5__comm_file_replaced(fat5__comm *c) {
-    struct stat sb;
-    unsigned char id[sizeof c->board->nccl_id];
-    int fd = open(c->file, O_RDONLY), replaced;
-    if (fd < 0) return 0;   // gone: nothing to join instead
-    if (fstat(fd, &sb) != 0) replaced = 0;
-    else if ((unsigned long long)sb.st_ino != c->file_ino || (unsigned long long)sb.st_dev != c->file_dev) replaced = 1;
-    else
-        replaced = pread(fd, id, sizeof id, (off_t)offsetof(fat5__board, nccl_id)) == (ssize_t)sizeof id &&
-                   memcmp(id, c->board->nccl_id, sizeof id) != 0;
-    close(fd);
-    return replaced;
-}
-
-// CPU ranks meeting in a rendezvous file (one host): every rank checks in with a token of its own
-// and waits for rank 0 to echo it, opening the path again when rank 0 has replaced the file, so
-// that no rank stays in a file a killed run left behind.
-static fat5_status fat5__comm_checkin(fat5__comm *c, const char *path, size_t bytes) {
-    uint32_t token = ((uint32_t)getpid() * 2654435761u) ^ (uint32_t)(uint64_t)(fat5__now_s() * 1e6) ^ (uint32_t)c->rank;
-    double t0 = fat5__now_s();
-    int r;
-    fat5_status st;
-    token |= 1u;
-    for (;;) {
-        double now = fat5__now_s();
-        if (c->rank == 0) {   // everyone checked in: echo their tokens
-            int all = 1;
-            for (r = 1; r < c->world; r++) all &= __atomic_load_n(&c->board->join[r], __ATOMIC_ACQUIRE) != 0;
-            if (all) {
-                for (r = 1; r < c->world; r++)
-                    __atomic_store_n(&c->board->ack[r], __atomic_load_n(&c->board->join[r], __ATOMIC_ACQUIRE),
-                                     __ATOMIC_RELEASE);
-                return FAT5_OK;
-            }
-        } else {
-            struct stat sb;
-            __atomic_store_n(&c->board->join[c->rank], token, __ATOMIC_RELEASE);
-            if (__atomic_load_n(&c->board->ack[c->rank], __ATOMIC_ACQUIRE) == token) return FAT5_OK;
-            if (stat(path, &sb) != 0 || (unsigned long long)sb.st_ino != c->file_ino ||
-                (unsigned long long)sb.st_dev != c->file_dev) {   // replaced (one host: the mapping keeps the inode)
-                munmap((void *)c->board, c->board_bytes);
-                c->board = NULL;
-                if ((st = fat5__comm_file(c, path, bytes, NULL))) return st;
-            }
-        }
-        if ((st = fat5__comm_check(c))) return st;   // a rank that failed meanwhile
-        if (now - t0 > c->timeout_s)
-            return fat5__err(c->ctx, FAT5_ERR_STATE, "rank %d: the ranks did not all meet in rendezvous %s within %.0f s",
-                             c->rank, path, c->timeout_s);
-        fat5__dist_pause();
-    }
-}
-
-// Leaves the run. When every rank is well, the ranks leave together (a last sum of one value):
-// none exits while rank 0 still writes its checkpoint, and NCCL's communicators are destroyed
-// together; after a failure (this rank's or another's) nothing is waited for and NCCL is aborted.
-static void fat5__comm_close(fat5__comm *c) {
-    int well;
-    if (!c) return;
-    well = !c->failed && (!c->board || __atomic_load_n(&c->board->failed, __ATOMIC_ACQUIRE) < 0);
-#ifndef FAT5_NO_CUDA
-    if (c->mode == FAT5__DIST_NCCL) {
-        if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) well = 0;
-        if (well && c->world > 1) {
-            fat5__addr one = 0;
-            if (c->be->alloc(c->ctx, 8, &one) == FAT5_OK) {
-                if (fat5__comm_sum(c, one, 1, 1) || fat5__comm_wait(c)) well = 0;
-                c->be->free(c->ctx, one);
-            } else {   // the others wait in that sum: tell them
-                fat5__board_fail(c->board, c->rank, "out of device memory while leaving");
-                well = 0;
-            }
-        }
-        if (c->pending && well) (void)fat5__comm_wait(c);
-        fat5__comm_watch_stop(c);   // then this thread alone touches nc
-        if (c->nc) {
-            if (well) c->nccl.f.ncclCommDestroy(c->nc);
-            else c->nccl.f.ncclCommAbort(c->nc);
-        }
-#if FAT5__THREADS
-        if (c->mu_on) pthread_mutex_destroy(&c->nc_mu);
-#endif
-        if (c->ev_order) c->ctx->gpu->ev.cuEventDestroy(c->ev_order);
-        if (c->ev_done) c->ctx->gpu->ev.cuEventDestroy(c->ev_done);
-        if (c->ev_t0) c->ctx->gpu->ev.cuEventDestroy(c->ev_t0);
-        if (c->ev_t1) c->ctx->gpu->ev.cuEventDestroy(c->ev_t1);
-        if (c->stream) c->ctx->gpu->cu.cuStreamDestroy(c->stream);
-    }
-#endif
-    if (c->board) {
-        // the host transport's last barrier: nobody unmaps slots another rank may still read
-        if (c->mode == FAT5__DIST_HOST && well && c->world > 1) (void)fat5__comm_barrier(c);
-        munmap((void *)c->board, c->board_bytes);
-    }
-    fat5__comm_unlink_own(c);
-    {
-        int i;
-        for (i = 0; i < 3; i++)
-            if (c->fds[i] >= 0) close(c->fds[i]);
-    }
-    fat5__free(c->ctx, c);
-}
-
-#ifndef FAT5_NO_CUDA
-// Joins NCCL (c->nc) with the id uid, under the watchdog, which starts here: NCCL's join waits
-// for every rank without a timeout of its own, and the watchdog bounds it (fat5__comm_join_enter).
-// The watchdog runs with one rank too, so the one-GPU runs start and stop it beside a real
-// communicator. A rendezvous file that a killed run left holds an id nobody answers: once rank 0
-// has replaced the file, the join starts again with the new id.
-static fat5_status fat5__comm_join(fat5__comm *c, fat5__ncclUniqueId uid, const char *rendezvous, size_t bytes) {
-    double t0 = fat5__now_s();
-    fat5_status st;
-    if ((st = fat5__comm_watch_start(c))) return st;
-    for (;;) {
-        fat5__ncclComm_t nc = NULL;
-        fat5__ncclResult_t r;
-        if (!fat5__comm_join_enter(c)) return fat5__comm_aborted_err(c);
-        if ((r = c->nccl.f.ncclCommInitRank(&nc, c->world, uid, c->rank)) != FAT5__NCCL_SUCCESS) nc = NULL;
-        if (fat5__comm_join_leave(c, nc)) return FAT5_OK;
-        if (nc) return fat5__comm_aborted_err(c);   // joined, but the watchdog had given up
-        if (c->file[0] && c->rank != 0 && fat5__now_s() - t0 < c->timeout_s && fat5__comm_file_replaced(c)) {
-            fat5__comm_watch_stop(c);   // it reads the board
-            munmap((void *)c->board, c->board_bytes);
-            c->board = NULL;
-            __atomic_store_n(&c->queued_t0_us, 0, __ATOMIC_RELEASE);   // the new run's join gets its own clock
-            if ((st = fat5__comm_file(c, rendezvous, bytes, NULL)) || (st = fat5__comm_watch_start(c)) ||
-                (st = fat5__comm_board_id(c, rendezvous, (unsigned char *)uid.internal)))
-                return st;
-            continue;
-        }
-        return fat5__nccl_fail(c->ctx, &c->nccl, r, "ncclCommInitRank");
-    }
-}
-
-#endif
-
-// Opens rank `rank` of `world` on the model's backend. rendezvous: "launch:SHM:READ:WRITE"
-// (fat5_launch's descriptors), a file path (every rank names the same; a shared filesystem when
-// the ranks are on several hosts, NCCL only), or "NCCL_COMM_ID": NCCL's own rendezvous at the
-// host:port that environment variable holds on every rank (rank 0 listens there; GPU only).
-static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int rank, int world, const char *rendezvous,
-                                   double timeout_s, double bucket_mb, fat5__comm **out) {
-    fat5__comm *c;
-    int host = be == &fat5__cpu_backend, shm = -1, pr = -1, pw = -1, by_env;
-    size_t bytes = fat5__board_bytes(world, host);
-    unsigned char id[128];   // NCCL's unique id
-    fat5_status st = FAT5_OK;
-    *out = NULL;
-    if (world < 1 || rank < 0 || rank >= world)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "rank %d of world_size %d: expected 0 <= rank < world_size", rank, world);
-    if (host && world > FAT5__DIST_MAX_LOCAL)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "world_size %d: the CPU's shared-memory transport takes %d ranks at "
-                         "most", world, FAT5__DIST_MAX_LOCAL);
-    if (!rendezvous || !rendezvous[0])
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "world_size %d: no rendezvous (a file every rank can reach, or "
-                         "fat5_launch's)", world);
-    c = FAT5__CAST(fat5__comm *, fat5__calloc(ctx, 1, sizeof *c));
-    if (!c) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory");
-    c->ctx = ctx;
-    c->be = be;
-    c->rank = rank;
-    c->world = world;
-    c->mode = host ? FAT5__DIST_HOST : FAT5__DIST_NCCL;
-    c->fds[0] = c->fds[1] = c->fds[2] = -1;
-    c->timeout_s = timeout_s > 0 ? timeout_s : 900;
-    c->bucket = (size_t)(bucket_mb > 0 ? bucket_mb * 1048576.0 / 4 : 100.0 * 1048576 / 4);
-    if (c->bucket < 1024) c->bucket = 1024;
-    if (strncmp(rendezvous, "launch:", 7) == 0) {
-        if (sscanf(rendezvous + 7, "%d:%d:%d", &shm, &pr, &pw) != 3 || shm < 0) {
-            fat5__free(ctx, c);
-            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "rendezvous '%s': expected launch:SHM:READ:WRITE (from fat5_launch)",
-                             rendezvous);
-        }
-        c->launched = c->local = 1;
-        c->fds[0] = shm, c->fds[1] = pr, c->fds[2] = pw;
-        {   // fat5_launch sized the board for the host transport
-            size_t have = fat5__board_bytes(world, 1);
-            if ((st = fat5__comm_map(c, shm, have, "the launcher's board"))) goto fail;
-        }
-        if (c->board->magic != FAT5__DIST_MAGIC || c->board->world != world) {
-            st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "rendezvous '%s': the launcher started %d ranks, this run says "
-                           "world_size %d", rendezvous, (int)c->board->world, world);
-            goto fail;
-        }
-    }
-    by_env = strcmp(rendezvous, "NCCL_COMM_ID") == 0;
-    if (by_env && (host || !getenv("NCCL_COMM_ID") || !getenv("NCCL_COMM_ID")[0])) {
-        st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "rendezvous NCCL_COMM_ID: %s", host ? "GPU ranks (NCCL) only; CPU "
-                       "ranks meet through a file" : "the environment variable NCCL_COMM_ID (host:port of rank 0's "
-                       "machine) is not set");
-        goto fail;
-    }
-    if (c->mode == FAT5__DIST_HOST) {
-        c->local = 1;
-        if (!c->launched && ((st = fat5__comm_file(c, rendezvous, bytes, NULL)) ||
-                             (st = fat5__comm_checkin(c, rendezvous, bytes))))
-            goto fail;
-        if ((st = fat5__comm_same_transport(c))) goto fail;
-        __atomic_store_n(&c->board->pid[rank], (int32_t)getpid(), __ATOMIC_RELEASE);
-        if ((st = fat5__comm_barrier(c))) goto fail;   // all here
-        *out = c;
-        return FAT5_OK;
-    }
-#ifndef FAT5_NO_CUDA
-    {
-        struct fat5__gpu *g = ctx->gpu;
-        fat5__ncclResult_t r;
-        fat5__ncclUniqueId uid;
-        int least = 0, greatest = 0;   // stream priorities (the greatest: the lowest number)
-        if ((st = fat5__nccl_open(ctx, &c->nccl))) goto fail;
-        // rank 0 makes the id (with NCCL_COMM_ID every rank does: NCCL derives it from the address)
-        if ((rank == 0 || by_env) && (r = c->nccl.f.ncclGetUniqueId(&uid)) != FAT5__NCCL_SUCCESS) {
-            st = fat5__nccl_fail(ctx, &c->nccl, r, "ncclGetUniqueId");
-            goto fail;
-        }
-        if (rank == 0 || by_env) memcpy(id, uid.internal, sizeof id);
-        if (by_env) {
-            // nothing to exchange; no board: a failed peer shows as NCCL's error or the timeout
-        } else if (c->launched) {
-            if ((st = fat5__comm_same_transport(c))) goto fail;
-            if (rank == 0) {
-                int i;
-                for (i = 1; i < world; i++)
-                    if (write(pw, id, sizeof id) != (ssize_t)sizeof id) {
-                        st = fat5__err(ctx, FAT5_ERR_IO, "rank 0: cannot send NCCL's id to the other ranks: %s", strerror(errno));
-                        goto fail;
-                    }
-            } else {   // rank 0's id, watching the board and the timeout meanwhile
-                size_t got = 0;
-                double t0 = fat5__now_s();
-                while (got < sizeof id) {
-                    struct pollfd pf;
-                    ssize_t k;
-                    int pn;
-                    pf.fd = pr;
-                    pf.events = POLLIN;
-                    pf.revents = 0;
-                    pn = poll(&pf, 1, 100);
-                    if (pn < 0 && errno == EINTR) pn = 0;   // a signal: check and wait again
-                    if (pn == 0) {
-                        if ((st = fat5__comm_check(c))) goto fail;
-                        if (fat5__now_s() - t0 > c->timeout_s) {
-                            st = fat5__err(ctx, FAT5_ERR_STATE, "rank %d: no NCCL id from rank 0 within %.0f s "
-                                           "(dist_timeout)", rank, c->timeout_s);
-                            goto fail;
-                        }
-                        continue;
-                    }
-                    k = read(pr, id + got, sizeof id - got);
-                    if (k < 0 && errno == EINTR) continue;
-                    if (k <= 0) {
-                        st = fat5__err(ctx, FAT5_ERR_STATE, "rank %d: rank 0 exited before sharing NCCL's id", rank);
-                        goto fail;
-                    }
-                    got += (size_t)k;
-                }
-            }
-            __atomic_store_n(&c->board->pid[rank], (int32_t)getpid(), __ATOMIC_RELEASE);
-        } else {
-            if ((st = fat5__comm_file(c, rendezvous, bytes, rank == 0 ? id : NULL)) ||
-                (st = fat5__comm_board_id(c, rendezvous, id)))
-                goto fail;
-        }
-        memcpy(uid.internal, id, sizeof id);
-        if ((st = fat5__comm_join(c, uid, rendezvous, bytes))) goto fail;
-        // The collectives' stream at the device's highest priority: a bucket's all-reduce launched
-        // while the backward's products fill the GPU gets the next free SMs instead of waiting
-        // behind the products queued after it, so less of the sum is left for after the backward.
-        // Priorities are hints: the order of the two streams' work is the events' only.
-        if ((st = fat5__dev_check(ctx, c->nccl.cu.cuCtxGetStreamPriorityRange(&least, &greatest),
-                                  "cuCtxGetStreamPriorityRange")) ||
-            (st = fat5__dev_check(ctx, c->nccl.cu.cuStreamCreateWithPriority(&c->stream, FAT5__CU_STREAM_NON_BLOCKING,
-                                                                             greatest),
-                                  "cuStreamCreateWithPriority")) ||
-            (st = fat5__dev_check(ctx, g->ev.cuEventCreate(&c->ev_order, 2), "cuEventCreate")) ||
-            (st = fat5__dev_check(ctx, g->ev.cuEventCreate(&c->ev_done, 2), "cuEventCreate")) ||
-            (st = fat5__dev_check(ctx, g->ev.cuEventCreate(&c->ev_t0, 0), "cuEventCreate")) ||
-            (st = fat5__dev_check(ctx, g->ev.cuEventCreate(&c->ev_t1, 0), "cuEventCreate")))
-            goto fail;
-        *out = c;
-        return FAT5_OK;
-    }
-#else
-    (void)id;
-    (void)pr;
-    (void)pw;
-    st = fat5__err(ctx, FAT5_ERR_NO_DEVICE, "several ranks on the GPU: built with FAT5_NO_CUDA");
-#endif
-fail:
-    if (c->board && c->world > 1) {
-        char msg[200];
-        snprintf(msg, sizeof msg, "could not join: %.160s", fat5_last_error(ctx));
-        fat5__board_fail(c->board, rank, msg);
-    }
-    {
-        char keep[1024];
-        snprintf(keep, sizeof keep, "%.1000s", fat5_last_error(ctx));
-        c->failed = 1;   // close aborts what was made, waits for nobody
-        fat5__comm_close(c);
-        return fat5__err(ctx, st, "%s", keep);
-    }
-}
-
-// --- fat5_launch
 
 // SIGINT or SIGTERM received by the launcher while it waits (then passed on to every worker)
 static volatile sig_atomic_t fat5__launch_sig;
@@ -18979,6 +19105,7 @@ FAT5_API fat5_status fat5_launch(fat5_ctx *ctx, int n, double grace_s, fat5_laun
     out->world_size = n;
     if (n < 1 || n > FAT5__DIST_MAX_LOCAL)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_launch: %d ranks; one host takes 1 to %d", n, FAT5__DIST_MAX_LOCAL);
+    // backend branch: fork() copies no CUDA context, so the launcher refuses to run after one opened
     if (ctx->gpu)
         return fat5__err(ctx, FAT5_ERR_STATE, "fat5_launch: call it before any GPU context exists (a forked CUDA "
                          "context does not work in the child)");
@@ -19395,8 +19522,8 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
     return FAT5_OK;
 }
 
-FAT5_API fat5_status fat5_train_config_from_json(fat5_ctx *ctx, fat5_train_config *cfg, const char *json,
-                                                 size_t len) {
+FAT5_API fat5_status fat5_train_config_from_json(fat5_ctx *ctx, const char *json, size_t len,
+                                                 fat5_train_config *cfg) {
     fat5__jdoc *d = NULL;
     const fat5__json *root, *j;
     fat5_status st;
@@ -19892,7 +20019,7 @@ static fat5_status fat5__train_open_data(fat5_trainer *t) {
         p = comma ? comma + 1 : NULL;
     }
     {
-        fat5_status st = fat5_tokens_open(t->dctx, (const char *const *)paths, n, &t->tokens);
+        fat5_status st = fat5_tokens_load(t->dctx, (const char *const *)paths, n, &t->tokens);
         if (st) return fat5__err(t->ctx, st, "%s", fat5_last_error(t->dctx));
     }
     return FAT5_OK;
@@ -19976,7 +20103,7 @@ static void fat5__ckpt_prune(const char *out, int keep) {
 // The data set's identity, recorded in a checkpoint and checked on resume.
 static void fat5__data_fingerprint(const fat5_trainer *t, char *buf, size_t cap) {
     snprintf(buf, cap, "tokens=%lld docs=%lld vocab=%lld eos=%d eval_fraction=%.17g",
-             (long long)fat5_tokens_count(t->tokens), (long long)fat5_tokens_num_docs(t->tokens),
+             (long long)fat5_tokens_count(t->tokens), (long long)fat5_tokens_doc_count(t->tokens),
              (long long)fat5_tokens_vocab_size(t->tokens), (int)fat5_tokens_eos_id(t->tokens), t->cfg.eval_fraction);
 }
 
@@ -20112,7 +20239,7 @@ static fat5_status fat5__train_resume(fat5_trainer *t, const char *dir) {
     int i1, i2;
     fat5_status st;
     snprintf(path, sizeof path, "%s/training_state.safetensors", dir);
-    if ((st = fat5_st_open(ctx, path, &f))) return st;
+    if ((st = fat5_st_load(ctx, path, &f))) return st;
     v = fat5_st_metadata_find(f, "format");
     if (!v || strcmp(v, "fat5-training-state") != 0 || !(v = fat5_st_metadata_find(f, "version")) || strcmp(v, "1") != 0) {
         st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: not a fat5 training state (format 1)", path);
@@ -20168,7 +20295,7 @@ static fat5_status fat5__train_resume(fat5_trainer *t, const char *dir) {
 done:
     fat5__free(ctx, mom);
     fat5__free(ctx, json);
-    fat5_st_close(f);
+    fat5_st_destroy(f);
     return st;
 }
 
@@ -20222,7 +20349,7 @@ static fat5_status fat5__train_agree(fat5_trainer *t) {
                     t->world, c->grad_accum, c->balance_ranks, (unsigned long long)c->seed, (int)t->m->act_size,
                     t->m->n_floats, c->attention, (long long)fat5_optim_get_step(t->o), state);
     fat5__sb_printf(&b, "data %lld %lld %lld eval %.17g ul2 %lld %lld %lld %lld %ld %ld", (long long)fat5_tokens_count(t->tokens),
-                    (long long)fat5_tokens_num_docs(t->tokens), (long long)fat5_tokens_vocab_size(t->tokens),
+                    (long long)fat5_tokens_doc_count(t->tokens), (long long)fat5_tokens_vocab_size(t->tokens),
                     c->eval_fraction, (long long)u->enc_tokens, (long long)u->dec_tokens, (long long)u->max_enc_len,
                     (long long)u->max_dec_len, (long)u->sentinel_first, (long)u->n_sentinels);
     for (i = 0; i < u->n_denoisers; i++)
@@ -20287,7 +20414,7 @@ FAT5_API void fat5_train_destroy(fat5_trainer *t) {
     fat5__free(t->ctx, t->h_losses);
     fat5_model_destroy(t->m);
     fat5_ul2_destroy(t->sampler);
-    fat5_tokens_close(t->tokens);
+    fat5_tokens_destroy(t->tokens);
     fat5_ctx_destroy(t->dctx);
     fat5__free(t->ctx, t);
 }
@@ -20333,7 +20460,7 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
         dc.device = FAT5_DEVICE_CPU;
         if (!t->grp[0].mb || !t->grp[1].mb || !t->grp[0].n_labels || !t->grp[1].n_labels ||
             (t->world > 1 && (!t->pool.bin_e || !t->pool.rank_cost || !t->pool.rank_at || !t->pool.ranks)) ||
-            fat5_ctx_create(&dc, &t->dctx) != FAT5_OK) {
+            fat5_ctx_create(&dc, &t->dctx, NULL, 0) != FAT5_OK) {
             fat5_train_destroy(t);
             return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
         }
@@ -20413,10 +20540,10 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
             (st = fat5__train_agree(t)))
             goto fail;
     }
-    t->prefetch = cfg->prefetch && t->m->be != &fat5__cpu_backend;
+    t->prefetch = cfg->prefetch && t->m->be->queued;
     t->step_at_start = fat5_optim_get_step(t->o);
     t->flops_per_s_peak = cfg->peak_tflops > 0 ? cfg->peak_tflops * 1e12
-                          : t->m->be != &fat5__cpu_backend && t->m->act_size == 2 ? 989e12 : 0;
+                          : t->m->be->peak_flops(ctx);
     t->t_start = fat5__now_s();
     *out = t;
     return FAT5_OK;
@@ -20482,13 +20609,7 @@ static void fat5__json_num(fat5__sb *b, const char *key, double v) {
 // A rank's failure, told to the others through the board so that they stop too, naming it.
 static fat5_status fat5__train_failed(fat5_trainer *t, fat5_status st) {
     if (t->comm && st) {
-        fat5__board_fail(t->comm->board, t->rank, fat5_last_error(t->ctx));
-        t->comm->failed = 1;
-#ifndef FAT5_NO_CUDA
-        // the rank stops: its watchdog no longer times sums it will not wait for (a failure
-        // between a step's sums and their landing left the clock running)
-        __atomic_store_n(&t->comm->queued_t0_us, 0, __ATOMIC_RELEASE);
-#endif
+        fat5__comm_fail(t->comm, fat5_last_error(t->ctx));
     }
     return st;
 }

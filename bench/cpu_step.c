@@ -37,7 +37,7 @@ int main(int argc, char **argv) {
     mc.d_model = 256; mc.d_ff = 1024; mc.d_kv = 64; mc.num_heads = 4;
     mc.num_layers = 4; mc.num_decoder_layers = 4; mc.vocab_size = 384;
     mc.act = FAT5_ACT_GELU_TANH; mc.gated = 1; mc.tie_word_embeddings = 0; mc.scale_decoder_outputs = 0;
-    if (fat5_ctx_create(&cc, &ctx) != FAT5_OK || fat5_model_create(ctx, &mc, 7, &m) != FAT5_OK) {
+    if (fat5_ctx_create(&cc, &ctx, NULL, 0) != FAT5_OK || fat5_model_create(ctx, &mc, 7, &m) != FAT5_OK) {
         fprintf(stderr, "setup: %s\n", ctx ? fat5_last_error(ctx) : "out of memory");
         return 1;
     }

@@ -167,6 +167,7 @@ static int print_detok(fat5_tokenizer *tz, fat5_ctx *ctx, const int32_t *t, int6
 int main(int argc, char **argv) {
     fat5_ctx_config cc = fat5_ctx_config_default();
     fat5_ctx *ctx = NULL;
+    char why[512];  // why a context could not be made
     fat5_model *m = NULL;
     fat5_tokenizer *tz = NULL;
     const char *tok_path = NULL, **texts = NULL;
@@ -282,8 +283,8 @@ int main(int argc, char **argv) {
     cc.device = gpu ? FAT5_DEVICE_GPU : FAT5_DEVICE_CPU;
     cc.dtype = gpu && !(dtype && !strcmp(dtype, "fp32")) ? FAT5_DTYPE_BF16 : FAT5_DTYPE_FP32;
     if (threads >= 0) cc.n_threads = (int)(threads > 4096 ? 4096 : threads);
-    if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) {
-        fprintf(stderr, "generate: %s: %s\n", gpu ? "GPU" : "context", ctx ? fat5_last_error(ctx) : "out of memory");
+    if (fat5_ctx_create(&cc, &ctx, why, sizeof why) != FAT5_OK) {
+        fprintf(stderr, "generate: %s: %s\n", gpu ? "GPU" : "context", why);
         goto done;
     }
     t0 = now_s();
@@ -404,7 +405,7 @@ int main(int argc, char **argv) {
         putchar('\n');
     }
     fflush(stdout);
-    fprintf(stderr, "generate: loaded %s (%.1fM parameters, %s) in %.2f s\n", dir, (double)fat5_model_num_params(m) / 1e6,
+    fprintf(stderr, "generate: loaded %s (%.1fM parameters, %s) in %.2f s\n", dir, (double)fat5_model_param_count(m) / 1e6,
             gpu ? (cc.dtype == FAT5_DTYPE_BF16 ? "GPU bf16" : "GPU fp32") : "CPU", t_load);
     fprintf(stderr, "generate: %lld tokens in %.6f s (%.1f tokens/s), %lld sequences, %lld steps\n", (long long)total, t,
             t > 0 ? (double)total / t : 0.0, (long long)res.n_seq, (long long)res.steps);

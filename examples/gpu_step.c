@@ -22,6 +22,7 @@ int main(int argc, char **argv) {
     int steps = argc > 5 ? atoi(argv[5]) : 10, s, i;
     fat5_ctx_config cc = fat5_ctx_config_default();
     fat5_ctx *ctx = NULL;
+    char why[512];  // why a context could not be made
     fat5_model *m = NULL;
     fat5_batch b;
     fat5_rng rng = fat5_rng_init(1);
@@ -39,8 +40,8 @@ int main(int argc, char **argv) {
     ecu = (int32_t *)malloc((size_t)(B + 1) * sizeof(int32_t));
     dcu = (int32_t *)malloc((size_t)(B + 1) * sizeof(int32_t));
     if (!enc || !lab || !ecu || !dcu) return 1;
-    if (fat5_ctx_create(&cc, &ctx) != FAT5_OK || fat5_model_load(ctx, argv[1], &m) != FAT5_OK) {
-        fprintf(stderr, "gpu_step: %s\n", ctx ? fat5_last_error(ctx) : "out of memory");
+    if (fat5_ctx_create(&cc, &ctx, why, sizeof why) != FAT5_OK || fat5_model_load(ctx, argv[1], &m) != FAT5_OK) {
+        fprintf(stderr, "gpu_step: %s\n", ctx ? fat5_last_error(ctx) : why);
         goto done;
     }
     for (i = 0; i < B * Le; i++) enc[i] = (int32_t)fat5_rng_below(&rng, 1000) + 2;

@@ -14,6 +14,7 @@ int main(int argc, char **argv) {
     static const int32_t dec_cu[] = {0, 3, 5};
     fat5_ctx_config cc = fat5_ctx_config_default();  // CPU; set cc.device = FAT5_DEVICE_GPU for the GPU
     fat5_ctx *ctx = NULL;
+    char why[512];  // why a context could not be made
     fat5_model *model = NULL;
     fat5_batch batch = {
         .n_seq = 2,
@@ -30,8 +31,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s CHECKPOINT_DIR\n", argv[0]);
         return 2;
     }
-    if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) {
-        fprintf(stderr, "%s\n", ctx ? fat5_last_error(ctx) : "out of memory");
+    if (fat5_ctx_create(&cc, &ctx, why, sizeof why) != FAT5_OK) {
+        fprintf(stderr, "%s\n", why);
         goto done;
     }
     if (fat5_model_load(ctx, argv[1], &model) != FAT5_OK ||

@@ -36,6 +36,10 @@ static int fail(fat5_ctx *ctx, const char *what) {
     fprintf(stderr, "%s: %s: %s\n", who, what, ctx ? fat5_last_error(ctx) : "out of memory");
     return 1;
 }
+static int fail_why(const char *what, const char *why) {
+    fprintf(stderr, "%s: %s: %s\n", who, what, why);
+    return 1;
+}
 
 static char *read_text(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -87,13 +91,14 @@ int main(int argc, char **argv) {
     const char *config_file = NULL;
     int i, named_model = 0, tty = isatty(2), gpu, rc = 0, ranks = 1, quiet = 0;
     double first_loss = 0, last_loss = 0;
+    char why[512];
     int64_t first_step = -1;
     fat5_launch_info li;
     memset(&li, 0, sizeof li);
     li.rank = -1;
 
     // the device first: defaults depend on it
-    if (fat5_ctx_create(&cc, &probe) != FAT5_OK) return fail(NULL, "context");
+    if (fat5_ctx_create(&cc, &probe, why, sizeof why) != FAT5_OK) return fail_why("context", why);
     cfg = fat5_train_config_default();
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -132,7 +137,7 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "train: %s: cannot read\n", config_file);
                 return 1;
             }
-            if (fat5_train_config_from_json(probe, &tmp, text, len)) {
+            if (fat5_train_config_from_json(probe, text, len, &tmp)) {
                 free(text);
                 return fail(probe, config_file);
             }
@@ -159,24 +164,22 @@ int main(int argc, char **argv) {
         cc.dtype = FAT5_DTYPE_BF16;
         if (li.rank >= 0) cc.device_ordinal = li.rank;
         else if (lr && lr[0]) cc.device_ordinal = atoi(lr);
-        if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) {
-            if (cfg.device == FAT5_DEVICE_GPU) return fail(ctx, "GPU");
-            fprintf(stderr, "train: no GPU (%s): training on the CPU\n", ctx ? fat5_last_error(ctx) : "out of memory");
-            fat5_ctx_destroy(ctx);
-            ctx = NULL;
+        if (fat5_ctx_create(&cc, &ctx, why, sizeof why) != FAT5_OK) {
+            if (cfg.device == FAT5_DEVICE_GPU) return fail_why("GPU", why);
+            fprintf(stderr, "train: no GPU (%s): training on the CPU\n", why);
             gpu = 0;
         }
     }
     if (!ctx) {
         cc = fat5_ctx_config_default();
-        if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) return fail(ctx, "context");
+        if (fat5_ctx_create(&cc, &ctx, why, sizeof why) != FAT5_OK) return fail_why("context", why);
     }
     // defaults for the device, then the config file, then the flags
     if (!named_model && device_defaults(ctx, &cfg, gpu)) return fail(ctx, "defaults");
     if (config_file) {
         size_t len = 0;
         char *text = read_text(config_file, &len);
-        if (!text || fat5_train_config_from_json(ctx, &cfg, text, len)) {
+        if (!text || fat5_train_config_from_json(ctx, text, len, &cfg)) {
             free(text);
             return fail(ctx, config_file);
         }
@@ -221,7 +224,7 @@ int main(int argc, char **argv) {
         else snprintf(where, sizeof where, "%s", gpu ? "GPU (bf16)" : "CPU");
         fprintf(stderr, "train: %s, d_model %lld, %lld+%lld layers, %.1fM parameters, %lld steps -> %s\n", where,
                 (long long)mc->d_model, (long long)mc->num_layers, (long long)mc->num_decoder_layers,
-                (double)fat5_model_num_params(fat5_train_model(t)) / 1e6, (long long)cfg.optim.total_steps,
+                (double)fat5_model_param_count(fat5_train_model(t)) / 1e6, (long long)cfg.optim.total_steps,
                 cfg.output_dir);
     }
     tty &= !quiet;

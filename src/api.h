@@ -7,7 +7,8 @@
 //
 //     fat5_ctx *ctx = NULL;
 //     fat5_ctx_config cc = fat5_ctx_config_default();
-//     if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) return 1;     // fails only when out of memory
+//     char why[512];
+//     if (fat5_ctx_create(&cc, &ctx, why, sizeof why) != FAT5_OK) return 1;  // why says why
 //     fat5_model *m = NULL;
 //     if (fat5_model_load(ctx, "path/to/t5-small", &m) != FAT5_OK)
 //         fprintf(stderr, "%s\n", fat5_last_error(ctx));
@@ -57,13 +58,20 @@
 //     FAT5_CUBLASLT=0          products on cublasGemmEx (its own algorithm per size), not cuBLASLt
 //                              with one algorithm per size class
 //     FAT5_PDL=0               decode-step kernels launch plainly, not as programmatic dependents
+//                              (these five are read when fat5_ctx_config's field of the same name,
+//                              lower case, is -1, its default)
 //     CUDA_HOME                also searched for libcuda, libnvrtc, libcublas and libcublasLt
 //     NCCL_HOME, VIRTUAL_ENV, CONDA_PREFIX   also searched for libnccl.so.2 (several GPUs only;
 //                              the Python environments' nvidia/nccl/lib)
 //
 // Errors: every fallible call returns a fat5_status (FAT5_OK = 0, negative on error); the message,
 // naming the tensor or field and what was expected, is read with fat5_last_error(ctx). The library
-// never prints and never exits.
+// never prints and never exits, with one exception: a GPU rank of data-parallel training whose
+// thread is held inside an NCCL call for a second after its watchdog saw a peer fail or a sum time
+// out (dist_timeout). NCCL cannot abort a call under the thread that is in it and that call never
+// returns, so the watchdog marks the rank failed on the ranks' board (its peers and fat5_launch
+// report why), passes the message to the context's log callback, and ends the process with _exit(1)
+// rather than leave a rank hung (section [3.5]).
 //
 // Threads, ownership, lifetimes:
 //   - A fat5_ctx and everything made with it (models, safetensors files) is used by one thread at
@@ -181,12 +189,24 @@ typedef struct fat5_ctx_config {
     // everywhere; NULL (the default): each model's own, from its config. fat5_model_set_attention
     // changes one model's afterwards.
     const struct fat5_attention *attention;
+    // Kernel switches of a GPU context, for comparisons and bisecting: 1 on, 0 off, -1 (the
+    // default) = the environment variable named ("0" off, any other value on), else the default
+    // given here. The CPU ignores them.
+    int attn_tc;        // FAT5_ATTN_TC, on: bf16 attention forward and backward on tensor cores
+                        // (off: the exact FMA kernels)
+    int mm_rows;        // FAT5_MM_ROWS, on: products of a few rows (decoding) on fat5_mm (off: cuBLAS)
+    int cublaslt;       // FAT5_CUBLASLT, on: products on cuBLASLt with one algorithm per size class
+                        // (off: cublasGemmEx, its own algorithm per size)
+    int pdl;            // FAT5_PDL, on: decode-step kernels launch as programmatic dependents (sm_90+)
+    int sync_launches;  // FAT5_SYNC_LAUNCHES, off: synchronise after every launch, so that an error
+                        // names its kernel (slow; no CUDA graphs)
 } fat5_ctx_config;
 
 FAT5_API fat5_ctx_config fat5_ctx_config_default(void);
-// Creates a context. On the GPU it also opens the device; on failure *out still holds a context
-// whose fat5_last_error says why (destroy it), except for FAT5_ERR_OUT_OF_MEMORY (*out = NULL).
-FAT5_API fat5_status fat5_ctx_create(const fat5_ctx_config *cfg, fat5_ctx **out);
+// Creates a context (cfg NULL: the defaults); on the GPU it also opens the device. It either
+// succeeds or leaves nothing to destroy: on failure *out is NULL and, when err is not NULL, err
+// holds why (at most err_cap bytes, NUL-terminated; "no CUDA driver: ..." and the like).
+FAT5_API fat5_status fat5_ctx_create(const fat5_ctx_config *cfg, fat5_ctx **out, char *err, size_t err_cap);
 FAT5_API void fat5_ctx_destroy(fat5_ctx *ctx);
 FAT5_API const char *fat5_last_error(const fat5_ctx *ctx);
 FAT5_API fat5_device fat5_ctx_device(const fat5_ctx *ctx);
@@ -315,8 +335,8 @@ typedef struct fat5_tensor_info {
     int64_t shape[2];
     int64_t numel;
 } fat5_tensor_info;
-FAT5_API int64_t fat5_model_num_params(const fat5_model *m);      // elements in all tensors
-FAT5_API int fat5_model_num_tensors(const fat5_model *m);
+FAT5_API int64_t fat5_model_param_count(const fat5_model *m);      // elements in all tensors
+FAT5_API int fat5_model_tensor_count(const fat5_model *m);
 FAT5_API fat5_status fat5_model_tensor_info(const fat5_model *m, int index, fat5_tensor_info *out);
 FAT5_API int fat5_model_find_tensor(const fat5_model *m, const char *name);  // -1 if absent
 // Copy a parameter, or its accumulated gradient, to / from a caller buffer of exactly numel floats.
@@ -422,9 +442,9 @@ typedef struct fat5_st_tensor {
 } fat5_st_tensor;
 
 typedef struct fat5_st_file fat5_st_file;
-FAT5_API fat5_status fat5_st_open(fat5_ctx *ctx, const char *path, fat5_st_file **out);
-FAT5_API void fat5_st_close(fat5_st_file *f);
-FAT5_API int fat5_st_count(const fat5_st_file *f);
+FAT5_API fat5_status fat5_st_load(fat5_ctx *ctx, const char *path, fat5_st_file **out);
+FAT5_API void fat5_st_destroy(fat5_st_file *f);
+FAT5_API int fat5_st_tensor_count(const fat5_st_file *f);
 FAT5_API const fat5_st_tensor *fat5_st_get(const fat5_st_file *f, int i);
 FAT5_API int fat5_st_find(const fat5_st_file *f, const char *name);   // -1 if absent
 FAT5_API int fat5_st_metadata_count(const fat5_st_file *f);
@@ -468,12 +488,12 @@ typedef struct fat5_tokens fat5_tokens;
 // vocabulary, the last id an eos) and a bad one is an error naming the file and the byte offset
 // ("x.tok: byte 34: id 300 is not below the vocabulary size 256"). Only regular files are opened
 // (a FIFO or directory is FAT5_ERR_IO, without blocking). Ids are then read through a 1 MiB window
-// per tokens object, never the whole file; the files stay open until fat5_tokens_close. An empty
+// per tokens object, never the whole file; the files stay open until fat5_tokens_destroy. An empty
 // document (two eos in a row) is allowed and counts in num_docs.
-FAT5_API fat5_status fat5_tokens_open(fat5_ctx *ctx, const char *const *paths, int n_paths, fat5_tokens **out);
-FAT5_API void fat5_tokens_close(fat5_tokens *t);
+FAT5_API fat5_status fat5_tokens_load(fat5_ctx *ctx, const char *const *paths, int n_paths, fat5_tokens **out);
+FAT5_API void fat5_tokens_destroy(fat5_tokens *t);
 FAT5_API int64_t fat5_tokens_count(const fat5_tokens *t);        // ids in all files
-FAT5_API int64_t fat5_tokens_num_docs(const fat5_tokens *t);
+FAT5_API int64_t fat5_tokens_doc_count(const fat5_tokens *t);
 FAT5_API int64_t fat5_tokens_vocab_size(const fat5_tokens *t);
 FAT5_API int32_t fat5_tokens_eos_id(const fat5_tokens *t);
 // Writes a token file atomically (temp file + flush + rename) from ids (each below vocab_size,
@@ -610,7 +630,7 @@ FAT5_API int64_t fat5_optim_get_step(const fat5_optim *o);   // updates taken (s
 // Resuming from one continues bit-identically: the same losses, step for step, as a run that was
 // never interrupted (on the GPU too: its backward and reductions are deterministic).
 typedef struct fat5_train_config {
-    // data: token files (fat5_tokens_open), comma-separated; a share of documents held out
+    // data: token files (fat5_tokens_load), comma-separated; a share of documents held out
     char data[4096];
     double eval_fraction;         // 0.01; 0 = no evaluation
     fat5_ul2_config ul2;          // denoisers and budgets; seed, split and sentinels set by the trainer
@@ -661,8 +681,8 @@ FAT5_API fat5_train_config fat5_train_config_default(void);
 FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *cfg, const char *key,
                                            const char *value);
 // Applies every key of a JSON object ({"learning_rate": 5e-3, "model": "tiny", ...}).
-FAT5_API fat5_status fat5_train_config_from_json(fat5_ctx *ctx, fat5_train_config *cfg, const char *json,
-                                                 size_t len);
+FAT5_API fat5_status fat5_train_config_from_json(fat5_ctx *ctx, const char *json, size_t len,
+                                                 fat5_train_config *cfg);
 FAT5_API const char *fat5_train_option_names(void);   // "name: meaning\n" lines
 
 typedef struct fat5_trainer fat5_trainer;

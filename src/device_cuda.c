@@ -1253,9 +1253,18 @@ static void fat5__dev_close_lt(fat5_ctx *ctx, struct fat5__gpu *g) {
     g->lt_n = 0;
 }
 
+// A kernel switch of fat5_ctx_config: its field when 0 or 1, else the environment variable `env`
+// ("0" off, any other non-empty value on), else `dflt`.
+static int fat5__dev_switch(int field, const char *env, int dflt) {
+    const char *v;
+    if (field == 0 || field == 1) return field;
+    v = getenv(env);
+    return v && v[0] ? strcmp(v, "0") != 0 : dflt;
+}
+
 // Opens cuBLASLt when it can (after cuBLAS); otherwise leaves lt_handle NULL and says why in lt_off.
 static void fat5__dev_open_lt(fat5_ctx *ctx, struct fat5__gpu *g) {
-    const char *env = getenv("FAT5_CUBLASLT"), *names[2], *missing;
+    const char *names[2], *missing;
     char buf[2][64];
     fat5__sb errs;
     const unsigned ops[3][2] = {{FAT5__CUBLAS_OP_T, FAT5__CUBLAS_OP_N},   // NT: op(B), op(A) (see fat5__gpu_mm_ops)
@@ -1263,8 +1272,8 @@ static void fat5__dev_open_lt(fat5_ctx *ctx, struct fat5__gpu *g) {
                                 {FAT5__CUBLAS_OP_N, FAT5__CUBLAS_OP_T}};  // TN
     uint64_t ws = FAT5__LT_WS;
     int i, ok = 1;
-    if (env && strcmp(env, "0") == 0) {
-        snprintf(g->lt_off, sizeof g->lt_off, "FAT5_CUBLASLT=0");
+    if (!fat5__dev_switch(ctx->cfg.cublaslt, "FAT5_CUBLASLT", 1)) {
+        snprintf(g->lt_off, sizeof g->lt_off, "cublaslt off (fat5_ctx_config.cublaslt or FAT5_CUBLASLT=0)");
         return;
     }
     fat5__dev_sonames("libcublasLt", g->driver_version, buf, names);
@@ -1368,7 +1377,7 @@ static fat5_status fat5__dev_open(fat5_ctx *ctx) {
     fat5__CUresult r;
     fat5_status st;
     char buf[2][64], *img = NULL;
-    const char *names[2], *missing, *env;
+    const char *names[2], *missing;
     size_t img_size = 0;
     int count = 0, k, n_missing = 0;
     double t0 = 1e3 * fat5__now_s();
@@ -1382,12 +1391,9 @@ static fat5_status fat5__dev_open(fat5_ctx *ctx) {
     ctx->gpu = g;
     g->ordinal = ctx->cfg.device_ordinal;
     g->last_kernel = -1;
-    env = getenv("FAT5_SYNC_LAUNCHES");
-    g->sync_launches = env && env[0] && strcmp(env, "0") != 0;
-    env = getenv("FAT5_ATTN_TC");
-    g->attn_tc = !(env && !strcmp(env, "0"));
-    env = getenv("FAT5_MM_ROWS");
-    g->mm_rows = env && !strcmp(env, "0") ? 0 : FAT5__MM_ROWS;
+    g->sync_launches = fat5__dev_switch(ctx->cfg.sync_launches, "FAT5_SYNC_LAUNCHES", 0);
+    g->attn_tc = fat5__dev_switch(ctx->cfg.attn_tc, "FAT5_ATTN_TC", 1);
+    g->mm_rows = fat5__dev_switch(ctx->cfg.mm_rows, "FAT5_MM_ROWS", 1) ? FAT5__MM_ROWS : 0;
 
     // 1. the driver
     fat5__sb_init(&errs, ctx);
@@ -1473,11 +1479,10 @@ static fat5_status fat5__dev_open(fat5_ctx *ctx) {
         g->smem_optin = 48 * 1024;
     if ((st = fat5__dev_choose_arch(ctx, g, g->cc_major * 10 + g->cc_minor)) != FAT5_OK) goto fail;
     g->launch_ex = (fat5__PFN_cuLaunchKernelEx)fat5__dev_sym(g->lib_cuda, "cuLaunchKernelEx");
-    env = getenv("FAT5_PDL");
     {   // the kernels must be compiled for sm_90+ too (an older NVRTC may target compute_8x here):
         // below that fat5_pdl_begin compiles to nothing and a dependent would not wait
         const char *u = strchr(g->arch, '_');
-        g->pdl = g->launch_ex && g->cc_major >= 9 && u && atoi(u + 1) >= 90 && !(env && !strcmp(env, "0"));
+        g->pdl = g->launch_ex && g->cc_major >= 9 && u && atoi(u + 1) >= 90 && fat5__dev_switch(ctx->cfg.pdl, "FAT5_PDL", 1);
     }
 
     // 4. context (the primary one, which cuBLAS also uses) and the stream

@@ -38,7 +38,7 @@ typedef struct fat5__ckpt {
 static void fat5__ckpt_close(fat5_ctx *ctx, fat5__ckpt *k) {
     int i;
     for (i = 0; i < k->n_files; i++) {
-        fat5_st_close(k->files[i]);
+        fat5_st_destroy(k->files[i]);
         fat5__free(ctx, k->used[i]);
     }
     k->n_files = 0;
@@ -48,8 +48,8 @@ static fat5_status fat5__ckpt_add(fat5_ctx *ctx, fat5__ckpt *k, const char *path
     fat5_status st;
     int i = k->n_files;
     if (i >= FAT5__MAX_SHARDS) return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "more than %d shards", FAT5__MAX_SHARDS);
-    if ((st = fat5_st_open(ctx, path, &k->files[i]))) return st;
-    k->used[i] = FAT5__CAST(char *, fat5__calloc(ctx, (size_t)fat5_st_count(k->files[i]) + 1, 1));
+    if ((st = fat5_st_load(ctx, path, &k->files[i]))) return st;
+    k->used[i] = FAT5__CAST(char *, fat5__calloc(ctx, (size_t)fat5_st_tensor_count(k->files[i]) + 1, 1));
     k->n_files++;
     if (!k->used[i]) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory");
     return FAT5_OK;
@@ -233,7 +233,7 @@ static fat5_status fat5__ckpt_match(fat5_ctx *ctx, fat5__ckpt *k, const fat5_mod
     }
     if (st == FAT5_OK && cfg->pos_kind == FAT5_POS_FIRE) st = fat5__ckpt_check_init_l(ctx, k, cfg, dir);
     for (f = 0; f < k->n_files && st == FAT5_OK; f++)
-        for (t = 0; t < fat5_st_count(k->files[f]); t++) {
+        for (t = 0; t < fat5_st_tensor_count(k->files[f]); t++) {
             const char *name = fat5_st_get(k->files[f], t)->name;
             if (!k->used[f][t] && !fat5__ignorable_tensor(name)) {
                 st = fat5__err(ctx, FAT5_ERR_FORMAT,

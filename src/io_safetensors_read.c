@@ -336,7 +336,7 @@ static fat5_status fat5__st_load(fat5_st_file *f) {
     return st;
 }
 
-FAT5_API void fat5_st_close(fat5_st_file *f) {
+FAT5_API void fat5_st_destroy(fat5_st_file *f) {
     fat5_ctx *ctx;
     if (!f) return;
     ctx = f->ctx;
@@ -348,12 +348,12 @@ FAT5_API void fat5_st_close(fat5_st_file *f) {
     fat5__free(ctx, f);
 }
 
-FAT5_API fat5_status fat5_st_open(fat5_ctx *ctx, const char *path, fat5_st_file **out) {
+FAT5_API fat5_status fat5_st_load(fat5_ctx *ctx, const char *path, fat5_st_file **out) {
     fat5_st_file *f;
     fat5_status st;
-    if (!out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_st_open: out is NULL");
+    if (!out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_st_load: out is NULL");
     *out = NULL;
-    if (!path) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_st_open: path is NULL");
+    if (!path) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_st_load: path is NULL");
     f = FAT5__CAST(fat5_st_file *, fat5__calloc(ctx, 1, sizeof *f));
     if (!f) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     f->ctx = ctx;
@@ -364,14 +364,14 @@ FAT5_API fat5_status fat5_st_open(fat5_ctx *ctx, const char *path, fat5_st_file 
     }
     st = fat5__st_load(f);
     if (st != FAT5_OK) {
-        fat5_st_close(f);
+        fat5_st_destroy(f);
         return st;
     }
     *out = f;
     return FAT5_OK;
 }
 
-FAT5_API int fat5_st_count(const fat5_st_file *f) { return f ? f->n_tensors : 0; }
+FAT5_API int fat5_st_tensor_count(const fat5_st_file *f) { return f ? f->n_tensors : 0; }
 
 FAT5_API const fat5_st_tensor *fat5_st_get(const fat5_st_file *f, int i) {
     return f && i >= 0 && i < f->n_tensors ? &f->tensors[i] : NULL;

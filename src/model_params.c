@@ -432,8 +432,8 @@ FAT5_API fat5_status fat5_model_create(fat5_ctx *ctx, const fat5_model_config *c
     return FAT5_OK;
 }
 
-FAT5_API int64_t fat5_model_num_params(const fat5_model *m) { return (int64_t)m->n_floats; }
-FAT5_API int fat5_model_num_tensors(const fat5_model *m) { return m->n_params; }
+FAT5_API int64_t fat5_model_param_count(const fat5_model *m) { return (int64_t)m->n_floats; }
+FAT5_API int fat5_model_tensor_count(const fat5_model *m) { return m->n_params; }
 
 FAT5_API fat5_status fat5_model_tensor_info(const fat5_model *m, int index, fat5_tensor_info *out) {
     const fat5__param *p;

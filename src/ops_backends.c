@@ -223,39 +223,54 @@ static fat5_status fat5__graph_step(const fat5__backend *be, fat5_ctx *ctx, fat5
 
 // ---- the context: its backend opened with it ----
 
-FAT5_API fat5_status fat5_ctx_create(const fat5_ctx_config *cfg, fat5_ctx **out) {
+// The context's checks and its backend; on failure the message is in ctx->err.
+static fat5_status fat5__ctx_open(fat5_ctx *ctx) {
+    const fat5_ctx_config *c = &ctx->cfg;
+    ctx->n_threads = 1;
+    if (c->dtype != FAT5_DTYPE_FP32 && c->dtype != FAT5_DTYPE_BF16)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ctx_create: unknown dtype %d", (int)c->dtype);
+    if (c->n_threads < 0)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ctx_create: n_threads %d (0 = one per CPU, or >= 1)",
+                         c->n_threads);
+    ctx->n_threads = fat5__resolve_threads(c->n_threads);
+    if (c->device == FAT5_DEVICE_GPU) return fat5__dev_open(ctx);
+    if (c->device != FAT5_DEVICE_CPU)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ctx_create: unknown device %d", (int)c->device);
+    return FAT5_OK;
+}
+
+FAT5_API fat5_status fat5_ctx_create(const fat5_ctx_config *cfg, fat5_ctx **out, char *err, size_t err_cap) {
     fat5_ctx_config c = cfg ? *cfg : fat5_ctx_config_default();
     fat5_ctx *ctx;
-    int bad_hooks = (c.alloc != NULL) != (c.free != NULL) || (c.realloc != NULL) != (c.free != NULL);
-    if (!out) return FAT5_ERR_INVALID_ARG;
+    fat5_status st;
+    if (err && err_cap) err[0] = 0;
+    if (!out) {
+        if (err && err_cap) snprintf(err, err_cap, "fat5_ctx_create: out is NULL");
+        return FAT5_ERR_INVALID_ARG;
+    }
     *out = NULL;
-    if (bad_hooks) {  // the context that reports it lives on the default allocator
-        c.alloc = NULL;
-        c.realloc = NULL;
-        c.free = NULL;
+    if ((c.alloc != NULL) != (c.free != NULL) || (c.realloc != NULL) != (c.free != NULL)) {
+        if (err && err_cap)
+            snprintf(err, err_cap, "fat5_ctx_create: the alloc, realloc and free hooks must be given together (all or none)");
+        return FAT5_ERR_INVALID_ARG;
     }
     ctx = FAT5__CAST(fat5_ctx *, c.alloc ? c.alloc(c.alloc_user, sizeof *ctx) : FAT5_MALLOC(sizeof *ctx));
-    if (!ctx) return FAT5_ERR_OUT_OF_MEMORY;
+    if (!ctx) {
+        if (err && err_cap) snprintf(err, err_cap, "fat5_ctx_create: out of memory");
+        return FAT5_ERR_OUT_OF_MEMORY;
+    }
     memset(ctx, 0, sizeof *ctx);
     ctx->cfg = c;
     if (c.attention) {  // copied: the caller's struct is not kept
         ctx->attention = *c.attention;
         ctx->cfg.attention = &ctx->attention;
     }
+    if ((st = fat5__ctx_open(ctx)) != FAT5_OK) {
+        if (err && err_cap) snprintf(err, err_cap, "%s", ctx->err);
+        fat5_ctx_destroy(ctx);
+        return st;
+    }
     *out = ctx;
-    if (bad_hooks)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
-                         "fat5_ctx_create: the alloc, realloc and free hooks must be given together (all or none)");
-    ctx->n_threads = 1;
-    if (c.dtype != FAT5_DTYPE_FP32 && c.dtype != FAT5_DTYPE_BF16)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ctx_create: unknown dtype %d", (int)c.dtype);
-    if (c.n_threads < 0)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ctx_create: n_threads %d (0 = one per CPU, or >= 1)",
-                         c.n_threads);
-    ctx->n_threads = fat5__resolve_threads(c.n_threads);
-    if (c.device == FAT5_DEVICE_GPU) return fat5__dev_open(ctx);
-    if (c.device != FAT5_DEVICE_CPU)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_ctx_create: unknown device %d", (int)c.device);
     return FAT5_OK;
 }
 

@@ -282,8 +282,8 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
     return FAT5_OK;
 }
 
-FAT5_API fat5_status fat5_train_config_from_json(fat5_ctx *ctx, fat5_train_config *cfg, const char *json,
-                                                 size_t len) {
+FAT5_API fat5_status fat5_train_config_from_json(fat5_ctx *ctx, const char *json, size_t len,
+                                                 fat5_train_config *cfg) {
     fat5__jdoc *d = NULL;
     const fat5__json *root, *j;
     fat5_status st;
@@ -779,7 +779,7 @@ static fat5_status fat5__train_open_data(fat5_trainer *t) {
         p = comma ? comma + 1 : NULL;
     }
     {
-        fat5_status st = fat5_tokens_open(t->dctx, (const char *const *)paths, n, &t->tokens);
+        fat5_status st = fat5_tokens_load(t->dctx, (const char *const *)paths, n, &t->tokens);
         if (st) return fat5__err(t->ctx, st, "%s", fat5_last_error(t->dctx));
     }
     return FAT5_OK;
@@ -863,7 +863,7 @@ static void fat5__ckpt_prune(const char *out, int keep) {
 // The data set's identity, recorded in a checkpoint and checked on resume.
 static void fat5__data_fingerprint(const fat5_trainer *t, char *buf, size_t cap) {
     snprintf(buf, cap, "tokens=%lld docs=%lld vocab=%lld eos=%d eval_fraction=%.17g",
-             (long long)fat5_tokens_count(t->tokens), (long long)fat5_tokens_num_docs(t->tokens),
+             (long long)fat5_tokens_count(t->tokens), (long long)fat5_tokens_doc_count(t->tokens),
              (long long)fat5_tokens_vocab_size(t->tokens), (int)fat5_tokens_eos_id(t->tokens), t->cfg.eval_fraction);
 }
 
@@ -999,7 +999,7 @@ static fat5_status fat5__train_resume(fat5_trainer *t, const char *dir) {
     int i1, i2;
     fat5_status st;
     snprintf(path, sizeof path, "%s/training_state.safetensors", dir);
-    if ((st = fat5_st_open(ctx, path, &f))) return st;
+    if ((st = fat5_st_load(ctx, path, &f))) return st;
     v = fat5_st_metadata_find(f, "format");
     if (!v || strcmp(v, "fat5-training-state") != 0 || !(v = fat5_st_metadata_find(f, "version")) || strcmp(v, "1") != 0) {
         st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: not a fat5 training state (format 1)", path);
@@ -1055,7 +1055,7 @@ static fat5_status fat5__train_resume(fat5_trainer *t, const char *dir) {
 done:
     fat5__free(ctx, mom);
     fat5__free(ctx, json);
-    fat5_st_close(f);
+    fat5_st_destroy(f);
     return st;
 }
 
@@ -1109,7 +1109,7 @@ static fat5_status fat5__train_agree(fat5_trainer *t) {
                     t->world, c->grad_accum, c->balance_ranks, (unsigned long long)c->seed, (int)t->m->act_size,
                     t->m->n_floats, c->attention, (long long)fat5_optim_get_step(t->o), state);
     fat5__sb_printf(&b, "data %lld %lld %lld eval %.17g ul2 %lld %lld %lld %lld %ld %ld", (long long)fat5_tokens_count(t->tokens),
-                    (long long)fat5_tokens_num_docs(t->tokens), (long long)fat5_tokens_vocab_size(t->tokens),
+                    (long long)fat5_tokens_doc_count(t->tokens), (long long)fat5_tokens_vocab_size(t->tokens),
                     c->eval_fraction, (long long)u->enc_tokens, (long long)u->dec_tokens, (long long)u->max_enc_len,
                     (long long)u->max_dec_len, (long)u->sentinel_first, (long)u->n_sentinels);
     for (i = 0; i < u->n_denoisers; i++)
@@ -1174,7 +1174,7 @@ FAT5_API void fat5_train_destroy(fat5_trainer *t) {
     fat5__free(t->ctx, t->h_losses);
     fat5_model_destroy(t->m);
     fat5_ul2_destroy(t->sampler);
-    fat5_tokens_close(t->tokens);
+    fat5_tokens_destroy(t->tokens);
     fat5_ctx_destroy(t->dctx);
     fat5__free(t->ctx, t);
 }
@@ -1220,7 +1220,7 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
         dc.device = FAT5_DEVICE_CPU;
         if (!t->grp[0].mb || !t->grp[1].mb || !t->grp[0].n_labels || !t->grp[1].n_labels ||
             (t->world > 1 && (!t->pool.bin_e || !t->pool.rank_cost || !t->pool.rank_at || !t->pool.ranks)) ||
-            fat5_ctx_create(&dc, &t->dctx) != FAT5_OK) {
+            fat5_ctx_create(&dc, &t->dctx, NULL, 0) != FAT5_OK) {
             fat5_train_destroy(t);
             return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
         }

@@ -220,7 +220,7 @@ static fat5_status fat5__tok_check(fat5_tokens *t, int f, const char *path) {
     return FAT5_OK;
 }
 
-FAT5_API void fat5_tokens_close(fat5_tokens *t) {
+FAT5_API void fat5_tokens_destroy(fat5_tokens *t) {
     int i;
     if (!t) return;
     for (i = 0; i < t->n_files; i++) {
@@ -232,31 +232,31 @@ FAT5_API void fat5_tokens_close(fat5_tokens *t) {
     fat5__free(t->ctx, t);
 }
 
-FAT5_API fat5_status fat5_tokens_open(fat5_ctx *ctx, const char *const *paths, int n_paths,
+FAT5_API fat5_status fat5_tokens_load(fat5_ctx *ctx, const char *const *paths, int n_paths,
                                       fat5_tokens **out) {
     fat5_tokens *t;
     fat5_status st;
     int i;
-    if (!out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_open: out is NULL");
+    if (!out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_load: out is NULL");
     *out = NULL;
     if (!paths || n_paths <= 0)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_open: no files given");
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_load: no files given");
     for (i = 0; i < n_paths; i++)
-        if (!paths[i]) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_open: path %d is NULL", i);
+        if (!paths[i]) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_load: path %d is NULL", i);
     t = FAT5__CAST(fat5_tokens *, fat5__calloc(ctx, 1, sizeof *t));
-    if (!t) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokens_open: out of memory");
+    if (!t) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokens_load: out of memory");
     t->ctx = ctx;
     t->win_file = -1;
     t->files = FAT5__CAST(fat5__tokfile *, fat5__calloc(ctx, (size_t)n_paths, sizeof *t->files));
     t->win = FAT5__CAST(unsigned char *, fat5__malloc(ctx, FAT5__TOK_WINDOW));
     if (!t->files || !t->win) {
-        fat5_tokens_close(t);
-        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokens_open: out of memory");
+        fat5_tokens_destroy(t);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokens_load: out of memory");
     }
     for (i = 0; i < n_paths; i++) {
         t->n_files = i + 1;
         if ((st = fat5__tok_check(t, i, paths[i])) != FAT5_OK) {
-            fat5_tokens_close(t);
+            fat5_tokens_destroy(t);
             return st;
         }
     }
@@ -265,7 +265,7 @@ FAT5_API fat5_status fat5_tokens_open(fat5_ctx *ctx, const char *const *paths, i
 }
 
 FAT5_API int64_t fat5_tokens_count(const fat5_tokens *t) { return t ? t->n_ids : 0; }
-FAT5_API int64_t fat5_tokens_num_docs(const fat5_tokens *t) { return t ? t->n_docs : 0; }
+FAT5_API int64_t fat5_tokens_doc_count(const fat5_tokens *t) { return t ? t->n_docs : 0; }
 FAT5_API int64_t fat5_tokens_vocab_size(const fat5_tokens *t) { return t ? t->vocab : 0; }
 FAT5_API int32_t fat5_tokens_eos_id(const fat5_tokens *t) { return t ? t->eos : -1; }
 

@@ -62,7 +62,7 @@ static void fat5_test_fail(fat5_test *T, const char *file, int line, const char 
 static fat5_ctx *fat5_test_ctx(fat5_test *T) {
     if (!T->ctx) {
         fat5_ctx_config c = fat5_ctx_config_default();
-        if (fat5_ctx_create(&c, &T->ctx) != FAT5_OK) {
+        if (fat5_ctx_create(&c, &T->ctx, NULL, 0) != FAT5_OK) {
             fprintf(stderr, "cannot create a CPU context\n");
             exit(2);
         }

@@ -103,12 +103,12 @@ static void t_allocator_hooks(fat5_test *T) {
     fat5_ctx *ctx = NULL;
     fat5_model *m = NULL;
     fat5_batch b;
-    char dir[600];
+    char dir[600], why[512];
     cc.alloc = tb_malloc;
     cc.realloc = tb_realloc;
     cc.free = tb_free;
     cc.alloc_user = &a;
-    FAT5_REQUIRE(T, fat5_ctx_create(&cc, &ctx) == FAT5_OK);
+    FAT5_REQUIRE(T, fat5_ctx_create(&cc, &ctx, NULL, 0) == FAT5_OK);
     memset(&b, 0, sizeof b);
     snprintf(dir, sizeof dir, "%s/saved", fat5_test_tmpdir(T));
     if (fat5_model_load(ctx, FAT5_TEST_DATA "/umt5_gated_silu", &m) != FAT5_OK ||
@@ -125,20 +125,27 @@ static void t_allocator_hooks(fat5_test *T) {
     fat5_ctx_destroy(ctx);
     FAT5_CHECK_MSG(T, a.live == 0, "%ld allocations outstanding", a.live);
     // hooks are all or none
-    // (an error other than out of memory still gives a context that says why)
     cc.realloc = NULL;
-    FAT5_CHECK(T, fat5_ctx_create(&cc, &ctx) == FAT5_ERR_INVALID_ARG && ctx && strstr(fat5_last_error(ctx), "hooks"));
-    fat5_ctx_destroy(ctx);
+    // a failed create leaves nothing to destroy: *out NULL, the reason in err, nothing allocated
+    ctx = (fat5_ctx *)&a;
+    FAT5_CHECK(T, fat5_ctx_create(&cc, &ctx, why, sizeof why) == FAT5_ERR_INVALID_ARG && !ctx && strstr(why, "hooks"));
     FAT5_CHECK(T, a.live == 0);
     cc = fat5_ctx_config_default();
+    cc.alloc = tb_malloc;   // the hooks that count
+    cc.realloc = tb_realloc;
+    cc.free = tb_free;
+    cc.alloc_user = &a;
     cc.dtype = (fat5_dtype)9;
-    FAT5_CHECK(T, fat5_ctx_create(&cc, &ctx) == FAT5_ERR_INVALID_ARG && ctx && strstr(fat5_last_error(ctx), "dtype"));
-    fat5_ctx_destroy(ctx);
-    cc = fat5_ctx_config_default();
+    FAT5_CHECK(T, fat5_ctx_create(&cc, &ctx, why, sizeof why) == FAT5_ERR_INVALID_ARG && !ctx && strstr(why, "dtype"));
+    FAT5_CHECK(T, a.live == 0);
+    cc.dtype = FAT5_DTYPE_FP32;
     cc.device = (fat5_device)5;
-    FAT5_CHECK(T, fat5_ctx_create(&cc, &ctx) == FAT5_ERR_INVALID_ARG && ctx && strstr(fat5_last_error(ctx), "device"));
-    fat5_ctx_destroy(ctx);
-    FAT5_CHECK(T, fat5_ctx_create(&cc, NULL) == FAT5_ERR_INVALID_ARG);
+    FAT5_CHECK(T, fat5_ctx_create(&cc, &ctx, why, sizeof why) == FAT5_ERR_INVALID_ARG && !ctx && strstr(why, "device"));
+    FAT5_CHECK(T, a.live == 0);
+    // a short buffer is cut and terminated; no buffer at all is allowed
+    FAT5_CHECK(T, fat5_ctx_create(&cc, &ctx, why, 8) == FAT5_ERR_INVALID_ARG && !ctx && strlen(why) == 7);
+    FAT5_CHECK(T, fat5_ctx_create(&cc, &ctx, NULL, 0) == FAT5_ERR_INVALID_ARG && !ctx && a.live == 0);
+    FAT5_CHECK(T, fat5_ctx_create(&cc, NULL, NULL, 0) == FAT5_ERR_INVALID_ARG);
 }
 
 #define FAT5_TESTS_BASE(X) X(rng_philox_known_answer) X(rng_save_restore) X(rng_distributions) \

@@ -63,7 +63,7 @@ static fat5_status td_open_corpus(fat5_test *T, const td_corpus *c, const char *
     st = fat5_tokens_write(fat5_test_ctx(T), p, c->ids, c->n, TD_V, TD_EOS, width);
     if (st != FAT5_OK) return st;
     paths[0] = p;
-    return fat5_tokens_open(fat5_test_ctx(T), paths, 1, out);
+    return fat5_tokens_load(fat5_test_ctx(T), paths, 1, out);
 }
 
 static fat5_ul2_config td_config(void) {
@@ -168,9 +168,9 @@ static void t_tokens_roundtrip(fat5_test *T) {
     FAT5_CHECK(T, raw[24] == 1 && raw[28] == 0 && raw[31] == 0);
     FAT5_CHECK(T, raw[32 + 7 * 4] == (70000 & 255) && raw[32 + 7 * 4 + 2] == 1);
     FAT5_REQUIRE_OK(T, fat5_tokens_write(ctx, pb, b, 3, 100000, 1, 4));
-    FAT5_REQUIRE_OK(T, fat5_tokens_open(ctx, paths, 2, &t));
+    FAT5_REQUIRE_OK(T, fat5_tokens_load(ctx, paths, 2, &t));
     FAT5_CHECK(T, fat5_tokens_count(t) == 12);
-    FAT5_CHECK(T, fat5_tokens_num_docs(t) == 5);
+    FAT5_CHECK(T, fat5_tokens_doc_count(t) == 5);
     FAT5_CHECK(T, fat5_tokens_vocab_size(t) == 100000);
     FAT5_CHECK(T, fat5_tokens_eos_id(t) == 1);
     // documents read back across the file boundary
@@ -179,8 +179,8 @@ static void t_tokens_roundtrip(fat5_test *T) {
     FAT5_CHECK(T, fat5__tok_read_doc(t, 0, 3, buf, &n, &eos) == FAT5_OK && n == 3 && eos);   // peeks
     FAT5_CHECK(T, fat5__tok_read_doc(t, 7, 16, buf, &n, &eos) == FAT5_OK && n == 1 && buf[0] == 70000);
     FAT5_CHECK(T, fat5__tok_read_doc(t, 9, 16, buf, &n, &eos) == FAT5_OK && n == 2 && eos && buf[1] == 9);
-    fat5_tokens_close(t);
-    fat5_tokens_close(NULL);
+    fat5_tokens_destroy(t);
+    fat5_tokens_destroy(NULL);
     // a corpus larger than the read window, both widths: every id comes back
     for (w = 2; w <= 4; w += 2) {
         td_corpus c;
@@ -190,7 +190,7 @@ static void t_tokens_roundtrip(fat5_test *T) {
         got = (int32_t *)malloc(4000 * sizeof(int32_t));
         FAT5_REQUIRE(T, got != NULL);
         FAT5_REQUIRE_OK(T, td_open_corpus(T, &c, "big.tok", w, &t));
-        FAT5_CHECK(T, fat5_tokens_count(t) == c.n && fat5_tokens_num_docs(t) == 300);
+        FAT5_CHECK(T, fat5_tokens_count(t) == c.n && fat5_tokens_doc_count(t) == 300);
         while (pos < c.n && ok) {
             if (fat5__tok_read_doc(t, pos, 4000, got, &n, &eos) != FAT5_OK || !eos) ok = 0;
             for (i = 0; i < n && ok; i++) ok = got[i] == c.ids[pos + i];
@@ -198,7 +198,7 @@ static void t_tokens_roundtrip(fat5_test *T) {
             pos += n + 1;
         }
         FAT5_CHECK_MSG(T, ok && pos == c.n, "width %d: ids differ near %lld", w, (long long)pos);
-        fat5_tokens_close(t);
+        fat5_tokens_destroy(t);
         t = NULL;
         free(got);
         free(c.ids);
@@ -232,14 +232,14 @@ static void td_open_bad_at(fat5_test *T, int line, const char *path, fat5_status
     fat5_status st;
     const char *msg;
     paths[0] = path;
-    st = fat5_tokens_open(fat5_test_ctx(T), paths, 1, &t);
+    st = fat5_tokens_load(fat5_test_ctx(T), paths, 1, &t);
     msg = fat5_last_error(fat5_test_ctx(T));
     if (st != want || t != NULL || strncmp(msg, path, strlen(path)) != 0 || !strstr(msg, word) ||
         (word2 && !strstr(msg, word2)))
         fat5_test_fail(T, __FILE__, line, "%s: got %s (%s), want %s with \"%s\"%s%s", path,
                        fat5_status_string(st), msg, fat5_status_string(want), word, word2 ? " and " : "",
                        word2 ? word2 : "");
-    if (st == FAT5_OK) fat5_tokens_close(t);
+    if (st == FAT5_OK) fat5_tokens_destroy(t);
 }
 #define td_open_bad(T, path, want, word, word2) td_open_bad_at((T), __LINE__, (path), (want), (word), (word2))
 
@@ -285,10 +285,10 @@ static void t_tokens_bad_files(fat5_test *T) {
     paths[1] = q;
     FAT5_REQUIRE(T, td_raw_file(p, "FAT5TOK", 1, 2, 256, 1, ok_ids, 3, 0));
     FAT5_REQUIRE(T, td_raw_file(q, "FAT5TOK", 1, 2, 512, 1, ok_ids, 3, 0));
-    FAT5_CHECK(T, fat5_tokens_open(fat5_test_ctx(T), paths, 2, &t) == FAT5_ERR_FORMAT && t == NULL);
+    FAT5_CHECK(T, fat5_tokens_load(fat5_test_ctx(T), paths, 2, &t) == FAT5_ERR_FORMAT && t == NULL);
     FAT5_CHECK(T, td_err_has(T, q) && td_err_has(T, "byte 16") && td_err_has(T, "vocabulary"));
     FAT5_REQUIRE(T, td_raw_file(q, "FAT5TOK", 1, 2, 256, 5, ok_ids, 3, 0));
-    FAT5_CHECK(T, fat5_tokens_open(fat5_test_ctx(T), paths, 2, &t) == FAT5_ERR_FORMAT && t == NULL);
+    FAT5_CHECK(T, fat5_tokens_load(fat5_test_ctx(T), paths, 2, &t) == FAT5_ERR_FORMAT && t == NULL);
     FAT5_CHECK(T, td_err_has(T, q) && td_err_has(T, "byte 24") && td_err_has(T, "eos"));
     // bad arguments to the writer
     {
@@ -399,7 +399,7 @@ static void t_ul2_rebuild_epoch(fat5_test *T) {
                    (long long)n_batches);
 done:
     fat5_ul2_destroy(s);
-    fat5_tokens_close(src);
+    fat5_tokens_destroy(src);
     free(k.ids);
     free(got);
     free(plen);
@@ -525,7 +525,7 @@ static void t_ul2_span_stats(fat5_test *T) {
         fat5_ul2_destroy(s);
     }
 done:
-    fat5_tokens_close(src);
+    fat5_tokens_destroy(src);
     free(k.ids);
     free(kept);
     free(noise);
@@ -570,7 +570,7 @@ static void t_ul2_prefix_uniform(fat5_test *T) {
     FAT5_CHECK_MSG(T, chi2 < 27.88, "chi-square %.2f over 9 degrees of freedom >= 27.88 (p < 0.001)", chi2);
 done:
     fat5_ul2_destroy(s);
-    fat5_tokens_close(src);
+    fat5_tokens_destroy(src);
     free(k.ids);
 }
 
@@ -620,7 +620,7 @@ static void t_ul2_sentinels(fat5_test *T) {
     td_path(T, p, "small.tok");
     paths[0] = p;
     FAT5_REQUIRE_OK(T, fat5_tokens_write(fat5_test_ctx(T), p, small, 5, TD_V, TD_EOS, 2));
-    FAT5_REQUIRE_OK(T, fat5_tokens_open(fat5_test_ctx(T), paths, 1, &src2));
+    FAT5_REQUIRE_OK(T, fat5_tokens_load(fat5_test_ctx(T), paths, 1, &src2));
     c.denoisers[0].mode_token = -1;
     c.enc_tokens = c.max_enc_len = 5;
     c.dec_tokens = c.max_dec_len = 6;
@@ -635,8 +635,8 @@ static void t_ul2_sentinels(fat5_test *T) {
     }
 done:
     fat5_ul2_destroy(s);
-    fat5_tokens_close(src);
-    fat5_tokens_close(src2);
+    fat5_tokens_destroy(src);
+    fat5_tokens_destroy(src2);
     free(k.ids);
 }
 
@@ -680,7 +680,7 @@ static void t_ul2_mixture(fat5_test *T) {
     }
 done:
     fat5_ul2_destroy(s);
-    fat5_tokens_close(src);
+    fat5_tokens_destroy(src);
     free(k.ids);
 }
 
@@ -725,7 +725,7 @@ done:
     fat5_ul2_destroy(b);
     fat5_ul2_destroy(x);
     fat5_ul2_destroy(NULL);
-    fat5_tokens_close(src);
+    fat5_tokens_destroy(src);
     free(k.ids);
 }
 
@@ -795,7 +795,7 @@ static void t_ul2_state(fat5_test *T) {
 done:
     fat5_ul2_destroy(a);
     fat5_ul2_destroy(b);
-    fat5_tokens_close(src);
+    fat5_tokens_destroy(src);
     free(k.ids);
 }
 
@@ -881,7 +881,7 @@ static void t_ul2_splits(fat5_test *T) {
     FAT5_CHECK(T, fat5_ul2_create(fat5_test_ctx(T), &c, src, &s) == FAT5_ERR_INVALID_ARG && td_err_has(T, "training split"));
 done:
     fat5_ul2_destroy(s);
-    fat5_tokens_close(src);
+    fat5_tokens_destroy(src);
     free(k.ids);
     free(got);
     free(plen);
@@ -903,9 +903,9 @@ static void t_ul2_config_errors(fat5_test *T) {
     FAT5_REQUIRE_OK(T, fat5_tokens_write(ctx, p, ids, 11, TD_V, TD_EOS, 2));
     FAT5_REQUIRE_OK(T, fat5_tokens_write(ctx, q, only_eos, 2, TD_V, TD_EOS, 2));
     paths[0] = p;
-    FAT5_REQUIRE_OK(T, fat5_tokens_open(ctx, paths, 1, &src));
+    FAT5_REQUIRE_OK(T, fat5_tokens_load(ctx, paths, 1, &src));
     paths[0] = q;
-    FAT5_REQUIRE_OK(T, fat5_tokens_open(ctx, paths, 1, &empty));
+    FAT5_REQUIRE_OK(T, fat5_tokens_load(ctx, paths, 1, &empty));
     FAT5_REQUIRE_OK(T, fat5_ul2_create(ctx, (c = td_config(), &c), src, &s));   // the base is good
     fat5_ul2_destroy(s);
     s = NULL;
@@ -974,8 +974,8 @@ static void t_ul2_config_errors(fat5_test *T) {
                           (long long)s->piece_len[0]);
 #undef TD_BAD
     fat5_ul2_destroy(s);
-    fat5_tokens_close(src);
-    fat5_tokens_close(empty);
+    fat5_tokens_destroy(src);
+    fat5_tokens_destroy(empty);
 }
 
 // FAT5's piece lengths for 512 / 512 with a mode token, as its collator computes them (the

@@ -525,13 +525,14 @@ static fat5_ctx *tgen_gpu_ctx(fat5_test *T, fat5_dtype dtype) {
     fat5_status st;
     cc.device = FAT5_DEVICE_GPU;
     cc.dtype = dtype;
-    st = fat5_ctx_create(&cc, &ctx);
+    char why[512];
+    st = fat5_ctx_create(&cc, &ctx, why, sizeof why);
     if (st == FAT5_OK) return ctx;
     if (st == FAT5_ERR_NO_DEVICE) {
-        snprintf(T->skip_reason, sizeof T->skip_reason, "no CUDA device: %.200s", ctx ? fat5_last_error(ctx) : "");
+        snprintf(T->skip_reason, sizeof T->skip_reason, "no CUDA device: %.200s", why);
         T->skipped = 1;
     } else {
-        FAT5_CHECK_MSG(T, 0, "GPU context: %s: %s", fat5_status_string(st), ctx ? fat5_last_error(ctx) : "");
+        FAT5_CHECK_MSG(T, 0, "GPU context: %s: %s", fat5_status_string(st), why);
     }
     fat5_ctx_destroy(ctx);
     return NULL;

@@ -7,15 +7,15 @@ static fat5_ctx *tgm_ctx(fat5_test *T, fat5_dtype dtype) {
     fat5_status st;
     cc.device = FAT5_DEVICE_GPU;
     cc.dtype = dtype;
-    st = fat5_ctx_create(&cc, &ctx);
+    char why[512];
+    st = fat5_ctx_create(&cc, &ctx, why, sizeof why);
     if (st == FAT5_OK) return ctx;
     if (st == FAT5_ERR_NO_DEVICE) {
-        snprintf(T->skip_reason, sizeof T->skip_reason, "no CUDA device: %.200s", fat5_last_error(ctx));
+        snprintf(T->skip_reason, sizeof T->skip_reason, "no CUDA device: %.200s", why);
         T->skipped = 1;
     } else {
-        FAT5_CHECK_MSG(T, 0, "GPU context: %s: %s", fat5_status_string(st), ctx ? fat5_last_error(ctx) : "");
+        FAT5_CHECK_MSG(T, 0, "GPU context: %s: %s", fat5_status_string(st), why);
     }
-    fat5_ctx_destroy(ctx);
     return NULL;
 }
 
@@ -333,7 +333,7 @@ static void tgm_fixtures(fat5_test *T, fat5_dtype dtype) {
         snprintf(path, sizeof path, "%s/reference.safetensors", dir);
         memset(&b, 0, sizeof b);
         if (fat5_model_load(g, dir, &m) == FAT5_OK && tm_load_batch(T, dir, &b) == FAT5_OK &&
-            fat5_st_open(fat5_test_ctx(T), path, &ref) == FAT5_OK && fat5_model_forward(m, &b, NULL, &r) == FAT5_OK &&
+            fat5_st_load(fat5_test_ctx(T), path, &ref) == FAT5_OK && fat5_model_forward(m, &b, NULL, &r) == FAT5_OK &&
             (want = tm_read_tensor(T, ref, "logits", &n)) != NULL && (loss = tm_read_tensor(T, ref, "loss", &nl)) != NULL) {
             got = (float *)malloc((size_t)n * sizeof(float));
             if (got && fat5_model_get_logits(m, got, n) == FAT5_OK)
@@ -346,7 +346,7 @@ static void tgm_fixtures(fat5_test *T, fat5_dtype dtype) {
         free(want);
         free(got);
         free(loss);
-        fat5_st_close(ref);
+        fat5_st_destroy(ref);
         fat5_batch_free(fat5_test_ctx(T), &b);
         fat5_model_destroy(m);
     }

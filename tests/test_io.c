@@ -45,22 +45,22 @@ static int tio_err_has(fat5_test *T, const char *word) {
     return strstr(fat5_last_error(fat5_test_ctx(T)), word) != NULL;
 }
 
-// fat5_st_open(path) must fail with status, leave *out NULL, and report a message that starts
+// fat5_st_load(path) must fail with status, leave *out NULL, and report a message that starts
 // with the path and contains word.
 static void tio_open_bad_at(fat5_test *T, int line, const char *path, fat5_status want,
                             const char *word) {
     fat5_ctx *ctx = fat5_test_ctx(T);
     fat5_st_file *f = NULL;
-    fat5_status s = fat5_st_open(ctx, path, &f);
+    fat5_status s = fat5_st_load(ctx, path, &f);
     const char *e = fat5_last_error(ctx);
-    FAT5_CHECK_MSG(T, s == want, "line %d: fat5_st_open -> %s, want %s (%s)", line,
+    FAT5_CHECK_MSG(T, s == want, "line %d: fat5_st_load -> %s, want %s (%s)", line,
                    fat5_status_string(s), fat5_status_string(want), e);
     FAT5_CHECK_MSG(T, f == NULL, "line %d: *out is not NULL after a failure", line);
     FAT5_CHECK_MSG(T, strncmp(e, path, strlen(path)) == 0,
                    "line %d: message '%s' does not start with the path", line, e);
     FAT5_CHECK_MSG(T, strstr(e, word) != NULL, "line %d: message '%s' does not mention '%s'", line,
                    e, word);
-    fat5_st_close(f);
+    fat5_st_destroy(f);
 }
 #define TIO_OPEN_BAD(T, path, want, word) tio_open_bad_at((T), __LINE__, (path), (want), (word))
 
@@ -79,7 +79,7 @@ static void tio_bad_header_at(fat5_test *T, int line, const char *name, const ch
     tio_bad_header_at((T), __LINE__, (name), (header), (data_len), (word))
 
 static fat5_status tio_open(fat5_test *T, const char *path, fat5_st_file **f) {
-    return fat5_st_open(fat5_test_ctx(T), path, f);
+    return fat5_st_load(fat5_test_ctx(T), path, f);
 }
 
 static uint32_t tio_bits(float f) {
@@ -447,7 +447,7 @@ static fat5_ctx *tio_ctx_with_alloc(tio_alloc *a) {
     c.realloc = tio_realloc_fn;
     c.free = tio_free_fn;
     c.alloc_user = a;
-    return fat5_ctx_create(&c, &ctx) == FAT5_OK ? ctx : NULL;
+    return fat5_ctx_create(&c, &ctx, NULL, 0) == FAT5_OK ? ctx : NULL;
 }
 
 static void t_io_sb_builder(fat5_test *T) {
@@ -651,7 +651,7 @@ static void t_io_st_roundtrip(fat5_test *T) {
     tio_path(T, path, "model.safetensors");
     FAT5_REQUIRE_OK(T, fat5_st_write(ctx, path, t, 5, meta, 2));
     FAT5_REQUIRE_OK(T, tio_open(T, path, &f));
-    FAT5_REQUIRE(T, fat5_st_count(f) == 5);
+    FAT5_REQUIRE(T, fat5_st_tensor_count(f) == 5);
     for (i = 0; i < 5; i++) {   // sorted by name
         info = fat5_st_get(f, i);
         FAT5_CHECK_MSG(T, strcmp(info->name, names[i]) == 0, "tensor %d is '%s'", i, info->name);
@@ -689,12 +689,12 @@ static void t_io_st_roundtrip(fat5_test *T) {
     FAT5_CHECK(T, fat5_st_metadata_find(f, "nope") == NULL);
     fat5_st_metadata_get(f, 2, &k, &v);
     FAT5_CHECK(T, k == NULL && v == NULL);
-    fat5_st_close(f);
+    fat5_st_destroy(f);
     // no metadata, no tensors
     FAT5_REQUIRE_OK(T, fat5_st_write(ctx, path, NULL, 0, NULL, 0));
     FAT5_REQUIRE_OK(T, tio_open(T, path, &f));
-    FAT5_CHECK(T, fat5_st_count(f) == 0 && fat5_st_metadata_count(f) == 0);
-    fat5_st_close(f);
+    FAT5_CHECK(T, fat5_st_tensor_count(f) == 0 && fat5_st_metadata_count(f) == 0);
+    fat5_st_destroy(f);
 }
 
 static void t_io_st_deterministic(fat5_test *T) {
@@ -793,7 +793,7 @@ static void t_io_st_hf_fixture(fat5_test *T) {
     if (!fp) FAT5_SKIP(T, "fixture " FAT5_TEST_DATA "/t5_v10_relu_tied not found");
     fclose(fp);
     FAT5_REQUIRE_OK(T, tio_open(T, path, &f));
-    n = fat5_st_count(f);
+    n = fat5_st_tensor_count(f);
     FAT5_CHECK(T, n > 10);
     FAT5_CHECK(T, fat5_st_find(f, "shared.weight") >= 0);
     FAT5_CHECK(T, fat5_st_metadata_find(f, "format") &&
@@ -810,7 +810,7 @@ static void t_io_st_hf_fixture(fat5_test *T) {
                        fat5_last_error(fat5_test_ctx(T)));
         free(buf);
     }
-    fat5_st_close(f);
+    fat5_st_destroy(f);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -826,7 +826,7 @@ static void t_io_st_truncated_data(fat5_test *T) {
     {   // the intact file opens
         fat5_st_file *f = NULL;
         FAT5_REQUIRE_OK(T, tio_open(T, path, &f));
-        fat5_st_close(f);
+        fat5_st_destroy(f);
     }
     FAT5_REQUIRE(T, tio_write_st(path, tio_small_st, 59));   // cut 5 bytes into the data
     TIO_OPEN_BAD(T, path, FAT5_ERR_FORMAT, "past the end of the file");
@@ -879,13 +879,13 @@ static void t_io_st_header_huge(fat5_test *T) {
         fat5_st_file *f = NULL;
         fat5_status s;
         FAT5_REQUIRE(T, tio_write_st_raw(path, lens[i], "{}", 64));
-        s = fat5_st_open(ctx, path, &f);
+        s = fat5_st_load(ctx, path, &f);
         FAT5_CHECK_MSG(T, s == FAT5_ERR_FORMAT && f == NULL, "length %llu -> %s",
                        (unsigned long long)lens[i], fat5_status_string(s));
         FAT5_CHECK_MSG(T, strstr(fat5_last_error(ctx), "exceeds the limit of 100 MiB") &&
                               strncmp(fat5_last_error(ctx), path, strlen(path)) == 0,
                        "%s", fat5_last_error(ctx));
-        fat5_st_close(f);
+        fat5_st_destroy(f);
     }
     // never allocated anything near the claimed length
     FAT5_CHECK_MSG(T, counter.largest < 65536, "largest allocation %zu", counter.largest);
@@ -972,7 +972,7 @@ static void t_io_st_shape_wraps(fat5_test *T) {
         FAT5_REQUIRE(T, tio_write_st(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,"
                                            "4294967296,0],\"data_offsets\":[0,0]}}", 0));
         FAT5_REQUIRE_OK(T, tio_open(T, path, &f));
-        fat5_st_close(f);
+        fat5_st_destroy(f);
     }
 }
 
@@ -1114,13 +1114,13 @@ static void t_io_st_valid_edge_cases(fat5_test *T) {
                        fat5_last_error(fat5_test_ctx(T)));
         if (i == 3) FAT5_CHECK(T, strcmp(fat5_st_metadata_find(f, "a"), "\xc3\xa9") == 0);
         if (i == 4) {
-            FAT5_CHECK(T, fat5_st_count(f) == 5);
+            FAT5_CHECK(T, fat5_st_tensor_count(f) == 5);
             k = fat5_st_find(f, "c");
             FAT5_CHECK(T, k >= 0 && fat5_st_get(f, k)->ndim == 0 &&
                               fat5_st_get(f, k)->dtype == FAT5_ST_U8);
             FAT5_CHECK(T, fat5_st_get(f, fat5_st_find(f, "z1"))->begin == 4);
         }
-        fat5_st_close(f);
+        fat5_st_destroy(f);
     }
     for (k = 0; k < (int)FAT5_ST_DTYPE_COUNT; k++)
         FAT5_CHECK(T, fat5_st_dtype_size((fat5_st_dtype)k) >= 1 &&
@@ -1128,8 +1128,8 @@ static void t_io_st_valid_edge_cases(fat5_test *T) {
     FAT5_CHECK(T, fat5_st_dtype_size(FAT5_ST_DTYPE_COUNT) == 0);
     FAT5_CHECK(T, strcmp(fat5_st_dtype_name(FAT5_ST_BF16), "BF16") == 0);
     FAT5_CHECK(T, fat5_st_dtype_size(FAT5_ST_F8_E5M2) == 1 && fat5_st_dtype_size(FAT5_ST_I64) == 8);
-    fat5_st_close(NULL);
-    FAT5_CHECK(T, fat5_st_count(NULL) == 0 && fat5_st_find(NULL, "a") == -1);
+    fat5_st_destroy(NULL);
+    FAT5_CHECK(T, fat5_st_tensor_count(NULL) == 0 && fat5_st_find(NULL, "a") == -1);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1188,7 +1188,7 @@ static void t_io_st_read_f16_bf16(fat5_test *T) {
     FAT5_CHECK(T, v[6] == (float)ldexp(0x555, -12));   // 0x3555: 1365 / 4096
     FAT5_REQUIRE_OK(T, fat5_st_read_f32(f, fat5_st_find(f, "f"), v, 2));
     FAT5_CHECK(T, v[0] == 1.5f && v[1] == -2.0f);
-    fat5_st_close(f);
+    fat5_st_destroy(f);
 }
 
 static void t_io_st_read_unsupported(fat5_test *T) {
@@ -1200,7 +1200,7 @@ static void t_io_st_read_unsupported(fat5_test *T) {
     FAT5_CHECK(T, fat5_st_read_f32(f, fat5_st_find(f, "i"), v, 1) == FAT5_ERR_UNSUPPORTED);
     FAT5_CHECK_MSG(T, tio_err_has(T, "tensor 'i' has dtype I64; fat5 reads F32, F16 and BF16"),
                    "%s", fat5_last_error(fat5_test_ctx(T)));
-    fat5_st_close(f);
+    fat5_st_destroy(f);
 }
 
 static void t_io_st_read_bad_args(fat5_test *T) {
@@ -1217,7 +1217,7 @@ static void t_io_st_read_bad_args(fat5_test *T) {
     FAT5_CHECK(T, tio_err_has(T, "out of range"));
     FAT5_CHECK(T, fat5_st_read_f32(f, -1, v, 1) == FAT5_ERR_INVALID_ARG);
     FAT5_CHECK(T, fat5_st_read_f32(NULL, 0, v, 1) == FAT5_ERR_INVALID_ARG);
-    fat5_st_close(f);
+    fat5_st_destroy(f);
 }
 
 static void t_io_st_read_truncated_later(fat5_test *T) {
@@ -1239,7 +1239,7 @@ static void t_io_st_read_truncated_later(fat5_test *T) {
     FAT5_CHECK(T, fat5_st_read_f32(f, 0, v, 10000) == FAT5_ERR_IO);
     FAT5_CHECK_MSG(T, tio_err_has(T, "tensor 'big'") && tio_err_has(T, "truncated"), "%s",
                    fat5_last_error(fat5_test_ctx(T)));
-    fat5_st_close(f);
+    fat5_st_destroy(f);
     free(v);
 }
 
@@ -1303,8 +1303,8 @@ static void t_io_st_metadata_many_keys(fat5_test *T) {
     FAT5_REQUIRE(T, !h.oom);
     tio_path(T, path, "many.safetensors");
     FAT5_REQUIRE(T, tio_write_st(path, h.buf, 0));
-    FAT5_REQUIRE_OK(T, fat5_st_open(ctx, path, &f));
-    FAT5_CHECK(T, fat5_st_metadata_count(f) == n && fat5_st_count(f) == 0);
+    FAT5_REQUIRE_OK(T, fat5_st_load(ctx, path, &f));
+    FAT5_CHECK(T, fat5_st_metadata_count(f) == n && fat5_st_tensor_count(f) == 0);
     for (i = 1; i < n && sorted; i++) {
         fat5_st_metadata_get(f, i - 1, &k0, NULL);
         fat5_st_metadata_get(f, i, &k1, NULL);
@@ -1319,7 +1319,7 @@ static void t_io_st_metadata_many_keys(fat5_test *T) {
         FAT5_CHECK_MSG(T, v && atoi(v + 1) == i, "%s -> %s", key, v ? v : "(none)");
     }
     FAT5_CHECK(T, fat5_st_metadata_find(f, "k9999999") == NULL);
-    fat5_st_close(f);
+    fat5_st_destroy(f);
     f = NULL;
     // one repeated key among them all: found by the sort, reported at its second occurrence
     h.len -= 2;
@@ -1408,7 +1408,7 @@ static fat5_ctx *tio_ctx_counting(tio_count *a) {
     c.realloc = tio_count_realloc;
     c.free = tio_free_fn;
     c.alloc_user = a;
-    return fat5_ctx_create(&c, &ctx) == FAT5_OK ? ctx : NULL;
+    return fat5_ctx_create(&c, &ctx, NULL, 0) == FAT5_OK ? ctx : NULL;
 }
 
 static int tio_copy_file(fat5_test *T, const char *src, const char *dst) {
@@ -1491,7 +1491,7 @@ static void t_io_load_checks_before_alloc(fat5_test *T) {
 static void tio_on_alarm(int sig) { (void)sig; }
 #endif
 
-// A FIFO as config.json, as a shard named by the index, or given to fat5_st_open is refused at
+// A FIFO as config.json, as a shard named by the index, or given to fat5_st_load is refused at
 // once (it used to block forever in open(2) waiting for a writer). An alarm without SA_RESTART
 // interrupts a blocking open after 5 s, so a regression fails instead of hanging.
 static void t_io_fifo_refused(fat5_test *T) {
@@ -1773,19 +1773,19 @@ static void t_io_messages_sanitised(fat5_test *T) {
     // safetensors headers: metadata keys, tensor names, dtypes
     tio_path(T, path, "esc.safetensors");
     FAT5_REQUIRE(T, tio_write_st(path, "{\"__metadata__\":{\"\\u001b[2J\":1}}", 0));
-    TIO_CLEAN_ERR(T, fat5_st_open(ctx, path, &f), FAT5_ERR_FORMAT, "__metadata__ value of '?[2J' is a number");
+    TIO_CLEAN_ERR(T, fat5_st_load(ctx, path, &f), FAT5_ERR_FORMAT, "__metadata__ value of '?[2J' is a number");
     FAT5_REQUIRE(T, tio_write_st(path, "{\"\\u001b[2J\":{\"dtype\":\"\\u001bF32\",\"shape\":[1],"
                                        "\"data_offsets\":[0,4]}}", 4));
-    TIO_CLEAN_ERR(T, fat5_st_open(ctx, path, &f), FAT5_ERR_FORMAT, "tensor '?[2J': unknown dtype '?F32'");
+    TIO_CLEAN_ERR(T, fat5_st_load(ctx, path, &f), FAT5_ERR_FORMAT, "tensor '?[2J': unknown dtype '?F32'");
     // files of another kind: no header length made of their bytes
     tio_path(T, path, "image.png");
     FAT5_REQUIRE(T, tio_write_bytes(path, png, sizeof png));
-    TIO_CLEAN_ERR(T, fat5_st_open(ctx, path, &f), FAT5_ERR_FORMAT,
+    TIO_CLEAN_ERR(T, fat5_st_load(ctx, path, &f), FAT5_ERR_FORMAT,
                   "not a safetensors file (the header length in its first 8 bytes exceeds the limit of 100 MiB)");
     FAT5_CHECK_MSG(T, tio_no_long_number(fat5_last_error(ctx)), "%s", fat5_last_error(ctx));
     tio_path(T, path, "notes.txt");
     FAT5_REQUIRE(T, tio_write_bytes(path, text, strlen(text)));
-    TIO_CLEAN_ERR(T, fat5_st_open(ctx, path, &f), FAT5_ERR_FORMAT, "not a safetensors file");
+    TIO_CLEAN_ERR(T, fat5_st_load(ctx, path, &f), FAT5_ERR_FORMAT, "not a safetensors file");
     FAT5_CHECK_MSG(T, tio_no_long_number(fat5_last_error(ctx)), "%s", fat5_last_error(ctx));
     FAT5_CHECK(T, f == NULL);
     // an index: tensor names and shard file names

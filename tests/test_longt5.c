@@ -64,10 +64,10 @@ static void t_longt5_checkpoint(fat5_test *T) {
         FAT5_CHECK(T, !memcmp(&a->cfg, &b->cfg, sizeof a->cfg));
         snprintf(p1, sizeof p1, "%s/model.safetensors", src);
         snprintf(p2, sizeof p2, "%s/model.safetensors", dst);
-        FAT5_REQUIRE_OK(T, fat5_st_open(ctx, p1, &f1));
-        FAT5_REQUIRE_OK(T, fat5_st_open(ctx, p2, &f2));
+        FAT5_REQUIRE_OK(T, fat5_st_load(ctx, p1, &f1));
+        FAT5_REQUIRE_OK(T, fat5_st_load(ctx, p2, &f2));
         // every tensor of the fixture but the embed_tokens aliases of shared.weight is saved back
-        for (i = 0; i < fat5_st_count(f1); i++) {
+        for (i = 0; i < fat5_st_tensor_count(f1); i++) {
             const char *nm = fat5_st_get(f1, i)->name;
             int j = fat5_st_find(f2, nm);
             if (strstr(nm, "embed_tokens")) continue;
@@ -84,10 +84,10 @@ static void t_longt5_checkpoint(fat5_test *T) {
                 free(y);
             }
         }
-        FAT5_CHECK_MSG(T, fat5_st_count(f2) == n_model, "%s: saved %d tensors, the fixture has %d", fx[k],
-                       fat5_st_count(f2), n_model);
-        fat5_st_close(f1);
-        fat5_st_close(f2);
+        FAT5_CHECK_MSG(T, fat5_st_tensor_count(f2) == n_model, "%s: saved %d tensors, the fixture has %d", fx[k],
+                       fat5_st_tensor_count(f2), n_model);
+        fat5_st_destroy(f1);
+        fat5_st_destroy(f2);
         fat5_model_destroy(a);
         fat5_model_destroy(b);
     }
@@ -919,7 +919,7 @@ static void t_longt5_ctx_attention(fat5_test *T) {
     a.radius = 3;
     a.global = 2;
     cc.attention = &a;
-    FAT5_REQUIRE_OK(T, fat5_ctx_create(&cc, &ctx));
+    FAT5_REQUIRE_OK(T, fat5_ctx_create(&cc, &ctx, NULL, 0));
     a.radius = 9;  // the context keeps its own copy
     FAT5_REQUIRE_OK(T, fat5_model_create(ctx, &c, 1, &m));
     got = fat5_model_get_attention(m);
@@ -935,7 +935,7 @@ static void t_longt5_ctx_attention(fat5_test *T) {
     fat5_ctx_destroy(ctx);
     a.type = FAT5_ENC_ATTN_TGLOBAL;  // transient-global cannot run with ALiBi
     a.global = 4;
-    FAT5_REQUIRE_OK(T, fat5_ctx_create(&cc, &ctx));
+    FAT5_REQUIRE_OK(T, fat5_ctx_create(&cc, &ctx, NULL, 0));
     c = tp_config(2);
     FAT5_CHECK(T, fat5_model_create(ctx, &c, 1, &m) == FAT5_ERR_UNSUPPORTED);
     FAT5_CHECK_MSG(T, strstr(fat5_last_error(ctx), "the context's attention: attention transient-global") != NULL,
@@ -943,13 +943,13 @@ static void t_longt5_ctx_attention(fat5_test *T) {
     FAT5_CHECK(T, m == NULL);
     fat5_ctx_destroy(ctx);
     a.radius = 0;  // a window of 0
-    FAT5_REQUIRE_OK(T, fat5_ctx_create(&cc, &ctx));
+    FAT5_REQUIRE_OK(T, fat5_ctx_create(&cc, &ctx, NULL, 0));
     c = tm_tiny_config(1, 0, 0);
     FAT5_CHECK(T, fat5_model_create(ctx, &c, 1, &m) == FAT5_ERR_INVALID_ARG);
     FAT5_CHECK_MSG(T, strstr(fat5_last_error(ctx), "a window of radius 0") != NULL, "%s", fat5_last_error(ctx));
     fat5_ctx_destroy(ctx);
     cc.attention = NULL;  // each model's own
-    FAT5_REQUIRE_OK(T, fat5_ctx_create(&cc, &ctx));
+    FAT5_REQUIRE_OK(T, fat5_ctx_create(&cc, &ctx, NULL, 0));
     FAT5_REQUIRE_OK(T, fat5_model_load(ctx, dir, &m));
     got = fat5_model_get_attention(m);
     FAT5_CHECK(T, got.type == FAT5_ENC_ATTN_TGLOBAL && got.radius == 4 && got.global == 4);

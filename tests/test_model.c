@@ -147,7 +147,7 @@ static void tm_hf_parity(fat5_test *T, const char *name) {
     snprintf(path, sizeof path, "%s/reference.safetensors", dir);
     FAT5_REQUIRE_OK(T, fat5_model_load(ctx, dir, &m));
     memset(&b, 0, sizeof b);
-    if (tm_load_batch(T, dir, &b) != FAT5_OK || fat5_st_open(ctx, path, &ref) != FAT5_OK) {
+    if (tm_load_batch(T, dir, &b) != FAT5_OK || fat5_st_load(ctx, path, &ref) != FAT5_OK) {
         FAT5_CHECK_MSG(T, 0, "fixture %s: %s", name, fat5_last_error(ctx));
         goto done;
     }
@@ -219,7 +219,7 @@ done:
     free(g);
     free(logits);
     free(want);
-    fat5_st_close(ref);
+    fat5_st_destroy(ref);
     fat5_batch_free(ctx, &b);
     fat5_model_destroy(m);
 }
@@ -860,7 +860,7 @@ static void t_xent_chunks(fat5_test *T) {
     int32_t enc[15], lab[2500], ecu[4], dcu[4];
     float *logits = NULL;
     int s, i, n_lab = 0;
-    if (fat5_ctx_create(&cc, &ctx) != FAT5_OK || fat5_model_create(ctx, &c, 9, &m) != FAT5_OK ||
+    if (fat5_ctx_create(&cc, &ctx, NULL, 0) != FAT5_OK || fat5_model_create(ctx, &c, 9, &m) != FAT5_OK ||
         fat5_model_create(ctx, &c, 9, &one) != FAT5_OK) {
         FAT5_CHECK_MSG(T, 0, "setup: %s", ctx ? fat5_last_error(ctx) : "no context");
         goto done;

@@ -37,7 +37,7 @@ int main(void) {
     const char *json = "{\"d_model\": 8, \"d_kv\": 4, \"num_heads\": 2, \"d_ff\": 16, \"vocab_size\": 32, "
                        "\"num_layers\": 1, \"relative_attention_num_buckets\": 8}";
     int ok;
-    if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) return 1;
+    if (fat5_ctx_create(&cc, &ctx, NULL, 0) != FAT5_OK) return 1;
     ok = strcmp(fat5_version(), FAT5_VERSION_STRING) == 0 &&
          fat5_model_config_from_json(ctx, json, strlen(json), &cfg) == FAT5_OK && cfg.d_model == 8 &&
          cfg.num_decoder_layers == 1 && fat5_model_config_validate(ctx, &cfg) == FAT5_OK &&

@@ -348,11 +348,11 @@ static void t_posenc_fixture_roundtrip(fat5_test *T) {
         FAT5_CHECK(T, a->n_floats == b->n_floats && !memcmp(a->w, b->w, a->n_floats * sizeof(float)));
         snprintf(p1, sizeof p1, "%s/model.safetensors", src);
         snprintf(p2, sizeof p2, "%s/model.safetensors", dst);
-        FAT5_REQUIRE_OK(T, fat5_st_open(ctx, p1, &f1));
-        FAT5_REQUIRE_OK(T, fat5_st_open(ctx, p2, &f2));
-        FAT5_CHECK_MSG(T, fat5_st_count(f1) == fat5_st_count(f2), "%s: %d tensors, saved %d", fx[k], fat5_st_count(f1),
-                       fat5_st_count(f2));
-        for (i = 0; i < fat5_st_count(f1) && i < fat5_st_count(f2); i++) {
+        FAT5_REQUIRE_OK(T, fat5_st_load(ctx, p1, &f1));
+        FAT5_REQUIRE_OK(T, fat5_st_load(ctx, p2, &f2));
+        FAT5_CHECK_MSG(T, fat5_st_tensor_count(f1) == fat5_st_tensor_count(f2), "%s: %d tensors, saved %d", fx[k], fat5_st_tensor_count(f1),
+                       fat5_st_tensor_count(f2));
+        for (i = 0; i < fat5_st_tensor_count(f1) && i < fat5_st_tensor_count(f2); i++) {
             const fat5_st_tensor *t1 = fat5_st_get(f1, i), *t2 = fat5_st_get(f2, fat5_st_find(f2, t1->name));
             FAT5_CHECK_MSG(T, fat5_st_find(f2, t1->name) >= 0, "%s: '%s' not saved", fx[k], t1->name);
             if (fat5_st_find(f2, t1->name) < 0) continue;
@@ -374,8 +374,8 @@ static void t_posenc_fixture_roundtrip(fat5_test *T) {
         }
         fat5__free(ctx, x1);
         fat5__free(ctx, x2);
-        fat5_st_close(f1);
-        fat5_st_close(f2);
+        fat5_st_destroy(f1);
+        fat5_st_destroy(f2);
         fat5_model_destroy(a);
         fat5_model_destroy(b);
     }
@@ -468,10 +468,10 @@ static fat5_status tp_write_flash_weights(fat5_test *T, const char *dir, int bad
     int n, i, k = 0, sh = -1;
     fat5_status st;
     snprintf(path, sizeof path, "%s/t5_v11_gated_gelu_untied/model.safetensors", FAT5_TEST_DATA);
-    if ((st = fat5_st_open(ctx, path, &f))) return st;
-    n = fat5_st_count(f);
+    if ((st = fat5_st_load(ctx, path, &f))) return st;
+    n = fat5_st_tensor_count(f);
     if (n + 2 > 64) {
-        fat5_st_close(f);
+        fat5_st_destroy(f);
         return FAT5_ERR_INVALID_ARG;
     }
     for (i = 0; i < n; i++) {
@@ -488,7 +488,7 @@ static fat5_status tp_write_flash_weights(fat5_test *T, const char *dir, int bad
         if (strcmp(x->name, "shared.weight") == 0) sh = k;
         k++;
     }
-    fat5_st_close(f);
+    fat5_st_destroy(f);
     if (k != n || sh < 0) {
         for (i = 0; i < k; i++) free(data[i]);
         return FAT5_ERR_IO;
@@ -537,14 +537,14 @@ static void t_flash_t5_checkpoint(fat5_test *T) {
     FAT5_CHECK(T, strcmp(c.model_type, "flash_t5") == 0 && c.gated && c.act == FAT5_ACT_GELU_TANH);
     FAT5_CHECK(T, !c.tie_word_embeddings && !c.scale_decoder_outputs && c.pad_token_id == 0 && c.pos_kind == FAT5_POS_T5);
     // names of the FAT5 scheme in the tensor API; the Hugging Face names are accepted too
-    for (i = 0; i < fat5_model_num_tensors(m); i++) {
+    for (i = 0; i < fat5_model_tensor_count(m); i++) {
         FAT5_REQUIRE_OK(T, fat5_model_tensor_info(m, i, &ti));
         FAT5_CHECK_MSG(T, !strstr(ti.name, "SelfAttention") && !strstr(ti.name, "DenseReluDense") &&
                           !strstr(ti.name, ".layer."), "tensor %d is named %s", i, ti.name);
         n_fat5 += strstr(ti.name, "_layer.") != NULL;
     }
-    FAT5_CHECK_MSG(T, n_fat5 == fat5_model_num_tensors(m) - 4, "%d of %d", n_fat5,
-                   fat5_model_num_tensors(m));   // all but shared, 2 final norms, lm_head
+    FAT5_CHECK_MSG(T, n_fat5 == fat5_model_tensor_count(m) - 4, "%d of %d", n_fat5,
+                   fat5_model_tensor_count(m));   // all but shared, 2 final norms, lm_head
     i = fat5_model_find_tensor(m, "decoder.block.1.cross_attention_layer.cross_attention.Wq.weight");
     FAT5_CHECK(T, i >= 0 && i == fat5_model_find_tensor(m, "decoder.block.1.layer.1.EncDecAttention.q.weight"));
     FAT5_CHECK(T, fat5_model_find_tensor(m, "encoder.block.0.self_attention_layer.self_attention.pe_encoding."
@@ -556,7 +556,7 @@ static void t_flash_t5_checkpoint(fat5_test *T) {
     snprintf(path, sizeof path, "%s/t5_v11_gated_gelu_untied", FAT5_TEST_DATA);
     FAT5_REQUIRE_OK(T, tm_load_batch(T, path, &b));
     snprintf(path, sizeof path, "%s/t5_v11_gated_gelu_untied/reference.safetensors", FAT5_TEST_DATA);
-    FAT5_REQUIRE_OK(T, fat5_st_open(ctx, path, &ref));
+    FAT5_REQUIRE_OK(T, fat5_st_load(ctx, path, &ref));
     if (fat5_model_forward(m, &b, NULL, &r) == FAT5_OK && (want = tm_read_tensor(T, ref, "logits", &n)) != NULL &&
         (logits = (float *)malloc((size_t)n * sizeof(float))) != NULL &&
         fat5_model_get_logits(m, logits, n) == FAT5_OK)
@@ -566,9 +566,9 @@ static void t_flash_t5_checkpoint(fat5_test *T) {
     // saved back with FAT5's names and model_type, and loaded again unchanged
     FAT5_REQUIRE_OK(T, fat5_model_save(m, out));
     snprintf(path, sizeof path, "%s/model.safetensors", out);
-    FAT5_REQUIRE_OK(T, fat5_st_open(ctx, path, &saved));
-    FAT5_CHECK(T, fat5_st_count(saved) == fat5_model_num_tensors(m));
-    for (i = 0; i < fat5_st_count(saved); i++) {
+    FAT5_REQUIRE_OK(T, fat5_st_load(ctx, path, &saved));
+    FAT5_CHECK(T, fat5_st_tensor_count(saved) == fat5_model_tensor_count(m));
+    for (i = 0; i < fat5_st_tensor_count(saved); i++) {
         const char *nm = fat5_st_get(saved, i)->name;
         char hf_as_fat5[128];
         FAT5_CHECK_MSG(T, fat5_model_find_tensor(m, nm) >= 0 && fat5_model_tensor_info(m, fat5_model_find_tensor(m, nm),
@@ -600,8 +600,8 @@ static void t_flash_t5_checkpoint(fat5_test *T) {
     free(want);
     free(logits);
     fat5__free(ctx, text);
-    fat5_st_close(ref);
-    fat5_st_close(saved);
+    fat5_st_destroy(ref);
+    fat5_st_destroy(saved);
     fat5_batch_free(ctx, &b);
     fat5_model_destroy(m);
     fat5_model_destroy(m2);

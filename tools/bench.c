@@ -41,6 +41,8 @@
 #define FAT5_IMPLEMENTATION
 #include "../fat5.h"
 
+static char bench_why[512];   // why a context could not be made
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -342,7 +344,7 @@ static int bench_ul2(void) {
     int rc = 1;
     double t0, t;
     fat5_batch b;
-    if (!ids || fat5_ctx_create(&cc, &ctx) != FAT5_OK) return 1;
+    if (!ids || fat5_ctx_create(&cc, &ctx, NULL, 0) != FAT5_OK) return 1;
     while (i < n_ids) {   // documents of 1 .. 4096 ids, the last one cut to fit
         int64_t len = 1 + (int64_t)fat5_rng_below(&r, 4096), j;
         if (len > n_ids - i - 1) len = n_ids - i - 1;
@@ -355,7 +357,7 @@ static int bench_ul2(void) {
     paths[0] = path;
     c.sentinel_first = (int32_t)(V - 1);
     c.n_sentinels = (int32_t)(V - 259);
-    if (fat5_tokens_write(ctx, path, ids, n_ids, V, 1, 2) != FAT5_OK || fat5_tokens_open(ctx, paths, 1, &src) != FAT5_OK ||
+    if (fat5_tokens_write(ctx, path, ids, n_ids, V, 1, 2) != FAT5_OK || fat5_tokens_load(ctx, paths, 1, &src) != FAT5_OK ||
         fat5_ul2_create(ctx, &c, src, &s) != FAT5_OK) {
         bench_fail(ctx, "ul2 setup");
         goto done;
@@ -379,7 +381,7 @@ static int bench_ul2(void) {
     rc = 0;
 done:
     fat5_ul2_destroy(s);
-    fat5_tokens_close(src);
+    fat5_tokens_destroy(src);
     remove(path);
     fat5_ctx_destroy(ctx);
     free(ids);
@@ -423,8 +425,8 @@ static int bench_generate(void) {
         int64_t i;
         cc.device = FAT5_DEVICE_GPU;
         cc.dtype = dtypes[di];
-        if (!tok || fat5_ctx_create(&cc, &ctx) != FAT5_OK) {
-            fprintf(stderr, "bench: %s\n", ctx ? fat5_last_error(ctx) : "out of memory");
+        if (!tok || fat5_ctx_create(&cc, &ctx, bench_why, sizeof bench_why) != FAT5_OK) {
+            fprintf(stderr, "bench: %s\n", bench_why[0] ? bench_why : "out of memory");
             fat5_ctx_destroy(ctx);
             free(tok);
             return 1;
@@ -567,8 +569,8 @@ static int bench_decode(void) {
     int64_t i;
     cc.device = FAT5_DEVICE_GPU;
     cc.dtype = FAT5_DTYPE_BF16;
-    if (!tok || !h32 || fat5_ctx_create(&cc, &ctx) != FAT5_OK) {
-        fprintf(stderr, "bench: %s\n", ctx ? fat5_last_error(ctx) : "out of memory");
+    if (!tok || !h32 || fat5_ctx_create(&cc, &ctx, bench_why, sizeof bench_why) != FAT5_OK) {
+        fprintf(stderr, "bench: %s\n", bench_why[0] ? bench_why : "out of memory");
         goto done;
     }
     for (i = 0; i < 64 * Le; i++) tok[i] = (int32_t)fat5_rng_below(&r, 32000) + 2;
@@ -790,8 +792,8 @@ int main(int argc, char **argv) {
     cc.device = so.device_cpu ? FAT5_DEVICE_CPU : FAT5_DEVICE_GPU;
     cc.dtype = so.fp32 || so.device_cpu ? FAT5_DTYPE_FP32 : FAT5_DTYPE_BF16;
     so.fp32 = cc.dtype == FAT5_DTYPE_FP32;
-    if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) {
-        fprintf(stderr, "bench: %s\n", ctx ? fat5_last_error(ctx) : "out of memory");
+    if (fat5_ctx_create(&cc, &ctx, bench_why, sizeof bench_why) != FAT5_OK) {
+        fprintf(stderr, "bench: %s\n", bench_why[0] ? bench_why : "out of memory");
         fat5_ctx_destroy(ctx);
         return 1;
     }

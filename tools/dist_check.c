@@ -56,8 +56,9 @@ static int worker(int rank, int world, const char *rendezvous, int gpu, int kill
         cc.device_ordinal = rank;
         cc.dtype = FAT5_DTYPE_BF16;
     }
-    if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) {
-        printf("dist_check: rank %d: context: %s\n", rank, ctx ? fat5_last_error(ctx) : "out of memory");
+    char why[512];
+    if (fat5_ctx_create(&cc, &ctx, why, sizeof why) != FAT5_OK) {
+        printf("dist_check: rank %d: context: %s\n", rank, why);
         return 2;
     }
     be = gpu ? &fat5__gpu_backend : &fat5__cpu_backend;
@@ -179,7 +180,7 @@ int main(int argc, char **argv) {
                 argv[0]);
         return 2;
     }
-    if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) return 2;
+    if (fat5_ctx_create(&cc, &ctx, NULL, 0) != FAT5_OK) return 2;
     t0 = fat5__now_s();
     // the launcher's grace before it kills the others: long when they must stop by themselves
     if (fat5_launch(ctx, n, at_join ? 30.0 : 3.0, &li) != FAT5_OK) {

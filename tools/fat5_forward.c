@@ -62,10 +62,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "fat5_forward: the CPU reference computes in fp32; bf16 needs --device gpu\n");
         return 2;
     }
-    if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) {
-        rc = fail(ctx, "opening the device");
-        fat5_ctx_destroy(ctx);
-        return rc;
+    {
+        char why[512];
+        if (fat5_ctx_create(&cc, &ctx, why, sizeof why) != FAT5_OK) {
+            fprintf(stderr, "fat5_forward: opening the device: %s\n", why);
+            return 1;
+        }
     }
     if (fat5_model_load(ctx, argv[1], &m) != FAT5_OK) { rc = fail(ctx, "loading the model"); goto done; }
     // inference mode: no gradients, and the logits of every row kept (whatever the batch's size)

@@ -23,7 +23,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s CONFIG.json OUT_DIR [seed]\n", argv[0]);
         return 2;
     }
-    if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) return 1;
+    if (fat5_ctx_create(&cc, &ctx, NULL, 0) != FAT5_OK) return 1;
     if (fat5__read_file(ctx, argv[1], (size_t)1 << 20, &text, &len) != FAT5_OK ||
         fat5_model_config_from_json(ctx, text, len, &cfg) != FAT5_OK ||
         fat5_model_create(ctx, &cfg, argc > 3 ? strtoull(argv[3], NULL, 10) : 0, &m) != FAT5_OK ||
@@ -31,7 +31,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "fat5_init: %s\n", fat5_last_error(ctx));
         goto done;
     }
-    printf("%s: %lld parameters\n", argv[2], (long long)fat5_model_num_params(m));
+    printf("%s: %lld parameters\n", argv[2], (long long)fat5_model_param_count(m));
     rc = 0;
 done:
     fat5_free(ctx, text);

@@ -23,7 +23,7 @@ static void print_clean(const char *s) {
 }
 
 // element count of t: 0 when a dimension is 0 (whatever the others), else the product, checked;
-// 0 returned on overflow (never for a file fat5_st_open accepted: its data holds every element)
+// 0 returned on overflow (never for a file fat5_st_load accepted: its data holds every element)
 static int tensor_numel(const fat5_st_tensor *t, int64_t *out) {
     int64_t n = 1;
     int d;
@@ -41,7 +41,7 @@ static int tensor_numel(const fat5_st_tensor *t, int64_t *out) {
 // the metadata and tensor table of f; 1 (reported on stderr) when an element count overflows
 static int print_st(fat5_st_file *f, const char *path, int64_t *total) {
     int i, d;
-    printf("file %s: %d tensors\n", path, fat5_st_count(f));
+    printf("file %s: %d tensors\n", path, fat5_st_tensor_count(f));
     for (i = 0; i < fat5_st_metadata_count(f); i++) {
         const char *k, *v;
         fat5_st_metadata_get(f, i, &k, &v);
@@ -51,7 +51,7 @@ static int print_st(fat5_st_file *f, const char *path, int64_t *total) {
         print_clean(v);
         printf("\n");
     }
-    for (i = 0; i < fat5_st_count(f); i++) {
+    for (i = 0; i < fat5_st_tensor_count(f); i++) {
         const fat5_st_tensor *t = fat5_st_get(f, i);
         int64_t n;
         char shape[256], name[256];
@@ -77,9 +77,9 @@ static int print_st(fat5_st_file *f, const char *path, int64_t *total) {
 static int print_file(fat5_ctx *ctx, const char *path, int64_t *total) {
     fat5_st_file *f = NULL;
     int rc;
-    if (fat5_st_open(ctx, path, &f) != FAT5_OK) return 1;
+    if (fat5_st_load(ctx, path, &f) != FAT5_OK) return 1;
     rc = print_st(f, path, total) ? 2 : 0;
-    fat5_st_close(f);
+    fat5_st_destroy(f);
     return rc;
 }
 
@@ -110,7 +110,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s DIR | FILE.safetensors\n", argv[0]);
         return 2;
     }
-    if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) {
+    if (fat5_ctx_create(&cc, &ctx, NULL, 0) != FAT5_OK) {
         fprintf(stderr, "fat5_inspect: out of memory\n");
         return 1;
     }
@@ -131,7 +131,7 @@ int main(int argc, char **argv) {
             return 1;
         }
         c = fat5_model_get_config(m);
-        printf("model %s: %s, %lld parameters\n", argv[1], c->model_type, (long long)fat5_model_num_params(m));
+        printf("model %s: %s, %lld parameters\n", argv[1], c->model_type, (long long)fat5_model_param_count(m));
         printf("  d_model %lld, d_kv %lld, heads %lld, d_ff %lld, layers %lld + %lld, vocab %lld\n",
                (long long)c->d_model, (long long)c->d_kv, (long long)c->num_heads, (long long)c->d_ff,
                (long long)c->num_layers, (long long)c->num_decoder_layers, (long long)c->vocab_size);

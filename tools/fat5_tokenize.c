@@ -258,7 +258,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "fat5_tokenize: --bench does not take --pair or --lines\n");
         return 2;
     }
-    if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) {
+    if (fat5_ctx_create(&cc, &ctx, NULL, 0) != FAT5_OK) {
         fprintf(stderr, "fat5_tokenize: out of memory\n");
         return 1;
     }

@@ -283,7 +283,7 @@ int main(int argc, char **argv) {
                 p.width == 2 ? 65536LL : 2147483648LL, p.width);
         return 2;
     }
-    if (fat5_ctx_create(&cc, &p.ctx) != FAT5_OK) {
+    if (fat5_ctx_create(&cc, &p.ctx, NULL, 0) != FAT5_OK) {
         fprintf(stderr, "pretokenize: out of memory\n");
         return 1;
     }

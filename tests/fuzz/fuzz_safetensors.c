@@ -1,5 +1,5 @@
 // libFuzzer target: the safetensors reader on hostile files. The input is written to a file,
-// opened with fat5_st_open, its table and metadata walked, and every tensor whose dtype converts
+// opened with fat5_st_load, its table and metadata walked, and every tensor whose dtype converts
 // to fp32 (F32, F16, BF16) read with fat5_st_read_f32.
 //     make fuzz   (clang -fsanitize=fuzzer,address,undefined)
 #define FAT5_IMPLEMENTATION
@@ -16,11 +16,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int i, n;
     fuzz_path(path, sizeof path, "input.safetensors");
     fuzz_write(path, data, size);
-    if (fat5_st_open(ctx, path, &f) != FAT5_OK) {
-        if (f) fuzz_die("fat5_st_open failed but returned a file");
+    if (fat5_st_load(ctx, path, &f) != FAT5_OK) {
+        if (f) fuzz_die("fat5_st_load failed but returned a file");
         return 0;
     }
-    n = fat5_st_count(f);
+    n = fat5_st_tensor_count(f);
     for (i = 0; i < fat5_st_metadata_count(f); i++) {
         const char *k = NULL, *v = NULL;
         fat5_st_metadata_get(f, i, &k, &v);
@@ -45,6 +45,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (numel > 0 && fat5_st_read_f32(f, i, buf, numel - 1) == FAT5_OK) fuzz_die("wrong count accepted");
         free(buf);
     }
-    fat5_st_close(f);
+    fat5_st_destroy(f);
     return 0;
 }

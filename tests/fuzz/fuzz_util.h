@@ -68,7 +68,7 @@ static FUZZ_UNUSED void fuzz_setup(void) {
     if (fuzz_dir[0]) return;
     snprintf(fuzz_dir, sizeof fuzz_dir, "%s/fat5_fuzz_XXXXXX", base && base[0] ? base : "/tmp");
     if (!mkdtemp(fuzz_dir)) fuzz_die("mkdtemp");
-    if (fat5_ctx_create(&cc, &fuzz_ctx_ptr) != FAT5_OK) fuzz_die("fat5_ctx_create");
+    if (fat5_ctx_create(&cc, &fuzz_ctx_ptr, NULL, 0) != FAT5_OK) fuzz_die("fat5_ctx_create");
     atexit(fuzz_cleanup);
 }
 
@@ -118,8 +118,8 @@ static FUZZ_UNUSED int fuzz_write_shards(fat5_ctx *ctx, const char *fixture, con
     int n, i, s, k, rc = 1;
     char p[1024];
     snprintf(p, sizeof p, "%s/model.safetensors", fixture);
-    if (fat5_st_open(ctx, p, &f) != FAT5_OK) return 1;
-    n = fat5_st_count(f);
+    if (fat5_st_load(ctx, p, &f) != FAT5_OK) return 1;
+    n = fat5_st_tensor_count(f);
     t = (fat5_st_write_tensor *)calloc((size_t)n + 1, sizeof *t);
     data = (float **)calloc((size_t)n + 1, sizeof *data);
     if (!t || !data) goto done;
@@ -147,7 +147,7 @@ done:
         for (i = 0; i < n; i++) free(data[i]);
     free(data);
     free(t);
-    fat5_st_close(f);
+    fat5_st_destroy(f);
     return rc;
 }
 

@@ -45,17 +45,17 @@ static void write_index(fat5_ctx *ctx, const char *out, const char *fixture) {
     char p[1024];
     int i, n;
     snprintf(p, sizeof p, "%s/model.safetensors", fixture);
-    if (fat5_st_open(ctx, p, &f) != FAT5_OK) die(fat5_last_error(ctx), p);
+    if (fat5_st_load(ctx, p, &f) != FAT5_OK) die(fat5_last_error(ctx), p);
     snprintf(p, sizeof p, "%s/corpus_index/split.index.json", out);
     if (!(o = fopen(p, "wb"))) die("cannot write", p);
-    n = fat5_st_count(f);
+    n = fat5_st_tensor_count(f);
     fprintf(o, "{\n  \"metadata\": {\"total_size\": 0},\n  \"weight_map\": {\n");
     for (i = 0; i < n; i++)
         fprintf(o, "    \"%s\": \"%s\"%s\n", fat5_st_get(f, i)->name, fuzz_shard_names[fuzz_shard_of(i)],
                 i + 1 < n ? "," : "");
     fprintf(o, "  }\n}\n");
     if (fclose(o) != 0) die("cannot write", p);
-    fat5_st_close(f);
+    fat5_st_destroy(f);
 }
 
 int main(int argc, char **argv) {
@@ -68,7 +68,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: make_seeds OUT_DIR FIXTURE_DIR...\n");
         return 2;
     }
-    if (fat5_ctx_create(&cc, &ctx) != FAT5_OK) die("out of memory", "");
+    if (fat5_ctx_create(&cc, &ctx, NULL, 0) != FAT5_OK) die("out of memory", "");
     mkdir_p(argv[1]);
     for (i = 0; i < 6; i++) {
         snprintf(p, sizeof p, "%s/corpus_%s", argv[1], corpora[i]);
