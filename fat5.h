@@ -655,16 +655,19 @@ FAT5_API int64_t fat5_optim_get_step(const fat5_optim *o);   // updates taken (s
 // when complete, then OUT/latest names it: a crash mid-save leaves the previous one loadable.
 // Resuming from one continues bit-identically: the same losses, step for step, as a run that was
 // never interrupted (on the GPU too: its backward and reductions are deterministic).
+// Strings are borrowed (NULL or "": none): fat5_train_create copies them. fat5_train_config_set and
+// fat5_train_config_from_json point them at copies the context keeps until it is destroyed, so a
+// value set by name need not outlive the call.
 typedef struct fat5_train_config {
     // data: token files (fat5_tokens_load), comma-separated; a share of documents held out
-    char data[4096];
+    const char *data;
     double eval_fraction;         // 0.01; 0 = no evaluation
     fat5_ul2_config ul2;          // denoisers and budgets; seed, split and sentinels set by the trainer
     // model: a new one from `model`, or --init DIR (a Hugging Face checkpoint) instead
     fat5_model_config model;
-    char init[4096];
-    char attention[64];           // the encoder's attention pattern for this run ("local:127", ...,
-                                  // fat5_attention_parse); "" = the model's own
+    const char *init;
+    const char *attention;        // the encoder's attention pattern for this run ("local:127", ...,
+                                  // fat5_attention_parse); none = the model's own
     uint64_t seed;                // model initialisation and data order (42)
     // optimisation
     fat5_optim_config optim;      // total_steps is the run length
@@ -673,19 +676,17 @@ typedef struct fat5_train_config {
     int prefetch;                 // 1: the next step's batches are drawn on a host thread while the GPU
                                   // runs this one (default); 0: on the calling thread, when needed
     // output
-    char output_dir[4096];        // checkpoints and metrics.jsonl
-    char resume[4096];            // a checkpoint directory, or an output directory (its latest)
-    int64_t logging_steps;        // the trainer reports every step; the example prints every N (10)
+    const char *output_dir;       // checkpoints and metrics.jsonl ("train-out")
+    const char *resume;           // a checkpoint directory, or an output directory (its latest)
     int64_t eval_steps;           // evaluate every N steps and at the end (0 = only at the end)
     int64_t eval_batches;         // batches per evaluation (8)
     int64_t save_steps;           // checkpoint every N steps (0 = only at the end)
     int save_total_limit;         // keep the last K checkpoints (0 = all)
     double peak_tflops;           // for MFU (0 = from the device: 989 for H100/H200 bf16, else none)
-    int device;                   // FAT5_DEVICE_CPU or FAT5_DEVICE_GPU, -1 = GPU when there is one
     // several ranks (data parallel): one process per GPU, see fat5_launch
     int world_size;               // ranks in the run (1)
     int rank;                     // this process's: 0 .. world_size - 1 (rank 0 writes checkpoints and logs)
-    char rendezvous[4096];        // where the ranks meet: fat5_launch_info.rendezvous, or a file path that
+    const char *rendezvous;       // where the ranks meet: fat5_launch_info.rendezvous, or a file path that
                                   // every rank names (rank 0 creates it; a shared filesystem across hosts), or
                                   // "NCCL_COMM_ID": that environment variable's host:port on every rank (GPU).
                                   // With world_size 1 it runs the sums too (one rank: a check of the path)
@@ -1019,6 +1020,9 @@ struct fat5_ctx {
     int n_threads;            // CPU matrix-product threads, resolved from cfg.n_threads (>= 1)
     struct fat5__pool *pool;  // their workers (n_threads - 1), started at the first use; NULL before
     fat5_attention attention;  // the copy cfg.attention points at
+    char **kept;              // strings the context keeps for configs (fat5__ctx_keep), freed with it
+    size_t n_kept, cap_kept;
+    int err_oom;              // the last fat5__ctx_keep ran out of memory
 };
 
 FAT5_API const char *fat5_status_string(fat5_status s) {
@@ -1291,6 +1295,38 @@ static int fat5__resolve_threads(int n) {
     (void)n;
     return 1;
 #endif
+}
+
+// A copy of s that lives until the context is destroyed (the strings of a config set by name);
+// NULL, with the message set and err_oom, when out of memory.
+static const char *fat5__ctx_keep(fat5_ctx *ctx, const char *s) {
+    size_t n = strlen(s);
+    char *p;
+    ctx->err_oom = 0;
+    if (ctx->n_kept == ctx->cap_kept) {
+        size_t cap = ctx->cap_kept ? 2 * ctx->cap_kept : 16;
+        char **k = FAT5__CAST(char **, fat5__realloc(ctx, ctx->kept, cap * sizeof *k));
+        if (!k) goto oom;
+        ctx->kept = k;
+        ctx->cap_kept = cap;
+    }
+    p = FAT5__CAST(char *, fat5__malloc(ctx, n + 1));
+    if (!p) goto oom;
+    memcpy(p, s, n + 1);
+    ctx->kept[ctx->n_kept++] = p;
+    return p;
+oom:
+    ctx->err_oom = 1;
+    fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory keeping a string of %zu bytes", n);
+    return NULL;
+}
+
+static void fat5__ctx_free_kept(fat5_ctx *ctx) {
+    size_t i;
+    for (i = 0; i < ctx->n_kept; i++) fat5__free(ctx, ctx->kept[i]);
+    fat5__free(ctx, ctx->kept);
+    ctx->kept = NULL;
+    ctx->n_kept = ctx->cap_kept = 0;
 }
 
 FAT5_API const char *fat5_last_error(const fat5_ctx *ctx) { return ctx ? ctx->err : "no context"; }
@@ -7954,6 +7990,7 @@ FAT5_API void fat5_ctx_destroy(fat5_ctx *ctx) {
     fat5__pool_destroy(ctx);
     fat5__dev_close(ctx);
     fat5__free(ctx, ctx->scratch);
+    fat5__ctx_free_kept(ctx);
     if (ctx->cfg.free) ctx->cfg.free(ctx->cfg.alloc_user, ctx);
     else FAT5_FREE(ctx);
 }
@@ -19280,13 +19317,11 @@ FAT5_API fat5_train_config fat5_train_config_default(void) {
     c.loss = fat5_loss_config_default();
     c.grad_accum = 1;
     c.prefetch = 1;
-    memcpy(c.output_dir, "train-out", 10);
-    c.logging_steps = 10;
+    c.output_dir = "train-out";
     c.eval_steps = 100;
     c.eval_batches = 8;
     c.save_steps = 500;
     c.save_total_limit = 3;
-    c.device = -1;
     c.world_size = 1;
     c.dist_timeout_s = 900;
     c.bucket_mb = 100;
@@ -19327,9 +19362,8 @@ static const char fat5__train_options[] =
     "batch_tokens, batch_labels_tokens: input / target token budget of one micro-batch\n"
     "output_dir: checkpoints and metrics.jsonl\n"
     "resume: a checkpoint directory, or an output directory (its latest checkpoint)\n"
-    "logging_steps, eval_steps, eval_batches, save_steps, save_total_limit: reporting and checkpoints\n"
+    "eval_steps, eval_batches, save_steps, save_total_limit: evaluation and checkpoints\n"
     "peak_tflops: the device's peak for MFU (0 = 989 on a GPU in bf16, else none)\n"
-    "device: auto, cpu or gpu\n"
     "world_size, rank: data parallel ranks (one process each; examples/train --gpus N starts them)\n"
     "rendezvous: where the ranks meet: a file path every rank names (rank 0 creates it), NCCL_COMM_ID (GPU:\n"
     "  that variable's host:port, set on every rank), or fat5_launch's\n"
@@ -19352,10 +19386,11 @@ static int fat5__opt_i64(const char *v, int64_t lo, int64_t hi, int64_t *out) {
     *out = (int64_t)d;
     return 1;
 }
-static int fat5__opt_str(const char *v, char *dst, size_t cap) {
-    size_t n = strlen(v);
-    if (n >= cap) return 0;
-    memcpy(dst, v, n + 1);
+// a string option: a copy the context keeps (0 when out of memory, with the message set)
+static int fat5__opt_str(fat5_ctx *ctx, const char *v, const char **dst) {
+    const char *k = fat5__ctx_keep(ctx, v);
+    if (!k) return 0;
+    *dst = k;
     return 1;
 }
 
@@ -19367,17 +19402,17 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
     fat5_model_config *mc = &c->model;
     if (!c || !key || !v) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_train_config_set: NULL argument");
 #define FAT5__IS(name) (strcmp(key, name) == 0)
-    if (FAT5__IS("data")) ok = fat5__opt_str(v, c->data, sizeof c->data);
+    if (FAT5__IS("data")) ok = fat5__opt_str(ctx, v, &c->data);
     else if (FAT5__IS("eval_fraction")) ok = fat5__opt_f64(v, 0, 0.5, &c->eval_fraction);
-    else if (FAT5__IS("init")) ok = fat5__opt_str(v, c->init, sizeof c->init);
+    else if (FAT5__IS("init")) ok = fat5__opt_str(ctx, v, &c->init);
     else if (FAT5__IS("attention")) {  // "": the model's own
         fat5_attention a;
         fat5_status st = v[0] ? fat5_attention_parse(ctx, v, &a) : FAT5_OK;
         if (st) return fat5__err_prefix(ctx, st, "option attention: ");
-        ok = fat5__opt_str(v, c->attention, sizeof c->attention);
+        ok = fat5__opt_str(ctx, v, &c->attention);
     }
-    else if (FAT5__IS("output_dir")) ok = fat5__opt_str(v, c->output_dir, sizeof c->output_dir) && v[0];
-    else if (FAT5__IS("resume")) ok = fat5__opt_str(v, c->resume, sizeof c->resume);
+    else if (FAT5__IS("output_dir")) ok = v[0] && fat5__opt_str(ctx, v, &c->output_dir);
+    else if (FAT5__IS("resume")) ok = fat5__opt_str(ctx, v, &c->resume);
     else if (FAT5__IS("seed")) { ok = fat5__opt_i64(v, 0, imax, &i); c->seed = (uint64_t)i; }
     else if (FAT5__IS("model")) {
         if (!fat5__model_preset(v, mc)) {
@@ -19478,7 +19513,6 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
     else if (FAT5__IS("max_labels_length")) ok = fat5__opt_i64(v, 1, 1 << 24, &c->ul2.max_dec_len);
     else if (FAT5__IS("batch_tokens")) ok = fat5__opt_i64(v, 1, (int64_t)1 << 31, &c->ul2.enc_tokens);
     else if (FAT5__IS("batch_labels_tokens")) ok = fat5__opt_i64(v, 1, (int64_t)1 << 31, &c->ul2.dec_tokens);
-    else if (FAT5__IS("logging_steps")) ok = fat5__opt_i64(v, 1, imax, &c->logging_steps);
     else if (FAT5__IS("eval_steps")) ok = fat5__opt_i64(v, 0, imax, &c->eval_steps);
     else if (FAT5__IS("eval_batches")) ok = fat5__opt_i64(v, 1, 1 << 20, &c->eval_batches);
     else if (FAT5__IS("save_steps")) ok = fat5__opt_i64(v, 0, imax, &c->save_steps);
@@ -19495,18 +19529,12 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
         ok = fat5__opt_i64(v, 0, 1 << 20, &i);
         c->rank = (int)i;
     }
-    else if (FAT5__IS("rendezvous")) ok = fat5__opt_str(v, c->rendezvous, sizeof c->rendezvous);
+    else if (FAT5__IS("rendezvous")) ok = fat5__opt_str(ctx, v, &c->rendezvous);
     else if (FAT5__IS("dist_timeout")) ok = fat5__opt_f64(v, 1, 1e9, &c->dist_timeout_s);
     else if (FAT5__IS("bucket_mb")) ok = fat5__opt_f64(v, 0.01, 1e6, &c->bucket_mb);
     else if (FAT5__IS("balance_ranks")) {
         ok = fat5__opt_i64(v, 0, 1, &i);
         c->balance_ranks = (int)i;
-    }
-    else if (FAT5__IS("device")) {
-        if (strcmp(v, "auto") == 0) c->device = -1;
-        else if (strcmp(v, "cpu") == 0) c->device = FAT5_DEVICE_CPU;
-        else if (strcmp(v, "gpu") == 0) c->device = FAT5_DEVICE_GPU;
-        else ok = 0;
     }
     else {
         char nm[96];
@@ -19514,6 +19542,7 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
                          fat5__msg_name(nm, sizeof nm, key));
     }
 #undef FAT5__IS
+    if (!ok && ctx->err_oom) return FAT5_ERR_OUT_OF_MEMORY;
     if (!ok) {
         char nm[96], val[96];
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "training option %s: bad value '%s'", fat5__msg_name(nm, sizeof nm, key),
@@ -20004,24 +20033,28 @@ static fat5_status fat5__train_sampler(fat5_trainer *t, int split, uint64_t seed
 
 // "a.tok,b.tok" opened as one stream
 static fat5_status fat5__train_open_data(fat5_trainer *t) {
-    char buf[sizeof t->cfg.data], *p, *paths[FAT5__TRAIN_MAX_FILES];
+    char *buf, *p, *paths[FAT5__TRAIN_MAX_FILES];
     int n = 0;
-    memcpy(buf, t->cfg.data, sizeof buf);
-    if (!buf[0]) return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "training: no data (option data: token files)");
+    fat5_status st;
+    if (!t->cfg.data[0]) return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "training: no data (option data: token files)");
+    if (!(buf = FAT5__CAST(char *, fat5__malloc(t->ctx, strlen(t->cfg.data) + 1))))
+        return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "training: out of memory");
+    memcpy(buf, t->cfg.data, strlen(t->cfg.data) + 1);
     for (p = buf; p && *p;) {
         char *comma = strchr(p, ',');
         if (comma) *comma = 0;
         if (*p) {
-            if (n == FAT5__TRAIN_MAX_FILES)
+            if (n == FAT5__TRAIN_MAX_FILES) {
+                fat5__free(t->ctx, buf);
                 return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "training: more than %d data files", FAT5__TRAIN_MAX_FILES);
+            }
             paths[n++] = p;
         }
         p = comma ? comma + 1 : NULL;
     }
-    {
-        fat5_status st = fat5_tokens_load(t->dctx, (const char *const *)paths, n, &t->tokens);
-        if (st) return fat5__err(t->ctx, st, "%s", fat5_last_error(t->dctx));
-    }
+    st = fat5_tokens_load(t->dctx, (const char *const *)paths, n, &t->tokens);
+    fat5__free(t->ctx, buf);
+    if (st) return fat5__err(t->ctx, st, "%s", fat5_last_error(t->dctx));
     return FAT5_OK;
 }
 
@@ -20419,14 +20452,25 @@ FAT5_API void fat5_train_destroy(fat5_trainer *t) {
     fat5__free(t->ctx, t);
 }
 
+// The config's strings made the trainer's: copies the context keeps; none becomes "".
+static fat5_status fat5__train_keep_strings(fat5_ctx *ctx, fat5_train_config *c) {
+    const char **s[6];
+    int i;
+    s[0] = &c->data, s[1] = &c->init, s[2] = &c->attention, s[3] = &c->output_dir, s[4] = &c->resume;
+    s[5] = &c->rendezvous;
+    for (i = 0; i < 6; i++)
+        if (!(*s[i] = fat5__ctx_keep(ctx, *s[i] ? *s[i] : ""))) return FAT5_ERR_OUT_OF_MEMORY;
+    return FAT5_OK;
+}
+
 FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *cfg, fat5_trainer **out) {
     fat5_trainer *t;
     fat5_status st;
     char dir[4200], path[4400];
     if (!cfg || !out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_train_create: NULL argument");
     *out = NULL;
-    if (cfg->grad_accum < 1 || cfg->optim.total_steps < 1 || !cfg->output_dir[0] || cfg->eval_batches < 1 ||
-        cfg->logging_steps < 1 || cfg->eval_steps < 0 || cfg->save_steps < 0 || cfg->save_total_limit < 0 ||
+    if (cfg->grad_accum < 1 || cfg->optim.total_steps < 1 || !cfg->output_dir || !cfg->output_dir[0] ||
+        cfg->eval_batches < 1 || cfg->eval_steps < 0 || cfg->save_steps < 0 || cfg->save_total_limit < 0 ||
         !(cfg->eval_fraction >= 0 && cfg->eval_fraction <= 0.5))
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "training config: gradient_accumulation_steps and max_steps must be "
                          ">= 1, eval_fraction in [0, 0.5], output_dir set, step counts >= 0");
@@ -20440,6 +20484,11 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
     if (!t) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
     t->ctx = ctx;
     t->cfg = *cfg;
+    if ((st = fat5__train_keep_strings(ctx, &t->cfg))) {
+        fat5__free(ctx, t);
+        return st;
+    }
+    cfg = &t->cfg;   // from here on, the trainer's copy
     t->ahead = -1;
     t->world = cfg->world_size;
     t->rank = cfg->rank;

@@ -12,7 +12,9 @@
 // rank 0 creates it) and LOCAL_RANK set to the GPU's index on its host. Rank 0 prints and writes
 // the checkpoints; if a rank fails, every rank stops, and the error names it.
 // Options are fat5_train_config_set's names, as --name value, or in a JSON file (--config FILE;
-// later flags override it). --help lists them. Without a model option, the run's shape follows the
+// later flags override it), and this program's own: --device auto|cpu|gpu (auto: the GPU when
+// there is one), --logging_steps N (a progress line every N steps; 50 on a GPU, 10 on the CPU),
+// --gpus N, --ranks N. --help lists them. Without a model option, the run's shape follows the
 // device: FAT5-small for a few minutes on a GPU, a tiny model on the CPU.
 // Ctrl-C writes a checkpoint and exits; --resume OUTPUT_DIR continues bit-identically.
 #define FAT5_IMPLEMENTATION
@@ -67,13 +69,11 @@ static fat5_status device_defaults(fat5_ctx *ctx, fat5_train_config *c, int gpu)
     static const char *const gpu_opts[][2] = {
         {"model", "fat5-small"}, {"max_steps", "2000"}, {"warmup_steps", "100"}, {"learning_rate", "5e-3"},
         {"max_length", "512"}, {"max_labels_length", "512"}, {"batch_tokens", "8192"},
-        {"batch_labels_tokens", "8192"}, {"eval_steps", "250"}, {"eval_batches", "8"}, {"save_steps", "1000"},
-        {"logging_steps", "50"}};
+        {"batch_labels_tokens", "8192"}, {"eval_steps", "250"}, {"eval_batches", "8"}, {"save_steps", "1000"}};
     static const char *const cpu_opts[][2] = {
         {"model", "tiny"}, {"max_steps", "150"}, {"warmup_steps", "10"}, {"learning_rate", "5e-3"},
         {"max_length", "128"}, {"max_labels_length", "128"}, {"batch_tokens", "1024"},
-        {"batch_labels_tokens", "1024"}, {"eval_steps", "25"}, {"eval_batches", "4"}, {"save_steps", "50"},
-        {"logging_steps", "10"}};
+        {"batch_labels_tokens", "1024"}, {"eval_steps", "25"}, {"eval_batches", "4"}, {"save_steps", "50"}};
     size_t i, n = gpu ? sizeof gpu_opts / sizeof gpu_opts[0] : sizeof cpu_opts / sizeof cpu_opts[0];
     fat5_status st;
     for (i = 0; i < n; i++)
@@ -92,6 +92,8 @@ int main(int argc, char **argv) {
     int i, named_model = 0, tty = isatty(2), gpu, rc = 0, ranks = 1, quiet = 0;
     double first_loss = 0, last_loss = 0;
     char why[512];
+    int device = -1;              // --device: FAT5_DEVICE_CPU, FAT5_DEVICE_GPU, -1 = the GPU when there is one
+    long long logging_steps = 0;  // --logging_steps: 0 = the device's default
     int64_t first_step = -1;
     fat5_launch_info li;
     memset(&li, 0, sizeof li);
@@ -102,7 +104,10 @@ int main(int argc, char **argv) {
     cfg = fat5_train_config_default();
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            printf("usage: %s [--config FILE.json] [--NAME VALUE]...\n\noptions:\n%s", argv[0], fat5_train_option_names());
+            printf("usage: %s [--config FILE.json] [--NAME VALUE]...\n\noptions:\n%s"
+                   "device: auto (the GPU when there is one), cpu or gpu\n"
+                   "logging_steps: a progress line every N steps (50 on a GPU, 10 on the CPU)\n"
+                   "gpus, ranks: start N ranks on this host (GPUs: rank r on GPU r)\n", argv[0], fat5_train_option_names());
             fat5_ctx_destroy(probe);
             return 0;
         }
@@ -115,20 +120,35 @@ int main(int argc, char **argv) {
                 return 2;
             }
             ranks = (int)n;
-            if (strcmp(argv[i], "--gpus") == 0) cfg.device = FAT5_DEVICE_GPU;
+            if (strcmp(argv[i], "--gpus") == 0) device = FAT5_DEVICE_GPU;
+            i++;
+        } else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
+            const char *v = argv[++i];
+            if (strcmp(v, "auto") == 0) device = -1;
+            else if (strcmp(v, "cpu") == 0) device = FAT5_DEVICE_CPU;
+            else if (strcmp(v, "gpu") == 0) device = FAT5_DEVICE_GPU;
+            else {
+                fprintf(stderr, "train: --device %s: expected auto, cpu or gpu\n", v);
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--logging_steps") == 0 && i + 1 < argc) {
+            char *end;
+            logging_steps = strtoll(argv[i + 1], &end, 10);
+            if (*end || logging_steps < 1) {
+                fprintf(stderr, "train: --logging_steps %s: expected a count >= 1\n", argv[i + 1]);
+                return 2;
+            }
             i++;
         } else if (strncmp(argv[i], "--", 2) == 0 && i + 1 < argc) {
             const char *k = argv[i] + 2;
             if (strcmp(k, "model") == 0 || strcmp(k, "init") == 0 || strcmp(k, "resume") == 0) named_model = 1;
-            if (strcmp(k, "device") == 0 && fat5_train_config_set(probe, &cfg, k, argv[i + 1]))
-                return fail(probe, "--device");
             i++;
         } else {
             fprintf(stderr, "train: unexpected argument '%s' (--help lists the options)\n", argv[i]);
             return 2;
         }
     }
-    {   // a config file may set the device and the model too
+    {   // a config file may name the model too (and is checked before any rank starts)
         fat5_train_config tmp = cfg;
         char *text;
         size_t len = 0;
@@ -143,7 +163,6 @@ int main(int argc, char **argv) {
             }
             named_model |= strstr(text, "\"model\"") || strstr(text, "\"init\"") || strstr(text, "\"resume\"");
             free(text);
-            cfg.device = tmp.device;
         }
     }
     if (ranks > 1) {   // one worker per rank; this process waits for them and passes Ctrl-C on
@@ -157,7 +176,7 @@ int main(int argc, char **argv) {
         quiet = li.rank != 0;
     }
     fat5_ctx_destroy(probe);
-    gpu = cfg.device != FAT5_DEVICE_CPU;
+    gpu = device != FAT5_DEVICE_CPU;
     if (gpu) {
         const char *lr = getenv("LOCAL_RANK");
         cc.device = FAT5_DEVICE_GPU;
@@ -165,7 +184,7 @@ int main(int argc, char **argv) {
         if (li.rank >= 0) cc.device_ordinal = li.rank;
         else if (lr && lr[0]) cc.device_ordinal = atoi(lr);
         if (fat5_ctx_create(&cc, &ctx, why, sizeof why) != FAT5_OK) {
-            if (cfg.device == FAT5_DEVICE_GPU) return fail_why("GPU", why);
+            if (device == FAT5_DEVICE_GPU) return fail_why("GPU", why);
             fprintf(stderr, "train: no GPU (%s): training on the CPU\n", why);
             gpu = 0;
         }
@@ -186,7 +205,8 @@ int main(int argc, char **argv) {
         free(text);
     }
     for (i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--config") == 0 || strcmp(argv[i], "--gpus") == 0 || strcmp(argv[i], "--ranks") == 0) {
+        if (strcmp(argv[i], "--config") == 0 || strcmp(argv[i], "--gpus") == 0 || strcmp(argv[i], "--ranks") == 0 ||
+            strcmp(argv[i], "--device") == 0 || strcmp(argv[i], "--logging_steps") == 0) {
             i++;
             continue;
         }
@@ -196,10 +216,11 @@ int main(int argc, char **argv) {
     if (li.rank >= 0) {   // a worker of fat5_launch
         cfg.world_size = li.world_size;
         cfg.rank = li.rank;
-        snprintf(cfg.rendezvous, sizeof cfg.rendezvous, "%s", li.rendezvous);
+        cfg.rendezvous = li.rendezvous;
     }
     quiet |= cfg.rank != 0;
-    if (cfg.world_size > 1 && cfg.device == -1 && !gpu) {   // every rank must compute on the same device
+    if (!logging_steps) logging_steps = gpu ? 50 : 10;
+    if (cfg.world_size > 1 && device == -1 && !gpu) {   // every rank must compute on the same device
         fprintf(stderr, "%s: no GPU here, and the other ranks may have one: name --device gpu or cpu\n", who);
         rc = 1;
         goto done;
@@ -271,7 +292,7 @@ int main(int argc, char **argv) {
         if (r.skipped)
             fprintf(stderr, "%strain: step %lld: non-finite loss or gradient, step skipped (%lld so far)\n", tty ? "\n" : "",
                     (long long)r.step, (long long)r.n_skipped);
-        if (tty || r.step % cfg.logging_steps == 0 || r.step == r.max_steps) {
+        if (tty || r.step % logging_steps == 0 || r.step == r.max_steps) {
             char mfu[32] = "", per[96] = "";
             if (r.mfu > 0) snprintf(mfu, sizeof mfu, " | MFU %.1f%%", 100 * r.mfu);
             if (r.world_size > 1)

@@ -629,16 +629,19 @@ FAT5_API int64_t fat5_optim_get_step(const fat5_optim *o);   // updates taken (s
 // when complete, then OUT/latest names it: a crash mid-save leaves the previous one loadable.
 // Resuming from one continues bit-identically: the same losses, step for step, as a run that was
 // never interrupted (on the GPU too: its backward and reductions are deterministic).
+// Strings are borrowed (NULL or "": none): fat5_train_create copies them. fat5_train_config_set and
+// fat5_train_config_from_json point them at copies the context keeps until it is destroyed, so a
+// value set by name need not outlive the call.
 typedef struct fat5_train_config {
     // data: token files (fat5_tokens_load), comma-separated; a share of documents held out
-    char data[4096];
+    const char *data;
     double eval_fraction;         // 0.01; 0 = no evaluation
     fat5_ul2_config ul2;          // denoisers and budgets; seed, split and sentinels set by the trainer
     // model: a new one from `model`, or --init DIR (a Hugging Face checkpoint) instead
     fat5_model_config model;
-    char init[4096];
-    char attention[64];           // the encoder's attention pattern for this run ("local:127", ...,
-                                  // fat5_attention_parse); "" = the model's own
+    const char *init;
+    const char *attention;        // the encoder's attention pattern for this run ("local:127", ...,
+                                  // fat5_attention_parse); none = the model's own
     uint64_t seed;                // model initialisation and data order (42)
     // optimisation
     fat5_optim_config optim;      // total_steps is the run length
@@ -647,19 +650,17 @@ typedef struct fat5_train_config {
     int prefetch;                 // 1: the next step's batches are drawn on a host thread while the GPU
                                   // runs this one (default); 0: on the calling thread, when needed
     // output
-    char output_dir[4096];        // checkpoints and metrics.jsonl
-    char resume[4096];            // a checkpoint directory, or an output directory (its latest)
-    int64_t logging_steps;        // the trainer reports every step; the example prints every N (10)
+    const char *output_dir;       // checkpoints and metrics.jsonl ("train-out")
+    const char *resume;           // a checkpoint directory, or an output directory (its latest)
     int64_t eval_steps;           // evaluate every N steps and at the end (0 = only at the end)
     int64_t eval_batches;         // batches per evaluation (8)
     int64_t save_steps;           // checkpoint every N steps (0 = only at the end)
     int save_total_limit;         // keep the last K checkpoints (0 = all)
     double peak_tflops;           // for MFU (0 = from the device: 989 for H100/H200 bf16, else none)
-    int device;                   // FAT5_DEVICE_CPU or FAT5_DEVICE_GPU, -1 = GPU when there is one
     // several ranks (data parallel): one process per GPU, see fat5_launch
     int world_size;               // ranks in the run (1)
     int rank;                     // this process's: 0 .. world_size - 1 (rank 0 writes checkpoints and logs)
-    char rendezvous[4096];        // where the ranks meet: fat5_launch_info.rendezvous, or a file path that
+    const char *rendezvous;       // where the ranks meet: fat5_launch_info.rendezvous, or a file path that
                                   // every rank names (rank 0 creates it; a shared filesystem across hosts), or
                                   // "NCCL_COMM_ID": that environment variable's host:port on every rank (GPU).
                                   // With world_size 1 it runs the sums too (one rank: a check of the path)

@@ -12,6 +12,9 @@ struct fat5_ctx {
     int n_threads;            // CPU matrix-product threads, resolved from cfg.n_threads (>= 1)
     struct fat5__pool *pool;  // their workers (n_threads - 1), started at the first use; NULL before
     fat5_attention attention;  // the copy cfg.attention points at
+    char **kept;              // strings the context keeps for configs (fat5__ctx_keep), freed with it
+    size_t n_kept, cap_kept;
+    int err_oom;              // the last fat5__ctx_keep ran out of memory
 };
 
 FAT5_API const char *fat5_status_string(fat5_status s) {
@@ -284,6 +287,38 @@ static int fat5__resolve_threads(int n) {
     (void)n;
     return 1;
 #endif
+}
+
+// A copy of s that lives until the context is destroyed (the strings of a config set by name);
+// NULL, with the message set and err_oom, when out of memory.
+static const char *fat5__ctx_keep(fat5_ctx *ctx, const char *s) {
+    size_t n = strlen(s);
+    char *p;
+    ctx->err_oom = 0;
+    if (ctx->n_kept == ctx->cap_kept) {
+        size_t cap = ctx->cap_kept ? 2 * ctx->cap_kept : 16;
+        char **k = FAT5__CAST(char **, fat5__realloc(ctx, ctx->kept, cap * sizeof *k));
+        if (!k) goto oom;
+        ctx->kept = k;
+        ctx->cap_kept = cap;
+    }
+    p = FAT5__CAST(char *, fat5__malloc(ctx, n + 1));
+    if (!p) goto oom;
+    memcpy(p, s, n + 1);
+    ctx->kept[ctx->n_kept++] = p;
+    return p;
+oom:
+    ctx->err_oom = 1;
+    fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory keeping a string of %zu bytes", n);
+    return NULL;
+}
+
+static void fat5__ctx_free_kept(fat5_ctx *ctx) {
+    size_t i;
+    for (i = 0; i < ctx->n_kept; i++) fat5__free(ctx, ctx->kept[i]);
+    fat5__free(ctx, ctx->kept);
+    ctx->kept = NULL;
+    ctx->n_kept = ctx->cap_kept = 0;
 }
 
 FAT5_API const char *fat5_last_error(const fat5_ctx *ctx) { return ctx ? ctx->err : "no context"; }

@@ -279,6 +279,7 @@ FAT5_API void fat5_ctx_destroy(fat5_ctx *ctx) {
     fat5__pool_destroy(ctx);
     fat5__dev_close(ctx);
     fat5__free(ctx, ctx->scratch);
+    fat5__ctx_free_kept(ctx);
     if (ctx->cfg.free) ctx->cfg.free(ctx->cfg.alloc_user, ctx);
     else FAT5_FREE(ctx);
 }

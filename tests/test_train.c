@@ -58,8 +58,8 @@ static fat5_train_config ttr_config(fat5_test *T, const char *data, const char *
     size_t i;
     for (i = 0; i < sizeof o / sizeof o[0]; i++)
         if (fat5_train_config_set(ctx, &c, o[i][0], o[i][1]) != FAT5_OK) fat5_test_fail(T, __FILE__, __LINE__, "%s", fat5_last_error(ctx));
-    snprintf(c.data, sizeof c.data, "%s", data);
-    snprintf(c.output_dir, sizeof c.output_dir, "%s", out);
+    c.data = data;
+    c.output_dir = out;
     return c;
 }
 
@@ -71,6 +71,15 @@ static void t_train_options(fat5_test *T) {
     FAT5_REQUIRE_OK(T, fat5_train_config_from_json(ctx, json, strlen(json), &c));
     FAT5_CHECK(T, c.optim.lr == 2e-3 && c.optim.sched == FAT5_SCHED_WSD && c.grad_accum == 3);
     FAT5_CHECK(T, strcmp(c.data, "a.tok,b.tok") == 0 && c.model.d_model == 64 && c.model.num_layers == 2);
+    {   // a string set by name is a copy: the caller's buffer may change or go
+        char v[32] = "x.tok";
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "data", v));
+        v[0] = 'y';
+        FAT5_CHECK(T, strcmp(c.data, "x.tok") == 0 && c.data != v);
+    }
+    // options of the example program, not of the library
+    FAT5_CHECK(T, fat5_train_config_set(ctx, &c, "logging_steps", "10") == FAT5_ERR_INVALID_ARG &&
+                  fat5_train_config_set(ctx, &c, "device", "gpu") == FAT5_ERR_INVALID_ARG);
     FAT5_CHECK(T, fat5_train_config_set(ctx, &c, "learnig_rate", "1") == FAT5_ERR_INVALID_ARG &&
                   strstr(fat5_last_error(ctx), "unknown training option 'learnig_rate'"));
     FAT5_CHECK(T, fat5_train_config_set(ctx, &c, "learning_rate", "-1") == FAT5_ERR_INVALID_ARG &&
@@ -161,7 +170,7 @@ static void ttr_resume_bitwise(fat5_test *T, fat5_ctx *ctx) {
     t = NULL;
 
     // the same run, stopped after step 5 (a checkpoint written on demand), then resumed
-    snprintf(c.output_dir, sizeof c.output_dir, "%s", b);
+    c.output_dir = b;
     c.save_steps = 0;
     c.save_total_limit = 2;
     FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
@@ -173,7 +182,7 @@ static void ttr_resume_bitwise(fat5_test *T, fat5_ctx *ctx) {
     FAT5_REQUIRE_OK(T, fat5_train_step(t, &r));   // a step past the checkpoint, lost with the "crash"
     fat5_train_destroy(t);
     t = NULL;
-    snprintf(c.resume, sizeof c.resume, "%s", b);
+    c.resume = b;
     FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
     FAT5_CHECK(T, fat5_optim_get_step(t->o) == 5);
     for (i = 5; i < 8; i++) {
@@ -252,7 +261,7 @@ static void t_train_kill9_during_save(fat5_test *T) {
             fat5_ctx_config cc = fat5_ctx_config_default();
             fat5_trainer *t = NULL;
             fat5_train_config cr = c;
-            if (round > 0) snprintf(cr.resume, sizeof cr.resume, "%s", out);
+            if (round > 0) cr.resume = out;
             if (fat5_ctx_create(&cc, &cx, NULL, 0) != FAT5_OK || fat5_train_create(cx, &cr, &t) != FAT5_OK) {
                 fprintf(stderr, "child: %s\n", cx ? fat5_last_error(cx) : "no context");
                 _exit(3);
@@ -302,7 +311,7 @@ static void t_train_kill9_during_save(fat5_test *T) {
 // Bad inputs: clear errors, and a good checkpoint is never written over.
 static void t_train_rejects(fat5_test *T) {
     fat5_ctx *ctx = fat5_test_ctx(T);
-    char out[600], p[700];
+    char out[600], p[700], missing[700];
     const char *data = ttr_corpus(T, 8);
     fat5_train_config c, d;
     fat5_trainer *t = NULL;
@@ -321,7 +330,7 @@ static void t_train_rejects(fat5_test *T) {
 
     // resuming with another model
     d = c;
-    snprintf(d.resume, sizeof d.resume, "%s", out);
+    d.resume = out;
     FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &d, "d_model", "48"));
     d.optim.total_steps = 4;
     FAT5_CHECK(T, fat5_train_create(ctx, &d, &t) == FAT5_ERR_INVALID_ARG && t == NULL);
@@ -332,8 +341,8 @@ static void t_train_rejects(fat5_test *T) {
         const char *other;
         other = ttr_corpus(T, 9);   // rewrites corpus.tok with more documents
         d = c;
-        snprintf(d.resume, sizeof d.resume, "%s", out);
-        snprintf(d.data, sizeof d.data, "%s", other);
+        d.resume = out;
+        d.data = other;
         FAT5_CHECK(T, fat5_train_create(ctx, &d, &t) == FAT5_ERR_INVALID_ARG);
         FAT5_CHECK_MSG(T, strstr(fat5_last_error(ctx), "other data"), "%s", fat5_last_error(ctx));
     }
@@ -342,14 +351,15 @@ static void t_train_rejects(fat5_test *T) {
                    "the good checkpoint was rewritten");
     // not a checkpoint
     d = c;
-    snprintf(d.resume, sizeof d.resume, "%s", fat5_test_tmpdir(T));
+    d.resume = fat5_test_tmpdir(T);
     FAT5_CHECK(T, fat5_train_create(ctx, &d, &t) == FAT5_ERR_IO && strstr(fat5_last_error(ctx), "neither a checkpoint"));
     // no data, missing data, a budget too small for one example, a model the config cannot make
     d = c;
-    d.data[0] = 0;
+    d.data = NULL;
     FAT5_CHECK(T, fat5_train_create(ctx, &d, &t) == FAT5_ERR_INVALID_ARG && strstr(fat5_last_error(ctx), "no data"));
     d = c;
-    snprintf(d.data, sizeof d.data, "%s/missing.tok", fat5_test_tmpdir(T));
+    snprintf(missing, sizeof missing, "%s/missing.tok", fat5_test_tmpdir(T));
+    d.data = missing;
     FAT5_CHECK(T, fat5_train_create(ctx, &d, &t) == FAT5_ERR_IO && strstr(fat5_last_error(ctx), "missing.tok"));
     d = c;
     d.ul2.enc_tokens = 4;
@@ -427,7 +437,7 @@ static void t_train_init_from_hf(fat5_test *T) {
     FAT5_REQUIRE_OK(T, fat5_tokens_write(ctx, path, ids, n, 96, 1, 2));
     snprintf(out, sizeof out, "%s/init", fat5_test_tmpdir(T));
     c = ttr_config(T, path, out);
-    snprintf(c.init, sizeof c.init, "tests/data/t5_v10_relu_tied");
+    c.init = "tests/data/t5_v10_relu_tied";
     c.optim.total_steps = 3;
     FAT5_REQUIRE_OK(T, fat5_model_load(ctx, c.init, &hf));
     FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
@@ -456,7 +466,7 @@ static void t_train_dist_options(fat5_test *T) {
     fat5_train_config c = fat5_train_config_default();
     fat5_trainer *t = NULL;
     const char *data = ttr_corpus(T, 2);
-    char out[600];
+    char out[600], never[700];
     FAT5_CHECK(T, c.world_size == 1 && c.rank == 0 && c.dist_timeout_s == 900 && c.bucket_mb == 100 &&
                   c.balance_ranks == 1);
     FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "world_size", "4"));
@@ -480,14 +490,15 @@ static void t_train_dist_options(fat5_test *T) {
     c.rank = 1;
     FAT5_CHECK(T, fat5_train_create(ctx, &c, &t) == FAT5_ERR_INVALID_ARG && !t &&
                   strstr(fat5_last_error(ctx), "no rendezvous"));
-    snprintf(c.rendezvous, sizeof c.rendezvous, "launch:x");
+    c.rendezvous = "launch:x";
     FAT5_CHECK(T, fat5_train_create(ctx, &c, &t) == FAT5_ERR_INVALID_ARG && !t &&
                   strstr(fat5_last_error(ctx), "expected launch:SHM:READ:WRITE"));
-    snprintf(c.rendezvous, sizeof c.rendezvous, "NCCL_COMM_ID");
+    c.rendezvous = "NCCL_COMM_ID";
     FAT5_CHECK(T, fat5_train_create(ctx, &c, &t) == FAT5_ERR_INVALID_ARG && !t &&
                   strstr(fat5_last_error(ctx), "GPU ranks (NCCL) only"));
     // rank 1 alone with a rendezvous file: rank 0 never creates it, and the wait ends
-    snprintf(c.rendezvous, sizeof c.rendezvous, "%s/never.rdv", fat5_test_tmpdir(T));
+    snprintf(never, sizeof never, "%s/never.rdv", fat5_test_tmpdir(T));
+    c.rendezvous = never;
     c.dist_timeout_s = 1;
     FAT5_CHECK(T, fat5_train_create(ctx, &c, &t) == FAT5_ERR_STATE && !t &&
                   strstr(fat5_last_error(ctx), "did not appear"));
@@ -704,7 +715,7 @@ static void t_train_two_ranks(fat5_test *T) {
         int rc = 1;
         c.world_size = 2;
         c.rank = li.rank;
-        snprintf(c.rendezvous, sizeof c.rendezvous, "%s", li.rendezvous);
+        c.rendezvous = li.rendezvous;
         if (fat5_ctx_create(&cc, &cx, NULL, 0) == FAT5_OK && fat5_train_create(cx, &c, &t) == FAT5_OK) {
             rc = 0;
             while (!fat5_train_done(t) && rc == 0) rc = fat5_train_step(t, &r) != FAT5_OK;
@@ -728,7 +739,7 @@ static void t_train_two_ranks(fat5_test *T) {
     fat5__free(ctx, text);
     snprintf(path, sizeof path, "%s/step-00000004/model.safetensors", out2);
     FAT5_CHECK(T, fat5__is_file(path));
-    snprintf(c.output_dir, sizeof c.output_dir, "%s", out1);
+    c.output_dir = out1;
     c.grad_accum = 2;
     FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
     for (i = 0; i < 4 && fat5_train_step(t, &r) == FAT5_OK; i++)
@@ -766,7 +777,7 @@ static void t_train_save_after_failure(fat5_test *T) {
         int rc = 1, i;
         c.world_size = 2;
         c.rank = li.rank;
-        snprintf(c.rendezvous, sizeof c.rendezvous, "%s", li.rendezvous);
+        c.rendezvous = li.rendezvous;
         if (fat5_ctx_create(&cc, &cx, NULL, 0) == FAT5_OK && fat5_train_create(cx, &c, &t) == FAT5_OK) {
             for (i = 0; i < 2 && fat5_train_step(t, NULL) == FAT5_OK; i++) {
             }
@@ -826,7 +837,7 @@ static void t_train_ranks_disagree(fat5_test *T) {
             int rc = 1;
             c.world_size = 2;
             c.rank = li.rank;
-            snprintf(c.rendezvous, sizeof c.rendezvous, "%s", li.rendezvous);
+            c.rendezvous = li.rendezvous;
             if (li.rank == 1 && round == 0) c.seed += 1;
             if (li.rank == 1 && round == 1) c.ul2.dec_tokens -= 8;
             snprintf(path, sizeof path, "%s/disagree%d_rank%d.txt", fat5_test_tmpdir(T), round, li.rank);
