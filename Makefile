@@ -14,11 +14,14 @@ SRC      = src/manifest $(shell sed -n 's/^[a-z-]* *\(src\/[^ ]*\)$$/\1/p' src/m
 # and debuggers point at src/. Every program make builds compiles the library from it.
 DEV_H    = build/dev/fat5.h
 TESTSRC  = tests/test_main.c tests/fat5_test.h $(wildcard tests/test_*.c)
+# tools/: the user programs; dev/: the generators, checks and benchmarks of the people who work on
+# fat5 (ref/: the Python oracles and peers, run by hand where PyTorch is installed)
 TOOLS    = tools/fat5_inspect tools/fat5_forward tools/fat5_init tools/pretokenize tools/plot_metrics \
-           tools/fat5_tokenize tools/dist_check
+           tools/fat5_tokenize
+DEVPROGS = dev/bench dev/dist_check dev/cpu_step dev/embed_kernels dev/check_kernels
 EXAMPLES = examples/quickstart examples/gpu_step examples/train examples/generate
 
-.PHONY: all train bench fuzz amalgamate check-amalgamate check-layers test test-asan test-quick test-cpp test-tools test-abi test-nocuda test-options check-embed check-kernels check-unicode embed clean
+.PHONY: all dev train bench fuzz amalgamate check-amalgamate check-layers test test-asan test-quick test-cpp test-tools test-abi test-nocuda test-options check-embed check-kernels check-unicode embed clean
 
 all: $(TOOLS) $(EXAMPLES)
 
@@ -46,19 +49,33 @@ build/check_layers: dev/check_layers.c
 check-layers: build/check_layers $(SRC)
 	build/check_layers src/manifest
 
-tools/%: tools/%.c fat5.h fat5_kernels.cuh
-	$(CC) -std=c99 $(WARN) $(CFLAGS) -o $@ $< $(LDLIBS)
-
 # The implementation compiled once, from the developer build (its messages and debug lines point
-# at src/); the examples link against it (-DFAT5__IMPL_DONE skips the copy their own #define
-# FAT5_IMPLEMENTATION would compile) and read the declarations of the committed fat5.h, as users
-# do (make check-amalgamate keeps the two the same text). Each still builds alone with the command
-# on its first line. The tools use private helpers and compile the implementation themselves.
+# at src/); the examples, the tools and the dev programs link against it (-DFAT5__IMPL_DONE skips
+# the copy their own #define FAT5_IMPLEMENTATION would compile) and read the declarations of the
+# committed fat5.h, as users do (make check-amalgamate keeps the two the same text). Each still
+# builds alone with the command on its first line. Examples and tools use the public API only; the
+# benchmarks and checks of dev/ also reach the developer interface dev/fat5_internal.h declares
+# (src/internal_api.c, compiled into the same object).
 build/fat5_impl.o: $(DEV_H) fat5_kernels.cuh
-	$(CC) -std=c99 $(WARN) $(CFLAGS) -DFAT5_IMPLEMENTATION -I. -x c -c -o $@ $(DEV_H)
+	$(CC) -std=c99 $(WARN) $(CFLAGS) -DFAT5_IMPLEMENTATION -DFAT5_DEV_INTERFACE -I. -x c -c -o $@ $(DEV_H)
+
+LINK_IMPL = $(CC) -std=c99 $(WARN) $(CFLAGS) -DFAT5__IMPL_DONE -o $@ $< build/fat5_impl.o $(LDLIBS)
 
 examples/%: examples/%.c fat5.h build/fat5_impl.o
-	$(CC) -std=c99 $(WARN) $(CFLAGS) -DFAT5__IMPL_DONE -o $@ $< build/fat5_impl.o $(LDLIBS)
+	$(LINK_IMPL)
+
+tools/%: tools/%.c fat5.h build/fat5_impl.o
+	$(LINK_IMPL)
+
+# plot_metrics needs nothing of fat5 (libc and libm)
+tools/plot_metrics: tools/plot_metrics.c
+	$(CC) -std=c99 $(WARN) $(CFLAGS) -o $@ $< -lm
+
+dev/bench dev/dist_check dev/cpu_step: dev/%: dev/%.c dev/fat5_internal.h fat5.h build/fat5_impl.o
+	$(LINK_IMPL)
+
+# the generators, checks and benchmarks of dev/, built without running them
+dev: $(DEVPROGS)
 
 # The main job: pre-trains a T5 with the UL2 mixture on the bundled corpus (data/fortunes), on the
 # GPU when there is one (FAT5-small shape, a few minutes), else on the CPU (a tiny model, a few
@@ -77,32 +94,32 @@ train: examples/train tools/plot_metrics $(TRAIN_OUT)/fortunes.tok
 	@echo "train: checkpoint $(TRAIN_OUT)/run/$$(cat $(TRAIN_OUT)/run/latest), loss curve $(TRAIN_OUT)/run/loss.png"
 
 # GPU benchmarks, JSON lines on stdout (needs a GPU)
-bench: tools/bench
-	tools/bench all
+bench: dev/bench
+	dev/bench all
 
-tools/embed_kernels: tools/embed_kernels.c
+dev/embed_kernels: dev/embed_kernels.c
 	$(CC) -std=c99 $(WARN) $(CFLAGS) -o $@ $<
 
-tools/check_kernels: tools/check_kernels.c fat5_kernels.cuh
+dev/check_kernels: dev/check_kernels.c fat5_kernels.cuh
 	$(CC) -std=c99 $(WARN) $(CFLAGS) -I. -o $@ $< -ldl
 
 # fat5_kernels.cuh is generated from kernels/*.cu and committed
-embed: tools/embed_kernels
-	tools/embed_kernels fat5_kernels.cuh $(KERNELS)
+embed: dev/embed_kernels
+	dev/embed_kernels fat5_kernels.cuh $(KERNELS)
 
-check-embed: tools/embed_kernels
-	@tools/embed_kernels build/fat5_kernels.cuh.check $(KERNELS) 2>/dev/null || { mkdir -p build && tools/embed_kernels build/fat5_kernels.cuh.check $(KERNELS); }
+check-embed: dev/embed_kernels
+	@dev/embed_kernels build/fat5_kernels.cuh.check $(KERNELS) 2>/dev/null || { mkdir -p build && dev/embed_kernels build/fat5_kernels.cuh.check $(KERNELS); }
 	@cmp -s build/fat5_kernels.cuh.check fat5_kernels.cuh || { echo "fat5_kernels.cuh is stale: run make embed"; exit 1; }
 	@echo "check-embed: fat5_kernels.cuh matches kernels/"
 
-# the Unicode tables (src/text_unicode_tables.c) against tools/gen_unicode.py and the UCD (Debian unicode-data)
+# the Unicode tables (src/text_unicode_tables.c) against dev/gen_unicode.py and the UCD (Debian unicode-data)
 check-unicode:
-	@if [ -f /usr/share/unicode/UnicodeData.txt ]; then python3 tools/gen_unicode.py --check --fixtures; \
+	@if [ -f /usr/share/unicode/UnicodeData.txt ]; then python3 dev/gen_unicode.py --check --fixtures; \
 	else echo "check-unicode: SKIP (no /usr/share/unicode; apt-get install unicode-data)"; fi
 
 # compiles every kernel file with NVRTC for sm_80 and sm_90; needs the CUDA toolkit, not a GPU
-check-kernels: tools/check_kernels
-	tools/check_kernels
+check-kernels: dev/check_kernels
+	dev/check_kernels
 
 # the test program compiles the developer build (tests/test_main.c includes "fat5.h": build/dev's)
 TEST_INC = -Ibuild/dev -I.
@@ -145,7 +162,7 @@ test-nocuda: examples/quickstart.c fat5.h
 	$(CC) -std=c99 $(WARN) -O1 -DFAT5_NO_THREADS -o build/quickstart_nothreads_gpu examples/quickstart.c -lm -ldl
 	build/quickstart_nothreads_gpu tests/data/t5_v11_gated_gelu_untied
 
-test-tools: $(TOOLS) examples/train examples/generate
+test-tools: $(TOOLS) dev/dist_check examples/train examples/generate
 	tests/test_tools.sh
 
 # Build options (tests/test_options.c): FAT5_STATIC warning-free and running, a user FAT5_API
@@ -223,4 +240,4 @@ fuzz: $(FUZZ_BINS) build/fuzz/seeds.stamp
 	done
 
 clean:
-	rm -rf build $(TOOLS) $(EXAMPLES) tools/bench tools/embed_kernels tools/check_kernels tests/run_tests tests/run_tests_asan tests/run_tests_quick tests/test_cpp tests/test_abi
+	rm -rf build $(TOOLS) $(EXAMPLES) $(DEVPROGS) tests/run_tests tests/run_tests_asan tests/run_tests_quick tests/test_cpp tests/test_abi

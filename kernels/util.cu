@@ -1,7 +1,7 @@
 // kernels/util.cu — fills, scaling, fp32 -> bf16 conversion and fp32 -> activation dtype.
 //
 // Plain CUDA compiled at run time by NVRTC: no #include, every entry point extern "C" __global__.
-// Embedded into fat5_kernels.cuh by tools/embed_kernels.c (`make embed`). The bf16 helpers
+// Embedded into fat5_kernels.cuh by dev/embed_kernels.c (`make embed`). The bf16 helpers
 // (fat5_bf16_to_f32, fat5_f32_to_bf16_rne) and act_t live in kernels/00_common.cu.
 //
 // bf16 is carried as `unsigned short` (the upper 16 bits of an IEEE-754 binary32), so no toolkit

@@ -1630,7 +1630,7 @@ static FAT5__UNUSED fat5_status fat5__dev_sync(fat5_ctx *ctx) {
     return fat5__dev_cu_fail(ctx, FAT5_ERR_CUDA, r, what);
 }
 
-// ---- the per-kernel profile: off unless fat5__dev_prof_enable turned it on (tools/bench step) ----
+// ---- the per-kernel profile: off unless fat5__dev_prof_enable turned it on (dev/bench step) ----
 
 static void fat5__dev_prof_free(fat5_ctx *ctx, struct fat5__gpu *g) {
     struct fat5__prof *p = g ? g->prof : NULL;

@@ -7,7 +7,7 @@ enum { FAT5__GB_OTHER, FAT5__GB_CR, FAT5__GB_LF, FAT5__GB_CONTROL, FAT5__GB_EXTE
 // normalization forms (UAX #15) for fat5__unorm
 enum { FAT5__NFC, FAT5__NFD, FAT5__NFKC, FAT5__NFKD };
 #define FAT5__UC_COUNT(a) (sizeof(a) / sizeof((a)[0]))
-#define FAT5__UC_MAXDEC 18   // the longest full decomposition (U+FDFA); tools/gen_unicode.py checks it
+#define FAT5__UC_MAXDEC 18   // the longest full decomposition (U+FDFA); dev/gen_unicode.py checks it
 
 // the index of the last entry of the sorted t[0..n) whose key (t[i] >> shift) is <= key; 0 when
 // there is none (the caller checks t[0])

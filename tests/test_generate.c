@@ -1,6 +1,6 @@
 // test_generate.c — fat5_generate and the decoding-strategy ops (gen_process, gen_select,
 // gen_beam): token-identical to Hugging Face's generate on the reference fixtures
-// (tests/data/*/generate.json, written by tools/make_reference.py --generate), sampling checked
+// (tests/data/*/generate.json, written by ref/make_reference.py --generate), sampling checked
 // statistically, option errors, generation_config.json, and the GPU against the CPU (skipped
 // without a device).
 

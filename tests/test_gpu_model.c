@@ -572,7 +572,7 @@ done:
     fat5_ctx_destroy(g);
 }
 
-// The per-kernel profile (tools/bench step): a training step under it counts each attention kernel
+// The per-kernel profile (dev/bench step): a training step under it counts each attention kernel
 // once per attention of the graph (the encoder's self-attention, the decoder's self- and
 // cross-attention), keys the lm_head's product by its shape, times every call, and starts empty
 // when turned on again; off, the context has no table.
@@ -840,7 +840,7 @@ done:
     fat5_ctx_destroy(g);
 }
 
-// Sums across GPUs: tools/dist_check --gpus N in processes of their own (a CUDA context does not
+// Sums across GPUs: dev/dist_check --gpus N in processes of their own (a CUDA context does not
 // survive fork): N = 2 where the machine has two GPUs (then also a rank killed mid-sum, which
 // must stop the other with its name), else NCCL with one rank. Skips without a GPU or NCCL.
 static void t_gpu_dist_nccl(fat5_test *T) {
@@ -851,10 +851,10 @@ static void t_gpu_dist_nccl(fat5_test *T) {
     GD_OPEN(T, ctx, FAT5_DTYPE_FP32, NULL, NULL);
     if (ctx->gpu->cu.cuDeviceGetCount(&n) != FAT5__CUDA_SUCCESS) n = 1;
     fat5_ctx_destroy(ctx);
-    if (access("tools/dist_check", X_OK) != 0) FAT5_SKIP(T, "tools/dist_check is not built (make all)");
+    if (access("dev/dist_check", X_OK) != 0) FAT5_SKIP(T, "dev/dist_check is not built (make all)");
     n = n >= 2 ? 2 : 1;
     snprintf(path, sizeof path, "%s/dist.txt", fat5_test_tmpdir(T));
-    snprintf(cmd, sizeof cmd, "tools/dist_check --gpus %d > %s 2>&1", n, path);
+    snprintf(cmd, sizeof cmd, "dev/dist_check --gpus %d > %s 2>&1", n, path);
     rc = system(cmd);
     FAT5_REQUIRE(T, fat5__read_file(fat5_test_ctx(T), path, 1 << 20, &text, &len) == FAT5_OK);
     if (strstr(text, "NCCL not found")) {
@@ -870,7 +870,7 @@ static void t_gpu_dist_nccl(fat5_test *T) {
     fat5__free(fat5_test_ctx(T), text);
     text = NULL;
     if (n == 2) {   // rank 1 dies while rank 0 waits in an all-reduce: NCCL aborted, rank 0 names it
-        snprintf(cmd, sizeof cmd, "tools/dist_check --gpus 2 --kill 1 --timeout 60 > %s 2>&1", path);
+        snprintf(cmd, sizeof cmd, "dev/dist_check --gpus 2 --kill 1 --timeout 60 > %s 2>&1", path);
         rc = system(cmd);
         FAT5_REQUIRE(T, fat5__read_file(fat5_test_ctx(T), path, 1 << 20, &text, &len) == FAT5_OK);
         printf("%s", text);

@@ -1,5 +1,5 @@
 // test_longt5.c — LongT5 (model_type longt5, transformers' LongT5ForConditionalGeneration): its
-// config fields and checkpoint names against the fixtures of tools/make_reference.py --longt5, and
+// config fields and checkpoint names against the fixtures of ref/make_reference.py --longt5, and
 // the attention patterns for long inputs. Parity of both LongT5 encoders with transformers is
 // longt5_local_parity / longt5_tglobal_parity (test_model.c), their cached decoding test_decode.c.
 // Uses the helpers of test_model.c, test_posenc.c and test_decode.c (tm_cfg, tm_read, TM_EXPECT_ERR,

@@ -1,5 +1,5 @@
 // Whole model on the CPU: config parsing, Hugging Face parity (fixtures from
-// tools/make_reference.py), finite differences of every parameter gradient, packing, round trips
+// ref/make_reference.py), finite differences of every parameter gradient, packing, round trips
 // and bad input.
 
 #ifndef FAT5_TEST_DATA

@@ -1,8 +1,8 @@
 // Tokenizers against the libraries they mirror: tests/data/tokenizers/cases.json holds, for 89
 // texts in many scripts (and invalid UTF-8), the ids and texts that `tokenizers` and
-// `sentencepiece` give on the fixture models (made by tools/make_tokenizers.py); real.json the
+// `sentencepiece` give on the fixture models (made by ref/make_tokenizers.py); real.json the
 // same for the published T5 / mT5 files, checked when FAT5_REAL_TOKENIZERS names their directory
-// (tools/make_tokenizers.py --real-dir DIR lays it out).
+// (ref/make_tokenizers.py --real-dir DIR lays it out).
 
 #define FAT5_TESTS_TOKENIZER(X) X(tokenizer_parity) X(tokenizer_parity_real) X(tokenizer_bad_files) \
     X(tokenizer_api) X(tokenizer_batch) X(tokenizer_edge_cases)
@@ -169,7 +169,7 @@ static void t_tokenizer_parity(fat5_test *T) {
 
 static void t_tokenizer_parity_real(fat5_test *T) {
     const char *dir = getenv("FAT5_REAL_TOKENIZERS");
-    if (!dir || !dir[0]) FAT5_SKIP(T, "FAT5_REAL_TOKENIZERS is not set (tools/make_tokenizers.py --real-dir DIR)");
+    if (!dir || !dir[0]) FAT5_SKIP(T, "FAT5_REAL_TOKENIZERS is not set (ref/make_tokenizers.py --real-dir DIR)");
     tk_check_file(T, "tests/data/tokenizers/real.json", dir);
 }
 

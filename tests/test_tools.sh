@@ -169,11 +169,11 @@ for pe in FIRE "RoPE --rotary_emb_fraction 0.5 --rotary_scale_base 64" "ALiBi --
 done
 echo "test_tools: examples/train: FIRE, RoPE + xPos and asymmetric ALiBi models trained, saved and resumed"
 # data parallel on CPU processes: the sums across ranks bit for bit, and failures that stop the run
-check tools/dist_check --ranks 3 > "$out/dist.txt"
+check dev/dist_check --ranks 3 > "$out/dist.txt"
 check grep -q "rank 2: .* bit-exact" "$out/dist.txt"
-check tools/dist_check --ranks 2 --kill 1 > "$out/dist_kill.txt"
+check dev/dist_check --ranks 2 --kill 1 > "$out/dist_kill.txt"
 check grep -q "rank 0 stops: rank 1 failed: killed by signal 9" "$out/dist_kill.txt"
-check tools/dist_check --ranks 3 --hang 2 --timeout 2 > "$out/dist_hang.txt"
+check dev/dist_check --ranks 3 --hang 2 --timeout 2 > "$out/dist_hang.txt"
 # rank 0 either timed out itself or saw rank 1 time out first: either way it names rank 2
 check grep -qE "rank 0 stops: rank 2 (did not answer|failed: did not answer)" "$out/dist_hang.txt"
 check grep -q "rank 2's failure stopped the run" "$out/dist_hang.txt"

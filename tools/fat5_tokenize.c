@@ -16,7 +16,7 @@
 // --bench tokenizes each line of FILE (without its newline), --repeat N times (default 3), and
 // prints {"bench":"tokenize","file":...,"bytes":...,"lines":...,"tokens":...,"seconds":...,
 // "tokens_per_s":...,"mb_per_s":...}: the fastest pass (monotonic clock), tokens counted with
-// the post-processor (or without it, with --no-special); tools/compare_hf.py --tokenize compares
+// the post-processor (or without it, with --no-special); ref/compare_hf.py --tokenize compares
 // it with the Python libraries.
 // Exits 1 with a one-line reason on an error (a bad tokenizer, a bad id), 2 on a usage error.
 #define FAT5_IMPLEMENTATION

@@ -28,12 +28,12 @@ model to tokenizer.json the way the published T5 files were made):
 
 Run (from the repository root, with the main environment's python):
 
-  python tools/make_tokenizers.py --python4 /path/to/venv4/bin/python
-  python tools/make_tokenizers.py --only-real --real-dir /tmp/t5real   # real.json (downloads
+  python ref/make_tokenizers.py --python4 /path/to/venv4/bin/python
+  python ref/make_tokenizers.py --only-real --real-dir /tmp/t5real   # real.json (downloads
         # diffsynth==1.1.9 with pip --no-deps and copies its T5 tokenizer files into
         # /tmp/t5real; --real-src WHEEL_OR_DIR uses a wheel / unpacked tree already here)
 
-The conversion step runs as `PY4 tools/make_tokenizers.py --convert-step OUT` in a subprocess.
+The conversion step runs as `PY4 ref/make_tokenizers.py --convert-step OUT` in a subprocess.
 Without --python4 the converted tokenizer.json files already in OUT are kept (and checked to
 exist).  Everything is deterministic: sentencepiece trains with num_threads=1 and no input
 shuffling, `tokenizers` trains with RAYON_NUM_THREADS=1, random choices use fixed seeds.

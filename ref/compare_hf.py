@@ -9,7 +9,7 @@ tokenizers against the `tokenizers` and `sentencepiece` libraries.
   compare_hf.py --train [--tiny] [--device cpu|cuda] [--repeat 10] [--no-compile]
 
 Builds a randomly initialised T5 (by default the FAT5-small shape that examples/train and
-tools/bench use: d_model 512, d_ff 2048, 8 heads of 64, 12 + 12 layers, gated-gelu, untied,
+dev/bench use: d_model 512, d_ff 2048, 8 heads of 64, 12 + 12 layers, gated-gelu, untied,
 the byte vocabulary of 384; --tiny: the 128 / 512, 4 heads of 32, 2 + 2 layers model of a CPU
 run), saves it with save_pretrained to a temporary directory, and for every batch size:
 
@@ -51,9 +51,9 @@ are decoded to ``str`` before the clock starts. A table of tokens/s and the rati
 is printed, with a JSON line per measurement; exit status 1 when a library's total token count
 differs from fat5's. Build tools/fat5_tokenize first (``make tools/fat5_tokenize``).
 
---attention: T5 attention alone on the GPU, bf16, the shapes of ``tools/bench attn`` (16,384 tokens
+--attention: T5 attention alone on the GPU, bf16, the shapes of ``dev/bench attn`` (16,384 tokens
 in sequences of L = 1024 and 4096, 8 heads of 64 (--head-dims 64,128 adds 128), 32 buckets, max
-distance 128, bidirectional and causal): fat5's kernels (``tools/bench attn``, its tensor-core forward and its
+distance 128, bidirectional and causal): fat5's kernels (``dev/bench attn``, its tensor-core forward and its
 FMA kernels) and, in the same command on the same device, PyTorch's
   * ``sdpa``: scaled_dot_product_attention without a bias (the flash kernel: the ceiling);
   * ``sdpa-bias``: scaled_dot_product_attention with the T5 bias materialised as a [1, H, L, L]
@@ -61,14 +61,14 @@ FMA kernels) and, in the same command on the same device, PyTorch's
   * ``flex``: FlexAttention (torch.compile'd) with a ``score_mod`` that adds the table's entry for
     the bucket of (key - query) (a causal block mask for causal).
 No 1/sqrt(d) scale (T5). Forward and forward + backward (q, k, v and the table's gradients) are
-timed with CUDA events, the mean of --repeat calls (10) after warm-up; FLOPs as ``tools/bench``
+timed with CUDA events, the mean of --repeat calls (10) after warm-up; FLOPs as ``dev/bench``
 counts them. One JSON line per measurement, then a table with each peer's TFLOP/s and fat5's
-tensor-core forward as a multiple of it. Build tools/bench first (``make tools/bench``).
+tensor-core forward as a multiple of it. Build dev/bench first (``make dev/bench``).
 
 --train: one training step of the FAT5-small shape with its vocabulary of 32,768 (--tiny: the tiny
 shape, 2 x 64 encoder / 16 decoder tokens, for a CPU run), batch 16 of 1024 encoder and 256 decoder
 tokens of random ids, no padding, in the same command:
-  * fat5: ``tools/bench step`` on the same config.json (zero_grad, forward, backward, AdamWScale with
+  * fat5: ``dev/bench step`` on the same config.json (zero_grad, forward, backward, AdamWScale with
     clipping at 1; fp32 master weights, bf16 matrix inputs on the GPU);
   * ``hf-eager``: transformers' T5ForConditionalGeneration (dropout 0, eager attention), fp32
     weights under ``torch.autocast`` bf16 on the GPU, loss from ``labels``, backward,
@@ -280,8 +280,8 @@ def tokenizer_file(path):
 
 
 def tokenize_main(args):
-    here = os.path.dirname(os.path.abspath(__file__))
-    binary = args.tokenize_bin or os.path.join(here, "fat5_tokenize")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    binary = args.tokenize_bin or os.path.join(root, "tools", "fat5_tokenize")
     if not os.access(binary, os.X_OK):
         sys.exit(f"compare_hf: {binary}: not found (make tools/fat5_tokenize)")
     tmp = None
@@ -443,12 +443,12 @@ def attention_main(args):
     import_hf()
     if not torch.cuda.is_available():
         sys.exit("compare_hf: --attention needs a CUDA device")
-    binary = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench")
+    binary = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dev", "bench")
     if not os.access(binary, os.X_OK):
-        sys.exit(f"compare_hf: {binary}: not found (make tools/bench)")
+        sys.exit(f"compare_hf: {binary}: not found (make dev/bench)")
     out = subprocess.run([binary, "attn"], capture_output=True, text=True)
     if out.returncode != 0:
-        sys.exit(f"compare_hf: tools/bench attn failed:\n{out.stderr}")
+        sys.exit(f"compare_hf: dev/bench attn failed:\n{out.stderr}")
     fat5 = {}
     for line in out.stdout.splitlines():
         r = json.loads(line)
@@ -527,9 +527,9 @@ def train_main(args):
     import_hf()
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("compare_hf: --device cuda: PyTorch sees no CUDA device")
-    binary = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench")
+    binary = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dev", "bench")
     if not os.access(binary, os.X_OK):
-        sys.exit(f"compare_hf: {binary}: not found (make tools/bench)")
+        sys.exit(f"compare_hf: {binary}: not found (make dev/bench)")
     shape = "tiny" if args.tiny else "fat5-small"
     vocab = 384 if args.tiny else 32768
     B, Le, Ld = (2, 64, 16) if args.tiny else (16, 1024, 256)

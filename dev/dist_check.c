@@ -1,13 +1,13 @@
 // dist_check — checks the sums across ranks that data parallel training uses, on N ranks forked by
 // fat5_launch: NCCL between GPUs (--gpus N, rank r on GPU r), or shared memory between CPU
 // processes (--ranks N).
-//     cc -std=c99 -O2 -o tools/dist_check tools/dist_check.c -lm -ldl -lpthread
-//     tools/dist_check --ranks 3                     the sums, bit for bit against the ranks' sum
-//     tools/dist_check --gpus 2 --kill 1             rank 1 dies mid-sum: every rank must stop,
+//     cc -std=c99 -O2 -o dev/dist_check dev/dist_check.c -lm -ldl -lpthread
+//     dev/dist_check --ranks 3                     the sums, bit for bit against the ranks' sum
+//     dev/dist_check --gpus 2 --kill 1             rank 1 dies mid-sum: every rank must stop,
 //                                                    naming it, within the timeout
-//     tools/dist_check --gpus 2 --kill 1 --at join   rank 1 dies before joining: the others must
+//     dev/dist_check --gpus 2 --kill 1 --at join   rank 1 dies before joining: the others must
 //                                                    stop by themselves (the launcher waits 30 s)
-//     tools/dist_check --ranks 2 --hang 1 --timeout 2  rank 1 stops answering: the others time out
+//     dev/dist_check --ranks 2 --hang 1 --timeout 2  rank 1 stops answering: the others time out
 // Each rank fills its buffers from its rank, sums them (fp32 over several transport chunks, fp64,
 // and the gradient buckets fed by decreasing watermarks as the backward does), and compares every
 // element with the sum it computes itself, adding the ranks' values in rank order: equal bits for
@@ -15,14 +15,27 @@
 // ulps for NCCL with more ranks. Prints one line per rank and check; exits 0 when every rank passed
 // (or, with --kill / --hang, when every rank stopped with an error naming the rank; with --at join,
 // within 15 s).
+// Beyond the public API it uses the developer interface of fat5_internal.h: buffers on the
+// context's backend and the communicator of data parallel training.
+#define _POSIX_C_SOURCE 200809L   // raise, sleep, _exit, clock_gettime: before every system header
 #define FAT5_IMPLEMENTATION
 #include "../fat5.h"
+#include "fat5_internal.h"
 
+#include <float.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static float val32(int rank, size_t i) { return (float)((double)((i * 2654435761u + (size_t)rank * 40503u) % 1000003u) / 997.0 - 500.0) * (rank + 1); }
 static double val64(int rank, size_t i) { return ((double)((i * 7919u + (size_t)rank) % 104729u) - 52000.5) / 3.0 * (rank + 1); }
@@ -43,33 +56,31 @@ static int worker(int rank, int world, const char *rendezvous, int gpu, int kill
                   double timeout) {
     fat5_ctx_config cc = fat5_ctx_config_default();
     fat5_ctx *ctx = NULL;
-    fat5__comm *c = NULL;
-    const fat5__backend *be;
-    size_t n = FAT5__DIST_SLOT / 4 * 2 + 1237, nb = 3 * 4096 + 17, i;   // fp32: three transport chunks
+    fat5_internal_comm *c = NULL;
+    size_t slot = fat5_internal_comm_chunk_bytes(), n = slot / 4 * 2 + 1237, nb = 3 * 4096 + 17, i;   // fp32: three chunks
     float *h = NULL, *want = NULL;
     double h64[5], w64[5];
-    fat5__addr d = 0, d64 = 0;
-    int tol = gpu && world > 2 ? 2 * world : 0, r, bad = 0;
+    fat5_internal_addr d = 0, d64 = 0;
+    int tol = gpu && world > 2 ? 2 * world : 0, r, bad = 0, watchdog = 0;
     fat5_status st;
+    char why[512];
     if (gpu) {   // bf16, as training on GPUs: the same kernel module, compiled once and cached for both
         cc.device = FAT5_DEVICE_GPU;
         cc.device_ordinal = rank;
         cc.dtype = FAT5_DTYPE_BF16;
     }
-    char why[512];
     if (fat5_ctx_create(&cc, &ctx, why, sizeof why) != FAT5_OK) {
         printf("dist_check: rank %d: context: %s\n", rank, why);
         return 2;
     }
-    be = gpu ? &fat5__gpu_backend : &fat5__cpu_backend;
     h = (float *)malloc(n * 4);
     want = (float *)malloc(n * 4);
-    if (!h || !want || be->alloc(ctx, n * 4, &d) || be->alloc(ctx, 8 * 8, &d64)) {
+    if (!h || !want || fat5_internal_alloc(ctx, n * 4, &d) || fat5_internal_alloc(ctx, 8 * 8, &d64)) {
         printf("dist_check: rank %d: out of memory\n", rank);
         return 2;
     }
     if (rank == kill_rank && kill_at_join) raise(SIGKILL);
-    if ((st = fat5__comm_open(ctx, be, rank, world, rendezvous, timeout, 4096 * 4 / 1048576.0, &c))) {
+    if ((st = fat5_internal_comm_open(ctx, rank, world, rendezvous, timeout, 4096 * 4 / 1048576.0, &c))) {
         printf("dist_check: rank %d: join: %s\n", rank, fat5_last_error(ctx));
         return 3;
     }
@@ -85,10 +96,10 @@ static int worker(int rank, int world, const char *rendezvous, int gpu, int kill
     if (rank == hang_rank) {   // alive and silent until the launcher kills it
         for (;;) sleep(1);
     }
-    if ((st = be->upload(ctx, d, h, n * 4)) || (st = fat5__comm_sum(c, d, n, 0)) || (st = fat5__comm_wait(c)) ||
-        (st = be->download(ctx, h, d, n * 4))) {
+    if ((st = fat5_internal_upload(ctx, d, h, n * 4)) || (st = fat5_internal_comm_sum(c, d, n, 0)) ||
+        (st = fat5_internal_comm_wait(c)) || (st = fat5_internal_download(ctx, h, d, n * 4))) {
         printf("dist_check: rank %d: stopped: %s\n", rank, fat5_last_error(ctx));
-        fat5__board_fail(c->board, rank, fat5_last_error(ctx));
+        fat5_internal_comm_fail(c, rank, fat5_last_error(ctx));
         return 4;
     }
     for (i = 0; i < n && !bad; i++)
@@ -99,8 +110,8 @@ static int worker(int rank, int world, const char *rendezvous, int gpu, int kill
         w64[i] = val64(0, i);
         for (r = 1; r < world; r++) w64[i] += val64(r, i);
     }
-    if ((st = be->upload(ctx, d64, h64, 40)) || (st = fat5__comm_sum(c, d64, 5, 1)) || (st = fat5__comm_wait(c)) ||
-        (st = be->download(ctx, h64, d64, 40))) {
+    if ((st = fat5_internal_upload(ctx, d64, h64, 40)) || (st = fat5_internal_comm_sum(c, d64, 5, 1)) ||
+        (st = fat5_internal_comm_wait(c)) || (st = fat5_internal_download(ctx, h64, d64, 40))) {
         printf("dist_check: rank %d: fp64: %s\n", rank, fat5_last_error(ctx));
         return 4;
     }
@@ -115,28 +126,25 @@ static int worker(int rank, int world, const char *rendezvous, int gpu, int kill
         size_t m;
         for (i = 0; i < nb; i++) h[i] = val32(rank, i + 7);
         for (i = 0; i < 3; i++) h64[i] = val64(rank, i);
-        if ((st = be->upload(ctx, d, h, nb * 4)) || (st = be->upload(ctx, d64, h64, 24))) goto stopped;
-        fat5__comm_grads_begin(c, d, nb);
+        if ((st = fat5_internal_upload(ctx, d, h, nb * 4)) || (st = fat5_internal_upload(ctx, d64, h64, 24)))
+            goto stopped;
+        fat5_internal_comm_grads_begin(c, d, nb);
         for (m = 0; m < sizeof marks / sizeof marks[0]; m++)
-            if ((st = fat5__comm_grads_ready(c, marks[m]))) goto stopped;
-        if ((st = fat5__comm_grads_end(c, d64, 3))) goto stopped;
-#if !defined(FAT5_NO_CUDA) && FAT5__THREADS
+            if ((st = fat5_internal_comm_grads_ready(c, marks[m]))) goto stopped;
+        if ((st = fat5_internal_comm_grads_end(c, d64, 3))) goto stopped;
         // with NCCL and a watchdog the host leaves the sums queued (the clock running) for the
         // step's own sync, after which they have landed (the clock stopped)
-        if (gpu && c->watch_on && c->queued_t0_us == 0) {
-            printf("dist_check: rank %d: the host waited for the bucketed sums in fat5__comm_grads_end\n", rank);
+        if (gpu && fat5_internal_comm_clock(c, &watchdog) == 0 && watchdog) {
+            printf("dist_check: rank %d: the host waited for the bucketed sums in grads_end\n", rank);
             bad = 1;
         }
-#endif
-        if ((st = be->download(ctx, h, d, nb * 4)) || (st = be->download(ctx, h64, d64, 24)) ||
-            (st = fat5__comm_grads_landed(c)))
+        if ((st = fat5_internal_download(ctx, h, d, nb * 4)) || (st = fat5_internal_download(ctx, h64, d64, 24)) ||
+            (st = fat5_internal_comm_grads_landed(c)))
             goto stopped;
-#ifndef FAT5_NO_CUDA
-        if (gpu && c->queued_t0_us != 0) {
+        if (gpu && fat5_internal_comm_clock(c, &watchdog) == 1) {
             printf("dist_check: rank %d: the sums' clock still runs after they landed\n", rank);
             bad = 1;
         }
-#endif
         for (i = 0; i < nb && !bad; i++) {
             float s = val32(0, i + 7);
             for (r = 1; r < world; r++) s += val32(r, i + 7);
@@ -146,10 +154,10 @@ static int worker(int rank, int world, const char *rendezvous, int gpu, int kill
             if (fabs(h64[i] - w64[i]) > 1e-12 * fabs(w64[i])) bad = fail_at(rank, "bucketed extra", i, h64[i], w64[i]);
     }
     printf("dist_check: rank %d: fp32 (%zu, %d chunks), fp64 and bucketed sums %s\n", rank, n,
-           (int)((n * 4 + FAT5__DIST_SLOT - 1) / FAT5__DIST_SLOT), bad ? "WRONG" : (tol ? "within ulps" : "bit-exact"));
-    fat5__comm_close(c);
-    be->free(ctx, d);
-    be->free(ctx, d64);
+           (int)((n * 4 + slot - 1) / slot), bad ? "WRONG" : (tol ? "within ulps" : "bit-exact"));
+    fat5_internal_comm_close(c);
+    fat5_internal_free(ctx, d);
+    fat5_internal_free(ctx, d64);
     fat5_ctx_destroy(ctx);
     free(h);
     free(want);
@@ -181,7 +189,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (fat5_ctx_create(&cc, &ctx, NULL, 0) != FAT5_OK) return 2;
-    t0 = fat5__now_s();
+    t0 = now_s();
     // the launcher's grace before it kills the others: long when they must stop by themselves
     if (fat5_launch(ctx, n, at_join ? 30.0 : 3.0, &li) != FAT5_OK) {
         fprintf(stderr, "dist_check: %s\n", fat5_last_error(ctx));
@@ -195,7 +203,7 @@ int main(int argc, char **argv) {
         _exit(rc);
     }
     fat5_ctx_destroy(ctx);
-    took = fat5__now_s() - t0;
+    took = now_s() - t0;
     printf("dist_check: launcher: %s after %.1f s (exit %d)\n", li.failed_rank >= 0 ? li.message : "every rank passed",
            took, li.exit_code);
     if (kill_rank >= 0 || hang_rank >= 0) {   // the failure must be the one acted out, and end the run

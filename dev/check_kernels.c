@@ -1,8 +1,8 @@
 // check_kernels.c — compile the embedded kernel program with NVRTC for sm_80 and sm_90; no GPU.
 //
-//     cc -std=c99 -Wall -Wextra -Wpedantic -Werror -I. -o tools/check_kernels
-//         tools/check_kernels.c -ldl
-//     tools/check_kernels
+//     cc -std=c99 -Wall -Wextra -Wpedantic -Werror -I. -o dev/check_kernels
+//         dev/check_kernels.c -ldl
+//     dev/check_kernels
 //
 // Reads the sources from fat5_kernels.cuh (so it checks exactly what the library embeds) and
 // builds the program the way the runtime does: every kernel file, in table order, joined into one

@@ -1172,7 +1172,7 @@ def make_posenc_fixture(spec, out_root):
     canonicalise_header(model_path)
 
     ref_path = write_reference(out_dir, name, logits, loss, loss_zs, grads,
-                               reference="tools/make_reference.py --posenc (PyTorch, formulas; rows run one by one)",
+                               reference="ref/make_reference.py --posenc (PyTorch, formulas; rows run one by one)",
                                torch_version=torch.__version__)
 
     # the files on disk reproduce the stored values exactly
@@ -1376,7 +1376,7 @@ def make_longt5_fixture(spec, out_root):
     print(f"{name}: packed formula encoder vs transformers row by row: max |diff| {enc_diff:.3e}")
 
     ref_path = write_reference(out_dir, name, logits, loss, loss_zs, grads,
-                               reference="tools/make_reference.py --longt5 (transformers; rows run one by one)",
+                               reference="ref/make_reference.py --longt5 (transformers; rows run one by one)",
                                transformers_version=transformers.__version__, torch_version=torch.__version__)
     assert set(load_file(ref_path)) == {"logits", "loss", "loss_zs"} | {"grad." + k for k in grads}
 

@@ -1,6 +1,6 @@
 // bench — GPU benchmarks, one JSON object per line on stdout.
-//     cc -O2 -o tools/bench tools/bench.c -lm -ldl -lpthread
-//     tools/bench [attn|step|ul2|generate|decode|long|all]  (make bench runs all)
+//     cc -O2 -o dev/bench dev/bench.c -lm -ldl -lpthread
+//     dev/bench [attn|step|ul2|generate|decode|long|all]  (make bench runs all)
 // attn: the attention kernels with T5 relative bias (32 buckets, max distance 128), head dims 64
 //       and 128, 8 heads, 16,384 tokens per batch in sequences of L = 1024 and 4096, bidirectional
 //       and causal, bf16: forward and backward on tensor cores ("forward": "tensor-core") and on
@@ -17,7 +17,7 @@
 //       optimizer and workspace. Then the step's profile: every kernel, cuBLAS product (keyed by
 //       layout and M x N x K), copy and fill timed between two events, summed per key per step,
 //       and the GPU's busy time against the step's. Options (bench step --help): another config,
-//       batch shape, step count, the CPU (tools/compare_hf.py --train --tiny runs it so).
+//       batch shape, step count, the CPU (ref/compare_hf.py --train --tiny runs it so).
 // ul2:  the UL2 sampler on one CPU core, no GPU needed: FAT5's seven denoisers over a generated
 //       corpus of 16 M byte-level ids (ByT5 vocabulary 384; documents of 1 .. 4096 ids) written to a
 //       temporary token file, packed batches of 16 x 512 / 16 x 512; corpus ids consumed per second
@@ -38,15 +38,21 @@
 //       graph of 20 copies, the whole step, and the step followed by a 4-byte read (as between
 //       the steps of fat5_generate).
 // Times are means over repeats after a warm-up, with the stream synchronised around them.
+// Beyond the public API, bench uses the developer interface of fat5_internal.h (the attention
+// kernels alone, the profile, the decode step's ops, device memory).
+#define _POSIX_C_SOURCE 200809L   // clock_gettime, getpid: before every system header
 #define FAT5_IMPLEMENTATION
 #include "../fat5.h"
+#include "fat5_internal.h"
 
 static char bench_why[512];   // why a context could not be made
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static double bench_now(void) {
     struct timespec ts;
@@ -59,105 +65,52 @@ static int bench_fail(fat5_ctx *ctx, const char *what) {
     return 1;
 }
 
-// random bf16 or fp32 activations on the device
-static fat5_status bench_fill(fat5_ctx *ctx, fat5__dptr dst, size_t n, fat5_rng *r, double scale) {
-    float *h = (float *)malloc(n * sizeof(float));
-    fat5__dptr tmp = 0;
-    fat5_status st;
-    size_t i;
-    if (!h) return FAT5_ERR_OUT_OF_MEMORY;
-    for (i = 0; i < n; i++) h[i] = (float)(scale * fat5_rng_normal(r));
-    st = fat5__dev_alloc(ctx, n * 4, &tmp);
-    if (!st) st = fat5__dev_upload(ctx, tmp, h, n * 4);
-    if (!st) st = fat5__gpu_to_act(ctx, dst, tmp, (long long)n);
-    if (!st) st = fat5__dev_sync(ctx);
-    fat5__dev_free(ctx, tmp);
-    free(h);
-    return st;
-}
-
 static int bench_attn(fat5_ctx *ctx) {
     const int H = 8, nb = 32, md = 128, lens[2] = {1024, 4096}, dks[2] = {64, 128};
     const int64_t T = 16384;
-    fat5_rng r = fat5_rng_init(7);
-    size_t A = fat5__dev_act_size(ctx), I = (size_t)H * 128;  // buffers for the largest head dim
-    fat5__dptr q = 0, k = 0, v = 0, o = 0, dout = 0, dq = 0, dkk = 0, dv = 0, lse = 0, delta = 0, bias = 0, dbias = 0, dbs = 0;
-    fat5__dptr cu = 0, seq = 0, lut = 0;
-    int32_t *hcu = (int32_t *)malloc((T + 1) * sizeof(int32_t)), *hseq = (int32_t *)malloc(T * sizeof(int32_t));
-    int32_t hlut[128];
-    float hbias[32 * 8];
-    int li, kind, i, di, tc, rc = 1;
-    if (!hcu || !hseq) return 1;
-    if (fat5__dev_alloc(ctx, T * I * A, &q) || fat5__dev_alloc(ctx, T * I * A, &k) || fat5__dev_alloc(ctx, T * I * A, &v) ||
-        fat5__dev_alloc(ctx, T * I * A, &o) || fat5__dev_alloc(ctx, T * I * A, &dout) ||
-        fat5__dev_alloc(ctx, T * I * A, &dq) || fat5__dev_alloc(ctx, T * I * A, &dkk) ||
-        fat5__dev_alloc(ctx, T * I * A, &dv) || fat5__dev_alloc(ctx, T * H * 4, &lse) ||
-        fat5__dev_alloc(ctx, T * H * 4, &delta) || fat5__dev_alloc(ctx, nb * H * 4, &bias) ||
-        fat5__dev_alloc(ctx, nb * H * 4, &dbias) || fat5__dev_alloc(ctx, (size_t)FAT5__GPU_DBIAS_BLOCKS * nb * H * 4, &dbs) || fat5__dev_alloc(ctx, (T + 1) * 4, &cu) ||
-        fat5__dev_alloc(ctx, T * 4, &seq) || fat5__dev_alloc(ctx, md * 4, &lut)) {
-        rc = bench_fail(ctx, "attention buffers");
-        goto done;
-    }
-    if (bench_fill(ctx, q, T * I, &r, 0.3) || bench_fill(ctx, k, T * I, &r, 0.3) || bench_fill(ctx, v, T * I, &r, 1.0) ||
-        bench_fill(ctx, dout, T * I, &r, 1.0)) {
-        rc = bench_fail(ctx, "attention inputs");
-        goto done;
-    }
-    for (i = 0; i < nb * H; i++) hbias[i] = (float)(0.5 * fat5_rng_normal(&r));
-    fat5__dev_upload(ctx, bias, hbias, sizeof hbias);
+    int A = fat5_internal_act_size(ctx);
+    fat5_internal_attn *a = NULL;
+    int li, kind, di, tc, rc = 1;
+    // buffers for the largest head dim
+    if (fat5_internal_attn_create(ctx, T, H, 128, nb, md, 7, &a)) return bench_fail(ctx, "attention buffers");
     for (di = 0; di < 2; di++)
     for (li = 0; li < 2; li++)
         for (kind = 1; kind <= 2; kind++)
         for (tc = A == 2; tc >= 0; tc--) {  // bf16: the tensor-core forward, then the FMA kernels
             int L = lens[li], n_seq = (int)(T / L), reps = 5, rep, dk = dks[di];
             double t0, tf, tb, tq, tq0, tkv, flops = 4.0 * n_seq * H * (double)L * L * dk / (kind == 2 ? 2 : 1);
-            for (i = 0; i <= n_seq; i++) hcu[i] = i * L;
-            for (i = 0; i < T; i++) hseq[i] = i / L;
-            for (i = 0; i < md; i++) hlut[i] = fat5__rel_bucket(-i, kind == 1, nb, md);
-            if (fat5__dev_upload(ctx, cu, hcu, (size_t)(n_seq + 1) * 4) || fat5__dev_upload(ctx, seq, hseq, T * 4) ||
-                fat5__dev_upload(ctx, lut, hlut, md * 4)) {
+            if (fat5_internal_attn_shape(a, L, dk, kind == 2, tc)) {
                 rc = bench_fail(ctx, "attention batch");
                 goto done;
             }
-#define BENCH_FWD fat5__gpu_attn_fwd(ctx, o, lse, q, k, v, bias, lut, cu, cu, seq, T, H, dk, kind, nb, md, 0, 0)
-#define BENCH_BWD                                                                                          \
-    (fat5__gpu_attn_bwd_delta(ctx, delta, o, dout, T, H, dk) ||                                            \
-     fat5__gpu_attn_bwd_dq(ctx, dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu, cu, seq, T, H, dk, kind, nb, md, 0, 0, dbs) || \
-     fat5__gpu_attn_bwd_dkv(ctx, dkk, dv, dout, lse, delta, q, k, v, bias, lut, cu, cu, seq, T, H, dk, kind, nb, md, 0, 0))
-            ctx->gpu->attn_tc = tc;
-            if (BENCH_FWD || BENCH_BWD || fat5__dev_sync(ctx)) {
+            if (fat5_internal_attn_run(a, FAT5_INTERNAL_ATTN_FWD) || fat5_internal_attn_run(a, FAT5_INTERNAL_ATTN_BWD) ||
+                fat5_internal_sync(ctx)) {
                 rc = bench_fail(ctx, "attention warm-up");
                 goto done;
             }
             t0 = bench_now();
-            for (rep = 0; rep < reps; rep++) BENCH_FWD;
-            fat5__dev_sync(ctx);
+            for (rep = 0; rep < reps; rep++) (void)fat5_internal_attn_run(a, FAT5_INTERNAL_ATTN_FWD);
+            fat5_internal_sync(ctx);
             tf = (bench_now() - t0) / reps;
             t0 = bench_now();
-            for (rep = 0; rep < reps; rep++) (void)BENCH_BWD;
-            if (fat5__dev_sync(ctx)) {
+            for (rep = 0; rep < reps; rep++) (void)fat5_internal_attn_run(a, FAT5_INTERNAL_ATTN_BWD);
+            if (fat5_internal_sync(ctx)) {
                 rc = bench_fail(ctx, "attention backward");
                 goto done;
             }
             tb = (bench_now() - t0) / reps;
             // the backward's kernels one by one, and dq without the bias-table gradient (its cost)
             t0 = bench_now();
-            for (rep = 0; rep < reps; rep++)
-                (void)fat5__gpu_attn_bwd_dq(ctx, dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu, cu, seq, T, H, dk,
-                                            kind, nb, md, 0, 0, dbs);
-            fat5__dev_sync(ctx);
+            for (rep = 0; rep < reps; rep++) (void)fat5_internal_attn_run(a, FAT5_INTERNAL_ATTN_DQ);
+            fat5_internal_sync(ctx);
             tq = (bench_now() - t0) / reps;
             t0 = bench_now();
-            for (rep = 0; rep < reps; rep++)
-                (void)fat5__gpu_attn_bwd_dq(ctx, dq, 0, dout, lse, delta, q, k, v, bias, lut, cu, cu, seq, T, H, dk,
-                                            kind, nb, md, 0, 0, dbs);
-            fat5__dev_sync(ctx);
+            for (rep = 0; rep < reps; rep++) (void)fat5_internal_attn_run(a, FAT5_INTERNAL_ATTN_DQ_NO_DBIAS);
+            fat5_internal_sync(ctx);
             tq0 = (bench_now() - t0) / reps;
             t0 = bench_now();
-            for (rep = 0; rep < reps; rep++)
-                (void)fat5__gpu_attn_bwd_dkv(ctx, dkk, dv, dout, lse, delta, q, k, v, bias, lut, cu, cu, seq, T, H, dk,
-                                             kind, nb, md, 0, 0);
-            if (fat5__dev_sync(ctx)) {
+            for (rep = 0; rep < reps; rep++) (void)fat5_internal_attn_run(a, FAT5_INTERNAL_ATTN_DKV);
+            if (fat5_internal_sync(ctx)) {
                 rc = bench_fail(ctx, "attention backward kernels");
                 goto done;
             }
@@ -171,18 +124,34 @@ static int bench_attn(fat5_ctx *ctx) {
                    flops / tf / 1e12, 3.5 * flops / (tf + tb) / 1e12);
             fflush(stdout);
         }
-#undef BENCH_FWD
-#undef BENCH_BWD
-    ctx->gpu->attn_tc = 1;
     rc = 0;
 done:
-    fat5__dev_free(ctx, q); fat5__dev_free(ctx, k); fat5__dev_free(ctx, v); fat5__dev_free(ctx, o);
-    fat5__dev_free(ctx, dout); fat5__dev_free(ctx, dq); fat5__dev_free(ctx, dkk); fat5__dev_free(ctx, dv);
-    fat5__dev_free(ctx, lse); fat5__dev_free(ctx, delta); fat5__dev_free(ctx, bias); fat5__dev_free(ctx, dbias); fat5__dev_free(ctx, dbs);
-    fat5__dev_free(ctx, cu); fat5__dev_free(ctx, seq); fat5__dev_free(ctx, lut);
-    free(hcu);
-    free(hseq);
+    if (a) fat5_internal_attn_shape(a, lens[0], dks[0], 0, 1);   // the tensor cores back on (the default)
+    fat5_internal_attn_destroy(a);
     return rc;
+}
+
+// The whole of a small file (a config.json) in memory, NUL-terminated; free with free.
+static int bench_read(const char *path, char **out, size_t *len) {
+    FILE *fp = fopen(path, "rb");
+    long n;
+    *out = NULL;
+    if (!fp) {
+        fprintf(stderr, "bench: %s: %s\n", path, strerror(errno));
+        return 0;
+    }
+    if (fseek(fp, 0, SEEK_END) != 0 || (n = ftell(fp)) < 0 || n > (1L << 20) || fseek(fp, 0, SEEK_SET) != 0 ||
+        !(*out = (char *)malloc((size_t)n + 1)) || fread(*out, 1, (size_t)n, fp) != (size_t)n) {
+        fprintf(stderr, "bench: %s: cannot read it (at most 1 MiB)\n", path);
+        free(*out);
+        *out = NULL;
+        fclose(fp);
+        return 0;
+    }
+    fclose(fp);
+    (*out)[n] = 0;
+    *len = (size_t)n;
+    return 1;
 }
 
 // The options of `bench step` (defaults: the FAT5-small shape of the header comment).
@@ -193,7 +162,7 @@ typedef struct step_opts {
 } step_opts;
 
 static int cmp_prof(const void *a, const void *b) {
-    double x = ((const fat5__prof_entry *)a)->ms, y = ((const fat5__prof_entry *)b)->ms;
+    double x = ((const fat5_internal_prof_entry *)a)->ms, y = ((const fat5_internal_prof_entry *)b)->ms;
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
@@ -232,8 +201,8 @@ static int bench_step(fat5_ctx *ctx, const step_opts *so) {
     int i, rc = 1, V;
     if (!enc || !lab || !ecu || !dcu) goto done;
     if (so->config) {
-        if (fat5__read_file(ctx, so->config, (size_t)1 << 20, &text, &len) ||
-            fat5_model_config_from_json(ctx, text, len, &cfg)) {
+        if (!bench_read(so->config, &text, &len)) goto done;
+        if (fat5_model_config_from_json(ctx, text, len, &cfg)) {
             rc = bench_fail(ctx, so->config);
             goto done;
         }
@@ -256,17 +225,17 @@ static int bench_step(fat5_ctx *ctx, const step_opts *so) {
     b.enc_cu_seqlens = ecu;
     b.labels = lab;
     b.dec_cu_seqlens = dcu;
-    flops = 3 * fat5__batch_flops(&cfg, &b);
+    flops = 3 * fat5_internal_batch_flops(&cfg, &b);
     oc.warmup_steps = 100;
     oc.total_steps = 1000;
-    if (gpu) fat5__dev_mem_info(ctx, &free0, &total);
+    if (gpu) fat5_internal_mem_info(ctx, &free0, &total);
     // the first step allocates the workspace and, on the GPU, warms cuBLAS up
     if (fat5_model_create(ctx, &cfg, 1, &m) || fat5_model_reserve(m, B, (int64_t)B * Le, (int64_t)B * Ld) ||
         fat5_optim_create(m, &oc, &o) || step_once(m, &b, o, &res)) {
         rc = bench_fail(ctx, "training step");
         goto done;
     }
-    if (gpu) fat5__dev_mem_info(ctx, &free1, &total);
+    if (gpu) fat5_internal_mem_info(ctx, &free1, &total);
     t0 = bench_now();
     for (i = 0; i < reps; i++)
         if (step_once(m, &b, o, &res)) {
@@ -290,37 +259,44 @@ static int bench_step(fat5_ctx *ctx, const step_opts *so) {
            gpu && !so->fp32 ? flops / t_step / 989e12 : 0.0, bytes, res.loss);
     fflush(stdout);
     if (gpu && so->profile) {  // the same step, each call between two events
-        struct fat5__prof *p;
+        fat5_internal_prof_entry *e = NULL;
         double sum = 0, t_prof;
         const int prof_reps = 3;
-        if (fat5__dev_prof_enable(ctx, 1)) {
+        int n_e;
+        if (fat5_internal_profile(ctx, 1)) {
             rc = bench_fail(ctx, "profile");
             goto done;
         }
         t0 = bench_now();
         for (i = 0; i < prof_reps; i++)
-            if (step_once(m, &b, o, &res) || fat5__dev_prof_collect(ctx)) {
+            if (step_once(m, &b, o, &res) || fat5_internal_profile_collect(ctx)) {
                 rc = bench_fail(ctx, "profiled step");
                 goto done;
             }
         t_prof = (bench_now() - t0) / prof_reps;
-        p = ctx->gpu->prof;
-        qsort(p->e, (size_t)p->n_e, sizeof p->e[0], cmp_prof);
-        for (i = 0; i < p->n_e; i++) sum += p->e[i].ms / prof_reps;
-        for (i = 0; i < p->n_e; i++)
+        n_e = fat5_internal_profile_entry(ctx, 0, NULL);
+        if (n_e > 0 && !(e = (fat5_internal_prof_entry *)malloc((size_t)n_e * sizeof *e))) {
+            fprintf(stderr, "bench: out of memory\n");
+            goto done;
+        }
+        for (i = 0; i < n_e; i++) fat5_internal_profile_entry(ctx, i, &e[i]);
+        if (n_e > 0) qsort(e, (size_t)n_e, sizeof e[0], cmp_prof);
+        for (i = 0; i < n_e; i++) sum += e[i].ms / prof_reps;
+        for (i = 0; i < n_e; i++)
             printf("{\"bench\": \"step_profile\", \"key\": \"%s\", \"calls_per_step\": %.1f, \"ms_per_step\": %.3f, "
-                   "\"share\": %.4f}\n", p->e[i].key, (double)p->e[i].calls / prof_reps, p->e[i].ms / prof_reps,
-                   sum > 0 ? p->e[i].ms / prof_reps / sum : 0.0);
+                   "\"share\": %.4f}\n", e[i].key, (double)e[i].calls / prof_reps, e[i].ms / prof_reps,
+                   sum > 0 ? e[i].ms / prof_reps / sum : 0.0);
         // the GPU's busy time against the step's: the rest is the host (launches, synchronisations)
         printf("{\"bench\": \"step_profile_sum\", \"gpu_busy_ms\": %.2f, \"step_ms\": %.2f, \"idle_ms\": %.2f, "
-               "\"keys\": %d}\n", sum, t_prof * 1e3, t_prof * 1e3 - sum, p->n_e);
-        fat5__dev_prof_enable(ctx, 0);
+               "\"keys\": %d}\n", sum, t_prof * 1e3, t_prof * 1e3 - sum, n_e);
+        free(e);
+        fat5_internal_profile(ctx, 0);
     }
     rc = 0;
 done:
     fat5_optim_destroy(o);
     fat5_model_destroy(m);
-    fat5__free(ctx, text);
+    free(text);
     free(enc);
     free(lab);
     free(ecu);
@@ -434,7 +410,7 @@ static int bench_generate(void) {
         for (i = 0; i < 64 * Le; i++) tok[i] = (int32_t)fat5_rng_below(&r, 32000) + 2;
         for (i = 0; i < 64; i++) tok[(i + 1) * Le - 1] = 1;   // each input ends with EOS
         for (i = 0; i <= 64; i++) cu[i] = (int32_t)(i * Le);
-        fat5__dev_mem_info(ctx, &free0, &total);
+        fat5_internal_mem_info(ctx, &free0, &total);
         if (fat5_model_config_from_json(ctx, cfg_json, strlen(cfg_json), &cfg) || fat5_model_create(ctx, &cfg, 1, &m) ||
             fat5_model_set_training(m, 0)) {
             rc |= bench_fail(ctx, "generate model");
@@ -449,7 +425,7 @@ static int bench_generate(void) {
                 rc |= bench_fail(ctx, "generate");
                 goto next;
             }
-            fat5__dev_mem_info(ctx, &free1, &total);
+            fat5_internal_mem_info(ctx, &free1, &total);
             g.max_new_tokens = g.min_new_tokens = 1;
             if (bench_generate_time(ctx, m, tok, cu, B, &g, 5, &t_one)) {
                 rc |= bench_fail(ctx, "generate (1 token)");
@@ -476,81 +452,20 @@ static int bench_generate(void) {
 // ---- decode: the decode step op by op (the profile behind `generate`) ----
 // Each op of a decode step is captured 20 times into one CUDA graph and the graph replayed, so the
 // time per op includes what a graph launch of it costs inside the step; the step itself is its
-// own graph (as fat5_generate replays it). Cache position 64 of 129, inputs of 512 tokens.
-#define BENCH_OP_REPS 20
+// own graph (as fat5_generate replays it). Cache position 64 of 129, inputs of 512 tokens
+// (fat5_internal_decode_time).
 
-static fat5_status bench_decode_op(fat5_ctx *ctx, fat5_decoder *d, int op, int64_t n) {
-    fat5_model *m = d->m;
-    const fat5__backend *be = d->be;
-    const fat5_model_config *c = &m->cfg;
-    const fat5__layer *y = &m->dec[0];
-    int64_t D = c->d_model, I = c->num_heads * c->d_kv, F = c->d_ff, V = c->vocab_size;
-    int H = (int)c->num_heads, dk = (int)c->d_kv;
-    fat5__pos_args p = fat5__model_pos(m, y, FAT5__ATTN_CAUSAL, NULL);
-    float eps = (float)c->layer_norm_eps;
-    switch (op) {
-    case 0: return be->embed_fwd(ctx, d->h, fat5__pw(m, m->shared), d->tok, n, (int)D);
-    case 1:
-        return be->norm_mm(ctx, d->q, d->kc[0], d->vc[0], d->h, fat5__pw(m, y->ln_sa), fat5__pa(m, y->q),
-                           fat5__pa(m, y->k), fat5__pa(m, y->v), n, (int)I, (int)D, eps, -1, d->rows, d->self_off,
-                           d->pos_d);
-    case 2:
-        return be->attn_decode(ctx, d->att, d->q, d->kc[0], d->vc[0], p.bias, d->lut_causal, d->rows, d->self_off, 0,
-                               d->pos_d, n, H, dk, p.kind, p.nb, p.md, (int)d->max_len, d->attn_scratch);
-    case 3: return be->mm(ctx, FAT5__MM_NT, d->h, 1, d->att, fat5__pa(m, y->o), n, D, I, 1.0f, 1.0f);
-    case 4:
-        return be->norm_mm(ctx, d->q, 0, 0, d->h, fat5__pw(m, y->ln_ca), fat5__pa(m, y->cq), 0, 0, n, (int)I, (int)D,
-                           eps, -1, 0, 0, 0);
-    case 5:
-        return be->attn_decode(ctx, d->att, d->q, d->ck[0], d->cv[0], 0, d->lut_causal, d->rows, d->cross_off,
-                               d->cross_len, d->pos_d, n, H, dk, FAT5__ATTN_CROSS, 0, 0, (int)d->max_te, d->attn_scratch);
-    case 6:
-        return be->norm_mm(ctx, d->ff_h, 0, 0, d->h, fat5__pw(m, y->ln_ff), fat5__pa(m, y->wi0), fat5__pa(m, y->wi1),
-                           0, n, (int)F, (int)D, eps, (int)c->act, 0, 0, 0);
-    case 7: return be->mm(ctx, FAT5__MM_NT, d->h, 1, d->ff_h, fat5__pa(m, y->wo), n, D, F, 1.0f, 1.0f);
-    case 8: return be->rmsnorm_fwd(ctx, d->out_act, d->r, d->h, fat5__pw(m, m->dec_final_ln), n, (int)D, eps, 0);
-    case 9:
-        return be->mm(ctx, FAT5__MM_NT, d->logits, 1, d->out_act, fat5__pa(m, m->lm_head), n, V, D, 1.0f, 0.0f);
-    default: return fat5__decoder_step_dev(d, n);
-    }
-}
-
-// the ops of bench_decode_op in step order, and how many a step runs (per layer x layers, or once);
-// "step" is the whole step's graph replayed back to back, "step + read" each replay followed by a
-// 4-byte download and a synchronisation, as fat5_generate does between steps
+// the ops in step order, and how many a step runs (per layer x layers, or once); "step" is the
+// whole step's graph replayed back to back, "step + read" each replay followed by a 4-byte
+// download and a synchronisation, as fat5_generate does between steps
 #define BENCH_DEC_OPS 12
 static const char *const bench_op_names[BENCH_DEC_OPS] = {
     "embed", "norm_mm q|k|v -> cache", "attn_decode causal", "mm o + h", "norm_mm cq", "attn_decode cross",
     "mm co + h", "norm_mm wi0|wi1 gated", "mm wo + h", "rmsnorm (final)", "mm lm_head", "step"};
-static const int bench_op_of[BENCH_DEC_OPS] = {0, 1, 2, 3, 4, 5, 3, 6, 7, 8, 9, 10};
-
-static int bench_time_graph(fat5_ctx *ctx, fat5_decoder *d, int op, int64_t n, int read, double *us) {
-    void *exec = NULL;
-    int i, step = op == 10, reps = step ? 1 : BENCH_OP_REPS, runs = step ? 32 : 10;
-    int32_t pos = step ? 40 : 64, flag = 0;
-    double t0;
-    fat5_status st = FAT5_OK;
-    if (fat5__dev_upload(ctx, d->pos_d, &pos, 4) || fat5__dev_sync(ctx) || fat5__dev_capture_begin(ctx)) return 1;
-    for (i = 0; i < reps && !st; i++) st = bench_decode_op(ctx, d, op, n);
-    if (st) {
-        fat5__dev_capture_end(ctx, 0, &exec);
-        return 1;
-    }
-    if (fat5__dev_capture_end(ctx, 1, &exec) || fat5__dev_graph_launch(ctx, exec) || fat5__dev_sync(ctx)) {
-        fat5__dev_graph_destroy(ctx, exec);
-        return 1;
-    }
-    t0 = bench_now();
-    for (i = 0; i < runs && !st; i++) {
-        st = fat5__dev_graph_launch(ctx, exec);
-        if (read && !st) st = fat5__dev_download(ctx, &flag, d->pos_d, 4);
-        if (read && !st) st = fat5__dev_sync(ctx);
-    }
-    if (!st) st = fat5__dev_sync(ctx);
-    *us = (bench_now() - t0) * 1e6 / ((double)runs * reps);
-    fat5__dev_graph_destroy(ctx, exec);
-    return st != FAT5_OK;
-}
+static const int bench_op_of[BENCH_DEC_OPS] = {
+    FAT5_INTERNAL_DEC_EMBED, FAT5_INTERNAL_DEC_QKV, FAT5_INTERNAL_DEC_SELF_ATTN, FAT5_INTERNAL_DEC_O,
+    FAT5_INTERNAL_DEC_CROSS_Q, FAT5_INTERNAL_DEC_CROSS_ATTN, FAT5_INTERNAL_DEC_O, FAT5_INTERNAL_DEC_FF_IN,
+    FAT5_INTERNAL_DEC_FF_OUT, FAT5_INTERNAL_DEC_FINAL_NORM, FAT5_INTERNAL_DEC_LM_HEAD, FAT5_INTERNAL_DEC_STEP};
 
 static int bench_decode(void) {
     static const char *cfg_json =
@@ -564,12 +479,12 @@ static int bench_decode(void) {
     fat5_model *m = NULL;
     fat5_decoder *d = NULL;
     fat5_rng r = fat5_rng_init(5);
-    int32_t *tok = (int32_t *)malloc((size_t)(64 * Le) * 4), cu[65], *h32 = (int32_t *)malloc(64 * 4);
+    int32_t *tok = (int32_t *)malloc((size_t)(64 * Le) * 4), cu[65];
     int bi, op, rc = 1;
     int64_t i;
     cc.device = FAT5_DEVICE_GPU;
     cc.dtype = FAT5_DTYPE_BF16;
-    if (!tok || !h32 || fat5_ctx_create(&cc, &ctx, bench_why, sizeof bench_why) != FAT5_OK) {
+    if (!tok || fat5_ctx_create(&cc, &ctx, bench_why, sizeof bench_why) != FAT5_OK) {
         fprintf(stderr, "bench: %s\n", bench_why[0] ? bench_why : "out of memory");
         goto done;
     }
@@ -588,14 +503,9 @@ static int bench_decode(void) {
             bench_fail(ctx, "decode start");
             goto done;
         }
-        for (i = 0; i < B; i++) h32[i] = (int32_t)i;
-        if (fat5__dev_upload(ctx, d->rows, h32, (size_t)B * 4) || fat5__dev_upload(ctx, d->tok, h32, (size_t)B * 4)) {
-            bench_fail(ctx, "decode rows");
-            goto done;
-        }
         for (op = 0; op <= BENCH_DEC_OPS; op++) {
-            int k = op < BENCH_DEC_OPS ? bench_op_of[op] : 10;
-            if (bench_time_graph(ctx, d, k, B, op == BENCH_DEC_OPS, &us)) {
+            int k = op < BENCH_DEC_OPS ? bench_op_of[op] : FAT5_INTERNAL_DEC_STEP;
+            if (fat5_internal_decode_time(d, k, B, op == BENCH_DEC_OPS, &us)) {
                 bench_fail(ctx, op < BENCH_DEC_OPS ? bench_op_names[op] : "step + read");
                 goto done;
             }
@@ -615,7 +525,6 @@ done:
     fat5_model_destroy(m);
     fat5_ctx_destroy(ctx);
     free(tok);
-    free(h32);
     return rc;
 }
 
@@ -646,16 +555,16 @@ static int bench_long(fat5_ctx *ctx) {
             double t0, t = 0;
             cu[0] = 0;
             cu[1] = (int32_t)lens[li];
-            fat5__dev_mem_info(ctx, &free0, &total);
+            fat5_internal_mem_info(ctx, &free0, &total);
             if (fat5_attention_parse(ctx, patterns[pi], &a) || fat5_model_set_attention(m, &a) ||
                 fat5_decoder_create(m, 1, lens[li], 0, &d)) {
                 rc = bench_fail(ctx, "long-input encoder");
                 goto done;
             }
-            fat5__dev_mem_info(ctx, &free1, &total);
+            fat5_internal_mem_info(ctx, &free1, &total);
             for (i = -1; i < reps; i++) {   // i = -1: the warm-up
                 t0 = bench_now();
-                if (fat5__decoder_encode(d, tok, cu, 1) || fat5__dev_sync(ctx)) {
+                if (fat5_internal_decoder_encode(d, tok, cu, 1) || fat5_internal_sync(ctx)) {
                     fat5_decoder_destroy(d);
                     rc = bench_fail(ctx, "long-input encoder");
                     goto done;
@@ -667,7 +576,7 @@ static int bench_long(fat5_ctx *ctx) {
             printf("{\"bench\": \"long\", \"model\": \"t5-base shape\", \"dtype\": \"%s\", \"pass\": \"encoder\", "
                    "\"attention\": \"%s\", \"tokens\": %lld, \"ms\": %.1f, \"tokens_per_s\": %.0f, "
                    "\"device_bytes\": %zu}\n",
-                   fat5__dev_act_size(ctx) == 2 ? "bf16" : "fp32", patterns[pi], (long long)lens[li], t / reps * 1e3,
+                   fat5_internal_act_size(ctx) == 2 ? "bf16" : "fp32", patterns[pi], (long long)lens[li], t / reps * 1e3,
                    (double)lens[li] * reps / t, free0 - free1);
             fflush(stdout);
             fat5_decoder_destroy(d);
@@ -717,7 +626,7 @@ static int bench_long_train(fat5_ctx *ctx) {
             b.enc_cu_seqlens = ecu;
             b.labels = lab;
             b.dec_cu_seqlens = dcu;
-            fat5__dev_mem_info(ctx, &free0, &total);
+            fat5_internal_mem_info(ctx, &free0, &total);
             if (fat5_model_config_from_json(ctx, cfg_json, strlen(cfg_json), &cfg) ||
                 fat5_model_create(ctx, &cfg, 1, &m) || fat5_attention_parse(ctx, patterns[pi], &a) ||
                 fat5_model_set_attention(m, &a) || fat5_model_reserve(m, 1, lens[li], Ld) ||
@@ -726,11 +635,11 @@ static int bench_long_train(fat5_ctx *ctx) {
                 fat5_model_destroy(m);
                 break;
             }
-            fat5__dev_mem_info(ctx, &free1, &total);
+            fat5_internal_mem_info(ctx, &free1, &total);
             for (i = 0; i < reps; i++) {
                 t0 = bench_now();
                 if (fat5_model_zero_grad(m) || fat5_model_forward(m, &b, NULL, &res) || fat5_model_backward(m, 1.0f) ||
-                    fat5__dev_sync(ctx)) {
+                    fat5_internal_sync(ctx)) {
                     rc |= bench_fail(ctx, "long-input training step");
                     break;
                 }
@@ -739,7 +648,7 @@ static int bench_long_train(fat5_ctx *ctx) {
             printf("{\"bench\": \"long\", \"model\": \"t5-base shape\", \"dtype\": \"%s\", "
                    "\"pass\": \"encoder forward + backward (1-layer decoder of 16 tokens)\", \"attention\": \"%s\", "
                    "\"tokens\": %lld, \"ms\": %.1f, \"tokens_per_s\": %.0f, \"device_bytes\": %zu}\n",
-                   fat5__dev_act_size(ctx) == 2 ? "bf16" : "fp32", patterns[pi], (long long)lens[li], t / reps * 1e3,
+                   fat5_internal_act_size(ctx) == 2 ? "bf16" : "fp32", patterns[pi], (long long)lens[li], t / reps * 1e3,
                    (double)lens[li] * reps / t, free0 - free1);
             fflush(stdout);
             fat5_model_destroy(m);

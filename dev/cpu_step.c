@@ -1,12 +1,12 @@
-// cc -std=c99 -O2 -o bench/cpu_step bench/cpu_step.c -lm -ldl -lpthread
+// cc -std=c99 -O2 -o dev/cpu_step dev/cpu_step.c -lm -ldl -lpthread
 // CPU step time of a small T5 (d_model 256, d_ff 1024, 4 heads x 64, 4+4 layers, byte vocab 384,
 // gated-gelu) on a packed batch of 8 sequences x 256 encoder / 128 decoder tokens: forward +
-// backward, median of the timed steps. Usage: bench/cpu_step [n_threads] [steps]
+// backward, median of the timed steps. Usage: dev/cpu_step [n_threads] [steps]
 #define FAT5_IMPLEMENTATION
-#define FAT5_NO_CUDA
 #include "../fat5.h"
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static double now_s(void) {

@@ -1,7 +1,7 @@
 #!/bin/sh
 # gpu_check.sh — the checks that need a GPU, each stage short enough for one call on a lent machine
 # (under 10 minutes on an H200), logs and a summary under $OUT (default build/gpu_check).
-#     tools/gpu_check.sh STAGE...
+#     dev/gpu_check.sh STAGE...
 #   test       make test on the GPU: every GPU test must run (a skip is a failure here)
 #   memcheck1  compute-sanitizer memcheck, one process per GPU test: the device and op tests
 #   memcheck2  ... the whole-model and generation tests
@@ -10,13 +10,13 @@
 #              gpu_attn_tc left out (its kernels run in the bf16 halves of those two)
 #   train      make train (FAT5-small, bf16), then 60 steps with the sampler drawing ahead on a host
 #              thread and 60 drawing on the calling thread: mean step time and wait for the data
-#   step       tools/bench step (the FAT5-small training step, its per-kernel profile: step.jsonl),
-#              then tools/compare_hf.py --train (Hugging Face eager and compiled in the same run:
+#   step       dev/bench step (the FAT5-small training step, its per-kernel profile: step.jsonl),
+#              then ref/compare_hf.py --train (Hugging Face eager and compiled in the same run:
 #              compare_train.log); the step's line, the 12 costliest keys and the table to the summary
-#   dist1      one GPU through NCCL: tools/dist_check --gpus 1, 30 training steps through a one-rank
+#   dist1      one GPU through NCCL: dev/dist_check --gpus 1, 30 training steps through a one-rank
 #              communicator against the plain run (weights bitwise), and a rank 0 of 2 whose peer
 #              never starts (a rendezvous file, then NCCL_COMM_ID): stopped by --dist_timeout
-#   dist       two GPUs: tools/dist_check (sums, a rank killed in a sum and before joining), a
+#   dist       two GPUs: dev/dist_check (sums, a rank killed in a sum and before joining), a
 #              killed worker of examples/train --gpus 2, FAT5-small throughput of 2 GPUs against 1
 #              (target 1.9x), 2 GPUs x B against 1 GPU x 2B over 100 steps, bitwise resume on 2 GPUs
 #              and a resume on 1 (about 8 minutes on a fresh machine: see FAT5_CACHE_DIR below)
@@ -29,7 +29,7 @@
 #              build (REF_SRC: a directory holding the reference's fat5.h, fat5_kernels.cuh and
 #              examples/train.c, e.g. carried from an older commit), each build once more with
 #              FAT5_ATTN_TC=0 (the same math, other rounding: two samples of the curve's bf16 noise);
-#              then tools/compare_curves.py: this build's curve within 2x the larger noise of the
+#              then ref/compare_curves.py: this build's curve within 2x the larger noise of the
 #              reference's
 # On a fresh machine the first GPU context compiles the kernels (about 3 minutes on an H200, two
 # ranks at once too); FAT5_CACHE_DIR kept from an earlier call (carried) avoids it.
@@ -126,8 +126,8 @@ for stage in "$@"; do
         ;;
     dist1)
         export NCCL_NVLS_ENABLE=0
-        make all > /dev/null || { fail dist1 "build"; continue; }
-        tools/dist_check --gpus 1 > "$OUT/dist_check1.log" 2>&1 && grep -q "rank 0: .*bit-exact" "$OUT/dist_check1.log" ||
+        make all dev/dist_check > /dev/null || { fail dist1 "build"; continue; }
+        dev/dist_check --gpus 1 > "$OUT/dist_check1.log" 2>&1 && grep -q "rank 0: .*bit-exact" "$OUT/dist_check1.log" ||
             fail dist1 "dist_check --gpus 1: see dist_check1.log"
         [ -f "$OUT/fortunes.tok" ] || zcat data/fortunes/fortunes.txt.gz | tools/pretokenize --sep '%' -o "$OUT/fortunes.tok" - > /dev/null 2>&1 ||
             { fail dist1 "pretokenize"; continue; }
@@ -160,12 +160,12 @@ for stage in "$@"; do
         # throughput of 2 GPUs against 1 with the per-GPU batch of one (steps 21..200); 2 GPUs x B
         # against 1 GPU x 2B over 100 steps; bitwise resume on 2 GPUs and a resume on 1
         export NCCL_NVLS_ENABLE=0
-        make all > /dev/null || { fail dist "build"; continue; }
-        tools/dist_check --gpus 2 > "$OUT/dist_check.log" 2>&1 && grep -q "rank 1: .*bit-exact" "$OUT/dist_check.log" ||
+        make all dev/dist_check > /dev/null || { fail dist "build"; continue; }
+        dev/dist_check --gpus 2 > "$OUT/dist_check.log" 2>&1 && grep -q "rank 1: .*bit-exact" "$OUT/dist_check.log" ||
             fail dist "dist_check --gpus 2: see dist_check.log"
-        tools/dist_check --gpus 2 --kill 1 --timeout 60 > "$OUT/dist_kill.log" 2>&1 ||
+        dev/dist_check --gpus 2 --kill 1 --timeout 60 > "$OUT/dist_kill.log" 2>&1 ||
             fail dist "dist_check --gpus 2 --kill 1: see dist_kill.log"
-        tools/dist_check --gpus 2 --kill 1 --at join --timeout 60 > "$OUT/dist_kill_join.log" 2>&1 &&
+        dev/dist_check --gpus 2 --kill 1 --at join --timeout 60 > "$OUT/dist_kill_join.log" 2>&1 &&
             grep -q "rank 0 stops: rank 1 failed" "$OUT/dist_kill_join.log" ||
             fail dist "dist_check --gpus 2 --kill 1 --at join (rank 0 must stop by itself, naming rank 1): see dist_kill_join.log"
         cat "$OUT/dist_check.log" "$OUT/dist_kill.log" "$OUT/dist_kill_join.log" >> "$OUT/summary.txt"
@@ -270,15 +270,15 @@ for stage in "$@"; do
         say "distsweep: done"
         ;;
     step)
-        make tools/bench > /dev/null || { fail step "build"; continue; }
-        if tools/bench step > "$OUT/step.jsonl" 2> "$OUT/step.err"; then
+        make dev/bench > /dev/null || { fail step "build"; continue; }
+        if dev/bench step > "$OUT/step.jsonl" 2> "$OUT/step.err"; then
             grep '"bench": "step"' "$OUT/step.jsonl" >> "$OUT/summary.txt"
             grep '"step_profile_sum"' "$OUT/step.jsonl" >> "$OUT/summary.txt"
             grep '"step_profile"' "$OUT/step.jsonl" | head -12 >> "$OUT/summary.txt"
         else
-            fail step "tools/bench step: $(tail -1 "$OUT/step.err")"
+            fail step "dev/bench step: $(tail -1 "$OUT/step.err")"
         fi
-        if PYTHONUNBUFFERED=1 python3 tools/compare_hf.py --train --device cuda > "$OUT/compare_train.log" 2>&1; then
+        if PYTHONUNBUFFERED=1 python3 ref/compare_hf.py --train --device cuda > "$OUT/compare_train.log" 2>&1; then
             sed -n '/^training step/,$p' "$OUT/compare_train.log" >> "$OUT/summary.txt"
             say "step: done"
         else
@@ -303,7 +303,7 @@ for stage in "$@"; do
             { fail curve "a training run failed: see curve_*.log"; continue; }
         for r in new ref noise new_noise; do cp "build/curve_$r/metrics.jsonl" "$OUT/curve_$r.jsonl"; done
         # the noise: each build against itself with the other attention rounding
-        if python3 tools/compare_curves.py "$OUT/curve_ref.jsonl" "$OUT/curve_new.jsonl" \
+        if python3 ref/compare_curves.py "$OUT/curve_ref.jsonl" "$OUT/curve_new.jsonl" \
             --noise "$OUT/curve_noise.jsonl" --noise-pair "$OUT/curve_new.jsonl" "$OUT/curve_new_noise.jsonl" \
             >> "$OUT/summary.txt"; then
             say "curve: within the bf16 noise"
