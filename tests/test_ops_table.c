@@ -37,6 +37,14 @@
 #define TG_RDB 1e-4
 #endif
 
+#ifndef FAT5_NO_CUDA  // rows of the GPU's scratch buffers (rmsnorm_bwd's dw partials, attn_bwd_dq's dbias)
+#define TO_NORM_ROWS FAT5__GPU_NORM_BWD_BLOCKS
+#define TO_DBIAS_ROWS FAT5__GPU_DBIAS_BLOCKS
+#else  // the CPU ignores them
+#define TO_NORM_ROWS 1
+#define TO_DBIAS_ROWS 1
+#endif
+
 typedef enum { TO_F32, TO_ACT, TO_I32, TO_I64, TO_F64, TO_BF16 } to_type;
 enum { TO_IN = 1, TO_OUT = 2, TO_INOUT = 3, TO_SCRATCH = 4 };  // roles
 enum { TO_CLOSE = 0, TO_SAME = 1, TO_SKIP = 2 };              // comparisons of written buffers
@@ -593,27 +601,29 @@ static const int64_t to_norm_shapes[][2] = {{1, 1},    {5, 7},     {37, 512},  {
                                             {12000, 256}, {2, 4096}, {3, 13000}, {1029, 33}, {2500, 1600}};
 #define TO_NNORM (sizeof to_norm_shapes / sizeof to_norm_shapes[0])
 
-// y (act) and r (fp32); xs, the residual saved in the same pass, a copy of x (bit for bit); without
-// xs for the odd widths
+// y (act) and r (fp32); xs, the residual saved in the same pass, a copy of x (bit for bit); the
+// odd widths also without xs
 static void to_gen_rmsnorm_fwd(to_run *r) {
     size_t s;
-    for (s = 0; s < TO_NNORM; s++) {
-        int64_t T = to_norm_shapes[s][0];
-        int D = (int)to_norm_shapes[s][1], x, w, y, rr, xs = -1;
-        size_t n = (size_t)(T * D);
-        if (!to_case(r, "T=%lld D=%d", (long long)T, D)) return;
-        x = to_rnd(r, "x", TO_F32, TO_IN, n, 2.0);
-        w = to_rnd(r, "w", TO_F32, TO_IN, (size_t)D, 1.5);
-        y = to_buf_new(r, "y", TO_ACT, TO_OUT, n);
-        rr = to_buf_new(r, "r", TO_F32, TO_OUT, (size_t)T);
-        if (D % 2 == 0 || D == 1) {
-            xs = to_buf_new(r, "xs", TO_F32, TO_OUT, n);
-            TO_BUF(r, xs)->cmp = TO_SAME;
+    int with;
+    for (s = 0; s < TO_NNORM; s++)
+        for (with = 1; with >= (to_norm_shapes[s][1] % 2 && to_norm_shapes[s][1] > 1 ? 0 : 1); with--) {
+            int64_t T = to_norm_shapes[s][0];
+            int D = (int)to_norm_shapes[s][1], x, w, y, rr, xs = -1;
+            size_t n = (size_t)(T * D);
+            if (!to_case(r, "T=%lld D=%d xs=%d", (long long)T, D, with)) return;
+            x = to_rnd(r, "x", TO_F32, TO_IN, n, 2.0);
+            w = to_rnd(r, "w", TO_F32, TO_IN, (size_t)D, 1.5);
+            y = to_buf_new(r, "y", TO_ACT, TO_OUT, n);
+            rr = to_buf_new(r, "r", TO_F32, TO_OUT, (size_t)T);
+            if (with) {
+                xs = to_buf_new(r, "xs", TO_F32, TO_OUT, n);
+                TO_BUF(r, xs)->cmp = TO_SAME;
+            }
+            TO_SIDES(r) TO_CALL(r, r->be->rmsnorm_fwd(r->ctx, to_a(r, y), to_a(r, rr), to_a(r, x), to_a(r, w), T, D, 1e-6f,
+                                                      to_a(r, xs)));
+            to_check(r);
         }
-        TO_SIDES(r) TO_CALL(r, r->be->rmsnorm_fwd(r->ctx, to_a(r, y), to_a(r, rr), to_a(r, x), to_a(r, w), T, D, 1e-6f,
-                                                  to_a(r, xs)));
-        to_check(r);
-    }
 }
 
 // dx (written, then accumulated onto dx0) and dw (+= onto dw0) from the CPU's r; dxa, dx's final
@@ -653,7 +663,7 @@ static void to_gen_rmsnorm_bwd(to_run *r) {
             memcpy(TO_F(r, dx3), TO_F(r, dx), n * 4);
             memcpy(TO_F(r, dw2), TO_F(r, dw), (size_t)D * 4);
             dxa = to_buf_new(r, "dxa", TO_ACT, TO_OUT, n);
-            scr = to_buf_new(r, "scratch", TO_F32, TO_SCRATCH, (size_t)FAT5__GPU_NORM_BWD_BLOCKS * (size_t)D);
+            scr = to_buf_new(r, "scratch", TO_F32, TO_SCRATCH, (size_t)TO_NORM_ROWS * (size_t)D);
             TO_SIDES(r) {
                 TO_CALL(r, r->be->rmsnorm_bwd(r->ctx, to_a(r, dx), to_a(r, dw), to_a(r, dy), to_a(r, x), to_a(r, w),
                                               to_a(r, rr), T, D, acc, to_a(r, scr), to_a(r, dxa)));
@@ -909,7 +919,7 @@ static void to_gen_attn_bwd_dq(to_run *r) {
             TO_BUF(r, db)->has_rtol = TO_BUF(r, db2)->has_rtol = 1;
             TO_BUF(r, db)->rtol = TO_BUF(r, db2)->rtol = TG_RDB;
         }
-        scr = to_buf_new(r, "scratch", TO_F32, TO_SCRATCH, (size_t)FAT5__GPU_DBIAS_BLOCKS * (A.nbias ? A.nbias : 1));
+        scr = to_buf_new(r, "scratch", TO_F32, TO_SCRATCH, (size_t)TO_DBIAS_ROWS * (A.nbias ? A.nbias : 1));
         TO_SIDES(r) {
             TO_CALL(r, r->be->attn_bwd_dq(r->ctx, to_a(r, dq), to_a(r, db), to_a(r, A.dout), to_a(r, A.lse),
                                           to_a(r, A.delta), to_a(r, A.q), to_a(r, A.k), to_a(r, A.v), to_a(r, A.bias),
