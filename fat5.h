@@ -709,8 +709,8 @@ FAT5_API fat5_train_config fat5_train_config_default(void);
 FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *cfg, const char *key,
                                            const char *value);
 // Applies every key of a JSON object ({"learning_rate": 5e-3, "model": "tiny", ...}).
-FAT5_API fat5_status fat5_train_config_from_json(fat5_ctx *ctx, size_t len, fat5_train_config *cfg,
-                                                 const char *json);
+FAT5_API fat5_status fat5_train_config_from_json(fat5_ctx *ctx, const char *json, size_t len,
+                                                 fat5_train_config *cfg);
 FAT5_API const char *fat5_train_option_names(void);   // "name: meaning\n" lines
 
 typedef struct fat5_trainer fat5_trainer;
@@ -19552,8 +19552,8 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
     return FAT5_OK;
 }
 
-FAT5_API fat5_status fat5_train_config_from_json(fat5_ctx *ctx, size_t len, fat5_train_config *cfg,
-                                                 const char *json) {
+FAT5_API fat5_status fat5_train_config_from_json(fat5_ctx *ctx, const char *json, size_t len,
+                                                 fat5_train_config *cfg) {
     fat5__jdoc *d = NULL;
     const fat5__json *root, *j;
     fat5_status st;

@@ -157,7 +157,7 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "train: %s: cannot read\n", config_file);
                 return 1;
             }
-            if (fat5_train_config_from_json(probe, len, &tmp, text)) {
+            if (fat5_train_config_from_json(probe, text, len, &tmp)) {
                 free(text);
                 return fail(probe, config_file);
             }
@@ -198,7 +198,7 @@ int main(int argc, char **argv) {
     if (config_file) {
         size_t len = 0;
         char *text = read_text(config_file, &len);
-        if (!text || fat5_train_config_from_json(ctx, len, &cfg, text)) {
+        if (!text || fat5_train_config_from_json(ctx, text, len, &cfg)) {
             free(text);
             return fail(ctx, config_file);
         }

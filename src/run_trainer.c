@@ -274,8 +274,8 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
     return FAT5_OK;
 }
 
-FAT5_API fat5_status fat5_train_config_from_json(fat5_ctx *ctx, size_t len, fat5_train_config *cfg,
-                                                 const char *json) {
+FAT5_API fat5_status fat5_train_config_from_json(fat5_ctx *ctx, const char *json, size_t len,
+                                                 fat5_train_config *cfg) {
     fat5__jdoc *d = NULL;
     const fat5__json *root, *j;
     fat5_status st;

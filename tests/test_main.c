@@ -31,6 +31,7 @@
 #define FAT5_TESTS_GPU_OPS(X)
 #define FAT5_TESTS_GPU_MODEL(X)
 #endif
+#include "test_ops_table.c"  // after test_gpu_ops.c (its tolerances, tg_open); without CUDA: ops_table_cpu
 
 static const fat5_test_case fat5_cases[] = {
     FAT5_TESTS_BASE(FAT5_TEST_ENTRY)
@@ -48,6 +49,7 @@ static const fat5_test_case fat5_cases[] = {
     FAT5_TESTS_TOKENIZER(FAT5_TEST_ENTRY)
     FAT5_TESTS_GPU_DEV(FAT5_TEST_ENTRY)
     FAT5_TESTS_GPU_OPS(FAT5_TEST_ENTRY)
+    FAT5_TESTS_OPS_TABLE(FAT5_TEST_ENTRY)
     FAT5_TESTS_GPU_MODEL(FAT5_TEST_ENTRY)
 };
 

@@ -68,7 +68,7 @@ static void t_train_options(fat5_test *T) {
     fat5_train_config c = fat5_train_config_default();
     const char *json = "{\"learning_rate\": 2e-3, \"lr_scheduler_type\": \"wsd\", \"data\": [\"a.tok\", \"b.tok\"],"
                        " \"model\": \"tiny\", \"d_model\": 64, \"gradient_accumulation_steps\": 3}";
-    FAT5_REQUIRE_OK(T, fat5_train_config_from_json(ctx, strlen(json), &c, json));
+    FAT5_REQUIRE_OK(T, fat5_train_config_from_json(ctx, json, strlen(json), &c));
     FAT5_CHECK(T, c.optim.lr == 2e-3 && c.optim.sched == FAT5_SCHED_WSD && c.grad_accum == 3);
     FAT5_CHECK(T, strcmp(c.data, "a.tok,b.tok") == 0 && c.model.d_model == 64 && c.model.num_layers == 2);
     {   // a string set by name is a copy: the caller's buffer may change or go
@@ -88,7 +88,7 @@ static void t_train_options(fat5_test *T) {
     FAT5_CHECK(T, fat5_train_config_set(ctx, &c, "lr_scheduler_type", "cosinus") == FAT5_ERR_INVALID_ARG);
     FAT5_CHECK(T, fat5_train_config_set(ctx, &c, "model", "/no/such/config.json") != FAT5_OK &&
                   strstr(fat5_last_error(ctx), "not a preset"));
-    FAT5_CHECK(T, fat5_train_config_from_json(ctx, 13, &c, "{\"seed\": [1]}") == FAT5_ERR_FORMAT);
+    FAT5_CHECK(T, fat5_train_config_from_json(ctx, "{\"seed\": [1]}", 13, &c) == FAT5_ERR_FORMAT);
     FAT5_CHECK(T, strstr(fat5_train_option_names(), "gradient_accumulation_steps") != NULL);
 }
 
