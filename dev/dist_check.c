@@ -52,9 +52,17 @@ static int fail_at(int rank, const char *what, size_t i, double got, double want
 }
 
 // One worker: the checks, or the failure it was told to act out. Returns the exit status.
+// the library's warnings on stderr (it never prints itself): a rank held inside an NCCL call says
+// why it ends its process this way
+static void on_log(void *user, fat5_log_level level, const char *msg) {
+    (void)user;
+    if (level >= FAT5_LOG_WARN) fprintf(stderr, "dist_check: %s\n", msg);
+}
+
 static int worker(int rank, int world, const char *rendezvous, int gpu, int kill_rank, int kill_at_join, int hang_rank,
                   double timeout) {
     fat5_ctx_config cc = fat5_ctx_config_default();
+    cc.log = on_log;
     fat5_ctx *ctx = NULL;
     fat5_internal_comm *c = NULL;
     size_t slot = fat5_internal_comm_chunk_bytes(), n = slot / 4 * 2 + 1237, nb = 3 * 4096 + 17, i;   // fp32: three chunks
@@ -169,6 +177,7 @@ stopped:
 
 int main(int argc, char **argv) {
     fat5_ctx_config cc = fat5_ctx_config_default();
+    cc.log = on_log;
     fat5_ctx *ctx = NULL;
     fat5_launch_info li;
     int i, n = 2, gpu = 0, kill_rank = -1, hang_rank = -1, at_join = 0;

@@ -38,6 +38,13 @@ static int fail(fat5_ctx *ctx, const char *what) {
     fprintf(stderr, "%s: %s: %s\n", who, what, ctx ? fat5_last_error(ctx) : "out of memory");
     return 1;
 }
+// The library's warnings (it never prints itself): e.g. why a rank held inside an NCCL call ended
+// its process.
+static void on_log(void *user, fat5_log_level level, const char *msg) {
+    (void)user;
+    if (level >= FAT5_LOG_WARN) fprintf(stderr, "%s: %s\n", who, msg);
+}
+
 static int fail_why(const char *what, const char *why) {
     fprintf(stderr, "%s: %s: %s\n", who, what, why);
     return 1;
@@ -83,7 +90,7 @@ static fat5_status device_defaults(fat5_ctx *ctx, fat5_train_config *c, int gpu)
 }
 
 int main(int argc, char **argv) {
-    fat5_ctx_config cc = fat5_ctx_config_default();
+    fat5_ctx_config cc = fat5_ctx_config_default();   // its log: on_log (set below, and again for the CPU)
     fat5_ctx *ctx = NULL, *probe = NULL;
     fat5_train_config cfg;
     fat5_trainer *t = NULL;
@@ -99,6 +106,7 @@ int main(int argc, char **argv) {
     memset(&li, 0, sizeof li);
     li.rank = -1;
 
+    cc.log = on_log;
     // the device first: defaults depend on it
     if (fat5_ctx_create(&cc, &probe, why, sizeof why) != FAT5_OK) return fail_why("context", why);
     cfg = fat5_train_config_default();
@@ -191,6 +199,7 @@ int main(int argc, char **argv) {
     }
     if (!ctx) {
         cc = fat5_ctx_config_default();
+        cc.log = on_log;
         if (fat5_ctx_create(&cc, &ctx, why, sizeof why) != FAT5_OK) return fail_why("context", why);
     }
     // defaults for the device, then the config file, then the flags

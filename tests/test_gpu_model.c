@@ -851,7 +851,7 @@ static void t_gpu_dist_nccl(fat5_test *T) {
     GD_OPEN(T, ctx, FAT5_DTYPE_FP32, NULL, NULL);
     if (ctx->gpu->cu.cuDeviceGetCount(&n) != FAT5__CUDA_SUCCESS) n = 1;
     fat5_ctx_destroy(ctx);
-    if (access("dev/dist_check", X_OK) != 0) FAT5_SKIP(T, "dev/dist_check is not built (make all)");
+    if (access("dev/dist_check", X_OK) != 0) FAT5_SKIP(T, "dev/dist_check is not built (make dev)");
     n = n >= 2 ? 2 : 1;
     snprintf(path, sizeof path, "%s/dist.txt", fat5_test_tmpdir(T));
     snprintf(cmd, sizeof cmd, "dev/dist_check --gpus %d > %s 2>&1", n, path);

@@ -77,7 +77,9 @@ typedef struct to_run {
     int side, last, mag_pass;  // side -1: the magnitude pass, 0: CPU, 1: GPU
     to_buf b[TO_MAXB];
     int nb;
-    void *host[4 * TO_MAXB + 16];
+    // per buffer: its inputs, then on each side (magnitudes, CPU, GPU) the upload's and the
+    // download's staging and the values read back: at most 1 + 3 x 3
+    void *host[10 * TO_MAXB + 16];
     int nhost;
     char what[200];
     fat5_rng rng;
@@ -93,7 +95,10 @@ static int to_isf(to_type t) { return t == TO_F32 || t == TO_ACT || t == TO_F64;
 
 static void *to_mem(to_run *r, size_t bytes) {
     void *p = calloc(bytes ? bytes : 1, 1);
-    if (!p || r->nhost == (int)(sizeof r->host / sizeof r->host[0])) abort();
+    if (!p || r->nhost == (int)(sizeof r->host / sizeof r->host[0])) {
+        fprintf(stderr, "test_ops_table: %s: %s\n", r->op, p ? "more host buffers than to_run.host holds" : "out of memory");
+        abort();
+    }
     r->host[r->nhost++] = p;
     return p;
 }
@@ -120,7 +125,10 @@ static int to_case(to_run *r, const char *fmt, ...) {
 static int to_buf_new(to_run *r, const char *name, to_type t, int role, size_t n) {
     to_buf *b;
     size_t i;
-    if (r->nb == TO_MAXB) abort();
+    if (r->nb == TO_MAXB) {
+        fprintf(stderr, "test_ops_table: %s: more than TO_MAXB buffers in a case\n", r->op);
+        abort();
+    }
     b = &r->b[r->nb];
     memset(b, 0, sizeof *b);
     snprintf(b->name, sizeof b->name, "%s", name);
@@ -1360,7 +1368,10 @@ static void to_gen_xent_fwd(to_run *r) {
         }
 }
 
-// dlogits (act) from the CPU's lse
+// dlogits (act) from the CPU's lse. Entry v is g (p_v - t_v) plus the z-loss's g 2z lse p_v, with
+// g = 1/3 the gradient scale, p_v <= 1 and the target t_v <= 1: terms of size up to g that cancel
+// where p_v ~ t_v (exactly, in exact arithmetic, when V = 1: p = 1 = (1 - s) + s / V), so the
+// scale is max(max|ref|, g), as for the other differences of larger terms.
 static void to_gen_xent_bwd(to_run *r) {
     size_t s, zi;
     for (s = 0; s < sizeof to_xent_shapes / sizeof to_xent_shapes[0]; s++)
@@ -1377,6 +1388,8 @@ static void to_gen_xent_bwd(to_run *r) {
             dx = to_buf_new(r, "dlogits", TO_ACT, TO_OUT, (size_t)T * (size_t)V);
             TO_SIDES(r) TO_CALL(r, r->be->xent_bwd(r->ctx, to_a(r, dx), to_a(r, x), to_a(r, lse), to_a(r, y), T, V, zz, sm,
                                                    1.0f / 3));
+            if (r->err) return;
+            TO_BUF(r, dx)->scale = fmax(to_maxabs(TO_RES(r, dx, 0), (size_t)T * (size_t)V), 1.0 / 3);
             to_check(r);
         }
 }
