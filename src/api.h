@@ -470,6 +470,10 @@ FAT5_API fat5_status fat5_st_write(fat5_ctx *ctx, const char *path, const fat5_s
 // Atomically replaces path with the given bytes (temp file + flush + rename).
 FAT5_API fat5_status fat5_write_file_atomic(fat5_ctx *ctx, const char *path, const void *data,
                                             size_t size);
+// Reads a whole regular file into *out (NUL-terminated, *len bytes before the NUL; release with
+// fat5_free): FAT5_ERR_IO when it cannot be read or is no regular file, FAT5_ERR_FORMAT when it
+// holds more than max_size bytes.
+FAT5_API fat5_status fat5_read_file(fat5_ctx *ctx, const char *path, size_t max_size, char **out, size_t *len);
 
 // ---------------------------------------------------------------------------------------------
 // token files: pre-tokenised documents, read without loading the whole file

@@ -1027,6 +1027,11 @@ fail:
                      strerror(e));
 }
 
+FAT5_API fat5_status fat5_read_file(fat5_ctx *ctx, const char *path, size_t max_size, char **out, size_t *len) {
+    if (!ctx || !path || !out || !len) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_read_file: NULL argument");
+    return fat5__read_file(ctx, path, max_size, out, len);
+}
+
 FAT5_API fat5_status fat5_write_file_atomic(fat5_ctx *ctx, const char *path, const void *data,
                                             size_t size) {
     fat5__afile a;

@@ -148,5 +148,26 @@ static void t_allocator_hooks(fat5_test *T) {
     FAT5_CHECK(T, fat5_ctx_create(&cc, NULL, NULL, 0) == FAT5_ERR_INVALID_ARG);
 }
 
+// fat5_read_file: what fat5_write_file_atomic wrote, byte for byte and NUL-terminated; a file
+// over the limit, a missing file and a directory refused with the path in the message
+static void t_read_file(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    const char data[] = "{\"a\": 1}\n\0tail";   // a NUL inside: the length counts every byte
+    char path[600], *buf = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/read.json", fat5_test_tmpdir(T));
+    FAT5_REQUIRE_OK(T, fat5_write_file_atomic(ctx, path, data, sizeof data - 1));
+    FAT5_REQUIRE_OK(T, fat5_read_file(ctx, path, 1 << 10, &buf, &len));
+    FAT5_CHECK(T, len == sizeof data - 1 && memcmp(buf, data, len) == 0 && buf[len] == 0);
+    fat5_free(ctx, buf);
+    buf = NULL;
+    FAT5_CHECK(T, fat5_read_file(ctx, path, 4, &buf, &len) == FAT5_ERR_FORMAT && !buf &&
+                  strstr(fat5_last_error(ctx), "read.json"));
+    snprintf(path, sizeof path, "%s/missing.json", fat5_test_tmpdir(T));
+    FAT5_CHECK(T, fat5_read_file(ctx, path, 1 << 10, &buf, &len) == FAT5_ERR_IO && !buf &&
+                  strstr(fat5_last_error(ctx), "missing.json"));
+    FAT5_CHECK(T, fat5_read_file(ctx, fat5_test_tmpdir(T), 1 << 10, &buf, &len) == FAT5_ERR_IO && !buf);
+}
+
 #define FAT5_TESTS_BASE(X) X(rng_philox_known_answer) X(rng_save_restore) X(rng_distributions) \
-    X(checked_size_math) X(allocator_hooks)
+    X(checked_size_math) X(allocator_hooks) X(read_file)

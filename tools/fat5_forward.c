@@ -16,46 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-// The whole of a file in memory (NUL-terminated, free with free), at most max bytes; 0 with the
-// reason on stderr.
-static int read_whole(const char *tool, const char *path, size_t max, char **out, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    char *buf = NULL;
-    size_t n = 0, cap = 0, got;
-    *out = NULL;
-    if (!fp) {
-        fprintf(stderr, "%s: %s: cannot open: %s\n", tool, path, strerror(errno));
-        return 0;
-    }
-    do {
-        if (n + 65536 + 1 > cap) {
-            char *nb;
-            cap = (n + 65536 + 1) * 2;
-            nb = (char *)realloc(buf, cap);
-            if (!nb) {
-                fprintf(stderr, "%s: %s: out of memory\n", tool, path);
-                free(buf);
-                fclose(fp);
-                return 0;
-            }
-            buf = nb;
-        }
-        got = fread(buf + n, 1, 65536, fp);
-        n += got;
-    } while (got > 0 && n <= max);
-    if (ferror(fp) || n > max) {
-        fprintf(stderr, "%s: %s: %s\n", tool, path, n > max ? "file too large" : "read error");
-        free(buf);
-        fclose(fp);
-        return 0;
-    }
-    fclose(fp);
-    buf[n] = 0;
-    *out = buf;
-    *len = n;
-    return 1;
-}
-
 static int fail(fat5_ctx *ctx, const char *what) {
     fprintf(stderr, "fat5_forward: %s: %s\n", what, ctx ? fat5_last_error(ctx) : "out of memory");
     return 1;
@@ -120,7 +80,7 @@ int main(int argc, char **argv) {
             goto done;
         }
     }
-    if (!read_whole("fat5_forward", argv[2], (size_t)1 << 30, &text, &len)) goto done;
+    if (fat5_read_file(ctx, argv[2], (size_t)1 << 30, &text, &len) != FAT5_OK) { rc = fail(ctx, "reading the batch"); goto done; }
     if (fat5_batch_from_json(ctx, text, len, &b) != FAT5_OK) { rc = fail(ctx, argv[2]); goto done; }
     if (!b.labels) { fprintf(stderr, "fat5_forward: %s has no labels\n", argv[2]); goto done; }
     if (fat5_model_forward(m, &b, NULL, &r) != FAT5_OK) { rc = fail(ctx, "forward"); goto done; }
@@ -145,7 +105,7 @@ int main(int argc, char **argv) {
     rc = 0;
 done:
     free(logits);
-    free(text);
+    fat5_free(ctx, text);
     fat5_batch_free(ctx, &b);
     fat5_model_destroy(m);
     fat5_ctx_destroy(ctx);
