@@ -7833,6 +7833,9 @@ typedef struct fat5__backend {
     int64_t (*fused_rows)(const fat5_ctx *ctx);
     // The dense bf16 peak the MFU of a run is measured against, flop/s; 0: not measured.
     double (*peak_flops)(const fat5_ctx *ctx);
+    // The memory the backend allocates from: free and total bytes (the device's; the host's
+    // physical memory on the CPU).
+    fat5_status (*mem_info)(fat5_ctx *ctx, size_t *free_b, size_t *total_b);
     // Recording: the work queued between capture_begin and capture_end is recorded into *exec
     // instead of run (keep 0 discards it), graph_launch runs it again, graph_destroy frees it
     // (NULL: nothing). A backend that cannot record answers FAT5_ERR_UNSUPPORTED at capture_begin,
@@ -7855,6 +7858,19 @@ static int64_t fat5__host_fused_rows(const fat5_ctx *ctx) {
 static double fat5__host_peak_flops(const fat5_ctx *ctx) {
     (void)ctx;
     return 0;
+}
+static fat5_status fat5__host_mem_info(fat5_ctx *ctx, size_t *free_b, size_t *total_b) {
+#if defined(_SC_PHYS_PAGES) && defined(_SC_AVPHYS_PAGES) && defined(_SC_PAGESIZE)
+    long pages = sysconf(_SC_PHYS_PAGES), avail = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+#else
+    long pages = 0, avail = 0, size = 0;
+#endif
+    *free_b = *total_b = 0;
+    if (pages <= 0 || avail < 0 || size <= 0)
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "mem_info: the host's memory size is not known here");
+    *total_b = (size_t)pages * (size_t)size;
+    *free_b = (size_t)avail * (size_t)size;
+    return FAT5_OK;
 }
 static fat5_status fat5__host_capture_begin(fat5_ctx *ctx) {
     (void)ctx;
@@ -7879,7 +7895,7 @@ static void fat5__host_graph_destroy(fat5_ctx *ctx, void *exec) {
 static const fat5__backend fat5__cpu_backend = {
     "cpu", 1, 0, 0, fat5__host_act_size, fat5__host_alloc, fat5__host_free, fat5__host_upload,
     fat5__host_download, fat5__host_copy, fat5__host_memset0, fat5__host_sync, fat5__host_fused_rows,
-    fat5__host_peak_flops, fat5__host_capture_begin, fat5__host_capture_end, fat5__host_graph_launch,
+    fat5__host_peak_flops, fat5__host_mem_info, fat5__host_capture_begin, fat5__host_capture_end, fat5__host_graph_launch,
     fat5__host_graph_destroy, fat5__op_names,
 #define FAT5__OP_CPU(name, params) fat5__cpu_##name,
     FAT5__OPS(FAT5__OP_CPU)
@@ -7890,7 +7906,7 @@ static const fat5__backend fat5__cpu_backend = {
 static const fat5__backend fat5__gpu_backend = {
     "gpu", 0, 1, 1, fat5__dev_act_size, fat5__dev_alloc, fat5__dev_free, fat5__dev_upload,
     fat5__dev_download, fat5__dev_copy, fat5__dev_memset0, fat5__dev_sync, fat5__dev_fused_rows,
-    fat5__dev_peak_flops, fat5__dev_capture_begin, fat5__dev_capture_end, fat5__dev_graph_launch,
+    fat5__dev_peak_flops, fat5__dev_mem_info, fat5__dev_capture_begin, fat5__dev_capture_end, fat5__dev_graph_launch,
     fat5__dev_graph_destroy, fat5__op_names,
 #define FAT5__OP_GPU(name, params) fat5__gpu_##name,
     FAT5__OPS(FAT5__OP_GPU)
@@ -20856,10 +20872,8 @@ FAT5_API fat5_status fat5_internal_sync(fat5_ctx *ctx) {
 
 FAT5_API fat5_status fat5_internal_mem_info(fat5_ctx *ctx, size_t *free_b, size_t *total_b) {
     *free_b = *total_b = 0;
-#ifndef FAT5_NO_CUDA
-    if (ctx && ctx->gpu) return fat5__dev_mem_info(ctx, free_b, total_b);
-#endif
-    return fat5__internal_no_gpu(ctx, "fat5_internal_mem_info");
+    if (!ctx) return FAT5_ERR_INVALID_ARG;
+    return fat5__backend_of(ctx)->mem_info(ctx, free_b, total_b);
 }
 
 FAT5_API int fat5_internal_act_size(const fat5_ctx *ctx) { return (int)fat5__backend_of(ctx)->act_size(ctx); }

@@ -38,10 +38,8 @@ FAT5_API fat5_status fat5_internal_sync(fat5_ctx *ctx) {
 
 FAT5_API fat5_status fat5_internal_mem_info(fat5_ctx *ctx, size_t *free_b, size_t *total_b) {
     *free_b = *total_b = 0;
-#ifndef FAT5_NO_CUDA
-    if (ctx && ctx->gpu) return fat5__dev_mem_info(ctx, free_b, total_b);
-#endif
-    return fat5__internal_no_gpu(ctx, "fat5_internal_mem_info");
+    if (!ctx) return FAT5_ERR_INVALID_ARG;
+    return fat5__backend_of(ctx)->mem_info(ctx, free_b, total_b);
 }
 
 FAT5_API int fat5_internal_act_size(const fat5_ctx *ctx) { return (int)fat5__backend_of(ctx)->act_size(ctx); }

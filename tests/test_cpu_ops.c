@@ -859,6 +859,25 @@ static void t_add_i32(fat5_test *T) {
 // The GPU attention launchers' argument check (host code, no device needed): a T5 table whose max
 // distance does not cover fat5__rel_bucket's exact buckets is refused (the kernels' lookup gives
 // every distance from max_distance on the last bucket).
+// What the CPU backend answers the layers above (they never ask which backend it is): host
+// memory, nothing queued, every product fused, no peak, no recording (refused without a message,
+// so the caller runs plainly), and the host's memory.
+static void t_backend_answers(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    const fat5__backend *be = fat5__backend_of(ctx);
+    size_t fr = 0, tot = 0;
+    void *exec = &fr;
+    FAT5_REQUIRE(T, be == &fat5__cpu_backend);
+    FAT5_CHECK(T, be->host_memory && !be->queued && !be->dbias_partials && be->act_size(ctx) == 4);
+    FAT5_CHECK(T, be->fused_rows(ctx) >= 8 && be->peak_flops(ctx) == 0);
+    ctx->err[0] = 0;
+    FAT5_CHECK(T, be->capture_begin(ctx) == FAT5_ERR_UNSUPPORTED && ctx->err[0] == 0);
+    FAT5_CHECK(T, be->capture_end(ctx, 1, &exec) == FAT5_ERR_STATE && exec == NULL);
+    be->graph_destroy(ctx, NULL);
+    FAT5_REQUIRE_OK(T, be->mem_info(ctx, &fr, &tot));
+    FAT5_CHECK_MSG(T, tot > ((size_t)64 << 20) && fr <= tot, "host memory: %zu free of %zu", fr, tot);
+}
+
 #ifndef FAT5_NO_CUDA
 static void t_gpu_attn_bucket_check(fat5_test *T) {
     fat5_ctx *ctx = tc_ctx();
@@ -882,4 +901,4 @@ static void t_gpu_attn_bucket_check(fat5_test *T) {
 
 #define FAT5_TESTS_CPU_OPS(X) FAT5_TESTS_CPU_OPS_GPU_CHECK(X) X(rope) X(fire_reduce) X(rel_bucket_tables) X(rmsnorm_bwd) X(act_bwd) X(attn_bwd) X(attn_masking) \
     X(xent_bwd) X(loss_total) X(matmul_layouts) X(matmul_threads) X(threads_model_bitwise) X(op_table)        \
-    X(attn_decode_causal) X(attn_decode_cross) X(cache_write_gather) X(add_i32)
+    X(attn_decode_causal) X(attn_decode_cross) X(cache_write_gather) X(add_i32) X(backend_answers)

@@ -15,6 +15,7 @@ static void gd_no_cuda(fat5_test *T) { FAT5_SKIP(T, "no CUDA device: built with 
 #define t_gpu_dev_cache gd_no_cuda
 #define t_gpu_dev_compile_error_offline gd_no_cuda
 #define t_gpu_dev_compile_error gd_no_cuda
+#define t_gpu_backend_answers gd_no_cuda
 #else
 
 typedef struct gd_log {
@@ -873,6 +874,57 @@ static void t_gpu_dev_compile_error(fat5_test *T) {
     fat5_ctx_destroy(ctx);
 }
 
+
+// What the GPU backend answers the layers above, and the kernel switches as fat5_ctx_config
+// fields (the environment only their fallback): device memory, queued work, per-block bias
+// partials, the bf16 peak, the device's memory, an empty recording replayed; mm_rows 0: no fused
+// rows; cublaslt 0: cuBLASLt off and why; attn_tc 0, pdl 0, sync_launches 1 taken as given.
+static void t_gpu_backend_answers(fat5_test *T) {
+    fat5_ctx_config c = fat5_ctx_config_default();
+    fat5_ctx *ctx = NULL;
+    const fat5__backend *be;
+    size_t fr = 0, tot = 0;
+    void *exec = NULL;
+    c.device = FAT5_DEVICE_GPU;
+    c.dtype = FAT5_DTYPE_BF16;
+    if (fat5_ctx_create(&c, &ctx, gd_why, sizeof gd_why) == FAT5_ERR_NO_DEVICE) {
+        char r[256];
+        snprintf(r, sizeof r, "no CUDA device: %.200s", gd_why);
+        FAT5_SKIP(T, r);
+    }
+    FAT5_CHECK_MSG(T, ctx != NULL, "GPU context: %s", gd_why);
+    if (!ctx) return;
+    be = fat5__backend_of(ctx);
+    FAT5_CHECK(T, be == &fat5__gpu_backend && !be->host_memory && be->queued && be->dbias_partials);
+    FAT5_CHECK(T, be->act_size(ctx) == 2 && be->peak_flops(ctx) == 989e12 && be->fused_rows(ctx) > 0);
+    FAT5_CHECK(T, be->mem_info(ctx, &fr, &tot) == FAT5_OK);
+    FAT5_CHECK(T, tot > ((size_t)1 << 30) && fr <= tot);
+    if (ctx->gpu->sync_launches) {   // FAT5_SYNC_LAUNCHES in the environment: no recording
+        FAT5_CHECK(T, be->capture_begin(ctx) == FAT5_ERR_UNSUPPORTED);
+    } else {
+        FAT5_CHECK(T, be->capture_begin(ctx) == FAT5_OK);
+        FAT5_CHECK_MSG(T, be->capture_end(ctx, 1, &exec) == FAT5_OK && exec != NULL, "%s", fat5_last_error(ctx));
+        FAT5_CHECK(T, exec && be->graph_launch(ctx, exec) == FAT5_OK && be->sync(ctx) == FAT5_OK);
+        be->graph_destroy(ctx, exec);
+    }
+    FAT5_CHECK(T, ctx->gpu->attn_tc == fat5__dev_switch(-1, "FAT5_ATTN_TC", 1));
+    fat5_ctx_destroy(ctx);
+    ctx = NULL;
+    c.mm_rows = 0;
+    c.cublaslt = 0;
+    c.attn_tc = 0;
+    c.pdl = 0;
+    c.sync_launches = 1;
+    FAT5_CHECK_MSG(T, fat5_ctx_create(&c, &ctx, gd_why, sizeof gd_why) == FAT5_OK, "GPU context: %s", gd_why);
+    if (!ctx) return;
+    be = fat5__backend_of(ctx);
+    FAT5_CHECK(T, be->fused_rows(ctx) == 0 && ctx->gpu->mm_rows == 0);
+    FAT5_CHECK_MSG(T, !ctx->gpu->lt_handle && strstr(ctx->gpu->lt_off, "cublaslt off"), "cuBLASLt: %s", ctx->gpu->lt_off);
+    FAT5_CHECK(T, !ctx->gpu->attn_tc && !ctx->gpu->pdl && ctx->gpu->sync_launches);
+    FAT5_CHECK(T, be->capture_begin(ctx) == FAT5_ERR_UNSUPPORTED);   // nothing to record with sync_launches
+    fat5_ctx_destroy(ctx);
+}
+
 #endif  // FAT5_NO_CUDA
 
 // The library search (no device needed): the directories in order, each name in each; an absent
@@ -929,4 +981,4 @@ static void t_gpu_dev_dlopen_search(fat5_test *T) {
 #define FAT5_TESTS_GPU_DEV(X)                                                                      \
     X(gpu_dev_dlopen_search) X(gpu_dev_open) X(gpu_dev_memory) X(gpu_dev_mm_fp32) X(gpu_dev_mm_bf16) X(gpu_dev_mm_lt) X(gpu_dev_mm_batched)                        \
     X(gpu_dev_arch_and_cache_dir) X(gpu_dev_cache_offline) X(gpu_dev_cache)                        \
-    X(gpu_dev_compile_error_offline) X(gpu_dev_compile_error)
+    X(gpu_dev_compile_error_offline) X(gpu_dev_compile_error) X(gpu_backend_answers)
