@@ -27,7 +27,7 @@
 // Training: fat5_train_create / fat5_train_step run the whole loop (UL2 batches from token files,
 // AdamWScale or AdamW, schedules, evaluation, atomic checkpoints that resume bit-identically);
 // examples/train.c is a complete program around them. Several GPUs train data parallel, one
-// process each (fat5_launch forks them; NCCL opened at run time), see section [5.4].
+// process each (fat5_launch forks them, section [9.1]; NCCL opened at run time, section [3.5]).
 //
 // Batches are packed: the tokens of all sequences are concatenated and described by cumulative
 // offsets (cu_seqlens), for the encoder and the decoder separately; no token attends across a
@@ -42,7 +42,7 @@
 //     FAT5_ASSERT(x)           internal invariants (default: assert)
 //     FAT5_NO_THREADS          no worker threads: the CPU matrix products run on the calling thread
 //                              (fat5_ctx_config.n_threads is ignored; no -lpthread needed), and GPU
-//                              ranks have no watchdog (section [5.4]), so nothing bounds their join
+//                              ranks have no watchdog (section [3.5]), so nothing bounds their join
 //                              (ncclCommInitRank), and each training step's host waits for the
 //                              gradient sums before it queues the optimizer. Results are bitwise
 //                              the same either way.
@@ -53,13 +53,14 @@
 //     FAT5_CACHE_DIR           compiled-kernel cache (else $XDG_CACHE_HOME/fat5, ~/.cache/fat5; "" = off)
 //     FAT5_KERNELS_DIR         compile kernels/*.cu from this directory instead of fat5_kernels.cuh
 //     FAT5_SYNC_LAUNCHES=1     synchronise after every kernel launch (errors name the kernel)
-//     FAT5_ATTN_TC=0           bf16 attention forward on the exact FMA kernels, not tensor cores
+//     FAT5_ATTN_TC=0           bf16 attention forward and backward on the exact FMA kernels, not
+//                              tensor cores
 //     FAT5_MM_ROWS=0           products of a few rows (decoding) on cuBLAS too, not fat5_mm
 //     FAT5_CUBLASLT=0          products on cublasGemmEx (its own algorithm per size), not cuBLASLt
 //                              with one algorithm per size class
 //     FAT5_PDL=0               decode-step kernels launch plainly, not as programmatic dependents
 //                              (these five are read when fat5_ctx_config's field of the same name,
-//                              lower case, is -1, its default)
+//                              lower case, is 0, its default)
 //     CUDA_HOME                also searched for libcuda, libnvrtc, libcublas and libcublasLt
 //     NCCL_HOME, VIRTUAL_ENV, CONDA_PREFIX   also searched for libnccl.so.2 (several GPUs only;
 //                              the Python environments' nvidia/nccl/lib)
@@ -70,8 +71,9 @@
 // thread is held inside an NCCL call for a second after its watchdog saw a peer fail or a sum time
 // out (dist_timeout). NCCL cannot abort a call under the thread that is in it and that call never
 // returns, so the watchdog marks the rank failed on the ranks' board (its peers and fat5_launch
-// report why), passes the message to the context's log callback, and ends the process with _exit(1)
-// rather than leave a rank hung (section [3.5]).
+// report why), passes the message to the context's log callback from the watchdog thread (to
+// stderr when there is none), and ends the process with _exit(1) rather than leave a rank hung
+// (section [3.5]).
 //
 // Threads, ownership, lifetimes:
 //   - A fat5_ctx and everything made with it (models, safetensors files) is used by one thread at
@@ -84,8 +86,10 @@
 //     and fat5_last_error's text until the next call on that context. Buffers fat5 allocates
 //     for the caller (fat5_model_config_to_json, fat5_batch_from_json) are released with
 //     fat5_free / fat5_batch_free on the same context.
-//   - Destroy models and safetensors files before the context that made them; every destroy
-//     accepts NULL.
+//   - Destroy everything made with a context (models, safetensors and token files, tokenizers,
+//     decoders, trainers) before the context; every destroy accepts NULL. A training config's
+//     strings set by name (fat5_train_config_set, _from_json) are copies the context keeps: use
+//     that config only while its context lives.
 //   - A CPU context may run its matrix products on worker threads of its own (n_threads in
 //     fat5_ctx_config): they exist only inside a call, touch nothing but that call's buffers, and
 //     stop in fat5_ctx_destroy. The caller still sees one thread per context.
@@ -216,17 +220,19 @@ typedef struct fat5_ctx_config {
     // everywhere; NULL (the default): each model's own, from its config. fat5_model_set_attention
     // changes one model's afterwards.
     const struct fat5_attention *attention;
-    // Kernel switches of a GPU context, for comparisons and bisecting: 1 on, 0 off, -1 (the
-    // default) = the environment variable named ("0" off, any other value on), else the default
-    // given here. The CPU ignores them.
-    int attn_tc;        // FAT5_ATTN_TC, on: bf16 attention forward and backward on tensor cores
-                        // (off: the exact FMA kernels)
-    int mm_rows;        // FAT5_MM_ROWS, on: products of a few rows (decoding) on fat5_mm (off: cuBLAS)
-    int cublaslt;       // FAT5_CUBLASLT, on: products on cuBLASLt with one algorithm per size class
-                        // (off: cublasGemmEx, its own algorithm per size)
-    int pdl;            // FAT5_PDL, on: decode-step kernels launch as programmatic dependents (sm_90+)
-    int sync_launches;  // FAT5_SYNC_LAUNCHES, off: synchronise after every launch, so that an error
-                        // names its kernel (slow; no CUDA graphs)
+    // Kernel switches of a GPU context, for comparisons and bisecting: > 0 on, < 0 off, 0 (the
+    // default, also of a zero-filled struct) = the environment variable named ("0" off, any other
+    // value on), else the default given here. The CPU ignores them.
+    int attn_tc;        // FAT5_ATTN_TC, default on: bf16 attention forward and backward on tensor
+                        // cores (off: the exact FMA kernels)
+    int mm_rows;        // FAT5_MM_ROWS, default on: products of a few rows (decoding) on fat5_mm
+                        // (off: cuBLAS)
+    int cublaslt;       // FAT5_CUBLASLT, default on: products on cuBLASLt with one algorithm per size
+                        // class (off: cublasGemmEx, its own algorithm per size)
+    int pdl;            // FAT5_PDL, default on: decode-step kernels launch as programmatic dependents
+                        // (sm_90+)
+    int sync_launches;  // FAT5_SYNC_LAUNCHES, default off: on, the host synchronises after every
+                        // launch, so that an error names its kernel (slow; no CUDA graphs)
 } fat5_ctx_config;
 
 FAT5_API fat5_ctx_config fat5_ctx_config_default(void);
@@ -708,7 +714,7 @@ FAT5_API fat5_train_config fat5_train_config_default(void);
 // Sets one option by name from its text form (FAT5's / Hugging Face TrainingArguments' names where
 // they exist: learning_rate, max_steps, warmup_steps, lr_scheduler_type, weight_decay, adam_beta1,
 // adam_beta2, adam_epsilon, max_grad_norm, gradient_accumulation_steps, output_dir, seed,
-// logging_steps, eval_steps, save_steps, save_total_limit, max_length, max_labels_length, ...).
+// eval_steps, save_steps, save_total_limit, max_length, max_labels_length, ...).
 // fat5_train_option_names lists them all. An unknown name or bad value is FAT5_ERR_INVALID_ARG.
 FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *cfg, const char *key,
                                            const char *value);
@@ -1147,7 +1153,6 @@ FAT5_API fat5_ctx_config fat5_ctx_config_default(void) {
     memset(&c, 0, sizeof c);
     c.device = FAT5_DEVICE_CPU;
     c.dtype = FAT5_DTYPE_FP32;
-    c.attn_tc = c.mm_rows = c.cublaslt = c.pdl = c.sync_launches = -1;   // the environment, else default
     return c;
 }
 
@@ -2747,7 +2752,7 @@ typedef fat5__CUresult (*fat5__PFN_cuEventSynchronize)(fat5__CUevent ev);
 typedef fat5__CUresult (*fat5__PFN_cuEventDestroy)(fat5__CUevent ev);
 typedef fat5__CUresult (*fat5__PFN_cuEventElapsedTime)(float *ms, fat5__CUevent start, fat5__CUevent end);
 
-// NCCL (collectives across GPUs), opened only by a run of several ranks on the GPU (section [5.4]).
+// NCCL (collectives across GPUs), opened only by a run of several ranks on the GPU (section [3.5]).
 // libnccl.so.2 is tried bare (LD_LIBRARY_PATH, the ld.so cache), then in $NCCL_HOME/lib,
 // $CUDA_HOME/lib64, $CUDA_HOME/lib, /usr/local/cuda/lib64, /usr/local/cuda/lib, then in the
 // nvidia/nccl/lib folder of the Python environment $VIRTUAL_ENV or $CONDA_PREFIX
@@ -3101,7 +3106,7 @@ struct fat5__gpu {
     char cache_file[1024];         // "" when the cache is off
 
     int last_kernel;               // most recent launch (names asynchronous faults); -1 none
-    int sync_launches;             // FAT5_SYNC_LAUNCHES=1
+    int sync_launches;             // fat5_ctx_config.sync_launches / FAT5_SYNC_LAUNCHES=1
     int attn_tc;                   // bf16 attention forward and backward on tensor cores (FAT5_ATTN_TC=0: off)
     int mm_rows;                   // NT products of at most this many rows run fat5_mm (FAT5_MM_ROWS=0: none)
     fat5__PFN_cuLaunchKernelEx launch_ex;  // cuLaunchKernelEx, or NULL (older drivers)
@@ -3810,11 +3815,11 @@ static void fat5__dev_close_lt(fat5_ctx *ctx, struct fat5__gpu *g) {
     g->lt_n = 0;
 }
 
-// A kernel switch of fat5_ctx_config: its field when 0 or 1, else the environment variable `env`
-// ("0" off, any other non-empty value on), else `dflt`.
+// A kernel switch of fat5_ctx_config: on for a field > 0, off for < 0; for 0 the environment
+// variable `env` ("0" off, any other non-empty value on), else `dflt`.
 static int fat5__dev_switch(int field, const char *env, int dflt) {
     const char *v;
-    if (field == 0 || field == 1) return field;
+    if (field != 0) return field > 0;
     v = getenv(env);
     return v && v[0] ? strcmp(v, "0") != 0 : dflt;
 }
@@ -4495,7 +4500,7 @@ static FAT5__UNUSED fat5_status fat5__dev_launch(fat5_ctx *ctx, int kernel, unsi
         r = g->cu.cuStreamSynchronize(g->stream);
         if (r == FAT5__CUDA_SUCCESS) return FAT5_OK;
         snprintf(what, sizeof what,
-                 "%s (fault found by FAT5_SYNC_LAUNCHES; grid %ux%ux%u, block %ux%ux%u)",
+                 "%s (fault found by sync_launches (FAT5_SYNC_LAUNCHES); grid %ux%ux%u, block %ux%ux%u)",
                  fat5__kernel_names[kernel], gx, gy, gz, bx, by, bz);
         return fat5__dev_check(ctx, r, what);
     }
@@ -4513,7 +4518,7 @@ static FAT5__UNUSED fat5_status fat5__dev_capture_begin(fat5_ctx *ctx) {
     fat5_status st = fat5__dev_enter(ctx, "fat5__dev_capture_begin");
     if (st) return st;
     if (ctx->gpu->sync_launches)
-        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "CUDA graph capture is off with FAT5_SYNC_LAUNCHES");
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "CUDA graph capture is off with sync_launches (fat5_ctx_config.sync_launches or FAT5_SYNC_LAUNCHES)");
     st = fat5__dev_check(ctx, ctx->gpu->cu.cuStreamBeginCapture(ctx->gpu->stream,
                                                                 FAT5__CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
                          "cuStreamBeginCapture");
@@ -7838,8 +7843,9 @@ typedef struct fat5__backend {
     fat5_status (*mem_info)(fat5_ctx *ctx, size_t *free_b, size_t *total_b);
     // Recording: the work queued between capture_begin and capture_end is recorded into *exec
     // instead of run (keep 0 discards it), graph_launch runs it again, graph_destroy frees it
-    // (NULL: nothing). A backend that cannot record answers FAT5_ERR_UNSUPPORTED at capture_begin,
-    // without a message, and the caller runs the work plainly.
+    // (NULL: nothing). A backend that cannot record answers FAT5_ERR_UNSUPPORTED at capture_begin
+    // (the CPU's without a message; the GPU's with sync_launches says so), and the caller runs the
+    // work plainly.
     fat5_status (*capture_begin)(fat5_ctx *ctx);
     fat5_status (*capture_end)(fat5_ctx *ctx, int keep, void **exec);
     fat5_status (*graph_launch)(fat5_ctx *ctx, void *exec);
@@ -8416,14 +8422,17 @@ static int fat5__comm_join_leave(fat5__comm *c, fat5__ncclComm_t nc) {
 // The watchdog's last resort: the rank's thread is held inside an NCCL call, which NCCL cannot
 // abort under it, and no error can be returned from a call that does not return. This is the one
 // place the library ends the process (fat5.h's header says so): the board names this rank and why
-// (its peers and the launcher report it), the context's log callback gets the message at
-// FAT5_LOG_WARN, the rendezvous file is removed as close would, and the process exits with status 1.
+// (its peers and the launcher report it, unless another rank failed first), the context's log
+// callback gets the message at FAT5_LOG_WARN on this watchdog thread (without a callback, and only
+// here, the message goes to stderr: the process is about to end and nothing else would say why),
+// the rendezvous file is removed as close would, and the process exits with status 1.
 static FAT5__UNUSED void fat5__comm_held_exit(fat5__comm *c, const char *msg) {
     char why[600];
     snprintf(why, sizeof why, "%.400s; held inside an NCCL call, which NCCL cannot abort under it: its process ends",
              msg);
     fat5__board_fail(c->board, c->rank, why);
-    fat5__log(c->ctx, FAT5_LOG_WARN, "rank %d: %s", c->rank, why);
+    if (c->ctx && c->ctx->cfg.log) fat5__log(c->ctx, FAT5_LOG_WARN, "rank %d: %s", c->rank, why);
+    else fprintf(stderr, "fat5: rank %d: %s\n", c->rank, why);
     fat5__comm_unlink_own(c);   // as its close would: the next run starts clean
     _exit(1);
 }
@@ -13540,13 +13549,13 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
     snprintf(p, sizeof p, "%s/generation_config.json", dir);
     if (fat5__is_file(p)) {
         char *json = NULL;
-        size_t len = 0;
-        if ((st = fat5__read_file(ctx, p, (size_t)1 << 20, &json, &len))) goto fail;
+        size_t glen = 0;
+        if ((st = fat5__read_file(ctx, p, (size_t)1 << 20, &json, &glen))) goto fail;
         m->gen = fat5_generate_config_default();
         m->gen.eos_token_id = m->cfg.eos_token_id;
         m->gen.pad_token_id = m->cfg.pad_token_id;
         m->gen.decoder_start_token_id = m->cfg.decoder_start_token_id;
-        st = fat5_generate_config_from_json(ctx, json, len, &m->gen);
+        st = fat5_generate_config_from_json(ctx, json, glen, &m->gen);
         fat5__free(ctx, json);
         if (st) {
             st = fat5__err_prefix(ctx, st, "%s: ", p);
@@ -19425,8 +19434,11 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
     const int64_t imax = (int64_t)1 << 52;
     int64_t i = 0;
     int ok = 1;
-    fat5_model_config *mc = &c->model;
+    fat5_model_config *mc;
+    if (!ctx) return FAT5_ERR_INVALID_ARG;
     if (!c || !key || !v) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_train_config_set: NULL argument");
+    mc = &c->model;
+    ctx->err_oom = 0;
 #define FAT5__IS(name) (strcmp(key, name) == 0)
     if (FAT5__IS("data")) ok = fat5__opt_str(ctx, v, &c->data);
     else if (FAT5__IS("eval_fraction")) ok = fat5__opt_f64(v, 0, 0.5, &c->eval_fraction);
@@ -19664,6 +19676,7 @@ typedef struct fat5__tpool {           // every rank's micro-batches of one step
 } fat5__tpool;
 
 struct fat5_trainer {
+    char *strs;                  // the config's strings (cfg.data, ...): the trainer's copies
     fat5_ctx *ctx;
     fat5_ctx *dctx;                    // the data's own context: the sampler may run on a host thread
     fat5_train_config cfg;
@@ -20475,24 +20488,36 @@ FAT5_API void fat5_train_destroy(fat5_trainer *t) {
     fat5_ul2_destroy(t->sampler);
     fat5_tokens_destroy(t->tokens);
     fat5_ctx_destroy(t->dctx);
+    fat5__free(t->ctx, t->strs);
     fat5__free(t->ctx, t);
 }
 
-// The config's strings made the trainer's: copies the context keeps; none becomes "".
-static fat5_status fat5__train_keep_strings(fat5_ctx *ctx, fat5_train_config *c) {
+// The config's strings made the trainer's own: one block (t->strs, freed with the trainer) holds
+// copies of them; none becomes "".
+static fat5_status fat5__train_keep_strings(fat5_trainer *t) {
+    fat5_train_config *c = &t->cfg;
     const char **s[6];
+    size_t n = 0, at = 0;
     int i;
     s[0] = &c->data, s[1] = &c->init, s[2] = &c->attention, s[3] = &c->output_dir, s[4] = &c->resume;
     s[5] = &c->rendezvous;
-    for (i = 0; i < 6; i++)
-        if (!(*s[i] = fat5__ctx_keep(ctx, *s[i] ? *s[i] : ""))) return FAT5_ERR_OUT_OF_MEMORY;
+    for (i = 0; i < 6; i++) n += (*s[i] ? strlen(*s[i]) : 0) + 1;
+    if (!(t->strs = FAT5__CAST(char *, fat5__malloc(t->ctx, n))))
+        return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
+    for (i = 0; i < 6; i++) {
+        size_t k = *s[i] ? strlen(*s[i]) : 0;
+        if (k) memcpy(t->strs + at, *s[i], k);
+        t->strs[at + k] = 0;
+        *s[i] = t->strs + at;
+        at += k + 1;
+    }
     return FAT5_OK;
 }
 
 FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *cfg, fat5_trainer **out) {
     fat5_trainer *t;
     fat5_status st;
-    char dir[4200], path[4400];
+    char dir[4200], path[4400], why[512];
     if (!cfg || !out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_train_create: NULL argument");
     *out = NULL;
     if (cfg->grad_accum < 1 || cfg->optim.total_steps < 1 || !cfg->output_dir || !cfg->output_dir[0] ||
@@ -20510,7 +20535,7 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
     if (!t) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
     t->ctx = ctx;
     t->cfg = *cfg;
-    if ((st = fat5__train_keep_strings(ctx, &t->cfg))) {
+    if ((st = fat5__train_keep_strings(t))) {
         fat5__free(ctx, t);
         return st;
     }
@@ -20535,9 +20560,10 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
         dc.device = FAT5_DEVICE_CPU;
         if (!t->grp[0].mb || !t->grp[1].mb || !t->grp[0].n_labels || !t->grp[1].n_labels ||
             (t->world > 1 && (!t->pool.bin_e || !t->pool.rank_cost || !t->pool.rank_at || !t->pool.ranks)) ||
-            fat5_ctx_create(&dc, &t->dctx, NULL, 0) != FAT5_OK) {
+            (st = fat5_ctx_create(&dc, &t->dctx, why, sizeof why)) != FAT5_OK) {
             fat5_train_destroy(t);
-            return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
+            return st && st != FAT5_ERR_OUT_OF_MEMORY ? fat5__err(ctx, st, "trainer: the data's context: %s", why)
+                                                      : fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
         }
     }
     if ((st = fat5__train_open_data(t))) goto fail;

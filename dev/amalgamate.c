@@ -1,6 +1,6 @@
 // amalgamate — writes fat5.h from the library's sources in src/, in the order of src/manifest.
 //
-//     dev/amalgamate [--lines] [--check] -o OUT src/manifest
+//     build/amalgamate [--lines] [--check] -o OUT src/manifest   (make builds it from dev/amalgamate.c)
 //
 // fat5.h is the files the manifest lists, concatenated in its order, byte for byte, with one
 // exception: the line "//@contents" (in src/api.h) becomes the table of contents, one line per

@@ -1,6 +1,6 @@
 // check_layers — DESIGN §3's layer rules over the library's source (make check-layers, in make test).
 //
-//     dev/check_layers src/manifest
+//     build/check_layers src/manifest   (make builds it from dev/check_layers.c)
 //
 // src/manifest gives every file its layer; bottom to top: base, device, ops, model, train, io,
 // generate, text, run, and last dev: the developer interface of dev/fat5_internal.h, which wraps

@@ -14,8 +14,9 @@
 // Options are fat5_train_config_set's names, as --name value, or in a JSON file (--config FILE;
 // later flags override it), and this program's own: --device auto|cpu|gpu (auto: the GPU when
 // there is one), --logging_steps N (a progress line every N steps; 50 on a GPU, 10 on the CPU),
-// --gpus N, --ranks N. --help lists them. Without a model option, the run's shape follows the
-// device: FAT5-small for a few minutes on a GPU, a tiny model on the CPU.
+// --gpus N, --ranks N (flags only, not keys of the JSON file). --help lists them. Without a model
+// option, the run's shape follows the device: FAT5-small for a few minutes on a GPU, a tiny model
+// on the CPU.
 // Ctrl-C writes a checkpoint and exits; --resume OUTPUT_DIR continues bit-identically.
 #define FAT5_IMPLEMENTATION
 #include "../fat5.h"
@@ -107,7 +108,8 @@ int main(int argc, char **argv) {
     li.rank = -1;
 
     cc.log = on_log;
-    // the device first: defaults depend on it
+    // a CPU context to check the config file and for fat5_launch (no GPU context may exist before
+    // it forks); the device is chosen after
     if (fat5_ctx_create(&cc, &probe, why, sizeof why) != FAT5_OK) return fail_why("context", why);
     cfg = fat5_train_config_default();
     for (i = 1; i < argc; i++) {

@@ -27,7 +27,7 @@
 // Training: fat5_train_create / fat5_train_step run the whole loop (UL2 batches from token files,
 // AdamWScale or AdamW, schedules, evaluation, atomic checkpoints that resume bit-identically);
 // examples/train.c is a complete program around them. Several GPUs train data parallel, one
-// process each (fat5_launch forks them; NCCL opened at run time), see section [5.4].
+// process each (fat5_launch forks them, section [9.1]; NCCL opened at run time, section [3.5]).
 //
 // Batches are packed: the tokens of all sequences are concatenated and described by cumulative
 // offsets (cu_seqlens), for the encoder and the decoder separately; no token attends across a
@@ -42,7 +42,7 @@
 //     FAT5_ASSERT(x)           internal invariants (default: assert)
 //     FAT5_NO_THREADS          no worker threads: the CPU matrix products run on the calling thread
 //                              (fat5_ctx_config.n_threads is ignored; no -lpthread needed), and GPU
-//                              ranks have no watchdog (section [5.4]), so nothing bounds their join
+//                              ranks have no watchdog (section [3.5]), so nothing bounds their join
 //                              (ncclCommInitRank), and each training step's host waits for the
 //                              gradient sums before it queues the optimizer. Results are bitwise
 //                              the same either way.
@@ -53,13 +53,14 @@
 //     FAT5_CACHE_DIR           compiled-kernel cache (else $XDG_CACHE_HOME/fat5, ~/.cache/fat5; "" = off)
 //     FAT5_KERNELS_DIR         compile kernels/*.cu from this directory instead of fat5_kernels.cuh
 //     FAT5_SYNC_LAUNCHES=1     synchronise after every kernel launch (errors name the kernel)
-//     FAT5_ATTN_TC=0           bf16 attention forward on the exact FMA kernels, not tensor cores
+//     FAT5_ATTN_TC=0           bf16 attention forward and backward on the exact FMA kernels, not
+//                              tensor cores
 //     FAT5_MM_ROWS=0           products of a few rows (decoding) on cuBLAS too, not fat5_mm
 //     FAT5_CUBLASLT=0          products on cublasGemmEx (its own algorithm per size), not cuBLASLt
 //                              with one algorithm per size class
 //     FAT5_PDL=0               decode-step kernels launch plainly, not as programmatic dependents
 //                              (these five are read when fat5_ctx_config's field of the same name,
-//                              lower case, is -1, its default)
+//                              lower case, is 0, its default)
 //     CUDA_HOME                also searched for libcuda, libnvrtc, libcublas and libcublasLt
 //     NCCL_HOME, VIRTUAL_ENV, CONDA_PREFIX   also searched for libnccl.so.2 (several GPUs only;
 //                              the Python environments' nvidia/nccl/lib)
@@ -70,8 +71,9 @@
 // thread is held inside an NCCL call for a second after its watchdog saw a peer fail or a sum time
 // out (dist_timeout). NCCL cannot abort a call under the thread that is in it and that call never
 // returns, so the watchdog marks the rank failed on the ranks' board (its peers and fat5_launch
-// report why), passes the message to the context's log callback, and ends the process with _exit(1)
-// rather than leave a rank hung (section [3.5]).
+// report why), passes the message to the context's log callback from the watchdog thread (to
+// stderr when there is none), and ends the process with _exit(1) rather than leave a rank hung
+// (section [3.5]).
 //
 // Threads, ownership, lifetimes:
 //   - A fat5_ctx and everything made with it (models, safetensors files) is used by one thread at
@@ -84,8 +86,10 @@
 //     and fat5_last_error's text until the next call on that context. Buffers fat5 allocates
 //     for the caller (fat5_model_config_to_json, fat5_batch_from_json) are released with
 //     fat5_free / fat5_batch_free on the same context.
-//   - Destroy models and safetensors files before the context that made them; every destroy
-//     accepts NULL.
+//   - Destroy everything made with a context (models, safetensors and token files, tokenizers,
+//     decoders, trainers) before the context; every destroy accepts NULL. A training config's
+//     strings set by name (fat5_train_config_set, _from_json) are copies the context keeps: use
+//     that config only while its context lives.
 //   - A CPU context may run its matrix products on worker threads of its own (n_threads in
 //     fat5_ctx_config): they exist only inside a call, touch nothing but that call's buffers, and
 //     stop in fat5_ctx_destroy. The caller still sees one thread per context.
@@ -189,17 +193,19 @@ typedef struct fat5_ctx_config {
     // everywhere; NULL (the default): each model's own, from its config. fat5_model_set_attention
     // changes one model's afterwards.
     const struct fat5_attention *attention;
-    // Kernel switches of a GPU context, for comparisons and bisecting: 1 on, 0 off, -1 (the
-    // default) = the environment variable named ("0" off, any other value on), else the default
-    // given here. The CPU ignores them.
-    int attn_tc;        // FAT5_ATTN_TC, on: bf16 attention forward and backward on tensor cores
-                        // (off: the exact FMA kernels)
-    int mm_rows;        // FAT5_MM_ROWS, on: products of a few rows (decoding) on fat5_mm (off: cuBLAS)
-    int cublaslt;       // FAT5_CUBLASLT, on: products on cuBLASLt with one algorithm per size class
-                        // (off: cublasGemmEx, its own algorithm per size)
-    int pdl;            // FAT5_PDL, on: decode-step kernels launch as programmatic dependents (sm_90+)
-    int sync_launches;  // FAT5_SYNC_LAUNCHES, off: synchronise after every launch, so that an error
-                        // names its kernel (slow; no CUDA graphs)
+    // Kernel switches of a GPU context, for comparisons and bisecting: > 0 on, < 0 off, 0 (the
+    // default, also of a zero-filled struct) = the environment variable named ("0" off, any other
+    // value on), else the default given here. The CPU ignores them.
+    int attn_tc;        // FAT5_ATTN_TC, default on: bf16 attention forward and backward on tensor
+                        // cores (off: the exact FMA kernels)
+    int mm_rows;        // FAT5_MM_ROWS, default on: products of a few rows (decoding) on fat5_mm
+                        // (off: cuBLAS)
+    int cublaslt;       // FAT5_CUBLASLT, default on: products on cuBLASLt with one algorithm per size
+                        // class (off: cublasGemmEx, its own algorithm per size)
+    int pdl;            // FAT5_PDL, default on: decode-step kernels launch as programmatic dependents
+                        // (sm_90+)
+    int sync_launches;  // FAT5_SYNC_LAUNCHES, default off: on, the host synchronises after every
+                        // launch, so that an error names its kernel (slow; no CUDA graphs)
 } fat5_ctx_config;
 
 FAT5_API fat5_ctx_config fat5_ctx_config_default(void);
@@ -681,7 +687,7 @@ FAT5_API fat5_train_config fat5_train_config_default(void);
 // Sets one option by name from its text form (FAT5's / Hugging Face TrainingArguments' names where
 // they exist: learning_rate, max_steps, warmup_steps, lr_scheduler_type, weight_decay, adam_beta1,
 // adam_beta2, adam_epsilon, max_grad_norm, gradient_accumulation_steps, output_dir, seed,
-// logging_steps, eval_steps, save_steps, save_total_limit, max_length, max_labels_length, ...).
+// eval_steps, save_steps, save_total_limit, max_length, max_labels_length, ...).
 // fat5_train_option_names lists them all. An unknown name or bad value is FAT5_ERR_INVALID_ARG.
 FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *cfg, const char *key,
                                            const char *value);

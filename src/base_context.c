@@ -134,7 +134,6 @@ FAT5_API fat5_ctx_config fat5_ctx_config_default(void) {
     memset(&c, 0, sizeof c);
     c.device = FAT5_DEVICE_CPU;
     c.dtype = FAT5_DTYPE_FP32;
-    c.attn_tc = c.mm_rows = c.cublaslt = c.pdl = c.sync_launches = -1;   // the environment, else default
     return c;
 }
 

@@ -190,7 +190,7 @@ typedef fat5__CUresult (*fat5__PFN_cuEventSynchronize)(fat5__CUevent ev);
 typedef fat5__CUresult (*fat5__PFN_cuEventDestroy)(fat5__CUevent ev);
 typedef fat5__CUresult (*fat5__PFN_cuEventElapsedTime)(float *ms, fat5__CUevent start, fat5__CUevent end);
 
-// NCCL (collectives across GPUs), opened only by a run of several ranks on the GPU (section [5.4]).
+// NCCL (collectives across GPUs), opened only by a run of several ranks on the GPU (section [3.5]).
 // libnccl.so.2 is tried bare (LD_LIBRARY_PATH, the ld.so cache), then in $NCCL_HOME/lib,
 // $CUDA_HOME/lib64, $CUDA_HOME/lib, /usr/local/cuda/lib64, /usr/local/cuda/lib, then in the
 // nvidia/nccl/lib folder of the Python environment $VIRTUAL_ENV or $CONDA_PREFIX
@@ -544,7 +544,7 @@ struct fat5__gpu {
     char cache_file[1024];         // "" when the cache is off
 
     int last_kernel;               // most recent launch (names asynchronous faults); -1 none
-    int sync_launches;             // FAT5_SYNC_LAUNCHES=1
+    int sync_launches;             // fat5_ctx_config.sync_launches / FAT5_SYNC_LAUNCHES=1
     int attn_tc;                   // bf16 attention forward and backward on tensor cores (FAT5_ATTN_TC=0: off)
     int mm_rows;                   // NT products of at most this many rows run fat5_mm (FAT5_MM_ROWS=0: none)
     fat5__PFN_cuLaunchKernelEx launch_ex;  // cuLaunchKernelEx, or NULL (older drivers)
@@ -1253,11 +1253,11 @@ static void fat5__dev_close_lt(fat5_ctx *ctx, struct fat5__gpu *g) {
     g->lt_n = 0;
 }
 
-// A kernel switch of fat5_ctx_config: its field when 0 or 1, else the environment variable `env`
-// ("0" off, any other non-empty value on), else `dflt`.
+// A kernel switch of fat5_ctx_config: on for a field > 0, off for < 0; for 0 the environment
+// variable `env` ("0" off, any other non-empty value on), else `dflt`.
 static int fat5__dev_switch(int field, const char *env, int dflt) {
     const char *v;
-    if (field == 0 || field == 1) return field;
+    if (field != 0) return field > 0;
     v = getenv(env);
     return v && v[0] ? strcmp(v, "0") != 0 : dflt;
 }
@@ -1938,7 +1938,7 @@ static FAT5__UNUSED fat5_status fat5__dev_launch(fat5_ctx *ctx, int kernel, unsi
         r = g->cu.cuStreamSynchronize(g->stream);
         if (r == FAT5__CUDA_SUCCESS) return FAT5_OK;
         snprintf(what, sizeof what,
-                 "%s (fault found by FAT5_SYNC_LAUNCHES; grid %ux%ux%u, block %ux%ux%u)",
+                 "%s (fault found by sync_launches (FAT5_SYNC_LAUNCHES); grid %ux%ux%u, block %ux%ux%u)",
                  fat5__kernel_names[kernel], gx, gy, gz, bx, by, bz);
         return fat5__dev_check(ctx, r, what);
     }
@@ -1956,7 +1956,7 @@ static FAT5__UNUSED fat5_status fat5__dev_capture_begin(fat5_ctx *ctx) {
     fat5_status st = fat5__dev_enter(ctx, "fat5__dev_capture_begin");
     if (st) return st;
     if (ctx->gpu->sync_launches)
-        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "CUDA graph capture is off with FAT5_SYNC_LAUNCHES");
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "CUDA graph capture is off with sync_launches (fat5_ctx_config.sync_launches or FAT5_SYNC_LAUNCHES)");
     st = fat5__dev_check(ctx, ctx->gpu->cu.cuStreamBeginCapture(ctx->gpu->stream,
                                                                 FAT5__CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
                          "cuStreamBeginCapture");

@@ -346,13 +346,13 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
     snprintf(p, sizeof p, "%s/generation_config.json", dir);
     if (fat5__is_file(p)) {
         char *json = NULL;
-        size_t len = 0;
-        if ((st = fat5__read_file(ctx, p, (size_t)1 << 20, &json, &len))) goto fail;
+        size_t glen = 0;
+        if ((st = fat5__read_file(ctx, p, (size_t)1 << 20, &json, &glen))) goto fail;
         m->gen = fat5_generate_config_default();
         m->gen.eos_token_id = m->cfg.eos_token_id;
         m->gen.pad_token_id = m->cfg.pad_token_id;
         m->gen.decoder_start_token_id = m->cfg.decoder_start_token_id;
-        st = fat5_generate_config_from_json(ctx, json, len, &m->gen);
+        st = fat5_generate_config_from_json(ctx, json, glen, &m->gen);
         fat5__free(ctx, json);
         if (st) {
             st = fat5__err_prefix(ctx, st, "%s: ", p);

@@ -117,8 +117,9 @@ typedef struct fat5__backend {
     fat5_status (*mem_info)(fat5_ctx *ctx, size_t *free_b, size_t *total_b);
     // Recording: the work queued between capture_begin and capture_end is recorded into *exec
     // instead of run (keep 0 discards it), graph_launch runs it again, graph_destroy frees it
-    // (NULL: nothing). A backend that cannot record answers FAT5_ERR_UNSUPPORTED at capture_begin,
-    // without a message, and the caller runs the work plainly.
+    // (NULL: nothing). A backend that cannot record answers FAT5_ERR_UNSUPPORTED at capture_begin
+    // (the CPU's without a message; the GPU's with sync_launches says so), and the caller runs the
+    // work plainly.
     fat5_status (*capture_begin)(fat5_ctx *ctx);
     fat5_status (*capture_end)(fat5_ctx *ctx, int keep, void **exec);
     fat5_status (*graph_launch)(fat5_ctx *ctx, void *exec);

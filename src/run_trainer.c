@@ -122,8 +122,11 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
     const int64_t imax = (int64_t)1 << 52;
     int64_t i = 0;
     int ok = 1;
-    fat5_model_config *mc = &c->model;
+    fat5_model_config *mc;
+    if (!ctx) return FAT5_ERR_INVALID_ARG;
     if (!c || !key || !v) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_train_config_set: NULL argument");
+    mc = &c->model;
+    ctx->err_oom = 0;
 #define FAT5__IS(name) (strcmp(key, name) == 0)
     if (FAT5__IS("data")) ok = fat5__opt_str(ctx, v, &c->data);
     else if (FAT5__IS("eval_fraction")) ok = fat5__opt_f64(v, 0, 0.5, &c->eval_fraction);
@@ -361,6 +364,7 @@ typedef struct fat5__tpool {           // every rank's micro-batches of one step
 } fat5__tpool;
 
 struct fat5_trainer {
+    char *strs;                  // the config's strings (cfg.data, ...): the trainer's copies
     fat5_ctx *ctx;
     fat5_ctx *dctx;                    // the data's own context: the sampler may run on a host thread
     fat5_train_config cfg;
@@ -1172,24 +1176,36 @@ FAT5_API void fat5_train_destroy(fat5_trainer *t) {
     fat5_ul2_destroy(t->sampler);
     fat5_tokens_destroy(t->tokens);
     fat5_ctx_destroy(t->dctx);
+    fat5__free(t->ctx, t->strs);
     fat5__free(t->ctx, t);
 }
 
-// The config's strings made the trainer's: copies the context keeps; none becomes "".
-static fat5_status fat5__train_keep_strings(fat5_ctx *ctx, fat5_train_config *c) {
+// The config's strings made the trainer's own: one block (t->strs, freed with the trainer) holds
+// copies of them; none becomes "".
+static fat5_status fat5__train_keep_strings(fat5_trainer *t) {
+    fat5_train_config *c = &t->cfg;
     const char **s[6];
+    size_t n = 0, at = 0;
     int i;
     s[0] = &c->data, s[1] = &c->init, s[2] = &c->attention, s[3] = &c->output_dir, s[4] = &c->resume;
     s[5] = &c->rendezvous;
-    for (i = 0; i < 6; i++)
-        if (!(*s[i] = fat5__ctx_keep(ctx, *s[i] ? *s[i] : ""))) return FAT5_ERR_OUT_OF_MEMORY;
+    for (i = 0; i < 6; i++) n += (*s[i] ? strlen(*s[i]) : 0) + 1;
+    if (!(t->strs = FAT5__CAST(char *, fat5__malloc(t->ctx, n))))
+        return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
+    for (i = 0; i < 6; i++) {
+        size_t k = *s[i] ? strlen(*s[i]) : 0;
+        if (k) memcpy(t->strs + at, *s[i], k);
+        t->strs[at + k] = 0;
+        *s[i] = t->strs + at;
+        at += k + 1;
+    }
     return FAT5_OK;
 }
 
 FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *cfg, fat5_trainer **out) {
     fat5_trainer *t;
     fat5_status st;
-    char dir[4200], path[4400];
+    char dir[4200], path[4400], why[512];
     if (!cfg || !out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_train_create: NULL argument");
     *out = NULL;
     if (cfg->grad_accum < 1 || cfg->optim.total_steps < 1 || !cfg->output_dir || !cfg->output_dir[0] ||
@@ -1207,7 +1223,7 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
     if (!t) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
     t->ctx = ctx;
     t->cfg = *cfg;
-    if ((st = fat5__train_keep_strings(ctx, &t->cfg))) {
+    if ((st = fat5__train_keep_strings(t))) {
         fat5__free(ctx, t);
         return st;
     }
@@ -1232,9 +1248,10 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
         dc.device = FAT5_DEVICE_CPU;
         if (!t->grp[0].mb || !t->grp[1].mb || !t->grp[0].n_labels || !t->grp[1].n_labels ||
             (t->world > 1 && (!t->pool.bin_e || !t->pool.rank_cost || !t->pool.rank_at || !t->pool.ranks)) ||
-            fat5_ctx_create(&dc, &t->dctx, NULL, 0) != FAT5_OK) {
+            (st = fat5_ctx_create(&dc, &t->dctx, why, sizeof why)) != FAT5_OK) {
             fat5_train_destroy(t);
-            return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
+            return st && st != FAT5_ERR_OUT_OF_MEMORY ? fat5__err(ctx, st, "trainer: the data's context: %s", why)
+                                                      : fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
         }
     }
     if ((st = fat5__train_open_data(t))) goto fail;

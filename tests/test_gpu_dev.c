@@ -907,13 +907,13 @@ static void t_gpu_backend_answers(fat5_test *T) {
         FAT5_CHECK(T, exec && be->graph_launch(ctx, exec) == FAT5_OK && be->sync(ctx) == FAT5_OK);
         be->graph_destroy(ctx, exec);
     }
-    FAT5_CHECK(T, ctx->gpu->attn_tc == fat5__dev_switch(-1, "FAT5_ATTN_TC", 1));
+    FAT5_CHECK(T, ctx->gpu->attn_tc == fat5__dev_switch(0, "FAT5_ATTN_TC", 1));
     fat5_ctx_destroy(ctx);
     ctx = NULL;
-    c.mm_rows = 0;
-    c.cublaslt = 0;
-    c.attn_tc = 0;
-    c.pdl = 0;
+    c.mm_rows = -1;
+    c.cublaslt = -1;
+    c.attn_tc = -1;
+    c.pdl = -1;
     c.sync_launches = 1;
     FAT5_CHECK_MSG(T, fat5_ctx_create(&c, &ctx, gd_why, sizeof gd_why) == FAT5_OK, "GPU context: %s", gd_why);
     if (!ctx) return;

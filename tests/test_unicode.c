@@ -1,4 +1,4 @@
-// test_unicode.c — section [8.1]: Unicode properties, extended grapheme clusters (every case of
+// test_unicode.c — section [8.2]: Unicode properties, extended grapheme clusters (every case of
 // GraphemeBreakTest.txt) and the four normalization forms (NormalizationTest.txt: parts 0, 2 and 3
 // and a sample of part 1), from the fixtures in tests/data/unicode (dev/gen_unicode.py --fixtures).
 
