@@ -126,7 +126,7 @@
 //     [8.3]  text: tokenizers
 //     [9.1]  run: the launcher
 //     [9.2]  run: training options, checkpoints and the training loop
-//     [10]   the developer interface: what the benchmarks and checks of dev/ reach beyond the API
+//     [9.3]  run: the developer interface, what the benchmarks and checks of dev/ reach beyond the API
 //
 // License: MIT, at the end of this file.
 
@@ -4239,6 +4239,19 @@ static FAT5__UNUSED fat5_status fat5__dev_prof_enable(fat5_ctx *ctx, int on) {
 }
 
 // Waits for the pending calls and adds their times to their entries.
+// Entry i of the collected profile: its key, calls and milliseconds; returns the entry count (0
+// when the profile is off).
+static FAT5__UNUSED int fat5__dev_prof_entry(fat5_ctx *ctx, int i, const char **key, long long *calls, double *ms) {
+    const struct fat5__prof *p = ctx->gpu ? ctx->gpu->prof : NULL;
+    if (!p) return 0;
+    if (i >= 0 && i < p->n_e) {
+        *key = p->e[i].key;
+        *calls = p->e[i].calls;
+        *ms = p->e[i].ms;
+    }
+    return p->n_e;
+}
+
 static FAT5__UNUSED fat5_status fat5__dev_prof_collect(fat5_ctx *ctx) {
     struct fat5__gpu *g = ctx->gpu;
     struct fat5__prof *p = g ? g->prof : NULL;
@@ -4567,6 +4580,11 @@ static FAT5__UNUSED void fat5__dev_graph_destroy(fat5_ctx *ctx, void *exec) {
 // Products of at most this many rows may run the fused row kernels (fat5_mm, norm_mm); 0 with the
 // context's mm_rows switch off.
 static FAT5__UNUSED int64_t fat5__dev_fused_rows(const fat5_ctx *ctx) { return ctx->gpu->mm_rows ? INT64_MAX : 0; }
+
+// the bf16 attention kernels of this context: tensor cores (on) or the exact FMA ones
+static FAT5__UNUSED void fat5__dev_set_attn_tc(fat5_ctx *ctx, int on) {
+    if (ctx->gpu) ctx->gpu->attn_tc = on != 0;
+}
 
 // H100 / H200 dense bf16 tensor-core peak; fp32 runs are not measured against a peak.
 static FAT5__UNUSED double fat5__dev_peak_flops(const fat5_ctx *ctx) { return fat5__dev_act_size(ctx) == 2 ? 989e12 : 0; }
@@ -7841,6 +7859,14 @@ typedef struct fat5__backend {
     // The memory the backend allocates from: free and total bytes (the device's; the host's
     // physical memory on the CPU).
     fat5_status (*mem_info)(fat5_ctx *ctx, size_t *free_b, size_t *total_b);
+    // The per-kernel profile (dev/bench step): on or off, the calls since collected, entry i of it
+    // (its key, calls, milliseconds; returns the count). FAT5_ERR_UNSUPPORTED / 0 where none.
+    fat5_status (*profile)(fat5_ctx *ctx, int on);
+    fat5_status (*profile_collect)(fat5_ctx *ctx);
+    int (*profile_entry)(fat5_ctx *ctx, int i, const char **key, long long *calls, double *ms);
+    // Which bf16 attention kernels run (the tensor cores' or the exact FMA ones), for a benchmark
+    // that compares them on one context; the CPU has one.
+    void (*set_attn_tc)(fat5_ctx *ctx, int on);
     // Recording: the work queued between capture_begin and capture_end is recorded into *exec
     // instead of run (keep 0 discards it), graph_launch runs it again, graph_destroy frees it
     // (NULL: nothing). A backend that cannot record answers FAT5_ERR_UNSUPPORTED at capture_begin
@@ -7878,6 +7904,16 @@ static fat5_status fat5__host_mem_info(fat5_ctx *ctx, size_t *free_b, size_t *to
     *free_b = (size_t)avail * (size_t)size;
     return FAT5_OK;
 }
+static fat5_status fat5__host_profile(fat5_ctx *ctx, int on) {
+    (void)on;
+    return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "the per-kernel profile needs the GPU backend");
+}
+static fat5_status fat5__host_profile_collect(fat5_ctx *ctx) { return fat5__host_profile(ctx, 0); }
+static int fat5__host_profile_entry(fat5_ctx *ctx, int i, const char **key, long long *calls, double *ms) {
+    (void)ctx, (void)i, (void)key, (void)calls, (void)ms;
+    return 0;
+}
+static void fat5__host_set_attn_tc(fat5_ctx *ctx, int on) { (void)ctx, (void)on; }
 static fat5_status fat5__host_capture_begin(fat5_ctx *ctx) {
     (void)ctx;
     return FAT5_ERR_UNSUPPORTED;
@@ -7901,7 +7937,8 @@ static void fat5__host_graph_destroy(fat5_ctx *ctx, void *exec) {
 static const fat5__backend fat5__cpu_backend = {
     "cpu", 1, 0, 0, fat5__host_act_size, fat5__host_alloc, fat5__host_free, fat5__host_upload,
     fat5__host_download, fat5__host_copy, fat5__host_memset0, fat5__host_sync, fat5__host_fused_rows,
-    fat5__host_peak_flops, fat5__host_mem_info, fat5__host_capture_begin, fat5__host_capture_end, fat5__host_graph_launch,
+    fat5__host_peak_flops, fat5__host_mem_info, fat5__host_profile, fat5__host_profile_collect,
+    fat5__host_profile_entry, fat5__host_set_attn_tc, fat5__host_capture_begin, fat5__host_capture_end, fat5__host_graph_launch,
     fat5__host_graph_destroy, fat5__op_names,
 #define FAT5__OP_CPU(name, params) fat5__cpu_##name,
     FAT5__OPS(FAT5__OP_CPU)
@@ -7912,7 +7949,8 @@ static const fat5__backend fat5__cpu_backend = {
 static const fat5__backend fat5__gpu_backend = {
     "gpu", 0, 1, 1, fat5__dev_act_size, fat5__dev_alloc, fat5__dev_free, fat5__dev_upload,
     fat5__dev_download, fat5__dev_copy, fat5__dev_memset0, fat5__dev_sync, fat5__dev_fused_rows,
-    fat5__dev_peak_flops, fat5__dev_mem_info, fat5__dev_capture_begin, fat5__dev_capture_end, fat5__dev_graph_launch,
+    fat5__dev_peak_flops, fat5__dev_mem_info, fat5__dev_prof_enable, fat5__dev_prof_collect,
+    fat5__dev_prof_entry, fat5__dev_set_attn_tc, fat5__dev_capture_begin, fat5__dev_capture_end, fat5__dev_graph_launch,
     fat5__dev_graph_destroy, fat5__op_names,
 #define FAT5__OP_GPU(name, params) fat5__gpu_##name,
     FAT5__OPS(FAT5__OP_GPU)
@@ -8137,6 +8175,21 @@ static void fat5__comm_fail(fat5__comm *c, const char *why) {
     c->failed = 1;
 #ifndef FAT5_NO_CUDA
     __atomic_store_n(&c->queued_t0_us, 0, __ATOMIC_RELEASE);
+#endif
+}
+
+// The watchdog's clock for a check (dev/dist_check): 1 while sums queued on the GPU are timed, 0
+// when not, -1 on the host transport or without the GPU path; *watchdog: a watchdog thread runs.
+static FAT5__UNUSED int fat5__comm_clock(const fat5__comm *c, int *watchdog) {
+    *watchdog = 0;
+#ifndef FAT5_NO_CUDA
+#if FAT5__THREADS
+    *watchdog = c->watch_on;
+#endif
+    return __atomic_load_n(&c->queued_t0_us, __ATOMIC_ACQUIRE) != 0;
+#else
+    (void)c;
+    return -1;
 #endif
 }
 
@@ -20859,16 +20912,17 @@ static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out) {
 }
 
 // =============================================================================================
-// ==[10] the developer interface: what the benchmarks and checks of dev/ reach beyond the API ==
+// ==[9.3] run: the developer interface, what the benchmarks and checks of dev/ reach beyond the API ==
 //
 // dev/bench and dev/dist_check link the one compiled implementation (build/fat5_impl.o) like every
 // other program; the library's own helpers are static there, so what they need beyond the public
 // API is this small set of wrappers, declared (one comment each) in dev/fat5_internal.h. Nothing
-// here is public API: the names may change with the library. The file sits above every layer and
-// reaches into all of them (the device, the ops, the decoder, the ranks) by design: that is the
-// point of it (dev/check_layers exempts its "dev" layer from the backend rule). With FAT5_NO_CUDA
-// the device wrappers return FAT5_ERR_NO_DEVICE and the rest still works on the CPU. Compiled only
-// with FAT5_DEV_INTERFACE (make's build/fat5_impl.o): a user's build carries none of it.
+// here is public API: the names may change with the library. It is the run layer's, and keeps the
+// layer rules like every other file: the device only through the context's backend (its memory,
+// ops, recording, profile), one backend branch (the kernel benchmarks need the GPU's kernels).
+// Without a GPU context the GPU-only wrappers return FAT5_ERR_NO_DEVICE and the rest works on the
+// CPU. Compiled only with FAT5_DEV_INTERFACE (make's build/fat5_impl.o): a user's build carries
+// none of it.
 #ifdef FAT5_DEV_INTERFACE
 
 // The interface's types, as dev/fat5_internal.h has them (it skips its copy when these came first).
@@ -20883,6 +20937,10 @@ typedef struct fat5_internal_prof_entry {
     double ms;            // summed over the collected calls
 } fat5_internal_prof_entry;
 #endif
+
+// The kernel benchmarks (attention alone, a decode step's ops in CUDA graphs) time the GPU's kernels.
+// backend branch: the CPU reference has no kernels to time
+static int fat5__internal_on_gpu(const fat5_ctx *ctx) { return ctx && ctx->gpu; }
 
 static fat5_status fat5__internal_no_gpu(fat5_ctx *ctx, const char *what) {
     if (!ctx) return FAT5_ERR_INVALID_ARG;
@@ -20926,34 +20984,22 @@ FAT5_API fat5_status fat5_internal_download(fat5_ctx *ctx, void *dst, fat5_inter
 // ---- the per-kernel profile ----
 
 FAT5_API fat5_status fat5_internal_profile(fat5_ctx *ctx, int on) {
-#ifndef FAT5_NO_CUDA
-    if (ctx && ctx->gpu) return fat5__dev_prof_enable(ctx, on);
-#endif
-    (void)on;
-    return fat5__internal_no_gpu(ctx, "fat5_internal_profile");
+    if (!ctx) return FAT5_ERR_INVALID_ARG;
+    return fat5__backend_of(ctx)->profile(ctx, on);
 }
 
 FAT5_API fat5_status fat5_internal_profile_collect(fat5_ctx *ctx) {
-#ifndef FAT5_NO_CUDA
-    if (ctx && ctx->gpu) return fat5__dev_prof_collect(ctx);
-#endif
-    return fat5__internal_no_gpu(ctx, "fat5_internal_profile_collect");
+    if (!ctx) return FAT5_ERR_INVALID_ARG;
+    return fat5__backend_of(ctx)->profile_collect(ctx);
 }
 
 FAT5_API int fat5_internal_profile_entry(fat5_ctx *ctx, int i, fat5_internal_prof_entry *out) {
-#ifndef FAT5_NO_CUDA
-    const struct fat5__prof *p = ctx && ctx->gpu ? ctx->gpu->prof : NULL;
-    if (!p) return 0;
-    if (i >= 0 && i < p->n_e && out) {
-        out->key = p->e[i].key;
-        out->calls = p->e[i].calls;
-        out->ms = p->e[i].ms;
-    }
-    return p->n_e;
-#else
-    (void)ctx, (void)i, (void)out;
-    return 0;
-#endif
+    fat5_internal_prof_entry e = {NULL, 0, 0};
+    int n;
+    if (!ctx) return 0;
+    n = fat5__backend_of(ctx)->profile_entry(ctx, i, &e.key, &e.calls, &e.ms);
+    if (out && i >= 0 && i < n) *out = e;
+    return n;
 }
 
 // ---- the attention kernels alone ----
@@ -20967,20 +21013,17 @@ struct fat5_internal_attn {
 
 FAT5_API void fat5_internal_attn_destroy(fat5_internal_attn *a) {
     if (!a) return;
-#ifndef FAT5_NO_CUDA
     {
         fat5__addr *bufs[16];
         int i;
         bufs[0] = &a->q, bufs[1] = &a->k, bufs[2] = &a->v, bufs[3] = &a->o, bufs[4] = &a->dout, bufs[5] = &a->dq;
         bufs[6] = &a->dkk, bufs[7] = &a->dv, bufs[8] = &a->lse, bufs[9] = &a->delta, bufs[10] = &a->bias;
         bufs[11] = &a->dbias, bufs[12] = &a->dbs, bufs[13] = &a->cu, bufs[14] = &a->seq, bufs[15] = &a->lut;
-        for (i = 0; i < 16; i++) fat5__dev_free(a->ctx, *bufs[i]);
+        for (i = 0; i < 16; i++) fat5__backend_of(a->ctx)->free(a->ctx, *bufs[i]);
     }
-#endif
     fat5__free(a->ctx, a);
 }
 
-#ifndef FAT5_NO_CUDA
 // n normal values times scale, as activations (bf16 or fp32) at dst
 static fat5_status fat5__internal_fill(fat5_ctx *ctx, fat5__addr dst, size_t n, fat5_rng *r, double scale) {
     float *h = FAT5__CAST(float *, fat5__calloc(ctx, n, sizeof(float)));
@@ -20989,19 +21032,17 @@ static fat5_status fat5__internal_fill(fat5_ctx *ctx, fat5__addr dst, size_t n, 
     size_t i;
     if (!h) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_internal_attn_create: out of memory");
     for (i = 0; i < n; i++) h[i] = (float)(scale * fat5_rng_normal(r));
-    st = fat5__dev_alloc(ctx, n * 4, &tmp);
-    if (!st) st = fat5__dev_upload(ctx, tmp, h, n * 4);
-    if (!st) st = fat5__gpu_to_act(ctx, dst, tmp, (int64_t)n);
-    if (!st) st = fat5__dev_sync(ctx);
-    fat5__dev_free(ctx, tmp);
+    st = fat5__backend_of(ctx)->alloc(ctx, n * 4, &tmp);
+    if (!st) st = fat5__backend_of(ctx)->upload(ctx, tmp, h, n * 4);
+    if (!st) st = fat5__backend_of(ctx)->to_act(ctx, dst, tmp, (int64_t)n);
+    if (!st) st = fat5__backend_of(ctx)->sync(ctx);
+    fat5__backend_of(ctx)->free(ctx, tmp);
     fat5__free(ctx, h);
     return st;
 }
-#endif
 
 FAT5_API fat5_status fat5_internal_attn_create(fat5_ctx *ctx, int64_t tokens, int heads, int max_head_dim, int buckets,
                                                int max_distance, uint64_t seed, fat5_internal_attn **out) {
-#ifndef FAT5_NO_CUDA
     fat5_internal_attn *a;
     fat5_rng r = fat5_rng_init(seed);
     size_t A, T = (size_t)tokens, I = (size_t)heads * (size_t)max_head_dim;
@@ -21009,24 +21050,24 @@ FAT5_API fat5_status fat5_internal_attn_create(fat5_ctx *ctx, int64_t tokens, in
     fat5_status st = FAT5_OK;
     int i;
     *out = NULL;
-    if (!ctx || !ctx->gpu) return fat5__internal_no_gpu(ctx, "fat5_internal_attn_create");
+    if (!fat5__internal_on_gpu(ctx)) return fat5__internal_no_gpu(ctx, "fat5_internal_attn_create");
     if (tokens < 1 || heads < 1 || max_head_dim < 1 || buckets < 1 || max_distance < 1)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_internal_attn_create: sizes must be positive");
     a = FAT5__CAST(fat5_internal_attn *, fat5__calloc(ctx, 1, sizeof *a));
     if (!a) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_internal_attn_create: out of memory");
     a->ctx = ctx, a->T = tokens, a->H = heads, a->max_dk = max_head_dim, a->nb = buckets, a->md = max_distance;
-    A = fat5__dev_act_size(ctx);
-    if ((st = fat5__dev_alloc(ctx, T * I * A, &a->q)) || (st = fat5__dev_alloc(ctx, T * I * A, &a->k)) ||
-        (st = fat5__dev_alloc(ctx, T * I * A, &a->v)) || (st = fat5__dev_alloc(ctx, T * I * A, &a->o)) ||
-        (st = fat5__dev_alloc(ctx, T * I * A, &a->dout)) || (st = fat5__dev_alloc(ctx, T * I * A, &a->dq)) ||
-        (st = fat5__dev_alloc(ctx, T * I * A, &a->dkk)) || (st = fat5__dev_alloc(ctx, T * I * A, &a->dv)) ||
-        (st = fat5__dev_alloc(ctx, T * (size_t)heads * 4, &a->lse)) ||
-        (st = fat5__dev_alloc(ctx, T * (size_t)heads * 4, &a->delta)) ||
-        (st = fat5__dev_alloc(ctx, (size_t)buckets * (size_t)heads * 4, &a->bias)) ||
-        (st = fat5__dev_alloc(ctx, (size_t)buckets * (size_t)heads * 4, &a->dbias)) ||
-        (st = fat5__dev_alloc(ctx, (size_t)FAT5__GPU_DBIAS_BLOCKS * (size_t)buckets * (size_t)heads * 4, &a->dbs)) ||
-        (st = fat5__dev_alloc(ctx, (T + 1) * 4, &a->cu)) || (st = fat5__dev_alloc(ctx, T * 4, &a->seq)) ||
-        (st = fat5__dev_alloc(ctx, (size_t)max_distance * 4, &a->lut)) ||
+    A = fat5__backend_of(ctx)->act_size(ctx);
+    if ((st = fat5__backend_of(ctx)->alloc(ctx, T * I * A, &a->q)) || (st = fat5__backend_of(ctx)->alloc(ctx, T * I * A, &a->k)) ||
+        (st = fat5__backend_of(ctx)->alloc(ctx, T * I * A, &a->v)) || (st = fat5__backend_of(ctx)->alloc(ctx, T * I * A, &a->o)) ||
+        (st = fat5__backend_of(ctx)->alloc(ctx, T * I * A, &a->dout)) || (st = fat5__backend_of(ctx)->alloc(ctx, T * I * A, &a->dq)) ||
+        (st = fat5__backend_of(ctx)->alloc(ctx, T * I * A, &a->dkk)) || (st = fat5__backend_of(ctx)->alloc(ctx, T * I * A, &a->dv)) ||
+        (st = fat5__backend_of(ctx)->alloc(ctx, T * (size_t)heads * 4, &a->lse)) ||
+        (st = fat5__backend_of(ctx)->alloc(ctx, T * (size_t)heads * 4, &a->delta)) ||
+        (st = fat5__backend_of(ctx)->alloc(ctx, (size_t)buckets * (size_t)heads * 4, &a->bias)) ||
+        (st = fat5__backend_of(ctx)->alloc(ctx, (size_t)buckets * (size_t)heads * 4, &a->dbias)) ||
+        (st = fat5__backend_of(ctx)->alloc(ctx, (size_t)FAT5__GPU_DBIAS_ROWS * (size_t)buckets * (size_t)heads * 4, &a->dbs)) ||
+        (st = fat5__backend_of(ctx)->alloc(ctx, (T + 1) * 4, &a->cu)) || (st = fat5__backend_of(ctx)->alloc(ctx, T * 4, &a->seq)) ||
+        (st = fat5__backend_of(ctx)->alloc(ctx, (size_t)max_distance * 4, &a->lut)) ||
         (st = fat5__internal_fill(ctx, a->q, T * I, &r, 0.3)) || (st = fat5__internal_fill(ctx, a->k, T * I, &r, 0.3)) ||
         (st = fat5__internal_fill(ctx, a->v, T * I, &r, 1.0)) || (st = fat5__internal_fill(ctx, a->dout, T * I, &r, 1.0))) {
         fat5_internal_attn_destroy(a);
@@ -21035,7 +21076,7 @@ FAT5_API fat5_status fat5_internal_attn_create(fat5_ctx *ctx, int64_t tokens, in
     hb = FAT5__CAST(float *, fat5__calloc(ctx, (size_t)buckets * (size_t)heads, sizeof(float)));
     if (!hb) st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_internal_attn_create: out of memory");
     for (i = 0; hb && i < buckets * heads; i++) hb[i] = (float)(0.5 * fat5_rng_normal(&r));
-    if (!st) st = fat5__dev_upload(ctx, a->bias, hb, (size_t)buckets * (size_t)heads * 4);
+    if (!st) st = fat5__backend_of(ctx)->upload(ctx, a->bias, hb, (size_t)buckets * (size_t)heads * 4);
     fat5__free(ctx, hb);
     if (st) {
         fat5_internal_attn_destroy(a);
@@ -21043,16 +21084,10 @@ FAT5_API fat5_status fat5_internal_attn_create(fat5_ctx *ctx, int64_t tokens, in
     }
     *out = a;
     return FAT5_OK;
-#else
-    (void)tokens, (void)heads, (void)max_head_dim, (void)buckets, (void)max_distance, (void)seed;
-    *out = NULL;
-    return fat5__internal_no_gpu(ctx, "fat5_internal_attn_create");
-#endif
 }
 
 FAT5_API fat5_status fat5_internal_attn_shape(fat5_internal_attn *a, int seq_len, int head_dim, int causal,
                                               int tensor_cores) {
-#ifndef FAT5_NO_CUDA
     fat5_ctx *ctx = a->ctx;
     int64_t i, n_seq = a->T / (seq_len > 0 ? seq_len : 1);
     int32_t *h;
@@ -21064,22 +21099,17 @@ FAT5_API fat5_status fat5_internal_attn_shape(fat5_internal_attn *a, int seq_len
     if (!h) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_internal_attn_shape: out of memory");
     a->L = seq_len, a->dk = head_dim, a->kind = causal ? FAT5__ATTN_CAUSAL : FAT5__ATTN_BIDIR;
     for (i = 0; i <= n_seq; i++) h[i] = (int32_t)(i * seq_len);
-    st = fat5__dev_upload(ctx, a->cu, h, (size_t)(n_seq + 1) * 4);
+    st = fat5__backend_of(ctx)->upload(ctx, a->cu, h, (size_t)(n_seq + 1) * 4);
     for (i = 0; i < a->T; i++) h[i] = (int32_t)(i / seq_len);
-    if (!st) st = fat5__dev_upload(ctx, a->seq, h, (size_t)a->T * 4);
+    if (!st) st = fat5__backend_of(ctx)->upload(ctx, a->seq, h, (size_t)a->T * 4);
     for (i = 0; i < a->md; i++) h[i] = fat5__rel_bucket(-i, !causal, a->nb, a->md);
-    if (!st) st = fat5__dev_upload(ctx, a->lut, h, (size_t)a->md * 4);
+    if (!st) st = fat5__backend_of(ctx)->upload(ctx, a->lut, h, (size_t)a->md * 4);
     fat5__free(ctx, h);
-    ctx->gpu->attn_tc = tensor_cores != 0;
+    fat5__backend_of(ctx)->set_attn_tc(ctx, tensor_cores);
     return st;
-#else
-    (void)a, (void)seq_len, (void)head_dim, (void)causal, (void)tensor_cores;
-    return FAT5_ERR_NO_DEVICE;
-#endif
 }
 
 FAT5_API fat5_status fat5_internal_attn_run(fat5_internal_attn *a, int pass) {
-#ifndef FAT5_NO_CUDA
     fat5_ctx *ctx = a->ctx;
     int H = a->H, dk = a->dk, kind = a->kind, nb = a->nb, md = a->md;
     int64_t T = a->T;
@@ -21087,28 +21117,24 @@ FAT5_API fat5_status fat5_internal_attn_run(fat5_internal_attn *a, int pass) {
     if (!a->L) return fat5__err(ctx, FAT5_ERR_STATE, "fat5_internal_attn_run: no shape (fat5_internal_attn_shape)");
     switch (pass) {
     case 0:   // FAT5_INTERNAL_ATTN_FWD
-        return fat5__gpu_attn_fwd(ctx, a->o, a->lse, a->q, a->k, a->v, a->bias, a->lut, a->cu, a->cu, a->seq, T, H, dk,
+        return fat5__backend_of(ctx)->attn_fwd(ctx, a->o, a->lse, a->q, a->k, a->v, a->bias, a->lut, a->cu, a->cu, a->seq, T, H, dk,
                                   kind, nb, md, 0, 0);
     case 1:   // FAT5_INTERNAL_ATTN_BWD: delta, dq with the bias-table gradient, dk / dv
-        if ((st = fat5__gpu_attn_bwd_delta(ctx, a->delta, a->o, a->dout, T, H, dk))) return st;
-        if ((st = fat5__gpu_attn_bwd_dq(ctx, a->dq, a->dbias, a->dout, a->lse, a->delta, a->q, a->k, a->v, a->bias,
+        if ((st = fat5__backend_of(ctx)->attn_bwd_delta(ctx, a->delta, a->o, a->dout, T, H, dk))) return st;
+        if ((st = fat5__backend_of(ctx)->attn_bwd_dq(ctx, a->dq, a->dbias, a->dout, a->lse, a->delta, a->q, a->k, a->v, a->bias,
                                         a->lut, a->cu, a->cu, a->seq, T, H, dk, kind, nb, md, 0, 0, a->dbs)))
             return st;
-        return fat5__gpu_attn_bwd_dkv(ctx, a->dkk, a->dv, a->dout, a->lse, a->delta, a->q, a->k, a->v, a->bias, a->lut,
+        return fat5__backend_of(ctx)->attn_bwd_dkv(ctx, a->dkk, a->dv, a->dout, a->lse, a->delta, a->q, a->k, a->v, a->bias, a->lut,
                                       a->cu, a->cu, a->seq, T, H, dk, kind, nb, md, 0, 0);
     case 2:   // FAT5_INTERNAL_ATTN_DQ
     case 3:   // FAT5_INTERNAL_ATTN_DQ_NO_DBIAS
-        return fat5__gpu_attn_bwd_dq(ctx, a->dq, pass == 2 ? a->dbias : 0, a->dout, a->lse, a->delta, a->q, a->k, a->v,
+        return fat5__backend_of(ctx)->attn_bwd_dq(ctx, a->dq, pass == 2 ? a->dbias : 0, a->dout, a->lse, a->delta, a->q, a->k, a->v,
                                      a->bias, a->lut, a->cu, a->cu, a->seq, T, H, dk, kind, nb, md, 0, 0, a->dbs);
     case 4:   // FAT5_INTERNAL_ATTN_DKV
-        return fat5__gpu_attn_bwd_dkv(ctx, a->dkk, a->dv, a->dout, a->lse, a->delta, a->q, a->k, a->v, a->bias, a->lut,
+        return fat5__backend_of(ctx)->attn_bwd_dkv(ctx, a->dkk, a->dv, a->dout, a->lse, a->delta, a->q, a->k, a->v, a->bias, a->lut,
                                       a->cu, a->cu, a->seq, T, H, dk, kind, nb, md, 0, 0);
     default: return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_internal_attn_run: unknown pass %d", pass);
     }
-#else
-    (void)a, (void)pass;
-    return FAT5_ERR_NO_DEVICE;
-#endif
 }
 
 // ---- the decoder: its encoder pass, and the ops of one step timed in CUDA graphs ----
@@ -21119,7 +21145,6 @@ FAT5_API fat5_status fat5_internal_decoder_encode(fat5_decoder *d, const int32_t
     return fat5__decoder_encode(d, tokens, cu_seqlens, n_seq);
 }
 
-#ifndef FAT5_NO_CUDA
 // One op of a decode step (layer 0 of the decoder, for entries 0 .. n-1); op as the
 // FAT5_INTERNAL_DEC_* of dev/fat5_internal.h
 static fat5_status fat5__internal_decode_op(fat5_ctx *ctx, fat5_decoder *d, int op, int64_t n) {
@@ -21158,10 +21183,8 @@ static fat5_status fat5__internal_decode_op(fat5_ctx *ctx, fat5_decoder *d, int 
     default: return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_internal_decode_time: unknown op %d", op);
     }
 }
-#endif
 
 FAT5_API fat5_status fat5_internal_decode_time(fat5_decoder *d, int op, int64_t n, int read, double *us) {
-#ifndef FAT5_NO_CUDA
     fat5_ctx *ctx;
     void *exec = NULL;
     int32_t *h32, pos, flag = 0;
@@ -21172,7 +21195,7 @@ FAT5_API fat5_status fat5_internal_decode_time(fat5_decoder *d, int op, int64_t 
     *us = 0;
     if (!d) return FAT5_ERR_INVALID_ARG;
     ctx = d->ctx;
-    if (!ctx->gpu) return fat5__internal_no_gpu(ctx, "fat5_internal_decode_time");
+    if (!fat5__internal_on_gpu(ctx)) return fat5__internal_no_gpu(ctx, "fat5_internal_decode_time");
     if (!d->started || n < 1 || n > d->max_rows || d->max_len < 65)
         return fat5__err(ctx, FAT5_ERR_STATE, "fat5_internal_decode_time: a started decoder of %lld rows or more and "
                          "65 positions or more is needed", (long long)n);
@@ -21182,38 +21205,33 @@ FAT5_API fat5_status fat5_internal_decode_time(fat5_decoder *d, int op, int64_t 
     if (!h32) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_internal_decode_time: out of memory");
     for (i = 0; i < n; i++) h32[i] = (int32_t)i;
     pos = step ? 40 : 64;
-    st = fat5__dev_upload(ctx, d->rows, h32, (size_t)n * 4);
-    if (!st) st = fat5__dev_upload(ctx, d->tok, h32, (size_t)n * 4);
+    st = fat5__backend_of(ctx)->upload(ctx, d->rows, h32, (size_t)n * 4);
+    if (!st) st = fat5__backend_of(ctx)->upload(ctx, d->tok, h32, (size_t)n * 4);
     fat5__free(ctx, h32);
-    if (!st) st = fat5__dev_upload(ctx, d->pos_d, &pos, 4);
-    if (!st) st = fat5__dev_sync(ctx);
-    if (!st) st = fat5__dev_capture_begin(ctx);
+    if (!st) st = fat5__backend_of(ctx)->upload(ctx, d->pos_d, &pos, 4);
+    if (!st) st = fat5__backend_of(ctx)->sync(ctx);
+    if (!st) st = fat5__backend_of(ctx)->capture_begin(ctx);
     if (st) return st;
     for (i = 0; i < reps && !st; i++) st = fat5__internal_decode_op(ctx, d, op, n);
     if (st) {
-        fat5__dev_capture_end(ctx, 0, &exec);
+        fat5__backend_of(ctx)->capture_end(ctx, 0, &exec);
         return st;
     }
-    if ((st = fat5__dev_capture_end(ctx, 1, &exec)) || (st = fat5__dev_graph_launch(ctx, exec)) ||
-        (st = fat5__dev_sync(ctx))) {
-        fat5__dev_graph_destroy(ctx, exec);
+    if ((st = fat5__backend_of(ctx)->capture_end(ctx, 1, &exec)) || (st = fat5__backend_of(ctx)->graph_launch(ctx, exec)) ||
+        (st = fat5__backend_of(ctx)->sync(ctx))) {
+        fat5__backend_of(ctx)->graph_destroy(ctx, exec);
         return st;
     }
     t0 = fat5__now_s();
     for (i = 0; i < runs && !st; i++) {
-        st = fat5__dev_graph_launch(ctx, exec);
-        if (read && !st) st = fat5__dev_download(ctx, &flag, d->pos_d, 4);
-        if (read && !st) st = fat5__dev_sync(ctx);
+        st = fat5__backend_of(ctx)->graph_launch(ctx, exec);
+        if (read && !st) st = fat5__backend_of(ctx)->download(ctx, &flag, d->pos_d, 4);
+        if (read && !st) st = fat5__backend_of(ctx)->sync(ctx);
     }
-    if (!st) st = fat5__dev_sync(ctx);
+    if (!st) st = fat5__backend_of(ctx)->sync(ctx);
     *us = (fat5__now_s() - t0) * 1e6 / ((double)runs * reps);
-    fat5__dev_graph_destroy(ctx, exec);
+    fat5__backend_of(ctx)->graph_destroy(ctx, exec);
     return st;
-#else
-    (void)op, (void)n, (void)read;
-    *us = 0;
-    return d ? fat5__internal_no_gpu(d->ctx, "fat5_internal_decode_time") : FAT5_ERR_INVALID_ARG;
-#endif
 }
 
 // ---- the sums across ranks of data parallel training ----
@@ -21265,17 +21283,7 @@ FAT5_API fat5_status fat5_internal_comm_grads_landed(fat5_internal_comm *c) {
 }
 
 FAT5_API int fat5_internal_comm_clock(const fat5_internal_comm *c, int *watchdog) {
-    const fat5__comm *k = FAT5__CAST(const fat5__comm *, FAT5__CAST(const void *, c));
-    *watchdog = 0;
-#ifndef FAT5_NO_CUDA
-#if FAT5__THREADS
-    *watchdog = k->watch_on;
-#endif
-    return k->queued_t0_us != 0;
-#else
-    (void)k;
-    return -1;
-#endif
+    return fat5__comm_clock(FAT5__CAST(const fat5__comm *, FAT5__CAST(const void *, c)), watchdog);
 }
 
 #endif  // FAT5_DEV_INTERFACE

@@ -3,20 +3,17 @@
 //     build/check_layers src/manifest   (make builds it from dev/check_layers.c)
 //
 // src/manifest gives every file its layer; bottom to top: base, device, ops, model, train, io,
-// generate, text, run, and last dev: the developer interface of dev/fat5_internal.h, which wraps
-// helpers of every layer for the benchmarks and checks ("api", the public declarations, and "-",
-// the implementation's opening and closing, are neither checked nor counted). The names checked are the library's own (they start
+// generate, text, run ("api", the public declarations, and "-", the implementation's opening and
+// closing, are neither checked nor counted). The names checked are the library's own (they start
 // with fat5 / FAT5 in any case): functions (where their body is), macros, types, struct / enum
 // tags, enum constants and file-scope variables. Rules:
 //   1. A file never uses a name that only files of a higher layer define (a forward declaration
 //      is not a definition: the body's file counts; "struct name *", an opaque pointer, is no use).
 //   2. Above the ops (model, train, io, generate, text, run) no file uses a device name: they
-//      reach the device through a backend (section [3.4]). dev is exempt: reaching inside is its
-//      purpose (rule 1 holds for it trivially, nothing is above it).
+//      reach the device through a backend (section [3.4]).
 //   3. text uses base alone (tokenizers stand apart from the model).
-//   4. Backend branches above the ops (dev apart, for the reason of rule 2), a line that tests
-//      FAT5_NO_CUDA or names fat5__cpu_backend, fat5__gpu_backend or a context's ->gpu, are at
-//      most MAX_BRANCHES, each with a comment
+//   4. Backend branches above the ops, a line that tests FAT5_NO_CUDA or names fat5__cpu_backend,
+//      fat5__gpu_backend or a context's ->gpu, are at most MAX_BRANCHES, each with a comment
 //      "backend branch:" on its line or the line above saying why.
 // Every finding is printed as "file:line: ..."; the exit status is 1 when there is one.
 #define _POSIX_C_SOURCE 200809L
@@ -28,9 +25,8 @@
 #define MAX_BRANCHES 3
 #define MAX_FILES 128
 
-static const char *const layer_names[] = {"base", "device", "ops", "model", "train", "io", "generate", "text", "run",
-                                          "dev"};
-enum { L_BASE, L_DEVICE, L_OPS, L_MODEL, L_TRAIN, L_IO, L_GENERATE, L_TEXT, L_RUN, L_DEV, L_COUNT };
+static const char *const layer_names[] = {"base", "device", "ops", "model", "train", "io", "generate", "text", "run"};
+enum { L_BASE, L_DEVICE, L_OPS, L_MODEL, L_TRAIN, L_IO, L_GENERATE, L_TEXT, L_RUN, L_COUNT };
 
 typedef struct {
     char path[512];
@@ -333,7 +329,7 @@ static void check_uses(int file) {
                    t->line, files[file].path, layer_names[layer], d->name, files[d->def_file].path, d->def_line,
                    layer_names[dl]);
             findings++;
-        } else if (dl == L_DEVICE && layer > L_OPS && layer != L_DEV) {
+        } else if (dl == L_DEVICE && layer > L_OPS) {
             printf("%s:%d: %s (layer %s) reaches the device directly through %s (%s:%d): go through the backend\n",
                    files[file].path, t->line, files[file].path, layer_names[layer], d->name,
                    files[d->def_file].path, d->def_line);
@@ -435,7 +431,7 @@ int main(int argc, char **argv) {
         if (files[f].layer < 0) continue;
         tokenize(files[f].text, files[f].text + files[f].size);
         check_uses(f);
-        if (files[f].layer > L_OPS && files[f].layer != L_DEV) check_branches(f);
+        if (files[f].layer > L_OPS) check_branches(f);
     }
     if (branches > MAX_BRANCHES) {
         printf("check_layers: %d backend branches above the ops, at most %d\n", branches, MAX_BRANCHES);

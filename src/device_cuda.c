@@ -1677,6 +1677,19 @@ static FAT5__UNUSED fat5_status fat5__dev_prof_enable(fat5_ctx *ctx, int on) {
 }
 
 // Waits for the pending calls and adds their times to their entries.
+// Entry i of the collected profile: its key, calls and milliseconds; returns the entry count (0
+// when the profile is off).
+static FAT5__UNUSED int fat5__dev_prof_entry(fat5_ctx *ctx, int i, const char **key, long long *calls, double *ms) {
+    const struct fat5__prof *p = ctx->gpu ? ctx->gpu->prof : NULL;
+    if (!p) return 0;
+    if (i >= 0 && i < p->n_e) {
+        *key = p->e[i].key;
+        *calls = p->e[i].calls;
+        *ms = p->e[i].ms;
+    }
+    return p->n_e;
+}
+
 static FAT5__UNUSED fat5_status fat5__dev_prof_collect(fat5_ctx *ctx) {
     struct fat5__gpu *g = ctx->gpu;
     struct fat5__prof *p = g ? g->prof : NULL;
@@ -2005,6 +2018,11 @@ static FAT5__UNUSED void fat5__dev_graph_destroy(fat5_ctx *ctx, void *exec) {
 // Products of at most this many rows may run the fused row kernels (fat5_mm, norm_mm); 0 with the
 // context's mm_rows switch off.
 static FAT5__UNUSED int64_t fat5__dev_fused_rows(const fat5_ctx *ctx) { return ctx->gpu->mm_rows ? INT64_MAX : 0; }
+
+// the bf16 attention kernels of this context: tensor cores (on) or the exact FMA ones
+static FAT5__UNUSED void fat5__dev_set_attn_tc(fat5_ctx *ctx, int on) {
+    if (ctx->gpu) ctx->gpu->attn_tc = on != 0;
+}
 
 // H100 / H200 dense bf16 tensor-core peak; fp32 runs are not measured against a peak.
 static FAT5__UNUSED double fat5__dev_peak_flops(const fat5_ctx *ctx) { return fat5__dev_act_size(ctx) == 2 ? 989e12 : 0; }

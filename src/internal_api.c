@@ -1,14 +1,15 @@
 // =============================================================================================
-// ==[10] the developer interface: what the benchmarks and checks of dev/ reach beyond the API ==
+// ==[9.3] run: the developer interface, what the benchmarks and checks of dev/ reach beyond the API ==
 //
 // dev/bench and dev/dist_check link the one compiled implementation (build/fat5_impl.o) like every
 // other program; the library's own helpers are static there, so what they need beyond the public
 // API is this small set of wrappers, declared (one comment each) in dev/fat5_internal.h. Nothing
-// here is public API: the names may change with the library. The file sits above every layer and
-// reaches into all of them (the device, the ops, the decoder, the ranks) by design: that is the
-// point of it (dev/check_layers exempts its "dev" layer from the backend rule). With FAT5_NO_CUDA
-// the device wrappers return FAT5_ERR_NO_DEVICE and the rest still works on the CPU. Compiled only
-// with FAT5_DEV_INTERFACE (make's build/fat5_impl.o): a user's build carries none of it.
+// here is public API: the names may change with the library. It is the run layer's, and keeps the
+// layer rules like every other file: the device only through the context's backend (its memory,
+// ops, recording, profile), one backend branch (the kernel benchmarks need the GPU's kernels).
+// Without a GPU context the GPU-only wrappers return FAT5_ERR_NO_DEVICE and the rest works on the
+// CPU. Compiled only with FAT5_DEV_INTERFACE (make's build/fat5_impl.o): a user's build carries
+// none of it.
 #ifdef FAT5_DEV_INTERFACE
 
 // The interface's types, as dev/fat5_internal.h has them (it skips its copy when these came first).
@@ -23,6 +24,10 @@ typedef struct fat5_internal_prof_entry {
     double ms;            // summed over the collected calls
 } fat5_internal_prof_entry;
 #endif
+
+// The kernel benchmarks (attention alone, a decode step's ops in CUDA graphs) time the GPU's kernels.
+// backend branch: the CPU reference has no kernels to time
+static int fat5__internal_on_gpu(const fat5_ctx *ctx) { return ctx && ctx->gpu; }
 
 static fat5_status fat5__internal_no_gpu(fat5_ctx *ctx, const char *what) {
     if (!ctx) return FAT5_ERR_INVALID_ARG;
@@ -66,34 +71,22 @@ FAT5_API fat5_status fat5_internal_download(fat5_ctx *ctx, void *dst, fat5_inter
 // ---- the per-kernel profile ----
 
 FAT5_API fat5_status fat5_internal_profile(fat5_ctx *ctx, int on) {
-#ifndef FAT5_NO_CUDA
-    if (ctx && ctx->gpu) return fat5__dev_prof_enable(ctx, on);
-#endif
-    (void)on;
-    return fat5__internal_no_gpu(ctx, "fat5_internal_profile");
+    if (!ctx) return FAT5_ERR_INVALID_ARG;
+    return fat5__backend_of(ctx)->profile(ctx, on);
 }
 
 FAT5_API fat5_status fat5_internal_profile_collect(fat5_ctx *ctx) {
-#ifndef FAT5_NO_CUDA
-    if (ctx && ctx->gpu) return fat5__dev_prof_collect(ctx);
-#endif
-    return fat5__internal_no_gpu(ctx, "fat5_internal_profile_collect");
+    if (!ctx) return FAT5_ERR_INVALID_ARG;
+    return fat5__backend_of(ctx)->profile_collect(ctx);
 }
 
 FAT5_API int fat5_internal_profile_entry(fat5_ctx *ctx, int i, fat5_internal_prof_entry *out) {
-#ifndef FAT5_NO_CUDA
-    const struct fat5__prof *p = ctx && ctx->gpu ? ctx->gpu->prof : NULL;
-    if (!p) return 0;
-    if (i >= 0 && i < p->n_e && out) {
-        out->key = p->e[i].key;
-        out->calls = p->e[i].calls;
-        out->ms = p->e[i].ms;
-    }
-    return p->n_e;
-#else
-    (void)ctx, (void)i, (void)out;
-    return 0;
-#endif
+    fat5_internal_prof_entry e = {NULL, 0, 0};
+    int n;
+    if (!ctx) return 0;
+    n = fat5__backend_of(ctx)->profile_entry(ctx, i, &e.key, &e.calls, &e.ms);
+    if (out && i >= 0 && i < n) *out = e;
+    return n;
 }
 
 // ---- the attention kernels alone ----
@@ -107,20 +100,17 @@ struct fat5_internal_attn {
 
 FAT5_API void fat5_internal_attn_destroy(fat5_internal_attn *a) {
     if (!a) return;
-#ifndef FAT5_NO_CUDA
     {
         fat5__addr *bufs[16];
         int i;
         bufs[0] = &a->q, bufs[1] = &a->k, bufs[2] = &a->v, bufs[3] = &a->o, bufs[4] = &a->dout, bufs[5] = &a->dq;
         bufs[6] = &a->dkk, bufs[7] = &a->dv, bufs[8] = &a->lse, bufs[9] = &a->delta, bufs[10] = &a->bias;
         bufs[11] = &a->dbias, bufs[12] = &a->dbs, bufs[13] = &a->cu, bufs[14] = &a->seq, bufs[15] = &a->lut;
-        for (i = 0; i < 16; i++) fat5__dev_free(a->ctx, *bufs[i]);
+        for (i = 0; i < 16; i++) fat5__backend_of(a->ctx)->free(a->ctx, *bufs[i]);
     }
-#endif
     fat5__free(a->ctx, a);
 }
 
-#ifndef FAT5_NO_CUDA
 // n normal values times scale, as activations (bf16 or fp32) at dst
 static fat5_status fat5__internal_fill(fat5_ctx *ctx, fat5__addr dst, size_t n, fat5_rng *r, double scale) {
     float *h = FAT5__CAST(float *, fat5__calloc(ctx, n, sizeof(float)));
@@ -129,19 +119,17 @@ static fat5_status fat5__internal_fill(fat5_ctx *ctx, fat5__addr dst, size_t n, 
     size_t i;
     if (!h) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_internal_attn_create: out of memory");
     for (i = 0; i < n; i++) h[i] = (float)(scale * fat5_rng_normal(r));
-    st = fat5__dev_alloc(ctx, n * 4, &tmp);
-    if (!st) st = fat5__dev_upload(ctx, tmp, h, n * 4);
-    if (!st) st = fat5__gpu_to_act(ctx, dst, tmp, (int64_t)n);
-    if (!st) st = fat5__dev_sync(ctx);
-    fat5__dev_free(ctx, tmp);
+    st = fat5__backend_of(ctx)->alloc(ctx, n * 4, &tmp);
+    if (!st) st = fat5__backend_of(ctx)->upload(ctx, tmp, h, n * 4);
+    if (!st) st = fat5__backend_of(ctx)->to_act(ctx, dst, tmp, (int64_t)n);
+    if (!st) st = fat5__backend_of(ctx)->sync(ctx);
+    fat5__backend_of(ctx)->free(ctx, tmp);
     fat5__free(ctx, h);
     return st;
 }
-#endif
 
 FAT5_API fat5_status fat5_internal_attn_create(fat5_ctx *ctx, int64_t tokens, int heads, int max_head_dim, int buckets,
                                                int max_distance, uint64_t seed, fat5_internal_attn **out) {
-#ifndef FAT5_NO_CUDA
     fat5_internal_attn *a;
     fat5_rng r = fat5_rng_init(seed);
     size_t A, T = (size_t)tokens, I = (size_t)heads * (size_t)max_head_dim;
@@ -149,24 +137,24 @@ FAT5_API fat5_status fat5_internal_attn_create(fat5_ctx *ctx, int64_t tokens, in
     fat5_status st = FAT5_OK;
     int i;
     *out = NULL;
-    if (!ctx || !ctx->gpu) return fat5__internal_no_gpu(ctx, "fat5_internal_attn_create");
+    if (!fat5__internal_on_gpu(ctx)) return fat5__internal_no_gpu(ctx, "fat5_internal_attn_create");
     if (tokens < 1 || heads < 1 || max_head_dim < 1 || buckets < 1 || max_distance < 1)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_internal_attn_create: sizes must be positive");
     a = FAT5__CAST(fat5_internal_attn *, fat5__calloc(ctx, 1, sizeof *a));
     if (!a) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_internal_attn_create: out of memory");
     a->ctx = ctx, a->T = tokens, a->H = heads, a->max_dk = max_head_dim, a->nb = buckets, a->md = max_distance;
-    A = fat5__dev_act_size(ctx);
-    if ((st = fat5__dev_alloc(ctx, T * I * A, &a->q)) || (st = fat5__dev_alloc(ctx, T * I * A, &a->k)) ||
-        (st = fat5__dev_alloc(ctx, T * I * A, &a->v)) || (st = fat5__dev_alloc(ctx, T * I * A, &a->o)) ||
-        (st = fat5__dev_alloc(ctx, T * I * A, &a->dout)) || (st = fat5__dev_alloc(ctx, T * I * A, &a->dq)) ||
-        (st = fat5__dev_alloc(ctx, T * I * A, &a->dkk)) || (st = fat5__dev_alloc(ctx, T * I * A, &a->dv)) ||
-        (st = fat5__dev_alloc(ctx, T * (size_t)heads * 4, &a->lse)) ||
-        (st = fat5__dev_alloc(ctx, T * (size_t)heads * 4, &a->delta)) ||
-        (st = fat5__dev_alloc(ctx, (size_t)buckets * (size_t)heads * 4, &a->bias)) ||
-        (st = fat5__dev_alloc(ctx, (size_t)buckets * (size_t)heads * 4, &a->dbias)) ||
-        (st = fat5__dev_alloc(ctx, (size_t)FAT5__GPU_DBIAS_BLOCKS * (size_t)buckets * (size_t)heads * 4, &a->dbs)) ||
-        (st = fat5__dev_alloc(ctx, (T + 1) * 4, &a->cu)) || (st = fat5__dev_alloc(ctx, T * 4, &a->seq)) ||
-        (st = fat5__dev_alloc(ctx, (size_t)max_distance * 4, &a->lut)) ||
+    A = fat5__backend_of(ctx)->act_size(ctx);
+    if ((st = fat5__backend_of(ctx)->alloc(ctx, T * I * A, &a->q)) || (st = fat5__backend_of(ctx)->alloc(ctx, T * I * A, &a->k)) ||
+        (st = fat5__backend_of(ctx)->alloc(ctx, T * I * A, &a->v)) || (st = fat5__backend_of(ctx)->alloc(ctx, T * I * A, &a->o)) ||
+        (st = fat5__backend_of(ctx)->alloc(ctx, T * I * A, &a->dout)) || (st = fat5__backend_of(ctx)->alloc(ctx, T * I * A, &a->dq)) ||
+        (st = fat5__backend_of(ctx)->alloc(ctx, T * I * A, &a->dkk)) || (st = fat5__backend_of(ctx)->alloc(ctx, T * I * A, &a->dv)) ||
+        (st = fat5__backend_of(ctx)->alloc(ctx, T * (size_t)heads * 4, &a->lse)) ||
+        (st = fat5__backend_of(ctx)->alloc(ctx, T * (size_t)heads * 4, &a->delta)) ||
+        (st = fat5__backend_of(ctx)->alloc(ctx, (size_t)buckets * (size_t)heads * 4, &a->bias)) ||
+        (st = fat5__backend_of(ctx)->alloc(ctx, (size_t)buckets * (size_t)heads * 4, &a->dbias)) ||
+        (st = fat5__backend_of(ctx)->alloc(ctx, (size_t)FAT5__GPU_DBIAS_ROWS * (size_t)buckets * (size_t)heads * 4, &a->dbs)) ||
+        (st = fat5__backend_of(ctx)->alloc(ctx, (T + 1) * 4, &a->cu)) || (st = fat5__backend_of(ctx)->alloc(ctx, T * 4, &a->seq)) ||
+        (st = fat5__backend_of(ctx)->alloc(ctx, (size_t)max_distance * 4, &a->lut)) ||
         (st = fat5__internal_fill(ctx, a->q, T * I, &r, 0.3)) || (st = fat5__internal_fill(ctx, a->k, T * I, &r, 0.3)) ||
         (st = fat5__internal_fill(ctx, a->v, T * I, &r, 1.0)) || (st = fat5__internal_fill(ctx, a->dout, T * I, &r, 1.0))) {
         fat5_internal_attn_destroy(a);
@@ -175,7 +163,7 @@ FAT5_API fat5_status fat5_internal_attn_create(fat5_ctx *ctx, int64_t tokens, in
     hb = FAT5__CAST(float *, fat5__calloc(ctx, (size_t)buckets * (size_t)heads, sizeof(float)));
     if (!hb) st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_internal_attn_create: out of memory");
     for (i = 0; hb && i < buckets * heads; i++) hb[i] = (float)(0.5 * fat5_rng_normal(&r));
-    if (!st) st = fat5__dev_upload(ctx, a->bias, hb, (size_t)buckets * (size_t)heads * 4);
+    if (!st) st = fat5__backend_of(ctx)->upload(ctx, a->bias, hb, (size_t)buckets * (size_t)heads * 4);
     fat5__free(ctx, hb);
     if (st) {
         fat5_internal_attn_destroy(a);
@@ -183,16 +171,10 @@ FAT5_API fat5_status fat5_internal_attn_create(fat5_ctx *ctx, int64_t tokens, in
     }
     *out = a;
     return FAT5_OK;
-#else
-    (void)tokens, (void)heads, (void)max_head_dim, (void)buckets, (void)max_distance, (void)seed;
-    *out = NULL;
-    return fat5__internal_no_gpu(ctx, "fat5_internal_attn_create");
-#endif
 }
 
 FAT5_API fat5_status fat5_internal_attn_shape(fat5_internal_attn *a, int seq_len, int head_dim, int causal,
                                               int tensor_cores) {
-#ifndef FAT5_NO_CUDA
     fat5_ctx *ctx = a->ctx;
     int64_t i, n_seq = a->T / (seq_len > 0 ? seq_len : 1);
     int32_t *h;
@@ -204,22 +186,17 @@ FAT5_API fat5_status fat5_internal_attn_shape(fat5_internal_attn *a, int seq_len
     if (!h) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_internal_attn_shape: out of memory");
     a->L = seq_len, a->dk = head_dim, a->kind = causal ? FAT5__ATTN_CAUSAL : FAT5__ATTN_BIDIR;
     for (i = 0; i <= n_seq; i++) h[i] = (int32_t)(i * seq_len);
-    st = fat5__dev_upload(ctx, a->cu, h, (size_t)(n_seq + 1) * 4);
+    st = fat5__backend_of(ctx)->upload(ctx, a->cu, h, (size_t)(n_seq + 1) * 4);
     for (i = 0; i < a->T; i++) h[i] = (int32_t)(i / seq_len);
-    if (!st) st = fat5__dev_upload(ctx, a->seq, h, (size_t)a->T * 4);
+    if (!st) st = fat5__backend_of(ctx)->upload(ctx, a->seq, h, (size_t)a->T * 4);
     for (i = 0; i < a->md; i++) h[i] = fat5__rel_bucket(-i, !causal, a->nb, a->md);
-    if (!st) st = fat5__dev_upload(ctx, a->lut, h, (size_t)a->md * 4);
+    if (!st) st = fat5__backend_of(ctx)->upload(ctx, a->lut, h, (size_t)a->md * 4);
     fat5__free(ctx, h);
-    ctx->gpu->attn_tc = tensor_cores != 0;
+    fat5__backend_of(ctx)->set_attn_tc(ctx, tensor_cores);
     return st;
-#else
-    (void)a, (void)seq_len, (void)head_dim, (void)causal, (void)tensor_cores;
-    return FAT5_ERR_NO_DEVICE;
-#endif
 }
 
 FAT5_API fat5_status fat5_internal_attn_run(fat5_internal_attn *a, int pass) {
-#ifndef FAT5_NO_CUDA
     fat5_ctx *ctx = a->ctx;
     int H = a->H, dk = a->dk, kind = a->kind, nb = a->nb, md = a->md;
     int64_t T = a->T;
@@ -227,28 +204,24 @@ FAT5_API fat5_status fat5_internal_attn_run(fat5_internal_attn *a, int pass) {
     if (!a->L) return fat5__err(ctx, FAT5_ERR_STATE, "fat5_internal_attn_run: no shape (fat5_internal_attn_shape)");
     switch (pass) {
     case 0:   // FAT5_INTERNAL_ATTN_FWD
-        return fat5__gpu_attn_fwd(ctx, a->o, a->lse, a->q, a->k, a->v, a->bias, a->lut, a->cu, a->cu, a->seq, T, H, dk,
+        return fat5__backend_of(ctx)->attn_fwd(ctx, a->o, a->lse, a->q, a->k, a->v, a->bias, a->lut, a->cu, a->cu, a->seq, T, H, dk,
                                   kind, nb, md, 0, 0);
     case 1:   // FAT5_INTERNAL_ATTN_BWD: delta, dq with the bias-table gradient, dk / dv
-        if ((st = fat5__gpu_attn_bwd_delta(ctx, a->delta, a->o, a->dout, T, H, dk))) return st;
-        if ((st = fat5__gpu_attn_bwd_dq(ctx, a->dq, a->dbias, a->dout, a->lse, a->delta, a->q, a->k, a->v, a->bias,
+        if ((st = fat5__backend_of(ctx)->attn_bwd_delta(ctx, a->delta, a->o, a->dout, T, H, dk))) return st;
+        if ((st = fat5__backend_of(ctx)->attn_bwd_dq(ctx, a->dq, a->dbias, a->dout, a->lse, a->delta, a->q, a->k, a->v, a->bias,
                                         a->lut, a->cu, a->cu, a->seq, T, H, dk, kind, nb, md, 0, 0, a->dbs)))
             return st;
-        return fat5__gpu_attn_bwd_dkv(ctx, a->dkk, a->dv, a->dout, a->lse, a->delta, a->q, a->k, a->v, a->bias, a->lut,
+        return fat5__backend_of(ctx)->attn_bwd_dkv(ctx, a->dkk, a->dv, a->dout, a->lse, a->delta, a->q, a->k, a->v, a->bias, a->lut,
                                       a->cu, a->cu, a->seq, T, H, dk, kind, nb, md, 0, 0);
     case 2:   // FAT5_INTERNAL_ATTN_DQ
     case 3:   // FAT5_INTERNAL_ATTN_DQ_NO_DBIAS
-        return fat5__gpu_attn_bwd_dq(ctx, a->dq, pass == 2 ? a->dbias : 0, a->dout, a->lse, a->delta, a->q, a->k, a->v,
+        return fat5__backend_of(ctx)->attn_bwd_dq(ctx, a->dq, pass == 2 ? a->dbias : 0, a->dout, a->lse, a->delta, a->q, a->k, a->v,
                                      a->bias, a->lut, a->cu, a->cu, a->seq, T, H, dk, kind, nb, md, 0, 0, a->dbs);
     case 4:   // FAT5_INTERNAL_ATTN_DKV
-        return fat5__gpu_attn_bwd_dkv(ctx, a->dkk, a->dv, a->dout, a->lse, a->delta, a->q, a->k, a->v, a->bias, a->lut,
+        return fat5__backend_of(ctx)->attn_bwd_dkv(ctx, a->dkk, a->dv, a->dout, a->lse, a->delta, a->q, a->k, a->v, a->bias, a->lut,
                                       a->cu, a->cu, a->seq, T, H, dk, kind, nb, md, 0, 0);
     default: return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_internal_attn_run: unknown pass %d", pass);
     }
-#else
-    (void)a, (void)pass;
-    return FAT5_ERR_NO_DEVICE;
-#endif
 }
 
 // ---- the decoder: its encoder pass, and the ops of one step timed in CUDA graphs ----
@@ -259,7 +232,6 @@ FAT5_API fat5_status fat5_internal_decoder_encode(fat5_decoder *d, const int32_t
     return fat5__decoder_encode(d, tokens, cu_seqlens, n_seq);
 }
 
-#ifndef FAT5_NO_CUDA
 // One op of a decode step (layer 0 of the decoder, for entries 0 .. n-1); op as the
 // FAT5_INTERNAL_DEC_* of dev/fat5_internal.h
 static fat5_status fat5__internal_decode_op(fat5_ctx *ctx, fat5_decoder *d, int op, int64_t n) {
@@ -298,10 +270,8 @@ static fat5_status fat5__internal_decode_op(fat5_ctx *ctx, fat5_decoder *d, int 
     default: return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_internal_decode_time: unknown op %d", op);
     }
 }
-#endif
 
 FAT5_API fat5_status fat5_internal_decode_time(fat5_decoder *d, int op, int64_t n, int read, double *us) {
-#ifndef FAT5_NO_CUDA
     fat5_ctx *ctx;
     void *exec = NULL;
     int32_t *h32, pos, flag = 0;
@@ -312,7 +282,7 @@ FAT5_API fat5_status fat5_internal_decode_time(fat5_decoder *d, int op, int64_t 
     *us = 0;
     if (!d) return FAT5_ERR_INVALID_ARG;
     ctx = d->ctx;
-    if (!ctx->gpu) return fat5__internal_no_gpu(ctx, "fat5_internal_decode_time");
+    if (!fat5__internal_on_gpu(ctx)) return fat5__internal_no_gpu(ctx, "fat5_internal_decode_time");
     if (!d->started || n < 1 || n > d->max_rows || d->max_len < 65)
         return fat5__err(ctx, FAT5_ERR_STATE, "fat5_internal_decode_time: a started decoder of %lld rows or more and "
                          "65 positions or more is needed", (long long)n);
@@ -322,38 +292,33 @@ FAT5_API fat5_status fat5_internal_decode_time(fat5_decoder *d, int op, int64_t 
     if (!h32) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_internal_decode_time: out of memory");
     for (i = 0; i < n; i++) h32[i] = (int32_t)i;
     pos = step ? 40 : 64;
-    st = fat5__dev_upload(ctx, d->rows, h32, (size_t)n * 4);
-    if (!st) st = fat5__dev_upload(ctx, d->tok, h32, (size_t)n * 4);
+    st = fat5__backend_of(ctx)->upload(ctx, d->rows, h32, (size_t)n * 4);
+    if (!st) st = fat5__backend_of(ctx)->upload(ctx, d->tok, h32, (size_t)n * 4);
     fat5__free(ctx, h32);
-    if (!st) st = fat5__dev_upload(ctx, d->pos_d, &pos, 4);
-    if (!st) st = fat5__dev_sync(ctx);
-    if (!st) st = fat5__dev_capture_begin(ctx);
+    if (!st) st = fat5__backend_of(ctx)->upload(ctx, d->pos_d, &pos, 4);
+    if (!st) st = fat5__backend_of(ctx)->sync(ctx);
+    if (!st) st = fat5__backend_of(ctx)->capture_begin(ctx);
     if (st) return st;
     for (i = 0; i < reps && !st; i++) st = fat5__internal_decode_op(ctx, d, op, n);
     if (st) {
-        fat5__dev_capture_end(ctx, 0, &exec);
+        fat5__backend_of(ctx)->capture_end(ctx, 0, &exec);
         return st;
     }
-    if ((st = fat5__dev_capture_end(ctx, 1, &exec)) || (st = fat5__dev_graph_launch(ctx, exec)) ||
-        (st = fat5__dev_sync(ctx))) {
-        fat5__dev_graph_destroy(ctx, exec);
+    if ((st = fat5__backend_of(ctx)->capture_end(ctx, 1, &exec)) || (st = fat5__backend_of(ctx)->graph_launch(ctx, exec)) ||
+        (st = fat5__backend_of(ctx)->sync(ctx))) {
+        fat5__backend_of(ctx)->graph_destroy(ctx, exec);
         return st;
     }
     t0 = fat5__now_s();
     for (i = 0; i < runs && !st; i++) {
-        st = fat5__dev_graph_launch(ctx, exec);
-        if (read && !st) st = fat5__dev_download(ctx, &flag, d->pos_d, 4);
-        if (read && !st) st = fat5__dev_sync(ctx);
+        st = fat5__backend_of(ctx)->graph_launch(ctx, exec);
+        if (read && !st) st = fat5__backend_of(ctx)->download(ctx, &flag, d->pos_d, 4);
+        if (read && !st) st = fat5__backend_of(ctx)->sync(ctx);
     }
-    if (!st) st = fat5__dev_sync(ctx);
+    if (!st) st = fat5__backend_of(ctx)->sync(ctx);
     *us = (fat5__now_s() - t0) * 1e6 / ((double)runs * reps);
-    fat5__dev_graph_destroy(ctx, exec);
+    fat5__backend_of(ctx)->graph_destroy(ctx, exec);
     return st;
-#else
-    (void)op, (void)n, (void)read;
-    *us = 0;
-    return d ? fat5__internal_no_gpu(d->ctx, "fat5_internal_decode_time") : FAT5_ERR_INVALID_ARG;
-#endif
 }
 
 // ---- the sums across ranks of data parallel training ----
@@ -405,17 +370,7 @@ FAT5_API fat5_status fat5_internal_comm_grads_landed(fat5_internal_comm *c) {
 }
 
 FAT5_API int fat5_internal_comm_clock(const fat5_internal_comm *c, int *watchdog) {
-    const fat5__comm *k = FAT5__CAST(const fat5__comm *, FAT5__CAST(const void *, c));
-    *watchdog = 0;
-#ifndef FAT5_NO_CUDA
-#if FAT5__THREADS
-    *watchdog = k->watch_on;
-#endif
-    return k->queued_t0_us != 0;
-#else
-    (void)k;
-    return -1;
-#endif
+    return fat5__comm_clock(FAT5__CAST(const fat5__comm *, FAT5__CAST(const void *, c)), watchdog);
 }
 
 #endif  // FAT5_DEV_INTERFACE

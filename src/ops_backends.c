@@ -115,6 +115,14 @@ typedef struct fat5__backend {
     // The memory the backend allocates from: free and total bytes (the device's; the host's
     // physical memory on the CPU).
     fat5_status (*mem_info)(fat5_ctx *ctx, size_t *free_b, size_t *total_b);
+    // The per-kernel profile (dev/bench step): on or off, the calls since collected, entry i of it
+    // (its key, calls, milliseconds; returns the count). FAT5_ERR_UNSUPPORTED / 0 where none.
+    fat5_status (*profile)(fat5_ctx *ctx, int on);
+    fat5_status (*profile_collect)(fat5_ctx *ctx);
+    int (*profile_entry)(fat5_ctx *ctx, int i, const char **key, long long *calls, double *ms);
+    // Which bf16 attention kernels run (the tensor cores' or the exact FMA ones), for a benchmark
+    // that compares them on one context; the CPU has one.
+    void (*set_attn_tc)(fat5_ctx *ctx, int on);
     // Recording: the work queued between capture_begin and capture_end is recorded into *exec
     // instead of run (keep 0 discards it), graph_launch runs it again, graph_destroy frees it
     // (NULL: nothing). A backend that cannot record answers FAT5_ERR_UNSUPPORTED at capture_begin
@@ -152,6 +160,16 @@ static fat5_status fat5__host_mem_info(fat5_ctx *ctx, size_t *free_b, size_t *to
     *free_b = (size_t)avail * (size_t)size;
     return FAT5_OK;
 }
+static fat5_status fat5__host_profile(fat5_ctx *ctx, int on) {
+    (void)on;
+    return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "the per-kernel profile needs the GPU backend");
+}
+static fat5_status fat5__host_profile_collect(fat5_ctx *ctx) { return fat5__host_profile(ctx, 0); }
+static int fat5__host_profile_entry(fat5_ctx *ctx, int i, const char **key, long long *calls, double *ms) {
+    (void)ctx, (void)i, (void)key, (void)calls, (void)ms;
+    return 0;
+}
+static void fat5__host_set_attn_tc(fat5_ctx *ctx, int on) { (void)ctx, (void)on; }
 static fat5_status fat5__host_capture_begin(fat5_ctx *ctx) {
     (void)ctx;
     return FAT5_ERR_UNSUPPORTED;
@@ -175,7 +193,8 @@ static void fat5__host_graph_destroy(fat5_ctx *ctx, void *exec) {
 static const fat5__backend fat5__cpu_backend = {
     "cpu", 1, 0, 0, fat5__host_act_size, fat5__host_alloc, fat5__host_free, fat5__host_upload,
     fat5__host_download, fat5__host_copy, fat5__host_memset0, fat5__host_sync, fat5__host_fused_rows,
-    fat5__host_peak_flops, fat5__host_mem_info, fat5__host_capture_begin, fat5__host_capture_end, fat5__host_graph_launch,
+    fat5__host_peak_flops, fat5__host_mem_info, fat5__host_profile, fat5__host_profile_collect,
+    fat5__host_profile_entry, fat5__host_set_attn_tc, fat5__host_capture_begin, fat5__host_capture_end, fat5__host_graph_launch,
     fat5__host_graph_destroy, fat5__op_names,
 #define FAT5__OP_CPU(name, params) fat5__cpu_##name,
     FAT5__OPS(FAT5__OP_CPU)
@@ -186,7 +205,8 @@ static const fat5__backend fat5__cpu_backend = {
 static const fat5__backend fat5__gpu_backend = {
     "gpu", 0, 1, 1, fat5__dev_act_size, fat5__dev_alloc, fat5__dev_free, fat5__dev_upload,
     fat5__dev_download, fat5__dev_copy, fat5__dev_memset0, fat5__dev_sync, fat5__dev_fused_rows,
-    fat5__dev_peak_flops, fat5__dev_mem_info, fat5__dev_capture_begin, fat5__dev_capture_end, fat5__dev_graph_launch,
+    fat5__dev_peak_flops, fat5__dev_mem_info, fat5__dev_prof_enable, fat5__dev_prof_collect,
+    fat5__dev_prof_entry, fat5__dev_set_attn_tc, fat5__dev_capture_begin, fat5__dev_capture_end, fat5__dev_graph_launch,
     fat5__dev_graph_destroy, fat5__op_names,
 #define FAT5__OP_GPU(name, params) fat5__gpu_##name,
     FAT5__OPS(FAT5__OP_GPU)

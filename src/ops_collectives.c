@@ -111,6 +111,21 @@ static void fat5__comm_fail(fat5__comm *c, const char *why) {
 #endif
 }
 
+// The watchdog's clock for a check (dev/dist_check): 1 while sums queued on the GPU are timed, 0
+// when not, -1 on the host transport or without the GPU path; *watchdog: a watchdog thread runs.
+static FAT5__UNUSED int fat5__comm_clock(const fat5__comm *c, int *watchdog) {
+    *watchdog = 0;
+#ifndef FAT5_NO_CUDA
+#if FAT5__THREADS
+    *watchdog = c->watch_on;
+#endif
+    return __atomic_load_n(&c->queued_t0_us, __ATOMIC_ACQUIRE) != 0;
+#else
+    (void)c;
+    return -1;
+#endif
+}
+
 // Rank 0 removes the rendezvous file it published, unless a new run has replaced it since.
 static void fat5__comm_unlink_own(fat5__comm *c) {
     struct stat sb;
