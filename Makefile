@@ -21,7 +21,7 @@ TOOLS    = tools/fat5_inspect tools/fat5_forward tools/fat5_init tools/pretokeni
 DEVPROGS = dev/bench dev/dist_check dev/cpu_step dev/embed_kernels dev/check_kernels
 EXAMPLES = examples/quickstart examples/gpu_step examples/train examples/generate
 
-.PHONY: all dev train bench fuzz amalgamate check-amalgamate check-layers test test-asan test-quick test-cpp test-tools test-abi test-nocuda test-options check-embed check-kernels check-unicode embed clean
+.PHONY: all dev train bench fuzz amalgamate check-amalgamate check-layers check test test-asan test-quick test-cpp test-tools test-abi test-nocuda test-options check-embed check-kernels check-unicode embed clean
 
 all: $(TOOLS) $(EXAMPLES)
 
@@ -193,8 +193,11 @@ test-quick: tests/run_tests_quick
 	tests/run_tests_quick
 
 # the runner's last line is "N passed, N failed"
-test: check-amalgamate check-layers check-embed check-unicode check-kernels test-abi all test-cpp test-nocuda test-options test-tools tests/run_tests
+test: check-amalgamate check-layers check-embed check-unicode test-abi all test-cpp test-nocuda test-options test-tools tests/run_tests
 	tests/run_tests
+
+# make test and the slow checks: every kernel compiled by NVRTC (about 20 minutes on two cores)
+check: test check-kernels
 
 test-asan: tests/run_tests_asan
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run_tests_asan
