@@ -94,8 +94,10 @@
 //     fat5_ctx_config): they exist only inside a call, touch nothing but that call's buffers, and
 //     stop in fat5_ctx_destroy. The caller still sees one thread per context.
 //
-// Contents (search for "==[n]" to jump to a section; the implementation follows DESIGN §3's layers,
-// and a lower layer never calls a higher one):
+// Contents (search for "==[n]" to jump to a section). This file is generated from the files of src/
+// in the repository, one per section below (do not edit it: edit src/, then make amalgamate). The
+// sections follow the layers base, device, ops, model, train, io, generate, text, run, and a lower
+// layer never calls a higher one (make check-layers):
 //     [0]    API: the declarations below (status, context, RNG, model config, model, batches,
 //            safetensors files, token files, UL2 sampler, optimizers, training loop, inference,
 //            generation, tokenizers)
