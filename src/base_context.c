@@ -14,7 +14,6 @@ struct fat5_ctx {
     fat5_attention attention;  // the copy cfg.attention points at
     char **kept;              // strings the context keeps for configs (fat5__ctx_keep), freed with it
     size_t n_kept, cap_kept;
-    int err_oom;              // the last fat5__ctx_keep ran out of memory
 };
 
 FAT5_API const char *fat5_status_string(fat5_status s) {
@@ -289,11 +288,10 @@ static int fat5__resolve_threads(int n) {
 }
 
 // A copy of s that lives until the context is destroyed (the strings of a config set by name);
-// NULL, with the message set and err_oom, when out of memory.
+// NULL, with the message set, when out of memory.
 static const char *fat5__ctx_keep(fat5_ctx *ctx, const char *s) {
     size_t n = strlen(s);
     char *p;
-    ctx->err_oom = 0;
     if (ctx->n_kept == ctx->cap_kept) {
         size_t cap = ctx->cap_kept ? 2 * ctx->cap_kept : 16;
         char **k = FAT5__CAST(char **, fat5__realloc(ctx, ctx->kept, cap * sizeof *k));
@@ -307,7 +305,6 @@ static const char *fat5__ctx_keep(fat5_ctx *ctx, const char *s) {
     ctx->kept[ctx->n_kept++] = p;
     return p;
 oom:
-    ctx->err_oom = 1;
     fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory keeping a string of %zu bytes", n);
     return NULL;
 }

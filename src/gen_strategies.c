@@ -17,13 +17,8 @@
 // ---- options ----
 
 FAT5_API fat5_generate_config fat5_generate_config_from_model(const fat5_model *m) {
-    fat5_generate_config g = fat5_generate_config_default();
-    if (!m) return g;
-    if (m->has_gen) return m->gen;   // its generation_config.json, read by fat5_model_load
-    g.eos_token_id = m->cfg.eos_token_id;
-    g.pad_token_id = m->cfg.pad_token_id;
-    g.decoder_start_token_id = m->cfg.decoder_start_token_id;
-    return g;
+    if (!m) return fat5_generate_config_default();
+    return m->has_gen ? m->gen : fat5__generate_config_for(&m->cfg);   // gen: its generation_config.json
 }
 
 FAT5_API void fat5_generate_result_free(fat5_ctx *ctx, fat5_generate_result *r) {

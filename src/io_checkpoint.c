@@ -1,5 +1,5 @@
 // =============================================================================================
-// ==[6.3] io: Hugging Face checkpoint directories ==
+// ==[6.4] io: Hugging Face checkpoint directories ==
 
 // Creates dir unless it exists (one level; the parent must exist).
 static fat5_status fat5__mkdir(fat5_ctx *ctx, const char *dir) {
@@ -348,10 +348,7 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
         char *json = NULL;
         size_t glen = 0;
         if ((st = fat5__read_file(ctx, p, (size_t)1 << 20, &json, &glen))) goto fail;
-        m->gen = fat5_generate_config_default();
-        m->gen.eos_token_id = m->cfg.eos_token_id;
-        m->gen.pad_token_id = m->cfg.pad_token_id;
-        m->gen.decoder_start_token_id = m->cfg.decoder_start_token_id;
+        m->gen = fat5__generate_config_for(&m->cfg);
         st = fat5_generate_config_from_json(ctx, json, glen, &m->gen);
         fat5__free(ctx, json);
         if (st) {

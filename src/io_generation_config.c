@@ -1,5 +1,5 @@
 // =============================================================================================
-// ==[6.4] io: generation_config.json ==
+// ==[6.3] io: generation_config.json ==
 // Hugging Face's generation settings: their defaults (fat5_generate_config_default) and a
 // generation_config.json read over them (fat5_generate_config_from_json), checked. A plain struct:
 // fat5_model_load keeps the one beside a checkpoint, and the generate layer uses it.
@@ -25,6 +25,15 @@ FAT5_API fat5_generate_config fat5_generate_config_default(void) {
     g.pad_token_id = 0;
     g.decoder_start_token_id = 0;
     g.use_graph = 1;
+    return g;
+}
+
+// The defaults with a model's ids (what generation_config.json, when there is one, is read over).
+static fat5_generate_config fat5__generate_config_for(const fat5_model_config *c) {
+    fat5_generate_config g = fat5_generate_config_default();
+    g.eos_token_id = c->eos_token_id;
+    g.pad_token_id = c->pad_token_id;
+    g.decoder_start_token_id = c->decoder_start_token_id;
     return g;
 }
 

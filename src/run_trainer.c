@@ -109,10 +109,10 @@ static int fat5__opt_i64(const char *v, int64_t lo, int64_t hi, int64_t *out) {
     *out = (int64_t)d;
     return 1;
 }
-// a string option: a copy the context keeps (0 when out of memory, with the message set)
+// a string option: a copy the context keeps (-1 when out of memory, with the message set)
 static int fat5__opt_str(fat5_ctx *ctx, const char *v, const char **dst) {
     const char *k = fat5__ctx_keep(ctx, v);
-    if (!k) return 0;
+    if (!k) return -1;
     *dst = k;
     return 1;
 }
@@ -126,7 +126,6 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
     if (!ctx) return FAT5_ERR_INVALID_ARG;
     if (!c || !key || !v) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_train_config_set: NULL argument");
     mc = &c->model;
-    ctx->err_oom = 0;
 #define FAT5__IS(name) (strcmp(key, name) == 0)
     if (FAT5__IS("data")) ok = fat5__opt_str(ctx, v, &c->data);
     else if (FAT5__IS("eval_fraction")) ok = fat5__opt_f64(v, 0, 0.5, &c->eval_fraction);
@@ -137,7 +136,7 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
         if (st) return fat5__err_prefix(ctx, st, "option attention: ");
         ok = fat5__opt_str(ctx, v, &c->attention);
     }
-    else if (FAT5__IS("output_dir")) ok = v[0] && fat5__opt_str(ctx, v, &c->output_dir);
+    else if (FAT5__IS("output_dir")) ok = v[0] ? fat5__opt_str(ctx, v, &c->output_dir) : 0;
     else if (FAT5__IS("resume")) ok = fat5__opt_str(ctx, v, &c->resume);
     else if (FAT5__IS("seed")) { ok = fat5__opt_i64(v, 0, imax, &i); c->seed = (uint64_t)i; }
     else if (FAT5__IS("model")) {
@@ -268,7 +267,7 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
                          fat5__msg_name(nm, sizeof nm, key));
     }
 #undef FAT5__IS
-    if (!ok && ctx->err_oom) return FAT5_ERR_OUT_OF_MEMORY;
+    if (ok < 0) return FAT5_ERR_OUT_OF_MEMORY;   // fat5__opt_str: the message is set
     if (!ok) {
         char nm[96], val[96];
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "training option %s: bad value '%s'", fat5__msg_name(nm, sizeof nm, key),
