@@ -84,8 +84,11 @@
 //     fat5 returns (fat5_last_error, fat5_model_get_config, fat5_tensor_info.name,
 //     fat5_st_get, metadata strings) are borrowed: valid until the owning object is destroyed,
 //     and fat5_last_error's text until the next call on that context. Buffers fat5 allocates
-//     for the caller (fat5_model_config_to_json, fat5_batch_from_json) are released with
-//     fat5_free / fat5_batch_free on the same context.
+//     for the caller are released on the same context in one of two ways: a plain buffer (text,
+//     token ids: fat5_model_config_to_json, fat5_read_file, fat5_tokenize) with fat5_free; a
+//     struct fat5 filled (fat5_batch, fat5_generate_result) or an object it made with that
+//     kind's _destroy. Every lifecycle is create/destroy (made from nothing) or load/destroy
+//     (read from files).
 //   - Destroy everything made with a context (models, safetensors and token files, tokenizers,
 //     decoders, trainers) before the context; every destroy accepts NULL. A training config's
 //     strings set by name (fat5_train_config_set, _from_json) are copies the context keeps: use
@@ -356,6 +359,11 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
 // flash_t5) into dir, each atomically.
 FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir);
 FAT5_API void fat5_model_destroy(fat5_model *m);
+// The weight files of a checkpoint directory, as fat5_model_load reads them: "model.safetensors",
+// or every distinct shard model.safetensors.index.json names, in name order (each checked to be a
+// .safetensors name in dir). *out holds *n_files names, each NUL-terminated, back to back (*len
+// bytes in all; release with fat5_free).
+FAT5_API fat5_status fat5_model_weight_files(fat5_ctx *ctx, const char *dir, char **out, size_t *len, int *n_files);
 FAT5_API const fat5_model_config *fat5_model_get_config(const fat5_model *m);
 
 // Parameters by name. A model's names follow its checkpoint scheme: Hugging Face T5 names
@@ -426,9 +434,9 @@ typedef struct fat5_batch {
 
 // Builds a packed batch from JSON rows: {"inputs": [[ids]...], "labels": [[ids]...]} and optionally
 // "decoder_inputs": [[ids]...]; rows may have any lengths (labels may hold -100). The arrays are
-// allocated with the ctx allocator; release them with fat5_batch_free.
+// allocated with the ctx allocator; release them with fat5_batch_destroy.
 FAT5_API fat5_status fat5_batch_from_json(fat5_ctx *ctx, const char *json, size_t len, fat5_batch *out);
-FAT5_API void fat5_batch_free(fat5_ctx *ctx, fat5_batch *b);
+FAT5_API void fat5_batch_destroy(fat5_ctx *ctx, fat5_batch *b);
 
 typedef struct fat5_loss_config {
     double z_loss;            // adds z * mean(logsumexp^2) over counted tokens (0 = off)
@@ -509,6 +517,10 @@ FAT5_API fat5_status fat5_write_file_atomic(fat5_ctx *ctx, const char *path, con
 // fat5_free): FAT5_ERR_IO when it cannot be read or is no regular file, FAT5_ERR_FORMAT when it
 // holds more than max_size bytes.
 FAT5_API fat5_status fat5_read_file(fat5_ctx *ctx, const char *path, size_t max_size, char **out, size_t *len);
+// The length of the longest prefix of s[0 .. n) that is valid UTF-8 (n when all of it is): the
+// offset of the first bad byte otherwise. Overlong forms, surrogates and code points above
+// U+10FFFF are invalid, as in every file fat5 reads.
+FAT5_API size_t fat5_utf8_valid_len(const char *s, size_t n);
 
 // ---------------------------------------------------------------------------------------------
 // token files: pre-tokenised documents, read without loading the whole file
@@ -528,7 +540,7 @@ typedef struct fat5_tokens fat5_tokens;
 // ("x.tok: byte 34: id 300 is not below the vocabulary size 256"). Only regular files are opened
 // (a FIFO or directory is FAT5_ERR_IO, without blocking). Ids are then read through a 1 MiB window
 // per tokens object, never the whole file; the files stay open until fat5_tokens_destroy. An empty
-// document (two eos in a row) is allowed and counts in num_docs.
+// document (two eos in a row) is allowed and counts in fat5_tokens_doc_count.
 FAT5_API fat5_status fat5_tokens_load(fat5_ctx *ctx, const char *const *paths, int n_paths, fat5_tokens **out);
 FAT5_API void fat5_tokens_destroy(fat5_tokens *t);
 FAT5_API int64_t fat5_tokens_count(const fat5_tokens *t);        // ids in all files
@@ -539,6 +551,19 @@ FAT5_API int32_t fat5_tokens_eos_id(const fat5_tokens *t);
 // at least one, the last eos_id); id_width 2 needs vocab_size <= 65536.
 FAT5_API fat5_status fat5_tokens_write(fat5_ctx *ctx, const char *path, const int32_t *ids, int64_t n,
                                        int64_t vocab_size, int32_t eos_id, int id_width);
+// The same, streamed: create opens a temporary file beside path; append adds ids (a document is
+// its ids then eos_id; a refused append, an id outside the vocabulary, changes nothing); commit
+// checks the file ends with eos_id, flushes it to disk and renames it over path. Destroy without a
+// commit (or after a failed write) removes the temporary file: a token file appears whole or not
+// at all. count / doc_count: ids and eos ids appended so far.
+typedef struct fat5_tokens_writer fat5_tokens_writer;
+FAT5_API fat5_status fat5_tokens_writer_create(fat5_ctx *ctx, const char *path, int64_t vocab_size, int32_t eos_id,
+                                               int id_width, fat5_tokens_writer **out);
+FAT5_API fat5_status fat5_tokens_writer_append(fat5_tokens_writer *w, const int32_t *ids, int64_t n);
+FAT5_API fat5_status fat5_tokens_writer_commit(fat5_tokens_writer *w);
+FAT5_API void fat5_tokens_writer_destroy(fat5_tokens_writer *w);
+FAT5_API int64_t fat5_tokens_writer_count(const fat5_tokens_writer *w);
+FAT5_API int64_t fat5_tokens_writer_doc_count(const fat5_tokens_writer *w);
 
 // ---------------------------------------------------------------------------------------------
 // UL2 mixture of denoisers: packed batches from a token stream
@@ -866,13 +891,13 @@ typedef struct fat5_generate_result {
 
 // Encodes each input once, then decodes: greedy, sampling or beam search as g says. Inputs are a
 // packed batch of any lengths (cu_seqlens [n_inputs + 1]). Free the result with
-// fat5_generate_result_free. Output tokens equal Hugging Face's generate in fp32 (same options,
+// fat5_generate_result_destroy. Output tokens equal Hugging Face's generate in fp32 (same options,
 // eager attention). Bad options are FAT5_ERR_INVALID_ARG naming the field (empty inputs, ids out
 // of the vocabulary, max_new_tokens < 1, num_beams outside 1 .. 32, top_p outside (0, 1],
 // temperature <= 0, num_return_sequences > num_beams, ...); beam sampling is FAT5_ERR_UNSUPPORTED.
 FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const int32_t *cu_seqlens,
                                    int64_t n_inputs, const fat5_generate_config *g, fat5_generate_result *out);
-FAT5_API void fat5_generate_result_free(fat5_ctx *ctx, fat5_generate_result *r);
+FAT5_API void fat5_generate_result_destroy(fat5_ctx *ctx, fat5_generate_result *r);
 
 // Incremental decoding, for callers that drive the loop themselves. A decoder holds the encoder
 // output of a request, its cross-attention keys and values (computed once) and the self-attention
@@ -950,7 +975,7 @@ FAT5_API int32_t fat5_tokenizer_eos_id(const fat5_tokenizer *t);
 FAT5_API int32_t fat5_tokenizer_pad_id(const fat5_tokenizer *t);
 // A packed batch from texts: row i's encoder input is fat5_tokenize(inputs[i]) with the
 // post-processor (EOS appended); targets (NULL: no labels) give the labels the same way. Release
-// with fat5_batch_free.
+// with fat5_batch_destroy.
 FAT5_API fat5_status fat5_batch_from_texts(fat5_tokenizer *t, const char *const *inputs,
                                            const char *const *targets, int64_t n, fat5_batch *out);
 
@@ -1561,14 +1586,16 @@ static size_t fat5__utf8_len(const char *s, size_t avail) {
     return k;
 }
 
+FAT5_API size_t fat5_utf8_valid_len(const char *s, size_t n) {
+    size_t i = 0, k;
+    if (!s) return 0;
+    while (i < n && (k = fat5__utf8_len(s + i, n - i)) != 0) i += k;
+    return i;
+}
+
 static int fat5__utf8_valid(const char *s) {
-    size_t n = strlen(s), i = 0;
-    while (i < n) {
-        size_t k = fat5__utf8_len(s + i, n - i);
-        if (k == 0) return 0;
-        i += k;
-    }
-    return 1;
+    size_t n = strlen(s);
+    return fat5_utf8_valid_len(s, n) == n;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -11408,7 +11435,7 @@ static fat5_status fat5__rows_to_packed(fat5_ctx *ctx, const fat5__json *rows, c
     return FAT5_OK;
 }
 
-FAT5_API void fat5_batch_free(fat5_ctx *ctx, fat5_batch *b) {
+FAT5_API void fat5_batch_destroy(fat5_ctx *ctx, fat5_batch *b) {
     if (!b) return;
     fat5__free(ctx, (void *)(uintptr_t)b->enc_tokens);
     fat5__free(ctx, (void *)(uintptr_t)b->enc_cu_seqlens);
@@ -11751,46 +11778,135 @@ FAT5_API int64_t fat5_tokens_doc_count(const fat5_tokens *t) { return t ? t->n_d
 FAT5_API int64_t fat5_tokens_vocab_size(const fat5_tokens *t) { return t ? t->vocab : 0; }
 FAT5_API int32_t fat5_tokens_eos_id(const fat5_tokens *t) { return t ? t->eos : -1; }
 
-FAT5_API fat5_status fat5_tokens_write(fat5_ctx *ctx, const char *path, const int32_t *ids, int64_t n,
-                                       int64_t vocab_size, int32_t eos_id, int id_width) {
-    unsigned char h[FAT5__TOK_HEADER], buf[4096];
-    fat5__afile a;
+// A token file being written: ids validated as they come, buffered, then the file committed
+// atomically (fat5__afile: a temporary file beside it until commit).
+struct fat5_tokens_writer {
+    fat5_ctx *ctx;
+    char *path;
+    fat5__afile af;
+    int width, open;                  // open: the temporary file exists (not committed, not failed)
+    int64_t vocab, n_ids, n_docs;
+    int32_t eos, last;                // last: the last id appended, -1 none
+    size_t fill;
+    unsigned char buf[1 << 16];
+};
+
+FAT5_API fat5_status fat5_tokens_writer_create(fat5_ctx *ctx, const char *path, int64_t vocab_size, int32_t eos_id,
+                                               int id_width, fat5_tokens_writer **out) {
+    unsigned char h[FAT5__TOK_HEADER];
+    fat5_tokens_writer *w;
     fat5_status st;
-    int64_t i;
-    size_t fill = 0;
-    if (!path || (!ids && n > 0))
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_write: %s is NULL", path ? "ids" : "path");
+    size_t n;
+    if (!out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_writer_create: out is NULL");
+    *out = NULL;
+    if (!path) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_writer_create: path is NULL");
     if (id_width != 2 && id_width != 4)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_write: %s: id width %d, want 2 or 4", path, id_width);
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: id width %d, want 2 or 4", path, id_width);
     if (vocab_size <= 0 || vocab_size > (int64_t)INT32_MAX + 1 || (id_width == 2 && vocab_size > 65536))
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_write: %s: vocabulary size %lld out of range "
-                         "for %d-byte ids", path, (long long)vocab_size, id_width);
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: vocabulary size %lld out of range for %d-byte ids%s", path,
+                         (long long)vocab_size, id_width, id_width == 2 && vocab_size > 65536 ? " (use 4)" : "");
     if (eos_id < 0 || eos_id >= vocab_size)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_write: %s: eos id %ld outside the vocabulary",
-                         path, (long)eos_id);
-    if (n <= 0)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_write: %s: no ids (a token file holds at least one document)", path);
-    if (ids[n - 1] != eos_id)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_write: %s: the last id %ld is not the eos id %ld",
-                         path, (long)ids[n - 1], (long)eos_id);
-    for (i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= vocab_size)
-            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_write: %s: ids[%lld] = %ld is outside the "
-                             "vocabulary of %lld", path, (long long)i, (long)ids[i], (long long)vocab_size);
-    fat5__tok_header(h, id_width, vocab_size, eos_id);
-    if ((st = fat5__afile_open(ctx, path, &a)) != FAT5_OK) return st;
-    if ((st = fat5__afile_write(ctx, &a, path, h, sizeof h)) != FAT5_OK) return st;
-    for (i = 0; i < n; i++) {
-        fat5__tok_put_le(buf + fill, (uint64_t)(uint32_t)ids[i], id_width);
-        fill += (size_t)id_width;
-        if (fill == sizeof buf || i == n - 1) {
-            if ((st = fat5__afile_write(ctx, &a, path, buf, fill)) != FAT5_OK) return st;
-            fill = 0;
-        }
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: eos id %ld outside the vocabulary of %lld", path,
+                         (long)eos_id, (long long)vocab_size);
+    w = FAT5__CAST(fat5_tokens_writer *, fat5__calloc(ctx, 1, sizeof *w));
+    n = strlen(path);
+    if (w) w->path = FAT5__CAST(char *, fat5__malloc(ctx, n + 1));
+    if (!w || !w->path) {
+        fat5__free(ctx, w);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     }
-    return fat5__afile_commit(ctx, &a, path);
+    memcpy(w->path, path, n + 1);
+    w->ctx = ctx;
+    w->width = id_width;
+    w->vocab = vocab_size;
+    w->eos = eos_id;
+    w->last = -1;
+    fat5__tok_header(h, id_width, vocab_size, eos_id);
+    if ((st = fat5__afile_open(ctx, path, &w->af)) != FAT5_OK) {
+        fat5_tokens_writer_destroy(w);
+        return st;
+    }
+    w->open = 1;
+    if ((st = fat5__afile_write(ctx, &w->af, path, h, sizeof h)) != FAT5_OK) {
+        w->open = 0;   // the temporary file is gone (afile_write removes it on failure)
+        fat5_tokens_writer_destroy(w);
+        return st;
+    }
+    *out = w;
+    return FAT5_OK;
 }
 
+static fat5_status fat5__tw_flush(fat5_tokens_writer *w) {
+    fat5_status st = w->fill ? fat5__afile_write(w->ctx, &w->af, w->path, w->buf, w->fill) : FAT5_OK;
+    w->fill = 0;
+    if (st) w->open = 0;
+    return st;
+}
+
+FAT5_API fat5_status fat5_tokens_writer_append(fat5_tokens_writer *w, const int32_t *ids, int64_t n) {
+    fat5_status st;
+    int64_t i;
+    if (!w) return FAT5_ERR_INVALID_ARG;
+    if (!w->open)
+        return fat5__err(w->ctx, FAT5_ERR_INVALID_ARG, "%s: the token file was committed or failed; nothing more "
+                         "can be appended", w->path);
+    if (n < 0 || (!ids && n > 0))
+        return fat5__err(w->ctx, FAT5_ERR_INVALID_ARG, "%s: append of %lld ids from %s", w->path, (long long)n,
+                         ids ? "an array" : "NULL");
+    for (i = 0; i < n; i++)   // all checked before any is kept: a refused append changes nothing
+        if (ids[i] < 0 || ids[i] >= w->vocab)
+            return fat5__err(w->ctx, FAT5_ERR_INVALID_ARG, "%s: ids[%lld] = %ld is outside the vocabulary of %lld "
+                             "(counting every id appended to the file)", w->path, (long long)(w->n_ids + i),
+                             (long)ids[i], (long long)w->vocab);
+    for (i = 0; i < n; i++) {
+        if (w->fill + 4 > sizeof w->buf && (st = fat5__tw_flush(w)) != FAT5_OK) return st;
+        fat5__tok_put_le(w->buf + w->fill, (uint64_t)(uint32_t)ids[i], w->width);
+        w->fill += (size_t)w->width;
+        w->n_docs += ids[i] == w->eos;
+    }
+    w->n_ids += n;
+    if (n) w->last = ids[n - 1];
+    return FAT5_OK;
+}
+
+FAT5_API int64_t fat5_tokens_writer_count(const fat5_tokens_writer *w) { return w ? w->n_ids : 0; }
+FAT5_API int64_t fat5_tokens_writer_doc_count(const fat5_tokens_writer *w) { return w ? w->n_docs : 0; }
+
+FAT5_API fat5_status fat5_tokens_writer_commit(fat5_tokens_writer *w) {
+    fat5_status st;
+    if (!w) return FAT5_ERR_INVALID_ARG;
+    if (!w->open)
+        return fat5__err(w->ctx, FAT5_ERR_INVALID_ARG, "%s: the token file was committed or failed already", w->path);
+    if (w->n_ids == 0)
+        return fat5__err(w->ctx, FAT5_ERR_INVALID_ARG, "%s: no ids (a token file holds at least one document)",
+                         w->path);
+    if (w->last != w->eos)
+        return fat5__err(w->ctx, FAT5_ERR_INVALID_ARG, "%s: the last id %ld is not the eos id %ld (end the last "
+                         "document)", w->path, (long)w->last, (long)w->eos);
+    if ((st = fat5__tw_flush(w)) != FAT5_OK) return st;
+    w->open = 0;
+    return fat5__afile_commit(w->ctx, &w->af, w->path);
+}
+
+FAT5_API void fat5_tokens_writer_destroy(fat5_tokens_writer *w) {
+    if (!w) return;
+    if (w->open) fat5__afile_abort(w->ctx, &w->af);   // not committed: no file is left
+    fat5__free(w->ctx, w->path);
+    fat5__free(w->ctx, w);
+}
+
+FAT5_API fat5_status fat5_tokens_write(fat5_ctx *ctx, const char *path, const int32_t *ids, int64_t n,
+                                       int64_t vocab_size, int32_t eos_id, int id_width) {
+    fat5_tokens_writer *w = NULL;
+    fat5_status st;
+    if (!path || (!ids && n > 0))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_write: %s is NULL", path ? "ids" : "path");
+    if ((st = fat5_tokens_writer_create(ctx, path, vocab_size, eos_id, id_width, &w)) != FAT5_OK) return st;
+    st = fat5_tokens_writer_append(w, ids, n);
+    if (!st) st = fat5_tokens_writer_commit(w);
+    fat5_tokens_writer_destroy(w);
+    return st;
+}
 // =============================================================================================
 // ==[5.2] train: UL2 sampler ==
 
@@ -13487,27 +13603,30 @@ static int fat5__ckpt_find(const fat5__ckpt *k, const char *name, int *file) {
     return -1;
 }
 
-// Reads the shard list of a model.safetensors.index.json into k: every distinct shard once, in
-// name order (sorted, then adjacent duplicates skipped: O(n log n) for an index of any size).
-static fat5_status fat5__ckpt_open_index(fat5_ctx *ctx, fat5__ckpt *k, const char *dir, const char *index_path) {
-    char *text = NULL, path[4096], nm[128], sh[128];
+// The shard list of a model.safetensors.index.json: every distinct shard once, in name order
+// (sorted, then adjacent duplicates skipped: O(n log n) for an index of any size), each checked to
+// be a .safetensors name in the same directory. *shard (fat5__free) points into *doc's strings;
+// *wm is the weight map. On failure nothing is left to free.
+static fat5_status fat5__ckpt_index(fat5_ctx *ctx, const char *index_path, char **text_out, fat5__jdoc **doc_out,
+                                    const fat5__json **wm_out, const char ***shard_out, size_t *n_out) {
+    char *text = NULL, nm[128], sh[128];
     const char **shard = NULL;
     size_t len = 0, n = 0, n_shards = 0, i;
     fat5__jdoc *doc = NULL;
     const fat5__json *wm, *e, *root;
     fat5_status st = fat5__read_file(ctx, index_path, (size_t)64 << 20, &text, &len);
     if (st) return st;
-    if ((st = fat5__json_parse(ctx, "model.safetensors.index.json", text, len, 8, &doc))) goto done;
+    if ((st = fat5__json_parse(ctx, "model.safetensors.index.json", text, len, 8, &doc))) goto fail;
     root = fat5__json_root(doc);
     wm = fat5__json_get(root, "weight_map");
     if (!wm || wm->type != FAT5__J_OBJECT) {
         st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: no 'weight_map' object", index_path);
-        goto done;
+        goto fail;
     }
-    shard = FAT5__CAST(const char **, fat5__calloc(ctx, wm->n, sizeof *shard));
+    shard = FAT5__CAST(const char **, fat5__calloc(ctx, wm->n ? wm->n : 1, sizeof *shard));
     if (!shard) {
         st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", index_path);
-        goto done;
+        goto fail;
     }
     for (e = wm->child; e; e = e->next) {
         if (e->type != FAT5__J_STRING || !e->len || strchr(e->str, '/') || strchr(e->str, '\\') ||
@@ -13516,18 +13635,44 @@ static fat5_status fat5__ckpt_open_index(fat5_ctx *ctx, fat5__ckpt *k, const cha
                            "%s: tensor '%s' maps to '%s', not a .safetensors file name in the same directory",
                            index_path, fat5__msg_name(nm, sizeof nm, e->key),
                            e->type == FAT5__J_STRING ? fat5__msg_name(sh, sizeof sh, e->str) : "(not a string)");
-            goto done;
+            goto fail;
         }
         shard[n++] = e->str;
     }
     qsort(FAT5__CAST(void *, shard), n, sizeof *shard, fat5__st_kcmp);
     for (i = 0; i < n; i++)
         if (i == 0 || strcmp(shard[n_shards - 1], shard[i]) != 0) shard[n_shards++] = shard[i];
+    if (n_shards == 0) {
+        st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: the weight map names no tensor", index_path);
+        goto fail;
+    }
     if (n_shards > FAT5__MAX_SHARDS) {
         st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: the index names %zu shard files; at most %d are supported",
                        index_path, n_shards, FAT5__MAX_SHARDS);
-        goto done;
+        goto fail;
     }
+    *text_out = text;
+    *doc_out = doc;
+    *wm_out = wm;
+    *shard_out = shard;
+    *n_out = n_shards;
+    return FAT5_OK;
+fail:
+    fat5__free(ctx, FAT5__CAST(void *, shard));
+    fat5__json_free(ctx, doc);
+    fat5__free(ctx, text);
+    return st;
+}
+
+// Opens every shard of a model.safetensors.index.json into k.
+static fat5_status fat5__ckpt_open_index(fat5_ctx *ctx, fat5__ckpt *k, const char *dir, const char *index_path) {
+    char *text = NULL, path[4096], nm[128], sh[128];
+    const char **shard = NULL;
+    size_t n_shards = 0, i;
+    fat5__jdoc *doc = NULL;
+    const fat5__json *wm = NULL, *e;
+    fat5_status st = fat5__ckpt_index(ctx, index_path, &text, &doc, &wm, &shard, &n_shards);
+    if (st) return st;
     for (i = 0; i < n_shards; i++) {
         if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, shard[i]) >= sizeof path) {
             st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: path too long", index_path);
@@ -13550,6 +13695,51 @@ done:
     fat5__json_free(ctx, doc);
     fat5__free(ctx, text);
     return st;
+}
+
+FAT5_API fat5_status fat5_model_weight_files(fat5_ctx *ctx, const char *dir, char **out, size_t *len, int *n_files) {
+    char p[4096], *text = NULL, *buf;
+    const char **shard = NULL;
+    size_t n_shards = 0, i, total = 0, at = 0;
+    fat5__jdoc *doc = NULL;
+    const fat5__json *wm = NULL;
+    fat5_status st;
+    if (!out || !len || !n_files) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_weight_files: NULL argument");
+    *out = NULL;
+    *len = 0;
+    *n_files = 0;
+    if (!dir) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_weight_files: dir is NULL");
+    if (!fat5__is_dir(dir)) return fat5__err(ctx, FAT5_ERR_IO, "%s: not a directory", dir);
+    if ((size_t)snprintf(p, sizeof p, "%s/model.safetensors", dir) >= sizeof p)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: path too long", dir);
+    if (fat5__is_file(p)) {
+        static const char one[] = "model.safetensors";
+        n_shards = 1;
+        total = sizeof one;
+        if (!(buf = FAT5__CAST(char *, fat5__malloc(ctx, total))))
+            return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
+        memcpy(buf, one, total);
+    } else {
+        snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
+        if (!fat5__is_file(p))
+            return fat5__err(ctx, FAT5_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json", dir);
+        if ((st = fat5__ckpt_index(ctx, p, &text, &doc, &wm, &shard, &n_shards))) return st;
+        for (i = 0; i < n_shards; i++) total += strlen(shard[i]) + 1;
+        if ((buf = FAT5__CAST(char *, fat5__malloc(ctx, total))) != NULL)
+            for (i = 0; i < n_shards; i++) {
+                size_t k = strlen(shard[i]) + 1;
+                memcpy(buf + at, shard[i], k);
+                at += k;
+            }
+        fat5__free(ctx, FAT5__CAST(void *, shard));
+        fat5__json_free(ctx, doc);
+        fat5__free(ctx, text);
+        if (!buf) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", p);
+    }
+    *out = buf;
+    *len = total;
+    *n_files = (int)n_shards;
+    return FAT5_OK;
 }
 
 // Matches the parameter table of cfg against the open files without allocating any weights:
@@ -14412,7 +14602,7 @@ FAT5_API fat5_generate_config fat5_generate_config_from_model(const fat5_model *
     return m->has_gen ? m->gen : fat5__generate_config_for(&m->cfg);   // gen: its generation_config.json
 }
 
-FAT5_API void fat5_generate_result_free(fat5_ctx *ctx, fat5_generate_result *r) {
+FAT5_API void fat5_generate_result_destroy(fat5_ctx *ctx, fat5_generate_result *r) {
     if (!r) return;
     fat5__free(ctx, r->tokens);
     fat5__free(ctx, r->cu_seqlens);
@@ -14667,7 +14857,7 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
     st = FAT5_OK;
     goto cleanup;
 fail:
-    fat5_generate_result_free(ctx, out);
+    fat5_generate_result_destroy(ctx, out);
 cleanup:
     s.be->graph_destroy(ctx, s.graph.exec);
     if (s.base) s.be->free(ctx, s.base);

@@ -372,11 +372,11 @@ static int bench_generate_time(fat5_ctx *ctx, fat5_model *m, const int32_t *tok,
     int i;
     memset(&res, 0, sizeof res);
     if (fat5_generate(m, tok, cu, B, g, &res)) return 1;   // warm-up (graph capture)
-    fat5_generate_result_free(ctx, &res);
+    fat5_generate_result_destroy(ctx, &res);
     t0 = bench_now();
     for (i = 0; i < reps; i++) {
         if (fat5_generate(m, tok, cu, B, g, &res)) return 1;
-        fat5_generate_result_free(ctx, &res);
+        fat5_generate_result_destroy(ctx, &res);
     }
     *t = (bench_now() - t0) / reps;
     return 0;

@@ -376,11 +376,11 @@ int main(int argc, char **argv) {
             fprintf(stderr, "generate: %s\n", fat5_last_error(ctx));
             goto done;
         }
-        fat5_generate_result_free(ctx, &res);
+        fat5_generate_result_destroy(ctx, &res);
     }
     for (i = 0; i < repeat; i++) {   // the fastest of the timed runs; the last one's output
         double ti;
-        fat5_generate_result_free(ctx, &res);
+        fat5_generate_result_destroy(ctx, &res);
         t0 = now_s();
         if (fat5_generate(m, tok, cu, n_rows, &g, &res) != FAT5_OK) {
             fprintf(stderr, "generate: %s\n", fat5_last_error(ctx));
@@ -412,7 +412,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "generate: key/value caches %zu bytes\n", res.cache_bytes);
     rc = 0;
 done:
-    if (ctx) fat5_generate_result_free(ctx, &res);
+    if (ctx) fat5_generate_result_destroy(ctx, &res);
     fat5_tokenizer_destroy(tz);
     fat5_model_destroy(m);
     fat5_ctx_destroy(ctx);

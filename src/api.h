@@ -84,8 +84,11 @@
 //     fat5 returns (fat5_last_error, fat5_model_get_config, fat5_tensor_info.name,
 //     fat5_st_get, metadata strings) are borrowed: valid until the owning object is destroyed,
 //     and fat5_last_error's text until the next call on that context. Buffers fat5 allocates
-//     for the caller (fat5_model_config_to_json, fat5_batch_from_json) are released with
-//     fat5_free / fat5_batch_free on the same context.
+//     for the caller are released on the same context in one of two ways: a plain buffer (text,
+//     token ids: fat5_model_config_to_json, fat5_read_file, fat5_tokenize) with fat5_free; a
+//     struct fat5 filled (fat5_batch, fat5_generate_result) or an object it made with that
+//     kind's _destroy. Every lifecycle is create/destroy (made from nothing) or load/destroy
+//     (read from files).
 //   - Destroy everything made with a context (models, safetensors and token files, tokenizers,
 //     decoders, trainers) before the context; every destroy accepts NULL. A training config's
 //     strings set by name (fat5_train_config_set, _from_json) are copies the context keeps: use
@@ -329,6 +332,11 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
 // flash_t5) into dir, each atomically.
 FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir);
 FAT5_API void fat5_model_destroy(fat5_model *m);
+// The weight files of a checkpoint directory, as fat5_model_load reads them: "model.safetensors",
+// or every distinct shard model.safetensors.index.json names, in name order (each checked to be a
+// .safetensors name in dir). *out holds *n_files names, each NUL-terminated, back to back (*len
+// bytes in all; release with fat5_free).
+FAT5_API fat5_status fat5_model_weight_files(fat5_ctx *ctx, const char *dir, char **out, size_t *len, int *n_files);
 FAT5_API const fat5_model_config *fat5_model_get_config(const fat5_model *m);
 
 // Parameters by name. A model's names follow its checkpoint scheme: Hugging Face T5 names
@@ -399,9 +407,9 @@ typedef struct fat5_batch {
 
 // Builds a packed batch from JSON rows: {"inputs": [[ids]...], "labels": [[ids]...]} and optionally
 // "decoder_inputs": [[ids]...]; rows may have any lengths (labels may hold -100). The arrays are
-// allocated with the ctx allocator; release them with fat5_batch_free.
+// allocated with the ctx allocator; release them with fat5_batch_destroy.
 FAT5_API fat5_status fat5_batch_from_json(fat5_ctx *ctx, const char *json, size_t len, fat5_batch *out);
-FAT5_API void fat5_batch_free(fat5_ctx *ctx, fat5_batch *b);
+FAT5_API void fat5_batch_destroy(fat5_ctx *ctx, fat5_batch *b);
 
 typedef struct fat5_loss_config {
     double z_loss;            // adds z * mean(logsumexp^2) over counted tokens (0 = off)
@@ -482,6 +490,10 @@ FAT5_API fat5_status fat5_write_file_atomic(fat5_ctx *ctx, const char *path, con
 // fat5_free): FAT5_ERR_IO when it cannot be read or is no regular file, FAT5_ERR_FORMAT when it
 // holds more than max_size bytes.
 FAT5_API fat5_status fat5_read_file(fat5_ctx *ctx, const char *path, size_t max_size, char **out, size_t *len);
+// The length of the longest prefix of s[0 .. n) that is valid UTF-8 (n when all of it is): the
+// offset of the first bad byte otherwise. Overlong forms, surrogates and code points above
+// U+10FFFF are invalid, as in every file fat5 reads.
+FAT5_API size_t fat5_utf8_valid_len(const char *s, size_t n);
 
 // ---------------------------------------------------------------------------------------------
 // token files: pre-tokenised documents, read without loading the whole file
@@ -501,7 +513,7 @@ typedef struct fat5_tokens fat5_tokens;
 // ("x.tok: byte 34: id 300 is not below the vocabulary size 256"). Only regular files are opened
 // (a FIFO or directory is FAT5_ERR_IO, without blocking). Ids are then read through a 1 MiB window
 // per tokens object, never the whole file; the files stay open until fat5_tokens_destroy. An empty
-// document (two eos in a row) is allowed and counts in num_docs.
+// document (two eos in a row) is allowed and counts in fat5_tokens_doc_count.
 FAT5_API fat5_status fat5_tokens_load(fat5_ctx *ctx, const char *const *paths, int n_paths, fat5_tokens **out);
 FAT5_API void fat5_tokens_destroy(fat5_tokens *t);
 FAT5_API int64_t fat5_tokens_count(const fat5_tokens *t);        // ids in all files
@@ -512,6 +524,19 @@ FAT5_API int32_t fat5_tokens_eos_id(const fat5_tokens *t);
 // at least one, the last eos_id); id_width 2 needs vocab_size <= 65536.
 FAT5_API fat5_status fat5_tokens_write(fat5_ctx *ctx, const char *path, const int32_t *ids, int64_t n,
                                        int64_t vocab_size, int32_t eos_id, int id_width);
+// The same, streamed: create opens a temporary file beside path; append adds ids (a document is
+// its ids then eos_id; a refused append, an id outside the vocabulary, changes nothing); commit
+// checks the file ends with eos_id, flushes it to disk and renames it over path. Destroy without a
+// commit (or after a failed write) removes the temporary file: a token file appears whole or not
+// at all. count / doc_count: ids and eos ids appended so far.
+typedef struct fat5_tokens_writer fat5_tokens_writer;
+FAT5_API fat5_status fat5_tokens_writer_create(fat5_ctx *ctx, const char *path, int64_t vocab_size, int32_t eos_id,
+                                               int id_width, fat5_tokens_writer **out);
+FAT5_API fat5_status fat5_tokens_writer_append(fat5_tokens_writer *w, const int32_t *ids, int64_t n);
+FAT5_API fat5_status fat5_tokens_writer_commit(fat5_tokens_writer *w);
+FAT5_API void fat5_tokens_writer_destroy(fat5_tokens_writer *w);
+FAT5_API int64_t fat5_tokens_writer_count(const fat5_tokens_writer *w);
+FAT5_API int64_t fat5_tokens_writer_doc_count(const fat5_tokens_writer *w);
 
 // ---------------------------------------------------------------------------------------------
 // UL2 mixture of denoisers: packed batches from a token stream
@@ -839,13 +864,13 @@ typedef struct fat5_generate_result {
 
 // Encodes each input once, then decodes: greedy, sampling or beam search as g says. Inputs are a
 // packed batch of any lengths (cu_seqlens [n_inputs + 1]). Free the result with
-// fat5_generate_result_free. Output tokens equal Hugging Face's generate in fp32 (same options,
+// fat5_generate_result_destroy. Output tokens equal Hugging Face's generate in fp32 (same options,
 // eager attention). Bad options are FAT5_ERR_INVALID_ARG naming the field (empty inputs, ids out
 // of the vocabulary, max_new_tokens < 1, num_beams outside 1 .. 32, top_p outside (0, 1],
 // temperature <= 0, num_return_sequences > num_beams, ...); beam sampling is FAT5_ERR_UNSUPPORTED.
 FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const int32_t *cu_seqlens,
                                    int64_t n_inputs, const fat5_generate_config *g, fat5_generate_result *out);
-FAT5_API void fat5_generate_result_free(fat5_ctx *ctx, fat5_generate_result *r);
+FAT5_API void fat5_generate_result_destroy(fat5_ctx *ctx, fat5_generate_result *r);
 
 // Incremental decoding, for callers that drive the loop themselves. A decoder holds the encoder
 // output of a request, its cross-attention keys and values (computed once) and the self-attention
@@ -923,7 +948,7 @@ FAT5_API int32_t fat5_tokenizer_eos_id(const fat5_tokenizer *t);
 FAT5_API int32_t fat5_tokenizer_pad_id(const fat5_tokenizer *t);
 // A packed batch from texts: row i's encoder input is fat5_tokenize(inputs[i]) with the
 // post-processor (EOS appended); targets (NULL: no labels) give the labels the same way. Release
-// with fat5_batch_free.
+// with fat5_batch_destroy.
 FAT5_API fat5_status fat5_batch_from_texts(fat5_tokenizer *t, const char *const *inputs,
                                            const char *const *targets, int64_t n, fat5_batch *out);
 

@@ -81,14 +81,16 @@ static size_t fat5__utf8_len(const char *s, size_t avail) {
     return k;
 }
 
+FAT5_API size_t fat5_utf8_valid_len(const char *s, size_t n) {
+    size_t i = 0, k;
+    if (!s) return 0;
+    while (i < n && (k = fat5__utf8_len(s + i, n - i)) != 0) i += k;
+    return i;
+}
+
 static int fat5__utf8_valid(const char *s) {
-    size_t n = strlen(s), i = 0;
-    while (i < n) {
-        size_t k = fat5__utf8_len(s + i, n - i);
-        if (k == 0) return 0;
-        i += k;
-    }
-    return 1;
+    size_t n = strlen(s);
+    return fat5_utf8_valid_len(s, n) == n;
 }
 
 // ---------------------------------------------------------------------------------------------

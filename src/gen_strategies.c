@@ -21,7 +21,7 @@ FAT5_API fat5_generate_config fat5_generate_config_from_model(const fat5_model *
     return m->has_gen ? m->gen : fat5__generate_config_for(&m->cfg);   // gen: its generation_config.json
 }
 
-FAT5_API void fat5_generate_result_free(fat5_ctx *ctx, fat5_generate_result *r) {
+FAT5_API void fat5_generate_result_destroy(fat5_ctx *ctx, fat5_generate_result *r) {
     if (!r) return;
     fat5__free(ctx, r->tokens);
     fat5__free(ctx, r->cu_seqlens);
@@ -276,7 +276,7 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
     st = FAT5_OK;
     goto cleanup;
 fail:
-    fat5_generate_result_free(ctx, out);
+    fat5_generate_result_destroy(ctx, out);
 cleanup:
     s.be->graph_destroy(ctx, s.graph.exec);
     if (s.base) s.be->free(ctx, s.base);

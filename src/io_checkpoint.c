@@ -65,27 +65,30 @@ static int fat5__ckpt_find(const fat5__ckpt *k, const char *name, int *file) {
     return -1;
 }
 
-// Reads the shard list of a model.safetensors.index.json into k: every distinct shard once, in
-// name order (sorted, then adjacent duplicates skipped: O(n log n) for an index of any size).
-static fat5_status fat5__ckpt_open_index(fat5_ctx *ctx, fat5__ckpt *k, const char *dir, const char *index_path) {
-    char *text = NULL, path[4096], nm[128], sh[128];
+// The shard list of a model.safetensors.index.json: every distinct shard once, in name order
+// (sorted, then adjacent duplicates skipped: O(n log n) for an index of any size), each checked to
+// be a .safetensors name in the same directory. *shard (fat5__free) points into *doc's strings;
+// *wm is the weight map. On failure nothing is left to free.
+static fat5_status fat5__ckpt_index(fat5_ctx *ctx, const char *index_path, char **text_out, fat5__jdoc **doc_out,
+                                    const fat5__json **wm_out, const char ***shard_out, size_t *n_out) {
+    char *text = NULL, nm[128], sh[128];
     const char **shard = NULL;
     size_t len = 0, n = 0, n_shards = 0, i;
     fat5__jdoc *doc = NULL;
     const fat5__json *wm, *e, *root;
     fat5_status st = fat5__read_file(ctx, index_path, (size_t)64 << 20, &text, &len);
     if (st) return st;
-    if ((st = fat5__json_parse(ctx, "model.safetensors.index.json", text, len, 8, &doc))) goto done;
+    if ((st = fat5__json_parse(ctx, "model.safetensors.index.json", text, len, 8, &doc))) goto fail;
     root = fat5__json_root(doc);
     wm = fat5__json_get(root, "weight_map");
     if (!wm || wm->type != FAT5__J_OBJECT) {
         st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: no 'weight_map' object", index_path);
-        goto done;
+        goto fail;
     }
-    shard = FAT5__CAST(const char **, fat5__calloc(ctx, wm->n, sizeof *shard));
+    shard = FAT5__CAST(const char **, fat5__calloc(ctx, wm->n ? wm->n : 1, sizeof *shard));
     if (!shard) {
         st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", index_path);
-        goto done;
+        goto fail;
     }
     for (e = wm->child; e; e = e->next) {
         if (e->type != FAT5__J_STRING || !e->len || strchr(e->str, '/') || strchr(e->str, '\\') ||
@@ -94,18 +97,44 @@ static fat5_status fat5__ckpt_open_index(fat5_ctx *ctx, fat5__ckpt *k, const cha
                            "%s: tensor '%s' maps to '%s', not a .safetensors file name in the same directory",
                            index_path, fat5__msg_name(nm, sizeof nm, e->key),
                            e->type == FAT5__J_STRING ? fat5__msg_name(sh, sizeof sh, e->str) : "(not a string)");
-            goto done;
+            goto fail;
         }
         shard[n++] = e->str;
     }
     qsort(FAT5__CAST(void *, shard), n, sizeof *shard, fat5__st_kcmp);
     for (i = 0; i < n; i++)
         if (i == 0 || strcmp(shard[n_shards - 1], shard[i]) != 0) shard[n_shards++] = shard[i];
+    if (n_shards == 0) {
+        st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: the weight map names no tensor", index_path);
+        goto fail;
+    }
     if (n_shards > FAT5__MAX_SHARDS) {
         st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: the index names %zu shard files; at most %d are supported",
                        index_path, n_shards, FAT5__MAX_SHARDS);
-        goto done;
+        goto fail;
     }
+    *text_out = text;
+    *doc_out = doc;
+    *wm_out = wm;
+    *shard_out = shard;
+    *n_out = n_shards;
+    return FAT5_OK;
+fail:
+    fat5__free(ctx, FAT5__CAST(void *, shard));
+    fat5__json_free(ctx, doc);
+    fat5__free(ctx, text);
+    return st;
+}
+
+// Opens every shard of a model.safetensors.index.json into k.
+static fat5_status fat5__ckpt_open_index(fat5_ctx *ctx, fat5__ckpt *k, const char *dir, const char *index_path) {
+    char *text = NULL, path[4096], nm[128], sh[128];
+    const char **shard = NULL;
+    size_t n_shards = 0, i;
+    fat5__jdoc *doc = NULL;
+    const fat5__json *wm = NULL, *e;
+    fat5_status st = fat5__ckpt_index(ctx, index_path, &text, &doc, &wm, &shard, &n_shards);
+    if (st) return st;
     for (i = 0; i < n_shards; i++) {
         if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, shard[i]) >= sizeof path) {
             st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: path too long", index_path);
@@ -128,6 +157,51 @@ done:
     fat5__json_free(ctx, doc);
     fat5__free(ctx, text);
     return st;
+}
+
+FAT5_API fat5_status fat5_model_weight_files(fat5_ctx *ctx, const char *dir, char **out, size_t *len, int *n_files) {
+    char p[4096], *text = NULL, *buf;
+    const char **shard = NULL;
+    size_t n_shards = 0, i, total = 0, at = 0;
+    fat5__jdoc *doc = NULL;
+    const fat5__json *wm = NULL;
+    fat5_status st;
+    if (!out || !len || !n_files) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_weight_files: NULL argument");
+    *out = NULL;
+    *len = 0;
+    *n_files = 0;
+    if (!dir) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_weight_files: dir is NULL");
+    if (!fat5__is_dir(dir)) return fat5__err(ctx, FAT5_ERR_IO, "%s: not a directory", dir);
+    if ((size_t)snprintf(p, sizeof p, "%s/model.safetensors", dir) >= sizeof p)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: path too long", dir);
+    if (fat5__is_file(p)) {
+        static const char one[] = "model.safetensors";
+        n_shards = 1;
+        total = sizeof one;
+        if (!(buf = FAT5__CAST(char *, fat5__malloc(ctx, total))))
+            return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
+        memcpy(buf, one, total);
+    } else {
+        snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
+        if (!fat5__is_file(p))
+            return fat5__err(ctx, FAT5_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json", dir);
+        if ((st = fat5__ckpt_index(ctx, p, &text, &doc, &wm, &shard, &n_shards))) return st;
+        for (i = 0; i < n_shards; i++) total += strlen(shard[i]) + 1;
+        if ((buf = FAT5__CAST(char *, fat5__malloc(ctx, total))) != NULL)
+            for (i = 0; i < n_shards; i++) {
+                size_t k = strlen(shard[i]) + 1;
+                memcpy(buf + at, shard[i], k);
+                at += k;
+            }
+        fat5__free(ctx, FAT5__CAST(void *, shard));
+        fat5__json_free(ctx, doc);
+        fat5__free(ctx, text);
+        if (!buf) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", p);
+    }
+    *out = buf;
+    *len = total;
+    *n_files = (int)n_shards;
+    return FAT5_OK;
 }
 
 // Matches the parameter table of cfg against the open files without allocating any weights:

@@ -36,7 +36,7 @@ static fat5_status fat5__rows_to_packed(fat5_ctx *ctx, const fat5__json *rows, c
     return FAT5_OK;
 }
 
-FAT5_API void fat5_batch_free(fat5_ctx *ctx, fat5_batch *b) {
+FAT5_API void fat5_batch_destroy(fat5_ctx *ctx, fat5_batch *b) {
     if (!b) return;
     fat5__free(ctx, (void *)(uintptr_t)b->enc_tokens);
     fat5__free(ctx, (void *)(uintptr_t)b->enc_cu_seqlens);

@@ -269,43 +269,132 @@ FAT5_API int64_t fat5_tokens_doc_count(const fat5_tokens *t) { return t ? t->n_d
 FAT5_API int64_t fat5_tokens_vocab_size(const fat5_tokens *t) { return t ? t->vocab : 0; }
 FAT5_API int32_t fat5_tokens_eos_id(const fat5_tokens *t) { return t ? t->eos : -1; }
 
-FAT5_API fat5_status fat5_tokens_write(fat5_ctx *ctx, const char *path, const int32_t *ids, int64_t n,
-                                       int64_t vocab_size, int32_t eos_id, int id_width) {
-    unsigned char h[FAT5__TOK_HEADER], buf[4096];
-    fat5__afile a;
+// A token file being written: ids validated as they come, buffered, then the file committed
+// atomically (fat5__afile: a temporary file beside it until commit).
+struct fat5_tokens_writer {
+    fat5_ctx *ctx;
+    char *path;
+    fat5__afile af;
+    int width, open;                  // open: the temporary file exists (not committed, not failed)
+    int64_t vocab, n_ids, n_docs;
+    int32_t eos, last;                // last: the last id appended, -1 none
+    size_t fill;
+    unsigned char buf[1 << 16];
+};
+
+FAT5_API fat5_status fat5_tokens_writer_create(fat5_ctx *ctx, const char *path, int64_t vocab_size, int32_t eos_id,
+                                               int id_width, fat5_tokens_writer **out) {
+    unsigned char h[FAT5__TOK_HEADER];
+    fat5_tokens_writer *w;
     fat5_status st;
-    int64_t i;
-    size_t fill = 0;
-    if (!path || (!ids && n > 0))
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_write: %s is NULL", path ? "ids" : "path");
+    size_t n;
+    if (!out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_writer_create: out is NULL");
+    *out = NULL;
+    if (!path) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_writer_create: path is NULL");
     if (id_width != 2 && id_width != 4)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_write: %s: id width %d, want 2 or 4", path, id_width);
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: id width %d, want 2 or 4", path, id_width);
     if (vocab_size <= 0 || vocab_size > (int64_t)INT32_MAX + 1 || (id_width == 2 && vocab_size > 65536))
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_write: %s: vocabulary size %lld out of range "
-                         "for %d-byte ids", path, (long long)vocab_size, id_width);
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: vocabulary size %lld out of range for %d-byte ids%s", path,
+                         (long long)vocab_size, id_width, id_width == 2 && vocab_size > 65536 ? " (use 4)" : "");
     if (eos_id < 0 || eos_id >= vocab_size)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_write: %s: eos id %ld outside the vocabulary",
-                         path, (long)eos_id);
-    if (n <= 0)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_write: %s: no ids (a token file holds at least one document)", path);
-    if (ids[n - 1] != eos_id)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_write: %s: the last id %ld is not the eos id %ld",
-                         path, (long)ids[n - 1], (long)eos_id);
-    for (i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= vocab_size)
-            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_write: %s: ids[%lld] = %ld is outside the "
-                             "vocabulary of %lld", path, (long long)i, (long)ids[i], (long long)vocab_size);
-    fat5__tok_header(h, id_width, vocab_size, eos_id);
-    if ((st = fat5__afile_open(ctx, path, &a)) != FAT5_OK) return st;
-    if ((st = fat5__afile_write(ctx, &a, path, h, sizeof h)) != FAT5_OK) return st;
-    for (i = 0; i < n; i++) {
-        fat5__tok_put_le(buf + fill, (uint64_t)(uint32_t)ids[i], id_width);
-        fill += (size_t)id_width;
-        if (fill == sizeof buf || i == n - 1) {
-            if ((st = fat5__afile_write(ctx, &a, path, buf, fill)) != FAT5_OK) return st;
-            fill = 0;
-        }
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: eos id %ld outside the vocabulary of %lld", path,
+                         (long)eos_id, (long long)vocab_size);
+    w = FAT5__CAST(fat5_tokens_writer *, fat5__calloc(ctx, 1, sizeof *w));
+    n = strlen(path);
+    if (w) w->path = FAT5__CAST(char *, fat5__malloc(ctx, n + 1));
+    if (!w || !w->path) {
+        fat5__free(ctx, w);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     }
-    return fat5__afile_commit(ctx, &a, path);
+    memcpy(w->path, path, n + 1);
+    w->ctx = ctx;
+    w->width = id_width;
+    w->vocab = vocab_size;
+    w->eos = eos_id;
+    w->last = -1;
+    fat5__tok_header(h, id_width, vocab_size, eos_id);
+    if ((st = fat5__afile_open(ctx, path, &w->af)) != FAT5_OK) {
+        fat5_tokens_writer_destroy(w);
+        return st;
+    }
+    w->open = 1;
+    if ((st = fat5__afile_write(ctx, &w->af, path, h, sizeof h)) != FAT5_OK) {
+        w->open = 0;   // the temporary file is gone (afile_write removes it on failure)
+        fat5_tokens_writer_destroy(w);
+        return st;
+    }
+    *out = w;
+    return FAT5_OK;
 }
 
+static fat5_status fat5__tw_flush(fat5_tokens_writer *w) {
+    fat5_status st = w->fill ? fat5__afile_write(w->ctx, &w->af, w->path, w->buf, w->fill) : FAT5_OK;
+    w->fill = 0;
+    if (st) w->open = 0;
+    return st;
+}
+
+FAT5_API fat5_status fat5_tokens_writer_append(fat5_tokens_writer *w, const int32_t *ids, int64_t n) {
+    fat5_status st;
+    int64_t i;
+    if (!w) return FAT5_ERR_INVALID_ARG;
+    if (!w->open)
+        return fat5__err(w->ctx, FAT5_ERR_INVALID_ARG, "%s: the token file was committed or failed; nothing more "
+                         "can be appended", w->path);
+    if (n < 0 || (!ids && n > 0))
+        return fat5__err(w->ctx, FAT5_ERR_INVALID_ARG, "%s: append of %lld ids from %s", w->path, (long long)n,
+                         ids ? "an array" : "NULL");
+    for (i = 0; i < n; i++)   // all checked before any is kept: a refused append changes nothing
+        if (ids[i] < 0 || ids[i] >= w->vocab)
+            return fat5__err(w->ctx, FAT5_ERR_INVALID_ARG, "%s: ids[%lld] = %ld is outside the vocabulary of %lld "
+                             "(counting every id appended to the file)", w->path, (long long)(w->n_ids + i),
+                             (long)ids[i], (long long)w->vocab);
+    for (i = 0; i < n; i++) {
+        if (w->fill + 4 > sizeof w->buf && (st = fat5__tw_flush(w)) != FAT5_OK) return st;
+        fat5__tok_put_le(w->buf + w->fill, (uint64_t)(uint32_t)ids[i], w->width);
+        w->fill += (size_t)w->width;
+        w->n_docs += ids[i] == w->eos;
+    }
+    w->n_ids += n;
+    if (n) w->last = ids[n - 1];
+    return FAT5_OK;
+}
+
+FAT5_API int64_t fat5_tokens_writer_count(const fat5_tokens_writer *w) { return w ? w->n_ids : 0; }
+FAT5_API int64_t fat5_tokens_writer_doc_count(const fat5_tokens_writer *w) { return w ? w->n_docs : 0; }
+
+FAT5_API fat5_status fat5_tokens_writer_commit(fat5_tokens_writer *w) {
+    fat5_status st;
+    if (!w) return FAT5_ERR_INVALID_ARG;
+    if (!w->open)
+        return fat5__err(w->ctx, FAT5_ERR_INVALID_ARG, "%s: the token file was committed or failed already", w->path);
+    if (w->n_ids == 0)
+        return fat5__err(w->ctx, FAT5_ERR_INVALID_ARG, "%s: no ids (a token file holds at least one document)",
+                         w->path);
+    if (w->last != w->eos)
+        return fat5__err(w->ctx, FAT5_ERR_INVALID_ARG, "%s: the last id %ld is not the eos id %ld (end the last "
+                         "document)", w->path, (long)w->last, (long)w->eos);
+    if ((st = fat5__tw_flush(w)) != FAT5_OK) return st;
+    w->open = 0;
+    return fat5__afile_commit(w->ctx, &w->af, w->path);
+}
+
+FAT5_API void fat5_tokens_writer_destroy(fat5_tokens_writer *w) {
+    if (!w) return;
+    if (w->open) fat5__afile_abort(w->ctx, &w->af);   // not committed: no file is left
+    fat5__free(w->ctx, w->path);
+    fat5__free(w->ctx, w);
+}
+
+FAT5_API fat5_status fat5_tokens_write(fat5_ctx *ctx, const char *path, const int32_t *ids, int64_t n,
+                                       int64_t vocab_size, int32_t eos_id, int id_width) {
+    fat5_tokens_writer *w = NULL;
+    fat5_status st;
+    if (!path || (!ids && n > 0))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokens_write: %s is NULL", path ? "ids" : "path");
+    if ((st = fat5_tokens_writer_create(ctx, path, vocab_size, eos_id, id_width, &w)) != FAT5_OK) return st;
+    st = fat5_tokens_writer_append(w, ids, n);
+    if (!st) st = fat5_tokens_writer_commit(w);
+    fat5_tokens_writer_destroy(w);
+    return st;
+}

@@ -116,7 +116,7 @@ static void t_allocator_hooks(fat5_test *T) {
         fat5_model_forward(m, &b, NULL, NULL) != FAT5_OK || fat5_model_backward(m, 1.0f) != FAT5_OK ||
         fat5_model_save(m, dir) != FAT5_OK)
         FAT5_CHECK_MSG(T, 0, "%s", fat5_last_error(ctx));
-    fat5_batch_free(ctx, &b);
+    fat5_batch_destroy(ctx, &b);
     fat5_model_destroy(m);
     FAT5_CHECK(T, a.calls > 10);
     // what is left belongs to the context: itself and the CPU ops' scratch arena

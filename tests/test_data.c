@@ -26,6 +26,11 @@ static int td_write_bytes(const char *path, const void *data, size_t n) {
     return fclose(fp) == 0 && ok;
 }
 
+static int td_file_exists(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
 static int td_err_has(fat5_test *T, const char *word) {
     return strstr(fat5_last_error(fat5_test_ctx(T)), word) != NULL;
 }
@@ -302,6 +307,63 @@ static void t_tokens_bad_files(fat5_test *T) {
         FAT5_CHECK(T, fat5_tokens_write(ctx, p, ids, 2, 256, 1, 3) == FAT5_ERR_INVALID_ARG && td_err_has(T, "width"));
         FAT5_CHECK(T, fat5_tokens_write(ctx, p, ids, 2, 2, 2, 2) == FAT5_ERR_INVALID_ARG && td_err_has(T, "eos"));
     }
+}
+
+// The streamed writer: a file appears whole (equal to fat5_tokens_write's) or not at all.
+static int td_dir_has_tmp(fat5_test *T) {
+    DIR *d = opendir(fat5_test_tmpdir(T));
+    struct dirent *e;
+    int found = 0;
+    while (d && (e = readdir(d)) != NULL) found |= strstr(e->d_name, ".tmp.") != NULL;
+    if (d) closedir(d);
+    return found;
+}
+
+static void t_tokens_writer(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    static const int32_t doc1[] = {5, 6, 7, 1}, doc2[] = {8, 1}, bad[] = {9, 300, 1};
+    char pa[TD_PATH_CAP], pb[TD_PATH_CAP];
+    fat5_tokens_writer *w = NULL;
+    char *x = NULL, *y = NULL;
+    size_t nx = 0, ny = 0;
+    td_path(T, pa, "streamed.tok");
+    td_path(T, pb, "whole.tok");
+    FAT5_REQUIRE_OK(T, fat5_tokens_writer_create(ctx, pa, 256, 1, 2, &w));
+    FAT5_CHECK(T, !td_file_exists(pa));   // nothing at the path before the commit
+    FAT5_REQUIRE_OK(T, fat5_tokens_writer_append(w, doc1, 2));   // a document in two appends
+    FAT5_REQUIRE_OK(T, fat5_tokens_writer_append(w, doc1 + 2, 2));
+    // an id outside the vocabulary: refused, named by its place in the file, nothing kept
+    FAT5_CHECK(T, fat5_tokens_writer_append(w, bad, 3) == FAT5_ERR_INVALID_ARG && td_err_has(T, "ids[5] = 300"));
+    FAT5_REQUIRE_OK(T, fat5_tokens_writer_append(w, doc2, 1));
+    FAT5_CHECK(T, fat5_tokens_writer_commit(w) == FAT5_ERR_INVALID_ARG && td_err_has(T, "eos"));   // mid-document
+    FAT5_REQUIRE_OK(T, fat5_tokens_writer_append(w, doc2 + 1, 1));
+    FAT5_CHECK(T, fat5_tokens_writer_count(w) == 6 && fat5_tokens_writer_doc_count(w) == 2);
+    FAT5_REQUIRE_OK(T, fat5_tokens_writer_commit(w));
+    FAT5_CHECK(T, fat5_tokens_writer_append(w, doc2, 2) == FAT5_ERR_INVALID_ARG && td_err_has(T, "committed"));
+    fat5_tokens_writer_destroy(w);
+    {
+        static const int32_t all[] = {5, 6, 7, 1, 8, 1};
+        FAT5_REQUIRE_OK(T, fat5_tokens_write(ctx, pb, all, 6, 256, 1, 2));
+    }
+    FAT5_REQUIRE_OK(T, fat5_read_file(ctx, pa, 1 << 20, &x, &nx));
+    FAT5_REQUIRE_OK(T, fat5_read_file(ctx, pb, 1 << 20, &y, &ny));
+    FAT5_CHECK(T, nx == 32 + 6 * 2 && nx == ny && memcmp(x, y, nx) == 0);
+    fat5_free(ctx, x);
+    fat5_free(ctx, y);
+    // destroyed without a commit: no file at the path, no temporary file beside it
+    td_path(T, pa, "abandoned.tok");
+    FAT5_REQUIRE_OK(T, fat5_tokens_writer_create(ctx, pa, 256, 1, 2, &w));
+    FAT5_REQUIRE_OK(T, fat5_tokens_writer_append(w, doc1, 4));
+    fat5_tokens_writer_destroy(w);
+    FAT5_CHECK(T, !td_file_exists(pa) && !td_dir_has_tmp(T));
+    fat5_tokens_writer_destroy(NULL);
+    // bad arguments: no writer made
+    w = (fat5_tokens_writer *)&w;
+    FAT5_CHECK(T, fat5_tokens_writer_create(ctx, pa, 70000, 1, 2, &w) == FAT5_ERR_INVALID_ARG && w == NULL &&
+                      td_err_has(T, "use 4"));
+    FAT5_CHECK(T, fat5_tokens_writer_create(ctx, pa, 256, 256, 2, &w) == FAT5_ERR_INVALID_ARG && td_err_has(T, "eos"));
+    td_path(T, pa, "no-such-dir/x.tok");
+    FAT5_CHECK(T, fat5_tokens_writer_create(ctx, pa, 256, 1, 2, &w) == FAT5_ERR_IO && w == NULL && td_err_has(T, pa));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1018,6 +1080,6 @@ static void t_ul2_piece_lengths(fat5_test *T) {
 }
 
 #define FAT5_TESTS_DATA(X) \
-    X(tokens_roundtrip) X(tokens_bad_files) X(ul2_rebuild_epoch) X(ul2_span_stats) X(ul2_prefix_uniform) \
+    X(tokens_roundtrip) X(tokens_writer) X(tokens_bad_files) X(ul2_rebuild_epoch) X(ul2_span_stats) X(ul2_prefix_uniform) \
     X(ul2_sentinels) X(ul2_mixture) X(ul2_determinism) X(ul2_state) X(ul2_splits) X(ul2_config_errors) \
     X(ul2_piece_lengths)

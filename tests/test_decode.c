@@ -211,7 +211,7 @@ static void t_inference_mode(fat5_test *T) {
     FAT5_CHECK(T, fat5_model_backward(m, 1.0f) == FAT5_OK);
     free(la);
     free(lb);
-    fat5_batch_free(ctx, &b);
+    fat5_batch_destroy(ctx, &b);
     fat5_model_destroy(m);
 }
 

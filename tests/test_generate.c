@@ -125,7 +125,7 @@ static int tgen_run_fixture(fat5_test *T, fat5_model *m, const char *fixture, in
         else
             FAT5_CHECK_MSG(T, r.steps >= longest && r.steps <= g.max_new_tokens, "%s %s: %lld steps", fixture, name,
                            (long long)r.steps);
-        fat5_generate_result_free(ctx, &r);
+        fat5_generate_result_destroy(ctx, &r);
     }
     free(tok);
     free(cu);
@@ -300,9 +300,9 @@ static void t_generate_sample_seeded(fat5_test *T) {
     FAT5_CHECK(T, a.cu_seqlens[1] != a.cu_seqlens[2] - a.cu_seqlens[1] ||
                       memcmp(a.tokens, a.tokens + a.cu_seqlens[1], (size_t)a.cu_seqlens[1] * 4) != 0);
     for (i = 0; i < 6; i++) FAT5_CHECK(T, a.scores[i] < 0 && isfinite(a.scores[i]));
-    fat5_generate_result_free(fat5_test_ctx(T), &a);
-    fat5_generate_result_free(fat5_test_ctx(T), &b);
-    fat5_generate_result_free(fat5_test_ctx(T), &c);
+    fat5_generate_result_destroy(fat5_test_ctx(T), &a);
+    fat5_generate_result_destroy(fat5_test_ctx(T), &b);
+    fat5_generate_result_destroy(fat5_test_ctx(T), &c);
     // sampling with top_k 1 is greedy decoding (and its kept set has probability 1: scores 0)
     g = fat5_generate_config_from_model(m);
     g.max_new_tokens = 16;
@@ -312,8 +312,8 @@ static void t_generate_sample_seeded(fat5_test *T) {
     FAT5_CHECK(T, a.n_seq == 2 && b.n_seq == 2 && a.cu_seqlens[2] == b.cu_seqlens[2] &&
                       memcmp(a.tokens, b.tokens, (size_t)a.cu_seqlens[2] * 4) == 0);
     FAT5_CHECK(T, b.scores[0] == 0.0f && b.scores[1] == 0.0f && a.scores[0] < 0.0f);
-    fat5_generate_result_free(fat5_test_ctx(T), &a);
-    fat5_generate_result_free(fat5_test_ctx(T), &b);
+    fat5_generate_result_destroy(fat5_test_ctx(T), &a);
+    fat5_generate_result_destroy(fat5_test_ctx(T), &b);
     fat5_model_destroy(m);
 }
 
@@ -602,8 +602,8 @@ static void t_gpu_generate_bf16(fat5_test *T) {
             }
             FAT5_CHECK_MSG(T, agree * 10 >= total * 6, "%s: bf16 agrees on %lld of %lld tokens", tgen_fixtures[k],
                            (long long)agree, (long long)total);
-            fat5_generate_result_free(g, &a);
-            fat5_generate_result_free(fat5_test_ctx(T), &b);
+            fat5_generate_result_destroy(g, &a);
+            fat5_generate_result_destroy(fat5_test_ctx(T), &b);
         }
         fat5_model_destroy(gm);
         fat5_model_destroy(cm);
@@ -633,9 +633,9 @@ static void t_gpu_generate_graph_replay(fat5_test *T) {
             FAT5_CHECK_MSG(T, memcmp(a.tokens, b.tokens, (size_t)a.cu_seqlens[a.n_seq] * 4) == 0 &&
                                   memcmp(a.scores, b.scores, (size_t)a.n_seq * 4) == 0,
                            "mode %d: graph replay differs from plain launches", mode);
-            fat5_generate_result_free(g, &b);
+            fat5_generate_result_destroy(g, &b);
         }
-        fat5_generate_result_free(g, &a);
+        fat5_generate_result_destroy(g, &a);
     }
     fat5_model_destroy(m);
     fat5_ctx_destroy(g);

@@ -317,7 +317,7 @@ static void tgm_fixtures(fat5_test *T, fat5_dtype dtype) {
         } else {
             tgm_compare(T, g, cpu, &b, &lc, names[k]);
         }
-        fat5_batch_free(fat5_test_ctx(T), &b);
+        fat5_batch_destroy(fat5_test_ctx(T), &b);
         fat5_model_destroy(cpu);
     }
     // and fat5_model_load on a GPU context gives the fixture's logits and loss directly
@@ -347,7 +347,7 @@ static void tgm_fixtures(fat5_test *T, fat5_dtype dtype) {
         free(got);
         free(loss);
         fat5_st_destroy(ref);
-        fat5_batch_free(fat5_test_ctx(T), &b);
+        fat5_batch_destroy(fat5_test_ctx(T), &b);
         fat5_model_destroy(m);
     }
     fat5_ctx_destroy(g);

@@ -1355,6 +1355,8 @@ static void tio_index_write(fat5_test *T, const char *dir, int n, int distinct) 
     fat5__sb_free(&b);
 }
 
+static int tio_copy_fixture(fat5_test *T, const char *name, const char *as, char *dir);
+
 // An index with very many entries: the distinct shards are found by sorting (the old check
 // compared every entry with all before it: 12 s for 100k entries over two shards).
 static void t_io_index_many_entries(fat5_test *T) {
@@ -1369,6 +1371,17 @@ static void t_io_index_many_entries(fat5_test *T) {
         FAT5_REQUIRE(T, tio_write_st(path, "{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4));
     }
     tio_index_write(T, dir, n, 0);
+    {   // the weight files as the loader reads them: each distinct shard once, in name order
+        static const char want[] = "model-00001.safetensors\0model-00002.safetensors";
+        char *names = NULL;
+        size_t len = 0;
+        int n_files = 0;
+        FAT5_REQUIRE_OK(T, fat5_model_weight_files(ctx, dir, &names, &len, &n_files));
+        FAT5_CHECK(T, n_files == 2 && len == sizeof want && memcmp(names, want, len) == 0);
+        fat5_free(ctx, names);
+        TIO_EXPECT_ERR(T, fat5_model_weight_files(ctx, path, &names, &len, &n_files), FAT5_ERR_IO, "not a directory");
+        FAT5_CHECK(T, names == NULL && n_files == 0);
+    }
     TIO_EXPECT_ERR(T, fat5_model_load(ctx, dir, &m), FAT5_ERR_FORMAT,
                   "tensor 'encoder.block.0.layer.0.SelfAttention.q.weight' is listed in the index but absent "
                   "from 'model-00001.safetensors'");
@@ -1379,6 +1392,18 @@ static void t_io_index_many_entries(fat5_test *T) {
     TIO_EXPECT_ERR(T, fat5_model_load(ctx, dir, &m), FAT5_ERR_UNSUPPORTED,
                   "the index names 300000 shard files; at most 1024 are supported");
     FAT5_CHECK(T, m == NULL);
+    {
+        char *names = NULL;
+        size_t len = 0;
+        int n_files = 0;
+        TIO_EXPECT_ERR(T, fat5_model_weight_files(ctx, dir, &names, &len, &n_files), FAT5_ERR_UNSUPPORTED,
+                       "at most 1024 are supported");
+        // a checkpoint of one file: that file
+        FAT5_REQUIRE(T, tio_copy_fixture(T, "t5_v10_relu_tied", "one_file", dir));
+        FAT5_REQUIRE_OK(T, fat5_model_weight_files(ctx, dir, &names, &len, &n_files));
+        FAT5_CHECK(T, n_files == 1 && len == sizeof "model.safetensors" && !strcmp(names, "model.safetensors"));
+        fat5_free(ctx, names);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

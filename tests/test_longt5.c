@@ -632,7 +632,7 @@ static void tl_decode_patterns(fat5_test *T, fat5_model *m, const char *what, co
             FAT5_CHECK_MSG(T, fl && !bad, "%s, %s: %d greedy tokens are not the argmax of the forward's logits", what, specs[k],
                            bad);
             free(fl);
-            fat5_generate_result_free(ctx, &gr);
+            fat5_generate_result_destroy(ctx, &gr);
         }
         free(ref);
         ref = NULL;

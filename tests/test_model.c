@@ -220,7 +220,7 @@ done:
     free(logits);
     free(want);
     fat5_st_destroy(ref);
-    fat5_batch_free(ctx, &b);
+    fat5_batch_destroy(ctx, &b);
     fat5_model_destroy(m);
 }
 
@@ -441,7 +441,7 @@ static void t_save_load_roundtrip(fat5_test *T) {
                 FAT5_CHECK_MSG(T, 0, "forward failed: %s", fat5_last_error(ctx));
             free(la);
             free(lb);
-            fat5_batch_free(ctx, &bt);
+            fat5_batch_destroy(ctx, &bt);
         }
         fat5_model_destroy(a);
         fat5_model_destroy(b);
@@ -524,7 +524,7 @@ static void t_batch_empty(fat5_test *T) {
         FAT5_REQUIRE_OK(T, fat5_batch_from_json(fat5_test_ctx(T), js, strlen(js), &e));
     }
     TM_EXPECT_ERR(T, fat5_model_forward(m, &e, NULL, NULL), FAT5_ERR_INVALID_ARG, "empty");
-    fat5_batch_free(fat5_test_ctx(T), &e);
+    fat5_batch_destroy(fat5_test_ctx(T), &e);
     // a sequence with no encoder tokens has nothing to cross-attend to
     {
         static const int32_t cu[] = {0, 12, 12, 19};
@@ -655,7 +655,7 @@ static void t_batch_json_rejects(fat5_test *T) {
     s = "{\"inputs\": [[1, 2]], \"labels\": [[-100, 3]]}";
     FAT5_REQUIRE_OK(T, fat5_batch_from_json(ctx, s, strlen(s), &b));
     FAT5_CHECK(T, b.n_seq == 1 && b.enc_cu_seqlens[1] == 2 && b.labels[0] == -100 && b.dec_cu_seqlens[1] == 2);
-    fat5_batch_free(ctx, &b);
+    fat5_batch_destroy(ctx, &b);
 }
 
 // ---------------------------------------------------------------------------------------------

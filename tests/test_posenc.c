@@ -602,7 +602,7 @@ static void t_flash_t5_checkpoint(fat5_test *T) {
     fat5__free(ctx, text);
     fat5_st_destroy(ref);
     fat5_st_destroy(saved);
-    fat5_batch_free(ctx, &b);
+    fat5_batch_destroy(ctx, &b);
     fat5_model_destroy(m);
     fat5_model_destroy(m2);
 }

@@ -349,10 +349,10 @@ static void t_tokenizer_batch(fat5_test *T) {
         }
     }
     FAT5_CHECK(T, b.n_enc_tokens == b.enc_cu_seqlens[3] && b.n_dec_tokens == b.dec_cu_seqlens[3]);
-    fat5_batch_free(ctx, &b);
+    fat5_batch_destroy(ctx, &b);
     FAT5_REQUIRE_OK(T, fat5_batch_from_texts(tok, in, NULL, 3, &nb));   // inputs only
     FAT5_CHECK(T, nb.n_seq == 3 && !nb.labels && nb.n_dec_tokens == 0 && nb.dec_cu_seqlens[3] == 0);
-    fat5_batch_free(ctx, &nb);
+    fat5_batch_destroy(ctx, &nb);
     FAT5_CHECK(T, fat5_batch_from_texts(tok, in, NULL, -1, &nb) == FAT5_ERR_INVALID_ARG);
     fat5_tokenizer_destroy(tok);
 }

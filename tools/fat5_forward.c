@@ -106,7 +106,7 @@ int main(int argc, char **argv) {
 done:
     free(logits);
     fat5_free(ctx, text);
-    fat5_batch_free(ctx, &b);
+    fat5_batch_destroy(ctx, &b);
     fat5_model_destroy(m);
     fat5_ctx_destroy(ctx);
     return rc;

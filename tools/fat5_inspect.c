@@ -6,7 +6,6 @@
 #define FAT5_IMPLEMENTATION
 #include "../fat5.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,172 +66,6 @@ static const char *clean_name(char *buf, size_t cap, const char *s) {
     }
     buf[i] = 0;
     return buf;
-}
-
-// ---- the shard list of a model.safetensors.index.json ----
-// fat5_model_load has read and checked the index before this runs (every shard a .safetensors
-// file of the directory, every tensor where the index says); here only the distinct file names of
-// its "weight_map" are wanted, in name order, as the loader opens them. A small JSON scanner:
-// strings (with their escapes), and any other value skipped over.
-
-static const char *js_ws(const char *p) {
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
-    return p;
-}
-
-static void js_put_utf8(char *out, size_t *n, unsigned long cp) {
-    if (cp < 0x80) out[(*n)++] = (char)cp;
-    else if (cp < 0x800) out[(*n)++] = (char)(0xC0 | (cp >> 6)), out[(*n)++] = (char)(0x80 | (cp & 0x3F));
-    else if (cp < 0x10000)
-        out[(*n)++] = (char)(0xE0 | (cp >> 12)), out[(*n)++] = (char)(0x80 | ((cp >> 6) & 0x3F)),
-        out[(*n)++] = (char)(0x80 | (cp & 0x3F));
-    else
-        out[(*n)++] = (char)(0xF0 | (cp >> 18)), out[(*n)++] = (char)(0x80 | ((cp >> 12) & 0x3F)),
-        out[(*n)++] = (char)(0x80 | ((cp >> 6) & 0x3F)), out[(*n)++] = (char)(0x80 | (cp & 0x3F));
-}
-
-static int js_hex4(const char *p, unsigned long *v) {
-    int i;
-    *v = 0;
-    for (i = 0; i < 4; i++) {
-        char c = p[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-        if (d < 0) return 0;
-        *v = *v * 16 + (unsigned long)d;
-    }
-    return 1;
-}
-
-// The string at p (which is at its opening quote), decoded into a malloc'd copy when out is not
-// NULL; returns the position after the closing quote, NULL when it is not a string.
-static const char *js_string(const char *p, char **out) {
-    const char *q;
-    char *o = NULL;
-    size_t n = 0;
-    if (*p != '"') return NULL;
-    for (q = p + 1; *q && *q != '"'; q++)
-        if (*q == '\\' && !*++q) return NULL;
-    if (*q != '"') return NULL;
-    if (!out) return q + 1;
-    if (!(o = (char *)malloc((size_t)(q - p) * 2 + 1))) return NULL;   // \uXXXX: 6 bytes, 3 of UTF-8
-    for (p++; p < q; p++) {
-        unsigned long cp, lo;
-        if (*p != '\\') {
-            o[n++] = *p;
-            continue;
-        }
-        switch (*++p) {
-        case 'b': o[n++] = '\b'; break;
-        case 'f': o[n++] = '\f'; break;
-        case 'n': o[n++] = '\n'; break;
-        case 'r': o[n++] = '\r'; break;
-        case 't': o[n++] = '\t'; break;
-        case 'u':
-            if (p + 4 >= q || !js_hex4(p + 1, &cp)) goto bad;
-            p += 4;
-            if (cp >= 0xD800 && cp < 0xDC00 && p + 6 < q && p[1] == '\\' && p[2] == 'u' && js_hex4(p + 3, &lo) &&
-                lo >= 0xDC00 && lo < 0xE000) {
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                p += 6;
-            }
-            js_put_utf8(o, &n, cp);
-            break;
-        default: o[n++] = *p;   // \" \\ \/
-        }
-    }
-    o[n] = 0;
-    *out = o;
-    return q + 1;
-bad:
-    free(o);
-    return NULL;
-}
-
-// Skips the value at p (any JSON value); NULL when it is malformed.
-static const char *js_skip(const char *p, int depth) {
-    p = js_ws(p);
-    if (*p == '"') return js_string(p, NULL);
-    if (*p == '{' || *p == '[') {
-        char close = *p == '{' ? '}' : ']';
-        if (depth > 64) return NULL;
-        p = js_ws(p + 1);
-        if (*p == close) return p + 1;
-        for (;;) {
-            if (close == '}') {
-                if (!(p = js_string(js_ws(p), NULL))) return NULL;
-                p = js_ws(p);
-                if (*p++ != ':') return NULL;
-            }
-            if (!(p = js_skip(p, depth + 1))) return NULL;
-            p = js_ws(p);
-            if (*p == close) return p + 1;
-            if (*p++ != ',') return NULL;
-        }
-    }
-    if (!*p || strchr(",:}]", *p)) return NULL;
-    while (*p && !strchr(" \t\r\n,:}]", *p)) p++;   // a number, true, false or null
-    return p;
-}
-
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-// The distinct shard file names of the index text, sorted: *out (each and the array free'd by the
-// caller), *n_out of them. 0 when the text is not what fat5_model_load accepted.
-static int index_shards(const char *text, char ***out, int *n_out) {
-    const char *p = js_ws(text);
-    char **names = NULL, *key = NULL, *val = NULL;
-    int n = 0, cap = 0, i, k;
-    *out = NULL;
-    *n_out = 0;
-    if (*p++ != '{') return 0;
-    for (p = js_ws(p); *p != '}';) {
-        int wm;
-        if (!(p = js_string(p, &key))) goto bad;
-        wm = strcmp(key, "weight_map") == 0;
-        free(key);
-        key = NULL;
-        p = js_ws(p);
-        if (*p++ != ':') goto bad;
-        p = js_ws(p);
-        if (!wm) {
-            if (!(p = js_skip(p, 0))) goto bad;
-        } else {
-            if (*p++ != '{') goto bad;
-            for (p = js_ws(p); *p != '}';) {
-                if (!(p = js_string(p, NULL))) goto bad;
-                p = js_ws(p);
-                if (*p++ != ':' || !(p = js_string(js_ws(p), &val))) goto bad;
-                if (n == cap) {
-                    char **nn = (char **)realloc(names, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *names);
-                    if (!nn) goto bad;
-                    names = nn;
-                }
-                names[n++] = val;
-                val = NULL;
-                p = js_ws(p);
-                if (*p == ',') p = js_ws(p + 1);
-                else if (*p != '}') goto bad;
-            }
-            p++;
-        }
-        p = js_ws(p);
-        if (*p == ',') p = js_ws(p + 1);
-        else if (*p != '}') goto bad;
-    }
-    if (n) qsort(names, (size_t)n, sizeof *names, cmp_str);
-    for (i = k = 0; i < n; i++) {
-        if (k && strcmp(names[k - 1], names[i]) == 0) free(names[i]);
-        else names[k++] = names[i];
-    }
-    *out = names;
-    *n_out = k;
-    return 1;
-bad:
-    for (i = 0; i < n; i++) free(names[i]);
-    free(names);
-    free(key);
-    free(val);
-    return 0;
 }
 
 // element count of t: 0 when a dimension is 0 (whatever the others), else the product, checked;
@@ -296,46 +129,31 @@ static int print_file(fat5_ctx *ctx, const char *path, int64_t *total) {
     return rc;
 }
 
-// every shard of a model.safetensors.index.json, in name order; 1 with the reason in the
-// context, 2 reported
-static int print_shards(fat5_ctx *ctx, const char *dir, int64_t *total) {
-    FILE *fp;
-    char p[4200], *text = NULL, **shards = NULL;
-    size_t len = 0, got;
+// every weight file of the directory (model.safetensors, or each shard the index names, in name
+// order); 1 with the reason in the context, 2 reported
+static int print_weights(fat5_ctx *ctx, const char *dir, int64_t *total) {
+    char p[4200], *names = NULL;
+    const char *name;
+    size_t len = 0;
     int i, n = 0, rc = 0;
-    snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
-    if (!(fp = fopen(p, "rb"))) {
-        fprintf(stderr, "fat5_inspect: %s: cannot open: %s\n", p, strerror(errno));
-        return 2;
-    }
-    do {   // the loader read it whole already (it bounds it at 64 MiB)
-        char *nt = (char *)realloc(text, len + 65537);
-        if (!nt) break;
-        text = nt;
-        got = fread(text + len, 1, 65536, fp);
-        len += got;
-    } while (got == 65536 && len < ((size_t)64 << 20));
-    fclose(fp);
-    if (text) text[len] = 0;
-    if (!text || !index_shards(text, &shards, &n)) {
-        fprintf(stderr, "fat5_inspect: %s: cannot read its weight_map\n", p);
-        rc = 2;
-    }
-    for (i = 0; i < n && !rc; i++) {
+    if (fat5_model_weight_files(ctx, dir, &names, &len, &n) != FAT5_OK) return 1;
+    for (i = 0, name = names; i < n && !rc; i++, name += strlen(name) + 1) {
         fat5_st_file *f = NULL;
-        char name[64];
-        snprintf(p, sizeof p, "%s/%s", dir, shards[i]);
+        char title[64];
+        snprintf(p, sizeof p, "%s/%s", dir, name);
+        if (n == 1) {
+            rc = print_file(ctx, p, total);
+            continue;
+        }
         if (fat5_st_load(ctx, p, &f) != FAT5_OK) {
             rc = 1;
             break;
         }
-        snprintf(name, sizeof name, "shard %d of %d", i + 1, n);
-        if (print_st(f, name, total)) rc = 2;
+        snprintf(title, sizeof title, "shard %d of %d", i + 1, n);
+        if (print_st(f, title, total)) rc = 2;
         fat5_st_destroy(f);
     }
-    for (i = 0; i < n; i++) free(shards[i]);
-    free(shards);
-    free(text);
+    fat5_free(ctx, names);
     return rc;
 }
 
@@ -385,12 +203,7 @@ int main(int argc, char **argv) {
             fat5_free(ctx, json);
         }
         fat5_model_destroy(m);
-        {
-            char p[4200];
-            snprintf(p, sizeof p, "%s/model.safetensors", argv[1]);
-            if (stat(p, &st) == 0) rc = print_file(ctx, p, &total);
-            else rc = print_shards(ctx, argv[1], &total);
-        }
+        rc = print_weights(ctx, argv[1], &total);
     } else {
         rc = print_file(ctx, argv[1], &total);
     }

@@ -35,99 +35,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-// The output, written atomically: a temporary file beside the destination (mkstemp), flushed,
-// synced and renamed over it at the end; removed on any failure, so a failed run leaves no file.
-typedef struct pt_out {
-    FILE *fp;
-    char *tmp;   // the temporary file's path
-} pt_out;
-
-static int pt_out_open(pt_out *o, const char *path) {
-    size_t n = strlen(path);
-    int fd;
-    o->fp = NULL;
-    o->tmp = (char *)malloc(n + 16);
-    if (!o->tmp) {
-        fprintf(stderr, "pretokenize: out of memory\n");
-        return 0;
-    }
-    memcpy(o->tmp, path, n);
-    memcpy(o->tmp + n, ".tmp.XXXXXX", 12);
-    if ((fd = mkstemp(o->tmp)) < 0 || !(o->fp = fdopen(fd, "wb"))) {
-        fprintf(stderr, "pretokenize: %s: cannot create: %s\n", o->tmp, strerror(errno));
-        if (fd >= 0) {
-            close(fd);
-            remove(o->tmp);
-        }
-        free(o->tmp);
-        o->tmp = NULL;
-        return 0;
-    }
-    return 1;
-}
-
-static int pt_out_write(pt_out *o, const char *path, const void *p, size_t n) {
-    if (fwrite(p, 1, n, o->fp) == n) return 1;
-    fprintf(stderr, "pretokenize: %s: write failed: %s\n", path, strerror(errno));
-    return 0;
-}
-
-static void pt_out_abort(pt_out *o) {
-    if (o->fp) fclose(o->fp);
-    if (o->tmp) remove(o->tmp);
-    free(o->tmp);
-    o->fp = NULL;
-    o->tmp = NULL;
-}
-
-static int pt_out_commit(pt_out *o, const char *path) {
-    int ok = fflush(o->fp) == 0 && fsync(fileno(o->fp)) == 0, e = errno;
-    ok = fclose(o->fp) == 0 && ok;
-    o->fp = NULL;
-    if (!ok || rename(o->tmp, path) != 0) {
-        fprintf(stderr, "pretokenize: %s: cannot write: %s\n", path, strerror(ok ? errno : e));
-        pt_out_abort(o);
-        return 0;
-    }
-    free(o->tmp);
-    o->tmp = NULL;
-    return 1;
-}
-
-// v as n little-endian bytes at p (the token file's integers)
-static void pt_put_le(unsigned char *p, uint64_t v, int n) {
-    int i;
-    for (i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-// The 32-byte header of a token file (its layout: fat5.h, "token files").
-static void pt_header(unsigned char h[32], int width, int64_t vocab, int32_t eos) {
-    memset(h, 0, 32);
-    memcpy(h, "FAT5TOK", 8);
-    pt_put_le(h + 8, 1, 4);
-    pt_put_le(h + 12, (uint64_t)width, 4);
-    pt_put_le(h + 16, (uint64_t)vocab, 8);
-    pt_put_le(h + 24, (uint64_t)(uint32_t)eos, 4);
-}
-
-// Length of the UTF-8 sequence at s (at most avail bytes), 0 when it is not valid UTF-8: a lead
-// byte and its continuations, no overlong form, no surrogate, nothing above U+10FFFF.
-static size_t pt_utf8_len(const char *s, size_t avail) {
-    unsigned char c = (unsigned char)s[0], lo = 0x80, hi = 0xBF;
-    size_t k, j;
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) k = 2;
-    else if (c >= 0xE0 && c <= 0xEF) k = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-    else if (c >= 0xF0 && c <= 0xF4) k = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-    else return 0;
-    if (avail < k) return 0;
-    for (j = 1; j < k; j++) {
-        unsigned char b = (unsigned char)s[j];
-        if (b < (j == 1 ? lo : 0x80) || b > (j == 1 ? hi : 0xBF)) return 0;
-    }
-    return k;
-}
-
 // Opens an input for reading: a regular file only (a FIFO or a directory is refused without
 // blocking on it). 0 with the reason on stderr.
 static int pt_open_regular(const char *path, FILE **out) {
@@ -159,10 +66,9 @@ typedef struct pt_state {
     int32_t eos;
     char *text;               // --tokenizer: the text of the document being read
     size_t text_len, text_cap;
-    pt_out out;
-    const char *out_path;
+    fat5_tokens_writer *out;  // the token file, written atomically (it appears whole or not at all)
     int width;
-    unsigned char buf[1 << 16];
+    int32_t buf[1 << 14];     // ids not yet handed to the writer
     size_t fill;
     int64_t n_ids, n_docs, in_bytes, next_report;
     int64_t doc_len;          // ids of the document being written
@@ -175,15 +81,14 @@ static int pt_fail(pt_state *p) {
 }
 
 static int pt_flush(pt_state *p) {
-    if (p->fill && !pt_out_write(&p->out, p->out_path, p->buf, p->fill)) return 0;
+    if (p->fill && fat5_tokens_writer_append(p->out, p->buf, (int64_t)p->fill) != FAT5_OK) return pt_fail(p);
     p->fill = 0;
     return 1;
 }
 
 static int pt_id(pt_state *p, uint32_t id) {
-    if (p->fill + 4 > sizeof p->buf && !pt_flush(p)) return 0;
-    pt_put_le(p->buf + p->fill, id, p->width);
-    p->fill += (size_t)p->width;
+    if (p->fill == sizeof p->buf / sizeof p->buf[0] && !pt_flush(p)) return 0;
+    p->buf[p->fill++] = (int32_t)id;
     p->n_ids++;
     return 1;
 }
@@ -255,20 +160,6 @@ static int pt_blank(const char *s, size_t n) {
     return 1;
 }
 
-// Checks a line is UTF-8; *bad gets the offset of the first invalid byte.
-static int pt_utf8(const char *s, size_t n, size_t *bad) {
-    size_t i = 0;
-    while (i < n) {
-        size_t k = pt_utf8_len(s + i, n - i);
-        if (k == 0) {
-            *bad = i;
-            return 0;
-        }
-        i += k;
-    }
-    return 1;
-}
-
 static int pt_file(pt_state *p, const char *path, const char *sep) {
     FILE *fp;
     char *line = NULL;
@@ -284,7 +175,7 @@ static int pt_file(pt_state *p, const char *path, const char *sep) {
     while ((got = getline(&line, &cap, fp)) > 0) {
         size_t n = (size_t)got, body;
         lineno++;
-        if (!pt_utf8(line, n, &bad)) {
+        if ((bad = fat5_utf8_valid_len(line, n)) < n) {
             fprintf(stderr, "pretokenize: %s: line %lld, byte %lld: not valid UTF-8\n", path, (long long)lineno,
                     (long long)(off + (int64_t)bad));
             ok = 0;
@@ -344,7 +235,6 @@ int main(int argc, char **argv) {
     fat5_ctx_config cc = fat5_ctx_config_default();
     const char *sep = "file", *out = NULL, *tok_path = NULL;
     long long vocab = -1;
-    unsigned char h[32];
     const char **ins = (const char **)malloc((size_t)argc * sizeof *ins);
     int i, n_in = 0, ok = 1;
     if (!ins) return 1;
@@ -441,24 +331,17 @@ int main(int argc, char **argv) {
         ok = 1;
         if (vocab < 0) vocab = tv;
     }
-    p.out_path = out;
     p.next_report = (int64_t)64 << 20;
-    pt_header(h, p.width, vocab, p.eos);
-    if (!pt_out_open(&p.out, out) || !pt_out_write(&p.out, out, h, sizeof h)) {
-        pt_out_abort(&p.out);
-        fat5_tokenizer_destroy(p.tok);
-        fat5_ctx_destroy(p.ctx);
-        return 1;
-    }
+    if (fat5_tokens_writer_create(p.ctx, out, vocab, p.eos, p.width, &p.out) != FAT5_OK) ok = pt_fail(&p);
     for (i = 0; i < n_in && ok; i++) ok = pt_file(&p, ins[i], sep);
     if (ok && p.n_docs == 0) {
         fprintf(stderr, "pretokenize: the input holds no document (every one was empty)\n");
         ok = 0;
     }
     ok = ok && pt_flush(&p);
-    if (ok && !pt_out_commit(&p.out, out)) ok = 0;
+    if (ok && fat5_tokens_writer_commit(p.out) != FAT5_OK) ok = pt_fail(&p);
+    fat5_tokens_writer_destroy(p.out);   // without a commit: the temporary file is removed
     if (!ok) {
-        pt_out_abort(&p.out);
         fat5_tokenizer_destroy(p.tok);
         fat5_ctx_destroy(p.ctx);
         free(p.text);

@@ -1,4 +1,4 @@
-// libFuzzer target: the batch JSON reader (fat5_batch_from_json, fat5_batch_free). A batch that
+// libFuzzer target: the batch JSON reader (fat5_batch_from_json, fat5_batch_destroy). A batch that
 // parses must be consistent: cumulative offsets start at 0 and never decrease.
 //     make fuzz   (clang -fsanitize=fuzzer,address,undefined)
 #define FAT5_IMPLEMENTATION
@@ -13,7 +13,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fat5_batch b;
     int64_t s;
     if (fat5_batch_from_json(ctx, (const char *)data, size, &b) != FAT5_OK) {
-        fat5_batch_free(ctx, &b);  // must be harmless on a failed parse
+        fat5_batch_destroy(ctx, &b);  // must be harmless on a failed parse
         return 0;
     }
     if (b.n_seq < 0 || !b.enc_cu_seqlens || !b.dec_cu_seqlens) fuzz_die("batch shape");
@@ -26,6 +26,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (b.dec_cu_seqlens[b.n_seq] > 0 && b.labels) s = b.labels[b.dec_cu_seqlens[b.n_seq] - 1];
     if (b.dec_cu_seqlens[b.n_seq] > 0 && b.dec_tokens) s = b.dec_tokens[b.dec_cu_seqlens[b.n_seq] - 1];
     (void)s;
-    fat5_batch_free(ctx, &b);
+    fat5_batch_destroy(ctx, &b);
     return 0;
 }

@@ -63,7 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         st = fat5_model_forward(m, &b, &lc, &r);
         if (st != FAT5_OK) fuzz_die("forward failed on a model that loaded");
         if (r.n_tokens != 4) fuzz_die("token count");
-        fat5_batch_free(ctx, &b);
+        fat5_batch_destroy(ctx, &b);
         fat5_model_destroy(m);
     }
     return 0;
