@@ -73,7 +73,7 @@
 // returns, so the watchdog marks the rank failed on the ranks' board (its peers and fat5_launch
 // report why), passes the message to the context's log callback from the watchdog thread (to
 // stderr when there is none), and ends the process with _exit(1) rather than leave a rank hung
-// (section [3.5]).
+// (section [9.1]; the watchdog: section [3.5]).
 //
 // Threads, ownership, lifetimes:
 //   - A fat5_ctx and everything made with it (models, safetensors files) is used by one thread at
@@ -2804,6 +2804,12 @@ typedef const char *(*fat5__PFN_ncclGetErrorString)(fat5__ncclResult_t result);
 typedef fat5__ncclResult_t (*fat5__PFN_ncclAllReduce)(const void *send, void *recv, size_t count,
                                                       fat5__ncclDataType_t type, fat5__ncclRedOp_t op,
                                                       fat5__ncclComm_t comm, fat5__CUstream stream);
+typedef fat5__ncclResult_t (*fat5__PFN_ncclReduceScatter)(const void *send, void *recv, size_t recv_count,
+                                                          fat5__ncclDataType_t type, fat5__ncclRedOp_t op,
+                                                          fat5__ncclComm_t comm, fat5__CUstream stream);
+typedef fat5__ncclResult_t (*fat5__PFN_ncclAllGather)(const void *send, void *recv, size_t send_count,
+                                                      fat5__ncclDataType_t type, fat5__ncclComm_t comm,
+                                                      fat5__CUstream stream);
 #define FAT5__NCCL_API(X)                                                                          \
     X(ncclGetUniqueId, "ncclGetUniqueId")                                                          \
     X(ncclCommInitRank, "ncclCommInitRank")                                                        \
@@ -2811,7 +2817,9 @@ typedef fat5__ncclResult_t (*fat5__PFN_ncclAllReduce)(const void *send, void *re
     X(ncclCommAbort, "ncclCommAbort")                                                              \
     X(ncclCommGetAsyncError, "ncclCommGetAsyncError")                                              \
     X(ncclGetErrorString, "ncclGetErrorString")                                                    \
-    X(ncclAllReduce, "ncclAllReduce")
+    X(ncclAllReduce, "ncclAllReduce")                                                              \
+    X(ncclReduceScatter, "ncclReduceScatter")                                                      \
+    X(ncclAllGather, "ncclAllGather")
 // the driver calls a run of several ranks adds to the events (FAT5__CU_EVENT_API): a second stream
 // ordered against the first by events
 typedef fat5__CUresult (*fat5__PFN_cuStreamWaitEvent)(fat5__CUstream stream, fat5__CUevent ev, unsigned int flags);
@@ -7858,6 +7866,10 @@ static const char *const fat5__op_names[] = {
 #undef FAT5__OP_NAME
 };
 
+// The collectives' transports; the communicator and the collectives are section [3.5]'s.
+enum { FAT5__DIST_HOST = 1, FAT5__DIST_NCCL = 2 };
+struct fat5__comm;
+
 // A backend: its memory (host or device), its activation element size, what the layers above
 // need to know of it (so that none of them asks which backend it is), CUDA-graph-style recording
 // of queued work, and one function per op.
@@ -7902,6 +7914,17 @@ typedef struct fat5__backend {
     fat5_status (*capture_end)(fat5_ctx *ctx, int keep, void **exec);
     fat5_status (*graph_launch)(fat5_ctx *ctx, void *exec);
     void (*graph_destroy)(fat5_ctx *ctx, void *exec);
+    // Collectives across the ranks of data parallel training, on the communicator c (section
+    // [3.5]) over the backend's transport: the CPU's shared memory, the GPU's NCCL. All fp32 but
+    // sum's fp64 (f64 1). comm_sum: in place over n elements at p; comm_reduce_scatter: send
+    // [world * n], recv [n] = the sum over the ranks of their send's chunk [rank n, (rank + 1) n);
+    // comm_all_gather: send [n], recv [world * n] = every rank's send in rank order. The GPU's are
+    // queued on the collectives' stream after the work queued so far (fat5__comm_wait waits for
+    // them); the CPU's are done when they return. Every rank calls them in the same order.
+    int comm_transport;   // FAT5__DIST_HOST or FAT5__DIST_NCCL
+    fat5_status (*comm_sum)(struct fat5__comm *c, fat5__addr p, size_t n, int f64);
+    fat5_status (*comm_reduce_scatter)(struct fat5__comm *c, fat5__addr send, fat5__addr recv, size_t n);
+    fat5_status (*comm_all_gather)(struct fat5__comm *c, fat5__addr send, fat5__addr recv, size_t n);
     const char *const *op_names;                                            // fat5__op_names
 #define FAT5__OP_FIELD(name, params) fat5_status(*name) params;
     FAT5__OPS(FAT5__OP_FIELD)
@@ -7960,12 +7983,23 @@ static void fat5__host_graph_destroy(fat5_ctx *ctx, void *exec) {
 
 #define FAT5__OP_COUNT ((int)(sizeof fat5__op_names / sizeof fat5__op_names[0]))
 
+// the collectives of each backend (section [3.5])
+static fat5_status fat5__host_comm_sum(struct fat5__comm *c, fat5__addr p, size_t n, int f64);
+static fat5_status fat5__host_comm_reduce_scatter(struct fat5__comm *c, fat5__addr send, fat5__addr recv, size_t n);
+static fat5_status fat5__host_comm_all_gather(struct fat5__comm *c, fat5__addr send, fat5__addr recv, size_t n);
+#ifndef FAT5_NO_CUDA
+static fat5_status fat5__nccl_comm_sum(struct fat5__comm *c, fat5__addr p, size_t n, int f64);
+static fat5_status fat5__nccl_comm_reduce_scatter(struct fat5__comm *c, fat5__addr send, fat5__addr recv, size_t n);
+static fat5_status fat5__nccl_comm_all_gather(struct fat5__comm *c, fat5__addr send, fat5__addr recv, size_t n);
+#endif
+
 static const fat5__backend fat5__cpu_backend = {
     "cpu", 1, 0, 0, fat5__host_act_size, fat5__host_alloc, fat5__host_free, fat5__host_upload,
     fat5__host_download, fat5__host_copy, fat5__host_memset0, fat5__host_sync, fat5__host_fused_rows,
     fat5__host_peak_flops, fat5__host_mem_info, fat5__host_profile, fat5__host_profile_collect,
     fat5__host_profile_entry, fat5__host_set_attn_tc, fat5__host_capture_begin, fat5__host_capture_end, fat5__host_graph_launch,
-    fat5__host_graph_destroy, fat5__op_names,
+    fat5__host_graph_destroy, FAT5__DIST_HOST, fat5__host_comm_sum, fat5__host_comm_reduce_scatter,
+    fat5__host_comm_all_gather, fat5__op_names,
 #define FAT5__OP_CPU(name, params) fat5__cpu_##name,
     FAT5__OPS(FAT5__OP_CPU)
 #undef FAT5__OP_CPU
@@ -7977,7 +8011,8 @@ static const fat5__backend fat5__gpu_backend = {
     fat5__dev_download, fat5__dev_copy, fat5__dev_memset0, fat5__dev_sync, fat5__dev_fused_rows,
     fat5__dev_peak_flops, fat5__dev_mem_info, fat5__dev_prof_enable, fat5__dev_prof_collect,
     fat5__dev_prof_entry, fat5__dev_set_attn_tc, fat5__dev_capture_begin, fat5__dev_capture_end, fat5__dev_graph_launch,
-    fat5__dev_graph_destroy, fat5__op_names,
+    fat5__dev_graph_destroy, FAT5__DIST_NCCL, fat5__nccl_comm_sum, fat5__nccl_comm_reduce_scatter,
+    fat5__nccl_comm_all_gather, fat5__op_names,
 #define FAT5__OP_GPU(name, params) fat5__gpu_##name,
     FAT5__OPS(FAT5__OP_GPU)
 #undef FAT5__OP_GPU
@@ -8136,7 +8171,8 @@ typedef struct fat5__board {
     unsigned char nccl_id[128];
 } fat5__board;
 
-enum { FAT5__DIST_HOST = 1, FAT5__DIST_NCCL = 2 };
+// What the watchdog does when the rank's thread is held inside an NCCL call (see the watchdog).
+typedef void (*fat5__comm_held_fn)(struct fat5__comm *c, const char *msg);
 
 typedef struct fat5__comm {
     fat5_ctx *ctx;
@@ -8167,12 +8203,12 @@ typedef struct fat5__comm {
     // keeps why in abort_why. Times in microseconds of fat5__now_s, 0 none: call_t0_us, when this
     // rank's thread entered the NCCL call it is in (set under nc_mu); queued_t0_us, when the first
     // sum not yet waited out (fat5__comm_wait) or landed (fat5__comm_grads_landed) was queued.
-    // on_held: the watchdog's last resort (tests replace it). joining: the rank's thread is joining
+    // on_held: the watchdog's last resort, the opener's (fat5__comm_open; tests replace it). joining: the rank's thread is joining
     // NCCL (ncclCommInitRank; queued_t0_us then times the join from its first try).
     int32_t aborted, joining;
     char abort_why[640];
     int64_t call_t0_us, queued_t0_us;
-    void (*on_held)(struct fat5__comm *c, const char *msg);
+    fat5__comm_held_fn on_held;
 #if FAT5__THREADS
     pthread_mutex_t nc_mu;
     pthread_t watch;
@@ -8357,6 +8393,54 @@ static fat5_status fat5__comm_host_sum(fat5__comm *c, void *p, size_t n, int f64
     return FAT5_OK;
 }
 
+// Reduce-scatter on the host transport: rank r gets the sum over the ranks, in rank order, of
+// their send[r n .. (r + 1) n) (fp32), chunk by chunk: each rank puts m elements of every rank's
+// chunk in its slot (world x m), then adds slot q's part r for q = 0, 1, ...
+static fat5_status fat5__host_comm_reduce_scatter(fat5__comm *c, fat5__addr send_a, fat5__addr recv_a, size_t n) {
+    const float *send = (const float *)(uintptr_t)send_a;
+    float *recv = (float *)(uintptr_t)recv_a;
+    size_t per = FAT5__DIST_SLOT / 4 / (size_t)c->world, off, i;
+    fat5_status st;
+    for (off = 0; off < n; off += per) {
+        size_t m = n - off < per ? n - off : per;
+        float *mine = (float *)(void *)(c->slots + (size_t)c->rank * FAT5__DIST_SLOT);
+        int q;
+        for (q = 0; q < c->world; q++) memcpy(mine + (size_t)q * m, send + (size_t)q * n + off, m * 4);
+        if ((st = fat5__comm_barrier(c))) return st;
+        for (q = 0; q < c->world; q++) {
+            const float *s = (const float *)(const void *)(c->slots + (size_t)q * FAT5__DIST_SLOT) + (size_t)c->rank * m;
+            if (q == 0)
+                for (i = 0; i < m; i++) recv[off + i] = s[i];
+            else
+                for (i = 0; i < m; i++) recv[off + i] += s[i];
+        }
+        if ((st = fat5__comm_barrier(c))) return st;
+    }
+    return FAT5_OK;
+}
+
+// All-gather on the host transport: recv[q n .. (q + 1) n) = rank q's send (fp32), chunk by chunk.
+static fat5_status fat5__host_comm_all_gather(fat5__comm *c, fat5__addr send_a, fat5__addr recv_a, size_t n) {
+    const float *send = (const float *)(uintptr_t)send_a;
+    float *recv = (float *)(uintptr_t)recv_a;
+    size_t per = FAT5__DIST_SLOT / 4, off;
+    fat5_status st;
+    for (off = 0; off < n; off += per) {
+        size_t m = n - off < per ? n - off : per;
+        int q;
+        memcpy(c->slots + (size_t)c->rank * FAT5__DIST_SLOT, send + off, m * 4);
+        if ((st = fat5__comm_barrier(c))) return st;
+        for (q = 0; q < c->world; q++)
+            memcpy(recv + (size_t)q * n + off, c->slots + (size_t)q * FAT5__DIST_SLOT, m * 4);
+        if ((st = fat5__comm_barrier(c))) return st;
+    }
+    return FAT5_OK;
+}
+
+static fat5_status fat5__host_comm_sum(fat5__comm *c, fat5__addr p, size_t n, int f64) {
+    return fat5__comm_host_sum(c, (void *)(uintptr_t)p, n, f64);
+}
+
 #ifndef FAT5_NO_CUDA
 // --- the watchdog (NCCL ranks)
 // A rank's own thread checks the board, NCCL's errors and the timeout while it waits for the sums
@@ -8370,8 +8454,8 @@ static fat5_status fat5__comm_host_sum(fat5__comm *c, void *p, size_t n, int f64
 //   - the rank's thread is in no NCCL call: the watchdog aborts NCCL (NCCL's kernels end, so
 //     the held CUDA call returns); the rank's next sum, wait or landing stops with the reason;
 //   - it is held inside an NCCL call for FAT5__WATCH_GRACE_S: ncclCommAbort would free what that
-//     call uses, so the watchdog says why on stderr and ends the process (on_held): its peers
-//     and the launcher see a failed rank, never a hang.
+//     call uses, so the watchdog marks the board and calls the opener's on_held, which in the
+//     run layer ends the process: its peers and the launcher see a failed rank, never a hang.
 // The rank's thread enters an NCCL call only under nc_mu and while not aborted, so an abort never
 // lands inside one. Without threads (FAT5_NO_THREADS) there is no watchdog, and nothing bounds
 // the join.
@@ -8499,21 +8583,18 @@ static int fat5__comm_join_leave(fat5__comm *c, fat5__ncclComm_t nc) {
 }
 
 // The watchdog's last resort: the rank's thread is held inside an NCCL call, which NCCL cannot
-// abort under it, and no error can be returned from a call that does not return. This is the one
-// place the library ends the process (fat5.h's header says so): the board names this rank and why
-// (its peers and the launcher report it, unless another rank failed first), the context's log
-// callback gets the message at FAT5_LOG_WARN on this watchdog thread (without a callback, and only
-// here, the message goes to stderr: the process is about to end and nothing else would say why),
-// the rendezvous file is removed as close would, and the process exits with status 1.
-static FAT5__UNUSED void fat5__comm_held_exit(fat5__comm *c, const char *msg) {
-    char why[600];
-    snprintf(why, sizeof why, "%.400s; held inside an NCCL call, which NCCL cannot abort under it: its process ends",
-             msg);
-    fat5__board_fail(c->board, c->rank, why);
-    if (c->ctx && c->ctx->cfg.log) fat5__log(c->ctx, FAT5_LOG_WARN, "rank %d: %s", c->rank, why);
-    else fprintf(stderr, "fat5: rank %d: %s\n", c->rank, why);
-    fat5__comm_unlink_own(c);   // as its close would: the next run starts clean
-    _exit(1);
+// abort under it, and no error can be returned from a call that does not return. The opener's
+// on_held decides what happens: the run layer ends the process (fat5__run_held_exit, the one place
+// the library does, fat5.h's header says why). Without one the board names this rank and why (its
+// peers report it), the log callback gets the message, and the rank stays held.
+static void fat5__comm_held(fat5__comm *c, const char *msg) {
+    if (c->on_held) {
+        c->on_held(c, msg);
+        return;
+    }
+    fat5__board_fail(c->board, c->rank, msg);
+    fat5__log(c->ctx, FAT5_LOG_WARN, "rank %d: %s; held inside an NCCL call, which NCCL cannot abort under it",
+              c->rank, msg);
 }
 
 // One look of the watchdog at time `now`: 1 when it must act, with msg (the reason the rank's
@@ -8552,7 +8633,7 @@ static FAT5__UNUSED int fat5__comm_watch_act(fat5__comm *c, double now, const ch
     if (fat5__comm_abort(c, msg, 1)) return 1;
     t_call = __atomic_load_n(&c->call_t0_us, __ATOMIC_ACQUIRE);
     if (t_call == 0 || now - (double)t_call * 1e-6 < FAT5__WATCH_GRACE_S) return 0;
-    c->on_held(c, msg);
+    fat5__comm_held(c, msg);
     return 1;
 }
 
@@ -8586,7 +8667,6 @@ static fat5_status fat5__comm_watch_start(fat5__comm *c) {
         return fat5__err(c->ctx, FAT5_ERR_OUT_OF_MEMORY, "rank %d: cannot make the watchdog's lock: %s", c->rank, strerror(rc));
     c->mu_on = 1;
     c->watch_stop = 0;
-    if (!c->on_held) c->on_held = fat5__comm_held_exit;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     rc = pthread_create(&c->watch, NULL, fat5__comm_watch, c);
@@ -8613,35 +8693,72 @@ static void fat5__comm_watch_stop(fat5__comm *c) {
 }
 #endif
 
-// Queues (NCCL) or does (host) the in-place sum of n elements at the backend address p.
-static fat5_status fat5__comm_sum(fat5__comm *c, fat5__addr p, size_t n, int f64) {
-    if (n == 0) return FAT5_OK;
-    if (c->mode == FAT5__DIST_HOST) return fat5__comm_host_sum(c, (void *)(uintptr_t)p, n, f64);
 #ifndef FAT5_NO_CUDA
-    {
-        struct fat5__gpu *g = c->ctx->gpu;
-        fat5__ncclResult_t r;
-        fat5__ncclComm_t nc;
-        fat5_status st;
-        if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) return fat5__comm_aborted_err(c);
-        // after the work queued so far on the compute stream
-        if ((st = fat5__dev_check(c->ctx, g->ev.cuEventRecord(c->ev_order, g->stream), "cuEventRecord")) ||
-            (st = fat5__dev_check(c->ctx, c->nccl.cu.cuStreamWaitEvent(c->stream, c->ev_order, 0), "cuStreamWaitEvent")))
-            return st;
-        if (!(nc = fat5__comm_call_enter(c))) return fat5__comm_aborted_err(c);
-        r = c->nccl.f.ncclAllReduce((const void *)(uintptr_t)p, (void *)(uintptr_t)p, n,
-                                    f64 ? FAT5__NCCL_FLOAT64 : FAT5__NCCL_FLOAT32, FAT5__NCCL_SUM, nc, c->stream);
-        fat5__comm_call_leave(c);
-        if (r != FAT5__NCCL_SUCCESS) {
-            if (!c->pending) __atomic_store_n(&c->queued_t0_us, 0, __ATOMIC_RELEASE);   // nothing queued
-            return fat5__nccl_fail(c->ctx, &c->nccl, r, "ncclAllReduce");
-        }
-        c->pending = 1;
-        return FAT5_OK;
+// An NCCL collective is queued on the collectives' stream after the work queued so far on the
+// compute stream, inside the watchdog's bracket (fat5__comm_call_enter / _leave). 0 when it may
+// go ahead with *nc.
+static fat5_status fat5__nccl_enter(fat5__comm *c, fat5__ncclComm_t *nc) {
+    struct fat5__gpu *g = c->ctx->gpu;
+    fat5_status st;
+    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) return fat5__comm_aborted_err(c);
+    if ((st = fat5__dev_check(c->ctx, g->ev.cuEventRecord(c->ev_order, g->stream), "cuEventRecord")) ||
+        (st = fat5__dev_check(c->ctx, c->nccl.cu.cuStreamWaitEvent(c->stream, c->ev_order, 0), "cuStreamWaitEvent")))
+        return st;
+    if (!(*nc = fat5__comm_call_enter(c))) return fat5__comm_aborted_err(c);
+    return FAT5_OK;
+}
+
+static fat5_status fat5__nccl_leave(fat5__comm *c, fat5__ncclResult_t r, const char *what) {
+    fat5__comm_call_leave(c);
+    if (r != FAT5__NCCL_SUCCESS) {
+        if (!c->pending) __atomic_store_n(&c->queued_t0_us, 0, __ATOMIC_RELEASE);   // nothing queued
+        return fat5__nccl_fail(c->ctx, &c->nccl, r, what);
     }
-#else
-    return fat5__err(c->ctx, FAT5_ERR_UNSUPPORTED, "collectives on the GPU: built with FAT5_NO_CUDA");
+    c->pending = 1;
+    return FAT5_OK;
+}
+
+static fat5_status fat5__nccl_comm_sum(fat5__comm *c, fat5__addr p, size_t n, int f64) {
+    fat5__ncclComm_t nc;
+    fat5_status st = fat5__nccl_enter(c, &nc);
+    if (st) return st;
+    return fat5__nccl_leave(c, c->nccl.f.ncclAllReduce((const void *)(uintptr_t)p, (void *)(uintptr_t)p, n,
+                                                       f64 ? FAT5__NCCL_FLOAT64 : FAT5__NCCL_FLOAT32, FAT5__NCCL_SUM,
+                                                       nc, c->stream),
+                            "ncclAllReduce");
+}
+
+static fat5_status fat5__nccl_comm_reduce_scatter(fat5__comm *c, fat5__addr send, fat5__addr recv, size_t n) {
+    fat5__ncclComm_t nc;
+    fat5_status st = fat5__nccl_enter(c, &nc);
+    if (st) return st;
+    return fat5__nccl_leave(c, c->nccl.f.ncclReduceScatter((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, n,
+                                                           FAT5__NCCL_FLOAT32, FAT5__NCCL_SUM, nc, c->stream),
+                            "ncclReduceScatter");
+}
+
+static fat5_status fat5__nccl_comm_all_gather(fat5__comm *c, fat5__addr send, fat5__addr recv, size_t n) {
+    fat5__ncclComm_t nc;
+    fat5_status st = fat5__nccl_enter(c, &nc);
+    if (st) return st;
+    return fat5__nccl_leave(c, c->nccl.f.ncclAllGather((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, n,
+                                                       FAT5__NCCL_FLOAT32, nc, c->stream),
+                            "ncclAllGather");
+}
 #endif
+
+// The collectives, on the backend's transport (fat5__backend: comm_sum, comm_reduce_scatter,
+// comm_all_gather, for their shapes). Nothing to move is no call: every rank skips it alike.
+static fat5_status fat5__comm_sum(fat5__comm *c, fat5__addr p, size_t n, int f64) {
+    return n ? c->be->comm_sum(c, p, n, f64) : FAT5_OK;
+}
+
+static FAT5__UNUSED fat5_status fat5__comm_reduce_scatter(fat5__comm *c, fat5__addr send, fat5__addr recv, size_t n) {
+    return n ? c->be->comm_reduce_scatter(c, send, recv, n) : FAT5_OK;
+}
+
+static FAT5__UNUSED fat5_status fat5__comm_all_gather(fat5__comm *c, fat5__addr send, fat5__addr recv, size_t n) {
+    return n ? c->be->comm_all_gather(c, send, recv, n) : FAT5_OK;
 }
 
 // Orders the compute stream after every queued collective (NCCL), without waiting on the host;
@@ -9084,9 +9201,9 @@ static fat5_status fat5__comm_join(fat5__comm *c, fat5__ncclUniqueId uid, const 
 // the ranks are on several hosts, NCCL only), or "NCCL_COMM_ID": NCCL's own rendezvous at the
 // host:port that environment variable holds on every rank (rank 0 listens there; GPU only).
 static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int rank, int world, const char *rendezvous,
-                                   double timeout_s, double bucket_mb, fat5__comm **out) {
+                                   double timeout_s, double bucket_mb, fat5__comm_held_fn on_held, fat5__comm **out) {
     fat5__comm *c;
-    int host = be == &fat5__cpu_backend, shm = -1, pr = -1, pw = -1, by_env;
+    int host = be->comm_transport == FAT5__DIST_HOST, shm = -1, pr = -1, pw = -1, by_env;
     size_t bytes = fat5__board_bytes(world, host);
     unsigned char id[128];   // NCCL's unique id
     fat5_status st = FAT5_OK;
@@ -9105,7 +9222,12 @@ static fat5_status fat5__comm_open(fat5_ctx *ctx, const fat5__backend *be, int r
     c->be = be;
     c->rank = rank;
     c->world = world;
-    c->mode = host ? FAT5__DIST_HOST : FAT5__DIST_NCCL;
+    c->mode = be->comm_transport;
+#ifndef FAT5_NO_CUDA
+    c->on_held = on_held;
+#else
+    (void)on_held;
+#endif
     c->fds[0] = c->fds[1] = c->fds[2] = -1;
     c->timeout_s = timeout_s > 0 ? timeout_s : 900;
     c->bucket = (size_t)(bucket_mb > 0 ? bucket_mb * 1048576.0 / 4 : 100.0 * 1048576 / 4);
@@ -19399,6 +19521,25 @@ FAT5_API fat5_status fat5_batch_from_texts(fat5_tokenizer *t, const char *const 
 #include <sys/wait.h>
 #endif
 
+// The watchdog's last resort for a rank of this layer's runs (fat5__comm_open's on_held): the
+// rank's thread is held inside an NCCL call, which NCCL cannot abort under it, and no error can be
+// returned from a call that does not return. This is the one place the library ends the process
+// (fat5.h's header says so): the board names this rank and why (its peers and the launcher report
+// it, unless another rank failed first), the context's log callback gets the message at
+// FAT5_LOG_WARN on the watchdog thread (without a callback, and only here, the message goes to
+// stderr: the process is about to end and nothing else would say why), the rendezvous file is
+// removed as close would, and the process exits with status 1.
+static FAT5__UNUSED void fat5__run_held_exit(fat5__comm *c, const char *msg) {
+    char why[600];
+    snprintf(why, sizeof why, "%.400s; held inside an NCCL call, which NCCL cannot abort under it: its process ends",
+             msg);
+    fat5__board_fail(c->board, c->rank, why);
+    if (c->ctx && c->ctx->cfg.log) fat5__log(c->ctx, FAT5_LOG_WARN, "rank %d: %s", c->rank, why);
+    else fprintf(stderr, "fat5: rank %d: %s\n", c->rank, why);
+    fat5__comm_unlink_own(c);   // as its close would: the next run starts clean
+    _exit(1);
+}
+
 // SIGINT or SIGTERM received by the launcher while it waits (then passed on to every worker)
 static volatile sig_atomic_t fat5__launch_sig;
 static void fat5__launch_on_signal(int sig) { fat5__launch_sig = sig; }
@@ -20879,7 +21020,7 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
     }
     if (t->world > 1 || cfg->rendezvous[0]) {   // the other ranks, last: each has the same weights by now
         if ((st = fat5__comm_open(ctx, t->m->be, t->rank, t->world, cfg->rendezvous, cfg->dist_timeout_s, cfg->bucket_mb,
-                                  &t->comm)) ||
+                                  fat5__run_held_exit, &t->comm)) ||
             (st = fat5__train_agree(t)))
             goto fail;
     }
@@ -21434,7 +21575,7 @@ FAT5_API fat5_status fat5_internal_comm_open(fat5_ctx *ctx, int rank, int world,
     fat5_status st;
     *out = NULL;
     if (!ctx) return FAT5_ERR_INVALID_ARG;
-    st = fat5__comm_open(ctx, fat5__backend_of(ctx), rank, world, rendezvous, timeout_s, bucket_mb, &c);
+    st = fat5__comm_open(ctx, fat5__backend_of(ctx), rank, world, rendezvous, timeout_s, bucket_mb, fat5__run_held_exit, &c);
     if (!st) *out = FAT5__CAST(fat5_internal_comm *, FAT5__CAST(void *, c));
     return st;
 }
@@ -21454,6 +21595,16 @@ FAT5_API fat5_status fat5_internal_comm_sum(fat5_internal_comm *c, fat5_internal
 }
 
 FAT5_API fat5_status fat5_internal_comm_wait(fat5_internal_comm *c) { return fat5__comm_wait(FAT5__ICOMM(c)); }
+
+FAT5_API fat5_status fat5_internal_comm_reduce_scatter(fat5_internal_comm *c, fat5_internal_addr send,
+                                                       fat5_internal_addr recv, size_t n) {
+    return fat5__comm_reduce_scatter(FAT5__ICOMM(c), send, recv, n);
+}
+
+FAT5_API fat5_status fat5_internal_comm_all_gather(fat5_internal_comm *c, fat5_internal_addr send,
+                                                   fat5_internal_addr recv, size_t n) {
+    return fat5__comm_all_gather(FAT5__ICOMM(c), send, recv, n);
+}
 
 FAT5_API void fat5_internal_comm_grads_begin(fat5_internal_comm *c, fat5_internal_addr grads, size_t n) {
     fat5__comm_grads_begin(FAT5__ICOMM(c), grads, n);

@@ -161,8 +161,41 @@ static int worker(int rank, int world, const char *rendezvous, int gpu, int kill
         for (i = 0; i < 3 && !bad; i++)
             if (fabs(h64[i] - w64[i]) > 1e-12 * fabs(w64[i])) bad = fail_at(rank, "bucketed extra", i, h64[i], w64[i]);
     }
-    printf("dist_check: rank %d: fp32 (%zu, %d chunks), fp64 and bucketed sums %s\n", rank, n,
-           (int)((n * 4 + slot - 1) / slot), bad ? "WRONG" : (tol ? "within ulps" : "bit-exact"));
+    // 4. reduce-scatter and all-gather (fp32), each over more than one of the host transport's chunks
+    {
+        size_t k = slot / 4 / (size_t)world + 333, k2 = slot / 4 + 77, cap = (size_t)world * (k > k2 ? k : k2);
+        fat5_internal_addr ds = 0, dr = 0;
+        float *hs = (float *)malloc(cap * 4), *hr = (float *)malloc(cap * 4);
+        if (!hs || !hr || fat5_internal_alloc(ctx, cap * 4, &ds) || fat5_internal_alloc(ctx, cap * 4, &dr)) {
+            printf("dist_check: rank %d: out of memory\n", rank);
+            return 2;
+        }
+        for (i = 0; i < (size_t)world * k; i++) hs[i] = val32(rank, i + 11);
+        if ((st = fat5_internal_upload(ctx, ds, hs, (size_t)world * k * 4)) ||
+            (st = fat5_internal_comm_reduce_scatter(c, ds, dr, k)) || (st = fat5_internal_comm_wait(c)) ||
+            (st = fat5_internal_download(ctx, hr, dr, k * 4)))
+            goto stopped;
+        for (i = 0; i < k && !bad; i++) {
+            size_t at = (size_t)rank * k + i + 11;
+            float s = val32(0, at);
+            for (r = 1; r < world; r++) s += val32(r, at);
+            if (!close32(hr[i], s, tol)) bad = fail_at(rank, "reduce-scatter", i, hr[i], s);
+        }
+        for (i = 0; i < k2; i++) hs[i] = val32(rank, i + 5);
+        if ((st = fat5_internal_upload(ctx, ds, hs, k2 * 4)) || (st = fat5_internal_comm_all_gather(c, ds, dr, k2)) ||
+            (st = fat5_internal_comm_wait(c)) || (st = fat5_internal_download(ctx, hr, dr, (size_t)world * k2 * 4)))
+            goto stopped;
+        for (r = 0; r < world && !bad; r++)   // copies: the same bits on every transport
+            for (i = 0; i < k2 && !bad; i++)
+                if (!close32(hr[(size_t)r * k2 + i], val32(r, i + 5), 0))
+                    bad = fail_at(rank, "all-gather", (size_t)r * k2 + i, hr[(size_t)r * k2 + i], val32(r, i + 5));
+        fat5_internal_free(ctx, ds);
+        fat5_internal_free(ctx, dr);
+        free(hs);
+        free(hr);
+    }
+    printf("dist_check: rank %d: fp32 (%zu, %d chunks), fp64, bucketed sums, reduce-scatter and all-gather %s\n",
+           rank, n, (int)((n * 4 + slot - 1) / slot), bad ? "WRONG" : (tol ? "within ulps" : "bit-exact"));
     fat5_internal_comm_close(c);
     fat5_internal_free(ctx, d);
     fat5_internal_free(ctx, d64);

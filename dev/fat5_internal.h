@@ -124,6 +124,12 @@ void fat5_internal_comm_fail(fat5_internal_comm *c, int rank, const char *msg);
 // Queues the in-place sum over the ranks of n floats (f64 1: doubles) at p; wait: until it landed.
 fat5_status fat5_internal_comm_sum(fat5_internal_comm *c, fat5_internal_addr p, size_t n, int f64);
 fat5_status fat5_internal_comm_wait(fat5_internal_comm *c);
+// send [world * n] fp32 -> recv [n]: the sum over the ranks of their send's chunk [rank n, (rank + 1) n)
+fat5_status fat5_internal_comm_reduce_scatter(fat5_internal_comm *c, fat5_internal_addr send,
+                                              fat5_internal_addr recv, size_t n);
+// send [n] fp32 -> recv [world * n]: every rank's send in rank order
+fat5_status fat5_internal_comm_all_gather(fat5_internal_comm *c, fat5_internal_addr send, fat5_internal_addr recv,
+                                          size_t n);
 // The gradient buckets as the backward feeds them: begin over n floats at grads; ready(lo): the
 // elements from lo up are final (decreasing watermarks; whole buckets above go out); end: the rest,
 // and n_extra doubles at extra summed with them; landed: wait until every sum has landed.

@@ -73,7 +73,7 @@
 // returns, so the watchdog marks the rank failed on the ranks' board (its peers and fat5_launch
 // report why), passes the message to the context's log callback from the watchdog thread (to
 // stderr when there is none), and ends the process with _exit(1) rather than leave a rank hung
-// (section [3.5]).
+// (section [9.1]; the watchdog: section [3.5]).
 //
 // Threads, ownership, lifetimes:
 //   - A fat5_ctx and everything made with it (models, safetensors files) is used by one thread at

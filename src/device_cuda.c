@@ -216,6 +216,12 @@ typedef const char *(*fat5__PFN_ncclGetErrorString)(fat5__ncclResult_t result);
 typedef fat5__ncclResult_t (*fat5__PFN_ncclAllReduce)(const void *send, void *recv, size_t count,
                                                       fat5__ncclDataType_t type, fat5__ncclRedOp_t op,
                                                       fat5__ncclComm_t comm, fat5__CUstream stream);
+typedef fat5__ncclResult_t (*fat5__PFN_ncclReduceScatter)(const void *send, void *recv, size_t recv_count,
+                                                          fat5__ncclDataType_t type, fat5__ncclRedOp_t op,
+                                                          fat5__ncclComm_t comm, fat5__CUstream stream);
+typedef fat5__ncclResult_t (*fat5__PFN_ncclAllGather)(const void *send, void *recv, size_t send_count,
+                                                      fat5__ncclDataType_t type, fat5__ncclComm_t comm,
+                                                      fat5__CUstream stream);
 #define FAT5__NCCL_API(X)                                                                          \
     X(ncclGetUniqueId, "ncclGetUniqueId")                                                          \
     X(ncclCommInitRank, "ncclCommInitRank")                                                        \
@@ -223,7 +229,9 @@ typedef fat5__ncclResult_t (*fat5__PFN_ncclAllReduce)(const void *send, void *re
     X(ncclCommAbort, "ncclCommAbort")                                                              \
     X(ncclCommGetAsyncError, "ncclCommGetAsyncError")                                              \
     X(ncclGetErrorString, "ncclGetErrorString")                                                    \
-    X(ncclAllReduce, "ncclAllReduce")
+    X(ncclAllReduce, "ncclAllReduce")                                                              \
+    X(ncclReduceScatter, "ncclReduceScatter")                                                      \
+    X(ncclAllGather, "ncclAllGather")
 // the driver calls a run of several ranks adds to the events (FAT5__CU_EVENT_API): a second stream
 // ordered against the first by events
 typedef fat5__CUresult (*fat5__PFN_cuStreamWaitEvent)(fat5__CUstream stream, fat5__CUevent ev, unsigned int flags);

@@ -332,7 +332,7 @@ FAT5_API fat5_status fat5_internal_comm_open(fat5_ctx *ctx, int rank, int world,
     fat5_status st;
     *out = NULL;
     if (!ctx) return FAT5_ERR_INVALID_ARG;
-    st = fat5__comm_open(ctx, fat5__backend_of(ctx), rank, world, rendezvous, timeout_s, bucket_mb, &c);
+    st = fat5__comm_open(ctx, fat5__backend_of(ctx), rank, world, rendezvous, timeout_s, bucket_mb, fat5__run_held_exit, &c);
     if (!st) *out = FAT5__CAST(fat5_internal_comm *, FAT5__CAST(void *, c));
     return st;
 }
@@ -352,6 +352,16 @@ FAT5_API fat5_status fat5_internal_comm_sum(fat5_internal_comm *c, fat5_internal
 }
 
 FAT5_API fat5_status fat5_internal_comm_wait(fat5_internal_comm *c) { return fat5__comm_wait(FAT5__ICOMM(c)); }
+
+FAT5_API fat5_status fat5_internal_comm_reduce_scatter(fat5_internal_comm *c, fat5_internal_addr send,
+                                                       fat5_internal_addr recv, size_t n) {
+    return fat5__comm_reduce_scatter(FAT5__ICOMM(c), send, recv, n);
+}
+
+FAT5_API fat5_status fat5_internal_comm_all_gather(fat5_internal_comm *c, fat5_internal_addr send,
+                                                   fat5_internal_addr recv, size_t n) {
+    return fat5__comm_all_gather(FAT5__ICOMM(c), send, recv, n);
+}
 
 FAT5_API void fat5_internal_comm_grads_begin(fat5_internal_comm *c, fat5_internal_addr grads, size_t n) {
     fat5__comm_grads_begin(FAT5__ICOMM(c), grads, n);

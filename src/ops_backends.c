@@ -88,6 +88,10 @@ static const char *const fat5__op_names[] = {
 #undef FAT5__OP_NAME
 };
 
+// The collectives' transports; the communicator and the collectives are section [3.5]'s.
+enum { FAT5__DIST_HOST = 1, FAT5__DIST_NCCL = 2 };
+struct fat5__comm;
+
 // A backend: its memory (host or device), its activation element size, what the layers above
 // need to know of it (so that none of them asks which backend it is), CUDA-graph-style recording
 // of queued work, and one function per op.
@@ -132,6 +136,17 @@ typedef struct fat5__backend {
     fat5_status (*capture_end)(fat5_ctx *ctx, int keep, void **exec);
     fat5_status (*graph_launch)(fat5_ctx *ctx, void *exec);
     void (*graph_destroy)(fat5_ctx *ctx, void *exec);
+    // Collectives across the ranks of data parallel training, on the communicator c (section
+    // [3.5]) over the backend's transport: the CPU's shared memory, the GPU's NCCL. All fp32 but
+    // sum's fp64 (f64 1). comm_sum: in place over n elements at p; comm_reduce_scatter: send
+    // [world * n], recv [n] = the sum over the ranks of their send's chunk [rank n, (rank + 1) n);
+    // comm_all_gather: send [n], recv [world * n] = every rank's send in rank order. The GPU's are
+    // queued on the collectives' stream after the work queued so far (fat5__comm_wait waits for
+    // them); the CPU's are done when they return. Every rank calls them in the same order.
+    int comm_transport;   // FAT5__DIST_HOST or FAT5__DIST_NCCL
+    fat5_status (*comm_sum)(struct fat5__comm *c, fat5__addr p, size_t n, int f64);
+    fat5_status (*comm_reduce_scatter)(struct fat5__comm *c, fat5__addr send, fat5__addr recv, size_t n);
+    fat5_status (*comm_all_gather)(struct fat5__comm *c, fat5__addr send, fat5__addr recv, size_t n);
     const char *const *op_names;                                            // fat5__op_names
 #define FAT5__OP_FIELD(name, params) fat5_status(*name) params;
     FAT5__OPS(FAT5__OP_FIELD)
@@ -190,12 +205,23 @@ static void fat5__host_graph_destroy(fat5_ctx *ctx, void *exec) {
 
 #define FAT5__OP_COUNT ((int)(sizeof fat5__op_names / sizeof fat5__op_names[0]))
 
+// the collectives of each backend (section [3.5])
+static fat5_status fat5__host_comm_sum(struct fat5__comm *c, fat5__addr p, size_t n, int f64);
+static fat5_status fat5__host_comm_reduce_scatter(struct fat5__comm *c, fat5__addr send, fat5__addr recv, size_t n);
+static fat5_status fat5__host_comm_all_gather(struct fat5__comm *c, fat5__addr send, fat5__addr recv, size_t n);
+#ifndef FAT5_NO_CUDA
+static fat5_status fat5__nccl_comm_sum(struct fat5__comm *c, fat5__addr p, size_t n, int f64);
+static fat5_status fat5__nccl_comm_reduce_scatter(struct fat5__comm *c, fat5__addr send, fat5__addr recv, size_t n);
+static fat5_status fat5__nccl_comm_all_gather(struct fat5__comm *c, fat5__addr send, fat5__addr recv, size_t n);
+#endif
+
 static const fat5__backend fat5__cpu_backend = {
     "cpu", 1, 0, 0, fat5__host_act_size, fat5__host_alloc, fat5__host_free, fat5__host_upload,
     fat5__host_download, fat5__host_copy, fat5__host_memset0, fat5__host_sync, fat5__host_fused_rows,
     fat5__host_peak_flops, fat5__host_mem_info, fat5__host_profile, fat5__host_profile_collect,
     fat5__host_profile_entry, fat5__host_set_attn_tc, fat5__host_capture_begin, fat5__host_capture_end, fat5__host_graph_launch,
-    fat5__host_graph_destroy, fat5__op_names,
+    fat5__host_graph_destroy, FAT5__DIST_HOST, fat5__host_comm_sum, fat5__host_comm_reduce_scatter,
+    fat5__host_comm_all_gather, fat5__op_names,
 #define FAT5__OP_CPU(name, params) fat5__cpu_##name,
     FAT5__OPS(FAT5__OP_CPU)
 #undef FAT5__OP_CPU
@@ -207,7 +233,8 @@ static const fat5__backend fat5__gpu_backend = {
     fat5__dev_download, fat5__dev_copy, fat5__dev_memset0, fat5__dev_sync, fat5__dev_fused_rows,
     fat5__dev_peak_flops, fat5__dev_mem_info, fat5__dev_prof_enable, fat5__dev_prof_collect,
     fat5__dev_prof_entry, fat5__dev_set_attn_tc, fat5__dev_capture_begin, fat5__dev_capture_end, fat5__dev_graph_launch,
-    fat5__dev_graph_destroy, fat5__op_names,
+    fat5__dev_graph_destroy, FAT5__DIST_NCCL, fat5__nccl_comm_sum, fat5__nccl_comm_reduce_scatter,
+    fat5__nccl_comm_all_gather, fat5__op_names,
 #define FAT5__OP_GPU(name, params) fat5__gpu_##name,
     FAT5__OPS(FAT5__OP_GPU)
 #undef FAT5__OP_GPU

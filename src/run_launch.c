@@ -7,6 +7,25 @@
 #include <sys/wait.h>
 #endif
 
+// The watchdog's last resort for a rank of this layer's runs (fat5__comm_open's on_held): the
+// rank's thread is held inside an NCCL call, which NCCL cannot abort under it, and no error can be
+// returned from a call that does not return. This is the one place the library ends the process
+// (fat5.h's header says so): the board names this rank and why (its peers and the launcher report
+// it, unless another rank failed first), the context's log callback gets the message at
+// FAT5_LOG_WARN on the watchdog thread (without a callback, and only here, the message goes to
+// stderr: the process is about to end and nothing else would say why), the rendezvous file is
+// removed as close would, and the process exits with status 1.
+static FAT5__UNUSED void fat5__run_held_exit(fat5__comm *c, const char *msg) {
+    char why[600];
+    snprintf(why, sizeof why, "%.400s; held inside an NCCL call, which NCCL cannot abort under it: its process ends",
+             msg);
+    fat5__board_fail(c->board, c->rank, why);
+    if (c->ctx && c->ctx->cfg.log) fat5__log(c->ctx, FAT5_LOG_WARN, "rank %d: %s", c->rank, why);
+    else fprintf(stderr, "fat5: rank %d: %s\n", c->rank, why);
+    fat5__comm_unlink_own(c);   // as its close would: the next run starts clean
+    _exit(1);
+}
+
 // SIGINT or SIGTERM received by the launcher while it waits (then passed on to every worker)
 static volatile sig_atomic_t fat5__launch_sig;
 static void fat5__launch_on_signal(int sig) { fat5__launch_sig = sig; }

@@ -1324,7 +1324,7 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
     }
     if (t->world > 1 || cfg->rendezvous[0]) {   // the other ranks, last: each has the same weights by now
         if ((st = fat5__comm_open(ctx, t->m->be, t->rank, t->world, cfg->rendezvous, cfg->dist_timeout_s, cfg->bucket_mb,
-                                  &t->comm)) ||
+                                  fat5__run_held_exit, &t->comm)) ||
             (st = fat5__train_agree(t)))
             goto fail;
     }

@@ -987,6 +987,7 @@ static void t_dist_watchdog(fat5_test *T) {
     c->rank = 0;
     c->world = 2;
     c->mode = FAT5__DIST_NCCL;
+    c->be = &fat5__gpu_backend;   // its collectives: NCCL's (the fake one here)
     c->local = 1;
     c->board = b;
     c->timeout_s = 0.5;
@@ -1377,6 +1378,7 @@ static void t_dist_rendezvous(fat5_test *T) {
         // the join: the killed run's id fails, rank 0 replaces the file, the new id joins. Each
         // try takes 1.2 s against a dist_timeout of 2 s: the new id's join has a clock of its own
         c->mode = FAT5__DIST_NCCL;
+    c->be = &fat5__gpu_backend;   // its collectives: NCCL's (the fake one here)
         c->timeout_s = 2;
         rv_sleep_s = 1.2;
         c->nccl.f.ncclCommInitRank = rv_init;
@@ -1425,7 +1427,7 @@ static void t_dist_rendezvous(fat5_test *T) {
             (void)quiet;
             c->rank = 0;
             snprintf(c->file, sizeof c->file, "%s", path);
-            fat5__comm_held_exit(c, "rank 0 stops: why");
+            fat5__run_held_exit(c, "rank 0 stops: why");
             _exit(3);
         }
         FAT5_CHECK(T, waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 1);
