@@ -1366,6 +1366,31 @@ static void fat5__ctx_free_kept(fat5_ctx *ctx) {
 FAT5_API const char *fat5_last_error(const fat5_ctx *ctx) { return ctx ? ctx->err : "no context"; }
 FAT5_API fat5_device fat5_ctx_device(const fat5_ctx *ctx) { return ctx->cfg.device; }
 
+// The wall clock, UTC, as ISO 8601 ("2026-11-27T20:31:05.250Z") into buf; *unix_s gets the
+// seconds since 1970. The calendar is computed here (gmtime's buffer is shared by the process).
+static void fat5__wall_time(char buf[32], double *unix_s) {
+    struct timespec ts;
+    long long days, secs, y, m, d, era, doe, yoe, doy, mp;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) ts.tv_sec = 0, ts.tv_nsec = 0;
+    *unix_s = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    days = (long long)ts.tv_sec / 86400;
+    secs = (long long)ts.tv_sec % 86400;
+    if (secs < 0) secs += 86400, days--;
+    // civil date from days since 1970-01-01 (proleptic Gregorian, eras of 400 years)
+    days += 719468;
+    era = (days >= 0 ? days : days - 146096) / 146097;
+    doe = days - era * 146097;
+    yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    mp = (5 * doy + 2) / 153;
+    d = doy - (153 * mp + 2) / 5 + 1;
+    m = mp < 10 ? mp + 3 : mp - 9;
+    y = yoe + era * 400 + (m <= 2);
+    if (y < 0 || y > 9999) y = 0;   // four digits (the clock would be wrong)
+    snprintf(buf, 32, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", (int)y, (int)m, (int)d, (int)(secs / 3600),
+             (int)(secs / 60 % 60), (int)(secs % 60), (int)(ts.tv_nsec / 1000000) % 1000);
+}
+
 // seconds on a monotonic clock (timings and progress)
 static double fat5__now_s(void) {
     struct timespec ts;
@@ -3802,6 +3827,11 @@ static fat5_status fat5__dev_build(fat5_ctx *ctx, struct fat5__gpu *g, int no_re
         }
     }
 
+    // the first run on this machine (or after a change of the kernels) waits minutes here: said at
+    // WARN, which programs show by default, before the wait rather than after it
+    fat5__log(ctx, FAT5_LOG_WARN, "compiling the kernels for %s (%s; a few minutes, once: %s)", g->arch,
+              g->cache_rejected ? "the cached image was unusable" : "none cached yet",
+              cache_on ? g->cache_file : "the kernel cache is off, so every process compiles them");
     st = fat5__dev_compile(ctx, g, src, opts, 4, opts_text, img, img_size);
     fat5__free(ctx, src);
     if (st != FAT5_OK) return st;
@@ -21223,6 +21253,12 @@ static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out) {
         }
         if (r.mfu > 0) fat5__json_num(&b2, "mfu", r.mfu);
         fat5__json_num(&b2, "elapsed_s", r.elapsed_s);
+        {   // when the step ended, by the wall clock
+            char iso[32];
+            double unix_s;
+            fat5__wall_time(iso, &unix_s);
+            fat5__sb_printf(&b2, ", \"time\": \"%s\", \"unix_time\": %.3f", iso, unix_s);
+        }
         if (r.has_eval) fat5__json_num(&b2, "eval_loss", r.eval_loss);
         fat5__sb_puts(&b2, "}\n");
         if (b2.oom || fwrite(b2.buf, 1, b2.len, t->log) != b2.len || fflush(t->log) != 0) {

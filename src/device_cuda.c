@@ -1214,6 +1214,11 @@ static fat5_status fat5__dev_build(fat5_ctx *ctx, struct fat5__gpu *g, int no_re
         }
     }
 
+    // the first run on this machine (or after a change of the kernels) waits minutes here: said at
+    // WARN, which programs show by default, before the wait rather than after it
+    fat5__log(ctx, FAT5_LOG_WARN, "compiling the kernels for %s (%s; a few minutes, once: %s)", g->arch,
+              g->cache_rejected ? "the cached image was unusable" : "none cached yet",
+              cache_on ? g->cache_file : "the kernel cache is off, so every process compiles them");
     st = fat5__dev_compile(ctx, g, src, opts, 4, opts_text, img, img_size);
     fat5__free(ctx, src);
     if (st != FAT5_OK) return st;

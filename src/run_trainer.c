@@ -1527,6 +1527,12 @@ static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out) {
         }
         if (r.mfu > 0) fat5__json_num(&b2, "mfu", r.mfu);
         fat5__json_num(&b2, "elapsed_s", r.elapsed_s);
+        {   // when the step ended, by the wall clock
+            char iso[32];
+            double unix_s;
+            fat5__wall_time(iso, &unix_s);
+            fat5__sb_printf(&b2, ", \"time\": \"%s\", \"unix_time\": %.3f", iso, unix_s);
+        }
         if (r.has_eval) fat5__json_num(&b2, "eval_loss", r.eval_loss);
         fat5__sb_puts(&b2, "}\n");
         if (b2.oom || fwrite(b2.buf, 1, b2.len, t->log) != b2.len || fflush(t->log) != 0) {

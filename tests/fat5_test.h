@@ -124,6 +124,8 @@ static int fat5_test_main(const fat5_test_case *cases, size_t n, int argc, char 
     const char *filter = argc > 1 ? argv[1] : NULL;
     size_t i;
     int passed = 0, failed = 0, skipped = 0;
+    static char reasons[16][sizeof(((fat5_test *)0)->skip_reason)];
+    size_t n_reasons = 0;
     for (i = 0; i < n; i++) {
         fat5_test T;
         if (filter && (filter[0] == '=' ? strcmp(cases[i].name, filter + 1) != 0 : !strstr(cases[i].name, filter))) continue;
@@ -135,8 +137,17 @@ static int fat5_test_main(const fat5_test_case *cases, size_t n, int argc, char 
         if (T.failed) {
             fprintf(stdout, "[FAIL] %s\n", T.name);
             failed++;
-        } else if (T.skipped) {
-            fprintf(stdout, "[SKIP] %s: %s\n", T.name, T.skip_reason);
+        } else if (T.skipped) {   // a reason is printed whole once; the skips it repeats refer to it
+            size_t k;
+            int seen = 0;
+            for (k = 0; k < n_reasons && !seen; k++) seen = strcmp(reasons[k], T.skip_reason) == 0;
+            if (seen) {
+                fprintf(stdout, "[SKIP] %s: as above (reason %d)\n", T.name, (int)k);
+            } else {
+                if (n_reasons < sizeof reasons / sizeof reasons[0])
+                    memcpy(reasons[n_reasons++], T.skip_reason, sizeof reasons[0]);
+                fprintf(stdout, "[SKIP] %s: %s (reason %d)\n", T.name, T.skip_reason, (int)n_reasons);
+            }
             skipped++;
         } else {
             fprintf(stdout, "[ OK ] %s\n", T.name);

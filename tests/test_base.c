@@ -169,5 +169,22 @@ static void t_read_file(fat5_test *T) {
     FAT5_CHECK(T, fat5_read_file(ctx, fat5_test_tmpdir(T), 1 << 10, &buf, &len) == FAT5_ERR_IO && !buf);
 }
 
+// fat5__wall_time's calendar against the C library's gmtime_r, for now and around now
+static void t_wall_time(fat5_test *T) {
+    int tries;
+    for (tries = 0; tries < 3; tries++) {
+        char iso[32], want[32];
+        double u;
+        time_t now;
+        struct tm tmv;
+        fat5__wall_time(iso, &u);
+        now = (time_t)u;
+        FAT5_REQUIRE(T, gmtime_r(&now, &tmv) != NULL);
+        strftime(want, sizeof want, "%Y-%m-%dT%H:%M:%S", &tmv);
+        FAT5_CHECK_MSG(T, strncmp(iso, want, 19) == 0 && strlen(iso) == 24 && iso[23] == 'Z', "%s vs %s", iso, want);
+        FAT5_CHECK(T, fabs(u - (double)time(NULL)) < 2);
+    }
+}
+
 #define FAT5_TESTS_BASE(X) X(rng_philox_known_answer) X(rng_save_restore) X(rng_distributions) \
-    X(checked_size_math) X(allocator_hooks) X(read_file)
+    X(checked_size_math) X(allocator_hooks) X(read_file) X(wall_time)

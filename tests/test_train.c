@@ -205,6 +205,12 @@ static void ttr_resume_bitwise(fat5_test *T, fat5_ctx *ctx) {
         FAT5_REQUIRE_OK(T, fat5__read_file(ctx, p, 1 << 20, &text, &len));
         for (s = text; *s; s++) lines += *s == '\n';
         FAT5_CHECK_MSG(T, lines == 8 && strstr(text, "{\"step\": 8,") != NULL, "%zu lines:\n%s", lines, text);
+        {   // every row has the wall time: ISO 8601 UTC and Unix seconds, of this run's day
+            const char *tm = strstr(text, "\"time\": \""), *ut = strstr(text, "\"unix_time\": ");
+            FAT5_CHECK_MSG(T, tm && ut && tm[19] == 'T' && tm[28] == '.' && tm[32] == 'Z' &&
+                                  fabs(strtod(ut + 13, NULL) - (double)time(NULL)) < 600,
+                           "%s", text);
+        }
         fat5__free(ctx, text);
     }
     // only the newest save_total_limit (2) checkpoints are kept, the loadable final one among them
