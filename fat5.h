@@ -355,9 +355,16 @@ FAT5_API fat5_status fat5_model_create(fat5_ctx *ctx, const fat5_model_config *c
 // beside it. model_type flash_t5 (FAT5) directories load with FAT5's parameter names and position
 // encodings, longt5 ones with LongT5's names and encoder attention (fat5_model_get_attention).
 FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model **out);
-// Writes config.json + model.safetensors (fp32, the model's names: Hugging Face's, or FAT5's for
-// flash_t5) into dir, each atomically.
+// Writes a complete checkpoint directory, each file atomically: config.json (with torch_dtype),
+// model.safetensors (the model's names: Hugging Face's, or FAT5's for flash_t5), and
+// generation_config.json (the loaded checkpoint's as it was, else the model's decoder start, eos
+// and pad ids as transformers derives them); a model loaded from a directory also carries that
+// directory's tokenizer files along (tokenizer.json, tokenizer_config.json,
+// special_tokens_map.json, spiece.model, added_tokens.json). fat5_model_save writes fp32 weights;
+// fat5_model_save_as FAT5_DTYPE_BF16 writes BF16 (rounded to nearest even, torch_dtype
+// "bfloat16"), half the size, as Hugging Face checkpoints of T5 usually are.
 FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir);
+FAT5_API fat5_status fat5_model_save_as(fat5_model *m, const char *dir, fat5_dtype dtype);
 FAT5_API void fat5_model_destroy(fat5_model *m);
 // The weight files of a checkpoint directory, as fat5_model_load reads them: "model.safetensors",
 // or every distinct shard model.safetensors.index.json names, in name order (each checked to be a
@@ -10220,6 +10227,10 @@ struct fat5_model {
     fat5_loss_config loss;
     fat5_generate_config gen;         // the generation_config.json beside the checkpoint (io), when
     int has_gen;                      // has_gen (fat5_generate_config_from_model returns it)
+    char *gen_json;                   // ... its text as read, written back by fat5_model_save; NULL none
+    size_t gen_json_len;
+    char *src_dir;                    // the checkpoint directory it was loaded from (its tokenizer
+                                      // files go with every save), NULL: made from a config
     // told by the backward as it goes that every gradient at float offset >= lo is final (the
     // parameters lie lm_head-last and the backward finishes them from the top down), so that they
     // can be summed across ranks while it runs; NULL none
@@ -10453,6 +10464,8 @@ FAT5_API void fat5_model_destroy(fat5_model *m) {
         fat5__model_free_params(m);
     }
     fat5__free(ctx, m->params);
+    fat5__free(ctx, m->gen_json);
+    fat5__free(ctx, m->src_dir);
     fat5__free(ctx, m->enc);
     fat5__free(ctx, m->dec);
     fat5__free(ctx, m->w);
@@ -13414,8 +13427,9 @@ static uint64_t fat5__st_wnumel(const fat5_st_write_tensor *t) {
 // fat5_st_write, where i64 (unless NULL) marks I64 tensors: i64[i] not NULL holds tensor i's values
 // (its data is then ignored). As the safetensors library lays data out (by alignment, then name),
 // the I64 tensors come first, then the F32 ones, each group in name order.
+// bf16: the float tensors are written as BF16 (rounded to nearest even), else F32.
 static fat5_status fat5__st_write(fat5_ctx *ctx, const char *path, const fat5_st_write_tensor *t, int n_tensors,
-                                  const char *const *meta_kv, int n_meta, const int64_t *const *i64) {
+                                  const char *const *meta_kv, int n_meta, const int64_t *const *i64, int bf16) {
     const fat5_st_write_tensor **order;
     unsigned char buf[16384];
     fat5__sb h;
@@ -13459,10 +13473,12 @@ static fat5_status fat5__st_write(fat5_ctx *ctx, const char *path, const fat5_st
     }
     for (i = 0; i < n_tensors; i++) {
         const int64_t *v64 = i64 ? i64[order[i] - t] : NULL;
-        uint64_t nbytes = fat5__st_wnumel(order[i]) * (v64 ? 8 : 4);
+        uint64_t nbytes = fat5__st_wnumel(order[i]) * (v64 ? 8 : bf16 ? 2 : 4);
         if (i || n_meta > 0) fat5__sb_puts(&h, ",");
         fat5__sb_json_string(&h, order[i]->name);
-        fat5__sb_puts(&h, v64 ? ":{\"dtype\":\"I64\",\"shape\":[" : ":{\"dtype\":\"F32\",\"shape\":[");
+        fat5__sb_puts(&h, v64    ? ":{\"dtype\":\"I64\",\"shape\":["
+                          : bf16 ? ":{\"dtype\":\"BF16\",\"shape\":["
+                                 : ":{\"dtype\":\"F32\",\"shape\":[");
         for (d = 0; d < order[i]->ndim; d++)
             fat5__sb_printf(&h, "%s%lld", d ? "," : "", (long long)order[i]->shape[d]);
         fat5__sb_printf(&h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
@@ -13495,6 +13511,17 @@ static fat5_status fat5__st_write(fat5_ctx *ctx, const char *path, const fat5_st
             }
             continue;
         }
+        while (st == FAT5_OK && done < numel && bf16) {
+            size_t k = sizeof buf / 2, j;
+            if (numel - done < k) k = (size_t)(numel - done);
+            for (j = 0; j < k; j++) {
+                uint16_t u = fat5__f32_to_bf16(order[i]->data[done + j]);
+                buf[2 * j] = (unsigned char)u;
+                buf[2 * j + 1] = (unsigned char)(u >> 8);
+            }
+            st = fat5__afile_write(ctx, &a, path, buf, 2 * k);
+            done += k;
+        }
         while (st == FAT5_OK && done < numel) {
             size_t k = sizeof buf / 4, j;
             if (numel - done < k) k = (size_t)(numel - done);
@@ -13518,7 +13545,7 @@ static fat5_status fat5__st_write(fat5_ctx *ctx, const char *path, const fat5_st
 
 FAT5_API fat5_status fat5_st_write(fat5_ctx *ctx, const char *path, const fat5_st_write_tensor *t,
                                    int n_tensors, const char *const *meta_kv, int n_meta) {
-    return fat5__st_write(ctx, path, t, n_tensors, meta_kv, n_meta, NULL);
+    return fat5__st_write(ctx, path, t, n_tensors, meta_kv, n_meta, NULL, 0);
 }
 
 // =============================================================================================
@@ -14114,12 +14141,22 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
         if ((st = fat5__read_file(ctx, p, (size_t)1 << 20, &json, &glen))) goto fail;
         m->gen = fat5__generate_config_for(&m->cfg);
         st = fat5_generate_config_from_json(ctx, json, glen, &m->gen);
-        fat5__free(ctx, json);
         if (st) {
+            fat5__free(ctx, json);
             st = fat5__err_prefix(ctx, st, "%s: ", p);
             goto fail;
         }
         m->has_gen = 1;
+        m->gen_json = json;   // written back as it was by fat5_model_save
+        m->gen_json_len = glen;
+    }
+    {   // where it came from: a save carries this directory's tokenizer files along
+        size_t n = strlen(dir);
+        if (!(m->src_dir = FAT5__CAST(char *, fat5__malloc(ctx, n + 1)))) {
+            st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
+            goto fail;
+        }
+        memcpy(m->src_dir, dir, n + 1);
     }
     *out = m;
     return FAT5_OK;
@@ -14130,7 +14167,48 @@ fail:
     return st;
 }
 
+// The tokenizer files a checkpoint directory may hold (Hugging Face's names); copied as they are.
+static const char *const fat5__tokenizer_files[] = {"tokenizer.json", "tokenizer_config.json",
+                                                     "special_tokens_map.json", "spiece.model",
+                                                     "added_tokens.json"};
+
+// Copies src to dst atomically (the bytes as they are).
+static fat5_status fat5__copy_file(fat5_ctx *ctx, const char *src, const char *dst) {
+    char *data = NULL;
+    size_t len = 0;
+    fat5_status st = fat5__read_file(ctx, src, (size_t)1 << 30, &data, &len);
+    if (st) return st;
+    st = fat5_write_file_atomic(ctx, dst, data, len);
+    fat5__free(ctx, data);
+    return st;
+}
+
+// generation_config.json: the loaded checkpoint's text as it was, else the settings transformers
+// derives from config.json (the model's decoder start, eos and pad ids).
+static fat5_status fat5__save_generation_config(fat5_model *m, const char *dir) {
+    char path[4200], text[256];
+    int n;
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    if (m->gen_json) return fat5_write_file_atomic(m->ctx, path, m->gen_json, m->gen_json_len);
+    n = snprintf(text, sizeof text,
+                 "{\n  \"_from_model_config\": true,\n  \"decoder_start_token_id\": %lld,\n  \"eos_token_id\": %lld,\n"
+                 "  \"pad_token_id\": %lld\n}\n",
+                 (long long)m->cfg.decoder_start_token_id, (long long)m->cfg.eos_token_id,
+                 (long long)m->cfg.pad_token_id);
+    return fat5_write_file_atomic(m->ctx, path, text, (size_t)n);
+}
+
+// Whether a and b name the same directory (a save into the directory the model came from).
+static int fat5__same_dir(const char *a, const char *b) {
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
+    return m ? fat5_model_save_as(m, dir, FAT5_DTYPE_FP32) : FAT5_ERR_INVALID_ARG;
+}
+
+FAT5_API fat5_status fat5_model_save_as(fat5_model *m, const char *dir, fat5_dtype dtype) {
     fat5_ctx *ctx = m->ctx;
     fat5_st_write_tensor *t;
     char path[4200], *json = NULL, init_l[2][96];
@@ -14141,9 +14219,30 @@ FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
     fat5_status st;
     int i, k, n = m->n_params;
     if (!dir || strlen(dir) >= 4096) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_save: bad directory");
+    if (dtype != FAT5_DTYPE_FP32 && dtype != FAT5_DTYPE_BF16)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_save_as: dtype %d: want FAT5_DTYPE_FP32 or "
+                         "FAT5_DTYPE_BF16", (int)dtype);
     if ((st = fat5__mkdir(ctx, dir))) return st;
     if ((st = fat5__model_pull_params(m))) return st;
     if ((st = fat5_model_config_to_json(ctx, &m->cfg, &json, &json_len))) return st;
+    {   // config.json says the weights' dtype (torch_dtype), as transformers writes it
+        char *end = json_len ? strrchr(json, '}') : NULL, *nj;
+        const char *add = dtype == FAT5_DTYPE_BF16 ? ",\n  \"torch_dtype\": \"bfloat16\"\n}\n"
+                                                   : ",\n  \"torch_dtype\": \"float32\"\n}\n";
+        size_t keep;
+        while (end && end > json && (end[-1] == '\n' || end[-1] == ' ')) end--;
+        keep = end ? (size_t)(end - json) : 0;
+        nj = end ? FAT5__CAST(char *, fat5__malloc(ctx, keep + strlen(add) + 1)) : NULL;
+        if (!nj) {
+            fat5__free(ctx, json);
+            return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_save: out of memory");
+        }
+        memcpy(nj, json, keep);
+        memcpy(nj + keep, add, strlen(add) + 1);
+        fat5__free(ctx, json);
+        json = nj;
+        json_len = keep + strlen(add);
+    }
     t = FAT5__CAST(fat5_st_write_tensor *, fat5__calloc(ctx, (size_t)m->n_params + 2, sizeof *t));
     i64 = FAT5__CAST(const int64_t **, fat5__calloc(ctx, (size_t)m->n_params + 2, sizeof *i64));
     if (!t || !i64) {
@@ -14171,10 +14270,21 @@ FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
     meta[2] = "fat5_version";
     meta[3] = FAT5_VERSION_STRING;
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    st = fat5__st_write(ctx, path, t, n, meta, 2, i64);
+    st = fat5__st_write(ctx, path, t, n, meta, 2, i64, dtype == FAT5_DTYPE_BF16);
     if (st == FAT5_OK) {
         snprintf(path, sizeof path, "%s/config.json", dir);
         st = fat5_write_file_atomic(ctx, path, json, json_len);
+    }
+    if (st == FAT5_OK) st = fat5__save_generation_config(m, dir);
+    // the tokenizer of the checkpoint it came from, file by file as it was
+    for (k = 0; st == FAT5_OK && m->src_dir && !fat5__same_dir(m->src_dir, dir) &&
+                k < (int)(sizeof fat5__tokenizer_files / sizeof fat5__tokenizer_files[0]);
+         k++) {
+        char src[4200];
+        snprintf(src, sizeof src, "%s/%s", m->src_dir, fat5__tokenizer_files[k]);
+        if (!fat5__is_file(src)) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, fat5__tokenizer_files[k]);
+        st = fat5__copy_file(ctx, src, path);
     }
     fat5__free(ctx, t);
     fat5__free(ctx, FAT5__CAST(void *, i64));

@@ -328,9 +328,16 @@ FAT5_API fat5_status fat5_model_create(fat5_ctx *ctx, const fat5_model_config *c
 // beside it. model_type flash_t5 (FAT5) directories load with FAT5's parameter names and position
 // encodings, longt5 ones with LongT5's names and encoder attention (fat5_model_get_attention).
 FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model **out);
-// Writes config.json + model.safetensors (fp32, the model's names: Hugging Face's, or FAT5's for
-// flash_t5) into dir, each atomically.
+// Writes a complete checkpoint directory, each file atomically: config.json (with torch_dtype),
+// model.safetensors (the model's names: Hugging Face's, or FAT5's for flash_t5), and
+// generation_config.json (the loaded checkpoint's as it was, else the model's decoder start, eos
+// and pad ids as transformers derives them); a model loaded from a directory also carries that
+// directory's tokenizer files along (tokenizer.json, tokenizer_config.json,
+// special_tokens_map.json, spiece.model, added_tokens.json). fat5_model_save writes fp32 weights;
+// fat5_model_save_as FAT5_DTYPE_BF16 writes BF16 (rounded to nearest even, torch_dtype
+// "bfloat16"), half the size, as Hugging Face checkpoints of T5 usually are.
 FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir);
+FAT5_API fat5_status fat5_model_save_as(fat5_model *m, const char *dir, fat5_dtype dtype);
 FAT5_API void fat5_model_destroy(fat5_model *m);
 // The weight files of a checkpoint directory, as fat5_model_load reads them: "model.safetensors",
 // or every distinct shard model.safetensors.index.json names, in name order (each checked to be a

@@ -424,12 +424,22 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
         if ((st = fat5__read_file(ctx, p, (size_t)1 << 20, &json, &glen))) goto fail;
         m->gen = fat5__generate_config_for(&m->cfg);
         st = fat5_generate_config_from_json(ctx, json, glen, &m->gen);
-        fat5__free(ctx, json);
         if (st) {
+            fat5__free(ctx, json);
             st = fat5__err_prefix(ctx, st, "%s: ", p);
             goto fail;
         }
         m->has_gen = 1;
+        m->gen_json = json;   // written back as it was by fat5_model_save
+        m->gen_json_len = glen;
+    }
+    {   // where it came from: a save carries this directory's tokenizer files along
+        size_t n = strlen(dir);
+        if (!(m->src_dir = FAT5__CAST(char *, fat5__malloc(ctx, n + 1)))) {
+            st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
+            goto fail;
+        }
+        memcpy(m->src_dir, dir, n + 1);
     }
     *out = m;
     return FAT5_OK;
@@ -440,7 +450,48 @@ fail:
     return st;
 }
 
+// The tokenizer files a checkpoint directory may hold (Hugging Face's names); copied as they are.
+static const char *const fat5__tokenizer_files[] = {"tokenizer.json", "tokenizer_config.json",
+                                                     "special_tokens_map.json", "spiece.model",
+                                                     "added_tokens.json"};
+
+// Copies src to dst atomically (the bytes as they are).
+static fat5_status fat5__copy_file(fat5_ctx *ctx, const char *src, const char *dst) {
+    char *data = NULL;
+    size_t len = 0;
+    fat5_status st = fat5__read_file(ctx, src, (size_t)1 << 30, &data, &len);
+    if (st) return st;
+    st = fat5_write_file_atomic(ctx, dst, data, len);
+    fat5__free(ctx, data);
+    return st;
+}
+
+// generation_config.json: the loaded checkpoint's text as it was, else the settings transformers
+// derives from config.json (the model's decoder start, eos and pad ids).
+static fat5_status fat5__save_generation_config(fat5_model *m, const char *dir) {
+    char path[4200], text[256];
+    int n;
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    if (m->gen_json) return fat5_write_file_atomic(m->ctx, path, m->gen_json, m->gen_json_len);
+    n = snprintf(text, sizeof text,
+                 "{\n  \"_from_model_config\": true,\n  \"decoder_start_token_id\": %lld,\n  \"eos_token_id\": %lld,\n"
+                 "  \"pad_token_id\": %lld\n}\n",
+                 (long long)m->cfg.decoder_start_token_id, (long long)m->cfg.eos_token_id,
+                 (long long)m->cfg.pad_token_id);
+    return fat5_write_file_atomic(m->ctx, path, text, (size_t)n);
+}
+
+// Whether a and b name the same directory (a save into the directory the model came from).
+static int fat5__same_dir(const char *a, const char *b) {
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
+    return m ? fat5_model_save_as(m, dir, FAT5_DTYPE_FP32) : FAT5_ERR_INVALID_ARG;
+}
+
+FAT5_API fat5_status fat5_model_save_as(fat5_model *m, const char *dir, fat5_dtype dtype) {
     fat5_ctx *ctx = m->ctx;
     fat5_st_write_tensor *t;
     char path[4200], *json = NULL, init_l[2][96];
@@ -451,9 +502,30 @@ FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
     fat5_status st;
     int i, k, n = m->n_params;
     if (!dir || strlen(dir) >= 4096) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_save: bad directory");
+    if (dtype != FAT5_DTYPE_FP32 && dtype != FAT5_DTYPE_BF16)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_save_as: dtype %d: want FAT5_DTYPE_FP32 or "
+                         "FAT5_DTYPE_BF16", (int)dtype);
     if ((st = fat5__mkdir(ctx, dir))) return st;
     if ((st = fat5__model_pull_params(m))) return st;
     if ((st = fat5_model_config_to_json(ctx, &m->cfg, &json, &json_len))) return st;
+    {   // config.json says the weights' dtype (torch_dtype), as transformers writes it
+        char *end = json_len ? strrchr(json, '}') : NULL, *nj;
+        const char *add = dtype == FAT5_DTYPE_BF16 ? ",\n  \"torch_dtype\": \"bfloat16\"\n}\n"
+                                                   : ",\n  \"torch_dtype\": \"float32\"\n}\n";
+        size_t keep;
+        while (end && end > json && (end[-1] == '\n' || end[-1] == ' ')) end--;
+        keep = end ? (size_t)(end - json) : 0;
+        nj = end ? FAT5__CAST(char *, fat5__malloc(ctx, keep + strlen(add) + 1)) : NULL;
+        if (!nj) {
+            fat5__free(ctx, json);
+            return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_save: out of memory");
+        }
+        memcpy(nj, json, keep);
+        memcpy(nj + keep, add, strlen(add) + 1);
+        fat5__free(ctx, json);
+        json = nj;
+        json_len = keep + strlen(add);
+    }
     t = FAT5__CAST(fat5_st_write_tensor *, fat5__calloc(ctx, (size_t)m->n_params + 2, sizeof *t));
     i64 = FAT5__CAST(const int64_t **, fat5__calloc(ctx, (size_t)m->n_params + 2, sizeof *i64));
     if (!t || !i64) {
@@ -481,10 +553,21 @@ FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
     meta[2] = "fat5_version";
     meta[3] = FAT5_VERSION_STRING;
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    st = fat5__st_write(ctx, path, t, n, meta, 2, i64);
+    st = fat5__st_write(ctx, path, t, n, meta, 2, i64, dtype == FAT5_DTYPE_BF16);
     if (st == FAT5_OK) {
         snprintf(path, sizeof path, "%s/config.json", dir);
         st = fat5_write_file_atomic(ctx, path, json, json_len);
+    }
+    if (st == FAT5_OK) st = fat5__save_generation_config(m, dir);
+    // the tokenizer of the checkpoint it came from, file by file as it was
+    for (k = 0; st == FAT5_OK && m->src_dir && !fat5__same_dir(m->src_dir, dir) &&
+                k < (int)(sizeof fat5__tokenizer_files / sizeof fat5__tokenizer_files[0]);
+         k++) {
+        char src[4200];
+        snprintf(src, sizeof src, "%s/%s", m->src_dir, fat5__tokenizer_files[k]);
+        if (!fat5__is_file(src)) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, fat5__tokenizer_files[k]);
+        st = fat5__copy_file(ctx, src, path);
     }
     fat5__free(ctx, t);
     fat5__free(ctx, FAT5__CAST(void *, i64));

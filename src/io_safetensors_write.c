@@ -98,8 +98,9 @@ static uint64_t fat5__st_wnumel(const fat5_st_write_tensor *t) {
 // fat5_st_write, where i64 (unless NULL) marks I64 tensors: i64[i] not NULL holds tensor i's values
 // (its data is then ignored). As the safetensors library lays data out (by alignment, then name),
 // the I64 tensors come first, then the F32 ones, each group in name order.
+// bf16: the float tensors are written as BF16 (rounded to nearest even), else F32.
 static fat5_status fat5__st_write(fat5_ctx *ctx, const char *path, const fat5_st_write_tensor *t, int n_tensors,
-                                  const char *const *meta_kv, int n_meta, const int64_t *const *i64) {
+                                  const char *const *meta_kv, int n_meta, const int64_t *const *i64, int bf16) {
     const fat5_st_write_tensor **order;
     unsigned char buf[16384];
     fat5__sb h;
@@ -143,10 +144,12 @@ static fat5_status fat5__st_write(fat5_ctx *ctx, const char *path, const fat5_st
     }
     for (i = 0; i < n_tensors; i++) {
         const int64_t *v64 = i64 ? i64[order[i] - t] : NULL;
-        uint64_t nbytes = fat5__st_wnumel(order[i]) * (v64 ? 8 : 4);
+        uint64_t nbytes = fat5__st_wnumel(order[i]) * (v64 ? 8 : bf16 ? 2 : 4);
         if (i || n_meta > 0) fat5__sb_puts(&h, ",");
         fat5__sb_json_string(&h, order[i]->name);
-        fat5__sb_puts(&h, v64 ? ":{\"dtype\":\"I64\",\"shape\":[" : ":{\"dtype\":\"F32\",\"shape\":[");
+        fat5__sb_puts(&h, v64    ? ":{\"dtype\":\"I64\",\"shape\":["
+                          : bf16 ? ":{\"dtype\":\"BF16\",\"shape\":["
+                                 : ":{\"dtype\":\"F32\",\"shape\":[");
         for (d = 0; d < order[i]->ndim; d++)
             fat5__sb_printf(&h, "%s%lld", d ? "," : "", (long long)order[i]->shape[d]);
         fat5__sb_printf(&h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
@@ -179,6 +182,17 @@ static fat5_status fat5__st_write(fat5_ctx *ctx, const char *path, const fat5_st
             }
             continue;
         }
+        while (st == FAT5_OK && done < numel && bf16) {
+            size_t k = sizeof buf / 2, j;
+            if (numel - done < k) k = (size_t)(numel - done);
+            for (j = 0; j < k; j++) {
+                uint16_t u = fat5__f32_to_bf16(order[i]->data[done + j]);
+                buf[2 * j] = (unsigned char)u;
+                buf[2 * j + 1] = (unsigned char)(u >> 8);
+            }
+            st = fat5__afile_write(ctx, &a, path, buf, 2 * k);
+            done += k;
+        }
         while (st == FAT5_OK && done < numel) {
             size_t k = sizeof buf / 4, j;
             if (numel - done < k) k = (size_t)(numel - done);
@@ -202,6 +216,6 @@ static fat5_status fat5__st_write(fat5_ctx *ctx, const char *path, const fat5_st
 
 FAT5_API fat5_status fat5_st_write(fat5_ctx *ctx, const char *path, const fat5_st_write_tensor *t,
                                    int n_tensors, const char *const *meta_kv, int n_meta) {
-    return fat5__st_write(ctx, path, t, n_tensors, meta_kv, n_meta, NULL);
+    return fat5__st_write(ctx, path, t, n_tensors, meta_kv, n_meta, NULL, 0);
 }
 

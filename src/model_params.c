@@ -118,6 +118,10 @@ struct fat5_model {
     fat5_loss_config loss;
     fat5_generate_config gen;         // the generation_config.json beside the checkpoint (io), when
     int has_gen;                      // has_gen (fat5_generate_config_from_model returns it)
+    char *gen_json;                   // ... its text as read, written back by fat5_model_save; NULL none
+    size_t gen_json_len;
+    char *src_dir;                    // the checkpoint directory it was loaded from (its tokenizer
+                                      // files go with every save), NULL: made from a config
     // told by the backward as it goes that every gradient at float offset >= lo is final (the
     // parameters lie lm_head-last and the backward finishes them from the top down), so that they
     // can be summed across ranks while it runs; NULL none
@@ -351,6 +355,8 @@ FAT5_API void fat5_model_destroy(fat5_model *m) {
         fat5__model_free_params(m);
     }
     fat5__free(ctx, m->params);
+    fat5__free(ctx, m->gen_json);
+    fat5__free(ctx, m->src_dir);
     fat5__free(ctx, m->enc);
     fat5__free(ctx, m->dec);
     fat5__free(ctx, m->w);

@@ -1857,7 +1857,91 @@ static void t_io_messages_sanitised(fat5_test *T) {
     fat5_model_destroy(a);
 }
 
-#define FAT5_TESTS_IO(X) X(io_json_dom_cap)                                                        \
+// A saved directory is complete: config.json with torch_dtype, generation_config.json (the
+// loaded one's text, else the model's ids), the source's tokenizer files, fp32 or bf16 weights.
+static int tio_file_has(fat5_test *T, const char *dir, const char *name, const char *word) {
+    char path[TIO_PATH_CAP + 64], *buf = NULL;
+    size_t len;
+    int ok;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (fat5__read_file(fat5_test_ctx(T), path, (size_t)1 << 24, &buf, &len) != FAT5_OK) return 0;
+    ok = strstr(buf, word) != NULL;
+    fat5__free(fat5_test_ctx(T), buf);
+    return ok;
+}
+
+static int tio_same_file(fat5_test *T, const char *a, const char *b) {
+    char *x = NULL, *y = NULL;
+    size_t nx = 0, ny = 0;
+    int ok;
+    if (fat5__read_file(fat5_test_ctx(T), a, (size_t)1 << 24, &x, &nx) != FAT5_OK) return 0;
+    if (fat5__read_file(fat5_test_ctx(T), b, (size_t)1 << 24, &y, &ny) != FAT5_OK) {
+        fat5__free(fat5_test_ctx(T), x);
+        return 0;
+    }
+    ok = nx == ny && memcmp(x, y, nx) == 0;
+    fat5__free(fat5_test_ctx(T), x);
+    fat5__free(fat5_test_ctx(T), y);
+    return ok;
+}
+
+static void t_io_save_complete(fat5_test *T) {
+    static const char gen[] = "{\"decoder_start_token_id\": 0, \"eos_token_id\": 1, \"pad_token_id\": 0,\n"
+                              " \"num_beams\": 4, \"max_new_tokens\": 7, \"transformers_version\": \"4.46.0\"}\n";
+    const char *src = FAT5_TEST_DATA "/t5_spiece";
+    char a[TIO_PATH_CAP], b[TIO_PATH_CAP], c[TIO_PATH_CAP], p[TIO_PATH_CAP + 64], q[TIO_PATH_CAP + 64];
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_model *m = NULL, *r = NULL;
+    fat5_st_file *f = NULL;
+    fat5_generate_config g;
+    size_t i, n_bad = 0;
+    if (!fat5__is_dir(src)) FAT5_SKIP(T, "fixture tests/data/t5_spiece not found");
+    FAT5_REQUIRE_OK(T, fat5_model_load(ctx, src, &m));
+    // fp32: the tokenizer file copied byte for byte, the generation settings from the model's ids
+    tio_path(T, a, "saved_f32");
+    FAT5_REQUIRE_OK(T, fat5_model_save(m, a));
+    snprintf(p, sizeof p, "%s/spiece.model", src);
+    snprintf(q, sizeof q, "%s/spiece.model", a);
+    FAT5_CHECK(T, tio_same_file(T, p, q));
+    FAT5_CHECK(T, tio_file_has(T, a, "config.json", "\"torch_dtype\": \"float32\""));
+    FAT5_CHECK(T, tio_file_has(T, a, "generation_config.json", "\"decoder_start_token_id\": 0"));
+    FAT5_REQUIRE_OK(T, fat5_model_load(ctx, a, &r));
+    g = fat5_generate_config_from_model(r);
+    FAT5_CHECK(T, g.decoder_start_token_id == 0 && g.eos_token_id == 1 && g.pad_token_id == 0);
+    FAT5_CHECK(T, r->n_floats == m->n_floats && memcmp(r->w, m->w, m->n_floats * 4) == 0);
+    fat5_model_destroy(r);
+    r = NULL;
+    // bf16: BF16 tensors, half the bytes, every weight its nearest bf16
+    tio_path(T, b, "saved_bf16");
+    FAT5_REQUIRE_OK(T, fat5_model_save_as(m, b, FAT5_DTYPE_BF16));
+    FAT5_CHECK(T, tio_file_has(T, b, "config.json", "\"torch_dtype\": \"bfloat16\""));
+    snprintf(p, sizeof p, "%s/model.safetensors", b);
+    FAT5_REQUIRE_OK(T, fat5_st_load(ctx, p, &f));
+    FAT5_CHECK(T, fat5_st_tensor_count(f) > 0 && fat5_st_get(f, 0)->dtype == FAT5_ST_BF16);
+    fat5_st_destroy(f);
+    FAT5_REQUIRE_OK(T, fat5_model_load(ctx, b, &r));
+    for (i = 0; i < m->n_floats; i++) n_bad += r->w[i] != fat5__bf16_to_f32(fat5__f32_to_bf16(m->w[i]));
+    FAT5_CHECK_MSG(T, n_bad == 0, "%zu of %zu weights are not their nearest bf16", n_bad, m->n_floats);
+    fat5_model_destroy(r);
+    r = NULL;
+    FAT5_CHECK(T, fat5_model_save_as(m, b, (fat5_dtype)7) == FAT5_ERR_INVALID_ARG);
+    fat5_model_destroy(m);
+    m = NULL;
+    // a checkpoint with its own generation_config.json: written back as it was, also on a save
+    // into the directory it came from
+    FAT5_REQUIRE(T, tio_copy_fixture(T, "t5_spiece", "with_gen", c));
+    snprintf(p, sizeof p, "%s/generation_config.json", c);
+    FAT5_REQUIRE(T, tio_write_bytes(p, gen, strlen(gen)));
+    FAT5_REQUIRE_OK(T, fat5_model_load(ctx, c, &m));
+    FAT5_REQUIRE_OK(T, fat5_model_save(m, a));
+    snprintf(q, sizeof q, "%s/generation_config.json", a);
+    FAT5_CHECK(T, tio_same_file(T, p, q));
+    FAT5_REQUIRE_OK(T, fat5_model_save(m, c));
+    FAT5_CHECK(T, tio_file_has(T, c, "generation_config.json", "\"num_beams\": 4"));
+    fat5_model_destroy(m);
+}
+
+#define FAT5_TESTS_IO(X) X(io_json_dom_cap) X(io_save_complete)                                                        \
     X(io_json_valid) X(io_json_error_position) X(io_json_trailing_garbage) X(io_json_depth_limit)  \
     X(io_json_duplicate_key) X(io_json_bad_literal) X(io_json_control_char)                        \
     X(io_json_lone_surrogate) X(io_json_leading_zero) X(io_json_unterminated_string)               \
