@@ -17,11 +17,11 @@ TESTSRC  = tests/test_main.c tests/fat5_test.h $(wildcard tests/test_*.c)
 # tools/: the user programs; dev/: the generators, checks and benchmarks of the people who work on
 # fat5 (ref/: the Python oracles and peers, run by hand where PyTorch is installed)
 TOOLS    = tools/fat5_inspect tools/fat5_forward tools/fat5_init tools/pretokenize tools/plot_metrics \
-           tools/fat5_tokenize
-DEVPROGS = dev/bench dev/dist_check dev/cpu_step dev/embed_kernels dev/check_kernels
+           tools/fat5_tokenize tools/fat5_convert
+DEVPROGS = dev/bench dev/dist_check dev/cpu_step dev/embed_kernels dev/check_kernels dev/cold_open
 EXAMPLES = examples/quickstart examples/gpu_step examples/train examples/generate
 
-.PHONY: all dev train bench fuzz amalgamate check-amalgamate check-layers check test test-asan test-quick test-cpp test-tools test-abi test-nocuda test-options check-embed check-kernels check-unicode embed clean
+.PHONY: all dev train bench fuzz amalgamate check-amalgamate check-layers check check-readme test test-asan test-quick test-cpp test-tools test-abi test-nocuda test-options check-embed check-kernels check-unicode embed clean
 
 all: $(TOOLS) $(EXAMPLES)
 
@@ -61,17 +61,17 @@ build/fat5_impl.o: $(DEV_H) fat5_kernels.cuh
 
 LINK_IMPL = $(CC) -std=c99 $(WARN) $(CFLAGS) -DFAT5__IMPL_DONE -o $@ $< build/fat5_impl.o $(LDLIBS)
 
-examples/%: examples/%.c fat5.h build/fat5_impl.o
+examples/%: examples/%.c tools/cli.h fat5.h build/fat5_impl.o
 	$(LINK_IMPL)
 
-tools/%: tools/%.c fat5.h build/fat5_impl.o
+tools/%: tools/%.c tools/cli.h fat5.h build/fat5_impl.o
 	$(LINK_IMPL)
 
-# plot_metrics needs nothing of fat5 (libc and libm)
-tools/plot_metrics: tools/plot_metrics.c
+# plot_metrics needs nothing of fat5 (libc and libm; fat5.h's version string, through cli.h)
+tools/plot_metrics: tools/plot_metrics.c tools/cli.h fat5.h
 	$(CC) -std=c99 $(WARN) $(CFLAGS) -o $@ $< -lm
 
-dev/bench dev/dist_check dev/cpu_step: dev/%: dev/%.c dev/fat5_internal.h fat5.h build/fat5_impl.o
+dev/bench dev/dist_check dev/cpu_step dev/cold_open: dev/%: dev/%.c dev/fat5_internal.h fat5.h build/fat5_impl.o
 	$(LINK_IMPL)
 
 # the generators, checks and benchmarks of dev/, built without running them
@@ -79,8 +79,9 @@ dev: $(DEVPROGS)
 
 # The main job: pre-trains a T5 with the UL2 mixture on the bundled corpus (data/fortunes), on the
 # GPU when there is one (FAT5-small shape, a few minutes), else on the CPU (a tiny model, a few
-# minutes on two cores). Checkpoints, metrics.jsonl and loss.png go to $(TRAIN_OUT)/run; a run
-# that was interrupted continues where it stopped. TRAIN_ARGS adds options (--help lists them).
+# minutes on two cores). Checkpoints, metrics.jsonl and loss.png go to $(TRAIN_OUT)/run; run again,
+# it continues where it stopped, with the run's own model and step count (or says the run is
+# complete). TRAIN_ARGS adds options (examples/train --help lists them; --max-steps N extends a run).
 TRAIN_OUT ?= build/train
 TRAIN_ARGS ?=
 $(TRAIN_OUT)/fortunes.tok: data/fortunes/fortunes.txt.gz tools/pretokenize
@@ -88,7 +89,7 @@ $(TRAIN_OUT)/fortunes.tok: data/fortunes/fortunes.txt.gz tools/pretokenize
 	gzip -dc data/fortunes/fortunes.txt.gz | tools/pretokenize --sep % -o $@ -
 
 train: examples/train tools/plot_metrics $(TRAIN_OUT)/fortunes.tok
-	examples/train --data $(TRAIN_OUT)/fortunes.tok --output_dir $(TRAIN_OUT)/run \
+	examples/train --data $(TRAIN_OUT)/fortunes.tok --output-dir $(TRAIN_OUT)/run \
 	    $$(test -f $(TRAIN_OUT)/run/latest && echo --resume $(TRAIN_OUT)/run) $(TRAIN_ARGS)
 	tools/plot_metrics $(TRAIN_OUT)/run/metrics.jsonl $(TRAIN_OUT)/run/loss.png
 	@echo "train: checkpoint $(TRAIN_OUT)/run/$$(cat $(TRAIN_OUT)/run/latest), loss curve $(TRAIN_OUT)/run/loss.png"
@@ -165,6 +166,12 @@ test-nocuda: examples/quickstart.c fat5.h
 test-tools: $(TOOLS) dev/dist_check examples/train examples/generate
 	tests/test_tools.sh
 
+# The README's ```c blocks compile exactly as written (C99, -Wall -Wextra -Wpedantic -Werror) against
+# fat5.h, linked with build/fat5_impl.o, and run on tests/data/t5_spiece (a tiny model with its own
+# tokenizer; dev/make_text_fixture.sh rewrites it). Under a second.
+check-readme: tests/check_readme.sh README.md fat5.h build/fat5_impl.o
+	CC="$(CC)" tests/check_readme.sh README.md
+
 # Build options (tests/test_options.c): FAT5_STATIC warning-free and running, a user FAT5_API
 # (exports of a -fvisibility=hidden shared object), and a system header before the
 # implementation: working with _POSIX_C_SOURCE, else the #error that names the fix (glibc).
@@ -193,7 +200,7 @@ test-quick: tests/run_tests_quick
 	tests/run_tests_quick
 
 # the runner's last line is "N passed, N failed"
-test: check-amalgamate check-layers check-embed check-unicode test-abi all test-cpp test-nocuda test-options test-tools tests/run_tests
+test: check-amalgamate check-layers check-embed check-unicode check-readme test-abi all test-cpp test-nocuda test-options test-tools tests/run_tests
 	tests/run_tests
 
 # make test and the slow checks: every kernel compiled by NVRTC (about 20 minutes on two cores)

@@ -31,6 +31,11 @@
 #              FAT5_ATTN_TC=0 (the same math, other rounding: two samples of the curve's bf16 noise);
 #              then ref/compare_curves.py: this build's curve within 2x the larger noise of the
 #              reference's
+#   cold       cold starts, with an empty kernel cache each: a GPU context's open (dev/cold_open,
+#              bf16 then fp32: the compile's time and each part's), then again warm; make train
+#              with --max-steps 20 (the seconds to its first step line), examples/generate on a
+#              saved checkpoint (the seconds to its output); each line stamped with the seconds
+#              since its start (stamped.log files)
 # On a fresh machine the first GPU context compiles the kernels (about 3 minutes on an H200, two
 # ranks at once too); FAT5_CACHE_DIR kept from an earlier call (carried) avoids it.
 # Each stage appends "STAGE: ok" or "STAGE: FAILED (...)" to $OUT/summary.txt; the exit status is
@@ -70,8 +75,38 @@ sanitize() {
     rm -f "$log"   # only the logs of failures come back
 }
 
+# runs "$@" with every output line stamped with the seconds since the start, into $log
+stamped() {
+    log=$1
+    shift
+    t0=$(date +%s.%N)
+    "$@" 2>&1 | tr '\r' '\n' | while IFS= read -r line; do
+        printf '%7.2f %s\n' "$(echo "$(date +%s.%N) $t0" | awk '{print $1 - $2}')" "$line"
+    done > "$log"
+}
+
 for stage in "$@"; do
     case $stage in
+    cold)
+        make dev/cold_open examples/train examples/generate tools/pretokenize tools/plot_metrics > /dev/null ||
+            { fail cold "build"; continue; }
+        kc=$(mktemp -d)
+        for dt in bf16 fp32; do
+            rm -rf "$kc"/*
+            FAT5_CACHE_DIR=$kc dev/cold_open $dt > "$OUT/cold_open_$dt.log" 2>&1 || fail cold "cold_open $dt"
+            FAT5_CACHE_DIR=$kc dev/cold_open $dt > "$OUT/warm_open_$dt.log" 2>&1 || fail cold "warm open $dt"
+            say "cold: $dt: $(tail -1 "$OUT/cold_open_$dt.log"); warm: $(tail -1 "$OUT/warm_open_$dt.log")"
+            grep -o "each part's ms: .*" "$OUT/cold_open_$dt.log" >> "$OUT/summary.txt"
+        done
+        rm -rf "$kc"/* "$OUT/cold_train"
+        FAT5_CACHE_DIR=$kc stamped "$OUT/cold_train.stamped.log" make train TRAIN_OUT="$OUT/cold_train" TRAIN_ARGS="--max-steps 20"
+        say "cold: make train: first step line at $(grep -m1 -E 'step +1/|step 1/' "$OUT/cold_train.stamped.log" | awk '{print $1}') s, done at $(tail -1 "$OUT/cold_train.stamped.log" | awk '{print $1}') s"
+        rm -rf "$kc"/*
+        ck=$OUT/cold_train/run/$(cat "$OUT/cold_train/run/latest" 2>/dev/null)
+        FAT5_CACHE_DIR=$kc stamped "$OUT/cold_generate.stamped.log" examples/generate "$ck" "Q: what is a fortune?"
+        say "cold: examples/generate: output at $(tail -1 "$OUT/cold_generate.stamped.log" | awk '{print $1}') s"
+        rm -rf "$kc"
+        ;;
     test)
         start=$(date +%s)
         make test > "$OUT/make_test.log" 2>&1 || fail test "make test failed: see make_test.log"

@@ -14,6 +14,16 @@
 // twin in fat5.h's "ops" section; element counts and any index that can pass 2^31 are
 // `long long`; block sizes are multiples of 32 (the reductions below rely on whole warps).
 
+// FAT5_PART: the program is compiled whole (the default, -1: what make check-kernels compiles),
+// or as parts that the runtime compiles in parallel and loads as one module each: part 0 holds
+// the light kernels, each part above it one heavy entry (the attention kernels of training and
+// decoding, the fused products: their template instances are most of the compile time). A part compiles only its own entry
+// points; the helpers above them are in every part.
+#ifndef FAT5_PART
+#define FAT5_PART -1
+#endif
+#define FAT5_IN_PART(k) (FAT5_PART < 0 || FAT5_PART == (k))
+
 #ifndef FAT5_ACT_BF16
 #error "compile with -DFAT5_ACT_BF16=0 (fp32 activations) or -DFAT5_ACT_BF16=1 (bf16 activations)"
 #endif

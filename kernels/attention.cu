@@ -1775,12 +1775,24 @@ __device__ __forceinline__ void fat5_attn_fwd_pe(act_t *o, float *lse, const act
 // fat5_attn_fwd_alibi, _fire: the kinds with FAT5_ATTN_ALIBI (and _ASYM), with FAT5_ATTN_FIRE;
 // fat5_attn_fwd{,_alibi,_fire}_pat: the kinds with a pattern (a window, maybe global keys). The
 // same arguments and launch; the launcher picks the entry point by kind.
+#if FAT5_IN_PART(1)
 FAT5_ATTN_FWD_ENTRY(fat5_attn_fwd, FAT5_PE_TABLE, false)
+#endif
+#if FAT5_IN_PART(2)
 FAT5_ATTN_FWD_ENTRY(fat5_attn_fwd_pat, FAT5_PE_TABLE, true)
+#endif
+#if FAT5_IN_PART(3)
 FAT5_ATTN_FWD_ENTRY(fat5_attn_fwd_alibi, FAT5_PE_ALIBI, false)
+#endif
+#if FAT5_IN_PART(4)
 FAT5_ATTN_FWD_ENTRY(fat5_attn_fwd_alibi_pat, FAT5_PE_ALIBI, true)
+#endif
+#if FAT5_IN_PART(5)
 FAT5_ATTN_FWD_ENTRY(fat5_attn_fwd_fire, FAT5_PE_FIRE, false)
+#endif
+#if FAT5_IN_PART(6)
 FAT5_ATTN_FWD_ENTRY(fat5_attn_fwd_fire_pat, FAT5_PE_FIRE, true)
+#endif
 
 template <int PE, bool PAT>
 __device__ __forceinline__ void fat5_attn_bwd_dq_pe(act_t *dq, float *dbias, const act_t *dout, const float *lse,
@@ -1835,12 +1847,24 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_pe(act_t *dq, float *dbias, con
 // CPU twin: fat5__cpu_attn_bwd_dq.
 // fat5_attn_bwd_dq_alibi, _fire, and the three _pat entry points: as fat5_attn_fwd's (ALiBi:
 // dbias_part is ignored, no gradient).
+#if FAT5_IN_PART(7)
 FAT5_ATTN_DQ_ENTRY(fat5_attn_bwd_dq, FAT5_PE_TABLE, false)
+#endif
+#if FAT5_IN_PART(8)
 FAT5_ATTN_DQ_ENTRY(fat5_attn_bwd_dq_pat, FAT5_PE_TABLE, true)
+#endif
+#if FAT5_IN_PART(9)
 FAT5_ATTN_DQ_ENTRY(fat5_attn_bwd_dq_alibi, FAT5_PE_ALIBI, false)
+#endif
+#if FAT5_IN_PART(10)
 FAT5_ATTN_DQ_ENTRY(fat5_attn_bwd_dq_alibi_pat, FAT5_PE_ALIBI, true)
+#endif
+#if FAT5_IN_PART(11)
 FAT5_ATTN_DQ_ENTRY(fat5_attn_bwd_dq_fire, FAT5_PE_FIRE, false)
+#endif
+#if FAT5_IN_PART(12)
 FAT5_ATTN_DQ_ENTRY(fat5_attn_bwd_dq_fire_pat, FAT5_PE_FIRE, true)
+#endif
 
 template <int PE, bool PAT>
 __device__ __forceinline__ void fat5_attn_bwd_dkv_pe(act_t *dk_, act_t *dv, const act_t *dout, const float *lse,
@@ -1879,12 +1903,24 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_pe(act_t *dk_, act_t *dv, cons
 // 256 (tiled); T5: plus (nb + max_distance) * 4 bytes for the tables; FIRE: plus 16 W bytes for
 // the MLP rows (after the rows, rounded up to 16 bytes). CPU twin: fat5__cpu_attn_bwd_dkv.
 // fat5_attn_bwd_dkv_alibi, _fire, and the three _pat entry points: as fat5_attn_fwd's.
+#if FAT5_IN_PART(13)
 FAT5_ATTN_DKV_ENTRY(fat5_attn_bwd_dkv, FAT5_PE_TABLE, false)
+#endif
+#if FAT5_IN_PART(14)
 FAT5_ATTN_DKV_ENTRY(fat5_attn_bwd_dkv_pat, FAT5_PE_TABLE, true)
+#endif
+#if FAT5_IN_PART(15)
 FAT5_ATTN_DKV_ENTRY(fat5_attn_bwd_dkv_alibi, FAT5_PE_ALIBI, false)
+#endif
+#if FAT5_IN_PART(16)
 FAT5_ATTN_DKV_ENTRY(fat5_attn_bwd_dkv_alibi_pat, FAT5_PE_ALIBI, true)
+#endif
+#if FAT5_IN_PART(17)
 FAT5_ATTN_DKV_ENTRY(fat5_attn_bwd_dkv_fire, FAT5_PE_FIRE, false)
+#endif
+#if FAT5_IN_PART(18)
 FAT5_ATTN_DKV_ENTRY(fat5_attn_bwd_dkv_fire_pat, FAT5_PE_FIRE, true)
+#endif
 
 // fat5_fire_reduce(float *g, const float *shares[H, 3W+3], int H, int W): FIRE's gradient block g
 // (fp32, FAT5__FIRE_NUMEL(H, W) floats: w1[W] | b1[W] | w2[H, W] | b2[H] | c | L_multiplier) +=

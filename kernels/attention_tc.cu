@@ -458,5 +458,9 @@ __device__ __forceinline__ void fat5_attn_fwd_tc_impl(act_t *o, float *lse, cons
     FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc##D##_alibi_pat, D, FAT5_PE_ALIBI, true) \
     FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc##D##_fire, D, FAT5_PE_FIRE, false)    \
     FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc##D##_fire_pat, D, FAT5_PE_FIRE, true)
+#if FAT5_IN_PART(19)
 FAT5_ATTN_TC_FAMILY(64)
+#endif
+#if FAT5_IN_PART(20)
 FAT5_ATTN_TC_FAMILY(128)
+#endif

@@ -825,5 +825,9 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tc_impl(act_t *dk_, act_t *dv,
     FAT5_ATTN_DKV_TC_ENTRY(fat5_attn_bwd_dkv_tc##D##_alibi_pat, D, FAT5_PE_ALIBI, true)  \
     FAT5_ATTN_DKV_TC_ENTRY(fat5_attn_bwd_dkv_tc##D##_fire, D, FAT5_PE_FIRE, false)       \
     FAT5_ATTN_DKV_TC_ENTRY(fat5_attn_bwd_dkv_tc##D##_fire_pat, D, FAT5_PE_FIRE, true)
+#if FAT5_IN_PART(21)
 FAT5_ATTN_BWD_TC_FAMILY(64)
+#endif
+#if FAT5_IN_PART(22)
 FAT5_ATTN_BWD_TC_FAMILY(128)
+#endif

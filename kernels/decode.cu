@@ -338,6 +338,7 @@ __device__ __forceinline__ void fat5_attn_decode_block_pe(act_t *o, float *scrat
 // The bias of key j is that of the causal forward for query position pos[0]: T5, the bucket
 // lut[pos - j] below max_distance, else the last bucket; ALiBi -slope_h (pos - j); FIRE's MLP of
 // u(pos, j).
+#if FAT5_IN_PART(23)
 extern "C" __global__ void fat5_attn_decode(act_t *o, float *scratch, const act_t *q, const act_t *k, const act_t *v,
                                             const float *bias, const int *lut, const int *rows, const int *kv_off,
                                             const int *kv_len, const int *pos, long long n, int H, int dk, int kind,
@@ -359,11 +360,13 @@ extern "C" __global__ void fat5_attn_decode(act_t *o, float *scratch, const act_
             fat5_attn_decode_combine<8>(o, scratch, rows, kv_len, pos, n, H, dk, kind, splits);
     }
 }
+#endif
 
 // fat5_attn_decode_alibi, fat5_attn_decode_fire: phase 0 (ALiBi also phase 2) of fat5_attn_decode
 // for the causal kinds with FAT5_ATTN_ALIBI and with FAT5_ATTN_FIRE (the same arguments and
 // launches; FIRE ignores `phase`): the launcher picks the entry point by kind, and phase 1 (no bias
 // there) is fat5_attn_decode's.
+#if FAT5_IN_PART(24)
 extern "C" __global__ void fat5_attn_decode_alibi(act_t *o, float *scratch, const act_t *q, const act_t *k, const act_t *v,
                                                   const float *bias, const int *lut, const int *rows, const int *kv_off,
                                                   const int *kv_len, const int *pos, long long n, int H, int dk, int kind,
@@ -375,7 +378,9 @@ extern "C" __global__ void fat5_attn_decode_alibi(act_t *o, float *scratch, cons
     else
         fat5_attn_decode_split_pe<FAT5_PE_ALIBI>(FAT5_DECODE_ARGS);
 }
+#endif
 
+#if FAT5_IN_PART(25)
 extern "C" __global__ void fat5_attn_decode_fire(act_t *o, float *scratch, const act_t *q, const act_t *k, const act_t *v,
                                                  const float *bias, const int *lut, const int *rows, const int *kv_off,
                                                  const int *kv_len, const int *pos, long long n, int H, int dk, int kind,
@@ -385,11 +390,13 @@ extern "C" __global__ void fat5_attn_decode_fire(act_t *o, float *scratch, const
     (void)phase;
     fat5_attn_decode_split_pe<FAT5_PE_FIRE>(FAT5_DECODE_ARGS);
 }
+#endif
 
 // fat5_cache_write(act_t *kc, act_t *vc (cache rows of I), const act_t *k[n, I], const act_t *v[n, I],
 // const int *rows[n], const int *kv_off[rows], const int *pos[1], long long n, int I):
 // kc[(kv_off[rows[i]] + pos[0]) I + c] = k[i I + c], vc likewise. Grid-stride over the n I elements.
 // CPU twin fat5__cpu_cache_write.
+#if FAT5_IN_PART(0)
 extern "C" __global__ void fat5_cache_write(act_t *kc, act_t *vc, const act_t *k, const act_t *v, const int *rows,
                                             const int *kv_off, const int *pos, long long n, int I)
 {
@@ -402,12 +409,14 @@ extern "C" __global__ void fat5_cache_write(act_t *kc, act_t *vc, const act_t *k
         vc[dst] = v[e];
     }
 }
+#endif
 
 // fat5_cache_gather(act_t *dst, const act_t *src (caches of rows of I, distinct buffers),
 // const int *idx[n], const int *kv_off[rows], const int *pos[1], long long n, int I): for r < n,
 // the pos[0] I elements from row kv_off[r] of dst are those from row kv_off[idx[r]] of src.
 // Grid (any x, rows in y with a stride); x grid-strides over the row's elements. CPU twin
 // fat5__cpu_cache_gather.
+#if FAT5_IN_PART(0)
 extern "C" __global__ void fat5_cache_gather(act_t *dst, const act_t *src, const int *idx, const int *kv_off,
                                              const int *pos, long long n, int I)
 {
@@ -418,12 +427,15 @@ extern "C" __global__ void fat5_cache_gather(act_t *dst, const act_t *src, const
         for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < len; e += stride) d[e] = s[e];
     }
 }
+#endif
 
 // fat5_add_i32(int *x[n], int v, long long n): x[i] += v (the decode position). CPU twin
 // fat5__cpu_add_i32.
+#if FAT5_IN_PART(0)
 extern "C" __global__ void fat5_add_i32(int *x, int v, long long n)
 {
     fat5_pdl_begin();
     const long long stride = (long long)blockDim.x * gridDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) x[i] += v;
 }
+#endif

@@ -2,6 +2,7 @@
 //
 // One block per row (grid-stride over rows), threads over the D columns: coalesced reads and
 // writes. Token ids must be valid rows of the table (the host checks them).
+#if FAT5_IN_PART(0)   // the light kernels: part 0 (00_common.cu)
 
 // fat5_embed_fwd(float *out[T,D], const float *table[V,D], const int *tok[T], long long T, int D):
 // out[t] = table[tok[t]]. CPU twin: fat5__cpu_embed_fwd.
@@ -66,3 +67,4 @@ extern "C" __global__ void fat5_embed_bwd(float *dtable, const float *dout, cons
         __syncthreads();  // list and wcount are rewritten by the next chunk
     }
 }
+#endif

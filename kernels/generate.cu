@@ -8,6 +8,7 @@
 // Nothing here synchronises with the host, so a decode step can be captured in a CUDA graph.
 // Every kernel runs blocks of 256 threads (FAT5_GEN_THREADS), one block per entry (per input for
 // beam search), grid-stride over them.
+#if FAT5_IN_PART(0)   // the light kernels: part 0 (00_common.cu)
 
 #define FAT5_GEN_THREADS 256
 #define FAT5_BEAM_MAX 32   // FAT5__BEAM_MAX in fat5.h
@@ -365,3 +366,4 @@ extern "C" __global__ void fat5_gen_beam(const float *x, int *tok, int *src, int
         __syncthreads();
     }
 }
+#endif

@@ -5,6 +5,7 @@
 // attention's k and v; block b of s is tokens [b g, (b + 1) g), its last block running to the end
 // of s (LongT5's orphans). Both kernels are plain loops, one thread per output element, summing in
 // token order in fp32 (deterministic; the CPU sums in double).
+#if FAT5_IN_PART(0)   // the light kernels: part 0 (00_common.cu)
 
 // fat5_block_sum(float *out[G,D], const act_t *x[T,D], const int *cu, const int *cu_g,
 // const int *seq, long long G, int D, int g): out row r = sum of x over the tokens of the block of
@@ -41,3 +42,4 @@ extern "C" __global__ void fat5_block_sum_bwd(float *dx, const float *dout, cons
         dx[e] += dout[(cu_g[s] - cu_g[0] + b) * D + j];
     }
 }
+#endif

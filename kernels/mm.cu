@@ -157,6 +157,7 @@ __device__ __forceinline__ void fat5_mm_impl(void *C, int c_f32, const act_t *A,
     }
 }
 
+#if FAT5_IN_PART(26)
 extern "C" __global__ void fat5_mm(void *C, int c_f32, const act_t *A, const act_t *W, long long M, int N, int K,
                                    float alpha, float beta, int vec)
 {
@@ -168,6 +169,7 @@ extern "C" __global__ void fat5_mm(void *C, int c_f32, const act_t *A, const act
     else
         fat5_mm_impl<FAT5_MM_ROWS, false>(C, c_f32, A, W, M, N, K, alpha, beta);
 }
+#endif
 
 // fat5_norm_mm(act_t *y0, act_t *y1, act_t *y2, const float *x[T, K], const float *g[K],
 // const act_t *w0[N, K], const act_t *w1, const act_t *w2, long long T, int N, int K, float eps,
@@ -223,6 +225,7 @@ __device__ __forceinline__ void fat5_norm_mm_impl(act_t *y0, act_t *y1, act_t *y
     }
 }
 
+#if FAT5_IN_PART(27)
 extern "C" __global__ void fat5_norm_mm(act_t *y0, act_t *y1, act_t *y2, const float *x, const float *g,
                                         const act_t *w0, const act_t *w1, const act_t *w2, long long T, int N, int K,
                                         float eps, int act, const int *rows, const int *kv_off, const int *pos,
@@ -236,3 +239,4 @@ extern "C" __global__ void fat5_norm_mm(act_t *y0, act_t *y1, act_t *y2, const f
     else
         fat5_norm_mm_impl<FAT5_MM_ROWS, false>(y0, y1, y2, x, g, w0, w1, w2, T, N, K, eps, act, rows, kv_off, pos);
 }
+#endif

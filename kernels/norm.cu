@@ -4,6 +4,7 @@
 // One warp per row (grid-stride over rows), lanes over the D columns. The residual stream x is
 // fp32; the normalised output y is in the activation dtype; r = 1 / sqrt(mean(x^2) + eps) is saved
 // per row for the backward.
+#if FAT5_IN_PART(0)   // the light kernels: part 0 (00_common.cu)
 
 // Rows of D % 4 == 0 floats, D <= 128 * FAT5_NORM_VMAX (512), with 16-byte aligned arrays (the model's) are
 // held in registers, lane l holding the float4 chunks at 4 l + 128 c: one read of each row, every
@@ -186,3 +187,4 @@ extern "C" __global__ void fat5_colsum_f32(float *out, const float *in, int rows
         __syncthreads();
     }
 }
+#endif

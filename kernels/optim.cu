@@ -11,6 +11,7 @@
 // stride of its chunk, reduced over the block in a fixed shuffle order, written per chunk, then
 // summed over the chunks of each segment by one warp in a fixed order. Same inputs and chunk
 // tables, same bits, on any GPU and grid.
+#if FAT5_IN_PART(0)   // the light kernels: part 0 (00_common.cu)
 
 // the segment of chunk c (binary search; chunk_off is non-decreasing, chunk_off[0] = 0)
 __device__ __forceinline__ int fat5_optim_seg_of(const long long *chunk_off, int n_seg, long long c)
@@ -195,3 +196,4 @@ extern "C" __global__ void fat5_adamw_seg(float *w, const float *g, float *m1, f
         }
     }
 }
+#endif

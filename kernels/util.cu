@@ -7,6 +7,7 @@
 // bf16 is carried as `unsigned short` (the upper 16 bits of an IEEE-754 binary32), so no toolkit
 // header is needed. All kernels use grid-stride loops over a 64-bit element count: any 1-D grid
 // covers any n.
+#if FAT5_IN_PART(0)   // the light kernels: part 0 (00_common.cu)
 
 // fat5_fill_f32(float *dst[n], float value, long long n): dst[i] = value for i in [0, n).
 extern "C" __global__ void fat5_fill_f32(float *dst, float value, long long n)
@@ -42,3 +43,4 @@ extern "C" __global__ void fat5_to_act(act_t *dst, const float *src, long long n
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
         dst[i] = fat5_st(src[i]);
 }
+#endif

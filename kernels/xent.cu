@@ -3,6 +3,7 @@
 // One block per row (grid-stride over rows), threads over the vocabulary. The forward is a single
 // pass: each thread keeps an online (max, sum of exp) pair and the plain sum of the logits; pairs
 // are merged across the block in a fixed order. Labels equal to -100 are ignored.
+#if FAT5_IN_PART(0)   // the light kernels: part 0 (00_common.cu)
 
 // Merges the online softmax pair (m2, s2) into (m, s). Maxima start at -FLT_MAX rather than -inf so
 // that no -inf - -inf = NaN can arise from an empty partial.
@@ -129,3 +130,4 @@ extern "C" __global__ void fat5_loss_total(double *out, const float *row_ce, con
         out[1] = n ? (rc[0] + rz[0]) / (double)n : 0.0;
     }
 }
+#endif

@@ -465,6 +465,13 @@ typedef enum fat5__kernel_id {
     FAT5__K_COUNT
 } fat5__kernel_id;
 
+// The kernel program is compiled as FAT5__K_PARTS parts at once, one NVRTC program each
+// (kernels/00_common.cu: FAT5_PART; part 0 the light kernels, parts 1 .. 27 one heavy entry each:
+// the attention kernels of training and decoding and the fused products, whose template instances
+// are most of the minutes a whole compile takes), on the host's cores, and loaded as one module
+// each. A CPU test checks that the kernel files name
+// exactly parts 0 .. FAT5__K_PARTS - 1.
+#define FAT5__K_PARTS 28
 static const char *const fat5__kernel_names[FAT5__K_COUNT] = {
 #define FAT5__KNAME(name) "fat5_" #name,
     FAT5__KERNELS(FAT5__KNAME)
@@ -539,7 +546,7 @@ struct fat5__gpu {
     long long lt_calls, lt_queries, lt_fallbacks;  // products run, heuristic queries, products passed on
     int lt_refusal_logged;         // a kept algorithm refused a size: said once
     char lt_off[640];
-    fat5__CUmodule module;
+    fat5__CUmodule module[FAT5__K_PARTS];   // one per part of the kernel program (FAT5__K_PARTS)
     fat5__CUfunction fn[FAT5__K_COUNT];
     unsigned smem_set[FAT5__K_COUNT];  // dynamic shared memory opted into per kernel
     int max_threads[FAT5__K_COUNT];    // threads a block can have (its registers allow), 0 not asked yet
@@ -962,7 +969,9 @@ static fat5_status fat5__dev_source(fat5_ctx *ctx, char **out, size_t *out_len) 
 
 // ---- disk cache ---------------------------------------------------------------------------------
 
-#define FAT5__KCACHE_FORMAT 1u
+// The kernel program's parts (FAT5__K_PARTS, section [2]'s kernel list): one file in the cache,
+// a bundle of the parts' images (u32 count, then a u64 size per part, then the images).
+#define FAT5__KCACHE_FORMAT 2u
 #define FAT5__KCACHE_HEADER 56u
 #define FAT5__KCACHE_MAX ((size_t)1 << 30)
 static const char fat5__kcache_magic[8] = {'f', 'a', 't', '5', 'k', 'e', 'r', 'n'};
@@ -1076,24 +1085,75 @@ static void fat5__dev_cache_write(fat5_ctx *ctx, const char *path, const char *d
 
 // ---- NVRTC compile ------------------------------------------------------------------------------
 
-// Compiles src for g->arch; the image (cubin, or NUL-terminated PTX) into *img (fat5__free).
-// A compile error reports the NVRTC log with the target and options.
-static fat5_status fat5__dev_compile(fat5_ctx *ctx, struct fat5__gpu *g, const char *src,
-                                     const char *const *opts, int n_opts, const char *opts_text,
-                                     char **img, size_t *img_size) {
-    fat5__nvrtcProgram prog = NULL;
-    fat5__nvrtcResult r, cr;
+// One part's compile: the NVRTC program and its result. NVRTC compiles different programs on
+// different threads at once; run by a worker thread, it touches nothing but its job.
+typedef struct fat5__kjob {
+    struct fat5__gpu *g;
+    const char *src;
+    const char *const *opts;
+    int n_opts;
+    fat5__nvrtcProgram prog;
+    fat5__nvrtcResult created, compiled;
+    double ms;
+} fat5__kjob;
+
+static void fat5__kjob_run(fat5__kjob *j) {
+    double t0 = fat5__now_s();
+    j->prog = NULL;
+    j->created = j->g->nvrtc.nvrtcCreateProgram(&j->prog, j->src, "fat5_kernels.cu", 0, NULL, NULL);
+    j->compiled = j->created == FAT5__NVRTC_SUCCESS ? j->g->nvrtc.nvrtcCompileProgram(j->prog, j->n_opts, j->opts)
+                                                    : j->created;
+    j->ms = 1e3 * (fat5__now_s() - t0);
+}
+
+#if FAT5__THREADS
+// Workers take the jobs in order from a shared counter until none is left.
+typedef struct fat5__kpool {
+    fat5__kjob *jobs;
+    int n;
+    int32_t next;
+} fat5__kpool;
+
+static void *fat5__kpool_work(void *arg) {
+    fat5__kpool *p = (fat5__kpool *)arg;
+    int i;
+    while ((i = __atomic_fetch_add(&p->next, 1, __ATOMIC_ACQ_REL)) < p->n) fat5__kjob_run(&p->jobs[i]);
+    return NULL;
+}
+#endif
+
+// Runs the n jobs on up to the host's online cores (the calling thread is one of them).
+static void fat5__kjobs_run(fat5__kjob *jobs, int n) {
+#if FAT5__THREADS
+    pthread_t th[FAT5__K_PARTS];
+    fat5__kpool pool;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int w, started = 0;
+    pool.jobs = jobs;
+    pool.n = n;
+    pool.next = 0;
+    for (w = 1; w < n && w < cpus && w < FAT5__K_PARTS; w++)
+        if (pthread_create(&th[started], NULL, fat5__kpool_work, &pool) == 0) started++;
+    fat5__kpool_work(&pool);
+    for (w = 0; w < started; w++) pthread_join(th[w], NULL);
+#else
+    int i;
+    for (i = 0; i < n; i++) fat5__kjob_run(&jobs[i]);
+#endif
+}
+
+// A compiled job's image (cubin, or NUL-terminated PTX) into *img (fat5__free), the program
+// destroyed. A compile error reports the NVRTC log with the target and options.
+static fat5_status fat5__kjob_finish(fat5_ctx *ctx, struct fat5__gpu *g, fat5__kjob *j, int part,
+                                     const char *opts_text, char **img, size_t *img_size) {
+    fat5__nvrtcProgram prog = j->prog;
+    fat5__nvrtcResult r, cr = j->compiled;
     size_t log_size = 0, size = 0;
     char *log = NULL, *out;
-    double t0;
     *img = NULL;
     *img_size = 0;
-    r = g->nvrtc.nvrtcCreateProgram(&prog, src, "fat5_kernels.cu", 0, NULL, NULL);
-    if (r != FAT5__NVRTC_SUCCESS)
-        return fat5__err(ctx, FAT5_ERR_NVRTC, "nvrtcCreateProgram: %s", fat5__dev_nvrtc_text(g, r));
-    t0 = 1e3 * fat5__now_s();
-    cr = g->nvrtc.nvrtcCompileProgram(prog, n_opts, opts);
-    g->compile_ms = 1e3 * fat5__now_s() - t0;
+    if (j->created != FAT5__NVRTC_SUCCESS)
+        return fat5__err(ctx, FAT5_ERR_NVRTC, "nvrtcCreateProgram: %s", fat5__dev_nvrtc_text(g, j->created));
     // always fetch the log (its size counts the NUL), then look at the result
     if (g->nvrtc.nvrtcGetProgramLogSize(prog, &log_size) == FAT5__NVRTC_SUCCESS && log_size > 1) {
         log = FAT5__CAST(char *, fat5__malloc(ctx, log_size));
@@ -1106,14 +1166,14 @@ static fat5_status fat5__dev_compile(fat5_ctx *ctx, struct fat5__gpu *g, const c
     }
     if (cr != FAT5__NVRTC_SUCCESS) {
         fat5__err(ctx, FAT5_ERR_NVRTC,
-                  "%s compiling the kernels for %s (options: %s; NVRTC %d.%d):\n%s",
-                  fat5__dev_nvrtc_text(g, cr), g->arch, opts_text, g->nvrtc_major, g->nvrtc_minor,
+                  "%s compiling the kernels for %s (part %d; options: %s; NVRTC %d.%d):\n%s",
+                  fat5__dev_nvrtc_text(g, cr), g->arch, part, opts_text, g->nvrtc_major, g->nvrtc_minor,
                   log ? log : "(no log)");
         fat5__free(ctx, log);
         g->nvrtc.nvrtcDestroyProgram(&prog);
         return FAT5_ERR_NVRTC;
     }
-    if (log) fat5__log(ctx, FAT5_LOG_DEBUG, "NVRTC messages for %s: %s", g->arch, log);
+    if (log) fat5__log(ctx, FAT5_LOG_DEBUG, "NVRTC messages for %s, part %d: %s", g->arch, part, log);
     fat5__free(ctx, log);
     r = g->ptx ? g->nvrtc.nvrtcGetPTXSize(prog, &size) : g->nvrtc.nvrtcGetCUBINSize(prog, &size);
     if (r != FAT5__NVRTC_SUCCESS || size == 0) {
@@ -1137,8 +1197,88 @@ static fat5_status fat5__dev_compile(fat5_ctx *ctx, struct fat5__gpu *g, const c
     }
     out[size] = 0;
     *img = out;
-    *img_size = size;
+    *img_size = size + 1;   // with the NUL: PTX must end in one, and a cubin does not mind it
     return FAT5_OK;
+}
+
+// Compiles the FAT5__K_PARTS parts of src for g->arch in parallel into one bundle (*img,
+// fat5__free): u32 part count, a u64 image size per part, the images. g->compile_ms: the wall time.
+static fat5_status fat5__dev_compile(fat5_ctx *ctx, struct fat5__gpu *g, const char *src,
+                                     const char *const *opts, int n_opts, const char *opts_text,
+                                     char **img, size_t *img_size) {
+    fat5__kjob jobs[FAT5__K_PARTS];
+    char *srcs[FAT5__K_PARTS], *part_img[FAT5__K_PARTS], *out = NULL;
+    size_t part_size[FAT5__K_PARTS], n = strlen(src), total = 4 + 8 * FAT5__K_PARTS, at;
+    fat5_status st = FAT5_OK;
+    double t0 = fat5__now_s();
+    int i;
+    *img = NULL;
+    *img_size = 0;
+    memset(part_img, 0, sizeof part_img);
+    for (i = 0; i < FAT5__K_PARTS; i++) {   // each part: "#define FAT5_PART i" before the program
+        srcs[i] = FAT5__CAST(char *, fat5__malloc(ctx, n + 32));
+        if (!srcs[i]) {
+            while (i-- > 0) fat5__free(ctx, srcs[i]);
+            return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory for the kernel sources");
+        }
+        snprintf(srcs[i], 32, "#define FAT5_PART %d\n", i);
+        memcpy(srcs[i] + strlen(srcs[i]), src, n + 1);
+        jobs[i].g = g;
+        jobs[i].src = srcs[i];
+        jobs[i].opts = opts;
+        jobs[i].n_opts = n_opts;
+    }
+    fat5__kjobs_run(jobs, FAT5__K_PARTS);
+    g->compile_ms = 1e3 * (fat5__now_s() - t0);
+    for (i = 0; i < FAT5__K_PARTS; i++) {   // every program is finished (destroyed), failed or not
+        fat5_status s2;
+        if (st) {
+            if (jobs[i].created == FAT5__NVRTC_SUCCESS) g->nvrtc.nvrtcDestroyProgram(&jobs[i].prog);
+            continue;
+        }
+        s2 = fat5__kjob_finish(ctx, g, &jobs[i], i, opts_text, &part_img[i], &part_size[i]);
+        if (s2) st = s2;
+        else total += part_size[i];
+    }
+    for (i = 0; i < FAT5__K_PARTS; i++) fat5__free(ctx, srcs[i]);
+    if (!st && !(out = FAT5__CAST(char *, fat5__malloc(ctx, total + 1))))
+        st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory for the kernel images (%zu bytes)", total);
+    if (!st) {
+        fat5__dev_put_le((unsigned char *)out, FAT5__K_PARTS, 4);
+        for (i = 0, at = 4 + 8 * FAT5__K_PARTS; i < FAT5__K_PARTS; i++) {
+            fat5__dev_put_le((unsigned char *)out + 4 + 8 * i, part_size[i], 8);
+            memcpy(out + at, part_img[i], part_size[i]);
+            at += part_size[i];
+        }
+        out[total] = 0;
+        *img = out;
+        *img_size = total;
+        char times[FAT5__K_PARTS * 12];
+        size_t tl = 0;
+        for (i = 0; i < FAT5__K_PARTS; i++)
+            tl += (size_t)snprintf(times + tl, sizeof times - tl, "%s%.0f", i ? " " : "", jobs[i].ms);
+        fat5__log(ctx, FAT5_LOG_DEBUG, "kernels: %d parts compiled in %.0f ms; each part's ms: %s", FAT5__K_PARTS,
+                  g->compile_ms, times);
+    }
+    for (i = 0; i < FAT5__K_PARTS; i++) fat5__free(ctx, part_img[i]);
+    return st;
+}
+
+// Part i of a bundle: its image and size. 0 when the bundle is malformed.
+static int fat5__dev_bundle_part(const char *b, size_t len, int i, const char **img, size_t *size) {
+    size_t at = 4 + 8 * FAT5__K_PARTS, k;
+    if (len < at || fat5__dev_get_le((const unsigned char *)b, 4) != FAT5__K_PARTS) return 0;
+    for (k = 0; k <= (size_t)i; k++) {
+        uint64_t sz = fat5__dev_get_le((const unsigned char *)b + 4 + 8 * k, 8);
+        if (sz == 0 || sz > len - at) return 0;
+        if (k == (size_t)i) {
+            *img = b + at;
+            *size = (size_t)sz;
+            return 1;
+        }
+        at += (size_t)sz;
+    }
+    return 0;
 }
 
 // The module image for g->arch with the ctx's dtype: from the disk cache when a valid entry exists
@@ -1216,9 +1356,11 @@ static fat5_status fat5__dev_build(fat5_ctx *ctx, struct fat5__gpu *g, int no_re
 
     // the first run on this machine (or after a change of the kernels) waits minutes here: said at
     // WARN, which programs show by default, before the wait rather than after it
-    fat5__log(ctx, FAT5_LOG_WARN, "compiling the kernels for %s (%s; a few minutes, once: %s)", g->arch,
+    fat5__log(ctx, FAT5_LOG_WARN, "compiling the kernels for %s in %d parts on %ld cores (%s; %s%s)", g->arch,
+              FAT5__K_PARTS, sysconf(_SC_NPROCESSORS_ONLN),
               g->cache_rejected ? "the cached image was unusable" : "none cached yet",
-              cache_on ? g->cache_file : "the kernel cache is off, so every process compiles them");
+              cache_on ? "once, then cached in " : "the kernel cache is off: every process compiles them",
+              cache_on ? g->cache_file : "");
     st = fat5__dev_compile(ctx, g, src, opts, 4, opts_text, img, img_size);
     fat5__free(ctx, src);
     if (st != FAT5_OK) return st;
@@ -1330,7 +1472,11 @@ static void fat5__dev_release(fat5_ctx *ctx, struct fat5__gpu *g) {
     fat5__dev_prof_free(ctx, g);
     fat5__dev_close_lt(ctx, g);
     if (g->blas && g->cublas.cublasDestroy) g->cublas.cublasDestroy(g->blas);
-    if (g->module && g->cu.cuModuleUnload) g->cu.cuModuleUnload(g->module);
+    {
+        int i;
+        for (i = 0; i < FAT5__K_PARTS; i++)
+            if (g->module[i] && g->cu.cuModuleUnload) g->cu.cuModuleUnload(g->module[i]);
+    }
     if (g->stream && g->cu.cuStreamDestroy) g->cu.cuStreamDestroy(g->stream);
     if (g->ctx_retained && g->cu.cuDevicePrimaryCtxRelease) g->cu.cuDevicePrimaryCtxRelease(g->dev);
     if (g->lib_cublaslt) dlclose(g->lib_cublaslt);
@@ -1349,8 +1495,8 @@ static void fat5__dev_close(fat5_ctx *ctx) {
     fat5__dev_release(ctx, g);
 }
 
-// Loads the module image into the current context; the JIT log (PTX) goes into the error.
-static fat5_status fat5__dev_load_module(fat5_ctx *ctx, struct fat5__gpu *g, const char *img) {
+// Loads one part's image into the current context; the JIT log (PTX) goes into the error.
+static fat5_status fat5__dev_load_part(fat5_ctx *ctx, struct fat5__gpu *g, int part, const char *img) {
     char jit_log[2048];
     fat5__CUjit_option keys[2];
     void *vals[2];
@@ -1361,9 +1507,9 @@ static fat5_status fat5__dev_load_module(fat5_ctx *ctx, struct fat5__gpu *g, con
     vals[0] = jit_log;
     keys[1] = FAT5__CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES;
     vals[1] = (void *)(uintptr_t)sizeof jit_log;
-    r = g->cu.cuModuleLoadDataEx(&g->module, img, 2, keys, vals);
+    r = g->cu.cuModuleLoadDataEx(&g->module[part], img, 2, keys, vals);
     if (r == FAT5__CUDA_SUCCESS) return FAT5_OK;
-    g->module = NULL;
+    g->module[part] = NULL;
     jit_log[sizeof jit_log - 1] = 0;
     snprintf(what, sizeof what, "cuModuleLoadDataEx (%s %s, NVRTC %d.%d, driver %d.%d)",
              g->ptx ? "PTX" : "cubin", g->arch, g->nvrtc_major, g->nvrtc_minor,
@@ -1381,6 +1527,20 @@ static fat5_status fat5__dev_load_module(fat5_ctx *ctx, struct fat5__gpu *g, con
         snprintf(ctx->err + n, sizeof ctx->err - n, ":\n%s", jit_log);
     }
     return FAT5_ERR_CUDA;
+}
+
+// Loads every part of a bundle (fat5__dev_compile) as a module of its own.
+static fat5_status fat5__dev_load_module(fat5_ctx *ctx, struct fat5__gpu *g, const char *img, size_t size) {
+    int i;
+    fat5_status st;
+    for (i = 0; i < FAT5__K_PARTS; i++) {
+        const char *part;
+        size_t n;
+        if (!fat5__dev_bundle_part(img, size, i, &part, &n))
+            return fat5__err(ctx, FAT5_ERR_CUDA, "the kernel image bundle is malformed at part %d", i);
+        if ((st = fat5__dev_load_part(ctx, g, i, part))) return st;
+    }
+    return FAT5_OK;
 }
 
 static fat5_status fat5__dev_open(fat5_ctx *ctx) {
@@ -1510,21 +1670,29 @@ static fat5_status fat5__dev_open(fat5_ctx *ctx) {
 
     // 5. kernels: cache or compile, load, look every entry point up
     if ((st = fat5__dev_build(ctx, g, 0, &img, &img_size)) != FAT5_OK) goto fail;
-    st = fat5__dev_load_module(ctx, g, img);
+    st = fat5__dev_load_module(ctx, g, img, img_size);
     if (st != FAT5_OK && g->cache_hit) {
         fat5__log(ctx, FAT5_LOG_WARN, "kernel cache: %s does not load (%s); recompiling",
                   g->cache_file, ctx->err);
         fat5__free(ctx, img);
         img = NULL;
         g->cache_rejected = 1;
+        for (k = 0; k < FAT5__K_PARTS; k++)   // the parts that did load go: all come from the new image
+            if (g->module[k]) {
+                (void)g->cu.cuModuleUnload(g->module[k]);
+                g->module[k] = NULL;
+            }
         if ((st = fat5__dev_build(ctx, g, 1, &img, &img_size)) != FAT5_OK) goto fail;
-        st = fat5__dev_load_module(ctx, g, img);
+        st = fat5__dev_load_module(ctx, g, img, img_size);
     }
     fat5__free(ctx, img);
     img = NULL;
     if (st != FAT5_OK) goto fail;
     for (k = 0; k < FAT5__K_COUNT; k++) {
-        r = g->cu.cuModuleGetFunction(&g->fn[k], g->module, fat5__kernel_names[k]);
+        int part;
+        r = FAT5__CUDA_ERROR_NOT_FOUND;   // in the first part that has it
+        for (part = 0; part < FAT5__K_PARTS && r == FAT5__CUDA_ERROR_NOT_FOUND; part++)
+            r = g->cu.cuModuleGetFunction(&g->fn[k], g->module[part], fat5__kernel_names[k]);
         if (r == FAT5__CUDA_ERROR_NOT_FOUND) {
             g->fn[k] = NULL;
             n_missing++;

@@ -706,6 +706,24 @@ static void t_op_table(fat5_test *T) {
         for (i = 0; i < FAT5__K_COUNT; i++) found |= !strcmp(fat5__kernel_names[i] + 5, fat5__op_names[j]);
         FAT5_CHECK_MSG(T, found, "op %s has no kernel", fat5__op_names[j]);
     }
+    // the kernel files name exactly the parts 0 .. FAT5__K_PARTS - 1 the runtime compiles
+    // (FAT5_IN_PART(k) guards), each at least once
+    {
+        int seen[FAT5__K_PARTS + 1], k, bad = 0;
+        size_t li;
+        memset(seen, 0, sizeof seen);
+        for (k = 0; fat5__kernel_files[k].name; k++)
+            for (li = 0; fat5__kernel_files[k].lines[li]; li++) {
+                const char *at = strstr(fat5__kernel_files[k].lines[li], "#if FAT5_IN_PART(");
+                if (at) {
+                    int part = atoi(at + strlen("#if FAT5_IN_PART("));
+                    if (part >= 0 && part < FAT5__K_PARTS) seen[part]++;
+                    else bad++, seen[FAT5__K_PARTS]++;
+                }
+            }
+        for (k = 0; k < FAT5__K_PARTS; k++) FAT5_CHECK_MSG(T, seen[k] > 0, "no kernel file has part %d", k);
+        FAT5_CHECK_MSG(T, bad == 0, "%d FAT5_IN_PART guards name parts outside 0 .. %d", bad, FAT5__K_PARTS - 1);
+    }
 #else
     (void)i;
     (void)j;
