@@ -163,7 +163,7 @@ test-nocuda: examples/quickstart.c fat5.h
 	$(CC) -std=c99 $(WARN) -O1 -DFAT5_NO_THREADS -o build/quickstart_nothreads_gpu examples/quickstart.c -lm -ldl
 	build/quickstart_nothreads_gpu tests/data/t5_v11_gated_gelu_untied
 
-test-tools: $(TOOLS) dev/dist_check examples/train examples/generate
+test-tools: $(TOOLS) $(EXAMPLES) dev/dist_check
 	tests/test_tools.sh
 
 # The README's ```c blocks compile exactly as written (C99, -Wall -Wextra -Wpedantic -Werror) against

@@ -37,4 +37,8 @@ JSON
 mkdir -p "$out"
 tools/fat5_init "$tmp/config.json" "$out" 38
 cp tests/data/tokenizers/mt5bf/spiece.model "$out/spiece.model"
+# for transformers' T5Tokenizer: the sentinels are none of its 100 default extra ids (the model's
+# vocabulary is exactly the SentencePiece model's), fat5 reads no tokenizer_config.json
+printf '{\n  "tokenizer_class": "T5Tokenizer",\n  "extra_ids": 0,\n  "model_max_length": 512\n}\n' \
+    > "$out/tokenizer_config.json"
 echo "make_text_fixture: wrote $out ($(du -sk "$out" | cut -f1) KB)"

@@ -1,70 +1,119 @@
 // Generates continuations with a T5 checkpoint: greedy, sampling or beam search.
 //     cc -std=c99 -O2 -o examples/generate examples/generate.c -lm -ldl -lpthread
 //
-//     examples/generate path/to/byt5-model "The capital of France is"      # byte-level text
-//     examples/generate path/to/model --ids 3,17,5 --ids 8,1 --print-ids     # token ids, one row each
-//     examples/generate path/to/model --device gpu --num-beams 4 --text "..."
-//     examples/generate path/to/t5-model --tokenizer path/to/t5-model "translate English to German: Hi"
+//     examples/generate path/to/model "translate English to German: Hi"       # its own tokenizer
+//     examples/generate path/to/model --input prompts.txt > outputs.txt          # one input per line
+//     examples/generate path/to/model --input rows.jsonl --input-field question --output-format jsonl
+//     some_command | examples/generate path/to/model --output-format jsonl      # standard input
+//     examples/generate path/to/byt5-model --bytes "The capital of France is"  # byte-level ids
+//     examples/generate path/to/model --ids 3,17,5 --ids 8,1 --print-ids       # token ids, one row each
+//     examples/generate path/to/model --device cpu --num-beams 4 --text "..."
 //
-// Text is tokenized as ByT5 does (id = byte + 3; pad 0, eos 1, unk 2) and every input row ends
-// with EOS, as the T5 tokenizers add it. --tokenizer PATH (a tokenizer.json, a SentencePiece
-// .model, or a directory holding one, e.g. the checkpoint's) tokenizes text with that tokenizer
-// instead (fat5_tokenize, its post-processor appending EOS) and prints continuations with
-// fat5_detokenize, special tokens left out; its vocabulary must not be larger than the model's.
-// Continuations of text are printed as text, one line each (newlines and control characters
-// escaped), else as ids; --print-ids prints only the generated ids, one line per output sequence. The options start from
-// the checkpoint's generation_config.json (when it has one) and Hugging Face's defaults; --help
-// lists them. The time of the generation alone goes to stderr as
+// Inputs: each TEXT argument, --text TEXT or --ids 3,17,5 is one; --input FILE (- for standard
+// input) adds one per non-empty line, or, for JSON lines (--input-field NAME, or a FILE ending in
+// .jsonl: field "text"), the string field NAME of each object. With no input in the arguments,
+// the inputs come from standard input when it is not a terminal. Every row ends with EOS.
+// Text is tokenized with the checkpoint's own tokenizer when its directory has one (tokenizer.json,
+// spiece.model or tokenizer.model), or with --tokenizer PATH (a file, or a directory holding one);
+// its post-processor appends EOS, and outputs are detokenized with special tokens left out. A
+// checkpoint without a tokenizer, or --bytes, takes ByT5's byte-level ids (id = byte + 3; pad 0,
+// eos 1, unk 2). The tokenizer's vocabulary must not be larger than the model's.
+// The inputs are generated --batch-size at a time (each batch one fat5_generate call); progress
+// goes to stderr when they come from a file or standard input. Output (stdout), one line per output
+// sequence in input order (num_return_sequences per input): --output-format text (default) prints
+// the continuation as text (newlines and control characters escaped), or ids for --ids inputs
+// without a tokenizer; jsonl prints {"input": ..., "output": ..., "tokens": [...]} (input: the text,
+// or the ids of an --ids row; output: the text; tokens: the generated ids). --print-ids prints only
+// the generated ids. The decoding options start from the checkpoint's generation_config.json (when
+// it has one) and Hugging Face's defaults, with Hugging Face's names (--num_beams, --do_sample,
+// ...: docs/cli.md). The device is the GPU when there is one (bf16), else the CPU, as for
+// examples/train; --device chooses. The time of the generation alone goes to stderr as
 // "generate: N tokens in S s (R tokens/s)" (--warmup and --repeat for benchmarks).
 #define FAT5_IMPLEMENTATION
 #include "../fat5.h"
+#include "../tools/cli.h"   // the command line every fat5 program shares (docs/cli.md)
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
+
+enum {
+    O_TEXT = 1, O_IDS, O_INPUT, O_INPUT_FIELD, O_TOKENIZER, O_BYTES, O_BATCH, O_FORMAT, O_PRINT_IDS,
+    O_MAX_NEW, O_MIN_NEW, O_BEAMS, O_LP, O_EARLY, O_NRET, O_RP, O_NGRAM, O_SAMPLE, O_TEMP, O_TOP_K, O_TOP_P,
+    O_SEED, O_ATTENTION, O_DEVICE, O_DTYPE, O_BF16, O_THREADS, O_NO_GRAPH, O_WARMUP, O_REPEAT
+};
+static const cli_opt opts[] = {
+    {.kind = CLI_SECTION, .help = "input (each TEXT, --text, --ids and input line is one row; EOS is appended to each):"},
+    {.id = O_TEXT, .name = "text", .kind = CLI_STR, .meta = "TEXT", .help = "one input (the same as a TEXT argument)"},
+    {.id = O_IDS, .name = "ids", .kind = CLI_STR, .meta = "3,17,5", .help = "one input as token ids"},
+    {.id = O_INPUT, .name = "input", .kind = CLI_STR, .meta = "FILE",
+     .help = "inputs from FILE (- for standard input), one per non-empty line, or JSON lines\n"
+             "(--input-field, or a .jsonl FILE); standard input when no input is given"},
+    {.id = O_INPUT_FIELD, .name = "input-field", .kind = CLI_STR, .meta = "NAME",
+     .help = "the input files are JSON lines: NAME is each object's input (a string)", .def = "text for a .jsonl FILE"},
+    {.id = O_TOKENIZER, .name = "tokenizer", .kind = CLI_STR, .meta = "PATH",
+     .def = "the checkpoint's own, else byte-level",
+     .help = "tokenize text with tokenizer.json / spiece.model (a file or a directory),\n"
+             "print the output with it (special tokens left out)"},
+    {.id = O_BYTES, .name = "bytes", .kind = CLI_FLAG, .help = "byte-level ids (ByT5: byte + 3) even when the checkpoint has a tokenizer"},
+    {.id = O_BATCH, .name = "batch-size", .alias = "per_device_eval_batch_size", .kind = CLI_INT, .def = "16",
+     .help = "inputs generated together (one fat5_generate call)", .lo = 1, .hi = 1 << 20},
+    {.kind = CLI_SECTION, .help = "output:"},
+    {.id = O_FORMAT, .name = "output-format", .kind = CLI_CHOICE, .choices = "text|jsonl", .def = "text",
+     .help = "text: one line per output sequence (the continuation, escaped; ids for --ids\n"
+             "inputs without a tokenizer); jsonl: {\"input\", \"output\", \"tokens\"} per line"},
+    {.id = O_PRINT_IDS, .name = "print-ids", .kind = CLI_FLAG, .help = "print only the generated ids, one line per output sequence"},
+    {.kind = CLI_SECTION, .help = "decoding (Hugging Face's names and defaults, or the checkpoint's generation_config.json):"},
+    {.id = O_MAX_NEW, .name = "max-new-tokens", .kind = CLI_INT, .def = "20",
+     .help = "tokens generated per sequence at most (EOS included)", .lo = 1, .hi = 1 << 30},
+    {.id = O_MIN_NEW, .name = "min-new-tokens", .kind = CLI_INT, .def = "0", .help = "EOS is not emitted before N tokens",
+     .lo = 0, .hi = 1 << 30},
+    {.id = O_BEAMS, .name = "num-beams", .kind = CLI_INT, .def = "1", .help = "beam search with N beams (1: greedy or sampling)",
+     .lo = 1, .hi = 1 << 16},
+    {.id = O_LP, .name = "length-penalty", .kind = CLI_NUM, .def = "1.0", .help = "beam score = sum(log p) / length^X"},
+    {.id = O_EARLY, .name = "early-stopping", .kind = CLI_CHOICE, .choices = "true|false|never", .def = "false",
+     .help = "beam search: when a beam is done"},
+    {.id = O_NRET, .name = "num-return-sequences", .kind = CLI_INT, .def = "1", .help = "outputs per input",
+     .lo = 1, .hi = 1 << 16},
+    {.id = O_RP, .name = "repetition-penalty", .kind = CLI_NUM, .def = "1.0", .help = "> 1 lowers tokens already generated",
+     .lo = 0, .hi = 1e300, .lo_open = 1},
+    {.id = O_NGRAM, .name = "no-repeat-ngram-size", .kind = CLI_INT, .def = "0", .help = "no n-gram appears twice (0: off)",
+     .lo = 0, .hi = 1 << 20},
+    {.id = O_SAMPLE, .name = "do-sample", .alias = "sample", .kind = CLI_FLAG,
+     .help = "sample instead of taking the most likely token"},
+    {.id = O_TEMP, .name = "temperature", .kind = CLI_NUM, .def = "1.0", .help = "sampling: logits / X", .lo = 0, .hi = 1e300,
+     .lo_open = 1},
+    {.id = O_TOP_K, .name = "top-k", .kind = CLI_INT, .def = "50", .help = "sampling: the N most likely tokens (0: all)",
+     .lo = 0, .hi = 1 << 30},
+    {.id = O_TOP_P, .name = "top-p", .kind = CLI_NUM, .def = "1.0", .help = "sampling: the smallest set of mass >= X",
+     .lo = 0, .hi = 1, .lo_open = 1},
+    {.id = O_SEED, .name = "seed", .kind = CLI_INT, .help = "sampling: the same tokens on every run", .lo = 0, .hi = 9.2e18},
+    {.kind = CLI_SECTION, .help = "run:"},
+    {.id = O_ATTENTION, .name = "attention", .kind = CLI_STR, .meta = "SPEC", .def = "the model's own",
+     .help = "the encoder's attention: full, local:R, block-global:R:G or\ntransient-global:R:G (long inputs)"},
+    {.id = O_DEVICE, .name = "device", .kind = CLI_CHOICE, .choices = "auto|cpu|gpu", .def = "auto",
+     .help = "auto: the GPU when there is one, else the CPU (as examples/train)"},
+    {.id = O_DTYPE, .name = "dtype", .kind = CLI_CHOICE, .choices = "fp32|bf16", .def = "bf16 on a GPU",
+     .help = "GPU compute precision (the CPU computes in fp32)"},
+    {.id = O_BF16, .name = "bf16", .kind = CLI_FLAG, .help = "the same as --dtype bf16 (--bf16 false: fp32)"},
+    {.id = O_THREADS, .name = "threads", .kind = CLI_INT, .def = "0: one per CPU", .help = "CPU threads", .lo = 0, .hi = 4096},
+    {.id = O_NO_GRAPH, .name = "no-graph", .kind = CLI_FLAG, .help = "GPU: launch every step instead of replaying a CUDA graph"},
+    {.id = O_WARMUP, .name = "warmup", .kind = CLI_INT, .def = "0",
+     .help = "untimed generations of each batch first (timing without first-call costs)", .lo = 0, .hi = 1 << 20},
+    {.id = O_REPEAT, .name = "repeat", .kind = CLI_INT, .def = "1", .help = "timed generations of each batch; the fastest counts",
+     .lo = 1, .hi = 1 << 20},
+    {.id = 0, .name = "max-length", .kind = CLI_HINT,
+     .help = "use --max-new-tokens (the decoder's length: Hugging Face's max_length counts the start token too)"},
+};
 
 static const char usage[] =
     "usage: generate CHECKPOINT_DIR [TEXT...] [options]\n"
-    "input (each TEXT, --text or --ids is one row; EOS is appended to every row):\n"
-    "  TEXT, --text TEXT            UTF-8 text, byte-level ids (byte + 3); output printed as text\n"
-    "  --tokenizer PATH             tokenize TEXT with tokenizer.json / spiece.model (a file or a\n"
-    "                               directory), print the output with it (special tokens left out)\n"
-    "  --ids 3,17,5                 token ids; output printed as ids\n"
-    "decoding (Hugging Face's names and defaults, or the checkpoint's generation_config.json):\n"
-    "  --max-new-tokens N           tokens generated per sequence at most (EOS included)\n"
-    "  --min-new-tokens N           EOS is not emitted before N tokens\n"
-    "  --num-beams K                beam search with K beams (1: greedy or sampling)\n"
-    "  --length-penalty L           beam score = sum(log p) / length^L\n"
-    "  --early-stopping true|false|never\n"
-    "  --num-return-sequences N     outputs per input\n"
-    "  --repetition-penalty R       > 1 lowers tokens already generated\n"
-    "  --no-repeat-ngram-size N     no n-gram appears twice\n"
-    "  --sample                     sample instead of taking the most likely token\n"
-    "  --temperature T, --top-k K, --top-p P, --seed S   sampling\n"
-    "run:\n"
-    "  --attention SPEC             the encoder's attention: full, local:R, block-global:R:G or\n"
-    "                               transient-global:R:G (long inputs; default the model's own)\n"
-    "  --device cpu|gpu             default cpu\n"
-    "  --dtype fp32|bf16            GPU compute precision (default bf16 on the GPU; the CPU is fp32)\n"
-    "  --threads N                  CPU threads (0: one per CPU)\n"
-    "  --no-graph                   GPU: launch every step instead of replaying a CUDA graph\n"
-    "  --warmup N                   N untimed generations first (timing without first-call costs)\n"
-    "  --repeat N                   N timed generations; the fastest is reported\n"
-    "  --print-ids                  print only the generated ids, one line per output sequence\n";
-
-// the options that take a value, for telling an unknown option from a missing value
-static const char known[] =
-    " --max-new-tokens --min-new-tokens --num-beams --num-return-sequences --top-k --no-repeat-ngram-size"
-    " --threads --seed --warmup --repeat --length-penalty --repetition-penalty --temperature --top-p --early-stopping"
-    " --device --dtype --attention --tokenizer ";
-
-static int is_known(const char *opt) {
-    const char *p = strstr(known, opt);
-    size_t n = strlen(opt);
-    return n > 2 && p && p[-1] == ' ' && p[n] == ' ';
-}
+    "Generates a continuation of every input with a T5 checkpoint: greedy, sampling or beam search.\n"
+    "Text is tokenized with the checkpoint's tokenizer when it has one, else byte-level (ByT5's ids).\n";
 
 static double now_s(void) {
     struct timespec ts;
@@ -72,83 +121,188 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int bad(const char *opt, const char *val, const char *why) {
-    fprintf(stderr, "generate: %s %s: %s\n", opt, val, why);
-    return 0;
+// One input row: text (from an argument or a file) or ids, and where it came from for messages.
+typedef struct row {
+    char *text;           // NUL-terminated; owned when `owned`
+    size_t len;
+    int32_t *ids;         // --ids: the ids (EOS not included), owned
+    int64_t n_ids;
+    int owned;
+    const char *file;     // an input file's name, or NULL: the arguments
+    long line;            // its line, or the row's number among the arguments
+} row;
+
+typedef struct rows {
+    row *r;
+    int64_t n, cap;
+} rows;
+
+static row *rows_add(rows *rs) {
+    if (rs->n == rs->cap) {
+        int64_t nc = rs->cap ? 2 * rs->cap : 64;
+        row *nr = (row *)realloc(rs->r, (size_t)nc * sizeof *nr);
+        if (!nr) return NULL;
+        rs->r = nr;
+        rs->cap = nc;
+    }
+    memset(&rs->r[rs->n], 0, sizeof rs->r[0]);
+    return &rs->r[rs->n++];
 }
 
-// whole-string number parsing; 0 (and a message) on anything else
-static int parse_i64(const char *opt, const char *s, int64_t lo, int64_t *out) {
-    char *end;
-    long long v;
-    errno = 0;
-    v = strtoll(s, &end, 10);
-    if (!s[0] || *end || errno) return bad(opt, s, "not an integer");
-    if (v < lo) {
-        fprintf(stderr, "generate: %s %s: must be at least %lld\n", opt, s, (long long)lo);
+// where a row came from: "input row 3" or "prompts.txt:12"
+static const char *row_name(const row *r, char *buf, size_t cap) {
+    if (r->file) snprintf(buf, cap, "%s:%ld", r->file, r->line);
+    else snprintf(buf, cap, "input row %ld", r->line);
+    return buf;
+}
+
+// the ids of "3,17,5"; 0 (reported) when malformed
+static int parse_ids(const char *s, row *r) {
+    const char *p = s;
+    size_t n = 0, cap = strlen(s) / 2 + 1;
+    if (!(r->ids = (int32_t *)malloc(cap * sizeof *r->ids))) {
+        fprintf(stderr, "generate: out of memory\n");
         return 0;
     }
-    *out = v;
-    return 1;
-}
-
-static int parse_f64(const char *opt, const char *s, double *out) {
-    char *end;
-    double v;
-    errno = 0;
-    v = strtod(s, &end);
-    if (!s[0] || *end || errno || !(v == v) || v > 1e300 || v < -1e300) return bad(opt, s, "not a finite number");
-    *out = v;
-    return 1;
-}
-
-// appends the ids of "3,17,5" (and EOS) to the packed input
-static int parse_ids(const char *s, int32_t *tok, int64_t *n, int64_t cap, int64_t eos) {
-    const char *p = s;
-    int64_t start = *n;
     while (*p) {
         char *end;
         long long v;
         errno = 0;
         v = strtoll(p, &end, 10);
-        if (end == p || errno || v < 0 || v > INT32_MAX || (*end && *end != ',') || *n >= cap - 1)
-            return bad("--ids", s, "expected non-negative integers separated by commas");
-        tok[(*n)++] = (int32_t)v;
+        if (end == p || errno || v < 0 || v > INT32_MAX || (*end && *end != ',') || n >= cap || (*end && !end[1])) {
+            fprintf(stderr, "generate: --ids %s: expected non-negative integers separated by commas\n", s);
+            return 0;
+        }
+        r->ids[n++] = (int32_t)v;
         p = *end ? end + 1 : end;
-        if (*end && !*p) return bad("--ids", s, "expected non-negative integers separated by commas");
     }
-    if (*n == start) return bad("--ids", "\"\"", "no ids");
-    tok[(*n)++] = (int32_t)eos;
+    if (n == 0) {
+        fprintf(stderr, "generate: --ids \"\": no ids\n");
+        return 0;
+    }
+    r->n_ids = (int64_t)n;
     return 1;
 }
 
-// one byte of generated text, control characters escaped (one line per sequence)
-static void put_byte(int c) {
-    if (c == '\n') fputs("\\n", stdout);
-    else if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
-    else putchar(c);
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-// a generated sequence as text: bytes for ids 3..258, <id> for any other id but EOS
-static void print_text(const int32_t *t, int64_t n, int64_t eos) {
-    int64_t i;
-    for (i = 0; i < n; i++) {
-        if (t[i] == eos) break;
-        if (t[i] >= 3 && t[i] < 259) put_byte(t[i] - 3);
-        else printf("<%d>", (int)t[i]);
+// Reads the inputs of one file (or standard input, "-"): a row per non-empty line, or the string
+// field `field` of each JSON line (field NULL: plain lines). 0 (reported) on an error.
+static int read_inputs(const char *path, const char *field, rows *rs) {
+    FILE *fp = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    const char *name = fp == stdin ? "standard input" : path;
+    char *buf = NULL;
+    size_t cap = 0, len = 0;
+    long line = 0;
+    int got, ok = 1;
+    if (!fp) {
+        fprintf(stderr, "generate: --input %s: %s\n", path, strerror(errno));
+        return 0;
     }
-    putchar('\n');
+    while (ok && (got = cli_read_line(fp, &buf, &cap, &len)) > 0) {
+        row *r;
+        line++;
+        if (len == 0 || (field && len == strspn(buf, " \t"))) continue;   // blank lines are no input
+        if (!(r = rows_add(rs))) {
+            ok = 0;
+            fprintf(stderr, "generate: out of memory\n");
+            break;
+        }
+        r->file = name;
+        r->line = line;
+        r->owned = 1;
+        if (!field) {
+            if (!(r->text = (char *)malloc(len + 1))) {
+                rs->n--;
+                fprintf(stderr, "generate: out of memory\n");
+                ok = 0;
+                break;
+            }
+            memcpy(r->text, buf, len + 1);
+            r->len = len;
+        } else {
+            cli_json_it it;
+            char key[256];
+            const char *v = NULL, *ve = NULL, *fv = NULL, *fe = NULL;
+            int m;
+            cli_json_begin(&it, buf, len);
+            while ((m = cli_json_member(&it, key, sizeof key, &v, &ve)) > 0)
+                if (strcmp(key, field) == 0) fv = v, fe = ve;
+            rs->n--;   // the row counts once it has its text
+            if (m < 0) {
+                fprintf(stderr, "generate: %s:%ld: not a JSON object (--input-field %s reads JSON lines)\n", name, line,
+                        field);
+                ok = 0;
+            } else if (!fv) {
+                fprintf(stderr, "generate: %s:%ld: no field \"%s\" (--input-field)\n", name, line, field);
+                ok = 0;
+            } else if (*fv != '"') {
+                fprintf(stderr, "generate: %s:%ld: field \"%s\" is %s, not a string\n", name, line, field, cli_json_kind(fv));
+                ok = 0;
+            } else if (!(r->text = cli_json_str_dup(fv, fe, &r->len))) {
+                fprintf(stderr, "generate: out of memory\n");
+                ok = 0;
+            } else {
+                rs->n++;
+            }
+        }
+    }
+    if (ok && got < 0) {
+        fprintf(stderr, "generate: %s: %s\n", name, ferror(fp) ? "read failed" : "out of memory");
+        ok = 0;
+    }
+    free(buf);
+    if (fp != stdin) fclose(fp);
+    return ok;
 }
 
-// a generated sequence as text with the tokenizer (up to EOS, special tokens left out); an id the
-// model has but the tokenizer has not (a model vocabulary padded past the tokenizer's) is <id>
-static int print_detok(fat5_tokenizer *tz, fat5_ctx *ctx, const int32_t *t, int64_t n, int64_t eos) {
-    int64_t V = fat5_tokenizer_vocab_size(tz), i = 0, j;
+// A growing byte buffer for one output's text.
+typedef struct sbuf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t nc = (b->n + n + 1) * 2;
+        char *np = (char *)realloc(b->p, nc);
+        if (!np) {
+            b->oom = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+// The text of a generated sequence, up to EOS: the tokenizer's (special tokens left out; an id the
+// model has but the tokenizer has not, a vocabulary padded past the tokenizer's, as <id>), or
+// byte-level (ids 3..258 are bytes, any other id <id>). 0 (reported) on an error.
+static int seq_text(fat5_tokenizer *tz, fat5_ctx *ctx, const int32_t *t, int64_t n, int64_t eos, sbuf *b) {
+    int64_t V = tz ? fat5_tokenizer_vocab_size(tz) : 0, i = 0, j;
+    char tmp[24];
+    b->n = 0;
+    sb_put(b, "", 0);
     while (i < n && t[i] != eos) {
         char *text = NULL;
-        size_t len = 0, k;
+        size_t len = 0;
+        if (!tz) {
+            char ch = (char)(t[i] - 3);
+            if (t[i] >= 3 && t[i] < 259) sb_put(b, &ch, 1);
+            else sb_put(b, tmp, (size_t)snprintf(tmp, sizeof tmp, "<%d>", (int)t[i]));
+            i++;
+            continue;
+        }
         if (t[i] < 0 || t[i] >= V) {
-            printf("<%d>", (int)t[i++]);
+            sb_put(b, tmp, (size_t)snprintf(tmp, sizeof tmp, "<%d>", (int)t[i++]));
             continue;
         }
         for (j = i; j < n && t[j] != eos && t[j] >= 0 && t[j] < V; j++) {}
@@ -156,136 +310,197 @@ static int print_detok(fat5_tokenizer *tz, fat5_ctx *ctx, const int32_t *t, int6
             fprintf(stderr, "generate: %s\n", fat5_last_error(ctx));
             return 0;
         }
-        for (k = 0; k < len; k++) put_byte((unsigned char)text[k]);
+        sb_put(b, text, len);
         fat5_free(ctx, text);
         i = j;
     }
+    if (b->oom) fprintf(stderr, "generate: out of memory\n");
+    return !b->oom;
+}
+
+// text on one line: newlines and control characters escaped
+static void put_line(const char *s, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) {
+        int c = (unsigned char)s[i];
+        if (c == '\n') fputs("\\n", stdout);
+        else if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
+        else putchar(c);
+    }
     putchar('\n');
-    return 1;
+}
+
+static void put_ids(const int32_t *t, int64_t n, const char *sep) {
+    int64_t j;
+    for (j = 0; j < n; j++) printf("%s%d", j ? sep : "", (int)t[j]);
+}
+
+// a directory holding a tokenizer fat5_tokenizer_load reads
+static int has_tokenizer(const char *dir) {
+    static const char *const names[] = {"tokenizer.json", "spiece.model", "tokenizer.model"};
+    struct stat sb;
+    char p[4200];
+    size_t k;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return 0;
+    for (k = 0; k < 3; k++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[k]);
+        if (stat(p, &sb) == 0 && S_ISREG(sb.st_mode)) return 1;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv) {
     fat5_ctx_config cc = fat5_ctx_config_default();
     fat5_ctx *ctx = NULL;
-    char why[512];  // why a context could not be made
+    char why[512], no_gpu[160] = "", where[200];
     fat5_model *m = NULL;
     fat5_tokenizer *tz = NULL;
-    const char *tok_path = NULL, **texts = NULL;
-    int64_t n_texts = 0;
+    const char *tok_path = NULL, *field = NULL, **inputs = NULL;
     fat5_generate_config g;
     fat5_generate_result res;
-    const char *dir = NULL, *dtype = NULL, *attention = NULL;
+    const char *dir = NULL, *attention = NULL;
+    rows rs = {NULL, 0, 0};
+    sbuf sb = {NULL, 0, 0, 0};
     int32_t *tok = NULL, *cu = NULL;
-    int64_t n_tok = 0, n_rows = 0, cap = 0, warmup = 0, repeat = 1, total = 0, i, j;
-    int text_mode = 0, ids_mode = 0, print_ids = 0, rc = 1, gpu = 0, no_graph = 0;
+    int64_t *row_at = NULL, n_tok = 0, cap = 0, warmup = 0, repeat = 1, total = 0, batch = 16, i, j, n_args = 0;
+    int64_t n_inputs = 0, n_seq = 0, steps = 0;
+    size_t cache_bytes = 0;
+    int text_mode = 0, ids_mode = 0, print_ids = 0, rc = 1, gpu = 0, no_graph = 0, device = -1, bytes = 0, jsonl = 0, o;
+    int dtype = -1, streamed = 0, tty = isatty(2), implicit = 0;
     // options are applied after the model is loaded (its generation config is the base)
     int64_t max_new = -1, min_new = -1, beams = -1, nret = -1, top_k = -1, ngram = -1, threads = -1, seed = -1;
     double lp = 0, rp = 0, temp = 0, top_p = 0;
-    int has_lp = 0, has_rp = 0, has_temp = 0, has_top_p = 0, sample = 0, early = -1;
-    double t0, t = 0, t_load;
+    int has_lp = 0, has_rp = 0, has_temp = 0, has_top_p = 0, sample = -1, early = -1;
+    double t0, t = 0, t_load, t_start = now_s(), t_report = 0;
+    cli c;
 
     memset(&res, 0, sizeof res);
-    // worst case: every argument is one row; ids and bytes are bounded by the arguments' lengths
-    for (i = 1; i < argc; i++) cap += (int64_t)strlen(argv[i]) + 2;
-    tok = (int32_t *)malloc((size_t)cap * sizeof(int32_t));
-    cu = (int32_t *)malloc((size_t)(argc + 1) * sizeof(int32_t));
-    texts = (const char **)malloc((size_t)(argc + 1) * sizeof *texts);
-    if (!tok || !cu || !texts) {
+    if (!(inputs = (const char **)malloc((size_t)argc * sizeof *inputs))) {
         fprintf(stderr, "generate: out of memory\n");
-        goto done;
+        return 1;
     }
-    cu[0] = 0;
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int ok = 1, takes = 1;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(usage, stdout);
-            rc = 0;
+    cli_init(&c, "generate", usage, opts, (int)(sizeof opts / sizeof opts[0]), argc, argv);
+    while ((o = cli_next(&c)) != CLI_END) {
+        row *r;
+        if (o < 0) {
+            rc = cli_status(o);
             goto done;
-        } else if (!strcmp(a, "--print-ids")) print_ids = 1, takes = 0;
-        else if (!strcmp(a, "--sample")) sample = 1, takes = 0;
-        else if (!strcmp(a, "--no-graph")) no_graph = 1, takes = 0;
-        else if (a[0] != '-' && !dir) dir = a, takes = 0;   // the first positional argument
-        else if (a[0] != '-' || !strcmp(a, "--text")) {
-            const char *s = a[0] != '-' ? a : v;
-            takes = s == v;
-            if (!s) ok = 0;
-            if (s) texts[n_texts++] = s;
-            for (j = 0; s && s[j]; j++) tok[n_tok++] = (int32_t)(unsigned char)s[j] + 3;
-            tok[n_tok++] = 1;
-            cu[++n_rows] = (int32_t)n_tok;
-            text_mode = 1;
-        } else if (!strcmp(a, "--ids")) {
-            ok = v && parse_ids(v, tok, &n_tok, cap, 1);
-            ids_mode = 1;
-            if (ok) cu[++n_rows] = (int32_t)n_tok;
-        } else if (!is_known(a)) {
-            fprintf(stderr, "generate: unknown option '%s' (--help lists the options)\n", a);
-            goto done;
-        } else if (!v) {
-            ok = 0;
-        } else if (!strcmp(a, "--max-new-tokens")) ok = parse_i64(a, v, 1, &max_new);
-        else if (!strcmp(a, "--min-new-tokens")) ok = parse_i64(a, v, 0, &min_new);
-        else if (!strcmp(a, "--num-beams")) ok = parse_i64(a, v, 1, &beams);
-        else if (!strcmp(a, "--num-return-sequences")) ok = parse_i64(a, v, 1, &nret);
-        else if (!strcmp(a, "--top-k")) ok = parse_i64(a, v, 0, &top_k);
-        else if (!strcmp(a, "--no-repeat-ngram-size")) ok = parse_i64(a, v, 0, &ngram);
-        else if (!strcmp(a, "--threads")) ok = parse_i64(a, v, 0, &threads);
-        else if (!strcmp(a, "--seed")) ok = parse_i64(a, v, 0, &seed);
-        else if (!strcmp(a, "--warmup")) ok = parse_i64(a, v, 0, &warmup);
-        else if (!strcmp(a, "--repeat")) ok = parse_i64(a, v, 1, &repeat);
-        else if (!strcmp(a, "--length-penalty")) ok = has_lp = parse_f64(a, v, &lp);
-        else if (!strcmp(a, "--repetition-penalty")) {
-            ok = has_rp = parse_f64(a, v, &rp);
-            if (ok && !(rp > 0)) ok = bad(a, v, "must be > 0");
-        } else if (!strcmp(a, "--temperature")) {
-            ok = has_temp = parse_f64(a, v, &temp);
-            if (ok && !(temp > 0)) ok = bad(a, v, "must be > 0");
-        } else if (!strcmp(a, "--top-p")) {
-            ok = has_top_p = parse_f64(a, v, &top_p);
-            if (ok && !(top_p > 0 && top_p <= 1)) ok = bad(a, v, "must be in (0, 1]");
-        } else if (!strcmp(a, "--early-stopping")) {
-            early = !strcmp(v, "false") ? 0 : !strcmp(v, "true") ? 1 : !strcmp(v, "never") ? 2 : -1;
-            if (early < 0) ok = bad(a, v, "expected true, false or never");
-        } else if (!strcmp(a, "--device")) {
-            gpu = !strcmp(v, "gpu");
-            if (!gpu && strcmp(v, "cpu")) ok = bad(a, v, "expected cpu or gpu");
-        } else if (!strcmp(a, "--tokenizer")) {
-            tok_path = v;
-        } else if (!strcmp(a, "--attention")) {
-            attention = v;
-            if (!v) ok = 0;
-        } else if (!strcmp(a, "--dtype")) {
-            dtype = v;
-            if (strcmp(v, "fp32") && strcmp(v, "bf16")) ok = bad(a, v, "expected fp32 or bf16");
         }
-        if (!ok && !v) fprintf(stderr, "generate: %s: missing value\n", a);
-        if (!ok) goto done;
-        i += takes;
+        if (o == CLI_POS && !dir) {   // the first positional argument; the others are TEXT
+            dir = c.val;
+            continue;
+        }
+        switch (o) {
+        case CLI_POS:
+        case O_TEXT:
+        case O_IDS:
+            if (!(r = rows_add(&rs))) {
+                fprintf(stderr, "generate: out of memory\n");
+                goto done;
+            }
+            r->line = (long)++n_args;
+            if (o == O_IDS) {
+                ids_mode = 1;
+                if (!parse_ids(c.val, r)) goto done;
+            } else {
+                text_mode = 1;
+                r->text = (char *)c.val;
+                r->len = strlen(c.val);
+            }
+            break;
+        case O_INPUT: inputs[n_inputs++] = c.val; break;
+        case O_INPUT_FIELD: field = c.val; break;
+        case O_TOKENIZER: tok_path = c.val; break;
+        case O_BYTES: bytes = (int)c.ival; break;
+        case O_BATCH: batch = c.ival; break;
+        case O_FORMAT: jsonl = (int)c.ival; break;
+        case O_PRINT_IDS: print_ids = (int)c.ival; break;
+        case O_MAX_NEW: max_new = c.ival; break;
+        case O_MIN_NEW: min_new = c.ival; break;
+        case O_BEAMS: beams = c.ival; break;
+        case O_LP: lp = c.dval, has_lp = 1; break;
+        case O_EARLY: early = c.ival == 0 ? 1 : c.ival == 1 ? 0 : 2; break;
+        case O_NRET: nret = c.ival; break;
+        case O_RP: rp = c.dval, has_rp = 1; break;
+        case O_NGRAM: ngram = c.ival; break;
+        case O_SAMPLE: sample = (int)c.ival; break;
+        case O_TEMP: temp = c.dval, has_temp = 1; break;
+        case O_TOP_K: top_k = c.ival; break;
+        case O_TOP_P: top_p = c.dval, has_top_p = 1; break;
+        case O_SEED: seed = c.ival; break;
+        case O_ATTENTION: attention = c.val; break;
+        case O_DEVICE: device = c.ival == 0 ? -1 : c.ival == 1 ? FAT5_DEVICE_CPU : FAT5_DEVICE_GPU; break;
+        case O_DTYPE: case O_BF16: dtype = c.ival ? FAT5_DTYPE_BF16 : FAT5_DTYPE_FP32; break;
+        case O_THREADS: threads = c.ival; break;
+        case O_NO_GRAPH: no_graph = (int)c.ival; break;
+        case O_WARMUP: warmup = c.ival; break;
+        case O_REPEAT: repeat = c.ival; break;
+        default: break;
+        }
     }
+    rc = 2;   // usage errors from here to the context
     if (!dir) {
-        fprintf(stderr, "generate: no checkpoint directory (--help for usage)\n");
+        cli_fail(&c, "no checkpoint directory (usage: generate CHECKPOINT_DIR [TEXT...] [options])");
         goto done;
     }
-    if (!n_rows) {
-        fprintf(stderr, "generate: no input: give TEXT, --text TEXT or --ids 3,17,5\n");
+    if (bytes && tok_path) {
+        cli_fail(&c, "--bytes and --tokenizer: one or the other");
+        goto done;
+    }
+    if (dtype == FAT5_DTYPE_BF16 && device == FAT5_DEVICE_CPU) {
+        cli_fail(&c, "--dtype bf16 needs a GPU (the CPU computes in fp32)");
+        goto done;
+    }
+    if (n_inputs == 0 && rs.n == 0 && !isatty(0)) inputs[n_inputs++] = "-", implicit = 1;   // standard input
+    if (field && n_inputs == 0) {
+        cli_fail(&c, "--input-field %s: no --input file (or standard input) to read", field);
+        goto done;
+    }
+    rc = 1;
+    for (i = 0; i < n_inputs; i++) {
+        const char *f = field ? field : ends_with(inputs[i], ".jsonl") ? "text" : NULL;
+        if (!read_inputs(inputs[i], f, &rs)) goto done;
+        streamed = 1;
+        text_mode = 1;
+    }
+    if (!rs.n) {
+        fprintf(stderr, "generate: no input: give TEXT, --text TEXT, --ids 3,17,5 or --input FILE%s\n",
+                implicit ? " (standard input held no line of text)" : n_inputs ? " (the input files hold no line of text)" : "");
+        rc = 2;
         goto done;
     }
     if (text_mode && ids_mode) {
         fprintf(stderr, "generate: give text or --ids, not both\n");
-        goto done;
-    }
-    if (dtype && !strcmp(dtype, "bf16") && !gpu) {
-        fprintf(stderr, "generate: --dtype bf16 needs --device gpu (the CPU computes in fp32)\n");
+        rc = 2;
         goto done;
     }
 
-    cc.device = gpu ? FAT5_DEVICE_GPU : FAT5_DEVICE_CPU;
-    cc.dtype = gpu && !(dtype && !strcmp(dtype, "fp32")) ? FAT5_DTYPE_BF16 : FAT5_DTYPE_FP32;
-    if (threads >= 0) cc.n_threads = (int)(threads > 4096 ? 4096 : threads);
-    if (fat5_ctx_create(&cc, &ctx, why, sizeof why) != FAT5_OK) {
-        fprintf(stderr, "generate: %s: %s\n", gpu ? "GPU" : "context", why);
-        goto done;
+    // the device: the GPU when there is one (as examples/train), unless --device says
+    if (device != FAT5_DEVICE_CPU) {
+        cc.device = FAT5_DEVICE_GPU;
+        cc.dtype = dtype == FAT5_DTYPE_FP32 ? FAT5_DTYPE_FP32 : FAT5_DTYPE_BF16;
+        if (fat5_ctx_create(&cc, &ctx, why, sizeof why) != FAT5_OK) {
+            if (device == FAT5_DEVICE_GPU) {
+                fprintf(stderr, "generate: GPU: %s\n", why);
+                goto done;
+            }
+            if (dtype == FAT5_DTYPE_BF16) {
+                fprintf(stderr, "generate: --dtype bf16 needs a GPU, and there is none here (%s)\n", why);
+                goto done;
+            }
+            snprintf(no_gpu, sizeof no_gpu, ", no GPU found");
+            ctx = NULL;
+        } else {
+            gpu = 1;
+        }
+    }
+    if (!ctx) {
+        cc = fat5_ctx_config_default();
+        if (threads >= 0) cc.n_threads = (int)threads;
+        if (fat5_ctx_create(&cc, &ctx, why, sizeof why) != FAT5_OK) {
+            fprintf(stderr, "generate: context: %s\n", why);
+            goto done;
+        }
     }
     t0 = now_s();
     if (fat5_model_load(ctx, dir, &m) != FAT5_OK || fat5_model_set_training(m, 0) != FAT5_OK) {
@@ -295,15 +510,18 @@ int main(int argc, char **argv) {
     if (attention) {
         fat5_attention at;
         if (fat5_attention_parse(ctx, attention, &at) != FAT5_OK || fat5_model_set_attention(m, &at) != FAT5_OK) {
-            fprintf(stderr, "generate: --attention: %s\n", fat5_last_error(ctx));
+            fprintf(stderr, "generate: --attention %s: %s\n", attention, fat5_last_error(ctx));
             goto done;
         }
     }
     t_load = now_s() - t0;
-    if (tok_path) {   // text rows tokenized again, with the tokenizer (EOS from its post-processor)
+    // the tokenizer: --tokenizer's, else the checkpoint's own, unless --bytes
+    if (!tok_path && !bytes && has_tokenizer(dir)) tok_path = dir;
+    if (tok_path) {
         int64_t V = fat5_model_get_config(m)->vocab_size, TV;
         if (fat5_tokenizer_load(ctx, tok_path, &tz) != FAT5_OK) {
-            fprintf(stderr, "generate: %s\n", fat5_last_error(ctx));
+            fprintf(stderr, "generate: %s%s\n", fat5_last_error(ctx),
+                    tok_path == dir ? " (the checkpoint's tokenizer; --bytes for byte-level ids)" : "");
             goto done;
         }
         TV = fat5_tokenizer_vocab_size(tz);
@@ -312,50 +530,59 @@ int main(int argc, char **argv) {
                     "they do not belong together\n", (long long)TV, tok_path, (long long)V, dir);
             goto done;
         }
-        if (text_mode) {
-            int32_t eos = fat5_tokenizer_eos_id(tz);
-            n_tok = 0;
-            for (i = 0; i < n_texts; i++) {
-                int32_t *ids = NULL, *nt;
-                int64_t n_ids = 0;
-                if (fat5_tokenize(tz, texts[i], strlen(texts[i]), NULL, 0, 0, &ids, &n_ids) != FAT5_OK) {
-                    fprintf(stderr, "generate: input row %lld: %s\n", (long long)i + 1, fat5_last_error(ctx));
-                    goto done;
-                }
-                if (n_tok + n_ids + 1 > cap) {
-                    cap = 2 * (n_tok + n_ids + 1);
-                    if (!(nt = (int32_t *)realloc(tok, (size_t)cap * sizeof *tok))) {
-                        fat5_free(ctx, ids);
-                        fprintf(stderr, "generate: out of memory\n");
-                        goto done;
-                    }
-                    tok = nt;
-                }
-                memcpy(tok + n_tok, ids, (size_t)n_ids * sizeof *ids);
-                n_tok += n_ids;
-                // no EOS from the post-processor (not a T5 template): appended, as byte-level
-                if (n_ids == 0 || ids[n_ids - 1] != eos) tok[n_tok++] = eos >= 0 ? eos : 1;
-                cu[i + 1] = (int32_t)n_tok;
-                fat5_free(ctx, ids);
-            }
-        }
-    }
-    {   // an id outside the vocabulary names its row
-        int64_t V = fat5_model_get_config(m)->vocab_size;
-        for (i = 0; i < n_rows; i++)
-            for (j = cu[i]; j < cu[i + 1] - 1; j++)
-                if (tok[j] >= V) {
-                    fprintf(stderr, "generate: input row %lld: id %d is not below the vocabulary size %lld%s\n",
-                            (long long)i + 1, (int)tok[j], (long long)V,
-                            text_mode && !tz ? " (byte-level text needs 259; --tokenizer for a tokenizer's ids)" : "");
-                    goto done;
-                }
     }
     g = fat5_generate_config_from_model(m);
-    // EOS as the model defines it (the rows were built with 1, ByT5's and T5's id; a tokenizer's
-    // EOS is kept)
-    if (!tz)
-        for (i = 1; i <= n_rows; i++) tok[cu[i] - 1] = (int32_t)g.eos_token_id;
+    {   // every row's ids, packed (row i: tok[row_at[i] .. row_at[i + 1]), its EOS last), checked
+        int64_t V = fat5_model_get_config(m)->vocab_size;
+        int32_t eos = tz && fat5_tokenizer_eos_id(tz) >= 0 ? fat5_tokenizer_eos_id(tz) : (int32_t)g.eos_token_id;
+        char nm[300];
+        if (!(row_at = (int64_t *)malloc((size_t)(rs.n + 1) * sizeof *row_at))) {
+            fprintf(stderr, "generate: out of memory\n");
+            goto done;
+        }
+        row_at[0] = 0;
+        for (i = 0; i < rs.n; i++) {
+            row *r = &rs.r[i];
+            int32_t *ids = r->ids, *nt;
+            int64_t n_ids = r->n_ids, need;
+            if (r->text && tz) {
+                ids = NULL;
+                if (fat5_tokenize(tz, r->text, r->len, NULL, 0, 0, &ids, &n_ids) != FAT5_OK) {
+                    fprintf(stderr, "generate: %s: %s\n", row_name(r, nm, sizeof nm), fat5_last_error(ctx));
+                    goto done;
+                }
+            } else if (r->text) {
+                n_ids = (int64_t)r->len;
+            }
+            need = n_tok + n_ids + 1;
+            if (need > cap) {
+                cap = need * 2 + 1024;
+                if (!(nt = (int32_t *)realloc(tok, (size_t)cap * sizeof *tok))) {
+                    if (ids != r->ids) fat5_free(ctx, ids);
+                    fprintf(stderr, "generate: out of memory\n");
+                    goto done;
+                }
+                tok = nt;
+            }
+            if (r->text && !tz) {
+                for (j = 0; j < n_ids; j++) tok[n_tok + j] = (int32_t)(unsigned char)r->text[j] + 3;
+            } else {
+                memcpy(tok + n_tok, ids, (size_t)n_ids * sizeof *ids);
+            }
+            if (ids != r->ids) fat5_free(ctx, ids);
+            for (j = 0; j < n_ids; j++)
+                if (tok[n_tok + j] >= V) {
+                    fprintf(stderr, "generate: %s: id %d is not below the vocabulary size %lld%s\n",
+                            row_name(r, nm, sizeof nm), (int)tok[n_tok + j], (long long)V,
+                            r->text && !tz ? " (byte-level text needs 259; --tokenizer for a tokenizer's ids)" : "");
+                    goto done;
+                }
+            n_tok += n_ids;
+            // EOS: the tokenizer's post-processor appended it, unless its template has none
+            if (!(r->text && tz && n_ids > 0 && tok[n_tok - 1] == eos)) tok[n_tok++] = r->text && tz ? eos : (int32_t)g.eos_token_id;
+            row_at[i + 1] = n_tok;
+        }
+    }
     if (max_new >= 0) g.max_new_tokens = max_new;
     if (min_new >= 0) g.min_new_tokens = min_new;
     if (beams >= 0) g.num_beams = beams;
@@ -368,56 +595,98 @@ int main(int argc, char **argv) {
     if (has_temp) g.temperature = temp;
     if (has_top_p) g.top_p = top_p;
     if (early >= 0) g.early_stopping = early;
-    if (sample) g.do_sample = 1;
+    if (sample >= 0) g.do_sample = sample;
     if (no_graph) g.use_graph = 0;
+    if (!(cu = (int32_t *)malloc((size_t)(batch + 1) * sizeof *cu))) {
+        fprintf(stderr, "generate: out of memory\n");
+        goto done;
+    }
 
-    for (i = 0; i < warmup; i++) {
-        if (fat5_generate(m, tok, cu, n_rows, &g, &res) != FAT5_OK) {
-            fprintf(stderr, "generate: %s\n", fat5_last_error(ctx));
+    for (i = 0; i < rs.n; i += batch) {   // one batch: rows i .. i + nb - 1
+        int64_t nb = rs.n - i < batch ? rs.n - i : batch, k, per;
+        double best = 0;
+        const int32_t *bt = tok + row_at[i];
+        if (row_at[i + nb] - row_at[i] > INT32_MAX) {
+            fprintf(stderr, "generate: a batch of more than 2^31 tokens: use a smaller --batch-size\n");
             goto done;
         }
-        fat5_generate_result_destroy(ctx, &res);
-    }
-    for (i = 0; i < repeat; i++) {   // the fastest of the timed runs; the last one's output
-        double ti;
-        fat5_generate_result_destroy(ctx, &res);
-        t0 = now_s();
-        if (fat5_generate(m, tok, cu, n_rows, &g, &res) != FAT5_OK) {
-            fprintf(stderr, "generate: %s\n", fat5_last_error(ctx));
-            goto done;
+        for (k = 0; k <= nb; k++) cu[k] = (int32_t)(row_at[i + k] - row_at[i]);
+        for (k = 0; k < warmup + repeat; k++) {   // the fastest of the timed runs; the last one's output
+            double ts = now_s(), ti;
+            fat5_generate_result_destroy(ctx, &res);
+            if (fat5_generate(m, bt, cu, nb, &g, &res) != FAT5_OK) {
+                char nm[300];
+                fprintf(stderr, "generate: %s%s: %s\n", nb > 1 ? "the batch from " : "", row_name(&rs.r[i], nm, sizeof nm),
+                        fat5_last_error(ctx));
+                goto done;
+            }
+            ti = now_s() - ts;
+            if (k == warmup || (k > warmup && ti < best)) best = ti;
         }
-        ti = now_s() - t0;
-        if (i == 0 || ti < t) t = ti;
-    }
-    for (i = 0; i < res.n_seq; i++) {
-        const int32_t *s = res.tokens + res.cu_seqlens[i];
-        int64_t n = res.cu_seqlens[i + 1] - res.cu_seqlens[i];
-        total += n;
-        if (tz && !print_ids) {
-            if (!print_detok(tz, ctx, s, n, g.eos_token_id)) goto done;
-            continue;
+        t += best;
+        steps += res.steps;
+        if (res.cache_bytes > cache_bytes) cache_bytes = res.cache_bytes;
+        per = res.n_seq / nb;   // outputs per input
+        for (k = 0; k < res.n_seq; k++) {
+            const int32_t *s = res.tokens + res.cu_seqlens[k];
+            int64_t n = res.cu_seqlens[k + 1] - res.cu_seqlens[k];
+            const row *r = &rs.r[i + k / per];
+            total += n;
+            n_seq++;
+            if (print_ids || (!jsonl && !r->text && !tz)) {
+                put_ids(s, n, " ");
+                putchar('\n');
+                continue;
+            }
+            if (!seq_text(tz, ctx, s, n, g.eos_token_id, &sb)) goto done;
+            if (!jsonl) {
+                put_line(sb.p, sb.n);
+                continue;
+            }
+            fputs("{\"input\": ", stdout);
+            if (r->text) cli_json_put(stdout, r->text, r->len);
+            else putchar('['), put_ids(r->ids, r->n_ids, ", "), putchar(']');
+            fputs(", \"output\": ", stdout);
+            cli_json_put(stdout, sb.p, sb.n);
+            fputs(", \"tokens\": [", stdout);
+            put_ids(s, n, ", ");
+            fputs("]}\n", stdout);
         }
-        if (text_mode && !print_ids) {
-            print_text(s, n, g.eos_token_id);
-            continue;
+        fflush(stdout);
+        if (streamed && (tty || now_s() - t_report >= 2 || i + nb == rs.n)) {   // progress
+            double el = now_s() - t_start;
+            fprintf(stderr, "%sgenerate: %lld/%lld inputs, %lld tokens, %.1f s%s", tty ? "\r" : "", (long long)(i + nb),
+                    (long long)rs.n, (long long)total, el, tty && i + nb < rs.n ? "" : "\n");
+            t_report = now_s();
         }
-        for (j = 0; j < n; j++) printf(j ? " %d" : "%d", (int)s[j]);
-        putchar('\n');
     }
-    fflush(stdout);
-    fprintf(stderr, "generate: loaded %s (%.1fM parameters, %s) in %.2f s\n", dir, (double)fat5_model_param_count(m) / 1e6,
-            gpu ? (cc.dtype == FAT5_DTYPE_BF16 ? "GPU bf16" : "GPU fp32") : "CPU", t_load);
+    if (ferror(stdout)) {
+        fprintf(stderr, "generate: standard output: write failed\n");
+        goto done;
+    }
+    if (gpu) snprintf(where, sizeof where, "GPU %s", cc.dtype == FAT5_DTYPE_BF16 ? "bf16" : "fp32");
+    else snprintf(where, sizeof where, "CPU%s", no_gpu);
+    fprintf(stderr, "generate: loaded %s (%.1fM parameters, %s) in %.2f s; %s%s\n", dir,
+            (double)fat5_model_param_count(m) / 1e6, where, t_load, tz ? "tokenizer " : "byte-level ids",
+            tz ? tok_path : ids_mode ? " (no text)" : "");
     fprintf(stderr, "generate: %lld tokens in %.6f s (%.1f tokens/s), %lld sequences, %lld steps\n", (long long)total, t,
-            t > 0 ? (double)total / t : 0.0, (long long)res.n_seq, (long long)res.steps);
-    fprintf(stderr, "generate: key/value caches %zu bytes\n", res.cache_bytes);
+            t > 0 ? (double)total / t : 0.0, (long long)n_seq, (long long)steps);
+    fprintf(stderr, "generate: key/value caches %zu bytes\n", cache_bytes);
     rc = 0;
 done:
     if (ctx) fat5_generate_result_destroy(ctx, &res);
     fat5_tokenizer_destroy(tz);
     fat5_model_destroy(m);
     fat5_ctx_destroy(ctx);
+    for (i = 0; i < rs.n; i++) {
+        if (rs.r[i].owned) free(rs.r[i].text);
+        free(rs.r[i].ids);
+    }
+    free(rs.r);
+    free(sb.p);
     free(tok);
     free(cu);
-    free(texts);
+    free(row_at);
+    free(inputs);
     return rc;
 }

@@ -1,8 +1,10 @@
 // quickstart — load a Hugging Face T5 checkpoint directory, run one forward, print the loss.
 //     cc -O2 -o examples/quickstart examples/quickstart.c -lm -ldl -lpthread
 //     examples/quickstart tests/data/t5_v11_gated_gelu_untied
+//     examples/quickstart --help | --version
 #define FAT5_IMPLEMENTATION
 #include "../fat5.h"
+#include "../tools/cli.h"   // the command line every fat5 program shares (docs/cli.md)
 
 #include <stdio.h>
 
@@ -26,16 +28,23 @@ int main(int argc, char **argv) {
         .dec_cu_seqlens = dec_cu,
     };
     fat5_forward_result out;
-    int rc = 1;
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s CHECKPOINT_DIR\n", argv[0]);
-        return 2;
+    const char *dir = NULL;
+    cli c;
+    int rc = 1, o;
+    cli_init(&c, "quickstart", "usage: quickstart CHECKPOINT_DIR\n"
+             "Loads a Hugging Face T5 checkpoint directory, runs one forward pass over two sequences on\n"
+             "the CPU and prints the loss.\n", NULL, 0, argc, argv);
+    while ((o = cli_next(&c)) != CLI_END) {
+        if (o < 0) return cli_status(o);
+        if (dir) return cli_status(cli_fail(&c, "one CHECKPOINT_DIR only (--help for the usage)"));
+        dir = c.val;
     }
+    if (!dir) return cli_status(cli_fail(&c, "no CHECKPOINT_DIR (usage: quickstart CHECKPOINT_DIR)"));
     if (fat5_ctx_create(&cc, &ctx, why, sizeof why) != FAT5_OK) {
         fprintf(stderr, "%s\n", why);
         goto done;
     }
-    if (fat5_model_load(ctx, argv[1], &model) != FAT5_OK ||
+    if (fat5_model_load(ctx, dir, &model) != FAT5_OK ||
         fat5_model_forward(model, &batch, NULL, &out) != FAT5_OK) {
         fprintf(stderr, "%s\n", fat5_last_error(ctx));
         goto done;

@@ -21,6 +21,7 @@ for d in tests/data/*/; do
     elif grep -q '"position_encoding_type": "FIRE"' "$d/config.json"; then
         check grep -q "pe_encoding.mlp.0.weight" "$out/inspect.txt"
     fi
+    [ -f "$d/reference.safetensors" ] || continue   # t5_spiece: no transformers reference (check-readme runs it)
     check tools/fat5_forward "$d" "$d/batch.json" "$out/logits.safetensors" > "$out/fwd.txt"
     want=$(tools/fat5_inspect "$d/reference.safetensors" | sed -n 's/^  metadata loss = //p')
     got=$(tools/fat5_inspect "$out/logits.safetensors" | sed -n 's/^  metadata loss = //p')
@@ -266,19 +267,69 @@ check grep -q "interrupted after step" "$out/d7.txt"
 if grep -q "ranks stopped" "$out/d7.txt"; then echo "test_tools: FAILED: Ctrl-C reported as a failure"; fail=1; fi
 check test -f "$out/d7/$(cat "$out/d7/latest")/model.safetensors"
 echo "test_tools: examples/train --ranks 2: a rendezvous file, a killed rank and Ctrl-C"
-# plot_metrics: a JSONL log (keys in any order, whitespace, 1e-3 numbers, nested values, NaN)
-# -> a PNG that --check re-reads (signature, chunk CRCs, IHDR, stored blocks, Adler-32, pixel count)
+# make train, the target's own command: run again, it continues or says the run is complete (exit
+# 0), with the run's own model and step count (train_args.json), not the device's defaults; after
+# SIGTERM mid-run it continues from the saved step. A small model through TRAIN_ARGS on the first
+# run only; --device cpu (not a run option) keeps a GPU machine on the CPU.
+# (the programs as they are: make test built them; -o: never rebuilt here)
+mk() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -o examples/train -o tools/plot_metrics -o tools/pretokenize \
+           train TRAIN_OUT="$out/mt" "$@"; }
+mtiny="--device cpu --d-model 32 --d_ff 64 --num-heads=2 --d-kv 16 --num-layers 1 --num-decoder-layers 1"
+mtiny="$mtiny --max-length 48 --max-labels-length 48 --batch-tokens 192 --batch-labels-tokens 192 --eval-batches 1"
+check mk TRAIN_ARGS="$mtiny --max-steps 3" > "$out/mt1.txt" 2>&1
+check grep -q "step 3/3" "$out/mt1.txt"
+check mk TRAIN_ARGS="--device cpu" > "$out/mt2.txt" 2>&1
+check grep -q "the run is complete at step 3" "$out/mt2.txt"
+check grep -q "d_model 32, 1+1 layers" "$out/mt2.txt"
+check mk TRAIN_ARGS="--device cpu --max_steps=5" > "$out/mt3.txt" 2>&1
+check grep -q "train: loss .* (step 4) -> .* (step 5)" "$out/mt3.txt"
+check test "$(wc -l < "$out/mt/run/metrics.jsonl")" -ge 5
+# train's process below make's: `ps` walked from make's pid
+train_pid() {
+    ps -eo pid=,ppid=,comm= | awk -v root="$1" '{ up[$1] = $2; name[$1] = $3 }
+        END { for (p in up) { q = p; while ((q in up) && q != root && q > 1) q = up[q]; if (q == root && name[p] == "train") print p } }'
+}
+rm -rf "$out/mt/run"
+mk TRAIN_ARGS="$mtiny --max-steps 100000 --save-steps 0 --eval-fraction 0" > "$out/mt4.txt" 2>&1 &
+mpid=$!
+for i in $(seq 1 300); do
+    [ -f "$out/mt/run/metrics.jsonl" ] && [ "$(wc -l < "$out/mt/run/metrics.jsonl")" -ge 3 ] && break
+    sleep 0.1
+done
+tp=$(train_pid $mpid)
+check test -n "$tp"
+[ -n "$tp" ] && kill -TERM $tp
+wait $mpid
+check grep -q "interrupted; checkpoint" "$out/mt4.txt"
+# the run's preset and the options given, not the preset's defaults (a default warm-up follows --max-steps)
+check grep -q '"preset": "cpu"' "$out/mt/run/train_args.json"
+check grep -q '"max_steps": "100000"' "$out/mt/run/train_args.json"
+if grep -q '"warmup_steps"' "$out/mt/run/train_args.json"; then echo "test_tools: FAILED: a default in train_args.json"; fail=1; fi
+steps=$(sed -n 's/^step-0*//p' "$out/mt/run/latest")
+check test "${steps:-0}" -ge 3
+check mk TRAIN_ARGS="--device cpu --max-steps $((steps + 2))" > "$out/mt5.txt" 2>&1
+check grep -q "step $((steps + 2))/$((steps + 2))" "$out/mt5.txt"
+check test "$(wc -l < "$out/mt/run/metrics.jsonl")" -eq $((steps + 2))
+check test -f "$out/mt/run/loss.png"
+echo "test_tools: make train: run again (complete at step 3, extended to 5), and after SIGTERM at step $steps"
+# plot_metrics: a JSONL log as the trainer writes it (a warmup "lr" on every row, "eval_loss" on
+# the rows of some steps) and also keys in any order, whitespace, 1e-3 numbers, nested values, NaN
+# -> a compressed PNG that --check re-reads (signature, chunk CRCs, IHDR, the deflate stream
+# inflated, Adler-32, the size of the pixel data, the row filters)
 m="$out/metrics.jsonl"
 awk 'BEGIN { for (s = 1; s <= 40; s++) {
-        printf "{\"step\": %d, \"loss\": %.6f, \"lr\": 1e-3, \"grad_norm\": 0.5}\n", s, 6 * exp(-s / 15) + 1
+        printf "{\"step\": %d, \"loss\": %.6f, \"lr\": %g, \"grad_norm\": 0.5%s}\n", s, 6 * exp(-s / 15) + 1,
+            s < 10 ? 1e-4 * s : 1e-3, s == 5 || s == 35 ? sprintf(", \"eval_loss\": %.6f", 2 + 4 * exp(-s / 15)) : ""
         if (s % 10 == 0) printf "  { \"eval_loss\" : %.4e ,\"tokens_per_s\":1.5E+3, \"x\": {\"a\": [1, null, \"}\"]}, \"step\":%d }\n", 2 + 4 * exp(-s / 15), s
     }
     print ""; print "{\"step\": 41, \"loss\": NaN}"; print "{\"step\": 42, \"loss\": Infinity, \"eval_loss\": 1e999}" }' > "$m"
 check tools/plot_metrics "$m" "$out/plot.png" --title "test: loss" > "$out/plot.txt" 2> "$out/plot_err.txt"
-check grep -q "40 training and 4 eval points" "$out/plot.txt"
+check grep -q "40 training and 6 eval points, 40 learning rates" "$out/plot.txt"
 check grep -q "skipped 3 non-finite values" "$out/plot_err.txt"
 check tools/plot_metrics --check "$out/plot.png" > "$out/check.txt"
 check grep -q "^ok: 800x500, 3 chunks, 400000 pixels$" "$out/check.txt"
+# compressed: a small part of its 1,200,500 bytes of pixel rows
+check test "$(wc -c < "$out/plot.png")" -lt 60000
 # signature and IHDR read with od: width and height big-endian at bytes 16..23
 check test "$(od -An -tx1 -N8 "$out/plot.png" | tr -d ' \n')" = "89504e470d0a1a0a"
 check test "$(od -An -tx1 -j12 -N12 "$out/plot.png" | tr -d ' \n')" = "4948445200000320000001f4"
@@ -286,11 +337,58 @@ check tools/plot_metrics "$m" "$out/plot_log.png" --log-y > /dev/null 2>&1
 check tools/plot_metrics --check "$out/plot_log.png" > /dev/null
 # a flipped pixel byte fails --check (its chunk CRC)
 cp "$out/plot.png" "$out/bad.png"
-printf 'X' | dd of="$out/bad.png" bs=1 seek=5000 conv=notrunc 2> /dev/null
+printf 'X' | dd of="$out/bad.png" bs=1 seek=3000 conv=notrunc 2> /dev/null
 if tools/plot_metrics --check "$out/bad.png" > /dev/null 2> "$out/err.txt"; then
     echo "test_tools: FAILED: plot_metrics --check accepted a damaged PNG"; fail=1
 fi
 check grep -q "IDAT.*CRC mismatch" "$out/err.txt"
+# where there is python3, its zlib as a second reader: every CRC, the IDAT data inflates to exactly
+# the rows (each with a filter byte 0..4); and a flipped deflate byte with a CRC made to match
+# fails --check (the inflate or the Adler-32)
+if command -v python3 > /dev/null 2>&1; then
+    check python3 - "$out/plot.png" "$out/bad_deflate.png" <<'EOF'
+import struct, sys, zlib
+d = open(sys.argv[1], "rb").read()
+assert d[:8] == b"\x89PNG\r\n\x1a\n"
+pos, idat = 8, b""
+while pos < len(d):
+    n, t = struct.unpack(">I", d[pos:pos + 4])[0], d[pos + 4:pos + 8]
+    assert zlib.crc32(d[pos + 4:pos + 8 + n]) == struct.unpack(">I", d[pos + 8 + n:pos + 12 + n])[0], t
+    if t == b"IHDR":
+        w, h = struct.unpack(">II", d[pos + 8:pos + 16])
+    if t == b"IDAT":
+        idat_at, idat = pos, idat + d[pos + 8:pos + 8 + n]
+    pos += 12 + n
+raw = zlib.decompress(idat)
+assert len(raw) == h * (1 + 3 * w) and all(raw[y * (1 + 3 * w)] <= 4 for y in range(h)), len(raw)
+assert len(idat) * 20 < len(raw), len(idat)
+b = bytearray(d)
+n = len(idat)
+b[idat_at + 8 + n // 2] ^= 0x21
+b[idat_at + 8 + n:idat_at + 12 + n] = struct.pack(">I", zlib.crc32(bytes(b[idat_at + 4:idat_at + 8 + n])))
+open(sys.argv[2], "wb").write(b)
+EOF
+    if tools/plot_metrics --check "$out/bad_deflate.png" > /dev/null 2> "$out/err.txt"; then
+        echo "test_tools: FAILED: plot_metrics --check accepted a damaged deflate stream"; fail=1
+    fi
+fi
+# the command line: --help (every option, exit 0), --version, --key=value, underscores, an
+# unknown option named with the closest one (exit 2)
+check tools/plot_metrics --help > "$out/pm_help.txt"
+check grep -q "^usage: plot_metrics METRICS.jsonl OUT.png" "$out/pm_help.txt"
+for o in title log-y no-lr smooth width height check help version; do
+    check grep -q -- "--$o" "$out/pm_help.txt"
+done
+check tools/plot_metrics --version > "$out/pm_ver.txt"
+check grep -q "^plot_metrics (fat5) [0-9]" "$out/pm_ver.txt"
+check tools/plot_metrics "$m" "$out/plot_opts.png" --title="sized" --width=640 --height 360 --no_lr --smooth 5 \
+    > "$out/plot.txt" 2> /dev/null
+check grep -q " 0 learning rates -> .*(640x360, " "$out/plot.txt"
+check tools/plot_metrics --check="$out/plot_opts.png" > "$out/check.txt"
+check grep -q "^ok: 640x360," "$out/check.txt"
+tools/plot_metrics "$m" "$out/x.png" --widht 640 > /dev/null 2> "$out/err.txt"
+check test $? -eq 2
+check grep -q "did you mean --width" "$out/err.txt"
 # a malformed line: non-zero exit, the file and line named
 printf '{"step": 1, "loss": 2.5}\n{"step": 2, "loss": 2.4}\n{"step": 3, "loss": }\n' > "$out/bad.jsonl"
 if tools/plot_metrics "$out/bad.jsonl" "$out/bad_plot.png" > /dev/null 2> "$out/err.txt"; then
@@ -313,17 +411,18 @@ done
 # examples/generate: --help; one line on stderr and a non-zero exit for each bad invocation;
 # --print-ids gives one line of ids per row as the last lines; a seeded sample repeats
 g=tests/data/t5_v11_gated_gelu_untied
+gen() { examples/generate --device cpu "$@"; }   # the CPU, whatever the machine: the same ids everywhere
 check examples/generate --help > "$out/gen_help.txt"
 check grep -q "^usage: generate CHECKPOINT_DIR" "$out/gen_help.txt"
 gen_err() {  # WHAT ARGS...: refused, with one line on stderr that contains WHAT
     what=$1; shift
-    if examples/generate "$@" > /dev/null 2> "$out/gen_err.txt"; then
+    if gen "$@" > /dev/null 2> "$out/gen_err.txt" < /dev/null; then
         echo "test_tools: FAILED: generate accepted $*"; fail=1
     fi
     check test "$(wc -l < "$out/gen_err.txt")" -eq 1
     check grep -q -- "$what" "$out/gen_err.txt"
 }
-gen_err "unknown option '--bogus'" $g --ids 3,4 --bogus 1
+gen_err "unknown option --bogus (--help lists the options)" $g --ids 3,4 --bogus 1
 gen_err "max-new-tokens 0" $g --ids 3,4 --max-new-tokens 0
 gen_err "num-beams 0" $g --ids 3,4 --num-beams 0
 gen_err "top-p 1.5" $g --ids 3,4 --sample --top-p 1.5
@@ -333,7 +432,7 @@ gen_err "vocabulary size 80" $g "text needs byte ids up to 258"
 gen_err "$out/no_such_model" "$out/no_such_model" --ids 3,4
 gen_err "no input" $g
 gen_err "missing value" $g --ids
-check examples/generate $g --ids 3,17,5 --ids 8,9,10,11 --max-new-tokens 6 --min-new-tokens 6 --print-ids \
+check gen $g --ids 3,17,5 --ids 8,9,10,11 --max-new-tokens 6 --min-new-tokens 6 --print-ids \
     > "$out/gen_ids.txt" 2> "$out/gen_time.txt"
 check test "$(tail -n 2 "$out/gen_ids.txt" | grep -c '^[0-9][0-9]*\( [0-9][0-9]*\)\{5\}$')" -eq 2
 check test "$(wc -l < "$out/gen_ids.txt")" -eq 2
@@ -342,11 +441,11 @@ if awk '{ for (i = 1; i <= NF; i++) if ($i >= 80) bad = 1 } END { exit !bad }' "
     echo "test_tools: FAILED: generate printed an id outside the vocabulary"; fail=1
 fi
 gen_sample="$g --ids 5,6,7 --ids 9 --sample --top-k 20 --temperature 1.5 --seed 7 --max-new-tokens 8 --print-ids"
-check examples/generate $gen_sample > "$out/gen_s1.txt" 2> /dev/null
-check examples/generate $gen_sample > "$out/gen_s2.txt" 2> /dev/null
+check gen $gen_sample > "$out/gen_s1.txt" 2> /dev/null
+check gen $gen_sample > "$out/gen_s2.txt" 2> /dev/null
 check test -s "$out/gen_s1.txt"
 check cmp -s "$out/gen_s1.txt" "$out/gen_s2.txt"
-check examples/generate $g --ids 5,6,7 --num-beams 3 --num-return-sequences 2 --max-new-tokens 4 --print-ids \
+check gen $g --ids 5,6,7 --num-beams 3 --num-return-sequences 2 --max-new-tokens 4 --print-ids \
     > "$out/gen_beam.txt" 2> /dev/null
 check test "$(wc -l < "$out/gen_beam.txt")" -eq 2
 echo "test_tools: examples/generate: errors, --print-ids, seeded sampling, beam search"
@@ -430,17 +529,65 @@ gen_err "the tokenizer's vocabulary size 1100 ($tk/t5uni) is larger than the mod
 gen_err "no_such_tokenizer" $g --tokenizer "$out/no_such_tokenizer" "some text"
 sed 's/"vocab_size": 80/"vocab_size": 1100/' $g/config.json > "$out/v1100.json"
 check tools/fat5_init "$out/v1100.json" "$out/m1100" 3 > /dev/null
-check examples/generate "$out/m1100" --tokenizer $tk/t5uni "some text" "$fox" --max-new-tokens 8 \
+check gen "$out/m1100" --tokenizer $tk/t5uni "some text" "$fox" --max-new-tokens 8 \
     > "$out/gen_tok.txt" 2> /dev/null
 check test "$(wc -l < "$out/gen_tok.txt")" -eq 2
 check test -n "$(head -n 1 "$out/gen_tok.txt" | tr -d ' \n')"
 if grep -q '^[0-9 ]*$' "$out/gen_tok.txt"; then echo "test_tools: FAILED: generate --tokenizer printed ids"; fail=1; fi
 # the same continuation as --print-ids, decoded by fat5_tokenize
-check examples/generate "$out/m1100" --tokenizer $tk/t5uni "some text" --max-new-tokens 8 --print-ids \
+check gen "$out/m1100" --tokenizer $tk/t5uni "some text" --max-new-tokens 8 --print-ids \
     > "$out/gen_tok_ids.txt" 2> /dev/null
 check test "$(tools/fat5_tokenize --decode --skip-special $tk/t5uni < "$out/gen_tok_ids.txt" | tr '\n' ' ')" = \
     "$(head -n 1 "$out/gen_tok.txt" | sed 's/\\n/ /g')"
 echo "test_tools: examples/generate --tokenizer: vocabulary check, text out"
+# examples/generate reads the checkpoint's own tokenizer (tokenizer.json beside the weights): the
+# same text as --tokenizer; --bytes takes byte ids instead
+mkdir -p "$out/m1100tok"
+cp "$out/m1100/config.json" "$out/m1100/model.safetensors" $tk/t5uni/tokenizer.json "$out/m1100tok/"
+check gen "$out/m1100tok" "some text" --max-new-tokens 8 > "$out/gen_own.txt" 2> "$out/gen_own_err.txt"
+check test "$(cat "$out/gen_own.txt")" = "$(head -n 1 "$out/gen_tok.txt")"
+check grep -q "; tokenizer $out/m1100tok" "$out/gen_own_err.txt"
+check gen "$out/m1100tok" --bytes "some text" --max-new-tokens 8 --print-ids > "$out/gen_b1.txt" 2> "$out/gen_b_err.txt"
+check gen "$out/m1100" "some text" --max-new-tokens 8 --print-ids > "$out/gen_b2.txt" 2> /dev/null
+check cmp -s "$out/gen_b1.txt" "$out/gen_b2.txt"
+check grep -q "; byte-level ids" "$out/gen_b_err.txt"
+gen_err "--bytes and --tokenizer" "$out/m1100tok" --bytes --tokenizer $tk/t5uni "x"
+# inputs from a file (one per non-empty line), from standard input, in batches: the same outputs as
+# arguments; progress on stderr; JSON lines in (--input-field, a .jsonl file) and out
+printf 'some text\n%s\n\nhello world\n' "$fox" > "$out/gen_in.txt"
+check gen "$out/m1100tok" "some text" "$fox" "hello world" --max-new-tokens 8 > "$out/gen_args.txt" 2> /dev/null
+check gen "$out/m1100tok" --input "$out/gen_in.txt" --max-new-tokens 8 --batch-size 2 > "$out/gen_file.txt" \
+    2> "$out/gen_file_err.txt"
+check cmp -s "$out/gen_args.txt" "$out/gen_file.txt"
+check grep -q "^generate: 3/3 inputs, 24 tokens" "$out/gen_file_err.txt"
+check gen "$out/m1100tok" --max_new_tokens=8 < "$out/gen_in.txt" > "$out/gen_stdin.txt" 2> /dev/null
+check cmp -s "$out/gen_args.txt" "$out/gen_stdin.txt"
+check gen "$out/m1100tok" --input - --max-new-tokens 8 --batch-size 1 < "$out/gen_in.txt" > "$out/gen_stdin1.txt" 2> /dev/null
+check cmp -s "$out/gen_args.txt" "$out/gen_stdin1.txt"
+printf '{"id": 1, "q": "some text"}\n\n{"q": "%s", "note": [1, {"a": null}]}\n{"q": "hello \\u0077orld"}\n' "$fox" > "$out/gen_in.json"
+check gen "$out/m1100tok" --input "$out/gen_in.json" --input-field q --max-new-tokens 8 > "$out/gen_json.txt" 2> /dev/null
+check cmp -s "$out/gen_args.txt" "$out/gen_json.txt"
+sed 's/"q"/"text"/g' "$out/gen_in.json" > "$out/gen_in.jsonl"
+check gen "$out/m1100tok" --input "$out/gen_in.jsonl" --max-new-tokens 8 --output-format jsonl > "$out/gen_out.jsonl" \
+    2> /dev/null
+check test "$(wc -l < "$out/gen_out.jsonl")" -eq 3
+check grep -q '^{"input": "hello world", "output": ".*", "tokens": \[[0-9]*\(, [0-9]*\)*\]}$' "$out/gen_out.jsonl"
+check test "$(sed -n 's/^{"input": "[^"]*", "output": "\(.*\)", "tokens": .*/\1/p' "$out/gen_out.jsonl" | sed 's/\\"/"/g')" = \
+    "$(cat "$out/gen_args.txt")"
+check gen "$out/m1100tok" --input "$out/gen_in.txt" --max-new-tokens 8 --print-ids > "$out/gen_ids3.txt" 2> /dev/null
+check test "$(sed 's/.*"tokens": \[\(.*\)\]}$/\1/; s/,//g' "$out/gen_out.jsonl")" = "$(cat "$out/gen_ids3.txt")"
+check gen $g --ids 3,17,5 --max-new-tokens 4 --output-format jsonl > "$out/gen_ids.jsonl" 2> /dev/null
+check grep -q '^{"input": \[3, 17, 5\], "output": ".*", "tokens": \[[0-9]*, [0-9]*, [0-9]*, [0-9]*\]}$' "$out/gen_ids.jsonl"
+gen_err "gen_in.json:1: no field \"text\"" "$out/m1100tok" --input "$out/gen_in.json" --input-field text
+gen_err "gen_in.json:1: field \"id\" is a number, not a string" "$out/m1100tok" --input "$out/gen_in.json" --input-field id
+gen_err "gen_in.txt:1: not a JSON object" "$out/m1100tok" --input "$out/gen_in.txt" --input-field q
+gen_err "no_such_file" "$out/m1100tok" --input "$out/no_such_file"
+: > "$out/gen_empty.txt"
+gen_err "no input" "$out/m1100tok" --input "$out/gen_empty.txt"
+# the default device: the GPU when there is one, else the CPU (here with no GPU visible)
+check env CUDA_VISIBLE_DEVICES= examples/generate $g --ids 3,4 --max-new-tokens 2 > /dev/null 2> "$out/gen_dev.txt"
+check grep -q "(0.1M parameters, CPU, no GPU found)" "$out/gen_dev.txt"
+echo "test_tools: examples/generate: the checkpoint's tokenizer, --bytes, --input files, standard input, JSON lines, batches"
 # fat5_init with FAT5's config fields: a flash_t5 model saved under FAT5's names, loaded back by
 # fat5_forward, with each position encoding; an unknown encoding name is refused
 cat > "$out/flash.json" <<'EOF'
@@ -479,5 +626,67 @@ if tools/fat5_init "$out/bad.json" "$out/bad" > /dev/null 2> "$out/err.txt"; the
 fi
 check grep -q "position_encoding_type 'Alibi' is unknown" "$out/err.txt"
 echo "test_tools: fat5_init: flash_t5 with FAT5 names, every position encoding created and run, bad names rejected"
+# The command line every program shares (tools/cli.h, docs/cli.md): --help (usage, exit 0), --version
+# (the library's), an unknown option names the closest valid one (never a C function), --key=value
+# and underscores, Hugging Face's names, numbers checked whole and in range; exit 2 on a usage error.
+ver=$(sed -n 's/^#define FAT5_VERSION_STRING "\(.*\)"$/\1/p' fat5.h)
+for p in examples/quickstart examples/gpu_step examples/train examples/generate tools/fat5_inspect tools/fat5_forward \
+         tools/fat5_init tools/fat5_tokenize tools/pretokenize tools/fat5_convert; do
+    check $p --help > "$out/help.txt" 2> "$out/help_err.txt"
+    check grep -q "^usage: ${p##*/} " "$out/help.txt"
+    check grep -q "^  --version " "$out/help.txt"
+    check test ! -s "$out/help_err.txt"
+    check test "$($p --version)" = "${p##*/} (fat5) $ver"
+done
+# usage_err WHAT CMD...: exit status 2, one line on stderr holding WHAT, no C function named
+usage_err() {
+    what=$1; shift
+    "$@" > /dev/null 2> "$out/use_err.txt" < /dev/null
+    st=$?
+    if [ $st -ne 2 ]; then echo "test_tools: FAILED: exit $st (want 2): $*"; fail=1; fi
+    check test "$(wc -l < "$out/use_err.txt")" -eq 1
+    check grep -q -- "$what" "$out/use_err.txt"
+    if grep -q "fat5_[a-z_]*(\|fat5_train_\|fat5_generate" "$out/use_err.txt"; then
+        echo "test_tools: FAILED: a C function in the message of $*"; fail=1
+    fi
+}
+usage_err "unknown option --max-step; did you mean --max-steps?" examples/train --max-step 3
+usage_err "unknown option --learning_rat; did you mean --learning-rate?" examples/train --learning_rat=1e-3
+usage_err "unknown option --num-beam; did you mean --num-beams?" examples/generate $g --num-beam 2 --ids 3
+usage_err "unknown option --deocde; did you mean --decode?" tools/fat5_tokenize --deocde $tk/t5uni
+usage_err "unknown option --widht; did you mean --width?" tools/pretokenize --widht 4 -o "$out/x.tok" "$out/a.txt"
+usage_err "unknown option --dtyp; did you mean --dtype?" tools/fat5_forward $g $g/batch.json "$out/l.st" --dtyp fp32
+usage_err "unknown option --sed; did you mean --seed?" tools/fat5_init "$out/flash.json" "$out/x" --sed 3
+usage_err "unknown option --verbose (--help lists the options)" tools/fat5_inspect --verbose $g
+usage_err "seed 'notaseed': not an integer" tools/fat5_init "$out/flash.json" "$out/notaseed" notaseed
+check test ! -e "$out/notaseed"
+usage_err "--seed -1: must be at least 0" tools/fat5_init "$out/flash.json" "$out/x" --seed=-1
+usage_err "--max-steps 0: expected an integer >= 1" examples/train --max_steps 0
+usage_err "--learning-rate fast: expected a number > 0" examples/train --learning-rate fast
+usage_err "--warmup-steps 50 is more than max_steps 20" examples/train --warmup_steps 50 --max_steps=20
+usage_err "--device tpu: expected auto, cpu or gpu" examples/train --device tpu
+usage_err "--preset tpu: expected cpu or gpu" examples/train --preset=tpu
+usage_err "--num_train_epochs: this trainer counts optimizer steps, not epochs: use --max-steps" \
+    examples/train --num_train_epochs 3
+usage_err "use --batch-tokens" examples/train --per_device_train_batch_size 8
+usage_err "--bf16 needs a GPU" examples/train --bf16 --device cpu
+usage_err "--top_k 2.5: not an integer" examples/generate $g --ids 3 --top_k 2.5
+usage_err "--temperature 0: must be greater than 0" examples/generate $g --ids 3 --temperature=0
+usage_err "--repeat 0: must be 1 to" tools/fat5_tokenize --repeat 0 $tk/t5uni
+usage_err "--vocab 3x: not an integer" tools/pretokenize --vocab 3x -o "$out/x.tok" "$out/a.txt"
+usage_err "--steps 0: must be 1 to" examples/gpu_step $g --steps 0
+usage_err "batch 'eight': not an integer" examples/gpu_step $g eight
+usage_err "--device tpu: expected cpu or gpu" tools/fat5_forward $g $g/batch.json "$out/l.st" --device=tpu
+usage_err "no CHECKPOINT_DIR" examples/quickstart
+# Hugging Face's names and --key=value where the meaning is the same: the same ids as the dashes
+check gen $g --ids 5,6,7 --do_sample --top_k=20 --temperature 1.5 --seed=7 --max_new_tokens 8 --print-ids \
+    > "$out/gen_hf.txt" 2> /dev/null
+check gen $g --ids 5,6,7 --sample --top-k 20 --temperature 1.5 --seed 7 --max-new-tokens 8 --print-ids \
+    > "$out/gen_dash.txt" 2> /dev/null
+check cmp -s "$out/gen_dash.txt" "$out/gen_hf.txt"
+check gen $g --ids 5,6,7 --num_beams=3 --num_return_sequences 2 --max-new-tokens=4 --print-ids > "$out/gen_hf2.txt" 2> /dev/null
+check cmp -s "$out/gen_beam.txt" "$out/gen_hf2.txt"
+check tools/fat5_forward $g $g/batch.json "$out/l2.st" --device=cpu --dtype fp32 > /dev/null
+echo "test_tools: the command line: --help, --version, near misses, numbers, Hugging Face's names, --key=value"
 [ $fail -eq 0 ] && echo "test_tools: ok"
 exit $fail

@@ -2,9 +2,11 @@
 //     cc -O2 -o tools/fat5_inspect tools/fat5_inspect.c -lm -ldl -lpthread
 //     tools/fat5_inspect DIR               a Hugging Face directory: config, tensor table, metadata
 //     tools/fat5_inspect FILE.safetensors  one file: tensor table and metadata
+//     tools/fat5_inspect --help | --version
 // Exits 1 with a one-line reason on a bad file.
 #define FAT5_IMPLEMENTATION
 #include "../fat5.h"
+#include "cli.h"   // the command line every fat5 program shares (docs/cli.md)
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,17 +164,25 @@ int main(int argc, char **argv) {
     fat5_ctx_config cc = fat5_ctx_config_default();
     struct stat st;
     int64_t total = 0;
-    int rc = 0;
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s DIR | FILE.safetensors\n", argv[0]);
-        return 2;
+    int rc = 0, o;
+    const char *path = NULL;
+    cli c;
+    cli_init(&c, "fat5_inspect", "usage: fat5_inspect DIR | FILE.safetensors\n"
+             "Prints what a checkpoint holds: a Hugging Face directory's config, tensor table and metadata,\n"
+             "or one safetensors file's tensor table and metadata. Exits 1 with a one-line reason on a bad file.\n",
+             NULL, 0, argc, argv);
+    while ((o = cli_next(&c)) != CLI_END) {
+        if (o < 0) return cli_status(o);
+        if (path) return cli_status(cli_fail(&c, "'%s': one DIR or FILE only", c.val));
+        path = c.val;
     }
+    if (!path) return cli_status(cli_fail(&c, "no DIR or FILE (usage: fat5_inspect DIR | FILE.safetensors)"));
     if (fat5_ctx_create(&cc, &ctx, NULL, 0) != FAT5_OK) {
         fprintf(stderr, "fat5_inspect: out of memory\n");
         return 1;
     }
-    if (stat(argv[1], &st) != 0) {
-        fprintf(stderr, "fat5_inspect: %s: no such file or directory\n", argv[1]);
+    if (stat(path, &st) != 0) {
+        fprintf(stderr, "fat5_inspect: %s: no such file or directory\n", path);
         fat5_ctx_destroy(ctx);
         return 1;
     }
@@ -182,13 +192,13 @@ int main(int argc, char **argv) {
         const fat5_model_config *c;
         char *json = NULL;
         size_t len;
-        if (fat5_model_load(ctx, argv[1], &m) != FAT5_OK) {
+        if (fat5_model_load(ctx, path, &m) != FAT5_OK) {
             fprintf(stderr, "fat5_inspect: %s\n", fat5_last_error(ctx));
             fat5_ctx_destroy(ctx);
             return 1;
         }
         c = fat5_model_get_config(m);
-        printf("model %s: %s, %lld parameters\n", argv[1], c->model_type, (long long)fat5_model_param_count(m));
+        printf("model %s: %s, %lld parameters\n", path, c->model_type, (long long)fat5_model_param_count(m));
         printf("  d_model %lld, d_kv %lld, heads %lld, d_ff %lld, layers %lld + %lld, vocab %lld\n",
                (long long)c->d_model, (long long)c->d_kv, (long long)c->num_heads, (long long)c->d_ff,
                (long long)c->num_layers, (long long)c->num_decoder_layers, (long long)c->vocab_size);
@@ -203,9 +213,9 @@ int main(int argc, char **argv) {
             fat5_free(ctx, json);
         }
         fat5_model_destroy(m);
-        rc = print_weights(ctx, argv[1], &total);
+        rc = print_weights(ctx, path, &total);
     } else {
-        rc = print_file(ctx, argv[1], &total);
+        rc = print_file(ctx, path, &total);
     }
     if (rc == 1) fprintf(stderr, "fat5_inspect: %s\n", fat5_last_error(ctx));   // 2: reported already
     else if (rc == 0) printf("%lld elements\n", (long long)total);

@@ -19,8 +19,10 @@
 // the post-processor (or without it, with --no-special); ref/compare_hf.py --tokenize compares
 // it with the Python libraries.
 // Exits 1 with a one-line reason on an error (a bad tokenizer, a bad id), 2 on a usage error.
+// --help lists the options; --version prints the library's version.
 #define FAT5_IMPLEMENTATION
 #include "../fat5.h"
+#include "cli.h"   // the command line every fat5 program shares (docs/cli.md)
 
 #include <errno.h>
 #include <stdio.h>
@@ -28,20 +30,20 @@
 #include <string.h>
 #include <time.h>
 
-static int usage(void) {
-    fprintf(stderr,
-            "usage: fat5_tokenize [options] PATH\n"
-            "  Text on standard input (all of it one text, every byte kept) to ids on standard output.\n"
-            "  PATH: tokenizer.json, a SentencePiece .model, or a directory holding one.\n"
-            "  --lines          one text per input line (newline left out), one line of ids each\n"
-            "  --no-special     no post-processor (no EOS or template tokens)\n"
-            "  --pair TEXT      encode the input and TEXT as a pair\n"
-            "  --decode         ids (whitespace or comma separated) on standard input to text\n"
-            "  --skip-special   --decode: leave special tokens out\n"
-            "  --bench FILE     tokenize FILE line by line, print the speed as one JSON line\n"
-            "  --repeat N       --bench: passes over FILE, the fastest reported (default 3)\n");
-    return 2;
-}
+enum { O_LINES = 1, O_NO_SPECIAL, O_PAIR, O_DECODE, O_SKIP_SPECIAL, O_BENCH, O_REPEAT };
+static const cli_opt opts[] = {
+    {.id = O_LINES, .name = "lines", .kind = CLI_FLAG, .help = "one text per input line (newline left out), one line of ids each"},
+    {.id = O_NO_SPECIAL, .name = "no-special", .kind = CLI_FLAG, .help = "no post-processor (no EOS or template tokens)"},
+    {.id = O_PAIR, .name = "pair", .kind = CLI_STR, .meta = "TEXT", .help = "encode the input and TEXT as a pair"},
+    {.id = O_DECODE, .name = "decode", .kind = CLI_FLAG,
+     .help = "ids (whitespace or comma separated) on standard input to text"},
+    {.id = O_SKIP_SPECIAL, .name = "skip-special", .alias = "skip_special_tokens", .kind = CLI_FLAG,
+     .help = "--decode: leave special tokens out"},
+    {.id = O_BENCH, .name = "bench", .kind = CLI_STR, .meta = "FILE",
+     .help = "tokenize FILE line by line, print the speed as one JSON line"},
+    {.id = O_REPEAT, .name = "repeat", .kind = CLI_INT, .def = "3", .help = "--bench: passes over FILE, the fastest reported",
+     .lo = 1, .hi = 1e9},
+};
 
 static double now_s(void) {
     struct timespec ts;
@@ -205,47 +207,29 @@ int main(int argc, char **argv) {
     fat5_ctx *ctx = NULL;
     fat5_tokenizer *tok = NULL;
     const char *path = NULL, *pair = NULL, *bench_file = NULL;
-    int lines = 0, dec = 0, no_special = 0, skip_special = 0, ok = 1, i;
+    int lines = 0, dec = 0, no_special = 0, skip_special = 0, ok = 1, o;
+    cli c;
     long long repeat = 3;
     char *in = NULL;
     size_t len = 0, cap = 0;
     int32_t *ids = NULL;   // --decode's ids
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage();
-        if (!strcmp(a, "--lines")) lines = 1;
-        else if (!strcmp(a, "--decode")) dec = 1;
-        else if (!strcmp(a, "--no-special")) no_special = 1;
-        else if (!strcmp(a, "--skip-special")) skip_special = 1;
-        else if (!strcmp(a, "--pair") || !strcmp(a, "--bench") || !strcmp(a, "--repeat")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "fat5_tokenize: %s needs a value\n", a);
-                return usage();
-            }
-            if (!strcmp(a, "--pair")) pair = argv[++i];
-            else if (!strcmp(a, "--bench")) bench_file = argv[++i];
-            else {
-                char *end;
-                repeat = strtoll(argv[++i], &end, 10);
-                if (*end || end == argv[i] || repeat < 1) {
-                    fprintf(stderr, "fat5_tokenize: --repeat %s: want a positive integer\n", argv[i]);
-                    return 2;
-                }
-            }
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "fat5_tokenize: unknown option %s\n", a);
-            return usage();
-        } else if (!path) {
-            path = a;
-        } else {
-            fprintf(stderr, "fat5_tokenize: one PATH only (the text comes on standard input)\n");
-            return usage();
-        }
+    cli_init(&c, "fat5_tokenize", "usage: fat5_tokenize [options] PATH\n"
+             "Text on standard input (all of it one text, every byte kept) to ids on standard output, or back\n"
+             "(--decode). PATH: tokenizer.json, a SentencePiece .model, or a directory holding one.\n",
+             opts, (int)(sizeof opts / sizeof opts[0]), argc, argv);
+    while ((o = cli_next(&c)) != CLI_END) {
+        if (o < 0) return cli_status(o);
+        if (o == O_LINES) lines = (int)c.ival;
+        else if (o == O_NO_SPECIAL) no_special = (int)c.ival;
+        else if (o == O_DECODE) dec = (int)c.ival;
+        else if (o == O_SKIP_SPECIAL) skip_special = (int)c.ival;
+        else if (o == O_PAIR) pair = c.val;
+        else if (o == O_BENCH) bench_file = c.val;
+        else if (o == O_REPEAT) repeat = c.ival;
+        else if (!path) path = c.val;
+        else return cli_status(cli_fail(&c, "'%s': one PATH only (the text comes on standard input)", c.val));
     }
-    if (!path) {
-        fprintf(stderr, "fat5_tokenize: no tokenizer PATH\n");
-        return usage();
-    }
+    if (!path) return cli_status(cli_fail(&c, "no tokenizer PATH (usage: fat5_tokenize [options] PATH)"));
     if (dec && (pair || no_special || bench_file)) {
         fprintf(stderr, "fat5_tokenize: --decode does not take --pair, --no-special or --bench\n");
         return 2;

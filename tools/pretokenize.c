@@ -5,6 +5,8 @@
 // directory holding one).
 //     cc -std=c99 -O2 -o tools/pretokenize tools/pretokenize.c -lm -ldl -lpthread
 //     tools/pretokenize [--sep MODE] [--tokenizer PATH] [--vocab N] [--width 2|4] -o OUT.tok IN.txt...
+//     tools/pretokenize --help | --version
+// (-o is --output; options may come before or after the inputs, as --key value or --key=value.)
 // --tokenizer: each document's text (as --sep makes it) is tokenized with fat5_tokenize without
 // the post-processor, and the tokenizer's EOS id (it must have one) is written after it, so that
 // documents end as they do byte-level, once (T5's template would append the same EOS). The
@@ -26,6 +28,7 @@
 #define _POSIX_C_SOURCE 200809L   // getline, mkstemp, fsync, fstat: before every system header
 #define FAT5_IMPLEMENTATION
 #include "../fat5.h"
+#include "cli.h"   // the command line every fat5 program shares (docs/cli.md)
 
 #include <errno.h>
 #include <fcntl.h>
@@ -212,23 +215,24 @@ static int pt_file(pt_state *p, const char *path, const char *sep) {
     return ok && pt_end_doc(p);   // a file always ends a document
 }
 
-static int pt_usage(void) {
-    fprintf(stderr,
-            "usage: pretokenize [--sep file|line|blank|STR] [--tokenizer PATH] [--vocab N] [--width 2|4] -o OUT.tok\n"
-            "                   IN.txt...\n"
-            "  UTF-8 text to a fat5 token file, byte-level (ByT5 ids: byte + 3, eos 1) or with a tokenizer.\n"
-            "  --sep file   each input file is one document (default)\n"
-            "  --sep line   one document per non-empty line\n"
-            "  --sep blank  documents separated by blank lines\n"
-            "  --sep STR    documents separated by a line holding exactly STR (e.g. %% for fortune files)\n"
-            "  --tokenizer PATH  tokenizer.json, SentencePiece .model or a directory holding one: each\n"
-            "               document tokenized with it (no post-processor), then its EOS id\n"
-            "  --vocab N    vocabulary size written to the header (byte-level: default 384, at least 259;\n"
-            "               --tokenizer: default and least the tokenizer's vocabulary size)\n"
-            "  --width W    bytes per id, 2 (default, vocabularies up to 65536) or 4\n"
-            "  IN.txt may be - for standard input.\n");
-    return 2;
-}
+enum { O_SEP = 1, O_TOKENIZER, O_VOCAB, O_WIDTH, O_OUTPUT };
+static const cli_opt opts[] = {
+    {.id = O_SEP, .name = "sep", .kind = CLI_STR, .meta = "MODE", .def = "file",
+     .help = "where documents end: file (each input file is one document), line (one document\n"
+             "per non-empty line), blank (documents separated by blank lines), or STR: a line\n"
+             "holding exactly STR (e.g. % for fortune files)"},
+    {.id = O_TOKENIZER, .name = "tokenizer", .kind = CLI_STR, .meta = "PATH", .def = "byte-level (ByT5's ids)",
+     .help = "tokenizer.json, SentencePiece .model or a directory holding one: each document\n"
+             "tokenized with it (no post-processor), then its EOS id"},
+    {.id = O_VOCAB, .name = "vocab", .alias = "vocab_size", .kind = CLI_INT, .meta = "N",
+     .def = "384 byte-level, else the tokenizer's", .lo = 1, .hi = 2147483648.0,
+     .help = "vocabulary size written to the header (byte-level: at least 259;\n"
+             "--tokenizer: at least the tokenizer's vocabulary size)"},
+    {.id = O_WIDTH, .name = "width", .kind = CLI_CHOICE, .choices = "2|4", .def = "2",
+     .help = "bytes per id: 2 holds vocabularies up to 65536"},
+    {.id = O_OUTPUT, .name = "output", .alias = "-o", .kind = CLI_STR, .meta = "OUT.tok",
+     .help = "the token file to write (atomically)"},
+};
 
 int main(int argc, char **argv) {
     static pt_state p;
@@ -236,59 +240,35 @@ int main(int argc, char **argv) {
     const char *sep = "file", *out = NULL, *tok_path = NULL;
     long long vocab = -1;
     const char **ins = (const char **)malloc((size_t)argc * sizeof *ins);
-    int i, n_in = 0, ok = 1;
+    int i, n_in = 0, ok = 1, o;
+    cli c;
     if (!ins) return 1;
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return pt_usage();
-        if (!strcmp(a, "--sep") || !strcmp(a, "--vocab") || !strcmp(a, "--width") || !strcmp(a, "-o") ||
-            !strcmp(a, "--tokenizer")) {
-            char *end;
-            long long v;
-            if (i + 1 >= argc) {
-                fprintf(stderr, "pretokenize: %s needs a value\n", a);
-                return pt_usage();
-            }
-            if (!strcmp(a, "--sep")) {
-                sep = argv[++i];
-                if (!sep[0]) {
-                    fprintf(stderr, "pretokenize: --sep needs a non-empty value\n");
-                    return 2;
-                }
-                continue;
-            }
-            if (!strcmp(a, "-o")) {
-                out = argv[++i];
-                continue;
-            }
-            if (!strcmp(a, "--tokenizer")) {
-                tok_path = argv[++i];
-                continue;
-            }
-            v = strtoll(argv[++i], &end, 10);
-            if (*end || end == argv[i]) {
-                fprintf(stderr, "pretokenize: %s %s: not a number\n", a, argv[i]);
-                return 2;
-            }
-            if (!strcmp(a, "--vocab")) {
-                vocab = v;
-            } else if (v == 2 || v == 4) {
-                p.width = (int)v;
-            } else {
-                fprintf(stderr, "pretokenize: --width %s: want 2 or 4\n", argv[i]);
-                return 2;
-            }
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "pretokenize: unknown option %s\n", a);
-            return pt_usage();
-        } else {
-            ins[n_in++] = a;
+    cli_init(&c, "pretokenize", "usage: pretokenize [options] -o OUT.tok IN.txt...\n"
+             "UTF-8 text to a fat5 token file, byte-level (ByT5 ids: byte + 3, eos 1) or with a tokenizer.\n"
+             "IN.txt may be - for standard input.\n", opts, (int)(sizeof opts / sizeof opts[0]), argc, argv);
+    while ((o = cli_next(&c)) != CLI_END) {
+        if (o < 0) {
+            free(ins);
+            return cli_status(o);
         }
+        if (o == O_SEP) {
+            sep = c.val;
+            if (!sep[0]) {
+                free(ins);
+                return cli_status(cli_bad(&c, "needs a non-empty value"));
+            }
+        } else if (o == O_TOKENIZER) tok_path = c.val;
+        else if (o == O_VOCAB) vocab = c.ival;
+        else if (o == O_WIDTH) p.width = c.ival ? 4 : 2;
+        else if (o == O_OUTPUT) out = c.val;
+        else ins[n_in++] = c.val;
     }
     if (!p.width) p.width = 2;
     if (!out || !n_in) {
-        fprintf(stderr, "pretokenize: %s\n", !out ? "no output file (-o OUT.tok)" : "no input files");
-        return pt_usage();
+        cli_fail(&c, "%s (usage: pretokenize [options] -o OUT.tok IN.txt...)", !out ? "no output file (-o OUT.tok)"
+                                                                                   : "no input files");
+        free(ins);
+        return 2;
     }
     if (!tok_path && vocab < 0) vocab = 384;
     if (!tok_path && (vocab < 259 || vocab > (p.width == 2 ? 65536 : 2147483648LL))) {
