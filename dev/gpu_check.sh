@@ -80,7 +80,7 @@ stamped() {
     log=$1
     shift
     t0=$(date +%s.%N)
-    "$@" 2>&1 | tr '\r' '\n' | while IFS= read -r line; do
+    "$@" 2>&1 | while IFS= read -r line; do   # (no filter between: it would hold the lines back)
         printf '%7.2f %s\n' "$(echo "$(date +%s.%N) $t0" | awk '{print $1 - $2}')" "$line"
     done > "$log"
 }

@@ -668,6 +668,7 @@ __device__ __forceinline__ int fat5_attn_delta_groups(int dk)
     return dk % FAT5_VEC_E == 0 && G <= 32 && (G & (G - 1)) == 0 ? G : 0;
 }
 
+#if FAT5_IN_PART(0)
 extern "C" __global__ void fat5_attn_bwd_delta(float *delta, const act_t *o, const act_t *dout, long long Tq, int H,
                                                int dk)
 {
@@ -700,6 +701,7 @@ extern "C" __global__ void fat5_attn_bwd_delta(float *delta, const act_t *o, con
         if (lane == 0) delta[row] = s;
     }
 }
+#endif
 
 // The bias gradient, deterministically (no atomics). Each lane sums the ds of consecutive elements
 // that share a bucket (a "run", in its fixed element order); when its bucket changes it flushes the
@@ -1928,6 +1930,7 @@ FAT5_ATTN_DKV_ENTRY(fat5_attn_bwd_dkv_fire_pat, FAT5_PE_FIRE, true)
 // heads in head order in double, then rounded to fp32 and added; the head's own dw2 row and db2
 // added as they are. One thread per element of g, grid-stride. The same arithmetic as its CPU twin
 // fat5__cpu_fire_reduce (the macro FAT5__FIRE_REDUCE), so the two agree bit for bit.
+#if FAT5_IN_PART(0)
 extern "C" __global__ void fat5_fire_reduce(float *g, const float *shares, int H, int W)
 {
     const long long S = 3LL * W + 3, n = (long long)W * (2 + H) + H + 2, stride = (long long)blockDim.x * gridDim.x;
@@ -1946,3 +1949,4 @@ extern "C" __global__ void fat5_fire_reduce(float *g, const float *shares, int H
         }
     }
 }
+#endif

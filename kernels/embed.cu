@@ -2,10 +2,10 @@
 //
 // One block per row (grid-stride over rows), threads over the D columns: coalesced reads and
 // writes. Token ids must be valid rows of the table (the host checks them).
-#if FAT5_IN_PART(0)   // the light kernels: part 0 (00_common.cu)
 
 // fat5_embed_fwd(float *out[T,D], const float *table[V,D], const int *tok[T], long long T, int D):
 // out[t] = table[tok[t]]. CPU twin: fat5__cpu_embed_fwd.
+#if FAT5_IN_PART(0)
 extern "C" __global__ void fat5_embed_fwd(float *out, const float *table, const int *tok, long long T, int D)
 {
     fat5_pdl_begin();
@@ -15,6 +15,7 @@ extern "C" __global__ void fat5_embed_fwd(float *out, const float *table, const 
         for (int j = threadIdx.x; j < D; j += blockDim.x) dst[j] = src[j];
     }
 }
+#endif
 
 // fat5_embed_bwd(float *dtable[V,D], const float *dout[T,D], const int *tok[T], long long T, int D):
 // dtable[tok[t]] += dout[t], deterministically: block b of G = gridDim.x owns the table rows
@@ -27,6 +28,7 @@ extern "C" __global__ void fat5_embed_fwd(float *out, const float *table, const 
 // that repeats n times costs its block n sequential row additions, in registers while the block's
 // tokens repeat one after another (a frequent token: EOS, a sentinel, a space), through the table
 // otherwise. CPU twin: fat5__cpu_embed_bwd.
+#if FAT5_IN_PART(0)
 extern "C" __global__ void fat5_embed_bwd(float *dtable, const float *dout, const int *tok, long long T, int D)
 {
     __shared__ int list[1024];

@@ -6,7 +6,6 @@
 // tails; so are Phi via erfc and the derivatives, which then match the CPU's double evaluation to a
 // few ulps everywhere in an fp32 build (no 1 + tanh or 1 - tanh^2 cancellation); a bf16 build's
 // logistic is looser (see fat5_sigmoid2), far below the rounding of its bf16 outputs.
-#if FAT5_IN_PART(0)   // the light kernels: part 0 (00_common.cu)
 
 // s = 1 / (1 + exp(-u)) and sm = 1 - s, each to a few ulps. In a bf16 build, whose outputs keep 8
 // bits, with the hardware's exponential and division (a few ulps of fp32 more, far below bf16's
@@ -144,6 +143,7 @@ __device__ __forceinline__ void fat5_act_bwd_t(act_t *da, act_t *db, const act_t
 }
 
 // One body per activation (the activation a constant inside each loop).
+#if FAT5_IN_PART(0)
 extern "C" __global__ void fat5_act_fwd(act_t *h, const act_t *a, const act_t *b, long long n, int act)
 {
     switch (act) {
@@ -153,7 +153,9 @@ extern "C" __global__ void fat5_act_fwd(act_t *h, const act_t *a, const act_t *b
     default: fat5_act_fwd_t<3>(h, a, b, n); break;
     }
 }
+#endif
 
+#if FAT5_IN_PART(0)
 extern "C" __global__ void fat5_act_bwd(act_t *da, act_t *db, const act_t *dh, const act_t *a, const act_t *b,
                                         long long n, int act)
 {

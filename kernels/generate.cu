@@ -8,7 +8,6 @@
 // Nothing here synchronises with the host, so a decode step can be captured in a CUDA graph.
 // Every kernel runs blocks of 256 threads (FAT5_GEN_THREADS), one block per entry (per input for
 // beam search), grid-stride over them.
-#if FAT5_IN_PART(0)   // the light kernels: part 0 (00_common.cu)
 
 #define FAT5_GEN_THREADS 256
 #define FAT5_BEAM_MAX 32   // FAT5__BEAM_MAX in fat5.h
@@ -111,6 +110,7 @@ __device__ double fat5_gen_gumbel(unsigned long long seed, long long row, long l
 // fat5_gen_process(float *x[n, V], const int *hist[R, Lh], const int *lens[R], const int *rows[n],
 // long long n, int V, int Lh, float rep, int ngram, int min_new, int eos, int log_softmax):
 // log_softmax (optional), repetition penalty, no-repeat n-grams, min_new_tokens, in place.
+#if FAT5_IN_PART(0)
 extern "C" __global__ void fat5_gen_process(float *x, const int *hist, const int *lens, const int *rows,
                                             long long n, int V, int Lh, float rep, int ngram, int min_new,
                                             int eos, int log_softmax)
@@ -155,6 +155,7 @@ extern "C" __global__ void fat5_gen_process(float *x, const int *hist, const int
         __syncthreads();
     }
 }
+#endif
 
 // fat5_gen_select(const float *x[n, V], int *tok[n], int *hist[R, Lh], int *lens[R], int *done[R],
 // float *score[R], const int *rows[n], long long n, int V, int Lh, int max_new, int eos, int pad,
@@ -162,6 +163,7 @@ extern "C" __global__ void fat5_gen_process(float *x, const int *hist, const int
 // sampled token per entry. The top-k and top-p cut-offs are found by bisection over the ordered
 // keys of the values: the kept set is every value >= the smallest key whose count (top-k) or mass
 // (top-p) of strictly larger values is below the limit, which is the CPU op's set.
+#if FAT5_IN_PART(0)
 extern "C" __global__ void fat5_gen_select(const float *x, int *tok, int *hist, int *lens, int *done, float *score,
                                            const int *rows, long long n, int V, int Lh, int max_new, int eos,
                                            int pad, int do_sample, float temperature, int top_k, float top_p,
@@ -243,6 +245,7 @@ extern "C" __global__ void fat5_gen_select(const float *x, int *tok, int *hist, 
         __syncthreads();
     }
 }
+#endif
 
 // fat5_gen_beam(const float *x[n, V], int *tok[n], int *src[R], int *hist[R, Lh], int *lens[R],
 // float *bscore[R], float *fin_score[R], int *fin_tok[R, Lh - 1], int *fin_len[R], int *fin_flag[R],
@@ -250,6 +253,7 @@ extern "C" __global__ void fat5_gen_select(const float *x, int *tok, int *hist, 
 // int K, int max_new, int eos, float length_penalty, int early_stopping): one beam-search step per
 // live input (block); the 2K candidates by 2K block arg-max passes (each below the previous in
 // (value, -index) order), then thread 0 does the bookkeeping exactly as fat5__cpu_gen_beam.
+#if FAT5_IN_PART(0)
 extern "C" __global__ void fat5_gen_beam(const float *x, int *tok, int *src, int *hist, int *lens, float *bscore,
                                          float *fin_score, int *fin_tok, int *fin_len, int *fin_flag, int *unsat,
                                          int *done, const int *rows, int *scratch, long long n, int V, int Lh,

@@ -5,11 +5,11 @@
 // attention's k and v; block b of s is tokens [b g, (b + 1) g), its last block running to the end
 // of s (LongT5's orphans). Both kernels are plain loops, one thread per output element, summing in
 // token order in fp32 (deterministic; the CPU sums in double).
-#if FAT5_IN_PART(0)   // the light kernels: part 0 (00_common.cu)
 
 // fat5_block_sum(float *out[G,D], const act_t *x[T,D], const int *cu, const int *cu_g,
 // const int *seq, long long G, int D, int g): out row r = sum of x over the tokens of the block of
 // global row cu_g[0] + r (sequence seq[cu_g[0] + r]). CPU twin: fat5__cpu_block_sum.
+#if FAT5_IN_PART(0)
 extern "C" __global__ void fat5_block_sum(float *out, const act_t *x, const int *cu, const int *cu_g, const int *seq,
                                           long long G, int D, int g)
 {
@@ -23,11 +23,13 @@ extern "C" __global__ void fat5_block_sum(float *out, const act_t *x, const int 
         out[e] = acc;
     }
 }
+#endif
 
 // fat5_block_sum_bwd(float *dx[T,D], const float *dout[G,D], const int *cu, const int *cu_g,
 // const int *seq, long long T, int D, int g): dx[t] += dout[its global's row - cu_g[0]] for every
 // token of a sequence with globals (the others are left as they are). CPU twin:
 // fat5__cpu_block_sum_bwd.
+#if FAT5_IN_PART(0)
 extern "C" __global__ void fat5_block_sum_bwd(float *dx, const float *dout, const int *cu, const int *cu_g,
                                               const int *seq, long long T, int D, int g)
 {

@@ -4,7 +4,6 @@
 // One warp per row (grid-stride over rows), lanes over the D columns. The residual stream x is
 // fp32; the normalised output y is in the activation dtype; r = 1 / sqrt(mean(x^2) + eps) is saved
 // per row for the backward.
-#if FAT5_IN_PART(0)   // the light kernels: part 0 (00_common.cu)
 
 // Rows of D % 4 == 0 floats, D <= 128 * FAT5_NORM_VMAX (512), with 16-byte aligned arrays (the model's) are
 // held in registers, lane l holding the float4 chunks at 4 l + 128 c: one read of each row, every
@@ -17,6 +16,7 @@
 // stream saved for the backward: one pass over x instead of a copy and a norm). One warp per row
 // (grid-stride over rows by warp); the row's sum of squares in a fixed order (lane partials, then
 // the butterfly). CPU twin: fat5__cpu_rmsnorm_fwd.
+#if FAT5_IN_PART(0)
 extern "C" __global__ void fat5_rmsnorm_fwd(act_t *y, float *r, const float *x, const float *w, long long T,
                                             int D, float eps, float *xs)
 {
@@ -67,6 +67,7 @@ extern "C" __global__ void fat5_rmsnorm_fwd(act_t *y, float *r, const float *x, 
         for (int j = lane; j < D; j += 32) yr[j] = fat5_st(w[j] * (xr[j] * rt));
     }
 }
+#endif
 
 // fat5_rmsnorm_bwd(float *dx[T,D], float *dw_part[.., D], const float *dy[T,D], const float *x[T,D],
 // const float *w[D], const float *r[T], long long T, int D, int accumulate, act_t *dxa[T,D]):
@@ -81,6 +82,7 @@ extern "C" __global__ void fat5_rmsnorm_fwd(act_t *y, float *r, const float *x, 
 //   fat5_colsum_f32 sums the rows in a fixed order. dw_part may be NULL (no weight gradient).
 // Blocks of 256 threads (FAT5__GPU_NORM_WARPS warps), three per multiprocessor (80 registers).
 // CPU twin: fat5__cpu_rmsnorm_bwd.
+#if FAT5_IN_PART(0)
 extern "C" __global__ void __launch_bounds__(256, 3) fat5_rmsnorm_bwd(float *dx, float *dw_part, const float *dy, const float *x,
                                             const float *w, const float *r, long long T, int D, int accumulate,
                                             act_t *dxa)
@@ -163,11 +165,13 @@ extern "C" __global__ void __launch_bounds__(256, 3) fat5_rmsnorm_bwd(float *dx,
         }
     }
 }
+#endif
 
 // fat5_colsum_f32(float *out[D], const float *in[rows,D], int rows, int D):
 // out[j] += sum over r of in[r*D + j]. Block (32, 32): threadIdx.x picks the column, threadIdx.y
 // strides the rows; the 32 partial sums are then added in a fixed order, so the result does not
 // depend on scheduling (deterministic). Grid-stride over column tiles.
+#if FAT5_IN_PART(0)
 extern "C" __global__ void fat5_colsum_f32(float *out, const float *in, int rows, int D)
 {
     __shared__ float part[32][33];

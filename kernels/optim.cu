@@ -11,7 +11,6 @@
 // stride of its chunk, reduced over the block in a fixed shuffle order, written per chunk, then
 // summed over the chunks of each segment by one warp in a fixed order. Same inputs and chunk
 // tables, same bits, on any GPU and grid.
-#if FAT5_IN_PART(0)   // the light kernels: part 0 (00_common.cu)
 
 // the segment of chunk c (binary search; chunk_off is non-decreasing, chunk_off[0] = 0)
 __device__ __forceinline__ int fat5_optim_seg_of(const long long *chunk_off, int n_seg, long long c)
@@ -40,6 +39,7 @@ __device__ __forceinline__ double fat5_warp_sum_f64(double v)
 //   phase 1: out[s] = sum of part over the chunks of segment s; one warp per segment (lane l takes
 //            chunks l, l + 32, ... in order, then a fixed butterfly).
 // CPU twin: fat5__cpu_sumsq_seg.
+#if FAT5_IN_PART(0)
 extern "C" __global__ void fat5_sumsq_seg(double *out, double *part, const float *x, const long long *segs,
                                           const long long *chunk_off, int n_seg, long long n_chunks, int chunk,
                                           int phase)
@@ -86,6 +86,7 @@ extern "C" __global__ void fat5_sumsq_seg(double *out, double *part, const float
         }
     }
 }
+#endif
 
 // fat5_optim_coef(float *coef[2 n_seg], double *stats[2], const double *ss_g[n_seg],
 // const double *ss_w[n_seg] or NULL, const long long *segs, const int *decayed[n_seg], int n_seg,
@@ -99,6 +100,7 @@ extern "C" __global__ void fat5_sumsq_seg(double *out, double *part, const float
 // a non-finite value among gate (the step's losses) sets stats[0] to NaN: adamw_seg skips the step.
 // Double arithmetic without contractions (IEEE sqrt and division), so the host's formulas give
 // the same bits. CPU twin: fat5__cpu_optim_coef.
+#if FAT5_IN_PART(0)
 extern "C" __global__ void fat5_optim_coef(float *coef, double *stats, const double *ss_g, const double *ss_w,
                                            const long long *segs, const int *decayed, int n_seg, double lr_bc,
                                            float decay, double clip, const double *gate, int n_gate)
@@ -126,6 +128,7 @@ extern "C" __global__ void fat5_optim_coef(float *coef, double *stats, const dou
         coef[2 * s + 1] = decayed[s] ? decay : 1.0f;
     }
 }
+#endif
 
 // fat5_adamw_seg(float *w, const float *g, float *m1, float *m2, const long long *segs,
 // const long long *chunk_off, int n_seg, long long n_chunks, int chunk, const float *coef[2 n_seg],
@@ -138,6 +141,7 @@ extern "C" __global__ void fat5_optim_coef(float *coef, double *stats, const dou
 // fp32 throughout (IEEE sqrt and division); four elements a thread on 16-byte loads when the chunk
 // and the arrays allow, else one. g is read only. wa, when not NULL: the bf16 matrix
 // operands, refreshed from the new w (RNE, as fat5_f32_to_bf16). CPU twin: fat5__cpu_adamw_seg.
+#if FAT5_IN_PART(0)
 extern "C" __global__ void fat5_adamw_seg(float *w, const float *g, float *m1, float *m2, const long long *segs,
                                           const long long *chunk_off, int n_seg, long long n_chunks, int chunk,
                                           const float *coef, const double *stats, float beta1, float beta2,

@@ -10,7 +10,7 @@
 // from the exact integer position, then rounded to fp32 as on the CPU: no table, no length limit.
 // One thread per (token, pair), looping over the heads (so cos and sin are computed once);
 // grid-stride over T * rd/2.
-#if FAT5_IN_PART(0)   // the light kernels: part 0 (00_common.cu)
+#if FAT5_IN_PART(0)
 extern "C" __global__ void fat5_rope(act_t *x, const int *cu, const int *seq, const int *pos, long long T, int H,
                                      int dk, int rd, float base, float xpos, int flags)
 {

@@ -3,7 +3,6 @@
 // One block per row (grid-stride over rows), threads over the vocabulary. The forward is a single
 // pass: each thread keeps an online (max, sum of exp) pair and the plain sum of the logits; pairs
 // are merged across the block in a fixed order. Labels equal to -100 are ignored.
-#if FAT5_IN_PART(0)   // the light kernels: part 0 (00_common.cu)
 
 // Merges the online softmax pair (m2, s2) into (m, s). Maxima start at -FLT_MAX rather than -inf so
 // that no -inf - -inf = NaN can arise from an empty partial.
@@ -20,6 +19,7 @@ __device__ __forceinline__ void fat5_lse_merge(float *m, float *s, float m2, flo
 //   row_ce = lse - (1 - smooth) x_y - (smooth / V) sum_j x_j,  row_z = z lse^2;  else both 0.
 // A label outside [0, V) other than -100 gives row_ce = NaN. fat5_loss_total sums the rows.
 // Block: any multiple of 32 threads. CPU twin: fat5__cpu_xent_fwd (which returns the sums).
+#if FAT5_IN_PART(0)
 extern "C" __global__ void fat5_xent_fwd(float *lse, float *row_ce, float *row_z, const float *logits,
                                          const int *labels, long long T, int V, float z, float smooth)
 {
@@ -70,6 +70,7 @@ extern "C" __global__ void fat5_xent_fwd(float *lse, float *row_ce, float *row_z
         }
     }
 }
+#endif
 
 // fat5_xent_bwd(act_t *dlogits[T,V], const float *logits[T,V], const float *lse[T],
 // const int *labels[T], long long T, int V, float z, float smooth, float scale):
@@ -77,6 +78,7 @@ extern "C" __global__ void fat5_xent_fwd(float *lse, float *row_ce, float *row_z
 //   rows with label -100: 0.
 // dlogits may alias logits only in fp32 mode (each element is read before it is written).
 // Block: any size. CPU twin: fat5__cpu_xent_bwd.
+#if FAT5_IN_PART(0)
 extern "C" __global__ void fat5_xent_bwd(act_t *dlogits, const float *logits, const float *lse, const int *labels,
                                          long long T, int V, float z, float smooth, float scale)
 {
@@ -97,6 +99,7 @@ extern "C" __global__ void fat5_xent_bwd(act_t *dlogits, const float *logits, co
         }
     }
 }
+#endif
 
 // fat5_loss_total(double *out[2], const float *row_ce[T], const float *row_z[T], long long T,
 // long long n): the batch's loss on the device, so that a training step need not wait for it:
@@ -105,6 +108,7 @@ extern "C" __global__ void fat5_xent_bwd(act_t *dlogits, const float *logits, co
 // then the threads' sums are halved pairwise (red[i] += red[i + stride], stride = 128, 64, .., 1).
 // One block of FAT5_LOSS_THREADS. CPU twin: fat5__cpu_loss_total (the same order, the same bits).
 #define FAT5_LOSS_THREADS 256
+#if FAT5_IN_PART(0)
 extern "C" __global__ void fat5_loss_total(double *out, const float *row_ce, const float *row_z, long long T,
                                            long long n)
 {
