@@ -37,6 +37,7 @@ JSON
 mkdir -p "$out"
 tools/fat5_init "$tmp/config.json" "$out" 38
 cp tests/data/tokenizers/mt5bf/spiece.model "$out/spiece.model"
+cp tests/data/tokenizers/mt5bf/tokenizer.json "$out/tokenizer.json"   # the same tokenizer, as transformers' fast one
 # for transformers' T5Tokenizer: the sentinels are none of its 100 default extra ids (the model's
 # vocabulary is exactly the SentencePiece model's), fat5 reads no tokenizer_config.json
 printf '{\n  "tokenizer_class": "T5Tokenizer",\n  "extra_ids": 0,\n  "model_max_length": 512\n}\n' \
