@@ -21,7 +21,7 @@ TOOLS    = tools/fat5_inspect tools/fat5_forward tools/fat5_init tools/pretokeni
 DEVPROGS = dev/bench dev/dist_check dev/cpu_step dev/embed_kernels dev/check_kernels dev/cold_open
 EXAMPLES = examples/quickstart examples/gpu_step examples/train examples/generate
 
-.PHONY: all dev train bench fuzz amalgamate check-amalgamate check-layers check check-readme test test-asan test-quick test-cpp test-tools test-abi test-nocuda test-options check-embed check-kernels check-unicode embed clean
+.PHONY: all dev train bench fuzz amalgamate check-amalgamate check-layers check check-readme test run-tests test-asan test-quick test-cpp test-tools test-abi test-nocuda test-options check-embed check-kernels check-unicode embed clean
 
 all: $(TOOLS) $(EXAMPLES)
 
@@ -199,9 +199,20 @@ tests/run_tests_quick: $(TESTSRC) $(DEV_H)
 test-quick: tests/run_tests_quick
 	tests/run_tests_quick
 
-# the runner's last line is "N passed, N failed"
-test: check-amalgamate check-layers check-embed check-unicode check-readme test-abi all test-cpp test-nocuda test-options test-tools tests/run_tests
-	tests/run_tests
+# make test: every check below, as many at a time as the machine has cores (each one's output kept
+# together), then the test runner's summary, whose last line is "N passed, N failed"
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+TEST_PARTS = check-amalgamate check-layers check-embed check-unicode check-readme test-abi all test-cpp \
+             test-nocuda test-options test-tools run-tests
+test:
+	@$(MAKE) --no-print-directory -j$(NPROC) -Otarget $(TEST_PARTS)
+	@tail -n 2 build/run_tests.log
+
+# the test runner, its output kept in build/run_tests.log (printed whole on a failure)
+run-tests: tests/run_tests
+	@mkdir -p build
+	@tests/run_tests > build/run_tests.log 2>&1 || { cat build/run_tests.log; exit 1; }
+	@grep -E '^\[(SKIP|FAIL)\]' build/run_tests.log || true
 
 # make test and the slow checks: every kernel compiled by NVRTC (about 20 minutes on two cores)
 check: test check-kernels
