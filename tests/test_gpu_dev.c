@@ -158,7 +158,11 @@ static void t_gpu_dev_open(fat5_test *T) {
                        fat5_last_error(ctx));
         if (st != FAT5_OK || !g) goto done;
         FAT5_CHECK(T, g->name[0] != 0 && g->cc_major >= 8 && g->sm_count > 0 && g->total_mem > 0);
-        FAT5_CHECK(T, g->driver_version >= 12000 && g->nvrtc_major >= 12 && g->stream && g->blas && g->module);
+        FAT5_CHECK(T, g->driver_version >= 12000 && g->nvrtc_major >= 12 && g->stream && g->blas);
+        {   // every part of the kernel program loaded as a module of its own
+            int p;
+            for (p = 0; p < FAT5__K_PARTS; p++) FAT5_CHECK_MSG(T, g->module[p] != NULL, "part %d has no module", p);
+        }
         FAT5_CHECK(T, fat5__dev_act_size(ctx) == 2);
         FAT5_CHECK_MSG(T, strstr(log.text, g->name) && strstr(log.text, g->arch) && strstr(log.text, "kernels:"),
                        "log does not report the device, arch and kernel build:\n%s", log.text);

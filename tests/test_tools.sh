@@ -688,5 +688,21 @@ check gen $g --ids 5,6,7 --num_beams=3 --num_return_sequences 2 --max-new-tokens
 check cmp -s "$out/gen_beam.txt" "$out/gen_hf2.txt"
 check tools/fat5_forward $g $g/batch.json "$out/l2.st" --device=cpu --dtype fp32 > /dev/null
 echo "test_tools: the command line: --help, --version, near misses, numbers, Hugging Face's names, --key=value"
+# tools/fat5_convert: a complete directory (tokenizer files and generation settings along), the
+# weights in bf16 (half the bytes), and the same ids generated from the fp32 copy as from the source
+src=tests/data/t5_spiece
+rm -rf "$out/cv_bf16" "$out/cv_f32"
+check tools/fat5_convert "$src" "$out/cv_bf16" > /dev/null
+check tools/fat5_convert "$src" "$out/cv_f32" --dtype fp32 > /dev/null
+for f in spiece.model tokenizer.json tokenizer_config.json; do check cmp -s "$src/$f" "$out/cv_bf16/$f"; done
+check grep -q '"torch_dtype": "bfloat16"' "$out/cv_bf16/config.json"
+check grep -q '"decoder_start_token_id": 0' "$out/cv_bf16/generation_config.json"
+check grep -q '"dtype":"BF16"' "$out/cv_bf16/model.safetensors"
+a=$(wc -c < "$out/cv_bf16/model.safetensors") b=$(wc -c < "$out/cv_f32/model.safetensors")
+check [ $((2 * a)) -lt $((b + 16384)) ]   # headers aside, half
+check gen "$src" --device cpu "some text" --max-new-tokens 6 --print-ids > "$out/cv_a.txt" 2> /dev/null
+check gen "$out/cv_f32" --device cpu "some text" --max-new-tokens 6 --print-ids > "$out/cv_b.txt" 2> /dev/null
+check cmp -s "$out/cv_a.txt" "$out/cv_b.txt"
+echo "test_tools: fat5_convert: complete bf16 and fp32 directories, the same generation"
 [ $fail -eq 0 ] && echo "test_tools: ok"
 exit $fail
