@@ -13892,8 +13892,11 @@ static fat5_status fat5__mkdir(fat5_ctx *ctx, const char *dir) {
 #ifdef _WIN32
     return fat5__err(ctx, FAT5_ERR_IO, "%s: no such directory", dir);
 #else
-    if (mkdir(dir, 0777) != 0 && !fat5__is_dir(dir))
-        return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot create directory: %s", dir, strerror(errno));
+    if (mkdir(dir, 0777) != 0) {
+        int e = errno;   // before the check below, whose stat() may change it
+        if (!fat5__is_dir(dir))
+            return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot create directory: %s", dir, strerror(e));
+    }
     return FAT5_OK;
 #endif
 }
@@ -19638,15 +19641,12 @@ FAT5_API fat5_status fat5_tokenizer_load(fat5_ctx *ctx, const char *path, fat5_t
     if (!path) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenizer_load: path is NULL");
     pl = strlen(path);
     if (fat5__is_dir(path)) {
-        for (i = 0; i < 3; i++) {
-            FILE *f;
+        for (i = 0; i < 3; i++) {   // the first name present (looked up, not opened: a FIFO would block)
+            struct stat sb;
             fat5__free(ctx, file);
             if (!(file = FAT5__CAST(char *, fat5__malloc(ctx, pl + 20)))) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory");
             snprintf(file, pl + 20, "%s/%s", path, names[i]);
-            if ((f = fopen(file, "rb")) != NULL) {
-                fclose(f);
-                break;
-            }
+            if (stat(file, &sb) == 0) break;   // fat5__read_file refuses what is not a regular file
         }
         if (i == 3) {
             fat5__free(ctx, file);
@@ -21539,9 +21539,13 @@ static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out) {
         }
         if (r.has_eval) fat5__json_num(&b2, "eval_loss", r.eval_loss);
         fat5__sb_puts(&b2, "}\n");
+        errno = 0;
         if (b2.oom || fwrite(b2.buf, 1, b2.len, t->log) != b2.len || fflush(t->log) != 0) {
+            int e = errno;
             fat5__free(ctx, b2.buf);
-            return fat5__err(ctx, FAT5_ERR_IO, "%s/metrics.jsonl: write failed", t->cfg.output_dir);
+            return fat5__err(ctx, b2.oom ? FAT5_ERR_OUT_OF_MEMORY : FAT5_ERR_IO, "%s/metrics.jsonl: %s of step %lld's "
+                             "row failed: %s", t->cfg.output_dir, b2.oom ? "building" : "the append",
+                             (long long)step, b2.oom ? "out of memory" : e ? strerror(e) : "short write");
         }
         fat5__free(ctx, b2.buf);
     }

@@ -7,8 +7,11 @@ static fat5_status fat5__mkdir(fat5_ctx *ctx, const char *dir) {
 #ifdef _WIN32
     return fat5__err(ctx, FAT5_ERR_IO, "%s: no such directory", dir);
 #else
-    if (mkdir(dir, 0777) != 0 && !fat5__is_dir(dir))
-        return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot create directory: %s", dir, strerror(errno));
+    if (mkdir(dir, 0777) != 0) {
+        int e = errno;   // before the check below, whose stat() may change it
+        if (!fat5__is_dir(dir))
+            return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot create directory: %s", dir, strerror(e));
+    }
     return FAT5_OK;
 #endif
 }

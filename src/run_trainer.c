@@ -1535,9 +1535,13 @@ static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out) {
         }
         if (r.has_eval) fat5__json_num(&b2, "eval_loss", r.eval_loss);
         fat5__sb_puts(&b2, "}\n");
+        errno = 0;
         if (b2.oom || fwrite(b2.buf, 1, b2.len, t->log) != b2.len || fflush(t->log) != 0) {
+            int e = errno;
             fat5__free(ctx, b2.buf);
-            return fat5__err(ctx, FAT5_ERR_IO, "%s/metrics.jsonl: write failed", t->cfg.output_dir);
+            return fat5__err(ctx, b2.oom ? FAT5_ERR_OUT_OF_MEMORY : FAT5_ERR_IO, "%s/metrics.jsonl: %s of step %lld's "
+                             "row failed: %s", t->cfg.output_dir, b2.oom ? "building" : "the append",
+                             (long long)step, b2.oom ? "out of memory" : e ? strerror(e) : "short write");
         }
         fat5__free(ctx, b2.buf);
     }

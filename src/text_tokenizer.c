@@ -2693,15 +2693,12 @@ FAT5_API fat5_status fat5_tokenizer_load(fat5_ctx *ctx, const char *path, fat5_t
     if (!path) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenizer_load: path is NULL");
     pl = strlen(path);
     if (fat5__is_dir(path)) {
-        for (i = 0; i < 3; i++) {
-            FILE *f;
+        for (i = 0; i < 3; i++) {   // the first name present (looked up, not opened: a FIFO would block)
+            struct stat sb;
             fat5__free(ctx, file);
             if (!(file = FAT5__CAST(char *, fat5__malloc(ctx, pl + 20)))) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory");
             snprintf(file, pl + 20, "%s/%s", path, names[i]);
-            if ((f = fopen(file, "rb")) != NULL) {
-                fclose(f);
-                break;
-            }
+            if (stat(file, &sb) == 0) break;   // fat5__read_file refuses what is not a regular file
         }
         if (i == 3) {
             fat5__free(ctx, file);

@@ -5,7 +5,7 @@
 // (ref/make_tokenizers.py --real-dir DIR lays it out).
 
 #define FAT5_TESTS_TOKENIZER(X) X(tokenizer_parity) X(tokenizer_parity_real) X(tokenizer_bad_files) \
-    X(tokenizer_api) X(tokenizer_batch) X(tokenizer_edge_cases)
+    X(tokenizer_api) X(tokenizer_batch) X(tokenizer_edge_cases) X(tokenizer_dir_fifo)
 
 static size_t tk_unhex(const char *h, char *out) {
     size_t n = strlen(h) / 2, i;
@@ -208,6 +208,38 @@ static void tk_load_any(fat5_test *T, const char *data, size_t len, int is_json)
         fat5_free(ctx, out);
     }
     fat5_tokenizer_destroy(tok);
+}
+
+#ifndef _WIN32
+static void tk_on_alarm(int sig) { (void)sig; }
+#endif
+
+// A directory whose tokenizer.json is a FIFO: refused at once, naming it (the candidates are looked
+// up, not opened: opening a FIFO blocks until a writer comes, so an alarm bounds the call).
+static void t_tokenizer_dir_fifo(fat5_test *T) {
+#ifdef _WIN32
+    FAT5_SKIP(T, "no FIFOs");
+#else
+    char dir[1024], fifo[1100];
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_tokenizer *tok = NULL;
+    struct sigaction sa, old;
+    fat5_status st;
+    snprintf(dir, sizeof dir, "%s/tokdir", fat5_test_tmpdir(T));
+    snprintf(fifo, sizeof fifo, "%s/tokenizer.json", dir);
+    FAT5_REQUIRE(T, mkdir(dir, 0755) == 0 && mkfifo(fifo, 0600) == 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = tk_on_alarm;
+    sigemptyset(&sa.sa_mask);
+    FAT5_REQUIRE(T, sigaction(SIGALRM, &sa, &old) == 0);
+    alarm(5);
+    st = fat5_tokenizer_load(ctx, dir, &tok);
+    alarm(0);
+    sigaction(SIGALRM, &old, NULL);
+    FAT5_CHECK_MSG(T, st == FAT5_ERR_IO && tok == NULL && strstr(fat5_last_error(ctx), "tokenizer.json") &&
+                          strstr(fat5_last_error(ctx), "not a regular file"),
+                   "%s: %s", fat5_status_string(st), fat5_last_error(ctx));
+#endif
 }
 
 static void t_tokenizer_bad_files(fat5_test *T) {

@@ -125,6 +125,35 @@ static void t_train_learns(fat5_test *T) {
     fat5_train_destroy(t);
 }
 
+// A metrics.jsonl the trainer cannot append to (a full disk: /dev/full): the step fails with the
+// file, the step and the system's reason, not a bare "write failed".
+static void t_train_metrics_full_disk(fat5_test *T) {
+#ifdef _WIN32
+    FAT5_SKIP(T, "no /dev/full");
+#else
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    char out[600], log[700];
+    const char *data = ttr_corpus(T, 2);
+    fat5_train_config c;
+    fat5_trainer *t = NULL;
+    fat5_status st;
+    FAT5_REQUIRE(T, data != NULL);
+    if (access("/dev/full", W_OK) != 0) FAT5_SKIP(T, "no writable /dev/full");
+    snprintf(out, sizeof out, "%s/full", fat5_test_tmpdir(T));
+    snprintf(log, sizeof log, "%s/metrics.jsonl", out);
+    FAT5_REQUIRE(T, mkdir(out, 0755) == 0 && symlink("/dev/full", log) == 0);
+    c = ttr_config(T, data, out);
+    c.eval_steps = 0;
+    c.save_steps = 0;
+    FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
+    st = fat5_train_step(t, NULL);
+    FAT5_CHECK_MSG(T, st == FAT5_ERR_IO && strstr(fat5_last_error(ctx), "metrics.jsonl") &&
+                          strstr(fat5_last_error(ctx), "step 1") && strstr(fat5_last_error(ctx), strerror(ENOSPC)),
+                   "%s: %s", fat5_status_string(st), fat5_last_error(ctx));
+    fat5_train_destroy(t);
+#endif
+}
+
 // every parameter, in table order, into w (fat5_model_param_count floats)
 static fat5_status ttr_weights(fat5_model *m, float *w) {
     int64_t off = 0;
@@ -1445,6 +1474,6 @@ static void t_dist_rendezvous(fat5_test *T) {
     fat5__free(ctx, c);
 }
 
-#define FAT5_TESTS_TRAIN(X) X(train_options) X(train_learns) X(train_resume_bitwise) X(train_kill9_during_save) \
+#define FAT5_TESTS_TRAIN(X) X(train_options) X(train_learns) X(train_metrics_full_disk) X(train_resume_bitwise) X(train_kill9_during_save) \
     X(train_rejects) X(train_skips_nonfinite) X(train_init_from_hf) X(train_dist_options) X(train_balance) X(train_two_ranks) X(train_save_after_failure) X(train_ranks_disagree) X(dist_launch) \
     X(dist_watchdog) X(dist_rendezvous)
