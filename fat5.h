@@ -20837,6 +20837,26 @@ static int fat5__is_step_name(const char *s, int64_t *step) {
     return 1;
 }
 
+// A save of a step that has a checkpoint already moves the old one aside (".old-step-N") before the
+// new one takes its name, and removes it after: a crash in between leaves the old one whole. This
+// puts such a directory back where no step-N is (the crash came before the new one's rename) and
+// removes it where one is (after).
+static void fat5__ckpt_recover(const char *out) {
+    DIR *d = opendir(out);
+    struct dirent *e;
+    char old[4400], fin[4400];
+    int64_t s;
+    if (!d) return;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, ".old-", 5) != 0 || !fat5__is_step_name(e->d_name + 5, &s)) continue;
+        snprintf(old, sizeof old, "%s/%s", out, e->d_name);
+        snprintf(fin, sizeof fin, "%s/%s", out, e->d_name + 5);
+        if (fat5__is_dir(fin)) fat5__rm_ckpt(old);
+        else (void)rename(old, fin);
+    }
+    closedir(d);
+}
+
 // Deletes temporary directories a killed save left, and all but the newest `keep` checkpoints.
 static void fat5__ckpt_prune(const char *out, int keep) {
     DIR *d = opendir(out);
@@ -20873,7 +20893,7 @@ static void fat5__data_fingerprint(const fat5_trainer *t, char *buf, size_t cap)
 FAT5_API fat5_status fat5_train_save(fat5_trainer *t, const char **dir_out) {
     fat5_ctx *ctx = t->ctx;
     fat5_model *m = t->m;
-    char tmp[4200], fin[4200], path[4400], latest[64], sampler[512], data[256], num[4][40], *json = NULL;
+    char tmp[4200], fin[4200], old[4200], path[4400], latest[64], sampler[512], data[256], num[4][40], *json = NULL;
     const char *meta[20];
     fat5_st_write_tensor w[2];
     float *mom = NULL;
@@ -20935,13 +20955,22 @@ FAT5_API fat5_status fat5_train_save(fat5_trainer *t, const char **dir_out) {
     snprintf(path, sizeof path, "%s/training_state.safetensors", tmp);
     if ((st = fat5_st_write(ctx, path, w, 2, meta, 10))) goto fail;
     if ((st = fat5__fsync_dir(ctx, tmp))) goto fail;
-    // the complete directory takes its name in one rename; an older one of the same step goes first
-    if (fat5__is_dir(fin)) fat5__rm_ckpt(fin);
+    // the complete directory takes its name in one rename; an older one of the same step is moved
+    // aside first and removed only after (fat5__ckpt_recover): at every instant one of them is whole
+    snprintf(old, sizeof old, "%s/.old-step-%08lld", t->cfg.output_dir, (long long)step);
+    fat5__rm_ckpt(old);
+    if (fat5__is_dir(fin) && rename(fin, old) != 0) {
+        st = fat5__err(ctx, FAT5_ERR_IO, "%s: cannot move the step's earlier checkpoint aside to %s: %s", fin, old,
+                       strerror(errno));
+        goto fail;
+    }
     if (rename(tmp, fin) != 0) {
         st = fat5__err(ctx, FAT5_ERR_IO, "%s: cannot rename to %s: %s", tmp, fin, strerror(errno));
+        fat5__ckpt_recover(t->cfg.output_dir);   // the earlier one back under its name
         goto fail;
     }
     if ((st = fat5__fsync_dir(ctx, t->cfg.output_dir))) goto fail;
+    fat5__rm_ckpt(old);
     snprintf(latest, sizeof latest, "step-%08lld\n", (long long)step);
     snprintf(path, sizeof path, "%s/latest", t->cfg.output_dir);
     if ((st = fat5_write_file_atomic(ctx, path, latest, strlen(latest)))) goto fail;
@@ -20967,6 +20996,7 @@ static fat5_status fat5__resume_dir(fat5_ctx *ctx, const char *path, char *out, 
         snprintf(out, cap, "%s", path);
         return FAT5_OK;
     }
+    fat5__ckpt_recover(path);   // a save of a step again that a crash cut short
     snprintf(p, sizeof p, "%s/latest", path);
     if (!fat5__is_file(p))
         return fat5__err(ctx, FAT5_ERR_IO, "resume %s: neither a checkpoint (no training_state.safetensors) nor an "

@@ -154,6 +154,43 @@ static void t_train_metrics_full_disk(fat5_test *T) {
 #endif
 }
 
+// A save of a step that has a checkpoint keeps the earlier one whole until the new one has its
+// name: the states a crash can leave between the two renames resume from the step.
+static void t_train_resave_crash(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    char out[600], fin[700], old[700], cmd[1600];
+    const char *data = ttr_corpus(T, 2);
+    fat5_train_config c;
+    fat5_trainer *t = NULL;
+    int crash, i;
+    FAT5_REQUIRE(T, data != NULL);
+    snprintf(out, sizeof out, "%s/resave", fat5_test_tmpdir(T));
+    snprintf(fin, sizeof fin, "%s/step-00000002", out);
+    snprintf(old, sizeof old, "%s/.old-step-00000002", out);
+    c = ttr_config(T, data, out);
+    c.eval_steps = 0;
+    c.save_steps = 0;
+    FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
+    for (i = 0; i < 2; i++) FAT5_REQUIRE_OK(T, fat5_train_step(t, NULL));
+    FAT5_REQUIRE_OK(T, fat5_train_save(t, NULL));
+    FAT5_REQUIRE_OK(T, fat5_train_save(t, NULL));   // the same step again (Ctrl-C right after a save)
+    FAT5_CHECK(T, fat5__is_dir(fin) && !fat5__is_dir(old));
+    fat5_train_destroy(t);
+    t = NULL;
+    // crash 0: the earlier one moved aside, the new one not yet renamed; crash 1: both in place
+    for (crash = 0; crash < 2; crash++) {
+        if (crash == 0) FAT5_REQUIRE(T, rename(fin, old) == 0);
+        snprintf(cmd, sizeof cmd, "cp -r '%s' '%s'", fin, old);
+        if (crash == 1) FAT5_REQUIRE(T, system(cmd) == 0);
+        c.resume = out;
+        FAT5_CHECK_MSG(T, fat5_train_create(ctx, &c, &t) == FAT5_OK, "crash %d: %s", crash, fat5_last_error(ctx));
+        FAT5_CHECK_MSG(T, t && fat5_optim_get_step(t->o) == 2 && fat5__is_dir(fin) && !fat5__is_dir(old),
+                       "crash %d: the checkpoint of step 2 is not back whole", crash);
+        fat5_train_destroy(t);
+        t = NULL;
+    }
+}
+
 // every parameter, in table order, into w (fat5_model_param_count floats)
 static fat5_status ttr_weights(fat5_model *m, float *w) {
     int64_t off = 0;
@@ -1474,6 +1511,6 @@ static void t_dist_rendezvous(fat5_test *T) {
     fat5__free(ctx, c);
 }
 
-#define FAT5_TESTS_TRAIN(X) X(train_options) X(train_learns) X(train_metrics_full_disk) X(train_resume_bitwise) X(train_kill9_during_save) \
+#define FAT5_TESTS_TRAIN(X) X(train_options) X(train_learns) X(train_metrics_full_disk) X(train_resave_crash) X(train_resume_bitwise) X(train_kill9_during_save) \
     X(train_rejects) X(train_skips_nonfinite) X(train_init_from_hf) X(train_dist_options) X(train_balance) X(train_two_ranks) X(train_save_after_failure) X(train_ranks_disagree) X(dist_launch) \
     X(dist_watchdog) X(dist_rendezvous)

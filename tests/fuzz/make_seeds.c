@@ -28,6 +28,14 @@ static char *slurp(const char *dir, const char *name, size_t *len) {
     return b;
 }
 
+// the same, or NULL when the file is absent (a fixture without a reference or a batch)
+static char *slurp_opt(const char *dir, const char *name, size_t *len) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    *len = 0;
+    return access(p, F_OK) == 0 ? slurp(dir, name, len) : NULL;
+}
+
 static void put(const char *out, const char *corpus, const char *name, const char *a, size_t alen,
                 const char *b, size_t blen) {
     char p[1024];
@@ -79,14 +87,14 @@ int main(int argc, char **argv) {
         char name[300];
         size_t clen, mlen, rlen, blen;
         char *config = slurp(dir, "config.json", &clen), *model = slurp(dir, "model.safetensors", &mlen);
-        char *ref = slurp(dir, "reference.safetensors", &rlen), *batch = slurp(dir, "batch.json", &blen);
+        char *ref = slurp_opt(dir, "reference.safetensors", &rlen), *batch = slurp_opt(dir, "batch.json", &blen);
         base = base && base[1] ? base + 1 : dir;
         snprintf(name, sizeof name, "%s.model", base);
         put(argv[1], "safetensors", name, model, mlen, NULL, 0);
         snprintf(name, sizeof name, "%s.reference", base);
-        put(argv[1], "safetensors", name, ref, rlen, NULL, 0);
+        if (ref) put(argv[1], "safetensors", name, ref, rlen, NULL, 0);
         put(argv[1], "config", base, config, clen, NULL, 0);
-        put(argv[1], "batch", base, batch, blen, NULL, 0);
+        if (batch) put(argv[1], "batch", base, batch, blen, NULL, 0);
         put(argv[1], "model_dir", base, config, clen, FUZZ_SPLIT, sizeof FUZZ_SPLIT - 1);
         snprintf(p, sizeof p, "%s/corpus_model_dir/%s", argv[1], base);
         {
