@@ -853,7 +853,9 @@ static void fat5__ckpt_recover(const char *out) {
     closedir(d);
 }
 
-// Deletes temporary directories a killed save left, and all but the newest `keep` checkpoints.
+// Deletes what a killed save or prune left (.tmp-step-N being written, .del-step-N being deleted,
+// latest.tmp.* being written) and all but the newest `keep` checkpoints. A checkpoint is renamed
+// .del-step-N before its files go, so that it disappears whole or not at all.
 static void fat5__ckpt_prune(const char *out, int keep) {
     DIR *d = opendir(out);
     struct dirent *e;
@@ -862,9 +864,12 @@ static void fat5__ckpt_prune(const char *out, int keep) {
     char p[4400];
     if (!d) return;
     while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, ".tmp-step-", 10) == 0) {
+        if (strncmp(e->d_name, ".tmp-step-", 10) == 0 || strncmp(e->d_name, ".del-step-", 10) == 0) {
             snprintf(p, sizeof p, "%s/%s", out, e->d_name);
             fat5__rm_ckpt(p);
+        } else if (strncmp(e->d_name, "latest.tmp.", 11) == 0) {
+            snprintf(p, sizeof p, "%s/%s", out, e->d_name);
+            (void)remove(p);
         } else if (fat5__is_step_name(e->d_name, &s) && n < 4096) {
             steps[n++] = s;
         }
@@ -874,8 +879,11 @@ static void fat5__ckpt_prune(const char *out, int keep) {
     for (i = 1; i < n; i++)   // insertion sort: a handful of entries
         for (j = i; j > 0 && steps[j - 1] > steps[j]; j--) s = steps[j], steps[j] = steps[j - 1], steps[j - 1] = s;
     for (i = 0; i < n - keep; i++) {
+        char del[4400];
         snprintf(p, sizeof p, "%s/step-%08lld", out, (long long)steps[i]);
-        fat5__rm_ckpt(p);
+        snprintf(del, sizeof del, "%s/.del-step-%08lld", out, (long long)steps[i]);
+        fat5__rm_ckpt(del);
+        if (rename(p, del) == 0) fat5__rm_ckpt(del);
     }
 }
 
@@ -1345,7 +1353,8 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
         } else if (fat5__is_file(path) && (st = fat5__log_truncate(ctx, path, 0))) {
             goto fail;
         }
-        fat5__ckpt_prune(cfg->output_dir, 0);   // temporary directories of a killed save
+        fat5__ckpt_recover(cfg->output_dir);    // a save of a step again that a crash cut short
+        fat5__ckpt_prune(cfg->output_dir, 0);   // what a killed save or prune left
         t->log = fopen(path, "ab");
         if (!t->log) {
             st = fat5__err(ctx, FAT5_ERR_IO, "%s: cannot open: %s", path, strerror(errno));

@@ -189,6 +189,30 @@ static void t_train_resave_crash(fat5_test *T) {
         fat5_train_destroy(t);
         t = NULL;
     }
+    // what a killed save or prune leaves (a checkpoint being written, one being deleted, a latest
+    // being replaced) is removed at the next start; the checkpoint itself stays
+    {
+        static const char *const stale[] = {".tmp-step-00000009", ".del-step-00000001"};
+        char p[800];
+        FILE *f;
+        for (i = 0; i < 2; i++) {
+            snprintf(p, sizeof p, "%s/%s", out, stale[i]);
+            FAT5_REQUIRE(T, mkdir(p, 0755) == 0);
+            snprintf(p, sizeof p, "%s/%s/model.safetensors", out, stale[i]);
+            FAT5_REQUIRE(T, (f = fopen(p, "wb")) != NULL && fputs("partial", f) >= 0 && fclose(f) == 0);
+        }
+        snprintf(p, sizeof p, "%s/latest.tmp.Ab12Cd", out);
+        FAT5_REQUIRE(T, (f = fopen(p, "wb")) != NULL && fputs("step-0000", f) >= 0 && fclose(f) == 0);
+        FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
+        for (i = 0; i < 2; i++) {
+            snprintf(p, sizeof p, "%s/%s", out, stale[i]);
+            FAT5_CHECK_MSG(T, !fat5__is_dir(p), "%s left", stale[i]);
+        }
+        snprintf(p, sizeof p, "%s/latest.tmp.Ab12Cd", out);
+        FAT5_CHECK_MSG(T, access(p, F_OK) != 0, "latest.tmp.Ab12Cd left");
+        FAT5_CHECK(T, fat5__is_dir(fin));
+        fat5_train_destroy(t);
+    }
 }
 
 // every parameter, in table order, into w (fat5_model_param_count floats)
