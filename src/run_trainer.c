@@ -1,5 +1,8 @@
 // =============================================================================================
 // ==[9.2] run: training options, checkpoints and the training loop ==
+#ifndef _WIN32
+#include <sys/file.h>   // flock: one trainer per output directory
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // training options
@@ -364,6 +367,7 @@ typedef struct fat5__tpool {           // every rank's micro-batches of one step
 
 struct fat5_trainer {
     char *strs;                  // the config's strings (cfg.data, ...): the trainer's copies
+    int lock_fd;                 // rank 0: OUTPUT_DIR/.lock, locked while the trainer lives; -1 none
     fat5_ctx *ctx;
     fat5_ctx *dctx;                    // the data's own context: the sampler may run on a host thread
     fat5_train_config cfg;
@@ -887,6 +891,45 @@ static void fat5__ckpt_prune(const char *out, int keep) {
     }
 }
 
+// One trainer per output directory: rank 0 holds an advisory lock on OUTPUT_DIR/.lock while its
+// trainer lives (flock: the system drops it when the process ends, however it ends, so a killed run
+// never blocks the next) and writes its pid there, which a trainer refused names. Two trainers
+// appending to one metrics.jsonl and pruning each other's checkpoints would lose both runs.
+static fat5_status fat5__train_lock(fat5_trainer *t) {
+#ifdef _WIN32
+    (void)t;
+    return FAT5_OK;
+#else
+    fat5_ctx *ctx = t->ctx;
+    char p[4400], pid[32];
+    ssize_t k;
+    int fd, e;
+    snprintf(p, sizeof p, "%s/.lock", t->cfg.output_dir);
+    if ((fd = open(p, O_RDWR | O_CREAT, 0644)) < 0)
+        return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot open: %s", p, strerror(errno));
+    (void)fcntl(fd, F_SETFD, FD_CLOEXEC);   // not for programs the caller starts
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        e = errno;
+        k = read(fd, pid, sizeof pid - 1);
+        pid[k > 0 ? k : 0] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+        close(fd);
+        if (e == EWOULDBLOCK)
+            return fat5__err(ctx, FAT5_ERR_STATE, "output_dir %s is in use by another trainer (process %s holds %s): "
+                             "one trainer per output directory", t->cfg.output_dir, pid[0] ? pid : "unknown", p);
+        return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot lock: %s", p, strerror(e));
+    }
+    snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, strlen(pid), 0) != (ssize_t)strlen(pid)) {
+        e = errno;
+        close(fd);
+        return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot write: %s", p, strerror(e));
+    }
+    t->lock_fd = fd;
+    return FAT5_OK;
+#endif
+}
+
 // The data set's identity, recorded in a checkpoint and checked on resume.
 static void fat5__data_fingerprint(const fat5_trainer *t, char *buf, size_t cap) {
     snprintf(buf, cap, "tokens=%lld docs=%lld vocab=%lld eos=%d eval_fraction=%.17g",
@@ -1190,6 +1233,9 @@ FAT5_API void fat5_train_destroy(fat5_trainer *t) {
     if (!t) return;
     fat5__train_join(t);
     if (t->log) fclose(t->log);
+#ifndef _WIN32
+    if (t->lock_fd >= 0) close(t->lock_fd);   // the lock goes with it; the file stays (no race on it)
+#endif
     for (g = 0; g < 2; g++) {
         if (t->grp[g].mb)
             for (i = 0; i < t->cfg.grad_accum; i++) fat5__free(t->dctx, t->grp[g].mb[i].buf);
@@ -1268,6 +1314,9 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
     t->ahead = -1;
     t->world = cfg->world_size;
     t->rank = cfg->rank;
+    t->lock_fd = -1;
+    // one trainer per output directory, before anything in it is read or changed
+    if (t->rank == 0 && ((st = fat5__mkdir(ctx, cfg->output_dir)) || (st = fat5__train_lock(t)))) goto fail;
     t->grp[0].mb = FAT5__CAST(fat5__tbatch *, fat5__calloc(ctx, (size_t)cfg->grad_accum, sizeof(fat5__tbatch)));
     t->grp[1].mb = FAT5__CAST(fat5__tbatch *, fat5__calloc(ctx, (size_t)cfg->grad_accum, sizeof(fat5__tbatch)));
     t->grp[0].n_labels = FAT5__CAST(int64_t *, fat5__calloc(ctx, (size_t)(cfg->grad_accum * t->world), sizeof(int64_t)));

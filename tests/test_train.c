@@ -215,6 +215,47 @@ static void t_train_resave_crash(fat5_test *T) {
     }
 }
 
+// One trainer per output directory: a second is refused, naming the process that holds it, and
+// touches nothing; a lock left by a process that ended (killed) does not block the next.
+static void t_train_one_per_dir(fat5_test *T) {
+#ifdef _WIN32
+    FAT5_SKIP(T, "no flock");
+#else
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    char out[600], lock[700], mypid[32];
+    const char *data = ttr_corpus(T, 2);
+    fat5_train_config c;
+    fat5_trainer *a = NULL, *b = NULL;
+    pid_t child;
+    int status = 0;
+    FAT5_REQUIRE(T, data != NULL);
+    snprintf(out, sizeof out, "%s/one", fat5_test_tmpdir(T));
+    snprintf(lock, sizeof lock, "%s/.lock", out);
+    snprintf(mypid, sizeof mypid, "process %ld", (long)getpid());
+    c = ttr_config(T, data, out);
+    c.eval_steps = 0;
+    c.save_steps = 0;
+    FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &a));
+    FAT5_REQUIRE_OK(T, fat5_train_step(a, NULL));
+    FAT5_CHECK_MSG(T, fat5_train_create(ctx, &c, &b) == FAT5_ERR_STATE && b == NULL &&
+                          strstr(fat5_last_error(ctx), "in use by another trainer") &&
+                          strstr(fat5_last_error(ctx), mypid),
+                   "%s", fat5_last_error(ctx));
+    FAT5_REQUIRE_OK(T, fat5_train_step(a, NULL));   // the first goes on undisturbed
+    fat5_train_destroy(a);
+    // a process that took the lock and ended without letting it go (as a killed trainer does)
+    fflush(NULL);
+    child = fork();
+    if (child == 0) {
+        int fd = open(lock, O_RDWR | O_CREAT, 0644);
+        _exit(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 && write(fd, "1\n", 2) == 2 ? 0 : 1);
+    }
+    FAT5_REQUIRE(T, child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    FAT5_CHECK_MSG(T, fat5_train_create(ctx, &c, &b) == FAT5_OK, "after a holder ended: %s", fat5_last_error(ctx));
+    fat5_train_destroy(b);
+#endif
+}
+
 // every parameter, in table order, into w (fat5_model_param_count floats)
 static fat5_status ttr_weights(fat5_model *m, float *w) {
     int64_t off = 0;
@@ -1535,6 +1576,6 @@ static void t_dist_rendezvous(fat5_test *T) {
     fat5__free(ctx, c);
 }
 
-#define FAT5_TESTS_TRAIN(X) X(train_options) X(train_learns) X(train_metrics_full_disk) X(train_resave_crash) X(train_resume_bitwise) X(train_kill9_during_save) \
+#define FAT5_TESTS_TRAIN(X) X(train_options) X(train_learns) X(train_metrics_full_disk) X(train_resave_crash) X(train_one_per_dir) X(train_resume_bitwise) X(train_kill9_during_save) \
     X(train_rejects) X(train_skips_nonfinite) X(train_init_from_hf) X(train_dist_options) X(train_balance) X(train_two_ranks) X(train_save_after_failure) X(train_ranks_disagree) X(dist_launch) \
     X(dist_watchdog) X(dist_rendezvous)
