@@ -12713,6 +12713,9 @@ FAT5_API fat5_status fat5_ul2_set_state(fat5_ul2 *s, const char *state) {
     if (seen < p.off || at_end)
         return fat5__err(s->ctx, FAT5_ERR_FORMAT, "ul2 state: the document at id %lld is shorter than the offset %lld",
                          (long long)p.pos, (long long)p.off);
+    if (v[0] != s->cfg.seed)   // another run's stream: continuing it would give other data
+        return fat5__err(s->ctx, FAT5_ERR_FORMAT, "ul2 state: drawn with seed %llu, this sampler's seed is %llu",
+                         (unsigned long long)v[0], (unsigned long long)s->cfg.seed);
     s->cur = p;
     s->has_pend = 0;
     s->idle_wraps = 0;
@@ -21064,9 +21067,17 @@ static fat5_status fat5__resume_dir(fat5_ctx *ctx, const char *path, char *out, 
     return FAT5_OK;
 }
 
+// A counter of the training state: decimal digits only ("0x1", " 1", "+1", "1e3" are not the
+// numbers fat5 writes), at most 18 of them.
 static int fat5__meta_i64(const fat5_st_file *f, const char *key, int64_t *out) {
     const char *v = fat5_st_metadata_find(f, key);
-    return v && fat5__opt_i64(v, 0, INT64_MAX / 2, out);
+    int64_t x = 0;
+    int n = 0;
+    if (!v || !*v) return 0;
+    for (; *v >= '0' && *v <= '9' && n < 18; v++, n++) x = x * 10 + (*v - '0');
+    if (*v) return 0;
+    *out = x;
+    return 1;
 }
 
 // Restores weights (already loaded from dir by the caller), moments, step, sampler and counters.
@@ -21114,6 +21125,11 @@ static fat5_status fat5__train_resume(fat5_trainer *t, const char *dir) {
                        "%zu elements)", path, n);
         goto done;
     }
+    if (skipped > step || !(el >= 0 && el < 1e12) || (v[0] != '0' && (v[0] < '1' || v[0] > '9'))) {
+        st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: inconsistent counters: skipped_steps %lld of %lld steps, elapsed_s "
+                       "'%.40s'", path, (long long)skipped, (long long)step, v);
+        goto done;
+    }
     if (step > t->cfg.optim.total_steps) {
         st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "resume %s: the checkpoint is at step %lld, past max_steps %lld", dir,
                        (long long)step, (long long)t->cfg.optim.total_steps);
@@ -21126,6 +21142,18 @@ static fat5_status fat5__train_resume(fat5_trainer *t, const char *dir) {
     }
     if ((st = fat5_st_read_f32(f, i1, mom, (int64_t)n)) || (st = fat5_st_read_f32(f, i2, mom + n, (int64_t)n)))
         goto done;
+    {   // moments the optimizer can go on from: finite, the second non-negative (a NaN or a negative
+        // one would turn every weight it touches into NaN at the next step, and every step after it
+        // would be skipped)
+        size_t i;
+        for (i = 0; i < 2 * n; i++)
+            if (!isfinite(mom[i]) || (i >= n && mom[i] < 0)) {
+                st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: optimizer.%s[%zu] = %g: the moments must be finite%s", path,
+                               i < n ? "exp_avg" : "exp_avg_sq", i < n ? i : i - n, (double)mom[i],
+                               i < n ? "" : " and non-negative");
+                goto done;
+            }
+    }
     if ((st = fat5_ul2_set_state(t->sampler, fat5_st_metadata_find(f, "sampler")))) {
         st = fat5__err(ctx, st, "resume %s: %s", dir, fat5_last_error(t->dctx));
         goto done;

@@ -471,6 +471,9 @@ FAT5_API fat5_status fat5_ul2_set_state(fat5_ul2 *s, const char *state) {
     if (seen < p.off || at_end)
         return fat5__err(s->ctx, FAT5_ERR_FORMAT, "ul2 state: the document at id %lld is shorter than the offset %lld",
                          (long long)p.pos, (long long)p.off);
+    if (v[0] != s->cfg.seed)   // another run's stream: continuing it would give other data
+        return fat5__err(s->ctx, FAT5_ERR_FORMAT, "ul2 state: drawn with seed %llu, this sampler's seed is %llu",
+                         (unsigned long long)v[0], (unsigned long long)s->cfg.seed);
     s->cur = p;
     s->has_pend = 0;
     s->idle_wraps = 0;

@@ -851,6 +851,15 @@ static void t_ul2_state(fat5_test *T) {
         FAT5_CHECK(T, fat5_ul2_set_state(a, foreign) == FAT5_ERR_FORMAT);
         snprintf(foreign, sizeof foreign, "ul2v1:1:0:0:%lld:0:0:%lld", (long long)k.n_docs, n);
         FAT5_CHECK(T, fat5_ul2_set_state(a, foreign) == FAT5_ERR_FORMAT && td_err_has(T, "outside"));
+        // this sampler's own position, drawn with another seed: another run's stream
+        {
+            const char *rest = strchr(st + 6, ':');
+            unsigned long long seed = strtoull(st + 6, NULL, 10);
+            FAT5_REQUIRE(T, rest != NULL);
+            snprintf(foreign, sizeof foreign, "ul2v1:%llu%s", seed + 1, rest);
+            FAT5_CHECK_MSG(T, fat5_ul2_set_state(a, foreign) == FAT5_ERR_FORMAT && td_err_has(T, "seed"), "%s: %s",
+                           foreign, fat5_last_error(fat5_test_ctx(T)));
+        }
     }
     FAT5_REQUIRE_OK(T, fat5_ul2_get_state(a, st2, sizeof st2));
     FAT5_CHECK_MSG(T, strcmp(st, st2) == 0, "a refused state changed the sampler: %s -> %s", st, st2);

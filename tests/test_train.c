@@ -256,6 +256,92 @@ static void t_train_one_per_dir(fat5_test *T) {
 #endif
 }
 
+// Rewrites dir/training_state.safetensors with one value changed: a moment (which 0: exp_avg_sq[5]
+// = -1, 1: exp_avg[3] = NaN, 2: exp_avg_sq[0] = inf) or a counter (3: skipped_steps past step, 4:
+// step "0x1", 5: step " 2", 6: elapsed_s -1e300).
+static int ttr_spoil_state(fat5_test *T, const char *dir, int which) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    char path[800];
+    fat5_st_file *f = NULL;
+    fat5_st_write_tensor w[2];
+    const char *meta[40];
+    float *mom = NULL;
+    int64_t n;
+    int i, nm, ok = 0;
+    snprintf(path, sizeof path, "%s/training_state.safetensors", dir);
+    if (fat5_st_load(ctx, path, &f) != FAT5_OK) return 0;
+    n = fat5_st_get(f, fat5_st_find(f, "optimizer.exp_avg"))->shape[0];
+    mom = (float *)malloc((size_t)n * 2 * sizeof(float));
+    if (!mom || fat5_st_read_f32(f, fat5_st_find(f, "optimizer.exp_avg"), mom, n) != FAT5_OK ||
+        fat5_st_read_f32(f, fat5_st_find(f, "optimizer.exp_avg_sq"), mom + n, n) != FAT5_OK)
+        goto done;
+    if (which == 0) mom[n + 5] = -1.0f;
+    if (which == 1) mom[3] = (float)NAN;
+    if (which == 2) mom[n] = (float)INFINITY;
+    nm = fat5_st_metadata_count(f);
+    for (i = 0; i < nm && i < 20; i++) {
+        fat5_st_metadata_get(f, i, &meta[2 * i], &meta[2 * i + 1]);
+        if (which == 3 && !strcmp(meta[2 * i], "skipped_steps")) meta[2 * i + 1] = "9";
+        if (which == 4 && !strcmp(meta[2 * i], "step")) meta[2 * i + 1] = "0x1";
+        if (which == 5 && !strcmp(meta[2 * i], "step")) meta[2 * i + 1] = " 2";
+        if (which == 6 && !strcmp(meta[2 * i], "elapsed_s")) meta[2 * i + 1] = "-1e300";
+    }
+    memset(w, 0, sizeof w);
+    w[0].name = "optimizer.exp_avg";
+    w[1].name = "optimizer.exp_avg_sq";
+    w[0].ndim = w[1].ndim = 1;
+    w[0].shape[0] = w[1].shape[0] = n;
+    w[0].data = mom;
+    w[1].data = mom + n;
+    ok = fat5_st_write(ctx, path, w, 2, meta, nm) == FAT5_OK;
+done:
+    free(mom);
+    fat5_st_destroy(f);
+    return ok;
+}
+
+// Resume checks the values it takes: moments the optimizer can go on from, counters as fat5
+// writes them; each spoiled state is refused naming what is wrong, and the good one resumes.
+static void t_train_resume_checks(fat5_test *T) {
+    static const char *const want[] = {"exp_avg_sq[5]", "exp_avg[3]", "exp_avg_sq[0]", "skipped_steps 9 of 2",
+                                       "incomplete", "incomplete", "elapsed_s"};
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    char out[600], ck[700], keep[800], cmd[2400];
+    const char *data = ttr_corpus(T, 2);
+    fat5_train_config c;
+    fat5_trainer *t = NULL;
+    int which;
+    FAT5_REQUIRE(T, data != NULL);
+    snprintf(out, sizeof out, "%s/checks", fat5_test_tmpdir(T));
+    snprintf(ck, sizeof ck, "%s/step-00000002", out);
+    snprintf(keep, sizeof keep, "%s/good", fat5_test_tmpdir(T));
+    c = ttr_config(T, data, out);
+    c.eval_steps = 0;
+    c.save_steps = 0;
+    FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
+    FAT5_REQUIRE_OK(T, fat5_train_step(t, NULL));
+    FAT5_REQUIRE_OK(T, fat5_train_step(t, NULL));
+    FAT5_REQUIRE_OK(T, fat5_train_save(t, NULL));
+    fat5_train_destroy(t);
+    t = NULL;
+    snprintf(cmd, sizeof cmd, "cp -r '%s' '%s'", ck, keep);
+    FAT5_REQUIRE(T, system(cmd) == 0);
+    c.resume = ck;
+    for (which = 0; which < 7; which++) {
+        FAT5_REQUIRE(T, ttr_spoil_state(T, ck, which));
+        FAT5_CHECK_MSG(T, fat5_train_create(ctx, &c, &t) == FAT5_ERR_FORMAT && t == NULL &&
+                              strstr(fat5_last_error(ctx), want[which]),
+                       "spoiled state %d: %s", which, fat5_last_error(ctx));
+        fat5_train_destroy(t);
+        t = NULL;
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", ck, keep, ck);
+        FAT5_REQUIRE(T, system(cmd) == 0);
+    }
+    FAT5_CHECK_MSG(T, fat5_train_create(ctx, &c, &t) == FAT5_OK && fat5_optim_get_step(t->o) == 2, "%s",
+                   fat5_last_error(ctx));
+    fat5_train_destroy(t);
+}
+
 // every parameter, in table order, into w (fat5_model_param_count floats)
 static fat5_status ttr_weights(fat5_model *m, float *w) {
     int64_t off = 0;
@@ -1576,6 +1662,6 @@ static void t_dist_rendezvous(fat5_test *T) {
     fat5__free(ctx, c);
 }
 
-#define FAT5_TESTS_TRAIN(X) X(train_options) X(train_learns) X(train_metrics_full_disk) X(train_resave_crash) X(train_one_per_dir) X(train_resume_bitwise) X(train_kill9_during_save) \
+#define FAT5_TESTS_TRAIN(X) X(train_options) X(train_learns) X(train_metrics_full_disk) X(train_resave_crash) X(train_one_per_dir) X(train_resume_checks) X(train_resume_bitwise) X(train_kill9_during_save) \
     X(train_rejects) X(train_skips_nonfinite) X(train_init_from_hf) X(train_dist_options) X(train_balance) X(train_two_ranks) X(train_save_after_failure) X(train_ranks_disagree) X(dist_launch) \
     X(dist_watchdog) X(dist_rendezvous)
