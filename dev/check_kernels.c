@@ -7,14 +7,16 @@
 // Reads the sources from fat5_kernels.cuh (so it checks exactly what the library embeds) and
 // builds the program the way the runtime does: every kernel file, in table order, joined into one
 // source, each file preceded by `#line 1 "kernels/<name>"` so NVRTC messages point into the .cu
-// file. That program is compiled in both activation variants (-DFAT5_ACT_BF16=0 and =1) for each
-// of sm_80 and sm_90, with --std=c++17 -default-device; one line is printed per (variant, arch).
-// The four compiles run in parallel child processes, as many at a time as there are online CPUs
-// (FAT5_CHECK_JOBS=N overrides); their output is printed in the fixed order.
+// file. As the runtime does, the program is compiled as parts ("#define FAT5_PART k" before it, k
+// = 0 .. the largest FAT5_IN_PART(k) of the files: kernels/00_common.cu), each an NVRTC program
+// of its own, in both activation variants (-DFAT5_ACT_BF16=0 and =1) for each of sm_80 and sm_90,
+// with --std=c++17 -default-device; one line is printed per (variant, arch, part). The compiles
+// run in parallel child processes, as many at a time as there are online CPUs (FAT5_CHECK_JOBS=N
+// overrides); their output is printed in the fixed order.
 // NVRTC is loaded with dlopen: no CUDA headers or libraries are needed to build this.
 //
 // FAT5_CHECK_RESOURCES=1 adds -Xptxas=-v: ptxas's resource report (registers, stack, spill stores
-// and loads of every entry point) is then printed after each (variant, arch) line.
+// and loads of every entry point) is then printed after each (variant, arch, part) line.
 //
 // Exit status: 0 all compiled, 1 a compile error (log printed), 2 NVRTC could not be loaded or
 // used. Without NVRTC the check is skipped (a "check-kernels: SKIP (no NVRTC: ...)" line, exit 0)
@@ -161,10 +163,12 @@ static char *join_program(void)
     return src;
 }
 
-// Compile the program once; 0 ok, 1 compile error, 2 NVRTC API failure. `variant` is the
-// -DFAT5_ACT_BF16=... option.
-static int compile_one(const char *src, const char *variant, const char *arch)
+// Compile part `part` of the program once, as the runtime does (each part an NVRTC program of its
+// own: "#define FAT5_PART part" before the joined files, kernels/00_common.cu); 0 ok, 1 compile
+// error, 2 NVRTC API failure. `variant` is the -DFAT5_ACT_BF16=... option.
+static int compile_one(const char *whole, int part, const char *variant, const char *arch)
 {
+    char *src = (char *)malloc(strlen(whole) + 32);
     char arch_opt[32];
     const char *opts[5];
     const char *res = getenv("FAT5_CHECK_RESOURCES");
@@ -182,9 +186,16 @@ static int compile_one(const char *src, const char *variant, const char *arch)
     opts[3] = "-default-device";
     opts[4] = "-Xptxas=-v";  // only with FAT5_CHECK_RESOURCES (nopts 5)
 
+    if (!src) {
+        printf("kernels/*.cu %s %s part %d: out of memory\n", variant + 2, arch, part);
+        return 2;
+    }
+    sprintf(src, "#define FAT5_PART %d\n", part);
+    strcat(src, whole);
     rc = nvrtc.CreateProgram(&prog, src, "fat5_kernels.cu", 0, NULL, NULL);
+    free(src);
     if (rc != 0) {
-        fprintf(stderr, "%s %s: nvrtcCreateProgram: %s\n", variant + 2, arch,
+        fprintf(stderr, "%s %s part %d: nvrtcCreateProgram: %s\n", variant + 2, arch, part,
                 nvrtc.GetErrorString(rc));
         return 2;
     }
@@ -203,19 +214,19 @@ static int compile_one(const char *src, const char *variant, const char *arch)
     }
 
     if (compile_rc != 0) {
-        printf("kernels/*.cu %s %s: FAILED (%s; options %s %s %s %s)\n", variant + 2, arch,
+        printf("kernels/*.cu %s %s part %d: FAILED (%s; options %s %s %s %s)\n", variant + 2, arch, part,
                nvrtc.GetErrorString(compile_rc), opts[0], opts[1], opts[2], opts[3]);
         if (log) printf("%s\n", log);
         status = 1;
     } else if ((rc = nvrtc.GetCUBINSize(prog, &cubin_size)) != 0) {
-        printf("kernels/*.cu %s %s: nvrtcGetCUBINSize: %s\n", variant + 2, arch,
+        printf("kernels/*.cu %s %s part %d: nvrtcGetCUBINSize: %s\n", variant + 2, arch, part,
                nvrtc.GetErrorString(rc));
         status = 2;
     } else if (cubin_size == 0) {
-        printf("kernels/*.cu %s %s: FAILED (empty cubin)\n", variant + 2, arch);
+        printf("kernels/*.cu %s %s part %d: FAILED (empty cubin)\n", variant + 2, arch, part);
         status = 1;
     } else {
-        printf("kernels/*.cu %s %s: ok (cubin %lu bytes)\n", variant + 2, arch,
+        printf("kernels/*.cu %s %s part %d: ok (cubin %lu bytes)\n", variant + 2, arch, part,
                (unsigned long)cubin_size);
         if (log) printf("%s\n", log);  // warnings (and the resource report when asked for)
     }
@@ -224,24 +235,30 @@ static int compile_one(const char *src, const char *variant, const char *arch)
     return status;
 }
 
-// Compiles every (variant, arch) pair, `jobs` child processes at a time, each writing its lines to
-// its own temporary file; prints them in order. Returns the worst compile_one status.
-static int compile_all(const char *src, const char *const variants[2], const char *const archs[2])
+// Compiles every (variant, arch, part) triple, `jobs` child processes at a time, each writing its
+// lines to its own temporary file; prints them in order. Returns the worst compile_one status.
+static int compile_all(const char *src, const char *const variants[2], const char *const archs[2], int parts)
 {
     const char *env = getenv("FAT5_CHECK_JOBS");
     long jobs = env && env[0] ? strtol(env, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
-    int worst = 0, first, i;
+    int worst = 0, first, i, n = 4 * parts;
+    FILE **out = (FILE **)calloc((size_t)n, sizeof *out);
+    pid_t *pid = (pid_t *)calloc((size_t)n, sizeof *pid);
+    if (!out || !pid) {
+        fprintf(stderr, "check_kernels: out of memory\n");
+        return 2;
+    }
     if (jobs < 1) jobs = 1;
-    if (jobs > 4) jobs = 4;
+    if (jobs > 64) jobs = 64;
     fflush(stdout);
-    for (first = 0; first < 4; first += (int)jobs) {
-        FILE *out[4] = {NULL, NULL, NULL, NULL};
-        pid_t pid[4] = {0, 0, 0, 0};
-        int last = first + (int)jobs < 4 ? first + (int)jobs : 4;
+    for (first = 0; first < n; first += (int)jobs) {
+        int last = first + (int)jobs < n ? first + (int)jobs : n;
         for (i = first; i < last; i++) {
+            const char *variant = variants[i / parts / 2], *arch = archs[i / parts % 2];
+            int part = i % parts;
             if (jobs == 1 || !(out[i] = tmpfile()) || (pid[i] = fork()) < 0) {
                 // no parallelism available: compile here
-                int st = compile_one(src, variants[i / 2], archs[i % 2]);
+                int st = compile_one(src, part, variant, arch);
                 if (st > worst) worst = st;
                 fflush(stdout);
                 if (out[i]) fclose(out[i]);
@@ -253,7 +270,7 @@ static int compile_all(const char *src, const char *const variants[2], const cha
                 int st;
                 fflush(stdout);
                 if (dup2(fileno(out[i]), STDOUT_FILENO) < 0) _exit(2);
-                st = compile_one(src, variants[i / 2], archs[i % 2]);
+                st = compile_one(src, part, variant, arch);
                 fflush(stdout);
                 _exit(st);
             }
@@ -261,20 +278,23 @@ static int compile_all(const char *src, const char *const variants[2], const cha
         for (i = first; i < last; i++) {
             int wst = 0, st;
             char buf[4096];
-            size_t n;
+            size_t k;
             if (!pid[i]) continue;
             if (waitpid(pid[i], &wst, 0) != pid[i]) st = 2;
             else st = WIFEXITED(wst) ? WEXITSTATUS(wst) : 2;
             rewind(out[i]);
-            while ((n = fread(buf, 1, sizeof buf, out[i])) > 0) fwrite(buf, 1, n, stdout);
+            while ((k = fread(buf, 1, sizeof buf, out[i])) > 0) fwrite(buf, 1, k, stdout);
             fclose(out[i]);
             if (!WIFEXITED(wst))
-                printf("kernels/*.cu %s %s: the compiling process died (signal %d)\n", variants[i / 2] + 2,
-                       archs[i % 2], WIFSIGNALED(wst) ? WTERMSIG(wst) : 0);
+                printf("kernels/*.cu %s %s part %d: the compiling process died (signal %d)\n",
+                       variants[i / parts / 2] + 2, archs[i / parts % 2], i % parts,
+                       WIFSIGNALED(wst) ? WTERMSIG(wst) : 0);
             if (st > worst) worst = st;
             fflush(stdout);
         }
     }
+    free(out);
+    free(pid);
     return worst;
 }
 
@@ -333,7 +353,18 @@ int main(void)
         fprintf(stderr, "check_kernels: out of memory\n");
         return 2;
     }
-    worst = compile_all(src, variants, archs);
+    {   // the parts the kernel files name (FAT5_IN_PART(k) guards): 0 .. the largest
+        int parts = 1, k;
+        size_t li;
+        for (k = 0; fat5__kernel_files[k].name; k++)
+            for (li = 0; fat5__kernel_files[k].lines[li]; li++) {
+                const char *at = strstr(fat5__kernel_files[k].lines[li], "#if FAT5_IN_PART(");
+                if (at && atoi(at + strlen("#if FAT5_IN_PART(")) + 1 > parts)
+                    parts = atoi(at + strlen("#if FAT5_IN_PART(")) + 1;
+            }
+        printf("program: %d parts, each compiled on its own as the runtime does\n", parts);
+        worst = compile_all(src, variants, archs, parts);
+    }
     free(src);
     if (builtins_lib) dlclose(builtins_lib);
     dlclose(lib);
