@@ -8408,8 +8408,9 @@ typedef struct fat5__comm {
     // keeps why in abort_why. Times in microseconds of fat5__now_s, 0 none: call_t0_us, when this
     // rank's thread entered the NCCL call it is in (set under nc_mu); queued_t0_us, when the first
     // sum not yet waited out (fat5__comm_wait) or landed (fat5__comm_grads_landed) was queued.
-    // on_held: the watchdog's last resort, the opener's (fat5__comm_open; tests replace it). joining: the rank's thread is joining
-    // NCCL (ncclCommInitRank; queued_t0_us then times the join from its first try).
+    // on_held: the watchdog's last resort, the opener's (fat5__comm_open; tests replace it).
+    // joining: the rank's thread is joining NCCL (ncclCommInitRank; queued_t0_us then times the
+    // join from its first try).
     int32_t aborted, joining;
     char abort_why[640];
     int64_t call_t0_us, queued_t0_us;
@@ -21125,7 +21126,7 @@ static fat5_status fat5__train_resume(fat5_trainer *t, const char *dir) {
                        "%zu elements)", path, n);
         goto done;
     }
-    if (skipped > step || !(el >= 0 && el < 1e12) || (v[0] != '0' && (v[0] < '1' || v[0] > '9'))) {
+    if (skipped > step || !(el >= 0 && el < 1e12) || !(v[0] >= '0' && v[0] <= '9')) {
         st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: inconsistent counters: skipped_steps %lld of %lld steps, elapsed_s "
                        "'%.40s'", path, (long long)skipped, (long long)step, v);
         goto done;
@@ -21347,8 +21348,13 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
     t->world = cfg->world_size;
     t->rank = cfg->rank;
     t->lock_fd = -1;
-    // one trainer per output directory, before anything in it is read or changed
-    if (t->rank == 0 && ((st = fat5__mkdir(ctx, cfg->output_dir)) || (st = fat5__train_lock(t)))) goto fail;
+    // one trainer per output directory, before anything in it is read or changed; then what a
+    // crash left in it: a step's earlier checkpoint moved aside, a save or prune cut short
+    if (t->rank == 0) {
+        if ((st = fat5__mkdir(ctx, cfg->output_dir)) || (st = fat5__train_lock(t))) goto fail;
+        fat5__ckpt_recover(cfg->output_dir);
+        fat5__ckpt_prune(cfg->output_dir, 0);
+    }
     t->grp[0].mb = FAT5__CAST(fat5__tbatch *, fat5__calloc(ctx, (size_t)cfg->grad_accum, sizeof(fat5__tbatch)));
     t->grp[1].mb = FAT5__CAST(fat5__tbatch *, fat5__calloc(ctx, (size_t)cfg->grad_accum, sizeof(fat5__tbatch)));
     t->grp[0].n_labels = FAT5__CAST(int64_t *, fat5__calloc(ctx, (size_t)(cfg->grad_accum * t->world), sizeof(int64_t)));
@@ -21425,7 +21431,6 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
         int64_t ne = t->cfg.ul2.enc_tokens, nd = t->cfg.ul2.dec_tokens;
         if ((st = fat5_model_reserve(t->m, ne, ne, nd))) goto fail;
     }
-    if (t->rank == 0 && (st = fat5__mkdir(ctx, cfg->output_dir))) goto fail;
     snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->output_dir);
     if (dir[0] && (st = fat5__train_resume(t, dir))) goto fail;
     if (t->rank == 0) {   // rank 0 keeps the output directory and the log
@@ -21434,8 +21439,6 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
         } else if (fat5__is_file(path) && (st = fat5__log_truncate(ctx, path, 0))) {
             goto fail;
         }
-        fat5__ckpt_recover(cfg->output_dir);    // a save of a step again that a crash cut short
-        fat5__ckpt_prune(cfg->output_dir, 0);   // what a killed save or prune left
         t->log = fopen(path, "ab");
         if (!t->log) {
             st = fat5__err(ctx, FAT5_ERR_IO, "%s: cannot open: %s", path, strerror(errno));

@@ -75,8 +75,9 @@ typedef struct fat5__comm {
     // keeps why in abort_why. Times in microseconds of fat5__now_s, 0 none: call_t0_us, when this
     // rank's thread entered the NCCL call it is in (set under nc_mu); queued_t0_us, when the first
     // sum not yet waited out (fat5__comm_wait) or landed (fat5__comm_grads_landed) was queued.
-    // on_held: the watchdog's last resort, the opener's (fat5__comm_open; tests replace it). joining: the rank's thread is joining
-    // NCCL (ncclCommInitRank; queued_t0_us then times the join from its first try).
+    // on_held: the watchdog's last resort, the opener's (fat5__comm_open; tests replace it).
+    // joining: the rank's thread is joining NCCL (ncclCommInitRank; queued_t0_us then times the
+    // join from its first try).
     int32_t aborted, joining;
     char abort_why[640];
     int64_t call_t0_us, queued_t0_us;

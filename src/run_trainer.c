@@ -1118,7 +1118,7 @@ static fat5_status fat5__train_resume(fat5_trainer *t, const char *dir) {
                        "%zu elements)", path, n);
         goto done;
     }
-    if (skipped > step || !(el >= 0 && el < 1e12) || (v[0] != '0' && (v[0] < '1' || v[0] > '9'))) {
+    if (skipped > step || !(el >= 0 && el < 1e12) || !(v[0] >= '0' && v[0] <= '9')) {
         st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: inconsistent counters: skipped_steps %lld of %lld steps, elapsed_s "
                        "'%.40s'", path, (long long)skipped, (long long)step, v);
         goto done;
@@ -1340,8 +1340,13 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
     t->world = cfg->world_size;
     t->rank = cfg->rank;
     t->lock_fd = -1;
-    // one trainer per output directory, before anything in it is read or changed
-    if (t->rank == 0 && ((st = fat5__mkdir(ctx, cfg->output_dir)) || (st = fat5__train_lock(t)))) goto fail;
+    // one trainer per output directory, before anything in it is read or changed; then what a
+    // crash left in it: a step's earlier checkpoint moved aside, a save or prune cut short
+    if (t->rank == 0) {
+        if ((st = fat5__mkdir(ctx, cfg->output_dir)) || (st = fat5__train_lock(t))) goto fail;
+        fat5__ckpt_recover(cfg->output_dir);
+        fat5__ckpt_prune(cfg->output_dir, 0);
+    }
     t->grp[0].mb = FAT5__CAST(fat5__tbatch *, fat5__calloc(ctx, (size_t)cfg->grad_accum, sizeof(fat5__tbatch)));
     t->grp[1].mb = FAT5__CAST(fat5__tbatch *, fat5__calloc(ctx, (size_t)cfg->grad_accum, sizeof(fat5__tbatch)));
     t->grp[0].n_labels = FAT5__CAST(int64_t *, fat5__calloc(ctx, (size_t)(cfg->grad_accum * t->world), sizeof(int64_t)));
@@ -1418,7 +1423,6 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
         int64_t ne = t->cfg.ul2.enc_tokens, nd = t->cfg.ul2.dec_tokens;
         if ((st = fat5_model_reserve(t->m, ne, ne, nd))) goto fail;
     }
-    if (t->rank == 0 && (st = fat5__mkdir(ctx, cfg->output_dir))) goto fail;
     snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->output_dir);
     if (dir[0] && (st = fat5__train_resume(t, dir))) goto fail;
     if (t->rank == 0) {   // rank 0 keeps the output directory and the log
@@ -1427,8 +1431,6 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
         } else if (fat5__is_file(path) && (st = fat5__log_truncate(ctx, path, 0))) {
             goto fail;
         }
-        fat5__ckpt_recover(cfg->output_dir);    // a save of a step again that a crash cut short
-        fat5__ckpt_prune(cfg->output_dir, 0);   // what a killed save or prune left
         t->log = fopen(path, "ab");
         if (!t->log) {
             st = fat5__err(ctx, FAT5_ERR_IO, "%s: cannot open: %s", path, strerror(errno));

@@ -210,10 +210,6 @@ static void tk_load_any(fat5_test *T, const char *data, size_t len, int is_json)
     fat5_tokenizer_destroy(tok);
 }
 
-#ifndef _WIN32
-static void tk_on_alarm(int sig) { (void)sig; }
-#endif
-
 // A directory whose tokenizer.json is a FIFO: refused at once, naming it (the candidates are looked
 // up, not opened: opening a FIFO blocks until a writer comes, so an alarm bounds the call).
 static void t_tokenizer_dir_fifo(fat5_test *T) {
@@ -229,7 +225,7 @@ static void t_tokenizer_dir_fifo(fat5_test *T) {
     snprintf(fifo, sizeof fifo, "%s/tokenizer.json", dir);
     FAT5_REQUIRE(T, mkdir(dir, 0755) == 0 && mkfifo(fifo, 0600) == 0);
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = tk_on_alarm;
+    sa.sa_handler = tio_on_alarm;   // test_io.c's: it only interrupts the call
     sigemptyset(&sa.sa_mask);
     FAT5_REQUIRE(T, sigaction(SIGALRM, &sa, &old) == 0);
     alarm(5);
