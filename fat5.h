@@ -238,6 +238,10 @@ typedef struct fat5_ctx_config {
                         // (sm_90+)
     int sync_launches;  // FAT5_SYNC_LAUNCHES, default off: on, the host synchronises after every
                         // launch, so that an error names its kernel (slow; no CUDA graphs)
+    int attn_wg;        // FAT5_ATTN_WG, default on: on H100/H200 (sm_90) the kernels compile for
+                        // sm_90a and the bf16 self-attention forward of head dims 64 and 128 runs
+                        // on Hopper's wgmma + TMA kernels (off: the mma.sync ones, a plain sm_90
+                        // program)
 } fat5_ctx_config;
 
 FAT5_API fat5_ctx_config fat5_ctx_config_default(void);
@@ -2785,6 +2789,22 @@ typedef struct fat5__CUlaunchConfig {
 #define FAT5__CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION 6
 typedef fat5__CUresult (*fat5__PFN_cuLaunchKernelEx)(const fat5__CUlaunchConfig *config, fat5__CUfunction fn,
                                                      void **args, void **extra);
+// cuTensorMapEncodeTiled (CUDA 12; optional): the TMA descriptors of the sm_90a attention kernels.
+// fat5__CUtensorMap mirrors CUtensorMap (128 opaque bytes, 64-byte aligned); the enums are passed
+// as their values (tests/test_abi.c checks them against cuda.h).
+typedef struct fat5__CUtensorMap {
+    unsigned long long w[16];
+} fat5__CUtensorMap;
+#define FAT5__CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 9
+#define FAT5__CU_TENSOR_MAP_INTERLEAVE_NONE 0
+#define FAT5__CU_TENSOR_MAP_SWIZZLE_128B 3
+#define FAT5__CU_TENSOR_MAP_L2_PROMOTION_L2_128B 2
+#define FAT5__CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE 0
+typedef fat5__CUresult (*fat5__PFN_cuTensorMapEncodeTiled)(fat5__CUtensorMap *map, int dtype, unsigned rank,
+                                                           void *addr, const unsigned long long *dims,
+                                                           const unsigned long long *strides, const unsigned *box,
+                                                           const unsigned *elem_strides, int interleave, int swizzle,
+                                                           int l2_promotion, int oob_fill);
 typedef fat5__CUresult (*fat5__PFN_cuMemAlloc)(fat5__dptr *p, size_t bytes);
 typedef fat5__CUresult (*fat5__PFN_cuMemFree)(fat5__dptr p);
 typedef fat5__CUresult (*fat5__PFN_cuMemGetInfo)(size_t *free_b, size_t *total_b);
@@ -3054,8 +3074,9 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatmul)(
 // for the encoder's patterns (the same names ending in _pat). The forward has a second family on
 // tensor cores for bf16 activations (attn_fwd_tc64... for dk <= 64, attn_fwd_tc128... up to 128:
 // the same arguments, attention_tc.cu), and so has the backward (attn_bwd_dq_tc64..., T5, ALiBi and
-// no bias; attn_bwd_dkv_tc64..., FIRE too: attention_tc_bwd.cu). mm's kernel serves products of a
-// few rows (cuBLAS the rest).
+// no bias; attn_bwd_dkv_tc64..., FIRE too: attention_tc_bwd.cu), and the forward a third on
+// Hopper's own instructions (attn_fwd_wg64, _wg128 and their _alibi: sm_90a, self-attention,
+// attention_wg.cu). mm's kernel serves products of a few rows (cuBLAS the rest).
 #define FAT5__KERNELS(X)                                                                           \
     X(fill_f32) X(scale_f32) X(f32_to_bf16) X(to_act) X(embed_fwd) X(embed_bwd) X(rmsnorm_fwd)     \
     X(rmsnorm_bwd) X(colsum_f32) X(act_fwd) X(act_bwd) X(attn_fwd) X(attn_bwd_delta) X(attn_bwd_dq)  \
@@ -3076,7 +3097,8 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatmul)(
     X(attn_bwd_dkv_tc64_pat) X(attn_bwd_dkv_tc64_alibi) X(attn_bwd_dkv_tc64_alibi_pat)                    \
     X(attn_bwd_dkv_tc64_fire) X(attn_bwd_dkv_tc64_fire_pat) X(attn_bwd_dkv_tc128)                         \
     X(attn_bwd_dkv_tc128_pat) X(attn_bwd_dkv_tc128_alibi) X(attn_bwd_dkv_tc128_alibi_pat)                 \
-    X(attn_bwd_dkv_tc128_fire) X(attn_bwd_dkv_tc128_fire_pat)
+    X(attn_bwd_dkv_tc128_fire) X(attn_bwd_dkv_tc128_fire_pat) X(attn_fwd_wg64) X(attn_fwd_wg64_alibi)   \
+    X(attn_fwd_wg128) X(attn_fwd_wg128_alibi)
 
 typedef enum fat5__kernel_id {
 #define FAT5__KENUM(name) FAT5__K_##name,
@@ -3086,12 +3108,12 @@ typedef enum fat5__kernel_id {
 } fat5__kernel_id;
 
 // The kernel program is compiled as FAT5__K_PARTS parts at once, one NVRTC program each
-// (kernels/00_common.cu: FAT5_PART; part 0 the light kernels, parts 1 .. 27 one heavy entry each:
+// (kernels/00_common.cu: FAT5_PART; part 0 the light kernels, parts 1 .. 29 one heavy entry each:
 // the attention kernels of training and decoding and the fused products, whose template instances
 // are most of the minutes a whole compile takes), on the host's cores, and loaded as one module
 // each. A CPU test checks that the kernel files name
 // exactly parts 0 .. FAT5__K_PARTS - 1.
-#define FAT5__K_PARTS 28
+#define FAT5__K_PARTS 30
 static const char *const fat5__kernel_names[FAT5__K_COUNT] = {
 #define FAT5__KNAME(name) "fat5_" #name,
     FAT5__KERNELS(FAT5__KNAME)
@@ -3182,6 +3204,9 @@ struct fat5__gpu {
     int sync_launches;             // fat5_ctx_config.sync_launches / FAT5_SYNC_LAUNCHES=1
     int attn_tc;                   // bf16 attention forward and backward on tensor cores (FAT5_ATTN_TC=0: off)
     int mm_rows;                   // NT products of at most this many rows run fat5_mm (FAT5_MM_ROWS=0: none)
+    int attn_wg;                   // bf16 attention forward on sm_90a's wgmma + TMA kernels (FAT5_ATTN_WG=0: off)
+    int attn_wg_ok;                // those kernels can run here (the sm_90a program, tensor maps)
+    fat5__PFN_cuTensorMapEncodeTiled tmap_encode;  // cuTensorMapEncodeTiled, or NULL (older drivers)
     fat5__PFN_cuLaunchKernelEx launch_ex;  // cuLaunchKernelEx, or NULL (older drivers)
     int pdl;                       // decode-step kernels launch as programmatic dependents (sm_90+; FAT5_PDL=0: off)
     int capturing;                 // between capture_begin and capture_end (the profiler stands aside)
@@ -3514,6 +3539,15 @@ static FAT5__UNUSED int fat5__dev_pick_arch(int cc, const int *archs, int n, cha
     return -1;
 }
 
+// A kernel switch of fat5_ctx_config: on for a field > 0, off for < 0; for 0 the environment
+// variable `env` ("0" off, any other non-empty value on), else `dflt`.
+static int fat5__dev_switch(int field, const char *env, int dflt) {
+    const char *v;
+    if (field != 0) return field > 0;
+    v = getenv(env);
+    return v && v[0] ? strcmp(v, "0") != 0 : dflt;
+}
+
 // Sets g->arch / g->ptx for compute capability cc from the loaded NVRTC's supported targets.
 static fat5_status fat5__dev_choose_arch(fat5_ctx *ctx, struct fat5__gpu *g, int cc) {
     int n = 0, archs[128];
@@ -3530,6 +3564,12 @@ static fat5_status fat5__dev_choose_arch(fat5_ctx *ctx, struct fat5__gpu *g, int
         return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
                          "sm_%d is older than every target of NVRTC %d.%d (oldest sm_%d)", cc,
                          g->nvrtc_major, g->nvrtc_minor, archs[0]);
+    // sm_90 (H100, H200) gets its architecture-specific target, whose wgmma and setmaxnreg the
+    // attention kernels of attention_wg.cu use (NVRTC 12+; the cubin runs on sm_90 only, which
+    // is this device); FAT5_ATTN_WG=0 keeps the plain sm_90 program
+    if (!g->ptx && strcmp(g->arch, "sm_90") == 0 && cc == 90 && g->nvrtc_major >= 12 &&
+        fat5__dev_switch(ctx->cfg.attn_wg, "FAT5_ATTN_WG", 1))
+        snprintf(g->arch, sizeof g->arch, "sm_90a");
     return FAT5_OK;
 }
 
@@ -4028,14 +4068,6 @@ static void fat5__dev_close_lt(fat5_ctx *ctx, struct fat5__gpu *g) {
     g->lt_n = 0;
 }
 
-// A kernel switch of fat5_ctx_config: on for a field > 0, off for < 0; for 0 the environment
-// variable `env` ("0" off, any other non-empty value on), else `dflt`.
-static int fat5__dev_switch(int field, const char *env, int dflt) {
-    const char *v;
-    if (field != 0) return field > 0;
-    v = getenv(env);
-    return v && v[0] ? strcmp(v, "0") != 0 : dflt;
-}
 
 // Opens cuBLASLt when it can (after cuBLAS); otherwise leaves lt_handle NULL and says why in lt_off.
 static void fat5__dev_open_lt(fat5_ctx *ctx, struct fat5__gpu *g) {
@@ -4272,6 +4304,9 @@ static fat5_status fat5__dev_open(fat5_ctx *ctx) {
         g->smem_optin = 48 * 1024;
     if ((st = fat5__dev_choose_arch(ctx, g, g->cc_major * 10 + g->cc_minor)) != FAT5_OK) goto fail;
     g->launch_ex = (fat5__PFN_cuLaunchKernelEx)fat5__dev_sym(g->lib_cuda, "cuLaunchKernelEx");
+    // Hopper's attention kernels: a program compiled for sm_90a, a driver that makes tensor maps
+    g->tmap_encode = (fat5__PFN_cuTensorMapEncodeTiled)fat5__dev_sym(g->lib_cuda, "cuTensorMapEncodeTiled");
+    g->attn_wg = g->attn_wg_ok = g->tmap_encode && strcmp(g->arch, "sm_90a") == 0;
     {   // the kernels must be compiled for sm_90+ too (an older NVRTC may target compute_8x here):
         // below that fat5_pdl_begin compiles to nothing and a dependent would not wait
         const char *u = strchr(g->arch, '_');
@@ -4823,6 +4858,7 @@ static FAT5__UNUSED int64_t fat5__dev_fused_rows(const fat5_ctx *ctx) { return c
 // the bf16 attention kernels of this context: tensor cores (on) or the exact FMA ones
 static FAT5__UNUSED void fat5__dev_set_attn_tc(fat5_ctx *ctx, int on) {
     if (ctx->gpu) ctx->gpu->attn_tc = on != 0;
+    if (ctx->gpu) ctx->gpu->attn_wg = on >= 2 && ctx->gpu->attn_wg_ok;
 }
 
 // H100 / H200 dense bf16 tensor-core peak; fp32 runs are not measured against a peak.
@@ -7404,6 +7440,29 @@ static FAT5__UNUSED int64_t fat5__gpu_attn_fwd_tc_smem(const fat5_ctx *ctx, fat5
     return base <= ctx->gpu->smem_optin ? base : 0;
 }
 
+// Whether attn_fwd runs on Hopper's kernels (attention_wg.cu: wgmma fed by TMA, sm_90a), and then
+// their shared memory (bytes); 0: not (the tensor-core or FMA kernels above take it). Needs the
+// sm_90a program and a driver with tensor maps (attn_wg), FAT5_ATTN_TC not 0, bf16 activations,
+// head dim 64 or 128, self-attention (cu_q and cu_k the same buffer: the keys are the queries'
+// Tq rows, which the tensor maps of k and v span), T5 buckets / no bias or ALiBi without a pattern,
+// q, k, v 16-byte aligned (TMA), fewer than 2^31 rows (its coordinates), a T5 max_distance up to
+// 4096. Then: 1024 bytes of alignment slack, Q (128 rows) and two stages of K and V (128 keys),
+// rows of dk bf16, 40 bytes of barriers, T5's bias by distance (2 max(max_distance, 1) + 1 floats).
+static FAT5__UNUSED int64_t fat5__gpu_attn_fwd_wg_smem(const fat5_ctx *ctx, fat5__dptr o, fat5__dptr q, fat5__dptr k,
+                                                       fat5__dptr v, fat5__dptr cu_q, fat5__dptr cu_k, int64_t Tq,
+                                                       int dk, int kind, fat5__dptr bias, int max_distance) {
+    int scheme = fat5__gpu_attn_scheme(kind);
+    int64_t base;
+    if (!ctx->gpu || !ctx->gpu->attn_wg || !ctx->gpu->attn_tc || fat5__dev_act_size(ctx) != 2 ||
+        (dk != 64 && dk != 128) || scheme == 2 || fat5__gpu_attn_pattern(kind) || cu_q != cu_k || !cu_q ||
+        ((q | k | v) & 15) || (o & 3) || Tq < 1 || Tq > INT32_MAX || (Tq + 127) / 128 > FAT5__GPU_MAX_BLOCKS)
+        return 0;
+    if (scheme == 0 && bias && max_distance > 4096) return 0;
+    base = 1024 + (int64_t)(dk / 64) * 16384 * (1 + 2 * 2) + 40;
+    if (scheme == 0 && bias) base += (2 * (int64_t)(max_distance > 0 ? max_distance : 1) + 1) * 4;
+    return base <= ctx->gpu->smem_optin ? base : 0;
+}
+
 // Whether attn_bwd_dq (dkv 0) or attn_bwd_dkv (dkv 1) runs on tensor cores (attention_tc_bwd.cu),
 // and then its shared memory (bytes, without the optional table cache); 0: the FMA kernels. The
 // forward's conditions (fat5__gpu_attn_fwd_tc_smem) on every row pointer; dq not with FIRE (its
@@ -7451,6 +7510,32 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_fwd(fat5_ctx *ctx, fat5__dptr o, 
     fat5_status st =
         fat5__gpu_attn_check(ctx, "fat5__gpu_attn_fwd", Tq, H, dk, kind, bias, lut, nb, max_distance, g, cu_g);
     if (st || Tq == 0) return st;
+    if ((need = fat5__gpu_attn_fwd_wg_smem(ctx, o, q, k, v, cu_q, cu_k, Tq, dk, kind, bias, max_distance)) > 0) {
+        // q, k, v as 2D tensors [Tq][H dk] of bf16, read in boxes of 128 rows x 64 columns
+        unsigned char raw[4 * sizeof(fat5__CUtensorMap)];  // three maps, 64-byte aligned (as CUtensorMap)
+        fat5__CUtensorMap *tm = (fat5__CUtensorMap *)(void *)(raw + (64 - (uintptr_t)raw % 64) % 64);
+        fat5__dptr rows[3];
+        unsigned long long dims[2], strides[1];
+        unsigned box[2] = {64, 128}, es[2] = {1, 1};
+        void *wargs[15];
+        int i;
+        rows[0] = q, rows[1] = k, rows[2] = v;
+        dims[0] = (unsigned long long)H * (unsigned long long)dk;
+        dims[1] = (unsigned long long)Tq;
+        strides[0] = dims[0] * 2;
+        for (i = 0; i < 3; i++) {
+            fat5__CUresult r = ctx->gpu->tmap_encode(
+                &tm[i], FAT5__CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)(uintptr_t)rows[i], dims, strides, box, es,
+                FAT5__CU_TENSOR_MAP_INTERLEAVE_NONE, FAT5__CU_TENSOR_MAP_SWIZZLE_128B,
+                FAT5__CU_TENSOR_MAP_L2_PROMOTION_L2_128B, FAT5__CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+            if (r != FAT5__CUDA_SUCCESS) return fat5__dev_check(ctx, r, "cuTensorMapEncodeTiled (attention)");
+        }
+        wargs[0] = &o, wargs[1] = &lse, wargs[2] = &tm[0], wargs[3] = &tm[1], wargs[4] = &tm[2], wargs[5] = &bias;
+        wargs[6] = &lut, wargs[7] = &cu_q, wargs[8] = &cu_k, wargs[9] = &q_seq, wargs[10] = &Tq_, wargs[11] = &H;
+        wargs[12] = &kind, wargs[13] = &nb, wargs[14] = &max_distance;
+        return fat5__dev_launch(ctx, (dk == 64 ? FAT5__K_attn_fwd_wg64 : FAT5__K_attn_fwd_wg128) + scheme,
+                                (unsigned)((Tq + 127) / 128), (unsigned)H, 1, 384, 1, 1, (unsigned)need, wargs);
+    }
     if ((need = fat5__gpu_attn_fwd_tc_smem(ctx, o, q, k, v, Tq, dk, kind, bias, nb, max_distance)) > 0) {
         // the kernels of a family are in the order of the kernel list: T5, _pat, _alibi, _alibi_pat, ...
         int tk = (dk <= 64 ? FAT5__K_attn_fwd_tc64 : FAT5__K_attn_fwd_tc128) + 2 * scheme +

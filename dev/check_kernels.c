@@ -1,4 +1,4 @@
-// check_kernels.c — compile the embedded kernel program with NVRTC for sm_80 and sm_90; no GPU.
+// check_kernels.c — compile the embedded kernel program with NVRTC for sm_80 and sm_90a; no GPU.
 //
 //     cc -std=c99 -Wall -Wextra -Wpedantic -Werror -I. -o dev/check_kernels
 //         dev/check_kernels.c -ldl
@@ -9,7 +9,9 @@
 // source, each file preceded by `#line 1 "kernels/<name>"` so NVRTC messages point into the .cu
 // file. As the runtime does, the program is compiled as parts ("#define FAT5_PART k" before it, k
 // = 0 .. the largest FAT5_IN_PART(k) of the files: kernels/00_common.cu), each an NVRTC program
-// of its own, in both activation variants (-DFAT5_ACT_BF16=0 and =1) for each of sm_80 and sm_90,
+// of its own, in both activation variants (-DFAT5_ACT_BF16=0 and =1) for each of sm_80 and sm_90a
+// (what the runtime compiles on H100 and H200: plain sm_90 is the same program without the bodies
+// of attention_wg.cu's kernels),
 // with --std=c++17 -default-device; one line is printed per (variant, arch, part). The compiles
 // run in parallel child processes, as many at a time as there are online CPUs (FAT5_CHECK_JOBS=N
 // overrides); their output is printed in the fixed order.
@@ -17,6 +19,7 @@
 //
 // FAT5_CHECK_RESOURCES=1 adds -Xptxas=-v: ptxas's resource report (registers, stack, spill stores
 // and loads of every entry point) is then printed after each (variant, arch, part) line.
+// FAT5_CHECK_PARTS=a,b,... compiles those parts alone (for a quick look at one kernel file).
 //
 // Exit status: 0 all compiled, 1 a compile error (log printed), 2 NVRTC could not be loaded or
 // used. Without NVRTC the check is skipped (a "check-kernels: SKIP (no NVRTC: ...)" line, exit 0)
@@ -173,11 +176,25 @@ static int compile_one(const char *whole, int part, const char *variant, const c
     const char *opts[5];
     const char *res = getenv("FAT5_CHECK_RESOURCES");
     int nopts = res && res[0] && strcmp(res, "0") != 0 ? 5 : 4;
+    const char *only = getenv("FAT5_CHECK_PARTS");
     nvrtcProgram prog = NULL;
     nvrtcResult rc, compile_rc;
     size_t log_size = 0, cubin_size = 0;
     char *log = NULL;
     int status = 0;
+    if (only && only[0]) {  // FAT5_CHECK_PARTS=a,b,...: those parts alone
+        const char *c = only;
+        int want = 0;
+        while (*c && !want) {
+            want = atoi(c) == part;
+            c += strcspn(c, ",");
+            if (*c) c++;
+        }
+        if (!want) {
+            free(src);
+            return 0;
+        }
+    }
 
     snprintf(arch_opt, sizeof arch_opt, "-arch=%s", arch);
     opts[0] = variant;
@@ -312,7 +329,7 @@ static int no_nvrtc(const char *why)
 
 int main(void)
 {
-    static const char *const archs[] = {"sm_80", "sm_90"};
+    static const char *const archs[] = {"sm_80", "sm_90a"};
     static const char *const variants[] = {"-DFAT5_ACT_BF16=0", "-DFAT5_ACT_BF16=1"};
     char loaded[4096], why[4200];
     void *lib = open_nvrtc(loaded, sizeof loaded), *builtins_lib = NULL;

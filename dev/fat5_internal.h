@@ -71,8 +71,9 @@ fat5_status fat5_internal_attn_create(fat5_ctx *ctx, int64_t tokens, int heads, 
                                       int max_distance, uint64_t seed, fat5_internal_attn **out);
 void fat5_internal_attn_destroy(fat5_internal_attn *a);   // NULL: no-op
 // The shape of the next runs: sequences of seq_len tokens (dividing tokens), head_dim <=
-// max_head_dim, causal or bidirectional buckets; tensor_cores 0 runs the exact FMA kernels (as
-// FAT5_ATTN_TC=0) instead of the tensor-core ones (bf16 only). The setting stays on the context.
+// max_head_dim, causal or bidirectional buckets; tensor_cores (bf16 only) 0 runs the exact FMA
+// kernels (as FAT5_ATTN_TC=0), 1 the mma.sync tensor-core ones (as FAT5_ATTN_WG=0), 2 the default:
+// the forward on the sm_90a wgmma kernels where they run. The setting stays on the context.
 fat5_status fat5_internal_attn_shape(fat5_internal_attn *a, int seq_len, int head_dim, int causal, int tensor_cores);
 // Queues one pass (no synchronisation: time it with fat5_internal_sync around).
 enum {

@@ -463,14 +463,15 @@ def attention_main(args):
                 for rec in attention_peers(L, dk, causal, 8, 16384, args.repeat):
                     print(json.dumps(rec), flush=True)
                     peers[rec["impl"]] = rec
-                rows.append((dk, L, causal, fat5.get(("fat5-tensor-core", L, dk, causal)),
-                             fat5.get(("fat5-fma", L, dk, causal)), peers))
+                rows.append((dk, L, causal, fat5.get(("fat5-default", L, dk, causal)),
+                             fat5.get(("fat5-tensor-core", L, dk, causal)), peers))
     def tf(r, key):
         return r.get(key + "_tflops") if r else None
     def fmt(x):
         return f"{x:7.1f}" if isinstance(x, (int, float)) else "      -"
-    print("\nforward TFLOP/s (fat5 tensor-core forward / peer in parentheses)")
-    print(f"{'hd':>3} {'L':>5} {'mask':>6} | {'fat5 tc':>7} {'fat5 fma':>8} | {'sdpa':>15} {'sdpa-bias':>15} {'flex':>15}")
+    print("\nforward TFLOP/s (fat5: its default kernels, sm_90a's wgmma on H100/H200 / fat5's mma.sync kernels;"
+          " fat5 default / peer in parentheses)")
+    print(f"{'hd':>3} {'L':>5} {'mask':>6} | {'fat5':>7} {'mma.sync':>8} | {'sdpa':>15} {'sdpa-bias':>15} {'flex':>15}")
     def cells(a, peers, key):  # each peer's TFLOP/s and fat5's ratio to it
         out = []
         for name in ("sdpa", "sdpa-bias", "flex"):
@@ -482,7 +483,7 @@ def attention_main(args):
         print(f"{dk:>3} {L:>5} {'causal' if causal else 'bidir':>6} | {fmt(a)} {fmt(tf(fma, 'fwd')):>8} | " + cells(a, peers, "fwd"))
     print("\nforward + backward TFLOP/s (fat5 on tensor cores, bias-table gradient included / peer in parentheses;"
           " dbias: the bias gradient's share of fat5's backward)")
-    print(f"{'hd':>3} {'L':>5} {'mask':>6} | {'fat5 tc':>7} {'fat5 fma':>8} {'dbias':>6} | {'sdpa':>15} {'sdpa-bias':>15}"
+    print(f"{'hd':>3} {'L':>5} {'mask':>6} | {'fat5':>7} {'mma.sync':>8} {'dbias':>6} | {'sdpa':>15} {'sdpa-bias':>15}"
           f" {'flex':>15}")
     for dk, L, causal, tc, fma, peers in rows:
         a = tf(tc, "fwd_bwd")

@@ -211,6 +211,10 @@ typedef struct fat5_ctx_config {
                         // (sm_90+)
     int sync_launches;  // FAT5_SYNC_LAUNCHES, default off: on, the host synchronises after every
                         // launch, so that an error names its kernel (slow; no CUDA graphs)
+    int attn_wg;        // FAT5_ATTN_WG, default on: on H100/H200 (sm_90) the kernels compile for
+                        // sm_90a and the bf16 self-attention forward of head dims 64 and 128 runs
+                        // on Hopper's wgmma + TMA kernels (off: the mma.sync ones, a plain sm_90
+                        // program)
 } fat5_ctx_config;
 
 FAT5_API fat5_ctx_config fat5_ctx_config_default(void);

@@ -165,6 +165,22 @@ typedef struct fat5__CUlaunchConfig {
 #define FAT5__CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION 6
 typedef fat5__CUresult (*fat5__PFN_cuLaunchKernelEx)(const fat5__CUlaunchConfig *config, fat5__CUfunction fn,
                                                      void **args, void **extra);
+// cuTensorMapEncodeTiled (CUDA 12; optional): the TMA descriptors of the sm_90a attention kernels.
+// fat5__CUtensorMap mirrors CUtensorMap (128 opaque bytes, 64-byte aligned); the enums are passed
+// as their values (tests/test_abi.c checks them against cuda.h).
+typedef struct fat5__CUtensorMap {
+    unsigned long long w[16];
+} fat5__CUtensorMap;
+#define FAT5__CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 9
+#define FAT5__CU_TENSOR_MAP_INTERLEAVE_NONE 0
+#define FAT5__CU_TENSOR_MAP_SWIZZLE_128B 3
+#define FAT5__CU_TENSOR_MAP_L2_PROMOTION_L2_128B 2
+#define FAT5__CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE 0
+typedef fat5__CUresult (*fat5__PFN_cuTensorMapEncodeTiled)(fat5__CUtensorMap *map, int dtype, unsigned rank,
+                                                           void *addr, const unsigned long long *dims,
+                                                           const unsigned long long *strides, const unsigned *box,
+                                                           const unsigned *elem_strides, int interleave, int swizzle,
+                                                           int l2_promotion, int oob_fill);
 typedef fat5__CUresult (*fat5__PFN_cuMemAlloc)(fat5__dptr *p, size_t bytes);
 typedef fat5__CUresult (*fat5__PFN_cuMemFree)(fat5__dptr p);
 typedef fat5__CUresult (*fat5__PFN_cuMemGetInfo)(size_t *free_b, size_t *total_b);
@@ -434,8 +450,9 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatmul)(
 // for the encoder's patterns (the same names ending in _pat). The forward has a second family on
 // tensor cores for bf16 activations (attn_fwd_tc64... for dk <= 64, attn_fwd_tc128... up to 128:
 // the same arguments, attention_tc.cu), and so has the backward (attn_bwd_dq_tc64..., T5, ALiBi and
-// no bias; attn_bwd_dkv_tc64..., FIRE too: attention_tc_bwd.cu). mm's kernel serves products of a
-// few rows (cuBLAS the rest).
+// no bias; attn_bwd_dkv_tc64..., FIRE too: attention_tc_bwd.cu), and the forward a third on
+// Hopper's own instructions (attn_fwd_wg64, _wg128 and their _alibi: sm_90a, self-attention,
+// attention_wg.cu). mm's kernel serves products of a few rows (cuBLAS the rest).
 #define FAT5__KERNELS(X)                                                                           \
     X(fill_f32) X(scale_f32) X(f32_to_bf16) X(to_act) X(embed_fwd) X(embed_bwd) X(rmsnorm_fwd)     \
     X(rmsnorm_bwd) X(colsum_f32) X(act_fwd) X(act_bwd) X(attn_fwd) X(attn_bwd_delta) X(attn_bwd_dq)  \
@@ -456,7 +473,8 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatmul)(
     X(attn_bwd_dkv_tc64_pat) X(attn_bwd_dkv_tc64_alibi) X(attn_bwd_dkv_tc64_alibi_pat)                    \
     X(attn_bwd_dkv_tc64_fire) X(attn_bwd_dkv_tc64_fire_pat) X(attn_bwd_dkv_tc128)                         \
     X(attn_bwd_dkv_tc128_pat) X(attn_bwd_dkv_tc128_alibi) X(attn_bwd_dkv_tc128_alibi_pat)                 \
-    X(attn_bwd_dkv_tc128_fire) X(attn_bwd_dkv_tc128_fire_pat)
+    X(attn_bwd_dkv_tc128_fire) X(attn_bwd_dkv_tc128_fire_pat) X(attn_fwd_wg64) X(attn_fwd_wg64_alibi)   \
+    X(attn_fwd_wg128) X(attn_fwd_wg128_alibi)
 
 typedef enum fat5__kernel_id {
 #define FAT5__KENUM(name) FAT5__K_##name,
@@ -466,12 +484,12 @@ typedef enum fat5__kernel_id {
 } fat5__kernel_id;
 
 // The kernel program is compiled as FAT5__K_PARTS parts at once, one NVRTC program each
-// (kernels/00_common.cu: FAT5_PART; part 0 the light kernels, parts 1 .. 27 one heavy entry each:
+// (kernels/00_common.cu: FAT5_PART; part 0 the light kernels, parts 1 .. 29 one heavy entry each:
 // the attention kernels of training and decoding and the fused products, whose template instances
 // are most of the minutes a whole compile takes), on the host's cores, and loaded as one module
 // each. A CPU test checks that the kernel files name
 // exactly parts 0 .. FAT5__K_PARTS - 1.
-#define FAT5__K_PARTS 28
+#define FAT5__K_PARTS 30
 static const char *const fat5__kernel_names[FAT5__K_COUNT] = {
 #define FAT5__KNAME(name) "fat5_" #name,
     FAT5__KERNELS(FAT5__KNAME)
@@ -562,6 +580,9 @@ struct fat5__gpu {
     int sync_launches;             // fat5_ctx_config.sync_launches / FAT5_SYNC_LAUNCHES=1
     int attn_tc;                   // bf16 attention forward and backward on tensor cores (FAT5_ATTN_TC=0: off)
     int mm_rows;                   // NT products of at most this many rows run fat5_mm (FAT5_MM_ROWS=0: none)
+    int attn_wg;                   // bf16 attention forward on sm_90a's wgmma + TMA kernels (FAT5_ATTN_WG=0: off)
+    int attn_wg_ok;                // those kernels can run here (the sm_90a program, tensor maps)
+    fat5__PFN_cuTensorMapEncodeTiled tmap_encode;  // cuTensorMapEncodeTiled, or NULL (older drivers)
     fat5__PFN_cuLaunchKernelEx launch_ex;  // cuLaunchKernelEx, or NULL (older drivers)
     int pdl;                       // decode-step kernels launch as programmatic dependents (sm_90+; FAT5_PDL=0: off)
     int capturing;                 // between capture_begin and capture_end (the profiler stands aside)
@@ -894,6 +915,15 @@ static FAT5__UNUSED int fat5__dev_pick_arch(int cc, const int *archs, int n, cha
     return -1;
 }
 
+// A kernel switch of fat5_ctx_config: on for a field > 0, off for < 0; for 0 the environment
+// variable `env` ("0" off, any other non-empty value on), else `dflt`.
+static int fat5__dev_switch(int field, const char *env, int dflt) {
+    const char *v;
+    if (field != 0) return field > 0;
+    v = getenv(env);
+    return v && v[0] ? strcmp(v, "0") != 0 : dflt;
+}
+
 // Sets g->arch / g->ptx for compute capability cc from the loaded NVRTC's supported targets.
 static fat5_status fat5__dev_choose_arch(fat5_ctx *ctx, struct fat5__gpu *g, int cc) {
     int n = 0, archs[128];
@@ -910,6 +940,12 @@ static fat5_status fat5__dev_choose_arch(fat5_ctx *ctx, struct fat5__gpu *g, int
         return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
                          "sm_%d is older than every target of NVRTC %d.%d (oldest sm_%d)", cc,
                          g->nvrtc_major, g->nvrtc_minor, archs[0]);
+    // sm_90 (H100, H200) gets its architecture-specific target, whose wgmma and setmaxnreg the
+    // attention kernels of attention_wg.cu use (NVRTC 12+; the cubin runs on sm_90 only, which
+    // is this device); FAT5_ATTN_WG=0 keeps the plain sm_90 program
+    if (!g->ptx && strcmp(g->arch, "sm_90") == 0 && cc == 90 && g->nvrtc_major >= 12 &&
+        fat5__dev_switch(ctx->cfg.attn_wg, "FAT5_ATTN_WG", 1))
+        snprintf(g->arch, sizeof g->arch, "sm_90a");
     return FAT5_OK;
 }
 
@@ -1408,14 +1444,6 @@ static void fat5__dev_close_lt(fat5_ctx *ctx, struct fat5__gpu *g) {
     g->lt_n = 0;
 }
 
-// A kernel switch of fat5_ctx_config: on for a field > 0, off for < 0; for 0 the environment
-// variable `env` ("0" off, any other non-empty value on), else `dflt`.
-static int fat5__dev_switch(int field, const char *env, int dflt) {
-    const char *v;
-    if (field != 0) return field > 0;
-    v = getenv(env);
-    return v && v[0] ? strcmp(v, "0") != 0 : dflt;
-}
 
 // Opens cuBLASLt when it can (after cuBLAS); otherwise leaves lt_handle NULL and says why in lt_off.
 static void fat5__dev_open_lt(fat5_ctx *ctx, struct fat5__gpu *g) {
@@ -1652,6 +1680,9 @@ static fat5_status fat5__dev_open(fat5_ctx *ctx) {
         g->smem_optin = 48 * 1024;
     if ((st = fat5__dev_choose_arch(ctx, g, g->cc_major * 10 + g->cc_minor)) != FAT5_OK) goto fail;
     g->launch_ex = (fat5__PFN_cuLaunchKernelEx)fat5__dev_sym(g->lib_cuda, "cuLaunchKernelEx");
+    // Hopper's attention kernels: a program compiled for sm_90a, a driver that makes tensor maps
+    g->tmap_encode = (fat5__PFN_cuTensorMapEncodeTiled)fat5__dev_sym(g->lib_cuda, "cuTensorMapEncodeTiled");
+    g->attn_wg = g->attn_wg_ok = g->tmap_encode && strcmp(g->arch, "sm_90a") == 0;
     {   // the kernels must be compiled for sm_90+ too (an older NVRTC may target compute_8x here):
         // below that fat5_pdl_begin compiles to nothing and a dependent would not wait
         const char *u = strchr(g->arch, '_');
@@ -2203,6 +2234,7 @@ static FAT5__UNUSED int64_t fat5__dev_fused_rows(const fat5_ctx *ctx) { return c
 // the bf16 attention kernels of this context: tensor cores (on) or the exact FMA ones
 static FAT5__UNUSED void fat5__dev_set_attn_tc(fat5_ctx *ctx, int on) {
     if (ctx->gpu) ctx->gpu->attn_tc = on != 0;
+    if (ctx->gpu) ctx->gpu->attn_wg = on >= 2 && ctx->gpu->attn_wg_ok;
 }
 
 // H100 / H200 dense bf16 tensor-core peak; fp32 runs are not measured against a peak.

@@ -695,6 +695,29 @@ static FAT5__UNUSED int64_t fat5__gpu_attn_fwd_tc_smem(const fat5_ctx *ctx, fat5
     return base <= ctx->gpu->smem_optin ? base : 0;
 }
 
+// Whether attn_fwd runs on Hopper's kernels (attention_wg.cu: wgmma fed by TMA, sm_90a), and then
+// their shared memory (bytes); 0: not (the tensor-core or FMA kernels above take it). Needs the
+// sm_90a program and a driver with tensor maps (attn_wg), FAT5_ATTN_TC not 0, bf16 activations,
+// head dim 64 or 128, self-attention (cu_q and cu_k the same buffer: the keys are the queries'
+// Tq rows, which the tensor maps of k and v span), T5 buckets / no bias or ALiBi without a pattern,
+// q, k, v 16-byte aligned (TMA), fewer than 2^31 rows (its coordinates), a T5 max_distance up to
+// 4096. Then: 1024 bytes of alignment slack, Q (128 rows) and two stages of K and V (128 keys),
+// rows of dk bf16, 40 bytes of barriers, T5's bias by distance (2 max(max_distance, 1) + 1 floats).
+static FAT5__UNUSED int64_t fat5__gpu_attn_fwd_wg_smem(const fat5_ctx *ctx, fat5__dptr o, fat5__dptr q, fat5__dptr k,
+                                                       fat5__dptr v, fat5__dptr cu_q, fat5__dptr cu_k, int64_t Tq,
+                                                       int dk, int kind, fat5__dptr bias, int max_distance) {
+    int scheme = fat5__gpu_attn_scheme(kind);
+    int64_t base;
+    if (!ctx->gpu || !ctx->gpu->attn_wg || !ctx->gpu->attn_tc || fat5__dev_act_size(ctx) != 2 ||
+        (dk != 64 && dk != 128) || scheme == 2 || fat5__gpu_attn_pattern(kind) || cu_q != cu_k || !cu_q ||
+        ((q | k | v) & 15) || (o & 3) || Tq < 1 || Tq > INT32_MAX || (Tq + 127) / 128 > FAT5__GPU_MAX_BLOCKS)
+        return 0;
+    if (scheme == 0 && bias && max_distance > 4096) return 0;
+    base = 1024 + (int64_t)(dk / 64) * 16384 * (1 + 2 * 2) + 40;
+    if (scheme == 0 && bias) base += (2 * (int64_t)(max_distance > 0 ? max_distance : 1) + 1) * 4;
+    return base <= ctx->gpu->smem_optin ? base : 0;
+}
+
 // Whether attn_bwd_dq (dkv 0) or attn_bwd_dkv (dkv 1) runs on tensor cores (attention_tc_bwd.cu),
 // and then its shared memory (bytes, without the optional table cache); 0: the FMA kernels. The
 // forward's conditions (fat5__gpu_attn_fwd_tc_smem) on every row pointer; dq not with FIRE (its
@@ -742,6 +765,32 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_fwd(fat5_ctx *ctx, fat5__dptr o, 
     fat5_status st =
         fat5__gpu_attn_check(ctx, "fat5__gpu_attn_fwd", Tq, H, dk, kind, bias, lut, nb, max_distance, g, cu_g);
     if (st || Tq == 0) return st;
+    if ((need = fat5__gpu_attn_fwd_wg_smem(ctx, o, q, k, v, cu_q, cu_k, Tq, dk, kind, bias, max_distance)) > 0) {
+        // q, k, v as 2D tensors [Tq][H dk] of bf16, read in boxes of 128 rows x 64 columns
+        unsigned char raw[4 * sizeof(fat5__CUtensorMap)];  // three maps, 64-byte aligned (as CUtensorMap)
+        fat5__CUtensorMap *tm = (fat5__CUtensorMap *)(void *)(raw + (64 - (uintptr_t)raw % 64) % 64);
+        fat5__dptr rows[3];
+        unsigned long long dims[2], strides[1];
+        unsigned box[2] = {64, 128}, es[2] = {1, 1};
+        void *wargs[15];
+        int i;
+        rows[0] = q, rows[1] = k, rows[2] = v;
+        dims[0] = (unsigned long long)H * (unsigned long long)dk;
+        dims[1] = (unsigned long long)Tq;
+        strides[0] = dims[0] * 2;
+        for (i = 0; i < 3; i++) {
+            fat5__CUresult r = ctx->gpu->tmap_encode(
+                &tm[i], FAT5__CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)(uintptr_t)rows[i], dims, strides, box, es,
+                FAT5__CU_TENSOR_MAP_INTERLEAVE_NONE, FAT5__CU_TENSOR_MAP_SWIZZLE_128B,
+                FAT5__CU_TENSOR_MAP_L2_PROMOTION_L2_128B, FAT5__CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+            if (r != FAT5__CUDA_SUCCESS) return fat5__dev_check(ctx, r, "cuTensorMapEncodeTiled (attention)");
+        }
+        wargs[0] = &o, wargs[1] = &lse, wargs[2] = &tm[0], wargs[3] = &tm[1], wargs[4] = &tm[2], wargs[5] = &bias;
+        wargs[6] = &lut, wargs[7] = &cu_q, wargs[8] = &cu_k, wargs[9] = &q_seq, wargs[10] = &Tq_, wargs[11] = &H;
+        wargs[12] = &kind, wargs[13] = &nb, wargs[14] = &max_distance;
+        return fat5__dev_launch(ctx, (dk == 64 ? FAT5__K_attn_fwd_wg64 : FAT5__K_attn_fwd_wg128) + scheme,
+                                (unsigned)((Tq + 127) / 128), (unsigned)H, 1, 384, 1, 1, (unsigned)need, wargs);
+    }
     if ((need = fat5__gpu_attn_fwd_tc_smem(ctx, o, q, k, v, Tq, dk, kind, bias, nb, max_distance)) > 0) {
         // the kernels of a family are in the order of the kernel list: T5, _pat, _alibi, _alibi_pat, ...
         int tk = (dk <= 64 ? FAT5__K_attn_fwd_tc64 : FAT5__K_attn_fwd_tc128) + 2 * scheme +

@@ -123,6 +123,15 @@ ABI_ASSERT(CUlaunchConfig_smem, offsetof(fat5__CUlaunchConfig, smem) == offsetof
 ABI_ASSERT(CUlaunchAttribute, sizeof(fat5__CUlaunchAttribute) == sizeof(CUlaunchAttribute));
 ABI_ASSERT(CUlaunchAttribute_value, offsetof(fat5__CUlaunchAttribute, value) == offsetof(CUlaunchAttribute, value));
 
+// cuTensorMapEncodeTiled (loaded when the driver has it): the map, and the enum values passed as ints
+ABI_ASSERT(CUtensorMap, sizeof(fat5__CUtensorMap) == sizeof(CUtensorMap));
+ABI_ASSERT(tmap_bf16, FAT5__CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 == CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+ABI_ASSERT(tmap_interleave, FAT5__CU_TENSOR_MAP_INTERLEAVE_NONE == CU_TENSOR_MAP_INTERLEAVE_NONE);
+ABI_ASSERT(tmap_swizzle, FAT5__CU_TENSOR_MAP_SWIZZLE_128B == CU_TENSOR_MAP_SWIZZLE_128B);
+ABI_ASSERT(tmap_l2, FAT5__CU_TENSOR_MAP_L2_PROMOTION_L2_128B == CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+ABI_ASSERT(tmap_oob, FAT5__CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE == CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+ABI_ASSERT(tmap_enum_size, sizeof(CUtensorMapDataType) == sizeof(int) && sizeof(CUtensorMapSwizzle) == sizeof(int));
+
 // cuBLASLt: the algorithm and the heuristic's result, member by member; the attribute enums
 ABI_ASSERT(lt_algo, sizeof(fat5__cublasLtMatmulAlgo_t) == sizeof(cublasLtMatmulAlgo_t));
 ABI_ASSERT(lt_result, sizeof(fat5__cublasLtMatmulHeuristicResult_t) == sizeof(cublasLtMatmulHeuristicResult_t));

@@ -62,6 +62,7 @@ typedef struct tg {
     int err;  // a call failed (already reported): stop the case
     int tc_cases;      // attention cases whose forward ran on tensor cores
     int tc_bwd_cases;  // attention backward kernels (dq, dkv) that ran on tensor cores
+    int wg_cases;      // attention cases whose forward ran on the sm_90a kernels (attention_wg.cu)
 } tg;
 
 // Opens a GPU context of the given dtype into *out; on FAT5_ERR_NO_DEVICE marks the test skipped,
@@ -324,7 +325,7 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
     const size_t nscr = fire ? (size_t)(FAT5__GPU_DBIAS_BLOCKS + 1) * (size_t)H * (size_t)FAT5__FIRE_SHARES(nb)
                              : (size_t)FAT5__GPU_DBIAS_BLOCKS * nbias;
     const size_t nlut = (size_t)(md > 0 ? md : 1);
-    int s, i, tc, has_bias = fire || t5, has_grad = fire || t5 || alibi;
+    int s, i, tc, wg, has_bias = fire || t5, has_grad = fire || t5 || alibi;
     int32_t *cu_q = tg_i(g, (size_t)c->n_seq + 1), *cu_k = tg_i(g, (size_t)c->n_seq + 1);
     int32_t *q_seq, *k_seq, *lut = tg_i(g, nlut), *cu_g = tg_i(g, (size_t)c->n_seq + 1);
     int64_t Tq, Tk;  // Tk: the key rows, transient-global rows included
@@ -403,7 +404,8 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
     if (bias) biasd = tg_up_f32(g, bias, nbias);
     if (t5) lutd = tg_up_i32(g, lut, nlut);  // read with T5's table only
     cuqd = tg_up_i32(g, cu_q, (size_t)c->n_seq + 1);
-    cukd = tg_up_i32(g, cu_k, (size_t)c->n_seq + 1);
+    // self-attention passes one buffer for both, as the model does (the sm_90a kernels need it)
+    cukd = mask != FAT5__ATTN_CROSS && !tglob ? cuqd : tg_up_i32(g, cu_k, (size_t)c->n_seq + 1);
     qsd = tg_up_i32(g, q_seq, (size_t)Tq);
     ksd = tg_up_i32(g, k_seq, (size_t)(Tk ? Tk : 1));
     if (tglob) cugd = tg_up_i32(g, cu_g, (size_t)c->n_seq + 1);
@@ -423,14 +425,34 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
             lse[i] = lseref[i] = 0.0f;
         }
     tc = fat5__gpu_attn_fwd_tc_smem(g->ctx, od, qd, kd, vd, Tq, dk, kind, biasd, nb, md) > 0;
+    wg = fat5__gpu_attn_fwd_wg_smem(g->ctx, od, qd, kd, vd, cuqd, cukd, Tq, dk, kind, biasd, md) > 0;
     g->tc_cases += tc;
-    snprintf(what, sizeof what, "attn_fwd%s o %s", tc ? " (tensor cores)" : "", tag);
+    g->wg_cases += wg;
+    snprintf(what, sizeof what, "attn_fwd%s o %s", wg ? " (sm_90a)" : tc ? " (tensor cores)" : "", tag);
     if (tc)
         tg_close_tc_at(g, __LINE__, what, o, oref, nq, tg_maxabs(v, nk), fmax(tg_maxabs(oref, nq), tg_maxabs(v, nk)), 1);
     else
         tg_close_at(g, __LINE__, what, o, oref, nq, 1, 0, fmax(tg_maxabs(oref, nq), tg_maxabs(v, nk)));
-    snprintf(what, sizeof what, "attn_fwd%s lse %s", tc ? " (tensor cores)" : "", tag);
+    snprintf(what, sizeof what, "attn_fwd%s lse %s", wg ? " (sm_90a)" : tc ? " (tensor cores)" : "", tag);
     tg_close(g, what, lse, lseref, (size_t)(Tq * H), 0);
+    if (wg) {  // the mma.sync kernel on the same inputs (FAT5_ATTN_WG=0's path), the sm_90a one against it
+        float *o2 = tg_f(g, nq), *lse2 = tg_f(g, (size_t)(Tq * H));
+        int ok;
+        if (g->err) return;
+        g->ctx->gpu->attn_wg = 0;
+        ok = tg_ok(g, fat5__gpu_attn_fwd(g->ctx, od, lsed, qd, kd, vd, biasd, lutd, cuqd, cukd, qsd, Tq, H, dk, kind,
+                                         nb, md, gsz, cugd));
+        g->ctx->gpu->attn_wg = 1;
+        if (!ok) return;
+        tg_down_act(g, o2, od, nq);
+        tg_down_f32(g, lse2, lsed, (size_t)(Tq * H));
+        for (i = 0; i < Tq * H; i++)
+            if (isinf(lse2[i]) && lse2[i] < 0) lse2[i] = 0.0f;  // as lse's above
+        snprintf(what, sizeof what, "attn_fwd o, sm_90a vs mma.sync %s", tag);
+        tg_close_tc_at(g, __LINE__, what, o, o2, nq, tg_maxabs(v, nk), fmax(tg_maxabs(o2, nq), tg_maxabs(v, nk)), 2);
+        snprintf(what, sizeof what, "attn_fwd lse, sm_90a vs mma.sync %s", tag);
+        tg_close(g, what, lse, lse2, (size_t)(Tq * H), 0);
+    }
     if (tc) {  // the FMA kernel on the same inputs, the tensor-core kernel against it
         float *o2 = tg_f(g, nq), *lse2 = tg_f(g, (size_t)(Tq * H));
         int ok;
@@ -985,6 +1007,7 @@ static void t_gpu_attn_tc(fat5_test *T) {
     // FAT5_TEST_ATTN_CFG=n runs configuration n alone (4: the long sequence), e.g. under racecheck
     const char *only = getenv("FAT5_TEST_ATTN_CFG");
     int runs = 0, bwd = 0;  // bwd: the backward kernels that must run on tensor cores (dq with FIRE does not)
+    int wg = 0;             // the cases the sm_90a kernels take where they exist
     fat5_rng rng = fat5_rng_init(1500);
     size_t ci, ki;
     tg g;
@@ -996,6 +1019,8 @@ static void t_gpu_attn_tc(fat5_test *T) {
             tg_attn_case_g(&g, &cfgs[ci], kinds[ki][0], kinds[ki][1], kinds[ki][2], &rng);
             runs++;
             bwd += kinds[ki][0] & FAT5__ATTN_FIRE ? 1 : 2;
+            wg += (cfgs[ci].dk == 64 || cfgs[ci].dk == 128) && kinds[ki][2] == 0 &&
+                  (kinds[ki][0] & FAT5__ATTN_MASK) != FAT5__ATTN_CROSS && !(kinds[ki][0] & FAT5__ATTN_FIRE);
             tg_release(&g, ndev, nhost);
         }
     for (ki = 1; ki <= 2 && !g.err && (!only || atoi(only) == 4); ki++) {
@@ -1003,12 +1028,17 @@ static void t_gpu_attn_tc(fat5_test *T) {
         tg_attn_case_g(&g, &causal, kinds[ki][0], kinds[ki][1], kinds[ki][2], &rng);
         runs++;
         bwd += 2;
+        wg++;
         tg_release(&g, ndev, nhost);
     }
     // every case here must have taken the tensor-core kernel (bf16, sm_80+, head dims that fit)
     FAT5_CHECK_MSG(T, g.err || g.tc_cases == runs, "%d of %d cases ran on tensor cores", g.tc_cases, runs);
     FAT5_CHECK_MSG(T, g.err || g.tc_bwd_cases == bwd, "%d of %d backward kernels ran on tensor cores",
                    g.tc_bwd_cases, bwd);
+    // and on H100 / H200 (the sm_90a program) every self-attention case of head dim 64 or 128
+    // without FIRE or a pattern on attention_wg.cu's kernels; none anywhere else
+    FAT5_CHECK_MSG(T, g.err || g.wg_cases == (g.ctx->gpu->attn_wg ? wg : 0), "%d of %d cases ran on the sm_90a kernels",
+                   g.wg_cases, g.ctx->gpu->attn_wg ? wg : 0);
     tg_end(&g);
 }
 
