@@ -78,6 +78,7 @@ static int bench_attn(fat5_ctx *ctx) {
         for (kind = 1; kind <= 2; kind++)
         for (tc = A == 2 ? 2 : 0; tc >= 0; tc--) {  // bf16: the default (sm_90a where it runs), mma.sync, FMA
             int L = lens[li], n_seq = (int)(T / L), reps = 5, rep, dk = dks[di];
+            if (tc == 0 && A == 2 && getenv("FAT5_BENCH_NO_FMA")) continue;  // the slow exact kernels left out
             double t0, tf, tb, tq, tq0, tkv, flops = 4.0 * n_seq * H * (double)L * L * dk / (kind == 2 ? 2 : 1);
             if (fat5_internal_attn_shape(a, L, dk, kind == 2, tc)) {
                 rc = bench_fail(ctx, "attention batch");

@@ -359,7 +359,7 @@ def t5_bucket(rel, bidirectional, nb, md):
     return ret + torch.where(n < exact, n, far.clamp(max=nb - 1))
 
 
-def attention_peers(L, dk, causal, H, tokens, repeat):
+def attention_peers(L, dk, causal, H, tokens, repeat, names=("sdpa", "sdpa-bias", "flex")):
     """Times PyTorch's attention peers on one shape; yields JSON records."""
     import torch.nn.functional as F
     from torch.nn.attention.flex_attention import flex_attention, create_block_mask
@@ -421,7 +421,7 @@ def attention_peers(L, dk, causal, H, tokens, repeat):
                                "BLOCK_N2": 32, "num_stages": 2}
             return flex(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=1.0, kernel_options=flex_options[0])
 
-    for name, fn in (("sdpa", sdpa), ("sdpa-bias", sdpa_bias), ("flex", flex_run)):
+    for name, fn in [(n, f) for n, f in (("sdpa", sdpa), ("sdpa-bias", sdpa_bias), ("flex", flex_run)) if n in names]:
         rec = {"mode": "attention", "impl": name, "L": L, "batch": B, "heads": H, "head_dim": dk, "causal": causal}
         for backward in (False, True):
             key = "fwd_bwd" if backward else "fwd"
@@ -460,7 +460,7 @@ def attention_main(args):
         for L in (1024, 4096):
             for causal in (False, True):
                 peers = {}
-                for rec in attention_peers(L, dk, causal, 8, 16384, args.repeat):
+                for rec in attention_peers(L, dk, causal, 8, 16384, args.repeat, args.peers.split(",")):
                     print(json.dumps(rec), flush=True)
                     peers[rec["impl"]] = rec
                 rows.append((dk, L, causal, fat5.get(("fat5-default", L, dk, causal)),
@@ -600,6 +600,8 @@ def main():
     ap.add_argument("--tokenize", action="store_true", help="compare tokenizer speed (TOKENIZER... arguments)")
     ap.add_argument("--attention", action="store_true", help="compare T5 attention kernels with PyTorch's")
     ap.add_argument("--head-dims", default="64", help="--attention: the head dims the peers run (64; 64,128)")
+    ap.add_argument("--peers", default="sdpa,sdpa-bias,flex",
+                    help="--attention: the peers run (sdpa,sdpa-bias,flex; the biased ones take minutes)")
     ap.add_argument("--train", action="store_true", help="compare a training step with Hugging Face T5's")
     ap.add_argument("--no-compile", action="store_true", help="--train: leave torch.compile out")
     ap.add_argument("tokenizers", nargs="*", metavar="TOKENIZER", help="--tokenize: tokenizer.json / .model / directory")
