@@ -222,18 +222,22 @@ test-asan: tests/run_tests_asan
 
 # libFuzzer targets (clang): each runs FUZZ_SECONDS on a seed corpus built from tests/data, after
 # replaying its saved crash inputs in tests/fuzz/regressions/<target>/. Any crash, leak, UB or
-# timeout fails. New findings are written to build/fuzz/crash-<target>-*.
+# timeout fails. New findings are written to build/fuzz/crash-<target>-*. The library is compiled
+# once (build/fuzz/fat5_fuzz.o, instrumented) and linked into every target's harness.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 30
-FUZZ_TARGETS  = safetensors config index batch model_dir tokenizer
-FUZZ_FLAGS    = -std=c99 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-                -fno-omit-frame-pointer \
-                -DFUZZ_DATA_DIR='"$(CURDIR)/tests/data/t5_v10_relu_tied"'
+FUZZ_TARGETS  = safetensors config index batch model_dir tokenizer tokenizer_dir tokens generation_config resume
+FUZZ_COMMON   = -std=c99 -O1 -g -fno-sanitize-recover=all -fno-omit-frame-pointer -D_POSIX_C_SOURCE=200809L \
+                -DFUZZ_DATA_DIR='"$(CURDIR)/tests/data/t5_v10_relu_tied"' -Wall -Wextra -Werror
+FUZZ_FLAGS    = -fsanitize=fuzzer,address,undefined $(FUZZ_COMMON)
 FUZZ_BINS     = $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
 
-build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h fat5.h
+build/fuzz/fat5_fuzz.o: tests/fuzz/fat5_impl.c fat5.h
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZ_FLAGS) -Wall -Wextra -Werror -o $@ $< -lm -lpthread
+	$(FUZZ_CC) -fsanitize=fuzzer-no-link,address,undefined $(FUZZ_COMMON) -c -o $@ $<
+
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h fat5.h build/fuzz/fat5_fuzz.o
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< build/fuzz/fat5_fuzz.o -lm -lpthread
 
 build/fuzz/make_seeds: tests/fuzz/make_seeds.c tests/fuzz/fuzz_util.h fat5.h
 	@mkdir -p build/fuzz

@@ -129,6 +129,8 @@
 //     [8.1]  text: Unicode tables (generated)
 //     [8.2]  text: Unicode properties, grapheme clusters and normalization forms
 //     [8.3]  text: tokenizers
+//     [8.4]  text: tokenizer.json
+//     [8.5]  text: evaluation metrics (exact match and F1, ROUGE, BLEU)
 //     [9.1]  run: the launcher
 //     [9.2]  run: training options, checkpoints and the training loop
 //     [9.3]  run: the developer interface, what the benchmarks and checks of dev/ reach beyond the API
@@ -637,7 +639,9 @@ FAT5_API fat5_ul2_config fat5_ul2_config_t5(void);
 typedef struct fat5_ul2 fat5_ul2;
 // The sampler reads src (borrowed: keep it open while the sampler lives). Checks the config
 // against it (denoisers, weights, sentinel range, mode tokens, budgets that hold an example of two
-// ids for every denoiser, a non-empty split) with a message naming the field.
+// ids for every denoiser, a split with documents) with a message naming the field. A split whose
+// documents are all empty (eos eos) is found by the first fat5_ul2_next_batch (FAT5_ERR_STATE),
+// which would otherwise read the whole corpus here.
 FAT5_API fat5_status fat5_ul2_create(fat5_ctx *ctx, const fat5_ul2_config *cfg, fat5_tokens *src, fat5_ul2 **out);
 FAT5_API void fat5_ul2_destroy(fat5_ul2 *s);
 // The next packed batch; its arrays are owned by the sampler and valid until the next call.
@@ -656,7 +660,8 @@ FAT5_API fat5_status fat5_ul2_set_state(fat5_ul2 *s, const char *state);
 // optimizers and learning-rate schedules (fp32 master weights and moments, on the model's backend)
 typedef enum fat5_optim_kind {
     FAT5_OPTIM_ADAMW = 0,        // AdamW, decoupled weight decay
-    FAT5_OPTIM_ADAMW_SCALE = 1   // AdamW with the step scaled by max(1e-3, RMS(p)) per tensor (FAT5)
+    FAT5_OPTIM_ADAMW_SCALE = 1,  // AdamW with the step scaled by max(1e-3, RMS(p)) per tensor (FAT5)
+    FAT5_OPTIM_ADAFACTOR = 2     // Adafactor as transformers.optimization.Adafactor (the adafactor_* fields)
 } fat5_optim_kind;
 
 typedef enum fat5_sched_kind {
@@ -674,6 +679,16 @@ typedef struct fat5_optim_config {
     fat5_sched_kind sched;
     int64_t warmup_steps, total_steps, decay_steps;
     double min_lr;               // the cosine floor
+    // Adafactor (kind FAT5_OPTIM_ADAFACTOR; beta1, beta2 and eps above are AdamW's and unused by it):
+    // transformers' Adafactor arguments. Defaults: those Hugging Face's Trainer passes for
+    // optim "adafactor" (relative_step 0, scale_parameter 0, warmup_init 0, clip_threshold 1,
+    // decay_rate -0.8, beta1 None): lr and the schedule above give the rate. relative_step 1
+    // ignores lr and the schedule (the rate is min(1e-2, 1/sqrt(t)), or min(1e-6 t, 1/sqrt(t))
+    // with warmup_init).
+    int adafactor_relative_step, adafactor_scale_parameter, adafactor_warmup_init;
+    double adafactor_clip_threshold;  // the update's RMS clipped to this (> 0)
+    double adafactor_decay_rate;      // beta2 of update t is 1 - t^decay_rate (< 0)
+    double adafactor_beta1;           // first moment's decay, in [0, 1); 0 = none (HF's None)
 } fat5_optim_config;
 // FAT5's: AdamWScale, lr 5e-3, betas .9/.999, eps 1e-6, wd 0, clip 1, cosine, min_lr 1e-5.
 // warmup_steps 10000 and total_steps 65536 (nanoT5's run) are placeholders: set them for your run.
@@ -971,6 +986,12 @@ FAT5_API void fat5_tokenizer_destroy(fat5_tokenizer *t);
 // the context's allocator (release it with fat5_free); *n_ids gets its length.
 FAT5_API fat5_status fat5_tokenize(fat5_tokenizer *t, const char *text, size_t len, const char *pair,
                                    size_t pair_len, int flags, int32_t **ids, int64_t *n_ids);
+// The ids fat5_tokenize gives for text alone (no pair), handed to emit in order, a run at a time
+// (the run is valid during the call), as they are made: a long text is tokenized in parts with
+// scratch memory that does not grow with its length (docs/tokenizers.md), and its ids need not
+// be held. emit returns FAT5_OK to go on; another status stops the call, which returns it.
+FAT5_API fat5_status fat5_tokenize_stream(fat5_tokenizer *t, const char *text, size_t len, int flags,
+                                          fat5_status (*emit)(void *user, const int32_t *ids, int64_t n), void *user);
 // Ids to UTF-8 text, NUL-terminated, allocated like fat5_tokenize's ids; *len (may be NULL) gets
 // its length. An id outside the vocabulary is FAT5_ERR_INVALID_ARG.
 FAT5_API fat5_status fat5_detokenize(fat5_tokenizer *t, const int32_t *ids, int64_t n, int flags, char **text,
@@ -989,6 +1010,65 @@ FAT5_API int32_t fat5_tokenizer_pad_id(const fat5_tokenizer *t);
 // with fat5_batch_destroy.
 FAT5_API fat5_status fat5_batch_from_texts(fat5_tokenizer *t, const char *const *inputs,
                                            const char *const *targets, int64_t n, fat5_batch *out);
+
+// ---------------------------------------------------------------------------------------------
+// Text metrics (text): generated text scored against references as the Python packages score it
+// (docs/api.md, "Metrics"). Strings are NUL-terminated UTF-8; one that is not valid UTF-8 is
+// FAT5_ERR_INVALID_ARG. The corpus forms take n >= 1 predictions and their references:
+// refs[ref_offsets[i] .. ref_offsets[i + 1]) belong to preds[i] (ref_offsets[0] = 0, at least one
+// each), or refs[i] alone when ref_offsets is NULL. Nothing is kept between calls.
+//   - SQuAD v1.1's evaluation script: answers normalised by its normalize_answer (Python's lower
+//     case, final sigma included; ASCII punctuation removed; the words a / an / the removed;
+//     whitespace collapsed), then exact match and the F1 of the word counts.
+//   - rouge_score 0.1.2's RougeScorer (default tokenizer: lower case, every character but a-z 0-9
+//     separates words, so other letters are dropped; nltk's Porter stemmer on words longer than 3
+//     letters when use_stemmer; rougeLsum splits on "\n").
+//   - sacrebleu 2.6's corpus BLEU with its defaults (tokenizer 13a, which keeps non-ASCII letters;
+//     n-grams up to 4; 'exp' smoothing; no lower case).
+// Character properties and case mappings are Unicode FAT5__UNICODE_VERSION's (Python 3.11: 14.0).
+
+// Exact match (0 or 1) and token F1 (0..1) of one prediction against one reference; em or f1 may
+// be NULL.
+FAT5_API fat5_status fat5_metric_squad(fat5_ctx *ctx, const char *pred, const char *ref, double *em, double *f1);
+// The script's corpus figures, in percent (0..100): the means over the predictions of the best
+// exact match and the best F1 over each prediction's references.
+FAT5_API fat5_status fat5_metric_squad_corpus(fat5_ctx *ctx, const char *const *preds, int64_t n,
+                                              const char *const *refs, const int64_t *ref_offsets, double *em,
+                                              double *f1);
+
+typedef struct fat5_rouge_score {
+    double precision, recall, fmeasure;   // 0..1
+} fat5_rouge_score;
+typedef struct fat5_rouge {
+    fat5_rouge_score rouge1, rouge2, rougeL, rougeLsum;
+} fat5_rouge;
+// RougeScorer(["rouge1", "rouge2", "rougeL", "rougeLsum"], use_stemmer).score(ref, pred).
+FAT5_API fat5_status fat5_metric_rouge(fat5_ctx *ctx, const char *pred, const char *ref, int use_stemmer,
+                                       fat5_rouge *out);
+// The arithmetic means over the predictions of each field (the F-measures' means are what
+// Hugging Face evaluate's "rouge" reports with use_aggregator=False, averaged); a prediction with
+// several references scores each kind against the reference of the largest F-measure, the first
+// on a tie (RougeScorer.score_multi).
+FAT5_API fat5_status fat5_metric_rouge_corpus(fat5_ctx *ctx, const char *const *preds, int64_t n,
+                                              const char *const *refs, const int64_t *ref_offsets, int use_stemmer,
+                                              fat5_rouge *out);
+
+typedef struct fat5_bleu {
+    double score;           // 0..100, sacrebleu's BLEUScore.score
+    double precisions[4];   // n-gram precisions in percent, smoothed ('exp')
+    double bp;              // brevity penalty
+    int64_t sys_len, ref_len;         // hypothesis words; closest reference words (the shorter on a tie)
+    int64_t correct[4], total[4];     // clipped n-gram matches and hypothesis n-grams, n = 1..4
+} fat5_bleu;
+// sacrebleu.corpus_bleu(preds, ref_streams) with its defaults; a hypothesis with several
+// references counts each n-gram up to its largest count in one of them.
+FAT5_API fat5_status fat5_metric_bleu(fat5_ctx *ctx, const char *const *preds, int64_t n, const char *const *refs,
+                                      const int64_t *ref_offsets, fat5_bleu *out);
+
+// nltk's PorterStemmer().stem(word) (mode NLTK_EXTENSIONS), the stemmer of the ROUGE above, for a
+// word of ASCII letters and digits (ASCII capitals are lowered first; any other byte counts as a
+// consonant). out receives the stem and a NUL: len + 1 bytes suffice. Returns the stem's length.
+FAT5_API size_t fat5_porter_stem(const char *word, size_t len, char *out);
 
 #ifdef __cplusplus
 }
@@ -2447,6 +2527,82 @@ static void fat5__sb_free(fat5__sb *b) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The file-system calls that change files: those of atomic writes and of checkpoint directories
+// (their saves, the pointer to the latest, pruning). Each fat5__fs_* is the system call, with its
+// result and errno; path names the file a descriptor refers to (for the hook below only).
+//
+// Built with FAT5_TEST_FAULTS (the test runners define it; the library never does), each first
+// asks fat5__fs_fault, when a test has set it, with the operation's name ("mkdir", "create",
+// "chmod", "write", "fsync", "close", "rename", "unlink", "rmdir", "opendir") and the path(s): a
+// non-zero answer is an errno value, and the call fails with it without being made (as a full disk
+// fails it); a test simulating a crash ends its process inside the hook. A refused close still
+// releases the descriptor, as close does when it reports an error. Without the macro the check is
+// the constant 0 and each wrapper is the plain call.
+#ifdef FAT5_TEST_FAULTS
+typedef int (*fat5__fs_fault_fn)(const char *op, const char *path, const char *path2);
+static fat5__fs_fault_fn fat5__fs_fault;
+// Whether the test hook refuses the call (errno set to its answer).
+static int fat5__fs_refused(const char *op, const char *path, const char *path2) {
+    int e;
+    if (!fat5__fs_fault || (e = fat5__fs_fault(op, path, path2)) == 0) return 0;
+    errno = e;
+    return 1;
+}
+#else
+#define fat5__fs_refused(op, path, path2) ((void)(path), (void)(path2), 0)
+#endif
+
+static int fat5__fs_rename(const char *from, const char *to) {
+    if (fat5__fs_refused("rename", from, to)) return -1;
+    return rename(from, to);
+}
+static int fat5__fs_unlink(const char *path) {
+    if (fat5__fs_refused("unlink", path, NULL)) return -1;
+    return remove(path);
+}
+#ifndef _WIN32
+static int fat5__fs_mkdir(const char *path) {
+    if (fat5__fs_refused("mkdir", path, NULL)) return -1;
+    return mkdir(path, 0777);
+}
+static int fat5__fs_rmdir(const char *path) {
+    if (fat5__fs_refused("rmdir", path, NULL)) return -1;
+    return rmdir(path);
+}
+// Creates and opens a new file from tmpl ("...XXXXXX", rewritten with the name), for writing.
+static int fat5__fs_create(char *tmpl) {
+    if (fat5__fs_refused("create", tmpl, NULL)) return -1;
+    return mkstemp(tmpl);
+}
+static int fat5__fs_chmod(int fd, const char *path, mode_t mode) {
+    if (fat5__fs_refused("chmod", path, NULL)) return -1;
+    return fchmod(fd, mode);
+}
+static ssize_t fat5__fs_write(int fd, const char *path, const void *data, size_t n) {
+    if (fat5__fs_refused("write", path, NULL)) return -1;
+    return write(fd, data, n);
+}
+static int fat5__fs_fsync(int fd, const char *path) {
+    if (fat5__fs_refused("fsync", path, NULL)) return -1;
+    return fsync(fd);
+}
+static int fat5__fs_close(int fd, const char *path) {
+    if (fat5__fs_refused("close", path, NULL)) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return close(fd);
+}
+// Opens a directory to sync its entries (fat5__fs_fsync on the descriptor).
+static int fat5__fs_open_dir(const char *path) {
+    if (fat5__fs_refused("opendir", path, NULL)) return -1;
+    return open(path, O_RDONLY);
+}
+#endif
+
+// ---------------------------------------------------------------------------------------------
 // Atomic file writes: a temporary file "<path>.tmp.XXXXXX" in the same directory is written,
 // flushed to disk and renamed over path, so a crash leaves either the old file or the new one.
 
@@ -2468,7 +2624,7 @@ static void fat5__afile_abort(fat5_ctx *ctx, fat5__afile *a) {
     if (a->fd >= 0) close(a->fd);
     a->fd = -1;
 #endif
-    remove(a->tmp);
+    (void)fat5__fs_unlink(a->tmp);
     fat5__free(ctx, a->tmp);
     a->tmp = NULL;
 }
@@ -2486,13 +2642,13 @@ static fat5_status fat5__afile_open(fat5_ctx *ctx, const char *path, fat5__afile
     a->fp = fopen(a->tmp, "wb");
     if (a->fp) return FAT5_OK;
 #else
-    a->fd = mkstemp(a->tmp);
+    a->fd = fat5__fs_create(a->tmp);
     if (a->fd >= 0) {
         // mkstemp creates 0600; keep the mode of the file being replaced, else use 0644
         struct stat st;
         mode_t mode = 0644;
         if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) mode = st.st_mode & 07777;
-        (void)fchmod(a->fd, mode);
+        (void)fat5__fs_chmod(a->fd, a->tmp, mode);
         return FAT5_OK;
     }
 #endif
@@ -2513,7 +2669,7 @@ static fat5_status fat5__afile_write(fat5_ctx *ctx, fat5__afile *a, const char *
 #else
     while (n > 0) {
         size_t chunk = n < ((size_t)1 << 30) ? n : ((size_t)1 << 30);
-        ssize_t w = write(a->fd, p, chunk);
+        ssize_t w = fat5__fs_write(a->fd, a->tmp, p, chunk);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
             if (w == 0) errno = EIO;
@@ -2549,16 +2705,16 @@ static fat5_status fat5__afile_commit(fat5_ctx *ctx, fat5__afile *a, const char 
     int fd = a->fd;
     a->fd = -1;
     step = "fsync";
-    if (fsync(fd) != 0) {
+    if (fat5__fs_fsync(fd, a->tmp) != 0) {
         e = errno;
         close(fd);
         goto fail;
     }
     step = "close";
-    if (close(fd) != 0) goto fail_errno;
+    if (fat5__fs_close(fd, a->tmp) != 0) goto fail_errno;
 #endif
     step = "rename";
-    if (rename(a->tmp, path) != 0) goto fail_errno;
+    if (fat5__fs_rename(a->tmp, path) != 0) goto fail_errno;
     fat5__free(ctx, a->tmp);
     a->tmp = NULL;
     return FAT5_OK;
@@ -3081,6 +3237,7 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatmul)(
     X(fill_f32) X(scale_f32) X(f32_to_bf16) X(to_act) X(embed_fwd) X(embed_bwd) X(rmsnorm_fwd)     \
     X(rmsnorm_bwd) X(colsum_f32) X(act_fwd) X(act_bwd) X(attn_fwd) X(attn_bwd_delta) X(attn_bwd_dq)  \
     X(attn_bwd_dkv) X(xent_fwd) X(xent_bwd) X(sumsq_seg) X(adamw_seg) X(optim_coef) X(loss_total)  \
+    X(adafactor_seg)                                                                               \
     X(attn_decode) X(cache_write) X(cache_gather) X(add_i32) X(rope) X(fire_reduce)               \
     X(block_sum) X(block_sum_bwd)                                                                  \
     X(gen_process) X(gen_select) X(gen_beam)                                                       \
@@ -6469,6 +6626,102 @@ static fat5_status fat5__cpu_optim_coef(fat5_ctx *ctx, fat5__addr coef_, fat5__a
     return FAT5_OK;
 }
 
+// Adafactor's update direction of element i (row-major) of a segment before the clipping and the
+// rate: factored (R x C, row averages vs[0 .. R), column averages vs[R .. R + C), mean row average
+// rmean): rsqrt(row / rmean) rsqrt(col) g; else rsqrt(vs[i]) g. fp32 operations, rounded each.
+static float fat5__cpu_af_dir(float gi, const float *vs, int fac, int64_t R, int64_t C, int64_t i, float rmean) {
+    if (fac) {
+        float rf = 1.0f / sqrtf(vs[i / C] / rmean), cf = 1.0f / sqrtf(vs[R + i % C]);
+        return (rf * cf) * gi;
+    }
+    return (1.0f / sqrtf(vs[i])) * gi;
+}
+
+// Adafactor (transformers' Adafactor.step) over every segment s, as kernels/optim.cu's
+// fat5_adafactor_seg lays it out: tab (int64 [8 n_seg]) holds offset, numel, R, C, factored,
+// voff, row0, col0 of each (an R x C row-major tensor, 1-D ones R = 1; row0 / col0 only serve the
+// GPU's grid), v + voff its second moments (factored: R row averages then C column averages; else
+// numel). With g' = (float)stats[1] g (the global clipping) and e = g' g' + eps1:
+//   factored:   row_i = beta2t row_i + omb2t mean_c e;  col_c = beta2t col_c + omb2t mean_i e;
+//               u = rsqrt(row_i / mean_i row_i) rsqrt(col_c) g'
+//   unfactored: v = beta2t v + omb2t e;  u = rsqrt(v) g'
+//   u = (u / max(1, RMS(u) / clip)) lr   (lr = coef[2 s]: the rate times the parameter scale)
+//   m1 (when not 0): m1 = beta1 m1 + (1 - beta1) u, u = m1
+//   w = w + (-wd lr) w when decayed[s];  w = w - u
+// Nothing when the gradient norm stats[0] is not finite. Means and RMS are sums in double (in
+// element order) rounded to fp32; every element-wise operation is one fp32 operation, rounded, in
+// the order written (rsqrt(x) = 1 / sqrt(x), each IEEE), as the kernel does them. scratch and wa
+// are the GPU's (0 here: the CPU has no separate operands).
+static fat5_status fat5__cpu_adafactor_seg(fat5_ctx *ctx, fat5__addr w_, fat5__addr g_, fat5__addr m1_,
+                                           fat5__addr v_, fat5__addr tab_, int n_seg, int64_t n_rows,
+                                           int64_t n_cols, fat5__addr coef_, fat5__addr stats_,
+                                           fat5__addr decayed_, float beta2t, float omb2t, float eps1, float clip,
+                                           float beta1, float wd, fat5__addr scratch, fat5__addr wa) {
+    float *w = FAT5__HOST(float, w_), *m1 = FAT5__HOST(float, m1_), *v = FAT5__HOST(float, v_);
+    const float *g = FAT5__HOST(const float, g_), *coef = FAT5__HOST(const float, coef_);
+    const double *stats = FAT5__HOST(const double, stats_);
+    const int64_t *tab = FAT5__HOST(const int64_t, tab_);
+    const int32_t *decayed = FAT5__HOST(const int32_t, decayed_);
+    const float gs = (float)stats[1], ob1 = 1.0f - beta1;
+    int s;
+    (void)n_rows;
+    (void)n_cols;
+    (void)scratch;
+    if (wa) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__cpu_adafactor_seg: the CPU has no separate operands");
+    if (!isfinite(stats[0])) return FAT5_OK;  // a skipped step
+    for (s = 0; s < n_seg; s++) {
+        const int64_t off = tab[8 * s], numel = tab[8 * s + 1], R = tab[8 * s + 2], C = tab[8 * s + 3];
+        const int fac = tab[8 * s + 4] != 0;
+        const float lr = coef[2 * s], dec = decayed[s] ? (float)(-(double)wd * (double)lr) : 0.0f;
+        const float *gp = g + off;
+        float *vs = v + tab[8 * s + 5], rmean = 1.0f, den;
+        double acc;
+        int64_t i, c;
+        // the second moments
+        if (fac) {
+            for (i = 0; i < R; i++) {
+                for (acc = 0, c = 0; c < C; c++) {
+                    float gi = gp[i * C + c] * gs;
+                    acc += (double)(gi * gi + eps1);
+                }
+                vs[i] = beta2t * vs[i] + omb2t * (float)(acc / (double)C);
+            }
+            for (c = 0; c < C; c++) {
+                for (acc = 0, i = 0; i < R; i++) {
+                    float gi = gp[i * C + c] * gs;
+                    acc += (double)(gi * gi + eps1);
+                }
+                vs[R + c] = beta2t * vs[R + c] + omb2t * (float)(acc / (double)R);
+            }
+            for (acc = 0, i = 0; i < R; i++) acc += (double)vs[i];
+            rmean = (float)(acc / (double)R);
+        } else {
+            for (i = 0; i < numel; i++) {
+                float gi = gp[i] * gs;
+                vs[i] = beta2t * vs[i] + omb2t * (gi * gi + eps1);
+            }
+        }
+        // the RMS of the update direction, then the update
+        for (acc = 0, i = 0; i < numel; i++) {
+            float u = fat5__cpu_af_dir(gp[i] * gs, vs, fac, R, C, i, rmean);
+            acc += (double)u * (double)u;
+        }
+        den = (float)sqrt(acc / (double)numel) / clip;
+        if (den < 1.0f) den = 1.0f;
+        for (i = 0; i < numel; i++) {
+            const int64_t k = off + i;
+            float u = fat5__cpu_af_dir(gp[i] * gs, vs, fac, R, C, i, rmean) / den * lr, wk = w[k];
+            if (m1) {
+                m1[k] = beta1 * m1[k] + ob1 * u;
+                u = m1[k];
+            }
+            if (dec != 0.0f) wk = wk + dec * wk;
+            w[k] = wk - u;
+        }
+    }
+    return FAT5_OK;
+}
+
 #define FAT5__BEAM_MAX 32   // beams per input of fat5__cpu_gen_beam / fat5_gen_beam (2K candidates)
 
 // ---- generation: logits processors, token selection, beam search (kernels/generate.cu) ----
@@ -8013,6 +8266,33 @@ static FAT5__UNUSED fat5_status fat5__gpu_optim_coef(fat5_ctx *ctx, fat5__dptr c
     return fat5__dev_launch(ctx, FAT5__K_optim_coef, 1, 1, 1, 256, 1, 1, 0, args);
 }
 
+// the Adafactor update of every segment (fat5_adafactor_seg): phases 0, 3 and 5 one block of 256
+// per row, 1 one thread per factored column, 2 and 4 one warp per segment; scratch: double
+// [n_rows + 2 n_seg]
+static FAT5__UNUSED fat5_status fat5__gpu_adafactor_seg(fat5_ctx *ctx, fat5__dptr w, fat5__dptr g, fat5__dptr m1,
+                                                        fat5__dptr v, fat5__dptr tab, int n_seg, int64_t n_rows,
+                                                        int64_t n_cols, fat5__dptr coef, fat5__dptr stats,
+                                                        fat5__dptr decayed, float beta2t, float omb2t, float eps1,
+                                                        float clip, float beta1, float wd, fat5__dptr scratch,
+                                                        fat5__dptr wa) {
+    long long nr = n_rows, nc = n_cols;
+    int phase;
+    void *args[] = {&w,    &g,     &m1,     &v,    &tab,  &n_seg, &nr,      &nc, &coef,  &stats,
+                    &decayed, &beta2t, &omb2t, &eps1, &clip, &beta1, &wd, &scratch, &wa, &phase};
+    if (n_seg < 0 || n_rows < n_seg || n_cols < 0 || (n_seg > 0 && (!tab || !coef || !stats || !decayed || !scratch)))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_adafactor_seg: %d segments, %lld rows, %lld columns, "
+                         "a NULL table", n_seg, (long long)n_rows, (long long)n_cols);
+    if (n_seg == 0) return FAT5_OK;
+    for (phase = 0; phase < 6; phase++) {
+        unsigned blocks = phase == 1 ? fat5__gpu_blocks(n_cols, 256) : phase == 2 || phase == 4
+                                         ? fat5__gpu_blocks(n_seg, 8) : fat5__gpu_blocks(n_rows, 1);
+        fat5_status st;
+        if (phase == 1 && n_cols == 0) continue;
+        if ((st = fat5__dev_launch(ctx, FAT5__K_adafactor_seg, blocks, 1, 1, 256, 1, 1, 0, args))) return st;
+    }
+    return FAT5_OK;
+}
+
 // ----- generate.cu: one block of 256 threads per entry (per input for beam search) -----
 
 // Hugging Face's processors in place on x [n, V] fp32 (see fat5__cpu_gen_process)
@@ -8137,6 +8417,10 @@ static FAT5__UNUSED fat5_status fat5__gpu_gen_beam(fat5_ctx *ctx, fat5__dptr x, 
     X(optim_coef, (fat5_ctx * ctx, fat5__addr coef, fat5__addr stats, fat5__addr ss_g, fat5__addr ss_w,         \
                    fat5__addr segs, fat5__addr decayed, int n_seg, double lr_bc, float decay, double clip,    \
                    fat5__addr gate, int n_gate))                                                              \
+    X(adafactor_seg, (fat5_ctx * ctx, fat5__addr w, fat5__addr g, fat5__addr m1, fat5__addr v, fat5__addr tab, \
+                      int n_seg, int64_t n_rows, int64_t n_cols, fat5__addr coef, fat5__addr stats,            \
+                      fat5__addr decayed, float beta2t, float omb2t, float eps1, float clip, float beta1,      \
+                      float wd, fat5__addr scratch, fat5__addr wa))                                            \
     X(gen_process, (fat5_ctx * ctx, fat5__addr x, fat5__addr hist, fat5__addr lens, fat5__addr rows, int64_t n, \
                     int V, int Lh, float rep, int ngram, int min_new, int eos, int log_softmax))               \
     X(gen_select, (fat5_ctx * ctx, fat5__addr x, fat5__addr tok, fat5__addr hist, fat5__addr lens,             \
@@ -11943,6 +12227,8 @@ typedef struct fat5__tokfile {
     int width;            // bytes per id: 2 or 4
     int64_t n;            // ids in the file
     int64_t first;        // index of its first id in the stream
+    int64_t *win_docs;    // per window-sized block of the file (ids [k w, (k + 1) w), w the ids a
+                          // window holds): the documents of the stream before it (its eos ids)
 } fat5__tokfile;
 
 struct fat5_tokens {
@@ -12070,6 +12356,27 @@ static fat5_status fat5__tok_read_doc(fat5_tokens *t, int64_t pos, int64_t max, 
     return FAT5_OK;
 }
 
+// The index of the document that starts at stream index pos (0 <= pos < n_ids, at 0 or right after
+// an eos): the eos ids before it, from the count the check recorded at the start of pos's block and
+// those of the block before pos (at most one window read).
+static fat5_status fat5__tok_doc_index(fat5_tokens *t, int64_t pos, int64_t *doc) {
+    int f = fat5__tok_file_of(t, pos);
+    const fat5__tokfile *tf = &t->files[f];
+    int64_t per_win = (int64_t)(FAT5__TOK_WINDOW / (size_t)tf->width), at = pos - tf->first;
+    int64_t q = at - at % per_win, n = tf->win_docs[at / per_win];
+    while (q < at) {
+        const unsigned char *p;
+        int64_t avail, i, take;
+        fat5_status st = fat5__tok_window(t, f, q, &p, &avail);
+        if (st != FAT5_OK) return st;
+        take = avail < at - q ? avail : at - q;
+        for (i = 0; i < take; i++) n += fat5__tok_get_le(p + (size_t)i * (size_t)tf->width, tf->width) == (uint32_t)t->eos;
+        q += take;
+    }
+    *doc = n;
+    return FAT5_OK;
+}
+
 // Opens and checks one file: header, size, every id below the vocabulary, last id an eos.
 static fat5_status fat5__tok_check(fat5_tokens *t, int f, const char *path) {
     fat5__tokfile *tf = &t->files[f];
@@ -12077,7 +12384,7 @@ static fat5_status fat5__tok_check(fat5_tokens *t, int f, const char *path) {
     uint64_t size, vocab, nbytes, i;
     uint32_t version, width, pad;
     int32_t eos;
-    int64_t at;
+    int64_t at, per_win;
     fat5_status st;
     fat5_ctx *ctx = t->ctx;
     if (!(tf->path = fat5__strdup(ctx, path)))
@@ -12126,9 +12433,13 @@ static fat5_status fat5__tok_check(fat5_tokens *t, int f, const char *path) {
     tf->width = (int)width;
     tf->n = (int64_t)(nbytes / width);
     tf->first = t->n_ids;
-    for (at = 0; at < tf->n;) {   // every id, in window-sized steps
+    per_win = (int64_t)(FAT5__TOK_WINDOW / width);
+    tf->win_docs = FAT5__CAST(int64_t *, fat5__calloc(ctx, (size_t)((tf->n + per_win - 1) / per_win), sizeof(int64_t)));
+    if (!tf->win_docs) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    for (at = 0; at < tf->n;) {   // every id, in window-sized steps (each window starts at a multiple of per_win)
         const unsigned char *p;
         int64_t avail;
+        tf->win_docs[at / per_win] = t->n_docs;
         if ((st = fat5__tok_window(t, f, at, &p, &avail)) != FAT5_OK) return st;
         for (i = 0; i < (uint64_t)avail; i++) {
             uint64_t v = fat5__tok_get_le(p + i * width, (int)width);
@@ -12154,6 +12465,7 @@ FAT5_API void fat5_tokens_destroy(fat5_tokens *t) {
     for (i = 0; i < t->n_files; i++) {
         if (t->files[i].fp) fclose(t->files[i].fp);
         fat5__free(t->ctx, t->files[i].path);
+        fat5__free(t->ctx, t->files[i].win_docs);
     }
     fat5__free(t->ctx, t->files);
     fat5__free(t->ctx, t->win);
@@ -12789,6 +13101,13 @@ FAT5_API fat5_status fat5_ul2_set_state(fat5_ul2 *s, const char *state) {
         if (!at_end || n != 0)
             return fat5__err(s->ctx, FAT5_ERR_FORMAT, "ul2 state: id %lld does not start a document", (long long)p.pos);
     }
+    {   // the document index goes with the position (it decides the held-out split)
+        int64_t d = 0;
+        if ((st = fat5__tok_doc_index(s->src, p.pos, &d)) != FAT5_OK) return st;
+        if (d != p.doc)
+            return fat5__err(s->ctx, FAT5_ERR_FORMAT, "ul2 state: the document index (doc, field 5) is %lld, but id "
+                             "%lld starts document %lld", (long long)p.doc, (long long)p.pos, (long long)d);
+    }
     at_end = 0;
     while (seen < p.off) {   // and holds more than off ids
         int64_t want = p.off - seen < s->max_piece ? p.off - seen : s->max_piece;
@@ -12830,6 +13149,23 @@ FAT5_API fat5_status fat5_ul2_set_state(fat5_ul2 *s, const char *state) {
 // the difference is O(eps) and O(lr^2 wd)).
 // Weight-decay exclusions: every tensor whose name contains "norm" or "bias" (case-insensitive):
 // the RMSNorm weights and the relative_attention_bias tables.
+//
+// Adafactor (FAT5_OPTIM_ADAFACTOR) is transformers.optimization.Adafactor's step, per tensor p of
+// shape R x C (2-D: factored second moments) or n (1-D: a full one), with t = step + 1:
+//   norm, skip, c and g' = c g as above (HF's Trainer clips before the optimizer as well)
+//   lr    = min(1e-2, 1/sqrt(t)) with relative_step (min(1e-6 t, 1/sqrt(t)) with warmup_init), else
+//           fat5_sched_lr(cfg, step); times max(1e-3, RMS(p)) with scale_parameter (RMS before the update)
+//   b2    = 1 - t^decay_rate;  e = g'^2 + 1e-30
+//   2-D:  row = b2 row + (1 - b2) mean over columns of e;  col = b2 col + (1 - b2) mean over rows of e
+//         u = g' / sqrt(row / mean(row)) / sqrt(col)
+//   1-D:  v = b2 v + (1 - b2) e;  u = g' / sqrt(v)
+//   u     = lr u / max(1, RMS(u) / clip_threshold)
+//   beta1 > 0: m = beta1 m + (1 - beta1) u;  u = m
+//   p     = p - wd lr p   (the same exclusions as AdamW's decay; HF's Trainer groups them so)
+//   p     = p - u
+// The step count is the optimizer's (skipped steps included), as for AdamW's bias correction.
+// The moments are fp32 arrays on the backend: m1 (numel floats, only with beta1 > 0) and m2, every
+// tensor's second moments packed (R + C or n floats), described by the table af (kernels/optim.cu).
 
 #define FAT5__OPTIM_CHUNK 8192  // elements per chunk of the GPU reductions and update
 
@@ -12847,6 +13183,11 @@ struct fat5_optim {
     fat5__addr coef;                  // fp32 [2 n_seg]: alpha, decay of each tensor this step
     fat5__addr decayed;               // int32 [n_seg]: 1 where the tensor has weight decay
     fat5__addr stats;                 // double [2]: this step's gradient norm and clipping factor
+    // Adafactor: m1 holds the first moment (0 without beta1), m2 the packed second moments
+    size_t n_v;                       // floats of m2 (AdamW: n_floats)
+    int64_t n_rows, n_cols;           // rows of all tensors, columns of the factored ones
+    fat5__addr af;                    // int64 [8 n_seg]: the layout table of fat5_adafactor_seg
+    fat5__addr af_scr;                // double [n_rows + 2 n_seg]: its scratch
 };
 
 FAT5_API fat5_optim_config fat5_optim_config_default(void) {
@@ -12864,6 +13205,12 @@ FAT5_API fat5_optim_config fat5_optim_config_default(void) {
     c.total_steps = 65536;
     c.decay_steps = 0;
     c.min_lr = 1e-5;
+    c.adafactor_relative_step = 0;   // HF Trainer's optim "adafactor": the external rate and schedule
+    c.adafactor_scale_parameter = 0;
+    c.adafactor_warmup_init = 0;
+    c.adafactor_clip_threshold = 1.0;
+    c.adafactor_decay_rate = -0.8;
+    c.adafactor_beta1 = 0.0;         // no first moment
     return c;
 }
 
@@ -12881,9 +13228,29 @@ static const char *fat5__sched_name(fat5_sched_kind k) {
 static fat5_status fat5__optim_config_check(fat5_ctx *ctx, const fat5_optim_config *c) {
     const char *E = "optimizer config";
     int sched_needs_total;
-    if (c->kind != FAT5_OPTIM_ADAMW && c->kind != FAT5_OPTIM_ADAMW_SCALE)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: kind = %d, expected FAT5_OPTIM_ADAMW (0) or "
-                         "FAT5_OPTIM_ADAMW_SCALE (1)", E, (int)c->kind);
+    if (c->kind != FAT5_OPTIM_ADAMW && c->kind != FAT5_OPTIM_ADAMW_SCALE && c->kind != FAT5_OPTIM_ADAFACTOR)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: kind = %d, expected FAT5_OPTIM_ADAMW (0), "
+                         "FAT5_OPTIM_ADAMW_SCALE (1) or FAT5_OPTIM_ADAFACTOR (2)", E, (int)c->kind);
+    if (c->kind == FAT5_OPTIM_ADAFACTOR) {
+        if (c->adafactor_relative_step != 0 && c->adafactor_relative_step != 1)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: adafactor_relative_step = %d, expected 0 or 1", E,
+                             c->adafactor_relative_step);
+        if (c->adafactor_scale_parameter != 0 && c->adafactor_scale_parameter != 1)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: adafactor_scale_parameter = %d, expected 0 or 1", E,
+                             c->adafactor_scale_parameter);
+        if (c->adafactor_warmup_init != 0 && !(c->adafactor_warmup_init == 1 && c->adafactor_relative_step))
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: adafactor_warmup_init = %d, expected 0, or 1 with "
+                             "adafactor_relative_step 1", E, c->adafactor_warmup_init);
+        if (!(isfinite(c->adafactor_clip_threshold) && c->adafactor_clip_threshold > 0))
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: adafactor_clip_threshold = %g, expected a finite value > 0",
+                             E, c->adafactor_clip_threshold);
+        if (!(isfinite(c->adafactor_decay_rate) && c->adafactor_decay_rate < 0))
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: adafactor_decay_rate = %g, expected a finite value < 0", E,
+                             c->adafactor_decay_rate);
+        if (!(c->adafactor_beta1 >= 0 && c->adafactor_beta1 < 1))
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: adafactor_beta1 = %g, expected a value in [0, 1) (0 = none)",
+                             E, c->adafactor_beta1);
+    }
     if (!(isfinite(c->lr) && c->lr > 0))
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: lr = %g, expected a finite value > 0", E, c->lr);
     if (!(c->beta1 >= 0 && c->beta1 < 1))
@@ -12997,6 +13364,8 @@ FAT5_API void fat5_optim_destroy(fat5_optim *o) {
     be->free(ctx, o->coef);
     be->free(ctx, o->decayed);
     be->free(ctx, o->stats);
+    be->free(ctx, o->af);
+    be->free(ctx, o->af_scr);
     fat5__free(ctx, o);
 }
 
@@ -13004,7 +13373,7 @@ FAT5_API fat5_status fat5_optim_create(fat5_model *m, const fat5_optim_config *c
     fat5_ctx *ctx;
     const fat5__backend *be;
     fat5_optim *o;
-    int64_t *segs = NULL, *coff = NULL;
+    int64_t *segs = NULL, *coff = NULL, *af = NULL;
     int32_t *decayed = NULL;
     size_t n, ns;
     int s;
@@ -13033,7 +13402,8 @@ FAT5_API fat5_status fat5_optim_create(fat5_model *m, const fat5_optim_config *c
     segs = FAT5__CAST(int64_t *, fat5__calloc(ctx, 2 * ns, sizeof(int64_t)));
     coff = FAT5__CAST(int64_t *, fat5__calloc(ctx, ns + 1, sizeof(int64_t)));
     decayed = FAT5__CAST(int32_t *, fat5__calloc(ctx, ns + 1, sizeof(int32_t)));
-    if (!segs || !coff || !decayed) {
+    af = FAT5__CAST(int64_t *, fat5__calloc(ctx, 8 * ns + 1, sizeof(int64_t)));
+    if (!segs || !coff || !decayed || !af) {
         st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_optim_create: out of memory");
         goto done;
     }
@@ -13045,7 +13415,26 @@ FAT5_API fat5_status fat5_optim_create(fat5_model *m, const fat5_optim_config *c
         decayed[s] = cfg->weight_decay != 0 && !fat5__optim_no_decay(p->name);
     }
     o->n_chunks = coff[ns];
-    if ((st = be->alloc(ctx, n * 4, &o->m1)) || (st = be->alloc(ctx, n * 4, &o->m2)) ||
+    o->n_v = n;
+    if (cfg->kind == FAT5_OPTIM_ADAFACTOR) {   // the layout: 2-D tensors factored, 1-D ones full
+        o->n_v = 0;
+        for (s = 0; s < o->n_seg; s++) {
+            const fat5__param *p = &m->params[s];
+            int fac = p->ndim >= 2;
+            int64_t R = fac ? p->shape[0] : 1, C = fac ? (int64_t)p->numel / R : (int64_t)p->numel;
+            int64_t *e = af + 8 * s;
+            e[0] = (int64_t)p->offset, e[1] = (int64_t)p->numel, e[2] = R, e[3] = C, e[4] = fac;
+            e[5] = (int64_t)o->n_v, e[6] = o->n_rows, e[7] = o->n_cols;
+            o->n_v += fac ? (size_t)(R + C) : p->numel;
+            o->n_rows += R;
+            o->n_cols += fac ? C : 0;
+        }
+    }
+    st = FAT5_OK;   // the first moment (none for Adafactor without beta1), Adafactor's table and scratch
+    if (cfg->kind != FAT5_OPTIM_ADAFACTOR || cfg->adafactor_beta1 > 0) st = be->alloc(ctx, n * 4, &o->m1);
+    if (!st && cfg->kind == FAT5_OPTIM_ADAFACTOR && !(st = be->alloc(ctx, 8 * ns * 8, &o->af)))
+        st = be->alloc(ctx, ((size_t)o->n_rows + 2 * ns) * 8, &o->af_scr);
+    if (st || (st = be->alloc(ctx, o->n_v * 4, &o->m2)) ||
         (st = be->alloc(ctx, 2 * ns * 8, &o->segs)) || (st = be->alloc(ctx, (ns + 1) * 8, &o->chunk_off)) ||
         (st = be->alloc(ctx, (size_t)o->n_chunks * 8, &o->part)) || (st = be->alloc(ctx, 2 * ns * 8, &o->ss)) ||
         (st = be->alloc(ctx, 2 * ns * 4, &o->coef)) || (st = be->alloc(ctx, (ns + 1) * 4, &o->decayed)) ||
@@ -13056,11 +13445,13 @@ FAT5_API fat5_status fat5_optim_create(fat5_model *m, const fat5_optim_config *c
     st = be->upload(ctx, o->segs, segs, 2 * ns * 8);
     if (!st) st = be->upload(ctx, o->chunk_off, coff, (ns + 1) * 8);
     if (!st) st = be->upload(ctx, o->decayed, decayed, (ns + 1) * 4);
+    if (!st && o->af) st = be->upload(ctx, o->af, af, 8 * ns * 8);
     if (!st) st = be->sync(ctx);
 done:
     fat5__free(ctx, segs);
     fat5__free(ctx, coff);
     fat5__free(ctx, decayed);
+    fat5__free(ctx, af);
     if (st) {
         fat5_optim_destroy(o);
         return st;
@@ -13071,10 +13462,71 @@ done:
 
 FAT5_API int64_t fat5_optim_get_step(const fat5_optim *o) { return o ? o->step : 0; }
 
+// The optimizer's state arrays, as a training checkpoint names them: fp32 on the model's backend.
+// AdamW / AdamWScale: optimizer.exp_avg and optimizer.exp_avg_sq (n_floats each). Adafactor:
+// optimizer.exp_avg (n_floats, with beta1 only) and optimizer.adafactor_exp_avg_sq (every tensor's
+// second moments packed in parameter order: a 2-D tensor's R row averages then its C column
+// averages, a 1-D tensor's numel values).
+typedef struct fat5__optim_array {
+    const char *name;
+    fat5__addr addr;
+    size_t n;        // floats
+    int nonneg;      // a second moment: >= 0
+} fat5__optim_array;
+#define FAT5__OPTIM_ARRAYS 2
+static int fat5__optim_arrays(const fat5_optim *o, fat5__optim_array out[FAT5__OPTIM_ARRAYS]) {
+    int k = 0;
+    if (o->m1) {
+        out[k].name = "optimizer.exp_avg", out[k].addr = o->m1, out[k].n = o->m->n_floats, out[k].nonneg = 0;
+        k++;
+    }
+    out[k].name = o->cfg.kind == FAT5_OPTIM_ADAFACTOR ? "optimizer.adafactor_exp_avg_sq" : "optimizer.exp_avg_sq";
+    out[k].addr = o->m2, out[k].n = o->n_v, out[k].nonneg = 1;
+    return k + 1;
+}
+
+// The name of the optimizer kind recorded in a checkpoint (and the option optim's value)
+static const char *fat5__optim_kind_name(fat5_optim_kind k) {
+    return k == FAT5_OPTIM_ADAFACTOR ? "adafactor" : k == FAT5_OPTIM_ADAMW ? "adamw" : "adamwscale";
+}
+
 // per-tensor sums of squares of x (the gradients or the master weights) into ss (double [n_seg])
 static fat5_status fat5__optim_sumsq(fat5_optim *o, fat5__addr ss, fat5__addr x) {
     fat5_model *m = o->m;
     return m->be->sumsq_seg(m->ctx, ss, x, o->segs, o->chunk_off, o->n_seg, o->n_chunks, FAT5__OPTIM_CHUNK, o->part);
+}
+
+// The rate of the optimizer's next update: the schedule's, or Adafactor's relative step
+// (min(1e-2, 1/sqrt(t)), min(1e-6 t, 1/sqrt(t)) with warmup_init; t = step + 1), before
+// any per-tensor scale.
+static double fat5__optim_lr(const fat5_optim *o) {
+    const fat5_optim_config *c = &o->cfg;
+    double t = (double)(o->step + 1);
+    if (c->kind == FAT5_OPTIM_ADAFACTOR && c->adafactor_relative_step) {
+        double min_step = c->adafactor_warmup_init ? 1e-6 * t : 1e-2, rel = 1.0 / sqrt(t);
+        return min_step < rel ? min_step : rel;
+    }
+    return fat5_sched_lr(c, o->step);
+}
+
+// Adafactor's update (see the top of this section) queued after the gradient norm: optim_coef
+// gives each tensor its rate (times max(1e-3, RMS(p)) with scale_parameter), adafactor_seg the rest
+static fat5_status fat5__optim_adafactor(fat5_optim *o, double lr, fat5__addr gate, int n_gate) {
+    fat5_model *m = o->m;
+    fat5_ctx *ctx = m->ctx;
+    const fat5__backend *be = m->be;
+    const fat5_optim_config *c = &o->cfg;
+    double beta2t = 1.0 - pow((double)(o->step + 1), c->adafactor_decay_rate);
+    fat5__addr ss_w = c->adafactor_scale_parameter ? o->ss + 8 * (fat5__addr)o->n_seg : 0;
+    fat5_status st;
+    if ((st = fat5__optim_sumsq(o, o->ss, m->gd)) || (ss_w && (st = fat5__optim_sumsq(o, ss_w, m->wd))) ||
+        (st = be->optim_coef(ctx, o->coef, o->stats, o->ss, ss_w, o->segs, o->decayed, o->n_seg, lr, 1.0f,
+                             c->clip_norm, gate, n_gate)))
+        return st;
+    return be->adafactor_seg(ctx, m->wd, m->gd, o->m1, o->m2, o->af, o->n_seg, o->n_rows, o->n_cols, o->coef, o->stats,
+                             o->decayed, (float)beta2t, (float)(1.0 - beta2t), 1e-30f,
+                             (float)c->adafactor_clip_threshold, (float)c->adafactor_beta1, (float)c->weight_decay,
+                             o->af_scr, m->wa == m->wd ? 0 : m->wa);
 }
 
 // The update is queued whole before the host waits once, at the end: the gradient norm, the clipping
@@ -13097,9 +13549,15 @@ static fat5_status fat5__optim_step_gated(fat5_optim *o, fat5__addr gate, int n_
     be = m->be;
     c = &o->cfg;
     memset(&r, 0, sizeof r);
-    lr = fat5_sched_lr(c, o->step);
+    lr = fat5__optim_lr(o);
     r.lr = lr;
     t = (double)(o->step + 1);
+    if (c->kind == FAT5_OPTIM_ADAFACTOR) {
+        if ((st = fat5__optim_adafactor(o, lr, gate, n_gate)) || (st = be->download(ctx, stats, o->stats, sizeof stats)) ||
+            (st = be->sync(ctx)))
+            return st;
+        goto done;
+    }
     bc = sqrt(1.0 - pow(c->beta2, t)) / (1.0 - pow(c->beta1, t));
     // AdamWScale: the factor from the weights before the update
     ss_w = c->kind == FAT5_OPTIM_ADAMW_SCALE ? o->ss + 8 * (fat5__addr)o->n_seg : 0;
@@ -13111,6 +13569,7 @@ static fat5_status fat5__optim_step_gated(fat5_optim *o, fat5__addr gate, int n_
                             m->wa == m->wd ? 0 : m->wa)) ||
         (st = be->download(ctx, stats, o->stats, sizeof stats)) || (st = be->sync(ctx)))
         return st;
+done:
     r.grad_norm = stats[0];
     r.skipped = !isfinite(r.grad_norm);
     o->step++;
@@ -13981,7 +14440,7 @@ static fat5_status fat5__mkdir(fat5_ctx *ctx, const char *dir) {
 #ifdef _WIN32
     return fat5__err(ctx, FAT5_ERR_IO, "%s: no such directory", dir);
 #else
-    if (mkdir(dir, 0777) != 0) {
+    if (fat5__fs_mkdir(dir) != 0) {
         int e = errno;   // before the check below, whose stat() may change it
         if (!fat5__is_dir(dir))
             return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot create directory: %s", dir, strerror(e));
@@ -16670,6 +17129,143 @@ static const uint32_t fat5__uc_comp_val[941] = {
 12496,12497,12499,12500,12502,12503,12505,12506,12508,12509,12535,12536,12537,12538,12542,69786,
 69788,69803,69934,69935,70475,70476,70844,70843,70846,71098,71099,71992,
 };
+// Simple lowercase mappings (UnicodeData.txt) by runs, sorted: start << 8 | (count - 1) for
+// `count` code points from start, stride 1 or 2 apart, that map to themselves plus one offset.
+static const uint32_t fat5__uc_lower_key[182] = {
+16665,49174,55302,65559,77824,78338,80135,84502,96256,96514,98560,98817,99840,100096,100609,101120,
+101888,102144,102400,102656,103168,103424,103936,104192,104448,105472,105728,106240,106498,108032,
+108288,108800,109568,110080,110336,110849,111361,112384,112640,113664,115712,115968,116480,116736,
+117248,117512,122376,127232,127489,128512,128768,129043,139264,139784,145920,146176,146688,146944,
+147712,148224,148480,148736,148996,225281,226816,229120,230912,231426,232448,232961,233744,238344,
+249600,251915,259072,259840,260352,260608,261378,262159,266271,286736,297498,311296,311558,315439,
+340261,1089573,1099520,1101056,1286223,1306629,1871914,1883394,1966154,2006528,2007087,2033671,
+2037765,2041863,2045959,2050053,2054403,2058247,2066439,2070535,2074631,2078721,2079233,2079744,
+2082819,2083840,2086913,2087425,2091009,2091521,2092032,2095105,2095617,2096128,2172416,2173440,
+2173696,2175488,2187279,2196224,2405913,2883631,2908160,2908672,2908928,2909184,2909954,2911488,
+2911744,2912000,2912256,2912768,2913536,2915841,2916401,2943745,2945536,10895382,10911757,10953222,
+10957342,10975489,10976512,10976772,10980096,10980608,10981377,10982921,10988032,10988288,10988544,
+10988800,10989056,10989568,10989824,10990080,10990336,10990599,10994688,10994944,10995200,10995457,
+10997760,10999297,11007232,16720153,17039399,17084451,17133578,17136654,17140742,17142785,17596466,
+18391071,24002591,32047137,
+};
+// Values of fat5__uc_lower_key: (offset + 0x110000) << 1 | (stride == 2).
+static const uint32_t fat5__uc_lower_val[182] = {
+2228288,2228288,2228288,2228227,2227826,2228227,2228227,2228227,2227982,2228227,2228644,2228227,
+2228636,2228226,2228634,2228226,2228382,2228628,2228630,2228226,2228634,2228638,2228646,2228642,
+2228226,2228646,2228650,2228652,2228227,2228660,2228226,2228660,2228226,2228660,2228226,2228658,
+2228227,2228662,2228226,2228226,2228228,2228226,2228228,2228226,2228228,2228227,2228227,2228228,
+2228227,2228030,2228112,2228227,2227964,2228227,2249814,2228226,2227898,2249808,2228226,2227834,
+2228362,2228366,2228227,2228227,2228226,2228456,2228300,2228298,2228352,2228350,2228288,2228288,
+2228240,2228227,2228104,2228226,2228210,2228226,2227964,2228384,2228288,2228227,2228227,2228254,
+2228227,2228227,2228320,2242752,2242752,2242752,2305952,2228240,2222208,2222208,2228227,2212994,
+2228227,2228208,2228208,2228208,2228208,2228208,2228209,2228208,2228208,2228208,2228208,2228208,
+2228076,2228206,2228052,2228206,2228208,2228024,2228208,2228000,2228210,2227968,2227972,2228206,
+2213190,2211458,2211700,2228280,2228256,2228226,2228276,2228320,2228226,2206738,2220596,2206770,
+2228227,2206664,2206726,2206658,2206660,2228226,2228226,2206594,2228227,2228227,2228226,2228227,
+2228227,2228227,2228227,2228227,2157560,2228227,2228226,2143664,2228227,2228227,2143608,2143586,
+2143594,2143614,2143608,2143708,2143660,2143702,2230080,2228227,2228128,2143610,2157456,2228227,
+2228226,2228227,2228226,2228288,2228304,2228304,2228302,2228302,2228302,2228302,2228352,2228288,
+2228288,2228292,
+};
+// Cased (1) and Case_Ignorable (2) by range: start << 8 | bits.
+static const uint32_t fat5__uc_case[1142] = {
+0,9986,10240,11778,12032,14850,15104,16641,23296,24066,24320,24578,24833,31488,43010,43264,43521,
+43776,44290,44544,44802,45056,46082,46337,46592,46850,47360,47617,47872,49153,55040,55297,63232,
+63489,113408,113665,114688,115713,168960,169217,176131,178434,180227,180738,188419,189698,214275,
+214530,225281,226306,226817,227328,227843,228097,228864,229121,229376,230402,230913,231170,231425,
+232192,232449,232704,232961,238080,238337,259584,259841,295424,295682,297473,339968,340225,349952,
+350466,350720,352002,352257,362752,364802,376320,376578,376832,377090,377600,377858,378368,378626,
+378880,390146,390400,393218,394752,397314,400128,400386,400640,409602,409856,412418,417792,421890,
+422144,448002,450048,450306,452864,453122,454144,462594,462848,463106,463360,471042,477952,501250,
+504064,518914,521728,522754,523008,523522,523776,529922,536064,547074,547840,559106,559360,561154,
+561664,563202,565248,575746,590592,604674,604928,605186,605440,606466,608512,609538,609792,610562,
+612352,614914,615424,618754,619008,622850,623104,637954,638208,639234,640256,642306,642560,647682,
+648192,654850,655104,655618,656128,670722,670976,672002,672512,673538,674048,674562,675328,676098,
+676352,684034,684544,685314,685568,688386,688896,703490,703744,704770,706048,706306,706816,707842,
+708096,713218,713728,719362,720896,721154,721408,736258,736512,737026,737280,737538,738560,740610,
+740864,742658,743168,745986,746496,754178,754432,770050,770304,773378,773632,786434,786688,787458,
+787712,801794,802048,802306,803072,804354,805120,805378,806400,808194,808704,811522,812032,819458,
+819712,834562,834816,835330,835584,837122,837376,838658,839168,844290,844800,851970,852480,867074,
+867584,868610,869632,871682,871936,877058,877568,884994,885248,903682,903936,905730,906496,906754,
+907008,930050,930304,930818,932608,935426,937728,962818,963072,963586,965888,968194,968448,968706,
+970496,989186,989696,996610,996864,997122,997376,997634,997888,1011970,1015552,1015810,1017088,
+1017346,1017856,1019138,1021952,1022210,1031424,1033730,1033984,1060098,1061120,1061378,1062912,
+1063170,1063680,1064194,1064704,1071106,1071616,1072642,1073408,1077506,1078528,1081858,1082112,
+1082626,1083136,1084674,1084928,1088770,1089024,1089537,1099264,1099521,1099776,1101057,1101312,
+1101825,1112832,1113091,1113345,1114112,1268994,1269760,1286145,1308160,1308673,1310208,1511938,
+1512704,1520130,1520640,1528322,1528832,1536514,1537024,1553410,1553920,1554178,1555968,1558018,
+1558272,1558786,1561600,1562370,1562624,1563906,1564160,1575682,1576960,1590018,1590272,1606914,
+1607424,1616130,1616384,1646594,1647360,1648386,1648896,1651202,1651456,1652994,1653760,1709826,
+1710336,1710850,1711104,1725954,1726208,1726466,1728256,1728514,1728768,1729026,1729280,1729794,
+1731840,1733378,1735936,1736450,1736704,1746690,1746944,1748994,1756928,1769474,1770496,1782786,
+1783040,1783298,1784576,1784834,1785088,1786370,1786624,1796866,1799168,1802242,1802752,1810946,
+1811968,1812482,1812992,1813250,1814016,1828354,1828608,1828866,1829376,1830146,1830400,1830658,
+1831424,1846274,1848320,1848834,1849344,1865730,1867264,1867777,1870080,1871873,1882880,1883393,
+1884160,1888258,1889024,1889282,1892608,1892866,1894656,1895682,1895936,1897474,1897728,1898498,
+1899008,1900545,1911811,1927937,1931267,1931521,1940227,1949698,1966081,2037248,2037761,2039296,
+2039809,2049536,2050049,2051584,2052097,2054144,2054401,2054656,2054913,2055168,2055425,2055680,
+2055937,2063872,2064385,2077952,2078209,2080002,2080257,2080514,2081281,2082048,2082305,2084098,
+2084865,2085888,2086401,2087936,2088194,2088961,2092290,2093056,2093569,2094336,2094593,2096386,
+2096896,2099970,2101248,2103298,2103808,2106370,2106624,2107138,2107392,2107906,2109184,2121730,
+2123008,2123266,2125824,2126083,2126336,2129667,2129920,2134019,2137344,2150402,2158848,2163201,
+2163456,2164481,2164736,2165249,2167808,2168065,2168320,2169089,2170368,2171905,2172160,2172417,
+2172672,2172929,2173184,2173441,2174464,2174721,2176256,2177281,2177536,2178049,2179072,2180353,
+2181632,2182657,2182912,2187265,2195456,2196225,2196736,2405889,2419200,2883585,2915331,2915841,
+2942208,2943745,2944770,2945537,2946048,2949121,2958848,2959105,2959360,2960641,2960896,2977538,
+2977792,2981634,2981888,3006466,3014656,3026690,3026944,3147010,3147264,3156482,3157504,3158274,
+3159552,3160834,3161088,3184898,3186432,3210242,3211008,10491138,10491392,10811394,10812928,
+10882050,10882304,10895361,10907136,10907394,10908416,10908674,10911232,10911490,10911745,10918915,
+10919426,10919936,10940418,10940928,10944514,10953217,10973187,10973441,10979330,10980097,10981120,
+10981377,10996480,10997761,10998272,10998529,10998784,10999041,11000320,11006467,11007233,11007744,
+11008003,11008513,11008768,11010562,11010816,11011586,11011840,11012866,11013120,11019522,11020032,
+11021314,11021568,11060226,11060736,11067394,11072000,11075330,11075584,11085314,11087360,11093762,
+11096576,11108354,11109120,11121410,11121664,11122178,11123200,11123714,11124224,11128578,11128832,
+11134210,11134720,11151618,11153152,11153666,11154176,11154690,11155200,11158274,11158528,11160578,
+11160832,11169794,11170048,11172866,11173120,11186178,11186432,11186690,11187456,11187970,11188480,
+11189762,11190272,11190530,11190784,11197698,11197952,11201538,11202048,11203330,11203840,11204098,
+11204352,11218945,11229954,11230211,11231233,11233539,11233794,11234304,11235329,11255808,11265282,
+11265536,11266050,11266304,11267330,11267584,16449537,16451328,16454401,16455680,16457218,16457472,
+16495106,16499456,16646146,16650240,16651010,16651264,16654338,16658432,16667138,16667392,16667906,
+16668160,16711426,16711680,16713474,16713728,16715266,16715520,16718338,16718592,16720129,16726784,
+16727554,16727808,16728066,16728321,16734976,16740354,16740608,16752130,16752640,16769794,16770048,
+16775426,16776192,16907522,16907776,16965634,16965888,17004034,17005312,17039361,17059840,17084417,
+17093632,17094657,17103872,17133569,17136384,17136641,17140480,17140737,17142528,17142785,17143296,
+17143553,17146368,17146625,17150464,17150721,17152512,17152769,17153280,17268739,17268994,17269507,
+17270272,17270531,17281280,17281539,17283840,17432834,17433600,17433858,17434368,17435650,17436672,
+17446914,17447680,17448706,17448960,17491202,17491712,17596417,17609472,17612801,17625856,17638402,
+17639424,17738498,17739008,17759490,17760256,17778178,17780992,17793538,17794560,17826050,17826304,
+17840130,17843968,17854466,17854720,17855234,17855744,17858306,17859072,17871618,17872640,17873154,
+17873664,17874178,17874432,17875458,17875712,17878274,17878528,17891330,17892096,17901314,17902592,
+17902850,17904896,17920770,17921024,17924098,17924608,17937922,17940224,17942786,17943808,17944322,
+17944576,17968898,17969664,17970178,17970432,17970690,17971200,17972738,17972992,17973506,17973760,
+18013954,18014208,18014978,18017024,18022402,18022912,18037506,18038016,18038786,18039040,18048514,
+18050304,18051074,18052352,18102274,18104320,18104834,18105600,18105858,18106112,18112002,18112256,
+18133762,18135296,18135554,18135808,18136834,18137344,18137602,18138112,18199042,18200064,18201602,
+18202112,18202370,18202880,18209794,18210304,18232066,18234112,18234626,18234880,18235138,18235648,
+18262786,18263040,18263298,18263552,18264066,18265600,18265858,18266112,18291970,18292736,18293250,
+18294272,18294530,18295808,18362114,18364416,18364674,18365184,18391041,18407424,18430722,18431232,
+18431490,18431744,18432770,18433024,18469890,18470912,18471426,18471936,18472962,18473216,18481410,
+18483968,18494210,18495744,18496258,18497280,18499330,18499584,18501890,18503424,18503938,18504704,
+18516482,18519808,18520066,18520576,18624514,18626304,18626562,18628096,18628354,18628608,18649602,
+18655232,18655746,18657536,18657794,18658304,18658562,18659072,18690306,18691840,18692610,18692864,
+18693122,18693632,18693890,18695680,18695938,18696192,18714626,18715136,18715906,18716160,18716418,
+18716672,18805506,18806016,18808834,18809344,18822658,18823936,18825218,18825472,18825730,18825984,
+20197378,20201728,20203266,20207104,23785474,23786752,23801858,23803648,23805954,23806976,24002561,
+24018944,24071938,24072192,24088322,24092672,24109058,24109568,24109826,24110336,28307458,28308480,
+28308738,28310528,28310786,28311296,29138178,29138688,29138946,29139968,30343170,30354944,30355458,
+30361344,30500610,30501376,30503682,30507776,30508290,30510080,30517762,30518784,30556674,30557440,
+30670849,30692608,30692865,30711040,30711297,30711808,30712321,30712576,30713089,30713600,30714113,
+30715136,30715393,30718464,30718721,30718976,30719233,30721024,30721281,30737920,30738177,30739200,
+30739713,30741760,30742017,30743808,30744065,30751232,30751489,30752512,30752769,30754048,30754305,
+30754560,30755329,30757120,30757377,30844416,30844929,30851328,30851585,30857984,30858241,30866176,
+30866433,30872832,30873089,30881024,30881281,30887680,30887937,30895872,30896129,30902528,30902785,
+30910720,30910977,30917376,30917633,30919680,31064066,31078144,31079170,31091968,31094018,31094272,
+31097858,31098112,31103746,31105024,31105282,31109120,31391745,31394304,31394561,31399680,31401217,
+31402752,31457282,31459072,31459330,31463680,31464194,31465984,31466242,31466752,31467010,31468288,
+31469571,31485440,31493890,31494144,31535106,31538688,31632898,31633152,31648770,31649792,31779586,
+31780864,32034818,32036608,32047105,32064514,32066560,32583681,32590336,32591873,32598528,32600065,
+32606720,32766722,32768000,234881282,234881536,234889218,234913792,234946562,235008000,
+};
 // END GENERATED by dev/gen_unicode.py
 
 // =============================================================================================
@@ -17040,19 +17636,30 @@ static FAT5__UNUSED size_t fat5__unorm(int form, const char *s, size_t n, char *
 //
 // Two file kinds, one tokenizer object. A tokenizer.json is interpreted as the `tokenizers`
 // library does (added tokens split off the raw text, then normalizers, pre-tokenizers, the model,
-// the post-processor; decoders on the way back); a SentencePiece model as the `sentencepiece`
-// library does (its own normaliser and whitespace rules, Unigram or BPE, byte fallback). The two
-// share the vocabulary, the byte trie and the Unigram lattice, and differ where the libraries
-// differ: sentencepiece adds in float, tokenizers in double; sentencepiece takes the longest
-// charsmap rule at each byte, tokenizers the first one per grapheme cluster.
+// the post-processor; decoders on the way back: section [8.4]); a SentencePiece model as the
+// `sentencepiece` library does (its own normaliser and whitespace rules, Unigram or BPE, byte
+// fallback: here, with the public calls). The two share the vocabulary, the byte trie and the
+// Unigram lattice, and differ where the libraries differ: sentencepiece adds in float, tokenizers
+// in double; sentencepiece takes the longest charsmap rule at each byte, tokenizers the first one
+// per grapheme cluster.
 //
 // Everything read from a file is bounded and checked: piece and vocabulary sizes, the protobuf's
 // wire types and lengths, the charsmap's double array (each unit's target inside the array, as
 // darts-clone's validate), JSON member types. Errors name the field.
+//
+// Time and memory stay in proportion to the text, whatever the model: where keys are long
+// (Unigram pieces, user-defined pieces, added tokens over FAT5__UNI_WALK_MAX bytes) the keys at
+// each position come from an automaton (fat5__rac) rather than a trie walk as deep as the longest
+// key; and a long text is tokenized in parts of about FAT5__TOK_CHUNK bytes, cut only where the
+// ids provably come out as for the whole text (sentencepiece: the normaliser streams, the lattice
+// is cut where no piece crosses, BPE next to a whitespace mark no piece holds inside;
+// tokenizer.json: fat5__hf_cut_setup), so that scratch memory does not grow with the text.
 
 #define FAT5__TOK_MAX_FILE ((size_t)1 << 30)    // a tokenizer file larger than 1 GiB is refused
 #define FAT5__TOK_MAX_PIECE 8000                // bytes of one piece (sentencepiece's limit)
 #define FAT5__TOK_MAX_VOCAB ((int64_t)1 << 24)  // pieces + added tokens
+#define FAT5__TOK_CHUNK ((size_t)1 << 16)       // bytes of text per part of a long text
+#define FAT5__UNI_WALK_MAX 64                   // longest piece (bytes) for which Unigram walks the trie
 
 // ---------------------------------------------------------------------------------------------
 // growable scratch buffers, kept by the tokenizer between calls
@@ -17234,12 +17841,14 @@ static int32_t fat5__trie_find(const fat5__trie *t, const char *s, size_t n) {
     return t->node[node].value;
 }
 
-// the longest key that is a prefix of s[0..n): its length (0: none) and *id
-static size_t fat5__trie_longest(const fat5__trie *t, const char *s, size_t n, int32_t *id) {
+// the longest key that is a prefix of s[0..n): its length (0: none) and *id; *steps (when not NULL)
+// counts the nodes visited
+static size_t fat5__trie_longest(const fat5__trie *t, const char *s, size_t n, int32_t *id, uint64_t *steps) {
     uint32_t node = 0;
     size_t i, best = 0;
     if (!t->node) return 0;
     for (i = 0; i < n; i++) {
+        if (steps) ++*steps;
         if ((node = fat5__trie_next(t, node, (uint8_t)s[i])) == 0) break;
         if (t->node[node].value >= 0) {
             best = i + 1;
@@ -17247,6 +17856,130 @@ static size_t fat5__trie_longest(const fat5__trie *t, const char *s, size_t n, i
         }
     }
     return best;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The keys that start at each position of a text, in O(1 + matches) a position whatever the
+// keys' lengths: an Aho-Corasick automaton over the reversed keys reads the text backwards; its
+// state at position i is the longest s[i..j) that is the end of some key (read backwards), and
+// its output links lead to exactly the keys s[i..j) equals, longest first. (A forward trie walk
+// from every position costs the depth it reaches: up to the longest key, 8,000 bytes, a byte.)
+
+typedef struct fat5__rac {
+    fat5__trie trie;     // the reversed keys (empty: no automaton)
+    uint32_t *fail;      // node -> the node of its longest proper suffix (0: the root)
+    uint32_t *out;       // node -> the nearest node on its fail chain that ends a key (0: none)
+    uint32_t *depth;     // node -> its depth, the bytes of the key read so far
+} fat5__rac;
+
+static void fat5__rac_free(fat5_ctx *ctx, fat5__rac *a) {
+    fat5__trie_free(ctx, &a->trie);
+    fat5__free(ctx, a->fail);
+    fat5__free(ctx, a->out);
+    fat5__free(ctx, a->depth);
+    memset(a, 0, sizeof *a);
+}
+
+// Builds the automaton of the keys of trie tr (with their ids). A key is read off the trie from its
+// node up to the root, which spells it backwards.
+static fat5_status fat5__rac_build(fat5_ctx *ctx, const fat5__trie *tr, fat5__rac *a) {
+    fat5__tkeys r;
+    uint32_t *off = NULL, *len = NULL, *parent = NULL, *dep = NULL;
+    int32_t *id = NULL;
+    char *rev = NULL;
+    size_t total = 0, at = 0, m = 0, u;
+    fat5_status st = FAT5_OK;
+    memset(a, 0, sizeof *a);
+    parent = FAT5__CAST(uint32_t *, fat5__calloc(ctx, tr->n_nodes + 1, sizeof *parent));
+    dep = FAT5__CAST(uint32_t *, fat5__calloc(ctx, tr->n_nodes + 1, sizeof *dep));
+    if (!parent || !dep) goto oom;
+    for (u = 0; u < tr->n_nodes; u++) {
+        uint32_t c;
+        for (c = tr->node[u].first; c < tr->node[u].first + tr->node[u].n; c++) {
+            parent[c] = (uint32_t)u;
+            dep[c] = dep[u] + 1;
+        }
+        if (u > 0 && tr->node[u].value >= 0) {   // a key (the trie's nodes hold at most 4 GiB of keys)
+            m++;
+            total += dep[u];
+        }
+    }
+    off = FAT5__CAST(uint32_t *, fat5__calloc(ctx, m + 1, sizeof *off));
+    len = FAT5__CAST(uint32_t *, fat5__calloc(ctx, m + 1, sizeof *len));
+    id = FAT5__CAST(int32_t *, fat5__calloc(ctx, m + 1, sizeof *id));
+    rev = FAT5__CAST(char *, fat5__malloc(ctx, total + 1));
+    if (!off || !len || !id || !rev) goto oom;
+    for (m = 0, u = 1; u < tr->n_nodes; u++) {
+        uint32_t x;
+        if (tr->node[u].value < 0) continue;
+        off[m] = (uint32_t)at;
+        len[m] = dep[u];
+        id[m++] = tr->node[u].value;
+        for (x = (uint32_t)u; x != 0; x = parent[x]) rev[at++] = (char)tr->node[x].label;
+    }
+    r.s = rev;
+    r.off = off;
+    r.len = len;
+    r.id = id;
+    if ((st = fat5__trie_build(ctx, &r, m, &a->trie))) goto done;
+    a->fail = FAT5__CAST(uint32_t *, fat5__calloc(ctx, a->trie.n_nodes, sizeof *a->fail));
+    a->out = FAT5__CAST(uint32_t *, fat5__calloc(ctx, a->trie.n_nodes, sizeof *a->out));
+    a->depth = FAT5__CAST(uint32_t *, fat5__calloc(ctx, a->trie.n_nodes, sizeof *a->depth));
+    if (!a->fail || !a->out || !a->depth) goto oom;
+    // the nodes are in breadth-first order: a node's fail target (shallower) is done before it
+    for (u = 0; u < a->trie.n_nodes; u++) {
+        const fat5__tnode *nu = &a->trie.node[u];
+        uint32_t c;
+        for (c = nu->first; c < nu->first + nu->n; c++) {
+            uint32_t f, w = 0;
+            a->depth[c] = a->depth[u] + 1;
+            if (u != 0)
+                for (f = a->fail[u];; f = a->fail[f])
+                    if ((w = fat5__trie_next(&a->trie, f, a->trie.node[c].label)) != 0 || f == 0) break;
+            a->fail[c] = w;
+            a->out[c] = w && a->trie.node[w].value >= 0 ? w : a->out[w];
+        }
+    }
+    goto done;
+oom:
+    st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenizer: out of memory building the automaton");
+done:
+    fat5__free(ctx, parent);
+    fat5__free(ctx, dep);
+    fat5__free(ctx, off);
+    fat5__free(ctx, len);
+    fat5__free(ctx, id);
+    fat5__free(ctx, rev);
+    if (st != FAT5_OK) fat5__rac_free(ctx, a);
+    return st;
+}
+
+// The automaton's state at each position a .. b-1 of s into state[0 .. b-a), reading s backwards
+// from e: exact when e reaches b - 1 + the longest key or the text's end (a state is never deeper
+// than the longest key). *steps counts the transitions.
+static void fat5__rac_states(const fat5__rac *r, const char *s, size_t a, size_t b, size_t e, uint32_t *state,
+                             uint64_t *steps) {
+    size_t i;
+    uint32_t q = 0;
+    for (i = e; i > a;) {
+        uint8_t c = (uint8_t)s[--i];
+        for (;;) {
+            uint32_t w = fat5__trie_next(&r->trie, q, c);
+            ++*steps;
+            if (w) { q = w; break; }
+            if (q == 0) break;
+            q = r->fail[q];
+        }
+        if (i < b) state[i - a] = q;
+    }
+}
+
+// the longest key at the position whose state is q: its length (0: none) and *id
+static size_t fat5__rac_longest(const fat5__rac *r, uint32_t q, int32_t *id) {
+    uint32_t v = r->trie.node[q].value >= 0 ? q : r->out[q];
+    if (!v) return 0;
+    *id = r->trie.node[v].value;
+    return r->depth[v];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -17424,6 +18157,7 @@ enum { FAT5__N_PRECOMPILED = 1, FAT5__N_REPLACE, FAT5__N_STRIP, FAT5__N_PREPEND,
        FAT5__N_NFD, FAT5__N_NFKC, FAT5__N_NFKD };
 enum { FAT5__P_METASPACE = 1, FAT5__P_WHITESPACE_SPLIT, FAT5__P_BYTELEVEL };
 enum { FAT5__D_METASPACE = 1, FAT5__D_BYTELEVEL, FAT5__D_BYTEFALLBACK, FAT5__D_FUSE, FAT5__D_STRIP, FAT5__D_REPLACE };
+enum { FAT5__SEG_START = 1, FAT5__SEG_END = 2 };   // the edges of a segment a normalizer sees
 
 #define FAT5__RE_MAX 16   // atoms of a Replace pattern
 typedef struct fat5__re_atom { uint32_t cp; uint32_t min, max; } fat5__re_atom;   // a literal with {min,max}
@@ -17487,12 +18221,28 @@ struct fat5_tokenizer {
     fat5__titem *tmpl[2];      // single / pair template
     int n_tmpl[2];
     fat5__ubuf tmpl_ids;
+    // long texts (see the file's header)
+    fat5__rac rac, user_rac, added_rac[2];   // automata of vocab, user, added_raw, added_norm (fat5__tok_automata)
+    int spm_cut;               // sentencepiece BPE: parts cut before (1) or after (2) a whitespace mark, or never (0)
+    int hf_cut;                // tokenizer.json: parts may be cut at a space (fat5__hf_cut_setup)
+    uint8_t cut_left[128];     // ... the ASCII characters that may end a part there
+    size_t chunk;              // bytes of text per part (FAT5__TOK_CHUNK)
+    uint64_t work;             // steps of the searches for keys at text positions (trie or automaton) and
+                               // lattice edges, summed over calls (tests bound it)
+    uint64_t cuts;             // places where a long text was cut into parts, summed over calls
+    fat5_status (*emit)(void *user, const int32_t *ids, int64_t n);   // fat5_tokenize_stream's receiver
+    void *emit_user;
+    int emit_failed;           // the receiver returned an error (its message stands)
+    int prev_unk;              // sentencepiece: the last piece emitted was unknown
     // scratch, reused by every call
     fat5__tbuf s0, s1, s2, s3, sn;
-    fat5__ubuf o0, o1, o2, o3, on, ids, spl, spl2;
+    fat5__ubuf o0, o1, o2, o3, on, ids, spl, spl2, ustate, nstate;   // ustate, nstate: automaton states
     void *lat;                 // lattice: best scores, starts and ids
     size_t lat_cap;
+    size_t uni_pos, uni_front, uni_init;   // the lattice in progress (fat5__uni_run)
 };
+
+static fat5_status fat5__tok_automata(fat5_tokenizer *t, int force);
 
 static void fat5__steps_free(fat5_ctx *ctx, fat5__tstep *s, int n) {
     int i;
@@ -17541,6 +18291,12 @@ FAT5_API void fat5_tokenizer_destroy(fat5_tokenizer *t) {
     fat5__free(ctx, t->ids.p);
     fat5__free(ctx, t->spl.p);
     fat5__free(ctx, t->spl2.p);
+    fat5__free(ctx, t->ustate.p);
+    fat5__free(ctx, t->nstate.p);
+    fat5__rac_free(ctx, &t->rac);
+    fat5__rac_free(ctx, &t->user_rac);
+    fat5__rac_free(ctx, &t->added_rac[0]);
+    fat5__rac_free(ctx, &t->added_rac[1]);
     fat5__free(ctx, t->lat);
     fat5__free(ctx, t);
 }
@@ -17913,7 +18669,23 @@ static fat5_status fat5__spm_load(fat5_tokenizer *t, const char *what, const uns
         t->pad_id = p;
     }
     t->vocab_size = t->n_pieces;
-    return FAT5_OK;
+    if (t->model == FAT5__TM_UNIGRAM) return fat5__tok_automata(t, 0);
+    {   // BPE on a long text: parts cut next to a whitespace mark when no piece holds one elsewhere
+        const char *ws = t->escape_ws ? "\xE2\x96\x81" : " ";
+        size_t wl = t->escape_ws ? 3 : 1, j;
+        int before = 1, after = 1;
+        for (i = 0; i < t->n_pieces; i++) {
+            const char *p = fat5__piece(t, (int32_t)i);
+            if (t->type[i] != FAT5__SP_NORMAL && t->type[i] != FAT5__SP_USER) continue;
+            for (j = 0; j + wl <= t->len[i]; j++)
+                if (memcmp(p + j, ws, wl) == 0) {
+                    if (j != 0) before = 0;
+                    if (j + wl != t->len[i]) after = 0;
+                }
+        }
+        t->spm_cut = before ? 1 : after ? 2 : 0;
+    }
+    return fat5__tok_automata(t, 0);
 }
 #undef FAT5__PB_WANT
 
@@ -17922,57 +18694,133 @@ static fat5_status fat5__spm_load(fat5_tokenizer *t, const char *what, const uns
 // each character). sentencepiece sums float scores (and rebases them past 1e5, as it does);
 // tokenizers sums doubles. A character no piece covers is the unknown piece at min_score - 10;
 // user-defined pieces score 0.1 * (bytes - 1) (sentencepiece). Ties keep the first candidate.
-// Output: the pieces as (start, end, id) triples in t->ids.
+//
+// The lattice is expanded start position by start position, in the libraries' order, over a
+// window of the text: node 0 is the window's first byte. A position that no edge crosses (an
+// articulation point: every path passes there) ends a part: its best path is final, emitted, and
+// the window moves there, the node's score carried over, so that the sums and the rebases are
+// those of the whole text. A text is thus expanded in parts of about t->chunk bytes, and the
+// lattice holds one part (a text that no articulation point cuts is one part). The pieces at a
+// position come from the trie walk, or from the automaton (t->rac) when pieces are long.
 
 typedef struct fat5__lat { double score; int32_t start, id; } fat5__lat;
 
-static fat5_status fat5__unigram(fat5_tokenizer *t, const char *s, size_t n) {
+// Builds the automata that stand for trie walks where keys are long (the longest over
+// FAT5__UNI_WALK_MAX bytes; always with force, as tests do): the Unigram vocabulary's, the
+// user-defined pieces' (sentencepiece's normaliser and BPE), the added tokens' (tokenizer.json).
+static fat5_status fat5__tok_automata(fat5_tokenizer *t, int force) {
+    const fat5__trie *tr[4] = {&t->vocab, &t->user, &t->added_raw, &t->added_norm};
+    fat5__rac *ac[4] = {&t->rac, &t->user_rac, &t->added_rac[0], &t->added_rac[1]};
+    fat5_status st;
+    int i;
+    for (i = 0; i < 4; i++) {
+        fat5__rac_free(t->ctx, ac[i]);
+        if ((i == 0 && t->model != FAT5__TM_UNIGRAM) || tr[i]->n_nodes < 2 || (!force && tr[i]->max_len <= FAT5__UNI_WALK_MAX))
+            continue;
+        if ((st = fat5__rac_build(t->ctx, tr[i], ac[i]))) return st;
+    }
+    return FAT5_OK;
+}
+
+// bytes a start position needs to see after it: the longest piece, at least one character
+static size_t fat5__uni_look(const fat5_tokenizer *t) { return t->vocab.max_len > 4 ? t->vocab.max_len : 4; }
+
+// a new lattice: node 0 (the window's start) scores base
+static fat5_status fat5__uni_begin(fat5_tokenizer *t, double base) {
     fat5__lat *L;
-    size_t pos, i, frontier = 0;
-    const int spm = !t->is_json;
-    const double unk_score = spm ? (double)((float)t->min_score - 10.0f) : t->min_score - 10.0;
-    if (!fat5__grow(t->ctx, &t->lat, &t->lat_cap, n + 1, sizeof(fat5__lat)))
+    if (!fat5__grow(t->ctx, &t->lat, &t->lat_cap, sizeof(fat5__lat), 1))
         return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
     L = FAT5__CAST(fat5__lat *, t->lat);
-    for (i = 0; i <= n; i++) {
+    L[0].score = base;
+    L[0].start = -1;
+    L[0].id = -1;
+    t->uni_pos = t->uni_front = 0;
+    t->uni_init = 1;
+    return FAT5_OK;
+}
+
+// relaxes the edge of piece id over s[pos..end) from a path scoring here
+static void fat5__uni_edge(fat5_tokenizer *t, fat5__lat *L, size_t pos, size_t end, int32_t id, double here) {
+    const int spm = !t->is_json;
+    double sc = spm && t->type[id] == FAT5__SP_USER ? (double)(float)(0.1 * (double)(end - 1 - pos)) : t->score[id];
+    double cand = spm ? (double)((float)sc + (float)here) : sc + here;
+    t->work++;
+    if (end > t->uni_front) t->uni_front = end;
+    if (L[end].start == -1 || cand > L[end].score) {
+        L[end].score = cand;
+        L[end].start = (int32_t)pos;
+        L[end].id = id;
+    }
+}
+
+// Expands the start positions from t->uni_pos while they are below limit; s[0..n) is the window's
+// text known so far (n >= limit + the longest piece, or the text ends at n). Stops at the first
+// articulation point at or past cut_min (keep_unk: not where an unknown piece ends, so that runs of
+// unknowns stay whole) with *cut its position; else *cut = 0.
+static fat5_status fat5__uni_run(fat5_tokenizer *t, const char *s, size_t n, size_t limit, size_t cut_min,
+                                 int keep_unk, size_t *cut) {
+    fat5__lat *L;
+    size_t pos = t->uni_pos, first = pos, i, bytes;
+    const int spm = !t->is_json;
+    const double unk_score = spm ? (double)((float)t->min_score - 10.0f) : t->min_score - 10.0;
+    *cut = 0;
+    if (!fat5__mul_ok(n + 1, sizeof(fat5__lat), &bytes) || !fat5__grow(t->ctx, &t->lat, &t->lat_cap, bytes, 1))
+        return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
+    L = FAT5__CAST(fat5__lat *, t->lat);
+    for (i = t->uni_init; i <= n; i++) {
         L[i].score = 0;
         L[i].start = -1;
         L[i].id = -1;
     }
-    t->ids.n = 0;
-    for (pos = 0; pos < n;) {
-        double here = L[pos].score;
-        uint32_t node = 0;
-        size_t mb, k;
+    if (t->uni_init < n + 1) t->uni_init = n + 1;
+    if (pos < limit && t->rac.trie.node) {
+        size_t e = limit + t->rac.trie.max_len < n ? limit + t->rac.trie.max_len : n;
+        if (!fat5__grow(t->ctx, (void **)&t->ustate.p, &t->ustate.cap, limit - pos, sizeof(uint32_t)))
+            return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
+        fat5__rac_states(&t->rac, s, pos, limit, e, t->ustate.p, &t->work);
+    }
+    while (pos < limit) {
+        double here;
+        size_t mb;
         int single = 0;
+        if (pos >= cut_min && t->uni_front <= pos && !(keep_unk && L[pos].id == t->unk_id)) {
+            *cut = pos;
+            break;
+        }
+        here = L[pos].score;
         if (spm && (here < -100000.0 || here > 100000.0)) {   // sentencepiece's rebase of large scores
-            for (i = pos; i <= frontier; i++)
+            for (i = pos; i <= t->uni_front; i++)
                 if (i == pos || L[i].start != -1) L[i].score = (double)((float)L[i].score - (float)here);
             here = 0;
         }
-        mb = spm ? (size_t)"\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4"[(unsigned char)s[pos] >> 4]
-                 : fat5__utf8_len(s + pos, n - pos);
+        mb = spm ? (size_t)"\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4"[(unsigned char)s[pos] >> 4] : fat5__utf8_len(s + pos, n - pos);
         if (mb == 0) mb = 1;
         if (mb > n - pos) mb = n - pos;
-        for (k = pos; k < n; k++) {
-            int32_t id;
-            double sc, cand;
-            if ((node = fat5__trie_next(&t->vocab, node, (uint8_t)s[k])) == 0) break;
-            if ((id = t->vocab.node[node].value) < 0) continue;
-            if (spm && t->type[id] == FAT5__SP_UNUSED) continue;
-            if (k + 1 > frontier) frontier = k + 1;
-            sc = spm && t->type[id] == FAT5__SP_USER ? (double)(float)(0.1 * (double)(k - pos)) : t->score[id];
-            cand = spm ? (double)((float)sc + (float)here) : sc + here;
-            if (L[k + 1].start == -1 || cand > L[k + 1].score) {
-                L[k + 1].score = cand;
-                L[k + 1].start = (int32_t)pos;
-                L[k + 1].id = id;
+        if (t->rac.trie.node) {   // the pieces s[pos..pos+len), longest first
+            const fat5__rac *r = &t->rac;
+            uint32_t q = t->ustate.p[pos - first], v = r->trie.node[q].value >= 0 ? q : r->out[q];
+            for (; v; v = r->out[v]) {
+                int32_t id = r->trie.node[v].value;
+                if (spm && t->type[id] == FAT5__SP_UNUSED) continue;
+                fat5__uni_edge(t, L, pos, pos + r->depth[v], id, here);
+                if (r->depth[v] == mb) single = 1;
             }
-            if (k + 1 - pos == mb) single = 1;
+        } else {   // the trie walk, shortest first
+            uint32_t node = 0;
+            size_t k;
+            for (k = pos; k < n; k++) {
+                int32_t id;
+                t->work++;
+                if ((node = fat5__trie_next(&t->vocab, node, (uint8_t)s[k])) == 0) break;
+                if ((id = t->vocab.node[node].value) < 0) continue;
+                if (spm && t->type[id] == FAT5__SP_UNUSED) continue;
+                fat5__uni_edge(t, L, pos, k + 1, id, here);
+                if (k + 1 - pos == mb) single = 1;
+            }
         }
         if (!single) {
             double cand = spm ? (double)((float)unk_score + (float)here) : unk_score + here;
-            if (pos + mb > frontier) frontier = pos + mb;
+            if (pos + mb > t->uni_front) t->uni_front = pos + mb;
             if (L[pos + mb].start == -1 || cand > L[pos + mb].score) {
                 if (t->unk_id < 0)   // tokenizers fails here (only where the unknown would be taken)
                     return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG,
@@ -17984,8 +18832,16 @@ static fat5_status fat5__unigram(fat5_tokenizer *t, const char *s, size_t n) {
         }
         pos += mb;
     }
-    // backtrack, then reverse into (start, end, id) triples
-    for (i = n; i > 0; i = (size_t)L[i].start)
+    t->uni_pos = pos;
+    return FAT5_OK;
+}
+
+// the best path from node 0 to node end as (start, end, id) triples in t->ids
+static fat5_status fat5__uni_path(fat5_tokenizer *t, size_t end) {
+    const fat5__lat *L = FAT5__CAST(const fat5__lat *, t->lat);
+    size_t i;
+    t->ids.n = 0;
+    for (i = end; i > 0; i = (size_t)L[i].start)
         if (!fat5__ubuf_push(t->ctx, &t->ids, (uint32_t)L[i].id) || !fat5__ubuf_push(t->ctx, &t->ids, (uint32_t)i) ||
             !fat5__ubuf_push(t->ctx, &t->ids, (uint32_t)L[i].start))
             return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
@@ -17994,6 +18850,43 @@ static fat5_status fat5__unigram(fat5_tokenizer *t, const char *s, size_t n) {
         t->ids.p[i] = t->ids.p[t->ids.n - 1 - i];
         t->ids.p[t->ids.n - 1 - i] = x;
     }
+    return FAT5_OK;
+}
+
+static fat5_status fat5__spm_post(fat5_tokenizer *t, const char *s, fat5__ubuf *out);
+static fat5_status fat5__hf_unigram_post(fat5_tokenizer *t, const char *s, fat5__ubuf *out);
+
+// Expands the lattice over s[0..n) (the window's text known so far; fin: the text ends there) as
+// far as it may, emitting the ids of each part that ends at an articulation point (past t->chunk
+// bytes; all the rest when fin) into out. *used: the bytes emitted, which the caller drops (the
+// window then starts after them).
+static fat5_status fat5__uni_feed(fat5_tokenizer *t, const char *s, size_t n, int fin, fat5__ubuf *out, size_t *used) {
+    const size_t look = fat5__uni_look(t);
+    size_t done = 0;
+    fat5_status st;
+    *used = 0;
+    for (;;) {
+        size_t avail = n - done, limit = fin ? avail : avail > look ? avail - look : 0, cut;
+        if ((st = fat5__uni_run(t, s + done, avail, limit, t->chunk ? t->chunk : 1, t->is_json, &cut))) return st;
+        if (!cut && !fin) break;
+        if ((st = fat5__uni_path(t, cut ? cut : avail))) return st;
+        if ((st = t->is_json ? fat5__hf_unigram_post(t, s + done, out) : fat5__spm_post(t, s + done, out))) return st;
+        t->cuts += cut > 0;
+        if (!cut) {
+            done = n;
+            break;
+        }
+        {   // the window moves to the articulation point, its node's score carried
+            fat5__lat *L = FAT5__CAST(fat5__lat *, t->lat);
+            L[0].score = L[cut].score;
+            L[0].start = L[0].id = -1;
+            t->uni_pos -= cut;
+            t->uni_front -= cut;
+            t->uni_init = 1;
+        }
+        done += cut;
+    }
+    *used = done;
     return FAT5_OK;
 }
 
@@ -18060,9 +18953,15 @@ static fat5_status fat5__spm_bpe(fat5_tokenizer *t, const char *s, size_t n) {
         return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
     y = FAT5__CAST(fat5__bsym *, t->lat);
     h = FAT5__CAST(fat5__bpair *, (void *)((char *)t->lat + (n + 1) * sizeof(fat5__bsym)));
+    if (t->user_rac.trie.node) {   // long user-defined pieces: found through their automaton
+        if (!fat5__grow(t->ctx, (void **)&t->ustate.p, &t->ustate.cap, n + 1, sizeof(uint32_t)))
+            return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
+        fat5__rac_states(&t->user_rac, s, 0, n, n, t->ustate.p, &t->work);
+    }
     for (pos = 0; pos < n; ny++) {
         int32_t uid;
-        size_t k = fat5__trie_longest(&t->user, s + pos, n - pos, &uid);
+        size_t k = t->user_rac.trie.node ? fat5__rac_longest(&t->user_rac, t->ustate.p[pos], &uid)
+                                         : fat5__trie_longest(&t->user, s + pos, n - pos, &uid, &t->work);
         y[ny].freeze = k > 0;
         if (!k) {
             k = (size_t)"\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4"[(unsigned char)s[pos] >> 4];
@@ -18103,12 +19002,15 @@ static fat5_status fat5__spm_bpe(fat5_tokenizer *t, const char *s, size_t n) {
 // leading, trailing and repeated spaces go (remove_extra_whitespaces); U+2581 before the text
 // (add_dummy_prefix) or after it (treat_whitespace_as_suffix).
 
-static size_t fat5__spm_prefix(const fat5_tokenizer *t, const char *s, size_t n, const char **out, size_t *out_len) {
+// The step at s[0..n): bytes read (returned) and the text they become (*out); q: the user pieces'
+// automaton state at s (NULL: walk the trie)
+static size_t fat5__spm_prefix(fat5_tokenizer *t, const char *s, size_t n, const uint32_t *q, const char **out,
+                               size_t *out_len) {
     fat5__cm_match m[32];
     size_t k, i, best = 0;
     int32_t id;
     const char *repl = NULL;
-    if ((k = fat5__trie_longest(&t->user, s, n, &id)) > 0) {
+    if ((k = q ? fat5__rac_longest(&t->user_rac, *q, &id) : fat5__trie_longest(&t->user, s, n, &id, &t->work)) > 0) {
         *out = s;
         *out_len = k;
         return k;
@@ -18135,72 +19037,173 @@ static size_t fat5__spm_prefix(const fat5_tokenizer *t, const char *s, size_t n,
     return k;
 }
 
-static fat5_status fat5__spm_normalize(fat5_tokenizer *t, const char *s, size_t n, fat5__tbuf *o) {
-    const char *ws = t->escape_ws ? "\xE2\x96\x81" : " ";
-    size_t wl = t->escape_ws ? 3 : 1, i;
+// The normaliser runs incrementally (fat5__spm_norm_more), a part of the output at a time, with
+// the output of the whole text: leading spaces are skipped before anything is written, and the
+// trailing ones go, and the suffix comes, when the text's end is reached.
+typedef struct fat5__spm_norm {
+    size_t r;          // raw bytes read
+    int begun;         // the leading spaces skipped and the dummy prefix written
+    int done;          // the text's end reached: its output is complete
     int prev_space;
-    o->n = 0;
+    size_t sa, sb;     // raw positions whose user-piece automaton states t->nstate holds
+} fat5__spm_norm;
+
+// the user pieces' automaton state at raw position z->r (NULL when there is no automaton), the
+// states computed a window of t->chunk positions at a time; 0 when out of memory
+static int fat5__spm_user_state(fat5_tokenizer *t, const char *s, size_t n, fat5__spm_norm *z, const uint32_t **q) {
+    *q = NULL;
+    if (!t->user_rac.trie.node) return 1;
+    if (z->r < z->sa || z->r >= z->sb) {
+        size_t w = t->chunk ? t->chunk : 1, b = n - z->r > w ? z->r + w : n;
+        size_t e = n - b > t->user_rac.trie.max_len ? b + t->user_rac.trie.max_len : n;
+        if (!fat5__grow(t->ctx, (void **)&t->nstate.p, &t->nstate.cap, b - z->r, sizeof(uint32_t))) return 0;
+        fat5__rac_states(&t->user_rac, s, z->r, b, e, t->nstate.p, &t->work);
+        z->sa = z->r;
+        z->sb = b;
+    }
+    *q = t->nstate.p + (z->r - z->sa);
+    return 1;
+}
+
+// Normalises more of s[0..n), appending to o until it grew by want bytes or the text ends.
+static fat5_status fat5__spm_norm_more(fat5_tokenizer *t, const char *s, size_t n, fat5__spm_norm *z, fat5__tbuf *o,
+                                       size_t want) {
+    const char *ws = t->escape_ws ? "\xE2\x96\x81" : " ";
+    size_t wl = t->escape_ws ? 3 : 1, i, start = o->n;
     if (!fat5__tbuf_put(t->ctx, o, "", 0)) goto oom;
-    if (n == 0) return FAT5_OK;
-    if (t->remove_extra_ws)
-        while (n) {
-            const char *p;
-            size_t pl, k = fat5__spm_prefix(t, s, n, &p, &pl);
-            if (!(pl == 1 && p[0] == ' ')) break;
-            s += k;
-            n -= k;
+    if (z->done) return FAT5_OK;
+    if (!z->begun) {
+        z->begun = 1;
+        if (t->remove_extra_ws)
+            while (z->r < n) {
+                const char *p;
+                const uint32_t *q;
+                size_t pl, k;
+                if (!fat5__spm_user_state(t, s, n, z, &q)) goto oom;
+                k = fat5__spm_prefix(t, s + z->r, n - z->r, q, &p, &pl);
+                if (!(pl == 1 && p[0] == ' ')) break;
+                z->r += k;
+            }
+        if (z->r == n) {   // empty, or nothing but spaces: no output at all
+            z->done = 1;
+            return FAT5_OK;
         }
-    if (n == 0) return FAT5_OK;
-    if (!t->ws_suffix && t->add_dummy_prefix && !fat5__tbuf_put(t->ctx, o, ws, wl)) goto oom;
-    prev_space = t->remove_extra_ws;
-    while (n) {
+        if (!t->ws_suffix && t->add_dummy_prefix && !fat5__tbuf_put(t->ctx, o, ws, wl)) goto oom;
+        z->prev_space = t->remove_extra_ws;
+    }
+    while (z->r < n && o->n - start < want) {
         const char *p;
-        size_t pl, k = fat5__spm_prefix(t, s, n, &p, &pl);
-        while (prev_space && pl && p[0] == ' ') {
+        const uint32_t *q;
+        size_t pl, k;
+        if (!fat5__spm_user_state(t, s, n, z, &q)) goto oom;
+        k = fat5__spm_prefix(t, s + z->r, n - z->r, q, &p, &pl);
+        while (z->prev_space && pl && p[0] == ' ') {
             p++;
             pl--;
         }
         if (pl) {
             for (i = 0; i < pl; i++)
                 if (!(p[i] == ' ' ? fat5__tbuf_put(t->ctx, o, ws, wl) : fat5__tbuf_put(t->ctx, o, p + i, 1))) goto oom;
-            prev_space = p[pl - 1] == ' ';
+            z->prev_space = p[pl - 1] == ' ';
         }
-        s += k;
-        n -= k;
-        if (!t->remove_extra_ws) prev_space = 0;
+        z->r += k;
+        if (!t->remove_extra_ws) z->prev_space = 0;
     }
-    if (t->remove_extra_ws)
-        while (o->n >= wl && memcmp(o->p + o->n - wl, ws, wl) == 0) o->p[o->n -= wl] = 0;
-    if (t->ws_suffix && t->add_dummy_prefix && !fat5__tbuf_put(t->ctx, o, ws, wl)) goto oom;
+    if (z->r == n) {
+        if (t->remove_extra_ws)
+            while (o->n >= wl && memcmp(o->p + o->n - wl, ws, wl) == 0) o->p[o->n -= wl] = 0;
+        if (t->ws_suffix && t->add_dummy_prefix && !fat5__tbuf_put(t->ctx, o, ws, wl)) goto oom;
+        z->done = 1;
+    }
     return FAT5_OK;
 oom:
     return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
 }
 
-// sentencepiece: text -> ids appended to out (unknown runs merged, or bytes with byte fallback)
-static fat5_status fat5__spm_encode(fat5_tokenizer *t, const char *s, size_t n, fat5__ubuf *out) {
-    fat5_status st;
+// Bytes at the end of o that may still change: the whitespace marks there, which go if the text
+// ends after them (remove_extra_whitespaces). The model reads up to them only.
+static size_t fat5__spm_pending(const fat5_tokenizer *t, const fat5__tbuf *o) {
+    const char *ws = t->escape_ws ? "\xE2\x96\x81" : " ";
+    size_t wl = t->escape_ws ? 3 : 1, k = 0;
+    if (!t->remove_extra_ws) return 0;
+    while (o->n - k >= wl && memcmp(o->p + o->n - k - wl, ws, wl) == 0) k += wl;
+    return k;
+}
+
+// sentencepiece BPE on a long text: the last place in s[0..n) where a part may end, 0 when none.
+// No piece holds a whitespace mark other than at its start (t->spm_cut 1) or its end (2), so
+// none crosses the place before (1) or after (2) a mark, and the merges on each side are those of
+// the whole text (they never pair symbols across it; each side's order is the whole's).
+static size_t fat5__spm_bpe_cut(const fat5_tokenizer *t, const char *s, size_t n) {
+    const char *ws = t->escape_ws ? "\xE2\x96\x81" : " ";
+    size_t wl = t->escape_ws ? 3 : 1, i;
+    if (!t->spm_cut || n < wl) return 0;
+    for (i = n - wl + 1; i-- > 0;)
+        if (memcmp(s + i, ws, wl) == 0) {
+            size_t q = t->spm_cut == 1 ? i : i + wl;
+            if (q > 0) return q;
+        }
+    return 0;
+}
+
+// the pieces (t->ids triples over s) as ids appended to out: unknown runs merged, or bytes with
+// byte fallback (t->prev_unk carries the last piece's kind from one part to the next)
+static fat5_status fat5__spm_post(fat5_tokenizer *t, const char *s, fat5__ubuf *out) {
     size_t i;
-    int prev_unk = 0;
-    if ((st = fat5__spm_normalize(t, s, n, &t->s0))) return st;
-    if (t->s0.n == 0) return FAT5_OK;
-    st = t->model == FAT5__TM_UNIGRAM ? fat5__unigram(t, t->s0.p, t->s0.n) : fat5__spm_bpe(t, t->s0.p, t->s0.n);
-    if (st) return st;
     for (i = 0; i + 3 <= t->ids.n; i += 3) {
         uint32_t a = t->ids.p[i], b = t->ids.p[i + 1];
         int32_t id = (int32_t)t->ids.p[i + 2];
-        int unk;
-        unk = id == t->unk_id;
+        int unk = id == t->unk_id;
         if (unk && t->byte_fallback) {   // the load made sure all 256 byte pieces exist
-            if (!fat5__push_byte_pieces(t, t->s0.p + a, b - a, out)) goto oom;
-        } else if (!(prev_unk && unk) && !fat5__ubuf_push(t->ctx, out, (uint32_t)id)) {
+            if (!fat5__push_byte_pieces(t, s + a, b - a, out)) goto oom;
+        } else if (!(t->prev_unk && unk) && !fat5__ubuf_push(t->ctx, out, (uint32_t)id)) {
             goto oom;
         }
-        prev_unk = unk;
+        t->prev_unk = unk;
     }
     return FAT5_OK;
 oom:
     return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
+}
+
+// hands the ids gathered in out to fat5_tokenize_stream's receiver, if any
+static fat5_status fat5__emit_ids(fat5_tokenizer *t, fat5__ubuf *out) {
+    fat5_status st;
+    if (!t->emit || out->n == 0) return FAT5_OK;
+    st = t->emit(t->emit_user, FAT5__CAST(const int32_t *, (const void *)out->p), (int64_t)out->n);
+    out->n = 0;
+    if (st != FAT5_OK) t->emit_failed = 1;
+    return st;
+}
+
+// sentencepiece: text -> ids appended to out. The normalised text passes through the window
+// t->s0: normalised a part at a time, handed to the model up to where it may be cut, and dropped.
+static fat5_status fat5__spm_encode(fat5_tokenizer *t, const char *s, size_t n, fat5__ubuf *out) {
+    fat5__spm_norm z;
+    fat5__tbuf *w = &t->s0;
+    fat5_status st;
+    memset(&z, 0, sizeof z);
+    w->n = 0;
+    t->prev_unk = 0;
+    if (t->model == FAT5__TM_UNIGRAM && (st = fat5__uni_begin(t, 0))) return st;
+    for (;;) {
+        size_t avail, used = 0;
+        if ((st = fat5__spm_norm_more(t, s, n, &z, w, t->chunk ? t->chunk : 1))) return st;
+        avail = z.done ? w->n : w->n - fat5__spm_pending(t, w);
+        if (t->model == FAT5__TM_UNIGRAM) {
+            st = fat5__uni_feed(t, w->p, avail, z.done, out, &used);
+        } else {
+            size_t q = z.done ? avail : fat5__spm_bpe_cut(t, w->p, avail);
+            if (q && !(st = fat5__spm_bpe(t, w->p, q))) st = fat5__spm_post(t, w->p, out);
+            t->cuts += q > 0 && !z.done;
+            used = q;
+        }
+        if (st) return st;
+        memmove(w->p, w->p + used, w->n - used + 1);
+        w->n -= used;
+        if ((st = fat5__emit_ids(t, out))) return st;
+        if (z.done) return FAT5_OK;
+    }
 }
 
 // sentencepiece: ids -> text. Byte pieces gather into bytes (each invalid byte U+FFFD); control
@@ -18269,6 +19272,291 @@ static fat5_status fat5__spm_decode(fat5_tokenizer *t, const int32_t *ids, int64
 oom:
     return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "detokenize: out of memory");
 }
+
+// ---------------------------------------------------------------------------------------------
+// the public calls
+
+// tokenizer.json (section [8.4])
+static fat5_status fat5__tj_load(fat5_tokenizer *t, const char *what, const char *text, size_t len);
+static fat5_status fat5__hf_encode(fat5_tokenizer *t, const char *text, size_t len, fat5__ubuf *out);
+static fat5_status fat5__hf_decode(fat5_tokenizer *t, const int32_t *ids, int64_t n, int skip, fat5__tbuf *out);
+
+static int32_t fat5__tokenizer_text_id(const fat5_tokenizer *t, const char *text) {
+    int32_t i;
+    for (i = 0; i < t->n_added; i++)
+        if (strcmp(t->pool.p + t->added[i].off, text) == 0) return t->added[i].id;
+    return fat5__trie_find(&t->vocab, text, strlen(text));
+}
+
+static fat5_status fat5__tokenizer_new(fat5_ctx *ctx, fat5_tokenizer **out) {
+    fat5_tokenizer *t;
+    int b;
+    *out = NULL;
+    t = FAT5__CAST(fat5_tokenizer *, fat5__calloc(ctx, 1, sizeof *t));
+    if (!t) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+    t->ctx = ctx;
+    t->unk_id = t->eos_id = t->pad_id = -1;
+    t->n_tmpl[0] = t->n_tmpl[1] = -1;
+    t->chunk = FAT5__TOK_CHUNK;
+    for (b = 0; b < 256; b++) t->byte_id[b] = -1;
+    if (!fat5__pool_add(t, "", 0, &t->cs_prefix)) {   // offset 0: the empty string
+        fat5__free(ctx, t);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+    }
+    *out = t;
+    return FAT5_OK;
+}
+
+FAT5_API fat5_status fat5_tokenizer_from_memory(fat5_ctx *ctx, const void *data, size_t len, int is_json,
+                                                fat5_tokenizer **out) {
+    fat5_tokenizer *t;
+    fat5_status st;
+    if (!out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenizer_from_memory: out is NULL");
+    *out = NULL;
+    if (!ctx) return FAT5_ERR_INVALID_ARG;
+    if (!data && len) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenizer_from_memory: data is NULL");
+    if (len > FAT5__TOK_MAX_FILE) return fat5__err(ctx, FAT5_ERR_FORMAT, "tokenizer: %zu bytes (more than 1 GiB)", len);
+    if ((st = fat5__tokenizer_new(ctx, &t))) return st;
+    t->is_json = is_json != 0;
+    st = is_json ? fat5__tj_load(t, "tokenizer.json", FAT5__CAST(const char *, data), len)
+                 : fat5__spm_load(t, "SentencePiece model", FAT5__CAST(const unsigned char *, data), len);
+    if (st) {
+        fat5_tokenizer_destroy(t);
+        return st;
+    }
+    *out = t;
+    return FAT5_OK;
+}
+
+FAT5_API fat5_status fat5_tokenizer_load(fat5_ctx *ctx, const char *path, fat5_tokenizer **out) {
+    static const char *names[] = {"tokenizer.json", "spiece.model", "tokenizer.model"};
+    char *buf = NULL, *file = NULL;
+    size_t len = 0, pl;
+    fat5_status st;
+    int i, is_json;
+    if (!out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenizer_load: out is NULL");
+    *out = NULL;
+    if (!ctx) return FAT5_ERR_INVALID_ARG;
+    if (!path) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenizer_load: path is NULL");
+    pl = strlen(path);
+    if (fat5__is_dir(path)) {
+        for (i = 0; i < 3; i++) {   // the first name present (looked up, not opened: a FIFO would block)
+            struct stat sb;
+            fat5__free(ctx, file);
+            if (!(file = FAT5__CAST(char *, fat5__malloc(ctx, pl + 20)))) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory");
+            snprintf(file, pl + 20, "%s/%s", path, names[i]);
+            if (stat(file, &sb) == 0) break;   // fat5__read_file refuses what is not a regular file
+        }
+        if (i == 3) {
+            fat5__free(ctx, file);
+            return fat5__err(ctx, FAT5_ERR_IO, "%s: no tokenizer.json, spiece.model or tokenizer.model in the directory", path);
+        }
+        is_json = i == 0;
+    } else {
+        if (!(file = fat5__strdup(ctx, path))) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory");
+        is_json = pl >= 5 && strcmp(path + pl - 5, ".json") == 0;
+    }
+    st = fat5__read_file(ctx, file, FAT5__TOK_MAX_FILE, &buf, &len);
+    if (!st) {
+        st = fat5_tokenizer_from_memory(ctx, buf, len, is_json, out);
+        if (st) {   // name the file in the message
+            char msg[FAT5__ERRMSG_CAP];
+            snprintf(msg, sizeof msg, "%s", fat5_last_error(ctx));
+            fat5__err(ctx, st, "%s: %s", file, msg);
+        }
+    }
+    fat5__free(ctx, buf);
+    fat5__free(ctx, file);
+    return st;
+}
+
+// one sequence's ids (no post-processor) appended to out
+static fat5_status fat5__encode_one(fat5_tokenizer *t, const char *s, size_t n, fat5__ubuf *out) {
+    return t->is_json ? fat5__hf_encode(t, s, n, out) : fat5__spm_encode(t, s, n, out);
+}
+
+FAT5_API fat5_status fat5_tokenize(fat5_tokenizer *t, const char *text, size_t len, const char *pair, size_t pair_len,
+                                   int flags, int32_t **ids, int64_t *n_ids) {
+    fat5__ubuf seq[2] = {{0, 0, 0}, {0, 0, 0}}, res = {0, 0, 0};
+    fat5_status st = FAT5_OK;
+    int w, np = pair ? 2 : 1;
+    if (!t || !ids || !n_ids) return t ? fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenize: NULL argument") : FAT5_ERR_INVALID_ARG;
+    *ids = NULL;
+    *n_ids = 0;
+    if ((!text && len) || (!pair && pair_len)) return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenize: text is NULL");
+    if (len > UINT32_MAX / 2 || pair_len > UINT32_MAX / 2)
+        return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenize: text longer than 2 GiB");
+    for (w = 0; w < np && !st; w++) st = fat5__encode_one(t, w ? pair : (text ? text : ""), w ? pair_len : len, &seq[w]);
+    if (!st) {
+        int special = !(flags & FAT5_TOKENIZE_NO_SPECIAL);
+        if (!(special && t->is_json && t->n_tmpl[np - 1] >= 0)) {
+            // the sequences as they are; sentencepiece: EOS after each (T5's convention)
+            for (w = 0; w < np && !st; w++)
+                if (!fat5__ubuf_append(t->ctx, &res, seq[w].p, seq[w].n) ||
+                    (special && !t->is_json && t->eos_id >= 0 && !fat5__ubuf_push(t->ctx, &res, (uint32_t)t->eos_id)))
+                    st = FAT5_ERR_OUT_OF_MEMORY;
+        } else {   // the template
+            int k;
+            for (k = 0; k < t->n_tmpl[np - 1] && !st; k++) {
+                const fat5__titem *it = &t->tmpl[np - 1][k];
+                if (!(it->seq >= 0 ? fat5__ubuf_append(t->ctx, &res, seq[it->seq].p, seq[it->seq].n)
+                                   : fat5__ubuf_append(t->ctx, &res, t->tmpl_ids.p + it->first, it->n)))
+                    st = FAT5_ERR_OUT_OF_MEMORY;
+            }
+        }
+    }
+    fat5__free(t->ctx, seq[0].p);
+    fat5__free(t->ctx, seq[1].p);
+    if (st) {
+        fat5__free(t->ctx, res.p);
+        return st == FAT5_ERR_OUT_OF_MEMORY ? fat5__err(t->ctx, st, "tokenize: out of memory") : st;
+    }
+    if (!res.p && !(res.p = FAT5__CAST(uint32_t *, fat5__malloc(t->ctx, sizeof(uint32_t)))))
+        return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
+    *ids = FAT5__CAST(int32_t *, (void *)res.p);
+    *n_ids = (int64_t)res.n;
+    return FAT5_OK;
+}
+
+FAT5_API fat5_status fat5_tokenize_stream(fat5_tokenizer *t, const char *text, size_t len, int flags,
+                                          fat5_status (*emit)(void *user, const int32_t *ids, int64_t n), void *user) {
+    fat5__ubuf buf = {0, 0, 0};
+    fat5_status st = FAT5_OK;
+    int special, k;
+    if (!t || !emit) return t ? fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenize_stream: NULL argument") : FAT5_ERR_INVALID_ARG;
+    if (!text && len) return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenize_stream: text is NULL");
+    if (len > UINT32_MAX / 2) return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenize_stream: text longer than 2 GiB");
+    special = !(flags & FAT5_TOKENIZE_NO_SPECIAL);
+    t->emit = emit;
+    t->emit_user = user;
+    t->emit_failed = 0;
+    if (special && t->is_json && t->n_tmpl[0] >= 0) {   // the single template: its ids around the sequence
+        for (k = 0; k < t->n_tmpl[0] && !st; k++) {
+            const fat5__titem *it = &t->tmpl[0][k];
+            if (it->seq >= 0) st = fat5__encode_one(t, text ? text : "", len, &buf);
+            else if (!fat5__ubuf_append(t->ctx, &buf, t->tmpl_ids.p + it->first, it->n)) st = FAT5_ERR_OUT_OF_MEMORY;
+            if (!st) st = fat5__emit_ids(t, &buf);
+        }
+    } else {   // the sequence; sentencepiece: EOS after it
+        st = fat5__encode_one(t, text ? text : "", len, &buf);
+        if (!st && special && !t->is_json && t->eos_id >= 0 && !fat5__ubuf_push(t->ctx, &buf, (uint32_t)t->eos_id))
+            st = FAT5_ERR_OUT_OF_MEMORY;
+        if (!st) st = fat5__emit_ids(t, &buf);
+    }
+    t->emit = NULL;
+    t->emit_user = NULL;
+    fat5__free(t->ctx, buf.p);
+    if (st == FAT5_ERR_OUT_OF_MEMORY && !t->emit_failed) return fat5__err(t->ctx, st, "tokenize: out of memory");
+    return st;
+}
+
+FAT5_API fat5_status fat5_detokenize(fat5_tokenizer *t, const int32_t *ids, int64_t n, int flags, char **text, size_t *len) {
+    fat5__tbuf out = {0, 0, 0};
+    fat5_status st;
+    int64_t i;
+    if (!t || !text) return t ? fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_detokenize: NULL argument") : FAT5_ERR_INVALID_ARG;
+    *text = NULL;
+    if (len) *len = 0;
+    if (n < 0 || (!ids && n)) return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_detokenize: bad ids");
+    for (i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= t->vocab_size)
+            return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_detokenize: ids[%lld] = %d is outside the vocabulary (%d)",
+                             (long long)i, (int)ids[i], (int)t->vocab_size);
+    st = t->is_json ? fat5__hf_decode(t, ids, n, (flags & FAT5_DETOKENIZE_SKIP_SPECIAL) != 0, &out)
+                    : fat5__spm_decode(t, ids, n, !(flags & FAT5_DETOKENIZE_SKIP_SPECIAL), &out);
+    if (st) {
+        fat5__free(t->ctx, out.p);
+        return st == FAT5_ERR_OUT_OF_MEMORY ? fat5__err(t->ctx, st, "detokenize: out of memory") : st;
+    }
+    if (!out.p && !fat5__tbuf_put(t->ctx, &out, "", 0)) return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "detokenize: out of memory");
+    *text = out.p;
+    if (len) *len = out.n;
+    return FAT5_OK;
+}
+
+FAT5_API int64_t fat5_tokenizer_vocab_size(const fat5_tokenizer *t) { return t ? t->vocab_size : 0; }
+
+FAT5_API const char *fat5_tokenizer_id_to_piece(const fat5_tokenizer *t, int32_t id) {
+    if (!t || id < 0 || id >= t->vocab_size) return NULL;
+    if (t->is_json) return t->id_off[id] == UINT32_MAX ? NULL : t->pool.p + t->id_off[id];
+    return fat5__piece(t, id);
+}
+
+FAT5_API int32_t fat5_tokenizer_piece_to_id(const fat5_tokenizer *t, const char *piece) {
+    int32_t i;
+    if (!t || !piece) return -1;
+    if (t->is_json) return fat5__tokenizer_text_id(t, piece);
+    for (i = 0; i < t->n_pieces; i++)   // every piece, control and byte pieces included
+        if (strcmp(fat5__piece(t, i), piece) == 0) return i;
+    return -1;
+}
+
+FAT5_API int32_t fat5_tokenizer_eos_id(const fat5_tokenizer *t) { return t ? t->eos_id : -1; }
+FAT5_API int32_t fat5_tokenizer_pad_id(const fat5_tokenizer *t) { return t ? t->pad_id : -1; }
+
+FAT5_API fat5_status fat5_batch_from_texts(fat5_tokenizer *t, const char *const *inputs, const char *const *targets,
+                                           int64_t n, fat5_batch *out) {
+    fat5__ubuf tok[2] = {{0, 0, 0}, {0, 0, 0}}, cu[2] = {{0, 0, 0}, {0, 0, 0}};
+    fat5_status st = FAT5_OK;
+    int64_t i;
+    int w;
+    if (!t || !out) return t ? fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_batch_from_texts: out is NULL") : FAT5_ERR_INVALID_ARG;
+    memset(out, 0, sizeof *out);
+    if (n < 0 || (n && !inputs)) return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_batch_from_texts: no inputs");
+    for (w = 0; w < (targets ? 2 : 1) && !st; w++) {
+        if (!fat5__ubuf_push(t->ctx, &cu[w], 0)) st = FAT5_ERR_OUT_OF_MEMORY;
+        for (i = 0; i < n && !st; i++) {
+            const char *s = w ? targets[i] : inputs[i];
+            int32_t *ids = NULL;
+            int64_t m = 0;
+            if (!s) {
+                st = fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_batch_from_texts: %s[%lld] is NULL", w ? "targets" : "inputs", (long long)i);
+                break;
+            }
+            if ((st = fat5_tokenize(t, s, strlen(s), NULL, 0, 0, &ids, &m))) break;
+            if (tok[w].n + (size_t)m > (size_t)INT32_MAX) st = fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_batch_from_texts: more than 2^31 tokens");
+            if (!st && !fat5__ubuf_append(t->ctx, &tok[w], (const uint32_t *)(const void *)ids, (size_t)m))
+                st = FAT5_ERR_OUT_OF_MEMORY;
+            fat5__free(t->ctx, ids);
+            if (!st && !fat5__ubuf_push(t->ctx, &cu[w], (uint32_t)tok[w].n)) st = FAT5_ERR_OUT_OF_MEMORY;
+        }
+    }
+    if (!st && !targets && !fat5__ubuf_push(t->ctx, &tok[1], 0)) st = FAT5_ERR_OUT_OF_MEMORY;
+    for (w = 0; w < 2 && !st; w++)   // never a NULL array for a batch of no tokens
+        if ((!tok[w].p && !fat5__ubuf_push(t->ctx, &tok[w], 0)) || (!cu[w].p && !fat5__ubuf_push(t->ctx, &cu[w], 0)))
+            st = FAT5_ERR_OUT_OF_MEMORY;
+    if (!targets && !st) {   // no labels: an empty decoder side
+        cu[1].n = 0;
+        for (i = 0; i <= n && !st; i++)
+            if (!fat5__ubuf_push(t->ctx, &cu[1], 0)) st = FAT5_ERR_OUT_OF_MEMORY;
+    }
+    if (st) {
+        for (w = 0; w < 2; w++) {
+            fat5__free(t->ctx, tok[w].p);
+            fat5__free(t->ctx, cu[w].p);
+        }
+        return st == FAT5_ERR_OUT_OF_MEMORY ? fat5__err(t->ctx, st, "fat5_batch_from_texts: out of memory") : st;
+    }
+    out->n_seq = n;
+    out->n_enc_tokens = (int64_t)cu[0].p[n];
+    out->enc_tokens = FAT5__CAST(const int32_t *, (void *)tok[0].p);
+    out->enc_cu_seqlens = FAT5__CAST(const int32_t *, (void *)cu[0].p);
+    out->dec_cu_seqlens = FAT5__CAST(const int32_t *, (void *)cu[1].p);
+    if (targets) {
+        out->labels = FAT5__CAST(const int32_t *, (void *)tok[1].p);
+        out->n_dec_tokens = (int64_t)cu[1].p[n];
+    } else {
+        fat5__free(t->ctx, tok[1].p);
+    }
+    return FAT5_OK;
+}
+
+// =============================================================================================
+// ==[8.4] text: tokenizer.json ==
+// A Hugging Face tokenizer.json read and run as the `tokenizers` library runs it (added tokens
+// split off the raw text, then normalizers, pre-tokenizers, the model, the post-processor;
+// decoders on the way back), over the vocabulary, tries and Unigram lattice of section [8.3],
+// whose public calls (fat5_tokenize, ...) come here for tokenizer.json files.
 
 // ---------------------------------------------------------------------------------------------
 // tokenizer.json: loading
@@ -18579,9 +19867,10 @@ static fat5_status fat5__tj_steps(fat5_tokenizer *t, const char *what, const fat
     return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: unsupported: %s", what, fat5__msg_name(buf, sizeof buf, ty));
 }
 
-static fat5_status fat5__hf_normalize(fat5_tokenizer *t, const char *s, size_t n, uint32_t orig0, fat5__tbuf *out,
-                                      fat5__ubuf *orig);
+static fat5_status fat5__hf_normalize(fat5_tokenizer *t, const char *s, size_t n, uint32_t orig0, int edges,
+                                      fat5__tbuf *out, fat5__ubuf *orig);
 static int32_t fat5__tokenizer_text_id(const fat5_tokenizer *t, const char *text);
+static void fat5__hf_cut_setup(fat5_tokenizer *t);
 
 // BPE merges: an open-addressing table from (a, b) to (rank, merged id)
 static uint64_t fat5__merge_hash(uint64_t k) {
@@ -18839,7 +20128,7 @@ static fat5_status fat5__added_trie(fat5_tokenizer *t, const char *what, int whi
         off[n] = a->off;
         len[n] = a->len;
         if (which == 1) {   // the normalised content, added to the pool
-            st = fat5__hf_normalize(t, t->pool.p + a->off, a->len, 0, &t->s2, &t->o2);
+            st = fat5__hf_normalize(t, t->pool.p + a->off, a->len, 0, FAT5__SEG_START | FAT5__SEG_END, &t->s2, &t->o2);
             if (!st && !fat5__pool_add(t, t->s2.p, t->s2.n, &off[n]))
                 st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
             len[n] = (uint32_t)t->s2.n;
@@ -18943,6 +20232,8 @@ static fat5_status fat5__tj_load(fat5_tokenizer *t, const char *what, const char
         t->eos_id = e;
         t->pad_id = p;
     }
+    fat5__hf_cut_setup(t);
+    st = fat5__tok_automata(t, 0);
 done:
     fat5__json_free(ctx, doc);
     return st;
@@ -18986,13 +20277,20 @@ static int fat5__split_push(fat5_tokenizer *t, fat5__ubuf *sp, size_t off, size_
 
 // Added tokens in s[0..n): leftmost-longest matches of the trie, filtered as tokenizers does
 // (single_word needs non-word characters around; lstrip / rstrip take the spaces beside). Writes
-// (start, end, index or FAT5__NOTOK) triples covering s to out.
-static int fat5__hf_added_split(fat5_tokenizer *t, const fat5__trie *tr, const char *s, size_t n, fat5__ubuf *out) {
+// (start, end, index or FAT5__NOTOK) triples covering s to out. r: tr's automaton (empty: walk tr).
+static int fat5__hf_added_split(fat5_tokenizer *t, const fat5__trie *tr, const fat5__rac *r, const char *s, size_t n,
+                                fat5__ubuf *out) {
     size_t pos = 0, last = 0;
     out->n = 0;
+    if (r->trie.node && n) {   // long added tokens: the longest at each position through the automaton
+        if (!fat5__grow(t->ctx, (void **)&t->ustate.p, &t->ustate.cap, n, sizeof(uint32_t))) return 0;
+        fat5__rac_states(r, s, 0, n, n, t->ustate.p, &t->work);
+    }
     while (tr->node && pos < n) {
         int32_t idx;
-        size_t k = fat5__trie_longest(tr, s + pos, n - pos, &idx), start = pos, stop;
+        size_t k = r->trie.node ? fat5__rac_longest(r, t->ustate.p[pos], &idx)
+                                : fat5__trie_longest(tr, s + pos, n - pos, &idx, &t->work);
+        size_t start = pos, stop;
         const fat5__added *a;
         if (!k) {
             pos++;
@@ -19060,9 +20358,11 @@ static size_t fat5__replace_at(const fat5__tstep *st, const char *s, size_t n) {
     return st->a_len <= n && memcmp(s, st->a, st->a_len) == 0 ? st->a_len : 0;
 }
 
-// one normalizer: (s, o)[0..n) -> (b, ob)
+// one normalizer: (s, o)[0..n) -> (b, ob). edges: whether s starts (FAT5__SEG_START) and ends
+// (FAT5__SEG_END) a segment of the text (between added tokens), or is a part cut inside one: Strip
+// and Prepend act at a segment's edges only.
 static fat5_status fat5__hf_norm_step(fat5_tokenizer *t, const fat5__tstep *st, const char *s, const uint32_t *o, size_t n,
-                                      fat5__tbuf *b, fat5__ubuf *ob) {
+                                      int edges, fat5__tbuf *b, fat5__ubuf *ob) {
     size_t i = 0, l;
     b->n = 0;
     ob->n = 0;
@@ -19105,8 +20405,8 @@ static fat5_status fat5__hf_norm_step(fat5_tokenizer *t, const fat5__tstep *st, 
         break;
     case FAT5__N_STRIP: {
         size_t a = 0, e = n;
-        while (st->f1 && a < e && fat5__hf_space(fat5__cp_at(s + a, e - a, &l))) a += l;
-        while (st->f2 && e > a && fat5__hf_space(fat5__cp_before(s, e))) {
+        while (st->f1 && (edges & FAT5__SEG_START) && a < e && fat5__hf_space(fat5__cp_at(s + a, e - a, &l))) a += l;
+        while (st->f2 && (edges & FAT5__SEG_END) && e > a && fat5__hf_space(fat5__cp_before(s, e))) {
             e--;
             while (e > a && ((unsigned char)s[e] & 0xC0) == 0x80) e--;
         }
@@ -19114,7 +20414,7 @@ static fat5_status fat5__hf_norm_step(fat5_tokenizer *t, const fat5__tstep *st, 
         break;
     }
     case FAT5__N_PREPEND:
-        if (n && !fat5__emit(t, b, ob, st->a, st->a_len, NULL, o[0])) goto oom;
+        if (n && (edges & FAT5__SEG_START) && !fat5__emit(t, b, ob, st->a, st->a_len, NULL, o[0])) goto oom;
         if (!fat5__emit(t, b, ob, s, n, o, 0)) goto oom;
         break;
     default: {   // NFC / NFD / NFKC / NFKD, a chunk at a time: a white-space character alone, else a
@@ -19146,9 +20446,10 @@ oom:
     return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
 }
 
-// the normalizer chain on s[0..n) (original offsets orig0 + i) -> (out, orig)
-static fat5_status fat5__hf_normalize(fat5_tokenizer *t, const char *s, size_t n, uint32_t orig0, fat5__tbuf *out,
-                                      fat5__ubuf *orig) {
+// the normalizer chain on s[0..n) (original offsets orig0 + i; edges as for fat5__hf_norm_step)
+// -> (out, orig)
+static fat5_status fat5__hf_normalize(fat5_tokenizer *t, const char *s, size_t n, uint32_t orig0, int edges,
+                                      fat5__tbuf *out, fat5__ubuf *orig) {
     fat5__tbuf tb = t->sn;   // the other buffer of the pair, kept by the tokenizer
     fat5__ubuf to = t->on;
     fat5_status st = FAT5_OK;
@@ -19162,7 +20463,7 @@ static fat5_status fat5__hf_normalize(fat5_tokenizer *t, const char *s, size_t n
     for (k = 0; k < t->n_norm && !st; k++) {
         fat5__tbuf xb;
         fat5__ubuf xo;
-        st = fat5__hf_norm_step(t, &t->norm[k], out->p, orig->p, out->n, &tb, &to);
+        st = fat5__hf_norm_step(t, &t->norm[k], out->p, orig->p, out->n, edges, &tb, &to);
         xb = *out; *out = tb; tb = xb;
         xo = *orig; *orig = to; to = xo;
     }
@@ -19413,12 +20714,10 @@ static fat5_status fat5__hf_bpe(fat5_tokenizer *t, const char *s, size_t n, fat5
     return FAT5_OK;
 }
 
-// tokenizers' Unigram on one split: fused unknowns looked up as text, then bytes or <unk>
-static fat5_status fat5__hf_unigram(fat5_tokenizer *t, const char *s, size_t n, fat5__ubuf *out) {
-    fat5_status st;
+// tokenizers' Unigram: the pieces of a part (t->ids triples over s) as ids appended to out; a run
+// of unknowns is fused and looked up as text, then bytes or <unk> (a part never ends inside a run)
+static fat5_status fat5__hf_unigram_post(fat5_tokenizer *t, const char *s, fat5__ubuf *out) {
     size_t i;
-    if (n == 0) return FAT5_OK;
-    if ((st = fat5__unigram(t, s, n))) return st;
     for (i = 0; i < t->ids.n; i += 3) {
         uint32_t a = t->ids.p[i], b = t->ids.p[i + 1];
         int32_t id = (int32_t)t->ids.p[i + 2];
@@ -19439,28 +20738,51 @@ static fat5_status fat5__hf_unigram(fat5_tokenizer *t, const char *s, size_t n, 
     return FAT5_OK;
 }
 
-// tokenizers: one sequence's ids appended to out
-static fat5_status fat5__hf_encode(fat5_tokenizer *t, const char *text, size_t len, fat5__ubuf *out) {
+// tokenizers' Unigram on one split s[0..n): the lattice over a window of at most about two parts
+// past its expanded positions, so that a long split needs no lattice of its length
+static fat5_status fat5__hf_unigram(fat5_tokenizer *t, const char *s, size_t n, fat5__ubuf *out) {
+    const size_t look = fat5__uni_look(t), part = t->chunk ? t->chunk : 1;
+    size_t base = 0;
+    fat5_status st;
+    if (n == 0) return FAT5_OK;
+    if ((st = fat5__uni_begin(t, 0))) return st;
+    for (;;) {
+        size_t avail = n - base, used, d = avail - t->uni_pos;
+        int fin = d <= look || d - look <= part || d - look - part <= part;   // d <= 2 part + look, without overflow
+        if (!fin) avail = t->uni_pos + 2 * part + look;
+        if ((st = fat5__uni_feed(t, s + base, avail, fin, out, &used))) return st;
+        base += used;
+        if (fin) return FAT5_OK;
+    }
+}
+
+// tokenizers: the ids of text[0..len), a part of a sequence that starts at offset base (its
+// first segment is a continuation unless at_start, its last one unless at_end), appended to out
+static fat5_status fat5__hf_encode_part(fat5_tokenizer *t, const char *text, size_t len, uint32_t base, int at_start,
+                                        int at_end, fat5__ubuf *out) {
     fat5_status st;
     size_t q, i;
     int k;
     fat5__tbuf *ba = &t->s0, *bb = &t->s1;
     fat5__ubuf *oa = &t->o0, *ob = &t->o1, *sa = &t->spl, *sb = &t->spl2;
-    if (len > UINT32_MAX / 2) return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "tokenize: text longer than 2 GiB");
     // 1. valid UTF-8 (s2), split on the added tokens matched in the raw text (o2: the triples)
-    if (!fat5__utf8_sanitize(t->ctx, text, len, &t->s2, NULL) || !fat5__hf_added_split(t, &t->added_raw, t->s2.p, t->s2.n, &t->o2))
+    if (!fat5__utf8_sanitize(t->ctx, text, len, &t->s2, NULL) ||
+        !fat5__hf_added_split(t, &t->added_raw, &t->added_rac[0], t->s2.p, t->s2.n, &t->o2))
         return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
     ba->n = oa->n = sa->n = 0;
     if (!fat5__tbuf_put(t->ctx, ba, "", 0)) return FAT5_ERR_OUT_OF_MEMORY;
     for (q = 0; q < t->o2.n; q += 3) {
         uint32_t a = t->o2.p[q], b = t->o2.p[q + 1], idx = t->o2.p[q + 2];
         if (idx != FAT5__NOTOK) {
-            if (!fat5__split_push(t, sa, ba->n, 0, a, (uint32_t)t->added[idx].id)) return FAT5_ERR_OUT_OF_MEMORY;
+            if (!fat5__split_push(t, sa, ba->n, 0, base + a, (uint32_t)t->added[idx].id)) return FAT5_ERR_OUT_OF_MEMORY;
             continue;
         }
         // 2. normalise the piece (s3, o3), split on the added tokens matched in normalised text
-        if ((st = fat5__hf_normalize(t, t->s2.p + a, b - a, a, &t->s3, &t->o3))) return st;
-        if (!fat5__hf_added_split(t, &t->added_norm, t->s3.p, t->s3.n, &t->ids)) return FAT5_ERR_OUT_OF_MEMORY;
+        if ((st = fat5__hf_normalize(t, t->s2.p + a, b - a, base + a,
+                                     (a > 0 || at_start ? FAT5__SEG_START : 0) | (b < t->s2.n || at_end ? FAT5__SEG_END : 0),
+                                     &t->s3, &t->o3)))
+            return st;
+        if (!fat5__hf_added_split(t, &t->added_norm, &t->added_rac[1], t->s3.p, t->s3.n, &t->ids)) return FAT5_ERR_OUT_OF_MEMORY;
         for (i = 0; i < t->ids.n; i += 3) {
             uint32_t c = t->ids.p[i], d = t->ids.p[i + 1], id2 = t->ids.p[i + 2];
             size_t at = ba->n;
@@ -19490,6 +20812,155 @@ static fat5_status fat5__hf_encode(fat5_tokenizer *t, const char *text, size_t l
         if (st) return st;
     }
     return FAT5_OK;
+}
+
+// Where a long text may be cut, found at load (fat5__hf_cut_setup): before a single space between
+// two ASCII letters or digits x and y, the text before x ASCII ("…wx| y…"), x in t->cut_left.
+// The part after the cut starts with the space; the steps then do on the two parts what they do
+// on the whole text, because (each checked at load, else no cut at all):
+//   - x, the space and y are characters of their own (grapheme clusters, NFx chunks, UTF-8), no
+//     added token holds x or the space (so none matches across the cut, and the leftmost-longest
+//     scan reaches the space on both sides), and no Precompiled rule maps x or the space;
+//   - Replace patterns hold no ASCII letter or digit (no match reaches x or y), and what they make
+//     of the space (J) is what they make of it inside the text; Strip and Prepend act only at
+//     the text's segment edges, which a cut is not (the parts are passed as continuations);
+//   - NFx and Precompiled steps see the space still a space;
+//   - the pre-tokenizers split there (Metaspace with split, J starting with a space or the
+//     replacement, so nothing is prepended; WhitespaceSplit, J all white space; ByteLevel's
+//     GPT-2 split, J one space), after which each split is tokenized on its own; or, with no
+//     split, a BPE model whose pieces hold J's first character nowhere but at their start, which
+//     is itself a piece (no merge, and no run of unknowns, reaches across), with no subword
+//     prefix or suffix and no ignore_merges.
+// Metaspace's prepend_scheme "first" reads the original offset of a split, which stays nonzero
+// after a cut. Unigram models without a split are never cut (the lattice cuts itself, above).
+static int fat5__ascii_alnum(unsigned c) { return ((c | 32) >= 'a' && (c | 32) <= 'z') || (c >= '0' && c <= '9'); }
+
+static void fat5__hf_cut_setup(fat5_tokenizer *t) {
+    uint8_t in_added[256];
+    char j[64], nb[64];
+    size_t jl = 1, i;
+    int k, split = 0, c;
+    t->hf_cut = 0;
+    memset(in_added, 0, sizeof in_added);
+    for (k = 0; k < 2; k++) {   // every byte of an added token, raw or normalised
+        const fat5__trie *tr = k ? &t->added_norm : &t->added_raw;
+        for (i = 1; i < tr->n_nodes; i++) in_added[tr->node[i].label] = 1;
+    }
+    if (in_added[' ']) return;
+    for (c = 0; c < 128; c++) t->cut_left[c] = (uint8_t)(fat5__ascii_alnum((unsigned)c) && !in_added[c]);
+    j[0] = ' ';
+    for (k = 0; k < t->n_norm; k++) {
+        const fat5__tstep *st = &t->norm[k];
+        fat5__cm_match m;
+        size_t nl = 0;
+        switch (st->kind) {
+        case FAT5__N_PRECOMPILED:
+            if (jl != 1 || j[0] != ' ' || fat5__charsmap_search(&st->cm, " ", 1, &m, 1)) return;
+            for (c = 1; c < 128; c++) {
+                char ch = (char)c;
+                if (t->cut_left[c] && fat5__charsmap_search(&st->cm, &ch, 1, &m, 1)) t->cut_left[c] = 0;
+            }
+            break;
+        case FAT5__N_REPLACE:
+            if (st->n_atoms) {
+                int a;
+                for (a = 0; a < st->n_atoms; a++)
+                    if (st->atom[a].cp < 128 && fat5__ascii_alnum(st->atom[a].cp)) return;
+            } else {
+                for (i = 0; i < st->a_len; i++)
+                    if (fat5__ascii_alnum((unsigned char)st->a[i])) return;
+            }
+            for (i = 0; i < jl;) {   // J through the step, as the step runs over a text
+                size_t m_len = fat5__replace_at(st, j + i, jl - i);
+                const char *add = m_len ? st->b : j + i;
+                size_t add_len = m_len ? st->b_len : fat5__utf8_len(j + i, jl - i);
+                if (add_len == 0 && !m_len) return;
+                if (nl + add_len > sizeof nb) return;
+                memcpy(nb + nl, add, add_len);
+                nl += add_len;
+                i += m_len ? m_len : add_len;
+            }
+            if (nl == 0) return;   // the space vanishes: x and y would touch
+            memcpy(j, nb, nl);
+            jl = nl;
+            break;
+        case FAT5__N_STRIP:
+        case FAT5__N_PREPEND:
+            break;
+        default:   // NFC / NFD / NFKC / NFKD
+            if (jl != 1 || j[0] != ' ') return;
+        }
+    }
+    for (i = 0; i < jl; i++)
+        if (in_added[(unsigned char)j[i]]) return;
+    for (k = 0; k < t->n_pre && !split; k++) {
+        const fat5__tstep *st = &t->pre[k];
+        if (st->kind == FAT5__P_METASPACE) {
+            size_t nl = 0;
+            if (!(j[0] == ' ' || (jl >= st->a_len && memcmp(j, st->a, st->a_len) == 0))) return;
+            for (i = 0; i < jl; i++) {   // the spaces replaced
+                if (nl + st->a_len > sizeof nb) return;
+                if (j[i] == ' ') {
+                    memcpy(nb + nl, st->a, st->a_len);
+                    nl += st->a_len;
+                } else {
+                    nb[nl++] = j[i];
+                }
+            }
+            memcpy(j, nb, nl);
+            jl = nl;
+            split = st->f2;
+        } else if (st->kind == FAT5__P_WHITESPACE_SPLIT) {
+            size_t l;
+            for (i = 0; i < jl; i += l)
+                if (!fat5__hf_space(fat5__cp_at(j + i, jl - i, &l))) return;
+            split = 1;
+        } else {   // ByteLevel
+            if (!st->f2 || jl != 1 || j[0] != ' ') return;
+            split = 1;
+        }
+    }
+    if (!split) {
+        size_t l = fat5__utf8_len(j, jl);
+        int32_t p;
+        if (t->model != FAT5__TM_BPE || t->cs_prefix_len || t->eow_suffix_len || t->ignore_merges || l == 0 ||
+            fat5__trie_find(&t->vocab, j, l) < 0)
+            return;
+        for (p = 0; p < t->n_pieces; p++) {
+            const char *ps = fat5__piece(t, p);
+            size_t n = t->len[p];
+            if (!t->type[p]) continue;
+            for (i = 1; i + l <= n; i++)
+                if (memcmp(ps + i, j, l) == 0) return;
+        }
+    }
+    t->hf_cut = 1;
+}
+
+// the first place at or after from (and before n) where text[0..n) may be cut, n when none
+static size_t fat5__hf_next_cut(const fat5_tokenizer *t, const char *s, size_t n, size_t from) {
+    size_t p;
+    for (p = from > 2 ? from : 2; p + 1 < n; p++) {
+        unsigned char x = (unsigned char)s[p - 1], y = (unsigned char)s[p + 1];
+        if (s[p] == ' ' && x < 128 && t->cut_left[x] && (unsigned char)s[p - 2] < 128 && fat5__ascii_alnum(y))
+            return p;
+    }
+    return n;
+}
+
+// tokenizers: one sequence's ids appended to out; a long text a part at a time where it may be cut
+static fat5_status fat5__hf_encode(fat5_tokenizer *t, const char *text, size_t len, fat5__ubuf *out) {
+    size_t a = 0;
+    fat5_status st;
+    if (len > UINT32_MAX / 2) return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "tokenize: text longer than 2 GiB");
+    for (;;) {
+        size_t b = t->hf_cut && len - a > t->chunk ? fat5__hf_next_cut(t, text, len, a + (t->chunk ? t->chunk : 1)) : len;
+        if ((st = fat5__hf_encode_part(t, text + a, b - a, (uint32_t)a, a == 0, b == len, out))) return st;
+        t->cuts += b < len;
+        if ((st = fat5__emit_ids(t, out))) return st;
+        if (b == len) return FAT5_OK;
+        a = b;
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -19669,246 +21140,1189 @@ static fat5_status fat5__hf_decode(fat5_tokenizer *t, const int32_t *ids, int64_
     return FAT5_OK;
 }
 
+// =============================================================================================
+// ==[8.5] text: evaluation metrics (exact match and F1, ROUGE, BLEU) ==
+// Generation metrics computed as the Python packages compute them, from the same token rules:
+//   - SQuAD v1.1's evaluation script: normalize_answer (Python's str.lower(), ASCII punctuation
+//     removed, the words a / an / the removed, whitespace collapsed), exact match, token F1, the
+//     maximum over the references, and the corpus means in percent.
+//   - rouge_score's RougeScorer with its default tokenizer (lower case, every character but
+//     a-z 0-9 a separator, nltk's Porter stemmer in its default NLTK_EXTENSIONS mode on tokens
+//     longer than 3 characters when asked): rouge1, rouge2, rougeL, rougeLsum (lines split on
+//     "\n", summary-level union LCS).
+//   - sacrebleu's corpus BLEU with its defaults: the 13a tokenizer, n-grams up to 4, 'exp'
+//     smoothing, the closest reference length (the shorter one on a tie), clipped counts against
+//     the largest count over a hypothesis's references.
+// Every function tokenizes into ids of one vocabulary (fat5__tm) made for the call, so n-grams
+// and LCS compare integers. Inputs are NUL-terminated UTF-8; text that is not valid UTF-8 is
+// refused (FAT5_ERR_INVALID_ARG) before anything is computed. Character classes and case
+// mappings come from the Unicode tables of section [8.1] (Python's own are its Unicode version's).
+
 // ---------------------------------------------------------------------------------------------
-// the public calls
+// the vocabulary of one call: token text interned to dense ids (0, 1, ...)
 
-static int32_t fat5__tokenizer_text_id(const fat5_tokenizer *t, const char *text) {
-    int32_t i;
-    for (i = 0; i < t->n_added; i++)
-        if (strcmp(t->pool.p + t->added[i].off, text) == 0) return t->added[i].id;
-    return fat5__trie_find(&t->vocab, text, strlen(text));
+typedef struct fat5__tm {
+    fat5_ctx *ctx;
+    int oom;              // latched on the first failed allocation; the caller checks it once
+    fat5__sb text;        // every token's bytes, back to back
+    size_t *off, *len;    // token id -> its bytes in text
+    size_t n_tok, cap_tok;
+    uint32_t *slot;       // open-addressing hash table: id + 1, 0 for an empty slot
+    size_t n_slot;        // a power of two, at least twice n_tok
+} fat5__tm;
+
+// a token sequence
+typedef struct fat5__tm_seq {
+    int32_t *id;
+    size_t n, cap;
+} fat5__tm_seq;
+
+static void fat5__tm_init(fat5__tm *M, fat5_ctx *ctx) {
+    memset(M, 0, sizeof *M);
+    M->ctx = ctx;
+    fat5__sb_init(&M->text, ctx);
 }
 
-static fat5_status fat5__tokenizer_new(fat5_ctx *ctx, fat5_tokenizer **out) {
-    fat5_tokenizer *t;
-    int b;
-    *out = NULL;
-    t = FAT5__CAST(fat5_tokenizer *, fat5__calloc(ctx, 1, sizeof *t));
-    if (!t) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
-    t->ctx = ctx;
-    t->unk_id = t->eos_id = t->pad_id = -1;
-    t->n_tmpl[0] = t->n_tmpl[1] = -1;
-    for (b = 0; b < 256; b++) t->byte_id[b] = -1;
-    if (!fat5__pool_add(t, "", 0, &t->cs_prefix)) {   // offset 0: the empty string
-        fat5__free(ctx, t);
-        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+static void fat5__tm_free(fat5__tm *M) {
+    fat5__sb_free(&M->text);
+    fat5__free(M->ctx, M->off);
+    fat5__free(M->ctx, M->len);
+    fat5__free(M->ctx, M->slot);
+}
+
+static uint32_t fat5__tm_hash(const char *s, size_t n) {
+    uint32_t h = 2166136261u;   // FNV-1a
+    size_t i;
+    for (i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
+}
+
+// the slot of s[0..n) in the table: the one holding it, or the empty one where it belongs
+static size_t fat5__tm_find(const fat5__tm *M, const char *s, size_t n, uint32_t h) {
+    size_t mask = M->n_slot - 1, i = h & mask;
+    for (;;) {
+        uint32_t v = M->slot[i];
+        if (!v) return i;
+        if (M->len[v - 1] == n && memcmp(M->text.buf + M->off[v - 1], s, n) == 0) return i;
+        i = (i + 1) & mask;
     }
-    *out = t;
-    return FAT5_OK;
 }
 
-FAT5_API fat5_status fat5_tokenizer_from_memory(fat5_ctx *ctx, const void *data, size_t len, int is_json,
-                                                fat5_tokenizer **out) {
-    fat5_tokenizer *t;
-    fat5_status st;
-    if (!out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenizer_from_memory: out is NULL");
-    *out = NULL;
-    if (!ctx) return FAT5_ERR_INVALID_ARG;
-    if (!data && len) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenizer_from_memory: data is NULL");
-    if (len > FAT5__TOK_MAX_FILE) return fat5__err(ctx, FAT5_ERR_FORMAT, "tokenizer: %zu bytes (more than 1 GiB)", len);
-    if ((st = fat5__tokenizer_new(ctx, &t))) return st;
-    t->is_json = is_json != 0;
-    st = is_json ? fat5__tj_load(t, "tokenizer.json", FAT5__CAST(const char *, data), len)
-                 : fat5__spm_load(t, "SentencePiece model", FAT5__CAST(const unsigned char *, data), len);
-    if (st) {
-        fat5_tokenizer_destroy(t);
-        return st;
-    }
-    *out = t;
-    return FAT5_OK;
-}
-
-FAT5_API fat5_status fat5_tokenizer_load(fat5_ctx *ctx, const char *path, fat5_tokenizer **out) {
-    static const char *names[] = {"tokenizer.json", "spiece.model", "tokenizer.model"};
-    char *buf = NULL, *file = NULL;
-    size_t len = 0, pl;
-    fat5_status st;
-    int i, is_json;
-    if (!out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenizer_load: out is NULL");
-    *out = NULL;
-    if (!ctx) return FAT5_ERR_INVALID_ARG;
-    if (!path) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenizer_load: path is NULL");
-    pl = strlen(path);
-    if (fat5__is_dir(path)) {
-        for (i = 0; i < 3; i++) {   // the first name present (looked up, not opened: a FIFO would block)
-            struct stat sb;
-            fat5__free(ctx, file);
-            if (!(file = FAT5__CAST(char *, fat5__malloc(ctx, pl + 20)))) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory");
-            snprintf(file, pl + 20, "%s/%s", path, names[i]);
-            if (stat(file, &sb) == 0) break;   // fat5__read_file refuses what is not a regular file
+// doubles the hash table (and makes it on the first call); 0 when out of memory
+static int fat5__tm_grow(fat5__tm *M) {
+    size_t ns = M->n_slot ? M->n_slot * 2 : 64, i;
+    uint32_t *old = M->slot;
+    size_t old_n = M->n_slot;
+    uint32_t *t;
+    if (ns > (size_t)UINT32_MAX) return 0;
+    t = FAT5__CAST(uint32_t *, fat5__calloc(M->ctx, ns, sizeof *t));
+    if (!t) return 0;
+    M->slot = t;
+    M->n_slot = ns;
+    for (i = 0; i < old_n; i++)
+        if (old[i]) {
+            uint32_t id = old[i] - 1;
+            size_t at = fat5__tm_find(M, M->text.buf + M->off[id], M->len[id],
+                                      fat5__tm_hash(M->text.buf + M->off[id], M->len[id]));
+            t[at] = old[i];
         }
-        if (i == 3) {
-            fat5__free(ctx, file);
-            return fat5__err(ctx, FAT5_ERR_IO, "%s: no tokenizer.json, spiece.model or tokenizer.model in the directory", path);
+    fat5__free(M->ctx, old);
+    return 1;
+}
+
+// the id of token s[0..n), added when new; -1 when out of memory (M->oom set)
+static int32_t fat5__tm_intern(fat5__tm *M, const char *s, size_t n) {
+    uint32_t h = fat5__tm_hash(s, n);
+    size_t at;
+    if (M->oom) return -1;
+    if ((M->n_tok + 1) * 2 > M->n_slot && !fat5__tm_grow(M)) goto oom;
+    at = fat5__tm_find(M, s, n, h);
+    if (M->slot[at]) return (int32_t)(M->slot[at] - 1);
+    if (M->n_tok >= (size_t)INT32_MAX - 1) goto oom;
+    if (M->n_tok == M->cap_tok) {
+        size_t nc = M->cap_tok ? M->cap_tok * 2 : 64;
+        size_t *o = FAT5__CAST(size_t *, fat5__calloc(M->ctx, nc, sizeof *o));
+        size_t *l = FAT5__CAST(size_t *, fat5__calloc(M->ctx, nc, sizeof *l));
+        if (!o || !l) {
+            fat5__free(M->ctx, o);
+            fat5__free(M->ctx, l);
+            goto oom;
         }
-        is_json = i == 0;
-    } else {
-        if (!(file = fat5__strdup(ctx, path))) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory");
-        is_json = pl >= 5 && strcmp(path + pl - 5, ".json") == 0;
-    }
-    st = fat5__read_file(ctx, file, FAT5__TOK_MAX_FILE, &buf, &len);
-    if (!st) {
-        st = fat5_tokenizer_from_memory(ctx, buf, len, is_json, out);
-        if (st) {   // name the file in the message
-            char msg[FAT5__ERRMSG_CAP];
-            snprintf(msg, sizeof msg, "%s", fat5_last_error(ctx));
-            fat5__err(ctx, st, "%s: %s", file, msg);
+        if (M->n_tok) {
+            memcpy(o, M->off, M->n_tok * sizeof *o);
+            memcpy(l, M->len, M->n_tok * sizeof *l);
         }
+        fat5__free(M->ctx, M->off);
+        fat5__free(M->ctx, M->len);
+        M->off = o;
+        M->len = l;
+        M->cap_tok = nc;
     }
-    fat5__free(ctx, buf);
-    fat5__free(ctx, file);
-    return st;
-}
-
-// one sequence's ids (no post-processor) appended to out
-static fat5_status fat5__encode_one(fat5_tokenizer *t, const char *s, size_t n, fat5__ubuf *out) {
-    return t->is_json ? fat5__hf_encode(t, s, n, out) : fat5__spm_encode(t, s, n, out);
-}
-
-FAT5_API fat5_status fat5_tokenize(fat5_tokenizer *t, const char *text, size_t len, const char *pair, size_t pair_len,
-                                   int flags, int32_t **ids, int64_t *n_ids) {
-    fat5__ubuf seq[2] = {{0, 0, 0}, {0, 0, 0}}, res = {0, 0, 0};
-    fat5_status st = FAT5_OK;
-    int w, np = pair ? 2 : 1;
-    if (!t || !ids || !n_ids) return t ? fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenize: NULL argument") : FAT5_ERR_INVALID_ARG;
-    *ids = NULL;
-    *n_ids = 0;
-    if ((!text && len) || (!pair && pair_len)) return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenize: text is NULL");
-    if (len > UINT32_MAX / 2 || pair_len > UINT32_MAX / 2)
-        return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenize: text longer than 2 GiB");
-    for (w = 0; w < np && !st; w++) st = fat5__encode_one(t, w ? pair : (text ? text : ""), w ? pair_len : len, &seq[w]);
-    if (!st) {
-        int special = !(flags & FAT5_TOKENIZE_NO_SPECIAL);
-        if (!(special && t->is_json && t->n_tmpl[np - 1] >= 0)) {
-            // the sequences as they are; sentencepiece: EOS after each (T5's convention)
-            for (w = 0; w < np && !st; w++)
-                if (!fat5__ubuf_append(t->ctx, &res, seq[w].p, seq[w].n) ||
-                    (special && !t->is_json && t->eos_id >= 0 && !fat5__ubuf_push(t->ctx, &res, (uint32_t)t->eos_id)))
-                    st = FAT5_ERR_OUT_OF_MEMORY;
-        } else {   // the template
-            int k;
-            for (k = 0; k < t->n_tmpl[np - 1] && !st; k++) {
-                const fat5__titem *it = &t->tmpl[np - 1][k];
-                if (!(it->seq >= 0 ? fat5__ubuf_append(t->ctx, &res, seq[it->seq].p, seq[it->seq].n)
-                                   : fat5__ubuf_append(t->ctx, &res, t->tmpl_ids.p + it->first, it->n)))
-                    st = FAT5_ERR_OUT_OF_MEMORY;
-            }
-        }
-    }
-    fat5__free(t->ctx, seq[0].p);
-    fat5__free(t->ctx, seq[1].p);
-    if (st) {
-        fat5__free(t->ctx, res.p);
-        return st == FAT5_ERR_OUT_OF_MEMORY ? fat5__err(t->ctx, st, "tokenize: out of memory") : st;
-    }
-    if (!res.p && !(res.p = FAT5__CAST(uint32_t *, fat5__malloc(t->ctx, sizeof(uint32_t)))))
-        return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
-    *ids = FAT5__CAST(int32_t *, (void *)res.p);
-    *n_ids = (int64_t)res.n;
-    return FAT5_OK;
-}
-
-FAT5_API fat5_status fat5_detokenize(fat5_tokenizer *t, const int32_t *ids, int64_t n, int flags, char **text, size_t *len) {
-    fat5__tbuf out = {0, 0, 0};
-    fat5_status st;
-    int64_t i;
-    if (!t || !text) return t ? fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_detokenize: NULL argument") : FAT5_ERR_INVALID_ARG;
-    *text = NULL;
-    if (len) *len = 0;
-    if (n < 0 || (!ids && n)) return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_detokenize: bad ids");
-    for (i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= t->vocab_size)
-            return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_detokenize: ids[%lld] = %d is outside the vocabulary (%d)",
-                             (long long)i, (int)ids[i], (int)t->vocab_size);
-    st = t->is_json ? fat5__hf_decode(t, ids, n, (flags & FAT5_DETOKENIZE_SKIP_SPECIAL) != 0, &out)
-                    : fat5__spm_decode(t, ids, n, !(flags & FAT5_DETOKENIZE_SKIP_SPECIAL), &out);
-    if (st) {
-        fat5__free(t->ctx, out.p);
-        return st == FAT5_ERR_OUT_OF_MEMORY ? fat5__err(t->ctx, st, "detokenize: out of memory") : st;
-    }
-    if (!out.p && !fat5__tbuf_put(t->ctx, &out, "", 0)) return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "detokenize: out of memory");
-    *text = out.p;
-    if (len) *len = out.n;
-    return FAT5_OK;
-}
-
-FAT5_API int64_t fat5_tokenizer_vocab_size(const fat5_tokenizer *t) { return t ? t->vocab_size : 0; }
-
-FAT5_API const char *fat5_tokenizer_id_to_piece(const fat5_tokenizer *t, int32_t id) {
-    if (!t || id < 0 || id >= t->vocab_size) return NULL;
-    if (t->is_json) return t->id_off[id] == UINT32_MAX ? NULL : t->pool.p + t->id_off[id];
-    return fat5__piece(t, id);
-}
-
-FAT5_API int32_t fat5_tokenizer_piece_to_id(const fat5_tokenizer *t, const char *piece) {
-    int32_t i;
-    if (!t || !piece) return -1;
-    if (t->is_json) return fat5__tokenizer_text_id(t, piece);
-    for (i = 0; i < t->n_pieces; i++)   // every piece, control and byte pieces included
-        if (strcmp(fat5__piece(t, i), piece) == 0) return i;
+    M->off[M->n_tok] = M->text.len;
+    M->len[M->n_tok] = n;
+    fat5__sb_putn(&M->text, s, n);
+    if (M->text.oom) goto oom;
+    M->slot[at] = (uint32_t)(M->n_tok + 1);
+    return (int32_t)M->n_tok++;
+oom:
+    M->oom = 1;
     return -1;
 }
 
-FAT5_API int32_t fat5_tokenizer_eos_id(const fat5_tokenizer *t) { return t ? t->eos_id : -1; }
-FAT5_API int32_t fat5_tokenizer_pad_id(const fat5_tokenizer *t) { return t ? t->pad_id : -1; }
+static void fat5__tm_seq_free(fat5__tm *M, fat5__tm_seq *q) {
+    fat5__free(M->ctx, q->id);
+    memset(q, 0, sizeof *q);
+}
 
-FAT5_API fat5_status fat5_batch_from_texts(fat5_tokenizer *t, const char *const *inputs, const char *const *targets,
-                                           int64_t n, fat5_batch *out) {
-    fat5__ubuf tok[2] = {{0, 0, 0}, {0, 0, 0}}, cu[2] = {{0, 0, 0}, {0, 0, 0}};
-    fat5_status st = FAT5_OK;
-    int64_t i;
-    int w;
-    if (!t || !out) return t ? fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_batch_from_texts: out is NULL") : FAT5_ERR_INVALID_ARG;
-    memset(out, 0, sizeof *out);
-    if (n < 0 || (n && !inputs)) return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_batch_from_texts: no inputs");
-    for (w = 0; w < (targets ? 2 : 1) && !st; w++) {
-        if (!fat5__ubuf_push(t->ctx, &cu[w], 0)) st = FAT5_ERR_OUT_OF_MEMORY;
-        for (i = 0; i < n && !st; i++) {
-            const char *s = w ? targets[i] : inputs[i];
-            int32_t *ids = NULL;
-            int64_t m = 0;
-            if (!s) {
-                st = fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_batch_from_texts: %s[%lld] is NULL", w ? "targets" : "inputs", (long long)i);
-                break;
+// appends token s[0..n) (interned) to q
+static void fat5__tm_push(fat5__tm *M, fat5__tm_seq *q, const char *s, size_t n) {
+    int32_t id = fat5__tm_intern(M, s, n);
+    if (id < 0) return;
+    if (q->n == q->cap) {
+        size_t nc = q->cap ? q->cap * 2 : 32;
+        int32_t *p = nc <= SIZE_MAX / sizeof *p ? FAT5__CAST(int32_t *, fat5__realloc(M->ctx, q->id, nc * sizeof *p)) : NULL;
+        if (!p) {
+            M->oom = 1;
+            return;
+        }
+        q->id = p;
+        q->cap = nc;
+    }
+    q->id[q->n++] = id;
+}
+
+// ---------------------------------------------------------------------------------------------
+// character classes
+
+// Python's str.isspace(), which str.split() splits on: White_Space and the information separators
+// U+001C..U+001F
+static int fat5__tm_py_space(uint32_t cp) {
+    if (cp < 0x80) return cp == ' ' || (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x1F);
+    return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
+           cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+// a character of Python's \w (str.isalnum() or '_'): letters and numbers (Unicode FAT5__UNICODE_VERSION)
+static int fat5__tm_py_word(uint32_t cp) {
+    if (cp < 0x80) return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || cp == '_';
+    return fat5__uc_is_letter(cp) || fat5__uc_is_number(cp);
+}
+
+// the code point at s[0..n) (valid UTF-8); *len gets its byte length
+static uint32_t fat5__tm_cp(const char *s, size_t n, size_t *len) { return fat5__utf8_cp(s, n, len); }
+
+// the Simple_Lowercase_Mapping of cp (cp itself when it has none)
+static uint32_t fat5__tm_simple_lower(uint32_t cp) {
+    size_t i;
+    uint32_t start, span, v, stride;
+    if (cp < 0x80) return (cp >= 'A' && cp <= 'Z') ? cp + 32 : cp;
+    if (cp < (fat5__uc_lower_key[0] >> 8)) return cp;
+    i = fat5__uc_floor(fat5__uc_lower_key, FAT5__UC_COUNT(fat5__uc_lower_key), cp, 8);
+    start = fat5__uc_lower_key[i] >> 8;
+    v = fat5__uc_lower_val[i];
+    stride = (v & 1) ? 2 : 1;
+    span = (fat5__uc_lower_key[i] & 0xFF) * stride;   // the last code point of the run is start + span
+    if (cp - start > span || (cp - start) % stride) return cp;
+    return (uint32_t)((int64_t)cp + (int64_t)(v >> 1) - 0x110000);
+}
+
+static int fat5__tm_cased(uint32_t cp) { return (fat5__uc_range(fat5__uc_case, FAT5__UC_COUNT(fat5__uc_case), cp) & 1) != 0; }
+static int fat5__tm_case_ignorable(uint32_t cp) {
+    return (fat5__uc_range(fat5__uc_case, FAT5__UC_COUNT(fat5__uc_case), cp) & 2) != 0;
+}
+
+// the start of the code point that ends just before s[i] (valid UTF-8, i > 0)
+static size_t fat5__tm_prev(const char *s, size_t i) {
+    do i--;
+    while (i > 0 && ((unsigned char)s[i] & 0xC0) == 0x80);
+    return i;
+}
+
+// Python's str.lower() of s[0..n), appended to b: the simple lowercase mappings, U+0130 to
+// "i" + U+0307 (its one unconditional full mapping), and U+03A3 to final sigma U+03C2 where it
+// ends a word: after a cased letter and not before one, case-ignorable characters skipped both ways
+static void fat5__tm_py_lower(fat5__sb *b, const char *s, size_t n) {
+    size_t i, k;
+    for (i = 0; i < n; i += k) {
+        uint32_t cp = fat5__tm_cp(s + i, n - i, &k), lc;
+        char u[4];
+        if (cp < 0x80) {
+            char c = (char)((cp >= 'A' && cp <= 'Z') ? cp + 32 : cp);
+            fat5__sb_putn(b, &c, 1);
+            continue;
+        }
+        if (cp == 0x130) {
+            fat5__sb_putn(b, "i\xCC\x87", 3);
+            continue;
+        }
+        lc = fat5__tm_simple_lower(cp);
+        if (cp == 0x3A3) {
+            size_t j = i, kk;
+            uint32_t c = 0;
+            int final_sigma = 0;
+            while (j > 0) {   // back over case-ignorable characters: is the one before cased?
+                j = fat5__tm_prev(s, j);
+                c = fat5__tm_cp(s + j, n - j, &kk);
+                if (!fat5__tm_case_ignorable(c)) {
+                    final_sigma = fat5__tm_cased(c);
+                    break;
+                }
             }
-            if ((st = fat5_tokenize(t, s, strlen(s), NULL, 0, 0, &ids, &m))) break;
-            if (tok[w].n + (size_t)m > (size_t)INT32_MAX) st = fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_batch_from_texts: more than 2^31 tokens");
-            if (!st && !fat5__ubuf_append(t->ctx, &tok[w], (const uint32_t *)(const void *)ids, (size_t)m))
-                st = FAT5_ERR_OUT_OF_MEMORY;
-            fat5__free(t->ctx, ids);
-            if (!st && !fat5__ubuf_push(t->ctx, &cu[w], (uint32_t)tok[w].n)) st = FAT5_ERR_OUT_OF_MEMORY;
+            for (j = i + k; final_sigma && j < n; j += kk) {   // and is none after
+                c = fat5__tm_cp(s + j, n - j, &kk);
+                if (!fat5__tm_case_ignorable(c)) {
+                    final_sigma = !fat5__tm_cased(c);
+                    break;
+                }
+            }
+            lc = final_sigma ? 0x3C2 : 0x3C3;
         }
+        fat5__sb_putn(b, u, fat5__utf8_put(u, lc));
     }
-    if (!st && !targets && !fat5__ubuf_push(t->ctx, &tok[1], 0)) st = FAT5_ERR_OUT_OF_MEMORY;
-    for (w = 0; w < 2 && !st; w++)   // never a NULL array for a batch of no tokens
-        if ((!tok[w].p && !fat5__ubuf_push(t->ctx, &tok[w], 0)) || (!cu[w].p && !fat5__ubuf_push(t->ctx, &cu[w], 0)))
-            st = FAT5_ERR_OUT_OF_MEMORY;
-    if (!targets && !st) {   // no labels: an empty decoder side
-        cu[1].n = 0;
-        for (i = 0; i <= n && !st; i++)
-            if (!fat5__ubuf_push(t->ctx, &cu[1], 0)) st = FAT5_ERR_OUT_OF_MEMORY;
-    }
-    if (st) {
-        for (w = 0; w < 2; w++) {
-            fat5__free(t->ctx, tok[w].p);
-            fat5__free(t->ctx, cu[w].p);
+}
+
+// splits s[0..n) on Python whitespace (str.split()) and appends the words to q
+static void fat5__tm_split(fat5__tm *M, const char *s, size_t n, fat5__tm_seq *q) {
+    size_t i = 0, start = 0, k;
+    int in_word = 0;
+    while (i < n) {
+        uint32_t cp = fat5__tm_cp(s + i, n - i, &k);
+        if (fat5__tm_py_space(cp)) {
+            if (in_word) fat5__tm_push(M, q, s + start, i - start);
+            in_word = 0;
+        } else if (!in_word) {
+            in_word = 1;
+            start = i;
         }
-        return st == FAT5_ERR_OUT_OF_MEMORY ? fat5__err(t->ctx, st, "fat5_batch_from_texts: out of memory") : st;
+        i += k;
     }
-    out->n_seq = n;
-    out->n_enc_tokens = (int64_t)cu[0].p[n];
-    out->enc_tokens = FAT5__CAST(const int32_t *, (void *)tok[0].p);
-    out->enc_cu_seqlens = FAT5__CAST(const int32_t *, (void *)cu[0].p);
-    out->dec_cu_seqlens = FAT5__CAST(const int32_t *, (void *)cu[1].p);
-    if (targets) {
-        out->labels = FAT5__CAST(const int32_t *, (void *)tok[1].p);
-        out->n_dec_tokens = (int64_t)cu[1].p[n];
-    } else {
-        fat5__free(t->ctx, tok[1].p);
-    }
+    if (in_word) fat5__tm_push(M, q, s + start, n - start);
+}
+
+// FAT5_ERR_INVALID_ARG when s is NULL or not valid UTF-8; `what` names it in the message
+static fat5_status fat5__tm_check(fat5_ctx *ctx, const char *fn, const char *what, int64_t i, const char *s) {
+    size_t n, ok;
+    if (!s) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: %s[%lld] is NULL", fn, what, (long long)i);
+    n = strlen(s);
+    ok = fat5_utf8_valid_len(s, n);
+    if (ok != n)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: %s[%lld] is not valid UTF-8 (byte %zu)", fn, what,
+                         (long long)i, ok);
     return FAT5_OK;
 }
 
+// checks the predictions and their references (refs[ref_offsets[i] .. ref_offsets[i + 1]) belong
+// to prediction i; ref_offsets NULL: refs[i] alone)
+static fat5_status fat5__tm_check_corpus(fat5_ctx *ctx, const char *fn, const char *const *preds, int64_t n,
+                                         const char *const *refs, const int64_t *ref_offsets) {
+    int64_t i, n_refs;
+    fat5_status st;
+    if (n < 1 || !preds || !refs)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: needs n >= 1 predictions and their references (n = %lld)",
+                         fn, (long long)n);
+    if (ref_offsets) {
+        if (ref_offsets[0] != 0) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: ref_offsets[0] must be 0", fn);
+        for (i = 0; i < n; i++)
+            if (ref_offsets[i + 1] <= ref_offsets[i])
+                return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                                 "%s: prediction %lld has no reference (ref_offsets must increase)", fn, (long long)i);
+    }
+    for (i = 0; i < n; i++)
+        if ((st = fat5__tm_check(ctx, fn, "preds", i, preds[i])) != FAT5_OK) return st;
+    n_refs = ref_offsets ? ref_offsets[n] : n;
+    for (i = 0; i < n_refs; i++)
+        if ((st = fat5__tm_check(ctx, fn, "refs", i, refs[i])) != FAT5_OK) return st;
+    return FAT5_OK;
+}
+
+// the first reference of prediction i and how many it has
+static int64_t fat5__tm_refs_of(const int64_t *ref_offsets, int64_t i, int64_t *count) {
+    if (!ref_offsets) {
+        *count = 1;
+        return i;
+    }
+    *count = ref_offsets[i + 1] - ref_offsets[i];
+    return ref_offsets[i];
+}
+
+// ---------------------------------------------------------------------------------------------
+// n-gram counting: the n-grams of several sequences sorted together, so that each distinct n-gram
+// comes as one run with the count of every sequence
+
+typedef struct fat5__tm_gram {
+    const int32_t *p;     // the n-gram's first token
+    int32_t n;            // its order
+    int32_t side;         // which sequence it is from
+} fat5__tm_gram;
+
+static int fat5__tm_gram_cmp(const void *a, const void *b) {
+    const fat5__tm_gram *x = FAT5__CAST(const fat5__tm_gram *, a), *y = FAT5__CAST(const fat5__tm_gram *, b);
+    int32_t i;
+    for (i = 0; i < x->n; i++)
+        if (x->p[i] != y->p[i]) return x->p[i] < y->p[i] ? -1 : 1;
+    return x->side < y->side ? -1 : x->side > y->side;
+}
+
+// Counts the order-n n-grams of seqs[0..n_seqs): for each distinct n-gram, with c[s] its count in
+// seqs[s], adds min(c[0], max over s >= 1 of c[s]) to *clipped. *total gets the number of
+// n-grams of seqs[0]. 0 when out of memory.
+static int fat5__tm_ngram_match(fat5__tm *M, const fat5__tm_seq *seqs, int n_seqs, int n, int64_t *clipped,
+                                int64_t *total) {
+    size_t count = 0, at = 0, i;
+    int s;
+    fat5__tm_gram *g;
+    *clipped = *total = 0;
+    for (s = 0; s < n_seqs; s++)
+        if (seqs[s].n >= (size_t)n) count += seqs[s].n - (size_t)n + 1;
+    if (seqs[0].n >= (size_t)n) *total = (int64_t)(seqs[0].n - (size_t)n + 1);
+    if (!count) return 1;
+    g = FAT5__CAST(fat5__tm_gram *, fat5__calloc(M->ctx, count, sizeof *g));
+    if (!g) {
+        M->oom = 1;
+        return 0;
+    }
+    for (s = 0; s < n_seqs; s++)
+        for (i = 0; i + (size_t)n <= seqs[s].n; i++) {
+            g[at].p = seqs[s].id + i;
+            g[at].n = n;
+            g[at].side = s;
+            at++;
+        }
+    qsort(g, count, sizeof *g, fat5__tm_gram_cmp);
+    for (i = 0; i < count;) {
+        // one distinct n-gram: runs of equal sides inside it
+        int64_t mine = 0, best_ref = 0;
+        size_t j = i;
+        while (j < count && memcmp(g[j].p, g[i].p, (size_t)n * sizeof(int32_t)) == 0) {
+            size_t k = j;
+            while (k < count && g[k].side == g[j].side && memcmp(g[k].p, g[i].p, (size_t)n * sizeof(int32_t)) == 0)
+                k++;
+            if (g[j].side == 0) mine = (int64_t)(k - j);
+            else if ((int64_t)(k - j) > best_ref) best_ref = (int64_t)(k - j);
+            j = k;
+        }
+        *clipped += mine < best_ref ? mine : best_ref;
+        i = j;
+    }
+    fat5__free(M->ctx, g);
+    return 1;
+}
+
+// rouge_score's F-measure of a precision and a recall
+static double fat5__tm_fmeasure(double p, double r) { return p + r > 0 ? 2 * p * r / (p + r) : 0.0; }
+
+// ---------------------------------------------------------------------------------------------
+// the Porter stemmer as nltk's PorterStemmer runs it in its default mode (NLTK_EXTENSIONS):
+// the original algorithm with the irregular forms, 'ies' / 'ied' of four letters to 'ie', y -> i
+// after any consonant but the first letter, 'alli' first in step 2, 'bli' -> 'ble', 'fulli' and
+// 'logi', two-letter words left alone and vowel-consonant as *o. The word is w[0..*k), lower case,
+// rewritten in place; it never grows by more than the one letter step 1b may add back.
+
+static int fat5__pt_vowel(char c) { return c == 'a' || c == 'e' || c == 'i' || c == 'o' || c == 'u'; }
+
+// whether w[i] is a consonant: not a vowel, and a y only at the start or after a vowel
+static int fat5__pt_cons(const char *w, size_t i) {
+    size_t j = i;
+    int base;
+    if (fat5__pt_vowel(w[i])) return 0;
+    if (w[i] != 'y') return 1;
+    while (j > 0 && w[j - 1] == 'y') j--;      // w[j..i] is a run of y
+    base = j == 0 ? 0 : !fat5__pt_vowel(w[j - 1]);  // whether the letter before the run is a consonant
+    // the first y of the run is a consonant after a vowel (or at the start); then they alternate
+    return ((i - j) % 2 == 0) ? !base : base;
+}
+
+// whether w[i] is a consonant, given whether w[i - 1] is (prev; ignored for i = 0): one step of
+// a left-to-right pass, linear where fat5__pt_cons at every position would be quadratic on a run of y
+static int fat5__pt_cons_next(const char *w, size_t i, int prev) {
+    if (fat5__pt_vowel(w[i])) return 0;
+    if (w[i] != 'y' || i == 0) return 1;
+    return !prev;
+}
+
+// m, the number of vowel-consonant sequences of w[0..n)
+static int fat5__pt_measure(const char *w, size_t n) {
+    int m = 0, c = 1;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        int prev = c;
+        c = fat5__pt_cons_next(w, i, prev);
+        if (i > 0 && c && !prev) m++;
+    }
+    return m;
+}
+
+static int fat5__pt_has_vowel(const char *w, size_t n) {
+    int c = 1;
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (!(c = fat5__pt_cons_next(w, i, c))) return 1;
+    return 0;
+}
+
+static int fat5__pt_double(const char *w, size_t n) { return n >= 2 && w[n - 1] == w[n - 2] && fat5__pt_cons(w, n - 1); }
+
+// *o: consonant-vowel-consonant, the last not w, x or y; or a two-letter vowel-consonant word
+static int fat5__pt_cvc(const char *w, size_t n) {
+    if (n >= 3 && fat5__pt_cons(w, n - 3) && !fat5__pt_cons(w, n - 2) && fat5__pt_cons(w, n - 1) &&
+        w[n - 1] != 'w' && w[n - 1] != 'x' && w[n - 1] != 'y')
+        return 1;
+    return n == 2 && !fat5__pt_cons(w, 0) && fat5__pt_cons(w, 1);
+}
+
+static int fat5__pt_ends(const char *w, size_t n, const char *suffix) {
+    size_t l = strlen(suffix);
+    return n >= l && memcmp(w + n - l, suffix, l) == 0;
+}
+
+// replaces the last `cut` letters of w[0..*k) by `repl`
+static void fat5__pt_set(char *w, size_t *k, size_t cut, const char *repl) {
+    size_t l = strlen(repl);
+    memcpy(w + *k - cut, repl, l);
+    *k = *k - cut + l;
+}
+
+// the conditions of the rules of steps 2 to 4, on the stem left by removing the suffix
+enum { FAT5__PT_M0, FAT5__PT_M1, FAT5__PT_ION, FAT5__PT_LOGI };
+typedef struct fat5__pt_rule {
+    const char *suffix, *repl;
+    int cond;
+} fat5__pt_rule;
+
+// the first rule whose suffix ends the word decides: applied when its condition holds, and no
+// later rule is tried either way
+static void fat5__pt_rules(char *w, size_t *k, const fat5__pt_rule *r, size_t n_rules) {
+    size_t i;
+    for (i = 0; i < n_rules; i++) {
+        size_t l = strlen(r[i].suffix), stem;
+        int ok;
+        if (!fat5__pt_ends(w, *k, r[i].suffix)) continue;
+        stem = *k - l;
+        switch (r[i].cond) {
+        case FAT5__PT_M0: ok = fat5__pt_measure(w, stem) > 0; break;
+        case FAT5__PT_M1: ok = fat5__pt_measure(w, stem) > 1; break;
+        case FAT5__PT_ION: ok = fat5__pt_measure(w, stem) > 1 && (w[stem - 1] == 's' || w[stem - 1] == 't'); break;
+        default: ok = fat5__pt_measure(w, stem + 1) > 0; break;   // 'logi': the stem keeps its l
+        }
+        if (ok) fat5__pt_set(w, k, l, r[i].repl);
+        return;
+    }
+}
+
+static void fat5__pt_step1a(char *w, size_t *k) {
+    if (*k == 4 && fat5__pt_ends(w, *k, "ies")) fat5__pt_set(w, k, 3, "ie");
+    else if (fat5__pt_ends(w, *k, "sses")) fat5__pt_set(w, k, 4, "ss");
+    else if (fat5__pt_ends(w, *k, "ies")) fat5__pt_set(w, k, 3, "i");
+    else if (fat5__pt_ends(w, *k, "ss")) return;
+    else if (fat5__pt_ends(w, *k, "s")) *k -= 1;
+}
+
+static void fat5__pt_step1b(char *w, size_t *k) {
+    size_t stem;
+    if (fat5__pt_ends(w, *k, "ied")) {
+        fat5__pt_set(w, k, 3, *k == 4 ? "ie" : "i");
+        return;
+    }
+    if (fat5__pt_ends(w, *k, "eed")) {
+        if (fat5__pt_measure(w, *k - 3) > 0) *k -= 1;
+        return;
+    }
+    if (fat5__pt_ends(w, *k, "ed") && fat5__pt_has_vowel(w, *k - 2)) stem = *k - 2;
+    else if (fat5__pt_ends(w, *k, "ing") && fat5__pt_has_vowel(w, *k - 3)) stem = *k - 3;
+    else return;
+    *k = stem;
+    if (fat5__pt_ends(w, *k, "at") || fat5__pt_ends(w, *k, "bl") || fat5__pt_ends(w, *k, "iz")) {
+        w[(*k)++] = 'e';
+    } else if (fat5__pt_double(w, *k)) {
+        char c = w[*k - 1];
+        if (c != 'l' && c != 's' && c != 'z') *k -= 1;
+    } else if (fat5__pt_measure(w, *k) == 1 && fat5__pt_cvc(w, *k)) {
+        w[(*k)++] = 'e';
+    }
+}
+
+static void fat5__pt_step1c(char *w, size_t *k) {
+    if (fat5__pt_ends(w, *k, "y") && *k - 1 > 1 && fat5__pt_cons(w, *k - 2)) w[*k - 1] = 'i';
+}
+
+static void fat5__pt_step2(char *w, size_t *k) {
+    static const fat5__pt_rule rules[] = {
+        {"ational", "ate", FAT5__PT_M0}, {"tional", "tion", FAT5__PT_M0}, {"enci", "ence", FAT5__PT_M0},
+        {"anci", "ance", FAT5__PT_M0},   {"izer", "ize", FAT5__PT_M0},    {"bli", "ble", FAT5__PT_M0},
+        {"alli", "al", FAT5__PT_M0},     {"entli", "ent", FAT5__PT_M0},   {"eli", "e", FAT5__PT_M0},
+        {"ousli", "ous", FAT5__PT_M0},   {"ization", "ize", FAT5__PT_M0}, {"ation", "ate", FAT5__PT_M0},
+        {"ator", "ate", FAT5__PT_M0},    {"alism", "al", FAT5__PT_M0},    {"iveness", "ive", FAT5__PT_M0},
+        {"fulness", "ful", FAT5__PT_M0}, {"ousness", "ous", FAT5__PT_M0}, {"aliti", "al", FAT5__PT_M0},
+        {"iviti", "ive", FAT5__PT_M0},   {"biliti", "ble", FAT5__PT_M0},  {"fulli", "ful", FAT5__PT_M0},
+        {"logi", "log", FAT5__PT_LOGI}};
+    // 'alli' -> 'al' first, and step 2 again on the result
+    while (fat5__pt_ends(w, *k, "alli") && fat5__pt_measure(w, *k - 4) > 0) fat5__pt_set(w, k, 4, "al");
+    fat5__pt_rules(w, k, rules, sizeof rules / sizeof rules[0]);
+}
+
+static void fat5__pt_step3(char *w, size_t *k) {
+    static const fat5__pt_rule rules[] = {
+        {"icate", "ic", FAT5__PT_M0}, {"ative", "", FAT5__PT_M0}, {"alize", "al", FAT5__PT_M0},
+        {"iciti", "ic", FAT5__PT_M0}, {"ical", "ic", FAT5__PT_M0}, {"ful", "", FAT5__PT_M0},
+        {"ness", "", FAT5__PT_M0}};
+    fat5__pt_rules(w, k, rules, sizeof rules / sizeof rules[0]);
+}
+
+static void fat5__pt_step4(char *w, size_t *k) {
+    static const fat5__pt_rule rules[] = {
+        {"al", "", FAT5__PT_M1},   {"ance", "", FAT5__PT_M1}, {"ence", "", FAT5__PT_M1},  {"er", "", FAT5__PT_M1},
+        {"ic", "", FAT5__PT_M1},   {"able", "", FAT5__PT_M1}, {"ible", "", FAT5__PT_M1},  {"ant", "", FAT5__PT_M1},
+        {"ement", "", FAT5__PT_M1}, {"ment", "", FAT5__PT_M1}, {"ent", "", FAT5__PT_M1},  {"ion", "", FAT5__PT_ION},
+        {"ou", "", FAT5__PT_M1},   {"ism", "", FAT5__PT_M1},  {"ate", "", FAT5__PT_M1},   {"iti", "", FAT5__PT_M1},
+        {"ous", "", FAT5__PT_M1},  {"ive", "", FAT5__PT_M1},  {"ize", "", FAT5__PT_M1}};
+    fat5__pt_rules(w, k, rules, sizeof rules / sizeof rules[0]);
+}
+
+static void fat5__pt_step5(char *w, size_t *k) {
+    if (fat5__pt_ends(w, *k, "e")) {   // 5a
+        int m = fat5__pt_measure(w, *k - 1);
+        if (m > 1 || (m == 1 && !fat5__pt_cvc(w, *k - 1))) *k -= 1;
+    }
+    if (fat5__pt_ends(w, *k, "ll") && fat5__pt_measure(w, *k - 1) > 1) *k -= 1;   // 5b
+}
+
+// stems the lower-case word w[0..n) in place (w has room for n + 1 bytes); returns its new length
+static size_t fat5__porter(char *w, size_t n) {
+    static const char *const pool[][2] = {
+        {"sky", "sky"},       {"skies", "sky"},     {"dying", "die"},         {"lying", "lie"},
+        {"tying", "tie"},     {"news", "news"},     {"innings", "inning"},    {"inning", "inning"},
+        {"outings", "outing"}, {"outing", "outing"}, {"cannings", "canning"}, {"canning", "canning"},
+        {"howe", "howe"},     {"proceed", "proceed"}, {"exceed", "exceed"},   {"succeed", "succeed"}};
+    size_t i, k = n;
+    for (i = 0; i < sizeof pool / sizeof pool[0]; i++)
+        if (strlen(pool[i][0]) == n && memcmp(w, pool[i][0], n) == 0) {
+            k = strlen(pool[i][1]);
+            memcpy(w, pool[i][1], k);
+            return k;
+        }
+    if (n <= 2) return n;
+    fat5__pt_step1a(w, &k);
+    fat5__pt_step1b(w, &k);
+    fat5__pt_step1c(w, &k);
+    fat5__pt_step2(w, &k);
+    fat5__pt_step3(w, &k);
+    fat5__pt_step4(w, &k);
+    fat5__pt_step5(w, &k);
+    return k;
+}
+
+FAT5_API size_t fat5_porter_stem(const char *word, size_t len, char *out) {
+    size_t i, k;
+    for (i = 0; i < len; i++) {
+        char c = word[i];
+        out[i] = (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+    }
+    k = fat5__porter(out, len);
+    out[k] = 0;
+    return k;
+}
+
+// ---------------------------------------------------------------------------------------------
+// SQuAD v1.1: normalize_answer and the token F1
+
+// The normalised answer's words appended to q: Python's lower case, ASCII punctuation removed,
+// the words a / an / the (whole runs of Python's \w) removed, split on Python whitespace.
+static void fat5__tm_squad_words(fat5__tm *M, const char *s, fat5__tm_seq *q) {
+    static const char punct[] = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~";
+    size_t n, i, k, start;
+    fat5__sb low, a, b;
+    fat5__sb_init(&low, M->ctx);
+    fat5__sb_init(&a, M->ctx);
+    fat5__sb_init(&b, M->ctx);
+    fat5__sb_putn(&low, "", 0);
+    fat5__sb_putn(&a, "", 0);
+    fat5__sb_putn(&b, "", 0);
+    fat5__tm_py_lower(&low, s, strlen(s));
+    // punctuation out
+    for (i = 0; i < low.len && !low.oom; i++)
+        if ((unsigned char)low.buf[i] >= 0x80 || !strchr(punct, low.buf[i])) fat5__sb_putn(&a, low.buf + i, 1);
+    // articles out: a run of word characters that is exactly a, an or the becomes a space
+    n = a.len;
+    for (i = 0; i < n;) {
+        uint32_t cp = fat5__tm_cp(a.buf + i, n - i, &k);
+        if (!fat5__tm_py_word(cp)) {
+            fat5__sb_putn(&b, a.buf + i, k);
+            i += k;
+            continue;
+        }
+        start = i;
+        while (i < n && fat5__tm_py_word(fat5__tm_cp(a.buf + i, n - i, &k))) i += k;
+        if ((i - start == 1 && a.buf[start] == 'a') || (i - start == 2 && memcmp(a.buf + start, "an", 2) == 0) ||
+            (i - start == 3 && memcmp(a.buf + start, "the", 3) == 0))
+            fat5__sb_putn(&b, " ", 1);
+        else fat5__sb_putn(&b, a.buf + start, i - start);
+    }
+    if (low.oom || a.oom || b.oom) M->oom = 1;
+    else fat5__tm_split(M, b.buf, b.len, q);
+    fat5__sb_free(&low);
+    fat5__sb_free(&a);
+    fat5__sb_free(&b);
+}
+
+// exact match (0 or 1) and F1 of two normalised answers, as the script computes them
+static int fat5__tm_squad_pair(fat5__tm *M, const fat5__tm_seq *pred, const fat5__tm_seq *ref, double *em, double *f1) {
+    fat5__tm_seq two[2];
+    int64_t same, total;
+    double p, r;
+    *em = (pred->n == ref->n && (pred->n == 0 || memcmp(pred->id, ref->id, pred->n * sizeof(int32_t)) == 0)) ? 1 : 0;
+    two[0] = *pred;
+    two[1] = *ref;
+    if (!fat5__tm_ngram_match(M, two, 2, 1, &same, &total)) return 0;
+    if (same == 0) {
+        *f1 = 0;
+        return 1;
+    }
+    p = 1.0 * (double)same / (double)pred->n;
+    r = 1.0 * (double)same / (double)ref->n;
+    *f1 = (2 * p * r) / (p + r);
+    return 1;
+}
+
+FAT5_API fat5_status fat5_metric_squad(fat5_ctx *ctx, const char *pred, const char *ref, double *em, double *f1) {
+    static const char *const fn = "fat5_metric_squad";
+    fat5__tm M;
+    fat5__tm_seq a, b;
+    fat5_status st;
+    double e = 0, f = 0;
+    if ((st = fat5__tm_check(ctx, fn, "pred", 0, pred)) != FAT5_OK) return st;
+    if ((st = fat5__tm_check(ctx, fn, "ref", 0, ref)) != FAT5_OK) return st;
+    fat5__tm_init(&M, ctx);
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    fat5__tm_squad_words(&M, pred, &a);
+    fat5__tm_squad_words(&M, ref, &b);
+    if (!M.oom) fat5__tm_squad_pair(&M, &a, &b, &e, &f);
+    st = M.oom ? fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", fn) : FAT5_OK;
+    fat5__tm_seq_free(&M, &a);
+    fat5__tm_seq_free(&M, &b);
+    fat5__tm_free(&M);
+    if (st == FAT5_OK) {
+        if (em) *em = e;
+        if (f1) *f1 = f;
+    }
+    return st;
+}
+
+FAT5_API fat5_status fat5_metric_squad_corpus(fat5_ctx *ctx, const char *const *preds, int64_t n,
+                                              const char *const *refs, const int64_t *ref_offsets, double *em,
+                                              double *f1) {
+    static const char *const fn = "fat5_metric_squad_corpus";
+    fat5__tm M;
+    fat5_status st;
+    double em_sum = 0, f1_sum = 0;
+    int64_t i, j;
+    if ((st = fat5__tm_check_corpus(ctx, fn, preds, n, refs, ref_offsets)) != FAT5_OK) return st;
+    fat5__tm_init(&M, ctx);
+    for (i = 0; i < n && !M.oom; i++) {
+        int64_t count, first = fat5__tm_refs_of(ref_offsets, i, &count);
+        fat5__tm_seq p;
+        double best_em = 0, best_f1 = 0;
+        memset(&p, 0, sizeof p);
+        fat5__tm_squad_words(&M, preds[i], &p);
+        for (j = 0; j < count && !M.oom; j++) {
+            fat5__tm_seq r;
+            double e = 0, f = 0;
+            memset(&r, 0, sizeof r);
+            fat5__tm_squad_words(&M, refs[first + j], &r);
+            if (!M.oom) fat5__tm_squad_pair(&M, &p, &r, &e, &f);
+            if (j == 0 || e > best_em) best_em = e;
+            if (j == 0 || f > best_f1) best_f1 = f;
+            fat5__tm_seq_free(&M, &r);
+        }
+        em_sum += best_em;
+        f1_sum += best_f1;
+        fat5__tm_seq_free(&M, &p);
+    }
+    st = M.oom ? fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", fn) : FAT5_OK;
+    fat5__tm_free(&M);
+    if (st == FAT5_OK) {
+        if (em) *em = 100.0 * em_sum / (double)n;
+        if (f1) *f1 = 100.0 * f1_sum / (double)n;
+    }
+    return st;
+}
+
+// ---------------------------------------------------------------------------------------------
+// ROUGE (rouge_score)
+
+// rouge_score's default tokenizer on s[0..n): Python's lower case, every character but a-z 0-9
+// a separator (so the only letters outside ASCII that count are those that lower to ASCII: U+212A
+// to "k", U+0130 to "i" + U+0307), tokens longer than 3 letters stemmed when stem is set, empty
+// tokens dropped
+static void fat5__tm_rouge_words(fat5__tm *M, const char *s, size_t n, int stem, fat5__tm_seq *q) {
+    fat5__sb w;
+    size_t i, k;
+    fat5__sb_init(&w, M->ctx);
+    for (i = 0; i <= n; i += k) {
+        uint32_t cp = 0, lc;
+        char c = 0;
+        k = 1;
+        if (i < n) cp = fat5__tm_cp(s + i, n - i, &k);
+        lc = fat5__tm_simple_lower(cp);   // U+0130's full mapping is "i" + U+0307, a separator
+        if ((lc >= 'a' && lc <= 'z') || (lc >= '0' && lc <= '9')) c = (char)lc;
+        if (c) fat5__sb_putn(&w, &c, 1);
+        if (!c || cp == 0x130 || i == n) {
+            if (w.oom) break;
+            if (w.len) {
+                size_t len = w.len;
+                if (stem && len > 3) {
+                    fat5__sb_putn(&w, "", 0);   // the one byte stemming may add
+                    fat5__sb_reserve(&w, 1);
+                    if (w.oom) break;
+                    len = fat5__porter(w.buf, len);
+                }
+                if (len) fat5__tm_push(M, q, w.buf, len);
+            }
+            w.len = 0;
+        }
+    }
+    if (w.oom) M->oom = 1;
+    fat5__sb_free(&w);
+}
+
+// the longest common subsequence table of a and b, (a->n + 1) x (b->n + 1); NULL when out of memory
+static int32_t *fat5__tm_lcs_table(fat5__tm *M, const fat5__tm_seq *a, const fat5__tm_seq *b) {
+    size_t cols = b->n + 1, cells, i, j;
+    int32_t *t = fat5__mul_ok(a->n + 1, cols, &cells) ? FAT5__CAST(int32_t *, fat5__calloc(M->ctx, cells, sizeof *t)) : NULL;
+    if (!t) {
+        M->oom = 1;
+        return NULL;
+    }
+    for (i = 1; i <= a->n; i++)
+        for (j = 1; j <= b->n; j++) {
+            int32_t up = t[(i - 1) * cols + j], left = t[i * cols + j - 1];
+            t[i * cols + j] = a->id[i - 1] == b->id[j - 1] ? t[(i - 1) * cols + j - 1] + 1 : (up > left ? up : left);
+        }
+    return t;
+}
+
+// the length of the longest common subsequence of a and b, in O(b->n) memory
+static int64_t fat5__tm_lcs_len(fat5__tm *M, const fat5__tm_seq *a, const fat5__tm_seq *b) {
+    size_t i, j;
+    int64_t *row = FAT5__CAST(int64_t *, fat5__calloc(M->ctx, b->n + 1, sizeof *row)), r;
+    if (!row) {
+        M->oom = 1;
+        return 0;
+    }
+    for (i = 1; i <= a->n; i++) {
+        int64_t diag = 0;   // row[j - 1] of the previous row
+        for (j = 1; j <= b->n; j++) {
+            int64_t up = row[j], v = a->id[i - 1] == b->id[j - 1] ? diag + 1 : (up > row[j - 1] ? up : row[j - 1]);
+            diag = up;
+            row[j] = v;
+        }
+    }
+    r = row[b->n];
+    fat5__free(M->ctx, row);
+    return r;
+}
+
+// marks in mark[0..ref->n) the ref positions of the LCS of ref and can that rouge_score's
+// backtracking picks (a match when the tokens are equal; else left when that cell is larger, up
+// otherwise)
+static void fat5__tm_lcs_mark(fat5__tm *M, const fat5__tm_seq *ref, const fat5__tm_seq *can, unsigned char *mark) {
+    size_t i = ref->n, j = can->n, cols = can->n + 1;
+    int32_t *t = fat5__tm_lcs_table(M, ref, can);
+    if (!t) return;
+    while (i > 0 && j > 0) {
+        if (ref->id[i - 1] == can->id[j - 1]) {
+            mark[i - 1] = 1;
+            i--;
+            j--;
+        } else if (t[i * cols + j - 1] > t[(i - 1) * cols + j]) {
+            j--;
+        } else {
+            i--;
+        }
+    }
+    fat5__free(M->ctx, t);
+}
+
+// the lines of s that rougeLsum scores: s split on "\n", empty lines dropped, each tokenized;
+// *n_lines gets their number
+static fat5__tm_seq *fat5__tm_rouge_lines(fat5__tm *M, const char *s, int stem, size_t *n_lines) {
+    size_t n = strlen(s), i, count = 0, at = 0, start = 0;
+    fat5__tm_seq *L;
+    *n_lines = 0;
+    for (i = 0; i <= n; i++)
+        if (i == n || s[i] == '\n') {
+            if (i > start) count++;
+            start = i + 1;
+        }
+    L = FAT5__CAST(fat5__tm_seq *, fat5__calloc(M->ctx, count ? count : 1, sizeof *L));
+    if (!L) {
+        M->oom = 1;
+        return NULL;
+    }
+    start = 0;
+    for (i = 0; i <= n; i++)
+        if (i == n || s[i] == '\n') {
+            if (i > start) fat5__tm_rouge_words(M, s + start, i - start, stem, &L[at++]);
+            start = i + 1;
+        }
+    *n_lines = count;
+    return L;
+}
+
+// summary-level LCS (rougeLsum) of reference lines R and candidate lines C
+static fat5_rouge_score fat5__tm_rouge_lsum(fat5__tm *M, const fat5__tm_seq *R, size_t nr, const fat5__tm_seq *C,
+                                            size_t nc) {
+    fat5_rouge_score s = {0, 0, 0};
+    size_t m = 0, n = 0, i, j, longest = 0;
+    int64_t *cnt_r, *cnt_c, hits = 0;
+    unsigned char *mark;
+    for (i = 0; i < nr; i++) {
+        m += R[i].n;
+        if (R[i].n > longest) longest = R[i].n;
+    }
+    for (i = 0; i < nc; i++) n += C[i].n;
+    if (!nr || !nc || !m || !n) return s;
+    cnt_r = FAT5__CAST(int64_t *, fat5__calloc(M->ctx, M->n_tok, sizeof *cnt_r));
+    cnt_c = FAT5__CAST(int64_t *, fat5__calloc(M->ctx, M->n_tok, sizeof *cnt_c));
+    mark = FAT5__CAST(unsigned char *, fat5__calloc(M->ctx, longest, 1));
+    if (!cnt_r || !cnt_c || !mark) {
+        M->oom = 1;
+    } else {
+        for (i = 0; i < nr; i++)
+            for (j = 0; j < R[i].n; j++) cnt_r[R[i].id[j]]++;
+        for (i = 0; i < nc; i++)
+            for (j = 0; j < C[i].n; j++) cnt_c[C[i].id[j]]++;
+        for (i = 0; i < nr && !M->oom; i++) {
+            // the union of the LCS positions of this reference line with every candidate line
+            memset(mark, 0, longest);
+            for (j = 0; j < nc && !M->oom; j++) fat5__tm_lcs_mark(M, &R[i], &C[j], mark);
+            for (j = 0; j < R[i].n; j++) {
+                int32_t t = R[i].id[j];
+                if (mark[j] && cnt_c[t] > 0 && cnt_r[t] > 0) {
+                    hits++;
+                    cnt_c[t]--;
+                    cnt_r[t]--;
+                }
+            }
+        }
+        s.recall = (double)hits / (double)m;
+        s.precision = (double)hits / (double)n;
+        s.fmeasure = fat5__tm_fmeasure(s.precision, s.recall);
+    }
+    fat5__free(M->ctx, cnt_r);
+    fat5__free(M->ctx, cnt_c);
+    fat5__free(M->ctx, mark);
+    return s;
+}
+
+// rouge1, rouge2, rougeL and rougeLsum of one prediction against one reference
+static void fat5__tm_rouge_pair(fat5__tm *M, const char *pred, const char *ref, int stem, fat5_rouge *out) {
+    fat5__tm_seq t[2];
+    fat5__tm_seq *RL = NULL, *CL = NULL;
+    size_t nr = 0, nc = 0, i;
+    int order;
+    memset(out, 0, sizeof *out);
+    memset(t, 0, sizeof t);
+    fat5__tm_rouge_words(M, pred, strlen(pred), stem, &t[0]);
+    fat5__tm_rouge_words(M, ref, strlen(ref), stem, &t[1]);
+    for (order = 1; order <= 2 && !M->oom; order++) {
+        fat5_rouge_score *s = order == 1 ? &out->rouge1 : &out->rouge2;
+        int64_t inter, n_pred, n_ref;
+        if (!fat5__tm_ngram_match(M, t, 2, order, &inter, &n_pred)) break;
+        n_ref = t[1].n >= (size_t)order ? (int64_t)(t[1].n - (size_t)order + 1) : 0;
+        s->precision = (double)inter / (double)(n_pred > 1 ? n_pred : 1);
+        s->recall = (double)inter / (double)(n_ref > 1 ? n_ref : 1);
+        s->fmeasure = fat5__tm_fmeasure(s->precision, s->recall);
+    }
+    if (!M->oom && t[0].n && t[1].n) {
+        int64_t lcs = fat5__tm_lcs_len(M, &t[1], &t[0]);
+        out->rougeL.precision = (double)lcs / (double)t[0].n;
+        out->rougeL.recall = (double)lcs / (double)t[1].n;
+        out->rougeL.fmeasure = fat5__tm_fmeasure(out->rougeL.precision, out->rougeL.recall);
+    }
+    if (!M->oom) RL = fat5__tm_rouge_lines(M, ref, stem, &nr);
+    if (!M->oom) CL = fat5__tm_rouge_lines(M, pred, stem, &nc);
+    if (!M->oom) out->rougeLsum = fat5__tm_rouge_lsum(M, RL, nr, CL, nc);
+    for (i = 0; RL && i < nr; i++) fat5__tm_seq_free(M, &RL[i]);
+    for (i = 0; CL && i < nc; i++) fat5__tm_seq_free(M, &CL[i]);
+    fat5__free(M->ctx, RL);
+    fat5__free(M->ctx, CL);
+    fat5__tm_seq_free(M, &t[0]);
+    fat5__tm_seq_free(M, &t[1]);
+}
+
+FAT5_API fat5_status fat5_metric_rouge(fat5_ctx *ctx, const char *pred, const char *ref, int use_stemmer,
+                                       fat5_rouge *out) {
+    static const char *const fn = "fat5_metric_rouge";
+    fat5__tm M;
+    fat5_rouge r;
+    fat5_status st;
+    if (!out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: out is NULL", fn);
+    if ((st = fat5__tm_check(ctx, fn, "pred", 0, pred)) != FAT5_OK) return st;
+    if ((st = fat5__tm_check(ctx, fn, "ref", 0, ref)) != FAT5_OK) return st;
+    fat5__tm_init(&M, ctx);
+    fat5__tm_rouge_pair(&M, pred, ref, use_stemmer, &r);
+    st = M.oom ? fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", fn) : FAT5_OK;
+    fat5__tm_free(&M);
+    if (st == FAT5_OK) *out = r;
+    return st;
+}
+
+// the k-th score of r: rouge1, rouge2, rougeL, rougeLsum
+static fat5_rouge_score *fat5__tm_rouge_kind(fat5_rouge *r, int k) {
+    switch (k) {
+    case 0: return &r->rouge1;
+    case 1: return &r->rouge2;
+    case 2: return &r->rougeL;
+    default: return &r->rougeLsum;
+    }
+}
+
+FAT5_API fat5_status fat5_metric_rouge_corpus(fat5_ctx *ctx, const char *const *preds, int64_t n,
+                                              const char *const *refs, const int64_t *ref_offsets, int use_stemmer,
+                                              fat5_rouge *out) {
+    static const char *const fn = "fat5_metric_rouge_corpus";
+    fat5__tm M;
+    fat5_rouge sum;
+    fat5_status st;
+    int64_t i, j;
+    int k;
+    if (!out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: out is NULL", fn);
+    if ((st = fat5__tm_check_corpus(ctx, fn, preds, n, refs, ref_offsets)) != FAT5_OK) return st;
+    fat5__tm_init(&M, ctx);
+    memset(&sum, 0, sizeof sum);
+    for (i = 0; i < n && !M.oom; i++) {
+        int64_t count, first = fat5__tm_refs_of(ref_offsets, i, &count);
+        fat5_rouge best, r;
+        memset(&best, 0, sizeof best);
+        for (j = 0; j < count && !M.oom; j++) {
+            fat5__tm_rouge_pair(&M, preds[i], refs[first + j], use_stemmer, &r);
+            // each kind from the reference with the largest F-measure (the first on a tie)
+            for (k = 0; k < 4; k++) {
+                fat5_rouge_score *b = fat5__tm_rouge_kind(&best, k), *c = fat5__tm_rouge_kind(&r, k);
+                if (j == 0 || c->fmeasure > b->fmeasure) *b = *c;
+            }
+        }
+        for (k = 0; k < 4; k++) {
+            fat5_rouge_score *acc = fat5__tm_rouge_kind(&sum, k), *b = fat5__tm_rouge_kind(&best, k);
+            acc->precision += b->precision;
+            acc->recall += b->recall;
+            acc->fmeasure += b->fmeasure;
+        }
+    }
+    st = M.oom ? fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", fn) : FAT5_OK;
+    fat5__tm_free(&M);
+    if (st == FAT5_OK) {
+        for (k = 0; k < 4; k++) {
+            fat5_rouge_score *acc = fat5__tm_rouge_kind(&sum, k);
+            acc->precision /= (double)n;
+            acc->recall /= (double)n;
+            acc->fmeasure /= (double)n;
+        }
+        *out = sum;
+    }
+    return st;
+}
+
+// ---------------------------------------------------------------------------------------------
+// BLEU (sacrebleu)
+
+// s with every (non-overlapping, left to right) occurrence of `from` replaced by `to`, as Python's
+// str.replace; in b (cleared first)
+static void fat5__tm_replace(fat5__sb *b, const char *s, size_t n, const char *from, const char *to) {
+    size_t fl = strlen(from), tl = strlen(to), i = 0;
+    b->len = 0;
+    fat5__sb_putn(b, "", 0);
+    while (i < n) {
+        if (i + fl <= n && memcmp(s + i, from, fl) == 0) {
+            fat5__sb_putn(b, to, tl);
+            i += fl;
+        } else {
+            fat5__sb_putn(b, s + i, 1);
+            i++;
+        }
+    }
+}
+
+// *nxt = *cur with from replaced by to; then the two swap, so *cur holds the result
+static void fat5__tm_replace_step(fat5__sb **cur, fat5__sb **nxt, const char *from, const char *to) {
+    fat5__sb *t = *cur;
+    fat5__tm_replace(*nxt, (*cur)->buf, (*cur)->len, from, to);
+    *cur = *nxt;
+    *nxt = t;
+}
+
+static int fat5__tm_digit(char c) { return c >= '0' && c <= '9'; }
+
+// the 13a tokenizer's first rule: the ASCII punctuation but ' , - . gets spaces around it
+static int fat5__tm_13a_punct(char c) {
+    unsigned char u = (unsigned char)c;
+    return (u >= 0x7B && u <= 0x7E) || (u >= 0x5B && u <= 0x60) || (u >= 0x20 && u <= 0x26) ||
+           (u >= 0x28 && u <= 0x2B) || (u >= 0x3A && u <= 0x40) || u == 0x2F;
+}
+
+// sacrebleu's segment preprocessing (rstrip, then tokenizer 13a) of s, its words appended to q.
+// The regular expressions work on code points; on valid UTF-8 their byte-wise application below
+// gives the same text, since every character they look for or insert is ASCII and none of their
+// conditions can hold on a byte inside a multi-byte character.
+static void fat5__tm_13a_words(fat5__tm *M, const char *s, fat5__tm_seq *q) {
+    size_t n = strlen(s), end = 0, i, k;
+    fat5__sb a, b, *cur = &a, *nxt = &b, *t;
+    fat5__sb_init(&a, M->ctx);
+    fat5__sb_init(&b, M->ctx);
+    // rstrip (Python whitespace)
+    for (i = 0; i < n; i += k)
+        if (!fat5__tm_py_space(fat5__tm_cp(s + i, n - i, &k))) end = i + k;
+    fat5__tm_replace(cur, s, end, "<skipped>", "");
+    fat5__tm_replace_step(&cur, &nxt, "-\n", "");
+    fat5__tm_replace_step(&cur, &nxt, "\n", " ");
+    if (!cur->oom && memchr(cur->buf, '&', cur->len)) {
+        fat5__tm_replace_step(&cur, &nxt, "&quot;", "\"");
+        fat5__tm_replace_step(&cur, &nxt, "&amp;", "&");
+        fat5__tm_replace_step(&cur, &nxt, "&lt;", "<");
+        fat5__tm_replace_step(&cur, &nxt, "&gt;", ">");
+    }
+    // ' ' + line + ' ', then ([\{-\~\[-\` -\&\(-\+\:-\@\/]) -> ' \1 '
+    nxt->len = 0;
+    fat5__sb_putn(nxt, " ", 1);
+    for (i = 0; i < cur->len && !cur->oom; i++) {
+        if (fat5__tm_13a_punct(cur->buf[i])) {
+            char three[3];
+            three[0] = ' ';
+            three[1] = cur->buf[i];
+            three[2] = ' ';
+            fat5__sb_putn(nxt, three, 3);
+        } else fat5__sb_putn(nxt, cur->buf + i, 1);
+    }
+    fat5__sb_putn(nxt, " ", 1);
+    t = cur;
+    cur = nxt;
+    nxt = t;
+    // ([^0-9])([\.,]) -> '\1 \2 '
+    nxt->len = 0;
+    fat5__sb_putn(nxt, "", 0);
+    for (i = 0; i < cur->len && !cur->oom;) {
+        if (i + 1 < cur->len && !fat5__tm_digit(cur->buf[i]) && (cur->buf[i + 1] == '.' || cur->buf[i + 1] == ',')) {
+            char four[4];
+            four[0] = cur->buf[i];
+            four[1] = ' ';
+            four[2] = cur->buf[i + 1];
+            four[3] = ' ';
+            fat5__sb_putn(nxt, four, 4);
+            i += 2;
+        } else fat5__sb_putn(nxt, cur->buf + i++, 1);
+    }
+    t = cur;
+    cur = nxt;
+    nxt = t;
+    // ([\.,])([^0-9]) -> ' \1 \2'
+    nxt->len = 0;
+    fat5__sb_putn(nxt, "", 0);
+    for (i = 0; i < cur->len && !cur->oom;) {
+        if (i + 1 < cur->len && (cur->buf[i] == '.' || cur->buf[i] == ',') && !fat5__tm_digit(cur->buf[i + 1])) {
+            char four[4];
+            four[0] = ' ';
+            four[1] = cur->buf[i];
+            four[2] = ' ';
+            four[3] = cur->buf[i + 1];
+            fat5__sb_putn(nxt, four, 4);
+            i += 2;
+        } else fat5__sb_putn(nxt, cur->buf + i++, 1);
+    }
+    t = cur;
+    cur = nxt;
+    nxt = t;
+    // ([0-9])(-) -> '\1 \2 '
+    nxt->len = 0;
+    fat5__sb_putn(nxt, "", 0);
+    for (i = 0; i < cur->len && !cur->oom;) {
+        if (i + 1 < cur->len && fat5__tm_digit(cur->buf[i]) && cur->buf[i + 1] == '-') {
+            char four[4];
+            four[0] = cur->buf[i];
+            four[1] = ' ';
+            four[2] = '-';
+            four[3] = ' ';
+            fat5__sb_putn(nxt, four, 4);
+            i += 2;
+        } else fat5__sb_putn(nxt, cur->buf + i++, 1);
+    }
+    t = cur;
+    cur = nxt;
+    nxt = t;
+    if (a.oom || b.oom) M->oom = 1;
+    else fat5__tm_split(M, cur->buf, cur->len, q);
+    fat5__sb_free(&a);
+    fat5__sb_free(&b);
+}
+
+FAT5_API fat5_status fat5_metric_bleu(fat5_ctx *ctx, const char *const *preds, int64_t n, const char *const *refs,
+                                      const int64_t *ref_offsets, fat5_bleu *out) {
+    static const char *const fn = "fat5_metric_bleu";
+    fat5__tm M;
+    fat5_bleu r;
+    fat5_status st;
+    fat5__tm_seq *seqs = NULL;
+    int64_t i, j, most = 1;
+    int order, any = 0;
+    if (!out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: out is NULL", fn);
+    if ((st = fat5__tm_check_corpus(ctx, fn, preds, n, refs, ref_offsets)) != FAT5_OK) return st;
+    for (i = 0; ref_offsets && i < n; i++)
+        if (ref_offsets[i + 1] - ref_offsets[i] > most) most = ref_offsets[i + 1] - ref_offsets[i];
+    if (most > INT32_MAX - 1) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: too many references", fn);
+    memset(&r, 0, sizeof r);
+    fat5__tm_init(&M, ctx);
+    seqs = FAT5__CAST(fat5__tm_seq *, fat5__calloc(ctx, (size_t)most + 1, sizeof *seqs));
+    if (!seqs) M.oom = 1;
+    for (i = 0; i < n && !M.oom; i++) {
+        // seqs[0]: the hypothesis; seqs[1..count]: its references
+        int64_t count, first = fat5__tm_refs_of(ref_offsets, i, &count), closest = -1, diff = -1;
+        int64_t hyp_len;
+        fat5__tm_13a_words(&M, preds[i], &seqs[0]);
+        for (j = 0; j < count; j++) fat5__tm_13a_words(&M, refs[first + j], &seqs[j + 1]);
+        hyp_len = (int64_t)seqs[0].n;
+        for (j = 0; j < count; j++) {   // the closest reference length, the shorter on a tie
+            int64_t len = (int64_t)seqs[j + 1].n, d = hyp_len > len ? hyp_len - len : len - hyp_len;
+            if (diff < 0 || d < diff || (d == diff && len < closest)) {
+                diff = d;
+                closest = len;
+            }
+        }
+        r.sys_len += hyp_len;
+        r.ref_len += closest;
+        for (order = 1; order <= 4 && !M.oom; order++) {
+            int64_t clipped, total;
+            if (!fat5__tm_ngram_match(&M, seqs, (int)count + 1, order, &clipped, &total)) break;
+            r.correct[order - 1] += clipped;
+            r.total[order - 1] += total;
+        }
+        for (j = 0; j <= count; j++) fat5__tm_seq_free(&M, &seqs[j]);
+    }
+    st = M.oom ? fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", fn) : FAT5_OK;
+    fat5__free(ctx, seqs);
+    fat5__tm_free(&M);
+    if (st != FAT5_OK) return st;
+    // sacrebleu's compute_bleu with smooth_method 'exp'
+    r.bp = 1.0;
+    if (r.sys_len < r.ref_len) r.bp = r.sys_len > 0 ? exp(1 - (double)r.ref_len / (double)r.sys_len) : 0.0;
+    for (order = 0; order < 4; order++) any |= r.correct[order] != 0;
+    if (any) {
+        double smooth = 1.0, log_sum = 0.0;
+        for (order = 0; order < 4; order++) {
+            if (r.total[order] == 0) break;
+            if (r.correct[order] == 0) {
+                smooth *= 2;
+                r.precisions[order] = 100. / (smooth * (double)r.total[order]);
+            } else {
+                r.precisions[order] = 100. * (double)r.correct[order] / (double)r.total[order];
+            }
+        }
+        for (order = 0; order < 4; order++)   // a zero precision counts as log -9999999999
+            log_sum += r.precisions[order] == 0.0 ? -9999999999.0 : log(r.precisions[order]);
+        r.score = r.bp * exp(log_sum / 4);
+    }
+    *out = r;
+    return FAT5_OK;
+}
 // =============================================================================================
 // ==[9.1] run: the launcher ==
 // fat5_launch forks one worker process per rank, gives them a board (section [3.5]) and NCCL's
@@ -20164,7 +22578,10 @@ static const char fat5__train_options[] =
     "attention: the encoder's attention for the run: full, local:R, block-global:R:G or transient-global:R:G\n"
     "  (any checkpoint, no retraining; default the model's own)\n"
     "seed: initialisation and data order (42)\n"
-    "optim: adamwscale (FAT5) or adamw\n"
+    "optim: adamwscale (FAT5), adamw or adafactor (transformers' Adafactor)\n"
+    "adafactor_relative_step, adafactor_scale_parameter, adafactor_warmup_init: Adafactor's switches\n"
+    "  (true or false; false by default, as HF's Trainer; relative_step ignores learning_rate and the schedule)\n"
+    "adafactor_clip_threshold (1), adafactor_decay_rate (-0.8), adafactor_beta1 (none: no first moment)\n"
     "learning_rate, adam_beta1, adam_beta2, adam_epsilon, weight_decay: the optimizer\n"
     "max_grad_norm: global gradient-norm clipping (0 = off)\n"
     "lr_scheduler_type: cosine (FAT5), wsd, inverse_sqrt, linear, constant\n"
@@ -20290,7 +22707,24 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
     else if (FAT5__IS("optim")) {
         if (strcmp(v, "adamwscale") == 0) c->optim.kind = FAT5_OPTIM_ADAMW_SCALE;
         else if (strcmp(v, "adamw") == 0) c->optim.kind = FAT5_OPTIM_ADAMW;
+        else if (strcmp(v, "adafactor") == 0) c->optim.kind = FAT5_OPTIM_ADAFACTOR;
         else ok = 0;
+    }
+    else if (FAT5__IS("adafactor_relative_step") || FAT5__IS("adafactor_scale_parameter") ||
+             FAT5__IS("adafactor_warmup_init")) {
+        int *dst = FAT5__IS("adafactor_relative_step") ? &c->optim.adafactor_relative_step
+                   : FAT5__IS("adafactor_scale_parameter") ? &c->optim.adafactor_scale_parameter
+                                                           : &c->optim.adafactor_warmup_init;
+        ok = strcmp(v, "true") == 0 || strcmp(v, "false") == 0 || strcmp(v, "1") == 0 || strcmp(v, "0") == 0;
+        *dst = strcmp(v, "true") == 0 || strcmp(v, "1") == 0;
+    }
+    else if (FAT5__IS("adafactor_clip_threshold"))
+        ok = fat5__opt_f64(v, 0, big, &c->optim.adafactor_clip_threshold) && c->optim.adafactor_clip_threshold > 0;
+    else if (FAT5__IS("adafactor_decay_rate"))
+        ok = fat5__opt_f64(v, -1e6, 0, &c->optim.adafactor_decay_rate) && c->optim.adafactor_decay_rate < 0;
+    else if (FAT5__IS("adafactor_beta1")) {
+        if (strcmp(v, "none") == 0 || strcmp(v, "None") == 0) c->optim.adafactor_beta1 = 0;
+        else ok = fat5__opt_f64(v, 0, 0.999999, &c->optim.adafactor_beta1);
     }
     else if (FAT5__IS("learning_rate")) ok = fat5__opt_f64(v, 0, big, &c->optim.lr) && c->optim.lr > 0;
     else if (FAT5__IS("adam_beta1")) ok = fat5__opt_f64(v, 0, 0.999999, &c->optim.beta1);
@@ -20896,12 +23330,14 @@ static void fat5__first_diff(const char *a, const char *b, char *out, size_t cap
 
 // --- checkpoint directories
 
+// Makes the entries of dir (files created, renamed or removed in it) durable.
 static fat5_status fat5__fsync_dir(fat5_ctx *ctx, const char *dir) {
-    int fd = open(dir, O_RDONLY), rc;
+    int fd = fat5__fs_open_dir(dir), rc, e;
     if (fd < 0) return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot open directory: %s", dir, strerror(errno));
-    rc = fsync(fd);
-    close(fd);
-    if (rc != 0 && errno != EINVAL) return fat5__err(ctx, FAT5_ERR_IO, "%s: fsync failed: %s", dir, strerror(errno));
+    rc = fat5__fs_fsync(fd, dir);
+    e = errno;
+    (void)fat5__fs_close(fd, dir);
+    if (rc != 0 && e != EINVAL) return fat5__err(ctx, FAT5_ERR_IO, "%s: fsync failed: %s", dir, strerror(e));
     return FAT5_OK;
 }
 
@@ -20914,10 +23350,10 @@ static void fat5__rm_ckpt(const char *dir) {
     while ((e = readdir(d)) != NULL) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        (void)unlink(p);
+        (void)fat5__fs_unlink(p);
     }
     closedir(d);
-    (void)rmdir(dir);
+    (void)fat5__fs_rmdir(dir);
 }
 
 static int fat5__is_step_name(const char *s, int64_t *step) {
@@ -20930,43 +23366,64 @@ static int fat5__is_step_name(const char *s, int64_t *step) {
     return 1;
 }
 
+// Deletes the checkpoint directory `dir` (out's step-N, or its .old-step-N, of step `step`) so that
+// it goes whole or not at all: it is renamed .del-step-N, the rename is made durable (a power loss
+// cannot bring the name back with files missing), then its files are removed. A crash or a failed
+// removal leaves a .del-step-N, which the next start removes; a directory that cannot be renamed
+// stays whole.
+static void fat5__ckpt_discard(const char *out, const char *dir, int64_t step) {
+    char del[4400];
+    snprintf(del, sizeof del, "%s/.del-step-%08lld", out, (long long)step);
+    fat5__rm_ckpt(del);
+    if (fat5__fs_rename(dir, del) != 0 || fat5__fsync_dir(NULL, out) != FAT5_OK) return;
+    fat5__rm_ckpt(del);
+}
+
 // A save of a step that has a checkpoint already moves the old one aside (".old-step-N") before the
-// new one takes its name, and removes it after: a crash in between leaves the old one whole. This
-// puts such a directory back where no step-N is (the crash came before the new one's rename) and
-// removes it where one is (after).
+// new one takes its name, and discards it after: a crash in between leaves the old one whole (an
+// .old-step-N is whole whenever it exists). This puts step `step`'s back where no step-N is (the
+// crash came before the new one's rename) and discards it where one is (after).
+static void fat5__ckpt_recover_step(const char *out, int64_t step) {
+    char old[4400], fin[4400];
+    snprintf(old, sizeof old, "%s/.old-step-%08lld", out, (long long)step);
+    snprintf(fin, sizeof fin, "%s/step-%08lld", out, (long long)step);
+    if (!fat5__is_dir(old)) return;
+    if (fat5__is_dir(fin)) fat5__ckpt_discard(out, old, step);
+    else if (fat5__fs_rename(old, fin) == 0) (void)fat5__fsync_dir(NULL, out);
+}
+
+// fat5__ckpt_recover_step for every .old-step-N of out.
 static void fat5__ckpt_recover(const char *out) {
     DIR *d = opendir(out);
     struct dirent *e;
-    char old[4400], fin[4400];
-    int64_t s;
+    int64_t steps[256], s;
+    int n = 0, i;
     if (!d) return;
-    while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, ".old-", 5) != 0 || !fat5__is_step_name(e->d_name + 5, &s)) continue;
-        snprintf(old, sizeof old, "%s/%s", out, e->d_name);
-        snprintf(fin, sizeof fin, "%s/%s", out, e->d_name + 5);
-        if (fat5__is_dir(fin)) fat5__rm_ckpt(old);
-        else (void)rename(old, fin);
-    }
+    while ((e = readdir(d)) != NULL && n < 256)   // collected first: recovering renames entries
+        if (strncmp(e->d_name, ".old-", 5) == 0 && fat5__is_step_name(e->d_name + 5, &s)) steps[n++] = s;
     closedir(d);
+    for (i = 0; i < n; i++) fat5__ckpt_recover_step(out, steps[i]);
 }
 
 // Deletes what a killed save or prune left (.tmp-step-N being written, .del-step-N being deleted,
-// latest.tmp.* being written) and all but the newest `keep` checkpoints. A checkpoint is renamed
-// .del-step-N before its files go, so that it disappears whole or not at all.
+// latest.tmp.* being written) and all but the newest `keep` checkpoints, each discarded whole
+// (fat5__ckpt_discard). A .del-step-N's rename is made durable before its files go.
 static void fat5__ckpt_prune(const char *out, int keep) {
     DIR *d = opendir(out);
     struct dirent *e;
     int64_t steps[4096], s;
-    int n = 0, i, j;
+    int n = 0, i, j, synced = 0;
     char p[4400];
     if (!d) return;
     while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, ".tmp-step-", 10) == 0 || strncmp(e->d_name, ".del-step-", 10) == 0) {
+        int del = strncmp(e->d_name, ".del-step-", 10) == 0;
+        if (del || strncmp(e->d_name, ".tmp-step-", 10) == 0) {
+            if (del && !synced) synced = fat5__fsync_dir(NULL, out) == FAT5_OK;
             snprintf(p, sizeof p, "%s/%s", out, e->d_name);
-            fat5__rm_ckpt(p);
+            if (!del || synced) fat5__rm_ckpt(p);
         } else if (strncmp(e->d_name, "latest.tmp.", 11) == 0) {
             snprintf(p, sizeof p, "%s/%s", out, e->d_name);
-            (void)remove(p);
+            (void)fat5__fs_unlink(p);
         } else if (fat5__is_step_name(e->d_name, &s) && n < 4096) {
             steps[n++] = s;
         }
@@ -20976,11 +23433,8 @@ static void fat5__ckpt_prune(const char *out, int keep) {
     for (i = 1; i < n; i++)   // insertion sort: a handful of entries
         for (j = i; j > 0 && steps[j - 1] > steps[j]; j--) s = steps[j], steps[j] = steps[j - 1], steps[j - 1] = s;
     for (i = 0; i < n - keep; i++) {
-        char del[4400];
         snprintf(p, sizeof p, "%s/step-%08lld", out, (long long)steps[i]);
-        snprintf(del, sizeof del, "%s/.del-step-%08lld", out, (long long)steps[i]);
-        fat5__rm_ckpt(del);
-        if (rename(p, del) == 0) fat5__rm_ckpt(del);
+        fat5__ckpt_discard(out, p, steps[i]);
     }
 }
 
@@ -21034,11 +23488,13 @@ FAT5_API fat5_status fat5_train_save(fat5_trainer *t, const char **dir_out) {
     fat5_ctx *ctx = t->ctx;
     fat5_model *m = t->m;
     char tmp[4200], fin[4200], old[4200], path[4400], latest[64], sampler[512], data[256], num[4][40], *json = NULL;
-    const char *meta[20];
-    fat5_st_write_tensor w[2];
+    const char *meta[22];
+    fat5_st_write_tensor w[FAT5__OPTIM_ARRAYS];
+    fat5__optim_array arr[FAT5__OPTIM_ARRAYS];
     float *mom = NULL;
-    size_t n = m->n_floats, json_len = 0;
+    size_t n = 0, json_len = 0;
     int64_t step = fat5_optim_get_step(t->o);
+    int n_arr = fat5__optim_arrays(t->o, arr), k;
     fat5_status st;
     if (dir_out) *dir_out = NULL;
     if (t->comm && t->comm->failed) {   // a step may have updated the weights from incomplete sums
@@ -21063,20 +23519,20 @@ FAT5_API fat5_status fat5_train_save(fat5_trainer *t, const char **dir_out) {
     if (t->ahead >= 0) snprintf(sampler, sizeof sampler, "%s", t->grp[t->ahead].state);
     else if ((st = fat5_ul2_get_state(t->sampler, sampler, sizeof sampler))) goto fail;
     if ((st = fat5_model_config_to_json(ctx, &m->cfg, &json, &json_len))) goto fail;
-    mom = FAT5__CAST(float *, fat5__malloc(ctx, n * 2 * sizeof(float)));
+    for (k = 0; k < n_arr; k++) n += arr[k].n;   // the optimizer's state arrays (fat5__optim_arrays)
+    mom = FAT5__CAST(float *, fat5__malloc(ctx, (n ? n : 1) * sizeof(float)));
     if (!mom) {
         st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "checkpoint: out of memory for the optimizer state");
         goto fail;
     }
-    if ((st = m->be->download(ctx, mom, t->o->m1, n * 4)) || (st = m->be->download(ctx, mom + n, t->o->m2, n * 4)))
-        goto fail;
     memset(w, 0, sizeof w);
-    w[0].name = "optimizer.exp_avg";
-    w[1].name = "optimizer.exp_avg_sq";
-    w[0].ndim = w[1].ndim = 1;
-    w[0].shape[0] = w[1].shape[0] = (int64_t)n;
-    w[0].data = mom;
-    w[1].data = mom + n;
+    for (n = 0, k = 0; k < n_arr; n += arr[k].n, k++) {
+        if ((st = m->be->download(ctx, mom + n, arr[k].addr, arr[k].n * 4))) goto fail;
+        w[k].name = arr[k].name;
+        w[k].ndim = 1;
+        w[k].shape[0] = (int64_t)arr[k].n;
+        w[k].data = mom + n;
+    }
     fat5__data_fingerprint(t, data, sizeof data);
     snprintf(num[0], sizeof num[0], "%lld", (long long)step);
     snprintf(num[1], sizeof num[1], "%lld", (long long)t->tokens_seen);
@@ -21092,28 +23548,32 @@ FAT5_API fat5_status fat5_train_save(fat5_trainer *t, const char **dir_out) {
     meta[14] = "data", meta[15] = data;
     meta[16] = "model_config", meta[17] = json;
     meta[18] = "fat5_version", meta[19] = FAT5_VERSION_STRING;
+    meta[20] = "optimizer", meta[21] = fat5__optim_kind_name(t->cfg.optim.kind);
     snprintf(path, sizeof path, "%s/training_state.safetensors", tmp);
-    if ((st = fat5_st_write(ctx, path, w, 2, meta, 10))) goto fail;
+    if ((st = fat5_st_write(ctx, path, w, n_arr, meta, 11))) goto fail;
     if ((st = fat5__fsync_dir(ctx, tmp))) goto fail;
     // the complete directory takes its name in one rename; an older one of the same step is moved
-    // aside first and removed only after (fat5__ckpt_recover): at every instant one of them is whole
+    // aside first and discarded only after (fat5__ckpt_recover_step): at every instant one of them
+    // is whole. The rename is durable before latest names it, and latest's before anything older goes.
     snprintf(old, sizeof old, "%s/.old-step-%08lld", t->cfg.output_dir, (long long)step);
-    fat5__rm_ckpt(old);
-    if (fat5__is_dir(fin) && rename(fin, old) != 0) {
+    fat5__ckpt_recover_step(t->cfg.output_dir, step);   // what an earlier save of this step left aside
+    if (fat5__is_dir(fin) && fat5__fs_rename(fin, old) != 0) {
         st = fat5__err(ctx, FAT5_ERR_IO, "%s: cannot move the step's earlier checkpoint aside to %s: %s", fin, old,
                        strerror(errno));
         goto fail;
     }
-    if (rename(tmp, fin) != 0) {
+    if (fat5__fs_rename(tmp, fin) != 0) {
         st = fat5__err(ctx, FAT5_ERR_IO, "%s: cannot rename to %s: %s", tmp, fin, strerror(errno));
-        fat5__ckpt_recover(t->cfg.output_dir);   // the earlier one back under its name
+        fat5__ckpt_recover_step(t->cfg.output_dir, step);   // the earlier one back under its name
         goto fail;
     }
     if ((st = fat5__fsync_dir(ctx, t->cfg.output_dir))) goto fail;
-    fat5__rm_ckpt(old);
+    if (fat5__is_dir(old)) fat5__ckpt_discard(t->cfg.output_dir, old, step);
     snprintf(latest, sizeof latest, "step-%08lld\n", (long long)step);
     snprintf(path, sizeof path, "%s/latest", t->cfg.output_dir);
-    if ((st = fat5_write_file_atomic(ctx, path, latest, strlen(latest)))) goto fail;
+    if ((st = fat5_write_file_atomic(ctx, path, latest, strlen(latest))) ||
+        (st = fat5__fsync_dir(ctx, t->cfg.output_dir)))
+        goto fail;
     fat5__ckpt_prune(t->cfg.output_dir, t->cfg.save_total_limit);
     fat5__free(ctx, mom);
     fat5__free(ctx, json);
@@ -21174,10 +23634,11 @@ static fat5_status fat5__train_resume(fat5_trainer *t, const char *dir) {
     char path[4400], data[256], *json = NULL;
     const char *v;
     float *mom = NULL;
-    size_t n = m->n_floats, json_len = 0;
+    size_t n = 0, json_len = 0;
     int64_t step, seen, skipped;
     double el;
-    int i1, i2;
+    fat5__optim_array arr[FAT5__OPTIM_ARRAYS];
+    int idx[FAT5__OPTIM_ARRAYS], n_arr = fat5__optim_arrays(t->o, arr), k, have = 1;
     fat5_status st;
     snprintf(path, sizeof path, "%s/training_state.safetensors", dir);
     if ((st = fat5_st_load(ctx, path, &f))) return st;
@@ -21200,15 +23661,26 @@ static fat5_status fat5__train_resume(fat5_trainer *t, const char *dir) {
                        dir, fat5__msg_name(a, sizeof a, data), fat5__msg_name(b, sizeof b, v ? v : "nothing"));
         goto done;
     }
-    i1 = fat5_st_find(f, "optimizer.exp_avg");
-    i2 = fat5_st_find(f, "optimizer.exp_avg_sq");
+    // the arrays this optimizer keeps (fat5__optim_arrays), each 1-D of its length; a checkpoint
+    // of another optimizer (its "optimizer" entry; none before Adafactor: AdamW's) lacks them
+    for (k = 0; k < n_arr; k++) {
+        idx[k] = fat5_st_find(f, arr[k].name);
+        if (idx[k] < 0 || fat5_st_get(f, idx[k])->ndim != 1 || fat5_st_get(f, idx[k])->shape[0] != (int64_t)arr[k].n)
+            have = 0;
+        n += arr[k].n;
+    }
+    if (!have) {
+        const char *kind = fat5_st_metadata_find(f, "optimizer");
+        st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: no optimizer state for %s (%s%s%s of %zu elements) in this "
+                       "checkpoint (its optimizer: %.40s)", path, fat5__optim_kind_name(t->cfg.optim.kind), arr[0].name,
+                       n_arr > 1 ? ", " : "", n_arr > 1 ? arr[1].name : "", arr[n_arr - 1].n,
+                       kind ? kind : "adamw or adamwscale");
+        goto done;
+    }
     if (!fat5__meta_i64(f, "step", &step) || !fat5__meta_i64(f, "tokens_seen", &seen) ||
         !fat5__meta_i64(f, "skipped_steps", &skipped) || !(v = fat5_st_metadata_find(f, "elapsed_s")) ||
-        !fat5__strtod_c(v, &el) || i1 < 0 || i2 < 0 || fat5_st_get(f, i1)->ndim != 1 ||
-        fat5_st_get(f, i1)->shape[0] != (int64_t)n || fat5_st_get(f, i2)->ndim != 1 ||
-        fat5_st_get(f, i2)->shape[0] != (int64_t)n || !fat5_st_metadata_find(f, "sampler")) {
-        st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: incomplete training state (step, counters, sampler, or moments of "
-                       "%zu elements)", path, n);
+        !fat5__strtod_c(v, &el) || !fat5_st_metadata_find(f, "sampler")) {
+        st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: incomplete training state (step, counters or sampler)", path);
         goto done;
     }
     if (skipped > step || !(el >= 0 && el < 1e12) || !(v[0] >= '0' && v[0] <= '9')) {
@@ -21221,22 +23693,22 @@ static fat5_status fat5__train_resume(fat5_trainer *t, const char *dir) {
                        (long long)step, (long long)t->cfg.optim.total_steps);
         goto done;
     }
-    mom = FAT5__CAST(float *, fat5__malloc(ctx, n * 2 * sizeof(float)));
+    mom = FAT5__CAST(float *, fat5__malloc(ctx, (n ? n : 1) * sizeof(float)));
     if (!mom) {
         st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "resume: out of memory for the optimizer state");
         goto done;
     }
-    if ((st = fat5_st_read_f32(f, i1, mom, (int64_t)n)) || (st = fat5_st_read_f32(f, i2, mom + n, (int64_t)n)))
-        goto done;
-    {   // moments the optimizer can go on from: finite, the second non-negative (a NaN or a negative
-        // one would turn every weight it touches into NaN at the next step, and every step after it
-        // would be skipped)
+    for (n = 0, k = 0; k < n_arr; n += arr[k].n, k++) {
+        // moments the optimizer can go on from: finite, the second ones non-negative (a NaN or a
+        // negative one would turn every weight it touches into NaN at the next step, and every step
+        // after it would be skipped)
         size_t i;
-        for (i = 0; i < 2 * n; i++)
-            if (!isfinite(mom[i]) || (i >= n && mom[i] < 0)) {
-                st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: optimizer.%s[%zu] = %g: the moments must be finite%s", path,
-                               i < n ? "exp_avg" : "exp_avg_sq", i < n ? i : i - n, (double)mom[i],
-                               i < n ? "" : " and non-negative");
+        const float *a = mom + n;
+        if ((st = fat5_st_read_f32(f, idx[k], mom + n, (int64_t)arr[k].n))) goto done;
+        for (i = 0; i < arr[k].n; i++)
+            if (!isfinite(a[i]) || (arr[k].nonneg && a[i] < 0)) {
+                st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: %s[%zu] = %g: the moments must be finite%s", path,
+                               arr[k].name, i, (double)a[i], arr[k].nonneg ? " and non-negative" : "");
                 goto done;
             }
     }
@@ -21244,8 +23716,8 @@ static fat5_status fat5__train_resume(fat5_trainer *t, const char *dir) {
         st = fat5__err(ctx, st, "resume %s: %s", dir, fat5_last_error(t->dctx));
         goto done;
     }
-    if ((st = m->be->upload(ctx, t->o->m1, mom, n * 4)) || (st = m->be->upload(ctx, t->o->m2, mom + n, n * 4)))
-        goto done;
+    for (n = 0, k = 0; k < n_arr; n += arr[k].n, k++)
+        if ((st = m->be->upload(ctx, arr[k].addr, mom + n, arr[k].n * 4))) goto done;
     t->o->step = step;
     t->tokens_seen = seen;
     t->n_skipped = skipped;
@@ -21317,6 +23789,9 @@ static fat5_status fat5__train_agree(fat5_trainer *t) {
                     (int)o->kind, o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->clip_norm, (int)o->sched,
                     (long long)o->warmup_steps, (long long)o->total_steps, (long long)o->decay_steps, o->min_lr,
                     c->loss.z_loss, c->loss.label_smoothing);
+    fat5__sb_printf(&b, "adafactor %d %d %d %.17g %.17g %.17g\n", o->adafactor_relative_step,
+                    o->adafactor_scale_parameter, o->adafactor_warmup_init, o->adafactor_clip_threshold,
+                    o->adafactor_decay_rate, o->adafactor_beta1);
     fat5__sb_putn(&b, json, len);
     fat5__free(ctx, json);
     if (b.oom) {
@@ -21670,7 +24145,7 @@ static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out) {
     k *= t->world;   // from here on: every rank's micro-batches
     if (n_labels == 0) {  // nothing to learn from: no update (the loss is NaN)
         memset(&orr, 0, sizeof orr);
-        orr.lr = fat5_sched_lr(&t->cfg.optim, t->o->step);
+        orr.lr = fat5__optim_lr(t->o);
         orr.grad_norm = NAN;
         orr.skipped = 1;
         t->o->step++;

@@ -4,7 +4,9 @@
 #
 # Reads, from the Unicode Character Database directory (default /usr/share/unicode, the Debian
 # package unicode-data; --ucd DIR for another):
-#     UnicodeData.txt                       General_Category, Canonical_Combining_Class, decompositions
+#     UnicodeData.txt                       General_Category, Canonical_Combining_Class, decompositions,
+#                                           simple lowercase mappings
+#     DerivedCoreProperties.txt             Alphabetic, Cased, Case_Ignorable
 #     PropList.txt                          White_Space
 #     CompositionExclusions.txt             (checked to be inside Full_Composition_Exclusion)
 #     DerivedNormalizationProps.txt         Full_Composition_Exclusion
@@ -96,6 +98,7 @@ class UCD:
         self.gc = {}
         self.ccc = {}
         self.dec = {}      # cp -> (compat, [cps]), one level, as UnicodeData.txt gives it
+        self.lower = {}    # cp -> its Simple_Lowercase_Mapping, where it has one
         lines = read_lines(os.path.join(d, "UnicodeData.txt"))
         first = None
         for line in lines:
@@ -110,6 +113,8 @@ class UCD:
                 self.gc[c] = f[2]
                 if int(f[3]):
                     self.ccc[c] = int(f[3])
+            if f[13]:
+                self.lower[cp] = int(f[13], 16)
             if f[5]:
                 m = f[5].split()
                 compat = m[0].startswith("<")
@@ -128,7 +133,8 @@ class UCD:
                 die("unknown Grapheme_Cluster_Break value %s" % v)
             for c in range(a, b + 1):
                 self.gcb[c] = GCB_NAMES.index(v)
-        self.alpha, = prop_sets(os.path.join(d, "DerivedCoreProperties.txt"), "Alphabetic")
+        self.alpha, self.cased, self.case_ign = prop_sets(os.path.join(d, "DerivedCoreProperties.txt"), "Alphabetic",
+                                                          "Cased", "Case_Ignorable")
         self.extpict, = prop_sets(os.path.join(d, "emoji", "emoji-data.txt"), "Extended_Pictographic")
         self.version = version_of(os.path.join(d, "DerivedNormalizationProps.txt"))
         for f in ("PropList.txt", os.path.join("auxiliary", "GraphemeBreakProperty.txt")):
@@ -177,6 +183,26 @@ def packed_ranges(values):
             out.append(c << 8 | v)
             prev = v
     return out
+
+
+def lower_table(lower):
+    """simple lowercase mappings as runs of code points stride 1 or 2 apart with one offset:
+    keys start << 8 | (count - 1), values (offset + 0x110000) << 1 | (stride == 2)"""
+    keys, vals = [], []
+    cps = sorted(lower)
+    i = 0
+    while i < len(cps):
+        start, delta = cps[i], lower[cps[i]] - cps[i]
+        stride, count = 1, 1
+        if i + 1 < len(cps) and lower[cps[i + 1]] - cps[i + 1] == delta and cps[i + 1] - start in (1, 2):
+            stride = cps[i + 1] - start
+        while (i + count < len(cps) and count < 256 and cps[i + count] == start + count * stride and
+               lower[cps[i + count]] - cps[i + count] == delta):
+            count += 1
+        keys.append(start << 8 | (count - 1))
+        vals.append((delta + 0x110000) << 1 | (stride == 2))
+        i += count
+    return keys, vals
 
 
 def dec_table(maps, pool):
@@ -285,6 +311,9 @@ def generate(ucd):
         die("too many second code points in compositions")
     comp_keys = sorted((a << 8 | seconds.index(b), c) for a, b, c in pairs)
 
+    lower_keys, lower_vals = lower_table(ucd.lower)
+    case_tab = packed_ranges([(1 if c in ucd.cased else 0) | (2 if c in ucd.case_ign else 0) for c in range(MAXCP)])
+
     v = ucd.version
     out = []
     out.append("// Unicode %s, from the Unicode Character Database (https://www.unicode.org/Public/%s/ucd/;\n"
@@ -316,7 +345,14 @@ def generate(ucd):
                        "Primary composites (canonical pairs not in Full_Composition_Exclusion; Hangul is "
                        "computed):\n// first << 8 | index of the second in fat5__uc_comp_second, sorted."))
     out.append(c_array("uint32_t", "fat5__uc_comp_val", [c for _, c in comp_keys], "The composite of each key."))
-    stats = {"prop": len(prop_tab), "word": len(word_tab), "ccc": len(ccc_tab), "dec": len(ck), "kdec": len(kk),
+    out.append(c_array("uint32_t", "fat5__uc_lower_key", lower_keys,
+                       "Simple lowercase mappings (UnicodeData.txt) by runs, sorted: start << 8 | (count - 1) for\n"
+                       "// `count` code points from start, stride 1 or 2 apart, that map to themselves plus one offset."))
+    out.append(c_array("uint32_t", "fat5__uc_lower_val", lower_vals,
+                       "Values of fat5__uc_lower_key: (offset + 0x110000) << 1 | (stride == 2)."))
+    out.append(c_array("uint32_t", "fat5__uc_case", case_tab,
+                       "Cased (1) and Case_Ignorable (2) by range: start << 8 | bits."))
+    stats = {"lower": len(lower_keys), "case": len(case_tab), "prop": len(prop_tab), "word": len(word_tab), "ccc": len(ccc_tab), "dec": len(ck), "kdec": len(kk),
              "pool": len(pool), "comp": len(comp_keys), "second": len(seconds)}
     return "".join(out), stats
 

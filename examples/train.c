@@ -249,7 +249,10 @@ static const struct { const char *key, *meta, *expect; } expects[] = {
     {"bucket_mb", "X", "a number >= 0.01"}, {"rotary_emb_fraction", "X", "a number in (0, 1]"},
     {"rotary_base", "X", "a number > 0"}, {"rotary_scale_base", "X", "a number >= 0"},
     {"relative_attention_num_buckets", "N", "an integer >= 4"}, {"relative_attention_max_distance", "N", "an integer >= 1"},
-    {"optim", "adamwscale|adamw", "adamwscale or adamw"},
+    {"optim", "adamwscale|adamw|adafactor", "adamwscale, adamw or adafactor"},
+    {"adafactor_relative_step", "true|false", "true or false"}, {"adafactor_scale_parameter", "true|false", "true or false"},
+    {"adafactor_warmup_init", "true|false", "true or false"}, {"adafactor_clip_threshold", "X", "a number > 0"},
+    {"adafactor_decay_rate", "X", "a number < 0"}, {"adafactor_beta1", "X|none", "a number in [0, 1) or none"},
     {"lr_scheduler_type", "NAME", "cosine, wsd, inverse_sqrt, linear or constant"},
     {"denoisers", "fat5|t5", "fat5 or t5"}, {"feed_forward_proj", "NAME", "relu, gelu, gated-gelu or gated-silu"},
     {"position_encoding_type", "NAME", "t5, none, ALiBi, RoPE or FIRE"},
@@ -312,7 +315,14 @@ static void fmt_default(const char *key, const fat5_train_config *c0, const fat5
     D("fire_mlp_width", "%d", c0->model.fire_mlp_width);
     D("attention", "the model's own");
     D("seed", "%llu", (unsigned long long)c0->seed);
-    D("optim", "%s", c0->optim.kind == FAT5_OPTIM_ADAMW_SCALE ? "adamwscale" : "adamw");
+    D("optim", "%s", c0->optim.kind == FAT5_OPTIM_ADAMW_SCALE ? "adamwscale"
+                     : c0->optim.kind == FAT5_OPTIM_ADAFACTOR ? "adafactor" : "adamw");
+    D("adafactor_relative_step", "%s", c0->optim.adafactor_relative_step ? "true" : "false");
+    D("adafactor_scale_parameter", "%s", c0->optim.adafactor_scale_parameter ? "true" : "false");
+    D("adafactor_warmup_init", "%s", c0->optim.adafactor_warmup_init ? "true" : "false");
+    D("adafactor_clip_threshold", "%g", c0->optim.adafactor_clip_threshold);
+    D("adafactor_decay_rate", "%g", c0->optim.adafactor_decay_rate);
+    D("adafactor_beta1", "%s", c0->optim.adafactor_beta1 > 0 ? "set" : "none");
     D("adam_beta1", "%g", c0->optim.beta1);
     D("adam_beta2", "%g", c0->optim.beta2);
     D("adam_epsilon", "%g", c0->optim.eps);

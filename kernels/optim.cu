@@ -1,5 +1,6 @@
 // kernels/optim.cu — the optimizer: per-tensor sums of squares (gradient norm, weight RMS) and the
-// AdamW / AdamWScale update, over every parameter tensor of the model in one launch each.
+// AdamW / AdamWScale update, over every parameter tensor of the model in one launch each; the
+// Adafactor update (factored second moments) in six launches of one kernel.
 //
 // The tensors are segments of one fp32 arena: segs[2 s] = element offset, segs[2 s + 1] = numel of
 // segment s. Each segment is cut into chunks of `chunk` elements (the last one shorter); chunk_off
@@ -196,6 +197,161 @@ extern "C" __global__ void fat5_adamw_seg(float *w, const float *g, float *m1, f
                 m2[i] = b[0];
                 w[i] = wv[0];
                 if (wa) wa[i] = fat5_f32_to_bf16_rne(wv[0]);
+            }
+        }
+    }
+}
+#endif
+
+// fat5_adafactor_seg(float *w, const float *g, float *m1 or NULL, float *v, const long long *tab,
+// int n_seg, long long n_rows, long long n_cols, const float *coef[2 n_seg], const double *stats[2],
+// const int *decayed[n_seg], float beta2t, float omb2t, float eps1, float clip, float beta1, float wd,
+// double *scratch[n_rows + 2 n_seg], unsigned short *wa, int phase): Adafactor (transformers'
+// Adafactor.step) over every segment, launched six times, phase 0 .. 5, blockDim 256.
+// tab[8 s ..]: offset, numel, R, C, factored, voff, row0, col0 of segment s: an R x C row-major
+// tensor (a 1-D one: R = 1, C = numel), its second moments at v + voff (factored: the R row
+// averages then the C column averages; else numel of them), its first row among all segments'
+// rows (row0, non-decreasing) and first column among the factored segments' columns (col0). With
+// g' = (float)stats[1] g (clipping) and e = g' g' + eps1 (fp32):
+//   phase 0 (one block per row): factored: row_i = beta2t row_i + omb2t (float)(sum_c e / C);
+//            else v = beta2t v + omb2t e, element-wise;
+//   phase 1 (one thread per factored column, rows in order): col_c = beta2t col_c + omb2t
+//            (float)(sum_r e / R);
+//   phase 2 (one warp per segment): scratch[n_rows + n_seg + s] = (float)(sum_i row_i / R) (factored);
+//   phase 3 (one block per row): scratch[row] = sum over the row of u^2, u = g' / sqrt(row_i / mean) /
+//            sqrt(col_c) (factored: rsqrt(row_i / mean) rsqrt(col_c) g', in that order), or
+//            g' / sqrt(v) (rsqrt(v) g');
+//   phase 4 (one warp per segment): scratch[n_rows + s] = the sum of its rows' scratch, in order;
+//   phase 5 (one block per row): u = (u / max(1, (float)sqrt(ss / numel) / clip)) lr, lr = coef[2 s];
+//            with m1: m1 = beta1 m1 + (1 - beta1) u, u = m1; decayed[s]: w = w + (-wd lr) w;
+//            w = w - u; wa (bf16 operands) refreshed when not NULL.
+// Nothing at all when stats[0] (the gradient norm) is not finite. Sums in double, each in a fixed
+// order (per-thread strides, then a fixed butterfly); element-wise arithmetic in fp32 with
+// explicit roundings (no contraction): the CPU twin's operations, fat5__cpu_adafactor_seg.
+#if FAT5_IN_PART(0)
+__device__ __forceinline__ int fat5_af_seg_of(const long long *tab, int n_seg, int field, long long x)
+{
+    int lo = 0, hi = n_seg - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (tab[8 * mid + field] <= x) lo = mid; else hi = mid - 1;
+    }
+    return lo;
+}
+
+// the update direction of one element (before the RMS clipping and the rate)
+__device__ __forceinline__ float fat5_af_dir(float gi, const float *vs, int fac, long long R, long long i,
+                                             long long c, float rmean)
+{
+    if (fac) {
+        const float rf = __fdiv_rn(1.0f, __fsqrt_rn(__fdiv_rn(vs[i], rmean)));
+        const float cf = __fdiv_rn(1.0f, __fsqrt_rn(vs[R + c]));
+        return __fmul_rn(__fmul_rn(rf, cf), gi);
+    }
+    return __fmul_rn(__fdiv_rn(1.0f, __fsqrt_rn(vs[c])), gi);   // a 1-D tensor: its one row
+}
+
+// the sum of v over the block in a fixed order (every thread gets it); red: 32 doubles of shared memory
+__device__ __forceinline__ double fat5_af_block_sum(double v, double *red)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    v = fat5_warp_sum_f64(v);
+    __syncthreads();
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    v = lane < nwarps ? red[lane] : 0.0;
+    return fat5_warp_sum_f64(v);
+}
+
+extern "C" __global__ void fat5_adafactor_seg(float *w, const float *g, float *m1, float *v, const long long *tab,
+                                              int n_seg, long long n_rows, long long n_cols, const float *coef,
+                                              const double *stats, const int *decayed, float beta2t, float omb2t,
+                                              float eps1, float clip, float beta1, float wd, double *scratch,
+                                              unsigned short *wa, int phase)
+{
+    __shared__ double red[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    const float gs = (float)stats[1];
+    if (!isfinite(stats[0])) return;
+    if (phase == 1) {
+        for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < n_cols;
+             j += (long long)gridDim.x * blockDim.x) {
+            const int s = fat5_af_seg_of(tab, n_seg, 7, j);
+            const long long off = tab[8 * s], R = tab[8 * s + 2], C = tab[8 * s + 3], c = j - tab[8 * s + 7];
+            float *vs = v + tab[8 * s + 5];
+            double acc = 0.0;
+            for (long long i = 0; i < R; i++) {
+                const float gi = __fmul_rn(g[off + i * C + c], gs);
+                acc += (double)__fadd_rn(__fmul_rn(gi, gi), eps1);
+            }
+            vs[R + c] = __fadd_rn(__fmul_rn(beta2t, vs[R + c]), __fmul_rn(omb2t, (float)(acc / (double)R)));
+        }
+        return;
+    }
+    if (phase == 2 || phase == 4) {
+        for (long long s = (long long)blockIdx.x * nwarps + warp; s < n_seg; s += (long long)gridDim.x * nwarps) {
+            double acc = 0.0;
+            if (phase == 2) {
+                const long long R = tab[8 * s + 2];
+                const float *vs = v + tab[8 * s + 5];
+                if (!tab[8 * s + 4]) continue;
+                for (long long i = lane; i < R; i += 32) acc += (double)vs[i];
+                acc = fat5_warp_sum_f64(acc);
+                if (lane == 0) scratch[n_rows + n_seg + s] = (double)(float)(acc / (double)R);
+            } else {
+                const long long r0 = tab[8 * s + 6], nr = tab[8 * s + 4] ? tab[8 * s + 2] : 1;
+                for (long long i = lane; i < nr; i += 32) acc += scratch[r0 + i];
+                acc = fat5_warp_sum_f64(acc);
+                if (lane == 0) scratch[n_rows + s] = acc;
+            }
+        }
+        return;
+    }
+    // phases 0, 3, 5: one block per row
+    for (long long r = blockIdx.x; r < n_rows; r += gridDim.x) {
+        const int s = fat5_af_seg_of(tab, n_seg, 6, r);
+        const long long off = tab[8 * s], numel = tab[8 * s + 1], R = tab[8 * s + 2], C = tab[8 * s + 3];
+        const int fac = (int)tab[8 * s + 4];
+        const long long i = r - tab[8 * s + 6], base = off + i * C;
+        float *vs = v + tab[8 * s + 5];
+        if (phase == 0) {
+            double acc = 0.0;
+            for (long long c = threadIdx.x; c < C; c += blockDim.x) {
+                const float gi = __fmul_rn(g[base + c], gs), e = __fadd_rn(__fmul_rn(gi, gi), eps1);
+                if (fac) acc += (double)e;
+                else vs[c] = __fadd_rn(__fmul_rn(beta2t, vs[c]), __fmul_rn(omb2t, e));
+            }
+            if (fac) {
+                acc = fat5_af_block_sum(acc, red);
+                if (threadIdx.x == 0)
+                    vs[i] = __fadd_rn(__fmul_rn(beta2t, vs[i]), __fmul_rn(omb2t, (float)(acc / (double)C)));
+            }
+        } else if (phase == 3) {
+            const float rmean = fac ? (float)scratch[n_rows + n_seg + s] : 1.0f;
+            double acc = 0.0;
+            for (long long c = threadIdx.x; c < C; c += blockDim.x) {
+                const float u = fat5_af_dir(__fmul_rn(g[base + c], gs), vs, fac, R, i, c, rmean);
+                acc += (double)u * (double)u;
+            }
+            acc = fat5_af_block_sum(acc, red);
+            if (threadIdx.x == 0) scratch[r] = acc;
+        } else {
+            const float rmean = fac ? (float)scratch[n_rows + n_seg + s] : 1.0f, lr = coef[2 * s];
+            const float dec = decayed[s] ? (float)(-(double)wd * (double)lr) : 0.0f, ob1 = 1.0f - beta1;
+            float den = __fdiv_rn((float)sqrt(scratch[n_rows + s] / (double)numel), clip);
+            if (den < 1.0f) den = 1.0f;
+            for (long long c = threadIdx.x; c < C; c += blockDim.x) {
+                const long long k = base + c;
+                float u = fat5_af_dir(__fmul_rn(g[k], gs), vs, fac, R, i, c, rmean), wk = w[k];
+                u = __fmul_rn(__fdiv_rn(u, den), lr);
+                if (m1) {
+                    m1[k] = __fadd_rn(__fmul_rn(beta1, m1[k]), __fmul_rn(ob1, u));
+                    u = m1[k];
+                }
+                if (dec != 0.0f) wk = __fadd_rn(wk, __fmul_rn(dec, wk));
+                wk = __fsub_rn(wk, u);
+                w[k] = wk;
+                if (wa) wa[k] = fat5_f32_to_bf16_rne(wk);
             }
         }
     }

@@ -610,7 +610,9 @@ FAT5_API fat5_ul2_config fat5_ul2_config_t5(void);
 typedef struct fat5_ul2 fat5_ul2;
 // The sampler reads src (borrowed: keep it open while the sampler lives). Checks the config
 // against it (denoisers, weights, sentinel range, mode tokens, budgets that hold an example of two
-// ids for every denoiser, a non-empty split) with a message naming the field.
+// ids for every denoiser, a split with documents) with a message naming the field. A split whose
+// documents are all empty (eos eos) is found by the first fat5_ul2_next_batch (FAT5_ERR_STATE),
+// which would otherwise read the whole corpus here.
 FAT5_API fat5_status fat5_ul2_create(fat5_ctx *ctx, const fat5_ul2_config *cfg, fat5_tokens *src, fat5_ul2 **out);
 FAT5_API void fat5_ul2_destroy(fat5_ul2 *s);
 // The next packed batch; its arrays are owned by the sampler and valid until the next call.
@@ -629,7 +631,8 @@ FAT5_API fat5_status fat5_ul2_set_state(fat5_ul2 *s, const char *state);
 // optimizers and learning-rate schedules (fp32 master weights and moments, on the model's backend)
 typedef enum fat5_optim_kind {
     FAT5_OPTIM_ADAMW = 0,        // AdamW, decoupled weight decay
-    FAT5_OPTIM_ADAMW_SCALE = 1   // AdamW with the step scaled by max(1e-3, RMS(p)) per tensor (FAT5)
+    FAT5_OPTIM_ADAMW_SCALE = 1,  // AdamW with the step scaled by max(1e-3, RMS(p)) per tensor (FAT5)
+    FAT5_OPTIM_ADAFACTOR = 2     // Adafactor as transformers.optimization.Adafactor (the adafactor_* fields)
 } fat5_optim_kind;
 
 typedef enum fat5_sched_kind {
@@ -647,6 +650,16 @@ typedef struct fat5_optim_config {
     fat5_sched_kind sched;
     int64_t warmup_steps, total_steps, decay_steps;
     double min_lr;               // the cosine floor
+    // Adafactor (kind FAT5_OPTIM_ADAFACTOR; beta1, beta2 and eps above are AdamW's and unused by it):
+    // transformers' Adafactor arguments. Defaults: those Hugging Face's Trainer passes for
+    // optim "adafactor" (relative_step 0, scale_parameter 0, warmup_init 0, clip_threshold 1,
+    // decay_rate -0.8, beta1 None): lr and the schedule above give the rate. relative_step 1
+    // ignores lr and the schedule (the rate is min(1e-2, 1/sqrt(t)), or min(1e-6 t, 1/sqrt(t))
+    // with warmup_init).
+    int adafactor_relative_step, adafactor_scale_parameter, adafactor_warmup_init;
+    double adafactor_clip_threshold;  // the update's RMS clipped to this (> 0)
+    double adafactor_decay_rate;      // beta2 of update t is 1 - t^decay_rate (< 0)
+    double adafactor_beta1;           // first moment's decay, in [0, 1); 0 = none (HF's None)
 } fat5_optim_config;
 // FAT5's: AdamWScale, lr 5e-3, betas .9/.999, eps 1e-6, wd 0, clip 1, cosine, min_lr 1e-5.
 // warmup_steps 10000 and total_steps 65536 (nanoT5's run) are placeholders: set them for your run.
@@ -944,6 +957,12 @@ FAT5_API void fat5_tokenizer_destroy(fat5_tokenizer *t);
 // the context's allocator (release it with fat5_free); *n_ids gets its length.
 FAT5_API fat5_status fat5_tokenize(fat5_tokenizer *t, const char *text, size_t len, const char *pair,
                                    size_t pair_len, int flags, int32_t **ids, int64_t *n_ids);
+// The ids fat5_tokenize gives for text alone (no pair), handed to emit in order, a run at a time
+// (the run is valid during the call), as they are made: a long text is tokenized in parts with
+// scratch memory that does not grow with its length (docs/tokenizers.md), and its ids need not
+// be held. emit returns FAT5_OK to go on; another status stops the call, which returns it.
+FAT5_API fat5_status fat5_tokenize_stream(fat5_tokenizer *t, const char *text, size_t len, int flags,
+                                          fat5_status (*emit)(void *user, const int32_t *ids, int64_t n), void *user);
 // Ids to UTF-8 text, NUL-terminated, allocated like fat5_tokenize's ids; *len (may be NULL) gets
 // its length. An id outside the vocabulary is FAT5_ERR_INVALID_ARG.
 FAT5_API fat5_status fat5_detokenize(fat5_tokenizer *t, const int32_t *ids, int64_t n, int flags, char **text,
@@ -962,6 +981,65 @@ FAT5_API int32_t fat5_tokenizer_pad_id(const fat5_tokenizer *t);
 // with fat5_batch_destroy.
 FAT5_API fat5_status fat5_batch_from_texts(fat5_tokenizer *t, const char *const *inputs,
                                            const char *const *targets, int64_t n, fat5_batch *out);
+
+// ---------------------------------------------------------------------------------------------
+// Text metrics (text): generated text scored against references as the Python packages score it
+// (docs/api.md, "Metrics"). Strings are NUL-terminated UTF-8; one that is not valid UTF-8 is
+// FAT5_ERR_INVALID_ARG. The corpus forms take n >= 1 predictions and their references:
+// refs[ref_offsets[i] .. ref_offsets[i + 1]) belong to preds[i] (ref_offsets[0] = 0, at least one
+// each), or refs[i] alone when ref_offsets is NULL. Nothing is kept between calls.
+//   - SQuAD v1.1's evaluation script: answers normalised by its normalize_answer (Python's lower
+//     case, final sigma included; ASCII punctuation removed; the words a / an / the removed;
+//     whitespace collapsed), then exact match and the F1 of the word counts.
+//   - rouge_score 0.1.2's RougeScorer (default tokenizer: lower case, every character but a-z 0-9
+//     separates words, so other letters are dropped; nltk's Porter stemmer on words longer than 3
+//     letters when use_stemmer; rougeLsum splits on "\n").
+//   - sacrebleu 2.6's corpus BLEU with its defaults (tokenizer 13a, which keeps non-ASCII letters;
+//     n-grams up to 4; 'exp' smoothing; no lower case).
+// Character properties and case mappings are Unicode FAT5__UNICODE_VERSION's (Python 3.11: 14.0).
+
+// Exact match (0 or 1) and token F1 (0..1) of one prediction against one reference; em or f1 may
+// be NULL.
+FAT5_API fat5_status fat5_metric_squad(fat5_ctx *ctx, const char *pred, const char *ref, double *em, double *f1);
+// The script's corpus figures, in percent (0..100): the means over the predictions of the best
+// exact match and the best F1 over each prediction's references.
+FAT5_API fat5_status fat5_metric_squad_corpus(fat5_ctx *ctx, const char *const *preds, int64_t n,
+                                              const char *const *refs, const int64_t *ref_offsets, double *em,
+                                              double *f1);
+
+typedef struct fat5_rouge_score {
+    double precision, recall, fmeasure;   // 0..1
+} fat5_rouge_score;
+typedef struct fat5_rouge {
+    fat5_rouge_score rouge1, rouge2, rougeL, rougeLsum;
+} fat5_rouge;
+// RougeScorer(["rouge1", "rouge2", "rougeL", "rougeLsum"], use_stemmer).score(ref, pred).
+FAT5_API fat5_status fat5_metric_rouge(fat5_ctx *ctx, const char *pred, const char *ref, int use_stemmer,
+                                       fat5_rouge *out);
+// The arithmetic means over the predictions of each field (the F-measures' means are what
+// Hugging Face evaluate's "rouge" reports with use_aggregator=False, averaged); a prediction with
+// several references scores each kind against the reference of the largest F-measure, the first
+// on a tie (RougeScorer.score_multi).
+FAT5_API fat5_status fat5_metric_rouge_corpus(fat5_ctx *ctx, const char *const *preds, int64_t n,
+                                              const char *const *refs, const int64_t *ref_offsets, int use_stemmer,
+                                              fat5_rouge *out);
+
+typedef struct fat5_bleu {
+    double score;           // 0..100, sacrebleu's BLEUScore.score
+    double precisions[4];   // n-gram precisions in percent, smoothed ('exp')
+    double bp;              // brevity penalty
+    int64_t sys_len, ref_len;         // hypothesis words; closest reference words (the shorter on a tie)
+    int64_t correct[4], total[4];     // clipped n-gram matches and hypothesis n-grams, n = 1..4
+} fat5_bleu;
+// sacrebleu.corpus_bleu(preds, ref_streams) with its defaults; a hypothesis with several
+// references counts each n-gram up to its largest count in one of them.
+FAT5_API fat5_status fat5_metric_bleu(fat5_ctx *ctx, const char *const *preds, int64_t n, const char *const *refs,
+                                      const int64_t *ref_offsets, fat5_bleu *out);
+
+// nltk's PorterStemmer().stem(word) (mode NLTK_EXTENSIONS), the stemmer of the ROUGE above, for a
+// word of ASCII letters and digits (ASCII capitals are lowered first; any other byte counts as a
+// consonant). out receives the stem and a NUL: len + 1 bytes suffice. Returns the stem's length.
+FAT5_API size_t fat5_porter_stem(const char *word, size_t len, char *out);
 
 #ifdef __cplusplus
 }

@@ -906,6 +906,82 @@ static void fat5__sb_free(fat5__sb *b) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The file-system calls that change files: those of atomic writes and of checkpoint directories
+// (their saves, the pointer to the latest, pruning). Each fat5__fs_* is the system call, with its
+// result and errno; path names the file a descriptor refers to (for the hook below only).
+//
+// Built with FAT5_TEST_FAULTS (the test runners define it; the library never does), each first
+// asks fat5__fs_fault, when a test has set it, with the operation's name ("mkdir", "create",
+// "chmod", "write", "fsync", "close", "rename", "unlink", "rmdir", "opendir") and the path(s): a
+// non-zero answer is an errno value, and the call fails with it without being made (as a full disk
+// fails it); a test simulating a crash ends its process inside the hook. A refused close still
+// releases the descriptor, as close does when it reports an error. Without the macro the check is
+// the constant 0 and each wrapper is the plain call.
+#ifdef FAT5_TEST_FAULTS
+typedef int (*fat5__fs_fault_fn)(const char *op, const char *path, const char *path2);
+static fat5__fs_fault_fn fat5__fs_fault;
+// Whether the test hook refuses the call (errno set to its answer).
+static int fat5__fs_refused(const char *op, const char *path, const char *path2) {
+    int e;
+    if (!fat5__fs_fault || (e = fat5__fs_fault(op, path, path2)) == 0) return 0;
+    errno = e;
+    return 1;
+}
+#else
+#define fat5__fs_refused(op, path, path2) ((void)(path), (void)(path2), 0)
+#endif
+
+static int fat5__fs_rename(const char *from, const char *to) {
+    if (fat5__fs_refused("rename", from, to)) return -1;
+    return rename(from, to);
+}
+static int fat5__fs_unlink(const char *path) {
+    if (fat5__fs_refused("unlink", path, NULL)) return -1;
+    return remove(path);
+}
+#ifndef _WIN32
+static int fat5__fs_mkdir(const char *path) {
+    if (fat5__fs_refused("mkdir", path, NULL)) return -1;
+    return mkdir(path, 0777);
+}
+static int fat5__fs_rmdir(const char *path) {
+    if (fat5__fs_refused("rmdir", path, NULL)) return -1;
+    return rmdir(path);
+}
+// Creates and opens a new file from tmpl ("...XXXXXX", rewritten with the name), for writing.
+static int fat5__fs_create(char *tmpl) {
+    if (fat5__fs_refused("create", tmpl, NULL)) return -1;
+    return mkstemp(tmpl);
+}
+static int fat5__fs_chmod(int fd, const char *path, mode_t mode) {
+    if (fat5__fs_refused("chmod", path, NULL)) return -1;
+    return fchmod(fd, mode);
+}
+static ssize_t fat5__fs_write(int fd, const char *path, const void *data, size_t n) {
+    if (fat5__fs_refused("write", path, NULL)) return -1;
+    return write(fd, data, n);
+}
+static int fat5__fs_fsync(int fd, const char *path) {
+    if (fat5__fs_refused("fsync", path, NULL)) return -1;
+    return fsync(fd);
+}
+static int fat5__fs_close(int fd, const char *path) {
+    if (fat5__fs_refused("close", path, NULL)) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return close(fd);
+}
+// Opens a directory to sync its entries (fat5__fs_fsync on the descriptor).
+static int fat5__fs_open_dir(const char *path) {
+    if (fat5__fs_refused("opendir", path, NULL)) return -1;
+    return open(path, O_RDONLY);
+}
+#endif
+
+// ---------------------------------------------------------------------------------------------
 // Atomic file writes: a temporary file "<path>.tmp.XXXXXX" in the same directory is written,
 // flushed to disk and renamed over path, so a crash leaves either the old file or the new one.
 
@@ -927,7 +1003,7 @@ static void fat5__afile_abort(fat5_ctx *ctx, fat5__afile *a) {
     if (a->fd >= 0) close(a->fd);
     a->fd = -1;
 #endif
-    remove(a->tmp);
+    (void)fat5__fs_unlink(a->tmp);
     fat5__free(ctx, a->tmp);
     a->tmp = NULL;
 }
@@ -945,13 +1021,13 @@ static fat5_status fat5__afile_open(fat5_ctx *ctx, const char *path, fat5__afile
     a->fp = fopen(a->tmp, "wb");
     if (a->fp) return FAT5_OK;
 #else
-    a->fd = mkstemp(a->tmp);
+    a->fd = fat5__fs_create(a->tmp);
     if (a->fd >= 0) {
         // mkstemp creates 0600; keep the mode of the file being replaced, else use 0644
         struct stat st;
         mode_t mode = 0644;
         if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) mode = st.st_mode & 07777;
-        (void)fchmod(a->fd, mode);
+        (void)fat5__fs_chmod(a->fd, a->tmp, mode);
         return FAT5_OK;
     }
 #endif
@@ -972,7 +1048,7 @@ static fat5_status fat5__afile_write(fat5_ctx *ctx, fat5__afile *a, const char *
 #else
     while (n > 0) {
         size_t chunk = n < ((size_t)1 << 30) ? n : ((size_t)1 << 30);
-        ssize_t w = write(a->fd, p, chunk);
+        ssize_t w = fat5__fs_write(a->fd, a->tmp, p, chunk);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
             if (w == 0) errno = EIO;
@@ -1008,16 +1084,16 @@ static fat5_status fat5__afile_commit(fat5_ctx *ctx, fat5__afile *a, const char 
     int fd = a->fd;
     a->fd = -1;
     step = "fsync";
-    if (fsync(fd) != 0) {
+    if (fat5__fs_fsync(fd, a->tmp) != 0) {
         e = errno;
         close(fd);
         goto fail;
     }
     step = "close";
-    if (close(fd) != 0) goto fail_errno;
+    if (fat5__fs_close(fd, a->tmp) != 0) goto fail_errno;
 #endif
     step = "rename";
-    if (rename(a->tmp, path) != 0) goto fail_errno;
+    if (fat5__fs_rename(a->tmp, path) != 0) goto fail_errno;
     fat5__free(ctx, a->tmp);
     a->tmp = NULL;
     return FAT5_OK;

@@ -7,7 +7,7 @@ static fat5_status fat5__mkdir(fat5_ctx *ctx, const char *dir) {
 #ifdef _WIN32
     return fat5__err(ctx, FAT5_ERR_IO, "%s: no such directory", dir);
 #else
-    if (mkdir(dir, 0777) != 0) {
+    if (fat5__fs_mkdir(dir) != 0) {
         int e = errno;   // before the check below, whose stat() may change it
         if (!fat5__is_dir(dir))
             return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot create directory: %s", dir, strerror(e));

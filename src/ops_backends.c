@@ -69,6 +69,10 @@
     X(optim_coef, (fat5_ctx * ctx, fat5__addr coef, fat5__addr stats, fat5__addr ss_g, fat5__addr ss_w,         \
                    fat5__addr segs, fat5__addr decayed, int n_seg, double lr_bc, float decay, double clip,    \
                    fat5__addr gate, int n_gate))                                                              \
+    X(adafactor_seg, (fat5_ctx * ctx, fat5__addr w, fat5__addr g, fat5__addr m1, fat5__addr v, fat5__addr tab, \
+                      int n_seg, int64_t n_rows, int64_t n_cols, fat5__addr coef, fat5__addr stats,            \
+                      fat5__addr decayed, float beta2t, float omb2t, float eps1, float clip, float beta1,      \
+                      float wd, fat5__addr scratch, fat5__addr wa))                                            \
     X(gen_process, (fat5_ctx * ctx, fat5__addr x, fat5__addr hist, fat5__addr lens, fat5__addr rows, int64_t n, \
                     int V, int Lh, float rep, int ngram, int min_new, int eos, int log_softmax))               \
     X(gen_select, (fat5_ctx * ctx, fat5__addr x, fat5__addr tok, fat5__addr hist, fat5__addr lens,             \

@@ -1458,6 +1458,102 @@ static fat5_status fat5__cpu_optim_coef(fat5_ctx *ctx, fat5__addr coef_, fat5__a
     return FAT5_OK;
 }
 
+// Adafactor's update direction of element i (row-major) of a segment before the clipping and the
+// rate: factored (R x C, row averages vs[0 .. R), column averages vs[R .. R + C), mean row average
+// rmean): rsqrt(row / rmean) rsqrt(col) g; else rsqrt(vs[i]) g. fp32 operations, rounded each.
+static float fat5__cpu_af_dir(float gi, const float *vs, int fac, int64_t R, int64_t C, int64_t i, float rmean) {
+    if (fac) {
+        float rf = 1.0f / sqrtf(vs[i / C] / rmean), cf = 1.0f / sqrtf(vs[R + i % C]);
+        return (rf * cf) * gi;
+    }
+    return (1.0f / sqrtf(vs[i])) * gi;
+}
+
+// Adafactor (transformers' Adafactor.step) over every segment s, as kernels/optim.cu's
+// fat5_adafactor_seg lays it out: tab (int64 [8 n_seg]) holds offset, numel, R, C, factored,
+// voff, row0, col0 of each (an R x C row-major tensor, 1-D ones R = 1; row0 / col0 only serve the
+// GPU's grid), v + voff its second moments (factored: R row averages then C column averages; else
+// numel). With g' = (float)stats[1] g (the global clipping) and e = g' g' + eps1:
+//   factored:   row_i = beta2t row_i + omb2t mean_c e;  col_c = beta2t col_c + omb2t mean_i e;
+//               u = rsqrt(row_i / mean_i row_i) rsqrt(col_c) g'
+//   unfactored: v = beta2t v + omb2t e;  u = rsqrt(v) g'
+//   u = (u / max(1, RMS(u) / clip)) lr   (lr = coef[2 s]: the rate times the parameter scale)
+//   m1 (when not 0): m1 = beta1 m1 + (1 - beta1) u, u = m1
+//   w = w + (-wd lr) w when decayed[s];  w = w - u
+// Nothing when the gradient norm stats[0] is not finite. Means and RMS are sums in double (in
+// element order) rounded to fp32; every element-wise operation is one fp32 operation, rounded, in
+// the order written (rsqrt(x) = 1 / sqrt(x), each IEEE), as the kernel does them. scratch and wa
+// are the GPU's (0 here: the CPU has no separate operands).
+static fat5_status fat5__cpu_adafactor_seg(fat5_ctx *ctx, fat5__addr w_, fat5__addr g_, fat5__addr m1_,
+                                           fat5__addr v_, fat5__addr tab_, int n_seg, int64_t n_rows,
+                                           int64_t n_cols, fat5__addr coef_, fat5__addr stats_,
+                                           fat5__addr decayed_, float beta2t, float omb2t, float eps1, float clip,
+                                           float beta1, float wd, fat5__addr scratch, fat5__addr wa) {
+    float *w = FAT5__HOST(float, w_), *m1 = FAT5__HOST(float, m1_), *v = FAT5__HOST(float, v_);
+    const float *g = FAT5__HOST(const float, g_), *coef = FAT5__HOST(const float, coef_);
+    const double *stats = FAT5__HOST(const double, stats_);
+    const int64_t *tab = FAT5__HOST(const int64_t, tab_);
+    const int32_t *decayed = FAT5__HOST(const int32_t, decayed_);
+    const float gs = (float)stats[1], ob1 = 1.0f - beta1;
+    int s;
+    (void)n_rows;
+    (void)n_cols;
+    (void)scratch;
+    if (wa) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__cpu_adafactor_seg: the CPU has no separate operands");
+    if (!isfinite(stats[0])) return FAT5_OK;  // a skipped step
+    for (s = 0; s < n_seg; s++) {
+        const int64_t off = tab[8 * s], numel = tab[8 * s + 1], R = tab[8 * s + 2], C = tab[8 * s + 3];
+        const int fac = tab[8 * s + 4] != 0;
+        const float lr = coef[2 * s], dec = decayed[s] ? (float)(-(double)wd * (double)lr) : 0.0f;
+        const float *gp = g + off;
+        float *vs = v + tab[8 * s + 5], rmean = 1.0f, den;
+        double acc;
+        int64_t i, c;
+        // the second moments
+        if (fac) {
+            for (i = 0; i < R; i++) {
+                for (acc = 0, c = 0; c < C; c++) {
+                    float gi = gp[i * C + c] * gs;
+                    acc += (double)(gi * gi + eps1);
+                }
+                vs[i] = beta2t * vs[i] + omb2t * (float)(acc / (double)C);
+            }
+            for (c = 0; c < C; c++) {
+                for (acc = 0, i = 0; i < R; i++) {
+                    float gi = gp[i * C + c] * gs;
+                    acc += (double)(gi * gi + eps1);
+                }
+                vs[R + c] = beta2t * vs[R + c] + omb2t * (float)(acc / (double)R);
+            }
+            for (acc = 0, i = 0; i < R; i++) acc += (double)vs[i];
+            rmean = (float)(acc / (double)R);
+        } else {
+            for (i = 0; i < numel; i++) {
+                float gi = gp[i] * gs;
+                vs[i] = beta2t * vs[i] + omb2t * (gi * gi + eps1);
+            }
+        }
+        // the RMS of the update direction, then the update
+        for (acc = 0, i = 0; i < numel; i++) {
+            float u = fat5__cpu_af_dir(gp[i] * gs, vs, fac, R, C, i, rmean);
+            acc += (double)u * (double)u;
+        }
+        den = (float)sqrt(acc / (double)numel) / clip;
+        if (den < 1.0f) den = 1.0f;
+        for (i = 0; i < numel; i++) {
+            const int64_t k = off + i;
+            float u = fat5__cpu_af_dir(gp[i] * gs, vs, fac, R, C, i, rmean) / den * lr, wk = w[k];
+            if (m1) {
+                m1[k] = beta1 * m1[k] + ob1 * u;
+                u = m1[k];
+            }
+            if (dec != 0.0f) wk = wk + dec * wk;
+            w[k] = wk - u;
+        }
+    }
+    return FAT5_OK;
+}
+
 #define FAT5__BEAM_MAX 32   // beams per input of fat5__cpu_gen_beam / fat5_gen_beam (2K candidates)
 
 // ---- generation: logits processors, token selection, beam search (kernels/generate.cu) ----

@@ -1268,6 +1268,33 @@ static FAT5__UNUSED fat5_status fat5__gpu_optim_coef(fat5_ctx *ctx, fat5__dptr c
     return fat5__dev_launch(ctx, FAT5__K_optim_coef, 1, 1, 1, 256, 1, 1, 0, args);
 }
 
+// the Adafactor update of every segment (fat5_adafactor_seg): phases 0, 3 and 5 one block of 256
+// per row, 1 one thread per factored column, 2 and 4 one warp per segment; scratch: double
+// [n_rows + 2 n_seg]
+static FAT5__UNUSED fat5_status fat5__gpu_adafactor_seg(fat5_ctx *ctx, fat5__dptr w, fat5__dptr g, fat5__dptr m1,
+                                                        fat5__dptr v, fat5__dptr tab, int n_seg, int64_t n_rows,
+                                                        int64_t n_cols, fat5__dptr coef, fat5__dptr stats,
+                                                        fat5__dptr decayed, float beta2t, float omb2t, float eps1,
+                                                        float clip, float beta1, float wd, fat5__dptr scratch,
+                                                        fat5__dptr wa) {
+    long long nr = n_rows, nc = n_cols;
+    int phase;
+    void *args[] = {&w,    &g,     &m1,     &v,    &tab,  &n_seg, &nr,      &nc, &coef,  &stats,
+                    &decayed, &beta2t, &omb2t, &eps1, &clip, &beta1, &wd, &scratch, &wa, &phase};
+    if (n_seg < 0 || n_rows < n_seg || n_cols < 0 || (n_seg > 0 && (!tab || !coef || !stats || !decayed || !scratch)))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_adafactor_seg: %d segments, %lld rows, %lld columns, "
+                         "a NULL table", n_seg, (long long)n_rows, (long long)n_cols);
+    if (n_seg == 0) return FAT5_OK;
+    for (phase = 0; phase < 6; phase++) {
+        unsigned blocks = phase == 1 ? fat5__gpu_blocks(n_cols, 256) : phase == 2 || phase == 4
+                                         ? fat5__gpu_blocks(n_seg, 8) : fat5__gpu_blocks(n_rows, 1);
+        fat5_status st;
+        if (phase == 1 && n_cols == 0) continue;
+        if ((st = fat5__dev_launch(ctx, FAT5__K_adafactor_seg, blocks, 1, 1, 256, 1, 1, 0, args))) return st;
+    }
+    return FAT5_OK;
+}
+
 // ----- generate.cu: one block of 256 threads per entry (per input for beam search) -----
 
 // Hugging Face's processors in place on x [n, V] fp32 (see fat5__cpu_gen_process)

@@ -71,7 +71,10 @@ static const char fat5__train_options[] =
     "attention: the encoder's attention for the run: full, local:R, block-global:R:G or transient-global:R:G\n"
     "  (any checkpoint, no retraining; default the model's own)\n"
     "seed: initialisation and data order (42)\n"
-    "optim: adamwscale (FAT5) or adamw\n"
+    "optim: adamwscale (FAT5), adamw or adafactor (transformers' Adafactor)\n"
+    "adafactor_relative_step, adafactor_scale_parameter, adafactor_warmup_init: Adafactor's switches\n"
+    "  (true or false; false by default, as HF's Trainer; relative_step ignores learning_rate and the schedule)\n"
+    "adafactor_clip_threshold (1), adafactor_decay_rate (-0.8), adafactor_beta1 (none: no first moment)\n"
     "learning_rate, adam_beta1, adam_beta2, adam_epsilon, weight_decay: the optimizer\n"
     "max_grad_norm: global gradient-norm clipping (0 = off)\n"
     "lr_scheduler_type: cosine (FAT5), wsd, inverse_sqrt, linear, constant\n"
@@ -197,7 +200,24 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
     else if (FAT5__IS("optim")) {
         if (strcmp(v, "adamwscale") == 0) c->optim.kind = FAT5_OPTIM_ADAMW_SCALE;
         else if (strcmp(v, "adamw") == 0) c->optim.kind = FAT5_OPTIM_ADAMW;
+        else if (strcmp(v, "adafactor") == 0) c->optim.kind = FAT5_OPTIM_ADAFACTOR;
         else ok = 0;
+    }
+    else if (FAT5__IS("adafactor_relative_step") || FAT5__IS("adafactor_scale_parameter") ||
+             FAT5__IS("adafactor_warmup_init")) {
+        int *dst = FAT5__IS("adafactor_relative_step") ? &c->optim.adafactor_relative_step
+                   : FAT5__IS("adafactor_scale_parameter") ? &c->optim.adafactor_scale_parameter
+                                                           : &c->optim.adafactor_warmup_init;
+        ok = strcmp(v, "true") == 0 || strcmp(v, "false") == 0 || strcmp(v, "1") == 0 || strcmp(v, "0") == 0;
+        *dst = strcmp(v, "true") == 0 || strcmp(v, "1") == 0;
+    }
+    else if (FAT5__IS("adafactor_clip_threshold"))
+        ok = fat5__opt_f64(v, 0, big, &c->optim.adafactor_clip_threshold) && c->optim.adafactor_clip_threshold > 0;
+    else if (FAT5__IS("adafactor_decay_rate"))
+        ok = fat5__opt_f64(v, -1e6, 0, &c->optim.adafactor_decay_rate) && c->optim.adafactor_decay_rate < 0;
+    else if (FAT5__IS("adafactor_beta1")) {
+        if (strcmp(v, "none") == 0 || strcmp(v, "None") == 0) c->optim.adafactor_beta1 = 0;
+        else ok = fat5__opt_f64(v, 0, 0.999999, &c->optim.adafactor_beta1);
     }
     else if (FAT5__IS("learning_rate")) ok = fat5__opt_f64(v, 0, big, &c->optim.lr) && c->optim.lr > 0;
     else if (FAT5__IS("adam_beta1")) ok = fat5__opt_f64(v, 0, 0.999999, &c->optim.beta1);
@@ -803,12 +823,14 @@ static void fat5__first_diff(const char *a, const char *b, char *out, size_t cap
 
 // --- checkpoint directories
 
+// Makes the entries of dir (files created, renamed or removed in it) durable.
 static fat5_status fat5__fsync_dir(fat5_ctx *ctx, const char *dir) {
-    int fd = open(dir, O_RDONLY), rc;
+    int fd = fat5__fs_open_dir(dir), rc, e;
     if (fd < 0) return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot open directory: %s", dir, strerror(errno));
-    rc = fsync(fd);
-    close(fd);
-    if (rc != 0 && errno != EINVAL) return fat5__err(ctx, FAT5_ERR_IO, "%s: fsync failed: %s", dir, strerror(errno));
+    rc = fat5__fs_fsync(fd, dir);
+    e = errno;
+    (void)fat5__fs_close(fd, dir);
+    if (rc != 0 && e != EINVAL) return fat5__err(ctx, FAT5_ERR_IO, "%s: fsync failed: %s", dir, strerror(e));
     return FAT5_OK;
 }
 
@@ -821,10 +843,10 @@ static void fat5__rm_ckpt(const char *dir) {
     while ((e = readdir(d)) != NULL) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        (void)unlink(p);
+        (void)fat5__fs_unlink(p);
     }
     closedir(d);
-    (void)rmdir(dir);
+    (void)fat5__fs_rmdir(dir);
 }
 
 static int fat5__is_step_name(const char *s, int64_t *step) {
@@ -837,43 +859,64 @@ static int fat5__is_step_name(const char *s, int64_t *step) {
     return 1;
 }
 
+// Deletes the checkpoint directory `dir` (out's step-N, or its .old-step-N, of step `step`) so that
+// it goes whole or not at all: it is renamed .del-step-N, the rename is made durable (a power loss
+// cannot bring the name back with files missing), then its files are removed. A crash or a failed
+// removal leaves a .del-step-N, which the next start removes; a directory that cannot be renamed
+// stays whole.
+static void fat5__ckpt_discard(const char *out, const char *dir, int64_t step) {
+    char del[4400];
+    snprintf(del, sizeof del, "%s/.del-step-%08lld", out, (long long)step);
+    fat5__rm_ckpt(del);
+    if (fat5__fs_rename(dir, del) != 0 || fat5__fsync_dir(NULL, out) != FAT5_OK) return;
+    fat5__rm_ckpt(del);
+}
+
 // A save of a step that has a checkpoint already moves the old one aside (".old-step-N") before the
-// new one takes its name, and removes it after: a crash in between leaves the old one whole. This
-// puts such a directory back where no step-N is (the crash came before the new one's rename) and
-// removes it where one is (after).
+// new one takes its name, and discards it after: a crash in between leaves the old one whole (an
+// .old-step-N is whole whenever it exists). This puts step `step`'s back where no step-N is (the
+// crash came before the new one's rename) and discards it where one is (after).
+static void fat5__ckpt_recover_step(const char *out, int64_t step) {
+    char old[4400], fin[4400];
+    snprintf(old, sizeof old, "%s/.old-step-%08lld", out, (long long)step);
+    snprintf(fin, sizeof fin, "%s/step-%08lld", out, (long long)step);
+    if (!fat5__is_dir(old)) return;
+    if (fat5__is_dir(fin)) fat5__ckpt_discard(out, old, step);
+    else if (fat5__fs_rename(old, fin) == 0) (void)fat5__fsync_dir(NULL, out);
+}
+
+// fat5__ckpt_recover_step for every .old-step-N of out.
 static void fat5__ckpt_recover(const char *out) {
     DIR *d = opendir(out);
     struct dirent *e;
-    char old[4400], fin[4400];
-    int64_t s;
+    int64_t steps[256], s;
+    int n = 0, i;
     if (!d) return;
-    while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, ".old-", 5) != 0 || !fat5__is_step_name(e->d_name + 5, &s)) continue;
-        snprintf(old, sizeof old, "%s/%s", out, e->d_name);
-        snprintf(fin, sizeof fin, "%s/%s", out, e->d_name + 5);
-        if (fat5__is_dir(fin)) fat5__rm_ckpt(old);
-        else (void)rename(old, fin);
-    }
+    while ((e = readdir(d)) != NULL && n < 256)   // collected first: recovering renames entries
+        if (strncmp(e->d_name, ".old-", 5) == 0 && fat5__is_step_name(e->d_name + 5, &s)) steps[n++] = s;
     closedir(d);
+    for (i = 0; i < n; i++) fat5__ckpt_recover_step(out, steps[i]);
 }
 
 // Deletes what a killed save or prune left (.tmp-step-N being written, .del-step-N being deleted,
-// latest.tmp.* being written) and all but the newest `keep` checkpoints. A checkpoint is renamed
-// .del-step-N before its files go, so that it disappears whole or not at all.
+// latest.tmp.* being written) and all but the newest `keep` checkpoints, each discarded whole
+// (fat5__ckpt_discard). A .del-step-N's rename is made durable before its files go.
 static void fat5__ckpt_prune(const char *out, int keep) {
     DIR *d = opendir(out);
     struct dirent *e;
     int64_t steps[4096], s;
-    int n = 0, i, j;
+    int n = 0, i, j, synced = 0;
     char p[4400];
     if (!d) return;
     while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, ".tmp-step-", 10) == 0 || strncmp(e->d_name, ".del-step-", 10) == 0) {
+        int del = strncmp(e->d_name, ".del-step-", 10) == 0;
+        if (del || strncmp(e->d_name, ".tmp-step-", 10) == 0) {
+            if (del && !synced) synced = fat5__fsync_dir(NULL, out) == FAT5_OK;
             snprintf(p, sizeof p, "%s/%s", out, e->d_name);
-            fat5__rm_ckpt(p);
+            if (!del || synced) fat5__rm_ckpt(p);
         } else if (strncmp(e->d_name, "latest.tmp.", 11) == 0) {
             snprintf(p, sizeof p, "%s/%s", out, e->d_name);
-            (void)remove(p);
+            (void)fat5__fs_unlink(p);
         } else if (fat5__is_step_name(e->d_name, &s) && n < 4096) {
             steps[n++] = s;
         }
@@ -883,11 +926,8 @@ static void fat5__ckpt_prune(const char *out, int keep) {
     for (i = 1; i < n; i++)   // insertion sort: a handful of entries
         for (j = i; j > 0 && steps[j - 1] > steps[j]; j--) s = steps[j], steps[j] = steps[j - 1], steps[j - 1] = s;
     for (i = 0; i < n - keep; i++) {
-        char del[4400];
         snprintf(p, sizeof p, "%s/step-%08lld", out, (long long)steps[i]);
-        snprintf(del, sizeof del, "%s/.del-step-%08lld", out, (long long)steps[i]);
-        fat5__rm_ckpt(del);
-        if (rename(p, del) == 0) fat5__rm_ckpt(del);
+        fat5__ckpt_discard(out, p, steps[i]);
     }
 }
 
@@ -941,11 +981,13 @@ FAT5_API fat5_status fat5_train_save(fat5_trainer *t, const char **dir_out) {
     fat5_ctx *ctx = t->ctx;
     fat5_model *m = t->m;
     char tmp[4200], fin[4200], old[4200], path[4400], latest[64], sampler[512], data[256], num[4][40], *json = NULL;
-    const char *meta[20];
-    fat5_st_write_tensor w[2];
+    const char *meta[22];
+    fat5_st_write_tensor w[FAT5__OPTIM_ARRAYS];
+    fat5__optim_array arr[FAT5__OPTIM_ARRAYS];
     float *mom = NULL;
-    size_t n = m->n_floats, json_len = 0;
+    size_t n = 0, json_len = 0;
     int64_t step = fat5_optim_get_step(t->o);
+    int n_arr = fat5__optim_arrays(t->o, arr), k;
     fat5_status st;
     if (dir_out) *dir_out = NULL;
     if (t->comm && t->comm->failed) {   // a step may have updated the weights from incomplete sums
@@ -970,20 +1012,20 @@ FAT5_API fat5_status fat5_train_save(fat5_trainer *t, const char **dir_out) {
     if (t->ahead >= 0) snprintf(sampler, sizeof sampler, "%s", t->grp[t->ahead].state);
     else if ((st = fat5_ul2_get_state(t->sampler, sampler, sizeof sampler))) goto fail;
     if ((st = fat5_model_config_to_json(ctx, &m->cfg, &json, &json_len))) goto fail;
-    mom = FAT5__CAST(float *, fat5__malloc(ctx, n * 2 * sizeof(float)));
+    for (k = 0; k < n_arr; k++) n += arr[k].n;   // the optimizer's state arrays (fat5__optim_arrays)
+    mom = FAT5__CAST(float *, fat5__malloc(ctx, (n ? n : 1) * sizeof(float)));
     if (!mom) {
         st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "checkpoint: out of memory for the optimizer state");
         goto fail;
     }
-    if ((st = m->be->download(ctx, mom, t->o->m1, n * 4)) || (st = m->be->download(ctx, mom + n, t->o->m2, n * 4)))
-        goto fail;
     memset(w, 0, sizeof w);
-    w[0].name = "optimizer.exp_avg";
-    w[1].name = "optimizer.exp_avg_sq";
-    w[0].ndim = w[1].ndim = 1;
-    w[0].shape[0] = w[1].shape[0] = (int64_t)n;
-    w[0].data = mom;
-    w[1].data = mom + n;
+    for (n = 0, k = 0; k < n_arr; n += arr[k].n, k++) {
+        if ((st = m->be->download(ctx, mom + n, arr[k].addr, arr[k].n * 4))) goto fail;
+        w[k].name = arr[k].name;
+        w[k].ndim = 1;
+        w[k].shape[0] = (int64_t)arr[k].n;
+        w[k].data = mom + n;
+    }
     fat5__data_fingerprint(t, data, sizeof data);
     snprintf(num[0], sizeof num[0], "%lld", (long long)step);
     snprintf(num[1], sizeof num[1], "%lld", (long long)t->tokens_seen);
@@ -999,28 +1041,32 @@ FAT5_API fat5_status fat5_train_save(fat5_trainer *t, const char **dir_out) {
     meta[14] = "data", meta[15] = data;
     meta[16] = "model_config", meta[17] = json;
     meta[18] = "fat5_version", meta[19] = FAT5_VERSION_STRING;
+    meta[20] = "optimizer", meta[21] = fat5__optim_kind_name(t->cfg.optim.kind);
     snprintf(path, sizeof path, "%s/training_state.safetensors", tmp);
-    if ((st = fat5_st_write(ctx, path, w, 2, meta, 10))) goto fail;
+    if ((st = fat5_st_write(ctx, path, w, n_arr, meta, 11))) goto fail;
     if ((st = fat5__fsync_dir(ctx, tmp))) goto fail;
     // the complete directory takes its name in one rename; an older one of the same step is moved
-    // aside first and removed only after (fat5__ckpt_recover): at every instant one of them is whole
+    // aside first and discarded only after (fat5__ckpt_recover_step): at every instant one of them
+    // is whole. The rename is durable before latest names it, and latest's before anything older goes.
     snprintf(old, sizeof old, "%s/.old-step-%08lld", t->cfg.output_dir, (long long)step);
-    fat5__rm_ckpt(old);
-    if (fat5__is_dir(fin) && rename(fin, old) != 0) {
+    fat5__ckpt_recover_step(t->cfg.output_dir, step);   // what an earlier save of this step left aside
+    if (fat5__is_dir(fin) && fat5__fs_rename(fin, old) != 0) {
         st = fat5__err(ctx, FAT5_ERR_IO, "%s: cannot move the step's earlier checkpoint aside to %s: %s", fin, old,
                        strerror(errno));
         goto fail;
     }
-    if (rename(tmp, fin) != 0) {
+    if (fat5__fs_rename(tmp, fin) != 0) {
         st = fat5__err(ctx, FAT5_ERR_IO, "%s: cannot rename to %s: %s", tmp, fin, strerror(errno));
-        fat5__ckpt_recover(t->cfg.output_dir);   // the earlier one back under its name
+        fat5__ckpt_recover_step(t->cfg.output_dir, step);   // the earlier one back under its name
         goto fail;
     }
     if ((st = fat5__fsync_dir(ctx, t->cfg.output_dir))) goto fail;
-    fat5__rm_ckpt(old);
+    if (fat5__is_dir(old)) fat5__ckpt_discard(t->cfg.output_dir, old, step);
     snprintf(latest, sizeof latest, "step-%08lld\n", (long long)step);
     snprintf(path, sizeof path, "%s/latest", t->cfg.output_dir);
-    if ((st = fat5_write_file_atomic(ctx, path, latest, strlen(latest)))) goto fail;
+    if ((st = fat5_write_file_atomic(ctx, path, latest, strlen(latest))) ||
+        (st = fat5__fsync_dir(ctx, t->cfg.output_dir)))
+        goto fail;
     fat5__ckpt_prune(t->cfg.output_dir, t->cfg.save_total_limit);
     fat5__free(ctx, mom);
     fat5__free(ctx, json);
@@ -1081,10 +1127,11 @@ static fat5_status fat5__train_resume(fat5_trainer *t, const char *dir) {
     char path[4400], data[256], *json = NULL;
     const char *v;
     float *mom = NULL;
-    size_t n = m->n_floats, json_len = 0;
+    size_t n = 0, json_len = 0;
     int64_t step, seen, skipped;
     double el;
-    int i1, i2;
+    fat5__optim_array arr[FAT5__OPTIM_ARRAYS];
+    int idx[FAT5__OPTIM_ARRAYS], n_arr = fat5__optim_arrays(t->o, arr), k, have = 1;
     fat5_status st;
     snprintf(path, sizeof path, "%s/training_state.safetensors", dir);
     if ((st = fat5_st_load(ctx, path, &f))) return st;
@@ -1107,15 +1154,26 @@ static fat5_status fat5__train_resume(fat5_trainer *t, const char *dir) {
                        dir, fat5__msg_name(a, sizeof a, data), fat5__msg_name(b, sizeof b, v ? v : "nothing"));
         goto done;
     }
-    i1 = fat5_st_find(f, "optimizer.exp_avg");
-    i2 = fat5_st_find(f, "optimizer.exp_avg_sq");
+    // the arrays this optimizer keeps (fat5__optim_arrays), each 1-D of its length; a checkpoint
+    // of another optimizer (its "optimizer" entry; none before Adafactor: AdamW's) lacks them
+    for (k = 0; k < n_arr; k++) {
+        idx[k] = fat5_st_find(f, arr[k].name);
+        if (idx[k] < 0 || fat5_st_get(f, idx[k])->ndim != 1 || fat5_st_get(f, idx[k])->shape[0] != (int64_t)arr[k].n)
+            have = 0;
+        n += arr[k].n;
+    }
+    if (!have) {
+        const char *kind = fat5_st_metadata_find(f, "optimizer");
+        st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: no optimizer state for %s (%s%s%s of %zu elements) in this "
+                       "checkpoint (its optimizer: %.40s)", path, fat5__optim_kind_name(t->cfg.optim.kind), arr[0].name,
+                       n_arr > 1 ? ", " : "", n_arr > 1 ? arr[1].name : "", arr[n_arr - 1].n,
+                       kind ? kind : "adamw or adamwscale");
+        goto done;
+    }
     if (!fat5__meta_i64(f, "step", &step) || !fat5__meta_i64(f, "tokens_seen", &seen) ||
         !fat5__meta_i64(f, "skipped_steps", &skipped) || !(v = fat5_st_metadata_find(f, "elapsed_s")) ||
-        !fat5__strtod_c(v, &el) || i1 < 0 || i2 < 0 || fat5_st_get(f, i1)->ndim != 1 ||
-        fat5_st_get(f, i1)->shape[0] != (int64_t)n || fat5_st_get(f, i2)->ndim != 1 ||
-        fat5_st_get(f, i2)->shape[0] != (int64_t)n || !fat5_st_metadata_find(f, "sampler")) {
-        st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: incomplete training state (step, counters, sampler, or moments of "
-                       "%zu elements)", path, n);
+        !fat5__strtod_c(v, &el) || !fat5_st_metadata_find(f, "sampler")) {
+        st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: incomplete training state (step, counters or sampler)", path);
         goto done;
     }
     if (skipped > step || !(el >= 0 && el < 1e12) || !(v[0] >= '0' && v[0] <= '9')) {
@@ -1128,22 +1186,22 @@ static fat5_status fat5__train_resume(fat5_trainer *t, const char *dir) {
                        (long long)step, (long long)t->cfg.optim.total_steps);
         goto done;
     }
-    mom = FAT5__CAST(float *, fat5__malloc(ctx, n * 2 * sizeof(float)));
+    mom = FAT5__CAST(float *, fat5__malloc(ctx, (n ? n : 1) * sizeof(float)));
     if (!mom) {
         st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "resume: out of memory for the optimizer state");
         goto done;
     }
-    if ((st = fat5_st_read_f32(f, i1, mom, (int64_t)n)) || (st = fat5_st_read_f32(f, i2, mom + n, (int64_t)n)))
-        goto done;
-    {   // moments the optimizer can go on from: finite, the second non-negative (a NaN or a negative
-        // one would turn every weight it touches into NaN at the next step, and every step after it
-        // would be skipped)
+    for (n = 0, k = 0; k < n_arr; n += arr[k].n, k++) {
+        // moments the optimizer can go on from: finite, the second ones non-negative (a NaN or a
+        // negative one would turn every weight it touches into NaN at the next step, and every step
+        // after it would be skipped)
         size_t i;
-        for (i = 0; i < 2 * n; i++)
-            if (!isfinite(mom[i]) || (i >= n && mom[i] < 0)) {
-                st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: optimizer.%s[%zu] = %g: the moments must be finite%s", path,
-                               i < n ? "exp_avg" : "exp_avg_sq", i < n ? i : i - n, (double)mom[i],
-                               i < n ? "" : " and non-negative");
+        const float *a = mom + n;
+        if ((st = fat5_st_read_f32(f, idx[k], mom + n, (int64_t)arr[k].n))) goto done;
+        for (i = 0; i < arr[k].n; i++)
+            if (!isfinite(a[i]) || (arr[k].nonneg && a[i] < 0)) {
+                st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: %s[%zu] = %g: the moments must be finite%s", path,
+                               arr[k].name, i, (double)a[i], arr[k].nonneg ? " and non-negative" : "");
                 goto done;
             }
     }
@@ -1151,8 +1209,8 @@ static fat5_status fat5__train_resume(fat5_trainer *t, const char *dir) {
         st = fat5__err(ctx, st, "resume %s: %s", dir, fat5_last_error(t->dctx));
         goto done;
     }
-    if ((st = m->be->upload(ctx, t->o->m1, mom, n * 4)) || (st = m->be->upload(ctx, t->o->m2, mom + n, n * 4)))
-        goto done;
+    for (n = 0, k = 0; k < n_arr; n += arr[k].n, k++)
+        if ((st = m->be->upload(ctx, arr[k].addr, mom + n, arr[k].n * 4))) goto done;
     t->o->step = step;
     t->tokens_seen = seen;
     t->n_skipped = skipped;
@@ -1224,6 +1282,9 @@ static fat5_status fat5__train_agree(fat5_trainer *t) {
                     (int)o->kind, o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->clip_norm, (int)o->sched,
                     (long long)o->warmup_steps, (long long)o->total_steps, (long long)o->decay_steps, o->min_lr,
                     c->loss.z_loss, c->loss.label_smoothing);
+    fat5__sb_printf(&b, "adafactor %d %d %d %.17g %.17g %.17g\n", o->adafactor_relative_step,
+                    o->adafactor_scale_parameter, o->adafactor_warmup_init, o->adafactor_clip_threshold,
+                    o->adafactor_decay_rate, o->adafactor_beta1);
     fat5__sb_putn(&b, json, len);
     fat5__free(ctx, json);
     if (b.oom) {
@@ -1577,7 +1638,7 @@ static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out) {
     k *= t->world;   // from here on: every rank's micro-batches
     if (n_labels == 0) {  // nothing to learn from: no update (the loss is NaN)
         memset(&orr, 0, sizeof orr);
-        orr.lr = fat5_sched_lr(&t->cfg.optim, t->o->step);
+        orr.lr = fat5__optim_lr(t->o);
         orr.grad_norm = NAN;
         orr.skipped = 1;
         t->o->step++;

@@ -3,19 +3,30 @@
 //
 // Two file kinds, one tokenizer object. A tokenizer.json is interpreted as the `tokenizers`
 // library does (added tokens split off the raw text, then normalizers, pre-tokenizers, the model,
-// the post-processor; decoders on the way back); a SentencePiece model as the `sentencepiece`
-// library does (its own normaliser and whitespace rules, Unigram or BPE, byte fallback). The two
-// share the vocabulary, the byte trie and the Unigram lattice, and differ where the libraries
-// differ: sentencepiece adds in float, tokenizers in double; sentencepiece takes the longest
-// charsmap rule at each byte, tokenizers the first one per grapheme cluster.
+// the post-processor; decoders on the way back: section [8.4]); a SentencePiece model as the
+// `sentencepiece` library does (its own normaliser and whitespace rules, Unigram or BPE, byte
+// fallback: here, with the public calls). The two share the vocabulary, the byte trie and the
+// Unigram lattice, and differ where the libraries differ: sentencepiece adds in float, tokenizers
+// in double; sentencepiece takes the longest charsmap rule at each byte, tokenizers the first one
+// per grapheme cluster.
 //
 // Everything read from a file is bounded and checked: piece and vocabulary sizes, the protobuf's
 // wire types and lengths, the charsmap's double array (each unit's target inside the array, as
 // darts-clone's validate), JSON member types. Errors name the field.
+//
+// Time and memory stay in proportion to the text, whatever the model: where keys are long
+// (Unigram pieces, user-defined pieces, added tokens over FAT5__UNI_WALK_MAX bytes) the keys at
+// each position come from an automaton (fat5__rac) rather than a trie walk as deep as the longest
+// key; and a long text is tokenized in parts of about FAT5__TOK_CHUNK bytes, cut only where the
+// ids provably come out as for the whole text (sentencepiece: the normaliser streams, the lattice
+// is cut where no piece crosses, BPE next to a whitespace mark no piece holds inside;
+// tokenizer.json: fat5__hf_cut_setup), so that scratch memory does not grow with the text.
 
 #define FAT5__TOK_MAX_FILE ((size_t)1 << 30)    // a tokenizer file larger than 1 GiB is refused
 #define FAT5__TOK_MAX_PIECE 8000                // bytes of one piece (sentencepiece's limit)
 #define FAT5__TOK_MAX_VOCAB ((int64_t)1 << 24)  // pieces + added tokens
+#define FAT5__TOK_CHUNK ((size_t)1 << 16)       // bytes of text per part of a long text
+#define FAT5__UNI_WALK_MAX 64                   // longest piece (bytes) for which Unigram walks the trie
 
 // ---------------------------------------------------------------------------------------------
 // growable scratch buffers, kept by the tokenizer between calls
@@ -197,12 +208,14 @@ static int32_t fat5__trie_find(const fat5__trie *t, const char *s, size_t n) {
     return t->node[node].value;
 }
 
-// the longest key that is a prefix of s[0..n): its length (0: none) and *id
-static size_t fat5__trie_longest(const fat5__trie *t, const char *s, size_t n, int32_t *id) {
+// the longest key that is a prefix of s[0..n): its length (0: none) and *id; *steps (when not NULL)
+// counts the nodes visited
+static size_t fat5__trie_longest(const fat5__trie *t, const char *s, size_t n, int32_t *id, uint64_t *steps) {
     uint32_t node = 0;
     size_t i, best = 0;
     if (!t->node) return 0;
     for (i = 0; i < n; i++) {
+        if (steps) ++*steps;
         if ((node = fat5__trie_next(t, node, (uint8_t)s[i])) == 0) break;
         if (t->node[node].value >= 0) {
             best = i + 1;
@@ -210,6 +223,130 @@ static size_t fat5__trie_longest(const fat5__trie *t, const char *s, size_t n, i
         }
     }
     return best;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The keys that start at each position of a text, in O(1 + matches) a position whatever the
+// keys' lengths: an Aho-Corasick automaton over the reversed keys reads the text backwards; its
+// state at position i is the longest s[i..j) that is the end of some key (read backwards), and
+// its output links lead to exactly the keys s[i..j) equals, longest first. (A forward trie walk
+// from every position costs the depth it reaches: up to the longest key, 8,000 bytes, a byte.)
+
+typedef struct fat5__rac {
+    fat5__trie trie;     // the reversed keys (empty: no automaton)
+    uint32_t *fail;      // node -> the node of its longest proper suffix (0: the root)
+    uint32_t *out;       // node -> the nearest node on its fail chain that ends a key (0: none)
+    uint32_t *depth;     // node -> its depth, the bytes of the key read so far
+} fat5__rac;
+
+static void fat5__rac_free(fat5_ctx *ctx, fat5__rac *a) {
+    fat5__trie_free(ctx, &a->trie);
+    fat5__free(ctx, a->fail);
+    fat5__free(ctx, a->out);
+    fat5__free(ctx, a->depth);
+    memset(a, 0, sizeof *a);
+}
+
+// Builds the automaton of the keys of trie tr (with their ids). A key is read off the trie from its
+// node up to the root, which spells it backwards.
+static fat5_status fat5__rac_build(fat5_ctx *ctx, const fat5__trie *tr, fat5__rac *a) {
+    fat5__tkeys r;
+    uint32_t *off = NULL, *len = NULL, *parent = NULL, *dep = NULL;
+    int32_t *id = NULL;
+    char *rev = NULL;
+    size_t total = 0, at = 0, m = 0, u;
+    fat5_status st = FAT5_OK;
+    memset(a, 0, sizeof *a);
+    parent = FAT5__CAST(uint32_t *, fat5__calloc(ctx, tr->n_nodes + 1, sizeof *parent));
+    dep = FAT5__CAST(uint32_t *, fat5__calloc(ctx, tr->n_nodes + 1, sizeof *dep));
+    if (!parent || !dep) goto oom;
+    for (u = 0; u < tr->n_nodes; u++) {
+        uint32_t c;
+        for (c = tr->node[u].first; c < tr->node[u].first + tr->node[u].n; c++) {
+            parent[c] = (uint32_t)u;
+            dep[c] = dep[u] + 1;
+        }
+        if (u > 0 && tr->node[u].value >= 0) {   // a key (the trie's nodes hold at most 4 GiB of keys)
+            m++;
+            total += dep[u];
+        }
+    }
+    off = FAT5__CAST(uint32_t *, fat5__calloc(ctx, m + 1, sizeof *off));
+    len = FAT5__CAST(uint32_t *, fat5__calloc(ctx, m + 1, sizeof *len));
+    id = FAT5__CAST(int32_t *, fat5__calloc(ctx, m + 1, sizeof *id));
+    rev = FAT5__CAST(char *, fat5__malloc(ctx, total + 1));
+    if (!off || !len || !id || !rev) goto oom;
+    for (m = 0, u = 1; u < tr->n_nodes; u++) {
+        uint32_t x;
+        if (tr->node[u].value < 0) continue;
+        off[m] = (uint32_t)at;
+        len[m] = dep[u];
+        id[m++] = tr->node[u].value;
+        for (x = (uint32_t)u; x != 0; x = parent[x]) rev[at++] = (char)tr->node[x].label;
+    }
+    r.s = rev;
+    r.off = off;
+    r.len = len;
+    r.id = id;
+    if ((st = fat5__trie_build(ctx, &r, m, &a->trie))) goto done;
+    a->fail = FAT5__CAST(uint32_t *, fat5__calloc(ctx, a->trie.n_nodes, sizeof *a->fail));
+    a->out = FAT5__CAST(uint32_t *, fat5__calloc(ctx, a->trie.n_nodes, sizeof *a->out));
+    a->depth = FAT5__CAST(uint32_t *, fat5__calloc(ctx, a->trie.n_nodes, sizeof *a->depth));
+    if (!a->fail || !a->out || !a->depth) goto oom;
+    // the nodes are in breadth-first order: a node's fail target (shallower) is done before it
+    for (u = 0; u < a->trie.n_nodes; u++) {
+        const fat5__tnode *nu = &a->trie.node[u];
+        uint32_t c;
+        for (c = nu->first; c < nu->first + nu->n; c++) {
+            uint32_t f, w = 0;
+            a->depth[c] = a->depth[u] + 1;
+            if (u != 0)
+                for (f = a->fail[u];; f = a->fail[f])
+                    if ((w = fat5__trie_next(&a->trie, f, a->trie.node[c].label)) != 0 || f == 0) break;
+            a->fail[c] = w;
+            a->out[c] = w && a->trie.node[w].value >= 0 ? w : a->out[w];
+        }
+    }
+    goto done;
+oom:
+    st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenizer: out of memory building the automaton");
+done:
+    fat5__free(ctx, parent);
+    fat5__free(ctx, dep);
+    fat5__free(ctx, off);
+    fat5__free(ctx, len);
+    fat5__free(ctx, id);
+    fat5__free(ctx, rev);
+    if (st != FAT5_OK) fat5__rac_free(ctx, a);
+    return st;
+}
+
+// The automaton's state at each position a .. b-1 of s into state[0 .. b-a), reading s backwards
+// from e: exact when e reaches b - 1 + the longest key or the text's end (a state is never deeper
+// than the longest key). *steps counts the transitions.
+static void fat5__rac_states(const fat5__rac *r, const char *s, size_t a, size_t b, size_t e, uint32_t *state,
+                             uint64_t *steps) {
+    size_t i;
+    uint32_t q = 0;
+    for (i = e; i > a;) {
+        uint8_t c = (uint8_t)s[--i];
+        for (;;) {
+            uint32_t w = fat5__trie_next(&r->trie, q, c);
+            ++*steps;
+            if (w) { q = w; break; }
+            if (q == 0) break;
+            q = r->fail[q];
+        }
+        if (i < b) state[i - a] = q;
+    }
+}
+
+// the longest key at the position whose state is q: its length (0: none) and *id
+static size_t fat5__rac_longest(const fat5__rac *r, uint32_t q, int32_t *id) {
+    uint32_t v = r->trie.node[q].value >= 0 ? q : r->out[q];
+    if (!v) return 0;
+    *id = r->trie.node[v].value;
+    return r->depth[v];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -387,6 +524,7 @@ enum { FAT5__N_PRECOMPILED = 1, FAT5__N_REPLACE, FAT5__N_STRIP, FAT5__N_PREPEND,
        FAT5__N_NFD, FAT5__N_NFKC, FAT5__N_NFKD };
 enum { FAT5__P_METASPACE = 1, FAT5__P_WHITESPACE_SPLIT, FAT5__P_BYTELEVEL };
 enum { FAT5__D_METASPACE = 1, FAT5__D_BYTELEVEL, FAT5__D_BYTEFALLBACK, FAT5__D_FUSE, FAT5__D_STRIP, FAT5__D_REPLACE };
+enum { FAT5__SEG_START = 1, FAT5__SEG_END = 2 };   // the edges of a segment a normalizer sees
 
 #define FAT5__RE_MAX 16   // atoms of a Replace pattern
 typedef struct fat5__re_atom { uint32_t cp; uint32_t min, max; } fat5__re_atom;   // a literal with {min,max}
@@ -450,12 +588,28 @@ struct fat5_tokenizer {
     fat5__titem *tmpl[2];      // single / pair template
     int n_tmpl[2];
     fat5__ubuf tmpl_ids;
+    // long texts (see the file's header)
+    fat5__rac rac, user_rac, added_rac[2];   // automata of vocab, user, added_raw, added_norm (fat5__tok_automata)
+    int spm_cut;               // sentencepiece BPE: parts cut before (1) or after (2) a whitespace mark, or never (0)
+    int hf_cut;                // tokenizer.json: parts may be cut at a space (fat5__hf_cut_setup)
+    uint8_t cut_left[128];     // ... the ASCII characters that may end a part there
+    size_t chunk;              // bytes of text per part (FAT5__TOK_CHUNK)
+    uint64_t work;             // steps of the searches for keys at text positions (trie or automaton) and
+                               // lattice edges, summed over calls (tests bound it)
+    uint64_t cuts;             // places where a long text was cut into parts, summed over calls
+    fat5_status (*emit)(void *user, const int32_t *ids, int64_t n);   // fat5_tokenize_stream's receiver
+    void *emit_user;
+    int emit_failed;           // the receiver returned an error (its message stands)
+    int prev_unk;              // sentencepiece: the last piece emitted was unknown
     // scratch, reused by every call
     fat5__tbuf s0, s1, s2, s3, sn;
-    fat5__ubuf o0, o1, o2, o3, on, ids, spl, spl2;
+    fat5__ubuf o0, o1, o2, o3, on, ids, spl, spl2, ustate, nstate;   // ustate, nstate: automaton states
     void *lat;                 // lattice: best scores, starts and ids
     size_t lat_cap;
+    size_t uni_pos, uni_front, uni_init;   // the lattice in progress (fat5__uni_run)
 };
+
+static fat5_status fat5__tok_automata(fat5_tokenizer *t, int force);
 
 static void fat5__steps_free(fat5_ctx *ctx, fat5__tstep *s, int n) {
     int i;
@@ -504,6 +658,12 @@ FAT5_API void fat5_tokenizer_destroy(fat5_tokenizer *t) {
     fat5__free(ctx, t->ids.p);
     fat5__free(ctx, t->spl.p);
     fat5__free(ctx, t->spl2.p);
+    fat5__free(ctx, t->ustate.p);
+    fat5__free(ctx, t->nstate.p);
+    fat5__rac_free(ctx, &t->rac);
+    fat5__rac_free(ctx, &t->user_rac);
+    fat5__rac_free(ctx, &t->added_rac[0]);
+    fat5__rac_free(ctx, &t->added_rac[1]);
     fat5__free(ctx, t->lat);
     fat5__free(ctx, t);
 }
@@ -876,7 +1036,23 @@ static fat5_status fat5__spm_load(fat5_tokenizer *t, const char *what, const uns
         t->pad_id = p;
     }
     t->vocab_size = t->n_pieces;
-    return FAT5_OK;
+    if (t->model == FAT5__TM_UNIGRAM) return fat5__tok_automata(t, 0);
+    {   // BPE on a long text: parts cut next to a whitespace mark when no piece holds one elsewhere
+        const char *ws = t->escape_ws ? "\xE2\x96\x81" : " ";
+        size_t wl = t->escape_ws ? 3 : 1, j;
+        int before = 1, after = 1;
+        for (i = 0; i < t->n_pieces; i++) {
+            const char *p = fat5__piece(t, (int32_t)i);
+            if (t->type[i] != FAT5__SP_NORMAL && t->type[i] != FAT5__SP_USER) continue;
+            for (j = 0; j + wl <= t->len[i]; j++)
+                if (memcmp(p + j, ws, wl) == 0) {
+                    if (j != 0) before = 0;
+                    if (j + wl != t->len[i]) after = 0;
+                }
+        }
+        t->spm_cut = before ? 1 : after ? 2 : 0;
+    }
+    return fat5__tok_automata(t, 0);
 }
 #undef FAT5__PB_WANT
 
@@ -885,57 +1061,133 @@ static fat5_status fat5__spm_load(fat5_tokenizer *t, const char *what, const uns
 // each character). sentencepiece sums float scores (and rebases them past 1e5, as it does);
 // tokenizers sums doubles. A character no piece covers is the unknown piece at min_score - 10;
 // user-defined pieces score 0.1 * (bytes - 1) (sentencepiece). Ties keep the first candidate.
-// Output: the pieces as (start, end, id) triples in t->ids.
+//
+// The lattice is expanded start position by start position, in the libraries' order, over a
+// window of the text: node 0 is the window's first byte. A position that no edge crosses (an
+// articulation point: every path passes there) ends a part: its best path is final, emitted, and
+// the window moves there, the node's score carried over, so that the sums and the rebases are
+// those of the whole text. A text is thus expanded in parts of about t->chunk bytes, and the
+// lattice holds one part (a text that no articulation point cuts is one part). The pieces at a
+// position come from the trie walk, or from the automaton (t->rac) when pieces are long.
 
 typedef struct fat5__lat { double score; int32_t start, id; } fat5__lat;
 
-static fat5_status fat5__unigram(fat5_tokenizer *t, const char *s, size_t n) {
+// Builds the automata that stand for trie walks where keys are long (the longest over
+// FAT5__UNI_WALK_MAX bytes; always with force, as tests do): the Unigram vocabulary's, the
+// user-defined pieces' (sentencepiece's normaliser and BPE), the added tokens' (tokenizer.json).
+static fat5_status fat5__tok_automata(fat5_tokenizer *t, int force) {
+    const fat5__trie *tr[4] = {&t->vocab, &t->user, &t->added_raw, &t->added_norm};
+    fat5__rac *ac[4] = {&t->rac, &t->user_rac, &t->added_rac[0], &t->added_rac[1]};
+    fat5_status st;
+    int i;
+    for (i = 0; i < 4; i++) {
+        fat5__rac_free(t->ctx, ac[i]);
+        if ((i == 0 && t->model != FAT5__TM_UNIGRAM) || tr[i]->n_nodes < 2 || (!force && tr[i]->max_len <= FAT5__UNI_WALK_MAX))
+            continue;
+        if ((st = fat5__rac_build(t->ctx, tr[i], ac[i]))) return st;
+    }
+    return FAT5_OK;
+}
+
+// bytes a start position needs to see after it: the longest piece, at least one character
+static size_t fat5__uni_look(const fat5_tokenizer *t) { return t->vocab.max_len > 4 ? t->vocab.max_len : 4; }
+
+// a new lattice: node 0 (the window's start) scores base
+static fat5_status fat5__uni_begin(fat5_tokenizer *t, double base) {
     fat5__lat *L;
-    size_t pos, i, frontier = 0;
-    const int spm = !t->is_json;
-    const double unk_score = spm ? (double)((float)t->min_score - 10.0f) : t->min_score - 10.0;
-    if (!fat5__grow(t->ctx, &t->lat, &t->lat_cap, n + 1, sizeof(fat5__lat)))
+    if (!fat5__grow(t->ctx, &t->lat, &t->lat_cap, sizeof(fat5__lat), 1))
         return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
     L = FAT5__CAST(fat5__lat *, t->lat);
-    for (i = 0; i <= n; i++) {
+    L[0].score = base;
+    L[0].start = -1;
+    L[0].id = -1;
+    t->uni_pos = t->uni_front = 0;
+    t->uni_init = 1;
+    return FAT5_OK;
+}
+
+// relaxes the edge of piece id over s[pos..end) from a path scoring here
+static void fat5__uni_edge(fat5_tokenizer *t, fat5__lat *L, size_t pos, size_t end, int32_t id, double here) {
+    const int spm = !t->is_json;
+    double sc = spm && t->type[id] == FAT5__SP_USER ? (double)(float)(0.1 * (double)(end - 1 - pos)) : t->score[id];
+    double cand = spm ? (double)((float)sc + (float)here) : sc + here;
+    t->work++;
+    if (end > t->uni_front) t->uni_front = end;
+    if (L[end].start == -1 || cand > L[end].score) {
+        L[end].score = cand;
+        L[end].start = (int32_t)pos;
+        L[end].id = id;
+    }
+}
+
+// Expands the start positions from t->uni_pos while they are below limit; s[0..n) is the window's
+// text known so far (n >= limit + the longest piece, or the text ends at n). Stops at the first
+// articulation point at or past cut_min (keep_unk: not where an unknown piece ends, so that runs of
+// unknowns stay whole) with *cut its position; else *cut = 0.
+static fat5_status fat5__uni_run(fat5_tokenizer *t, const char *s, size_t n, size_t limit, size_t cut_min,
+                                 int keep_unk, size_t *cut) {
+    fat5__lat *L;
+    size_t pos = t->uni_pos, first = pos, i, bytes;
+    const int spm = !t->is_json;
+    const double unk_score = spm ? (double)((float)t->min_score - 10.0f) : t->min_score - 10.0;
+    *cut = 0;
+    if (!fat5__mul_ok(n + 1, sizeof(fat5__lat), &bytes) || !fat5__grow(t->ctx, &t->lat, &t->lat_cap, bytes, 1))
+        return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
+    L = FAT5__CAST(fat5__lat *, t->lat);
+    for (i = t->uni_init; i <= n; i++) {
         L[i].score = 0;
         L[i].start = -1;
         L[i].id = -1;
     }
-    t->ids.n = 0;
-    for (pos = 0; pos < n;) {
-        double here = L[pos].score;
-        uint32_t node = 0;
-        size_t mb, k;
+    if (t->uni_init < n + 1) t->uni_init = n + 1;
+    if (pos < limit && t->rac.trie.node) {
+        size_t e = limit + t->rac.trie.max_len < n ? limit + t->rac.trie.max_len : n;
+        if (!fat5__grow(t->ctx, (void **)&t->ustate.p, &t->ustate.cap, limit - pos, sizeof(uint32_t)))
+            return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
+        fat5__rac_states(&t->rac, s, pos, limit, e, t->ustate.p, &t->work);
+    }
+    while (pos < limit) {
+        double here;
+        size_t mb;
         int single = 0;
+        if (pos >= cut_min && t->uni_front <= pos && !(keep_unk && L[pos].id == t->unk_id)) {
+            *cut = pos;
+            break;
+        }
+        here = L[pos].score;
         if (spm && (here < -100000.0 || here > 100000.0)) {   // sentencepiece's rebase of large scores
-            for (i = pos; i <= frontier; i++)
+            for (i = pos; i <= t->uni_front; i++)
                 if (i == pos || L[i].start != -1) L[i].score = (double)((float)L[i].score - (float)here);
             here = 0;
         }
-        mb = spm ? (size_t)"\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4"[(unsigned char)s[pos] >> 4]
-                 : fat5__utf8_len(s + pos, n - pos);
+        mb = spm ? (size_t)"\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4"[(unsigned char)s[pos] >> 4] : fat5__utf8_len(s + pos, n - pos);
         if (mb == 0) mb = 1;
         if (mb > n - pos) mb = n - pos;
-        for (k = pos; k < n; k++) {
-            int32_t id;
-            double sc, cand;
-            if ((node = fat5__trie_next(&t->vocab, node, (uint8_t)s[k])) == 0) break;
-            if ((id = t->vocab.node[node].value) < 0) continue;
-            if (spm && t->type[id] == FAT5__SP_UNUSED) continue;
-            if (k + 1 > frontier) frontier = k + 1;
-            sc = spm && t->type[id] == FAT5__SP_USER ? (double)(float)(0.1 * (double)(k - pos)) : t->score[id];
-            cand = spm ? (double)((float)sc + (float)here) : sc + here;
-            if (L[k + 1].start == -1 || cand > L[k + 1].score) {
-                L[k + 1].score = cand;
-                L[k + 1].start = (int32_t)pos;
-                L[k + 1].id = id;
+        if (t->rac.trie.node) {   // the pieces s[pos..pos+len), longest first
+            const fat5__rac *r = &t->rac;
+            uint32_t q = t->ustate.p[pos - first], v = r->trie.node[q].value >= 0 ? q : r->out[q];
+            for (; v; v = r->out[v]) {
+                int32_t id = r->trie.node[v].value;
+                if (spm && t->type[id] == FAT5__SP_UNUSED) continue;
+                fat5__uni_edge(t, L, pos, pos + r->depth[v], id, here);
+                if (r->depth[v] == mb) single = 1;
             }
-            if (k + 1 - pos == mb) single = 1;
+        } else {   // the trie walk, shortest first
+            uint32_t node = 0;
+            size_t k;
+            for (k = pos; k < n; k++) {
+                int32_t id;
+                t->work++;
+                if ((node = fat5__trie_next(&t->vocab, node, (uint8_t)s[k])) == 0) break;
+                if ((id = t->vocab.node[node].value) < 0) continue;
+                if (spm && t->type[id] == FAT5__SP_UNUSED) continue;
+                fat5__uni_edge(t, L, pos, k + 1, id, here);
+                if (k + 1 - pos == mb) single = 1;
+            }
         }
         if (!single) {
             double cand = spm ? (double)((float)unk_score + (float)here) : unk_score + here;
-            if (pos + mb > frontier) frontier = pos + mb;
+            if (pos + mb > t->uni_front) t->uni_front = pos + mb;
             if (L[pos + mb].start == -1 || cand > L[pos + mb].score) {
                 if (t->unk_id < 0)   // tokenizers fails here (only where the unknown would be taken)
                     return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG,
@@ -947,8 +1199,16 @@ static fat5_status fat5__unigram(fat5_tokenizer *t, const char *s, size_t n) {
         }
         pos += mb;
     }
-    // backtrack, then reverse into (start, end, id) triples
-    for (i = n; i > 0; i = (size_t)L[i].start)
+    t->uni_pos = pos;
+    return FAT5_OK;
+}
+
+// the best path from node 0 to node end as (start, end, id) triples in t->ids
+static fat5_status fat5__uni_path(fat5_tokenizer *t, size_t end) {
+    const fat5__lat *L = FAT5__CAST(const fat5__lat *, t->lat);
+    size_t i;
+    t->ids.n = 0;
+    for (i = end; i > 0; i = (size_t)L[i].start)
         if (!fat5__ubuf_push(t->ctx, &t->ids, (uint32_t)L[i].id) || !fat5__ubuf_push(t->ctx, &t->ids, (uint32_t)i) ||
             !fat5__ubuf_push(t->ctx, &t->ids, (uint32_t)L[i].start))
             return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
@@ -957,6 +1217,43 @@ static fat5_status fat5__unigram(fat5_tokenizer *t, const char *s, size_t n) {
         t->ids.p[i] = t->ids.p[t->ids.n - 1 - i];
         t->ids.p[t->ids.n - 1 - i] = x;
     }
+    return FAT5_OK;
+}
+
+static fat5_status fat5__spm_post(fat5_tokenizer *t, const char *s, fat5__ubuf *out);
+static fat5_status fat5__hf_unigram_post(fat5_tokenizer *t, const char *s, fat5__ubuf *out);
+
+// Expands the lattice over s[0..n) (the window's text known so far; fin: the text ends there) as
+// far as it may, emitting the ids of each part that ends at an articulation point (past t->chunk
+// bytes; all the rest when fin) into out. *used: the bytes emitted, which the caller drops (the
+// window then starts after them).
+static fat5_status fat5__uni_feed(fat5_tokenizer *t, const char *s, size_t n, int fin, fat5__ubuf *out, size_t *used) {
+    const size_t look = fat5__uni_look(t);
+    size_t done = 0;
+    fat5_status st;
+    *used = 0;
+    for (;;) {
+        size_t avail = n - done, limit = fin ? avail : avail > look ? avail - look : 0, cut;
+        if ((st = fat5__uni_run(t, s + done, avail, limit, t->chunk ? t->chunk : 1, t->is_json, &cut))) return st;
+        if (!cut && !fin) break;
+        if ((st = fat5__uni_path(t, cut ? cut : avail))) return st;
+        if ((st = t->is_json ? fat5__hf_unigram_post(t, s + done, out) : fat5__spm_post(t, s + done, out))) return st;
+        t->cuts += cut > 0;
+        if (!cut) {
+            done = n;
+            break;
+        }
+        {   // the window moves to the articulation point, its node's score carried
+            fat5__lat *L = FAT5__CAST(fat5__lat *, t->lat);
+            L[0].score = L[cut].score;
+            L[0].start = L[0].id = -1;
+            t->uni_pos -= cut;
+            t->uni_front -= cut;
+            t->uni_init = 1;
+        }
+        done += cut;
+    }
+    *used = done;
     return FAT5_OK;
 }
 
@@ -1023,9 +1320,15 @@ static fat5_status fat5__spm_bpe(fat5_tokenizer *t, const char *s, size_t n) {
         return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
     y = FAT5__CAST(fat5__bsym *, t->lat);
     h = FAT5__CAST(fat5__bpair *, (void *)((char *)t->lat + (n + 1) * sizeof(fat5__bsym)));
+    if (t->user_rac.trie.node) {   // long user-defined pieces: found through their automaton
+        if (!fat5__grow(t->ctx, (void **)&t->ustate.p, &t->ustate.cap, n + 1, sizeof(uint32_t)))
+            return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
+        fat5__rac_states(&t->user_rac, s, 0, n, n, t->ustate.p, &t->work);
+    }
     for (pos = 0; pos < n; ny++) {
         int32_t uid;
-        size_t k = fat5__trie_longest(&t->user, s + pos, n - pos, &uid);
+        size_t k = t->user_rac.trie.node ? fat5__rac_longest(&t->user_rac, t->ustate.p[pos], &uid)
+                                         : fat5__trie_longest(&t->user, s + pos, n - pos, &uid, &t->work);
         y[ny].freeze = k > 0;
         if (!k) {
             k = (size_t)"\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4"[(unsigned char)s[pos] >> 4];
@@ -1066,12 +1369,15 @@ static fat5_status fat5__spm_bpe(fat5_tokenizer *t, const char *s, size_t n) {
 // leading, trailing and repeated spaces go (remove_extra_whitespaces); U+2581 before the text
 // (add_dummy_prefix) or after it (treat_whitespace_as_suffix).
 
-static size_t fat5__spm_prefix(const fat5_tokenizer *t, const char *s, size_t n, const char **out, size_t *out_len) {
+// The step at s[0..n): bytes read (returned) and the text they become (*out); q: the user pieces'
+// automaton state at s (NULL: walk the trie)
+static size_t fat5__spm_prefix(fat5_tokenizer *t, const char *s, size_t n, const uint32_t *q, const char **out,
+                               size_t *out_len) {
     fat5__cm_match m[32];
     size_t k, i, best = 0;
     int32_t id;
     const char *repl = NULL;
-    if ((k = fat5__trie_longest(&t->user, s, n, &id)) > 0) {
+    if ((k = q ? fat5__rac_longest(&t->user_rac, *q, &id) : fat5__trie_longest(&t->user, s, n, &id, &t->work)) > 0) {
         *out = s;
         *out_len = k;
         return k;
@@ -1098,72 +1404,173 @@ static size_t fat5__spm_prefix(const fat5_tokenizer *t, const char *s, size_t n,
     return k;
 }
 
-static fat5_status fat5__spm_normalize(fat5_tokenizer *t, const char *s, size_t n, fat5__tbuf *o) {
-    const char *ws = t->escape_ws ? "\xE2\x96\x81" : " ";
-    size_t wl = t->escape_ws ? 3 : 1, i;
+// The normaliser runs incrementally (fat5__spm_norm_more), a part of the output at a time, with
+// the output of the whole text: leading spaces are skipped before anything is written, and the
+// trailing ones go, and the suffix comes, when the text's end is reached.
+typedef struct fat5__spm_norm {
+    size_t r;          // raw bytes read
+    int begun;         // the leading spaces skipped and the dummy prefix written
+    int done;          // the text's end reached: its output is complete
     int prev_space;
-    o->n = 0;
+    size_t sa, sb;     // raw positions whose user-piece automaton states t->nstate holds
+} fat5__spm_norm;
+
+// the user pieces' automaton state at raw position z->r (NULL when there is no automaton), the
+// states computed a window of t->chunk positions at a time; 0 when out of memory
+static int fat5__spm_user_state(fat5_tokenizer *t, const char *s, size_t n, fat5__spm_norm *z, const uint32_t **q) {
+    *q = NULL;
+    if (!t->user_rac.trie.node) return 1;
+    if (z->r < z->sa || z->r >= z->sb) {
+        size_t w = t->chunk ? t->chunk : 1, b = n - z->r > w ? z->r + w : n;
+        size_t e = n - b > t->user_rac.trie.max_len ? b + t->user_rac.trie.max_len : n;
+        if (!fat5__grow(t->ctx, (void **)&t->nstate.p, &t->nstate.cap, b - z->r, sizeof(uint32_t))) return 0;
+        fat5__rac_states(&t->user_rac, s, z->r, b, e, t->nstate.p, &t->work);
+        z->sa = z->r;
+        z->sb = b;
+    }
+    *q = t->nstate.p + (z->r - z->sa);
+    return 1;
+}
+
+// Normalises more of s[0..n), appending to o until it grew by want bytes or the text ends.
+static fat5_status fat5__spm_norm_more(fat5_tokenizer *t, const char *s, size_t n, fat5__spm_norm *z, fat5__tbuf *o,
+                                       size_t want) {
+    const char *ws = t->escape_ws ? "\xE2\x96\x81" : " ";
+    size_t wl = t->escape_ws ? 3 : 1, i, start = o->n;
     if (!fat5__tbuf_put(t->ctx, o, "", 0)) goto oom;
-    if (n == 0) return FAT5_OK;
-    if (t->remove_extra_ws)
-        while (n) {
-            const char *p;
-            size_t pl, k = fat5__spm_prefix(t, s, n, &p, &pl);
-            if (!(pl == 1 && p[0] == ' ')) break;
-            s += k;
-            n -= k;
+    if (z->done) return FAT5_OK;
+    if (!z->begun) {
+        z->begun = 1;
+        if (t->remove_extra_ws)
+            while (z->r < n) {
+                const char *p;
+                const uint32_t *q;
+                size_t pl, k;
+                if (!fat5__spm_user_state(t, s, n, z, &q)) goto oom;
+                k = fat5__spm_prefix(t, s + z->r, n - z->r, q, &p, &pl);
+                if (!(pl == 1 && p[0] == ' ')) break;
+                z->r += k;
+            }
+        if (z->r == n) {   // empty, or nothing but spaces: no output at all
+            z->done = 1;
+            return FAT5_OK;
         }
-    if (n == 0) return FAT5_OK;
-    if (!t->ws_suffix && t->add_dummy_prefix && !fat5__tbuf_put(t->ctx, o, ws, wl)) goto oom;
-    prev_space = t->remove_extra_ws;
-    while (n) {
+        if (!t->ws_suffix && t->add_dummy_prefix && !fat5__tbuf_put(t->ctx, o, ws, wl)) goto oom;
+        z->prev_space = t->remove_extra_ws;
+    }
+    while (z->r < n && o->n - start < want) {
         const char *p;
-        size_t pl, k = fat5__spm_prefix(t, s, n, &p, &pl);
-        while (prev_space && pl && p[0] == ' ') {
+        const uint32_t *q;
+        size_t pl, k;
+        if (!fat5__spm_user_state(t, s, n, z, &q)) goto oom;
+        k = fat5__spm_prefix(t, s + z->r, n - z->r, q, &p, &pl);
+        while (z->prev_space && pl && p[0] == ' ') {
             p++;
             pl--;
         }
         if (pl) {
             for (i = 0; i < pl; i++)
                 if (!(p[i] == ' ' ? fat5__tbuf_put(t->ctx, o, ws, wl) : fat5__tbuf_put(t->ctx, o, p + i, 1))) goto oom;
-            prev_space = p[pl - 1] == ' ';
+            z->prev_space = p[pl - 1] == ' ';
         }
-        s += k;
-        n -= k;
-        if (!t->remove_extra_ws) prev_space = 0;
+        z->r += k;
+        if (!t->remove_extra_ws) z->prev_space = 0;
     }
-    if (t->remove_extra_ws)
-        while (o->n >= wl && memcmp(o->p + o->n - wl, ws, wl) == 0) o->p[o->n -= wl] = 0;
-    if (t->ws_suffix && t->add_dummy_prefix && !fat5__tbuf_put(t->ctx, o, ws, wl)) goto oom;
+    if (z->r == n) {
+        if (t->remove_extra_ws)
+            while (o->n >= wl && memcmp(o->p + o->n - wl, ws, wl) == 0) o->p[o->n -= wl] = 0;
+        if (t->ws_suffix && t->add_dummy_prefix && !fat5__tbuf_put(t->ctx, o, ws, wl)) goto oom;
+        z->done = 1;
+    }
     return FAT5_OK;
 oom:
     return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
 }
 
-// sentencepiece: text -> ids appended to out (unknown runs merged, or bytes with byte fallback)
-static fat5_status fat5__spm_encode(fat5_tokenizer *t, const char *s, size_t n, fat5__ubuf *out) {
-    fat5_status st;
+// Bytes at the end of o that may still change: the whitespace marks there, which go if the text
+// ends after them (remove_extra_whitespaces). The model reads up to them only.
+static size_t fat5__spm_pending(const fat5_tokenizer *t, const fat5__tbuf *o) {
+    const char *ws = t->escape_ws ? "\xE2\x96\x81" : " ";
+    size_t wl = t->escape_ws ? 3 : 1, k = 0;
+    if (!t->remove_extra_ws) return 0;
+    while (o->n - k >= wl && memcmp(o->p + o->n - k - wl, ws, wl) == 0) k += wl;
+    return k;
+}
+
+// sentencepiece BPE on a long text: the last place in s[0..n) where a part may end, 0 when none.
+// No piece holds a whitespace mark other than at its start (t->spm_cut 1) or its end (2), so
+// none crosses the place before (1) or after (2) a mark, and the merges on each side are those of
+// the whole text (they never pair symbols across it; each side's order is the whole's).
+static size_t fat5__spm_bpe_cut(const fat5_tokenizer *t, const char *s, size_t n) {
+    const char *ws = t->escape_ws ? "\xE2\x96\x81" : " ";
+    size_t wl = t->escape_ws ? 3 : 1, i;
+    if (!t->spm_cut || n < wl) return 0;
+    for (i = n - wl + 1; i-- > 0;)
+        if (memcmp(s + i, ws, wl) == 0) {
+            size_t q = t->spm_cut == 1 ? i : i + wl;
+            if (q > 0) return q;
+        }
+    return 0;
+}
+
+// the pieces (t->ids triples over s) as ids appended to out: unknown runs merged, or bytes with
+// byte fallback (t->prev_unk carries the last piece's kind from one part to the next)
+static fat5_status fat5__spm_post(fat5_tokenizer *t, const char *s, fat5__ubuf *out) {
     size_t i;
-    int prev_unk = 0;
-    if ((st = fat5__spm_normalize(t, s, n, &t->s0))) return st;
-    if (t->s0.n == 0) return FAT5_OK;
-    st = t->model == FAT5__TM_UNIGRAM ? fat5__unigram(t, t->s0.p, t->s0.n) : fat5__spm_bpe(t, t->s0.p, t->s0.n);
-    if (st) return st;
     for (i = 0; i + 3 <= t->ids.n; i += 3) {
         uint32_t a = t->ids.p[i], b = t->ids.p[i + 1];
         int32_t id = (int32_t)t->ids.p[i + 2];
-        int unk;
-        unk = id == t->unk_id;
+        int unk = id == t->unk_id;
         if (unk && t->byte_fallback) {   // the load made sure all 256 byte pieces exist
-            if (!fat5__push_byte_pieces(t, t->s0.p + a, b - a, out)) goto oom;
-        } else if (!(prev_unk && unk) && !fat5__ubuf_push(t->ctx, out, (uint32_t)id)) {
+            if (!fat5__push_byte_pieces(t, s + a, b - a, out)) goto oom;
+        } else if (!(t->prev_unk && unk) && !fat5__ubuf_push(t->ctx, out, (uint32_t)id)) {
             goto oom;
         }
-        prev_unk = unk;
+        t->prev_unk = unk;
     }
     return FAT5_OK;
 oom:
     return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
+}
+
+// hands the ids gathered in out to fat5_tokenize_stream's receiver, if any
+static fat5_status fat5__emit_ids(fat5_tokenizer *t, fat5__ubuf *out) {
+    fat5_status st;
+    if (!t->emit || out->n == 0) return FAT5_OK;
+    st = t->emit(t->emit_user, FAT5__CAST(const int32_t *, (const void *)out->p), (int64_t)out->n);
+    out->n = 0;
+    if (st != FAT5_OK) t->emit_failed = 1;
+    return st;
+}
+
+// sentencepiece: text -> ids appended to out. The normalised text passes through the window
+// t->s0: normalised a part at a time, handed to the model up to where it may be cut, and dropped.
+static fat5_status fat5__spm_encode(fat5_tokenizer *t, const char *s, size_t n, fat5__ubuf *out) {
+    fat5__spm_norm z;
+    fat5__tbuf *w = &t->s0;
+    fat5_status st;
+    memset(&z, 0, sizeof z);
+    w->n = 0;
+    t->prev_unk = 0;
+    if (t->model == FAT5__TM_UNIGRAM && (st = fat5__uni_begin(t, 0))) return st;
+    for (;;) {
+        size_t avail, used = 0;
+        if ((st = fat5__spm_norm_more(t, s, n, &z, w, t->chunk ? t->chunk : 1))) return st;
+        avail = z.done ? w->n : w->n - fat5__spm_pending(t, w);
+        if (t->model == FAT5__TM_UNIGRAM) {
+            st = fat5__uni_feed(t, w->p, avail, z.done, out, &used);
+        } else {
+            size_t q = z.done ? avail : fat5__spm_bpe_cut(t, w->p, avail);
+            if (q && !(st = fat5__spm_bpe(t, w->p, q))) st = fat5__spm_post(t, w->p, out);
+            t->cuts += q > 0 && !z.done;
+            used = q;
+        }
+        if (st) return st;
+        memmove(w->p, w->p + used, w->n - used + 1);
+        w->n -= used;
+        if ((st = fat5__emit_ids(t, out))) return st;
+        if (z.done) return FAT5_OK;
+    }
 }
 
 // sentencepiece: ids -> text. Byte pieces gather into bytes (each invalid byte U+FFFD); control
@@ -1234,1406 +1641,12 @@ oom:
 }
 
 // ---------------------------------------------------------------------------------------------
-// tokenizer.json: loading
-
-static const char fat5__b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-// standard base64 with padding; *out allocated (fat5__free); 0 when malformed
-static int fat5__b64_decode(fat5_ctx *ctx, const char *s, size_t n, unsigned char **out, size_t *out_len) {
-    size_t i, o = 0, pad = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    unsigned char *b;
-    *out = NULL;
-    if (n % 4) return 0;
-    while (pad < 2 && pad < n && s[n - 1 - pad] == '=') pad++;
-    b = FAT5__CAST(unsigned char *, fat5__malloc(ctx, n / 4 * 3 + 1));
-    if (!b) return 0;
-    for (i = 0; i < n - pad; i++) {
-        const char *c = s[i] ? strchr(fat5__b64, s[i]) : NULL;
-        if (!c) {
-            fat5__free(ctx, b);
-            return 0;
-        }
-        acc = acc << 6 | (uint32_t)(c - fat5__b64);
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            b[o++] = (unsigned char)(acc >> bits);
-        }
-    }
-    *out = b;
-    *out_len = o;
-    return 1;
-}
-
-#define FAT5__TJ_FAIL(...) do { st = fat5__err(ctx, FAT5_ERR_FORMAT, __VA_ARGS__); goto done; } while (0)
-
-// a member that must be a string (or absent when optional): NULL when absent
-static fat5_status fat5__tj_str(fat5_ctx *ctx, const char *what, const fat5__json *o, const char *key, int required,
-                                const fat5__json **out) {
-    const fat5__json *j = fat5__json_get(o, key);
-    *out = NULL;
-    if (!j || j->type == FAT5__J_NULL) {
-        if (required) return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: '%s' is missing", what, key);
-        return FAT5_OK;
-    }
-    if (j->type != FAT5__J_STRING) return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: '%s' must be a string", what, key);
-    *out = j;
-    return FAT5_OK;
-}
-static fat5_status fat5__tj_bool(fat5_ctx *ctx, const char *what, const fat5__json *o, const char *key, int dflt, int *out) {
-    const fat5__json *j = fat5__json_get(o, key);
-    *out = dflt;
-    if (!j || j->type == FAT5__J_NULL) return FAT5_OK;
-    if (j->type != FAT5__J_TRUE && j->type != FAT5__J_FALSE)
-        return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: '%s' must be true or false", what, key);
-    *out = j->type == FAT5__J_TRUE;
-    return FAT5_OK;
-}
-static fat5_status fat5__tj_int(fat5_ctx *ctx, const char *what, const fat5__json *o, const char *key, int64_t lo,
-                                int64_t hi, int64_t dflt, int64_t *out) {
-    const fat5__json *j = fat5__json_get(o, key);
-    *out = dflt;
-    if (!j || j->type == FAT5__J_NULL) return FAT5_OK;
-    if (j->type != FAT5__J_NUMBER || !fat5__json_as_i64(j, out) || *out < lo || *out > hi)
-        return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: '%s' must be an integer in %lld .. %lld", what, key, (long long)lo,
-                         (long long)hi);
-    return FAT5_OK;
-}
-
-static char *fat5__memdup(fat5_ctx *ctx, const char *s, size_t n) {
-    char *p = FAT5__CAST(char *, fat5__malloc(ctx, n + 1));
-    if (p) {
-        if (n) memcpy(p, s, n);
-        p[n] = 0;
-    }
-    return p;
-}
-
-static const char *fat5__tj_type(const fat5__json *o) {
-    const fat5__json *ty = fat5__json_get(o, "type");
-    return ty && ty->type == FAT5__J_STRING ? ty->str : NULL;
-}
-
-// A Replace pattern {"String": s} or {"Regex": r}. A regex is taken when it is a sequence of
-// literal characters (escaped or not), each with an optional quantifier ? * + {n} {n,} {n,m};
-// any other construct is refused.
-static fat5_status fat5__tj_pattern(fat5_ctx *ctx, const char *what, const fat5__json *pat, fat5__tstep *s) {
-    const fat5__json *str = fat5__json_get(pat, "String"), *re = fat5__json_get(pat, "Regex");
-    const char *p, *e;
-    char buf[64];
-    if (pat && pat->type == FAT5__J_STRING) str = pat;
-    if (str && str->type == FAT5__J_STRING) {
-        if (str->len == 0) return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: an empty Replace pattern", what);
-        s->a = fat5__memdup(ctx, str->str, str->len);
-        s->a_len = str->len;
-        return s->a ? FAT5_OK : fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
-    }
-    if (!re || re->type != FAT5__J_STRING)
-        return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: a Replace pattern must be {\"String\": ...} or {\"Regex\": ...}", what);
-    p = re->str;
-    e = re->str + re->len;
-    while (p < e) {
-        fat5__re_atom *a;
-        size_t k;
-        if (s->n_atoms == FAT5__RE_MAX) goto unsupported;
-        a = &s->atom[s->n_atoms++];
-        if (*p == '\\') {
-            p++;
-            if (p >= e || !strchr("\\.^$|?*+()[]{}/ -", *p)) goto unsupported;
-        } else if (strchr(".^$|?*+()[]{}", *p)) {
-            goto unsupported;
-        }
-        k = fat5__utf8_len(p, (size_t)(e - p));
-        a->cp = fat5__utf8_cp(p, (size_t)(e - p), &k);
-        p += k;
-        a->min = a->max = 1;
-        if (p < e && (*p == '?' || *p == '*' || *p == '+')) {
-            a->min = *p == '+';
-            a->max = *p == '?' ? 1 : UINT32_MAX;
-            p++;
-        } else if (p < e && *p == '{') {
-            char *q;
-            unsigned long lo, hi;
-            lo = strtoul(p + 1, &q, 10);
-            if (q == p + 1 || lo > 100000) goto unsupported;
-            hi = lo;
-            if (*q == ',') {
-                const char *r = q + 1;
-                hi = *r == '}' ? (unsigned long)UINT32_MAX : strtoul(r, &q, 10);
-                if (*r == '}') q = (char *)(uintptr_t)r;
-                else if (q == r || hi < lo) goto unsupported;
-            }
-            if (*q != '}') goto unsupported;
-            a->min = (uint32_t)lo;
-            a->max = (uint32_t)hi;
-            p = q + 1;
-        }
-        if (a->max == 0) goto unsupported;
-    }
-    if (s->n_atoms == 0) return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: an empty Replace pattern", what);
-    {   // neighbours with the same character are one atom (a{1,2}a* is a{1,}); then at most one atom
-        // may have a variable count, and the pattern must not match the empty string
-        int i, k = 0, var = 0;
-        uint32_t lo = 0;
-        for (i = 0; i < s->n_atoms; i++) {
-            if (k > 0 && s->atom[k - 1].cp == s->atom[i].cp) {
-                fat5__re_atom *p = &s->atom[k - 1];
-                p->min += s->atom[i].min;
-                p->max = p->max > UINT32_MAX - s->atom[i].max ? UINT32_MAX : p->max + s->atom[i].max;
-            } else {
-                s->atom[k++] = s->atom[i];
-            }
-        }
-        s->n_atoms = k;
-        for (i = 0; i < k; i++) {
-            var += s->atom[i].min != s->atom[i].max;
-            lo += s->atom[i].min;
-        }
-        if (var > 1 || lo == 0) goto unsupported;
-    }
-    return FAT5_OK;
-unsupported:
-    return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: unsupported: Replace regex '%s' (only literal characters with "
-                     "quantifiers are implemented)", what, fat5__msg_name(buf, sizeof buf, re->str));
-}
-
-// Metaspace's fields (the pre-tokenizer's and the decoder's): replacement, prepend_scheme (or the
-// older add_prefix_space), split
-static fat5_status fat5__tj_metaspace(fat5_ctx *ctx, const char *what, const fat5__json *o, fat5__tstep *s) {
-    const fat5__json *rep, *sch;
-    int aps;
-    fat5_status st;
-    char buf[64];
-    if ((st = fat5__tj_str(ctx, what, o, "replacement", 1, &rep))) return st;
-    if (rep->len == 0 || fat5__utf8_len(rep->str, rep->len) != rep->len)
-        return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: Metaspace: 'replacement' must be one character", what);
-    s->a = fat5__memdup(ctx, rep->str, rep->len);
-    s->a_len = rep->len;
-    if (!s->a) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
-    if ((st = fat5__tj_str(ctx, what, o, "prepend_scheme", 0, &sch))) return st;
-    if (sch) {
-        if (!strcmp(sch->str, "always")) s->f1 = 0;
-        else if (!strcmp(sch->str, "first")) s->f1 = 1;
-        else if (!strcmp(sch->str, "never")) s->f1 = 2;
-        else return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: unsupported: Metaspace prepend_scheme '%s'", what,
-                              fat5__msg_name(buf, sizeof buf, sch->str));
-    } else {
-        if ((st = fat5__tj_bool(ctx, what, o, "add_prefix_space", 1, &aps))) return st;
-        s->f1 = aps ? 0 : 2;
-    }
-    return fat5__tj_bool(ctx, what, o, "split", 1, &s->f2);
-}
-
-// appends the steps of one normalizer / pre-tokenizer / decoder (a Sequence recursively)
-static fat5_status fat5__tj_steps(fat5_tokenizer *t, const char *what, const fat5__json *o, int which, int depth,
-                                  fat5__tstep **list, int *n) {
-    fat5_ctx *ctx = t->ctx;
-    const char *ty;
-    fat5__tstep *s;
-    fat5_status st = FAT5_OK;
-    const char *seqkey = which == 0 ? "normalizers" : which == 1 ? "pretokenizers" : "decoders";
-    char buf[64];
-    if (!o || o->type == FAT5__J_NULL) return FAT5_OK;
-    if (o->type != FAT5__J_OBJECT || !(ty = fat5__tj_type(o)))
-        return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: must be an object with a \"type\"", what);
-    if (strcmp(ty, "Sequence") == 0) {
-        const fat5__json *arr = fat5__json_get(o, seqkey), *c;
-        if (!arr || arr->type != FAT5__J_ARRAY)
-            return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: Sequence without a '%s' array", what, seqkey);
-        if (depth > 8) return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: Sequences nested more than 8 deep", what);
-        for (c = arr->child; c; c = c->next)
-            if ((st = fat5__tj_steps(t, what, c, which, depth + 1, list, n))) return st;
-        return FAT5_OK;
-    }
-    if (*n >= 64) return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: more than 64 steps", what);
-    {
-        fat5__tstep *nl = FAT5__CAST(fat5__tstep *, fat5__realloc(ctx, *list, (size_t)(*n + 1) * sizeof **list));
-        if (!nl) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
-        *list = nl;
-    }
-    s = &(*list)[(*n)++];
-    memset(s, 0, sizeof *s);
-    if (which == 0) {   // normalizers
-        if (strcmp(ty, "Precompiled") == 0) {
-            const fat5__json *cm;
-            unsigned char *blob = NULL;
-            size_t blen = 0;
-            s->kind = FAT5__N_PRECOMPILED;
-            if ((st = fat5__tj_str(ctx, what, o, "precompiled_charsmap", 1, &cm))) return st;
-            if (!fat5__b64_decode(ctx, cm->str, cm->len, &blob, &blen))
-                return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: Precompiled: precompiled_charsmap is not base64", what);
-            st = fat5__charsmap_load(ctx, what, blob, blen, &s->cm);
-            fat5__free(ctx, blob);
-            return st;
-        }
-        if (strcmp(ty, "Replace") == 0) {
-            const fat5__json *c;
-            s->kind = FAT5__N_REPLACE;
-            if ((st = fat5__tj_pattern(ctx, what, fat5__json_get(o, "pattern"), s))) return st;
-            if ((st = fat5__tj_str(ctx, what, o, "content", 1, &c))) return st;
-            s->b = fat5__memdup(ctx, c->str, c->len);
-            s->b_len = c->len;
-            return s->b ? FAT5_OK : fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
-        }
-        if (strcmp(ty, "Strip") == 0) {
-            s->kind = FAT5__N_STRIP;
-            if ((st = fat5__tj_bool(ctx, what, o, "strip_left", 1, &s->f1))) return st;
-            return fat5__tj_bool(ctx, what, o, "strip_right", 1, &s->f2);
-        }
-        if (strcmp(ty, "Prepend") == 0) {
-            const fat5__json *c;
-            s->kind = FAT5__N_PREPEND;
-            if ((st = fat5__tj_str(ctx, what, o, "prepend", 1, &c))) return st;
-            s->a = fat5__memdup(ctx, c->str, c->len);
-            s->a_len = c->len;
-            return s->a ? FAT5_OK : fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
-        }
-        if (strcmp(ty, "NFC") == 0) { s->kind = FAT5__N_NFC; return FAT5_OK; }
-        if (strcmp(ty, "NFD") == 0) { s->kind = FAT5__N_NFD; return FAT5_OK; }
-        if (strcmp(ty, "NFKC") == 0) { s->kind = FAT5__N_NFKC; return FAT5_OK; }
-        if (strcmp(ty, "NFKD") == 0) { s->kind = FAT5__N_NFKD; return FAT5_OK; }
-    } else if (which == 1) {   // pre-tokenizers
-        if (strcmp(ty, "Metaspace") == 0) {
-            s->kind = FAT5__P_METASPACE;
-            return fat5__tj_metaspace(ctx, what, o, s);
-        }
-        if (strcmp(ty, "WhitespaceSplit") == 0) { s->kind = FAT5__P_WHITESPACE_SPLIT; return FAT5_OK; }
-        if (strcmp(ty, "ByteLevel") == 0) {
-            s->kind = FAT5__P_BYTELEVEL;
-            if ((st = fat5__tj_bool(ctx, what, o, "add_prefix_space", 1, &s->f1))) return st;
-            return fat5__tj_bool(ctx, what, o, "use_regex", 1, &s->f2);
-        }
-    } else {   // decoders
-        if (strcmp(ty, "Metaspace") == 0) {
-            s->kind = FAT5__D_METASPACE;
-            return fat5__tj_metaspace(ctx, what, o, s);
-        }
-        if (strcmp(ty, "ByteLevel") == 0) { s->kind = FAT5__D_BYTELEVEL; return FAT5_OK; }
-        if (strcmp(ty, "ByteFallback") == 0) { s->kind = FAT5__D_BYTEFALLBACK; return FAT5_OK; }
-        if (strcmp(ty, "Fuse") == 0) { s->kind = FAT5__D_FUSE; return FAT5_OK; }
-        if (strcmp(ty, "Strip") == 0) {
-            const fat5__json *c;
-            int64_t a, b;
-            s->kind = FAT5__D_STRIP;
-            if ((st = fat5__tj_str(ctx, what, o, "content", 1, &c))) return st;
-            if (fat5__utf8_len(c->str, c->len) != c->len || c->len == 0)
-                return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: Strip: 'content' must be one character", what);
-            s->a = fat5__memdup(ctx, c->str, c->len);
-            s->a_len = c->len;
-            if (!s->a) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
-            if ((st = fat5__tj_int(ctx, what, o, "start", 0, 1 << 20, 0, &a))) return st;
-            if ((st = fat5__tj_int(ctx, what, o, "stop", 0, 1 << 20, 0, &b))) return st;
-            s->f1 = (int)a;
-            s->f2 = (int)b;
-            return FAT5_OK;
-        }
-        if (strcmp(ty, "Replace") == 0) {
-            const fat5__json *c;
-            s->kind = FAT5__D_REPLACE;
-            if ((st = fat5__tj_pattern(ctx, what, fat5__json_get(o, "pattern"), s))) return st;
-            if ((st = fat5__tj_str(ctx, what, o, "content", 1, &c))) return st;
-            s->b = fat5__memdup(ctx, c->str, c->len);
-            s->b_len = c->len;
-            return s->b ? FAT5_OK : fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
-        }
-    }
-    return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: unsupported: %s", what, fat5__msg_name(buf, sizeof buf, ty));
-}
-
-static fat5_status fat5__hf_normalize(fat5_tokenizer *t, const char *s, size_t n, uint32_t orig0, fat5__tbuf *out,
-                                      fat5__ubuf *orig);
-static int32_t fat5__tokenizer_text_id(const fat5_tokenizer *t, const char *text);
-
-// BPE merges: an open-addressing table from (a, b) to (rank, merged id)
-static uint64_t fat5__merge_hash(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    return k;
-}
-static fat5__merge *fat5__merge_find(const fat5_tokenizer *t, int32_t a, int32_t b) {
-    uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
-    size_t i;
-    if (!t->merge_cap) return NULL;
-    for (i = (size_t)fat5__merge_hash(key) & (t->merge_cap - 1);; i = (i + 1) & (t->merge_cap - 1)) {
-        if (t->merges[i].key == key && t->merges[i].id != UINT32_MAX) return &t->merges[i];
-        if (t->merges[i].id == UINT32_MAX) return NULL;
-    }
-}
-
-static fat5_status fat5__tj_model(fat5_tokenizer *t, const char *what, const fat5__json *m) {
-    fat5_ctx *ctx = t->ctx;
-    const char *ty = fat5__tj_type(m);
-    const fat5__json *vocab, *e;
-    fat5_status st = FAT5_OK;
-    char buf[64];
-    int64_t i;
-    if (!m || m->type != FAT5__J_OBJECT) return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: no \"model\" object", what);
-    vocab = fat5__json_get(m, "vocab");
-    if (!ty) ty = fat5__json_get(m, "merges") ? "BPE" : vocab && vocab->type == FAT5__J_ARRAY ? "Unigram" : "?";
-    if (!vocab) return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: model: no 'vocab'", what);
-    if (strcmp(ty, "Unigram") == 0) {
-        int64_t unk;
-        t->model = FAT5__TM_UNIGRAM;
-        if (vocab->type != FAT5__J_ARRAY)
-            return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: model.vocab must be an array of [piece, score]", what);
-        if ((st = fat5__pieces_alloc(t, what, (int64_t)vocab->n))) return st;
-        t->min_score = HUGE_VAL;
-        for (i = 0, e = vocab->child; e; e = e->next, i++) {
-            const fat5__json *p = e->type == FAT5__J_ARRAY ? e->child : NULL, *sc = p ? p->next : NULL;
-            double v;
-            if (!p || p->type != FAT5__J_STRING || !sc || sc->type != FAT5__J_NUMBER || sc->next ||
-                !fat5__json_as_double(sc, &v))
-                return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: model.vocab[%lld] must be [piece, score]", what, (long long)i);
-            if (p->len >= FAT5__TOK_MAX_PIECE)
-                return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: model.vocab[%lld]: piece longer than 8000 bytes", what, (long long)i);
-            if (!fat5__pool_add(t, p->str, p->len, &t->off[i])) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
-            t->len[i] = (uint32_t)p->len;
-            t->score[i] = v;
-            t->type[i] = FAT5__SP_NORMAL;
-            if (v < t->min_score) t->min_score = v;
-        }
-        if ((st = fat5__tj_int(ctx, what, m, "unk_id", 0, t->n_pieces - 1, -1, &unk))) return st;
-        t->unk_id = (int32_t)unk;
-        if ((st = fat5__tj_bool(ctx, what, m, "byte_fallback", 0, &t->byte_fallback))) return st;
-        if ((st = fat5__pieces_trie(t, 0, &t->vocab))) return st;
-        fat5__find_byte_pieces(t);
-        return FAT5_OK;
-    }
-    if (strcmp(ty, "BPE") == 0) {
-        const fat5__json *merges = fat5__json_get(m, "merges"), *unk, *csp, *eow, *drop;
-        int64_t n = 0;
-        size_t cap;
-        t->model = FAT5__TM_BPE;
-        if (vocab->type != FAT5__J_OBJECT)
-            return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: model.vocab must be an object {piece: id}", what);
-        for (e = vocab->child; e; e = e->next) {
-            int64_t id;
-            if (e->type != FAT5__J_NUMBER || !fat5__json_as_i64(e, &id) || id < 0 || id >= FAT5__TOK_MAX_VOCAB)
-                return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: model.vocab['%s'] must be an id in 0 .. 2^24", what,
-                                 fat5__msg_name(buf, sizeof buf, e->key));
-            if (id + 1 > n) n = id + 1;
-        }
-        if (n > 2 * (int64_t)vocab->n + 65536)   // a few entries cannot ask for 2^24 ids' worth of memory
-            return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: model.vocab: ids up to %lld for %zu pieces (too sparse)", what,
-                             (long long)n - 1, vocab->n);
-        if ((st = fat5__pieces_alloc(t, what, n))) return st;
-        for (e = vocab->child; e; e = e->next) {
-            int64_t id;
-            size_t kl = strlen(e->key);
-            fat5__json_as_i64(e, &id);
-            if (kl >= FAT5__TOK_MAX_PIECE) return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: model.vocab: piece longer than 8000 bytes", what);
-            if (!fat5__pool_add(t, e->key, kl, &t->off[id])) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
-            t->len[id] = (uint32_t)kl;
-            t->type[id] = FAT5__SP_NORMAL;   // ids no piece names keep type 0: they decode to nothing
-        }
-        if ((st = fat5__pieces_trie(t, 1u << FAT5__SP_NORMAL, &t->vocab))) return st;
-        fat5__find_byte_pieces(t);
-        if ((st = fat5__tj_bool(ctx, what, m, "byte_fallback", 0, &t->byte_fallback))) return st;
-        if ((st = fat5__tj_bool(ctx, what, m, "fuse_unk", 0, &t->fuse_unk))) return st;
-        if ((st = fat5__tj_bool(ctx, what, m, "ignore_merges", 0, &t->ignore_merges))) return st;
-        drop = fat5__json_get(m, "dropout");
-        if (drop && drop->type != FAT5__J_NULL) {
-            double d;
-            if (drop->type != FAT5__J_NUMBER || !fat5__json_as_double(drop, &d))
-                return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: model.dropout must be a number or null", what);
-            if (d != 0) return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: unsupported: BPE dropout (random merges)", what);
-        }
-        t->unk_id = -1;
-        if ((st = fat5__tj_str(ctx, what, m, "unk_token", 0, &unk))) return st;
-        if (unk && (t->unk_id = fat5__trie_find(&t->vocab, unk->str, unk->len)) < 0)
-            return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: model.unk_token '%s' is not in the vocabulary", what,
-                             fat5__msg_name(buf, sizeof buf, unk->str));
-        if ((st = fat5__tj_str(ctx, what, m, "continuing_subword_prefix", 0, &csp))) return st;
-        if ((st = fat5__tj_str(ctx, what, m, "end_of_word_suffix", 0, &eow))) return st;
-        if ((csp && csp->len && !fat5__pool_add(t, csp->str, csp->len, &t->cs_prefix)) ||
-            (eow && eow->len && !fat5__pool_add(t, eow->str, eow->len, &t->eow_suffix)))
-            return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
-        t->cs_prefix_len = csp ? (uint32_t)csp->len : 0;
-        t->eow_suffix_len = eow ? (uint32_t)eow->len : 0;
-        if (!merges || merges->type != FAT5__J_ARRAY)
-            return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: model.merges must be an array", what);
-        for (cap = 16; cap < 2 * merges->n + 2; cap *= 2) {}
-        t->merges = FAT5__CAST(fat5__merge *, fat5__calloc(ctx, cap, sizeof *t->merges));
-        if (!t->merges) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
-        t->merge_cap = cap;
-        for (i = 0; i < (int64_t)cap; i++) t->merges[i].id = UINT32_MAX;
-        for (i = 0, e = merges->child; e; e = e->next, i++) {
-            const char *a, *b;
-            size_t al, bl;
-            int32_t ia, ib, inew;
-            uint64_t key;
-            size_t j;
-            if (e->type == FAT5__J_STRING) {
-                const char *sp = strchr(e->str, ' ');
-                if (!sp || strchr(sp + 1, ' '))
-                    return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: model.merges[%lld] is not \"a b\"", what, (long long)i);
-                a = e->str;
-                al = (size_t)(sp - e->str);
-                b = sp + 1;
-                bl = e->len - al - 1;
-            } else if (e->type == FAT5__J_ARRAY && e->n == 2 && e->child->type == FAT5__J_STRING &&
-                       e->child->next->type == FAT5__J_STRING) {
-                a = e->child->str;
-                al = e->child->len;
-                b = e->child->next->str;
-                bl = e->child->next->len;
-            } else {
-                return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: model.merges[%lld] is not \"a b\" or [a, b]", what, (long long)i);
-            }
-            ia = fat5__trie_find(&t->vocab, a, al);
-            ib = fat5__trie_find(&t->vocab, b, bl);
-            if (ia < 0 || ib < 0)
-                return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: model.merges[%lld]: a part is not in the vocabulary", what,
-                                 (long long)i);
-            if (t->cs_prefix_len && bl >= t->cs_prefix_len && memcmp(b, t->pool.p + t->cs_prefix, t->cs_prefix_len) == 0) {
-                b += t->cs_prefix_len;
-                bl -= t->cs_prefix_len;
-            }
-            t->s0.n = 0;
-            if (!fat5__tbuf_put(ctx, &t->s0, a, al) || !fat5__tbuf_put(ctx, &t->s0, b, bl))
-                return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
-            if ((inew = fat5__trie_find(&t->vocab, t->s0.p, t->s0.n)) < 0)
-                return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: model.merges[%lld]: the merged piece is not in the vocabulary",
-                                 what, (long long)i);
-            key = (uint64_t)(uint32_t)ia << 32 | (uint32_t)ib;
-            for (j = (size_t)fat5__merge_hash(key) & (cap - 1); t->merges[j].id != UINT32_MAX && t->merges[j].key != key;
-                 j = (j + 1) & (cap - 1)) {}
-            t->merges[j].key = key;   // a repeated pair takes the later rank, as a map filled in order
-            t->merges[j].rank = (uint32_t)i;
-            t->merges[j].id = (uint32_t)inew;
-        }
-        return FAT5_OK;
-    }
-    return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: unsupported: model type %s", what, fat5__msg_name(buf, sizeof buf, ty));
-}
-
-// TemplateProcessing: single / pair lists of {"Sequence": {"id": "A"|"B"}} and
-// {"SpecialToken": {"id": NAME}}, NAME's ids from "special_tokens"
-static fat5_status fat5__tj_template(fat5_tokenizer *t, const char *what, const fat5__json *pp) {
-    fat5_ctx *ctx = t->ctx;
-    const fat5__json *specials = fat5__json_get(pp, "special_tokens");
-    int w;
-    char buf[64];
-    for (w = 0; w < 2; w++) {
-        const fat5__json *list = fat5__json_get(pp, w ? "pair" : "single"), *e;
-        int k = 0;
-        if (!list || list->type == FAT5__J_NULL) {
-            t->n_tmpl[w] = -1;
-            continue;
-        }
-        if (list->type != FAT5__J_ARRAY)
-            return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: TemplateProcessing: '%s' must be an array", what, w ? "pair" : "single");
-        t->tmpl[w] = FAT5__CAST(fat5__titem *, fat5__calloc(ctx, list->n + 1, sizeof(fat5__titem)));
-        if (!t->tmpl[w]) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
-        for (e = list->child; e; e = e->next, k++) {
-            const fat5__json *sq = fat5__json_get(e, "Sequence"), *sp = fat5__json_get(e, "SpecialToken"), *id;
-            fat5__titem *it = &t->tmpl[w][k];
-            if (sq && (id = fat5__json_get(sq, "id")) && id->type == FAT5__J_STRING &&
-                (!strcmp(id->str, "A") || !strcmp(id->str, "B"))) {
-                it->seq = id->str[0] - 'A';
-            } else if (sp && (id = fat5__json_get(sp, "id")) && id->type == FAT5__J_STRING) {
-                const fat5__json *def = fat5__json_get(specials, id->str), *ids = fat5__json_get(def, "ids"), *x;
-                if (!ids || ids->type != FAT5__J_ARRAY)
-                    return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: TemplateProcessing: special token '%s' has no 'ids' in "
-                                     "special_tokens", what, fat5__msg_name(buf, sizeof buf, id->str));
-                it->seq = -1;
-                it->first = (uint32_t)t->tmpl_ids.n;
-                for (x = ids->child; x; x = x->next) {
-                    int64_t v;
-                    if (x->type != FAT5__J_NUMBER || !fat5__json_as_i64(x, &v) || v < 0 || v >= FAT5__TOK_MAX_VOCAB)
-                        return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: TemplateProcessing: special token '%s': bad id", what,
-                                         fat5__msg_name(buf, sizeof buf, id->str));
-                    if (!fat5__ubuf_push(ctx, &t->tmpl_ids, (uint32_t)v))
-                        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
-                    it->n++;
-                }
-            } else {
-                return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: TemplateProcessing: '%s'[%d] is not a Sequence (A or B) or a "
-                                 "SpecialToken", what, w ? "pair" : "single", k);
-            }
-        }
-        t->n_tmpl[w] = k;
-    }
-    return FAT5_OK;
-}
-
-static fat5_status fat5__tj_post(fat5_tokenizer *t, const char *what, const fat5__json *pp, int depth) {
-    const char *ty;
-    char buf[64];
-    if (!pp || pp->type == FAT5__J_NULL) return FAT5_OK;
-    if (!(ty = fat5__tj_type(pp))) return fat5__err(t->ctx, FAT5_ERR_FORMAT, "%s: post_processor without a type", what);
-    if (!strcmp(ty, "ByteLevel")) return FAT5_OK;   // offsets only; ids unchanged
-    if (!strcmp(ty, "TemplateProcessing")) {
-        if (t->tmpl[0] || t->tmpl[1]) return fat5__err(t->ctx, FAT5_ERR_UNSUPPORTED, "%s: unsupported: two TemplateProcessing", what);
-        return fat5__tj_template(t, what, pp);
-    }
-    if (!strcmp(ty, "Sequence") && depth < 8) {
-        const fat5__json *arr = fat5__json_get(pp, "processors"), *c;
-        fat5_status st;
-        if (!arr || arr->type != FAT5__J_ARRAY)
-            return fat5__err(t->ctx, FAT5_ERR_FORMAT, "%s: post_processor Sequence without 'processors'", what);
-        for (c = arr->child; c; c = c->next)
-            if ((st = fat5__tj_post(t, what, c, depth + 1))) return st;
-        return FAT5_OK;
-    }
-    return fat5__err(t->ctx, FAT5_ERR_UNSUPPORTED, "%s: unsupported: post_processor %s", what, fat5__msg_name(buf, sizeof buf, ty));
-}
-
-// The trie of some added tokens' contents, values their indices in t->added. which: 0 those
-// matched in the raw text (normalized: false), 1 those matched in normalised text (normalized:
-// true; their contents normalised as the text will be), 2 the special ones.
-static fat5_status fat5__added_trie(fat5_tokenizer *t, const char *what, int which, fat5__trie *out) {
-    fat5_ctx *ctx = t->ctx;
-    uint32_t *off = FAT5__CAST(uint32_t *, fat5__calloc(ctx, (size_t)t->n_added + 1, sizeof *off));
-    uint32_t *len = FAT5__CAST(uint32_t *, fat5__calloc(ctx, (size_t)t->n_added + 1, sizeof *len));
-    int32_t *idx = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)t->n_added + 1, sizeof *idx));
-    fat5__tkeys k;
-    fat5_status st = FAT5_OK;
-    size_t n = 0;
-    int32_t i;
-    memset(out, 0, sizeof *out);
-    if (!off || !len || !idx) st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
-    for (i = 0; !st && i < t->n_added; i++) {
-        const fat5__added *a = &t->added[i];
-        if (which == 2 ? !a->special : a->normalized != which) continue;
-        off[n] = a->off;
-        len[n] = a->len;
-        if (which == 1) {   // the normalised content, added to the pool
-            st = fat5__hf_normalize(t, t->pool.p + a->off, a->len, 0, &t->s2, &t->o2);
-            if (!st && !fat5__pool_add(t, t->s2.p, t->s2.n, &off[n]))
-                st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
-            len[n] = (uint32_t)t->s2.n;
-        }
-        idx[n++] = i;
-    }
-    k.s = t->pool.p;
-    k.off = off;
-    k.len = len;
-    k.id = idx;
-    if (!st) st = fat5__trie_build(ctx, &k, n, out);
-    fat5__free(ctx, off);
-    fat5__free(ctx, len);
-    fat5__free(ctx, idx);
-    return st;
-}
-
-static fat5_status fat5__tj_load(fat5_tokenizer *t, const char *what, const char *text, size_t len) {
-    fat5_ctx *ctx = t->ctx;
-    fat5__jdoc *doc = NULL;
-    const fat5__json *root, *j, *e;
-    fat5_status st;
-    int64_t i, max_id;
-    char buf[64];
-    if ((st = fat5__json_parse(ctx, what, text, len, 64, &doc))) return st;
-    root = fat5__json_root(doc);
-    if (root->type != FAT5__J_OBJECT) FAT5__TJ_FAIL("%s: not a JSON object", what);
-    if ((j = fat5__json_get(root, "truncation")) && j->type != FAT5__J_NULL)
-        { st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: unsupported: truncation (set it to null; fat5 never truncates)", what); goto done; }
-    if ((j = fat5__json_get(root, "padding")) && j->type != FAT5__J_NULL)
-        { st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: unsupported: padding (set it to null; batches are packed)", what); goto done; }
-    if ((st = fat5__tj_model(t, what, fat5__json_get(root, "model")))) goto done;
-    if ((st = fat5__tj_steps(t, "tokenizer.json normalizer", fat5__json_get(root, "normalizer"), 0, 0, &t->norm, &t->n_norm))) goto done;
-    if ((st = fat5__tj_steps(t, "tokenizer.json pre_tokenizer", fat5__json_get(root, "pre_tokenizer"), 1, 0, &t->pre, &t->n_pre))) goto done;
-    j = fat5__json_get(root, "decoder");
-    t->has_decoder = j && j->type != FAT5__J_NULL;
-    if ((st = fat5__tj_steps(t, "tokenizer.json decoder", j, 2, 0, &t->dec, &t->n_dec))) goto done;
-    if ((st = fat5__tj_post(t, "tokenizer.json post_processor", fat5__json_get(root, "post_processor"), 0))) goto done;
-    // added tokens
-    max_id = t->n_pieces - 1;
-    j = fat5__json_get(root, "added_tokens");
-    if (j && j->type != FAT5__J_NULL && j->type != FAT5__J_ARRAY) FAT5__TJ_FAIL("%s: 'added_tokens' must be an array", what);
-    if (j && j->type == FAT5__J_ARRAY && j->n) {
-        t->added = FAT5__CAST(fat5__added *, fat5__calloc(ctx, j->n, sizeof *t->added));
-        if (!t->added) { st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what); goto done; }
-        for (i = 0, e = j->child; e; e = e->next, i++) {
-            fat5__added *a = &t->added[i];
-            const fat5__json *c;
-            int64_t id;
-            int f[5];
-            snprintf(buf, sizeof buf, "%s: added_tokens[%lld]", what, (long long)i);
-            if ((st = fat5__tj_int(ctx, buf, e, "id", 0, FAT5__TOK_MAX_VOCAB - 1, -1, &id))) goto done;
-            if (id < 0) FAT5__TJ_FAIL("%s: no 'id'", buf);
-            if ((st = fat5__tj_str(ctx, buf, e, "content", 1, &c))) goto done;
-            if (c->len == 0 || c->len >= FAT5__TOK_MAX_PIECE) FAT5__TJ_FAIL("%s: 'content' is empty or too long", buf);
-            if ((st = fat5__tj_bool(ctx, buf, e, "special", 0, &f[0])) || (st = fat5__tj_bool(ctx, buf, e, "lstrip", 0, &f[1])) ||
-                (st = fat5__tj_bool(ctx, buf, e, "rstrip", 0, &f[2])) ||
-                (st = fat5__tj_bool(ctx, buf, e, "single_word", 0, &f[3])))
-                goto done;
-            if ((st = fat5__tj_bool(ctx, buf, e, "normalized", !f[0], &f[4]))) goto done;
-            if (!fat5__pool_add(t, c->str, c->len, &a->off)) { st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what); goto done; }
-            a->len = (uint32_t)c->len;
-            a->id = (int32_t)id;
-            a->special = (uint8_t)f[0];
-            a->lstrip = (uint8_t)f[1];
-            a->rstrip = (uint8_t)f[2];
-            a->single_word = (uint8_t)f[3];
-            a->normalized = (uint8_t)f[4];
-            if (id > max_id) max_id = id;
-        }
-        t->n_added = (int32_t)j->n;
-    }
-    for (i = 0; i < (int64_t)t->tmpl_ids.n; i++)   // the template's ids count too (they may name no piece)
-        if ((int64_t)t->tmpl_ids.p[i] > max_id) max_id = t->tmpl_ids.p[i];
-    if (max_id >= 2 * ((int64_t)t->n_pieces + t->n_added) + 65536)
-        FAT5__TJ_FAIL("%s: ids up to %lld for %lld pieces and added tokens (too sparse)", what, (long long)max_id,
-                      (long long)t->n_pieces + t->n_added);
-    t->vocab_size = (int32_t)(max_id + 1);
-    t->id_off = FAT5__CAST(uint32_t *, fat5__calloc(ctx, (size_t)t->vocab_size, sizeof *t->id_off));
-    t->id_special = FAT5__CAST(uint8_t *, fat5__calloc(ctx, (size_t)t->vocab_size, 1));
-    if (!t->id_off || !t->id_special) { st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what); goto done; }
-    for (i = 0; i < t->vocab_size; i++) t->id_off[i] = UINT32_MAX;
-    for (i = 0; i < t->n_pieces; i++)
-        if (t->type[i]) t->id_off[i] = t->off[i];
-    for (i = 0; i < t->n_added; i++) t->id_off[t->added[i].id] = t->added[i].off;   // the added vocabulary first
-    {   // special: every id whose text is a special token's (tokenizers' special-token set is by content)
-        fat5__trie sp;
-        if ((st = fat5__added_trie(t, what, 2, &sp))) goto done;
-        for (i = 0; sp.n_nodes > 1 && i < t->vocab_size; i++)
-            if (t->id_off[i] != UINT32_MAX) {
-                const char *txt = t->pool.p + t->id_off[i];
-                t->id_special[i] = fat5__trie_find(&sp, txt, strlen(txt)) >= 0;
-            }
-        fat5__trie_free(ctx, &sp);
-    }
-    // the two matchers: raw text (normalized: false) and normalised text (normalized: true)
-    if ((st = fat5__added_trie(t, what, 0, &t->added_raw)) || (st = fat5__added_trie(t, what, 1, &t->added_norm)))
-        goto done;
-    {   // EOS and padding: T5's names, "</s>" and "<pad>" (-1 when the tokenizer has neither)
-        int32_t e = fat5__tokenizer_text_id(t, "</s>"), p = fat5__tokenizer_text_id(t, "<pad>");
-        t->eos_id = e;
-        t->pad_id = p;
-    }
-done:
-    fat5__json_free(ctx, doc);
-    return st;
-}
-#undef FAT5__TJ_FAIL
-
-// ---------------------------------------------------------------------------------------------
-// tokenizer.json: encoding. Text moves through the steps as splits: (offset, length, shift, token)
-// quadruples over a byte buffer with the original offset of every byte beside it (shift: where
-// the split starts in the original text; token: an added token's id, or -1 for text still to
-// tokenize). Each step reads one set of buffers and writes the other.
-
-#define FAT5__NOTOK UINT32_MAX
-
-// Rust's char::is_whitespace (White_Space) and regex's \w
-static int fat5__hf_space(uint32_t cp) { return fat5__uc_is_white_space(cp); }
-static int fat5__hf_word(uint32_t cp) { return fat5__uc_is_word(cp); }
-static uint32_t fat5__cp_at(const char *s, size_t n, size_t *len) { return fat5__utf8_cp(s, n, len); }
-// the code point ending at s[n] (n > 0)
-static uint32_t fat5__cp_before(const char *s, size_t n) {
-    size_t i = n - 1, k;
-    while (i > 0 && ((unsigned char)s[i] & 0xC0) == 0x80) i--;
-    return fat5__utf8_cp(s + i, n - i, &k);
-}
-
-// appends bytes with one original offset each (orig[i] when o is not NULL, else o0 for all)
-static int fat5__emit(fat5_tokenizer *t, fat5__tbuf *b, fat5__ubuf *ob, const char *s, size_t n, const uint32_t *o,
-                      uint32_t o0) {
-    size_t i;
-    if (!fat5__tbuf_put(t->ctx, b, s, n)) return 0;
-    if (o) return fat5__ubuf_append(t->ctx, ob, o, n);
-    if (!fat5__grow(t->ctx, (void **)&ob->p, &ob->cap, ob->n + n, sizeof(uint32_t))) return 0;
-    for (i = 0; i < n; i++) ob->p[ob->n + i] = o0;
-    ob->n += n;
-    return 1;
-}
-static int fat5__split_push(fat5_tokenizer *t, fat5__ubuf *sp, size_t off, size_t len, uint32_t shift, uint32_t tok) {
-    return fat5__ubuf_push(t->ctx, sp, (uint32_t)off) && fat5__ubuf_push(t->ctx, sp, (uint32_t)len) &&
-           fat5__ubuf_push(t->ctx, sp, shift) && fat5__ubuf_push(t->ctx, sp, tok);
-}
-
-// Added tokens in s[0..n): leftmost-longest matches of the trie, filtered as tokenizers does
-// (single_word needs non-word characters around; lstrip / rstrip take the spaces beside). Writes
-// (start, end, index or FAT5__NOTOK) triples covering s to out.
-static int fat5__hf_added_split(fat5_tokenizer *t, const fat5__trie *tr, const char *s, size_t n, fat5__ubuf *out) {
-    size_t pos = 0, last = 0;
-    out->n = 0;
-    while (tr->node && pos < n) {
-        int32_t idx;
-        size_t k = fat5__trie_longest(tr, s + pos, n - pos, &idx), start = pos, stop;
-        const fat5__added *a;
-        if (!k) {
-            pos++;
-            continue;
-        }
-        stop = pos + k;
-        pos = stop;
-        a = &t->added[idx];
-        if (a->single_word) {
-            size_t l;
-            int sp0 = start == 0 || !fat5__hf_word(fat5__cp_before(s, start));
-            int sp1 = stop == n || !fat5__hf_word(fat5__cp_at(s + stop, n - stop, &l));
-            if (!sp0 || !sp1) continue;
-        }
-        if (a->lstrip) {
-            size_t b = start;
-            while (b > 0 && fat5__hf_space(fat5__cp_before(s, b))) {
-                b--;
-                while (b > 0 && ((unsigned char)s[b] & 0xC0) == 0x80) b--;
-            }
-            start = b > last ? b : last;
-        }
-        if (a->rstrip) {
-            size_t l;
-            while (stop < n && fat5__hf_space(fat5__cp_at(s + stop, n - stop, &l))) stop += l;
-            pos = stop;
-        }
-        if (last < start && !(fat5__ubuf_push(t->ctx, out, (uint32_t)last) && fat5__ubuf_push(t->ctx, out, (uint32_t)start) &&
-                              fat5__ubuf_push(t->ctx, out, FAT5__NOTOK)))
-            return 0;
-        if (!(fat5__ubuf_push(t->ctx, out, (uint32_t)start) && fat5__ubuf_push(t->ctx, out, (uint32_t)stop) &&
-              fat5__ubuf_push(t->ctx, out, (uint32_t)idx)))
-            return 0;
-        last = stop;
-    }
-    if (last < n || n == 0)
-        return fat5__ubuf_push(t->ctx, out, (uint32_t)last) && fat5__ubuf_push(t->ctx, out, (uint32_t)n) &&
-               fat5__ubuf_push(t->ctx, out, FAT5__NOTOK);
-    return 1;
-}
-
-// a Replace regex at s[0..n): its length, or -1. The atoms are literal characters, neighbours
-// distinct, at most one with a variable count (the loader makes sure): then the greedy count is
-// the only one that can match, and no backtracking is needed.
-static long fat5__re_match(const fat5__re_atom *a, int na, const char *s, size_t n) {
-    size_t pos = 0, l;
-    int i;
-    for (i = 0; i < na; i++) {
-        uint32_t cnt = 0;
-        while (cnt < a[i].max && pos < n && fat5__cp_at(s + pos, n - pos, &l) == a[i].cp) {
-            pos += l;
-            cnt++;
-        }
-        if (cnt < a[i].min) return -1;
-    }
-    return (long)pos;
-}
-
-// a Replace pattern at s[0..n): the match length or 0
-static size_t fat5__replace_at(const fat5__tstep *st, const char *s, size_t n) {
-    if (st->n_atoms) {
-        long r = fat5__re_match(st->atom, st->n_atoms, s, n);
-        return r > 0 ? (size_t)r : 0;
-    }
-    return st->a_len <= n && memcmp(s, st->a, st->a_len) == 0 ? st->a_len : 0;
-}
-
-// one normalizer: (s, o)[0..n) -> (b, ob)
-static fat5_status fat5__hf_norm_step(fat5_tokenizer *t, const fat5__tstep *st, const char *s, const uint32_t *o, size_t n,
-                                      fat5__tbuf *b, fat5__ubuf *ob) {
-    size_t i = 0, l;
-    b->n = 0;
-    ob->n = 0;
-    if (!fat5__tbuf_put(t->ctx, b, "", 0)) goto oom;
-    if (n == 0) return FAT5_OK;
-    switch (st->kind) {
-    case FAT5__N_PRECOMPILED:   // per grapheme cluster (under 6 bytes), else per character; first rule
-        while (i < n) {
-            size_t g = fat5__grapheme_len(s + i, n - i), j;
-            fat5__cm_match m;
-            if (g < 6 && fat5__charsmap_search(&st->cm, s + i, g, &m, 1)) {
-                if (!fat5__emit(t, b, ob, m.repl, strlen(m.repl), NULL, o[i])) goto oom;
-            } else {
-                for (j = i; j < i + g; j += l) {
-                    l = fat5__utf8_len(s + j, n - j);
-                    if (fat5__charsmap_search(&st->cm, s + j, l, &m, 1)) {
-                        if (!fat5__emit(t, b, ob, m.repl, strlen(m.repl), NULL, o[j])) goto oom;
-                    } else if (!fat5__emit(t, b, ob, s + j, l, o + j, 0)) {
-                        goto oom;
-                    }
-                }
-            }
-            i += g;
-        }
-        break;
-    case FAT5__N_REPLACE:
-        while (i < n) {
-            size_t k = fat5__replace_at(st, s + i, n - i);
-            if (k) {   // the new text is aligned with the match's last character (as tokenizers aligns it)
-                size_t lc = i + k - 1;
-                while (lc > i && ((unsigned char)s[lc] & 0xC0) == 0x80) lc--;
-                if (!fat5__emit(t, b, ob, st->b, st->b_len, NULL, o[lc])) goto oom;
-                i += k;
-            } else {
-                l = fat5__utf8_len(s + i, n - i);
-                if (!fat5__emit(t, b, ob, s + i, l, o + i, 0)) goto oom;
-                i += l;
-            }
-        }
-        break;
-    case FAT5__N_STRIP: {
-        size_t a = 0, e = n;
-        while (st->f1 && a < e && fat5__hf_space(fat5__cp_at(s + a, e - a, &l))) a += l;
-        while (st->f2 && e > a && fat5__hf_space(fat5__cp_before(s, e))) {
-            e--;
-            while (e > a && ((unsigned char)s[e] & 0xC0) == 0x80) e--;
-        }
-        if (!fat5__emit(t, b, ob, s + a, e - a, o + a, 0)) goto oom;
-        break;
-    }
-    case FAT5__N_PREPEND:
-        if (n && !fat5__emit(t, b, ob, st->a, st->a_len, NULL, o[0])) goto oom;
-        if (!fat5__emit(t, b, ob, s, n, o, 0)) goto oom;
-        break;
-    default: {   // NFC / NFD / NFKC / NFKD, a chunk at a time: a white-space character alone, else a
-                 // character and the non-ASCII, non-space ones after it. Nothing composes across
-                 // those boundaries, and each chunk's bytes take its first character's offset.
-
-        int form = st->kind == FAT5__N_NFC ? FAT5__NFC : st->kind == FAT5__N_NFD ? FAT5__NFD
-                 : st->kind == FAT5__N_NFKC ? FAT5__NFKC : FAT5__NFKD;
-        while (i < n) {
-            size_t e = i, need;
-            int sp = fat5__hf_space(fat5__cp_at(s + i, n - i, &l));
-            e = i + l;
-            if (!sp)
-                while (e < n && (unsigned char)s[e] >= 0x80 && !fat5__hf_space(fat5__cp_at(s + e, n - e, &l))) e += l;
-            need = fat5__unorm(form, s + i, e - i, NULL, 0);
-            if (!fat5__grow(t->ctx, (void **)&b->p, &b->cap, b->n + need + 1, 1)) goto oom;
-            fat5__unorm(form, s + i, e - i, b->p + b->n, need);
-            for (l = 0; l < need; l++)
-                if (!fat5__ubuf_push(t->ctx, ob, o[i])) goto oom;
-            b->n += need;
-            b->p[b->n] = 0;
-            i = e;
-        }
-        break;
-    }
-    }
-    return FAT5_OK;
-oom:
-    return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
-}
-
-// the normalizer chain on s[0..n) (original offsets orig0 + i) -> (out, orig)
-static fat5_status fat5__hf_normalize(fat5_tokenizer *t, const char *s, size_t n, uint32_t orig0, fat5__tbuf *out,
-                                      fat5__ubuf *orig) {
-    fat5__tbuf tb = t->sn;   // the other buffer of the pair, kept by the tokenizer
-    fat5__ubuf to = t->on;
-    fat5_status st = FAT5_OK;
-    size_t i;
-    int k;
-    out->n = 0;
-    orig->n = 0;
-    if (!fat5__tbuf_put(t->ctx, out, s, n)) return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
-    for (i = 0; i < n; i++)
-        if (!fat5__ubuf_push(t->ctx, orig, orig0 + (uint32_t)i)) return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
-    for (k = 0; k < t->n_norm && !st; k++) {
-        fat5__tbuf xb;
-        fat5__ubuf xo;
-        st = fat5__hf_norm_step(t, &t->norm[k], out->p, orig->p, out->n, &tb, &to);
-        xb = *out; *out = tb; tb = xb;
-        xo = *orig; *orig = to; to = xo;
-    }
-    t->sn = tb;
-    t->on = to;
-    return st;
-}
-
-// GPT-2's byte alphabet: printable Latin-1 bytes stand for themselves, the other 68 for 256 + k in
-// byte order (k: 0x00..0x20 -> 0..32, 0x7F..0xA0 -> 33..66, 0xAD -> 67)
-#define FAT5__GPT2_PRINTABLE(b) (((b) >= 0x21 && (b) <= 0x7E) || ((b) >= 0xA1 && (b) <= 0xAC) || ((b) >= 0xAE && (b) <= 0xFF))
-static uint32_t fat5__gpt2_char(unsigned b) {
-    if (FAT5__GPT2_PRINTABLE(b)) return b;
-    return 256 + (b <= 0x20 ? b : b <= 0xA0 ? b - 0x7F + 33 : 67);
-}
-static int fat5__gpt2_byte(uint32_t cp) {
-    uint32_t k = cp - 256;
-    if (cp < 256) return FAT5__GPT2_PRINTABLE(cp) ? (int)cp : -1;
-    return k <= 32 ? (int)k : k <= 66 ? (int)(k - 33 + 0x7F) : k == 67 ? 0xAD : -1;
-}
-#undef FAT5__GPT2_PRINTABLE
-
-// GPT-2's split at s[0..n): the length of the next piece ('s 't 're 've 'm 'll 'd | ?\p{L}+ |
-// ?\p{N}+ | ?[^\s\p{L}\p{N}]+ | \s+(?!\S) | \s+)
-static size_t fat5__gpt2_piece(const char *s, size_t n) {
-    static const char *con[] = {"'s", "'t", "'re", "'ve", "'m", "'ll", "'d"};
-    size_t i, l, p, k;
-    uint32_t c;
-    int cls;
-    for (i = 0; i < 7; i++) {
-        size_t cl = strlen(con[i]);
-        if (cl <= n && memcmp(s, con[i], cl) == 0) return cl;
-    }
-    p = s[0] == ' ' ? 1 : 0;
-    if (p < n) {   // ' ?' then a run of one class (letters, numbers, other non-space)
-        c = fat5__cp_at(s + p, n - p, &l);
-        cls = fat5__uc_is_letter(c) ? 1 : fat5__uc_is_number(c) ? 2 : fat5__hf_space(c) ? 0 : 3;
-        if (cls) {
-            k = p;
-            while (k < n) {
-                int d;
-                c = fat5__cp_at(s + k, n - k, &l);
-                d = fat5__uc_is_letter(c) ? 1 : fat5__uc_is_number(c) ? 2 : fat5__hf_space(c) ? 0 : 3;
-                if (d != cls) break;
-                k += l;
-            }
-            return k;
-        }
-    }
-    // white space: the run, less its last character when a non-space follows (and the run is longer)
-    k = 0;
-    i = 0;
-    while (k < n && fat5__hf_space(fat5__cp_at(s + k, n - k, &l))) {
-        i = k;
-        k += l;
-    }
-    if (k < n && i > 0) return i;
-    return k ? k : fat5__utf8_len(s, n);
-}
-
-// one pre-tokenizer over the splits (b0, o0, sp0) -> (b1, o1, sp1)
-static fat5_status fat5__hf_pre_step(fat5_tokenizer *t, const fat5__tstep *st, const fat5__tbuf *b0, const fat5__ubuf *o0,
-                                     const fat5__ubuf *sp0, fat5__tbuf *b1, fat5__ubuf *o1, fat5__ubuf *sp1) {
-    size_t q;
-    b1->n = o1->n = sp1->n = 0;
-    if (!fat5__tbuf_put(t->ctx, b1, "", 0)) goto oom;
-    for (q = 0; q < sp0->n; q += 4) {
-        const char *s = b0->p + sp0->p[q];
-        const uint32_t *o = o0->p + sp0->p[q];
-        size_t n = sp0->p[q + 1], i, l, start = b1->n, a;
-        uint32_t shift = sp0->p[q + 2];
-        if (sp0->p[q + 3] != FAT5__NOTOK) {   // an added token: as it is
-            if (!fat5__emit(t, b1, o1, s, n, o, 0) || !fat5__split_push(t, sp1, start, n, shift, sp0->p[q + 3])) goto oom;
-            continue;
-        }
-        switch (st->kind) {
-        case FAT5__P_METASPACE: {
-            // the spaces are replaced first, so a leading space counts as a leading replacement
-            int pre = n > 0 && s[0] != ' ' && !(n >= st->a_len && memcmp(s, st->a, st->a_len) == 0) &&
-                      (st->f1 == 0 || (st->f1 == 1 && shift == 0));
-            if (pre && !fat5__emit(t, b1, o1, st->a, st->a_len, NULL, o[0])) goto oom;
-            for (i = 0; i < n; i++)
-                if (!(s[i] == ' ' ? fat5__emit(t, b1, o1, st->a, st->a_len, NULL, o[i]) : fat5__emit(t, b1, o1, s + i, 1, o + i, 0)))
-                    goto oom;
-            if (!st->f2) {
-                if (!fat5__split_push(t, sp1, start, b1->n - start, o1->p[start], FAT5__NOTOK)) goto oom;
-                break;
-            }
-            for (a = i = start; i < b1->n; i += l) {   // split before each replacement (merged with the next)
-                l = fat5__utf8_len(b1->p + i, b1->n - i);
-                if (i > a && l == st->a_len && memcmp(b1->p + i, st->a, l) == 0) {
-                    if (!fat5__split_push(t, sp1, a, i - a, o1->p[a], FAT5__NOTOK)) goto oom;
-                    a = i;
-                }
-            }
-            if (b1->n > a && !fat5__split_push(t, sp1, a, b1->n - a, o1->p[a], FAT5__NOTOK)) goto oom;
-            break;
-        }
-        case FAT5__P_WHITESPACE_SPLIT:
-            for (i = 0; i < n;) {
-                size_t e;
-                if (fat5__hf_space(fat5__cp_at(s + i, n - i, &l))) {
-                    i += l;
-                    continue;
-                }
-                for (e = i; e < n && !fat5__hf_space(fat5__cp_at(s + e, n - e, &l)); e += l) {}
-                a = b1->n;
-                if (!fat5__emit(t, b1, o1, s + i, e - i, o + i, 0) || !fat5__split_push(t, sp1, a, e - i, o[i], FAT5__NOTOK))
-                    goto oom;
-                i = e;
-            }
-            break;
-        case FAT5__P_BYTELEVEL: {
-            // the prefix space and the split work on the text; each piece is then mapped byte by byte
-            size_t tn = n;
-            const char *ts = s;
-            t->s3.n = 0;
-            t->o3.n = 0;
-            if (st->f1 && n > 0 && s[0] != ' ') {
-                if (!fat5__emit(t, &t->s3, &t->o3, " ", 1, NULL, o[0]) || !fat5__emit(t, &t->s3, &t->o3, s, n, o, 0)) goto oom;
-                ts = t->s3.p;
-                o = t->o3.p;
-                tn = n + 1;
-            }
-            for (i = 0; i < tn;) {
-                size_t k = st->f2 ? fat5__gpt2_piece(ts + i, tn - i) : tn - i, j;
-                a = b1->n;
-                for (j = i; j < i + k; j++) {
-                    char u[4];
-                    size_t ul = fat5__utf8_put(u, fat5__gpt2_char((unsigned char)ts[j]));
-                    if (!fat5__emit(t, b1, o1, u, ul, NULL, o[j])) goto oom;
-                }
-                if (!fat5__split_push(t, sp1, a, b1->n - a, o[i], FAT5__NOTOK)) goto oom;
-                i += k;
-            }
-            break;
-        }
-        }
-    }
-    return FAT5_OK;
-oom:
-    return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
-}
-
-// tokenizers' BPE on one word s[0..n): ids appended to out. The symbols (one per character, or
-// one per byte of an unknown one with byte fallback) live in the lattice scratch, the merge heap
-// (at most three entries per symbol: the first pairs, then two per merge) after them.
-typedef struct fat5__hsym { int32_t c, prev, next; uint32_t len; } fat5__hsym;
-typedef struct fat5__hmrg { uint32_t rank, pos, id; } fat5__hmrg;
-
-static int fat5__hsym_add(fat5_tokenizer *t, size_t *ny, int32_t id, uint32_t len) {
-    fat5__hsym *y;
-    if (!fat5__grow(t->ctx, &t->lat, &t->lat_cap, (*ny + 1) * sizeof(fat5__hsym), 1)) return 0;
-    y = FAT5__CAST(fat5__hsym *, t->lat);
-    y[*ny].c = id;
-    y[*ny].len = len;
-    y[*ny].prev = (int32_t)*ny - 1;
-    y[*ny].next = (int32_t)*ny + 1;
-    (*ny)++;
-    return 1;
-}
-
-// merge x is applied before z: the lower rank, then the leftmost
-#define FAT5__MLESS(x, z) ((x).rank < (z).rank || ((x).rank == (z).rank && (x).pos < (z).pos))
-FAT5__HEAP(fat5__hmrg, fat5__hmrg, FAT5__MLESS)
-#undef FAT5__MLESS
-static void fat5__hmrg_add(fat5__hmrg *h, size_t *nh, uint32_t rank, uint32_t pos, uint32_t id) {
-    fat5__hmrg v;
-    v.rank = rank;
-    v.pos = pos;
-    v.id = id;
-    fat5__hmrg_push(h, nh, v);
-}
-
-static fat5_status fat5__hf_bpe(fat5_tokenizer *t, const char *s, size_t n, fat5__ubuf *out) {
-    fat5__hsym *y;
-    fat5__hmrg *h;
-    size_t ny = 0, nh = 0, i, l, hbytes;
-    int32_t unk = -1;
-    uint32_t unk_len = 0;
-    const fat5__merge *m;
-    if (n == 0) return FAT5_OK;
-    if (t->ignore_merges) {
-        int32_t id = fat5__trie_find(&t->vocab, s, n);
-        if (id >= 0) return fat5__ubuf_push(t->ctx, out, (uint32_t)id) ? FAT5_OK : FAT5_ERR_OUT_OF_MEMORY;
-    }
-    for (i = 0; i < n; i += l) {
-        int32_t id;
-        l = fat5__utf8_len(s + i, n - i);
-        t->s3.n = 0;
-        if ((i > 0 && t->cs_prefix_len && !fat5__tbuf_put(t->ctx, &t->s3, t->pool.p + t->cs_prefix, t->cs_prefix_len)) ||
-            !fat5__tbuf_put(t->ctx, &t->s3, s + i, l) ||
-            (i + l == n && t->eow_suffix_len && !fat5__tbuf_put(t->ctx, &t->s3, t->pool.p + t->eow_suffix, t->eow_suffix_len)))
-            return FAT5_ERR_OUT_OF_MEMORY;
-        if ((id = fat5__trie_find(&t->vocab, t->s3.p, t->s3.n)) >= 0) {
-            if (unk >= 0 && !fat5__hsym_add(t, &ny, unk, unk_len)) return FAT5_ERR_OUT_OF_MEMORY;
-            unk = -1;
-            if (!fat5__hsym_add(t, &ny, id, (uint32_t)l)) return FAT5_ERR_OUT_OF_MEMORY;
-            continue;
-        }
-        if (t->byte_fallback && fat5__has_byte_pieces(t, t->s3.p, t->s3.n)) {   // every byte of the piece
-            size_t j;                                                              // (prefix and suffix too)
-            for (j = 0; j < t->s3.n; j++)
-                if (!fat5__hsym_add(t, &ny, t->byte_id[(unsigned char)t->s3.p[j]], 1)) return FAT5_ERR_OUT_OF_MEMORY;
-            continue;
-        }
-        if (t->unk_id >= 0) {
-            if (unk >= 0 && t->fuse_unk) {
-                unk_len += (uint32_t)l;
-            } else {
-                if (unk >= 0 && !fat5__hsym_add(t, &ny, unk, unk_len)) return FAT5_ERR_OUT_OF_MEMORY;
-                unk = t->unk_id;
-                unk_len = (uint32_t)l;
-            }
-        }
-    }
-    if (unk >= 0 && !fat5__hsym_add(t, &ny, unk, unk_len)) return FAT5_ERR_OUT_OF_MEMORY;
-    if (ny == 0) return FAT5_OK;
-    // the heap after the symbols
-    if (!fat5__mul_ok(3 * ny + 1, sizeof(fat5__hmrg), &hbytes) ||
-        !fat5__grow(t->ctx, &t->lat, &t->lat_cap, ny * sizeof(fat5__hsym) + hbytes + sizeof(fat5__hmrg), 1))
-        return FAT5_ERR_OUT_OF_MEMORY;
-    y = FAT5__CAST(fat5__hsym *, t->lat);
-    h = FAT5__CAST(fat5__hmrg *, (void *)((char *)t->lat + (ny * sizeof(fat5__hsym) + sizeof(fat5__hmrg) - 1) /
-                                                          sizeof(fat5__hmrg) * sizeof(fat5__hmrg)));
-    y[ny - 1].next = -1;
-    // merges: lowest rank first, then leftmost
-    for (i = 0; i + 1 < ny; i++)
-        if ((m = fat5__merge_find(t, y[i].c, y[i + 1].c))) fat5__hmrg_add(h, &nh, m->rank, (uint32_t)i, m->id);
-    while (nh) {
-        fat5__hmrg top = fat5__hmrg_pop(h, &nh);
-        fat5__hsym *cur = &y[top.pos], *right;
-        if (cur->len == 0 || cur->next < 0) continue;
-        right = &y[cur->next];
-        if (!(m = fat5__merge_find(t, cur->c, right->c)) || m->id != top.id) continue;
-        cur->c = (int32_t)top.id;
-        cur->len += right->len;
-        right->len = 0;
-        cur->next = right->next;
-        if (cur->next >= 0) y[cur->next].prev = (int32_t)top.pos;
-        if (cur->prev >= 0 && (m = fat5__merge_find(t, y[cur->prev].c, cur->c)))
-            fat5__hmrg_add(h, &nh, m->rank, (uint32_t)cur->prev, m->id);
-        if (cur->next >= 0 && (m = fat5__merge_find(t, cur->c, y[cur->next].c)))
-            fat5__hmrg_add(h, &nh, m->rank, top.pos, m->id);
-    }
-    for (i = 0; i < ny; i = y[i].next >= 0 ? (size_t)y[i].next : ny)
-        if (!fat5__ubuf_push(t->ctx, out, (uint32_t)y[i].c)) return FAT5_ERR_OUT_OF_MEMORY;
-    return FAT5_OK;
-}
-
-// tokenizers' Unigram on one split: fused unknowns looked up as text, then bytes or <unk>
-static fat5_status fat5__hf_unigram(fat5_tokenizer *t, const char *s, size_t n, fat5__ubuf *out) {
-    fat5_status st;
-    size_t i;
-    if (n == 0) return FAT5_OK;
-    if ((st = fat5__unigram(t, s, n))) return st;
-    for (i = 0; i < t->ids.n; i += 3) {
-        uint32_t a = t->ids.p[i], b = t->ids.p[i + 1];
-        int32_t id = (int32_t)t->ids.p[i + 2];
-        if (id == t->unk_id) {   // fuse the run of unknowns, then look the text up
-            while (i + 3 < t->ids.n && (int32_t)t->ids.p[i + 5] == t->unk_id) {
-                b = t->ids.p[i + 4];
-                i += 3;
-            }
-            id = fat5__trie_find(&t->vocab, s + a, b - a);
-            if (id < 0 && t->byte_fallback && fat5__has_byte_pieces(t, s + a, b - a)) {
-                if (!fat5__push_byte_pieces(t, s + a, b - a, out)) return FAT5_ERR_OUT_OF_MEMORY;
-                continue;
-            }
-            if (id < 0) id = t->unk_id;
-        }
-        if (!fat5__ubuf_push(t->ctx, out, (uint32_t)id)) return FAT5_ERR_OUT_OF_MEMORY;
-    }
-    return FAT5_OK;
-}
-
-// tokenizers: one sequence's ids appended to out
-static fat5_status fat5__hf_encode(fat5_tokenizer *t, const char *text, size_t len, fat5__ubuf *out) {
-    fat5_status st;
-    size_t q, i;
-    int k;
-    fat5__tbuf *ba = &t->s0, *bb = &t->s1;
-    fat5__ubuf *oa = &t->o0, *ob = &t->o1, *sa = &t->spl, *sb = &t->spl2;
-    if (len > UINT32_MAX / 2) return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "tokenize: text longer than 2 GiB");
-    // 1. valid UTF-8 (s2), split on the added tokens matched in the raw text (o2: the triples)
-    if (!fat5__utf8_sanitize(t->ctx, text, len, &t->s2, NULL) || !fat5__hf_added_split(t, &t->added_raw, t->s2.p, t->s2.n, &t->o2))
-        return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
-    ba->n = oa->n = sa->n = 0;
-    if (!fat5__tbuf_put(t->ctx, ba, "", 0)) return FAT5_ERR_OUT_OF_MEMORY;
-    for (q = 0; q < t->o2.n; q += 3) {
-        uint32_t a = t->o2.p[q], b = t->o2.p[q + 1], idx = t->o2.p[q + 2];
-        if (idx != FAT5__NOTOK) {
-            if (!fat5__split_push(t, sa, ba->n, 0, a, (uint32_t)t->added[idx].id)) return FAT5_ERR_OUT_OF_MEMORY;
-            continue;
-        }
-        // 2. normalise the piece (s3, o3), split on the added tokens matched in normalised text
-        if ((st = fat5__hf_normalize(t, t->s2.p + a, b - a, a, &t->s3, &t->o3))) return st;
-        if (!fat5__hf_added_split(t, &t->added_norm, t->s3.p, t->s3.n, &t->ids)) return FAT5_ERR_OUT_OF_MEMORY;
-        for (i = 0; i < t->ids.n; i += 3) {
-            uint32_t c = t->ids.p[i], d = t->ids.p[i + 1], id2 = t->ids.p[i + 2];
-            size_t at = ba->n;
-            if (c == d) continue;   // empty pieces are dropped
-            if (!fat5__emit(t, ba, oa, t->s3.p + c, d - c, t->o3.p + c, 0) ||
-                !fat5__split_push(t, sa, at, d - c, t->o3.p[c], id2 == FAT5__NOTOK ? FAT5__NOTOK : (uint32_t)t->added[id2].id))
-                return FAT5_ERR_OUT_OF_MEMORY;
-        }
-    }
-    // 3. pre-tokenizers
-    for (k = 0; k < t->n_pre; k++) {
-        fat5__tbuf *xb;
-        fat5__ubuf *xo, *xs;
-        if ((st = fat5__hf_pre_step(t, &t->pre[k], ba, oa, sa, bb, ob, sb))) return st;
-        xb = ba; ba = bb; bb = xb;
-        xo = oa; oa = ob; ob = xo;
-        xs = sa; sa = sb; sb = xs;
-    }
-    // 4. the model on each text split
-    for (q = 0; q < sa->n; q += 4) {
-        if (sa->p[q + 3] != FAT5__NOTOK) {
-            if (!fat5__ubuf_push(t->ctx, out, sa->p[q + 3])) return FAT5_ERR_OUT_OF_MEMORY;
-            continue;
-        }
-        st = t->model == FAT5__TM_UNIGRAM ? fat5__hf_unigram(t, ba->p + sa->p[q], sa->p[q + 1], out)
-                                          : fat5__hf_bpe(t, ba->p + sa->p[q], sa->p[q + 1], out);
-        if (st) return st;
-    }
-    return FAT5_OK;
-}
-
-// ---------------------------------------------------------------------------------------------
-// tokenizer.json: decoding. The ids' texts (special ones left out on request) pass through the
-// decoder chain as a list of strings, then are concatenated (no decoder: joined with spaces).
-
-static int fat5__hexval(char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
-// one decoder over the token list (b0, l0: offset/length pairs) -> (b1, l1)
-static fat5_status fat5__hf_dec_step(fat5_tokenizer *t, const fat5__tstep *st, const fat5__tbuf *b0, const fat5__ubuf *l0,
-                                     fat5__tbuf *b1, fat5__ubuf *l1) {
-    size_t q, i, l;
-    b1->n = l1->n = 0;
-    if (!fat5__tbuf_put(t->ctx, b1, "", 0)) goto oom;
-#define FAT5__TOK_OPEN() size_t at_ = b1->n
-#define FAT5__TOK_CLOSE() do { if (!fat5__ubuf_push(t->ctx, l1, (uint32_t)at_) || !fat5__ubuf_push(t->ctx, l1, (uint32_t)(b1->n - at_))) goto oom; } while (0)
-    switch (st->kind) {
-    case FAT5__D_METASPACE:
-        for (q = 0; q < l0->n; q += 2) {
-            const char *s = b0->p + l0->p[q];
-            size_t n = l0->p[q + 1];
-            FAT5__TOK_OPEN();
-            for (i = 0; i < n; i += l) {
-                l = fat5__utf8_len(s + i, n - i);
-                if (l == st->a_len && memcmp(s + i, st->a, l) == 0) {
-                    if (!(q == 0 && st->f1 != 2) && !fat5__tbuf_put(t->ctx, b1, " ", 1)) goto oom;
-                } else if (!fat5__tbuf_put(t->ctx, b1, s + i, l)) {
-                    goto oom;
-                }
-            }
-            FAT5__TOK_CLOSE();
-        }
-        break;
-    case FAT5__D_BYTELEVEL: {   // all tokens to bytes (a token with a character outside the alphabet: its UTF-8)
-        FAT5__TOK_OPEN();
-        t->s3.n = 0;
-        for (q = 0; q < l0->n; q += 2) {
-            const char *s = b0->p + l0->p[q];
-            size_t n = l0->p[q + 1], start = t->s3.n;
-            for (i = 0; i < n; i += l) {
-                int by = fat5__gpt2_byte(fat5__cp_at(s + i, n - i, &l));
-                char c = (char)by;
-                if (by < 0) {
-                    t->s3.n = start;
-                    if (!fat5__tbuf_put(t->ctx, &t->s3, s, n)) goto oom;
-                    break;
-                }
-                if (!fat5__tbuf_put(t->ctx, &t->s3, &c, 1)) goto oom;
-            }
-        }
-        for (i = 0; i < t->s3.n;) {   // from_utf8_lossy
-            size_t k = fat5__utf8_len(t->s3.p + i, t->s3.n - i);
-            if (!(k ? fat5__tbuf_put(t->ctx, b1, t->s3.p + i, k) : fat5__tbuf_put(t->ctx, b1, fat5__ufffd, 3))) goto oom;
-            i += k ? k : fat5__utf8_subpart(t->s3.p + i, t->s3.n - i);
-        }
-        FAT5__TOK_CLOSE();
-        break;
-    }
-    case FAT5__D_BYTEFALLBACK:
-        t->s3.n = 0;
-        for (q = 0; q <= l0->n; q += 2) {
-            const char *s = q < l0->n ? b0->p + l0->p[q] : "";
-            size_t n = q < l0->n ? l0->p[q + 1] : 0;
-            int v = -1;
-            if (q < l0->n && n == 6 && memcmp(s, "<0x", 3) == 0 && s[5] == '>') {   // Rust's u8::from_str_radix(.., 16)
-                const char *h = s + 3;
-                int d0 = fat5__hexval(h[0]), d1 = fat5__hexval(h[1]);
-                if (d0 >= 0 && d1 >= 0) v = d0 * 16 + d1;
-                else if (h[0] == '+' && d1 >= 0) v = d1;
-            }
-            if (v >= 0) {
-                char c = (char)v;
-                if (!fat5__tbuf_put(t->ctx, &t->s3, &c, 1)) goto oom;
-                continue;
-            }
-            if (t->s3.n) {   // pending bytes: one token when valid UTF-8, else one U+FFFD each
-                size_t j, ok = 1;
-                for (j = 0; j < t->s3.n && ok; j += ok) ok = fat5__utf8_len(t->s3.p + j, t->s3.n - j);
-                if (ok) {
-                    FAT5__TOK_OPEN();
-                    if (!fat5__tbuf_put(t->ctx, b1, t->s3.p, t->s3.n)) goto oom;
-                    FAT5__TOK_CLOSE();
-                } else {
-                    for (j = 0; j < t->s3.n; j++) {
-                        FAT5__TOK_OPEN();
-                        if (!fat5__tbuf_put(t->ctx, b1, fat5__ufffd, 3)) goto oom;
-                        FAT5__TOK_CLOSE();
-                    }
-                }
-                t->s3.n = 0;
-            }
-            if (q < l0->n) {
-                FAT5__TOK_OPEN();
-                if (!fat5__tbuf_put(t->ctx, b1, s, n)) goto oom;
-                FAT5__TOK_CLOSE();
-            }
-        }
-        break;
-    case FAT5__D_FUSE: {
-        FAT5__TOK_OPEN();
-        for (q = 0; q < l0->n; q += 2)
-            if (!fat5__tbuf_put(t->ctx, b1, b0->p + l0->p[q], l0->p[q + 1])) goto oom;
-        FAT5__TOK_CLOSE();
-        break;
-    }
-    case FAT5__D_STRIP:
-        for (q = 0; q < l0->n; q += 2) {
-            const char *s = b0->p + l0->p[q];
-            size_t n = l0->p[q + 1], a = 0, e = n;
-            int c;
-            FAT5__TOK_OPEN();
-            for (c = 0; c < st->f1 && a < e && n - a >= st->a_len && memcmp(s + a, st->a, st->a_len) == 0; c++) a += st->a_len;
-            for (c = 0; c < st->f2 && e >= a + st->a_len && memcmp(s + e - st->a_len, st->a, st->a_len) == 0; c++) e -= st->a_len;
-            if (!fat5__tbuf_put(t->ctx, b1, s + a, e - a)) goto oom;
-            FAT5__TOK_CLOSE();
-        }
-        break;
-    case FAT5__D_REPLACE:
-        for (q = 0; q < l0->n; q += 2) {
-            const char *s = b0->p + l0->p[q];
-            size_t n = l0->p[q + 1];
-            FAT5__TOK_OPEN();
-            for (i = 0; i < n;) {
-                size_t k = fat5__replace_at(st, s + i, n - i);
-                if (k) {
-                    if (!fat5__tbuf_put(t->ctx, b1, st->b, st->b_len)) goto oom;
-                    i += k;
-                } else {
-                    l = fat5__utf8_len(s + i, n - i);
-                    if (!fat5__tbuf_put(t->ctx, b1, s + i, l)) goto oom;
-                    i += l;
-                }
-            }
-            FAT5__TOK_CLOSE();
-        }
-        break;
-    }
-#undef FAT5__TOK_OPEN
-#undef FAT5__TOK_CLOSE
-    return FAT5_OK;
-oom:
-    return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "detokenize: out of memory");
-}
-
-static fat5_status fat5__hf_decode(fat5_tokenizer *t, const int32_t *ids, int64_t n, int skip, fat5__tbuf *out) {
-    fat5__tbuf *ba = &t->s0, *bb = &t->s1;
-    fat5__ubuf *la = &t->o0, *lb = &t->o1;
-    fat5_status st;
-    int64_t i;
-    int k;
-    ba->n = la->n = 0;
-    if (!fat5__tbuf_put(t->ctx, ba, "", 0)) return FAT5_ERR_OUT_OF_MEMORY;
-    for (i = 0; i < n; i++) {
-        uint32_t off = t->id_off[ids[i]];
-        size_t at = ba->n, len;
-        if (off == UINT32_MAX || (skip && t->id_special[ids[i]])) continue;
-        len = strlen(t->pool.p + off);
-        if (!fat5__tbuf_put(t->ctx, ba, t->pool.p + off, len) || !fat5__ubuf_push(t->ctx, la, (uint32_t)at) ||
-            !fat5__ubuf_push(t->ctx, la, (uint32_t)len))
-            return FAT5_ERR_OUT_OF_MEMORY;
-    }
-    for (k = 0; k < t->n_dec; k++) {
-        fat5__tbuf *xb;
-        fat5__ubuf *xl;
-        if ((st = fat5__hf_dec_step(t, &t->dec[k], ba, la, bb, lb))) return st;
-        xb = ba; ba = bb; bb = xb;
-        xl = la; la = lb; lb = xl;
-    }
-    out->n = 0;
-    if (!fat5__tbuf_put(t->ctx, out, "", 0)) return FAT5_ERR_OUT_OF_MEMORY;
-    for (i = 0; i < (int64_t)la->n; i += 2)
-        if ((i && !t->has_decoder && !fat5__tbuf_put(t->ctx, out, " ", 1)) ||
-            !fat5__tbuf_put(t->ctx, out, ba->p + la->p[i], la->p[i + 1]))
-            return FAT5_ERR_OUT_OF_MEMORY;
-    return FAT5_OK;
-}
-
-// ---------------------------------------------------------------------------------------------
 // the public calls
+
+// tokenizer.json (section [8.4])
+static fat5_status fat5__tj_load(fat5_tokenizer *t, const char *what, const char *text, size_t len);
+static fat5_status fat5__hf_encode(fat5_tokenizer *t, const char *text, size_t len, fat5__ubuf *out);
+static fat5_status fat5__hf_decode(fat5_tokenizer *t, const int32_t *ids, int64_t n, int skip, fat5__tbuf *out);
 
 static int32_t fat5__tokenizer_text_id(const fat5_tokenizer *t, const char *text) {
     int32_t i;
@@ -2651,6 +1664,7 @@ static fat5_status fat5__tokenizer_new(fat5_ctx *ctx, fat5_tokenizer **out) {
     t->ctx = ctx;
     t->unk_id = t->eos_id = t->pad_id = -1;
     t->n_tmpl[0] = t->n_tmpl[1] = -1;
+    t->chunk = FAT5__TOK_CHUNK;
     for (b = 0; b < 256; b++) t->byte_id[b] = -1;
     if (!fat5__pool_add(t, "", 0, &t->cs_prefix)) {   // offset 0: the empty string
         fat5__free(ctx, t);
@@ -2769,6 +1783,38 @@ FAT5_API fat5_status fat5_tokenize(fat5_tokenizer *t, const char *text, size_t l
     *ids = FAT5__CAST(int32_t *, (void *)res.p);
     *n_ids = (int64_t)res.n;
     return FAT5_OK;
+}
+
+FAT5_API fat5_status fat5_tokenize_stream(fat5_tokenizer *t, const char *text, size_t len, int flags,
+                                          fat5_status (*emit)(void *user, const int32_t *ids, int64_t n), void *user) {
+    fat5__ubuf buf = {0, 0, 0};
+    fat5_status st = FAT5_OK;
+    int special, k;
+    if (!t || !emit) return t ? fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenize_stream: NULL argument") : FAT5_ERR_INVALID_ARG;
+    if (!text && len) return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenize_stream: text is NULL");
+    if (len > UINT32_MAX / 2) return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenize_stream: text longer than 2 GiB");
+    special = !(flags & FAT5_TOKENIZE_NO_SPECIAL);
+    t->emit = emit;
+    t->emit_user = user;
+    t->emit_failed = 0;
+    if (special && t->is_json && t->n_tmpl[0] >= 0) {   // the single template: its ids around the sequence
+        for (k = 0; k < t->n_tmpl[0] && !st; k++) {
+            const fat5__titem *it = &t->tmpl[0][k];
+            if (it->seq >= 0) st = fat5__encode_one(t, text ? text : "", len, &buf);
+            else if (!fat5__ubuf_append(t->ctx, &buf, t->tmpl_ids.p + it->first, it->n)) st = FAT5_ERR_OUT_OF_MEMORY;
+            if (!st) st = fat5__emit_ids(t, &buf);
+        }
+    } else {   // the sequence; sentencepiece: EOS after it
+        st = fat5__encode_one(t, text ? text : "", len, &buf);
+        if (!st && special && !t->is_json && t->eos_id >= 0 && !fat5__ubuf_push(t->ctx, &buf, (uint32_t)t->eos_id))
+            st = FAT5_ERR_OUT_OF_MEMORY;
+        if (!st) st = fat5__emit_ids(t, &buf);
+    }
+    t->emit = NULL;
+    t->emit_user = NULL;
+    fat5__free(t->ctx, buf.p);
+    if (st == FAT5_ERR_OUT_OF_MEMORY && !t->emit_failed) return fat5__err(t->ctx, st, "tokenize: out of memory");
+    return st;
 }
 
 FAT5_API fat5_status fat5_detokenize(fat5_tokenizer *t, const int32_t *ids, int64_t n, int flags, char **text, size_t *len) {

@@ -20,6 +20,23 @@
 // the difference is O(eps) and O(lr^2 wd)).
 // Weight-decay exclusions: every tensor whose name contains "norm" or "bias" (case-insensitive):
 // the RMSNorm weights and the relative_attention_bias tables.
+//
+// Adafactor (FAT5_OPTIM_ADAFACTOR) is transformers.optimization.Adafactor's step, per tensor p of
+// shape R x C (2-D: factored second moments) or n (1-D: a full one), with t = step + 1:
+//   norm, skip, c and g' = c g as above (HF's Trainer clips before the optimizer as well)
+//   lr    = min(1e-2, 1/sqrt(t)) with relative_step (min(1e-6 t, 1/sqrt(t)) with warmup_init), else
+//           fat5_sched_lr(cfg, step); times max(1e-3, RMS(p)) with scale_parameter (RMS before the update)
+//   b2    = 1 - t^decay_rate;  e = g'^2 + 1e-30
+//   2-D:  row = b2 row + (1 - b2) mean over columns of e;  col = b2 col + (1 - b2) mean over rows of e
+//         u = g' / sqrt(row / mean(row)) / sqrt(col)
+//   1-D:  v = b2 v + (1 - b2) e;  u = g' / sqrt(v)
+//   u     = lr u / max(1, RMS(u) / clip_threshold)
+//   beta1 > 0: m = beta1 m + (1 - beta1) u;  u = m
+//   p     = p - wd lr p   (the same exclusions as AdamW's decay; HF's Trainer groups them so)
+//   p     = p - u
+// The step count is the optimizer's (skipped steps included), as for AdamW's bias correction.
+// The moments are fp32 arrays on the backend: m1 (numel floats, only with beta1 > 0) and m2, every
+// tensor's second moments packed (R + C or n floats), described by the table af (kernels/optim.cu).
 
 #define FAT5__OPTIM_CHUNK 8192  // elements per chunk of the GPU reductions and update
 
@@ -37,6 +54,11 @@ struct fat5_optim {
     fat5__addr coef;                  // fp32 [2 n_seg]: alpha, decay of each tensor this step
     fat5__addr decayed;               // int32 [n_seg]: 1 where the tensor has weight decay
     fat5__addr stats;                 // double [2]: this step's gradient norm and clipping factor
+    // Adafactor: m1 holds the first moment (0 without beta1), m2 the packed second moments
+    size_t n_v;                       // floats of m2 (AdamW: n_floats)
+    int64_t n_rows, n_cols;           // rows of all tensors, columns of the factored ones
+    fat5__addr af;                    // int64 [8 n_seg]: the layout table of fat5_adafactor_seg
+    fat5__addr af_scr;                // double [n_rows + 2 n_seg]: its scratch
 };
 
 FAT5_API fat5_optim_config fat5_optim_config_default(void) {
@@ -54,6 +76,12 @@ FAT5_API fat5_optim_config fat5_optim_config_default(void) {
     c.total_steps = 65536;
     c.decay_steps = 0;
     c.min_lr = 1e-5;
+    c.adafactor_relative_step = 0;   // HF Trainer's optim "adafactor": the external rate and schedule
+    c.adafactor_scale_parameter = 0;
+    c.adafactor_warmup_init = 0;
+    c.adafactor_clip_threshold = 1.0;
+    c.adafactor_decay_rate = -0.8;
+    c.adafactor_beta1 = 0.0;         // no first moment
     return c;
 }
 
@@ -71,9 +99,29 @@ static const char *fat5__sched_name(fat5_sched_kind k) {
 static fat5_status fat5__optim_config_check(fat5_ctx *ctx, const fat5_optim_config *c) {
     const char *E = "optimizer config";
     int sched_needs_total;
-    if (c->kind != FAT5_OPTIM_ADAMW && c->kind != FAT5_OPTIM_ADAMW_SCALE)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: kind = %d, expected FAT5_OPTIM_ADAMW (0) or "
-                         "FAT5_OPTIM_ADAMW_SCALE (1)", E, (int)c->kind);
+    if (c->kind != FAT5_OPTIM_ADAMW && c->kind != FAT5_OPTIM_ADAMW_SCALE && c->kind != FAT5_OPTIM_ADAFACTOR)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: kind = %d, expected FAT5_OPTIM_ADAMW (0), "
+                         "FAT5_OPTIM_ADAMW_SCALE (1) or FAT5_OPTIM_ADAFACTOR (2)", E, (int)c->kind);
+    if (c->kind == FAT5_OPTIM_ADAFACTOR) {
+        if (c->adafactor_relative_step != 0 && c->adafactor_relative_step != 1)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: adafactor_relative_step = %d, expected 0 or 1", E,
+                             c->adafactor_relative_step);
+        if (c->adafactor_scale_parameter != 0 && c->adafactor_scale_parameter != 1)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: adafactor_scale_parameter = %d, expected 0 or 1", E,
+                             c->adafactor_scale_parameter);
+        if (c->adafactor_warmup_init != 0 && !(c->adafactor_warmup_init == 1 && c->adafactor_relative_step))
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: adafactor_warmup_init = %d, expected 0, or 1 with "
+                             "adafactor_relative_step 1", E, c->adafactor_warmup_init);
+        if (!(isfinite(c->adafactor_clip_threshold) && c->adafactor_clip_threshold > 0))
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: adafactor_clip_threshold = %g, expected a finite value > 0",
+                             E, c->adafactor_clip_threshold);
+        if (!(isfinite(c->adafactor_decay_rate) && c->adafactor_decay_rate < 0))
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: adafactor_decay_rate = %g, expected a finite value < 0", E,
+                             c->adafactor_decay_rate);
+        if (!(c->adafactor_beta1 >= 0 && c->adafactor_beta1 < 1))
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: adafactor_beta1 = %g, expected a value in [0, 1) (0 = none)",
+                             E, c->adafactor_beta1);
+    }
     if (!(isfinite(c->lr) && c->lr > 0))
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: lr = %g, expected a finite value > 0", E, c->lr);
     if (!(c->beta1 >= 0 && c->beta1 < 1))
@@ -187,6 +235,8 @@ FAT5_API void fat5_optim_destroy(fat5_optim *o) {
     be->free(ctx, o->coef);
     be->free(ctx, o->decayed);
     be->free(ctx, o->stats);
+    be->free(ctx, o->af);
+    be->free(ctx, o->af_scr);
     fat5__free(ctx, o);
 }
 
@@ -194,7 +244,7 @@ FAT5_API fat5_status fat5_optim_create(fat5_model *m, const fat5_optim_config *c
     fat5_ctx *ctx;
     const fat5__backend *be;
     fat5_optim *o;
-    int64_t *segs = NULL, *coff = NULL;
+    int64_t *segs = NULL, *coff = NULL, *af = NULL;
     int32_t *decayed = NULL;
     size_t n, ns;
     int s;
@@ -223,7 +273,8 @@ FAT5_API fat5_status fat5_optim_create(fat5_model *m, const fat5_optim_config *c
     segs = FAT5__CAST(int64_t *, fat5__calloc(ctx, 2 * ns, sizeof(int64_t)));
     coff = FAT5__CAST(int64_t *, fat5__calloc(ctx, ns + 1, sizeof(int64_t)));
     decayed = FAT5__CAST(int32_t *, fat5__calloc(ctx, ns + 1, sizeof(int32_t)));
-    if (!segs || !coff || !decayed) {
+    af = FAT5__CAST(int64_t *, fat5__calloc(ctx, 8 * ns + 1, sizeof(int64_t)));
+    if (!segs || !coff || !decayed || !af) {
         st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_optim_create: out of memory");
         goto done;
     }
@@ -235,7 +286,26 @@ FAT5_API fat5_status fat5_optim_create(fat5_model *m, const fat5_optim_config *c
         decayed[s] = cfg->weight_decay != 0 && !fat5__optim_no_decay(p->name);
     }
     o->n_chunks = coff[ns];
-    if ((st = be->alloc(ctx, n * 4, &o->m1)) || (st = be->alloc(ctx, n * 4, &o->m2)) ||
+    o->n_v = n;
+    if (cfg->kind == FAT5_OPTIM_ADAFACTOR) {   // the layout: 2-D tensors factored, 1-D ones full
+        o->n_v = 0;
+        for (s = 0; s < o->n_seg; s++) {
+            const fat5__param *p = &m->params[s];
+            int fac = p->ndim >= 2;
+            int64_t R = fac ? p->shape[0] : 1, C = fac ? (int64_t)p->numel / R : (int64_t)p->numel;
+            int64_t *e = af + 8 * s;
+            e[0] = (int64_t)p->offset, e[1] = (int64_t)p->numel, e[2] = R, e[3] = C, e[4] = fac;
+            e[5] = (int64_t)o->n_v, e[6] = o->n_rows, e[7] = o->n_cols;
+            o->n_v += fac ? (size_t)(R + C) : p->numel;
+            o->n_rows += R;
+            o->n_cols += fac ? C : 0;
+        }
+    }
+    st = FAT5_OK;   // the first moment (none for Adafactor without beta1), Adafactor's table and scratch
+    if (cfg->kind != FAT5_OPTIM_ADAFACTOR || cfg->adafactor_beta1 > 0) st = be->alloc(ctx, n * 4, &o->m1);
+    if (!st && cfg->kind == FAT5_OPTIM_ADAFACTOR && !(st = be->alloc(ctx, 8 * ns * 8, &o->af)))
+        st = be->alloc(ctx, ((size_t)o->n_rows + 2 * ns) * 8, &o->af_scr);
+    if (st || (st = be->alloc(ctx, o->n_v * 4, &o->m2)) ||
         (st = be->alloc(ctx, 2 * ns * 8, &o->segs)) || (st = be->alloc(ctx, (ns + 1) * 8, &o->chunk_off)) ||
         (st = be->alloc(ctx, (size_t)o->n_chunks * 8, &o->part)) || (st = be->alloc(ctx, 2 * ns * 8, &o->ss)) ||
         (st = be->alloc(ctx, 2 * ns * 4, &o->coef)) || (st = be->alloc(ctx, (ns + 1) * 4, &o->decayed)) ||
@@ -246,11 +316,13 @@ FAT5_API fat5_status fat5_optim_create(fat5_model *m, const fat5_optim_config *c
     st = be->upload(ctx, o->segs, segs, 2 * ns * 8);
     if (!st) st = be->upload(ctx, o->chunk_off, coff, (ns + 1) * 8);
     if (!st) st = be->upload(ctx, o->decayed, decayed, (ns + 1) * 4);
+    if (!st && o->af) st = be->upload(ctx, o->af, af, 8 * ns * 8);
     if (!st) st = be->sync(ctx);
 done:
     fat5__free(ctx, segs);
     fat5__free(ctx, coff);
     fat5__free(ctx, decayed);
+    fat5__free(ctx, af);
     if (st) {
         fat5_optim_destroy(o);
         return st;
@@ -261,10 +333,71 @@ done:
 
 FAT5_API int64_t fat5_optim_get_step(const fat5_optim *o) { return o ? o->step : 0; }
 
+// The optimizer's state arrays, as a training checkpoint names them: fp32 on the model's backend.
+// AdamW / AdamWScale: optimizer.exp_avg and optimizer.exp_avg_sq (n_floats each). Adafactor:
+// optimizer.exp_avg (n_floats, with beta1 only) and optimizer.adafactor_exp_avg_sq (every tensor's
+// second moments packed in parameter order: a 2-D tensor's R row averages then its C column
+// averages, a 1-D tensor's numel values).
+typedef struct fat5__optim_array {
+    const char *name;
+    fat5__addr addr;
+    size_t n;        // floats
+    int nonneg;      // a second moment: >= 0
+} fat5__optim_array;
+#define FAT5__OPTIM_ARRAYS 2
+static int fat5__optim_arrays(const fat5_optim *o, fat5__optim_array out[FAT5__OPTIM_ARRAYS]) {
+    int k = 0;
+    if (o->m1) {
+        out[k].name = "optimizer.exp_avg", out[k].addr = o->m1, out[k].n = o->m->n_floats, out[k].nonneg = 0;
+        k++;
+    }
+    out[k].name = o->cfg.kind == FAT5_OPTIM_ADAFACTOR ? "optimizer.adafactor_exp_avg_sq" : "optimizer.exp_avg_sq";
+    out[k].addr = o->m2, out[k].n = o->n_v, out[k].nonneg = 1;
+    return k + 1;
+}
+
+// The name of the optimizer kind recorded in a checkpoint (and the option optim's value)
+static const char *fat5__optim_kind_name(fat5_optim_kind k) {
+    return k == FAT5_OPTIM_ADAFACTOR ? "adafactor" : k == FAT5_OPTIM_ADAMW ? "adamw" : "adamwscale";
+}
+
 // per-tensor sums of squares of x (the gradients or the master weights) into ss (double [n_seg])
 static fat5_status fat5__optim_sumsq(fat5_optim *o, fat5__addr ss, fat5__addr x) {
     fat5_model *m = o->m;
     return m->be->sumsq_seg(m->ctx, ss, x, o->segs, o->chunk_off, o->n_seg, o->n_chunks, FAT5__OPTIM_CHUNK, o->part);
+}
+
+// The rate of the optimizer's next update: the schedule's, or Adafactor's relative step
+// (min(1e-2, 1/sqrt(t)), min(1e-6 t, 1/sqrt(t)) with warmup_init; t = step + 1), before
+// any per-tensor scale.
+static double fat5__optim_lr(const fat5_optim *o) {
+    const fat5_optim_config *c = &o->cfg;
+    double t = (double)(o->step + 1);
+    if (c->kind == FAT5_OPTIM_ADAFACTOR && c->adafactor_relative_step) {
+        double min_step = c->adafactor_warmup_init ? 1e-6 * t : 1e-2, rel = 1.0 / sqrt(t);
+        return min_step < rel ? min_step : rel;
+    }
+    return fat5_sched_lr(c, o->step);
+}
+
+// Adafactor's update (see the top of this section) queued after the gradient norm: optim_coef
+// gives each tensor its rate (times max(1e-3, RMS(p)) with scale_parameter), adafactor_seg the rest
+static fat5_status fat5__optim_adafactor(fat5_optim *o, double lr, fat5__addr gate, int n_gate) {
+    fat5_model *m = o->m;
+    fat5_ctx *ctx = m->ctx;
+    const fat5__backend *be = m->be;
+    const fat5_optim_config *c = &o->cfg;
+    double beta2t = 1.0 - pow((double)(o->step + 1), c->adafactor_decay_rate);
+    fat5__addr ss_w = c->adafactor_scale_parameter ? o->ss + 8 * (fat5__addr)o->n_seg : 0;
+    fat5_status st;
+    if ((st = fat5__optim_sumsq(o, o->ss, m->gd)) || (ss_w && (st = fat5__optim_sumsq(o, ss_w, m->wd))) ||
+        (st = be->optim_coef(ctx, o->coef, o->stats, o->ss, ss_w, o->segs, o->decayed, o->n_seg, lr, 1.0f,
+                             c->clip_norm, gate, n_gate)))
+        return st;
+    return be->adafactor_seg(ctx, m->wd, m->gd, o->m1, o->m2, o->af, o->n_seg, o->n_rows, o->n_cols, o->coef, o->stats,
+                             o->decayed, (float)beta2t, (float)(1.0 - beta2t), 1e-30f,
+                             (float)c->adafactor_clip_threshold, (float)c->adafactor_beta1, (float)c->weight_decay,
+                             o->af_scr, m->wa == m->wd ? 0 : m->wa);
 }
 
 // The update is queued whole before the host waits once, at the end: the gradient norm, the clipping
@@ -287,9 +420,15 @@ static fat5_status fat5__optim_step_gated(fat5_optim *o, fat5__addr gate, int n_
     be = m->be;
     c = &o->cfg;
     memset(&r, 0, sizeof r);
-    lr = fat5_sched_lr(c, o->step);
+    lr = fat5__optim_lr(o);
     r.lr = lr;
     t = (double)(o->step + 1);
+    if (c->kind == FAT5_OPTIM_ADAFACTOR) {
+        if ((st = fat5__optim_adafactor(o, lr, gate, n_gate)) || (st = be->download(ctx, stats, o->stats, sizeof stats)) ||
+            (st = be->sync(ctx)))
+            return st;
+        goto done;
+    }
     bc = sqrt(1.0 - pow(c->beta2, t)) / (1.0 - pow(c->beta1, t));
     // AdamWScale: the factor from the weights before the update
     ss_w = c->kind == FAT5_OPTIM_ADAMW_SCALE ? o->ss + 8 * (fat5__addr)o->n_seg : 0;
@@ -301,6 +440,7 @@ static fat5_status fat5__optim_step_gated(fat5_optim *o, fat5__addr gate, int n_
                             m->wa == m->wd ? 0 : m->wa)) ||
         (st = be->download(ctx, stats, o->stats, sizeof stats)) || (st = be->sync(ctx)))
         return st;
+done:
     r.grad_norm = stats[0];
     r.skipped = !isfinite(r.grad_norm);
     o->step++;

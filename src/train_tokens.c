@@ -15,6 +15,8 @@ typedef struct fat5__tokfile {
     int width;            // bytes per id: 2 or 4
     int64_t n;            // ids in the file
     int64_t first;        // index of its first id in the stream
+    int64_t *win_docs;    // per window-sized block of the file (ids [k w, (k + 1) w), w the ids a
+                          // window holds): the documents of the stream before it (its eos ids)
 } fat5__tokfile;
 
 struct fat5_tokens {
@@ -142,6 +144,27 @@ static fat5_status fat5__tok_read_doc(fat5_tokens *t, int64_t pos, int64_t max, 
     return FAT5_OK;
 }
 
+// The index of the document that starts at stream index pos (0 <= pos < n_ids, at 0 or right after
+// an eos): the eos ids before it, from the count the check recorded at the start of pos's block and
+// those of the block before pos (at most one window read).
+static fat5_status fat5__tok_doc_index(fat5_tokens *t, int64_t pos, int64_t *doc) {
+    int f = fat5__tok_file_of(t, pos);
+    const fat5__tokfile *tf = &t->files[f];
+    int64_t per_win = (int64_t)(FAT5__TOK_WINDOW / (size_t)tf->width), at = pos - tf->first;
+    int64_t q = at - at % per_win, n = tf->win_docs[at / per_win];
+    while (q < at) {
+        const unsigned char *p;
+        int64_t avail, i, take;
+        fat5_status st = fat5__tok_window(t, f, q, &p, &avail);
+        if (st != FAT5_OK) return st;
+        take = avail < at - q ? avail : at - q;
+        for (i = 0; i < take; i++) n += fat5__tok_get_le(p + (size_t)i * (size_t)tf->width, tf->width) == (uint32_t)t->eos;
+        q += take;
+    }
+    *doc = n;
+    return FAT5_OK;
+}
+
 // Opens and checks one file: header, size, every id below the vocabulary, last id an eos.
 static fat5_status fat5__tok_check(fat5_tokens *t, int f, const char *path) {
     fat5__tokfile *tf = &t->files[f];
@@ -149,7 +172,7 @@ static fat5_status fat5__tok_check(fat5_tokens *t, int f, const char *path) {
     uint64_t size, vocab, nbytes, i;
     uint32_t version, width, pad;
     int32_t eos;
-    int64_t at;
+    int64_t at, per_win;
     fat5_status st;
     fat5_ctx *ctx = t->ctx;
     if (!(tf->path = fat5__strdup(ctx, path)))
@@ -198,9 +221,13 @@ static fat5_status fat5__tok_check(fat5_tokens *t, int f, const char *path) {
     tf->width = (int)width;
     tf->n = (int64_t)(nbytes / width);
     tf->first = t->n_ids;
-    for (at = 0; at < tf->n;) {   // every id, in window-sized steps
+    per_win = (int64_t)(FAT5__TOK_WINDOW / width);
+    tf->win_docs = FAT5__CAST(int64_t *, fat5__calloc(ctx, (size_t)((tf->n + per_win - 1) / per_win), sizeof(int64_t)));
+    if (!tf->win_docs) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    for (at = 0; at < tf->n;) {   // every id, in window-sized steps (each window starts at a multiple of per_win)
         const unsigned char *p;
         int64_t avail;
+        tf->win_docs[at / per_win] = t->n_docs;
         if ((st = fat5__tok_window(t, f, at, &p, &avail)) != FAT5_OK) return st;
         for (i = 0; i < (uint64_t)avail; i++) {
             uint64_t v = fat5__tok_get_le(p + i * width, (int)width);
@@ -226,6 +253,7 @@ FAT5_API void fat5_tokens_destroy(fat5_tokens *t) {
     for (i = 0; i < t->n_files; i++) {
         if (t->files[i].fp) fclose(t->files[i].fp);
         fat5__free(t->ctx, t->files[i].path);
+        fat5__free(t->ctx, t->files[i].win_docs);
     }
     fat5__free(t->ctx, t->files);
     fat5__free(t->ctx, t->win);

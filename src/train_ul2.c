@@ -461,6 +461,13 @@ FAT5_API fat5_status fat5_ul2_set_state(fat5_ul2 *s, const char *state) {
         if (!at_end || n != 0)
             return fat5__err(s->ctx, FAT5_ERR_FORMAT, "ul2 state: id %lld does not start a document", (long long)p.pos);
     }
+    {   // the document index goes with the position (it decides the held-out split)
+        int64_t d = 0;
+        if ((st = fat5__tok_doc_index(s->src, p.pos, &d)) != FAT5_OK) return st;
+        if (d != p.doc)
+            return fat5__err(s->ctx, FAT5_ERR_FORMAT, "ul2 state: the document index (doc, field 5) is %lld, but id "
+                             "%lld starts document %lld", (long long)p.doc, (long long)p.pos, (long long)d);
+    }
     at_end = 0;
     while (seen < p.off) {   // and holds more than off ids
         int64_t want = p.off - seen < s->max_piece ? p.off - seen : s->max_piece;

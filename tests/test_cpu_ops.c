@@ -686,8 +686,9 @@ static void t_op_table(fat5_test *T) {
     // the 21 training ops (mm and mm_batched included), rope, fire_reduce, block_sum and block_sum_bwd, then the 5 decode ops
     // (attn_decode, cache_write, norm_mm, cache_gather, add_i32), then the 3 decoding-strategy ops (gen_process,
     // gen_select, gen_beam), optim_coef (the optimizer's step sizes on the backend, beside adamw_seg) and
-    // loss_total (the batch's loss on the backend, beside xent_bwd)
-    FAT5_CHECK(T, FAT5__OP_COUNT == 35);
+    // loss_total (the batch's loss on the backend, beside xent_bwd), adafactor_seg (the Adafactor update)
+    FAT5_CHECK(T, FAT5__OP_COUNT == 36);
+    FAT5_CHECK(T, be->adafactor_seg == fat5__cpu_adafactor_seg);
     FAT5_CHECK(T, be->optim_coef == fat5__cpu_optim_coef && be->loss_total == fat5__cpu_loss_total);
     FAT5_CHECK(T, be->mm_batched == fat5__cpu_mm_batched);
     FAT5_CHECK(T, be->block_sum == fat5__cpu_block_sum && be->block_sum_bwd == fat5__cpu_block_sum_bwd);

@@ -447,6 +447,98 @@ static void t_gpu_optim_vs_cpu(fat5_test *T) {
     fat5_ctx_destroy(g);
 }
 
+// Adafactor on the GPU against the CPU's (first moment, parameter scale, weight decay, global
+// clipping active), three steps on the to_model tensors (2-D factored, 1-D full). Both do the same
+// fp32 element-wise operations in the same order (kernels/optim.cu); only the double sums (row and
+// column means, the RMS of the update and of the weights, the gradient norm) add in another order,
+// which can move an fp32 rounding of a mean or a scale by one ulp: a few ulps per step, within
+// test_optim.c's per-tensor tolerance (1e-6 of the largest |value| plus 1e-6 relative) for w and
+// m1, and 1e-6 relative for the packed second moments (positive: no cancellation). In a bf16
+// context the bf16 matrix operands refreshed by the update are the new weights rounded (RNE),
+// bit for bit.
+static void tgm_optim_adafactor(fat5_test *T, fat5_dtype dtype) {
+    fat5_ctx *g = tgm_ctx(T, dtype);
+    uint16_t *wa = NULL;
+    fat5_model *cm, *gm = NULL;
+    fat5_optim *co = NULL, *go = NULL;
+    fat5_optim_config c = to_config(FAT5_OPTIM_ADAFACTOR, 0.1);
+    size_t n, i;
+    float *w = NULL, *m1 = NULL, *v = NULL;
+    double *r = NULL;
+    int s, p;
+    char what[64];
+    if (!g) return;
+    cm = to_model(T, 31);
+    n = cm ? cm->n_floats : 0;
+    c.clip_norm = 1.0;
+    c.adafactor_beta1 = 0.9;
+    c.adafactor_scale_parameter = 1;
+    w = (float *)malloc(n * 4 + 4), m1 = (float *)malloc(n * 4 + 4), r = (double *)malloc(n * 8 + 8);
+    if (!cm || !w || !m1 || !r || fat5_model_create(g, &cm->cfg, 0, &gm) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "setup: %s", fat5_last_error(g));
+        goto done;
+    }
+    for (p = 0; p < cm->n_params && !T->failed; p++)
+        FAT5_CHECK(T, fat5_model_set_param(gm, cm->params[p].name, cm->w + cm->params[p].offset,
+                                           (int64_t)cm->params[p].numel) == FAT5_OK);
+    if (fat5_optim_create(cm, &c, &co) != FAT5_OK || fat5_optim_create(gm, &c, &go) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "optim_create: %s / %s", fat5_last_error(fat5_test_ctx(T)), fat5_last_error(g));
+        goto done;
+    }
+    v = (float *)malloc(co->n_v * 4 + 4);
+    if (!v || co->n_v != go->n_v || co->n_v >= n) {
+        FAT5_CHECK_MSG(T, 0, "second moments: %zu floats on the CPU, %zu on the GPU", co->n_v, go->n_v);
+        goto done;
+    }
+    for (s = 0; s < 3; s++) {
+        fat5_optim_result rc, rg;
+        to_fill_grads(FAT5__HOST(float, cm->gd), n, 50 + (uint64_t)s, s == 1 ? 5.0 : 0.5);
+        if (fat5__dev_upload(g, gm->gd, FAT5__HOST(const float, cm->gd), n * 4) || fat5_optim_step(co, &rc) ||
+            fat5_optim_step(go, &rg) || fat5__dev_download(g, w, gm->wd, n * 4) ||
+            fat5__dev_download(g, m1, go->m1, n * 4) || fat5__dev_download(g, v, go->m2, co->n_v * 4) ||
+            fat5__dev_sync(g)) {
+            FAT5_CHECK_MSG(T, 0, "step %d: %s", s, fat5_last_error(g));
+            break;
+        }
+        FAT5_CHECK_MSG(T, fabs(rc.grad_norm - rg.grad_norm) <= 1e-12 * rc.grad_norm && rg.skipped == 0 &&
+                              rc.lr == rg.lr,
+                       "grad norm cpu %.17g gpu %.17g", rc.grad_norm, rg.grad_norm);
+        for (i = 0; i < n; i++) r[i] = cm->w[i];
+        snprintf(what, sizeof what, "gpu adafactor step %d w", s);
+        to_compare(T, cm, what, w, r);
+        for (i = 0; i < n; i++) r[i] = FAT5__HOST(float, co->m1)[i];
+        snprintf(what, sizeof what, "gpu adafactor step %d m1", s);
+        to_compare(T, cm, what, m1, r);
+        snprintf(what, sizeof what, "gpu adafactor step %d second moments", s);
+        fat5_check_close(T, what, v, FAT5__HOST(const float, co->m2), co->n_v, 0.0, 1e-6);
+        if (gm->wa != gm->wd) {   // the bf16 operands: every element of every tensor
+            size_t bad = 0;
+            if (!wa) wa = (uint16_t *)malloc(n * 2 + 2);
+            if (!wa || fat5__dev_download(g, wa, gm->wa, n * 2) || fat5__dev_sync(g)) {
+                FAT5_CHECK_MSG(T, 0, "bf16 operands: %s", fat5_last_error(g));
+                break;
+            }
+            for (i = 0; i < n; i++) bad += wa[i] != fat5__f32_to_bf16(w[i]);
+            FAT5_CHECK_MSG(T, bad == 0, "step %d: %zu of %zu bf16 operands are not the new weights rounded", s, bad, n);
+        }
+    }
+done:
+    free(wa);
+    fat5_optim_destroy(co);
+    fat5_optim_destroy(go);
+    fat5_model_destroy(gm);
+    fat5_model_destroy(cm);
+    free(w);
+    free(m1);
+    free(v);
+    free(r);
+    fat5_ctx_destroy(g);
+}
+static void t_gpu_optim_adafactor_vs_cpu(fat5_test *T) {
+    tgm_optim_adafactor(T, FAT5_DTYPE_FP32);
+    tgm_optim_adafactor(T, FAT5_DTYPE_BF16);
+}
+
 // Two identical forward + backward passes on the GPU give bit-identical gradients (the embedding
 // and relative-bias gradients have no atomics), in fp32 and in bf16, on a model and packed batch
 // large enough for many blocks: 4 sequences of 300, 7, 129 and 64 encoder tokens, rel_buckets 32.
@@ -635,7 +727,7 @@ done:
 static void tgm_train_resume(fat5_test *T, fat5_dtype dtype) {
     fat5_ctx *ctx = tgm_ctx(T, dtype);
     if (!ctx) return;
-    ttr_resume_bitwise(T, ctx);
+    ttr_resume_bitwise(T, ctx, 0);
     if (T->failed) printf("  GPU: %s\n", fat5_last_error(ctx));
     fat5_ctx_destroy(ctx);
 }
@@ -881,6 +973,6 @@ static void t_gpu_dist_nccl(fat5_test *T) {
 
 #define FAT5_TESTS_GPU_MODEL(X) X(gpu_model_fp32_vs_cpu) X(gpu_model_bf16_vs_cpu) X(gpu_posenc_fp32_vs_cpu) \
     X(gpu_posenc_bf16_vs_cpu) X(gpu_fixtures_fp32) \
-    X(gpu_fixtures_bf16) X(gpu_save_reload) X(gpu_optim_vs_cpu) X(gpu_backward_deterministic) \
+    X(gpu_fixtures_bf16) X(gpu_save_reload) X(gpu_optim_vs_cpu) X(gpu_optim_adafactor_vs_cpu) X(gpu_backward_deterministic) \
     X(gpu_train_resume_fp32) X(gpu_train_resume_bf16) X(gpu_decode_fp32_vs_cpu) X(gpu_decode_bf16_vs_cpu) \
     X(gpu_decode_graph_replay) X(gpu_long_memory) X(gpu_profile) X(gpu_loss_total) X(gpu_xent_chunks) X(gpu_dist_nccl)

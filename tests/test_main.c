@@ -3,6 +3,7 @@
 //     tests/run_tests NAME only the tests whose name contains NAME
 #define FAT5_IMPLEMENTATION
 #define FAT5__ENC_FFN_ROWS 16  // the encoder-only FFN in chunks of 16 tokens: the fixtures' inputs take several
+#define FAT5_TEST_FAULTS       // the file-system calls of saves ask a hook first (tests/test_crash.c)
 #include "fat5.h"  // the developer build, build/dev/fat5.h (make adds -Ibuild/dev)
 #include "fat5_test.h"
 
@@ -17,11 +18,13 @@
 #include "test_data.c"
 #include "test_optim.c"
 #include "test_train.c"
+#include "test_crash.c"      // after test_train.c: its corpus and configuration
 #include "test_decode.c"
 #include "test_generate.c"
 #include "test_longt5.c"     // after test_decode.c: reuses its inputs and forward
 #include "test_unicode.c"
 #include "test_tokenizer.c"
+#include "test_metrics.c"
 #ifndef FAT5_NO_CUDA
 #include "test_gpu_dev.c"
 #include "test_gpu_ops.c"
@@ -43,10 +46,12 @@ static const fat5_test_case fat5_cases[] = {
     FAT5_TESTS_DATA(FAT5_TEST_ENTRY)
     FAT5_TESTS_OPTIM(FAT5_TEST_ENTRY)
     FAT5_TESTS_TRAIN(FAT5_TEST_ENTRY)
+    FAT5_TESTS_CRASH(FAT5_TEST_ENTRY)
     FAT5_TESTS_DECODE(FAT5_TEST_ENTRY)
     FAT5_TESTS_GENERATE(FAT5_TEST_ENTRY)
     FAT5_TESTS_UNICODE(FAT5_TEST_ENTRY)
     FAT5_TESTS_TOKENIZER(FAT5_TEST_ENTRY)
+    FAT5_TESTS_METRICS(FAT5_TEST_ENTRY)
     FAT5_TESTS_GPU_DEV(FAT5_TEST_ENTRY)
     FAT5_TESTS_GPU_OPS(FAT5_TEST_ENTRY)
     FAT5_TESTS_OPS_TABLE(FAT5_TEST_ENTRY)

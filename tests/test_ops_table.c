@@ -1529,6 +1529,59 @@ static void to_gen_optim_coef(to_run *r) {
             }
 }
 
+// Adafactor: shapes [R, C] (C = 0: a 1-D tensor of R elements) with a 1 x n and an n x 1 factored
+// tensor, rows wider than the block (300), a single element; with and without the first moment and
+// weight decay; clipping by the global factor; a non-finite gradient norm (nothing changes). Both
+// sides do the same fp32 operations in the same order; only the double sums (row and column means,
+// the RMS of the update) are added in another order, which can move their fp32 rounding by one ulp
+// (2^-24 relative): every output stays within a few ulps of its own size (rtol TG_R32 and atol
+// TG_A of the buffer's max|ref|).
+static void to_gen_adafactor_seg(to_run *r) {
+    static const int shapes[][6][2] = {{{5, 7}, {13, 0}, {1, 300}, {33, 1}, {40, 300}, {1, 0}},
+                                       {{2, 2}, {300, 0}, {7, 3}, {1, 1}, {64, 65}, {3, 0}}};
+    static const double stats[][2] = {{1.5, 1.0}, {20.0, 0.7}, {NAN, 1.0}};
+    size_t li, si;
+    for (li = 0; li < sizeof shapes / sizeof shapes[0]; li++)
+        for (si = 0; si < sizeof stats / sizeof stats[0]; si++) {
+            int tab, w, g, m1 = -1, v, coef, st, dec, scr, s, ns = 6, with_m1 = (int)((li + si) % 2);
+            int64_t n = 0, nv = 0, nrows = 0, ncols = 0, i;
+            if (!to_case(r, "shapes %d stats %g %g m1 %d", (int)li, stats[si][0], stats[si][1], with_m1)) return;
+            tab = to_buf_new(r, "tab", TO_I64, TO_IN, 8 * (size_t)ns);
+            for (s = 0; s < ns; s++) {
+                int64_t R = shapes[li][s][1] ? shapes[li][s][0] : 1;
+                int64_t C = shapes[li][s][1] ? shapes[li][s][1] : shapes[li][s][0];
+                int fac = shapes[li][s][1] != 0;
+                int64_t *e = TO_L(r, tab) + 8 * s;
+                e[0] = n, e[1] = R * C, e[2] = R, e[3] = C, e[4] = fac, e[5] = nv, e[6] = nrows, e[7] = ncols;
+                n += R * C;
+                nv += fac ? R + C : R * C;
+                nrows += R;
+                ncols += fac ? C : 0;
+            }
+            w = to_rnd(r, "w", TO_F32, TO_INOUT, (size_t)n, 1.0);
+            g = to_rnd(r, "g", TO_F32, TO_IN, (size_t)n, 1.0);
+            if (with_m1) m1 = to_rnd(r, "m1", TO_F32, TO_INOUT, (size_t)n, 0.01);
+            v = to_rnd(r, "v", TO_F32, TO_INOUT, (size_t)nv, 1.0);
+            for (i = 0; i < nv; i++) TO_F(r, v)[i] = 0.01f + fabsf(TO_F(r, v)[i]);
+            coef = to_buf_new(r, "coef", TO_F32, TO_IN, 2 * (size_t)ns);
+            dec = to_buf_new(r, "decayed", TO_I32, TO_IN, (size_t)ns);
+            for (s = 0; s < ns; s++) {
+                TO_F(r, coef)[2 * s] = 1e-3f * (float)(s + 1);
+                TO_F(r, coef)[2 * s + 1] = 1.0f;
+                TO_I(r, dec)[s] = s % 2;
+            }
+            st = to_buf_new(r, "stats", TO_F64, TO_IN, 2);
+            TO_D(r, st)[0] = stats[si][0];
+            TO_D(r, st)[1] = stats[si][1];
+            scr = to_buf_new(r, "scratch", TO_F64, TO_SCRATCH, (size_t)(nrows + 2 * ns));
+            TO_SIDES(r) TO_CALL(r, r->be->adafactor_seg(r->ctx, to_a(r, w), to_a(r, g), to_a(r, m1), to_a(r, v),
+                                                        to_a(r, tab), ns, nrows, ncols, to_a(r, coef), to_a(r, st),
+                                                        to_a(r, dec), 0.6f, 0.4f, 1e-30f, 1.0f, 0.9f, 0.1f,
+                                                        to_a(r, scr), 0));
+            to_check(r);
+        }
+}
+
 // ----- generate.cu: the decoding-strategy ops (test_generate.c's gpu_generate_ops compares them
 // on one shape; here several). The processed scores in fp32 within 1e-5 absolute and relative (as
 // there: lse and the penalties in fp32), tokens and bookkeeping equal. -----

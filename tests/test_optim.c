@@ -1,6 +1,7 @@
 // Optimizers and schedules on the CPU backend: AdamW / AdamWScale against steps computed
 // independently in double here, learning-rate schedules against their closed forms, clipping,
-// the non-finite skip, gradient accumulation, and a few steps that lower a tiny model's loss.
+// the non-finite skip, gradient accumulation, and a few steps that lower a tiny model's loss;
+// Adafactor against transformers' numbers (the fixture tests/data/adafactor, tolerance below).
 // (The GPU optimizer is checked against this CPU one in test_gpu_model.c.)
 //
 // Tolerances of the optimizer checks. The library keeps weights and moments in fp32 and applies
@@ -289,7 +290,22 @@ static void t_optim_config_rejects(fat5_test *T) {
     TO_REJECT(c.sched = (fat5_sched_kind)9, "sched");
     TO_REJECT(c.kind = (fat5_optim_kind)3, "kind");
     TO_REJECT((c.sched = FAT5_SCHED_WSD, c.warmup_steps = 10, c.total_steps = 30, c.decay_steps = 25), "wsd");
+    // Adafactor's options (checked only for that kind, as transformers' constructor checks them)
+    TO_REJECT((c.kind = FAT5_OPTIM_ADAFACTOR, c.adafactor_warmup_init = 1), "adafactor_warmup_init");
+    TO_REJECT((c.kind = FAT5_OPTIM_ADAFACTOR, c.adafactor_relative_step = 2), "adafactor_relative_step");
+    TO_REJECT((c.kind = FAT5_OPTIM_ADAFACTOR, c.adafactor_scale_parameter = -1), "adafactor_scale_parameter");
+    TO_REJECT((c.kind = FAT5_OPTIM_ADAFACTOR, c.adafactor_clip_threshold = 0), "adafactor_clip_threshold");
+    TO_REJECT((c.kind = FAT5_OPTIM_ADAFACTOR, c.adafactor_decay_rate = 0), "adafactor_decay_rate");
+    TO_REJECT((c.kind = FAT5_OPTIM_ADAFACTOR, c.adafactor_decay_rate = NAN), "adafactor_decay_rate");
+    TO_REJECT((c.kind = FAT5_OPTIM_ADAFACTOR, c.adafactor_beta1 = 1.0), "adafactor_beta1");
+    TO_REJECT((c.kind = FAT5_OPTIM_ADAFACTOR, c.adafactor_beta1 = -0.5), "adafactor_beta1");
 #undef TO_REJECT
+    c = fat5_optim_config_default();   // warmup_init with relative_step is accepted
+    c.kind = FAT5_OPTIM_ADAFACTOR;
+    c.adafactor_relative_step = c.adafactor_warmup_init = 1;
+    FAT5_CHECK(T, fat5_optim_create(m, &c, &o) == FAT5_OK);
+    fat5_optim_destroy(o);
+    o = NULL;
     c = fat5_optim_config_default();
     FAT5_CHECK(T, fat5_optim_create(m, &c, &o) == FAT5_OK);
     fat5_optim_destroy(o);
@@ -481,7 +497,7 @@ done:
 
 static void t_optim_lowers_loss(fat5_test *T) {
     int kind;
-    for (kind = 0; kind < 2; kind++) {
+    for (kind = 0; kind < 3; kind++) {   // AdamW, AdamWScale, Adafactor
         double first = NAN, first2 = NAN, last = to_train(T, (fat5_optim_kind)kind, 20, &first);
         double again = to_train(T, (fat5_optim_kind)kind, 20, &first2);
         FAT5_CHECK_MSG(T, isfinite(last) && last < 0.8 * first, "kind %d: loss %g -> %g after 20 steps", kind, first,
@@ -490,6 +506,210 @@ static void t_optim_lowers_loss(fat5_test *T) {
     }
 }
 
+// ---- Adafactor against transformers.optimization.Adafactor (tests/data/adafactor, written by
+// ref/make_adafactor_fixture.py: a tiny T5 whose tensors are 2-D (among them 1 x 8, 8 x 1 and
+// 32 x 1) and 1-D, five option sets, five steps each on seeded gradients) ----
+//
+// Tolerance, from fp32 rounding (u = 2^-24, the relative error of one rounded operation). Both
+// sides compute each step in fp32; they differ only in rounding and summation order. Step t's
+// change of element i is the update u_t (a product/quotient chain of the gradient, the factored
+// second moments, the update's RMS clip and the rate) plus the decay wd lr p; its relative error is
+// bounded by the operations on its path, counted at their worst case (a sum of n terms in fp32:
+// (n - 1) u):
+//   e = g^2 + eps1 (2u); a mean over <= 20 rows or columns (19u + 1u); the running average (3u),
+//   whose relative error over the steps grows by at most that per step as a convex combination of
+//   the new and old terms: (25 + 3 x 5)u after 5 steps; row / mean(row) (20u + 1u); each rsqrt
+//   halves its input's relative error and adds 2u; two products (2u); the RMS of the update and of
+//   the parameter (scale_parameter), each a sum of <= 160 squares (159u + 2u, halved by the sqrt:
+//   81u each) and a division (1u); the rate (2u); the first moment, again a convex combination (3u).
+// The sum is below 250u, so the change is within K = 256 u of its magnitude mag_t (the fixture's
+// |update| + |wd lr p|). The parameter is also rounded to fp32 once per step on each side (2u |p|
+// for the two), and an error once made is carried forward unchanged (p_t = p_{t-1} - change), so
+// the bound after step t is the sum over steps s <= t of (2u |p_s| + K u mag_s), element-wise.
+// The second moments and the first moment after the last step: K u relative (rtol 256u = 1.5e-5),
+// plus K u of the tensor's largest value (the first moment is a sum of signed updates).
+#define TO_AF_U (1.0 / 16777216.0)
+#define TO_AF_K 256.0
+
+// a number of the case's JSON options (NULL text or "null": 0, returns 0)
+static int to_af_opt(const char *json, const char *key, double *out) {
+    char pat[64];
+    const char *at;
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    *out = 0;
+    at = json ? strstr(json, pat) : NULL;
+    if (!at) return 0;
+    at += strlen(pat);
+    if (!strncmp(at, "null", 4)) return 0;
+    if (!strncmp(at, "true", 4)) return *out = 1, 1;
+    if (!strncmp(at, "false", 5)) return 1;
+    *out = strtod(at, NULL);
+    return 1;
+}
+
+// reads tensor `name` of the fixture (n floats) into dst; 0 if absent or of another size
+static int to_af_read(fat5_st_file *f, const char *name, float *dst, size_t n) {
+    int i = fat5_st_find(f, name);
+    if (i < 0) return 0;
+    return fat5_st_read_f32(f, i, dst, (int64_t)n) == FAT5_OK;
+}
+
+// max over i of |got - ref| / tol; the index of the worst in *worst
+static double to_af_excess(const float *got, const float *ref, const double *tol, size_t n, size_t *worst) {
+    double mx = 0;
+    size_t i;
+    *worst = 0;
+    for (i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - (double)ref[i]) / tol[i];
+        if (!(e <= mx)) mx = e, *worst = i;   // NaN counts as the worst
+    }
+    return mx;
+}
+
+static void to_adafactor_case(fat5_test *T, fat5_st_file *f, const char *name) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_model *m = NULL;
+    fat5_optim *o = NULL;
+    fat5_optim_config c = to_config(FAT5_OPTIM_ADAFACTOR, 0.0);
+    char key[700], json_key[300];
+    const char *json;
+    double lr = 0, x = 0, steps = 0;
+    double *tol = NULL;
+    float *ref = NULL, *mag = NULL;
+    int t, s, has_beta1;
+    snprintf(json_key, sizeof json_key, "case.%.250s", name);
+    json = fat5_st_metadata_find(f, json_key);
+    FAT5_REQUIRE(T, json != NULL);
+    FAT5_REQUIRE(T, to_af_opt(json, "steps", &steps) && steps >= 1);
+    if (to_af_opt(json, "lr", &lr)) c.lr = lr;   // else (relative_step) the config's, unused
+    to_af_opt(json, "relative_step", &x), c.adafactor_relative_step = (int)x;
+    to_af_opt(json, "scale_parameter", &x), c.adafactor_scale_parameter = (int)x;
+    to_af_opt(json, "warmup_init", &x), c.adafactor_warmup_init = (int)x;
+    to_af_opt(json, "clip_threshold", &c.adafactor_clip_threshold);
+    to_af_opt(json, "decay_rate", &c.adafactor_decay_rate);
+    has_beta1 = to_af_opt(json, "beta1", &c.adafactor_beta1);
+    to_af_opt(json, "weight_decay", &c.weight_decay);
+    FAT5_REQUIRE_OK(T, fat5_model_load(ctx, FAT5_TEST_DATA "/adafactor", &m));
+    FAT5_REQUIRE_OK(T, fat5_model_set_training(m, 1));
+    if (fat5_optim_create(m, &c, &o) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "%s: create: %s", name, fat5_last_error(ctx));
+        fat5_model_destroy(m);
+        return;
+    }
+    tol = (double *)calloc(m->n_floats, sizeof(double));
+    ref = (float *)malloc(m->n_floats * sizeof(float));
+    mag = (float *)malloc(m->n_floats * sizeof(float));
+    if (!tol || !ref || !mag) {
+        FAT5_CHECK_MSG(T, 0, "out of memory");
+        goto done;
+    }
+    for (t = 1; t <= (int)steps; t++) {
+        fat5_optim_result res;
+        float *g = FAT5__HOST(float, m->gd);
+        for (s = 0; s < m->n_params; s++) {
+            const fat5__param *P = &m->params[s];
+            snprintf(key, sizeof key, "c.%.250s.t%d.grad.%s", name, t, P->name);
+            if (!to_af_read(f, key, g + P->offset, P->numel)) {
+                FAT5_CHECK_MSG(T, 0, "%s: fixture tensor %s missing", name, key);
+                goto done;
+            }
+            snprintf(key, sizeof key, "c.%.250s.t%d.param.%s", name, t, P->name);
+            if (!to_af_read(f, key, ref + P->offset, P->numel)) {
+                FAT5_CHECK_MSG(T, 0, "%s: fixture tensor %s missing", name, key);
+                goto done;
+            }
+            snprintf(key, sizeof key, "c.%.250s.t%d.mag.%s", name, t, P->name);
+            if (!to_af_read(f, key, mag + P->offset, P->numel)) {
+                FAT5_CHECK_MSG(T, 0, "%s: fixture tensor %s missing", name, key);
+                goto done;
+            }
+        }
+        FAT5_REQUIRE_OK(T, fat5_optim_step(o, &res));
+        FAT5_CHECK(T, res.skipped == 0);
+        for (s = 0; s < m->n_params; s++) {
+            const fat5__param *P = &m->params[s];
+            size_t i, worst;
+            double ex;
+            for (i = P->offset; i < P->offset + P->numel; i++)
+                tol[i] += 2 * TO_AF_U * fabs((double)ref[i]) + TO_AF_K * TO_AF_U * (double)mag[i];
+            ex = to_af_excess(m->w + P->offset, ref + P->offset, tol + P->offset, P->numel, &worst);
+            FAT5_CHECK_MSG(T, ex <= 1, "%s step %d %s[%zu]: %.9g, transformers %.9g (tolerance %.3g, exceeded %.3gx)",
+                           name, t, P->name, worst, (double)m->w[P->offset + worst], (double)ref[P->offset + worst],
+                           tol[P->offset + worst], ex);
+        }
+    }
+    {   // the state after the last step: second moments (packed per the layout table), first moment
+        const int64_t *af = FAT5__HOST(const int64_t, o->af);
+        const float *v = FAT5__HOST(const float, o->m2);
+        FAT5_CHECK(T, (o->m1 != 0) == (has_beta1 && c.adafactor_beta1 > 0));
+        for (s = 0; s < m->n_params; s++) {
+            const fat5__param *P = &m->params[s];
+            const int64_t *e = af + 8 * s;
+            double mx = 0;
+            size_t i;
+            FAT5_CHECK(T, e[4] == (P->ndim == 2));
+            if (e[4]) {
+                snprintf(key, sizeof key, "c.%.250s.row.%s", name, P->name);
+                if (!to_af_read(f, key, ref, (size_t)e[2])) {
+                FAT5_CHECK_MSG(T, 0, "%s: fixture tensor %s missing", name, key);
+                goto done;
+            }
+                snprintf(key, sizeof key, "c.%.250s.col.%s", name, P->name);
+                if (!to_af_read(f, key, ref + e[2], (size_t)e[3])) {
+                FAT5_CHECK_MSG(T, 0, "%s: fixture tensor %s missing", name, key);
+                goto done;
+            }
+                snprintf(key, sizeof key, "%.250s row+col averages %s", name, P->name);
+                fat5_check_close(T, key, v + e[5], ref, (size_t)(e[2] + e[3]), 0.0, TO_AF_K * TO_AF_U);
+            } else {
+                snprintf(key, sizeof key, "c.%.250s.v.%s", name, P->name);
+                if (!to_af_read(f, key, ref, P->numel)) {
+                FAT5_CHECK_MSG(T, 0, "%s: fixture tensor %s missing", name, key);
+                goto done;
+            }
+                snprintf(key, sizeof key, "%.250s second moment %s", name, P->name);
+                fat5_check_close(T, key, v + e[5], ref, P->numel, 0.0, TO_AF_K * TO_AF_U);
+            }
+            if (o->m1) {
+                const float *m1 = FAT5__HOST(const float, o->m1) + P->offset;
+                snprintf(key, sizeof key, "c.%.250s.m.%s", name, P->name);
+                if (!to_af_read(f, key, ref, P->numel)) {
+                FAT5_CHECK_MSG(T, 0, "%s: fixture tensor %s missing", name, key);
+                goto done;
+            }
+                for (i = 0; i < P->numel; i++) mx = fmax(mx, fabs(ref[i]));
+                snprintf(key, sizeof key, "%.250s first moment %s", name, P->name);
+                fat5_check_close(T, key, m1, ref, P->numel, TO_AF_K * TO_AF_U * mx, TO_AF_K * TO_AF_U);
+            }
+        }
+    }
+    FAT5_CHECK(T, fat5_optim_get_step(o) == (int64_t)steps);
+done:
+    free(tol);
+    free(ref);
+    free(mag);
+    fat5_optim_destroy(o);
+    fat5_model_destroy(m);
+}
+
+static void t_optim_adafactor_fixture(fat5_test *T) {
+    fat5_st_file *f = NULL;
+    const char *list;
+    char names[256], *tok, *end;
+    int n = 0;
+    FAT5_REQUIRE_OK(T, fat5_st_load(fat5_test_ctx(T), FAT5_TEST_DATA "/adafactor/adafactor.safetensors", &f));
+    list = fat5_st_metadata_find(f, "cases");
+    FAT5_REQUIRE(T, list != NULL && strlen(list) < sizeof names);
+    snprintf(names, sizeof names, "%s", list);
+    for (tok = names; *tok; tok = end, n++) {   // the comma-separated names
+        end = tok + strcspn(tok, ",");
+        if (*end) *end++ = 0;
+        to_adafactor_case(T, f, tok);
+    }
+    FAT5_CHECK_MSG(T, n == 5, "%d cases in the fixture", n);
+    fat5_st_destroy(f);
+}
+
 #define FAT5_TESTS_OPTIM(X) X(optim_adamw_steps) X(optim_adamw_scale_steps) X(optim_scale_factor) \
     X(sched_closed_forms) X(optim_config_rejects) X(optim_clip) X(optim_nonfinite_skipped)          \
-    X(optim_grad_accumulation) X(optim_lowers_loss)
+    X(optim_grad_accumulation) X(optim_lowers_loss) X(optim_adafactor_fixture)

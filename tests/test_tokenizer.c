@@ -5,7 +5,10 @@
 // (ref/make_tokenizers.py --real-dir DIR lays it out).
 
 #define FAT5_TESTS_TOKENIZER(X) X(tokenizer_parity) X(tokenizer_parity_real) X(tokenizer_bad_files) \
-    X(tokenizer_api) X(tokenizer_batch) X(tokenizer_edge_cases) X(tokenizer_dir_fifo)
+    X(tokenizer_api) X(tokenizer_batch) X(tokenizer_edge_cases) X(tokenizer_dir_fifo) X(tokenizer_long_pieces) \
+    X(tokenizer_automata_cut) X(tokenizer_long_texts)
+
+static int tk_hard;   // tk_check_entry: automata forced, parts of one byte (tokenizer_automata_cut)
 
 static size_t tk_unhex(const char *h, char *out) {
     size_t n = strlen(h) / 2, i;
@@ -81,6 +84,10 @@ static int tk_check_entry(fat5_test *T, const char *dir, const fat5__json *texts
         free(buf);
         free(buf2);
         return 1;
+    }
+    if (tk_hard) {   // every key search through an automaton, and texts cut wherever they may be
+        FAT5_CHECK_MSG(T, fat5__tok_automata(tok, 1) == FAT5_OK, "%s: %s", file, fat5_last_error(ctx));
+        tok->chunk = 1;
     }
     enc = fat5__json_get(ent, "encode");
     encp = fat5__json_get(ent, "encode_plain");
@@ -451,4 +458,293 @@ static void t_tokenizer_edge_cases(fat5_test *T) {
     // ids far beyond the pieces are refused, not allocated
     tk_bad_json(T, "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 16777215}, \"merges\": []}}", FAT5_ERR_FORMAT, "too sparse");
     free(json);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Long pieces: a model whose pieces are runs of 'a' up to 7,999 bytes costs a trie walk of up to
+// 7,999 steps at every position (the old cost: 100 KB of 'a' took 5 s, 1 MB 90 s; sentencepiece
+// 0.2.3 takes 27 s a MB, tokenizers 0.23.3 4 min). The expected ids are those two libraries' on
+// the same models (ref: the generator's models, rebuilt here byte for byte).
+
+// appends a protobuf varint / a key with its wire type
+static size_t tk_pb_varint(unsigned char *b, size_t k, uint64_t v) {
+    while (v >= 0x80) {
+        b[k++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    b[k++] = (unsigned char)v;
+    return k;
+}
+static size_t tk_pb_bytes(unsigned char *b, size_t k, unsigned field, const void *p, size_t n) {
+    k = tk_pb_varint(b, k, (uint64_t)field << 3 | 2);
+    k = tk_pb_varint(b, k, n);
+    memcpy(b + k, p, n);
+    return k + n;
+}
+
+// The model: <pad> </s> (control), <unk>, "▁" (-2), "b" (-3), a^L for L = 1 .. 8 (-1 - L/4), then
+// seven long pieces: user 0: a^L for L = 7993 .. 7999 (-L/200); user 1: a^L b for L = 7992 .. 7998,
+// user-defined pieces (SentencePiece) or added tokens (tokenizer.json: not in the Unigram
+// vocabulary, ids 13 .. 19). tokenizer.json: Metaspace (always, split), unk_id 2.
+static fat5_tokenizer *tk_long_model(fat5_test *T, int json, int user) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    unsigned char *b = FAT5__CAST(unsigned char *, malloc(1 << 18)), *piece = FAT5__CAST(unsigned char *, malloc(8192));
+    char *j = FAT5__CAST(char *, b);
+    size_t k = 0;
+    int i;
+    fat5_tokenizer *tok = NULL;
+    for (i = 0; i < 20; i++) {
+        static const char *head[5] = {"<pad>", "</s>", "<unk>", "\xe2\x96\x81", "b"};
+        static const int type[5] = {3, 3, 2, 1, 1};
+        size_t n = i < 5 ? strlen(head[i]) : i < 13 ? (size_t)(i - 4) : (size_t)(7980 + i - (user ? 1 : 0));
+        double score = i < 3 ? 0 : i == 3 ? -2 : i == 4 ? -3 : i < 13 ? -1 - 0.25 * (double)n : user ? 0 : -0.5 * (double)n / 100;
+        if (i < 5) memcpy(piece, head[i], n);
+        else memset(piece, 'a', n);
+        if (i >= 13 && user) piece[n++] = 'b';
+        if (json) {
+            if (i >= 13 && user) continue;
+            k += (size_t)sprintf(j + k, "%s[\"", i ? ", " : "{\"model\": {\"type\": \"Unigram\", \"unk_id\": 2, \"vocab\": [");
+            memcpy(j + k, piece, n);
+            k += n;
+            k += (size_t)sprintf(j + k, "\", %.17g]", score);
+        } else {   // ModelProto.pieces: piece, score (float), type
+            unsigned char m[8200];
+            size_t mk = tk_pb_bytes(m, 0, 1, piece, n);
+            float f = (float)score;
+            uint32_t bits;
+            int by;
+            memcpy(&bits, &f, 4);
+            m[mk++] = 2 << 3 | 5;   // fixed32, little-endian
+            for (by = 0; by < 4; by++) m[mk++] = (unsigned char)(bits >> (8 * by));
+            mk = tk_pb_varint(m, mk, 3 << 3);
+            mk = tk_pb_varint(m, mk, (uint64_t)(i >= 13 && user ? 4 : i < 5 ? type[i] : 1));
+            k = tk_pb_bytes(b, k, 1, m, mk);
+        }
+    }
+    if (json) {
+        k += (size_t)sprintf(j + k, "]}, \"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"\\u2581\", "
+                                    "\"prepend_scheme\": \"always\", \"split\": true}, \"added_tokens\": [");
+        for (i = 13; user && i < 20; i++) {
+            k += (size_t)sprintf(j + k, "%s{\"id\": %d, \"content\": \"", i > 13 ? ", " : "", i);
+            memset(j + k, 'a', (size_t)(7979 + i));
+            k += (size_t)(7979 + i);
+            k += (size_t)sprintf(j + k, "b\", \"special\": false, \"normalized\": false}");
+        }
+        k += (size_t)sprintf(j + k, "]}");
+    } else {
+        static const unsigned char trainer[] = {3 << 3, 1};   // model_type UNIGRAM
+        static const unsigned char norm[] = {0x0a, 8, 'i', 'd', 'e', 'n', 't', 'i', 't', 'y', 3 << 3, 1, 4 << 3, 1, 5 << 3, 1};
+        k = tk_pb_bytes(b, k, 2, trainer, sizeof trainer);
+        k = tk_pb_bytes(b, k, 3, norm, sizeof norm);
+    }
+    if (fat5_tokenizer_from_memory(ctx, b, k, json, &tok) != FAT5_OK)
+        FAT5_CHECK_MSG(T, 0, "long-piece model (json %d, user %d): %s", json, user, fat5_last_error(ctx));
+    free(b);
+    free(piece);
+    return tok;
+}
+
+// ids of text against a run-length list (id, count, ..., -1)
+static int tk_same_rle(const int32_t *ids, int64_t n, const int *rle) {
+    int64_t at = 0;
+    for (; rle[0] >= 0; rle += 2) {
+        int c;
+        for (c = 0; c < rle[1]; c++, at++)
+            if (at >= n || ids[at] != rle[0]) return 0;
+    }
+    return at == n;
+}
+
+static void t_tokenizer_long_pieces(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    // texts A: a^100000; B: a^8005 " " a^7999 "baaa " a^16000 " ab"; C: a^50000;
+    // D: a^7995 "baaa " a^7992 "bb" a^20. Expected: sentencepiece 0.2.3 (spm), tokenizers 0.23.3
+    // (json); C differs between them (float and double sums).
+    static const int want[4][4][40] = {
+        {{3, 1, 8, 1, 12, 501, 19, 12, -1}, {3, 1, 8, 1, 12, 501, 19, 12, -1}, {3, 1, 12, 12500, -1}, {3, 1, 12, 12500, -1}},
+        {{3, 1, 10, 1, 19, 1, 3, 1, 19, 1, 4, 1, 7, 1, 3, 1, 6, 1, 19, 2, 3, 1, 5, 1, 4, 1, -1},
+         {3, 1, 10, 1, 19, 1, 3, 1, 19, 1, 4, 1, 7, 1, 3, 1, 6, 1, 19, 2, 3, 1, 5, 1, 4, 1, -1},
+         {3, 1, 9, 1, 12, 1000, 3, 1, 5, 1, 19, 1, 7, 1, 3, 1, 12, 2000, 3, 1, 5, 1, 4, 1, -1},
+         {3, 1, 9, 1, 12, 1000, 3, 1, 5, 1, 19, 1, 3, 1, 7, 1, 3, 1, 12, 2000, 3, 1, 5, 1, 4, 1, -1}},
+        {{3, 1, 10, 1, 12, 250, 19, 6, -1},
+         {3, 1, 10, 1, 12, 6, 19, 2, 12, 8, 19, 1, 12, 29, 19, 1, 12, 72, 19, 1, 12, 135, 19, 1, -1},
+         {3, 1, 12, 6250, -1}, {3, 1, 12, 6250, -1}},
+        {{3, 1, 15, 1, 4, 1, 7, 1, 3, 1, 12, 999, 4, 2, 8, 1, 12, 2, -1}, {3, 1, 15, 1, 4, 1, 7, 1, 3, 1, 12, 999, 4, 2, 8, 1, 12, 2, -1},
+         {3, 1, 16, 1, 7, 1, 3, 1, 13, 1, 4, 1, 8, 1, 12, 2, -1}, {16, 1, 3, 1, 7, 1, 3, 1, 13, 1, 3, 1, 4, 1, 8, 1, 12, 2, -1}}};
+    char *text = FAT5__CAST(char *, malloc(100000));
+    int v, x;
+    for (v = 0; v < 4; v++) {   // spm, json, spm with user pieces, json with added tokens
+        fat5_tokenizer *tok = tk_long_model(T, v & 1, v >> 1);
+        size_t bytes = 0;
+        if (!tok) continue;
+        FAT5_CHECK(T, v >> 1 ? (v & 1 ? tok->added_rac[0].trie.node : tok->user_rac.trie.node) != NULL : tok->rac.trie.node != NULL);
+        tok->work = 0;
+        for (x = 0; x < 4; x++) {
+            size_t n = 0;
+            int32_t *ids = NULL;
+            int64_t m = 0;
+            if (x == 0 || x == 2) {
+                n = x ? 50000 : 100000;
+                memset(text, 'a', n);
+            } else if (x == 1) {
+                memset(text, 'a', 8005), n = 8005;
+                text[n++] = ' ';
+                memset(text + n, 'a', 7999), n += 7999;
+                memcpy(text + n, "baaa ", 5), n += 5;
+                memset(text + n, 'a', 16000), n += 16000;
+                memcpy(text + n, " ab", 3), n += 3;
+            } else {
+                memset(text, 'a', 7995), n = 7995;
+                memcpy(text + n, "baaa ", 5), n += 5;
+                memset(text + n, 'a', 7992), n += 7992;
+                memcpy(text + n, "bb", 2), n += 2;
+                memset(text + n, 'a', 20), n += 20;
+            }
+            bytes += n;
+            if (fat5_tokenize(tok, text, n, NULL, 0, FAT5_TOKENIZE_NO_SPECIAL, &ids, &m) != FAT5_OK) {
+                FAT5_CHECK_MSG(T, 0, "model %d text %d: %s", v, x, fat5_last_error(ctx));
+                continue;
+            }
+            FAT5_CHECK_MSG(T, tk_same_rle(ids, m, want[x][v]), "model %d (%s%s) text %c: ids differ from the library's", v,
+                           v & 1 ? "tokenizer.json" : "spiece.model", v >> 1 ? ", long user pieces / added tokens" : "", 'A' + x);
+            if (!tk_same_rle(ids, m, want[x][v])) tk_print_ids("got", ids, m);
+            fat5_free(ctx, ids);
+        }
+        // the searches for pieces cost a few steps a byte (a trie walk: up to 7,999)
+        FAT5_CHECK_MSG(T, tok->work <= 40 * (uint64_t)bytes, "model %d: %llu steps for %zu bytes", v,
+                       (unsigned long long)tok->work, bytes);
+        printf("  model %d: %.1f steps a byte\n", v, (double)tok->work / (double)bytes);
+        fat5_tokenizer_destroy(tok);
+    }
+    free(text);
+}
+
+// The fixtures' parity (cases.json: the libraries' ids, pairs and decoding) with every search for
+// keys made through an automaton (the fixtures' pieces are short: they walk the trie otherwise)
+// and texts cut into parts wherever they may be (each sentencepiece lattice at every articulation
+// point, each tokenizer.json text at every cut the load allows).
+static void t_tokenizer_automata_cut(fat5_test *T) {
+    tk_hard = 1;
+    tk_check_file(T, "tests/data/tokenizers/cases.json", "tests/data/tokenizers");
+    tk_hard = 0;
+}
+
+// checks a call returns FAT5_OK (the library's message otherwise) and goes on
+#define TK_CHECK_OK(T, call) \
+    do { fat5_status s_ = (call); FAT5_CHECK_MSG(T, s_ == FAT5_OK, "%s -> %s: %s", #call, fat5_status_string(s_), \
+                                                 fat5_last_error(fat5_test_ctx(T))); } while (0)
+
+// the scratch bytes a tokenizer holds (its buffers' capacities)
+static size_t tk_scratch(const fat5_tokenizer *t) {
+    return t->lat_cap + t->s0.cap + t->s1.cap + t->s2.cap + t->s3.cap + t->sn.cap +
+           4 * (t->o0.cap + t->o1.cap + t->o2.cap + t->o3.cap + t->on.cap + t->ids.cap + t->spl.cap + t->spl2.cap +
+                t->ustate.cap + t->nstate.cap);
+}
+
+typedef struct tk_sink { int32_t *ids; int64_t n, cap, runs; } tk_sink;
+static fat5_status tk_take(void *user, const int32_t *ids, int64_t n) {
+    tk_sink *k = (tk_sink *)user;
+    if (k->n + n > k->cap) return FAT5_ERR_OUT_OF_MEMORY;
+    memcpy(k->ids + k->n, ids, (size_t)n * sizeof *ids);
+    k->n += n;
+    k->runs++;
+    return FAT5_OK;
+}
+
+// Long texts are tokenized in parts with the ids of the whole text: for every fixture, a document
+// of 150 KB made of the 89 test texts (many scripts, invalid UTF-8, sentinels and user pieces)
+// joined by separators (spaces, newlines, "x", added tokens), tokenized whole (one part), in parts
+// of the default size and of 61 bytes, and streamed (fat5_tokenize_stream, with and without the
+// post-processor); the parts' scratch stays within a bound that does not grow with the text.
+static void t_tokenizer_long_texts(fat5_test *T) {
+    static const char *files[] = {"tokenizers/t5uni/spiece.model", "tokenizers/t5uni/tokenizer.json", "tokenizers/mt5bf/spiece.model",
+                                  "tokenizers/mt5bf/tokenizer.json", "tokenizers/spmbpe/spiece.model", "tokenizers/spmbpe/tokenizer.json",
+                                  "tokenizers/bytebpe/tokenizer.json", "tokenizers/uniseq/tokenizer.json", "tokenizers/legacy/tokenizer.json",
+                                  "t5_spiece/spiece.model", "t5_spiece/tokenizer.json"};
+    static const char *seps[] = {" ", "  ", "\n", "", " x ", "\t", " <extra_id_0> ", "<sep>", " of the ", "   ", " a b c ", "</s>",
+                                 "\xe2\x96\x81", " <mask> "};
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    const size_t doc_len = 150000;
+    char *doc = FAT5__CAST(char *, malloc(2 * (doc_len + 4096))), *text = NULL, path[256];
+    size_t n = 0, len = 0, f;
+    fat5__jdoc *cases = NULL;
+    const fat5__json *texts, *e;
+    uint64_t r = 0x9E3779B97F4A7C15ull;
+    tk_sink sink;
+    FAT5_REQUIRE_OK(T, fat5__read_file(ctx, "tests/data/tokenizers/cases.json", (size_t)64 << 20, &text, &len));
+    FAT5_REQUIRE_OK(T, fat5__json_parse(ctx, "cases.json", text, len, 64, &cases));
+    texts = fat5__json_get(fat5__json_root(cases), "texts");
+    while (n < doc_len) {
+        size_t k, i;
+        r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+        for (k = (size_t)(r % texts->n), e = texts->child; k--; e = e->next) {}
+        n += tk_unhex(e->str, doc + n);
+        i = (size_t)(r >> 32) % (sizeof seps / sizeof seps[0]);
+        memcpy(doc + n, seps[i], strlen(seps[i]));
+        n += strlen(seps[i]);
+    }
+    memcpy(doc + n, doc, n);   // the document twice: doc[0 .. 2n)
+    sink.cap = 2 * (int64_t)n + 16;
+    sink.ids = FAT5__CAST(int32_t *, malloc((size_t)sink.cap * sizeof *sink.ids));
+    for (f = 0; f < sizeof files / sizeof files[0]; f++) {
+        fat5_tokenizer *tok = NULL;
+        int32_t *whole[2] = {NULL, NULL};
+        int64_t nw[2] = {0, 0};
+        uint64_t cuts61;
+        int w, c;
+        snprintf(path, sizeof path, "tests/data/%s", files[f]);
+        if (fat5_tokenizer_load(ctx, path, &tok) != FAT5_OK) {
+            FAT5_CHECK_MSG(T, 0, "%s: %s", path, fat5_last_error(ctx));
+            continue;
+        }
+        tok->chunk = SIZE_MAX;   // the whole text in one part
+        for (w = 0; w < 2; w++) TK_CHECK_OK(T, fat5_tokenize(tok, doc, n, NULL, 0, w ? 0 : FAT5_TOKENIZE_NO_SPECIAL, &whole[w], &nw[w]));
+        FAT5_CHECK_MSG(T, tok->cuts == 0, "%s: cut with parts of SIZE_MAX bytes", files[f]);
+        for (c = 0; c < 2; c++) {
+            int32_t *ids = NULL;
+            int64_t m = 0;
+            tok->chunk = c ? 61 : FAT5__TOK_CHUNK;
+            tok->cuts = 0;
+            TK_CHECK_OK(T, fat5_tokenize(tok, doc, n, NULL, 0, FAT5_TOKENIZE_NO_SPECIAL, &ids, &m));
+            FAT5_CHECK_MSG(T, m == nw[0] && !memcmp(ids, whole[0], (size_t)m * sizeof *ids), "%s: parts of %zu bytes: ids differ",
+                           files[f], tok->chunk);
+            FAT5_CHECK_MSG(T, tok->cuts >= (c ? 1000u : 2u), "%s: parts of %zu bytes: only %llu cuts", files[f], tok->chunk,
+                           (unsigned long long)tok->cuts);
+            fat5_free(ctx, ids);
+            for (w = 0; w < 2; w++) {   // streamed, the post-processor's ids around the text's
+                sink.n = sink.runs = 0;
+                TK_CHECK_OK(T, fat5_tokenize_stream(tok, doc, n, w ? 0 : FAT5_TOKENIZE_NO_SPECIAL, tk_take, &sink));
+                FAT5_CHECK_MSG(T, sink.n == nw[w] && !memcmp(sink.ids, whole[w], (size_t)sink.n * sizeof *sink.ids) &&
+                                      sink.runs >= 2,
+                               "%s: streamed%s, parts of %zu bytes: %lld ids in %lld runs, want %lld", files[f],
+                               w ? " with the post-processor" : "", tok->chunk, (long long)sink.n, (long long)sink.runs,
+                               (long long)nw[w]);
+            }
+        }
+        cuts61 = tok->cuts;
+        fat5_free(ctx, whole[0]);
+        fat5_free(ctx, whole[1]);
+        fat5_tokenizer_destroy(tok);
+        {   // scratch: bounded by the part size, not the text's (whole: 20 to 60 bytes a byte of text):
+            // about the same for the document and for it twice, and under 256 parts
+            size_t sc[2] = {0, 0};
+            int d;
+            for (d = 0; d < 2; d++) {
+                if (fat5_tokenizer_load(ctx, path, &tok) != FAT5_OK) break;
+                tok->chunk = 4096;
+                sink.n = 0;
+                TK_CHECK_OK(T, fat5_tokenize_stream(tok, doc, d ? 2 * n : n, 0, tk_take, &sink));
+                sc[d] = tk_scratch(tok);
+                fat5_tokenizer_destroy(tok);
+            }
+            FAT5_CHECK_MSG(T, sc[0] > 0 && sc[1] <= sc[0] + sc[0] / 4 && sc[1] <= 256 * 4096,
+                           "%s: scratch of %zu bytes for %zu bytes of text, %zu for %zu", files[f], sc[0], n, sc[1], 2 * n);
+            printf("  %-34s %lld ids, %llu cuts in parts of 61 bytes; scratch %zu / %zu bytes for %zu / %zu bytes\n",
+                   files[f], (long long)nw[0], (unsigned long long)cuts61, sc[0], sc[1], n, 2 * n);
+        }
+    }
+    free(sink.ids);
+    free(doc);
+    fat5__json_free(ctx, cases);
+    fat5__free(ctx, text);
 }

@@ -523,6 +523,27 @@ fi
 check grep -q "no_such_tokenizer" "$out/pt_err.txt"
 check test ! -e "$out/x2.tok"
 echo "test_tools: pretokenize --tokenizer: ids, EOS, header, vocabulary and width checks"
+# pretokenize --tokenizer on a 4 MB document on one line: the peak memory above a small document's
+# stays under 3 times the document's size (the line as read and the document's text; the ids go
+# to the file as they come and the tokenizer works in parts of 64 KiB; a whole-text tokenization
+# took 30 to 60 times), and the ids are as many as fat5_tokenize gives, plus the EOS
+if /usr/bin/time -f %M -o "$out/rss_small.txt" true 2> /dev/null; then   # GNU time's maximum resident set
+    { gzip -dc data/fortunes/fortunes.txt.gz; gzip -dc data/fortunes/fortunes.txt.gz; } | tr '\n' ' ' |
+        head -c 4000000 > "$out/big.txt"
+    echo >> "$out/big.txt"
+    printf 'a small document\n' > "$out/small.txt"
+    for t in t5uni/spiece.model t5uni/tokenizer.json; do
+        /usr/bin/time -f %M -o "$out/rss_small.txt" tools/pretokenize --tokenizer $tk/$t -o "$out/s.tok" "$out/small.txt" 2> /dev/null
+        /usr/bin/time -f %M -o "$out/rss_big.txt" tools/pretokenize --tokenizer $tk/$t -o "$out/b.tok" "$out/big.txt" 2> "$out/pt_err.txt"
+        small=$(tail -n 1 "$out/rss_small.txt"); big=$(tail -n 1 "$out/rss_big.txt")
+        check test $(( (big - small) * 1024 )) -le $(( 3 * 4000001 ))
+        n=$(tools/fat5_tokenize --no-special $tk/$t < "$out/big.txt" | wc -w)
+        check grep -q "1 documents, $((n + 1)) ids" "$out/pt_err.txt"
+        echo "test_tools: pretokenize --tokenizer $t, a 4 MB line: peak memory $(( (big - small) / 1024 )) MiB above a small document's"
+    done
+else
+    echo "test_tools: SKIP: pretokenize's peak memory (no GNU /usr/bin/time)"
+fi
 # examples/generate --tokenizer: the fixture model's vocabulary (80) is smaller than t5uni's
 # (1100): refused, naming both; a model of t5uni's size (fat5_init) generates text
 gen_err "the tokenizer's vocabulary size 1100 ($tk/t5uni) is larger than the model's, 80" $g --tokenizer $tk/t5uni "some text"

@@ -257,8 +257,9 @@ static void t_train_one_per_dir(fat5_test *T) {
 }
 
 // Rewrites dir/training_state.safetensors with one value changed: a moment (which 0: exp_avg_sq[5]
-// = -1, 1: exp_avg[3] = NaN, 2: exp_avg_sq[0] = inf) or a counter (3: skipped_steps past step, 4:
-// step "0x1", 5: step " 2", 6: elapsed_s -1e300).
+// = -1, 1: exp_avg[3] = NaN, 2: exp_avg_sq[0] = inf), a counter (3: skipped_steps past step, 4:
+// step "0x1", 5: step " 2", 6: elapsed_s -1e300) or the sampler's position (7: its document index
+// one off, the position kept: "ul2v1:seed:counter:epoch:doc:pos:off:ids").
 static int ttr_spoil_state(fat5_test *T, const char *dir, int which) {
     fat5_ctx *ctx = fat5_test_ctx(T);
     char path[800];
@@ -268,6 +269,7 @@ static int ttr_spoil_state(fat5_test *T, const char *dir, int which) {
     float *mom = NULL;
     int64_t n;
     int i, nm, ok = 0;
+    static char sampler[FAT5_UL2_STATE_CAP];
     snprintf(path, sizeof path, "%s/training_state.safetensors", dir);
     if (fat5_st_load(ctx, path, &f) != FAT5_OK) return 0;
     n = fat5_st_get(f, fat5_st_find(f, "optimizer.exp_avg"))->shape[0];
@@ -285,6 +287,16 @@ static int ttr_spoil_state(fat5_test *T, const char *dir, int which) {
         if (which == 4 && !strcmp(meta[2 * i], "step")) meta[2 * i + 1] = "0x1";
         if (which == 5 && !strcmp(meta[2 * i], "step")) meta[2 * i + 1] = " 2";
         if (which == 6 && !strcmp(meta[2 * i], "elapsed_s")) meta[2 * i + 1] = "-1e300";
+        if (which == 7 && !strcmp(meta[2 * i], "sampler")) {
+            unsigned long long seed, counter;
+            long long epoch, doc, pos, off, ids;
+            if (sscanf(meta[2 * i + 1], "ul2v1:%llu:%llu:%lld:%lld:%lld:%lld:%lld", &seed, &counter, &epoch, &doc, &pos,
+                       &off, &ids) != 7)
+                goto done;
+            snprintf(sampler, sizeof sampler, "ul2v1:%llu:%llu:%lld:%lld:%lld:%lld:%lld", seed, counter, epoch,
+                     doc > 0 ? doc - 1 : doc + 1, pos, off, ids);
+            meta[2 * i + 1] = sampler;
+        }
     }
     memset(w, 0, sizeof w);
     w[0].name = "optimizer.exp_avg";
@@ -301,10 +313,12 @@ done:
 }
 
 // Resume checks the values it takes: moments the optimizer can go on from, counters as fat5
-// writes them; each spoiled state is refused naming what is wrong, and the good one resumes.
+// writes them, a sampler position whose document index is the one the token files give it (the
+// index decides which documents are held out); each spoiled state is refused naming what is wrong,
+// and the good one resumes.
 static void t_train_resume_checks(fat5_test *T) {
     static const char *const want[] = {"exp_avg_sq[5]", "exp_avg[3]", "exp_avg_sq[0]", "skipped_steps 9 of 2",
-                                       "incomplete", "incomplete", "elapsed_s"};
+                                       "incomplete", "incomplete", "elapsed_s", "document index (doc, field 5)"};
     fat5_ctx *ctx = fat5_test_ctx(T);
     char out[600], ck[700], keep[800], cmd[2400];
     const char *data = ttr_corpus(T, 2);
@@ -327,7 +341,7 @@ static void t_train_resume_checks(fat5_test *T) {
     snprintf(cmd, sizeof cmd, "cp -r '%s' '%s'", ck, keep);
     FAT5_REQUIRE(T, system(cmd) == 0);
     c.resume = ck;
-    for (which = 0; which < 7; which++) {
+    for (which = 0; which < 8; which++) {
         FAT5_REQUIRE(T, ttr_spoil_state(T, ck, which));
         FAT5_CHECK_MSG(T, fat5_train_create(ctx, &c, &t) == FAT5_ERR_FORMAT && t == NULL &&
                               strstr(fat5_last_error(ctx), want[which]),
@@ -356,8 +370,10 @@ static fat5_status ttr_weights(fat5_model *m, float *w) {
 }
 
 // N steps, a checkpoint, a new process-like trainer resuming, M steps == N + M steps straight;
-// on ctx's device (the GPU: deterministic backward, and batches drawn on the host thread)
-static void ttr_resume_bitwise(fat5_test *T, fat5_ctx *ctx) {
+// on ctx's device (the GPU: deterministic backward, and batches drawn on the host thread).
+// adafactor: with Adafactor (first moment, parameter scale and weight decay: every state array it
+// keeps crosses the checkpoint) instead of the default AdamWScale.
+static void ttr_resume_bitwise(fat5_test *T, fat5_ctx *ctx, int adafactor) {
     char a[600], b[600], p[700];
     const char *data = ttr_corpus(T, 8);
     fat5_train_config c;
@@ -373,7 +389,14 @@ static void ttr_resume_bitwise(fat5_test *T, fat5_ctx *ctx) {
     c = ttr_config(T, data, a);
     c.grad_accum = 2;   // accumulation and the sampler state both cross the checkpoint
     c.save_total_limit = 1;
+    if (adafactor) {
+        static const char *const o[][2] = {{"optim", "adafactor"}, {"adafactor_beta1", "0.9"},
+                                           {"adafactor_scale_parameter", "true"}, {"weight_decay", "0.01"}};
+        for (i = 0; i < (int64_t)(sizeof o / sizeof o[0]); i++)
+            FAT5_REQUIRE_OK(T, fat5_train_config_set(fat5_test_ctx(T), &c, o[i][0], o[i][1]));
+    }
     FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
+    FAT5_CHECK(T, (t->o->af != 0) == (adafactor != 0) && (t->o->m1 != 0));
     for (i = 0; i < 8; i++) {
         FAT5_REQUIRE_OK(T, fat5_train_step(t, &r));
         straight[i] = r.loss;
@@ -443,7 +466,8 @@ static void ttr_resume_bitwise(fat5_test *T, fat5_ctx *ctx) {
     free(wb);
 }
 
-static void t_train_resume_bitwise(fat5_test *T) { ttr_resume_bitwise(T, fat5_test_ctx(T)); }
+static void t_train_resume_bitwise(fat5_test *T) { ttr_resume_bitwise(T, fat5_test_ctx(T), 0); }
+static void t_optim_adafactor_resume(fat5_test *T) { ttr_resume_bitwise(T, fat5_test_ctx(T), 1); }
 
 static int ttr_has_tmp(const char *out) {
     DIR *d = opendir(out);
@@ -1662,6 +1686,6 @@ static void t_dist_rendezvous(fat5_test *T) {
     fat5__free(ctx, c);
 }
 
-#define FAT5_TESTS_TRAIN(X) X(train_options) X(train_learns) X(train_metrics_full_disk) X(train_resave_crash) X(train_one_per_dir) X(train_resume_checks) X(train_resume_bitwise) X(train_kill9_during_save) \
+#define FAT5_TESTS_TRAIN(X) X(train_options) X(train_learns) X(train_metrics_full_disk) X(train_resave_crash) X(train_one_per_dir) X(train_resume_checks) X(train_resume_bitwise) X(optim_adafactor_resume) X(train_kill9_during_save) \
     X(train_rejects) X(train_skips_nonfinite) X(train_init_from_hf) X(train_dist_options) X(train_balance) X(train_two_ranks) X(train_save_after_failure) X(train_ranks_disagree) X(dist_launch) \
     X(dist_watchdog) X(dist_rendezvous)

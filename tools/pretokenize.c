@@ -7,9 +7,11 @@
 //     tools/pretokenize [--sep MODE] [--tokenizer PATH] [--vocab N] [--width 2|4] -o OUT.tok IN.txt...
 //     tools/pretokenize --help | --version
 // (-o is --output; options may come before or after the inputs, as --key value or --key=value.)
-// --tokenizer: each document's text (as --sep makes it) is tokenized with fat5_tokenize without
-// the post-processor, and the tokenizer's EOS id (it must have one) is written after it, so that
-// documents end as they do byte-level, once (T5's template would append the same EOS). The
+// --tokenizer: each document's text (as --sep makes it) is tokenized with fat5_tokenize_stream
+// (fat5_tokenize's ids, streamed to the file) without the post-processor, and the tokenizer's EOS
+// id (it must have one) is written after it, so that documents end as they do byte-level, once
+// (T5's template would append the same EOS). A document takes memory for its text (twice with
+// --sep file, blank or STR: as read, then joined; once with --sep line), not for its ids. The
 // vocabulary written to the header is the tokenizer's (fat5_tokenizer_vocab_size: pieces, added
 // tokens and T5's <extra_id_N> sentinels) unless --vocab gives a larger one; --width 2 holds
 // vocabularies up to 65536, larger ones need --width 4. A document whose text gives no ids (only
@@ -75,6 +77,8 @@ typedef struct pt_state {
     size_t fill;
     int64_t n_ids, n_docs, in_bytes, next_report;
     int64_t doc_len;          // ids of the document being written
+    int64_t doc_ids;          // --tokenizer: ids of the document so far
+    int write_failed;         // --tokenizer: the token file refused ids (the reason is printed)
     int64_t pending_nl;       // "\n"s joining lines, written before the next non-empty line
 } pt_state;
 
@@ -133,23 +137,39 @@ static int pt_bytes(pt_state *p, const char *s, size_t n) {
     return 1;
 }
 
+// --tokenizer: takes a run of the document's ids as fat5_tokenize_stream makes them
+static fat5_status pt_take_ids(void *user, const int32_t *ids, int64_t n) {
+    pt_state *p = (pt_state *)user;
+    int64_t i;
+    for (i = 0; i < n; i++)
+        if (!pt_id(p, (uint32_t)ids[i])) {
+            p->write_failed = 1;   // pt_flush said why
+            return FAT5_ERR_IO;
+        }
+    p->doc_ids += n;
+    return FAT5_OK;
+}
+
+// --tokenizer: a document's text s[0..n) to ids, streamed (a long document's ids are never all
+// held, and the tokenizer's scratch does not grow with it), then EOS; no ids (whitespace only):
+// the document is skipped
+static int pt_tok_doc(pt_state *p, const char *s, size_t n) {
+    p->doc_ids = 0;
+    if (fat5_tokenize_stream(p->tok, s, n, FAT5_TOKENIZE_NO_SPECIAL, pt_take_ids, p) != FAT5_OK)
+        return p->write_failed ? 0 : pt_fail(p);
+    if (p->doc_ids == 0) return 1;
+    p->n_docs++;
+    return pt_id(p, (uint32_t)p->eos);
+}
+
 static int pt_end_doc(pt_state *p) {
     p->pending_nl = 0;
     if (p->doc_len == 0) return 1;   // empty documents are skipped
     p->doc_len = 0;
-    if (p->tok) {   // the document's text to ids, then EOS
-        int32_t *ids = NULL;
-        int64_t n = 0, i;
-        int ok = 1;
+    if (p->tok) {
         size_t len = p->text_len;
         p->text_len = 0;
-        if (fat5_tokenize(p->tok, p->text, len, NULL, 0, FAT5_TOKENIZE_NO_SPECIAL, &ids, &n) != FAT5_OK)
-            return pt_fail(p);
-        for (i = 0; i < n && ok; i++) ok = pt_id(p, (uint32_t)ids[i]);
-        fat5_free(p->ctx, ids);
-        if (!ok || n == 0) return ok;   // no ids (whitespace only): skipped
-        p->n_docs++;
-        return pt_id(p, (uint32_t)p->eos);
+        return pt_tok_doc(p, p->text, len);
     }
     p->n_docs++;
     return pt_id(p, 1);
@@ -194,8 +214,8 @@ static int pt_file(pt_state *p, const char *path, const char *sep) {
         body = n - (line[n - 1] == '\n');
         if (!strcmp(sep, "file")) {
             ok = pt_bytes(p, line, n);
-        } else if (!strcmp(sep, "line")) {
-            ok = pt_bytes(p, line, body) && pt_end_doc(p);
+        } else if (!strcmp(sep, "line")) {   // --tokenizer: the line is the document's text, not copied
+            ok = p->tok ? (body == 0 || pt_tok_doc(p, line, body)) : pt_bytes(p, line, body) && pt_end_doc(p);
         } else if (!strcmp(sep, "blank") ? pt_blank(line, body)
                                          : (body - (body > 0 && line[body - 1] == '\r') == strlen(sep) &&
                                             !memcmp(line, sep, strlen(sep)))) {

@@ -1,7 +1,6 @@
 // libFuzzer target: the batch JSON reader (fat5_batch_from_json, fat5_batch_destroy). A batch that
 // parses must be consistent: cumulative offsets start at 0 and never decrease.
 //     make fuzz   (clang -fsanitize=fuzzer,address,undefined)
-#define FAT5_IMPLEMENTATION
 #define FAT5_NO_CUDA
 #include "../../fat5.h"
 #include "fuzz_util.h"

@@ -1,7 +1,6 @@
 // libFuzzer target: config.json (fat5_model_config_from_json). A config that parses must validate,
 // and when fat5_model_config_to_json writes it, the text must parse back to the same config.
 //     make fuzz   (clang -fsanitize=fuzzer,address,undefined)
-#define FAT5_IMPLEMENTATION
 #define FAT5_NO_CUDA
 #include "../../fat5.h"
 #include "fuzz_util.h"

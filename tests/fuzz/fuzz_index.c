@@ -2,7 +2,6 @@
 // directory that also holds the fixture's config.json and its tensors split into two valid shards
 // (model-0000{1,2}-of-00002.safetensors); fat5_model_load then loads the directory.
 //     make fuzz   (clang -fsanitize=fuzzer,address,undefined)
-#define FAT5_IMPLEMENTATION
 #define FAT5_NO_CUDA
 #include "../../fat5.h"
 #include "fuzz_util.h"

@@ -2,7 +2,6 @@
 // FUZZ_SPLIT, then model.safetensors; both are written into a directory that fat5_model_load
 // loads. A model that loads runs fat5_model_forward on a tiny two-sequence batch.
 //     make fuzz   (clang -fsanitize=fuzzer,address,undefined)
-#define FAT5_IMPLEMENTATION
 #define FAT5_NO_CUDA
 #include "../../fat5.h"
 #include "fuzz_util.h"

@@ -2,7 +2,6 @@
 // opened with fat5_st_load, its table and metadata walked, and every tensor whose dtype converts
 // to fp32 (F32, F16, BF16) read with fat5_st_read_f32.
 //     make fuzz   (clang -fsanitize=fuzzer,address,undefined)
-#define FAT5_IMPLEMENTATION
 #define FAT5_NO_CUDA
 #include "../../fat5.h"
 #include "fuzz_util.h"

@@ -3,7 +3,6 @@
 // tokenize texts (the input's own bytes among them; a Unigram model without unk_id may refuse a
 // character, as tokenizers does) and decode the ids it gave.
 //     make fuzz   (clang -fsanitize=fuzzer,address,undefined)
-#define FAT5_IMPLEMENTATION
 #define FAT5_NO_CUDA
 #include "../../fat5.h"
 #include "fuzz_util.h"

@@ -3,8 +3,12 @@
 // creates OUT_DIR/corpus_<target>/ for every target: the fixtures' model.safetensors and
 // reference.safetensors (safetensors), config.json (config), batch.json (batch), config.json +
 // FUZZ_SPLIT + model.safetensors (model_dir), and a model.safetensors.index.json generated for
-// the two-shard split of FUZZ_DATA_DIR that fuzz_index writes (index), and the small tokenizer
-// fixtures of tests/data/tokenizers behind their kind byte (tokenizer).
+// the two-shard split of FUZZ_DATA_DIR that fuzz_index writes (index), the small tokenizer
+// fixtures of tests/data/tokenizers behind their kind byte (tokenizer), the decoding options of
+// the fixtures' generate.json and hand-written edge cases (generation_config), token files of a
+// fixture's text (tokens), the tokenizer fixtures' directories (tokenizer_dir), and the files of
+// the checkpoint a tiny training run writes (resume; fuzz_run_train, in OUT_DIR/resume_run, which
+// is removed after).
 #define FAT5_IMPLEMENTATION
 #define FAT5_NO_CUDA
 #include "../../fat5.h"
@@ -66,8 +70,211 @@ static void write_index(fat5_ctx *ctx, const char *out, const char *fixture) {
     fat5_st_destroy(f);
 }
 
+// Appends a file of a tokenizer directory (fuzz_tokenizer_dir's entry: the byte of its name, then
+// its bytes) to f, after a separator unless it is the first.
+static void put_dir_entry(FILE *f, int *first, int name, const char *src) {
+    size_t len;
+    char *b;
+    const char *slash = strrchr(src, '/');
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - src), src);
+    b = slurp(dir, slash + 1, &len);
+    if ((!*first && fputs(FUZZ_FILE_SPLIT, f) < 0) || fputc(name, f) == EOF || fwrite(b, 1, len, f) != len)
+        die("cannot write", src);
+    *first = 0;
+    free(b);
+}
+
+// fuzz_tokenizer_dir's seeds: each tokenizer fixture directory with its files, and directories
+// where a later candidate (spiece.model, tokenizer.model) is the one that loads.
+static void write_tokenizer_dirs(const char *out) {
+    static const struct {
+        const char *seed;
+        const char *files[3];   // fixture paths under tests/data
+        int names[3];           // their names in the directory (fuzz_tokdir_names)
+    } dirs[] = {
+        {"mt5bf", {"tokenizers/mt5bf/tokenizer.json", "tokenizers/mt5bf/spiece.model", NULL}, {0, 1, 0}},
+        {"mt5bf_spiece", {"tokenizers/mt5bf/spiece.model", NULL, NULL}, {1, 0, 0}},
+        {"spmbpe", {"tokenizers/spmbpe/tokenizer.json", "tokenizers/spmbpe/spiece.model", NULL}, {0, 1, 0}},
+        {"spmbpe_model", {"tokenizers/spmbpe/spiece.model", NULL, NULL}, {2, 0, 0}},
+        {"bytebpe", {"tokenizers/bytebpe/tokenizer.json", NULL, NULL}, {0, 0, 0}},
+        {"uniseq", {"tokenizers/uniseq/tokenizer.json", NULL, NULL}, {0, 0, 0}},
+        {"legacy", {"tokenizers/legacy/tokenizer.json", NULL, NULL}, {0, 0, 0}},
+        {"t5_spiece", {"t5_spiece/tokenizer.json", "t5_spiece/spiece.model", "t5_spiece/tokenizer_config.json"},
+         {0, 1, 3}},
+        {"t5_spiece_noj", {"t5_spiece/tokenizer_config.json", "t5_spiece/spiece.model", NULL}, {3, 1, 0}},
+    };
+    size_t i;
+    int k;
+    for (i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        char p[1024], src[1024];
+        FILE *f;
+        int first = 1;
+        snprintf(p, sizeof p, "%s/corpus_tokenizer_dir/%s", out, dirs[i].seed);
+        if (!(f = fopen(p, "wb"))) die("cannot write", p);
+        for (k = 0; k < 3 && dirs[i].files[k]; k++) {
+            snprintf(src, sizeof src, "%s/../%s", FUZZ_DATA_DIR, dirs[i].files[k]);
+            put_dir_entry(f, &first, dirs[i].names[k], src);
+        }
+        if (fclose(f) != 0) die("cannot write", p);
+    }
+}
+
+// fuzz_generation_config's seeds: every "options" object of a fixture's generate.json (flat objects:
+// the text up to the first '}').
+static void write_generate_options(const char *out, const char *dir, const char *base) {
+    size_t len;
+    char *text = slurp_opt(dir, "generate.json", &len), *at, name[300];
+    int k = 0;
+    if (!text) return;
+    for (at = strstr(text, "\"options\": {"); at; at = strstr(at, "\"options\": {")) {
+        char *open = strchr(at, '{'), *close = strchr(open, '}');
+        if (!close) break;
+        snprintf(name, sizeof name, "%s.options%d", base, k++);
+        put(out, "generation_config", name, open, (size_t)(close - open + 1), NULL, 0);
+        at = close;
+    }
+    free(text);
+}
+
+// fuzz_generation_config's hand-written seeds: what Hugging Face writes, sampling, the longest beam
+// search, ids at and past the fixture's vocabulary (96), the length settings and their limits.
+static void write_generation_cases(const char *out) {
+    static const char *const cases[] = {
+        "{\n  \"_from_model_config\": true,\n  \"decoder_start_token_id\": 0,\n  \"eos_token_id\": 1,\n"
+        "  \"pad_token_id\": 0,\n  \"transformers_version\": \"4.57.6\"\n}\n",
+        "{\"decoder_start_token_id\": 0, \"eos_token_id\": [1, 2], \"pad_token_id\": 0}",
+        "{\"do_sample\": true, \"temperature\": 0.7, \"top_k\": 0, \"top_p\": 0.9, \"seed\": 7, "
+        "\"num_return_sequences\": 3, \"max_length\": 6, \"min_length\": 3}",
+        "{\"do_sample\": true, \"temperature\": 1e-300, \"top_k\": 1, \"top_p\": 1e-300, "
+        "\"repetition_penalty\": 1e300}",
+        "{\"num_beams\": 32, \"num_return_sequences\": 32, \"early_stopping\": \"never\", \"length_penalty\": -1e308, "
+        "\"no_repeat_ngram_size\": 1, \"use_graph\": false}",
+        "{\"do_sample\": true, \"num_beams\": 2}",
+        "{\"max_new_tokens\": null, \"min_new_tokens\": null, \"max_length\": 1}",
+        "{\"max_new_tokens\": 1073741823, \"min_new_tokens\": 2147483647, \"no_repeat_ngram_size\": 2147483647}",
+        "{\"eos_token_id\": 95, \"pad_token_id\": 95, \"decoder_start_token_id\": 95}",
+        "{\"eos_token_id\": 96}",
+        "{\"eos_token_id\": -1, \"min_new_tokens\": 3}",
+        "{\"eos_token_id\": [], \"seed\": 18446744073709551615}",
+        "{\"early_stopping\": \"sometimes\"}",
+        "[1, 2, 3]",
+    };
+    size_t i;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "case%zu", i);
+        put(out, "generation_config", name, cases[i], strlen(cases[i]), NULL, 0);
+    }
+}
+
+// fuzz_tokens's seeds: the tiny run's corpus (a fixture's text as byte ids) as one file of 2-byte
+// ids, as 4-byte ids, cut in two files at a document boundary, and folded into a vocabulary of 96,
+// each behind a byte of sampler options.
+static void write_token_seeds(fat5_ctx *ctx, const char *out) {
+    char p[1024], *file;
+    size_t len, n, i, cut = 0;
+    int32_t *ids;
+    FILE *f;
+    snprintf(p, sizeof p, "%s/seed.tokens", out);
+    if (fuzz_run_corpus(ctx, p) != 0) die(fat5_last_error(ctx), p);
+    if (!(file = fuzz_read(p, &len)) || len < 34) die("cannot read", p);
+    n = (len - 32) / 2;
+    if (!(ids = (int32_t *)malloc(n * sizeof *ids))) die("out of memory", p);
+    for (i = 0; i < n; i++) {
+        ids[i] = (int32_t)((unsigned char)file[32 + 2 * i] | (unsigned char)file[33 + 2 * i] << 8);
+        if (ids[i] == 1 && i < n / 2) cut = i + 1;
+    }
+    put(out, "tokens", "bytes2", "\x00", 1, file, len);
+    if (fat5_tokens_write(ctx, p, ids, (int64_t)n, FUZZ_RUN_VOCAB, 1, 4) != FAT5_OK) die(fat5_last_error(ctx), p);
+    free(file);
+    if (!(file = fuzz_read(p, &len))) die("cannot read", p);
+    put(out, "tokens", "bytes4", "\x11", 1, file, len);
+    free(file);
+    snprintf(p, sizeof p, "%s/corpus_tokens/two_files", out);   // the first half, FUZZ_FILE_SPLIT, the rest
+    if (!(f = fopen(p, "wb")) || fputc(0x23, f) == EOF) die("cannot write", p);
+    {
+        char q[1024];
+        size_t k, part;
+        for (k = 0; k < 2; k++) {
+            snprintf(q, sizeof q, "%s/seed.tokens", out);
+            if (fat5_tokens_write(ctx, q, ids + (k ? cut : 0), (int64_t)(k ? n - cut : cut), FUZZ_RUN_VOCAB, 1, 2) !=
+                FAT5_OK)
+                die(fat5_last_error(ctx), q);
+            if (!(file = fuzz_read(q, &part))) die("cannot read", q);
+            if ((k && fputs(FUZZ_FILE_SPLIT, f) < 0) || fwrite(file, 1, part, f) != part) die("cannot write", p);
+            free(file);
+        }
+    }
+    if (fclose(f) != 0) die("cannot write", p);
+    for (i = 0; i < n; i++) ids[i] %= 96;
+    ids[n - 1] = 1;
+    snprintf(p, sizeof p, "%s/seed.tokens", out);
+    if (fat5_tokens_write(ctx, p, ids, (int64_t)n, 96, 1, 2) != FAT5_OK) die(fat5_last_error(ctx), p);
+    if (!(file = fuzz_read(p, &len))) die("cannot read", p);
+    put(out, "tokens", "vocab96", "\x4c", 1, file, len);
+    free(file);
+    free(ids);
+    unlink(p);
+}
+
+// fuzz_resume's seeds: each file of the tiny run's output directory that the target replaces (of the
+// two safetensors files, the header, which the target writes over theirs), and the sampler state and
+// the metadata of its training_state.safetensors, behind the byte that picks it.
+static void write_resume_seeds(fat5_ctx *ctx, const char *out) {
+    char run[1024], p[1200], name[32], mode;
+    fat5_st_file *f = NULL;
+    int i;
+    snprintf(run, sizeof run, "%s/resume_run", out);
+    fuzz_rmtree(run);
+    mkdir_p(run);
+    if (fuzz_run_train(ctx, run) != 0) die(fat5_last_error(ctx), run);
+    for (i = 0; i < FUZZ_RESUME_N; i++) {   // the small files whole, the safetensors' headers to overwrite
+        size_t len, keep;
+        char *b;
+        int large = i == FUZZ_RESUME_STATE || i == FUZZ_RESUME_MODEL;
+        mode = (char)(i | (large ? FUZZ_RESUME_OVERLAY : 0));
+        snprintf(name, sizeof name, "mode%d", i);
+        if (!fuzz_resume_files[i]) continue;
+        snprintf(p, sizeof p, "%s/%s", run, fuzz_resume_files[i]);
+        if (!(b = fuzz_read(p, &len))) die("cannot read", p);
+        keep = len;
+        if (large) {   // the 8-byte header length and the JSON header
+            uint64_t h = 0;
+            int j;
+            for (j = 7; j >= 0 && len >= 8; j--) h = h << 8 | (unsigned char)b[j];
+            if (len < 8 || h > len - 8) die("not a safetensors file", p);
+            keep = 8 + (size_t)h;
+        }
+        put(out, "resume", name, &mode, 1, b, keep);
+        free(b);
+    }
+    snprintf(p, sizeof p, "%s/%s", run, fuzz_resume_files[FUZZ_RESUME_STATE]);
+    if (fat5_st_load(ctx, p, &f) != FAT5_OK) die(fat5_last_error(ctx), p);
+    {
+        FILE *o;
+        snprintf(p, sizeof p, "%s/corpus_resume/mode%d", out, FUZZ_RESUME_META);
+        if (!(o = fopen(p, "wb")) || fputc(FUZZ_RESUME_META, o) == EOF) die("cannot write", p);
+        for (i = 0; i < fat5_st_metadata_count(f); i++) {
+            const char *k = NULL, *v = NULL;
+            fat5_st_metadata_get(f, i, &k, &v);
+            if (fwrite(k, 1, strlen(k) + 1, o) != strlen(k) + 1 || fwrite(v, 1, strlen(v) + 1, o) != strlen(v) + 1)
+                die("cannot write", p);
+            if (!strcmp(k, "sampler")) {
+                mode = FUZZ_RESUME_SAMPLER;
+                snprintf(name, sizeof name, "mode%d", FUZZ_RESUME_SAMPLER);
+                put(out, "resume", name, &mode, 1, v, strlen(v));
+            }
+        }
+        if (fclose(o) != 0) die("cannot write", p);
+    }
+    fat5_st_destroy(f);
+    fuzz_rmtree(run);
+}
+
 int main(int argc, char **argv) {
-    static const char *const corpora[] = {"safetensors", "config", "batch", "model_dir", "index", "tokenizer"};
+    static const char *const corpora[] = {"safetensors", "config", "batch", "model_dir", "index", "tokenizer",
+                                          "generation_config", "tokens", "tokenizer_dir", "resume"};
     fat5_ctx_config cc = fat5_ctx_config_default();
     fat5_ctx *ctx = NULL;
     char p[1024];
@@ -78,7 +285,7 @@ int main(int argc, char **argv) {
     }
     if (fat5_ctx_create(&cc, &ctx, NULL, 0) != FAT5_OK) die("out of memory", "");
     mkdir_p(argv[1]);
-    for (i = 0; i < 6; i++) {
+    for (i = 0; i < (int)(sizeof corpora / sizeof corpora[0]); i++) {
         snprintf(p, sizeof p, "%s/corpus_%s", argv[1], corpora[i]);
         mkdir_p(p);
     }
@@ -101,6 +308,7 @@ int main(int argc, char **argv) {
             FILE *f = fopen(p, "ab");
             if (!f || fwrite(model, 1, mlen, f) != mlen || fclose(f) != 0) die("cannot write", p);
         }
+        write_generate_options(argv[1], dir, base);
         free(config);
         free(model);
         free(ref);
@@ -120,6 +328,10 @@ int main(int argc, char **argv) {
             free(s);
         }
     }
+    write_generation_cases(argv[1]);
+    write_token_seeds(ctx, argv[1]);
+    write_tokenizer_dirs(argv[1]);
+    write_resume_seeds(ctx, argv[1]);
     fat5_ctx_destroy(ctx);
     return 0;
 }
