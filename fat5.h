@@ -22161,6 +22161,34 @@ static int fat5__tm_13a_punct(char c) {
            (u >= 0x28 && u <= 0x2B) || (u >= 0x3A && u <= 0x40) || u == 0x2F;
 }
 
+// One of the 13a tokenizer's three rules on pairs of characters (x, y), scanning left to right
+// and consuming a matched pair whole, as re.sub does: rule 0 ([^0-9])([\.,]) -> 'x y ', rule 1
+// ([\.,])([^0-9]) -> ' x y', rule 2 ([0-9])(-) -> 'x y '. *cur becomes the result (*nxt scratch).
+static void fat5__tm_13a_pairs(fat5__sb **cur, fat5__sb **nxt, int rule) {
+    fat5__sb *c = *cur, *x = *nxt;
+    size_t i;
+    x->len = 0;
+    fat5__sb_putn(x, "", 0);
+    for (i = 0; i < c->len && !c->oom;) {
+        char u = c->buf[i], v = i + 1 < c->len ? c->buf[i + 1] : 0;
+        int hit = i + 1 < c->len &&
+                  (rule == 0   ? !fat5__tm_digit(u) && (v == '.' || v == ',')
+                   : rule == 1 ? (u == '.' || u == ',') && !fat5__tm_digit(v)
+                               : fat5__tm_digit(u) && v == '-');
+        if (hit) {
+            char four[4];
+            four[0] = rule == 1 ? ' ' : u;
+            four[1] = rule == 1 ? u : ' ';
+            four[2] = rule == 1 ? ' ' : v;
+            four[3] = rule == 1 ? v : ' ';
+            fat5__sb_putn(x, four, 4);
+            i += 2;
+        } else fat5__sb_putn(x, c->buf + i++, 1);
+    }
+    *cur = x;
+    *nxt = c;
+}
+
 // sacrebleu's segment preprocessing (rstrip, then tokenizer 13a) of s, its words appended to q.
 // The regular expressions work on code points; on valid UTF-8 their byte-wise application below
 // gives the same text, since every character they look for or insert is ASCII and none of their
@@ -22198,57 +22226,10 @@ static void fat5__tm_13a_words(fat5__tm *M, const char *s, fat5__tm_seq *q) {
     t = cur;
     cur = nxt;
     nxt = t;
-    // ([^0-9])([\.,]) -> '\1 \2 '
-    nxt->len = 0;
-    fat5__sb_putn(nxt, "", 0);
-    for (i = 0; i < cur->len && !cur->oom;) {
-        if (i + 1 < cur->len && !fat5__tm_digit(cur->buf[i]) && (cur->buf[i + 1] == '.' || cur->buf[i + 1] == ',')) {
-            char four[4];
-            four[0] = cur->buf[i];
-            four[1] = ' ';
-            four[2] = cur->buf[i + 1];
-            four[3] = ' ';
-            fat5__sb_putn(nxt, four, 4);
-            i += 2;
-        } else fat5__sb_putn(nxt, cur->buf + i++, 1);
-    }
-    t = cur;
-    cur = nxt;
-    nxt = t;
-    // ([\.,])([^0-9]) -> ' \1 \2'
-    nxt->len = 0;
-    fat5__sb_putn(nxt, "", 0);
-    for (i = 0; i < cur->len && !cur->oom;) {
-        if (i + 1 < cur->len && (cur->buf[i] == '.' || cur->buf[i] == ',') && !fat5__tm_digit(cur->buf[i + 1])) {
-            char four[4];
-            four[0] = ' ';
-            four[1] = cur->buf[i];
-            four[2] = ' ';
-            four[3] = cur->buf[i + 1];
-            fat5__sb_putn(nxt, four, 4);
-            i += 2;
-        } else fat5__sb_putn(nxt, cur->buf + i++, 1);
-    }
-    t = cur;
-    cur = nxt;
-    nxt = t;
-    // ([0-9])(-) -> '\1 \2 '
-    nxt->len = 0;
-    fat5__sb_putn(nxt, "", 0);
-    for (i = 0; i < cur->len && !cur->oom;) {
-        if (i + 1 < cur->len && fat5__tm_digit(cur->buf[i]) && cur->buf[i + 1] == '-') {
-            char four[4];
-            four[0] = cur->buf[i];
-            four[1] = ' ';
-            four[2] = '-';
-            four[3] = ' ';
-            fat5__sb_putn(nxt, four, 4);
-            i += 2;
-        } else fat5__sb_putn(nxt, cur->buf + i++, 1);
-    }
-    t = cur;
-    cur = nxt;
-    nxt = t;
+    // ([^0-9])([\.,]) -> '\1 \2 ', ([\.,])([^0-9]) -> ' \1 \2', ([0-9])(-) -> '\1 \2 '
+    fat5__tm_13a_pairs(&cur, &nxt, 0);
+    fat5__tm_13a_pairs(&cur, &nxt, 1);
+    fat5__tm_13a_pairs(&cur, &nxt, 2);
     if (a.oom || b.oom) M->oom = 1;
     else fat5__tm_split(M, cur->buf, cur->len, q);
     fat5__sb_free(&a);
