@@ -983,6 +983,77 @@ FAT5_API fat5_status fat5_batch_from_texts(fat5_tokenizer *t, const char *const 
                                            const char *const *targets, int64_t n, fat5_batch *out);
 
 // ---------------------------------------------------------------------------------------------
+// Pairs data (text): (input, target) rows for fine-tuning, read from a file a row at a time and
+// tokenized with the checkpoint's tokenizer (docs/training.md, "Pairs data"). Formats:
+//   - JSON Lines (.jsonl, .json): one object per line; the input and target are string fields
+//     (names: input_field / target_field, default "input" / "target"); other fields are ignored.
+//   - TSV (.tsv): input and target separated by one tab, no quoting. A first row that names both
+//     columns is a header and places them (rows then have its number of columns); without one a
+//     row has exactly two columns, input then target. Given field names need a header.
+//   - CSV (.csv): RFC 4180 (quoted fields may hold commas, doubled quotes "" and newlines), a
+//     header row naming the columns.
+//   - parallel text files (two paths): line i of the first is the input, line i of the second
+//     its target; the files must have the same number of lines.
+// A "\r" before "\n" is dropped; the last line needs no "\n"; blank lines between rows are skipped
+// (not in parallel files, where a line is a row). Every line must be valid UTF-8 without NUL.
+// Tokens: Hugging Face's tokenizer(text, truncation=True, max_length=N): the text's ids are cut
+// to N minus the special tokens the tokenizer adds, and those are added after (T5: "</s>" last),
+// so a sequence has at most N ids and keeps its EOS. The input is tokenized as prefix + input.
+// Without a tokenizer (NULL): ByT5's ids, byte b -> b + 3, then EOS 1.
+// Errors (FAT5_ERR_FORMAT, FAT5_ERR_IO for reading) read "file: line N: reason" (1-based lines):
+// a missing field, a field that is not a string, invalid UTF-8 (with its byte offset), an empty
+// target, a wrong column count, an unterminated CSV quote, parallel files of different lengths, a
+// file with no pairs. After an error in one row's content the reader stands after that row, so a
+// caller may skip the row by calling fat5_pairs_next again; other errors (I/O, header, quoting,
+// line lengths, parallel lengths) stop the reader until fat5_pairs_rewind.
+typedef struct fat5_pairs fat5_pairs;
+
+typedef enum fat5_pairs_format {
+    FAT5_PAIRS_AUTO = 0,      // from the name: .jsonl / .json, .tsv, .csv; two paths: parallel
+    FAT5_PAIRS_JSONL = 1,
+    FAT5_PAIRS_TSV = 2,
+    FAT5_PAIRS_CSV = 3,
+    FAT5_PAIRS_PARALLEL = 4
+} fat5_pairs_format;
+
+typedef struct fat5_pairs_config {
+    fat5_pairs_format format;     // FAT5_PAIRS_AUTO
+    const char *input_field;      // JSONL field / TSV, CSV column of the input; NULL: "input"
+    const char *target_field;     // of the target; NULL: "target"
+    const char *prefix;           // put before every input ("summarize: "); NULL: none
+    int64_t max_source_length;    // input ids at most (EOS included); 0: no limit
+    int64_t max_target_length;    // target ids at most (EOS included); 0: no limit
+    int64_t max_line_bytes;       // a longer line is an error; 0: 64 MiB
+} fat5_pairs_config;
+
+// One row. The ids and texts belong to the reader and stay valid until its next call.
+typedef struct fat5_pairs_row {
+    const int32_t *input_ids;     // tokens of prefix + input, truncated, special tokens added
+    int64_t n_input;
+    const int32_t *target_ids;    // tokens of the target, the same way
+    int64_t n_target;
+    int64_t input_cut, target_cut;   // ids truncation dropped (0: the text fit)
+    const char *input_text;       // the row's input (without the prefix) and target, NUL-terminated
+    size_t input_len;
+    const char *target_text;
+    size_t target_len;
+    int64_t line;                 // the row's line in its file (1-based; CSV: its first line)
+    int64_t index;                // rows returned before this one since open / rewind
+} fat5_pairs_row;
+
+FAT5_API fat5_pairs_config fat5_pairs_config_default(void);
+// Opens path (target_path NULL), or the parallel files path and target_path; cfg NULL: defaults.
+// The files are read as fat5_pairs_next asks for rows, never whole.
+FAT5_API fat5_status fat5_pairs_open(fat5_ctx *ctx, const char *path, const char *target_path,
+                                     const fat5_pairs_config *cfg, fat5_pairs **out);
+FAT5_API void fat5_pairs_close(fat5_pairs *p);
+// The next row, tokenized with tok (NULL: byte-level): *has_row = 1 and *row filled, or
+// *has_row = 0 at the end of the data. A file with no pairs at all is FAT5_ERR_FORMAT.
+FAT5_API fat5_status fat5_pairs_next(fat5_pairs *p, fat5_tokenizer *tok, fat5_pairs_row *row, int *has_row);
+// Back to the first row (the next epoch); also clears an error that stopped the reader.
+FAT5_API fat5_status fat5_pairs_rewind(fat5_pairs *p);
+
+// ---------------------------------------------------------------------------------------------
 // Text metrics (text): generated text scored against references as the Python packages score it
 // (docs/api.md, "Metrics"). Strings are NUL-terminated UTF-8; one that is not valid UTF-8 is
 // FAT5_ERR_INVALID_ARG. The corpus forms take n >= 1 predictions and their references:

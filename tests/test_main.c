@@ -25,6 +25,7 @@
 #include "test_unicode.c"
 #include "test_tokenizer.c"
 #include "test_metrics.c"
+#include "test_pairs.c"
 #ifndef FAT5_NO_CUDA
 #include "test_gpu_dev.c"
 #include "test_gpu_ops.c"
@@ -52,6 +53,7 @@ static const fat5_test_case fat5_cases[] = {
     FAT5_TESTS_UNICODE(FAT5_TEST_ENTRY)
     FAT5_TESTS_TOKENIZER(FAT5_TEST_ENTRY)
     FAT5_TESTS_METRICS(FAT5_TEST_ENTRY)
+    FAT5_TESTS_PAIRS(FAT5_TEST_ENTRY)
     FAT5_TESTS_GPU_DEV(FAT5_TEST_ENTRY)
     FAT5_TESTS_GPU_OPS(FAT5_TEST_ENTRY)
     FAT5_TESTS_OPS_TABLE(FAT5_TEST_ENTRY)

@@ -272,9 +272,33 @@ static void write_resume_seeds(fat5_ctx *ctx, const char *out) {
     fuzz_rmtree(run);
 }
 
+// fuzz_pairs's seeds: the form byte (fuzz_pairs.c: 0 JSONL, 1 TSV, 2 CSV, 4 a configured format
+// with fields src / tgt, 5 parallel files), then small files of each form, quoting and escapes
+// included
+static void write_pairs_seeds(const char *out) {
+    static const struct {
+        char form;
+        const char *name, *text;
+    } seeds[] = {
+        {0, "jsonl", "{\"input\": \"define: cat (noun)\", \"target\": \"a small feline\"}\n"
+                     "{\"input\": \"caf\\u00e9 \\\"x\\\"\", \"target\": \"line\\nbreak\", \"extra\": 1}\r\n\n"},
+        {1, "tsv_header", "input\ttarget\nhello\tworld\nsecond row\ttarget text\n"},
+        {1, "tsv_plain", "a\tb\r\nc\td"},
+        {2, "csv", "input,target\n\"a, quoted\",\"say \"\"hi\"\"\"\n\"multi\nline\",x\r\n"},
+        {4, "configured", "src,tgt,other\nsome input text,t,3\n"},
+        {5, "parallel", "first input\nsecond input\n" FUZZ_FILE_SPLIT "first target\nsecond target\n"},
+    };
+    size_t i;
+    for (i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
+        char form = seeds[i].form;
+        if (form == 4) form = (char)(4 + 6 * 5);   // 34: form 4, CSV (1 + (34 >> 4) % 3 = 3)
+        put(out, "pairs", seeds[i].name, &form, 1, seeds[i].text, strlen(seeds[i].text));
+    }
+}
+
 int main(int argc, char **argv) {
     static const char *const corpora[] = {"safetensors", "config", "batch", "model_dir", "index", "tokenizer",
-                                          "generation_config", "tokens", "tokenizer_dir", "resume"};
+                                          "generation_config", "tokens", "tokenizer_dir", "resume", "pairs"};
     fat5_ctx_config cc = fat5_ctx_config_default();
     fat5_ctx *ctx = NULL;
     char p[1024];
@@ -332,6 +356,7 @@ int main(int argc, char **argv) {
     write_token_seeds(ctx, argv[1]);
     write_tokenizer_dirs(argv[1]);
     write_resume_seeds(ctx, argv[1]);
+    write_pairs_seeds(argv[1]);
     fat5_ctx_destroy(ctx);
     return 0;
 }
