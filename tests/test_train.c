@@ -469,6 +469,43 @@ static void ttr_resume_bitwise(fat5_test *T, fat5_ctx *ctx, int adafactor) {
 static void t_train_resume_bitwise(fat5_test *T) { ttr_resume_bitwise(T, fat5_test_ctx(T), 0); }
 static void t_optim_adafactor_resume(fat5_test *T) { ttr_resume_bitwise(T, fat5_test_ctx(T), 1); }
 
+// A checkpoint of one optimizer resumed with the other (AdamW's moments into Adafactor's factors,
+// and back): refused at creation, the message naming the state file, the optimizer asked for and
+// the checkpoint's.
+static void t_optim_resume_other_optimizer(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    const char *data = ttr_corpus(T, 8);
+    static const char *const kinds[2] = {"adamw", "adafactor"};
+    int from;
+    FAT5_REQUIRE(T, data != NULL);
+    for (from = 0; from < 2; from++) {
+        char out[600], latest[700];
+        fat5_train_config c;
+        fat5_trainer *t = NULL;
+        fat5_status st;
+        int i;
+        snprintf(out, sizeof out, "%s/from_%s", fat5_test_tmpdir(T), kinds[from]);
+        c = ttr_config(T, data, out);
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "optim", kinds[from]));
+        FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
+        for (i = 0; i < 2; i++) FAT5_REQUIRE_OK(T, fat5_train_step(t, NULL));
+        FAT5_REQUIRE_OK(T, fat5_train_save(t, NULL));
+        fat5_train_destroy(t);
+        t = NULL;
+        snprintf(latest, sizeof latest, "%s/latest", out);
+        FAT5_REQUIRE(T, fat5__is_file(latest));
+        c.resume = out;
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "optim", kinds[1 - from]));
+        st = fat5_train_create(ctx, &c, &t);
+        FAT5_CHECK_MSG(T, st != FAT5_OK && t == NULL, "resuming a %s checkpoint with %s: %s", kinds[from],
+                       kinds[1 - from], fat5_status_string(st));
+        FAT5_CHECK_MSG(T, st == FAT5_OK || (strstr(fat5_last_error(ctx), "adafactor") && strstr(fat5_last_error(ctx), "adamw") &&
+                                            strstr(fat5_last_error(ctx), "training_state.safetensors")),
+                       "the refusal does not name the file and both optimizers: %s", fat5_last_error(ctx));
+        if (t) fat5_train_destroy(t);
+    }
+}
+
 static int ttr_has_tmp(const char *out) {
     DIR *d = opendir(out);
     struct dirent *e;
@@ -1686,6 +1723,6 @@ static void t_dist_rendezvous(fat5_test *T) {
     fat5__free(ctx, c);
 }
 
-#define FAT5_TESTS_TRAIN(X) X(train_options) X(train_learns) X(train_metrics_full_disk) X(train_resave_crash) X(train_one_per_dir) X(train_resume_checks) X(train_resume_bitwise) X(optim_adafactor_resume) X(train_kill9_during_save) \
+#define FAT5_TESTS_TRAIN(X) X(train_options) X(train_learns) X(train_metrics_full_disk) X(train_resave_crash) X(train_one_per_dir) X(train_resume_checks) X(train_resume_bitwise) X(optim_adafactor_resume) X(optim_resume_other_optimizer) X(train_kill9_during_save) \
     X(train_rejects) X(train_skips_nonfinite) X(train_init_from_hf) X(train_dist_options) X(train_balance) X(train_two_ranks) X(train_save_after_failure) X(train_ranks_disagree) X(dist_launch) \
     X(dist_watchdog) X(dist_rendezvous)
