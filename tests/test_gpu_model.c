@@ -381,6 +381,26 @@ static void t_gpu_save_reload(fat5_test *T) {
 
 // ---- optimizer and determinism ----
 
+// A model on the GPU context g with the CPU model cm's weights, and an optimizer of config c on
+// each of the two (*co the CPU's, *go the GPU's); 0 after reporting a failure (what was made is
+// the caller's to destroy).
+static int tgm_optim_twins(fat5_test *T, fat5_ctx *g, fat5_model *cm, const fat5_optim_config *c, fat5_model **gm,
+                           fat5_optim **co, fat5_optim **go) {
+    int p;
+    if (fat5_model_create(g, &cm->cfg, 0, gm) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "setup: %s", fat5_last_error(g));
+        return 0;
+    }
+    for (p = 0; p < cm->n_params && !T->failed; p++)
+        FAT5_CHECK(T, fat5_model_set_param(*gm, cm->params[p].name, cm->w + cm->params[p].offset,
+                                           (int64_t)cm->params[p].numel) == FAT5_OK);
+    if (fat5_optim_create(cm, c, co) != FAT5_OK || fat5_optim_create(*gm, c, go) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "optim_create: %s / %s", fat5_last_error(fat5_test_ctx(T)), fat5_last_error(g));
+        return 0;
+    }
+    return 1;
+}
+
 // The optimizer on the GPU (fp32 context) against the CPU one: the same weights and gradients,
 // three steps of each kind with weight decay (and exclusions) and clipping active. The GPU works
 // in fp32 (the CPU in double, rounded to fp32 per element), so each step differs by a few ulps of
@@ -397,21 +417,11 @@ static void t_gpu_optim_vs_cpu(fat5_test *T) {
         size_t n = cm ? cm->n_floats : 0;
         float *w = (float *)malloc(n * 4 + 4), *m1 = (float *)malloc(n * 4 + 4), *m2 = (float *)malloc(n * 4 + 4);
         double *r = (double *)malloc(n * 8 + 8);
-        int s, p;
+        int s;
         size_t i;
         char what[64];
         c.clip_norm = 1.0;
-        if (!cm || !w || !m1 || !m2 || !r || fat5_model_create(g, &cm->cfg, 0, &gm) != FAT5_OK) {
-            FAT5_CHECK_MSG(T, 0, "setup: %s", fat5_last_error(g));
-            goto next;
-        }
-        for (p = 0; p < cm->n_params && !T->failed; p++)
-            FAT5_CHECK(T, fat5_model_set_param(gm, cm->params[p].name, cm->w + cm->params[p].offset,
-                                               (int64_t)cm->params[p].numel) == FAT5_OK);
-        if (fat5_optim_create(cm, &c, &co) != FAT5_OK || fat5_optim_create(gm, &c, &go) != FAT5_OK) {
-            FAT5_CHECK_MSG(T, 0, "optim_create: %s / %s", fat5_last_error(fat5_test_ctx(T)), fat5_last_error(g));
-            goto next;
-        }
+        if (!cm || !w || !m1 || !m2 || !r || !tgm_optim_twins(T, g, cm, &c, &gm, &co, &go)) goto next;
         for (s = 0; s < 3; s++) {
             fat5_optim_result rc, rg;
             to_fill_grads(FAT5__HOST(float, cm->gd), n, 40 + (uint64_t)s, 0.5);
@@ -465,7 +475,7 @@ static void tgm_optim_adafactor(fat5_test *T, fat5_dtype dtype) {
     size_t n, i;
     float *w = NULL, *m1 = NULL, *v = NULL;
     double *r = NULL;
-    int s, p;
+    int s;
     char what[64];
     if (!g) return;
     cm = to_model(T, 31);
@@ -474,17 +484,7 @@ static void tgm_optim_adafactor(fat5_test *T, fat5_dtype dtype) {
     c.adafactor_beta1 = 0.9;
     c.adafactor_scale_parameter = 1;
     w = (float *)malloc(n * 4 + 4), m1 = (float *)malloc(n * 4 + 4), r = (double *)malloc(n * 8 + 8);
-    if (!cm || !w || !m1 || !r || fat5_model_create(g, &cm->cfg, 0, &gm) != FAT5_OK) {
-        FAT5_CHECK_MSG(T, 0, "setup: %s", fat5_last_error(g));
-        goto done;
-    }
-    for (p = 0; p < cm->n_params && !T->failed; p++)
-        FAT5_CHECK(T, fat5_model_set_param(gm, cm->params[p].name, cm->w + cm->params[p].offset,
-                                           (int64_t)cm->params[p].numel) == FAT5_OK);
-    if (fat5_optim_create(cm, &c, &co) != FAT5_OK || fat5_optim_create(gm, &c, &go) != FAT5_OK) {
-        FAT5_CHECK_MSG(T, 0, "optim_create: %s / %s", fat5_last_error(fat5_test_ctx(T)), fat5_last_error(g));
-        goto done;
-    }
+    if (!cm || !w || !m1 || !r || !tgm_optim_twins(T, g, cm, &c, &gm, &co, &go)) goto done;
     v = (float *)malloc(co->n_v * 4 + 4);
     if (!v || co->n_v != go->n_v || co->n_v >= n) {
         FAT5_CHECK_MSG(T, 0, "second moments: %zu floats on the CPU, %zu on the GPU", co->n_v, go->n_v);

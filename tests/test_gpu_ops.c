@@ -325,7 +325,7 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
     const size_t nscr = fire ? (size_t)(FAT5__GPU_DBIAS_BLOCKS + 1) * (size_t)H * (size_t)FAT5__FIRE_SHARES(nb)
                              : (size_t)FAT5__GPU_DBIAS_BLOCKS * nbias;
     const size_t nlut = (size_t)(md > 0 ? md : 1);
-    int s, i, tc, wg, has_bias = fire || t5, has_grad = fire || t5 || alibi;
+    int s, i, tc, wg, pass, has_bias = fire || t5, has_grad = fire || t5 || alibi;
     int32_t *cu_q = tg_i(g, (size_t)c->n_seq + 1), *cu_k = tg_i(g, (size_t)c->n_seq + 1);
     int32_t *q_seq, *k_seq, *lut = tg_i(g, nlut), *cu_g = tg_i(g, (size_t)c->n_seq + 1);
     int64_t Tq, Tk;  // Tk: the key rows, transient-global rows included
@@ -435,40 +435,30 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
         tg_close_at(g, __LINE__, what, o, oref, nq, 1, 0, fmax(tg_maxabs(oref, nq), tg_maxabs(v, nk)));
     snprintf(what, sizeof what, "attn_fwd%s lse %s", wg ? " (sm_90a)" : tc ? " (tensor cores)" : "", tag);
     tg_close(g, what, lse, lseref, (size_t)(Tq * H), 0);
-    if (wg) {  // the mma.sync kernel on the same inputs (FAT5_ATTN_WG=0's path), the sm_90a one against it
-        float *o2 = tg_f(g, nq), *lse2 = tg_f(g, (size_t)(Tq * H));
+    // The kernel beneath on the same inputs, this one against it (both rounded: twice the tensor
+    // cores' bound): pass 0 the mma.sync kernel under the sm_90a one (FAT5_ATTN_WG=0's path), pass 1
+    // the FMA kernel under the tensor-core ones (FAT5_ATTN_TC=0's)
+    for (pass = 0; pass < 2; pass++) {
+        int *sw = pass == 0 ? &g->ctx->gpu->attn_wg : &g->ctx->gpu->attn_tc;
+        const char *vs = pass == 0 ? "sm_90a vs mma.sync" : "tensor cores vs FMA";
+        float *o2, *lse2;
         int ok;
+        if (!(pass == 0 ? wg : tc)) continue;
+        o2 = tg_f(g, nq);
+        lse2 = tg_f(g, (size_t)(Tq * H));
         if (g->err) return;
-        g->ctx->gpu->attn_wg = 0;
+        *sw = 0;
         ok = tg_ok(g, fat5__gpu_attn_fwd(g->ctx, od, lsed, qd, kd, vd, biasd, lutd, cuqd, cukd, qsd, Tq, H, dk, kind,
                                          nb, md, gsz, cugd));
-        g->ctx->gpu->attn_wg = 1;
+        *sw = 1;
         if (!ok) return;
         tg_down_act(g, o2, od, nq);
         tg_down_f32(g, lse2, lsed, (size_t)(Tq * H));
         for (i = 0; i < Tq * H; i++)
             if (isinf(lse2[i]) && lse2[i] < 0) lse2[i] = 0.0f;  // as lse's above
-        snprintf(what, sizeof what, "attn_fwd o, sm_90a vs mma.sync %s", tag);
+        snprintf(what, sizeof what, "attn_fwd o, %s %s", vs, tag);
         tg_close_tc_at(g, __LINE__, what, o, o2, nq, tg_maxabs(v, nk), fmax(tg_maxabs(o2, nq), tg_maxabs(v, nk)), 2);
-        snprintf(what, sizeof what, "attn_fwd lse, sm_90a vs mma.sync %s", tag);
-        tg_close(g, what, lse, lse2, (size_t)(Tq * H), 0);
-    }
-    if (tc) {  // the FMA kernel on the same inputs, the tensor-core kernel against it
-        float *o2 = tg_f(g, nq), *lse2 = tg_f(g, (size_t)(Tq * H));
-        int ok;
-        if (g->err) return;
-        g->ctx->gpu->attn_tc = 0;
-        ok = tg_ok(g, fat5__gpu_attn_fwd(g->ctx, od, lsed, qd, kd, vd, biasd, lutd, cuqd, cukd, qsd, Tq, H, dk, kind,
-                                         nb, md, gsz, cugd));
-        g->ctx->gpu->attn_tc = 1;
-        if (!ok) return;
-        tg_down_act(g, o2, od, nq);
-        tg_down_f32(g, lse2, lsed, (size_t)(Tq * H));
-        for (i = 0; i < Tq * H; i++)
-            if (isinf(lse2[i]) && lse2[i] < 0) lse2[i] = 0.0f;  // as lse's above
-        snprintf(what, sizeof what, "attn_fwd o, tensor cores vs FMA %s", tag);
-        tg_close_tc_at(g, __LINE__, what, o, o2, nq, tg_maxabs(v, nk), fmax(tg_maxabs(o2, nq), tg_maxabs(v, nk)), 2);
-        snprintf(what, sizeof what, "attn_fwd lse, tensor cores vs FMA %s", tag);
+        snprintf(what, sizeof what, "attn_fwd lse, %s %s", vs, tag);
         tg_close(g, what, lse, lse2, (size_t)(Tq * H), 0);
     }
     for (i = 0; i < Tq * H; i++) lse[i] = lseref[i];  // restore the -inf entries for the backward
