@@ -153,18 +153,6 @@ __device__ __forceinline__ void fat5_wg_mma_rs128(float *d, const unsigned *a, u
 }
 
 
-// The keys [ws, we) of packed query rows t0 .. t0 + n - 1 (n >= 1; rows in sequence order): from
-// the first row's first visible key to the last row's last (attention_tc.cu's range, no pattern).
-__device__ __forceinline__ void fat5_wg_keys(int vis, const int *cu_q, const int *cu_k, const int *q_seq,
-                                             long long t0, int n, int &ws, int &we)
-{
-    const int s0 = q_seq[t0];
-    ws = cu_k[s0] + (vis == 2 ? (int)(t0 - cu_q[s0]) : 0);
-    const long long tl = t0 + n - 1;
-    const int s = q_seq[tl], k0 = cu_k[s], nk = cu_k[s + 1] - k0, i = (int)(tl - cu_q[s]);
-    we = k0 + (vis == 1 ? min(i + 1, nk) : nk);
-}
-
 template <int DK, int PE>
 __device__ __forceinline__ void fat5_attn_fwd_wg_impl(act_t *o, float *lse, const fat5_tmap *tmq,
                                                       const fat5_tmap *tmk, const fat5_tmap *tmv, const float *bias,
@@ -203,7 +191,9 @@ __device__ __forceinline__ void fat5_attn_fwd_wg_impl(act_t *o, float *lse, cons
     const long long t0 = (long long)(gridDim.x - 1 - blockIdx.x) * BM;  // the longest tiles of a causal
     const int nrow = (int)min((long long)BM, Tq - t0);                  // sequence first
     int kstart, kend;
-    fat5_wg_keys(vis, cu_q, cu_k, q_seq, t0, nrow, kstart, kend);
+    const fat5_pat pt = fat5_attn_pat(kind, 0, nb);  // no pattern: fat5_attn_tile_keys<false> ignores it
+    int ps, pe, gs, ge;                                // the pattern phases' ranges (unused here)
+    fat5_attn_tile_keys<false>(pt, vis, cu_q, cu_k, q_seq, 0, t0, nrow, ps, pe, kstart, kend, gs, ge);
     const int ntile = kend > kstart ? (kend - kstart + BN - 1) / BN : 0;
     __syncthreads();  // barriers initialised, dtab written
 
@@ -248,7 +238,9 @@ __device__ __forceinline__ void fat5_attn_fwd_wg_impl(act_t *o, float *lse, cons
         }
     }
     int wks = 0, wke = 0;  // the keys this warpgroup's rows see (uniform over the warpgroup)
-    if (nrow > 64 * cw) fat5_wg_keys(vis, cu_q, cu_k, q_seq, t0 + 64 * cw, min(64, nrow - 64 * cw), wks, wke);
+    if (nrow > 64 * cw)
+        fat5_attn_tile_keys<false>(pt, vis, cu_q, cu_k, q_seq, 0, t0 + 64 * cw, min(64, nrow - 64 * cw), ps, pe, wks,
+                                   wke, gs, ge);
     float acc[DK / 2];  // O, 64 x DK: acc[4 n + 2 rr + e] = row 8 rr + gr, column 8 n + 2 tq + e
 #pragma unroll
     for (int i = 0; i < DK / 2; i++) acc[i] = 0.0f;
