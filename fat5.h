@@ -3304,7 +3304,7 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatmul)(
 // the same arguments, attention_tc.cu), and so has the backward (attn_bwd_dq_tc64..., T5, ALiBi and
 // no bias; attn_bwd_dkv_tc64..., FIRE too: attention_tc_bwd.cu), and the forward a third on
 // Hopper's own instructions (attn_fwd_wg64, _wg128 and their _alibi: sm_90a, self-attention,
-// attention_wg.cu). mm's kernel serves products of a few rows (cuBLAS the rest).
+// attention_wg.cu), as has dkv (attn_bwd_dkv_wg64..., attention_wg_bwd.cu). mm's kernel serves products of a few rows (cuBLAS the rest).
 #define FAT5__KERNELS(X)                                                                           \
     X(fill_f32) X(scale_f32) X(f32_to_bf16) X(to_act) X(embed_fwd) X(embed_bwd) X(rmsnorm_fwd)     \
     X(rmsnorm_bwd) X(colsum_f32) X(act_fwd) X(act_bwd) X(attn_fwd) X(attn_bwd_delta) X(attn_bwd_dq)  \
@@ -3327,7 +3327,8 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatmul)(
     X(attn_bwd_dkv_tc64_fire) X(attn_bwd_dkv_tc64_fire_pat) X(attn_bwd_dkv_tc128)                         \
     X(attn_bwd_dkv_tc128_pat) X(attn_bwd_dkv_tc128_alibi) X(attn_bwd_dkv_tc128_alibi_pat)                 \
     X(attn_bwd_dkv_tc128_fire) X(attn_bwd_dkv_tc128_fire_pat) X(attn_fwd_wg64) X(attn_fwd_wg64_alibi)   \
-    X(attn_fwd_wg128) X(attn_fwd_wg128_alibi)
+    X(attn_fwd_wg128) X(attn_fwd_wg128_alibi) X(attn_bwd_dkv_wg64) X(attn_bwd_dkv_wg64_alibi)   \
+    X(attn_bwd_dkv_wg128) X(attn_bwd_dkv_wg128_alibi)
 
 typedef enum fat5__kernel_id {
 #define FAT5__KENUM(name) FAT5__K_##name,
@@ -3337,12 +3338,12 @@ typedef enum fat5__kernel_id {
 } fat5__kernel_id;
 
 // The kernel program is compiled as FAT5__K_PARTS parts at once, one NVRTC program each
-// (kernels/00_common.cu: FAT5_PART; part 0 the light kernels, parts 1 .. 29 one heavy entry each:
+// (kernels/00_common.cu: FAT5_PART; part 0 the light kernels, parts 1 .. 31 one heavy entry each:
 // the attention kernels of training and decoding and the fused products, whose template instances
 // are most of the minutes a whole compile takes), on the host's cores, and loaded as one module
 // each. A CPU test checks that the kernel files name
 // exactly parts 0 .. FAT5__K_PARTS - 1.
-#define FAT5__K_PARTS 30
+#define FAT5__K_PARTS 32
 static const char *const fat5__kernel_names[FAT5__K_COUNT] = {
 #define FAT5__KNAME(name) "fat5_" #name,
     FAT5__KERNELS(FAT5__KNAME)
@@ -7788,6 +7789,46 @@ static FAT5__UNUSED int64_t fat5__gpu_attn_fwd_wg_smem(const fat5_ctx *ctx, fat5
     return base <= ctx->gpu->smem_optin ? base : 0;
 }
 
+// Whether attn_bwd_dkv runs on Hopper's kernel (attention_wg_bwd.cu), and then its shared memory
+// (bytes); 0: not. The forward's conditions (fat5__gpu_attn_fwd_wg_smem: sm_90a, bf16, head dim 64
+// or 128, self-attention, no pattern, no FIRE) on q, k, v and dout, dk and dv 4-byte aligned. Then:
+// 1024 bytes of alignment slack, K and V (128 keys) and the stages of Q and dO (64 queries; 4
+// stages for head dim 64, 3 for 128), rows of dk bf16, 16 (stages + 1) bytes of barriers, each
+// stage's lse and delta (128 floats), T5's bias by distance (2 max(max_distance, 1) + 1 floats).
+static FAT5__UNUSED int64_t fat5__gpu_attn_bwd_dkv_wg_smem(const fat5_ctx *ctx, fat5__dptr dk_, fat5__dptr dv,
+                                                           fat5__dptr q, fat5__dptr k, fat5__dptr v, fat5__dptr dout,
+                                                           fat5__dptr cu_q, fat5__dptr cu_k, int64_t Tk, int dk,
+                                                           int kind, fat5__dptr bias, int max_distance) {
+    int scheme = fat5__gpu_attn_scheme(kind);
+    int64_t stages = dk == 64 ? 4 : 3, nwg = 2, base;
+    if (!ctx->gpu || !ctx->gpu->attn_wg || !ctx->gpu->attn_tc || fat5__dev_act_size(ctx) != 2 ||
+        (dk != 64 && dk != 128) || scheme == 2 || fat5__gpu_attn_pattern(kind) || cu_q != cu_k || !cu_q ||
+        ((q | k | v | dout) & 15) || ((dk_ | dv) & 3) || Tk < 1 || Tk > INT32_MAX ||
+        (Tk + 64 * nwg - 1) / (64 * nwg) > FAT5__GPU_MAX_BLOCKS)
+        return 0;
+    if (scheme == 0 && bias && max_distance > 4096) return 0;
+    base = 1024 + (int64_t)(dk / 64) * 8192 * (2 * nwg + 2 * stages) + 16 * (stages + 1) + stages * 128 * 4;
+    if (scheme == 0 && bias) base += (2 * (int64_t)(max_distance > 0 ? max_distance : 1) + 1) * 4;
+    return base <= ctx->gpu->smem_optin ? base : 0;
+}
+
+// A TMA tensor map of rows [0, T) of a [T][H dk] bf16 activation, read in boxes of box_rows rows x
+// 64 columns with 128-byte swizzle (the layout wgmma reads), rows past T filled with zeros.
+static FAT5__UNUSED fat5_status fat5__gpu_attn_tmap(fat5_ctx *ctx, fat5__CUtensorMap *map, fat5__dptr rows,
+                                                    int64_t T, int H, int dk, unsigned box_rows) {
+    unsigned long long dims[2], strides[1];
+    unsigned box[2], es[2] = {1, 1};
+    fat5__CUresult r;
+    dims[0] = (unsigned long long)H * (unsigned long long)dk;
+    dims[1] = (unsigned long long)T;
+    strides[0] = dims[0] * 2;
+    box[0] = 64, box[1] = box_rows;
+    r = ctx->gpu->tmap_encode(map, FAT5__CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)(uintptr_t)rows, dims, strides,
+                              box, es, FAT5__CU_TENSOR_MAP_INTERLEAVE_NONE, FAT5__CU_TENSOR_MAP_SWIZZLE_128B,
+                              FAT5__CU_TENSOR_MAP_L2_PROMOTION_L2_128B, FAT5__CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == FAT5__CUDA_SUCCESS ? FAT5_OK : fat5__dev_check(ctx, r, "cuTensorMapEncodeTiled (attention)");
+}
+
 // Whether attn_bwd_dq (dkv 0) or attn_bwd_dkv (dkv 1) runs on tensor cores (attention_tc_bwd.cu),
 // and then its shared memory (bytes, without the optional table cache); 0: the FMA kernels. The
 // forward's conditions (fat5__gpu_attn_fwd_tc_smem) on every row pointer; dq not with FIRE (its
@@ -7839,22 +7880,11 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_fwd(fat5_ctx *ctx, fat5__dptr o, 
         // q, k, v as 2D tensors [Tq][H dk] of bf16, read in boxes of 128 rows x 64 columns
         unsigned char raw[4 * sizeof(fat5__CUtensorMap)];  // three maps, 64-byte aligned (as CUtensorMap)
         fat5__CUtensorMap *tm = (fat5__CUtensorMap *)(void *)(raw + (64 - (uintptr_t)raw % 64) % 64);
-        fat5__dptr rows[3];
-        unsigned long long dims[2], strides[1];
-        unsigned box[2] = {64, 128}, es[2] = {1, 1};
         void *wargs[15];
-        int i;
-        rows[0] = q, rows[1] = k, rows[2] = v;
-        dims[0] = (unsigned long long)H * (unsigned long long)dk;
-        dims[1] = (unsigned long long)Tq;
-        strides[0] = dims[0] * 2;
-        for (i = 0; i < 3; i++) {
-            fat5__CUresult r = ctx->gpu->tmap_encode(
-                &tm[i], FAT5__CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)(uintptr_t)rows[i], dims, strides, box, es,
-                FAT5__CU_TENSOR_MAP_INTERLEAVE_NONE, FAT5__CU_TENSOR_MAP_SWIZZLE_128B,
-                FAT5__CU_TENSOR_MAP_L2_PROMOTION_L2_128B, FAT5__CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-            if (r != FAT5__CUDA_SUCCESS) return fat5__dev_check(ctx, r, "cuTensorMapEncodeTiled (attention)");
-        }
+        if ((st = fat5__gpu_attn_tmap(ctx, &tm[0], q, Tq, H, dk, 128)) != FAT5_OK ||
+            (st = fat5__gpu_attn_tmap(ctx, &tm[1], k, Tq, H, dk, 128)) != FAT5_OK ||
+            (st = fat5__gpu_attn_tmap(ctx, &tm[2], v, Tq, H, dk, 128)) != FAT5_OK)
+            return st;
         wargs[0] = &o, wargs[1] = &lse, wargs[2] = &tm[0], wargs[3] = &tm[1], wargs[4] = &tm[2], wargs[5] = &bias;
         wargs[6] = &lut, wargs[7] = &cu_q, wargs[8] = &cu_k, wargs[9] = &q_seq, wargs[10] = &Tq_, wargs[11] = &H;
         wargs[12] = &kind, wargs[13] = &nb, wargs[14] = &max_distance;
@@ -8052,6 +8082,27 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__dptr
         fat5__gpu_attn_check(ctx, "fat5__gpu_attn_bwd_dkv", Tk, H, dk, kind, bias, lut, nb, max_distance, g,
                              cu_g);
     if (st || Tk == 0) return st;
+    if ((base = fat5__gpu_attn_bwd_dkv_wg_smem(ctx, dk_, dv, q, k, v, dout, cu_q, cu_k, Tk, dk, kind, bias,
+                                               max_distance)) > 0) {
+        // Hopper: 128 keys x 256 threads a block (2 warpgroups); q and dout read in boxes of 64
+        // rows, k and v of 128
+        unsigned nwg = 2;
+        unsigned char raw[5 * sizeof(fat5__CUtensorMap)];  // four maps, 64-byte aligned (as CUtensorMap)
+        fat5__CUtensorMap *tm = (fat5__CUtensorMap *)(void *)(raw + (64 - (uintptr_t)raw % 64) % 64);
+        void *wargs[18];
+        if ((st = fat5__gpu_attn_tmap(ctx, &tm[0], q, Tk, H, dk, 64)) != FAT5_OK ||
+            (st = fat5__gpu_attn_tmap(ctx, &tm[1], dout, Tk, H, dk, 64)) != FAT5_OK ||
+            (st = fat5__gpu_attn_tmap(ctx, &tm[2], k, Tk, H, dk, 64 * nwg)) != FAT5_OK ||
+            (st = fat5__gpu_attn_tmap(ctx, &tm[3], v, Tk, H, dk, 64 * nwg)) != FAT5_OK)
+            return st;
+        wargs[0] = &dk_, wargs[1] = &dv, wargs[2] = &tm[0], wargs[3] = &tm[1], wargs[4] = &tm[2], wargs[5] = &tm[3];
+        wargs[6] = &lse, wargs[7] = &delta, wargs[8] = &bias, wargs[9] = &lut, wargs[10] = &cu_q, wargs[11] = &cu_k;
+        wargs[12] = &k_seq, wargs[13] = &Tk_, wargs[14] = &H, wargs[15] = &kind, wargs[16] = &nb;
+        wargs[17] = &max_distance;
+        return fat5__dev_launch(ctx, (dk == 64 ? FAT5__K_attn_bwd_dkv_wg64 : FAT5__K_attn_bwd_dkv_wg128) + scheme,
+                                (unsigned)((Tk + 64 * nwg - 1) / (64 * nwg)), (unsigned)H, 1, 128 * nwg, 1, 1,
+                                (unsigned)base, wargs);
+    }
     if ((base = fat5__gpu_attn_bwd_tc_smem(ctx, 1, dk_, dv, q, k, v, dout, Tk, dk, kind, bias, nb, max_distance,
                                            0)) > 0) {
         // tensor cores: 64 keys x 128 threads a block

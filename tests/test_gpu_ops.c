@@ -63,6 +63,7 @@ typedef struct tg {
     int tc_cases;      // attention cases whose forward ran on tensor cores
     int tc_bwd_cases;  // attention backward kernels (dq, dkv) that ran on tensor cores
     int wg_cases;      // attention cases whose forward ran on the sm_90a kernels (attention_wg.cu)
+    int wg_bwd_cases;  // attention cases whose dk, dv ran on the sm_90a kernel (attention_wg_bwd.cu)
 } tg;
 
 // Opens a GPU context of the given dtype into *out; on FAT5_ERR_NO_DEVICE marks the test skipped,
@@ -334,7 +335,7 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
     float *g0, *gref, *ggot, *delta, *deltaref;
     fat5__dptr qd, kd, vd, biasd = 0, lutd = 0, cuqd, cukd, qsd, ksd, od, lsed, doutd, deltad, dqd, dkd, dvd;
     fat5__dptr gd = 0, gd2 = 0, scd = 0, dq2d = 0, dk2d = 0, dv2d = 0, cugd = 0;
-    int tcq, tckv;
+    int tcq, tckv, wgkv;
     char what[200], tag[128], kn[32];
     cu_q[0] = cu_k[0] = 0;
     for (s = 0; s < c->n_seq; s++) {
@@ -492,7 +493,9 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
     tcq = fat5__gpu_attn_bwd_tc_smem(g->ctx, 0, dqd, 0, qd, kd, vd, doutd, Tq, dk, kind, biasd, nb, md,
                                      gd != 0 && !alibi) > 0;
     tckv = fat5__gpu_attn_bwd_tc_smem(g->ctx, 1, dkd, dvd, qd, kd, vd, doutd, Tk, dk, kind, biasd, nb, md, 0) > 0;
+    wgkv = fat5__gpu_attn_bwd_dkv_wg_smem(g->ctx, dkd, dvd, qd, kd, vd, doutd, cuqd, cukd, Tk, dk, kind, biasd, md) > 0;
     g->tc_bwd_cases += tcq + tckv;
+    g->wg_bwd_cases += wgkv;
     if (!tg_ok(g, fat5__gpu_attn_bwd_delta(g->ctx, deltad, od, doutd, Tq, H, dk)) ||
         !tg_ok(g, fat5__gpu_attn_bwd_dq(g->ctx, dqd, gd, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd, cukd,
                                         qsd, Tq, H, dk, kind, nb, md, gsz, cugd, scd)) ||
@@ -538,9 +541,11 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
                     fmax(tg_maxabs(deltaref, (size_t)(Tq * H)), nd * no));
         snprintf(what, sizeof what, "[%s] attn_bwd_dq%s %s", g->mode, tcq ? " (tensor cores)" : "", tag);
         fat5_check_close_at(g->T, __FILE__, __LINE__, what, dq, dqref, nq, eq + TG_A * sq, g->bf16 ? TG_R16 : TG_R32);
-        snprintf(what, sizeof what, "[%s] attn_bwd_dkv%s dk %s", g->mode, tckv ? " (tensor cores)" : "", tag);
+        snprintf(what, sizeof what, "[%s] attn_bwd_dkv%s dk %s", g->mode,
+                 wgkv ? " (sm_90a)" : tckv ? " (tensor cores)" : "", tag);
         fat5_check_close_at(g->T, __FILE__, __LINE__, what, dkk, dkref, nk, ek + TG_A * sk, g->bf16 ? TG_R16 : TG_R32);
-        snprintf(what, sizeof what, "[%s] attn_bwd_dkv%s dv %s", g->mode, tckv ? " (tensor cores)" : "", tag);
+        snprintf(what, sizeof what, "[%s] attn_bwd_dkv%s dv %s", g->mode,
+                 wgkv ? " (sm_90a)" : tckv ? " (tensor cores)" : "", tag);
         fat5_check_close_at(g->T, __FILE__, __LINE__, what, dv, dvref, nk, ev + TG_A * sv, g->bf16 ? TG_R16 : TG_R32);
         // the same bits on a second run (no atomics anywhere)
         tg_down_act(g, dq2, dq2d, nq);
@@ -575,6 +580,20 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
             fat5_check_close_at(g->T, __FILE__, __LINE__, what, dkk, dk2, nk, ek + TG_A * sk, 2 * TG_R16);
             snprintf(what, sizeof what, "[%s] attn_bwd_dkv dv, tensor cores vs FMA %s", g->mode, tag);
             fat5_check_close_at(g->T, __FILE__, __LINE__, what, dv, dv2, nk, ev + TG_A * sv, 2 * TG_R16);
+            if (wgkv && !g->err) {
+                // the mma.sync kernel under the sm_90a one (FAT5_ATTN_WG=0's path) on the same inputs
+                g->ctx->gpu->attn_wg = 0;
+                ok = tg_ok(g, fat5__gpu_attn_bwd_dkv(g->ctx, dk2d, dv2d, doutd, lsed, deltad, qd, kd, vd, biasd, lutd,
+                                                     cuqd, cukd, ksd, Tk, H, dk, kind, nb, md, gsz, cugd));
+                g->ctx->gpu->attn_wg = 1;
+                if (!ok) return;
+                tg_down_act(g, dk2, dk2d, nk);
+                tg_down_act(g, dv2, dv2d, nk);
+                snprintf(what, sizeof what, "[%s] attn_bwd_dkv dk, sm_90a vs mma.sync %s", g->mode, tag);
+                fat5_check_close_at(g->T, __FILE__, __LINE__, what, dkk, dk2, nk, 2 * ek + TG_A * sk, 2 * TG_R16);
+                snprintf(what, sizeof what, "[%s] attn_bwd_dkv dv, sm_90a vs mma.sync %s", g->mode, tag);
+                fat5_check_close_at(g->T, __FILE__, __LINE__, what, dv, dv2, nk, 2 * ev + TG_A * sv, 2 * TG_R16);
+            }
             if (gd3 && tcq && !alibi) {
                 // both sum fp32 dS per bucket (no bf16 rounding on this path): the CPU's tolerance
                 tg_down_f32(g, g3, gd3, nbias);
@@ -1029,6 +1048,9 @@ static void t_gpu_attn_tc(fat5_test *T) {
     // without FIRE or a pattern on attention_wg.cu's kernels; none anywhere else
     FAT5_CHECK_MSG(T, g.err || g.wg_cases == (g.ctx->gpu->attn_wg ? wg : 0), "%d of %d cases ran on the sm_90a kernels",
                    g.wg_cases, g.ctx->gpu->attn_wg ? wg : 0);
+    // and their dk, dv on attention_wg_bwd.cu's kernel
+    FAT5_CHECK_MSG(T, g.err || g.wg_bwd_cases == (g.ctx->gpu->attn_wg ? wg : 0),
+                   "%d of %d cases ran dk, dv on the sm_90a kernel", g.wg_bwd_cases, g.ctx->gpu->attn_wg ? wg : 0);
     tg_end(&g);
 }
 
