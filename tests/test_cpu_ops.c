@@ -664,8 +664,8 @@ static void t_fire_reduce(fat5_test *T) {
 
 // The op table: each op exists on both backends, and every GPU kernel is the GPU side of an op of
 // the same name, or of an attention op with a position scheme's suffix (_alibi, _fire) or a
-// pattern's (_pat), the forward's tensor-core family (_tc64, _tc128) before them, so no kernel
-// lacks its CPU oracle.
+// pattern's (_pat), the tensor-core families (_tc64, _tc128) and the sm_90a ones of the forward
+// and dk, dv (_wg64, _wg128) before them, so no kernel lacks its CPU oracle.
 #ifndef FAT5_NO_CUDA
 static int to_kernel_of_op(const char *kernel, const char *op) {
     size_t n = strlen(op);
@@ -673,7 +673,7 @@ static int to_kernel_of_op(const char *kernel, const char *op) {
     if (strncmp(kernel, op, n)) return 0;
     if ((!strcmp(op, "attn_fwd") || !strcmp(op, "attn_bwd_dq") || !strcmp(op, "attn_bwd_dkv")) && !strncmp(x, "_tc", 3))
         x += !strncmp(x, "_tc64", 5) ? 5 : !strncmp(x, "_tc128", 6) ? 6 : 0;  // the tensor-core families
-    if (!strcmp(op, "attn_fwd") && !strncmp(x, "_wg", 3))  // the sm_90a forward's
+    if ((!strcmp(op, "attn_fwd") || !strcmp(op, "attn_bwd_dkv")) && !strncmp(x, "_wg", 3))  // the sm_90a families
         x += !strncmp(x, "_wg64", 5) ? 5 : !strncmp(x, "_wg128", 6) ? 6 : 0;
     return !*x || (!strncmp(op, "attn_", 5) && (!strcmp(x, "_alibi") || !strcmp(x, "_fire") || !strcmp(x, "_pat") ||
                                                 !strcmp(x, "_alibi_pat") || !strcmp(x, "_fire_pat")));
