@@ -17,7 +17,8 @@
 //       optimizer and workspace. Then the step's profile: every kernel, cuBLAS product (keyed by
 //       layout and M x N x K), copy and fill timed between two events, summed per key per step,
 //       and the GPU's busy time against the step's. Options (bench step --help): another config,
-//       batch shape, step count, the CPU (ref/compare_hf.py --train --tiny runs it so).
+//       batch shape, step count, the optimizer (--optim adafactor: ref/compare_hf.py --finetune), the
+//       CPU (ref/compare_hf.py --train --tiny runs it so).
 // ul2:  the UL2 sampler on one CPU core, no GPU needed: FAT5's seven denoisers over a generated
 //       corpus of 16 M byte-level ids (ByT5 vocabulary 384; documents of 1 .. 4096 ids) written to a
 //       temporary token file, packed batches of 16 x 512 / 16 x 512; corpus ids consumed per second
@@ -160,6 +161,7 @@ typedef struct step_opts {
     const char *config;       // config.json of the model shape, or NULL: FAT5-small
     int device_cpu, fp32;     // --device cpu, --dtype fp32
     int B, Le, Ld, reps, profile;
+    int adafactor;            // --optim adafactor (Hugging Face Trainer's settings), else AdamWScale
 } step_opts;
 
 static int cmp_prof(const void *a, const void *b) {
@@ -178,7 +180,8 @@ static fat5_status step_once(fat5_model *m, const fat5_batch *b, fat5_optim *o, 
 }
 
 // One training step as fat5_train_step runs it on a fixed batch: zero_grad, forward, backward and
-// the optimizer (AdamWScale, FAT5's settings, clipping on). Then, on the GPU, the same step under
+// the optimizer (AdamWScale, FAT5's settings, or Adafactor as Hugging Face's Trainer sets it up with
+// lr 1e-3; clipping on). Then, on the GPU, the same step under
 // the per-kernel profile: every kernel, cuBLAS product (by shape), copy and fill, summed per step.
 static int bench_step(fat5_ctx *ctx, const step_opts *so) {
     static const char *small_json =
@@ -229,6 +232,10 @@ static int bench_step(fat5_ctx *ctx, const step_opts *so) {
     flops = 3 * fat5_internal_batch_flops(&cfg, &b);
     oc.warmup_steps = 100;
     oc.total_steps = 1000;
+    if (so->adafactor) {
+        oc.kind = FAT5_OPTIM_ADAFACTOR;
+        oc.lr = 1e-3;
+    }
     if (gpu) fat5_internal_mem_info(ctx, &free0, &total);
     // the first step allocates the workspace and, on the GPU, warms cuBLAS up
     if (fat5_model_create(ctx, &cfg, 1, &m) || fat5_model_reserve(m, B, (int64_t)B * Le, (int64_t)B * Ld) ||
@@ -252,10 +259,11 @@ static int bench_step(fat5_ctx *ctx, const step_opts *so) {
         }
     t_fb = (bench_now() - t0) / reps;
     if (gpu) snprintf(bytes, sizeof bytes, "%zu", free0 - free1);  // null on the CPU
-    printf("{\"bench\": \"step\", \"model\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"batch\": %d, "
-           "\"enc_len\": %d, \"dec_len\": %d, \"ms\": %.2f, \"ms_fwd_bwd\": %.2f, \"ms_optim\": %.2f, "
+    printf("{\"bench\": \"step\", \"model\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"optim\": \"%s\", "
+           "\"batch\": %d, \"enc_len\": %d, \"dec_len\": %d, \"ms\": %.2f, \"ms_fwd_bwd\": %.2f, \"ms_optim\": %.2f, "
            "\"tokens_per_s\": %.0f, \"tflop_per_step\": %.3f, \"mfu\": %.4f, \"device_bytes\": %s, \"loss\": %.4f}\n",
-           so->config ? so->config : "fat5-small shape", gpu ? "gpu" : "cpu", so->fp32 ? "fp32" : "bf16", B, Le, Ld,
+           so->config ? so->config : "fat5-small shape", gpu ? "gpu" : "cpu", so->fp32 ? "fp32" : "bf16",
+           so->adafactor ? "adafactor" : "adamwscale", B, Le, Ld,
            t_step * 1e3, t_fb * 1e3, (t_step - t_fb) * 1e3, B * (Le + Ld) / t_step, flops / 1e12,
            gpu && !so->fp32 ? flops / t_step / 989e12 : 0.0, bytes, res.loss);
     fflush(stdout);
@@ -660,7 +668,8 @@ static int bench_long_train(fat5_ctx *ctx) {
 
 static int step_usage(void) {
     fprintf(stderr, "usage: bench step [--device gpu|cpu] [--dtype bf16|fp32] [--config CONFIG.json] [--batch 16] "
-                    "[--enc-len 1024] [--dec-len 256] [--steps 5] [--no-profile]\n");
+                    "[--enc-len 1024] [--dec-len 256] [--steps 5] [--optim adamwscale|adafactor] "
+                    "[--no-profile]\n");
     return 2;
 }
 
@@ -693,6 +702,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--enc-len") && atoi(v) > 0) so.Le = atoi(v);
         else if (!strcmp(a, "--dec-len") && atoi(v) > 0) so.Ld = atoi(v);
         else if (!strcmp(a, "--steps") && atoi(v) > 0) so.reps = atoi(v);
+        else if (!strcmp(a, "--optim") && (!strcmp(v, "adamwscale") || !strcmp(v, "adafactor")))
+            so.adafactor = !strcmp(v, "adafactor");
         else return step_usage();
     }
     if (!strcmp(what, "ul2") || !strcmp(what, "all")) rc |= bench_ul2();   // CPU only

@@ -7,6 +7,7 @@ tokenizers against the `tokenizers` and `sentencepiece` libraries.
   compare_hf.py --tokenize [--text FILE] [--repeat 3] TOKENIZER...
   compare_hf.py --attention [--repeat 10]
   compare_hf.py --train [--tiny] [--device cpu|cuda] [--repeat 10] [--no-compile]
+  compare_hf.py --finetune [--tiny] [--device cpu|cuda] [--repeat 10] [--no-compile]
 
 Builds a randomly initialised T5 (by default the FAT5-small shape that examples/train and
 dev/bench use: d_model 512, d_ff 2048, 8 heads of 64, 12 + 12 layers, gated-gelu, untied,
@@ -79,6 +80,13 @@ synchronisations. Peak memory: torch.cuda.max_memory_allocated over the timed st
 device memory its model, gradients, optimizer and workspace took (cuMemGetInfo). MFU: the model
 FLOPs that fat5's training loop counts (3 x forward, attention included), over 989 TFLOP/s.
 One JSON line per side, then a table with fat5's speed-up over each.
+
+--finetune: the same comparison on a fine-tuning step of the FLAN-T5-base shape (d_model 768,
+d_ff 2048, 12 heads of 64, 12 + 12 layers, gated-gelu, untied, vocabulary 32,128; --tiny: the tiny
+shape as --train), batch 32 of 512 encoder and 128 decoder tokens, dropout 0.1 in training mode on
+both sides, and Adafactor as Hugging Face's Trainer sets it up for ``optim adafactor``
+(``transformers.optimization.Adafactor(lr=1e-3, scale_parameter=False, relative_step=False,
+warmup_init=False)``; fat5: ``dev/bench step --optim adafactor``), clipping at 1.
 """
 
 import argparse
@@ -110,6 +118,7 @@ def import_hf():
 PAD, EOS = 0, 1
 SHAPES = {
     "fat5-small": dict(d_model=512, d_ff=2048, num_heads=8, d_kv=64, num_layers=12, num_decoder_layers=12),
+    "flan-t5-base": dict(d_model=768, d_ff=2048, num_heads=12, d_kv=64, num_layers=12, num_decoder_layers=12),
     "tiny": dict(d_model=128, d_ff=512, num_heads=4, d_kv=32, num_layers=2, num_decoder_layers=2),
 }
 TIMING = re.compile(r"^generate: (\d+) tokens in ([0-9.eE+-]+) s", re.M)
@@ -494,11 +503,15 @@ def attention_main(args):
     return 0
 
 
-def hf_train_step_time(model, ids, labels, device, amp, steps, warmup):
-    """mean seconds of a training step (forward with labels, backward, clipping, AdamW) and the
-    peak bytes allocated during the timed steps"""
+def hf_train_step_time(model, ids, labels, device, amp, steps, warmup, adafactor=False):
+    """mean seconds of a training step (forward with labels, backward, clipping, AdamW or the
+    Trainer's Adafactor) and the peak bytes allocated during the timed steps"""
     fused = device == "cuda"
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused, foreach=not fused)
+    if adafactor:
+        opt = transformers.optimization.Adafactor(model.parameters(), lr=1e-3, scale_parameter=False,
+                                                  relative_step=False, warmup_init=False)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused, foreach=not fused)
     def step():
         opt.zero_grad(set_to_none=True)
         with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=amp):
@@ -531,11 +544,12 @@ def train_main(args):
     binary = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dev", "bench")
     if not os.access(binary, os.X_OK):
         sys.exit(f"compare_hf: {binary}: not found (make dev/bench)")
-    shape = "tiny" if args.tiny else "fat5-small"
-    vocab = 384 if args.tiny else 32768
-    B, Le, Ld = (2, 64, 16) if args.tiny else (16, 1024, 256)
+    ft = args.finetune  # the fine-tuning step: FLAN-T5-base's shape, dropout 0.1, Adafactor
+    shape = "tiny" if args.tiny else "flan-t5-base" if ft else "fat5-small"
+    vocab = 384 if args.tiny else 32128 if ft else 32768
+    B, Le, Ld = (2, 64, 16) if args.tiny else (32, 512, 128) if ft else (16, 1024, 256)
     config = T5Config(vocab_size=vocab, feed_forward_proj="gated-gelu", tie_word_embeddings=False,
-                      dropout_rate=0.0, pad_token_id=PAD, eos_token_id=EOS, decoder_start_token_id=PAD,
+                      dropout_rate=0.1 if ft else 0.0, pad_token_id=PAD, eos_token_id=EOS, decoder_start_token_id=PAD,
                       relative_attention_num_buckets=32, relative_attention_max_distance=128, **SHAPES[shape])
     workdir = tempfile.mkdtemp(prefix="fat5_train_")
     recs = []
@@ -544,6 +558,8 @@ def train_main(args):
         config.to_json_file(cfg_path)
         cmd = [binary, "step", "--config", cfg_path, "--batch", str(B), "--enc-len", str(Le), "--dec-len", str(Ld),
                "--steps", str(args.repeat), "--no-profile", "--device", "gpu" if args.device == "cuda" else "cpu"]
+        if ft:
+            cmd += ["--optim", "adafactor"]
         out = subprocess.run(cmd, capture_output=True, text=True)
         if out.returncode != 0:
             sys.exit(f"compare_hf: {' '.join(cmd)} failed:\n{out.stderr}")
@@ -566,7 +582,7 @@ def train_main(args):
             if impl == "hf-compile":
                 model = torch.compile(model)
             t, peak, loss = hf_train_step_time(model, ids, labels, args.device, amp, args.repeat,
-                                               5 if impl == "hf-compile" else 2)
+                                               5 if impl == "hf-compile" else 2, adafactor=ft)
             recs.append({"mode": "train", "impl": impl, "ms": round(t * 1e3, 2), "peak_bytes": peak,
                          "loss": round(loss, 4)})
             del model
@@ -575,12 +591,13 @@ def train_main(args):
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     for r in recs:
-        r.update({"model": shape + " shape", "device": args.device, "batch": B, "enc_len": Le, "dec_len": Ld,
+        r.update({"mode": "finetune" if ft else "train", "model": shape + " shape", "device": args.device,
+                  "optim": "adafactor" if ft else "adamw", "dropout": config.dropout_rate, "batch": B, "enc_len": Le, "dec_len": Ld,
                   "tokens_per_s": round(B * (Le + Ld) / (r["ms"] / 1e3)), "tflop_per_step": tflop,
                   "mfu": round(tflop / (r["ms"] / 1e3) / 989, 4) if args.device == "cuda" else None})
         print(json.dumps(r), flush=True)
     fat5 = recs[0]
-    print(f"\ntraining step, {shape} shape, batch {B} x ({Le} + {Ld} tokens), {args.device}"
+    print(f"\n{'fine-tuning' if ft else 'training'} step, {shape} shape, batch {B} x ({Le} + {Ld} tokens), {args.device}"
           + (", bf16" if args.device == "cuda" else ", fp32"))
     print(f"{'':>11} | {'ms':>8} | {'tokens/s':>10} | {'peak GiB':>8} | {'MFU':>6} | fat5 speed-up")
     for r in recs:
@@ -603,7 +620,9 @@ def main():
     ap.add_argument("--peers", default="sdpa,sdpa-bias,flex",
                     help="--attention: the peers run (sdpa,sdpa-bias,flex; the biased ones take minutes)")
     ap.add_argument("--train", action="store_true", help="compare a training step with Hugging Face T5's")
-    ap.add_argument("--no-compile", action="store_true", help="--train: leave torch.compile out")
+    ap.add_argument("--finetune", action="store_true",
+                    help="compare a fine-tuning step (FLAN-T5-base shape, dropout 0.1, Adafactor)")
+    ap.add_argument("--no-compile", action="store_true", help="--train, --finetune: leave torch.compile out")
     ap.add_argument("tokenizers", nargs="*", metavar="TOKENIZER", help="--tokenize: tokenizer.json / .model / directory")
     ap.add_argument("--text", default=None, help="--tokenize: the text file (default the bundled fortunes corpus)")
     ap.add_argument("--tokenize-bin", default=None, help="path of tools/fat5_tokenize")
@@ -629,9 +648,9 @@ def main():
         return tokenize_main(args)
     if args.tokenizers:
         ap.error("TOKENIZER paths go with --tokenize")
-    if args.train:
-        if args.generate or args.attention:
-            ap.error("--train, --attention and --generate are separate runs")
+    if args.train or args.finetune:
+        if args.generate or args.attention or (args.train and args.finetune):
+            ap.error("--train, --finetune, --attention and --generate are separate runs")
         if args.repeat == 3:
             args.repeat = 10
         return train_main(args)
