@@ -372,6 +372,34 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
 // "bfloat16"), half the size, as Hugging Face checkpoints of T5 usually are.
 FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir);
 FAT5_API fat5_status fat5_model_save_as(fat5_model *m, const char *dir, fat5_dtype dtype);
+// The same with every choice (fat5_model_save is F32 in one file, fat5_model_save_as its dtype):
+// the weights' dtype, FAT5_WEIGHTS_SOURCE by default: the checkpoint's the model was loaded from
+// (F32, F16 or BF16; F32 for a model made from a config). An F32 save records the model's source
+// dtype in its metadata and a load takes it from there, so an export of a training checkpoint
+// (always F32, to resume exactly) writes the starting checkpoint's dtype. F16 is
+// rounded to nearest even and refused, naming the tensor, for a weight beyond 65504. max_shard_bytes
+// > 0 writes the weights as transformers' save_pretrained(max_shard_size=...) does: shards
+// model-00001-of-0000N.safetensors of tensors in parameter order, each at most that many bytes
+// (a larger tensor alone in its own), and model.safetensors.index.json; 0: one model.safetensors.
+// The files of the other layout (and shards of an earlier save this one does not name) are
+// removed after the new ones are written. Tied embeddings are written once, as shared.weight
+// (transformers ties encoder/decoder.embed_tokens and, when tied, lm_head to it).
+typedef enum fat5_weights_dtype {
+    FAT5_WEIGHTS_SOURCE = 0, FAT5_WEIGHTS_F32 = 1, FAT5_WEIGHTS_BF16 = 2, FAT5_WEIGHTS_F16 = 3
+} fat5_weights_dtype;
+typedef struct fat5_save_config {
+    fat5_weights_dtype dtype;     // FAT5_WEIGHTS_SOURCE
+    int64_t max_shard_bytes;      // 0: one file
+} fat5_save_config;
+FAT5_API fat5_save_config fat5_save_config_default(void);
+FAT5_API fat5_status fat5_model_save_hf(fat5_model *m, const char *dir, const fat5_save_config *cfg);
+// The tokenizer every later save of m writes beside the weights: the tokenizer files of directory
+// dir (those of the five names above that exist; at least one), read now; or, with dir NULL,
+// ByT5's byte-level tokenizer (a tokenizer_config.json naming ByT5Tokenizer with vocab_size - 259
+// extra ids: ids 0 pad, 1 eos, 2 unk, byte b -> b + 3, the ids of tools/pretokenize and of pairs
+// data without a tokenizer), which needs a vocabulary of at least 259; "": none. A model loaded
+// from a directory starts with that directory's files; a new one with none.
+FAT5_API fat5_status fat5_model_set_tokenizer(fat5_model *m, const char *dir);
 FAT5_API void fat5_model_destroy(fat5_model *m);
 // The weight files of a checkpoint directory, as fat5_model_load reads them: "model.safetensors",
 // or every distinct shard model.safetensors.index.json names, in name order (each checked to be a
@@ -400,6 +428,24 @@ FAT5_API int fat5_model_find_tensor(const fat5_model *m, const char *name);  // 
 FAT5_API fat5_status fat5_model_get_param(fat5_model *m, const char *name, float *dst, int64_t n);
 FAT5_API fat5_status fat5_model_set_param(fat5_model *m, const char *name, const float *src, int64_t n);
 FAT5_API fat5_status fat5_model_get_grad(fat5_model *m, const char *name, float *dst, int64_t n);
+
+// Frozen parameters (fine-tuning part of a model). patterns: comma-separated parameter names, each
+// matched against the whole name as tensor_info lists it (the Hugging Face T5 name is accepted too),
+// where '*' stands for any run of characters, dots included: "shared.weight", "encoder.*",
+// "*.layer_norm.weight", "decoder.block.0.*"; spaces around a pattern are dropped. The set becomes
+// exactly the tensors some pattern matches (NULL or "": none). A pattern that matches no tensor is
+// FAT5_ERR_INVALID_ARG naming it, and the set is left as it was; so is a set that splits tensors
+// one op differentiates together (FIRE's pe_encoding block, LongT5's two bias tables).
+// A frozen tensor gets no gradient (the backward skips its weight-gradient product and keeps no
+// memory for it; fat5_model_get_grad reads zeros), no update and no optimizer state; the backward
+// stops below the lowest layer with a trainable tensor, and skips the encoder when neither it nor
+// the shared embedding trains. Changing the set drops the accumulated gradients; an optimizer made
+// before then refuses to step (FAT5_ERR_STATE): make it after fat5_model_freeze.
+FAT5_API fat5_status fat5_model_freeze(fat5_model *m, const char *patterns);
+// 1 when tensor `index` (as fat5_model_tensor_info's) is frozen, 0 when it trains, -1 out of range.
+FAT5_API int fat5_model_tensor_frozen(const fat5_model *m, int index);
+// Elements of the trainable tensors (fat5_model_param_count when none is frozen).
+FAT5_API int64_t fat5_model_trainable_count(const fat5_model *m);
 
 // Encoder attention for a run: any T5-family checkpoint can run local, block-global or
 // transient-global attention without retraining (and a LongT5 checkpoint another pattern than its
@@ -704,7 +750,8 @@ typedef struct fat5_optim_result {
     int skipped;                 // 1: a non-finite gradient; nothing was changed but the step count
 } fat5_optim_result;
 // The update rule, clipping, exclusions and the bias correction are described in section [5.3].
-// An optimizer for every parameter of m (norm weights and relative-bias tables get no weight decay).
+// An optimizer for every trainable parameter of m (norm weights and relative-bias tables get no
+// weight decay; frozen ones, fat5_model_freeze, get nothing: no state, no update, not in the norm).
 FAT5_API fat5_status fat5_optim_create(fat5_model *m, const fat5_optim_config *cfg, fat5_optim **out);
 FAT5_API void fat5_optim_destroy(fat5_optim *o);
 // One update from the accumulated gradients: norm, clip, moments, weights. Does not zero them.
@@ -733,6 +780,13 @@ typedef struct fat5_train_config {
     const char *init;
     const char *attention;        // the encoder's attention pattern for this run ("local:127", ...,
                                   // fat5_attention_parse); none = the model's own
+    const char *freeze;           // parameters not trained: fat5_model_freeze's patterns ("encoder.*,
+                                  // shared.weight"); none = all train. A checkpoint records the frozen
+                                  // tensors, and a resume must freeze the same ones
+    const char *save_tokenizer;   // the tokenizer files checkpoints carry (fat5_model_set_tokenizer): a
+                                  // directory holding them, "byte" (ByT5's), "none"; none given: the
+                                  // init checkpoint's, else "byte" for a new model on data of a byte
+                                  // vocabulary (259 < the data's vocabulary <= 1024), else none
     uint64_t seed;                // model initialisation and data order (42)
     // optimisation
     fat5_optim_config optim;      // total_steps is the run length
@@ -10779,6 +10833,9 @@ typedef struct fat5__param {
     int64_t shape[2];
     size_t offset;   // in floats, into the parameter arena
     size_t numel;
+    size_t goffset;  // in floats, into the gradient arena (trainable tensors only, in parameter order;
+                     // a frozen tensor has none: its goffset is where the next trainable one's starts)
+    int frozen;      // 1: not trained (fat5_model_freeze): no gradient, no update, no optimizer state
 } fat5__param;
 
 // indices (into the parameter table) of one layer's tensors; -1 where absent
@@ -10850,6 +10907,8 @@ typedef struct fat5__ws {
 // stay in memory (512 MiB for 4,096 rows of a 32,768 vocabulary).
 #define FAT5__XENT_ROWS 1024
 
+#define FAT5__TOK_FILES 5              // the tokenizer files a model carries (io: fat5__tokenizer_files)
+
 struct fat5_model {
     fat5_ctx *ctx;
     const fat5__backend *be;          // where the model computes, fixed at creation
@@ -10866,7 +10925,11 @@ struct fat5_model {
     size_t act_size;                  // bytes per activation element (4, or 2 in bf16)
     fat5__addr wd;                    // fp32 [n_floats] master weights (on the CPU: m->w itself)
     fat5__addr wa;                    // matmul operands: a bf16 copy in bf16, else wd
-    fat5__addr gd;                    // fp32 [n_floats] gradients
+    fat5__addr gd;                    // fp32 [n_gfloats] gradients of the trainable tensors (goffset)
+    size_t n_gfloats;                 // floats of the gradient arena: n_floats less the frozen tensors'
+    int n_frozen;                     // frozen tensors (fat5_model_freeze)
+    unsigned freeze_gen;              // counts the changes of the frozen set (an optimizer made before
+                                      // one refuses to step: its state is laid out for the old set)
     // workspace for batches up to cap_* (fat5_model_reserve)
     int64_t cap_seq, cap_te, cap_td;
     int64_t xent_rows;                // fp32 logit rows a training forward keeps (FAT5__XENT_ROWS)
@@ -10884,14 +10947,19 @@ struct fat5_model {
     int fwd_labels;                   // ... with labels (so backward has a loss to differentiate)
     int have_bwd;                     // backward already ran for it
     int training;                     // 0: inference mode (no gradients, one layer's workspace)
+    int bwd_enc;                      // the last backward ran the encoder (some encoder parameter or the
+                                      // shared embedding trains)
+    int64_t bwd_layers[2];            // encoder and decoder layers the last backward went through
     int64_t n_seq, te, td, n_count;
     fat5_loss_config loss;
     fat5_generate_config gen;         // the generation_config.json beside the checkpoint (io), when
     int has_gen;                      // has_gen (fat5_generate_config_from_model returns it)
     char *gen_json;                   // ... its text as read, written back by fat5_model_save; NULL none
     size_t gen_json_len;
-    char *src_dir;                    // the checkpoint directory it was loaded from (its tokenizer
-                                      // files go with every save), NULL: made from a config
+    fat5_st_dtype src_dtype;          // the weights' dtype in the checkpoint it was loaded from (F32, F16 or
+                                      // BF16; F32 for a model made from a config): saves' FAT5_WEIGHTS_SOURCE
+    char *tok_file[FAT5__TOK_FILES];  // the tokenizer files every save carries (fat5__tokenizer_files[k],
+    size_t tok_len[FAT5__TOK_FILES];  // as read from the checkpoint, or fat5_model_set_tokenizer's); NULL none
     // told by the backward as it goes that every gradient at float offset >= lo is final (the
     // parameters lie lm_head-last and the backward finishes them from the top down), so that they
     // can be summed across ranks while it runs; NULL none
@@ -10913,7 +10981,10 @@ static int fat5__add_param(fat5_model *m, int cap, const char *name, int64_t d0,
     p->shape[1] = d1 > 0 ? d1 : 0;
     p->numel = d0 < 0 ? 1 : (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
     p->offset = m->n_floats;
+    p->goffset = m->n_gfloats;
+    p->frozen = 0;
     m->n_floats += p->numel;
+    m->n_gfloats += p->numel;
     return m->n_params++;
 }
 
@@ -11080,6 +11151,7 @@ static fat5_status fat5__model_alloc(fat5_ctx *ctx, const fat5_model_config *cfg
     m->ctx = ctx;
     m->cfg = *cfg;
     m->lm_head_tied = lm_head_tied;
+    m->src_dtype = FAT5_ST_F32;
     m->training = 1;
     m->xent_rows = FAT5__XENT_ROWS;
     m->attn.type = cfg->enc_attention;
@@ -11118,6 +11190,7 @@ static void fat5__model_free_params(fat5_model *m) {
 
 FAT5_API void fat5_model_destroy(fat5_model *m) {
     fat5_ctx *ctx;
+    int i;
     if (!m) return;
     ctx = m->ctx;
     if (m->be) {
@@ -11126,7 +11199,7 @@ FAT5_API void fat5_model_destroy(fat5_model *m) {
     }
     fat5__free(ctx, m->params);
     fat5__free(ctx, m->gen_json);
-    fat5__free(ctx, m->src_dir);
+    for (i = 0; i < FAT5__TOK_FILES; i++) fat5__free(ctx, m->tok_file[i]);
     fat5__free(ctx, m->enc);
     fat5__free(ctx, m->dec);
     fat5__free(ctx, m->w);
@@ -11148,10 +11221,10 @@ static fat5_status fat5__model_place(fat5_model *m) {
     fat5_status st;
     if (be->host_memory) {
         m->wd = m->wa = FAT5__ADDR(m->w);
-        if ((st = be->alloc(ctx, n * 4, &m->gd))) return fat5__err_prefix(ctx, st, "model gradients: ");
+        if ((st = be->alloc(ctx, m->n_gfloats * 4, &m->gd))) return fat5__err_prefix(ctx, st, "model gradients: ");
         return FAT5_OK;
     }
-    if ((st = be->alloc(ctx, n * 4, &m->wd)) || (st = be->alloc(ctx, n * 4, &m->gd)) ||
+    if ((st = be->alloc(ctx, n * 4, &m->wd)) || (st = be->alloc(ctx, m->n_gfloats * 4, &m->gd)) ||
         (m->act_size == 2 && (st = be->alloc(ctx, n * 2, &m->wa))))
         return fat5__err_prefix(ctx, st, "model weights (%zu parameters) on the %s: ", n, be->name);
     if (!m->wa) m->wa = m->wd;
@@ -11247,7 +11320,11 @@ static fat5_status fat5__param_io(fat5_model *m, const char *name, float *buf, i
         return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "parameter '%s' has %zu elements, buffer has %lld", name,
                          p->numel, buf ? (long long)n : 0LL);
     if (what == 0) return be->download(m->ctx, buf, m->wd + 4 * (fat5__addr)p->offset, bytes);
-    if (what == 2) return be->download(m->ctx, buf, m->gd + 4 * (fat5__addr)p->offset, bytes);
+    if (what == 2 && p->frozen) {   // a frozen tensor has no gradient: it reads as zeros
+        memset(buf, 0, bytes);
+        return FAT5_OK;
+    }
+    if (what == 2) return be->download(m->ctx, buf, m->gd + 4 * (fat5__addr)p->goffset, bytes);
     memcpy(m->w + p->offset, buf, bytes);  // the host copy, then the backend's
     if ((st = be->upload(m->ctx, m->wd + 4 * (fat5__addr)p->offset, m->w + p->offset, bytes)) ||
         (st = fat5__model_refresh_operands(m, p->offset, p->numel)))
@@ -11268,9 +11345,138 @@ FAT5_API fat5_status fat5_model_zero_grad(fat5_model *m) {
     fat5_status st;
     if (!m) return FAT5_ERR_INVALID_ARG;
     if (!m->gd) return fat5__err(m->ctx, FAT5_ERR_STATE, "fat5_model_zero_grad: the model is in inference mode");
-    st = m->be->memset0(m->ctx, m->gd, m->n_floats * sizeof(float));
+    st = m->be->memset0(m->ctx, m->gd, m->n_gfloats * sizeof(float));
     return st ? st : m->be->sync(m->ctx);
 }
+
+
+// ---- frozen parameters ----
+
+// Whether name matches pattern p[0 .. pn): '*' stands for any run of characters (dots included,
+// none at all too), every other character for itself.
+static int fat5__glob(const char *p, size_t pn, const char *name) {
+    size_t i = 0, star = 0;
+    const char *s = name, *retry = NULL;
+    while (*s) {
+        if (i < pn && p[i] == '*') {   // remember where the star's run may grow from
+            star = ++i;
+            retry = s;
+        } else if (i < pn && p[i] == *s) {
+            i++;
+            s++;
+        } else if (retry) {            // let the last star take one more character
+            i = star;
+            s = ++retry;
+        } else {
+            return 0;
+        }
+    }
+    while (i < pn && p[i] == '*') i++;
+    return i == pn;
+}
+
+// Lays the gradient arena out for the frozen set: every trainable tensor's goffset, in parameter
+// order, and n_gfloats; in training mode the arena is allocated again, zeroed (the gradients
+// accumulated so far are dropped).
+static fat5_status fat5__model_layout_grads(fat5_model *m) {
+    size_t at = 0;
+    fat5_status st;
+    int i;
+    m->n_frozen = 0;
+    for (i = 0; i < m->n_params; i++) {
+        m->params[i].goffset = at;
+        if (m->params[i].frozen) m->n_frozen++;
+        else at += m->params[i].numel;
+    }
+    m->n_gfloats = at;
+    m->freeze_gen++;
+    if (!m->gd) return FAT5_OK;   // inference mode: set_training(m, 1) allocates it
+    m->be->free(m->ctx, m->gd);
+    m->gd = 0;
+    if ((st = m->be->alloc(m->ctx, (at ? at : 1) * 4, &m->gd)))   // zero-filled
+        return fat5__err_prefix(m->ctx, st, "fat5_model_freeze: gradients of %zu trainable parameters: ", at);
+    return FAT5_OK;
+}
+
+// Tensors whose gradient one op computes together must be frozen together: FIRE's block of six
+// (its MLP and scalars) and LongT5's global bias table with the relative one it lies after.
+static fat5_status fat5__freeze_check_groups(fat5_model *m) {
+    const fat5_model_config *c = &m->cfg;
+    int s, b, e;
+    for (s = 0; s < 2; s++) {
+        const fat5__layer *L = s ? m->dec : m->enc;
+        int64_t nl = s ? c->num_decoder_layers : c->num_layers;
+        for (b = 0; b < nl; b++) {
+            int first = L[b].rel, n = c->pos_kind == FAT5_POS_FIRE ? 6 : 1;
+            if (first < 0) continue;
+            for (e = 1; e < n; e++)
+                if (m->params[first + e].frozen != m->params[first].frozen)
+                    return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "freeze: '%s' and '%s' are one FIRE block (one "
+                                     "gradient op): freeze all of %s...pe_encoding.* or none", m->params[first].io_name,
+                                     m->params[first + e].io_name, s ? "decoder" : "encoder");
+            if (L[b].grel >= 0 && m->params[L[b].grel].frozen != m->params[first].frozen)
+                return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "freeze: '%s' and '%s' share one gradient op: freeze "
+                                 "both or neither", m->params[first].io_name, m->params[L[b].grel].io_name);
+        }
+    }
+    return FAT5_OK;
+}
+
+FAT5_API fat5_status fat5_model_freeze(fat5_model *m, const char *patterns) {
+    const char *p = patterns ? patterns : "";
+    char *was;
+    fat5_status st = FAT5_OK;
+    int i;
+    if (!m) return FAT5_ERR_INVALID_ARG;
+    if (!(was = FAT5__CAST(char *, fat5__malloc(m->ctx, (size_t)m->n_params + 1))))
+        return fat5__err(m->ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_freeze: out of memory");
+    for (i = 0; i < m->n_params; i++) {
+        was[i] = (char)m->params[i].frozen;
+        m->params[i].frozen = 0;
+    }
+    while (*p && st == FAT5_OK) {   // one pattern a time, between commas, spaces around it dropped
+        const char *end = strchr(p, ','), *a = p, *z;
+        char nm[160];
+        int hits = 0;
+        if (!end) end = p + strlen(p);
+        while (a < end && (*a == ' ' || *a == '\t')) a++;
+        for (z = end; z > a && (z[-1] == ' ' || z[-1] == '\t'); z--) {}
+        p = *end ? end + 1 : end;
+        if (z == a) continue;   // an empty item ("a,,b", a trailing comma)
+        snprintf(nm, sizeof nm, "%.*s", (int)(z - a > 150 ? 150 : z - a), a);
+        for (i = 0; i < m->n_params; i++)
+            if (fat5__glob(a, (size_t)(z - a), m->params[i].name) ||
+                fat5__glob(a, (size_t)(z - a), m->params[i].io_name)) {
+                m->params[i].frozen = 1;
+                hits++;
+            }
+        if (!hits) {
+            char safe[160];
+            st = fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "freeze: pattern '%s' matches no parameter of this model (names "
+                           "as fat5_model_tensor_info lists them, e.g. 'shared.weight', 'encoder.*', "
+                           "'*.layer_norm.weight'; '*' matches any characters)%s", fat5__msg_name(safe, sizeof safe, nm),
+                           m->lm_head_tied && fat5__glob(a, (size_t)(z - a), "lm_head.weight")
+                               ? ": this model ties lm_head to shared.weight, freeze that" : "");
+        }
+    }
+    if (st == FAT5_OK) st = fat5__freeze_check_groups(m);
+    if (st != FAT5_OK) {   // the set as it was
+        for (i = 0; i < m->n_params; i++) m->params[i].frozen = was[i];
+        fat5__free(m->ctx, was);
+        return st;
+    }
+    for (i = 0; i < m->n_params && m->params[i].frozen == was[i]; i++) {}
+    fat5__free(m->ctx, was);
+    if (i == m->n_params) return FAT5_OK;   // the same set: gradients and optimizers stay as they are
+    return fat5__model_layout_grads(m);
+}
+
+FAT5_API int fat5_model_tensor_frozen(const fat5_model *m, int index) {
+    if (!m || index < 0 || index >= m->n_params) return -1;
+    return m->params[index].frozen;
+}
+
+FAT5_API int64_t fat5_model_trainable_count(const fat5_model *m) { return m ? (int64_t)m->n_gfloats : 0; }
 // =============================================================================================
 // ==[4.3] model: workspace, forward, backward ==
 // Written once, over the ops of the model's backend.
@@ -11293,7 +11499,11 @@ FAT5_API fat5_loss_config fat5_loss_config_default(void) {
 
 // backend addresses of parameter idx: fp32 master, gradient, and matmul operand
 static fat5__addr fat5__pw(const fat5_model *m, int idx) { return m->wd + 4 * (fat5__addr)m->params[idx].offset; }
-static fat5__addr fat5__pg(const fat5_model *m, int idx) { return m->gd + 4 * (fat5__addr)m->params[idx].offset; }
+static fat5__addr fat5__pg(const fat5_model *m, int idx) { return m->gd + 4 * (fat5__addr)m->params[idx].goffset; }
+// whether parameter idx gets a gradient (training mode and not frozen)
+static int fat5__trains(const fat5_model *m, int idx) { return m->gd && idx >= 0 && !m->params[idx].frozen; }
+// the gradient of parameter idx for an op that takes 0 for "not wanted" (a frozen one's)
+static fat5__addr fat5__pg_or0(const fat5_model *m, int idx) { return fat5__trains(m, idx) ? fat5__pg(m, idx) : 0; }
 static fat5__addr fat5__pa(const fat5_model *m, int idx) {
     return m->wa == m->wd ? fat5__pw(m, idx) : m->wa + 2 * (fat5__addr)m->params[idx].offset;
 }
@@ -11336,7 +11546,7 @@ static fat5__pos_args fat5__model_pos(const fat5_model *m, const fat5__layer *y,
     }
     if (y->rel >= 0) {
         p.bias = fat5__pw(m, y->rel);
-        if (m->gd) p.dbias = fat5__pg(m, y->rel);
+        p.dbias = fat5__pg_or0(m, y->rel);
     }
     return p;
 }
@@ -11742,17 +11952,20 @@ static fat5_status fat5__model_proj(fat5_model *m, fat5__addr out, int64_t strid
 }
 
 // grad(W_i) += d_i^T x for the same weights, d_i [rows, N] `stride` elements apart, x [rows, K]: one
-// batched product (the gradients lie as the parameters do)
+// batched product (the gradients lie as the parameters do); frozen weights get none (the others
+// then one product each)
 static fat5_status fat5__model_proj_grad(fat5_model *m, const int *w, int n, fat5__addr d, int64_t stride,
                                          fat5__addr x, int64_t rows, int64_t N, int64_t K) {
-    int i, adjacent = 1;
+    int i, adjacent = fat5__trains(m, w[0]);
     fat5_status st = FAT5_OK;
-    for (i = 1; i < n; i++) adjacent &= fat5__pg(m, w[i]) == fat5__ws_block(fat5__pg(m, w[0]), N * K, 4, i);
+    for (i = 1; i < n && adjacent; i++)
+        adjacent &= fat5__trains(m, w[i]) && fat5__pg(m, w[i]) == fat5__ws_block(fat5__pg(m, w[0]), N * K, 4, i);
     if (adjacent) return m->be->mm_batched(m->ctx, FAT5__MM_TN, fat5__pg(m, w[0]), 1, d, x, N, K, rows, 1.0f, 1.0f,
                                            n, stride, 0, N * K);
     for (i = 0; i < n && !st; i++)
-        st = m->be->mm(m->ctx, FAT5__MM_TN, fat5__pg(m, w[i]), 1, fat5__ws_block(d, stride, m->act_size, i), x, N,
-                       K, rows, 1.0f, 1.0f);
+        if (fat5__trains(m, w[i]))
+            st = m->be->mm(m->ctx, FAT5__MM_TN, fat5__pg(m, w[i]), 1, fat5__ws_block(d, stride, m->act_size, i), x, N,
+                           K, rows, 1.0f, 1.0f);
     return st;
 }
 
@@ -11962,7 +12175,8 @@ static fat5_status fat5__model_ffn_bwd(fat5_model *m, const fat5__layer *y, cons
     const fat5__ws *w = &m->ws;
     int64_t D = c->d_model, F = c->d_ff;
     fat5_status st;
-    FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, y->wo), 1, w->dh_act, a->ff_h, D, F, T, 1.0f, 1.0f));
+    if (fat5__trains(m, y->wo))
+        FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, y->wo), 1, w->dh_act, a->ff_h, D, F, T, 1.0f, 1.0f));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dffh, 0, w->dh_act, fat5__pa(m, y->wo), T, F, D, 1.0f, 0.0f));
     // gated: db overwrites dffh in place (each element is read before it is written)
     FAT5__TRY(be->act_bwd(ctx, w->da, c->gated ? w->dffh : 0, w->dffh, a->ff_a, a->ff_b, T * F, (int)c->act));
@@ -11972,7 +12186,7 @@ static fat5_status fat5__model_ffn_bwd(fat5_model *m, const fat5__layer *y, cons
     }
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->da, fat5__pa(m, y->wi0), T, D, F, 1.0f, 0.0f));
     if (c->gated) FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->dffh, fat5__pa(m, y->wi1), T, D, F, 1.0f, 1.0f));
-    return be->rmsnorm_bwd(ctx, dh, fat5__pg(m, y->ln_ff), w->dn, a->h_ff, fat5__pw(m, y->ln_ff), a->rs_ff, T, (int)D,
+    return be->rmsnorm_bwd(ctx, dh, fat5__pg_or0(m, y->ln_ff), w->dn, a->h_ff, fat5__pw(m, y->ln_ff), a->rs_ff, T, (int)D,
                            1, w->norm_scratch, w->dh_act);
 }
 
@@ -11998,7 +12212,7 @@ static fat5_status fat5__model_attn_bwd(fat5_model *m, const fat5__layer *y, con
     fat5__addr q_seq = enc_side ? w->enc_seq : w->dec_seq, k_seq = (enc_side || cross) ? w->enc_seq : w->dec_seq;
     fat5__addr kv_src = cross ? w->enc_out : nrm, dkv_dst = cross ? w->d_enc_out : w->dn;
     fat5_status st;
-    FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wo), 1, w->dh_act, att, D, I, T, 1.0f, 1.0f));
+    if (fat5__trains(m, wo)) FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wo), 1, w->dh_act, att, D, I, T, 1.0f, 1.0f));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->datt, 0, w->dh_act, fat5__pa(m, wo), T, I, D, 1.0f, 0.0f));
     FAT5__TRY(be->attn_bwd_delta(ctx, w->delta, att, w->datt, T, H, dk));
     FAT5__TRY(be->attn_bwd_dq(ctx, w->dq, p.dbias, w->datt, lse, w->delta, q, k, v, p.bias, lut, cu_q, cu_k, q_seq, T,
@@ -12011,27 +12225,62 @@ static fat5_status fat5__model_attn_bwd(fat5_model *m, const fat5__layer *y, con
         if (!cross && Tk == T) {
             FAT5__TRY(fat5__model_proj_grad(m, wqkv, 3, w->dq, w->dqkv_stride, nrm, T, I, D));
         } else {
-            FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wq), 1, w->dq, nrm, I, D, T, 1.0f, 1.0f));
+            if (fat5__trains(m, wq))
+                FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wq), 1, w->dq, nrm, I, D, T, 1.0f, 1.0f));
             FAT5__TRY(fat5__model_proj_grad(m, wqkv + 1, 2, w->dk, w->dqkv_stride, kv_src, Tk, I, D));
         }
     }
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->dq, fat5__pa(m, wq), T, D, I, 1.0f, 0.0f));
     if (G) FAT5__TRY(be->memset0(ctx, w->dn + (fat5__addr)(T * D) * 4, (size_t)(G * D) * 4));
-    FAT5__TRY(be->mm(ctx, FAT5__MM_NN, dkv_dst, 1, w->dk, fat5__pa(m, wk), Tk, D, I, 1.0f, 1.0f));
-    FAT5__TRY(be->mm(ctx, FAT5__MM_NN, dkv_dst, 1, w->dv, fat5__pa(m, wv), Tk, D, I, 1.0f, 1.0f));
+    if (!cross || m->bwd_enc) {   // cross-attention: the encoder output's gradient, when the encoder trains
+        FAT5__TRY(be->mm(ctx, FAT5__MM_NN, dkv_dst, 1, w->dk, fat5__pa(m, wk), Tk, D, I, 1.0f, 1.0f));
+        FAT5__TRY(be->mm(ctx, FAT5__MM_NN, dkv_dst, 1, w->dv, fat5__pa(m, wv), Tk, D, I, 1.0f, 1.0f));
+    }
     if (G) {  // the globals: back through their norm, then to the tokens of their blocks
-        FAT5__TRY(be->rmsnorm_bwd(ctx, w->dgsum, y->gln >= 0 ? fat5__pg(m, y->gln) : 0, w->dn + (fat5__addr)(T * D) * 4,
+        FAT5__TRY(be->rmsnorm_bwd(ctx, w->dgsum, fat5__pg_or0(m, y->gln), w->dn + (fat5__addr)(T * D) * 4,
                                   a->gsum, fat5__gln(m, y, &w->ea), a->rs_g, G, (int)D, 0,
                                   w->norm_scratch, 0));
         FAT5__TRY(be->block_sum_bwd(ctx, w->dn, w->dgsum, cu_q, w->ea.cu_g, q_seq, T, (int)D, p.g));
     }
-    return be->rmsnorm_bwd(ctx, dh, fat5__pg(m, ln), w->dn, hin, fat5__pw(m, ln), rs, T, (int)D, 1, w->norm_scratch,
-                           w->dh_act);
+    return be->rmsnorm_bwd(ctx, dh, fat5__pg_or0(m, ln), w->dn, hin, fat5__pw(m, ln), rs, T, (int)D, 1,
+                           w->norm_scratch, w->dh_act);
 }
 
-// m->grad_ready of parameter p's offset: it and every gradient above it are final
+// m->grad_ready of parameter p's place in the gradients: it and every gradient above it are final
 static fat5_status fat5__grads_final(fat5_model *m, int p) {
-    return m->grad_ready ? m->grad_ready(m->grad_ready_user, m->params[p].offset) : FAT5_OK;
+    return m->grad_ready ? m->grad_ready(m->grad_ready_user, m->params[p].goffset) : FAT5_OK;
+}
+
+// whether any parameter of layer y trains
+static int fat5__layer_trains(const fat5_model *m, const fat5__layer *y) {
+    const int idx[17] = {y->ln_sa, y->q, y->k, y->v, y->o, y->rel, y->ln_ca, y->cq, y->ck,
+                         y->cv, y->co, y->ln_ff, y->wi0, y->wi1, y->wo, y->grel, y->gln};
+    int i, n = m->cfg.pos_kind == FAT5_POS_FIRE && y->rel >= 0 ? 6 : 1;   // FIRE: its block of six from rel
+    for (i = 0; i < 17; i++)
+        if (fat5__trains(m, idx[i])) return 1;
+    for (i = 1; i < n; i++)
+        if (fat5__trains(m, y->rel + i)) return 1;
+    return 0;
+}
+
+// What the backward must go through for the frozen set: the lowest layer of each stack to run
+// (*enc_lo, *dec_lo: that stack's layer count for none), whether the encoder runs at all (its
+// output's gradient: m->bwd_enc) and whether anything below the lm_head trains (*below). A stack
+// runs from its top down to the lowest layer with a trainable parameter, or to its embedding when
+// the shared embedding trains; the decoder down to its first layer when the encoder runs (every
+// cross-attention feeds the encoder output's gradient).
+static void fat5__bwd_plan(fat5_model *m, int64_t *enc_lo, int64_t *dec_lo, int *below) {
+    const fat5_model_config *c = &m->cfg;
+    int shared = fat5__trains(m, m->shared);
+    int64_t l;
+    *enc_lo = shared ? 0 : c->num_layers;
+    for (l = 0; l < *enc_lo; l++)
+        if (fat5__layer_trains(m, &m->enc[l])) *enc_lo = l;
+    m->bwd_enc = shared || *enc_lo < c->num_layers || fat5__trains(m, m->enc_final_ln);
+    *dec_lo = shared || m->bwd_enc ? 0 : c->num_decoder_layers;
+    for (l = 0; l < *dec_lo; l++)
+        if (fat5__layer_trains(m, &m->dec[l])) *dec_lo = l;
+    *below = m->bwd_enc || *dec_lo < c->num_decoder_layers || fat5__trains(m, m->dec_final_ln);
 }
 
 // The backward graph of the last forward: gradients added to m->gd.
@@ -12043,36 +12292,50 @@ static fat5_status fat5__model_backward(fat5_model *m, float grad_scale) {
     int64_t D = c->d_model, V = c->vocab_size, te = m->te, td = m->td, l;
     float head_scale = c->scale_decoder_outputs ? (float)(1.0 / sqrt((double)D)) : 1.0f;
     float scale = m->n_count ? (float)((double)grad_scale / (double)m->n_count) : 0.0f;
+    int64_t enc_lo, dec_lo;
+    int below;
     fat5_status st;
+    // frozen parameters get no gradient, and the layers below the lowest one that trains none of theirs
+    fat5__bwd_plan(m, &enc_lo, &dec_lo, &below);
+    m->bwd_layers[0] = m->bwd_layers[1] = 0;
     // loss -> logits -> decoder output -> decoder final norm
-    FAT5__TRY(be->memset0(ctx, w->d_enc_out, (size_t)(te * D) * 4));
+    if (m->bwd_enc) FAT5__TRY(be->memset0(ctx, w->d_enc_out, (size_t)(te * D) * 4));
     // dlogits (from the forward, unscaled) scaled in the products: head_scale x grad_scale / labels
-    FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, m->lm_head), 1, w->dlogits, w->dec_out, V, D, td, head_scale * scale,
-                     1.0f));
-    FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->dlogits, fat5__pa(m, m->lm_head), td, D, V, head_scale * scale,
-                     0.0f));
-    FAT5__TRY(be->rmsnorm_bwd(ctx, w->dh_dec, fat5__pg(m, m->dec_final_ln), w->dn, w->dec_hf,
-                              fat5__pw(m, m->dec_final_ln), w->dec_rsf, td, (int)D, 0, w->norm_scratch, w->dh_act));
+    if (fat5__trains(m, m->lm_head))
+        FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, m->lm_head), 1, w->dlogits, w->dec_out, V, D, td,
+                         head_scale * scale, 1.0f));
+    if (below) {
+        FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->dlogits, fat5__pa(m, m->lm_head), td, D, V, head_scale * scale,
+                         0.0f));
+        FAT5__TRY(be->rmsnorm_bwd(ctx, w->dh_dec, fat5__pg_or0(m, m->dec_final_ln), w->dn, w->dec_hf,
+                                  fat5__pw(m, m->dec_final_ln), w->dec_rsf, td, (int)D, 0, w->norm_scratch, w->dh_act));
+    }
     FAT5__TRY(fat5__grads_final(m, m->dec_final_ln));
     // decoder layers, last to first (a layer's parameters start at its q; a table shared by the
     // layers lies in layer 0, the last one done)
-    for (l = c->num_decoder_layers - 1; l >= 0; l--) {
+    for (l = c->num_decoder_layers - 1; l >= dec_lo; l--) {
         FAT5__TRY(fat5__model_ffn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td));
         FAT5__TRY(fat5__model_attn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td, FAT5__ATTN_CROSS));
         FAT5__TRY(fat5__model_attn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td, FAT5__ATTN_CAUSAL));
         FAT5__TRY(fat5__grads_final(m, m->dec[l].q));
+        m->bwd_layers[1]++;
     }
-    FAT5__TRY(be->embed_bwd(ctx, fat5__pg(m, m->shared), w->dh_dec, w->dec_tok, td, (int)D));
-    // encoder
-    FAT5__TRY(be->rmsnorm_bwd(ctx, w->dh_enc, fat5__pg(m, m->enc_final_ln), w->d_enc_out, w->enc_hf,
-                              fat5__pw(m, m->enc_final_ln), w->enc_rsf, te, (int)D, 0, w->norm_scratch, w->dh_act));
-    FAT5__TRY(fat5__grads_final(m, m->enc_final_ln));
-    for (l = c->num_layers - 1; l >= 0; l--) {
-        FAT5__TRY(fat5__model_ffn_bwd(m, &m->enc[l], &w->enc[l], w->dh_enc, te));
-        FAT5__TRY(fat5__model_attn_bwd(m, &m->enc[l], &w->enc[l], w->dh_enc, te, FAT5__ATTN_BIDIR));
-        FAT5__TRY(fat5__grads_final(m, m->enc[l].q));
+    if (fat5__trains(m, m->shared))
+        FAT5__TRY(be->embed_bwd(ctx, fat5__pg(m, m->shared), w->dh_dec, w->dec_tok, td, (int)D));
+    // encoder (nothing when none of its parameters trains, nor the shared embedding)
+    if (m->bwd_enc) {
+        FAT5__TRY(be->rmsnorm_bwd(ctx, w->dh_enc, fat5__pg_or0(m, m->enc_final_ln), w->d_enc_out, w->enc_hf,
+                                  fat5__pw(m, m->enc_final_ln), w->enc_rsf, te, (int)D, 0, w->norm_scratch, w->dh_act));
+        FAT5__TRY(fat5__grads_final(m, m->enc_final_ln));
+        for (l = c->num_layers - 1; l >= enc_lo; l--) {
+            FAT5__TRY(fat5__model_ffn_bwd(m, &m->enc[l], &w->enc[l], w->dh_enc, te));
+            FAT5__TRY(fat5__model_attn_bwd(m, &m->enc[l], &w->enc[l], w->dh_enc, te, FAT5__ATTN_BIDIR));
+            FAT5__TRY(fat5__grads_final(m, m->enc[l].q));
+            m->bwd_layers[0]++;
+        }
+        if (fat5__trains(m, m->shared))
+            FAT5__TRY(be->embed_bwd(ctx, fat5__pg(m, m->shared), w->dh_enc, w->enc_tok, te, (int)D));
     }
-    FAT5__TRY(be->embed_bwd(ctx, fat5__pg(m, m->shared), w->dh_enc, w->enc_tok, te, (int)D));
     return m->grad_ready ? m->grad_ready(m->grad_ready_user, 0) : FAT5_OK;
 }
 
@@ -12117,7 +12380,7 @@ FAT5_API fat5_status fat5_model_set_training(fat5_model *m, int training) {
     if (!training) {
         if (m->gd) m->be->free(m->ctx, m->gd);
         m->gd = 0;
-    } else if ((st = m->be->alloc(m->ctx, m->n_floats * 4, &m->gd))) {
+    } else if ((st = m->be->alloc(m->ctx, (m->n_gfloats ? m->n_gfloats : 1) * 4, &m->gd))) {
         return fat5__err_prefix(m->ctx, st, "fat5_model_set_training: model gradients: ");
     }
     m->training = training;
@@ -13289,6 +13552,22 @@ FAT5_API fat5_status fat5_ul2_set_state(fat5_ul2 *s, const char *state) {
 // The step count is the optimizer's (skipped steps included), as for AdamW's bias correction.
 // The moments are fp32 arrays on the backend: m1 (numel floats, only with beta1 > 0) and m2, every
 // tensor's second moments packed (R + C or n floats), described by the table af (kernels/optim.cu).
+//
+// Frozen parameters (fat5_model_freeze) are left out of everything above: the optimizer's tensors
+// are the trainable ones, the norm is theirs, and they alone have moments. Gradients and moments
+// lie in the gradient arena's layout (fat5__param.goffset: the trainable tensors one after
+// another), the weights in the parameters'; so the update runs once per run of consecutive
+// trainable tensors (one run when nothing is frozen), the arenas' bases moved to the run's first
+// tensor, where one index reaches a weight, its gradient and its moments.
+
+// One run of consecutive trainable tensors: the optimizer's segments seg0 .. seg0 + n_seg - 1,
+// from float wlo of the weights and glo of the gradients and moments.
+typedef struct fat5__optim_run {
+    int seg0, n_seg;
+    size_t wlo, glo;
+    int64_t n_chunks;                 // its chunks (FAT5__OPTIM_CHUNK elements, per tensor)
+    int64_t n_rows, n_cols;           // Adafactor: its rows, and the columns of its factored tensors
+} fat5__optim_run;
 
 #define FAT5__OPTIM_CHUNK 8192  // elements per chunk of the GPU reductions and update
 
@@ -13309,8 +13588,17 @@ struct fat5_optim {
     // Adafactor: m1 holds the first moment (0 without beta1), m2 the packed second moments
     size_t n_v;                       // floats of m2 (AdamW: n_floats)
     int64_t n_rows, n_cols;           // rows of all tensors, columns of the factored ones
-    fat5__addr af;                    // int64 [8 n_seg]: the layout table of fat5_adafactor_seg
+    fat5__addr af;                    // int64 [8 n_seg]: the layout tables of fat5_adafactor_seg, run by
+                                      // run (offsets, rows and columns counted from the run's start)
     fat5__addr af_scr;                // double [n_rows + 2 n_seg]: its scratch
+    // the trainable tensors (n_seg of them; segs above: gradient offset, numel) and their runs
+    size_t n_g;                       // floats of the gradients and of m1 (the model's n_gfloats)
+    fat5__addr segs_w;                // int64 [2 n_seg]: weight offset, numel (the weights' RMS)
+    int n_runs;
+    fat5__optim_run *runs;            // [n_runs] host
+    fat5__addr run_segs;              // int64 [2 n_seg]: offset from its run's first tensor, numel
+    fat5__addr run_coff;              // int64 [n_seg + n_runs]: each run's chunk table, from 0
+    unsigned freeze_gen;              // the model's frozen set it was made for
 };
 
 FAT5_API fat5_optim_config fat5_optim_config_default(void) {
@@ -13489,6 +13777,10 @@ FAT5_API void fat5_optim_destroy(fat5_optim *o) {
     be->free(ctx, o->stats);
     be->free(ctx, o->af);
     be->free(ctx, o->af_scr);
+    be->free(ctx, o->segs_w);
+    be->free(ctx, o->run_segs);
+    be->free(ctx, o->run_coff);
+    fat5__free(ctx, o->runs);
     fat5__free(ctx, o);
 }
 
@@ -13496,10 +13788,10 @@ FAT5_API fat5_status fat5_optim_create(fat5_model *m, const fat5_optim_config *c
     fat5_ctx *ctx;
     const fat5__backend *be;
     fat5_optim *o;
-    int64_t *segs = NULL, *coff = NULL, *af = NULL;
+    int64_t *segs = NULL, *coff = NULL, *af = NULL, *segs_w = NULL, *rsegs = NULL, *rcoff = NULL;
     int32_t *decayed = NULL;
-    size_t n, ns;
-    int s;
+    size_t ns;
+    int s, i, r;
     fat5_status st;
     if (!out) return m ? fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_optim_create: out is NULL")
                        : FAT5_ERR_INVALID_ARG;
@@ -13514,65 +13806,99 @@ FAT5_API fat5_status fat5_optim_create(fat5_model *m, const fat5_optim_config *c
                          "fat5_optim_create: the model is in inference mode (fat5_model_set_training(m, 1) first)");
     if (!m->gd || !m->wd)
         return fat5__err(ctx, FAT5_ERR_STATE, "fat5_optim_create: the model has no weights on its backend");
+    if (m->n_frozen == m->n_params)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_optim_create: every parameter of the model is frozen "
+                         "(fat5_model_freeze): nothing to train");
     o = FAT5__CAST(fat5_optim *, fat5__calloc(ctx, 1, sizeof *o));
     if (!o) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_optim_create: out of memory");
     o->m = m;
     o->cfg = *cfg;
-    o->n_seg = m->n_params;
+    o->n_seg = m->n_params - m->n_frozen;
+    o->n_g = m->n_gfloats;
+    o->freeze_gen = m->freeze_gen;
     ns = (size_t)o->n_seg;
-    n = m->n_floats;
-    // the tables, staged on the host: offset and numel of each tensor, its first chunk, its decay
+    for (i = 0; i < m->n_params; i++)   // the runs of consecutive trainable tensors
+        if (!m->params[i].frozen && (i == 0 || m->params[i - 1].frozen)) o->n_runs++;
+    // the tables, staged on the host: offset and numel of each trainable tensor, its first chunk, its
+    // decay; the same per run
     segs = FAT5__CAST(int64_t *, fat5__calloc(ctx, 2 * ns, sizeof(int64_t)));
+    segs_w = FAT5__CAST(int64_t *, fat5__calloc(ctx, 2 * ns, sizeof(int64_t)));
+    rsegs = FAT5__CAST(int64_t *, fat5__calloc(ctx, 2 * ns, sizeof(int64_t)));
     coff = FAT5__CAST(int64_t *, fat5__calloc(ctx, ns + 1, sizeof(int64_t)));
+    rcoff = FAT5__CAST(int64_t *, fat5__calloc(ctx, ns + (size_t)o->n_runs, sizeof(int64_t)));
     decayed = FAT5__CAST(int32_t *, fat5__calloc(ctx, ns + 1, sizeof(int32_t)));
     af = FAT5__CAST(int64_t *, fat5__calloc(ctx, 8 * ns + 1, sizeof(int64_t)));
-    if (!segs || !coff || !decayed || !af) {
+    o->runs = FAT5__CAST(fat5__optim_run *, fat5__calloc(ctx, (size_t)o->n_runs, sizeof *o->runs));
+    if (!segs || !segs_w || !rsegs || !coff || !rcoff || !decayed || !af || !o->runs) {
         st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_optim_create: out of memory");
         goto done;
     }
-    for (s = 0; s < o->n_seg; s++) {
-        const fat5__param *p = &m->params[s];
-        segs[2 * s] = (int64_t)p->offset;
-        segs[2 * s + 1] = (int64_t)p->numel;
-        coff[s + 1] = coff[s] + (int64_t)((p->numel + FAT5__OPTIM_CHUNK - 1) / FAT5__OPTIM_CHUNK);
+    o->n_v = cfg->kind == FAT5_OPTIM_ADAFACTOR ? 0 : o->n_g;
+    for (i = 0, s = 0, r = -1; i < m->n_params; i++) {
+        const fat5__param *p = &m->params[i];
+        fat5__optim_run *R;
+        int64_t nch = (int64_t)((p->numel + FAT5__OPTIM_CHUNK - 1) / FAT5__OPTIM_CHUNK);
+        if (p->frozen) continue;
+        if (i == 0 || m->params[i - 1].frozen) {   // a new run
+            R = &o->runs[++r];
+            R->seg0 = s;
+            R->wlo = p->offset;
+            R->glo = p->goffset;
+        }
+        R = &o->runs[r];
+        segs[2 * s] = (int64_t)p->goffset;
+        segs[2 * s + 1] = segs_w[2 * s + 1] = rsegs[2 * s + 1] = (int64_t)p->numel;
+        segs_w[2 * s] = (int64_t)p->offset;
+        rsegs[2 * s] = (int64_t)(p->offset - R->wlo);
+        FAT5_ASSERT(p->offset - R->wlo == p->goffset - R->glo);
+        coff[s + 1] = coff[s] + nch;
+        rcoff[s + r + 1] = R->n_chunks + nch;   // the run's table: R->seg0 + r .. s + r + 1
+        R->n_chunks += nch;
         decayed[s] = cfg->weight_decay != 0 && !fat5__optim_no_decay(p->name);
-    }
-    o->n_chunks = coff[ns];
-    o->n_v = n;
-    if (cfg->kind == FAT5_OPTIM_ADAFACTOR) {   // the layout: 2-D tensors factored, 1-D ones full
-        o->n_v = 0;
-        for (s = 0; s < o->n_seg; s++) {
-            const fat5__param *p = &m->params[s];
+        if (cfg->kind == FAT5_OPTIM_ADAFACTOR) {   // the layout: 2-D tensors factored, 1-D ones full
             int fac = p->ndim >= 2;
-            int64_t R = fac ? p->shape[0] : 1, C = fac ? (int64_t)p->numel / R : (int64_t)p->numel;
+            int64_t Rw = fac ? p->shape[0] : 1, C = fac ? (int64_t)p->numel / Rw : (int64_t)p->numel;
             int64_t *e = af + 8 * s;
-            e[0] = (int64_t)p->offset, e[1] = (int64_t)p->numel, e[2] = R, e[3] = C, e[4] = fac;
-            e[5] = (int64_t)o->n_v, e[6] = o->n_rows, e[7] = o->n_cols;
-            o->n_v += fac ? (size_t)(R + C) : p->numel;
-            o->n_rows += R;
+            e[0] = rsegs[2 * s], e[1] = (int64_t)p->numel, e[2] = Rw, e[3] = C, e[4] = fac;
+            e[5] = (int64_t)o->n_v, e[6] = R->n_rows, e[7] = R->n_cols;
+            o->n_v += fac ? (size_t)(Rw + C) : p->numel;
+            o->n_rows += Rw;
+            R->n_rows += Rw;
+            R->n_cols += fac ? C : 0;
             o->n_cols += fac ? C : 0;
         }
+        R->n_seg++;
+        s++;
     }
+    o->n_chunks = coff[ns];
     st = FAT5_OK;   // the first moment (none for Adafactor without beta1), Adafactor's table and scratch
-    if (cfg->kind != FAT5_OPTIM_ADAFACTOR || cfg->adafactor_beta1 > 0) st = be->alloc(ctx, n * 4, &o->m1);
+    if (cfg->kind != FAT5_OPTIM_ADAFACTOR || cfg->adafactor_beta1 > 0) st = be->alloc(ctx, o->n_g * 4, &o->m1);
     if (!st && cfg->kind == FAT5_OPTIM_ADAFACTOR && !(st = be->alloc(ctx, 8 * ns * 8, &o->af)))
         st = be->alloc(ctx, ((size_t)o->n_rows + 2 * ns) * 8, &o->af_scr);
     if (st || (st = be->alloc(ctx, o->n_v * 4, &o->m2)) ||
         (st = be->alloc(ctx, 2 * ns * 8, &o->segs)) || (st = be->alloc(ctx, (ns + 1) * 8, &o->chunk_off)) ||
+        (st = be->alloc(ctx, 2 * ns * 8, &o->segs_w)) || (st = be->alloc(ctx, 2 * ns * 8, &o->run_segs)) ||
+        (st = be->alloc(ctx, (ns + (size_t)o->n_runs) * 8, &o->run_coff)) ||
         (st = be->alloc(ctx, (size_t)o->n_chunks * 8, &o->part)) || (st = be->alloc(ctx, 2 * ns * 8, &o->ss)) ||
         (st = be->alloc(ctx, 2 * ns * 4, &o->coef)) || (st = be->alloc(ctx, (ns + 1) * 4, &o->decayed)) ||
         (st = be->alloc(ctx, 2 * 8, &o->stats))) {
-        st = fat5__err_prefix(ctx, st, "fat5_optim_create: moments of %zu parameters on the %s: ", n, be->name);
+        st = fat5__err_prefix(ctx, st, "fat5_optim_create: moments of %zu parameters on the %s: ", o->n_g, be->name);
         goto done;
     }
     st = be->upload(ctx, o->segs, segs, 2 * ns * 8);
     if (!st) st = be->upload(ctx, o->chunk_off, coff, (ns + 1) * 8);
+    if (!st) st = be->upload(ctx, o->segs_w, segs_w, 2 * ns * 8);
+    if (!st) st = be->upload(ctx, o->run_segs, rsegs, 2 * ns * 8);
+    if (!st) st = be->upload(ctx, o->run_coff, rcoff, (ns + (size_t)o->n_runs) * 8);
     if (!st) st = be->upload(ctx, o->decayed, decayed, (ns + 1) * 4);
     if (!st && o->af) st = be->upload(ctx, o->af, af, 8 * ns * 8);
     if (!st) st = be->sync(ctx);
 done:
     fat5__free(ctx, segs);
+    fat5__free(ctx, segs_w);
+    fat5__free(ctx, rsegs);
     fat5__free(ctx, coff);
+    fat5__free(ctx, rcoff);
     fat5__free(ctx, decayed);
     fat5__free(ctx, af);
     if (st) {
@@ -13600,7 +13926,7 @@ typedef struct fat5__optim_array {
 static int fat5__optim_arrays(const fat5_optim *o, fat5__optim_array out[FAT5__OPTIM_ARRAYS]) {
     int k = 0;
     if (o->m1) {
-        out[k].name = "optimizer.exp_avg", out[k].addr = o->m1, out[k].n = o->m->n_floats, out[k].nonneg = 0;
+        out[k].name = "optimizer.exp_avg", out[k].addr = o->m1, out[k].n = o->n_g, out[k].nonneg = 0;
         k++;
     }
     out[k].name = o->cfg.kind == FAT5_OPTIM_ADAFACTOR ? "optimizer.adafactor_exp_avg_sq" : "optimizer.exp_avg_sq";
@@ -13613,10 +13939,11 @@ static const char *fat5__optim_kind_name(fat5_optim_kind k) {
     return k == FAT5_OPTIM_ADAFACTOR ? "adafactor" : k == FAT5_OPTIM_ADAMW ? "adamw" : "adamwscale";
 }
 
-// per-tensor sums of squares of x (the gradients or the master weights) into ss (double [n_seg])
-static fat5_status fat5__optim_sumsq(fat5_optim *o, fat5__addr ss, fat5__addr x) {
+// per-tensor sums of squares of x (the gradients, segs = o->segs, or the master weights, o->segs_w)
+// into ss (double [n_seg])
+static fat5_status fat5__optim_sumsq(fat5_optim *o, fat5__addr ss, fat5__addr x, fat5__addr segs) {
     fat5_model *m = o->m;
-    return m->be->sumsq_seg(m->ctx, ss, x, o->segs, o->chunk_off, o->n_seg, o->n_chunks, FAT5__OPTIM_CHUNK, o->part);
+    return m->be->sumsq_seg(m->ctx, ss, x, segs, o->chunk_off, o->n_seg, o->n_chunks, FAT5__OPTIM_CHUNK, o->part);
 }
 
 // The rate of the optimizer's next update: the schedule's, or Adafactor's relative step
@@ -13642,14 +13969,24 @@ static fat5_status fat5__optim_adafactor(fat5_optim *o, double lr, fat5__addr ga
     double beta2t = 1.0 - pow((double)(o->step + 1), c->adafactor_decay_rate);
     fat5__addr ss_w = c->adafactor_scale_parameter ? o->ss + 8 * (fat5__addr)o->n_seg : 0;
     fat5_status st;
-    if ((st = fat5__optim_sumsq(o, o->ss, m->gd)) || (ss_w && (st = fat5__optim_sumsq(o, ss_w, m->wd))) ||
+    int r;
+    if ((st = fat5__optim_sumsq(o, o->ss, m->gd, o->segs)) ||
+        (ss_w && (st = fat5__optim_sumsq(o, ss_w, m->wd, o->segs_w))) ||
         (st = be->optim_coef(ctx, o->coef, o->stats, o->ss, ss_w, o->segs, o->decayed, o->n_seg, lr, 1.0f,
                              c->clip_norm, gate, n_gate)))
         return st;
-    return be->adafactor_seg(ctx, m->wd, m->gd, o->m1, o->m2, o->af, o->n_seg, o->n_rows, o->n_cols, o->coef, o->stats,
-                             o->decayed, (float)beta2t, (float)(1.0 - beta2t), 1e-30f,
-                             (float)c->adafactor_clip_threshold, (float)c->adafactor_beta1, (float)c->weight_decay,
-                             o->af_scr, m->wa == m->wd ? 0 : m->wa);
+    for (r = 0; r < o->n_runs; r++) {   // each run of trainable tensors, from its first one
+        const fat5__optim_run *R = &o->runs[r];
+        if ((st = be->adafactor_seg(ctx, m->wd + 4 * (fat5__addr)R->wlo, m->gd + 4 * (fat5__addr)R->glo,
+                                    o->m1 ? o->m1 + 4 * (fat5__addr)R->glo : 0, o->m2, o->af + 64 * (fat5__addr)R->seg0,
+                                    R->n_seg, R->n_rows, R->n_cols, o->coef + 8 * (fat5__addr)R->seg0, o->stats,
+                                    o->decayed + 4 * (fat5__addr)R->seg0, (float)beta2t, (float)(1.0 - beta2t), 1e-30f,
+                                    (float)c->adafactor_clip_threshold, (float)c->adafactor_beta1,
+                                    (float)c->weight_decay, o->af_scr,
+                                    m->wa == m->wd ? 0 : m->wa + 2 * (fat5__addr)R->wlo)))
+            return st;
+    }
+    return FAT5_OK;
 }
 
 // The update is queued whole before the host waits once, at the end: the gradient norm, the clipping
@@ -13666,11 +14003,15 @@ static fat5_status fat5__optim_step_gated(fat5_optim *o, fat5__addr gate, int n_
     double lr, bc, t, stats[2];
     fat5__addr ss_w;
     fat5_status st;
+    int k;
     if (!o) return FAT5_ERR_INVALID_ARG;
     m = o->m;
     ctx = m->ctx;
     be = m->be;
     c = &o->cfg;
+    if (o->freeze_gen != m->freeze_gen)
+        return fat5__err(ctx, FAT5_ERR_STATE, "fat5_optim_step: the model's frozen parameters changed after the "
+                         "optimizer was made (fat5_model_freeze): make a new optimizer");
     memset(&r, 0, sizeof r);
     lr = fat5__optim_lr(o);
     r.lr = lr;
@@ -13684,14 +14025,22 @@ static fat5_status fat5__optim_step_gated(fat5_optim *o, fat5__addr gate, int n_
     bc = sqrt(1.0 - pow(c->beta2, t)) / (1.0 - pow(c->beta1, t));
     // AdamWScale: the factor from the weights before the update
     ss_w = c->kind == FAT5_OPTIM_ADAMW_SCALE ? o->ss + 8 * (fat5__addr)o->n_seg : 0;
-    if ((st = fat5__optim_sumsq(o, o->ss, m->gd)) || (ss_w && (st = fat5__optim_sumsq(o, ss_w, m->wd))) ||
+    if ((st = fat5__optim_sumsq(o, o->ss, m->gd, o->segs)) ||
+        (ss_w && (st = fat5__optim_sumsq(o, ss_w, m->wd, o->segs_w))) ||
         (st = be->optim_coef(ctx, o->coef, o->stats, o->ss, ss_w, o->segs, o->decayed, o->n_seg, lr * bc,
-                             (float)(1.0 - lr * c->weight_decay), c->clip_norm, gate, n_gate)) ||
-        (st = be->adamw_seg(ctx, m->wd, m->gd, o->m1, o->m2, o->segs, o->chunk_off, o->n_seg, o->n_chunks,
-                            FAT5__OPTIM_CHUNK, o->coef, o->stats, (float)c->beta1, (float)c->beta2, (float)c->eps,
-                            m->wa == m->wd ? 0 : m->wa)) ||
-        (st = be->download(ctx, stats, o->stats, sizeof stats)) || (st = be->sync(ctx)))
+                             (float)(1.0 - lr * c->weight_decay), c->clip_norm, gate, n_gate)))
         return st;
+    for (k = 0; k < o->n_runs; k++) {   // each run of trainable tensors, from its first one
+        const fat5__optim_run *R = &o->runs[k];
+        fat5__addr g = 4 * (fat5__addr)R->glo;
+        if ((st = be->adamw_seg(ctx, m->wd + 4 * (fat5__addr)R->wlo, m->gd + g, o->m1 + g, o->m2 + g,
+                                o->run_segs + 16 * (fat5__addr)R->seg0, o->run_coff + 8 * (fat5__addr)(R->seg0 + k),
+                                R->n_seg, R->n_chunks, FAT5__OPTIM_CHUNK, o->coef + 8 * (fat5__addr)R->seg0, o->stats,
+                                (float)c->beta1, (float)c->beta2, (float)c->eps,
+                                m->wa == m->wd ? 0 : m->wa + 2 * (fat5__addr)R->wlo)))
+            return st;
+    }
+    if ((st = be->download(ctx, stats, o->stats, sizeof stats)) || (st = be->sync(ctx))) return st;
 done:
     r.grad_norm = stats[0];
     r.skipped = !isfinite(r.grad_norm);
@@ -14263,12 +14612,37 @@ static uint64_t fat5__st_wnumel(const fat5_st_write_tensor *t) {
     return numel;
 }
 
+// fp32 to IEEE half, rounded to nearest even (as torch's .half()): above 65504 (after rounding) to
+// infinity, below 2^-14 to the subnormals, NaN to a quiet NaN of the same sign
+static uint16_t fat5__f32_to_f16(float f) {
+    uint32_t x, sign, mag;
+    memcpy(&x, &f, 4);
+    sign = (x >> 16) & 0x8000u;
+    mag = x & 0x7fffffffu;
+    if (mag > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);                  // NaN
+    if (mag >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);                 // rounds past 65504: inf
+    if (mag >= 0x38800000u) {                                                  // normal: 2^-14 and up
+        uint32_t r = mag - 0x38000000u;                                        // rebias 127 -> 15
+        r = r + 0x0fffu + ((r >> 13) & 1u);                                    // to nearest even, 13 bits off
+        return (uint16_t)(sign | (r >> 13));
+    }
+    if (mag < 0x33000000u) return (uint16_t)sign;                              // below half the least subnormal
+    {   // subnormal: the significand with its hidden bit, shifted to 2^-24 units, to nearest even
+        uint32_t e = mag >> 23, m = (mag & 0x7fffffu) | 0x800000u, shift = 126u - e;   // 14..24
+        uint32_t q = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+        if (rem > half || (rem == half && (q & 1u))) q++;
+        return (uint16_t)(sign | q);
+    }
+}
+
 // fat5_st_write, where i64 (unless NULL) marks I64 tensors: i64[i] not NULL holds tensor i's values
 // (its data is then ignored). As the safetensors library lays data out (by alignment, then name),
-// the I64 tensors come first, then the F32 ones, each group in name order.
-// bf16: the float tensors are written as BF16 (rounded to nearest even), else F32.
+// the I64 tensors come first, then the float ones, each group in name order.
+// fd: the float tensors' dtype in the file: FAT5_ST_F32, or FAT5_ST_BF16 / FAT5_ST_F16 (rounded to
+// nearest even).
 static fat5_status fat5__st_write(fat5_ctx *ctx, const char *path, const fat5_st_write_tensor *t, int n_tensors,
-                                  const char *const *meta_kv, int n_meta, const int64_t *const *i64, int bf16) {
+                                  const char *const *meta_kv, int n_meta, const int64_t *const *i64, fat5_st_dtype fd) {
+    int half = fd == FAT5_ST_BF16 || fd == FAT5_ST_F16;
     const fat5_st_write_tensor **order;
     unsigned char buf[16384];
     fat5__sb h;
@@ -14276,6 +14650,8 @@ static fat5_status fat5__st_write(fat5_ctx *ctx, const char *path, const fat5_st
     uint64_t off = 0, hlen;
     fat5_status st;
     int i, d;
+    if (fd != FAT5_ST_F32 && !half)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_st_write: float dtype %s", fat5_st_dtype_name(fd));
     if (!path || n_tensors < 0 || n_meta < 0 || (n_tensors > 0 && !t) || (n_meta > 0 && !meta_kv))
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_st_write: %s",
                          !path ? "path is NULL" : n_tensors < 0 || n_meta < 0 ? "negative count"
@@ -14312,12 +14688,13 @@ static fat5_status fat5__st_write(fat5_ctx *ctx, const char *path, const fat5_st
     }
     for (i = 0; i < n_tensors; i++) {
         const int64_t *v64 = i64 ? i64[order[i] - t] : NULL;
-        uint64_t nbytes = fat5__st_wnumel(order[i]) * (v64 ? 8 : bf16 ? 2 : 4);
+        uint64_t nbytes = fat5__st_wnumel(order[i]) * (v64 ? 8 : half ? 2 : 4);
         if (i || n_meta > 0) fat5__sb_puts(&h, ",");
         fat5__sb_json_string(&h, order[i]->name);
-        fat5__sb_puts(&h, v64    ? ":{\"dtype\":\"I64\",\"shape\":["
-                          : bf16 ? ":{\"dtype\":\"BF16\",\"shape\":["
-                                 : ":{\"dtype\":\"F32\",\"shape\":[");
+        fat5__sb_puts(&h, v64                  ? ":{\"dtype\":\"I64\",\"shape\":["
+                          : fd == FAT5_ST_BF16 ? ":{\"dtype\":\"BF16\",\"shape\":["
+                          : fd == FAT5_ST_F16  ? ":{\"dtype\":\"F16\",\"shape\":["
+                                               : ":{\"dtype\":\"F32\",\"shape\":[");
         for (d = 0; d < order[i]->ndim; d++)
             fat5__sb_printf(&h, "%s%lld", d ? "," : "", (long long)order[i]->shape[d]);
         fat5__sb_printf(&h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
@@ -14350,11 +14727,12 @@ static fat5_status fat5__st_write(fat5_ctx *ctx, const char *path, const fat5_st
             }
             continue;
         }
-        while (st == FAT5_OK && done < numel && bf16) {
+        while (st == FAT5_OK && done < numel && half) {
             size_t k = sizeof buf / 2, j;
             if (numel - done < k) k = (size_t)(numel - done);
             for (j = 0; j < k; j++) {
-                uint16_t u = fat5__f32_to_bf16(order[i]->data[done + j]);
+                float x = order[i]->data[done + j];
+                uint16_t u = fd == FAT5_ST_BF16 ? fat5__f32_to_bf16(x) : fat5__f32_to_f16(x);
                 buf[2 * j] = (unsigned char)u;
                 buf[2 * j + 1] = (unsigned char)(u >> 8);
             }
@@ -14384,7 +14762,7 @@ static fat5_status fat5__st_write(fat5_ctx *ctx, const char *path, const fat5_st
 
 FAT5_API fat5_status fat5_st_write(fat5_ctx *ctx, const char *path, const fat5_st_write_tensor *t,
                                    int n_tensors, const char *const *meta_kv, int n_meta) {
-    return fat5__st_write(ctx, path, t, n_tensors, meta_kv, n_meta, NULL, 0);
+    return fat5__st_write(ctx, path, t, n_tensors, meta_kv, n_meta, NULL, FAT5_ST_F32);
 }
 
 // =============================================================================================
@@ -14912,6 +15290,76 @@ static fat5_status fat5__ckpt_check_aliases(fat5_ctx *ctx, fat5__ckpt *k, const 
     return st;
 }
 
+// The tokenizer files a checkpoint directory may hold (Hugging Face's names); carried as they are.
+static const char *const fat5__tokenizer_files[FAT5__TOK_FILES] = {"tokenizer.json", "tokenizer_config.json",
+                                                                   "special_tokens_map.json", "spiece.model",
+                                                                   "added_tokens.json"};
+
+// Reads dir's tokenizer files into m (what it carried before is dropped). need: at least one must
+// be there (FAT5_ERR_IO naming dir otherwise).
+static fat5_status fat5__read_tokenizer_files(fat5_model *m, const char *dir, int need) {
+    char *data[FAT5__TOK_FILES], p[4200];
+    size_t len[FAT5__TOK_FILES];
+    fat5_status st = FAT5_OK;
+    int k, n = 0;
+    for (k = 0; k < FAT5__TOK_FILES; k++) {
+        data[k] = NULL;
+        len[k] = 0;
+        snprintf(p, sizeof p, "%s/%s", dir, fat5__tokenizer_files[k]);
+        if (st != FAT5_OK || !fat5__is_file(p)) continue;
+        if ((st = fat5__read_file(m->ctx, p, (size_t)1 << 30, &data[k], &len[k])) == FAT5_OK) n++;
+    }
+    if (st == FAT5_OK && need && !n)
+        st = fat5__err(m->ctx, FAT5_ERR_IO, "%s: no tokenizer file (tokenizer.json, tokenizer_config.json, "
+                       "special_tokens_map.json, spiece.model or added_tokens.json)", dir);
+    for (k = 0; k < FAT5__TOK_FILES; k++) {
+        if (st) {
+            fat5__free(m->ctx, data[k]);
+            continue;
+        }
+        fat5__free(m->ctx, m->tok_file[k]);
+        m->tok_file[k] = data[k];
+        m->tok_len[k] = len[k];
+    }
+    return st;
+}
+
+FAT5_API fat5_status fat5_model_set_tokenizer(fat5_model *m, const char *dir) {
+    char *text;
+    int k, n;
+    if (!m) return FAT5_ERR_INVALID_ARG;
+    if (dir && !dir[0]) {   // none
+        for (k = 0; k < FAT5__TOK_FILES; k++) {
+            fat5__free(m->ctx, m->tok_file[k]);
+            m->tok_file[k] = NULL;
+            m->tok_len[k] = 0;
+        }
+        return FAT5_OK;
+    }
+    if (dir) {
+        if (!fat5__is_dir(dir)) return fat5__err(m->ctx, FAT5_ERR_IO, "fat5_model_set_tokenizer: %s: not a directory", dir);
+        return fat5__read_tokenizer_files(m, dir, 1);
+    }
+    // ByT5's byte level: ids 0 pad, 1 eos, 2 unk, byte b -> b + 3, then vocab_size - 259 sentinels
+    if (m->cfg.vocab_size < 259)
+        return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_model_set_tokenizer: a byte-level tokenizer needs a "
+                         "vocabulary of at least 259 ids (3 special + 256 bytes); the model has %lld",
+                         (long long)m->cfg.vocab_size);
+    if (!(text = FAT5__CAST(char *, fat5__malloc(m->ctx, 256))))
+        return fat5__err(m->ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_set_tokenizer: out of memory");
+    n = snprintf(text, 256, "{\n  \"tokenizer_class\": \"ByT5Tokenizer\",\n  \"eos_token\": \"</s>\",\n"
+                 "  \"pad_token\": \"<pad>\",\n  \"unk_token\": \"<unk>\",\n  \"extra_ids\": %lld\n}\n",
+                 (long long)(m->cfg.vocab_size - 259));
+    for (k = 0; k < FAT5__TOK_FILES; k++) {
+        fat5__free(m->ctx, m->tok_file[k]);
+        m->tok_file[k] = NULL;
+        m->tok_len[k] = 0;
+    }
+    m->tok_file[1] = text;   // tokenizer_config.json
+    m->tok_len[1] = (size_t)n;
+    return FAT5_OK;
+}
+
 FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model **out) {
     fat5__ckpt k;
     fat5_model_config cfg;
@@ -14970,6 +15418,14 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
             goto fail;
     }
     if (m->flash_names && (st = fat5__ckpt_check_aliases(ctx, &k, m, dir))) goto fail;
+    {   // the weights' dtype, for saves in it: as our saves record it (a training checkpoint's F32
+        // copy of a BF16 start says BF16), else shared.weight's
+        const char *v = fat5_st_metadata_find(k.files[0], "fat5_source_dtype");
+        m->src_dtype = fat5_st_get(k.files[loc[2 * m->shared]], loc[2 * m->shared + 1])->dtype;
+        if (v && strcmp(v, "F32") == 0) m->src_dtype = FAT5_ST_F32;
+        else if (v && strcmp(v, "F16") == 0) m->src_dtype = FAT5_ST_F16;
+        else if (v && strcmp(v, "BF16") == 0) m->src_dtype = FAT5_ST_BF16;
+    }
     fat5__free(ctx, loc);
     loc = NULL;
     fat5__ckpt_close(ctx, &k);
@@ -14992,36 +15448,14 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
         m->gen_json = json;   // written back as it was by fat5_model_save
         m->gen_json_len = glen;
     }
-    {   // where it came from: a save carries this directory's tokenizer files along
-        size_t n = strlen(dir);
-        if (!(m->src_dir = FAT5__CAST(char *, fat5__malloc(ctx, n + 1)))) {
-            st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
-            goto fail;
-        }
-        memcpy(m->src_dir, dir, n + 1);
-    }
+    // the directory's tokenizer files, carried by every save of the model
+    if ((st = fat5__read_tokenizer_files(m, dir, 0))) goto fail;
     *out = m;
     return FAT5_OK;
 fail:
     fat5__free(ctx, loc);
     fat5__ckpt_close(ctx, &k);
     fat5_model_destroy(m);
-    return st;
-}
-
-// The tokenizer files a checkpoint directory may hold (Hugging Face's names); copied as they are.
-static const char *const fat5__tokenizer_files[] = {"tokenizer.json", "tokenizer_config.json",
-                                                     "special_tokens_map.json", "spiece.model",
-                                                     "added_tokens.json"};
-
-// Copies src to dst atomically (the bytes as they are).
-static fat5_status fat5__copy_file(fat5_ctx *ctx, const char *src, const char *dst) {
-    char *data = NULL;
-    size_t len = 0;
-    fat5_status st = fat5__read_file(ctx, src, (size_t)1 << 30, &data, &len);
-    if (st) return st;
-    st = fat5_write_file_atomic(ctx, dst, data, len);
-    fat5__free(ctx, data);
     return st;
 }
 
@@ -15040,38 +15474,161 @@ static fat5_status fat5__save_generation_config(fat5_model *m, const char *dir) 
     return fat5_write_file_atomic(m->ctx, path, text, (size_t)n);
 }
 
-// Whether a and b name the same directory (a save into the directory the model came from).
-static int fat5__same_dir(const char *a, const char *b) {
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+FAT5_API fat5_save_config fat5_save_config_default(void) {
+    fat5_save_config c;
+    memset(&c, 0, sizeof c);
+    c.dtype = FAT5_WEIGHTS_SOURCE;
+    c.max_shard_bytes = 0;
+    return c;
 }
 
 FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
-    return m ? fat5_model_save_as(m, dir, FAT5_DTYPE_FP32) : FAT5_ERR_INVALID_ARG;
+    fat5_save_config c = fat5_save_config_default();
+    c.dtype = FAT5_WEIGHTS_F32;
+    return m ? fat5_model_save_hf(m, dir, &c) : FAT5_ERR_INVALID_ARG;
 }
 
 FAT5_API fat5_status fat5_model_save_as(fat5_model *m, const char *dir, fat5_dtype dtype) {
+    fat5_save_config c = fat5_save_config_default();
+    if (!m) return FAT5_ERR_INVALID_ARG;
+    if (dtype != FAT5_DTYPE_FP32 && dtype != FAT5_DTYPE_BF16)
+        return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_model_save_as: dtype %d: want FAT5_DTYPE_FP32 or "
+                         "FAT5_DTYPE_BF16", (int)dtype);
+    c.dtype = dtype == FAT5_DTYPE_BF16 ? FAT5_WEIGHTS_BF16 : FAT5_WEIGHTS_F32;
+    return fat5_model_save_hf(m, dir, &c);
+}
+
+// torch's name of a weights dtype (config.json's torch_dtype)
+static const char *fat5__torch_dtype(fat5_st_dtype d) {
+    return d == FAT5_ST_BF16 ? "bfloat16" : d == FAT5_ST_F16 ? "float16" : "float32";
+}
+
+// The weight files: one model.safetensors, or, past max_shard bytes, shards of the tensors in
+// parameter order (a shard takes tensors while they fit; a larger tensor gets one of its own)
+// named model-00001-of-0000N.safetensors, then model.safetensors.index.json (transformers'
+// layout; its weight map in name order). The files of the other layout, and shards an earlier
+// save left that this one does not name, are removed after, so that a reader finds only these.
+static fat5_status fat5__save_weights(fat5_model *m, const char *dir, const fat5_st_write_tensor *t,
+                                      const int64_t *const *i64, int n, const char *const *meta, int n_meta,
+                                      fat5_st_dtype fd, int64_t max_shard) {
     fat5_ctx *ctx = m->ctx;
+    char path[4200], *old = NULL;
+    size_t old_len = 0, esz = fd == FAT5_ST_F32 ? 4 : 2;
+    uint64_t total = 0, cur = 0;
+    int *shard = NULL, n_shards = 1, n_old = 0, i, s;
+    fat5_status st = FAT5_OK;
+    fat5__sb b;
+    if (fat5_model_weight_files(ctx, dir, &old, &old_len, &n_old) != FAT5_OK) n_old = 0;   // what an earlier save left
+    if (!(shard = FAT5__CAST(int *, fat5__calloc(ctx, (size_t)n + 1, sizeof *shard)))) {
+        fat5__free(ctx, old);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
+    }
+    for (i = 0; i < n; i++) {   // shard of each tensor, in parameter order
+        uint64_t bytes = (i64[i] ? 8 : esz), d;
+        for (d = 0; d < (uint64_t)t[i].ndim; d++) bytes *= (uint64_t)t[i].shape[d];
+        if (max_shard > 0 && cur > 0 && cur + bytes > (uint64_t)max_shard) n_shards++, cur = 0;
+        shard[i] = n_shards - 1;
+        cur += bytes;
+        total += bytes;
+    }
+    fat5__sb_init(&b, ctx);
+    if (n_shards == 1) {
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        st = fat5__st_write(ctx, path, t, n, meta, n_meta, i64, fd);
+    } else {
+        fat5_st_write_tensor *sub = FAT5__CAST(fat5_st_write_tensor *, fat5__calloc(ctx, (size_t)n, sizeof *sub));
+        const int64_t **sub64 = FAT5__CAST(const int64_t **, fat5__calloc(ctx, (size_t)n, sizeof *sub64));
+        const char **names = FAT5__CAST(const char **, fat5__calloc(ctx, (size_t)n, sizeof *names));
+        if (!sub || !sub64 || !names) st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
+        for (s = 0; s < n_shards && st == FAT5_OK; s++) {
+            int k = 0;
+            for (i = 0; i < n; i++)
+                if (shard[i] == s) sub[k] = t[i], sub64[k++] = i64[i];
+            snprintf(path, sizeof path, "%s/model-%05d-of-%05d.safetensors", dir, s + 1, n_shards);
+            st = fat5__st_write(ctx, path, sub, k, meta, n_meta, sub64, fd);
+        }
+        if (st == FAT5_OK) {   // the index, its weight map in name order
+            for (i = 0; i < n; i++) names[i] = t[i].name;
+            qsort(FAT5__CAST(void *, names), (size_t)n, sizeof *names, fat5__st_kcmp);
+            fat5__sb_printf(&b, "{\n  \"metadata\": {\n    \"total_size\": %llu\n  },\n  \"weight_map\": {",
+                            (unsigned long long)total);
+            for (i = 0; i < n; i++) {
+                int k;
+                for (k = 0; strcmp(t[k].name, names[i]) != 0; k++) {}
+                fat5__sb_printf(&b, "%s\n    ", i ? "," : "");
+                fat5__sb_json_string(&b, names[i]);
+                fat5__sb_printf(&b, ": \"model-%05d-of-%05d.safetensors\"", shard[k] + 1, n_shards);
+            }
+            fat5__sb_puts(&b, "\n  }\n}\n");
+            snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+            st = b.oom ? fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path)
+                       : fat5_write_file_atomic(ctx, path, b.buf, b.len);
+        }
+        fat5__free(ctx, sub);
+        fat5__free(ctx, FAT5__CAST(void *, sub64));
+        fat5__free(ctx, FAT5__CAST(void *, names));
+    }
+    if (st == FAT5_OK) {   // the other layout's files and stale shards go
+        const char *o = old;
+        snprintf(path, sizeof path, "%s/%s", dir, n_shards == 1 ? "model.safetensors.index.json" : "model.safetensors");
+        if (fat5__is_file(path) && fat5__fs_unlink(path) != 0)
+            st = fat5__err(ctx, FAT5_ERR_IO, "%s: cannot remove the earlier weights' file: %s", path, strerror(errno));
+        for (i = 0; i < n_old && st == FAT5_OK; i++, o += strlen(o) + 1) {
+            int a = 0, z = 0, keep = strcmp(o, "model.safetensors") == 0;
+            if (!keep && sscanf(o, "model-%5d-of-%5d.safetensors", &a, &z) == 2)
+                keep = z == n_shards && n_shards > 1 && a >= 1 && a <= z;
+            snprintf(path, sizeof path, "%s/%s", dir, o);
+            if (!keep && fat5__is_file(path) && fat5__fs_unlink(path) != 0)
+                st = fat5__err(ctx, FAT5_ERR_IO, "%s: cannot remove an earlier save's shard: %s", path, strerror(errno));
+        }
+    }
+    fat5__sb_free(&b);
+    fat5__free(ctx, shard);
+    fat5__free(ctx, old);
+    return st;
+}
+
+FAT5_API fat5_status fat5_model_save_hf(fat5_model *m, const char *dir, const fat5_save_config *cfg) {
+    fat5_ctx *ctx;
     fat5_st_write_tensor *t;
-    char path[4200], *json = NULL, init_l[2][96];
+    fat5_save_config c = cfg ? *cfg : fat5_save_config_default();
+    fat5_st_dtype fd;
+    char path[4200], *json = NULL, init_l[2][96], tdt[64];
     size_t json_len = 0;
-    const char *meta[4];
-    int64_t l0 = m->cfg.rel_max_distance;
+    const char *meta[6];
+    int64_t l0;
     const int64_t **i64;
     fat5_status st;
-    int i, k, n = m->n_params;
+    int i, k, n;
+    if (!m) return FAT5_ERR_INVALID_ARG;
+    ctx = m->ctx;
+    n = m->n_params;
+    l0 = m->cfg.rel_max_distance;
     if (!dir || strlen(dir) >= 4096) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_save: bad directory");
-    if (dtype != FAT5_DTYPE_FP32 && dtype != FAT5_DTYPE_BF16)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_save_as: dtype %d: want FAT5_DTYPE_FP32 or "
-                         "FAT5_DTYPE_BF16", (int)dtype);
+    if ((int)c.dtype < (int)FAT5_WEIGHTS_SOURCE || (int)c.dtype > (int)FAT5_WEIGHTS_F16 || c.max_shard_bytes < 0)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_save_hf: dtype %d (a fat5_weights_dtype, 0..3), "
+                         "max_shard_bytes %lld (>= 0)", (int)c.dtype, (long long)c.max_shard_bytes);
+    fd = c.dtype == FAT5_WEIGHTS_SOURCE ? m->src_dtype
+         : c.dtype == FAT5_WEIGHTS_BF16 ? FAT5_ST_BF16 : c.dtype == FAT5_WEIGHTS_F16 ? FAT5_ST_F16 : FAT5_ST_F32;
     if ((st = fat5__mkdir(ctx, dir))) return st;
     if ((st = fat5__model_pull_params(m))) return st;
+    if (fd == FAT5_ST_F16) {   // F16 holds magnitudes up to 65504: a larger weight would become infinite
+        for (i = 0; i < m->n_params; i++) {
+            const float *w = m->w + m->params[i].offset;
+            size_t j;
+            for (j = 0; j < m->params[i].numel; j++)
+                if (fabsf(w[j]) > 65504.0f && isfinite(w[j]))
+                    return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_save_hf: %s[%zu] = %g is beyond F16's "
+                                     "largest value 65504: save it in BF16 or F32", m->params[i].io_name, j,
+                                     (double)w[j]);
+        }
+    }
     if ((st = fat5_model_config_to_json(ctx, &m->cfg, &json, &json_len))) return st;
     {   // config.json says the weights' dtype (torch_dtype), as transformers writes it
         char *end = json_len ? strrchr(json, '}') : NULL, *nj;
-        const char *add = dtype == FAT5_DTYPE_BF16 ? ",\n  \"torch_dtype\": \"bfloat16\"\n}\n"
-                                                   : ",\n  \"torch_dtype\": \"float32\"\n}\n";
+        char add[64];
         size_t keep;
+        snprintf(add, sizeof add, ",\n  \"torch_dtype\": \"%s\"\n}\n", fat5__torch_dtype(fd));
         while (end && end > json && (end[-1] == '\n' || end[-1] == ' ')) end--;
         keep = end ? (size_t)(end - json) : 0;
         nj = end ? FAT5__CAST(char *, fat5__malloc(ctx, keep + strlen(add) + 1)) : NULL;
@@ -15107,33 +15664,30 @@ FAT5_API fat5_status fat5_model_save_as(fat5_model *m, const char *dir, fat5_dty
             i64[n++] = &l0;
         }
     }
-    meta[0] = "format";
-    meta[1] = "pt";
-    meta[2] = "fat5_version";
-    meta[3] = FAT5_VERSION_STRING;
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    st = fat5__st_write(ctx, path, t, n, meta, 2, i64, dtype == FAT5_DTYPE_BF16);
+    // metadata: transformers' "format"; fat5's source dtype: the file's own for BF16 and F16, the
+    // model's for F32 (an F32 save, as a training checkpoint is, keeps the starting checkpoint's, so
+    // that a save in FAT5_WEIGHTS_SOURCE from it writes that dtype again)
+    snprintf(tdt, sizeof tdt, "%s", fat5_st_dtype_name(fd == FAT5_ST_F32 ? m->src_dtype : fd));
+    meta[0] = "format", meta[1] = "pt";
+    meta[2] = "fat5_version", meta[3] = FAT5_VERSION_STRING;
+    meta[4] = "fat5_source_dtype", meta[5] = tdt;
+    st = fat5__save_weights(m, dir, t, i64, n, meta, 3, fd, c.max_shard_bytes);
     if (st == FAT5_OK) {
         snprintf(path, sizeof path, "%s/config.json", dir);
         st = fat5_write_file_atomic(ctx, path, json, json_len);
     }
     if (st == FAT5_OK) st = fat5__save_generation_config(m, dir);
-    // the tokenizer of the checkpoint it came from, file by file as it was
-    for (k = 0; st == FAT5_OK && m->src_dir && !fat5__same_dir(m->src_dir, dir) &&
-                k < (int)(sizeof fat5__tokenizer_files / sizeof fat5__tokenizer_files[0]);
-         k++) {
-        char src[4200];
-        snprintf(src, sizeof src, "%s/%s", m->src_dir, fat5__tokenizer_files[k]);
-        if (!fat5__is_file(src)) continue;
+    // the tokenizer it carries, file by file as it was read
+    for (k = 0; st == FAT5_OK && k < FAT5__TOK_FILES; k++) {
+        if (!m->tok_file[k]) continue;
         snprintf(path, sizeof path, "%s/%s", dir, fat5__tokenizer_files[k]);
-        st = fat5__copy_file(ctx, src, path);
+        st = fat5_write_file_atomic(ctx, path, m->tok_file[k], m->tok_len[k]);
     }
     fat5__free(ctx, t);
     fat5__free(ctx, FAT5__CAST(void *, i64));
     fat5__free(ctx, json);
     return st;
 }
-
 // =============================================================================================
 // ==[7.1] generate: decoders, the KV cache and inference mode ==
 // A fat5_decoder runs the encoder once per request, keeps each layer's cross-attention keys and
@@ -23397,6 +23951,10 @@ static const char fat5__train_options[] =
     "init: start from this Hugging Face checkpoint directory instead of random weights\n"
     "attention: the encoder's attention for the run: full, local:R, block-global:R:G or transient-global:R:G\n"
     "  (any checkpoint, no retraining; default the model's own)\n"
+    "freeze: parameters left as they are, comma-separated names with * wildcards (encoder.*, shared.weight,\n"
+    "  *.layer_norm.weight, decoder.block.0.*); no gradient, update or optimizer state for them\n"
+    "save_tokenizer: the tokenizer files checkpoints carry for transformers: a directory holding them, byte\n"
+    "  (ByT5's) or none (default: init's; byte for a new model on a byte vocabulary of 260 .. 1024 ids)\n"
     "seed: initialisation and data order (42)\n"
     "optim: adamwscale (FAT5), adamw or adafactor (transformers' Adafactor)\n"
     "adafactor_relative_step, adafactor_scale_parameter, adafactor_warmup_init: Adafactor's switches\n"
@@ -23469,6 +24027,8 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
         if (st) return fat5__err_prefix(ctx, st, "option attention: ");
         ok = fat5__opt_str(ctx, v, &c->attention);
     }
+    else if (FAT5__IS("save_tokenizer")) ok = fat5__opt_str(ctx, v, &c->save_tokenizer);
+    else if (FAT5__IS("freeze")) ok = fat5__opt_str(ctx, v, &c->freeze);   // checked against the model at create
     else if (FAT5__IS("output_dir")) ok = v[0] ? fat5__opt_str(ctx, v, &c->output_dir) : 0;
     else if (FAT5__IS("resume")) ok = fat5__opt_str(ctx, v, &c->resume);
     else if (FAT5__IS("seed")) { ok = fat5__opt_i64(v, 0, imax, &i); c->seed = (uint64_t)i; }
@@ -24304,11 +24864,49 @@ static void fat5__data_fingerprint(const fat5_trainer *t, char *buf, size_t cap)
              (long long)fat5_tokens_vocab_size(t->tokens), (int)fat5_tokens_eos_id(t->tokens), t->cfg.eval_fraction);
 }
 
+// The frozen tensors of m, their names (the checkpoint scheme's) joined by commas in parameter
+// order ("" when none), as a training checkpoint records them; *out is freed with fat5__free.
+static fat5_status fat5__frozen_names(fat5_model *m, char **out) {
+    fat5__sb b;
+    int i, n = 0;
+    fat5__sb_init(&b, m->ctx);
+    fat5__sb_puts(&b, "");
+    for (i = 0; i < m->n_params; i++)
+        if (m->params[i].frozen) fat5__sb_printf(&b, "%s%s", n++ ? "," : "", m->params[i].io_name);
+    if (b.oom || !b.buf) {
+        fat5__sb_free(&b);
+        return fat5__err(m->ctx, FAT5_ERR_OUT_OF_MEMORY, "checkpoint: out of memory for the frozen tensors' names");
+    }
+    *out = b.buf;
+    return FAT5_OK;
+}
+
+// The first name of the comma-separated list a that the list b lacks, into out ("" when none).
+static void fat5__frozen_missing(const char *a, const char *b, char *out, size_t cap) {
+    out[0] = 0;
+    while (*a) {
+        size_t k = strcspn(a, ",");
+        const char *e = b;
+        int found = 0;
+        while (*e && !found) {   // b's names, one at a time
+            size_t n = strcspn(e, ",");
+            found = n == k && strncmp(e, a, k) == 0;
+            e += n + (e[n] == ',');
+        }
+        if (!found) {
+            snprintf(out, cap, "%.*s", (int)(k < 150 ? k : 150), a);
+            return;
+        }
+        a += k + (a[k] == ',');
+    }
+}
+
 FAT5_API fat5_status fat5_train_save(fat5_trainer *t, const char **dir_out) {
     fat5_ctx *ctx = t->ctx;
     fat5_model *m = t->m;
     char tmp[4200], fin[4200], old[4200], path[4400], latest[64], sampler[512], data[256], num[4][40], *json = NULL;
-    const char *meta[22];
+    char *frozen = NULL;
+    const char *meta[24];
     fat5_st_write_tensor w[FAT5__OPTIM_ARRAYS];
     fat5__optim_array arr[FAT5__OPTIM_ARRAYS];
     float *mom = NULL;
@@ -24369,8 +24967,10 @@ FAT5_API fat5_status fat5_train_save(fat5_trainer *t, const char **dir_out) {
     meta[16] = "model_config", meta[17] = json;
     meta[18] = "fat5_version", meta[19] = FAT5_VERSION_STRING;
     meta[20] = "optimizer", meta[21] = fat5__optim_kind_name(t->cfg.optim.kind);
+    if ((st = fat5__frozen_names(m, &frozen))) goto fail;
+    meta[22] = "frozen", meta[23] = frozen;
     snprintf(path, sizeof path, "%s/training_state.safetensors", tmp);
-    if ((st = fat5_st_write(ctx, path, w, n_arr, meta, 11))) goto fail;
+    if ((st = fat5_st_write(ctx, path, w, n_arr, meta, 12))) goto fail;
     if ((st = fat5__fsync_dir(ctx, tmp))) goto fail;
     // the complete directory takes its name in one rename; an older one of the same step is moved
     // aside first and discarded only after (fat5__ckpt_recover_step): at every instant one of them
@@ -24397,12 +24997,14 @@ FAT5_API fat5_status fat5_train_save(fat5_trainer *t, const char **dir_out) {
     fat5__ckpt_prune(t->cfg.output_dir, t->cfg.save_total_limit);
     fat5__free(ctx, mom);
     fat5__free(ctx, json);
+    fat5__free(ctx, frozen);
     snprintf(t->ckpt, sizeof t->ckpt, "%s", fin);
     if (dir_out) *dir_out = t->ckpt;
     return FAT5_OK;
 fail:
     fat5__free(ctx, mom);
     fat5__free(ctx, json);
+    fat5__free(ctx, frozen);
     fat5__rm_ckpt(tmp);
     return st;
 }
@@ -24480,6 +25082,32 @@ static fat5_status fat5__train_resume(fat5_trainer *t, const char *dir) {
         st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "resume %s: the checkpoint was trained on other data: %s (here) vs %s",
                        dir, fat5__msg_name(a, sizeof a, data), fat5__msg_name(b, sizeof b, v ? v : "nothing"));
         goto done;
+    }
+    {   // the frozen tensors: the checkpoint's ("frozen"; none before freezing existed) and this run's
+        char *here = NULL, a[160], b[160];
+        const char *there = fat5_st_metadata_find(f, "frozen");
+        if (!there) there = "";
+        if ((st = fat5__frozen_names(m, &here))) goto done;
+        if (strcmp(here, there) != 0) {
+            char why[400], na[160], nb[160];
+            size_t o = 0;
+            fat5__frozen_missing(there, here, a, sizeof a);
+            fat5__frozen_missing(here, there, b, sizeof b);
+            why[0] = 0;
+            if (a[0])
+                o += (size_t)snprintf(why, sizeof why, "'%s' is frozen in the checkpoint and would train here",
+                                      fat5__msg_name(na, sizeof na, a));
+            if (b[0] && o < sizeof why)
+                snprintf(why + o, sizeof why - o, "%s'%s' would be frozen here and trained in the checkpoint",
+                         o ? "; " : "", fat5__msg_name(nb, sizeof nb, b));
+            if (!why[0]) snprintf(why, sizeof why, "the same tensors in another order");
+            st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "resume %s: the checkpoint was trained with other frozen "
+                           "parameters than this run's freeze '%.200s': %s. Its optimizer state holds the trainable "
+                           "ones only: freeze must select the same tensors as the run that wrote it", dir,
+                           t->cfg.freeze, why);
+        }
+        fat5__free(ctx, here);
+        if (st) goto done;
     }
     // the arrays this optimizer keeps (fat5__optim_arrays), each 1-D of its length; a checkpoint
     // of another optimizer (its "optimizer" entry; none before Adafactor: AdamW's) lacks them
@@ -24598,6 +25226,7 @@ static fat5_status fat5__train_agree(fat5_trainer *t) {
     fat5__sb_printf(&b, "world %d accum %d balance %d seed %llu act %d floats %zu attention %s step %lld state %s\n",
                     t->world, c->grad_accum, c->balance_ranks, (unsigned long long)c->seed, (int)t->m->act_size,
                     t->m->n_floats, c->attention, (long long)fat5_optim_get_step(t->o), state);
+    fat5__sb_printf(&b, "trainable %zu freeze %s\n", t->m->n_gfloats, c->freeze);
     fat5__sb_printf(&b, "data %lld %lld %lld eval %.17g ul2 %lld %lld %lld %lld %ld %ld", (long long)fat5_tokens_count(t->tokens),
                     (long long)fat5_tokens_doc_count(t->tokens), (long long)fat5_tokens_vocab_size(t->tokens),
                     c->eval_fraction, (long long)u->enc_tokens, (long long)u->dec_tokens, (long long)u->max_enc_len,
@@ -24680,15 +25309,15 @@ FAT5_API void fat5_train_destroy(fat5_trainer *t) {
 // copies of them; none becomes "".
 static fat5_status fat5__train_keep_strings(fat5_trainer *t) {
     fat5_train_config *c = &t->cfg;
-    const char **s[6];
+    const char **s[8];
     size_t n = 0, at = 0;
     int i;
     s[0] = &c->data, s[1] = &c->init, s[2] = &c->attention, s[3] = &c->output_dir, s[4] = &c->resume;
-    s[5] = &c->rendezvous;
-    for (i = 0; i < 6; i++) n += (*s[i] ? strlen(*s[i]) : 0) + 1;
+    s[5] = &c->rendezvous, s[6] = &c->freeze, s[7] = &c->save_tokenizer;
+    for (i = 0; i < 8; i++) n += (*s[i] ? strlen(*s[i]) : 0) + 1;
     if (!(t->strs = FAT5__CAST(char *, fat5__malloc(t->ctx, n))))
         return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
-    for (i = 0; i < 6; i++) {
+    for (i = 0; i < 8; i++) {
         size_t k = *s[i] ? strlen(*s[i]) : 0;
         if (k) memcpy(t->strs + at, *s[i], k);
         t->strs[at + k] = 0;
@@ -24791,6 +25420,16 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
         fat5_attention a;
         if ((st = fat5_attention_parse(ctx, cfg->attention, &a)) || (st = fat5_model_set_attention(t->m, &a)))
             goto fail;
+    }
+    if (cfg->freeze[0] && (st = fat5_model_freeze(t->m, cfg->freeze))) goto fail;   // before the optimizer
+    {   // the tokenizer its checkpoints carry for transformers (a resumed model has its checkpoint's)
+        const char *tk = cfg->save_tokenizer;
+        int64_t V = fat5_tokens_vocab_size(t->tokens);
+        if (!tk[0] && !cfg->init[0] && !dir[0] && V > 259 && V <= 1024) tk = "byte";
+        if (strcmp(tk, "byte") == 0) st = fat5_model_set_tokenizer(t->m, NULL);
+        else if (strcmp(tk, "none") == 0) st = fat5_model_set_tokenizer(t->m, "");
+        else if (tk[0]) st = fat5_model_set_tokenizer(t->m, tk);
+        if (st) goto fail;
     }
     if (fat5_tokens_vocab_size(t->tokens) > t->m->cfg.vocab_size) {
         st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "training: the data's vocabulary (%lld) is larger than the model's (%lld)",
@@ -24950,7 +25589,7 @@ static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out) {
     for (i = 0; i < k; i++) {
         float scale = n_labels ? (float)((double)g->n_labels[t->rank * k + i] / (double)n_labels) : 0.0f;
         if (t->comm && i == k - 1) {
-            fat5__comm_grads_begin(t->comm, t->m->gd, t->m->n_floats);
+            fat5__comm_grads_begin(t->comm, t->m->gd, t->m->n_gfloats);
             t->m->grad_ready = fat5__comm_grads_ready;
             t->m->grad_ready_user = t->comm;
         }

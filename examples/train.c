@@ -259,6 +259,7 @@ static const struct { const char *key, *meta, *expect; } expects[] = {
     {"alibi_mode", "symetric|asymetric", "symetric or asymetric"}, {"rotary_interleaved", "true|false", "true or false"},
     {"data", "FILE[,FILE...]", NULL}, {"model", "NAME|config.json", NULL}, {"init", "DIR", NULL},
     {"output_dir", "DIR", NULL}, {"resume", "DIR", NULL}, {"attention", "SPEC", NULL}, {"rendezvous", "FILE", NULL},
+    {"freeze", "PATTERNS", NULL},
 };
 static int expect_of(const char *key) {
     int i;
@@ -314,6 +315,7 @@ static void fmt_default(const char *key, const fat5_train_config *c0, const fat5
     D("rotary_scale_base", "%g (off)", c0->model.rotary_scale_base);
     D("fire_mlp_width", "%d", c0->model.fire_mlp_width);
     D("attention", "the model's own");
+    D("freeze", "none (every parameter trains)");
     D("seed", "%llu", (unsigned long long)c0->seed);
     D("optim", "%s", c0->optim.kind == FAT5_OPTIM_ADAMW_SCALE ? "adamwscale"
                      : c0->optim.kind == FAT5_OPTIM_ADAFACTOR ? "adafactor" : "adamw");

@@ -342,6 +342,34 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
 // "bfloat16"), half the size, as Hugging Face checkpoints of T5 usually are.
 FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir);
 FAT5_API fat5_status fat5_model_save_as(fat5_model *m, const char *dir, fat5_dtype dtype);
+// The same with every choice (fat5_model_save is F32 in one file, fat5_model_save_as its dtype):
+// the weights' dtype, FAT5_WEIGHTS_SOURCE by default: the checkpoint's the model was loaded from
+// (F32, F16 or BF16; F32 for a model made from a config). An F32 save records the model's source
+// dtype in its metadata and a load takes it from there, so an export of a training checkpoint
+// (always F32, to resume exactly) writes the starting checkpoint's dtype. F16 is
+// rounded to nearest even and refused, naming the tensor, for a weight beyond 65504. max_shard_bytes
+// > 0 writes the weights as transformers' save_pretrained(max_shard_size=...) does: shards
+// model-00001-of-0000N.safetensors of tensors in parameter order, each at most that many bytes
+// (a larger tensor alone in its own), and model.safetensors.index.json; 0: one model.safetensors.
+// The files of the other layout (and shards of an earlier save this one does not name) are
+// removed after the new ones are written. Tied embeddings are written once, as shared.weight
+// (transformers ties encoder/decoder.embed_tokens and, when tied, lm_head to it).
+typedef enum fat5_weights_dtype {
+    FAT5_WEIGHTS_SOURCE = 0, FAT5_WEIGHTS_F32 = 1, FAT5_WEIGHTS_BF16 = 2, FAT5_WEIGHTS_F16 = 3
+} fat5_weights_dtype;
+typedef struct fat5_save_config {
+    fat5_weights_dtype dtype;     // FAT5_WEIGHTS_SOURCE
+    int64_t max_shard_bytes;      // 0: one file
+} fat5_save_config;
+FAT5_API fat5_save_config fat5_save_config_default(void);
+FAT5_API fat5_status fat5_model_save_hf(fat5_model *m, const char *dir, const fat5_save_config *cfg);
+// The tokenizer every later save of m writes beside the weights: the tokenizer files of directory
+// dir (those of the five names above that exist; at least one), read now; or, with dir NULL,
+// ByT5's byte-level tokenizer (a tokenizer_config.json naming ByT5Tokenizer with vocab_size - 259
+// extra ids: ids 0 pad, 1 eos, 2 unk, byte b -> b + 3, the ids of tools/pretokenize and of pairs
+// data without a tokenizer), which needs a vocabulary of at least 259; "": none. A model loaded
+// from a directory starts with that directory's files; a new one with none.
+FAT5_API fat5_status fat5_model_set_tokenizer(fat5_model *m, const char *dir);
 FAT5_API void fat5_model_destroy(fat5_model *m);
 // The weight files of a checkpoint directory, as fat5_model_load reads them: "model.safetensors",
 // or every distinct shard model.safetensors.index.json names, in name order (each checked to be a
@@ -370,6 +398,24 @@ FAT5_API int fat5_model_find_tensor(const fat5_model *m, const char *name);  // 
 FAT5_API fat5_status fat5_model_get_param(fat5_model *m, const char *name, float *dst, int64_t n);
 FAT5_API fat5_status fat5_model_set_param(fat5_model *m, const char *name, const float *src, int64_t n);
 FAT5_API fat5_status fat5_model_get_grad(fat5_model *m, const char *name, float *dst, int64_t n);
+
+// Frozen parameters (fine-tuning part of a model). patterns: comma-separated parameter names, each
+// matched against the whole name as tensor_info lists it (the Hugging Face T5 name is accepted too),
+// where '*' stands for any run of characters, dots included: "shared.weight", "encoder.*",
+// "*.layer_norm.weight", "decoder.block.0.*"; spaces around a pattern are dropped. The set becomes
+// exactly the tensors some pattern matches (NULL or "": none). A pattern that matches no tensor is
+// FAT5_ERR_INVALID_ARG naming it, and the set is left as it was; so is a set that splits tensors
+// one op differentiates together (FIRE's pe_encoding block, LongT5's two bias tables).
+// A frozen tensor gets no gradient (the backward skips its weight-gradient product and keeps no
+// memory for it; fat5_model_get_grad reads zeros), no update and no optimizer state; the backward
+// stops below the lowest layer with a trainable tensor, and skips the encoder when neither it nor
+// the shared embedding trains. Changing the set drops the accumulated gradients; an optimizer made
+// before then refuses to step (FAT5_ERR_STATE): make it after fat5_model_freeze.
+FAT5_API fat5_status fat5_model_freeze(fat5_model *m, const char *patterns);
+// 1 when tensor `index` (as fat5_model_tensor_info's) is frozen, 0 when it trains, -1 out of range.
+FAT5_API int fat5_model_tensor_frozen(const fat5_model *m, int index);
+// Elements of the trainable tensors (fat5_model_param_count when none is frozen).
+FAT5_API int64_t fat5_model_trainable_count(const fat5_model *m);
 
 // Encoder attention for a run: any T5-family checkpoint can run local, block-global or
 // transient-global attention without retraining (and a LongT5 checkpoint another pattern than its
@@ -674,7 +720,8 @@ typedef struct fat5_optim_result {
     int skipped;                 // 1: a non-finite gradient; nothing was changed but the step count
 } fat5_optim_result;
 // The update rule, clipping, exclusions and the bias correction are described in section [5.3].
-// An optimizer for every parameter of m (norm weights and relative-bias tables get no weight decay).
+// An optimizer for every trainable parameter of m (norm weights and relative-bias tables get no
+// weight decay; frozen ones, fat5_model_freeze, get nothing: no state, no update, not in the norm).
 FAT5_API fat5_status fat5_optim_create(fat5_model *m, const fat5_optim_config *cfg, fat5_optim **out);
 FAT5_API void fat5_optim_destroy(fat5_optim *o);
 // One update from the accumulated gradients: norm, clip, moments, weights. Does not zero them.
@@ -703,6 +750,13 @@ typedef struct fat5_train_config {
     const char *init;
     const char *attention;        // the encoder's attention pattern for this run ("local:127", ...,
                                   // fat5_attention_parse); none = the model's own
+    const char *freeze;           // parameters not trained: fat5_model_freeze's patterns ("encoder.*,
+                                  // shared.weight"); none = all train. A checkpoint records the frozen
+                                  // tensors, and a resume must freeze the same ones
+    const char *save_tokenizer;   // the tokenizer files checkpoints carry (fat5_model_set_tokenizer): a
+                                  // directory holding them, "byte" (ByT5's), "none"; none given: the
+                                  // init checkpoint's, else "byte" for a new model on data of a byte
+                                  // vocabulary (259 < the data's vocabulary <= 1024), else none
     uint64_t seed;                // model initialisation and data order (42)
     // optimisation
     fat5_optim_config optim;      // total_steps is the run length

@@ -356,6 +356,76 @@ static fat5_status fat5__ckpt_check_aliases(fat5_ctx *ctx, fat5__ckpt *k, const 
     return st;
 }
 
+// The tokenizer files a checkpoint directory may hold (Hugging Face's names); carried as they are.
+static const char *const fat5__tokenizer_files[FAT5__TOK_FILES] = {"tokenizer.json", "tokenizer_config.json",
+                                                                   "special_tokens_map.json", "spiece.model",
+                                                                   "added_tokens.json"};
+
+// Reads dir's tokenizer files into m (what it carried before is dropped). need: at least one must
+// be there (FAT5_ERR_IO naming dir otherwise).
+static fat5_status fat5__read_tokenizer_files(fat5_model *m, const char *dir, int need) {
+    char *data[FAT5__TOK_FILES], p[4200];
+    size_t len[FAT5__TOK_FILES];
+    fat5_status st = FAT5_OK;
+    int k, n = 0;
+    for (k = 0; k < FAT5__TOK_FILES; k++) {
+        data[k] = NULL;
+        len[k] = 0;
+        snprintf(p, sizeof p, "%s/%s", dir, fat5__tokenizer_files[k]);
+        if (st != FAT5_OK || !fat5__is_file(p)) continue;
+        if ((st = fat5__read_file(m->ctx, p, (size_t)1 << 30, &data[k], &len[k])) == FAT5_OK) n++;
+    }
+    if (st == FAT5_OK && need && !n)
+        st = fat5__err(m->ctx, FAT5_ERR_IO, "%s: no tokenizer file (tokenizer.json, tokenizer_config.json, "
+                       "special_tokens_map.json, spiece.model or added_tokens.json)", dir);
+    for (k = 0; k < FAT5__TOK_FILES; k++) {
+        if (st) {
+            fat5__free(m->ctx, data[k]);
+            continue;
+        }
+        fat5__free(m->ctx, m->tok_file[k]);
+        m->tok_file[k] = data[k];
+        m->tok_len[k] = len[k];
+    }
+    return st;
+}
+
+FAT5_API fat5_status fat5_model_set_tokenizer(fat5_model *m, const char *dir) {
+    char *text;
+    int k, n;
+    if (!m) return FAT5_ERR_INVALID_ARG;
+    if (dir && !dir[0]) {   // none
+        for (k = 0; k < FAT5__TOK_FILES; k++) {
+            fat5__free(m->ctx, m->tok_file[k]);
+            m->tok_file[k] = NULL;
+            m->tok_len[k] = 0;
+        }
+        return FAT5_OK;
+    }
+    if (dir) {
+        if (!fat5__is_dir(dir)) return fat5__err(m->ctx, FAT5_ERR_IO, "fat5_model_set_tokenizer: %s: not a directory", dir);
+        return fat5__read_tokenizer_files(m, dir, 1);
+    }
+    // ByT5's byte level: ids 0 pad, 1 eos, 2 unk, byte b -> b + 3, then vocab_size - 259 sentinels
+    if (m->cfg.vocab_size < 259)
+        return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_model_set_tokenizer: a byte-level tokenizer needs a "
+                         "vocabulary of at least 259 ids (3 special + 256 bytes); the model has %lld",
+                         (long long)m->cfg.vocab_size);
+    if (!(text = FAT5__CAST(char *, fat5__malloc(m->ctx, 256))))
+        return fat5__err(m->ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_set_tokenizer: out of memory");
+    n = snprintf(text, 256, "{\n  \"tokenizer_class\": \"ByT5Tokenizer\",\n  \"eos_token\": \"</s>\",\n"
+                 "  \"pad_token\": \"<pad>\",\n  \"unk_token\": \"<unk>\",\n  \"extra_ids\": %lld\n}\n",
+                 (long long)(m->cfg.vocab_size - 259));
+    for (k = 0; k < FAT5__TOK_FILES; k++) {
+        fat5__free(m->ctx, m->tok_file[k]);
+        m->tok_file[k] = NULL;
+        m->tok_len[k] = 0;
+    }
+    m->tok_file[1] = text;   // tokenizer_config.json
+    m->tok_len[1] = (size_t)n;
+    return FAT5_OK;
+}
+
 FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model **out) {
     fat5__ckpt k;
     fat5_model_config cfg;
@@ -414,6 +484,14 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
             goto fail;
     }
     if (m->flash_names && (st = fat5__ckpt_check_aliases(ctx, &k, m, dir))) goto fail;
+    {   // the weights' dtype, for saves in it: as our saves record it (a training checkpoint's F32
+        // copy of a BF16 start says BF16), else shared.weight's
+        const char *v = fat5_st_metadata_find(k.files[0], "fat5_source_dtype");
+        m->src_dtype = fat5_st_get(k.files[loc[2 * m->shared]], loc[2 * m->shared + 1])->dtype;
+        if (v && strcmp(v, "F32") == 0) m->src_dtype = FAT5_ST_F32;
+        else if (v && strcmp(v, "F16") == 0) m->src_dtype = FAT5_ST_F16;
+        else if (v && strcmp(v, "BF16") == 0) m->src_dtype = FAT5_ST_BF16;
+    }
     fat5__free(ctx, loc);
     loc = NULL;
     fat5__ckpt_close(ctx, &k);
@@ -436,36 +514,14 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
         m->gen_json = json;   // written back as it was by fat5_model_save
         m->gen_json_len = glen;
     }
-    {   // where it came from: a save carries this directory's tokenizer files along
-        size_t n = strlen(dir);
-        if (!(m->src_dir = FAT5__CAST(char *, fat5__malloc(ctx, n + 1)))) {
-            st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
-            goto fail;
-        }
-        memcpy(m->src_dir, dir, n + 1);
-    }
+    // the directory's tokenizer files, carried by every save of the model
+    if ((st = fat5__read_tokenizer_files(m, dir, 0))) goto fail;
     *out = m;
     return FAT5_OK;
 fail:
     fat5__free(ctx, loc);
     fat5__ckpt_close(ctx, &k);
     fat5_model_destroy(m);
-    return st;
-}
-
-// The tokenizer files a checkpoint directory may hold (Hugging Face's names); copied as they are.
-static const char *const fat5__tokenizer_files[] = {"tokenizer.json", "tokenizer_config.json",
-                                                     "special_tokens_map.json", "spiece.model",
-                                                     "added_tokens.json"};
-
-// Copies src to dst atomically (the bytes as they are).
-static fat5_status fat5__copy_file(fat5_ctx *ctx, const char *src, const char *dst) {
-    char *data = NULL;
-    size_t len = 0;
-    fat5_status st = fat5__read_file(ctx, src, (size_t)1 << 30, &data, &len);
-    if (st) return st;
-    st = fat5_write_file_atomic(ctx, dst, data, len);
-    fat5__free(ctx, data);
     return st;
 }
 
@@ -484,38 +540,161 @@ static fat5_status fat5__save_generation_config(fat5_model *m, const char *dir) 
     return fat5_write_file_atomic(m->ctx, path, text, (size_t)n);
 }
 
-// Whether a and b name the same directory (a save into the directory the model came from).
-static int fat5__same_dir(const char *a, const char *b) {
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+FAT5_API fat5_save_config fat5_save_config_default(void) {
+    fat5_save_config c;
+    memset(&c, 0, sizeof c);
+    c.dtype = FAT5_WEIGHTS_SOURCE;
+    c.max_shard_bytes = 0;
+    return c;
 }
 
 FAT5_API fat5_status fat5_model_save(fat5_model *m, const char *dir) {
-    return m ? fat5_model_save_as(m, dir, FAT5_DTYPE_FP32) : FAT5_ERR_INVALID_ARG;
+    fat5_save_config c = fat5_save_config_default();
+    c.dtype = FAT5_WEIGHTS_F32;
+    return m ? fat5_model_save_hf(m, dir, &c) : FAT5_ERR_INVALID_ARG;
 }
 
 FAT5_API fat5_status fat5_model_save_as(fat5_model *m, const char *dir, fat5_dtype dtype) {
+    fat5_save_config c = fat5_save_config_default();
+    if (!m) return FAT5_ERR_INVALID_ARG;
+    if (dtype != FAT5_DTYPE_FP32 && dtype != FAT5_DTYPE_BF16)
+        return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_model_save_as: dtype %d: want FAT5_DTYPE_FP32 or "
+                         "FAT5_DTYPE_BF16", (int)dtype);
+    c.dtype = dtype == FAT5_DTYPE_BF16 ? FAT5_WEIGHTS_BF16 : FAT5_WEIGHTS_F32;
+    return fat5_model_save_hf(m, dir, &c);
+}
+
+// torch's name of a weights dtype (config.json's torch_dtype)
+static const char *fat5__torch_dtype(fat5_st_dtype d) {
+    return d == FAT5_ST_BF16 ? "bfloat16" : d == FAT5_ST_F16 ? "float16" : "float32";
+}
+
+// The weight files: one model.safetensors, or, past max_shard bytes, shards of the tensors in
+// parameter order (a shard takes tensors while they fit; a larger tensor gets one of its own)
+// named model-00001-of-0000N.safetensors, then model.safetensors.index.json (transformers'
+// layout; its weight map in name order). The files of the other layout, and shards an earlier
+// save left that this one does not name, are removed after, so that a reader finds only these.
+static fat5_status fat5__save_weights(fat5_model *m, const char *dir, const fat5_st_write_tensor *t,
+                                      const int64_t *const *i64, int n, const char *const *meta, int n_meta,
+                                      fat5_st_dtype fd, int64_t max_shard) {
     fat5_ctx *ctx = m->ctx;
+    char path[4200], *old = NULL;
+    size_t old_len = 0, esz = fd == FAT5_ST_F32 ? 4 : 2;
+    uint64_t total = 0, cur = 0;
+    int *shard = NULL, n_shards = 1, n_old = 0, i, s;
+    fat5_status st = FAT5_OK;
+    fat5__sb b;
+    if (fat5_model_weight_files(ctx, dir, &old, &old_len, &n_old) != FAT5_OK) n_old = 0;   // what an earlier save left
+    if (!(shard = FAT5__CAST(int *, fat5__calloc(ctx, (size_t)n + 1, sizeof *shard)))) {
+        fat5__free(ctx, old);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
+    }
+    for (i = 0; i < n; i++) {   // shard of each tensor, in parameter order
+        uint64_t bytes = (i64[i] ? 8 : esz), d;
+        for (d = 0; d < (uint64_t)t[i].ndim; d++) bytes *= (uint64_t)t[i].shape[d];
+        if (max_shard > 0 && cur > 0 && cur + bytes > (uint64_t)max_shard) n_shards++, cur = 0;
+        shard[i] = n_shards - 1;
+        cur += bytes;
+        total += bytes;
+    }
+    fat5__sb_init(&b, ctx);
+    if (n_shards == 1) {
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        st = fat5__st_write(ctx, path, t, n, meta, n_meta, i64, fd);
+    } else {
+        fat5_st_write_tensor *sub = FAT5__CAST(fat5_st_write_tensor *, fat5__calloc(ctx, (size_t)n, sizeof *sub));
+        const int64_t **sub64 = FAT5__CAST(const int64_t **, fat5__calloc(ctx, (size_t)n, sizeof *sub64));
+        const char **names = FAT5__CAST(const char **, fat5__calloc(ctx, (size_t)n, sizeof *names));
+        if (!sub || !sub64 || !names) st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
+        for (s = 0; s < n_shards && st == FAT5_OK; s++) {
+            int k = 0;
+            for (i = 0; i < n; i++)
+                if (shard[i] == s) sub[k] = t[i], sub64[k++] = i64[i];
+            snprintf(path, sizeof path, "%s/model-%05d-of-%05d.safetensors", dir, s + 1, n_shards);
+            st = fat5__st_write(ctx, path, sub, k, meta, n_meta, sub64, fd);
+        }
+        if (st == FAT5_OK) {   // the index, its weight map in name order
+            for (i = 0; i < n; i++) names[i] = t[i].name;
+            qsort(FAT5__CAST(void *, names), (size_t)n, sizeof *names, fat5__st_kcmp);
+            fat5__sb_printf(&b, "{\n  \"metadata\": {\n    \"total_size\": %llu\n  },\n  \"weight_map\": {",
+                            (unsigned long long)total);
+            for (i = 0; i < n; i++) {
+                int k;
+                for (k = 0; strcmp(t[k].name, names[i]) != 0; k++) {}
+                fat5__sb_printf(&b, "%s\n    ", i ? "," : "");
+                fat5__sb_json_string(&b, names[i]);
+                fat5__sb_printf(&b, ": \"model-%05d-of-%05d.safetensors\"", shard[k] + 1, n_shards);
+            }
+            fat5__sb_puts(&b, "\n  }\n}\n");
+            snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+            st = b.oom ? fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path)
+                       : fat5_write_file_atomic(ctx, path, b.buf, b.len);
+        }
+        fat5__free(ctx, sub);
+        fat5__free(ctx, FAT5__CAST(void *, sub64));
+        fat5__free(ctx, FAT5__CAST(void *, names));
+    }
+    if (st == FAT5_OK) {   // the other layout's files and stale shards go
+        const char *o = old;
+        snprintf(path, sizeof path, "%s/%s", dir, n_shards == 1 ? "model.safetensors.index.json" : "model.safetensors");
+        if (fat5__is_file(path) && fat5__fs_unlink(path) != 0)
+            st = fat5__err(ctx, FAT5_ERR_IO, "%s: cannot remove the earlier weights' file: %s", path, strerror(errno));
+        for (i = 0; i < n_old && st == FAT5_OK; i++, o += strlen(o) + 1) {
+            int a = 0, z = 0, keep = strcmp(o, "model.safetensors") == 0;
+            if (!keep && sscanf(o, "model-%5d-of-%5d.safetensors", &a, &z) == 2)
+                keep = z == n_shards && n_shards > 1 && a >= 1 && a <= z;
+            snprintf(path, sizeof path, "%s/%s", dir, o);
+            if (!keep && fat5__is_file(path) && fat5__fs_unlink(path) != 0)
+                st = fat5__err(ctx, FAT5_ERR_IO, "%s: cannot remove an earlier save's shard: %s", path, strerror(errno));
+        }
+    }
+    fat5__sb_free(&b);
+    fat5__free(ctx, shard);
+    fat5__free(ctx, old);
+    return st;
+}
+
+FAT5_API fat5_status fat5_model_save_hf(fat5_model *m, const char *dir, const fat5_save_config *cfg) {
+    fat5_ctx *ctx;
     fat5_st_write_tensor *t;
-    char path[4200], *json = NULL, init_l[2][96];
+    fat5_save_config c = cfg ? *cfg : fat5_save_config_default();
+    fat5_st_dtype fd;
+    char path[4200], *json = NULL, init_l[2][96], tdt[64];
     size_t json_len = 0;
-    const char *meta[4];
-    int64_t l0 = m->cfg.rel_max_distance;
+    const char *meta[6];
+    int64_t l0;
     const int64_t **i64;
     fat5_status st;
-    int i, k, n = m->n_params;
+    int i, k, n;
+    if (!m) return FAT5_ERR_INVALID_ARG;
+    ctx = m->ctx;
+    n = m->n_params;
+    l0 = m->cfg.rel_max_distance;
     if (!dir || strlen(dir) >= 4096) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_save: bad directory");
-    if (dtype != FAT5_DTYPE_FP32 && dtype != FAT5_DTYPE_BF16)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_save_as: dtype %d: want FAT5_DTYPE_FP32 or "
-                         "FAT5_DTYPE_BF16", (int)dtype);
+    if ((int)c.dtype < (int)FAT5_WEIGHTS_SOURCE || (int)c.dtype > (int)FAT5_WEIGHTS_F16 || c.max_shard_bytes < 0)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_save_hf: dtype %d (a fat5_weights_dtype, 0..3), "
+                         "max_shard_bytes %lld (>= 0)", (int)c.dtype, (long long)c.max_shard_bytes);
+    fd = c.dtype == FAT5_WEIGHTS_SOURCE ? m->src_dtype
+         : c.dtype == FAT5_WEIGHTS_BF16 ? FAT5_ST_BF16 : c.dtype == FAT5_WEIGHTS_F16 ? FAT5_ST_F16 : FAT5_ST_F32;
     if ((st = fat5__mkdir(ctx, dir))) return st;
     if ((st = fat5__model_pull_params(m))) return st;
+    if (fd == FAT5_ST_F16) {   // F16 holds magnitudes up to 65504: a larger weight would become infinite
+        for (i = 0; i < m->n_params; i++) {
+            const float *w = m->w + m->params[i].offset;
+            size_t j;
+            for (j = 0; j < m->params[i].numel; j++)
+                if (fabsf(w[j]) > 65504.0f && isfinite(w[j]))
+                    return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_save_hf: %s[%zu] = %g is beyond F16's "
+                                     "largest value 65504: save it in BF16 or F32", m->params[i].io_name, j,
+                                     (double)w[j]);
+        }
+    }
     if ((st = fat5_model_config_to_json(ctx, &m->cfg, &json, &json_len))) return st;
     {   // config.json says the weights' dtype (torch_dtype), as transformers writes it
         char *end = json_len ? strrchr(json, '}') : NULL, *nj;
-        const char *add = dtype == FAT5_DTYPE_BF16 ? ",\n  \"torch_dtype\": \"bfloat16\"\n}\n"
-                                                   : ",\n  \"torch_dtype\": \"float32\"\n}\n";
+        char add[64];
         size_t keep;
+        snprintf(add, sizeof add, ",\n  \"torch_dtype\": \"%s\"\n}\n", fat5__torch_dtype(fd));
         while (end && end > json && (end[-1] == '\n' || end[-1] == ' ')) end--;
         keep = end ? (size_t)(end - json) : 0;
         nj = end ? FAT5__CAST(char *, fat5__malloc(ctx, keep + strlen(add) + 1)) : NULL;
@@ -551,30 +730,27 @@ FAT5_API fat5_status fat5_model_save_as(fat5_model *m, const char *dir, fat5_dty
             i64[n++] = &l0;
         }
     }
-    meta[0] = "format";
-    meta[1] = "pt";
-    meta[2] = "fat5_version";
-    meta[3] = FAT5_VERSION_STRING;
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    st = fat5__st_write(ctx, path, t, n, meta, 2, i64, dtype == FAT5_DTYPE_BF16);
+    // metadata: transformers' "format"; fat5's source dtype: the file's own for BF16 and F16, the
+    // model's for F32 (an F32 save, as a training checkpoint is, keeps the starting checkpoint's, so
+    // that a save in FAT5_WEIGHTS_SOURCE from it writes that dtype again)
+    snprintf(tdt, sizeof tdt, "%s", fat5_st_dtype_name(fd == FAT5_ST_F32 ? m->src_dtype : fd));
+    meta[0] = "format", meta[1] = "pt";
+    meta[2] = "fat5_version", meta[3] = FAT5_VERSION_STRING;
+    meta[4] = "fat5_source_dtype", meta[5] = tdt;
+    st = fat5__save_weights(m, dir, t, i64, n, meta, 3, fd, c.max_shard_bytes);
     if (st == FAT5_OK) {
         snprintf(path, sizeof path, "%s/config.json", dir);
         st = fat5_write_file_atomic(ctx, path, json, json_len);
     }
     if (st == FAT5_OK) st = fat5__save_generation_config(m, dir);
-    // the tokenizer of the checkpoint it came from, file by file as it was
-    for (k = 0; st == FAT5_OK && m->src_dir && !fat5__same_dir(m->src_dir, dir) &&
-                k < (int)(sizeof fat5__tokenizer_files / sizeof fat5__tokenizer_files[0]);
-         k++) {
-        char src[4200];
-        snprintf(src, sizeof src, "%s/%s", m->src_dir, fat5__tokenizer_files[k]);
-        if (!fat5__is_file(src)) continue;
+    // the tokenizer it carries, file by file as it was read
+    for (k = 0; st == FAT5_OK && k < FAT5__TOK_FILES; k++) {
+        if (!m->tok_file[k]) continue;
         snprintf(path, sizeof path, "%s/%s", dir, fat5__tokenizer_files[k]);
-        st = fat5__copy_file(ctx, src, path);
+        st = fat5_write_file_atomic(ctx, path, m->tok_file[k], m->tok_len[k]);
     }
     fat5__free(ctx, t);
     fat5__free(ctx, FAT5__CAST(void *, i64));
     fat5__free(ctx, json);
     return st;
 }
-

@@ -95,12 +95,37 @@ static uint64_t fat5__st_wnumel(const fat5_st_write_tensor *t) {
     return numel;
 }
 
+// fp32 to IEEE half, rounded to nearest even (as torch's .half()): above 65504 (after rounding) to
+// infinity, below 2^-14 to the subnormals, NaN to a quiet NaN of the same sign
+static uint16_t fat5__f32_to_f16(float f) {
+    uint32_t x, sign, mag;
+    memcpy(&x, &f, 4);
+    sign = (x >> 16) & 0x8000u;
+    mag = x & 0x7fffffffu;
+    if (mag > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);                  // NaN
+    if (mag >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);                 // rounds past 65504: inf
+    if (mag >= 0x38800000u) {                                                  // normal: 2^-14 and up
+        uint32_t r = mag - 0x38000000u;                                        // rebias 127 -> 15
+        r = r + 0x0fffu + ((r >> 13) & 1u);                                    // to nearest even, 13 bits off
+        return (uint16_t)(sign | (r >> 13));
+    }
+    if (mag < 0x33000000u) return (uint16_t)sign;                              // below half the least subnormal
+    {   // subnormal: the significand with its hidden bit, shifted to 2^-24 units, to nearest even
+        uint32_t e = mag >> 23, m = (mag & 0x7fffffu) | 0x800000u, shift = 126u - e;   // 14..24
+        uint32_t q = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+        if (rem > half || (rem == half && (q & 1u))) q++;
+        return (uint16_t)(sign | q);
+    }
+}
+
 // fat5_st_write, where i64 (unless NULL) marks I64 tensors: i64[i] not NULL holds tensor i's values
 // (its data is then ignored). As the safetensors library lays data out (by alignment, then name),
-// the I64 tensors come first, then the F32 ones, each group in name order.
-// bf16: the float tensors are written as BF16 (rounded to nearest even), else F32.
+// the I64 tensors come first, then the float ones, each group in name order.
+// fd: the float tensors' dtype in the file: FAT5_ST_F32, or FAT5_ST_BF16 / FAT5_ST_F16 (rounded to
+// nearest even).
 static fat5_status fat5__st_write(fat5_ctx *ctx, const char *path, const fat5_st_write_tensor *t, int n_tensors,
-                                  const char *const *meta_kv, int n_meta, const int64_t *const *i64, int bf16) {
+                                  const char *const *meta_kv, int n_meta, const int64_t *const *i64, fat5_st_dtype fd) {
+    int half = fd == FAT5_ST_BF16 || fd == FAT5_ST_F16;
     const fat5_st_write_tensor **order;
     unsigned char buf[16384];
     fat5__sb h;
@@ -108,6 +133,8 @@ static fat5_status fat5__st_write(fat5_ctx *ctx, const char *path, const fat5_st
     uint64_t off = 0, hlen;
     fat5_status st;
     int i, d;
+    if (fd != FAT5_ST_F32 && !half)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_st_write: float dtype %s", fat5_st_dtype_name(fd));
     if (!path || n_tensors < 0 || n_meta < 0 || (n_tensors > 0 && !t) || (n_meta > 0 && !meta_kv))
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_st_write: %s",
                          !path ? "path is NULL" : n_tensors < 0 || n_meta < 0 ? "negative count"
@@ -144,12 +171,13 @@ static fat5_status fat5__st_write(fat5_ctx *ctx, const char *path, const fat5_st
     }
     for (i = 0; i < n_tensors; i++) {
         const int64_t *v64 = i64 ? i64[order[i] - t] : NULL;
-        uint64_t nbytes = fat5__st_wnumel(order[i]) * (v64 ? 8 : bf16 ? 2 : 4);
+        uint64_t nbytes = fat5__st_wnumel(order[i]) * (v64 ? 8 : half ? 2 : 4);
         if (i || n_meta > 0) fat5__sb_puts(&h, ",");
         fat5__sb_json_string(&h, order[i]->name);
-        fat5__sb_puts(&h, v64    ? ":{\"dtype\":\"I64\",\"shape\":["
-                          : bf16 ? ":{\"dtype\":\"BF16\",\"shape\":["
-                                 : ":{\"dtype\":\"F32\",\"shape\":[");
+        fat5__sb_puts(&h, v64                  ? ":{\"dtype\":\"I64\",\"shape\":["
+                          : fd == FAT5_ST_BF16 ? ":{\"dtype\":\"BF16\",\"shape\":["
+                          : fd == FAT5_ST_F16  ? ":{\"dtype\":\"F16\",\"shape\":["
+                                               : ":{\"dtype\":\"F32\",\"shape\":[");
         for (d = 0; d < order[i]->ndim; d++)
             fat5__sb_printf(&h, "%s%lld", d ? "," : "", (long long)order[i]->shape[d]);
         fat5__sb_printf(&h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
@@ -182,11 +210,12 @@ static fat5_status fat5__st_write(fat5_ctx *ctx, const char *path, const fat5_st
             }
             continue;
         }
-        while (st == FAT5_OK && done < numel && bf16) {
+        while (st == FAT5_OK && done < numel && half) {
             size_t k = sizeof buf / 2, j;
             if (numel - done < k) k = (size_t)(numel - done);
             for (j = 0; j < k; j++) {
-                uint16_t u = fat5__f32_to_bf16(order[i]->data[done + j]);
+                float x = order[i]->data[done + j];
+                uint16_t u = fd == FAT5_ST_BF16 ? fat5__f32_to_bf16(x) : fat5__f32_to_f16(x);
                 buf[2 * j] = (unsigned char)u;
                 buf[2 * j + 1] = (unsigned char)(u >> 8);
             }
@@ -216,6 +245,6 @@ static fat5_status fat5__st_write(fat5_ctx *ctx, const char *path, const fat5_st
 
 FAT5_API fat5_status fat5_st_write(fat5_ctx *ctx, const char *path, const fat5_st_write_tensor *t,
                                    int n_tensors, const char *const *meta_kv, int n_meta) {
-    return fat5__st_write(ctx, path, t, n_tensors, meta_kv, n_meta, NULL, 0);
+    return fat5__st_write(ctx, path, t, n_tensors, meta_kv, n_meta, NULL, FAT5_ST_F32);
 }
 

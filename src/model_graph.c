@@ -20,7 +20,11 @@ FAT5_API fat5_loss_config fat5_loss_config_default(void) {
 
 // backend addresses of parameter idx: fp32 master, gradient, and matmul operand
 static fat5__addr fat5__pw(const fat5_model *m, int idx) { return m->wd + 4 * (fat5__addr)m->params[idx].offset; }
-static fat5__addr fat5__pg(const fat5_model *m, int idx) { return m->gd + 4 * (fat5__addr)m->params[idx].offset; }
+static fat5__addr fat5__pg(const fat5_model *m, int idx) { return m->gd + 4 * (fat5__addr)m->params[idx].goffset; }
+// whether parameter idx gets a gradient (training mode and not frozen)
+static int fat5__trains(const fat5_model *m, int idx) { return m->gd && idx >= 0 && !m->params[idx].frozen; }
+// the gradient of parameter idx for an op that takes 0 for "not wanted" (a frozen one's)
+static fat5__addr fat5__pg_or0(const fat5_model *m, int idx) { return fat5__trains(m, idx) ? fat5__pg(m, idx) : 0; }
 static fat5__addr fat5__pa(const fat5_model *m, int idx) {
     return m->wa == m->wd ? fat5__pw(m, idx) : m->wa + 2 * (fat5__addr)m->params[idx].offset;
 }
@@ -63,7 +67,7 @@ static fat5__pos_args fat5__model_pos(const fat5_model *m, const fat5__layer *y,
     }
     if (y->rel >= 0) {
         p.bias = fat5__pw(m, y->rel);
-        if (m->gd) p.dbias = fat5__pg(m, y->rel);
+        p.dbias = fat5__pg_or0(m, y->rel);
     }
     return p;
 }
@@ -469,17 +473,20 @@ static fat5_status fat5__model_proj(fat5_model *m, fat5__addr out, int64_t strid
 }
 
 // grad(W_i) += d_i^T x for the same weights, d_i [rows, N] `stride` elements apart, x [rows, K]: one
-// batched product (the gradients lie as the parameters do)
+// batched product (the gradients lie as the parameters do); frozen weights get none (the others
+// then one product each)
 static fat5_status fat5__model_proj_grad(fat5_model *m, const int *w, int n, fat5__addr d, int64_t stride,
                                          fat5__addr x, int64_t rows, int64_t N, int64_t K) {
-    int i, adjacent = 1;
+    int i, adjacent = fat5__trains(m, w[0]);
     fat5_status st = FAT5_OK;
-    for (i = 1; i < n; i++) adjacent &= fat5__pg(m, w[i]) == fat5__ws_block(fat5__pg(m, w[0]), N * K, 4, i);
+    for (i = 1; i < n && adjacent; i++)
+        adjacent &= fat5__trains(m, w[i]) && fat5__pg(m, w[i]) == fat5__ws_block(fat5__pg(m, w[0]), N * K, 4, i);
     if (adjacent) return m->be->mm_batched(m->ctx, FAT5__MM_TN, fat5__pg(m, w[0]), 1, d, x, N, K, rows, 1.0f, 1.0f,
                                            n, stride, 0, N * K);
     for (i = 0; i < n && !st; i++)
-        st = m->be->mm(m->ctx, FAT5__MM_TN, fat5__pg(m, w[i]), 1, fat5__ws_block(d, stride, m->act_size, i), x, N,
-                       K, rows, 1.0f, 1.0f);
+        if (fat5__trains(m, w[i]))
+            st = m->be->mm(m->ctx, FAT5__MM_TN, fat5__pg(m, w[i]), 1, fat5__ws_block(d, stride, m->act_size, i), x, N,
+                           K, rows, 1.0f, 1.0f);
     return st;
 }
 
@@ -689,7 +696,8 @@ static fat5_status fat5__model_ffn_bwd(fat5_model *m, const fat5__layer *y, cons
     const fat5__ws *w = &m->ws;
     int64_t D = c->d_model, F = c->d_ff;
     fat5_status st;
-    FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, y->wo), 1, w->dh_act, a->ff_h, D, F, T, 1.0f, 1.0f));
+    if (fat5__trains(m, y->wo))
+        FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, y->wo), 1, w->dh_act, a->ff_h, D, F, T, 1.0f, 1.0f));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dffh, 0, w->dh_act, fat5__pa(m, y->wo), T, F, D, 1.0f, 0.0f));
     // gated: db overwrites dffh in place (each element is read before it is written)
     FAT5__TRY(be->act_bwd(ctx, w->da, c->gated ? w->dffh : 0, w->dffh, a->ff_a, a->ff_b, T * F, (int)c->act));
@@ -699,7 +707,7 @@ static fat5_status fat5__model_ffn_bwd(fat5_model *m, const fat5__layer *y, cons
     }
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->da, fat5__pa(m, y->wi0), T, D, F, 1.0f, 0.0f));
     if (c->gated) FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->dffh, fat5__pa(m, y->wi1), T, D, F, 1.0f, 1.0f));
-    return be->rmsnorm_bwd(ctx, dh, fat5__pg(m, y->ln_ff), w->dn, a->h_ff, fat5__pw(m, y->ln_ff), a->rs_ff, T, (int)D,
+    return be->rmsnorm_bwd(ctx, dh, fat5__pg_or0(m, y->ln_ff), w->dn, a->h_ff, fat5__pw(m, y->ln_ff), a->rs_ff, T, (int)D,
                            1, w->norm_scratch, w->dh_act);
 }
 
@@ -725,7 +733,7 @@ static fat5_status fat5__model_attn_bwd(fat5_model *m, const fat5__layer *y, con
     fat5__addr q_seq = enc_side ? w->enc_seq : w->dec_seq, k_seq = (enc_side || cross) ? w->enc_seq : w->dec_seq;
     fat5__addr kv_src = cross ? w->enc_out : nrm, dkv_dst = cross ? w->d_enc_out : w->dn;
     fat5_status st;
-    FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wo), 1, w->dh_act, att, D, I, T, 1.0f, 1.0f));
+    if (fat5__trains(m, wo)) FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wo), 1, w->dh_act, att, D, I, T, 1.0f, 1.0f));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->datt, 0, w->dh_act, fat5__pa(m, wo), T, I, D, 1.0f, 0.0f));
     FAT5__TRY(be->attn_bwd_delta(ctx, w->delta, att, w->datt, T, H, dk));
     FAT5__TRY(be->attn_bwd_dq(ctx, w->dq, p.dbias, w->datt, lse, w->delta, q, k, v, p.bias, lut, cu_q, cu_k, q_seq, T,
@@ -738,27 +746,62 @@ static fat5_status fat5__model_attn_bwd(fat5_model *m, const fat5__layer *y, con
         if (!cross && Tk == T) {
             FAT5__TRY(fat5__model_proj_grad(m, wqkv, 3, w->dq, w->dqkv_stride, nrm, T, I, D));
         } else {
-            FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wq), 1, w->dq, nrm, I, D, T, 1.0f, 1.0f));
+            if (fat5__trains(m, wq))
+                FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wq), 1, w->dq, nrm, I, D, T, 1.0f, 1.0f));
             FAT5__TRY(fat5__model_proj_grad(m, wqkv + 1, 2, w->dk, w->dqkv_stride, kv_src, Tk, I, D));
         }
     }
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->dq, fat5__pa(m, wq), T, D, I, 1.0f, 0.0f));
     if (G) FAT5__TRY(be->memset0(ctx, w->dn + (fat5__addr)(T * D) * 4, (size_t)(G * D) * 4));
-    FAT5__TRY(be->mm(ctx, FAT5__MM_NN, dkv_dst, 1, w->dk, fat5__pa(m, wk), Tk, D, I, 1.0f, 1.0f));
-    FAT5__TRY(be->mm(ctx, FAT5__MM_NN, dkv_dst, 1, w->dv, fat5__pa(m, wv), Tk, D, I, 1.0f, 1.0f));
+    if (!cross || m->bwd_enc) {   // cross-attention: the encoder output's gradient, when the encoder trains
+        FAT5__TRY(be->mm(ctx, FAT5__MM_NN, dkv_dst, 1, w->dk, fat5__pa(m, wk), Tk, D, I, 1.0f, 1.0f));
+        FAT5__TRY(be->mm(ctx, FAT5__MM_NN, dkv_dst, 1, w->dv, fat5__pa(m, wv), Tk, D, I, 1.0f, 1.0f));
+    }
     if (G) {  // the globals: back through their norm, then to the tokens of their blocks
-        FAT5__TRY(be->rmsnorm_bwd(ctx, w->dgsum, y->gln >= 0 ? fat5__pg(m, y->gln) : 0, w->dn + (fat5__addr)(T * D) * 4,
+        FAT5__TRY(be->rmsnorm_bwd(ctx, w->dgsum, fat5__pg_or0(m, y->gln), w->dn + (fat5__addr)(T * D) * 4,
                                   a->gsum, fat5__gln(m, y, &w->ea), a->rs_g, G, (int)D, 0,
                                   w->norm_scratch, 0));
         FAT5__TRY(be->block_sum_bwd(ctx, w->dn, w->dgsum, cu_q, w->ea.cu_g, q_seq, T, (int)D, p.g));
     }
-    return be->rmsnorm_bwd(ctx, dh, fat5__pg(m, ln), w->dn, hin, fat5__pw(m, ln), rs, T, (int)D, 1, w->norm_scratch,
-                           w->dh_act);
+    return be->rmsnorm_bwd(ctx, dh, fat5__pg_or0(m, ln), w->dn, hin, fat5__pw(m, ln), rs, T, (int)D, 1,
+                           w->norm_scratch, w->dh_act);
 }
 
-// m->grad_ready of parameter p's offset: it and every gradient above it are final
+// m->grad_ready of parameter p's place in the gradients: it and every gradient above it are final
 static fat5_status fat5__grads_final(fat5_model *m, int p) {
-    return m->grad_ready ? m->grad_ready(m->grad_ready_user, m->params[p].offset) : FAT5_OK;
+    return m->grad_ready ? m->grad_ready(m->grad_ready_user, m->params[p].goffset) : FAT5_OK;
+}
+
+// whether any parameter of layer y trains
+static int fat5__layer_trains(const fat5_model *m, const fat5__layer *y) {
+    const int idx[17] = {y->ln_sa, y->q, y->k, y->v, y->o, y->rel, y->ln_ca, y->cq, y->ck,
+                         y->cv, y->co, y->ln_ff, y->wi0, y->wi1, y->wo, y->grel, y->gln};
+    int i, n = m->cfg.pos_kind == FAT5_POS_FIRE && y->rel >= 0 ? 6 : 1;   // FIRE: its block of six from rel
+    for (i = 0; i < 17; i++)
+        if (fat5__trains(m, idx[i])) return 1;
+    for (i = 1; i < n; i++)
+        if (fat5__trains(m, y->rel + i)) return 1;
+    return 0;
+}
+
+// What the backward must go through for the frozen set: the lowest layer of each stack to run
+// (*enc_lo, *dec_lo: that stack's layer count for none), whether the encoder runs at all (its
+// output's gradient: m->bwd_enc) and whether anything below the lm_head trains (*below). A stack
+// runs from its top down to the lowest layer with a trainable parameter, or to its embedding when
+// the shared embedding trains; the decoder down to its first layer when the encoder runs (every
+// cross-attention feeds the encoder output's gradient).
+static void fat5__bwd_plan(fat5_model *m, int64_t *enc_lo, int64_t *dec_lo, int *below) {
+    const fat5_model_config *c = &m->cfg;
+    int shared = fat5__trains(m, m->shared);
+    int64_t l;
+    *enc_lo = shared ? 0 : c->num_layers;
+    for (l = 0; l < *enc_lo; l++)
+        if (fat5__layer_trains(m, &m->enc[l])) *enc_lo = l;
+    m->bwd_enc = shared || *enc_lo < c->num_layers || fat5__trains(m, m->enc_final_ln);
+    *dec_lo = shared || m->bwd_enc ? 0 : c->num_decoder_layers;
+    for (l = 0; l < *dec_lo; l++)
+        if (fat5__layer_trains(m, &m->dec[l])) *dec_lo = l;
+    *below = m->bwd_enc || *dec_lo < c->num_decoder_layers || fat5__trains(m, m->dec_final_ln);
 }
 
 // The backward graph of the last forward: gradients added to m->gd.
@@ -770,36 +813,50 @@ static fat5_status fat5__model_backward(fat5_model *m, float grad_scale) {
     int64_t D = c->d_model, V = c->vocab_size, te = m->te, td = m->td, l;
     float head_scale = c->scale_decoder_outputs ? (float)(1.0 / sqrt((double)D)) : 1.0f;
     float scale = m->n_count ? (float)((double)grad_scale / (double)m->n_count) : 0.0f;
+    int64_t enc_lo, dec_lo;
+    int below;
     fat5_status st;
+    // frozen parameters get no gradient, and the layers below the lowest one that trains none of theirs
+    fat5__bwd_plan(m, &enc_lo, &dec_lo, &below);
+    m->bwd_layers[0] = m->bwd_layers[1] = 0;
     // loss -> logits -> decoder output -> decoder final norm
-    FAT5__TRY(be->memset0(ctx, w->d_enc_out, (size_t)(te * D) * 4));
+    if (m->bwd_enc) FAT5__TRY(be->memset0(ctx, w->d_enc_out, (size_t)(te * D) * 4));
     // dlogits (from the forward, unscaled) scaled in the products: head_scale x grad_scale / labels
-    FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, m->lm_head), 1, w->dlogits, w->dec_out, V, D, td, head_scale * scale,
-                     1.0f));
-    FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->dlogits, fat5__pa(m, m->lm_head), td, D, V, head_scale * scale,
-                     0.0f));
-    FAT5__TRY(be->rmsnorm_bwd(ctx, w->dh_dec, fat5__pg(m, m->dec_final_ln), w->dn, w->dec_hf,
-                              fat5__pw(m, m->dec_final_ln), w->dec_rsf, td, (int)D, 0, w->norm_scratch, w->dh_act));
+    if (fat5__trains(m, m->lm_head))
+        FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, m->lm_head), 1, w->dlogits, w->dec_out, V, D, td,
+                         head_scale * scale, 1.0f));
+    if (below) {
+        FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->dlogits, fat5__pa(m, m->lm_head), td, D, V, head_scale * scale,
+                         0.0f));
+        FAT5__TRY(be->rmsnorm_bwd(ctx, w->dh_dec, fat5__pg_or0(m, m->dec_final_ln), w->dn, w->dec_hf,
+                                  fat5__pw(m, m->dec_final_ln), w->dec_rsf, td, (int)D, 0, w->norm_scratch, w->dh_act));
+    }
     FAT5__TRY(fat5__grads_final(m, m->dec_final_ln));
     // decoder layers, last to first (a layer's parameters start at its q; a table shared by the
     // layers lies in layer 0, the last one done)
-    for (l = c->num_decoder_layers - 1; l >= 0; l--) {
+    for (l = c->num_decoder_layers - 1; l >= dec_lo; l--) {
         FAT5__TRY(fat5__model_ffn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td));
         FAT5__TRY(fat5__model_attn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td, FAT5__ATTN_CROSS));
         FAT5__TRY(fat5__model_attn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td, FAT5__ATTN_CAUSAL));
         FAT5__TRY(fat5__grads_final(m, m->dec[l].q));
+        m->bwd_layers[1]++;
     }
-    FAT5__TRY(be->embed_bwd(ctx, fat5__pg(m, m->shared), w->dh_dec, w->dec_tok, td, (int)D));
-    // encoder
-    FAT5__TRY(be->rmsnorm_bwd(ctx, w->dh_enc, fat5__pg(m, m->enc_final_ln), w->d_enc_out, w->enc_hf,
-                              fat5__pw(m, m->enc_final_ln), w->enc_rsf, te, (int)D, 0, w->norm_scratch, w->dh_act));
-    FAT5__TRY(fat5__grads_final(m, m->enc_final_ln));
-    for (l = c->num_layers - 1; l >= 0; l--) {
-        FAT5__TRY(fat5__model_ffn_bwd(m, &m->enc[l], &w->enc[l], w->dh_enc, te));
-        FAT5__TRY(fat5__model_attn_bwd(m, &m->enc[l], &w->enc[l], w->dh_enc, te, FAT5__ATTN_BIDIR));
-        FAT5__TRY(fat5__grads_final(m, m->enc[l].q));
+    if (fat5__trains(m, m->shared))
+        FAT5__TRY(be->embed_bwd(ctx, fat5__pg(m, m->shared), w->dh_dec, w->dec_tok, td, (int)D));
+    // encoder (nothing when none of its parameters trains, nor the shared embedding)
+    if (m->bwd_enc) {
+        FAT5__TRY(be->rmsnorm_bwd(ctx, w->dh_enc, fat5__pg_or0(m, m->enc_final_ln), w->d_enc_out, w->enc_hf,
+                                  fat5__pw(m, m->enc_final_ln), w->enc_rsf, te, (int)D, 0, w->norm_scratch, w->dh_act));
+        FAT5__TRY(fat5__grads_final(m, m->enc_final_ln));
+        for (l = c->num_layers - 1; l >= enc_lo; l--) {
+            FAT5__TRY(fat5__model_ffn_bwd(m, &m->enc[l], &w->enc[l], w->dh_enc, te));
+            FAT5__TRY(fat5__model_attn_bwd(m, &m->enc[l], &w->enc[l], w->dh_enc, te, FAT5__ATTN_BIDIR));
+            FAT5__TRY(fat5__grads_final(m, m->enc[l].q));
+            m->bwd_layers[0]++;
+        }
+        if (fat5__trains(m, m->shared))
+            FAT5__TRY(be->embed_bwd(ctx, fat5__pg(m, m->shared), w->dh_enc, w->enc_tok, te, (int)D));
     }
-    FAT5__TRY(be->embed_bwd(ctx, fat5__pg(m, m->shared), w->dh_enc, w->enc_tok, te, (int)D));
     return m->grad_ready ? m->grad_ready(m->grad_ready_user, 0) : FAT5_OK;
 }
 
@@ -844,7 +901,7 @@ FAT5_API fat5_status fat5_model_set_training(fat5_model *m, int training) {
     if (!training) {
         if (m->gd) m->be->free(m->ctx, m->gd);
         m->gd = 0;
-    } else if ((st = m->be->alloc(m->ctx, m->n_floats * 4, &m->gd))) {
+    } else if ((st = m->be->alloc(m->ctx, (m->n_gfloats ? m->n_gfloats : 1) * 4, &m->gd))) {
         return fat5__err_prefix(m->ctx, st, "fat5_model_set_training: model gradients: ");
     }
     m->training = training;

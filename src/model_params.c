@@ -9,6 +9,9 @@ typedef struct fat5__param {
     int64_t shape[2];
     size_t offset;   // in floats, into the parameter arena
     size_t numel;
+    size_t goffset;  // in floats, into the gradient arena (trainable tensors only, in parameter order;
+                     // a frozen tensor has none: its goffset is where the next trainable one's starts)
+    int frozen;      // 1: not trained (fat5_model_freeze): no gradient, no update, no optimizer state
 } fat5__param;
 
 // indices (into the parameter table) of one layer's tensors; -1 where absent
@@ -80,6 +83,8 @@ typedef struct fat5__ws {
 // stay in memory (512 MiB for 4,096 rows of a 32,768 vocabulary).
 #define FAT5__XENT_ROWS 1024
 
+#define FAT5__TOK_FILES 5              // the tokenizer files a model carries (io: fat5__tokenizer_files)
+
 struct fat5_model {
     fat5_ctx *ctx;
     const fat5__backend *be;          // where the model computes, fixed at creation
@@ -96,7 +101,11 @@ struct fat5_model {
     size_t act_size;                  // bytes per activation element (4, or 2 in bf16)
     fat5__addr wd;                    // fp32 [n_floats] master weights (on the CPU: m->w itself)
     fat5__addr wa;                    // matmul operands: a bf16 copy in bf16, else wd
-    fat5__addr gd;                    // fp32 [n_floats] gradients
+    fat5__addr gd;                    // fp32 [n_gfloats] gradients of the trainable tensors (goffset)
+    size_t n_gfloats;                 // floats of the gradient arena: n_floats less the frozen tensors'
+    int n_frozen;                     // frozen tensors (fat5_model_freeze)
+    unsigned freeze_gen;              // counts the changes of the frozen set (an optimizer made before
+                                      // one refuses to step: its state is laid out for the old set)
     // workspace for batches up to cap_* (fat5_model_reserve)
     int64_t cap_seq, cap_te, cap_td;
     int64_t xent_rows;                // fp32 logit rows a training forward keeps (FAT5__XENT_ROWS)
@@ -114,14 +123,19 @@ struct fat5_model {
     int fwd_labels;                   // ... with labels (so backward has a loss to differentiate)
     int have_bwd;                     // backward already ran for it
     int training;                     // 0: inference mode (no gradients, one layer's workspace)
+    int bwd_enc;                      // the last backward ran the encoder (some encoder parameter or the
+                                      // shared embedding trains)
+    int64_t bwd_layers[2];            // encoder and decoder layers the last backward went through
     int64_t n_seq, te, td, n_count;
     fat5_loss_config loss;
     fat5_generate_config gen;         // the generation_config.json beside the checkpoint (io), when
     int has_gen;                      // has_gen (fat5_generate_config_from_model returns it)
     char *gen_json;                   // ... its text as read, written back by fat5_model_save; NULL none
     size_t gen_json_len;
-    char *src_dir;                    // the checkpoint directory it was loaded from (its tokenizer
-                                      // files go with every save), NULL: made from a config
+    fat5_st_dtype src_dtype;          // the weights' dtype in the checkpoint it was loaded from (F32, F16 or
+                                      // BF16; F32 for a model made from a config): saves' FAT5_WEIGHTS_SOURCE
+    char *tok_file[FAT5__TOK_FILES];  // the tokenizer files every save carries (fat5__tokenizer_files[k],
+    size_t tok_len[FAT5__TOK_FILES];  // as read from the checkpoint, or fat5_model_set_tokenizer's); NULL none
     // told by the backward as it goes that every gradient at float offset >= lo is final (the
     // parameters lie lm_head-last and the backward finishes them from the top down), so that they
     // can be summed across ranks while it runs; NULL none
@@ -143,7 +157,10 @@ static int fat5__add_param(fat5_model *m, int cap, const char *name, int64_t d0,
     p->shape[1] = d1 > 0 ? d1 : 0;
     p->numel = d0 < 0 ? 1 : (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
     p->offset = m->n_floats;
+    p->goffset = m->n_gfloats;
+    p->frozen = 0;
     m->n_floats += p->numel;
+    m->n_gfloats += p->numel;
     return m->n_params++;
 }
 
@@ -310,6 +327,7 @@ static fat5_status fat5__model_alloc(fat5_ctx *ctx, const fat5_model_config *cfg
     m->ctx = ctx;
     m->cfg = *cfg;
     m->lm_head_tied = lm_head_tied;
+    m->src_dtype = FAT5_ST_F32;
     m->training = 1;
     m->xent_rows = FAT5__XENT_ROWS;
     m->attn.type = cfg->enc_attention;
@@ -348,6 +366,7 @@ static void fat5__model_free_params(fat5_model *m) {
 
 FAT5_API void fat5_model_destroy(fat5_model *m) {
     fat5_ctx *ctx;
+    int i;
     if (!m) return;
     ctx = m->ctx;
     if (m->be) {
@@ -356,7 +375,7 @@ FAT5_API void fat5_model_destroy(fat5_model *m) {
     }
     fat5__free(ctx, m->params);
     fat5__free(ctx, m->gen_json);
-    fat5__free(ctx, m->src_dir);
+    for (i = 0; i < FAT5__TOK_FILES; i++) fat5__free(ctx, m->tok_file[i]);
     fat5__free(ctx, m->enc);
     fat5__free(ctx, m->dec);
     fat5__free(ctx, m->w);
@@ -378,10 +397,10 @@ static fat5_status fat5__model_place(fat5_model *m) {
     fat5_status st;
     if (be->host_memory) {
         m->wd = m->wa = FAT5__ADDR(m->w);
-        if ((st = be->alloc(ctx, n * 4, &m->gd))) return fat5__err_prefix(ctx, st, "model gradients: ");
+        if ((st = be->alloc(ctx, m->n_gfloats * 4, &m->gd))) return fat5__err_prefix(ctx, st, "model gradients: ");
         return FAT5_OK;
     }
-    if ((st = be->alloc(ctx, n * 4, &m->wd)) || (st = be->alloc(ctx, n * 4, &m->gd)) ||
+    if ((st = be->alloc(ctx, n * 4, &m->wd)) || (st = be->alloc(ctx, m->n_gfloats * 4, &m->gd)) ||
         (m->act_size == 2 && (st = be->alloc(ctx, n * 2, &m->wa))))
         return fat5__err_prefix(ctx, st, "model weights (%zu parameters) on the %s: ", n, be->name);
     if (!m->wa) m->wa = m->wd;
@@ -477,7 +496,11 @@ static fat5_status fat5__param_io(fat5_model *m, const char *name, float *buf, i
         return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "parameter '%s' has %zu elements, buffer has %lld", name,
                          p->numel, buf ? (long long)n : 0LL);
     if (what == 0) return be->download(m->ctx, buf, m->wd + 4 * (fat5__addr)p->offset, bytes);
-    if (what == 2) return be->download(m->ctx, buf, m->gd + 4 * (fat5__addr)p->offset, bytes);
+    if (what == 2 && p->frozen) {   // a frozen tensor has no gradient: it reads as zeros
+        memset(buf, 0, bytes);
+        return FAT5_OK;
+    }
+    if (what == 2) return be->download(m->ctx, buf, m->gd + 4 * (fat5__addr)p->goffset, bytes);
     memcpy(m->w + p->offset, buf, bytes);  // the host copy, then the backend's
     if ((st = be->upload(m->ctx, m->wd + 4 * (fat5__addr)p->offset, m->w + p->offset, bytes)) ||
         (st = fat5__model_refresh_operands(m, p->offset, p->numel)))
@@ -498,6 +521,135 @@ FAT5_API fat5_status fat5_model_zero_grad(fat5_model *m) {
     fat5_status st;
     if (!m) return FAT5_ERR_INVALID_ARG;
     if (!m->gd) return fat5__err(m->ctx, FAT5_ERR_STATE, "fat5_model_zero_grad: the model is in inference mode");
-    st = m->be->memset0(m->ctx, m->gd, m->n_floats * sizeof(float));
+    st = m->be->memset0(m->ctx, m->gd, m->n_gfloats * sizeof(float));
     return st ? st : m->be->sync(m->ctx);
 }
+
+
+// ---- frozen parameters ----
+
+// Whether name matches pattern p[0 .. pn): '*' stands for any run of characters (dots included,
+// none at all too), every other character for itself.
+static int fat5__glob(const char *p, size_t pn, const char *name) {
+    size_t i = 0, star = 0;
+    const char *s = name, *retry = NULL;
+    while (*s) {
+        if (i < pn && p[i] == '*') {   // remember where the star's run may grow from
+            star = ++i;
+            retry = s;
+        } else if (i < pn && p[i] == *s) {
+            i++;
+            s++;
+        } else if (retry) {            // let the last star take one more character
+            i = star;
+            s = ++retry;
+        } else {
+            return 0;
+        }
+    }
+    while (i < pn && p[i] == '*') i++;
+    return i == pn;
+}
+
+// Lays the gradient arena out for the frozen set: every trainable tensor's goffset, in parameter
+// order, and n_gfloats; in training mode the arena is allocated again, zeroed (the gradients
+// accumulated so far are dropped).
+static fat5_status fat5__model_layout_grads(fat5_model *m) {
+    size_t at = 0;
+    fat5_status st;
+    int i;
+    m->n_frozen = 0;
+    for (i = 0; i < m->n_params; i++) {
+        m->params[i].goffset = at;
+        if (m->params[i].frozen) m->n_frozen++;
+        else at += m->params[i].numel;
+    }
+    m->n_gfloats = at;
+    m->freeze_gen++;
+    if (!m->gd) return FAT5_OK;   // inference mode: set_training(m, 1) allocates it
+    m->be->free(m->ctx, m->gd);
+    m->gd = 0;
+    if ((st = m->be->alloc(m->ctx, (at ? at : 1) * 4, &m->gd)))   // zero-filled
+        return fat5__err_prefix(m->ctx, st, "fat5_model_freeze: gradients of %zu trainable parameters: ", at);
+    return FAT5_OK;
+}
+
+// Tensors whose gradient one op computes together must be frozen together: FIRE's block of six
+// (its MLP and scalars) and LongT5's global bias table with the relative one it lies after.
+static fat5_status fat5__freeze_check_groups(fat5_model *m) {
+    const fat5_model_config *c = &m->cfg;
+    int s, b, e;
+    for (s = 0; s < 2; s++) {
+        const fat5__layer *L = s ? m->dec : m->enc;
+        int64_t nl = s ? c->num_decoder_layers : c->num_layers;
+        for (b = 0; b < nl; b++) {
+            int first = L[b].rel, n = c->pos_kind == FAT5_POS_FIRE ? 6 : 1;
+            if (first < 0) continue;
+            for (e = 1; e < n; e++)
+                if (m->params[first + e].frozen != m->params[first].frozen)
+                    return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "freeze: '%s' and '%s' are one FIRE block (one "
+                                     "gradient op): freeze all of %s...pe_encoding.* or none", m->params[first].io_name,
+                                     m->params[first + e].io_name, s ? "decoder" : "encoder");
+            if (L[b].grel >= 0 && m->params[L[b].grel].frozen != m->params[first].frozen)
+                return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "freeze: '%s' and '%s' share one gradient op: freeze "
+                                 "both or neither", m->params[first].io_name, m->params[L[b].grel].io_name);
+        }
+    }
+    return FAT5_OK;
+}
+
+FAT5_API fat5_status fat5_model_freeze(fat5_model *m, const char *patterns) {
+    const char *p = patterns ? patterns : "";
+    char *was;
+    fat5_status st = FAT5_OK;
+    int i;
+    if (!m) return FAT5_ERR_INVALID_ARG;
+    if (!(was = FAT5__CAST(char *, fat5__malloc(m->ctx, (size_t)m->n_params + 1))))
+        return fat5__err(m->ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_freeze: out of memory");
+    for (i = 0; i < m->n_params; i++) {
+        was[i] = (char)m->params[i].frozen;
+        m->params[i].frozen = 0;
+    }
+    while (*p && st == FAT5_OK) {   // one pattern a time, between commas, spaces around it dropped
+        const char *end = strchr(p, ','), *a = p, *z;
+        char nm[160];
+        int hits = 0;
+        if (!end) end = p + strlen(p);
+        while (a < end && (*a == ' ' || *a == '\t')) a++;
+        for (z = end; z > a && (z[-1] == ' ' || z[-1] == '\t'); z--) {}
+        p = *end ? end + 1 : end;
+        if (z == a) continue;   // an empty item ("a,,b", a trailing comma)
+        snprintf(nm, sizeof nm, "%.*s", (int)(z - a > 150 ? 150 : z - a), a);
+        for (i = 0; i < m->n_params; i++)
+            if (fat5__glob(a, (size_t)(z - a), m->params[i].name) ||
+                fat5__glob(a, (size_t)(z - a), m->params[i].io_name)) {
+                m->params[i].frozen = 1;
+                hits++;
+            }
+        if (!hits) {
+            char safe[160];
+            st = fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "freeze: pattern '%s' matches no parameter of this model (names "
+                           "as fat5_model_tensor_info lists them, e.g. 'shared.weight', 'encoder.*', "
+                           "'*.layer_norm.weight'; '*' matches any characters)%s", fat5__msg_name(safe, sizeof safe, nm),
+                           m->lm_head_tied && fat5__glob(a, (size_t)(z - a), "lm_head.weight")
+                               ? ": this model ties lm_head to shared.weight, freeze that" : "");
+        }
+    }
+    if (st == FAT5_OK) st = fat5__freeze_check_groups(m);
+    if (st != FAT5_OK) {   // the set as it was
+        for (i = 0; i < m->n_params; i++) m->params[i].frozen = was[i];
+        fat5__free(m->ctx, was);
+        return st;
+    }
+    for (i = 0; i < m->n_params && m->params[i].frozen == was[i]; i++) {}
+    fat5__free(m->ctx, was);
+    if (i == m->n_params) return FAT5_OK;   // the same set: gradients and optimizers stay as they are
+    return fat5__model_layout_grads(m);
+}
+
+FAT5_API int fat5_model_tensor_frozen(const fat5_model *m, int index) {
+    if (!m || index < 0 || index >= m->n_params) return -1;
+    return m->params[index].frozen;
+}
+
+FAT5_API int64_t fat5_model_trainable_count(const fat5_model *m) { return m ? (int64_t)m->n_gfloats : 0; }

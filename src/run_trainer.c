@@ -70,6 +70,10 @@ static const char fat5__train_options[] =
     "init: start from this Hugging Face checkpoint directory instead of random weights\n"
     "attention: the encoder's attention for the run: full, local:R, block-global:R:G or transient-global:R:G\n"
     "  (any checkpoint, no retraining; default the model's own)\n"
+    "freeze: parameters left as they are, comma-separated names with * wildcards (encoder.*, shared.weight,\n"
+    "  *.layer_norm.weight, decoder.block.0.*); no gradient, update or optimizer state for them\n"
+    "save_tokenizer: the tokenizer files checkpoints carry for transformers: a directory holding them, byte\n"
+    "  (ByT5's) or none (default: init's; byte for a new model on a byte vocabulary of 260 .. 1024 ids)\n"
     "seed: initialisation and data order (42)\n"
     "optim: adamwscale (FAT5), adamw or adafactor (transformers' Adafactor)\n"
     "adafactor_relative_step, adafactor_scale_parameter, adafactor_warmup_init: Adafactor's switches\n"
@@ -142,6 +146,8 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
         if (st) return fat5__err_prefix(ctx, st, "option attention: ");
         ok = fat5__opt_str(ctx, v, &c->attention);
     }
+    else if (FAT5__IS("save_tokenizer")) ok = fat5__opt_str(ctx, v, &c->save_tokenizer);
+    else if (FAT5__IS("freeze")) ok = fat5__opt_str(ctx, v, &c->freeze);   // checked against the model at create
     else if (FAT5__IS("output_dir")) ok = v[0] ? fat5__opt_str(ctx, v, &c->output_dir) : 0;
     else if (FAT5__IS("resume")) ok = fat5__opt_str(ctx, v, &c->resume);
     else if (FAT5__IS("seed")) { ok = fat5__opt_i64(v, 0, imax, &i); c->seed = (uint64_t)i; }
@@ -977,11 +983,49 @@ static void fat5__data_fingerprint(const fat5_trainer *t, char *buf, size_t cap)
              (long long)fat5_tokens_vocab_size(t->tokens), (int)fat5_tokens_eos_id(t->tokens), t->cfg.eval_fraction);
 }
 
+// The frozen tensors of m, their names (the checkpoint scheme's) joined by commas in parameter
+// order ("" when none), as a training checkpoint records them; *out is freed with fat5__free.
+static fat5_status fat5__frozen_names(fat5_model *m, char **out) {
+    fat5__sb b;
+    int i, n = 0;
+    fat5__sb_init(&b, m->ctx);
+    fat5__sb_puts(&b, "");
+    for (i = 0; i < m->n_params; i++)
+        if (m->params[i].frozen) fat5__sb_printf(&b, "%s%s", n++ ? "," : "", m->params[i].io_name);
+    if (b.oom || !b.buf) {
+        fat5__sb_free(&b);
+        return fat5__err(m->ctx, FAT5_ERR_OUT_OF_MEMORY, "checkpoint: out of memory for the frozen tensors' names");
+    }
+    *out = b.buf;
+    return FAT5_OK;
+}
+
+// The first name of the comma-separated list a that the list b lacks, into out ("" when none).
+static void fat5__frozen_missing(const char *a, const char *b, char *out, size_t cap) {
+    out[0] = 0;
+    while (*a) {
+        size_t k = strcspn(a, ",");
+        const char *e = b;
+        int found = 0;
+        while (*e && !found) {   // b's names, one at a time
+            size_t n = strcspn(e, ",");
+            found = n == k && strncmp(e, a, k) == 0;
+            e += n + (e[n] == ',');
+        }
+        if (!found) {
+            snprintf(out, cap, "%.*s", (int)(k < 150 ? k : 150), a);
+            return;
+        }
+        a += k + (a[k] == ',');
+    }
+}
+
 FAT5_API fat5_status fat5_train_save(fat5_trainer *t, const char **dir_out) {
     fat5_ctx *ctx = t->ctx;
     fat5_model *m = t->m;
     char tmp[4200], fin[4200], old[4200], path[4400], latest[64], sampler[512], data[256], num[4][40], *json = NULL;
-    const char *meta[22];
+    char *frozen = NULL;
+    const char *meta[24];
     fat5_st_write_tensor w[FAT5__OPTIM_ARRAYS];
     fat5__optim_array arr[FAT5__OPTIM_ARRAYS];
     float *mom = NULL;
@@ -1042,8 +1086,10 @@ FAT5_API fat5_status fat5_train_save(fat5_trainer *t, const char **dir_out) {
     meta[16] = "model_config", meta[17] = json;
     meta[18] = "fat5_version", meta[19] = FAT5_VERSION_STRING;
     meta[20] = "optimizer", meta[21] = fat5__optim_kind_name(t->cfg.optim.kind);
+    if ((st = fat5__frozen_names(m, &frozen))) goto fail;
+    meta[22] = "frozen", meta[23] = frozen;
     snprintf(path, sizeof path, "%s/training_state.safetensors", tmp);
-    if ((st = fat5_st_write(ctx, path, w, n_arr, meta, 11))) goto fail;
+    if ((st = fat5_st_write(ctx, path, w, n_arr, meta, 12))) goto fail;
     if ((st = fat5__fsync_dir(ctx, tmp))) goto fail;
     // the complete directory takes its name in one rename; an older one of the same step is moved
     // aside first and discarded only after (fat5__ckpt_recover_step): at every instant one of them
@@ -1070,12 +1116,14 @@ FAT5_API fat5_status fat5_train_save(fat5_trainer *t, const char **dir_out) {
     fat5__ckpt_prune(t->cfg.output_dir, t->cfg.save_total_limit);
     fat5__free(ctx, mom);
     fat5__free(ctx, json);
+    fat5__free(ctx, frozen);
     snprintf(t->ckpt, sizeof t->ckpt, "%s", fin);
     if (dir_out) *dir_out = t->ckpt;
     return FAT5_OK;
 fail:
     fat5__free(ctx, mom);
     fat5__free(ctx, json);
+    fat5__free(ctx, frozen);
     fat5__rm_ckpt(tmp);
     return st;
 }
@@ -1153,6 +1201,32 @@ static fat5_status fat5__train_resume(fat5_trainer *t, const char *dir) {
         st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "resume %s: the checkpoint was trained on other data: %s (here) vs %s",
                        dir, fat5__msg_name(a, sizeof a, data), fat5__msg_name(b, sizeof b, v ? v : "nothing"));
         goto done;
+    }
+    {   // the frozen tensors: the checkpoint's ("frozen"; none before freezing existed) and this run's
+        char *here = NULL, a[160], b[160];
+        const char *there = fat5_st_metadata_find(f, "frozen");
+        if (!there) there = "";
+        if ((st = fat5__frozen_names(m, &here))) goto done;
+        if (strcmp(here, there) != 0) {
+            char why[400], na[160], nb[160];
+            size_t o = 0;
+            fat5__frozen_missing(there, here, a, sizeof a);
+            fat5__frozen_missing(here, there, b, sizeof b);
+            why[0] = 0;
+            if (a[0])
+                o += (size_t)snprintf(why, sizeof why, "'%s' is frozen in the checkpoint and would train here",
+                                      fat5__msg_name(na, sizeof na, a));
+            if (b[0] && o < sizeof why)
+                snprintf(why + o, sizeof why - o, "%s'%s' would be frozen here and trained in the checkpoint",
+                         o ? "; " : "", fat5__msg_name(nb, sizeof nb, b));
+            if (!why[0]) snprintf(why, sizeof why, "the same tensors in another order");
+            st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "resume %s: the checkpoint was trained with other frozen "
+                           "parameters than this run's freeze '%.200s': %s. Its optimizer state holds the trainable "
+                           "ones only: freeze must select the same tensors as the run that wrote it", dir,
+                           t->cfg.freeze, why);
+        }
+        fat5__free(ctx, here);
+        if (st) goto done;
     }
     // the arrays this optimizer keeps (fat5__optim_arrays), each 1-D of its length; a checkpoint
     // of another optimizer (its "optimizer" entry; none before Adafactor: AdamW's) lacks them
@@ -1271,6 +1345,7 @@ static fat5_status fat5__train_agree(fat5_trainer *t) {
     fat5__sb_printf(&b, "world %d accum %d balance %d seed %llu act %d floats %zu attention %s step %lld state %s\n",
                     t->world, c->grad_accum, c->balance_ranks, (unsigned long long)c->seed, (int)t->m->act_size,
                     t->m->n_floats, c->attention, (long long)fat5_optim_get_step(t->o), state);
+    fat5__sb_printf(&b, "trainable %zu freeze %s\n", t->m->n_gfloats, c->freeze);
     fat5__sb_printf(&b, "data %lld %lld %lld eval %.17g ul2 %lld %lld %lld %lld %ld %ld", (long long)fat5_tokens_count(t->tokens),
                     (long long)fat5_tokens_doc_count(t->tokens), (long long)fat5_tokens_vocab_size(t->tokens),
                     c->eval_fraction, (long long)u->enc_tokens, (long long)u->dec_tokens, (long long)u->max_enc_len,
@@ -1353,15 +1428,15 @@ FAT5_API void fat5_train_destroy(fat5_trainer *t) {
 // copies of them; none becomes "".
 static fat5_status fat5__train_keep_strings(fat5_trainer *t) {
     fat5_train_config *c = &t->cfg;
-    const char **s[6];
+    const char **s[8];
     size_t n = 0, at = 0;
     int i;
     s[0] = &c->data, s[1] = &c->init, s[2] = &c->attention, s[3] = &c->output_dir, s[4] = &c->resume;
-    s[5] = &c->rendezvous;
-    for (i = 0; i < 6; i++) n += (*s[i] ? strlen(*s[i]) : 0) + 1;
+    s[5] = &c->rendezvous, s[6] = &c->freeze, s[7] = &c->save_tokenizer;
+    for (i = 0; i < 8; i++) n += (*s[i] ? strlen(*s[i]) : 0) + 1;
     if (!(t->strs = FAT5__CAST(char *, fat5__malloc(t->ctx, n))))
         return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
-    for (i = 0; i < 6; i++) {
+    for (i = 0; i < 8; i++) {
         size_t k = *s[i] ? strlen(*s[i]) : 0;
         if (k) memcpy(t->strs + at, *s[i], k);
         t->strs[at + k] = 0;
@@ -1464,6 +1539,16 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
         fat5_attention a;
         if ((st = fat5_attention_parse(ctx, cfg->attention, &a)) || (st = fat5_model_set_attention(t->m, &a)))
             goto fail;
+    }
+    if (cfg->freeze[0] && (st = fat5_model_freeze(t->m, cfg->freeze))) goto fail;   // before the optimizer
+    {   // the tokenizer its checkpoints carry for transformers (a resumed model has its checkpoint's)
+        const char *tk = cfg->save_tokenizer;
+        int64_t V = fat5_tokens_vocab_size(t->tokens);
+        if (!tk[0] && !cfg->init[0] && !dir[0] && V > 259 && V <= 1024) tk = "byte";
+        if (strcmp(tk, "byte") == 0) st = fat5_model_set_tokenizer(t->m, NULL);
+        else if (strcmp(tk, "none") == 0) st = fat5_model_set_tokenizer(t->m, "");
+        else if (tk[0]) st = fat5_model_set_tokenizer(t->m, tk);
+        if (st) goto fail;
     }
     if (fat5_tokens_vocab_size(t->tokens) > t->m->cfg.vocab_size) {
         st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "training: the data's vocabulary (%lld) is larger than the model's (%lld)",
@@ -1623,7 +1708,7 @@ static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out) {
     for (i = 0; i < k; i++) {
         float scale = n_labels ? (float)((double)g->n_labels[t->rank * k + i] / (double)n_labels) : 0.0f;
         if (t->comm && i == k - 1) {
-            fat5__comm_grads_begin(t->comm, t->m->gd, t->m->n_floats);
+            fat5__comm_grads_begin(t->comm, t->m->gd, t->m->n_gfloats);
             t->m->grad_ready = fat5__comm_grads_ready;
             t->m->grad_ready_user = t->comm;
         }

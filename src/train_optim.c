@@ -37,6 +37,22 @@
 // The step count is the optimizer's (skipped steps included), as for AdamW's bias correction.
 // The moments are fp32 arrays on the backend: m1 (numel floats, only with beta1 > 0) and m2, every
 // tensor's second moments packed (R + C or n floats), described by the table af (kernels/optim.cu).
+//
+// Frozen parameters (fat5_model_freeze) are left out of everything above: the optimizer's tensors
+// are the trainable ones, the norm is theirs, and they alone have moments. Gradients and moments
+// lie in the gradient arena's layout (fat5__param.goffset: the trainable tensors one after
+// another), the weights in the parameters'; so the update runs once per run of consecutive
+// trainable tensors (one run when nothing is frozen), the arenas' bases moved to the run's first
+// tensor, where one index reaches a weight, its gradient and its moments.
+
+// One run of consecutive trainable tensors: the optimizer's segments seg0 .. seg0 + n_seg - 1,
+// from float wlo of the weights and glo of the gradients and moments.
+typedef struct fat5__optim_run {
+    int seg0, n_seg;
+    size_t wlo, glo;
+    int64_t n_chunks;                 // its chunks (FAT5__OPTIM_CHUNK elements, per tensor)
+    int64_t n_rows, n_cols;           // Adafactor: its rows, and the columns of its factored tensors
+} fat5__optim_run;
 
 #define FAT5__OPTIM_CHUNK 8192  // elements per chunk of the GPU reductions and update
 
@@ -57,8 +73,17 @@ struct fat5_optim {
     // Adafactor: m1 holds the first moment (0 without beta1), m2 the packed second moments
     size_t n_v;                       // floats of m2 (AdamW: n_floats)
     int64_t n_rows, n_cols;           // rows of all tensors, columns of the factored ones
-    fat5__addr af;                    // int64 [8 n_seg]: the layout table of fat5_adafactor_seg
+    fat5__addr af;                    // int64 [8 n_seg]: the layout tables of fat5_adafactor_seg, run by
+                                      // run (offsets, rows and columns counted from the run's start)
     fat5__addr af_scr;                // double [n_rows + 2 n_seg]: its scratch
+    // the trainable tensors (n_seg of them; segs above: gradient offset, numel) and their runs
+    size_t n_g;                       // floats of the gradients and of m1 (the model's n_gfloats)
+    fat5__addr segs_w;                // int64 [2 n_seg]: weight offset, numel (the weights' RMS)
+    int n_runs;
+    fat5__optim_run *runs;            // [n_runs] host
+    fat5__addr run_segs;              // int64 [2 n_seg]: offset from its run's first tensor, numel
+    fat5__addr run_coff;              // int64 [n_seg + n_runs]: each run's chunk table, from 0
+    unsigned freeze_gen;              // the model's frozen set it was made for
 };
 
 FAT5_API fat5_optim_config fat5_optim_config_default(void) {
@@ -237,6 +262,10 @@ FAT5_API void fat5_optim_destroy(fat5_optim *o) {
     be->free(ctx, o->stats);
     be->free(ctx, o->af);
     be->free(ctx, o->af_scr);
+    be->free(ctx, o->segs_w);
+    be->free(ctx, o->run_segs);
+    be->free(ctx, o->run_coff);
+    fat5__free(ctx, o->runs);
     fat5__free(ctx, o);
 }
 
@@ -244,10 +273,10 @@ FAT5_API fat5_status fat5_optim_create(fat5_model *m, const fat5_optim_config *c
     fat5_ctx *ctx;
     const fat5__backend *be;
     fat5_optim *o;
-    int64_t *segs = NULL, *coff = NULL, *af = NULL;
+    int64_t *segs = NULL, *coff = NULL, *af = NULL, *segs_w = NULL, *rsegs = NULL, *rcoff = NULL;
     int32_t *decayed = NULL;
-    size_t n, ns;
-    int s;
+    size_t ns;
+    int s, i, r;
     fat5_status st;
     if (!out) return m ? fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_optim_create: out is NULL")
                        : FAT5_ERR_INVALID_ARG;
@@ -262,65 +291,99 @@ FAT5_API fat5_status fat5_optim_create(fat5_model *m, const fat5_optim_config *c
                          "fat5_optim_create: the model is in inference mode (fat5_model_set_training(m, 1) first)");
     if (!m->gd || !m->wd)
         return fat5__err(ctx, FAT5_ERR_STATE, "fat5_optim_create: the model has no weights on its backend");
+    if (m->n_frozen == m->n_params)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_optim_create: every parameter of the model is frozen "
+                         "(fat5_model_freeze): nothing to train");
     o = FAT5__CAST(fat5_optim *, fat5__calloc(ctx, 1, sizeof *o));
     if (!o) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_optim_create: out of memory");
     o->m = m;
     o->cfg = *cfg;
-    o->n_seg = m->n_params;
+    o->n_seg = m->n_params - m->n_frozen;
+    o->n_g = m->n_gfloats;
+    o->freeze_gen = m->freeze_gen;
     ns = (size_t)o->n_seg;
-    n = m->n_floats;
-    // the tables, staged on the host: offset and numel of each tensor, its first chunk, its decay
+    for (i = 0; i < m->n_params; i++)   // the runs of consecutive trainable tensors
+        if (!m->params[i].frozen && (i == 0 || m->params[i - 1].frozen)) o->n_runs++;
+    // the tables, staged on the host: offset and numel of each trainable tensor, its first chunk, its
+    // decay; the same per run
     segs = FAT5__CAST(int64_t *, fat5__calloc(ctx, 2 * ns, sizeof(int64_t)));
+    segs_w = FAT5__CAST(int64_t *, fat5__calloc(ctx, 2 * ns, sizeof(int64_t)));
+    rsegs = FAT5__CAST(int64_t *, fat5__calloc(ctx, 2 * ns, sizeof(int64_t)));
     coff = FAT5__CAST(int64_t *, fat5__calloc(ctx, ns + 1, sizeof(int64_t)));
+    rcoff = FAT5__CAST(int64_t *, fat5__calloc(ctx, ns + (size_t)o->n_runs, sizeof(int64_t)));
     decayed = FAT5__CAST(int32_t *, fat5__calloc(ctx, ns + 1, sizeof(int32_t)));
     af = FAT5__CAST(int64_t *, fat5__calloc(ctx, 8 * ns + 1, sizeof(int64_t)));
-    if (!segs || !coff || !decayed || !af) {
+    o->runs = FAT5__CAST(fat5__optim_run *, fat5__calloc(ctx, (size_t)o->n_runs, sizeof *o->runs));
+    if (!segs || !segs_w || !rsegs || !coff || !rcoff || !decayed || !af || !o->runs) {
         st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_optim_create: out of memory");
         goto done;
     }
-    for (s = 0; s < o->n_seg; s++) {
-        const fat5__param *p = &m->params[s];
-        segs[2 * s] = (int64_t)p->offset;
-        segs[2 * s + 1] = (int64_t)p->numel;
-        coff[s + 1] = coff[s] + (int64_t)((p->numel + FAT5__OPTIM_CHUNK - 1) / FAT5__OPTIM_CHUNK);
+    o->n_v = cfg->kind == FAT5_OPTIM_ADAFACTOR ? 0 : o->n_g;
+    for (i = 0, s = 0, r = -1; i < m->n_params; i++) {
+        const fat5__param *p = &m->params[i];
+        fat5__optim_run *R;
+        int64_t nch = (int64_t)((p->numel + FAT5__OPTIM_CHUNK - 1) / FAT5__OPTIM_CHUNK);
+        if (p->frozen) continue;
+        if (i == 0 || m->params[i - 1].frozen) {   // a new run
+            R = &o->runs[++r];
+            R->seg0 = s;
+            R->wlo = p->offset;
+            R->glo = p->goffset;
+        }
+        R = &o->runs[r];
+        segs[2 * s] = (int64_t)p->goffset;
+        segs[2 * s + 1] = segs_w[2 * s + 1] = rsegs[2 * s + 1] = (int64_t)p->numel;
+        segs_w[2 * s] = (int64_t)p->offset;
+        rsegs[2 * s] = (int64_t)(p->offset - R->wlo);
+        FAT5_ASSERT(p->offset - R->wlo == p->goffset - R->glo);
+        coff[s + 1] = coff[s] + nch;
+        rcoff[s + r + 1] = R->n_chunks + nch;   // the run's table: R->seg0 + r .. s + r + 1
+        R->n_chunks += nch;
         decayed[s] = cfg->weight_decay != 0 && !fat5__optim_no_decay(p->name);
-    }
-    o->n_chunks = coff[ns];
-    o->n_v = n;
-    if (cfg->kind == FAT5_OPTIM_ADAFACTOR) {   // the layout: 2-D tensors factored, 1-D ones full
-        o->n_v = 0;
-        for (s = 0; s < o->n_seg; s++) {
-            const fat5__param *p = &m->params[s];
+        if (cfg->kind == FAT5_OPTIM_ADAFACTOR) {   // the layout: 2-D tensors factored, 1-D ones full
             int fac = p->ndim >= 2;
-            int64_t R = fac ? p->shape[0] : 1, C = fac ? (int64_t)p->numel / R : (int64_t)p->numel;
+            int64_t Rw = fac ? p->shape[0] : 1, C = fac ? (int64_t)p->numel / Rw : (int64_t)p->numel;
             int64_t *e = af + 8 * s;
-            e[0] = (int64_t)p->offset, e[1] = (int64_t)p->numel, e[2] = R, e[3] = C, e[4] = fac;
-            e[5] = (int64_t)o->n_v, e[6] = o->n_rows, e[7] = o->n_cols;
-            o->n_v += fac ? (size_t)(R + C) : p->numel;
-            o->n_rows += R;
+            e[0] = rsegs[2 * s], e[1] = (int64_t)p->numel, e[2] = Rw, e[3] = C, e[4] = fac;
+            e[5] = (int64_t)o->n_v, e[6] = R->n_rows, e[7] = R->n_cols;
+            o->n_v += fac ? (size_t)(Rw + C) : p->numel;
+            o->n_rows += Rw;
+            R->n_rows += Rw;
+            R->n_cols += fac ? C : 0;
             o->n_cols += fac ? C : 0;
         }
+        R->n_seg++;
+        s++;
     }
+    o->n_chunks = coff[ns];
     st = FAT5_OK;   // the first moment (none for Adafactor without beta1), Adafactor's table and scratch
-    if (cfg->kind != FAT5_OPTIM_ADAFACTOR || cfg->adafactor_beta1 > 0) st = be->alloc(ctx, n * 4, &o->m1);
+    if (cfg->kind != FAT5_OPTIM_ADAFACTOR || cfg->adafactor_beta1 > 0) st = be->alloc(ctx, o->n_g * 4, &o->m1);
     if (!st && cfg->kind == FAT5_OPTIM_ADAFACTOR && !(st = be->alloc(ctx, 8 * ns * 8, &o->af)))
         st = be->alloc(ctx, ((size_t)o->n_rows + 2 * ns) * 8, &o->af_scr);
     if (st || (st = be->alloc(ctx, o->n_v * 4, &o->m2)) ||
         (st = be->alloc(ctx, 2 * ns * 8, &o->segs)) || (st = be->alloc(ctx, (ns + 1) * 8, &o->chunk_off)) ||
+        (st = be->alloc(ctx, 2 * ns * 8, &o->segs_w)) || (st = be->alloc(ctx, 2 * ns * 8, &o->run_segs)) ||
+        (st = be->alloc(ctx, (ns + (size_t)o->n_runs) * 8, &o->run_coff)) ||
         (st = be->alloc(ctx, (size_t)o->n_chunks * 8, &o->part)) || (st = be->alloc(ctx, 2 * ns * 8, &o->ss)) ||
         (st = be->alloc(ctx, 2 * ns * 4, &o->coef)) || (st = be->alloc(ctx, (ns + 1) * 4, &o->decayed)) ||
         (st = be->alloc(ctx, 2 * 8, &o->stats))) {
-        st = fat5__err_prefix(ctx, st, "fat5_optim_create: moments of %zu parameters on the %s: ", n, be->name);
+        st = fat5__err_prefix(ctx, st, "fat5_optim_create: moments of %zu parameters on the %s: ", o->n_g, be->name);
         goto done;
     }
     st = be->upload(ctx, o->segs, segs, 2 * ns * 8);
     if (!st) st = be->upload(ctx, o->chunk_off, coff, (ns + 1) * 8);
+    if (!st) st = be->upload(ctx, o->segs_w, segs_w, 2 * ns * 8);
+    if (!st) st = be->upload(ctx, o->run_segs, rsegs, 2 * ns * 8);
+    if (!st) st = be->upload(ctx, o->run_coff, rcoff, (ns + (size_t)o->n_runs) * 8);
     if (!st) st = be->upload(ctx, o->decayed, decayed, (ns + 1) * 4);
     if (!st && o->af) st = be->upload(ctx, o->af, af, 8 * ns * 8);
     if (!st) st = be->sync(ctx);
 done:
     fat5__free(ctx, segs);
+    fat5__free(ctx, segs_w);
+    fat5__free(ctx, rsegs);
     fat5__free(ctx, coff);
+    fat5__free(ctx, rcoff);
     fat5__free(ctx, decayed);
     fat5__free(ctx, af);
     if (st) {
@@ -348,7 +411,7 @@ typedef struct fat5__optim_array {
 static int fat5__optim_arrays(const fat5_optim *o, fat5__optim_array out[FAT5__OPTIM_ARRAYS]) {
     int k = 0;
     if (o->m1) {
-        out[k].name = "optimizer.exp_avg", out[k].addr = o->m1, out[k].n = o->m->n_floats, out[k].nonneg = 0;
+        out[k].name = "optimizer.exp_avg", out[k].addr = o->m1, out[k].n = o->n_g, out[k].nonneg = 0;
         k++;
     }
     out[k].name = o->cfg.kind == FAT5_OPTIM_ADAFACTOR ? "optimizer.adafactor_exp_avg_sq" : "optimizer.exp_avg_sq";
@@ -361,10 +424,11 @@ static const char *fat5__optim_kind_name(fat5_optim_kind k) {
     return k == FAT5_OPTIM_ADAFACTOR ? "adafactor" : k == FAT5_OPTIM_ADAMW ? "adamw" : "adamwscale";
 }
 
-// per-tensor sums of squares of x (the gradients or the master weights) into ss (double [n_seg])
-static fat5_status fat5__optim_sumsq(fat5_optim *o, fat5__addr ss, fat5__addr x) {
+// per-tensor sums of squares of x (the gradients, segs = o->segs, or the master weights, o->segs_w)
+// into ss (double [n_seg])
+static fat5_status fat5__optim_sumsq(fat5_optim *o, fat5__addr ss, fat5__addr x, fat5__addr segs) {
     fat5_model *m = o->m;
-    return m->be->sumsq_seg(m->ctx, ss, x, o->segs, o->chunk_off, o->n_seg, o->n_chunks, FAT5__OPTIM_CHUNK, o->part);
+    return m->be->sumsq_seg(m->ctx, ss, x, segs, o->chunk_off, o->n_seg, o->n_chunks, FAT5__OPTIM_CHUNK, o->part);
 }
 
 // The rate of the optimizer's next update: the schedule's, or Adafactor's relative step
@@ -390,14 +454,24 @@ static fat5_status fat5__optim_adafactor(fat5_optim *o, double lr, fat5__addr ga
     double beta2t = 1.0 - pow((double)(o->step + 1), c->adafactor_decay_rate);
     fat5__addr ss_w = c->adafactor_scale_parameter ? o->ss + 8 * (fat5__addr)o->n_seg : 0;
     fat5_status st;
-    if ((st = fat5__optim_sumsq(o, o->ss, m->gd)) || (ss_w && (st = fat5__optim_sumsq(o, ss_w, m->wd))) ||
+    int r;
+    if ((st = fat5__optim_sumsq(o, o->ss, m->gd, o->segs)) ||
+        (ss_w && (st = fat5__optim_sumsq(o, ss_w, m->wd, o->segs_w))) ||
         (st = be->optim_coef(ctx, o->coef, o->stats, o->ss, ss_w, o->segs, o->decayed, o->n_seg, lr, 1.0f,
                              c->clip_norm, gate, n_gate)))
         return st;
-    return be->adafactor_seg(ctx, m->wd, m->gd, o->m1, o->m2, o->af, o->n_seg, o->n_rows, o->n_cols, o->coef, o->stats,
-                             o->decayed, (float)beta2t, (float)(1.0 - beta2t), 1e-30f,
-                             (float)c->adafactor_clip_threshold, (float)c->adafactor_beta1, (float)c->weight_decay,
-                             o->af_scr, m->wa == m->wd ? 0 : m->wa);
+    for (r = 0; r < o->n_runs; r++) {   // each run of trainable tensors, from its first one
+        const fat5__optim_run *R = &o->runs[r];
+        if ((st = be->adafactor_seg(ctx, m->wd + 4 * (fat5__addr)R->wlo, m->gd + 4 * (fat5__addr)R->glo,
+                                    o->m1 ? o->m1 + 4 * (fat5__addr)R->glo : 0, o->m2, o->af + 64 * (fat5__addr)R->seg0,
+                                    R->n_seg, R->n_rows, R->n_cols, o->coef + 8 * (fat5__addr)R->seg0, o->stats,
+                                    o->decayed + 4 * (fat5__addr)R->seg0, (float)beta2t, (float)(1.0 - beta2t), 1e-30f,
+                                    (float)c->adafactor_clip_threshold, (float)c->adafactor_beta1,
+                                    (float)c->weight_decay, o->af_scr,
+                                    m->wa == m->wd ? 0 : m->wa + 2 * (fat5__addr)R->wlo)))
+            return st;
+    }
+    return FAT5_OK;
 }
 
 // The update is queued whole before the host waits once, at the end: the gradient norm, the clipping
@@ -414,11 +488,15 @@ static fat5_status fat5__optim_step_gated(fat5_optim *o, fat5__addr gate, int n_
     double lr, bc, t, stats[2];
     fat5__addr ss_w;
     fat5_status st;
+    int k;
     if (!o) return FAT5_ERR_INVALID_ARG;
     m = o->m;
     ctx = m->ctx;
     be = m->be;
     c = &o->cfg;
+    if (o->freeze_gen != m->freeze_gen)
+        return fat5__err(ctx, FAT5_ERR_STATE, "fat5_optim_step: the model's frozen parameters changed after the "
+                         "optimizer was made (fat5_model_freeze): make a new optimizer");
     memset(&r, 0, sizeof r);
     lr = fat5__optim_lr(o);
     r.lr = lr;
@@ -432,14 +510,22 @@ static fat5_status fat5__optim_step_gated(fat5_optim *o, fat5__addr gate, int n_
     bc = sqrt(1.0 - pow(c->beta2, t)) / (1.0 - pow(c->beta1, t));
     // AdamWScale: the factor from the weights before the update
     ss_w = c->kind == FAT5_OPTIM_ADAMW_SCALE ? o->ss + 8 * (fat5__addr)o->n_seg : 0;
-    if ((st = fat5__optim_sumsq(o, o->ss, m->gd)) || (ss_w && (st = fat5__optim_sumsq(o, ss_w, m->wd))) ||
+    if ((st = fat5__optim_sumsq(o, o->ss, m->gd, o->segs)) ||
+        (ss_w && (st = fat5__optim_sumsq(o, ss_w, m->wd, o->segs_w))) ||
         (st = be->optim_coef(ctx, o->coef, o->stats, o->ss, ss_w, o->segs, o->decayed, o->n_seg, lr * bc,
-                             (float)(1.0 - lr * c->weight_decay), c->clip_norm, gate, n_gate)) ||
-        (st = be->adamw_seg(ctx, m->wd, m->gd, o->m1, o->m2, o->segs, o->chunk_off, o->n_seg, o->n_chunks,
-                            FAT5__OPTIM_CHUNK, o->coef, o->stats, (float)c->beta1, (float)c->beta2, (float)c->eps,
-                            m->wa == m->wd ? 0 : m->wa)) ||
-        (st = be->download(ctx, stats, o->stats, sizeof stats)) || (st = be->sync(ctx)))
+                             (float)(1.0 - lr * c->weight_decay), c->clip_norm, gate, n_gate)))
         return st;
+    for (k = 0; k < o->n_runs; k++) {   // each run of trainable tensors, from its first one
+        const fat5__optim_run *R = &o->runs[k];
+        fat5__addr g = 4 * (fat5__addr)R->glo;
+        if ((st = be->adamw_seg(ctx, m->wd + 4 * (fat5__addr)R->wlo, m->gd + g, o->m1 + g, o->m2 + g,
+                                o->run_segs + 16 * (fat5__addr)R->seg0, o->run_coff + 8 * (fat5__addr)(R->seg0 + k),
+                                R->n_seg, R->n_chunks, FAT5__OPTIM_CHUNK, o->coef + 8 * (fat5__addr)R->seg0, o->stats,
+                                (float)c->beta1, (float)c->beta2, (float)c->eps,
+                                m->wa == m->wd ? 0 : m->wa + 2 * (fat5__addr)R->wlo)))
+            return st;
+    }
+    if ((st = be->download(ctx, stats, o->stats, sizeof stats)) || (st = be->sync(ctx))) return st;
 done:
     r.grad_norm = stats[0];
     r.skipped = !isfinite(r.grad_norm);

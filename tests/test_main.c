@@ -35,6 +35,8 @@
 #define FAT5_TESTS_GPU_OPS(X)
 #define FAT5_TESTS_GPU_MODEL(X)
 #endif
+#include "test_freeze.c"
+#include "test_export.c"     // after test_train.c and test_model.c: their helpers     // after test_train.c and test_gpu_model.c: their helpers
 #include "test_ops_table.c"  // after test_gpu_ops.c (its tolerances, tg_open); without CUDA: ops_table_cpu
 
 static const fat5_test_case fat5_cases[] = {
@@ -58,6 +60,8 @@ static const fat5_test_case fat5_cases[] = {
     FAT5_TESTS_GPU_OPS(FAT5_TEST_ENTRY)
     FAT5_TESTS_OPS_TABLE(FAT5_TEST_ENTRY)
     FAT5_TESTS_GPU_MODEL(FAT5_TEST_ENTRY)
+    FAT5_TESTS_FREEZE(FAT5_TEST_ENTRY)
+    FAT5_TESTS_EXPORT(FAT5_TEST_ENTRY)
 };
 
 int main(int argc, char **argv) {

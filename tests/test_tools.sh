@@ -724,6 +724,17 @@ check [ $((2 * a)) -lt $((b + 16384)) ]   # headers aside, half
 check gen "$src" --device cpu "some text" --max-new-tokens 6 --print-ids > "$out/cv_a.txt" 2> /dev/null
 check gen "$out/cv_f32" --device cpu "some text" --max-new-tokens 6 --print-ids > "$out/cv_b.txt" 2> /dev/null
 check cmp -s "$out/cv_a.txt" "$out/cv_b.txt"
-echo "test_tools: fat5_convert: complete bf16 and fp32 directories, the same generation"
+# sharded (--max-shard-size) in the source's dtype (F32), and ByT5's tokenizer for a byte model
+rm -rf "$out/cv_shard" "$out/cv_byte"
+check tools/fat5_convert "$src" "$out/cv_shard" --dtype source --max-shard-size 40KB > /dev/null
+check [ -f "$out/cv_shard/model.safetensors.index.json" ] && check [ ! -f "$out/cv_shard/model.safetensors" ]
+check [ -f "$out/cv_shard/model-00004-of-00004.safetensors" ]
+check gen "$out/cv_shard" --device cpu "some text" --max-new-tokens 6 --print-ids > "$out/cv_c.txt" 2> /dev/null
+check cmp -s "$out/cv_a.txt" "$out/cv_c.txt"
+check tools/fat5_convert tests/data/hf_export_byte "$out/cv_byte" --dtype f16 --tokenizer byte > /dev/null
+check cmp -s tests/data/hf_export_byte/tokenizer_config.json "$out/cv_byte/tokenizer_config.json"
+check grep -q '"torch_dtype": "float16"' "$out/cv_byte/config.json"
+if tools/fat5_convert "$src" "$out/cv_bad" --max-shard-size 5XB > /dev/null 2>&1; then echo "test_tools: FAILED: --max-shard-size 5XB accepted"; fail=1; fi
+echo "test_tools: fat5_convert: complete bf16, fp32, f16 and sharded directories, the same generation"
 [ $fail -eq 0 ] && echo "test_tools: ok"
 exit $fail
