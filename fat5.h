@@ -323,7 +323,11 @@ typedef struct fat5_model_config {
     int64_t pad_token_id;          // 0
     int64_t eos_token_id;          // 1
     int64_t decoder_start_token_id;// 0
-    double dropout_rate;           // kept for the saved config; fat5 trains without dropout
+    double dropout_rate;           // dropout of training (Hugging Face T5's sites; 0.1): applied only in
+                                   // training forwards with dropout turned on (fat5_model_set_dropout;
+                                   // the trainer does), never in evaluation, encode or generation
+    double attention_dropout_rate; // on the attention probabilities; < 0 (default -1): dropout_rate, as
+                                   // in T5 (FAT5's attention_dropout_rate; written to config.json when >= 0)
     char model_type[16];           // "t5", "mt5", "umt5", "flash_t5" or "longt5" (written back to config.json)
     // position encoding (FAT5's config.json fields; the defaults are FAT5's)
     fat5_pos_kind pos_kind;        // position_encoding_type, FAT5_POS_T5
@@ -815,6 +819,12 @@ typedef struct fat5_train_config {
     int balance_ranks;            // 1: the step's examples are exchanged between the ranks' micro-batches
                                   // (within their token budgets) so that every rank has about the same
                                   // FLOPs; the step's batch is the same (default). 0: as drawn
+    // dropout of the training steps (never of evaluation), at the model config's rates: the presets'
+    // 0, an --init checkpoint's own; >= 0 replaces the config's (saved with the checkpoints); < 0
+    // (default -1) keeps it
+    double dropout_rate;          // Hugging Face's name
+    double attention_dropout_rate;// on the attention probabilities (FAT5's name; the config's default:
+                                  // dropout_rate). The GPU does not drop them yet: 0 there
 } fat5_train_config;
 
 // Defaults: FAT5's recipe (UL2 mixture, AdamWScale, cosine) on a FAT5-small-shaped byte model.
@@ -916,6 +926,22 @@ FAT5_API fat5_status fat5_launch(fat5_ctx *ctx, int world_size, double grace_s, 
 // allocates zeroed gradients.
 FAT5_API fat5_status fat5_model_set_training(fat5_model *m, int training);
 FAT5_API int fat5_model_is_training(const fat5_model *m);
+// Dropout, at Hugging Face T5's sites: the token embeddings, each sub-layer's output before the
+// residual add, the FFN's hidden activation, the attention probabilities and each stack's final
+// norm. A model starts with it off (forwards are deterministic whatever the config's rate);
+// fat5_model_set_dropout(m, 1, seed, draw) turns it on for the training-mode forwards that follow
+// (not evaluation, fat5_model_encode or generation), at the config's dropout_rate (and
+// attention_dropout_rate), until it is turned off (on 0). Each forward's masks are a pure function
+// of (seed, draw, stack, layer, site, element): the same seed and draw give the same masks, on the
+// CPU and the GPU alike, and the backward regenerates its forward's; give every forward its own
+// draw (the trainer: step, rank and micro-batch), below 2^38. A rate is applied rounded to a
+// multiple of 2^-16 (an element is kept with probability 1 - round(65536 p) / 65536 and scaled by
+// the inverse). The GPU does not drop attention probabilities yet: with an attention rate > 0 its
+// training forward returns FAT5_ERR_UNSUPPORTED (set attention_dropout_rate 0 there).
+FAT5_API fat5_status fat5_model_set_dropout(fat5_model *m, int on, uint64_t seed, uint64_t draw);
+// Sets the config's dropout_rate and attention_dropout_rate (< 0: dropout_rate), each below 1
+// (saved with the model).
+FAT5_API fat5_status fat5_model_set_dropout_rate(fat5_model *m, double rate, double attention_rate);
 
 // The encoder alone on a packed batch (embeddings, retrieval): the final-norm hidden states,
 // fp32. pool FAT5_POOL_NONE writes [n_tokens, d_model] (n = n_tokens * d_model floats),
@@ -1620,9 +1646,10 @@ static double fat5__now_s(void) {
 // Philox4x32-10 (Salmon et al., SC'11). Block i of stream `seed` is philox(key = seed,
 // counter = i); each block gives four 32-bit words. The state is (seed, counter in words).
 
-static void fat5__philox(uint64_t key64, uint64_t ctr64, uint32_t out[4]) {
-    uint32_t c0 = (uint32_t)ctr64, c1 = (uint32_t)(ctr64 >> 32), c2 = 0, c3 = 0;
-    uint32_t k0 = (uint32_t)key64, k1 = (uint32_t)(key64 >> 32);
+// One Philox4x32-10 block: the 128-bit counter ctr[0..3] under the 64-bit key (k0, k1) -> four
+// 32-bit words. kernels/00_common.cu's fat5_philox4x32 is the same function on the device.
+static void fat5__philox4x32(uint32_t k0, uint32_t k1, const uint32_t ctr[4], uint32_t out[4]) {
+    uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
     int r;
     for (r = 0; r < 10; r++) {
         uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
@@ -1635,6 +1662,13 @@ static void fat5__philox(uint64_t key64, uint64_t ctr64, uint32_t out[4]) {
         k1 += 0xBB67AE85u;
     }
     out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+}
+
+// the block of key key64 at counter (ctr64, 0): the stream of fat5_rng and of sampling
+static void fat5__philox(uint64_t key64, uint64_t ctr64, uint32_t out[4]) {
+    uint32_t c[4];
+    c[0] = (uint32_t)ctr64, c[1] = (uint32_t)(ctr64 >> 32), c[2] = 0, c[3] = 0;
+    fat5__philox4x32((uint32_t)key64, (uint32_t)(key64 >> 32), c, out);
 }
 
 FAT5_API fat5_rng fat5_rng_init(uint64_t seed) {
@@ -1693,6 +1727,91 @@ FAT5_API fat5_status fat5_rng_from_string(const char *s, fat5_rng *out) {
         return FAT5_ERR_FORMAT;
     *out = r;
     return FAT5_OK;
+}
+
+// ---- dropout masks ----
+// A dropout mask is a pure function of (seed, stream, index), so that a backward regenerates the
+// masks of its forward instead of storing them, and the CPU and the GPU drop the same elements:
+//   draw(seed, stream, index) = the 16-bit lane l = index & 7 of the Philox4x32-10 block with key
+//       seed and counter (index >> 3: low word, high word; stream: low word, high word); lane l is
+//       bits 16 (l & 1) .. 16 (l & 1) + 15 of word l >> 1. Eight consecutive indices share a block.
+//   keep(seed, stream, index) = draw >= thresh, thresh = round(p 65536), at most 65535.
+// The rate applied is p rounded to a multiple of 2^-16: an element is kept with probability exactly
+// 1 - thresh / 65536 (p = 0.1: thresh 6554, kept with probability 0.899993896484375), and a kept
+// element is multiplied by scale = 65536 / (65536 - thresh) rounded to fp32 (1/(1-p) of the rounded
+// p), so that the expectation is kept. A rate below 2^-17 rounds to thresh 0: no dropout.
+// kernels/00_common.cu's fat5_drop_block / fat5_drop_lane are the same function on the device
+// (tests/test_dropout.c compares the two bit for bit, and Philox against its published vectors).
+// index: the element's position in a layout of the model's that no backend changes: at an
+// elementwise site, the flat index t C + c in its row-major [rows, C] buffer; for the attention
+// probabilities, query row i and key row j of the packed batch (keys: the k buffer's rows),
+// index = i << 32 | j, with head h in the stream (stream + h: the model leaves the stream's low
+// 12 bits to the heads).
+typedef struct fat5__drop {
+    uint64_t seed;     // the Philox key
+    uint64_t stream;   // which mask: the model's code of (forward, stack, layer, site)
+    uint32_t thresh;   // an element whose draw is below it is dropped; 0: no dropout at all
+    float scale;       // a kept element is multiplied by it: 65536 / (65536 - thresh)
+} fat5__drop;
+
+// no dropout: what every op gets outside a training forward with dropout on
+static fat5__drop fat5__drop_none(void) {
+    fat5__drop d;
+    memset(&d, 0, sizeof d);
+    d.scale = 1.0f;
+    return d;
+}
+
+// The dropout of rate p (0 <= p < 1) for (seed, stream): thresh and scale as above
+static fat5__drop fat5__drop_make(uint64_t seed, uint64_t stream, double p) {
+    fat5__drop d = fat5__drop_none();
+    double t = floor(p * 65536.0 + 0.5);
+    d.seed = seed;
+    d.stream = stream;
+    d.thresh = !(t > 0) ? 0u : t >= 65535.0 ? 65535u : (uint32_t)t;
+    d.scale = d.thresh ? (float)(65536.0 / (double)(65536u - d.thresh)) : 1.0f;
+    return d;
+}
+
+// The eight 16-bit draws of block blk (indices 8 blk .. 8 blk + 7), lane l in out[l]
+static void fat5__drop_block(uint64_t seed, uint64_t stream, uint64_t blk, uint32_t out[8]) {
+    uint32_t c[4], w[4];
+    int l;
+    c[0] = (uint32_t)blk, c[1] = (uint32_t)(blk >> 32), c[2] = (uint32_t)stream, c[3] = (uint32_t)(stream >> 32);
+    fat5__philox4x32((uint32_t)seed, (uint32_t)(seed >> 32), c, w);
+    for (l = 0; l < 8; l++) out[l] = (w[l >> 1] >> (16 * (l & 1))) & 0xFFFFu;
+}
+
+// draw(seed, stream, index): the 16-bit value compared with thresh
+static FAT5__UNUSED uint32_t fat5__drop_draw(uint64_t seed, uint64_t stream, uint64_t index) {
+    uint32_t d[8];
+    fat5__drop_block(seed, stream, index >> 3, d);
+    return d[index & 7];
+}
+
+// The multipliers of indices 8 blk .. 8 blk + 7 under d (d->thresh > 0): scale where kept, else 0
+static void fat5__drop_mul8(const fat5__drop *d, uint64_t blk, float m[8]) {
+    uint32_t r[8];
+    int l;
+    fat5__drop_block(d->seed, d->stream, blk, r);
+    for (l = 0; l < 8; l++) m[l] = r[l] >= d->thresh ? d->scale : 0.0f;
+}
+
+// The multiplier of one index, through a cursor that keeps the last block's (a loop over
+// neighbouring indices draws each block once). Start a cursor with fat5__drop_cursor_init.
+typedef struct fat5__drop_cursor {
+    uint64_t blk;
+    int valid;
+    float m[8];
+} fat5__drop_cursor;
+static void fat5__drop_cursor_init(fat5__drop_cursor *c) { c->valid = 0; c->blk = 0; }
+static float fat5__drop_at(const fat5__drop *d, fat5__drop_cursor *c, uint64_t index) {
+    if (!c->valid || c->blk != index >> 3) {
+        c->blk = index >> 3;
+        c->valid = 1;
+        fat5__drop_mul8(d, c->blk, c->m);
+    }
+    return c->m[index & 7];
 }
 
 // ---- 128-bit hash (two independent 64-bit lanes: FNV-1a and a multiply-xorshift): the kernel
@@ -3382,7 +3501,8 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatmul)(
     X(attn_bwd_dkv_tc128_pat) X(attn_bwd_dkv_tc128_alibi) X(attn_bwd_dkv_tc128_alibi_pat)                 \
     X(attn_bwd_dkv_tc128_fire) X(attn_bwd_dkv_tc128_fire_pat) X(attn_fwd_wg64) X(attn_fwd_wg64_alibi)   \
     X(attn_fwd_wg128) X(attn_fwd_wg128_alibi) X(attn_bwd_dkv_wg64) X(attn_bwd_dkv_wg64_alibi)   \
-    X(attn_bwd_dkv_wg128) X(attn_bwd_dkv_wg128_alibi)
+    X(attn_bwd_dkv_wg128) X(attn_bwd_dkv_wg128_alibi)   \
+    X(dropout) X(drop_draws)
 
 typedef enum fat5__kernel_id {
 #define FAT5__KENUM(name) FAT5__K_##name,
@@ -5235,6 +5355,16 @@ typedef enum fat5__attn_kind {
 #define FAT5__ROPE_KEY 2          // the key side: xPos scales by zeta^(-t/gamma) instead of zeta^(t/gamma)
 #define FAT5__ROPE_TRANSPOSE 4    // the backward: the transposed rotation (same scale)
 
+// dropout's modes: y = x m (m: scale where element i of the mask is kept, else 0; fat5__drop in
+// base: RNG), by the types of y and x. The attention ops and act_fwd / act_bwd take a fat5__drop
+// too (thresh 0: none).
+enum {
+    FAT5__DROP_F32 = 0,     // fp32 y = drop(fp32 x) (in place allowed)
+    FAT5__DROP_ADD = 1,     // fp32 y += drop(fp32 x): a sub-layer's output into the residual stream
+    FAT5__DROP_TO_ACT = 2,  // activation-dtype y = drop(fp32 x): a stream gradient as a matmul operand
+    FAT5__DROP_ACT = 3      // activation-dtype y = drop(activation-dtype x) (in place allowed)
+};
+
 // ---- host memory: the CPU backend's allocator and copies ----
 
 // A buffer of at least `bytes` from the context's scratch arena (grown on demand, kept until the
@@ -5744,31 +5874,42 @@ static fat5_status fat5__cpu_check_act(fat5_ctx *ctx, const char *op, int act) {
     return FAT5_OK;
 }
 
-// h = act(a) * b (gated), or act(a) when b == 0; act is a fat5_act
+// h = act(a) * b (gated), or act(a) when b == 0; act is a fat5_act. Then, when drop.thresh > 0
+// (T5's dropout of the FFN's hidden activation, element i of the mask for h[i]): h *= m.
 static fat5_status fat5__cpu_act_fwd(fat5_ctx *ctx, fat5__addr h_, fat5__addr a_, fat5__addr b_, int64_t n,
-                                     int act) {
+                                     int act, fat5__drop drop) {
     float *h = FAT5__HOST(float, h_);
     const float *a = FAT5__HOST(const float, a_), *b = FAT5__HOST(const float, b_);
     fat5_act f = (fat5_act)act;
     int64_t i;
+    fat5__drop_cursor cur;
     fat5_status st = fat5__cpu_check_act(ctx, "fat5__cpu_act_fwd", act);
     if (st) return st;
-    for (i = 0; i < n; i++) h[i] = b ? fat5__act_f(f, a[i]) * b[i] : fat5__act_f(f, a[i]);
+    fat5__drop_cursor_init(&cur);
+    for (i = 0; i < n; i++) {
+        float v = b ? fat5__act_f(f, a[i]) * b[i] : fat5__act_f(f, a[i]);
+        if (drop.thresh) v = v * fat5__drop_at(&drop, &cur, (uint64_t)i);
+        h[i] = v;
+    }
     return FAT5_OK;
 }
-// da = dh * b * act'(a), db = dh * act(a) (gated); da = dh * act'(a) when b == db == 0. db == dh
+// With g = dh, or g = dh m under the forward's dropout (drop.thresh > 0, act_fwd's multipliers):
+// da = g * b * act'(a), db = g * act(a) (gated); da = g * act'(a) when b == db == 0. db == dh
 // works (each element is read before it is written).
 static fat5_status fat5__cpu_act_bwd(fat5_ctx *ctx, fat5__addr da_, fat5__addr db_, fat5__addr dh_, fat5__addr a_,
-                                     fat5__addr b_, int64_t n, int act) {
+                                     fat5__addr b_, int64_t n, int act, fat5__drop drop) {
     float *da = FAT5__HOST(float, da_), *db = FAT5__HOST(float, db_);
     const float *dh = FAT5__HOST(const float, dh_), *a = FAT5__HOST(const float, a_);
     const float *b = FAT5__HOST(const float, b_);
     fat5_act f = (fat5_act)act;
     int64_t i;
+    fat5__drop_cursor cur;
     fat5_status st = fat5__cpu_check_act(ctx, "fat5__cpu_act_bwd", act);
     if (st) return st;
+    fat5__drop_cursor_init(&cur);
     for (i = 0; i < n; i++) {
-        double d = fat5__act_df(f, a[i]), g = dh[i];
+        float gf = drop.thresh ? dh[i] * fat5__drop_at(&drop, &cur, (uint64_t)i) : dh[i];
+        double d = fat5__act_df(f, a[i]), g = gf;
         if (b) {
             da[i] = (float)(g * (double)b[i] * d);
             db[i] = (float)(g * fat5__act_f(f, a[i]));
@@ -5776,6 +5917,44 @@ static fat5_status fat5__cpu_act_bwd(fat5_ctx *ctx, fat5__addr da_, fat5__addr d
             da[i] = (float)(g * d);
         }
     }
+    return FAT5_OK;
+}
+
+// ---- dropout ----
+
+// y = x m at the elementwise sites (element i of the mask for index i; FAT5__DROP_* modes: fp32 y
+// and x, y += x m into fp32, or activation-dtype y / x, all fp32 on the CPU). y may alias x. x m
+// is rounded to fp32 before an add. drop.thresh 0 leaves y = x (or adds x).
+static fat5_status fat5__cpu_dropout(fat5_ctx *ctx, fat5__addr y_, fat5__addr x_, int64_t n, int mode,
+                                     fat5__drop drop) {
+    float *y = FAT5__HOST(float, y_);
+    const float *x = FAT5__HOST(const float, x_);
+    int64_t i;
+    if (mode < FAT5__DROP_F32 || mode > FAT5__DROP_ACT)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__cpu_dropout: mode %d", mode);
+    if (n < 0) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__cpu_dropout: n = %lld", (long long)n);
+    for (i = 0; i < n; i += 8) {
+        float m[8];
+        int64_t e, ne = n - i < 8 ? n - i : 8;
+        if (drop.thresh) fat5__drop_mul8(&drop, (uint64_t)i >> 3, m);
+        else for (e = 0; e < 8; e++) m[e] = 1.0f;
+        for (e = 0; e < ne; e++) {
+            float v = x[i + e] * m[e];
+            y[i + e] = mode == FAT5__DROP_ADD ? y[i + e] + v : v;
+        }
+    }
+    return FAT5_OK;
+}
+
+// out[i] = the 16-bit draw of element index[i] of mask (seed, stream[i]) (int32 out, int64 stream
+// and index): the generator alone, as the tests compare it with the GPU's
+static fat5_status fat5__cpu_drop_draws(fat5_ctx *ctx, fat5__addr out_, fat5__addr stream_, fat5__addr index_,
+                                        int64_t n, unsigned long long seed) {
+    int32_t *out = FAT5__HOST(int32_t, out_);
+    const int64_t *stream = FAT5__HOST(const int64_t, stream_), *index = FAT5__HOST(const int64_t, index_);
+    int64_t i;
+    (void)ctx;
+    for (i = 0; i < n; i++) out[i] = (int32_t)fat5__drop_draw(seed, (uint64_t)stream[i], (uint64_t)index[i]);
     return FAT5_OK;
 }
 
@@ -5994,7 +6173,17 @@ typedef struct fat5__attn_job {
     int64_t T, maxk;                          // T: the op's Tq or Tk; maxk: keys of a query at most
     int H, dk, kind, nb, max_distance, g;
     double *scratch;                          // fwd: maxk + dk doubles per part; dq (FIRE): H FAT5__FIRE_SHARES(nb)
+    fat5__drop drop;                          // dropout of the probabilities (thresh 0: none)
 } fat5__attn_job;
+
+// The dropout multiplier of the probability of query row qr and key row kr (rows of the packed
+// q and k buffers) in head h: stream drop->stream + h, index qr << 32 | kr (fat5__drop in base: RNG)
+static fat5__drop fat5__attn_head_drop(const fat5__drop *drop, int h) {
+    fat5__drop d = *drop;
+    d.stream += (uint64_t)h;
+    return d;
+}
+static uint64_t fat5__attn_drop_index(int64_t qr, int64_t kr) { return (uint64_t)qr << 32 | (uint64_t)kr; }
 
 // parts for T rows of about `work` multiply-adds each: one below ~1 M in all, else the context's
 static int fat5__attn_parts(const fat5_ctx *ctx, double rows, double work) {
@@ -6049,6 +6238,9 @@ static void fat5__attn_fwd_part(void *arg, int part, int parts) {
             const float *qi = q + t * ld + h * dk;
             double mx = -INFINITY, sum = 0;
             int64_t n = 0;
+            fat5__drop hd = fat5__attn_head_drop(&J->drop, h);
+            fat5__drop_cursor cur;
+            fat5__drop_cursor_init(&cur);
             for (x = 0; x < 2; x++)
                 for (j = r[2 * x]; j < r[2 * x + 1]; j++, n++)
                     p[n] = fat5__cpu_attn_score(qi, k + (k0 + j) * ld + h * dk, bias, i, j, h, H, dk, kind, J->nb,
@@ -6064,7 +6256,8 @@ static void fat5__attn_fwd_part(void *arg, int part, int parts) {
                 for (j = lo; j < hi; j++, n++) {
                     const float *vj = v + (row0 + j) * ld + h * dk;
                     double e = exp(p[n] - mx);
-                    sum += e;
+                    sum += e;   // the softmax's denominator: every key; dropout scales what reaches v
+                    if (hd.thresh) e *= fat5__drop_at(&hd, &cur, fat5__attn_drop_index(t, row0 + j));
                     for (d = 0; d < dk; d++) acc[d] += e * vj[d];
                 }
             }
@@ -6089,10 +6282,12 @@ static int64_t fat5__attn_maxk(const fat5__attn_job *J, int64_t Tq) {
 
 // o = softmax(q k^T + bias) v per sequence and head, no 1/sqrt(dk) scale (T5); lse [Tq, H] saved
 // (-inf and o = 0 for a query without keys). The keys of a query: the kind's pattern (above).
+// drop.thresh > 0: dropout on the probabilities (T5's, training), o = (P m) v with P the softmax and
+// m the multipliers of fat5__attn_drop_index; lse stays the softmax's.
 static fat5_status fat5__cpu_attn_fwd(fat5_ctx *ctx, fat5__addr o_, fat5__addr lse_, fat5__addr q_, fat5__addr k_,
                                       fat5__addr v_, fat5__addr bias_, fat5__addr lut, fat5__addr cu_q_,
                                       fat5__addr cu_k_, fat5__addr q_seq_, int64_t Tq, int H, int dk, int kind,
-                                      int nb, int max_distance, int g, fat5__addr cu_g) {
+                                      int nb, int max_distance, int g, fat5__addr cu_g, fat5__drop drop) {
     fat5__attn_job J;
     int parts;
     fat5_status st;
@@ -6116,6 +6311,7 @@ static fat5_status fat5__cpu_attn_fwd(fat5_ctx *ctx, fat5__addr o_, fat5__addr l
     J.nb = nb;
     J.max_distance = max_distance;
     J.g = g;
+    J.drop = drop;
     J.maxk = fat5__attn_maxk(&J, Tq);
     parts = fat5__attn_parts(ctx, (double)Tq, (double)J.maxk * H * dk * 2);
     J.scratch = FAT5__CAST(double *, fat5__host_scratch(ctx, (size_t)parts * (size_t)(J.maxk + dk) * sizeof(double),
@@ -6189,6 +6385,9 @@ static void fat5__attn_dq_part(void *arg, int part, int parts) {
             const float *qi = q + t * ld + h * dk, *doi = dout + t * ld + h * dk;
             float *dqi = dq + t * ld + h * dk;
             double L = lse[t * H + h];
+            fat5__drop hd = fat5__attn_head_drop(&J->drop, h);
+            fat5__drop_cursor cur;
+            fat5__drop_cursor_init(&cur);
             for (d = 0; d < dk; d++) dqi[d] = 0;
             for (x = 0; x < 3; x++) {
                 int64_t lo = x < 2 ? r[2 * x] : 0, hi = x < 2 ? r[2 * x + 1] : G, row0 = x < 2 ? k0 : g0;
@@ -6200,6 +6399,7 @@ static void fat5__attn_dq_part(void *arg, int part, int parts) {
                                                                J->max_distance);
                     double p = exp(sc - L), dp = 0, ds;
                     for (d = 0; d < dk; d++) dp += (double)doi[d] * vj[d];
+                    if (hd.thresh) dp *= fat5__drop_at(&hd, &cur, fat5__attn_drop_index(t, row0 + j));
                     ds = p * (dp - delta[t * H + h]);
                     for (d = 0; d < dk; d++) dqi[d] += (float)(ds * kj[d]);
                     if (!dbias) continue;
@@ -6219,13 +6419,15 @@ static void fat5__attn_dq_part(void *arg, int part, int parts) {
 
 // dq (written) and dbias[bucket, h] += ds (dbias 0: not wanted; ALiBi has no gradient; FIRE adds
 // the gradient of its parameter block; transient-global keys add to the global table's). p =
-// exp(score - lse) is recomputed; ds = p (dout . v - delta). scratch is the GPU's (its per-block
-// bias-gradient partials); the CPU needs none.
+// exp(score - lse) is recomputed; ds = p (dout . v - delta), or under the forward's dropout
+// (drop.thresh > 0, its multipliers m) ds = p (m dout . v - delta); delta = rowsum(dout o) either
+// way. scratch is the GPU's (its per-block bias-gradient partials); the CPU needs none.
 static fat5_status fat5__cpu_attn_bwd_dq(fat5_ctx *ctx, fat5__addr dq_, fat5__addr dbias_, fat5__addr dout_,
                                          fat5__addr lse_, fat5__addr delta_, fat5__addr q_, fat5__addr k_,
                                          fat5__addr v_, fat5__addr bias_, fat5__addr lut, fat5__addr cu_q_,
                                          fat5__addr cu_k_, fat5__addr q_seq_, int64_t Tq, int H, int dk, int kind,
-                                         int nb, int max_distance, int g, fat5__addr cu_g, fat5__addr scratch) {
+                                         int nb, int max_distance, int g, fat5__addr cu_g, fat5__addr scratch,
+                                         fat5__drop drop) {
     fat5__attn_job J;
     int parts;
     fat5_status st;
@@ -6234,6 +6436,7 @@ static fat5_status fat5__cpu_attn_bwd_dq(fat5_ctx *ctx, fat5__addr dq_, fat5__ad
     if ((st = fat5__attn_pattern_check(ctx, "fat5__cpu_attn_bwd_dq", kind, g, cu_g))) return st;
     fat5__attn_bwd_job(&J, dq_, dbias_, dout_, lse_, delta_, q_, k_, v_, bias_, cu_q_, cu_k_, q_seq_, Tq, H, dk, kind,
                        nb, max_distance, g, cu_g);
+    J.drop = drop;
     if (dbias_ && (kind & FAT5__ATTN_FIRE)) {  // per-head sums in double, then added in head order
         size_t n = (size_t)H * (size_t)FAT5__FIRE_SHARES(nb), e;
         J.scratch = FAT5__CAST(double *, fat5__host_scratch(ctx, n * sizeof(double), "fat5__cpu_attn_bwd_dq"));
@@ -6267,6 +6470,9 @@ static void fat5__attn_dkv_part(void *arg, int part, int parts) {
         for (h = 0; h < H; h++) {
             const float *kj = k + t * ld + h * dk, *vj = v + t * ld + h * dk;
             float *dkj = dkk + t * ld + h * dk, *dvj = dv + t * ld + h * dk;
+            fat5__drop hd = fat5__attn_head_drop(&J->drop, h);
+            fat5__drop_cursor cur;   // (each query is another block: drawn once per probability)
+            fat5__drop_cursor_init(&cur);
             for (d = 0; d < dk; d++) dkj[d] = dvj[d] = 0;
             for (x = 0; x < 2; x++)
                 for (i = r[2 * x]; i < r[2 * x + 1]; i++) {
@@ -6275,30 +6481,37 @@ static void fat5__attn_dkv_part(void *arg, int part, int parts) {
                                                               h, H, dk, J->nb, J->max_distance)
                                      : fat5__cpu_attn_score(qi, kj, J->bias, i, j, h, H, dk, kind, J->nb,
                                                             J->max_distance);
-                    double p = exp(sc - lse[(q0 + i) * H + h]), dp = 0, ds;
+                    double p = exp(sc - lse[(q0 + i) * H + h]), dp = 0, ds, pm = p;
                     for (d = 0; d < dk; d++) dp += (double)doi[d] * vj[d];
+                    if (hd.thresh) {   // the forward's multiplier of this probability
+                        double m = fat5__drop_at(&hd, &cur, fat5__attn_drop_index(q0 + i, t));
+                        dp *= m;
+                        pm = p * m;
+                    }
                     ds = p * (dp - delta[(q0 + i) * H + h]);
                     for (d = 0; d < dk; d++) {
                         dkj[d] += (float)(ds * qi[d]);
-                        dvj[d] += (float)(p * doi[d]);
+                        dvj[d] += (float)(pm * doi[d]);
                     }
                 }
         }
     }
 }
 
-// dk, dv (written), key by key: k_seq[t] is the sequence of key row t (token or transient-global)
+// dk, dv (written), key by key: k_seq[t] is the sequence of key row t (token or transient-global).
+// Under the forward's dropout (drop.thresh > 0, multipliers m): dv += p m dout, and ds as attn_bwd_dq's.
 static fat5_status fat5__cpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__addr dk_, fat5__addr dv_, fat5__addr dout_,
                                           fat5__addr lse_, fat5__addr delta_, fat5__addr q_, fat5__addr k_,
                                           fat5__addr v_, fat5__addr bias_, fat5__addr lut, fat5__addr cu_q_,
                                           fat5__addr cu_k_, fat5__addr k_seq_, int64_t Tk, int H, int dk, int kind,
-                                          int nb, int max_distance, int g, fat5__addr cu_g) {
+                                          int nb, int max_distance, int g, fat5__addr cu_g, fat5__drop drop) {
     fat5__attn_job J;
     fat5_status st;
     (void)lut;
     if ((st = fat5__attn_pattern_check(ctx, "fat5__cpu_attn_bwd_dkv", kind, g, cu_g))) return st;
     fat5__attn_bwd_job(&J, dk_, dv_, dout_, lse_, delta_, q_, k_, v_, bias_, cu_q_, cu_k_, k_seq_, Tk, H, dk, kind, nb,
                        max_distance, g, cu_g);
+    J.drop = drop;
     fat5__pool_run(ctx, fat5__attn_dkv_part, &J, fat5__attn_parts(ctx, (double)Tk, (double)H * dk * 64));
     return FAT5_OK;
 }
@@ -6523,7 +6736,8 @@ static fat5_status fat5__cpu_norm_mm(fat5_ctx *ctx, fat5__addr y0, fat5__addr y1
     if (act >= 0) {
         if (!st) st = fat5__cpu_mm(ctx, FAT5__MM_NT, FAT5__ADDR(ta), 0, FAT5__ADDR(xn), w0, T, N, K, 1.0f, 0.0f);
         if (!st && w1) st = fat5__cpu_mm(ctx, FAT5__MM_NT, FAT5__ADDR(tb), 0, FAT5__ADDR(xn), w1, T, N, K, 1.0f, 0.0f);
-        if (!st) st = fat5__cpu_act_fwd(ctx, y0, FAT5__ADDR(ta), w1 ? FAT5__ADDR(tb) : 0, T * N, act);
+        if (!st)
+            st = fat5__cpu_act_fwd(ctx, y0, FAT5__ADDR(ta), w1 ? FAT5__ADDR(tb) : 0, T * N, act, fat5__drop_none());
     }
     for (s = 0; s < 3 && act < 0 && !st && w[s]; s++) {
         int64_t i;
@@ -7666,22 +7880,56 @@ static fat5_status fat5__gpu_check_act(fat5_ctx *ctx, const char *op, int act) {
     return FAT5_OK;
 }
 
-// h = act(a) * b (gated) or act(a) (b == 0); activation dtype; act a fat5_act value
+// h = act(a) * b (gated) or act(a) (b == 0), then h *= m under drop (thresh > 0; element i of the
+// mask); activation dtype; act a fat5_act value
 static FAT5__UNUSED fat5_status fat5__gpu_act_fwd(fat5_ctx *ctx, fat5__dptr h, fat5__dptr a, fat5__dptr b,
-                                                  int64_t n, int act) {
+                                                  int64_t n, int act, fat5__drop drop) {
     long long n_ = n;
-    void *args[] = {&h, &a, &b, &n_, &act};
+    unsigned long long seed = drop.seed, stream = drop.stream;
+    unsigned int thresh = drop.thresh;
+    float scale = drop.scale;
+    void *args[] = {&h, &a, &b, &n_, &act, &seed, &stream, &thresh, &scale};
     fat5_status st = fat5__gpu_check_act(ctx, "fat5__gpu_act_fwd", act);
     return st ? st : fat5__gpu_launch_vec(ctx, FAT5__K_act_fwd, "fat5__gpu_act_fwd", n, args);
 }
 
-// da = dh * b * act'(a), db = dh * act(a) (gated); da = dh * act'(a) (b == db == 0). db == dh works.
+// g = dh, or dh m under the forward's drop; da = g * b * act'(a), db = g * act(a) (gated);
+// da = g * act'(a) (b == db == 0). db == dh works.
 static FAT5__UNUSED fat5_status fat5__gpu_act_bwd(fat5_ctx *ctx, fat5__dptr da, fat5__dptr db, fat5__dptr dh,
-                                                  fat5__dptr a, fat5__dptr b, int64_t n, int act) {
+                                                  fat5__dptr a, fat5__dptr b, int64_t n, int act, fat5__drop drop) {
     long long n_ = n;
-    void *args[] = {&da, &db, &dh, &a, &b, &n_, &act};
+    unsigned long long seed = drop.seed, stream = drop.stream;
+    unsigned int thresh = drop.thresh;
+    float scale = drop.scale;
+    void *args[] = {&da, &db, &dh, &a, &b, &n_, &act, &seed, &stream, &thresh, &scale};
     fat5_status st = fat5__gpu_check_act(ctx, "fat5__gpu_act_bwd", act);
     return st ? st : fat5__gpu_launch_vec(ctx, FAT5__K_act_bwd, "fat5__gpu_act_bwd", n, args);
+}
+
+// ----- dropout.cu -----
+
+// y = x m (mode FAT5__DROP_*: fp32 or activation-dtype buffers, or y += x m into fp32), m = scale
+// where element i of drop's mask is kept, else 0; one thread per block of 8 elements
+static FAT5__UNUSED fat5_status fat5__gpu_dropout(fat5_ctx *ctx, fat5__dptr y, fat5__dptr x, int64_t n, int mode,
+                                                  fat5__drop drop) {
+    long long n_ = n;
+    unsigned long long seed = drop.seed, stream = drop.stream;
+    unsigned int thresh = drop.thresh;
+    float scale = drop.scale;
+    void *args[] = {&y, &x, &n_, &mode, &seed, &stream, &thresh, &scale};
+    if (mode < FAT5__DROP_F32 || mode > FAT5__DROP_ACT)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_dropout: mode %d", mode);
+    if (n < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_dropout", "n", n);
+    if (n == 0) return FAT5_OK;
+    return fat5__dev_launch(ctx, FAT5__K_dropout, fat5__gpu_blocks((n + 7) / 8, 256), 1, 1, 256, 1, 1, 0, args);
+}
+
+// out[i] (int32) = the 16-bit draw of element index[i] (int64) of mask (seed, stream[i] (int64))
+static FAT5__UNUSED fat5_status fat5__gpu_drop_draws(fat5_ctx *ctx, fat5__dptr out, fat5__dptr stream,
+                                                     fat5__dptr index, int64_t n, unsigned long long seed) {
+    long long n_ = n;
+    void *args[] = {&out, &stream, &index, &n_, &seed};
+    return fat5__gpu_launch_1d(ctx, FAT5__K_drop_draws, "fat5__gpu_drop_draws", n, args);
 }
 
 // ----- attention.cu -----
@@ -7911,7 +8159,18 @@ static FAT5__UNUSED int64_t fat5__gpu_attn_bwd_tc_smem(const fat5_ctx *ctx, int 
     return base <= ctx->gpu->smem_optin ? base : 0;
 }
 
+// The attention kernels do not drop probabilities yet (the CPU ops do: fat5__cpu_attn_fwd): a
+// call with attention dropout is refused, naming the way around it.
+static fat5_status fat5__gpu_attn_no_drop(fat5_ctx *ctx, const char *op, fat5__drop drop) {
+    if (!drop.thresh) return FAT5_OK;
+    return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: attention-probability dropout (rate %.6g) is not implemented "
+                     "on the GPU yet; set attention_dropout_rate to 0 to train with dropout at the other sites "
+                     "(embeddings, sub-layer outputs, the FFN's hidden activation, the final norms), which the GPU "
+                     "runs", op, (double)drop.thresh / 65536.0);
+}
+
 // o = softmax(q k^T + bias) v per sequence and head (T5: no 1/sqrt(dk)); lse [Tq, H] saved.
+// drop: must be none (fat5__gpu_attn_no_drop).
 // T5: bias [nb, H] or 0 (cross), lut [max_distance] from fat5__rel_bucket for this kind; ALiBi and
 // FIRE: the bias of each score computed in the kernel (fat5__gpu_attn_check). A pattern in the
 // kind (window, block-global prefix of g tokens, or transient-global keys in k, v rows cu_g[s] ..
@@ -7921,14 +8180,16 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_fwd(fat5_ctx *ctx, fat5__dptr o, 
                                                    fat5__dptr k, fat5__dptr v, fat5__dptr bias,
                                                    fat5__dptr lut, fat5__dptr cu_q, fat5__dptr cu_k,
                                                    fat5__dptr q_seq, int64_t Tq, int H, int dk, int kind,
-                                                   int nb, int max_distance, int g, fat5__dptr cu_g) {
+                                                   int nb, int max_distance, int g, fat5__dptr cu_g,
+                                                   fat5__drop drop) {
     long long Tq_ = Tq;
     void *args[] = {&o,    &lse,   &q,   &k, &v,  &bias, &lut,          &cu_q,
                     &cu_k, &q_seq, &Tq_, &H, &dk, &kind, &nb,  &max_distance, &g, &cu_g};
     int scheme = fat5__gpu_attn_scheme(kind), kernel = fat5__gpu_attn_kernel(FAT5__K_attn_fwd, kind);
     int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT, base, need;
-    fat5_status st =
-        fat5__gpu_attn_check(ctx, "fat5__gpu_attn_fwd", Tq, H, dk, kind, bias, lut, nb, max_distance, g, cu_g);
+    fat5_status st = fat5__gpu_attn_no_drop(ctx, "fat5__gpu_attn_fwd", drop);
+    if (!st)
+        st = fat5__gpu_attn_check(ctx, "fat5__gpu_attn_fwd", Tq, H, dk, kind, bias, lut, nb, max_distance, g, cu_g);
     if (st || Tq == 0) return st;
     if ((need = fat5__gpu_attn_fwd_wg_smem(ctx, o, q, k, v, cu_q, cu_k, Tq, dk, kind, bias, max_distance)) > 0) {
         // q, k, v as 2D tensors [Tq][H dk] of bf16, read in boxes of 128 rows x 64 columns
@@ -8024,7 +8285,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dq(fat5_ctx *ctx, fat5__dptr 
                                                       fat5__dptr bias, fat5__dptr lut, fat5__dptr cu_q,
                                                       fat5__dptr cu_k, fat5__dptr q_seq, int64_t Tq, int H,
                                                       int dk, int kind, int nb, int max_distance, int g,
-                                                      fat5__dptr cu_g, fat5__dptr scratch) {
+                                                      fat5__dptr cu_g, fat5__dptr scratch, fat5__drop drop) {
     static const char *const op = "fat5__gpu_attn_bwd_dq";
     long long Tq_ = Tq;
     int scheme = fat5__gpu_attn_scheme(kind), kernel = fat5__gpu_attn_kernel(FAT5__K_attn_bwd_dq, kind);
@@ -8037,7 +8298,8 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dq(fat5_ctx *ctx, fat5__dptr 
     unsigned gx = 0, smem;
     int kernel_done = 0;
     int64_t need;
-    fat5_status st = fat5__gpu_attn_check(ctx, op, Tq, H, dk, kind, bias, lut, nb, max_distance, g, cu_g);
+    fat5_status st = fat5__gpu_attn_no_drop(ctx, op, drop);
+    if (!st) st = fat5__gpu_attn_check(ctx, op, Tq, H, dk, kind, bias, lut, nb, max_distance, g, cu_g);
     if (st || Tq == 0) return st;
     if (dbias_ && !bias) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: a bias gradient without a bias", op);
     if (dbias_ && !scratch) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: a bias gradient without scratch", op);
@@ -8126,15 +8388,16 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__dptr
                                                        fat5__dptr bias, fat5__dptr lut, fat5__dptr cu_q,
                                                        fat5__dptr cu_k, fat5__dptr k_seq, int64_t Tk, int H,
                                                        int dk, int kind, int nb, int max_distance, int g,
-                                                       fat5__dptr cu_g) {
+                                                       fat5__dptr cu_g, fat5__drop drop) {
     long long Tk_ = Tk;
     void *args[] = {&dk_,  &dv,   &dout,  &lse, &delta, &q,  &k,    &v,  &bias,        &lut,
                     &cu_q, &cu_k, &k_seq, &Tk_, &H,     &dk, &kind, &nb, &max_distance, &g, &cu_g};
     int scheme = fat5__gpu_attn_scheme(kind), kernel = fat5__gpu_attn_kernel(FAT5__K_attn_bwd_dkv, kind);
     int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT, base;
-    fat5_status st =
-        fat5__gpu_attn_check(ctx, "fat5__gpu_attn_bwd_dkv", Tk, H, dk, kind, bias, lut, nb, max_distance, g,
-                             cu_g);
+    fat5_status st = fat5__gpu_attn_no_drop(ctx, "fat5__gpu_attn_bwd_dkv", drop);
+    if (!st)
+        st = fat5__gpu_attn_check(ctx, "fat5__gpu_attn_bwd_dkv", Tk, H, dk, kind, bias, lut, nb, max_distance, g,
+                                  cu_g);
     if (st || Tk == 0) return st;
     if ((base = fat5__gpu_attn_bwd_dkv_wg_smem(ctx, dk_, dv, q, k, v, dout, cu_q, cu_k, Tk, dk, kind, bias,
                                                max_distance)) > 0) {
@@ -8546,22 +8809,27 @@ static FAT5__UNUSED fat5_status fat5__gpu_gen_beam(fat5_ctx *ctx, fat5__dptr x, 
                     float eps, fat5__addr xs))                                                                 \
     X(rmsnorm_bwd, (fat5_ctx * ctx, fat5__addr dx, fat5__addr dw, fat5__addr dy, fat5__addr x, fat5__addr w,   \
                     fat5__addr r, int64_t T, int D, int accumulate, fat5__addr scratch, fat5__addr dxa))       \
-    X(act_fwd, (fat5_ctx * ctx, fat5__addr h, fat5__addr a, fat5__addr b, int64_t n, int act))                 \
+    X(act_fwd, (fat5_ctx * ctx, fat5__addr h, fat5__addr a, fat5__addr b, int64_t n, int act, fat5__drop drop)) \
     X(act_bwd, (fat5_ctx * ctx, fat5__addr da, fat5__addr db, fat5__addr dh, fat5__addr a, fat5__addr b,       \
-                int64_t n, int act))                                                                           \
+                int64_t n, int act, fat5__drop drop))                                                          \
+    X(dropout, (fat5_ctx * ctx, fat5__addr y, fat5__addr x, int64_t n, int mode, fat5__drop drop))            \
+    X(drop_draws, (fat5_ctx * ctx, fat5__addr out, fat5__addr stream, fat5__addr index, int64_t n,             \
+                   unsigned long long seed))                                                                   \
     X(attn_fwd, (fat5_ctx * ctx, fat5__addr o, fat5__addr lse, fat5__addr q, fat5__addr k, fat5__addr v,       \
                  fat5__addr bias, fat5__addr lut, fat5__addr cu_q, fat5__addr cu_k, fat5__addr q_seq,          \
-                 int64_t Tq, int H, int dk, int kind, int nb, int max_distance, int g, fat5__addr cu_g))       \
+                 int64_t Tq, int H, int dk, int kind, int nb, int max_distance, int g, fat5__addr cu_g,        \
+                 fat5__drop drop))                                                                             \
     X(attn_bwd_delta, (fat5_ctx * ctx, fat5__addr delta, fat5__addr o, fat5__addr dout, int64_t Tq, int H,     \
                        int dk))                                                                                \
     X(attn_bwd_dq, (fat5_ctx * ctx, fat5__addr dq, fat5__addr dbias, fat5__addr dout, fat5__addr lse,          \
                     fat5__addr delta, fat5__addr q, fat5__addr k, fat5__addr v, fat5__addr bias,               \
                     fat5__addr lut, fat5__addr cu_q, fat5__addr cu_k, fat5__addr q_seq, int64_t Tq, int H,     \
-                    int dk, int kind, int nb, int max_distance, int g, fat5__addr cu_g, fat5__addr scratch))   \
+                    int dk, int kind, int nb, int max_distance, int g, fat5__addr cu_g, fat5__addr scratch,    \
+                    fat5__drop drop))                                                                          \
     X(attn_bwd_dkv, (fat5_ctx * ctx, fat5__addr dk_out, fat5__addr dv, fat5__addr dout, fat5__addr lse,       \
                      fat5__addr delta, fat5__addr q, fat5__addr k, fat5__addr v, fat5__addr bias,              \
                      fat5__addr lut, fat5__addr cu_q, fat5__addr cu_k, fat5__addr k_seq, int64_t Tk, int H,    \
-                     int dk, int kind, int nb, int max_distance, int g, fat5__addr cu_g))                      \
+                     int dk, int kind, int nb, int max_distance, int g, fat5__addr cu_g, fat5__drop drop))     \
     X(fire_reduce, (fat5_ctx * ctx, fat5__addr g, fat5__addr shares, int H, int W))                          \
     X(block_sum, (fat5_ctx * ctx, fat5__addr out, fat5__addr x, fat5__addr cu, fat5__addr cu_g,                \
                   fat5__addr seq, int64_t G, int D, int g))                                                    \
@@ -10145,6 +10413,7 @@ FAT5_API fat5_model_config fat5_model_config_default(void) {
     c.eos_token_id = 1;
     c.decoder_start_token_id = 0;
     c.dropout_rate = 0.1;
+    c.attention_dropout_rate = -1;
     memcpy(c.model_type, "t5", 3);
     c.pos_kind = FAT5_POS_T5;
     c.alibi_asymmetric = 0;
@@ -10270,6 +10539,9 @@ FAT5_API fat5_status fat5_model_config_validate(fat5_ctx *ctx, const fat5_model_
     if (!(c->dropout_rate >= 0 && c->dropout_rate < 1))
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: dropout_rate = %g, expected 0 <= rate < 1",
                          c->dropout_rate);
+    if (!(c->attention_dropout_rate < 1) || isinf(c->attention_dropout_rate))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: attention_dropout_rate = %g, expected 0 <= rate < 1 "
+                         "(or negative: dropout_rate)", c->attention_dropout_rate);
     if (c->act < FAT5_ACT_RELU || c->act > FAT5_ACT_SILU)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: unknown activation %d", (int)c->act);
     {
@@ -10333,7 +10605,7 @@ static const char *const fat5__cfg_ignored[] = {
 // and training settings, kernel choices, dropout and bookkeeping (model_type flash_t5 only).
 // attention_scale, use_glu_mlp, use_gelu_act and use_masking are read, not ignored.
 static const char *const fat5__cfg_flash_ignored[] = {
-    "z_loss", "label_smoothing", "max_sequence_length", "attention_type", "attention_dropout_rate",
+    "z_loss", "label_smoothing", "max_sequence_length", "attention_type",
     "use_triton_layernorm", "use_triton_crossentropy", "crossentropy_inplace_backward",
     "use_full_bias_size", "auto_map", NULL};
 
@@ -10586,7 +10858,7 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
             "relative_attention_num_buckets", "relative_attention_max_distance", "layer_norm_epsilon",
             "tie_word_embeddings", "pad_token_id", "eos_token_id", "position_encoding_type", "alibi_mode",
             "rotary_emb_fraction", "rotary_base", "rotary_interleaved", "rotary_scale_base", "fire_mlp_width",
-            "use_randomized_position_encoding", NULL};
+            "use_randomized_position_encoding", "attention_dropout_rate", NULL};
         static const char *const flash_handled[] = {"use_glu_mlp", "use_gelu_act", "attention_scale", "use_masking",
                                                     NULL};
         static const char *const long_handled[] = {"encoder_attention_type", "local_radius", "global_block_size",
@@ -10631,6 +10903,13 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
     if ((j = fat5__json_get(root, "dropout_rate")) != NULL &&
         (j->type != FAT5__J_NUMBER || !fat5__json_as_double(j, &c.dropout_rate))) {
         st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'dropout_rate' must be a number");
+        goto done;
+    }
+    // FAT5's rate of the attention probabilities (null or absent: dropout_rate's, as T5)
+    if ((j = fat5__json_get(root, "attention_dropout_rate")) != NULL && j->type != FAT5__J_NULL &&
+        (j->type != FAT5__J_NUMBER || !fat5__json_as_double(j, &c.attention_dropout_rate) ||
+         !(c.attention_dropout_rate >= 0))) {
+        st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'attention_dropout_rate' must be a number >= 0 or null");
         goto done;
     }
     // initializer_factor only scales a fresh initialisation (fat5_model_create uses 1), but a value
@@ -10778,6 +11057,10 @@ FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_c
                          "transformers version reads it back the same");
     fat5__sb_init(&b, ctx);
     fat5__sb_printf(&b, "{\n  \"architectures\": [\"%s\"],\n", arch);
+    if (c->attention_dropout_rate >= 0) {  // FAT5's key; absent: dropout_rate's (T5)
+        fat5__fmt_double(num, c->attention_dropout_rate);
+        fat5__sb_printf(&b, "  \"attention_dropout_rate\": %s,\n", num);
+    }
     if (flash) fat5__sb_printf(&b, "  \"attention_scale\": 1.0,\n");
     fat5__sb_printf(&b, "  \"d_ff\": %lld,\n  \"d_kv\": %lld,\n  \"d_model\": %lld,\n", (long long)c->d_ff,
                     (long long)c->d_kv, (long long)c->d_model);
@@ -10909,6 +11192,15 @@ typedef struct fat5__ws {
 
 #define FAT5__TOK_FILES 5              // the tokenizer files a model carries (io: fat5__tokenizer_files)
 
+// The dropout a training forward ran with, which its backward regenerates (model_graph.c:
+// fat5__model_drop): the masks' key and the forward's draw (fat5_model_set_dropout), the rates of
+// the sites (0: none there).
+typedef struct fat5__fwd_drop {
+    uint64_t seed, draw;
+    double rate;        // embeddings, sub-layer outputs, the FFN's hidden activation, the final norms
+    double attn_rate;   // the attention probabilities
+} fat5__fwd_drop;
+
 struct fat5_model {
     fat5_ctx *ctx;
     const fat5__backend *be;          // where the model computes, fixed at creation
@@ -10942,6 +11234,10 @@ struct fat5_model {
     int32_t *seq_map;                 // [max(cap_te + globals, cap_td, max_distance)] host staging of maps and tables
     int32_t *enc_cu_g;                // [cap_seq + 1] host staging of the globals' rows (transient-global)
     fat5_attention attn;              // the encoder attention of the next forward (fat5_model_set_attention)
+    int drop_on;                      // dropout in the training forwards that follow (fat5_model_set_dropout)
+    uint64_t drop_seed, drop_draw;    // ... their masks' key and draw
+    fat5__fwd_drop fd;                // the dropout of the last forward (rates 0: none)
+    unsigned drop_skip;               // sites (bit 1 << FAT5__DS_*) kept without dropout: the tests' switch; 0
     // state of the last forward
     int have_fwd;                     // a forward ran on the current workspace
     int fwd_labels;                   // ... with labels (so backward has a loss to differentiate)
@@ -11508,6 +11804,81 @@ static fat5__addr fat5__pa(const fat5_model *m, int idx) {
     return m->wa == m->wd ? fat5__pw(m, idx) : m->wa + 2 * (fat5__addr)m->params[idx].offset;
 }
 
+// ---- dropout: Hugging Face T5's sites, in training forwards with dropout on ----
+// On the token embeddings (both stacks), each sub-layer's output before the residual add, the FFN's
+// hidden activation (after act(wi_0 x) * wi_1 x, before wo), the attention probabilities (after the
+// softmax, before v) and each stack's final norm's output. Each site of a forward has its own mask
+// (fat5__drop in base: RNG), of stream
+//     draw << 26 | layer code << 15 | site << 12 (| head, for the attention probabilities)
+// with the layer code decoder << 10 | layer (layers < 1024, heads < 4096, draws < 2^38): a pure
+// function of (seed, draw, stack, layer, site, head, element), so that the backward regenerates
+// its forward's masks.
+enum {
+    FAT5__DS_EMBED = 0,     // the token embeddings (layer 0's code)
+    FAT5__DS_SA_PROBS = 1,  // the self-attention's probabilities
+    FAT5__DS_SA_OUT = 2,    // the self-attention's output, before the residual add
+    FAT5__DS_CA_PROBS = 3,  // the cross-attention's probabilities
+    FAT5__DS_CA_OUT = 4,    // the cross-attention's output
+    FAT5__DS_FF_HIDDEN = 5, // the FFN's hidden activation
+    FAT5__DS_FF_OUT = 6,    // the FFN's output
+    FAT5__DS_FINAL = 7      // the stack's final norm's output (layer 0's code)
+};
+#define FAT5__DROP_DRAW_BITS 38
+
+// the code of layer l of a stack (dec: 0 encoder, 1 decoder) in the masks' streams
+static int fat5__drop_layer(int dec, int64_t l) { return dec << 10 | (int)l; }
+
+// The dropout of site `site` of layer code `code` in the last forward and its backward: none for
+// code < 0 (the encoder of fat5_model_encode and generation), outside a training forward with
+// dropout on, where the site's rate rounds to 0, and at the sites of m->drop_skip (tests).
+static fat5__drop fat5__model_drop(const fat5_model *m, int code, int site) {
+    int probs = site == FAT5__DS_SA_PROBS || site == FAT5__DS_CA_PROBS;
+    double rate = probs ? m->fd.attn_rate : m->fd.rate;
+    if (code < 0 || !(rate > 0) || (m->drop_skip >> site & 1u)) return fat5__drop_none();
+    return fat5__drop_make(m->fd.seed, m->fd.draw << 26 | (uint64_t)code << 15 | (uint64_t)site << 12, rate);
+}
+
+// The dropout of the forward about to run (and of its backward): the rates of the config when
+// dropout is on (fat5_model_set_dropout) in a training forward that keeps its gradient, else none.
+static void fat5__model_drop_begin(fat5_model *m) {
+    const fat5_model_config *c = &m->cfg;
+    memset(&m->fd, 0, sizeof m->fd);
+    if (!m->drop_on || !m->training || m->no_grad) return;
+    m->fd.seed = m->drop_seed;
+    m->fd.draw = m->drop_draw;
+    m->fd.rate = c->dropout_rate;
+    m->fd.attn_rate = c->attention_dropout_rate < 0 ? c->dropout_rate : c->attention_dropout_rate;
+}
+
+// h (fp32 [T, D]) += drop(x W^T), x [T, K] act, W [D, K]: a sub-layer's output projection into the
+// residual stream. Without dropout the product adds into h itself; with, it goes to the workspace's
+// dn (fp32, free during a forward) and the dropout adds it.
+static fat5_status fat5__model_out_proj(fat5_model *m, fat5__addr h, fat5__addr x, int w, int64_t T, int64_t D,
+                                        int64_t K, fat5__drop od) {
+    fat5_status st;
+    if (!od.thresh) return m->be->mm(m->ctx, FAT5__MM_NT, h, 1, x, fat5__pa(m, w), T, D, K, 1.0f, 1.0f);
+    if ((st = m->be->mm(m->ctx, FAT5__MM_NT, m->ws.dn, 1, x, fat5__pa(m, w), T, D, K, 1.0f, 0.0f))) return st;
+    return m->be->dropout(m->ctx, h, m->ws.dn, T * D, FAT5__DROP_ADD, od);
+}
+
+// The backward of a sub-layer output's dropout: w->dh_act (act [T, D]) = drop(dh) (fp32), the
+// gradient of the sub-layer's output; without dropout dh_act already holds dh.
+static fat5_status fat5__model_out_grad(fat5_model *m, fat5__addr dh, int64_t T, fat5__drop od) {
+    if (!od.thresh) return FAT5_OK;
+    return m->be->dropout(m->ctx, m->ws.dh_act, dh, T * m->cfg.d_model, FAT5__DROP_TO_ACT, od);
+}
+
+// the dropout of a stack-wide site (FAT5__DS_EMBED, FAT5__DS_FINAL) of the encoder (dec 0) or decoder
+static fat5__drop fat5__stack_drop(const fat5_model *m, int dec, int site) {
+    return fat5__model_drop(m, fat5__drop_layer(dec, 0), site);
+}
+
+// x (fp32 [n], or the activation dtype with act) = drop(x) in place; nothing without dropout
+static fat5_status fat5__model_drop_inplace(fat5_model *m, fat5__addr x, int64_t n, int act, fat5__drop d) {
+    if (!d.thresh) return FAT5_OK;
+    return m->be->dropout(m->ctx, x, x, n, act ? FAT5__DROP_ACT : FAT5__DROP_F32, d);
+}
+
 // ---- position encodings: what the attention ops and rope get from the config ----
 
 // The position and pattern arguments of an attention op: kind (mask | scheme | pattern,
@@ -11971,10 +12342,11 @@ static fat5_status fat5__model_proj_grad(fat5_model *m, const int *w, int n, fat
 
 // Self-attention sublayer: h += o(attn(q, k, v)) with q, k, v from n = rmsnorm(h). ea: the
 // encoder's attention pattern (NULL in the decoder); transient-global adds its globals to k and v:
-// the block sums of n, normed by the layer's global_input_layer_norm (or a weight of 1).
+// the block sums of n, normed by the layer's global_input_layer_norm (or a weight of 1). dl: the
+// layer's dropout code (fat5__drop_layer; -1: no dropout).
 static fat5_status fat5__model_self_attn_fwd(fat5_model *m, const fat5__layer *y, const fat5__layer_acts *a,
                                              fat5__addr h, int64_t T, fat5__addr cu, fat5__addr seq, int kind,
-                                             fat5__addr lut, const fat5__enc_attn *ea) {
+                                             fat5__addr lut, const fat5__enc_attn *ea, int dl) {
     fat5_ctx *ctx = m->ctx;
     const fat5__backend *be = m->be;
     const fat5_model_config *c = &m->cfg;
@@ -11995,13 +12367,14 @@ static fat5_status fat5__model_self_attn_fwd(fat5_model *m, const fat5__layer *y
     }
     FAT5__TRY(fat5__model_rope(m, a->q, a->k, cu, seq, 0, T, 0));
     FAT5__TRY(be->attn_fwd(ctx, a->att, a->lse, a->q, a->k, a->v, p.bias, lut, cu, cu, seq, T, (int)c->num_heads,
-                           (int)c->d_kv, p.kind, p.nb, p.md, p.g, p.cu_g));
-    return be->mm(ctx, FAT5__MM_NT, h, 1, a->att, fat5__pa(m, y->o), T, D, I, 1.0f, 1.0f);
+                           (int)c->d_kv, p.kind, p.nb, p.md, p.g, p.cu_g, fat5__model_drop(m, dl, FAT5__DS_SA_PROBS)));
+    return fat5__model_out_proj(m, h, a->att, y->o, T, D, I, fat5__model_drop(m, dl, FAT5__DS_SA_OUT));
 }
 
 // Cross-attention sublayer (decoder): h += o(attn(q, k, v)), q from rmsnorm(h), k and v from the
-// encoder output
-static fat5_status fat5__model_cross_attn_fwd(fat5_model *m, const fat5__layer *y, const fat5__layer_acts *a) {
+// encoder output; dl: the layer's dropout code
+static fat5_status fat5__model_cross_attn_fwd(fat5_model *m, const fat5__layer *y, const fat5__layer_acts *a,
+                                              int dl) {
     fat5_ctx *ctx = m->ctx;
     const fat5__backend *be = m->be;
     const fat5_model_config *c = &m->cfg;
@@ -12017,13 +12390,13 @@ static fat5_status fat5__model_cross_attn_fwd(fat5_model *m, const fat5__layer *
     }
     FAT5__TRY(be->attn_fwd(ctx, a->catt, a->clse, a->cq, a->ck, a->cv, 0, w->lut_causal, w->dec_cu, w->enc_cu,
                            w->dec_seq, td, (int)c->num_heads, (int)c->d_kv, FAT5__ATTN_CROSS, (int)c->rel_buckets,
-                           (int)c->rel_max_distance, 0, 0));
-    return be->mm(ctx, FAT5__MM_NT, w->dec_hf, 1, a->catt, fat5__pa(m, y->co), td, D, I, 1.0f, 1.0f);
+                           (int)c->rel_max_distance, 0, 0, fat5__model_drop(m, dl, FAT5__DS_CA_PROBS)));
+    return fat5__model_out_proj(m, w->dec_hf, a->catt, y->co, td, D, I, fat5__model_drop(m, dl, FAT5__DS_CA_OUT));
 }
 
-// FFN sublayer: h += wo(act(wi0 n) [* wi1 n]), n = rmsnorm(h)
+// FFN sublayer: h += wo(act(wi0 n) [* wi1 n]), n = rmsnorm(h); dl: the layer's dropout code
 static fat5_status fat5__model_ffn_fwd(fat5_model *m, const fat5__layer *y, const fat5__layer_acts *a, fat5__addr h,
-                                       int64_t T) {
+                                       int64_t T, int dl) {
     fat5_ctx *ctx = m->ctx;
     const fat5__backend *be = m->be;
     const fat5_model_config *c = &m->cfg;
@@ -12035,8 +12408,9 @@ static fat5_status fat5__model_ffn_fwd(fat5_model *m, const fat5__layer *y, cons
         const int wi[2] = {y->wi0, y->wi1};
         FAT5__TRY(fat5__model_proj(m, a->ff_a, a->ff_stride, a->n_ff, wi, c->gated ? 2 : 1, T, F, D));
     }
-    FAT5__TRY(be->act_fwd(ctx, a->ff_h, a->ff_a, a->ff_b, T * F, (int)c->act));
-    return be->mm(ctx, FAT5__MM_NT, h, 1, a->ff_h, fat5__pa(m, y->wo), T, D, F, 1.0f, 1.0f);
+    FAT5__TRY(be->act_fwd(ctx, a->ff_h, a->ff_a, a->ff_b, T * F, (int)c->act,
+                          fat5__model_drop(m, dl, FAT5__DS_FF_HIDDEN)));
+    return fat5__model_out_proj(m, h, a->ff_h, y->wo, T, D, F, fat5__model_drop(m, dl, FAT5__DS_FF_OUT));
 }
 
 // The forward graph on the staged batch: encoder, decoder, lm_head, loss. The loss (mean cross
@@ -12060,23 +12434,28 @@ static fat5_status fat5__model_forward(fat5_model *m, fat5_forward_result *out, 
     FAT5__TRY(be->upload(ctx, w->dec_cu, m->dec_cu, (size_t)(m->n_seq + 1) * 4));
     FAT5__TRY(fat5__enc_maps(ctx, be, &m->ws.ea, m->enc_cu, m->n_seq, m->seq_map, m->enc_cu_g, w->enc_seq));
     FAT5__TRY(fat5__model_upload_seq(m, w->dec_seq, m->dec_cu));
-    // encoder; the residual stream lives in the final norm's input buffer
+    // encoder; the residual stream lives in the final norm's input buffer (dropout, when on: after
+    // the embeddings, in each sub-layer and after the final norm, fat5__model_drop)
     FAT5__TRY(be->embed_fwd(ctx, w->enc_hf, fat5__pw(m, m->shared), w->enc_tok, te, (int)D));
+    FAT5__TRY(fat5__model_drop_inplace(m, w->enc_hf, te * D, 0, fat5__stack_drop(m, 0, FAT5__DS_EMBED)));
     for (l = 0; l < c->num_layers; l++) {
         FAT5__TRY(fat5__model_self_attn_fwd(m, &m->enc[l], &w->enc[l], w->enc_hf, te, w->enc_cu, w->enc_seq,
-                                            FAT5__ATTN_BIDIR, w->lut_bidir, &w->ea));
-        FAT5__TRY(fat5__model_ffn_fwd(m, &m->enc[l], &w->enc[l], w->enc_hf, te));
+                                            FAT5__ATTN_BIDIR, w->lut_bidir, &w->ea, fat5__drop_layer(0, l)));
+        FAT5__TRY(fat5__model_ffn_fwd(m, &m->enc[l], &w->enc[l], w->enc_hf, te, fat5__drop_layer(0, l)));
     }
     FAT5__TRY(be->rmsnorm_fwd(ctx, w->enc_out, w->enc_rsf, w->enc_hf, fat5__pw(m, m->enc_final_ln), te, (int)D, eps, 0));
+    FAT5__TRY(fat5__model_drop_inplace(m, w->enc_out, te * D, 1, fat5__stack_drop(m, 0, FAT5__DS_FINAL)));
     // decoder
     FAT5__TRY(be->embed_fwd(ctx, w->dec_hf, fat5__pw(m, m->shared), w->dec_tok, td, (int)D));
+    FAT5__TRY(fat5__model_drop_inplace(m, w->dec_hf, td * D, 0, fat5__stack_drop(m, 1, FAT5__DS_EMBED)));
     for (l = 0; l < c->num_decoder_layers; l++) {
         FAT5__TRY(fat5__model_self_attn_fwd(m, &m->dec[l], &w->dec[l], w->dec_hf, td, w->dec_cu, w->dec_seq,
-                                            FAT5__ATTN_CAUSAL, w->lut_causal, NULL));
-        FAT5__TRY(fat5__model_cross_attn_fwd(m, &m->dec[l], &w->dec[l]));
-        FAT5__TRY(fat5__model_ffn_fwd(m, &m->dec[l], &w->dec[l], w->dec_hf, td));
+                                            FAT5__ATTN_CAUSAL, w->lut_causal, NULL, fat5__drop_layer(1, l)));
+        FAT5__TRY(fat5__model_cross_attn_fwd(m, &m->dec[l], &w->dec[l], fat5__drop_layer(1, l)));
+        FAT5__TRY(fat5__model_ffn_fwd(m, &m->dec[l], &w->dec[l], w->dec_hf, td, fat5__drop_layer(1, l)));
     }
     FAT5__TRY(be->rmsnorm_fwd(ctx, w->dec_out, w->dec_rsf, w->dec_hf, fat5__pw(m, m->dec_final_ln), td, (int)D, eps, 0));
+    FAT5__TRY(fat5__model_drop_inplace(m, w->dec_out, td * D, 1, fat5__stack_drop(m, 1, FAT5__DS_FINAL)));
     // lm_head (the d_model^-0.5 of tied models folded into the product), then the loss
     // (training: chunk by chunk, each chunk's dlogits = softmax-gradient of the loss terms, unscaled:
     // the backward scales it in its products)
@@ -12139,6 +12518,7 @@ static fat5_status fat5__model_forward_batch(fat5_model *m, const fat5_batch *b,
     }
     m->n_count = 0;
     for (t = 0; t < td; t++) m->n_count += m->labels[t] != -100;
+    fat5__model_drop_begin(m);
     if ((st = fat5__model_forward(m, out, loss_dst))) return st;
     m->have_fwd = 1;
     m->fwd_labels = b->labels != NULL;
@@ -12166,20 +12546,22 @@ FAT5_API fat5_status fat5_model_get_logits(fat5_model *m, float *dst, int64_t n)
 
 // FFN backward: dh (fp32 [T, D]) holds the gradient after the sublayer and, on return, before it;
 // w->dh_act holds dh in the activation dtype on entry (the RMSNorm backward that last wrote dh wrote
-// it too) and on return (this sublayer's norm backward writes both).
+// it too) and on return (this sublayer's norm backward writes both). dl: the layer's dropout code.
 static fat5_status fat5__model_ffn_bwd(fat5_model *m, const fat5__layer *y, const fat5__layer_acts *a, fat5__addr dh,
-                                       int64_t T) {
+                                       int64_t T, int dl) {
     fat5_ctx *ctx = m->ctx;
     const fat5__backend *be = m->be;
     const fat5_model_config *c = &m->cfg;
     const fat5__ws *w = &m->ws;
     int64_t D = c->d_model, F = c->d_ff;
     fat5_status st;
+    FAT5__TRY(fat5__model_out_grad(m, dh, T, fat5__model_drop(m, dl, FAT5__DS_FF_OUT)));
     if (fat5__trains(m, y->wo))
         FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, y->wo), 1, w->dh_act, a->ff_h, D, F, T, 1.0f, 1.0f));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dffh, 0, w->dh_act, fat5__pa(m, y->wo), T, F, D, 1.0f, 0.0f));
     // gated: db overwrites dffh in place (each element is read before it is written)
-    FAT5__TRY(be->act_bwd(ctx, w->da, c->gated ? w->dffh : 0, w->dffh, a->ff_a, a->ff_b, T * F, (int)c->act));
+    FAT5__TRY(be->act_bwd(ctx, w->da, c->gated ? w->dffh : 0, w->dffh, a->ff_a, a->ff_b, T * F, (int)c->act,
+                          fat5__model_drop(m, dl, FAT5__DS_FF_HIDDEN)));
     {   // the weight gradients of wi_0 | wi_1 in one product (da, then db in dffh)
         const int wi[2] = {y->wi0, y->wi1};
         FAT5__TRY(fat5__model_proj_grad(m, wi, c->gated ? 2 : 1, w->da, w->dff_stride, a->n_ff, T, F, D));
@@ -12193,7 +12575,7 @@ static fat5_status fat5__model_ffn_bwd(fat5_model *m, const fat5__layer *y, cons
 // Attention sublayer backward (self or cross), same convention. For cross-attention the keys and
 // values come from the encoder output: their gradient is added to d_enc_out.
 static fat5_status fat5__model_attn_bwd(fat5_model *m, const fat5__layer *y, const fat5__layer_acts *a, fat5__addr dh,
-                                        int64_t T, int kind) {
+                                        int64_t T, int kind, int dl) {
     fat5_ctx *ctx = m->ctx;
     const fat5__backend *be = m->be;
     const fat5_model_config *c = &m->cfg;
@@ -12211,14 +12593,16 @@ static fat5_status fat5__model_attn_bwd(fat5_model *m, const fat5__layer *y, con
     fat5__addr cu_q = enc_side ? w->enc_cu : w->dec_cu, cu_k = (enc_side || cross) ? w->enc_cu : w->dec_cu;
     fat5__addr q_seq = enc_side ? w->enc_seq : w->dec_seq, k_seq = (enc_side || cross) ? w->enc_seq : w->dec_seq;
     fat5__addr kv_src = cross ? w->enc_out : nrm, dkv_dst = cross ? w->d_enc_out : w->dn;
+    fat5__drop pd = fat5__model_drop(m, dl, cross ? FAT5__DS_CA_PROBS : FAT5__DS_SA_PROBS);
     fat5_status st;
+    FAT5__TRY(fat5__model_out_grad(m, dh, T, fat5__model_drop(m, dl, cross ? FAT5__DS_CA_OUT : FAT5__DS_SA_OUT)));
     if (fat5__trains(m, wo)) FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wo), 1, w->dh_act, att, D, I, T, 1.0f, 1.0f));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->datt, 0, w->dh_act, fat5__pa(m, wo), T, I, D, 1.0f, 0.0f));
     FAT5__TRY(be->attn_bwd_delta(ctx, w->delta, att, w->datt, T, H, dk));
     FAT5__TRY(be->attn_bwd_dq(ctx, w->dq, p.dbias, w->datt, lse, w->delta, q, k, v, p.bias, lut, cu_q, cu_k, q_seq, T,
-                              H, dk, p.kind, p.nb, p.md, p.g, p.cu_g, w->dbias_scratch));
+                              H, dk, p.kind, p.nb, p.md, p.g, p.cu_g, w->dbias_scratch, pd));
     FAT5__TRY(be->attn_bwd_dkv(ctx, w->dk, w->dv, w->datt, lse, w->delta, q, k, v, p.bias, lut, cu_q, cu_k, k_seq, Tk,
-                               H, dk, p.kind, p.nb, p.md, p.g, p.cu_g));
+                               H, dk, p.kind, p.nb, p.md, p.g, p.cu_g, pd));
     if (!cross) FAT5__TRY(fat5__model_rope(m, w->dq, w->dk, cu_q, q_seq, 0, T, 1));  // back through the rotation
     {   // weight gradients: q | k | v in one product (self-attention without globals), else q, then k | v
         const int wqkv[3] = {wq, wk, wv};
@@ -12307,6 +12691,7 @@ static fat5_status fat5__model_backward(fat5_model *m, float grad_scale) {
     if (below) {
         FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->dlogits, fat5__pa(m, m->lm_head), td, D, V, head_scale * scale,
                          0.0f));
+        FAT5__TRY(fat5__model_drop_inplace(m, w->dn, td * D, 0, fat5__stack_drop(m, 1, FAT5__DS_FINAL)));
         FAT5__TRY(be->rmsnorm_bwd(ctx, w->dh_dec, fat5__pg_or0(m, m->dec_final_ln), w->dn, w->dec_hf,
                                   fat5__pw(m, m->dec_final_ln), w->dec_rsf, td, (int)D, 0, w->norm_scratch, w->dh_act));
     }
@@ -12314,27 +12699,34 @@ static fat5_status fat5__model_backward(fat5_model *m, float grad_scale) {
     // decoder layers, last to first (a layer's parameters start at its q; a table shared by the
     // layers lies in layer 0, the last one done)
     for (l = c->num_decoder_layers - 1; l >= dec_lo; l--) {
-        FAT5__TRY(fat5__model_ffn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td));
-        FAT5__TRY(fat5__model_attn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td, FAT5__ATTN_CROSS));
-        FAT5__TRY(fat5__model_attn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td, FAT5__ATTN_CAUSAL));
+        int dl = fat5__drop_layer(1, l);
+        FAT5__TRY(fat5__model_ffn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td, dl));
+        FAT5__TRY(fat5__model_attn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td, FAT5__ATTN_CROSS, dl));
+        FAT5__TRY(fat5__model_attn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td, FAT5__ATTN_CAUSAL, dl));
         FAT5__TRY(fat5__grads_final(m, m->dec[l].q));
         m->bwd_layers[1]++;
     }
-    if (fat5__trains(m, m->shared))
+    if (fat5__trains(m, m->shared)) {
+        FAT5__TRY(fat5__model_drop_inplace(m, w->dh_dec, td * D, 0, fat5__stack_drop(m, 1, FAT5__DS_EMBED)));
         FAT5__TRY(be->embed_bwd(ctx, fat5__pg(m, m->shared), w->dh_dec, w->dec_tok, td, (int)D));
+    }
     // encoder (nothing when none of its parameters trains, nor the shared embedding)
     if (m->bwd_enc) {
+        FAT5__TRY(fat5__model_drop_inplace(m, w->d_enc_out, te * D, 0, fat5__stack_drop(m, 0, FAT5__DS_FINAL)));
         FAT5__TRY(be->rmsnorm_bwd(ctx, w->dh_enc, fat5__pg_or0(m, m->enc_final_ln), w->d_enc_out, w->enc_hf,
                                   fat5__pw(m, m->enc_final_ln), w->enc_rsf, te, (int)D, 0, w->norm_scratch, w->dh_act));
         FAT5__TRY(fat5__grads_final(m, m->enc_final_ln));
         for (l = c->num_layers - 1; l >= enc_lo; l--) {
-            FAT5__TRY(fat5__model_ffn_bwd(m, &m->enc[l], &w->enc[l], w->dh_enc, te));
-            FAT5__TRY(fat5__model_attn_bwd(m, &m->enc[l], &w->enc[l], w->dh_enc, te, FAT5__ATTN_BIDIR));
+            int dl = fat5__drop_layer(0, l);
+            FAT5__TRY(fat5__model_ffn_bwd(m, &m->enc[l], &w->enc[l], w->dh_enc, te, dl));
+            FAT5__TRY(fat5__model_attn_bwd(m, &m->enc[l], &w->enc[l], w->dh_enc, te, FAT5__ATTN_BIDIR, dl));
             FAT5__TRY(fat5__grads_final(m, m->enc[l].q));
             m->bwd_layers[0]++;
         }
-        if (fat5__trains(m, m->shared))
+        if (fat5__trains(m, m->shared)) {
+            FAT5__TRY(fat5__model_drop_inplace(m, w->dh_enc, te * D, 0, fat5__stack_drop(m, 0, FAT5__DS_EMBED)));
             FAT5__TRY(be->embed_bwd(ctx, fat5__pg(m, m->shared), w->dh_enc, w->enc_tok, te, (int)D));
+        }
     }
     return m->grad_ready ? m->grad_ready(m->grad_ready_user, 0) : FAT5_OK;
 }
@@ -12388,6 +12780,30 @@ FAT5_API fat5_status fat5_model_set_training(fat5_model *m, int training) {
 }
 
 FAT5_API int fat5_model_is_training(const fat5_model *m) { return m ? m->training : 0; }
+
+FAT5_API fat5_status fat5_model_set_dropout(fat5_model *m, int on, uint64_t seed, uint64_t draw) {
+    if (!m) return FAT5_ERR_INVALID_ARG;
+    if (on && draw >> FAT5__DROP_DRAW_BITS)
+        return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_model_set_dropout: draw %llu, expected below 2^%d (the "
+                         "forwards whose masks differ)", (unsigned long long)draw, FAT5__DROP_DRAW_BITS);
+    m->drop_on = on != 0;
+    m->drop_seed = on ? seed : 0;
+    m->drop_draw = on ? draw : 0;
+    return FAT5_OK;
+}
+
+FAT5_API fat5_status fat5_model_set_dropout_rate(fat5_model *m, double rate, double attention_rate) {
+    fat5_model_config c;
+    fat5_status st;
+    if (!m) return FAT5_ERR_INVALID_ARG;
+    c = m->cfg;
+    c.dropout_rate = rate;
+    c.attention_dropout_rate = attention_rate < 0 ? -1 : attention_rate;
+    if ((st = fat5_model_config_validate(m->ctx, &c)))
+        return fat5__err_prefix(m->ctx, st, "fat5_model_set_dropout_rate: ");
+    m->cfg = c;
+    return FAT5_OK;
+}
 
 // ---- encoder attention patterns of a run ----
 
@@ -15958,10 +16374,10 @@ static fat5_status fat5__decoder_encode(fat5_decoder *d, const int32_t *tokens, 
     FAT5__TRY(be->embed_fwd(ctx, d->enc_h, fat5__pw(m, m->shared), d->enc_tok, te, (int)D));
     for (l = 0; l < c->num_layers; l++) {
         FAT5__TRY(fat5__model_self_attn_fwd(m, &m->enc[l], &d->enc, d->enc_h, te, d->enc_cu, d->enc_seq,
-                                            FAT5__ATTN_BIDIR, d->lut_bidir, &d->ea));
+                                            FAT5__ATTN_BIDIR, d->lut_bidir, &d->ea, -1));
         for (t = 0; t < te; t += FAT5__ENC_FFN_ROWS)  // token by token: chunks of the stream
             FAT5__TRY(fat5__model_ffn_fwd(m, &m->enc[l], &d->enc, d->enc_h + (fat5__addr)(t * D) * 4,
-                                          te - t < FAT5__ENC_FFN_ROWS ? te - t : FAT5__ENC_FFN_ROWS));
+                                          te - t < FAT5__ENC_FFN_ROWS ? te - t : FAT5__ENC_FFN_ROWS, -1));
     }
     // the staging buffer is read by the uploads above before it is reused (the CPU copies at once;
     // the GPU's uploads are synchronous copies from pageable memory)
@@ -16036,7 +16452,7 @@ static fat5_status fat5__dec_norm_mm(fat5_decoder *d, fat5__addr y0, fat5__addr 
     if (act >= 0) {
         FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->ff_a, 0, d->n_act, w0, n, N, D, 1.0f, 0.0f));
         if (w1) FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->ff_b, 0, d->n_act, w1, n, N, D, 1.0f, 0.0f));
-        return be->act_fwd(ctx, y0, d->ff_a, w1 ? d->ff_b : 0, n * N, act);
+        return be->act_fwd(ctx, y0, d->ff_a, w1 ? d->ff_b : 0, n * N, act, fat5__drop_none());
     }
     FAT5__TRY(be->mm(ctx, FAT5__MM_NT, y0, 0, d->n_act, w0, n, N, D, 1.0f, 0.0f));
     if (w1) FAT5__TRY(be->mm(ctx, FAT5__MM_NT, rows ? d->k : y1, 0, d->n_act, w1, n, N, D, 1.0f, 0.0f));
@@ -23933,6 +24349,8 @@ FAT5_API fat5_train_config fat5_train_config_default(void) {
     c.dist_timeout_s = 900;
     c.bucket_mb = 100;
     c.balance_ranks = 1;
+    c.dropout_rate = -1;
+    c.attention_dropout_rate = -1;
     return c;
 }
 
@@ -23984,7 +24402,11 @@ static const char fat5__train_options[] =
     "dist_timeout: seconds a rank waits for the others before it stops the run (900)\n"
     "bucket_mb: gradients are summed across ranks in buckets of this many MiB during the backward (100)\n"
     "balance_ranks: 1 exchanges examples between the ranks' micro-batches so that each has about the\n"
-    "  same FLOPs (default), 0 trains each rank on its micro-batches as drawn\n";
+    "  same FLOPs (default), 0 trains each rank on its micro-batches as drawn\n"
+    "dropout_rate: dropout of the training steps at T5's sites, in place of the model config's (the\n"
+    "  presets' 0, an --init checkpoint's own)\n"
+    "attention_dropout_rate: dropout of the attention probabilities (default: dropout_rate; the GPU does\n"
+    "  not drop them yet: 0 there)\n";
 
 FAT5_API const char *fat5_train_option_names(void) { return fat5__train_options; }
 
@@ -24032,6 +24454,11 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
     else if (FAT5__IS("output_dir")) ok = v[0] ? fat5__opt_str(ctx, v, &c->output_dir) : 0;
     else if (FAT5__IS("resume")) ok = fat5__opt_str(ctx, v, &c->resume);
     else if (FAT5__IS("seed")) { ok = fat5__opt_i64(v, 0, imax, &i); c->seed = (uint64_t)i; }
+    else if (FAT5__IS("dropout_rate") || FAT5__IS("attention_dropout_rate")) {   // [0, 1)
+        double d = 0;
+        ok = fat5__opt_f64(v, 0, 1, &d) && d < 1;
+        if (ok) *(FAT5__IS("dropout_rate") ? &c->dropout_rate : &c->attention_dropout_rate) = d;
+    }
     else if (FAT5__IS("model")) {
         if (!fat5__model_preset(v, mc)) {
             char *text = NULL;
@@ -25395,6 +25822,13 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
         if ((st = fat5_model_load(ctx, cfg->init, &t->m))) goto fail;
         t->cfg.model = t->m->cfg;
     }
+    // the options' dropout rates replace the config's (--init's too), before a resumed checkpoint's
+    // config is compared with the run's
+    if (cfg->dropout_rate >= 0) t->cfg.model.dropout_rate = cfg->dropout_rate;
+    if (cfg->attention_dropout_rate >= 0) t->cfg.model.attention_dropout_rate = cfg->attention_dropout_rate;
+    if (t->m &&
+        (st = fat5_model_set_dropout_rate(t->m, t->cfg.model.dropout_rate, t->cfg.model.attention_dropout_rate)))
+        goto fail;
     if (dir[0]) {
         fat5_model *r = NULL;
         char *a = NULL, *b = NULL;
@@ -25593,10 +26027,16 @@ static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out) {
             t->m->grad_ready = fat5__comm_grads_ready;
             t->m->grad_ready_user = t->comm;
         }
-        st = fat5__model_forward_batch(t->m, &g->mb[i].b, &t->cfg.loss, NULL,
-                                       t->losses + 16 * (fat5__addr)(t->rank * k + i));
+        // dropout at the config's rates, each micro-batch of each rank and step with its own masks, a
+        // function of (seed, step, micro-batch): a resumed run draws the same (the draw wraps at 2^38)
+        st = fat5_model_set_dropout(t->m, 1, fat5__h128_mix(t->cfg.seed ^ 0x64726f706f7574ull),
+                                    ((uint64_t)fat5_optim_get_step(t->o) * (uint64_t)(k * t->world) +
+                                     (uint64_t)(t->rank * k + i)) & (((uint64_t)1 << FAT5__DROP_DRAW_BITS) - 1));
+        if (!st) st = fat5__model_forward_batch(t->m, &g->mb[i].b, &t->cfg.loss, NULL,
+                                                t->losses + 16 * (fat5__addr)(t->rank * k + i));
         if (!st) st = fat5__model_backward_checked(t->m, scale, 0);
         t->m->grad_ready = NULL;
+        fat5_model_set_dropout(t->m, 0, 0, 0);   // off: evaluation and anything else between steps
         if (st) return st;
     }
     if (t->comm && (st = fat5__comm_grads_end(t->comm, t->losses, (size_t)(2 * k * t->world + 1))))
@@ -25904,21 +26344,23 @@ FAT5_API fat5_status fat5_internal_attn_run(fat5_internal_attn *a, int pass) {
     switch (pass) {
     case 0:   // FAT5_INTERNAL_ATTN_FWD
         return fat5__backend_of(ctx)->attn_fwd(ctx, a->o, a->lse, a->q, a->k, a->v, a->bias, a->lut, a->cu, a->cu, a->seq, T, H, dk,
-                                  kind, nb, md, 0, 0);
+                                  kind, nb, md, 0, 0, fat5__drop_none());
     case 1:   // FAT5_INTERNAL_ATTN_BWD: delta, dq with the bias-table gradient, dk / dv
         if ((st = fat5__backend_of(ctx)->attn_bwd_delta(ctx, a->delta, a->o, a->dout, T, H, dk))) return st;
         if ((st = fat5__backend_of(ctx)->attn_bwd_dq(ctx, a->dq, a->dbias, a->dout, a->lse, a->delta, a->q, a->k, a->v, a->bias,
-                                        a->lut, a->cu, a->cu, a->seq, T, H, dk, kind, nb, md, 0, 0, a->dbs)))
+                                        a->lut, a->cu, a->cu, a->seq, T, H, dk, kind, nb, md, 0, 0, a->dbs,
+                                        fat5__drop_none())))
             return st;
         return fat5__backend_of(ctx)->attn_bwd_dkv(ctx, a->dkk, a->dv, a->dout, a->lse, a->delta, a->q, a->k, a->v, a->bias, a->lut,
-                                      a->cu, a->cu, a->seq, T, H, dk, kind, nb, md, 0, 0);
+                                      a->cu, a->cu, a->seq, T, H, dk, kind, nb, md, 0, 0, fat5__drop_none());
     case 2:   // FAT5_INTERNAL_ATTN_DQ
     case 3:   // FAT5_INTERNAL_ATTN_DQ_NO_DBIAS
         return fat5__backend_of(ctx)->attn_bwd_dq(ctx, a->dq, pass == 2 ? a->dbias : 0, a->dout, a->lse, a->delta, a->q, a->k, a->v,
-                                     a->bias, a->lut, a->cu, a->cu, a->seq, T, H, dk, kind, nb, md, 0, 0, a->dbs);
+                                     a->bias, a->lut, a->cu, a->cu, a->seq, T, H, dk, kind, nb, md, 0, 0, a->dbs,
+                                     fat5__drop_none());
     case 4:   // FAT5_INTERNAL_ATTN_DKV
         return fat5__backend_of(ctx)->attn_bwd_dkv(ctx, a->dkk, a->dv, a->dout, a->lse, a->delta, a->q, a->k, a->v, a->bias, a->lut,
-                                      a->cu, a->cu, a->seq, T, H, dk, kind, nb, md, 0, 0);
+                                      a->cu, a->cu, a->seq, T, H, dk, kind, nb, md, 0, 0, fat5__drop_none());
     default: return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_internal_attn_run: unknown pass %d", pass);
     }
 }

@@ -237,6 +237,7 @@ static const struct { const char *key, *meta, *expect; } expects[] = {
     {"max_grad_norm", "X", "a number >= 0"}, {"z_loss", "X", "a number >= 0"}, {"peak_tflops", "X", "a number >= 0"},
     {"adam_beta1", "X", "a number in [0, 1)"}, {"adam_beta2", "X", "a number in [0, 1)"},
     {"adam_epsilon", "X", "a number in (0, 1]"}, {"label_smoothing", "X", "a number in [0, 1)"},
+    {"dropout_rate", "X", "a number in [0, 1)"}, {"attention_dropout_rate", "X", "a number in [0, 1)"},
     {"eval_fraction", "X", "a number in [0, 0.5]"}, {"gradient_accumulation_steps", "N", "an integer >= 1"},
     {"eval_batches", "N", "an integer >= 1"}, {"d_model", "N", "an integer >= 1"}, {"d_ff", "N", "an integer >= 1"},
     {"d_kv", "N", "an integer >= 1"}, {"num_heads", "N", "an integer >= 1"}, {"num_layers", "N", "an integer >= 1"},

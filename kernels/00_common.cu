@@ -175,3 +175,50 @@ __device__ __forceinline__ void fat5_pdl_begin(void)
 
 // Ceiling division for non-negative ints.
 __device__ __forceinline__ int fat5_cdiv(int a, int b) { return (a + b - 1) / b; }
+
+// ---- dropout masks ----
+// The device twin of fat5.h's dropout generator (base: RNG, fat5__drop_block; the definition is
+// there): the draw of element `index` of mask (seed, stream) is 16-bit lane index & 7 of the
+// Philox4x32-10 block with key seed and counter (index >> 3 low, high word; stream low, high word),
+// lane l being bits 16 (l & 1) .. +15 of word l >> 1; the element is kept when its draw is >=
+// thresh, and then multiplied by scale (thresh 0: no dropout). Must stay bit for bit the same as
+// the C code (tests/test_dropout.c compares them on a device).
+
+// One Philox4x32-10 block (Salmon et al., SC'11): counter (c0, c1, c2, c3) under key (k0, k1).
+__device__ __forceinline__ uint4 fat5_philox4x32(unsigned int k0, unsigned int k1, unsigned int c0, unsigned int c1,
+                                                 unsigned int c2, unsigned int c3)
+{
+#pragma unroll
+    for (int r = 0; r < 10; r++) {
+        const unsigned int lo0 = 0xD2511F53u * c0, hi0 = __umulhi(0xD2511F53u, c0);
+        const unsigned int lo1 = 0xCD9E8D57u * c2, hi1 = __umulhi(0xCD9E8D57u, c2);
+        c0 = hi1 ^ c1 ^ k0;
+        c2 = hi0 ^ c3 ^ k1;
+        c1 = lo1;
+        c3 = lo0;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    return make_uint4(c0, c1, c2, c3);
+}
+
+// The eight 16-bit draws of block blk of mask (seed, stream): indices 8 blk .. 8 blk + 7.
+__device__ __forceinline__ uint4 fat5_drop_block(unsigned long long seed, unsigned long long stream,
+                                                 unsigned long long blk)
+{
+    return fat5_philox4x32((unsigned int)seed, (unsigned int)(seed >> 32), (unsigned int)blk,
+                           (unsigned int)(blk >> 32), (unsigned int)stream, (unsigned int)(stream >> 32));
+}
+
+// Lane l (0 .. 7) of a block: the draw of index 8 blk + l.
+__device__ __forceinline__ unsigned int fat5_drop_lane(uint4 w, int l)
+{
+    const unsigned int x = l < 4 ? (l < 2 ? w.x : w.y) : (l < 6 ? w.z : w.w);
+    return (l & 1) ? x >> 16 : x & 0xFFFFu;
+}
+
+// The multiplier of lane l: scale when kept, else 0.
+__device__ __forceinline__ float fat5_drop_mul(uint4 w, int l, unsigned int thresh, float scale)
+{
+    return fat5_drop_lane(w, l) >= thresh ? scale : 0.0f;
+}

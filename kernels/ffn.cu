@@ -74,12 +74,17 @@ __device__ __forceinline__ float fat5_act_eval(int act, float x, float *df)
     return f;
 }
 
-// fat5_act_fwd(act_t *h[n], const act_t *a[n], const act_t *b[n] or NULL, long long n, int act):
-// h = act(a) * b (gated) or act(a). h may alias a or b. With every pointer 16-byte aligned a thread
-// takes FAT5_VEC_E elements per 16-byte load (the launch covers n / FAT5_VEC_E threads), then the
+// fat5_act_fwd(act_t *h[n], const act_t *a[n], const act_t *b[n] or NULL, long long n, int act,
+// unsigned long long seed, unsigned long long stream, unsigned thresh, float scale):
+// h = act(a) * b (gated) or act(a), then dropout (T5's on the FFN's hidden activation) when thresh
+// > 0: h *= m, m = scale where element i (index i) of mask (seed, stream) is kept, else 0
+// (kernels/00_common.cu). h may alias a or b. With every pointer 16-byte aligned a thread takes
+// FAT5_VEC_E elements per 16-byte load (the launch covers n / FAT5_VEC_E threads), then the
 // n % FAT5_VEC_E left one each; the same values either way. CPU twin: fat5__cpu_act_fwd.
 template <int act>
-__device__ __forceinline__ void fat5_act_fwd_t(act_t *h, const act_t *a, const act_t *b, long long n)
+__device__ __forceinline__ void fat5_act_fwd_t(act_t *h, const act_t *a, const act_t *b, long long n,
+                                               unsigned long long seed, unsigned long long stream,
+                                               unsigned int thresh, float scale)
 {
     const long long stride = (long long)blockDim.x * gridDim.x, i0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long nv = fat5_al16(h, a, b, 0) ? n / FAT5_VEC_E : 0;
@@ -92,24 +97,36 @@ __device__ __forceinline__ void fat5_act_fwd_t(act_t *h, const act_t *a, const a
             fa[e] = fat5_act_eval(act, fa[e], 0);
             if (b) fa[e] *= fb[e];
         }
+        if (thresh) {   // the vector lies in one Philox block (FAT5_VEC_E divides 8)
+            const long long i = v * FAT5_VEC_E;
+            const uint4 w = fat5_drop_block(seed, stream, (unsigned long long)i >> 3);
+#pragma unroll
+            for (int e = 0; e < FAT5_VEC_E; e++) fa[e] = __fmul_rn(fa[e], fat5_drop_mul(w, (int)(i & 7) + e, thresh, scale));
+        }
         fat5_st16(h + v * FAT5_VEC_E, fa);
     }
     for (long long i = nv * FAT5_VEC_E + i0; i < n; i += stride) {
         float f = fat5_act_eval(act, fat5_ld(a[i]), 0);
         if (b) f *= fat5_ld(b[i]);
+        if (thresh)
+            f = __fmul_rn(f, fat5_drop_mul(fat5_drop_block(seed, stream, (unsigned long long)i >> 3), (int)(i & 7), thresh,
+                                           scale));
         h[i] = fat5_st(f);
     }
 }
 
 // fat5_act_bwd(act_t *da[n], act_t *db[n] or NULL, const act_t *dh[n], const act_t *a[n],
-// const act_t *b[n] or NULL, long long n, int act):
-//   gated (b != NULL): da = dh * b * act'(a), db = dh * act(a)   (db written only when non-NULL)
-//   plain:             da = dh * act'(a)
+// const act_t *b[n] or NULL, long long n, int act, unsigned long long seed, unsigned long long stream,
+// unsigned thresh, float scale): with g = dh, or g = dh * m under the forward's dropout (thresh > 0,
+// the multipliers of fat5_act_fwd),
+//   gated (b != NULL): da = g * b * act'(a), db = g * act(a)   (db written only when non-NULL)
+//   plain:             da = g * act'(a)
 // Each element is read before it is written, so db == dh (or da == dh) in place works. Vector
 // loads as fat5_act_fwd. CPU twin: fat5__cpu_act_bwd.
 template <int act>
 __device__ __forceinline__ void fat5_act_bwd_t(act_t *da, act_t *db, const act_t *dh, const act_t *a, const act_t *b,
-                                               long long n)
+                                               long long n, unsigned long long seed, unsigned long long stream,
+                                               unsigned int thresh, float scale)
 {
     const long long stride = (long long)blockDim.x * gridDim.x, i0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long nv = fat5_al16(da, db, dh, a) && fat5_al16(b, 0, 0, 0) ? n / FAT5_VEC_E : 0;
@@ -118,6 +135,12 @@ __device__ __forceinline__ void fat5_act_bwd_t(act_t *da, act_t *db, const act_t
         fat5_ld16(dh + v * FAT5_VEC_E, g);
         fat5_ld16(a + v * FAT5_VEC_E, fa);
         if (b) fat5_ld16(b + v * FAT5_VEC_E, fb);
+        if (thresh) {
+            const long long i = v * FAT5_VEC_E;
+            const uint4 w = fat5_drop_block(seed, stream, (unsigned long long)i >> 3);
+#pragma unroll
+            for (int e = 0; e < FAT5_VEC_E; e++) g[e] = __fmul_rn(g[e], fat5_drop_mul(w, (int)(i & 7) + e, thresh, scale));
+        }
 #pragma unroll
         for (int e = 0; e < FAT5_VEC_E; e++) {
             float d;
@@ -129,9 +152,12 @@ __device__ __forceinline__ void fat5_act_bwd_t(act_t *da, act_t *db, const act_t
         if (b && db) fat5_st16(db + v * FAT5_VEC_E, fa);
     }
     for (long long i = nv * FAT5_VEC_E + i0; i < n; i += stride) {
-        const float g = fat5_ld(dh[i]);
+        float g = fat5_ld(dh[i]);
         float d;
         const float f = fat5_act_eval(act, fat5_ld(a[i]), &d);
+        if (thresh)
+            g = __fmul_rn(g, fat5_drop_mul(fat5_drop_block(seed, stream, (unsigned long long)i >> 3), (int)(i & 7), thresh,
+                                           scale));
         if (b) {
             const float bv = fat5_ld(b[i]);
             da[i] = fat5_st(g * bv * d);
@@ -144,26 +170,29 @@ __device__ __forceinline__ void fat5_act_bwd_t(act_t *da, act_t *db, const act_t
 
 // One body per activation (the activation a constant inside each loop).
 #if FAT5_IN_PART(0)
-extern "C" __global__ void fat5_act_fwd(act_t *h, const act_t *a, const act_t *b, long long n, int act)
+extern "C" __global__ void fat5_act_fwd(act_t *h, const act_t *a, const act_t *b, long long n, int act,
+                                        unsigned long long seed, unsigned long long stream, unsigned int thresh,
+                                        float scale)
 {
     switch (act) {
-    case 0: fat5_act_fwd_t<0>(h, a, b, n); break;
-    case 1: fat5_act_fwd_t<1>(h, a, b, n); break;
-    case 2: fat5_act_fwd_t<2>(h, a, b, n); break;
-    default: fat5_act_fwd_t<3>(h, a, b, n); break;
+    case 0: fat5_act_fwd_t<0>(h, a, b, n, seed, stream, thresh, scale); break;
+    case 1: fat5_act_fwd_t<1>(h, a, b, n, seed, stream, thresh, scale); break;
+    case 2: fat5_act_fwd_t<2>(h, a, b, n, seed, stream, thresh, scale); break;
+    default: fat5_act_fwd_t<3>(h, a, b, n, seed, stream, thresh, scale); break;
     }
 }
 #endif
 
 #if FAT5_IN_PART(0)
 extern "C" __global__ void fat5_act_bwd(act_t *da, act_t *db, const act_t *dh, const act_t *a, const act_t *b,
-                                        long long n, int act)
+                                        long long n, int act, unsigned long long seed, unsigned long long stream,
+                                        unsigned int thresh, float scale)
 {
     switch (act) {
-    case 0: fat5_act_bwd_t<0>(da, db, dh, a, b, n); break;
-    case 1: fat5_act_bwd_t<1>(da, db, dh, a, b, n); break;
-    case 2: fat5_act_bwd_t<2>(da, db, dh, a, b, n); break;
-    default: fat5_act_bwd_t<3>(da, db, dh, a, b, n); break;
+    case 0: fat5_act_bwd_t<0>(da, db, dh, a, b, n, seed, stream, thresh, scale); break;
+    case 1: fat5_act_bwd_t<1>(da, db, dh, a, b, n, seed, stream, thresh, scale); break;
+    case 2: fat5_act_bwd_t<2>(da, db, dh, a, b, n, seed, stream, thresh, scale); break;
+    default: fat5_act_bwd_t<3>(da, db, dh, a, b, n, seed, stream, thresh, scale); break;
     }
 }
 #endif

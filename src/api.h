@@ -293,7 +293,11 @@ typedef struct fat5_model_config {
     int64_t pad_token_id;          // 0
     int64_t eos_token_id;          // 1
     int64_t decoder_start_token_id;// 0
-    double dropout_rate;           // kept for the saved config; fat5 trains without dropout
+    double dropout_rate;           // dropout of training (Hugging Face T5's sites; 0.1): applied only in
+                                   // training forwards with dropout turned on (fat5_model_set_dropout;
+                                   // the trainer does), never in evaluation, encode or generation
+    double attention_dropout_rate; // on the attention probabilities; < 0 (default -1): dropout_rate, as
+                                   // in T5 (FAT5's attention_dropout_rate; written to config.json when >= 0)
     char model_type[16];           // "t5", "mt5", "umt5", "flash_t5" or "longt5" (written back to config.json)
     // position encoding (FAT5's config.json fields; the defaults are FAT5's)
     fat5_pos_kind pos_kind;        // position_encoding_type, FAT5_POS_T5
@@ -785,6 +789,12 @@ typedef struct fat5_train_config {
     int balance_ranks;            // 1: the step's examples are exchanged between the ranks' micro-batches
                                   // (within their token budgets) so that every rank has about the same
                                   // FLOPs; the step's batch is the same (default). 0: as drawn
+    // dropout of the training steps (never of evaluation), at the model config's rates: the presets'
+    // 0, an --init checkpoint's own; >= 0 replaces the config's (saved with the checkpoints); < 0
+    // (default -1) keeps it
+    double dropout_rate;          // Hugging Face's name
+    double attention_dropout_rate;// on the attention probabilities (FAT5's name; the config's default:
+                                  // dropout_rate). The GPU does not drop them yet: 0 there
 } fat5_train_config;
 
 // Defaults: FAT5's recipe (UL2 mixture, AdamWScale, cosine) on a FAT5-small-shaped byte model.
@@ -886,6 +896,22 @@ FAT5_API fat5_status fat5_launch(fat5_ctx *ctx, int world_size, double grace_s, 
 // allocates zeroed gradients.
 FAT5_API fat5_status fat5_model_set_training(fat5_model *m, int training);
 FAT5_API int fat5_model_is_training(const fat5_model *m);
+// Dropout, at Hugging Face T5's sites: the token embeddings, each sub-layer's output before the
+// residual add, the FFN's hidden activation, the attention probabilities and each stack's final
+// norm. A model starts with it off (forwards are deterministic whatever the config's rate);
+// fat5_model_set_dropout(m, 1, seed, draw) turns it on for the training-mode forwards that follow
+// (not evaluation, fat5_model_encode or generation), at the config's dropout_rate (and
+// attention_dropout_rate), until it is turned off (on 0). Each forward's masks are a pure function
+// of (seed, draw, stack, layer, site, element): the same seed and draw give the same masks, on the
+// CPU and the GPU alike, and the backward regenerates its forward's; give every forward its own
+// draw (the trainer: step, rank and micro-batch), below 2^38. A rate is applied rounded to a
+// multiple of 2^-16 (an element is kept with probability 1 - round(65536 p) / 65536 and scaled by
+// the inverse). The GPU does not drop attention probabilities yet: with an attention rate > 0 its
+// training forward returns FAT5_ERR_UNSUPPORTED (set attention_dropout_rate 0 there).
+FAT5_API fat5_status fat5_model_set_dropout(fat5_model *m, int on, uint64_t seed, uint64_t draw);
+// Sets the config's dropout_rate and attention_dropout_rate (< 0: dropout_rate), each below 1
+// (saved with the model).
+FAT5_API fat5_status fat5_model_set_dropout_rate(fat5_model *m, double rate, double attention_rate);
 
 // The encoder alone on a packed batch (embeddings, retrieval): the final-norm hidden states,
 // fp32. pool FAT5_POOL_NONE writes [n_tokens, d_model] (n = n_tokens * d_model floats),

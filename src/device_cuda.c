@@ -476,7 +476,8 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatmul)(
     X(attn_bwd_dkv_tc128_pat) X(attn_bwd_dkv_tc128_alibi) X(attn_bwd_dkv_tc128_alibi_pat)                 \
     X(attn_bwd_dkv_tc128_fire) X(attn_bwd_dkv_tc128_fire_pat) X(attn_fwd_wg64) X(attn_fwd_wg64_alibi)   \
     X(attn_fwd_wg128) X(attn_fwd_wg128_alibi) X(attn_bwd_dkv_wg64) X(attn_bwd_dkv_wg64_alibi)   \
-    X(attn_bwd_dkv_wg128) X(attn_bwd_dkv_wg128_alibi)
+    X(attn_bwd_dkv_wg128) X(attn_bwd_dkv_wg128_alibi)   \
+    X(dropout) X(drop_draws)
 
 typedef enum fat5__kernel_id {
 #define FAT5__KENUM(name) FAT5__K_##name,

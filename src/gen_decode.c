@@ -268,10 +268,10 @@ static fat5_status fat5__decoder_encode(fat5_decoder *d, const int32_t *tokens, 
     FAT5__TRY(be->embed_fwd(ctx, d->enc_h, fat5__pw(m, m->shared), d->enc_tok, te, (int)D));
     for (l = 0; l < c->num_layers; l++) {
         FAT5__TRY(fat5__model_self_attn_fwd(m, &m->enc[l], &d->enc, d->enc_h, te, d->enc_cu, d->enc_seq,
-                                            FAT5__ATTN_BIDIR, d->lut_bidir, &d->ea));
+                                            FAT5__ATTN_BIDIR, d->lut_bidir, &d->ea, -1));
         for (t = 0; t < te; t += FAT5__ENC_FFN_ROWS)  // token by token: chunks of the stream
             FAT5__TRY(fat5__model_ffn_fwd(m, &m->enc[l], &d->enc, d->enc_h + (fat5__addr)(t * D) * 4,
-                                          te - t < FAT5__ENC_FFN_ROWS ? te - t : FAT5__ENC_FFN_ROWS));
+                                          te - t < FAT5__ENC_FFN_ROWS ? te - t : FAT5__ENC_FFN_ROWS, -1));
     }
     // the staging buffer is read by the uploads above before it is reused (the CPU copies at once;
     // the GPU's uploads are synchronous copies from pageable memory)
@@ -346,7 +346,7 @@ static fat5_status fat5__dec_norm_mm(fat5_decoder *d, fat5__addr y0, fat5__addr 
     if (act >= 0) {
         FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->ff_a, 0, d->n_act, w0, n, N, D, 1.0f, 0.0f));
         if (w1) FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->ff_b, 0, d->n_act, w1, n, N, D, 1.0f, 0.0f));
-        return be->act_fwd(ctx, y0, d->ff_a, w1 ? d->ff_b : 0, n * N, act);
+        return be->act_fwd(ctx, y0, d->ff_a, w1 ? d->ff_b : 0, n * N, act, fat5__drop_none());
     }
     FAT5__TRY(be->mm(ctx, FAT5__MM_NT, y0, 0, d->n_act, w0, n, N, D, 1.0f, 0.0f));
     if (w1) FAT5__TRY(be->mm(ctx, FAT5__MM_NT, rows ? d->k : y1, 0, d->n_act, w1, n, N, D, 1.0f, 0.0f));

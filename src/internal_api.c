@@ -205,21 +205,23 @@ FAT5_API fat5_status fat5_internal_attn_run(fat5_internal_attn *a, int pass) {
     switch (pass) {
     case 0:   // FAT5_INTERNAL_ATTN_FWD
         return fat5__backend_of(ctx)->attn_fwd(ctx, a->o, a->lse, a->q, a->k, a->v, a->bias, a->lut, a->cu, a->cu, a->seq, T, H, dk,
-                                  kind, nb, md, 0, 0);
+                                  kind, nb, md, 0, 0, fat5__drop_none());
     case 1:   // FAT5_INTERNAL_ATTN_BWD: delta, dq with the bias-table gradient, dk / dv
         if ((st = fat5__backend_of(ctx)->attn_bwd_delta(ctx, a->delta, a->o, a->dout, T, H, dk))) return st;
         if ((st = fat5__backend_of(ctx)->attn_bwd_dq(ctx, a->dq, a->dbias, a->dout, a->lse, a->delta, a->q, a->k, a->v, a->bias,
-                                        a->lut, a->cu, a->cu, a->seq, T, H, dk, kind, nb, md, 0, 0, a->dbs)))
+                                        a->lut, a->cu, a->cu, a->seq, T, H, dk, kind, nb, md, 0, 0, a->dbs,
+                                        fat5__drop_none())))
             return st;
         return fat5__backend_of(ctx)->attn_bwd_dkv(ctx, a->dkk, a->dv, a->dout, a->lse, a->delta, a->q, a->k, a->v, a->bias, a->lut,
-                                      a->cu, a->cu, a->seq, T, H, dk, kind, nb, md, 0, 0);
+                                      a->cu, a->cu, a->seq, T, H, dk, kind, nb, md, 0, 0, fat5__drop_none());
     case 2:   // FAT5_INTERNAL_ATTN_DQ
     case 3:   // FAT5_INTERNAL_ATTN_DQ_NO_DBIAS
         return fat5__backend_of(ctx)->attn_bwd_dq(ctx, a->dq, pass == 2 ? a->dbias : 0, a->dout, a->lse, a->delta, a->q, a->k, a->v,
-                                     a->bias, a->lut, a->cu, a->cu, a->seq, T, H, dk, kind, nb, md, 0, 0, a->dbs);
+                                     a->bias, a->lut, a->cu, a->cu, a->seq, T, H, dk, kind, nb, md, 0, 0, a->dbs,
+                                     fat5__drop_none());
     case 4:   // FAT5_INTERNAL_ATTN_DKV
         return fat5__backend_of(ctx)->attn_bwd_dkv(ctx, a->dkk, a->dv, a->dout, a->lse, a->delta, a->q, a->k, a->v, a->bias, a->lut,
-                                      a->cu, a->cu, a->seq, T, H, dk, kind, nb, md, 0, 0);
+                                      a->cu, a->cu, a->seq, T, H, dk, kind, nb, md, 0, 0, fat5__drop_none());
     default: return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_internal_attn_run: unknown pass %d", pass);
     }
 }

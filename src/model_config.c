@@ -23,6 +23,7 @@ FAT5_API fat5_model_config fat5_model_config_default(void) {
     c.eos_token_id = 1;
     c.decoder_start_token_id = 0;
     c.dropout_rate = 0.1;
+    c.attention_dropout_rate = -1;
     memcpy(c.model_type, "t5", 3);
     c.pos_kind = FAT5_POS_T5;
     c.alibi_asymmetric = 0;
@@ -148,6 +149,9 @@ FAT5_API fat5_status fat5_model_config_validate(fat5_ctx *ctx, const fat5_model_
     if (!(c->dropout_rate >= 0 && c->dropout_rate < 1))
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: dropout_rate = %g, expected 0 <= rate < 1",
                          c->dropout_rate);
+    if (!(c->attention_dropout_rate < 1) || isinf(c->attention_dropout_rate))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: attention_dropout_rate = %g, expected 0 <= rate < 1 "
+                         "(or negative: dropout_rate)", c->attention_dropout_rate);
     if (c->act < FAT5_ACT_RELU || c->act > FAT5_ACT_SILU)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: unknown activation %d", (int)c->act);
     {
@@ -211,7 +215,7 @@ static const char *const fat5__cfg_ignored[] = {
 // and training settings, kernel choices, dropout and bookkeeping (model_type flash_t5 only).
 // attention_scale, use_glu_mlp, use_gelu_act and use_masking are read, not ignored.
 static const char *const fat5__cfg_flash_ignored[] = {
-    "z_loss", "label_smoothing", "max_sequence_length", "attention_type", "attention_dropout_rate",
+    "z_loss", "label_smoothing", "max_sequence_length", "attention_type",
     "use_triton_layernorm", "use_triton_crossentropy", "crossentropy_inplace_backward",
     "use_full_bias_size", "auto_map", NULL};
 
@@ -464,7 +468,7 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
             "relative_attention_num_buckets", "relative_attention_max_distance", "layer_norm_epsilon",
             "tie_word_embeddings", "pad_token_id", "eos_token_id", "position_encoding_type", "alibi_mode",
             "rotary_emb_fraction", "rotary_base", "rotary_interleaved", "rotary_scale_base", "fire_mlp_width",
-            "use_randomized_position_encoding", NULL};
+            "use_randomized_position_encoding", "attention_dropout_rate", NULL};
         static const char *const flash_handled[] = {"use_glu_mlp", "use_gelu_act", "attention_scale", "use_masking",
                                                     NULL};
         static const char *const long_handled[] = {"encoder_attention_type", "local_radius", "global_block_size",
@@ -509,6 +513,13 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
     if ((j = fat5__json_get(root, "dropout_rate")) != NULL &&
         (j->type != FAT5__J_NUMBER || !fat5__json_as_double(j, &c.dropout_rate))) {
         st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'dropout_rate' must be a number");
+        goto done;
+    }
+    // FAT5's rate of the attention probabilities (null or absent: dropout_rate's, as T5)
+    if ((j = fat5__json_get(root, "attention_dropout_rate")) != NULL && j->type != FAT5__J_NULL &&
+        (j->type != FAT5__J_NUMBER || !fat5__json_as_double(j, &c.attention_dropout_rate) ||
+         !(c.attention_dropout_rate >= 0))) {
+        st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'attention_dropout_rate' must be a number >= 0 or null");
         goto done;
     }
     // initializer_factor only scales a fresh initialisation (fat5_model_create uses 1), but a value
@@ -656,6 +667,10 @@ FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_c
                          "transformers version reads it back the same");
     fat5__sb_init(&b, ctx);
     fat5__sb_printf(&b, "{\n  \"architectures\": [\"%s\"],\n", arch);
+    if (c->attention_dropout_rate >= 0) {  // FAT5's key; absent: dropout_rate's (T5)
+        fat5__fmt_double(num, c->attention_dropout_rate);
+        fat5__sb_printf(&b, "  \"attention_dropout_rate\": %s,\n", num);
+    }
     if (flash) fat5__sb_printf(&b, "  \"attention_scale\": 1.0,\n");
     fat5__sb_printf(&b, "  \"d_ff\": %lld,\n  \"d_kv\": %lld,\n  \"d_model\": %lld,\n", (long long)c->d_ff,
                     (long long)c->d_kv, (long long)c->d_model);

@@ -29,6 +29,81 @@ static fat5__addr fat5__pa(const fat5_model *m, int idx) {
     return m->wa == m->wd ? fat5__pw(m, idx) : m->wa + 2 * (fat5__addr)m->params[idx].offset;
 }
 
+// ---- dropout: Hugging Face T5's sites, in training forwards with dropout on ----
+// On the token embeddings (both stacks), each sub-layer's output before the residual add, the FFN's
+// hidden activation (after act(wi_0 x) * wi_1 x, before wo), the attention probabilities (after the
+// softmax, before v) and each stack's final norm's output. Each site of a forward has its own mask
+// (fat5__drop in base: RNG), of stream
+//     draw << 26 | layer code << 15 | site << 12 (| head, for the attention probabilities)
+// with the layer code decoder << 10 | layer (layers < 1024, heads < 4096, draws < 2^38): a pure
+// function of (seed, draw, stack, layer, site, head, element), so that the backward regenerates
+// its forward's masks.
+enum {
+    FAT5__DS_EMBED = 0,     // the token embeddings (layer 0's code)
+    FAT5__DS_SA_PROBS = 1,  // the self-attention's probabilities
+    FAT5__DS_SA_OUT = 2,    // the self-attention's output, before the residual add
+    FAT5__DS_CA_PROBS = 3,  // the cross-attention's probabilities
+    FAT5__DS_CA_OUT = 4,    // the cross-attention's output
+    FAT5__DS_FF_HIDDEN = 5, // the FFN's hidden activation
+    FAT5__DS_FF_OUT = 6,    // the FFN's output
+    FAT5__DS_FINAL = 7      // the stack's final norm's output (layer 0's code)
+};
+#define FAT5__DROP_DRAW_BITS 38
+
+// the code of layer l of a stack (dec: 0 encoder, 1 decoder) in the masks' streams
+static int fat5__drop_layer(int dec, int64_t l) { return dec << 10 | (int)l; }
+
+// The dropout of site `site` of layer code `code` in the last forward and its backward: none for
+// code < 0 (the encoder of fat5_model_encode and generation), outside a training forward with
+// dropout on, where the site's rate rounds to 0, and at the sites of m->drop_skip (tests).
+static fat5__drop fat5__model_drop(const fat5_model *m, int code, int site) {
+    int probs = site == FAT5__DS_SA_PROBS || site == FAT5__DS_CA_PROBS;
+    double rate = probs ? m->fd.attn_rate : m->fd.rate;
+    if (code < 0 || !(rate > 0) || (m->drop_skip >> site & 1u)) return fat5__drop_none();
+    return fat5__drop_make(m->fd.seed, m->fd.draw << 26 | (uint64_t)code << 15 | (uint64_t)site << 12, rate);
+}
+
+// The dropout of the forward about to run (and of its backward): the rates of the config when
+// dropout is on (fat5_model_set_dropout) in a training forward that keeps its gradient, else none.
+static void fat5__model_drop_begin(fat5_model *m) {
+    const fat5_model_config *c = &m->cfg;
+    memset(&m->fd, 0, sizeof m->fd);
+    if (!m->drop_on || !m->training || m->no_grad) return;
+    m->fd.seed = m->drop_seed;
+    m->fd.draw = m->drop_draw;
+    m->fd.rate = c->dropout_rate;
+    m->fd.attn_rate = c->attention_dropout_rate < 0 ? c->dropout_rate : c->attention_dropout_rate;
+}
+
+// h (fp32 [T, D]) += drop(x W^T), x [T, K] act, W [D, K]: a sub-layer's output projection into the
+// residual stream. Without dropout the product adds into h itself; with, it goes to the workspace's
+// dn (fp32, free during a forward) and the dropout adds it.
+static fat5_status fat5__model_out_proj(fat5_model *m, fat5__addr h, fat5__addr x, int w, int64_t T, int64_t D,
+                                        int64_t K, fat5__drop od) {
+    fat5_status st;
+    if (!od.thresh) return m->be->mm(m->ctx, FAT5__MM_NT, h, 1, x, fat5__pa(m, w), T, D, K, 1.0f, 1.0f);
+    if ((st = m->be->mm(m->ctx, FAT5__MM_NT, m->ws.dn, 1, x, fat5__pa(m, w), T, D, K, 1.0f, 0.0f))) return st;
+    return m->be->dropout(m->ctx, h, m->ws.dn, T * D, FAT5__DROP_ADD, od);
+}
+
+// The backward of a sub-layer output's dropout: w->dh_act (act [T, D]) = drop(dh) (fp32), the
+// gradient of the sub-layer's output; without dropout dh_act already holds dh.
+static fat5_status fat5__model_out_grad(fat5_model *m, fat5__addr dh, int64_t T, fat5__drop od) {
+    if (!od.thresh) return FAT5_OK;
+    return m->be->dropout(m->ctx, m->ws.dh_act, dh, T * m->cfg.d_model, FAT5__DROP_TO_ACT, od);
+}
+
+// the dropout of a stack-wide site (FAT5__DS_EMBED, FAT5__DS_FINAL) of the encoder (dec 0) or decoder
+static fat5__drop fat5__stack_drop(const fat5_model *m, int dec, int site) {
+    return fat5__model_drop(m, fat5__drop_layer(dec, 0), site);
+}
+
+// x (fp32 [n], or the activation dtype with act) = drop(x) in place; nothing without dropout
+static fat5_status fat5__model_drop_inplace(fat5_model *m, fat5__addr x, int64_t n, int act, fat5__drop d) {
+    if (!d.thresh) return FAT5_OK;
+    return m->be->dropout(m->ctx, x, x, n, act ? FAT5__DROP_ACT : FAT5__DROP_F32, d);
+}
+
 // ---- position encodings: what the attention ops and rope get from the config ----
 
 // The position and pattern arguments of an attention op: kind (mask | scheme | pattern,
@@ -492,10 +567,11 @@ static fat5_status fat5__model_proj_grad(fat5_model *m, const int *w, int n, fat
 
 // Self-attention sublayer: h += o(attn(q, k, v)) with q, k, v from n = rmsnorm(h). ea: the
 // encoder's attention pattern (NULL in the decoder); transient-global adds its globals to k and v:
-// the block sums of n, normed by the layer's global_input_layer_norm (or a weight of 1).
+// the block sums of n, normed by the layer's global_input_layer_norm (or a weight of 1). dl: the
+// layer's dropout code (fat5__drop_layer; -1: no dropout).
 static fat5_status fat5__model_self_attn_fwd(fat5_model *m, const fat5__layer *y, const fat5__layer_acts *a,
                                              fat5__addr h, int64_t T, fat5__addr cu, fat5__addr seq, int kind,
-                                             fat5__addr lut, const fat5__enc_attn *ea) {
+                                             fat5__addr lut, const fat5__enc_attn *ea, int dl) {
     fat5_ctx *ctx = m->ctx;
     const fat5__backend *be = m->be;
     const fat5_model_config *c = &m->cfg;
@@ -516,13 +592,14 @@ static fat5_status fat5__model_self_attn_fwd(fat5_model *m, const fat5__layer *y
     }
     FAT5__TRY(fat5__model_rope(m, a->q, a->k, cu, seq, 0, T, 0));
     FAT5__TRY(be->attn_fwd(ctx, a->att, a->lse, a->q, a->k, a->v, p.bias, lut, cu, cu, seq, T, (int)c->num_heads,
-                           (int)c->d_kv, p.kind, p.nb, p.md, p.g, p.cu_g));
-    return be->mm(ctx, FAT5__MM_NT, h, 1, a->att, fat5__pa(m, y->o), T, D, I, 1.0f, 1.0f);
+                           (int)c->d_kv, p.kind, p.nb, p.md, p.g, p.cu_g, fat5__model_drop(m, dl, FAT5__DS_SA_PROBS)));
+    return fat5__model_out_proj(m, h, a->att, y->o, T, D, I, fat5__model_drop(m, dl, FAT5__DS_SA_OUT));
 }
 
 // Cross-attention sublayer (decoder): h += o(attn(q, k, v)), q from rmsnorm(h), k and v from the
-// encoder output
-static fat5_status fat5__model_cross_attn_fwd(fat5_model *m, const fat5__layer *y, const fat5__layer_acts *a) {
+// encoder output; dl: the layer's dropout code
+static fat5_status fat5__model_cross_attn_fwd(fat5_model *m, const fat5__layer *y, const fat5__layer_acts *a,
+                                              int dl) {
     fat5_ctx *ctx = m->ctx;
     const fat5__backend *be = m->be;
     const fat5_model_config *c = &m->cfg;
@@ -538,13 +615,13 @@ static fat5_status fat5__model_cross_attn_fwd(fat5_model *m, const fat5__layer *
     }
     FAT5__TRY(be->attn_fwd(ctx, a->catt, a->clse, a->cq, a->ck, a->cv, 0, w->lut_causal, w->dec_cu, w->enc_cu,
                            w->dec_seq, td, (int)c->num_heads, (int)c->d_kv, FAT5__ATTN_CROSS, (int)c->rel_buckets,
-                           (int)c->rel_max_distance, 0, 0));
-    return be->mm(ctx, FAT5__MM_NT, w->dec_hf, 1, a->catt, fat5__pa(m, y->co), td, D, I, 1.0f, 1.0f);
+                           (int)c->rel_max_distance, 0, 0, fat5__model_drop(m, dl, FAT5__DS_CA_PROBS)));
+    return fat5__model_out_proj(m, w->dec_hf, a->catt, y->co, td, D, I, fat5__model_drop(m, dl, FAT5__DS_CA_OUT));
 }
 
-// FFN sublayer: h += wo(act(wi0 n) [* wi1 n]), n = rmsnorm(h)
+// FFN sublayer: h += wo(act(wi0 n) [* wi1 n]), n = rmsnorm(h); dl: the layer's dropout code
 static fat5_status fat5__model_ffn_fwd(fat5_model *m, const fat5__layer *y, const fat5__layer_acts *a, fat5__addr h,
-                                       int64_t T) {
+                                       int64_t T, int dl) {
     fat5_ctx *ctx = m->ctx;
     const fat5__backend *be = m->be;
     const fat5_model_config *c = &m->cfg;
@@ -556,8 +633,9 @@ static fat5_status fat5__model_ffn_fwd(fat5_model *m, const fat5__layer *y, cons
         const int wi[2] = {y->wi0, y->wi1};
         FAT5__TRY(fat5__model_proj(m, a->ff_a, a->ff_stride, a->n_ff, wi, c->gated ? 2 : 1, T, F, D));
     }
-    FAT5__TRY(be->act_fwd(ctx, a->ff_h, a->ff_a, a->ff_b, T * F, (int)c->act));
-    return be->mm(ctx, FAT5__MM_NT, h, 1, a->ff_h, fat5__pa(m, y->wo), T, D, F, 1.0f, 1.0f);
+    FAT5__TRY(be->act_fwd(ctx, a->ff_h, a->ff_a, a->ff_b, T * F, (int)c->act,
+                          fat5__model_drop(m, dl, FAT5__DS_FF_HIDDEN)));
+    return fat5__model_out_proj(m, h, a->ff_h, y->wo, T, D, F, fat5__model_drop(m, dl, FAT5__DS_FF_OUT));
 }
 
 // The forward graph on the staged batch: encoder, decoder, lm_head, loss. The loss (mean cross
@@ -581,23 +659,28 @@ static fat5_status fat5__model_forward(fat5_model *m, fat5_forward_result *out, 
     FAT5__TRY(be->upload(ctx, w->dec_cu, m->dec_cu, (size_t)(m->n_seq + 1) * 4));
     FAT5__TRY(fat5__enc_maps(ctx, be, &m->ws.ea, m->enc_cu, m->n_seq, m->seq_map, m->enc_cu_g, w->enc_seq));
     FAT5__TRY(fat5__model_upload_seq(m, w->dec_seq, m->dec_cu));
-    // encoder; the residual stream lives in the final norm's input buffer
+    // encoder; the residual stream lives in the final norm's input buffer (dropout, when on: after
+    // the embeddings, in each sub-layer and after the final norm, fat5__model_drop)
     FAT5__TRY(be->embed_fwd(ctx, w->enc_hf, fat5__pw(m, m->shared), w->enc_tok, te, (int)D));
+    FAT5__TRY(fat5__model_drop_inplace(m, w->enc_hf, te * D, 0, fat5__stack_drop(m, 0, FAT5__DS_EMBED)));
     for (l = 0; l < c->num_layers; l++) {
         FAT5__TRY(fat5__model_self_attn_fwd(m, &m->enc[l], &w->enc[l], w->enc_hf, te, w->enc_cu, w->enc_seq,
-                                            FAT5__ATTN_BIDIR, w->lut_bidir, &w->ea));
-        FAT5__TRY(fat5__model_ffn_fwd(m, &m->enc[l], &w->enc[l], w->enc_hf, te));
+                                            FAT5__ATTN_BIDIR, w->lut_bidir, &w->ea, fat5__drop_layer(0, l)));
+        FAT5__TRY(fat5__model_ffn_fwd(m, &m->enc[l], &w->enc[l], w->enc_hf, te, fat5__drop_layer(0, l)));
     }
     FAT5__TRY(be->rmsnorm_fwd(ctx, w->enc_out, w->enc_rsf, w->enc_hf, fat5__pw(m, m->enc_final_ln), te, (int)D, eps, 0));
+    FAT5__TRY(fat5__model_drop_inplace(m, w->enc_out, te * D, 1, fat5__stack_drop(m, 0, FAT5__DS_FINAL)));
     // decoder
     FAT5__TRY(be->embed_fwd(ctx, w->dec_hf, fat5__pw(m, m->shared), w->dec_tok, td, (int)D));
+    FAT5__TRY(fat5__model_drop_inplace(m, w->dec_hf, td * D, 0, fat5__stack_drop(m, 1, FAT5__DS_EMBED)));
     for (l = 0; l < c->num_decoder_layers; l++) {
         FAT5__TRY(fat5__model_self_attn_fwd(m, &m->dec[l], &w->dec[l], w->dec_hf, td, w->dec_cu, w->dec_seq,
-                                            FAT5__ATTN_CAUSAL, w->lut_causal, NULL));
-        FAT5__TRY(fat5__model_cross_attn_fwd(m, &m->dec[l], &w->dec[l]));
-        FAT5__TRY(fat5__model_ffn_fwd(m, &m->dec[l], &w->dec[l], w->dec_hf, td));
+                                            FAT5__ATTN_CAUSAL, w->lut_causal, NULL, fat5__drop_layer(1, l)));
+        FAT5__TRY(fat5__model_cross_attn_fwd(m, &m->dec[l], &w->dec[l], fat5__drop_layer(1, l)));
+        FAT5__TRY(fat5__model_ffn_fwd(m, &m->dec[l], &w->dec[l], w->dec_hf, td, fat5__drop_layer(1, l)));
     }
     FAT5__TRY(be->rmsnorm_fwd(ctx, w->dec_out, w->dec_rsf, w->dec_hf, fat5__pw(m, m->dec_final_ln), td, (int)D, eps, 0));
+    FAT5__TRY(fat5__model_drop_inplace(m, w->dec_out, td * D, 1, fat5__stack_drop(m, 1, FAT5__DS_FINAL)));
     // lm_head (the d_model^-0.5 of tied models folded into the product), then the loss
     // (training: chunk by chunk, each chunk's dlogits = softmax-gradient of the loss terms, unscaled:
     // the backward scales it in its products)
@@ -660,6 +743,7 @@ static fat5_status fat5__model_forward_batch(fat5_model *m, const fat5_batch *b,
     }
     m->n_count = 0;
     for (t = 0; t < td; t++) m->n_count += m->labels[t] != -100;
+    fat5__model_drop_begin(m);
     if ((st = fat5__model_forward(m, out, loss_dst))) return st;
     m->have_fwd = 1;
     m->fwd_labels = b->labels != NULL;
@@ -687,20 +771,22 @@ FAT5_API fat5_status fat5_model_get_logits(fat5_model *m, float *dst, int64_t n)
 
 // FFN backward: dh (fp32 [T, D]) holds the gradient after the sublayer and, on return, before it;
 // w->dh_act holds dh in the activation dtype on entry (the RMSNorm backward that last wrote dh wrote
-// it too) and on return (this sublayer's norm backward writes both).
+// it too) and on return (this sublayer's norm backward writes both). dl: the layer's dropout code.
 static fat5_status fat5__model_ffn_bwd(fat5_model *m, const fat5__layer *y, const fat5__layer_acts *a, fat5__addr dh,
-                                       int64_t T) {
+                                       int64_t T, int dl) {
     fat5_ctx *ctx = m->ctx;
     const fat5__backend *be = m->be;
     const fat5_model_config *c = &m->cfg;
     const fat5__ws *w = &m->ws;
     int64_t D = c->d_model, F = c->d_ff;
     fat5_status st;
+    FAT5__TRY(fat5__model_out_grad(m, dh, T, fat5__model_drop(m, dl, FAT5__DS_FF_OUT)));
     if (fat5__trains(m, y->wo))
         FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, y->wo), 1, w->dh_act, a->ff_h, D, F, T, 1.0f, 1.0f));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dffh, 0, w->dh_act, fat5__pa(m, y->wo), T, F, D, 1.0f, 0.0f));
     // gated: db overwrites dffh in place (each element is read before it is written)
-    FAT5__TRY(be->act_bwd(ctx, w->da, c->gated ? w->dffh : 0, w->dffh, a->ff_a, a->ff_b, T * F, (int)c->act));
+    FAT5__TRY(be->act_bwd(ctx, w->da, c->gated ? w->dffh : 0, w->dffh, a->ff_a, a->ff_b, T * F, (int)c->act,
+                          fat5__model_drop(m, dl, FAT5__DS_FF_HIDDEN)));
     {   // the weight gradients of wi_0 | wi_1 in one product (da, then db in dffh)
         const int wi[2] = {y->wi0, y->wi1};
         FAT5__TRY(fat5__model_proj_grad(m, wi, c->gated ? 2 : 1, w->da, w->dff_stride, a->n_ff, T, F, D));
@@ -714,7 +800,7 @@ static fat5_status fat5__model_ffn_bwd(fat5_model *m, const fat5__layer *y, cons
 // Attention sublayer backward (self or cross), same convention. For cross-attention the keys and
 // values come from the encoder output: their gradient is added to d_enc_out.
 static fat5_status fat5__model_attn_bwd(fat5_model *m, const fat5__layer *y, const fat5__layer_acts *a, fat5__addr dh,
-                                        int64_t T, int kind) {
+                                        int64_t T, int kind, int dl) {
     fat5_ctx *ctx = m->ctx;
     const fat5__backend *be = m->be;
     const fat5_model_config *c = &m->cfg;
@@ -732,14 +818,16 @@ static fat5_status fat5__model_attn_bwd(fat5_model *m, const fat5__layer *y, con
     fat5__addr cu_q = enc_side ? w->enc_cu : w->dec_cu, cu_k = (enc_side || cross) ? w->enc_cu : w->dec_cu;
     fat5__addr q_seq = enc_side ? w->enc_seq : w->dec_seq, k_seq = (enc_side || cross) ? w->enc_seq : w->dec_seq;
     fat5__addr kv_src = cross ? w->enc_out : nrm, dkv_dst = cross ? w->d_enc_out : w->dn;
+    fat5__drop pd = fat5__model_drop(m, dl, cross ? FAT5__DS_CA_PROBS : FAT5__DS_SA_PROBS);
     fat5_status st;
+    FAT5__TRY(fat5__model_out_grad(m, dh, T, fat5__model_drop(m, dl, cross ? FAT5__DS_CA_OUT : FAT5__DS_SA_OUT)));
     if (fat5__trains(m, wo)) FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, wo), 1, w->dh_act, att, D, I, T, 1.0f, 1.0f));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->datt, 0, w->dh_act, fat5__pa(m, wo), T, I, D, 1.0f, 0.0f));
     FAT5__TRY(be->attn_bwd_delta(ctx, w->delta, att, w->datt, T, H, dk));
     FAT5__TRY(be->attn_bwd_dq(ctx, w->dq, p.dbias, w->datt, lse, w->delta, q, k, v, p.bias, lut, cu_q, cu_k, q_seq, T,
-                              H, dk, p.kind, p.nb, p.md, p.g, p.cu_g, w->dbias_scratch));
+                              H, dk, p.kind, p.nb, p.md, p.g, p.cu_g, w->dbias_scratch, pd));
     FAT5__TRY(be->attn_bwd_dkv(ctx, w->dk, w->dv, w->datt, lse, w->delta, q, k, v, p.bias, lut, cu_q, cu_k, k_seq, Tk,
-                               H, dk, p.kind, p.nb, p.md, p.g, p.cu_g));
+                               H, dk, p.kind, p.nb, p.md, p.g, p.cu_g, pd));
     if (!cross) FAT5__TRY(fat5__model_rope(m, w->dq, w->dk, cu_q, q_seq, 0, T, 1));  // back through the rotation
     {   // weight gradients: q | k | v in one product (self-attention without globals), else q, then k | v
         const int wqkv[3] = {wq, wk, wv};
@@ -828,6 +916,7 @@ static fat5_status fat5__model_backward(fat5_model *m, float grad_scale) {
     if (below) {
         FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->dlogits, fat5__pa(m, m->lm_head), td, D, V, head_scale * scale,
                          0.0f));
+        FAT5__TRY(fat5__model_drop_inplace(m, w->dn, td * D, 0, fat5__stack_drop(m, 1, FAT5__DS_FINAL)));
         FAT5__TRY(be->rmsnorm_bwd(ctx, w->dh_dec, fat5__pg_or0(m, m->dec_final_ln), w->dn, w->dec_hf,
                                   fat5__pw(m, m->dec_final_ln), w->dec_rsf, td, (int)D, 0, w->norm_scratch, w->dh_act));
     }
@@ -835,27 +924,34 @@ static fat5_status fat5__model_backward(fat5_model *m, float grad_scale) {
     // decoder layers, last to first (a layer's parameters start at its q; a table shared by the
     // layers lies in layer 0, the last one done)
     for (l = c->num_decoder_layers - 1; l >= dec_lo; l--) {
-        FAT5__TRY(fat5__model_ffn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td));
-        FAT5__TRY(fat5__model_attn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td, FAT5__ATTN_CROSS));
-        FAT5__TRY(fat5__model_attn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td, FAT5__ATTN_CAUSAL));
+        int dl = fat5__drop_layer(1, l);
+        FAT5__TRY(fat5__model_ffn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td, dl));
+        FAT5__TRY(fat5__model_attn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td, FAT5__ATTN_CROSS, dl));
+        FAT5__TRY(fat5__model_attn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td, FAT5__ATTN_CAUSAL, dl));
         FAT5__TRY(fat5__grads_final(m, m->dec[l].q));
         m->bwd_layers[1]++;
     }
-    if (fat5__trains(m, m->shared))
+    if (fat5__trains(m, m->shared)) {
+        FAT5__TRY(fat5__model_drop_inplace(m, w->dh_dec, td * D, 0, fat5__stack_drop(m, 1, FAT5__DS_EMBED)));
         FAT5__TRY(be->embed_bwd(ctx, fat5__pg(m, m->shared), w->dh_dec, w->dec_tok, td, (int)D));
+    }
     // encoder (nothing when none of its parameters trains, nor the shared embedding)
     if (m->bwd_enc) {
+        FAT5__TRY(fat5__model_drop_inplace(m, w->d_enc_out, te * D, 0, fat5__stack_drop(m, 0, FAT5__DS_FINAL)));
         FAT5__TRY(be->rmsnorm_bwd(ctx, w->dh_enc, fat5__pg_or0(m, m->enc_final_ln), w->d_enc_out, w->enc_hf,
                                   fat5__pw(m, m->enc_final_ln), w->enc_rsf, te, (int)D, 0, w->norm_scratch, w->dh_act));
         FAT5__TRY(fat5__grads_final(m, m->enc_final_ln));
         for (l = c->num_layers - 1; l >= enc_lo; l--) {
-            FAT5__TRY(fat5__model_ffn_bwd(m, &m->enc[l], &w->enc[l], w->dh_enc, te));
-            FAT5__TRY(fat5__model_attn_bwd(m, &m->enc[l], &w->enc[l], w->dh_enc, te, FAT5__ATTN_BIDIR));
+            int dl = fat5__drop_layer(0, l);
+            FAT5__TRY(fat5__model_ffn_bwd(m, &m->enc[l], &w->enc[l], w->dh_enc, te, dl));
+            FAT5__TRY(fat5__model_attn_bwd(m, &m->enc[l], &w->enc[l], w->dh_enc, te, FAT5__ATTN_BIDIR, dl));
             FAT5__TRY(fat5__grads_final(m, m->enc[l].q));
             m->bwd_layers[0]++;
         }
-        if (fat5__trains(m, m->shared))
+        if (fat5__trains(m, m->shared)) {
+            FAT5__TRY(fat5__model_drop_inplace(m, w->dh_enc, te * D, 0, fat5__stack_drop(m, 0, FAT5__DS_EMBED)));
             FAT5__TRY(be->embed_bwd(ctx, fat5__pg(m, m->shared), w->dh_enc, w->enc_tok, te, (int)D));
+        }
     }
     return m->grad_ready ? m->grad_ready(m->grad_ready_user, 0) : FAT5_OK;
 }
@@ -909,6 +1005,30 @@ FAT5_API fat5_status fat5_model_set_training(fat5_model *m, int training) {
 }
 
 FAT5_API int fat5_model_is_training(const fat5_model *m) { return m ? m->training : 0; }
+
+FAT5_API fat5_status fat5_model_set_dropout(fat5_model *m, int on, uint64_t seed, uint64_t draw) {
+    if (!m) return FAT5_ERR_INVALID_ARG;
+    if (on && draw >> FAT5__DROP_DRAW_BITS)
+        return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_model_set_dropout: draw %llu, expected below 2^%d (the "
+                         "forwards whose masks differ)", (unsigned long long)draw, FAT5__DROP_DRAW_BITS);
+    m->drop_on = on != 0;
+    m->drop_seed = on ? seed : 0;
+    m->drop_draw = on ? draw : 0;
+    return FAT5_OK;
+}
+
+FAT5_API fat5_status fat5_model_set_dropout_rate(fat5_model *m, double rate, double attention_rate) {
+    fat5_model_config c;
+    fat5_status st;
+    if (!m) return FAT5_ERR_INVALID_ARG;
+    c = m->cfg;
+    c.dropout_rate = rate;
+    c.attention_dropout_rate = attention_rate < 0 ? -1 : attention_rate;
+    if ((st = fat5_model_config_validate(m->ctx, &c)))
+        return fat5__err_prefix(m->ctx, st, "fat5_model_set_dropout_rate: ");
+    m->cfg = c;
+    return FAT5_OK;
+}
 
 // ---- encoder attention patterns of a run ----
 

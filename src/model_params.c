@@ -85,6 +85,15 @@ typedef struct fat5__ws {
 
 #define FAT5__TOK_FILES 5              // the tokenizer files a model carries (io: fat5__tokenizer_files)
 
+// The dropout a training forward ran with, which its backward regenerates (model_graph.c:
+// fat5__model_drop): the masks' key and the forward's draw (fat5_model_set_dropout), the rates of
+// the sites (0: none there).
+typedef struct fat5__fwd_drop {
+    uint64_t seed, draw;
+    double rate;        // embeddings, sub-layer outputs, the FFN's hidden activation, the final norms
+    double attn_rate;   // the attention probabilities
+} fat5__fwd_drop;
+
 struct fat5_model {
     fat5_ctx *ctx;
     const fat5__backend *be;          // where the model computes, fixed at creation
@@ -118,6 +127,10 @@ struct fat5_model {
     int32_t *seq_map;                 // [max(cap_te + globals, cap_td, max_distance)] host staging of maps and tables
     int32_t *enc_cu_g;                // [cap_seq + 1] host staging of the globals' rows (transient-global)
     fat5_attention attn;              // the encoder attention of the next forward (fat5_model_set_attention)
+    int drop_on;                      // dropout in the training forwards that follow (fat5_model_set_dropout)
+    uint64_t drop_seed, drop_draw;    // ... their masks' key and draw
+    fat5__fwd_drop fd;                // the dropout of the last forward (rates 0: none)
+    unsigned drop_skip;               // sites (bit 1 << FAT5__DS_*) kept without dropout: the tests' switch; 0
     // state of the last forward
     int have_fwd;                     // a forward ran on the current workspace
     int fwd_labels;                   // ... with labels (so backward has a loss to differentiate)

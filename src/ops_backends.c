@@ -21,22 +21,27 @@
                     float eps, fat5__addr xs))                                                                 \
     X(rmsnorm_bwd, (fat5_ctx * ctx, fat5__addr dx, fat5__addr dw, fat5__addr dy, fat5__addr x, fat5__addr w,   \
                     fat5__addr r, int64_t T, int D, int accumulate, fat5__addr scratch, fat5__addr dxa))       \
-    X(act_fwd, (fat5_ctx * ctx, fat5__addr h, fat5__addr a, fat5__addr b, int64_t n, int act))                 \
+    X(act_fwd, (fat5_ctx * ctx, fat5__addr h, fat5__addr a, fat5__addr b, int64_t n, int act, fat5__drop drop)) \
     X(act_bwd, (fat5_ctx * ctx, fat5__addr da, fat5__addr db, fat5__addr dh, fat5__addr a, fat5__addr b,       \
-                int64_t n, int act))                                                                           \
+                int64_t n, int act, fat5__drop drop))                                                          \
+    X(dropout, (fat5_ctx * ctx, fat5__addr y, fat5__addr x, int64_t n, int mode, fat5__drop drop))            \
+    X(drop_draws, (fat5_ctx * ctx, fat5__addr out, fat5__addr stream, fat5__addr index, int64_t n,             \
+                   unsigned long long seed))                                                                   \
     X(attn_fwd, (fat5_ctx * ctx, fat5__addr o, fat5__addr lse, fat5__addr q, fat5__addr k, fat5__addr v,       \
                  fat5__addr bias, fat5__addr lut, fat5__addr cu_q, fat5__addr cu_k, fat5__addr q_seq,          \
-                 int64_t Tq, int H, int dk, int kind, int nb, int max_distance, int g, fat5__addr cu_g))       \
+                 int64_t Tq, int H, int dk, int kind, int nb, int max_distance, int g, fat5__addr cu_g,        \
+                 fat5__drop drop))                                                                             \
     X(attn_bwd_delta, (fat5_ctx * ctx, fat5__addr delta, fat5__addr o, fat5__addr dout, int64_t Tq, int H,     \
                        int dk))                                                                                \
     X(attn_bwd_dq, (fat5_ctx * ctx, fat5__addr dq, fat5__addr dbias, fat5__addr dout, fat5__addr lse,          \
                     fat5__addr delta, fat5__addr q, fat5__addr k, fat5__addr v, fat5__addr bias,               \
                     fat5__addr lut, fat5__addr cu_q, fat5__addr cu_k, fat5__addr q_seq, int64_t Tq, int H,     \
-                    int dk, int kind, int nb, int max_distance, int g, fat5__addr cu_g, fat5__addr scratch))   \
+                    int dk, int kind, int nb, int max_distance, int g, fat5__addr cu_g, fat5__addr scratch,    \
+                    fat5__drop drop))                                                                          \
     X(attn_bwd_dkv, (fat5_ctx * ctx, fat5__addr dk_out, fat5__addr dv, fat5__addr dout, fat5__addr lse,       \
                      fat5__addr delta, fat5__addr q, fat5__addr k, fat5__addr v, fat5__addr bias,              \
                      fat5__addr lut, fat5__addr cu_q, fat5__addr cu_k, fat5__addr k_seq, int64_t Tk, int H,    \
-                     int dk, int kind, int nb, int max_distance, int g, fat5__addr cu_g))                      \
+                     int dk, int kind, int nb, int max_distance, int g, fat5__addr cu_g, fat5__drop drop))     \
     X(fire_reduce, (fat5_ctx * ctx, fat5__addr g, fat5__addr shares, int H, int W))                          \
     X(block_sum, (fat5_ctx * ctx, fat5__addr out, fat5__addr x, fat5__addr cu, fat5__addr cu_g,                \
                   fat5__addr seq, int64_t G, int D, int g))                                                    \

@@ -449,31 +449,42 @@ static fat5_status fat5__cpu_check_act(fat5_ctx *ctx, const char *op, int act) {
     return FAT5_OK;
 }
 
-// h = act(a) * b (gated), or act(a) when b == 0; act is a fat5_act
+// h = act(a) * b (gated), or act(a) when b == 0; act is a fat5_act. Then, when drop.thresh > 0
+// (T5's dropout of the FFN's hidden activation, element i of the mask for h[i]): h *= m.
 static fat5_status fat5__cpu_act_fwd(fat5_ctx *ctx, fat5__addr h_, fat5__addr a_, fat5__addr b_, int64_t n,
-                                     int act) {
+                                     int act, fat5__drop drop) {
     float *h = FAT5__HOST(float, h_);
     const float *a = FAT5__HOST(const float, a_), *b = FAT5__HOST(const float, b_);
     fat5_act f = (fat5_act)act;
     int64_t i;
+    fat5__drop_cursor cur;
     fat5_status st = fat5__cpu_check_act(ctx, "fat5__cpu_act_fwd", act);
     if (st) return st;
-    for (i = 0; i < n; i++) h[i] = b ? fat5__act_f(f, a[i]) * b[i] : fat5__act_f(f, a[i]);
+    fat5__drop_cursor_init(&cur);
+    for (i = 0; i < n; i++) {
+        float v = b ? fat5__act_f(f, a[i]) * b[i] : fat5__act_f(f, a[i]);
+        if (drop.thresh) v = v * fat5__drop_at(&drop, &cur, (uint64_t)i);
+        h[i] = v;
+    }
     return FAT5_OK;
 }
-// da = dh * b * act'(a), db = dh * act(a) (gated); da = dh * act'(a) when b == db == 0. db == dh
+// With g = dh, or g = dh m under the forward's dropout (drop.thresh > 0, act_fwd's multipliers):
+// da = g * b * act'(a), db = g * act(a) (gated); da = g * act'(a) when b == db == 0. db == dh
 // works (each element is read before it is written).
 static fat5_status fat5__cpu_act_bwd(fat5_ctx *ctx, fat5__addr da_, fat5__addr db_, fat5__addr dh_, fat5__addr a_,
-                                     fat5__addr b_, int64_t n, int act) {
+                                     fat5__addr b_, int64_t n, int act, fat5__drop drop) {
     float *da = FAT5__HOST(float, da_), *db = FAT5__HOST(float, db_);
     const float *dh = FAT5__HOST(const float, dh_), *a = FAT5__HOST(const float, a_);
     const float *b = FAT5__HOST(const float, b_);
     fat5_act f = (fat5_act)act;
     int64_t i;
+    fat5__drop_cursor cur;
     fat5_status st = fat5__cpu_check_act(ctx, "fat5__cpu_act_bwd", act);
     if (st) return st;
+    fat5__drop_cursor_init(&cur);
     for (i = 0; i < n; i++) {
-        double d = fat5__act_df(f, a[i]), g = dh[i];
+        float gf = drop.thresh ? dh[i] * fat5__drop_at(&drop, &cur, (uint64_t)i) : dh[i];
+        double d = fat5__act_df(f, a[i]), g = gf;
         if (b) {
             da[i] = (float)(g * (double)b[i] * d);
             db[i] = (float)(g * fat5__act_f(f, a[i]));
@@ -481,6 +492,44 @@ static fat5_status fat5__cpu_act_bwd(fat5_ctx *ctx, fat5__addr da_, fat5__addr d
             da[i] = (float)(g * d);
         }
     }
+    return FAT5_OK;
+}
+
+// ---- dropout ----
+
+// y = x m at the elementwise sites (element i of the mask for index i; FAT5__DROP_* modes: fp32 y
+// and x, y += x m into fp32, or activation-dtype y / x, all fp32 on the CPU). y may alias x. x m
+// is rounded to fp32 before an add. drop.thresh 0 leaves y = x (or adds x).
+static fat5_status fat5__cpu_dropout(fat5_ctx *ctx, fat5__addr y_, fat5__addr x_, int64_t n, int mode,
+                                     fat5__drop drop) {
+    float *y = FAT5__HOST(float, y_);
+    const float *x = FAT5__HOST(const float, x_);
+    int64_t i;
+    if (mode < FAT5__DROP_F32 || mode > FAT5__DROP_ACT)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__cpu_dropout: mode %d", mode);
+    if (n < 0) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__cpu_dropout: n = %lld", (long long)n);
+    for (i = 0; i < n; i += 8) {
+        float m[8];
+        int64_t e, ne = n - i < 8 ? n - i : 8;
+        if (drop.thresh) fat5__drop_mul8(&drop, (uint64_t)i >> 3, m);
+        else for (e = 0; e < 8; e++) m[e] = 1.0f;
+        for (e = 0; e < ne; e++) {
+            float v = x[i + e] * m[e];
+            y[i + e] = mode == FAT5__DROP_ADD ? y[i + e] + v : v;
+        }
+    }
+    return FAT5_OK;
+}
+
+// out[i] = the 16-bit draw of element index[i] of mask (seed, stream[i]) (int32 out, int64 stream
+// and index): the generator alone, as the tests compare it with the GPU's
+static fat5_status fat5__cpu_drop_draws(fat5_ctx *ctx, fat5__addr out_, fat5__addr stream_, fat5__addr index_,
+                                        int64_t n, unsigned long long seed) {
+    int32_t *out = FAT5__HOST(int32_t, out_);
+    const int64_t *stream = FAT5__HOST(const int64_t, stream_), *index = FAT5__HOST(const int64_t, index_);
+    int64_t i;
+    (void)ctx;
+    for (i = 0; i < n; i++) out[i] = (int32_t)fat5__drop_draw(seed, (uint64_t)stream[i], (uint64_t)index[i]);
     return FAT5_OK;
 }
 
@@ -699,7 +748,17 @@ typedef struct fat5__attn_job {
     int64_t T, maxk;                          // T: the op's Tq or Tk; maxk: keys of a query at most
     int H, dk, kind, nb, max_distance, g;
     double *scratch;                          // fwd: maxk + dk doubles per part; dq (FIRE): H FAT5__FIRE_SHARES(nb)
+    fat5__drop drop;                          // dropout of the probabilities (thresh 0: none)
 } fat5__attn_job;
+
+// The dropout multiplier of the probability of query row qr and key row kr (rows of the packed
+// q and k buffers) in head h: stream drop->stream + h, index qr << 32 | kr (fat5__drop in base: RNG)
+static fat5__drop fat5__attn_head_drop(const fat5__drop *drop, int h) {
+    fat5__drop d = *drop;
+    d.stream += (uint64_t)h;
+    return d;
+}
+static uint64_t fat5__attn_drop_index(int64_t qr, int64_t kr) { return (uint64_t)qr << 32 | (uint64_t)kr; }
 
 // parts for T rows of about `work` multiply-adds each: one below ~1 M in all, else the context's
 static int fat5__attn_parts(const fat5_ctx *ctx, double rows, double work) {
@@ -754,6 +813,9 @@ static void fat5__attn_fwd_part(void *arg, int part, int parts) {
             const float *qi = q + t * ld + h * dk;
             double mx = -INFINITY, sum = 0;
             int64_t n = 0;
+            fat5__drop hd = fat5__attn_head_drop(&J->drop, h);
+            fat5__drop_cursor cur;
+            fat5__drop_cursor_init(&cur);
             for (x = 0; x < 2; x++)
                 for (j = r[2 * x]; j < r[2 * x + 1]; j++, n++)
                     p[n] = fat5__cpu_attn_score(qi, k + (k0 + j) * ld + h * dk, bias, i, j, h, H, dk, kind, J->nb,
@@ -769,7 +831,8 @@ static void fat5__attn_fwd_part(void *arg, int part, int parts) {
                 for (j = lo; j < hi; j++, n++) {
                     const float *vj = v + (row0 + j) * ld + h * dk;
                     double e = exp(p[n] - mx);
-                    sum += e;
+                    sum += e;   // the softmax's denominator: every key; dropout scales what reaches v
+                    if (hd.thresh) e *= fat5__drop_at(&hd, &cur, fat5__attn_drop_index(t, row0 + j));
                     for (d = 0; d < dk; d++) acc[d] += e * vj[d];
                 }
             }
@@ -794,10 +857,12 @@ static int64_t fat5__attn_maxk(const fat5__attn_job *J, int64_t Tq) {
 
 // o = softmax(q k^T + bias) v per sequence and head, no 1/sqrt(dk) scale (T5); lse [Tq, H] saved
 // (-inf and o = 0 for a query without keys). The keys of a query: the kind's pattern (above).
+// drop.thresh > 0: dropout on the probabilities (T5's, training), o = (P m) v with P the softmax and
+// m the multipliers of fat5__attn_drop_index; lse stays the softmax's.
 static fat5_status fat5__cpu_attn_fwd(fat5_ctx *ctx, fat5__addr o_, fat5__addr lse_, fat5__addr q_, fat5__addr k_,
                                       fat5__addr v_, fat5__addr bias_, fat5__addr lut, fat5__addr cu_q_,
                                       fat5__addr cu_k_, fat5__addr q_seq_, int64_t Tq, int H, int dk, int kind,
-                                      int nb, int max_distance, int g, fat5__addr cu_g) {
+                                      int nb, int max_distance, int g, fat5__addr cu_g, fat5__drop drop) {
     fat5__attn_job J;
     int parts;
     fat5_status st;
@@ -821,6 +886,7 @@ static fat5_status fat5__cpu_attn_fwd(fat5_ctx *ctx, fat5__addr o_, fat5__addr l
     J.nb = nb;
     J.max_distance = max_distance;
     J.g = g;
+    J.drop = drop;
     J.maxk = fat5__attn_maxk(&J, Tq);
     parts = fat5__attn_parts(ctx, (double)Tq, (double)J.maxk * H * dk * 2);
     J.scratch = FAT5__CAST(double *, fat5__host_scratch(ctx, (size_t)parts * (size_t)(J.maxk + dk) * sizeof(double),
@@ -894,6 +960,9 @@ static void fat5__attn_dq_part(void *arg, int part, int parts) {
             const float *qi = q + t * ld + h * dk, *doi = dout + t * ld + h * dk;
             float *dqi = dq + t * ld + h * dk;
             double L = lse[t * H + h];
+            fat5__drop hd = fat5__attn_head_drop(&J->drop, h);
+            fat5__drop_cursor cur;
+            fat5__drop_cursor_init(&cur);
             for (d = 0; d < dk; d++) dqi[d] = 0;
             for (x = 0; x < 3; x++) {
                 int64_t lo = x < 2 ? r[2 * x] : 0, hi = x < 2 ? r[2 * x + 1] : G, row0 = x < 2 ? k0 : g0;
@@ -905,6 +974,7 @@ static void fat5__attn_dq_part(void *arg, int part, int parts) {
                                                                J->max_distance);
                     double p = exp(sc - L), dp = 0, ds;
                     for (d = 0; d < dk; d++) dp += (double)doi[d] * vj[d];
+                    if (hd.thresh) dp *= fat5__drop_at(&hd, &cur, fat5__attn_drop_index(t, row0 + j));
                     ds = p * (dp - delta[t * H + h]);
                     for (d = 0; d < dk; d++) dqi[d] += (float)(ds * kj[d]);
                     if (!dbias) continue;
@@ -924,13 +994,15 @@ static void fat5__attn_dq_part(void *arg, int part, int parts) {
 
 // dq (written) and dbias[bucket, h] += ds (dbias 0: not wanted; ALiBi has no gradient; FIRE adds
 // the gradient of its parameter block; transient-global keys add to the global table's). p =
-// exp(score - lse) is recomputed; ds = p (dout . v - delta). scratch is the GPU's (its per-block
-// bias-gradient partials); the CPU needs none.
+// exp(score - lse) is recomputed; ds = p (dout . v - delta), or under the forward's dropout
+// (drop.thresh > 0, its multipliers m) ds = p (m dout . v - delta); delta = rowsum(dout o) either
+// way. scratch is the GPU's (its per-block bias-gradient partials); the CPU needs none.
 static fat5_status fat5__cpu_attn_bwd_dq(fat5_ctx *ctx, fat5__addr dq_, fat5__addr dbias_, fat5__addr dout_,
                                          fat5__addr lse_, fat5__addr delta_, fat5__addr q_, fat5__addr k_,
                                          fat5__addr v_, fat5__addr bias_, fat5__addr lut, fat5__addr cu_q_,
                                          fat5__addr cu_k_, fat5__addr q_seq_, int64_t Tq, int H, int dk, int kind,
-                                         int nb, int max_distance, int g, fat5__addr cu_g, fat5__addr scratch) {
+                                         int nb, int max_distance, int g, fat5__addr cu_g, fat5__addr scratch,
+                                         fat5__drop drop) {
     fat5__attn_job J;
     int parts;
     fat5_status st;
@@ -939,6 +1011,7 @@ static fat5_status fat5__cpu_attn_bwd_dq(fat5_ctx *ctx, fat5__addr dq_, fat5__ad
     if ((st = fat5__attn_pattern_check(ctx, "fat5__cpu_attn_bwd_dq", kind, g, cu_g))) return st;
     fat5__attn_bwd_job(&J, dq_, dbias_, dout_, lse_, delta_, q_, k_, v_, bias_, cu_q_, cu_k_, q_seq_, Tq, H, dk, kind,
                        nb, max_distance, g, cu_g);
+    J.drop = drop;
     if (dbias_ && (kind & FAT5__ATTN_FIRE)) {  // per-head sums in double, then added in head order
         size_t n = (size_t)H * (size_t)FAT5__FIRE_SHARES(nb), e;
         J.scratch = FAT5__CAST(double *, fat5__host_scratch(ctx, n * sizeof(double), "fat5__cpu_attn_bwd_dq"));
@@ -972,6 +1045,9 @@ static void fat5__attn_dkv_part(void *arg, int part, int parts) {
         for (h = 0; h < H; h++) {
             const float *kj = k + t * ld + h * dk, *vj = v + t * ld + h * dk;
             float *dkj = dkk + t * ld + h * dk, *dvj = dv + t * ld + h * dk;
+            fat5__drop hd = fat5__attn_head_drop(&J->drop, h);
+            fat5__drop_cursor cur;   // (each query is another block: drawn once per probability)
+            fat5__drop_cursor_init(&cur);
             for (d = 0; d < dk; d++) dkj[d] = dvj[d] = 0;
             for (x = 0; x < 2; x++)
                 for (i = r[2 * x]; i < r[2 * x + 1]; i++) {
@@ -980,30 +1056,37 @@ static void fat5__attn_dkv_part(void *arg, int part, int parts) {
                                                               h, H, dk, J->nb, J->max_distance)
                                      : fat5__cpu_attn_score(qi, kj, J->bias, i, j, h, H, dk, kind, J->nb,
                                                             J->max_distance);
-                    double p = exp(sc - lse[(q0 + i) * H + h]), dp = 0, ds;
+                    double p = exp(sc - lse[(q0 + i) * H + h]), dp = 0, ds, pm = p;
                     for (d = 0; d < dk; d++) dp += (double)doi[d] * vj[d];
+                    if (hd.thresh) {   // the forward's multiplier of this probability
+                        double m = fat5__drop_at(&hd, &cur, fat5__attn_drop_index(q0 + i, t));
+                        dp *= m;
+                        pm = p * m;
+                    }
                     ds = p * (dp - delta[(q0 + i) * H + h]);
                     for (d = 0; d < dk; d++) {
                         dkj[d] += (float)(ds * qi[d]);
-                        dvj[d] += (float)(p * doi[d]);
+                        dvj[d] += (float)(pm * doi[d]);
                     }
                 }
         }
     }
 }
 
-// dk, dv (written), key by key: k_seq[t] is the sequence of key row t (token or transient-global)
+// dk, dv (written), key by key: k_seq[t] is the sequence of key row t (token or transient-global).
+// Under the forward's dropout (drop.thresh > 0, multipliers m): dv += p m dout, and ds as attn_bwd_dq's.
 static fat5_status fat5__cpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__addr dk_, fat5__addr dv_, fat5__addr dout_,
                                           fat5__addr lse_, fat5__addr delta_, fat5__addr q_, fat5__addr k_,
                                           fat5__addr v_, fat5__addr bias_, fat5__addr lut, fat5__addr cu_q_,
                                           fat5__addr cu_k_, fat5__addr k_seq_, int64_t Tk, int H, int dk, int kind,
-                                          int nb, int max_distance, int g, fat5__addr cu_g) {
+                                          int nb, int max_distance, int g, fat5__addr cu_g, fat5__drop drop) {
     fat5__attn_job J;
     fat5_status st;
     (void)lut;
     if ((st = fat5__attn_pattern_check(ctx, "fat5__cpu_attn_bwd_dkv", kind, g, cu_g))) return st;
     fat5__attn_bwd_job(&J, dk_, dv_, dout_, lse_, delta_, q_, k_, v_, bias_, cu_q_, cu_k_, k_seq_, Tk, H, dk, kind, nb,
                        max_distance, g, cu_g);
+    J.drop = drop;
     fat5__pool_run(ctx, fat5__attn_dkv_part, &J, fat5__attn_parts(ctx, (double)Tk, (double)H * dk * 64));
     return FAT5_OK;
 }
@@ -1228,7 +1311,8 @@ static fat5_status fat5__cpu_norm_mm(fat5_ctx *ctx, fat5__addr y0, fat5__addr y1
     if (act >= 0) {
         if (!st) st = fat5__cpu_mm(ctx, FAT5__MM_NT, FAT5__ADDR(ta), 0, FAT5__ADDR(xn), w0, T, N, K, 1.0f, 0.0f);
         if (!st && w1) st = fat5__cpu_mm(ctx, FAT5__MM_NT, FAT5__ADDR(tb), 0, FAT5__ADDR(xn), w1, T, N, K, 1.0f, 0.0f);
-        if (!st) st = fat5__cpu_act_fwd(ctx, y0, FAT5__ADDR(ta), w1 ? FAT5__ADDR(tb) : 0, T * N, act);
+        if (!st)
+            st = fat5__cpu_act_fwd(ctx, y0, FAT5__ADDR(ta), w1 ? FAT5__ADDR(tb) : 0, T * N, act, fat5__drop_none());
     }
     for (s = 0; s < 3 && act < 0 && !st && w[s]; s++) {
         int64_t i;

@@ -541,22 +541,56 @@ static fat5_status fat5__gpu_check_act(fat5_ctx *ctx, const char *op, int act) {
     return FAT5_OK;
 }
 
-// h = act(a) * b (gated) or act(a) (b == 0); activation dtype; act a fat5_act value
+// h = act(a) * b (gated) or act(a) (b == 0), then h *= m under drop (thresh > 0; element i of the
+// mask); activation dtype; act a fat5_act value
 static FAT5__UNUSED fat5_status fat5__gpu_act_fwd(fat5_ctx *ctx, fat5__dptr h, fat5__dptr a, fat5__dptr b,
-                                                  int64_t n, int act) {
+                                                  int64_t n, int act, fat5__drop drop) {
     long long n_ = n;
-    void *args[] = {&h, &a, &b, &n_, &act};
+    unsigned long long seed = drop.seed, stream = drop.stream;
+    unsigned int thresh = drop.thresh;
+    float scale = drop.scale;
+    void *args[] = {&h, &a, &b, &n_, &act, &seed, &stream, &thresh, &scale};
     fat5_status st = fat5__gpu_check_act(ctx, "fat5__gpu_act_fwd", act);
     return st ? st : fat5__gpu_launch_vec(ctx, FAT5__K_act_fwd, "fat5__gpu_act_fwd", n, args);
 }
 
-// da = dh * b * act'(a), db = dh * act(a) (gated); da = dh * act'(a) (b == db == 0). db == dh works.
+// g = dh, or dh m under the forward's drop; da = g * b * act'(a), db = g * act(a) (gated);
+// da = g * act'(a) (b == db == 0). db == dh works.
 static FAT5__UNUSED fat5_status fat5__gpu_act_bwd(fat5_ctx *ctx, fat5__dptr da, fat5__dptr db, fat5__dptr dh,
-                                                  fat5__dptr a, fat5__dptr b, int64_t n, int act) {
+                                                  fat5__dptr a, fat5__dptr b, int64_t n, int act, fat5__drop drop) {
     long long n_ = n;
-    void *args[] = {&da, &db, &dh, &a, &b, &n_, &act};
+    unsigned long long seed = drop.seed, stream = drop.stream;
+    unsigned int thresh = drop.thresh;
+    float scale = drop.scale;
+    void *args[] = {&da, &db, &dh, &a, &b, &n_, &act, &seed, &stream, &thresh, &scale};
     fat5_status st = fat5__gpu_check_act(ctx, "fat5__gpu_act_bwd", act);
     return st ? st : fat5__gpu_launch_vec(ctx, FAT5__K_act_bwd, "fat5__gpu_act_bwd", n, args);
+}
+
+// ----- dropout.cu -----
+
+// y = x m (mode FAT5__DROP_*: fp32 or activation-dtype buffers, or y += x m into fp32), m = scale
+// where element i of drop's mask is kept, else 0; one thread per block of 8 elements
+static FAT5__UNUSED fat5_status fat5__gpu_dropout(fat5_ctx *ctx, fat5__dptr y, fat5__dptr x, int64_t n, int mode,
+                                                  fat5__drop drop) {
+    long long n_ = n;
+    unsigned long long seed = drop.seed, stream = drop.stream;
+    unsigned int thresh = drop.thresh;
+    float scale = drop.scale;
+    void *args[] = {&y, &x, &n_, &mode, &seed, &stream, &thresh, &scale};
+    if (mode < FAT5__DROP_F32 || mode > FAT5__DROP_ACT)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_dropout: mode %d", mode);
+    if (n < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_dropout", "n", n);
+    if (n == 0) return FAT5_OK;
+    return fat5__dev_launch(ctx, FAT5__K_dropout, fat5__gpu_blocks((n + 7) / 8, 256), 1, 1, 256, 1, 1, 0, args);
+}
+
+// out[i] (int32) = the 16-bit draw of element index[i] (int64) of mask (seed, stream[i] (int64))
+static FAT5__UNUSED fat5_status fat5__gpu_drop_draws(fat5_ctx *ctx, fat5__dptr out, fat5__dptr stream,
+                                                     fat5__dptr index, int64_t n, unsigned long long seed) {
+    long long n_ = n;
+    void *args[] = {&out, &stream, &index, &n_, &seed};
+    return fat5__gpu_launch_1d(ctx, FAT5__K_drop_draws, "fat5__gpu_drop_draws", n, args);
 }
 
 // ----- attention.cu -----
@@ -786,7 +820,18 @@ static FAT5__UNUSED int64_t fat5__gpu_attn_bwd_tc_smem(const fat5_ctx *ctx, int 
     return base <= ctx->gpu->smem_optin ? base : 0;
 }
 
+// The attention kernels do not drop probabilities yet (the CPU ops do: fat5__cpu_attn_fwd): a
+// call with attention dropout is refused, naming the way around it.
+static fat5_status fat5__gpu_attn_no_drop(fat5_ctx *ctx, const char *op, fat5__drop drop) {
+    if (!drop.thresh) return FAT5_OK;
+    return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: attention-probability dropout (rate %.6g) is not implemented "
+                     "on the GPU yet; set attention_dropout_rate to 0 to train with dropout at the other sites "
+                     "(embeddings, sub-layer outputs, the FFN's hidden activation, the final norms), which the GPU "
+                     "runs", op, (double)drop.thresh / 65536.0);
+}
+
 // o = softmax(q k^T + bias) v per sequence and head (T5: no 1/sqrt(dk)); lse [Tq, H] saved.
+// drop: must be none (fat5__gpu_attn_no_drop).
 // T5: bias [nb, H] or 0 (cross), lut [max_distance] from fat5__rel_bucket for this kind; ALiBi and
 // FIRE: the bias of each score computed in the kernel (fat5__gpu_attn_check). A pattern in the
 // kind (window, block-global prefix of g tokens, or transient-global keys in k, v rows cu_g[s] ..
@@ -796,14 +841,16 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_fwd(fat5_ctx *ctx, fat5__dptr o, 
                                                    fat5__dptr k, fat5__dptr v, fat5__dptr bias,
                                                    fat5__dptr lut, fat5__dptr cu_q, fat5__dptr cu_k,
                                                    fat5__dptr q_seq, int64_t Tq, int H, int dk, int kind,
-                                                   int nb, int max_distance, int g, fat5__dptr cu_g) {
+                                                   int nb, int max_distance, int g, fat5__dptr cu_g,
+                                                   fat5__drop drop) {
     long long Tq_ = Tq;
     void *args[] = {&o,    &lse,   &q,   &k, &v,  &bias, &lut,          &cu_q,
                     &cu_k, &q_seq, &Tq_, &H, &dk, &kind, &nb,  &max_distance, &g, &cu_g};
     int scheme = fat5__gpu_attn_scheme(kind), kernel = fat5__gpu_attn_kernel(FAT5__K_attn_fwd, kind);
     int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT, base, need;
-    fat5_status st =
-        fat5__gpu_attn_check(ctx, "fat5__gpu_attn_fwd", Tq, H, dk, kind, bias, lut, nb, max_distance, g, cu_g);
+    fat5_status st = fat5__gpu_attn_no_drop(ctx, "fat5__gpu_attn_fwd", drop);
+    if (!st)
+        st = fat5__gpu_attn_check(ctx, "fat5__gpu_attn_fwd", Tq, H, dk, kind, bias, lut, nb, max_distance, g, cu_g);
     if (st || Tq == 0) return st;
     if ((need = fat5__gpu_attn_fwd_wg_smem(ctx, o, q, k, v, cu_q, cu_k, Tq, dk, kind, bias, max_distance)) > 0) {
         // q, k, v as 2D tensors [Tq][H dk] of bf16, read in boxes of 128 rows x 64 columns
@@ -899,7 +946,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dq(fat5_ctx *ctx, fat5__dptr 
                                                       fat5__dptr bias, fat5__dptr lut, fat5__dptr cu_q,
                                                       fat5__dptr cu_k, fat5__dptr q_seq, int64_t Tq, int H,
                                                       int dk, int kind, int nb, int max_distance, int g,
-                                                      fat5__dptr cu_g, fat5__dptr scratch) {
+                                                      fat5__dptr cu_g, fat5__dptr scratch, fat5__drop drop) {
     static const char *const op = "fat5__gpu_attn_bwd_dq";
     long long Tq_ = Tq;
     int scheme = fat5__gpu_attn_scheme(kind), kernel = fat5__gpu_attn_kernel(FAT5__K_attn_bwd_dq, kind);
@@ -912,7 +959,8 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dq(fat5_ctx *ctx, fat5__dptr 
     unsigned gx = 0, smem;
     int kernel_done = 0;
     int64_t need;
-    fat5_status st = fat5__gpu_attn_check(ctx, op, Tq, H, dk, kind, bias, lut, nb, max_distance, g, cu_g);
+    fat5_status st = fat5__gpu_attn_no_drop(ctx, op, drop);
+    if (!st) st = fat5__gpu_attn_check(ctx, op, Tq, H, dk, kind, bias, lut, nb, max_distance, g, cu_g);
     if (st || Tq == 0) return st;
     if (dbias_ && !bias) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: a bias gradient without a bias", op);
     if (dbias_ && !scratch) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: a bias gradient without scratch", op);
@@ -1001,15 +1049,16 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__dptr
                                                        fat5__dptr bias, fat5__dptr lut, fat5__dptr cu_q,
                                                        fat5__dptr cu_k, fat5__dptr k_seq, int64_t Tk, int H,
                                                        int dk, int kind, int nb, int max_distance, int g,
-                                                       fat5__dptr cu_g) {
+                                                       fat5__dptr cu_g, fat5__drop drop) {
     long long Tk_ = Tk;
     void *args[] = {&dk_,  &dv,   &dout,  &lse, &delta, &q,  &k,    &v,  &bias,        &lut,
                     &cu_q, &cu_k, &k_seq, &Tk_, &H,     &dk, &kind, &nb, &max_distance, &g, &cu_g};
     int scheme = fat5__gpu_attn_scheme(kind), kernel = fat5__gpu_attn_kernel(FAT5__K_attn_bwd_dkv, kind);
     int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT, base;
-    fat5_status st =
-        fat5__gpu_attn_check(ctx, "fat5__gpu_attn_bwd_dkv", Tk, H, dk, kind, bias, lut, nb, max_distance, g,
-                             cu_g);
+    fat5_status st = fat5__gpu_attn_no_drop(ctx, "fat5__gpu_attn_bwd_dkv", drop);
+    if (!st)
+        st = fat5__gpu_attn_check(ctx, "fat5__gpu_attn_bwd_dkv", Tk, H, dk, kind, bias, lut, nb, max_distance, g,
+                                  cu_g);
     if (st || Tk == 0) return st;
     if ((base = fat5__gpu_attn_bwd_dkv_wg_smem(ctx, dk_, dv, q, k, v, dout, cu_q, cu_k, Tk, dk, kind, bias,
                                                max_distance)) > 0) {

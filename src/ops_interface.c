@@ -79,6 +79,16 @@ typedef enum fat5__attn_kind {
 #define FAT5__ROPE_KEY 2          // the key side: xPos scales by zeta^(-t/gamma) instead of zeta^(t/gamma)
 #define FAT5__ROPE_TRANSPOSE 4    // the backward: the transposed rotation (same scale)
 
+// dropout's modes: y = x m (m: scale where element i of the mask is kept, else 0; fat5__drop in
+// base: RNG), by the types of y and x. The attention ops and act_fwd / act_bwd take a fat5__drop
+// too (thresh 0: none).
+enum {
+    FAT5__DROP_F32 = 0,     // fp32 y = drop(fp32 x) (in place allowed)
+    FAT5__DROP_ADD = 1,     // fp32 y += drop(fp32 x): a sub-layer's output into the residual stream
+    FAT5__DROP_TO_ACT = 2,  // activation-dtype y = drop(fp32 x): a stream gradient as a matmul operand
+    FAT5__DROP_ACT = 3      // activation-dtype y = drop(activation-dtype x) (in place allowed)
+};
+
 // ---- host memory: the CPU backend's allocator and copies ----
 
 // A buffer of at least `bytes` from the context's scratch arena (grown on demand, kept until the

@@ -52,6 +52,8 @@ FAT5_API fat5_train_config fat5_train_config_default(void) {
     c.dist_timeout_s = 900;
     c.bucket_mb = 100;
     c.balance_ranks = 1;
+    c.dropout_rate = -1;
+    c.attention_dropout_rate = -1;
     return c;
 }
 
@@ -103,7 +105,11 @@ static const char fat5__train_options[] =
     "dist_timeout: seconds a rank waits for the others before it stops the run (900)\n"
     "bucket_mb: gradients are summed across ranks in buckets of this many MiB during the backward (100)\n"
     "balance_ranks: 1 exchanges examples between the ranks' micro-batches so that each has about the\n"
-    "  same FLOPs (default), 0 trains each rank on its micro-batches as drawn\n";
+    "  same FLOPs (default), 0 trains each rank on its micro-batches as drawn\n"
+    "dropout_rate: dropout of the training steps at T5's sites, in place of the model config's (the\n"
+    "  presets' 0, an --init checkpoint's own)\n"
+    "attention_dropout_rate: dropout of the attention probabilities (default: dropout_rate; the GPU does\n"
+    "  not drop them yet: 0 there)\n";
 
 FAT5_API const char *fat5_train_option_names(void) { return fat5__train_options; }
 
@@ -151,6 +157,11 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
     else if (FAT5__IS("output_dir")) ok = v[0] ? fat5__opt_str(ctx, v, &c->output_dir) : 0;
     else if (FAT5__IS("resume")) ok = fat5__opt_str(ctx, v, &c->resume);
     else if (FAT5__IS("seed")) { ok = fat5__opt_i64(v, 0, imax, &i); c->seed = (uint64_t)i; }
+    else if (FAT5__IS("dropout_rate") || FAT5__IS("attention_dropout_rate")) {   // [0, 1)
+        double d = 0;
+        ok = fat5__opt_f64(v, 0, 1, &d) && d < 1;
+        if (ok) *(FAT5__IS("dropout_rate") ? &c->dropout_rate : &c->attention_dropout_rate) = d;
+    }
     else if (FAT5__IS("model")) {
         if (!fat5__model_preset(v, mc)) {
             char *text = NULL;
@@ -1514,6 +1525,13 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
         if ((st = fat5_model_load(ctx, cfg->init, &t->m))) goto fail;
         t->cfg.model = t->m->cfg;
     }
+    // the options' dropout rates replace the config's (--init's too), before a resumed checkpoint's
+    // config is compared with the run's
+    if (cfg->dropout_rate >= 0) t->cfg.model.dropout_rate = cfg->dropout_rate;
+    if (cfg->attention_dropout_rate >= 0) t->cfg.model.attention_dropout_rate = cfg->attention_dropout_rate;
+    if (t->m &&
+        (st = fat5_model_set_dropout_rate(t->m, t->cfg.model.dropout_rate, t->cfg.model.attention_dropout_rate)))
+        goto fail;
     if (dir[0]) {
         fat5_model *r = NULL;
         char *a = NULL, *b = NULL;
@@ -1712,10 +1730,16 @@ static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out) {
             t->m->grad_ready = fat5__comm_grads_ready;
             t->m->grad_ready_user = t->comm;
         }
-        st = fat5__model_forward_batch(t->m, &g->mb[i].b, &t->cfg.loss, NULL,
-                                       t->losses + 16 * (fat5__addr)(t->rank * k + i));
+        // dropout at the config's rates, each micro-batch of each rank and step with its own masks, a
+        // function of (seed, step, micro-batch): a resumed run draws the same (the draw wraps at 2^38)
+        st = fat5_model_set_dropout(t->m, 1, fat5__h128_mix(t->cfg.seed ^ 0x64726f706f7574ull),
+                                    ((uint64_t)fat5_optim_get_step(t->o) * (uint64_t)(k * t->world) +
+                                     (uint64_t)(t->rank * k + i)) & (((uint64_t)1 << FAT5__DROP_DRAW_BITS) - 1));
+        if (!st) st = fat5__model_forward_batch(t->m, &g->mb[i].b, &t->cfg.loss, NULL,
+                                                t->losses + 16 * (fat5__addr)(t->rank * k + i));
         if (!st) st = fat5__model_backward_checked(t->m, scale, 0);
         t->m->grad_ready = NULL;
+        fat5_model_set_dropout(t->m, 0, 0, 0);   // off: evaluation and anything else between steps
         if (st) return st;
     }
     if (t->comm && (st = fat5__comm_grads_end(t->comm, t->losses, (size_t)(2 * k * t->world + 1))))

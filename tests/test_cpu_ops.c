@@ -151,7 +151,7 @@ static void t_rmsnorm_bwd(fat5_test *T) {
 typedef struct tc_act { fat5_ctx *ctx; float *a, *b, *h, *r; int64_t n; fat5_act act; } tc_act;
 static double tc_act_loss(void *u) {
     tc_act *p = (tc_act *)u;
-    fat5__cpu_act_fwd(p->ctx, A_(p->h), A_(p->a), A_(p->b), p->n, (int)p->act);
+    fat5__cpu_act_fwd(p->ctx, A_(p->h), A_(p->a), A_(p->b), p->n, (int)p->act, fat5__drop_none());
     return tc_dot(p->h, p->r, (size_t)p->n);
 }
 static void t_act_bwd(fat5_test *T) {
@@ -170,7 +170,7 @@ static void t_act_bwd(fat5_test *T) {
             tc_fill(&rng, p.a, 40, 3.0, 0.05);
             if (p.b) tc_fill(&rng, p.b, 40, 2.0, 0);
             tc_fill(&rng, p.r, 40, 1.0, 0);
-            fat5__cpu_act_bwd(ctx, A_(da), A_(p.b ? db : NULL), A_(p.r), A_(p.a), A_(p.b), p.n, (int)p.act);
+            fat5__cpu_act_bwd(ctx, A_(da), A_(p.b ? db : NULL), A_(p.r), A_(p.a), A_(p.b), p.n, (int)p.act, fat5__drop_none());
             snprintf(what, sizeof what, "%s%s da", gated ? "gated " : "", fat5__act_name(p.act));
             tc_fd_check(T, what, p.a, 40, da, tc_act_loss, &p, 1e-3, 1e-4, 1e-3);
             if (p.b) {
@@ -183,7 +183,7 @@ static void t_act_bwd(fat5_test *T) {
     FAT5_CHECK(T, fabsf(fat5__act_f(FAT5_ACT_GELU_TANH, 1.0f) - 0.841191990f) < 1e-6f);
     FAT5_CHECK(T, fabsf(fat5__act_f(FAT5_ACT_GELU, 1.0f) - 0.841344746f) < 1e-6f);
     // an unknown activation is an error, not a silent zero
-    FAT5_CHECK(T, fat5__cpu_act_fwd(ctx, 0, 0, 0, 1, 7) == FAT5_ERR_INVALID_ARG);
+    FAT5_CHECK(T, fat5__cpu_act_fwd(ctx, 0, 0, 0, 1, 7, fat5__drop_none()) == FAT5_ERR_INVALID_ARG);
     fat5_ctx_destroy(ctx);
 }
 
@@ -208,7 +208,7 @@ static int32_t *tc_seq_map(const int32_t *cu, int n_seq) {
 
 static fat5_status tc_attn_fwd(tc_attn *a, float *o) {
     return fat5__cpu_attn_fwd(a->ctx, A_(o), A_(a->lse), A_(a->q), A_(a->k), A_(a->v), A_(a->bias), 0, A_(a->cu_q),
-                              A_(a->cu_k), A_(a->q_seq), a->tq, a->H, a->dk, a->kind, a->nb, a->max_distance, 0, 0);
+                              A_(a->cu_k), A_(a->q_seq), a->tq, a->H, a->dk, a->kind, a->nb, a->max_distance, 0, 0, fat5__drop_none());
 }
 static double tc_attn_loss(void *u) {
     tc_attn *a = (tc_attn *)u;
@@ -258,10 +258,10 @@ static void t_attn_bwd(fat5_test *T) {
         FAT5_CHECK(T, fat5__cpu_attn_bwd_delta(ctx, A_(delta), A_(a.o), A_(a.r), tq, a.H, a.dk) == FAT5_OK);
         FAT5_CHECK(T, fat5__cpu_attn_bwd_dq(ctx, A_(dq), A_(a.bias ? dbias : NULL), A_(a.r), A_(a.lse), A_(delta),
                                             A_(a.q), A_(a.k), A_(a.v), A_(a.bias), 0, A_(a.cu_q), A_(a.cu_k),
-                                            A_(a.q_seq), tq, a.H, a.dk, kind, a.nb, a.max_distance, 0, 0, 0) == FAT5_OK);
+                                            A_(a.q_seq), tq, a.H, a.dk, kind, a.nb, a.max_distance, 0, 0, 0, fat5__drop_none()) == FAT5_OK);
         FAT5_CHECK(T, fat5__cpu_attn_bwd_dkv(ctx, A_(dk_), A_(dv), A_(a.r), A_(a.lse), A_(delta), A_(a.q), A_(a.k),
                                              A_(a.v), A_(a.bias), 0, A_(a.cu_q), A_(a.cu_k), A_(a.k_seq), tk, a.H,
-                                             a.dk, kind, a.nb, a.max_distance, 0, 0) == FAT5_OK);
+                                             a.dk, kind, a.nb, a.max_distance, 0, 0, fat5__drop_none()) == FAT5_OK);
         snprintf(what, sizeof what, "%s dq", kn);
         tc_fd_check(T, what, a.q, (size_t)(tq * H * dk), dq, tc_attn_loss, &a, 1e-3, 1e-4, 1e-3);
         snprintf(what, sizeof what, "%s dk", kn);
@@ -686,8 +686,10 @@ static void t_op_table(fat5_test *T) {
     // the 21 training ops (mm and mm_batched included), rope, fire_reduce, block_sum and block_sum_bwd, then the 5 decode ops
     // (attn_decode, cache_write, norm_mm, cache_gather, add_i32), then the 3 decoding-strategy ops (gen_process,
     // gen_select, gen_beam), optim_coef (the optimizer's step sizes on the backend, beside adamw_seg) and
-    // loss_total (the batch's loss on the backend, beside xent_bwd), adafactor_seg (the Adafactor update)
-    FAT5_CHECK(T, FAT5__OP_COUNT == 36);
+    // loss_total (the batch's loss on the backend, beside xent_bwd), adafactor_seg (the Adafactor update),
+    // dropout and drop_draws (the elementwise dropout sites, the mask generator alone)
+    FAT5_CHECK(T, FAT5__OP_COUNT == 38);
+    FAT5_CHECK(T, be->dropout == fat5__cpu_dropout && be->drop_draws == fat5__cpu_drop_draws);
     FAT5_CHECK(T, be->adafactor_seg == fat5__cpu_adafactor_seg);
     FAT5_CHECK(T, be->optim_coef == fat5__cpu_optim_coef && be->loss_total == fat5__cpu_loss_total);
     FAT5_CHECK(T, be->mm_batched == fat5__cpu_mm_batched);
@@ -768,7 +770,7 @@ static void t_attn_decode_causal(fat5_test *T) {
             const float *kr = k + (size_t)kv_off[rows[i]] * ld, *vr = v + (size_t)kv_off[rows[i]] * ld;
             FAT5_CHECK(T, fat5__cpu_attn_fwd(ctx, A_(of), A_(lse), A_(qs + (size_t)rows[i] * L * ld), A_(kr), A_(vr),
                                              A_(bias), 0, A_(cu), A_(cu), A_(qseq), pos + 1, H, DK,
-                                             FAT5__ATTN_CAUSAL, NB, MD, 0, 0) == FAT5_OK);
+                                             FAT5__ATTN_CAUSAL, NB, MD, 0, 0, fat5__drop_none()) == FAT5_OK);
             for (t = 0; t < ld; t++)
                 FAT5_CHECK_MSG(T, od[i * ld + t] == of[(size_t)pos * ld + t],
                                "causal decode pos %d entry %d element %d: %.9g vs forward %.9g", pos, i, t,
@@ -806,7 +808,7 @@ static void t_attn_decode_cross(fat5_test *T) {
         cu_k[1] = kv_len[rows[i]];
         FAT5_CHECK(T, fat5__cpu_attn_fwd(ctx, A_(of), A_(lse), A_(q + i * ld), A_(k + kv_off[rows[i]] * ld),
                                          A_(v + kv_off[rows[i]] * ld), 0, 0, A_(cu_q), A_(cu_k), A_(qseq), 1, H, DK,
-                                         FAT5__ATTN_CROSS, 0, 0, 0, 0) == FAT5_OK);
+                                         FAT5__ATTN_CROSS, 0, 0, 0, 0, fat5__drop_none()) == FAT5_OK);
         for (t = 0; t < ld; t++)
             FAT5_CHECK_MSG(T, od[i * ld + t] == of[t], "cross decode entry %d element %d: %.9g vs forward %.9g", i, t,
                            od[i * ld + t], of[t]);

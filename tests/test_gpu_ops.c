@@ -398,7 +398,7 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
 
     // forward
     fat5__cpu_attn_fwd(g->ctx, A_(oref), A_(lseref), A_(q), A_(k), A_(v), A_(bias), A_(lut), A_(cu_q), A_(cu_k),
-                       A_(q_seq), Tq, H, dk, kind, nb, md, gsz, tglob ? A_(cu_g) : 0);
+                       A_(q_seq), Tq, H, dk, kind, nb, md, gsz, tglob ? A_(cu_g) : 0, fat5__drop_none());
     qd = tg_up_act(g, q, nq);
     kd = tg_up_act(g, k, nk);
     vd = tg_up_act(g, v, nk);
@@ -414,7 +414,7 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
     lsed = tg_dev(g, (size_t)(Tq * H) * 4);
     if (g->err) return;
     if (!tg_ok(g, fat5__gpu_attn_fwd(g->ctx, od, lsed, qd, kd, vd, biasd, lutd, cuqd, cukd, qsd, Tq, H, dk, kind, nb,
-                                     md, gsz, cugd)))
+                                     md, gsz, cugd, fat5__drop_none())))
         return;
     tg_down_act(g, o, od, nq);
     tg_down_f32(g, lse, lsed, (size_t)(Tq * H));
@@ -450,7 +450,7 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
         if (g->err) return;
         *sw = 0;
         ok = tg_ok(g, fat5__gpu_attn_fwd(g->ctx, od, lsed, qd, kd, vd, biasd, lutd, cuqd, cukd, qsd, Tq, H, dk, kind,
-                                         nb, md, gsz, cugd));
+                                         nb, md, gsz, cugd, fat5__drop_none()));
         *sw = 1;
         if (!ok) return;
         tg_down_act(g, o2, od, nq);
@@ -469,10 +469,10 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
     fat5__cpu_attn_bwd_delta(g->ctx, A_(deltaref), A_(oref), A_(dout), Tq, H, dk);
     fat5__cpu_attn_bwd_dq(g->ctx, A_(dqref), A_(has_grad ? gref : NULL), A_(dout), A_(lse), A_(deltaref), A_(q),
                           A_(k), A_(v), A_(bias), A_(lut), A_(cu_q), A_(cu_k), A_(q_seq), Tq, H, dk, kind, nb, md,
-                          gsz, tglob ? A_(cu_g) : 0, 0);
+                          gsz, tglob ? A_(cu_g) : 0, 0, fat5__drop_none());
     fat5__cpu_attn_bwd_dkv(g->ctx, A_(dkref), A_(dvref), A_(dout), A_(lse), A_(deltaref), A_(q), A_(k), A_(v),
                            A_(bias), A_(lut), A_(cu_q), A_(cu_k), A_(k_seq), Tk, H, dk, kind, nb, md, gsz,
-                           tglob ? A_(cu_g) : 0);
+                           tglob ? A_(cu_g) : 0, fat5__drop_none());
     od = tg_up_act(g, oref, nq);
     if (!g->err) tg_ok(g, fat5__dev_upload(g->ctx, lsed, lse, (size_t)(Tq * H) * 4));
     doutd = tg_up_act(g, dout, nq);
@@ -498,13 +498,13 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
     g->wg_bwd_cases += wgkv;
     if (!tg_ok(g, fat5__gpu_attn_bwd_delta(g->ctx, deltad, od, doutd, Tq, H, dk)) ||
         !tg_ok(g, fat5__gpu_attn_bwd_dq(g->ctx, dqd, gd, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd, cukd,
-                                        qsd, Tq, H, dk, kind, nb, md, gsz, cugd, scd)) ||
+                                        qsd, Tq, H, dk, kind, nb, md, gsz, cugd, scd, fat5__drop_none())) ||
         !tg_ok(g, fat5__gpu_attn_bwd_dkv(g->ctx, dkd, dvd, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd, cukd,
-                                         ksd, Tk, H, dk, kind, nb, md, gsz, cugd)) ||
+                                         ksd, Tk, H, dk, kind, nb, md, gsz, cugd, fat5__drop_none())) ||
         !tg_ok(g, fat5__gpu_attn_bwd_dq(g->ctx, dq2d, gd2, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd, cukd,
-                                        qsd, Tq, H, dk, kind, nb, md, gsz, cugd, scd)) ||
+                                        qsd, Tq, H, dk, kind, nb, md, gsz, cugd, scd, fat5__drop_none())) ||
         !tg_ok(g, fat5__gpu_attn_bwd_dkv(g->ctx, dk2d, dv2d, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd,
-                                         cukd, ksd, Tk, H, dk, kind, nb, md, gsz, cugd)))
+                                         cukd, ksd, Tk, H, dk, kind, nb, md, gsz, cugd, fat5__drop_none())))
         return;
     tg_down_f32(g, delta, deltad, (size_t)(Tq * H));
     tg_down_act(g, dq, dqd, nq);
@@ -530,7 +530,7 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
             for (e = 0; e < nq; e++) ones[e] = 1.0f;
             fat5__cpu_attn_bwd_dkv(g->ctx, A_(junk), A_(csum), A_(ones), A_(lse), A_(deltaref), A_(q), A_(k), A_(v),
                                    A_(bias), A_(lut), A_(cu_q), A_(cu_k), A_(k_seq), Tk, H, dk, kind, nb, md, gsz,
-                                   tglob ? A_(cu_g) : 0);
+                                   tglob ? A_(cu_g) : 0, fat5__drop_none());
             cmax = tg_maxabs(csum, nk);
             eq = tcq ? TG_ATC * tg_maxabs(k, nk) * 2.0 * nd * nv : 0;
             ek = tckv ? TG_ATC * tg_maxabs(q, nq) * 2.0 * nd * nv * cmax : 0;
@@ -566,9 +566,9 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
             if (g->err) return;
             g->ctx->gpu->attn_tc = 0;
             ok = tg_ok(g, fat5__gpu_attn_bwd_dq(g->ctx, dq2d, gd3, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd,
-                                                cukd, qsd, Tq, H, dk, kind, nb, md, gsz, cugd, scd)) &&
+                                                cukd, qsd, Tq, H, dk, kind, nb, md, gsz, cugd, scd, fat5__drop_none())) &&
                  tg_ok(g, fat5__gpu_attn_bwd_dkv(g->ctx, dk2d, dv2d, doutd, lsed, deltad, qd, kd, vd, biasd, lutd,
-                                                 cuqd, cukd, ksd, Tk, H, dk, kind, nb, md, gsz, cugd));
+                                                 cuqd, cukd, ksd, Tk, H, dk, kind, nb, md, gsz, cugd, fat5__drop_none()));
             g->ctx->gpu->attn_tc = 1;
             if (!ok) return;
             tg_down_act(g, dq2, dq2d, nq);
@@ -584,7 +584,8 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
                 // the mma.sync kernel under the sm_90a one (FAT5_ATTN_WG=0's path) on the same inputs
                 g->ctx->gpu->attn_wg = 0;
                 ok = tg_ok(g, fat5__gpu_attn_bwd_dkv(g->ctx, dk2d, dv2d, doutd, lsed, deltad, qd, kd, vd, biasd, lutd,
-                                                     cuqd, cukd, ksd, Tk, H, dk, kind, nb, md, gsz, cugd));
+                                                     cuqd, cukd, ksd, Tk, H, dk, kind, nb, md, gsz, cugd,
+                                                     fat5__drop_none()));
                 g->ctx->gpu->attn_wg = 1;
                 if (!ok) return;
                 tg_down_act(g, dk2, dk2d, nk);
@@ -707,9 +708,9 @@ static void t_gpu_attn_edge(fat5_test *T) {
         if (!tg_begin(&g, T, mode)) return;
         tg_attn_cases(&g, cfgs, sizeof cfgs / sizeof cfgs[0], tg_t5_kinds, TG_NT5, &rng);
         // the launcher refuses head dims above 256 and bad head counts
-        FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 257, 0, 32, 128, 0, 0) ==
+        FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 257, 0, 32, 128, 0, 0, fat5__drop_none()) ==
                           FAT5_ERR_INVALID_ARG);
-        FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 64, 0, 32, 128, 0, 0) ==
+        FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 64, 0, 32, 128, 0, 0, fat5__drop_none()) ==
                           FAT5_ERR_INVALID_ARG);
         tg_end(&g);
     }
@@ -888,19 +889,19 @@ static void t_gpu_attn_posenc(fat5_test *T) {
         // without the bidirectional mask or with an odd head count, FIRE without its parameters,
         // bit 64 alone (transient-global keys without a window); asymmetric ALiBi in decoding
         FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2, 8,
-                                         FAT5__ATTN_CROSS | FAT5__ATTN_ALIBI, 0, 0, 0, 0) == FAT5_ERR_INVALID_ARG);
+                                         FAT5__ATTN_CROSS | FAT5__ATTN_ALIBI, 0, 0, 0, 0, fat5__drop_none()) == FAT5_ERR_INVALID_ARG);
         FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 2, 8,
-                                         FAT5__ATTN_BIDIR | FAT5__ATTN_ALIBI | FAT5__ATTN_FIRE, 8, 16, 0, 0) ==
+                                         FAT5__ATTN_BIDIR | FAT5__ATTN_ALIBI | FAT5__ATTN_FIRE, 8, 16, 0, 0, fat5__drop_none()) ==
                           FAT5_ERR_INVALID_ARG);
         FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2, 8,
-                                         FAT5__ATTN_CAUSAL | FAT5__ATTN_ALIBI | FAT5__ATTN_ALIBI_ASYM, 0, 0, 0, 0) ==
+                                         FAT5__ATTN_CAUSAL | FAT5__ATTN_ALIBI | FAT5__ATTN_ALIBI_ASYM, 0, 0, 0, 0, fat5__drop_none()) ==
                           FAT5_ERR_INVALID_ARG);
         FAT5_CHECK(T, fat5__gpu_attn_bwd_dkv(g.ctx, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 3, 8,
-                                             FAT5__ATTN_BIDIR | FAT5__ATTN_ALIBI | FAT5__ATTN_ALIBI_ASYM, 0, 0, 0, 0) ==
+                                             FAT5__ATTN_BIDIR | FAT5__ATTN_ALIBI | FAT5__ATTN_ALIBI_ASYM, 0, 0, 0, 0, fat5__drop_none()) ==
                           FAT5_ERR_INVALID_ARG);
         FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2, 8,
-                                         FAT5__ATTN_BIDIR | FAT5__ATTN_FIRE, 8, 16, 0, 0) == FAT5_ERR_INVALID_ARG);
-        FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2, 8, 64 | FAT5__ATTN_BIDIR, 0, 0, 0, 0) ==
+                                         FAT5__ATTN_BIDIR | FAT5__ATTN_FIRE, 8, 16, 0, 0, fat5__drop_none()) == FAT5_ERR_INVALID_ARG);
+        FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2, 8, 64 | FAT5__ATTN_BIDIR, 0, 0, 0, 0, fat5__drop_none()) ==
                           FAT5_ERR_INVALID_ARG);
         FAT5_CHECK(T, fat5__gpu_attn_decode(g.ctx, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 2, 8,
                                             FAT5__ATTN_CAUSAL | FAT5__ATTN_ALIBI | FAT5__ATTN_ALIBI_ASYM, 0, 0, 10,
@@ -970,12 +971,12 @@ static void t_gpu_attn_patterns(fat5_test *T) {
         // the checks: a window on cross-attention, transient-global keys with ALiBi or without
         // their offsets, global keys without a window, a pattern in decoding
         FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2, 8,
-                                         FAT5__ATTN_CROSS | TG_W(4), 0, 0, 0, 0) == FAT5_ERR_INVALID_ARG);
+                                         FAT5__ATTN_CROSS | TG_W(4), 0, 0, 0, 0, fat5__drop_none()) == FAT5_ERR_INVALID_ARG);
         FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2, 8, TG_AL | TG_W(4) | TG_TG, 0, 0,
-                                         16, 1) == FAT5_ERR_INVALID_ARG);
+                                         16, 1, fat5__drop_none()) == FAT5_ERR_INVALID_ARG);
         FAT5_CHECK(T, fat5__gpu_attn_bwd_dkv(g.ctx, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2, 8,
-                                             TG_B | TG_W(4) | TG_TG, 0, 0, 16, 0) == FAT5_ERR_INVALID_ARG);
-        FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2, 8, TG_B | TG_P, 0, 0, 4, 0) ==
+                                             TG_B | TG_W(4) | TG_TG, 0, 0, 16, 0, fat5__drop_none()) == FAT5_ERR_INVALID_ARG);
+        FAT5_CHECK(T, fat5__gpu_attn_fwd(g.ctx, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 2, 8, TG_B | TG_P, 0, 0, 4, 0, fat5__drop_none()) ==
                           FAT5_ERR_INVALID_ARG);
         FAT5_CHECK(T, fat5__gpu_attn_decode(g.ctx, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 2, 8,
                                             FAT5__ATTN_CAUSAL | TG_W(4), 0, 0, 10, 1) == FAT5_ERR_INVALID_ARG);
@@ -1061,7 +1062,7 @@ static void t_gpu_attn_tc(fat5_test *T) {
 static void t_gpu_op_refusals(fat5_test *T) {
     fat5_ctx *ctx = tg_ctx(T, FAT5_DTYPE_FP32);
     if (!ctx) return;
-    FAT5_CHECK(T, fat5__gpu_act_fwd(ctx, 0, 0, 0, 1, 7) == FAT5_ERR_INVALID_ARG);
+    FAT5_CHECK(T, fat5__gpu_act_fwd(ctx, 0, 0, 0, 1, 7, fat5__drop_none()) == FAT5_ERR_INVALID_ARG);
     FAT5_CHECK(T, fat5__gpu_attn_decode(ctx, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 8, FAT5__ATTN_BIDIR, 0, 0, 10, 1) ==
                       FAT5_ERR_INVALID_ARG);
     FAT5_CHECK(T, fat5__gpu_attn_decode(ctx, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 257, 0, 0, 0, 10, 1) ==

@@ -115,12 +115,12 @@ static void t_attn_window(fat5_test *T) {
 #define A(x) FAT5__ADDR(x)
         memset(db[w], 0, sizeof db[w]);
         FAT5_REQUIRE_OK(T, fat5__cpu_attn_fwd(ctx, A(o[w]), A(lse[w]), A(q), A(k), A(v), A(bias), 0, A(cu), A(cu),
-                                              A(seq), 23, H, DK, kind, NB, MD, 0, 0));
+                                              A(seq), 23, H, DK, kind, NB, MD, 0, 0, fat5__drop_none()));
         FAT5_REQUIRE_OK(T, fat5__cpu_attn_bwd_delta(ctx, A(delta), A(o[w]), A(dout), 23, H, DK));
         FAT5_REQUIRE_OK(T, fat5__cpu_attn_bwd_dq(ctx, A(dq[w]), A(db[w]), A(dout), A(lse[w]), A(delta), A(q), A(k),
-                                                 A(v), A(bias), 0, A(cu), A(cu), A(seq), 23, H, DK, kind, NB, MD, 0, 0, 0));
+                                                 A(v), A(bias), 0, A(cu), A(cu), A(seq), 23, H, DK, kind, NB, MD, 0, 0, 0, fat5__drop_none()));
         FAT5_REQUIRE_OK(T, fat5__cpu_attn_bwd_dkv(ctx, A(dk[w]), A(dv[w]), A(dout), A(lse[w]), A(delta), A(q), A(k),
-                                                  A(v), A(bias), 0, A(cu), A(cu), A(seq), 23, H, DK, kind, NB, MD, 0, 0));
+                                                  A(v), A(bias), 0, A(cu), A(cu), A(seq), 23, H, DK, kind, NB, MD, 0, 0, fat5__drop_none()));
     }
     FAT5_CHECK(T, !memcmp(o[0], o[1], sizeof o[0]) && !memcmp(lse[0], lse[1], sizeof lse[0]));
     FAT5_CHECK(T, !memcmp(dq[0], dq[1], sizeof dq[0]) && !memcmp(db[0], db[1], sizeof db[0]));
@@ -128,7 +128,7 @@ static void t_attn_window(fat5_test *T) {
     // radius 3: in the 13-token sequence, query 0 sees keys 0..3 only; its output is the softmax
     // over those four keys, computed here directly
     FAT5_REQUIRE_OK(T, fat5__cpu_attn_fwd(ctx, A(o[1]), A(lse[1]), A(q), A(k), A(v), A(bias), 0, A(cu), A(cu), A(seq),
-                                          23, H, DK, FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(3), NB, MD, 0, 0));
+                                          23, H, DK, FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(3), NB, MD, 0, 0, fat5__drop_none()));
 #undef A
     {
         double sc[4], mx = -1e300, sum = 0, want[DK];
@@ -308,16 +308,16 @@ static fat5_status tl_ops(fat5_ctx *ctx, const tl_prob *P, tl_out *X) {
     int nb = (P->kind & FAT5__ATTN_FIRE) ? TL_W : TL_NB, md = (P->kind & FAT5__ATTN_FIRE) ? TL_L0 : TL_MD;
     memset(X, 0, sizeof *X);
     if ((st = fat5__cpu_attn_fwd(ctx, A_(X->o), A_(X->lse), A_(P->q), A_(P->k), A_(P->v), bias, 0, A_(tl_cu),
-                                 A_(P->cu_k), A_(P->q_seq), TL_T, TL_H, TL_DK, P->kind, nb, md, P->g, cu_g)))
+                                 A_(P->cu_k), A_(P->q_seq), TL_T, TL_H, TL_DK, P->kind, nb, md, P->g, cu_g, fat5__drop_none())))
         return st;
     if ((st = fat5__cpu_attn_bwd_delta(ctx, A_(X->delta), A_(X->o), A_(P->dout), TL_T, TL_H, TL_DK))) return st;
     if ((st = fat5__cpu_attn_bwd_dq(ctx, A_(X->dq), bias ? A_(X->dbias) : 0, A_(P->dout), A_(X->lse), A_(X->delta),
                                     A_(P->q), A_(P->k), A_(P->v), bias, 0, A_(tl_cu), A_(P->cu_k), A_(P->q_seq), TL_T,
-                                    TL_H, TL_DK, P->kind, nb, md, P->g, cu_g, 0)))
+                                    TL_H, TL_DK, P->kind, nb, md, P->g, cu_g, 0, fat5__drop_none())))
         return st;
     return fat5__cpu_attn_bwd_dkv(ctx, A_(X->dk), A_(X->dv), A_(P->dout), A_(X->lse), A_(X->delta), A_(P->q),
                                   A_(P->k), A_(P->v), bias, 0, A_(tl_cu), A_(P->cu_k), A_(P->k_seq), P->Tk, TL_H,
-                                  TL_DK, P->kind, nb, md, P->g, cu_g);
+                                  TL_DK, P->kind, nb, md, P->g, cu_g, fat5__drop_none());
 }
 
 // Every pattern, on 4 packed sequences (13, 1, 7, 22 tokens), against the dense reference: o,
@@ -850,20 +850,20 @@ static void t_longt5_pattern_rejects(fat5_test *T) {
             fat5__addr bias = A_(P.bias), cu_g = A_(P.cu_g);
             int kind = bad[c].kind, g = bad[c].g;
             TM_EXPECT_ERR(T, fat5__cpu_attn_fwd(ctx, A_(X.o), A_(X.lse), A_(P.q), A_(P.k), A_(P.v), bias, 0, A_(tl_cu),
-                                                A_(P.cu_k), A_(P.q_seq), TL_T, TL_H, TL_DK, kind, TL_NB, TL_MD, g, cu_g),
+                                                A_(P.cu_k), A_(P.q_seq), TL_T, TL_H, TL_DK, kind, TL_NB, TL_MD, g, cu_g, fat5__drop_none()),
                           FAT5_ERR_INVALID_ARG, bad[c].needle);
             TM_EXPECT_ERR(T, fat5__cpu_attn_bwd_dq(ctx, A_(X.dq), A_(X.dbias), A_(P.dout), A_(X.lse), A_(X.delta), A_(P.q),
                                                    A_(P.k), A_(P.v), bias, 0, A_(tl_cu), A_(P.cu_k), A_(P.q_seq), TL_T,
-                                                   TL_H, TL_DK, kind, TL_NB, TL_MD, g, cu_g, 0),
+                                                   TL_H, TL_DK, kind, TL_NB, TL_MD, g, cu_g, 0, fat5__drop_none()),
                           FAT5_ERR_INVALID_ARG, bad[c].needle);
             TM_EXPECT_ERR(T, fat5__cpu_attn_bwd_dkv(ctx, A_(X.dk), A_(X.dv), A_(P.dout), A_(X.lse), A_(X.delta), A_(P.q),
                                                     A_(P.k), A_(P.v), bias, 0, A_(tl_cu), A_(P.cu_k), A_(P.k_seq), P.Tk,
-                                                    TL_H, TL_DK, kind, TL_NB, TL_MD, g, cu_g),
+                                                    TL_H, TL_DK, kind, TL_NB, TL_MD, g, cu_g, fat5__drop_none()),
                           FAT5_ERR_INVALID_ARG, bad[c].needle);
         }
         // transient-global keys without their rows
         TM_EXPECT_ERR(T, fat5__cpu_attn_fwd(ctx, A_(X.o), A_(X.lse), A_(P.q), A_(P.k), A_(P.v), A_(P.bias), 0, A_(tl_cu),
-                                            A_(P.cu_k), A_(P.q_seq), TL_T, TL_H, TL_DK, P.kind, TL_NB, TL_MD, 3, 0),
+                                            A_(P.cu_k), A_(P.q_seq), TL_T, TL_H, TL_DK, P.kind, TL_NB, TL_MD, 3, 0, fat5__drop_none()),
                       FAT5_ERR_INVALID_ARG, "cu_g");
     }
 }

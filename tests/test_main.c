@@ -38,6 +38,7 @@
 #include "test_freeze.c"
 #include "test_export.c"     // after test_train.c and test_model.c: their helpers     // after test_train.c and test_gpu_model.c: their helpers
 #include "test_ops_table.c"  // after test_gpu_ops.c (its tolerances, tg_open); without CUDA: ops_table_cpu
+#include "test_dropout.c"    // after the files whose helpers it uses (tc_, tm_, ttr_, tgm_)
 
 static const fat5_test_case fat5_cases[] = {
     FAT5_TESTS_BASE(FAT5_TEST_ENTRY)
@@ -62,6 +63,7 @@ static const fat5_test_case fat5_cases[] = {
     FAT5_TESTS_GPU_MODEL(FAT5_TEST_ENTRY)
     FAT5_TESTS_FREEZE(FAT5_TEST_ENTRY)
     FAT5_TESTS_EXPORT(FAT5_TEST_ENTRY)
+    FAT5_TESTS_DROPOUT(FAT5_TEST_ENTRY)
 };
 
 int main(int argc, char **argv) {

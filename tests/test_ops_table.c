@@ -707,61 +707,134 @@ static void to_act_inputs(to_run *r, int gated, int64_t n, int *a, int *b) {
     *b = gated ? to_rnd(r, "b", TO_ACT, TO_IN, (size_t)n, 2.0) : -1;
 }
 
+// dropout of the hidden activation (drop 1: T5's, rate 0.3): the same mask on both sides. The
+// unaligned run starts at element 1, so its mask differs from the aligned one's: compared with the
+// CPU only.
+static fat5__drop to_act_drop(int act, int gated, size_t s) {
+    return fat5__drop_make(0x9e3779b97f4a7c15ull + (uint64_t)s, (uint64_t)(act * 2 + gated) << 12, 0.3);
+}
+
 static void to_gen_act_fwd(to_run *r) {
-    int act, gated;
+    int act, gated, drop;
     size_t s;
-    for (act = FAT5_ACT_RELU; act <= FAT5_ACT_SILU; act++)
-        for (gated = 0; gated < 2; gated++)
-            for (s = 0; s < sizeof to_act_n / sizeof to_act_n[0]; s++) {
-                int64_t n = to_act_n[s];
-                int a, b, h, h2;
-                if (!to_case(r, "%s%s n=%lld", gated ? "gated " : "", fat5__act_name((fat5_act)act), (long long)n))
-                    return;
-                to_act_inputs(r, gated, n, &a, &b);
-                h = to_buf_new(r, "h", TO_ACT, TO_OUT, (size_t)n);
-                h2 = to_buf_new(r, "h (unaligned)", TO_ACT, TO_INOUT, (size_t)n);
-                TO_SIDES(r) {
-                    TO_CALL(r, r->be->act_fwd(r->ctx, to_a(r, h), to_a(r, a), to_a(r, b), n, act));
-                    if (n > 1)
-                        TO_CALL(r, r->be->act_fwd(r->ctx, to_ae(r, h2, 1), to_ae(r, a, 1), b < 0 ? 0 : to_ae(r, b, 1),
-                                                  n - 1, act));
+    for (drop = 0; drop < 2; drop++)
+        for (act = FAT5_ACT_RELU; act <= FAT5_ACT_SILU; act++)
+            for (gated = 0; gated < 2; gated++)
+                for (s = 0; s < sizeof to_act_n / sizeof to_act_n[0]; s++) {
+                    int64_t n = to_act_n[s];
+                    int a, b, h, h2;
+                    fat5__drop d = drop ? to_act_drop(act, gated, s) : fat5__drop_none();
+                    if (!to_case(r, "%s%s n=%lld%s", gated ? "gated " : "", fat5__act_name((fat5_act)act), (long long)n,
+                                 drop ? " dropout 0.3" : ""))
+                        return;
+                    to_act_inputs(r, gated, n, &a, &b);
+                    h = to_buf_new(r, "h", TO_ACT, TO_OUT, (size_t)n);
+                    h2 = to_buf_new(r, "h (unaligned)", TO_ACT, TO_INOUT, (size_t)n);
+                    TO_SIDES(r) {
+                        TO_CALL(r, r->be->act_fwd(r->ctx, to_a(r, h), to_a(r, a), to_a(r, b), n, act, d));
+                        if (n > 1)
+                            TO_CALL(r, r->be->act_fwd(r->ctx, to_ae(r, h2, 1), to_ae(r, a, 1), b < 0 ? 0 : to_ae(r, b, 1),
+                                                      n - 1, act, d));
+                    }
+                    to_check(r);
+                    if (n > 1 && !drop) to_same_gpu(r, h2, h, 1, "h unaligned vs aligned");
                 }
-                to_check(r);
-                if (n > 1) to_same_gpu(r, h2, h, 1, "h unaligned vs aligned");
-            }
 }
 
 // gated: db written in place over dh, as the model does
 static void to_gen_act_bwd(to_run *r) {
-    int act, gated;
+    int act, gated, drop;
     size_t s;
-    for (act = FAT5_ACT_RELU; act <= FAT5_ACT_SILU; act++)
-        for (gated = 0; gated < 2; gated++)
-            for (s = 0; s < sizeof to_act_n / sizeof to_act_n[0]; s++) {
-                int64_t n = to_act_n[s];
-                int a, b, dh, da, dh2, da2;
-                if (!to_case(r, "%s%s n=%lld", gated ? "gated " : "", fat5__act_name((fat5_act)act), (long long)n))
-                    return;
-                to_act_inputs(r, gated, n, &a, &b);
-                dh = to_rnd(r, gated ? "dh -> db" : "dh", TO_ACT, gated ? TO_INOUT : TO_IN, (size_t)n, 1.0);
-                dh2 = to_buf_new(r, gated ? "dh -> db (unaligned)" : "dh (unaligned)", TO_ACT, gated ? TO_INOUT : TO_IN,
-                                 (size_t)n);
-                memcpy(TO_F(r, dh2), TO_F(r, dh), (size_t)n * 4);
-                da = to_buf_new(r, "da", TO_ACT, TO_OUT, (size_t)n);
-                da2 = to_buf_new(r, "da (unaligned)", TO_ACT, TO_INOUT, (size_t)n);
-                TO_SIDES(r) {
-                    TO_CALL(r, r->be->act_bwd(r->ctx, to_a(r, da), b < 0 ? 0 : to_a(r, dh), to_a(r, dh), to_a(r, a),
-                                              to_a(r, b), n, act));
-                    if (n > 1)
-                        TO_CALL(r, r->be->act_bwd(r->ctx, to_ae(r, da2, 1), b < 0 ? 0 : to_ae(r, dh2, 1), to_ae(r, dh2, 1),
-                                                  to_ae(r, a, 1), b < 0 ? 0 : to_ae(r, b, 1), n - 1, act));
+    for (drop = 0; drop < 2; drop++)
+        for (act = FAT5_ACT_RELU; act <= FAT5_ACT_SILU; act++)
+            for (gated = 0; gated < 2; gated++)
+                for (s = 0; s < sizeof to_act_n / sizeof to_act_n[0]; s++) {
+                    int64_t n = to_act_n[s];
+                    int a, b, dh, da, dh2, da2;
+                    fat5__drop d = drop ? to_act_drop(act, gated, s) : fat5__drop_none();
+                    if (!to_case(r, "%s%s n=%lld%s", gated ? "gated " : "", fat5__act_name((fat5_act)act), (long long)n,
+                                 drop ? " dropout 0.3" : ""))
+                        return;
+                    to_act_inputs(r, gated, n, &a, &b);
+                    dh = to_rnd(r, gated ? "dh -> db" : "dh", TO_ACT, gated ? TO_INOUT : TO_IN, (size_t)n, 1.0);
+                    dh2 = to_buf_new(r, gated ? "dh -> db (unaligned)" : "dh (unaligned)", TO_ACT,
+                                     gated ? TO_INOUT : TO_IN, (size_t)n);
+                    memcpy(TO_F(r, dh2), TO_F(r, dh), (size_t)n * 4);
+                    da = to_buf_new(r, "da", TO_ACT, TO_OUT, (size_t)n);
+                    da2 = to_buf_new(r, "da (unaligned)", TO_ACT, TO_INOUT, (size_t)n);
+                    TO_SIDES(r) {
+                        TO_CALL(r, r->be->act_bwd(r->ctx, to_a(r, da), b < 0 ? 0 : to_a(r, dh), to_a(r, dh), to_a(r, a),
+                                                  to_a(r, b), n, act, d));
+                        if (n > 1)
+                            TO_CALL(r, r->be->act_bwd(r->ctx, to_ae(r, da2, 1), b < 0 ? 0 : to_ae(r, dh2, 1),
+                                                      to_ae(r, dh2, 1), to_ae(r, a, 1), b < 0 ? 0 : to_ae(r, b, 1), n - 1,
+                                                      act, d));
+                    }
+                    to_check(r);
+                    if (n > 1 && !drop) {
+                        to_same_gpu(r, da2, da, 1, "da unaligned vs aligned");
+                        if (gated) to_same_gpu(r, dh2, dh, 1, "db unaligned vs aligned");
+                    }
                 }
+}
+
+// ----- dropout.cu: dropout in every mode, in place too (y = x m, the product rounded once and, in
+// ADD, added after: bit for bit on both sides, an activation-dtype output as the CPU's value rounded
+// to bf16), and drop_draws, the generator alone (equal integers) -----
+
+static const int64_t to_drop_n[] = {1, 13, 1001, 100003};
+
+static void to_gen_dropout(to_run *r) {
+    static const double rates[] = {0.1, 0.5, 0.9};
+    int mode, inplace;
+    size_t s;
+    for (inplace = 0; inplace < 2; inplace++)
+        for (mode = FAT5__DROP_F32; mode <= FAT5__DROP_ACT; mode++)
+            for (s = 0; s < sizeof to_drop_n / sizeof to_drop_n[0]; s++) {
+                int64_t n = to_drop_n[s];
+                double p = rates[s % 3];
+                fat5__drop d = fat5__drop_make(0x0123456789abcdefull * (s + 1), ((uint64_t)(mode + 1) << 40) | 4097u, p);
+                int x, y;
+                if (inplace && mode != FAT5__DROP_F32 && mode != FAT5__DROP_ACT) continue;
+                if (!to_case(r, "mode %d%s n=%lld p=%g", mode, inplace ? " in place" : "", (long long)n, p)) return;
+                x = to_rnd(r, inplace ? "x -> y" : "x", mode == FAT5__DROP_ACT ? TO_ACT : TO_F32,
+                           inplace ? TO_INOUT : TO_IN, (size_t)n, 3.0);
+                y = inplace ? x
+                    : mode == FAT5__DROP_ADD ? to_rnd(r, "y (+=)", TO_F32, TO_INOUT, (size_t)n, 1.0)
+                                             : to_buf_new(r, "y", mode == FAT5__DROP_F32 ? TO_F32 : TO_ACT, TO_OUT, (size_t)n);
+                TO_BUF(r, y)->cmp = TO_SAME;
+                TO_SIDES(r) TO_CALL(r, r->be->dropout(r->ctx, to_a(r, y), to_a(r, x), n, mode, d));
                 to_check(r);
-                if (n > 1) {
-                    to_same_gpu(r, da2, da, 1, "da unaligned vs aligned");
-                    if (gated) to_same_gpu(r, dh2, dh, 1, "db unaligned vs aligned");
-                }
             }
+}
+
+// streams and indices over their whole 64 bits: consecutive indices (one Philox block after
+// another), an attention probability's (query row << 32 | key row), random words
+static void to_gen_drop_draws(to_run *r) {
+    static const int64_t ns[] = {1, 1000, 65537};
+    size_t s;
+    for (s = 0; s < sizeof ns / sizeof ns[0]; s++) {
+        int64_t n = ns[s], i;
+        int st, ix, out;
+        fat5_rng g = fat5_rng_init(77 + s);
+        if (!to_case(r, "n=%lld", (long long)n)) return;
+        st = to_buf_new(r, "stream", TO_I64, TO_IN, (size_t)n);
+        ix = to_buf_new(r, "index", TO_I64, TO_IN, (size_t)n);
+        out = to_buf_new(r, "out", TO_I32, TO_OUT, (size_t)n);
+        for (i = 0; i < n; i++) {
+            switch (i % 3) {
+            case 0: TO_L(r, st)[i] = i / 3, TO_L(r, ix)[i] = i; break;
+            case 1:
+                TO_L(r, st)[i] = (int64_t)(fat5_rng_u64(&g) >> 1);
+                TO_L(r, ix)[i] = (int64_t)((uint64_t)(i % 977) << 32 | (uint64_t)i);
+                break;
+            default: TO_L(r, st)[i] = (int64_t)fat5_rng_u64(&g), TO_L(r, ix)[i] = (int64_t)fat5_rng_u64(&g); break;
+            }
+        }
+        TO_SIDES(r) TO_CALL(r, r->be->drop_draws(r->ctx, to_a(r, out), to_a(r, st), to_a(r, ix), n,
+                                                 0xfedcba9876543210ull + s));
+        to_check(r);
+    }
 }
 
 // ----- attention.cu (the FMA kernels; tensor cores, FIRE, patterns and reruns of the bias
@@ -855,7 +928,7 @@ static void to_attn_setup(to_run *r, const to_attn_cfg *c, int kind, int t5, int
     a->delta = to_buf_new(r, "delta", TO_F32, TO_IN, (size_t)(a->Tq * H));
 #define TO_H(i) (i < 0 ? 0 : FAT5__ADDR(r->b[i].init))
     fat5__cpu_attn_fwd(r->cpu, TO_H(a->o), TO_H(a->lse), TO_H(a->q), TO_H(a->k), TO_H(a->v), TO_H(a->bias), TO_H(a->lut),
-                       TO_H(a->cuq), TO_H(a->cuk), TO_H(a->qseq), a->Tq, H, dk, kind, c->nb, c->md, 0, 0);
+                       TO_H(a->cuq), TO_H(a->cuk), TO_H(a->qseq), a->Tq, H, dk, kind, c->nb, c->md, 0, 0, fat5__drop_none());
     to_round(r, a->o);
     fat5__cpu_attn_bwd_delta(r->cpu, TO_H(a->delta), TO_H(a->o), TO_H(a->dout), a->Tq, H, dk);
 #undef TO_H
@@ -885,7 +958,7 @@ static void to_gen_attn_fwd(to_run *r) {
         lse = to_buf_new(r, "lse", TO_F32, TO_OUT, (size_t)(A.Tq * c->H));
         TO_SIDES(r) TO_CALL(r, r->be->attn_fwd(r->ctx, to_a(r, o), to_a(r, lse), to_a(r, A.q), to_a(r, A.k), to_a(r, A.v),
                                                to_a(r, A.bias), to_a(r, A.lut), to_a(r, A.cuq), to_a(r, A.cuk),
-                                               to_a(r, A.qseq), A.Tq, c->H, c->dk, kind, c->nb, c->md, 0, 0));
+                                               to_a(r, A.qseq), A.Tq, c->H, c->dk, kind, c->nb, c->md, 0, 0, fat5__drop_none()));
         if (r->err) return;
         TO_BUF(r, o)->scale = fmax(to_maxabs(TO_RES(r, o, 0), A.nq), to_maxabs(TO_F(r, A.v), A.nk));
         to_check(r);
@@ -932,11 +1005,11 @@ static void to_gen_attn_bwd_dq(to_run *r) {
             TO_CALL(r, r->be->attn_bwd_dq(r->ctx, to_a(r, dq), to_a(r, db), to_a(r, A.dout), to_a(r, A.lse),
                                           to_a(r, A.delta), to_a(r, A.q), to_a(r, A.k), to_a(r, A.v), to_a(r, A.bias),
                                           to_a(r, A.lut), to_a(r, A.cuq), to_a(r, A.cuk), to_a(r, A.qseq), A.Tq, c->H,
-                                          c->dk, kind, c->nb, c->md, 0, 0, to_a(r, scr)));
+                                          c->dk, kind, c->nb, c->md, 0, 0, to_a(r, scr), fat5__drop_none()));
             TO_CALL(r, r->be->attn_bwd_dq(r->ctx, to_a(r, dq2), to_a(r, db2), to_a(r, A.dout), to_a(r, A.lse),
                                           to_a(r, A.delta), to_a(r, A.q), to_a(r, A.k), to_a(r, A.v), to_a(r, A.bias),
                                           to_a(r, A.lut), to_a(r, A.cuq), to_a(r, A.cuk), to_a(r, A.qseq), A.Tq, c->H,
-                                          c->dk, kind, c->nb, c->md, 0, 0, to_a(r, scr)));
+                                          c->dk, kind, c->nb, c->md, 0, 0, to_a(r, scr), fat5__drop_none()));
         }
         if (r->err) return;
         TO_BUF(r, dq)->scale = TO_BUF(r, dq2)->scale =
@@ -964,11 +1037,11 @@ static void to_gen_attn_bwd_dkv(to_run *r) {
             TO_CALL(r, r->be->attn_bwd_dkv(r->ctx, to_a(r, dk), to_a(r, dv), to_a(r, A.dout), to_a(r, A.lse),
                                            to_a(r, A.delta), to_a(r, A.q), to_a(r, A.k), to_a(r, A.v), to_a(r, A.bias),
                                            to_a(r, A.lut), to_a(r, A.cuq), to_a(r, A.cuk), to_a(r, A.kseq), A.Tk, c->H,
-                                           c->dk, kind, c->nb, c->md, 0, 0));
+                                           c->dk, kind, c->nb, c->md, 0, 0, fat5__drop_none()));
             TO_CALL(r, r->be->attn_bwd_dkv(r->ctx, to_a(r, dk2), to_a(r, dv2), to_a(r, A.dout), to_a(r, A.lse),
                                            to_a(r, A.delta), to_a(r, A.q), to_a(r, A.k), to_a(r, A.v), to_a(r, A.bias),
                                            to_a(r, A.lut), to_a(r, A.cuq), to_a(r, A.cuk), to_a(r, A.kseq), A.Tk, c->H,
-                                           c->dk, kind, c->nb, c->md, 0, 0));
+                                           c->dk, kind, c->nb, c->md, 0, 0, fat5__drop_none()));
         }
         if (r->err) return;
         TO_BUF(r, dk)->scale = TO_BUF(r, dk2)->scale =

@@ -20,6 +20,7 @@ static int same_config(const fat5_model_config *a, const fat5_model_config *b) {
            a->pad_token_id == b->pad_token_id && a->eos_token_id == b->eos_token_id &&
            a->decoder_start_token_id == b->decoder_start_token_id &&
            same_double(a->dropout_rate, b->dropout_rate) &&
+           same_double(a->attention_dropout_rate, b->attention_dropout_rate) &&
            strncmp(a->model_type, b->model_type, sizeof a->model_type) == 0 && a->pos_kind == b->pos_kind &&
            a->alibi_asymmetric == b->alibi_asymmetric && a->rotary_interleaved == b->rotary_interleaved &&
            a->fire_mlp_width == b->fire_mlp_width && same_double(a->rotary_fraction, b->rotary_fraction) &&
