@@ -244,6 +244,14 @@ static int bench_step(fat5_ctx *ctx, const step_opts *so) {
         goto done;
     }
     if (gpu) fat5_internal_mem_info(ctx, &free1, &total);
+    if (cfg.dropout_rate > 0) {
+        // the config's dropout in the timed steps (the GPU does not drop attention probabilities yet:
+        // there only the elementwise sites drop)
+        if (fat5_model_set_dropout_rate(m, cfg.dropout_rate, gpu ? 0.0 : -1.0) || fat5_model_set_dropout(m, 1, 7, 0)) {
+            rc = bench_fail(ctx, "dropout");
+            goto done;
+        }
+    }
     t0 = bench_now();
     for (i = 0; i < reps; i++)
         if (step_once(m, &b, o, &res)) {
@@ -261,11 +269,13 @@ static int bench_step(fat5_ctx *ctx, const step_opts *so) {
     if (gpu) snprintf(bytes, sizeof bytes, "%zu", free0 - free1);  // null on the CPU
     printf("{\"bench\": \"step\", \"model\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"optim\": \"%s\", "
            "\"batch\": %d, \"enc_len\": %d, \"dec_len\": %d, \"ms\": %.2f, \"ms_fwd_bwd\": %.2f, \"ms_optim\": %.2f, "
-           "\"tokens_per_s\": %.0f, \"tflop_per_step\": %.3f, \"mfu\": %.4f, \"device_bytes\": %s, \"loss\": %.4f}\n",
+           "\"tokens_per_s\": %.0f, \"tflop_per_step\": %.3f, \"mfu\": %.4f, \"device_bytes\": %s, \"loss\": %.4f, "
+           "\"dropout\": %g, \"attention_dropout\": %g}\n",
            so->config ? so->config : "fat5-small shape", gpu ? "gpu" : "cpu", so->fp32 ? "fp32" : "bf16",
            so->adafactor ? "adafactor" : "adamwscale", B, Le, Ld,
            t_step * 1e3, t_fb * 1e3, (t_step - t_fb) * 1e3, B * (Le + Ld) / t_step, flops / 1e12,
-           gpu && !so->fp32 ? flops / t_step / 989e12 : 0.0, bytes, res.loss);
+           gpu && !so->fp32 ? flops / t_step / 989e12 : 0.0, bytes, res.loss, cfg.dropout_rate,
+           cfg.dropout_rate > 0 && !gpu ? cfg.dropout_rate : 0.0);
     fflush(stdout);
     if (gpu && so->profile) {  // the same step, each call between two events
         fat5_internal_prof_entry *e = NULL;
