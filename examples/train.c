@@ -29,6 +29,13 @@
 // with --rank R --world-size N --rendezvous FILE (the same file, on a filesystem every host sees;
 // rank 0 creates it) and LOCAL_RANK set to the GPU's index on its host. Rank 0 prints and writes
 // the checkpoints; if a rank fails, every rank stops, and the error names it.
+//
+// The same program fine-tunes on (input, target) pairs when built as examples/finetune
+// (examples/finetune.c defines TRAIN_FINETUNE 1 and includes this file): its name, presets,
+// options and progress lines are then fine-tuning's (docs/finetuning.md).
+#ifndef TRAIN_FINETUNE
+#define TRAIN_FINETUNE 0
+#endif
 #define FAT5_IMPLEMENTATION
 #include "../fat5.h"
 #include "../tools/cli.h"   // the command line every fat5 program shares (docs/cli.md)
@@ -46,7 +53,13 @@ static void on_signal(int sig) {
     stop_requested = 1;
 }
 
-static char who[32] = "train";   // "train[rank 1]" in a worker of several
+static const int finetune = TRAIN_FINETUNE;   // 1: examples/finetune
+#if TRAIN_FINETUNE
+#define PROG "finetune"
+#else
+#define PROG "train"
+#endif
+static char who[32] = PROG;   // "train[rank 1]" in a worker of several
 
 static int fail(fat5_ctx *ctx, const char *what) {
     fprintf(stderr, "%s: %s: %s\n", who, what, ctx ? fat5_last_error(ctx) : "out of memory");
@@ -219,12 +232,36 @@ static const char *const cpu_opts[][2] = {
     {"model", "tiny"}, {"max_steps", "150"}, {"warmup_steps", "10"}, {"learning_rate", "5e-3"},
     {"max_length", "128"}, {"max_labels_length", "128"}, {"batch_tokens", "1024"},
     {"batch_labels_tokens", "1024"}, {"eval_steps", "25"}, {"eval_batches", "4"}, {"save_steps", "50"}};
-#define N_DEV_OPTS ((int)(sizeof cpu_opts / sizeof cpu_opts[0]))
+// Fine-tuning's (examples/finetune): T5's recipe (Adafactor, a constant 1e-3), 3 epochs as Hugging
+// Face's Trainer, batches of rows, evaluations that generate and score (the model: --init).
+static const char *const ft_gpu_opts[][2] = {
+    {"num_train_epochs", "3"}, {"warmup_steps", "0"}, {"optim", "adafactor"}, {"learning_rate", "1e-3"},
+    {"lr_scheduler_type", "constant"}, {"max_length", "512"}, {"max_labels_length", "128"},
+    {"per_device_train_batch_size", "32"}, {"batch_tokens", "16384"}, {"batch_labels_tokens", "8192"},
+    {"eval_steps", "500"}, {"save_steps", "500"}, {"predict_with_generate", "true"}, {"max_eval_samples", "0"},
+    {"output_dir", "finetune-out"}};
+static const char *const ft_cpu_opts[][2] = {
+    {"num_train_epochs", "3"}, {"warmup_steps", "0"}, {"optim", "adafactor"}, {"learning_rate", "1e-3"},
+    {"lr_scheduler_type", "constant"}, {"max_length", "512"}, {"max_labels_length", "128"},
+    {"per_device_train_batch_size", "16"}, {"batch_tokens", "4096"}, {"batch_labels_tokens", "2048"},
+    {"eval_steps", "200"}, {"save_steps", "200"}, {"predict_with_generate", "true"}, {"max_eval_samples", "200"},
+    {"output_dir", "finetune-out"}};
+
+// this program's presets for a device: n pairs (name, value)
+static const char *const (*dev_opts(int gpu, int *n))[2] {
+    if (finetune) {
+        *n = (int)(sizeof ft_cpu_opts / sizeof ft_cpu_opts[0]);
+        return gpu ? ft_gpu_opts : ft_cpu_opts;
+    }
+    *n = (int)(sizeof cpu_opts / sizeof cpu_opts[0]);
+    return gpu ? gpu_opts : cpu_opts;
+}
 
 static const char *device_default(int gpu, const char *key) {
-    int i;
-    for (i = 0; i < N_DEV_OPTS; i++)
-        if (strcmp((gpu ? gpu_opts : cpu_opts)[i][0], key) == 0) return (gpu ? gpu_opts : cpu_opts)[i][1];
+    int i, n;
+    const char *const (*o)[2] = dev_opts(gpu, &n);
+    for (i = 0; i < n; i++)
+        if (strcmp(o[i][0], key) == 0) return o[i][1];
     return NULL;
 }
 
@@ -258,6 +295,14 @@ static const struct { const char *key, *meta, *expect; } expects[] = {
     {"denoisers", "fat5|t5", "fat5 or t5"}, {"feed_forward_proj", "NAME", "relu, gelu, gated-gelu or gated-silu"},
     {"position_encoding_type", "NAME", "t5, none, ALiBi, RoPE or FIRE"},
     {"alibi_mode", "symetric|asymetric", "symetric or asymetric"}, {"rotary_interleaved", "true|false", "true or false"},
+    {"per_device_train_batch_size", "N", "an integer >= 0"}, {"per_device_eval_batch_size", "N", "an integer >= 1"},
+    {"num_train_epochs", "X", "a number >= 0"}, {"group_by_length", "true|false", "true or false"},
+    {"predict_with_generate", "true|false", "true or false"}, {"generation_max_length", "N", "an integer >= 0"},
+    {"generation_num_beams", "N", "an integer in [1, 32]"}, {"max_eval_samples", "N", "an integer >= 0"},
+    {"metric_for_best_model", "NAME", "loss, exact_match, f1, rouge1, rouge2, rougeL, rougeLsum, bleu or gen_len"},
+    {"greater_is_better", "true|false", "true or false"}, {"train_file", "FILE", NULL}, {"validation_file", "FILE", NULL},
+    {"text_column", "NAME", NULL}, {"summary_column", "NAME", NULL}, {"source_prefix", "TEXT", NULL},
+    {"tokenizer_name", "PATH", NULL},
     {"data", "FILE[,FILE...]", NULL}, {"model", "NAME|config.json", NULL}, {"init", "DIR", NULL},
     {"output_dir", "DIR", NULL}, {"resume", "DIR", NULL}, {"attention", "SPEC", NULL}, {"rendezvous", "FILE", NULL},
     {"freeze", "PATTERNS", NULL},
@@ -349,6 +394,15 @@ static void fmt_default(const char *key, const fat5_train_config *c0, const fat5
     D("dist_timeout", "%g", c0->dist_timeout_s);
     D("bucket_mb", "%g", c0->bucket_mb);
     D("balance_ranks", "%d", c0->balance_ranks);
+    D("text_column", "input");
+    D("summary_column", "target");
+    D("tokenizer_name", "the model's own, else byte-level ids");
+    D("per_device_eval_batch_size", "%lld", (long long)c0->per_device_eval_batch_size);
+    D("group_by_length", "%s", c0->group_by_length ? "true" : "false");
+    D("generation_max_length", "max_labels_length");
+    D("generation_num_beams", "%lld", (long long)c0->generation_num_beams);
+    D("metric_for_best_model", "%s", c0->metric_for_best_model);
+    D("greater_is_better", "false for loss, true for the others");
 #undef D
 }
 
@@ -358,6 +412,20 @@ static const struct { const char *hf, *key; } hf_alias[] = {
     {"label_smoothing_factor", "label_smoothing"}, {"ddp_timeout", "dist_timeout"},
     {"model_name_or_path", "init"}, {"resume_from_checkpoint", "resume"},
     {"max_seq_length", "max_length"}, {"max_source_length", "max_length"}, {"max_target_length", "max_labels_length"},
+};
+static const cli_opt ft_hints[] = {
+    {.name = "warmup-ratio", .kind = CLI_HINT, .help = "use --warmup-steps (a number of steps)"},
+    {.name = "fp16", .kind = CLI_HINT, .help = "not supported: a GPU trains in bf16 (--bf16, the default there)"},
+    {.name = "eval-strategy", .alias = "evaluation_strategy save_strategy logging_strategy", .kind = CLI_HINT,
+     .help = "evaluations, checkpoints and logs come every N steps: --eval-steps, --save-steps, --logging-steps"},
+    {.name = "do-train", .alias = "do_eval do_predict", .kind = CLI_HINT,
+     .help = "finetune always trains, and evaluates every --eval-steps and at the end"},
+    {.name = "report-to", .alias = "logging_dir", .kind = CLI_HINT,
+     .help = "the metrics go to OUTPUT_DIR/metrics.jsonl (tools/plot_metrics draws them)"},
+    {.name = "load-best-model-at-end", .kind = CLI_HINT,
+     .help = "OUTPUT_DIR/best names the best checkpoint (save_total_limit keeps it): use that directory"},
+    {.name = "dataset-name", .alias = "dataset_config_name", .kind = CLI_HINT,
+     .help = "no hub access: give the data as files, --train-file and --validation-file (JSONL, TSV, CSV)"},
 };
 static const cli_opt hints[] = {
     {.name = "num-train-epochs", .kind = CLI_HINT,
@@ -386,6 +454,7 @@ typedef struct lib_opts {      // the library's option table, as the command lin
     char alias[MAX_LIB][128];
     cli_opt opts[MAX_LIB + 32];
     int n_opts;
+    int ft_at;                 // finetune: the first of fine-tuning's options (fat5_finetune_option_names)
 } lib_opts;
 
 // Reads fat5_train_option_names ("name, name: meaning" lines, continued by indented lines) into
@@ -409,11 +478,20 @@ static int lib_opts_build(lib_opts *L, const fat5_train_config *c0, const fat5_t
          .lo = 1, .hi = 256},
         {.kind = CLI_SECTION, .help = "training options (the library's; the keys of --config's file, with underscores):"},
     };
+    static const char *const ul2_only[] = {"data", "denoisers", "sentinel_first", "n_sentinels", "eval_batches"};
     const char *p = fat5_train_option_names();
-    int i, k;
+    int i, k, list;
     memset(L, 0, sizeof *L);
-    for (i = 0; i < (int)(sizeof own / sizeof own[0]); i++) L->opts[L->n_opts++] = own[i];
-    while (*p) {
+    for (i = 0; i < (int)(sizeof own / sizeof own[0]); i++) {
+        L->opts[L->n_opts] = own[i];
+        if (finetune && own[i].id == O_PRESET)
+            L->opts[L->n_opts].help = "the run's defaults: a CPU run's (batches of 16 rows, 200 rows generated at an\n"
+                                      "evaluation) or a GPU run's (32 rows, every validation row)";
+        L->n_opts++;
+    }
+    for (list = 0; list < 1 + finetune; list++, p = fat5_finetune_option_names()) {
+    if (list == 1) L->ft_at = L->n;
+    while (*p) {   // the training options, then (finetune) fine-tuning's
         const char *e = strchr(p, '\n'), *colon, *h, *hend, *q;
         size_t hl;
         if (!e) e = p + strlen(p);
@@ -445,6 +523,8 @@ static int lib_opts_build(lib_opts *L, const fat5_train_config *c0, const fat5_t
                 if (help[k] == '\n' && help[k + 1] == ' ' && help[k + 2] == ' ')
                     memmove(help + k + 1, help + k + 3, strlen(help + k + 3) + 1);
             if (nl) strcat(help, " "), strncat(help, note, nl);   // the name's own note
+            for (k = 0; finetune && n && k < (int)(sizeof ul2_only / sizeof ul2_only[0]); k++)
+                if (strlen(ul2_only[k]) == n && !strncmp(ul2_only[k], key, n)) n = 0;   // pre-training's alone
             if (n) {
                 L->key[L->n] = key, L->name[L->n] = name, L->help[L->n] = help;
                 L->n++;
@@ -456,8 +536,16 @@ static int lib_opts_build(lib_opts *L, const fat5_train_config *c0, const fat5_t
         }
         p = *hend ? hend + 1 : hend;
     }
+    }
     for (i = 0; i < L->n; i++) {
-        cli_opt *o = &L->opts[L->n_opts++];
+        cli_opt *o;
+        if (finetune && i == L->ft_at) {
+            o = &L->opts[L->n_opts++];
+            memset(o, 0, sizeof *o);
+            o->kind = CLI_SECTION;
+            o->help = "fine-tuning options (the library's, fat5_finetune_option_names):";
+        }
+        o = &L->opts[L->n_opts++];
         int x = expect_of(L->key[i]);
         size_t an = 0;
         memset(o, 0, sizeof *o);
@@ -465,6 +553,10 @@ static int lib_opts_build(lib_opts *L, const fat5_train_config *c0, const fat5_t
         o->name = L->name[i];
         o->kind = CLI_STR;
         o->meta = x >= 0 ? expects[x].meta : "VALUE";
+        if (finetune && i >= L->ft_at && x >= 0 && !strcmp(expects[x].meta, "true|false")) {
+            o->kind = CLI_FLAG;   // Hugging Face's bare flags: --predict_with_generate (or --... false)
+            o->meta = NULL;
+        }
         o->help = L->help[i];
         fmt_default(L->key[i], c0, g0, L->def[i], sizeof L->def[i]);
         o->def = L->def[i][0] ? L->def[i] : NULL;
@@ -474,7 +566,10 @@ static int lib_opts_build(lib_opts *L, const fat5_train_config *c0, const fat5_t
                 an += (size_t)snprintf(L->alias[i] + an, sizeof L->alias[i] - an, "%s%s", an ? " " : "", hf_alias[k].hf);
         o->alias = an ? L->alias[i] : NULL;
     }
-    for (i = 0; i < (int)(sizeof hints / sizeof hints[0]); i++) L->opts[L->n_opts++] = hints[i];
+    if (finetune)
+        for (i = 0; i < (int)(sizeof ft_hints / sizeof ft_hints[0]); i++) L->opts[L->n_opts++] = ft_hints[i];
+    else
+        for (i = 0; i < (int)(sizeof hints / sizeof hints[0]); i++) L->opts[L->n_opts++] = hints[i];
     return 1;
 }
 
@@ -590,11 +685,16 @@ static int write_args(const char *dir, const kvs *s, const char *output_dir, int
 // config file, the flags. A warm-up the device set that is longer than the run is cut to a tenth
 // of it. 0 when out of memory.
 static int build(kvs *out, int gpu, const kvs *run, const kvs *file, const kvs *flags) {
-    int i;
+    int i, n;
+    const char *const (*d)[2] = dev_opts(gpu, &n);
     kvs_free(out);
-    for (i = 0; i < N_DEV_OPTS; i++)
-        if (!kvs_set(out, (gpu ? gpu_opts : cpu_opts)[i][0], (gpu ? gpu_opts : cpu_opts)[i][1], SRC_DEVICE)) return 0;
+    for (i = 0; i < n; i++)
+        if (!kvs_set(out, d[i][0], d[i][1], SRC_DEVICE)) return 0;
     if (!kvs_add_all(out, run) || !kvs_add_all(out, file) || !kvs_add_all(out, flags)) return 0;
+    {   // Hugging Face's rule: a max_steps given overrides num_train_epochs
+        kv *m = kvs_find(out, "max_steps");
+        if (m && m->src != SRC_DEVICE) kvs_del(out, "num_train_epochs");
+    }
     {
         kv *w = kvs_find(out, "warmup_steps");
         const char *ms = kvs_get(out, "max_steps");
@@ -616,7 +716,7 @@ static int take_preset(kvs *s, const char *file, int *preset) {
     if (!v) return 1;
     p = !strcmp(v, "cpu") ? 0 : !strcmp(v, "gpu") ? 1 : -1;
     if (p < 0) {
-        fprintf(stderr, "train: %s: \"preset\": %s: expected cpu or gpu\n", file, v);
+        fprintf(stderr, "%s: %s: \"preset\": %s: expected cpu or gpu\n", who, file, v);
         return 0;
     }
     if (*preset < 0) *preset = p;
@@ -638,16 +738,16 @@ static int file_keys(kvs *s, const cli *c, const char *file) {
             size_t j;
             for (j = 0; near && near[j] && j < sizeof u - 1; j++) u[j] = near[j] == '-' ? '_' : near[j];
             u[near ? j : 0] = 0;
-            if (near) fprintf(stderr, "train: --config %s: unknown key \"%s\"; did you mean \"%s\"?\n", file, key, u);
-            else fprintf(stderr, "train: --config %s: unknown key \"%s\" (--help lists the options)\n", file, key);
+            if (near) fprintf(stderr, "%s: --config %s: unknown key \"%s\"; did you mean \"%s\"?\n", who, file, key, u);
+            else fprintf(stderr, "%s: --config %s: unknown key \"%s\" (--help lists the options)\n", who, file, key);
             return 0;
         }
         if (c->opts[k].kind == CLI_HINT) {
-            fprintf(stderr, "train: --config %s: \"%s\": %s\n", file, key, c->opts[k].help);
+            fprintf(stderr, "%s: --config %s: \"%s\": %s\n", who, file, key, c->opts[k].help);
             return 0;
         }
         if (c->opts[k].id < O_LIB) {
-            fprintf(stderr, "train: --config %s: \"%s\" is a command-line option only (--%s)\n", file, key,
+            fprintf(stderr, "%s: --config %s: \"%s\" is a command-line option only (--%s)\n", who, file, key,
                     c->opts[k].name);
             return 0;
         }
@@ -703,22 +803,44 @@ int main(int argc, char **argv) {
     // forks); the device is chosen after
     if (fat5_ctx_create(&cc, &probe, why, sizeof why) != FAT5_OK) return fail_why("context", why);
     c0 = g0 = cfg = fat5_train_config_default();
-    for (i = 0; i < N_DEV_OPTS; i++) {   // each device's defaults, for --help
-        (void)fat5_train_config_set(probe, &c0, cpu_opts[i][0], cpu_opts[i][1]);
-        (void)fat5_train_config_set(probe, &g0, gpu_opts[i][0], gpu_opts[i][1]);
+    {   // each device's defaults, for --help
+        int n;
+        const char *const (*dc)[2] = dev_opts(0, &n), *const (*dg)[2] = dev_opts(1, &n);
+        for (i = 0; i < n; i++) {
+            (void)fat5_train_config_set(probe, &c0, dc[i][0], dc[i][1]);
+            (void)fat5_train_config_set(probe, &g0, dg[i][0], dg[i][1]);
+        }
     }
     if (!lib_opts_build(&L, &c0, &g0)) {
         rc = fail_why("options", "out of memory");
         goto done;
     }
-    cli_init(&c, "train",
-             "usage: train [--data FILE.tok] [--output-dir DIR] [--resume DIR] [--config FILE.json] [options]\n"
-             "Pre-trains a T5 with the UL2 mixture of denoisers, on the GPU when there is one (FAT5-small), else\n"
-             "on the CPU (a tiny model). A run continues with --resume OUTPUT_DIR (its own options kept).\n",
-             L.opts, L.n_opts, argc, argv);
-    c.notes = "Options given with --resume override the run's own (e.g. --max-steps to extend it).\n"
-              "Hugging Face's names work where the meaning is the same: --learning_rate, --warmup_steps,\n"
-              "--max_steps, --output_dir, --resume_from_checkpoint, --model_name_or_path (--init), --seed, ...\n";
+    if (!finetune)
+        cli_init(&c, "train",
+                 "usage: train [--data FILE.tok] [--output-dir DIR] [--resume DIR] [--config FILE.json] [options]\n"
+                 "Pre-trains a T5 with the UL2 mixture of denoisers, on the GPU when there is one (FAT5-small), else\n"
+                 "on the CPU (a tiny model). A run continues with --resume OUTPUT_DIR (its own options kept).\n",
+                 L.opts, L.n_opts, argc, argv);
+    else
+        cli_init(&c, "finetune",
+                 "usage: finetune --model_name_or_path DIR --train_file FILE [--validation_file FILE] [--output-dir DIR]\n"
+                 "                [--resume DIR] [--config FILE.json] [options]\n"
+                 "Fine-tunes a T5 checkpoint on (input, target) pairs (JSONL, TSV, CSV or two parallel text files), on\n"
+                 "the GPU when there is one, else on the CPU; evaluates the validation loss and, with\n"
+                 "--predict_with_generate (the default), generated text's exact match, F1, ROUGE and BLEU.\n"
+                 "A run continues with --resume OUTPUT_DIR (its own options kept).\n",
+                 L.opts, L.n_opts, argc, argv);
+    c.notes = finetune
+        ? "Options given with --resume override the run's own (e.g. --max-steps to extend it).\n"
+          "Hugging Face's Seq2SeqTrainer / run_summarization names work where the meaning is the same:\n"
+          "--model_name_or_path, --train_file, --validation_file, --text_column, --summary_column, --source_prefix,\n"
+          "--max_source_length, --max_target_length, --per_device_train_batch_size, --num_train_epochs,\n"
+          "--max_steps, --learning_rate, --lr_scheduler_type, --optim, --eval_steps, --save_steps,\n"
+          "--predict_with_generate, --generation_max_length, --generation_num_beams, --metric_for_best_model,\n"
+          "--resume_from_checkpoint, --seed, ... (docs/finetuning.md)\n"
+        : "Options given with --resume override the run's own (e.g. --max-steps to extend it).\n"
+          "Hugging Face's names work where the meaning is the same: --learning_rate, --warmup_steps,\n"
+          "--max_steps, --output_dir, --resume_from_checkpoint, --model_name_or_path (--init), --seed, ...\n";
     while ((o = cli_next(&c)) != CLI_END) {
         if (o < 0) {
             rc = cli_status(o);
@@ -735,13 +857,14 @@ int main(int argc, char **argv) {
         else if (o == O_LOGGING) logging_steps = c.ival;
         else if (o == O_GPUS) ranks = (int)c.ival, device = FAT5_DEVICE_GPU;
         else if (o == O_RANKS) ranks = (int)c.ival;
-        else if (!kvs_set(&flags, L.key[o - O_LIB], c.val, SRC_FLAG)) {
+        else if (!kvs_set(&flags, L.key[o - O_LIB], c.opt->kind == CLI_FLAG ? (c.ival ? "true" : "false") : c.val,
+                          SRC_FLAG)) {
             rc = fail_why("options", "out of memory");
             goto done;
         }
     }
     if (bf16 == 1 && device == FAT5_DEVICE_CPU) {
-        fprintf(stderr, "train: --bf16 needs a GPU: the CPU trains in fp32\n");
+        fprintf(stderr, "%s: --bf16 needs a GPU: the CPU trains in fp32\n", who);
         rc = 2;
         goto done;
     }
@@ -749,7 +872,7 @@ int main(int argc, char **argv) {
         size_t len = 0;
         char *text = read_text(config_file, &len);
         if (!text) {
-            fprintf(stderr, "train: --config %s: cannot read\n", config_file);
+            fprintf(stderr, "%s: --config %s: cannot read\n", who, config_file);
             rc = 2;
             goto done;
         }
@@ -757,7 +880,7 @@ int main(int argc, char **argv) {
         o = kvs_from_json(&file, text, len, why, SRC_FILE);
         if (o < 0) {   // the library's JSON reader says where the text goes wrong
             fat5_train_config tmp = cfg;
-            fprintf(stderr, "train: --config %s: %s\n", config_file,
+            fprintf(stderr, "%s: --config %s: %s\n", who, config_file,
                     fat5_train_config_from_json(probe, text, len, &tmp) != FAT5_OK ? fat5_last_error(probe)
                                                                                   : "not a JSON object");
         }
@@ -776,8 +899,8 @@ int main(int argc, char **argv) {
             size_t len = 0;
             char *text = read_text(run_file, &len);
             o = text ? kvs_from_json(&run, text, len, run_file, SRC_RUN) : 0;
-            if (!text) fprintf(stderr, "train: %s: cannot read\n", run_file);
-            if (o < 0) fprintf(stderr, "train: %s: not a JSON object\n", run_file);
+            if (!text) fprintf(stderr, "%s: %s: cannot read\n", who, run_file);
+            if (o < 0) fprintf(stderr, "%s: %s: not a JSON object\n", who, run_file);
             if (o == 1 && !take_preset(&run, run_file, &preset)) o = 0;
             free(text);
             if (o != 1) {
@@ -808,10 +931,22 @@ int main(int argc, char **argv) {
                 rc = 2;
                 goto done;
             }
-            if (tmp.optim.warmup_steps > tmp.optim.total_steps) {   // the optimizer's check, before any device work
+            if (finetune && (!kvs_get(&all, "train_file") || !kvs_get(&all, "train_file")[0])) {
+                fprintf(stderr, "%s: no training data: --train_file FILE (pairs: .jsonl, .tsv, .csv, or "
+                        "inputs.txt,targets.txt)\n", who);
+                rc = 2;
+                goto done;
+            }
+            if (finetune && !kvs_get(&all, "init") && !kvs_get(&all, "model")) {
+                fprintf(stderr, "%s: no model: --model_name_or_path DIR (the checkpoint to fine-tune), or --model NAME "
+                        "for a new one\n", who);
+                rc = 2;
+                goto done;
+            }
+            if (tmp.num_train_epochs <= 0 && tmp.optim.warmup_steps > tmp.optim.total_steps) {   // the optimizer's check, before any device work
                 kv *w = kvs_find(&all, "warmup_steps");
                 int src = w ? w->src : SRC_DEVICE;
-                fprintf(stderr, "train: %s %lld%s is more than max_steps %lld\n", src == SRC_FLAG ? "--warmup-steps" : "warmup_steps",
+                fprintf(stderr, "%s: %s %lld%s is more than max_steps %lld\n", who, src == SRC_FLAG ? "--warmup-steps" : "warmup_steps",
                         (long long)tmp.optim.warmup_steps, src == SRC_FILE ? " (--config)" : src == SRC_RUN ?
                         " (the resumed run's)" : "", (long long)tmp.optim.total_steps);
                 rc = 2;
@@ -825,11 +960,11 @@ int main(int argc, char **argv) {
             goto done;
         }
         if (li.rank < 0) {
-            if (li.failed_rank >= 0) fprintf(stderr, "train: %s; all %d ranks stopped\n", li.message, ranks);
+            if (li.failed_rank >= 0) fprintf(stderr, "%s: %s; all %d ranks stopped\n", who, li.message, ranks);
             rc = li.exit_code;
             goto done;
         }
-        snprintf(who, sizeof who, "train[rank %d]", li.rank);
+        snprintf(who, sizeof who, "%s[rank %d]", PROG, li.rank);
         quiet = li.rank != 0;
     }
     fat5_ctx_destroy(probe);
@@ -847,11 +982,11 @@ int main(int argc, char **argv) {
                 goto done;
             }
             if (bf16 == 1) {
-                fprintf(stderr, "train: --bf16 needs a GPU, and there is none here (%s)\n", why);
+                fprintf(stderr, "%s: --bf16 needs a GPU, and there is none here (%s)\n", who, why);
                 rc = 2;
                 goto done;
             }
-            fprintf(stderr, "train: no GPU (%s): training on the CPU\n", why);
+            fprintf(stderr, "%s: no GPU (%s): training on the CPU\n", who, why);
             gpu = 0;
         }
     }
@@ -885,10 +1020,10 @@ int main(int argc, char **argv) {
     if (!quiet) {   // setup (data, model, kernels, and the ranks' join) takes seconds, and a rank that never
                     // comes keeps the others waiting up to dist_timeout: say so before it starts
         if (cfg.world_size > 1)
-            fprintf(stderr, "train: setting up %d ranks; they join when every rank is ready (waiting at most %.0f s: "
-                    "dist_timeout)\n", cfg.world_size, cfg.dist_timeout_s);
+            fprintf(stderr, "%s: setting up %d ranks; they join when every rank is ready (waiting at most %.0f s: "
+                    "dist_timeout)\n", who, cfg.world_size, cfg.dist_timeout_s);
         else
-            fprintf(stderr, "train: setting up%s%s%s\n", run_file[0] ? " (the run's options: " : "", run_file,
+            fprintf(stderr, "%s: setting up%s%s%s\n", who, run_file[0] ? " (the run's options: " : "", run_file,
                     run_file[0] ? ")" : "");
     }
     if (fat5_train_create(ctx, &cfg, &t)) {
@@ -904,9 +1039,9 @@ int main(int argc, char **argv) {
         char where[64];
         if (cfg.world_size > 1) snprintf(where, sizeof where, "%d %s ranks", cfg.world_size, gpu ? "GPU (bf16)" : "CPU");
         else snprintf(where, sizeof where, "%s", gpu ? (cc.dtype == FAT5_DTYPE_BF16 ? "GPU (bf16)" : "GPU (fp32)") : "CPU");
-        fprintf(stderr, "train: %s, d_model %lld, %lld+%lld layers, %.1fM parameters, %lld steps -> %s\n", where,
+        fprintf(stderr, "%s: %s, d_model %lld, %lld+%lld layers, %.1fM parameters, %lld steps -> %s\n", who, where,
                 (long long)mc->d_model, (long long)mc->num_layers, (long long)mc->num_decoder_layers,
-                (double)fat5_model_param_count(fat5_train_model(t)) / 1e6, (long long)cfg.optim.total_steps,
+                (double)fat5_model_param_count(fat5_train_model(t)) / 1e6, (long long)fat5_train_get_config(t)->optim.total_steps,
                 cfg.output_dir);
     }
     tty &= !quiet;
@@ -926,7 +1061,7 @@ int main(int argc, char **argv) {
                 goto done;
             }
             (void)write_args(dir, &all, cfg.output_dir, shape);
-            fprintf(stderr, "train: interrupted; checkpoint %s (continue with --resume %s)\n", dir, cfg.output_dir);
+            fprintf(stderr, "%s: interrupted; checkpoint %s (continue with --resume %s)\n", who, dir, cfg.output_dir);
             rc = 130;
             goto done;
         }
@@ -944,8 +1079,8 @@ int main(int argc, char **argv) {
             }
             if (!r.saved && cfg.rank == 0) (void)write_args(dir, &all, cfg.output_dir, shape);
             if (!quiet)
-                fprintf(stderr, "%strain: interrupted after step %lld; checkpoint %s (continue with --resume %s)\n",
-                        tty ? "\n" : "", (long long)r.step, dir, cfg.output_dir);
+                fprintf(stderr, "%s%s: interrupted after step %lld; checkpoint %s (continue with --resume %s)\n",
+                        tty ? "\n" : "", who, (long long)r.step, dir, cfg.output_dir);
             rc = 130;
             goto done;
         }
@@ -954,8 +1089,8 @@ int main(int argc, char **argv) {
         if (quiet) continue;
         fmt_duration(eta, sizeof eta, r.eta_s);
         if (r.skipped)
-            fprintf(stderr, "%strain: step %lld: non-finite loss or gradient, step skipped (%lld so far)\n", tty ? "\n" : "",
-                    (long long)r.step, (long long)r.n_skipped);
+            fprintf(stderr, "%s%s: step %lld: non-finite loss or gradient, step skipped (%lld so far)\n", tty ? "\n" : "",
+                    who, (long long)r.step, (long long)r.n_skipped);
         if (tty || r.step % logging_steps == 0 || r.step == r.max_steps) {
             char mfu[32] = "", per[96] = "";
             if (r.mfu > 0) snprintf(mfu, sizeof mfu, " | MFU %.1f%%", 100 * r.mfu);
@@ -966,17 +1101,36 @@ int main(int argc, char **argv) {
                     (long long)r.step, (long long)r.max_steps, r.loss, r.lr, r.tokens_per_s, per, mfu, eta,
                     tty ? "   " : "\n");
         }
-        if (r.has_eval) fprintf(stderr, "%seval loss %.4f at step %lld\n", tty ? "\n" : "", r.eval_loss, (long long)r.step);
-        if (r.saved) fprintf(stderr, "%scheckpoint %s\n", tty && !r.has_eval ? "\n" : "", r.checkpoint);
+        if (r.has_eval && r.has_generate)   // fine-tuning: the generated text's scores (percent)
+            fprintf(stderr, "%seval loss %.4f | exact_match %.2f | f1 %.2f | rouge1 %.2f | rougeL %.2f | bleu %.2f | "
+                    "gen_len %.1f (%lld rows) at step %lld\n", tty ? "\n" : "", r.eval_loss, r.eval_exact_match, r.eval_f1,
+                    r.eval_rouge1, r.eval_rougeL, r.eval_bleu, r.eval_gen_len, (long long)r.eval_samples, (long long)r.step);
+        else if (r.has_eval)
+            fprintf(stderr, "%seval loss %.4f at step %lld\n", tty ? "\n" : "", r.eval_loss, (long long)r.step);
+        if (r.saved)
+            fprintf(stderr, "%scheckpoint %s%s\n", tty && !r.has_eval ? "\n" : "", r.checkpoint, r.is_best ? " (best so far)" : "");
     }
     if (tty) fprintf(stderr, "\n");
     if (quiet) goto done;
     if (first_step >= 0)
-        fprintf(stderr, "train: loss %.4f (step %lld) -> %.4f (step %lld); metrics in %s/metrics.jsonl\n", first_loss,
+        fprintf(stderr, "%s: loss %.4f (step %lld) -> %.4f (step %lld); metrics in %s/metrics.jsonl\n", who, first_loss,
                 (long long)first_step, last_loss, (long long)r.step, cfg.output_dir);
     else
-        fprintf(stderr, "train: nothing to do: the run is complete at step %lld (--max-steps N continues it to N)\n",
-                (long long)cfg.optim.total_steps);
+        fprintf(stderr, "%s: nothing to do: the run is complete at step %lld (--max-steps N continues it to N)\n", who,
+                (long long)fat5_train_get_config(t)->optim.total_steps);
+    if (finetune) {   // the best checkpoint by metric_for_best_model, as OUTPUT_DIR/best names it
+        char p[4400];
+        size_t len = 0;
+        char *b;
+        snprintf(p, sizeof p, "%s/best", cfg.output_dir);
+        if ((b = read_text(p, &len)) != NULL) {
+            while (len && (b[len - 1] == '\n' || b[len - 1] == '\r')) b[--len] = 0;
+            fprintf(stderr, "%s: best checkpoint by %s: %s/%s", who, cfg.metric_for_best_model, cfg.output_dir, b);
+            if (r.has_generate) fprintf(stderr, "; predictions in %s/eval_predictions.jsonl", cfg.output_dir);
+            fprintf(stderr, "\n");
+            free(b);
+        }
+    }
 done:
     fat5_train_destroy(t);
     fat5_ctx_destroy(ctx);

@@ -26,8 +26,10 @@
 //
 // Training: fat5_train_create / fat5_train_step run the whole loop (UL2 batches from token files,
 // AdamWScale or AdamW, schedules, evaluation, atomic checkpoints that resume bit-identically);
-// examples/train.c is a complete program around them. Several GPUs train data parallel, one
-// process each (fat5_launch forks them, section [9.1]; NCCL opened at run time, section [3.5]).
+// examples/train.c is a complete program around them. With a train_file the same loop fine-tunes
+// on (input, target) pairs, evaluating generated text (examples/finetune, docs/finetuning.md).
+// Several GPUs train data parallel, one process each (fat5_launch forks them, section [9.1]; NCCL
+// opened at run time, section [3.5]).
 //
 // Batches are packed: the tokens of all sequences are concatenated and described by cumulative
 // offsets (cu_seqlens), for the encoder and the decoder separately; no token attends across a
@@ -795,6 +797,32 @@ typedef struct fat5_train_config {
     double dropout_rate;          // Hugging Face's name
     double attention_dropout_rate;// on the attention probabilities (FAT5's name; the config's default:
                                   // dropout_rate). The GPU does not drop them yet: 0 there
+    // fine-tuning on (input, target) pairs (docs/finetuning.md; fat5_finetune_option_names lists the
+    // options by name): a train_file makes the run a fine-tuning one, the same loop on batches of
+    // pairs instead of UL2 over `data`. max_length / max_labels_length truncate the input / target
+    // (Hugging Face's max_source_length / max_target_length), batch_tokens / batch_labels_tokens
+    // bound a micro-batch's input / target tokens, eval_fraction of the training rows is held out
+    // when there is no validation_file.
+    const char *train_file;       // JSONL, TSV, CSV (fat5_pairs_open), "inputs.txt,targets.txt", or a
+                                  // pretokenized pairs file (tools/pretokenize --pairs; streamed)
+    const char *validation_file;  // the same formats; NULL: eval_fraction of the training rows
+    const char *text_column;      // the input's field / column ("input")
+    const char *summary_column;   // the target's ("target")
+    const char *source_prefix;    // put before every input ("summarize: "); NULL: none
+    const char *tokenizer_name;   // a tokenizer file or directory; NULL: the model checkpoint's own, else
+                                  // byte-level ids (ByT5's) for a model of 259 ids or more
+    int64_t per_device_train_batch_size;   // rows of a micro-batch at most (0: the token budgets alone)
+    int64_t per_device_eval_batch_size;    // rows of one generate call at an evaluation (32)
+    double num_train_epochs;      // > 0: max_steps = the steps of this many passes over the training rows
+    int group_by_length;          // 1: batches of rows of similar lengths (windows of ~50 batches); 0 (default)
+    int predict_with_generate;    // 1: evaluations also generate on the validation rows and score them
+    int64_t generation_max_length;  // generated sequence length, Hugging Face's max_length (the start
+                                    // token counts: max_length - 1 new tokens); 0: max_labels_length
+    int64_t generation_num_beams;   // 1: greedy
+    int64_t max_eval_samples;     // validation rows an evaluation uses (loss and generation); 0: all
+    const char *metric_for_best_model;   // loss (default), exact_match, f1, rouge1, rouge2, rougeL,
+                                         // rougeLsum, bleu, gen_len (an "eval_" prefix is allowed)
+    int greater_is_better;        // 1 / 0; -1 (default): 0 for loss, else 1
 } fat5_train_config;
 
 // Defaults: FAT5's recipe (UL2 mixture, AdamWScale, cosine) on a FAT5-small-shaped byte model.
@@ -810,6 +838,9 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *cfg
 FAT5_API fat5_status fat5_train_config_from_json(fat5_ctx *ctx, const char *json, size_t len,
                                                  fat5_train_config *cfg);
 FAT5_API const char *fat5_train_option_names(void);   // "name: meaning\n" lines
+// The options of fine-tuning on pairs (train_file, validation_file, ...), the same way; also set by
+// fat5_train_config_set.
+FAT5_API const char *fat5_finetune_option_names(void);
 
 typedef struct fat5_trainer fat5_trainer;
 typedef struct fat5_train_metrics {
@@ -837,6 +868,13 @@ typedef struct fat5_train_metrics {
     double rank_balance;          // the busiest rank's share of the step's FLOPs over the mean share
                                   // (1: even; the wait of the others is part of comm_s)
     int stop;                     // 1: some rank asked to stop (fat5_train_request_stop) before this step
+    // fine-tuning (train_file): an evaluation with predict_with_generate scores the generated text
+    // (rank 0), in percent as Hugging Face's evaluate reports them; gen_len: mean tokens generated
+    int has_generate;
+    double eval_exact_match, eval_f1, eval_rouge1, eval_rouge2, eval_rougeL, eval_rougeLsum, eval_bleu, eval_gen_len;
+    int64_t eval_samples;         // validation rows of the evaluation
+    int is_best;                  // the checkpoint saved after this step is the best so far (OUTPUT_DIR/best)
+    double epoch_f;               // fine-tuning: passes over the training rows, fractional
 } fat5_train_metrics;
 
 // Opens the data, creates / loads / resumes the model and optimizer, on ctx's device.

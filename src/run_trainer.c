@@ -4,6 +4,12 @@
 #include <sys/file.h>   // flock: one trainer per output directory
 #endif
 
+// The fine-tuning task (train_file: batches of (input, target) pairs, evaluation with generation,
+// the best checkpoint): [9.3], src/run_finetune.c, after this file.
+typedef struct fat5__ft fat5__ft;
+static void fat5__ft_config_defaults(fat5_train_config *c);
+static int fat5__ft_config_set(fat5_ctx *ctx, fat5_train_config *c, const char *key, const char *v, int *ok);
+
 // ---------------------------------------------------------------------------------------------
 // training options
 
@@ -54,12 +60,14 @@ FAT5_API fat5_train_config fat5_train_config_default(void) {
     c.balance_ranks = 1;
     c.dropout_rate = -1;
     c.attention_dropout_rate = -1;
+    fat5__ft_config_defaults(&c);
     return c;
 }
 
 static const char fat5__train_options[] =
     "data: token files, comma-separated (tools/pretokenize writes them)\n"
-    "eval_fraction: share of documents held out for evaluation (0.01; 0 = none)\n"
+    "eval_fraction: share of documents held out for evaluation (0.01; 0 = none); fine-tuning without a\n"
+    "  validation_file: of the training rows\n"
     "model: a preset (fat5-small, small, tiny) or a config.json path\n"
     "d_model, d_ff, d_kv, num_heads, num_layers, num_decoder_layers, vocab_size: model shape\n"
     "feed_forward_proj: relu, gelu, gated-gelu, gated-silu\n"
@@ -106,10 +114,8 @@ static const char fat5__train_options[] =
     "bucket_mb: gradients are summed across ranks in buckets of this many MiB during the backward (100)\n"
     "balance_ranks: 1 exchanges examples between the ranks' micro-batches so that each has about the\n"
     "  same FLOPs (default), 0 trains each rank on its micro-batches as drawn\n"
-    "dropout_rate: dropout of the training steps at T5's sites, in place of the model config's (the\n"
-    "  presets' 0, an --init checkpoint's own)\n"
-    "attention_dropout_rate: dropout of the attention probabilities (default: dropout_rate; the GPU does\n"
-    "  not drop them yet: 0 there)\n";
+    "dropout_rate: training dropout at T5's sites, replacing the config's (presets 0, --init: its own)\n"
+    "attention_dropout_rate: on the attention probabilities (default dropout_rate; GPU: 0 only)\n";
 
 FAT5_API const char *fat5_train_option_names(void) { return fat5__train_options; }
 
@@ -301,6 +307,7 @@ FAT5_API fat5_status fat5_train_config_set(fat5_ctx *ctx, fat5_train_config *c, 
         ok = fat5__opt_i64(v, 0, 1, &i);
         c->balance_ranks = (int)i;
     }
+    else if (fat5__ft_config_set(ctx, c, key, v, &ok)) {}
     else {
         char nm[96];
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "unknown training option '%s' (fat5_train_option_names lists them)",
@@ -377,6 +384,7 @@ typedef struct fat5__tgroup {
     double flops;                      // their training FLOPs
     double balance;                    // the busiest rank's FLOPs over the ranks' mean (1: even)
     char state[512];
+    double epoch_f;                    // fine-tuning: the sampler's epoch after them, fractional
     fat5_status st;                    // of the drawing
 } fat5__tgroup;
 
@@ -429,7 +437,33 @@ struct fat5_trainer {
     fat5__comm *comm;                  // the other ranks (world_size > 1), else NULL
     int world, rank;
     int stop_asked;                    // fat5_train_request_stop since the last step
+    fat5__ft *ft;                      // fine-tuning on pairs (train_file), else NULL: UL2 over `data`
 };
+
+static fat5_status fat5__ft_next_batch(fat5_trainer *t, fat5_batch *b);
+static fat5_status fat5__ft_get_state(const fat5_trainer *t, char *buf, size_t cap);
+static fat5_status fat5__ft_set_state(fat5_trainer *t, const char *state);
+static double fat5__ft_epoch(const fat5_trainer *t);
+static fat5_status fat5__ft_open(fat5_trainer *t);
+static void fat5__ft_destroy(fat5_trainer *t);
+static void fat5__ft_fingerprint(const fat5_trainer *t, char *buf, size_t cap);
+static int fat5__ft_has_eval(const fat5_trainer *t);
+static fat5_status fat5__ft_eval_loss(fat5_trainer *t, double *loss);
+static fat5_status fat5__ft_evaluate(fat5_trainer *t, int64_t step, fat5_train_metrics *r);
+static void fat5__ft_log(fat5_trainer *t, fat5__sb *b, const fat5_train_metrics *r);
+static fat5_status fat5__ft_save_files(fat5_trainer *t, const char *tmp, int64_t step);
+static int fat5__ft_save_meta(const fat5_trainer *t, int64_t step, const char **meta, char (*buf)[40]);
+static fat5_status fat5__ft_after_save(fat5_trainer *t, int64_t step);
+static int64_t fat5__ft_best_step(const fat5_trainer *t);
+static fat5_status fat5__ft_resume(fat5_trainer *t, const fat5_st_file *f, const char *path);
+
+// The task's batches: the pairs sampler's (fine-tuning) or the UL2 sampler's, and its state.
+static fat5_status fat5__train_src_next(fat5_trainer *t, fat5_batch *b) {
+    return t->ft ? fat5__ft_next_batch(t, b) : fat5_ul2_next_batch(t->sampler, b);
+}
+static fat5_status fat5__train_src_state(const fat5_trainer *t, char *buf, size_t cap) {
+    return t->ft ? fat5__ft_get_state(t, buf, cap) : fat5_ul2_get_state(t->sampler, buf, cap);
+}
 
 FAT5_API void fat5_train_request_stop(fat5_trainer *t) {
     if (t) t->stop_asked = 1;
@@ -691,9 +725,9 @@ static void fat5__tgroup_draw(fat5_trainer *t, fat5__tgroup *g) {
         memset(p->bin_n, 0, (size_t)(t->world * k) * sizeof *p->bin_n);
         memset(p->rank_cost, 0, (size_t)t->world * sizeof *p->rank_cost);
     }
-    g->st = fat5_ul2_get_state(t->sampler, g->state, sizeof g->state);
+    g->st = fat5__train_src_state(t, g->state, sizeof g->state);
     for (i = 0; i < t->world * k && g->st == FAT5_OK; i++) {
-        if ((g->st = fat5_ul2_next_batch(t->sampler, &b)) != FAT5_OK) break;
+        if ((g->st = fat5__train_src_next(t, &b)) != FAT5_OK) break;
         g->tokens += b.n_enc_tokens + b.n_dec_tokens;
         if (pool) {   // FLOPs and labels counted per example
             g->st = fat5__tpool_add(t, &b, i);
@@ -704,6 +738,7 @@ static void fat5__tgroup_draw(fat5_trainer *t, fat5__tgroup *g) {
         for (j = 0; j < b.n_dec_tokens; j++) g->n_labels[i] += b.labels[j] != -100;
         g->st = fat5__tbatch_copy(t->dctx, &g->mb[i], &b);
     }
+    g->epoch_f = t->ft ? fat5__ft_epoch(t) : 0;
     if (!pool || g->st) return;
     for (i = 0; i < t->world; i++) g->flops += 3 * p->rank_cost[i];
     if (t->cfg.balance_ranks)
@@ -917,8 +952,9 @@ static void fat5__ckpt_recover(const char *out) {
 
 // Deletes what a killed save or prune left (.tmp-step-N being written, .del-step-N being deleted,
 // latest.tmp.* being written) and all but the newest `keep` checkpoints, each discarded whole
-// (fat5__ckpt_discard). A .del-step-N's rename is made durable before its files go.
-static void fat5__ckpt_prune(const char *out, int keep) {
+// (fat5__ckpt_discard), except step `spare` (the best one of a fine-tuning run; -1: none). A
+// .del-step-N's rename is made durable before its files go.
+static void fat5__ckpt_prune(const char *out, int keep, int64_t spare) {
     DIR *d = opendir(out);
     struct dirent *e;
     int64_t steps[4096], s;
@@ -931,7 +967,7 @@ static void fat5__ckpt_prune(const char *out, int keep) {
             if (del && !synced) synced = fat5__fsync_dir(NULL, out) == FAT5_OK;
             snprintf(p, sizeof p, "%s/%s", out, e->d_name);
             if (!del || synced) fat5__rm_ckpt(p);
-        } else if (strncmp(e->d_name, "latest.tmp.", 11) == 0) {
+        } else if (strncmp(e->d_name, "latest.tmp.", 11) == 0 || strncmp(e->d_name, "best.tmp.", 9) == 0) {
             snprintf(p, sizeof p, "%s/%s", out, e->d_name);
             (void)fat5__fs_unlink(p);
         } else if (fat5__is_step_name(e->d_name, &s) && n < 4096) {
@@ -943,6 +979,7 @@ static void fat5__ckpt_prune(const char *out, int keep) {
     for (i = 1; i < n; i++)   // insertion sort: a handful of entries
         for (j = i; j > 0 && steps[j - 1] > steps[j]; j--) s = steps[j], steps[j] = steps[j - 1], steps[j - 1] = s;
     for (i = 0; i < n - keep; i++) {
+        if (steps[i] == spare) continue;
         snprintf(p, sizeof p, "%s/step-%08lld", out, (long long)steps[i]);
         fat5__ckpt_discard(out, p, steps[i]);
     }
@@ -989,6 +1026,10 @@ static fat5_status fat5__train_lock(fat5_trainer *t) {
 
 // The data set's identity, recorded in a checkpoint and checked on resume.
 static void fat5__data_fingerprint(const fat5_trainer *t, char *buf, size_t cap) {
+    if (t->ft) {
+        fat5__ft_fingerprint(t, buf, cap);
+        return;
+    }
     snprintf(buf, cap, "tokens=%lld docs=%lld vocab=%lld eos=%d eval_fraction=%.17g",
              (long long)fat5_tokens_count(t->tokens), (long long)fat5_tokens_doc_count(t->tokens),
              (long long)fat5_tokens_vocab_size(t->tokens), (int)fat5_tokens_eos_id(t->tokens), t->cfg.eval_fraction);
@@ -1034,9 +1075,9 @@ static void fat5__frozen_missing(const char *a, const char *b, char *out, size_t
 FAT5_API fat5_status fat5_train_save(fat5_trainer *t, const char **dir_out) {
     fat5_ctx *ctx = t->ctx;
     fat5_model *m = t->m;
-    char tmp[4200], fin[4200], old[4200], path[4400], latest[64], sampler[512], data[256], num[4][40], *json = NULL;
+    char tmp[4200], fin[4200], old[4200], path[4400], latest[64], sampler[512], data[256], num[6][40], *json = NULL;
     char *frozen = NULL;
-    const char *meta[24];
+    const char *meta[30];
     fat5_st_write_tensor w[FAT5__OPTIM_ARRAYS];
     fat5__optim_array arr[FAT5__OPTIM_ARRAYS];
     float *mom = NULL;
@@ -1062,10 +1103,11 @@ FAT5_API fat5_status fat5_train_save(fat5_trainer *t, const char **dir_out) {
     fat5__rm_ckpt(tmp);
     if ((st = fat5__mkdir(ctx, tmp))) return st;
     if ((st = fat5_model_save(m, tmp))) goto fail;
+    if (t->ft && (st = fat5__ft_save_files(t, tmp, step))) goto fail;   // the step's predictions
     // the sampler where the next step starts: before a group drawn ahead, if there is one
     fat5__train_join(t);
     if (t->ahead >= 0) snprintf(sampler, sizeof sampler, "%s", t->grp[t->ahead].state);
-    else if ((st = fat5_ul2_get_state(t->sampler, sampler, sizeof sampler))) goto fail;
+    else if ((st = fat5__train_src_state(t, sampler, sizeof sampler))) goto fail;
     if ((st = fat5_model_config_to_json(ctx, &m->cfg, &json, &json_len))) goto fail;
     for (k = 0; k < n_arr; k++) n += arr[k].n;   // the optimizer's state arrays (fat5__optim_arrays)
     mom = FAT5__CAST(float *, fat5__malloc(ctx, (n ? n : 1) * sizeof(float)));
@@ -1099,8 +1141,9 @@ FAT5_API fat5_status fat5_train_save(fat5_trainer *t, const char **dir_out) {
     meta[20] = "optimizer", meta[21] = fat5__optim_kind_name(t->cfg.optim.kind);
     if ((st = fat5__frozen_names(m, &frozen))) goto fail;
     meta[22] = "frozen", meta[23] = frozen;
+    k = t->ft ? fat5__ft_save_meta(t, step, meta + 24, num + 4) : 0;   // the best checkpoint, this one included
     snprintf(path, sizeof path, "%s/training_state.safetensors", tmp);
-    if ((st = fat5_st_write(ctx, path, w, n_arr, meta, 12))) goto fail;
+    if ((st = fat5_st_write(ctx, path, w, n_arr, meta, 12 + k))) goto fail;
     if ((st = fat5__fsync_dir(ctx, tmp))) goto fail;
     // the complete directory takes its name in one rename; an older one of the same step is moved
     // aside first and discarded only after (fat5__ckpt_recover_step): at every instant one of them
@@ -1124,7 +1167,8 @@ FAT5_API fat5_status fat5_train_save(fat5_trainer *t, const char **dir_out) {
     if ((st = fat5_write_file_atomic(ctx, path, latest, strlen(latest))) ||
         (st = fat5__fsync_dir(ctx, t->cfg.output_dir)))
         goto fail;
-    fat5__ckpt_prune(t->cfg.output_dir, t->cfg.save_total_limit);
+    if (t->ft && (st = fat5__ft_after_save(t, step))) goto fail;   // OUT/best
+    fat5__ckpt_prune(t->cfg.output_dir, t->cfg.save_total_limit, fat5__ft_best_step(t));
     fat5__free(ctx, mom);
     fat5__free(ctx, json);
     fat5__free(ctx, frozen);
@@ -1290,10 +1334,12 @@ static fat5_status fat5__train_resume(fat5_trainer *t, const char *dir) {
                 goto done;
             }
     }
-    if ((st = fat5_ul2_set_state(t->sampler, fat5_st_metadata_find(f, "sampler")))) {
+    if ((st = t->ft ? fat5__ft_set_state(t, fat5_st_metadata_find(f, "sampler"))
+                    : fat5_ul2_set_state(t->sampler, fat5_st_metadata_find(f, "sampler")))) {
         st = fat5__err(ctx, st, "resume %s: %s", dir, fat5_last_error(t->dctx));
         goto done;
     }
+    if (t->ft && (st = fat5__ft_resume(t, f, path))) goto done;
     for (n = 0, k = 0; k < n_arr; n += arr[k].n, k++)
         if ((st = m->be->upload(ctx, arr[k].addr, mom + n, arr[k].n * 4))) goto done;
     t->o->step = step;
@@ -1350,15 +1396,19 @@ static fat5_status fat5__train_agree(fat5_trainer *t) {
     fat5_status st;
     if (t->world < 2) return FAT5_OK;
     if ((st = fat5_model_config_to_json(ctx, &t->m->cfg, &json, &len)) ||
-        (st = fat5_ul2_get_state(t->sampler, state, sizeof state)))
+        (st = fat5__train_src_state(t, state, sizeof state)))
         return st;
     fat5__sb_init(&b, ctx);
     fat5__sb_printf(&b, "world %d accum %d balance %d seed %llu act %d floats %zu attention %s step %lld state %s\n",
                     t->world, c->grad_accum, c->balance_ranks, (unsigned long long)c->seed, (int)t->m->act_size,
                     t->m->n_floats, c->attention, (long long)fat5_optim_get_step(t->o), state);
     fat5__sb_printf(&b, "trainable %zu freeze %s\n", t->m->n_gfloats, c->freeze);
-    fat5__sb_printf(&b, "data %lld %lld %lld eval %.17g ul2 %lld %lld %lld %lld %ld %ld", (long long)fat5_tokens_count(t->tokens),
-                    (long long)fat5_tokens_doc_count(t->tokens), (long long)fat5_tokens_vocab_size(t->tokens),
+    {
+        char data[256];
+        fat5__data_fingerprint(t, data, sizeof data);
+        fat5__sb_printf(&b, "data %s ", data);
+    }
+    fat5__sb_printf(&b, "eval %.17g ul2 %lld %lld %lld %lld %ld %ld",
                     c->eval_fraction, (long long)u->enc_tokens, (long long)u->dec_tokens, (long long)u->max_enc_len,
                     (long long)u->max_dec_len, (long)u->sentinel_first, (long)u->n_sentinels);
     for (i = 0; i < u->n_denoisers; i++)
@@ -1428,6 +1478,7 @@ FAT5_API void fat5_train_destroy(fat5_trainer *t) {
     if (t->m && t->losses) t->m->be->free(t->ctx, t->losses);
     fat5__free(t->ctx, t->h_losses);
     fat5_model_destroy(t->m);
+    fat5__ft_destroy(t);
     fat5_ul2_destroy(t->sampler);
     fat5_tokens_destroy(t->tokens);
     fat5_ctx_destroy(t->dctx);
@@ -1439,15 +1490,17 @@ FAT5_API void fat5_train_destroy(fat5_trainer *t) {
 // copies of them; none becomes "".
 static fat5_status fat5__train_keep_strings(fat5_trainer *t) {
     fat5_train_config *c = &t->cfg;
-    const char **s[8];
+    const char **s[15];
     size_t n = 0, at = 0;
     int i;
     s[0] = &c->data, s[1] = &c->init, s[2] = &c->attention, s[3] = &c->output_dir, s[4] = &c->resume;
     s[5] = &c->rendezvous, s[6] = &c->freeze, s[7] = &c->save_tokenizer;
-    for (i = 0; i < 8; i++) n += (*s[i] ? strlen(*s[i]) : 0) + 1;
+    s[8] = &c->train_file, s[9] = &c->validation_file, s[10] = &c->text_column, s[11] = &c->summary_column;
+    s[12] = &c->source_prefix, s[13] = &c->tokenizer_name, s[14] = &c->metric_for_best_model;
+    for (i = 0; i < 15; i++) n += (*s[i] ? strlen(*s[i]) : 0) + 1;
     if (!(t->strs = FAT5__CAST(char *, fat5__malloc(t->ctx, n))))
         return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
-    for (i = 0; i < 8; i++) {
+    for (i = 0; i < 15; i++) {
         size_t k = *s[i] ? strlen(*s[i]) : 0;
         if (k) memcpy(t->strs + at, *s[i], k);
         t->strs[at + k] = 0;
@@ -1492,7 +1545,7 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
     if (t->rank == 0) {
         if ((st = fat5__mkdir(ctx, cfg->output_dir)) || (st = fat5__train_lock(t))) goto fail;
         fat5__ckpt_recover(cfg->output_dir);
-        fat5__ckpt_prune(cfg->output_dir, 0);
+        fat5__ckpt_prune(cfg->output_dir, 0, -1);
     }
     t->grp[0].mb = FAT5__CAST(fat5__tbatch *, fat5__calloc(ctx, (size_t)cfg->grad_accum, sizeof(fat5__tbatch)));
     t->grp[1].mb = FAT5__CAST(fat5__tbatch *, fat5__calloc(ctx, (size_t)cfg->grad_accum, sizeof(fat5__tbatch)));
@@ -1517,7 +1570,7 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
                                                       : fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
         }
     }
-    if ((st = fat5__train_open_data(t))) goto fail;
+    if (!cfg->train_file[0] && (st = fat5__train_open_data(t))) goto fail;   // fine-tuning: after the model
     // the model: the checkpoint's when resuming, else --init's, else a new one
     dir[0] = 0;
     if (cfg->resume[0] && (st = fat5__resume_dir(ctx, cfg->resume, dir, sizeof dir))) goto fail;
@@ -1561,20 +1614,25 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
     if (cfg->freeze[0] && (st = fat5_model_freeze(t->m, cfg->freeze))) goto fail;   // before the optimizer
     {   // the tokenizer its checkpoints carry for transformers (a resumed model has its checkpoint's)
         const char *tk = cfg->save_tokenizer;
-        int64_t V = fat5_tokens_vocab_size(t->tokens);
+        int64_t V = t->tokens ? fat5_tokens_vocab_size(t->tokens) : 0;
         if (!tk[0] && !cfg->init[0] && !dir[0] && V > 259 && V <= 1024) tk = "byte";
         if (strcmp(tk, "byte") == 0) st = fat5_model_set_tokenizer(t->m, NULL);
         else if (strcmp(tk, "none") == 0) st = fat5_model_set_tokenizer(t->m, "");
         else if (tk[0]) st = fat5_model_set_tokenizer(t->m, tk);
         if (st) goto fail;
     }
-    if (fat5_tokens_vocab_size(t->tokens) > t->m->cfg.vocab_size) {
-        st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "training: the data's vocabulary (%lld) is larger than the model's (%lld)",
-                       (long long)fat5_tokens_vocab_size(t->tokens), (long long)t->m->cfg.vocab_size);
-        goto fail;
+    if (cfg->train_file[0]) {   // the model's tokenizer, the rows, the sampler; max_steps from num_train_epochs
+        if ((st = fat5__ft_open(t))) goto fail;
+    } else {
+        if (fat5_tokens_vocab_size(t->tokens) > t->m->cfg.vocab_size) {
+            st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "training: the data's vocabulary (%lld) is larger than the model's (%lld)",
+                           (long long)fat5_tokens_vocab_size(t->tokens), (long long)t->m->cfg.vocab_size);
+            goto fail;
+        }
+        if ((st = fat5__train_sampler(t, cfg->eval_fraction > 0 ? 1 : 0, cfg->seed * 0x9e3779b97f4a7c15ull + 1,
+                                      &t->sampler)))
+            goto fail;
     }
-    if ((st = fat5__train_sampler(t, cfg->eval_fraction > 0 ? 1 : 0, cfg->seed * 0x9e3779b97f4a7c15ull + 1, &t->sampler)))
-        goto fail;
     if ((st = fat5_optim_create(t->m, &t->cfg.optim, &t->o))) goto fail;
     // each micro-batch's (ce, loss) of every rank, then the ranks' stop requests
     if ((st = t->m->be->alloc(ctx, (size_t)(2 * cfg->grad_accum * t->world + 1) * 8, &t->losses))) goto fail;
@@ -1636,6 +1694,7 @@ static fat5_status fat5__train_evaluate(fat5_trainer *t, double *loss) {
     int64_t n = 0, i;
     fat5_status st;
     *loss = NAN;
+    if (t->ft) return fat5__ft_eval_loss(t, loss);
     if (t->cfg.eval_fraction <= 0) return fat5__err(t->ctx, FAT5_ERR_STATE, "evaluate: eval_fraction is 0 (no held-out data)");
     fat5__train_join(t);   // the data is read by one thread at a time
     if ((st = fat5__train_sampler(t, 2, 0x5eed0e7a1ull, &s))) return st;
@@ -1774,16 +1833,19 @@ static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out) {
     r.skipped = orr.skipped;
     r.n_skipped = t->n_skipped;
     r.tokens_seen = t->tokens_seen;
-    r.epoch = fat5_ul2_epoch(t->sampler);
+    r.epoch = t->ft ? (int64_t)g->epoch_f : fat5_ul2_epoch(t->sampler);
+    r.epoch_f = g->epoch_f;
     r.step_s = fat5__now_s() - t0;
     r.tokens_per_s = r.step_s > 0 ? (double)r.tokens / r.step_s : 0;
     r.tokens_per_s_gpu = r.tokens_per_s / t->world;
     r.scaling = r.step_s > 0 ? (r.step_s - r.comm_s) / r.step_s : 0;
     r.mfu = t->flops_per_s_peak > 0 && r.step_s > 0 ? flops / r.step_s / t->flops_per_s_peak / t->world : 0;
     // evaluation and checkpoints when due, and at the end
-    if (t->cfg.eval_fraction > 0 &&
+    if ((t->ft ? fat5__ft_has_eval(t) : t->cfg.eval_fraction > 0) &&
         ((t->cfg.eval_steps > 0 && step % t->cfg.eval_steps == 0) || step == t->cfg.optim.total_steps)) {
-        if ((st = fat5_train_evaluate(t, &r.eval_loss))) return st;
+        if (t->ft) st = fat5__train_failed(t, fat5__ft_evaluate(t, step, &r));   // + generation and scores
+        else st = fat5_train_evaluate(t, &r.eval_loss);
+        if (st) return st;
         r.has_eval = 1;
     }
     r.elapsed_s = t->elapsed_before + (fat5__now_s() - t->t_start);
@@ -1819,6 +1881,7 @@ static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out) {
             fat5__sb_printf(&b2, ", \"time\": \"%s\", \"unix_time\": %.3f", iso, unix_s);
         }
         if (r.has_eval) fat5__json_num(&b2, "eval_loss", r.eval_loss);
+        if (t->ft) fat5__ft_log(t, &b2, &r);
         fat5__sb_puts(&b2, "}\n");
         errno = 0;
         if (b2.oom || fwrite(b2.buf, 1, b2.len, t->log) != b2.len || fflush(t->log) != 0) {
@@ -1834,6 +1897,7 @@ static fat5_status fat5__train_step(fat5_trainer *t, fat5_train_metrics *out) {
         const char *d;
         if ((st = fat5_train_save(t, &d))) return st;
         r.saved = 1;
+        r.is_best = fat5__ft_best_step(t) == step;
         snprintf(r.checkpoint, sizeof r.checkpoint, "%s", d);
     }
     if (out) *out = r;

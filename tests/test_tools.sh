@@ -187,6 +187,7 @@ dopts="--device cpu --data $out/c.tok --model tiny --d_model 32 --d_ff 64 --num_
   --warmup_steps 1 --max_steps 6"
 losses() { sed -n 's/.*"loss": \([^,]*\),.*/\1/p' "$1"; }
 check examples/train $dopts --output_dir "$out/d1" --gradient_accumulation_steps 2 > "$out/d1.txt" 2>&1
+check test "$(grep -c "nothing to do" "$out/d1.txt")" -eq 0   # a run that trained does not say it had nothing to do
 check examples/train $dopts --output_dir "$out/d2" --ranks 2 > "$out/d2.txt" 2>&1
 check grep -q "2 CPU ranks" "$out/d2.txt"
 check grep -q "scaling" "$out/d2.txt"
@@ -212,6 +213,44 @@ check examples/train $dopts --output_dir "$out/d4" --gradient_accumulation_steps
     > "$out/d4.txt" 2>&1
 check grep -q "step 6/6" "$out/d4.txt"
 echo "test_tools: examples/train --ranks 2: the curve of one rank x 2 micro-batches; resumed bit-identically on 2 ranks, and on 1"
+# examples/finetune with Hugging Face's argument names: a JSONL file with a held-out share; the
+# files it writes (eval_* scores in metrics.jsonl, predictions, best); --ranks 2 follows
+# --gradient_accumulation_steps 2 on one rank; a resume extends the run, its log holding every step once
+for i in $(seq 1 60); do printf '{"input": "w%d ab", "target": "ab w%d"}\n' $i $i; done > "$out/ft.jsonl"
+fopts="--device cpu --model tiny --d_model 32 --d_ff 64 --num_heads 2 --d_kv 16 --num_layers 1 --num_decoder_layers 1
+  --train_file $out/ft.jsonl --eval_fraction 0.25 --per_device_train_batch_size 4 --max_source_length 32
+  --max_target_length 32 --generation_max_length 8 --logging_steps 1 --max_steps 4 --eval_steps 2 --save_steps 2
+  --optim adamw --learning_rate 1e-3 --metric_for_best_model rougeL"
+check examples/finetune $fopts --output_dir "$out/f1" --gradient_accumulation_steps 2 > "$out/f1.txt" 2>&1
+check examples/finetune $fopts --output_dir "$out/f2" --ranks 2 > "$out/f2.txt" 2>&1
+check grep -q "eval loss .* rougeL .* at step 4" "$out/f1.txt"
+check grep -q "best checkpoint by rougeL" "$out/f1.txt"
+check test "$(grep -c '"eval_rougeL"' "$out/f1/metrics.jsonl")" -eq 2
+check test "$(grep -c '"eval_rougeL"' "$out/f2/metrics.jsonl")" -eq 2
+check test "$(wc -l < "$out/f1/eval_predictions.jsonl")" -ge 5
+check cmp -s "$out/f1/eval_predictions.jsonl" "$out/f1/step-00000004/predictions.jsonl"
+check grep -q '^step-0000000[24]$' "$out/f1/best"
+losses "$out/f1/metrics.jsonl" > "$out/fl1"
+losses "$out/f2/metrics.jsonl" > "$out/fl2"
+check test "$(wc -l < "$out/fl2")" -eq 4
+check awk 'NR == FNR { a[FNR] = $1; next } { d = $1 - a[FNR]; if (d < 0) d = -d; if (d > 1e-5 * a[FNR]) bad = 1 }
+  END { exit bad }' "$out/fl1" "$out/fl2"
+# the same rows pretokenized (pretokenize --pairs) train the same curve, read from disk
+check tools/pretokenize --pairs --max-source-length 32 --max-target-length 32 -o "$out/ft.tok" "$out/ft.jsonl" 2> "$out/ptp.txt"
+check grep -q "60 rows (120 documents" "$out/ptp.txt"
+check examples/finetune $fopts --output_dir "$out/f4" --train_file "$out/ft.tok" --gradient_accumulation_steps 2 \
+    > "$out/f4.txt" 2>&1
+losses "$out/f4/metrics.jsonl" > "$out/fl4"
+check cmp -s "$out/fl1" "$out/fl4"
+# Hugging Face's bare flag, and beams
+check examples/finetune $fopts --output_dir "$out/f5" --max_steps 2 --predict_with_generate --generation_num_beams 2 \
+    > "$out/f5.txt" 2>&1
+check grep -q '"predict_with_generate": "true"' "$out/f5/train_args.json"
+check grep -q "eval loss .* rougeL .* at step 2" "$out/f5.txt"
+check examples/finetune $fopts --output_dir "$out/f1" --resume "$out/f1" --max_steps 6 > "$out/f3.txt" 2>&1
+check grep -q "step 6/6" "$out/f3.txt"
+check test "$(wc -l < "$out/f1/metrics.jsonl")" -eq 6
+echo "test_tools: examples/finetune: scores, predictions and best written; --ranks 2 follows one rank x 2; pretokenized pairs train the same; resumed to step 6"
 # the same two ranks started by hand with a rendezvous file
 rm -rf "$out/d5"
 examples/train $dopts --output_dir "$out/d5" --world_size 2 --rank 1 --rendezvous "$out/rdv" > "$out/d5b.txt" 2>&1 &
@@ -651,7 +690,7 @@ echo "test_tools: fat5_init: flash_t5 with FAT5 names, every position encoding c
 # (the library's), an unknown option names the closest valid one (never a C function), --key=value
 # and underscores, Hugging Face's names, numbers checked whole and in range; exit 2 on a usage error.
 ver=$(sed -n 's/^#define FAT5_VERSION_STRING "\(.*\)"$/\1/p' fat5.h)
-for p in examples/quickstart examples/gpu_step examples/train examples/generate tools/fat5_inspect tools/fat5_forward \
+for p in examples/quickstart examples/gpu_step examples/train examples/finetune examples/generate tools/fat5_inspect tools/fat5_forward \
          tools/fat5_init tools/fat5_tokenize tools/pretokenize tools/fat5_convert; do
     check $p --help > "$out/help.txt" 2> "$out/help_err.txt"
     check grep -q "^usage: ${p##*/} " "$out/help.txt"
@@ -691,6 +730,12 @@ usage_err "--num_train_epochs: this trainer counts optimizer steps, not epochs: 
     examples/train --num_train_epochs 3
 usage_err "use --batch-tokens" examples/train --per_device_train_batch_size 8
 usage_err "--bf16 needs a GPU" examples/train --bf16 --device cpu
+usage_err "no training data: --train_file FILE" examples/finetune --model tiny
+usage_err "--max-source-length -1: " tools/pretokenize --pairs --max-source-length -1 -o "$out/x.tok" "$out/ft.jsonl"
+usage_err "no model: --model_name_or_path DIR" examples/finetune --train_file "$out/ft.jsonl"
+usage_err "--load_best_model_at_end: OUTPUT_DIR/best names the best checkpoint" examples/finetune --load_best_model_at_end
+usage_err "--metric-for-best-model accuracy: expected loss, exact_match" examples/finetune --metric_for_best_model accuracy
+usage_err "unknown option --train_file (--help lists the options)" examples/train --train_file "$out/ft.jsonl"
 usage_err "--top_k 2.5: not an integer" examples/generate $g --ids 3 --top_k 2.5
 usage_err "--temperature 0: must be greater than 0" examples/generate $g --ids 3 --temperature=0
 usage_err "--repeat 0: must be 1 to" tools/fat5_tokenize --repeat 0 $tk/t5uni

@@ -27,6 +27,13 @@
 // Empty documents are skipped. "-" reads standard input. Input must be valid UTF-8 (an error names
 // the file and the byte offset otherwise). The output is written atomically. Progress goes to
 // stderr every 64 MiB of input; a summary line at the end.
+// --pairs: the inputs are (input, target) pairs files instead (JSONL, TSV, CSV, or
+// "inputs.txt,targets.txt" for two parallel files; fat5_pairs_open), read and tokenized as
+// fine-tuning reads them (--text-column, --summary-column, --source-prefix, --max-source-length,
+// --max-target-length; special tokens added, so T5's sequences end with EOS), and each row is
+// written as two documents, its input then its target: a pretokenized pairs file, which
+// fine-tuning streams from disk (train_file; docs/finetuning.md). Every sequence must end with the
+// EOS and hold no other (a tokenizer whose template adds none is refused).
 #define _POSIX_C_SOURCE 200809L   // getline, mkstemp, fsync, fstat: before every system header
 #define FAT5_IMPLEMENTATION
 #include "../fat5.h"
@@ -80,6 +87,7 @@ typedef struct pt_state {
     int64_t doc_ids;          // --tokenizer: ids of the document so far
     int write_failed;         // --tokenizer: the token file refused ids (the reason is printed)
     int64_t pending_nl;       // "\n"s joining lines, written before the next non-empty line
+    int64_t n_rows;           // --pairs: rows written
 } pt_state;
 
 static int pt_fail(pt_state *p) {
@@ -235,7 +243,47 @@ static int pt_file(pt_state *p, const char *path, const char *sep) {
     return ok && pt_end_doc(p);   // a file always ends a document
 }
 
-enum { O_SEP = 1, O_TOKENIZER, O_VOCAB, O_WIDTH, O_OUTPUT };
+// --pairs: each row of a pairs file (spec: a file, or "inputs.txt,targets.txt") as two documents,
+// its input's ids then its target's, as the pairs reader makes them (each ending with the EOS)
+static int pt_pairs_file(pt_state *p, const char *spec, const fat5_pairs_config *pc) {
+    char a[4096], b[4096];
+    const char *comma = strchr(spec, ',');
+    fat5_pairs *pp = NULL;
+    fat5_pairs_row row;
+    int has = 1, w, ok = 1;
+    snprintf(a, sizeof a, "%.*s", comma ? (int)(comma - spec) : (int)strlen(spec), spec);
+    if (comma) snprintf(b, sizeof b, "%s", comma + 1);
+    if (fat5_pairs_open(p->ctx, a, comma ? b : NULL, pc, &pp) != FAT5_OK) return pt_fail(p);
+    while (ok) {
+        if (fat5_pairs_next(pp, p->tok, &row, &has) != FAT5_OK) {
+            ok = pt_fail(p);
+            break;
+        }
+        if (!has) break;
+        for (w = 0; w < 2 && ok; w++) {
+            const int32_t *ids = w ? row.target_ids : row.input_ids;
+            int64_t n = w ? row.n_target : row.n_input, k;
+            for (k = 0; k < n - 1 && ids[k] != p->eos; k++) {}
+            if (n < 1 || k != n - 1 || ids[n - 1] != p->eos) {
+                fprintf(stderr, "pretokenize: %s: line %lld: the %s's ids do not end with the EOS (%d) alone: a pairs "
+                        "file needs them to\n", w && comma ? b : a, (long long)row.line, w ? "target" : "input",
+                        (int)p->eos);
+                ok = 0;
+            } else {
+                ok = pt_flush(p) && (fat5_tokens_writer_append(p->out, ids, n) == FAT5_OK || pt_fail(p));
+                p->n_ids += n;
+                p->n_docs++;
+            }
+        }
+        p->in_bytes += (int64_t)(row.input_len + row.target_len);
+        p->n_rows++;
+    }
+    fat5_pairs_close(pp);
+    return ok;
+}
+
+enum { O_SEP = 1, O_TOKENIZER, O_VOCAB, O_WIDTH, O_OUTPUT, O_PAIRS, O_TEXT_COL, O_SUMMARY_COL, O_PREFIX, O_MAX_SRC,
+       O_MAX_TGT };
 static const cli_opt opts[] = {
     {.id = O_SEP, .name = "sep", .kind = CLI_STR, .meta = "MODE", .def = "file",
      .help = "where documents end: file (each input file is one document), line (one document\n"
@@ -252,6 +300,18 @@ static const cli_opt opts[] = {
      .help = "bytes per id: 2 holds vocabularies up to 65536"},
     {.id = O_OUTPUT, .name = "output", .alias = "-o", .kind = CLI_STR, .meta = "OUT.tok",
      .help = "the token file to write (atomically)"},
+    {.id = O_PAIRS, .name = "pairs", .kind = CLI_FLAG,
+     .help = "the inputs are (input, target) pairs files (.jsonl, .tsv, .csv, or inputs.txt,targets.txt):\n"
+             "each row written as two documents, input then target (fine-tuning's train_file)"},
+    {.id = O_TEXT_COL, .name = "text-column", .kind = CLI_STR, .meta = "NAME", .def = "input",
+     .help = "--pairs: the input's field or column"},
+    {.id = O_SUMMARY_COL, .name = "summary-column", .kind = CLI_STR, .meta = "NAME", .def = "target",
+     .help = "--pairs: the target's field or column"},
+    {.id = O_PREFIX, .name = "source-prefix", .kind = CLI_STR, .meta = "TEXT", .help = "--pairs: put before every input"},
+    {.id = O_MAX_SRC, .name = "max-source-length", .kind = CLI_INT, .meta = "N", .def = "0 (no limit)", .lo = 0,
+     .hi = 1e9, .help = "--pairs: input ids at most, EOS included (Hugging Face's truncation)"},
+    {.id = O_MAX_TGT, .name = "max-target-length", .kind = CLI_INT, .meta = "N", .def = "0 (no limit)", .lo = 0,
+     .hi = 1e9, .help = "--pairs: target ids at most, EOS included"},
 };
 
 int main(int argc, char **argv) {
@@ -259,13 +319,15 @@ int main(int argc, char **argv) {
     fat5_ctx_config cc = fat5_ctx_config_default();
     const char *sep = "file", *out = NULL, *tok_path = NULL;
     long long vocab = -1;
+    int pairs = 0;
+    fat5_pairs_config pc = fat5_pairs_config_default();
     const char **ins = (const char **)malloc((size_t)argc * sizeof *ins);
     int i, n_in = 0, ok = 1, o;
     cli c;
     if (!ins) return 1;
     cli_init(&c, "pretokenize", "usage: pretokenize [options] -o OUT.tok IN.txt...\n"
              "UTF-8 text to a fat5 token file, byte-level (ByT5 ids: byte + 3, eos 1) or with a tokenizer.\n"
-             "IN.txt may be - for standard input.\n", opts, (int)(sizeof opts / sizeof opts[0]), argc, argv);
+             "IN.txt may be - for standard input. With --pairs, the inputs are pairs files for fine-tuning.\n", opts, (int)(sizeof opts / sizeof opts[0]), argc, argv);
     while ((o = cli_next(&c)) != CLI_END) {
         if (o < 0) {
             free(ins);
@@ -281,6 +343,12 @@ int main(int argc, char **argv) {
         else if (o == O_VOCAB) vocab = c.ival;
         else if (o == O_WIDTH) p.width = c.ival ? 4 : 2;
         else if (o == O_OUTPUT) out = c.val;
+        else if (o == O_PAIRS) pairs = (int)c.ival;
+        else if (o == O_TEXT_COL) pc.input_field = c.val;
+        else if (o == O_SUMMARY_COL) pc.target_field = c.val;
+        else if (o == O_PREFIX) pc.prefix = c.val;
+        else if (o == O_MAX_SRC) pc.max_source_length = c.ival;
+        else if (o == O_MAX_TGT) pc.max_target_length = c.ival;
         else ins[n_in++] = c.val;
     }
     if (!p.width) p.width = 2;
@@ -333,7 +401,7 @@ int main(int argc, char **argv) {
     }
     p.next_report = (int64_t)64 << 20;
     if (fat5_tokens_writer_create(p.ctx, out, vocab, p.eos, p.width, &p.out) != FAT5_OK) ok = pt_fail(&p);
-    for (i = 0; i < n_in && ok; i++) ok = pt_file(&p, ins[i], sep);
+    for (i = 0; i < n_in && ok; i++) ok = pairs ? pt_pairs_file(&p, ins[i], &pc) : pt_file(&p, ins[i], sep);
     if (ok && p.n_docs == 0) {
         fprintf(stderr, "pretokenize: the input holds no document (every one was empty)\n");
         ok = 0;
@@ -348,7 +416,11 @@ int main(int argc, char **argv) {
         free(ins);
         return 1;
     }
-    if (p.tok) {
+    if (pairs) {
+        fprintf(stderr, "pretokenize: %s: %lld rows (%lld documents, input and target in turn), %lld ids, vocabulary "
+                "%lld, eos %d (%s%s)\n", out, (long long)p.n_rows, (long long)p.n_docs, (long long)p.n_ids, vocab,
+                (int)p.eos, p.tok ? "tokenizer " : "byte-level", p.tok ? tok_path : "");
+    } else if (p.tok) {
         int32_t s0 = fat5_tokenizer_piece_to_id(p.tok, "<extra_id_0>");
         fprintf(stderr, "pretokenize: %s: %lld documents, %lld ids (%lld bytes of text), vocabulary %lld, eos %d",
                 out, (long long)p.n_docs, (long long)p.n_ids, (long long)p.in_bytes, vocab, (int)p.eos);
