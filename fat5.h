@@ -8141,14 +8141,14 @@ static FAT5__UNUSED int64_t fat5__gpu_attn_bwd_dkv_wg_smem(const fat5_ctx *ctx, 
                                                            fat5__dptr cu_q, fat5__dptr cu_k, int64_t Tk, int dk,
                                                            int kind, fat5__dptr bias, int max_distance) {
     int scheme = fat5__gpu_attn_scheme(kind);
-    int64_t stages = dk == 64 ? 4 : 3, nwg = 2, base;
+    int64_t stages = dk == 64 ? 4 : 3, base;
     if (!ctx->gpu || !ctx->gpu->attn_wg || !ctx->gpu->attn_tc || fat5__dev_act_size(ctx) != 2 ||
         (dk != 64 && dk != 128) || scheme == 2 || fat5__gpu_attn_pattern(kind) || cu_q != cu_k || !cu_q ||
         ((q | k | v | dout) & 15) || ((dk_ | dv) & 3) || Tk < 1 || Tk > INT32_MAX ||
-        (Tk + 64 * nwg - 1) / (64 * nwg) > FAT5__GPU_MAX_BLOCKS)
+        (Tk + 127) / 128 > FAT5__GPU_MAX_BLOCKS)
         return 0;
     if (scheme == 0 && bias && max_distance > 4096) return 0;
-    base = 1024 + (int64_t)(dk / 64) * 8192 * (2 * nwg + 2 * stages) + 16 * (stages + 1) + stages * 128 * 4;
+    base = 1024 + (int64_t)(dk / 64) * 8192 * (2 * 2 + 2 * stages) + 16 * (stages + 1) + stages * 128 * 4;
     if (scheme == 0 && bias) base += (2 * (int64_t)(max_distance > 0 ? max_distance : 1) + 1) * 4;
     return base <= ctx->gpu->smem_optin ? base : 0;
 }
@@ -8442,22 +8442,20 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__dptr
                                                max_distance)) > 0) {
         // Hopper: 128 keys x 256 threads a block (2 warpgroups); q and dout read in boxes of 64
         // rows, k and v of 128
-        unsigned nwg = 2;
         unsigned char raw[5 * sizeof(fat5__CUtensorMap)];  // four maps, 64-byte aligned (as CUtensorMap)
         fat5__CUtensorMap *tm = (fat5__CUtensorMap *)(void *)(raw + (64 - (uintptr_t)raw % 64) % 64);
         void *wargs[18];
         if ((st = fat5__gpu_attn_tmap(ctx, &tm[0], q, Tk, H, dk, 64)) != FAT5_OK ||
             (st = fat5__gpu_attn_tmap(ctx, &tm[1], dout, Tk, H, dk, 64)) != FAT5_OK ||
-            (st = fat5__gpu_attn_tmap(ctx, &tm[2], k, Tk, H, dk, 64 * nwg)) != FAT5_OK ||
-            (st = fat5__gpu_attn_tmap(ctx, &tm[3], v, Tk, H, dk, 64 * nwg)) != FAT5_OK)
+            (st = fat5__gpu_attn_tmap(ctx, &tm[2], k, Tk, H, dk, 128)) != FAT5_OK ||
+            (st = fat5__gpu_attn_tmap(ctx, &tm[3], v, Tk, H, dk, 128)) != FAT5_OK)
             return st;
         wargs[0] = &dk_, wargs[1] = &dv, wargs[2] = &tm[0], wargs[3] = &tm[1], wargs[4] = &tm[2], wargs[5] = &tm[3];
         wargs[6] = &lse, wargs[7] = &delta, wargs[8] = &bias, wargs[9] = &lut, wargs[10] = &cu_q, wargs[11] = &cu_k;
         wargs[12] = &k_seq, wargs[13] = &Tk_, wargs[14] = &H, wargs[15] = &kind, wargs[16] = &nb;
         wargs[17] = &max_distance;
         return fat5__dev_launch(ctx, (dk == 64 ? FAT5__K_attn_bwd_dkv_wg64 : FAT5__K_attn_bwd_dkv_wg128) + scheme,
-                                (unsigned)((Tk + 64 * nwg - 1) / (64 * nwg)), (unsigned)H, 1, 128 * nwg, 1, 1,
-                                (unsigned)base, wargs);
+                                (unsigned)((Tk + 127) / 128), (unsigned)H, 1, 256, 1, 1, (unsigned)base, wargs);
     }
     if ((base = fat5__gpu_attn_bwd_tc_smem(ctx, 1, dk_, dv, q, k, v, dout, Tk, dk, kind, bias, nb, max_distance,
                                            0)) > 0) {

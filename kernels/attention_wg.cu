@@ -153,6 +153,19 @@ __device__ __forceinline__ void fat5_wg_mma_rs128(float *d, const unsigned *a, u
 }
 
 
+// The head's T5 bias by distance, for the block's threads to fill (dtab[x] = the bias of distance
+// x - M, x < tabn; tabn 0: no table), and its ALiBi slope (0 for the other schemes)
+template <int PE>
+__device__ __forceinline__ float fat5_wg_head_bias(float *dtab, int tabn, int M, const float *bias, const int *lut,
+                                                   int kind, int nb, int md, int h, int H)
+{
+    for (int x = threadIdx.x; x < tabn; x += blockDim.x)
+        dtab[x] = bias[(long long)fat5_attn_bucket(x - M, kind & FAT5_ATTN_MASK, lut, nb, md) * H + h];
+    if (PE != FAT5_PE_ALIBI) return 0.0f;
+    const int asym = (kind & FAT5_ATTN_ALIBI_ASYM) != 0;
+    return fat5_alibi_slope(asym ? h % (H / 2) : h, asym ? H / 2 : H);
+}
+
 template <int DK, int PE>
 __device__ __forceinline__ void fat5_attn_fwd_wg_impl(act_t *o, float *lse, const fat5_tmap *tmq,
                                                       const fat5_tmap *tmk, const fat5_tmap *tmv, const float *bias,
@@ -173,13 +186,7 @@ __device__ __forceinline__ void fat5_attn_fwd_wg_impl(act_t *o, float *lse, cons
     float *dtab = (float *)(sm + (qbar + 8 - s0));
     const int M = md > 0 ? md : 1, tabn = PE == FAT5_PE_TABLE && bias ? 2 * M + 1 : 0;
     const int vis = fat5_attn_vis<PE>(kind, h, H);
-    float slope = 0.0f;
-    if (PE == FAT5_PE_ALIBI) {
-        const int asym = (kind & FAT5_ATTN_ALIBI_ASYM) != 0;
-        slope = fat5_alibi_slope(asym ? h % (H / 2) : h, asym ? H / 2 : H);
-    }
-    for (int x = threadIdx.x; x < tabn; x += blockDim.x)
-        dtab[x] = bias[(long long)fat5_attn_bucket(x - M, kind & FAT5_ATTN_MASK, lut, nb, md) * H + h];
+    const float slope = fat5_wg_head_bias<PE>(dtab, tabn, M, bias, lut, kind, nb, md, h, H);
     if (threadIdx.x == 0) {
         for (int s = 0; s < NS; s++) {
             fat5_wg_bar_init(sB + 8 * s, 1);          // full: the producer's arrive + the bytes

@@ -102,13 +102,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_wg_impl(act_t *dk_, act_t *dv,
     float *dtab = (float *)(sm + (sL + NS * 2 * BM * 4 - s0));
     const int M = md > 0 ? md : 1, tabn = PE == FAT5_PE_TABLE && bias ? 2 * M + 1 : 0;
     const int vis = fat5_attn_vis<PE>(kind, h, H);
-    float slope = 0.0f;
-    if (PE == FAT5_PE_ALIBI) {
-        const int asym = (kind & FAT5_ATTN_ALIBI_ASYM) != 0;
-        slope = fat5_alibi_slope(asym ? h % (H / 2) : h, asym ? H / 2 : H);
-    }
-    for (int x = threadIdx.x; x < tabn; x += blockDim.x)
-        dtab[x] = bias[(long long)fat5_attn_bucket(x - M, kind & FAT5_ATTN_MASK, lut, nb, md) * H + h];
+    const float slope = fat5_wg_head_bias<PE>(dtab, tabn, M, bias, lut, kind, nb, md, h, H);
     if (threadIdx.x == 0) {
         for (int s = 0; s < NS; s++) {
             fat5_wg_bar_init(sB + 8 * s, 33);        // full: thread 0's arrive + the bytes, warp 0's cp.async
