@@ -222,3 +222,42 @@ __device__ __forceinline__ float fat5_drop_mul(uint4 w, int l, unsigned int thre
 {
     return fat5_drop_lane(w, l) >= thresh ? scale : 0.0f;
 }
+
+// ---- attention-probability dropout ----
+// The mask of an attention call (fat5__drop in fat5.h, passed by value: the same 24 bytes): the
+// probability of query row qr and key row kr (rows of the packed q and k buffers) in head h is kept
+// when draw(seed, stream + h, qr << 32 | kr) >= thresh, and then multiplied by scale; thresh 0: no
+// dropout (every kernel's path without it is unchanged).
+struct fat5_dropp {
+    unsigned long long seed, stream;
+    unsigned int thresh;
+    float scale;
+};
+
+// The multiplier of one probability (one Philox block per call).
+__device__ __forceinline__ float fat5_attn_drop1(const fat5_dropp &d, unsigned long long stream, long long qr,
+                                                 long long kr)
+{
+    const unsigned long long i = (unsigned long long)qr << 32 | (unsigned long long)kr;
+    return fat5_drop_mul(fat5_drop_block(d.seed, stream, i >> 3), (int)(i & 7), d.thresh, d.scale);
+}
+
+// The multipliers of a fragment row of the tensor-core kernels: query row qr, keys kc + 8 n + e
+// (n < NW, e < 2; kc = the tile's first key + 2 (lane & 3)), applied to x[n][X + e] (X: 0 or 2,
+// the row's half of an m16n8 accumulator). The keys of a pair lie in one Philox block, or (kc + 8 n
+// = 7 mod 8) in two neighbouring ones: the row walks NW + 1 blocks, each drawn once.
+template <int NW>
+__device__ __forceinline__ void fat5_attn_drop_row(const fat5_dropp &d, unsigned long long stream, long long qr,
+                                                   long long kc, float (*x)[4], int X)
+{
+    const unsigned long long i0 = (unsigned long long)qr << 32 | (unsigned long long)kc, b0 = i0 >> 3;
+    const int l0 = (int)(i0 & 7), l1 = (l0 + 1) & 7;
+    uint4 cur = fat5_drop_block(d.seed, stream, b0);
+#pragma unroll
+    for (int n = 0; n < NW; n++) {
+        const uint4 nxt = fat5_drop_block(d.seed, stream, b0 + (unsigned long long)(n + 1));
+        x[n][X] *= fat5_drop_mul(cur, l0, d.thresh, d.scale);
+        x[n][X + 1] *= fat5_drop_mul(l0 == 7 ? nxt : cur, l1, d.thresh, d.scale);
+        cur = nxt;
+    }
+}

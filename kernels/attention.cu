@@ -597,7 +597,7 @@ template <int R, int PE, bool PAT>
 __device__ __forceinline__ void fat5_attn_fwd_impl(act_t *o, float *lse, const act_t *q, const act_t *k,
                                                    const act_t *v, const float *bias, const int *lut,
                                                    const int *cu_q, const int *cu_k, const int *q_seq, long long Tq,
-                                                   int H, int dk, int kind, int nb, int md, int g, const int *cu_g)
+                                                   int H, int dk, int kind, int nb, int md, int g, const int *cu_g, const fat5_dropp &dr)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     const int h = blockIdx.y;
@@ -740,7 +740,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_impl(act_t *dq, float *dbias, c
                                                       const act_t *v, const float *bias, const int *lut,
                                                       const int *cu_q, const int *cu_k, const int *q_seq,
                                                       long long Tq, int H, int dk, int kind, int nb, int md, int g,
-                                                      const int *cu_g)
+                                                      const int *cu_g, const fat5_dropp &dr)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     const int h = blockIdx.y;
@@ -869,7 +869,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_impl(act_t *dk_, act_t *dv, co
                                                        const act_t *v, const float *bias, const int *lut,
                                                        const int *cu_q, const int *cu_k, const int *k_seq,
                                                        long long Tk, int H, int dk, int kind, int nb, int md, int g,
-                                                       const int *cu_g)
+                                                       const int *cu_g, const fat5_dropp &dr)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     const int h = blockIdx.y;
@@ -1193,7 +1193,7 @@ template <int DC, int PE, bool PAT>
 __device__ __forceinline__ void fat5_attn_fwd_tiled(act_t *o, float *lse, const act_t *q, const act_t *k,
                                                     const act_t *v, const float *bias, const int *lut,
                                                     const int *cu_q, const int *cu_k, const int *q_seq, long long Tq,
-                                                    int H, int dk, int kind, int nb, int md, int g, const int *cu_g)
+                                                    int H, int dk, int kind, int nb, int md, int g, const int *cu_g, const fat5_dropp &dr)
 {
     const int DKP = 16 * DC;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
@@ -1338,7 +1338,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tiled(act_t *dq, float *dbias, 
                                                        const act_t *v, const float *bias, const int *lut,
                                                        const int *cu_q, const int *cu_k, const int *q_seq,
                                                        long long Tq, int H, int dk, int kind, int nb, int md, int g,
-                                                       const int *cu_g)
+                                                       const int *cu_g, const fat5_dropp &dr)
 {
     const int DKP = 16 * DC;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
@@ -1545,7 +1545,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tiled(act_t *dk_, act_t *dv, c
                                                         const act_t *v, const float *bias, const int *lut,
                                                         const int *cu_q, const int *cu_k, const int *k_seq,
                                                         long long Tk, int H, int dk, int kind, int nb, int md, int g,
-                                                        const int *cu_g)
+                                                        const int *cu_g, const fat5_dropp &dr)
 {
     const int DKP = 16 * DC;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
@@ -1702,11 +1702,11 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tiled(act_t *dk_, act_t *dv, c
 // ending in _pat); the launcher picks by kind. Each is register-allocated on its own, and the
 // full-attention T5 kernels are what they were before the schemes and patterns existed.
 
-#define FAT5_ATTN_ARGS_FWD o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance, g, cu_g
+#define FAT5_ATTN_ARGS_FWD o, lse, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, max_distance, g, cu_g, dr
 #define FAT5_ATTN_ARGS_DQ dq, dbias, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, q_seq, Tq, H, dk, kind, nb, \
-                          max_distance, g, cu_g
+                          max_distance, g, cu_g, dr
 #define FAT5_ATTN_ARGS_DKV dk_, dv, dout, lse, delta, q, k, v, bias, lut, cu_q, cu_k, k_seq, Tk, H, dk, kind, nb, \
-                           max_distance, g, cu_g
+                           max_distance, g, cu_g, dr
 
 // The entry points: one per op, scheme (PE) and pattern (PAT: the kind has a window), all with the
 // op's parameters (the comment before each op's group says what they are); the launcher picks one
@@ -1715,7 +1715,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tiled(act_t *dk_, act_t *dv, c
     extern "C" __global__ void __launch_bounds__(256, 2) name(                                                     \
         act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v, const float *bias, const int *lut,   \
         const int *cu_q, const int *cu_k, const int *q_seq, long long Tq, int H, int dk, int kind, int nb,         \
-        int max_distance, int g, const int *cu_g)                                                                  \
+        int max_distance, int g, const int *cu_g, const fat5_dropp dr)                                             \
     {                                                                                                              \
         fat5_attn_fwd_pe<PE, PAT>(FAT5_ATTN_ARGS_FWD);                                                             \
     }
@@ -1723,7 +1723,8 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tiled(act_t *dk_, act_t *dv, c
     extern "C" __global__ void __launch_bounds__(256, 2) name(                                                     \
         act_t *dq, float *dbias, const act_t *dout, const float *lse, const float *delta, const act_t *q,          \
         const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,       \
-        const int *q_seq, long long Tq, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g) \
+        const int *q_seq, long long Tq, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g, \
+        const fat5_dropp dr) \
     {                                                                                                              \
         fat5_attn_bwd_dq_pe<PE, PAT>(FAT5_ATTN_ARGS_DQ);                                                           \
     }
@@ -1731,7 +1732,8 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tiled(act_t *dk_, act_t *dv, c
     extern "C" __global__ void __launch_bounds__(256, 2) name(                                                     \
         act_t *dk_, act_t *dv, const act_t *dout, const float *lse, const float *delta, const act_t *q,            \
         const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,       \
-        const int *k_seq, long long Tk, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g) \
+        const int *k_seq, long long Tk, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g, \
+        const fat5_dropp dr) \
     {                                                                                                              \
         fat5_attn_bwd_dkv_pe<PE, PAT>(FAT5_ATTN_ARGS_DKV);                                                         \
     }
@@ -1740,7 +1742,7 @@ template <int PE, bool PAT>
 __device__ __forceinline__ void fat5_attn_fwd_pe(act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v,
                                                  const float *bias, const int *lut, const int *cu_q, const int *cu_k,
                                                  const int *q_seq, long long Tq, int H, int dk, int kind, int nb,
-                                                 int max_distance, int g, const int *cu_g)
+                                                 int max_distance, int g, const int *cu_g, const fat5_dropp &dr)
 {
     if (blockDim.x == 256) {  // the tiled path (the launcher checked dk <= 128)
         if (dk <= 16)
@@ -1801,7 +1803,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_pe(act_t *dq, float *dbias, con
                                                     const float *delta, const act_t *q, const act_t *k, const act_t *v,
                                                     const float *bias, const int *lut, const int *cu_q,
                                                     const int *cu_k, const int *q_seq, long long Tq, int H, int dk,
-                                                    int kind, int nb, int max_distance, int g, const int *cu_g)
+                                                    int kind, int nb, int max_distance, int g, const int *cu_g, const fat5_dropp &dr)
 {
     if (PE == FAT5_PE_ALIBI) dbias = 0;  // ALiBi has no parameters: no gradient
     if (blockDim.x == 256) {  // the tiled path (the launcher checked dk <= 64)
@@ -1874,7 +1876,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_pe(act_t *dk_, act_t *dv, cons
                                                      const act_t *v, const float *bias, const int *lut,
                                                      const int *cu_q, const int *cu_k, const int *k_seq, long long Tk,
                                                      int H, int dk, int kind, int nb, int max_distance, int g,
-                                                     const int *cu_g)
+                                                     const int *cu_g, const fat5_dropp &dr)
 {
     if (blockDim.x == 256) {  // the tiled path (the launcher checked dk <= 64)
         if (dk <= 16)

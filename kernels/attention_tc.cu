@@ -123,7 +123,7 @@ __device__ __forceinline__ void fat5_attn_fwd_tc_impl(act_t *o, float *lse, cons
                                                       const act_t *v, const float *bias, const int *lut,
                                                       const int *cu_q, const int *cu_k, const int *q_seq,
                                                       long long Tq, int H, int dk, int kind, int nb, int md, int g,
-                                                      const int *cu_g)
+                                                      const int *cu_g, const fat5_dropp &dr)
 {
     const int BM = 64 * MT, SR = DKP + 8, KS = DKP / 16, NO = DKP / 8;
     const float LOG2E = 1.4426950408889634f;
@@ -446,7 +446,7 @@ __device__ __forceinline__ void fat5_attn_fwd_tc_impl(act_t *o, float *lse, cons
     extern "C" __global__ void __launch_bounds__(FAT5_TC_THREADS, 2) name(                                         \
         act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v, const float *bias, const int *lut,   \
         const int *cu_q, const int *cu_k, const int *q_seq, long long Tq, int H, int dk, int kind, int nb,         \
-        int max_distance, int g, const int *cu_g)                                                                  \
+        int max_distance, int g, const int *cu_g, const fat5_dropp dr)                                             \
     {                                                                                                              \
         FAT5_ATTN_TC_BODY(DKP, PE, PAT)                                                                            \
     }

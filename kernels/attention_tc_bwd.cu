@@ -103,7 +103,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tc_impl(act_t *dq, float *dbias
                                                          const act_t *k, const act_t *v, const float *bias,
                                                          const int *lut, const int *cu_q, const int *cu_k,
                                                          const int *q_seq, long long Tq, int H, int dk, int kind,
-                                                         int nb, int md, int g, const int *cu_g)
+                                                         int nb, int md, int g, const int *cu_g, const fat5_dropp &dr)
 {
     const int SR = DKP + 8, KS = DKP / 16, NO = DKP / 8, QW = DKP == 128 ? 32 : 64, NW = QW / 8;
     const float LOG2E = 1.4426950408889634f;
@@ -487,7 +487,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tc_impl(act_t *dk_, act_t *dv,
                                                           const act_t *k, const act_t *v, const float *bias,
                                                           const int *lut, const int *cu_q, const int *cu_k,
                                                           const int *k_seq, long long Tk, int H, int dk, int kind,
-                                                          int nb, int md, int g, const int *cu_g)
+                                                          int nb, int md, int g, const int *cu_g, const fat5_dropp &dr)
 {
     const int SR = DKP + 8, KS = DKP / 16, NO = DKP / 8, QW = DKP == 128 ? 32 : 64, NW = QW / 8;
     const bool KREG = DKP <= 64;  // K and V fragments in registers (else read from shared memory per use)
@@ -802,7 +802,8 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tc_impl(act_t *dk_, act_t *dv,
     extern "C" __global__ void __launch_bounds__(FAT5_TC_THREADS, DKP == 128 ? 1 : 2) name(                       \
         act_t *dq, float *dbias, const act_t *dout, const float *lse, const float *delta, const act_t *q,          \
         const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,       \
-        const int *q_seq, long long Tq, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g) \
+        const int *q_seq, long long Tq, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g, \
+        const fat5_dropp dr) \
     {                                                                                                              \
         FAT5_ATTN_DQ_TC_BODY(DKP, PE, PAT)                                                                         \
     }
@@ -810,7 +811,8 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tc_impl(act_t *dk_, act_t *dv,
     extern "C" __global__ void __launch_bounds__(FAT5_TC_THREADS, DKP == 128 ? 1 : 2) name(                       \
         act_t *dk_, act_t *dv, const act_t *dout, const float *lse, const float *delta, const act_t *q,            \
         const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,       \
-        const int *k_seq, long long Tk, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g) \
+        const int *k_seq, long long Tk, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g, \
+        const fat5_dropp dr) \
     {                                                                                                              \
         FAT5_ATTN_DKV_TC_BODY(DKP, PE, PAT)                                                                        \
     }

@@ -170,7 +170,8 @@ template <int DK, int PE>
 __device__ __forceinline__ void fat5_attn_fwd_wg_impl(act_t *o, float *lse, const fat5_tmap *tmq,
                                                       const fat5_tmap *tmk, const fat5_tmap *tmv, const float *bias,
                                                       const int *lut, const int *cu_q, const int *cu_k,
-                                                      const int *q_seq, long long Tq, int H, int kind, int nb, int md)
+                                                      const int *q_seq, long long Tq, int H, int kind, int nb, int md,
+                                                      const fat5_dropp &dr)
 {
     const int NC = DK / 64, NS = FAT5_WG_STAGES, BM = FAT5_WG_BM, BN = FAT5_WG_BN;
     const unsigned QB = 128u * 128u;         // bytes of a [BM rows][64] chunk of Q
@@ -421,7 +422,8 @@ __device__ __forceinline__ void fat5_attn_fwd_wg_impl(act_t *o, float *lse, cons
 }
 
 #define FAT5_ATTN_WG_BODY(DK, PE) \
-    fat5_attn_fwd_wg_impl<DK, PE>(o, lse, &tmq, &tmk, &tmv, bias, lut, cu_q, cu_k, q_seq, Tq, H, kind, nb, max_distance);
+    fat5_attn_fwd_wg_impl<DK, PE>(o, lse, &tmq, &tmk, &tmv, bias, lut, cu_q, cu_k, q_seq, Tq, H, kind, nb, max_distance, \
+                                  dr);
 #else
 #define FAT5_ATTN_WG_BODY(DK, PE)  // not sm_90a, or fp32 activations: never launched
 #endif
@@ -435,7 +437,8 @@ __device__ __forceinline__ void fat5_attn_fwd_wg_impl(act_t *o, float *lse, cons
     extern "C" __global__ void __launch_bounds__(FAT5_WG_THREADS, 1)                                               \
         name(act_t *o, float *lse, const __grid_constant__ fat5_tmap tmq, const __grid_constant__ fat5_tmap tmk,  \
              const __grid_constant__ fat5_tmap tmv, const float *bias, const int *lut, const int *cu_q,           \
-             const int *cu_k, const int *q_seq, long long Tq, int H, int kind, int nb, int max_distance)           \
+             const int *cu_k, const int *q_seq, long long Tq, int H, int kind, int nb, int max_distance,           \
+             const fat5_dropp dr)                                                                                  \
     {                                                                                                              \
         FAT5_ATTN_WG_BODY(DK, PE)                                                                                  \
     }

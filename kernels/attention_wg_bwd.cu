@@ -82,7 +82,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_wg_impl(act_t *dk_, act_t *dv,
                                                           const fat5_tmap *tmv, const float *lse, const float *delta,
                                                           const float *bias, const int *lut, const int *cu_q,
                                                           const int *cu_k, const int *k_seq, long long Tk, int H,
-                                                          int kind, int nb, int md)
+                                                          int kind, int nb, int md, const fat5_dropp &dr)
 {
     const int NC = DK / 64, NS = DK == 64 ? 4 : 3, NWG = FAT5_WGB_NWG, BN = 64 * NWG, BM = FAT5_WGB_BM;
     const int QW = DK == 128 ? 32 : 64;       // query columns a pass
@@ -325,7 +325,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_wg_impl(act_t *dk_, act_t *dv,
 
 #define FAT5_ATTN_DKV_WG_BODY(DK, PE)                                                                              \
     fat5_attn_bwd_dkv_wg_impl<DK, PE>(dk_, dv, &tmq, &tmo, &tmk, &tmv, lse, delta, bias, lut, cu_q, cu_k, k_seq, Tk, \
-                                      H, kind, nb, max_distance);
+                                      H, kind, nb, max_distance, dr);
 #else
 #define FAT5_ATTN_DKV_WG_BODY(DK, PE)  // not sm_90a, or fp32 activations: never launched
 #endif
@@ -341,7 +341,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_wg_impl(act_t *dk_, act_t *dv,
         name(act_t *dk_, act_t *dv, const __grid_constant__ fat5_tmap tmq, const __grid_constant__ fat5_tmap tmo,  \
              const __grid_constant__ fat5_tmap tmk, const __grid_constant__ fat5_tmap tmv, const float *lse,      \
              const float *delta, const float *bias, const int *lut, const int *cu_q, const int *cu_k,             \
-             const int *k_seq, long long Tk, int H, int kind, int nb, int max_distance)                           \
+             const int *k_seq, long long Tk, int H, int kind, int nb, int max_distance, const fat5_dropp dr)      \
     {                                                                                                              \
         FAT5_ATTN_DKV_WG_BODY(DK, PE)                                                                              \
     }

@@ -820,18 +820,14 @@ static FAT5__UNUSED int64_t fat5__gpu_attn_bwd_tc_smem(const fat5_ctx *ctx, int 
     return base <= ctx->gpu->smem_optin ? base : 0;
 }
 
-// The attention kernels do not drop probabilities yet (the CPU ops do: fat5__cpu_attn_fwd): a
-// call with attention dropout is refused, naming the way around it.
-static fat5_status fat5__gpu_attn_no_drop(fat5_ctx *ctx, const char *op, fat5__drop drop) {
-    if (!drop.thresh) return FAT5_OK;
-    return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "%s: attention-probability dropout (rate %.6g) is not implemented "
-                     "on the GPU yet; set attention_dropout_rate to 0 to train with dropout at the other sites "
-                     "(embeddings, sub-layer outputs, the FFN's hidden activation, the final norms), which the GPU "
-                     "runs", op, (double)drop.thresh / 65536.0);
-}
+// The attention kernels take the dropout of the probabilities as their last argument, a
+// fat5__drop by value (kernels/00_common.cu's fat5_dropp: the same 24 bytes)
+typedef char fat5__attn_drop_layout[sizeof(fat5__drop) == 24 && offsetof(fat5__drop, thresh) == 16 &&
+                                            offsetof(fat5__drop, scale) == 20 ? 1 : -1];
 
 // o = softmax(q k^T + bias) v per sequence and head (T5: no 1/sqrt(dk)); lse [Tq, H] saved.
-// drop: must be none (fat5__gpu_attn_no_drop).
+// drop: dropout of the probabilities (thresh 0: none), o = (P m) v with m fat5__cpu_attn_fwd's
+// multipliers; lse stays the softmax's.
 // T5: bias [nb, H] or 0 (cross), lut [max_distance] from fat5__rel_bucket for this kind; ALiBi and
 // FIRE: the bias of each score computed in the kernel (fat5__gpu_attn_check). A pattern in the
 // kind (window, block-global prefix of g tokens, or transient-global keys in k, v rows cu_g[s] ..
@@ -845,25 +841,24 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_fwd(fat5_ctx *ctx, fat5__dptr o, 
                                                    fat5__drop drop) {
     long long Tq_ = Tq;
     void *args[] = {&o,    &lse,   &q,   &k, &v,  &bias, &lut,          &cu_q,
-                    &cu_k, &q_seq, &Tq_, &H, &dk, &kind, &nb,  &max_distance, &g, &cu_g};
+                    &cu_k, &q_seq, &Tq_, &H, &dk, &kind, &nb,  &max_distance, &g, &cu_g, &drop};
     int scheme = fat5__gpu_attn_scheme(kind), kernel = fat5__gpu_attn_kernel(FAT5__K_attn_fwd, kind);
     int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT, base, need;
-    fat5_status st = fat5__gpu_attn_no_drop(ctx, "fat5__gpu_attn_fwd", drop);
-    if (!st)
-        st = fat5__gpu_attn_check(ctx, "fat5__gpu_attn_fwd", Tq, H, dk, kind, bias, lut, nb, max_distance, g, cu_g);
+    fat5_status st =
+        fat5__gpu_attn_check(ctx, "fat5__gpu_attn_fwd", Tq, H, dk, kind, bias, lut, nb, max_distance, g, cu_g);
     if (st || Tq == 0) return st;
     if ((need = fat5__gpu_attn_fwd_wg_smem(ctx, o, q, k, v, cu_q, cu_k, Tq, dk, kind, bias, max_distance)) > 0) {
         // q, k, v as 2D tensors [Tq][H dk] of bf16, read in boxes of 128 rows x 64 columns
         unsigned char raw[4 * sizeof(fat5__CUtensorMap)];  // three maps, 64-byte aligned (as CUtensorMap)
         fat5__CUtensorMap *tm = (fat5__CUtensorMap *)(void *)(raw + (64 - (uintptr_t)raw % 64) % 64);
-        void *wargs[15];
+        void *wargs[16];
         if ((st = fat5__gpu_attn_tmap(ctx, &tm[0], q, Tq, H, dk, 128)) != FAT5_OK ||
             (st = fat5__gpu_attn_tmap(ctx, &tm[1], k, Tq, H, dk, 128)) != FAT5_OK ||
             (st = fat5__gpu_attn_tmap(ctx, &tm[2], v, Tq, H, dk, 128)) != FAT5_OK)
             return st;
         wargs[0] = &o, wargs[1] = &lse, wargs[2] = &tm[0], wargs[3] = &tm[1], wargs[4] = &tm[2], wargs[5] = &bias;
         wargs[6] = &lut, wargs[7] = &cu_q, wargs[8] = &cu_k, wargs[9] = &q_seq, wargs[10] = &Tq_, wargs[11] = &H;
-        wargs[12] = &kind, wargs[13] = &nb, wargs[14] = &max_distance;
+        wargs[12] = &kind, wargs[13] = &nb, wargs[14] = &max_distance, wargs[15] = &drop;
         return fat5__dev_launch(ctx, (dk == 64 ? FAT5__K_attn_fwd_wg64 : FAT5__K_attn_fwd_wg128) + scheme,
                                 (unsigned)((Tq + 127) / 128), (unsigned)H, 1, 384, 1, 1, (unsigned)need, wargs);
     }
@@ -952,15 +947,14 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dq(fat5_ctx *ctx, fat5__dptr 
     int scheme = fat5__gpu_attn_scheme(kind), kernel = fat5__gpu_attn_kernel(FAT5__K_attn_bwd_dq, kind);
     fat5__dptr dbias_ = scheme == 1 ? 0 : dbias, part = dbias_ ? scratch : 0;
     void *args[] = {&dq,   &part, &dout,  &lse, &delta, &q,  &k,    &v,  &bias,        &lut,
-                    &cu_q, &cu_k, &q_seq, &Tq_, &H,     &dk, &kind, &nb, &max_distance, &g, &cu_g};
+                    &cu_q, &cu_k, &q_seq, &Tq_, &H,     &dk, &kind, &nb, &max_distance, &g, &cu_g, &drop};
     int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT;
     // buckets of T5's gradient rows: nb, or 2 nb with transient-global keys and their own table
     int64_t nbt = (int64_t)nb * ((kind & FAT5__ATTN_TGLOBAL) && !(kind & FAT5__ATTN_GSHARED) ? 2 : 1);
     unsigned gx = 0, smem;
     int kernel_done = 0;
     int64_t need;
-    fat5_status st = fat5__gpu_attn_no_drop(ctx, op, drop);
-    if (!st) st = fat5__gpu_attn_check(ctx, op, Tq, H, dk, kind, bias, lut, nb, max_distance, g, cu_g);
+    fat5_status st = fat5__gpu_attn_check(ctx, op, Tq, H, dk, kind, bias, lut, nb, max_distance, g, cu_g);
     if (st || Tq == 0) return st;
     if (dbias_ && !bias) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: a bias gradient without a bias", op);
     if (dbias_ && !scratch) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: a bias gradient without scratch", op);
@@ -1052,13 +1046,11 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__dptr
                                                        fat5__dptr cu_g, fat5__drop drop) {
     long long Tk_ = Tk;
     void *args[] = {&dk_,  &dv,   &dout,  &lse, &delta, &q,  &k,    &v,  &bias,        &lut,
-                    &cu_q, &cu_k, &k_seq, &Tk_, &H,     &dk, &kind, &nb, &max_distance, &g, &cu_g};
+                    &cu_q, &cu_k, &k_seq, &Tk_, &H,     &dk, &kind, &nb, &max_distance, &g, &cu_g, &drop};
     int scheme = fat5__gpu_attn_scheme(kind), kernel = fat5__gpu_attn_kernel(FAT5__K_attn_bwd_dkv, kind);
     int64_t optin = ctx->gpu ? ctx->gpu->smem_optin : FAT5__GPU_SMEM_DEFAULT, base;
-    fat5_status st = fat5__gpu_attn_no_drop(ctx, "fat5__gpu_attn_bwd_dkv", drop);
-    if (!st)
-        st = fat5__gpu_attn_check(ctx, "fat5__gpu_attn_bwd_dkv", Tk, H, dk, kind, bias, lut, nb, max_distance, g,
-                                  cu_g);
+    fat5_status st = fat5__gpu_attn_check(ctx, "fat5__gpu_attn_bwd_dkv", Tk, H, dk, kind, bias, lut, nb,
+                                          max_distance, g, cu_g);
     if (st || Tk == 0) return st;
     if ((base = fat5__gpu_attn_bwd_dkv_wg_smem(ctx, dk_, dv, q, k, v, dout, cu_q, cu_k, Tk, dk, kind, bias,
                                                max_distance)) > 0) {
@@ -1066,7 +1058,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__dptr
         // rows, k and v of 128
         unsigned char raw[5 * sizeof(fat5__CUtensorMap)];  // four maps, 64-byte aligned (as CUtensorMap)
         fat5__CUtensorMap *tm = (fat5__CUtensorMap *)(void *)(raw + (64 - (uintptr_t)raw % 64) % 64);
-        void *wargs[18];
+        void *wargs[19];
         if ((st = fat5__gpu_attn_tmap(ctx, &tm[0], q, Tk, H, dk, 64)) != FAT5_OK ||
             (st = fat5__gpu_attn_tmap(ctx, &tm[1], dout, Tk, H, dk, 64)) != FAT5_OK ||
             (st = fat5__gpu_attn_tmap(ctx, &tm[2], k, Tk, H, dk, 128)) != FAT5_OK ||
@@ -1075,7 +1067,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__dptr
         wargs[0] = &dk_, wargs[1] = &dv, wargs[2] = &tm[0], wargs[3] = &tm[1], wargs[4] = &tm[2], wargs[5] = &tm[3];
         wargs[6] = &lse, wargs[7] = &delta, wargs[8] = &bias, wargs[9] = &lut, wargs[10] = &cu_q, wargs[11] = &cu_k;
         wargs[12] = &k_seq, wargs[13] = &Tk_, wargs[14] = &H, wargs[15] = &kind, wargs[16] = &nb;
-        wargs[17] = &max_distance;
+        wargs[17] = &max_distance, wargs[18] = &drop;
         return fat5__dev_launch(ctx, (dk == 64 ? FAT5__K_attn_bwd_dkv_wg64 : FAT5__K_attn_bwd_dkv_wg128) + scheme,
                                 (unsigned)((Tk + 127) / 128), (unsigned)H, 1, 256, 1, 1, (unsigned)base, wargs);
     }
