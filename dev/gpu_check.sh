@@ -10,6 +10,9 @@
 #              gpu_attn_tc its long sequence alone (the sm_90a forward on H100 / H200)
 #   train      make train (FAT5-small, bf16), then 60 steps with the sampler drawing ahead on a host
 #              thread and 60 drawing on the calling thread: mean step time and wait for the data
+#   finetune   make finetune on the GPU (after make train), its last evaluations, then
+#              ref/compare_hf.py --finetune (FLAN-T5-base shape, dropout 0.1, Adafactor) beside
+#              Hugging Face eager and compiled: the table to the summary
 #   step       dev/bench step (the FAT5-small training step, its per-kernel profile: step.jsonl),
 #              then ref/compare_hf.py --train (Hugging Face eager and compiled in the same run:
 #              compare_train.log); the step's line, the 12 costliest keys and the table to the summary
@@ -144,6 +147,25 @@ for stage in "$@"; do
             esac
         done
         say "racecheck: done"
+        ;;
+    finetune)
+        # make finetune on the GPU (make train's checkpoint first: FAT5-small), its evaluations,
+        # then ref/compare_hf.py --finetune (FLAN-T5-base shape, dropout 0.1 at every site,
+        # Adafactor) beside Hugging Face eager and compiled: compare_finetune.log
+        start=$(date +%s)
+        if make finetune TRAIN_OUT="$OUT/train" FINETUNE_OUT="$OUT/finetune" > "$OUT/finetune.log" 2>&1; then
+            say "finetune: make finetune (make train first) done in $(( $(date +%s) - start )) s"
+        else
+            fail finetune "make finetune failed: see finetune.log"
+        fi
+        grep '"eval_loss"' "$OUT/finetune/metrics.jsonl" 2> /dev/null | tail -3 >> "$OUT/summary.txt"
+        if PYTHONUNBUFFERED=1 python3 ref/compare_hf.py --finetune --device cuda > "$OUT/compare_finetune.log" 2>&1; then
+            sed -n '/^fine-tuning step/,$p' "$OUT/compare_finetune.log" >> "$OUT/summary.txt"
+            grep '"impl"' "$OUT/compare_finetune.log" >> "$OUT/summary.txt"
+            say "finetune: compare_hf done"
+        else
+            fail finetune "compare_hf --finetune: see compare_finetune.log"
+        fi
         ;;
     train)
         start=$(date +%s)

@@ -243,12 +243,12 @@ __device__ __forceinline__ float fat5_attn_drop1(const fat5_dropp &d, unsigned l
 }
 
 // The multipliers of a fragment row of the tensor-core kernels: query row qr, keys kc + 8 n + e
-// (n < NW, e < 2; kc = the tile's first key + 2 (lane & 3)), applied to x[n][X + e] (X: 0 or 2,
-// the row's half of an m16n8 accumulator). The keys of a pair lie in one Philox block, or (kc + 8 n
+// (n < NW, e < 2; kc = the tile's first key + 2 (lane & 3)), applied to x[4 n + X + e]: n-tiles
+// of m16n8 accumulators, X (0 or 2) the row's half. The keys of a pair lie in one Philox block, or (kc + 8 n
 // = 7 mod 8) in two neighbouring ones: the row walks NW + 1 blocks, each drawn once.
 template <int NW>
 __device__ __forceinline__ void fat5_attn_drop_row(const fat5_dropp &d, unsigned long long stream, long long qr,
-                                                   long long kc, float (*x)[4], int X)
+                                                   long long kc, float *x, int X)
 {
     const unsigned long long i0 = (unsigned long long)qr << 32 | (unsigned long long)kc, b0 = i0 >> 3;
     const int l0 = (int)(i0 & 7), l1 = (l0 + 1) & 7;
@@ -256,8 +256,8 @@ __device__ __forceinline__ void fat5_attn_drop_row(const fat5_dropp &d, unsigned
 #pragma unroll
     for (int n = 0; n < NW; n++) {
         const uint4 nxt = fat5_drop_block(d.seed, stream, b0 + (unsigned long long)(n + 1));
-        x[n][X] *= fat5_drop_mul(cur, l0, d.thresh, d.scale);
-        x[n][X + 1] *= fat5_drop_mul(l0 == 7 ? nxt : cur, l1, d.thresh, d.scale);
+        x[4 * n + X] *= fat5_drop_mul(cur, l0, d.thresh, d.scale);
+        x[4 * n + X + 1] *= fat5_drop_mul(l0 == 7 ? nxt : cur, l1, d.thresh, d.scale);
         cur = nxt;
     }
 }

@@ -51,6 +51,18 @@
 // of 64 rows, the key (dk/dv: query) tiles of the window hull of the tile's rows, the prefix
 // tiles before it and the global rows as extra tiles, and mask each score exactly; the per-warp
 // kernels walk the ranges of their row (fat5_pat_range, as the CPU's fat5__attn_range).
+//
+// Dropout of the probabilities (training; every op's last argument, fat5_dropp dr, thresh 0: none,
+// and then every result is what it is without the argument): with m[i][j] = fat5_attn_drop1(dr,
+// dr.stream + h, query row, key row) (scale if kept, else 0; rows of the packed q and k buffers:
+// the query's token row t, the key's row in k, cu_k[s] + j for key j of sequence s, cu_g[s] + j for
+// its transient-global key j), the forward gives o = (P m) v with P the softmax (its denominator
+// and lse the undropped softmax's), and the backward dv = sum_i P m dout_i, ds = P (m dout.v -
+// delta) (delta = rowsum(dout o) of the dropped o, as before), dq, dk and the bias gradient from ds
+// as before. Each kernel draws m (one Philox block per score, fat5_attn_dropm) for the true (query
+// row, key row) pair of each score: the per-warp kernels per lane, the tiled kernels a thread's 16
+// scores of a tile as keep bits before computing them (fat5_at_drop_bits). CPU twins:
+// fat5__cpu_attn_fwd, _bwd_dq, _bwd_dkv.
 
 #define FAT5_ATTN_MAX_DK 256
 
@@ -62,6 +74,18 @@ __device__ __forceinline__ int fat5_attn_bucket(int rel, int kind, const int *lu
     }
     const int n = rel < 0 ? -rel : 0;
     return n < md ? lut[n] : nb - 1;
+}
+
+// The dropout multiplier of the probability of query row qr and key row kr (rows of the packed q
+// and k buffers) in head h: dr.scale when kept, else 0 (one Philox block; see the top of this file).
+// The key (seed) passes through an empty asm at each draw, so that the compiler derives Philox's
+// twenty round keys there instead of hoisting them out of the kernel's loops, where they would
+// hold registers through the paths without dropout as well.
+__device__ __forceinline__ float fat5_attn_dropm(const fat5_dropp &dr, int h, long long qr, long long kr)
+{
+    fat5_dropp d = dr;
+    asm volatile("" : "+l"(d.seed));
+    return fat5_attn_drop1(d, dr.stream + (unsigned long long)h, qr, kr);
 }
 
 // Width (elements) of the vector loads usable for rows of dk act_t elements starting at multiples
@@ -545,11 +569,15 @@ __device__ __forceinline__ void fat5_fire_store(float *part, const fat5_pb &pb, 
 // sum exp(score - m) v for dims lane + 32 r. Shared by the forward's per-token warp and the decode
 // splits. fat5_attn_warp_keys_part leaves lsum per lane (several ranges may follow); with GL the
 // keys are transient-global keys 0 .. of the query's sequence, qpos its block, the bias from the
-// global table (pb.gbias).
+// global table (pb.gbias). With dropout (dr.thresh > 0, the forward in training) the probability
+// of key j reaching acc is multiplied by fat5_attn_dropm(dr, h, qr, kr0 + j) (h: the head, qr: the
+// query's row in the packed q buffer, kr0 + j: the key's in the k buffer); m and lsum stay the
+// softmax's.
 template <int R, int PE, bool GL>
 __device__ __forceinline__ void fat5_attn_warp_keys_part(const float *sq, const act_t *kbase, const act_t *vbase,
                                                          long long ld, int dk, int vw, const fat5_pb &pb, int qpos,
-                                                         int j0, int j1, float &m, float &lsum, float (&acc)[R])
+                                                         int j0, int j1, float &m, float &lsum, float (&acc)[R],
+                                                         const fat5_dropp &dr, int h, long long qr, long long kr0)
 {
     const int lane = threadIdx.x & 31;
     for (int jb = j0; jb < j1; jb += 32) {
@@ -565,8 +593,9 @@ __device__ __forceinline__ void fat5_attn_warp_keys_part(const float *sq, const 
         }
         const float mnew = fmaxf(m, fat5_warp_max(sc));  // finite: key jb is valid
         const float corr = expf(m - mnew);                // 0 on the first chunk
-        const float p = j < j1 ? expf(sc - mnew) : 0.0f;
+        float p = j < j1 ? expf(sc - mnew) : 0.0f;
         lsum = lsum * corr + p;                           // per lane; summed at the end
+        if (dr.thresh && j < j1) p *= fat5_attn_dropm(dr, h, qr, kr0 + j);  // what reaches v
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r] *= corr;
         const int cnt = min(32, j1 - jb);
@@ -583,16 +612,22 @@ __device__ __forceinline__ void fat5_attn_warp_keys_part(const float *sq, const 
     }
 }
 
+// The same over one range, lsum summed over the warp; no dropout (the decode splits).
 template <int R, int PE>
 __device__ __forceinline__ void fat5_attn_warp_keys(const float *sq, const act_t *kbase, const act_t *vbase,
                                                     long long ld, int dk, int vw, const fat5_pb &pb, int qpos,
                                                     int j0, int j1, float &m, float &lsum, float (&acc)[R])
 {
-    fat5_attn_warp_keys_part<R, PE, false>(sq, kbase, vbase, ld, dk, vw, pb, qpos, j0, j1, m, lsum, acc);
+    const fat5_dropp none = {0ULL, 0ULL, 0u, 1.0f};
+    fat5_attn_warp_keys_part<R, PE, false>(sq, kbase, vbase, ld, dk, vw, pb, qpos, j0, j1, m, lsum, acc, none, 0, 0LL,
+                                           0LL);
     lsum = fat5_warp_sum(lsum);
 }
 
 
+// The per-warp forward (fat5_attn_fwd below): one warp per (token, head). Under dropout each lane
+// multiplies its key's probability by the multiplier of (token row t, key row) after the softmax's
+// sum took it and before it meets v (fat5_attn_warp_keys_part).
 template <int R, int PE, bool PAT>
 __device__ __forceinline__ void fat5_attn_fwd_impl(act_t *o, float *lse, const act_t *q, const act_t *k,
                                                    const act_t *v, const float *bias, const int *lut,
@@ -623,20 +658,26 @@ __device__ __forceinline__ void fat5_attn_fwd_impl(act_t *o, float *lse, const a
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r] = 0.0f;
         __syncwarp();
+        // dropout: key j of the sequence is key row k0 + j, global key j row g0 + j
         if (!PAT) {
-            fat5_attn_warp_keys<R, PE>(sq, kbase, vbase, ld, dk, vw, pb, i, jlo, jhi, m, lsum, acc);
+            fat5_attn_warp_keys_part<R, PE, false>(sq, kbase, vbase, ld, dk, vw, pb, i, jlo, jhi, m, lsum, acc, dr,
+                                                   h, t, k0);
+            lsum = fat5_warp_sum(lsum);
         } else {  // the window (and prefix), then the transient-global keys
             int r[4];
             fat5_pat_range(pt, i, nk, vis, false, r);
-            fat5_attn_warp_keys_part<R, PE, false>(sq, kbase, vbase, ld, dk, vw, pb, i, r[0], r[1], m, lsum, acc);
-            fat5_attn_warp_keys_part<R, PE, false>(sq, kbase, vbase, ld, dk, vw, pb, i, r[2], r[3], m, lsum, acc);
+            fat5_attn_warp_keys_part<R, PE, false>(sq, kbase, vbase, ld, dk, vw, pb, i, r[0], r[1], m, lsum, acc, dr,
+                                                   h, t, k0);
+            fat5_attn_warp_keys_part<R, PE, false>(sq, kbase, vbase, ld, dk, vw, pb, i, r[2], r[3], m, lsum, acc, dr,
+                                                   h, t, k0);
             nkeys = r[1] > r[0] || r[3] > r[2];
             if (PE == FAT5_PE_TABLE && pt.tg) {
                 const int g0 = cu_g[s], G = cu_g[s + 1] - g0;
                 if (G > 0) {
                     const long long go = (long long)g0 * ld + (long long)h * dk;
                     fat5_attn_warp_keys_part<R, PE, true>(sq, k + go, v + go, ld, dk, vw, pb,
-                                                          fat5_pat_block(pt, i, G), 0, G, m, lsum, acc);
+                                                          fat5_pat_block(pt, i, G), 0, G, m, lsum, acc, dr, h, t,
+                                                          g0);
                     nkeys = 1;
                 }
             }
@@ -734,6 +775,9 @@ __device__ __forceinline__ void fat5_attn_dbias_store(float *part, const float *
     }
 }
 
+// The per-warp attn_bwd_dq (fat5_attn_bwd_dq below): one warp per (token, head), lanes over keys.
+// Under dropout a lane's dP = dout.v is multiplied by the forward's multiplier of (token row t, key
+// row: k0 + j, or cu_g[s] + j for a transient-global key) before ds = p (m dP - delta).
 template <int R, int PE, bool PAT>
 __device__ __forceinline__ void fat5_attn_bwd_dq_impl(act_t *dq, float *dbias, const act_t *dout, const float *lse,
                                                       const float *delta, const act_t *q, const act_t *k,
@@ -781,12 +825,12 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_impl(act_t *dq, float *dbias, c
         for (int r = 0; r < R; r++) acc[r] = 0.0f;
         __syncwarp();
         // PAT: the window (and prefix) ranges, then the transient-global keys (segment 2)
-        int pr[4] = {0, 0, jlo, jhi}, G = 0, blk = 0;
+        int pr[4] = {0, 0, jlo, jhi}, G = 0, blk = 0, g0 = 0;  // g0: the first global key row
         const act_t *gkbase = kbase, *gvbase = vbase;
         if (PAT) {
             fat5_pat_range(pt, i, nk, vis, false, pr);
             if (PE == FAT5_PE_TABLE && pt.tg) {
-                const int g0 = cu_g[s];
+                g0 = cu_g[s];
                 G = cu_g[s + 1] - g0;
                 blk = G > 0 ? fat5_pat_block(pt, i, G) : 0;
                 gkbase = k + (long long)g0 * ld + (long long)h * dk;
@@ -797,6 +841,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_impl(act_t *dq, float *dbias, c
             const bool glob = PAT && PE == FAT5_PE_TABLE && seg == 2;
             const int ja = seg == 0 ? pr[0] : seg == 1 ? pr[2] : 0, je = seg == 0 ? pr[1] : seg == 1 ? pr[3] : G;
             const act_t *kseg = glob ? gkbase : kbase, *vseg = glob ? gvbase : vbase;
+            const int krow0 = glob ? g0 : k0;  // dropout: key j is key row krow0 + j
             for (int jb = ja; jb < je; jb += 32) {
                 const int j = jb + lane;
                 float ds = 0.0f, fu = 0.0f;  // fu: FIRE's u of this lane's key
@@ -807,6 +852,8 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_impl(act_t *dq, float *dbias, c
                     const int b = !need_bucket ? 0
                                   : glob       ? fat5_attn_bucket(j - blk, 1, pb.lut, nb, md) + pt.goff
                                                : fat5_attn_bucket(j - i, pb.kind, pb.lut, nb, md);
+                    // dropout: the forward's P m met V, so dP is m dP (m of token row t, key row krow0 + j)
+                    const float drm = dr.thresh ? fat5_attn_dropm(dr, h, t, krow0 + j) : 1.0f;
                     float sc = fat5_attn_dot(sq, kseg + (long long)j * ld, dk, vw);
                     float g0 = 0.0f, g1 = 0.0f, dm = 0.0f;
                     if (glob) {
@@ -820,7 +867,8 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_impl(act_t *dq, float *dbias, c
                         sc += fat5_pb_bias<PE>(pb, i, j);
                     }
                     const float p = expf(sc - L);
-                    const float dp = fat5_attn_dot(sdo, vseg + (long long)j * ld, dk, vw);
+                    float dp = fat5_attn_dot(sdo, vseg + (long long)j * ld, dk, vw);
+                    if (dr.thresh) dp *= drm;
                     ds = p * (dp - dl);
                     if (PE == FAT5_PE_TABLE && dbias && b != run_b) {
                         fb = run_b;
@@ -863,6 +911,9 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_impl(act_t *dq, float *dbias, c
 }
 
 
+// The per-warp attn_bwd_dkv (fat5_attn_bwd_dkv below): one warp per (key row u, head), lanes over
+// queries. Under dropout, with m the forward's multiplier of (query row q0 + i, key row u): ds = p
+// (m dP - delta) and dv gathers p m dout.
 template <int R, int PE, bool PAT>
 __device__ __forceinline__ void fat5_attn_bwd_dkv_impl(act_t *dk_, act_t *dv, const act_t *dout, const float *lse,
                                                        const float *delta, const act_t *q, const act_t *k,
@@ -919,6 +970,8 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_impl(act_t *dk_, act_t *dv, co
                 const int i = ib + lane;
                 float p = 0.0f, ds = 0.0f;
                 if (i < ie) {
+                    // dropout: the forward's multiplier of (query row q0 + i, key row u)
+                    const float drm = dr.thresh ? fat5_attn_dropm(dr, h, q0 + i, u) : 1.0f;
                     float sc = fat5_attn_dot(sk, qbase + (long long)i * ld, dk, vw);
                     if (PAT && PE == FAT5_PE_TABLE && G > 0) {
                         if (pb.gbias)
@@ -928,8 +981,13 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_impl(act_t *dk_, act_t *dv, co
                         sc += fat5_pb_bias<PE>(pb, i, j);
                     }
                     p = expf(sc - lse_s[(long long)i * H]);
-                    const float dp = fat5_attn_dot(sv, dobase + (long long)i * ld, dk, vw);
+                    float dp = fat5_attn_dot(sv, dobase + (long long)i * ld, dk, vw), pm = p;
+                    if (dr.thresh) {  // the forward's P m met V: m dP, and dv gathers P m
+                        dp *= drm;
+                        pm = p * drm;
+                    }
                     ds = p * (dp - delta_s[(long long)i * H]);
+                    p = pm;  // dv's weight
                 }
                 const int cnt = min(32, ie - ib);
                 for (int ii = 0; ii < cnt; ii++) {
@@ -1128,6 +1186,29 @@ __device__ __forceinline__ float fat5_at_rowsum(float v)
     return v;
 }
 
+// Dropout of a thread's 4 x 4 scores of a tile in head h: bit 4 r + c is set when the probability
+// of row r, column c is kept (one Philox block per score). The rows are rows row0 + r and the
+// columns col0 + 16 c of the packed buffers: query rows and key rows, or with KR (dk/dv's tiles,
+// rows of keys) key rows and query rows. Drawn before the tile's scores, so that the draws do not
+// add to the registers the scores hold.
+template <bool KR>
+__device__ __forceinline__ unsigned int fat5_at_drop_bits(const fat5_dropp &dr, int h, long long row0, long long col0)
+{
+    unsigned int bits = 0;
+#pragma unroll 1
+    for (int e = 0; e < 16; e++) {
+        const long long a = row0 + (e >> 2), b = col0 + 16 * (e & 3);
+        if (fat5_attn_dropm(dr, h, KR ? b : a, KR ? a : b) != 0.0f) bits |= 1u << e;
+    }
+    return bits;
+}
+
+// the multiplier of score (r, c) under the bits of fat5_at_drop_bits: dr.scale when kept, else 0
+__device__ __forceinline__ float fat5_at_drop_mul(const fat5_dropp &dr, unsigned int bits, int r, int c)
+{
+    return (bits >> (4 * r + c)) & 1u ? dr.scale : 0.0f;
+}
+
 // PAT: the key tiles of a tile of query rows t0 .. tl (packed, in sequence order): [ps, pe) the
 // first sequence's prefix before the window hull, [ws, we) the hull (from the first row's first
 // key to the last key any row sees; the keys of sequences in between and the later sequences'
@@ -1189,6 +1270,9 @@ __device__ __forceinline__ void fat5_pat_global_rows(const fat5_pat &pt, const i
     }
 }
 
+// The tiled forward (fat5_attn_fwd below): a tile of 64 query rows against key tiles of 64, online
+// softmax per row. Under dropout the staged probabilities are P m (query row t0 + 4 ty + r, key row
+// kt0 + tx + 16 c), after l summed P.
 template <int DC, int PE, bool PAT>
 __device__ __forceinline__ void fat5_attn_fwd_tiled(act_t *o, float *lse, const act_t *q, const act_t *k,
                                                     const act_t *v, const float *bias, const int *lut,
@@ -1249,6 +1333,9 @@ __device__ __forceinline__ void fat5_attn_fwd_tiled(act_t *o, float *lse, const 
                 __syncthreads();  // readers of Kt, Vt, Pt are done
                 fat5_at_load<DKP>(Kt, FAT5_AT_S, k + (long long)kt0 * ld + (long long)h * dk, ld, nkr, dk);
                 fat5_at_load<DKP>(Vt, FAT5_AT_S, v + (long long)kt0 * ld + (long long)h * dk, ld, nkr, dk);
+                // dropout (training): what reaches V is P m, m of query row t0 + 4 ty + r and key row
+                // kt0 + tx + 16 c (the k buffer's row in every phase); l keeps the softmax's
+                const unsigned int keep = dr.thresh ? fat5_at_drop_bits<false>(dr, h, t0 + ty * 4, kt0 + tx) : 0u;
                 __syncthreads();
                 float sc[4][4];
 #pragma unroll
@@ -1310,6 +1397,12 @@ __device__ __forceinline__ void fat5_attn_fwd_tiled(act_t *o, float *lse, const 
 #pragma unroll
                     for (int c = 0; c < DC; c++) acc[r][c] *= corr;
                 }
+                if (dr.thresh) {  // P m after l took P
+#pragma unroll
+                    for (int r = 0; r < 4; r++)
+#pragma unroll
+                        for (int c = 0; c < 4; c++) sc[r][c] *= fat5_at_drop_mul(dr, keep, r, c);
+                }
                 fat5_at_stage(Pt, sc, tx, ty);
                 __syncthreads();
                 fat5_at_accum<DC>(acc, Pt, Vt, nkr, tx, ty);  // acc += P V
@@ -1332,6 +1425,9 @@ __device__ __forceinline__ void fat5_attn_fwd_tiled(act_t *o, float *lse, const 
     }
 }
 
+// The tiled attn_bwd_dq (fat5_attn_bwd_dq below): a tile of 64 query rows against key tiles of 64.
+// Under dropout each score's dP is multiplied by the forward's multiplier of (query row t0 + 4 ty +
+// r, key row u) before ds = p (m dP - delta).
 template <int DC, int PE, bool PAT>
 __device__ __forceinline__ void fat5_attn_bwd_dq_tiled(act_t *dq, float *dbias, const act_t *dout, const float *lse,
                                                        const float *delta, const act_t *q, const act_t *k,
@@ -1406,6 +1502,8 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tiled(act_t *dq, float *dbias, 
                 __syncthreads();
                 fat5_at_load<DKP>(Kt, FAT5_AT_S, k + (long long)kt0 * ld + (long long)h * dk, ld, nkr, dk);
                 fat5_at_load<DKP>(Vt, FAT5_AT_S, v + (long long)kt0 * ld + (long long)h * dk, ld, nkr, dk);
+                // dropout: the forward's P m met V, so dP is m dP (m of query row t0 + 4 ty + r, key row u)
+                const unsigned int keep = dr.thresh ? fat5_at_drop_bits<false>(dr, h, t0 + ty * 4, kt0 + tx) : 0u;
                 __syncthreads();
                 float sc[4][4], dp[4][4];
                 fat5_at_two_tiles(sc, dp, Qt, Ot, Kt, Vt, ty, tx, dk);  // scores q.k and dp = dout.v
@@ -1436,7 +1534,9 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tiled(act_t *dq, float *dbias, 
                                 s += fat5_pb_bias<PE>(pb, ip[r], u - klo[r]);
                             }
                             const float p = expf(s - L[r]);
-                            ds = p * (dp[r][c] - Dl[r]);
+                            float dpm = dp[r][c];
+                            if (dr.thresh) dpm *= fat5_at_drop_mul(dr, keep, r, c);
+                            ds = p * (dpm - Dl[r]);
                             if (PE == FAT5_PE_TABLE && dbias && b != run_b) {
                                 fb = run_b;
                                 fs = run_s;
@@ -1539,6 +1639,9 @@ __device__ __forceinline__ void fat5_pat_tile_queries(const int *red, int &pa, i
     fat5_range_union3(pa, pz, qstart, qend, ga, gz);
 }
 
+// The tiled attn_bwd_dkv (fat5_attn_bwd_dkv below): a tile of 64 key rows against query tiles of
+// 64. Under dropout, with m the forward's multiplier of (query row qi, key row u0 + 4 ty + r): ds =
+// p (m dP - delta) and the staged weights of dv are p m.
 template <int DC, int PE, bool PAT>
 __device__ __forceinline__ void fat5_attn_bwd_dkv_tiled(act_t *dk_, act_t *dv, const act_t *dout, const float *lse,
                                                         const float *delta, const act_t *q, const act_t *k,
@@ -1629,6 +1732,8 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tiled(act_t *dk_, act_t *dv, c
                     Lc[c] = qi < qe ? lse[(long long)qi * H + h] : 0.0f;
                     Dc[c] = qi < qe ? delta[(long long)qi * H + h] : 0.0f;
                 }
+                // dropout: the forward's multipliers m of query row qt0 + tx + 16 c, key row u0 + 4 ty + r
+                const unsigned int keep = dr.thresh ? fat5_at_drop_bits<true>(dr, h, u0 + ty * 4, qt0 + tx) : 0u;
                 __syncthreads();
                 float sc[4][4], dp[4][4];
                 fat5_at_two_tiles(sc, dp, Kt, Vt, Qt, Ot, ty, tx, dk);  // scores k.q and dp = v.dout
@@ -1649,7 +1754,14 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tiled(act_t *dk_, act_t *dv, c
                                 s += fat5_pb_bias<PE>(pb, qi - qb[r], jp[r]);
                             }
                             p = expf(s - Lc[c]);
-                            ds = p * (dp[r][c] - Dc[c]);
+                            float dpm = dp[r][c], pm = p;
+                            if (dr.thresh) {  // the forward's P m met V: m dP, and dv gathers P m
+                                const float dm = fat5_at_drop_mul(dr, keep, r, c);
+                                dpm *= dm;
+                                pm = p * dm;
+                            }
+                            ds = p * (dpm - Dc[c]);
+                            p = pm;  // dv's weight
                         }
                         sc[r][c] = p;
                         dp[r][c] = ds;
@@ -1770,10 +1882,12 @@ __device__ __forceinline__ void fat5_attn_fwd_pe(act_t *o, float *lse, const act
 // const act_t *v[Tk,H*dk], const float *bias (T5: [nb,H] or NULL, [2,nb,H] with transient-global
 // keys and their own table; FIRE: its parameter block), const int *lut[max_distance] (T5), const
 // int *cu_q, const int *cu_k, const int *q_seq[Tq], long long Tq, int H, int dk, int kind, int nb,
-// int max_distance, int g, const int *cu_g): o = softmax(q k^T + bias) v, lse = log sum exp of the
-// scores, over the keys the kind's mask and pattern show (g, cu_g: the pattern's, see the top of
-// this file; unused without one). Grid (token blocks, H); block 32 * W threads (W warps, one token
-// each; W dk floats of dynamic shared memory) or 256 threads (tiled, see above). T5: plus (nb +
+// int max_distance, int g, const int *cu_g, fat5_dropp dr): o = softmax(q k^T + bias) v, lse = log
+// sum exp of the scores, over the keys the kind's mask and pattern show (g, cu_g: the pattern's, see
+// the top of this file; unused without one); with dropout (dr.thresh > 0) o = (P m) v, P the
+// softmax and m its multipliers (see the top of this file), lse the undropped softmax's. Grid
+// (token blocks, H); block 32 * W threads (W warps, one token each; W dk floats of dynamic shared
+// memory) or 256 threads (tiled, see above). T5: plus (nb +
 // max_distance) * 4 bytes to cache the tables; FIRE: plus 16 W bytes (after the rows, rounded up
 // to 16 bytes) for the head's MLP rows, always. CPU twin: fat5__cpu_attn_fwd.
 // fat5_attn_fwd_alibi, _fire: the kinds with FAT5_ATTN_ALIBI (and _ASYM), with FAT5_ATTN_FIRE;
@@ -1828,10 +1942,11 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_pe(act_t *dq, float *dbias, con
 
 // fat5_attn_bwd_dq(act_t *dq[Tq,H*dk], float *dbias_part or NULL, const act_t *dout[Tq,H*dk],
 // const float *lse[Tq,H], const float *delta[Tq,H], q, k, v, bias, lut, cu_q, cu_k, q_seq,
-// long long Tq, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g): with
-// p = exp(s - lse), ds = p (dout.v - delta): dq = sum_j ds k_j (written) and, when dbias_part is
-// given, the block's share of the bias gradient, written by every block (zeros included), no
-// atomics:
+// long long Tq, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g,
+// fat5_dropp dr): with p = exp(s - lse), ds = p (dout.v - delta), or under the forward's dropout
+// (dr.thresh > 0, multipliers m, see the top of this file) ds = p (m dout.v - delta): dq = sum_j
+// ds k_j (written) and, when dbias_part is given, the block's share of the bias gradient (from the
+// same ds), written by every block (zeros included), no atomics:
 //   T5: dbias_part[blockIdx.x, bucket, h] = the block's sum of ds per bucket (per-lane runs of equal
 //     buckets, per-warp shared accumulators filled in lane order, summed in warp order; see
 //     fat5_attn_dbias_flush); the launcher adds the rows into dbias[nb,H] with fat5_colsum_f32.
@@ -1900,9 +2015,12 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_pe(act_t *dk_, act_t *dv, cons
 
 // fat5_attn_bwd_dkv(act_t *dk[Tk,H*dk], act_t *dv[Tk,H*dk], const act_t *dout[Tq,H*dk],
 // const float *lse[Tq,H], const float *delta[Tq,H], q, k, v, bias, lut, cu_q, cu_k, k_seq[Tk],
-// long long Tk, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g): over
-// the queries that see each key: dv = sum_i p dout_i, dk = sum_i ds q_i (both written). With
-// transient-global keys, Tk counts the global rows too and k_seq maps them to their sequence.
+// long long Tk, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g,
+// fat5_dropp dr): over the queries that see each key: dv = sum_i p dout_i, dk = sum_i ds q_i (both
+// written), ds as attn_bwd_dq's; under the forward's dropout (dr.thresh > 0, multipliers m of
+// query row i and this key row, see the top of this file) dv = sum_i p m dout_i and ds = p (m
+// dout.v - delta). With transient-global keys, Tk counts the global rows too and k_seq maps them
+// to their sequence.
 // Grid (key blocks, H); block 32 * W (one warp per key; dynamic shared memory 2*W*dk floats) or
 // 256 (tiled); T5: plus (nb + max_distance) * 4 bytes for the tables; FIRE: plus 16 W bytes for
 // the MLP rows (after the rows, rounded up to 16 bytes). CPU twin: fat5__cpu_attn_bwd_dkv.

@@ -21,7 +21,9 @@
 //     boundaries, causal diagonals, patterns, global keys) masks every score;
 //   - online softmax in base 2 (ex2.approx on s log2(e) - m log2(e)), the rescaling of the
 //     accumulators skipped when no row of the warp has a new maximum; P rounded to bf16 straight
-//     from the accumulators into the A fragments of P V (V by ldmatrix.trans).
+//     from the accumulators into the A fragments of P V (V by ldmatrix.trans);
+//   - with dropout (training, dr.thresh > 0) P is multiplied by the mask (fat5_attn_drop_row:
+//     query row, key row of the packed buffers) after l has summed it, so that o = (P m) V / l.
 // The log-sum-exp stored is m + ln(l), natural log, as the FMA kernels store it. A query with no
 // keys gets o = 0 and lse = -inf.
 // Rounding against the fp32 kernels: q k^T is summed in another order (fp32), P is rounded to bf16
@@ -118,7 +120,7 @@ __device__ __forceinline__ void fat5_tc_next(int &ph, int &kt, bool step, int ra
     if (ph >= nph) ph = 3;
 }
 
-template <int DKP, int MT, int PE, bool PAT>
+template <int DKP, int MT, int PE, bool PAT, bool DROP>
 __device__ __forceinline__ void fat5_attn_fwd_tc_impl(act_t *o, float *lse, const act_t *q, const act_t *k,
                                                       const act_t *v, const float *bias, const int *lut,
                                                       const int *cu_q, const int *cu_k, const int *q_seq,
@@ -384,6 +386,13 @@ __device__ __forceinline__ void fat5_attn_fwd_tc_impl(act_t *o, float *lse, cons
             }
             l[rr] += ls0 + ls1;
         }
+        // dropout of the probabilities (training): what reaches V is P m; l keeps the softmax's
+        if (DROP && dr.thresh) {
+#pragma unroll
+            for (int rr = 0; rr < 2 * MT; rr++)
+                fat5_attn_drop_row<8>(dr, dr.stream + h, t0 + w * 16 * MT + 8 * rr + gr, kt0 + 2 * tq,
+                                      &s[rr >> 1][0][0], 2 * (rr & 1));
+        }
 
         // acc += P V, 16 keys a step
 #pragma unroll
@@ -431,9 +440,10 @@ __device__ __forceinline__ void fat5_attn_fwd_tc_impl(act_t *o, float *lse, cons
     }
 }
 
-#define FAT5_ATTN_TC_BODY(DKP, PE, PAT) fat5_attn_fwd_tc_impl<DKP, DKP == 128 ? 1 : 2, PE, PAT>(FAT5_ATTN_ARGS_FWD);
+#define FAT5_ATTN_TC_BODY(DKP, PE, PAT, DROP) \
+    fat5_attn_fwd_tc_impl<DKP, DKP == 128 ? 1 : 2, PE, PAT, DROP>(FAT5_ATTN_ARGS_FWD);
 #else
-#define FAT5_ATTN_TC_BODY(DKP, PE, PAT)  // fp32 activations: never launched
+#define FAT5_ATTN_TC_BODY(DKP, PE, PAT, DROP)  // fp32 activations: never launched
 #endif
 
 // fat5_attn_fwd_tc64{,_alibi,_fire}{,_pat} (8 <= dk <= 64) and fat5_attn_fwd_tc128... (64 < dk <=
@@ -441,26 +451,37 @@ __device__ __forceinline__ void fat5_attn_fwd_tc_impl(act_t *o, float *lse, cons
 // activations. Grid (ceil(Tq / BM), H) with BM = 128 (tc64) or 64 (tc128), 128 threads; dynamic
 // shared memory (BM + 256) (DKP + 8) 2 bytes (DKP = 64 or 128), then (2 max(max_distance, 1) + 1)
 // floats with a T5 bias, then what fat5_attn_pos takes (T5: nb + max_distance floats to cache the tables,
-// optional; FIRE: its rows, fat5__gpu_fire_smem). CPU twin: fat5__cpu_attn_fwd.
-#define FAT5_ATTN_TC_ENTRY(name, DKP, PE, PAT)                                                                      \
+// optional; FIRE: its rows, fat5__gpu_fire_smem). CPU twin: fat5__cpu_attn_fwd. The _drop kernels
+// (T5 or no bias, ALiBi) apply dr's dropout to the probabilities; the others ignore dr.
+#define FAT5_ATTN_TC_ENTRY(name, DKP, PE, PAT, DROP)                                                                \
     extern "C" __global__ void __launch_bounds__(FAT5_TC_THREADS, 2) name(                                         \
         act_t *o, float *lse, const act_t *q, const act_t *k, const act_t *v, const float *bias, const int *lut,   \
         const int *cu_q, const int *cu_k, const int *q_seq, long long Tq, int H, int dk, int kind, int nb,         \
         int max_distance, int g, const int *cu_g, const fat5_dropp dr)                                             \
     {                                                                                                              \
-        FAT5_ATTN_TC_BODY(DKP, PE, PAT)                                                                            \
+        FAT5_ATTN_TC_BODY(DKP, PE, PAT, DROP)                                                                      \
     }
-// the six entry points of one head-dim family
-#define FAT5_ATTN_TC_FAMILY(D)                                                \
-    FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc##D, D, FAT5_PE_TABLE, false)          \
-    FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc##D##_pat, D, FAT5_PE_TABLE, true)     \
-    FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc##D##_alibi, D, FAT5_PE_ALIBI, false)  \
-    FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc##D##_alibi_pat, D, FAT5_PE_ALIBI, true) \
-    FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc##D##_fire, D, FAT5_PE_FIRE, false)    \
-    FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc##D##_fire_pat, D, FAT5_PE_FIRE, true)
+// the six entry points of one head-dim family, and its two with dropout (T5 or no bias, ALiBi; no
+// pattern: a pattern or FIRE with dropout takes the FMA kernels)
+#define FAT5_ATTN_TC_FAMILY(D)                                                       \
+    FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc##D, D, FAT5_PE_TABLE, false, false)          \
+    FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc##D##_pat, D, FAT5_PE_TABLE, true, false)     \
+    FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc##D##_alibi, D, FAT5_PE_ALIBI, false, false)  \
+    FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc##D##_alibi_pat, D, FAT5_PE_ALIBI, true, false) \
+    FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc##D##_fire, D, FAT5_PE_FIRE, false, false)    \
+    FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc##D##_fire_pat, D, FAT5_PE_FIRE, true, false)
+#define FAT5_ATTN_TC_DROP_FAMILY(D)                                                   \
+    FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc##D##_drop, D, FAT5_PE_TABLE, false, true)     \
+    FAT5_ATTN_TC_ENTRY(fat5_attn_fwd_tc##D##_alibi_drop, D, FAT5_PE_ALIBI, false, true)
 #if FAT5_IN_PART(19)
 FAT5_ATTN_TC_FAMILY(64)
 #endif
 #if FAT5_IN_PART(20)
 FAT5_ATTN_TC_FAMILY(128)
+#endif
+#if FAT5_IN_PART(32)
+FAT5_ATTN_TC_DROP_FAMILY(64)
+#endif
+#if FAT5_IN_PART(33)
+FAT5_ATTN_TC_DROP_FAMILY(128)
 #endif

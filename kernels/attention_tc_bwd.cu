@@ -16,6 +16,8 @@
 //   - attn_bwd_dkv_tc: rows are keys. S^T = K Q^T and dP^T = V dO^T (K, V fragments in registers
 //     for dk <= 64, else from shared memory), P^T, dS^T per query column (its lse and delta staged
 //     with the tile), dV += P^T dO and dK += dS^T Q.
+// With the forward's dropout (training, dr.thresh > 0; multipliers m of the query and key rows,
+// regenerated here): dS = P (m dP - delta) in both, and dV += (P m)^T dO.
 // dq and dk/dv recompute S and dP each (7 products of the tile against FlashAttention-2's 5): the
 // price of sums that never meet in atomics. Head dims up to 128 take 32-wide half tiles for the
 // score products so that the accumulators stay in registers.
@@ -97,7 +99,7 @@ __device__ __forceinline__ void fat5_tcb_dd_tile(const float *st, float *dd, int
     __syncwarp();
 }
 
-template <int DKP, int PE, bool PAT>
+template <int DKP, int PE, bool PAT, bool DROP>
 __device__ __forceinline__ void fat5_attn_bwd_dq_tc_impl(act_t *dq, float *dbias, const act_t *dout,
                                                          const float *lse, const float *delta, const act_t *q,
                                                          const act_t *k, const act_t *v, const float *bias,
@@ -345,6 +347,13 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tc_impl(act_t *dq, float *dbias
                                 s[n][2 * rr + e] +=
                                     fat5_pb_bias<PE>(pb, ip[rr], c0 + 2 * tq + n * 8 + e - klo[rr]);
                 }
+                // dropout (training): the forward's P m met V, so dS = P (m dP - delta)
+                if (DROP && dr.thresh) {
+#pragma unroll
+                    for (int rr = 0; rr < 2; rr++)
+                        fat5_attn_drop_row<NW>(dr, dr.stream + h, t0 + w * 16 + 8 * rr + gr, c0 + 2 * tq, &dp[0][0],
+                                               2 * rr);
+                }
                 // P and dS (in s)
 #pragma unroll
                 for (int rr = 0; rr < 2; rr++) {
@@ -481,7 +490,7 @@ __device__ __forceinline__ void fat5_tc_cp4(unsigned dst, const void *src, int b
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
 }
 
-template <int DKP, int PE, bool PAT>
+template <int DKP, int PE, bool PAT, bool DROP>
 __device__ __forceinline__ void fat5_attn_bwd_dkv_tc_impl(act_t *dk_, act_t *dv, const act_t *dout,
                                                           const float *lse, const float *delta, const act_t *q,
                                                           const act_t *k, const act_t *v, const float *bias,
@@ -730,8 +739,16 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tc_impl(act_t *dk_, act_t *dv,
 #pragma unroll
                     for (int rr = 0; rr < 2; rr++) {
                         const float p = fat5_tc_ex2(fmaf(s[n][2 * rr + e], LOG2E, nl));
-                        s[n][2 * rr + e] = p;
-                        dp[n][2 * rr + e] = p * (dp[n][2 * rr + e] - D);
+                        if (DROP && dr.thresh) {
+                            // dropout (training): the forward's P m met V; dV takes P m, dS = P (m dP - D)
+                            const float m = fat5_attn_drop1(dr, dr.stream + h, c0 + n * 8 + 2 * tq + e,
+                                                            u0 + w * 16 + 8 * rr + gr);
+                            s[n][2 * rr + e] = p * m;
+                            dp[n][2 * rr + e] = p * fmaf(m, dp[n][2 * rr + e], -D);
+                        } else {
+                            s[n][2 * rr + e] = p;
+                            dp[n][2 * rr + e] = p * (dp[n][2 * rr + e] - D);
+                        }
                     }
                 }
             }
@@ -780,11 +797,11 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tc_impl(act_t *dk_, act_t *dv,
     }
 }
 
-#define FAT5_ATTN_DQ_TC_BODY(DKP, PE, PAT) fat5_attn_bwd_dq_tc_impl<DKP, PE, PAT>(FAT5_ATTN_ARGS_DQ);
-#define FAT5_ATTN_DKV_TC_BODY(DKP, PE, PAT) fat5_attn_bwd_dkv_tc_impl<DKP, PE, PAT>(FAT5_ATTN_ARGS_DKV);
+#define FAT5_ATTN_DQ_TC_BODY(DKP, PE, PAT, DROP) fat5_attn_bwd_dq_tc_impl<DKP, PE, PAT, DROP>(FAT5_ATTN_ARGS_DQ);
+#define FAT5_ATTN_DKV_TC_BODY(DKP, PE, PAT, DROP) fat5_attn_bwd_dkv_tc_impl<DKP, PE, PAT, DROP>(FAT5_ATTN_ARGS_DKV);
 #else
-#define FAT5_ATTN_DQ_TC_BODY(DKP, PE, PAT)  // fp32 activations: never launched
-#define FAT5_ATTN_DKV_TC_BODY(DKP, PE, PAT)
+#define FAT5_ATTN_DQ_TC_BODY(DKP, PE, PAT, DROP)  // fp32 activations: never launched
+#define FAT5_ATTN_DKV_TC_BODY(DKP, PE, PAT, DROP)
 #endif
 
 // fat5_attn_bwd_dq_tc64{,_pat,_alibi,_alibi_pat} (8 <= dk <= 64) and _tc128... (64 < dk <= 128):
@@ -798,38 +815,50 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tc_impl(act_t *dk_, act_t *dv,
 // shared memory 6 64 (DKP + 8) 2 + 256 4 bytes, T5 with a bias (2 M + 1) floats, then 8 ints, then
 // fat5_attn_pos's part (FIRE: its rows, fat5__gpu_fire_smem). CPU twins: fat5__cpu_attn_bwd_dq,
 // fat5__cpu_attn_bwd_dkv.
-#define FAT5_ATTN_DQ_TC_ENTRY(name, DKP, PE, PAT)                                                                  \
+#define FAT5_ATTN_DQ_TC_ENTRY(name, DKP, PE, PAT, DROP)                                                                 \
     extern "C" __global__ void __launch_bounds__(FAT5_TC_THREADS, DKP == 128 ? 1 : 2) name(                       \
         act_t *dq, float *dbias, const act_t *dout, const float *lse, const float *delta, const act_t *q,          \
         const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,       \
         const int *q_seq, long long Tq, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g, \
         const fat5_dropp dr) \
     {                                                                                                              \
-        FAT5_ATTN_DQ_TC_BODY(DKP, PE, PAT)                                                                         \
+        FAT5_ATTN_DQ_TC_BODY(DKP, PE, PAT, DROP)                                                                      \
     }
-#define FAT5_ATTN_DKV_TC_ENTRY(name, DKP, PE, PAT)                                                                 \
+#define FAT5_ATTN_DKV_TC_ENTRY(name, DKP, PE, PAT, DROP)                                                                 \
     extern "C" __global__ void __launch_bounds__(FAT5_TC_THREADS, DKP == 128 ? 1 : 2) name(                       \
         act_t *dk_, act_t *dv, const act_t *dout, const float *lse, const float *delta, const act_t *q,            \
         const act_t *k, const act_t *v, const float *bias, const int *lut, const int *cu_q, const int *cu_k,       \
         const int *k_seq, long long Tk, int H, int dk, int kind, int nb, int max_distance, int g, const int *cu_g, \
         const fat5_dropp dr) \
     {                                                                                                              \
-        FAT5_ATTN_DKV_TC_BODY(DKP, PE, PAT)                                                                        \
+        FAT5_ATTN_DKV_TC_BODY(DKP, PE, PAT, DROP)                                                                      \
     }
-#define FAT5_ATTN_BWD_TC_FAMILY(D)                                                       \
-    FAT5_ATTN_DQ_TC_ENTRY(fat5_attn_bwd_dq_tc##D, D, FAT5_PE_TABLE, false)               \
-    FAT5_ATTN_DQ_TC_ENTRY(fat5_attn_bwd_dq_tc##D##_pat, D, FAT5_PE_TABLE, true)          \
-    FAT5_ATTN_DQ_TC_ENTRY(fat5_attn_bwd_dq_tc##D##_alibi, D, FAT5_PE_ALIBI, false)       \
-    FAT5_ATTN_DQ_TC_ENTRY(fat5_attn_bwd_dq_tc##D##_alibi_pat, D, FAT5_PE_ALIBI, true)    \
-    FAT5_ATTN_DKV_TC_ENTRY(fat5_attn_bwd_dkv_tc##D, D, FAT5_PE_TABLE, false)             \
-    FAT5_ATTN_DKV_TC_ENTRY(fat5_attn_bwd_dkv_tc##D##_pat, D, FAT5_PE_TABLE, true)        \
-    FAT5_ATTN_DKV_TC_ENTRY(fat5_attn_bwd_dkv_tc##D##_alibi, D, FAT5_PE_ALIBI, false)     \
-    FAT5_ATTN_DKV_TC_ENTRY(fat5_attn_bwd_dkv_tc##D##_alibi_pat, D, FAT5_PE_ALIBI, true)  \
-    FAT5_ATTN_DKV_TC_ENTRY(fat5_attn_bwd_dkv_tc##D##_fire, D, FAT5_PE_FIRE, false)       \
-    FAT5_ATTN_DKV_TC_ENTRY(fat5_attn_bwd_dkv_tc##D##_fire_pat, D, FAT5_PE_FIRE, true)
+#define FAT5_ATTN_BWD_TC_FAMILY(D)                                                              \
+    FAT5_ATTN_DQ_TC_ENTRY(fat5_attn_bwd_dq_tc##D, D, FAT5_PE_TABLE, false, false)               \
+    FAT5_ATTN_DQ_TC_ENTRY(fat5_attn_bwd_dq_tc##D##_pat, D, FAT5_PE_TABLE, true, false)          \
+    FAT5_ATTN_DQ_TC_ENTRY(fat5_attn_bwd_dq_tc##D##_alibi, D, FAT5_PE_ALIBI, false, false)       \
+    FAT5_ATTN_DQ_TC_ENTRY(fat5_attn_bwd_dq_tc##D##_alibi_pat, D, FAT5_PE_ALIBI, true, false)    \
+    FAT5_ATTN_DKV_TC_ENTRY(fat5_attn_bwd_dkv_tc##D, D, FAT5_PE_TABLE, false, false)             \
+    FAT5_ATTN_DKV_TC_ENTRY(fat5_attn_bwd_dkv_tc##D##_pat, D, FAT5_PE_TABLE, true, false)        \
+    FAT5_ATTN_DKV_TC_ENTRY(fat5_attn_bwd_dkv_tc##D##_alibi, D, FAT5_PE_ALIBI, false, false)     \
+    FAT5_ATTN_DKV_TC_ENTRY(fat5_attn_bwd_dkv_tc##D##_alibi_pat, D, FAT5_PE_ALIBI, true, false)  \
+    FAT5_ATTN_DKV_TC_ENTRY(fat5_attn_bwd_dkv_tc##D##_fire, D, FAT5_PE_FIRE, false, false)       \
+    FAT5_ATTN_DKV_TC_ENTRY(fat5_attn_bwd_dkv_tc##D##_fire_pat, D, FAT5_PE_FIRE, true, false)
+// with the forward's dropout: T5 or no bias, ALiBi, no pattern (the others take the FMA kernels)
+#define FAT5_ATTN_BWD_TC_DROP_FAMILY(D)                                                         \
+    FAT5_ATTN_DQ_TC_ENTRY(fat5_attn_bwd_dq_tc##D##_drop, D, FAT5_PE_TABLE, false, true)         \
+    FAT5_ATTN_DQ_TC_ENTRY(fat5_attn_bwd_dq_tc##D##_alibi_drop, D, FAT5_PE_ALIBI, false, true)   \
+    FAT5_ATTN_DKV_TC_ENTRY(fat5_attn_bwd_dkv_tc##D##_drop, D, FAT5_PE_TABLE, false, true)       \
+    FAT5_ATTN_DKV_TC_ENTRY(fat5_attn_bwd_dkv_tc##D##_alibi_drop, D, FAT5_PE_ALIBI, false, true)
 #if FAT5_IN_PART(21)
 FAT5_ATTN_BWD_TC_FAMILY(64)
 #endif
 #if FAT5_IN_PART(22)
 FAT5_ATTN_BWD_TC_FAMILY(128)
+#endif
+#if FAT5_IN_PART(34)
+FAT5_ATTN_BWD_TC_DROP_FAMILY(64)
+#endif
+#if FAT5_IN_PART(35)
+FAT5_ATTN_BWD_TC_DROP_FAMILY(128)
 #endif

@@ -16,7 +16,8 @@
 //     (T5: the head's bias by distance dtab, one shared load a score; one constant for a tile whose
 //     distances all lie beyond +-max_distance), the online softmax in base 2, P rounded to bf16 in
 //     registers as wgmma's A operand, O += P V by wgmma (V from shared memory, transposed). A
-//     consumer skips a tile none of its rows sees (it still releases the stage).
+//     consumer skips a tile none of its rows sees (it still releases the stage). With dropout
+//     (training, dr.thresh > 0) P is multiplied by its mask after l has summed it.
 // The tiles walked are those of attention_tc.cu: from the block's first row's first key to its last
 // row's last. Rows of other sequences and rows past the end (TMA fills them with zeros) are masked.
 // Rounding: as attention_tc.cu (fp32 products summed in another order, P rounded to bf16, l sums
@@ -375,6 +376,13 @@ __device__ __forceinline__ void fat5_attn_fwd_wg_impl(act_t *o, float *lse, cons
                     ls1 += x1;
                 }
                 l[rr] += ls0 + ls1;
+            }
+            // dropout (training): what reaches V is P m; l keeps the softmax's
+            if (dr.thresh) {
+#pragma unroll
+                for (int rr = 0; rr < 2; rr++)
+                    fat5_attn_drop_row<BN / 8>(dr, dr.stream + h, t0 + 64 * cw + 16 * w + 8 * rr + gr, kt0 + 2 * tq,
+                                               sc, 2 * rr);
             }
 
             // O += P V: P as wgmma's A fragments (16 keys a step), V transposed from shared memory

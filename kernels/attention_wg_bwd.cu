@@ -17,7 +17,8 @@
 //     2^(S^T log2 e - lse log2 e) and dS^T = P^T (dP^T - delta), then dV += P^T dO and dK += dS^T Q
 //     by wgmma with P^T and dS^T rounded to bf16 in registers as the A operand (dO and Q read
 //     transposed from shared memory). A warpgroup skips a tile none of its keys is seen by (it still
-//     releases the stage).
+//     releases the stage). Under the forward's dropout (training, dr.thresh > 0; the multipliers m
+//     regenerated per score): dS^T = P^T (m dP^T - delta) and dV += (P m)^T dO.
 // Four products a tile; dq recomputes S and dP in its own kernel (no atomics: the same bits every
 // run).
 // Rounding: as attention_tc_bwd.cu (P and dS rounded to bf16 before their products, ex2.approx,
@@ -270,8 +271,16 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_wg_impl(act_t *dk_, act_t *dv,
 #pragma unroll
                         for (int rr = 0; rr < 2; rr++) {
                             const float p = fat5_tc_ex2(fmaf(sc[4 * n + 2 * rr + e], LOG2E, nl));
-                            sc[4 * n + 2 * rr + e] = p;
-                            dp[4 * n + 2 * rr + e] = p * (dp[4 * n + 2 * rr + e] - D);
+                            if (dr.thresh) {
+                                // dropout (training): dV takes P m, dS = P (m dP - D)
+                                const float m = fat5_attn_drop1(dr, dr.stream + h, c0 + 8 * n + 2 * tq + e,
+                                                                u0 + 64 * cw + 16 * w + 8 * rr + gr);
+                                sc[4 * n + 2 * rr + e] = p * m;
+                                dp[4 * n + 2 * rr + e] = p * fmaf(m, dp[4 * n + 2 * rr + e], -D);
+                            } else {
+                                sc[4 * n + 2 * rr + e] = p;
+                                dp[4 * n + 2 * rr + e] = p * (dp[4 * n + 2 * rr + e] - D);
+                            }
                         }
                     }
                 // dV += P^T dO, dK += dS^T Q: P^T, dS^T as wgmma's A fragments (16 queries a step), dO and Q

@@ -86,8 +86,8 @@ d_ff 2048, 12 heads of 64, 12 + 12 layers, gated-gelu, untied, vocabulary 32,128
 shape as --train), batch 32 of 512 encoder and 128 decoder tokens, dropout 0.1 in training mode on
 both sides, and Adafactor as Hugging Face's Trainer sets it up for ``optim adafactor``
 (``transformers.optimization.Adafactor(lr=1e-3, scale_parameter=False, relative_step=False,
-warmup_init=False)``; fat5: ``dev/bench step --optim adafactor``), clipping at 1. On the GPU fat5 does
-not drop attention probabilities yet (its other dropout sites run): the JSON lines say so.
+warmup_init=False)``; fat5: ``dev/bench step --optim adafactor``), clipping at 1. Both drop at every
+site T5 has, the attention probabilities included.
 """
 
 import argparse

@@ -452,7 +452,10 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatmul)(
 // the same arguments, attention_tc.cu), and so has the backward (attn_bwd_dq_tc64..., T5, ALiBi and
 // no bias; attn_bwd_dkv_tc64..., FIRE too: attention_tc_bwd.cu), and the forward a third on
 // Hopper's own instructions (attn_fwd_wg64, _wg128 and their _alibi: sm_90a, self-attention,
-// attention_wg.cu), as has dkv (attn_bwd_dkv_wg64..., attention_wg_bwd.cu). mm's kernel serves products of a few rows (cuBLAS the rest).
+// attention_wg.cu), as has dkv (attn_bwd_dkv_wg64..., attention_wg_bwd.cu). The tensor-core kernels
+// that drop probabilities (training with attention dropout) are their own instances, _drop (T5 or
+// no bias, ALiBi; no pattern), so that the others keep their registers. mm's kernel serves products
+// of a few rows (cuBLAS the rest).
 #define FAT5__KERNELS(X)                                                                           \
     X(fill_f32) X(scale_f32) X(f32_to_bf16) X(to_act) X(embed_fwd) X(embed_bwd) X(rmsnorm_fwd)     \
     X(rmsnorm_bwd) X(colsum_f32) X(act_fwd) X(act_bwd) X(attn_fwd) X(attn_bwd_delta) X(attn_bwd_dq)  \
@@ -477,7 +480,11 @@ typedef fat5__cublasStatus_t (*fat5__PFN_cublasLtMatmul)(
     X(attn_bwd_dkv_tc128_fire) X(attn_bwd_dkv_tc128_fire_pat) X(attn_fwd_wg64) X(attn_fwd_wg64_alibi)   \
     X(attn_fwd_wg128) X(attn_fwd_wg128_alibi) X(attn_bwd_dkv_wg64) X(attn_bwd_dkv_wg64_alibi)   \
     X(attn_bwd_dkv_wg128) X(attn_bwd_dkv_wg128_alibi)   \
-    X(dropout) X(drop_draws)
+    X(dropout) X(drop_draws)                                                                       \
+    X(attn_fwd_tc64_drop) X(attn_fwd_tc64_alibi_drop) X(attn_fwd_tc128_drop) X(attn_fwd_tc128_alibi_drop) \
+    X(attn_bwd_dq_tc64_drop) X(attn_bwd_dq_tc64_alibi_drop) X(attn_bwd_dkv_tc64_drop)               \
+    X(attn_bwd_dkv_tc64_alibi_drop) X(attn_bwd_dq_tc128_drop) X(attn_bwd_dq_tc128_alibi_drop)       \
+    X(attn_bwd_dkv_tc128_drop) X(attn_bwd_dkv_tc128_alibi_drop)
 
 typedef enum fat5__kernel_id {
 #define FAT5__KENUM(name) FAT5__K_##name,
@@ -487,12 +494,12 @@ typedef enum fat5__kernel_id {
 } fat5__kernel_id;
 
 // The kernel program is compiled as FAT5__K_PARTS parts at once, one NVRTC program each
-// (kernels/00_common.cu: FAT5_PART; part 0 the light kernels, parts 1 .. 31 one heavy entry each:
+// (kernels/00_common.cu: FAT5_PART; part 0 the light kernels, parts 1 .. 35 one heavy entry each:
 // the attention kernels of training and decoding and the fused products, whose template instances
 // are most of the minutes a whole compile takes), on the host's cores, and loaded as one module
 // each. A CPU test checks that the kernel files name
 // exactly parts 0 .. FAT5__K_PARTS - 1.
-#define FAT5__K_PARTS 32
+#define FAT5__K_PARTS 36
 static const char *const fat5__kernel_names[FAT5__K_COUNT] = {
 #define FAT5__KNAME(name) "fat5_" #name,
     FAT5__KERNELS(FAT5__KNAME)

@@ -825,6 +825,20 @@ static FAT5__UNUSED int64_t fat5__gpu_attn_bwd_tc_smem(const fat5_ctx *ctx, int 
 typedef char fat5__attn_drop_layout[sizeof(fat5__drop) == 24 && offsetof(fat5__drop, thresh) == 16 &&
                                             offsetof(fat5__drop, scale) == 20 ? 1 : -1];
 
+// With dropout the tensor-core kernels are their _drop instances, which exist for T5 or no bias
+// and ALiBi without a pattern; a pattern or FIRE with dropout takes the FMA kernels. 1: the tensor
+// cores may take the call.
+static int fat5__gpu_attn_tc_drop_ok(int kind, fat5__drop drop) {
+    return !drop.thresh || (!fat5__gpu_attn_pattern(kind) && fat5__gpu_attn_scheme(kind) != 2);
+}
+// The tensor-core kernel: family `plain` (the T5 kernel of the head-dim family, e.g.
+// FAT5__K_attn_fwd_tc64) indexed by scheme and pattern as the kernel list orders it, or under
+// dropout the family's _drop pair (`dropk`: its T5 kernel) indexed by scheme
+static int fat5__gpu_attn_tc_kernel(int plain, int dropk, int kind, fat5__drop drop) {
+    return drop.thresh ? dropk + fat5__gpu_attn_scheme(kind)
+                       : plain + 2 * fat5__gpu_attn_scheme(kind) + (fat5__gpu_attn_pattern(kind) ? 1 : 0);
+}
+
 // o = softmax(q k^T + bias) v per sequence and head (T5: no 1/sqrt(dk)); lse [Tq, H] saved.
 // drop: dropout of the probabilities (thresh 0: none), o = (P m) v with m fat5__cpu_attn_fwd's
 // multipliers; lse stays the softmax's.
@@ -862,10 +876,10 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_fwd(fat5_ctx *ctx, fat5__dptr o, 
         return fat5__dev_launch(ctx, (dk == 64 ? FAT5__K_attn_fwd_wg64 : FAT5__K_attn_fwd_wg128) + scheme,
                                 (unsigned)((Tq + 127) / 128), (unsigned)H, 1, 384, 1, 1, (unsigned)need, wargs);
     }
-    if ((need = fat5__gpu_attn_fwd_tc_smem(ctx, o, q, k, v, Tq, dk, kind, bias, nb, max_distance)) > 0) {
-        // the kernels of a family are in the order of the kernel list: T5, _pat, _alibi, _alibi_pat, ...
-        int tk = (dk <= 64 ? FAT5__K_attn_fwd_tc64 : FAT5__K_attn_fwd_tc128) + 2 * scheme +
-                 (fat5__gpu_attn_pattern(kind) ? 1 : 0);
+    if (fat5__gpu_attn_tc_drop_ok(kind, drop) &&
+        (need = fat5__gpu_attn_fwd_tc_smem(ctx, o, q, k, v, Tq, dk, kind, bias, nb, max_distance)) > 0) {
+        int tk = dk <= 64 ? fat5__gpu_attn_tc_kernel(FAT5__K_attn_fwd_tc64, FAT5__K_attn_fwd_tc64_drop, kind, drop)
+                          : fat5__gpu_attn_tc_kernel(FAT5__K_attn_fwd_tc128, FAT5__K_attn_fwd_tc128_drop, kind, drop);
         int64_t bm = dk <= 64 ? 128 : 64, tab = scheme == 0 && bias ? ((int64_t)nb + max_distance) * 4 : 0;
         return fat5__dev_launch(ctx, tk, (unsigned)((Tq + bm - 1) / bm), (unsigned)H, 1, 128, 1, 1,
                                 (unsigned)(need + tab <= optin ? need + tab : need), args);
@@ -958,11 +972,13 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dq(fat5_ctx *ctx, fat5__dptr 
     if (st || Tq == 0) return st;
     if (dbias_ && !bias) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: a bias gradient without a bias", op);
     if (dbias_ && !scratch) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: a bias gradient without scratch", op);
-    if ((need = fat5__gpu_attn_bwd_tc_smem(ctx, 0, dq, 0, q, k, v, dout, Tq, dk, kind, bias, nb, max_distance,
+    if (fat5__gpu_attn_tc_drop_ok(kind, drop) &&
+        (need = fat5__gpu_attn_bwd_tc_smem(ctx, 0, dq, 0, q, k, v, dout, Tq, dk, kind, bias, nb, max_distance,
                                            dbias_ != 0)) > 0) {
         // tensor cores: 64 queries x 128 threads a block, grid-stride over the tiles with a gradient
-        int tk = (dk <= 64 ? FAT5__K_attn_bwd_dq_tc64 : FAT5__K_attn_bwd_dq_tc128) + 2 * scheme +
-                 (fat5__gpu_attn_pattern(kind) ? 1 : 0);
+        int tk = dk <= 64
+                     ? fat5__gpu_attn_tc_kernel(FAT5__K_attn_bwd_dq_tc64, FAT5__K_attn_bwd_dq_tc64_drop, kind, drop)
+                     : fat5__gpu_attn_tc_kernel(FAT5__K_attn_bwd_dq_tc128, FAT5__K_attn_bwd_dq_tc128_drop, kind, drop);
         int64_t tab = scheme == 0 && bias ? ((int64_t)nb + max_distance) * 4 : 0;
         gx = fat5__gpu_blocks(Tq, 64);
         if (dbias_) {
@@ -1071,11 +1087,14 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_bwd_dkv(fat5_ctx *ctx, fat5__dptr
         return fat5__dev_launch(ctx, (dk == 64 ? FAT5__K_attn_bwd_dkv_wg64 : FAT5__K_attn_bwd_dkv_wg128) + scheme,
                                 (unsigned)((Tk + 127) / 128), (unsigned)H, 1, 256, 1, 1, (unsigned)base, wargs);
     }
-    if ((base = fat5__gpu_attn_bwd_tc_smem(ctx, 1, dk_, dv, q, k, v, dout, Tk, dk, kind, bias, nb, max_distance,
+    if (fat5__gpu_attn_tc_drop_ok(kind, drop) &&
+        (base = fat5__gpu_attn_bwd_tc_smem(ctx, 1, dk_, dv, q, k, v, dout, Tk, dk, kind, bias, nb, max_distance,
                                            0)) > 0) {
         // tensor cores: 64 keys x 128 threads a block
-        int tk = (dk <= 64 ? FAT5__K_attn_bwd_dkv_tc64 : FAT5__K_attn_bwd_dkv_tc128) + 2 * scheme +
-                 (fat5__gpu_attn_pattern(kind) ? 1 : 0);
+        int tk = dk <= 64
+                     ? fat5__gpu_attn_tc_kernel(FAT5__K_attn_bwd_dkv_tc64, FAT5__K_attn_bwd_dkv_tc64_drop, kind, drop)
+                     : fat5__gpu_attn_tc_kernel(FAT5__K_attn_bwd_dkv_tc128, FAT5__K_attn_bwd_dkv_tc128_drop, kind,
+                                                drop);
         int64_t tab = scheme == 0 && bias ? ((int64_t)nb + max_distance) * 4 : 0;
         return fat5__dev_launch(ctx, tk, fat5__gpu_blocks(Tk, 64), (unsigned)H, 1, 128, 1, 1,
                                 (unsigned)(base + tab <= optin ? base + tab : base), args);

@@ -115,7 +115,7 @@ static const char fat5__train_options[] =
     "balance_ranks: 1 exchanges examples between the ranks' micro-batches so that each has about the\n"
     "  same FLOPs (default), 0 trains each rank on its micro-batches as drawn\n"
     "dropout_rate: training dropout at T5's sites, replacing the config's (presets 0, --init: its own)\n"
-    "attention_dropout_rate: on the attention probabilities (default dropout_rate; GPU: 0 only)\n";
+    "attention_dropout_rate: on the attention probabilities (default dropout_rate)\n";
 
 FAT5_API const char *fat5_train_option_names(void) { return fat5__train_options; }
 

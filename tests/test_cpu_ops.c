@@ -669,14 +669,15 @@ static void t_fire_reduce(fat5_test *T) {
 #ifndef FAT5_NO_CUDA
 static int to_kernel_of_op(const char *kernel, const char *op) {
     size_t n = strlen(op);
-    const char *x = kernel + n;  // an attention op's kernels: per scheme, and per scheme with a pattern
+    const char *x = kernel + n;  // an attention op's kernels: per scheme, per scheme with a pattern or dropout
     if (strncmp(kernel, op, n)) return 0;
     if ((!strcmp(op, "attn_fwd") || !strcmp(op, "attn_bwd_dq") || !strcmp(op, "attn_bwd_dkv")) && !strncmp(x, "_tc", 3))
         x += !strncmp(x, "_tc64", 5) ? 5 : !strncmp(x, "_tc128", 6) ? 6 : 0;  // the tensor-core families
     if ((!strcmp(op, "attn_fwd") || !strcmp(op, "attn_bwd_dkv")) && !strncmp(x, "_wg", 3))  // the sm_90a families
         x += !strncmp(x, "_wg64", 5) ? 5 : !strncmp(x, "_wg128", 6) ? 6 : 0;
     return !*x || (!strncmp(op, "attn_", 5) && (!strcmp(x, "_alibi") || !strcmp(x, "_fire") || !strcmp(x, "_pat") ||
-                                                !strcmp(x, "_alibi_pat") || !strcmp(x, "_fire_pat")));
+                                                !strcmp(x, "_alibi_pat") || !strcmp(x, "_fire_pat") ||
+                                                !strcmp(x, "_drop") || !strcmp(x, "_alibi_drop")));
 }
 #endif
 

@@ -5,9 +5,9 @@
 // with dropout on and the masks held fixed against finite differences; every site has an effect;
 // rate 0 is bitwise the path without dropout; evaluation, inference, encode and generation ignore
 // it; a training run with dropout resumed from a checkpoint ends on the same weights bit for bit.
-// On a GPU (skipped without one): the whole model with dropout at the elementwise sites against
-// the CPU (the same masks, else the losses would differ by O(p)), and attention-probability
-// dropout refused. The ops table's gpu_op_dropout, gpu_op_drop_draws and gpu_op_act_* compare the
+// On a GPU (skipped without one): the whole model with dropout at the elementwise sites, and with
+// attention-probability dropout too, against the CPU (the same masks, else the losses would differ
+// by O(p)); test_gpu_ops.c's gpu_attn_dropout checks every attention kernel. The ops table's gpu_op_dropout, gpu_op_drop_draws and gpu_op_act_* compare the
 // generator and the dropout ops bit for bit (or to rounding) between the CPU and the GPU.
 // (Included by test_main.c after the files whose helpers it uses: tc_*, tm_*, ttr_*, tgm_*.)
 
@@ -663,12 +663,12 @@ static void t_dropout_train_init(fat5_test *T) {
 
 // ---- on a GPU ----
 #ifndef FAT5_NO_CUDA
-// The whole model on the GPU with dropout 0.2 at the elementwise sites (attention probabilities 0)
-// against the CPU with the same seed and draw, in fp32 (loss to 1e-5 relative, every gradient to
-// the fixtures' 1e-4 / 1e-3) and bf16 (test_gpu_model.c's relative L2 bound): the masks are the
-// same, else the losses would differ by O(p). Then attention-probability dropout on the GPU is
-// refused, naming it.
-static void td_gpu_model(fat5_test *T, fat5_dtype dtype) {
+// The whole model on the GPU with dropout 0.2 at the elementwise sites, and the attention
+// probabilities' rate attn (0, or 0.1: the attention kernels' masks), against the CPU with the same
+// seed and draw, in fp32 (loss to 1e-5 relative, every gradient to the fixtures' 1e-4 / 1e-3) and
+// bf16 (test_gpu_model.c's relative L2 bound): the masks are the same, else the losses would
+// differ by O(p).
+static void td_gpu_model(fat5_test *T, fat5_dtype dtype, double attn) {
     fat5_ctx *gctx = tgm_ctx(T, dtype), *ctx = fat5_test_ctx(T);
     fat5_model_config c = tm_tiny_config(1, 0, 0);
     fat5_model *cpu = NULL, *gpu = NULL;
@@ -680,7 +680,7 @@ static void td_gpu_model(fat5_test *T, fat5_dtype dtype) {
     double u = 1.0 / 512.0, bf16_tol = 4.0 * u * sqrt(6.0 * 4.0);
     if (!gctx) return;
     c.dropout_rate = 0.2;
-    c.attention_dropout_rate = 0;
+    c.attention_dropout_rate = attn;
     c.d_model = 16, c.d_ff = 24, c.d_kv = 8;
     if (fat5_model_create(ctx, &c, 17, &cpu) != FAT5_OK || fat5_model_create(gctx, &c, 0, &gpu) != FAT5_OK) {
         FAT5_CHECK_MSG(T, 0, "models: %s / %s", fat5_last_error(ctx), fat5_last_error(gctx));
@@ -716,12 +716,6 @@ static void td_gpu_model(fat5_test *T, fat5_dtype dtype) {
             FAT5_CHECK_MSG(T, tgm_rel_l2(gg + p->offset, gc + p->offset, p->numel) <= bf16_tol, "%s: relative L2 %.3g > %.3g",
                            name, tgm_rel_l2(gg + p->offset, gc + p->offset, p->numel), bf16_tol);
     }
-    // attention-probability dropout: refused on the GPU
-    FAT5_CHECK(T, fat5_model_set_dropout_rate(gpu, 0.2, 0.1) == FAT5_OK);
-    FAT5_CHECK_MSG(T, fat5_model_forward(gpu, &b, &lc, &rg) == FAT5_ERR_UNSUPPORTED &&
-                          strstr(fat5_last_error(gctx), "attention-probability dropout") &&
-                          strstr(fat5_last_error(gctx), "attention_dropout_rate"),
-                   "%s", fat5_last_error(gctx));
 done:
     free(gc);
     free(gg);
@@ -729,15 +723,20 @@ done:
     fat5_model_destroy(gpu);
     fat5_ctx_destroy(gctx);
 }
-static void t_gpu_dropout_fp32_vs_cpu(fat5_test *T) { td_gpu_model(T, FAT5_DTYPE_FP32); }
-static void t_gpu_dropout_bf16_vs_cpu(fat5_test *T) { td_gpu_model(T, FAT5_DTYPE_BF16); }
+static void t_gpu_dropout_fp32_vs_cpu(fat5_test *T) { td_gpu_model(T, FAT5_DTYPE_FP32, 0.0); }
+static void t_gpu_dropout_bf16_vs_cpu(fat5_test *T) { td_gpu_model(T, FAT5_DTYPE_BF16, 0.0); }
+static void t_gpu_dropout_attn_fp32_vs_cpu(fat5_test *T) { td_gpu_model(T, FAT5_DTYPE_FP32, 0.1); }
+static void t_gpu_dropout_attn_bf16_vs_cpu(fat5_test *T) { td_gpu_model(T, FAT5_DTYPE_BF16, 0.1); }
 #else
 static void t_gpu_dropout_fp32_vs_cpu(fat5_test *T) { FAT5_SKIP(T, "built without CUDA"); }
 static void t_gpu_dropout_bf16_vs_cpu(fat5_test *T) { FAT5_SKIP(T, "built without CUDA"); }
+static void t_gpu_dropout_attn_fp32_vs_cpu(fat5_test *T) { FAT5_SKIP(T, "built without CUDA"); }
+static void t_gpu_dropout_attn_bf16_vs_cpu(fat5_test *T) { FAT5_SKIP(T, "built without CUDA"); }
 #endif
 
 #define FAT5_TESTS_DROPOUT(X)                                                                           \
     X(dropout_philox_kat) X(dropout_rates) X(dropout_config) X(dropout_keep_rate) X(dropout_uniformity) \
     X(dropout_pure) X(dropout_cpu_attn) X(dropout_cpu_act) X(dropout_model_fd_gated)                    \
     X(dropout_model_fd_relu_tied) X(dropout_zero_bitwise) X(dropout_eval_unaffected)                    \
-    X(dropout_train_resume) X(dropout_train_init) X(gpu_dropout_fp32_vs_cpu) X(gpu_dropout_bf16_vs_cpu)
+    X(dropout_train_resume) X(dropout_train_init) X(gpu_dropout_fp32_vs_cpu) X(gpu_dropout_bf16_vs_cpu) \
+    X(gpu_dropout_attn_fp32_vs_cpu) X(gpu_dropout_attn_bf16_vs_cpu)

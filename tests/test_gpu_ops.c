@@ -64,6 +64,7 @@ typedef struct tg {
     int tc_bwd_cases;  // attention backward kernels (dq, dkv) that ran on tensor cores
     int wg_cases;      // attention cases whose forward ran on the sm_90a kernels (attention_wg.cu)
     int wg_bwd_cases;  // attention cases whose dk, dv ran on the sm_90a kernel (attention_wg_bwd.cu)
+    fat5__drop drop;   // the attention cases' dropout of the probabilities (tg_begin: none)
 } tg;
 
 // Opens a GPU context of the given dtype into *out; on FAT5_ERR_NO_DEVICE marks the test skipped,
@@ -98,6 +99,7 @@ static fat5_ctx *tg_ctx(fat5_test *T, fat5_dtype dtype) {
 // Starts a case in mode 0 (fp32 context) or 1 (bf16); 0 when there is no context.
 static int tg_begin(tg *g, fat5_test *T, int mode) {
     memset(g, 0, sizeof *g);
+    g->drop = fat5__drop_none();
     g->T = T;
     g->bf16 = mode == 1;
     g->mode = g->bf16 ? "bf16" : "fp32";
@@ -336,6 +338,8 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
     fat5__dptr qd, kd, vd, biasd = 0, lutd = 0, cuqd, cukd, qsd, ksd, od, lsed, doutd, deltad, dqd, dkd, dvd;
     fat5__dptr gd = 0, gd2 = 0, scd = 0, dq2d = 0, dk2d = 0, dv2d = 0, cugd = 0;
     int tcq, tckv, wgkv;
+    // a kept probability's multiplier (1 without dropout): o, dv and dS terms grow by it at most
+    const double ds_ = g->drop.thresh ? (double)g->drop.scale : 1.0;
     char what[200], tag[128], kn[32];
     cu_q[0] = cu_k[0] = 0;
     for (s = 0; s < c->n_seq; s++) {
@@ -398,7 +402,7 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
 
     // forward
     fat5__cpu_attn_fwd(g->ctx, A_(oref), A_(lseref), A_(q), A_(k), A_(v), A_(bias), A_(lut), A_(cu_q), A_(cu_k),
-                       A_(q_seq), Tq, H, dk, kind, nb, md, gsz, tglob ? A_(cu_g) : 0, fat5__drop_none());
+                       A_(q_seq), Tq, H, dk, kind, nb, md, gsz, tglob ? A_(cu_g) : 0, g->drop);
     qd = tg_up_act(g, q, nq);
     kd = tg_up_act(g, k, nk);
     vd = tg_up_act(g, v, nk);
@@ -414,7 +418,7 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
     lsed = tg_dev(g, (size_t)(Tq * H) * 4);
     if (g->err) return;
     if (!tg_ok(g, fat5__gpu_attn_fwd(g->ctx, od, lsed, qd, kd, vd, biasd, lutd, cuqd, cukd, qsd, Tq, H, dk, kind, nb,
-                                     md, gsz, cugd, fat5__drop_none())))
+                                     md, gsz, cugd, g->drop)))
         return;
     tg_down_act(g, o, od, nq);
     tg_down_f32(g, lse, lsed, (size_t)(Tq * H));
@@ -425,15 +429,17 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
                            tag, i, lse[i]);
             lse[i] = lseref[i] = 0.0f;
         }
-    tc = fat5__gpu_attn_fwd_tc_smem(g->ctx, od, qd, kd, vd, Tq, dk, kind, biasd, nb, md) > 0;
+    // with dropout a pattern or FIRE takes the FMA kernels (fat5__gpu_attn_tc_drop_ok)
+    tc = fat5__gpu_attn_fwd_tc_smem(g->ctx, od, qd, kd, vd, Tq, dk, kind, biasd, nb, md) > 0 &&
+         fat5__gpu_attn_tc_drop_ok(kind, g->drop);
     wg = fat5__gpu_attn_fwd_wg_smem(g->ctx, od, qd, kd, vd, cuqd, cukd, Tq, dk, kind, biasd, md) > 0;
     g->tc_cases += tc;
     g->wg_cases += wg;
     snprintf(what, sizeof what, "attn_fwd%s o %s", wg ? " (sm_90a)" : tc ? " (tensor cores)" : "", tag);
     if (tc)
-        tg_close_tc_at(g, __LINE__, what, o, oref, nq, tg_maxabs(v, nk), fmax(tg_maxabs(oref, nq), tg_maxabs(v, nk)), 1);
+        tg_close_tc_at(g, __LINE__, what, o, oref, nq, ds_ * tg_maxabs(v, nk), fmax(tg_maxabs(oref, nq), ds_ * tg_maxabs(v, nk)), 1);
     else
-        tg_close_at(g, __LINE__, what, o, oref, nq, 1, 0, fmax(tg_maxabs(oref, nq), tg_maxabs(v, nk)));
+        tg_close_at(g, __LINE__, what, o, oref, nq, 1, 0, fmax(tg_maxabs(oref, nq), ds_ * tg_maxabs(v, nk)));
     snprintf(what, sizeof what, "attn_fwd%s lse %s", wg ? " (sm_90a)" : tc ? " (tensor cores)" : "", tag);
     tg_close(g, what, lse, lseref, (size_t)(Tq * H), 0);
     // The kernel beneath on the same inputs, this one against it (both rounded: twice the tensor
@@ -450,7 +456,7 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
         if (g->err) return;
         *sw = 0;
         ok = tg_ok(g, fat5__gpu_attn_fwd(g->ctx, od, lsed, qd, kd, vd, biasd, lutd, cuqd, cukd, qsd, Tq, H, dk, kind,
-                                         nb, md, gsz, cugd, fat5__drop_none()));
+                                         nb, md, gsz, cugd, g->drop));
         *sw = 1;
         if (!ok) return;
         tg_down_act(g, o2, od, nq);
@@ -458,7 +464,7 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
         for (i = 0; i < Tq * H; i++)
             if (isinf(lse2[i]) && lse2[i] < 0) lse2[i] = 0.0f;  // as lse's above
         snprintf(what, sizeof what, "attn_fwd o, %s %s", vs, tag);
-        tg_close_tc_at(g, __LINE__, what, o, o2, nq, tg_maxabs(v, nk), fmax(tg_maxabs(o2, nq), tg_maxabs(v, nk)), 2);
+        tg_close_tc_at(g, __LINE__, what, o, o2, nq, ds_ * tg_maxabs(v, nk), fmax(tg_maxabs(o2, nq), ds_ * tg_maxabs(v, nk)), 2);
         snprintf(what, sizeof what, "attn_fwd lse, %s %s", vs, tag);
         tg_close(g, what, lse, lse2, (size_t)(Tq * H), 0);
     }
@@ -469,10 +475,10 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
     fat5__cpu_attn_bwd_delta(g->ctx, A_(deltaref), A_(oref), A_(dout), Tq, H, dk);
     fat5__cpu_attn_bwd_dq(g->ctx, A_(dqref), A_(has_grad ? gref : NULL), A_(dout), A_(lse), A_(deltaref), A_(q),
                           A_(k), A_(v), A_(bias), A_(lut), A_(cu_q), A_(cu_k), A_(q_seq), Tq, H, dk, kind, nb, md,
-                          gsz, tglob ? A_(cu_g) : 0, 0, fat5__drop_none());
+                          gsz, tglob ? A_(cu_g) : 0, 0, g->drop);
     fat5__cpu_attn_bwd_dkv(g->ctx, A_(dkref), A_(dvref), A_(dout), A_(lse), A_(deltaref), A_(q), A_(k), A_(v),
                            A_(bias), A_(lut), A_(cu_q), A_(cu_k), A_(k_seq), Tk, H, dk, kind, nb, md, gsz,
-                           tglob ? A_(cu_g) : 0, fat5__drop_none());
+                           tglob ? A_(cu_g) : 0, g->drop);
     od = tg_up_act(g, oref, nq);
     if (!g->err) tg_ok(g, fat5__dev_upload(g->ctx, lsed, lse, (size_t)(Tq * H) * 4));
     doutd = tg_up_act(g, dout, nq);
@@ -491,20 +497,21 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
     if (g->err) return;
     // the tensor-core backward (bf16; dq with FIRE stays on the FMA kernel)
     tcq = fat5__gpu_attn_bwd_tc_smem(g->ctx, 0, dqd, 0, qd, kd, vd, doutd, Tq, dk, kind, biasd, nb, md,
-                                     gd != 0 && !alibi) > 0;
-    tckv = fat5__gpu_attn_bwd_tc_smem(g->ctx, 1, dkd, dvd, qd, kd, vd, doutd, Tk, dk, kind, biasd, nb, md, 0) > 0;
+                                     gd != 0 && !alibi) > 0 && fat5__gpu_attn_tc_drop_ok(kind, g->drop);
+    tckv = fat5__gpu_attn_bwd_tc_smem(g->ctx, 1, dkd, dvd, qd, kd, vd, doutd, Tk, dk, kind, biasd, nb, md, 0) > 0 &&
+           fat5__gpu_attn_tc_drop_ok(kind, g->drop);
     wgkv = fat5__gpu_attn_bwd_dkv_wg_smem(g->ctx, dkd, dvd, qd, kd, vd, doutd, cuqd, cukd, Tk, dk, kind, biasd, md) > 0;
     g->tc_bwd_cases += tcq + tckv;
     g->wg_bwd_cases += wgkv;
     if (!tg_ok(g, fat5__gpu_attn_bwd_delta(g->ctx, deltad, od, doutd, Tq, H, dk)) ||
         !tg_ok(g, fat5__gpu_attn_bwd_dq(g->ctx, dqd, gd, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd, cukd,
-                                        qsd, Tq, H, dk, kind, nb, md, gsz, cugd, scd, fat5__drop_none())) ||
+                                        qsd, Tq, H, dk, kind, nb, md, gsz, cugd, scd, g->drop)) ||
         !tg_ok(g, fat5__gpu_attn_bwd_dkv(g->ctx, dkd, dvd, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd, cukd,
-                                         ksd, Tk, H, dk, kind, nb, md, gsz, cugd, fat5__drop_none())) ||
+                                         ksd, Tk, H, dk, kind, nb, md, gsz, cugd, g->drop)) ||
         !tg_ok(g, fat5__gpu_attn_bwd_dq(g->ctx, dq2d, gd2, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd, cukd,
-                                        qsd, Tq, H, dk, kind, nb, md, gsz, cugd, scd, fat5__drop_none())) ||
+                                        qsd, Tq, H, dk, kind, nb, md, gsz, cugd, scd, g->drop)) ||
         !tg_ok(g, fat5__gpu_attn_bwd_dkv(g->ctx, dk2d, dv2d, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd,
-                                         cukd, ksd, Tk, H, dk, kind, nb, md, gsz, cugd, fat5__drop_none())))
+                                         cukd, ksd, Tk, H, dk, kind, nb, md, gsz, cugd, g->drop)))
         return;
     tg_down_f32(g, delta, deltad, (size_t)(Tq * H));
     tg_down_act(g, dq, dqd, nq);
@@ -516,10 +523,12 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
     // each term by at most 2^-8 (TG_ATC) of itself: dq_i moves by at most TG_ATC max|k| sum_j
     // |ds_ij| <= TG_ATC max|k| 2 |dout| |v|; dk_j by TG_ATC max|q| 2 |dout| |v| c_j and dv_j by
     // TG_ATC max|dout| c_j, c_j = sum_i p_ij the key's column sum (the CPU's dv for dout = 1).
+    // Under dropout of scale ds_ (kept terms multiplied by it): |m dout.v| <= ds_ |dout| |v|, so 2
+    // becomes 1 + ds_, o's and dv's terms grow by ds_ (c_j from the CPU with the same masks).
     {
         double nd = tg_maxnorm(dout, Tq * H, dk), nv = tg_maxnorm(v, Tk * H, dk), no = tg_maxnorm(oref, Tq * H, dk);
-        double sq = fmax(tg_maxabs(dqref, nq), nd * nv * tg_maxabs(k, nk));
-        double sk = fmax(tg_maxabs(dkref, nk), nd * nv * tg_maxabs(q, nq));
+        double sq = fmax(tg_maxabs(dqref, nq), ds_ * nd * nv * tg_maxabs(k, nk));
+        double sk = fmax(tg_maxabs(dkref, nk), ds_ * nd * nv * tg_maxabs(q, nq));
         double sv = fmax(tg_maxabs(dvref, nk), tg_maxabs(dout, nq)), cmax = 0, eq = 0, ek = 0, ev = 0;
         float *dq2 = tg_f(g, nq), *dk2 = tg_f(g, nk), *dv2 = tg_f(g, nk);
         if (g->err) return;
@@ -530,10 +539,10 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
             for (e = 0; e < nq; e++) ones[e] = 1.0f;
             fat5__cpu_attn_bwd_dkv(g->ctx, A_(junk), A_(csum), A_(ones), A_(lse), A_(deltaref), A_(q), A_(k), A_(v),
                                    A_(bias), A_(lut), A_(cu_q), A_(cu_k), A_(k_seq), Tk, H, dk, kind, nb, md, gsz,
-                                   tglob ? A_(cu_g) : 0, fat5__drop_none());
+                                   tglob ? A_(cu_g) : 0, g->drop);
             cmax = tg_maxabs(csum, nk);
-            eq = tcq ? TG_ATC * tg_maxabs(k, nk) * 2.0 * nd * nv : 0;
-            ek = tckv ? TG_ATC * tg_maxabs(q, nq) * 2.0 * nd * nv * cmax : 0;
+            eq = tcq ? TG_ATC * tg_maxabs(k, nk) * (1.0 + ds_) * nd * nv : 0;
+            ek = tckv ? TG_ATC * tg_maxabs(q, nq) * (1.0 + ds_) * nd * nv * cmax : 0;
             ev = tckv ? TG_ATC * tg_maxabs(dout, nq) * cmax : 0;
         }
         snprintf(what, sizeof what, "attn_bwd_delta %s", tag);
@@ -566,9 +575,9 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
             if (g->err) return;
             g->ctx->gpu->attn_tc = 0;
             ok = tg_ok(g, fat5__gpu_attn_bwd_dq(g->ctx, dq2d, gd3, doutd, lsed, deltad, qd, kd, vd, biasd, lutd, cuqd,
-                                                cukd, qsd, Tq, H, dk, kind, nb, md, gsz, cugd, scd, fat5__drop_none())) &&
+                                                cukd, qsd, Tq, H, dk, kind, nb, md, gsz, cugd, scd, g->drop)) &&
                  tg_ok(g, fat5__gpu_attn_bwd_dkv(g->ctx, dk2d, dv2d, doutd, lsed, deltad, qd, kd, vd, biasd, lutd,
-                                                 cuqd, cukd, ksd, Tk, H, dk, kind, nb, md, gsz, cugd, fat5__drop_none()));
+                                                 cuqd, cukd, ksd, Tk, H, dk, kind, nb, md, gsz, cugd, g->drop));
             g->ctx->gpu->attn_tc = 1;
             if (!ok) return;
             tg_down_act(g, dq2, dq2d, nq);
@@ -585,7 +594,7 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
                 g->ctx->gpu->attn_wg = 0;
                 ok = tg_ok(g, fat5__gpu_attn_bwd_dkv(g->ctx, dk2d, dv2d, doutd, lsed, deltad, qd, kd, vd, biasd, lutd,
                                                      cuqd, cukd, ksd, Tk, H, dk, kind, nb, md, gsz, cugd,
-                                                     fat5__drop_none()));
+                                                     g->drop));
                 g->ctx->gpu->attn_wg = 1;
                 if (!ok) return;
                 tg_down_act(g, dk2, dk2d, nk);
@@ -631,7 +640,7 @@ static void tg_attn_case_g(tg *g, const tg_attn_cfg *c, int kind, int t5, int gs
                 // a window of radius 0: every query's one key is itself, p = 1, o = v and ds = dout.v
                 // - dout.o = 0: the gradient is zero, the GPU's the rounding of Tq such differences of
                 // two fp32 dot products, at most Tq 2 dk eps |dout| |v| (the CPU's, in double, ~0)
-                double bound = (double)Tq * 2.0 * dk * 0x1p-23 * tg_maxabs(dout, nq) * tg_maxabs(v, nk);
+                double bound = (double)Tq * 2.0 * dk * 0x1p-23 * tg_maxabs(dout, nq) * ds_ * tg_maxabs(v, nk);
                 FAT5_CHECK_MSG(g->T, tg_maxabs(inc, nbias) <= bound && tg_maxabs(incref, nbias) <= bound,
                                "%s: radius 0 gives |%g| (CPU |%g|), above fp32 rounding %g", what,
                                tg_maxabs(inc, nbias), tg_maxabs(incref, nbias), bound);
@@ -1055,6 +1064,81 @@ static void t_gpu_attn_tc(fat5_test *T) {
     tg_end(&g);
 }
 
+// Attention-probability dropout (rate 0.2) in every attention kernel against the CPU's with the
+// same masks, as tg_attn_case_g checks the kernels without it: the forward (o; lse stays the
+// softmax's), delta, dq with the bias gradient, dk, dv, each kernel against the one beneath it, and
+// the backward's bits on a second run. fp32 takes the FMA kernels, bf16 the tensor-core _drop
+// instances (T5 buckets, no bias, ALiBi) and on H100 / H200 the sm_90a ones, patterns and FIRE the
+// FMA kernels. A wrong mask moves o by a fifth of its terms, far beyond the tolerances; the masks
+// change with the seed (a second seed must change o).
+static void t_gpu_attn_dropout(fat5_test *T) {
+    static const int lq[] = {1, 300, 7, 64, 129}, lk[] = {5, 129, 1, 33, 70};
+    // n_seq, len_q, len_k, H, dk, nb, md, W, lm, db_inc: dk 32 (tiled FMA), 64 and 128 (tensor
+    // cores, sm_90a), 100 (per-warp dq, dk/dv on the FMA path), 256 (per-warp forward)
+    static const tg_attn_cfg cfgs[] = {{5, lq, lk, 2, 64, 32, 128, 8, 0.931f, 1},
+                                       {5, lq, lk, 2, 128, 32, 128, 8, 0.931f, 1},
+                                       {5, lq, lk, 3, 32, 32, 128, 8, 0.75f, 1},
+                                       {5, lq, lk, 2, 100, 32, 128, 8, 0.931f, 1},
+                                       {5, lq, lk, 1, 256, 32, 128, 8, 0.931f, 1}};
+    static const int kinds[][3] = {{FAT5__ATTN_CROSS, 0, 0},
+                                   {FAT5__ATTN_BIDIR, 1, 0},
+                                   {FAT5__ATTN_CAUSAL, 1, 0},
+                                   {FAT5__ATTN_BIDIR, 0, 0},
+                                   {FAT5__ATTN_CAUSAL | FAT5__ATTN_ALIBI, 0, 0},
+                                   {FAT5__ATTN_BIDIR | FAT5__ATTN_FIRE, 0, 0},
+                                   {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(5), 1, 0},
+                                   {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(20) | FAT5__ATTN_PREFIX, 1, 5},
+                                   {FAT5__ATTN_BIDIR | FAT5__ATTN_WINDOW(8) | FAT5__ATTN_TGLOBAL, 1, 16}};
+    const char *only_mode = getenv("FAT5_TEST_ATTN_MODE");
+    int mode;
+    size_t ci, ki;
+    for (mode = 0; mode < 2; mode++) {
+        fat5_rng rng = fat5_rng_init(1700 + (uint64_t)mode);
+        tg g;
+        if (only_mode && atoi(only_mode) != mode) continue;
+        if (!tg_begin(&g, T, mode)) return;
+        g.drop = fat5__drop_make(0x5eedull + (uint64_t)mode, (uint64_t)7 << 12, 0.2);
+        for (ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)
+            for (ki = 0; ki < sizeof kinds / sizeof kinds[0] && !g.err; ki++) {
+                int ndev = g.ndev, nhost = g.nhost;
+                if (cfgs[ci].dk == 256 && (kinds[ki][0] & FAT5__ATTN_FIRE)) continue;  // FIRE's rows and dk 256: no room
+                tg_attn_case_g(&g, &cfgs[ci], kinds[ki][0], kinds[ki][1], kinds[ki][2], &rng);
+                tg_release(&g, ndev, nhost);
+            }
+        if (!g.err) {
+            // the seed moves the masks: the same inputs under two seeds give different outputs
+            const int64_t T2 = 100, n2 = T2 * 2 * 64;
+            float *x = tg_f(&g, (size_t)n2), *o1 = tg_f(&g, (size_t)n2), *o2 = tg_f(&g, (size_t)n2);
+            int32_t cu[2] = {0, 100}, *qs = tg_i(&g, (size_t)T2);
+            fat5__dptr xd, cud, qsd, od, lsed;
+            fat5__drop d2 = g.drop;
+            int64_t e, differ = 0;
+            if (g.err) return;
+            for (e = 0; e < T2; e++) qs[e] = 0;
+            tg_fill(&rng, x, (size_t)n2, 0.5);
+            tg_round(&g, x, (size_t)n2);
+            xd = tg_up_act(&g, x, (size_t)n2);
+            cud = tg_up_i32(&g, cu, 2);
+            qsd = tg_up_i32(&g, qs, (size_t)T2);
+            od = tg_dev(&g, (size_t)n2 * tg_act(&g));
+            lsed = tg_dev(&g, (size_t)T2 * 2 * 4);
+            d2.seed++;
+            if (!g.err && tg_ok(&g, fat5__gpu_attn_fwd(g.ctx, od, lsed, xd, xd, xd, 0, 0, cud, cud, qsd, T2, 2, 64,
+                                                       FAT5__ATTN_BIDIR, 0, 0, 0, 0, g.drop))) {
+                tg_down_act(&g, o1, od, (size_t)n2);
+                if (tg_ok(&g, fat5__gpu_attn_fwd(g.ctx, od, lsed, xd, xd, xd, 0, 0, cud, cud, qsd, T2, 2, 64,
+                                                 FAT5__ATTN_BIDIR, 0, 0, 0, 0, d2))) {
+                    tg_down_act(&g, o2, od, (size_t)n2);
+                    for (e = 0; e < n2; e++) differ += o1[e] != o2[e];
+                    FAT5_CHECK_MSG(T, differ > n2 / 2, "[%s] another seed changed %lld of %lld outputs", g.mode,
+                                   (long long)differ, (long long)n2);
+                }
+            }
+        }
+        tg_end(&g);
+    }
+}
+
 // What the launchers refuse (the arguments the op table's generators never pass): an unknown
 // activation; attn_decode with bidirectional attention, a head dim above 256, splits without
 // scratch; fire_reduce of no heads; rope with an odd rotated width; block sums of no width or no
@@ -1077,5 +1161,5 @@ static void t_gpu_op_refusals(fat5_test *T) {
 }
 
 #define FAT5_TESTS_GPU_OPS(X)                                                                         \
-    X(gpu_attn) X(gpu_attn_edge) X(gpu_attn_posenc) X(gpu_attn_patterns) X(gpu_attn_tc) X(gpu_norm_mm) \
+    X(gpu_attn) X(gpu_attn_edge) X(gpu_attn_posenc) X(gpu_attn_patterns) X(gpu_attn_tc) X(gpu_attn_dropout) X(gpu_norm_mm) \
     X(gpu_op_refusals)
