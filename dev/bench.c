@@ -245,8 +245,10 @@ static int bench_step(fat5_ctx *ctx, const step_opts *so) {
     }
     if (gpu) fat5_internal_mem_info(ctx, &free1, &total);
     if (cfg.dropout_rate > 0) {
-        // the config's dropout in the timed steps, at every site (the attention probabilities too)
-        if (fat5_model_set_dropout_rate(m, cfg.dropout_rate, -1.0) || fat5_model_set_dropout(m, 1, 7, 0)) {
+        // the config's dropout in the timed steps, at every site (the attention probabilities: the
+        // config's attention_dropout_rate, by default dropout_rate)
+        if (fat5_model_set_dropout_rate(m, cfg.dropout_rate, cfg.attention_dropout_rate) ||
+            fat5_model_set_dropout(m, 1, 7, 0)) {
             rc = bench_fail(ctx, "dropout");
             goto done;
         }
@@ -274,7 +276,7 @@ static int bench_step(fat5_ctx *ctx, const step_opts *so) {
            so->adafactor ? "adafactor" : "adamwscale", B, Le, Ld,
            t_step * 1e3, t_fb * 1e3, (t_step - t_fb) * 1e3, B * (Le + Ld) / t_step, flops / 1e12,
            gpu && !so->fp32 ? flops / t_step / 989e12 : 0.0, bytes, res.loss, cfg.dropout_rate,
-           cfg.dropout_rate > 0 ? cfg.dropout_rate : 0.0);
+           cfg.dropout_rate <= 0 ? 0.0 : cfg.attention_dropout_rate < 0 ? cfg.dropout_rate : cfg.attention_dropout_rate);
     fflush(stdout);
     if (gpu && so->profile) {  // the same step, each call between two events
         fat5_internal_prof_entry *e = NULL;

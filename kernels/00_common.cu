@@ -242,22 +242,70 @@ __device__ __forceinline__ float fat5_attn_drop1(const fat5_dropp &d, unsigned l
     return fat5_drop_mul(fat5_drop_block(d.seed, stream, i >> 3), (int)(i & 7), d.thresh, d.scale);
 }
 
-// The multipliers of a fragment row of the tensor-core kernels: query row qr, keys kc + 8 n + e
-// (n < NW, e < 2; kc = the tile's first key + 2 (lane & 3)), applied to x[4 n + X + e]: n-tiles
-// of m16n8 accumulators, X (0 or 2) the row's half. The keys of a pair lie in one Philox block, or (kc + 8 n
-// = 7 mod 8) in two neighbouring ones: the row walks NW + 1 blocks, each drawn once.
-template <int NW>
-__device__ __forceinline__ void fat5_attn_drop_row(const fat5_dropp &d, unsigned long long stream, long long qr,
-                                                   long long kc, float *x, int X)
+// The words of Philox block `mine` of lane src (of the warp), to every lane that asks.
+__device__ __forceinline__ uint4 fat5_shfl_u4(uint4 mine, int src)
 {
-    const unsigned long long i0 = (unsigned long long)qr << 32 | (unsigned long long)kc, b0 = i0 >> 3;
-    const int l0 = (int)(i0 & 7), l1 = (l0 + 1) & 7;
-    uint4 cur = fat5_drop_block(d.seed, stream, b0);
+    uint4 r;
+    r.x = __shfl_sync(FAT5_FULL_MASK, mine.x, src);
+    r.y = __shfl_sync(FAT5_FULL_MASK, mine.y, src);
+    r.z = __shfl_sync(FAT5_FULL_MASK, mine.z, src);
+    r.w = __shfl_sync(FAT5_FULL_MASK, mine.w, src);
+    return r;
+}
+
+// The multipliers of a fragment row of the tensor-core kernels (mma / wgmma accumulators with rows
+// = queries): x[4 n + X + e] *= the multiplier of query row qr and key kt0 + 8 n + 2 (lane & 3) + e
+// (n < NW, e < 2; X, 0 or 2, the row's half of the n-tile). The row's keys span NW + 1 Philox
+// blocks (a pair may straddle two); the four lanes of a quad (lanes 4 g .. 4 g + 3, which hold the
+// same row) share them: lane tq draws blocks tq, tq + 4, ... and the quad passes each round (a
+// quarter of the draws). kt0: the tile's first key, the same for the quad. Every lane of the warp
+// must call it (shuffles).
+template <int NW>
+__device__ __forceinline__ void fat5_attn_drop_row_quad(const fat5_dropp &d, unsigned long long stream, long long qr,
+                                                        long long kt0, float *x, int X)
+{
+    const int lane = threadIdx.x & 31, tq = lane & 3, qb = lane & ~3;
+    const unsigned long long i0 = (unsigned long long)qr << 32 | (unsigned long long)kt0, b0 = i0 >> 3;
+    // this lane's key pair, from block b0's start: offsets o, o + 1 (0 .. 14), in blocks n + s_e
+    const int o = (int)(i0 & 7) + 2 * tq, s0 = o >> 3, l0 = o & 7, s1 = (o + 1) >> 3, l1 = (o + 1) & 7;
+    const int NB = (NW + 4) / 4;  // blocks a lane draws: j = tq + 4 m, m < NB (covers j <= NW)
+    uint4 mine[NB];
+#pragma unroll
+    for (int m = 0; m < NB; m++) mine[m] = fat5_drop_block(d.seed, stream, b0 + (unsigned long long)(tq + 4 * m));
+    uint4 prev = fat5_shfl_u4(mine[0], qb);  // block 0: lane 0 of the quad
 #pragma unroll
     for (int n = 0; n < NW; n++) {
-        const uint4 nxt = fat5_drop_block(d.seed, stream, b0 + (unsigned long long)(n + 1));
-        x[4 * n + X] *= fat5_drop_mul(cur, l0, d.thresh, d.scale);
-        x[4 * n + X + 1] *= fat5_drop_mul(l0 == 7 ? nxt : cur, l1, d.thresh, d.scale);
-        cur = nxt;
+        const uint4 cur = fat5_shfl_u4(mine[(n + 1) >> 2], qb | ((n + 1) & 3));  // block n + 1
+        x[4 * n + X] *= fat5_drop_mul(s0 ? cur : prev, l0, d.thresh, d.scale);
+        x[4 * n + X + 1] *= fat5_drop_mul(s1 ? cur : prev, l1, d.thresh, d.scale);
+        prev = cur;
     }
+}
+
+// The keep bits of a thread's scores in the key-row layout of the dk, dv kernels (mma / wgmma
+// accumulators with rows = keys): bit 4 n + 2 rr + e is set when the probability of query column
+// c0 + 8 n + 2 (lane & 3) + e and key row kr0 + 8 rr + (lane >> 2) is kept (n < NW <= 8). kr0:
+// the warp's first key row, a multiple of 8, so that the 8 keys of rows kr0 + 8 rr .. + 7 are one
+// Philox block per query: the 8 lanes of a column (lane & 3 alike) draw each block once between
+// them (lane gr the bits z = gr + 8 m) and pass them round. Every lane must call it (shuffles).
+template <int NW>
+__device__ __forceinline__ unsigned int fat5_attn_drop_bits_keys(const fat5_dropp &d, unsigned long long stream,
+                                                                 long long c0, long long kr0)
+{
+    const int lane = threadIdx.x & 31, tq = lane & 3, gr = lane >> 2;
+    const int NM = (4 * NW + 7) / 8;
+    uint4 mine[NM];
+#pragma unroll
+    for (int m = 0; m < NM; m++) {
+        const int z = gr + 8 * m, n = z >> 2, rr = (z >> 1) & 1, e = z & 1;  // bit z's score
+        const unsigned long long qi = (unsigned long long)(c0 + 8 * n + 2 * tq + e);
+        mine[m] = fat5_drop_block(d.seed, stream, (qi << 29) + ((unsigned long long)kr0 >> 3) + (unsigned long long)rr);
+    }
+    unsigned int bits = 0;
+#pragma unroll
+    for (int z = 0; z < 4 * NW; z++) {
+        const uint4 w = fat5_shfl_u4(mine[z >> 3], ((z & 7) << 2) | tq);  // drawn by lane gr = z & 7
+        if (fat5_drop_lane(w, gr) >= d.thresh) bits |= 1u << z;
+    }
+    return bits;
 }

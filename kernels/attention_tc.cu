@@ -22,7 +22,7 @@
 //   - online softmax in base 2 (ex2.approx on s log2(e) - m log2(e)), the rescaling of the
 //     accumulators skipped when no row of the warp has a new maximum; P rounded to bf16 straight
 //     from the accumulators into the A fragments of P V (V by ldmatrix.trans);
-//   - with dropout (training, dr.thresh > 0) P is multiplied by the mask (fat5_attn_drop_row:
+//   - with dropout (training, dr.thresh > 0) P is multiplied by the mask (fat5_attn_drop_row_quad:
 //     query row, key row of the packed buffers) after l has summed it, so that o = (P m) V / l.
 // The log-sum-exp stored is m + ln(l), natural log, as the FMA kernels store it. A query with no
 // keys gets o = 0 and lse = -inf.
@@ -390,8 +390,8 @@ __device__ __forceinline__ void fat5_attn_fwd_tc_impl(act_t *o, float *lse, cons
         if (DROP && dr.thresh) {
 #pragma unroll
             for (int rr = 0; rr < 2 * MT; rr++)
-                fat5_attn_drop_row<8>(dr, dr.stream + h, t0 + w * 16 * MT + 8 * rr + gr, kt0 + 2 * tq,
-                                      &s[rr >> 1][0][0], 2 * (rr & 1));
+                fat5_attn_drop_row_quad<8>(dr, dr.stream + h, t0 + w * 16 * MT + 8 * rr + gr, kt0, &s[rr >> 1][0][0],
+                                           2 * (rr & 1));
         }
 
         // acc += P V, 16 keys a step

@@ -351,8 +351,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dq_tc_impl(act_t *dq, float *dbias
                 if (DROP && dr.thresh) {
 #pragma unroll
                     for (int rr = 0; rr < 2; rr++)
-                        fat5_attn_drop_row<NW>(dr, dr.stream + h, t0 + w * 16 + 8 * rr + gr, c0 + 2 * tq, &dp[0][0],
-                                               2 * rr);
+                        fat5_attn_drop_row_quad<NW>(dr, dr.stream + h, t0 + w * 16 + 8 * rr + gr, c0, &dp[0][0], 2 * rr);
                 }
                 // P and dS (in s)
 #pragma unroll
@@ -727,6 +726,9 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tc_impl(act_t *dk_, act_t *dv,
                             }
                         }
             }
+            // dropout (training): the forward's keep bits of this thread's scores (shared draws)
+            const unsigned int keep =
+                DROP && dr.thresh ? fat5_attn_drop_bits_keys<NW>(dr, dr.stream + h, c0, u0 + w * 16) : 0u;
 #pragma unroll
             for (int n = 0; n < NW; n++) {
                 const int cc = hq * QW + n * 8 + 2 * tq;  // this thread's first column in the tile
@@ -741,8 +743,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_tc_impl(act_t *dk_, act_t *dv,
                         const float p = fat5_tc_ex2(fmaf(s[n][2 * rr + e], LOG2E, nl));
                         if (DROP && dr.thresh) {
                             // dropout (training): the forward's P m met V; dV takes P m, dS = P (m dP - D)
-                            const float m = fat5_attn_drop1(dr, dr.stream + h, c0 + n * 8 + 2 * tq + e,
-                                                            u0 + w * 16 + 8 * rr + gr);
+                            const float m = (keep >> (4 * n + 2 * rr + e)) & 1u ? dr.scale : 0.0f;
                             s[n][2 * rr + e] = p * m;
                             dp[n][2 * rr + e] = p * fmaf(m, dp[n][2 * rr + e], -D);
                         } else {

@@ -381,8 +381,8 @@ __device__ __forceinline__ void fat5_attn_fwd_wg_impl(act_t *o, float *lse, cons
             if (dr.thresh) {
 #pragma unroll
                 for (int rr = 0; rr < 2; rr++)
-                    fat5_attn_drop_row<BN / 8>(dr, dr.stream + h, t0 + 64 * cw + 16 * w + 8 * rr + gr, kt0 + 2 * tq,
-                                               sc, 2 * rr);
+                    fat5_attn_drop_row_quad<BN / 8>(dr, dr.stream + h, t0 + 64 * cw + 16 * w + 8 * rr + gr, kt0, sc,
+                                                    2 * rr);
             }
 
             // O += P V: P as wgmma's A fragments (16 keys a step), V transposed from shared memory

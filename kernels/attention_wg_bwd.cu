@@ -262,6 +262,9 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_wg_impl(act_t *dk_, act_t *dv,
                 }
                 // P^T (in sc) and dS^T (in dp); a query without keys (lse -inf) is masked for every key
                 const float *Lt = Ls + s * 2 * BM + hq * QW + 2 * tq, *Dt = Lt + BM;  // the stage's lse, delta
+                // dropout (training): the forward's keep bits of this thread's scores (shared draws)
+                const unsigned int keep =
+                    dr.thresh ? fat5_attn_drop_bits_keys<QW / 8>(dr, dr.stream + h, c0, u0 + 64 * cw + 16 * w) : 0u;
 #pragma unroll
                 for (int n = 0; n < QW / 8; n++)
 #pragma unroll
@@ -273,8 +276,7 @@ __device__ __forceinline__ void fat5_attn_bwd_dkv_wg_impl(act_t *dk_, act_t *dv,
                             const float p = fat5_tc_ex2(fmaf(sc[4 * n + 2 * rr + e], LOG2E, nl));
                             if (dr.thresh) {
                                 // dropout (training): dV takes P m, dS = P (m dP - D)
-                                const float m = fat5_attn_drop1(dr, dr.stream + h, c0 + 8 * n + 2 * tq + e,
-                                                                u0 + 64 * cw + 16 * w + 8 * rr + gr);
+                                const float m = (keep >> (4 * n + 2 * rr + e)) & 1u ? dr.scale : 0.0f;
                                 sc[4 * n + 2 * rr + e] = p * m;
                                 dp[4 * n + 2 * rr + e] = p * fmaf(m, dp[4 * n + 2 * rr + e], -D);
                             } else {
