@@ -944,8 +944,8 @@ FAT5_API int fat5_model_is_training(const fat5_model *m);
 // CPU and the GPU alike, and the backward regenerates its forward's; give every forward its own
 // draw (the trainer: step, rank and micro-batch), below 2^38. A rate is applied rounded to a
 // multiple of 2^-16 (an element is kept with probability 1 - round(65536 p) / 65536 and scaled by
-// the inverse). The GPU does not drop attention probabilities yet: with an attention rate > 0 its
-// training forward returns FAT5_ERR_UNSUPPORTED (set attention_dropout_rate 0 there).
+// the inverse). Every site runs on the CPU and the GPU, the attention probabilities inside the
+// attention kernels.
 FAT5_API fat5_status fat5_model_set_dropout(fat5_model *m, int on, uint64_t seed, uint64_t draw);
 // Sets the config's dropout_rate and attention_dropout_rate (< 0: dropout_rate), each below 1
 // (saved with the model).
