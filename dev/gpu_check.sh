@@ -136,7 +136,8 @@ for stage in "$@"; do
                 for c in 0 1 2; do for m in 0 1; do   # its three head-dim configurations
                     sanitize racecheck "$t" FAT5_TEST_ATTN_CFG=$c FAT5_TEST_ATTN_MODE=$m
                 done; done ;;
-            gpu_attn)            # each precision alone (bf16: the tensor-core forward)
+            gpu_attn|gpu_attn_dropout)  # each precision alone (bf16: the tensor-core kernels;
+                                        # gpu_attn_dropout bf16 about 3 minutes on an H200)
                 for m in 0 1; do sanitize racecheck "$t" FAT5_TEST_ATTN_MODE=$m; done ;;
             gpu_attn_tc)         # its packed configurations take too long under racecheck (their
                                  # mma.sync kernels run in gpu_attn and gpu_attn_patterns bf16); the
