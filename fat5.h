@@ -26029,6 +26029,21 @@ fail:
     return st;
 }
 
+// An evaluation's mean loss per label token from this rank's sum of loss x tokens and its token
+// count, both summed over the ranks first when there are several; NAN without a token. Every rank
+// calls it (a collective).
+static fat5_status fat5__train_eval_mean(fat5_trainer *t, double sum, int64_t n, double *loss) {
+    if (t->comm) {
+        double v[2];
+        fat5_status st;
+        v[0] = sum, v[1] = (double)n;
+        if ((st = fat5__comm_sum_host(t->comm, v, 2, t->losses))) return st;
+        sum = v[0], n = (int64_t)v[1];
+    }
+    *loss = n ? sum / (double)n : NAN;
+    return FAT5_OK;
+}
+
 // Mean loss over the held-out documents: the same eval_batches batches every time. With several
 // ranks every rank calls it (the ranks share the batches).
 static fat5_status fat5__train_evaluate(fat5_trainer *t, double *loss);
@@ -26064,14 +26079,7 @@ static fat5_status fat5__train_evaluate(fat5_trainer *t, double *loss) {
         n += r.n_tokens;
     }
     fat5_ul2_destroy(s);
-    if (st == FAT5_OK && t->comm) {
-        double v[2];
-        v[0] = sum, v[1] = (double)n;
-        if ((st = fat5__comm_sum_host(t->comm, v, 2, t->losses))) return st;
-        sum = v[0], n = (int64_t)v[1];
-    }
-    if (st == FAT5_OK) *loss = n ? sum / (double)n : NAN;
-    return st;
+    return st ? st : fat5__train_eval_mean(t, sum, n, loss);
 }
 
 static void fat5__json_num(fat5__sb *b, const char *key, double v) {
@@ -27023,13 +27031,7 @@ static fat5_status fat5__ft_eval_loss(fat5_trainer *t, double *loss) {
         sum += fr.loss * (double)fr.n_tokens;
         cnt += fr.n_tokens;
     }
-    if (st == FAT5_OK && t->comm) {
-        double v[2];
-        v[0] = sum, v[1] = (double)cnt;
-        if ((st = fat5__comm_sum_host(t->comm, v, 2, t->losses))) goto done;
-        sum = v[0], cnt = (int64_t)v[1];
-    }
-    if (st == FAT5_OK) *loss = cnt ? sum / (double)cnt : NAN;
+    if (st == FAT5_OK) st = fat5__train_eval_mean(t, sum, cnt, loss);
 done:
     fat5__free(ctx, rows);
     fat5__free(ctx, bat);

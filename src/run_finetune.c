@@ -765,13 +765,7 @@ static fat5_status fat5__ft_eval_loss(fat5_trainer *t, double *loss) {
         sum += fr.loss * (double)fr.n_tokens;
         cnt += fr.n_tokens;
     }
-    if (st == FAT5_OK && t->comm) {
-        double v[2];
-        v[0] = sum, v[1] = (double)cnt;
-        if ((st = fat5__comm_sum_host(t->comm, v, 2, t->losses))) goto done;
-        sum = v[0], cnt = (int64_t)v[1];
-    }
-    if (st == FAT5_OK) *loss = cnt ? sum / (double)cnt : NAN;
+    if (st == FAT5_OK) st = fat5__train_eval_mean(t, sum, cnt, loss);
 done:
     fat5__free(ctx, rows);
     fat5__free(ctx, bat);
