@@ -250,6 +250,42 @@ typedef enum fat5_act {
     FAT5_ACT_SILU = 3
 } fat5_act;
 
+// What sits on the stacks: Hugging Face's architecture class (config.json's "architectures"; MT5
+// and UMT5 have each one under their prefix, with the same tensors). Every head but LM and
+// ENC_SEQ_CLS is a transformers class with its tensor names, so checkpoints go both ways.
+typedef enum fat5_head {
+    FAT5_HEAD_LM = 0,          // T5ForConditionalGeneration: lm_head over the vocabulary (generation)
+    FAT5_HEAD_ENCODER = 1,     // T5EncoderModel: the encoder alone (shared.weight, encoder.*), no head
+    FAT5_HEAD_SEQ_CLS = 2,     // T5ForSequenceClassification: encoder-decoder on (input, shift_right(input)),
+                               // the decoder's state at each input's last EOS, classification_head
+                               // (dropout, dense, tanh, dropout, out_proj); tensors under "transformer."
+    FAT5_HEAD_TOKEN_CLS = 3,   // T5ForTokenClassification: encoder, dropout, classifier, per token
+                               // (tensors under "transformer.")
+    FAT5_HEAD_QA = 4,          // T5ForQuestionAnswering: encoder-decoder on (input, shift_right(input)),
+                               // qa_outputs: a start and an end logit per input token
+    FAT5_HEAD_ENC_SEQ_CLS = 5  // fat5's encoder-only sequence classifier (not a transformers class;
+                               // architecture "Fat5EncoderForSequenceClassification"): the encoder's
+                               // output pooled per input (pooling: EOS, mean or first token), then
+                               // classification_head as SEQ_CLS's; tensors as T5EncoderModel's + head
+} fat5_head;
+
+// A sequence classifier's loss (config.json's problem_type): AUTO is Hugging Face's None (regression
+// for num_labels 1, else single-label).
+typedef enum fat5_problem {
+    FAT5_PROBLEM_AUTO = 0,
+    FAT5_PROBLEM_REGRESSION = 1,    // "regression": MSE of the logits against float targets
+    FAT5_PROBLEM_SINGLE_LABEL = 2,  // "single_label_classification": cross-entropy against a class
+    FAT5_PROBLEM_MULTI_LABEL = 3    // "multi_label_classification": BCE with logits against 0/1 targets
+} fat5_problem;
+
+// Pooling of the encoder's hidden states per sequence (fat5_model_encode; FAT5_HEAD_ENC_SEQ_CLS)
+typedef enum fat5_pool {
+    FAT5_POOL_NONE = 0,   // no pooling: every token
+    FAT5_POOL_MEAN = 1,   // the mean over the sequence's tokens
+    FAT5_POOL_EOS = 2,    // the sequence's last EOS token
+    FAT5_POOL_FIRST = 3   // the sequence's first token
+} fat5_pool;
+
 // How attention learns position (FAT5's position_encoding_type), in self-attention (cross-attention
 // has no position term). Biases are computed from positions inside the attention ops; positions
 // restart at every packed sequence; nothing is sized by a maximum length.
@@ -313,6 +349,13 @@ typedef struct fat5_model_config {
     fat5_enc_attention enc_attention;  // encoder_attention_type, FAT5_ENC_ATTN_FULL (longt5: local)
     int64_t local_radius;          // local_radius: keys within this distance, 127
     int64_t global_block_size;     // global_block_size: tokens summed into one global token, 16
+    // the head (config.json's architectures[0], num_labels, problem_type, classifier_dropout; fat5's
+    // classifier_pooling); the label names (id2label) live in the model (fat5_model_set_label_names)
+    fat5_head head;                // FAT5_HEAD_LM
+    int64_t num_labels;            // classes of a classifier (QA: 2, start and end), 2
+    fat5_problem problem_type;     // sequence classifiers: the loss, FAT5_PROBLEM_AUTO
+    double classifier_dropout;     // the heads' dropout (classification_head, token classifier), 0.0
+    fat5_pool pooling;             // FAT5_HEAD_ENC_SEQ_CLS: FAT5_POOL_EOS, MEAN or FIRST; EOS
 } fat5_model_config;
 
 // T5 v1.0 t5-small defaults, as Hugging Face's T5Config
@@ -466,6 +509,19 @@ typedef struct fat5_batch {
     const int32_t *dec_tokens;        // [dec_cu_seqlens[n_seq]] or NULL
     const int32_t *labels;            // [dec_cu_seqlens[n_seq]] or NULL
     const int32_t *dec_cu_seqlens;    // [n_seq + 1]
+    // The targets of a model with a head other than LM (fat5_model_config.head), whose batches have
+    // no decoder fields (n_dec_tokens 0, dec_* and labels NULL: SEQ_CLS and QA decode
+    // shift_right(input) themselves). NULL: a forward without loss.
+    //   SEQ_CLS, ENC_SEQ_CLS single-label: head_labels [n_seq], a class or -100 (not counted);
+    //     regression and multi-label: head_targets [n_seq * num_labels] (floats; 0 or 1 multi-label)
+    //   TOKEN_CLS: head_labels [n_enc_tokens], a class or -100 per input token
+    //   QA: head_labels [2 n_seq], the start and end token of each answer (Hugging Face's clamp:
+    //     below 0 is 0, at or past the sequence's length not counted)
+    //   ENCODER: head_targets [n_enc_tokens * d_model], the gradient of the caller's loss with
+    //     respect to the hidden states; the forward's loss is sum(hidden * head_targets), so that
+    //     fat5_model_backward trains the encoder on any loss computed outside
+    const int32_t *head_labels;
+    const float *head_targets;
 } fat5_batch;
 
 // Builds a packed batch from JSON rows: {"inputs": [[ids]...], "labels": [[ids]...]} and optionally
@@ -502,6 +558,38 @@ FAT5_API fat5_status fat5_model_zero_grad(fat5_model *m);
 // training mode the forward keeps the fp32 logits of 1,024 decoder tokens at most (the loss and its
 // gradient are computed chunk by chunk): FAT5_ERR_STATE for a larger batch; inference mode keeps all.
 FAT5_API fat5_status fat5_model_get_logits(fat5_model *m, float *dst, int64_t n);
+// The head's outputs of the last forward (a model whose head is not LM), fp32 row-major:
+// SEQ_CLS, ENC_SEQ_CLS [n_seq, num_labels]; TOKEN_CLS [n_enc_tokens, num_labels]; QA
+// [n_enc_tokens, 2] (start logit, end logit of each token); ENCODER [n_enc_tokens, d_model] (the
+// hidden states). *rows and *cols (either may be NULL) get the shape; n must equal rows * cols.
+FAT5_API fat5_status fat5_model_get_head_output(fat5_model *m, float *dst, int64_t n, int64_t *rows,
+                                                int64_t *cols);
+
+// The heads' options: a model config's head fields, for fat5_model_load_head.
+typedef struct fat5_head_config {
+    fat5_head head;
+    int64_t num_labels;            // classes (SEQ_CLS, TOKEN_CLS, ENC_SEQ_CLS); QA's is 2
+    fat5_problem problem_type;
+    double classifier_dropout;
+    fat5_pool pooling;             // ENC_SEQ_CLS
+    const char *const *label_names;// [num_labels] names (id2label), or NULL: the checkpoint's when it
+                                   // has as many, else Hugging Face's "LABEL_i"
+} fat5_head_config;
+FAT5_API fat5_head_config fat5_head_config_default(fat5_head head, int64_t num_labels);
+// Loads the stacks of any checkpoint of the family (an LM, an encoder-only model or a model with
+// another head) and gives them the head of hc: the checkpoint's own head weights when it has that
+// head with as many labels, else a new head initialised as Hugging Face does, seeded (what
+// from_pretrained does for a class whose head the checkpoint lacks). The decoder is dropped for the
+// encoder-only heads; an encoder-only checkpoint cannot become a head with a decoder
+// (FAT5_ERR_UNSUPPORTED). The tokenizer files come along as with fat5_model_load.
+FAT5_API fat5_status fat5_model_load_head(fat5_ctx *ctx, const char *path, const fat5_head_config *hc,
+                                          uint64_t seed, fat5_model **out);
+// id2label: the name of class i (NULL when i is out of range; "LABEL_i" unless set or loaded), and
+// setting all num_labels names at once (saved in config.json's id2label and label2id).
+FAT5_API const char *fat5_model_label_name(const fat5_model *m, int64_t i);
+FAT5_API fat5_status fat5_model_set_label_names(fat5_model *m, const char *const *names, int64_t n);
+// The head's name as config.json's architectures writes it (e.g. "MT5ForTokenClassification")
+FAT5_API const char *fat5_model_architecture(const fat5_model *m);
 
 // ---------------------------------------------------------------------------------------------
 // safetensors files (hostile-input reader; used by the model loader and by tools/fat5_inspect)
@@ -955,7 +1043,6 @@ FAT5_API fat5_status fat5_model_set_dropout_rate(fat5_model *m, double rate, dou
 // fp32. pool FAT5_POOL_NONE writes [n_tokens, d_model] (n = n_tokens * d_model floats),
 // FAT5_POOL_MEAN the mean over each sequence's tokens, [n_seq, d_model]. Runs in inference
 // layout whatever the model's mode, and keeps nothing of a training forward.
-typedef enum fat5_pool { FAT5_POOL_NONE = 0, FAT5_POOL_MEAN = 1 } fat5_pool;
 FAT5_API fat5_status fat5_model_encode(fat5_model *m, const int32_t *tokens, const int32_t *cu_seqlens,
                                        int64_t n_seq, fat5_pool pool, float *out, int64_t n);
 
