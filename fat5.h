@@ -118,7 +118,8 @@
 //     [4.1]  model: configuration
 //     [4.2]  model: parameters
 //     [4.3]  model: workspace, forward, backward
-//     [4.4]  model: batches from JSON rows
+//     [4.4]  model: the task heads (classification, token classification, question answering, encoder)
+//     [4.5]  model: batches from JSON rows
 //     [5.1]  train: token files
 //     [5.2]  train: UL2 sampler
 //     [5.3]  train: optimizers and schedules
@@ -281,6 +282,42 @@ typedef enum fat5_act {
     FAT5_ACT_SILU = 3
 } fat5_act;
 
+// What sits on the stacks: Hugging Face's architecture class (config.json's "architectures"; MT5
+// and UMT5 have each one under their prefix, with the same tensors). Every head but LM and
+// ENC_SEQ_CLS is a transformers class with its tensor names, so checkpoints go both ways.
+typedef enum fat5_head {
+    FAT5_HEAD_LM = 0,          // T5ForConditionalGeneration: lm_head over the vocabulary (generation)
+    FAT5_HEAD_ENCODER = 1,     // T5EncoderModel: the encoder alone (shared.weight, encoder.*), no head
+    FAT5_HEAD_SEQ_CLS = 2,     // T5ForSequenceClassification: encoder-decoder on (input, shift_right(input)),
+                               // the decoder's state at each input's last EOS, classification_head
+                               // (dropout, dense, tanh, dropout, out_proj); tensors under "transformer."
+    FAT5_HEAD_TOKEN_CLS = 3,   // T5ForTokenClassification: encoder, dropout, classifier, per token
+                               // (tensors under "transformer.")
+    FAT5_HEAD_QA = 4,          // T5ForQuestionAnswering: encoder-decoder on (input, shift_right(input)),
+                               // qa_outputs: a start and an end logit per input token
+    FAT5_HEAD_ENC_SEQ_CLS = 5  // fat5's encoder-only sequence classifier (not a transformers class;
+                               // architecture "Fat5EncoderForSequenceClassification"): the encoder's
+                               // output pooled per input (pooling: EOS, mean or first token), then
+                               // classification_head as SEQ_CLS's; tensors as T5EncoderModel's + head
+} fat5_head;
+
+// A sequence classifier's loss (config.json's problem_type): AUTO is Hugging Face's None (regression
+// for num_labels 1, else single-label).
+typedef enum fat5_problem {
+    FAT5_PROBLEM_AUTO = 0,
+    FAT5_PROBLEM_REGRESSION = 1,    // "regression": MSE of the logits against float targets
+    FAT5_PROBLEM_SINGLE_LABEL = 2,  // "single_label_classification": cross-entropy against a class
+    FAT5_PROBLEM_MULTI_LABEL = 3    // "multi_label_classification": BCE with logits against 0/1 targets
+} fat5_problem;
+
+// Pooling of the encoder's hidden states per sequence (fat5_model_encode; FAT5_HEAD_ENC_SEQ_CLS)
+typedef enum fat5_pool {
+    FAT5_POOL_NONE = 0,   // no pooling: every token
+    FAT5_POOL_MEAN = 1,   // the mean over the sequence's tokens
+    FAT5_POOL_EOS = 2,    // the sequence's last EOS token
+    FAT5_POOL_FIRST = 3   // the sequence's first token
+} fat5_pool;
+
 // How attention learns position (FAT5's position_encoding_type), in self-attention (cross-attention
 // has no position term). Biases are computed from positions inside the attention ops; positions
 // restart at every packed sequence; nothing is sized by a maximum length.
@@ -344,6 +381,13 @@ typedef struct fat5_model_config {
     fat5_enc_attention enc_attention;  // encoder_attention_type, FAT5_ENC_ATTN_FULL (longt5: local)
     int64_t local_radius;          // local_radius: keys within this distance, 127
     int64_t global_block_size;     // global_block_size: tokens summed into one global token, 16
+    // the head (config.json's architectures[0], num_labels, problem_type, classifier_dropout; fat5's
+    // classifier_pooling); the label names (id2label) live in the model (fat5_model_set_label_names)
+    fat5_head head;                // FAT5_HEAD_LM
+    int64_t num_labels;            // classes of a classifier (QA: 2, start and end), 2
+    fat5_problem problem_type;     // sequence classifiers: the loss, FAT5_PROBLEM_AUTO
+    double classifier_dropout;     // the heads' dropout (classification_head, token classifier), 0.0
+    fat5_pool pooling;             // FAT5_HEAD_ENC_SEQ_CLS: FAT5_POOL_EOS, MEAN or FIRST; EOS
 } fat5_model_config;
 
 // T5 v1.0 t5-small defaults, as Hugging Face's T5Config
@@ -497,6 +541,19 @@ typedef struct fat5_batch {
     const int32_t *dec_tokens;        // [dec_cu_seqlens[n_seq]] or NULL
     const int32_t *labels;            // [dec_cu_seqlens[n_seq]] or NULL
     const int32_t *dec_cu_seqlens;    // [n_seq + 1]
+    // The targets of a model with a head other than LM (fat5_model_config.head), whose batches have
+    // no decoder fields (n_dec_tokens 0, dec_* and labels NULL: SEQ_CLS and QA decode
+    // shift_right(input) themselves). NULL: a forward without loss.
+    //   SEQ_CLS, ENC_SEQ_CLS single-label: head_labels [n_seq], a class or -100 (not counted);
+    //     regression and multi-label: head_targets [n_seq * num_labels] (floats; 0 or 1 multi-label)
+    //   TOKEN_CLS: head_labels [n_enc_tokens], a class or -100 per input token
+    //   QA: head_labels [2 n_seq], the start and end token of each answer (Hugging Face's clamp:
+    //     below 0 is 0, at or past the sequence's length not counted)
+    //   ENCODER: head_targets [n_enc_tokens * d_model], the gradient of the caller's loss with
+    //     respect to the hidden states; the forward's loss is sum(hidden * head_targets), so that
+    //     fat5_model_backward trains the encoder on any loss computed outside
+    const int32_t *head_labels;
+    const float *head_targets;
 } fat5_batch;
 
 // Builds a packed batch from JSON rows: {"inputs": [[ids]...], "labels": [[ids]...]} and optionally
@@ -533,6 +590,38 @@ FAT5_API fat5_status fat5_model_zero_grad(fat5_model *m);
 // training mode the forward keeps the fp32 logits of 1,024 decoder tokens at most (the loss and its
 // gradient are computed chunk by chunk): FAT5_ERR_STATE for a larger batch; inference mode keeps all.
 FAT5_API fat5_status fat5_model_get_logits(fat5_model *m, float *dst, int64_t n);
+// The head's outputs of the last forward (a model whose head is not LM), fp32 row-major:
+// SEQ_CLS, ENC_SEQ_CLS [n_seq, num_labels]; TOKEN_CLS [n_enc_tokens, num_labels]; QA
+// [n_enc_tokens, 2] (start logit, end logit of each token); ENCODER [n_enc_tokens, d_model] (the
+// hidden states). *rows and *cols (either may be NULL) get the shape; n must equal rows * cols.
+FAT5_API fat5_status fat5_model_get_head_output(fat5_model *m, float *dst, int64_t n, int64_t *rows,
+                                                int64_t *cols);
+
+// The heads' options: a model config's head fields, for fat5_model_load_head.
+typedef struct fat5_head_config {
+    fat5_head head;
+    int64_t num_labels;            // classes (SEQ_CLS, TOKEN_CLS, ENC_SEQ_CLS); QA's is 2
+    fat5_problem problem_type;
+    double classifier_dropout;
+    fat5_pool pooling;             // ENC_SEQ_CLS
+    const char *const *label_names;// [num_labels] names (id2label), or NULL: the checkpoint's when it
+                                   // has as many, else Hugging Face's "LABEL_i"
+} fat5_head_config;
+FAT5_API fat5_head_config fat5_head_config_default(fat5_head head, int64_t num_labels);
+// Loads the stacks of any checkpoint of the family (an LM, an encoder-only model or a model with
+// another head) and gives them the head of hc: the checkpoint's own head weights when it has that
+// head with as many labels, else a new head initialised as Hugging Face does, seeded (what
+// from_pretrained does for a class whose head the checkpoint lacks). The decoder is dropped for the
+// encoder-only heads; an encoder-only checkpoint cannot become a head with a decoder
+// (FAT5_ERR_UNSUPPORTED). The tokenizer files come along as with fat5_model_load.
+FAT5_API fat5_status fat5_model_load_head(fat5_ctx *ctx, const char *path, const fat5_head_config *hc,
+                                          uint64_t seed, fat5_model **out);
+// id2label: the name of class i (NULL when i is out of range; "LABEL_i" unless set or loaded), and
+// setting all num_labels names at once (saved in config.json's id2label and label2id).
+FAT5_API const char *fat5_model_label_name(const fat5_model *m, int64_t i);
+FAT5_API fat5_status fat5_model_set_label_names(fat5_model *m, const char *const *names, int64_t n);
+// The head's name as config.json's architectures writes it (e.g. "MT5ForTokenClassification")
+FAT5_API const char *fat5_model_architecture(const fat5_model *m);
 
 // ---------------------------------------------------------------------------------------------
 // safetensors files (hostile-input reader; used by the model loader and by tools/fat5_inspect)
@@ -986,7 +1075,6 @@ FAT5_API fat5_status fat5_model_set_dropout_rate(fat5_model *m, double rate, dou
 // fp32. pool FAT5_POOL_NONE writes [n_tokens, d_model] (n = n_tokens * d_model floats),
 // FAT5_POOL_MEAN the mean over each sequence's tokens, [n_seq, d_model]. Runs in inference
 // layout whatever the model's mode, and keeps nothing of a training forward.
-typedef enum fat5_pool { FAT5_POOL_NONE = 0, FAT5_POOL_MEAN = 1 } fat5_pool;
 FAT5_API fat5_status fat5_model_encode(fat5_model *m, const int32_t *tokens, const int32_t *cu_seqlens,
                                        int64_t n_seq, fat5_pool pool, float *out, int64_t n);
 
@@ -5396,6 +5484,9 @@ typedef enum fat5__attn_kind {
 // d mlp.2.weight row h [W] | d mlp.2.bias[h] | dc | dL_multiplier (fat5__fire_grad, fire_reduce).
 #define FAT5__FIRE_SHARES(W) (3 * (int64_t)(W) + 3)
 
+// act_fwd / act_bwd's activations: a fat5_act value, or this one (the classification head's)
+#define FAT5__ACT_TANH 4
+
 // rope's flags
 #define FAT5__ROPE_INTERLEAVED 1  // pairs (2k, 2k + 1) (GPT-J), else (k, k + rd/2) (NeoX)
 #define FAT5__ROPE_KEY 2          // the key side: xPos scales by zeta^(-t/gamma) instead of zeta^(t/gamma)
@@ -5894,6 +5985,7 @@ static float fat5__act_f(fat5_act a, float x) {
     }
     case FAT5_ACT_SILU: return (float)(x / (1.0 + exp(-(double)x)));
     }
+    if ((int)a == FAT5__ACT_TANH) return (float)tanh((double)x);
     return 0.0f;
 }
 static double fat5__act_df(fat5_act a, float xf) {
@@ -5911,11 +6003,15 @@ static double fat5__act_df(fat5_act a, float xf) {
         return s * (1.0 + x * (1.0 - s));
     }
     }
+    if ((int)a == FAT5__ACT_TANH) {
+        double th = tanh(x);
+        return (1.0 - th) * (1.0 + th);
+    }
     return 0.0;
 }
 
 static fat5_status fat5__cpu_check_act(fat5_ctx *ctx, const char *op, int act) {
-    if (act < FAT5_ACT_RELU || act > FAT5_ACT_SILU)
+    if (act < FAT5_ACT_RELU || act > FAT5__ACT_TANH)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: unknown activation %d", op, act);
     return FAT5_OK;
 }
@@ -7921,7 +8017,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_rmsnorm_bwd(fat5_ctx *ctx, fat5__dptr 
 // ----- ffn.cu -----
 
 static fat5_status fat5__gpu_check_act(fat5_ctx *ctx, const char *op, int act) {
-    if (act < FAT5_ACT_RELU || act > FAT5_ACT_SILU)
+    if (act < FAT5_ACT_RELU || act > FAT5__ACT_TANH)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: unknown activation %d", op, act);
     return FAT5_OK;
 }
@@ -11160,6 +11256,33 @@ FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_c
     return FAT5_OK;
 }
 
+
+// TEMPORARY (replaced by the head-config work): architecture name and label names
+static const char *fat5__cfg_arch_name(const fat5_model_config *c) {
+    static const char *const n[6] = {"T5ForConditionalGeneration", "T5EncoderModel", "T5ForSequenceClassification",
+                                     "T5ForTokenClassification", "T5ForQuestionAnswering",
+                                     "Fat5EncoderForSequenceClassification"};
+    return n[c->head];
+}
+static fat5_status fat5__cfg_label_names(fat5_ctx *ctx, const char *json, size_t len, int64_t n, char ***names) {
+    char **p;
+    int64_t i;
+    (void)json;
+    (void)len;
+    p = FAT5__CAST(char **, fat5__calloc(ctx, (size_t)n, sizeof(char *) + 32));
+    if (!p) return FAT5_ERR_OUT_OF_MEMORY;
+    for (i = 0; i < n; i++) {
+        p[i] = (char *)(p + n) + 32 * i;
+        snprintf(p[i], 32, "LABEL_%lld", (long long)i);
+    }
+    *names = p;
+    return FAT5_OK;
+}
+static fat5_status fat5__cfg_to_json_labels(fat5_ctx *ctx, const fat5_model_config *c, const char *const *names,
+                                            char **out, size_t *out_len) {
+    (void)names;
+    return fat5_model_config_to_json(ctx, c, out, out_len);
+}
 // =============================================================================================
 // ==[4.2] model: parameters ==
 // One fp32 arena in a fixed order, with the Hugging Face name of every tensor
@@ -11235,6 +11358,18 @@ typedef struct fat5__ws {
     int64_t dqkv_stride, dff_stride;
     fat5__addr norm_scratch;                     // [FAT5__GPU_NORM_ROWS, D] partial norm-weight gradients
     fat5__addr dbias_scratch;                    // [FAT5__GPU_DBIAS_ROWS, nb, H] partial bias-table gradients (GPU)
+    // a head other than LM (model_heads.c); R = the head's rows: n_seq (sequence classifiers) or
+    // the input tokens (TOKEN_CLS, QA), L = num_labels, B = n_seq, T = the pooled stack's tokens
+    fat5__addr hd_pool_f, hd_pool;               // fp32 [B, T] pooling weights, and as act (the product's operand)
+    fat5__addr hd_x;                             // act [B, D] pooled (then dropped out) states; TOKEN_CLS [T, D]
+    fat5__addr hd_z, hd_h;                       // act [B, D]: dense's output, tanh's (dropped out)
+    fat5__addr hd_logits;                        // fp32 [R, L] the head's logits
+    fat5__addr hd_dlog_f, hd_dlog;               // fp32 [R, L] d loss / d logits, and as act
+    fat5__addr hd_ones_f, hd_ones;               // fp32 and act [max(R, T)] of ones (the biases' products)
+    fat5__addr hd_dh, hd_dz;                     // act [B, D]: gradients of tanh's output and input
+    fat5__addr hd_dx;                            // fp32 [B, D] gradient of the pooled states
+    fat5__addr hd_dx_act;                        // act [B, D] ... after the head's first dropout
+    fat5__addr hd_g;                             // ENCODER: fp32 [T, D] the caller's gradient of the hidden states
 } fat5__ws;
 
 #define FAT5__GPU_NORM_ROWS 1024  // rows of norm_scratch: FAT5__GPU_NORM_BWD_BLOCKS on the GPU
@@ -11254,6 +11389,7 @@ typedef struct fat5__fwd_drop {
     uint64_t seed, draw;
     double rate;        // embeddings, sub-layer outputs, the FFN's hidden activation, the final norms
     double attn_rate;   // the attention probabilities
+    double head_rate;   // the task heads' dropouts (classifier_dropout)
 } fat5__fwd_drop;
 
 struct fat5_model {
@@ -11266,8 +11402,21 @@ struct fat5_model {
     int n_params;
     size_t n_floats;
     float *w;                         // [n_floats] host copy of the parameters (load, save, set)
-    int shared, enc_final_ln, dec_final_ln, lm_head;
+    int shared, enc_final_ln, dec_final_ln, lm_head;   // lm_head -1 without the LM head
     fat5__layer *enc, *dec;
+    int64_t n_dec;                    // decoder layers the model has: cfg.num_decoder_layers, 0 for the
+                                      // encoder-only heads (ENCODER, TOKEN_CLS, ENC_SEQ_CLS)
+    int hd_w, hd_b;                   // classification_head.dense weight [D, D] and bias [D]; -1 none
+    int ho_w, ho_b;                   // the head's output layer: classification_head.out_proj, classifier or
+                                      // qa_outputs, weight [L, D] and bias [L]; -1 none (LM, ENCODER)
+    char **label_names;               // [num_labels] id2label (one allocation), NULL: "LABEL_i"
+    // the head's batch and results, staged on the host (model_heads.c)
+    float *hd_host;                   // [max(R * L, B * T)] logits, d logits and pooling weights in turn
+    int32_t *hd_lab;                  // [max(R, 2 B)] the batch's head_labels
+    float *hd_tgt;                    // [B * L] the batch's head_targets (regression, multi-label)
+    int64_t hd_cap_host, hd_cap_lab, hd_cap_tgt;
+    int64_t hd_rows;                  // R of the last forward
+    int hd_has_targets;               // the last forward had head_labels or head_targets (a loss)
     // parameters on the backend
     size_t act_size;                  // bytes per activation element (4, or 2 in bf16)
     fat5__addr wd;                    // fp32 [n_floats] master weights (on the CPU: m->w itself)
@@ -11319,6 +11468,11 @@ struct fat5_model {
 };
 
 FAT5_API const fat5_model_config *fat5_model_get_config(const fat5_model *m) { return &m->cfg; }
+
+// whether a head runs the decoder (LM, SEQ_CLS and QA; the others are encoder-only)
+static int fat5__head_has_decoder(fat5_head h) {
+    return h == FAT5_HEAD_LM || h == FAT5_HEAD_SEQ_CLS || h == FAT5_HEAD_QA;
+}
 
 // a tensor [d0, d1] (d1 <= 0: [d0]; d0 < 0: a 0-d scalar) at the end of the arena
 static int fat5__add_param(fat5_model *m, int cap, const char *name, int64_t d0, int64_t d1) {
@@ -11391,17 +11545,21 @@ static void fat5__flash_name(const char *hf, char *out, size_t n) {
 // every dimension < 2^24 and layers <= 1024, so the products below cannot overflow 64 bits.
 static fat5_status fat5__build_params(fat5_model *m) {
     const fat5_model_config *c = &m->cfg;
-    int64_t D = c->d_model, I = c->num_heads * c->d_kv, F = c->d_ff, V = c->vocab_size;
-    int cap = (int)(16 + (c->num_layers + c->num_decoder_layers) * 16), l;
+    int64_t D = c->d_model, I = c->num_heads * c->d_kv, F = c->d_ff, V = c->vocab_size, L = c->num_labels;
+    int cap, l, n_body;
     char nm[128];
+    m->n_dec = fat5__head_has_decoder(c->head) ? c->num_decoder_layers : 0;
+    cap = (int)(16 + (c->num_layers + m->n_dec) * 16);
     m->params = FAT5__CAST(fat5__param *, fat5__calloc(m->ctx, (size_t)cap, sizeof(fat5__param)));
     m->enc = FAT5__CAST(fat5__layer *, fat5__calloc(m->ctx, (size_t)c->num_layers, sizeof(fat5__layer)));
-    m->dec = FAT5__CAST(fat5__layer *, fat5__calloc(m->ctx, (size_t)c->num_decoder_layers, sizeof(fat5__layer)));
+    m->dec = FAT5__CAST(fat5__layer *, fat5__calloc(m->ctx, (size_t)(m->n_dec ? m->n_dec : 1), sizeof(fat5__layer)));
     if (!m->params || !m->enc || !m->dec) return fat5__err(m->ctx, FAT5_ERR_OUT_OF_MEMORY, "model: out of memory");
     m->shared = fat5__add_param(m, cap, "shared.weight", V, D);
+    m->dec_final_ln = -1;
     for (l = 0; l < 2; l++) {
         const char *stack = l == 0 ? "encoder" : "decoder";
-        int64_t nl = l == 0 ? c->num_layers : c->num_decoder_layers, b;
+        int64_t nl = l == 0 ? c->num_layers : m->n_dec, b;
+        if (l == 1 && !m->n_dec) break;   // an encoder-only head
         fat5__layer *L = l == 0 ? m->enc : m->dec;
         for (b = 0; b < nl; b++) {
             fat5__layer *y = &L[b];
@@ -11473,12 +11631,32 @@ static fat5_status fat5__build_params(fat5_model *m) {
         if (l == 0) m->enc_final_ln = fat5__add_param(m, cap, nm, D, 0);
         else m->dec_final_ln = fat5__add_param(m, cap, nm, D, 0);
     }
-    m->lm_head = m->lm_head_tied ? m->shared : fat5__add_param(m, cap, "lm_head.weight", V, D);
+    // the head's tensors, last (the backward finishes the gradients from the top down)
+    n_body = m->n_params;
+    m->lm_head = m->hd_w = m->hd_b = m->ho_w = m->ho_b = -1;
+    if (c->head == FAT5_HEAD_LM) m->lm_head = m->lm_head_tied ? m->shared : fat5__add_param(m, cap, "lm_head.weight", V, D);
+    if (c->head == FAT5_HEAD_SEQ_CLS || c->head == FAT5_HEAD_ENC_SEQ_CLS) {
+        m->hd_w = fat5__add_param(m, cap, "classification_head.dense.weight", D, D);
+        m->hd_b = fat5__add_param(m, cap, "classification_head.dense.bias", D, 0);
+        m->ho_w = fat5__add_param(m, cap, "classification_head.out_proj.weight", L, D);
+        m->ho_b = fat5__add_param(m, cap, "classification_head.out_proj.bias", L, 0);
+    } else if (c->head == FAT5_HEAD_TOKEN_CLS) {
+        m->ho_w = fat5__add_param(m, cap, "classifier.weight", L, D);
+        m->ho_b = fat5__add_param(m, cap, "classifier.bias", L, 0);
+    } else if (c->head == FAT5_HEAD_QA) {
+        m->ho_w = fat5__add_param(m, cap, "qa_outputs.weight", 2, D);
+        m->ho_b = fat5__add_param(m, cap, "qa_outputs.bias", 2, 0);
+    }
     m->flash_names = strcmp(c->model_type, "flash_t5") == 0;
     for (l = 0; l < m->n_params; l++) {
         fat5__param *p = &m->params[l];
         const char *sa = strstr(p->name, ".layer.0.SelfAttention.");
-        if (m->flash_names)
+        // T5ForSequenceClassification and T5ForTokenClassification keep their stacks under
+        // "transformer." (a T5Model, a T5EncoderModel), the head's tensors at the top
+        int under = (c->head == FAT5_HEAD_SEQ_CLS || c->head == FAT5_HEAD_TOKEN_CLS) && l < n_body;
+        if (under)
+            snprintf(p->io_name, sizeof p->io_name, "transformer.%.115s", p->name);
+        else if (m->flash_names)
             fat5__flash_name(p->name, p->io_name, sizeof p->io_name);
         else if (c->enc_attention != FAT5_ENC_ATTN_FULL && sa && strncmp(p->name, "encoder.", 8) == 0)
             // LongT5 names its encoder's self-attention after the attention type
@@ -11553,6 +11731,10 @@ FAT5_API void fat5_model_destroy(fat5_model *m) {
     for (i = 0; i < FAT5__TOK_FILES; i++) fat5__free(ctx, m->tok_file[i]);
     fat5__free(ctx, m->enc);
     fat5__free(ctx, m->dec);
+    fat5__free(ctx, m->label_names);
+    fat5__free(ctx, m->hd_host);
+    fat5__free(ctx, m->hd_lab);
+    fat5__free(ctx, m->hd_tgt);
     fat5__free(ctx, m->w);
     fat5__free(ctx, m);
 }
@@ -11588,42 +11770,50 @@ static fat5_status fat5__model_pull_params(fat5_model *m) {
     return m->be->download(m->ctx, m->w, m->wd, m->n_floats * 4);
 }
 
+// Parameter i as Hugging Face's T5 initialises it (factor 1), with lm_head at std d_model^-0.5
+// (the heads: classification_head's and qa_outputs' weights d_model^-0.5, the token classifier's
+// 1, biases 0); FIRE as FAT5: c = 0.1, L_multiplier = 1, its MLP with PyTorch's Linear default,
+// uniform +-1/sqrt(fan_in). Draws from r.
+static void fat5__param_init(fat5_model *m, int i, fat5_rng *r) {
+    const fat5_model_config *cfg = &m->cfg;
+    const fat5__param *p = &m->params[i];
+    const char *n = p->name, *pe = strstr(n, ".pe_encoding.");
+    float *w = m->w + p->offset;
+    double std, D = (double)cfg->d_model;
+    size_t j;
+    if (pe && cfg->pos_kind == FAT5_POS_FIRE) {
+        double bound = strstr(pe, ".mlp.2.") ? 1.0 / sqrt((double)cfg->fire_mlp_width) : 1.0;
+        if (strcmp(pe, ".pe_encoding.c") == 0) w[0] = 0.1f;
+        else if (strcmp(pe, ".pe_encoding.L_multiplier") == 0) w[0] = 1.0f;
+        else
+            for (j = 0; j < p->numel; j++) w[j] = (float)(bound * (2.0 * fat5_rng_uniform(r) - 1.0));
+        return;
+    }
+    if (strstr(n, "layer_norm")) {
+        for (j = 0; j < p->numel; j++) w[j] = 1.0f;
+        return;
+    }
+    if (i == m->hd_b || i == m->ho_b) {   // the heads' biases
+        for (j = 0; j < p->numel; j++) w[j] = 0.0f;
+        return;
+    }
+    if (strcmp(n, "shared.weight") == 0 || (i == m->ho_w && cfg->head == FAT5_HEAD_TOKEN_CLS)) std = 1.0;
+    else if (strstr(n, ".q.weight")) std = 1.0 / sqrt(D * (double)cfg->d_kv);
+    else if (strstr(n, ".o.weight")) std = 1.0 / sqrt((double)(cfg->num_heads * cfg->d_kv));
+    else if (strstr(n, ".wo.weight")) std = 1.0 / sqrt((double)cfg->d_ff);
+    else std = 1.0 / sqrt(D);  // k, v, wi*, relative_attention_bias, lm_head, the other heads' weights
+    for (j = 0; j < p->numel; j++) w[j] = (float)(std * fat5_rng_normal(r));
+}
+
 FAT5_API fat5_status fat5_model_create(fat5_ctx *ctx, const fat5_model_config *cfg, uint64_t seed,
                                        fat5_model **out) {
     fat5_model *m;
     fat5_rng r = fat5_rng_init(seed);
     fat5_status st;
     int i;
-    double D = (double)cfg->d_model;
     if (!out || !cfg) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_create: NULL argument");
     if ((st = fat5__model_alloc(ctx, cfg, cfg->tie_word_embeddings, &m))) return st;
-    // Hugging Face's T5 initialisation (factor 1), with lm_head at std d_model^-0.5; FIRE as FAT5:
-    // c = 0.1, L_multiplier = 1, its MLP with PyTorch's Linear default, uniform +-1/sqrt(fan_in)
-    for (i = 0; i < m->n_params; i++) {
-        const fat5__param *p = &m->params[i];
-        const char *n = p->name, *pe = strstr(n, ".pe_encoding.");
-        float *w = m->w + p->offset;
-        double std;
-        size_t j;
-        if (pe && cfg->pos_kind == FAT5_POS_FIRE) {
-            double bound = strstr(pe, ".mlp.2.") ? 1.0 / sqrt((double)cfg->fire_mlp_width) : 1.0;
-            if (strcmp(pe, ".pe_encoding.c") == 0) w[0] = 0.1f;
-            else if (strcmp(pe, ".pe_encoding.L_multiplier") == 0) w[0] = 1.0f;
-            else
-                for (j = 0; j < p->numel; j++) w[j] = (float)(bound * (2.0 * fat5_rng_uniform(&r) - 1.0));
-            continue;
-        }
-        if (strstr(n, "layer_norm")) {
-            for (j = 0; j < p->numel; j++) w[j] = 1.0f;
-            continue;
-        }
-        if (strcmp(n, "shared.weight") == 0) std = 1.0;
-        else if (strstr(n, ".q.weight")) std = 1.0 / sqrt(D * (double)cfg->d_kv);
-        else if (strstr(n, ".o.weight")) std = 1.0 / sqrt((double)(cfg->num_heads * cfg->d_kv));
-        else if (strstr(n, ".wo.weight")) std = 1.0 / sqrt((double)cfg->d_ff);
-        else std = 1.0 / sqrt(D);  // k, v, wi*, relative_attention_bias, lm_head
-        for (j = 0; j < p->numel; j++) w[j] = (float)(std * fat5_rng_normal(&r));
-    }
+    for (i = 0; i < m->n_params; i++) fat5__param_init(m, i, &r);
     if ((st = fat5__model_place(m))) {
         fat5_model_destroy(m);
         return st;
@@ -11756,7 +11946,7 @@ static fat5_status fat5__freeze_check_groups(fat5_model *m) {
     int s, b, e;
     for (s = 0; s < 2; s++) {
         const fat5__layer *L = s ? m->dec : m->enc;
-        int64_t nl = s ? c->num_decoder_layers : c->num_layers;
+        int64_t nl = s ? m->n_dec : c->num_layers;
         for (b = 0; b < nl; b++) {
             int first = L[b].rel, n = c->pos_kind == FAT5_POS_FIRE ? 6 : 1;
             if (first < 0) continue;
@@ -11848,6 +12038,12 @@ FAT5_API fat5_loss_config fat5_loss_config_default(void) {
         if ((st = (call)) != FAT5_OK) return st; \
     } while (0)
 
+// the task heads (model_heads.c)
+static fat5_status fat5__head_forward_batch(fat5_model *m, const fat5_batch *b, fat5_forward_result *out,
+                                            fat5__addr loss_dst);
+static fat5_status fat5__head_forward(fat5_model *m, fat5_forward_result *out, fat5__addr loss_dst);
+static fat5_status fat5__head_backward(fat5_model *m, float grad_scale, int below);
+
 // backend addresses of parameter idx: fp32 master, gradient, and matmul operand
 static fat5__addr fat5__pw(const fat5_model *m, int idx) { return m->wd + 4 * (fat5__addr)m->params[idx].offset; }
 static fat5__addr fat5__pg(const fat5_model *m, int idx) { return m->gd + 4 * (fat5__addr)m->params[idx].goffset; }
@@ -11903,6 +12099,7 @@ static void fat5__model_drop_begin(fat5_model *m) {
     m->fd.draw = m->drop_draw;
     m->fd.rate = c->dropout_rate;
     m->fd.attn_rate = c->attention_dropout_rate < 0 ? c->dropout_rate : c->attention_dropout_rate;
+    m->fd.head_rate = c->classifier_dropout;
 }
 
 // h (fp32 [T, D]) += drop(x W^T), x [T, K] act, W [D, K]: a sub-layer's output projection into the
@@ -12037,8 +12234,9 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
     size_t Gx = (size_t)fat5__globals_max(&m->attn, te), Tkv = Te + Gx > T ? Te + Gx : T;  // globals: after the tokens
     size_t Tb = m->training ? T : 0, Teb = m->training ? Te : 0, Tdb = m->training ? Td : 0;  // backward only
     int ok = 1, l, own_gtable = m->attn.type == FAT5_ENC_ATTN_TGLOBAL && c->num_layers && m->enc[0].grel >= 0;
+    int lm = c->head == FAT5_HEAD_LM;
     w->ea.at = m->attn;
-    for (l = 0; l < c->num_layers + c->num_decoder_layers && ok; l++) {
+    for (l = 0; l < c->num_layers + m->n_dec && ok; l++) {
         int dec = l >= c->num_layers;
         fat5__layer_acts *a = dec ? &w->dec[l - c->num_layers] : &w->enc[l];
         size_t Tl = dec ? Td : Te, Tlb = m->training ? Tl : 0;
@@ -12081,7 +12279,7 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
     FAT5__WS(w->dec_hf, Td, D, 4);
     FAT5__WS(w->dec_rsf, Td, 1, 4);
     FAT5__WS(w->dec_out, Td, D, A);
-    FAT5__WS(w->logits, m->training ? fat5__xent_rows(m, Td) : Td, V, 4);  // training: one chunk of rows at a time
+    FAT5__WS(w->logits, !lm ? 0 : m->training ? fat5__xent_rows(m, Td) : Td, V, 4);  // training: one chunk of rows at a time
     FAT5__WS(w->tok_lse, Td, 1, 4);
     FAT5__WS(w->loss2, 2, 1, 8);
     FAT5__WS(w->row_ce, Td, 1, 4);
@@ -12097,7 +12295,7 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
     FAT5__WS(w->ea.ones, m->attn.type == FAT5_ENC_ATTN_TGLOBAL ? D : 0, 1, 4);
     FAT5__WS(w->lut_bidir, md, 1, 4);
     FAT5__WS(w->lut_causal, md, 1, 4);
-    FAT5__WS(w->dlogits, Tdb, V, A);
+    FAT5__WS(w->dlogits, lm ? Tdb : 0, V, A);
     FAT5__WS(w->dh_dec, Tdb, D, 4);
     FAT5__WS(w->dh_enc, Teb, D, 4);
     FAT5__WS(w->d_enc_out, Teb, D, 4);
@@ -12122,6 +12320,28 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
              c->pos_kind == FAT5_POS_FIRE ? (size_t)FAT5__FIRE_SHARES(c->fire_mlp_width) * H
                                           : (size_t)c->rel_buckets * H * (own_gtable ? 2 : 1),
              4);
+    {   // a head other than LM (model_heads.c): R rows of L logits; the sequence classifiers pool Tp
+        // tokens of B = n_seq sequences
+        int cls = c->head == FAT5_HEAD_SEQ_CLS || c->head == FAT5_HEAD_ENC_SEQ_CLS, tr = m->training;
+        size_t L = c->head == FAT5_HEAD_QA ? 2 : lm || c->head == FAT5_HEAD_ENCODER ? 0 : (size_t)c->num_labels;
+        size_t B = (size_t)n_seq, Tp = c->head == FAT5_HEAD_SEQ_CLS ? Td : Te;
+        size_t R = cls ? B : c->head == FAT5_HEAD_TOKEN_CLS ? Te : c->head == FAT5_HEAD_QA ? Td : 0;
+        FAT5__WS(w->hd_pool_f, cls ? B : 0, Tp, 4);
+        FAT5__WS(w->hd_pool, cls ? B : 0, Tp, A);
+        FAT5__WS(w->hd_x, cls ? B : c->head == FAT5_HEAD_TOKEN_CLS ? Te : 0, D, A);
+        FAT5__WS(w->hd_z, cls ? B : 0, D, A);
+        FAT5__WS(w->hd_h, cls ? B : 0, D, A);
+        FAT5__WS(w->hd_logits, R, L, 4);
+        FAT5__WS(w->hd_dlog_f, tr ? R : 0, L, 4);
+        FAT5__WS(w->hd_dlog, tr ? R : 0, L, A);
+        FAT5__WS(w->hd_ones_f, L ? R : 0, 1, 4);
+        FAT5__WS(w->hd_ones, L ? R : 0, 1, A);
+        FAT5__WS(w->hd_dh, cls && tr ? B : 0, D, A);
+        FAT5__WS(w->hd_dz, cls && tr ? B : 0, D, A);
+        FAT5__WS(w->hd_dx, cls && tr ? B : 0, D, 4);
+        FAT5__WS(w->hd_dx_act, cls && tr ? B : 0, D, A);
+        FAT5__WS(w->hd_g, c->head == FAT5_HEAD_ENCODER && tr ? Te : 0, D, 4);
+    }
     *total = off;
     return ok;
 }
@@ -12180,7 +12400,7 @@ FAT5_API fat5_status fat5_model_reserve(fat5_model *m, int64_t n_seq, int64_t te
     if (md > maps) maps = md;
     m->ws.enc = FAT5__CAST(fat5__layer_acts *, fat5__calloc(ctx, (size_t)m->cfg.num_layers, sizeof(fat5__layer_acts)));
     m->ws.dec = FAT5__CAST(fat5__layer_acts *,
-                           fat5__calloc(ctx, (size_t)m->cfg.num_decoder_layers, sizeof(fat5__layer_acts)));
+                           fat5__calloc(ctx, (size_t)(m->n_dec ? m->n_dec : 1), sizeof(fat5__layer_acts)));
     m->enc_cu = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)n_seq + 1, sizeof(int32_t)));
     m->dec_cu = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)n_seq + 1, sizeof(int32_t)));
     m->enc_tok = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)te, sizeof(int32_t)));
@@ -12481,14 +12701,16 @@ static fat5_status fat5__model_forward(fat5_model *m, fat5_forward_result *out, 
     float eps = (float)c->layer_norm_eps, head_scale = c->scale_decoder_outputs ? (float)(1.0 / sqrt((double)D)) : 1.0f;
     double ls[2];
     fat5_status st;
-    // the batch
+    // the batch (an encoder-only head has no decoder tokens: td 0)
     FAT5__TRY(be->upload(ctx, w->enc_tok, m->enc_tok, (size_t)te * 4));
-    FAT5__TRY(be->upload(ctx, w->dec_tok, m->dec_tok, (size_t)td * 4));
-    FAT5__TRY(be->upload(ctx, w->labels, m->labels, (size_t)td * 4));
     FAT5__TRY(be->upload(ctx, w->enc_cu, m->enc_cu, (size_t)(m->n_seq + 1) * 4));
-    FAT5__TRY(be->upload(ctx, w->dec_cu, m->dec_cu, (size_t)(m->n_seq + 1) * 4));
     FAT5__TRY(fat5__enc_maps(ctx, be, &m->ws.ea, m->enc_cu, m->n_seq, m->seq_map, m->enc_cu_g, w->enc_seq));
-    FAT5__TRY(fat5__model_upload_seq(m, w->dec_seq, m->dec_cu));
+    if (td) {
+        FAT5__TRY(be->upload(ctx, w->dec_tok, m->dec_tok, (size_t)td * 4));
+        FAT5__TRY(be->upload(ctx, w->labels, m->labels, (size_t)td * 4));
+        FAT5__TRY(be->upload(ctx, w->dec_cu, m->dec_cu, (size_t)(m->n_seq + 1) * 4));
+        FAT5__TRY(fat5__model_upload_seq(m, w->dec_seq, m->dec_cu));
+    }
     // encoder; the residual stream lives in the final norm's input buffer (dropout, when on: after
     // the embeddings, in each sub-layer and after the final norm, fat5__model_drop)
     FAT5__TRY(be->embed_fwd(ctx, w->enc_hf, fat5__pw(m, m->shared), w->enc_tok, te, (int)D));
@@ -12500,10 +12722,11 @@ static fat5_status fat5__model_forward(fat5_model *m, fat5_forward_result *out, 
     }
     FAT5__TRY(be->rmsnorm_fwd(ctx, w->enc_out, w->enc_rsf, w->enc_hf, fat5__pw(m, m->enc_final_ln), te, (int)D, eps, 0));
     FAT5__TRY(fat5__model_drop_inplace(m, w->enc_out, te * D, 1, fat5__stack_drop(m, 0, FAT5__DS_FINAL)));
+    if (!m->n_dec) return fat5__head_forward(m, out, loss_dst);
     // decoder
     FAT5__TRY(be->embed_fwd(ctx, w->dec_hf, fat5__pw(m, m->shared), w->dec_tok, td, (int)D));
     FAT5__TRY(fat5__model_drop_inplace(m, w->dec_hf, td * D, 0, fat5__stack_drop(m, 1, FAT5__DS_EMBED)));
-    for (l = 0; l < c->num_decoder_layers; l++) {
+    for (l = 0; l < m->n_dec; l++) {
         FAT5__TRY(fat5__model_self_attn_fwd(m, &m->dec[l], &w->dec[l], w->dec_hf, td, w->dec_cu, w->dec_seq,
                                             FAT5__ATTN_CAUSAL, w->lut_causal, NULL, fat5__drop_layer(1, l)));
         FAT5__TRY(fat5__model_cross_attn_fwd(m, &m->dec[l], &w->dec[l], fat5__drop_layer(1, l)));
@@ -12511,6 +12734,7 @@ static fat5_status fat5__model_forward(fat5_model *m, fat5_forward_result *out, 
     }
     FAT5__TRY(be->rmsnorm_fwd(ctx, w->dec_out, w->dec_rsf, w->dec_hf, fat5__pw(m, m->dec_final_ln), td, (int)D, eps, 0));
     FAT5__TRY(fat5__model_drop_inplace(m, w->dec_out, td * D, 1, fat5__stack_drop(m, 1, FAT5__DS_FINAL)));
+    if (c->head != FAT5_HEAD_LM) return fat5__head_forward(m, out, loss_dst);
     // lm_head (the d_model^-0.5 of tied models folded into the product), then the loss
     // (training: chunk by chunk, each chunk's dlogits = softmax-gradient of the loss terms, unscaled:
     // the backward scales it in its products)
@@ -12550,6 +12774,7 @@ static fat5_status fat5__model_forward_batch(fat5_model *m, const fat5_batch *b,
     if (!m) return FAT5_ERR_INVALID_ARG;
     c = &m->cfg;
     m->have_fwd = m->fwd_labels = m->have_bwd = 0;
+    if (c->head != FAT5_HEAD_LM) return fat5__head_forward_batch(m, b, out, loss_dst);
     if ((st = fat5__check_loss(m->ctx, &lc)) || (st = fat5__check_batch(m, b))) return st;
     te = b->n_enc_tokens;
     td = b->n_dec_tokens;
@@ -12588,6 +12813,9 @@ FAT5_API fat5_status fat5_model_forward(fat5_model *m, const fat5_batch *b, cons
 }
 
 FAT5_API fat5_status fat5_model_get_logits(fat5_model *m, float *dst, int64_t n) {
+    if (m->cfg.head != FAT5_HEAD_LM)
+        return fat5__err(m->ctx, FAT5_ERR_STATE, "fat5_model_get_logits: the model's head is %s (no vocabulary "
+                         "logits): read its outputs with fat5_model_get_head_output", fat5_model_architecture(m));
     if (!m->have_fwd) return fat5__err(m->ctx, FAT5_ERR_STATE, "fat5_model_get_logits: no forward has run");
     if (m->training && (size_t)m->td > fat5__xent_rows(m, (size_t)m->td))
         return fat5__err(m->ctx, FAT5_ERR_STATE, "fat5_model_get_logits: a training forward keeps the logits of %d "
@@ -12716,10 +12944,10 @@ static void fat5__bwd_plan(fat5_model *m, int64_t *enc_lo, int64_t *dec_lo, int 
     for (l = 0; l < *enc_lo; l++)
         if (fat5__layer_trains(m, &m->enc[l])) *enc_lo = l;
     m->bwd_enc = shared || *enc_lo < c->num_layers || fat5__trains(m, m->enc_final_ln);
-    *dec_lo = shared || m->bwd_enc ? 0 : c->num_decoder_layers;
+    *dec_lo = shared || m->bwd_enc ? 0 : m->n_dec;
     for (l = 0; l < *dec_lo; l++)
         if (fat5__layer_trains(m, &m->dec[l])) *dec_lo = l;
-    *below = m->bwd_enc || *dec_lo < c->num_decoder_layers || fat5__trains(m, m->dec_final_ln);
+    *below = m->bwd_enc || *dec_lo < m->n_dec || fat5__trains(m, m->dec_final_ln);
 }
 
 // The backward graph of the last forward: gradients added to m->gd.
@@ -12739,21 +12967,26 @@ static fat5_status fat5__model_backward(fat5_model *m, float grad_scale) {
     m->bwd_layers[0] = m->bwd_layers[1] = 0;
     // loss -> logits -> decoder output -> decoder final norm
     if (m->bwd_enc) FAT5__TRY(be->memset0(ctx, w->d_enc_out, (size_t)(te * D) * 4));
-    // dlogits (from the forward, unscaled) scaled in the products: head_scale x grad_scale / labels
-    if (fat5__trains(m, m->lm_head))
-        FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, m->lm_head), 1, w->dlogits, w->dec_out, V, D, td,
-                         head_scale * scale, 1.0f));
-    if (below) {
-        FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->dlogits, fat5__pa(m, m->lm_head), td, D, V, head_scale * scale,
-                         0.0f));
+    if (c->head != FAT5_HEAD_LM) {   // the head: its gradients, and dn (or d_enc_out, encoder-only heads)
+        FAT5__TRY(fat5__head_backward(m, grad_scale, below));
+    } else {
+        // dlogits (from the forward, unscaled) scaled in the products: head_scale x grad_scale / labels
+        if (fat5__trains(m, m->lm_head))
+            FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, m->lm_head), 1, w->dlogits, w->dec_out, V, D, td,
+                             head_scale * scale, 1.0f));
+        if (below && m->n_dec)
+            FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->dlogits, fat5__pa(m, m->lm_head), td, D, V,
+                             head_scale * scale, 0.0f));
+    }
+    if (below && m->n_dec) {
         FAT5__TRY(fat5__model_drop_inplace(m, w->dn, td * D, 0, fat5__stack_drop(m, 1, FAT5__DS_FINAL)));
         FAT5__TRY(be->rmsnorm_bwd(ctx, w->dh_dec, fat5__pg_or0(m, m->dec_final_ln), w->dn, w->dec_hf,
                                   fat5__pw(m, m->dec_final_ln), w->dec_rsf, td, (int)D, 0, w->norm_scratch, w->dh_act));
     }
-    FAT5__TRY(fat5__grads_final(m, m->dec_final_ln));
+    if (m->n_dec) FAT5__TRY(fat5__grads_final(m, m->dec_final_ln));
     // decoder layers, last to first (a layer's parameters start at its q; a table shared by the
     // layers lies in layer 0, the last one done)
-    for (l = c->num_decoder_layers - 1; l >= dec_lo; l--) {
+    for (l = m->n_dec - 1; l >= dec_lo; l--) {
         int dl = fat5__drop_layer(1, l);
         FAT5__TRY(fat5__model_ffn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td, dl));
         FAT5__TRY(fat5__model_attn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td, FAT5__ATTN_CROSS, dl));
@@ -12761,7 +12994,7 @@ static fat5_status fat5__model_backward(fat5_model *m, float grad_scale) {
         FAT5__TRY(fat5__grads_final(m, m->dec[l].q));
         m->bwd_layers[1]++;
     }
-    if (fat5__trains(m, m->shared)) {
+    if (fat5__trains(m, m->shared) && m->n_dec) {
         FAT5__TRY(fat5__model_drop_inplace(m, w->dh_dec, td * D, 0, fat5__stack_drop(m, 1, FAT5__DS_EMBED)));
         FAT5__TRY(be->embed_bwd(ctx, fat5__pg(m, m->shared), w->dh_dec, w->dec_tok, td, (int)D));
     }
@@ -12955,10 +13188,530 @@ FAT5_API fat5_attention fat5_model_get_attention(const fat5_model *m) {
     memset(&a, 0, sizeof a);
     return m ? m->attn : a;
 }
-#undef FAT5__TRY
 
 // =============================================================================================
-// ==[4.4] model: batches from JSON rows ==
+// ==[4.4] model: the task heads (classification, token classification, question answering, encoder) ==
+// What a model whose head is not LM computes after its stacks (fat5_model_config.head), forward and
+// backward, over the ops of its backend: the products on the backend, the losses on the host in
+// double (their logits are small: a few per sequence or per token), as Hugging Face computes them.
+//
+//   SEQ_CLS      decoder output [Td, D] --pool: each input's last EOS--> [B, D] --classification_head
+//   ENC_SEQ_CLS  encoder output [Te, D] --pool: last EOS, mean or first--> [B, D] --classification_head
+//                classification_head: dropout, dense [D, D] + bias, tanh, dropout, out_proj [L, D] + bias
+//   TOKEN_CLS    encoder output [Te, D] --dropout--> classifier [L, D] + bias: [Te, L]
+//   QA           decoder output [Td, D] --> qa_outputs [2, D] + bias: [Td, 2] (start, end logits)
+//   ENCODER      encoder output [Te, D]: the caller's loss sum(hidden * G), G from the batch
+// SEQ_CLS and QA run the decoder on shift_right(input) (Td = Te). Pooling is a product with a
+// [B, T] matrix of weights (one 1 per row for EOS and first, 1/n for mean); a bias is added by a
+// rank-one product with a column of ones, and its gradient is a product with the same column.
+// The head's dropouts (classifier_dropout) draw from two streams no other site uses: those of
+// cross-attention's sites on the encoder's layer 0, which has no cross-attention.
+
+#define FAT5__DS_HEAD_IN FAT5__DS_CA_PROBS   // the head's first dropout (pooled or token states)
+#define FAT5__DS_HEAD_MID FAT5__DS_CA_OUT    // the classification head's second (after tanh)
+
+static fat5__drop fat5__head_drop(const fat5_model *m, int site) {
+    if (!(m->fd.head_rate > 0) || (m->drop_skip >> site & 1u)) return fat5__drop_none();
+    return fat5__drop_make(m->fd.seed, m->fd.draw << 26 | (uint64_t)fat5__drop_layer(0, 0) << 15 | (uint64_t)site << 12,
+                           m->fd.head_rate);
+}
+
+static int fat5__head_is_cls(const fat5_model_config *c) {
+    return c->head == FAT5_HEAD_SEQ_CLS || c->head == FAT5_HEAD_ENC_SEQ_CLS;
+}
+
+// the loss of a sequence classifier (problem_type AUTO resolved as Hugging Face does)
+static fat5_problem fat5__head_problem(const fat5_model_config *c) {
+    if (c->problem_type != FAT5_PROBLEM_AUTO) return c->problem_type;
+    return c->num_labels == 1 ? FAT5_PROBLEM_REGRESSION : FAT5_PROBLEM_SINGLE_LABEL;
+}
+
+// logits per row: num_labels, 2 for QA, d_model for ENCODER (its "logits" are the hidden states)
+static int64_t fat5__head_cols(const fat5_model_config *c) {
+    return c->head == FAT5_HEAD_QA ? 2 : c->head == FAT5_HEAD_ENCODER ? c->d_model : c->num_labels;
+}
+
+static const char *fat5__head_what(const fat5_model_config *c) {
+    switch (c->head) {
+    case FAT5_HEAD_ENCODER: return "an encoder model";
+    case FAT5_HEAD_SEQ_CLS: return "a sequence classifier";
+    case FAT5_HEAD_TOKEN_CLS: return "a token classifier";
+    case FAT5_HEAD_QA: return "a question-answering model";
+    case FAT5_HEAD_ENC_SEQ_CLS: return "an encoder-only sequence classifier";
+    default: return "a language model";
+    }
+}
+
+// a host array of at least n elements of `size` bytes (kept, grown on demand)
+static int fat5__head_grow(fat5_ctx *ctx, void **p, int64_t *cap, int64_t n, size_t size) {
+    void *q;
+    if (n <= *cap) return 1;
+    if (!(q = fat5__malloc(ctx, (size_t)n * size))) return 0;
+    fat5__free(ctx, *p);
+    *p = q;
+    *cap = n;
+    return 1;
+}
+
+// Checks a head's batch: no decoder fields, the kind of targets the head takes (then, after the
+// tokens' checks, fat5__head_stage: the EOS its pooling needs, the targets in range, staged on the
+// host). Messages name the sequence.
+static fat5_status fat5__head_stage_check(fat5_model *m, const fat5_batch *b) {
+    fat5_ctx *ctx = m->ctx;
+    const fat5_model_config *c = &m->cfg;
+    const char *what = fat5__head_what(c);
+    int64_t L = fat5__head_cols(c);
+    fat5_problem pr = fat5__head_problem(c);
+    if (b->n_dec_tokens || b->dec_tokens || b->labels || b->dec_cu_seqlens)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: %s (%s) takes no decoder tokens or labels: its targets are "
+                         "head_labels / head_targets (n_dec_tokens 0, dec_tokens, labels and dec_cu_seqlens NULL)",
+                         what, fat5_model_architecture(m));
+    if (c->head == FAT5_HEAD_ENCODER && b->head_labels)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: an encoder model takes head_targets (the gradient of the "
+                         "hidden states), not head_labels");
+    if (c->head != FAT5_HEAD_ENCODER && b->head_targets && !(fat5__head_is_cls(c) && pr != FAT5_PROBLEM_SINGLE_LABEL))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: %s takes head_labels (classes or positions), not "
+                         "head_targets", what);
+    if (fat5__head_is_cls(c) && pr != FAT5_PROBLEM_SINGLE_LABEL && b->head_labels)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: a %s classifier takes head_targets (%lld floats per "
+                         "sequence), not head_labels", pr == FAT5_PROBLEM_REGRESSION ? "regression" : "multi-label",
+                         (long long)L);
+    return FAT5_OK;
+}
+
+static fat5_status fat5__head_stage(fat5_model *m, const fat5_batch *b) {
+    fat5_ctx *ctx = m->ctx;
+    const fat5_model_config *c = &m->cfg;
+    const char *what = fat5__head_what(c);
+    int64_t B = b->n_seq, te = b->n_enc_tokens, L = fat5__head_cols(c), s, t, eos0 = -1;
+    for (s = 0; s < B; s++) {   // the EOS of each input: SEQ_CLS needs as many in every input, EOS pooling one
+        int64_t n_eos = 0;
+        int need = c->head == FAT5_HEAD_SEQ_CLS || (c->head == FAT5_HEAD_ENC_SEQ_CLS && c->pooling == FAT5_POOL_EOS);
+        if (!need) break;
+        for (t = b->enc_cu_seqlens[s]; t < b->enc_cu_seqlens[s + 1]; t++) n_eos += b->enc_tokens[t] == c->eos_token_id;
+        if (!n_eos)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: sequence %lld has no EOS token (id %lld): %s takes the "
+                             "state at each input's last EOS", (long long)s, (long long)c->eos_token_id, what);
+        if (c->head == FAT5_HEAD_SEQ_CLS && s && n_eos != eos0)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: sequence %lld holds %lld EOS tokens, sequence 0 holds "
+                             "%lld: %s needs the same number in every input (as Hugging Face's)", (long long)s,
+                             (long long)n_eos, (long long)eos0, fat5_model_architecture(m));
+        eos0 = n_eos;
+    }
+    if (b->head_labels) {
+        int64_t n = c->head == FAT5_HEAD_TOKEN_CLS ? te : c->head == FAT5_HEAD_QA ? 2 * B : B;
+        if (!fat5__head_grow(ctx, (void **)&m->hd_lab, &m->hd_cap_lab, n, sizeof(int32_t)))
+            return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "batch: out of memory");
+        for (t = 0; t < n; t++) {
+            int32_t y = b->head_labels[t];
+            if (c->head != FAT5_HEAD_QA && y != -100 && (y < 0 || y >= L)) {
+                int64_t sq = 0;
+                if (c->head == FAT5_HEAD_TOKEN_CLS)
+                    while (b->enc_cu_seqlens[sq + 1] <= t) sq++;
+                if (c->head == FAT5_HEAD_TOKEN_CLS)
+                    return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: sequence %lld, position %lld: label %d is "
+                                     "outside [0, num_labels %lld) and not -100", (long long)sq,
+                                     (long long)(t - b->enc_cu_seqlens[sq]), (int)y, (long long)L);
+                return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: sequence %lld: label %d is outside [0, num_labels "
+                                 "%lld) and not -100", (long long)t, (int)y, (long long)L);
+            }
+            m->hd_lab[t] = y;
+        }
+    }
+    if (b->head_targets) {
+        int64_t n = c->head == FAT5_HEAD_ENCODER ? te * L : B * L;
+        if (!fat5__head_grow(ctx, (void **)&m->hd_tgt, &m->hd_cap_tgt, n, sizeof(float)))
+            return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "batch: out of memory");
+        for (t = 0; t < n; t++) {
+            if (!isfinite(b->head_targets[t]))
+                return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: head_targets[%lld] (%s %lld) is not finite",
+                                 (long long)t, c->head == FAT5_HEAD_ENCODER ? "token" : "sequence", (long long)(t / L));
+            m->hd_tgt[t] = b->head_targets[t];
+        }
+    }
+    return FAT5_OK;
+}
+
+// n floats of an activation-dtype buffer of the backend into dst (fp32; bf16 widened)
+static fat5_status fat5__head_download_act(fat5_model *m, float *dst, fat5__addr src, int64_t n) {
+    fat5_status st;
+    int64_t i;
+    if (m->act_size == 4) {
+        if ((st = m->be->download(m->ctx, dst, src, (size_t)n * 4))) return st;
+        return m->be->sync(m->ctx);
+    }
+    // bf16: into the upper half of dst, then widened from the front (each read before its write)
+    if ((st = m->be->download(m->ctx, (uint16_t *)(void *)dst + n, src, (size_t)n * 2)) || (st = m->be->sync(m->ctx)))
+        return st;
+    for (i = 0; i < n; i++) dst[i] = fat5__bf16_to_f32(((const uint16_t *)(const void *)dst)[n + i]);
+    return FAT5_OK;
+}
+
+// fat5_model_forward for a head other than LM: checks and stages the batch (the decoder's input
+// shift_right(input) for SEQ_CLS and QA), sizes the workspace and the host buffers, runs the
+// forward.
+static fat5_status fat5__head_forward_batch(fat5_model *m, const fat5_batch *b, fat5_forward_result *out,
+                                            fat5__addr loss_dst) {
+    fat5_ctx *ctx = m->ctx;
+    const fat5_model_config *c = &m->cfg;
+    fat5_batch sb;
+    int64_t te, td, s, t, need;
+    fat5_status st;
+    if (!b) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: NULL");
+    if ((st = fat5__head_stage_check(m, b))) return st;
+    // the encoder's checks are the LM's with a decoder input of the same lengths
+    sb = *b;
+    sb.n_dec_tokens = b->n_enc_tokens;
+    sb.dec_tokens = b->enc_tokens;
+    sb.dec_cu_seqlens = b->enc_cu_seqlens;
+    sb.labels = NULL;
+    if ((st = fat5__check_batch(m, &sb))) return st;
+    if ((st = fat5__head_stage(m, b))) return st;
+    te = b->n_enc_tokens;
+    td = m->n_dec ? te : 0;
+    if ((st = fat5_model_reserve(m, b->n_seq, te, td ? td : 1))) return st;
+    need = fat5__head_is_cls(c) ? b->n_seq * (c->head == FAT5_HEAD_SEQ_CLS ? td : te) : 0;
+    if (!fat5__head_grow(ctx, (void **)&m->hd_host, &m->hd_cap_host, need, sizeof(float)))
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "forward: out of memory for the pooling weights");
+    m->n_seq = b->n_seq;
+    m->te = te;
+    m->td = td;
+    m->loss = fat5_loss_config_default();
+    memcpy(m->enc_cu, b->enc_cu_seqlens, (size_t)(b->n_seq + 1) * sizeof(int32_t));
+    memcpy(m->enc_tok, b->enc_tokens, (size_t)te * sizeof(int32_t));
+    if (td) {   // shift_right(input), sequence by sequence
+        memcpy(m->dec_cu, b->enc_cu_seqlens, (size_t)(b->n_seq + 1) * sizeof(int32_t));
+        for (s = 0; s < b->n_seq; s++)
+            for (t = m->dec_cu[s]; t < m->dec_cu[s + 1]; t++) {
+                m->dec_tok[t] = t == m->dec_cu[s] ? (int32_t)c->decoder_start_token_id : b->enc_tokens[t - 1];
+                m->labels[t] = -100;
+            }
+    }
+    m->hd_has_targets = b->head_labels || b->head_targets;
+    fat5__model_drop_begin(m);
+    if ((st = fat5__model_forward(m, out, loss_dst))) return st;
+    m->have_fwd = 1;
+    m->fwd_labels = m->hd_has_targets;
+    m->fwd_no_grad = m->no_grad;
+    return FAT5_OK;
+}
+
+// The pooling weights [B, T] of the sequence classifiers, on the host (m->hd_host) then the backend
+// (fp32, then the activation dtype: the product's operand).
+static fat5_status fat5__head_pool_weights(fat5_model *m, const int32_t *tok, int64_t T) {
+    const fat5_model_config *c = &m->cfg;
+    const fat5__ws *w = &m->ws;
+    int64_t B = m->n_seq, s, t;
+    fat5_pool pool = c->head == FAT5_HEAD_SEQ_CLS ? FAT5_POOL_EOS : c->pooling;
+    float *P = m->hd_host;
+    fat5_status st;
+    memset(P, 0, (size_t)(B * T) * sizeof(float));
+    for (s = 0; s < B; s++) {
+        int64_t a = m->enc_cu[s], z = m->enc_cu[s + 1];
+        if (pool == FAT5_POOL_FIRST) {
+            P[s * T + a] = 1.0f;
+        } else if (pool == FAT5_POOL_MEAN) {
+            for (t = a; t < z; t++) P[s * T + t] = (float)(1.0 / (double)(z - a));
+        } else {   // the last EOS (the batch check found one)
+            for (t = z - 1; t > a && tok[t] != c->eos_token_id; t--) {}
+            P[s * T + t] = 1.0f;
+        }
+    }
+    if ((st = m->be->upload(m->ctx, w->hd_pool_f, P, (size_t)(B * T) * 4))) return st;
+    return m->be->to_act(m->ctx, w->hd_pool, w->hd_pool_f, B * T);
+}
+
+// The loss of the logits x [R, L] (host, fp32) against the staged targets, in double, as Hugging
+// Face computes it; *count: the targets counted (rows, tokens or answers); with dx (training) also
+// d loss / d x [R, L]. A loss with nothing counted is 0 (Hugging Face's is NaN).
+static double fat5__head_loss(fat5_model *m, const float *x, float *dx, int64_t R, int64_t L, int64_t *count) {
+    const fat5_model_config *c = &m->cfg;
+    fat5_problem pr = fat5__head_problem(c);
+    double loss = 0;
+    int64_t r, j, n = 0;
+    if (dx) memset(dx, 0, (size_t)(R * L) * sizeof(float));
+    if (c->head == FAT5_HEAD_QA) {   // (mean CE of the starts + mean CE of the ends) / 2, over each sequence's tokens
+        int col;
+        int64_t s, nc[2] = {0, 0};
+        double part[2] = {0, 0};
+        for (col = 0; col < 2; col++) {
+            for (s = 0; s < m->n_seq; s++) {
+                int64_t a = m->enc_cu[s], len = m->enc_cu[s + 1] - a, p = m->hd_lab[2 * s + col];
+                if (p < 0) p = 0;
+                if (p >= len) continue;   // clamped to the length: not counted
+                nc[col]++;
+            }
+            for (s = 0; s < m->n_seq && nc[col]; s++) {
+                int64_t a = m->enc_cu[s], len = m->enc_cu[s + 1] - a, p = m->hd_lab[2 * s + col], t;
+                double mx = -INFINITY, sum = 0, lse;
+                if (p < 0) p = 0;
+                if (p >= len) continue;
+                for (t = 0; t < len; t++) mx = fmax(mx, (double)x[(a + t) * 2 + col]);
+                for (t = 0; t < len; t++) sum += exp((double)x[(a + t) * 2 + col] - mx);
+                lse = mx + log(sum);
+                part[col] += lse - (double)x[(a + p) * 2 + col];
+                if (dx)
+                    for (t = 0; t < len; t++)
+                        dx[(a + t) * 2 + col] = (float)((exp((double)x[(a + t) * 2 + col] - lse) - (t == p)) /
+                                                        (2.0 * (double)nc[col]));
+            }
+            if (nc[col]) loss += part[col] / (double)nc[col] / 2.0;
+        }
+        *count = nc[0];
+        return loss;
+    }
+    if (c->head == FAT5_HEAD_TOKEN_CLS || (fat5__head_is_cls(c) && pr == FAT5_PROBLEM_SINGLE_LABEL)) {
+        for (r = 0; r < R; r++) n += m->hd_lab[r] != -100;
+        for (r = 0; r < R && n; r++) {
+            int32_t y = m->hd_lab[r];
+            double mx = -INFINITY, sum = 0, lse;
+            if (y == -100) continue;
+            for (j = 0; j < L; j++) mx = fmax(mx, (double)x[r * L + j]);
+            for (j = 0; j < L; j++) sum += exp((double)x[r * L + j] - mx);
+            lse = mx + log(sum);
+            loss += lse - (double)x[r * L + y];
+            if (dx)
+                for (j = 0; j < L; j++) dx[r * L + j] = (float)((exp((double)x[r * L + j] - lse) - (j == y)) / (double)n);
+        }
+        *count = n;
+        return n ? loss / (double)n : 0.0;
+    }
+    // regression (MSE) and multi-label (BCE with logits): the mean over every element
+    for (r = 0; r < R * L; r++) {
+        double v = x[r], y = m->hd_tgt[r], d;
+        if (pr == FAT5_PROBLEM_REGRESSION) {
+            loss += (v - y) * (v - y);
+            d = 2.0 * (v - y);
+        } else {
+            loss += fmax(v, 0.0) - v * y + log1p(exp(-fabs(v)));
+            d = (v >= 0 ? 1.0 / (1.0 + exp(-v)) : exp(v) / (1.0 + exp(v))) - y;
+        }
+        if (dx) dx[r] = (float)(d / (double)(R * L));
+    }
+    *count = R;
+    return R ? loss / (double)(R * L) : 0.0;
+}
+
+// y [R, N] (act, or fp32 with y_f32) = x [R, K] W^T + bias: the product, then the bias's rank-one term
+static fat5_status fat5__head_linear(fat5_model *m, fat5__addr y, int y_f32, fat5__addr x, int wi, int bi, int64_t R,
+                                     int64_t N, int64_t K) {
+    fat5_status st;
+    if ((st = m->be->mm(m->ctx, FAT5__MM_NT, y, y_f32, x, fat5__pa(m, wi), R, N, K, 1.0f, 0.0f))) return st;
+    return m->be->mm(m->ctx, FAT5__MM_NN, y, y_f32, m->ws.hd_ones, fat5__pa(m, bi), R, N, 1, 1.0f, 1.0f);
+}
+
+// The head's forward after the stacks; the loss (double [2]: loss, loss) to loss_dst or the
+// workspace's slot, read back for `out`.
+static fat5_status fat5__head_forward(fat5_model *m, fat5_forward_result *out, fat5__addr loss_dst) {
+    fat5_ctx *ctx = m->ctx;
+    const fat5__backend *be = m->be;
+    const fat5_model_config *c = &m->cfg;
+    const fat5__ws *w = &m->ws;
+    int64_t D = c->d_model, L = fat5__head_cols(c), B = m->n_seq, te = m->te, td = m->td, R, count = 0;
+    int train = m->training && !m->no_grad, has_t = m->hd_has_targets;
+    double ls[2];
+    fat5_status st;
+    m->hd_rows = R = c->head == FAT5_HEAD_TOKEN_CLS || c->head == FAT5_HEAD_ENCODER ? te : c->head == FAT5_HEAD_QA ? td : B;
+    if (w->hd_ones) {
+        FAT5__TRY(be->fill_f32(ctx, w->hd_ones_f, 1.0f, R));
+        FAT5__TRY(be->to_act(ctx, w->hd_ones, w->hd_ones_f, R));
+    }
+    if (fat5__head_is_cls(c)) {
+        int64_t T = c->head == FAT5_HEAD_SEQ_CLS ? td : te;
+        fat5__addr X = c->head == FAT5_HEAD_SEQ_CLS ? w->dec_out : w->enc_out;
+        FAT5__TRY(fat5__head_pool_weights(m, m->enc_tok, T));
+        // x [B, D] = P [B, T] X [T, D], dropped out; z = dense(x); h = drop(tanh(z)); logits = out_proj(h)
+        FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->hd_x, 0, w->hd_pool, X, B, D, T, 1.0f, 0.0f));
+        FAT5__TRY(fat5__model_drop_inplace(m, w->hd_x, B * D, 1, fat5__head_drop(m, FAT5__DS_HEAD_IN)));
+        FAT5__TRY(fat5__head_linear(m, w->hd_z, 0, w->hd_x, m->hd_w, m->hd_b, B, D, D));
+        FAT5__TRY(be->act_fwd(ctx, w->hd_h, w->hd_z, 0, B * D, FAT5__ACT_TANH, fat5__head_drop(m, FAT5__DS_HEAD_MID)));
+        FAT5__TRY(fat5__head_linear(m, w->hd_logits, 1, w->hd_h, m->ho_w, m->ho_b, B, L, D));
+    } else if (c->head == FAT5_HEAD_TOKEN_CLS) {   // logits [Te, L] = classifier(drop(encoder output))
+        fat5__drop d = fat5__head_drop(m, FAT5__DS_HEAD_IN);
+        FAT5__TRY(d.thresh ? be->dropout(ctx, w->hd_x, w->enc_out, te * D, FAT5__DROP_ACT, d)
+                           : be->copy(ctx, w->hd_x, w->enc_out, (size_t)(te * D) * m->act_size));
+        FAT5__TRY(fat5__head_linear(m, w->hd_logits, 1, w->hd_x, m->ho_w, m->ho_b, te, L, D));
+    } else if (c->head == FAT5_HEAD_QA) {          // logits [Td, 2] = qa_outputs(decoder output)
+        FAT5__TRY(fat5__head_linear(m, w->hd_logits, 1, w->dec_out, m->ho_w, m->ho_b, td, 2, D));
+    }
+    m->n_count = 0;
+    ls[0] = ls[1] = 0;
+    if (has_t) {   // the loss on the host
+        size_t n = (size_t)(R * L);
+        if (!fat5__head_grow(ctx, (void **)&m->hd_host, &m->hd_cap_host, (int64_t)n * 2, sizeof(float)))
+            return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "forward: out of memory for the head's logits");
+        if (c->head == FAT5_HEAD_ENCODER) {   // sum(hidden * G); its gradient G goes to the backend as it is
+            int64_t i;
+            double acc = 0;
+            FAT5__TRY(fat5__head_download_act(m, m->hd_host, w->enc_out, (int64_t)n));
+            for (i = 0; i < (int64_t)n; i++) acc += (double)m->hd_host[i] * (double)m->hd_tgt[i];
+            ls[0] = acc;
+            m->n_count = te;
+            if (train) FAT5__TRY(be->upload(ctx, w->hd_g, m->hd_tgt, n * 4));
+        } else {
+            float *x = m->hd_host, *dx = m->hd_host + n;
+            FAT5__TRY(be->download(ctx, x, w->hd_logits, n * 4));
+            FAT5__TRY(be->sync(ctx));
+            ls[0] = fat5__head_loss(m, x, train ? dx : NULL, R, L, &count);
+            m->n_count = count;
+            if (train) {
+                FAT5__TRY(be->upload(ctx, w->hd_dlog_f, dx, n * 4));
+                FAT5__TRY(be->to_act(ctx, w->hd_dlog, w->hd_dlog_f, R * L));
+            }
+        }
+        ls[1] = ls[0];
+    }
+    FAT5__TRY(be->upload(ctx, loss_dst ? loss_dst : w->loss2, ls, sizeof ls));
+    if (out) {
+        FAT5__TRY(be->sync(ctx));
+        out->n_tokens = m->n_count;
+        out->n_dec_tokens = td;
+        out->ce = ls[0];
+        out->loss = ls[1];
+    }
+    return FAT5_OK;
+}
+
+// The head's backward: its parameters' gradients, and d loss / d (the stack's output after its
+// final dropout) into dn [Td, D] (SEQ_CLS, QA) or d_enc_out [Te, D] (the encoder-only heads) when
+// `below` (a parameter under the head trains). grad_scale multiplies everything (the logits'
+// gradient is already the loss's mean).
+static fat5_status fat5__head_backward(fat5_model *m, float gs, int below) {
+    fat5_ctx *ctx = m->ctx;
+    const fat5__backend *be = m->be;
+    const fat5_model_config *c = &m->cfg;
+    const fat5__ws *w = &m->ws;
+    int64_t D = c->d_model, L = fat5__head_cols(c), B = m->n_seq, te = m->te, td = m->td, R = m->hd_rows;
+    fat5__addr dst = m->n_dec ? w->dn : w->d_enc_out;
+    fat5_status st;
+    if (c->head == FAT5_HEAD_ENCODER) {   // d hidden = grad_scale G
+        if (!below) return FAT5_OK;
+        FAT5__TRY(be->copy(ctx, dst, w->hd_g, (size_t)(te * D) * 4));
+        return gs == 1.0f ? FAT5_OK : be->scale_f32(ctx, dst, gs, te * D);
+    }
+    {   // the output layer: W [L, D] += dlog^T hin, b [L] += dlog^T 1, d hin = dlog W
+        fat5__addr hin = fat5__head_is_cls(c) ? w->hd_h : c->head == FAT5_HEAD_TOKEN_CLS ? w->hd_x : w->dec_out;
+        if (fat5__trains(m, m->ho_w))
+            FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, m->ho_w), 1, w->hd_dlog, hin, L, D, R, gs, 1.0f));
+        if (fat5__trains(m, m->ho_b))
+            FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, m->ho_b), 1, w->hd_dlog, w->hd_ones, L, 1, R, gs, 1.0f));
+        if (!fat5__head_is_cls(c)) {
+            if (!below) return FAT5_OK;
+            FAT5__TRY(be->mm(ctx, FAT5__MM_NN, dst, 1, w->hd_dlog, fat5__pa(m, m->ho_w), R, D, L, gs, 0.0f));
+            // TOKEN_CLS: back through the classifier's dropout
+            return c->head == FAT5_HEAD_TOKEN_CLS
+                       ? fat5__model_drop_inplace(m, dst, te * D, 0, fat5__head_drop(m, FAT5__DS_HEAD_IN)) : FAT5_OK;
+        }
+        FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->hd_dh, 0, w->hd_dlog, fat5__pa(m, m->ho_w), B, D, L, gs, 0.0f));
+    }
+    // tanh (and the dropout after it), dense, the dropout before it, the pooling
+    FAT5__TRY(be->act_bwd(ctx, w->hd_dz, 0, w->hd_dh, w->hd_z, 0, B * D, FAT5__ACT_TANH,
+                          fat5__head_drop(m, FAT5__DS_HEAD_MID)));
+    if (fat5__trains(m, m->hd_w))
+        FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, m->hd_w), 1, w->hd_dz, w->hd_x, D, D, B, 1.0f, 1.0f));
+    if (fat5__trains(m, m->hd_b))
+        FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, m->hd_b), 1, w->hd_dz, w->hd_ones, D, 1, B, 1.0f, 1.0f));
+    if (!below) return FAT5_OK;
+    FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->hd_dx, 1, w->hd_dz, fat5__pa(m, m->hd_w), B, D, D, 1.0f, 0.0f));
+    FAT5__TRY(be->dropout(ctx, w->hd_dx_act, w->hd_dx, B * D, FAT5__DROP_TO_ACT, fat5__head_drop(m, FAT5__DS_HEAD_IN)));
+    // d X [T, D] = P^T [T, B] dx [B, D]
+    return be->mm(ctx, FAT5__MM_TN, dst, 1, w->hd_pool, w->hd_dx_act, c->head == FAT5_HEAD_SEQ_CLS ? td : te, D, B,
+                  1.0f, 0.0f);
+}
+
+FAT5_API fat5_status fat5_model_get_head_output(fat5_model *m, float *dst, int64_t n, int64_t *rows, int64_t *cols) {
+    const fat5_model_config *c;
+    int64_t R, L;
+    if (!m) return FAT5_ERR_INVALID_ARG;
+    c = &m->cfg;
+    if (c->head == FAT5_HEAD_LM)
+        return fat5__err(m->ctx, FAT5_ERR_STATE, "fat5_model_get_head_output: the model is a language model "
+                         "(T5ForConditionalGeneration): read its logits with fat5_model_get_logits");
+    if (!m->have_fwd) return fat5__err(m->ctx, FAT5_ERR_STATE, "fat5_model_get_head_output: no forward has run");
+    R = m->hd_rows;
+    L = fat5__head_cols(c);
+    if (rows) *rows = R;
+    if (cols) *cols = L;
+    if (!dst && !n) return FAT5_OK;   // the shape alone
+    if (!dst || n != R * L)
+        return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_model_get_head_output: buffer holds %lld floats, the "
+                         "output is %lld x %lld", dst ? (long long)n : 0LL, (long long)R, (long long)L);
+    if (c->head == FAT5_HEAD_ENCODER) return fat5__head_download_act(m, dst, m->ws.enc_out, n);
+    return m->be->download(m->ctx, dst, m->ws.hd_logits, (size_t)n * 4);
+}
+
+// ---- the heads' names and options ----
+
+FAT5_API fat5_head_config fat5_head_config_default(fat5_head head, int64_t num_labels) {
+    fat5_head_config h;
+    memset(&h, 0, sizeof h);
+    h.head = head;
+    h.num_labels = head == FAT5_HEAD_QA ? 2 : num_labels;
+    h.problem_type = FAT5_PROBLEM_AUTO;
+    h.classifier_dropout = 0.0;
+    h.pooling = FAT5_POOL_EOS;
+    h.label_names = NULL;
+    return h;
+}
+
+FAT5_API const char *fat5_model_architecture(const fat5_model *m) { return m ? fat5__cfg_arch_name(&m->cfg) : ""; }
+
+FAT5_API const char *fat5_model_label_name(const fat5_model *m, int64_t i) {
+    static const char *const none = "";
+    if (!m || i < 0 || i >= m->cfg.num_labels || m->cfg.head == FAT5_HEAD_LM || m->cfg.head == FAT5_HEAD_ENCODER)
+        return NULL;
+    if (!m->label_names) {   // Hugging Face's default, made on first use
+        char **names = NULL;
+        fat5_model *mm = FAT5__CAST(fat5_model *, (void *)(uintptr_t)m);
+        if (fat5__cfg_label_names(m->ctx, "{}", 2, m->cfg.num_labels, &names)) return none;
+        mm->label_names = names;
+    }
+    return m->label_names[i];
+}
+
+FAT5_API fat5_status fat5_model_set_label_names(fat5_model *m, const char *const *names, int64_t n) {
+    fat5__sb b;
+    int64_t i, j;
+    char **out = NULL;
+    fat5_status st;
+    if (!m) return FAT5_ERR_INVALID_ARG;
+    if (m->cfg.head == FAT5_HEAD_LM || m->cfg.head == FAT5_HEAD_ENCODER || m->cfg.head == FAT5_HEAD_QA)
+        return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_model_set_label_names: %s has no classes",
+                         fat5__head_what(&m->cfg));
+    if (!names || n != m->cfg.num_labels)
+        return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_model_set_label_names: %lld names for %lld labels",
+                         names ? (long long)n : 0LL, (long long)m->cfg.num_labels);
+    for (i = 0; i < n; i++) {
+        if (!names[i]) return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_model_set_label_names: name %lld is NULL",
+                                        (long long)i);
+        for (j = 0; j < i; j++)
+            if (strcmp(names[i], names[j]) == 0)
+                return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_model_set_label_names: labels %lld and %lld are "
+                                 "both named '%s' (label2id could not tell them apart)", (long long)j, (long long)i,
+                                 names[i]);
+    }
+    // through id2label's JSON, so that the names take the one layout the parser makes
+    fat5__sb_init(&b, m->ctx);
+    fat5__sb_printf(&b, "{\"id2label\": {");
+    for (i = 0; i < n; i++) {
+        fat5__sb_printf(&b, "%s\"%lld\": ", i ? ", " : "", (long long)i);
+        fat5__sb_json_string(&b, names[i]);
+    }
+    fat5__sb_printf(&b, "}}");
+    if (b.oom) {
+        fat5__sb_free(&b);
+        return fat5__err(m->ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_set_label_names: out of memory");
+    }
+    st = fat5__cfg_label_names(m->ctx, b.buf, b.len, n, &out);
+    fat5__sb_free(&b);
+    if (st) return st;
+    fat5__free(m->ctx, m->label_names);
+    m->label_names = out;
+    return FAT5_OK;
+}
+#undef FAT5__TRY
+// =============================================================================================
+// ==[4.5] model: batches from JSON rows ==
 
 static fat5_status fat5__rows_to_packed(fat5_ctx *ctx, const fat5__json *rows, const char *what, int allow_ignore,
                                         int32_t **tok, int32_t **cu, int64_t *n_rows) {
@@ -15430,9 +16183,20 @@ static int fat5__ends_with(const char *s, const char *suffix) {
 }
 
 // Tensors a Hugging Face file may carry that are aliases or unused by T5's math.
+// T5ForSequenceClassification and T5ForTokenClassification keep them under "transformer.".
 static int fat5__ignorable_tensor(const char *name) {
+    if (strncmp(name, "transformer.", 12) == 0) name += 12;
     return strcmp(name, "encoder.embed_tokens.weight") == 0 || strcmp(name, "decoder.embed_tokens.weight") == 0 ||
            strcmp(name, "decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight") == 0;
+}
+
+// Tensors of another head that fat5_model_load_head leaves behind: the LM's output projection,
+// the decoder (for an encoder-only head) and the other heads' layers.
+static int fat5__other_head_tensor(const char *name) {
+    if (strncmp(name, "transformer.", 12) == 0) name += 12;
+    return strcmp(name, "lm_head.weight") == 0 || strncmp(name, "decoder.", 8) == 0 ||
+           strncmp(name, "classification_head.", 20) == 0 || strncmp(name, "classifier.", 11) == 0 ||
+           strncmp(name, "qa_outputs.", 11) == 0;
 }
 
 #define FAT5__MAX_SHARDS 1024
@@ -15652,8 +16416,13 @@ static fat5_status fat5__ckpt_check_init_l(fat5_ctx *ctx, fat5__ckpt *k, const f
     return FAT5_OK;
 }
 
+// Finds every parameter of the model cfg describes in the checkpoint: loc[2 i], loc[2 i + 1] =
+// file and tensor of parameter i. Shapes and dtypes are checked, and a tensor that is no
+// parameter is an error. With `other_head` (fat5_model_load_head) the stacks may lie with or
+// without "transformer.", a head tensor that is missing or of another shape gets loc -1 (the
+// caller initialises it), and the tensors of another head are left unread.
 static fat5_status fat5__ckpt_match(fat5_ctx *ctx, fat5__ckpt *k, const fat5_model_config *cfg, int lm_head_tied,
-                                    const char *dir, int **loc, int *n_loc) {
+                                    int other_head, const char *dir, int **loc, int *n_loc) {
     fat5_model *probe;
     fat5_status st;
     char nm[128], got[160];
@@ -15675,10 +16444,29 @@ static fat5_status fat5__ckpt_match(fat5_ctx *ctx, fat5__ckpt *k, const fat5_mod
     for (i = 0; i < probe->n_params && st == FAT5_OK; i++) {
         const fat5__param *pr = &probe->params[i];
         const fat5_st_tensor *ti;
+        int is_head = i == probe->hd_w || i == probe->hd_b || i == probe->ho_w || i == probe->ho_b;
+        const char *pre = strncmp(pr->io_name, "transformer.", 12) == 0 ? "transformer." : "";
         t = fat5__ckpt_find(k, pr->io_name, &f);
+        if (t < 0 && other_head && !is_head) {   // the stacks under the other prefix
+            char alt[160];
+            snprintf(alt, sizeof alt, "%s%s", *pre ? "" : "transformer.", pr->io_name + strlen(pre));
+            t = fat5__ckpt_find(k, alt, &f);
+            if (t >= 0) pre = *pre ? "" : "transformer.";
+        }
         if (t < 0 && i == probe->shared) {
-            t = fat5__ckpt_find(k, "encoder.embed_tokens.weight", &f);
-            if (t < 0) t = fat5__ckpt_find(k, "decoder.embed_tokens.weight", &f);
+            snprintf(nm, sizeof nm, "%sencoder.embed_tokens.weight", pre);
+            t = fat5__ckpt_find(k, nm, &f);
+            snprintf(nm, sizeof nm, "%sdecoder.embed_tokens.weight", pre);
+            if (t < 0) t = fat5__ckpt_find(k, nm, &f);
+        }
+        if (t >= 0 && other_head && is_head) {   // a head of another size: made anew
+            ti = fat5_st_get(k->files[f], t);
+            if (ti->ndim != pr->ndim || ti->shape[0] != pr->shape[0] || (pr->ndim == 2 && ti->shape[1] != pr->shape[1]))
+                t = -1;
+        }
+        if (t < 0 && other_head && is_head) {
+            (*loc)[2 * i] = (*loc)[2 * i + 1] = -1;
+            continue;
         }
         if (t < 0) {
             st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: missing tensor '%s'%s", dir, pr->io_name,
@@ -15717,7 +16505,7 @@ static fat5_status fat5__ckpt_match(fat5_ctx *ctx, fat5__ckpt *k, const fat5_mod
     for (f = 0; f < k->n_files && st == FAT5_OK; f++)
         for (t = 0; t < fat5_st_tensor_count(k->files[f]); t++) {
             const char *name = fat5_st_get(k->files[f], t)->name;
-            if (!k->used[f][t] && !fat5__ignorable_tensor(name)) {
+            if (!k->used[f][t] && !fat5__ignorable_tensor(name) && !(other_head && fat5__other_head_tensor(name))) {
                 st = fat5__err(ctx, FAT5_ERR_FORMAT,
                                "%s: unexpected tensor '%s' (not a parameter of the model config.json describes)", dir,
                                fat5__msg_name(nm, sizeof nm, name));
@@ -15831,14 +16619,17 @@ FAT5_API fat5_status fat5_model_set_tokenizer(fat5_model *m, const char *dir) {
     return FAT5_OK;
 }
 
-FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model **out) {
+// fat5_model_load, and with hc fat5_model_load_head: the checkpoint's stacks under hc's head
+static fat5_status fat5__model_load(fat5_ctx *ctx, const char *path, const fat5_head_config *hc, uint64_t seed,
+                                    fat5_model **out) {
     fat5__ckpt k;
     fat5_model_config cfg;
     fat5_model *m = NULL;
-    char dir[4096], p[4200], *text = NULL;
+    char dir[4096], p[4200], *text = NULL, **names = NULL;
     size_t len = 0;
     fat5_status st;
     int i, f, has_lm_head, n_loc = 0, *loc = NULL;
+    fat5_head src_head;
     memset(&k, 0, sizeof k);
     if (!out || !path) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_load: NULL argument");
     *out = NULL;
@@ -15855,6 +16646,25 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
     snprintf(p, sizeof p, "%s/config.json", dir);
     if ((st = fat5__read_file(ctx, p, (size_t)1 << 20, &text, &len))) return st;
     st = fat5_model_config_from_json(ctx, text, len, &cfg);
+    src_head = cfg.head;
+    if (!st && hc) {   // the head asked for
+        int64_t n_src = cfg.num_labels;
+        if (!fat5__head_has_decoder(src_head) && fat5__head_has_decoder(hc->head))
+            st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "the checkpoint is encoder-only (%s): it has no decoder for %s",
+                           fat5__cfg_arch_name(&cfg), hc->head == FAT5_HEAD_QA ? "question answering (T5ForQuestionAnswering)"
+                           : hc->head == FAT5_HEAD_SEQ_CLS ? "T5ForSequenceClassification" : "a language model");
+        cfg.head = hc->head;
+        cfg.num_labels = hc->head == FAT5_HEAD_QA ? 2 : hc->num_labels;
+        cfg.problem_type = hc->problem_type;
+        cfg.classifier_dropout = hc->classifier_dropout;
+        cfg.pooling = hc->pooling;
+        if (!st) st = fat5_model_config_validate(ctx, &cfg);
+        // the names: hc's, else the checkpoint's when it has as many
+        if (!st && !hc->label_names && n_src == cfg.num_labels && src_head != FAT5_HEAD_LM && src_head != FAT5_HEAD_ENCODER)
+            st = fat5__cfg_label_names(ctx, text, len, cfg.num_labels, &names);
+    } else if (!st && cfg.head != FAT5_HEAD_LM && cfg.head != FAT5_HEAD_ENCODER && cfg.head != FAT5_HEAD_QA) {
+        st = fat5__cfg_label_names(ctx, text, len, cfg.num_labels, &names);
+    }
     fat5__free(ctx, text);
     if (st) return fat5__err_prefix(ctx, st, "%s: ", p);
 
@@ -15878,16 +16688,23 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
     // model is untied: then lm_head.weight stays in the table and its absence is an error (tying
     // silently would run another model than the one transformers builds from this directory)
     has_lm_head = fat5__ckpt_find(&k, "lm_head.weight", &f) >= 0;
-    cfg.tie_word_embeddings = !has_lm_head && cfg.tie_word_embeddings;
+    if (cfg.head == FAT5_HEAD_LM) cfg.tie_word_embeddings = !has_lm_head && cfg.tie_word_embeddings;
     // every name, shape and dtype is checked before the weights are allocated
-    if ((st = fat5__ckpt_match(ctx, &k, &cfg, cfg.tie_word_embeddings, dir, &loc, &n_loc))) goto fail;
+    if ((st = fat5__ckpt_match(ctx, &k, &cfg, cfg.tie_word_embeddings, hc != NULL, dir, &loc, &n_loc))) goto fail;
     if ((st = fat5__model_alloc(ctx, &cfg, cfg.tie_word_embeddings, &m))) goto fail;
     FAT5_ASSERT(m->n_params == n_loc);
-    for (i = 0; i < m->n_params; i++) {
-        const fat5__param *pr = &m->params[i];
-        if ((st = fat5_st_read_f32(k.files[loc[2 * i]], loc[2 * i + 1], m->w + pr->offset, (int64_t)pr->numel)))
-            goto fail;
+    {
+        fat5_rng r = fat5_rng_init(seed);
+        for (i = 0; i < m->n_params; i++) {   // a head the checkpoint lacks: initialised, seeded
+            const fat5__param *pr = &m->params[i];
+            if (loc[2 * i] < 0) fat5__param_init(m, i, &r);
+            else if ((st = fat5_st_read_f32(k.files[loc[2 * i]], loc[2 * i + 1], m->w + pr->offset, (int64_t)pr->numel)))
+                goto fail;
+        }
     }
+    m->label_names = names;
+    names = NULL;
+    if (hc && hc->label_names && (st = fat5_model_set_label_names(m, hc->label_names, cfg.num_labels))) goto fail;
     if (m->flash_names && (st = fat5__ckpt_check_aliases(ctx, &k, m, dir))) goto fail;
     {   // the weights' dtype, for saves in it: as our saves record it (a training checkpoint's F32
         // copy of a BF16 start says BF16), else shared.weight's
@@ -15925,9 +16742,20 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
     return FAT5_OK;
 fail:
     fat5__free(ctx, loc);
+    fat5__free(ctx, names);
     fat5__ckpt_close(ctx, &k);
     fat5_model_destroy(m);
     return st;
+}
+
+FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model **out) {
+    return fat5__model_load(ctx, path, NULL, 0, out);
+}
+
+FAT5_API fat5_status fat5_model_load_head(fat5_ctx *ctx, const char *path, const fat5_head_config *hc, uint64_t seed,
+                                          fat5_model **out) {
+    if (!hc) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_load_head: NULL head config");
+    return fat5__model_load(ctx, path, hc, seed, out);
 }
 
 // generation_config.json: the loaded checkpoint's text as it was, else the settings transformers
@@ -16094,7 +16922,7 @@ FAT5_API fat5_status fat5_model_save_hf(fat5_model *m, const char *dir, const fa
                                      (double)w[j]);
         }
     }
-    if ((st = fat5_model_config_to_json(ctx, &m->cfg, &json, &json_len))) return st;
+    if ((st = fat5__cfg_to_json_labels(ctx, &m->cfg, (const char *const *)m->label_names, &json, &json_len))) return st;
     {   // config.json says the weights' dtype (torch_dtype), as transformers writes it
         char *end = json_len ? strrchr(json, '}') : NULL, *nj;
         char add[64];
@@ -16332,6 +17160,10 @@ FAT5_API fat5_status fat5_decoder_create(fat5_model *m, int64_t max_rows, int64_
                          "fat5_decoder_create: max_rows %lld, max_enc_tokens %lld, max_len %lld: rows and encoder "
                          "tokens must be >= 1, max_len >= 0, and rows * max_len below 2^31",
                          (long long)max_rows, (long long)max_te, (long long)max_len);
+    if (max_len > 0 && c->head != FAT5_HEAD_LM)
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5_decoder_create: generation needs a language model "
+                         "(T5ForConditionalGeneration); this model is %s (fat5_model_load_head turns a checkpoint's "
+                         "stacks into another head)", fat5_model_architecture(m));
     d = FAT5__CAST(fat5_decoder *, fat5__calloc(ctx, 1, sizeof *d));
     if (!d) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_decoder_create: out of memory");
     d->m = m;

@@ -1,7 +1,7 @@
 // kernels/ffn.cu — FFN activations: h = act(a) (* b when gated), and the backward.
 //
 // act is a fat5_act value: 0 ReLU, 1 exact-erf GELU ("gelu"), 2 tanh GELU ("gelu_new", what
-// "gated-gelu" means), 3 SiLU. Elementwise, grid-stride over a 64-bit count, fp32 math.
+// "gated-gelu" means), 3 SiLU; or 4, tanh (FAT5__ACT_TANH: the classification head's). Elementwise, grid-stride over a 64-bit count, fp32 math.
 // The logistic function is evaluated so that both s and 1 - s keep full relative accuracy in the
 // tails; so are Phi via erfc and the derivatives, which then match the CPU's double evaluation to a
 // few ulps everywhere in an fp32 build (no 1 + tanh or 1 - tanh^2 cancellation); a bf16 build's
@@ -64,6 +64,11 @@ __device__ __forceinline__ float fat5_act_eval(int act, float x, float *df)
         d = s + 2.0f * x * s * sm * FAT5_GELU_K * (1.0f + 3.0f * FAT5_GELU_C * x * x);
         break;
     }
+    case 4:   // tanh; derivative 1 - tanh^2 = 4 s (1 - s) with s = sigmoid(2x), no cancellation in the tails
+        f = tanhf(x);
+        fat5_sigmoid2(2.0f * x, &s, &sm);
+        d = 4.0f * s * sm;
+        break;
     default:
         fat5_sigmoid2(x, &s, &sm);
         f = x * s;
@@ -178,6 +183,7 @@ extern "C" __global__ void fat5_act_fwd(act_t *h, const act_t *a, const act_t *b
     case 0: fat5_act_fwd_t<0>(h, a, b, n, seed, stream, thresh, scale); break;
     case 1: fat5_act_fwd_t<1>(h, a, b, n, seed, stream, thresh, scale); break;
     case 2: fat5_act_fwd_t<2>(h, a, b, n, seed, stream, thresh, scale); break;
+    case 4: fat5_act_fwd_t<4>(h, a, b, n, seed, stream, thresh, scale); break;
     default: fat5_act_fwd_t<3>(h, a, b, n, seed, stream, thresh, scale); break;
     }
 }
@@ -192,6 +198,7 @@ extern "C" __global__ void fat5_act_bwd(act_t *da, act_t *db, const act_t *dh, c
     case 0: fat5_act_bwd_t<0>(da, db, dh, a, b, n, seed, stream, thresh, scale); break;
     case 1: fat5_act_bwd_t<1>(da, db, dh, a, b, n, seed, stream, thresh, scale); break;
     case 2: fat5_act_bwd_t<2>(da, db, dh, a, b, n, seed, stream, thresh, scale); break;
+    case 4: fat5_act_bwd_t<4>(da, db, dh, a, b, n, seed, stream, thresh, scale); break;
     default: fat5_act_bwd_t<3>(da, db, dh, a, b, n, seed, stream, thresh, scale); break;
     }
 }

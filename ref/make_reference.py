@@ -2,7 +2,7 @@
 """Reference fixtures for fat5.h, produced with Hugging Face transformers (and, for the
 position encodings, with a small PyTorch T5 written here).
 
-Six modes:
+Eight modes:
 
   make_reference.py [--out tests/data]
       Build tiny randomly initialised T5-family models, run a fixed batch through
@@ -88,8 +88,45 @@ Six modes:
       no attention across rows) matches transformers.  The check modes run
       LongT5 models row by row as well.
 
-Both check modes print max abs / max rel differences and exit with status 1 when
-some value fails |a - b| <= 1e-5 + 1e-4 * |b| (b = the reference side).
+  make_reference.py --heads [--out tests/data] [--only heads_<name>]
+      Task-head fixtures ``<out>/heads_<name>/``: transformers'
+      T5/MT5/UMT5ForSequenceClassification, -ForTokenClassification,
+      -ForQuestionAnswering and T5/UMT5EncoderModel (fp32, eager, CPU), files as
+      in the first mode with the class's own names.  batch.json holds "inputs"
+      (every row ending with EOS) and the targets: "labels" (sequence
+      classification: one int per row, -100 ignored; multi-label: [rows][num_labels]
+      floats 0/1; regression: one float per row; token classification: one int
+      per token, -100 ignored) or "start_positions" / "end_positions" (one int per
+      row; a position clamped to the row's length is ignored).  The reference is
+      every row run alone (batch size 1, no padding), concatenated in row order:
+      ``logits`` is [rows, num_labels] (sequence classification), [tokens,
+      num_labels] (token classification), [tokens, 2] (question answering:
+      start, end) or [tokens, d_model] (encoder: last_hidden_state); ``loss`` is
+      HF's loss formula over the whole batch from those outputs (CE mean over
+      non-ignored rows / tokens, BCE-with-logits mean over rows x labels, MSE
+      mean over rows; QA: (start_loss + end_loss) / 2, each the mean over the
+      rows whose position is not ignored of the CE over the row's own
+      positions; encoder: sum(last_hidden_state * grad_output) with the F32
+      ``grad_output`` [tokens, d_model] stored beside it), and ``grad.<name>``
+      its gradient for every parameter of ``named_parameters()`` (the shared
+      embedding once, under its saved name).  The script asserts that the loss
+      formula on one row equals the loss HF's forward returns for that row, and
+      that the rows as one right-padded batch with attention_mask give the same
+      outputs (and, for classification, the same loss).  Label names are in
+      config.json's id2label / label2id (num_labels is not written: transformers
+      derives it from id2label; question answering has neither and gets 2).
+
+  make_reference.py --check-head DIR --against tests/data/heads_<name>
+      Load DIR (e.g. a head model written by fat5) with AutoConfig and the class
+      named in its config.json ``architectures``, run the fixture's rows alone as
+      above and compare logits and loss with the fixture's reference.safetensors
+      (fails when the max abs difference exceeds 1e-4 times the reference's max
+      abs value); also checks that architectures, id2label, label2id and
+      problem_type equal the fixture's config.json.
+
+The --check and --check-logits modes print max abs / max rel differences and exit
+with status 1 when some value fails |a - b| <= 1e-5 + 1e-4 * |b| (b = the
+reference side); --check-head exits with status 1 on any failure it prints.
 
 Notes on transformers 5.x (handled below):
   * T5Config/UMT5Config force ``tie_word_embeddings = True`` and T5Config derives
@@ -103,6 +140,14 @@ Notes on transformers 5.x (handled below):
     untied UMT5 checkpoint runs unscaled, as in transformers 4.x.
   * T5Config no longer has ``decoder_start_token_id`` (needed by ``labels=``);
     it is set to 0 (T5's start token) when missing.
+  * In the head classes the stacks' ``embed_tokens`` are aliases of the shared
+    embedding as long as ``config.tie_word_embeddings`` is True when the model
+    is built (the configs force it; setting the attribute to False before
+    building gives the stacks their own, separately initialised embeddings).
+    save_pretrained then writes only ``shared.weight`` (``transformer.shared.weight``
+    in the sequence- and token-classification classes); a config.json saying
+    ``tie_word_embeddings: false`` still loads tied, and extra identical
+    ``encoder.embed_tokens.weight`` copies in the file are accepted.
 """
 
 import argparse
@@ -118,6 +163,7 @@ from safetensors.torch import load_file, save_file
 
 import transformers
 from transformers import (
+    AutoConfig,
     AutoModelForSeq2SeqLM,
     LongT5Config,
     LongT5ForConditionalGeneration,
@@ -1399,6 +1445,488 @@ def make_longt5_fixture(spec, out_root):
           f"grads {len(grads)}  files {sizes} total {sum(sizes.values())}")
 
 
+# ---------------------------------------------------------------------------
+# task-head fixtures (--heads, --check-head)
+#
+# transformers' T5-family task heads.  The reference is every row run alone
+# (batch size 1, no padding, no attention mask), outputs concatenated in row
+# order, which is what a packed run (rows back to back, positions restarting,
+# no attention across rows) must reproduce.  The script checks that the rows as
+# one right-padded batch with attention_mask give the same outputs.
+#
+# What each class computes (transformers 5.x):
+#   *ForSequenceClassification: the full encoder-decoder (T5Model / UMT5Model);
+#     the decoder input is the encoder input shifted right (decoder start token
+#     0 first, the last token dropped); the decoder's final hidden state at the
+#     row's last EOS position goes through classification_head: out_proj(tanh(dense(h))).
+#   *ForTokenClassification: the encoder only; classifier(h) at every token.
+#   *ForQuestionAnswering: the full encoder-decoder, decoder input shifted right
+#     as above; qa_outputs(h) at every decoder position: column 0 start, 1 end.
+#   *EncoderModel: the encoder's last_hidden_state (after the final RMSNorm).
+
+HEADS_T5_V11 = dict(
+    vocab_size=80, d_model=32, d_kv=12, num_heads=2, d_ff=48,
+    num_layers=2, num_decoder_layers=2,
+    relative_attention_num_buckets=16, relative_attention_max_distance=24,
+    feed_forward_proj="gated-gelu", tie_word_embeddings=False,
+)
+HEADS_T5_V10 = dict(
+    vocab_size=80, d_model=32, d_kv=8, num_heads=3, d_ff=64,
+    num_layers=2, num_decoder_layers=2,
+    relative_attention_num_buckets=8, relative_attention_max_distance=20,
+    feed_forward_proj="relu", tie_word_embeddings=True,
+)
+HEADS_MT5 = dict(
+    vocab_size=84, d_model=32, d_kv=8, num_heads=2, d_ff=48,
+    num_layers=2, num_decoder_layers=2,
+    relative_attention_num_buckets=16, relative_attention_max_distance=24,
+    feed_forward_proj="gated-gelu", tie_word_embeddings=False,
+)
+HEADS_UMT5 = dict(
+    vocab_size=76, d_model=32, d_kv=8, num_heads=3, d_ff=48,
+    num_layers=2, num_decoder_layers=2,
+    relative_attention_num_buckets=8, relative_attention_max_distance=16,
+    feed_forward_proj="gated-silu", tie_word_embeddings=False,
+)
+# Row lengths: 30 > every max_distance; 3 is shorter than the exact buckets.
+HEADS_INPUTS = [30, 12, 3, 20]
+
+# Each fixture: transformers config and model class (by name), the head kind
+# ("seqcls", "tokcls", "qa", "encoder"), the label names (id2label order) and
+# the config fields of the architecture.
+HEADS_FIXTURES = [
+    {"name": "heads_t5_seqcls", "config_class": "T5Config", "class": "T5ForSequenceClassification",
+     "head": "seqcls", "seed": 4001, "labels": ["NEG", "NEU", "POS"],
+     "config": dict(HEADS_T5_V11, problem_type="single_label_classification")},
+    {"name": "heads_mt5_seqcls_multi", "config_class": "MT5Config", "class": "MT5ForSequenceClassification",
+     "head": "seqcls", "seed": 4002, "labels": ["SPORT", "POLITICS", "SCIENCE", "ARTS"],
+     "config": dict(HEADS_MT5, problem_type="multi_label_classification")},
+    {"name": "heads_umt5_seqcls_reg", "config_class": "UMT5Config", "class": "UMT5ForSequenceClassification",
+     "head": "seqcls", "seed": 4003, "labels": ["SCORE"],
+     "config": dict(HEADS_UMT5, problem_type="regression")},
+    {"name": "heads_t5_tokcls", "config_class": "T5Config", "class": "T5ForTokenClassification",
+     "head": "tokcls", "seed": 4004, "labels": ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"],
+     "config": dict(HEADS_T5_V10)},
+    {"name": "heads_umt5_tokcls", "config_class": "UMT5Config", "class": "UMT5ForTokenClassification",
+     "head": "tokcls", "seed": 4005, "labels": ["O", "B-ORG", "I-ORG"],
+     "config": dict(HEADS_UMT5)},
+    {"name": "heads_t5_qa", "config_class": "T5Config", "class": "T5ForQuestionAnswering",
+     "head": "qa", "seed": 4006, "labels": None, "config": dict(HEADS_T5_V11)},
+    {"name": "heads_mt5_qa", "config_class": "MT5Config", "class": "MT5ForQuestionAnswering",
+     "head": "qa", "seed": 4007, "labels": None, "config": dict(HEADS_MT5)},
+    {"name": "heads_t5_encoder", "config_class": "T5Config", "class": "T5EncoderModel",
+     "head": "encoder", "seed": 4008, "labels": None, "config": dict(HEADS_T5_V11, d_ff=64)},
+    {"name": "heads_umt5_encoder", "config_class": "UMT5Config", "class": "UMT5EncoderModel",
+     "head": "encoder", "seed": 4009, "labels": None, "config": dict(HEADS_UMT5, d_ff=64)},
+]
+for _spec in HEADS_FIXTURES:
+    _spec["inputs"] = HEADS_INPUTS
+
+
+def head_kind(class_name):
+    """The head kind of a transformers class name ("seqcls", "tokcls", "qa" or "encoder")."""
+    for suffix, kind in (("ForSequenceClassification", "seqcls"), ("ForTokenClassification", "tokcls"),
+                         ("ForQuestionAnswering", "qa"), ("EncoderModel", "encoder")):
+        if class_name.endswith(suffix):
+            return kind
+    raise ValueError(f"{class_name}: not a T5 task-head class")
+
+
+def heads_build_model(spec):
+    """A freshly initialised fp32 head model, deterministic for the spec's seed.
+
+    The RMSNorm scales (HF: exactly 1) and every bias of the head (HF: exactly 0)
+    are randomised so that a reader which skips them fails."""
+    config_cls = getattr(transformers, spec["config_class"])
+    model_cls = getattr(transformers, spec["class"])
+    cfg = dict(spec["config"], dropout_rate=0.0, classifier_dropout=0.0, decoder_start_token_id=PAD)
+    if spec["labels"]:
+        cfg["id2label"] = {i: name for i, name in enumerate(spec["labels"])}
+        cfg["label2id"] = {name: i for i, name in enumerate(spec["labels"])}
+    elif spec["head"] == "qa":
+        cfg["num_labels"] = 2
+    # T5Config/MT5Config/UMT5Config force tie_word_embeddings = True whatever is
+    # passed, which keeps encoder.embed_tokens and decoder.embed_tokens aliases
+    # of shared.weight (these classes have no lm_head).  Setting the attribute
+    # to False before building the model would give the stacks their own
+    # embeddings, so it is left alone.
+    config = config_cls(**cfg)
+    assert config.tie_word_embeddings, f"{spec['name']}: config is not tied"
+    torch.manual_seed(spec["seed"])
+    model = model_cls._from_config(config, attn_implementation="eager")
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "layer_norm" in name:
+                param.copy_(1.0 + 0.2 * torch.randn_like(param))
+            elif name.endswith(".bias"):
+                param.copy_(0.2 * torch.randn_like(param))
+    heads_check_tied(model, spec["name"])
+    return model.float().eval()
+
+
+def heads_check_tied(model, what):
+    """Every token embedding of the model is the one shared Parameter."""
+    shared = model.get_input_embeddings().weight
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Embedding) and "relative_attention_bias" not in name:
+            assert module.weight is shared, f"{what}: {name} is not tied to the shared embedding"
+
+
+def heads_make_batch(spec, config):
+    """Random rows (ids 2..V-1, EOS last) of spec["inputs"] lengths and the head's targets."""
+    gen = torch.Generator().manual_seed(spec["seed"] + 7)
+    inputs = []
+    for n in spec["inputs"]:
+        ids = torch.randint(2, config.vocab_size, (n,), generator=gen).tolist()
+        ids[-1] = EOS
+        inputs.append(ids)
+    batch = {"inputs": inputs}
+    head, rows, n_labels = spec["head"], len(inputs), config.num_labels
+    if head == "seqcls":
+        problem = config.problem_type
+        if problem == "single_label_classification":
+            labels = torch.randint(0, n_labels, (rows,), generator=gen).tolist()
+            labels[2] = IGNORE  # one row left out of the mean
+        elif problem == "multi_label_classification":
+            labels = torch.randint(0, 2, (rows, n_labels), generator=gen).float().tolist()
+        else:  # regression: 3 decimals, exactly what the JSON says
+            labels = [round(v, 3) for v in (1.5 * torch.randn(rows, generator=gen)).tolist()]
+        batch["labels"] = labels
+    elif head == "tokcls":
+        labels = []
+        for ids in inputs:
+            row = torch.randint(0, n_labels, (len(ids),), generator=gen)
+            row[torch.rand(len(ids), generator=gen) < 0.2] = IGNORE
+            labels.append(row.tolist())
+        labels[0][-1] = IGNORE  # the EOS of row 0
+        labels[2][0] = IGNORE
+        batch["labels"] = labels
+    elif head == "qa":
+        starts, ends = [], []
+        for ids in inputs:
+            n = len(ids)
+            s = int(torch.randint(0, n, (1,), generator=gen))
+            e = int(torch.randint(s, n, (1,), generator=gen))
+            starts.append(s)
+            ends.append(e)
+        starts[1] = len(inputs[1]) + 3  # past the row: clamped to its length, ignored
+        ends[3] = len(inputs[3])        # exactly the length: ignored
+        batch["start_positions"] = starts
+        batch["end_positions"] = ends
+    return batch
+
+
+def heads_write_batch(path, batch):
+    """batch.json: one row per line for lists of rows, one line for lists of numbers."""
+    parts = []
+    for key, value in batch.items():
+        if value and isinstance(value[0], list):
+            body = ",\n".join("    " + json.dumps(r, separators=(",", ":")) for r in value)
+            parts.append('  "%s": [\n%s\n  ]' % (key, body))
+        else:
+            parts.append('  "%s": %s' % (key, json.dumps(value, separators=(",", ":"))))
+    with open(path, "w") as f:
+        f.write("{\n" + ",\n".join(parts) + "\n}\n")
+
+
+def heads_row_output(model, head, ids):
+    """One row run alone (input_ids [1, n], no mask).  Returns seqcls: [num_labels];
+    tokcls: [n, num_labels]; qa: [n, 2] (start, end); encoder: [n, d_model]."""
+    x = torch.tensor([ids], dtype=torch.long)
+    out = model(input_ids=x)
+    if head == "encoder":
+        return out.last_hidden_state[0]
+    if head == "qa":
+        return torch.stack([out.start_logits[0], out.end_logits[0]], dim=-1)
+    return out.logits[0]
+
+
+def heads_pack(head, outputs):
+    """Per-row outputs in packed order: seqcls [rows, num_labels], else [total_tokens, C]."""
+    return torch.stack(outputs, dim=0) if head == "seqcls" else torch.cat(outputs, dim=0)
+
+
+def qa_clamped(positions, lengths):
+    """HF's clamp(0, ignored_index) per row, ignored_index = the row's length."""
+    return [min(max(int(p), 0), n) for p, n in zip(positions, lengths)]
+
+
+def heads_loss(head, problem_type, outputs, batch, grad_output=None):
+    """The batch loss from the per-row outputs, with HF's formulas (fp32):
+    seqcls single-label CE (mean over rows whose label is not -100), multi-label
+    BCE-with-logits (mean over rows x labels), regression MSE (mean over rows);
+    tokcls CE over all tokens (mean over non -100); qa (start_loss + end_loss) / 2
+    with each the mean over the rows whose clamped position is not the row's
+    length of the CE over the row's own positions; encoder sum(hidden * grad_output)."""
+    packed = heads_pack(head, outputs)
+    if head == "seqcls":
+        if problem_type == "single_label_classification":
+            return F.cross_entropy(packed, torch.tensor(batch["labels"], dtype=torch.long), ignore_index=IGNORE)
+        if problem_type == "multi_label_classification":
+            return F.binary_cross_entropy_with_logits(packed, torch.tensor(batch["labels"], dtype=torch.float32))
+        if problem_type == "regression":
+            assert packed.shape[1] == 1, "regression fixtures have one label"
+            return F.mse_loss(packed[:, 0], torch.tensor(batch["labels"], dtype=torch.float32))
+        raise ValueError(f"unknown problem_type {problem_type!r}")
+    if head == "tokcls":
+        labels = torch.tensor([t for row in batch["labels"] for t in row], dtype=torch.long)
+        return F.cross_entropy(packed, labels, ignore_index=IGNORE)
+    if head == "qa":
+        lengths = [len(r) for r in batch["inputs"]]
+        losses = []
+        for col, key in ((0, "start_positions"), (1, "end_positions")):
+            terms = [F.cross_entropy(out[:, col][None, :], torch.tensor([p]))
+                     for out, p, n in zip(outputs, qa_clamped(batch[key], lengths), lengths) if p != n]
+            losses.append(torch.stack(terms).mean() if terms else packed.new_tensor(float("nan")))
+        return (losses[0] + losses[1]) / 2
+    if head == "encoder":
+        return (packed * grad_output).sum()
+    raise ValueError(f"unknown head {head!r}")
+
+
+def heads_row_batch(batch, i):
+    """Row i of a head batch as a batch of its own."""
+    return {k: [v[i]] for k, v in batch.items()}
+
+
+def heads_check_single_rows(model, head, batch, outputs, name):
+    """For each row with targets, the loss formula on the row alone equals the loss
+    HF's forward returns when given the labels / positions."""
+    checked = 0
+    for i, ids in enumerate(batch["inputs"]):
+        x = torch.tensor([ids], dtype=torch.long)
+        row = heads_row_batch(batch, i)
+        if head == "seqcls":
+            problem = model.config.problem_type
+            if problem == "single_label_classification":
+                if row["labels"][0] == IGNORE:
+                    continue
+                y = torch.tensor(row["labels"], dtype=torch.long)
+            else:
+                y = torch.tensor(row["labels"], dtype=torch.float32)
+            hf = model(input_ids=x, labels=y).loss
+        elif head == "tokcls":
+            if all(t == IGNORE for t in row["labels"][0]):
+                continue
+            hf = model(input_ids=x, labels=torch.tensor(row["labels"], dtype=torch.long)).loss
+        elif head == "qa":
+            n = len(ids)
+            if any(p >= n or p < 0 for p in (row["start_positions"][0], row["end_positions"][0])):
+                continue
+            hf = model(input_ids=x, start_positions=torch.tensor(row["start_positions"]),
+                       end_positions=torch.tensor(row["end_positions"])).loss
+        else:
+            return 0
+        mine = heads_loss(head, model.config.problem_type, [outputs[i]], row)
+        assert close(mine.detach(), hf.detach(), 1e-6, 1e-6), \
+            f"{name}: row {i}: loss formula {mine.item()} != HF's {hf.item()}"
+        checked += 1
+    assert checked > 0, f"{name}: no row checked against HF's loss"
+    return checked
+
+
+def heads_check_padded(model, head, batch, packed, loss, name):
+    """The rows as one right-padded batch with attention_mask: the real positions'
+    outputs equal the rows run alone (1e-5), and for seqcls / tokcls HF's loss on
+    that batch equals the packed loss.  Returns the max abs logits difference."""
+    rows = batch["inputs"]
+    width = max(len(r) for r in rows)
+    input_ids = torch.full((len(rows), width), PAD, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for b, r in enumerate(rows):
+        input_ids[b, : len(r)] = torch.tensor(r)
+        mask[b, : len(r)] = 1
+    kwargs = {}
+    if head == "seqcls":
+        dtype = torch.long if model.config.problem_type == "single_label_classification" else torch.float32
+        kwargs["labels"] = torch.tensor(batch["labels"], dtype=dtype)
+    elif head == "tokcls":
+        labels = torch.full((len(rows), width), IGNORE, dtype=torch.long)
+        for b, y in enumerate(batch["labels"]):
+            labels[b, : len(y)] = torch.tensor(y)
+        kwargs["labels"] = labels
+    with torch.no_grad():
+        out = model(input_ids=input_ids, attention_mask=mask, **kwargs)
+    if head == "encoder":
+        full = out.last_hidden_state
+    elif head == "qa":
+        full = torch.stack([out.start_logits, out.end_logits], dim=-1)
+    else:
+        full = out.logits
+    got = full if head == "seqcls" else torch.cat([full[b, : len(r)] for b, r in enumerate(rows)], dim=0)
+    diff = (got - packed).abs().max().item()
+    assert close(got, packed, 1e-5, 1e-5), f"{name}: padded batch differs from the rows alone ({diff:g})"
+    if "labels" in kwargs:
+        assert close(out.loss, loss.detach(), 1e-5, 1e-5), \
+            f"{name}: HF's padded-batch loss {out.loss.item()} != packed loss {loss.item()}"
+    return diff
+
+
+def heads_run(model, head, batch, grad_output=None, with_grad=False):
+    """Every row alone; returns (per-row outputs, packed outputs, loss)."""
+    with torch.set_grad_enabled(with_grad):
+        outputs = [heads_row_output(model, head, ids) for ids in batch["inputs"]]
+        loss = heads_loss(head, model.config.problem_type, outputs, batch, grad_output)
+    return outputs, heads_pack(head, outputs), loss
+
+
+def heads_load_model(model_dir):
+    """Load a head model directory: AutoConfig, then the class named in the
+    config's architectures, fp32, eager attention."""
+    with open(os.path.join(model_dir, "config.json")) as f:
+        raw = json.load(f)
+    archs = raw.get("architectures") or []
+    if len(archs) != 1:
+        raise ValueError(f"{model_dir}/config.json: architectures must name one class, got {archs!r}")
+    model_cls = getattr(transformers, archs[0], None)
+    if model_cls is None:
+        raise ValueError(f"{model_dir}/config.json: architectures names {archs[0]!r}, not a transformers class")
+    config = AutoConfig.from_pretrained(model_dir)
+    ensure_start_token(config)
+    try:
+        model = model_cls.from_pretrained(model_dir, config=config, attn_implementation="eager", **fp32_kwargs())
+    except (TypeError, ValueError):
+        model = model_cls.from_pretrained(model_dir, config=config, **fp32_kwargs())
+    return model.float().eval(), raw
+
+
+def make_heads_fixture(spec, out_root):
+    name, head = spec["name"], spec["head"]
+    out_dir = os.path.join(out_root, name)
+    clean_dir(out_dir)
+
+    model = heads_build_model(spec)
+    assert type(model).__name__ == spec["class"] and head_kind(spec["class"]) == head
+    batch = heads_make_batch(spec, model.config)
+    heads_write_batch(os.path.join(out_dir, "batch.json"), batch)
+
+    model.save_pretrained(out_dir, safe_serialization=True)
+    saved = keep_fixture_files(out_dir)
+    with open(os.path.join(out_dir, "config.json")) as f:
+        raw = json.load(f)
+    assert raw["architectures"] == [spec["class"]], f"{name}: architectures {raw['architectures']}"
+
+    total = sum(len(r) for r in batch["inputs"])
+    grad_output = None
+    if head == "encoder":
+        gen = torch.Generator().manual_seed(spec["seed"] + 11)
+        grad_output = torch.randn(total, model.config.d_model, generator=gen)  # [total_tokens, d_model]
+
+    # the reference: every row alone, one autograd graph over all rows
+    model.zero_grad(set_to_none=True)
+    outputs, packed, loss = heads_run(model, head, batch, grad_output, with_grad=True)
+    loss.backward()
+    packed = packed.detach()
+    n_out = {"seqcls": model.config.num_labels, "tokcls": model.config.num_labels, "qa": 2,
+             "encoder": model.config.d_model}[head]
+    assert packed.shape == ((len(batch["inputs"]) if head == "seqcls" else total), n_out), packed.shape
+    assert torch.isfinite(loss), f"{name}: loss {loss.item()}"
+    grads = {}
+    for pname, param in model.named_parameters():  # aliases of the shared embedding come once
+        assert pname in saved, f"{name}: parameter {pname} is not in model.safetensors"
+        assert param.grad is not None, f"{name}: no gradient for {pname}"
+        assert torch.isfinite(param.grad).all() and param.grad.abs().max() > 0, f"{name}: bad gradient for {pname}"
+        grads[pname] = param.grad.detach().float().contiguous()
+    assert set(grads) == saved, f"{name}: saved tensors without a parameter: {sorted(saved - set(grads))}"
+    model.zero_grad(set_to_none=True)
+
+    with torch.no_grad():
+        rows_checked = heads_check_single_rows(model, head, batch, [o.detach() for o in outputs], name)
+        pad_diff = heads_check_padded(model, head, batch, packed, loss, name)
+
+    tensors = {"logits": packed.contiguous(), "loss": loss.detach().reshape(1)}
+    if grad_output is not None:
+        tensors["grad_output"] = grad_output.contiguous()
+    for k, g in grads.items():
+        tensors["grad." + k] = g
+    ref_path = os.path.join(out_dir, "reference.safetensors")
+    save_file(tensors, ref_path, metadata={
+        "name": name, "class": spec["class"], "head": head,
+        "problem_type": str(model.config.problem_type), "loss": repr(loss.item()),
+        "reference": "ref/make_reference.py --heads (transformers; rows run one by one)",
+        "transformers_version": transformers.__version__, "torch_version": torch.__version__})
+    canonicalise_header(ref_path)
+    assert set(load_file(ref_path)) == set(tensors)
+
+    # the files on disk reproduce the stored values exactly
+    reloaded, _ = heads_load_model(out_dir)
+    assert type(reloaded).__name__ == spec["class"]
+    heads_check_tied(reloaded, name + " (reloaded)")
+    assert reloaded.config.id2label == model.config.id2label and reloaded.config.problem_type == model.config.problem_type
+    reloaded.zero_grad(set_to_none=True)
+    _, again, again_loss = heads_run(reloaded, head, read_heads_batch(os.path.join(out_dir, "batch.json")),
+                                     grad_output, with_grad=True)
+    again_loss.backward()
+    if not torch.equal(again.detach(), packed):
+        raise AssertionError(f"{name}: reloaded model gives different outputs "
+                             f"(max abs diff {(again.detach() - packed).abs().max().item():g})")
+    assert again_loss.item() == loss.item()
+    for k, g in grads.items():
+        assert torch.equal(reloaded.get_parameter(k).grad, g), f"{name}: reloaded gradient of {k} differs"
+
+    sizes = {f: os.path.getsize(os.path.join(out_dir, f)) for f in sorted(os.listdir(out_dir))}
+    print(f"{name}: {spec['class']} loss {loss.item():.6f} logits {tuple(packed.shape)} grads {len(grads)} "
+          f"rows checked against HF's loss {rows_checked}, padded-batch max |diff| {pad_diff:.3e}")
+    print(f"  files {sizes} total {sum(sizes.values())}")
+    print("  config.json: " + ", ".join(f"{k}={raw.get(k)!r}" for k in (
+        "architectures", "id2label", "label2id", "num_labels", "problem_type", "classifier_dropout",
+        "tie_word_embeddings", "scale_decoder_outputs", "decoder_start_token_id")))
+    print("  model.safetensors (blocks elided): " + ", ".join(
+        f"{k} {list(load_file(os.path.join(out_dir, 'model.safetensors'))[k].shape)}"
+        for k in sorted(saved) if ".block." not in k or ".block.0." in k))
+
+
+def read_heads_batch(path):
+    """batch.json of a head fixture; checks that every target list has one entry per row."""
+    with open(path) as f:
+        batch = json.load(f)
+    rows = len(batch["inputs"])
+    for key, value in batch.items():
+        if len(value) != rows:
+            raise ValueError(f"{path}: {key} has {len(value)} rows, inputs has {rows}")
+    return batch
+
+
+def check_head(model_dir, fixture_dir):
+    """--check-head: DIR's outputs and loss on the fixture's rows against its reference,
+    and DIR's label names against the fixture's."""
+    batch = read_heads_batch(os.path.join(fixture_dir, "batch.json"))
+    ref = load_file(os.path.join(fixture_dir, "reference.safetensors"))
+    with open(os.path.join(fixture_dir, "config.json")) as f:
+        want = json.load(f)
+    model, raw = heads_load_model(model_dir)
+    ok = True
+    if raw["architectures"] != want["architectures"]:
+        print(f"architectures: {raw['architectures']} vs fixture {want['architectures']}  FAIL")
+        ok = False
+    head = head_kind(raw["architectures"][0])
+    for key in ("id2label", "label2id", "problem_type"):
+        same = raw.get(key) == want.get(key)
+        print(f"{key}: {raw.get(key)!r}{'' if same else ' vs fixture ' + repr(want.get(key))}  {'OK' if same else 'FAIL'}")
+        ok &= same
+    with torch.no_grad():
+        _, packed, loss = heads_run(model, head, batch, ref.get("grad_output"))
+    ok &= compare_to_scale("logits", packed, ref["logits"])
+    ok &= compare_to_scale("loss", loss.reshape(1), ref["loss"].reshape(1))
+    return ok
+
+
+def compare_to_scale(what, got, ref, rtol=RTOL):
+    """Print the max abs diff of got vs ref; True when it is at most rtol times the
+    reference's scale (its max abs value, at least 1e-6) and got is finite."""
+    got = got.detach().double()
+    ref = ref.detach().double()
+    if got.shape != ref.shape:
+        print(f"{what}: shape {tuple(got.shape)} vs reference {tuple(ref.shape)}  FAIL")
+        return False
+    scale = max(ref.abs().max().item(), 1e-6)
+    diff = (got - ref).abs().max().item()
+    ok = bool(torch.isfinite(got).all()) and diff <= rtol * scale
+    print(f"{what}: max abs diff {diff:.3e}  reference scale {scale:.3e}  diff/scale {diff / scale:.3e} "
+          f"(limit {rtol:g})  {'OK' if ok else 'FAIL'}")
+    return ok
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=os.path.join("tests", "data"), help="fixture root (generation mode)")
@@ -1412,6 +1940,10 @@ def main():
                         help="write generate.json into each existing fixture directory under --out")
     parser.add_argument("--longt5", action="store_true",
                         help="write the LongT5 fixtures <out>/longt5_local/ and <out>/longt5_tglobal/")
+    parser.add_argument("--heads", action="store_true",
+                        help="write the task-head fixtures <out>/heads_<name>/")
+    parser.add_argument("--check-head", metavar="DIR",
+                        help="head model directory to check against a heads_<name> fixture (with --against)")
     parser.add_argument("--posenc", action="store_true",
                         help="write the position-encoding fixtures <out>/posenc_<name>/ (FAT5 names)")
     args = parser.parse_args()
@@ -1421,6 +1953,10 @@ def main():
         if not args.against:
             parser.error("--check needs --against tests/data/<name>")
         sys.exit(0 if check_against_fixture(args.check, args.against) else 1)
+    if args.check_head:
+        if not args.against:
+            parser.error("--check-head needs --against tests/data/heads_<name>")
+        sys.exit(0 if check_head(args.check_head, args.against) else 1)
     if args.check_logits:
         if not (args.model and args.batch):
             parser.error("--check-logits needs --model DIR and --batch BATCH.json")
@@ -1436,6 +1972,15 @@ def main():
         for spec in POSENC_FIXTURES:
             if not args.only or spec["name"] in args.only:
                 make_posenc_fixture(spec, args.out)
+        return
+    if args.heads:
+        names = {f["name"] for f in HEADS_FIXTURES}
+        for only in args.only or []:
+            if only not in names:
+                parser.error(f"unknown head fixture {only!r}; known: {sorted(names)}")
+        for spec in HEADS_FIXTURES:
+            if not args.only or spec["name"] in args.only:
+                make_heads_fixture(spec, args.out)
         return
     if args.longt5:
         names = {f["name"] for f in LONGT5_FIXTURES}

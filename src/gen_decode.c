@@ -171,6 +171,10 @@ FAT5_API fat5_status fat5_decoder_create(fat5_model *m, int64_t max_rows, int64_
                          "fat5_decoder_create: max_rows %lld, max_enc_tokens %lld, max_len %lld: rows and encoder "
                          "tokens must be >= 1, max_len >= 0, and rows * max_len below 2^31",
                          (long long)max_rows, (long long)max_te, (long long)max_len);
+    if (max_len > 0 && c->head != FAT5_HEAD_LM)
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5_decoder_create: generation needs a language model "
+                         "(T5ForConditionalGeneration); this model is %s (fat5_model_load_head turns a checkpoint's "
+                         "stacks into another head)", fat5_model_architecture(m));
     d = FAT5__CAST(fat5_decoder *, fat5__calloc(ctx, 1, sizeof *d));
     if (!d) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_decoder_create: out of memory");
     d->m = m;

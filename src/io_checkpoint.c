@@ -25,9 +25,20 @@ static int fat5__ends_with(const char *s, const char *suffix) {
 }
 
 // Tensors a Hugging Face file may carry that are aliases or unused by T5's math.
+// T5ForSequenceClassification and T5ForTokenClassification keep them under "transformer.".
 static int fat5__ignorable_tensor(const char *name) {
+    if (strncmp(name, "transformer.", 12) == 0) name += 12;
     return strcmp(name, "encoder.embed_tokens.weight") == 0 || strcmp(name, "decoder.embed_tokens.weight") == 0 ||
            strcmp(name, "decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight") == 0;
+}
+
+// Tensors of another head that fat5_model_load_head leaves behind: the LM's output projection,
+// the decoder (for an encoder-only head) and the other heads' layers.
+static int fat5__other_head_tensor(const char *name) {
+    if (strncmp(name, "transformer.", 12) == 0) name += 12;
+    return strcmp(name, "lm_head.weight") == 0 || strncmp(name, "decoder.", 8) == 0 ||
+           strncmp(name, "classification_head.", 20) == 0 || strncmp(name, "classifier.", 11) == 0 ||
+           strncmp(name, "qa_outputs.", 11) == 0;
 }
 
 #define FAT5__MAX_SHARDS 1024
@@ -247,8 +258,13 @@ static fat5_status fat5__ckpt_check_init_l(fat5_ctx *ctx, fat5__ckpt *k, const f
     return FAT5_OK;
 }
 
+// Finds every parameter of the model cfg describes in the checkpoint: loc[2 i], loc[2 i + 1] =
+// file and tensor of parameter i. Shapes and dtypes are checked, and a tensor that is no
+// parameter is an error. With `other_head` (fat5_model_load_head) the stacks may lie with or
+// without "transformer.", a head tensor that is missing or of another shape gets loc -1 (the
+// caller initialises it), and the tensors of another head are left unread.
 static fat5_status fat5__ckpt_match(fat5_ctx *ctx, fat5__ckpt *k, const fat5_model_config *cfg, int lm_head_tied,
-                                    const char *dir, int **loc, int *n_loc) {
+                                    int other_head, const char *dir, int **loc, int *n_loc) {
     fat5_model *probe;
     fat5_status st;
     char nm[128], got[160];
@@ -270,10 +286,29 @@ static fat5_status fat5__ckpt_match(fat5_ctx *ctx, fat5__ckpt *k, const fat5_mod
     for (i = 0; i < probe->n_params && st == FAT5_OK; i++) {
         const fat5__param *pr = &probe->params[i];
         const fat5_st_tensor *ti;
+        int is_head = i == probe->hd_w || i == probe->hd_b || i == probe->ho_w || i == probe->ho_b;
+        const char *pre = strncmp(pr->io_name, "transformer.", 12) == 0 ? "transformer." : "";
         t = fat5__ckpt_find(k, pr->io_name, &f);
+        if (t < 0 && other_head && !is_head) {   // the stacks under the other prefix
+            char alt[160];
+            snprintf(alt, sizeof alt, "%s%s", *pre ? "" : "transformer.", pr->io_name + strlen(pre));
+            t = fat5__ckpt_find(k, alt, &f);
+            if (t >= 0) pre = *pre ? "" : "transformer.";
+        }
         if (t < 0 && i == probe->shared) {
-            t = fat5__ckpt_find(k, "encoder.embed_tokens.weight", &f);
-            if (t < 0) t = fat5__ckpt_find(k, "decoder.embed_tokens.weight", &f);
+            snprintf(nm, sizeof nm, "%sencoder.embed_tokens.weight", pre);
+            t = fat5__ckpt_find(k, nm, &f);
+            snprintf(nm, sizeof nm, "%sdecoder.embed_tokens.weight", pre);
+            if (t < 0) t = fat5__ckpt_find(k, nm, &f);
+        }
+        if (t >= 0 && other_head && is_head) {   // a head of another size: made anew
+            ti = fat5_st_get(k->files[f], t);
+            if (ti->ndim != pr->ndim || ti->shape[0] != pr->shape[0] || (pr->ndim == 2 && ti->shape[1] != pr->shape[1]))
+                t = -1;
+        }
+        if (t < 0 && other_head && is_head) {
+            (*loc)[2 * i] = (*loc)[2 * i + 1] = -1;
+            continue;
         }
         if (t < 0) {
             st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: missing tensor '%s'%s", dir, pr->io_name,
@@ -312,7 +347,7 @@ static fat5_status fat5__ckpt_match(fat5_ctx *ctx, fat5__ckpt *k, const fat5_mod
     for (f = 0; f < k->n_files && st == FAT5_OK; f++)
         for (t = 0; t < fat5_st_tensor_count(k->files[f]); t++) {
             const char *name = fat5_st_get(k->files[f], t)->name;
-            if (!k->used[f][t] && !fat5__ignorable_tensor(name)) {
+            if (!k->used[f][t] && !fat5__ignorable_tensor(name) && !(other_head && fat5__other_head_tensor(name))) {
                 st = fat5__err(ctx, FAT5_ERR_FORMAT,
                                "%s: unexpected tensor '%s' (not a parameter of the model config.json describes)", dir,
                                fat5__msg_name(nm, sizeof nm, name));
@@ -426,14 +461,17 @@ FAT5_API fat5_status fat5_model_set_tokenizer(fat5_model *m, const char *dir) {
     return FAT5_OK;
 }
 
-FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model **out) {
+// fat5_model_load, and with hc fat5_model_load_head: the checkpoint's stacks under hc's head
+static fat5_status fat5__model_load(fat5_ctx *ctx, const char *path, const fat5_head_config *hc, uint64_t seed,
+                                    fat5_model **out) {
     fat5__ckpt k;
     fat5_model_config cfg;
     fat5_model *m = NULL;
-    char dir[4096], p[4200], *text = NULL;
+    char dir[4096], p[4200], *text = NULL, **names = NULL;
     size_t len = 0;
     fat5_status st;
     int i, f, has_lm_head, n_loc = 0, *loc = NULL;
+    fat5_head src_head;
     memset(&k, 0, sizeof k);
     if (!out || !path) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_load: NULL argument");
     *out = NULL;
@@ -450,6 +488,25 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
     snprintf(p, sizeof p, "%s/config.json", dir);
     if ((st = fat5__read_file(ctx, p, (size_t)1 << 20, &text, &len))) return st;
     st = fat5_model_config_from_json(ctx, text, len, &cfg);
+    src_head = cfg.head;
+    if (!st && hc) {   // the head asked for
+        int64_t n_src = cfg.num_labels;
+        if (!fat5__head_has_decoder(src_head) && fat5__head_has_decoder(hc->head))
+            st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "the checkpoint is encoder-only (%s): it has no decoder for %s",
+                           fat5__cfg_arch_name(&cfg), hc->head == FAT5_HEAD_QA ? "question answering (T5ForQuestionAnswering)"
+                           : hc->head == FAT5_HEAD_SEQ_CLS ? "T5ForSequenceClassification" : "a language model");
+        cfg.head = hc->head;
+        cfg.num_labels = hc->head == FAT5_HEAD_QA ? 2 : hc->num_labels;
+        cfg.problem_type = hc->problem_type;
+        cfg.classifier_dropout = hc->classifier_dropout;
+        cfg.pooling = hc->pooling;
+        if (!st) st = fat5_model_config_validate(ctx, &cfg);
+        // the names: hc's, else the checkpoint's when it has as many
+        if (!st && !hc->label_names && n_src == cfg.num_labels && src_head != FAT5_HEAD_LM && src_head != FAT5_HEAD_ENCODER)
+            st = fat5__cfg_label_names(ctx, text, len, cfg.num_labels, &names);
+    } else if (!st && cfg.head != FAT5_HEAD_LM && cfg.head != FAT5_HEAD_ENCODER && cfg.head != FAT5_HEAD_QA) {
+        st = fat5__cfg_label_names(ctx, text, len, cfg.num_labels, &names);
+    }
     fat5__free(ctx, text);
     if (st) return fat5__err_prefix(ctx, st, "%s: ", p);
 
@@ -473,16 +530,23 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
     // model is untied: then lm_head.weight stays in the table and its absence is an error (tying
     // silently would run another model than the one transformers builds from this directory)
     has_lm_head = fat5__ckpt_find(&k, "lm_head.weight", &f) >= 0;
-    cfg.tie_word_embeddings = !has_lm_head && cfg.tie_word_embeddings;
+    if (cfg.head == FAT5_HEAD_LM) cfg.tie_word_embeddings = !has_lm_head && cfg.tie_word_embeddings;
     // every name, shape and dtype is checked before the weights are allocated
-    if ((st = fat5__ckpt_match(ctx, &k, &cfg, cfg.tie_word_embeddings, dir, &loc, &n_loc))) goto fail;
+    if ((st = fat5__ckpt_match(ctx, &k, &cfg, cfg.tie_word_embeddings, hc != NULL, dir, &loc, &n_loc))) goto fail;
     if ((st = fat5__model_alloc(ctx, &cfg, cfg.tie_word_embeddings, &m))) goto fail;
     FAT5_ASSERT(m->n_params == n_loc);
-    for (i = 0; i < m->n_params; i++) {
-        const fat5__param *pr = &m->params[i];
-        if ((st = fat5_st_read_f32(k.files[loc[2 * i]], loc[2 * i + 1], m->w + pr->offset, (int64_t)pr->numel)))
-            goto fail;
+    {
+        fat5_rng r = fat5_rng_init(seed);
+        for (i = 0; i < m->n_params; i++) {   // a head the checkpoint lacks: initialised, seeded
+            const fat5__param *pr = &m->params[i];
+            if (loc[2 * i] < 0) fat5__param_init(m, i, &r);
+            else if ((st = fat5_st_read_f32(k.files[loc[2 * i]], loc[2 * i + 1], m->w + pr->offset, (int64_t)pr->numel)))
+                goto fail;
+        }
     }
+    m->label_names = names;
+    names = NULL;
+    if (hc && hc->label_names && (st = fat5_model_set_label_names(m, hc->label_names, cfg.num_labels))) goto fail;
     if (m->flash_names && (st = fat5__ckpt_check_aliases(ctx, &k, m, dir))) goto fail;
     {   // the weights' dtype, for saves in it: as our saves record it (a training checkpoint's F32
         // copy of a BF16 start says BF16), else shared.weight's
@@ -520,9 +584,20 @@ FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model
     return FAT5_OK;
 fail:
     fat5__free(ctx, loc);
+    fat5__free(ctx, names);
     fat5__ckpt_close(ctx, &k);
     fat5_model_destroy(m);
     return st;
+}
+
+FAT5_API fat5_status fat5_model_load(fat5_ctx *ctx, const char *path, fat5_model **out) {
+    return fat5__model_load(ctx, path, NULL, 0, out);
+}
+
+FAT5_API fat5_status fat5_model_load_head(fat5_ctx *ctx, const char *path, const fat5_head_config *hc, uint64_t seed,
+                                          fat5_model **out) {
+    if (!hc) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_load_head: NULL head config");
+    return fat5__model_load(ctx, path, hc, seed, out);
 }
 
 // generation_config.json: the loaded checkpoint's text as it was, else the settings transformers
@@ -689,7 +764,7 @@ FAT5_API fat5_status fat5_model_save_hf(fat5_model *m, const char *dir, const fa
                                      (double)w[j]);
         }
     }
-    if ((st = fat5_model_config_to_json(ctx, &m->cfg, &json, &json_len))) return st;
+    if ((st = fat5__cfg_to_json_labels(ctx, &m->cfg, (const char *const *)m->label_names, &json, &json_len))) return st;
     {   // config.json says the weights' dtype (torch_dtype), as transformers writes it
         char *end = json_len ? strrchr(json, '}') : NULL, *nj;
         char add[64];

@@ -1,5 +1,5 @@
 // =============================================================================================
-// ==[4.4] model: batches from JSON rows ==
+// ==[4.5] model: batches from JSON rows ==
 
 static fat5_status fat5__rows_to_packed(fat5_ctx *ctx, const fat5__json *rows, const char *what, int allow_ignore,
                                         int32_t **tok, int32_t **cu, int64_t *n_rows) {

@@ -715,3 +715,30 @@ FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_c
     return FAT5_OK;
 }
 
+
+// TEMPORARY (replaced by the head-config work): architecture name and label names
+static const char *fat5__cfg_arch_name(const fat5_model_config *c) {
+    static const char *const n[6] = {"T5ForConditionalGeneration", "T5EncoderModel", "T5ForSequenceClassification",
+                                     "T5ForTokenClassification", "T5ForQuestionAnswering",
+                                     "Fat5EncoderForSequenceClassification"};
+    return n[c->head];
+}
+static fat5_status fat5__cfg_label_names(fat5_ctx *ctx, const char *json, size_t len, int64_t n, char ***names) {
+    char **p;
+    int64_t i;
+    (void)json;
+    (void)len;
+    p = FAT5__CAST(char **, fat5__calloc(ctx, (size_t)n, sizeof(char *) + 32));
+    if (!p) return FAT5_ERR_OUT_OF_MEMORY;
+    for (i = 0; i < n; i++) {
+        p[i] = (char *)(p + n) + 32 * i;
+        snprintf(p[i], 32, "LABEL_%lld", (long long)i);
+    }
+    *names = p;
+    return FAT5_OK;
+}
+static fat5_status fat5__cfg_to_json_labels(fat5_ctx *ctx, const fat5_model_config *c, const char *const *names,
+                                            char **out, size_t *out_len) {
+    (void)names;
+    return fat5_model_config_to_json(ctx, c, out, out_len);
+}

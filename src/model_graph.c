@@ -18,6 +18,12 @@ FAT5_API fat5_loss_config fat5_loss_config_default(void) {
         if ((st = (call)) != FAT5_OK) return st; \
     } while (0)
 
+// the task heads (model_heads.c)
+static fat5_status fat5__head_forward_batch(fat5_model *m, const fat5_batch *b, fat5_forward_result *out,
+                                            fat5__addr loss_dst);
+static fat5_status fat5__head_forward(fat5_model *m, fat5_forward_result *out, fat5__addr loss_dst);
+static fat5_status fat5__head_backward(fat5_model *m, float grad_scale, int below);
+
 // backend addresses of parameter idx: fp32 master, gradient, and matmul operand
 static fat5__addr fat5__pw(const fat5_model *m, int idx) { return m->wd + 4 * (fat5__addr)m->params[idx].offset; }
 static fat5__addr fat5__pg(const fat5_model *m, int idx) { return m->gd + 4 * (fat5__addr)m->params[idx].goffset; }
@@ -73,6 +79,7 @@ static void fat5__model_drop_begin(fat5_model *m) {
     m->fd.draw = m->drop_draw;
     m->fd.rate = c->dropout_rate;
     m->fd.attn_rate = c->attention_dropout_rate < 0 ? c->dropout_rate : c->attention_dropout_rate;
+    m->fd.head_rate = c->classifier_dropout;
 }
 
 // h (fp32 [T, D]) += drop(x W^T), x [T, K] act, W [D, K]: a sub-layer's output projection into the
@@ -207,8 +214,9 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
     size_t Gx = (size_t)fat5__globals_max(&m->attn, te), Tkv = Te + Gx > T ? Te + Gx : T;  // globals: after the tokens
     size_t Tb = m->training ? T : 0, Teb = m->training ? Te : 0, Tdb = m->training ? Td : 0;  // backward only
     int ok = 1, l, own_gtable = m->attn.type == FAT5_ENC_ATTN_TGLOBAL && c->num_layers && m->enc[0].grel >= 0;
+    int lm = c->head == FAT5_HEAD_LM;
     w->ea.at = m->attn;
-    for (l = 0; l < c->num_layers + c->num_decoder_layers && ok; l++) {
+    for (l = 0; l < c->num_layers + m->n_dec && ok; l++) {
         int dec = l >= c->num_layers;
         fat5__layer_acts *a = dec ? &w->dec[l - c->num_layers] : &w->enc[l];
         size_t Tl = dec ? Td : Te, Tlb = m->training ? Tl : 0;
@@ -251,7 +259,7 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
     FAT5__WS(w->dec_hf, Td, D, 4);
     FAT5__WS(w->dec_rsf, Td, 1, 4);
     FAT5__WS(w->dec_out, Td, D, A);
-    FAT5__WS(w->logits, m->training ? fat5__xent_rows(m, Td) : Td, V, 4);  // training: one chunk of rows at a time
+    FAT5__WS(w->logits, !lm ? 0 : m->training ? fat5__xent_rows(m, Td) : Td, V, 4);  // training: one chunk of rows at a time
     FAT5__WS(w->tok_lse, Td, 1, 4);
     FAT5__WS(w->loss2, 2, 1, 8);
     FAT5__WS(w->row_ce, Td, 1, 4);
@@ -267,7 +275,7 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
     FAT5__WS(w->ea.ones, m->attn.type == FAT5_ENC_ATTN_TGLOBAL ? D : 0, 1, 4);
     FAT5__WS(w->lut_bidir, md, 1, 4);
     FAT5__WS(w->lut_causal, md, 1, 4);
-    FAT5__WS(w->dlogits, Tdb, V, A);
+    FAT5__WS(w->dlogits, lm ? Tdb : 0, V, A);
     FAT5__WS(w->dh_dec, Tdb, D, 4);
     FAT5__WS(w->dh_enc, Teb, D, 4);
     FAT5__WS(w->d_enc_out, Teb, D, 4);
@@ -292,6 +300,28 @@ static int fat5__ws_layout(fat5_model *m, fat5__addr base, int64_t n_seq, int64_
              c->pos_kind == FAT5_POS_FIRE ? (size_t)FAT5__FIRE_SHARES(c->fire_mlp_width) * H
                                           : (size_t)c->rel_buckets * H * (own_gtable ? 2 : 1),
              4);
+    {   // a head other than LM (model_heads.c): R rows of L logits; the sequence classifiers pool Tp
+        // tokens of B = n_seq sequences
+        int cls = c->head == FAT5_HEAD_SEQ_CLS || c->head == FAT5_HEAD_ENC_SEQ_CLS, tr = m->training;
+        size_t L = c->head == FAT5_HEAD_QA ? 2 : lm || c->head == FAT5_HEAD_ENCODER ? 0 : (size_t)c->num_labels;
+        size_t B = (size_t)n_seq, Tp = c->head == FAT5_HEAD_SEQ_CLS ? Td : Te;
+        size_t R = cls ? B : c->head == FAT5_HEAD_TOKEN_CLS ? Te : c->head == FAT5_HEAD_QA ? Td : 0;
+        FAT5__WS(w->hd_pool_f, cls ? B : 0, Tp, 4);
+        FAT5__WS(w->hd_pool, cls ? B : 0, Tp, A);
+        FAT5__WS(w->hd_x, cls ? B : c->head == FAT5_HEAD_TOKEN_CLS ? Te : 0, D, A);
+        FAT5__WS(w->hd_z, cls ? B : 0, D, A);
+        FAT5__WS(w->hd_h, cls ? B : 0, D, A);
+        FAT5__WS(w->hd_logits, R, L, 4);
+        FAT5__WS(w->hd_dlog_f, tr ? R : 0, L, 4);
+        FAT5__WS(w->hd_dlog, tr ? R : 0, L, A);
+        FAT5__WS(w->hd_ones_f, L ? R : 0, 1, 4);
+        FAT5__WS(w->hd_ones, L ? R : 0, 1, A);
+        FAT5__WS(w->hd_dh, cls && tr ? B : 0, D, A);
+        FAT5__WS(w->hd_dz, cls && tr ? B : 0, D, A);
+        FAT5__WS(w->hd_dx, cls && tr ? B : 0, D, 4);
+        FAT5__WS(w->hd_dx_act, cls && tr ? B : 0, D, A);
+        FAT5__WS(w->hd_g, c->head == FAT5_HEAD_ENCODER && tr ? Te : 0, D, 4);
+    }
     *total = off;
     return ok;
 }
@@ -350,7 +380,7 @@ FAT5_API fat5_status fat5_model_reserve(fat5_model *m, int64_t n_seq, int64_t te
     if (md > maps) maps = md;
     m->ws.enc = FAT5__CAST(fat5__layer_acts *, fat5__calloc(ctx, (size_t)m->cfg.num_layers, sizeof(fat5__layer_acts)));
     m->ws.dec = FAT5__CAST(fat5__layer_acts *,
-                           fat5__calloc(ctx, (size_t)m->cfg.num_decoder_layers, sizeof(fat5__layer_acts)));
+                           fat5__calloc(ctx, (size_t)(m->n_dec ? m->n_dec : 1), sizeof(fat5__layer_acts)));
     m->enc_cu = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)n_seq + 1, sizeof(int32_t)));
     m->dec_cu = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)n_seq + 1, sizeof(int32_t)));
     m->enc_tok = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)te, sizeof(int32_t)));
@@ -651,14 +681,16 @@ static fat5_status fat5__model_forward(fat5_model *m, fat5_forward_result *out, 
     float eps = (float)c->layer_norm_eps, head_scale = c->scale_decoder_outputs ? (float)(1.0 / sqrt((double)D)) : 1.0f;
     double ls[2];
     fat5_status st;
-    // the batch
+    // the batch (an encoder-only head has no decoder tokens: td 0)
     FAT5__TRY(be->upload(ctx, w->enc_tok, m->enc_tok, (size_t)te * 4));
-    FAT5__TRY(be->upload(ctx, w->dec_tok, m->dec_tok, (size_t)td * 4));
-    FAT5__TRY(be->upload(ctx, w->labels, m->labels, (size_t)td * 4));
     FAT5__TRY(be->upload(ctx, w->enc_cu, m->enc_cu, (size_t)(m->n_seq + 1) * 4));
-    FAT5__TRY(be->upload(ctx, w->dec_cu, m->dec_cu, (size_t)(m->n_seq + 1) * 4));
     FAT5__TRY(fat5__enc_maps(ctx, be, &m->ws.ea, m->enc_cu, m->n_seq, m->seq_map, m->enc_cu_g, w->enc_seq));
-    FAT5__TRY(fat5__model_upload_seq(m, w->dec_seq, m->dec_cu));
+    if (td) {
+        FAT5__TRY(be->upload(ctx, w->dec_tok, m->dec_tok, (size_t)td * 4));
+        FAT5__TRY(be->upload(ctx, w->labels, m->labels, (size_t)td * 4));
+        FAT5__TRY(be->upload(ctx, w->dec_cu, m->dec_cu, (size_t)(m->n_seq + 1) * 4));
+        FAT5__TRY(fat5__model_upload_seq(m, w->dec_seq, m->dec_cu));
+    }
     // encoder; the residual stream lives in the final norm's input buffer (dropout, when on: after
     // the embeddings, in each sub-layer and after the final norm, fat5__model_drop)
     FAT5__TRY(be->embed_fwd(ctx, w->enc_hf, fat5__pw(m, m->shared), w->enc_tok, te, (int)D));
@@ -670,10 +702,11 @@ static fat5_status fat5__model_forward(fat5_model *m, fat5_forward_result *out, 
     }
     FAT5__TRY(be->rmsnorm_fwd(ctx, w->enc_out, w->enc_rsf, w->enc_hf, fat5__pw(m, m->enc_final_ln), te, (int)D, eps, 0));
     FAT5__TRY(fat5__model_drop_inplace(m, w->enc_out, te * D, 1, fat5__stack_drop(m, 0, FAT5__DS_FINAL)));
+    if (!m->n_dec) return fat5__head_forward(m, out, loss_dst);
     // decoder
     FAT5__TRY(be->embed_fwd(ctx, w->dec_hf, fat5__pw(m, m->shared), w->dec_tok, td, (int)D));
     FAT5__TRY(fat5__model_drop_inplace(m, w->dec_hf, td * D, 0, fat5__stack_drop(m, 1, FAT5__DS_EMBED)));
-    for (l = 0; l < c->num_decoder_layers; l++) {
+    for (l = 0; l < m->n_dec; l++) {
         FAT5__TRY(fat5__model_self_attn_fwd(m, &m->dec[l], &w->dec[l], w->dec_hf, td, w->dec_cu, w->dec_seq,
                                             FAT5__ATTN_CAUSAL, w->lut_causal, NULL, fat5__drop_layer(1, l)));
         FAT5__TRY(fat5__model_cross_attn_fwd(m, &m->dec[l], &w->dec[l], fat5__drop_layer(1, l)));
@@ -681,6 +714,7 @@ static fat5_status fat5__model_forward(fat5_model *m, fat5_forward_result *out, 
     }
     FAT5__TRY(be->rmsnorm_fwd(ctx, w->dec_out, w->dec_rsf, w->dec_hf, fat5__pw(m, m->dec_final_ln), td, (int)D, eps, 0));
     FAT5__TRY(fat5__model_drop_inplace(m, w->dec_out, td * D, 1, fat5__stack_drop(m, 1, FAT5__DS_FINAL)));
+    if (c->head != FAT5_HEAD_LM) return fat5__head_forward(m, out, loss_dst);
     // lm_head (the d_model^-0.5 of tied models folded into the product), then the loss
     // (training: chunk by chunk, each chunk's dlogits = softmax-gradient of the loss terms, unscaled:
     // the backward scales it in its products)
@@ -720,6 +754,7 @@ static fat5_status fat5__model_forward_batch(fat5_model *m, const fat5_batch *b,
     if (!m) return FAT5_ERR_INVALID_ARG;
     c = &m->cfg;
     m->have_fwd = m->fwd_labels = m->have_bwd = 0;
+    if (c->head != FAT5_HEAD_LM) return fat5__head_forward_batch(m, b, out, loss_dst);
     if ((st = fat5__check_loss(m->ctx, &lc)) || (st = fat5__check_batch(m, b))) return st;
     te = b->n_enc_tokens;
     td = b->n_dec_tokens;
@@ -758,6 +793,9 @@ FAT5_API fat5_status fat5_model_forward(fat5_model *m, const fat5_batch *b, cons
 }
 
 FAT5_API fat5_status fat5_model_get_logits(fat5_model *m, float *dst, int64_t n) {
+    if (m->cfg.head != FAT5_HEAD_LM)
+        return fat5__err(m->ctx, FAT5_ERR_STATE, "fat5_model_get_logits: the model's head is %s (no vocabulary "
+                         "logits): read its outputs with fat5_model_get_head_output", fat5_model_architecture(m));
     if (!m->have_fwd) return fat5__err(m->ctx, FAT5_ERR_STATE, "fat5_model_get_logits: no forward has run");
     if (m->training && (size_t)m->td > fat5__xent_rows(m, (size_t)m->td))
         return fat5__err(m->ctx, FAT5_ERR_STATE, "fat5_model_get_logits: a training forward keeps the logits of %d "
@@ -886,10 +924,10 @@ static void fat5__bwd_plan(fat5_model *m, int64_t *enc_lo, int64_t *dec_lo, int 
     for (l = 0; l < *enc_lo; l++)
         if (fat5__layer_trains(m, &m->enc[l])) *enc_lo = l;
     m->bwd_enc = shared || *enc_lo < c->num_layers || fat5__trains(m, m->enc_final_ln);
-    *dec_lo = shared || m->bwd_enc ? 0 : c->num_decoder_layers;
+    *dec_lo = shared || m->bwd_enc ? 0 : m->n_dec;
     for (l = 0; l < *dec_lo; l++)
         if (fat5__layer_trains(m, &m->dec[l])) *dec_lo = l;
-    *below = m->bwd_enc || *dec_lo < c->num_decoder_layers || fat5__trains(m, m->dec_final_ln);
+    *below = m->bwd_enc || *dec_lo < m->n_dec || fat5__trains(m, m->dec_final_ln);
 }
 
 // The backward graph of the last forward: gradients added to m->gd.
@@ -909,21 +947,26 @@ static fat5_status fat5__model_backward(fat5_model *m, float grad_scale) {
     m->bwd_layers[0] = m->bwd_layers[1] = 0;
     // loss -> logits -> decoder output -> decoder final norm
     if (m->bwd_enc) FAT5__TRY(be->memset0(ctx, w->d_enc_out, (size_t)(te * D) * 4));
-    // dlogits (from the forward, unscaled) scaled in the products: head_scale x grad_scale / labels
-    if (fat5__trains(m, m->lm_head))
-        FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, m->lm_head), 1, w->dlogits, w->dec_out, V, D, td,
-                         head_scale * scale, 1.0f));
-    if (below) {
-        FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->dlogits, fat5__pa(m, m->lm_head), td, D, V, head_scale * scale,
-                         0.0f));
+    if (c->head != FAT5_HEAD_LM) {   // the head: its gradients, and dn (or d_enc_out, encoder-only heads)
+        FAT5__TRY(fat5__head_backward(m, grad_scale, below));
+    } else {
+        // dlogits (from the forward, unscaled) scaled in the products: head_scale x grad_scale / labels
+        if (fat5__trains(m, m->lm_head))
+            FAT5__TRY(be->mm(ctx, FAT5__MM_TN, fat5__pg(m, m->lm_head), 1, w->dlogits, w->dec_out, V, D, td,
+                             head_scale * scale, 1.0f));
+        if (below && m->n_dec)
+            FAT5__TRY(be->mm(ctx, FAT5__MM_NN, w->dn, 1, w->dlogits, fat5__pa(m, m->lm_head), td, D, V,
+                             head_scale * scale, 0.0f));
+    }
+    if (below && m->n_dec) {
         FAT5__TRY(fat5__model_drop_inplace(m, w->dn, td * D, 0, fat5__stack_drop(m, 1, FAT5__DS_FINAL)));
         FAT5__TRY(be->rmsnorm_bwd(ctx, w->dh_dec, fat5__pg_or0(m, m->dec_final_ln), w->dn, w->dec_hf,
                                   fat5__pw(m, m->dec_final_ln), w->dec_rsf, td, (int)D, 0, w->norm_scratch, w->dh_act));
     }
-    FAT5__TRY(fat5__grads_final(m, m->dec_final_ln));
+    if (m->n_dec) FAT5__TRY(fat5__grads_final(m, m->dec_final_ln));
     // decoder layers, last to first (a layer's parameters start at its q; a table shared by the
     // layers lies in layer 0, the last one done)
-    for (l = c->num_decoder_layers - 1; l >= dec_lo; l--) {
+    for (l = m->n_dec - 1; l >= dec_lo; l--) {
         int dl = fat5__drop_layer(1, l);
         FAT5__TRY(fat5__model_ffn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td, dl));
         FAT5__TRY(fat5__model_attn_bwd(m, &m->dec[l], &w->dec[l], w->dh_dec, td, FAT5__ATTN_CROSS, dl));
@@ -931,7 +974,7 @@ static fat5_status fat5__model_backward(fat5_model *m, float grad_scale) {
         FAT5__TRY(fat5__grads_final(m, m->dec[l].q));
         m->bwd_layers[1]++;
     }
-    if (fat5__trains(m, m->shared)) {
+    if (fat5__trains(m, m->shared) && m->n_dec) {
         FAT5__TRY(fat5__model_drop_inplace(m, w->dh_dec, td * D, 0, fat5__stack_drop(m, 1, FAT5__DS_EMBED)));
         FAT5__TRY(be->embed_bwd(ctx, fat5__pg(m, m->shared), w->dh_dec, w->dec_tok, td, (int)D));
     }
@@ -1125,5 +1168,4 @@ FAT5_API fat5_attention fat5_model_get_attention(const fat5_model *m) {
     memset(&a, 0, sizeof a);
     return m ? m->attn : a;
 }
-#undef FAT5__TRY
 

@@ -73,6 +73,18 @@ typedef struct fat5__ws {
     int64_t dqkv_stride, dff_stride;
     fat5__addr norm_scratch;                     // [FAT5__GPU_NORM_ROWS, D] partial norm-weight gradients
     fat5__addr dbias_scratch;                    // [FAT5__GPU_DBIAS_ROWS, nb, H] partial bias-table gradients (GPU)
+    // a head other than LM (model_heads.c); R = the head's rows: n_seq (sequence classifiers) or
+    // the input tokens (TOKEN_CLS, QA), L = num_labels, B = n_seq, T = the pooled stack's tokens
+    fat5__addr hd_pool_f, hd_pool;               // fp32 [B, T] pooling weights, and as act (the product's operand)
+    fat5__addr hd_x;                             // act [B, D] pooled (then dropped out) states; TOKEN_CLS [T, D]
+    fat5__addr hd_z, hd_h;                       // act [B, D]: dense's output, tanh's (dropped out)
+    fat5__addr hd_logits;                        // fp32 [R, L] the head's logits
+    fat5__addr hd_dlog_f, hd_dlog;               // fp32 [R, L] d loss / d logits, and as act
+    fat5__addr hd_ones_f, hd_ones;               // fp32 and act [max(R, T)] of ones (the biases' products)
+    fat5__addr hd_dh, hd_dz;                     // act [B, D]: gradients of tanh's output and input
+    fat5__addr hd_dx;                            // fp32 [B, D] gradient of the pooled states
+    fat5__addr hd_dx_act;                        // act [B, D] ... after the head's first dropout
+    fat5__addr hd_g;                             // ENCODER: fp32 [T, D] the caller's gradient of the hidden states
 } fat5__ws;
 
 #define FAT5__GPU_NORM_ROWS 1024  // rows of norm_scratch: FAT5__GPU_NORM_BWD_BLOCKS on the GPU
@@ -92,6 +104,7 @@ typedef struct fat5__fwd_drop {
     uint64_t seed, draw;
     double rate;        // embeddings, sub-layer outputs, the FFN's hidden activation, the final norms
     double attn_rate;   // the attention probabilities
+    double head_rate;   // the task heads' dropouts (classifier_dropout)
 } fat5__fwd_drop;
 
 struct fat5_model {
@@ -104,8 +117,21 @@ struct fat5_model {
     int n_params;
     size_t n_floats;
     float *w;                         // [n_floats] host copy of the parameters (load, save, set)
-    int shared, enc_final_ln, dec_final_ln, lm_head;
+    int shared, enc_final_ln, dec_final_ln, lm_head;   // lm_head -1 without the LM head
     fat5__layer *enc, *dec;
+    int64_t n_dec;                    // decoder layers the model has: cfg.num_decoder_layers, 0 for the
+                                      // encoder-only heads (ENCODER, TOKEN_CLS, ENC_SEQ_CLS)
+    int hd_w, hd_b;                   // classification_head.dense weight [D, D] and bias [D]; -1 none
+    int ho_w, ho_b;                   // the head's output layer: classification_head.out_proj, classifier or
+                                      // qa_outputs, weight [L, D] and bias [L]; -1 none (LM, ENCODER)
+    char **label_names;               // [num_labels] id2label (one allocation), NULL: "LABEL_i"
+    // the head's batch and results, staged on the host (model_heads.c)
+    float *hd_host;                   // [max(R * L, B * T)] logits, d logits and pooling weights in turn
+    int32_t *hd_lab;                  // [max(R, 2 B)] the batch's head_labels
+    float *hd_tgt;                    // [B * L] the batch's head_targets (regression, multi-label)
+    int64_t hd_cap_host, hd_cap_lab, hd_cap_tgt;
+    int64_t hd_rows;                  // R of the last forward
+    int hd_has_targets;               // the last forward had head_labels or head_targets (a loss)
     // parameters on the backend
     size_t act_size;                  // bytes per activation element (4, or 2 in bf16)
     fat5__addr wd;                    // fp32 [n_floats] master weights (on the CPU: m->w itself)
@@ -157,6 +183,11 @@ struct fat5_model {
 };
 
 FAT5_API const fat5_model_config *fat5_model_get_config(const fat5_model *m) { return &m->cfg; }
+
+// whether a head runs the decoder (LM, SEQ_CLS and QA; the others are encoder-only)
+static int fat5__head_has_decoder(fat5_head h) {
+    return h == FAT5_HEAD_LM || h == FAT5_HEAD_SEQ_CLS || h == FAT5_HEAD_QA;
+}
 
 // a tensor [d0, d1] (d1 <= 0: [d0]; d0 < 0: a 0-d scalar) at the end of the arena
 static int fat5__add_param(fat5_model *m, int cap, const char *name, int64_t d0, int64_t d1) {
@@ -229,17 +260,21 @@ static void fat5__flash_name(const char *hf, char *out, size_t n) {
 // every dimension < 2^24 and layers <= 1024, so the products below cannot overflow 64 bits.
 static fat5_status fat5__build_params(fat5_model *m) {
     const fat5_model_config *c = &m->cfg;
-    int64_t D = c->d_model, I = c->num_heads * c->d_kv, F = c->d_ff, V = c->vocab_size;
-    int cap = (int)(16 + (c->num_layers + c->num_decoder_layers) * 16), l;
+    int64_t D = c->d_model, I = c->num_heads * c->d_kv, F = c->d_ff, V = c->vocab_size, L = c->num_labels;
+    int cap, l, n_body;
     char nm[128];
+    m->n_dec = fat5__head_has_decoder(c->head) ? c->num_decoder_layers : 0;
+    cap = (int)(16 + (c->num_layers + m->n_dec) * 16);
     m->params = FAT5__CAST(fat5__param *, fat5__calloc(m->ctx, (size_t)cap, sizeof(fat5__param)));
     m->enc = FAT5__CAST(fat5__layer *, fat5__calloc(m->ctx, (size_t)c->num_layers, sizeof(fat5__layer)));
-    m->dec = FAT5__CAST(fat5__layer *, fat5__calloc(m->ctx, (size_t)c->num_decoder_layers, sizeof(fat5__layer)));
+    m->dec = FAT5__CAST(fat5__layer *, fat5__calloc(m->ctx, (size_t)(m->n_dec ? m->n_dec : 1), sizeof(fat5__layer)));
     if (!m->params || !m->enc || !m->dec) return fat5__err(m->ctx, FAT5_ERR_OUT_OF_MEMORY, "model: out of memory");
     m->shared = fat5__add_param(m, cap, "shared.weight", V, D);
+    m->dec_final_ln = -1;
     for (l = 0; l < 2; l++) {
         const char *stack = l == 0 ? "encoder" : "decoder";
-        int64_t nl = l == 0 ? c->num_layers : c->num_decoder_layers, b;
+        int64_t nl = l == 0 ? c->num_layers : m->n_dec, b;
+        if (l == 1 && !m->n_dec) break;   // an encoder-only head
         fat5__layer *L = l == 0 ? m->enc : m->dec;
         for (b = 0; b < nl; b++) {
             fat5__layer *y = &L[b];
@@ -311,12 +346,32 @@ static fat5_status fat5__build_params(fat5_model *m) {
         if (l == 0) m->enc_final_ln = fat5__add_param(m, cap, nm, D, 0);
         else m->dec_final_ln = fat5__add_param(m, cap, nm, D, 0);
     }
-    m->lm_head = m->lm_head_tied ? m->shared : fat5__add_param(m, cap, "lm_head.weight", V, D);
+    // the head's tensors, last (the backward finishes the gradients from the top down)
+    n_body = m->n_params;
+    m->lm_head = m->hd_w = m->hd_b = m->ho_w = m->ho_b = -1;
+    if (c->head == FAT5_HEAD_LM) m->lm_head = m->lm_head_tied ? m->shared : fat5__add_param(m, cap, "lm_head.weight", V, D);
+    if (c->head == FAT5_HEAD_SEQ_CLS || c->head == FAT5_HEAD_ENC_SEQ_CLS) {
+        m->hd_w = fat5__add_param(m, cap, "classification_head.dense.weight", D, D);
+        m->hd_b = fat5__add_param(m, cap, "classification_head.dense.bias", D, 0);
+        m->ho_w = fat5__add_param(m, cap, "classification_head.out_proj.weight", L, D);
+        m->ho_b = fat5__add_param(m, cap, "classification_head.out_proj.bias", L, 0);
+    } else if (c->head == FAT5_HEAD_TOKEN_CLS) {
+        m->ho_w = fat5__add_param(m, cap, "classifier.weight", L, D);
+        m->ho_b = fat5__add_param(m, cap, "classifier.bias", L, 0);
+    } else if (c->head == FAT5_HEAD_QA) {
+        m->ho_w = fat5__add_param(m, cap, "qa_outputs.weight", 2, D);
+        m->ho_b = fat5__add_param(m, cap, "qa_outputs.bias", 2, 0);
+    }
     m->flash_names = strcmp(c->model_type, "flash_t5") == 0;
     for (l = 0; l < m->n_params; l++) {
         fat5__param *p = &m->params[l];
         const char *sa = strstr(p->name, ".layer.0.SelfAttention.");
-        if (m->flash_names)
+        // T5ForSequenceClassification and T5ForTokenClassification keep their stacks under
+        // "transformer." (a T5Model, a T5EncoderModel), the head's tensors at the top
+        int under = (c->head == FAT5_HEAD_SEQ_CLS || c->head == FAT5_HEAD_TOKEN_CLS) && l < n_body;
+        if (under)
+            snprintf(p->io_name, sizeof p->io_name, "transformer.%.115s", p->name);
+        else if (m->flash_names)
             fat5__flash_name(p->name, p->io_name, sizeof p->io_name);
         else if (c->enc_attention != FAT5_ENC_ATTN_FULL && sa && strncmp(p->name, "encoder.", 8) == 0)
             // LongT5 names its encoder's self-attention after the attention type
@@ -391,6 +446,10 @@ FAT5_API void fat5_model_destroy(fat5_model *m) {
     for (i = 0; i < FAT5__TOK_FILES; i++) fat5__free(ctx, m->tok_file[i]);
     fat5__free(ctx, m->enc);
     fat5__free(ctx, m->dec);
+    fat5__free(ctx, m->label_names);
+    fat5__free(ctx, m->hd_host);
+    fat5__free(ctx, m->hd_lab);
+    fat5__free(ctx, m->hd_tgt);
     fat5__free(ctx, m->w);
     fat5__free(ctx, m);
 }
@@ -426,42 +485,50 @@ static fat5_status fat5__model_pull_params(fat5_model *m) {
     return m->be->download(m->ctx, m->w, m->wd, m->n_floats * 4);
 }
 
+// Parameter i as Hugging Face's T5 initialises it (factor 1), with lm_head at std d_model^-0.5
+// (the heads: classification_head's and qa_outputs' weights d_model^-0.5, the token classifier's
+// 1, biases 0); FIRE as FAT5: c = 0.1, L_multiplier = 1, its MLP with PyTorch's Linear default,
+// uniform +-1/sqrt(fan_in). Draws from r.
+static void fat5__param_init(fat5_model *m, int i, fat5_rng *r) {
+    const fat5_model_config *cfg = &m->cfg;
+    const fat5__param *p = &m->params[i];
+    const char *n = p->name, *pe = strstr(n, ".pe_encoding.");
+    float *w = m->w + p->offset;
+    double std, D = (double)cfg->d_model;
+    size_t j;
+    if (pe && cfg->pos_kind == FAT5_POS_FIRE) {
+        double bound = strstr(pe, ".mlp.2.") ? 1.0 / sqrt((double)cfg->fire_mlp_width) : 1.0;
+        if (strcmp(pe, ".pe_encoding.c") == 0) w[0] = 0.1f;
+        else if (strcmp(pe, ".pe_encoding.L_multiplier") == 0) w[0] = 1.0f;
+        else
+            for (j = 0; j < p->numel; j++) w[j] = (float)(bound * (2.0 * fat5_rng_uniform(r) - 1.0));
+        return;
+    }
+    if (strstr(n, "layer_norm")) {
+        for (j = 0; j < p->numel; j++) w[j] = 1.0f;
+        return;
+    }
+    if (i == m->hd_b || i == m->ho_b) {   // the heads' biases
+        for (j = 0; j < p->numel; j++) w[j] = 0.0f;
+        return;
+    }
+    if (strcmp(n, "shared.weight") == 0 || (i == m->ho_w && cfg->head == FAT5_HEAD_TOKEN_CLS)) std = 1.0;
+    else if (strstr(n, ".q.weight")) std = 1.0 / sqrt(D * (double)cfg->d_kv);
+    else if (strstr(n, ".o.weight")) std = 1.0 / sqrt((double)(cfg->num_heads * cfg->d_kv));
+    else if (strstr(n, ".wo.weight")) std = 1.0 / sqrt((double)cfg->d_ff);
+    else std = 1.0 / sqrt(D);  // k, v, wi*, relative_attention_bias, lm_head, the other heads' weights
+    for (j = 0; j < p->numel; j++) w[j] = (float)(std * fat5_rng_normal(r));
+}
+
 FAT5_API fat5_status fat5_model_create(fat5_ctx *ctx, const fat5_model_config *cfg, uint64_t seed,
                                        fat5_model **out) {
     fat5_model *m;
     fat5_rng r = fat5_rng_init(seed);
     fat5_status st;
     int i;
-    double D = (double)cfg->d_model;
     if (!out || !cfg) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_create: NULL argument");
     if ((st = fat5__model_alloc(ctx, cfg, cfg->tie_word_embeddings, &m))) return st;
-    // Hugging Face's T5 initialisation (factor 1), with lm_head at std d_model^-0.5; FIRE as FAT5:
-    // c = 0.1, L_multiplier = 1, its MLP with PyTorch's Linear default, uniform +-1/sqrt(fan_in)
-    for (i = 0; i < m->n_params; i++) {
-        const fat5__param *p = &m->params[i];
-        const char *n = p->name, *pe = strstr(n, ".pe_encoding.");
-        float *w = m->w + p->offset;
-        double std;
-        size_t j;
-        if (pe && cfg->pos_kind == FAT5_POS_FIRE) {
-            double bound = strstr(pe, ".mlp.2.") ? 1.0 / sqrt((double)cfg->fire_mlp_width) : 1.0;
-            if (strcmp(pe, ".pe_encoding.c") == 0) w[0] = 0.1f;
-            else if (strcmp(pe, ".pe_encoding.L_multiplier") == 0) w[0] = 1.0f;
-            else
-                for (j = 0; j < p->numel; j++) w[j] = (float)(bound * (2.0 * fat5_rng_uniform(&r) - 1.0));
-            continue;
-        }
-        if (strstr(n, "layer_norm")) {
-            for (j = 0; j < p->numel; j++) w[j] = 1.0f;
-            continue;
-        }
-        if (strcmp(n, "shared.weight") == 0) std = 1.0;
-        else if (strstr(n, ".q.weight")) std = 1.0 / sqrt(D * (double)cfg->d_kv);
-        else if (strstr(n, ".o.weight")) std = 1.0 / sqrt((double)(cfg->num_heads * cfg->d_kv));
-        else if (strstr(n, ".wo.weight")) std = 1.0 / sqrt((double)cfg->d_ff);
-        else std = 1.0 / sqrt(D);  // k, v, wi*, relative_attention_bias, lm_head
-        for (j = 0; j < p->numel; j++) w[j] = (float)(std * fat5_rng_normal(&r));
-    }
+    for (i = 0; i < m->n_params; i++) fat5__param_init(m, i, &r);
     if ((st = fat5__model_place(m))) {
         fat5_model_destroy(m);
         return st;
@@ -594,7 +661,7 @@ static fat5_status fat5__freeze_check_groups(fat5_model *m) {
     int s, b, e;
     for (s = 0; s < 2; s++) {
         const fat5__layer *L = s ? m->dec : m->enc;
-        int64_t nl = s ? c->num_decoder_layers : c->num_layers;
+        int64_t nl = s ? m->n_dec : c->num_layers;
         for (b = 0; b < nl; b++) {
             int first = L[b].rel, n = c->pos_kind == FAT5_POS_FIRE ? 6 : 1;
             if (first < 0) continue;

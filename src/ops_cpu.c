@@ -423,6 +423,7 @@ static float fat5__act_f(fat5_act a, float x) {
     }
     case FAT5_ACT_SILU: return (float)(x / (1.0 + exp(-(double)x)));
     }
+    if ((int)a == FAT5__ACT_TANH) return (float)tanh((double)x);
     return 0.0f;
 }
 static double fat5__act_df(fat5_act a, float xf) {
@@ -440,11 +441,15 @@ static double fat5__act_df(fat5_act a, float xf) {
         return s * (1.0 + x * (1.0 - s));
     }
     }
+    if ((int)a == FAT5__ACT_TANH) {
+        double th = tanh(x);
+        return (1.0 - th) * (1.0 + th);
+    }
     return 0.0;
 }
 
 static fat5_status fat5__cpu_check_act(fat5_ctx *ctx, const char *op, int act) {
-    if (act < FAT5_ACT_RELU || act > FAT5_ACT_SILU)
+    if (act < FAT5_ACT_RELU || act > FAT5__ACT_TANH)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: unknown activation %d", op, act);
     return FAT5_OK;
 }

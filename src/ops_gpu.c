@@ -536,7 +536,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_rmsnorm_bwd(fat5_ctx *ctx, fat5__dptr 
 // ----- ffn.cu -----
 
 static fat5_status fat5__gpu_check_act(fat5_ctx *ctx, const char *op, int act) {
-    if (act < FAT5_ACT_RELU || act > FAT5_ACT_SILU)
+    if (act < FAT5_ACT_RELU || act > FAT5__ACT_TANH)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: unknown activation %d", op, act);
     return FAT5_OK;
 }

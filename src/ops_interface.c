@@ -74,6 +74,9 @@ typedef enum fat5__attn_kind {
 // d mlp.2.weight row h [W] | d mlp.2.bias[h] | dc | dL_multiplier (fat5__fire_grad, fire_reduce).
 #define FAT5__FIRE_SHARES(W) (3 * (int64_t)(W) + 3)
 
+// act_fwd / act_bwd's activations: a fat5_act value, or this one (the classification head's)
+#define FAT5__ACT_TANH 4
+
 // rope's flags
 #define FAT5__ROPE_INTERLEAVED 1  // pairs (2k, 2k + 1) (GPT-J), else (k, k + rd/2) (NeoX)
 #define FAT5__ROPE_KEY 2          // the key side: xPos scales by zeta^(-t/gamma) instead of zeta^(t/gamma)

@@ -12,7 +12,7 @@ int main() {
     static const int32_t enc_cu[] = {0, 4};
     static const int32_t lab[] = {9, 1};
     static const int32_t dec_cu[] = {0, 2};
-    fat5_batch b = {1, 4, 2, enc, enc_cu, nullptr, lab, dec_cu};  // n_seq, encoder and decoder token counts, buffers
+    fat5_batch b = {1, 4, 2, enc, enc_cu, nullptr, lab, dec_cu, nullptr, nullptr};  // n_seq, encoder and decoder token counts, buffers
     fat5_forward_result r;
     if (fat5_ctx_create(&cc, &ctx, NULL, 0) != FAT5_OK) return 1;
     if (fat5_model_load(ctx, "tests/data/t5_v11_gated_gelu_untied", &m) != FAT5_OK ||

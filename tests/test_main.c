@@ -39,7 +39,8 @@
 #include "test_freeze.c"
 #include "test_export.c"     // after test_train.c and test_model.c: their helpers     // after test_train.c and test_gpu_model.c: their helpers
 #include "test_ops_table.c"  // after test_gpu_ops.c (its tolerances, tg_open); without CUDA: ops_table_cpu
-#include "test_dropout.c"    // after the files whose helpers it uses (tc_, tm_, ttr_, tgm_)
+#include "test_dropout.c"
+#include "test_heads.c"      // after test_model.c and test_cpu_ops.c (tm_, tc_ helpers)    // after the files whose helpers it uses (tc_, tm_, ttr_, tgm_)
 
 static const fat5_test_case fat5_cases[] = {
     FAT5_TESTS_BASE(FAT5_TEST_ENTRY)
@@ -66,6 +67,7 @@ static const fat5_test_case fat5_cases[] = {
     FAT5_TESTS_FREEZE(FAT5_TEST_ENTRY)
     FAT5_TESTS_EXPORT(FAT5_TEST_ENTRY)
     FAT5_TESTS_DROPOUT(FAT5_TEST_ENTRY)
+    FAT5_TESTS_HEADS(FAT5_TEST_ENTRY)
 };
 
 int main(int argc, char **argv) {

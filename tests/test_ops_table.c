@@ -718,13 +718,13 @@ static void to_gen_act_fwd(to_run *r) {
     int act, gated, drop;
     size_t s;
     for (drop = 0; drop < 2; drop++)
-        for (act = FAT5_ACT_RELU; act <= FAT5_ACT_SILU; act++)
+        for (act = FAT5_ACT_RELU; act <= FAT5__ACT_TANH; act++)
             for (gated = 0; gated < 2; gated++)
                 for (s = 0; s < sizeof to_act_n / sizeof to_act_n[0]; s++) {
                     int64_t n = to_act_n[s];
                     int a, b, h, h2;
                     fat5__drop d = drop ? to_act_drop(act, gated, s) : fat5__drop_none();
-                    if (!to_case(r, "%s%s n=%lld%s", gated ? "gated " : "", fat5__act_name((fat5_act)act), (long long)n,
+                    if (!to_case(r, "%s%s n=%lld%s", gated ? "gated " : "", (act == FAT5__ACT_TANH ? "tanh" : fat5__act_name((fat5_act)act)), (long long)n,
                                  drop ? " dropout 0.3" : ""))
                         return;
                     to_act_inputs(r, gated, n, &a, &b);
@@ -746,13 +746,13 @@ static void to_gen_act_bwd(to_run *r) {
     int act, gated, drop;
     size_t s;
     for (drop = 0; drop < 2; drop++)
-        for (act = FAT5_ACT_RELU; act <= FAT5_ACT_SILU; act++)
+        for (act = FAT5_ACT_RELU; act <= FAT5__ACT_TANH; act++)
             for (gated = 0; gated < 2; gated++)
                 for (s = 0; s < sizeof to_act_n / sizeof to_act_n[0]; s++) {
                     int64_t n = to_act_n[s];
                     int a, b, dh, da, dh2, da2;
                     fat5__drop d = drop ? to_act_drop(act, gated, s) : fat5__drop_none();
-                    if (!to_case(r, "%s%s n=%lld%s", gated ? "gated " : "", fat5__act_name((fat5_act)act), (long long)n,
+                    if (!to_case(r, "%s%s n=%lld%s", gated ? "gated " : "", (act == FAT5__ACT_TANH ? "tanh" : fat5__act_name((fat5_act)act)), (long long)n,
                                  drop ? " dropout 0.3" : ""))
                         return;
                     to_act_inputs(r, gated, n, &a, &b);

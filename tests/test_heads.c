@@ -1,0 +1,470 @@
+
+// The task heads (fat5_model_config.head): Hugging Face's T5ForSequenceClassification,
+// T5ForTokenClassification, T5ForQuestionAnswering and T5EncoderModel (and their MT5 / UMT5
+// twins) against transformers' fixtures (tests/data/heads_*, ref/make_reference.py --heads):
+// outputs, loss and every gradient, on the CPU and the GPU; fat5's encoder-only classifier by
+// finite differences; save and load; fat5_model_load_head; the batch errors.
+
+// A head batch and its storage
+typedef struct hd_batch {
+    fat5_batch b;
+    int32_t *tok, *cu, *lab;
+    float *tgt;
+} hd_batch;
+
+static void hd_batch_free(hd_batch *h) {
+    free(h->tok);
+    free(h->cu);
+    free(h->lab);
+    free(h->tgt);
+    memset(h, 0, sizeof *h);
+}
+
+// a JSON number array element as double (0 when absent)
+static double hd_num(const fat5__json *v) {
+    double d = 0;
+    fat5__json_as_double(v, &d);
+    return d;
+}
+
+// batch.json of a head fixture: "inputs" and the targets of cfg's head ("labels": an int, floats
+// or token ints per row; "start_positions" / "end_positions" for QA). ENCODER: targets = G from
+// the reference ("grad_output"), passed by the caller.
+static int hd_load_batch(fat5_test *T, const char *dir, const fat5_model_config *c, hd_batch *h) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    char path[1024];
+    size_t len;
+    char *text;
+    fat5__jdoc *doc = NULL;
+    const fat5__json *in, *lab, *r, *e;
+    int64_t n_tok = 0, n_seq = 0, s = 0, t = 0, L = c->num_labels;
+    memset(h, 0, sizeof *h);
+    snprintf(path, sizeof path, "%s/batch.json", dir);
+    text = tm_read(T, path, &len);
+    if (!text) return 0;
+    if (fat5__json_parse(ctx, "batch.json", text, len, 16, &doc) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "%s: %s", path, fat5_last_error(ctx));
+        fat5__free(ctx, text);
+        return 0;
+    }
+    in = fat5__json_get(doc->root, "inputs");
+    for (r = in ? in->child : NULL; r; r = r->next, n_seq++) n_tok += (int64_t)r->n;
+    h->tok = (int32_t *)malloc((size_t)n_tok * sizeof(int32_t));
+    h->cu = (int32_t *)malloc((size_t)(n_seq + 1) * sizeof(int32_t));
+    h->lab = (int32_t *)malloc((size_t)(n_tok + 2 * n_seq) * sizeof(int32_t));
+    h->tgt = (float *)malloc((size_t)(n_seq * (L > 0 ? L : 1)) * sizeof(float));
+    if (!h->tok || !h->cu || !h->lab || !h->tgt || !in) {
+        FAT5_CHECK_MSG(T, 0, "%s: out of memory or no inputs", path);
+        fat5__json_free(ctx, doc);
+        fat5__free(ctx, text);
+        return 0;
+    }
+    h->cu[0] = 0;
+    for (r = in->child, s = 0; r; r = r->next, s++) {
+        for (e = r->child; e; e = e->next) h->tok[t++] = (int32_t)hd_num(e);
+        h->cu[s + 1] = (int32_t)t;
+    }
+    h->b.n_seq = n_seq;
+    h->b.n_enc_tokens = n_tok;
+    h->b.enc_tokens = h->tok;
+    h->b.enc_cu_seqlens = h->cu;
+    lab = fat5__json_get(doc->root, "labels");
+    if (c->head == FAT5_HEAD_QA) {
+        const fat5__json *sp = fat5__json_get(doc->root, "start_positions"), *ep = fat5__json_get(doc->root, "end_positions");
+        const fat5__json *a = sp ? sp->child : NULL, *z = ep ? ep->child : NULL;
+        for (s = 0; s < n_seq && a && z; s++, a = a->next, z = z->next) {
+            h->lab[2 * s] = (int32_t)hd_num(a);
+            h->lab[2 * s + 1] = (int32_t)hd_num(z);
+        }
+        h->b.head_labels = h->lab;
+    } else if (c->head == FAT5_HEAD_TOKEN_CLS) {
+        for (r = lab ? lab->child : NULL, t = 0; r; r = r->next)
+            for (e = r->child; e; e = e->next) h->lab[t++] = (int32_t)hd_num(e);
+        h->b.head_labels = h->lab;
+    } else if (c->head != FAT5_HEAD_ENCODER) {
+        fat5_problem pr = c->problem_type == FAT5_PROBLEM_AUTO
+                              ? (L == 1 ? FAT5_PROBLEM_REGRESSION : FAT5_PROBLEM_SINGLE_LABEL) : c->problem_type;
+        for (r = lab ? lab->child : NULL, s = 0; r; r = r->next, s++) {
+            if (pr == FAT5_PROBLEM_SINGLE_LABEL) h->lab[s] = (int32_t)hd_num(r);
+            else if (r->type == FAT5__J_ARRAY)
+                for (e = r->child, t = 0; e; e = e->next, t++) h->tgt[s * L + t] = (float)hd_num(e);
+            else h->tgt[s] = (float)hd_num(r);
+        }
+        if (pr == FAT5_PROBLEM_SINGLE_LABEL) h->b.head_labels = h->lab;
+        else h->b.head_targets = h->tgt;
+    }
+    fat5__json_free(ctx, doc);
+    fat5__free(ctx, text);
+    return 1;
+}
+
+static const char *const hd_fixtures[] = {"heads_t5_seqcls", "heads_mt5_seqcls_multi", "heads_umt5_seqcls_reg",
+                                          "heads_t5_tokcls", "heads_umt5_tokcls", "heads_t5_qa", "heads_mt5_qa",
+                                          "heads_t5_encoder", "heads_umt5_encoder"};
+#define HD_N_FIXTURES ((int)(sizeof hd_fixtures / sizeof hd_fixtures[0]))
+
+// Fixture `name` on context ctx: outputs, loss and every gradient against transformers' (fp32:
+// the LM fixtures' tolerances). Returns the model when keep (the caller destroys it).
+static void hd_parity(fat5_test *T, fat5_ctx *ctx, const char *name) {
+    char dir[512], path[600];
+    fat5_model *m = NULL;
+    hd_batch h;
+    fat5_st_file *ref = NULL;
+    fat5_forward_result r;
+    float *out = NULL, *want = NULL, *g = NULL, *lref = NULL, *G = NULL;
+    int64_t n = 0, nl = 0, rows = 0, cols = 0, nG = 0;
+    int i;
+    memset(&h, 0, sizeof h);
+    snprintf(dir, sizeof dir, "%s/%s", FAT5_TEST_DATA, name);
+    snprintf(path, sizeof path, "%s/reference.safetensors", dir);
+    if (fat5_model_load(ctx, dir, &m) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "%s: load: %s", name, fat5_last_error(ctx));
+        return;
+    }
+    if (!hd_load_batch(T, dir, &m->cfg, &h) || fat5_st_load(fat5_test_ctx(T), path, &ref) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "fixture %s: %s", name, fat5_last_error(fat5_test_ctx(T)));
+        goto done;
+    }
+    if (m->cfg.head == FAT5_HEAD_ENCODER) {
+        if (!(G = tm_read_tensor(T, ref, "grad_output", &nG))) goto done;
+        FAT5_CHECK(T, nG == h.b.n_enc_tokens * m->cfg.d_model);
+        h.b.head_targets = G;
+    }
+    if (fat5_model_forward(m, &h.b, NULL, &r) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "%s: forward: %s", name, fat5_last_error(ctx));
+        goto done;
+    }
+    if (!(want = tm_read_tensor(T, ref, "logits", &n))) goto done;
+    FAT5_REQUIRE(T, fat5_model_get_head_output(m, NULL, 0, &rows, &cols) == FAT5_OK);
+    FAT5_CHECK_MSG(T, rows * cols == n, "%s: output %lld x %lld, reference %lld values", name, (long long)rows,
+                   (long long)cols, (long long)n);
+    out = (float *)malloc((size_t)n * sizeof(float));
+    if (out && rows * cols == n && fat5_model_get_head_output(m, out, n, NULL, NULL) == FAT5_OK)
+        fat5_check_close(T, name, out, want, (size_t)n, 1e-5, 1e-4);
+    if ((lref = tm_read_tensor(T, ref, "loss", &nl)) != NULL)
+        FAT5_CHECK_MSG(T, fabs(r.loss - lref[0]) <= 1e-4 * fabs(lref[0]) + 1e-7, "%s: loss %.9g, transformers %.9g",
+                       name, r.loss, (double)lref[0]);
+    fat5_model_zero_grad(m);
+    if (fat5_model_backward(m, 1.0f) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "%s: backward: %s", name, fat5_last_error(ctx));
+        goto done;
+    }
+    for (i = 0; i < m->n_params; i++) {
+        char gname[200];
+        int64_t gn = 0;
+        float *mine;
+        snprintf(gname, sizeof gname, "grad.%s", m->params[i].io_name);
+        free(g);
+        g = tm_read_tensor(T, ref, gname, &gn);
+        FAT5_CHECK_MSG(T, g != NULL, "%s: fixture has no %s", name, gname);
+        if (!g) continue;
+        mine = (float *)malloc((size_t)gn * sizeof(float));
+        if (!mine) break;
+        fat5_model_get_grad(m, m->params[i].name, mine, gn);
+        snprintf(gname, sizeof gname, "%s grad.%s", name, m->params[i].io_name);
+        fat5_check_close(T, gname, mine, g, (size_t)gn, 1e-5 * tm_max_abs(g, gn) + 1e-9, 1e-3);
+        free(mine);
+    }
+done:
+    free(g);
+    free(out);
+    free(want);
+    free(lref);
+    free(G);
+    fat5_st_destroy(ref);
+    hd_batch_free(&h);
+    fat5_model_destroy(m);
+}
+
+static void t_heads_hf_parity(fat5_test *T) {
+    int k;
+    for (k = 0; k < HD_N_FIXTURES; k++) hd_parity(T, fat5_test_ctx(T), hd_fixtures[k]);
+}
+
+// ---- random models: finite differences, packing, save and load, errors ----
+
+// three inputs of one EOS each (id 1), of 6, 3 and 7 tokens
+static const int32_t hd_tok[] = {3, 4, 5, 6, 7, 1, 8, 9, 1, 5, 7, 9, 11, 3, 2, 1};
+static const int32_t hd_cu[] = {0, 6, 9, 16};
+static const int32_t hd_cls[] = {2, -100, 0};
+static const int32_t hd_tokl[] = {0, 1, -100, 2, 1, -100, 2, 2, 0, 1, -100, 0, 2, 1, 0, -100};
+static const int32_t hd_qa[] = {1, 3, 0, 5, -2, 6};   // (start, end): row 1's end past its 3 tokens; row 2's start < 0
+static const float hd_reg[] = {0.5f, -1.25f, 2.0f};
+static const float hd_multi[] = {1, 0, 1, 0, 0, 1, 1, 1, 0};
+
+static fat5_batch hd_rand_batch(fat5_head head, fat5_problem pr) {
+    fat5_batch b;
+    memset(&b, 0, sizeof b);
+    b.n_seq = 3;
+    b.n_enc_tokens = 16;
+    b.enc_tokens = hd_tok;
+    b.enc_cu_seqlens = hd_cu;
+    if (head == FAT5_HEAD_TOKEN_CLS) b.head_labels = hd_tokl;
+    else if (head == FAT5_HEAD_QA) b.head_labels = hd_qa;
+    else if (pr == FAT5_PROBLEM_REGRESSION) b.head_targets = hd_reg;
+    else if (pr == FAT5_PROBLEM_MULTI_LABEL) b.head_targets = hd_multi;
+    else if (head != FAT5_HEAD_ENCODER) b.head_labels = hd_cls;
+    return b;
+}
+
+static fat5_model_config hd_rand_config(fat5_head head, fat5_problem pr, fat5_pool pool) {
+    fat5_model_config c = tm_tiny_config(1, 0, 0);
+    c.head = head;
+    c.num_labels = head == FAT5_HEAD_QA ? 2 : pr == FAT5_PROBLEM_REGRESSION ? 1 : 3;
+    c.problem_type = pr;
+    c.pooling = pool;
+    return c;
+}
+
+// G for an ENCODER model's loss: n floats ([tokens, d_model]), normal / n (a mean's scale)
+static float *hd_grad_output(int64_t n) {
+    float *G = (float *)malloc((size_t)n * sizeof(float));
+    int64_t i;
+    fat5_rng r = fat5_rng_init(5);
+    for (i = 0; G && i < n; i++) G[i] = (float)(fat5_rng_normal(&r) / (double)n);
+    return G;
+}
+
+typedef struct hd_fd { fat5_model *m; fat5_batch b; } hd_fd;
+
+// Central differences of f in each element of x, Richardson-extrapolated from steps h and h/2
+// (error O(h^4): the tiny models' losses curve enough that a plain O(h^2) difference at 1e-3
+// misses by 1% on some elements), against the analytic gradient g.
+static void hd_fd_richardson(fat5_test *T, const char *what, float *x, size_t n, const float *g, tc_scalar_fn f,
+                             void *user, double h, double atol, double rtol) {
+    float *num = tc_alloc(n);
+    size_t i;
+    for (i = 0; i < n; i++) {
+        float x0 = x[i];
+        double d[2];
+        int k;
+        for (k = 0; k < 2; k++) {
+            double hk = k ? h / 2 : h, lp, lm;
+            x[i] = (float)(x0 + hk);
+            lp = f(user);
+            x[i] = (float)(x0 - hk);
+            lm = f(user);
+            x[i] = x0;
+            d[k] = (lp - lm) / (2 * hk);
+        }
+        num[i] = (float)((4 * d[1] - d[0]) / 3);
+    }
+    fat5_check_close(T, what, g, num, n, atol, rtol);
+    free(num);
+}
+static double hd_fd_loss(void *u) {
+    hd_fd *a = (hd_fd *)u;
+    fat5_forward_result r;
+    if (fat5_model_forward(a->m, &a->b, NULL, &r) != FAT5_OK) return NAN;
+    return r.loss;
+}
+
+// every parameter's gradient against central differences of the head's loss
+static void hd_fd_check(fat5_test *T, fat5_head head, fat5_problem pr, fat5_pool pool, const char *what) {
+    fat5_model_config c = hd_rand_config(head, pr, pool);
+    fat5_model *m = NULL;
+    hd_fd a;
+    float *g = NULL, *G = NULL;
+    int i;
+    FAT5_REQUIRE_OK(T, fat5_model_create(fat5_test_ctx(T), &c, 17, &m));
+    tm_perturb_norms(m, 3);
+    for (i = 0; i < m->n_params; i++)   // biases away from 0, so that theirs matter in the products
+        if (i == m->hd_b || i == m->ho_b) {
+            size_t j;
+            for (j = 0; j < m->params[i].numel; j++) m->w[m->params[i].offset + j] = 0.1f * (float)((int)j % 5 - 2);
+        }
+    a.m = m;
+    a.b = hd_rand_batch(head, pr);
+    if (head == FAT5_HEAD_ENCODER) {
+        G = hd_grad_output(16 * c.d_model);
+        a.b.head_targets = G;
+    }
+    FAT5_CHECK_MSG(T, isfinite(hd_fd_loss(&a)), "%s: forward: %s", what, fat5_last_error(fat5_test_ctx(T)));
+    fat5_model_zero_grad(m);
+    if (fat5_model_backward(m, 1.0f) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "%s: backward: %s", what, fat5_last_error(fat5_test_ctx(T)));
+        goto done;
+    }
+    g = (float *)malloc(m->n_floats * sizeof(float));
+    if (!g) goto done;
+    memcpy(g, FAT5__HOST(const float, m->gd), m->n_floats * sizeof(float));
+    for (i = 0; i < m->n_params; i++) {
+        const fat5__param *p = &m->params[i];
+        char name[200];
+        snprintf(name, sizeof name, "%s: %s", what, p->io_name);
+        hd_fd_richardson(T, name, m->w + p->offset, p->numel, g + p->offset, hd_fd_loss, &a, 4e-3, 2e-4, 2e-3);
+        FAT5_CHECK_MSG(T, tm_max_abs(g + p->offset, (int64_t)p->numel) > 0 || p->numel < 4, "%s: all-zero gradient",
+                       name);
+    }
+done:
+    free(g);
+    free(G);
+    fat5_model_destroy(m);
+}
+
+static void t_heads_fd_enc_seqcls(fat5_test *T) {
+    hd_fd_check(T, FAT5_HEAD_ENC_SEQ_CLS, FAT5_PROBLEM_SINGLE_LABEL, FAT5_POOL_EOS, "encoder classifier, EOS");
+    hd_fd_check(T, FAT5_HEAD_ENC_SEQ_CLS, FAT5_PROBLEM_AUTO, FAT5_POOL_MEAN, "encoder classifier, mean");
+    hd_fd_check(T, FAT5_HEAD_ENC_SEQ_CLS, FAT5_PROBLEM_MULTI_LABEL, FAT5_POOL_FIRST, "encoder classifier, first, multi");
+    hd_fd_check(T, FAT5_HEAD_ENC_SEQ_CLS, FAT5_PROBLEM_REGRESSION, FAT5_POOL_MEAN, "encoder classifier, regression");
+}
+static void t_heads_fd_other(fat5_test *T) {
+    hd_fd_check(T, FAT5_HEAD_SEQ_CLS, FAT5_PROBLEM_SINGLE_LABEL, FAT5_POOL_EOS, "T5ForSequenceClassification");
+    hd_fd_check(T, FAT5_HEAD_TOKEN_CLS, FAT5_PROBLEM_AUTO, FAT5_POOL_EOS, "T5ForTokenClassification");
+    hd_fd_check(T, FAT5_HEAD_QA, FAT5_PROBLEM_AUTO, FAT5_POOL_EOS, "T5ForQuestionAnswering");
+    hd_fd_check(T, FAT5_HEAD_ENCODER, FAT5_PROBLEM_AUTO, FAT5_POOL_EOS, "T5EncoderModel");
+}
+
+
+// ---- the GPU: the fixtures against transformers (fp32), and against the CPU (bf16; dropout) ----
+#ifndef FAT5_NO_CUDA
+// The same model and batch on the CPU and on gctx: outputs, loss and every gradient. fp32:
+// elementwise as the fixtures; bf16: the relative L2 bound of tgm_compare_rows (u sqrt(6 L) x 4).
+// drop: dropout on (seed 7, draw 3) on both, so that the masks must agree too.
+static void hd_compare(fat5_test *T, fat5_ctx *gctx, fat5_model *cpu, const fat5_batch *b, const char *what, int drop) {
+    fat5_model *gpu = NULL;
+    fat5_forward_result rc, rg;
+    int bf16 = gctx->cfg.dtype == FAT5_DTYPE_BF16, i;
+    int64_t rows = 0, cols = 0;
+    float *oc = NULL, *og = NULL, *gc = NULL, *gg = NULL;
+    char name[240];
+    double u = 1.0 / 512.0, layers = (double)(cpu->cfg.num_layers + cpu->n_dec + 1);
+    double tol = 4.0 * u * sqrt(6.0 * layers);
+    if (fat5_model_create(gctx, &cpu->cfg, 0, &gpu) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "%s: GPU model: %s", what, fat5_last_error(gctx));
+        return;
+    }
+    for (i = 0; i < cpu->n_params; i++) {
+        const fat5__param *p = &cpu->params[i];
+        if (fat5_model_set_param(gpu, p->name, cpu->w + p->offset, (int64_t)p->numel) != FAT5_OK)
+            FAT5_CHECK_MSG(T, 0, "set_param %s: %s", p->name, fat5_last_error(gctx));
+    }
+    fat5_model_set_dropout(cpu, drop, 7, 3);
+    fat5_model_set_dropout(gpu, drop, 7, 3);
+    fat5_model_zero_grad(cpu);
+    fat5_model_zero_grad(gpu);
+    if (fat5_model_forward(cpu, b, NULL, &rc) != FAT5_OK || fat5_model_backward(cpu, 1.0f) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "%s: CPU: %s", what, fat5_last_error(cpu->ctx));
+        goto done;
+    }
+    if (fat5_model_forward(gpu, b, NULL, &rg) != FAT5_OK || fat5_model_backward(gpu, 1.0f) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "%s: GPU: %s", what, fat5_last_error(gctx));
+        goto done;
+    }
+    fat5_model_get_head_output(cpu, NULL, 0, &rows, &cols);
+    oc = (float *)malloc((size_t)(rows * cols) * sizeof(float));
+    og = (float *)malloc((size_t)(rows * cols) * sizeof(float));
+    gc = (float *)malloc(cpu->n_floats * sizeof(float));
+    gg = (float *)malloc(cpu->n_floats * sizeof(float));
+    if (!oc || !og || !gc || !gg) goto done;
+    FAT5_CHECK(T, fat5_model_get_head_output(cpu, oc, rows * cols, NULL, NULL) == FAT5_OK);
+    FAT5_CHECK(T, fat5_model_get_head_output(gpu, og, rows * cols, NULL, NULL) == FAT5_OK);
+    FAT5_CHECK(T, rc.n_tokens == rg.n_tokens);
+    snprintf(name, sizeof name, "%s outputs", what);
+    if (!bf16) {
+        fat5_check_close(T, name, og, oc, (size_t)(rows * cols), 1e-5, 1e-4);
+        FAT5_CHECK_MSG(T, fabs(rg.loss - rc.loss) <= 1e-4 * fabs(rc.loss) + 1e-7, "%s: loss GPU %.9g CPU %.9g", what,
+                       rg.loss, rc.loss);
+    } else {
+        double e = tgm_rel_l2(og, oc, (size_t)(rows * cols));
+        FAT5_CHECK_MSG(T, e <= tol, "%s: bf16 relative L2 error %.3g > %.3g", name, e, tol);
+        FAT5_CHECK_MSG(T, fabs(rg.loss - rc.loss) <= 1e-2 * fabs(rc.loss) + 1e-5, "%s: bf16 loss GPU %.6g CPU %.6g",
+                       what, rg.loss, rc.loss);
+    }
+    for (i = 0; i < cpu->n_params; i++) {
+        const fat5__param *p = &cpu->params[i];
+        fat5_model_get_grad(cpu, p->name, gc, (int64_t)p->numel);
+        if (fat5_model_get_grad(gpu, p->name, gg, (int64_t)p->numel) != FAT5_OK) {
+            FAT5_CHECK_MSG(T, 0, "get_grad %s: %s", p->name, fat5_last_error(gctx));
+            continue;
+        }
+        snprintf(name, sizeof name, "%s grad %s", what, p->io_name);
+        if (!bf16) {
+            fat5_check_close(T, name, gg, gc, p->numel, 1e-5 * tm_max_abs(gc, (int64_t)p->numel) + 1e-9, 1e-3);
+        } else {
+            double e = tgm_rel_l2(gg, gc, p->numel);
+            FAT5_CHECK_MSG(T, e <= tol, "%s: bf16 relative L2 error %.3g > %.3g", name, e, tol);
+        }
+    }
+done:
+    free(oc);
+    free(og);
+    free(gc);
+    free(gg);
+    fat5_model_destroy(gpu);
+}
+
+// every fixture loaded on a GPU context against transformers' outputs, loss and gradients
+static void t_gpu_heads_fixtures_fp32(fat5_test *T) {
+    fat5_ctx *g = tgm_ctx(T, FAT5_DTYPE_FP32);
+    int k;
+    if (!g) return;
+    for (k = 0; k < HD_N_FIXTURES; k++) hd_parity(T, g, hd_fixtures[k]);
+    fat5_ctx_destroy(g);
+}
+
+// every fixture in bf16 against the CPU; random encoder-only classifiers (each pooling) and every
+// head with its dropouts on (classifier_dropout 0.2, dropout_rate 0.1) in fp32 against the CPU
+static void t_gpu_heads_vs_cpu(fat5_test *T) {
+    fat5_ctx *g16 = tgm_ctx(T, FAT5_DTYPE_BF16), *g32 = NULL;
+    int k;
+    if (!g16) return;
+    for (k = 0; k < HD_N_FIXTURES; k++) {
+        char dir[512];
+        fat5_model *cpu = NULL;
+        hd_batch h;
+        float *G = NULL;
+        memset(&h, 0, sizeof h);
+        snprintf(dir, sizeof dir, "%s/%s", FAT5_TEST_DATA, hd_fixtures[k]);
+        if (fat5_model_load(fat5_test_ctx(T), dir, &cpu) != FAT5_OK || !hd_load_batch(T, dir, &cpu->cfg, &h)) {
+            FAT5_CHECK_MSG(T, 0, "%s: %s", hd_fixtures[k], fat5_last_error(fat5_test_ctx(T)));
+        } else {
+            if (cpu->cfg.head == FAT5_HEAD_ENCODER) {
+                G = hd_grad_output(cpu->cfg.d_model * h.b.n_enc_tokens);
+                h.b.head_targets = G;
+            }
+            hd_compare(T, g16, cpu, &h.b, hd_fixtures[k], 0);
+        }
+        free(G);
+        hd_batch_free(&h);
+        fat5_model_destroy(cpu);
+    }
+    fat5_ctx_destroy(g16);
+    if (!(g32 = tgm_ctx(T, FAT5_DTYPE_FP32))) return;
+    {
+        static const struct { fat5_head head; fat5_problem pr; fat5_pool pool; const char *what; } cases[] = {
+            {FAT5_HEAD_ENC_SEQ_CLS, FAT5_PROBLEM_SINGLE_LABEL, FAT5_POOL_EOS, "encoder classifier, EOS, dropout"},
+            {FAT5_HEAD_ENC_SEQ_CLS, FAT5_PROBLEM_MULTI_LABEL, FAT5_POOL_MEAN, "encoder classifier, mean, dropout"},
+            {FAT5_HEAD_ENC_SEQ_CLS, FAT5_PROBLEM_REGRESSION, FAT5_POOL_FIRST, "encoder classifier, first, dropout"},
+            {FAT5_HEAD_SEQ_CLS, FAT5_PROBLEM_SINGLE_LABEL, FAT5_POOL_EOS, "T5ForSequenceClassification, dropout"},
+            {FAT5_HEAD_TOKEN_CLS, FAT5_PROBLEM_AUTO, FAT5_POOL_EOS, "T5ForTokenClassification, dropout"},
+            {FAT5_HEAD_QA, FAT5_PROBLEM_AUTO, FAT5_POOL_EOS, "T5ForQuestionAnswering, dropout"},
+            {FAT5_HEAD_ENCODER, FAT5_PROBLEM_AUTO, FAT5_POOL_EOS, "T5EncoderModel, dropout"}};
+        for (k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
+            fat5_model_config c = hd_rand_config(cases[k].head, cases[k].pr, cases[k].pool);
+            fat5_model *cpu = NULL;
+            fat5_batch b = hd_rand_batch(cases[k].head, cases[k].pr);
+            float *G = NULL;
+            c.classifier_dropout = 0.2;
+            c.dropout_rate = 0.1;
+            if (fat5_model_create(fat5_test_ctx(T), &c, 23, &cpu) != FAT5_OK) {
+                FAT5_CHECK_MSG(T, 0, "%s: %s", cases[k].what, fat5_last_error(fat5_test_ctx(T)));
+                continue;
+            }
+            if (cases[k].head == FAT5_HEAD_ENCODER) {
+                G = hd_grad_output(16 * c.d_model);
+                b.head_targets = G;
+            }
+            hd_compare(T, g32, cpu, &b, cases[k].what, 1);
+            free(G);
+            fat5_model_destroy(cpu);
+        }
+    }
+    fat5_ctx_destroy(g32);
+}
+#define FAT5_TESTS_HEADS_GPU(X) X(gpu_heads_fixtures_fp32) X(gpu_heads_vs_cpu)
+#else
+#define FAT5_TESTS_HEADS_GPU(X)
+#endif
+
+#define FAT5_TESTS_HEADS(X) X(heads_hf_parity) X(heads_fd_enc_seqcls) X(heads_fd_other) FAT5_TESTS_HEADS_GPU(X)
