@@ -10576,6 +10576,11 @@ FAT5_API fat5_model_config fat5_model_config_default(void) {
     c.enc_attention = FAT5_ENC_ATTN_FULL;
     c.local_radius = 127;
     c.global_block_size = 16;
+    c.head = FAT5_HEAD_LM;
+    c.num_labels = 2;
+    c.problem_type = FAT5_PROBLEM_AUTO;
+    c.classifier_dropout = 0.0;
+    c.pooling = FAT5_POOL_EOS;
     return c;
 }
 
@@ -10649,6 +10654,116 @@ static fat5_status fat5__validate_pos(fat5_ctx *ctx, const fat5_model_config *c)
 
 #define FAT5__MAX_DIM ((int64_t)1 << 24)    // no single dimension beyond 16M
 #define FAT5__MAX_LAYERS 1024
+#define FAT5__MAX_LABELS ((int64_t)1 << 24)  // num_labels below 16M
+
+// The heads' architecture names (config.json's architectures[0]) by model_type (t5, mt5, umt5) and
+// head (fat5_head order). Fat5EncoderForSequenceClassification is fat5's own name, the same for
+// the three model types; flash_t5 and longt5 models have the LM head only.
+static const char *const fat5__cfg_arch_names[3][6] = {
+    {"T5ForConditionalGeneration", "T5EncoderModel", "T5ForSequenceClassification", "T5ForTokenClassification",
+     "T5ForQuestionAnswering", "Fat5EncoderForSequenceClassification"},
+    {"MT5ForConditionalGeneration", "MT5EncoderModel", "MT5ForSequenceClassification", "MT5ForTokenClassification",
+     "MT5ForQuestionAnswering", "Fat5EncoderForSequenceClassification"},
+    {"UMT5ForConditionalGeneration", "UMT5EncoderModel", "UMT5ForSequenceClassification",
+     "UMT5ForTokenClassification", "UMT5ForQuestionAnswering", "Fat5EncoderForSequenceClassification"}};
+
+// Row of fat5__cfg_arch_names for a model_type: 0 t5, 1 mt5, 2 umt5; -1 flash_t5, longt5 (LM only)
+static int fat5__cfg_arch_row(const char *model_type) {
+    if (strcmp(model_type, "t5") == 0) return 0;
+    if (strcmp(model_type, "mt5") == 0) return 1;
+    if (strcmp(model_type, "umt5") == 0) return 2;
+    return -1;
+}
+
+// The architecture name of a config (e.g. "MT5ForTokenClassification"); NULL for a head its
+// model_type does not have (flash_t5 and longt5 have only their ForConditionalGeneration) or a head
+// out of range.
+static const char *fat5__cfg_arch_name(const fat5_model_config *c) {
+    int row = fat5__cfg_arch_row(c->model_type);
+    if ((int)c->head < (int)FAT5_HEAD_LM || (int)c->head > (int)FAT5_HEAD_ENC_SEQ_CLS) return NULL;
+    if (row >= 0) return fat5__cfg_arch_names[row][c->head];
+    if (c->head != FAT5_HEAD_LM) return NULL;
+    return strcmp(c->model_type, "flash_t5") == 0 ? "FlashT5ForConditionalGeneration"
+                                                  : "LongT5ForConditionalGeneration";
+}
+
+// The heads without a decoder: T5EncoderModel, T5ForTokenClassification and fat5's encoder-only
+// sequence classifier
+static int fat5__head_encoder_only(fat5_head h) {
+    return h == FAT5_HEAD_ENCODER || h == FAT5_HEAD_TOKEN_CLS || h == FAT5_HEAD_ENC_SEQ_CLS;
+}
+
+// The heads with labels (num_labels outputs per sequence or token; QA's two)
+static int fat5__head_has_labels(fat5_head h) {
+    return h == FAT5_HEAD_SEQ_CLS || h == FAT5_HEAD_TOKEN_CLS || h == FAT5_HEAD_QA || h == FAT5_HEAD_ENC_SEQ_CLS;
+}
+
+// config.json's problem_type strings (FAT5_PROBLEM_AUTO is null)
+static const char *fat5__problem_name(fat5_problem p) {
+    switch (p) {
+    case FAT5_PROBLEM_AUTO: return "null";
+    case FAT5_PROBLEM_REGRESSION: return "regression";
+    case FAT5_PROBLEM_SINGLE_LABEL: return "single_label_classification";
+    case FAT5_PROBLEM_MULTI_LABEL: return "multi_label_classification";
+    }
+    return "?";
+}
+
+// classifier_pooling's strings (fat5's key of Fat5EncoderForSequenceClassification)
+static const char *fat5__pool_name(fat5_pool p) {
+    switch (p) {
+    case FAT5_POOL_NONE: return "none";
+    case FAT5_POOL_MEAN: return "mean";
+    case FAT5_POOL_EOS: return "eos";
+    case FAT5_POOL_FIRST: return "first";
+    }
+    return "?";
+}
+
+// The head fields: the head exists for the model_type; num_labels in [1, 2^24) for the heads with
+// labels (exactly 2 for QA: a start and an end logit), [0, 2^24) otherwise; problem_type (other
+// than AUTO) only for the sequence classifiers, where every loss works with any num_labels >= 1;
+// pooling other than EOS only for ENC_SEQ_CLS (and never NONE there); classifier_dropout in
+// [0, 1); a decoder layer at least for the heads with a decoder.
+static fat5_status fat5__validate_head(fat5_ctx *ctx, const fat5_model_config *c) {
+    const char *arch;
+    int seq_cls = c->head == FAT5_HEAD_SEQ_CLS || c->head == FAT5_HEAD_ENC_SEQ_CLS;
+    if ((int)c->head < (int)FAT5_HEAD_LM || (int)c->head > (int)FAT5_HEAD_ENC_SEQ_CLS)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: head %d is not a fat5_head", (int)c->head);
+    if (!(arch = fat5__cfg_arch_name(c)))
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config: model_type %s has the LM head only (%s), not head %d",
+                         c->model_type, strcmp(c->model_type, "flash_t5") == 0 ? "FlashT5ForConditionalGeneration"
+                                                                               : "LongT5ForConditionalGeneration",
+                         (int)c->head);
+    if (c->num_labels < (fat5__head_has_labels(c->head) ? 1 : 0) || c->num_labels >= FAT5__MAX_LABELS)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: num_labels = %lld, expected %d..%lld (%s)",
+                         (long long)c->num_labels, fat5__head_has_labels(c->head) ? 1 : 0,
+                         (long long)(FAT5__MAX_LABELS - 1), arch);
+    if (c->head == FAT5_HEAD_QA && c->num_labels != 2)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: num_labels = %lld, expected 2 for %s (a start and an "
+                         "end logit per token)", (long long)c->num_labels, arch);
+    if ((int)c->problem_type < (int)FAT5_PROBLEM_AUTO || (int)c->problem_type > (int)FAT5_PROBLEM_MULTI_LABEL)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: problem_type %d is not a fat5_problem",
+                         (int)c->problem_type);
+    if (c->problem_type != FAT5_PROBLEM_AUTO && !seq_cls)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: problem_type %s is a sequence classifier's loss; %s has "
+                         "none (null)", fat5__problem_name(c->problem_type), arch);
+    if ((int)c->pooling < (int)FAT5_POOL_NONE || (int)c->pooling > (int)FAT5_POOL_FIRST)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: pooling %d is not a fat5_pool", (int)c->pooling);
+    if (c->head == FAT5_HEAD_ENC_SEQ_CLS && c->pooling == FAT5_POOL_NONE)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: classifier_pooling none: %s pools each sequence "
+                         "(eos, mean or first)", arch);
+    if (c->head != FAT5_HEAD_ENC_SEQ_CLS && c->pooling != FAT5_POOL_EOS)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: classifier_pooling %s is "
+                         "Fat5EncoderForSequenceClassification's; %s has none", fat5__pool_name(c->pooling), arch);
+    if (!(c->classifier_dropout >= 0 && c->classifier_dropout < 1))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: classifier_dropout = %g, expected 0 <= rate < 1",
+                         c->classifier_dropout);
+    if (!fat5__head_encoder_only(c->head) && c->num_decoder_layers < 1)
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config: num_decoder_layers = %lld, expected 1..%d (%s has a "
+                         "decoder)", (long long)c->num_decoder_layers, FAT5__MAX_LAYERS, arch);
+    return FAT5_OK;
+}
 
 static const char *fat5__act_name(fat5_act a);
 
@@ -10660,7 +10775,8 @@ FAT5_API fat5_status fat5_model_config_validate(fat5_ctx *ctx, const fat5_model_
     f[2].name = "d_kv"; f[2].v = c->d_kv; f[2].lo = 1; f[2].hi = FAT5__MAX_DIM;
     f[3].name = "d_ff"; f[3].v = c->d_ff; f[3].lo = 1; f[3].hi = FAT5__MAX_DIM;
     f[4].name = "num_layers"; f[4].v = c->num_layers; f[4].lo = 1; f[4].hi = FAT5__MAX_LAYERS;
-    f[5].name = "num_decoder_layers"; f[5].v = c->num_decoder_layers; f[5].lo = 1; f[5].hi = FAT5__MAX_LAYERS;
+    // num_decoder_layers 0: the encoder-only heads (fat5__validate_head asks a decoder of the others)
+    f[5].name = "num_decoder_layers"; f[5].v = c->num_decoder_layers; f[5].lo = 0; f[5].hi = FAT5__MAX_LAYERS;
     f[6].name = "num_heads"; f[6].v = c->num_heads; f[6].lo = 1; f[6].hi = 4096;
     f[7].name = "relative_attention_num_buckets"; f[7].v = c->rel_buckets; f[7].lo = 4; f[7].hi = 1 << 16;
     f[8].name = "relative_attention_max_distance"; f[8].v = c->rel_max_distance; f[8].lo = 1; f[8].hi = 1 << 30;
@@ -10696,7 +10812,8 @@ FAT5_API fat5_status fat5_model_config_validate(fat5_ctx *ctx, const fat5_model_
     if (c->act < FAT5_ACT_RELU || c->act > FAT5_ACT_SILU)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "config: unknown activation %d", (int)c->act);
     {
-        fat5_status st = fat5__validate_pos(ctx, c);
+        fat5_status st = fat5__validate_head(ctx, c);
+        if (!st) st = fat5__validate_pos(ctx, c);
         if (!st) st = fat5__validate_enc_attention(ctx, c);
         if (st) return st;
     }
@@ -10737,8 +10854,8 @@ FAT5_API fat5_status fat5_model_config_validate(fat5_ctx *ctx, const fat5_model_
 // bookkeeping); anything neither here nor handled below is refused.
 static const char *const fat5__cfg_ignored[] = {
     "transformers_version", "torch_dtype", "dtype", "use_cache", "n_positions", "output_past",
-    "task_specific_params", "gradient_checkpointing", "classifier_dropout", "tokenizer_class",
-    "bos_token_id", "sep_token_id", "id2label", "label2id", "num_labels", "return_dict",
+    "task_specific_params", "gradient_checkpointing", "tokenizer_class",
+    "bos_token_id", "sep_token_id", "return_dict",
     "output_hidden_states", "output_attentions", "torchscript", "use_bfloat16", "pruned_heads",
     "chunk_size_feed_forward", "is_decoder", "add_cross_attention", "tie_encoder_decoder",
     "max_length", "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups",
@@ -10746,7 +10863,7 @@ static const char *const fat5__cfg_ignored[] = {
     "length_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids",
     "num_return_sequences", "output_scores", "return_dict_in_generate", "forced_bos_token_id",
     "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty",
-    "suppress_tokens", "begin_suppress_tokens", "finetuning_task", "prefix", "problem_type",
+    "suppress_tokens", "begin_suppress_tokens", "finetuning_task", "prefix",
     "cross_attention_hidden_size", "initializer_factor", "dropout_rate", "tf_legacy_loss",
     "decoder_start_token_id", "output_router_logits", "architectures", "is_encoder_decoder",
     "model_type", "feed_forward_proj", "dense_act_fn", "is_gated_act", "scale_decoder_outputs",
@@ -10950,6 +11067,325 @@ static fat5_status fat5__cfg_long(fat5_ctx *ctx, const fat5__json *root, fat5_mo
     return FAT5_OK;
 }
 
+// A label name and its id, sorted by name to find a name given twice
+typedef struct fat5__cfg_label {
+    const char *name;
+    int64_t id;
+} fat5__cfg_label;
+
+static int fat5__cfg_label_cmp(const void *a, const void *b) {
+    const fat5__cfg_label *x = (const fat5__cfg_label *)a, *y = (const fat5__cfg_label *)b;
+    int r = strcmp(x->name, y->name);
+    return r ? r : (x->id > y->id) - (x->id < y->id);
+}
+
+// names[0..n) (none NULL) given to one label each; else an error naming the name and both labels
+// (label2id, name -> id, could not be inverted). what: where the names come from, for the message.
+static fat5_status fat5__cfg_labels_distinct(fat5_ctx *ctx, const char *const *names, int64_t n, const char *what) {
+    fat5__cfg_label *l;
+    char val[128];
+    int64_t i;
+    fat5_status st = FAT5_OK;
+    if (n < 2) return FAT5_OK;
+    l = FAT5__CAST(fat5__cfg_label *, fat5__calloc(ctx, (size_t)n, sizeof *l));
+    if (!l) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld label names", what, (long long)n);
+    for (i = 0; i < n; i++) {
+        l[i].name = names[i];
+        l[i].id = i;
+    }
+    qsort(l, (size_t)n, sizeof *l, fat5__cfg_label_cmp);
+    for (i = 1; i < n && !st; i++)
+        if (strcmp(l[i - 1].name, l[i].name) == 0)
+            st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: the name '%s' is given to labels %lld and %lld (label2id could "
+                           "not be inverted)", what, fat5__msg_name(val, sizeof val, l[i].name),
+                           (long long)l[i - 1].id, (long long)l[i].id);
+    fat5__free(ctx, l);
+    return st;
+}
+
+// id2label's key of label i: "0", "1", ... (decimal, no sign, no leading zero); -1 for anything else
+static int64_t fat5__cfg_label_key(const char *key) {
+    int64_t v = 0;
+    if (!key[0] || (key[0] == '0' && key[1])) return -1;
+    for (; *key; key++) {
+        if (*key < '0' || *key > '9' || v >= FAT5__MAX_LABELS) return -1;
+        v = v * 10 + (*key - '0');
+    }
+    return v;
+}
+
+// The label keys of a parsed config.json object, checked together: num_labels (an integer, or
+// absent / null), id2label (an object "0".."n-1" -> name string, or absent / null) and label2id
+// (an object name -> id agreeing with id2label entry by entry, or absent / null; with id2label
+// absent it must map "LABEL_i" to i, Hugging Face's default names). *n gets the number of labels:
+// id2label's size, else num_labels, else 2 (Hugging Face's default). by_id, when not NULL, gets an
+// array of *n pointers (fat5_free) to id2label's names inside the parsed document, or NULL when
+// the config has no id2label. Errors (FAT5_ERR_FORMAT) name the key, label or name: a num_labels
+// that contradicts id2label (transformers would drop the names and warn), a key that is not a label
+// index, a name that is not a string or holds a NUL, a name given to two labels, a label2id entry
+// that contradicts id2label or is missing.
+static fat5_status fat5__cfg_labels(fat5_ctx *ctx, const fat5__json *root, int64_t *n, const char ***by_id) {
+    const fat5__json *jn = fat5__json_get(root, "num_labels"), *jl = fat5__json_get(root, "id2label");
+    const fat5__json *jr = fat5__json_get(root, "label2id"), *e;
+    const char **names = NULL;
+    unsigned char *seen = NULL;
+    char val[128], def[32];
+    int64_t num = -1, count = 2, i;
+    fat5_status st = FAT5_OK;
+    if (by_id) *by_id = NULL;
+    if (jn && jn->type != FAT5__J_NULL) {
+        if (!fat5__json_as_i64(jn, &num) || num < 0 || num >= FAT5__MAX_LABELS)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'num_labels' must be an integer in 0..%lld",
+                             (long long)(FAT5__MAX_LABELS - 1));
+        count = num;
+    }
+    if (jl && jl->type == FAT5__J_NULL) jl = NULL;
+    if (jr && jr->type == FAT5__J_NULL) jr = NULL;
+    if (jl) {
+        if (jl->type != FAT5__J_OBJECT)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'id2label' must be an object (\"0\": name, ...)");
+        if ((int64_t)jl->n >= FAT5__MAX_LABELS)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: id2label has %lld labels, expected at most %lld",
+                             (long long)jl->n, (long long)(FAT5__MAX_LABELS - 1));
+        if (num >= 0 && num != (int64_t)jl->n)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: num_labels = %lld contradicts id2label's %lld labels",
+                             (long long)num, (long long)jl->n);
+        count = (int64_t)jl->n;
+    }
+    if (jl || jr) {
+        names = FAT5__CAST(const char **, fat5__calloc(ctx, (size_t)(count ? count : 1), sizeof *names));
+        seen = FAT5__CAST(unsigned char *, fat5__calloc(ctx, (size_t)(count ? count : 1), 1));
+        if (!names || !seen) {
+            st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "config.json: out of memory for %lld labels", (long long)count);
+            goto done;
+        }
+    }
+    if (jl) {
+        for (e = jl->child; e; e = e->next) {
+            int64_t id = fat5__cfg_label_key(e->key);
+            if (id < 0 || id >= count || names[id]) {
+                st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: id2label key '%s' is not a label index 0..%lld "
+                               "given once", fat5__msg_name(val, sizeof val, e->key), (long long)(count - 1));
+                goto done;
+            }
+            if (e->type != FAT5__J_STRING || strlen(e->str) != e->len) {
+                st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: id2label['%s'] must be a string without NUL "
+                               "characters", fat5__msg_name(val, sizeof val, e->key));
+                goto done;
+            }
+            names[id] = e->str;
+        }
+        if ((st = fat5__cfg_labels_distinct(ctx, names, count, "config.json: id2label"))) goto done;
+    }
+    if (jr) {
+        if (jr->type != FAT5__J_OBJECT) {
+            st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'label2id' must be an object (name: id, ...)");
+            goto done;
+        }
+        for (e = jr->child; e; e = e->next) {
+            int64_t id = -1;
+            const char *want;
+            if (!fat5__json_as_i64(e, &id) || id < 0 || id >= count) {
+                st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: label2id['%s'] must be a label id 0..%lld",
+                               fat5__msg_name(val, sizeof val, e->key), (long long)(count - 1));
+                goto done;
+            }
+            if (jl) {
+                want = names[id];
+            } else {
+                snprintf(def, sizeof def, "LABEL_%lld", (long long)id);
+                want = def;
+            }
+            if (strcmp(e->key, want) != 0 || seen[id]) {
+                char val2[128];
+                st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: label2id['%s'] = %lld contradicts id2label (label "
+                               "%lld is '%s'%s)", fat5__msg_name(val, sizeof val, e->key), (long long)id, (long long)id,
+                               fat5__msg_name(val2, sizeof val2, want), seen[id] ? ", already mapped" : "");
+                goto done;
+            }
+            seen[id] = 1;
+        }
+        for (i = 0; i < count; i++)
+            if (!seen[i]) {
+                if (!jl) snprintf(def, sizeof def, "LABEL_%lld", (long long)i);
+                st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: label2id lacks label %lld ('%s')", (long long)i,
+                               fat5__msg_name(val, sizeof val, jl ? names[i] : def));
+                goto done;
+            }
+    }
+    *n = count;
+    if (by_id && jl) {
+        *by_id = names;
+        names = NULL;
+    }
+done:
+    fat5__free(ctx, names);
+    fat5__free(ctx, seen);
+    return st;
+}
+
+// id2label of config.json text: names[i] for i < n (n: the model's num_labels), "LABEL_i" where
+// id2label has no label i (or no id2label). The label keys are checked as the config's parser
+// checks them (fat5__cfg_labels); the rest of the file is not looked at. *names is one allocation
+// (fat5_free) holding the n pointers followed by the strings.
+static FAT5__UNUSED fat5_status fat5__cfg_label_names(fat5_ctx *ctx, const char *json, size_t len, int64_t n,
+                                                      char ***names) {
+    fat5__jdoc *doc = NULL;
+    const fat5__json *root;
+    const char **by_id = NULL;
+    int64_t count = 0, i;
+    size_t total, k;
+    char **out;
+    char *p, def[32];
+    fat5_status st;
+    *names = NULL;
+    if (n < 0 || n >= FAT5__MAX_LABELS)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "label names: n = %lld, expected 0..%lld", (long long)n,
+                         (long long)(FAT5__MAX_LABELS - 1));
+    if ((st = fat5__json_parse(ctx, "config.json", json, len, 16, &doc))) return st;
+    root = fat5__json_root(doc);
+    if (root->type != FAT5__J_OBJECT) {
+        st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: the top level must be an object");
+        goto done;
+    }
+    if ((st = fat5__cfg_labels(ctx, root, &count, &by_id))) goto done;
+    total = (size_t)n * sizeof(char *);
+    for (i = 0; i < n; i++) {
+        k = by_id && i < count ? strlen(by_id[i]) : (size_t)snprintf(def, sizeof def, "LABEL_%lld", (long long)i);
+        if (!fat5__add_ok(total, k + 1, &total)) {
+            st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "config.json: label names too large");
+            goto done;
+        }
+    }
+    if (!(out = FAT5__CAST(char **, fat5__malloc(ctx, total)))) {
+        st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "config.json: out of memory for %lld label names", (long long)n);
+        goto done;
+    }
+    p = (char *)(out + n);
+    for (i = 0; i < n; i++) {
+        const char *s = by_id && i < count ? by_id[i] : def;
+        if (s == def) snprintf(def, sizeof def, "LABEL_%lld", (long long)i);
+        k = strlen(s) + 1;
+        memcpy(p, s, k);
+        out[i] = p;
+        p += k;
+    }
+    *names = out;
+done:
+    fat5__free(ctx, (void *)by_id);
+    fat5__json_free(ctx, doc);
+    return st;
+}
+
+// The head of config.json's architectures[0] for the config's model_type (c->model_type, already
+// read): "<P>ForConditionalGeneration" LM, "<P>EncoderModel" ENCODER, "<P>ForSequenceClassification"
+// SEQ_CLS, "<P>ForTokenClassification" TOKEN_CLS, "<P>ForQuestionAnswering" QA with <P> T5, MT5 or
+// UMT5 as model_type t5, mt5 or umt5; "Fat5EncoderForSequenceClassification" ENC_SEQ_CLS (t5, mt5,
+// umt5); "FlashT5ForConditionalGeneration" and "LongT5ForConditionalGeneration" the LM of flash_t5
+// and longt5; "T5WithLMHeadModel" (T5ForConditionalGeneration's name before transformers 3) the LM
+// of t5. Absent, null or []: LM. Anything else is an error naming the value.
+static fat5_status fat5__cfg_head(fat5_ctx *ctx, const fat5__json *root, fat5_model_config *c) {
+    const fat5__json *j = fat5__json_get(root, "architectures"), *a;
+    const char *s;
+    char val[128];
+    int row = fat5__cfg_arch_row(c->model_type), r, h;
+    c->head = FAT5_HEAD_LM;
+    if (!j || j->type == FAT5__J_NULL) return FAT5_OK;
+    if (j->type != FAT5__J_ARRAY) return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'architectures' must be an array");
+    for (a = j->child; a; a = a->next)
+        if (a->type != FAT5__J_STRING)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'architectures' must hold strings");
+    if (!j->child) return FAT5_OK;
+    s = j->child->str;
+    if (strcmp(s, "Fat5EncoderForSequenceClassification") == 0) {
+        if (row < 0)
+            return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config.json: architecture %s needs model_type t5, mt5 or "
+                             "umt5, not %s", s, c->model_type);
+        c->head = FAT5_HEAD_ENC_SEQ_CLS;
+        return FAT5_OK;
+    }
+    if ((strcmp(s, "FlashT5ForConditionalGeneration") == 0 && strcmp(c->model_type, "flash_t5") == 0) ||
+        (strcmp(s, "LongT5ForConditionalGeneration") == 0 && strcmp(c->model_type, "longt5") == 0) ||
+        (strcmp(s, "T5WithLMHeadModel") == 0 && row == 0))
+        return FAT5_OK;
+    for (r = 0; r < 3; r++)
+        for (h = FAT5_HEAD_LM; h < FAT5_HEAD_ENC_SEQ_CLS; h++)
+            if (strcmp(s, fat5__cfg_arch_names[r][h]) == 0) {
+                if (r != row)
+                    return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: architecture %s contradicts model_type %s",
+                                     s, c->model_type);
+                c->head = (fat5_head)h;
+                return FAT5_OK;
+            }
+    if (strcmp(s, "LongT5EncoderModel") == 0)
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config.json: architecture LongT5EncoderModel is not supported "
+                         "(fat5 runs LongT5ForConditionalGeneration only)");
+    return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config.json: architecture '%s' is unknown; fat5 reads "
+                     "T5/MT5/UMT5 ForConditionalGeneration, EncoderModel, ForSequenceClassification, "
+                     "ForTokenClassification, ForQuestionAnswering, Fat5EncoderForSequenceClassification, "
+                     "FlashT5ForConditionalGeneration (flash_t5) and LongT5ForConditionalGeneration (longt5)",
+                     fat5__msg_name(val, sizeof val, s));
+}
+
+// The head's keys once the head is known: is_encoder_decoder (false only for the encoder-only
+// heads, as T5EncoderModel and T5ForTokenClassification write it), the labels (fat5__cfg_labels),
+// problem_type (stored for the sequence classifiers only), classifier_dropout (a number; null
+// only where no classifier reads it) and classifier_pooling (Fat5EncoderForSequenceClassification
+// only: "eos", "mean", "first"). An LM config keeps the default label fields whatever its file
+// says (the LM has no classifier; its config.json is written without them).
+static fat5_status fat5__cfg_head_keys(fat5_ctx *ctx, const fat5__json *root, fat5_model_config *c) {
+    const fat5__json *j;
+    const char *arch = fat5__cfg_arch_name(c);
+    char val[128];
+    int64_t n = 2;
+    double dropout = 0.0;
+    fat5_problem problem = FAT5_PROBLEM_AUTO;
+    fat5_status st;
+    if ((j = fat5__json_get(root, "is_encoder_decoder")) != NULL) {
+        if (j->type != FAT5__J_TRUE && j->type != FAT5__J_FALSE)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'is_encoder_decoder' must be true or false");
+        if (j->type == FAT5__J_FALSE && !fat5__head_encoder_only(c->head))
+            return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config.json: is_encoder_decoder false contradicts "
+                             "architecture %s (a T5 model with a decoder)", arch ? arch : "?");
+    }
+    if ((st = fat5__cfg_labels(ctx, root, &n, NULL))) return st;
+    if ((j = fat5__json_get(root, "problem_type")) != NULL && j->type != FAT5__J_NULL) {
+        int k;
+        if (j->type != FAT5__J_STRING)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'problem_type' must be a string or null");
+        for (k = FAT5_PROBLEM_REGRESSION; k <= FAT5_PROBLEM_MULTI_LABEL; k++)
+            if (strcmp(j->str, fat5__problem_name((fat5_problem)k)) == 0) break;
+        if (k > FAT5_PROBLEM_MULTI_LABEL)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: problem_type '%s' is unknown; expected null, "
+                             "\"regression\", \"single_label_classification\" or \"multi_label_classification\"",
+                             fat5__msg_name(val, sizeof val, j->str));
+        problem = (fat5_problem)k;
+    }
+    if ((j = fat5__json_get(root, "classifier_dropout")) != NULL &&
+        !(j->type == FAT5__J_NULL && !fat5__head_has_labels(c->head)) &&
+        (j->type != FAT5__J_NUMBER || !fat5__json_as_double(j, &dropout)))
+        return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'classifier_dropout' must be a number");
+    if ((j = fat5__json_get(root, "classifier_pooling")) != NULL) {
+        int k;
+        if (c->head != FAT5_HEAD_ENC_SEQ_CLS)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: classifier_pooling is a key of "
+                             "Fat5EncoderForSequenceClassification; architecture %s has no pooling", arch ? arch : "?");
+        if (j->type != FAT5__J_STRING)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'classifier_pooling' must be a string");
+        for (k = FAT5_POOL_MEAN; k <= FAT5_POOL_FIRST; k++)
+            if (strcmp(j->str, fat5__pool_name((fat5_pool)k)) == 0) break;
+        if (k > FAT5_POOL_FIRST)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: classifier_pooling '%s' is unknown; expected "
+                             "\"eos\", \"mean\" or \"first\"", fat5__msg_name(val, sizeof val, j->str));
+        c->pooling = (fat5_pool)k;
+    }
+    if (c->head == FAT5_HEAD_LM) return FAT5_OK;
+    c->num_labels = n;
+    c->classifier_dropout = dropout;
+    if (c->head == FAT5_HEAD_SEQ_CLS || c->head == FAT5_HEAD_ENC_SEQ_CLS) c->problem_type = problem;
+    return FAT5_OK;
+}
+
 FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json, size_t len,
                                                  fat5_model_config *out) {
     fat5_model_config c = fat5_model_config_default();
@@ -11009,7 +11445,8 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
             "relative_attention_num_buckets", "relative_attention_max_distance", "layer_norm_epsilon",
             "tie_word_embeddings", "pad_token_id", "eos_token_id", "position_encoding_type", "alibi_mode",
             "rotary_emb_fraction", "rotary_base", "rotary_interleaved", "rotary_scale_base", "fire_mlp_width",
-            "use_randomized_position_encoding", "attention_dropout_rate", NULL};
+            "use_randomized_position_encoding", "attention_dropout_rate", "num_labels", "id2label", "label2id",
+            "problem_type", "classifier_dropout", "classifier_pooling", NULL};
         static const char *const flash_handled[] = {"use_glu_mlp", "use_gelu_act", "attention_scale", "use_masking",
                                                     NULL};
         static const char *const long_handled[] = {"encoder_attention_type", "local_radius", "global_block_size",
@@ -11072,29 +11509,8 @@ FAT5_API fat5_status fat5_model_config_from_json(fat5_ctx *ctx, const char *json
             goto done;
         }
     }
-    if ((j = fat5__json_get(root, "is_encoder_decoder")) != NULL && j->type != FAT5__J_TRUE) {
-        st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "config.json: is_encoder_decoder must be true for a T5 model");
-        goto done;
-    }
-    if ((j = fat5__json_get(root, "architectures")) != NULL && j->type != FAT5__J_NULL) {
-        const fat5__json *a;
-        if (j->type != FAT5__J_ARRAY) {
-            st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'architectures' must be an array");
-            goto done;
-        }
-        for (a = j->child; a; a = a->next) {
-            if (a->type != FAT5__J_STRING) {
-                st = fat5__err(ctx, FAT5_ERR_FORMAT, "config.json: 'architectures' must hold strings");
-                goto done;
-            }
-            if (strstr(a->str, "EncoderModel")) {
-                st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
-                               "config.json: architecture %s has no decoder; fat5 runs encoder-decoder models",
-                               fat5__msg_name(val, sizeof val, a->str));
-                goto done;
-            }
-        }
-    }
+    // the head (architectures[0]) and its keys
+    if ((st = fat5__cfg_head(ctx, root, &c)) || (st = fat5__cfg_head_keys(ctx, root, &c))) goto done;
     if (is_long && (st = fat5__cfg_long(ctx, root, &c))) goto done;
     if (is_flash) {
         if ((st = fat5__cfg_flash(ctx, root, &c))) goto done;
@@ -11187,25 +11603,75 @@ static void fat5__cfg_pos_json(fat5__sb *b, const fat5_model_config *c) {
     }
 }
 
-FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_config *c, char **out,
-                                               size_t *out_len) {
+// id2label and label2id of n labels, indented as transformers writes them; names NULL: "LABEL_i"
+static void fat5__cfg_labels_json(fat5__sb *b, const char *const *names, int64_t n) {
+    char def[32];
+    int64_t i;
+    int pass;
+    for (pass = 0; pass < 2; pass++) {
+        fat5__sb_printf(b, "  \"%s\": {%s", pass ? "label2id" : "id2label", n ? "\n" : "");
+        for (i = 0; i < n; i++) {
+            const char *name = names ? names[i] : def;
+            if (!names) snprintf(def, sizeof def, "LABEL_%lld", (long long)i);
+            if (pass) {
+                fat5__sb_printf(b, "    ");
+                fat5__sb_json_string(b, name);
+                fat5__sb_printf(b, ": %lld%s\n", (long long)i, i + 1 < n ? "," : "");
+            } else {
+                fat5__sb_printf(b, "    \"%lld\": ", (long long)i);
+                fat5__sb_json_string(b, name);
+                fat5__sb_printf(b, "%s\n", i + 1 < n ? "," : "");
+            }
+        }
+        fat5__sb_printf(b, "%s},\n", n ? "  " : "");
+    }
+}
+
+// fat5_model_config_to_json with the label names of a head other than LM: id2label and label2id
+// from names[0..num_labels) (NULL: "LABEL_i"; each name valid UTF-8, none given twice). The LM's
+// config.json has no label keys (names is not read), as it was before heads existed. Other heads
+// add, as transformers writes them: their architecture name, classifier_dropout, id2label and
+// label2id (transformers derives num_labels from id2label and writes no num_labels),
+// "is_encoder_decoder": false and "use_cache": false for the encoder-only heads of t5 and mt5 (what
+// T5EncoderModel and T5ForTokenClassification write; UMT5's classes write true), problem_type
+// (null for AUTO), and fat5's
+// "classifier_pooling" for ENC_SEQ_CLS.
+static fat5_status fat5__cfg_to_json_labels(fat5_ctx *ctx, const fat5_model_config *c, const char *const *names,
+                                            char **out, size_t *out_len) {
     fat5__sb b;
-    char num[40];
+    char num[40], val[128];
     int flash = strcmp(c->model_type, "flash_t5") == 0, longt5 = strcmp(c->model_type, "longt5") == 0;
-    const char *arch = strcmp(c->model_type, "umt5") == 0 ? "UMT5ForConditionalGeneration"
-                       : strcmp(c->model_type, "mt5") == 0 ? "MT5ForConditionalGeneration"
-                       : flash                             ? "FlashT5ForConditionalGeneration"
-                       : longt5                            ? "LongT5ForConditionalGeneration"
-                                                           : "T5ForConditionalGeneration";
+    int head = c->head != FAT5_HEAD_LM;
+    // T5 and MT5's encoder-only classes set is_encoder_decoder and use_cache false in their config;
+    // UMT5's leave both true
+    int enc_only = fat5__head_encoder_only(c->head) && strcmp(c->model_type, "umt5") != 0;
+    const char *arch;
     fat5_status st = fat5_model_config_validate(ctx, c);
     if (st) return st;
+    arch = fat5__cfg_arch_name(c);
     if (c->bias_every_layer != (strcmp(c->model_type, "umt5") == 0))
         return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
                          "config: a bias table in every layer is model_type umt5 and nothing else");
-    if (c->scale_decoder_outputs != c->tie_word_embeddings)
+    // (no head but the LM's reads either: transformers' head classes force tied embeddings and keep
+    // the scale_decoder_outputs they were given)
+    if (c->head == FAT5_HEAD_LM && c->scale_decoder_outputs != c->tie_word_embeddings)
         return fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
                          "config: scale_decoder_outputs != tie_word_embeddings cannot be written so that every "
                          "transformers version reads it back the same");
+    if (head && names) {
+        int64_t i;
+        for (i = 0; i < c->num_labels; i++) {
+            if (!names[i])
+                return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "label names: name %lld is NULL", (long long)i);
+            if (!fat5__utf8_valid(names[i]))
+                return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "label names: name %lld '%s' is not valid UTF-8",
+                                 (long long)i, fat5__msg_name(val, sizeof val, names[i]));
+        }
+        if ((st = fat5__cfg_labels_distinct(ctx, names, c->num_labels, "label names"))) {
+            if (st == FAT5_ERR_FORMAT) st = FAT5_ERR_INVALID_ARG;
+            return st;
+        }
+    }
     fat5__sb_init(&b, ctx);
     fat5__sb_printf(&b, "{\n  \"architectures\": [\"%s\"],\n", arch);
     if (c->attention_dropout_rate >= 0) {  // FAT5's key; absent: dropout_rate's (T5)
@@ -11213,6 +11679,12 @@ FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_c
         fat5__sb_printf(&b, "  \"attention_dropout_rate\": %s,\n", num);
     }
     if (flash) fat5__sb_printf(&b, "  \"attention_scale\": 1.0,\n");
+    if (head) {
+        fat5__fmt_double(num, c->classifier_dropout);
+        fat5__sb_printf(&b, "  \"classifier_dropout\": %s,\n", num);
+    }
+    if (c->head == FAT5_HEAD_ENC_SEQ_CLS)
+        fat5__sb_printf(&b, "  \"classifier_pooling\": \"%s\",\n", fat5__pool_name(c->pooling));
     fat5__sb_printf(&b, "  \"d_ff\": %lld,\n  \"d_kv\": %lld,\n  \"d_model\": %lld,\n", (long long)c->d_ff,
                     (long long)c->d_kv, (long long)c->d_model);
     fat5__sb_printf(&b, "  \"decoder_start_token_id\": %lld,\n", (long long)c->decoder_start_token_id);
@@ -11227,7 +11699,8 @@ FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_c
         fat5__sb_printf(&b, "  \"feed_forward_proj\": \"%s%s\",\n", c->gated ? "gated-" : "",
                         c->gated && c->act == FAT5_ACT_GELU_TANH ? "gelu" : fat5__act_name(c->act));
     if (longt5) fat5__sb_printf(&b, "  \"global_block_size\": %lld,\n", (long long)c->global_block_size);
-    fat5__sb_printf(&b, "  \"initializer_factor\": 1.0,\n  \"is_encoder_decoder\": true,\n");
+    if (head) fat5__cfg_labels_json(&b, names, c->num_labels);
+    fat5__sb_printf(&b, "  \"initializer_factor\": 1.0,\n  \"is_encoder_decoder\": %s,\n", enc_only ? "false" : "true");
     if (!flash) fat5__sb_printf(&b, "  \"is_gated_act\": %s,\n", c->gated ? "true" : "false");
     fat5__fmt_double(num, c->layer_norm_eps);
     fat5__sb_printf(&b, "  \"layer_norm_epsilon\": %s,\n", num);
@@ -11238,6 +11711,10 @@ FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_c
                     (long long)c->num_decoder_layers, (long long)c->num_heads, (long long)c->num_layers);
     fat5__sb_printf(&b, "  \"pad_token_id\": %lld,\n", (long long)c->pad_token_id);
     fat5__cfg_pos_json(&b, c);
+    if (head) {
+        if (c->problem_type == FAT5_PROBLEM_AUTO) fat5__sb_printf(&b, "  \"problem_type\": null,\n");
+        else fat5__sb_printf(&b, "  \"problem_type\": \"%s\",\n", fat5__problem_name(c->problem_type));
+    }
     fat5__sb_printf(&b, "  \"relative_attention_max_distance\": %lld,\n  \"relative_attention_num_buckets\": %lld,\n",
                     (long long)c->rel_max_distance, (long long)c->rel_buckets);
     if (!flash)
@@ -11246,7 +11723,8 @@ FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_c
     if (flash)
         fat5__sb_printf(&b, "  \"use_gelu_act\": %s,\n  \"use_glu_mlp\": %s,\n",
                         c->act == FAT5_ACT_GELU_TANH ? "true" : "false", c->gated ? "true" : "false");
-    fat5__sb_printf(&b, "  \"use_cache\": true,\n  \"vocab_size\": %lld\n}\n", (long long)c->vocab_size);
+    fat5__sb_printf(&b, "  \"use_cache\": %s,\n  \"vocab_size\": %lld\n}\n", enc_only ? "false" : "true",
+                    (long long)c->vocab_size);
     if (b.oom) {
         fat5__sb_free(&b);
         return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "config.json: out of memory");
@@ -11256,32 +11734,9 @@ FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_c
     return FAT5_OK;
 }
 
-
-// TEMPORARY (replaced by the head-config work): architecture name and label names
-static const char *fat5__cfg_arch_name(const fat5_model_config *c) {
-    static const char *const n[6] = {"T5ForConditionalGeneration", "T5EncoderModel", "T5ForSequenceClassification",
-                                     "T5ForTokenClassification", "T5ForQuestionAnswering",
-                                     "Fat5EncoderForSequenceClassification"};
-    return n[c->head];
-}
-static fat5_status fat5__cfg_label_names(fat5_ctx *ctx, const char *json, size_t len, int64_t n, char ***names) {
-    char **p;
-    int64_t i;
-    (void)json;
-    (void)len;
-    p = FAT5__CAST(char **, fat5__calloc(ctx, (size_t)n, sizeof(char *) + 32));
-    if (!p) return FAT5_ERR_OUT_OF_MEMORY;
-    for (i = 0; i < n; i++) {
-        p[i] = (char *)(p + n) + 32 * i;
-        snprintf(p[i], 32, "LABEL_%lld", (long long)i);
-    }
-    *names = p;
-    return FAT5_OK;
-}
-static fat5_status fat5__cfg_to_json_labels(fat5_ctx *ctx, const fat5_model_config *c, const char *const *names,
-                                            char **out, size_t *out_len) {
-    (void)names;
-    return fat5_model_config_to_json(ctx, c, out, out_len);
+FAT5_API fat5_status fat5_model_config_to_json(fat5_ctx *ctx, const fat5_model_config *c, char **out,
+                                               size_t *out_len) {
+    return fat5__cfg_to_json_labels(ctx, c, NULL, out, out_len);
 }
 // =============================================================================================
 // ==[4.2] model: parameters ==

@@ -14,6 +14,7 @@
 #include "test_io.c"
 #include "test_cpu_ops.c"
 #include "test_model.c"
+#include "test_heads_config.c"
 #include "test_posenc.c"
 #include "test_data.c"
 #include "test_optim.c"
@@ -47,6 +48,7 @@ static const fat5_test_case fat5_cases[] = {
     FAT5_TESTS_IO(FAT5_TEST_ENTRY)
     FAT5_TESTS_CPU_OPS(FAT5_TEST_ENTRY)
     FAT5_TESTS_MODEL(FAT5_TEST_ENTRY)
+    FAT5_TESTS_HEADS_CONFIG(FAT5_TEST_ENTRY)
     FAT5_TESTS_POSENC(FAT5_TEST_ENTRY)
     FAT5_TESTS_LONGT5(FAT5_TEST_ENTRY)
     FAT5_TESTS_DATA(FAT5_TEST_ENTRY)

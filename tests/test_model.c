@@ -84,7 +84,8 @@ static void t_config_rejects(fat5_test *T) {
     TM_EXPECT_ERR(T, tm_cfg(T, "{\"relative_attention_num_buckets\": 32, \"relative_attention_max_distance\": 8}", &c),
                   FAT5_ERR_UNSUPPORTED, "relative_attention_max_distance");
     TM_EXPECT_ERR(T, tm_cfg(T, "{\"is_encoder_decoder\": false}", &c), FAT5_ERR_UNSUPPORTED, "is_encoder_decoder");
-    TM_EXPECT_ERR(T, tm_cfg(T, "{\"architectures\": [\"T5EncoderModel\"]}", &c), FAT5_ERR_UNSUPPORTED, "decoder");
+    TM_EXPECT_ERR(T, tm_cfg(T, "{\"model_type\": \"longt5\", \"architectures\": [\"LongT5EncoderModel\"]}", &c),
+                  FAT5_ERR_UNSUPPORTED, "LongT5EncoderModel is not supported");
     TM_EXPECT_ERR(T, tm_cfg(T, "{\"vocab_size\": 10, \"pad_token_id\": 10}", &c), FAT5_ERR_UNSUPPORTED, "pad_token_id");
     TM_EXPECT_ERR(T, tm_cfg(T, "[1, 2]", &c), FAT5_ERR_FORMAT, "object");
     TM_EXPECT_ERR(T, tm_cfg(T, "{\"d_model\": 512,}", &c), FAT5_ERR_FORMAT, "config.json");

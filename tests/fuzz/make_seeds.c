@@ -296,6 +296,24 @@ static void write_pairs_seeds(const char *out) {
     }
 }
 
+// fuzz_config's seeds of the heads: config.json files transformers writes for the head classes
+// (tests/data/heads_configs, beside FUZZ_DATA_DIR's fixture)
+static void write_head_configs(const char *out) {
+    static const char *const files[] = {"T5ForTokenClassification_unicode", "UMT5ForSequenceClassification_multi4",
+                                        "Fat5EncoderForSequenceClassification_mean", "MT5EncoderModel",
+                                        "T5ForQuestionAnswering"};
+    char name[300];
+    size_t i, len;
+    for (i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char *text;
+        snprintf(name, sizeof name, "%s.json", files[i]);
+        text = slurp(FUZZ_DATA_DIR "/../heads_configs", name, &len);
+        snprintf(name, sizeof name, "head_%s", files[i]);
+        put(out, "config", name, text, len, NULL, 0);
+        free(text);
+    }
+}
+
 int main(int argc, char **argv) {
     static const char *const corpora[] = {"safetensors", "config", "batch", "model_dir", "index", "tokenizer",
                                           "generation_config", "tokens", "tokenizer_dir", "resume", "pairs"};
@@ -353,6 +371,7 @@ int main(int argc, char **argv) {
         }
     }
     write_generation_cases(argv[1]);
+    write_head_configs(argv[1]);
     write_token_seeds(ctx, argv[1]);
     write_tokenizer_dirs(argv[1]);
     write_resume_seeds(ctx, argv[1]);
