@@ -124,7 +124,7 @@ for stage in "$@"; do
     memcheck1 | memcheck2)
         make tests/run_tests > /dev/null || { fail "$stage" "build"; continue; }
         files="test_gpu_dev.c test_gpu_ops.c"
-        [ "$stage" = memcheck2 ] && files="test_gpu_model.c test_generate.c"
+        [ "$stage" = memcheck2 ] && files="test_gpu_model.c test_generate.c test_heads.c"
         for t in $(gpu_tests $files); do sanitize memcheck "$t"; done
         say "$stage: done"
         ;;
