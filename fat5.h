@@ -138,7 +138,8 @@
 //     [9.1]  run: the launcher
 //     [9.2]  run: training options, checkpoints and the training loop
 //     [9.3]  run: fine-tuning on (input, target) pairs: batches, evaluation with generation, the best checkpoint
-//     [9.4]  run: the developer interface, what the benchmarks and checks of dev/ reach beyond the API
+//     [9.4]  run: fine-tuning a task head: classify, token-classify, qa
+//     [9.5]  run: the developer interface, what the benchmarks and checks of dev/ reach beyond the API
 //
 // License: MIT, at the end of this file.
 
@@ -943,6 +944,23 @@ typedef struct fat5_train_config {
     const char *metric_for_best_model;   // loss (default), exact_match, f1, rouge1, rouge2, rougeL,
                                          // rougeLsum, bleu, gen_len (an "eval_" prefix is allowed)
     int greater_is_better;        // 1 / 0; -1 (default): 0 for loss, else 1
+    // task heads (docs/tasks.md): task classify, token-classify or qa trains a head (fat5_head) on
+    // the stacks of `init` (fat5_model_load_head: the head made anew unless init has it) with JSON
+    // Lines rows; evaluations score its predictions (accuracy, F1, exact match)
+    const char *task;             // "seq2seq" (default: (input, target) pairs), "classify", "token-classify", "qa"
+    const char *classifier;       // classify: "encoder" (fat5's encoder-only classifier, default) or "t5"
+                                  // (T5ForSequenceClassification)
+    const char *text_column_names;// classify: the text fields, comma-separated, joined with a space ("text");
+                                  // token-classify: the words' field ("tokens")
+    const char *label_column_name;// classify: "label"; token-classify: "ner_tags"
+    const char *label_file;       // the class names, one a line (class i on line i); none: the training
+                                  // rows' names, sorted (integer labels: as they are)
+    const char *question_column_name, *context_column_name, *answer_column_name;  // qa: "question",
+                                  // "context", "answers" (SQuAD's {"text": [...], "answer_start": [...]})
+    const char *pooling;          // classify with the encoder classifier: "eos" (default), "mean", "first"
+    const char *problem_type;     // classify: "single_label_classification", "multi_label_classification",
+                                  // "regression"; none: from the labels (lists: multi-label, floats: regression)
+    double classifier_dropout;    // the head's dropout (0)
 } fat5_train_config;
 
 // Defaults: FAT5's recipe (UL2 mixture, AdamWScale, cosine) on a FAT5-small-shaped byte model.
@@ -993,6 +1011,13 @@ typedef struct fat5_train_metrics {
     int has_generate;
     double eval_exact_match, eval_f1, eval_rouge1, eval_rouge2, eval_rougeL, eval_rougeLsum, eval_bleu, eval_gen_len;
     int64_t eval_samples;         // validation rows of the evaluation
+    // a task head's evaluation (task classify, token-classify, qa), in percent as Hugging Face's
+    // run_classification / run_ner / run_qa report them: accuracy (classify: of the rows; multi-label:
+    // rows with every label right; token-classify: of the words), macro_f1 (classify), precision,
+    // recall and f1 (token-classify: entities, as seqeval; f1 also SQuAD's for qa), exact_match (qa),
+    // mse (regression)
+    int has_predict;
+    double eval_accuracy, eval_macro_f1, eval_precision, eval_recall, eval_mse;
     int is_best;                  // the checkpoint saved after this step is the best so far (OUTPUT_DIR/best)
     double epoch_f;               // fine-tuning: passes over the training rows, fractional
 } fat5_train_metrics;
@@ -1194,6 +1219,14 @@ FAT5_API void fat5_tokenizer_destroy(fat5_tokenizer *t);
 // the context's allocator (release it with fat5_free); *n_ids gets its length.
 FAT5_API fat5_status fat5_tokenize(fat5_tokenizer *t, const char *text, size_t len, const char *pair,
                                    size_t pair_len, int flags, int32_t **ids, int64_t *n_ids);
+// Like fat5_tokenize, with each token's span in `text`: offsets [2 n] = (start, end) byte
+// offsets of token i, as tokenizers' Encoding.offsets gives them for the same text but in
+// bytes of the UTF-8 input (HF counts characters; ours are byte offsets into text). Special
+// tokens the template adds (EOS) get (0, 0). *ids and *offsets are allocated with the ctx
+// allocator (fat5_free). A SentencePiece model file gives sentencepiece's spans (the pieces'
+// begin / end of its EncodeAsProto; docs/tokenizers.md).
+FAT5_API fat5_status fat5_tokenize_offsets(fat5_tokenizer *t, const char *text, size_t len, int flags,
+                                           int32_t **ids, int64_t **offsets, int64_t *n);
 // The ids fat5_tokenize gives for text alone (no pair), handed to emit in order, a run at a time
 // (the run is valid during the call), as they are made: a long text is tokenized in parts with
 // scratch memory that does not grow with its length (docs/tokenizers.md), and its ids need not
@@ -14074,6 +14107,35 @@ static fat5_status fat5__head_backward(fat5_model *m, float gs, int below) {
                   1.0f, 0.0f);
 }
 
+// The targets a batch's loss counts (they weight its micro-batch in a step): the labels that are
+// not -100 (LM, single-label and token classifiers), the answers inside their sequence (QA), the
+// sequences (regression, multi-label), the tokens (ENCODER)
+static int64_t fat5__batch_targets(const fat5_model *m, const fat5_batch *b) {
+    const fat5_model_config *c = &m->cfg;
+    int64_t n = 0, i, s;
+    if (c->head == FAT5_HEAD_LM) {
+        for (i = 0; b->labels && i < b->n_dec_tokens; i++) n += b->labels[i] != -100;
+        return n;
+    }
+    if (c->head == FAT5_HEAD_ENCODER) return b->head_targets ? b->n_enc_tokens : 0;
+    if (!b->head_labels) return b->head_targets ? b->n_seq : 0;
+    if (c->head == FAT5_HEAD_QA) {
+        for (s = 0; s < b->n_seq; s++)
+            n += b->head_labels[2 * s] < b->enc_cu_seqlens[s + 1] - b->enc_cu_seqlens[s];
+        return n;
+    }
+    for (i = 0; i < (c->head == FAT5_HEAD_TOKEN_CLS ? b->n_enc_tokens : b->n_seq); i++) n += b->head_labels[i] != -100;
+    return n;
+}
+
+// elements of a head batch's head_labels and head_targets (4 bytes each; 0 for NULL ones)
+static void fat5__batch_head_len(const fat5_model_config *c, const fat5_batch *b, int64_t *n_labels, int64_t *n_targets) {
+    *n_labels = !b->head_labels ? 0 : c->head == FAT5_HEAD_TOKEN_CLS ? b->n_enc_tokens
+                : c->head == FAT5_HEAD_QA ? 2 * b->n_seq : b->n_seq;
+    *n_targets = !b->head_targets ? 0 : c->head == FAT5_HEAD_ENCODER ? b->n_enc_tokens * c->d_model
+                 : b->n_seq * c->num_labels;
+}
+
 FAT5_API fat5_status fat5_model_get_head_output(fat5_model *m, float *dst, int64_t n, int64_t *rows, int64_t *cols) {
     const fat5_model_config *c;
     int64_t R, L;
@@ -20649,6 +20711,7 @@ struct fat5_tokenizer {
     fat5__tstep *norm, *pre, *dec;
     int n_norm, n_pre, n_dec, has_decoder;
     int fuse_unk, ignore_merges;
+    int bl_trim;               // a ByteLevel post-processor trims spans: 1, 2 with add_prefix_space (0: none)
     uint32_t cs_prefix, eow_suffix;     // BPE continuing_subword_prefix / end_of_word_suffix (0: none)
     uint32_t cs_prefix_len, eow_suffix_len;
     fat5__merge *merges;       // open-addressing table
@@ -20669,12 +20732,24 @@ struct fat5_tokenizer {
     void *emit_user;
     int emit_failed;           // the receiver returned an error (its message stands)
     int prev_unk;              // sentencepiece: the last piece emitted was unknown
+    uint32_t spm_fin;          // sentencepiece with spans: the input offset after the normalised text
     // scratch, reused by every call
     fat5__tbuf s0, s1, s2, s3, sn;
     fat5__ubuf o0, o1, o2, o3, on, ids, spl, spl2, ustate, nstate;   // ustate, nstate: automaton states
     void *lat;                 // lattice: best scores, starts and ids
     size_t lat_cap;
     size_t uni_pos, uni_front, uni_init;   // the lattice in progress (fat5__uni_run)
+    // token spans (fat5_tokenize_offsets), carried only while want_off: beside each byte buffer of
+    // the tokenizer.json steps, the (start, end) span in the original text that tokenizers'
+    // alignments give its character (x0, x1 beside s0, s1; x3 beside s3; xn beside sn; xm beside s2);
+    // sentencepiece: x0 the input offset of each byte of the normalised window s0
+    int want_off;
+    fat5__ubuf x0, x1, x3, xn, xm, om;     // om: s2's byte -> offset of the input byte it comes from
+    fat5__ubuf spans;                      // the model's pieces: (start, end) bytes in the split
+    const char *span_base;                 // ... relative to this (the split's first byte)
+    fat5__ubuf offs;                       // the ids' (start, end) in the text, in step with them
+    fat5__ubuf trimc;                      // bl_trim: the ids' leading and trailing spaces (characters)
+    fat5__ubuf hspan;                      // BPE: each symbol's (start, end) in its word
 };
 
 static fat5_status fat5__tok_automata(fat5_tokenizer *t, int force);
@@ -20723,6 +20798,16 @@ FAT5_API void fat5_tokenizer_destroy(fat5_tokenizer *t) {
     fat5__free(ctx, t->o1.p);
     fat5__free(ctx, t->o2.p);
     fat5__free(ctx, t->o3.p);
+    fat5__free(ctx, t->x0.p);
+    fat5__free(ctx, t->x1.p);
+    fat5__free(ctx, t->x3.p);
+    fat5__free(ctx, t->xn.p);
+    fat5__free(ctx, t->xm.p);
+    fat5__free(ctx, t->om.p);
+    fat5__free(ctx, t->spans.p);
+    fat5__free(ctx, t->offs.p);
+    fat5__free(ctx, t->trimc.p);
+    fat5__free(ctx, t->hspan.p);
     fat5__free(ctx, t->ids.p);
     fat5__free(ctx, t->spl.p);
     fat5__free(ctx, t->spl2.p);
@@ -21500,11 +21585,20 @@ static int fat5__spm_user_state(fat5_tokenizer *t, const char *s, size_t n, fat5
     return 1;
 }
 
-// Normalises more of s[0..n), appending to o until it grew by want bytes or the text ends.
+// k copies of v appended to m (when not NULL)
+static int fat5__map_put(fat5_tokenizer *t, fat5__ubuf *m, size_t k, size_t v) {
+    while (m && k--)
+        if (!fat5__ubuf_push(t->ctx, m, (uint32_t)v)) return 0;
+    return 1;
+}
+
+// Normalises more of s[0..n), appending to o until it grew by want bytes or the text ends. With
+// spans wanted (m not NULL), m gets beside each byte of o the input offset of the text it comes
+// from (sentencepiece's norm_to_orig), and t->spm_fin the offset after the end once done.
 static fat5_status fat5__spm_norm_more(fat5_tokenizer *t, const char *s, size_t n, fat5__spm_norm *z, fat5__tbuf *o,
-                                       size_t want) {
+                                       size_t want, fat5__ubuf *m) {
     const char *ws = t->escape_ws ? "\xE2\x96\x81" : " ";
-    size_t wl = t->escape_ws ? 3 : 1, i, start = o->n;
+    size_t wl = t->escape_ws ? 3 : 1, i, start = o->n, fin = n;
     if (!fat5__tbuf_put(t->ctx, o, "", 0)) goto oom;
     if (z->done) return FAT5_OK;
     if (!z->begun) {
@@ -21523,7 +21617,8 @@ static fat5_status fat5__spm_norm_more(fat5_tokenizer *t, const char *s, size_t 
             z->done = 1;
             return FAT5_OK;
         }
-        if (!t->ws_suffix && t->add_dummy_prefix && !fat5__tbuf_put(t->ctx, o, ws, wl)) goto oom;
+        if (!t->ws_suffix && t->add_dummy_prefix && (!fat5__tbuf_put(t->ctx, o, ws, wl) || !fat5__map_put(t, m, wl, z->r)))
+            goto oom;
         z->prev_space = t->remove_extra_ws;
     }
     while (z->r < n && o->n - start < want) {
@@ -21538,7 +21633,9 @@ static fat5_status fat5__spm_norm_more(fat5_tokenizer *t, const char *s, size_t 
         }
         if (pl) {
             for (i = 0; i < pl; i++)
-                if (!(p[i] == ' ' ? fat5__tbuf_put(t->ctx, o, ws, wl) : fat5__tbuf_put(t->ctx, o, p + i, 1))) goto oom;
+                if (!(p[i] == ' ' ? fat5__tbuf_put(t->ctx, o, ws, wl) && fat5__map_put(t, m, wl, z->r)
+                                  : fat5__tbuf_put(t->ctx, o, p + i, 1) && fat5__map_put(t, m, 1, z->r)))
+                    goto oom;
             z->prev_space = p[pl - 1] == ' ';
         }
         z->r += k;
@@ -21546,8 +21643,13 @@ static fat5_status fat5__spm_norm_more(fat5_tokenizer *t, const char *s, size_t 
     }
     if (z->r == n) {
         if (t->remove_extra_ws)
-            while (o->n >= wl && memcmp(o->p + o->n - wl, ws, wl) == 0) o->p[o->n -= wl] = 0;
-        if (t->ws_suffix && t->add_dummy_prefix && !fat5__tbuf_put(t->ctx, o, ws, wl)) goto oom;
+            while (o->n >= wl && memcmp(o->p + o->n - wl, ws, wl) == 0) {
+                o->p[o->n -= wl] = 0;
+                if (m) fin = m->p[m->n = o->n];   // the text ends where the trailing spaces began
+            }
+        if (t->ws_suffix && t->add_dummy_prefix && (!fat5__tbuf_put(t->ctx, o, ws, wl) || !fat5__map_put(t, m, wl, fin)))
+            goto oom;
+        t->spm_fin = (uint32_t)fin;
         z->done = 1;
     }
     return FAT5_OK;
@@ -21581,17 +21683,34 @@ static size_t fat5__spm_bpe_cut(const fat5_tokenizer *t, const char *s, size_t n
     return 0;
 }
 
+// sentencepiece with spans: the input offset of the normalised window's byte at s + a (t->x0 the
+// window's map, t->span_base its start; past its end, the text's end)
+static uint32_t fat5__spm_orig(const fat5_tokenizer *t, const char *s, size_t a) {
+    size_t k = (size_t)(s - t->span_base) + a;
+    return k < t->x0.n ? t->x0.p[k] : t->spm_fin;
+}
+
 // the pieces (t->ids triples over s) as ids appended to out: unknown runs merged, or bytes with
-// byte fallback (t->prev_unk carries the last piece's kind from one part to the next)
+// byte fallback (t->prev_unk carries the last piece's kind from one part to the next); with spans
+// wanted, their spans appended to t->offs as sentencepiece gives them
 static fat5_status fat5__spm_post(fat5_tokenizer *t, const char *s, fat5__ubuf *out) {
-    size_t i;
+    size_t i, j;
     for (i = 0; i + 3 <= t->ids.n; i += 3) {
-        uint32_t a = t->ids.p[i], b = t->ids.p[i + 1];
+        uint32_t a = t->ids.p[i], b = t->ids.p[i + 1], oa = 0, ob = 0;
         int32_t id = (int32_t)t->ids.p[i + 2];
         int unk = id == t->unk_id;
+        if (t->want_off) {   // sentencepiece's spans: norm_to_orig at the piece's ends
+            oa = fat5__spm_orig(t, s, a);
+            ob = fat5__spm_orig(t, s, b);
+        }
         if (unk && t->byte_fallback) {   // the load made sure all 256 byte pieces exist
             if (!fat5__push_byte_pieces(t, s + a, b - a, out)) goto oom;
-        } else if (!(t->prev_unk && unk) && !fat5__ubuf_push(t->ctx, out, (uint32_t)id)) {
+            for (j = a; t->want_off && j < b; j++)   // the last byte holds the span, the others (start, start)
+                if (!fat5__ubuf_push(t->ctx, &t->offs, oa) || !fat5__ubuf_push(t->ctx, &t->offs, j + 1 == b ? ob : oa)) goto oom;
+        } else if (t->prev_unk && unk) {   // a run of unknowns: one piece
+            if (t->want_off && t->offs.n >= 2) t->offs.p[t->offs.n - 1] = ob;
+        } else if (!fat5__ubuf_push(t->ctx, out, (uint32_t)id) ||
+                   (t->want_off && (!fat5__ubuf_push(t->ctx, &t->offs, oa) || !fat5__ubuf_push(t->ctx, &t->offs, ob)))) {
             goto oom;
         }
         t->prev_unk = unk;
@@ -21616,19 +21735,24 @@ static fat5_status fat5__emit_ids(fat5_tokenizer *t, fat5__ubuf *out) {
 static fat5_status fat5__spm_encode(fat5_tokenizer *t, const char *s, size_t n, fat5__ubuf *out) {
     fat5__spm_norm z;
     fat5__tbuf *w = &t->s0;
+    fat5__ubuf *m = t->want_off ? &t->x0 : NULL;   // with spans: the window's map (fat5__spm_norm_more)
     fat5_status st;
     memset(&z, 0, sizeof z);
     w->n = 0;
+    t->x0.n = 0;
+    t->spm_fin = (uint32_t)n;
     t->prev_unk = 0;
     if (t->model == FAT5__TM_UNIGRAM && (st = fat5__uni_begin(t, 0))) return st;
     for (;;) {
         size_t avail, used = 0;
-        if ((st = fat5__spm_norm_more(t, s, n, &z, w, t->chunk ? t->chunk : 1))) return st;
+        if ((st = fat5__spm_norm_more(t, s, n, &z, w, t->chunk ? t->chunk : 1, m))) return st;
         avail = z.done ? w->n : w->n - fat5__spm_pending(t, w);
+        t->span_base = w->p;
         if (t->model == FAT5__TM_UNIGRAM) {
             st = fat5__uni_feed(t, w->p, avail, z.done, out, &used);
         } else {
             size_t q = z.done ? avail : fat5__spm_bpe_cut(t, w->p, avail);
+            if (m && !z.done && q && q == w->n) q = fat5__spm_bpe_cut(t, w->p, q - 1);   // the map after q: not known yet
             if (q && !(st = fat5__spm_bpe(t, w->p, q))) st = fat5__spm_post(t, w->p, out);
             t->cuts += q > 0 && !z.done;
             used = q;
@@ -21636,6 +21760,10 @@ static fat5_status fat5__spm_encode(fat5_tokenizer *t, const char *s, size_t n, 
         if (st) return st;
         memmove(w->p, w->p + used, w->n - used + 1);
         w->n -= used;
+        if (m) {
+            memmove(m->p, m->p + used, (m->n - used) * sizeof(uint32_t));
+            m->n -= used;
+        }
         if ((st = fat5__emit_ids(t, out))) return st;
         if (z.done) return FAT5_OK;
     }
@@ -21714,6 +21842,7 @@ oom:
 // tokenizer.json (section [8.4])
 static fat5_status fat5__tj_load(fat5_tokenizer *t, const char *what, const char *text, size_t len);
 static fat5_status fat5__hf_encode(fat5_tokenizer *t, const char *text, size_t len, fat5__ubuf *out);
+static void fat5__hf_trim_offsets(fat5_tokenizer *t, const char *text, size_t len, uint32_t *off, size_t n);
 static fat5_status fat5__hf_decode(fat5_tokenizer *t, const int32_t *ids, int64_t n, int skip, fat5__tbuf *out);
 
 static int32_t fat5__tokenizer_text_id(const fat5_tokenizer *t, const char *text) {
@@ -21850,6 +21979,75 @@ FAT5_API fat5_status fat5_tokenize(fat5_tokenizer *t, const char *text, size_t l
         return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
     *ids = FAT5__CAST(int32_t *, (void *)res.p);
     *n_ids = (int64_t)res.n;
+    return FAT5_OK;
+}
+
+// fat5_tokenize for text alone, with each id's (start, end) byte span in text beside it: the
+// sequence's from the encoders (t->want_off: tokenizer.json's alignments, sentencepiece's
+// norm_to_orig), the template's own ids and sentencepiece's EOS (0, 0).
+FAT5_API fat5_status fat5_tokenize_offsets(fat5_tokenizer *t, const char *text, size_t len, int flags, int32_t **ids,
+                                           int64_t **offsets, int64_t *n) {
+    fat5__ubuf seq = {0, 0, 0}, res = {0, 0, 0};
+    int64_t *off = NULL;
+    size_t i, k = 0;
+    fat5_status st = FAT5_OK;
+    int special, w;
+    if (!t || !ids || !offsets || !n)
+        return t ? fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenize_offsets: NULL argument") : FAT5_ERR_INVALID_ARG;
+    *ids = NULL;
+    *offsets = NULL;
+    *n = 0;
+    if (!text && len) return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenize_offsets: text is NULL");
+    if (len > UINT32_MAX / 2) return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenize_offsets: text longer than 2 GiB");
+    special = !(flags & FAT5_TOKENIZE_NO_SPECIAL);
+    t->want_off = 1;
+    t->offs.n = t->trimc.n = 0;
+    st = fat5__encode_one(t, text ? text : "", len, &seq);
+    t->want_off = 0;
+    if (!st && t->offs.n != 2 * seq.n)
+        st = fat5__err(t->ctx, FAT5_ERR_STATE, "fat5_tokenize_offsets: %zu spans for %zu ids (a defect)", t->offs.n / 2, seq.n);
+    if (!st && t->is_json) fat5__hf_trim_offsets(t, text ? text : "", len, t->offs.p, seq.n);
+    if (!st) {
+        int use_tmpl = special && t->is_json && t->n_tmpl[0] >= 0;
+        int eos = special && !t->is_json && t->eos_id >= 0;   // sentencepiece: EOS after the text (T5's convention)
+        size_t total = use_tmpl ? 0 : seq.n + (size_t)eos;
+        for (w = 0; use_tmpl && w < t->n_tmpl[0]; w++) total += t->tmpl[0][w].seq >= 0 ? seq.n : t->tmpl[0][w].n;
+        off = FAT5__CAST(int64_t *, fat5__malloc(t->ctx, (2 * total + 2) * sizeof(int64_t)));
+        if (!off || !fat5__grow(t->ctx, (void **)&res.p, &res.cap, total + 1, sizeof(uint32_t))) {
+            st = FAT5_ERR_OUT_OF_MEMORY;
+        } else {
+            for (w = 0; w < (use_tmpl ? t->n_tmpl[0] : 1); w++) {
+                const fat5__titem *it = use_tmpl ? &t->tmpl[0][w] : NULL;
+                if (!it || it->seq >= 0) {   // the text's ids and spans
+                    for (i = 0; i < seq.n; i++, k++) {
+                        res.p[k] = seq.p[i];
+                        off[2 * k] = t->offs.p[2 * i];
+                        off[2 * k + 1] = t->offs.p[2 * i + 1];
+                    }
+                } else {   // the template's own ids
+                    for (i = 0; i < it->n; i++, k++) {
+                        res.p[k] = t->tmpl_ids.p[it->first + i];
+                        off[2 * k] = off[2 * k + 1] = 0;
+                    }
+                }
+            }
+            if (eos) {
+                res.p[k] = (uint32_t)t->eos_id;
+                off[2 * k] = off[2 * k + 1] = 0;
+                k++;
+            }
+            res.n = k;
+        }
+    }
+    fat5__free(t->ctx, seq.p);
+    if (st) {
+        fat5__free(t->ctx, res.p);
+        fat5__free(t->ctx, off);
+        return st == FAT5_ERR_OUT_OF_MEMORY ? fat5__err(t->ctx, st, "tokenize: out of memory") : st;
+    }
+    *ids = FAT5__CAST(int32_t *, (void *)res.p);
+    *offsets = off;
+    *n = (int64_t)res.n;
     return FAT5_OK;
 }
 
@@ -22303,7 +22501,7 @@ static fat5_status fat5__tj_steps(fat5_tokenizer *t, const char *what, const fat
 }
 
 static fat5_status fat5__hf_normalize(fat5_tokenizer *t, const char *s, size_t n, uint32_t orig0, int edges,
-                                      fat5__tbuf *out, fat5__ubuf *orig);
+                                      fat5__tbuf *out, fat5__ubuf *orig, const uint32_t *x, fat5__ubuf *xout);
 static int32_t fat5__tokenizer_text_id(const fat5_tokenizer *t, const char *text);
 static void fat5__hf_cut_setup(fat5_tokenizer *t);
 
@@ -22526,7 +22724,15 @@ static fat5_status fat5__tj_post(fat5_tokenizer *t, const char *what, const fat5
     char buf[64];
     if (!pp || pp->type == FAT5__J_NULL) return FAT5_OK;
     if (!(ty = fat5__tj_type(pp))) return fat5__err(t->ctx, FAT5_ERR_FORMAT, "%s: post_processor without a type", what);
-    if (!strcmp(ty, "ByteLevel")) return FAT5_OK;   // offsets only; ids unchanged
+    if (!strcmp(ty, "ByteLevel")) {   // spans only (trim_offsets); ids unchanged
+        fat5_status st;
+        int trim = 1, pre = 1;
+        if ((st = fat5__tj_bool(t->ctx, what, pp, "trim_offsets", 1, &trim)) ||
+            (st = fat5__tj_bool(t->ctx, what, pp, "add_prefix_space", 1, &pre)))
+            return st;
+        if (trim) t->bl_trim = pre ? 2 : 1;
+        return FAT5_OK;
+    }
     if (!strcmp(ty, "TemplateProcessing")) {
         if (t->tmpl[0] || t->tmpl[1]) return fat5__err(t->ctx, FAT5_ERR_UNSUPPORTED, "%s: unsupported: two TemplateProcessing", what);
         return fat5__tj_template(t, what, pp);
@@ -22563,7 +22769,7 @@ static fat5_status fat5__added_trie(fat5_tokenizer *t, const char *what, int whi
         off[n] = a->off;
         len[n] = a->len;
         if (which == 1) {   // the normalised content, added to the pool
-            st = fat5__hf_normalize(t, t->pool.p + a->off, a->len, 0, FAT5__SEG_START | FAT5__SEG_END, &t->s2, &t->o2);
+            st = fat5__hf_normalize(t, t->pool.p + a->off, a->len, 0, FAT5__SEG_START | FAT5__SEG_END, &t->s2, &t->o2, NULL, NULL);
             if (!st && !fat5__pool_add(t, t->s2.p, t->s2.n, &off[n]))
                 st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
             len[n] = (uint32_t)t->s2.n;
@@ -22694,15 +22900,27 @@ static uint32_t fat5__cp_before(const char *s, size_t n) {
     return fat5__utf8_cp(s + i, n - i, &k);
 }
 
-// appends bytes with one original offset each (orig[i] when o is not NULL, else o0 for all)
+// appends bytes with one original offset each (orig[i] when o is not NULL, else o0 for all); when
+// xb is not NULL (spans wanted), their spans as well: x's (start, end) pairs, or (xs, xe) for all
 static int fat5__emit(fat5_tokenizer *t, fat5__tbuf *b, fat5__ubuf *ob, const char *s, size_t n, const uint32_t *o,
-                      uint32_t o0) {
+                      uint32_t o0, fat5__ubuf *xb, const uint32_t *x, uint32_t xs, uint32_t xe) {
     size_t i;
     if (!fat5__tbuf_put(t->ctx, b, s, n)) return 0;
-    if (o) return fat5__ubuf_append(t->ctx, ob, o, n);
-    if (!fat5__grow(t->ctx, (void **)&ob->p, &ob->cap, ob->n + n, sizeof(uint32_t))) return 0;
-    for (i = 0; i < n; i++) ob->p[ob->n + i] = o0;
-    ob->n += n;
+    if (o) {
+        if (!fat5__ubuf_append(t->ctx, ob, o, n)) return 0;
+    } else {
+        if (!fat5__grow(t->ctx, (void **)&ob->p, &ob->cap, ob->n + n, sizeof(uint32_t))) return 0;
+        for (i = 0; i < n; i++) ob->p[ob->n + i] = o0;
+        ob->n += n;
+    }
+    if (!xb) return 1;
+    if (x) return fat5__ubuf_append(t->ctx, xb, x, 2 * n);
+    if (!fat5__grow(t->ctx, (void **)&xb->p, &xb->cap, xb->n + 2 * n, sizeof(uint32_t))) return 0;
+    for (i = 0; i < n; i++) {
+        xb->p[xb->n + 2 * i] = xs;
+        xb->p[xb->n + 2 * i + 1] = xe;
+    }
+    xb->n += 2 * n;
     return 1;
 }
 static int fat5__split_push(fat5_tokenizer *t, fat5__ubuf *sp, size_t off, size_t len, uint32_t shift, uint32_t tok) {
@@ -22793,14 +23011,259 @@ static size_t fat5__replace_at(const fat5__tstep *st, const char *s, size_t n) {
     return st->a_len <= n && memcmp(s, st->a, st->a_len) == 0 ? st->a_len : 0;
 }
 
-// one normalizer: (s, o)[0..n) -> (b, ob). edges: whether s starts (FAT5__SEG_START) and ends
-// (FAT5__SEG_END) a segment of the text (between added tokens), or is a part cut inside one: Strip
-// and Prepend act at a segment's edges only.
+// Spans through a normalizer, as tokenizers' NormalizedString::transform aligns its new text: a
+// list of (character, change) over the old text, read with a cursor. A character with change
+// <= 0 replaces the character at the cursor (whose span it takes) and -change more are removed
+// after it; a character with change 1 is inserted with the span of the character before the
+// cursor ((seg0, seg0) at the start). The last entry stays pending, for Precompiled's rule that
+// changes the previous entry when a rule's replacement is empty.
+typedef struct fat5__xt {
+    const char *s;          // the old text, n bytes, its spans x (pairs per byte)
+    const uint32_t *x;
+    size_t n, idx;          // the cursor
+    uint32_t seg0;
+    int has;                // an entry is pending
+    uint32_t cp;
+    long change;
+} fat5__xt;
+
+static void fat5__xt_init(fat5__xt *c, const char *s, size_t n, const uint32_t *x, uint32_t seg0) {
+    c->s = s;
+    c->n = n;
+    c->x = x;
+    c->idx = 0;
+    c->seg0 = seg0;
+    c->has = 0;
+    c->cp = 0;
+    c->change = 0;
+}
+
+// the cursor past one character of the old text (when any is left)
+static void fat5__xt_skip(fat5__xt *c) {
+    size_t l;
+    if (c->idx >= c->n) return;
+    l = fat5__utf8_len(c->s + c->idx, c->n - c->idx);
+    c->idx += l ? l : 1;
+}
+
+// applies one entry: its character's bytes' spans appended to xb
+static int fat5__xt_apply(fat5_tokenizer *t, fat5__xt *c, fat5__ubuf *xb, uint32_t cp, long change) {
+    char u[4];
+    size_t k = fat5__utf8_put(u, cp), i;
+    uint32_t xs, xe;
+    long r;
+    if (change > 0) {
+        xs = xe = c->seg0;
+        if (c->idx >= 1 && c->n) {
+            size_t j = (c->idx <= c->n ? c->idx : c->n) - 1;
+            xs = c->x[2 * j];
+            xe = c->x[2 * j + 1];
+        }
+    } else {
+        size_t j = c->idx < c->n ? c->idx : c->n - 1;
+        xs = xe = c->seg0;
+        if (c->n) {
+            xs = c->x[2 * j];
+            xe = c->x[2 * j + 1];
+        }
+        fat5__xt_skip(c);
+        for (r = change; r < 0; r++) fat5__xt_skip(c);
+    }
+    if (!fat5__grow(t->ctx, (void **)&xb->p, &xb->cap, xb->n + 2 * k, sizeof(uint32_t))) return 0;
+    for (i = 0; i < k; i++) {
+        xb->p[xb->n++] = xs;
+        xb->p[xb->n++] = xe;
+    }
+    return 1;
+}
+
+static int fat5__xt_flush(fat5_tokenizer *t, fat5__xt *c, fat5__ubuf *xb) {
+    int ok = !c->has || fat5__xt_apply(t, c, xb, c->cp, c->change);
+    c->has = 0;
+    return ok;
+}
+
+static int fat5__xt_push(fat5_tokenizer *t, fat5__xt *c, fat5__ubuf *xb, uint32_t cp, long change) {
+    if (!fat5__xt_flush(t, c, xb)) return 0;
+    c->has = 1;
+    c->cp = cp;
+    c->change = change;
+    return 1;
+}
+
+static size_t fat5__nchars(const char *s, size_t n) {
+    size_t i = 0, k = 0, l;
+    while (i < n) {
+        l = fat5__utf8_len(s + i, n - i);
+        i += l ? l : 1;
+        k++;
+    }
+    return k;
+}
+
+// Precompiled's entries for a rule that rewrites old[0..on) as rep: rep's characters replace the
+// old ones in order; extra ones are inserted (change 1), missing ones removed by the last (or,
+// when rep is empty, by the entry before)
+static int fat5__xt_rule(fat5_tokenizer *t, fat5__xt *c, fat5__ubuf *xb, const char *old, size_t on, const char *rep) {
+    long oc = (long)fat5__nchars(old, on), nc, diff, k = 0;
+    size_t rn = strlen(rep), i = 0, l;
+    nc = (long)fat5__nchars(rep, rn);
+    diff = nc - oc;
+    while (i < rn) {
+        uint32_t cp = fat5__utf8_cp(rep + i, rn - i, &l);
+        long ch = diff > 0 && k >= nc - diff ? 1 : 0;
+        if (diff < 0 && k == nc - 1) ch += diff;
+        if (!fat5__xt_push(t, c, xb, cp, ch)) return 0;
+        i += l ? l : 1;
+        k++;
+    }
+    if (nc == 0 && diff < 0 && c->has) c->change += diff;
+    return 1;
+}
+
+// The entries of one NFx chunk s[0..n) as tokenizers' normalization makes them: each character's
+// decomposition (its first code point change 0, the others 1), the marks between two starters
+// sorted stably by class, then (NFC, NFKC) composed, a composite's change the sum of its two
+// parts' less one. Applied through c; 0 (nothing applied) when they do not spell want[0..wn)
+// (fat5__unorm's result), or a run of marks is over 64 long: the caller then gives the whole
+// chunk's span to each of its bytes. -1: out of memory.
+static int fat5__xt_nfx(fat5_tokenizer *t, fat5__xt *c, fat5__ubuf *xb, int form, const char *s, size_t n,
+                        const char *want, size_t wn) {
+    fat5__ubuf *e = &t->om;   // scratch (s2's map is in t->xm by now): (cp, class, change) triples
+    int compat = form == FAT5__NFKC || form == FAT5__NFKD, compose = form == FAT5__NFC || form == FAT5__NFKC;
+    size_t i = 0, l, m, j, k, run, w = 0, o = 0;
+    uint32_t d[FAT5__UC_MAXDEC], kc = 0, x;
+    long kch = 0, last = -1;
+    int has_k = 0;
+    size_t om_keep = e->n;
+    while (i < n) {
+        uint32_t cp = fat5__utf8_cp(s + i, n - i, &l);
+        size_t nd = fat5__uc_decompose(cp, compat, d);
+        for (j = 0; j < nd; j++)
+            if (!fat5__ubuf_push(t->ctx, e, d[j]) || !fat5__ubuf_push(t->ctx, e, fat5__uc_cc(d[j])) ||
+                !fat5__ubuf_push(t->ctx, e, j ? 1u : 0u))
+                return -1;
+        i += l ? l : 1;
+    }
+    m = (e->n - om_keep) / 3;
+    {
+        uint32_t *E = e->p + om_keep;
+        for (j = 0; j < m; j = k) {   // stable sort of each run of marks by class
+            for (k = j; k < m && E[3 * k + 1]; k++) {}
+            if (k == j) {
+                k = j + 1;
+                continue;
+            }
+            if ((run = k - j) > 64) goto fallback;
+            {
+                size_t p, q;
+                for (p = j + 1; p < k; p++)
+                    for (q = p; q > j && E[3 * (q - 1) + 1] > E[3 * q + 1]; q--) {
+                        uint32_t tmp[3];
+                        memcpy(tmp, E + 3 * q, sizeof tmp);
+                        memcpy(E + 3 * q, E + 3 * (q - 1), sizeof tmp);
+                        memcpy(E + 3 * (q - 1), tmp, sizeof tmp);
+                    }
+            }
+        }
+        // the entries in place (composition only shortens the list): E[3 o ..] the output
+        for (j = 0; j < m; j++) {
+            uint32_t ch = E[3 * j], cls = E[3 * j + 1];
+            long chg = (long)(int32_t)E[3 * j + 2];
+            if (!compose) {
+                E[3 * o] = ch;
+                E[3 * o + 2] = (uint32_t)(int32_t)chg;
+                o++;
+                continue;
+            }
+            if (!has_k) {
+                if (cls) {
+                    E[3 * o] = ch;
+                    E[3 * o + 2] = (uint32_t)(int32_t)chg;
+                    o++;
+                } else {
+                    has_k = 1;
+                    kc = ch;
+                    kch = chg;
+                }
+                continue;
+            }
+            if (last >= 0 && (uint32_t)last >= cls) {   // blocked
+                if (cls == 0) goto new_starter;   // the composee (before the marks that stayed), a new one
+                goto stay;
+            }
+            if ((x = fat5__uc_compose(kc, ch)) != 0) {
+                kc = x;
+                kch = kch + chg - 1;
+                continue;
+            }
+            if (last < 0 && cls == 0) goto new_starter;
+        stay:   // a mark that stays: after the composee, which is written before the marks
+            if (last < 0) {   // the first mark that stays: make room for the composee before it
+                E[3 * o] = 0xFFFFFFFFu;   // placeholder
+                E[3 * o + 2] = 0;
+                w = o++;
+            }
+            E[3 * o] = ch;
+            E[3 * o + 2] = (uint32_t)(int32_t)chg;
+            o++;
+            last = (long)cls;
+            continue;
+        new_starter:
+            if (last >= 0) {
+                E[3 * w] = kc;
+                E[3 * w + 2] = (uint32_t)(int32_t)kch;
+            } else {
+                E[3 * o] = kc;
+                E[3 * o + 2] = (uint32_t)(int32_t)kch;
+                o++;
+            }
+            kc = ch;
+            kch = chg;
+            last = -1;
+        }
+        if (compose && has_k) {
+            if (last >= 0) {
+                E[3 * w] = kc;
+                E[3 * w + 2] = (uint32_t)(int32_t)kch;
+            } else {
+                E[3 * o] = kc;
+                E[3 * o + 2] = (uint32_t)(int32_t)kch;
+                o++;
+            }
+        }
+        // the same text as fat5__unorm's?
+        for (j = 0, k = 0; j < o; j++) {
+            char u[4];
+            size_t ul = fat5__utf8_put(u, E[3 * j]);
+            if (k + ul > wn || memcmp(want + k, u, ul) != 0) goto fallback;
+            k += ul;
+        }
+        if (k != wn) goto fallback;
+        for (j = 0; j < o; j++)
+            if (!fat5__xt_push(t, c, xb, E[3 * j], (long)(int32_t)E[3 * j + 2])) return -1;
+        if (!fat5__xt_flush(t, c, xb)) return -1;
+    }
+    e->n = om_keep;
+    return 1;
+fallback:
+    e->n = om_keep;
+    return 0;
+}
+
+// one normalizer: (s, o)[0..n) -> (b, ob); with spans wanted (xb not NULL), x (pairs beside s) ->
+// xb as well, seg0 the segment's original start. edges: whether s starts (FAT5__SEG_START) and
+// ends (FAT5__SEG_END) a segment of the text (between added tokens), or is a part cut inside
+// one: Strip and Prepend act at a segment's edges only.
 static fat5_status fat5__hf_norm_step(fat5_tokenizer *t, const fat5__tstep *st, const char *s, const uint32_t *o, size_t n,
-                                      int edges, fat5__tbuf *b, fat5__ubuf *ob) {
+                                      int edges, fat5__tbuf *b, fat5__ubuf *ob, const uint32_t *x, fat5__ubuf *xb,
+                                      uint32_t seg0) {
     size_t i = 0, l;
+    fat5__xt xt;
     b->n = 0;
     ob->n = 0;
+    if (xb) xb->n = 0;
+    fat5__xt_init(&xt, s, n, x, seg0);
     if (!fat5__tbuf_put(t->ctx, b, "", 0)) goto oom;
     if (n == 0) return FAT5_OK;
     switch (st->kind) {
@@ -22809,19 +23272,25 @@ static fat5_status fat5__hf_norm_step(fat5_tokenizer *t, const fat5__tstep *st, 
             size_t g = fat5__grapheme_len(s + i, n - i), j;
             fat5__cm_match m;
             if (g < 6 && fat5__charsmap_search(&st->cm, s + i, g, &m, 1)) {
-                if (!fat5__emit(t, b, ob, m.repl, strlen(m.repl), NULL, o[i])) goto oom;
+                if (!fat5__emit(t, b, ob, m.repl, strlen(m.repl), NULL, o[i], NULL, NULL, 0, 0) ||
+                    (xb && !fat5__xt_rule(t, &xt, xb, s + i, g, m.repl)))
+                    goto oom;
             } else {
                 for (j = i; j < i + g; j += l) {
                     l = fat5__utf8_len(s + j, n - j);
                     if (fat5__charsmap_search(&st->cm, s + j, l, &m, 1)) {
-                        if (!fat5__emit(t, b, ob, m.repl, strlen(m.repl), NULL, o[j])) goto oom;
-                    } else if (!fat5__emit(t, b, ob, s + j, l, o + j, 0)) {
+                        if (!fat5__emit(t, b, ob, m.repl, strlen(m.repl), NULL, o[j], NULL, NULL, 0, 0) ||
+                            (xb && !fat5__xt_rule(t, &xt, xb, s + j, l, m.repl)))
+                            goto oom;
+                    } else if (!fat5__emit(t, b, ob, s + j, l, o + j, 0, NULL, NULL, 0, 0) ||
+                               (xb && !fat5__xt_push(t, &xt, xb, fat5__utf8_cp(s + j, n - j, &l), 0))) {
                         goto oom;
                     }
                 }
             }
             i += g;
         }
+        if (xb && !fat5__xt_flush(t, &xt, xb)) goto oom;
         break;
     case FAT5__N_REPLACE:
         while (i < n) {
@@ -22829,11 +23298,12 @@ static fat5_status fat5__hf_norm_step(fat5_tokenizer *t, const fat5__tstep *st, 
             if (k) {   // the new text is aligned with the match's last character (as tokenizers aligns it)
                 size_t lc = i + k - 1;
                 while (lc > i && ((unsigned char)s[lc] & 0xC0) == 0x80) lc--;
-                if (!fat5__emit(t, b, ob, st->b, st->b_len, NULL, o[lc])) goto oom;
+                if (!fat5__emit(t, b, ob, st->b, st->b_len, NULL, o[lc], xb, NULL, xb ? x[2 * lc] : 0, xb ? x[2 * lc + 1] : 0))
+                    goto oom;
                 i += k;
             } else {
                 l = fat5__utf8_len(s + i, n - i);
-                if (!fat5__emit(t, b, ob, s + i, l, o + i, 0)) goto oom;
+                if (!fat5__emit(t, b, ob, s + i, l, o + i, 0, xb, xb ? x + 2 * i : NULL, 0, 0)) goto oom;
                 i += l;
             }
         }
@@ -22845,16 +23315,19 @@ static fat5_status fat5__hf_norm_step(fat5_tokenizer *t, const fat5__tstep *st, 
             e--;
             while (e > a && ((unsigned char)s[e] & 0xC0) == 0x80) e--;
         }
-        if (!fat5__emit(t, b, ob, s + a, e - a, o + a, 0)) goto oom;
+        if (!fat5__emit(t, b, ob, s + a, e - a, o + a, 0, xb, xb ? x + 2 * a : NULL, 0, 0)) goto oom;
         break;
     }
     case FAT5__N_PREPEND:
-        if (n && (edges & FAT5__SEG_START) && !fat5__emit(t, b, ob, st->a, st->a_len, NULL, o[0])) goto oom;
-        if (!fat5__emit(t, b, ob, s, n, o, 0)) goto oom;
+        if (n && (edges & FAT5__SEG_START) &&
+            !fat5__emit(t, b, ob, st->a, st->a_len, NULL, o[0], xb, NULL, xb ? x[0] : 0, xb ? x[1] : 0))
+            goto oom;
+        if (!fat5__emit(t, b, ob, s, n, o, 0, xb, x, 0, 0)) goto oom;
         break;
     default: {   // NFC / NFD / NFKC / NFKD, a chunk at a time: a white-space character alone, else a
                  // character and the non-ASCII, non-space ones after it. Nothing composes across
-                 // those boundaries, and each chunk's bytes take its first character's offset.
+                 // those boundaries, and each chunk's bytes take its first character's offset
+                 // (its spans: fat5__xt_nfx).
 
         int form = st->kind == FAT5__N_NFC ? FAT5__NFC : st->kind == FAT5__N_NFD ? FAT5__NFD
                  : st->kind == FAT5__N_NFKC ? FAT5__NFKC : FAT5__NFKD;
@@ -22869,6 +23342,23 @@ static fat5_status fat5__hf_norm_step(fat5_tokenizer *t, const fat5__tstep *st, 
             fat5__unorm(form, s + i, e - i, b->p + b->n, need);
             for (l = 0; l < need; l++)
                 if (!fat5__ubuf_push(t->ctx, ob, o[i])) goto oom;
+            if (xb) {   // tokenizers' alignment of the chunk, else its whole span for each byte
+                int r = 0;
+                xt.idx = i;
+                if (!(e - i == 1 && need == 1 && b->p[b->n] == s[i]))
+                    r = fat5__xt_nfx(t, &xt, xb, form, s + i, e - i, b->p + b->n, need);
+                if (r < 0) goto oom;
+                if (r == 0) {
+                    if (e - i == 1 && need == 1 && b->p[b->n] == s[i]) {
+                        if (!fat5__ubuf_append(t->ctx, xb, x + 2 * i, 2)) goto oom;
+                    } else {
+                        uint32_t xs = x[2 * i], xe = x[2 * (e - 1) + 1];
+                        for (l = 0; l < need; l++)
+                            if (!fat5__ubuf_push(t->ctx, xb, xs) || !fat5__ubuf_push(t->ctx, xb, xe)) goto oom;
+                    }
+                }
+                xt.idx = e;
+            }
             b->n += need;
             b->p[b->n] = 0;
             i = e;
@@ -22882,28 +23372,36 @@ oom:
 }
 
 // the normalizer chain on s[0..n) (original offsets orig0 + i; edges as for fat5__hf_norm_step)
-// -> (out, orig)
+// -> (out, orig); with spans wanted (x not NULL: pairs beside s), their spans -> xout
 static fat5_status fat5__hf_normalize(fat5_tokenizer *t, const char *s, size_t n, uint32_t orig0, int edges,
-                                      fat5__tbuf *out, fat5__ubuf *orig) {
+                                      fat5__tbuf *out, fat5__ubuf *orig, const uint32_t *x, fat5__ubuf *xout) {
     fat5__tbuf tb = t->sn;   // the other buffer of the pair, kept by the tokenizer
-    fat5__ubuf to = t->on;
+    fat5__ubuf to = t->on, tx = t->xn;
     fat5_status st = FAT5_OK;
     size_t i;
+    uint32_t seg0 = x && n ? x[0] : orig0;
     int k;
     out->n = 0;
     orig->n = 0;
-    if (!fat5__tbuf_put(t->ctx, out, s, n)) return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
+    if (x) xout->n = 0;
+    if (!fat5__tbuf_put(t->ctx, out, s, n) || (x && !fat5__ubuf_append(t->ctx, xout, x, 2 * n)))
+        return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
     for (i = 0; i < n; i++)
         if (!fat5__ubuf_push(t->ctx, orig, orig0 + (uint32_t)i)) return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
     for (k = 0; k < t->n_norm && !st; k++) {
         fat5__tbuf xb;
         fat5__ubuf xo;
-        st = fat5__hf_norm_step(t, &t->norm[k], out->p, orig->p, out->n, edges, &tb, &to);
+        st = fat5__hf_norm_step(t, &t->norm[k], out->p, orig->p, out->n, edges, &tb, &to, x ? xout->p : NULL,
+                                x ? &tx : NULL, seg0);
         xb = *out; *out = tb; tb = xb;
         xo = *orig; *orig = to; to = xo;
+        if (x) {
+            xo = *xout; *xout = tx; tx = xo;
+        }
     }
     t->sn = tb;
     t->on = to;
+    t->xn = tx;
     return st;
 }
 
@@ -22959,19 +23457,24 @@ static size_t fat5__gpt2_piece(const char *s, size_t n) {
     return k ? k : fat5__utf8_len(s, n);
 }
 
-// one pre-tokenizer over the splits (b0, o0, sp0) -> (b1, o1, sp1)
+// one pre-tokenizer over the splits (b0, o0, sp0) -> (b1, o1, sp1); with spans wanted (x1 not NULL),
+// the spans beside b0 (xa) -> x1: a replaced or prepended character takes the span of the one it
+// replaces or precedes, GPT-2's byte characters their character's
 static fat5_status fat5__hf_pre_step(fat5_tokenizer *t, const fat5__tstep *st, const fat5__tbuf *b0, const fat5__ubuf *o0,
-                                     const fat5__ubuf *sp0, fat5__tbuf *b1, fat5__ubuf *o1, fat5__ubuf *sp1) {
+                                     const fat5__ubuf *sp0, fat5__tbuf *b1, fat5__ubuf *o1, fat5__ubuf *sp1,
+                                     const fat5__ubuf *xa, fat5__ubuf *x1) {
     size_t q;
     b1->n = o1->n = sp1->n = 0;
+    if (x1) x1->n = 0;
     if (!fat5__tbuf_put(t->ctx, b1, "", 0)) goto oom;
     for (q = 0; q < sp0->n; q += 4) {
         const char *s = b0->p + sp0->p[q];
-        const uint32_t *o = o0->p + sp0->p[q];
+        const uint32_t *o = o0->p + sp0->p[q], *x = x1 ? xa->p + 2 * sp0->p[q] : NULL;
         size_t n = sp0->p[q + 1], i, l, start = b1->n, a;
         uint32_t shift = sp0->p[q + 2];
         if (sp0->p[q + 3] != FAT5__NOTOK) {   // an added token: as it is
-            if (!fat5__emit(t, b1, o1, s, n, o, 0) || !fat5__split_push(t, sp1, start, n, shift, sp0->p[q + 3])) goto oom;
+            if (!fat5__emit(t, b1, o1, s, n, o, 0, x1, x, 0, 0) || !fat5__split_push(t, sp1, start, n, shift, sp0->p[q + 3]))
+                goto oom;
             continue;
         }
         switch (st->kind) {
@@ -22979,9 +23482,10 @@ static fat5_status fat5__hf_pre_step(fat5_tokenizer *t, const fat5__tstep *st, c
             // the spaces are replaced first, so a leading space counts as a leading replacement
             int pre = n > 0 && s[0] != ' ' && !(n >= st->a_len && memcmp(s, st->a, st->a_len) == 0) &&
                       (st->f1 == 0 || (st->f1 == 1 && shift == 0));
-            if (pre && !fat5__emit(t, b1, o1, st->a, st->a_len, NULL, o[0])) goto oom;
+            if (pre && !fat5__emit(t, b1, o1, st->a, st->a_len, NULL, o[0], x1, NULL, x ? x[0] : 0, x ? x[1] : 0)) goto oom;
             for (i = 0; i < n; i++)
-                if (!(s[i] == ' ' ? fat5__emit(t, b1, o1, st->a, st->a_len, NULL, o[i]) : fat5__emit(t, b1, o1, s + i, 1, o + i, 0)))
+                if (!(s[i] == ' ' ? fat5__emit(t, b1, o1, st->a, st->a_len, NULL, o[i], x1, NULL, x ? x[2 * i] : 0, x ? x[2 * i + 1] : 0)
+                                  : fat5__emit(t, b1, o1, s + i, 1, o + i, 0, x1, x ? x + 2 * i : NULL, 0, 0)))
                     goto oom;
             if (!st->f2) {
                 if (!fat5__split_push(t, sp1, start, b1->n - start, o1->p[start], FAT5__NOTOK)) goto oom;
@@ -23006,7 +23510,8 @@ static fat5_status fat5__hf_pre_step(fat5_tokenizer *t, const fat5__tstep *st, c
                 }
                 for (e = i; e < n && !fat5__hf_space(fat5__cp_at(s + e, n - e, &l)); e += l) {}
                 a = b1->n;
-                if (!fat5__emit(t, b1, o1, s + i, e - i, o + i, 0) || !fat5__split_push(t, sp1, a, e - i, o[i], FAT5__NOTOK))
+                if (!fat5__emit(t, b1, o1, s + i, e - i, o + i, 0, x1, x ? x + 2 * i : NULL, 0, 0) ||
+                    !fat5__split_push(t, sp1, a, e - i, o[i], FAT5__NOTOK))
                     goto oom;
                 i = e;
             }
@@ -23015,12 +23520,17 @@ static fat5_status fat5__hf_pre_step(fat5_tokenizer *t, const fat5__tstep *st, c
             // the prefix space and the split work on the text; each piece is then mapped byte by byte
             size_t tn = n;
             const char *ts = s;
+            fat5__ubuf *x3 = x1 ? &t->x3 : NULL;
             t->s3.n = 0;
             t->o3.n = 0;
+            t->x3.n = 0;
             if (st->f1 && n > 0 && s[0] != ' ') {
-                if (!fat5__emit(t, &t->s3, &t->o3, " ", 1, NULL, o[0]) || !fat5__emit(t, &t->s3, &t->o3, s, n, o, 0)) goto oom;
+                if (!fat5__emit(t, &t->s3, &t->o3, " ", 1, NULL, o[0], x3, NULL, x ? x[0] : 0, x ? x[1] : 0) ||
+                    !fat5__emit(t, &t->s3, &t->o3, s, n, o, 0, x3, x, 0, 0))
+                    goto oom;
                 ts = t->s3.p;
                 o = t->o3.p;
+                x = x1 ? t->x3.p : NULL;
                 tn = n + 1;
             }
             for (i = 0; i < tn;) {
@@ -23029,7 +23539,7 @@ static fat5_status fat5__hf_pre_step(fat5_tokenizer *t, const fat5__tstep *st, c
                 for (j = i; j < i + k; j++) {
                     char u[4];
                     size_t ul = fat5__utf8_put(u, fat5__gpt2_char((unsigned char)ts[j]));
-                    if (!fat5__emit(t, b1, o1, u, ul, NULL, o[j])) goto oom;
+                    if (!fat5__emit(t, b1, o1, u, ul, NULL, o[j], x1, NULL, x ? x[2 * j] : 0, x ? x[2 * j + 1] : 0)) goto oom;
                 }
                 if (!fat5__split_push(t, sp1, a, b1->n - a, o[i], FAT5__NOTOK)) goto oom;
                 i += k;
@@ -23046,15 +23556,18 @@ oom:
 // tokenizers' BPE on one word s[0..n): ids appended to out. The symbols (one per character, or
 // one per byte of an unknown one with byte fallback) live in the lattice scratch, the merge heap
 // (at most three entries per symbol: the first pairs, then two per merge) after them.
+// (with spans wanted, t->hspan holds each symbol's (start, end) in the word beside them)
 typedef struct fat5__hsym { int32_t c, prev, next; uint32_t len; } fat5__hsym;
 typedef struct fat5__hmrg { uint32_t rank, pos, id; } fat5__hmrg;
 
-static int fat5__hsym_add(fat5_tokenizer *t, size_t *ny, int32_t id, uint32_t len) {
+static int fat5__hsym_add(fat5_tokenizer *t, size_t *ny, int32_t id, uint32_t len, size_t pos, size_t end) {
     fat5__hsym *y;
     if (!fat5__grow(t->ctx, &t->lat, &t->lat_cap, (*ny + 1) * sizeof(fat5__hsym), 1)) return 0;
     y = FAT5__CAST(fat5__hsym *, t->lat);
     y[*ny].c = id;
     y[*ny].len = len;
+    if (t->want_off && !(fat5__ubuf_push(t->ctx, &t->hspan, (uint32_t)pos) && fat5__ubuf_push(t->ctx, &t->hspan, (uint32_t)end)))
+        return 0;
     y[*ny].prev = (int32_t)*ny - 1;
     y[*ny].next = (int32_t)*ny + 1;
     (*ny)++;
@@ -23079,11 +23592,17 @@ static fat5_status fat5__hf_bpe(fat5_tokenizer *t, const char *s, size_t n, fat5
     size_t ny = 0, nh = 0, i, l, hbytes;
     int32_t unk = -1;
     uint32_t unk_len = 0;
+    size_t unk_pos = 0;
     const fat5__merge *m;
     if (n == 0) return FAT5_OK;
+    t->hspan.n = 0;
     if (t->ignore_merges) {
         int32_t id = fat5__trie_find(&t->vocab, s, n);
-        if (id >= 0) return fat5__ubuf_push(t->ctx, out, (uint32_t)id) ? FAT5_OK : FAT5_ERR_OUT_OF_MEMORY;
+        if (id >= 0)
+            return fat5__ubuf_push(t->ctx, out, (uint32_t)id) &&
+                   (!t->want_off || (fat5__ubuf_push(t->ctx, &t->spans, (uint32_t)(s - t->span_base)) &&
+                                     fat5__ubuf_push(t->ctx, &t->spans, (uint32_t)(s + n - t->span_base))))
+                       ? FAT5_OK : FAT5_ERR_OUT_OF_MEMORY;
     }
     for (i = 0; i < n; i += l) {
         int32_t id;
@@ -23094,28 +23613,29 @@ static fat5_status fat5__hf_bpe(fat5_tokenizer *t, const char *s, size_t n, fat5
             (i + l == n && t->eow_suffix_len && !fat5__tbuf_put(t->ctx, &t->s3, t->pool.p + t->eow_suffix, t->eow_suffix_len)))
             return FAT5_ERR_OUT_OF_MEMORY;
         if ((id = fat5__trie_find(&t->vocab, t->s3.p, t->s3.n)) >= 0) {
-            if (unk >= 0 && !fat5__hsym_add(t, &ny, unk, unk_len)) return FAT5_ERR_OUT_OF_MEMORY;
+            if (unk >= 0 && !fat5__hsym_add(t, &ny, unk, unk_len, unk_pos, unk_pos + unk_len)) return FAT5_ERR_OUT_OF_MEMORY;
             unk = -1;
-            if (!fat5__hsym_add(t, &ny, id, (uint32_t)l)) return FAT5_ERR_OUT_OF_MEMORY;
+            if (!fat5__hsym_add(t, &ny, id, (uint32_t)l, i, i + l)) return FAT5_ERR_OUT_OF_MEMORY;
             continue;
         }
         if (t->byte_fallback && fat5__has_byte_pieces(t, t->s3.p, t->s3.n)) {   // every byte of the piece
             size_t j;                                                              // (prefix and suffix too)
-            for (j = 0; j < t->s3.n; j++)
-                if (!fat5__hsym_add(t, &ny, t->byte_id[(unsigned char)t->s3.p[j]], 1)) return FAT5_ERR_OUT_OF_MEMORY;
+            for (j = 0; j < t->s3.n; j++)   // each byte: its character's span
+                if (!fat5__hsym_add(t, &ny, t->byte_id[(unsigned char)t->s3.p[j]], 1, i, i + l)) return FAT5_ERR_OUT_OF_MEMORY;
             continue;
         }
         if (t->unk_id >= 0) {
             if (unk >= 0 && t->fuse_unk) {
                 unk_len += (uint32_t)l;
             } else {
-                if (unk >= 0 && !fat5__hsym_add(t, &ny, unk, unk_len)) return FAT5_ERR_OUT_OF_MEMORY;
+                if (unk >= 0 && !fat5__hsym_add(t, &ny, unk, unk_len, unk_pos, unk_pos + unk_len)) return FAT5_ERR_OUT_OF_MEMORY;
                 unk = t->unk_id;
                 unk_len = (uint32_t)l;
+                unk_pos = i;
             }
         }
     }
-    if (unk >= 0 && !fat5__hsym_add(t, &ny, unk, unk_len)) return FAT5_ERR_OUT_OF_MEMORY;
+    if (unk >= 0 && !fat5__hsym_add(t, &ny, unk, unk_len, unk_pos, unk_pos + unk_len)) return FAT5_ERR_OUT_OF_MEMORY;
     if (ny == 0) return FAT5_OK;
     // the heap after the symbols
     if (!fat5__mul_ok(3 * ny + 1, sizeof(fat5__hmrg), &hbytes) ||
@@ -23136,6 +23656,7 @@ static fat5_status fat5__hf_bpe(fat5_tokenizer *t, const char *s, size_t n, fat5
         if (!(m = fat5__merge_find(t, cur->c, right->c)) || m->id != top.id) continue;
         cur->c = (int32_t)top.id;
         cur->len += right->len;
+        if (t->want_off) t->hspan.p[2 * top.pos + 1] = t->hspan.p[2 * (size_t)cur->next + 1];
         right->len = 0;
         cur->next = right->next;
         if (cur->next >= 0) y[cur->next].prev = (int32_t)top.pos;
@@ -23145,7 +23666,10 @@ static fat5_status fat5__hf_bpe(fat5_tokenizer *t, const char *s, size_t n, fat5
             fat5__hmrg_add(h, &nh, m->rank, top.pos, m->id);
     }
     for (i = 0; i < ny; i = y[i].next >= 0 ? (size_t)y[i].next : ny)
-        if (!fat5__ubuf_push(t->ctx, out, (uint32_t)y[i].c)) return FAT5_ERR_OUT_OF_MEMORY;
+        if (!fat5__ubuf_push(t->ctx, out, (uint32_t)y[i].c) ||
+            (t->want_off && (!fat5__ubuf_push(t->ctx, &t->spans, (uint32_t)(s - t->span_base) + t->hspan.p[2 * i]) ||
+                             !fat5__ubuf_push(t->ctx, &t->spans, (uint32_t)(s - t->span_base) + t->hspan.p[2 * i + 1]))))
+            return FAT5_ERR_OUT_OF_MEMORY;
     return FAT5_OK;
 }
 
@@ -23163,12 +23687,20 @@ static fat5_status fat5__hf_unigram_post(fat5_tokenizer *t, const char *s, fat5_
             }
             id = fat5__trie_find(&t->vocab, s + a, b - a);
             if (id < 0 && t->byte_fallback && fat5__has_byte_pieces(t, s + a, b - a)) {
+                size_t j;
                 if (!fat5__push_byte_pieces(t, s + a, b - a, out)) return FAT5_ERR_OUT_OF_MEMORY;
+                for (j = 0; t->want_off && j < b - a; j++)   // each byte piece: the run's span
+                    if (!fat5__ubuf_push(t->ctx, &t->spans, (uint32_t)(s - t->span_base) + a) ||
+                        !fat5__ubuf_push(t->ctx, &t->spans, (uint32_t)(s - t->span_base) + b))
+                        return FAT5_ERR_OUT_OF_MEMORY;
                 continue;
             }
             if (id < 0) id = t->unk_id;
         }
         if (!fat5__ubuf_push(t->ctx, out, (uint32_t)id)) return FAT5_ERR_OUT_OF_MEMORY;
+        if (t->want_off && (!fat5__ubuf_push(t->ctx, &t->spans, (uint32_t)(s - t->span_base) + a) ||
+                            !fat5__ubuf_push(t->ctx, &t->spans, (uint32_t)(s - t->span_base) + b)))
+            return FAT5_ERR_OUT_OF_MEMORY;
     }
     return FAT5_OK;
 }
@@ -23191,8 +23723,93 @@ static fat5_status fat5__hf_unigram(fat5_tokenizer *t, const char *s, size_t n, 
     }
 }
 
+// The ByteLevel post-processor's trim_offsets: the leading and trailing spaces of a token's text
+// p[0..n) (U+0120, GPT-2's space, or white space), in characters, appended to t->trimc. A piece
+// of spaces counts both ways, as tokenizers counts it.
+static int fat5__hf_trim_counts(fat5_tokenizer *t, const char *p, size_t n) {
+    size_t a = 0, b = n, l;
+    uint32_t lead = 0, trail = 0, c;
+    while (a < n && (l = fat5__utf8_len(p + a, n - a)) && ((c = fat5__cp_at(p + a, n - a, &l)) == 0x120 || fat5__hf_space(c))) {
+        a += l;
+        lead++;
+    }
+    while (b > 0 && ((c = fat5__cp_before(p, b)) == 0x120 || fat5__hf_space(c))) {
+        b--;
+        while (b > 0 && ((unsigned char)p[b] & 0xC0) == 0x80) b--;
+        trail++;
+    }
+    return fat5__ubuf_push(t->ctx, &t->trimc, lead) && fat5__ubuf_push(t->ctx, &t->trimc, trail);
+}
+
+// the offset k characters after at in s[0..n) (at most n); a maximal invalid subsequence is one
+static size_t fat5__chars_after(const char *s, size_t n, size_t at, uint32_t k) {
+    while (k-- && at < n) {
+        size_t l = fat5__utf8_len(s + at, n - at);
+        at += l ? l : fat5__utf8_subpart(s + at, n - at);
+    }
+    return at;
+}
+
+// Trims the spans off[2 n] of a sequence's ids by their counts in t->trimc, in characters of
+// text as tokenizers does: the start moves past the leading spaces (not past one of the first
+// token, or of one starting at 0, when the post-processor adds a prefix space: t->bl_trim 2), up
+// to the end; the end moves back over the trailing ones (when there are that many characters
+// before it), down to the start.
+static void fat5__hf_trim_offsets(fat5_tokenizer *t, const char *text, size_t len, uint32_t *off, size_t n) {
+    size_t i;
+    for (i = 0; t->bl_trim && i < n && 2 * i + 1 < t->trimc.n; i++) {
+        uint32_t lead = t->trimc.p[2 * i], trail = t->trimc.p[2 * i + 1], k;
+        size_t s0 = off[2 * i], e0 = off[2 * i + 1];
+        if (lead && !(t->bl_trim == 2 && lead == 1 && (i == 0 || s0 == 0))) {
+            size_t s1 = fat5__chars_after(text, len, s0, lead);
+            s0 = s1 < e0 ? s1 : e0;
+        }
+        if (trail) {
+            size_t e1 = e0;
+            for (k = 0; k < trail && e1 > 0; k++) {
+                e1--;
+                while (e1 > 0 && ((unsigned char)text[e1] & 0xC0) == 0x80 && e0 - e1 < 4) e1--;
+            }
+            if (k == trail) e0 = e1 > s0 ? e1 : s0;
+        }
+        off[2 * i] = (uint32_t)s0;
+        off[2 * i + 1] = (uint32_t)e0;
+    }
+}
+
+// the span of bytes [a, b) of a buffer whose spans are x (pairs per byte): the first one's start,
+// the last one's end, as tokenizers expands alignments; appended to t->offs
+static int fat5__off_push(fat5_tokenizer *t, const uint32_t *x, size_t a, size_t b) {
+    if (b <= a) return fat5__ubuf_push(t->ctx, &t->offs, x[2 * a]) && fat5__ubuf_push(t->ctx, &t->offs, x[2 * a]);
+    return fat5__ubuf_push(t->ctx, &t->offs, x[2 * a]) && fat5__ubuf_push(t->ctx, &t->offs, x[2 * (b - 1) + 1]);
+}
+
+// s2's spans (t->xm, pairs per byte) from the sanitizer's map t->om: each character's bytes get
+// (start, end) of the input bytes it comes from, plus base; len: the part's input length
+static int fat5__hf_input_spans(fat5_tokenizer *t, uint32_t base, size_t len) {
+    size_t i = 0, n = t->s2.n, l, j;
+    t->xm.n = 0;
+    if (!fat5__grow(t->ctx, (void **)&t->xm.p, &t->xm.cap, 2 * n + 2, sizeof(uint32_t))) return 0;
+    while (i < n) {
+        uint32_t xs, xe;
+        l = fat5__utf8_len(t->s2.p + i, n - i);
+        if (!l) l = 1;
+        if (i + l > n) l = n - i;
+        xs = base + t->om.p[i];
+        xe = base + (uint32_t)(i + l < n ? t->om.p[i + l] : len);
+        for (j = 0; j < l; j++) {
+            t->xm.p[2 * (i + j)] = xs;
+            t->xm.p[2 * (i + j) + 1] = xe;
+        }
+        i += l;
+    }
+    t->xm.n = 2 * n;
+    return 1;
+}
+
 // tokenizers: the ids of text[0..len), a part of a sequence that starts at offset base (its
-// first segment is a continuation unless at_start, its last one unless at_end), appended to out
+// first segment is a continuation unless at_start, its last one unless at_end), appended to out;
+// with t->want_off, each id's span in the text appended to t->offs as well
 static fat5_status fat5__hf_encode_part(fat5_tokenizer *t, const char *text, size_t len, uint32_t base, int at_start,
                                         int at_end, fat5__ubuf *out) {
     fat5_status st;
@@ -23200,51 +23817,75 @@ static fat5_status fat5__hf_encode_part(fat5_tokenizer *t, const char *text, siz
     int k;
     fat5__tbuf *ba = &t->s0, *bb = &t->s1;
     fat5__ubuf *oa = &t->o0, *ob = &t->o1, *sa = &t->spl, *sb = &t->spl2;
+    fat5__ubuf *xa = t->want_off ? &t->x0 : NULL, *xb = t->want_off ? &t->x1 : NULL;
     // 1. valid UTF-8 (s2), split on the added tokens matched in the raw text (o2: the triples)
-    if (!fat5__utf8_sanitize(t->ctx, text, len, &t->s2, NULL) ||
+    if (!fat5__utf8_sanitize(t->ctx, text, len, &t->s2, t->want_off ? &t->om : NULL) ||
+        (t->want_off && !fat5__hf_input_spans(t, base, len)) ||
         !fat5__hf_added_split(t, &t->added_raw, &t->added_rac[0], t->s2.p, t->s2.n, &t->o2))
         return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
     ba->n = oa->n = sa->n = 0;
+    if (xa) xa->n = 0;
     if (!fat5__tbuf_put(t->ctx, ba, "", 0)) return FAT5_ERR_OUT_OF_MEMORY;
     for (q = 0; q < t->o2.n; q += 3) {
         uint32_t a = t->o2.p[q], b = t->o2.p[q + 1], idx = t->o2.p[q + 2];
-        if (idx != FAT5__NOTOK) {
-            if (!fat5__split_push(t, sa, ba->n, 0, base + a, (uint32_t)t->added[idx].id)) return FAT5_ERR_OUT_OF_MEMORY;
+        if (idx != FAT5__NOTOK) {   // (with spans wanted, its text goes along to carry its span)
+            size_t at = ba->n, w = xa ? b - a : 0;
+            if ((xa && !fat5__emit(t, ba, oa, t->s2.p + a, w, NULL, base + a, xa, t->xm.p + 2 * a, 0, 0)) ||
+                !fat5__split_push(t, sa, at, w, base + a, (uint32_t)t->added[idx].id))
+                return FAT5_ERR_OUT_OF_MEMORY;
             continue;
         }
         // 2. normalise the piece (s3, o3), split on the added tokens matched in normalised text
         if ((st = fat5__hf_normalize(t, t->s2.p + a, b - a, base + a,
                                      (a > 0 || at_start ? FAT5__SEG_START : 0) | (b < t->s2.n || at_end ? FAT5__SEG_END : 0),
-                                     &t->s3, &t->o3)))
+                                     &t->s3, &t->o3, xa ? t->xm.p + 2 * a : NULL, &t->x3)))
             return st;
         if (!fat5__hf_added_split(t, &t->added_norm, &t->added_rac[1], t->s3.p, t->s3.n, &t->ids)) return FAT5_ERR_OUT_OF_MEMORY;
         for (i = 0; i < t->ids.n; i += 3) {
             uint32_t c = t->ids.p[i], d = t->ids.p[i + 1], id2 = t->ids.p[i + 2];
             size_t at = ba->n;
             if (c == d) continue;   // empty pieces are dropped
-            if (!fat5__emit(t, ba, oa, t->s3.p + c, d - c, t->o3.p + c, 0) ||
+            if (!fat5__emit(t, ba, oa, t->s3.p + c, d - c, t->o3.p + c, 0, xa, xa ? t->x3.p + 2 * c : NULL, 0, 0) ||
                 !fat5__split_push(t, sa, at, d - c, t->o3.p[c], id2 == FAT5__NOTOK ? FAT5__NOTOK : (uint32_t)t->added[id2].id))
                 return FAT5_ERR_OUT_OF_MEMORY;
         }
     }
     // 3. pre-tokenizers
     for (k = 0; k < t->n_pre; k++) {
-        fat5__tbuf *xb;
+        fat5__tbuf *xtb;
         fat5__ubuf *xo, *xs;
-        if ((st = fat5__hf_pre_step(t, &t->pre[k], ba, oa, sa, bb, ob, sb))) return st;
-        xb = ba; ba = bb; bb = xb;
+        if ((st = fat5__hf_pre_step(t, &t->pre[k], ba, oa, sa, bb, ob, sb, xa, xb))) return st;
+        xtb = ba; ba = bb; bb = xtb;
         xo = oa; oa = ob; ob = xo;
         xs = sa; sa = sb; sb = xs;
+        xo = xa; xa = xb; xb = xo;
     }
     // 4. the model on each text split
     for (q = 0; q < sa->n; q += 4) {
-        if (sa->p[q + 3] != FAT5__NOTOK) {
-            if (!fat5__ubuf_push(t->ctx, out, sa->p[q + 3])) return FAT5_ERR_OUT_OF_MEMORY;
+        size_t off = sa->p[q], n = sa->p[q + 1], n0 = out->n, j;
+        if (sa->p[q + 3] != FAT5__NOTOK) {   // an added token; trimmed by the text it matched
+            if (!fat5__ubuf_push(t->ctx, out, sa->p[q + 3]) || (xa && !fat5__off_push(t, xa->p, off, off + n)) ||
+                (xa && t->bl_trim && !fat5__hf_trim_counts(t, ba->p + off, n)))
+                return FAT5_ERR_OUT_OF_MEMORY;
             continue;
         }
-        st = t->model == FAT5__TM_UNIGRAM ? fat5__hf_unigram(t, ba->p + sa->p[q], sa->p[q + 1], out)
-                                          : fat5__hf_bpe(t, ba->p + sa->p[q], sa->p[q + 1], out);
+        t->spans.n = 0;
+        t->span_base = ba->p + off;
+        st = t->model == FAT5__TM_UNIGRAM ? fat5__hf_unigram(t, ba->p + off, n, out) : fat5__hf_bpe(t, ba->p + off, n, out);
         if (st) return st;
+        if (!xa) continue;
+        if (t->spans.n != 2 * (out->n - n0))
+            return fat5__err(t->ctx, FAT5_ERR_STATE, "tokenize: %zu spans for %zu ids (a defect)", t->spans.n / 2, out->n - n0);
+        for (j = 0; j < t->spans.n; j += 2) {
+            size_t sa0 = t->spans.p[j], sb0 = t->spans.p[j + 1];
+            if (sb0 > n) sb0 = n;
+            if (sa0 >= n) sa0 = n ? n - 1 : 0;
+            if (!fat5__off_push(t, xa->p, off + sa0, off + sb0)) return FAT5_ERR_OUT_OF_MEMORY;
+        }
+        for (j = n0; t->bl_trim && j < out->n; j++) {   // a model's token: trimmed by its piece
+            const char *piece = t->pool.p + t->id_off[out->p[j]];
+            if (!fat5__hf_trim_counts(t, piece, strlen(piece))) return FAT5_ERR_OUT_OF_MEMORY;
+        }
     }
     return FAT5_OK;
 }
@@ -26079,6 +26720,8 @@ struct fat5_trainer {
     fat5__ft *ft;                      // fine-tuning on pairs (train_file), else NULL: UL2 over `data`
 };
 
+static int fat5__task_of(const fat5_train_config *c);         // the task heads ([9.4])
+static fat5_status fat5__task_model(fat5_trainer *t);
 static fat5_status fat5__ft_next_batch(fat5_trainer *t, fat5_batch *b);
 static fat5_status fat5__ft_get_state(const fat5_trainer *t, char *buf, size_t cap);
 static fat5_status fat5__ft_set_state(fat5_trainer *t, const char *state);
@@ -26114,9 +26757,13 @@ FAT5_API int fat5_train_done(const fat5_trainer *t) {
     return !t || fat5_optim_get_step(t->o) >= t->cfg.optim.total_steps;
 }
 
-static fat5_status fat5__tbatch_copy(fat5_ctx *ctx, fat5__tbatch *d, const fat5_batch *s) {
+// a copy of batch s into d's buffer (its head's targets too: c, the model's config)
+static fat5_status fat5__tbatch_copy(fat5_ctx *ctx, const fat5_model_config *c, fat5__tbatch *d, const fat5_batch *s) {
     size_t ns = (size_t)s->n_seq + 1, te = (size_t)s->n_enc_tokens, td = (size_t)s->n_dec_tokens;
-    size_t need = 2 * ns + te + 2 * td;
+    int64_t nl, nt;
+    size_t need;
+    fat5__batch_head_len(c, s, &nl, &nt);
+    need = 2 * ns + te + 2 * td + (size_t)nl + (size_t)nt;
     if (need > d->cap) {
         int32_t *nb = FAT5__CAST(int32_t *, fat5__realloc(ctx, d->buf, need * sizeof *nb));
         if (!nb) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory for a batch");
@@ -26125,13 +26772,25 @@ static fat5_status fat5__tbatch_copy(fat5_ctx *ctx, fat5__tbatch *d, const fat5_
     }
     d->b = *s;
     memcpy(d->buf, s->enc_cu_seqlens, ns * 4);
-    memcpy(d->buf + ns, s->dec_cu_seqlens, ns * 4);
     memcpy(d->buf + 2 * ns, s->enc_tokens, te * 4);
-    memcpy(d->buf + 2 * ns + te, s->labels, td * 4);
     d->b.enc_cu_seqlens = d->buf;
-    d->b.dec_cu_seqlens = d->buf + ns;
     d->b.enc_tokens = d->buf + 2 * ns;
-    d->b.labels = d->buf + 2 * ns + te;
+    if (s->dec_cu_seqlens) {
+        memcpy(d->buf + ns, s->dec_cu_seqlens, ns * 4);
+        d->b.dec_cu_seqlens = d->buf + ns;
+    }
+    if (s->labels) {
+        memcpy(d->buf + 2 * ns + te, s->labels, td * 4);
+        d->b.labels = d->buf + 2 * ns + te;
+    }
+    if (nl) {   // a task head's targets, after everything else
+        memcpy(d->buf + 2 * ns + te + 2 * td, s->head_labels, (size_t)nl * 4);
+        d->b.head_labels = d->buf + 2 * ns + te + 2 * td;
+    }
+    if (nt) {
+        memcpy(d->buf + 2 * ns + te + 2 * td + nl, s->head_targets, (size_t)nt * 4);
+        d->b.head_targets = (const float *)(const void *)(d->buf + 2 * ns + te + 2 * td + nl);
+    }
     d->b.dec_tokens = NULL;
     if (s->dec_tokens) {
         memcpy(d->buf + 2 * ns + te + td, s->dec_tokens, td * 4);
@@ -26373,9 +27032,8 @@ static void fat5__tgroup_draw(fat5_trainer *t, fat5__tgroup *g) {
             continue;
         }
         g->flops += 3 * fat5__batch_flops(&t->m->cfg, &b);
-        g->n_labels[i] = 0;
-        for (j = 0; j < b.n_dec_tokens; j++) g->n_labels[i] += b.labels[j] != -100;
-        g->st = fat5__tbatch_copy(t->dctx, &g->mb[i], &b);
+        g->n_labels[i] = fat5__batch_targets(t->m, &b);
+        g->st = fat5__tbatch_copy(t->dctx, &t->m->cfg, &g->mb[i], &b);
     }
     g->epoch_f = t->ft ? fat5__ft_epoch(t) : 0;
     if (!pool || g->st) return;
@@ -26445,12 +27103,19 @@ static double fat5__seq_flops(const fat5_model_config *c, double le, double ld) 
 }
 
 // ... and of a packed batch: the sum over its sequences.
+// (a task head: the decoder's input is the input's when it has a decoder; its own products, a few
+// outputs per row or token, are left out, as is the lm_head of the LM's formula)
 static double fat5__batch_flops(const fat5_model_config *c, const fat5_batch *b) {
-    double f = 0;
+    double f = 0, D = (double)c->d_model, V = (double)c->vocab_size;
     int64_t s;
-    for (s = 0; s < b->n_seq; s++)
-        f += fat5__seq_flops(c, (double)(b->enc_cu_seqlens[s + 1] - b->enc_cu_seqlens[s]),
-                             (double)(b->dec_cu_seqlens[s + 1] - b->dec_cu_seqlens[s]));
+    int lm = c->head == FAT5_HEAD_LM, dec = fat5__head_has_decoder(c->head);
+    fat5_model_config e = *c;
+    if (!dec) e.num_decoder_layers = 0;   // an encoder-only head
+    for (s = 0; s < b->n_seq; s++) {
+        double le = (double)(b->enc_cu_seqlens[s + 1] - b->enc_cu_seqlens[s]);
+        double ld = lm ? (double)(b->dec_cu_seqlens[s + 1] - b->dec_cu_seqlens[s]) : dec ? le : 0;
+        f += fat5__seq_flops(&e, le, ld) - (lm ? 0 : 2.0 * ld * D * V);
+    }
     return f;
 }
 
@@ -27129,17 +27794,20 @@ FAT5_API void fat5_train_destroy(fat5_trainer *t) {
 // copies of them; none becomes "".
 static fat5_status fat5__train_keep_strings(fat5_trainer *t) {
     fat5_train_config *c = &t->cfg;
-    const char **s[15];
+    const char **s[25];
     size_t n = 0, at = 0;
     int i;
     s[0] = &c->data, s[1] = &c->init, s[2] = &c->attention, s[3] = &c->output_dir, s[4] = &c->resume;
     s[5] = &c->rendezvous, s[6] = &c->freeze, s[7] = &c->save_tokenizer;
     s[8] = &c->train_file, s[9] = &c->validation_file, s[10] = &c->text_column, s[11] = &c->summary_column;
     s[12] = &c->source_prefix, s[13] = &c->tokenizer_name, s[14] = &c->metric_for_best_model;
-    for (i = 0; i < 15; i++) n += (*s[i] ? strlen(*s[i]) : 0) + 1;
+    s[15] = &c->task, s[16] = &c->classifier, s[17] = &c->text_column_names, s[18] = &c->label_column_name;
+    s[19] = &c->label_file, s[20] = &c->question_column_name, s[21] = &c->context_column_name;
+    s[22] = &c->answer_column_name, s[23] = &c->pooling, s[24] = &c->problem_type;
+    for (i = 0; i < 25; i++) n += (*s[i] ? strlen(*s[i]) : 0) + 1;
     if (!(t->strs = FAT5__CAST(char *, fat5__malloc(t->ctx, n))))
         return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
-    for (i = 0; i < 15; i++) {
+    for (i = 0; i < 25; i++) {
         size_t k = *s[i] ? strlen(*s[i]) : 0;
         if (k) memcpy(t->strs + at, *s[i], k);
         t->strs[at + k] = 0;
@@ -27224,6 +27892,10 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
     if (t->m &&
         (st = fat5_model_set_dropout_rate(t->m, t->cfg.model.dropout_rate, t->cfg.model.attention_dropout_rate)))
         goto fail;
+    if (fat5__task_of(&t->cfg) != 0) {   // a task head ([9.4]): the model under it, before a resume compares
+        if (!t->m && (st = fat5_model_create(ctx, &t->cfg.model, cfg->seed, &t->m))) goto fail;
+        if ((st = fat5__task_model(t))) goto fail;
+    }
     if (dir[0]) {
         fat5_model *r = NULL;
         char *a = NULL, *b = NULL;
@@ -27604,9 +28276,22 @@ static const char fat5__finetune_options[] =
     "generation_max_length: generated length, Hugging Face's max_length (start token included; 0: max_labels_length)\n"
     "generation_num_beams: beams at evaluation (1: greedy)\n"
     "max_eval_samples: validation rows an evaluation uses (0: all)\n"
-    "metric_for_best_model: loss, exact_match, f1, rouge1, rouge2, rougeL, rougeLsum, bleu or gen_len:\n"
+    "metric_for_best_model: loss, exact_match, f1, rouge1, rouge2, rougeL, rougeLsum, bleu or gen_len (tasks:\n"
+    "  accuracy, macro_f1, mse, precision, recall, f1, exact_match):\n"
     "  OUTPUT_DIR/best names the best checkpoint by it\n"
-    "greater_is_better: a greater metric_for_best_model is the better one (true or false)\n";
+    "greater_is_better: a greater metric_for_best_model is the better one (true or false)\n"
+    "task: seq2seq ((input, target) pairs, the default), classify (a class or labels per row), token-classify (a\n"
+    "  tag per word) or qa (extractive question answering): the last three train a head (docs/tasks.md)\n"
+    "classifier: classify with fat5's encoder-only classifier (encoder, the default) or T5ForSequenceClassification (t5)\n"
+    "text_column_names: classify: the text fields, comma-separated, joined by a space (text); token-classify: the\n"
+    "  words' field (tokens)\n"
+    "label_column_name: the label's field (classify: label; token-classify: ner_tags)\n"
+    "label_file: the class names, one a line (none: the training rows' names, sorted; integer labels as they are)\n"
+    "question_column_name, context_column_name, answer_column_name: qa's fields (question, context, answers)\n"
+    "pooling: the encoder classifier's sequence state: eos (its last EOS), mean or first\n"
+    "problem_type: classify: single_label_classification, multi_label_classification or regression (none: from\n"
+    "  the labels: lists are multi-label, floats regression)\n"
+    "classifier_dropout: the head's dropout rate (0)\n";
 
 FAT5_API const char *fat5_finetune_option_names(void) { return fat5__finetune_options; }
 
@@ -27626,7 +28311,8 @@ static int fat5__ft_bool(const char *v, int *out) {
 
 // The metric a name means (an "eval_" prefix allowed); -1 when none. Index into fat5__ft_metric_names.
 static const char *const fat5__ft_metric_names[] = {"loss", "exact_match", "f1", "rouge1", "rouge2",
-                                                    "rougeL", "rougeLsum", "bleu", "gen_len"};
+                                                    "rougeL", "rougeLsum", "bleu", "gen_len", "accuracy",
+                                                    "macro_f1", "precision", "recall", "mse"};
 static int fat5__ft_metric_index(const char *name) {
     int i;
     if (!strncmp(name, "eval_", 5)) name += 5;
@@ -27644,7 +28330,12 @@ static double fat5__ft_metric_value(const fat5_train_metrics *r, int i) {
     case 5: return r->eval_rougeL;
     case 6: return r->eval_rougeLsum;
     case 7: return r->eval_bleu;
-    default: return r->eval_gen_len;
+    case 8: return r->eval_gen_len;
+    case 9: return r->eval_accuracy;
+    case 10: return r->eval_macro_f1;
+    case 11: return r->eval_precision;
+    case 12: return r->eval_recall;
+    default: return r->eval_mse;
     }
 }
 
@@ -27660,6 +28351,23 @@ static int fat5__ft_config_set(fat5_ctx *ctx, fat5_train_config *c, const char *
         {"summary_column", offsetof(fat5_train_config, summary_column)},
         {"source_prefix", offsetof(fat5_train_config, source_prefix)},
         {"tokenizer_name", offsetof(fat5_train_config, tokenizer_name)},
+        {"text_column_names", offsetof(fat5_train_config, text_column_names)},
+        {"label_column_name", offsetof(fat5_train_config, label_column_name)},
+        {"label_file", offsetof(fat5_train_config, label_file)},
+        {"question_column_name", offsetof(fat5_train_config, question_column_name)},
+        {"context_column_name", offsetof(fat5_train_config, context_column_name)},
+        {"answer_column_name", offsetof(fat5_train_config, answer_column_name)},
+    };
+    static const char *const tasks[] = {"seq2seq", "classify", "token-classify", "qa", NULL};
+    static const char *const classifiers[] = {"encoder", "t5", NULL};
+    static const char *const pools[] = {"eos", "mean", "first", NULL};
+    static const char *const problems[] = {"single_label_classification", "multi_label_classification", "regression",
+                                           NULL};
+    static const struct { const char *name; size_t off; const char *const *values; } choices[] = {
+        {"task", offsetof(fat5_train_config, task), tasks},
+        {"classifier", offsetof(fat5_train_config, classifier), classifiers},
+        {"pooling", offsetof(fat5_train_config, pooling), pools},
+        {"problem_type", offsetof(fat5_train_config, problem_type), problems},
     };
     size_t k;
     for (k = 0; k < sizeof strs / sizeof strs[0]; k++)
@@ -27668,7 +28376,16 @@ static int fat5__ft_config_set(fat5_ctx *ctx, fat5_train_config *c, const char *
             *ok = fat5__opt_str(ctx, v, dst);
             return 1;
         }
-    if (!strcmp(key, "per_device_train_batch_size")) *ok = fat5__opt_i64(v, 0, 1 << 30, &c->per_device_train_batch_size);
+    for (k = 0; k < sizeof choices / sizeof choices[0]; k++)
+        if (!strcmp(key, choices[k].name)) {
+            const char **dst = (const char **)(void *)((char *)c + choices[k].off);
+            int i;
+            for (i = 0; choices[k].values[i] && strcmp(v, choices[k].values[i]); i++) {}
+            *ok = choices[k].values[i] ? fat5__opt_str(ctx, v, dst) : 0;
+            return 1;
+        }
+    if (!strcmp(key, "classifier_dropout")) *ok = fat5__opt_f64(v, 0, 1, &c->classifier_dropout) && c->classifier_dropout < 1;
+    else if (!strcmp(key, "per_device_train_batch_size")) *ok = fat5__opt_i64(v, 0, 1 << 30, &c->per_device_train_batch_size);
     else if (!strcmp(key, "per_device_eval_batch_size")) *ok = fat5__opt_i64(v, 1, 1 << 20, &c->per_device_eval_batch_size);
     else if (!strcmp(key, "num_train_epochs")) *ok = fat5__opt_f64(v, 0, 1e9, &c->num_train_epochs);
     else if (!strcmp(key, "group_by_length")) *ok = fat5__ft_bool(v, &c->group_by_length);
@@ -27701,6 +28418,8 @@ typedef struct fat5__ftrows {
     char *text;          // rows with texts (validation): "input\0target\0" each
     int64_t *text_at;    // [n]: row r's input text in text (-1: none kept)
     size_t n_text, cap_text;
+    int pay;             // a task head's rows ([9.4]): after the input ids a payload, not target ids:
+                         // 1 int32 labels (fat5_batch.head_labels), 2 floats (head_targets); 0 pairs
 } fat5__ftrows;
 
 typedef struct fat5__ftkey { int64_t len; int32_t pos, row; } fat5__ftkey;   // a row to sort by length
@@ -27728,8 +28447,18 @@ struct fat5__ft {
     double best_value;
     int64_t eval_step;            // the step of the last evaluation (-1: none)
     double eval_value;            // its metric_for_best_model
-    fat5__sb pred;                // its predictions, JSON lines (predict_with_generate)
+    fat5__sb pred;                // its predictions, JSON lines (predict_with_generate, a task head's)
+    // a task head ([9.4])
+    int task;                     // FAT5__TASK_*
+    int64_t buf_pay;              // payload ints a batch holds at most (bbuf: instead of budget_d)
+    int64_t *val_off, *val_off_at;// qa: the validation rows' pieces' byte spans; row r's from val_off_at[r]
+    int64_t n_val_off, cap_val_off, cap_val_off_at;
 };
+
+// the task heads ([9.4], run_tasks.c)
+static int fat5__task_of(const fat5_train_config *c);
+static fat5_status fat5__task_read(fat5_trainer *t, const char *path, int is_val, int split);
+static fat5_status fat5__task_predict(fat5_trainer *t, fat5_train_metrics *mr);
 
 static void fat5__ftrows_free(fat5_ctx *ctx, fat5__ftrows *r) {
     fat5__free(ctx, r->ids);
@@ -28112,11 +28841,17 @@ static fat5_status fat5__ft_fill(const fat5__ftrows *r, const int32_t *rows, int
     memset(b, 0, sizeof *b);
     b->n_seq = n;
     b->n_enc_tokens = te;
-    b->n_dec_tokens = td;
     b->enc_cu_seqlens = ecu;
-    b->dec_cu_seqlens = dcu;
     b->enc_tokens = in;
-    b->labels = lab;
+    if (r->pay == 1) {   // a task head: the rows' payloads, concatenated, are its targets
+        b->head_labels = lab;
+    } else if (r->pay == 2) {
+        b->head_targets = (const float *)(const void *)lab;
+    } else {
+        b->n_dec_tokens = td;
+        b->dec_cu_seqlens = dcu;
+        b->labels = lab;
+    }
     return FAT5_OK;
 }
 
@@ -28191,6 +28926,8 @@ static void fat5__ft_destroy(fat5_trainer *t) {
     fat5__free(t->ctx, f->keys);
     fat5__free(t->ctx, f->bbuf);
     fat5__sb_free(&f->pred);
+    fat5__free(t->ctx, f->val_off);
+    fat5__free(t->ctx, f->val_off_at);
     fat5__free(t->ctx, f);
     t->ft = NULL;
 }
@@ -28215,8 +28952,21 @@ static fat5_status fat5__ft_open(fat5_trainer *t) {
     f->seed = c->seed;
     f->metric = fat5__ft_metric_index(c->metric_for_best_model[0] ? c->metric_for_best_model : "loss");
     if (f->metric < 0) f->metric = 0;
-    f->greater = c->greater_is_better >= 0 ? c->greater_is_better : f->metric != 0;
-    if (f->metric != 0 && !c->predict_with_generate)
+    f->task = fat5__task_of(c);
+    f->greater = c->greater_is_better >= 0 ? c->greater_is_better : f->metric != 0 && f->metric != 13;
+    if (f->metric != 0 && f->task) {   // the scores each task reports
+        static const unsigned ok[4] = {0, 1u << 9 | 1u << 10 | 1u << 13, 1u << 2 | 1u << 9 | 1u << 11 | 1u << 12,
+                                       1u << 1 | 1u << 2};
+        if (!(ok[f->task] >> f->metric & 1u))
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "metric_for_best_model %s: task %s reports %s",
+                             fat5__ft_metric_names[f->metric], c->task,
+                             f->task == 1 ? "loss, accuracy, macro_f1 (mse for a regression)"
+                             : f->task == 2 ? "loss, precision, recall, f1, accuracy" : "loss, exact_match, f1");
+    }
+    if (!f->task && f->metric >= 9)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "metric_for_best_model %s is a task head's score (task classify, "
+                         "token-classify, qa)", fat5__ft_metric_names[f->metric]);
+    if (f->metric != 0 && !c->predict_with_generate && !f->task)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "metric_for_best_model %s is a score of generated text: it needs "
                          "predict_with_generate", fat5__ft_metric_names[f->metric]);
     if (c->ul2.enc_tokens < 1 || c->ul2.dec_tokens < 1 || c->ul2.max_enc_len < 0 || c->ul2.max_dec_len < 0)
@@ -28235,8 +28985,15 @@ static fat5_status fat5__ft_open(fat5_trainer *t) {
     }
     if (c->validation_file[0] && !fat5__is_file(c->validation_file) && !strchr(c->validation_file, ','))
         return fat5__err(ctx, FAT5_ERR_IO, "validation_file %s: no such file", c->validation_file);
-    if ((st = fat5__ft_read(t, c->train_file, 0, !c->validation_file[0] && c->eval_fraction > 0))) return st;
-    if (c->validation_file[0] && (st = fat5__ft_read(t, c->validation_file, 1, 0))) return st;
+    if (f->task) {   // JSON Lines rows of the task, their payloads after the input ids
+        f->train.pay = f->val.pay = t->m->cfg.problem_type == FAT5_PROBLEM_REGRESSION ||
+                                            t->m->cfg.problem_type == FAT5_PROBLEM_MULTI_LABEL ? 2 : 1;
+        if ((st = fat5__task_read(t, c->train_file, 0, !c->validation_file[0] && c->eval_fraction > 0))) return st;
+        if (c->validation_file[0] && (st = fat5__task_read(t, c->validation_file, 1, 0))) return st;
+    } else {
+        if ((st = fat5__ft_read(t, c->train_file, 0, !c->validation_file[0] && c->eval_fraction > 0))) return st;
+        if (c->validation_file[0] && (st = fat5__ft_read(t, c->validation_file, 1, 0))) return st;
+    }
     f->n_val_text = f->val.n;
     if (f->train.n == 0)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "train_file %s: no training rows (eval_fraction %g held out all %lld)",
@@ -28252,6 +29009,12 @@ static fat5_status fat5__ft_open(fat5_trainer *t) {
     f->max_rows = c->per_device_train_batch_size;
     f->budget_e = c->ul2.enc_tokens;
     f->budget_d = c->ul2.dec_tokens;
+    f->buf_pay = f->budget_d;
+    if (f->task) {   // payloads do not count against a budget: at most one per input token, or L per row
+        int64_t L = t->m->cfg.num_labels > 2 ? t->m->cfg.num_labels : 2;
+        f->budget_d = (int64_t)1 << 60;
+        f->buf_pay = f->budget_e * L;
+    }
     R = f->max_rows > 0 ? f->max_rows : n;
     f->perm = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)n * sizeof(int32_t)));
     f->tmp = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)n * sizeof(int32_t)));
@@ -28259,13 +29022,13 @@ static fat5_status fat5__ft_open(fat5_trainer *t) {
     f->bat = FAT5__CAST(int64_t *, fat5__malloc(ctx, (size_t)(n + 1) * sizeof(int64_t)));
     f->bat_tmp = FAT5__CAST(int64_t *, fat5__malloc(ctx, (size_t)(n + 1) * sizeof(int64_t)));
     f->keys = FAT5__CAST(fat5__ftkey *, fat5__malloc(ctx, (size_t)n * sizeof *f->keys));
-    f->bbuf = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)(2 * ((R < n ? R : n) + 1) + f->budget_e + f->budget_d) *
+    f->bbuf = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)(2 * ((R < n ? R : n) + 1) + f->budget_e + f->buf_pay) *
                                                           sizeof(int32_t)));
     if (!f->perm || !f->tmp || !f->order || !f->bat || !f->bat_tmp || !f->keys || !f->bbuf)
         return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fine-tuning: out of memory for the sampler (%lld rows)", (long long)n);
     // group_by_length's window: about FAT5__FT_WINDOW_BATCHES batches of the mean row
     est = f->budget_e * n / (f->train.sum_in > 0 ? f->train.sum_in : 1);
-    if (f->budget_d * n / (f->train.sum_tgt > 0 ? f->train.sum_tgt : 1) < est)
+    if (!f->task && f->budget_d * n / (f->train.sum_tgt > 0 ? f->train.sum_tgt : 1) < est)
         est = f->budget_d * n / (f->train.sum_tgt > 0 ? f->train.sum_tgt : 1);
     if (f->max_rows > 0 && f->max_rows < est) est = f->max_rows;
     if (est < 1) est = 1;
@@ -28300,7 +29063,7 @@ static fat5_status fat5__ft_eval_loss(fat5_trainer *t, double *loss) {
     fat5__train_join(t);
     rows = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)n * sizeof *rows));
     bat = FAT5__CAST(int64_t *, fat5__malloc(ctx, (size_t)(n + 1) * sizeof *bat));
-    buf = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)(2 * (n + 1) + f->budget_e + f->budget_d) * sizeof *buf));
+    buf = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)(2 * (n + 1) + f->budget_e + f->buf_pay) * sizeof *buf));
     if (!rows || !bat || !buf) {
         st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "evaluate: out of memory");
         goto done;
@@ -28498,9 +29261,9 @@ static fat5_status fat5__ft_evaluate(fat5_trainer *t, int64_t step, fat5_train_m
     r->has_eval = 1;
     r->eval_samples = f->val.n;
     f->pred.len = 0;
-    if (t->cfg.predict_with_generate && t->rank == 0) {
+    if ((t->cfg.predict_with_generate || f->task) && t->rank == 0) {
         char path[4400];
-        if ((st = fat5__ft_generate(t, r))) return st;
+        if ((st = f->task ? fat5__task_predict(t, r) : fat5__ft_generate(t, r))) return st;
         snprintf(path, sizeof path, "%s/eval_predictions.jsonl", t->cfg.output_dir);
         if ((st = fat5_write_file_atomic(t->ctx, path, f->pred.buf ? f->pred.buf : "", f->pred.len))) return st;
     }
@@ -28511,9 +29274,26 @@ static fat5_status fat5__ft_evaluate(fat5_trainer *t, int64_t step, fat5_train_m
 
 // The step's fine-tuning keys of metrics.jsonl: the epoch, and an evaluation's scores.
 static void fat5__ft_log(fat5_trainer *t, fat5__sb *b, const fat5_train_metrics *r) {
-    (void)t;
     fat5__json_num(b, "epoch", r->epoch_f);
     if (r->has_eval) fat5__sb_printf(b, ", \"eval_samples\": %lld", (long long)r->eval_samples);
+    if (r->has_predict) {   // a task head's scores
+        int task = t->ft->task;
+        fat5_problem pr = t->m->cfg.problem_type;
+        if (task == 1 && (pr == FAT5_PROBLEM_REGRESSION || (pr == FAT5_PROBLEM_AUTO && t->m->cfg.num_labels == 1))) {
+            fat5__json_num(b, "eval_mse", r->eval_mse);
+        } else if (task == 1) {
+            fat5__json_num(b, "eval_accuracy", r->eval_accuracy);
+            fat5__json_num(b, "eval_macro_f1", r->eval_macro_f1);
+        } else if (task == 2) {
+            fat5__json_num(b, "eval_precision", r->eval_precision);
+            fat5__json_num(b, "eval_recall", r->eval_recall);
+            fat5__json_num(b, "eval_f1", r->eval_f1);
+            fat5__json_num(b, "eval_accuracy", r->eval_accuracy);
+        } else {
+            fat5__json_num(b, "eval_exact_match", r->eval_exact_match);
+            fat5__json_num(b, "eval_f1", r->eval_f1);
+        }
+    }
     if (!r->has_generate) return;
     fat5__json_num(b, "eval_exact_match", r->eval_exact_match);
     fat5__json_num(b, "eval_f1", r->eval_f1);
@@ -28533,7 +29313,7 @@ static void fat5__ft_log(fat5_trainer *t, fat5__sb *b, const fat5_train_metrics 
 static fat5_status fat5__ft_save_files(fat5_trainer *t, const char *tmp, int64_t step) {
     fat5__ft *f = t->ft;
     char path[4400];
-    if (f->eval_step != step || !t->cfg.predict_with_generate || !f->pred.buf) return FAT5_OK;
+    if (f->eval_step != step || !(t->cfg.predict_with_generate || f->task) || !f->pred.buf) return FAT5_OK;
     snprintf(path, sizeof path, "%s/predictions.jsonl", tmp);
     return fat5_write_file_atomic(t->ctx, path, f->pred.buf, f->pred.len);
 }
@@ -28598,7 +29378,921 @@ static fat5_status fat5__ft_resume(fat5_trainer *t, const fat5_st_file *sf, cons
     return FAT5_OK;
 }
 // =============================================================================================
-// ==[9.4] run: the developer interface, what the benchmarks and checks of dev/ reach beyond the API ==
+// ==[9.4] run: fine-tuning a task head: classify, token-classify, qa ==
+// The task option of the fine-tuning loop of [9.3] (docs/tasks.md): the rows of train_file and
+// validation_file are JSON Lines read here, the model is --init's stacks under a head
+// (fat5_model_load_head, or a new model with the head from the config), batches carry the head's
+// targets (fat5_batch.head_labels / head_targets), and an evaluation scores the head's predictions
+// on the validation rows, as Hugging Face's run_classification, run_ner and run_qa do. Everything
+// else (sampler, optimizers, checkpoints, resume, several ranks) is the loop's own.
+//
+// A row keeps its input ids and, after them in the rows' ids (fat5__ftrows), its payload: the
+// class (single-label), num_labels floats' bits (multi-label, regression), a label per input token
+// (token-classify: the first piece of each word its word's tag, -100 elsewhere, Hugging Face's
+// convention) or the answer's first and last token (qa). Validation rows keep their texts: the
+// input, and the gold (the class names, the words' tags, or the answers, joined by 0x1f); qa's
+// also their tokens' byte spans in the input (f->val_off) to cut a predicted span out of it.
+//
+//   classify:        {"text": "...", "label": "name" | 3 | 0.5 | ["a", "b"]}   (fields: options)
+//   token-classify:  {"tokens": ["EU", "rejects", ...], "ner_tags": ["B-ORG", "O", ...] | [3, 0, ...]}
+//   qa:              {"question": "...", "context": "...", "answers": {"text": ["..."], "answer_start": [c]}}
+// qa's input is "question: Q context: C" (T5's format); answer_start counts characters (code
+// points), as SQuAD's files do.
+
+enum { FAT5__TASK_SEQ2SEQ = 0, FAT5__TASK_CLASSIFY = 1, FAT5__TASK_TOKENS = 2, FAT5__TASK_QA = 3 };
+#define FAT5__QA_MAX_ANSWER 30   // tokens of a predicted answer at most (run_qa's max_answer_length)
+
+static int fat5__task_of(const fat5_train_config *c) {
+    if (!c->task || !c->task[0] || !strcmp(c->task, "seq2seq")) return FAT5__TASK_SEQ2SEQ;
+    if (!strcmp(c->task, "classify")) return FAT5__TASK_CLASSIFY;
+    if (!strcmp(c->task, "token-classify")) return FAT5__TASK_TOKENS;
+    return FAT5__TASK_QA;
+}
+
+// a field name option, or its default
+static const char *fat5__task_field(const char *opt, const char *def) { return opt && opt[0] ? opt : def; }
+
+// The lines of a JSON Lines file, one at a time: *line (NUL-terminated in place), its number;
+// 0 at the end. Blank lines are skipped.
+typedef struct fat5__jl {
+    char *text;
+    size_t len, at;
+    int64_t line;
+} fat5__jl;
+
+static fat5_status fat5__jl_open(fat5_ctx *ctx, const char *path, fat5__jl *j) {
+    memset(j, 0, sizeof *j);
+    return fat5__read_file(ctx, path, (size_t)1 << 36, &j->text, &j->len);
+}
+static int fat5__jl_next(fat5__jl *j, char **line, size_t *len) {
+    while (j->at < j->len) {
+        char *s = j->text + j->at, *e = memchr(s, '\n', j->len - j->at);
+        size_t n = e ? (size_t)(e - s) : j->len - j->at, k;
+        j->at += n + (e ? 1 : 0);
+        j->line++;
+        if (n && s[n - 1] == '\r') n--;
+        s[n] = 0;
+        for (k = 0; k < n && (s[k] == ' ' || s[k] == '\t'); k++) {}
+        if (k == n) continue;
+        *line = s;
+        *len = n;
+        return 1;
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the labels, and the model with its head
+
+// whether a JSON number is an integer (no fraction, no exponent)
+static int fat5__task_is_int(const fat5__json *v) {
+    return v && v->type == FAT5__J_NUMBER && !strpbrk(v->str, ".eE");
+}
+
+// The class names: label_file's lines, else the training rows' label names, sorted, distinct (for
+// token-classify each word's tag). Integer labels need none (*n = 1 + the largest, names NULL).
+// *problem: what the labels say (lists: multi-label, non-integer numbers: regression).
+static fat5_status fat5__task_labels(fat5_trainer *t, char ***names_out, int64_t *n_out, fat5_problem *problem) {
+    fat5_ctx *ctx = t->ctx;
+    const fat5_train_config *c = &t->cfg;
+    int task = fat5__task_of(c);
+    const char *field = fat5__task_field(c->label_column_name, task == FAT5__TASK_TOKENS ? "ner_tags" : "label");
+    char **names = NULL, *line;
+    size_t len;
+    int64_t n = 0, cap = 0, max_int = -1, i;
+    int any_str = 0, any_float = 0, any_list = 0;
+    fat5__jl jl;
+    fat5_status st;
+    *names_out = NULL;
+    *n_out = 0;
+    *problem = FAT5_PROBLEM_AUTO;
+    if (task == FAT5__TASK_QA) return FAT5_OK;
+    if (c->label_file && c->label_file[0]) {   // one name a line
+        if ((st = fat5__jl_open(ctx, c->label_file, &jl))) return fat5__err_prefix(ctx, st, "label_file: ");
+        while (fat5__jl_next(&jl, &line, &len)) {
+            if (!fat5__ft_grow(ctx, (void **)&names, &cap, n + 1, sizeof *names) ||
+                !(names[n] = fat5__strdup(ctx, line))) {
+                st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "label_file: out of memory");
+                break;
+            }
+            for (i = 0; i < n && !st; i++)
+                if (!strcmp(names[i], names[n]))
+                    st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: line %lld: label '%s' is already on line %lld",
+                                   c->label_file, (long long)jl.line, names[n], (long long)(i + 1));
+            n++;
+            if (st) break;
+        }
+        fat5__free(ctx, jl.text);
+        if (!st && n == 0) st = fat5__err(ctx, FAT5_ERR_FORMAT, "label_file %s: no labels", c->label_file);
+        if (st) goto fail;
+        *names_out = names;
+        *n_out = n;
+        return FAT5_OK;
+    }
+    if ((st = fat5__jl_open(ctx, c->train_file, &jl))) return fat5__err_prefix(ctx, st, "train_file: ");
+    while (!st && fat5__jl_next(&jl, &line, &len)) {
+        fat5__jdoc *d = NULL;
+        const fat5__json *v, *e;
+        if ((st = fat5__json_parse(ctx, "row", line, len, 64, &d))) {
+            st = fat5__err_prefix(ctx, st, "%s: line %lld: ", c->train_file, (long long)jl.line);
+            break;
+        }
+        v = fat5__json_get(d->root, field);
+        if (!v) {
+            st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: line %lld: no field '%s' (label_column_name)", c->train_file,
+                           (long long)jl.line, field);
+        } else {
+            int list = v->type == FAT5__J_ARRAY;
+            any_list |= list && task == FAT5__TASK_CLASSIFY;
+            for (e = list ? v->child : v; e && !st; e = list ? e->next : NULL) {
+                if (e->type == FAT5__J_STRING) {
+                    any_str = 1;
+                    for (i = 0; i < n && strcmp(names[i], e->str); i++) {}
+                    if (i == n) {
+                        if (!fat5__ft_grow(ctx, (void **)&names, &cap, n + 1, sizeof *names) ||
+                            !(names[n] = fat5__strdup(ctx, e->str)))
+                            st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "labels: out of memory");
+                        else
+                            n++;
+                    }
+                } else if (fat5__task_is_int(e)) {
+                    double x = 0;
+                    fat5__json_as_double(e, &x);
+                    if (x < 0 || x >= (1 << 24))
+                        st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: line %lld: label %s is outside [0, 2^24)",
+                                       c->train_file, (long long)jl.line, e->str);
+                    else if ((int64_t)x > max_int)
+                        max_int = (int64_t)x;
+                } else if (e->type == FAT5__J_NUMBER && task == FAT5__TASK_CLASSIFY && !list) {
+                    any_float = 1;
+                } else {
+                    st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: line %lld: field '%s' holds %s, expected %s",
+                                   c->train_file, (long long)jl.line, field,
+                                   e->type == FAT5__J_NUMBER ? "a number that is not a class" : "something else",
+                                   task == FAT5__TASK_TOKENS ? "a list of tags (names or integers)"
+                                                             : "a name, an integer, a number or a list of them");
+                }
+            }
+        }
+        fat5__json_free(ctx, d);
+    }
+    fat5__free(ctx, jl.text);
+    if (st) goto fail;
+    if ((any_str && max_int >= 0) || (any_float && (any_str || any_list))) {
+        st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: the labels in '%s' mix names, integers and numbers: give one kind "
+                       "(or a label_file and names)", c->train_file, field);
+        goto fail;
+    }
+    *problem = any_list ? FAT5_PROBLEM_MULTI_LABEL : any_float ? FAT5_PROBLEM_REGRESSION : FAT5_PROBLEM_AUTO;
+    if (any_str) {   // sorted, as the datasets' label lists are
+        int64_t a, b;
+        for (a = 1; a < n; a++)
+            for (b = a; b > 0 && strcmp(names[b - 1], names[b]) > 0; b--) {
+                char *x = names[b];
+                names[b] = names[b - 1];
+                names[b - 1] = x;
+            }
+        *names_out = names;
+        *n_out = n;
+        return FAT5_OK;
+    }
+    fat5__free(ctx, names);
+    *n_out = any_float ? 1 : max_int + 1;
+    if (*n_out < 1) *n_out = 1;
+    return FAT5_OK;
+fail:
+    for (i = 0; i < n; i++) fat5__free(ctx, names[i]);
+    fat5__free(ctx, names);
+    return st;
+}
+
+// The run's model with its task's head, in place of t->m (the trainer made or loaded it as it
+// is): --init's stacks under the head (fat5_model_load_head), or a new model of the config with
+// it; the class names from the labels. A resumed checkpoint (made by such a run) has it already.
+static fat5_status fat5__task_model(fat5_trainer *t) {
+    fat5_ctx *ctx = t->ctx;
+    fat5_train_config *c = &t->cfg;
+    int task = fat5__task_of(c);
+    char **names = NULL;
+    int64_t n = 0, i;
+    fat5_problem pr = FAT5_PROBLEM_AUTO;
+    fat5_head_config hc;
+    fat5_model *m = NULL;
+    fat5_status st;
+    if (task == FAT5__TASK_SEQ2SEQ) return FAT5_OK;
+    if (!c->train_file[0]) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "task %s: needs a train_file", c->task);
+    if ((st = fat5__task_labels(t, &names, &n, &pr))) return st;
+    hc = fat5_head_config_default(task == FAT5__TASK_TOKENS ? FAT5_HEAD_TOKEN_CLS
+                                  : task == FAT5__TASK_QA ? FAT5_HEAD_QA
+                                  : c->classifier[0] && !strcmp(c->classifier, "t5") ? FAT5_HEAD_SEQ_CLS
+                                                                                     : FAT5_HEAD_ENC_SEQ_CLS, n);
+    hc.problem_type = !c->problem_type[0] ? pr
+                      : !strcmp(c->problem_type, "regression") ? FAT5_PROBLEM_REGRESSION
+                      : !strcmp(c->problem_type, "multi_label_classification") ? FAT5_PROBLEM_MULTI_LABEL
+                                                                                : FAT5_PROBLEM_SINGLE_LABEL;
+    if (hc.problem_type == FAT5_PROBLEM_AUTO && task == FAT5__TASK_CLASSIFY && n == 1 && !names)
+        hc.problem_type = FAT5_PROBLEM_SINGLE_LABEL;   // integer labels, all 0: one class, not a regression
+    hc.classifier_dropout = c->classifier_dropout;
+    hc.pooling = !c->pooling[0] || !strcmp(c->pooling, "eos") ? FAT5_POOL_EOS
+                 : !strcmp(c->pooling, "mean") ? FAT5_POOL_MEAN : FAT5_POOL_FIRST;
+    hc.label_names = (const char *const *)names;
+    if (c->init[0]) {
+        st = fat5_model_load_head(ctx, c->init, &hc, c->seed, &m);
+    } else {
+        fat5_model_config mc = t->m->cfg;
+        mc.head = hc.head;
+        mc.num_labels = hc.num_labels;
+        mc.problem_type = hc.problem_type;
+        mc.classifier_dropout = hc.classifier_dropout;
+        mc.pooling = hc.pooling;
+        st = fat5_model_create(ctx, &mc, c->seed, &m);
+        if (!st && names) st = fat5_model_set_label_names(m, hc.label_names, n);
+    }
+    for (i = 0; i < n && names; i++) fat5__free(ctx, names[i]);
+    fat5__free(ctx, names);
+    if (st) {
+        fat5_model_destroy(m);
+        return fat5__err_prefix(ctx, st, "task %s: ", c->task);
+    }
+    if ((st = fat5_model_set_dropout_rate(m, t->m->cfg.dropout_rate, t->m->cfg.attention_dropout_rate))) {
+        fat5_model_destroy(m);
+        return st;
+    }
+    fat5_model_destroy(t->m);
+    t->m = m;
+    c->model = m->cfg;
+    return FAT5_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the rows
+
+// The ids of text (EOS added) and each one's byte span in it ([2 n], EOS's (0, 0)), truncated to
+// max_len ids (EOS kept last); byte-level ids (ByT5's: byte + 3) without a tokenizer.
+static fat5_status fat5__task_encode(fat5_trainer *t, const char *text, size_t len, int64_t max_len, int32_t **ids,
+                                     int64_t **off, int64_t *n) {
+    fat5_ctx *ctx = t->ctx;
+    fat5_status st;
+    *ids = NULL;
+    *off = NULL;
+    if (t->ft->tok) {
+        if ((st = fat5_tokenize_offsets(t->ft->tok, text, len, 0, ids, off, n))) return st;
+    } else {
+        size_t i;
+        *ids = FAT5__CAST(int32_t *, fat5__malloc(ctx, (len + 1) * sizeof **ids));
+        *off = FAT5__CAST(int64_t *, fat5__malloc(ctx, 2 * (len + 1) * sizeof **off));
+        if (!*ids || !*off) {
+            fat5__free(ctx, *ids);
+            fat5__free(ctx, *off);
+            return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenizing: out of memory");
+        }
+        for (i = 0; i < len; i++) {
+            (*ids)[i] = (int32_t)(unsigned char)text[i] + 3;
+            (*off)[2 * i] = (int64_t)i;
+            (*off)[2 * i + 1] = (int64_t)i + 1;
+        }
+        (*ids)[len] = (int32_t)t->m->cfg.eos_token_id;
+        (*off)[2 * len] = (*off)[2 * len + 1] = 0;
+        *n = (int64_t)len + 1;
+    }
+    if (max_len > 1 && *n > max_len) {   // the first max_len - 1 pieces, then the last (EOS)
+        (*ids)[max_len - 1] = (*ids)[*n - 1];
+        (*off)[2 * (max_len - 1)] = (*off)[2 * (*n - 1)];
+        (*off)[2 * (max_len - 1) + 1] = (*off)[2 * (*n - 1) + 1];
+        *n = max_len;
+    }
+    return FAT5_OK;
+}
+
+// the class id of a label value (a name of the model's, or an integer below num_labels); -1 with
+// the message set when it is neither
+static int64_t fat5__task_class(fat5_trainer *t, const fat5__json *v, const char *where, int64_t line,
+                                const char *field) {
+    const fat5_model *m = t->m;
+    int64_t L = m->cfg.num_labels, i;
+    if (v && v->type == FAT5__J_STRING) {
+        for (i = 0; i < L; i++)
+            if (!strcmp(fat5_model_label_name(m, i), v->str)) return i;
+        fat5__err(t->ctx, FAT5_ERR_FORMAT, "%s: line %lld: label '%s' in '%s' is not one of the model's %lld classes "
+                  "(label_file, or the training rows' names)", where, (long long)line, v->str, field, (long long)L);
+        return -1;
+    }
+    if (fat5__task_is_int(v)) {
+        double x = -1;
+        fat5__json_as_double(v, &x);
+        if (x >= 0 && x < (double)L) return (int64_t)x;
+    }
+    fat5__err(t->ctx, FAT5_ERR_FORMAT, "%s: line %lld: label %s in '%s' is outside the model's %lld classes", where,
+              (long long)line, v && v->str ? v->str : "(not a name or an integer)", field, (long long)L);
+    return -1;
+}
+
+// byte offset of code point `cp` in s (len bytes); -1 past its end
+static int64_t fat5__task_cp_byte(const char *s, size_t len, int64_t cp) {
+    size_t i = 0;
+    int64_t k = 0;
+    while (k < cp && i < len) {
+        size_t v = fat5_utf8_valid_len(s + i, len - i);
+        unsigned char c = (unsigned char)s[i];
+        i += v ? (c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4) : 1;
+        k++;
+    }
+    return k == cp && i <= len ? (int64_t)i : -1;
+}
+
+// One JSON Lines row of the task: its input text (into *in), its input ids and their spans, and
+// its payload (into *pay: ints; floats' bits for multi-label and regression) and gold text (into
+// *gold, validation rows). Errors name the file and line.
+static fat5_status fat5__task_row(fat5_trainer *t, const fat5__json *root, const char *path, int64_t line,
+                                  fat5__sb *in, fat5__sb *gold, int32_t **ids, int64_t **off, int64_t *n,
+                                  int32_t *pay, int64_t *n_pay, int64_t *cut) {
+    fat5_ctx *ctx = t->ctx;
+    const fat5_train_config *c = &t->cfg;
+    const fat5_model_config *mc = &t->m->cfg;
+    int task = fat5__task_of(c);
+    int64_t max_len = c->ul2.max_enc_len, L = mc->num_labels, i, k;
+    fat5_status st = FAT5_OK;
+    in->len = 0;
+    gold->len = 0;
+    *n_pay = 0;
+    *cut = 0;
+    if (task == FAT5__TASK_CLASSIFY) {
+        const char *fields = fat5__task_field(c->text_column_names, "text"), *p = fields;
+        const char *lf = fat5__task_field(c->label_column_name, "label");
+        const fat5__json *v = fat5__json_get(root, lf), *e;
+        if (c->source_prefix[0]) fat5__sb_puts(in, c->source_prefix);
+        for (k = 0; *p; k++) {   // the text fields, joined by a space
+            const char *z = strchr(p, ',');
+            char name[256];
+            const fat5__json *f;
+            snprintf(name, sizeof name, "%.*s", (int)(z ? z - p : (ptrdiff_t)strlen(p)), p);
+            p = z ? z + 1 : p + strlen(p);
+            if (!(f = fat5__json_get(root, name)) || f->type != FAT5__J_STRING)
+                return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: line %lld: %s field '%s' (text_column_names)", path,
+                                 (long long)line, f ? "no text in" : "no", name);
+            if (k) fat5__sb_puts(in, " ");
+            fat5__sb_puts(in, f->str);
+        }
+        if (!v) return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: line %lld: no field '%s' (label_column_name)", path,
+                                 (long long)line, lf);
+        if (mc->problem_type == FAT5_PROBLEM_REGRESSION) {
+            for (e = v->type == FAT5__J_ARRAY ? v->child : v, k = 0; e; e = v->type == FAT5__J_ARRAY ? e->next : NULL, k++) {
+                double x = NAN;
+                float fx;
+                if (k >= L || !fat5__json_as_double(e, &x) || !isfinite(x))
+                    return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: line %lld: '%s' must hold %lld number%s (regression)",
+                                     path, (long long)line, lf, (long long)L, L > 1 ? "s" : "");
+                fx = (float)x;
+                memcpy(&pay[k], &fx, 4);
+                fat5__sb_printf(gold, "%s%.9g", k ? "\x1f" : "", x);
+            }
+            if (k != L)
+                return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: line %lld: '%s' holds %lld numbers, the model %lld", path,
+                                 (long long)line, lf, (long long)k, (long long)L);
+            *n_pay = L;
+        } else if (mc->problem_type == FAT5_PROBLEM_MULTI_LABEL) {
+            float one = 1.0f, zero = 0.0f;
+            for (k = 0; k < L; k++) memcpy(&pay[k], &zero, 4);
+            if (v->type != FAT5__J_ARRAY)
+                return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: line %lld: '%s' must be a list of labels (multi-label)",
+                                 path, (long long)line, lf);
+            for (e = v->child; e; e = e->next) {
+                int64_t y = fat5__task_class(t, e, path, line, lf);
+                if (y < 0) return FAT5_ERR_FORMAT;
+                memcpy(&pay[y], &one, 4);
+                fat5__sb_printf(gold, "%s%s", gold->len ? "\x1f" : "", fat5_model_label_name(t->m, y));
+            }
+            *n_pay = L;
+        } else {
+            int64_t y = fat5__task_class(t, v, path, line, lf);
+            if (y < 0) return FAT5_ERR_FORMAT;
+            pay[0] = (int32_t)y;
+            fat5__sb_puts(gold, fat5_model_label_name(t->m, y));
+            *n_pay = 1;
+        }
+        if (in->oom || gold->oom) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+        if ((st = fat5__task_encode(t, in->buf, in->len, max_len, ids, off, n)))
+            return fat5__err_prefix(ctx, st, "%s: line %lld: ", path, (long long)line);
+        return FAT5_OK;
+    }
+    if (task == FAT5__TASK_TOKENS) {   // words joined by a space; each word's first piece gets its tag
+        const char *wf = fat5__task_field(c->text_column_names, "tokens"), *lf = fat5__task_field(c->label_column_name, "ner_tags");
+        const fat5__json *w = fat5__json_get(root, wf), *g = fat5__json_get(root, lf), *a, *b;
+        int64_t nw = 0, *wend = NULL, wi;
+        if (!w || w->type != FAT5__J_ARRAY || !g || g->type != FAT5__J_ARRAY)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: line %lld: '%s' and '%s' must be lists (the words and their "
+                             "tags)", path, (long long)line, wf, lf);
+        if (w->n != g->n)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: line %lld: %lld words and %lld tags", path, (long long)line,
+                             (long long)w->n, (long long)g->n);
+        if (!(wend = FAT5__CAST(int64_t *, fat5__malloc(ctx, (w->n + 1) * 2 * sizeof *wend))))
+            return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+        for (a = w->child, b = g->child; a; a = a->next, b = b->next, nw++) {
+            int64_t y;
+            if (a->type != FAT5__J_STRING) {
+                fat5__free(ctx, wend);
+                return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: line %lld: word %lld of '%s' is not a string", path,
+                                 (long long)line, (long long)nw, wf);
+            }
+            if ((y = fat5__task_class(t, b, path, line, lf)) < 0) {
+                fat5__free(ctx, wend);
+                return FAT5_ERR_FORMAT;
+            }
+            if (nw) fat5__sb_puts(in, " ");
+            wend[2 * nw] = (int64_t)in->len;   // the word's start, then its end
+            fat5__sb_puts(in, a->str);
+            wend[2 * nw + 1] = (int64_t)in->len;
+            pay[nw] = (int32_t)y;   // the tags, for now
+            fat5__sb_printf(gold, "%s%s", nw ? "\x1f" : "", fat5_model_label_name(t->m, y));
+        }
+        if (in->oom || gold->oom || (st = fat5__task_encode(t, in->buf ? in->buf : "", in->len, max_len, ids, off, n))) {
+            fat5__free(ctx, wend);
+            return in->oom || gold->oom ? fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path)
+                                        : fat5__err_prefix(ctx, st, "%s: line %lld: ", path, (long long)line);
+        }
+        // token i belongs to the first word ending after its start (a piece of the space before a
+        // word belongs to that word); the first token of each word takes its tag, the others -100
+        {
+            int32_t *tags = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)(nw ? nw : 1) * sizeof *tags));
+            int64_t prev = -1, last = -1;
+            if (!tags) {
+                fat5__free(ctx, wend);
+                return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+            }
+            memcpy(tags, pay, (size_t)nw * sizeof *tags);
+            for (i = 0, wi = 0; i < *n; i++) {
+                int64_t s0 = (*off)[2 * i], e0 = (*off)[2 * i + 1];
+                pay[i] = -100;
+                if (e0 <= s0 && !(i < *n - 1 && s0 > 0)) continue;   // EOS and empty pieces
+                while (wi < nw && wend[2 * wi + 1] <= s0) wi++;
+                if (wi < nw && wi != prev) {
+                    pay[i] = tags[wi];
+                    prev = wi;
+                    last = wi;
+                }
+            }
+            *cut = nw - 1 - last;   // words truncation dropped
+            fat5__free(ctx, tags);
+        }
+        fat5__free(ctx, wend);
+        *n_pay = *n;
+        return FAT5_OK;
+    }
+    {   // qa: "question: Q context: C"; the first answer's first and last token
+        const char *qf = fat5__task_field(c->question_column_name, "question");
+        const char *cf = fat5__task_field(c->context_column_name, "context");
+        const char *af = fat5__task_field(c->answer_column_name, "answers");
+        const fat5__json *q = fat5__json_get(root, qf), *cx = fat5__json_get(root, cf), *an = fat5__json_get(root, af);
+        const fat5__json *tx = an ? fat5__json_get(an, "text") : NULL, *as = an ? fat5__json_get(an, "answer_start") : NULL;
+        int64_t c0, a0 = -1, a1 = -1, s = -1, e = -1;
+        double cp = -1;
+        if (!q || q->type != FAT5__J_STRING || !cx || cx->type != FAT5__J_STRING)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: line %lld: '%s' and '%s' must be strings", path, (long long)line,
+                             qf, cf);
+        if (!tx || tx->type != FAT5__J_ARRAY || !as || as->type != FAT5__J_ARRAY || tx->n != as->n || !tx->n)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: line %lld: '%s' must be {\"text\": [...], \"answer_start\": "
+                             "[...]} with as many of each, at least one", path, (long long)line, af);
+        fat5__sb_puts(in, "question: ");
+        fat5__sb_puts(in, q->str);
+        fat5__sb_puts(in, " context: ");
+        c0 = (int64_t)in->len;
+        fat5__sb_puts(in, cx->str);
+        for (tx = tx->child, k = 0; tx; tx = tx->next, k++) {
+            if (tx->type != FAT5__J_STRING)
+                return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: line %lld: answer %lld is not a string", path, (long long)line,
+                                 (long long)k);
+            fat5__sb_printf(gold, "%s%s", k ? "\x1f" : "", tx->str);
+        }
+        tx = fat5__json_get(an, "text")->child;
+        if (!fat5__json_as_double(as->child, &cp) || cp < 0 ||
+            (a0 = fat5__task_cp_byte(cx->str, cx->len, (int64_t)cp)) < 0 || a0 + (int64_t)tx->len > (int64_t)cx->len ||
+            memcmp(cx->str + a0, tx->str, tx->len) != 0)
+            return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: line %lld: the answer '%.60s' is not at character %.0f of the "
+                             "context (answer_start counts characters)", path, (long long)line, tx->str, cp);
+        a1 = c0 + a0 + (int64_t)tx->len;
+        a0 += c0;
+        if (in->oom || gold->oom) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+        if ((st = fat5__task_encode(t, in->buf, in->len, max_len, ids, off, n)))
+            return fat5__err_prefix(ctx, st, "%s: line %lld: ", path, (long long)line);
+        for (i = 0; i < *n; i++) {   // run_qa's: the last piece starting at or before the answer, the first ending at or after it
+            int64_t s0 = (*off)[2 * i], e0 = (*off)[2 * i + 1];
+            if (e0 <= s0 || e0 <= c0) continue;
+            if (s0 <= a0 || s < 0) s = s0 <= a0 || e0 > a0 ? i : s;
+            if (e0 >= a1) {
+                e = i;
+                break;
+            }
+        }
+        if (s < 0 || e < 0 || (*off)[2 * s + 1] <= a0) {   // truncation cut the answer: not counted
+            s = e = *n;
+            *cut = 1;
+        }
+        pay[0] = (int32_t)s;
+        pay[1] = (int32_t)e;
+        *n_pay = 2;
+        return FAT5_OK;
+    }
+}
+
+// The rows of a task's JSON Lines file into f->train / f->val as fat5__ft_read does for pairs
+// (eval_fraction's held-out rows when split, max_eval_samples, the training rows' hash); qa's
+// validation rows keep their pieces' spans.
+static fat5_status fat5__task_read(fat5_trainer *t, const char *path, int is_val, int split) {
+    fat5_ctx *ctx = t->ctx;
+    fat5__ft *f = t->ft;
+    const fat5_train_config *c = &t->cfg;
+    int task = fat5__task_of(c);
+    int64_t vocab = t->m->cfg.vocab_size, max_val = c->max_eval_samples, i = 0, j, cut = 0, rows_cut = 0;
+    int64_t L = t->m->cfg.num_labels;
+    fat5__jl jl;
+    fat5__sb in, gold;
+    char *line;
+    size_t len;
+    int32_t *pay = NULL;
+    int64_t cap_pay = 0;
+    fat5_status st;
+    if ((st = fat5__jl_open(ctx, path, &jl)))
+        return fat5__err_prefix(ctx, st, "%s: ", is_val ? "validation_file" : "train_file");
+    fat5__sb_init(&in, ctx);
+    fat5__sb_init(&gold, ctx);
+    while (!st && fat5__jl_next(&jl, &line, &len)) {
+        fat5__jdoc *d = NULL;
+        int32_t *ids = NULL;
+        int64_t *off = NULL, n = 0, n_pay = 0, to_val;
+        fat5_pairs_row row;
+        if (is_val && max_val > 0 && f->val.n >= max_val) break;
+        if (!fat5__ft_grow(ctx, (void **)&pay, &cap_pay, (int64_t)len + L + 16, sizeof *pay)) {
+            st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+            break;
+        }
+        if ((st = fat5__json_parse(ctx, "row", line, len, 64, &d))) {
+            st = fat5__err_prefix(ctx, st, "%s: line %lld: ", path, (long long)jl.line);
+            break;
+        }
+        st = fat5__task_row(t, d->root, path, jl.line, &in, &gold, &ids, &off, &n, pay, &n_pay, &cut);
+        fat5__json_free(ctx, d);
+        for (j = 0; !st && j < n; j++)
+            if (ids[j] < 0 || ids[j] >= vocab)
+                st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: line %lld: token id %ld is outside the model's "
+                               "vocabulary (%lld ids): the tokenizer does not match the model", path,
+                               (long long)jl.line, (long)ids[j], (long long)vocab);
+        if (!st && n > c->ul2.enc_tokens)
+            st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: line %lld: the input has %lld tokens, more than batch_tokens "
+                           "%lld holds (raise it, or truncate with max_length)", path, (long long)jl.line,
+                           (long long)n, (long long)c->ul2.enc_tokens);
+        rows_cut += cut > 0;
+        to_val = is_val || (split && fat5__ft_held_out(i, c->seed, c->eval_fraction));
+        i++;
+        if (!st && !(to_val && max_val > 0 && f->val.n >= max_val)) {
+            memset(&row, 0, sizeof row);
+            row.input_ids = ids;
+            row.n_input = n;
+            row.target_ids = pay;
+            row.n_target = n_pay;
+            row.input_text = in.buf ? in.buf : "";
+            row.input_len = in.len;
+            row.target_text = gold.buf ? gold.buf : "";
+            row.target_len = gold.len;
+            row.line = jl.line;
+            if (!fat5__ftrows_add(ctx, to_val ? &f->val : &f->train, &row, to_val, -1))
+                st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: line %lld: out of memory for the rows", path,
+                               (long long)jl.line);
+            if (!st && to_val && task == FAT5__TASK_QA) {   // the pieces' spans, for the predictions
+                if (!fat5__ft_grow(ctx, (void **)&f->val_off, &f->cap_val_off, f->n_val_off + 2 * n, sizeof *f->val_off) ||
+                    !fat5__ft_grow(ctx, (void **)&f->val_off_at, &f->cap_val_off_at, f->val.n, sizeof *f->val_off_at))
+                    st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+                else {
+                    f->val_off_at[f->val.n - 1] = f->n_val_off;
+                    memcpy(f->val_off + f->n_val_off, off, (size_t)(2 * n) * sizeof *off);
+                    f->n_val_off += 2 * n;
+                }
+            }
+            if (!st && !to_val) {   // the training rows' identity
+                uint64_t h = f->hash ^ ((uint64_t)n * 0x9E3779B97F4A7C15ull) ^ (uint64_t)n_pay;
+                for (j = 0; j < n; j++) h = (h ^ (uint32_t)ids[j]) * 0x100000001B3ull;
+                for (j = 0; j < n_pay; j++) h = (h ^ (uint32_t)pay[j]) * 0x100000001B3ull;
+                f->hash = fat5__h128_mix(h);
+            }
+        }
+        fat5__free(ctx, ids);
+        fat5__free(ctx, off);
+    }
+    if (!st && rows_cut)
+        fat5__log(ctx, FAT5_LOG_WARN, "%s: %lld rows lost %s to max_length truncation", path, (long long)rows_cut,
+                  task == FAT5__TASK_QA ? "their answer (not counted in the loss)" : "words");
+    fat5__sb_free(&in);
+    fat5__sb_free(&gold);
+    fat5__free(ctx, pay);
+    fat5__free(ctx, jl.text);
+    return st;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the predictions and their scores
+
+// seqeval's type of a tag (its default mode): after the first character, the part after the first
+// '-' (the whole rest without one); "_" when empty ("O")
+static void fat5__task_tag_type(const char *tag, const char **ty, size_t *len) {
+    const char *r = tag[0] ? tag + 1 : tag, *d = strchr(r, '-');
+    if (d) r = d + 1;
+    *ty = *r ? r : "_";
+    *len = *r ? strlen(r) : 1;
+}
+
+// The entities of the sentences' tags as seqeval's get_entities finds them (its default mode: the
+// sentences flattened with an "O" after each): (type's word, first, last) triples in flattened
+// positions into ent (the type is that of the word at the triple's first index). Returns the
+// count.
+static int64_t fat5__task_entities(const char *const *tags, const int64_t *cu, int64_t n_sent, int64_t *ent) {
+    int64_t s, i, m = 0, begin = 0, k = 0, prev_at = -1;
+    char prev_tag = 'O';
+    const char *prev_ty = "_";
+    size_t prev_len = 1;
+    for (s = 0; s < n_sent; s++)
+        for (i = cu[s]; i <= cu[s + 1]; i++, k++) {   // the sentence's words, then its "O"
+            const char *tag = i < cu[s + 1] ? tags[i] : "O", *ty;
+            char c = tag[0];
+            size_t len;
+            int same, end, start;
+            fat5__task_tag_type(tag, &ty, &len);
+            same = len == prev_len && !memcmp(ty, prev_ty, len);
+            end = prev_tag == 'E' || prev_tag == 'S' ||
+                  ((prev_tag == 'B' || prev_tag == 'I') && (c == 'B' || c == 'S' || c == 'O')) ||
+                  (prev_tag != 'O' && prev_tag != '.' && !same);
+            start = c == 'B' || c == 'S' || ((prev_tag == 'E' || prev_tag == 'S' || prev_tag == 'O') && (c == 'E' || c == 'I')) ||
+                    (c != 'O' && c != '.' && !same);
+            if (end) {
+                ent[3 * m] = prev_at;
+                ent[3 * m + 1] = begin;
+                ent[3 * m + 2] = k - 1;
+                m++;
+            }
+            if (start) begin = k;
+            prev_tag = c;
+            prev_ty = ty;
+            prev_len = len;
+            prev_at = i < cu[s + 1] ? i : -1;
+        }
+    return m;
+}
+
+// Entity-level precision, recall and F1 (0..1) of predicted against gold tags of n_sent sentences
+// (sentence s: words cu[s] .. cu[s + 1]), micro-averaged over entities as seqeval's default
+// classification report: an entity is right when its type, first and last word all are.
+// scratch: 6 (words + sentences) int64.
+static void fat5__task_seqeval(const char *const *pred, const char *const *gold, const int64_t *cu, int64_t n_sent,
+                               int64_t *scratch, double *p, double *r, double *f1) {
+    int64_t words = cu[n_sent], *ep = scratch, *eg = scratch + 3 * (words + n_sent), np, ng, i, j, tp = 0;
+    np = fat5__task_entities(pred, cu, n_sent, ep);
+    ng = fat5__task_entities(gold, cu, n_sent, eg);
+    for (i = 0, j = 0; i < np; i++) {   // both lists are in order of their last word
+        const char *ta, *tb;
+        size_t la, lb;
+        while (j < ng && eg[3 * j + 2] < ep[3 * i + 2]) j++;
+        if (j == ng || eg[3 * j + 2] != ep[3 * i + 2] || eg[3 * j + 1] != ep[3 * i + 1]) continue;
+        fat5__task_tag_type(ep[3 * i] >= 0 ? pred[ep[3 * i]] : "O", &ta, &la);
+        fat5__task_tag_type(eg[3 * j] >= 0 ? gold[eg[3 * j]] : "O", &tb, &lb);
+        tp += la == lb && !memcmp(ta, tb, la);
+    }
+    *p = np ? (double)tp / (double)np : 0;
+    *r = ng ? (double)tp / (double)ng : 0;
+    *f1 = *p + *r > 0 ? 2 * *p * *r / (*p + *r) : 0;
+}
+
+// the row's gold items (the validation text after the input: items joined by 0x1f) into out[],
+// pointers into a copy (a context buffer the caller frees); returns the count
+static int64_t fat5__task_split(char *s, char **out, int64_t cap) {
+    int64_t n = 0;
+    while (n < cap) {
+        char *z = strchr(s, '\x1f');
+        out[n++] = s;
+        if (!z) break;
+        *z = 0;
+        s = z + 1;
+    }
+    return n;
+}
+
+// The head's predictions for the validation rows that keep their texts (rank 0), scored as
+// run_classification / run_ner / run_qa report them (percent), and each row's prediction in
+// f->pred (JSON lines: the input, the gold and the prediction).
+static fat5_status fat5__task_predict(fat5_trainer *t, fat5_train_metrics *mr) {
+    fat5_ctx *ctx = t->ctx;
+    fat5__ft *f = t->ft;
+    const fat5__ftrows *v = &f->val;
+    const fat5_model_config *mc = &t->m->cfg;
+    int task = fat5__task_of(&t->cfg);
+    int64_t n = f->n_val_text, L = mc->num_labels, i, j, nb, *bat = NULL, *tp = NULL, *fp = NULL, *fn = NULL;
+    int64_t right = 0, total = 0, words = 0, *cu = NULL, *scratch = NULL, *refo = NULL;
+    int32_t *rows = NULL, *buf = NULL;
+    float *out = NULL;
+    char **gold_items = NULL, **pred_tags = NULL, **gold_tags = NULL, **preds = NULL, **refs = NULL, *gcopy = NULL;
+    double sq = 0, em = 0, f1 = 0;
+    fat5_problem pr = mc->problem_type == FAT5_PROBLEM_AUTO ? (L == 1 ? FAT5_PROBLEM_REGRESSION : FAT5_PROBLEM_SINGLE_LABEL)
+                                                            : mc->problem_type;
+    fat5__sb *P = &f->pred;
+    fat5_status st = FAT5_OK;
+    if (n == 0) return FAT5_OK;
+    rows = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)n * sizeof *rows));
+    bat = FAT5__CAST(int64_t *, fat5__malloc(ctx, (size_t)(n + 1) * sizeof *bat));
+    buf = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)(2 * (n + 1) + f->budget_e + f->buf_pay) * sizeof *buf));
+    out = FAT5__CAST(float *, fat5__malloc(ctx, (size_t)((f->budget_e + n) * (L > 2 ? L : 2)) * sizeof *out));
+    tp = FAT5__CAST(int64_t *, fat5__calloc(ctx, (size_t)(3 * (L + 1)), sizeof *tp));
+    cu = FAT5__CAST(int64_t *, fat5__calloc(ctx, (size_t)(n + 1), sizeof *cu));
+    gcopy = FAT5__CAST(char *, fat5__malloc(ctx, v->n_text + 1));
+    if (!rows || !bat || !buf || !out || !tp || !cu || !gcopy) {
+        st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "evaluate: out of memory");
+        goto done;
+    }
+    fp = tp + L + 1;
+    fn = fp + L + 1;
+    memcpy(gcopy, v->text, v->n_text);
+    if (task == FAT5__TASK_TOKENS) {   // the words: the first pieces (payload != -100)
+        for (i = 0; i < n; i++) {
+            const int32_t *pay = v->ids + v->at[i] + fat5__ftrow_in(v, i);
+            int64_t e = fat5__ftrow_tgt(v, i);
+            for (j = 0; j < e; j++) words += pay[j] != -100;
+            cu[i + 1] = words;
+        }
+        pred_tags = FAT5__CAST(char **, fat5__calloc(ctx, (size_t)(2 * words + 1), sizeof *pred_tags));
+        scratch = FAT5__CAST(int64_t *, fat5__malloc(ctx, (size_t)(6 * (words + n) + 6) * sizeof *scratch));
+        if (!pred_tags || !scratch) {
+            st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "evaluate: out of memory");
+            goto done;
+        }
+        gold_tags = pred_tags + words;
+    }
+    if (task == FAT5__TASK_QA) {
+        preds = FAT5__CAST(char **, fat5__calloc(ctx, (size_t)n, sizeof *preds));
+        refs = FAT5__CAST(char **, fat5__calloc(ctx, v->n_text + 1, sizeof *refs));
+        refo = FAT5__CAST(int64_t *, fat5__calloc(ctx, (size_t)(n + 1), sizeof *refo));
+        if (!preds || !refs || !refo) {
+            st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "evaluate: out of memory");
+            goto done;
+        }
+    }
+    P->len = 0;
+    for (i = 0; i < n; i++) rows[i] = (int32_t)i;
+    nb = fat5__ft_pack(v, rows, n, t->cfg.per_device_eval_batch_size, f->budget_e, f->budget_d, bat);
+    for (j = 0; j < nb && !st; j++) {
+        fat5_batch b;
+        int64_t R = 0, C = 0, k, a = bat[j], m = bat[j + 1] - bat[j], tok0 = 0;
+        if ((st = fat5__ft_fill(v, rows + a, m, buf, &b))) break;
+        t->m->no_grad = 1;
+        st = fat5_model_forward(t->m, &b, NULL, NULL);
+        t->m->no_grad = 0;
+        if (st || (st = fat5_model_get_head_output(t->m, NULL, 0, &R, &C)) ||
+            (st = fat5_model_get_head_output(t->m, out, R * C, NULL, NULL)))
+            break;
+        for (k = 0; k < m && !st; k++) {   // row a + k: its outputs from row k (classify) or token tok0
+            int64_t row = a + k, e = fat5__ftrow_in(v, row), y;
+            const int32_t *pay = v->ids + v->at[row] + e;
+            const char *input = v->text + v->text_at[row], *gtext = gcopy + (v->text_at[row] + (int64_t)strlen(input) + 1);
+            const float *o = out + (task == FAT5__TASK_CLASSIFY ? k * C : tok0 * C);
+            fat5__sb_puts(P, "{\"input\": ");
+            fat5__sb_json_string(P, input);
+            fat5__sb_puts(P, ", \"label\": ");
+            fat5__sb_json_string(P, v->text + v->text_at[row] + strlen(input) + 1);
+            fat5__sb_puts(P, ", \"prediction\": ");
+            if (task == FAT5__TASK_CLASSIFY && pr == FAT5_PROBLEM_SINGLE_LABEL) {
+                for (y = 0, i = 1; i < L; i++) y = o[i] > o[y] ? i : y;
+                right += y == pay[0];
+                tp[y] += y == pay[0];
+                fp[y] += y != pay[0];
+                fn[pay[0]] += y != pay[0];
+                fat5__sb_json_string(P, fat5_model_label_name(t->m, y));
+                total++;
+            } else if (task == FAT5__TASK_CLASSIFY && pr == FAT5_PROBLEM_MULTI_LABEL) {
+                int all = 1, first = 1;
+                fat5__sb_puts(P, "[");
+                for (i = 0; i < L; i++) {
+                    float g;
+                    int yp = o[i] > 0, yg;
+                    memcpy(&g, &pay[i], 4);
+                    yg = g > 0.5f;
+                    all &= yp == yg;
+                    tp[i] += yp && yg;
+                    fp[i] += yp && !yg;
+                    fn[i] += !yp && yg;
+                    if (yp) {
+                        fat5__sb_puts(P, first ? "" : ", ");
+                        fat5__sb_json_string(P, fat5_model_label_name(t->m, i));
+                        first = 0;
+                    }
+                }
+                fat5__sb_puts(P, "]");
+                right += all;
+                total++;
+            } else if (task == FAT5__TASK_CLASSIFY) {   // regression
+                fat5__sb_puts(P, "[");
+                for (i = 0; i < L; i++) {
+                    float g;
+                    memcpy(&g, &pay[i], 4);
+                    sq += ((double)o[i] - g) * ((double)o[i] - g);
+                    fat5__sb_printf(P, "%s%.9g", i ? ", " : "", (double)o[i]);
+                }
+                fat5__sb_puts(P, "]");
+                total += L;
+            } else if (task == FAT5__TASK_TOKENS) {   // each word's first piece
+                int64_t w = cu[row];
+                fat5__sb_puts(P, "[");
+                for (i = 0; i < e; i++) {
+                    int64_t c2;
+                    if (pay[i] == -100) continue;
+                    for (y = 0, c2 = 1; c2 < L; c2++) y = o[i * C + c2] > o[i * C + y] ? c2 : y;
+                    pred_tags[w] = FAT5__CAST(char *, (void *)(uintptr_t)fat5_model_label_name(t->m, y));
+                    gold_tags[w] = FAT5__CAST(char *, (void *)(uintptr_t)fat5_model_label_name(t->m, pay[i]));
+                    right += y == pay[i];
+                    fat5__sb_puts(P, w > cu[row] ? ", " : "");
+                    fat5__sb_json_string(P, pred_tags[w]);
+                    w++;
+                }
+                total += w - cu[row];
+                fat5__sb_puts(P, "]");
+            } else {   // qa: the best span of at most FAT5__QA_MAX_ANSWER pieces inside the context
+                const int64_t *off = f->val_off + f->val_off_at[row];
+                int64_t c0 = (int64_t)(strstr(input, " context: ") - input) + 10, bs = -1, be = -1, s2, e2;
+                double best = -INFINITY;
+                for (s2 = 0; s2 < e; s2++) {
+                    if (off[2 * s2 + 1] <= off[2 * s2] || off[2 * s2] < c0) continue;
+                    for (e2 = s2; e2 < e && e2 < s2 + FAT5__QA_MAX_ANSWER; e2++) {
+                        double sc = (double)o[2 * s2] + (double)o[2 * e2 + 1];
+                        if (off[2 * e2 + 1] > off[2 * e2] && sc > best) best = sc, bs = s2, be = e2;
+                    }
+                }
+                if (bs >= 0) {
+                    size_t pl = (size_t)(off[2 * be + 1] - off[2 * bs]);
+                    preds[row] = FAT5__CAST(char *, fat5__malloc(ctx, pl + 1));
+                    if (preds[row]) {
+                        memcpy(preds[row], input + off[2 * bs], pl);
+                        preds[row][pl] = 0;
+                    }
+                } else {
+                    preds[row] = fat5__strdup(ctx, "");
+                }
+                if (!preds[row]) st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "evaluate: out of memory");
+                else fat5__sb_json_string(P, preds[row]);
+                refo[row + 1] = refo[row] + fat5__task_split(FAT5__CAST(char *, (void *)(uintptr_t)gtext), refs + refo[row],
+                                                             (int64_t)v->n_text + 1 - refo[row]);
+            }
+            fat5__sb_puts(P, "}\n");
+            tok0 += e;
+        }
+    }
+    if (st) goto done;
+    gold_items = NULL;
+    mr->has_predict = 1;
+    if (task == FAT5__TASK_CLASSIFY && pr != FAT5_PROBLEM_REGRESSION) {
+        // macro-F1 as scikit-learn's: the classes in the gold or the predictions (multi-label: every
+        // label), 0 for a class without predictions or gold rows
+        double sum = 0;
+        int64_t k = 0;
+        for (i = 0; i < L; i++) {
+            if (pr == FAT5_PROBLEM_SINGLE_LABEL && tp[i] + fp[i] + fn[i] == 0) continue;
+            sum += tp[i] ? 2.0 * (double)tp[i] / (double)(2 * tp[i] + fp[i] + fn[i]) : 0.0;
+            k++;
+        }
+        mr->eval_accuracy = total ? 100.0 * (double)right / (double)total : 0;
+        mr->eval_macro_f1 = k ? 100.0 * sum / (double)k : 0;
+    } else if (task == FAT5__TASK_CLASSIFY) {
+        mr->eval_mse = total ? sq / (double)total : 0;
+    } else if (task == FAT5__TASK_TOKENS) {
+        double p = 0, r = 0, ff = 0;
+        fat5__task_seqeval((const char *const *)pred_tags, (const char *const *)gold_tags, cu, n, scratch, &p, &r, &ff);
+        mr->eval_precision = 100 * p;
+        mr->eval_recall = 100 * r;
+        mr->eval_f1 = 100 * ff;
+        mr->eval_accuracy = total ? 100.0 * (double)right / (double)total : 0;
+    } else {
+        if ((st = fat5_metric_squad_corpus(ctx, (const char *const *)preds, n, (const char *const *)refs, refo, &em, &f1)))
+            goto done;
+        mr->eval_exact_match = em;
+        mr->eval_f1 = f1;
+    }
+    if (P->oom) {
+        P->oom = 0;
+        P->len = 0;
+        st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "evaluate: out of memory for the predictions");
+    }
+done:
+    for (i = 0; preds && i < n; i++) fat5__free(ctx, preds[i]);
+    fat5__free(ctx, preds);
+    fat5__free(ctx, refs);
+    fat5__free(ctx, refo);
+    fat5__free(ctx, gold_items);
+    fat5__free(ctx, pred_tags);
+    fat5__free(ctx, scratch);
+    fat5__free(ctx, gcopy);
+    fat5__free(ctx, cu);
+    fat5__free(ctx, tp);
+    fat5__free(ctx, out);
+    fat5__free(ctx, buf);
+    fat5__free(ctx, bat);
+    fat5__free(ctx, rows);
+    return st;
+}
+// =============================================================================================
+// ==[9.5] run: the developer interface, what the benchmarks and checks of dev/ reach beyond the API ==
 //
 // dev/bench and dev/dist_check link the one compiled implementation (build/fat5_impl.o) like every
 // other program; the library's own helpers are static there, so what they need beyond the public

@@ -911,6 +911,23 @@ typedef struct fat5_train_config {
     const char *metric_for_best_model;   // loss (default), exact_match, f1, rouge1, rouge2, rougeL,
                                          // rougeLsum, bleu, gen_len (an "eval_" prefix is allowed)
     int greater_is_better;        // 1 / 0; -1 (default): 0 for loss, else 1
+    // task heads (docs/tasks.md): task classify, token-classify or qa trains a head (fat5_head) on
+    // the stacks of `init` (fat5_model_load_head: the head made anew unless init has it) with JSON
+    // Lines rows; evaluations score its predictions (accuracy, F1, exact match)
+    const char *task;             // "seq2seq" (default: (input, target) pairs), "classify", "token-classify", "qa"
+    const char *classifier;       // classify: "encoder" (fat5's encoder-only classifier, default) or "t5"
+                                  // (T5ForSequenceClassification)
+    const char *text_column_names;// classify: the text fields, comma-separated, joined with a space ("text");
+                                  // token-classify: the words' field ("tokens")
+    const char *label_column_name;// classify: "label"; token-classify: "ner_tags"
+    const char *label_file;       // the class names, one a line (class i on line i); none: the training
+                                  // rows' names, sorted (integer labels: as they are)
+    const char *question_column_name, *context_column_name, *answer_column_name;  // qa: "question",
+                                  // "context", "answers" (SQuAD's {"text": [...], "answer_start": [...]})
+    const char *pooling;          // classify with the encoder classifier: "eos" (default), "mean", "first"
+    const char *problem_type;     // classify: "single_label_classification", "multi_label_classification",
+                                  // "regression"; none: from the labels (lists: multi-label, floats: regression)
+    double classifier_dropout;    // the head's dropout (0)
 } fat5_train_config;
 
 // Defaults: FAT5's recipe (UL2 mixture, AdamWScale, cosine) on a FAT5-small-shaped byte model.
@@ -961,6 +978,13 @@ typedef struct fat5_train_metrics {
     int has_generate;
     double eval_exact_match, eval_f1, eval_rouge1, eval_rouge2, eval_rougeL, eval_rougeLsum, eval_bleu, eval_gen_len;
     int64_t eval_samples;         // validation rows of the evaluation
+    // a task head's evaluation (task classify, token-classify, qa), in percent as Hugging Face's
+    // run_classification / run_ner / run_qa report them: accuracy (classify: of the rows; multi-label:
+    // rows with every label right; token-classify: of the words), macro_f1 (classify), precision,
+    // recall and f1 (token-classify: entities, as seqeval; f1 also SQuAD's for qa), exact_match (qa),
+    // mse (regression)
+    int has_predict;
+    double eval_accuracy, eval_macro_f1, eval_precision, eval_recall, eval_mse;
     int is_best;                  // the checkpoint saved after this step is the best so far (OUTPUT_DIR/best)
     double epoch_f;               // fine-tuning: passes over the training rows, fractional
 } fat5_train_metrics;
@@ -1162,6 +1186,14 @@ FAT5_API void fat5_tokenizer_destroy(fat5_tokenizer *t);
 // the context's allocator (release it with fat5_free); *n_ids gets its length.
 FAT5_API fat5_status fat5_tokenize(fat5_tokenizer *t, const char *text, size_t len, const char *pair,
                                    size_t pair_len, int flags, int32_t **ids, int64_t *n_ids);
+// Like fat5_tokenize, with each token's span in `text`: offsets [2 n] = (start, end) byte
+// offsets of token i, as tokenizers' Encoding.offsets gives them for the same text but in
+// bytes of the UTF-8 input (HF counts characters; ours are byte offsets into text). Special
+// tokens the template adds (EOS) get (0, 0). *ids and *offsets are allocated with the ctx
+// allocator (fat5_free). A SentencePiece model file gives sentencepiece's spans (the pieces'
+// begin / end of its EncodeAsProto; docs/tokenizers.md).
+FAT5_API fat5_status fat5_tokenize_offsets(fat5_tokenizer *t, const char *text, size_t len, int flags,
+                                           int32_t **ids, int64_t **offsets, int64_t *n);
 // The ids fat5_tokenize gives for text alone (no pair), handed to emit in order, a run at a time
 // (the run is valid during the call), as they are made: a long text is tokenized in parts with
 // scratch memory that does not grow with its length (docs/tokenizers.md), and its ids need not

@@ -1,5 +1,5 @@
 // =============================================================================================
-// ==[9.4] run: the developer interface, what the benchmarks and checks of dev/ reach beyond the API ==
+// ==[9.5] run: the developer interface, what the benchmarks and checks of dev/ reach beyond the API ==
 //
 // dev/bench and dev/dist_check link the one compiled implementation (build/fat5_impl.o) like every
 // other program; the library's own helpers are static there, so what they need beyond the public

@@ -428,6 +428,35 @@ static fat5_status fat5__head_backward(fat5_model *m, float gs, int below) {
                   1.0f, 0.0f);
 }
 
+// The targets a batch's loss counts (they weight its micro-batch in a step): the labels that are
+// not -100 (LM, single-label and token classifiers), the answers inside their sequence (QA), the
+// sequences (regression, multi-label), the tokens (ENCODER)
+static int64_t fat5__batch_targets(const fat5_model *m, const fat5_batch *b) {
+    const fat5_model_config *c = &m->cfg;
+    int64_t n = 0, i, s;
+    if (c->head == FAT5_HEAD_LM) {
+        for (i = 0; b->labels && i < b->n_dec_tokens; i++) n += b->labels[i] != -100;
+        return n;
+    }
+    if (c->head == FAT5_HEAD_ENCODER) return b->head_targets ? b->n_enc_tokens : 0;
+    if (!b->head_labels) return b->head_targets ? b->n_seq : 0;
+    if (c->head == FAT5_HEAD_QA) {
+        for (s = 0; s < b->n_seq; s++)
+            n += b->head_labels[2 * s] < b->enc_cu_seqlens[s + 1] - b->enc_cu_seqlens[s];
+        return n;
+    }
+    for (i = 0; i < (c->head == FAT5_HEAD_TOKEN_CLS ? b->n_enc_tokens : b->n_seq); i++) n += b->head_labels[i] != -100;
+    return n;
+}
+
+// elements of a head batch's head_labels and head_targets (4 bytes each; 0 for NULL ones)
+static void fat5__batch_head_len(const fat5_model_config *c, const fat5_batch *b, int64_t *n_labels, int64_t *n_targets) {
+    *n_labels = !b->head_labels ? 0 : c->head == FAT5_HEAD_TOKEN_CLS ? b->n_enc_tokens
+                : c->head == FAT5_HEAD_QA ? 2 * b->n_seq : b->n_seq;
+    *n_targets = !b->head_targets ? 0 : c->head == FAT5_HEAD_ENCODER ? b->n_enc_tokens * c->d_model
+                 : b->n_seq * c->num_labels;
+}
+
 FAT5_API fat5_status fat5_model_get_head_output(fat5_model *m, float *dst, int64_t n, int64_t *rows, int64_t *cols) {
     const fat5_model_config *c;
     int64_t R, L;

@@ -51,9 +51,22 @@ static const char fat5__finetune_options[] =
     "generation_max_length: generated length, Hugging Face's max_length (start token included; 0: max_labels_length)\n"
     "generation_num_beams: beams at evaluation (1: greedy)\n"
     "max_eval_samples: validation rows an evaluation uses (0: all)\n"
-    "metric_for_best_model: loss, exact_match, f1, rouge1, rouge2, rougeL, rougeLsum, bleu or gen_len:\n"
+    "metric_for_best_model: loss, exact_match, f1, rouge1, rouge2, rougeL, rougeLsum, bleu or gen_len (tasks:\n"
+    "  accuracy, macro_f1, mse, precision, recall, f1, exact_match):\n"
     "  OUTPUT_DIR/best names the best checkpoint by it\n"
-    "greater_is_better: a greater metric_for_best_model is the better one (true or false)\n";
+    "greater_is_better: a greater metric_for_best_model is the better one (true or false)\n"
+    "task: seq2seq ((input, target) pairs, the default), classify (a class or labels per row), token-classify (a\n"
+    "  tag per word) or qa (extractive question answering): the last three train a head (docs/tasks.md)\n"
+    "classifier: classify with fat5's encoder-only classifier (encoder, the default) or T5ForSequenceClassification (t5)\n"
+    "text_column_names: classify: the text fields, comma-separated, joined by a space (text); token-classify: the\n"
+    "  words' field (tokens)\n"
+    "label_column_name: the label's field (classify: label; token-classify: ner_tags)\n"
+    "label_file: the class names, one a line (none: the training rows' names, sorted; integer labels as they are)\n"
+    "question_column_name, context_column_name, answer_column_name: qa's fields (question, context, answers)\n"
+    "pooling: the encoder classifier's sequence state: eos (its last EOS), mean or first\n"
+    "problem_type: classify: single_label_classification, multi_label_classification or regression (none: from\n"
+    "  the labels: lists are multi-label, floats regression)\n"
+    "classifier_dropout: the head's dropout rate (0)\n";
 
 FAT5_API const char *fat5_finetune_option_names(void) { return fat5__finetune_options; }
 
@@ -73,7 +86,8 @@ static int fat5__ft_bool(const char *v, int *out) {
 
 // The metric a name means (an "eval_" prefix allowed); -1 when none. Index into fat5__ft_metric_names.
 static const char *const fat5__ft_metric_names[] = {"loss", "exact_match", "f1", "rouge1", "rouge2",
-                                                    "rougeL", "rougeLsum", "bleu", "gen_len"};
+                                                    "rougeL", "rougeLsum", "bleu", "gen_len", "accuracy",
+                                                    "macro_f1", "precision", "recall", "mse"};
 static int fat5__ft_metric_index(const char *name) {
     int i;
     if (!strncmp(name, "eval_", 5)) name += 5;
@@ -91,7 +105,12 @@ static double fat5__ft_metric_value(const fat5_train_metrics *r, int i) {
     case 5: return r->eval_rougeL;
     case 6: return r->eval_rougeLsum;
     case 7: return r->eval_bleu;
-    default: return r->eval_gen_len;
+    case 8: return r->eval_gen_len;
+    case 9: return r->eval_accuracy;
+    case 10: return r->eval_macro_f1;
+    case 11: return r->eval_precision;
+    case 12: return r->eval_recall;
+    default: return r->eval_mse;
     }
 }
 
@@ -107,6 +126,23 @@ static int fat5__ft_config_set(fat5_ctx *ctx, fat5_train_config *c, const char *
         {"summary_column", offsetof(fat5_train_config, summary_column)},
         {"source_prefix", offsetof(fat5_train_config, source_prefix)},
         {"tokenizer_name", offsetof(fat5_train_config, tokenizer_name)},
+        {"text_column_names", offsetof(fat5_train_config, text_column_names)},
+        {"label_column_name", offsetof(fat5_train_config, label_column_name)},
+        {"label_file", offsetof(fat5_train_config, label_file)},
+        {"question_column_name", offsetof(fat5_train_config, question_column_name)},
+        {"context_column_name", offsetof(fat5_train_config, context_column_name)},
+        {"answer_column_name", offsetof(fat5_train_config, answer_column_name)},
+    };
+    static const char *const tasks[] = {"seq2seq", "classify", "token-classify", "qa", NULL};
+    static const char *const classifiers[] = {"encoder", "t5", NULL};
+    static const char *const pools[] = {"eos", "mean", "first", NULL};
+    static const char *const problems[] = {"single_label_classification", "multi_label_classification", "regression",
+                                           NULL};
+    static const struct { const char *name; size_t off; const char *const *values; } choices[] = {
+        {"task", offsetof(fat5_train_config, task), tasks},
+        {"classifier", offsetof(fat5_train_config, classifier), classifiers},
+        {"pooling", offsetof(fat5_train_config, pooling), pools},
+        {"problem_type", offsetof(fat5_train_config, problem_type), problems},
     };
     size_t k;
     for (k = 0; k < sizeof strs / sizeof strs[0]; k++)
@@ -115,7 +151,16 @@ static int fat5__ft_config_set(fat5_ctx *ctx, fat5_train_config *c, const char *
             *ok = fat5__opt_str(ctx, v, dst);
             return 1;
         }
-    if (!strcmp(key, "per_device_train_batch_size")) *ok = fat5__opt_i64(v, 0, 1 << 30, &c->per_device_train_batch_size);
+    for (k = 0; k < sizeof choices / sizeof choices[0]; k++)
+        if (!strcmp(key, choices[k].name)) {
+            const char **dst = (const char **)(void *)((char *)c + choices[k].off);
+            int i;
+            for (i = 0; choices[k].values[i] && strcmp(v, choices[k].values[i]); i++) {}
+            *ok = choices[k].values[i] ? fat5__opt_str(ctx, v, dst) : 0;
+            return 1;
+        }
+    if (!strcmp(key, "classifier_dropout")) *ok = fat5__opt_f64(v, 0, 1, &c->classifier_dropout) && c->classifier_dropout < 1;
+    else if (!strcmp(key, "per_device_train_batch_size")) *ok = fat5__opt_i64(v, 0, 1 << 30, &c->per_device_train_batch_size);
     else if (!strcmp(key, "per_device_eval_batch_size")) *ok = fat5__opt_i64(v, 1, 1 << 20, &c->per_device_eval_batch_size);
     else if (!strcmp(key, "num_train_epochs")) *ok = fat5__opt_f64(v, 0, 1e9, &c->num_train_epochs);
     else if (!strcmp(key, "group_by_length")) *ok = fat5__ft_bool(v, &c->group_by_length);
@@ -148,6 +193,8 @@ typedef struct fat5__ftrows {
     char *text;          // rows with texts (validation): "input\0target\0" each
     int64_t *text_at;    // [n]: row r's input text in text (-1: none kept)
     size_t n_text, cap_text;
+    int pay;             // a task head's rows ([9.4]): after the input ids a payload, not target ids:
+                         // 1 int32 labels (fat5_batch.head_labels), 2 floats (head_targets); 0 pairs
 } fat5__ftrows;
 
 typedef struct fat5__ftkey { int64_t len; int32_t pos, row; } fat5__ftkey;   // a row to sort by length
@@ -175,8 +222,18 @@ struct fat5__ft {
     double best_value;
     int64_t eval_step;            // the step of the last evaluation (-1: none)
     double eval_value;            // its metric_for_best_model
-    fat5__sb pred;                // its predictions, JSON lines (predict_with_generate)
+    fat5__sb pred;                // its predictions, JSON lines (predict_with_generate, a task head's)
+    // a task head ([9.4])
+    int task;                     // FAT5__TASK_*
+    int64_t buf_pay;              // payload ints a batch holds at most (bbuf: instead of budget_d)
+    int64_t *val_off, *val_off_at;// qa: the validation rows' pieces' byte spans; row r's from val_off_at[r]
+    int64_t n_val_off, cap_val_off, cap_val_off_at;
 };
+
+// the task heads ([9.4], run_tasks.c)
+static int fat5__task_of(const fat5_train_config *c);
+static fat5_status fat5__task_read(fat5_trainer *t, const char *path, int is_val, int split);
+static fat5_status fat5__task_predict(fat5_trainer *t, fat5_train_metrics *mr);
 
 static void fat5__ftrows_free(fat5_ctx *ctx, fat5__ftrows *r) {
     fat5__free(ctx, r->ids);
@@ -559,11 +616,17 @@ static fat5_status fat5__ft_fill(const fat5__ftrows *r, const int32_t *rows, int
     memset(b, 0, sizeof *b);
     b->n_seq = n;
     b->n_enc_tokens = te;
-    b->n_dec_tokens = td;
     b->enc_cu_seqlens = ecu;
-    b->dec_cu_seqlens = dcu;
     b->enc_tokens = in;
-    b->labels = lab;
+    if (r->pay == 1) {   // a task head: the rows' payloads, concatenated, are its targets
+        b->head_labels = lab;
+    } else if (r->pay == 2) {
+        b->head_targets = (const float *)(const void *)lab;
+    } else {
+        b->n_dec_tokens = td;
+        b->dec_cu_seqlens = dcu;
+        b->labels = lab;
+    }
     return FAT5_OK;
 }
 
@@ -638,6 +701,8 @@ static void fat5__ft_destroy(fat5_trainer *t) {
     fat5__free(t->ctx, f->keys);
     fat5__free(t->ctx, f->bbuf);
     fat5__sb_free(&f->pred);
+    fat5__free(t->ctx, f->val_off);
+    fat5__free(t->ctx, f->val_off_at);
     fat5__free(t->ctx, f);
     t->ft = NULL;
 }
@@ -662,8 +727,21 @@ static fat5_status fat5__ft_open(fat5_trainer *t) {
     f->seed = c->seed;
     f->metric = fat5__ft_metric_index(c->metric_for_best_model[0] ? c->metric_for_best_model : "loss");
     if (f->metric < 0) f->metric = 0;
-    f->greater = c->greater_is_better >= 0 ? c->greater_is_better : f->metric != 0;
-    if (f->metric != 0 && !c->predict_with_generate)
+    f->task = fat5__task_of(c);
+    f->greater = c->greater_is_better >= 0 ? c->greater_is_better : f->metric != 0 && f->metric != 13;
+    if (f->metric != 0 && f->task) {   // the scores each task reports
+        static const unsigned ok[4] = {0, 1u << 9 | 1u << 10 | 1u << 13, 1u << 2 | 1u << 9 | 1u << 11 | 1u << 12,
+                                       1u << 1 | 1u << 2};
+        if (!(ok[f->task] >> f->metric & 1u))
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "metric_for_best_model %s: task %s reports %s",
+                             fat5__ft_metric_names[f->metric], c->task,
+                             f->task == 1 ? "loss, accuracy, macro_f1 (mse for a regression)"
+                             : f->task == 2 ? "loss, precision, recall, f1, accuracy" : "loss, exact_match, f1");
+    }
+    if (!f->task && f->metric >= 9)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "metric_for_best_model %s is a task head's score (task classify, "
+                         "token-classify, qa)", fat5__ft_metric_names[f->metric]);
+    if (f->metric != 0 && !c->predict_with_generate && !f->task)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "metric_for_best_model %s is a score of generated text: it needs "
                          "predict_with_generate", fat5__ft_metric_names[f->metric]);
     if (c->ul2.enc_tokens < 1 || c->ul2.dec_tokens < 1 || c->ul2.max_enc_len < 0 || c->ul2.max_dec_len < 0)
@@ -682,8 +760,15 @@ static fat5_status fat5__ft_open(fat5_trainer *t) {
     }
     if (c->validation_file[0] && !fat5__is_file(c->validation_file) && !strchr(c->validation_file, ','))
         return fat5__err(ctx, FAT5_ERR_IO, "validation_file %s: no such file", c->validation_file);
-    if ((st = fat5__ft_read(t, c->train_file, 0, !c->validation_file[0] && c->eval_fraction > 0))) return st;
-    if (c->validation_file[0] && (st = fat5__ft_read(t, c->validation_file, 1, 0))) return st;
+    if (f->task) {   // JSON Lines rows of the task, their payloads after the input ids
+        f->train.pay = f->val.pay = t->m->cfg.problem_type == FAT5_PROBLEM_REGRESSION ||
+                                            t->m->cfg.problem_type == FAT5_PROBLEM_MULTI_LABEL ? 2 : 1;
+        if ((st = fat5__task_read(t, c->train_file, 0, !c->validation_file[0] && c->eval_fraction > 0))) return st;
+        if (c->validation_file[0] && (st = fat5__task_read(t, c->validation_file, 1, 0))) return st;
+    } else {
+        if ((st = fat5__ft_read(t, c->train_file, 0, !c->validation_file[0] && c->eval_fraction > 0))) return st;
+        if (c->validation_file[0] && (st = fat5__ft_read(t, c->validation_file, 1, 0))) return st;
+    }
     f->n_val_text = f->val.n;
     if (f->train.n == 0)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "train_file %s: no training rows (eval_fraction %g held out all %lld)",
@@ -699,6 +784,12 @@ static fat5_status fat5__ft_open(fat5_trainer *t) {
     f->max_rows = c->per_device_train_batch_size;
     f->budget_e = c->ul2.enc_tokens;
     f->budget_d = c->ul2.dec_tokens;
+    f->buf_pay = f->budget_d;
+    if (f->task) {   // payloads do not count against a budget: at most one per input token, or L per row
+        int64_t L = t->m->cfg.num_labels > 2 ? t->m->cfg.num_labels : 2;
+        f->budget_d = (int64_t)1 << 60;
+        f->buf_pay = f->budget_e * L;
+    }
     R = f->max_rows > 0 ? f->max_rows : n;
     f->perm = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)n * sizeof(int32_t)));
     f->tmp = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)n * sizeof(int32_t)));
@@ -706,13 +797,13 @@ static fat5_status fat5__ft_open(fat5_trainer *t) {
     f->bat = FAT5__CAST(int64_t *, fat5__malloc(ctx, (size_t)(n + 1) * sizeof(int64_t)));
     f->bat_tmp = FAT5__CAST(int64_t *, fat5__malloc(ctx, (size_t)(n + 1) * sizeof(int64_t)));
     f->keys = FAT5__CAST(fat5__ftkey *, fat5__malloc(ctx, (size_t)n * sizeof *f->keys));
-    f->bbuf = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)(2 * ((R < n ? R : n) + 1) + f->budget_e + f->budget_d) *
+    f->bbuf = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)(2 * ((R < n ? R : n) + 1) + f->budget_e + f->buf_pay) *
                                                           sizeof(int32_t)));
     if (!f->perm || !f->tmp || !f->order || !f->bat || !f->bat_tmp || !f->keys || !f->bbuf)
         return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fine-tuning: out of memory for the sampler (%lld rows)", (long long)n);
     // group_by_length's window: about FAT5__FT_WINDOW_BATCHES batches of the mean row
     est = f->budget_e * n / (f->train.sum_in > 0 ? f->train.sum_in : 1);
-    if (f->budget_d * n / (f->train.sum_tgt > 0 ? f->train.sum_tgt : 1) < est)
+    if (!f->task && f->budget_d * n / (f->train.sum_tgt > 0 ? f->train.sum_tgt : 1) < est)
         est = f->budget_d * n / (f->train.sum_tgt > 0 ? f->train.sum_tgt : 1);
     if (f->max_rows > 0 && f->max_rows < est) est = f->max_rows;
     if (est < 1) est = 1;
@@ -747,7 +838,7 @@ static fat5_status fat5__ft_eval_loss(fat5_trainer *t, double *loss) {
     fat5__train_join(t);
     rows = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)n * sizeof *rows));
     bat = FAT5__CAST(int64_t *, fat5__malloc(ctx, (size_t)(n + 1) * sizeof *bat));
-    buf = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)(2 * (n + 1) + f->budget_e + f->budget_d) * sizeof *buf));
+    buf = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)(2 * (n + 1) + f->budget_e + f->buf_pay) * sizeof *buf));
     if (!rows || !bat || !buf) {
         st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "evaluate: out of memory");
         goto done;
@@ -945,9 +1036,9 @@ static fat5_status fat5__ft_evaluate(fat5_trainer *t, int64_t step, fat5_train_m
     r->has_eval = 1;
     r->eval_samples = f->val.n;
     f->pred.len = 0;
-    if (t->cfg.predict_with_generate && t->rank == 0) {
+    if ((t->cfg.predict_with_generate || f->task) && t->rank == 0) {
         char path[4400];
-        if ((st = fat5__ft_generate(t, r))) return st;
+        if ((st = f->task ? fat5__task_predict(t, r) : fat5__ft_generate(t, r))) return st;
         snprintf(path, sizeof path, "%s/eval_predictions.jsonl", t->cfg.output_dir);
         if ((st = fat5_write_file_atomic(t->ctx, path, f->pred.buf ? f->pred.buf : "", f->pred.len))) return st;
     }
@@ -958,9 +1049,26 @@ static fat5_status fat5__ft_evaluate(fat5_trainer *t, int64_t step, fat5_train_m
 
 // The step's fine-tuning keys of metrics.jsonl: the epoch, and an evaluation's scores.
 static void fat5__ft_log(fat5_trainer *t, fat5__sb *b, const fat5_train_metrics *r) {
-    (void)t;
     fat5__json_num(b, "epoch", r->epoch_f);
     if (r->has_eval) fat5__sb_printf(b, ", \"eval_samples\": %lld", (long long)r->eval_samples);
+    if (r->has_predict) {   // a task head's scores
+        int task = t->ft->task;
+        fat5_problem pr = t->m->cfg.problem_type;
+        if (task == 1 && (pr == FAT5_PROBLEM_REGRESSION || (pr == FAT5_PROBLEM_AUTO && t->m->cfg.num_labels == 1))) {
+            fat5__json_num(b, "eval_mse", r->eval_mse);
+        } else if (task == 1) {
+            fat5__json_num(b, "eval_accuracy", r->eval_accuracy);
+            fat5__json_num(b, "eval_macro_f1", r->eval_macro_f1);
+        } else if (task == 2) {
+            fat5__json_num(b, "eval_precision", r->eval_precision);
+            fat5__json_num(b, "eval_recall", r->eval_recall);
+            fat5__json_num(b, "eval_f1", r->eval_f1);
+            fat5__json_num(b, "eval_accuracy", r->eval_accuracy);
+        } else {
+            fat5__json_num(b, "eval_exact_match", r->eval_exact_match);
+            fat5__json_num(b, "eval_f1", r->eval_f1);
+        }
+    }
     if (!r->has_generate) return;
     fat5__json_num(b, "eval_exact_match", r->eval_exact_match);
     fat5__json_num(b, "eval_f1", r->eval_f1);
@@ -980,7 +1088,7 @@ static void fat5__ft_log(fat5_trainer *t, fat5__sb *b, const fat5_train_metrics 
 static fat5_status fat5__ft_save_files(fat5_trainer *t, const char *tmp, int64_t step) {
     fat5__ft *f = t->ft;
     char path[4400];
-    if (f->eval_step != step || !t->cfg.predict_with_generate || !f->pred.buf) return FAT5_OK;
+    if (f->eval_step != step || !(t->cfg.predict_with_generate || f->task) || !f->pred.buf) return FAT5_OK;
     snprintf(path, sizeof path, "%s/predictions.jsonl", tmp);
     return fat5_write_file_atomic(t->ctx, path, f->pred.buf, f->pred.len);
 }

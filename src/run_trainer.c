@@ -440,6 +440,8 @@ struct fat5_trainer {
     fat5__ft *ft;                      // fine-tuning on pairs (train_file), else NULL: UL2 over `data`
 };
 
+static int fat5__task_of(const fat5_train_config *c);         // the task heads ([9.4])
+static fat5_status fat5__task_model(fat5_trainer *t);
 static fat5_status fat5__ft_next_batch(fat5_trainer *t, fat5_batch *b);
 static fat5_status fat5__ft_get_state(const fat5_trainer *t, char *buf, size_t cap);
 static fat5_status fat5__ft_set_state(fat5_trainer *t, const char *state);
@@ -475,9 +477,13 @@ FAT5_API int fat5_train_done(const fat5_trainer *t) {
     return !t || fat5_optim_get_step(t->o) >= t->cfg.optim.total_steps;
 }
 
-static fat5_status fat5__tbatch_copy(fat5_ctx *ctx, fat5__tbatch *d, const fat5_batch *s) {
+// a copy of batch s into d's buffer (its head's targets too: c, the model's config)
+static fat5_status fat5__tbatch_copy(fat5_ctx *ctx, const fat5_model_config *c, fat5__tbatch *d, const fat5_batch *s) {
     size_t ns = (size_t)s->n_seq + 1, te = (size_t)s->n_enc_tokens, td = (size_t)s->n_dec_tokens;
-    size_t need = 2 * ns + te + 2 * td;
+    int64_t nl, nt;
+    size_t need;
+    fat5__batch_head_len(c, s, &nl, &nt);
+    need = 2 * ns + te + 2 * td + (size_t)nl + (size_t)nt;
     if (need > d->cap) {
         int32_t *nb = FAT5__CAST(int32_t *, fat5__realloc(ctx, d->buf, need * sizeof *nb));
         if (!nb) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory for a batch");
@@ -486,13 +492,25 @@ static fat5_status fat5__tbatch_copy(fat5_ctx *ctx, fat5__tbatch *d, const fat5_
     }
     d->b = *s;
     memcpy(d->buf, s->enc_cu_seqlens, ns * 4);
-    memcpy(d->buf + ns, s->dec_cu_seqlens, ns * 4);
     memcpy(d->buf + 2 * ns, s->enc_tokens, te * 4);
-    memcpy(d->buf + 2 * ns + te, s->labels, td * 4);
     d->b.enc_cu_seqlens = d->buf;
-    d->b.dec_cu_seqlens = d->buf + ns;
     d->b.enc_tokens = d->buf + 2 * ns;
-    d->b.labels = d->buf + 2 * ns + te;
+    if (s->dec_cu_seqlens) {
+        memcpy(d->buf + ns, s->dec_cu_seqlens, ns * 4);
+        d->b.dec_cu_seqlens = d->buf + ns;
+    }
+    if (s->labels) {
+        memcpy(d->buf + 2 * ns + te, s->labels, td * 4);
+        d->b.labels = d->buf + 2 * ns + te;
+    }
+    if (nl) {   // a task head's targets, after everything else
+        memcpy(d->buf + 2 * ns + te + 2 * td, s->head_labels, (size_t)nl * 4);
+        d->b.head_labels = d->buf + 2 * ns + te + 2 * td;
+    }
+    if (nt) {
+        memcpy(d->buf + 2 * ns + te + 2 * td + nl, s->head_targets, (size_t)nt * 4);
+        d->b.head_targets = (const float *)(const void *)(d->buf + 2 * ns + te + 2 * td + nl);
+    }
     d->b.dec_tokens = NULL;
     if (s->dec_tokens) {
         memcpy(d->buf + 2 * ns + te + td, s->dec_tokens, td * 4);
@@ -734,9 +752,8 @@ static void fat5__tgroup_draw(fat5_trainer *t, fat5__tgroup *g) {
             continue;
         }
         g->flops += 3 * fat5__batch_flops(&t->m->cfg, &b);
-        g->n_labels[i] = 0;
-        for (j = 0; j < b.n_dec_tokens; j++) g->n_labels[i] += b.labels[j] != -100;
-        g->st = fat5__tbatch_copy(t->dctx, &g->mb[i], &b);
+        g->n_labels[i] = fat5__batch_targets(t->m, &b);
+        g->st = fat5__tbatch_copy(t->dctx, &t->m->cfg, &g->mb[i], &b);
     }
     g->epoch_f = t->ft ? fat5__ft_epoch(t) : 0;
     if (!pool || g->st) return;
@@ -806,12 +823,19 @@ static double fat5__seq_flops(const fat5_model_config *c, double le, double ld) 
 }
 
 // ... and of a packed batch: the sum over its sequences.
+// (a task head: the decoder's input is the input's when it has a decoder; its own products, a few
+// outputs per row or token, are left out, as is the lm_head of the LM's formula)
 static double fat5__batch_flops(const fat5_model_config *c, const fat5_batch *b) {
-    double f = 0;
+    double f = 0, D = (double)c->d_model, V = (double)c->vocab_size;
     int64_t s;
-    for (s = 0; s < b->n_seq; s++)
-        f += fat5__seq_flops(c, (double)(b->enc_cu_seqlens[s + 1] - b->enc_cu_seqlens[s]),
-                             (double)(b->dec_cu_seqlens[s + 1] - b->dec_cu_seqlens[s]));
+    int lm = c->head == FAT5_HEAD_LM, dec = fat5__head_has_decoder(c->head);
+    fat5_model_config e = *c;
+    if (!dec) e.num_decoder_layers = 0;   // an encoder-only head
+    for (s = 0; s < b->n_seq; s++) {
+        double le = (double)(b->enc_cu_seqlens[s + 1] - b->enc_cu_seqlens[s]);
+        double ld = lm ? (double)(b->dec_cu_seqlens[s + 1] - b->dec_cu_seqlens[s]) : dec ? le : 0;
+        f += fat5__seq_flops(&e, le, ld) - (lm ? 0 : 2.0 * ld * D * V);
+    }
     return f;
 }
 
@@ -1490,17 +1514,20 @@ FAT5_API void fat5_train_destroy(fat5_trainer *t) {
 // copies of them; none becomes "".
 static fat5_status fat5__train_keep_strings(fat5_trainer *t) {
     fat5_train_config *c = &t->cfg;
-    const char **s[15];
+    const char **s[25];
     size_t n = 0, at = 0;
     int i;
     s[0] = &c->data, s[1] = &c->init, s[2] = &c->attention, s[3] = &c->output_dir, s[4] = &c->resume;
     s[5] = &c->rendezvous, s[6] = &c->freeze, s[7] = &c->save_tokenizer;
     s[8] = &c->train_file, s[9] = &c->validation_file, s[10] = &c->text_column, s[11] = &c->summary_column;
     s[12] = &c->source_prefix, s[13] = &c->tokenizer_name, s[14] = &c->metric_for_best_model;
-    for (i = 0; i < 15; i++) n += (*s[i] ? strlen(*s[i]) : 0) + 1;
+    s[15] = &c->task, s[16] = &c->classifier, s[17] = &c->text_column_names, s[18] = &c->label_column_name;
+    s[19] = &c->label_file, s[20] = &c->question_column_name, s[21] = &c->context_column_name;
+    s[22] = &c->answer_column_name, s[23] = &c->pooling, s[24] = &c->problem_type;
+    for (i = 0; i < 25; i++) n += (*s[i] ? strlen(*s[i]) : 0) + 1;
     if (!(t->strs = FAT5__CAST(char *, fat5__malloc(t->ctx, n))))
         return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "trainer: out of memory");
-    for (i = 0; i < 15; i++) {
+    for (i = 0; i < 25; i++) {
         size_t k = *s[i] ? strlen(*s[i]) : 0;
         if (k) memcpy(t->strs + at, *s[i], k);
         t->strs[at + k] = 0;
@@ -1585,6 +1612,10 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
     if (t->m &&
         (st = fat5_model_set_dropout_rate(t->m, t->cfg.model.dropout_rate, t->cfg.model.attention_dropout_rate)))
         goto fail;
+    if (fat5__task_of(&t->cfg) != 0) {   // a task head ([9.4]): the model under it, before a resume compares
+        if (!t->m && (st = fat5_model_create(ctx, &t->cfg.model, cfg->seed, &t->m))) goto fail;
+        if ((st = fat5__task_model(t))) goto fail;
+    }
     if (dir[0]) {
         fat5_model *r = NULL;
         char *a = NULL, *b = NULL;

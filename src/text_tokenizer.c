@@ -581,6 +581,7 @@ struct fat5_tokenizer {
     fat5__tstep *norm, *pre, *dec;
     int n_norm, n_pre, n_dec, has_decoder;
     int fuse_unk, ignore_merges;
+    int bl_trim;               // a ByteLevel post-processor trims spans: 1, 2 with add_prefix_space (0: none)
     uint32_t cs_prefix, eow_suffix;     // BPE continuing_subword_prefix / end_of_word_suffix (0: none)
     uint32_t cs_prefix_len, eow_suffix_len;
     fat5__merge *merges;       // open-addressing table
@@ -601,12 +602,24 @@ struct fat5_tokenizer {
     void *emit_user;
     int emit_failed;           // the receiver returned an error (its message stands)
     int prev_unk;              // sentencepiece: the last piece emitted was unknown
+    uint32_t spm_fin;          // sentencepiece with spans: the input offset after the normalised text
     // scratch, reused by every call
     fat5__tbuf s0, s1, s2, s3, sn;
     fat5__ubuf o0, o1, o2, o3, on, ids, spl, spl2, ustate, nstate;   // ustate, nstate: automaton states
     void *lat;                 // lattice: best scores, starts and ids
     size_t lat_cap;
     size_t uni_pos, uni_front, uni_init;   // the lattice in progress (fat5__uni_run)
+    // token spans (fat5_tokenize_offsets), carried only while want_off: beside each byte buffer of
+    // the tokenizer.json steps, the (start, end) span in the original text that tokenizers'
+    // alignments give its character (x0, x1 beside s0, s1; x3 beside s3; xn beside sn; xm beside s2);
+    // sentencepiece: x0 the input offset of each byte of the normalised window s0
+    int want_off;
+    fat5__ubuf x0, x1, x3, xn, xm, om;     // om: s2's byte -> offset of the input byte it comes from
+    fat5__ubuf spans;                      // the model's pieces: (start, end) bytes in the split
+    const char *span_base;                 // ... relative to this (the split's first byte)
+    fat5__ubuf offs;                       // the ids' (start, end) in the text, in step with them
+    fat5__ubuf trimc;                      // bl_trim: the ids' leading and trailing spaces (characters)
+    fat5__ubuf hspan;                      // BPE: each symbol's (start, end) in its word
 };
 
 static fat5_status fat5__tok_automata(fat5_tokenizer *t, int force);
@@ -655,6 +668,16 @@ FAT5_API void fat5_tokenizer_destroy(fat5_tokenizer *t) {
     fat5__free(ctx, t->o1.p);
     fat5__free(ctx, t->o2.p);
     fat5__free(ctx, t->o3.p);
+    fat5__free(ctx, t->x0.p);
+    fat5__free(ctx, t->x1.p);
+    fat5__free(ctx, t->x3.p);
+    fat5__free(ctx, t->xn.p);
+    fat5__free(ctx, t->xm.p);
+    fat5__free(ctx, t->om.p);
+    fat5__free(ctx, t->spans.p);
+    fat5__free(ctx, t->offs.p);
+    fat5__free(ctx, t->trimc.p);
+    fat5__free(ctx, t->hspan.p);
     fat5__free(ctx, t->ids.p);
     fat5__free(ctx, t->spl.p);
     fat5__free(ctx, t->spl2.p);
@@ -1432,11 +1455,20 @@ static int fat5__spm_user_state(fat5_tokenizer *t, const char *s, size_t n, fat5
     return 1;
 }
 
-// Normalises more of s[0..n), appending to o until it grew by want bytes or the text ends.
+// k copies of v appended to m (when not NULL)
+static int fat5__map_put(fat5_tokenizer *t, fat5__ubuf *m, size_t k, size_t v) {
+    while (m && k--)
+        if (!fat5__ubuf_push(t->ctx, m, (uint32_t)v)) return 0;
+    return 1;
+}
+
+// Normalises more of s[0..n), appending to o until it grew by want bytes or the text ends. With
+// spans wanted (m not NULL), m gets beside each byte of o the input offset of the text it comes
+// from (sentencepiece's norm_to_orig), and t->spm_fin the offset after the end once done.
 static fat5_status fat5__spm_norm_more(fat5_tokenizer *t, const char *s, size_t n, fat5__spm_norm *z, fat5__tbuf *o,
-                                       size_t want) {
+                                       size_t want, fat5__ubuf *m) {
     const char *ws = t->escape_ws ? "\xE2\x96\x81" : " ";
-    size_t wl = t->escape_ws ? 3 : 1, i, start = o->n;
+    size_t wl = t->escape_ws ? 3 : 1, i, start = o->n, fin = n;
     if (!fat5__tbuf_put(t->ctx, o, "", 0)) goto oom;
     if (z->done) return FAT5_OK;
     if (!z->begun) {
@@ -1455,7 +1487,8 @@ static fat5_status fat5__spm_norm_more(fat5_tokenizer *t, const char *s, size_t 
             z->done = 1;
             return FAT5_OK;
         }
-        if (!t->ws_suffix && t->add_dummy_prefix && !fat5__tbuf_put(t->ctx, o, ws, wl)) goto oom;
+        if (!t->ws_suffix && t->add_dummy_prefix && (!fat5__tbuf_put(t->ctx, o, ws, wl) || !fat5__map_put(t, m, wl, z->r)))
+            goto oom;
         z->prev_space = t->remove_extra_ws;
     }
     while (z->r < n && o->n - start < want) {
@@ -1470,7 +1503,9 @@ static fat5_status fat5__spm_norm_more(fat5_tokenizer *t, const char *s, size_t 
         }
         if (pl) {
             for (i = 0; i < pl; i++)
-                if (!(p[i] == ' ' ? fat5__tbuf_put(t->ctx, o, ws, wl) : fat5__tbuf_put(t->ctx, o, p + i, 1))) goto oom;
+                if (!(p[i] == ' ' ? fat5__tbuf_put(t->ctx, o, ws, wl) && fat5__map_put(t, m, wl, z->r)
+                                  : fat5__tbuf_put(t->ctx, o, p + i, 1) && fat5__map_put(t, m, 1, z->r)))
+                    goto oom;
             z->prev_space = p[pl - 1] == ' ';
         }
         z->r += k;
@@ -1478,8 +1513,13 @@ static fat5_status fat5__spm_norm_more(fat5_tokenizer *t, const char *s, size_t 
     }
     if (z->r == n) {
         if (t->remove_extra_ws)
-            while (o->n >= wl && memcmp(o->p + o->n - wl, ws, wl) == 0) o->p[o->n -= wl] = 0;
-        if (t->ws_suffix && t->add_dummy_prefix && !fat5__tbuf_put(t->ctx, o, ws, wl)) goto oom;
+            while (o->n >= wl && memcmp(o->p + o->n - wl, ws, wl) == 0) {
+                o->p[o->n -= wl] = 0;
+                if (m) fin = m->p[m->n = o->n];   // the text ends where the trailing spaces began
+            }
+        if (t->ws_suffix && t->add_dummy_prefix && (!fat5__tbuf_put(t->ctx, o, ws, wl) || !fat5__map_put(t, m, wl, fin)))
+            goto oom;
+        t->spm_fin = (uint32_t)fin;
         z->done = 1;
     }
     return FAT5_OK;
@@ -1513,17 +1553,34 @@ static size_t fat5__spm_bpe_cut(const fat5_tokenizer *t, const char *s, size_t n
     return 0;
 }
 
+// sentencepiece with spans: the input offset of the normalised window's byte at s + a (t->x0 the
+// window's map, t->span_base its start; past its end, the text's end)
+static uint32_t fat5__spm_orig(const fat5_tokenizer *t, const char *s, size_t a) {
+    size_t k = (size_t)(s - t->span_base) + a;
+    return k < t->x0.n ? t->x0.p[k] : t->spm_fin;
+}
+
 // the pieces (t->ids triples over s) as ids appended to out: unknown runs merged, or bytes with
-// byte fallback (t->prev_unk carries the last piece's kind from one part to the next)
+// byte fallback (t->prev_unk carries the last piece's kind from one part to the next); with spans
+// wanted, their spans appended to t->offs as sentencepiece gives them
 static fat5_status fat5__spm_post(fat5_tokenizer *t, const char *s, fat5__ubuf *out) {
-    size_t i;
+    size_t i, j;
     for (i = 0; i + 3 <= t->ids.n; i += 3) {
-        uint32_t a = t->ids.p[i], b = t->ids.p[i + 1];
+        uint32_t a = t->ids.p[i], b = t->ids.p[i + 1], oa = 0, ob = 0;
         int32_t id = (int32_t)t->ids.p[i + 2];
         int unk = id == t->unk_id;
+        if (t->want_off) {   // sentencepiece's spans: norm_to_orig at the piece's ends
+            oa = fat5__spm_orig(t, s, a);
+            ob = fat5__spm_orig(t, s, b);
+        }
         if (unk && t->byte_fallback) {   // the load made sure all 256 byte pieces exist
             if (!fat5__push_byte_pieces(t, s + a, b - a, out)) goto oom;
-        } else if (!(t->prev_unk && unk) && !fat5__ubuf_push(t->ctx, out, (uint32_t)id)) {
+            for (j = a; t->want_off && j < b; j++)   // the last byte holds the span, the others (start, start)
+                if (!fat5__ubuf_push(t->ctx, &t->offs, oa) || !fat5__ubuf_push(t->ctx, &t->offs, j + 1 == b ? ob : oa)) goto oom;
+        } else if (t->prev_unk && unk) {   // a run of unknowns: one piece
+            if (t->want_off && t->offs.n >= 2) t->offs.p[t->offs.n - 1] = ob;
+        } else if (!fat5__ubuf_push(t->ctx, out, (uint32_t)id) ||
+                   (t->want_off && (!fat5__ubuf_push(t->ctx, &t->offs, oa) || !fat5__ubuf_push(t->ctx, &t->offs, ob)))) {
             goto oom;
         }
         t->prev_unk = unk;
@@ -1548,19 +1605,24 @@ static fat5_status fat5__emit_ids(fat5_tokenizer *t, fat5__ubuf *out) {
 static fat5_status fat5__spm_encode(fat5_tokenizer *t, const char *s, size_t n, fat5__ubuf *out) {
     fat5__spm_norm z;
     fat5__tbuf *w = &t->s0;
+    fat5__ubuf *m = t->want_off ? &t->x0 : NULL;   // with spans: the window's map (fat5__spm_norm_more)
     fat5_status st;
     memset(&z, 0, sizeof z);
     w->n = 0;
+    t->x0.n = 0;
+    t->spm_fin = (uint32_t)n;
     t->prev_unk = 0;
     if (t->model == FAT5__TM_UNIGRAM && (st = fat5__uni_begin(t, 0))) return st;
     for (;;) {
         size_t avail, used = 0;
-        if ((st = fat5__spm_norm_more(t, s, n, &z, w, t->chunk ? t->chunk : 1))) return st;
+        if ((st = fat5__spm_norm_more(t, s, n, &z, w, t->chunk ? t->chunk : 1, m))) return st;
         avail = z.done ? w->n : w->n - fat5__spm_pending(t, w);
+        t->span_base = w->p;
         if (t->model == FAT5__TM_UNIGRAM) {
             st = fat5__uni_feed(t, w->p, avail, z.done, out, &used);
         } else {
             size_t q = z.done ? avail : fat5__spm_bpe_cut(t, w->p, avail);
+            if (m && !z.done && q && q == w->n) q = fat5__spm_bpe_cut(t, w->p, q - 1);   // the map after q: not known yet
             if (q && !(st = fat5__spm_bpe(t, w->p, q))) st = fat5__spm_post(t, w->p, out);
             t->cuts += q > 0 && !z.done;
             used = q;
@@ -1568,6 +1630,10 @@ static fat5_status fat5__spm_encode(fat5_tokenizer *t, const char *s, size_t n, 
         if (st) return st;
         memmove(w->p, w->p + used, w->n - used + 1);
         w->n -= used;
+        if (m) {
+            memmove(m->p, m->p + used, (m->n - used) * sizeof(uint32_t));
+            m->n -= used;
+        }
         if ((st = fat5__emit_ids(t, out))) return st;
         if (z.done) return FAT5_OK;
     }
@@ -1646,6 +1712,7 @@ oom:
 // tokenizer.json (section [8.4])
 static fat5_status fat5__tj_load(fat5_tokenizer *t, const char *what, const char *text, size_t len);
 static fat5_status fat5__hf_encode(fat5_tokenizer *t, const char *text, size_t len, fat5__ubuf *out);
+static void fat5__hf_trim_offsets(fat5_tokenizer *t, const char *text, size_t len, uint32_t *off, size_t n);
 static fat5_status fat5__hf_decode(fat5_tokenizer *t, const int32_t *ids, int64_t n, int skip, fat5__tbuf *out);
 
 static int32_t fat5__tokenizer_text_id(const fat5_tokenizer *t, const char *text) {
@@ -1782,6 +1849,75 @@ FAT5_API fat5_status fat5_tokenize(fat5_tokenizer *t, const char *text, size_t l
         return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
     *ids = FAT5__CAST(int32_t *, (void *)res.p);
     *n_ids = (int64_t)res.n;
+    return FAT5_OK;
+}
+
+// fat5_tokenize for text alone, with each id's (start, end) byte span in text beside it: the
+// sequence's from the encoders (t->want_off: tokenizer.json's alignments, sentencepiece's
+// norm_to_orig), the template's own ids and sentencepiece's EOS (0, 0).
+FAT5_API fat5_status fat5_tokenize_offsets(fat5_tokenizer *t, const char *text, size_t len, int flags, int32_t **ids,
+                                           int64_t **offsets, int64_t *n) {
+    fat5__ubuf seq = {0, 0, 0}, res = {0, 0, 0};
+    int64_t *off = NULL;
+    size_t i, k = 0;
+    fat5_status st = FAT5_OK;
+    int special, w;
+    if (!t || !ids || !offsets || !n)
+        return t ? fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenize_offsets: NULL argument") : FAT5_ERR_INVALID_ARG;
+    *ids = NULL;
+    *offsets = NULL;
+    *n = 0;
+    if (!text && len) return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenize_offsets: text is NULL");
+    if (len > UINT32_MAX / 2) return fat5__err(t->ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenize_offsets: text longer than 2 GiB");
+    special = !(flags & FAT5_TOKENIZE_NO_SPECIAL);
+    t->want_off = 1;
+    t->offs.n = t->trimc.n = 0;
+    st = fat5__encode_one(t, text ? text : "", len, &seq);
+    t->want_off = 0;
+    if (!st && t->offs.n != 2 * seq.n)
+        st = fat5__err(t->ctx, FAT5_ERR_STATE, "fat5_tokenize_offsets: %zu spans for %zu ids (a defect)", t->offs.n / 2, seq.n);
+    if (!st && t->is_json) fat5__hf_trim_offsets(t, text ? text : "", len, t->offs.p, seq.n);
+    if (!st) {
+        int use_tmpl = special && t->is_json && t->n_tmpl[0] >= 0;
+        int eos = special && !t->is_json && t->eos_id >= 0;   // sentencepiece: EOS after the text (T5's convention)
+        size_t total = use_tmpl ? 0 : seq.n + (size_t)eos;
+        for (w = 0; use_tmpl && w < t->n_tmpl[0]; w++) total += t->tmpl[0][w].seq >= 0 ? seq.n : t->tmpl[0][w].n;
+        off = FAT5__CAST(int64_t *, fat5__malloc(t->ctx, (2 * total + 2) * sizeof(int64_t)));
+        if (!off || !fat5__grow(t->ctx, (void **)&res.p, &res.cap, total + 1, sizeof(uint32_t))) {
+            st = FAT5_ERR_OUT_OF_MEMORY;
+        } else {
+            for (w = 0; w < (use_tmpl ? t->n_tmpl[0] : 1); w++) {
+                const fat5__titem *it = use_tmpl ? &t->tmpl[0][w] : NULL;
+                if (!it || it->seq >= 0) {   // the text's ids and spans
+                    for (i = 0; i < seq.n; i++, k++) {
+                        res.p[k] = seq.p[i];
+                        off[2 * k] = t->offs.p[2 * i];
+                        off[2 * k + 1] = t->offs.p[2 * i + 1];
+                    }
+                } else {   // the template's own ids
+                    for (i = 0; i < it->n; i++, k++) {
+                        res.p[k] = t->tmpl_ids.p[it->first + i];
+                        off[2 * k] = off[2 * k + 1] = 0;
+                    }
+                }
+            }
+            if (eos) {
+                res.p[k] = (uint32_t)t->eos_id;
+                off[2 * k] = off[2 * k + 1] = 0;
+                k++;
+            }
+            res.n = k;
+        }
+    }
+    fat5__free(t->ctx, seq.p);
+    if (st) {
+        fat5__free(t->ctx, res.p);
+        fat5__free(t->ctx, off);
+        return st == FAT5_ERR_OUT_OF_MEMORY ? fat5__err(t->ctx, st, "tokenize: out of memory") : st;
+    }
+    *ids = FAT5__CAST(int32_t *, (void *)res.p);
+    *offsets = off;
+    *n = (int64_t)res.n;
     return FAT5_OK;
 }
 

@@ -315,7 +315,7 @@ static fat5_status fat5__tj_steps(fat5_tokenizer *t, const char *what, const fat
 }
 
 static fat5_status fat5__hf_normalize(fat5_tokenizer *t, const char *s, size_t n, uint32_t orig0, int edges,
-                                      fat5__tbuf *out, fat5__ubuf *orig);
+                                      fat5__tbuf *out, fat5__ubuf *orig, const uint32_t *x, fat5__ubuf *xout);
 static int32_t fat5__tokenizer_text_id(const fat5_tokenizer *t, const char *text);
 static void fat5__hf_cut_setup(fat5_tokenizer *t);
 
@@ -538,7 +538,15 @@ static fat5_status fat5__tj_post(fat5_tokenizer *t, const char *what, const fat5
     char buf[64];
     if (!pp || pp->type == FAT5__J_NULL) return FAT5_OK;
     if (!(ty = fat5__tj_type(pp))) return fat5__err(t->ctx, FAT5_ERR_FORMAT, "%s: post_processor without a type", what);
-    if (!strcmp(ty, "ByteLevel")) return FAT5_OK;   // offsets only; ids unchanged
+    if (!strcmp(ty, "ByteLevel")) {   // spans only (trim_offsets); ids unchanged
+        fat5_status st;
+        int trim = 1, pre = 1;
+        if ((st = fat5__tj_bool(t->ctx, what, pp, "trim_offsets", 1, &trim)) ||
+            (st = fat5__tj_bool(t->ctx, what, pp, "add_prefix_space", 1, &pre)))
+            return st;
+        if (trim) t->bl_trim = pre ? 2 : 1;
+        return FAT5_OK;
+    }
     if (!strcmp(ty, "TemplateProcessing")) {
         if (t->tmpl[0] || t->tmpl[1]) return fat5__err(t->ctx, FAT5_ERR_UNSUPPORTED, "%s: unsupported: two TemplateProcessing", what);
         return fat5__tj_template(t, what, pp);
@@ -575,7 +583,7 @@ static fat5_status fat5__added_trie(fat5_tokenizer *t, const char *what, int whi
         off[n] = a->off;
         len[n] = a->len;
         if (which == 1) {   // the normalised content, added to the pool
-            st = fat5__hf_normalize(t, t->pool.p + a->off, a->len, 0, FAT5__SEG_START | FAT5__SEG_END, &t->s2, &t->o2);
+            st = fat5__hf_normalize(t, t->pool.p + a->off, a->len, 0, FAT5__SEG_START | FAT5__SEG_END, &t->s2, &t->o2, NULL, NULL);
             if (!st && !fat5__pool_add(t, t->s2.p, t->s2.n, &off[n]))
                 st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
             len[n] = (uint32_t)t->s2.n;
@@ -706,15 +714,27 @@ static uint32_t fat5__cp_before(const char *s, size_t n) {
     return fat5__utf8_cp(s + i, n - i, &k);
 }
 
-// appends bytes with one original offset each (orig[i] when o is not NULL, else o0 for all)
+// appends bytes with one original offset each (orig[i] when o is not NULL, else o0 for all); when
+// xb is not NULL (spans wanted), their spans as well: x's (start, end) pairs, or (xs, xe) for all
 static int fat5__emit(fat5_tokenizer *t, fat5__tbuf *b, fat5__ubuf *ob, const char *s, size_t n, const uint32_t *o,
-                      uint32_t o0) {
+                      uint32_t o0, fat5__ubuf *xb, const uint32_t *x, uint32_t xs, uint32_t xe) {
     size_t i;
     if (!fat5__tbuf_put(t->ctx, b, s, n)) return 0;
-    if (o) return fat5__ubuf_append(t->ctx, ob, o, n);
-    if (!fat5__grow(t->ctx, (void **)&ob->p, &ob->cap, ob->n + n, sizeof(uint32_t))) return 0;
-    for (i = 0; i < n; i++) ob->p[ob->n + i] = o0;
-    ob->n += n;
+    if (o) {
+        if (!fat5__ubuf_append(t->ctx, ob, o, n)) return 0;
+    } else {
+        if (!fat5__grow(t->ctx, (void **)&ob->p, &ob->cap, ob->n + n, sizeof(uint32_t))) return 0;
+        for (i = 0; i < n; i++) ob->p[ob->n + i] = o0;
+        ob->n += n;
+    }
+    if (!xb) return 1;
+    if (x) return fat5__ubuf_append(t->ctx, xb, x, 2 * n);
+    if (!fat5__grow(t->ctx, (void **)&xb->p, &xb->cap, xb->n + 2 * n, sizeof(uint32_t))) return 0;
+    for (i = 0; i < n; i++) {
+        xb->p[xb->n + 2 * i] = xs;
+        xb->p[xb->n + 2 * i + 1] = xe;
+    }
+    xb->n += 2 * n;
     return 1;
 }
 static int fat5__split_push(fat5_tokenizer *t, fat5__ubuf *sp, size_t off, size_t len, uint32_t shift, uint32_t tok) {
@@ -805,14 +825,259 @@ static size_t fat5__replace_at(const fat5__tstep *st, const char *s, size_t n) {
     return st->a_len <= n && memcmp(s, st->a, st->a_len) == 0 ? st->a_len : 0;
 }
 
-// one normalizer: (s, o)[0..n) -> (b, ob). edges: whether s starts (FAT5__SEG_START) and ends
-// (FAT5__SEG_END) a segment of the text (between added tokens), or is a part cut inside one: Strip
-// and Prepend act at a segment's edges only.
+// Spans through a normalizer, as tokenizers' NormalizedString::transform aligns its new text: a
+// list of (character, change) over the old text, read with a cursor. A character with change
+// <= 0 replaces the character at the cursor (whose span it takes) and -change more are removed
+// after it; a character with change 1 is inserted with the span of the character before the
+// cursor ((seg0, seg0) at the start). The last entry stays pending, for Precompiled's rule that
+// changes the previous entry when a rule's replacement is empty.
+typedef struct fat5__xt {
+    const char *s;          // the old text, n bytes, its spans x (pairs per byte)
+    const uint32_t *x;
+    size_t n, idx;          // the cursor
+    uint32_t seg0;
+    int has;                // an entry is pending
+    uint32_t cp;
+    long change;
+} fat5__xt;
+
+static void fat5__xt_init(fat5__xt *c, const char *s, size_t n, const uint32_t *x, uint32_t seg0) {
+    c->s = s;
+    c->n = n;
+    c->x = x;
+    c->idx = 0;
+    c->seg0 = seg0;
+    c->has = 0;
+    c->cp = 0;
+    c->change = 0;
+}
+
+// the cursor past one character of the old text (when any is left)
+static void fat5__xt_skip(fat5__xt *c) {
+    size_t l;
+    if (c->idx >= c->n) return;
+    l = fat5__utf8_len(c->s + c->idx, c->n - c->idx);
+    c->idx += l ? l : 1;
+}
+
+// applies one entry: its character's bytes' spans appended to xb
+static int fat5__xt_apply(fat5_tokenizer *t, fat5__xt *c, fat5__ubuf *xb, uint32_t cp, long change) {
+    char u[4];
+    size_t k = fat5__utf8_put(u, cp), i;
+    uint32_t xs, xe;
+    long r;
+    if (change > 0) {
+        xs = xe = c->seg0;
+        if (c->idx >= 1 && c->n) {
+            size_t j = (c->idx <= c->n ? c->idx : c->n) - 1;
+            xs = c->x[2 * j];
+            xe = c->x[2 * j + 1];
+        }
+    } else {
+        size_t j = c->idx < c->n ? c->idx : c->n - 1;
+        xs = xe = c->seg0;
+        if (c->n) {
+            xs = c->x[2 * j];
+            xe = c->x[2 * j + 1];
+        }
+        fat5__xt_skip(c);
+        for (r = change; r < 0; r++) fat5__xt_skip(c);
+    }
+    if (!fat5__grow(t->ctx, (void **)&xb->p, &xb->cap, xb->n + 2 * k, sizeof(uint32_t))) return 0;
+    for (i = 0; i < k; i++) {
+        xb->p[xb->n++] = xs;
+        xb->p[xb->n++] = xe;
+    }
+    return 1;
+}
+
+static int fat5__xt_flush(fat5_tokenizer *t, fat5__xt *c, fat5__ubuf *xb) {
+    int ok = !c->has || fat5__xt_apply(t, c, xb, c->cp, c->change);
+    c->has = 0;
+    return ok;
+}
+
+static int fat5__xt_push(fat5_tokenizer *t, fat5__xt *c, fat5__ubuf *xb, uint32_t cp, long change) {
+    if (!fat5__xt_flush(t, c, xb)) return 0;
+    c->has = 1;
+    c->cp = cp;
+    c->change = change;
+    return 1;
+}
+
+static size_t fat5__nchars(const char *s, size_t n) {
+    size_t i = 0, k = 0, l;
+    while (i < n) {
+        l = fat5__utf8_len(s + i, n - i);
+        i += l ? l : 1;
+        k++;
+    }
+    return k;
+}
+
+// Precompiled's entries for a rule that rewrites old[0..on) as rep: rep's characters replace the
+// old ones in order; extra ones are inserted (change 1), missing ones removed by the last (or,
+// when rep is empty, by the entry before)
+static int fat5__xt_rule(fat5_tokenizer *t, fat5__xt *c, fat5__ubuf *xb, const char *old, size_t on, const char *rep) {
+    long oc = (long)fat5__nchars(old, on), nc, diff, k = 0;
+    size_t rn = strlen(rep), i = 0, l;
+    nc = (long)fat5__nchars(rep, rn);
+    diff = nc - oc;
+    while (i < rn) {
+        uint32_t cp = fat5__utf8_cp(rep + i, rn - i, &l);
+        long ch = diff > 0 && k >= nc - diff ? 1 : 0;
+        if (diff < 0 && k == nc - 1) ch += diff;
+        if (!fat5__xt_push(t, c, xb, cp, ch)) return 0;
+        i += l ? l : 1;
+        k++;
+    }
+    if (nc == 0 && diff < 0 && c->has) c->change += diff;
+    return 1;
+}
+
+// The entries of one NFx chunk s[0..n) as tokenizers' normalization makes them: each character's
+// decomposition (its first code point change 0, the others 1), the marks between two starters
+// sorted stably by class, then (NFC, NFKC) composed, a composite's change the sum of its two
+// parts' less one. Applied through c; 0 (nothing applied) when they do not spell want[0..wn)
+// (fat5__unorm's result), or a run of marks is over 64 long: the caller then gives the whole
+// chunk's span to each of its bytes. -1: out of memory.
+static int fat5__xt_nfx(fat5_tokenizer *t, fat5__xt *c, fat5__ubuf *xb, int form, const char *s, size_t n,
+                        const char *want, size_t wn) {
+    fat5__ubuf *e = &t->om;   // scratch (s2's map is in t->xm by now): (cp, class, change) triples
+    int compat = form == FAT5__NFKC || form == FAT5__NFKD, compose = form == FAT5__NFC || form == FAT5__NFKC;
+    size_t i = 0, l, m, j, k, run, w = 0, o = 0;
+    uint32_t d[FAT5__UC_MAXDEC], kc = 0, x;
+    long kch = 0, last = -1;
+    int has_k = 0;
+    size_t om_keep = e->n;
+    while (i < n) {
+        uint32_t cp = fat5__utf8_cp(s + i, n - i, &l);
+        size_t nd = fat5__uc_decompose(cp, compat, d);
+        for (j = 0; j < nd; j++)
+            if (!fat5__ubuf_push(t->ctx, e, d[j]) || !fat5__ubuf_push(t->ctx, e, fat5__uc_cc(d[j])) ||
+                !fat5__ubuf_push(t->ctx, e, j ? 1u : 0u))
+                return -1;
+        i += l ? l : 1;
+    }
+    m = (e->n - om_keep) / 3;
+    {
+        uint32_t *E = e->p + om_keep;
+        for (j = 0; j < m; j = k) {   // stable sort of each run of marks by class
+            for (k = j; k < m && E[3 * k + 1]; k++) {}
+            if (k == j) {
+                k = j + 1;
+                continue;
+            }
+            if ((run = k - j) > 64) goto fallback;
+            {
+                size_t p, q;
+                for (p = j + 1; p < k; p++)
+                    for (q = p; q > j && E[3 * (q - 1) + 1] > E[3 * q + 1]; q--) {
+                        uint32_t tmp[3];
+                        memcpy(tmp, E + 3 * q, sizeof tmp);
+                        memcpy(E + 3 * q, E + 3 * (q - 1), sizeof tmp);
+                        memcpy(E + 3 * (q - 1), tmp, sizeof tmp);
+                    }
+            }
+        }
+        // the entries in place (composition only shortens the list): E[3 o ..] the output
+        for (j = 0; j < m; j++) {
+            uint32_t ch = E[3 * j], cls = E[3 * j + 1];
+            long chg = (long)(int32_t)E[3 * j + 2];
+            if (!compose) {
+                E[3 * o] = ch;
+                E[3 * o + 2] = (uint32_t)(int32_t)chg;
+                o++;
+                continue;
+            }
+            if (!has_k) {
+                if (cls) {
+                    E[3 * o] = ch;
+                    E[3 * o + 2] = (uint32_t)(int32_t)chg;
+                    o++;
+                } else {
+                    has_k = 1;
+                    kc = ch;
+                    kch = chg;
+                }
+                continue;
+            }
+            if (last >= 0 && (uint32_t)last >= cls) {   // blocked
+                if (cls == 0) goto new_starter;   // the composee (before the marks that stayed), a new one
+                goto stay;
+            }
+            if ((x = fat5__uc_compose(kc, ch)) != 0) {
+                kc = x;
+                kch = kch + chg - 1;
+                continue;
+            }
+            if (last < 0 && cls == 0) goto new_starter;
+        stay:   // a mark that stays: after the composee, which is written before the marks
+            if (last < 0) {   // the first mark that stays: make room for the composee before it
+                E[3 * o] = 0xFFFFFFFFu;   // placeholder
+                E[3 * o + 2] = 0;
+                w = o++;
+            }
+            E[3 * o] = ch;
+            E[3 * o + 2] = (uint32_t)(int32_t)chg;
+            o++;
+            last = (long)cls;
+            continue;
+        new_starter:
+            if (last >= 0) {
+                E[3 * w] = kc;
+                E[3 * w + 2] = (uint32_t)(int32_t)kch;
+            } else {
+                E[3 * o] = kc;
+                E[3 * o + 2] = (uint32_t)(int32_t)kch;
+                o++;
+            }
+            kc = ch;
+            kch = chg;
+            last = -1;
+        }
+        if (compose && has_k) {
+            if (last >= 0) {
+                E[3 * w] = kc;
+                E[3 * w + 2] = (uint32_t)(int32_t)kch;
+            } else {
+                E[3 * o] = kc;
+                E[3 * o + 2] = (uint32_t)(int32_t)kch;
+                o++;
+            }
+        }
+        // the same text as fat5__unorm's?
+        for (j = 0, k = 0; j < o; j++) {
+            char u[4];
+            size_t ul = fat5__utf8_put(u, E[3 * j]);
+            if (k + ul > wn || memcmp(want + k, u, ul) != 0) goto fallback;
+            k += ul;
+        }
+        if (k != wn) goto fallback;
+        for (j = 0; j < o; j++)
+            if (!fat5__xt_push(t, c, xb, E[3 * j], (long)(int32_t)E[3 * j + 2])) return -1;
+        if (!fat5__xt_flush(t, c, xb)) return -1;
+    }
+    e->n = om_keep;
+    return 1;
+fallback:
+    e->n = om_keep;
+    return 0;
+}
+
+// one normalizer: (s, o)[0..n) -> (b, ob); with spans wanted (xb not NULL), x (pairs beside s) ->
+// xb as well, seg0 the segment's original start. edges: whether s starts (FAT5__SEG_START) and
+// ends (FAT5__SEG_END) a segment of the text (between added tokens), or is a part cut inside
+// one: Strip and Prepend act at a segment's edges only.
 static fat5_status fat5__hf_norm_step(fat5_tokenizer *t, const fat5__tstep *st, const char *s, const uint32_t *o, size_t n,
-                                      int edges, fat5__tbuf *b, fat5__ubuf *ob) {
+                                      int edges, fat5__tbuf *b, fat5__ubuf *ob, const uint32_t *x, fat5__ubuf *xb,
+                                      uint32_t seg0) {
     size_t i = 0, l;
+    fat5__xt xt;
     b->n = 0;
     ob->n = 0;
+    if (xb) xb->n = 0;
+    fat5__xt_init(&xt, s, n, x, seg0);
     if (!fat5__tbuf_put(t->ctx, b, "", 0)) goto oom;
     if (n == 0) return FAT5_OK;
     switch (st->kind) {
@@ -821,19 +1086,25 @@ static fat5_status fat5__hf_norm_step(fat5_tokenizer *t, const fat5__tstep *st, 
             size_t g = fat5__grapheme_len(s + i, n - i), j;
             fat5__cm_match m;
             if (g < 6 && fat5__charsmap_search(&st->cm, s + i, g, &m, 1)) {
-                if (!fat5__emit(t, b, ob, m.repl, strlen(m.repl), NULL, o[i])) goto oom;
+                if (!fat5__emit(t, b, ob, m.repl, strlen(m.repl), NULL, o[i], NULL, NULL, 0, 0) ||
+                    (xb && !fat5__xt_rule(t, &xt, xb, s + i, g, m.repl)))
+                    goto oom;
             } else {
                 for (j = i; j < i + g; j += l) {
                     l = fat5__utf8_len(s + j, n - j);
                     if (fat5__charsmap_search(&st->cm, s + j, l, &m, 1)) {
-                        if (!fat5__emit(t, b, ob, m.repl, strlen(m.repl), NULL, o[j])) goto oom;
-                    } else if (!fat5__emit(t, b, ob, s + j, l, o + j, 0)) {
+                        if (!fat5__emit(t, b, ob, m.repl, strlen(m.repl), NULL, o[j], NULL, NULL, 0, 0) ||
+                            (xb && !fat5__xt_rule(t, &xt, xb, s + j, l, m.repl)))
+                            goto oom;
+                    } else if (!fat5__emit(t, b, ob, s + j, l, o + j, 0, NULL, NULL, 0, 0) ||
+                               (xb && !fat5__xt_push(t, &xt, xb, fat5__utf8_cp(s + j, n - j, &l), 0))) {
                         goto oom;
                     }
                 }
             }
             i += g;
         }
+        if (xb && !fat5__xt_flush(t, &xt, xb)) goto oom;
         break;
     case FAT5__N_REPLACE:
         while (i < n) {
@@ -841,11 +1112,12 @@ static fat5_status fat5__hf_norm_step(fat5_tokenizer *t, const fat5__tstep *st, 
             if (k) {   // the new text is aligned with the match's last character (as tokenizers aligns it)
                 size_t lc = i + k - 1;
                 while (lc > i && ((unsigned char)s[lc] & 0xC0) == 0x80) lc--;
-                if (!fat5__emit(t, b, ob, st->b, st->b_len, NULL, o[lc])) goto oom;
+                if (!fat5__emit(t, b, ob, st->b, st->b_len, NULL, o[lc], xb, NULL, xb ? x[2 * lc] : 0, xb ? x[2 * lc + 1] : 0))
+                    goto oom;
                 i += k;
             } else {
                 l = fat5__utf8_len(s + i, n - i);
-                if (!fat5__emit(t, b, ob, s + i, l, o + i, 0)) goto oom;
+                if (!fat5__emit(t, b, ob, s + i, l, o + i, 0, xb, xb ? x + 2 * i : NULL, 0, 0)) goto oom;
                 i += l;
             }
         }
@@ -857,16 +1129,19 @@ static fat5_status fat5__hf_norm_step(fat5_tokenizer *t, const fat5__tstep *st, 
             e--;
             while (e > a && ((unsigned char)s[e] & 0xC0) == 0x80) e--;
         }
-        if (!fat5__emit(t, b, ob, s + a, e - a, o + a, 0)) goto oom;
+        if (!fat5__emit(t, b, ob, s + a, e - a, o + a, 0, xb, xb ? x + 2 * a : NULL, 0, 0)) goto oom;
         break;
     }
     case FAT5__N_PREPEND:
-        if (n && (edges & FAT5__SEG_START) && !fat5__emit(t, b, ob, st->a, st->a_len, NULL, o[0])) goto oom;
-        if (!fat5__emit(t, b, ob, s, n, o, 0)) goto oom;
+        if (n && (edges & FAT5__SEG_START) &&
+            !fat5__emit(t, b, ob, st->a, st->a_len, NULL, o[0], xb, NULL, xb ? x[0] : 0, xb ? x[1] : 0))
+            goto oom;
+        if (!fat5__emit(t, b, ob, s, n, o, 0, xb, x, 0, 0)) goto oom;
         break;
     default: {   // NFC / NFD / NFKC / NFKD, a chunk at a time: a white-space character alone, else a
                  // character and the non-ASCII, non-space ones after it. Nothing composes across
-                 // those boundaries, and each chunk's bytes take its first character's offset.
+                 // those boundaries, and each chunk's bytes take its first character's offset
+                 // (its spans: fat5__xt_nfx).
 
         int form = st->kind == FAT5__N_NFC ? FAT5__NFC : st->kind == FAT5__N_NFD ? FAT5__NFD
                  : st->kind == FAT5__N_NFKC ? FAT5__NFKC : FAT5__NFKD;
@@ -881,6 +1156,23 @@ static fat5_status fat5__hf_norm_step(fat5_tokenizer *t, const fat5__tstep *st, 
             fat5__unorm(form, s + i, e - i, b->p + b->n, need);
             for (l = 0; l < need; l++)
                 if (!fat5__ubuf_push(t->ctx, ob, o[i])) goto oom;
+            if (xb) {   // tokenizers' alignment of the chunk, else its whole span for each byte
+                int r = 0;
+                xt.idx = i;
+                if (!(e - i == 1 && need == 1 && b->p[b->n] == s[i]))
+                    r = fat5__xt_nfx(t, &xt, xb, form, s + i, e - i, b->p + b->n, need);
+                if (r < 0) goto oom;
+                if (r == 0) {
+                    if (e - i == 1 && need == 1 && b->p[b->n] == s[i]) {
+                        if (!fat5__ubuf_append(t->ctx, xb, x + 2 * i, 2)) goto oom;
+                    } else {
+                        uint32_t xs = x[2 * i], xe = x[2 * (e - 1) + 1];
+                        for (l = 0; l < need; l++)
+                            if (!fat5__ubuf_push(t->ctx, xb, xs) || !fat5__ubuf_push(t->ctx, xb, xe)) goto oom;
+                    }
+                }
+                xt.idx = e;
+            }
             b->n += need;
             b->p[b->n] = 0;
             i = e;
@@ -894,28 +1186,36 @@ oom:
 }
 
 // the normalizer chain on s[0..n) (original offsets orig0 + i; edges as for fat5__hf_norm_step)
-// -> (out, orig)
+// -> (out, orig); with spans wanted (x not NULL: pairs beside s), their spans -> xout
 static fat5_status fat5__hf_normalize(fat5_tokenizer *t, const char *s, size_t n, uint32_t orig0, int edges,
-                                      fat5__tbuf *out, fat5__ubuf *orig) {
+                                      fat5__tbuf *out, fat5__ubuf *orig, const uint32_t *x, fat5__ubuf *xout) {
     fat5__tbuf tb = t->sn;   // the other buffer of the pair, kept by the tokenizer
-    fat5__ubuf to = t->on;
+    fat5__ubuf to = t->on, tx = t->xn;
     fat5_status st = FAT5_OK;
     size_t i;
+    uint32_t seg0 = x && n ? x[0] : orig0;
     int k;
     out->n = 0;
     orig->n = 0;
-    if (!fat5__tbuf_put(t->ctx, out, s, n)) return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
+    if (x) xout->n = 0;
+    if (!fat5__tbuf_put(t->ctx, out, s, n) || (x && !fat5__ubuf_append(t->ctx, xout, x, 2 * n)))
+        return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
     for (i = 0; i < n; i++)
         if (!fat5__ubuf_push(t->ctx, orig, orig0 + (uint32_t)i)) return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
     for (k = 0; k < t->n_norm && !st; k++) {
         fat5__tbuf xb;
         fat5__ubuf xo;
-        st = fat5__hf_norm_step(t, &t->norm[k], out->p, orig->p, out->n, edges, &tb, &to);
+        st = fat5__hf_norm_step(t, &t->norm[k], out->p, orig->p, out->n, edges, &tb, &to, x ? xout->p : NULL,
+                                x ? &tx : NULL, seg0);
         xb = *out; *out = tb; tb = xb;
         xo = *orig; *orig = to; to = xo;
+        if (x) {
+            xo = *xout; *xout = tx; tx = xo;
+        }
     }
     t->sn = tb;
     t->on = to;
+    t->xn = tx;
     return st;
 }
 
@@ -971,19 +1271,24 @@ static size_t fat5__gpt2_piece(const char *s, size_t n) {
     return k ? k : fat5__utf8_len(s, n);
 }
 
-// one pre-tokenizer over the splits (b0, o0, sp0) -> (b1, o1, sp1)
+// one pre-tokenizer over the splits (b0, o0, sp0) -> (b1, o1, sp1); with spans wanted (x1 not NULL),
+// the spans beside b0 (xa) -> x1: a replaced or prepended character takes the span of the one it
+// replaces or precedes, GPT-2's byte characters their character's
 static fat5_status fat5__hf_pre_step(fat5_tokenizer *t, const fat5__tstep *st, const fat5__tbuf *b0, const fat5__ubuf *o0,
-                                     const fat5__ubuf *sp0, fat5__tbuf *b1, fat5__ubuf *o1, fat5__ubuf *sp1) {
+                                     const fat5__ubuf *sp0, fat5__tbuf *b1, fat5__ubuf *o1, fat5__ubuf *sp1,
+                                     const fat5__ubuf *xa, fat5__ubuf *x1) {
     size_t q;
     b1->n = o1->n = sp1->n = 0;
+    if (x1) x1->n = 0;
     if (!fat5__tbuf_put(t->ctx, b1, "", 0)) goto oom;
     for (q = 0; q < sp0->n; q += 4) {
         const char *s = b0->p + sp0->p[q];
-        const uint32_t *o = o0->p + sp0->p[q];
+        const uint32_t *o = o0->p + sp0->p[q], *x = x1 ? xa->p + 2 * sp0->p[q] : NULL;
         size_t n = sp0->p[q + 1], i, l, start = b1->n, a;
         uint32_t shift = sp0->p[q + 2];
         if (sp0->p[q + 3] != FAT5__NOTOK) {   // an added token: as it is
-            if (!fat5__emit(t, b1, o1, s, n, o, 0) || !fat5__split_push(t, sp1, start, n, shift, sp0->p[q + 3])) goto oom;
+            if (!fat5__emit(t, b1, o1, s, n, o, 0, x1, x, 0, 0) || !fat5__split_push(t, sp1, start, n, shift, sp0->p[q + 3]))
+                goto oom;
             continue;
         }
         switch (st->kind) {
@@ -991,9 +1296,10 @@ static fat5_status fat5__hf_pre_step(fat5_tokenizer *t, const fat5__tstep *st, c
             // the spaces are replaced first, so a leading space counts as a leading replacement
             int pre = n > 0 && s[0] != ' ' && !(n >= st->a_len && memcmp(s, st->a, st->a_len) == 0) &&
                       (st->f1 == 0 || (st->f1 == 1 && shift == 0));
-            if (pre && !fat5__emit(t, b1, o1, st->a, st->a_len, NULL, o[0])) goto oom;
+            if (pre && !fat5__emit(t, b1, o1, st->a, st->a_len, NULL, o[0], x1, NULL, x ? x[0] : 0, x ? x[1] : 0)) goto oom;
             for (i = 0; i < n; i++)
-                if (!(s[i] == ' ' ? fat5__emit(t, b1, o1, st->a, st->a_len, NULL, o[i]) : fat5__emit(t, b1, o1, s + i, 1, o + i, 0)))
+                if (!(s[i] == ' ' ? fat5__emit(t, b1, o1, st->a, st->a_len, NULL, o[i], x1, NULL, x ? x[2 * i] : 0, x ? x[2 * i + 1] : 0)
+                                  : fat5__emit(t, b1, o1, s + i, 1, o + i, 0, x1, x ? x + 2 * i : NULL, 0, 0)))
                     goto oom;
             if (!st->f2) {
                 if (!fat5__split_push(t, sp1, start, b1->n - start, o1->p[start], FAT5__NOTOK)) goto oom;
@@ -1018,7 +1324,8 @@ static fat5_status fat5__hf_pre_step(fat5_tokenizer *t, const fat5__tstep *st, c
                 }
                 for (e = i; e < n && !fat5__hf_space(fat5__cp_at(s + e, n - e, &l)); e += l) {}
                 a = b1->n;
-                if (!fat5__emit(t, b1, o1, s + i, e - i, o + i, 0) || !fat5__split_push(t, sp1, a, e - i, o[i], FAT5__NOTOK))
+                if (!fat5__emit(t, b1, o1, s + i, e - i, o + i, 0, x1, x ? x + 2 * i : NULL, 0, 0) ||
+                    !fat5__split_push(t, sp1, a, e - i, o[i], FAT5__NOTOK))
                     goto oom;
                 i = e;
             }
@@ -1027,12 +1334,17 @@ static fat5_status fat5__hf_pre_step(fat5_tokenizer *t, const fat5__tstep *st, c
             // the prefix space and the split work on the text; each piece is then mapped byte by byte
             size_t tn = n;
             const char *ts = s;
+            fat5__ubuf *x3 = x1 ? &t->x3 : NULL;
             t->s3.n = 0;
             t->o3.n = 0;
+            t->x3.n = 0;
             if (st->f1 && n > 0 && s[0] != ' ') {
-                if (!fat5__emit(t, &t->s3, &t->o3, " ", 1, NULL, o[0]) || !fat5__emit(t, &t->s3, &t->o3, s, n, o, 0)) goto oom;
+                if (!fat5__emit(t, &t->s3, &t->o3, " ", 1, NULL, o[0], x3, NULL, x ? x[0] : 0, x ? x[1] : 0) ||
+                    !fat5__emit(t, &t->s3, &t->o3, s, n, o, 0, x3, x, 0, 0))
+                    goto oom;
                 ts = t->s3.p;
                 o = t->o3.p;
+                x = x1 ? t->x3.p : NULL;
                 tn = n + 1;
             }
             for (i = 0; i < tn;) {
@@ -1041,7 +1353,7 @@ static fat5_status fat5__hf_pre_step(fat5_tokenizer *t, const fat5__tstep *st, c
                 for (j = i; j < i + k; j++) {
                     char u[4];
                     size_t ul = fat5__utf8_put(u, fat5__gpt2_char((unsigned char)ts[j]));
-                    if (!fat5__emit(t, b1, o1, u, ul, NULL, o[j])) goto oom;
+                    if (!fat5__emit(t, b1, o1, u, ul, NULL, o[j], x1, NULL, x ? x[2 * j] : 0, x ? x[2 * j + 1] : 0)) goto oom;
                 }
                 if (!fat5__split_push(t, sp1, a, b1->n - a, o[i], FAT5__NOTOK)) goto oom;
                 i += k;
@@ -1058,15 +1370,18 @@ oom:
 // tokenizers' BPE on one word s[0..n): ids appended to out. The symbols (one per character, or
 // one per byte of an unknown one with byte fallback) live in the lattice scratch, the merge heap
 // (at most three entries per symbol: the first pairs, then two per merge) after them.
+// (with spans wanted, t->hspan holds each symbol's (start, end) in the word beside them)
 typedef struct fat5__hsym { int32_t c, prev, next; uint32_t len; } fat5__hsym;
 typedef struct fat5__hmrg { uint32_t rank, pos, id; } fat5__hmrg;
 
-static int fat5__hsym_add(fat5_tokenizer *t, size_t *ny, int32_t id, uint32_t len) {
+static int fat5__hsym_add(fat5_tokenizer *t, size_t *ny, int32_t id, uint32_t len, size_t pos, size_t end) {
     fat5__hsym *y;
     if (!fat5__grow(t->ctx, &t->lat, &t->lat_cap, (*ny + 1) * sizeof(fat5__hsym), 1)) return 0;
     y = FAT5__CAST(fat5__hsym *, t->lat);
     y[*ny].c = id;
     y[*ny].len = len;
+    if (t->want_off && !(fat5__ubuf_push(t->ctx, &t->hspan, (uint32_t)pos) && fat5__ubuf_push(t->ctx, &t->hspan, (uint32_t)end)))
+        return 0;
     y[*ny].prev = (int32_t)*ny - 1;
     y[*ny].next = (int32_t)*ny + 1;
     (*ny)++;
@@ -1091,11 +1406,17 @@ static fat5_status fat5__hf_bpe(fat5_tokenizer *t, const char *s, size_t n, fat5
     size_t ny = 0, nh = 0, i, l, hbytes;
     int32_t unk = -1;
     uint32_t unk_len = 0;
+    size_t unk_pos = 0;
     const fat5__merge *m;
     if (n == 0) return FAT5_OK;
+    t->hspan.n = 0;
     if (t->ignore_merges) {
         int32_t id = fat5__trie_find(&t->vocab, s, n);
-        if (id >= 0) return fat5__ubuf_push(t->ctx, out, (uint32_t)id) ? FAT5_OK : FAT5_ERR_OUT_OF_MEMORY;
+        if (id >= 0)
+            return fat5__ubuf_push(t->ctx, out, (uint32_t)id) &&
+                   (!t->want_off || (fat5__ubuf_push(t->ctx, &t->spans, (uint32_t)(s - t->span_base)) &&
+                                     fat5__ubuf_push(t->ctx, &t->spans, (uint32_t)(s + n - t->span_base))))
+                       ? FAT5_OK : FAT5_ERR_OUT_OF_MEMORY;
     }
     for (i = 0; i < n; i += l) {
         int32_t id;
@@ -1106,28 +1427,29 @@ static fat5_status fat5__hf_bpe(fat5_tokenizer *t, const char *s, size_t n, fat5
             (i + l == n && t->eow_suffix_len && !fat5__tbuf_put(t->ctx, &t->s3, t->pool.p + t->eow_suffix, t->eow_suffix_len)))
             return FAT5_ERR_OUT_OF_MEMORY;
         if ((id = fat5__trie_find(&t->vocab, t->s3.p, t->s3.n)) >= 0) {
-            if (unk >= 0 && !fat5__hsym_add(t, &ny, unk, unk_len)) return FAT5_ERR_OUT_OF_MEMORY;
+            if (unk >= 0 && !fat5__hsym_add(t, &ny, unk, unk_len, unk_pos, unk_pos + unk_len)) return FAT5_ERR_OUT_OF_MEMORY;
             unk = -1;
-            if (!fat5__hsym_add(t, &ny, id, (uint32_t)l)) return FAT5_ERR_OUT_OF_MEMORY;
+            if (!fat5__hsym_add(t, &ny, id, (uint32_t)l, i, i + l)) return FAT5_ERR_OUT_OF_MEMORY;
             continue;
         }
         if (t->byte_fallback && fat5__has_byte_pieces(t, t->s3.p, t->s3.n)) {   // every byte of the piece
             size_t j;                                                              // (prefix and suffix too)
-            for (j = 0; j < t->s3.n; j++)
-                if (!fat5__hsym_add(t, &ny, t->byte_id[(unsigned char)t->s3.p[j]], 1)) return FAT5_ERR_OUT_OF_MEMORY;
+            for (j = 0; j < t->s3.n; j++)   // each byte: its character's span
+                if (!fat5__hsym_add(t, &ny, t->byte_id[(unsigned char)t->s3.p[j]], 1, i, i + l)) return FAT5_ERR_OUT_OF_MEMORY;
             continue;
         }
         if (t->unk_id >= 0) {
             if (unk >= 0 && t->fuse_unk) {
                 unk_len += (uint32_t)l;
             } else {
-                if (unk >= 0 && !fat5__hsym_add(t, &ny, unk, unk_len)) return FAT5_ERR_OUT_OF_MEMORY;
+                if (unk >= 0 && !fat5__hsym_add(t, &ny, unk, unk_len, unk_pos, unk_pos + unk_len)) return FAT5_ERR_OUT_OF_MEMORY;
                 unk = t->unk_id;
                 unk_len = (uint32_t)l;
+                unk_pos = i;
             }
         }
     }
-    if (unk >= 0 && !fat5__hsym_add(t, &ny, unk, unk_len)) return FAT5_ERR_OUT_OF_MEMORY;
+    if (unk >= 0 && !fat5__hsym_add(t, &ny, unk, unk_len, unk_pos, unk_pos + unk_len)) return FAT5_ERR_OUT_OF_MEMORY;
     if (ny == 0) return FAT5_OK;
     // the heap after the symbols
     if (!fat5__mul_ok(3 * ny + 1, sizeof(fat5__hmrg), &hbytes) ||
@@ -1148,6 +1470,7 @@ static fat5_status fat5__hf_bpe(fat5_tokenizer *t, const char *s, size_t n, fat5
         if (!(m = fat5__merge_find(t, cur->c, right->c)) || m->id != top.id) continue;
         cur->c = (int32_t)top.id;
         cur->len += right->len;
+        if (t->want_off) t->hspan.p[2 * top.pos + 1] = t->hspan.p[2 * (size_t)cur->next + 1];
         right->len = 0;
         cur->next = right->next;
         if (cur->next >= 0) y[cur->next].prev = (int32_t)top.pos;
@@ -1157,7 +1480,10 @@ static fat5_status fat5__hf_bpe(fat5_tokenizer *t, const char *s, size_t n, fat5
             fat5__hmrg_add(h, &nh, m->rank, top.pos, m->id);
     }
     for (i = 0; i < ny; i = y[i].next >= 0 ? (size_t)y[i].next : ny)
-        if (!fat5__ubuf_push(t->ctx, out, (uint32_t)y[i].c)) return FAT5_ERR_OUT_OF_MEMORY;
+        if (!fat5__ubuf_push(t->ctx, out, (uint32_t)y[i].c) ||
+            (t->want_off && (!fat5__ubuf_push(t->ctx, &t->spans, (uint32_t)(s - t->span_base) + t->hspan.p[2 * i]) ||
+                             !fat5__ubuf_push(t->ctx, &t->spans, (uint32_t)(s - t->span_base) + t->hspan.p[2 * i + 1]))))
+            return FAT5_ERR_OUT_OF_MEMORY;
     return FAT5_OK;
 }
 
@@ -1175,12 +1501,20 @@ static fat5_status fat5__hf_unigram_post(fat5_tokenizer *t, const char *s, fat5_
             }
             id = fat5__trie_find(&t->vocab, s + a, b - a);
             if (id < 0 && t->byte_fallback && fat5__has_byte_pieces(t, s + a, b - a)) {
+                size_t j;
                 if (!fat5__push_byte_pieces(t, s + a, b - a, out)) return FAT5_ERR_OUT_OF_MEMORY;
+                for (j = 0; t->want_off && j < b - a; j++)   // each byte piece: the run's span
+                    if (!fat5__ubuf_push(t->ctx, &t->spans, (uint32_t)(s - t->span_base) + a) ||
+                        !fat5__ubuf_push(t->ctx, &t->spans, (uint32_t)(s - t->span_base) + b))
+                        return FAT5_ERR_OUT_OF_MEMORY;
                 continue;
             }
             if (id < 0) id = t->unk_id;
         }
         if (!fat5__ubuf_push(t->ctx, out, (uint32_t)id)) return FAT5_ERR_OUT_OF_MEMORY;
+        if (t->want_off && (!fat5__ubuf_push(t->ctx, &t->spans, (uint32_t)(s - t->span_base) + a) ||
+                            !fat5__ubuf_push(t->ctx, &t->spans, (uint32_t)(s - t->span_base) + b)))
+            return FAT5_ERR_OUT_OF_MEMORY;
     }
     return FAT5_OK;
 }
@@ -1203,8 +1537,93 @@ static fat5_status fat5__hf_unigram(fat5_tokenizer *t, const char *s, size_t n, 
     }
 }
 
+// The ByteLevel post-processor's trim_offsets: the leading and trailing spaces of a token's text
+// p[0..n) (U+0120, GPT-2's space, or white space), in characters, appended to t->trimc. A piece
+// of spaces counts both ways, as tokenizers counts it.
+static int fat5__hf_trim_counts(fat5_tokenizer *t, const char *p, size_t n) {
+    size_t a = 0, b = n, l;
+    uint32_t lead = 0, trail = 0, c;
+    while (a < n && (l = fat5__utf8_len(p + a, n - a)) && ((c = fat5__cp_at(p + a, n - a, &l)) == 0x120 || fat5__hf_space(c))) {
+        a += l;
+        lead++;
+    }
+    while (b > 0 && ((c = fat5__cp_before(p, b)) == 0x120 || fat5__hf_space(c))) {
+        b--;
+        while (b > 0 && ((unsigned char)p[b] & 0xC0) == 0x80) b--;
+        trail++;
+    }
+    return fat5__ubuf_push(t->ctx, &t->trimc, lead) && fat5__ubuf_push(t->ctx, &t->trimc, trail);
+}
+
+// the offset k characters after at in s[0..n) (at most n); a maximal invalid subsequence is one
+static size_t fat5__chars_after(const char *s, size_t n, size_t at, uint32_t k) {
+    while (k-- && at < n) {
+        size_t l = fat5__utf8_len(s + at, n - at);
+        at += l ? l : fat5__utf8_subpart(s + at, n - at);
+    }
+    return at;
+}
+
+// Trims the spans off[2 n] of a sequence's ids by their counts in t->trimc, in characters of
+// text as tokenizers does: the start moves past the leading spaces (not past one of the first
+// token, or of one starting at 0, when the post-processor adds a prefix space: t->bl_trim 2), up
+// to the end; the end moves back over the trailing ones (when there are that many characters
+// before it), down to the start.
+static void fat5__hf_trim_offsets(fat5_tokenizer *t, const char *text, size_t len, uint32_t *off, size_t n) {
+    size_t i;
+    for (i = 0; t->bl_trim && i < n && 2 * i + 1 < t->trimc.n; i++) {
+        uint32_t lead = t->trimc.p[2 * i], trail = t->trimc.p[2 * i + 1], k;
+        size_t s0 = off[2 * i], e0 = off[2 * i + 1];
+        if (lead && !(t->bl_trim == 2 && lead == 1 && (i == 0 || s0 == 0))) {
+            size_t s1 = fat5__chars_after(text, len, s0, lead);
+            s0 = s1 < e0 ? s1 : e0;
+        }
+        if (trail) {
+            size_t e1 = e0;
+            for (k = 0; k < trail && e1 > 0; k++) {
+                e1--;
+                while (e1 > 0 && ((unsigned char)text[e1] & 0xC0) == 0x80 && e0 - e1 < 4) e1--;
+            }
+            if (k == trail) e0 = e1 > s0 ? e1 : s0;
+        }
+        off[2 * i] = (uint32_t)s0;
+        off[2 * i + 1] = (uint32_t)e0;
+    }
+}
+
+// the span of bytes [a, b) of a buffer whose spans are x (pairs per byte): the first one's start,
+// the last one's end, as tokenizers expands alignments; appended to t->offs
+static int fat5__off_push(fat5_tokenizer *t, const uint32_t *x, size_t a, size_t b) {
+    if (b <= a) return fat5__ubuf_push(t->ctx, &t->offs, x[2 * a]) && fat5__ubuf_push(t->ctx, &t->offs, x[2 * a]);
+    return fat5__ubuf_push(t->ctx, &t->offs, x[2 * a]) && fat5__ubuf_push(t->ctx, &t->offs, x[2 * (b - 1) + 1]);
+}
+
+// s2's spans (t->xm, pairs per byte) from the sanitizer's map t->om: each character's bytes get
+// (start, end) of the input bytes it comes from, plus base; len: the part's input length
+static int fat5__hf_input_spans(fat5_tokenizer *t, uint32_t base, size_t len) {
+    size_t i = 0, n = t->s2.n, l, j;
+    t->xm.n = 0;
+    if (!fat5__grow(t->ctx, (void **)&t->xm.p, &t->xm.cap, 2 * n + 2, sizeof(uint32_t))) return 0;
+    while (i < n) {
+        uint32_t xs, xe;
+        l = fat5__utf8_len(t->s2.p + i, n - i);
+        if (!l) l = 1;
+        if (i + l > n) l = n - i;
+        xs = base + t->om.p[i];
+        xe = base + (uint32_t)(i + l < n ? t->om.p[i + l] : len);
+        for (j = 0; j < l; j++) {
+            t->xm.p[2 * (i + j)] = xs;
+            t->xm.p[2 * (i + j) + 1] = xe;
+        }
+        i += l;
+    }
+    t->xm.n = 2 * n;
+    return 1;
+}
+
 // tokenizers: the ids of text[0..len), a part of a sequence that starts at offset base (its
-// first segment is a continuation unless at_start, its last one unless at_end), appended to out
+// first segment is a continuation unless at_start, its last one unless at_end), appended to out;
+// with t->want_off, each id's span in the text appended to t->offs as well
 static fat5_status fat5__hf_encode_part(fat5_tokenizer *t, const char *text, size_t len, uint32_t base, int at_start,
                                         int at_end, fat5__ubuf *out) {
     fat5_status st;
@@ -1212,51 +1631,75 @@ static fat5_status fat5__hf_encode_part(fat5_tokenizer *t, const char *text, siz
     int k;
     fat5__tbuf *ba = &t->s0, *bb = &t->s1;
     fat5__ubuf *oa = &t->o0, *ob = &t->o1, *sa = &t->spl, *sb = &t->spl2;
+    fat5__ubuf *xa = t->want_off ? &t->x0 : NULL, *xb = t->want_off ? &t->x1 : NULL;
     // 1. valid UTF-8 (s2), split on the added tokens matched in the raw text (o2: the triples)
-    if (!fat5__utf8_sanitize(t->ctx, text, len, &t->s2, NULL) ||
+    if (!fat5__utf8_sanitize(t->ctx, text, len, &t->s2, t->want_off ? &t->om : NULL) ||
+        (t->want_off && !fat5__hf_input_spans(t, base, len)) ||
         !fat5__hf_added_split(t, &t->added_raw, &t->added_rac[0], t->s2.p, t->s2.n, &t->o2))
         return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
     ba->n = oa->n = sa->n = 0;
+    if (xa) xa->n = 0;
     if (!fat5__tbuf_put(t->ctx, ba, "", 0)) return FAT5_ERR_OUT_OF_MEMORY;
     for (q = 0; q < t->o2.n; q += 3) {
         uint32_t a = t->o2.p[q], b = t->o2.p[q + 1], idx = t->o2.p[q + 2];
-        if (idx != FAT5__NOTOK) {
-            if (!fat5__split_push(t, sa, ba->n, 0, base + a, (uint32_t)t->added[idx].id)) return FAT5_ERR_OUT_OF_MEMORY;
+        if (idx != FAT5__NOTOK) {   // (with spans wanted, its text goes along to carry its span)
+            size_t at = ba->n, w = xa ? b - a : 0;
+            if ((xa && !fat5__emit(t, ba, oa, t->s2.p + a, w, NULL, base + a, xa, t->xm.p + 2 * a, 0, 0)) ||
+                !fat5__split_push(t, sa, at, w, base + a, (uint32_t)t->added[idx].id))
+                return FAT5_ERR_OUT_OF_MEMORY;
             continue;
         }
         // 2. normalise the piece (s3, o3), split on the added tokens matched in normalised text
         if ((st = fat5__hf_normalize(t, t->s2.p + a, b - a, base + a,
                                      (a > 0 || at_start ? FAT5__SEG_START : 0) | (b < t->s2.n || at_end ? FAT5__SEG_END : 0),
-                                     &t->s3, &t->o3)))
+                                     &t->s3, &t->o3, xa ? t->xm.p + 2 * a : NULL, &t->x3)))
             return st;
         if (!fat5__hf_added_split(t, &t->added_norm, &t->added_rac[1], t->s3.p, t->s3.n, &t->ids)) return FAT5_ERR_OUT_OF_MEMORY;
         for (i = 0; i < t->ids.n; i += 3) {
             uint32_t c = t->ids.p[i], d = t->ids.p[i + 1], id2 = t->ids.p[i + 2];
             size_t at = ba->n;
             if (c == d) continue;   // empty pieces are dropped
-            if (!fat5__emit(t, ba, oa, t->s3.p + c, d - c, t->o3.p + c, 0) ||
+            if (!fat5__emit(t, ba, oa, t->s3.p + c, d - c, t->o3.p + c, 0, xa, xa ? t->x3.p + 2 * c : NULL, 0, 0) ||
                 !fat5__split_push(t, sa, at, d - c, t->o3.p[c], id2 == FAT5__NOTOK ? FAT5__NOTOK : (uint32_t)t->added[id2].id))
                 return FAT5_ERR_OUT_OF_MEMORY;
         }
     }
     // 3. pre-tokenizers
     for (k = 0; k < t->n_pre; k++) {
-        fat5__tbuf *xb;
+        fat5__tbuf *xtb;
         fat5__ubuf *xo, *xs;
-        if ((st = fat5__hf_pre_step(t, &t->pre[k], ba, oa, sa, bb, ob, sb))) return st;
-        xb = ba; ba = bb; bb = xb;
+        if ((st = fat5__hf_pre_step(t, &t->pre[k], ba, oa, sa, bb, ob, sb, xa, xb))) return st;
+        xtb = ba; ba = bb; bb = xtb;
         xo = oa; oa = ob; ob = xo;
         xs = sa; sa = sb; sb = xs;
+        xo = xa; xa = xb; xb = xo;
     }
     // 4. the model on each text split
     for (q = 0; q < sa->n; q += 4) {
-        if (sa->p[q + 3] != FAT5__NOTOK) {
-            if (!fat5__ubuf_push(t->ctx, out, sa->p[q + 3])) return FAT5_ERR_OUT_OF_MEMORY;
+        size_t off = sa->p[q], n = sa->p[q + 1], n0 = out->n, j;
+        if (sa->p[q + 3] != FAT5__NOTOK) {   // an added token; trimmed by the text it matched
+            if (!fat5__ubuf_push(t->ctx, out, sa->p[q + 3]) || (xa && !fat5__off_push(t, xa->p, off, off + n)) ||
+                (xa && t->bl_trim && !fat5__hf_trim_counts(t, ba->p + off, n)))
+                return FAT5_ERR_OUT_OF_MEMORY;
             continue;
         }
-        st = t->model == FAT5__TM_UNIGRAM ? fat5__hf_unigram(t, ba->p + sa->p[q], sa->p[q + 1], out)
-                                          : fat5__hf_bpe(t, ba->p + sa->p[q], sa->p[q + 1], out);
+        t->spans.n = 0;
+        t->span_base = ba->p + off;
+        st = t->model == FAT5__TM_UNIGRAM ? fat5__hf_unigram(t, ba->p + off, n, out) : fat5__hf_bpe(t, ba->p + off, n, out);
         if (st) return st;
+        if (!xa) continue;
+        if (t->spans.n != 2 * (out->n - n0))
+            return fat5__err(t->ctx, FAT5_ERR_STATE, "tokenize: %zu spans for %zu ids (a defect)", t->spans.n / 2, out->n - n0);
+        for (j = 0; j < t->spans.n; j += 2) {
+            size_t sa0 = t->spans.p[j], sb0 = t->spans.p[j + 1];
+            if (sb0 > n) sb0 = n;
+            if (sa0 >= n) sa0 = n ? n - 1 : 0;
+            if (!fat5__off_push(t, xa->p, off + sa0, off + sb0)) return FAT5_ERR_OUT_OF_MEMORY;
+        }
+        for (j = n0; t->bl_trim && j < out->n; j++) {   // a model's token: trimmed by its piece
+            const char *piece = t->pool.p + t->id_off[out->p[j]];
+            if (!fat5__hf_trim_counts(t, piece, strlen(piece))) return FAT5_ERR_OUT_OF_MEMORY;
+        }
     }
     return FAT5_OK;
 }

@@ -6,7 +6,7 @@
 
 #define FAT5_TESTS_TOKENIZER(X) X(tokenizer_parity) X(tokenizer_parity_real) X(tokenizer_bad_files) \
     X(tokenizer_api) X(tokenizer_batch) X(tokenizer_edge_cases) X(tokenizer_dir_fifo) X(tokenizer_long_pieces) \
-    X(tokenizer_automata_cut) X(tokenizer_long_texts)
+    X(tokenizer_automata_cut) X(tokenizer_long_texts) X(tokenizer_offsets)
 
 static int tk_hard;   // tk_check_entry: automata forced, parts of one byte (tokenizer_automata_cut)
 
@@ -747,4 +747,170 @@ static void t_tokenizer_long_texts(fat5_test *T) {
     free(doc);
     fat5__json_free(ctx, cases);
     fat5__free(ctx, text);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Token spans (fat5_tokenize_offsets) against `tokenizers`' Encoding.offsets, in bytes, and
+// `sentencepiece`'s pieces' begin / end: tests/data/tokenizers/offsets.json
+// (ref/make_tokenizer_offsets.py) holds, for the seven tokenizer.json fixtures (bytetrim: a
+// trimming ByteLevel post-processor), the three spiece.model ones and 118 texts (cases.json's and
+// more: spaces, NFKC-changed and composed characters, removed characters, CJK, emoji, added
+// tokens, invalid UTF-8), the ids and byte spans those libraries give, and for one text of 70 KB
+// (longer than a part) their count and FNV-1a digest, checked in parts of 64 KiB, of 61 bytes and
+// whole.
+
+// FNV-1a over id, start, end of each token (8 little-endian bytes each), as the script's
+static uint64_t tk_off_digest(const int32_t *ids, const int64_t *off, int64_t n) {
+    uint64_t h = 0xCBF29CE484222325ull;
+    int64_t i;
+    int w, b;
+    for (i = 0; i < n; i++)
+        for (w = 0; w < 3; w++) {
+            uint64_t v = (uint64_t)(w == 0 ? (int64_t)ids[i] : off[2 * i + w - 1]);
+            for (b = 0; b < 8; b++) h = (h ^ ((v >> (8 * b)) & 0xFF)) * 0x100000001B3ull;
+        }
+    return h;
+}
+
+// the spans of one text: the expected ones, fat5_tokenize's ids, the bounds, and the spans
+// without the post-processor as the same spans less the template's; returns 1 when all hold
+static int tk_off_case(fat5_test *T, fat5_tokenizer *tok, const char *name, int ti, const char *text, size_t len,
+                       const fat5__json *want_ids, const fat5__json *want_off) {
+    int32_t *ids = NULL, *ref = NULL, *ids2 = NULL, *ref2 = NULL;
+    int64_t *off = NULL, *off2 = NULL, n = 0, nr = 0, n2 = 0, nr2 = 0, i, p;
+    const fat5__json *e;
+    int ok = 1;
+    if (fat5_tokenize_offsets(tok, text, len, 0, &ids, &off, &n) != FAT5_OK ||
+        fat5_tokenize(tok, text, len, NULL, 0, 0, &ref, &nr) != FAT5_OK ||
+        fat5_tokenize_offsets(tok, text, len, FAT5_TOKENIZE_NO_SPECIAL, &ids2, &off2, &n2) != FAT5_OK ||
+        fat5_tokenize(tok, text, len, NULL, 0, FAT5_TOKENIZE_NO_SPECIAL, &ref2, &nr2) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "%s text %d: %s", name, ti, fat5_last_error(fat5_test_ctx(T)));
+        ok = 0;
+        goto done;
+    }
+    FAT5_CHECK_MSG(T, n == nr && !memcmp(ids, ref, (size_t)n * sizeof *ids), "%s text %d: ids differ from fat5_tokenize's", name, ti);
+    FAT5_CHECK_MSG(T, n2 == nr2 && !memcmp(ids2, ref2, (size_t)n2 * sizeof *ids2),
+                   "%s text %d: ids (no special) differ from fat5_tokenize's", name, ti);
+    for (i = 0; i < n; i++)
+        if (off[2 * i] < 0 || off[2 * i] > off[2 * i + 1] || off[2 * i + 1] > (int64_t)len) {
+            FAT5_CHECK_MSG(T, 0, "%s text %d: token %lld span (%lld, %lld) outside [0, %zu]", name, ti, (long long)i,
+                           (long long)off[2 * i], (long long)off[2 * i + 1], len);
+            ok = 0;
+            break;
+        }
+    for (p = 0; p + n2 <= n; p++)   // without the template: a window of the spans with it
+        if (!memcmp(ids + p, ids2, (size_t)n2 * sizeof *ids) && !memcmp(off + 2 * p, off2, (size_t)n2 * 2 * sizeof *off)) break;
+    FAT5_CHECK_MSG(T, p + n2 <= n && n - n2 <= 2, "%s text %d: the spans without the post-processor are not those with it", name, ti);
+    if (!tk_same_ids(want_ids, ids, n)) {
+        FAT5_CHECK_MSG(T, 0, "%s text %d: ids differ from tokenizers'", name, ti);
+        ok = 0;
+    } else if (want_off->type != FAT5__J_ARRAY || (int64_t)want_off->n != 2 * n) {
+        FAT5_CHECK_MSG(T, 0, "%s text %d: %zu span values, want %lld", name, ti, want_off->n, (long long)(2 * n));
+        ok = 0;
+    } else {
+        for (e = want_off->child, i = 0; e; e = e->next, i++) {
+            int64_t v = -1;
+            fat5__json_as_i64(e, &v);
+            if (v != off[i]) {
+                FAT5_CHECK_MSG(T, 0, "%s text %d token %lld (id %d): span (%lld, %lld), tokenizers gives %s %lld", name, ti,
+                               (long long)(i / 2), (int)ids[i / 2], (long long)off[i & ~(int64_t)1],
+                               (long long)off[i | 1], i & 1 ? "end" : "start", (long long)v);
+                ok = 0;
+                break;
+            }
+        }
+    }
+done:
+    fat5_free(fat5_test_ctx(T), ids);
+    fat5_free(fat5_test_ctx(T), off);
+    fat5_free(fat5_test_ctx(T), ref);
+    fat5_free(fat5_test_ctx(T), ids2);
+    fat5_free(fat5_test_ctx(T), off2);
+    fat5_free(fat5_test_ctx(T), ref2);
+    return ok;
+}
+
+static void t_tokenizer_offsets(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    char *json = NULL, *buf = NULL, *lng = NULL, path[256];
+    size_t len = 0, nl = 0, lb;
+    fat5__jdoc *doc = NULL;
+    const fat5__json *root, *texts, *ent, *e;
+    fat5_tokenizer *tok = NULL;
+    int32_t *ids = NULL;
+    int64_t *off = NULL, n = 0, k;
+    FAT5_REQUIRE_OK(T, fat5__read_file(ctx, "tests/data/tokenizers/offsets.json", (size_t)16 << 20, &json, &len));
+    FAT5_REQUIRE_OK(T, fat5__json_parse(ctx, "offsets.json", json, len, 64, &doc));
+    root = fat5__json_root(doc);
+    texts = fat5__json_get(root, "texts");
+    FAT5_CHECK(T, texts && texts->n >= 100);
+    fat5__json_as_i64(fat5__json_get(fat5__json_get(root, "meta"), "long_bytes"), &k);
+    lb = (size_t)k;
+    buf = FAT5__CAST(char *, malloc(len));
+    lng = FAT5__CAST(char *, malloc(lb + len));
+    while (nl < lb)   // the long text's recipe: the texts in order, each followed by a space
+        for (e = texts->child; e && nl < lb; e = e->next) {
+            size_t m = tk_unhex(e->str, buf);
+            memcpy(lng + nl, buf, m);
+            nl += m;
+            lng[nl++] = ' ';
+        }
+    for (ent = fat5__json_get(root, "tokenizers")->child; ent; ent = ent->next) {
+        const char *name = fat5__json_get(ent, "path")->str;
+        const fat5__json *wi = fat5__json_get(ent, "ids")->child, *wo = fat5__json_get(ent, "offsets")->child;
+        int ti = 0, good = 0;
+        int64_t wn = -1;
+        snprintf(path, sizeof path, "tests/data/tokenizers/%s", name);
+        if (fat5_tokenizer_load(ctx, path, &tok) != FAT5_OK) {
+            FAT5_CHECK_MSG(T, 0, "%s: %s", path, fat5_last_error(ctx));
+            continue;
+        }
+        for (e = texts->child; e && wi && wo; e = e->next, wi = wi->next, wo = wo->next, ti++) {
+            size_t m = tk_unhex(e->str, buf);
+            good += tk_off_case(T, tok, name, ti, buf, m, wi, wo);
+        }
+        FAT5_CHECK_MSG(T, ti == (int)texts->n, "%s: %d texts with expectations, want %zu", name, ti, texts->n);
+        {   // the long text: in parts of the default size, of 61 bytes, whole
+            const fat5__json *lj = fat5__json_get(ent, "long");
+            uint64_t want = strtoull(fat5__json_get(lj, "fnv1a")->str, NULL, 16), got[3] = {0, 0, 0};
+            int64_t nn[3] = {0, 0, 0};
+            size_t chunks[3] = {FAT5__TOK_CHUNK, 61, SIZE_MAX};
+            int c;
+            fat5__json_as_i64(fat5__json_get(lj, "n"), &wn);
+            for (c = 0; c < 3; c++) {
+                tok->chunk = chunks[c];
+                tok->cuts = 0;
+                TK_CHECK_OK(T, fat5_tokenize_offsets(tok, lng, nl, 0, &ids, &off, &n));
+                nn[c] = n;
+                got[c] = tk_off_digest(ids, off, n);
+                FAT5_CHECK_MSG(T, c == 2 ? tok->cuts == 0 : tok->cuts > 0, "%s: long text, parts of %zu bytes: %llu cuts", name,
+                               chunks[c], (unsigned long long)tok->cuts);
+                fat5_free(ctx, ids);
+                fat5_free(ctx, off);
+                ids = NULL;
+                off = NULL;
+            }
+            FAT5_CHECK_MSG(T, nn[0] == wn && got[0] == want, "%s: long text (%zu bytes): %lld ids, digest %016llx; tokenizers: %lld, %016llx",
+                           name, nl, (long long)nn[0], (unsigned long long)got[0], (long long)wn, (unsigned long long)want);
+            FAT5_CHECK_MSG(T, nn[1] == nn[0] && got[1] == got[0] && nn[2] == nn[0] && got[2] == got[0],
+                           "%s: long text: the spans differ between parts of 64 KiB, 61 bytes and the whole", name);
+        }
+        printf("  %-24s %d / %d texts identical; long text of %zu bytes: %lld ids\n", name, good, ti, nl, (long long)wn);
+        fat5_tokenizer_destroy(tok);
+        tok = NULL;
+    }
+    // arguments
+    FAT5_REQUIRE_OK(T, fat5_tokenizer_load(ctx, "tests/data/tokenizers/uniseq/tokenizer.json", &tok));
+    FAT5_CHECK(T, fat5_tokenize_offsets(tok, NULL, 3, 0, &ids, &off, &n) == FAT5_ERR_INVALID_ARG);
+    FAT5_CHECK(T, fat5_tokenize_offsets(tok, "a", 1, 0, &ids, NULL, &n) == FAT5_ERR_INVALID_ARG);
+    FAT5_CHECK(T, fat5_tokenize_offsets(NULL, "a", 1, 0, &ids, &off, &n) == FAT5_ERR_INVALID_ARG);
+    TK_CHECK_OK(T, fat5_tokenize_offsets(tok, NULL, 0, 0, &ids, &off, &n));   // the empty text: the template's ids
+    FAT5_CHECK(T, n == 1 && ids && off && ids[0] == fat5_tokenizer_eos_id(tok) && off[0] == 0 && off[1] == 0);
+    fat5_free(ctx, ids);
+    fat5_free(ctx, off);
+    fat5_tokenizer_destroy(tok);
+    free(buf);
+    free(lng);
+    fat5__json_free(ctx, doc);
+    fat5__free(ctx, json);
 }

@@ -1,7 +1,8 @@
 // libFuzzer target: tokenizer files (fat5_tokenizer_from_memory). The first byte picks the kind
 // (even: a SentencePiece model, odd: tokenizer.json), the rest is the file. A file that loads must
 // tokenize texts (the input's own bytes among them; a Unigram model without unk_id may refuse a
-// character, as tokenizers does) and decode the ids it gave.
+// character, as tokenizers does) and decode the ids it gave, and give the same ids with spans
+// (fat5_tokenize_offsets), each inside the text.
 //     make fuzz   (clang -fsanitize=fuzzer,address,undefined)
 #define FAT5_NO_CUDA
 #include "../../fat5.h"
@@ -34,6 +35,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (fat5_detokenize(tok, ids, m, (int)(i & 1) * FAT5_DETOKENIZE_SKIP_SPECIAL, &out, &ol) != FAT5_OK)
             fuzz_die("decode of its own ids failed");
         if (!out || out[ol] != 0) fuzz_die("decode not terminated");   // <0x00> pieces decode to NUL bytes
+        if (i != 1) {   // the spans: the same ids, each span inside the text
+            int32_t *ids2 = NULL;
+            int64_t *off = NULL, m2 = 0;
+            if (fat5_tokenize_offsets(tok, s, n, 0, &ids2, &off, &m2) != FAT5_OK)
+                fuzz_die("tokenize_offsets failed where tokenize did not");
+            if (m2 != m || (m && memcmp(ids2, ids, (size_t)m * sizeof *ids))) fuzz_die("tokenize_offsets: other ids");
+            for (k = 0; k < m2; k++)
+                if (off[2 * k] < 0 || off[2 * k] > off[2 * k + 1] || off[2 * k + 1] > (int64_t)n)
+                    fuzz_die("tokenize_offsets: a span outside the text");
+            fat5_free(ctx, ids2);
+            fat5_free(ctx, off);
+        }
         fat5_free(ctx, ids);
         fat5_free(ctx, out);
     }
