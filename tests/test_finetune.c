@@ -559,8 +559,11 @@ static void t_finetune_errors(fat5_test *T) {
     c = tft_config(T, good, good, out);
     FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "metric_for_best_model", "rougeL"));
     TFT_FAILS(c, "metric_for_best_model rougeL is a score of generated text: it needs predict_with_generate");
-    FAT5_CHECK(T, fat5_train_config_set(ctx, &c, "metric_for_best_model", "accuracy") == FAT5_ERR_INVALID_ARG &&
-                  strstr(fat5_last_error(ctx), "metric_for_best_model: bad value 'accuracy'"));
+    FAT5_CHECK(T, fat5_train_config_set(ctx, &c, "metric_for_best_model", "perplexity") == FAT5_ERR_INVALID_ARG &&
+                  strstr(fat5_last_error(ctx), "metric_for_best_model: bad value 'perplexity'"));
+    FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "metric_for_best_model", "accuracy"));
+    TFT_FAILS(c, "metric_for_best_model accuracy is a task head's score");
+    FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "metric_for_best_model", "loss"));
     FAT5_CHECK(T, fat5_train_config_set(ctx, &c, "predict_with_generate", "yes") == FAT5_ERR_INVALID_ARG);
     {   // the options by name, from JSON too; listed by fat5_finetune_option_names, not the pre-training list
         const char *json = "{\"train_file\": \"a.jsonl\", \"predict_with_generate\": true, \"num_train_epochs\": 2.5,"

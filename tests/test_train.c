@@ -869,7 +869,7 @@ static void t_train_balance(fat5_test *T) {
     FAT5_REQUIRE_OK(T, fat5_ul2_create(ctx, &u, tok, &s));
     for (i = 0; i < N; i++) {
         FAT5_REQUIRE_OK(T, fat5_ul2_next_batch(s, &b));
-        FAT5_REQUIRE_OK(T, fat5__tbatch_copy(ctx, &drawn[i], &b));
+        FAT5_REQUIRE_OK(T, fat5__tbatch_copy(ctx, &m.cfg, &drawn[i], &b));
         total += b.n_seq;
         tokens += b.n_enc_tokens + b.n_dec_tokens;
         cost += fat5__batch_flops(&m.cfg, &b);
