@@ -680,6 +680,20 @@ static void fat5__task_seqeval(const char *const *pred, const char *const *gold,
     *f1 = *p + *r > 0 ? 2 * *p * *r / (*p + *r) : 0;
 }
 
+// Macro-F1 (0..1) as scikit-learn's f1_score(average="macro", zero_division=0) from each class's
+// true positives, false positives and false negatives: the mean over the classes in the gold or the
+// predictions (all_labels, multi-label: over every label), 0 for a class with no true positive.
+static double fat5__task_macro_f1(const int64_t *tp, const int64_t *fp, const int64_t *fn, int64_t L, int all_labels) {
+    double sum = 0;
+    int64_t i, k = 0;
+    for (i = 0; i < L; i++) {
+        if (!all_labels && tp[i] + fp[i] + fn[i] == 0) continue;
+        sum += tp[i] ? 2.0 * (double)tp[i] / (double)(2 * tp[i] + fp[i] + fn[i]) : 0.0;
+        k++;
+    }
+    return k ? sum / (double)k : 0;
+}
+
 // the row's gold items (the validation text after the input: items joined by 0x1f) into out[],
 // pointers into a copy (a context buffer the caller frees); returns the count
 static int64_t fat5__task_split(char *s, char **out, int64_t cap) {
@@ -864,17 +878,8 @@ static fat5_status fat5__task_predict(fat5_trainer *t, fat5_train_metrics *mr) {
     gold_items = NULL;
     mr->has_predict = 1;
     if (task == FAT5__TASK_CLASSIFY && pr != FAT5_PROBLEM_REGRESSION) {
-        // macro-F1 as scikit-learn's: the classes in the gold or the predictions (multi-label: every
-        // label), 0 for a class without predictions or gold rows
-        double sum = 0;
-        int64_t k = 0;
-        for (i = 0; i < L; i++) {
-            if (pr == FAT5_PROBLEM_SINGLE_LABEL && tp[i] + fp[i] + fn[i] == 0) continue;
-            sum += tp[i] ? 2.0 * (double)tp[i] / (double)(2 * tp[i] + fp[i] + fn[i]) : 0.0;
-            k++;
-        }
         mr->eval_accuracy = total ? 100.0 * (double)right / (double)total : 0;
-        mr->eval_macro_f1 = k ? 100.0 * sum / (double)k : 0;
+        mr->eval_macro_f1 = 100.0 * fat5__task_macro_f1(tp, fp, fn, L, pr == FAT5_PROBLEM_MULTI_LABEL);
     } else if (task == FAT5__TASK_CLASSIFY) {
         mr->eval_mse = total ? sq / (double)total : 0;
     } else if (task == FAT5__TASK_TOKENS) {

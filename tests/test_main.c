@@ -41,7 +41,8 @@
 #include "test_export.c"     // after test_train.c and test_model.c: their helpers     // after test_train.c and test_gpu_model.c: their helpers
 #include "test_ops_table.c"  // after test_gpu_ops.c (its tolerances, tg_open); without CUDA: ops_table_cpu
 #include "test_dropout.c"
-#include "test_heads.c"      // after test_model.c and test_cpu_ops.c (tm_, tc_ helpers)    // after the files whose helpers it uses (tc_, tm_, ttr_, tgm_)
+#include "test_heads.c"
+#include "test_tasks.c"      // after test_finetune.c and test_model.c (tft_, tm_ helpers)      // after test_model.c and test_cpu_ops.c (tm_, tc_ helpers)    // after the files whose helpers it uses (tc_, tm_, ttr_, tgm_)
 
 static const fat5_test_case fat5_cases[] = {
     FAT5_TESTS_BASE(FAT5_TEST_ENTRY)
@@ -70,6 +71,7 @@ static const fat5_test_case fat5_cases[] = {
     FAT5_TESTS_EXPORT(FAT5_TEST_ENTRY)
     FAT5_TESTS_DROPOUT(FAT5_TEST_ENTRY)
     FAT5_TESTS_HEADS(FAT5_TEST_ENTRY)
+    FAT5_TESTS_TASKS(FAT5_TEST_ENTRY)
 };
 
 int main(int argc, char **argv) {

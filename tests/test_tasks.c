@@ -1,0 +1,308 @@
+// Fine-tuning the task heads (run_tasks.c): the evaluation scores against seqeval and scikit-learn
+// (tests/data/tasks/metrics.json, ref/make_task_metrics_fixture.py), the rows (classes, the
+// first-piece tags of words, answer spans), runs of each task that learn, save, and resume, and
+// the errors that name the file and line.
+
+// metrics.json's cases: seqeval's entity scores and scikit-learn's accuracy and macro-F1
+static void t_tasks_metrics(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    size_t len;
+    char *text = tm_read(T, FAT5_TEST_DATA "/tasks/metrics.json", &len);
+    fat5__jdoc *d = NULL;
+    const fat5__json *c, *x, *y;
+    int n_cases = 0, k;
+    FAT5_REQUIRE(T, text != NULL);
+    FAT5_REQUIRE_OK(T, fat5__json_parse(ctx, "metrics.json", text, len, 16, &d));
+    for (c = fat5__json_get(d->root, "seqeval")->child; c; c = c->next, n_cases++) {
+        const char *tags[2][512];
+        int64_t cu[64], scratch[6 * 600], nw[2] = {0, 0}, ns = 0;
+        double p, r, f, want[3];
+        for (k = 0; k < 2; k++) {
+            ns = 0;
+            cu[0] = 0;
+            for (x = fat5__json_get(c, k ? "gold" : "pred")->child; x; x = x->next) {
+                for (y = x->child; y; y = y->next) tags[k][nw[k]++] = y->str;
+                cu[++ns] = nw[k];
+            }
+        }
+        FAT5_REQUIRE(T, nw[0] == nw[1]);
+        fat5__task_seqeval(tags[0], tags[1], cu, ns, scratch, &p, &r, &f);
+        fat5__json_as_double(fat5__json_get(c, "precision"), &want[0]);
+        fat5__json_as_double(fat5__json_get(c, "recall"), &want[1]);
+        fat5__json_as_double(fat5__json_get(c, "f1"), &want[2]);
+        FAT5_CHECK_MSG(T, fabs(p - want[0]) < 1e-12 && fabs(r - want[1]) < 1e-12 && fabs(f - want[2]) < 1e-12,
+                       "seqeval case %d: precision %.6f recall %.6f f1 %.6f, seqeval %.6f %.6f %.6f", n_cases, p, r, f,
+                       want[0], want[1], want[2]);
+    }
+    for (k = 0; k < 2; k++) {
+        int multi = k == 1, i_case = 0;
+        for (c = fat5__json_get(d->root, multi ? "multi" : "single")->child; c; c = c->next, i_case++) {
+            int64_t tp[16] = {0}, fp[16] = {0}, fn[16] = {0}, L = 0, right = 0, rows = 0, l;
+            double acc, f1;
+            const fat5__json *pr = fat5__json_get(c, "pred")->child, *g = fat5__json_get(c, "gold")->child;
+            if (!multi) {
+                double dl = 0;
+                fat5__json_as_double(fat5__json_get(c, "n_classes"), &dl);
+                L = (int64_t)dl;
+            }
+            for (; pr && g; pr = pr->next, g = g->next, rows++) {
+                if (!multi) {
+                    double a = 0, b = 0;
+                    fat5__json_as_double(pr, &a);
+                    fat5__json_as_double(g, &b);
+                    right += a == b;
+                    tp[(int)a] += a == b;
+                    fp[(int)a] += a != b;
+                    fn[(int)b] += a != b;
+                } else {
+                    const fat5__json *a = pr->child, *b = g->child;
+                    int all = 1;
+                    for (l = 0; a && b; a = a->next, b = b->next, l++) {
+                        double u = 0, v = 0;
+                        fat5__json_as_double(a, &u);
+                        fat5__json_as_double(b, &v);
+                        all &= u == v;
+                        tp[l] += u && v;
+                        fp[l] += u && !v;
+                        fn[l] += !u && v;
+                    }
+                    L = l;
+                    right += all;
+                }
+            }
+            fat5__json_as_double(fat5__json_get(c, "accuracy"), &acc);
+            fat5__json_as_double(fat5__json_get(c, "macro_f1"), &f1);
+            FAT5_CHECK_MSG(T, fabs((double)right / (double)rows - acc) < 1e-12, "%s case %d: accuracy",
+                           multi ? "multi" : "single", i_case);
+            FAT5_CHECK_MSG(T, fabs(fat5__task_macro_f1(tp, fp, fn, L, multi) - f1) < 1e-12,
+                           "%s case %d: macro-F1 %.6f, scikit-learn %.6f", multi ? "multi" : "single", i_case,
+                           fat5__task_macro_f1(tp, fp, fn, L, multi), f1);
+        }
+    }
+    FAT5_CHECK(T, n_cases == 60);
+    fat5__json_free(ctx, d);
+    fat5__free(ctx, text);
+}
+
+// ---- toy tasks on byte-level ids (the tiny model of the fine-tuning tests) ----
+
+// writes text to DIR/name, returns the path (a static buffer per slot)
+static const char *tk_file(fat5_test *T, int slot, const char *name, const char *text) {
+    static char paths[8][600];
+    FILE *f;
+    snprintf(paths[slot], sizeof paths[slot], "%s/%s", fat5_test_tmpdir(T), name);
+    f = fopen(paths[slot], "wb");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+    return paths[slot];
+}
+
+// n rows of a classify task: a word of colour or of animal, and the class it is
+static const char *tk_classify_rows(fat5_test *T, int slot, const char *name, int n, uint64_t seed) {
+    static const char *const colours[] = {"red", "blue", "green", "black", "white", "pink"};
+    static const char *const animals[] = {"cat", "dog", "horse", "mouse", "bird", "fish"};
+    fat5__sb b;
+    fat5_rng r = fat5_rng_init(seed);
+    const char *path;
+    int i;
+    fat5__sb_init(&b, fat5_test_ctx(T));
+    for (i = 0; i < n; i++) {
+        int c = (int)fat5_rng_below(&r, 2), w = (int)fat5_rng_below(&r, 6);
+        fat5__sb_printf(&b, "{\"text\": \"the %s one\", \"label\": \"%s\"}\n", c ? animals[w] : colours[w],
+                        c ? "animal" : "colour");
+    }
+    path = tk_file(T, slot, name, b.buf);
+    fat5__sb_free(&b);
+    return path;
+}
+
+// a classify run learns the toy task (validation accuracy), saves a head checkpoint that loads
+// with its names, and a resumed run continues from it
+static void t_tasks_classify(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    char out[600], ck[700];
+    const char *train = tk_classify_rows(T, 0, "train.jsonl", 400, 1), *val = tk_classify_rows(T, 1, "val.jsonl", 40, 2);
+    fat5_train_config c;
+    fat5_trainer *t = NULL;
+    fat5_train_metrics r;
+    fat5_model *m = NULL;
+    int classifier;
+    for (classifier = 0; classifier < 2; classifier++) {
+        snprintf(out, sizeof out, "%s/run%d", fat5_test_tmpdir(T), classifier);
+        c = tft_config(T, train, val, out);
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "task", "classify"));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "classifier", classifier ? "t5" : "encoder"));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "max_steps", "100"));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "eval_steps", "100"));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "save_steps", "100"));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "metric_for_best_model", "accuracy"));
+        FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
+        FAT5_CHECK(T, fat5_train_model(t)->cfg.head == (classifier ? FAT5_HEAD_SEQ_CLS : FAT5_HEAD_ENC_SEQ_CLS));
+        memset(&r, 0, sizeof r);
+        while (!fat5_train_done(t)) FAT5_REQUIRE_OK(T, fat5_train_step(t, &r));
+        FAT5_CHECK_MSG(T, r.has_predict && r.eval_accuracy >= 90.0, "%s: validation accuracy %.1f%% after 100 steps",
+                       classifier ? "t5" : "encoder", r.eval_accuracy);
+        fat5_train_destroy(t);
+        t = NULL;
+        snprintf(ck, sizeof ck, "%s/step-00000100", out);
+        FAT5_REQUIRE_OK(T, fat5_model_load(ctx, ck, &m));
+        FAT5_CHECK(T, m->cfg.num_labels == 2 && strcmp(fat5_model_label_name(m, 0), "animal") == 0 &&
+                      strcmp(fat5_model_label_name(m, 1), "colour") == 0);
+        fat5_model_destroy(m);
+        m = NULL;
+    }
+    {   // the run resumed for 4 more steps
+        c = tft_config(T, train, val, out);
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "task", "classify"));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "classifier", "t5"));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "max_steps", "104"));
+        c.resume = out;
+        FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
+        FAT5_CHECK(T, fat5_optim_get_step(t->o) == 100);
+        while (!fat5_train_done(t)) FAT5_REQUIRE_OK(T, fat5_train_step(t, &r));
+        FAT5_CHECK(T, r.step == 104);
+        fat5_train_destroy(t);
+    }
+}
+
+// the rows of token-classify and qa: each word's first piece takes its tag, the others -100;
+// an answer's tokens cut out of the input give the answer back
+static void t_tasks_rows(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    const char *tok_rows = tk_file(T, 0, "ner.jsonl",
+                                   "{\"tokens\": [\"Ann\", \"met\", \"Bob\", \"Lee\"], \"ner_tags\": [\"B-PER\", \"O\", "
+                                   "\"B-PER\", \"I-PER\"]}\n");
+    const char *qa_rows = tk_file(T, 1, "qa.jsonl",
+                                  "{\"question\": \"who?\", \"context\": \"caf\\u00e9 owner Zo\\u00eb ran\", \"answers\": "
+                                  "{\"text\": [\"Zo\\u00eb\"], \"answer_start\": [11]}}\n");
+    char out[600];
+    fat5_train_config c;
+    fat5_trainer *t = NULL;
+    const fat5__ftrows *r;
+    int64_t i;
+    snprintf(out, sizeof out, "%s/ner", fat5_test_tmpdir(T));
+    c = tft_config(T, tok_rows, tok_rows, out);
+    FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "task", "token-classify"));
+    FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
+    FAT5_CHECK(T, t->m->cfg.head == FAT5_HEAD_TOKEN_CLS && t->m->cfg.num_labels == 3);   // B-PER, I-PER, O
+    r = &t->ft->val;
+    FAT5_REQUIRE(T, r->n == 1 && fat5__ftrow_in(r, 0) == 16);   // "Ann met Bob Lee" + EOS, bytes
+    {
+        const int32_t *pay = r->ids + r->at[0] + 16;
+        // byte-level ids: the space before a word is its first piece (as SentencePiece's lone "▁")
+        static const int32_t want[16] = {0, -100, -100, 2, -100, -100, -100, 0, -100, -100, -100, 1, -100, -100, -100,
+                                         -100};
+        for (i = 0; i < 16; i++)
+            FAT5_CHECK_MSG(T, pay[i] == want[i], "byte %d: label %d, expected %d", (int)i, (int)pay[i], (int)want[i]);
+    }
+    fat5_train_destroy(t);
+    t = NULL;
+    snprintf(out, sizeof out, "%s/qa", fat5_test_tmpdir(T));
+    c = tft_config(T, qa_rows, qa_rows, out);
+    FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "task", "qa"));
+    FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "max_length", "64"));
+    FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
+    FAT5_CHECK(T, t->m->cfg.head == FAT5_HEAD_QA);
+    r = &t->ft->val;
+    {
+        int64_t e = fat5__ftrow_in(r, 0);
+        const int32_t *pay = r->ids + r->at[0] + e;
+        const char *input = r->text + r->text_at[0];
+        const int64_t *off = t->ft->val_off + t->ft->val_off_at[0];
+        char got[32];
+        FAT5_REQUIRE(T, pay[0] >= 0 && pay[1] >= pay[0] && pay[1] < e);
+        snprintf(got, sizeof got, "%.*s", (int)(off[2 * pay[1] + 1] - off[2 * pay[0]]), input + off[2 * pay[0]]);
+        FAT5_CHECK_MSG(T, strcmp(got, "Zo\xc3\xab") == 0, "the answer's tokens hold '%s'", got);
+    }
+    fat5_train_destroy(t);
+}
+
+// a token-classify and a qa run train, evaluate (seqeval F1, SQuAD EM / F1) and save their heads
+static void t_tasks_token_qa_runs(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    static const char *const names[] = {"Ann", "Bob", "Eve", "Max", "Kim"};
+    static const char *const words[] = {"met", "saw", "and", "the", "cat"};
+    fat5__sb ner, qa;
+    fat5_rng g = fat5_rng_init(3);
+    char out[600], ck[700];
+    fat5_train_config c;
+    fat5_trainer *t = NULL;
+    fat5_train_metrics r;
+    fat5_model *m = NULL;
+    const char *ner_path, *qa_path;
+    int i, k;
+    fat5__sb_init(&ner, ctx);
+    fat5__sb_init(&qa, ctx);
+    for (i = 0; i < 200; i++) {
+        const char *a = names[fat5_rng_below(&g, 5)], *w = words[fat5_rng_below(&g, 5)];
+        const char *b = names[fat5_rng_below(&g, 5)];
+        fat5__sb_printf(&ner, "{\"tokens\": [\"%s\", \"%s\", \"%s\"], \"ner_tags\": [\"B-PER\", \"O\", \"B-PER\"]}\n", a, w,
+                        b);
+        fat5__sb_printf(&qa, "{\"question\": \"who?\", \"context\": \"%s %s %s\", \"answers\": {\"text\": [\"%s\"], "
+                        "\"answer_start\": [%d]}}\n", w, a, w, a, (int)strlen(w) + 1);
+    }
+    ner_path = tk_file(T, 2, "ner_train.jsonl", ner.buf);
+    qa_path = tk_file(T, 3, "qa_train.jsonl", qa.buf);
+    fat5__sb_free(&ner);
+    fat5__sb_free(&qa);
+    for (k = 0; k < 2; k++) {
+        snprintf(out, sizeof out, "%s/%s", fat5_test_tmpdir(T), k ? "qa" : "ner");
+        c = tft_config(T, k ? qa_path : ner_path, NULL, out);
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "task", k ? "qa" : "token-classify"));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "eval_fraction", "0.1"));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "max_steps", "40"));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "eval_steps", "40"));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "save_steps", "40"));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "max_length", "64"));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "metric_for_best_model", "f1"));
+        FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
+        memset(&r, 0, sizeof r);
+        while (!fat5_train_done(t)) FAT5_REQUIRE_OK(T, fat5_train_step(t, &r));
+        FAT5_CHECK_MSG(T, r.has_predict && r.eval_f1 >= 80.0, "%s: validation F1 %.1f after 40 steps",
+                       k ? "qa" : "token-classify", r.eval_f1);
+        if (k) FAT5_CHECK_MSG(T, r.eval_exact_match >= 80.0, "qa: exact match %.1f", r.eval_exact_match);
+        fat5_train_destroy(t);
+        t = NULL;
+        snprintf(ck, sizeof ck, "%s/step-00000040", out);
+        FAT5_REQUIRE_OK(T, fat5_model_load(ctx, ck, &m));
+        FAT5_CHECK(T, m->cfg.head == (k ? FAT5_HEAD_QA : FAT5_HEAD_TOKEN_CLS));
+        fat5_model_destroy(m);
+        m = NULL;
+    }
+}
+
+// bad rows: each error names the file and line and what is wrong
+static void t_tasks_errors(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    static const struct { const char *task, *rows, *want; } cases[] = {
+        {"classify", "{\"text\": \"a\", \"label\": \"x\"}\n{\"text\": \"b\", \"label\": \"z\"}\n",
+         "line 2: label 'z' in 'label' is not one of the model's 2 classes"},
+        {"classify", "{\"text\": \"a\", \"label\": \"x\"}\n{\"label\": \"y\"}\n", "line 2: no field 'text'"},
+        {"token-classify", "{\"tokens\": [\"a\", \"b\"], \"ner_tags\": [\"O\"]}\n", "line 1: 2 words and 1 tags"},
+        {"qa", "{\"question\": \"q\", \"context\": \"abc\", \"answers\": {\"text\": [\"zz\"], \"answer_start\": [1]}}\n",
+         "line 1: the answer 'zz' is not at character 1 of the context"},
+        {"classify", "{\"text\": \"a\", \"label\": 1}\n{\"text\": \"b\", \"label\": \"n\"}\n",
+         "mix names, integers and numbers"}};
+    const char *labels = tk_file(T, 4, "labels.txt", "x\ny\n");
+    size_t i;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[600];
+        const char *rows = tk_file(T, 5, "bad.jsonl", cases[i].rows);
+        fat5_train_config c;
+        fat5_trainer *t = NULL;
+        fat5_status st;
+        snprintf(out, sizeof out, "%s/bad%d", fat5_test_tmpdir(T), (int)i);
+        c = tft_config(T, rows, rows, out);
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "task", cases[i].task));
+        if (i == 0) c.label_file = labels;
+        st = fat5_train_create(ctx, &c, &t);
+        FAT5_CHECK_MSG(T, st != FAT5_OK && strstr(fat5_last_error(ctx), cases[i].want) &&
+                          (i == 4 || strstr(fat5_last_error(ctx), "bad.jsonl")),
+                       "case %d: %s: %s", (int)i, fat5_status_string(st), fat5_last_error(ctx));
+        fat5_train_destroy(t);
+    }
+}
+
+#define FAT5_TESTS_TASKS(X) X(tasks_metrics) X(tasks_classify) X(tasks_rows) X(tasks_token_qa_runs) X(tasks_errors)
