@@ -30166,7 +30166,32 @@ static fat5_status fat5__task_predict(fat5_trainer *t, fat5_train_metrics *mr) {
             fat5__sb_puts(P, "{\"input\": ");
             fat5__sb_json_string(P, input);
             fat5__sb_puts(P, ", \"label\": ");
-            fat5__sb_json_string(P, v->text + v->text_at[row] + strlen(input) + 1);
+            if (task == FAT5__TASK_CLASSIFY && pr == FAT5_PROBLEM_SINGLE_LABEL) {
+                fat5__sb_json_string(P, v->text + v->text_at[row] + strlen(input) + 1);
+            } else {   // the gold items as a list
+                const char *g = v->text + v->text_at[row] + strlen(input) + 1;
+                fat5__sb_puts(P, "[");
+                while (*g) {
+                    const char *z = strchr(g, '\x1f');
+                    size_t gl = z ? (size_t)(z - g) : strlen(g);
+                    char *item = FAT5__CAST(char *, fat5__malloc(ctx, gl + 1));
+                    if (!item) {
+                        st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "evaluate: out of memory");
+                        break;
+                    }
+                    memcpy(item, g, gl);
+                    item[gl] = 0;
+                    if (pr == FAT5_PROBLEM_REGRESSION && task == FAT5__TASK_CLASSIFY) fat5__sb_puts(P, item);
+                    else fat5__sb_json_string(P, item);
+                    fat5__free(ctx, item);
+                    g += gl;
+                    if (*g) {
+                        g++;
+                        fat5__sb_puts(P, ", ");
+                    }
+                }
+                fat5__sb_puts(P, "]");
+            }
             fat5__sb_puts(P, ", \"prediction\": ");
             if (task == FAT5__TASK_CLASSIFY && pr == FAT5_PROBLEM_SINGLE_LABEL) {
                 for (y = 0, i = 1; i < L; i++) y = o[i] > o[y] ? i : y;

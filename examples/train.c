@@ -299,7 +299,14 @@ static const struct { const char *key, *meta, *expect; } expects[] = {
     {"num_train_epochs", "X", "a number >= 0"}, {"group_by_length", "true|false", "true or false"},
     {"predict_with_generate", "true|false", "true or false"}, {"generation_max_length", "N", "an integer >= 0"},
     {"generation_num_beams", "N", "an integer in [1, 32]"}, {"max_eval_samples", "N", "an integer >= 0"},
-    {"metric_for_best_model", "NAME", "loss, exact_match, f1, rouge1, rouge2, rougeL, rougeLsum, bleu or gen_len"},
+    {"metric_for_best_model", "NAME", "loss, exact_match, f1, rouge1, rouge2, rougeL, rougeLsum, bleu, gen_len, accuracy, "
+                                      "macro_f1, precision, recall or mse"},
+    {"task", "seq2seq|classify|token-classify|qa", "seq2seq, classify, token-classify or qa"},
+    {"classifier", "encoder|t5", "encoder or t5"}, {"pooling", "eos|mean|first", "eos, mean or first"},
+    {"problem_type", "NAME", "single_label_classification, multi_label_classification or regression"},
+    {"classifier_dropout", "X", "a number in [0, 1)"}, {"label_file", "FILE", NULL},
+    {"text_column_names", "NAMES", NULL}, {"label_column_name", "NAME", NULL},
+    {"question_column_name", "NAME", NULL}, {"context_column_name", "NAME", NULL}, {"answer_column_name", "NAME", NULL},
     {"greater_is_better", "true|false", "true or false"}, {"train_file", "FILE", NULL}, {"validation_file", "FILE", NULL},
     {"text_column", "NAME", NULL}, {"summary_column", "NAME", NULL}, {"source_prefix", "TEXT", NULL},
     {"tokenizer_name", "PATH", NULL},
@@ -1105,7 +1112,22 @@ int main(int argc, char **argv) {
             fprintf(stderr, "%seval loss %.4f | exact_match %.2f | f1 %.2f | rouge1 %.2f | rougeL %.2f | bleu %.2f | "
                     "gen_len %.1f (%lld rows) at step %lld\n", tty ? "\n" : "", r.eval_loss, r.eval_exact_match, r.eval_f1,
                     r.eval_rouge1, r.eval_rougeL, r.eval_bleu, r.eval_gen_len, (long long)r.eval_samples, (long long)r.step);
-        else if (r.has_eval)
+        else if (r.has_eval && r.has_predict) {   // a task head's scores (percent; mse for a regression)
+            const char *task = fat5_train_get_config(t)->task;
+            fprintf(stderr, "%seval loss %.4f | ", tty ? "\n" : "", r.eval_loss);
+            if (!strcmp(task, "qa"))
+                fprintf(stderr, "exact_match %.2f | f1 %.2f", r.eval_exact_match, r.eval_f1);
+            else if (!strcmp(task, "token-classify"))
+                fprintf(stderr, "precision %.2f | recall %.2f | f1 %.2f | accuracy %.2f", r.eval_precision, r.eval_recall,
+                        r.eval_f1, r.eval_accuracy);
+            else if (fat5_model_get_config(fat5_train_model(t))->problem_type == FAT5_PROBLEM_REGRESSION ||
+                     (fat5_model_get_config(fat5_train_model(t))->problem_type == FAT5_PROBLEM_AUTO &&
+                      fat5_model_get_config(fat5_train_model(t))->num_labels == 1))
+                fprintf(stderr, "mse %.6g", r.eval_mse);
+            else
+                fprintf(stderr, "accuracy %.2f | macro_f1 %.2f", r.eval_accuracy, r.eval_macro_f1);
+            fprintf(stderr, " (%lld rows) at step %lld\n", (long long)r.eval_samples, (long long)r.step);
+        } else if (r.has_eval)
             fprintf(stderr, "%seval loss %.4f at step %lld\n", tty ? "\n" : "", r.eval_loss, (long long)r.step);
         if (r.saved)
             fprintf(stderr, "%scheckpoint %s%s\n", tty && !r.has_eval ? "\n" : "", r.checkpoint, r.is_best ? " (best so far)" : "");
@@ -1126,7 +1148,8 @@ int main(int argc, char **argv) {
         if ((b = read_text(p, &len)) != NULL) {
             while (len && (b[len - 1] == '\n' || b[len - 1] == '\r')) b[--len] = 0;
             fprintf(stderr, "%s: best checkpoint by %s: %s/%s", who, cfg.metric_for_best_model, cfg.output_dir, b);
-            if (r.has_generate) fprintf(stderr, "; predictions in %s/eval_predictions.jsonl", cfg.output_dir);
+            if (r.has_generate || r.has_predict)
+                fprintf(stderr, "; predictions in %s/eval_predictions.jsonl", cfg.output_dir);
             fprintf(stderr, "\n");
             free(b);
         }

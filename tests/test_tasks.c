@@ -120,7 +120,7 @@ static const char *tk_classify_rows(fat5_test *T, int slot, const char *name, in
 
 // a classify run learns the toy task (validation accuracy), saves a head checkpoint that loads
 // with its names, and a resumed run continues from it
-static void t_tasks_classify(fat5_test *T) {
+static void tk_classify(fat5_test *T, fat5_ctx *run_ctx) {
     fat5_ctx *ctx = fat5_test_ctx(T);
     char out[600], ck[700];
     const char *train = tk_classify_rows(T, 0, "train.jsonl", 400, 1), *val = tk_classify_rows(T, 1, "val.jsonl", 40, 2);
@@ -138,7 +138,8 @@ static void t_tasks_classify(fat5_test *T) {
         FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "eval_steps", "100"));
         FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "save_steps", "100"));
         FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "metric_for_best_model", "accuracy"));
-        FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "d_kv", "32"));
+        FAT5_REQUIRE_OK(T, fat5_train_create(run_ctx, &c, &t));
         FAT5_CHECK(T, fat5_train_model(t)->cfg.head == (classifier ? FAT5_HEAD_SEQ_CLS : FAT5_HEAD_ENC_SEQ_CLS));
         memset(&r, 0, sizeof r);
         while (!fat5_train_done(t)) FAT5_REQUIRE_OK(T, fat5_train_step(t, &r));
@@ -158,14 +159,16 @@ static void t_tasks_classify(fat5_test *T) {
         FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "task", "classify"));
         FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "classifier", "t5"));
         FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "max_steps", "104"));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "d_kv", "32"));
         c.resume = out;
-        FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
+        FAT5_REQUIRE_OK(T, fat5_train_create(run_ctx, &c, &t));
         FAT5_CHECK(T, fat5_optim_get_step(t->o) == 100);
         while (!fat5_train_done(t)) FAT5_REQUIRE_OK(T, fat5_train_step(t, &r));
         FAT5_CHECK(T, r.step == 104);
         fat5_train_destroy(t);
     }
 }
+static void t_tasks_classify(fat5_test *T) { tk_classify(T, fat5_test_ctx(T)); }
 
 // the rows of token-classify and qa: each word's first piece takes its tag, the others -100;
 // an answer's tokens cut out of the input give the answer back
@@ -220,7 +223,7 @@ static void t_tasks_rows(fat5_test *T) {
 }
 
 // a token-classify and a qa run train, evaluate (seqeval F1, SQuAD EM / F1) and save their heads
-static void t_tasks_token_qa_runs(fat5_test *T) {
+static void tk_token_qa_runs(fat5_test *T, fat5_ctx *run_ctx) {
     fat5_ctx *ctx = fat5_test_ctx(T);
     static const char *const names[] = {"Ann", "Bob", "Eve", "Max", "Kim"};
     static const char *const words[] = {"met", "saw", "and", "the", "cat"};
@@ -252,26 +255,43 @@ static void t_tasks_token_qa_runs(fat5_test *T) {
         c = tft_config(T, k ? qa_path : ner_path, NULL, out);
         FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "task", k ? "qa" : "token-classify"));
         FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "eval_fraction", "0.1"));
-        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "max_steps", "40"));
-        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "eval_steps", "40"));
-        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "save_steps", "40"));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "max_steps", "100"));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "eval_steps", "100"));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "save_steps", "100"));
         FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "max_length", "64"));
         FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "metric_for_best_model", "f1"));
-        FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "d_kv", "32"));
+        FAT5_REQUIRE_OK(T, fat5_train_create(run_ctx, &c, &t));
         memset(&r, 0, sizeof r);
         while (!fat5_train_done(t)) FAT5_REQUIRE_OK(T, fat5_train_step(t, &r));
-        FAT5_CHECK_MSG(T, r.has_predict && r.eval_f1 >= 80.0, "%s: validation F1 %.1f after 40 steps",
+        FAT5_CHECK_MSG(T, r.has_predict && r.eval_f1 >= 80.0, "%s: validation F1 %.1f after 100 steps",
                        k ? "qa" : "token-classify", r.eval_f1);
         if (k) FAT5_CHECK_MSG(T, r.eval_exact_match >= 80.0, "qa: exact match %.1f", r.eval_exact_match);
         fat5_train_destroy(t);
         t = NULL;
-        snprintf(ck, sizeof ck, "%s/step-00000040", out);
+        snprintf(ck, sizeof ck, "%s/step-00000100", out);
         FAT5_REQUIRE_OK(T, fat5_model_load(ctx, ck, &m));
         FAT5_CHECK(T, m->cfg.head == (k ? FAT5_HEAD_QA : FAT5_HEAD_TOKEN_CLS));
         fat5_model_destroy(m);
         m = NULL;
     }
 }
+
+static void t_tasks_token_qa_runs(fat5_test *T) { tk_token_qa_runs(T, fat5_test_ctx(T)); }
+
+#ifndef FAT5_NO_CUDA
+// the same runs on the GPU (bf16): every task head trains, evaluates and saves there
+static void t_gpu_tasks_runs(fat5_test *T) {
+    fat5_ctx *g = tgm_ctx(T, FAT5_DTYPE_BF16);
+    if (!g) return;
+    tk_classify(T, g);
+    tk_token_qa_runs(T, g);
+    fat5_ctx_destroy(g);
+}
+#define FAT5_TESTS_TASKS_GPU(X) X(gpu_tasks_runs)
+#else
+#define FAT5_TESTS_TASKS_GPU(X)
+#endif
 
 // bad rows: each error names the file and line and what is wrong
 static void t_tasks_errors(fat5_test *T) {
@@ -305,4 +325,5 @@ static void t_tasks_errors(fat5_test *T) {
     }
 }
 
-#define FAT5_TESTS_TASKS(X) X(tasks_metrics) X(tasks_classify) X(tasks_rows) X(tasks_token_qa_runs) X(tasks_errors)
+#define FAT5_TESTS_TASKS(X) X(tasks_metrics) X(tasks_classify) X(tasks_rows) X(tasks_token_qa_runs) X(tasks_errors) \
+    FAT5_TESTS_TASKS_GPU(X)
