@@ -135,9 +135,11 @@ classify: examples/finetune tools/plot_metrics $(TRAIN_OUT)/run/latest
 	    --max_eval_samples $(CLASSIFY_EVAL) --per_device_train_batch_size 32 --learning_rate 3e-3 \
 	    --metric_for_best_model accuracy $$(test -f $(CLASSIFY_OUT)/latest && echo --resume $(CLASSIFY_OUT)) $(CLASSIFY_ARGS)
 	tools/plot_metrics $(CLASSIFY_OUT)/metrics.jsonl $(CLASSIFY_OUT)/loss.png --title "classification: WordNet lexicographer classes"
-	@echo "classify: validation accuracy $$(sed -n 's/.*"eval_accuracy": \([0-9.]*\).*/\1/p' $(CLASSIFY_OUT)/metrics.jsonl | tail -1)% \
-	(macro-F1 $$(sed -n 's/.*"eval_macro_f1": \([0-9.]*\).*/\1/p' $(CLASSIFY_OUT)/metrics.jsonl | tail -1)%) on $(CLASSIFY_EVAL) rows; \
-	best checkpoint $(CLASSIFY_OUT)/$$(cat $(CLASSIFY_OUT)/best), predictions $(CLASSIFY_OUT)/eval_predictions.jsonl"
+	@awk '/"eval_accuracy"/ { a = $$0; sub(/.*"eval_accuracy": /, "", a); sub(/[,}].*/, "", a); \
+	     f = $$0; sub(/.*"eval_macro_f1": /, "", f); sub(/[,}].*/, "", f) } \
+	     END { printf "classify: validation accuracy %.1f%%, macro-F1 %.1f%% on $(CLASSIFY_EVAL) rows\n", a, f }' \
+	    $(CLASSIFY_OUT)/metrics.jsonl
+	@echo "classify: best checkpoint $(CLASSIFY_OUT)/$$(cat $(CLASSIFY_OUT)/best), predictions $(CLASSIFY_OUT)/eval_predictions.jsonl"
 
 # GPU benchmarks, JSON lines on stdout (needs a GPU)
 bench: dev/bench
