@@ -132,7 +132,7 @@ classify: examples/finetune tools/plot_metrics $(TRAIN_OUT)/run/latest
 	    --train_file $(WORDNET)/train.jsonl --validation_file $(WORDNET)/validation.jsonl \
 	    --text_column_names input,target --label_column_name lexname --label_file $(WORDNET)/labels.txt \
 	    --pooling mean --output_dir $(CLASSIFY_OUT) --max_steps 300 --eval_steps 100 --save_steps 100 \
-	    --max_eval_samples $(CLASSIFY_EVAL) --per_device_train_batch_size 32 --learning_rate 3e-3 \
+	    --max_eval_samples $(CLASSIFY_EVAL) --per_device_train_batch_size 32 \
 	    --metric_for_best_model accuracy $$(test -f $(CLASSIFY_OUT)/latest && echo --resume $(CLASSIFY_OUT)) $(CLASSIFY_ARGS)
 	tools/plot_metrics $(CLASSIFY_OUT)/metrics.jsonl $(CLASSIFY_OUT)/loss.png --title "classification: WordNet lexicographer classes"
 	@awk '/"eval_accuracy"/ { a = $$0; sub(/.*"eval_accuracy": /, "", a); sub(/[,}].*/, "", a); \

@@ -29426,7 +29426,7 @@ static fat5_status fat5__jl_open(fat5_ctx *ctx, const char *path, fat5__jl *j) {
 }
 static int fat5__jl_next(fat5__jl *j, char **line, size_t *len) {
     while (j->at < j->len) {
-        char *s = j->text + j->at, *e = memchr(s, '\n', j->len - j->at);
+        char *s = j->text + j->at, *e = FAT5__CAST(char *, memchr(s, '\n', j->len - j->at));
         size_t n = e ? (size_t)(e - s) : j->len - j->at, k;
         j->at += n + (e ? 1 : 0);
         j->line++;

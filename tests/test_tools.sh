@@ -735,7 +735,8 @@ usage_err "no training data: --train_file FILE" examples/finetune --model tiny
 usage_err "--max-source-length -1: " tools/pretokenize --pairs --max-source-length -1 -o "$out/x.tok" "$out/ft.jsonl"
 usage_err "no model: --model_name_or_path DIR" examples/finetune --train_file "$out/ft.jsonl"
 usage_err "--load_best_model_at_end: OUTPUT_DIR/best names the best checkpoint" examples/finetune --load_best_model_at_end
-usage_err "--metric-for-best-model accuracy: expected loss, exact_match" examples/finetune --metric_for_best_model accuracy
+usage_err "--metric-for-best-model perplexity: expected loss, exact_match" examples/finetune --metric_for_best_model perplexity
+usage_err "--task summarize: expected seq2seq, classify, token-classify or qa" examples/finetune --task summarize
 usage_err "unknown option --train_file (--help lists the options)" examples/train --train_file "$out/ft.jsonl"
 usage_err "--top_k 2.5: not an integer" examples/generate $g --ids 3 --top_k 2.5
 usage_err "--temperature 0: must be greater than 0" examples/generate $g --ids 3 --temperature=0
