@@ -489,6 +489,45 @@ static void t_heads_load_head(fat5_test *T) {
     fat5_model_destroy(lm);
 }
 
+// T5EncoderModel trains on a loss computed outside: with G the gradient of sum(hidden * G), a few
+// optimizer steps lower it, and the model saves and loads as T5EncoderModel
+static void t_heads_encoder_trains(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_model_config c = hd_rand_config(FAT5_HEAD_ENCODER, FAT5_PROBLEM_AUTO, FAT5_POOL_EOS);
+    fat5_model *m = NULL, *back = NULL;
+    fat5_optim *o = NULL;
+    fat5_optim_config oc = fat5_optim_config_default();
+    fat5_batch b = hd_rand_batch(FAT5_HEAD_ENCODER, FAT5_PROBLEM_AUTO);
+    fat5_forward_result r;
+    float *G = hd_grad_output(16 * 8);
+    double first = 0, last = 0;
+    char dir[600];
+    int step;
+    FAT5_REQUIRE(T, G != NULL);
+    b.head_targets = G;
+    FAT5_REQUIRE_OK(T, fat5_model_create(ctx, &c, 5, &m));
+    oc.lr = 1e-2;
+    FAT5_REQUIRE_OK(T, fat5_optim_create(m, &oc, &o));
+    for (step = 0; step < 6; step++) {
+        FAT5_REQUIRE_OK(T, fat5_model_zero_grad(m));
+        FAT5_REQUIRE_OK(T, fat5_model_forward(m, &b, NULL, &r));
+        FAT5_REQUIRE_OK(T, fat5_model_backward(m, 1.0f));
+        FAT5_REQUIRE_OK(T, fat5_optim_step(o, NULL));
+        if (step == 0) first = r.loss;
+        last = r.loss;
+    }
+    FAT5_CHECK_MSG(T, last < first - 1e-4, "sum(hidden * G): %.6f after 6 steps, %.6f at the first", last, first);
+    snprintf(dir, sizeof dir, "%s/encoder", fat5_test_tmpdir(T));
+    FAT5_REQUIRE_OK(T, fat5_model_save(m, dir));
+    FAT5_REQUIRE_OK(T, fat5_model_load(ctx, dir, &back));
+    FAT5_CHECK(T, back->cfg.head == FAT5_HEAD_ENCODER && strcmp(fat5_model_architecture(back), "T5EncoderModel") == 0 &&
+                  back->n_dec == 0 && fat5_model_find_tensor(back, "decoder.final_layer_norm.weight") < 0);
+    fat5_model_destroy(back);
+    fat5_optim_destroy(o);
+    fat5_model_destroy(m);
+    free(G);
+}
+
 // what a head refuses, each error naming the row (or what to do instead)
 static void t_heads_errors(fat5_test *T) {
     fat5_ctx *ctx = fat5_test_ctx(T);
@@ -708,4 +747,4 @@ static void t_gpu_heads_vs_cpu(fat5_test *T) {
 #endif
 
 #define FAT5_TESTS_HEADS(X) X(heads_hf_parity) X(heads_fd_enc_seqcls) X(heads_fd_other) X(heads_save_load) \
-    X(heads_load_head) X(heads_errors) FAT5_TESTS_HEADS_GPU(X)
+    X(heads_load_head) X(heads_errors) X(heads_encoder_trains) FAT5_TESTS_HEADS_GPU(X)

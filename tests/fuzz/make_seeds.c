@@ -296,6 +296,33 @@ static void write_pairs_seeds(const char *out) {
     }
 }
 
+// fuzz_tasks's seeds: the task byte (fuzz_tasks.c: task = b % 3, 8: the t5 classifier, 16: a label
+// file first), then rows of each task
+static void write_task_seeds(const char *out) {
+    static const struct {
+        char form;
+        const char *name, *text;
+    } seeds[] = {
+        {0, "classify", "{\"text\": \"the red one\", \"label\": \"colour\"}\n{\"text\": \"a cat\", \"label\": \"animal\"}\n"
+                        "{\"text\": \"the dog\", \"label\": \"animal\"}\n{\"text\": \"blue\", \"label\": \"colour\"}\n"},
+        {8, "classify_t5_multi", "{\"text\": \"x\", \"label\": [\"a\", \"b\"]}\n{\"text\": \"y\", \"label\": [\"b\"]}\n"
+                                 "{\"text\": \"z\", \"label\": []}\n{\"text\": \"w\", \"label\": [\"a\"]}\n"},
+        {0, "regression", "{\"text\": \"x\", \"label\": 0.5}\n{\"text\": \"y\", \"label\": -1.25}\n"
+                          "{\"text\": \"z\", \"label\": 2}\n{\"text\": \"w\", \"label\": 0.1}\n"},
+        {16, "classify_labels", "colour\nanimal\n" FUZZ_FILE_SPLIT "{\"text\": \"red\", \"label\": \"colour\"}\n"
+                                "{\"text\": \"cat\", \"label\": 1}\n{\"text\": \"dog\", \"label\": \"animal\"}\n"},
+        {1, "tokens", "{\"tokens\": [\"Ann\", \"met\", \"Bob\"], \"ner_tags\": [\"B-PER\", \"O\", \"B-PER\"]}\n"
+                      "{\"tokens\": [\"caf\u00e9\"], \"ner_tags\": [\"O\"]}\n{\"tokens\": [], \"ner_tags\": []}\n"
+                      "{\"tokens\": [\"x\", \"y\"], \"ner_tags\": [0, 1]}\n"},
+        {2, "qa", "{\"question\": \"who?\", \"context\": \"Ann met Bob\", \"answers\": {\"text\": [\"Bob\"], "
+                  "\"answer_start\": [8]}}\n{\"question\": \"q\", \"context\": \"caf\u00e9 Zo\u00eb\", \"answers\": "
+                  "{\"text\": [\"Zo\u00eb\"], \"answer_start\": [5]}}\n"},
+    };
+    size_t i;
+    for (i = 0; i < sizeof seeds / sizeof seeds[0]; i++)
+        put(out, "tasks", seeds[i].name, &seeds[i].form, 1, seeds[i].text, strlen(seeds[i].text));
+}
+
 // fuzz_config's seeds of the heads: config.json files transformers writes for the head classes
 // (tests/data/heads_configs, beside FUZZ_DATA_DIR's fixture)
 static void write_head_configs(const char *out) {
@@ -316,7 +343,7 @@ static void write_head_configs(const char *out) {
 
 int main(int argc, char **argv) {
     static const char *const corpora[] = {"safetensors", "config", "batch", "model_dir", "index", "tokenizer",
-                                          "generation_config", "tokens", "tokenizer_dir", "resume", "pairs"};
+                                          "generation_config", "tokens", "tokenizer_dir", "resume", "pairs", "tasks"};
     fat5_ctx_config cc = fat5_ctx_config_default();
     fat5_ctx *ctx = NULL;
     char p[1024];
@@ -376,6 +403,7 @@ int main(int argc, char **argv) {
     write_tokenizer_dirs(argv[1]);
     write_resume_seeds(ctx, argv[1]);
     write_pairs_seeds(argv[1]);
+    write_task_seeds(argv[1]);
     fat5_ctx_destroy(ctx);
     return 0;
 }
