@@ -1518,6 +1518,13 @@ HEADS_FIXTURES = [
      "head": "encoder", "seed": 4008, "labels": None, "config": dict(HEADS_T5_V11, d_ff=64)},
     {"name": "heads_umt5_encoder", "config_class": "UMT5Config", "class": "UMT5EncoderModel",
      "head": "encoder", "seed": 4009, "labels": None, "config": dict(HEADS_UMT5, d_ff=64)},
+    {"name": "heads_mt5_tokcls", "config_class": "MT5Config", "class": "MT5ForTokenClassification",
+     "head": "tokcls", "seed": 4010, "labels": ["O", "B-MISC", "I-MISC", "B-LOC"],
+     "config": dict(HEADS_MT5)},
+    {"name": "heads_mt5_encoder", "config_class": "MT5Config", "class": "MT5EncoderModel",
+     "head": "encoder", "seed": 4011, "labels": None, "config": dict(HEADS_MT5)},
+    {"name": "heads_umt5_qa", "config_class": "UMT5Config", "class": "UMT5ForQuestionAnswering",
+     "head": "qa", "seed": 4012, "labels": None, "config": dict(HEADS_UMT5)},
 ]
 for _spec in HEADS_FIXTURES:
     _spec["inputs"] = HEADS_INPUTS

@@ -100,7 +100,8 @@ static int hd_load_batch(fat5_test *T, const char *dir, const fat5_model_config 
 
 static const char *const hd_fixtures[] = {"heads_t5_seqcls", "heads_mt5_seqcls_multi", "heads_umt5_seqcls_reg",
                                           "heads_t5_tokcls", "heads_umt5_tokcls", "heads_t5_qa", "heads_mt5_qa",
-                                          "heads_t5_encoder", "heads_umt5_encoder"};
+                                          "heads_t5_encoder", "heads_umt5_encoder", "heads_mt5_tokcls",
+                                          "heads_mt5_encoder", "heads_umt5_qa"};
 #define HD_N_FIXTURES ((int)(sizeof hd_fixtures / sizeof hd_fixtures[0]))
 
 // Fixture `name` on context ctx: outputs, loss and every gradient against transformers' (fp32:
