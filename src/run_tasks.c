@@ -721,7 +721,7 @@ static fat5_status fat5__task_predict(fat5_trainer *t, fat5_train_metrics *mr) {
     int64_t right = 0, total = 0, words = 0, *cu = NULL, *scratch = NULL, *refo = NULL;
     int32_t *rows = NULL, *buf = NULL;
     float *out = NULL;
-    char **gold_items = NULL, **pred_tags = NULL, **gold_tags = NULL, **preds = NULL, **refs = NULL, *gcopy = NULL;
+    char **pred_tags = NULL, **gold_tags = NULL, **preds = NULL, **refs = NULL, *gcopy = NULL;
     double sq = 0, em = 0, f1 = 0;
     fat5_problem pr = mc->problem_type == FAT5_PROBLEM_AUTO ? (L == 1 ? FAT5_PROBLEM_REGRESSION : FAT5_PROBLEM_SINGLE_LABEL)
                                                             : mc->problem_type;
@@ -900,7 +900,6 @@ static fat5_status fat5__task_predict(fat5_trainer *t, fat5_train_metrics *mr) {
         }
     }
     if (st) goto done;
-    gold_items = NULL;
     mr->has_predict = 1;
     if (task == FAT5__TASK_CLASSIFY && pr != FAT5_PROBLEM_REGRESSION) {
         mr->eval_accuracy = total ? 100.0 * (double)right / (double)total : 0;
@@ -930,7 +929,6 @@ done:
     fat5__free(ctx, preds);
     fat5__free(ctx, refs);
     fat5__free(ctx, refo);
-    fat5__free(ctx, gold_items);
     fat5__free(ctx, pred_tags);
     fat5__free(ctx, scratch);
     fat5__free(ctx, gcopy);
