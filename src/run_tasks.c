@@ -139,8 +139,9 @@ static fat5_status fat5__task_labels(fat5_trainer *t, char ***names_out, int64_t
                 } else if (fat5__task_is_int(e)) {
                     double x = 0;
                     fat5__json_as_double(e, &x);
-                    if (x < 0 || x >= (1 << 24))
-                        st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: line %lld: label %s is outside [0, 2^24)",
+                    if (x < 0 || x >= (1 << 16))   // the classes an integer label makes: at most 65,536
+                        st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: line %lld: label %s is outside [0, 65536): "
+                                       "integer labels are classes (more with a label_file of names)",
                                        c->train_file, (long long)jl.line, e->str);
                     else if ((int64_t)x > max_int)
                         max_int = (int64_t)x;
