@@ -212,8 +212,8 @@ static fat5_status fat5__task_model(fat5_trainer *t) {
                       : !strcmp(c->problem_type, "regression") ? FAT5_PROBLEM_REGRESSION
                       : !strcmp(c->problem_type, "multi_label_classification") ? FAT5_PROBLEM_MULTI_LABEL
                                                                                 : FAT5_PROBLEM_SINGLE_LABEL;
-    if (hc.problem_type == FAT5_PROBLEM_AUTO && task == FAT5__TASK_CLASSIFY && n == 1 && !names)
-        hc.problem_type = FAT5_PROBLEM_SINGLE_LABEL;   // integer labels, all 0: one class, not a regression
+    if (hc.problem_type == FAT5_PROBLEM_AUTO && task == FAT5__TASK_CLASSIFY && n == 1)
+        hc.problem_type = FAT5_PROBLEM_SINGLE_LABEL;   // one class (a name, or integers all 0), not a regression
     hc.classifier_dropout = c->classifier_dropout;
     hc.pooling = !c->pooling[0] || !strcmp(c->pooling, "eos") ? FAT5_POOL_EOS
                  : !strcmp(c->pooling, "mean") ? FAT5_POOL_MEAN : FAT5_POOL_FIRST;
@@ -327,7 +327,8 @@ static int64_t fat5__task_cp_byte(const char *s, size_t len, int64_t cp) {
 // *gold, validation rows). Errors name the file and line.
 static fat5_status fat5__task_row(fat5_trainer *t, const fat5__json *root, const char *path, int64_t line,
                                   fat5__sb *in, fat5__sb *gold, int32_t **ids, int64_t **off, int64_t *n,
-                                  int32_t *pay, int64_t *n_pay, int64_t *cut) {
+                                  int32_t **pay_p, int64_t *cap_pay, int64_t *n_pay, int64_t *cut, int64_t *c0_out) {
+    int32_t *pay = *pay_p;   // (grown below where the pieces outnumber the line's bytes)
     fat5_ctx *ctx = t->ctx;
     const fat5_train_config *c = &t->cfg;
     const fat5_model_config *mc = &t->m->cfg;
@@ -434,6 +435,11 @@ static fat5_status fat5__task_row(fat5_trainer *t, const fat5__json *root, const
         }
         // token i belongs to the first word ending after its start (a piece of the space before a
         // word belongs to that word); the first token of each word takes its tag, the others -100
+        if (!fat5__ft_grow(ctx, (void **)pay_p, cap_pay, *n > nw ? *n : nw, sizeof *pay)) {
+            fat5__free(ctx, wend);
+            return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+        }
+        pay = *pay_p;
         {
             int32_t *tags = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)(nw ? nw : 1) * sizeof *tags));
             int64_t prev = -1, last = -1;
@@ -478,6 +484,7 @@ static fat5_status fat5__task_row(fat5_trainer *t, const fat5__json *root, const
         fat5__sb_puts(in, q->str);
         fat5__sb_puts(in, " context: ");
         c0 = (int64_t)in->len;
+        *c0_out = c0;
         fat5__sb_puts(in, cx->str);
         for (tx = tx->child, k = 0; tx; tx = tx->next, k++) {
             if (tx->type != FAT5__J_STRING)
@@ -486,7 +493,7 @@ static fat5_status fat5__task_row(fat5_trainer *t, const fat5__json *root, const
             fat5__sb_printf(gold, "%s%s", k ? "\x1f" : "", tx->str);
         }
         tx = fat5__json_get(an, "text")->child;
-        if (!fat5__json_as_double(as->child, &cp) || cp < 0 ||
+        if (!fat5__json_as_double(as->child, &cp) || !(cp >= 0 && cp < 4e18) ||
             (a0 = fat5__task_cp_byte(cx->str, cx->len, (int64_t)cp)) < 0 || a0 + (int64_t)tx->len > (int64_t)cx->len ||
             memcmp(cx->str + a0, tx->str, tx->len) != 0)
             return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: line %lld: the answer '%.60s' is not at character %.0f of the "
@@ -540,7 +547,7 @@ static fat5_status fat5__task_read(fat5_trainer *t, const char *path, int is_val
     while (!st && fat5__jl_next(&jl, &line, &len)) {
         fat5__jdoc *d = NULL;
         int32_t *ids = NULL;
-        int64_t *off = NULL, n = 0, n_pay = 0, to_val;
+        int64_t *off = NULL, n = 0, n_pay = 0, to_val, qa_c0 = 0;
         fat5_pairs_row row;
         if (is_val && max_val > 0 && f->val.n >= max_val) break;
         if (!fat5__ft_grow(ctx, (void **)&pay, &cap_pay, (int64_t)len + L + 16, sizeof *pay)) {
@@ -551,7 +558,15 @@ static fat5_status fat5__task_read(fat5_trainer *t, const char *path, int is_val
             st = fat5__err_prefix(ctx, st, "%s: line %lld: ", path, (long long)jl.line);
             break;
         }
-        st = fat5__task_row(t, d->root, path, jl.line, &in, &gold, &ids, &off, &n, pay, &n_pay, &cut);
+        st = fat5__task_row(t, d->root, path, jl.line, &in, &gold, &ids, &off, &n, &pay, &cap_pay, &n_pay, &cut, &qa_c0);
+        if (!st && t->m->cfg.head == FAT5_HEAD_SEQ_CLS) {   // T5ForSequenceClassification: one EOS in every input
+            int64_t eos = 0;
+            for (j = 0; j < n; j++) eos += ids[j] == t->m->cfg.eos_token_id;
+            if (eos != 1)
+                st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: line %lld: the input holds %lld EOS tokens (its text "
+                               "spells EOS, e.g. </s>): T5ForSequenceClassification needs the same number in every "
+                               "input, the one the tokenizer appends", path, (long long)jl.line, (long long)eos);
+        }
         fat5__json_free(ctx, d);
         for (j = 0; !st && j < n; j++)
             if (ids[j] < 0 || ids[j] >= vocab)
@@ -580,13 +595,14 @@ static fat5_status fat5__task_read(fat5_trainer *t, const char *path, int is_val
                 st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: line %lld: out of memory for the rows", path,
                                (long long)jl.line);
             if (!st && to_val && task == FAT5__TASK_QA) {   // the pieces' spans, for the predictions
-                if (!fat5__ft_grow(ctx, (void **)&f->val_off, &f->cap_val_off, f->n_val_off + 2 * n, sizeof *f->val_off) ||
+                if (!fat5__ft_grow(ctx, (void **)&f->val_off, &f->cap_val_off, f->n_val_off + 2 * n + 1, sizeof *f->val_off) ||
                     !fat5__ft_grow(ctx, (void **)&f->val_off_at, &f->cap_val_off_at, f->val.n, sizeof *f->val_off_at))
                     st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
                 else {
-                    f->val_off_at[f->val.n - 1] = f->n_val_off;
-                    memcpy(f->val_off + f->n_val_off, off, (size_t)(2 * n) * sizeof *off);
-                    f->n_val_off += 2 * n;
+                    f->val_off[f->n_val_off] = qa_c0;   // the context's first byte, then the spans
+                    f->val_off_at[f->val.n - 1] = f->n_val_off + 1;
+                    memcpy(f->val_off + f->n_val_off + 1, off, (size_t)(2 * n) * sizeof *off);
+                    f->n_val_off += 2 * n + 1;
                 }
             }
             if (!st && !to_val) {   // the training rows' identity
@@ -872,7 +888,7 @@ static fat5_status fat5__task_predict(fat5_trainer *t, fat5_train_metrics *mr) {
                 fat5__sb_puts(P, "]");
             } else {   // qa: the best span of at most FAT5__QA_MAX_ANSWER pieces inside the context
                 const int64_t *off = f->val_off + f->val_off_at[row];
-                int64_t c0 = (int64_t)(strstr(input, " context: ") - input) + 10, bs = -1, be = -1, s2, e2;
+                int64_t c0 = off[-1], bs = -1, be = -1, s2, e2;   // the context's first byte (fat5__task_read)
                 double best = -INFINITY;
                 for (s2 = 0; s2 < e; s2++) {
                     if (off[2 * s2 + 1] <= off[2 * s2] || off[2 * s2] < c0) continue;

@@ -730,7 +730,7 @@ static fat5_status fat5__tbatches_from_pool(fat5_ctx *ctx, fat5__tbatch *d, int 
 static void fat5__tgroup_draw(fat5_trainer *t, fat5__tgroup *g) {
     fat5_batch b;
     fat5__tpool *p = &t->pool;
-    int k = t->cfg.grad_accum, i, pool = t->world > 1;
+    int k = t->cfg.grad_accum, i, pool = t->world > 1 && t->m->cfg.head == FAT5_HEAD_LM;   // (a head's batches: as drawn)
     int64_t j;
     memset(&b, 0, sizeof b);
     g->tokens = 0;
@@ -1673,8 +1673,13 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
         goto fail;
     }
     {
-        int64_t ne = t->cfg.ul2.enc_tokens, nd = t->cfg.ul2.dec_tokens;
-        if ((st = fat5_model_reserve(t->m, ne, ne, nd))) goto fail;
+        int64_t ne = t->cfg.ul2.enc_tokens, nd = t->cfg.ul2.dec_tokens, ns = ne;
+        if (t->m->cfg.head != FAT5_HEAD_LM) {   // a task head: its rows (the pooling weights are rows x tokens)
+            int64_t rows = t->cfg.per_device_train_batch_size;
+            ns = rows > 0 && rows < ne ? rows : ne < 256 ? ne : 256;   // more rows grow it as they come
+            nd = fat5__head_has_decoder(t->m->cfg.head) ? ne : 1;
+        }
+        if ((st = fat5_model_reserve(t->m, ns, ne, nd))) goto fail;
     }
     snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->output_dir);
     if (dir[0] && (st = fat5__train_resume(t, dir))) goto fail;
