@@ -13820,8 +13820,9 @@ static fat5_status fat5__head_stage(fat5_model *m, const fat5_batch *b) {
     return FAT5_OK;
 }
 
-// n floats of an activation-dtype buffer of the backend into dst (fp32; bf16 widened)
-static fat5_status fat5__head_download_act(fat5_model *m, float *dst, fat5__addr src, int64_t n) {
+// n floats of an activation-dtype buffer of the backend into dst (fp32; bf16 widened), waited for
+// (the heads' outputs, fat5_model_encode's hidden states)
+static fat5_status fat5__model_download_act(fat5_model *m, float *dst, fat5__addr src, int64_t n) {
     fat5_status st;
     int64_t i;
     if (m->act_size == 4) {
@@ -14031,7 +14032,7 @@ static fat5_status fat5__head_forward(fat5_model *m, fat5_forward_result *out, f
         if (c->head == FAT5_HEAD_ENCODER) {   // sum(hidden * G); its gradient G goes to the backend as it is
             int64_t i;
             double acc = 0;
-            FAT5__TRY(fat5__head_download_act(m, m->hd_host, w->enc_out, (int64_t)n));
+            FAT5__TRY(fat5__model_download_act(m, m->hd_host, w->enc_out, (int64_t)n));
             for (i = 0; i < (int64_t)n; i++) acc += (double)m->hd_host[i] * (double)m->hd_tgt[i];
             ls[0] = acc;
             m->n_count = te;
@@ -14153,7 +14154,7 @@ FAT5_API fat5_status fat5_model_get_head_output(fat5_model *m, float *dst, int64
     if (!dst || n != R * L)
         return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_model_get_head_output: buffer holds %lld floats, the "
                          "output is %lld x %lld", dst ? (long long)n : 0LL, (long long)R, (long long)L);
-    if (c->head == FAT5_HEAD_ENCODER) return fat5__head_download_act(m, dst, m->ws.enc_out, n);
+    if (c->head == FAT5_HEAD_ENCODER) return fat5__model_download_act(m, dst, m->ws.enc_out, n);
     return m->be->download(m->ctx, dst, m->ws.hd_logits, (size_t)n * 4);
 }
 
@@ -18028,22 +18029,20 @@ FAT5_API fat5_status fat5_model_encode(fat5_model *m, const int32_t *tokens, con
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_encode: out holds %lld floats, the result is %lld",
                          out ? (long long)n : 0LL, (long long)want);
     if ((st = fat5_decoder_create(m, n_seq, te, 0, &d))) return st;
-    hid = FAT5__CAST(float *, fat5__malloc(ctx, (size_t)(te * D) * (m->act_size == 2 ? 2 : 4)));
+    hid = FAT5__CAST(float *, fat5__malloc(ctx, (size_t)(te * D) * 4));
     if (!hid) {
         fat5_decoder_destroy(d);
         return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_encode: out of memory");
     }
     st = fat5__decoder_encode(d, tokens, cu, n_seq);
-    if (!st) st = m->be->download(ctx, hid, d->enc_out, (size_t)(te * D) * m->act_size);
-    if (!st) st = m->be->sync(ctx);
+    if (!st) st = fat5__model_download_act(m, hid, d->enc_out, te * D);
     if (!st) {
-        const uint16_t *h16 = FAT5__CAST(const uint16_t *, (const void *)hid);
         for (s = 0; s < n_seq; s++) {
             int64_t len = cu[s + 1] - cu[s];
             for (j = 0; j < D; j++) {
                 double acc = 0;
                 for (t = cu[s]; t < cu[s + 1]; t++) {
-                    float x = m->act_size == 2 ? fat5__bf16_to_f32(h16[t * D + j]) : hid[t * D + j];
+                    float x = hid[t * D + j];
                     if (pool == FAT5_POOL_MEAN) acc += x;
                     else out[t * D + j] = x;
                 }
@@ -28540,6 +28539,16 @@ static int fat5__ftrows_add(fat5_ctx *ctx, fat5__ftrows *r, const fat5_pairs_row
     return 1;
 }
 
+// The training rows' identity (f->hash) with one more row: its input ids a [na], then its target
+// ids (or a task's payload) b [nb]
+static void fat5__ft_hash_row(fat5__ft *f, const int32_t *a, int64_t na, const int32_t *b, int64_t nb) {
+    uint64_t h = f->hash ^ ((uint64_t)na * 0x9E3779B97F4A7C15ull) ^ (uint64_t)nb;
+    int64_t j;
+    for (j = 0; j < na; j++) h = (h ^ (uint32_t)a[j]) * 0x100000001B3ull;
+    for (j = 0; j < nb; j++) h = (h ^ (uint32_t)b[j]) * 0x100000001B3ull;
+    f->hash = fat5__h128_mix(h);
+}
+
 // Ids [pos, pos + n) of a pretokenized file into dst (its one file, read where they are).
 static fat5_status fat5__ft_stream_read(fat5_tokens *t, int64_t pos, int64_t n, int32_t *dst) {
     const fat5__tokfile *tf = &t->files[fat5__tok_file_of(t, pos)];
@@ -28608,7 +28617,7 @@ static fat5_status fat5__ft_read_tok(fat5_trainer *t, const char *path, int spli
         return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "train_file %s: out of memory", path);
     for (i = 0; pos < fat5_tokens_count(src); i++) {
         fat5_pairs_row row;
-        int64_t n[2], j, start = pos;
+        int64_t n[2], start = pos;
         int w, eos;
         for (w = 0; w < 2; w++) {   // the input, then the target: ids up to the EOS, which counts
             if ((st = fat5__tok_read_doc(src, pos, cap - 1, buf + w * cap, &n[w], &eos))) {
@@ -28648,12 +28657,7 @@ static fat5_status fat5__ft_read_tok(fat5_trainer *t, const char *path, int spli
             st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "train_file %s: out of memory for the rows' index", path);
             goto done;
         }
-        {   // the training rows' identity, as for rows read from text
-            uint64_t h = f->hash ^ ((uint64_t)n[0] * 0x9E3779B97F4A7C15ull) ^ (uint64_t)n[1];
-            for (j = 0; j < n[0]; j++) h = (h ^ (uint32_t)buf[j]) * 0x100000001B3ull;
-            for (j = 0; j < n[1]; j++) h = (h ^ (uint32_t)buf[cap + j]) * 0x100000001B3ull;
-            f->hash = fat5__h128_mix(h);
-        }
+        fat5__ft_hash_row(f, buf, n[0], buf + cap, n[1]);   // the training rows' identity, as for rows read from text
     }
 done:
     fat5__free(ctx, buf);
@@ -28727,12 +28731,7 @@ static fat5_status fat5__ft_read(fat5_trainer *t, const char *spec, int is_val, 
                            (long long)row.line);
             goto done;
         }
-        if (!to_val) {   // the training rows' identity: their ids, row by row
-            uint64_t h = f->hash ^ ((uint64_t)e * 0x9E3779B97F4A7C15ull) ^ (uint64_t)d;
-            for (j = 0; j < e; j++) h = (h ^ (uint32_t)row.input_ids[j]) * 0x100000001B3ull;
-            for (j = 0; j < d; j++) h = (h ^ (uint32_t)row.target_ids[j]) * 0x100000001B3ull;
-            f->hash = fat5__h128_mix(h);
-        }
+        if (!to_val) fat5__ft_hash_row(f, row.input_ids, e, row.target_ids, d);   // the training rows' identity
     }
 done:
     fat5_pairs_close(p);
@@ -29698,9 +29697,8 @@ static int64_t fat5__task_cp_byte(const char *s, size_t len, int64_t cp) {
     size_t i = 0;
     int64_t k = 0;
     while (k < cp && i < len) {
-        size_t v = fat5_utf8_valid_len(s + i, len - i);
-        unsigned char c = (unsigned char)s[i];
-        i += v ? (c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4) : 1;
+        size_t v = fat5__utf8_len(s + i, len - i);
+        i += v ? v : 1;
         k++;
     }
     return k == cp && i <= len ? (int64_t)i : -1;
@@ -29989,12 +29987,7 @@ static fat5_status fat5__task_read(fat5_trainer *t, const char *path, int is_val
                     f->n_val_off += 2 * n + 1;
                 }
             }
-            if (!st && !to_val) {   // the training rows' identity
-                uint64_t h = f->hash ^ ((uint64_t)n * 0x9E3779B97F4A7C15ull) ^ (uint64_t)n_pay;
-                for (j = 0; j < n; j++) h = (h ^ (uint32_t)ids[j]) * 0x100000001B3ull;
-                for (j = 0; j < n_pay; j++) h = (h ^ (uint32_t)pay[j]) * 0x100000001B3ull;
-                f->hash = fat5__h128_mix(h);
-            }
+            if (!st && !to_val) fat5__ft_hash_row(f, ids, n, pay, n_pay);   // the training rows' identity
         }
         fat5__free(ctx, ids);
         fat5__free(ctx, off);

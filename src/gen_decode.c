@@ -522,22 +522,20 @@ FAT5_API fat5_status fat5_model_encode(fat5_model *m, const int32_t *tokens, con
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_model_encode: out holds %lld floats, the result is %lld",
                          out ? (long long)n : 0LL, (long long)want);
     if ((st = fat5_decoder_create(m, n_seq, te, 0, &d))) return st;
-    hid = FAT5__CAST(float *, fat5__malloc(ctx, (size_t)(te * D) * (m->act_size == 2 ? 2 : 4)));
+    hid = FAT5__CAST(float *, fat5__malloc(ctx, (size_t)(te * D) * 4));
     if (!hid) {
         fat5_decoder_destroy(d);
         return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_model_encode: out of memory");
     }
     st = fat5__decoder_encode(d, tokens, cu, n_seq);
-    if (!st) st = m->be->download(ctx, hid, d->enc_out, (size_t)(te * D) * m->act_size);
-    if (!st) st = m->be->sync(ctx);
+    if (!st) st = fat5__model_download_act(m, hid, d->enc_out, te * D);
     if (!st) {
-        const uint16_t *h16 = FAT5__CAST(const uint16_t *, (const void *)hid);
         for (s = 0; s < n_seq; s++) {
             int64_t len = cu[s + 1] - cu[s];
             for (j = 0; j < D; j++) {
                 double acc = 0;
                 for (t = cu[s]; t < cu[s + 1]; t++) {
-                    float x = m->act_size == 2 ? fat5__bf16_to_f32(h16[t * D + j]) : hid[t * D + j];
+                    float x = hid[t * D + j];
                     if (pool == FAT5_POOL_MEAN) acc += x;
                     else out[t * D + j] = x;
                 }

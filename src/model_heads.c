@@ -141,8 +141,9 @@ static fat5_status fat5__head_stage(fat5_model *m, const fat5_batch *b) {
     return FAT5_OK;
 }
 
-// n floats of an activation-dtype buffer of the backend into dst (fp32; bf16 widened)
-static fat5_status fat5__head_download_act(fat5_model *m, float *dst, fat5__addr src, int64_t n) {
+// n floats of an activation-dtype buffer of the backend into dst (fp32; bf16 widened), waited for
+// (the heads' outputs, fat5_model_encode's hidden states)
+static fat5_status fat5__model_download_act(fat5_model *m, float *dst, fat5__addr src, int64_t n) {
     fat5_status st;
     int64_t i;
     if (m->act_size == 4) {
@@ -352,7 +353,7 @@ static fat5_status fat5__head_forward(fat5_model *m, fat5_forward_result *out, f
         if (c->head == FAT5_HEAD_ENCODER) {   // sum(hidden * G); its gradient G goes to the backend as it is
             int64_t i;
             double acc = 0;
-            FAT5__TRY(fat5__head_download_act(m, m->hd_host, w->enc_out, (int64_t)n));
+            FAT5__TRY(fat5__model_download_act(m, m->hd_host, w->enc_out, (int64_t)n));
             for (i = 0; i < (int64_t)n; i++) acc += (double)m->hd_host[i] * (double)m->hd_tgt[i];
             ls[0] = acc;
             m->n_count = te;
@@ -474,7 +475,7 @@ FAT5_API fat5_status fat5_model_get_head_output(fat5_model *m, float *dst, int64
     if (!dst || n != R * L)
         return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_model_get_head_output: buffer holds %lld floats, the "
                          "output is %lld x %lld", dst ? (long long)n : 0LL, (long long)R, (long long)L);
-    if (c->head == FAT5_HEAD_ENCODER) return fat5__head_download_act(m, dst, m->ws.enc_out, n);
+    if (c->head == FAT5_HEAD_ENCODER) return fat5__model_download_act(m, dst, m->ws.enc_out, n);
     return m->be->download(m->ctx, dst, m->ws.hd_logits, (size_t)n * 4);
 }
 

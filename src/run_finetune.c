@@ -310,6 +310,16 @@ static int fat5__ftrows_add(fat5_ctx *ctx, fat5__ftrows *r, const fat5_pairs_row
     return 1;
 }
 
+// The training rows' identity (f->hash) with one more row: its input ids a [na], then its target
+// ids (or a task's payload) b [nb]
+static void fat5__ft_hash_row(fat5__ft *f, const int32_t *a, int64_t na, const int32_t *b, int64_t nb) {
+    uint64_t h = f->hash ^ ((uint64_t)na * 0x9E3779B97F4A7C15ull) ^ (uint64_t)nb;
+    int64_t j;
+    for (j = 0; j < na; j++) h = (h ^ (uint32_t)a[j]) * 0x100000001B3ull;
+    for (j = 0; j < nb; j++) h = (h ^ (uint32_t)b[j]) * 0x100000001B3ull;
+    f->hash = fat5__h128_mix(h);
+}
+
 // Ids [pos, pos + n) of a pretokenized file into dst (its one file, read where they are).
 static fat5_status fat5__ft_stream_read(fat5_tokens *t, int64_t pos, int64_t n, int32_t *dst) {
     const fat5__tokfile *tf = &t->files[fat5__tok_file_of(t, pos)];
@@ -378,7 +388,7 @@ static fat5_status fat5__ft_read_tok(fat5_trainer *t, const char *path, int spli
         return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "train_file %s: out of memory", path);
     for (i = 0; pos < fat5_tokens_count(src); i++) {
         fat5_pairs_row row;
-        int64_t n[2], j, start = pos;
+        int64_t n[2], start = pos;
         int w, eos;
         for (w = 0; w < 2; w++) {   // the input, then the target: ids up to the EOS, which counts
             if ((st = fat5__tok_read_doc(src, pos, cap - 1, buf + w * cap, &n[w], &eos))) {
@@ -418,12 +428,7 @@ static fat5_status fat5__ft_read_tok(fat5_trainer *t, const char *path, int spli
             st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "train_file %s: out of memory for the rows' index", path);
             goto done;
         }
-        {   // the training rows' identity, as for rows read from text
-            uint64_t h = f->hash ^ ((uint64_t)n[0] * 0x9E3779B97F4A7C15ull) ^ (uint64_t)n[1];
-            for (j = 0; j < n[0]; j++) h = (h ^ (uint32_t)buf[j]) * 0x100000001B3ull;
-            for (j = 0; j < n[1]; j++) h = (h ^ (uint32_t)buf[cap + j]) * 0x100000001B3ull;
-            f->hash = fat5__h128_mix(h);
-        }
+        fat5__ft_hash_row(f, buf, n[0], buf + cap, n[1]);   // the training rows' identity, as for rows read from text
     }
 done:
     fat5__free(ctx, buf);
@@ -497,12 +502,7 @@ static fat5_status fat5__ft_read(fat5_trainer *t, const char *spec, int is_val, 
                            (long long)row.line);
             goto done;
         }
-        if (!to_val) {   // the training rows' identity: their ids, row by row
-            uint64_t h = f->hash ^ ((uint64_t)e * 0x9E3779B97F4A7C15ull) ^ (uint64_t)d;
-            for (j = 0; j < e; j++) h = (h ^ (uint32_t)row.input_ids[j]) * 0x100000001B3ull;
-            for (j = 0; j < d; j++) h = (h ^ (uint32_t)row.target_ids[j]) * 0x100000001B3ull;
-            f->hash = fat5__h128_mix(h);
-        }
+        if (!to_val) fat5__ft_hash_row(f, row.input_ids, e, row.target_ids, d);   // the training rows' identity
     }
 done:
     fat5_pairs_close(p);

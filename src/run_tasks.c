@@ -314,9 +314,8 @@ static int64_t fat5__task_cp_byte(const char *s, size_t len, int64_t cp) {
     size_t i = 0;
     int64_t k = 0;
     while (k < cp && i < len) {
-        size_t v = fat5_utf8_valid_len(s + i, len - i);
-        unsigned char c = (unsigned char)s[i];
-        i += v ? (c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4) : 1;
+        size_t v = fat5__utf8_len(s + i, len - i);
+        i += v ? v : 1;
         k++;
     }
     return k == cp && i <= len ? (int64_t)i : -1;
@@ -605,12 +604,7 @@ static fat5_status fat5__task_read(fat5_trainer *t, const char *path, int is_val
                     f->n_val_off += 2 * n + 1;
                 }
             }
-            if (!st && !to_val) {   // the training rows' identity
-                uint64_t h = f->hash ^ ((uint64_t)n * 0x9E3779B97F4A7C15ull) ^ (uint64_t)n_pay;
-                for (j = 0; j < n; j++) h = (h ^ (uint32_t)ids[j]) * 0x100000001B3ull;
-                for (j = 0; j < n_pay; j++) h = (h ^ (uint32_t)pay[j]) * 0x100000001B3ull;
-                f->hash = fat5__h128_mix(h);
-            }
+            if (!st && !to_val) fat5__ft_hash_row(f, ids, n, pay, n_pay);   // the training rows' identity
         }
         fat5__free(ctx, ids);
         fat5__free(ctx, off);
