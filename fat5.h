@@ -29,7 +29,7 @@
 // examples/train.c is a complete program around them. With a train_file the same loop fine-tunes
 // on (input, target) pairs, evaluating generated text (examples/finetune, docs/finetuning.md).
 // Several GPUs train data parallel, one process each (fat5_launch forks them, section [9.1]; NCCL
-// opened at run time, section [3.5]).
+// opened at run time, section [3.6]).
 //
 // Batches are packed: the tokens of all sequences are concatenated and described by cumulative
 // offsets (cu_seqlens), for the encoder and the decoder separately; no token attends across a
@@ -44,7 +44,7 @@
 //     FAT5_ASSERT(x)           internal invariants (default: assert)
 //     FAT5_NO_THREADS          no worker threads: the CPU matrix products run on the calling thread
 //                              (fat5_ctx_config.n_threads is ignored; no -lpthread needed), and GPU
-//                              ranks have no watchdog (section [3.5]), so nothing bounds their join
+//                              ranks have no watchdog (section [3.6]), so nothing bounds their join
 //                              (ncclCommInitRank), and each training step's host waits for the
 //                              gradient sums before it queues the optimizer. Results are bitwise
 //                              the same either way.
@@ -75,7 +75,7 @@
 // returns, so the watchdog marks the rank failed on the ranks' board (its peers and fat5_launch
 // report why), passes the message to the context's log callback from the watchdog thread (to
 // stderr when there is none), and ends the process with _exit(1) rather than leave a rank hung
-// (section [9.1]; the watchdog: section [3.5]).
+// (section [9.1]; the watchdog: section [3.6]).
 //
 // Threads, ownership, lifetimes:
 //   - A fat5_ctx and everything made with it (models, safetensors files) is used by one thread at
@@ -112,9 +112,10 @@
 //     [2]    device: CUDA driver, NVRTC and cuBLAS at run time, kernel cache, memory, launches
 //     [3.1]  ops: buffers, host memory, and the op interface
 //     [3.2]  ops: the CPU reference (fp32, simple, obviously right)
-//     [3.3]  ops: the GPU launchers
-//     [3.4]  ops: the op table and the two backends
-//     [3.5]  ops: collectives: NCCL (GPU) and shared memory (CPU ranks), the ranks' board and watchdog
+//     [3.3]  ops: generation on the CPU (logits processors and warpers, token selection, beam search)
+//     [3.4]  ops: the GPU launchers
+//     [3.5]  ops: the op table and the two backends
+//     [3.6]  ops: collectives: NCCL (GPU) and shared memory (CPU ranks), the ranks' board and watchdog
 //     [4.1]  model: configuration
 //     [4.2]  model: parameters
 //     [4.3]  model: workspace, forward, backward
@@ -1104,6 +1105,19 @@ FAT5_API fat5_status fat5_model_encode(fat5_model *m, const int32_t *tokens, con
                                        int64_t n_seq, fat5_pool pool, float *out, int64_t n);
 
 // Decoding options, with Hugging Face's names and meanings (GenerationConfig).
+// Token lists of the generation options: n ids, and n packed sequences (sequence i is
+// ids[cu[i] .. cu[i + 1]), cu[0] = 0). The arrays are the caller's; those read from JSON
+// (fat5_generate_config_from_json) belong to the context and live until fat5_ctx_destroy.
+typedef struct fat5_token_list {
+    const int32_t *ids;   // [n]
+    int64_t n;
+} fat5_token_list;
+typedef struct fat5_token_seqs {
+    const int32_t *ids;   // [cu[n]]
+    const int32_t *cu;    // [n + 1]
+    int64_t n;
+} fat5_token_seqs;
+
 typedef struct fat5_generate_config {
     int64_t max_new_tokens;        // 20: tokens generated per sequence at most (EOS included)
     int64_t min_new_tokens;        // 0: EOS is not emitted before this many tokens
@@ -1122,6 +1136,36 @@ typedef struct fat5_generate_config {
     int64_t pad_token_id;          //   "   (fills finished rows in Hugging Face; not emitted here)
     int64_t decoder_start_token_id;//   "
     int use_graph;                 // GPU: 1 (default) replays every step from a CUDA graph
+    // ---- the rest of Hugging Face's options, by their generation_config.json names and meaning.
+    // Lengths count the decoder input as Hugging Face does: the decoder prompt (the start token, or
+    // decoder_input_ids) and the tokens generated after it.
+    int64_t max_length;            // 0: unset; else the decoder input's limit, replacing max_new_tokens
+                                   //   (= max_length - prompt length) as when only max_length is given
+    int64_t min_length;            // 0: EOS is not emitted while the decoder input is shorter than this
+    fat5_token_list eos_token_ids; // n > 0: every id stops a sequence (Hugging Face's eos_token_id list;
+                                   //   eos_token_id is then ignored); n = 0: eos_token_id alone
+    int64_t forced_bos_token_id;   // -1: off; else the only token allowed first (prompt of one token)
+    fat5_token_list forced_eos_token_id; // the tokens allowed last (when max_length is reached); n = 0: off
+    fat5_token_list suppress_tokens;       // never generated
+    fat5_token_list begin_suppress_tokens; // not generated first (second after a forced BOS)
+    fat5_token_seqs bad_words_ids; // a sequence's last token is never generated after the rest of it
+                                   //   (sequences that are one EOS id are left out, as Hugging Face does)
+    fat5_token_seqs sequence_bias; // sequence_bias_values[i] is added to the logit of sequence i's
+    const float *sequence_bias_values; //   last token after the rest of it (one token: always)
+    double encoder_repetition_penalty;   // 1.0 = off; > 1 favours the input's tokens (HF's rule, 1 / p)
+    int64_t encoder_no_repeat_ngram_size;// 0 = off; n: no n-gram of the input appears in the output
+    int64_t exponential_decay_start;     // -1 = off; after this many generated tokens, EOS's logit grows by
+    double exponential_decay_factor;     //   |logit| * (factor^k - 1) at the k-th (exponential_decay_length_penalty)
+    int renormalize_logits;        // 0; 1: log_softmax after every processor (scores are log-probabilities)
+    int remove_invalid_values;     // 0; 1: NaN -> 0, +-inf -> +-FLT_MAX before the suppressions
+    double min_p;                  // 0 = off (sampling): drop tokens below min_p x the top probability
+    double typical_p;              // 1.0 = off (sampling): locally typical sampling's mass
+    double epsilon_cutoff;         // 0 = off (sampling): drop tokens of probability below it
+    double eta_cutoff;             // 0 = off (sampling): eta sampling's epsilon
+    fat5_token_seqs decoder_input_ids; // n = 0: every prompt is the decoder start token; else one
+                                   //   (all inputs) or one per input, all of one length: the decoder's
+                                   //   prompt as given (it should begin with the decoder start token)
+    double max_time;               // 0 = off; seconds after which no further step starts
 } fat5_generate_config;
 
 // Hugging Face's defaults, with T5's ids (eos 1, pad 0, decoder start 0).
@@ -1736,10 +1780,9 @@ static int fat5__resolve_threads(int n) {
 #endif
 }
 
-// A copy of s that lives until the context is destroyed (the strings of a config set by name);
-// NULL, with the message set, when out of memory.
-static const char *fat5__ctx_keep(fat5_ctx *ctx, const char *s) {
-    size_t n = strlen(s);
+// A copy of n bytes that lives until the context is destroyed (the strings and token lists of a
+// config set by name or read from JSON); NULL, with the message set, when out of memory.
+static void *fat5__ctx_keep_bytes(fat5_ctx *ctx, const void *src, size_t n) {
     char *p;
     if (ctx->n_kept == ctx->cap_kept) {
         size_t cap = ctx->cap_kept ? 2 * ctx->cap_kept : 16;
@@ -1748,14 +1791,19 @@ static const char *fat5__ctx_keep(fat5_ctx *ctx, const char *s) {
         ctx->kept = k;
         ctx->cap_kept = cap;
     }
-    p = FAT5__CAST(char *, fat5__malloc(ctx, n + 1));
+    p = FAT5__CAST(char *, fat5__malloc(ctx, n ? n : 1));
     if (!p) goto oom;
-    memcpy(p, s, n + 1);
+    if (n) memcpy(p, src, n);
     ctx->kept[ctx->n_kept++] = p;
     return p;
 oom:
-    fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory keeping a string of %zu bytes", n);
+    fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory keeping %zu bytes", n);
     return NULL;
+}
+
+// A copy of the string s, kept as fat5__ctx_keep_bytes keeps bytes.
+static const char *fat5__ctx_keep(fat5_ctx *ctx, const char *s) {
+    return (const char *)fat5__ctx_keep_bytes(ctx, s, strlen(s) + 1);
 }
 
 static void fat5__ctx_free_kept(fat5_ctx *ctx) {
@@ -3391,7 +3439,7 @@ typedef fat5__CUresult (*fat5__PFN_cuEventSynchronize)(fat5__CUevent ev);
 typedef fat5__CUresult (*fat5__PFN_cuEventDestroy)(fat5__CUevent ev);
 typedef fat5__CUresult (*fat5__PFN_cuEventElapsedTime)(float *ms, fat5__CUevent start, fat5__CUevent end);
 
-// NCCL (collectives across GPUs), opened only by a run of several ranks on the GPU (section [3.5]).
+// NCCL (collectives across GPUs), opened only by a run of several ranks on the GPU (section [3.6]).
 // libnccl.so.2 is tried bare (LD_LIBRARY_PATH, the ld.so cache), then in $NCCL_HOME/lib,
 // $CUDA_HOME/lib64, $CUDA_HOME/lib, /usr/local/cuda/lib64, /usr/local/cuda/lib, then in the
 // nvidia/nccl/lib folder of the Python environment $VIRTUAL_ENV or $CONDA_PREFIX
@@ -5461,6 +5509,48 @@ typedef unsigned long long fat5__addr;   // a buffer on the backend that runs th
 
 typedef enum { FAT5__MM_NT, FAT5__MM_NN, FAT5__MM_TN } fat5__mm_layout;
 
+// The decoding options the generation ops read (gen_process, gen_select, gen_beam), filled once
+// per fat5_generate call. The kernels of kernels/generate.cu take it by value: fat5_gen_opts
+// there has these fields in this order (pointers as 64-bit addresses). Row r of the decoder holds
+// hist[r][0 .. P) = its prompt, then the generated tokens: cur = P + lens[r] tokens in all.
+typedef struct fat5__gen_opts {
+    fat5__addr eos;             // int32 [n_eos]: the stop tokens
+    fat5__addr forced_eos;      // int32 [n_forced_eos]
+    fat5__addr suppress;        // int32 [n_suppress]
+    fat5__addr begin_suppress;  // int32 [n_begin_suppress]
+    fat5__addr seq_ids;         // int32 [seq_cu[n_seq]]: sequence biases, then bad words
+    fat5__addr seq_cu;          // int32 [n_seq + 1]
+    fat5__addr seq_bias;        // fp32 [n_seq]: the bias of each sequence's last token (-inf: a bad word)
+    fat5__addr enc_tok;         // int32 [enc_cu[inputs]]: the inputs (encoder processors)
+    fat5__addr enc_cu;          // int32 [inputs + 1]
+    int n_eos, n_forced_eos, n_suppress, n_begin_suppress, n_seq, n_seq_bias; // the first n_seq_bias of
+                                //   the n_seq sequences are sequence_bias (added), the rest bad words
+    int P;                      // the decoder prompt's length (1: the start token)
+    int rows_per_input;         // row r decodes input r / rows_per_input
+    int enc_max;                // the longest input: a shorter one is followed by pads up to it, as in
+    int pad;                    //   Hugging Face's right-padded batch (the encoder processors see them)
+    int max_new;                // tokens generated at most (the forced EOS comes at max_new - 1)
+    int min_new, min_len;       // EOS suppressed while lens < min_new or P + lens < min_len
+    int ngram, enc_ngram;       // no_repeat_ngram_size, encoder_no_repeat_ngram_size (0: off)
+    float rep, enc_rep;         // repetition_penalty, encoder_repetition_penalty (1: off)
+    int forced_bos;             // -1: off; forced when cur == 1
+    int begin_index;            // begin_suppress_tokens apply when cur == begin_index
+    int decay_start;            // -1: off; exponential decay when cur > decay_start (P included)
+    float decay_factor;
+    int remove_invalid;         // NaN -> 0, +-inf -> +-FLT_MAX
+    int log_softmax;            // beam search: the logits become log-probabilities first
+    int renormalize;            // log_softmax after the processors and warpers
+    int do_sample;              // warpers (below) and a sampled token / sampled beam candidates
+    float temperature;
+    int top_k;                  // 0: off
+    float top_p, min_p, typical_p, epsilon, eta;   // 1, 0, 1, 0, 0: off
+    int min_keep;               // warpers keep at least this many tokens (1; beams: n_eos + 1)
+    int K;                      // beams (1: greedy or sampling)
+    float length_penalty;
+    int early_stopping;         // 0 false, 1 true, 2 "never"
+    unsigned long long seed;
+} fat5__gen_opts;
+
 // An attention op's `kind`: which keys a query sees (the low two bits, FAT5__ATTN_MASK) and, in
 // the higher bits, how the position bias added to the scores is made. No scheme bit: the T5
 // buckets when `bias` (the [nb, H] table) is given, no bias when it is 0.
@@ -7237,15 +7327,21 @@ static fat5_status fat5__cpu_adafactor_seg(fat5_ctx *ctx, fat5__addr w_, fat5__a
     }
     return FAT5_OK;
 }
-
-#define FAT5__BEAM_MAX 32   // beams per input of fat5__cpu_gen_beam / fat5_gen_beam (2K candidates)
-
-// ---- generation: logits processors, token selection, beam search (kernels/generate.cu) ----
+// =============================================================================================
+// ==[3.3] ops: generation on the CPU (logits processors and warpers, token selection, beam search) ==
+// The CPU twins of kernels/generate.cu, and the reference of their semantics: Hugging Face's
+// logits processors and warpers in the order transformers 5's generate applies them, greedy and
+// sampled token selection, and one step of (sampled) beam search. The options are one
+// fat5__gen_opts (ops_interface.c).
+//
 // The decoding state lives on the backend, indexed by decoder row r (or by input i = r / K with K
-// beams): hist int32 [R, Lh] is the decoder input of each row (hist[r][0] the start token,
-// hist[r][1 + j] the j-th generated token), lens int32 [R] the tokens generated so far. An op
-// works on n entries whose rows are rows[0 .. n) (the live rows of the step, in the order of the
-// decoder's logits [n, V]).
+// beams): hist int32 [R, Lh] is the decoder input of each row (hist[r][0 .. P) its prompt, the
+// start token or decoder_input_ids; hist[r][P + j] the j-th generated token), lens int32 [R] the
+// tokens generated so far. An op works on n entries whose rows are rows[0 .. n) (the live rows of
+// the step, in the order of the decoder's logits [n, V]).
+
+#define FAT5__BEAM_MAX 32        // beams per input of fat5__cpu_gen_beam / fat5_gen_beam
+#define FAT5__BEAM_CAND_MAX 64   // candidates per input and step: max(2, stop tokens + 1) x beams at most
 
 // The Gumbel noise of token v for row `row` at generated length `len`: -log(-log(u)) with u the
 // Philox word of counter (len << 44) + (row << 24) + v / 4, word v % 4, key seed, mapped to (0, 1).
@@ -7264,125 +7360,307 @@ static int fat5__cpu_float_desc(const void *a, const void *b) {
     return x > y ? -1 : x < y;
 }
 
-// Hugging Face's processors on x [n, V] fp32 in place, entry e for row rows[e] with decoder input
-// hist[row][0 .. lens[row] + 1): first log_softmax (when `log_softmax`: beam search processes
-// log-probabilities), then the repetition penalty (rep != 1: each distinct token of the input,
-// x < 0 ? x * rep : x / rep), no-repeat n-grams (ngram > 0: a token that would complete an n-gram
-// already in the input gets -inf), and min_new_tokens (eos gets -inf while lens[row] < min_new).
+static int fat5__gen_in(const int32_t *ids, int n, int v) {
+    int i;
+    for (i = 0; i < n; i++)
+        if (ids[i] == v) return 1;
+    return 0;
+}
+
+// log-sum-exp of x [V] over its finite-or-+inf entries (-inf entries weigh nothing)
+static double fat5__gen_lse(const float *x, int V) {
+    double mx = -INFINITY, s = 0;
+    int v;
+    for (v = 0; v < V; v++) mx = x[v] > mx ? x[v] : mx;
+    if (mx == -INFINITY) return -INFINITY;
+    for (v = 0; v < V; v++) s += exp((double)x[v] - mx);
+    return mx + log(s);
+}
+
+// Token j of input i's encoder tokens as Hugging Face's right-padded batch holds them: its own
+// tokens, then pad up to the longest input (enc_max).
+static int fat5__gen_enc_tok(const fat5__gen_opts *o, const int32_t *et, const int32_t *ec, int i, int j) {
+    return j < ec[i + 1] - ec[i] ? et[ec[i] + j] : o->pad;
+}
+
+// The sequence_bias entries' sum for token v of a row whose decoder input is h[0 .. cur), in float
+// as Hugging Face accumulates it: the single-token entry of v (the last one when repeated), plus
+// every multi-token entry ending in v whose prefix is the end of h (an entry repeated later counts
+// once, as the dict of its reader keeps the last).
+static float fat5__gen_seq_bias(const fat5__gen_opts *o, const int32_t *ids, const int32_t *cu, const float *bias,
+                                const int32_t *h, int cur, int v, int *hit) {
+    float b = 0;
+    int k, k2, j;
+    *hit = 0;
+    for (k = 0; k < o->n_seq_bias; k++) {   // single tokens: the last entry wins
+        if (cu[k + 1] - cu[k] != 1 || ids[cu[k]] != v) continue;
+        b = bias[k], *hit = 1;
+    }
+    for (k = 0; k < o->n_seq_bias; k++) {
+        int len = cu[k + 1] - cu[k], dup = 0, match = 1;
+        if (len < 2 || ids[cu[k + 1] - 1] != v || len - 1 > cur) continue;
+        for (k2 = k + 1; k2 < o->n_seq_bias && !dup; k2++)
+            if (cu[k2 + 1] - cu[k2] == len && !memcmp(ids + cu[k], ids + cu[k2], (size_t)len * sizeof(int32_t))) dup = 1;
+        if (dup) continue;
+        for (j = 0; j < len - 1 && match; j++) match = h[cur - (len - 1) + j] == ids[cu[k] + j];
+        if (match) b += bias[k], *hit = 1;
+    }
+    return b;
+}
+
+// The sampling warpers on one row's scores xe [V] in place, in Hugging Face's order (temperature,
+// top_k, top_p, min_p, typical_p, epsilon_cutoff, eta_cutoff): removed tokens become -inf. s: scratch
+// [2 V] floats.
+static void fat5__gen_warp(const fat5__gen_opts *o, float *xe, int V, float *s) {
+    int v, i, keep = o->min_keep < V ? o->min_keep : V;
+    if (o->temperature != 1.0f)
+        for (v = 0; v < V; v++) xe[v] = xe[v] / o->temperature;
+    if (o->top_k > 0) {   // keep the values >= the k-th largest (ties kept)
+        int k = o->top_k > keep ? o->top_k : keep;
+        if (k < V) {
+            memcpy(s, xe, (size_t)V * sizeof(float));
+            qsort(s, (size_t)V, sizeof(float), fat5__cpu_float_desc);
+            for (v = 0; v < V; v++)
+                if (xe[v] < s[k - 1]) xe[v] = -INFINITY;
+        }
+    }
+    if (o->top_p < 1.0f) {   // kept while the strictly more likely tokens hold < top_p of the mass (ties kept)
+        double z = 0, before = 0, m0;
+        float thr;
+        memcpy(s, xe, (size_t)V * sizeof(float));
+        qsort(s, (size_t)V, sizeof(float), fat5__cpu_float_desc);
+        m0 = s[0], thr = s[0];
+        for (i = 0; i < V; i++) z += exp((double)s[i] - m0);
+        for (i = 0; i < V; i++) {
+            if (i >= keep && s[i] < s[i - 1] && before >= (double)o->top_p * z) break;
+            thr = s[i];
+            before += exp((double)s[i] - m0);
+        }
+        for (v = 0; v < V; v++)
+            if (xe[v] < thr) xe[v] = -INFINITY;
+    }
+    if (o->min_p > 0.0f) {   // probability < min_p x the largest, unless among the min_keep largest
+        double lse = fat5__gen_lse(xe, V), pmax = -INFINITY;
+        float kth;
+        for (v = 0; v < V; v++) pmax = xe[v] > pmax ? xe[v] : pmax;
+        pmax = exp(pmax - lse);
+        memcpy(s, xe, (size_t)V * sizeof(float));
+        qsort(s, (size_t)V, sizeof(float), fat5__cpu_float_desc);
+        kth = s[keep - 1];
+        for (v = 0; v < V; v++)
+            if (exp((double)xe[v] - lse) < (double)o->min_p * pmax && xe[v] < kth) xe[v] = -INFINITY;
+    }
+    if (o->typical_p < 1.0f) {   // locally typical: by |-log p - entropy| ascending until the mass
+        double lse = fat5__gen_lse(xe, V), ent = 0, cum = 0, thr;
+        float *shift = s, *order = s + V;   // order: token ids as floats, sorted by shift
+        int last;
+        for (v = 0; v < V; v++) {
+            double lp = (double)xe[v] - lse;
+            if (xe[v] > -INFINITY) ent -= lp * exp(lp);
+        }
+        for (v = 0; v < V; v++) shift[v] = xe[v] > -INFINITY ? (float)fabs(-((double)xe[v] - lse) - ent) : INFINITY;
+        for (v = 0; v < V; v++) order[v] = (float)v;
+        for (i = 1; i < V; i++) {   // insertion sort by (shift, id): stable
+            float t = order[i];
+            int j = i - 1;
+            while (j >= 0 && shift[(int)order[j]] > shift[(int)t]) order[j + 1] = order[j], j--;
+            order[j + 1] = t;
+        }
+        for (last = 0; last < V; last++) {
+            cum += exp((double)xe[(int)order[last]] - lse);
+            if (!(cum < (double)o->typical_p)) break;
+        }
+        if (last > V - 1) last = V - 1;
+        thr = shift[(int)order[last]];
+        for (i = keep; i < V; i++)
+            if (shift[(int)order[i]] > thr) xe[(int)order[i]] = -INFINITY;
+        // the first min_keep of the order stay whatever their shift
+    }
+    if (o->epsilon > 0.0f || o->eta > 0.0f) {   // probability below a cutoff, unless among the min_keep largest
+        int pass;
+        for (pass = 0; pass < 2; pass++) {
+            double lse, cut, ent = 0;
+            float kth;
+            if ((pass == 0 && !(o->epsilon > 0.0f)) || (pass == 1 && !(o->eta > 0.0f))) continue;
+            lse = fat5__gen_lse(xe, V);
+            if (pass == 0) {
+                cut = (double)o->epsilon;
+            } else {
+                for (v = 0; v < V; v++) {
+                    double lp = (double)xe[v] - lse;
+                    if (xe[v] > -INFINITY) ent -= lp * exp(lp);
+                }
+                cut = sqrt((double)o->eta) * exp(-ent);
+                cut = cut < (double)o->eta ? cut : (double)o->eta;
+            }
+            memcpy(s, xe, (size_t)V * sizeof(float));
+            qsort(s, (size_t)V, sizeof(float), fat5__cpu_float_desc);
+            kth = s[keep - 1];
+            for (v = 0; v < V; v++)
+                if (exp((double)xe[v] - lse) < cut && xe[v] < kth) xe[v] = -INFINITY;
+        }
+    }
+}
+
+// Hugging Face's logits processors on x [n, V] fp32 in place, entry e for row rows[e] whose decoder
+// input is hist[row][0 .. cur), cur = P + lens[row], and input i = row / rows_per_input. In order:
+// log_softmax (beam search), sequence_bias, encoder_repetition_penalty (each distinct input token
+// t: x < 0 ? x / p : x * p), repetition_penalty (each distinct decoder-input token: x < 0 ? x * p :
+// x / p), no_repeat_ngram_size (a token completing an n-gram already in the decoder input gets
+// -inf), encoder_no_repeat_ngram_size (the same against the input's n-grams), bad_words_ids,
+// min_length (EOS -inf while cur < min_len), min_new_tokens (while lens < min_new), forced BOS
+// (cur == 1: every other token -inf, it 0), forced EOS (lens == max_new - 1), remove_invalid_values,
+// exponential decay (cur > decay_start: each finite EOS logit += |x| (factor^(cur - decay_start) - 1)),
+// suppress_tokens, begin_suppress_tokens (cur == begin_index); then, when sampling, the warpers
+// (fat5__gen_warp); then renormalize (log_softmax). The result is Hugging Face's processed scores.
 static fat5_status fat5__cpu_gen_process(fat5_ctx *ctx, fat5__addr x_, fat5__addr hist_, fat5__addr lens_,
-                                         fat5__addr rows_, int64_t n, int V, int Lh, float rep, int ngram,
-                                         int min_new, int eos, int log_softmax) {
-    float *x = FAT5__HOST(float, x_);
+                                         fat5__addr rows_, int64_t n, int V, int Lh, const fat5__gen_opts *o) {
+    float *x = FAT5__HOST(float, x_), *s;
     const int32_t *hist = FAT5__HOST(const int32_t, hist_), *lens = FAT5__HOST(const int32_t, lens_);
     const int32_t *rows = FAT5__HOST(const int32_t, rows_);
+    const int32_t *eos = FAT5__HOST(const int32_t, o->eos), *feos = FAT5__HOST(const int32_t, o->forced_eos);
+    const int32_t *sup = FAT5__HOST(const int32_t, o->suppress), *bsup = FAT5__HOST(const int32_t, o->begin_suppress);
+    const int32_t *sq = FAT5__HOST(const int32_t, o->seq_ids), *sc = FAT5__HOST(const int32_t, o->seq_cu);
+    const float *sb = FAT5__HOST(const float, o->seq_bias);
+    const int32_t *et = FAT5__HOST(const int32_t, o->enc_tok), *ec = FAT5__HOST(const int32_t, o->enc_cu);
     int64_t e;
-    (void)ctx;
+    s = (float *)fat5__host_scratch(ctx, (size_t)V * 2 * sizeof(float), "fat5__cpu_gen_process");
+    if (!s) return FAT5_ERR_OUT_OF_MEMORY;
     for (e = 0; e < n; e++) {
         float *xe = x + e * (int64_t)V;
-        const int32_t *h = hist + (int64_t)rows[e] * Lh;
-        int L = lens[rows[e]] + 1, i, j, v;
-        if (log_softmax) {
-            double mx = -INFINITY, s = 0, lse;
-            for (v = 0; v < V; v++) mx = xe[v] > mx ? xe[v] : mx;
-            for (v = 0; v < V; v++) s += exp((double)xe[v] - mx);
-            lse = mx + log(s);
+        int r = rows[e], len = lens[r], cur = o->P + len, in = r / o->rows_per_input, i, j, k, v;
+        const int32_t *h = hist + (int64_t)r * Lh;
+        if (o->log_softmax) {
+            double lse = fat5__gen_lse(xe, V);
             for (v = 0; v < V; v++) xe[v] = (float)((double)xe[v] - lse);
         }
-        if (rep != 1.0f)
-            for (i = 0; i < L; i++) {
+        for (k = 0; k < o->n_seq_bias; k++) {   // sequence_bias: once per distinct last token
+            int last = sq[sc[k + 1] - 1], first = 1, hit;
+            float b;
+            for (j = 0; j < k && first; j++) first = sq[sc[j + 1] - 1] != last;
+            if (!first) continue;
+            b = fat5__gen_seq_bias(o, sq, sc, sb, h, cur, last, &hit);
+            if (hit && last < V) xe[last] = xe[last] + b;
+        }
+        if (o->enc_rep != 1.0f) {
+            float p = (float)(1.0 / (double)o->enc_rep);
+            for (j = 0; j < o->enc_max; j++) {
+                int t = fat5__gen_enc_tok(o, et, ec, in, j), seen = 0;
+                for (i = 0; i < j && !seen; i++) seen = fat5__gen_enc_tok(o, et, ec, in, i) == t;
+                if (!seen && t >= 0 && t < V) xe[t] = xe[t] < 0 ? xe[t] * p : xe[t] / p;
+            }
+        }
+        if (o->rep != 1.0f)
+            for (i = 0; i < cur; i++) {
                 int seen = 0, t = h[i];
                 for (j = 0; j < i && !seen; j++) seen = h[j] == t;
-                if (!seen && t >= 0 && t < V) xe[t] = xe[t] < 0 ? xe[t] * rep : xe[t] / rep;
+                if (!seen && t >= 0 && t < V) xe[t] = xe[t] < 0 ? xe[t] * o->rep : xe[t] / o->rep;
             }
-        if (ngram > 0 && L + 1 >= ngram)
-            for (i = 0; i + ngram <= L; i++) {   // the n-gram h[i .. i + ngram) vs the last ngram-1 tokens
+        if (o->ngram > 0 && cur + 1 >= o->ngram)
+            for (i = 0; i + o->ngram <= cur; i++) {   // the n-gram h[i .. i + n) vs the last n - 1 tokens
                 int match = 1;
-                for (j = 0; j < ngram - 1 && match; j++) match = h[i + j] == h[L - ngram + 1 + j];
-                if (match && h[i + ngram - 1] >= 0 && h[i + ngram - 1] < V) xe[h[i + ngram - 1]] = -INFINITY;
+                for (j = 0; j < o->ngram - 1 && match; j++) match = h[i + j] == h[cur - o->ngram + 1 + j];
+                if (match && h[i + o->ngram - 1] >= 0 && h[i + o->ngram - 1] < V) xe[h[i + o->ngram - 1]] = -INFINITY;
             }
-        if (lens[rows[e]] < min_new && eos >= 0 && eos < V) xe[eos] = -INFINITY;
+        if (o->enc_ngram > 0 && cur >= o->enc_ngram - 1)
+            for (i = 0; i + o->enc_ngram <= o->enc_max; i++) {   // the input's n-grams vs the last n - 1 tokens
+                int match = 1, t;
+                for (j = 0; j < o->enc_ngram - 1 && match; j++)
+                    match = fat5__gen_enc_tok(o, et, ec, in, i + j) == h[cur - o->enc_ngram + 1 + j];
+                t = fat5__gen_enc_tok(o, et, ec, in, i + o->enc_ngram - 1);
+                if (match && t >= 0 && t < V) xe[t] = -INFINITY;
+            }
+        for (k = o->n_seq_bias; k < o->n_seq; k++) {   // bad words: the last token after the rest
+            int l = sc[k + 1] - sc[k], match = l - 1 <= cur, last = sq[sc[k + 1] - 1];
+            for (j = 0; j < l - 1 && match; j++) match = h[cur - (l - 1) + j] == sq[sc[k] + j];
+            if (match && last < V) xe[last] = -INFINITY;
+        }
+        if (cur < o->min_len || len < o->min_new)
+            for (k = 0; k < o->n_eos; k++)
+                if (eos[k] < V) xe[eos[k]] = -INFINITY;
+        if (o->forced_bos >= 0 && cur == 1)
+            for (v = 0; v < V; v++) xe[v] = v == o->forced_bos ? 0.0f : -INFINITY;
+        if (o->n_forced_eos > 0 && len == o->max_new - 1)
+            for (v = 0; v < V; v++) xe[v] = fat5__gen_in(feos, o->n_forced_eos, v) ? 0.0f : -INFINITY;
+        if (o->remove_invalid)
+            for (v = 0; v < V; v++)
+                xe[v] = xe[v] != xe[v] ? 0.0f : xe[v] == INFINITY ? FLT_MAX : xe[v] == -INFINITY ? -FLT_MAX : xe[v];
+        if (o->decay_start >= 0 && cur > o->decay_start) {
+            float f = (float)(pow((double)o->decay_factor, (double)(cur - o->decay_start)) - 1.0);
+            for (k = 0; k < o->n_eos; k++) {
+                int t = eos[k], dup = 0;
+                for (j = 0; j < k && !dup; j++) dup = eos[j] == t;
+                if (!dup && t < V && isfinite(xe[t])) xe[t] = xe[t] + fabsf(xe[t]) * f;
+            }
+        }
+        for (k = 0; k < o->n_suppress; k++)
+            if (sup[k] < V) xe[sup[k]] = -INFINITY;
+        if (cur == o->begin_index)
+            for (k = 0; k < o->n_begin_suppress; k++)
+                if (bsup[k] < V) xe[bsup[k]] = -INFINITY;
+        if (o->do_sample) fat5__gen_warp(o, xe, V, s);
+        if (o->renormalize) {
+            double lse = fat5__gen_lse(xe, V);
+            for (v = 0; v < V; v++) xe[v] = (float)((double)xe[v] - lse);
+        }
     }
     return FAT5_OK;
 }
 
-// Greedy or sampled next token of entry e (row r = rows[e]) from the processed x [n, V], unless
-// done[r]: then tok[e] = pad and nothing changes. Sampling scales by 1 / temperature, keeps the
-// tokens >= the top_k-th largest value (top_k > 0), then of those the tokens whose strictly more
-// likely kept tokens hold less than top_p of the kept mass (Hugging Face's top-p with ties kept),
-// and draws argmax(s + gumbel) over the kept tokens (fat5__gen_gumbel; a categorical draw from their
-// softmax). Greedy takes the first largest x. Then tok[e] = hist[r][1 + lens[r]] = the token,
-// score[r] += its log-softmax over the kept (scaled) values, lens[r]++, and done[r] = 1 when the
-// token is eos or lens[r] reaches max_new.
+// The next token of entry e (row r = rows[e]) from the processed scores x [n, V], unless done[r]:
+// then tok[e] = pad and nothing changes. Greedy takes the first largest x; sampling draws
+// argmax(x + gumbel) over the finite x (fat5__gen_gumbel: a categorical draw from softmax(x)).
+// Then tok[e] = hist[r][P + lens[r]] = the token, score[r] += its log_softmax(x), lens[r]++, and
+// done[r] = 1 when the token is a stop token or lens[r] reaches max_new.
 static fat5_status fat5__cpu_gen_select(fat5_ctx *ctx, fat5__addr x_, fat5__addr tok_, fat5__addr hist_,
                                         fat5__addr lens_, fat5__addr done_, fat5__addr score_, fat5__addr rows_,
-                                        int64_t n, int V, int Lh, int max_new, int eos, int pad, int do_sample,
-                                        float temperature, int top_k, float top_p, unsigned long long seed) {
+                                        int64_t n, int V, int Lh, const fat5__gen_opts *o) {
     const float *x = FAT5__HOST(const float, x_);
     int32_t *tok = FAT5__HOST(int32_t, tok_), *hist = FAT5__HOST(int32_t, hist_);
     int32_t *lens = FAT5__HOST(int32_t, lens_), *done = FAT5__HOST(int32_t, done_);
-    float *score = FAT5__HOST(float, score_), *s;
-    const int32_t *rows = FAT5__HOST(const int32_t, rows_);
+    float *score = FAT5__HOST(float, score_);
+    const int32_t *rows = FAT5__HOST(const int32_t, rows_), *eos = FAT5__HOST(const int32_t, o->eos);
     int64_t e;
-    s = (float *)fat5__host_scratch(ctx, (size_t)V * 2 * sizeof(float), "fat5__cpu_gen_select");
-    if (!s) return FAT5_ERR_OUT_OF_MEMORY;
+    (void)ctx;
     for (e = 0; e < n; e++) {
         const float *xe = x + e * (int64_t)V;
-        float *sorted = s + V, thr = -INFINITY;
         int r = rows[e], v, best = -1;
-        double mx = -INFINITY, z = 0, bestkey = -INFINITY;
+        double bestkey = -INFINITY, lse;
         if (done[r]) {
-            tok[e] = pad;
+            tok[e] = o->pad;
             continue;
         }
-        for (v = 0; v < V; v++) s[v] = do_sample ? xe[v] / temperature : xe[v];
-        if (do_sample) {
-            int k = top_k > 0 && top_k < V ? top_k : V;
-            memcpy(sorted, s, (size_t)V * sizeof(float));
-            qsort(sorted, (size_t)V, sizeof(float), fat5__cpu_float_desc);
-            thr = sorted[k - 1];
-            if (top_p < 1.0f) {
-                double zk = 0, before = 0, m0 = sorted[0];
-                int i;
-                for (i = 0; i < k; i++) zk += exp((double)sorted[i] - m0);
-                for (i = 0; i < k; i++) {   // kept while the mass strictly before stays < top_p
-                    if (i > 0 && sorted[i] < sorted[i - 1] && before >= (double)top_p * zk) break;
-                    thr = sorted[i];
-                    before += exp((double)sorted[i] - m0);
-                }
-            }
-        }
-        for (v = 0; v < V; v++)
-            if (s[v] >= thr && s[v] > mx) mx = s[v];
-        for (v = 0; v < V; v++)
-            if (s[v] >= thr) z += exp((double)s[v] - mx);
         for (v = 0; v < V; v++) {
             double key;
-            if (!(s[v] >= thr)) continue;
-            key = do_sample ? (double)s[v] + fat5__gen_gumbel(seed, r, lens[r], v) : (double)s[v];
+            if (o->do_sample && !(xe[v] > -INFINITY)) continue;
+            key = o->do_sample ? (double)xe[v] + fat5__gen_gumbel(o->seed, r, lens[r], v) : (double)xe[v];
             if (best < 0 || key > bestkey) best = v, bestkey = key;
         }
-        if (best < 0) best = 0;   // every value NaN
+        if (best < 0) best = 0;   // every value NaN or -inf
+        lse = fat5__gen_lse(xe, V);
         tok[e] = best;
-        hist[(int64_t)r * Lh + 1 + lens[r]] = best;
-        score[r] += (float)((double)s[best] - mx - log(z));
+        hist[(int64_t)r * Lh + o->P + lens[r]] = best;
+        score[r] += (float)((double)xe[best] - lse);
         lens[r]++;
-        if (best == eos || lens[r] >= max_new) done[r] = 1;
+        if (fat5__gen_in(eos, o->n_eos, best) || lens[r] >= o->max_new) done[r] = 1;
     }
     return FAT5_OK;
 }
 
-// One step of Hugging Face's beam search (the vectorised one of transformers 5) for n / K live
-// inputs: entries b K .. b K + K - 1 are the K beams of input i = rows[b K] / K, rows i K .. i K + K - 1,
-// with x the processed log-probabilities [n, V] (fat5__cpu_gen_process with log_softmax). t =
-// lens[i K] tokens generated so far. Per input:
-//  1. candidates: the 2K largest bscore[beam] + x[beam][v] over K x V (first flat index on ties);
-//     a candidate "stops" when v is eos or t + 1 == max_new;
+// One step of Hugging Face's beam search (the vectorised one of transformers 5; beam sampling with
+// do_sample) for n / K live inputs: entries b K .. b K + K - 1 are the K beams of input
+// i = rows[b K] / K, rows i K .. i K + K - 1, with x the processed log-probabilities [n, V]
+// (fat5__cpu_gen_process with log_softmax). t = lens[i K] tokens generated so far; C = max(2, n_eos + 1) K.
+// Per input:
+//  1. candidates: the C largest acc = bscore[beam] + x[beam][v] over K x V (first flat index on
+//     ties); with do_sample, C drawn without replacement from softmax(acc) (the C largest
+//     acc + gumbel), then ordered by acc; a candidate "stops" when v is a stop token or t + 1 == max_new;
 //  2. the next running beams: the K best candidates, stopped ones moved 1e9 down; beam k takes
 //     the history of its candidate's beam plus v (src[i K + k] = that beam's row, tok = v);
 //  3. finished hypotheses: the K slots (fin_score sorted best first, fin_flag, fin_len, fin_tok
-//     [R, Lh - 1]) merged with the candidates among the first K that stopped, scored
-//     sum / (t + 1)^length_penalty, unless unsat[i] is 0 or (early_stopping 1 and all K slots hold
-//     one): those add 1e9 penalties as Hugging Face does, so they are never taken;
+//     [R, Lh - P], the generated tokens) merged with the candidates among the first K that stopped,
+//     scored sum / (t + 1)^length_penalty, unless unsat[i] is 0 or (early_stopping 1 and all K slots
+//     hold one): those add 1e9 penalties as Hugging Face does, so they are never taken;
 //  4. unsat[i] &= some slot s has best_running / L^length_penalty > (fin_flag[s] ? min fin_score :
 //     -1e9), L = max_new for early_stopping 2 ("never") with length_penalty > 0, else t + 1;
 //     done[i] = !unsat[i] || (early_stopping 1 && all slots finished) || t + 1 == max_new.
@@ -7391,8 +7669,7 @@ static fat5_status fat5__cpu_gen_beam(fat5_ctx *ctx, fat5__addr x_, fat5__addr t
                                       fat5__addr hist_, fat5__addr lens_, fat5__addr bscore_, fat5__addr fin_score_,
                                       fat5__addr fin_tok_, fat5__addr fin_len_, fat5__addr fin_flag_,
                                       fat5__addr unsat_, fat5__addr done_, fat5__addr rows_, fat5__addr scratch_,
-                                      int64_t n, int V, int Lh, int K, int max_new, int eos, float length_penalty,
-                                      int early_stopping) {
+                                      int64_t n, int V, int Lh, const fat5__gen_opts *o) {
     const float *x = FAT5__HOST(const float, x_);
     int32_t *tok = FAT5__HOST(int32_t, tok_), *src = FAT5__HOST(int32_t, src_), *hist = FAT5__HOST(int32_t, hist_);
     int32_t *lens = FAT5__HOST(int32_t, lens_), *fin_tok = FAT5__HOST(int32_t, fin_tok_);
@@ -7400,59 +7677,79 @@ static fat5_status fat5__cpu_gen_beam(fat5_ctx *ctx, fat5__addr x_, fat5__addr t
     int32_t *unsat = FAT5__HOST(int32_t, unsat_), *done = FAT5__HOST(int32_t, done_);
     int32_t *scratch = FAT5__HOST(int32_t, scratch_);
     float *bscore = FAT5__HOST(float, bscore_), *fin_score = FAT5__HOST(float, fin_score_);
-    const int32_t *rows = FAT5__HOST(const int32_t, rows_);
+    const int32_t *rows = FAT5__HOST(const int32_t, rows_), *eos = FAT5__HOST(const int32_t, o->eos);
+    const int K = o->K, C = (o->n_eos > 1 ? o->n_eos + 1 : 2) * o->K, P = o->P, F = Lh - o->P;   // F: fin_tok's row stride
+    const float lp = o->length_penalty;
     int64_t b;
-    (void)ctx;
-    if (K < 1 || K > FAT5__BEAM_MAX) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__cpu_gen_beam: K = %d", K);
+    if (K < 1 || K > FAT5__BEAM_MAX || C > FAT5__BEAM_CAND_MAX)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__cpu_gen_beam: K = %d, %d candidates", K, C);
     for (b = 0; b < n / K; b++) {
         int i = rows[b * K] / K, r0 = i * K, t = lens[r0], c, k, j, all_fin = 1, any = 0;
-        float cval[2 * FAT5__BEAM_MAX], cnorm[2 * FAT5__BEAM_MAX], run[2 * FAT5__BEAM_MAX], worst = INFINITY;
-        int64_t cidx[2 * FAT5__BEAM_MAX];
-        int cstop[2 * FAT5__BEAM_MAX], next[FAT5__BEAM_MAX], taken[2 * FAT5__BEAM_MAX];
-        float mscore[3 * FAT5__BEAM_MAX];
-        int mfrom[3 * FAT5__BEAM_MAX], mused[3 * FAT5__BEAM_MAX], pick[FAT5__BEAM_MAX];
+        float cval[FAT5__BEAM_CAND_MAX], cnorm[FAT5__BEAM_CAND_MAX], run[FAT5__BEAM_CAND_MAX], worst = INFINITY;
+        double ckey[FAT5__BEAM_CAND_MAX];
+        int64_t cidx[FAT5__BEAM_CAND_MAX];
+        int cstop[FAT5__BEAM_CAND_MAX], next[FAT5__BEAM_MAX], taken[FAT5__BEAM_CAND_MAX];
+        float mscore[FAT5__BEAM_MAX + FAT5__BEAM_CAND_MAX];
+        int mfrom[FAT5__BEAM_MAX + FAT5__BEAM_CAND_MAX], mused[FAT5__BEAM_MAX + FAT5__BEAM_CAND_MAX];
+        int pick[FAT5__BEAM_MAX];
         float ns[FAT5__BEAM_MAX];
         int nf[FAT5__BEAM_MAX], nl[FAT5__BEAM_MAX];
-        double denom = pow((double)(t + 1), (double)length_penalty), L;
+        double denom = pow((double)(t + 1), (double)lp), L;
         for (k = 0; k < K; k++) all_fin &= fin_flag[r0 + k] != 0;
-        // 1. the 2K best candidates, by repeated arg-max (first flat index on ties)
-        for (c = 0; c < 2 * K; c++) {
+        // 1. the C best candidates by key (acc, or acc + gumbel), by repeated arg-max (first flat
+        // index on ties); sampled ones are then ordered by acc
+        for (c = 0; c < C; c++) {
             int64_t q, best = -1;
-            float bv = -INFINITY;
+            double bk = -INFINITY;
             for (q = 0; q < (int64_t)K * V; q++) {
                 float val = bscore[r0 + q / V] + x[(b * K + q / V) * V + q % V];
+                double key = val;
                 int dup = 0;
+                if (o->do_sample) {
+                    if (!(val > -INFINITY)) continue;
+                    key = (double)val + fat5__gen_gumbel(o->seed, r0 + q / V, t, q % V);
+                }
                 for (j = 0; j < c && !dup; j++) dup = cidx[j] == q;
                 if (dup) continue;
-                if (best < 0 || val > bv) best = q, bv = val;
+                if (best < 0 || key > bk) best = q, bk = key;
             }
+            if (best < 0) best = 0;
             cidx[c] = best;
-            cval[c] = bv;
-            cstop[c] = (int)(best % V) == eos || t + 1 >= max_new;
+            ckey[c] = bk;
+            cval[c] = bscore[r0 + best / V] + x[(b * K + best / V) * V + best % V];
         }
+        if (o->do_sample)   // ordered by acc, descending (insertion sort: stable)
+            for (c = 1; c < C; c++) {
+                float v = cval[c];
+                int64_t q = cidx[c];
+                double kk = ckey[c];
+                for (j = c - 1; j >= 0 && cval[j] < v; j--) cval[j + 1] = cval[j], cidx[j + 1] = cidx[j], ckey[j + 1] = ckey[j];
+                cval[j + 1] = v, cidx[j + 1] = q, ckey[j + 1] = kk;
+            }
+        for (c = 0; c < C; c++) cstop[c] = fat5__gen_in(eos, o->n_eos, (int)(cidx[c] % V)) || t + 1 >= o->max_new;
         // 2. the next running beams: the K best of the candidates with stopped ones moved down
-        for (c = 0; c < 2 * K; c++) run[c] = cval[c] + (cstop[c] ? -1.0e9f : 0.0f), taken[c] = 0;
+        for (c = 0; c < C; c++) run[c] = cval[c] + (cstop[c] ? -1.0e9f : 0.0f), taken[c] = 0;
         for (k = 0; k < K; k++) {
             int bc = -1;
-            for (c = 0; c < 2 * K; c++)
+            for (c = 0; c < C; c++)
                 if (!taken[c] && (bc < 0 || run[c] > run[bc])) bc = c;
             taken[bc] = 1;
             next[k] = bc;
         }
         // 3. merge the finished slots with the candidates that stopped among the first K
-        for (c = 0; c < 2 * K; c++) {
-            float s = (float)(cval[c] / (float)denom);
-            if (all_fin && early_stopping == 1) s += -1.0e9f;
-            if (!unsat[i]) s += -1.0e9f;
-            if (!(cstop[c] && c < K)) s += -1.0e9f;
-            cnorm[c] = s;
+        for (c = 0; c < C; c++) {
+            float sc = (float)(cval[c] / (float)denom);
+            if (all_fin && o->early_stopping == 1) sc += -1.0e9f;
+            if (!unsat[i]) sc += -1.0e9f;
+            if (!(cstop[c] && c < K)) sc += -1.0e9f;
+            cnorm[c] = sc;
         }
         for (k = 0; k < K; k++) mscore[k] = fin_score[r0 + k], mfrom[k] = -1 - k;
-        for (c = 0; c < 2 * K; c++) mscore[K + c] = cnorm[c], mfrom[K + c] = c;
-        for (j = 0; j < 3 * K; j++) mused[j] = 0;
+        for (c = 0; c < C; c++) mscore[K + c] = cnorm[c], mfrom[K + c] = c;
+        for (j = 0; j < K + C; j++) mused[j] = 0;
         for (k = 0; k < K; k++) {
             int bj = -1;
-            for (j = 0; j < 3 * K; j++)
+            for (j = 0; j < K + C; j++)
                 if (!mused[j] && (bj < 0 || mscore[j] > mscore[bj])) bj = j;
             mused[bj] = 1;
             pick[k] = bj;
@@ -7463,15 +7760,15 @@ static fat5_status fat5__cpu_gen_beam(fat5_ctx *ctx, fat5__addr x_, fat5__addr t
             int32_t *dst = scratch + (b * K + k) * (int64_t)Lh;
             ns[k] = mscore[pick[k]];
             if (f < 0) {
-                int s = -1 - f;
-                nf[k] = fin_flag[r0 + s];
-                nl[k] = fin_len[r0 + s];
-                memcpy(dst, fin_tok + (int64_t)(r0 + s) * (Lh - 1), (size_t)nl[k] * sizeof(int32_t));
+                int sl = -1 - f;
+                nf[k] = fin_flag[r0 + sl];
+                nl[k] = fin_len[r0 + sl];
+                memcpy(dst, fin_tok + (int64_t)(r0 + sl) * F, (size_t)nl[k] * sizeof(int32_t));
             } else {
                 int beam = (int)(cidx[f] / V);
                 nf[k] = cstop[f] && f < K;
                 nl[k] = t + 1;
-                memcpy(dst, hist + (int64_t)(r0 + beam) * Lh + 1, (size_t)t * sizeof(int32_t));
+                memcpy(dst, hist + (int64_t)(r0 + beam) * Lh + P, (size_t)t * sizeof(int32_t));
                 dst[t] = (int32_t)(cidx[f] % V);
             }
         }
@@ -7479,41 +7776,40 @@ static fat5_status fat5__cpu_gen_beam(fat5_ctx *ctx, fat5__addr x_, fat5__addr t
             fin_score[r0 + k] = ns[k];
             fin_flag[r0 + k] = nf[k];
             fin_len[r0 + k] = nl[k];
-            memcpy(fin_tok + (int64_t)(r0 + k) * (Lh - 1), scratch + (b * K + k) * (int64_t)Lh,
-                   (size_t)nl[k] * sizeof(int32_t));
+            memcpy(fin_tok + (int64_t)(r0 + k) * F, scratch + (b * K + k) * (int64_t)Lh, (size_t)nl[k] * sizeof(int32_t));
         }
-        // 2 (cont.): gather the running histories, then write them back
+        // 2 (cont.): gather the running histories (prompt and generated tokens), then write them back
         for (k = 0; k < K; k++) {
             int beam = (int)(cidx[next[k]] / V);
             int32_t *dst = scratch + (b * K + k) * (int64_t)Lh;
-            memcpy(dst, hist + (int64_t)(r0 + beam) * Lh, (size_t)(t + 1) * sizeof(int32_t));
-            dst[t + 1] = (int32_t)(cidx[next[k]] % V);
+            memcpy(dst, hist + (int64_t)(r0 + beam) * Lh, (size_t)(P + t) * sizeof(int32_t));
+            dst[P + t] = (int32_t)(cidx[next[k]] % V);
             src[r0 + k] = r0 + beam;
-            tok[b * K + k] = dst[t + 1];
+            tok[b * K + k] = dst[P + t];
         }
         for (k = 0; k < K; k++) {
-            memcpy(hist + (int64_t)(r0 + k) * Lh, scratch + (b * K + k) * (int64_t)Lh, (size_t)(t + 2) * sizeof(int32_t));
+            memcpy(hist + (int64_t)(r0 + k) * Lh, scratch + (b * K + k) * (int64_t)Lh, (size_t)(P + t + 1) * sizeof(int32_t));
             bscore[r0 + k] = run[next[k]];
             lens[r0 + k] = t + 1;
         }
         // 4. Hugging Face's early-stop heuristic and the input's end
-        L = early_stopping == 2 && length_penalty > 0.0f ? (double)max_new : (double)(t + 1);
+        L = o->early_stopping == 2 && lp > 0.0f ? (double)o->max_new : (double)(t + 1);
         all_fin = 1;
         for (k = 0; k < K; k++) {
             all_fin &= fin_flag[r0 + k] != 0;
             worst = fin_score[r0 + k] < worst ? fin_score[r0 + k] : worst;
         }
         for (k = 0; k < K; k++) {
-            float best = (float)(bscore[r0] / (float)pow(L, (double)length_penalty));
+            float best = (float)(bscore[r0] / (float)pow(L, (double)lp));
             any |= best > (fin_flag[r0 + k] ? worst : -1.0e9f);
         }
         unsat[i] = unsat[i] && any;
-        done[i] = !unsat[i] || (early_stopping == 1 && all_fin) || t + 1 >= max_new;
+        done[i] = !unsat[i] || (o->early_stopping == 1 && all_fin) || t + 1 >= o->max_new;
     }
     return FAT5_OK;
 }
 // =============================================================================================
-// ==[3.3] ops: the GPU launchers ==
+// ==[3.4] ops: the GPU launchers ==
 #ifndef FAT5_NO_CUDA
 // One launcher fat5__gpu_<op> per kernel fat5_<op> of kernels/*.cu (and cuBLAS for mm). Each takes
 // the kernel's arguments (device pointers as fat5__dptr, 0 for
@@ -8919,12 +9215,13 @@ static FAT5__UNUSED fat5_status fat5__gpu_adafactor_seg(fat5_ctx *ctx, fat5__dpt
 
 // ----- generate.cu: one block of 256 threads per entry (per input for beam search) -----
 
-// Hugging Face's processors in place on x [n, V] fp32 (see fat5__cpu_gen_process)
+// Hugging Face's processors and warpers in place on x [n, V] fp32 (see fat5__cpu_gen_process); the
+// kernels take the options by value (fat5_gen_opts in kernels/generate.cu mirrors fat5__gen_opts)
 static FAT5__UNUSED fat5_status fat5__gpu_gen_process(fat5_ctx *ctx, fat5__dptr x, fat5__dptr hist, fat5__dptr lens,
-                                                      fat5__dptr rows, int64_t n, int V, int Lh, float rep, int ngram,
-                                                      int min_new, int eos, int log_softmax) {
+                                                      fat5__dptr rows, int64_t n, int V, int Lh, const fat5__gen_opts *o) {
     long long n_ = n;
-    void *args[] = {&x, &hist, &lens, &rows, &n_, &V, &Lh, &rep, &ngram, &min_new, &eos, &log_softmax};
+    fat5__gen_opts ov = *o;
+    void *args[] = {&x, &hist, &lens, &rows, &n_, &V, &Lh, &ov};
     if (n < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_gen_process", "n", n);
     if (V < 1 || Lh < 1)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_gen_process: V = %d, Lh = %d", V, Lh);
@@ -8935,16 +9232,12 @@ static FAT5__UNUSED fat5_status fat5__gpu_gen_process(fat5_ctx *ctx, fat5__dptr 
 // greedy or sampled next token per entry (see fat5__cpu_gen_select)
 static FAT5__UNUSED fat5_status fat5__gpu_gen_select(fat5_ctx *ctx, fat5__dptr x, fat5__dptr tok, fat5__dptr hist,
                                                      fat5__dptr lens, fat5__dptr done, fat5__dptr score,
-                                                     fat5__dptr rows, int64_t n, int V, int Lh, int max_new, int eos,
-                                                     int pad, int do_sample, float temperature, int top_k,
-                                                     float top_p, unsigned long long seed) {
+                                                     fat5__dptr rows, int64_t n, int V, int Lh, const fat5__gen_opts *o) {
     long long n_ = n;
-    void *args[] = {&x,   &tok, &hist,      &lens,        &done,  &score, &rows,  &n_,  &V, &Lh,
-                    &max_new, &eos, &pad, &do_sample, &temperature, &top_k, &top_p, &seed};
+    fat5__gen_opts ov = *o;
+    void *args[] = {&x, &tok, &hist, &lens, &done, &score, &rows, &n_, &V, &Lh, &ov};
     if (n < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_gen_select", "n", n);
-    if (V < 1 || Lh < 1 || (do_sample && !(temperature > 0.0f)))
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_gen_select: V = %d, Lh = %d, temperature %g", V,
-                         Lh, (double)temperature);
+    if (V < 1 || Lh < 1) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_gen_select: V = %d, Lh = %d", V, Lh);
     if (n == 0) return FAT5_OK;
     return fat5__dev_launch(ctx, FAT5__K_gen_select, fat5__gpu_blocks(n, 1), 1, 1, 256, 1, 1, 0, args);
 }
@@ -8955,23 +9248,24 @@ static FAT5__UNUSED fat5_status fat5__gpu_gen_beam(fat5_ctx *ctx, fat5__dptr x, 
                                                    fat5__dptr fin_score, fat5__dptr fin_tok, fat5__dptr fin_len,
                                                    fat5__dptr fin_flag, fat5__dptr unsat, fat5__dptr done,
                                                    fat5__dptr rows, fat5__dptr scratch, int64_t n, int V, int Lh,
-                                                   int K, int max_new, int eos, float length_penalty,
-                                                   int early_stopping) {
+                                                   const fat5__gen_opts *o) {
     long long n_ = n;
+    int K = o->K, C = (o->n_eos > 1 ? o->n_eos + 1 : 2) * o->K;
+    fat5__gen_opts ov = *o;
     void *args[] = {&x,    &tok,  &src,     &hist, &lens, &bscore, &fin_score, &fin_tok,        &fin_len,
-                    &fin_flag, &unsat, &done, &rows, &scratch, &n_, &V, &Lh, &K, &max_new, &eos,
-                    &length_penalty, &early_stopping};
+                    &fin_flag, &unsat, &done, &rows, &scratch, &n_, &V, &Lh, &ov};
     if (n < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_gen_beam", "n", n);
-    if (K < 1 || K > FAT5__BEAM_MAX || n % K || V < 1 || Lh < 2)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_gen_beam: n = %lld, K = %d (1 .. %d), V = %d, Lh = %d",
-                         (long long)n, K, FAT5__BEAM_MAX, V, Lh);
+    if (K < 1 || K > FAT5__BEAM_MAX || C > FAT5__BEAM_CAND_MAX || n % K || V < 1 || Lh < 2)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "fat5__gpu_gen_beam: n = %lld, K = %d (1 .. %d), %d candidates (at most %d), V = %d, Lh = %d",
+                         (long long)n, K, FAT5__BEAM_MAX, C, FAT5__BEAM_CAND_MAX, V, Lh);
     if (n == 0) return FAT5_OK;
     return fat5__dev_launch(ctx, FAT5__K_gen_beam, fat5__gpu_blocks(n / K, 1), 1, 1, 256, 1, 1, 0, args);
 }
 #endif  // FAT5_NO_CUDA
 
 // =============================================================================================
-// ==[3.4] ops: the op table and the two backends ==
+// ==[3.5] ops: the op table and the two backends ==
 // X(name, parameters): fat5__cpu_<name> and
 // fat5__gpu_<name> both take exactly these parameters (the initialisers of the backend tables
 // below make the compiler check it), and kernel fat5_<name> in kernels/ is the GPU side of every
@@ -9051,16 +9345,14 @@ static FAT5__UNUSED fat5_status fat5__gpu_gen_beam(fat5_ctx *ctx, fat5__dptr x, 
                       fat5__addr decayed, float beta2t, float omb2t, float eps1, float clip, float beta1,      \
                       float wd, fat5__addr scratch, fat5__addr wa))                                            \
     X(gen_process, (fat5_ctx * ctx, fat5__addr x, fat5__addr hist, fat5__addr lens, fat5__addr rows, int64_t n, \
-                    int V, int Lh, float rep, int ngram, int min_new, int eos, int log_softmax))               \
+                    int V, int Lh, const fat5__gen_opts *o))                                                 \
     X(gen_select, (fat5_ctx * ctx, fat5__addr x, fat5__addr tok, fat5__addr hist, fat5__addr lens,             \
-                   fat5__addr done, fat5__addr score, fat5__addr rows, int64_t n, int V, int Lh, int max_new,  \
-                   int eos, int pad, int do_sample, float temperature, int top_k, float top_p,                 \
-                   unsigned long long seed))                                                                   \
+                   fat5__addr done, fat5__addr score, fat5__addr rows, int64_t n, int V, int Lh,               \
+                   const fat5__gen_opts *o))                                                                   \
     X(gen_beam, (fat5_ctx * ctx, fat5__addr x, fat5__addr tok, fat5__addr src, fat5__addr hist,                \
                  fat5__addr lens, fat5__addr bscore, fat5__addr fin_score, fat5__addr fin_tok,                 \
                  fat5__addr fin_len, fat5__addr fin_flag, fat5__addr unsat, fat5__addr done, fat5__addr rows,  \
-                 fat5__addr scratch, int64_t n, int V, int Lh, int K, int max_new, int eos,                    \
-                 float length_penalty, int early_stopping))
+                 fat5__addr scratch, int64_t n, int V, int Lh, const fat5__gen_opts *o))
 
 // the op names in table order (messages and tests name ops by them)
 static const char *const fat5__op_names[] = {
@@ -9069,7 +9361,7 @@ static const char *const fat5__op_names[] = {
 #undef FAT5__OP_NAME
 };
 
-// The collectives' transports; the communicator and the collectives are section [3.5]'s.
+// The collectives' transports; the communicator and the collectives are section [3.6]'s.
 enum { FAT5__DIST_HOST = 1, FAT5__DIST_NCCL = 2 };
 struct fat5__comm;
 
@@ -9118,7 +9410,7 @@ typedef struct fat5__backend {
     fat5_status (*graph_launch)(fat5_ctx *ctx, void *exec);
     void (*graph_destroy)(fat5_ctx *ctx, void *exec);
     // Collectives across the ranks of data parallel training, on the communicator c (section
-    // [3.5]) over the backend's transport: the CPU's shared memory, the GPU's NCCL. All fp32 but
+    // [3.6]) over the backend's transport: the CPU's shared memory, the GPU's NCCL. All fp32 but
     // sum's fp64 (f64 1). comm_sum: in place over n elements at p; comm_reduce_scatter: send
     // [world * n], recv [n] = the sum over the ranks of their send's chunk [rank n, (rank + 1) n);
     // comm_all_gather: send [n], recv [world * n] = every rank's send in rank order. The GPU's are
@@ -9186,7 +9478,7 @@ static void fat5__host_graph_destroy(fat5_ctx *ctx, void *exec) {
 
 #define FAT5__OP_COUNT ((int)(sizeof fat5__op_names / sizeof fat5__op_names[0]))
 
-// the collectives of each backend (section [3.5])
+// the collectives of each backend (section [3.6])
 static fat5_status fat5__host_comm_sum(struct fat5__comm *c, fat5__addr p, size_t n, int f64);
 static fat5_status fat5__host_comm_reduce_scatter(struct fat5__comm *c, fat5__addr send, fat5__addr recv, size_t n);
 static fat5_status fat5__host_comm_all_gather(struct fat5__comm *c, fat5__addr send, fat5__addr recv, size_t n);
@@ -9330,7 +9622,7 @@ FAT5_API void fat5_ctx_destroy(fat5_ctx *ctx) {
 }
 
 // =============================================================================================
-// ==[3.5] ops: collectives: NCCL (GPU) and shared memory (CPU ranks), the ranks' board and watchdog ==
+// ==[3.6] ops: collectives: NCCL (GPU) and shared memory (CPU ranks), the ranks' board and watchdog ==
 // Data parallel training runs one process per rank (one GPU each, or CPU processes). Every rank
 // holds the whole model and draws the whole step's micro-batches from one sampler stream, keeps
 // its own share, and adds its gradients to the others' with an all-reduce, so every rank takes the
@@ -16534,6 +16826,11 @@ FAT5_API fat5_generate_config fat5_generate_config_default(void) {
     g.pad_token_id = 0;
     g.decoder_start_token_id = 0;
     g.use_graph = 1;
+    g.forced_bos_token_id = -1;
+    g.encoder_repetition_penalty = 1.0;
+    g.exponential_decay_start = -1;
+    g.exponential_decay_factor = 1.0;
+    g.typical_p = 1.0;
     return g;
 }
 
@@ -16544,6 +16841,39 @@ static fat5_generate_config fat5__generate_config_for(const fat5_model_config *c
     g.pad_token_id = c->pad_token_id;
     g.decoder_start_token_id = c->decoder_start_token_id;
     return g;
+}
+
+// A token list of an option: n >= 0, ids given when n > 0, every id >= 0.
+static fat5_status fat5__gen_check_list(fat5_ctx *ctx, const char *what, const char *name, const fat5_token_list *l) {
+    int64_t i;
+    if (l->n < 0 || l->n > INT32_MAX || (l->n > 0 && !l->ids))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: %s has n = %lld%s", what, name, (long long)l->n,
+                         l->n > 0 ? " and no ids" : "");
+    for (i = 0; i < l->n; i++)
+        if (l->ids[i] < 0)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: %s[%lld] = %d is not a token id", what, name, (long long)i,
+                             (int)l->ids[i]);
+    return FAT5_OK;
+}
+
+// Packed token sequences of an option: cu[0] = 0, every sequence non-empty, every id >= 0.
+static fat5_status fat5__gen_check_seqs(fat5_ctx *ctx, const char *what, const char *name, const fat5_token_seqs *q) {
+    int64_t i, j;
+    if (q->n < 0 || q->n > INT32_MAX || (q->n > 0 && (!q->ids || !q->cu)))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: %s has n = %lld%s", what, name, (long long)q->n,
+                         q->n > 0 ? " and no ids or cu" : "");
+    if (q->n > 0 && q->cu[0] != 0)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: %s cu[0] = %d; expected 0", what, name, (int)q->cu[0]);
+    for (i = 0; i < q->n; i++) {
+        if (q->cu[i + 1] <= q->cu[i])
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: %s sequence %lld is empty (cu %d .. %d)", what, name,
+                             (long long)i, (int)q->cu[i], (int)q->cu[i + 1]);
+        for (j = q->cu[i]; j < q->cu[i + 1]; j++)
+            if (q->ids[j] < 0)
+                return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: %s sequence %lld holds %d, not a token id", what, name,
+                                 (long long)i, (int)q->ids[j]);
+    }
+    return FAT5_OK;
 }
 
 // The range checks that need no model (fat5_generate_config_from_json and fat5_generate).
@@ -16576,6 +16906,59 @@ static fat5_status fat5__gen_check(fat5_ctx *ctx, const char *what, const fat5_g
                   (long long)g->pad_token_id);
     FAT5__GEN_BAD(g->decoder_start_token_id < 0 || g->decoder_start_token_id > INT32_MAX,
                   "%s: decoder_start_token_id = %lld is not an id", what, (long long)g->decoder_start_token_id);
+    FAT5__GEN_BAD(g->max_length < 0 || g->max_length > INT32_MAX / 2, "%s: max_length = %lld; expected >= 0 (0: unset)",
+                  what, (long long)g->max_length);
+    FAT5__GEN_BAD(g->min_length < 0 || g->min_length > INT32_MAX, "%s: min_length = %lld is negative", what,
+                  (long long)g->min_length);
+    FAT5__GEN_BAD(g->forced_bos_token_id < -1 || g->forced_bos_token_id > INT32_MAX,
+                  "%s: forced_bos_token_id = %lld; expected an id (or -1: off)", what, (long long)g->forced_bos_token_id);
+    FAT5__GEN_BAD(!(g->encoder_repetition_penalty > 0.0) || !isfinite(g->encoder_repetition_penalty),
+                  "%s: encoder_repetition_penalty = %g; expected a finite value > 0 (1 = off)", what,
+                  g->encoder_repetition_penalty);
+    FAT5__GEN_BAD(g->encoder_no_repeat_ngram_size < 0 || g->encoder_no_repeat_ngram_size > INT32_MAX,
+                  "%s: encoder_no_repeat_ngram_size = %lld is negative", what, (long long)g->encoder_no_repeat_ngram_size);
+    FAT5__GEN_BAD(g->exponential_decay_start < -1 || g->exponential_decay_start > INT32_MAX,
+                  "%s: exponential_decay_start = %lld; expected >= 0 (or -1: off)", what,
+                  (long long)g->exponential_decay_start);
+    FAT5__GEN_BAD(!isfinite(g->exponential_decay_factor), "%s: exponential_decay_factor = %g is not finite", what,
+                  g->exponential_decay_factor);
+    FAT5__GEN_BAD(!(g->min_p >= 0.0 && g->min_p <= 1.0), "%s: min_p = %g; expected a value in [0, 1] (0 = off)", what,
+                  g->min_p);
+    FAT5__GEN_BAD(!(g->typical_p > 0.0 && g->typical_p <= 1.0), "%s: typical_p = %g; expected a value in (0, 1]", what,
+                  g->typical_p);
+    FAT5__GEN_BAD(!(g->epsilon_cutoff >= 0.0 && g->epsilon_cutoff < 1.0),
+                  "%s: epsilon_cutoff = %g; expected a value in [0, 1) (0 = off)", what, g->epsilon_cutoff);
+    FAT5__GEN_BAD(!(g->eta_cutoff >= 0.0 && g->eta_cutoff < 1.0),
+                  "%s: eta_cutoff = %g; expected a value in [0, 1) (0 = off)", what, g->eta_cutoff);
+    FAT5__GEN_BAD(!(g->max_time >= 0.0) || !isfinite(g->max_time), "%s: max_time = %g; expected seconds >= 0 (0 = off)",
+                  what, g->max_time);
+    {
+        fat5_status st;
+        if ((st = fat5__gen_check_list(ctx, what, "eos_token_id", &g->eos_token_ids)) ||
+            (st = fat5__gen_check_list(ctx, what, "forced_eos_token_id", &g->forced_eos_token_id)) ||
+            (st = fat5__gen_check_list(ctx, what, "suppress_tokens", &g->suppress_tokens)) ||
+            (st = fat5__gen_check_list(ctx, what, "begin_suppress_tokens", &g->begin_suppress_tokens)) ||
+            (st = fat5__gen_check_seqs(ctx, what, "bad_words_ids", &g->bad_words_ids)) ||
+            (st = fat5__gen_check_seqs(ctx, what, "sequence_bias", &g->sequence_bias)) ||
+            (st = fat5__gen_check_seqs(ctx, what, "decoder_input_ids", &g->decoder_input_ids)))
+            return st;
+    }
+    FAT5__GEN_BAD(g->sequence_bias.n > 0 && !g->sequence_bias_values, "%s: sequence_bias has %lld sequences and no "
+                  "sequence_bias_values", what, (long long)g->sequence_bias.n);
+    if (g->sequence_bias.n > 0) {
+        int64_t i;
+        for (i = 0; i < g->sequence_bias.n; i++)
+            FAT5__GEN_BAD(g->sequence_bias_values[i] != g->sequence_bias_values[i],
+                          "%s: sequence_bias_values[%lld] is NaN", what, (long long)i);
+    }
+    if (g->decoder_input_ids.n > 1) {
+        int64_t i, len = g->decoder_input_ids.cu[1];
+        for (i = 1; i < g->decoder_input_ids.n; i++)
+            FAT5__GEN_BAD(g->decoder_input_ids.cu[i + 1] - g->decoder_input_ids.cu[i] != len,
+                          "%s: decoder_input_ids row %lld has %lld tokens, row 0 has %lld: every prompt must have "
+                          "one length", what, (long long)i,
+                          (long long)(g->decoder_input_ids.cu[i + 1] - g->decoder_input_ids.cu[i]), (long long)len);
+    }
     return FAT5_OK;
 #undef FAT5__GEN_BAD
 }
@@ -16585,7 +16968,6 @@ static fat5_status fat5__gen_int(fat5_ctx *ctx, const fat5__json *root, const ch
     const fat5__json *v = fat5__json_get(root, key);
     if (set) *set = 0;
     if (!v || v->type == FAT5__J_NULL) return FAT5_OK;
-    if (v->type == FAT5__J_ARRAY && v->n >= 1) v = v->child;   // eos_token_id: [id, ...] -> the first
     if (v->type != FAT5__J_NUMBER || !fat5__json_as_i64(v, out))
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: %s must be an integer, got %s", key,
                          fat5__json_type_name(v->type));
@@ -16610,14 +16992,172 @@ static fat5_status fat5__gen_bool(fat5_ctx *ctx, const fat5__json *root, const c
     return FAT5_OK;
 }
 
+// The members of a generation_config.json that transformers defines and that change nothing fat5
+// generates (caching, compilation, what generate returns, an assistant model's settings, file
+// metadata): accepted whatever their value.
+static const char *const fat5__gen_keys_inert[] = {
+    "use_cache", "cache_implementation", "cache_config", "max_cache_len", "output_attentions",
+    "output_hidden_states", "return_dict_in_generate", "output_scores", "output_logits", "bos_token_id",
+    "compile_config", "disable_compile", "prefill_chunk_size", "low_memory", "continuous_batching_config",
+    "is_assistant", "num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold",
+    "assistant_lookbehind", "target_lookbehind", "max_matching_ngram_size", "_from_model_config",
+    "transformers_version", "_commit_hash", NULL};
+// The members transformers defines for decoding modes fat5 does not run: refused unless absent, null
+// or at the value that turns them off (a string the reader checks: "false", "1", "0", "[]").
+static const char *const fat5__gen_keys_refused[][2] = {
+    {"stop_strings", "[]"}, {"use_mtp", "false"}, {"top_h", ""}, {"token_healing", "false"},
+    {"guidance_scale", "1"}, {"watermarking_config", ""}, {"prompt_lookup_num_tokens", ""},
+    {"assistant_early_exit", ""}, {"assistant_ensemble_weight", ""}, {"speculation_type", ""},
+    {"penalty_alpha", "0"}, {"dola_layers", ""}, {"diversity_penalty", "0"}, {"num_beam_groups", "1"},
+    {"constraints", "[]"}, {"force_words_ids", "[]"}, {NULL, NULL}};
+// The members fat5 reads (the rest of transformers' names, and fat5's own seed / use_graph /
+// decoder_input_ids).
+static const char *const fat5__gen_keys_read[] = {
+    "max_new_tokens", "min_new_tokens", "max_length", "min_length", "do_sample", "temperature", "top_k", "top_p",
+    "seed", "num_beams", "length_penalty", "num_return_sequences", "repetition_penalty", "no_repeat_ngram_size",
+    "eos_token_id", "pad_token_id", "decoder_start_token_id", "use_graph", "early_stopping", "forced_bos_token_id",
+    "forced_eos_token_id", "suppress_tokens", "begin_suppress_tokens", "bad_words_ids", "sequence_bias",
+    "encoder_repetition_penalty", "encoder_no_repeat_ngram_size", "exponential_decay_length_penalty",
+    "renormalize_logits", "remove_invalid_values", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff",
+    "decoder_input_ids", "max_time", NULL};
+
+static int fat5__gen_key_in(const char *const *keys, const char *k) {
+    for (; *keys; keys++)
+        if (strcmp(*keys, k) == 0) return 1;
+    return 0;
+}
+
+// A refused member at its off value ("" : only null is off)
+static int fat5__gen_key_off(const fat5__json *v, const char *off) {
+    double x;
+    if (v->type == FAT5__J_NULL) return 1;
+    if (!strcmp(off, "false")) return v->type == FAT5__J_FALSE;
+    if (!strcmp(off, "[]")) return (v->type == FAT5__J_ARRAY || v->type == FAT5__J_OBJECT) && v->n == 0;
+    if (off[0] && v->type == FAT5__J_NUMBER && fat5__json_as_double(v, &x)) return x == atof(off);
+    return 0;
+}
+
+// Token ids from a member that is one integer (one_ok) or a list of integers, kept by the context.
+// *present: 0 when absent or null.
+static fat5_status fat5__gen_ids(fat5_ctx *ctx, const fat5__json *root, const char *key, int one_ok,
+                                 fat5_token_list *out, int *present) {
+    const fat5__json *v = fat5__json_get(root, key), *e;
+    int32_t *ids;
+    int64_t n = 0, x;
+    *present = 0;
+    if (!v || v->type == FAT5__J_NULL) return FAT5_OK;
+    if (v->type != FAT5__J_ARRAY && !(one_ok && v->type == FAT5__J_NUMBER))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: %s must be %s of token ids, got %s", key,
+                         one_ok ? "an id or a list" : "a list", fat5__json_type_name(v->type));
+    n = v->type == FAT5__J_ARRAY ? v->n : 1;
+    if (n == 0) {
+        ids = (int32_t *)fat5__ctx_keep_bytes(ctx, NULL, 0);
+    } else {
+        int32_t *tmp = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)n * sizeof(int32_t)));
+        int64_t i = 0;
+        if (!tmp) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "generation config: out of memory for %s", key);
+        for (e = v->type == FAT5__J_ARRAY ? v->child : v; e && i < n; e = e->next, i++) {
+            if (e->type != FAT5__J_NUMBER || !fat5__json_as_i64(e, &x) || x < 0 || x > INT32_MAX) {
+                fat5__free(ctx, tmp);
+                return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: %s[%lld] is not a token id", key,
+                                 (long long)i);
+            }
+            tmp[i] = (int32_t)x;
+            if (v->type != FAT5__J_ARRAY) break;
+        }
+        ids = (int32_t *)fat5__ctx_keep_bytes(ctx, tmp, (size_t)n * sizeof(int32_t));
+        fat5__free(ctx, tmp);
+    }
+    if (!ids) return FAT5_ERR_OUT_OF_MEMORY;
+    out->ids = ids, out->n = n;
+    *present = 1;
+    return FAT5_OK;
+}
+
+// Packed token sequences from a list of lists of ids (with_bias: a list of [[ids...], bias] pairs,
+// sequence_bias's form, the biases into *bias), kept by the context.
+static fat5_status fat5__gen_seqs(fat5_ctx *ctx, const fat5__json *root, const char *key, int with_bias,
+                                  fat5_token_seqs *out, const float **bias) {
+    const fat5__json *v = fat5__json_get(root, key), *row, *e;
+    int64_t n, total = 0, i, j, x;
+    int32_t *buf = NULL, *ids, *cu;
+    float *b = NULL;
+    fat5_status st = FAT5_OK;
+    if (!v || v->type == FAT5__J_NULL) return FAT5_OK;
+    if (v->type != FAT5__J_ARRAY)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: %s must be a list, got %s", key,
+                         fat5__json_type_name(v->type));
+    n = v->n;
+    for (row = v->child, i = 0; row; row = row->next, i++) {
+        const fat5__json *seq = row;
+        if (with_bias) {
+            double d;
+            if (row->type != FAT5__J_ARRAY || row->n != 2 || row->child->type != FAT5__J_ARRAY ||
+                row->child->next->type != FAT5__J_NUMBER || !fat5__json_as_double(row->child->next, &d))
+                return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: %s[%lld] must be a pair [[ids...], "
+                                 "bias]", key, (long long)i);
+            seq = row->child;
+        }
+        if (seq->type != FAT5__J_ARRAY || seq->n == 0)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: %s[%lld] must be a non-empty list of "
+                             "token ids", key, (long long)i);
+        total += seq->n;
+    }
+    buf = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)(total + n + 1) * sizeof(int32_t)));
+    if (with_bias) b = FAT5__CAST(float *, fat5__malloc(ctx, (size_t)(n ? n : 1) * sizeof(float)));
+    if (!buf || (with_bias && !b)) {
+        st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "generation config: out of memory for %s", key);
+        goto done;
+    }
+    cu = buf, ids = buf + n + 1;
+    cu[0] = 0;
+    for (row = v->child, i = 0; row; row = row->next, i++) {
+        const fat5__json *seq = with_bias ? row->child : row;
+        if (with_bias) {
+            double d = 0;
+            fat5__json_as_double(row->child->next, &d);
+            b[i] = (float)d;
+        }
+        for (e = seq->child, j = cu[i]; e; e = e->next, j++) {
+            if (e->type != FAT5__J_NUMBER || !fat5__json_as_i64(e, &x) || x < 0 || x > INT32_MAX) {
+                st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: %s[%lld][%lld] is not a token id", key,
+                               (long long)i, (long long)(j - cu[i]));
+                goto done;
+            }
+            ids[j] = (int32_t)x;
+        }
+        cu[i + 1] = (int32_t)j;
+    }
+    {
+        int32_t *kept = (int32_t *)fat5__ctx_keep_bytes(ctx, buf, (size_t)(total + n + 1) * sizeof(int32_t));
+        if (!kept) {
+            st = FAT5_ERR_OUT_OF_MEMORY;
+            goto done;
+        }
+        out->cu = kept, out->ids = kept + n + 1, out->n = n;
+        if (with_bias) {
+            float *kb = (float *)fat5__ctx_keep_bytes(ctx, b, (size_t)(n ? n : 1) * sizeof(float));
+            if (!kb) {
+                st = FAT5_ERR_OUT_OF_MEMORY;
+                goto done;
+            }
+            *bias = kb;
+        }
+    }
+done:
+    fat5__free(ctx, buf);
+    fat5__free(ctx, b);
+    return st;
+}
+
 FAT5_API fat5_status fat5_generate_config_from_json(fat5_ctx *ctx, const char *json, size_t len,
                                                     fat5_generate_config *inout) {
     fat5__jdoc *doc = NULL;
-    const fat5__json *root, *es;
+    const fat5__json *root, *es, *k, *ed;
     fat5_generate_config g;
     fat5_status st;
     int64_t seed = 0, max_length = 0, min_length = 0;
-    int has_max_new = 0, has_min_new = 0, has_max_len = 0, has_min_len = 0, has_seed = 0;
+    int has_max_new = 0, has_min_new = 0, has_max_len = 0, has_min_len = 0, has_seed = 0, has_eos = 0, present = 0;
     if (!ctx || !inout) return FAT5_ERR_INVALID_ARG;
     if ((st = fat5__json_parse(ctx, "generation config", json, len, 16, &doc))) return st;
     root = fat5__json_root(doc);
@@ -16625,6 +17165,21 @@ FAT5_API fat5_status fat5_generate_config_from_json(fat5_ctx *ctx, const char *j
     if (root->type != FAT5__J_OBJECT) {
         fat5__json_free(ctx, doc);
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: expected a JSON object");
+    }
+    // every member is read, known to change nothing, or refused by name; other names (not
+    // transformers' either) are kept by transformers as plain attributes and ignored here too
+    for (k = root->child; k; k = k->next) {
+        int r;
+        if (fat5__gen_key_in(fat5__gen_keys_read, k->key) || fat5__gen_key_in(fat5__gen_keys_inert, k->key)) continue;
+        for (r = 0; fat5__gen_keys_refused[r][0]; r++)
+            if (!strcmp(fat5__gen_keys_refused[r][0], k->key) && !fat5__gen_key_off(k, fat5__gen_keys_refused[r][1])) {
+                st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED,
+                               "generation config: %s is not supported (fat5 runs greedy, sampling, beam search and "
+                               "beam sampling with the logits processors of docs/generation.md); remove it or set it "
+                               "to null",
+                               k->key);
+                goto done;
+            }
     }
     es = fat5__json_get(root, "early_stopping");
     if ((st = fat5__gen_int(ctx, root, "max_new_tokens", &g.max_new_tokens, &has_max_new)) ||
@@ -16641,11 +17196,48 @@ FAT5_API fat5_status fat5_generate_config_from_json(fat5_ctx *ctx, const char *j
         (st = fat5__gen_int(ctx, root, "num_return_sequences", &g.num_return_sequences, NULL)) ||
         (st = fat5__gen_num(ctx, root, "repetition_penalty", &g.repetition_penalty)) ||
         (st = fat5__gen_int(ctx, root, "no_repeat_ngram_size", &g.no_repeat_ngram_size, NULL)) ||
-        (st = fat5__gen_int(ctx, root, "eos_token_id", &g.eos_token_id, NULL)) ||
+        (st = fat5__gen_ids(ctx, root, "eos_token_id", 1, &g.eos_token_ids, &has_eos)) ||
         (st = fat5__gen_int(ctx, root, "pad_token_id", &g.pad_token_id, NULL)) ||
         (st = fat5__gen_int(ctx, root, "decoder_start_token_id", &g.decoder_start_token_id, NULL)) ||
-        (st = fat5__gen_bool(ctx, root, "use_graph", &g.use_graph)))
+        (st = fat5__gen_bool(ctx, root, "use_graph", &g.use_graph)) ||
+        (st = fat5__gen_int(ctx, root, "forced_bos_token_id", &g.forced_bos_token_id, NULL)) ||
+        (st = fat5__gen_ids(ctx, root, "forced_eos_token_id", 1, &g.forced_eos_token_id, &present)) ||
+        (st = fat5__gen_ids(ctx, root, "suppress_tokens", 0, &g.suppress_tokens, &present)) ||
+        (st = fat5__gen_ids(ctx, root, "begin_suppress_tokens", 0, &g.begin_suppress_tokens, &present)) ||
+        (st = fat5__gen_seqs(ctx, root, "bad_words_ids", 0, &g.bad_words_ids, NULL)) ||
+        (st = fat5__gen_seqs(ctx, root, "sequence_bias", 1, &g.sequence_bias, &g.sequence_bias_values)) ||
+        (st = fat5__gen_seqs(ctx, root, "decoder_input_ids", 0, &g.decoder_input_ids, NULL)) ||
+        (st = fat5__gen_num(ctx, root, "encoder_repetition_penalty", &g.encoder_repetition_penalty)) ||
+        (st = fat5__gen_int(ctx, root, "encoder_no_repeat_ngram_size", &g.encoder_no_repeat_ngram_size, NULL)) ||
+        (st = fat5__gen_bool(ctx, root, "renormalize_logits", &g.renormalize_logits)) ||
+        (st = fat5__gen_bool(ctx, root, "remove_invalid_values", &g.remove_invalid_values)) ||
+        (st = fat5__gen_num(ctx, root, "min_p", &g.min_p)) ||
+        (st = fat5__gen_num(ctx, root, "typical_p", &g.typical_p)) ||
+        (st = fat5__gen_num(ctx, root, "epsilon_cutoff", &g.epsilon_cutoff)) ||
+        (st = fat5__gen_num(ctx, root, "eta_cutoff", &g.eta_cutoff)) ||
+        (st = fat5__gen_num(ctx, root, "max_time", &g.max_time)))
         goto done;
+    if (has_eos) {   // one id, or a list: the first is eos_token_id, the list every stop token
+        if (g.eos_token_ids.n == 0) {
+            st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: eos_token_id is an empty list");
+            goto done;
+        }
+        g.eos_token_id = g.eos_token_ids.ids[0];
+        if (fat5__json_get(root, "eos_token_id")->type != FAT5__J_ARRAY) g.eos_token_ids.n = 0;
+    }
+    ed = fat5__json_get(root, "exponential_decay_length_penalty");
+    if (ed && ed->type != FAT5__J_NULL) {
+        int64_t start = 0;
+        double factor = 0;
+        if (ed->type != FAT5__J_ARRAY || ed->n != 2 || ed->child->type != FAT5__J_NUMBER ||
+            !fat5__json_as_i64(ed->child, &start) || start < 0 || ed->child->next->type != FAT5__J_NUMBER ||
+            !fat5__json_as_double(ed->child->next, &factor)) {
+            st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: exponential_decay_length_penalty must be "
+                           "[start_index >= 0, decay_factor]");
+            goto done;
+        }
+        g.exponential_decay_start = start, g.exponential_decay_factor = factor;
+    }
     if (es && es->type == FAT5__J_STRING) {
         if (strcmp(es->str, "never") != 0) {
             st = fat5__err(ctx, FAT5_ERR_INVALID_ARG,
@@ -16663,17 +17255,18 @@ FAT5_API fat5_status fat5_generate_config_from_json(fat5_ctx *ctx, const char *j
         }
         g.seed = (uint64_t)seed;
     }
-    // Hugging Face's max_length / min_length count the decoder start token; max_new_tokens and
-    // min_new_tokens win when both are given
-    if (has_max_len && !has_max_new) g.max_new_tokens = max_length - 1;
-    if (has_min_len && !has_min_new) g.min_new_tokens = min_length > 1 ? min_length - 1 : 0;
+    // Hugging Face's max_length / min_length count the decoder prompt (the start token); max_new_tokens
+    // wins over max_length when both are given; min_length and min_new_tokens both apply
+    if (has_max_new) g.max_length = 0;
+    else if (has_max_len) g.max_length = max_length;
+    if (has_min_len) g.min_length = min_length;
+    (void)has_min_new;
     if ((st = fat5__gen_check(ctx, "generation config", &g))) goto done;
     *inout = g;
 done:
     fat5__json_free(ctx, doc);
     return st;
 }
-
 // =============================================================================================
 // ==[6.4] io: Hugging Face checkpoint directories ==
 
@@ -18102,9 +18695,12 @@ typedef struct fat5__gen {
     const fat5_generate_config *g;
     int beam, V, Lh, K;                 // K: beams (1 without beam search)
     int64_t R, N;                       // rows and inputs
+    int64_t P, max_new;                 // the decoder prompt's length; tokens generated at most
+    int64_t n_seq_tok, n_enc_tok;       // the option sequences' and the inputs' tokens
     fat5__addr base;
     fat5__addr hist, lens, done, score; // [R, Lh], [R], [max(R, N)], [R]
     fat5__addr bscore, fin_score, fin_tok, fin_len, fin_flag, unsat, src, scratch;
+    fat5__gen_opts o;                   // the options the ops read (their lists live after `scratch`)
     fat5__graph graph;                  // the recorded step (GPU), or none
 } fat5__gen;
 
@@ -18112,21 +18708,15 @@ typedef struct fat5__gen {
 // the strategy. Enqueues work only (no host synchronisation or copy), so it can be captured.
 static fat5_status fat5__gen_step(fat5__gen *s, int64_t n) {
     const fat5__backend *be = s->be;
-    const fat5_generate_config *g = s->g;
     fat5_decoder *d = s->d;
     fat5_status st;
-    int eos = (int)g->eos_token_id;
     FAT5__TRY(fat5__decoder_step_dev(d, n));
-    FAT5__TRY(be->gen_process(s->ctx, d->logits, s->hist, s->lens, d->rows, n, s->V, s->Lh,
-                              (float)g->repetition_penalty, (int)g->no_repeat_ngram_size, (int)g->min_new_tokens,
-                              eos, s->beam));
+    FAT5__TRY(be->gen_process(s->ctx, d->logits, s->hist, s->lens, d->rows, n, s->V, s->Lh, &s->o));
     if (!s->beam)
         return be->gen_select(s->ctx, d->logits, d->tok, s->hist, s->lens, s->done, s->score, d->rows, n, s->V, s->Lh,
-                              (int)g->max_new_tokens, eos, (int)g->pad_token_id, g->do_sample, (float)g->temperature,
-                              (int)g->top_k, (float)g->top_p, (unsigned long long)g->seed);
+                              &s->o);
     FAT5__TRY(be->gen_beam(s->ctx, d->logits, d->tok, s->src, s->hist, s->lens, s->bscore, s->fin_score, s->fin_tok,
-                           s->fin_len, s->fin_flag, s->unsat, s->done, d->rows, s->scratch, n, s->V, s->Lh, s->K,
-                           (int)g->max_new_tokens, eos, (float)g->length_penalty, g->early_stopping));
+                           s->fin_len, s->fin_flag, s->unsat, s->done, d->rows, s->scratch, n, s->V, s->Lh, &s->o));
     return fat5__decoder_reorder_dev(d, s->src);
 }
 
@@ -18161,30 +18751,92 @@ static int fat5__gen_layout(fat5__gen *s, fat5__addr base, size_t *total) {
     FAT5__GWS(unsat, N);
     FAT5__GWS(src, R);
     FAT5__GWS(scratch, R * Lh);
+    // the options' lists (fat5__gen_opts)
+    FAT5__GWS(o.eos, s->o.n_eos);
+    FAT5__GWS(o.forced_eos, s->o.n_forced_eos);
+    FAT5__GWS(o.suppress, s->o.n_suppress);
+    FAT5__GWS(o.begin_suppress, s->o.n_begin_suppress);
+    FAT5__GWS(o.seq_ids, s->n_seq_tok);
+    FAT5__GWS(o.seq_cu, s->o.n_seq + 1);
+    FAT5__GWS(o.seq_bias, s->o.n_seq);
+    FAT5__GWS(o.enc_tok, s->n_enc_tok);
+    FAT5__GWS(o.enc_cu, N + 1);
 #undef FAT5__GWS
     *total = off;
     return ok;
+}
+
+// The decoder prompt's length (decoder_input_ids' rows, else the start token) and the tokens to
+// generate at most (max_length, when set, counts the prompt as Hugging Face counts it).
+static void fat5__gen_lengths(const fat5_generate_config *g, int64_t *P, int64_t *max_new) {
+    *P = g->decoder_input_ids.n > 0 ? g->decoder_input_ids.cu[1] : 1;
+    *max_new = g->max_length > 0 ? g->max_length - *P : g->max_new_tokens;
+}
+
+// The stop tokens: eos_token_ids when given, else eos_token_id (none when -1)
+static fat5_token_list fat5__gen_eos(const fat5_generate_config *g, const int32_t *one) {
+    fat5_token_list l;
+    if (g->eos_token_ids.n > 0) return g->eos_token_ids;
+    l.ids = one, l.n = g->eos_token_id >= 0;
+    return l;
+}
+
+static fat5_status fat5__gen_list_in_vocab(fat5_ctx *ctx, const char *name, const int32_t *ids, int64_t n, int64_t V) {
+    int64_t i;
+    for (i = 0; i < n; i++)
+        if (ids[i] >= V)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_generate: %s holds %d, outside [0, vocab_size %lld)", name,
+                             (int)ids[i], (long long)V);
+    return FAT5_OK;
 }
 
 // Checks the request against the model; messages name the option.
 static fat5_status fat5__gen_check_request(fat5_model *m, const int32_t *tokens, const int32_t *cu, int64_t n_inputs,
                                            const fat5_generate_config *g) {
     fat5_ctx *ctx = m->ctx;
-    int64_t V = m->cfg.vocab_size, rows;
+    int64_t V = m->cfg.vocab_size, rows, P, max_new, n_eos;
+    int32_t one = (int32_t)g->eos_token_id;
     fat5_status st;
     if ((st = fat5__gen_check(ctx, "fat5_generate", g))) return st;
     if ((st = fat5__check_enc_input(m, "fat5_generate", tokens, cu, n_inputs, INT32_MAX, &m->attn))) return st;
-    if (g->eos_token_id >= V || g->pad_token_id >= V || g->decoder_start_token_id >= V)
+    if (g->eos_token_id >= V || g->pad_token_id >= V || g->decoder_start_token_id >= V || g->forced_bos_token_id >= V)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
                          "fat5_generate: %s = %lld is outside [0, vocab_size %lld)",
                          g->eos_token_id >= V ? "eos_token_id" : g->pad_token_id >= V ? "pad_token_id"
-                                                                                      : "decoder_start_token_id",
+                         : g->decoder_start_token_id >= V ? "decoder_start_token_id" : "forced_bos_token_id",
                          (long long)(g->eos_token_id >= V ? g->eos_token_id
-                                     : g->pad_token_id >= V ? g->pad_token_id : g->decoder_start_token_id),
+                                     : g->pad_token_id >= V ? g->pad_token_id
+                                     : g->decoder_start_token_id >= V ? g->decoder_start_token_id
+                                     : g->forced_bos_token_id),
                          (long long)V);
-    if (g->num_beams > 1 && g->do_sample)
-        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5_generate: do_sample with num_beams = %lld (beam sampling) "
-                         "is not supported", (long long)g->num_beams);
+    if ((st = fat5__gen_list_in_vocab(ctx, "eos_token_id", g->eos_token_ids.ids, g->eos_token_ids.n, V)) ||
+        (st = fat5__gen_list_in_vocab(ctx, "forced_eos_token_id", g->forced_eos_token_id.ids, g->forced_eos_token_id.n,
+                                      V)) ||
+        (st = fat5__gen_list_in_vocab(ctx, "suppress_tokens", g->suppress_tokens.ids, g->suppress_tokens.n, V)) ||
+        (st = fat5__gen_list_in_vocab(ctx, "begin_suppress_tokens", g->begin_suppress_tokens.ids,
+                                      g->begin_suppress_tokens.n, V)) ||
+        (g->bad_words_ids.n && (st = fat5__gen_list_in_vocab(ctx, "bad_words_ids", g->bad_words_ids.ids,
+                                                             g->bad_words_ids.cu[g->bad_words_ids.n], V))) ||
+        (g->sequence_bias.n && (st = fat5__gen_list_in_vocab(ctx, "sequence_bias", g->sequence_bias.ids,
+                                                             g->sequence_bias.cu[g->sequence_bias.n], V))) ||
+        (g->decoder_input_ids.n && (st = fat5__gen_list_in_vocab(ctx, "decoder_input_ids", g->decoder_input_ids.ids,
+                                                                 g->decoder_input_ids.cu[g->decoder_input_ids.n], V))))
+        return st;
+    if (g->decoder_input_ids.n > 1 && g->decoder_input_ids.n != n_inputs)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "fat5_generate: decoder_input_ids has %lld rows for %lld inputs (expected 1 or one per input)",
+                         (long long)g->decoder_input_ids.n, (long long)n_inputs);
+    fat5__gen_lengths(g, &P, &max_new);
+    if (max_new < 1)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "fat5_generate: max_length = %lld leaves no token to generate after the %lld-token prompt",
+                         (long long)g->max_length, (long long)P);
+    n_eos = fat5__gen_eos(g, &one).n;
+    if (g->num_beams > 1 && (n_eos > 1 ? n_eos + 1 : 2) * g->num_beams > FAT5__BEAM_CAND_MAX)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "fat5_generate: num_beams = %lld with %lld stop tokens keeps %lld candidates a step; at most %d",
+                         (long long)g->num_beams, (long long)n_eos,
+                         (long long)((n_eos > 1 ? n_eos + 1 : 2) * g->num_beams), FAT5__BEAM_CAND_MAX);
     if (g->num_beams > 1 && g->num_return_sequences > g->num_beams)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
                          "fat5_generate: num_return_sequences = %lld exceeds num_beams = %lld",
@@ -18194,12 +18846,100 @@ static fat5_status fat5__gen_check_request(fat5_model *m, const int32_t *tokens,
                          "fat5_generate: num_return_sequences = %lld with greedy decoding (only 1 is possible)",
                          (long long)g->num_return_sequences);
     rows = g->num_beams > 1 ? g->num_beams : g->num_return_sequences;
-    if (n_inputs > INT32_MAX / 2 / rows || n_inputs * rows > INT32_MAX / 2 / (g->max_new_tokens + 1))
+    if (n_inputs > INT32_MAX / 2 / rows || n_inputs * rows > INT32_MAX / 2 / (P + max_new + 1))
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
-                         "fat5_generate: %lld inputs x %lld rows x max_new_tokens = %lld: the output does not fit the "
+                         "fat5_generate: %lld inputs x %lld rows x %lld positions: the output does not fit the "
                          "cache (2^30 positions)",
-                         (long long)n_inputs, (long long)rows, (long long)g->max_new_tokens);
+                         (long long)n_inputs, (long long)rows, (long long)(P + max_new));
     return FAT5_OK;
+}
+
+// The ops' options (fat5__gen_opts) from g, and their lists in host memory (list: the staging
+// buffer; its layout follows the order of fat5__gen_layout's list areas). Counts first (list NULL),
+// then the values.
+static void fat5__gen_fill(fat5__gen *s, const fat5_generate_config *g, const int32_t *enc_tok, const int32_t *enc_cu,
+                           int32_t *list, float *bias) {
+    fat5__gen_opts *o = &s->o;
+    int32_t one = (int32_t)g->eos_token_id;
+    fat5_token_list eos = fat5__gen_eos(g, &one);
+    int64_t k, j, q = 0, nq = 0, i;
+    o->n_eos = (int)eos.n;
+    o->n_forced_eos = (int)g->forced_eos_token_id.n;
+    o->n_suppress = (int)g->suppress_tokens.n;
+    o->n_begin_suppress = (int)g->begin_suppress_tokens.n;
+    // sequence_bias, then bad words (a bad word that is one stop token is left out)
+    o->n_seq_bias = (int)g->sequence_bias.n;
+    o->n_seq = o->n_seq_bias;
+    s->n_seq_tok = g->sequence_bias.n ? g->sequence_bias.cu[g->sequence_bias.n] : 0;
+    for (k = 0; k < g->bad_words_ids.n; k++) {
+        const int32_t *w = g->bad_words_ids.ids + g->bad_words_ids.cu[k];
+        int64_t l = g->bad_words_ids.cu[k + 1] - g->bad_words_ids.cu[k];
+        if (l == 1 && fat5__gen_in(eos.ids, (int)eos.n, w[0])) continue;
+        o->n_seq++, s->n_seq_tok += l;
+    }
+    s->n_enc_tok = enc_cu[s->N];
+    if (list) {
+        int32_t *cu;
+        memcpy(list + q, eos.ids, (size_t)eos.n * 4), q += eos.n;
+        if (g->forced_eos_token_id.n) memcpy(list + q, g->forced_eos_token_id.ids, (size_t)o->n_forced_eos * 4);
+        q += o->n_forced_eos;
+        if (g->suppress_tokens.n) memcpy(list + q, g->suppress_tokens.ids, (size_t)o->n_suppress * 4);
+        q += o->n_suppress;
+        if (g->begin_suppress_tokens.n) memcpy(list + q, g->begin_suppress_tokens.ids, (size_t)o->n_begin_suppress * 4);
+        q += o->n_begin_suppress;
+        cu = list + q + s->n_seq_tok;
+        cu[0] = 0;
+        for (k = 0; k < g->sequence_bias.n; k++) {
+            for (j = g->sequence_bias.cu[k]; j < g->sequence_bias.cu[k + 1]; j++) list[q + cu[nq] + j - g->sequence_bias.cu[k]] = g->sequence_bias.ids[j];
+            cu[nq + 1] = cu[nq] + (g->sequence_bias.cu[k + 1] - g->sequence_bias.cu[k]);
+            bias[nq] = g->sequence_bias_values[k];
+            nq++;
+        }
+        for (k = 0; k < g->bad_words_ids.n; k++) {
+            const int32_t *w = g->bad_words_ids.ids + g->bad_words_ids.cu[k];
+            int64_t l = g->bad_words_ids.cu[k + 1] - g->bad_words_ids.cu[k];
+            if (l == 1 && fat5__gen_in(eos.ids, (int)eos.n, w[0])) continue;
+            memcpy(list + q + cu[nq], w, (size_t)l * 4);
+            cu[nq + 1] = cu[nq] + (int32_t)l;
+            bias[nq] = -INFINITY;
+            nq++;
+        }
+        q += s->n_seq_tok + o->n_seq + 1;
+        memcpy(list + q, enc_tok, (size_t)s->n_enc_tok * 4), q += s->n_enc_tok;
+        memcpy(list + q, enc_cu, (size_t)(s->N + 1) * 4);
+    }
+    o->P = (int)s->P;
+    o->rows_per_input = s->beam ? s->K : (int)g->num_return_sequences;
+    for (i = 0, o->enc_max = 0; i < s->N; i++)
+        if (enc_cu[i + 1] - enc_cu[i] > o->enc_max) o->enc_max = enc_cu[i + 1] - enc_cu[i];
+    o->pad = (int)g->pad_token_id;
+    o->max_new = (int)s->max_new;
+    o->min_new = (int)g->min_new_tokens;
+    o->min_len = (int)g->min_length;
+    o->ngram = (int)g->no_repeat_ngram_size;
+    o->enc_ngram = (int)g->encoder_no_repeat_ngram_size;
+    o->rep = (float)g->repetition_penalty;
+    o->enc_rep = (float)g->encoder_repetition_penalty;
+    o->forced_bos = (int)g->forced_bos_token_id;
+    o->begin_index = (int)s->P + (s->P == 1 && g->forced_bos_token_id >= 0);
+    o->decay_start = g->exponential_decay_start >= 0 ? (int)(g->exponential_decay_start + s->P) : -1;
+    o->decay_factor = (float)g->exponential_decay_factor;
+    o->remove_invalid = g->remove_invalid_values != 0;
+    o->log_softmax = s->beam;
+    o->renormalize = g->renormalize_logits != 0;
+    o->do_sample = g->do_sample != 0;
+    o->temperature = (float)g->temperature;
+    o->top_k = (int)g->top_k;
+    o->top_p = (float)g->top_p;
+    o->min_p = (float)g->min_p;
+    o->typical_p = (float)g->typical_p;
+    o->epsilon = (float)g->epsilon_cutoff;
+    o->eta = (float)g->eta_cutoff;
+    o->min_keep = s->beam ? (o->n_eos > 1 ? o->n_eos + 1 : 2) : 1;
+    o->K = s->K;
+    o->length_penalty = (float)g->length_penalty;
+    o->early_stopping = g->early_stopping;
+    o->seed = (unsigned long long)g->seed;
 }
 
 FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const int32_t *cu_seqlens, int64_t n_inputs,
@@ -18208,11 +18948,12 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
     fat5_ctx *ctx;
     fat5_status st;
     int32_t *h = NULL;            // host staging: [R * Lh] histories, then the result
-    int32_t *ent_tok, *ent_row, *flags;
-    float *hs = NULL;
-    size_t total = 0;
-    int64_t n, r, e, steps = 0, R, N, Lh, rpi, total_tok = 0, q;
+    int32_t *ent_tok, *ent_row, *flags, *list = NULL;
+    float *hs = NULL, *bias = NULL;
+    size_t total = 0, n_list;
+    int64_t n, r, e, steps = 0, R, N, Lh, P, rpi, total_tok = 0, q, t;
     int use_graph;
+    double t0 = fat5__now_s();
     if (!m) return FAT5_ERR_INVALID_ARG;
     ctx = m->ctx;
     if (!g || !out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_generate: %s is NULL", g ? "out" : "config");
@@ -18226,10 +18967,13 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
     s.N = N = n_inputs;
     s.R = R = n_inputs * rpi;
     s.V = (int)m->cfg.vocab_size;
-    s.Lh = (int)(g->max_new_tokens + 1);
+    fat5__gen_lengths(g, &s.P, &s.max_new);
+    P = s.P;
+    s.Lh = (int)(P + s.max_new);
     Lh = s.Lh;
-    // the decoder: every generated token but the last is fed back, so max_new_tokens positions
-    if ((st = fat5_decoder_create(m, R, cu_seqlens[n_inputs], g->max_new_tokens, &s.d))) return st;
+    fat5__gen_fill(&s, g, tokens, cu_seqlens, NULL, NULL);
+    // the decoder: the prompt and every generated token but the last are fed
+    if ((st = fat5_decoder_create(m, R, cu_seqlens[n_inputs], P - 1 + s.max_new, &s.d))) return st;
     if ((st = fat5_decoder_start(s.d, tokens, cu_seqlens, n_inputs, rpi))) goto fail;
     if (!fat5__gen_layout(&s, 0, &total)) {
         st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_generate: the buffer size overflows");
@@ -18237,33 +18981,61 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
     }
     if ((st = s.be->alloc(ctx, total, &s.base))) goto fail;
     fat5__gen_layout(&s, s.base, &total);
+    n_list = (size_t)(s.o.n_eos + s.o.n_forced_eos + s.o.n_suppress + s.o.n_begin_suppress + s.n_seq_tok + s.o.n_seq +
+                      1 + s.n_enc_tok + N + 1);
     h = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)(R * Lh + 3 * R + N + 1) * sizeof(int32_t)));
     hs = FAT5__CAST(float *, fat5__malloc(ctx, (size_t)R * sizeof(float)));
-    if (!h || !hs) {
+    list = FAT5__CAST(int32_t *, fat5__malloc(ctx, n_list * sizeof(int32_t)));
+    bias = FAT5__CAST(float *, fat5__malloc(ctx, (size_t)(s.o.n_seq + 1) * sizeof(float)));
+    if (!h || !hs || !list || !bias) {
         st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_generate: out of memory");
         goto fail;
     }
+    // the options' lists, area by area (fat5__gen_layout's order)
+    fat5__gen_fill(&s, g, tokens, cu_seqlens, list, bias);
+    {
+        const fat5__addr dst[] = {s.o.eos, s.o.forced_eos, s.o.suppress, s.o.begin_suppress, s.o.seq_ids,
+                                  s.o.seq_cu, s.o.enc_tok, s.o.enc_cu};
+        const int64_t cnt[] = {s.o.n_eos, s.o.n_forced_eos, s.o.n_suppress, s.o.n_begin_suppress, s.n_seq_tok,
+                               s.o.n_seq + 1, s.n_enc_tok, N + 1};
+        int a;
+        for (a = 0, q = 0; a < 8; q += cnt[a], a++)
+            if (cnt[a] && (st = s.be->upload(ctx, dst[a], list + q, (size_t)cnt[a] * 4))) goto fail;
+        if (s.o.n_seq && (st = s.be->upload(ctx, s.o.seq_bias, bias, (size_t)s.o.n_seq * 4))) goto fail;
+    }
     ent_tok = h + R * Lh, ent_row = ent_tok + R, flags = ent_row + R;
-    // initial state: every row holds the start token; beams 1 .. K-1 start 1e9 down (Hugging Face),
+    // initial state: every row holds its prompt; beams 1 .. K-1 start 1e9 down (Hugging Face),
     // finished slots empty at -1e9, every input may still improve
-    for (r = 0; r < R * Lh; r++) h[r] = r % Lh == 0 ? (int32_t)g->decoder_start_token_id : (int32_t)g->pad_token_id;
+    for (r = 0; r < R; r++)
+        for (t = 0; t < Lh; t++) {
+            const fat5_token_seqs *di = &g->decoder_input_ids;
+            int64_t row = di->n > 1 ? r / rpi : 0;
+            h[r * Lh + t] = t >= P ? (int32_t)g->pad_token_id
+                            : di->n ? di->ids[di->cu[row] + t] : (int32_t)g->decoder_start_token_id;
+        }
     if ((st = s.be->upload(ctx, s.hist, h, (size_t)(R * Lh) * 4))) goto fail;
     for (r = 0; r < R; r++) hs[r] = s.beam && r % s.K ? -1.0e9f : 0.0f;
     if ((st = s.be->upload(ctx, s.bscore, hs, (size_t)R * 4))) goto fail;
     for (r = 0; r < R; r++) hs[r] = -1.0e9f;
     if ((st = s.be->upload(ctx, s.fin_score, hs, (size_t)R * 4))) goto fail;
-    for (r = 0; r < R; r++) h[r] = (int32_t)r;
-    if ((st = s.be->upload(ctx, s.src, h, (size_t)R * 4))) goto fail;
-    for (r = 0; r < N; r++) h[r] = 1;
-    if ((st = s.be->upload(ctx, s.unsat, h, (size_t)N * 4))) goto fail;
-    for (r = 0; r < R; r++) ent_tok[r] = (int32_t)g->decoder_start_token_id, ent_row[r] = (int32_t)r;
-    if ((st = s.be->upload(ctx, s.d->tok, ent_tok, (size_t)R * 4)) ||
-        (st = s.be->upload(ctx, s.d->rows, ent_row, (size_t)R * 4)) || (st = s.be->sync(ctx)))
-        goto fail;
+    for (r = 0; r < R; r++) h[R * Lh + r] = (int32_t)r;
+    if ((st = s.be->upload(ctx, s.src, h + R * Lh, (size_t)R * 4))) goto fail;
+    for (r = 0; r < N; r++) flags[r] = 1;
+    if ((st = s.be->upload(ctx, s.unsat, flags, (size_t)N * 4))) goto fail;
+    for (r = 0; r < R; r++) ent_row[r] = (int32_t)r;
+    if ((st = s.be->upload(ctx, s.d->rows, ent_row, (size_t)R * 4))) goto fail;
+    // the prompt but its last token goes through the decoder first (its logits are not used)
+    for (t = 0; t + 1 < P; t++) {
+        for (r = 0; r < R; r++) ent_tok[r] = h[r * Lh + t];
+        if ((st = s.be->upload(ctx, s.d->tok, ent_tok, (size_t)R * 4)) || (st = fat5__decoder_step_dev(s.d, R))) goto fail;
+    }
+    for (r = 0; r < R; r++) ent_tok[r] = h[r * Lh + P - 1];
+    if ((st = s.be->upload(ctx, s.d->tok, ent_tok, (size_t)R * 4)) || (st = s.be->sync(ctx))) goto fail;
     use_graph = g->use_graph;   // a backend that records nothing answers FAT5_ERR_UNSUPPORTED
     n = R;
-    while (n > 0 && steps < g->max_new_tokens) {
+    while (n > 0 && steps < s.max_new) {
         int64_t kept = 0, unit_n = s.beam ? N : R;
+        if (g->max_time > 0 && steps > 0 && fat5__now_s() - t0 >= g->max_time) break;   // Hugging Face's MaxTimeCriteria
         if (use_graph) {
             st = fat5__gen_graph_step(&s, n);
             if (st == FAT5_ERR_UNSUPPORTED) {   // no capture here: plain launches from now on
@@ -18304,7 +19076,7 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
         int64_t nseq = n_inputs * g->num_return_sequences, i, k;
         fat5__addr toks = s.beam ? s.fin_tok : s.hist, lens = s.beam ? s.fin_len : s.lens;
         fat5__addr sc = s.beam ? s.fin_score : s.score;
-        int64_t stride = s.beam ? Lh - 1 : Lh, first = s.beam ? 0 : 1;
+        int64_t stride = s.beam ? Lh - P : Lh, first = s.beam ? 0 : P;
         if ((st = s.be->download(ctx, h, toks, (size_t)(R * stride) * 4)) ||
             (st = s.be->download(ctx, ent_tok, lens, (size_t)R * 4)) ||
             (st = s.be->download(ctx, hs, sc, (size_t)R * 4)) || (st = s.be->sync(ctx)))
@@ -18328,7 +19100,7 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
         out->n_seq = nseq;
         out->steps = steps;
         out->cache_bytes = (size_t)m->cfg.num_decoder_layers * 2 *
-                           ((size_t)R * (size_t)g->max_new_tokens + (size_t)cu_seqlens[n_inputs]) *
+                           ((size_t)R * (size_t)(P - 1 + s.max_new) + (size_t)cu_seqlens[n_inputs]) *
                            (size_t)(m->cfg.num_heads * m->cfg.d_kv) * m->act_size;
     }
     st = FAT5_OK;
@@ -18340,6 +19112,8 @@ cleanup:
     if (s.base) s.be->free(ctx, s.base);
     fat5__free(ctx, h);
     fat5__free(ctx, hs);
+    fat5__free(ctx, list);
+    fat5__free(ctx, bias);
     fat5_decoder_destroy(s.d);
     return st;
 }
@@ -26097,7 +26871,7 @@ FAT5_API fat5_status fat5_pairs_next(fat5_pairs *p, fat5_tokenizer *tok, fat5_pa
 }
 // =============================================================================================
 // ==[9.1] run: the launcher ==
-// fat5_launch forks one worker process per rank, gives them a board (section [3.5]) and NCCL's
+// fat5_launch forks one worker process per rank, gives them a board (section [3.6]) and NCCL's
 // unique id through a pipe, passes SIGINT / SIGTERM on to them and reports how they ended.
 #ifndef _WIN32
 #include <signal.h>

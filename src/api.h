@@ -29,7 +29,7 @@
 // examples/train.c is a complete program around them. With a train_file the same loop fine-tunes
 // on (input, target) pairs, evaluating generated text (examples/finetune, docs/finetuning.md).
 // Several GPUs train data parallel, one process each (fat5_launch forks them, section [9.1]; NCCL
-// opened at run time, section [3.5]).
+// opened at run time, section [3.6]).
 //
 // Batches are packed: the tokens of all sequences are concatenated and described by cumulative
 // offsets (cu_seqlens), for the encoder and the decoder separately; no token attends across a
@@ -44,7 +44,7 @@
 //     FAT5_ASSERT(x)           internal invariants (default: assert)
 //     FAT5_NO_THREADS          no worker threads: the CPU matrix products run on the calling thread
 //                              (fat5_ctx_config.n_threads is ignored; no -lpthread needed), and GPU
-//                              ranks have no watchdog (section [3.5]), so nothing bounds their join
+//                              ranks have no watchdog (section [3.6]), so nothing bounds their join
 //                              (ncclCommInitRank), and each training step's host waits for the
 //                              gradient sums before it queues the optimizer. Results are bitwise
 //                              the same either way.
@@ -75,7 +75,7 @@
 // returns, so the watchdog marks the rank failed on the ranks' board (its peers and fat5_launch
 // report why), passes the message to the context's log callback from the watchdog thread (to
 // stderr when there is none), and ends the process with _exit(1) rather than leave a rank hung
-// (section [9.1]; the watchdog: section [3.5]).
+// (section [9.1]; the watchdog: section [3.6]).
 //
 // Threads, ownership, lifetimes:
 //   - A fat5_ctx and everything made with it (models, safetensors files) is used by one thread at
@@ -1071,6 +1071,19 @@ FAT5_API fat5_status fat5_model_encode(fat5_model *m, const int32_t *tokens, con
                                        int64_t n_seq, fat5_pool pool, float *out, int64_t n);
 
 // Decoding options, with Hugging Face's names and meanings (GenerationConfig).
+// Token lists of the generation options: n ids, and n packed sequences (sequence i is
+// ids[cu[i] .. cu[i + 1]), cu[0] = 0). The arrays are the caller's; those read from JSON
+// (fat5_generate_config_from_json) belong to the context and live until fat5_ctx_destroy.
+typedef struct fat5_token_list {
+    const int32_t *ids;   // [n]
+    int64_t n;
+} fat5_token_list;
+typedef struct fat5_token_seqs {
+    const int32_t *ids;   // [cu[n]]
+    const int32_t *cu;    // [n + 1]
+    int64_t n;
+} fat5_token_seqs;
+
 typedef struct fat5_generate_config {
     int64_t max_new_tokens;        // 20: tokens generated per sequence at most (EOS included)
     int64_t min_new_tokens;        // 0: EOS is not emitted before this many tokens
@@ -1089,6 +1102,36 @@ typedef struct fat5_generate_config {
     int64_t pad_token_id;          //   "   (fills finished rows in Hugging Face; not emitted here)
     int64_t decoder_start_token_id;//   "
     int use_graph;                 // GPU: 1 (default) replays every step from a CUDA graph
+    // ---- the rest of Hugging Face's options, by their generation_config.json names and meaning.
+    // Lengths count the decoder input as Hugging Face does: the decoder prompt (the start token, or
+    // decoder_input_ids) and the tokens generated after it.
+    int64_t max_length;            // 0: unset; else the decoder input's limit, replacing max_new_tokens
+                                   //   (= max_length - prompt length) as when only max_length is given
+    int64_t min_length;            // 0: EOS is not emitted while the decoder input is shorter than this
+    fat5_token_list eos_token_ids; // n > 0: every id stops a sequence (Hugging Face's eos_token_id list;
+                                   //   eos_token_id is then ignored); n = 0: eos_token_id alone
+    int64_t forced_bos_token_id;   // -1: off; else the only token allowed first (prompt of one token)
+    fat5_token_list forced_eos_token_id; // the tokens allowed last (when max_length is reached); n = 0: off
+    fat5_token_list suppress_tokens;       // never generated
+    fat5_token_list begin_suppress_tokens; // not generated first (second after a forced BOS)
+    fat5_token_seqs bad_words_ids; // a sequence's last token is never generated after the rest of it
+                                   //   (sequences that are one EOS id are left out, as Hugging Face does)
+    fat5_token_seqs sequence_bias; // sequence_bias_values[i] is added to the logit of sequence i's
+    const float *sequence_bias_values; //   last token after the rest of it (one token: always)
+    double encoder_repetition_penalty;   // 1.0 = off; > 1 favours the input's tokens (HF's rule, 1 / p)
+    int64_t encoder_no_repeat_ngram_size;// 0 = off; n: no n-gram of the input appears in the output
+    int64_t exponential_decay_start;     // -1 = off; after this many generated tokens, EOS's logit grows by
+    double exponential_decay_factor;     //   |logit| * (factor^k - 1) at the k-th (exponential_decay_length_penalty)
+    int renormalize_logits;        // 0; 1: log_softmax after every processor (scores are log-probabilities)
+    int remove_invalid_values;     // 0; 1: NaN -> 0, +-inf -> +-FLT_MAX before the suppressions
+    double min_p;                  // 0 = off (sampling): drop tokens below min_p x the top probability
+    double typical_p;              // 1.0 = off (sampling): locally typical sampling's mass
+    double epsilon_cutoff;         // 0 = off (sampling): drop tokens of probability below it
+    double eta_cutoff;             // 0 = off (sampling): eta sampling's epsilon
+    fat5_token_seqs decoder_input_ids; // n = 0: every prompt is the decoder start token; else one
+                                   //   (all inputs) or one per input, all of one length: the decoder's
+                                   //   prompt as given (it should begin with the decoder start token)
+    double max_time;               // 0 = off; seconds after which no further step starts
 } fat5_generate_config;
 
 // Hugging Face's defaults, with T5's ids (eos 1, pad 0, decoder start 0).

@@ -287,10 +287,9 @@ static int fat5__resolve_threads(int n) {
 #endif
 }
 
-// A copy of s that lives until the context is destroyed (the strings of a config set by name);
-// NULL, with the message set, when out of memory.
-static const char *fat5__ctx_keep(fat5_ctx *ctx, const char *s) {
-    size_t n = strlen(s);
+// A copy of n bytes that lives until the context is destroyed (the strings and token lists of a
+// config set by name or read from JSON); NULL, with the message set, when out of memory.
+static void *fat5__ctx_keep_bytes(fat5_ctx *ctx, const void *src, size_t n) {
     char *p;
     if (ctx->n_kept == ctx->cap_kept) {
         size_t cap = ctx->cap_kept ? 2 * ctx->cap_kept : 16;
@@ -299,14 +298,19 @@ static const char *fat5__ctx_keep(fat5_ctx *ctx, const char *s) {
         ctx->kept = k;
         ctx->cap_kept = cap;
     }
-    p = FAT5__CAST(char *, fat5__malloc(ctx, n + 1));
+    p = FAT5__CAST(char *, fat5__malloc(ctx, n ? n : 1));
     if (!p) goto oom;
-    memcpy(p, s, n + 1);
+    if (n) memcpy(p, src, n);
     ctx->kept[ctx->n_kept++] = p;
     return p;
 oom:
-    fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory keeping a string of %zu bytes", n);
+    fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "out of memory keeping %zu bytes", n);
     return NULL;
+}
+
+// A copy of the string s, kept as fat5__ctx_keep_bytes keeps bytes.
+static const char *fat5__ctx_keep(fat5_ctx *ctx, const char *s) {
+    return (const char *)fat5__ctx_keep_bytes(ctx, s, strlen(s) + 1);
 }
 
 static void fat5__ctx_free_kept(fat5_ctx *ctx) {

@@ -206,7 +206,7 @@ typedef fat5__CUresult (*fat5__PFN_cuEventSynchronize)(fat5__CUevent ev);
 typedef fat5__CUresult (*fat5__PFN_cuEventDestroy)(fat5__CUevent ev);
 typedef fat5__CUresult (*fat5__PFN_cuEventElapsedTime)(float *ms, fat5__CUevent start, fat5__CUevent end);
 
-// NCCL (collectives across GPUs), opened only by a run of several ranks on the GPU (section [3.5]).
+// NCCL (collectives across GPUs), opened only by a run of several ranks on the GPU (section [3.6]).
 // libnccl.so.2 is tried bare (LD_LIBRARY_PATH, the ld.so cache), then in $NCCL_HOME/lib,
 // $CUDA_HOME/lib64, $CUDA_HOME/lib, /usr/local/cuda/lib64, /usr/local/cuda/lib, then in the
 // nvidia/nccl/lib folder of the Python environment $VIRTUAL_ENV or $CONDA_PREFIX

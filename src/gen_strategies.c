@@ -44,9 +44,12 @@ typedef struct fat5__gen {
     const fat5_generate_config *g;
     int beam, V, Lh, K;                 // K: beams (1 without beam search)
     int64_t R, N;                       // rows and inputs
+    int64_t P, max_new;                 // the decoder prompt's length; tokens generated at most
+    int64_t n_seq_tok, n_enc_tok;       // the option sequences' and the inputs' tokens
     fat5__addr base;
     fat5__addr hist, lens, done, score; // [R, Lh], [R], [max(R, N)], [R]
     fat5__addr bscore, fin_score, fin_tok, fin_len, fin_flag, unsat, src, scratch;
+    fat5__gen_opts o;                   // the options the ops read (their lists live after `scratch`)
     fat5__graph graph;                  // the recorded step (GPU), or none
 } fat5__gen;
 
@@ -54,21 +57,15 @@ typedef struct fat5__gen {
 // the strategy. Enqueues work only (no host synchronisation or copy), so it can be captured.
 static fat5_status fat5__gen_step(fat5__gen *s, int64_t n) {
     const fat5__backend *be = s->be;
-    const fat5_generate_config *g = s->g;
     fat5_decoder *d = s->d;
     fat5_status st;
-    int eos = (int)g->eos_token_id;
     FAT5__TRY(fat5__decoder_step_dev(d, n));
-    FAT5__TRY(be->gen_process(s->ctx, d->logits, s->hist, s->lens, d->rows, n, s->V, s->Lh,
-                              (float)g->repetition_penalty, (int)g->no_repeat_ngram_size, (int)g->min_new_tokens,
-                              eos, s->beam));
+    FAT5__TRY(be->gen_process(s->ctx, d->logits, s->hist, s->lens, d->rows, n, s->V, s->Lh, &s->o));
     if (!s->beam)
         return be->gen_select(s->ctx, d->logits, d->tok, s->hist, s->lens, s->done, s->score, d->rows, n, s->V, s->Lh,
-                              (int)g->max_new_tokens, eos, (int)g->pad_token_id, g->do_sample, (float)g->temperature,
-                              (int)g->top_k, (float)g->top_p, (unsigned long long)g->seed);
+                              &s->o);
     FAT5__TRY(be->gen_beam(s->ctx, d->logits, d->tok, s->src, s->hist, s->lens, s->bscore, s->fin_score, s->fin_tok,
-                           s->fin_len, s->fin_flag, s->unsat, s->done, d->rows, s->scratch, n, s->V, s->Lh, s->K,
-                           (int)g->max_new_tokens, eos, (float)g->length_penalty, g->early_stopping));
+                           s->fin_len, s->fin_flag, s->unsat, s->done, d->rows, s->scratch, n, s->V, s->Lh, &s->o));
     return fat5__decoder_reorder_dev(d, s->src);
 }
 
@@ -103,30 +100,92 @@ static int fat5__gen_layout(fat5__gen *s, fat5__addr base, size_t *total) {
     FAT5__GWS(unsat, N);
     FAT5__GWS(src, R);
     FAT5__GWS(scratch, R * Lh);
+    // the options' lists (fat5__gen_opts)
+    FAT5__GWS(o.eos, s->o.n_eos);
+    FAT5__GWS(o.forced_eos, s->o.n_forced_eos);
+    FAT5__GWS(o.suppress, s->o.n_suppress);
+    FAT5__GWS(o.begin_suppress, s->o.n_begin_suppress);
+    FAT5__GWS(o.seq_ids, s->n_seq_tok);
+    FAT5__GWS(o.seq_cu, s->o.n_seq + 1);
+    FAT5__GWS(o.seq_bias, s->o.n_seq);
+    FAT5__GWS(o.enc_tok, s->n_enc_tok);
+    FAT5__GWS(o.enc_cu, N + 1);
 #undef FAT5__GWS
     *total = off;
     return ok;
+}
+
+// The decoder prompt's length (decoder_input_ids' rows, else the start token) and the tokens to
+// generate at most (max_length, when set, counts the prompt as Hugging Face counts it).
+static void fat5__gen_lengths(const fat5_generate_config *g, int64_t *P, int64_t *max_new) {
+    *P = g->decoder_input_ids.n > 0 ? g->decoder_input_ids.cu[1] : 1;
+    *max_new = g->max_length > 0 ? g->max_length - *P : g->max_new_tokens;
+}
+
+// The stop tokens: eos_token_ids when given, else eos_token_id (none when -1)
+static fat5_token_list fat5__gen_eos(const fat5_generate_config *g, const int32_t *one) {
+    fat5_token_list l;
+    if (g->eos_token_ids.n > 0) return g->eos_token_ids;
+    l.ids = one, l.n = g->eos_token_id >= 0;
+    return l;
+}
+
+static fat5_status fat5__gen_list_in_vocab(fat5_ctx *ctx, const char *name, const int32_t *ids, int64_t n, int64_t V) {
+    int64_t i;
+    for (i = 0; i < n; i++)
+        if (ids[i] >= V)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_generate: %s holds %d, outside [0, vocab_size %lld)", name,
+                             (int)ids[i], (long long)V);
+    return FAT5_OK;
 }
 
 // Checks the request against the model; messages name the option.
 static fat5_status fat5__gen_check_request(fat5_model *m, const int32_t *tokens, const int32_t *cu, int64_t n_inputs,
                                            const fat5_generate_config *g) {
     fat5_ctx *ctx = m->ctx;
-    int64_t V = m->cfg.vocab_size, rows;
+    int64_t V = m->cfg.vocab_size, rows, P, max_new, n_eos;
+    int32_t one = (int32_t)g->eos_token_id;
     fat5_status st;
     if ((st = fat5__gen_check(ctx, "fat5_generate", g))) return st;
     if ((st = fat5__check_enc_input(m, "fat5_generate", tokens, cu, n_inputs, INT32_MAX, &m->attn))) return st;
-    if (g->eos_token_id >= V || g->pad_token_id >= V || g->decoder_start_token_id >= V)
+    if (g->eos_token_id >= V || g->pad_token_id >= V || g->decoder_start_token_id >= V || g->forced_bos_token_id >= V)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
                          "fat5_generate: %s = %lld is outside [0, vocab_size %lld)",
                          g->eos_token_id >= V ? "eos_token_id" : g->pad_token_id >= V ? "pad_token_id"
-                                                                                      : "decoder_start_token_id",
+                         : g->decoder_start_token_id >= V ? "decoder_start_token_id" : "forced_bos_token_id",
                          (long long)(g->eos_token_id >= V ? g->eos_token_id
-                                     : g->pad_token_id >= V ? g->pad_token_id : g->decoder_start_token_id),
+                                     : g->pad_token_id >= V ? g->pad_token_id
+                                     : g->decoder_start_token_id >= V ? g->decoder_start_token_id
+                                     : g->forced_bos_token_id),
                          (long long)V);
-    if (g->num_beams > 1 && g->do_sample)
-        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5_generate: do_sample with num_beams = %lld (beam sampling) "
-                         "is not supported", (long long)g->num_beams);
+    if ((st = fat5__gen_list_in_vocab(ctx, "eos_token_id", g->eos_token_ids.ids, g->eos_token_ids.n, V)) ||
+        (st = fat5__gen_list_in_vocab(ctx, "forced_eos_token_id", g->forced_eos_token_id.ids, g->forced_eos_token_id.n,
+                                      V)) ||
+        (st = fat5__gen_list_in_vocab(ctx, "suppress_tokens", g->suppress_tokens.ids, g->suppress_tokens.n, V)) ||
+        (st = fat5__gen_list_in_vocab(ctx, "begin_suppress_tokens", g->begin_suppress_tokens.ids,
+                                      g->begin_suppress_tokens.n, V)) ||
+        (g->bad_words_ids.n && (st = fat5__gen_list_in_vocab(ctx, "bad_words_ids", g->bad_words_ids.ids,
+                                                             g->bad_words_ids.cu[g->bad_words_ids.n], V))) ||
+        (g->sequence_bias.n && (st = fat5__gen_list_in_vocab(ctx, "sequence_bias", g->sequence_bias.ids,
+                                                             g->sequence_bias.cu[g->sequence_bias.n], V))) ||
+        (g->decoder_input_ids.n && (st = fat5__gen_list_in_vocab(ctx, "decoder_input_ids", g->decoder_input_ids.ids,
+                                                                 g->decoder_input_ids.cu[g->decoder_input_ids.n], V))))
+        return st;
+    if (g->decoder_input_ids.n > 1 && g->decoder_input_ids.n != n_inputs)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "fat5_generate: decoder_input_ids has %lld rows for %lld inputs (expected 1 or one per input)",
+                         (long long)g->decoder_input_ids.n, (long long)n_inputs);
+    fat5__gen_lengths(g, &P, &max_new);
+    if (max_new < 1)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "fat5_generate: max_length = %lld leaves no token to generate after the %lld-token prompt",
+                         (long long)g->max_length, (long long)P);
+    n_eos = fat5__gen_eos(g, &one).n;
+    if (g->num_beams > 1 && (n_eos > 1 ? n_eos + 1 : 2) * g->num_beams > FAT5__BEAM_CAND_MAX)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "fat5_generate: num_beams = %lld with %lld stop tokens keeps %lld candidates a step; at most %d",
+                         (long long)g->num_beams, (long long)n_eos,
+                         (long long)((n_eos > 1 ? n_eos + 1 : 2) * g->num_beams), FAT5__BEAM_CAND_MAX);
     if (g->num_beams > 1 && g->num_return_sequences > g->num_beams)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
                          "fat5_generate: num_return_sequences = %lld exceeds num_beams = %lld",
@@ -136,12 +195,100 @@ static fat5_status fat5__gen_check_request(fat5_model *m, const int32_t *tokens,
                          "fat5_generate: num_return_sequences = %lld with greedy decoding (only 1 is possible)",
                          (long long)g->num_return_sequences);
     rows = g->num_beams > 1 ? g->num_beams : g->num_return_sequences;
-    if (n_inputs > INT32_MAX / 2 / rows || n_inputs * rows > INT32_MAX / 2 / (g->max_new_tokens + 1))
+    if (n_inputs > INT32_MAX / 2 / rows || n_inputs * rows > INT32_MAX / 2 / (P + max_new + 1))
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
-                         "fat5_generate: %lld inputs x %lld rows x max_new_tokens = %lld: the output does not fit the "
+                         "fat5_generate: %lld inputs x %lld rows x %lld positions: the output does not fit the "
                          "cache (2^30 positions)",
-                         (long long)n_inputs, (long long)rows, (long long)g->max_new_tokens);
+                         (long long)n_inputs, (long long)rows, (long long)(P + max_new));
     return FAT5_OK;
+}
+
+// The ops' options (fat5__gen_opts) from g, and their lists in host memory (list: the staging
+// buffer; its layout follows the order of fat5__gen_layout's list areas). Counts first (list NULL),
+// then the values.
+static void fat5__gen_fill(fat5__gen *s, const fat5_generate_config *g, const int32_t *enc_tok, const int32_t *enc_cu,
+                           int32_t *list, float *bias) {
+    fat5__gen_opts *o = &s->o;
+    int32_t one = (int32_t)g->eos_token_id;
+    fat5_token_list eos = fat5__gen_eos(g, &one);
+    int64_t k, j, q = 0, nq = 0, i;
+    o->n_eos = (int)eos.n;
+    o->n_forced_eos = (int)g->forced_eos_token_id.n;
+    o->n_suppress = (int)g->suppress_tokens.n;
+    o->n_begin_suppress = (int)g->begin_suppress_tokens.n;
+    // sequence_bias, then bad words (a bad word that is one stop token is left out)
+    o->n_seq_bias = (int)g->sequence_bias.n;
+    o->n_seq = o->n_seq_bias;
+    s->n_seq_tok = g->sequence_bias.n ? g->sequence_bias.cu[g->sequence_bias.n] : 0;
+    for (k = 0; k < g->bad_words_ids.n; k++) {
+        const int32_t *w = g->bad_words_ids.ids + g->bad_words_ids.cu[k];
+        int64_t l = g->bad_words_ids.cu[k + 1] - g->bad_words_ids.cu[k];
+        if (l == 1 && fat5__gen_in(eos.ids, (int)eos.n, w[0])) continue;
+        o->n_seq++, s->n_seq_tok += l;
+    }
+    s->n_enc_tok = enc_cu[s->N];
+    if (list) {
+        int32_t *cu;
+        memcpy(list + q, eos.ids, (size_t)eos.n * 4), q += eos.n;
+        if (g->forced_eos_token_id.n) memcpy(list + q, g->forced_eos_token_id.ids, (size_t)o->n_forced_eos * 4);
+        q += o->n_forced_eos;
+        if (g->suppress_tokens.n) memcpy(list + q, g->suppress_tokens.ids, (size_t)o->n_suppress * 4);
+        q += o->n_suppress;
+        if (g->begin_suppress_tokens.n) memcpy(list + q, g->begin_suppress_tokens.ids, (size_t)o->n_begin_suppress * 4);
+        q += o->n_begin_suppress;
+        cu = list + q + s->n_seq_tok;
+        cu[0] = 0;
+        for (k = 0; k < g->sequence_bias.n; k++) {
+            for (j = g->sequence_bias.cu[k]; j < g->sequence_bias.cu[k + 1]; j++) list[q + cu[nq] + j - g->sequence_bias.cu[k]] = g->sequence_bias.ids[j];
+            cu[nq + 1] = cu[nq] + (g->sequence_bias.cu[k + 1] - g->sequence_bias.cu[k]);
+            bias[nq] = g->sequence_bias_values[k];
+            nq++;
+        }
+        for (k = 0; k < g->bad_words_ids.n; k++) {
+            const int32_t *w = g->bad_words_ids.ids + g->bad_words_ids.cu[k];
+            int64_t l = g->bad_words_ids.cu[k + 1] - g->bad_words_ids.cu[k];
+            if (l == 1 && fat5__gen_in(eos.ids, (int)eos.n, w[0])) continue;
+            memcpy(list + q + cu[nq], w, (size_t)l * 4);
+            cu[nq + 1] = cu[nq] + (int32_t)l;
+            bias[nq] = -INFINITY;
+            nq++;
+        }
+        q += s->n_seq_tok + o->n_seq + 1;
+        memcpy(list + q, enc_tok, (size_t)s->n_enc_tok * 4), q += s->n_enc_tok;
+        memcpy(list + q, enc_cu, (size_t)(s->N + 1) * 4);
+    }
+    o->P = (int)s->P;
+    o->rows_per_input = s->beam ? s->K : (int)g->num_return_sequences;
+    for (i = 0, o->enc_max = 0; i < s->N; i++)
+        if (enc_cu[i + 1] - enc_cu[i] > o->enc_max) o->enc_max = enc_cu[i + 1] - enc_cu[i];
+    o->pad = (int)g->pad_token_id;
+    o->max_new = (int)s->max_new;
+    o->min_new = (int)g->min_new_tokens;
+    o->min_len = (int)g->min_length;
+    o->ngram = (int)g->no_repeat_ngram_size;
+    o->enc_ngram = (int)g->encoder_no_repeat_ngram_size;
+    o->rep = (float)g->repetition_penalty;
+    o->enc_rep = (float)g->encoder_repetition_penalty;
+    o->forced_bos = (int)g->forced_bos_token_id;
+    o->begin_index = (int)s->P + (s->P == 1 && g->forced_bos_token_id >= 0);
+    o->decay_start = g->exponential_decay_start >= 0 ? (int)(g->exponential_decay_start + s->P) : -1;
+    o->decay_factor = (float)g->exponential_decay_factor;
+    o->remove_invalid = g->remove_invalid_values != 0;
+    o->log_softmax = s->beam;
+    o->renormalize = g->renormalize_logits != 0;
+    o->do_sample = g->do_sample != 0;
+    o->temperature = (float)g->temperature;
+    o->top_k = (int)g->top_k;
+    o->top_p = (float)g->top_p;
+    o->min_p = (float)g->min_p;
+    o->typical_p = (float)g->typical_p;
+    o->epsilon = (float)g->epsilon_cutoff;
+    o->eta = (float)g->eta_cutoff;
+    o->min_keep = s->beam ? (o->n_eos > 1 ? o->n_eos + 1 : 2) : 1;
+    o->K = s->K;
+    o->length_penalty = (float)g->length_penalty;
+    o->early_stopping = g->early_stopping;
+    o->seed = (unsigned long long)g->seed;
 }
 
 FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const int32_t *cu_seqlens, int64_t n_inputs,
@@ -150,11 +297,12 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
     fat5_ctx *ctx;
     fat5_status st;
     int32_t *h = NULL;            // host staging: [R * Lh] histories, then the result
-    int32_t *ent_tok, *ent_row, *flags;
-    float *hs = NULL;
-    size_t total = 0;
-    int64_t n, r, e, steps = 0, R, N, Lh, rpi, total_tok = 0, q;
+    int32_t *ent_tok, *ent_row, *flags, *list = NULL;
+    float *hs = NULL, *bias = NULL;
+    size_t total = 0, n_list;
+    int64_t n, r, e, steps = 0, R, N, Lh, P, rpi, total_tok = 0, q, t;
     int use_graph;
+    double t0 = fat5__now_s();
     if (!m) return FAT5_ERR_INVALID_ARG;
     ctx = m->ctx;
     if (!g || !out) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_generate: %s is NULL", g ? "out" : "config");
@@ -168,10 +316,13 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
     s.N = N = n_inputs;
     s.R = R = n_inputs * rpi;
     s.V = (int)m->cfg.vocab_size;
-    s.Lh = (int)(g->max_new_tokens + 1);
+    fat5__gen_lengths(g, &s.P, &s.max_new);
+    P = s.P;
+    s.Lh = (int)(P + s.max_new);
     Lh = s.Lh;
-    // the decoder: every generated token but the last is fed back, so max_new_tokens positions
-    if ((st = fat5_decoder_create(m, R, cu_seqlens[n_inputs], g->max_new_tokens, &s.d))) return st;
+    fat5__gen_fill(&s, g, tokens, cu_seqlens, NULL, NULL);
+    // the decoder: the prompt and every generated token but the last are fed
+    if ((st = fat5_decoder_create(m, R, cu_seqlens[n_inputs], P - 1 + s.max_new, &s.d))) return st;
     if ((st = fat5_decoder_start(s.d, tokens, cu_seqlens, n_inputs, rpi))) goto fail;
     if (!fat5__gen_layout(&s, 0, &total)) {
         st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_generate: the buffer size overflows");
@@ -179,33 +330,61 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
     }
     if ((st = s.be->alloc(ctx, total, &s.base))) goto fail;
     fat5__gen_layout(&s, s.base, &total);
+    n_list = (size_t)(s.o.n_eos + s.o.n_forced_eos + s.o.n_suppress + s.o.n_begin_suppress + s.n_seq_tok + s.o.n_seq +
+                      1 + s.n_enc_tok + N + 1);
     h = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)(R * Lh + 3 * R + N + 1) * sizeof(int32_t)));
     hs = FAT5__CAST(float *, fat5__malloc(ctx, (size_t)R * sizeof(float)));
-    if (!h || !hs) {
+    list = FAT5__CAST(int32_t *, fat5__malloc(ctx, n_list * sizeof(int32_t)));
+    bias = FAT5__CAST(float *, fat5__malloc(ctx, (size_t)(s.o.n_seq + 1) * sizeof(float)));
+    if (!h || !hs || !list || !bias) {
         st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_generate: out of memory");
         goto fail;
     }
+    // the options' lists, area by area (fat5__gen_layout's order)
+    fat5__gen_fill(&s, g, tokens, cu_seqlens, list, bias);
+    {
+        const fat5__addr dst[] = {s.o.eos, s.o.forced_eos, s.o.suppress, s.o.begin_suppress, s.o.seq_ids,
+                                  s.o.seq_cu, s.o.enc_tok, s.o.enc_cu};
+        const int64_t cnt[] = {s.o.n_eos, s.o.n_forced_eos, s.o.n_suppress, s.o.n_begin_suppress, s.n_seq_tok,
+                               s.o.n_seq + 1, s.n_enc_tok, N + 1};
+        int a;
+        for (a = 0, q = 0; a < 8; q += cnt[a], a++)
+            if (cnt[a] && (st = s.be->upload(ctx, dst[a], list + q, (size_t)cnt[a] * 4))) goto fail;
+        if (s.o.n_seq && (st = s.be->upload(ctx, s.o.seq_bias, bias, (size_t)s.o.n_seq * 4))) goto fail;
+    }
     ent_tok = h + R * Lh, ent_row = ent_tok + R, flags = ent_row + R;
-    // initial state: every row holds the start token; beams 1 .. K-1 start 1e9 down (Hugging Face),
+    // initial state: every row holds its prompt; beams 1 .. K-1 start 1e9 down (Hugging Face),
     // finished slots empty at -1e9, every input may still improve
-    for (r = 0; r < R * Lh; r++) h[r] = r % Lh == 0 ? (int32_t)g->decoder_start_token_id : (int32_t)g->pad_token_id;
+    for (r = 0; r < R; r++)
+        for (t = 0; t < Lh; t++) {
+            const fat5_token_seqs *di = &g->decoder_input_ids;
+            int64_t row = di->n > 1 ? r / rpi : 0;
+            h[r * Lh + t] = t >= P ? (int32_t)g->pad_token_id
+                            : di->n ? di->ids[di->cu[row] + t] : (int32_t)g->decoder_start_token_id;
+        }
     if ((st = s.be->upload(ctx, s.hist, h, (size_t)(R * Lh) * 4))) goto fail;
     for (r = 0; r < R; r++) hs[r] = s.beam && r % s.K ? -1.0e9f : 0.0f;
     if ((st = s.be->upload(ctx, s.bscore, hs, (size_t)R * 4))) goto fail;
     for (r = 0; r < R; r++) hs[r] = -1.0e9f;
     if ((st = s.be->upload(ctx, s.fin_score, hs, (size_t)R * 4))) goto fail;
-    for (r = 0; r < R; r++) h[r] = (int32_t)r;
-    if ((st = s.be->upload(ctx, s.src, h, (size_t)R * 4))) goto fail;
-    for (r = 0; r < N; r++) h[r] = 1;
-    if ((st = s.be->upload(ctx, s.unsat, h, (size_t)N * 4))) goto fail;
-    for (r = 0; r < R; r++) ent_tok[r] = (int32_t)g->decoder_start_token_id, ent_row[r] = (int32_t)r;
-    if ((st = s.be->upload(ctx, s.d->tok, ent_tok, (size_t)R * 4)) ||
-        (st = s.be->upload(ctx, s.d->rows, ent_row, (size_t)R * 4)) || (st = s.be->sync(ctx)))
-        goto fail;
+    for (r = 0; r < R; r++) h[R * Lh + r] = (int32_t)r;
+    if ((st = s.be->upload(ctx, s.src, h + R * Lh, (size_t)R * 4))) goto fail;
+    for (r = 0; r < N; r++) flags[r] = 1;
+    if ((st = s.be->upload(ctx, s.unsat, flags, (size_t)N * 4))) goto fail;
+    for (r = 0; r < R; r++) ent_row[r] = (int32_t)r;
+    if ((st = s.be->upload(ctx, s.d->rows, ent_row, (size_t)R * 4))) goto fail;
+    // the prompt but its last token goes through the decoder first (its logits are not used)
+    for (t = 0; t + 1 < P; t++) {
+        for (r = 0; r < R; r++) ent_tok[r] = h[r * Lh + t];
+        if ((st = s.be->upload(ctx, s.d->tok, ent_tok, (size_t)R * 4)) || (st = fat5__decoder_step_dev(s.d, R))) goto fail;
+    }
+    for (r = 0; r < R; r++) ent_tok[r] = h[r * Lh + P - 1];
+    if ((st = s.be->upload(ctx, s.d->tok, ent_tok, (size_t)R * 4)) || (st = s.be->sync(ctx))) goto fail;
     use_graph = g->use_graph;   // a backend that records nothing answers FAT5_ERR_UNSUPPORTED
     n = R;
-    while (n > 0 && steps < g->max_new_tokens) {
+    while (n > 0 && steps < s.max_new) {
         int64_t kept = 0, unit_n = s.beam ? N : R;
+        if (g->max_time > 0 && steps > 0 && fat5__now_s() - t0 >= g->max_time) break;   // Hugging Face's MaxTimeCriteria
         if (use_graph) {
             st = fat5__gen_graph_step(&s, n);
             if (st == FAT5_ERR_UNSUPPORTED) {   // no capture here: plain launches from now on
@@ -246,7 +425,7 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
         int64_t nseq = n_inputs * g->num_return_sequences, i, k;
         fat5__addr toks = s.beam ? s.fin_tok : s.hist, lens = s.beam ? s.fin_len : s.lens;
         fat5__addr sc = s.beam ? s.fin_score : s.score;
-        int64_t stride = s.beam ? Lh - 1 : Lh, first = s.beam ? 0 : 1;
+        int64_t stride = s.beam ? Lh - P : Lh, first = s.beam ? 0 : P;
         if ((st = s.be->download(ctx, h, toks, (size_t)(R * stride) * 4)) ||
             (st = s.be->download(ctx, ent_tok, lens, (size_t)R * 4)) ||
             (st = s.be->download(ctx, hs, sc, (size_t)R * 4)) || (st = s.be->sync(ctx)))
@@ -270,7 +449,7 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
         out->n_seq = nseq;
         out->steps = steps;
         out->cache_bytes = (size_t)m->cfg.num_decoder_layers * 2 *
-                           ((size_t)R * (size_t)g->max_new_tokens + (size_t)cu_seqlens[n_inputs]) *
+                           ((size_t)R * (size_t)(P - 1 + s.max_new) + (size_t)cu_seqlens[n_inputs]) *
                            (size_t)(m->cfg.num_heads * m->cfg.d_kv) * m->act_size;
     }
     st = FAT5_OK;
@@ -282,6 +461,8 @@ cleanup:
     if (s.base) s.be->free(ctx, s.base);
     fat5__free(ctx, h);
     fat5__free(ctx, hs);
+    fat5__free(ctx, list);
+    fat5__free(ctx, bias);
     fat5_decoder_destroy(s.d);
     return st;
 }

@@ -1,5 +1,5 @@
 // =============================================================================================
-// ==[3.4] ops: the op table and the two backends ==
+// ==[3.5] ops: the op table and the two backends ==
 // X(name, parameters): fat5__cpu_<name> and
 // fat5__gpu_<name> both take exactly these parameters (the initialisers of the backend tables
 // below make the compiler check it), and kernel fat5_<name> in kernels/ is the GPU side of every
@@ -79,16 +79,14 @@
                       fat5__addr decayed, float beta2t, float omb2t, float eps1, float clip, float beta1,      \
                       float wd, fat5__addr scratch, fat5__addr wa))                                            \
     X(gen_process, (fat5_ctx * ctx, fat5__addr x, fat5__addr hist, fat5__addr lens, fat5__addr rows, int64_t n, \
-                    int V, int Lh, float rep, int ngram, int min_new, int eos, int log_softmax))               \
+                    int V, int Lh, const fat5__gen_opts *o))                                                 \
     X(gen_select, (fat5_ctx * ctx, fat5__addr x, fat5__addr tok, fat5__addr hist, fat5__addr lens,             \
-                   fat5__addr done, fat5__addr score, fat5__addr rows, int64_t n, int V, int Lh, int max_new,  \
-                   int eos, int pad, int do_sample, float temperature, int top_k, float top_p,                 \
-                   unsigned long long seed))                                                                   \
+                   fat5__addr done, fat5__addr score, fat5__addr rows, int64_t n, int V, int Lh,               \
+                   const fat5__gen_opts *o))                                                                   \
     X(gen_beam, (fat5_ctx * ctx, fat5__addr x, fat5__addr tok, fat5__addr src, fat5__addr hist,                \
                  fat5__addr lens, fat5__addr bscore, fat5__addr fin_score, fat5__addr fin_tok,                 \
                  fat5__addr fin_len, fat5__addr fin_flag, fat5__addr unsat, fat5__addr done, fat5__addr rows,  \
-                 fat5__addr scratch, int64_t n, int V, int Lh, int K, int max_new, int eos,                    \
-                 float length_penalty, int early_stopping))
+                 fat5__addr scratch, int64_t n, int V, int Lh, const fat5__gen_opts *o))
 
 // the op names in table order (messages and tests name ops by them)
 static const char *const fat5__op_names[] = {
@@ -97,7 +95,7 @@ static const char *const fat5__op_names[] = {
 #undef FAT5__OP_NAME
 };
 
-// The collectives' transports; the communicator and the collectives are section [3.5]'s.
+// The collectives' transports; the communicator and the collectives are section [3.6]'s.
 enum { FAT5__DIST_HOST = 1, FAT5__DIST_NCCL = 2 };
 struct fat5__comm;
 
@@ -146,7 +144,7 @@ typedef struct fat5__backend {
     fat5_status (*graph_launch)(fat5_ctx *ctx, void *exec);
     void (*graph_destroy)(fat5_ctx *ctx, void *exec);
     // Collectives across the ranks of data parallel training, on the communicator c (section
-    // [3.5]) over the backend's transport: the CPU's shared memory, the GPU's NCCL. All fp32 but
+    // [3.6]) over the backend's transport: the CPU's shared memory, the GPU's NCCL. All fp32 but
     // sum's fp64 (f64 1). comm_sum: in place over n elements at p; comm_reduce_scatter: send
     // [world * n], recv [n] = the sum over the ranks of their send's chunk [rank n, (rank + 1) n);
     // comm_all_gather: send [n], recv [world * n] = every rank's send in rank order. The GPU's are
@@ -214,7 +212,7 @@ static void fat5__host_graph_destroy(fat5_ctx *ctx, void *exec) {
 
 #define FAT5__OP_COUNT ((int)(sizeof fat5__op_names / sizeof fat5__op_names[0]))
 
-// the collectives of each backend (section [3.5])
+// the collectives of each backend (section [3.6])
 static fat5_status fat5__host_comm_sum(struct fat5__comm *c, fat5__addr p, size_t n, int f64);
 static fat5_status fat5__host_comm_reduce_scatter(struct fat5__comm *c, fat5__addr send, fat5__addr recv, size_t n);
 static fat5_status fat5__host_comm_all_gather(struct fat5__comm *c, fat5__addr send, fat5__addr recv, size_t n);

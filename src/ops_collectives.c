@@ -1,5 +1,5 @@
 // =============================================================================================
-// ==[3.5] ops: collectives: NCCL (GPU) and shared memory (CPU ranks), the ranks' board and watchdog ==
+// ==[3.6] ops: collectives: NCCL (GPU) and shared memory (CPU ranks), the ranks' board and watchdog ==
 // Data parallel training runs one process per rank (one GPU each, or CPU processes). Every rank
 // holds the whole model and draws the whole step's micro-batches from one sampler stream, keeps
 // its own share, and adds its gradients to the others' with an all-reduce, so every rank takes the

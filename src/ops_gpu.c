@@ -1,5 +1,5 @@
 // =============================================================================================
-// ==[3.3] ops: the GPU launchers ==
+// ==[3.4] ops: the GPU launchers ==
 #ifndef FAT5_NO_CUDA
 // One launcher fat5__gpu_<op> per kernel fat5_<op> of kernels/*.cu (and cuBLAS for mm). Each takes
 // the kernel's arguments (device pointers as fat5__dptr, 0 for
@@ -1405,12 +1405,13 @@ static FAT5__UNUSED fat5_status fat5__gpu_adafactor_seg(fat5_ctx *ctx, fat5__dpt
 
 // ----- generate.cu: one block of 256 threads per entry (per input for beam search) -----
 
-// Hugging Face's processors in place on x [n, V] fp32 (see fat5__cpu_gen_process)
+// Hugging Face's processors and warpers in place on x [n, V] fp32 (see fat5__cpu_gen_process); the
+// kernels take the options by value (fat5_gen_opts in kernels/generate.cu mirrors fat5__gen_opts)
 static FAT5__UNUSED fat5_status fat5__gpu_gen_process(fat5_ctx *ctx, fat5__dptr x, fat5__dptr hist, fat5__dptr lens,
-                                                      fat5__dptr rows, int64_t n, int V, int Lh, float rep, int ngram,
-                                                      int min_new, int eos, int log_softmax) {
+                                                      fat5__dptr rows, int64_t n, int V, int Lh, const fat5__gen_opts *o) {
     long long n_ = n;
-    void *args[] = {&x, &hist, &lens, &rows, &n_, &V, &Lh, &rep, &ngram, &min_new, &eos, &log_softmax};
+    fat5__gen_opts ov = *o;
+    void *args[] = {&x, &hist, &lens, &rows, &n_, &V, &Lh, &ov};
     if (n < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_gen_process", "n", n);
     if (V < 1 || Lh < 1)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_gen_process: V = %d, Lh = %d", V, Lh);
@@ -1421,16 +1422,12 @@ static FAT5__UNUSED fat5_status fat5__gpu_gen_process(fat5_ctx *ctx, fat5__dptr 
 // greedy or sampled next token per entry (see fat5__cpu_gen_select)
 static FAT5__UNUSED fat5_status fat5__gpu_gen_select(fat5_ctx *ctx, fat5__dptr x, fat5__dptr tok, fat5__dptr hist,
                                                      fat5__dptr lens, fat5__dptr done, fat5__dptr score,
-                                                     fat5__dptr rows, int64_t n, int V, int Lh, int max_new, int eos,
-                                                     int pad, int do_sample, float temperature, int top_k,
-                                                     float top_p, unsigned long long seed) {
+                                                     fat5__dptr rows, int64_t n, int V, int Lh, const fat5__gen_opts *o) {
     long long n_ = n;
-    void *args[] = {&x,   &tok, &hist,      &lens,        &done,  &score, &rows,  &n_,  &V, &Lh,
-                    &max_new, &eos, &pad, &do_sample, &temperature, &top_k, &top_p, &seed};
+    fat5__gen_opts ov = *o;
+    void *args[] = {&x, &tok, &hist, &lens, &done, &score, &rows, &n_, &V, &Lh, &ov};
     if (n < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_gen_select", "n", n);
-    if (V < 1 || Lh < 1 || (do_sample && !(temperature > 0.0f)))
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_gen_select: V = %d, Lh = %d, temperature %g", V,
-                         Lh, (double)temperature);
+    if (V < 1 || Lh < 1) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_gen_select: V = %d, Lh = %d", V, Lh);
     if (n == 0) return FAT5_OK;
     return fat5__dev_launch(ctx, FAT5__K_gen_select, fat5__gpu_blocks(n, 1), 1, 1, 256, 1, 1, 0, args);
 }
@@ -1441,16 +1438,17 @@ static FAT5__UNUSED fat5_status fat5__gpu_gen_beam(fat5_ctx *ctx, fat5__dptr x, 
                                                    fat5__dptr fin_score, fat5__dptr fin_tok, fat5__dptr fin_len,
                                                    fat5__dptr fin_flag, fat5__dptr unsat, fat5__dptr done,
                                                    fat5__dptr rows, fat5__dptr scratch, int64_t n, int V, int Lh,
-                                                   int K, int max_new, int eos, float length_penalty,
-                                                   int early_stopping) {
+                                                   const fat5__gen_opts *o) {
     long long n_ = n;
+    int K = o->K, C = (o->n_eos > 1 ? o->n_eos + 1 : 2) * o->K;
+    fat5__gen_opts ov = *o;
     void *args[] = {&x,    &tok,  &src,     &hist, &lens, &bscore, &fin_score, &fin_tok,        &fin_len,
-                    &fin_flag, &unsat, &done, &rows, &scratch, &n_, &V, &Lh, &K, &max_new, &eos,
-                    &length_penalty, &early_stopping};
+                    &fin_flag, &unsat, &done, &rows, &scratch, &n_, &V, &Lh, &ov};
     if (n < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_gen_beam", "n", n);
-    if (K < 1 || K > FAT5__BEAM_MAX || n % K || V < 1 || Lh < 2)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_gen_beam: n = %lld, K = %d (1 .. %d), V = %d, Lh = %d",
-                         (long long)n, K, FAT5__BEAM_MAX, V, Lh);
+    if (K < 1 || K > FAT5__BEAM_MAX || C > FAT5__BEAM_CAND_MAX || n % K || V < 1 || Lh < 2)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "fat5__gpu_gen_beam: n = %lld, K = %d (1 .. %d), %d candidates (at most %d), V = %d, Lh = %d",
+                         (long long)n, K, FAT5__BEAM_MAX, C, FAT5__BEAM_CAND_MAX, V, Lh);
     if (n == 0) return FAT5_OK;
     return fat5__dev_launch(ctx, FAT5__K_gen_beam, fat5__gpu_blocks(n / K, 1), 1, 1, 256, 1, 1, 0, args);
 }

@@ -18,6 +18,48 @@ typedef unsigned long long fat5__addr;   // a buffer on the backend that runs th
 
 typedef enum { FAT5__MM_NT, FAT5__MM_NN, FAT5__MM_TN } fat5__mm_layout;
 
+// The decoding options the generation ops read (gen_process, gen_select, gen_beam), filled once
+// per fat5_generate call. The kernels of kernels/generate.cu take it by value: fat5_gen_opts
+// there has these fields in this order (pointers as 64-bit addresses). Row r of the decoder holds
+// hist[r][0 .. P) = its prompt, then the generated tokens: cur = P + lens[r] tokens in all.
+typedef struct fat5__gen_opts {
+    fat5__addr eos;             // int32 [n_eos]: the stop tokens
+    fat5__addr forced_eos;      // int32 [n_forced_eos]
+    fat5__addr suppress;        // int32 [n_suppress]
+    fat5__addr begin_suppress;  // int32 [n_begin_suppress]
+    fat5__addr seq_ids;         // int32 [seq_cu[n_seq]]: sequence biases, then bad words
+    fat5__addr seq_cu;          // int32 [n_seq + 1]
+    fat5__addr seq_bias;        // fp32 [n_seq]: the bias of each sequence's last token (-inf: a bad word)
+    fat5__addr enc_tok;         // int32 [enc_cu[inputs]]: the inputs (encoder processors)
+    fat5__addr enc_cu;          // int32 [inputs + 1]
+    int n_eos, n_forced_eos, n_suppress, n_begin_suppress, n_seq, n_seq_bias; // the first n_seq_bias of
+                                //   the n_seq sequences are sequence_bias (added), the rest bad words
+    int P;                      // the decoder prompt's length (1: the start token)
+    int rows_per_input;         // row r decodes input r / rows_per_input
+    int enc_max;                // the longest input: a shorter one is followed by pads up to it, as in
+    int pad;                    //   Hugging Face's right-padded batch (the encoder processors see them)
+    int max_new;                // tokens generated at most (the forced EOS comes at max_new - 1)
+    int min_new, min_len;       // EOS suppressed while lens < min_new or P + lens < min_len
+    int ngram, enc_ngram;       // no_repeat_ngram_size, encoder_no_repeat_ngram_size (0: off)
+    float rep, enc_rep;         // repetition_penalty, encoder_repetition_penalty (1: off)
+    int forced_bos;             // -1: off; forced when cur == 1
+    int begin_index;            // begin_suppress_tokens apply when cur == begin_index
+    int decay_start;            // -1: off; exponential decay when cur > decay_start (P included)
+    float decay_factor;
+    int remove_invalid;         // NaN -> 0, +-inf -> +-FLT_MAX
+    int log_softmax;            // beam search: the logits become log-probabilities first
+    int renormalize;            // log_softmax after the processors and warpers
+    int do_sample;              // warpers (below) and a sampled token / sampled beam candidates
+    float temperature;
+    int top_k;                  // 0: off
+    float top_p, min_p, typical_p, epsilon, eta;   // 1, 0, 1, 0, 0: off
+    int min_keep;               // warpers keep at least this many tokens (1; beams: n_eos + 1)
+    int K;                      // beams (1: greedy or sampling)
+    float length_penalty;
+    int early_stopping;         // 0 false, 1 true, 2 "never"
+    unsigned long long seed;
+} fat5__gen_opts;
+
 // An attention op's `kind`: which keys a query sees (the low two bits, FAT5__ATTN_MASK) and, in
 // the higher bits, how the position bias added to the scores is made. No scheme bit: the T5
 // buckets when `bias` (the [nb, H] table) is given, no bias when it is 0.

@@ -1,6 +1,6 @@
 // =============================================================================================
 // ==[9.1] run: the launcher ==
-// fat5_launch forks one worker process per rank, gives them a board (section [3.5]) and NCCL's
+// fat5_launch forks one worker process per rank, gives them a board (section [3.6]) and NCCL's
 // unique id through a pipe, passes SIGINT / SIGTERM on to them and reports how they ended.
 #ifndef _WIN32
 #include <signal.h>

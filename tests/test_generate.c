@@ -19,6 +19,18 @@ static int tgen_contains(fat5_test *T, const char *needle) {
     } while (0)
 
 // A JSON file of a fixture directory, parsed; NULL (failure reported) when it cannot be read.
+// Decoding-op options with every processor off: prompt of one token, the stop tokens eos [n_eos]
+// (host arrays: the CPU ops read them in place), max_new tokens at most.
+static fat5__gen_opts tgen_opts(const int32_t *eos, int n_eos, int max_new) {
+    fat5__gen_opts o;
+    memset(&o, 0, sizeof o);
+    o.eos = FAT5__ADDR(eos), o.n_eos = n_eos;
+    o.P = 1, o.rows_per_input = 1, o.max_new = max_new;
+    o.rep = 1.0f, o.enc_rep = 1.0f, o.forced_bos = -1, o.begin_index = -1, o.decay_start = -1, o.decay_factor = 1.0f;
+    o.temperature = 1.0f, o.top_p = 1.0f, o.typical_p = 1.0f, o.min_keep = 1, o.K = 1, o.length_penalty = 1.0f;
+    return o;
+}
+
 static fat5__jdoc *tgen_json(fat5_test *T, fat5_ctx *ctx, const char *fixture, const char *file) {
     char path[600], *text = NULL;
     size_t len = 0;
@@ -163,13 +175,16 @@ static void tgen_draws(fat5_test *T, const float *x, int V, int draws, int top_k
     int32_t *tok = (int32_t *)calloc((size_t)chunk, 4), *hist = (int32_t *)calloc((size_t)chunk * Lh, 4);
     int32_t *lens = (int32_t *)calloc((size_t)chunk, 4), *done = (int32_t *)calloc((size_t)chunk, 4);
     int32_t *rows = (int32_t *)calloc((size_t)chunk, 4);
-    for (e = 0; e < chunk; e++) memcpy(xs + (size_t)e * V, x, (size_t)V * sizeof(float));
+    fat5__gen_opts o = tgen_opts(NULL, 0, 1 << 30);
+    o.do_sample = 1, o.temperature = temp, o.top_k = top_k, o.top_p = top_p, o.seed = seed;
     while (done_draws < draws) {
         int n = draws - done_draws < chunk ? draws - done_draws : chunk;
+        for (e = 0; e < n; e++) memcpy(xs + (size_t)e * V, x, (size_t)V * sizeof(float));
         for (e = 0; e < n; e++) rows[e] = e, lens[e] = done_draws / chunk, done[e] = 0;   // (row, len) unique
-        if (fat5__cpu_gen_select(ctx, FAT5__ADDR(xs), FAT5__ADDR(tok), FAT5__ADDR(hist), FAT5__ADDR(lens),
-                                 FAT5__ADDR(done), FAT5__ADDR(score), FAT5__ADDR(rows), n, V, Lh, 1 << 30, -1, 0, 1,
-                                 temp, top_k, top_p, seed) != FAT5_OK) {
+        if (fat5__cpu_gen_process(ctx, FAT5__ADDR(xs), FAT5__ADDR(hist), FAT5__ADDR(lens), FAT5__ADDR(rows), n, V, Lh,
+                                  &o) != FAT5_OK ||
+            fat5__cpu_gen_select(ctx, FAT5__ADDR(xs), FAT5__ADDR(tok), FAT5__ADDR(hist), FAT5__ADDR(lens),
+                                 FAT5__ADDR(done), FAT5__ADDR(score), FAT5__ADDR(rows), n, V, Lh, &o) != FAT5_OK) {
             FAT5_CHECK_MSG(T, 0, "gen_select: %s", fat5_last_error(ctx));
             break;
         }
@@ -371,8 +386,24 @@ static void t_generate_rejects(fat5_test *T) {
     TGEN_EXPECT_ERR(T, fat5_generate(m, tok, cu, 2, &g, &r), FAT5_ERR_INVALID_ARG, "eos_token_id");
     g = g0, g.decoder_start_token_id = 500;
     TGEN_EXPECT_ERR(T, fat5_generate(m, tok, cu, 2, &g, &r), FAT5_ERR_INVALID_ARG, "decoder_start_token_id");
-    g = g0, g.do_sample = 1, g.num_beams = 2;
-    TGEN_EXPECT_ERR(T, fat5_generate(m, tok, cu, 2, &g, &r), FAT5_ERR_UNSUPPORTED, "do_sample");
+    g = g0, g.forced_bos_token_id = 96;
+    TGEN_EXPECT_ERR(T, fat5_generate(m, tok, cu, 2, &g, &r), FAT5_ERR_INVALID_ARG, "forced_bos_token_id");
+    {   // the lists: ids in the vocabulary, sequences non-empty, prompts of one length, one per input
+        static const int32_t big[2] = {3, 96}, cu3[3] = {0, 1, 3}, cu_empty[2] = {0, 0}, ids3[3] = {0, 4, 5};
+        static const int32_t eos5[5] = {1, 2, 3, 4, 5};
+        g = g0, g.suppress_tokens.ids = big, g.suppress_tokens.n = 2;
+        TGEN_EXPECT_ERR(T, fat5_generate(m, tok, cu, 2, &g, &r), FAT5_ERR_INVALID_ARG, "suppress_tokens holds 96");
+        g = g0, g.bad_words_ids.ids = ids3, g.bad_words_ids.cu = cu_empty, g.bad_words_ids.n = 1;
+        TGEN_EXPECT_ERR(T, fat5_generate(m, tok, cu, 2, &g, &r), FAT5_ERR_INVALID_ARG, "bad_words_ids sequence 0 is empty");
+        g = g0, g.decoder_input_ids.ids = ids3, g.decoder_input_ids.cu = cu3, g.decoder_input_ids.n = 2;
+        TGEN_EXPECT_ERR(T, fat5_generate(m, tok, cu, 2, &g, &r), FAT5_ERR_INVALID_ARG, "decoder_input_ids row 1");
+        g = g0, g.sequence_bias.ids = ids3, g.sequence_bias.cu = cu3, g.sequence_bias.n = 2;
+        TGEN_EXPECT_ERR(T, fat5_generate(m, tok, cu, 2, &g, &r), FAT5_ERR_INVALID_ARG, "sequence_bias_values");
+        g = g0, g.num_beams = 16, g.eos_token_ids.ids = eos5, g.eos_token_ids.n = 5;
+        TGEN_EXPECT_ERR(T, fat5_generate(m, tok, cu, 2, &g, &r), FAT5_ERR_INVALID_ARG, "96 candidates");
+        g = g0, g.max_length = 1;
+        TGEN_EXPECT_ERR(T, fat5_generate(m, tok, cu, 2, &g, &r), FAT5_ERR_INVALID_ARG, "max_length = 1");
+    }
     // JSON options
     g = g0;
     TGEN_EXPECT_ERR(T, fat5_generate_config_from_json(ctx, "{\"top_p\": 2}", 12, &g), FAT5_ERR_INVALID_ARG, "top_p");
@@ -382,6 +413,39 @@ static void t_generate_rejects(fat5_test *T) {
                     FAT5_ERR_INVALID_ARG, "early_stopping");
     TGEN_EXPECT_ERR(T, fat5_generate_config_from_json(ctx, "{\"do_sample\": 1}", 16, &g), FAT5_ERR_INVALID_ARG,
                     "do_sample");
+    {   // transformers' keys for modes fat5 does not run are refused by name, unless at their off value
+        static const char *const refused[] = {"{\"num_beam_groups\": 2}", "{\"diversity_penalty\": 0.5}",
+                                              "{\"force_words_ids\": [[3]]}", "{\"constraints\": [1]}",
+                                              "{\"stop_strings\": [\"x\"]}", "{\"guidance_scale\": 1.5}",
+                                              "{\"penalty_alpha\": 0.6}", "{\"dola_layers\": \"low\"}",
+                                              "{\"watermarking_config\": {\"greenlist_ratio\": 0.25}}",
+                                              "{\"top_h\": 0.4}", "{\"token_healing\": true}",
+                                              "{\"prompt_lookup_num_tokens\": 3}", "{\"use_mtp\": true}"};
+        static const char *const off = "{\"num_beam_groups\": 1, \"diversity_penalty\": 0.0, \"force_words_ids\": null, "
+                                       "\"stop_strings\": [], \"guidance_scale\": 1, \"token_healing\": false, "
+                                       "\"use_cache\": true, \"output_scores\": false, \"my_own_key\": 3}";
+        size_t i;
+        for (i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+            char key[64];
+            const char *q = strchr(refused[i] + 2, '"');
+            snprintf(key, sizeof key, "%.*s is not supported", (int)(q - refused[i] - 2), refused[i] + 2);
+            TGEN_EXPECT_ERR(T, fat5_generate_config_from_json(ctx, refused[i], strlen(refused[i]), &g),
+                            FAT5_ERR_UNSUPPORTED, key);
+        }
+        FAT5_CHECK(T, memcmp(&g, &g0, sizeof g) == 0);
+        FAT5_CHECK_MSG(T, fat5_generate_config_from_json(ctx, off, strlen(off), &g) == FAT5_OK, "%s", fat5_last_error(ctx));
+        g = g0;
+        TGEN_EXPECT_ERR(T, fat5_generate_config_from_json(ctx, "{\"sequence_bias\": [[3, 1.0]]}", 29, &g),
+                        FAT5_ERR_INVALID_ARG, "sequence_bias[0] must be a pair");
+        TGEN_EXPECT_ERR(T, fat5_generate_config_from_json(ctx, "{\"bad_words_ids\": [3]}", 22, &g), FAT5_ERR_INVALID_ARG,
+                        "bad_words_ids[0] must be a non-empty list");
+        TGEN_EXPECT_ERR(T, fat5_generate_config_from_json(ctx, "{\"suppress_tokens\": [1, -2]}", 28, &g),
+                        FAT5_ERR_INVALID_ARG, "suppress_tokens[1] is not a token id");
+        TGEN_EXPECT_ERR(T, fat5_generate_config_from_json(ctx, "{\"exponential_decay_length_penalty\": [3]}", 41, &g),
+                        FAT5_ERR_INVALID_ARG, "exponential_decay_length_penalty");
+        TGEN_EXPECT_ERR(T, fat5_generate_config_from_json(ctx, "{\"typical_p\": 0}", 16, &g), FAT5_ERR_INVALID_ARG,
+                        "typical_p");
+    }
     FAT5_CHECK(T, memcmp(&g, &g0, sizeof g) == 0);   // failed overlays change nothing
     fat5_model_destroy(m);
 }
@@ -399,8 +463,10 @@ static void t_generate_config_json(fat5_test *T) {
     fat5_model *m = NULL, *m2 = NULL;
     FILE *f;
     FAT5_REQUIRE_OK(T, fat5_generate_config_from_json(ctx, js, strlen(js), &g));
-    FAT5_CHECK(T, g.max_new_tokens == 32 && g.min_new_tokens == 4 && g.num_beams == 4 && g.early_stopping == 2);
+    FAT5_CHECK(T, g.max_length == 33 && g.max_new_tokens == 20 && g.min_length == 5 && g.min_new_tokens == 0);
+    FAT5_CHECK(T, g.num_beams == 4 && g.early_stopping == 2);
     FAT5_CHECK(T, g.eos_token_id == 7 && g.pad_token_id == 2 && g.decoder_start_token_id == 3);
+    FAT5_CHECK(T, g.eos_token_ids.n == 2 && g.eos_token_ids.ids[0] == 7 && g.eos_token_ids.ids[1] == 8);
     FAT5_CHECK(T, g.length_penalty == 0.5 && g.no_repeat_ngram_size == 3 && g.top_p == 1.0 && g.seed == 42);
     snprintf(src, sizeof src, "%s/%s", FAT5_TEST_DATA, tgen_fixtures[0]);
     snprintf(dst, sizeof dst, "%s/genconfig", fat5_test_tmpdir(T));
@@ -445,6 +511,9 @@ static void t_generate_beam_op(fat5_test *T) {
     double sums[R] = {0};
     fat5_rng rng = fat5_rng_init(5);
     int t, r, v, k;
+    static const int32_t eos[1] = {2};
+    fat5__gen_opts o = tgen_opts(eos, 1, MAXN);
+    o.log_softmax = 1, o.K = K, o.rows_per_input = K, o.min_keep = 2;
     for (r = 0; r < R; r++) rows[r] = r, bscore[r] = r % K ? -1.0e9f : 0.0f, fin_score[r] = -1.0e9f, hist[r * LH] = 0;
     for (t = 0; t < MAXN; t++) {
         double prev[R];
@@ -453,7 +522,7 @@ static void t_generate_beam_op(fat5_test *T) {
         memcpy(prevhist, hist, sizeof hist);
         for (r = 0; r < R * V; r++) x[r] = (float)fat5_rng_normal(&rng);
         FAT5_REQUIRE_OK(T, fat5__cpu_gen_process(ctx, FAT5__ADDR(x), FAT5__ADDR(hist), FAT5__ADDR(lens), FAT5__ADDR(rows),
-                                                 R, V, LH, 1.0f, 0, 0, 2, 1));
+                                                 R, V, LH, &o));
         {
             float xl[R * V];
             memcpy(xl, x, sizeof x);
@@ -461,7 +530,7 @@ static void t_generate_beam_op(fat5_test *T) {
                                                   FAT5__ADDR(lens), FAT5__ADDR(bscore), FAT5__ADDR(fin_score),
                                                   FAT5__ADDR(fin_tok), FAT5__ADDR(fin_len), FAT5__ADDR(fin_flag),
                                                   FAT5__ADDR(unsat), FAT5__ADDR(done), FAT5__ADDR(rows),
-                                                  FAT5__ADDR(scratch), R, V, LH, K, MAXN, 2, 1.0f, 0));
+                                                  FAT5__ADDR(scratch), R, V, LH, &o));
             for (r = 0; r < R; r++) {
                 int s = src[r], j;
                 FAT5_CHECK(T, s / K == r / K && lens[r] == t + 1 && hist[r * LH + t + 1] == tok[r]);
@@ -489,25 +558,30 @@ static void t_generate_process_op(fat5_test *T) {
     enum { V = 8, LH = 8 };
     float x[V] = {1.0f, -1.0f, 2.0f, -2.0f, 0.5f, 3.0f, -0.5f, 0.0f}, y[V];
     int32_t hist[LH] = {0, 2, 3, 2, 3, 2, 0, 0}, lens[1] = {5}, rows[1] = {0};
+    static const int32_t eos[1] = {1};
+    fat5__gen_opts o = tgen_opts(eos, 1, 100);
     int v;
     // history 0 2 3 2 3 2: penalty 2 on 0, 2, 3; 2-grams ending after "2": (2,3) -> 3 banned;
     // 3-grams after "3 2": (3,2,3) -> 3 banned
     memcpy(y, x, sizeof x);
+    o.rep = 2.0f;
     FAT5_REQUIRE_OK(T, fat5__cpu_gen_process(ctx, FAT5__ADDR(y), FAT5__ADDR(hist), FAT5__ADDR(lens), FAT5__ADDR(rows),
-                                             1, V, LH, 2.0f, 0, 0, 1, 0));
+                                             1, V, LH, &o));
     for (v = 0; v < V; v++) {
         float want = (v == 0 || v == 2 || v == 3) ? (x[v] < 0 ? x[v] * 2.0f : x[v] / 2.0f) : x[v];
         FAT5_CHECK_MSG(T, y[v] == want, "repetition penalty: token %d: %g, want %g", v, y[v], want);
     }
     memcpy(y, x, sizeof x);
+    o.rep = 1.0f, o.ngram = 2, o.min_new = 6;
     FAT5_REQUIRE_OK(T, fat5__cpu_gen_process(ctx, FAT5__ADDR(y), FAT5__ADDR(hist), FAT5__ADDR(lens), FAT5__ADDR(rows),
-                                             1, V, LH, 1.0f, 2, 6, 1, 0));
+                                             1, V, LH, &o));
     for (v = 0; v < V; v++)
         FAT5_CHECK_MSG(T, (v == 3 || v == 1) ? isinf(y[v]) && y[v] < 0 : y[v] == x[v], "2-gram / min_new: token %d: %g", v,
                        y[v]);
     memcpy(y, x, sizeof x);
+    o.ngram = 3, o.min_new = 5, o.log_softmax = 1;
     FAT5_REQUIRE_OK(T, fat5__cpu_gen_process(ctx, FAT5__ADDR(y), FAT5__ADDR(hist), FAT5__ADDR(lens), FAT5__ADDR(rows),
-                                             1, V, LH, 1.0f, 3, 5, 1, 1));
+                                             1, V, LH, &o));
     {
         double z = 0;
         for (v = 0; v < V; v++) z += exp((double)x[v]);
@@ -662,7 +736,13 @@ static void t_gpu_generate_ops(fat5_test *T) {
     fat5_rng rng = fat5_rng_init(3);
     int r, mode, i;
     const fat5__backend *gb = &fat5__gpu_backend;
+    static const int32_t eos[1] = {1};
+    fat5__gen_opts oc = tgen_opts(eos, 1, 6), og;
+    fat5__addr deos;
     if (!g) return;
+    deos = tgen_dev(g, eos, sizeof eos);
+    oc.rep = 1.3f, oc.ngram = 2, oc.min_new = 6, oc.P = 1;
+    og = oc, og.eos = deos;
     for (r = 0; r < R * V; r++) x[r] = (float)(3.0 * fat5_rng_normal(&rng));
     for (r = 0; r < R * LH; r++) hist[r] = (int32_t)fat5_rng_below(&rng, 40);
     for (r = 0; r < R; r++) lens[r] = 5, rows[r] = r, done[r] = r == 7, score[r] = 0, bscore[r] = (float)-r;
@@ -674,9 +754,10 @@ static void t_gpu_generate_ops(fat5_test *T) {
         fat5__addr dx = tgen_dev(g, x, sizeof x), dh = tgen_dev(g, hist, sizeof hist), dl = tgen_dev(g, lens, sizeof lens);
         fat5__addr dr = tgen_dev(g, rows, sizeof rows);
         memcpy(xc, x, sizeof x);
+        oc.log_softmax = og.log_softmax = mode;
         FAT5_REQUIRE_OK(T, fat5__cpu_gen_process(c, FAT5__ADDR(xc), FAT5__ADDR(hist), FAT5__ADDR(lens), FAT5__ADDR(rows),
-                                                 R, V, LH, 1.3f, 2, 6, 1, mode));
-        FAT5_REQUIRE_OK(T, gb->gen_process(g, dx, dh, dl, dr, R, V, LH, 1.3f, 2, 6, 1, mode));
+                                                 R, V, LH, &oc));
+        FAT5_REQUIRE_OK(T, gb->gen_process(g, dx, dh, dl, dr, R, V, LH, &og));
         FAT5_REQUIRE_OK(T, gb->download(g, xg, dx, sizeof xg));
         FAT5_REQUIRE_OK(T, gb->sync(g));
         fat5_check_close(T, "gen_process", xg, xc, R * V, 1e-5, 1e-5);
@@ -693,10 +774,16 @@ static void t_gpu_generate_ops(fat5_test *T) {
         fat5__addr ds = tgen_dev(g, score, sizeof score), dr = tgen_dev(g, rows, sizeof rows);
         memcpy(hc, hist, sizeof hist), memcpy(lc, lens, sizeof lens), memcpy(dc, done, sizeof done);
         memcpy(sc, score, sizeof score);
-        FAT5_REQUIRE_OK(T, fat5__cpu_gen_select(c, FAT5__ADDR(x), FAT5__ADDR(tok), FAT5__ADDR(hc), FAT5__ADDR(lc),
-                                                FAT5__ADDR(dc), FAT5__ADDR(sc), FAT5__ADDR(rows), R, V, LH, 6, 1, 0, smp,
-                                                1.2f, topk, topp, 99));
-        FAT5_REQUIRE_OK(T, gb->gen_select(g, dx, dt, dh, dl, dd, ds, dr, R, V, LH, 6, 1, 0, smp, 1.2f, topk, topp, 99));
+        memcpy(xc, x, sizeof x);
+        oc = tgen_opts(eos, 1, 6);
+        oc.do_sample = smp, oc.temperature = 1.2f, oc.top_k = topk, oc.top_p = topp, oc.seed = 99;
+        og = oc, og.eos = deos;
+        FAT5_REQUIRE_OK(T, fat5__cpu_gen_process(c, FAT5__ADDR(xc), FAT5__ADDR(hc), FAT5__ADDR(lc), FAT5__ADDR(rows), R, V,
+                                                 LH, &oc));
+        FAT5_REQUIRE_OK(T, fat5__cpu_gen_select(c, FAT5__ADDR(xc), FAT5__ADDR(tok), FAT5__ADDR(hc), FAT5__ADDR(lc),
+                                                FAT5__ADDR(dc), FAT5__ADDR(sc), FAT5__ADDR(rows), R, V, LH, &oc));
+        FAT5_REQUIRE_OK(T, gb->gen_process(g, dx, dh, dl, dr, R, V, LH, &og));
+        FAT5_REQUIRE_OK(T, gb->gen_select(g, dx, dt, dh, dl, dd, ds, dr, R, V, LH, &og));
         FAT5_REQUIRE_OK(T, gb->download(g, tokg, dt, sizeof tokg));
         FAT5_REQUIRE_OK(T, gb->download(g, histg, dh, sizeof histg));
         FAT5_REQUIRE_OK(T, gb->download(g, lensg, dl, sizeof lensg));
@@ -714,8 +801,11 @@ static void t_gpu_generate_ops(fat5_test *T) {
     {
         fat5__addr dx, dt, dsrc, dh, dl, db, dfs, dft, dfl, dff, du, dd, dr, dsc;
         memcpy(xc, x, sizeof x);
+        oc = tgen_opts(eos, 1, 7);
+        oc.log_softmax = 1, oc.K = K, oc.rows_per_input = K, oc.min_keep = 2, oc.length_penalty = 0.7f;
+        og = oc, og.eos = deos;
         FAT5_REQUIRE_OK(T, fat5__cpu_gen_process(c, FAT5__ADDR(xc), FAT5__ADDR(hist), FAT5__ADDR(lens), FAT5__ADDR(rows),
-                                                 R, V, LH, 1.0f, 0, 0, 1, 1));
+                                                 R, V, LH, &oc));
         dx = tgen_dev(g, xc, sizeof xc), dt = tgen_dev(g, NULL, sizeof tok), dsrc = tgen_dev(g, NULL, sizeof src);
         dh = tgen_dev(g, hist, sizeof hist), dl = tgen_dev(g, lens, sizeof lens), db = tgen_dev(g, bscore, sizeof bscore);
         dfs = tgen_dev(g, fin_score, sizeof fin_score), dft = tgen_dev(g, fin_tok, sizeof fin_tok);
@@ -727,9 +817,8 @@ static void t_gpu_generate_ops(fat5_test *T) {
                                               FAT5__ADDR(lens), FAT5__ADDR(bscore), FAT5__ADDR(fin_score),
                                               FAT5__ADDR(fin_tok), FAT5__ADDR(fin_len), FAT5__ADDR(fin_flag),
                                               FAT5__ADDR(unsat), FAT5__ADDR(done), FAT5__ADDR(rows), FAT5__ADDR(scratch),
-                                              R, V, LH, K, 7, 1, 0.7f, 0));
-        FAT5_REQUIRE_OK(T, gb->gen_beam(g, dx, dt, dsrc, dh, dl, db, dfs, dft, dfl, dff, du, dd, dr, dsc, R, V, LH, K, 7, 1,
-                                        0.7f, 0));
+                                              R, V, LH, &oc));
+        FAT5_REQUIRE_OK(T, gb->gen_beam(g, dx, dt, dsrc, dh, dl, db, dfs, dft, dfl, dff, du, dd, dr, dsc, R, V, LH, &og));
         FAT5_REQUIRE_OK(T, gb->download(g, tokg, dt, sizeof tokg));
         FAT5_REQUIRE_OK(T, gb->download(g, srcg, dsrc, sizeof srcg));
         FAT5_REQUIRE_OK(T, gb->download(g, histg, dh, sizeof histg));
@@ -753,6 +842,7 @@ static void t_gpu_generate_ops(fat5_test *T) {
         gb->free(g, dfs), gb->free(g, dft), gb->free(g, dfl), gb->free(g, dff), gb->free(g, du), gb->free(g, dd);
         gb->free(g, dr), gb->free(g, dsc);
     }
+    gb->free(g, deos);
     fat5_ctx_destroy(g);
 }
 #define FAT5_TESTS_GENERATE_GPU(X) X(gpu_generate_fp32_hf) X(gpu_generate_bf16) X(gpu_generate_graph_replay) \

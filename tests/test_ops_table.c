@@ -1677,6 +1677,27 @@ static void to_gen_x(to_run *r, int x) {
     TO_BUF(r, x)->scale = 1.0;
 }
 
+// Decoding-op options with every processor off (one-token prompt) and the stop token 1, whose list
+// is the buffer eos (one int32) of the side being run.
+static fat5__gen_opts to_gen_opts(int max_new) {
+    fat5__gen_opts o;
+    memset(&o, 0, sizeof o);
+    o.n_eos = 1, o.P = 1, o.rows_per_input = 1, o.max_new = max_new, o.pad = 0;
+    o.rep = 1.0f, o.enc_rep = 1.0f, o.forced_bos = -1, o.begin_index = -1, o.decay_start = -1, o.decay_factor = 1.0f;
+    o.temperature = 1.0f, o.top_p = 1.0f, o.typical_p = 1.0f, o.min_keep = 1, o.K = 1, o.length_penalty = 1.0f;
+    return o;
+}
+// o with its list addresses (eos) on the side being run
+static const fat5__gen_opts *to_gen_side(to_run *r, fat5__gen_opts *o, int eos) {
+    o->eos = to_a(r, eos);
+    return o;
+}
+static int to_gen_eos(to_run *r) {
+    int eos = to_buf_new(r, "eos", TO_I32, TO_IN, 1);
+    TO_I(r, eos)[0] = 1;
+    return eos;
+}
+
 // (R, n, V): 12 rows of 1000 (R coprime with 5), every other row of 6, one token, a large vocabulary;
 // with and without log_softmax, penalties on and off
 static void to_gen_gen_process(to_run *r) {
@@ -1687,13 +1708,16 @@ static void to_gen_gen_process(to_run *r) {
     for (s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (mode = 0; mode < 4; mode++) {
             int R = shapes[s][0], n = shapes[s][1], V = shapes[s][2], x, hist, lens, rows;
-            int ls = mode & 1, pen = mode >> 1;
+            int ls = mode & 1, pen = mode >> 1, eos;
+            fat5__gen_opts o = to_gen_opts(8);
             if (!to_case(r, "R=%d n=%d V=%d log_softmax=%d penalties=%d", R, n, V, ls, pen)) return;
             to_gen_state(r, R, n, LH, 5, &hist, &lens, &rows, TO_IN);
             x = to_buf_new(r, "x", TO_F32, TO_INOUT, (size_t)n * V);
             to_gen_x(r, x);
+            eos = to_gen_eos(r);
+            o.rep = pen ? 1.3f : 1.0f, o.ngram = pen ? 2 : 0, o.min_new = 6, o.log_softmax = ls;
             TO_SIDES(r) TO_CALL(r, r->be->gen_process(r->ctx, to_a(r, x), to_a(r, hist), to_a(r, lens), to_a(r, rows), n, V,
-                                                      LH, pen ? 1.3f : 1.0f, pen ? 2 : 0, 6, 1, ls));
+                                                      LH, to_gen_side(r, &o, eos)));
             to_check(r);
         }
 }
@@ -1707,9 +1731,11 @@ static void to_gen_gen_select(to_run *r) {
     int mode;
     for (s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (mode = 0; mode < 3; mode++) {
-            int R = shapes[s][0], n = shapes[s][1], V = shapes[s][2], x, tok, hist, lens, rows, done, score, i;
+            int R = shapes[s][0], n = shapes[s][1], V = shapes[s][2], x, tok, hist, lens, rows, done, score, i, eos;
             int smp = mode > 0, topk = mode == 1 ? 50 : 0;
             float topp = mode == 2 ? 0.9f : 1.0f;
+            fat5__gen_opts o = to_gen_opts(6);
+            o.do_sample = smp, o.temperature = 1.2f, o.top_k = topk, o.top_p = topp, o.seed = 99;
             if (!to_case(r, "R=%d n=%d V=%d sample=%d top_k=%d top_p=%g", R, n, V, smp, topk, (double)topp)) return;
             to_gen_state(r, R, n, LH, 5, &hist, &lens, &rows, TO_INOUT);
             x = to_buf_new(r, "x", TO_F32, TO_IN, (size_t)n * V);
@@ -1719,9 +1745,10 @@ static void to_gen_gen_select(to_run *r) {
             score = to_buf_new(r, "score", TO_F32, TO_INOUT, (size_t)R);
             for (i = 0; i < R; i++) TO_I(r, done)[i] = R > 1 && i == 1, TO_F(r, score)[i] = -0.5f * (float)i;
             TO_BUF(r, score)->scale = 1.0;
+            eos = to_gen_eos(r);
             TO_SIDES(r) TO_CALL(r, r->be->gen_select(r->ctx, to_a(r, x), to_a(r, tok), to_a(r, hist), to_a(r, lens),
-                                                     to_a(r, done), to_a(r, score), to_a(r, rows), n, V, LH, 6, 1, 0, smp,
-                                                     1.2f, topk, topp, 99));
+                                                     to_a(r, done), to_a(r, score), to_a(r, rows), n, V, LH,
+                                                     to_gen_side(r, &o, eos)));
             to_check(r);
         }
 }
@@ -1737,14 +1764,19 @@ static void to_gen_gen_beam(to_run *r) {
     for (s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (es = 0; es < 3; es++) {
             int K = shapes[s][0], NI = shapes[s][1], V = shapes[s][2], R = K * NI, i;
-            int x, tok, src, hist, lens, rows, bs, fs, ft, fl, ff, un, done, scr;
+            int x, tok, src, hist, lens, rows, bs, fs, ft, fl, ff, un, done, scr, eos;
+            fat5__gen_opts o = to_gen_opts(7), oh;
+            int32_t eos_host[1] = {1};
+            o.log_softmax = 1, o.K = K, o.rows_per_input = K, o.min_keep = 2, o.length_penalty = 0.7f;
+            o.early_stopping = es;
+            oh = o, oh.eos = FAT5__ADDR(eos_host);
             if (!to_case(r, "K=%d inputs=%d V=%d early_stopping=%d", K, NI, V, es)) return;
             to_gen_state(r, R, R, LH, 5, &hist, &lens, &rows, TO_INOUT);
             for (i = 0; i < R; i++) TO_I(r, lens)[i] = 5, TO_I(r, rows)[i] = i;
             x = to_buf_new(r, "x", TO_F32, TO_IN, (size_t)R * V);
             to_gen_x(r, x);
             fat5__cpu_gen_process(r->cpu, FAT5__ADDR(TO_F(r, x)), FAT5__ADDR(TO_I(r, hist)), FAT5__ADDR(TO_I(r, lens)),
-                                  FAT5__ADDR(TO_I(r, rows)), R, V, LH, 1.0f, 0, 0, 1, 1);
+                                  FAT5__ADDR(TO_I(r, rows)), R, V, LH, &oh);
             tok = to_buf_new(r, "tok", TO_I32, TO_OUT, (size_t)R);
             src = to_buf_new(r, "src", TO_I32, TO_OUT, (size_t)R);
             bs = to_buf_new(r, "bscore", TO_F32, TO_INOUT, (size_t)R);
@@ -1763,12 +1795,13 @@ static void to_gen_gen_beam(to_run *r) {
             }
             for (i = 0; i < R * (LH - 1); i++) TO_I(r, ft)[i] = i % 17;
             for (i = 0; i < NI; i++) TO_I(r, un)[i] = 1;
+            eos = to_gen_eos(r);
             TO_BUF(r, bs)->cmp = TO_BUF(r, fs)->cmp = TO_SAME;
             TO_BUF(r, ft)->cmp = TO_SKIP;
             TO_SIDES(r) TO_CALL(r, r->be->gen_beam(r->ctx, to_a(r, x), to_a(r, tok), to_a(r, src), to_a(r, hist),
                                                    to_a(r, lens), to_a(r, bs), to_a(r, fs), to_a(r, ft), to_a(r, fl),
                                                    to_a(r, ff), to_a(r, un), to_a(r, done), to_a(r, rows), to_a(r, scr), R,
-                                                   V, LH, K, 7, 1, 0.7f, es));
+                                                   V, LH, to_gen_side(r, &o, eos)));
             to_check(r);
             if (r->gpu && !r->err)
                 for (i = 0; i < R; i++) {
