@@ -1084,6 +1084,20 @@ typedef struct fat5_token_seqs {
     int64_t n;
 } fat5_token_seqs;
 
+// The text of every token id as it reads inside a text (a leading "\u2581" as a space, byte
+// tokens as their bytes): id i is bytes[offsets[i] .. offsets[i + 1]). fat5_tokenizer_token_texts
+// makes it from a tokenizer, as Hugging Face's stop-string matching reads a vocabulary.
+typedef struct fat5_token_texts {
+    const char *bytes;
+    const int64_t *offsets;   // [n + 1]
+    int64_t n;
+} fat5_token_texts;
+
+// A streaming callback: after each decoding step, the n sequences still running and the token each
+// just got (seqs[i]: the output sequence, input x num_return_sequences + k, of tokens[i]). A
+// non-zero return ends the generation there (every sequence keeps what it has).
+typedef int (*fat5_generate_stream_fn)(void *user, const int64_t *seqs, const int32_t *tokens, int64_t n);
+
 typedef struct fat5_generate_config {
     int64_t max_new_tokens;        // 20: tokens generated per sequence at most (EOS included)
     int64_t min_new_tokens;        // 0: EOS is not emitted before this many tokens
@@ -1132,6 +1146,15 @@ typedef struct fat5_generate_config {
                                    //   (all inputs) or one per input, all of one length: the decoder's
                                    //   prompt as given (it should begin with the decoder start token)
     double max_time;               // 0 = off; seconds after which no further step starts
+    // ---- outputs, streaming and stop strings (each costs a host read per step; greedy and
+    // sampling only for stream and stop_strings) ----
+    int output_scores;             // 0; 1: fat5_generate_result.step_scores, every step's processed scores
+    int output_logits;             // 0; 1: fat5_generate_result.step_logits, every step's raw logits
+    fat5_generate_stream_fn stream;// NULL; else called after every step with the tokens just chosen
+    void *stream_user;             //   (its first argument)
+    const char *const *stop_strings; // [n_stop_strings]: a sequence ends when its text ends in one of
+    int64_t n_stop_strings;        //   them, the last token overlapping it (Hugging Face's rule)
+    const fat5_token_texts *token_texts; // each id's text (fat5_tokenizer_token_texts): stop_strings need it
 } fat5_generate_config;
 
 // Hugging Face's defaults, with T5's ids (eos 1, pad 0, decoder start 0).
@@ -1152,6 +1175,13 @@ typedef struct fat5_generate_result {
     float *scores;          // [n_seq] beam search: the hypothesis score; else the sum of the chosen
                             // tokens' log-probabilities (after the logits processors)
     int64_t steps;          // decoder steps run
+    int64_t n_rows;         // output_scores / output_logits: the decoder rows of each step, n_inputs x
+                            // num_beams (beam search) or x num_return_sequences
+    int64_t vocab_size;
+    float *step_scores;     // output_scores: [steps, n_rows, vocab_size], Hugging Face's `scores`: the
+                            // processed scores each row's token was chosen from (beam search: each
+                            // running beam's, before the selection); NaN for a row already finished
+    float *step_logits;     // output_logits: [steps, n_rows, vocab_size], the raw logits (`logits`)
     size_t cache_bytes;     // the key/value caches it allocated: self-attention for every row and
                             // decoder layer (max_new_tokens positions), and each layer's keys and
                             // values of the encoder output for cross-attention (not counted: one
@@ -1249,6 +1279,10 @@ FAT5_API fat5_status fat5_detokenize(fat5_tokenizer *t, const int32_t *ids, int6
                                      size_t *len);
 // Vocabulary size: the model's pieces and the added tokens (the largest id + 1).
 FAT5_API int64_t fat5_tokenizer_vocab_size(const fat5_tokenizer *t);
+// Every id's text as Hugging Face's stop-string matching reads a vocabulary (fat5_token_texts: a
+// leading "\u2581" as a space, special tokens as their text), for fat5_generate_config.token_texts.
+// The arrays belong to the context (they live until fat5_ctx_destroy): make them once.
+FAT5_API fat5_status fat5_tokenizer_token_texts(fat5_tokenizer *t, fat5_token_texts *out);
 // A piece's text (borrowed; NULL outside the vocabulary) and a text's id (-1 when none).
 FAT5_API const char *fat5_tokenizer_id_to_piece(const fat5_tokenizer *t, int32_t id);
 FAT5_API int32_t fat5_tokenizer_piece_to_id(const fat5_tokenizer *t, const char *piece);

@@ -300,7 +300,8 @@ static void *fat5__ctx_keep_bytes(fat5_ctx *ctx, const void *src, size_t n) {
     }
     p = FAT5__CAST(char *, fat5__malloc(ctx, n ? n : 1));
     if (!p) goto oom;
-    if (n) memcpy(p, src, n);
+    if (n && src) memcpy(p, src, n);
+    else if (n) memset(p, 0, n);
     ctx->kept[ctx->n_kept++] = p;
     return p;
 oom:

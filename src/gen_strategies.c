@@ -26,6 +26,8 @@ FAT5_API void fat5_generate_result_destroy(fat5_ctx *ctx, fat5_generate_result *
     fat5__free(ctx, r->tokens);
     fat5__free(ctx, r->cu_seqlens);
     fat5__free(ctx, r->scores);
+    fat5__free(ctx, r->step_scores);
+    fat5__free(ctx, r->step_logits);
     memset(r, 0, sizeof *r);
 }
 
@@ -50,6 +52,13 @@ typedef struct fat5__gen {
     fat5__addr hist, lens, done, score; // [R, Lh], [R], [max(R, N)], [R]
     fat5__addr bscore, fin_score, fin_tok, fin_len, fin_flag, unsat, src, scratch;
     fat5__gen_opts o;                   // the options the ops read (their lists live after `scratch`)
+    fat5__addr raw;                     // output_logits: the step's logits before the processors [R, V]
+    // the host side of a step (outputs, streaming, stop strings): histories hh [R, Lh] of lengths hl
+    // [R], the step's tokens htok [R] and their sequences hseq [R], a [R, V] staging hx
+    int32_t *hh, *hl, *htok;
+    int64_t *hseq;
+    float *hx;
+    int64_t cap_steps;                  // steps out->step_scores / step_logits hold
     fat5__graph graph;                  // the recorded step (GPU), or none
 } fat5__gen;
 
@@ -60,6 +69,7 @@ static fat5_status fat5__gen_step(fat5__gen *s, int64_t n) {
     fat5_decoder *d = s->d;
     fat5_status st;
     FAT5__TRY(fat5__decoder_step_dev(d, n));
+    if (s->raw) FAT5__TRY(be->copy(s->ctx, s->raw, d->logits, (size_t)(n * s->V) * 4));
     FAT5__TRY(be->gen_process(s->ctx, d->logits, s->hist, s->lens, d->rows, n, s->V, s->Lh, &s->o));
     if (!s->beam)
         return be->gen_select(s->ctx, d->logits, d->tok, s->hist, s->lens, s->done, s->score, d->rows, n, s->V, s->Lh,
@@ -110,6 +120,7 @@ static int fat5__gen_layout(fat5__gen *s, fat5__addr base, size_t *total) {
     FAT5__GWS(o.seq_bias, s->o.n_seq);
     FAT5__GWS(o.enc_tok, s->n_enc_tok);
     FAT5__GWS(o.enc_cu, N + 1);
+    if (s->g->output_logits) FAT5__GWS(raw, R * (size_t)s->V);
 #undef FAT5__GWS
     *total = off;
     return ok;
@@ -186,6 +197,14 @@ static fat5_status fat5__gen_check_request(fat5_model *m, const int32_t *tokens,
                          "fat5_generate: num_beams = %lld with %lld stop tokens keeps %lld candidates a step; at most %d",
                          (long long)g->num_beams, (long long)n_eos,
                          (long long)((n_eos > 1 ? n_eos + 1 : 2) * g->num_beams), FAT5__BEAM_CAND_MAX);
+    if (g->num_beams > 1 && (g->stream || g->n_stop_strings))
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5_generate: %s with num_beams = %lld: streaming and stop "
+                         "strings run with greedy decoding and sampling", g->stream ? "stream" : "stop_strings",
+                         (long long)g->num_beams);
+    if (g->n_stop_strings && (!g->token_texts || g->token_texts->n < V))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_generate: stop_strings need token_texts for the %lld ids of the "
+                         "vocabulary (fat5_tokenizer_token_texts), got %s", (long long)V,
+                         g->token_texts ? "fewer" : "none");
     if (g->num_beams > 1 && g->num_return_sequences > g->num_beams)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
                          "fat5_generate: num_return_sequences = %lld exceeds num_beams = %lld",
@@ -291,6 +310,91 @@ static void fat5__gen_fill(fat5__gen *s, const fat5_generate_config *g, const in
     o->seed = (unsigned long long)g->seed;
 }
 
+// Hugging Face's stop-string rule on a decoder input h [L] (the prompt and the generated tokens)
+// whose last token just came: some stop string ends inside the last token's text, overlapping its
+// start (stop[-i:] == text(last)[:i] for some i >= 1), and the texts before it end with the rest of
+// the stop string. A stop string inside the last token but not at its start does not count.
+static int fat5__gen_stop_match(const fat5_generate_config *g, const int32_t *h, int64_t L) {
+    const fat5_token_texts *tt = g->token_texts;
+    const char *last = tt->bytes + tt->offsets[h[L - 1]];
+    int64_t lf = tt->offsets[h[L - 1] + 1] - tt->offsets[h[L - 1]], k, i;
+    for (k = 0; k < g->n_stop_strings; k++) {
+        const char *stop = g->stop_strings[k];
+        int64_t ls = (int64_t)strlen(stop);
+        for (i = 1; i <= ls && i <= lf; i++) {
+            int64_t need = ls - i, j = L - 2;   // the rest, stop[0 .. need), must end the earlier texts
+            if (memcmp(stop + ls - i, last, (size_t)i)) continue;
+            while (need > 0 && j >= 0) {
+                int64_t lt = tt->offsets[h[j] + 1] - tt->offsets[h[j]], c = lt < need ? lt : need;
+                if (memcmp(stop + need - c, tt->bytes + tt->offsets[h[j]] + lt - c, (size_t)c)) break;
+                need -= c, j--;
+            }
+            if (need == 0) return 1;
+        }
+    }
+    return 0;
+}
+
+// Appends one step of [n, V] values (src, entries in ent_row's order) to *dst [steps, R, V]: rows
+// that did not run hold NaN.
+static fat5_status fat5__gen_keep_step(fat5__gen *s, float **dst, fat5__addr src, int64_t n, const int32_t *ent_row,
+                                       int64_t step) {
+    int64_t V = s->V, R = s->R, e, v;
+    float *row0;
+    fat5_status st;
+    if (step >= s->cap_steps) return FAT5_ERR_STATE;
+    if ((st = s->be->download(s->ctx, s->hx, src, (size_t)(n * V) * 4)) || (st = s->be->sync(s->ctx))) return st;
+    row0 = *dst + step * R * V;
+    for (e = 0; e < R * V; e++) row0[e] = NAN;
+    for (e = 0; e < n; e++)
+        for (v = 0; v < V; v++) row0[(int64_t)ent_row[e] * V + v] = s->hx[e * V + v];
+    return FAT5_OK;
+}
+
+// The host's part of a step when outputs, streaming or stop strings are asked for: the step's
+// scores and logits into out, the chosen tokens appended to the host histories, the stream callback
+// (a non-zero answer sets *stop_all), and the stop strings (a matching row's flag set, so that the
+// loop drops it as a finished one).
+static fat5_status fat5__gen_host_step(fat5__gen *s, fat5_generate_result *out, const fat5_generate_config *g,
+                                       int64_t n, const int32_t *ent_row, int64_t step, int32_t *flags, int *stop_all) {
+    fat5_ctx *ctx = s->ctx;
+    fat5_status st;
+    int64_t e;
+    if (step >= s->cap_steps && (g->output_scores || g->output_logits)) {   // room for more steps
+        int64_t cap = s->cap_steps ? 2 * s->cap_steps : 16;
+        size_t bytes;
+        cap = cap < s->max_new ? cap : s->max_new;
+        bytes = (size_t)cap * (size_t)s->R * (size_t)s->V * sizeof(float);
+        if (g->output_scores) {
+            float *p = FAT5__CAST(float *, fat5__realloc(ctx, out->step_scores, bytes));
+            if (!p) goto oom;
+            out->step_scores = p;
+        }
+        if (g->output_logits) {
+            float *p = FAT5__CAST(float *, fat5__realloc(ctx, out->step_logits, bytes));
+            if (!p) goto oom;
+            out->step_logits = p;
+        }
+        s->cap_steps = cap;
+    }
+    if (g->output_scores && (st = fat5__gen_keep_step(s, &out->step_scores, s->d->logits, n, ent_row, step))) return st;
+    if (g->output_logits && (st = fat5__gen_keep_step(s, &out->step_logits, s->raw, n, ent_row, step))) return st;
+    if (!g->stream && !g->n_stop_strings) return FAT5_OK;
+    if ((st = s->be->download(ctx, s->htok, s->d->tok, (size_t)n * 4)) || (st = s->be->sync(ctx))) return st;
+    for (e = 0; e < n; e++) {
+        int64_t r = ent_row[e];
+        s->hh[r * s->Lh + s->hl[r]] = s->htok[e];
+        s->hl[r]++;
+        s->hseq[e] = r;   // greedy and sampling: row r is output sequence r
+        if (g->n_stop_strings && !flags[r] && fat5__gen_stop_match(g, s->hh + r * s->Lh, s->hl[r])) flags[r] = 1;
+    }
+    if (g->stream && g->stream(g->stream_user, s->hseq, s->htok, n)) *stop_all = 1;
+    return FAT5_OK;
+oom:
+    return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_generate: out of memory for the outputs of %lld steps x %lld "
+                     "rows x %d", (long long)step + 1, (long long)s->R, s->V);
+}
+
 FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const int32_t *cu_seqlens, int64_t n_inputs,
                                    const fat5_generate_config *g, fat5_generate_result *out) {
     fat5__gen s;
@@ -301,7 +405,7 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
     float *hs = NULL, *bias = NULL;
     size_t total = 0, n_list;
     int64_t n, r, e, steps = 0, R, N, Lh, P, rpi, total_tok = 0, q, t;
-    int use_graph;
+    int use_graph, host_step = 0;
     double t0 = fat5__now_s();
     if (!m) return FAT5_ERR_INVALID_ARG;
     ctx = m->ctx;
@@ -363,6 +467,20 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
                             : di->n ? di->ids[di->cu[row] + t] : (int32_t)g->decoder_start_token_id;
         }
     if ((st = s.be->upload(ctx, s.hist, h, (size_t)(R * Lh) * 4))) goto fail;
+    host_step = g->output_scores || g->output_logits || g->stream || g->n_stop_strings;
+    if (host_step) {
+        s.hh = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)(R * Lh + 2 * R) * sizeof(int32_t)));
+        s.hseq = FAT5__CAST(int64_t *, fat5__malloc(ctx, (size_t)R * sizeof(int64_t)));
+        s.hx = FAT5__CAST(float *, fat5__malloc(ctx, (size_t)R * (size_t)s.V * sizeof(float)));
+        if (!s.hh || !s.hseq || !s.hx) {
+            st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_generate: out of memory");
+            goto fail;
+        }
+        s.hl = s.hh + R * Lh, s.htok = s.hl + R;
+        memcpy(s.hh, h, (size_t)(R * Lh) * sizeof(int32_t));
+        for (r = 0; r < R; r++) s.hl[r] = (int32_t)P;
+        out->n_rows = R, out->vocab_size = s.V;
+    }
     for (r = 0; r < R; r++) hs[r] = s.beam && r % s.K ? -1.0e9f : 0.0f;
     if ((st = s.be->upload(ctx, s.bscore, hs, (size_t)R * 4))) goto fail;
     for (r = 0; r < R; r++) hs[r] = -1.0e9f;
@@ -398,6 +516,11 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
         steps++;
         // the small read between steps: which rows (inputs) are done; then drop their entries
         if ((st = s.be->download(ctx, flags, s.done, (size_t)unit_n * 4)) || (st = s.be->sync(ctx))) goto fail;
+        if (host_step) {   // outputs, streaming, stop strings: this step's tokens (and scores) on the host
+            int stop_all = 0;
+            if ((st = fat5__gen_host_step(&s, out, g, n, ent_row, steps - 1, flags, &stop_all))) goto fail;
+            if (stop_all) break;
+        }
         for (e = 0; e < n; e++) {
             int64_t unit = s.beam ? ent_row[e] / s.K : ent_row[e];
             kept += !flags[unit];
@@ -463,6 +586,9 @@ cleanup:
     fat5__free(ctx, hs);
     fat5__free(ctx, list);
     fat5__free(ctx, bias);
+    fat5__free(ctx, s.hh);
+    fat5__free(ctx, s.hseq);
+    fat5__free(ctx, s.hx);
     fat5_decoder_destroy(s.d);
     return st;
 }

@@ -142,6 +142,14 @@ static fat5_status fat5__gen_check(fat5_ctx *ctx, const char *what, const fat5_g
             (st = fat5__gen_check_seqs(ctx, what, "decoder_input_ids", &g->decoder_input_ids)))
             return st;
     }
+    FAT5__GEN_BAD(g->n_stop_strings < 0 || (g->n_stop_strings > 0 && !g->stop_strings),
+                  "%s: stop_strings has n = %lld", what, (long long)g->n_stop_strings);
+    if (g->n_stop_strings > 0) {
+        int64_t i;
+        for (i = 0; i < g->n_stop_strings; i++)
+            FAT5__GEN_BAD(!g->stop_strings[i] || !g->stop_strings[i][0], "%s: stop_strings[%lld] is empty", what,
+                          (long long)i);
+    }
     FAT5__GEN_BAD(g->sequence_bias.n > 0 && !g->sequence_bias_values, "%s: sequence_bias has %lld sequences and no "
                   "sequence_bias_values", what, (long long)g->sequence_bias.n);
     if (g->sequence_bias.n > 0) {
@@ -196,7 +204,7 @@ static fat5_status fat5__gen_bool(fat5_ctx *ctx, const fat5__json *root, const c
 // metadata): accepted whatever their value.
 static const char *const fat5__gen_keys_inert[] = {
     "use_cache", "cache_implementation", "cache_config", "max_cache_len", "output_attentions",
-    "output_hidden_states", "return_dict_in_generate", "output_scores", "output_logits", "bos_token_id",
+    "output_hidden_states", "return_dict_in_generate", "bos_token_id",
     "compile_config", "disable_compile", "prefill_chunk_size", "low_memory", "continuous_batching_config",
     "is_assistant", "num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold",
     "assistant_lookbehind", "target_lookbehind", "max_matching_ngram_size", "_from_model_config",
@@ -204,7 +212,7 @@ static const char *const fat5__gen_keys_inert[] = {
 // The members transformers defines for decoding modes fat5 does not run: refused unless absent, null
 // or at the value that turns them off (a string the reader checks: "false", "1", "0", "[]").
 static const char *const fat5__gen_keys_refused[][2] = {
-    {"stop_strings", "[]"}, {"use_mtp", "false"}, {"top_h", ""}, {"token_healing", "false"},
+    {"use_mtp", "false"}, {"top_h", ""}, {"token_healing", "false"},
     {"guidance_scale", "1"}, {"watermarking_config", ""}, {"prompt_lookup_num_tokens", ""},
     {"assistant_early_exit", ""}, {"assistant_ensemble_weight", ""}, {"speculation_type", ""},
     {"penalty_alpha", "0"}, {"dola_layers", ""}, {"diversity_penalty", "0"}, {"num_beam_groups", "1"},
@@ -218,7 +226,7 @@ static const char *const fat5__gen_keys_read[] = {
     "forced_eos_token_id", "suppress_tokens", "begin_suppress_tokens", "bad_words_ids", "sequence_bias",
     "encoder_repetition_penalty", "encoder_no_repeat_ngram_size", "exponential_decay_length_penalty",
     "renormalize_logits", "remove_invalid_values", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff",
-    "decoder_input_ids", "max_time", NULL};
+    "decoder_input_ids", "max_time", "output_scores", "output_logits", "stop_strings", NULL};
 
 static int fat5__gen_key_in(const char *const *keys, const char *k) {
     for (; *keys; keys++)
@@ -349,6 +357,29 @@ done:
     return st;
 }
 
+// Strings from a member that is one string or a list of strings, kept by the context.
+static fat5_status fat5__gen_strings(fat5_ctx *ctx, const fat5__json *root, const char *key,
+                                     const char *const **out, int64_t *n_out) {
+    const fat5__json *v = fat5__json_get(root, key), *e;
+    const char **list;
+    int64_t n, i;
+    if (!v || v->type == FAT5__J_NULL) return FAT5_OK;
+    if (v->type != FAT5__J_STRING && v->type != FAT5__J_ARRAY)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: %s must be a string or a list of strings, got %s",
+                         key, fat5__json_type_name(v->type));
+    n = v->type == FAT5__J_ARRAY ? v->n : 1;
+    list = (const char **)fat5__ctx_keep_bytes(ctx, NULL, (size_t)(n ? n : 1) * sizeof(char *));
+    if (!list) return FAT5_ERR_OUT_OF_MEMORY;
+    for (e = v->type == FAT5__J_ARRAY ? v->child : v, i = 0; i < n; e = e->next, i++) {
+        if (e->type != FAT5__J_STRING || !e->str[0])
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: %s[%lld] must be a non-empty string", key,
+                             (long long)i);
+        if (!(list[i] = fat5__ctx_keep(ctx, e->str))) return FAT5_ERR_OUT_OF_MEMORY;
+    }
+    *out = list, *n_out = n;
+    return FAT5_OK;
+}
+
 FAT5_API fat5_status fat5_generate_config_from_json(fat5_ctx *ctx, const char *json, size_t len,
                                                     fat5_generate_config *inout) {
     fat5__jdoc *doc = NULL;
@@ -414,7 +445,10 @@ FAT5_API fat5_status fat5_generate_config_from_json(fat5_ctx *ctx, const char *j
         (st = fat5__gen_num(ctx, root, "typical_p", &g.typical_p)) ||
         (st = fat5__gen_num(ctx, root, "epsilon_cutoff", &g.epsilon_cutoff)) ||
         (st = fat5__gen_num(ctx, root, "eta_cutoff", &g.eta_cutoff)) ||
-        (st = fat5__gen_num(ctx, root, "max_time", &g.max_time)))
+        (st = fat5__gen_num(ctx, root, "max_time", &g.max_time)) ||
+        (st = fat5__gen_bool(ctx, root, "output_scores", &g.output_scores)) ||
+        (st = fat5__gen_bool(ctx, root, "output_logits", &g.output_logits)) ||
+        (st = fat5__gen_strings(ctx, root, "stop_strings", &g.stop_strings, &g.n_stop_strings)))
         goto done;
     if (has_eos) {   // one id, or a list: the first is eos_token_id, the list every stop token
         if (g.eos_token_ids.n == 0) {

@@ -2054,3 +2054,65 @@ FAT5_API fat5_status fat5_batch_from_texts(fat5_tokenizer *t, const char *const 
     return FAT5_OK;
 }
 
+
+// Each id's text as it reads inside a text, made as Hugging Face's stop-string matching makes it:
+// "abcdef" tokenized (no special tokens), the id appended, detokenized, and what follows the first
+// "abcdef" kept. The result belongs to the context.
+FAT5_API fat5_status fat5_tokenizer_token_texts(fat5_tokenizer *t, fat5_token_texts *out) {
+    static const char prefix[] = "abcdef";
+    fat5_ctx *ctx;
+    int32_t *base = NULL, *ids = NULL;
+    int64_t nb = 0, V, id, *off = NULL;
+    char *bytes = NULL;
+    size_t cap = 0, used = 0;
+    fat5_status st;
+    if (!t || !out) return FAT5_ERR_INVALID_ARG;
+    ctx = t->ctx;
+    V = t->vocab_size;
+    if ((st = fat5_tokenize(t, prefix, sizeof prefix - 1, NULL, 0, FAT5_TOKENIZE_NO_SPECIAL, &base, &nb))) return st;
+    ids = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)(nb + 1) * sizeof(int32_t)));
+    off = FAT5__CAST(int64_t *, fat5__malloc(ctx, (size_t)(V + 1) * sizeof(int64_t)));
+    if (!ids || !off) goto oom;
+    memcpy(ids, base, (size_t)nb * sizeof(int32_t));
+    off[0] = 0;
+    for (id = 0; id < V; id++) {
+        char *txt = NULL, *at;
+        size_t len = 0, keep = 0;
+        ids[nb] = (int32_t)id;
+        if (fat5_detokenize(t, ids, nb + 1, 0, &txt, &len) == FAT5_OK && txt) {
+            at = strstr(txt, prefix);
+            if (at) keep = len - (size_t)(at + sizeof prefix - 1 - txt);
+            if (used + keep + 1 > cap) {
+                size_t nc = cap ? 2 * cap : 4096;
+                char *nbuf;
+                while (nc < used + keep + 1) nc *= 2;
+                nbuf = FAT5__CAST(char *, fat5__realloc(ctx, bytes, nc));
+                if (!nbuf) {
+                    fat5__free(ctx, txt);
+                    goto oom;
+                }
+                bytes = nbuf, cap = nc;
+            }
+            if (keep) memcpy(bytes + used, at + sizeof prefix - 1, keep);
+            used += keep;
+        }
+        fat5__free(ctx, txt);
+        off[id + 1] = (int64_t)used;
+    }
+    {
+        char *kb = (char *)fat5__ctx_keep_bytes(ctx, bytes, used + 1);
+        int64_t *ko = (int64_t *)fat5__ctx_keep_bytes(ctx, off, (size_t)(V + 1) * sizeof(int64_t));
+        if (!kb || !ko) goto oom;
+        out->bytes = kb, out->offsets = ko, out->n = V;
+    }
+    st = FAT5_OK;
+    goto done;
+oom:
+    st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokenizer_token_texts: out of memory (%lld ids)", (long long)V);
+done:
+    fat5__free(ctx, base);
+    fat5__free(ctx, ids);
+    fat5__free(ctx, off);
+    fat5__free(ctx, bytes);
+    return st;
+}

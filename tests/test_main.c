@@ -22,6 +22,7 @@
 #include "test_crash.c"      // after test_train.c: its corpus and configuration
 #include "test_decode.c"
 #include "test_generate.c"
+#include "test_generate_options.c"  // after test_generate.c: its tgen_ helpers
 #include "test_longt5.c"     // after test_decode.c: reuses its inputs and forward
 #include "test_unicode.c"
 #include "test_tokenizer.c"
@@ -58,6 +59,7 @@ static const fat5_test_case fat5_cases[] = {
     FAT5_TESTS_CRASH(FAT5_TEST_ENTRY)
     FAT5_TESTS_DECODE(FAT5_TEST_ENTRY)
     FAT5_TESTS_GENERATE(FAT5_TEST_ENTRY)
+    FAT5_TESTS_GENERATE_OPTIONS(FAT5_TEST_ENTRY)
     FAT5_TESTS_UNICODE(FAT5_TEST_ENTRY)
     FAT5_TESTS_TOKENIZER(FAT5_TEST_ENTRY)
     FAT5_TESTS_METRICS(FAT5_TEST_ENTRY)
