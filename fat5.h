@@ -1118,6 +1118,20 @@ typedef struct fat5_token_seqs {
     int64_t n;
 } fat5_token_seqs;
 
+// The text of every token id as it reads inside a text (a leading "\u2581" as a space, byte
+// tokens as their bytes): id i is bytes[offsets[i] .. offsets[i + 1]). fat5_tokenizer_token_texts
+// makes it from a tokenizer, as Hugging Face's stop-string matching reads a vocabulary.
+typedef struct fat5_token_texts {
+    const char *bytes;
+    const int64_t *offsets;   // [n + 1]
+    int64_t n;
+} fat5_token_texts;
+
+// A streaming callback: after each decoding step, the n sequences still running and the token each
+// just got (seqs[i]: the output sequence, input x num_return_sequences + k, of tokens[i]). A
+// non-zero return ends the generation there (every sequence keeps what it has).
+typedef int (*fat5_generate_stream_fn)(void *user, const int64_t *seqs, const int32_t *tokens, int64_t n);
+
 typedef struct fat5_generate_config {
     int64_t max_new_tokens;        // 20: tokens generated per sequence at most (EOS included)
     int64_t min_new_tokens;        // 0: EOS is not emitted before this many tokens
@@ -1166,6 +1180,15 @@ typedef struct fat5_generate_config {
                                    //   (all inputs) or one per input, all of one length: the decoder's
                                    //   prompt as given (it should begin with the decoder start token)
     double max_time;               // 0 = off; seconds after which no further step starts
+    // ---- outputs, streaming and stop strings (each costs a host read per step; greedy and
+    // sampling only for stream and stop_strings) ----
+    int output_scores;             // 0; 1: fat5_generate_result.step_scores, every step's processed scores
+    int output_logits;             // 0; 1: fat5_generate_result.step_logits, every step's raw logits
+    fat5_generate_stream_fn stream;// NULL; else called after every step with the tokens just chosen
+    void *stream_user;             //   (its first argument)
+    const char *const *stop_strings; // [n_stop_strings]: a sequence ends when its text ends in one of
+    int64_t n_stop_strings;        //   them, the last token overlapping it (Hugging Face's rule)
+    const fat5_token_texts *token_texts; // each id's text (fat5_tokenizer_token_texts): stop_strings need it
 } fat5_generate_config;
 
 // Hugging Face's defaults, with T5's ids (eos 1, pad 0, decoder start 0).
@@ -1186,6 +1209,13 @@ typedef struct fat5_generate_result {
     float *scores;          // [n_seq] beam search: the hypothesis score; else the sum of the chosen
                             // tokens' log-probabilities (after the logits processors)
     int64_t steps;          // decoder steps run
+    int64_t n_rows;         // output_scores / output_logits: the decoder rows of each step, n_inputs x
+                            // num_beams (beam search) or x num_return_sequences
+    int64_t vocab_size;
+    float *step_scores;     // output_scores: [steps, n_rows, vocab_size], Hugging Face's `scores`: the
+                            // processed scores each row's token was chosen from (beam search: each
+                            // running beam's, before the selection); NaN for a row already finished
+    float *step_logits;     // output_logits: [steps, n_rows, vocab_size], the raw logits (`logits`)
     size_t cache_bytes;     // the key/value caches it allocated: self-attention for every row and
                             // decoder layer (max_new_tokens positions), and each layer's keys and
                             // values of the encoder output for cross-attention (not counted: one
@@ -1283,6 +1313,10 @@ FAT5_API fat5_status fat5_detokenize(fat5_tokenizer *t, const int32_t *ids, int6
                                      size_t *len);
 // Vocabulary size: the model's pieces and the added tokens (the largest id + 1).
 FAT5_API int64_t fat5_tokenizer_vocab_size(const fat5_tokenizer *t);
+// Every id's text as Hugging Face's stop-string matching reads a vocabulary (fat5_token_texts: a
+// leading "\u2581" as a space, special tokens as their text), for fat5_generate_config.token_texts.
+// The arrays belong to the context (they live until fat5_ctx_destroy): make them once.
+FAT5_API fat5_status fat5_tokenizer_token_texts(fat5_tokenizer *t, fat5_token_texts *out);
 // A piece's text (borrowed; NULL outside the vocabulary) and a text's id (-1 when none).
 FAT5_API const char *fat5_tokenizer_id_to_piece(const fat5_tokenizer *t, int32_t id);
 FAT5_API int32_t fat5_tokenizer_piece_to_id(const fat5_tokenizer *t, const char *piece);
@@ -1793,7 +1827,8 @@ static void *fat5__ctx_keep_bytes(fat5_ctx *ctx, const void *src, size_t n) {
     }
     p = FAT5__CAST(char *, fat5__malloc(ctx, n ? n : 1));
     if (!p) goto oom;
-    if (n) memcpy(p, src, n);
+    if (n && src) memcpy(p, src, n);
+    else if (n) memset(p, 0, n);
     ctx->kept[ctx->n_kept++] = p;
     return p;
 oom:
@@ -16943,6 +16978,14 @@ static fat5_status fat5__gen_check(fat5_ctx *ctx, const char *what, const fat5_g
             (st = fat5__gen_check_seqs(ctx, what, "decoder_input_ids", &g->decoder_input_ids)))
             return st;
     }
+    FAT5__GEN_BAD(g->n_stop_strings < 0 || (g->n_stop_strings > 0 && !g->stop_strings),
+                  "%s: stop_strings has n = %lld", what, (long long)g->n_stop_strings);
+    if (g->n_stop_strings > 0) {
+        int64_t i;
+        for (i = 0; i < g->n_stop_strings; i++)
+            FAT5__GEN_BAD(!g->stop_strings[i] || !g->stop_strings[i][0], "%s: stop_strings[%lld] is empty", what,
+                          (long long)i);
+    }
     FAT5__GEN_BAD(g->sequence_bias.n > 0 && !g->sequence_bias_values, "%s: sequence_bias has %lld sequences and no "
                   "sequence_bias_values", what, (long long)g->sequence_bias.n);
     if (g->sequence_bias.n > 0) {
@@ -16997,7 +17040,7 @@ static fat5_status fat5__gen_bool(fat5_ctx *ctx, const fat5__json *root, const c
 // metadata): accepted whatever their value.
 static const char *const fat5__gen_keys_inert[] = {
     "use_cache", "cache_implementation", "cache_config", "max_cache_len", "output_attentions",
-    "output_hidden_states", "return_dict_in_generate", "output_scores", "output_logits", "bos_token_id",
+    "output_hidden_states", "return_dict_in_generate", "bos_token_id",
     "compile_config", "disable_compile", "prefill_chunk_size", "low_memory", "continuous_batching_config",
     "is_assistant", "num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold",
     "assistant_lookbehind", "target_lookbehind", "max_matching_ngram_size", "_from_model_config",
@@ -17005,7 +17048,7 @@ static const char *const fat5__gen_keys_inert[] = {
 // The members transformers defines for decoding modes fat5 does not run: refused unless absent, null
 // or at the value that turns them off (a string the reader checks: "false", "1", "0", "[]").
 static const char *const fat5__gen_keys_refused[][2] = {
-    {"stop_strings", "[]"}, {"use_mtp", "false"}, {"top_h", ""}, {"token_healing", "false"},
+    {"use_mtp", "false"}, {"top_h", ""}, {"token_healing", "false"},
     {"guidance_scale", "1"}, {"watermarking_config", ""}, {"prompt_lookup_num_tokens", ""},
     {"assistant_early_exit", ""}, {"assistant_ensemble_weight", ""}, {"speculation_type", ""},
     {"penalty_alpha", "0"}, {"dola_layers", ""}, {"diversity_penalty", "0"}, {"num_beam_groups", "1"},
@@ -17019,7 +17062,7 @@ static const char *const fat5__gen_keys_read[] = {
     "forced_eos_token_id", "suppress_tokens", "begin_suppress_tokens", "bad_words_ids", "sequence_bias",
     "encoder_repetition_penalty", "encoder_no_repeat_ngram_size", "exponential_decay_length_penalty",
     "renormalize_logits", "remove_invalid_values", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff",
-    "decoder_input_ids", "max_time", NULL};
+    "decoder_input_ids", "max_time", "output_scores", "output_logits", "stop_strings", NULL};
 
 static int fat5__gen_key_in(const char *const *keys, const char *k) {
     for (; *keys; keys++)
@@ -17150,6 +17193,29 @@ done:
     return st;
 }
 
+// Strings from a member that is one string or a list of strings, kept by the context.
+static fat5_status fat5__gen_strings(fat5_ctx *ctx, const fat5__json *root, const char *key,
+                                     const char *const **out, int64_t *n_out) {
+    const fat5__json *v = fat5__json_get(root, key), *e;
+    const char **list;
+    int64_t n, i;
+    if (!v || v->type == FAT5__J_NULL) return FAT5_OK;
+    if (v->type != FAT5__J_STRING && v->type != FAT5__J_ARRAY)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: %s must be a string or a list of strings, got %s",
+                         key, fat5__json_type_name(v->type));
+    n = v->type == FAT5__J_ARRAY ? v->n : 1;
+    list = (const char **)fat5__ctx_keep_bytes(ctx, NULL, (size_t)(n ? n : 1) * sizeof(char *));
+    if (!list) return FAT5_ERR_OUT_OF_MEMORY;
+    for (e = v->type == FAT5__J_ARRAY ? v->child : v, i = 0; i < n; e = e->next, i++) {
+        if (e->type != FAT5__J_STRING || !e->str[0])
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: %s[%lld] must be a non-empty string", key,
+                             (long long)i);
+        if (!(list[i] = fat5__ctx_keep(ctx, e->str))) return FAT5_ERR_OUT_OF_MEMORY;
+    }
+    *out = list, *n_out = n;
+    return FAT5_OK;
+}
+
 FAT5_API fat5_status fat5_generate_config_from_json(fat5_ctx *ctx, const char *json, size_t len,
                                                     fat5_generate_config *inout) {
     fat5__jdoc *doc = NULL;
@@ -17215,7 +17281,10 @@ FAT5_API fat5_status fat5_generate_config_from_json(fat5_ctx *ctx, const char *j
         (st = fat5__gen_num(ctx, root, "typical_p", &g.typical_p)) ||
         (st = fat5__gen_num(ctx, root, "epsilon_cutoff", &g.epsilon_cutoff)) ||
         (st = fat5__gen_num(ctx, root, "eta_cutoff", &g.eta_cutoff)) ||
-        (st = fat5__gen_num(ctx, root, "max_time", &g.max_time)))
+        (st = fat5__gen_num(ctx, root, "max_time", &g.max_time)) ||
+        (st = fat5__gen_bool(ctx, root, "output_scores", &g.output_scores)) ||
+        (st = fat5__gen_bool(ctx, root, "output_logits", &g.output_logits)) ||
+        (st = fat5__gen_strings(ctx, root, "stop_strings", &g.stop_strings, &g.n_stop_strings)))
         goto done;
     if (has_eos) {   // one id, or a list: the first is eos_token_id, the list every stop token
         if (g.eos_token_ids.n == 0) {
@@ -18677,6 +18746,8 @@ FAT5_API void fat5_generate_result_destroy(fat5_ctx *ctx, fat5_generate_result *
     fat5__free(ctx, r->tokens);
     fat5__free(ctx, r->cu_seqlens);
     fat5__free(ctx, r->scores);
+    fat5__free(ctx, r->step_scores);
+    fat5__free(ctx, r->step_logits);
     memset(r, 0, sizeof *r);
 }
 
@@ -18701,6 +18772,13 @@ typedef struct fat5__gen {
     fat5__addr hist, lens, done, score; // [R, Lh], [R], [max(R, N)], [R]
     fat5__addr bscore, fin_score, fin_tok, fin_len, fin_flag, unsat, src, scratch;
     fat5__gen_opts o;                   // the options the ops read (their lists live after `scratch`)
+    fat5__addr raw;                     // output_logits: the step's logits before the processors [R, V]
+    // the host side of a step (outputs, streaming, stop strings): histories hh [R, Lh] of lengths hl
+    // [R], the step's tokens htok [R] and their sequences hseq [R], a [R, V] staging hx
+    int32_t *hh, *hl, *htok;
+    int64_t *hseq;
+    float *hx;
+    int64_t cap_steps;                  // steps out->step_scores / step_logits hold
     fat5__graph graph;                  // the recorded step (GPU), or none
 } fat5__gen;
 
@@ -18711,6 +18789,7 @@ static fat5_status fat5__gen_step(fat5__gen *s, int64_t n) {
     fat5_decoder *d = s->d;
     fat5_status st;
     FAT5__TRY(fat5__decoder_step_dev(d, n));
+    if (s->raw) FAT5__TRY(be->copy(s->ctx, s->raw, d->logits, (size_t)(n * s->V) * 4));
     FAT5__TRY(be->gen_process(s->ctx, d->logits, s->hist, s->lens, d->rows, n, s->V, s->Lh, &s->o));
     if (!s->beam)
         return be->gen_select(s->ctx, d->logits, d->tok, s->hist, s->lens, s->done, s->score, d->rows, n, s->V, s->Lh,
@@ -18761,6 +18840,7 @@ static int fat5__gen_layout(fat5__gen *s, fat5__addr base, size_t *total) {
     FAT5__GWS(o.seq_bias, s->o.n_seq);
     FAT5__GWS(o.enc_tok, s->n_enc_tok);
     FAT5__GWS(o.enc_cu, N + 1);
+    if (s->g->output_logits) FAT5__GWS(raw, R * (size_t)s->V);
 #undef FAT5__GWS
     *total = off;
     return ok;
@@ -18837,6 +18917,14 @@ static fat5_status fat5__gen_check_request(fat5_model *m, const int32_t *tokens,
                          "fat5_generate: num_beams = %lld with %lld stop tokens keeps %lld candidates a step; at most %d",
                          (long long)g->num_beams, (long long)n_eos,
                          (long long)((n_eos > 1 ? n_eos + 1 : 2) * g->num_beams), FAT5__BEAM_CAND_MAX);
+    if (g->num_beams > 1 && (g->stream || g->n_stop_strings))
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5_generate: %s with num_beams = %lld: streaming and stop "
+                         "strings run with greedy decoding and sampling", g->stream ? "stream" : "stop_strings",
+                         (long long)g->num_beams);
+    if (g->n_stop_strings && (!g->token_texts || g->token_texts->n < V))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_generate: stop_strings need token_texts for the %lld ids of the "
+                         "vocabulary (fat5_tokenizer_token_texts), got %s", (long long)V,
+                         g->token_texts ? "fewer" : "none");
     if (g->num_beams > 1 && g->num_return_sequences > g->num_beams)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
                          "fat5_generate: num_return_sequences = %lld exceeds num_beams = %lld",
@@ -18942,6 +19030,91 @@ static void fat5__gen_fill(fat5__gen *s, const fat5_generate_config *g, const in
     o->seed = (unsigned long long)g->seed;
 }
 
+// Hugging Face's stop-string rule on a decoder input h [L] (the prompt and the generated tokens)
+// whose last token just came: some stop string ends inside the last token's text, overlapping its
+// start (stop[-i:] == text(last)[:i] for some i >= 1), and the texts before it end with the rest of
+// the stop string. A stop string inside the last token but not at its start does not count.
+static int fat5__gen_stop_match(const fat5_generate_config *g, const int32_t *h, int64_t L) {
+    const fat5_token_texts *tt = g->token_texts;
+    const char *last = tt->bytes + tt->offsets[h[L - 1]];
+    int64_t lf = tt->offsets[h[L - 1] + 1] - tt->offsets[h[L - 1]], k, i;
+    for (k = 0; k < g->n_stop_strings; k++) {
+        const char *stop = g->stop_strings[k];
+        int64_t ls = (int64_t)strlen(stop);
+        for (i = 1; i <= ls && i <= lf; i++) {
+            int64_t need = ls - i, j = L - 2;   // the rest, stop[0 .. need), must end the earlier texts
+            if (memcmp(stop + ls - i, last, (size_t)i)) continue;
+            while (need > 0 && j >= 0) {
+                int64_t lt = tt->offsets[h[j] + 1] - tt->offsets[h[j]], c = lt < need ? lt : need;
+                if (memcmp(stop + need - c, tt->bytes + tt->offsets[h[j]] + lt - c, (size_t)c)) break;
+                need -= c, j--;
+            }
+            if (need == 0) return 1;
+        }
+    }
+    return 0;
+}
+
+// Appends one step of [n, V] values (src, entries in ent_row's order) to *dst [steps, R, V]: rows
+// that did not run hold NaN.
+static fat5_status fat5__gen_keep_step(fat5__gen *s, float **dst, fat5__addr src, int64_t n, const int32_t *ent_row,
+                                       int64_t step) {
+    int64_t V = s->V, R = s->R, e, v;
+    float *row0;
+    fat5_status st;
+    if (step >= s->cap_steps) return FAT5_ERR_STATE;
+    if ((st = s->be->download(s->ctx, s->hx, src, (size_t)(n * V) * 4)) || (st = s->be->sync(s->ctx))) return st;
+    row0 = *dst + step * R * V;
+    for (e = 0; e < R * V; e++) row0[e] = NAN;
+    for (e = 0; e < n; e++)
+        for (v = 0; v < V; v++) row0[(int64_t)ent_row[e] * V + v] = s->hx[e * V + v];
+    return FAT5_OK;
+}
+
+// The host's part of a step when outputs, streaming or stop strings are asked for: the step's
+// scores and logits into out, the chosen tokens appended to the host histories, the stream callback
+// (a non-zero answer sets *stop_all), and the stop strings (a matching row's flag set, so that the
+// loop drops it as a finished one).
+static fat5_status fat5__gen_host_step(fat5__gen *s, fat5_generate_result *out, const fat5_generate_config *g,
+                                       int64_t n, const int32_t *ent_row, int64_t step, int32_t *flags, int *stop_all) {
+    fat5_ctx *ctx = s->ctx;
+    fat5_status st;
+    int64_t e;
+    if (step >= s->cap_steps && (g->output_scores || g->output_logits)) {   // room for more steps
+        int64_t cap = s->cap_steps ? 2 * s->cap_steps : 16;
+        size_t bytes;
+        cap = cap < s->max_new ? cap : s->max_new;
+        bytes = (size_t)cap * (size_t)s->R * (size_t)s->V * sizeof(float);
+        if (g->output_scores) {
+            float *p = FAT5__CAST(float *, fat5__realloc(ctx, out->step_scores, bytes));
+            if (!p) goto oom;
+            out->step_scores = p;
+        }
+        if (g->output_logits) {
+            float *p = FAT5__CAST(float *, fat5__realloc(ctx, out->step_logits, bytes));
+            if (!p) goto oom;
+            out->step_logits = p;
+        }
+        s->cap_steps = cap;
+    }
+    if (g->output_scores && (st = fat5__gen_keep_step(s, &out->step_scores, s->d->logits, n, ent_row, step))) return st;
+    if (g->output_logits && (st = fat5__gen_keep_step(s, &out->step_logits, s->raw, n, ent_row, step))) return st;
+    if (!g->stream && !g->n_stop_strings) return FAT5_OK;
+    if ((st = s->be->download(ctx, s->htok, s->d->tok, (size_t)n * 4)) || (st = s->be->sync(ctx))) return st;
+    for (e = 0; e < n; e++) {
+        int64_t r = ent_row[e];
+        s->hh[r * s->Lh + s->hl[r]] = s->htok[e];
+        s->hl[r]++;
+        s->hseq[e] = r;   // greedy and sampling: row r is output sequence r
+        if (g->n_stop_strings && !flags[r] && fat5__gen_stop_match(g, s->hh + r * s->Lh, s->hl[r])) flags[r] = 1;
+    }
+    if (g->stream && g->stream(g->stream_user, s->hseq, s->htok, n)) *stop_all = 1;
+    return FAT5_OK;
+oom:
+    return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_generate: out of memory for the outputs of %lld steps x %lld "
+                     "rows x %d", (long long)step + 1, (long long)s->R, s->V);
+}
+
 FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const int32_t *cu_seqlens, int64_t n_inputs,
                                    const fat5_generate_config *g, fat5_generate_result *out) {
     fat5__gen s;
@@ -18952,7 +19125,7 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
     float *hs = NULL, *bias = NULL;
     size_t total = 0, n_list;
     int64_t n, r, e, steps = 0, R, N, Lh, P, rpi, total_tok = 0, q, t;
-    int use_graph;
+    int use_graph, host_step = 0;
     double t0 = fat5__now_s();
     if (!m) return FAT5_ERR_INVALID_ARG;
     ctx = m->ctx;
@@ -19014,6 +19187,20 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
                             : di->n ? di->ids[di->cu[row] + t] : (int32_t)g->decoder_start_token_id;
         }
     if ((st = s.be->upload(ctx, s.hist, h, (size_t)(R * Lh) * 4))) goto fail;
+    host_step = g->output_scores || g->output_logits || g->stream || g->n_stop_strings;
+    if (host_step) {
+        s.hh = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)(R * Lh + 2 * R) * sizeof(int32_t)));
+        s.hseq = FAT5__CAST(int64_t *, fat5__malloc(ctx, (size_t)R * sizeof(int64_t)));
+        s.hx = FAT5__CAST(float *, fat5__malloc(ctx, (size_t)R * (size_t)s.V * sizeof(float)));
+        if (!s.hh || !s.hseq || !s.hx) {
+            st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_generate: out of memory");
+            goto fail;
+        }
+        s.hl = s.hh + R * Lh, s.htok = s.hl + R;
+        memcpy(s.hh, h, (size_t)(R * Lh) * sizeof(int32_t));
+        for (r = 0; r < R; r++) s.hl[r] = (int32_t)P;
+        out->n_rows = R, out->vocab_size = s.V;
+    }
     for (r = 0; r < R; r++) hs[r] = s.beam && r % s.K ? -1.0e9f : 0.0f;
     if ((st = s.be->upload(ctx, s.bscore, hs, (size_t)R * 4))) goto fail;
     for (r = 0; r < R; r++) hs[r] = -1.0e9f;
@@ -19049,6 +19236,11 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
         steps++;
         // the small read between steps: which rows (inputs) are done; then drop their entries
         if ((st = s.be->download(ctx, flags, s.done, (size_t)unit_n * 4)) || (st = s.be->sync(ctx))) goto fail;
+        if (host_step) {   // outputs, streaming, stop strings: this step's tokens (and scores) on the host
+            int stop_all = 0;
+            if ((st = fat5__gen_host_step(&s, out, g, n, ent_row, steps - 1, flags, &stop_all))) goto fail;
+            if (stop_all) break;
+        }
         for (e = 0; e < n; e++) {
             int64_t unit = s.beam ? ent_row[e] / s.K : ent_row[e];
             kept += !flags[unit];
@@ -19114,6 +19306,9 @@ cleanup:
     fat5__free(ctx, hs);
     fat5__free(ctx, list);
     fat5__free(ctx, bias);
+    fat5__free(ctx, s.hh);
+    fat5__free(ctx, s.hseq);
+    fat5__free(ctx, s.hx);
     fat5_decoder_destroy(s.d);
     return st;
 }
@@ -22957,6 +23152,68 @@ FAT5_API fat5_status fat5_batch_from_texts(fat5_tokenizer *t, const char *const 
     return FAT5_OK;
 }
 
+
+// Each id's text as it reads inside a text, made as Hugging Face's stop-string matching makes it:
+// "abcdef" tokenized (no special tokens), the id appended, detokenized, and what follows the first
+// "abcdef" kept. The result belongs to the context.
+FAT5_API fat5_status fat5_tokenizer_token_texts(fat5_tokenizer *t, fat5_token_texts *out) {
+    static const char prefix[] = "abcdef";
+    fat5_ctx *ctx;
+    int32_t *base = NULL, *ids = NULL;
+    int64_t nb = 0, V, id, *off = NULL;
+    char *bytes = NULL;
+    size_t cap = 0, used = 0;
+    fat5_status st;
+    if (!t || !out) return FAT5_ERR_INVALID_ARG;
+    ctx = t->ctx;
+    V = t->vocab_size;
+    if ((st = fat5_tokenize(t, prefix, sizeof prefix - 1, NULL, 0, FAT5_TOKENIZE_NO_SPECIAL, &base, &nb))) return st;
+    ids = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)(nb + 1) * sizeof(int32_t)));
+    off = FAT5__CAST(int64_t *, fat5__malloc(ctx, (size_t)(V + 1) * sizeof(int64_t)));
+    if (!ids || !off) goto oom;
+    memcpy(ids, base, (size_t)nb * sizeof(int32_t));
+    off[0] = 0;
+    for (id = 0; id < V; id++) {
+        char *txt = NULL, *at;
+        size_t len = 0, keep = 0;
+        ids[nb] = (int32_t)id;
+        if (fat5_detokenize(t, ids, nb + 1, 0, &txt, &len) == FAT5_OK && txt) {
+            at = strstr(txt, prefix);
+            if (at) keep = len - (size_t)(at + sizeof prefix - 1 - txt);
+            if (used + keep + 1 > cap) {
+                size_t nc = cap ? 2 * cap : 4096;
+                char *nbuf;
+                while (nc < used + keep + 1) nc *= 2;
+                nbuf = FAT5__CAST(char *, fat5__realloc(ctx, bytes, nc));
+                if (!nbuf) {
+                    fat5__free(ctx, txt);
+                    goto oom;
+                }
+                bytes = nbuf, cap = nc;
+            }
+            if (keep) memcpy(bytes + used, at + sizeof prefix - 1, keep);
+            used += keep;
+        }
+        fat5__free(ctx, txt);
+        off[id + 1] = (int64_t)used;
+    }
+    {
+        char *kb = (char *)fat5__ctx_keep_bytes(ctx, bytes, used + 1);
+        int64_t *ko = (int64_t *)fat5__ctx_keep_bytes(ctx, off, (size_t)(V + 1) * sizeof(int64_t));
+        if (!kb || !ko) goto oom;
+        out->bytes = kb, out->offsets = ko, out->n = V;
+    }
+    st = FAT5_OK;
+    goto done;
+oom:
+    st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokenizer_token_texts: out of memory (%lld ids)", (long long)V);
+done:
+    fat5__free(ctx, base);
+    fat5__free(ctx, ids);
+    fat5__free(ctx, off);
+    fat5__free(ctx, bytes);
+    return st;
+}
 // =============================================================================================
 // ==[8.4] text: tokenizer.json ==
 // A Hugging Face tokenizer.json read and run as the `tokenizers` library runs it (added tokens
