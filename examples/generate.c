@@ -44,7 +44,8 @@
 enum {
     O_TEXT = 1, O_IDS, O_INPUT, O_INPUT_FIELD, O_TOKENIZER, O_BYTES, O_BATCH, O_FORMAT, O_PRINT_IDS,
     O_MAX_NEW, O_MIN_NEW, O_BEAMS, O_LP, O_EARLY, O_NRET, O_RP, O_NGRAM, O_SAMPLE, O_TEMP, O_TOP_K, O_TOP_P,
-    O_SEED, O_ATTENTION, O_DEVICE, O_DTYPE, O_BF16, O_THREADS, O_NO_GRAPH, O_WARMUP, O_REPEAT
+    O_SEED, O_ATTENTION, O_DEVICE, O_DTYPE, O_BF16, O_THREADS, O_NO_GRAPH, O_WARMUP, O_REPEAT, O_GENCONFIG,
+    O_STOP, O_STREAM
 };
 static const cli_opt opts[] = {
     {.kind = CLI_SECTION, .help = "input (each TEXT, --text, --ids and input line is one row; EOS is appended to each):"},
@@ -92,6 +93,14 @@ static const cli_opt opts[] = {
     {.id = O_TOP_P, .name = "top-p", .kind = CLI_NUM, .def = "1.0", .help = "sampling: the smallest set of mass >= X",
      .lo = 0, .hi = 1, .lo_open = 1},
     {.id = O_SEED, .name = "seed", .kind = CLI_INT, .help = "sampling: the same tokens on every run", .lo = 0, .hi = 9.2e18},
+    {.id = O_GENCONFIG, .name = "generation-config", .kind = CLI_STR, .meta = "JSON|@FILE",
+     .help = "any generation_config.json option by transformers' name (forced_bos_token_id,\n"
+             "suppress_tokens, bad_words_ids, sequence_bias, min_p, typical_p, ...; docs/generation.md),\n"
+             "over the checkpoint's; the flags above override it"},
+    {.id = O_STOP, .name = "stop-strings", .kind = CLI_STR, .meta = "TEXT",
+     .help = "end a sequence when its text ends in TEXT (repeatable; needs a tokenizer)"},
+    {.id = O_STREAM, .name = "stream", .kind = CLI_FLAG,
+     .help = "print the output as it is generated (one input, one output sequence)"},
     {.kind = CLI_SECTION, .help = "run:"},
     {.id = O_ATTENTION, .name = "attention", .kind = CLI_STR, .meta = "SPEC", .def = "the model's own",
      .help = "the encoder's attention: full, local:R, block-global:R:G or\ntransient-global:R:G (long inputs)"},
@@ -150,6 +159,53 @@ static row *rows_add(rows *rs) {
 }
 
 // where a row came from: "input row 3" or "prompts.txt:12"
+// --stream: the output so far (ids), and how many bytes of its text are printed. Text is printed
+// up to its last complete UTF-8 character; without a tokenizer, each id as it comes.
+typedef struct stream_state {
+    fat5_ctx *ctx;
+    fat5_tokenizer *tz;
+    int32_t ids[1 << 16];
+    int64_t n;
+    size_t printed;
+} stream_state;
+
+static void stream_print(stream_state *ss, int final) {
+    char *text = NULL;
+    size_t len = 0, end;
+    if (!ss->tz || fat5_detokenize(ss->tz, ss->ids, ss->n, FAT5_DETOKENIZE_SKIP_SPECIAL, &text, &len) != FAT5_OK) return;
+    end = len;
+    if (!final) {   // hold back an incomplete last character
+        size_t k = len, back = 0;
+        while (k > 0 && back < 4 && ((unsigned char)text[k - 1] & 0xC0) == 0x80) k--, back++;
+        if (k > 0) {
+            unsigned char lead = (unsigned char)text[k - 1];
+            size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+            if (back + 1 < need) end = k - 1;
+        }
+    }
+    if (end > ss->printed) {
+        fwrite(text + ss->printed, 1, end - ss->printed, stdout);
+        ss->printed = end;
+        fflush(stdout);
+    }
+    fat5_free(ss->ctx, text);
+}
+
+static int stream_tokens(void *user, const int64_t *seqs, const int32_t *tokens, int64_t n) {
+    stream_state *ss = (stream_state *)user;
+    int64_t i;
+    (void)seqs;
+    for (i = 0; i < n && ss->n < (int64_t)(sizeof ss->ids / sizeof ss->ids[0]); i++) {
+        ss->ids[ss->n++] = tokens[i];
+        if (!ss->tz) {
+            printf("%s%d", ss->n > 1 ? " " : "", (int)tokens[i]);
+            fflush(stdout);
+        }
+    }
+    stream_print(ss, 0);
+    return 0;
+}
+
 static const char *row_name(const row *r, char *buf, size_t cap) {
     if (r->file) snprintf(buf, cap, "%s:%ld", r->file, r->line);
     else snprintf(buf, cap, "input row %ld", r->line);
@@ -366,7 +422,11 @@ int main(int argc, char **argv) {
     int64_t n_inputs = 0, n_seq = 0, steps = 0;
     size_t cache_bytes = 0;
     int text_mode = 0, ids_mode = 0, print_ids = 0, rc = 1, gpu = 0, no_graph = 0, device = -1, bytes = 0, jsonl = 0, o;
-    int dtype = -1, streamed = 0, tty = isatty(2), implicit = 0;
+    int dtype = -1, streamed = 0, tty = isatty(2), implicit = 0, stream = 0;
+    const char *gen_json = NULL, **stops = NULL;
+    int64_t n_stops = 0;
+    fat5_token_texts texts;
+    stream_state ss;
     // options are applied after the model is loaded (its generation config is the base)
     int64_t max_new = -1, min_new = -1, beams = -1, nret = -1, top_k = -1, ngram = -1, threads = -1, seed = -1;
     double lp = 0, rp = 0, temp = 0, top_p = 0;
@@ -375,7 +435,9 @@ int main(int argc, char **argv) {
     cli c;
 
     memset(&res, 0, sizeof res);
-    if (!(inputs = (const char **)malloc((size_t)argc * sizeof *inputs))) {
+    memset(&ss, 0, sizeof ss);
+    if (!(inputs = (const char **)malloc((size_t)argc * sizeof *inputs)) ||
+        !(stops = (const char **)malloc((size_t)argc * sizeof *stops))) {
         fprintf(stderr, "generate: out of memory\n");
         return 1;
     }
@@ -435,6 +497,9 @@ int main(int argc, char **argv) {
         case O_NO_GRAPH: no_graph = (int)c.ival; break;
         case O_WARMUP: warmup = c.ival; break;
         case O_REPEAT: repeat = c.ival; break;
+        case O_GENCONFIG: gen_json = c.val; break;
+        case O_STOP: stops[n_stops++] = c.val; break;
+        case O_STREAM: stream = (int)c.ival; break;
         default: break;
         }
     }
@@ -583,6 +648,40 @@ int main(int argc, char **argv) {
             row_at[i + 1] = n_tok;
         }
     }
+    if (gen_json) {   // inline JSON or @FILE, over the checkpoint's generation config
+        char *text = NULL;
+        size_t len = 0;
+        fat5_status gs;
+        if (gen_json[0] == '@' && fat5_read_file(ctx, gen_json + 1, (size_t)1 << 24, &text, &len) != FAT5_OK) {
+            fprintf(stderr, "generate: --generation-config: %s\n", fat5_last_error(ctx));
+            goto done;
+        }
+        gs = text ? fat5_generate_config_from_json(ctx, text, len, &g)
+                  : fat5_generate_config_from_json(ctx, gen_json, strlen(gen_json), &g);
+        fat5_free(ctx, text);
+        if (gs != FAT5_OK) {
+            fprintf(stderr, "generate: --generation-config: %s\n", fat5_last_error(ctx));
+            goto done;
+        }
+    }
+    if (n_stops > 0) {
+        if (!tz) {
+            fprintf(stderr, "generate: --stop-strings needs a tokenizer (--tokenizer, or the checkpoint's)\n");
+            goto done;
+        }
+        g.stop_strings = stops, g.n_stop_strings = n_stops;
+    }
+    if (g.n_stop_strings > 0) {
+        if (!tz) {
+            fprintf(stderr, "generate: stop_strings need a tokenizer (--tokenizer, or the checkpoint's)\n");
+            goto done;
+        }
+        if (fat5_tokenizer_token_texts(tz, &texts) != FAT5_OK) {
+            fprintf(stderr, "generate: %s\n", fat5_last_error(ctx));
+            goto done;
+        }
+        g.token_texts = &texts;
+    }
     if (max_new >= 0) g.max_new_tokens = max_new;
     if (min_new >= 0) g.min_new_tokens = min_new;
     if (beams >= 0) g.num_beams = beams;
@@ -597,6 +696,15 @@ int main(int argc, char **argv) {
     if (early >= 0) g.early_stopping = early;
     if (sample >= 0) g.do_sample = sample;
     if (no_graph) g.use_graph = 0;
+    if (stream) {   // the continuation printed as the tokens come
+        if (rs.n != 1 || g.num_return_sequences != 1 || g.num_beams != 1 || warmup || repeat != 1 || jsonl || print_ids) {
+            fprintf(stderr, "generate: --stream prints one output as it comes: one input, one output sequence, no beam "
+                    "search, --output-format text, no --warmup / --repeat\n");
+            goto done;
+        }
+        ss.ctx = ctx, ss.tz = tz;
+        g.stream = stream_tokens, g.stream_user = &ss;
+    }
     if (!(cu = (int32_t *)malloc((size_t)(batch + 1) * sizeof *cu))) {
         fprintf(stderr, "generate: out of memory\n");
         goto done;
@@ -633,6 +741,11 @@ int main(int argc, char **argv) {
             const row *r = &rs.r[i + k / per];
             total += n;
             n_seq++;
+            if (stream) {   // printed as it came: the rest of its text and the line's end
+                stream_print(&ss, 1);
+                putchar('\n');
+                continue;
+            }
             if (print_ids || (!jsonl && !r->text && !tz)) {
                 put_ids(s, n, " ");
                 putchar('\n');
@@ -688,5 +801,6 @@ done:
     free(cu);
     free(row_at);
     free(inputs);
+    free(stops);
     return rc;
 }

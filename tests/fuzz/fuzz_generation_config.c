@@ -23,8 +23,18 @@ static int ready;
 
 static int same_double(double a, double b) { return a == b || (a != a && b != b); }
 
+static int same_list(const fat5_token_list *a, const fat5_token_list *b) {
+    return a->n == b->n && (a->n == 0 || !memcmp(a->ids, b->ids, (size_t)a->n * sizeof(int32_t)));
+}
+
+static int same_seqs(const fat5_token_seqs *a, const fat5_token_seqs *b) {
+    return a->n == b->n && (a->n == 0 || (!memcmp(a->cu, b->cu, (size_t)(a->n + 1) * sizeof(int32_t)) &&
+                                          !memcmp(a->ids, b->ids, (size_t)a->cu[a->n] * sizeof(int32_t))));
+}
+
 static int same_gen(const fat5_generate_config *a, const fat5_generate_config *b) {
-    return a->max_new_tokens == b->max_new_tokens && a->min_new_tokens == b->min_new_tokens &&
+    int64_t i;
+    int same = a->max_new_tokens == b->max_new_tokens && a->min_new_tokens == b->min_new_tokens &&
            a->do_sample == b->do_sample && same_double(a->temperature, b->temperature) && a->top_k == b->top_k &&
            same_double(a->top_p, b->top_p) && a->seed == b->seed && a->num_beams == b->num_beams &&
            same_double(a->length_penalty, b->length_penalty) && a->early_stopping == b->early_stopping &&
@@ -32,7 +42,35 @@ static int same_gen(const fat5_generate_config *a, const fat5_generate_config *b
            same_double(a->repetition_penalty, b->repetition_penalty) &&
            a->no_repeat_ngram_size == b->no_repeat_ngram_size && a->eos_token_id == b->eos_token_id &&
            a->pad_token_id == b->pad_token_id && a->decoder_start_token_id == b->decoder_start_token_id &&
-           a->use_graph == b->use_graph;
+           a->use_graph == b->use_graph && a->max_length == b->max_length && a->min_length == b->min_length &&
+           same_list(&a->eos_token_ids, &b->eos_token_ids) && a->forced_bos_token_id == b->forced_bos_token_id &&
+           same_list(&a->forced_eos_token_id, &b->forced_eos_token_id) &&
+           same_list(&a->suppress_tokens, &b->suppress_tokens) &&
+           same_list(&a->begin_suppress_tokens, &b->begin_suppress_tokens) &&
+           same_seqs(&a->bad_words_ids, &b->bad_words_ids) && same_seqs(&a->sequence_bias, &b->sequence_bias) &&
+           same_seqs(&a->decoder_input_ids, &b->decoder_input_ids) &&
+           same_double(a->encoder_repetition_penalty, b->encoder_repetition_penalty) &&
+           a->encoder_no_repeat_ngram_size == b->encoder_no_repeat_ngram_size &&
+           a->exponential_decay_start == b->exponential_decay_start &&
+           same_double(a->exponential_decay_factor, b->exponential_decay_factor) &&
+           a->renormalize_logits == b->renormalize_logits && a->remove_invalid_values == b->remove_invalid_values &&
+           same_double(a->min_p, b->min_p) && same_double(a->typical_p, b->typical_p) &&
+           same_double(a->epsilon_cutoff, b->epsilon_cutoff) && same_double(a->eta_cutoff, b->eta_cutoff) &&
+           same_double(a->max_time, b->max_time) && a->output_scores == b->output_scores &&
+           a->output_logits == b->output_logits && a->n_stop_strings == b->n_stop_strings;
+    for (i = 0; same && i < a->sequence_bias.n; i++)
+        same = same_double(a->sequence_bias_values[i], b->sequence_bias_values[i]);
+    for (i = 0; same && i < a->n_stop_strings; i++) same = !strcmp(a->stop_strings[i], b->stop_strings[i]);
+    return same;
+}
+
+// a stop token of g (its list, else eos_token_id)
+static int is_eos(const fat5_generate_config *g, int32_t id) {
+    int64_t k;
+    if (g->eos_token_ids.n == 0) return id == g->eos_token_id;
+    for (k = 0; k < g->eos_token_ids.n; k++)
+        if (g->eos_token_ids.ids[k] == id) return 1;
+    return 0;
 }
 
 static void prepare(void) {
@@ -58,10 +96,14 @@ static void generate(fat5_model *m, const fat5_generate_config *given) {
     static const int32_t cu[] = {0, 4, 6};
     fat5_generate_config g = *given;
     fat5_generate_result r;
-    int64_t V = fat5_model_get_config(m)->vocab_size, s, j;
+    int64_t V = fat5_model_get_config(m)->vocab_size, s, j, P, max_new;
+    P = g.decoder_input_ids.n ? g.decoder_input_ids.cu[1] : 1;
+    if (g.max_length > P + CAP_NEW_TOKENS) g.max_length = 0;   // then max_new_tokens, capped below
     if (g.max_new_tokens > CAP_NEW_TOKENS) g.max_new_tokens = CAP_NEW_TOKENS;
     if (g.num_return_sequences > CAP_RETURN_SEQUENCES) g.num_return_sequences = CAP_RETURN_SEQUENCES;
     if (g.num_beams > CAP_BEAMS) g.num_beams = CAP_BEAMS;   // still beam search, with fewer beams
+    if (g.max_time > 1.0) g.max_time = 1.0;
+    max_new = g.max_length > 0 ? g.max_length - P : g.max_new_tokens;
     if (fat5_generate(m, tokens, cu, 2, &g, &r) != FAT5_OK) {
         fat5_generate_result_destroy(fuzz_ctx(), &r);   // must be harmless after a refusal
         return;
@@ -69,17 +111,18 @@ static void generate(fat5_model *m, const fat5_generate_config *given) {
     if (r.n_seq != 2 * g.num_return_sequences || !r.cu_seqlens || r.cu_seqlens[0] != 0) fuzz_die("result shape");
     for (s = 0; s < r.n_seq; s++) {
         int64_t a = r.cu_seqlens[s], n = r.cu_seqlens[s + 1] - a;
-        if (n < 0 || n > g.max_new_tokens) fuzz_die("a sequence longer than max_new_tokens");
+        if (n < 0 || n > max_new) fuzz_die("a sequence longer than max_new_tokens");
         for (j = 0; j < n; j++) {
             int32_t id = r.tokens[a + j];
             if (id < 0 || id >= V) fuzz_die("an id outside the vocabulary");
-            if (id == g.eos_token_id && j < g.min_new_tokens) fuzz_die("eos before min_new_tokens");
-            if (id == g.eos_token_id && j != n - 1) fuzz_die("tokens after the eos");
+            if (is_eos(&g, id) && j < g.min_new_tokens && g.forced_eos_token_id.n == 0 && g.forced_bos_token_id < 0)
+                fuzz_die("eos before min_new_tokens");
+            if (is_eos(&g, id) && j != n - 1) fuzz_die("tokens after the eos");
         }
         // beam search returns a slot no hypothesis filled as no tokens (when every hypothesis scores
         // below the empty slots' -1e9, as with an extreme length_penalty; Hugging Face does the same)
         if (n == 0 && g.num_beams > 1 && r.scores[s] <= -1.0e9f) continue;
-        if (n < g.max_new_tokens && (n == 0 || r.tokens[a + n - 1] != g.eos_token_id))
+        if (n < max_new && g.max_time == 0 && (n == 0 || !is_eos(&g, r.tokens[a + n - 1])))
             fuzz_die("a sequence stopped early without its eos");
     }
     fat5_generate_result_destroy(fuzz_ctx(), &r);

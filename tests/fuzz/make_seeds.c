@@ -125,14 +125,20 @@ static void write_tokenizer_dirs(const char *out) {
 static void write_generate_options(const char *out, const char *dir, const char *base) {
     size_t len;
     char *text = slurp_opt(dir, "generate.json", &len), *at, name[300];
-    int k = 0;
-    if (!text) return;
+    int k = 0, file;
+    for (file = 0; file < 2; file++) {
+    if (file == 1) {
+        free(text);
+        text = slurp_opt(dir, "generate_options.json", &len);
+    }
+    if (!text) continue;
     for (at = strstr(text, "\"options\": {"); at; at = strstr(at, "\"options\": {")) {
         char *open = strchr(at, '{'), *close = strchr(open, '}');
         if (!close) break;
         snprintf(name, sizeof name, "%s.options%d", base, k++);
         put(out, "generation_config", name, open, (size_t)(close - open + 1), NULL, 0);
         at = close;
+    }
     }
     free(text);
 }
@@ -159,6 +165,17 @@ static void write_generation_cases(const char *out) {
         "{\"eos_token_id\": [], \"seed\": 18446744073709551615}",
         "{\"early_stopping\": \"sometimes\"}",
         "[1, 2, 3]",
+        "{\"forced_bos_token_id\": 5, \"forced_eos_token_id\": [1, 7], \"suppress_tokens\": [3, 95], "
+        "\"begin_suppress_tokens\": [4], \"max_new_tokens\": 5}",
+        "{\"bad_words_ids\": [[9], [3, 5, 9], [1]], \"sequence_bias\": [[[5], 2.5], [[9, 9], -1e30], [[5], -1.0]], "
+        "\"eos_token_id\": [1, 9, 12]}",
+        "{\"encoder_repetition_penalty\": 1.5, \"encoder_no_repeat_ngram_size\": 2, "
+        "\"exponential_decay_length_penalty\": [1, 1.5], \"renormalize_logits\": true, \"remove_invalid_values\": true}",
+        "{\"do_sample\": true, \"min_p\": 0.1, \"typical_p\": 0.8, \"epsilon_cutoff\": 0.001, \"eta_cutoff\": 0.002, "
+        "\"num_beams\": 3, \"seed\": 3}",
+        "{\"decoder_input_ids\": [[0, 7, 8]], \"max_length\": 6, \"min_length\": 5, \"no_repeat_ngram_size\": 2}",
+        "{\"output_scores\": true, \"output_logits\": true, \"max_time\": 0.5, \"stop_strings\": [\"ab\"]}",
+        "{\"num_beam_groups\": 2, \"diversity_penalty\": 1.0}",
     };
     size_t i;
     for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
