@@ -1083,7 +1083,11 @@ static fat5_status fat5__spm_load(fat5_tokenizer *t, const char *what, const uns
 // Unigram: the best segmentation of a normalised string (Viterbi over the pieces that start at
 // each character). sentencepiece sums float scores (and rebases them past 1e5, as it does);
 // tokenizers sums doubles. A character no piece covers is the unknown piece at min_score - 10;
-// user-defined pieces score 0.1 * (bytes - 1) (sentencepiece). Ties keep the first candidate.
+// user-defined pieces score 0.1 * (bytes - 1) (sentencepiece). Both libraries relax the edges start
+// by start, left to right, and replace a node's best only on a strictly higher sum: of equal sums
+// the first candidate stays, so the last piece that starts earliest wins. The sums tie as the
+// libraries' own scores tie: tokenizer.json scores are read as tokenizers reads them
+// (fat5__tj_serde_f64), not always the nearest double.
 //
 // The lattice is expanded start position by start position, in the libraries' order, over a
 // window of the text: node 0 is the window's first byte. A position that no edge crosses (an

@@ -336,6 +336,90 @@ static fat5__merge *fat5__merge_find(const fat5_tokenizer *t, int32_t a, int32_t
     }
 }
 
+// the double nearest 10^k, 0 <= k <= 308 (exact up to 10^22; past it as strtod reads "1eK")
+static double fat5__tj_pow10(int k) {
+    double p = 1;
+    char buf[16];
+    int i;
+    if (k <= 22) {
+        for (i = 0; i < k; i++) p *= 10;
+        return p;
+    }
+    snprintf(buf, sizeof buf, "1e%d", k);
+    return strtod(buf, NULL);
+}
+
+// A validated JSON number s as `tokenizers` reads it into an f64 (a Unigram score): serde_json's
+// default parse (without its float_roundtrip feature), which is not always the nearest double
+// (8,334 of the 32,100 scores of the published T5 tokenizer.json land an ulp or two away, enough
+// to break, one way or the other, sums that the nearest doubles would tie). The digits accumulate
+// into a u64 significand while it does not overflow; integer digits past that raise the decimal
+// exponent by one each, fraction digits past that are dropped. The significand, rounded to a
+// double, is then multiplied by 10^exp or divided by 10^-exp (the nearest doubles; by 1e308 first
+// while -exp > 308). A plain integer (no '.', no exponent, fitting a u64) is rounded to a double
+// at once. An exponent past i32 gives a signed zero when negative or when the significand is 0.
+// 0 where serde_json refuses the number (its value overflows a double).
+static int fat5__tj_serde_f64(const char *s, double *out) {
+    const uint64_t cap = UINT64_MAX / 10;
+    const unsigned last = (unsigned)(UINT64_MAX % 10);
+    uint64_t m = 0;
+    int64_t e = 0;
+    int neg = 0, plain = 1;
+    double f;
+    if (*s == '-') neg = 1, s++;
+    for (; *s >= '0' && *s <= '9'; s++) {   // the integer digits the u64 holds
+        unsigned d = (unsigned)(*s - '0');
+        if (m > cap || (m == cap && d > last)) break;
+        m = m * 10 + d;
+    }
+    for (; *s >= '0' && *s <= '9'; s++) e++, plain = 0;   // integer digits past them
+    if (*s == '.') {
+        plain = 0;
+        for (s++; *s >= '0' && *s <= '9'; s++) {
+            unsigned d = (unsigned)(*s - '0');
+            if (m > cap || (m == cap && d > last)) break;
+            m = m * 10 + d;
+            e--;
+        }
+        while (*s >= '0' && *s <= '9') s++;
+    }
+    if (*s == 'e' || *s == 'E') {
+        int eneg = 0;
+        int64_t x = 0;
+        plain = 0;
+        s++;
+        if (*s == '+' || *s == '-') eneg = *s++ == '-';
+        for (; *s >= '0' && *s <= '9'; s++) {
+            if (x > INT32_MAX / 10 || (x == INT32_MAX / 10 && *s - '0' > INT32_MAX % 10)) {   // the exponent overflows an i32
+                if (m != 0 && !eneg) return 0;
+                *out = neg ? -0.0 : 0.0;
+                return 1;
+            }
+            x = x * 10 + (*s - '0');
+        }
+        e = eneg ? e - x : e + x;
+        if (e > INT32_MAX) e = INT32_MAX;   // serde_json's saturating i32 sum
+        if (e < INT32_MIN) e = INT32_MIN;
+    }
+    f = (double)m;
+    if (!plain)
+        for (;;) {
+            int64_t a = e < 0 ? -e : e;
+            if (a <= 308) {
+                if (e >= 0) f *= fat5__tj_pow10((int)a);
+                else f /= fat5__tj_pow10((int)a);
+                break;
+            }
+            if (f == 0) break;
+            if (e >= 0) return 0;
+            f /= 1e308;
+            e += 308;
+        }
+    if (f == HUGE_VAL) return 0;
+    *out = neg ? -f : f;
+    return 1;
+}
+
 static fat5_status fat5__tj_model(fat5_tokenizer *t, const char *what, const fat5__json *m) {
     fat5_ctx *ctx = t->ctx;
     const char *ty = fat5__tj_type(m);
@@ -357,9 +441,11 @@ static fat5_status fat5__tj_model(fat5_tokenizer *t, const char *what, const fat
         for (i = 0, e = vocab->child; e; e = e->next, i++) {
             const fat5__json *p = e->type == FAT5__J_ARRAY ? e->child : NULL, *sc = p ? p->next : NULL;
             double v;
-            if (!p || p->type != FAT5__J_STRING || !sc || sc->type != FAT5__J_NUMBER || sc->next ||
-                !fat5__json_as_double(sc, &v))
+            if (!p || p->type != FAT5__J_STRING || !sc || sc->type != FAT5__J_NUMBER || sc->next)
                 return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: model.vocab[%lld] must be [piece, score]", what, (long long)i);
+            if (!fat5__tj_serde_f64(sc->str, &v))
+                return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: model.vocab[%lld]: the score %.40s is out of range", what,
+                                 (long long)i, sc->str);
             if (p->len >= FAT5__TOK_MAX_PIECE)
                 return fat5__err(ctx, FAT5_ERR_FORMAT, "%s: model.vocab[%lld]: piece longer than 8000 bytes", what, (long long)i);
             if (!fat5__pool_add(t, p->str, p->len, &t->off[i])) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s: out of memory", what);

@@ -6,7 +6,8 @@
 
 #define FAT5_TESTS_TOKENIZER(X) X(tokenizer_parity) X(tokenizer_parity_real) X(tokenizer_bad_files) \
     X(tokenizer_api) X(tokenizer_batch) X(tokenizer_edge_cases) X(tokenizer_dir_fifo) X(tokenizer_long_pieces) \
-    X(tokenizer_automata_cut) X(tokenizer_long_texts) X(tokenizer_offsets)
+    X(tokenizer_automata_cut) X(tokenizer_long_texts) X(tokenizer_offsets) \
+    X(tokenizer_unigram_ties)
 
 static int tk_hard;   // tk_check_entry: automata forced, parts of one byte (tokenizer_automata_cut)
 
@@ -913,4 +914,101 @@ static void t_tokenizer_offsets(fat5_test *T) {
     free(lng);
     fat5__json_free(ctx, doc);
     fat5__free(ctx, json);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unigram ties (tests/data/tokenizers/ties.json, ref/make_tokenizer_ties.py): the f64 that
+// `tokenizers` reads for each score literal (serde_json's parse, not always the nearest double),
+// and the ids of both libraries on small models whose paths tie exactly (the first candidate, the
+// last piece that starts earliest, wins) or tie only with the nearest doubles (T5's hyphens).
+
+// the ids of one model of ties.json (a tokenizer.json text, or a ModelProto in hex) on its texts,
+// with the trie walk in parts of the default size, then the automaton in parts of one byte;
+// returns the number of mismatches
+static int tk_ties_model(fat5_test *T, const fat5__json *m, int is_json, char *buf) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    const char *name = fat5__json_get(m, "name")->str, *lib = is_json ? "tokenizers" : "sentencepiece";
+    const char *src = fat5__json_get(m, is_json ? "json" : "model_hex")->str;
+    size_t n = is_json ? strlen(src) : tk_unhex(src, buf);
+    int bad = 0, hard;
+    for (hard = 0; hard < 2; hard++) {
+        fat5_tokenizer *tok = NULL;
+        const fat5__json *tx, *want;
+        int k = 0;
+        if (fat5_tokenizer_from_memory(ctx, is_json ? src : buf, n, is_json, &tok) != FAT5_OK) {
+            FAT5_CHECK_MSG(T, 0, "ties %s (%s): %s", name, lib, fat5_last_error(ctx));
+            return bad + 1;
+        }
+        if (hard) {
+            FAT5_CHECK_MSG(T, fat5__tok_automata(tok, 1) == FAT5_OK, "ties %s: %s", name, fat5_last_error(ctx));
+            tok->chunk = 1;
+        }
+        for (tx = fat5__json_get(m, "texts")->child, want = fat5__json_get(m, lib)->child; tx && want;
+             tx = tx->next, want = want->next, k++) {
+            char text[256];
+            size_t len = tk_unhex(tx->str, text);
+            int32_t *ids = NULL;
+            int64_t got = 0;
+            if (fat5_tokenize(tok, text, len, NULL, 0, FAT5_TOKENIZE_NO_SPECIAL, &ids, &got) != FAT5_OK ||
+                !tk_same_ids(want, ids, got)) {
+                FAT5_CHECK_MSG(T, 0, "ties %s (%s%s) text %d '%s': ids differ", name, lib, hard ? ", automaton, parts of 1 byte" : "",
+                               k, text);
+                tk_print_ids("got", ids, got);
+                bad++;
+            }
+            fat5_free(ctx, ids);
+        }
+        FAT5_CHECK_MSG(T, !tx && !want && k > 10, "ties %s (%s): %d texts, as many expectations", name, lib, k);
+        fat5_tokenizer_destroy(tok);
+    }
+    return bad;
+}
+
+static void t_tokenizer_unigram_ties(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    char *file = NULL, *buf = FAT5__CAST(char *, malloc(1 << 16)), json[512];
+    size_t len = 0;
+    fat5__jdoc *doc = NULL;
+    const fat5__json *root, *e;
+    int n = 0, bad = 0, off_nearest = 0;
+    FAT5_REQUIRE(T, buf != NULL);
+    FAT5_REQUIRE_OK(T, fat5__read_file(ctx, "tests/data/tokenizers/ties.json", (size_t)1 << 24, &file, &len));
+    FAT5_REQUIRE_OK(T, fat5__json_parse(ctx, "ties.json", file, len, 64, &doc));
+    root = fat5__json_root(doc);
+    for (e = fat5__json_get(root, "scores")->child; e; e = e->next, n++) {   // [literal, f64 bits or null]
+        const char *lit = e->child->str;
+        const fat5__json *bits = e->child->next;
+        fat5_tokenizer *tok = NULL;
+        fat5_status st;
+        snprintf(json, sizeof json, "{\"model\": {\"type\": \"Unigram\", \"unk_id\": 0, \"vocab\": [[\"p0\", 0], [\"p1\", %s]]}}", lit);
+        st = fat5_tokenizer_from_memory(ctx, json, strlen(json), 1, &tok);
+        if (bits->type == FAT5__J_NULL) {
+            FAT5_CHECK_MSG(T, st == FAT5_ERR_FORMAT && strstr(fat5_last_error(ctx), "vocab[1]"),
+                           "score %s: tokenizers refuses it; fat5: %s", lit, fat5_status_string(st));
+            bad += st != FAT5_ERR_FORMAT;
+        } else if (st != FAT5_OK) {
+            FAT5_CHECK_MSG(T, 0, "score %s: %s", lit, fat5_last_error(ctx));
+            bad++;
+        } else {
+            uint64_t want = strtoull(bits->str, NULL, 16), got, nearest;
+            double d = strtod(lit, NULL);
+            memcpy(&got, &tok->score[1], 8);
+            memcpy(&nearest, &d, 8);
+            off_nearest += want != nearest;
+            FAT5_CHECK_MSG(T, got == want, "score %s: read as %016llx, tokenizers reads %016llx", lit,
+                           (unsigned long long)got, (unsigned long long)want);
+            bad += got != want;
+        }
+        fat5_tokenizer_destroy(tok);
+    }
+    FAT5_CHECK_MSG(T, n > 300 && off_nearest > 20, "%d score literals, %d of them not the nearest double", n, off_nearest);
+    printf("  %d score literals (%d read off the nearest double by tokenizers): %d differ\n", n, off_nearest, bad);
+    for (e = fat5__json_get(root, "models")->child; e; e = e->next) {
+        int bj = tk_ties_model(T, e, 1, buf), bs = tk_ties_model(T, e, 0, buf);
+        printf("  ties %-8s tokenizers %s, sentencepiece %s\n", fat5__json_get(e, "name")->str, bj ? "MISMATCH" : "identical",
+               bs ? "MISMATCH" : "identical");
+    }
+    fat5__json_free(ctx, doc);
+    fat5__free(ctx, file);
+    free(buf);
 }
