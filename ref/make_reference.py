@@ -29,6 +29,11 @@ Eight modes:
       first) and the scores (beam search: ``sequences_scores``; greedy: the sum
       of the chosen tokens' log-softmax of the processed scores).
 
+      The oracles for the other generate options (forced/suppressed/bad tokens, sequence
+      bias, encoder penalties, decoder prefixes, group and constrained beam search, the
+      sampling filters...) are written by ref/make_generate_options.py into
+      ``generate_options.json`` and ``generate_warpers.json``; see its docstring.
+
   make_reference.py --check DIR --against tests/data/<name>
       Load DIR (a model directory, e.g. one written by fat5) with transformers,
       run the fixture's batch.json and compare logits and loss with the fixture's
