@@ -79,11 +79,23 @@ static float fat5__gen_seq_bias(const fat5__gen_opts *o, const int32_t *ids, con
     return b;
 }
 
+// A token's typical-sampling shift, ordered by (shift, id)
+typedef struct fat5__gen_shift {
+    float shift;
+    int32_t id;
+} fat5__gen_shift;
+
+static int fat5__gen_shift_cmp(const void *a, const void *b) {
+    const fat5__gen_shift *x = (const fat5__gen_shift *)a, *y = (const fat5__gen_shift *)b;
+    if (x->shift != y->shift) return x->shift < y->shift ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
 // The sampling warpers on one row's scores xe [V] in place, in Hugging Face's order (temperature,
 // top_k, top_p, min_p, typical_p, epsilon_cutoff, eta_cutoff): removed tokens become -inf. s: scratch
 // [2 V] floats.
 static void fat5__gen_warp(const fat5__gen_opts *o, float *xe, int V, float *s) {
-    int v, i, keep = o->min_keep < V ? o->min_keep : V;
+    int v, i, keep = o->min_keep < 1 ? 1 : o->min_keep < V ? o->min_keep : V;
     if (o->temperature != 1.0f)
         for (v = 0; v < V; v++) xe[v] = xe[v] / o->temperature;
     if (o->top_k > 0) {   // keep the values >= the k-th largest (ties kept)
@@ -122,30 +134,27 @@ static void fat5__gen_warp(const fat5__gen_opts *o, float *xe, int V, float *s) 
             if (exp((double)xe[v] - lse) < (double)o->min_p * pmax && xe[v] < kth) xe[v] = -INFINITY;
     }
     if (o->typical_p < 1.0f) {   // locally typical: by |-log p - entropy| ascending until the mass
-        double lse = fat5__gen_lse(xe, V), ent = 0, cum = 0, thr;
-        float *shift = s, *order = s + V;   // order: token ids as floats, sorted by shift
+        double lse = fat5__gen_lse(xe, V), ent = 0, cum = 0;
+        fat5__gen_shift *order = (fat5__gen_shift *)(void *)s;   // [V] (s holds 2 V floats)
+        float thr;
         int last;
         for (v = 0; v < V; v++) {
             double lp = (double)xe[v] - lse;
             if (xe[v] > -INFINITY) ent -= lp * exp(lp);
         }
-        for (v = 0; v < V; v++) shift[v] = xe[v] > -INFINITY ? (float)fabs(-((double)xe[v] - lse) - ent) : INFINITY;
-        for (v = 0; v < V; v++) order[v] = (float)v;
-        for (i = 1; i < V; i++) {   // insertion sort by (shift, id): stable
-            float t = order[i];
-            int j = i - 1;
-            while (j >= 0 && shift[(int)order[j]] > shift[(int)t]) order[j + 1] = order[j], j--;
-            order[j + 1] = t;
+        for (v = 0; v < V; v++) {
+            order[v].shift = xe[v] > -INFINITY ? (float)fabs(-((double)xe[v] - lse) - ent) : INFINITY;
+            order[v].id = v;
         }
+        qsort(order, (size_t)V, sizeof *order, fat5__gen_shift_cmp);   // by (shift, id)
         for (last = 0; last < V; last++) {
-            cum += exp((double)xe[(int)order[last]] - lse);
+            cum += exp((double)xe[order[last].id] - lse);
             if (!(cum < (double)o->typical_p)) break;
         }
         if (last > V - 1) last = V - 1;
-        thr = shift[(int)order[last]];
-        for (i = keep; i < V; i++)
-            if (shift[(int)order[i]] > thr) xe[(int)order[i]] = -INFINITY;
-        // the first min_keep of the order stay whatever their shift
+        thr = order[last].shift;
+        for (i = keep; i < V; i++)   // the first min_keep of the order stay whatever their shift
+            if (order[i].shift > thr) xe[order[i].id] = -INFINITY;
     }
     if (o->epsilon > 0.0f || o->eta > 0.0f) {   // probability below a cutoff, unless among the min_keep largest
         int pass;
@@ -211,7 +220,7 @@ static fat5_status fat5__cpu_gen_process(fat5_ctx *ctx, fat5__addr x_, fat5__add
             for (j = 0; j < k && first; j++) first = sq[sc[j + 1] - 1] != last;
             if (!first) continue;
             b = fat5__gen_seq_bias(o, sq, sc, sb, h, cur, last, &hit);
-            if (hit && last < V) xe[last] = xe[last] + b;
+            if (hit && last >= 0 && last < V) xe[last] = xe[last] + b;
         }
         if (o->enc_rep != 1.0f) {
             float p = (float)(1.0 / (double)o->enc_rep);
@@ -244,11 +253,11 @@ static fat5_status fat5__cpu_gen_process(fat5_ctx *ctx, fat5__addr x_, fat5__add
         for (k = o->n_seq_bias; k < o->n_seq; k++) {   // bad words: the last token after the rest
             int l = sc[k + 1] - sc[k], match = l - 1 <= cur, last = sq[sc[k + 1] - 1];
             for (j = 0; j < l - 1 && match; j++) match = h[cur - (l - 1) + j] == sq[sc[k] + j];
-            if (match && last < V) xe[last] = -INFINITY;
+            if (match && last >= 0 && last < V) xe[last] = -INFINITY;
         }
         if (cur < o->min_len || len < o->min_new)
             for (k = 0; k < o->n_eos; k++)
-                if (eos[k] < V) xe[eos[k]] = -INFINITY;
+                if (eos[k] >= 0 && eos[k] < V) xe[eos[k]] = -INFINITY;
         if (o->forced_bos >= 0 && cur == 1)
             for (v = 0; v < V; v++) xe[v] = v == o->forced_bos ? 0.0f : -INFINITY;
         if (o->n_forced_eos > 0 && len == o->max_new - 1)
@@ -261,14 +270,14 @@ static fat5_status fat5__cpu_gen_process(fat5_ctx *ctx, fat5__addr x_, fat5__add
             for (k = 0; k < o->n_eos; k++) {
                 int t = eos[k], dup = 0;
                 for (j = 0; j < k && !dup; j++) dup = eos[j] == t;
-                if (!dup && t < V && isfinite(xe[t])) xe[t] = xe[t] + fabsf(xe[t]) * f;
+                if (!dup && t >= 0 && t < V && isfinite(xe[t])) xe[t] = xe[t] + fabsf(xe[t]) * f;
             }
         }
         for (k = 0; k < o->n_suppress; k++)
-            if (sup[k] < V) xe[sup[k]] = -INFINITY;
+            if (sup[k] >= 0 && sup[k] < V) xe[sup[k]] = -INFINITY;
         if (cur == o->begin_index)
             for (k = 0; k < o->n_begin_suppress; k++)
-                if (bsup[k] < V) xe[bsup[k]] = -INFINITY;
+                if (bsup[k] >= 0 && bsup[k] < V) xe[bsup[k]] = -INFINITY;
         if (o->do_sample) fat5__gen_warp(o, xe, V, s);
         if (o->renormalize) {
             double lse = fat5__gen_lse(xe, V);

@@ -1405,8 +1405,13 @@ static FAT5__UNUSED fat5_status fat5__gpu_adafactor_seg(fat5_ctx *ctx, fat5__dpt
 
 // ----- generate.cu: one block of 256 threads per entry (per input for beam search) -----
 
-// Hugging Face's processors and warpers in place on x [n, V] fp32 (see fat5__cpu_gen_process); the
-// kernels take the options by value (fat5_gen_opts in kernels/generate.cu mirrors fat5__gen_opts)
+// The kernels take the options by value: fat5_gen_opts in kernels/generate.cu mirrors fat5__gen_opts
+// field for field and asserts its size, FAT5_GEN_OPTS_BYTES = 224 there; these two checks fail to
+// compile when this side's layout drifts from it (a field added here must be added there).
+typedef char fat5__gen_opts_bytes_check[sizeof(fat5__gen_opts) == 224 ? 1 : -1];
+typedef char fat5__gen_opts_seed_check[offsetof(fat5__gen_opts, seed) == 216 ? 1 : -1];
+
+// Hugging Face's processors and warpers in place on x [n, V] fp32 (see fat5__cpu_gen_process)
 static FAT5__UNUSED fat5_status fat5__gpu_gen_process(fat5_ctx *ctx, fat5__dptr x, fat5__dptr hist, fat5__dptr lens,
                                                       fat5__dptr rows, int64_t n, int V, int Lh, const fat5__gen_opts *o) {
     long long n_ = n;

@@ -416,7 +416,7 @@ static void t_generate_rejects(fat5_test *T) {
     {   // transformers' keys for modes fat5 does not run are refused by name, unless at their off value
         static const char *const refused[] = {"{\"num_beam_groups\": 2}", "{\"diversity_penalty\": 0.5}",
                                               "{\"force_words_ids\": [[3]]}", "{\"constraints\": [1]}",
-                                              "{\"stop_strings\": [\"x\"]}", "{\"guidance_scale\": 1.5}",
+                                              "{\"guidance_scale\": 1.5}",
                                               "{\"penalty_alpha\": 0.6}", "{\"dola_layers\": \"low\"}",
                                               "{\"watermarking_config\": {\"greenlist_ratio\": 0.25}}",
                                               "{\"top_h\": 0.4}", "{\"token_healing\": true}",
@@ -845,8 +845,86 @@ static void t_gpu_generate_ops(fat5_test *T) {
     gb->free(g, deos);
     fat5_ctx_destroy(g);
 }
+// gen_process GPU against CPU with device lists and every warper: 3 stop tokens under min_new,
+// suppress and begin_suppress (rows at cur == begin_index), forced EOS (lens 5 = max_new - 1), a bad word of 1 and one of
+// 3 tokens, sequence biases (single, and two entries ending in one token), inputs of unequal
+// lengths (encoder penalty and n-grams over the pads), exponential decay, renormalize; then the
+// warpers one by one with min_keep 1 and 2. Values within 1e-5.
+static void t_gpu_generate_ops_lists(fat5_test *T) {
+    fat5_ctx *g = tgen_gpu_ctx(T, FAT5_DTYPE_FP32), *c = fat5_test_ctx(T);
+    enum { R = 8, V = 700, LH = 12, P = 3, NL = 9 };
+    static float x[R * V], xc[R * V], xg[R * V];
+    int32_t hist[R * LH], lens[R], rows[R];
+    static const int32_t eos[3] = {1, 4, 6}, sup[2] = {2, 9}, bsup[2] = {5, 7}, feos[1] = {1};
+    int32_t sq[16], scu[6], et[4 * 8], ecu[5];
+    float sb[3] = {1.5f, -2.0f, 0.75f};
+    fat5_rng rng = fat5_rng_init(17);
+    const fat5__backend *gb = &fat5__gpu_backend;
+    fat5__addr dl[NL] = {0};
+    int i, mode, keep;
+    if (!g) return;
+    for (i = 0; i < R * V; i++) x[i] = (float)(3.0 * fat5_rng_normal(&rng));
+    for (i = 0; i < R * LH; i++) hist[i] = (int32_t)fat5_rng_below(&rng, 40);
+    for (i = 0; i < R; i++) lens[i] = 4 + i % 3, rows[i] = (i * 3 + 1) % R;
+    // sequence_bias {7}, {h[-1] of row 0, 9}, {h[-2], h[-1] of row 0, 9}; bad words {5}, {h[-2], h[-1] of row 0, 17}
+    {
+        const int32_t *h = hist + 0 * LH;
+        int cur = P + lens[0];
+        int32_t w[] = {7, h[cur - 1], 9, h[cur - 2], h[cur - 1], 9, 5, h[cur - 2], h[cur - 1], 17};
+        int32_t cu[] = {0, 1, 3, 6, 7, 10};
+        memcpy(sq, w, sizeof w), memcpy(scu, cu, sizeof cu);
+    }
+    ecu[0] = 0;
+    for (i = 0; i < 4; i++) ecu[i + 1] = ecu[i] + 3 + (i * 3) % 6;
+    for (i = 0; i < ecu[4]; i++) et[i] = (int32_t)fat5_rng_below(&rng, 40);
+    dl[0] = tgen_dev(g, eos, sizeof eos), dl[1] = tgen_dev(g, sup, sizeof sup), dl[2] = tgen_dev(g, bsup, sizeof bsup);
+    dl[3] = tgen_dev(g, feos, sizeof feos), dl[4] = tgen_dev(g, sq, sizeof sq), dl[5] = tgen_dev(g, scu, sizeof scu);
+    dl[6] = tgen_dev(g, sb, sizeof sb), dl[7] = tgen_dev(g, et, sizeof et), dl[8] = tgen_dev(g, ecu, sizeof ecu);
+    for (mode = 0; mode < 8; mode++)
+        for (keep = 1; keep <= (mode ? 2 : 1); keep++) {
+            fat5__gen_opts oc = tgen_opts(eos, 3, 6), og;
+            fat5__addr dx = tgen_dev(g, x, sizeof x), dh = tgen_dev(g, hist, sizeof hist), dn = tgen_dev(g, lens, sizeof lens);
+            fat5__addr dr = tgen_dev(g, rows, sizeof rows);
+            int e, v;
+            oc.P = P, oc.rows_per_input = 2, oc.min_keep = keep, oc.min_new = 5, oc.renormalize = 1;
+            oc.suppress = FAT5__ADDR(sup), oc.n_suppress = 2, oc.begin_suppress = FAT5__ADDR(bsup);
+            oc.n_begin_suppress = 2, oc.begin_index = P + 4, oc.forced_eos = FAT5__ADDR(feos), oc.n_forced_eos = 1;
+            oc.seq_ids = FAT5__ADDR(sq), oc.seq_cu = FAT5__ADDR(scu), oc.seq_bias = FAT5__ADDR(sb), oc.n_seq = 5;
+            oc.n_seq_bias = 3, oc.enc_tok = FAT5__ADDR(et), oc.enc_cu = FAT5__ADDR(ecu), oc.enc_max = 8, oc.pad = 0;
+            oc.enc_rep = 1.4f, oc.enc_ngram = 2, oc.rep = 1.2f, oc.ngram = 2, oc.decay_start = P + 4, oc.decay_factor = 1.2f;
+            if (mode) oc.do_sample = 1, oc.temperature = 0.9f;
+            if (mode == 1) oc.top_k = 10;
+            if (mode == 2) oc.top_p = 0.7f;
+            if (mode == 3) oc.min_p = 0.05f;
+            if (mode == 4) oc.typical_p = 0.6f;
+            if (mode == 5) oc.epsilon = 3e-3f;
+            if (mode == 6) oc.eta = 3e-3f;
+            if (mode == 7) oc.top_k = 50, oc.top_p = 0.9f, oc.min_p = 0.01f, oc.typical_p = 0.9f, oc.epsilon = 1e-4f, oc.eta = 1e-4f;
+            og = oc;
+            og.eos = dl[0], og.suppress = dl[1], og.begin_suppress = dl[2], og.forced_eos = dl[3], og.seq_ids = dl[4];
+            og.seq_cu = dl[5], og.seq_bias = dl[6], og.enc_tok = dl[7], og.enc_cu = dl[8];
+            memcpy(xc, x, sizeof x);
+            FAT5_REQUIRE_OK(T, fat5__cpu_gen_process(c, FAT5__ADDR(xc), FAT5__ADDR(hist), FAT5__ADDR(lens), FAT5__ADDR(rows),
+                                                     R, V, LH, &oc));
+            FAT5_REQUIRE_OK(T, gb->gen_process(g, dx, dh, dn, dr, R, V, LH, &og));
+            FAT5_REQUIRE_OK(T, gb->download(g, xg, dx, sizeof xg));
+            FAT5_REQUIRE_OK(T, gb->sync(g));
+            for (e = 0; e < R; e++) {   // the CPU: suppressed tokens and (below min_new) stop tokens are out
+                const float *xe = xc + e * V;
+                int len = lens[rows[e]], finite = 0;
+                for (v = 0; v < V; v++) finite += isfinite(xe[v]) != 0;
+                FAT5_CHECK(T, xe[2] == -INFINITY && xe[9] == -INFINITY && (len >= 5 || xe[4] == -INFINITY));
+                FAT5_CHECK(T, len != 4 || (xe[5] == -INFINITY && xe[7] == -INFINITY));   // begin_suppress at cur == P + 4
+                FAT5_CHECK(T, len != 5 ? finite >= (mode ? keep : 1) : finite == 1 && xe[1] == 0.0f);   // forced EOS at len 5
+            }
+            fat5_check_close(T, "gen_process (lists, warpers)", xg, xc, R * V, 1e-5, 1e-5);
+            gb->free(g, dx), gb->free(g, dh), gb->free(g, dn), gb->free(g, dr);
+        }
+    for (i = 0; i < NL; i++) gb->free(g, dl[i]);
+    fat5_ctx_destroy(g);
+}
 #define FAT5_TESTS_GENERATE_GPU(X) X(gpu_generate_fp32_hf) X(gpu_generate_bf16) X(gpu_generate_graph_replay) \
-    X(gpu_generate_ops)
+    X(gpu_generate_ops) X(gpu_generate_ops_lists)
 #else
 #define FAT5_TESTS_GENERATE_GPU(X)
 #endif

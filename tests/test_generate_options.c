@@ -262,5 +262,269 @@ out:
     fat5_model_destroy(m);
 }
 
+// ---- transformers' generate on every option (generate_options.json) ----
+
+// The text of the k-th "options" object of a fixture file (no nested objects in it), or NULL
+static const char *tgo_options_text(const char *text, int k, size_t *len) {
+    const char *at = text;
+    int i;
+    for (i = 0; at; i++) {
+        at = strstr(at, "\"options\": {");
+        if (!at) return NULL;
+        at = strchr(at, '{');
+        if (i == k) {
+            const char *close = strchr(at, '}');
+            if (!close) return NULL;
+            *len = (size_t)(close - at + 1);
+            return at;
+        }
+    }
+    return NULL;
+}
+
+static double tgo_num(const fat5__json *v) {
+    double x = 0;
+    if (v->type == FAT5__J_STRING) return strcmp(v->str, "-inf") == 0 ? -INFINITY : strcmp(v->str, "inf") == 0 ? INFINITY : NAN;
+    fat5__json_as_double(v, &x);
+    return x;
+}
+
+// Compares a result's per-step values (step_scores or step_logits, [steps, rows, V]) with the
+// fixture's [steps][rows][V] on the rows still running at each step (fat5 leaves finished rows NaN
+// where transformers pads them). Returns the number of values compared.
+static int64_t tgo_cmp_steps(fat5_test *T, const char *what, const float *got, const fat5__json *want, int64_t rows,
+                             int64_t V, int64_t steps, double atol, double rtol) {
+    const fat5__json *st, *row, *v;
+    int64_t t, r, k, n = 0, bad = 0;
+    for (st = want->child, t = 0; st && t < steps; st = st->next, t++)
+        for (row = st->child, r = 0; row && r < rows; row = row->next, r++) {
+            const float *g = got + (t * rows + r) * V;
+            if (isnan(g[0])) continue;   // finished here
+            for (v = row->child, k = 0; v && k < V; v = v->next, k++) {
+                double w = tgo_num(v), x = (double)g[k];
+                int ok = (isinf(w) || isinf(x)) ? w == x : fabs(x - w) <= atol + rtol * fabs(w);
+                n++;
+                if (!ok && bad++ < 3)
+                    FAT5_CHECK_MSG(T, 0, "%s step %lld row %lld token %lld: %.7g, transformers %.7g", what, (long long)t,
+                                   (long long)r, (long long)k, x, w);
+            }
+        }
+    FAT5_CHECK_MSG(T, bad == 0, "%s: %lld of %lld values differ", what, (long long)bad, (long long)n);
+    return n;
+}
+
+// Runs every case of a fixture's generate_options.json on m: tokens identical, scores within
+// atol + rtol |score|, per-step scores and logits where the case has them. Cases of decoding modes
+// fat5 refuses (group and constrained beam search) must be refused by name. *rows_same / *rows_all
+// count the output rows; returns the cases run.
+static int tgo_run_options(fat5_test *T, fat5_model *m, const char *fixture, int use_graph, double atol, double rtol,
+                           int64_t *rows_same, int64_t *rows_all, int *refused) {
+    fat5_ctx *tctx = fat5_test_ctx(T), *ctx = m->ctx;
+    char path[600], *text = NULL;
+    size_t tlen = 0;
+    fat5__jdoc *doc = NULL;
+    const fat5__json *c;
+    int32_t *tok = NULL, *cu = NULL;
+    int64_t n = 0;
+    int cases = 0, k;
+    snprintf(path, sizeof path, "%s/%s/generate_options.json", FAT5_TEST_DATA, fixture);
+    if (fat5__read_file(tctx, path, (size_t)64 << 20, &text, &tlen) != FAT5_OK ||
+        fat5__json_parse(tctx, path, text, tlen, 16, &doc) != FAT5_OK || !tgen_inputs(T, tctx, fixture, &tok, &cu, &n)) {
+        FAT5_CHECK_MSG(T, 0, "%s: %s", path, fat5_last_error(tctx));
+        goto out;
+    }
+    for (c = fat5__json_get(fat5__json_root(doc), "cases")->child, k = 0; c; c = c->next, k++) {
+        const char *name = fat5__json_get(c, "name")->str, *opt;
+        const fat5__json *outs = fat5__json_get(c, "outputs"), *scores = fat5__json_get(c, "scores"), *row, *v, *sc;
+        fat5_generate_config g = fat5_generate_config_from_model(m);
+        fat5_generate_result r;
+        fat5_status st;
+        size_t olen = 0;
+        int64_t s = 0;
+        g.use_graph = use_graph;
+        opt = tgo_options_text(text, k, &olen);
+        if (!opt) {
+            FAT5_CHECK_MSG(T, 0, "%s %s: no options text", fixture, name);
+            break;
+        }
+        st = fat5_generate_config_from_json(tctx, opt, olen, &g);
+        if (!strncmp(name, "group_", 6) || !strncmp(name, "constrained_", 12)) {
+            FAT5_CHECK_MSG(T, st == FAT5_ERR_UNSUPPORTED && (strstr(fat5_last_error(tctx), "num_beam_groups") ||
+                                                             strstr(fat5_last_error(tctx), "force_words_ids")),
+                           "%s %s: %s", fixture, name, fat5_last_error(tctx));
+            (*refused)++;
+            continue;
+        }
+        if (st != FAT5_OK) {
+            FAT5_CHECK_MSG(T, 0, "%s %s: options: %s", fixture, name, fat5_last_error(tctx));
+            continue;
+        }
+        g.output_scores = fat5__json_get(c, "step_scores") != NULL;
+        g.output_logits = fat5__json_get(c, "step_logits") != NULL;
+        if (fat5_generate(m, tok, cu, n, &g, &r) != FAT5_OK) {
+            FAT5_CHECK_MSG(T, 0, "%s %s: %s", fixture, name, fat5_last_error(ctx));
+            continue;
+        }
+        cases++;
+        FAT5_CHECK_MSG(T, r.n_seq == (int64_t)outs->n, "%s %s: %lld sequences, transformers %zu", fixture, name,
+                       (long long)r.n_seq, outs->n);
+        for (row = outs->child, sc = scores->child; row && sc && s < r.n_seq; row = row->next, sc = sc->next, s++) {
+            int64_t len = r.cu_seqlens[s + 1] - r.cu_seqlens[s], j = 0, bad = -1;
+            double ref = tgo_num(sc);
+            for (v = row->child; v; v = v->next, j++) {
+                int64_t x = 0;
+                fat5__json_as_i64(v, &x);
+                if (bad < 0 && (j >= len || r.tokens[r.cu_seqlens[s] + j] != x)) bad = j;
+            }
+            if (bad < 0 && len != (int64_t)row->n) bad = (int64_t)row->n;
+            (*rows_all)++;
+            *rows_same += bad < 0;
+            FAT5_CHECK_MSG(T, bad < 0, "%s %s: sequence %lld differs from transformers at token %lld (length %lld, "
+                           "transformers %zu)", fixture, name, (long long)s, (long long)bad, (long long)len, row->n);
+            FAT5_CHECK_MSG(T, (isinf(ref) && r.scores[s] == ref) || fabs(r.scores[s] - ref) <= atol + rtol * fabs(ref),
+                           "%s %s: sequence %lld score %.7f, transformers %.7f", fixture, name, (long long)s,
+                           r.scores[s], ref);
+        }
+        if (g.output_scores)
+            tgo_cmp_steps(T, name, r.step_scores, fat5__json_get(c, "step_scores"), r.n_rows, r.vocab_size, r.steps,
+                          atol, rtol);
+        if (g.output_logits)
+            tgo_cmp_steps(T, name, r.step_logits, fat5__json_get(c, "step_logits"), r.n_rows, r.vocab_size, r.steps,
+                          atol, rtol);
+        fat5_generate_result_destroy(ctx, &r);
+    }
+out:
+    free(tok), free(cu);
+    fat5__free(tctx, text);
+    fat5__json_free(tctx, doc);
+    return cases;
+}
+
+// Every processor alone and in combinations, greedy and beam search, with decoder prompts and
+// length limits, on the three fixture models: tokens identical to transformers 5, scores within
+// 1e-5 (+ 1e-5 relative); per-step scores and logits too. Group and constrained beam search
+// cases are refused by name.
+static void t_generate_hf_options(fat5_test *T) {
+    int k, cases = 0, refused = 0;
+    int64_t same = 0, all = 0;
+    for (k = 0; k < 3; k++) {
+        fat5_model *m = tgo_model(T, k);
+        if (!m) continue;
+        cases += tgo_run_options(T, m, tgen_fixtures[k], 1, 1e-5, 1e-5, &same, &all, &refused);
+        fat5_model_destroy(m);
+    }
+    FAT5_CHECK_MSG(T, same == all && all > 0 && cases >= 150, "%d cases, %lld of %lld rows identical", cases,
+                   (long long)same, (long long)all);
+}
+
+// The sampling warpers against transformers' own warper classes on crafted logits
+// (tests/data/generate_warpers.json): the kept tokens exactly, their values to 1e-5.
+static void t_generate_hf_warpers(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    char path[600], *text = NULL;
+    size_t tlen = 0;
+    fat5__jdoc *doc = NULL;
+    const fat5__json *rows, *c, *row;
+    int64_t V = 0, n_rows, i, v, bad = 0, compared = 0, ties = 0;
+    float *x = NULL;
+    int32_t hist[4] = {0}, lens[64] = {0}, rid[64];
+    snprintf(path, sizeof path, "%s/generate_warpers.json", FAT5_TEST_DATA);
+    if (fat5__read_file(ctx, path, (size_t)16 << 20, &text, &tlen) != FAT5_OK ||
+        fat5__json_parse(ctx, path, text, tlen, 16, &doc) != FAT5_OK) {
+        FAT5_CHECK_MSG(T, 0, "%s: %s", path, fat5_last_error(ctx));
+        goto out;
+    }
+    fat5__json_as_i64(fat5__json_get(fat5__json_root(doc), "V"), &V);
+    rows = fat5__json_get(fat5__json_root(doc), "rows");
+    n_rows = (int64_t)rows->n;
+    FAT5_REQUIRE(T, n_rows <= 64 && V > 0);
+    x = (float *)malloc((size_t)(n_rows * V) * sizeof(float));
+    for (i = 0; i < n_rows; i++) rid[i] = 0;
+    for (c = fat5__json_get(fat5__json_root(doc), "cases")->child; c; c = c->next) {
+        const fat5__json *o = fat5__json_get(c, "options"), *kept = fat5__json_get(c, "kept"), *vals = fat5__json_get(c, "values");
+        const fat5__json *mk = fat5__json_get(c, "min_tokens_to_keep"), *f;
+        fat5__gen_opts go = tgen_opts(NULL, 0, 100);
+        int64_t mk_v = 1;
+        double d;
+        if (mk) fat5__json_as_i64(mk, &mk_v);
+        go.do_sample = 1, go.top_k = 0, go.min_keep = (int)mk_v;
+        for (f = o->child; f; f = f->next) {
+            fat5__json_as_double(f, &d);
+            if (!strcmp(f->key, "temperature")) go.temperature = (float)d;
+            else if (!strcmp(f->key, "top_k")) go.top_k = (int)d;
+            else if (!strcmp(f->key, "top_p")) go.top_p = (float)d;
+            else if (!strcmp(f->key, "min_p")) go.min_p = (float)d;
+            else if (!strcmp(f->key, "typical_p")) go.typical_p = (float)d;
+            else if (!strcmp(f->key, "epsilon_cutoff")) go.epsilon = (float)d;
+            else if (!strcmp(f->key, "eta_cutoff")) go.eta = (float)d;
+            else FAT5_CHECK_MSG(T, 0, "warpers fixture: unknown option %s", f->key);
+        }
+        for (row = rows->child, i = 0; row; row = row->next, i++) {
+            const fat5__json *e;
+            for (e = row->child, v = 0; e && v < V; e = e->next, v++) x[i * V + v] = (float)tgo_num(e);
+        }
+        FAT5_REQUIRE_OK(T, fat5__cpu_gen_process(ctx, FAT5__ADDR(x), FAT5__ADDR(hist), FAT5__ADDR(lens), FAT5__ADDR(rid),
+                                                 n_rows, (int)V, 1, &go));
+        {
+            const fat5__json *kr = kept->child, *vr = vals->child;
+            for (i = 0; i < n_rows && kr && vr; i++, kr = kr->next, vr = vr->next) {
+                const fat5__json *ki = kr->child, *vi = vr->child;
+                int64_t nk = 0;
+                for (v = 0; v < V; v++) nk += x[i * V + v] > -INFINITY;
+                compared++;
+                if (nk != (int64_t)kr->n) {
+                    // transformers orders equal values as torch's sort leaves them, so a cut through tied
+                    // values keeps some of them; fat5 keeps all: allowed when every extra token ties
+                    // with the smallest value transformers kept (and transformers' are all kept)
+                    double lo = INFINITY;
+                    int64_t in_hf = 0, extra_tied = 1;
+                    const fat5__json *e2;
+                    for (e2 = ki; e2; e2 = e2->next) {
+                        int64_t id = 0;
+                        fat5__json_as_i64(e2, &id);
+                        in_hf += x[i * V + id] > -INFINITY;
+                    }
+                    for (e2 = vi; e2; e2 = e2->next) lo = tgo_num(e2) < lo ? tgo_num(e2) : lo;
+                    for (v = 0; v < V; v++) {
+                        int listed = 0;
+                        for (e2 = ki; e2 && !listed; e2 = e2->next) {
+                            int64_t id = 0;
+                            fat5__json_as_i64(e2, &id);
+                            listed = id == v;
+                        }
+                        if (!listed && x[i * V + v] > -INFINITY && fabs((double)x[i * V + v] - lo) > 1e-6 * (1 + fabs(lo)))
+                            extra_tied = 0;
+                    }
+                    if (in_hf == (int64_t)kr->n && extra_tied && nk > (int64_t)kr->n) {
+                        ties++;
+                        continue;
+                    }
+                    if (bad++ < 5)
+                        FAT5_CHECK_MSG(T, 0, "warpers %s row %lld: %lld kept, transformers %zu",
+                                       fat5__json_get(c, "name") ? fat5__json_get(c, "name")->str : "?", (long long)i,
+                                       (long long)nk, kr->n);
+                    continue;
+                }
+                for (; ki && vi; ki = ki->next, vi = vi->next) {
+                    int64_t id = 0;
+                    double w = tgo_num(vi);
+                    fat5__json_as_i64(ki, &id);
+                    if (!(x[i * V + id] > -INFINITY) || fabs((double)x[i * V + id] - w) > 1e-5 + 1e-5 * fabs(w)) {
+                        if (bad++ < 5) FAT5_CHECK_MSG(T, 0, "warpers row %lld token %lld: %g, transformers %g", (long long)i, (long long)id, x[i * V + id], w);
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    FAT5_CHECK_MSG(T, bad == 0 && compared > 0, "warpers: %lld of %lld rows differ", (long long)bad, (long long)compared);
+    FAT5_CHECK_MSG(T, ties <= compared / 20, "warpers: %lld of %lld rows differ by tied values", (long long)ties,
+                   (long long)compared);
+out:
+    free(x);
+    fat5__free(ctx, text);
+    fat5__json_free(ctx, doc);
+}
+
 #define FAT5_TESTS_GENERATE_OPTIONS(X) X(generate_stop_match) X(generate_token_texts) X(generate_stream) \
-    X(generate_stop_strings) X(generate_outputs)
+    X(generate_stop_strings) X(generate_outputs) X(generate_hf_options) X(generate_hf_warpers)

@@ -1677,8 +1677,7 @@ static void to_gen_x(to_run *r, int x) {
     TO_BUF(r, x)->scale = 1.0;
 }
 
-// Decoding-op options with every processor off (one-token prompt) and the stop token 1, whose list
-// is the buffer eos (one int32) of the side being run.
+// Decoding-op options with every processor off (one-token prompt) and the stop token 1.
 static fat5__gen_opts to_gen_opts(int max_new) {
     fat5__gen_opts o;
     memset(&o, 0, sizeof o);
@@ -1687,131 +1686,318 @@ static fat5__gen_opts to_gen_opts(int max_new) {
     o.temperature = 1.0f, o.top_p = 1.0f, o.typical_p = 1.0f, o.min_keep = 1, o.K = 1, o.length_penalty = 1.0f;
     return o;
 }
-// o with its list addresses (eos) on the side being run
-static const fat5__gen_opts *to_gen_side(to_run *r, fat5__gen_opts *o, int eos) {
-    o->eos = to_a(r, eos);
+
+// The list buffers of a fat5__gen_opts (buffer ids, -1: none), uploaded to both sides
+typedef struct to_gen_lists {
+    int eos, feos, sup, bsup, sq, sc, sb, et, ec;
+} to_gen_lists;
+static int to_gen_ibuf(to_run *r, const char *name, const int32_t *v, int n) {
+    int b;
+    if (n <= 0) return -1;
+    b = to_buf_new(r, name, TO_I32, TO_IN, (size_t)n);
+    memcpy(TO_I(r, b), v, (size_t)n * sizeof(int32_t));
+    return b;
+}
+// the eos list {eos[0 .. n_eos)} alone (o->n_eos set)
+static to_gen_lists to_gen_eos_list(to_run *r, fat5__gen_opts *o, const int32_t *eos, int n_eos) {
+    to_gen_lists l = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
+    l.eos = to_gen_ibuf(r, "eos", eos, n_eos);
+    o->n_eos = n_eos;
+    return l;
+}
+// o with its list addresses on the side being run
+static const fat5__gen_opts *to_gen_side(to_run *r, fat5__gen_opts *o, const to_gen_lists *l) {
+    o->eos = to_a(r, l->eos), o->forced_eos = to_a(r, l->feos), o->suppress = to_a(r, l->sup);
+    o->begin_suppress = to_a(r, l->bsup), o->seq_ids = to_a(r, l->sq), o->seq_cu = to_a(r, l->sc);
+    o->seq_bias = to_a(r, l->sb), o->enc_tok = to_a(r, l->et), o->enc_cu = to_a(r, l->ec);
     return o;
 }
-static int to_gen_eos(to_run *r) {
-    int eos = to_buf_new(r, "eos", TO_I32, TO_IN, 1);
-    TO_I(r, eos)[0] = 1;
-    return eos;
+
+// Every processor and warper, one feature per case, on (R, n, V) = (12, 12, 1000) and (6, 3, 37)
+// (two rows per input, inputs of unequal lengths: the encoder processors see the pads). On the
+// CPU, each case also checks the feature's effect on the processed scores.
+enum { TO_GEN_FEATURES = 22 };
+static const char *const to_gen_feature_names[TO_GEN_FEATURES] = {
+    "eos3+min_new", "eos3+min_length", "suppress+begin_suppress", "forced_bos", "forced_eos", "bad_words",
+    "sequence_bias", "encoder_rep+encoder_ngram", "exp_decay", "remove_invalid+renormalize", "renormalize+penalties",
+    "top_k", "top_p", "min_p", "typical_p", "epsilon", "eta", "all_warpers", "top_p_tiny", "typical_tiny",
+    "temperature+top_k+top_p", "log_softmax+all_processors"};
+static void to_gen_gen_process_features(to_run *r) {
+    static const int shapes[][3] = {{12, 12, 1000}, {6, 3, 37}};
+    static const int32_t eos3[3] = {1, 4, 4}, sup[3] = {2, 3, 9}, bsup[2] = {5, 6}, feos[2] = {1, 3};
+    enum { LH = 12, P = 3 };
+    size_t s;
+    int f, keep;
+    for (s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (f = 0; f < TO_GEN_FEATURES; f++)
+            for (keep = 1; keep <= (f >= 11 && f <= 19 ? 2 : 1); keep++) {
+                int R = shapes[s][0], n = shapes[s][1], V = shapes[s][2], x, hist, lens, rows, e, v, i;
+                int len0 = f == 3 ? 0 : 5, nin = R / 2;
+                fat5__gen_opts o = to_gen_opts(7);
+                to_gen_lists l;
+                const float *xr;
+                if (!to_case(r, "R=%d n=%d V=%d %s min_keep=%d", R, n, V, to_gen_feature_names[f], keep)) return;
+                to_gen_state(r, R, n, LH, len0, &hist, &lens, &rows, TO_IN);
+                x = to_buf_new(r, "x", TO_F32, TO_INOUT, (size_t)n * V);
+                to_gen_x(r, x);
+                l = to_gen_eos_list(r, &o, eos3, 3);
+                o.P = f == 3 ? 1 : P, o.rows_per_input = 2, o.min_keep = keep;
+                if (f == 0) o.min_new = 6;
+                if (f == 1) o.min_len = P + 6;
+                if (f == 2) {
+                    l.sup = to_gen_ibuf(r, "suppress", sup, 3), o.n_suppress = 3;
+                    l.bsup = to_gen_ibuf(r, "begin_suppress", bsup, 2), o.n_begin_suppress = 2;
+                    o.begin_index = P + 6;   // the rows with lens 6
+                }
+                if (f == 3) o.forced_bos = 7;   // cur == 1: the rows with lens 0
+                if (f == 4) l.feos = to_gen_ibuf(r, "forced_eos", feos, 2), o.n_forced_eos = 2;   // lens 6 == max_new - 1
+                if (f == 5 || f == 6) {   // entries built from rows[0]'s history, so that some match
+                    const int32_t *h = TO_I(r, hist) + TO_I(r, rows)[0] * LH;
+                    int cur = P + TO_I(r, lens)[TO_I(r, rows)[0]];
+                    int32_t ids[16], cu[8] = {0};
+                    float bias[7] = {1.5f, -2.0f, 0.5f, 2.5f, 0.25f, 0.75f, 0};
+                    int ns = 0, ni = 0;
+#define TO_GEN_SEQ(...) do { int32_t w_[] = {__VA_ARGS__}; memcpy(ids + ni, w_, sizeof w_); ni += (int)(sizeof w_ / 4); cu[++ns] = ni; } while (0)
+                    if (f == 6) {   // sequence_bias: single, multi (two ending in 9, one repeated), single repeated
+                        TO_GEN_SEQ(7);
+                        TO_GEN_SEQ(h[cur - 1], 9);
+                        TO_GEN_SEQ(h[cur - 2], h[cur - 1], 9);
+                        TO_GEN_SEQ(7);
+                        TO_GEN_SEQ(h[cur - 1], 9);
+                        TO_GEN_SEQ(h[cur - 1], 11);
+                        o.n_seq_bias = ns;
+                    } else {   // bad words of 1 and 3 tokens, one matching rows[0], one matching nothing
+                        TO_GEN_SEQ(5);
+                        TO_GEN_SEQ(h[cur - 2], h[cur - 1], 17);
+                        TO_GEN_SEQ(h[cur - 2], 41, 19);
+                        o.n_seq_bias = 0;
+                    }
+#undef TO_GEN_SEQ
+                    o.n_seq = ns;
+                    l.sq = to_gen_ibuf(r, "seq_ids", ids, ni), l.sc = to_gen_ibuf(r, "seq_cu", cu, ns + 1);
+                    if (o.n_seq_bias) {
+                        l.sb = to_buf_new(r, "seq_bias", TO_F32, TO_IN, (size_t)ns);
+                        memcpy(TO_F(r, l.sb), bias, (size_t)ns * sizeof(float));
+                        TO_BUF(r, l.sb)->scale = 1.0;
+                    }
+                }
+                if (f == 7 || f == 21) {   // inputs of 3 .. 8 tokens, right-padded with pad 0 to the longest
+                    int32_t et[6 * 8], ec[7];
+                    ec[0] = 0;
+                    for (i = 0; i < nin; i++) ec[i + 1] = ec[i] + 3 + (i * 5) % 6;
+                    for (i = 0; i < ec[nin]; i++) et[i] = (int32_t)fat5_rng_below(&r->rng, 40);
+                    for (i = 0, o.enc_max = 0; i < nin; i++) o.enc_max = ec[i + 1] - ec[i] > o.enc_max ? ec[i + 1] - ec[i] : o.enc_max;
+                    l.et = to_gen_ibuf(r, "enc_tok", et, ec[nin]), l.ec = to_gen_ibuf(r, "enc_cu", ec, nin + 1);
+                    o.enc_rep = 1.4f, o.enc_ngram = 2;
+                }
+                if (f == 8) o.decay_start = P + 2, o.decay_factor = 1.3f;
+                if (f == 9) {
+                    for (e = 0; e < n; e++) {   // NaN, +inf, -inf in every row
+                        TO_F(r, x)[e * V + (e % V)] = NAN;
+                        TO_F(r, x)[e * V + ((e + 3) % V)] = INFINITY;
+                        TO_F(r, x)[e * V + ((e + 5) % V)] = -INFINITY;
+                    }
+                    TO_BUF(r, x)->nan_ok = 1;
+                    o.remove_invalid = 1, o.renormalize = 1;
+                }
+                if (f == 10) o.renormalize = 1, o.rep = 1.3f, o.ngram = 2;
+                if (f >= 11 && f <= 20) o.do_sample = 1;
+                if (f == 11) o.top_k = 5;
+                if (f == 12) o.top_p = 0.8f;
+                if (f == 13) o.min_p = 0.05f;
+                if (f == 14) o.typical_p = 0.7f;
+                if (f == 15) o.epsilon = 3e-3f;
+                if (f == 16) o.eta = 3e-3f;
+                if (f == 17) o.top_k = 40, o.top_p = 0.9f, o.min_p = 0.01f, o.typical_p = 0.95f, o.epsilon = 1e-4f, o.eta = 1e-4f;
+                if (f == 18) o.top_p = 0.01f;
+                if (f == 19) o.typical_p = 0.01f;
+                if (f == 20) o.temperature = 0.7f, o.top_k = 20, o.top_p = 0.85f;
+                if (f == 21) {
+                    o.log_softmax = 1, o.rep = 1.2f, o.ngram = 3, o.min_new = 6, o.decay_start = P, o.decay_factor = 1.1f;
+                    o.renormalize = 1;
+                }
+                TO_SIDES(r) TO_CALL(r, r->be->gen_process(r->ctx, to_a(r, x), to_a(r, hist), to_a(r, lens), to_a(r, rows), n,
+                                                          V, LH, to_gen_side(r, &o, &l)));
+                to_check(r);
+                if (r->err || !TO_BUF(r, x)->res[0]) continue;
+                xr = (const float *)TO_BUF(r, x)->res[0];   // the CPU's result: the feature's effect
+                for (e = 0; e < n; e++) {
+                    const float *xe = xr + (size_t)e * V;
+                    int row = TO_I(r, rows)[e], len = TO_I(r, lens)[row], finite = 0;
+                    double z = 0;
+                    for (v = 0; v < V; v++) finite += isfinite(xe[v]) != 0, z += exp((double)xe[v]);
+                    if ((f == 0 || f == 1) && len < 6)
+                        FAT5_CHECK(r->T, V < 5 || (xe[1] == -INFINITY && xe[4] == -INFINITY));
+                    if (f == 2)
+                        FAT5_CHECK(r->T, V < 10 || (xe[2] == -INFINITY && xe[9] == -INFINITY &&
+                                                    (len == 6) == (xe[5] == -INFINITY && xe[6] == -INFINITY)));
+                    if (f == 3) FAT5_CHECK(r->T, V < 8 || (len == 0) == (xe[7] == 0.0f && finite == 1));
+                    if (f == 4) FAT5_CHECK(r->T, V < 4 || (len == 6) == (xe[1] == 0.0f && xe[3] == 0.0f && finite == 2));
+                    if (f == 5) FAT5_CHECK(r->T, V < 6 || xe[5] == -INFINITY);
+                    if (f == 5 && e == 0) FAT5_CHECK(r->T, V < 18 || xe[17] == -INFINITY);
+                    if (f == 9) {   // no NaN left; the +inf (now FLT_MAX) holds all the mass after renormalize
+                        int nans = 0;
+                        for (v = 0; v < V; v++) nans += isnan(xe[v]) != 0;
+                        FAT5_CHECK(r->T, nans == 0 && fabs(xe[(e + 3) % V]) < 1e-3);
+                    }
+                    if (f == 10 || f == 21) FAT5_CHECK(r->T, fabs(z - 1.0) < 1e-4);
+                    if (f == 11) FAT5_CHECK(r->T, finite == (V < 5 ? V : 5));
+                    if (f >= 11 && f <= 20) FAT5_CHECK(r->T, finite >= (keep < V ? keep : V) && (V < 40 || finite < V));
+                    if (f == 18) FAT5_CHECK(r->T, finite == keep);
+                }
+            }
 }
 
 // (R, n, V): 12 rows of 1000 (R coprime with 5), every other row of 6, one token, a large vocabulary;
 // with and without log_softmax, penalties on and off
 static void to_gen_gen_process(to_run *r) {
     static const int shapes[][3] = {{12, 12, 1000}, {6, 3, 37}, {1, 1, 1}, {3, 3, 50021}};
+    static const int32_t eos1[1] = {1};
     enum { LH = 9 };
     size_t s;
     int mode;
     for (s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (mode = 0; mode < 4; mode++) {
             int R = shapes[s][0], n = shapes[s][1], V = shapes[s][2], x, hist, lens, rows;
-            int ls = mode & 1, pen = mode >> 1, eos;
+            int ls = mode & 1, pen = mode >> 1;
             fat5__gen_opts o = to_gen_opts(8);
+            to_gen_lists l;
             if (!to_case(r, "R=%d n=%d V=%d log_softmax=%d penalties=%d", R, n, V, ls, pen)) return;
             to_gen_state(r, R, n, LH, 5, &hist, &lens, &rows, TO_IN);
             x = to_buf_new(r, "x", TO_F32, TO_INOUT, (size_t)n * V);
             to_gen_x(r, x);
-            eos = to_gen_eos(r);
+            l = to_gen_eos_list(r, &o, eos1, 1);
             o.rep = pen ? 1.3f : 1.0f, o.ngram = pen ? 2 : 0, o.min_new = 6, o.log_softmax = ls;
             TO_SIDES(r) TO_CALL(r, r->be->gen_process(r->ctx, to_a(r, x), to_a(r, hist), to_a(r, lens), to_a(r, rows), n, V,
-                                                      LH, to_gen_side(r, &o, eos)));
+                                                      LH, to_gen_side(r, &o, &l)));
             to_check(r);
         }
+    to_gen_gen_process_features(r);
 }
-
 // greedy, sampling with top-k, with top-p; a finished row (pad, nothing changes); rows reaching
-// max_new
+// max_new; a list of 3 stop tokens holding a row's argmax (greedy: that row is done) with a prompt
+// of 3 tokens; sampling over rows with -inf entries
 static void to_gen_gen_select(to_run *r) {
     static const int shapes[][3] = {{12, 12, 1000}, {6, 3, 37}, {1, 1, 1}, {3, 3, 50021}};
-    enum { LH = 9 };
+    enum { LH = 12 };
     size_t s;
     int mode;
     for (s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-        for (mode = 0; mode < 3; mode++) {
-            int R = shapes[s][0], n = shapes[s][1], V = shapes[s][2], x, tok, hist, lens, rows, done, score, i, eos;
-            int smp = mode > 0, topk = mode == 1 ? 50 : 0;
+        for (mode = 0; mode < 5; mode++) {
+            int R = shapes[s][0], n = shapes[s][1], V = shapes[s][2], x, tok, hist, lens, rows, done, score, i, v;
+            int smp = mode == 1 || mode == 2 || mode == 4, topk = mode == 1 ? 50 : 0;
             float topp = mode == 2 ? 0.9f : 1.0f;
+            int32_t eos[3] = {1, 0, 2};
             fat5__gen_opts o = to_gen_opts(6);
+            to_gen_lists l;
             o.do_sample = smp, o.temperature = 1.2f, o.top_k = topk, o.top_p = topp, o.seed = 99;
-            if (!to_case(r, "R=%d n=%d V=%d sample=%d top_k=%d top_p=%g", R, n, V, smp, topk, (double)topp)) return;
+            if (!to_case(r, "R=%d n=%d V=%d sample=%d top_k=%d top_p=%g eos=%d", R, n, V, smp, topk, (double)topp,
+                         mode >= 3 ? 3 : 1))
+                return;
             to_gen_state(r, R, n, LH, 5, &hist, &lens, &rows, TO_INOUT);
             x = to_buf_new(r, "x", TO_F32, TO_IN, (size_t)n * V);
             to_gen_x(r, x);
+            if (mode >= 3) {
+                int best = 0;
+                for (v = 1; v < V; v++) best = TO_F(r, x)[v] > TO_F(r, x)[best] ? v : best;
+                eos[1] = best, o.P = 3;
+                if (mode == 4 && V > 1)
+                    for (i = 0; i < n * V; i += 3) TO_F(r, x)[i] = -INFINITY;
+            }
             tok = to_buf_new(r, "tok", TO_I32, TO_OUT, (size_t)n);
             done = to_buf_new(r, "done", TO_I32, TO_INOUT, (size_t)R);
             score = to_buf_new(r, "score", TO_F32, TO_INOUT, (size_t)R);
             for (i = 0; i < R; i++) TO_I(r, done)[i] = R > 1 && i == 1, TO_F(r, score)[i] = -0.5f * (float)i;
             TO_BUF(r, score)->scale = 1.0;
-            eos = to_gen_eos(r);
+            l = to_gen_eos_list(r, &o, eos, mode >= 3 ? 3 : 1);
             TO_SIDES(r) TO_CALL(r, r->be->gen_select(r->ctx, to_a(r, x), to_a(r, tok), to_a(r, hist), to_a(r, lens),
                                                      to_a(r, done), to_a(r, score), to_a(r, rows), n, V, LH,
-                                                     to_gen_side(r, &o, eos)));
+                                                     to_gen_side(r, &o, &l)));
             to_check(r);
+            if (mode == 3 && !r->err && TO_BUF(r, done)->res[0]) {   // the CPU: entry 0 took its argmax, a stop token
+                int r0 = TO_I(r, rows)[0];
+                FAT5_CHECK(r->T, TO_I(r, done)[r0] || (((int32_t *)TO_BUF(r, tok)->res[0])[0] == eos[1] &&
+                                                       ((int32_t *)TO_BUF(r, done)->res[0])[r0] == 1 &&
+                                                       ((int32_t *)TO_BUF(r, hist)->res[0])[r0 * LH + 3 + 5 + r0 % 2] ==
+                                                           eos[1]));
+            }
         }
 }
 
 // One beam step from log-probabilities (the CPU's gen_process with log_softmax): K beams of NI
-// inputs; early_stopping 0, 1, 2; some finished slots. Every output equal (the bookkeeping, and the
-// scores: the same float additions); fin_tok compared on each slot's fin_len tokens.
+// inputs; early_stopping 0, 1, 2; some finished slots; variants: 1 stop token and a one-token
+// prompt, 3 stop tokens (C = 4K; beam 0 of each input made to prefer stop token 2) and a prompt of
+// 3, beam sampling with both. Every output equal (the bookkeeping, and the scores: the same float
+// additions); fin_tok compared on each slot's fin_len tokens.
 static void to_gen_gen_beam(to_run *r) {
-    static const int shapes[][3] = {{4, 3, 1000}, {1, 5, 37}, {3, 2, 5}, {8, 1, 3001}};
+    static const int shapes[][3] = {{4, 3, 1000}, {1, 5, 37}, {3, 2, 5}, {8, 1, 3001}, {16, 2, 300}};
+    static const int32_t eos3[3] = {1, 2, 3};
     enum { LH = 9 };
     size_t s;
-    int es;
+    int es, var;
     for (s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-        for (es = 0; es < 3; es++) {
-            int K = shapes[s][0], NI = shapes[s][1], V = shapes[s][2], R = K * NI, i;
-            int x, tok, src, hist, lens, rows, bs, fs, ft, fl, ff, un, done, scr, eos;
-            fat5__gen_opts o = to_gen_opts(7), oh;
-            int32_t eos_host[1] = {1};
-            o.log_softmax = 1, o.K = K, o.rows_per_input = K, o.min_keep = 2, o.length_penalty = 0.7f;
-            o.early_stopping = es;
-            oh = o, oh.eos = FAT5__ADDR(eos_host);
-            if (!to_case(r, "K=%d inputs=%d V=%d early_stopping=%d", K, NI, V, es)) return;
-            to_gen_state(r, R, R, LH, 5, &hist, &lens, &rows, TO_INOUT);
-            for (i = 0; i < R; i++) TO_I(r, lens)[i] = 5, TO_I(r, rows)[i] = i;
-            x = to_buf_new(r, "x", TO_F32, TO_IN, (size_t)R * V);
-            to_gen_x(r, x);
-            fat5__cpu_gen_process(r->cpu, FAT5__ADDR(TO_F(r, x)), FAT5__ADDR(TO_I(r, hist)), FAT5__ADDR(TO_I(r, lens)),
-                                  FAT5__ADDR(TO_I(r, rows)), R, V, LH, &oh);
-            tok = to_buf_new(r, "tok", TO_I32, TO_OUT, (size_t)R);
-            src = to_buf_new(r, "src", TO_I32, TO_OUT, (size_t)R);
-            bs = to_buf_new(r, "bscore", TO_F32, TO_INOUT, (size_t)R);
-            fs = to_buf_new(r, "fin_score", TO_F32, TO_INOUT, (size_t)R);
-            ft = to_buf_new(r, "fin_tok", TO_I32, TO_INOUT, (size_t)R * (LH - 1));
-            fl = to_buf_new(r, "fin_len", TO_I32, TO_INOUT, (size_t)R);
-            ff = to_buf_new(r, "fin_flag", TO_I32, TO_INOUT, (size_t)R);
-            un = to_buf_new(r, "unsat", TO_I32, TO_INOUT, (size_t)NI);
-            done = to_buf_new(r, "done", TO_I32, TO_INOUT, (size_t)R);
-            scr = to_buf_new(r, "scratch", TO_I32, TO_SCRATCH, (size_t)R * LH);
-            for (i = 0; i < R; i++) {
-                TO_F(r, bs)[i] = (float)-(i % K);
-                TO_F(r, fs)[i] = i % K == 0 ? -2.0f : -1.0e9f;
-                TO_I(r, ff)[i] = i % K == 0;
-                TO_I(r, fl)[i] = 3;
-            }
-            for (i = 0; i < R * (LH - 1); i++) TO_I(r, ft)[i] = i % 17;
-            for (i = 0; i < NI; i++) TO_I(r, un)[i] = 1;
-            eos = to_gen_eos(r);
-            TO_BUF(r, bs)->cmp = TO_BUF(r, fs)->cmp = TO_SAME;
-            TO_BUF(r, ft)->cmp = TO_SKIP;
-            TO_SIDES(r) TO_CALL(r, r->be->gen_beam(r->ctx, to_a(r, x), to_a(r, tok), to_a(r, src), to_a(r, hist),
-                                                   to_a(r, lens), to_a(r, bs), to_a(r, fs), to_a(r, ft), to_a(r, fl),
-                                                   to_a(r, ff), to_a(r, un), to_a(r, done), to_a(r, rows), to_a(r, scr), R,
-                                                   V, LH, to_gen_side(r, &o, eos)));
-            to_check(r);
-            if (r->gpu && !r->err)
+        for (var = 0; var < 4; var++)
+            for (es = 0; es < 3; es++) {
+                int K = shapes[s][0], NI = shapes[s][1], V = shapes[s][2], R = K * NI, i, n_eos = var & 1 ? 3 : 1;
+                int x, tok, src, hist, lens, rows, bs, fs, ft, fl, ff, un, done, scr, P = var & 1 ? 3 : 1, F = LH - P;
+                fat5__gen_opts o = to_gen_opts(7), oh;
+                to_gen_lists l;
+                if (s == 4 && var != 1 && var != 3) continue;   // K = 16: 64 candidates with 3 stop tokens
+                o.log_softmax = 1, o.K = K, o.rows_per_input = K, o.min_keep = 2, o.length_penalty = 0.7f;
+                o.early_stopping = es, o.P = P, o.do_sample = var >= 2, o.seed = 5;
+                oh = o, oh.eos = FAT5__ADDR(eos3), oh.n_eos = n_eos;
+                if (!to_case(r, "K=%d inputs=%d V=%d early_stopping=%d eos=%d P=%d sample=%d", K, NI, V, es, n_eos, P,
+                             var >= 2))
+                    return;
+                to_gen_state(r, R, R, LH, 5, &hist, &lens, &rows, TO_INOUT);
+                for (i = 0; i < R; i++) TO_I(r, lens)[i] = 5, TO_I(r, rows)[i] = i;
+                x = to_buf_new(r, "x", TO_F32, TO_IN, (size_t)R * V);
+                to_gen_x(r, x);
+                if (n_eos == 3)
+                    for (i = 0; i < NI; i++) TO_F(r, x)[(size_t)i * K * V + 2] = 30.0f;
+                fat5__cpu_gen_process(r->cpu, FAT5__ADDR(TO_F(r, x)), FAT5__ADDR(TO_I(r, hist)), FAT5__ADDR(TO_I(r, lens)),
+                                      FAT5__ADDR(TO_I(r, rows)), R, V, LH, &oh);
+                tok = to_buf_new(r, "tok", TO_I32, TO_OUT, (size_t)R);
+                src = to_buf_new(r, "src", TO_I32, TO_OUT, (size_t)R);
+                bs = to_buf_new(r, "bscore", TO_F32, TO_INOUT, (size_t)R);
+                fs = to_buf_new(r, "fin_score", TO_F32, TO_INOUT, (size_t)R);
+                ft = to_buf_new(r, "fin_tok", TO_I32, TO_INOUT, (size_t)R * F);
+                fl = to_buf_new(r, "fin_len", TO_I32, TO_INOUT, (size_t)R);
+                ff = to_buf_new(r, "fin_flag", TO_I32, TO_INOUT, (size_t)R);
+                un = to_buf_new(r, "unsat", TO_I32, TO_INOUT, (size_t)NI);
+                done = to_buf_new(r, "done", TO_I32, TO_INOUT, (size_t)R);
+                scr = to_buf_new(r, "scratch", TO_I32, TO_SCRATCH, (size_t)R * LH);
                 for (i = 0; i < R; i++) {
-                    int L = ((int32_t *)TO_BUF(r, fl)->res[0])[i];
-                    FAT5_CHECK_MSG(r->T, L < 0 || L > LH - 1 ||
-                                             !memcmp((int32_t *)TO_BUF(r, ft)->res[0] + i * (LH - 1),
-                                                     (int32_t *)TO_BUF(r, ft)->res[1] + i * (LH - 1), (size_t)L * 4),
-                                   "[%s] gen_beam %s: fin_tok of slot %d differs", to_mode(r), r->what, i);
+                    TO_F(r, bs)[i] = (float)-(i % K);
+                    TO_F(r, fs)[i] = i % K == 0 ? -2.0f : -1.0e9f;
+                    TO_I(r, ff)[i] = i % K == 0;
+                    TO_I(r, fl)[i] = 3;
                 }
-        }
+                for (i = 0; i < R * F; i++) TO_I(r, ft)[i] = i % 17;
+                for (i = 0; i < NI; i++) TO_I(r, un)[i] = 1;
+                l = to_gen_eos_list(r, &o, eos3, n_eos);
+                TO_BUF(r, bs)->cmp = TO_BUF(r, fs)->cmp = TO_SAME;
+                TO_BUF(r, ft)->cmp = TO_SKIP;
+                TO_SIDES(r) TO_CALL(r, r->be->gen_beam(r->ctx, to_a(r, x), to_a(r, tok), to_a(r, src), to_a(r, hist),
+                                                       to_a(r, lens), to_a(r, bs), to_a(r, fs), to_a(r, ft), to_a(r, fl),
+                                                       to_a(r, ff), to_a(r, un), to_a(r, done), to_a(r, rows), to_a(r, scr),
+                                                       R, V, LH, to_gen_side(r, &o, &l)));
+                to_check(r);
+                if (r->err) continue;
+                if (var == 1 && es != 1 && TO_BUF(r, ft)->res[0])   // the CPU: each input's best slot is the stopped beam 0 + token 2
+                    for (i = 0; i < NI; i++)
+                        FAT5_CHECK_MSG(r->T, ((int32_t *)TO_BUF(r, fl)->res[0])[i * K] == 6 &&
+                                                 ((int32_t *)TO_BUF(r, ft)->res[0])[i * K * F + 5] == 2,
+                                       "gen_beam %s: input %d did not finish on its stop token", r->what, i);
+                if (r->gpu)
+                    for (i = 0; i < R; i++) {
+                        int L = ((int32_t *)TO_BUF(r, fl)->res[0])[i];
+                        FAT5_CHECK_MSG(r->T, L < 0 || L > F ||
+                                                 !memcmp((int32_t *)TO_BUF(r, ft)->res[0] + i * F,
+                                                         (int32_t *)TO_BUF(r, ft)->res[1] + i * F, (size_t)L * 4),
+                                       "[%s] gen_beam %s: fin_tok of slot %d differs", to_mode(r), r->what, i);
+                    }
+            }
 }
 
 // ----- the table: one generator per op of FAT5__OPS (a missing to_gen_<op> fails to compile) -----
