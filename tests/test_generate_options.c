@@ -526,5 +526,69 @@ out:
     fat5__json_free(ctx, doc);
 }
 
+#ifndef FAT5_NO_CUDA
+// GPU fp32 == transformers on every option case (tokens identical, scores and per-step values within
+// 2e-4: cuBLAS sums in another order than the CPU), with and without CUDA graphs
+static void t_gpu_generate_hf_options(fat5_test *T) {
+    fat5_ctx *g = tgen_gpu_ctx(T, FAT5_DTYPE_FP32);
+    int k, cases = 0, refused = 0, graph;
+    int64_t same = 0, all = 0;
+    if (!g) return;
+    for (k = 0; k < 3; k++) {
+        fat5_model *m = tgen_gpu_model(T, g, k);
+        if (!m) continue;
+        for (graph = 1; graph >= 0; graph--)
+            cases += tgo_run_options(T, m, tgen_fixtures[k], graph, 2e-4, 2e-4, &same, &all, &refused);
+        fat5_model_destroy(m);
+    }
+    FAT5_CHECK_MSG(T, same == all && all > 0 && cases >= 300, "%d cases, %lld of %lld rows identical", cases,
+                   (long long)same, (long long)all);
+    fat5_ctx_destroy(g);
+}
+
+// Sampling with every warper, and beam sampling, give the CPU's tokens on the GPU for one seed
+// (fp32; the Philox draws are the same on both)
+static void t_gpu_generate_sample_same(fat5_test *T) {
+    fat5_ctx *g = tgen_gpu_ctx(T, FAT5_DTYPE_FP32), *c = fat5_test_ctx(T);
+    int32_t *tok = NULL, *cu = NULL;
+    int64_t n = 0;
+    int mode;
+    fat5_model *mg = NULL, *mc = NULL;
+    if (!g) return;
+    mg = tgen_gpu_model(T, g, 1), mc = tgo_model(T, 1);
+    if (!mg || !mc || !tgen_inputs(T, c, tgen_fixtures[1], &tok, &cu, &n)) goto out;
+    for (mode = 0; mode < 4; mode++) {
+        fat5_generate_config o = fat5_generate_config_from_model(mc);
+        fat5_generate_result a, b;
+        o.do_sample = 1, o.seed = 77 + (uint64_t)mode, o.max_new_tokens = 14, o.top_k = 0;
+        if (mode == 0) o.temperature = 1.3, o.top_p = 0.9;
+        if (mode == 1) o.min_p = 0.05, o.typical_p = 0.9;
+        if (mode == 2) o.epsilon_cutoff = 3e-3, o.eta_cutoff = 1e-3, o.num_return_sequences = 3;
+        if (mode == 3) o.num_beams = 3, o.num_return_sequences = 2, o.top_k = 20;
+        FAT5_REQUIRE_OK(T, fat5_generate(mc, tok, cu, n, &o, &a));
+        if (fat5_generate(mg, tok, cu, n, &o, &b) != FAT5_OK) {
+            FAT5_CHECK_MSG(T, 0, "GPU: %s", fat5_last_error(g));
+            fat5_generate_result_destroy(c, &a);
+            continue;
+        }
+        FAT5_CHECK_MSG(T, a.n_seq == b.n_seq && a.cu_seqlens[a.n_seq] == b.cu_seqlens[b.n_seq] &&
+                              !memcmp(a.cu_seqlens, b.cu_seqlens, (size_t)(a.n_seq + 1) * 4) &&
+                              !memcmp(a.tokens, b.tokens, (size_t)a.cu_seqlens[a.n_seq] * 4),
+                       "mode %d: the GPU's samples differ from the CPU's", mode);
+        fat5_generate_result_destroy(c, &a);
+        fat5_generate_result_destroy(g, &b);
+    }
+out:
+    free(tok), free(cu);
+    fat5_model_destroy(mg);
+    fat5_model_destroy(mc);
+    fat5_ctx_destroy(g);
+}
+#define FAT5_TESTS_GENERATE_OPTIONS_GPU(X) X(gpu_generate_hf_options) X(gpu_generate_sample_same)
+#else
+#define FAT5_TESTS_GENERATE_OPTIONS_GPU(X)
+#endif
+
 #define FAT5_TESTS_GENERATE_OPTIONS(X) X(generate_stop_match) X(generate_token_texts) X(generate_stream) \
-    X(generate_stop_strings) X(generate_outputs) X(generate_hf_options) X(generate_hf_warpers)
+    X(generate_stop_strings) X(generate_outputs) X(generate_hf_options) X(generate_hf_warpers) \
+    FAT5_TESTS_GENERATE_OPTIONS_GPU(X)
