@@ -311,8 +311,8 @@ __device__ __forceinline__ void fat5_gen_warp(float *xe, int V, const fat5_gen_o
         int within = 0;
         for (int v = threadIdx.x; v < V; v += blockDim.x) within += !(FAT5_GEN_SHIFT(v) > thr);
         within = fat5_gen_block_count(within, redc);
-        unsigned int wk = 0xffffffffu;   // the first `keep` tokens in (shift, id) order: key < wk, or = wk and id <= idk
-        int idk = V;
+        unsigned int wk = 0u;   // the first `keep` tokens in (shift, id) order: key < wk, or = wk and id <= idk
+        int idk = -1;           // (none when enough tokens are within the cut)
         if (within < keep) {
             unsigned int a = 0u, z = 0xffffffffu;
             while (a < z) {   // smallest shift key with at least keep shifts <= it
