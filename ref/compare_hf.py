@@ -205,7 +205,8 @@ def hf_generate(model, ids, new_tokens, device, repeat):
 def fat5_generate(binary, model_dir, ids, new_tokens, device, dtype, repeat, extra):
     cmd = [binary, model_dir, "--print-ids", "--max-new-tokens", str(new_tokens),
            "--min-new-tokens", str(new_tokens), "--num-beams", "1", "--warmup", "1", "--repeat", str(repeat),
-           "--device", "gpu" if device == "cuda" else "cpu"]
+           "--device", "gpu" if device == "cuda" else "cpu",
+           "--batch-size", str(len(ids))]   # the whole batch in one fat5_generate call, as transformers runs it
     if device == "cuda":
         cmd += ["--dtype", dtype]
     cmd += extra
