@@ -526,6 +526,68 @@ out:
     fat5__json_free(ctx, doc);
 }
 
+// ---- the new warpers' draws ----
+
+// The chi-square critical values at p = 1e-6 for df 1 .. 11
+static const double tgo_chi2_crit[12] = {0, 23.93, 27.63, 30.66, 33.38, 35.89, 38.26, 40.52, 42.70, 44.81, 46.86, 48.87};
+
+// min_p, typical_p, epsilon and eta sampling draw from the softmax of the tokens they keep: the
+// kept set is the warper's (checked against transformers by generate_hf_warpers), no other token
+// is ever drawn, and 40000 draws (each another Philox counter) pass a chi-square at p = 1e-6
+static void t_generate_sample_warpers_chi2(fat5_test *T) {
+    enum { V = 12, N = 40000, CHUNK = 500, LH = N / CHUNK + 2 };
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    static float xs[CHUNK * V];
+    float x[V], kept[V];
+    static int32_t hist[CHUNK * LH];   // each draw writes its token at [P + lens]
+    int32_t tok[CHUNK], lens[CHUNK], done[CHUNK], rows[CHUNK];
+    float score[CHUNK];
+    fat5_rng rng = fat5_rng_init(31);
+    int mode, v, e;
+    for (v = 0; v < V; v++) x[v] = (float)(1.5 * fat5_rng_normal(&rng));
+    for (mode = 0; mode < 4; mode++) {
+        fat5__gen_opts o = tgen_opts(NULL, 0, 1 << 30);
+        int64_t counts[V], ck[V];
+        double q[V], z = 0, c;
+        int nk = 0, drawn = 0;
+        o.do_sample = 1, o.seed = 500 + (uint64_t)mode, o.temperature = 1.2f;
+        if (mode == 0) o.min_p = 0.08f;
+        if (mode == 1) o.typical_p = 0.7f;
+        if (mode == 2) o.epsilon = 0.04f;
+        if (mode == 3) o.eta = 0.05f;
+        memcpy(kept, x, sizeof x);   // the warper alone, once, for the kept set
+        {
+            int32_t h0[4] = {0}, l0[1] = {0}, r0[1] = {0};
+            FAT5_REQUIRE_OK(T, fat5__cpu_gen_process(ctx, FAT5__ADDR(kept), FAT5__ADDR(h0), FAT5__ADDR(l0), FAT5__ADDR(r0), 1,
+                                                     V, 4, &o));
+        }
+        for (v = 0; v < V; v++)
+            if (kept[v] > -INFINITY) z += exp((double)kept[v]), nk++;
+        FAT5_REQUIRE(T, nk >= 2 && nk < V);   // the warper removes some tokens and keeps several
+        for (v = 0; v < V; v++) q[v] = kept[v] > -INFINITY ? exp((double)kept[v]) / z : 0;
+        memset(counts, 0, sizeof counts);
+        while (drawn < N) {
+            for (e = 0; e < CHUNK; e++) memcpy(xs + e * V, x, sizeof x), rows[e] = e, lens[e] = drawn / CHUNK, done[e] = 0;
+            FAT5_REQUIRE_OK(T, fat5__cpu_gen_process(ctx, FAT5__ADDR(xs), FAT5__ADDR(hist), FAT5__ADDR(lens),
+                                                     FAT5__ADDR(rows), CHUNK, V, LH, &o));
+            FAT5_REQUIRE_OK(T, fat5__cpu_gen_select(ctx, FAT5__ADDR(xs), FAT5__ADDR(tok), FAT5__ADDR(hist), FAT5__ADDR(lens),
+                                                    FAT5__ADDR(done), FAT5__ADDR(score), FAT5__ADDR(rows), CHUNK, V, LH, &o));
+            for (e = 0; e < CHUNK; e++) counts[tok[e]]++;
+            drawn += CHUNK;
+        }
+        for (v = 0, nk = 0; v < V; v++) {
+            if (q[v] == 0) {
+                FAT5_CHECK_MSG(T, counts[v] == 0, "mode %d: removed token %d drawn %lld times", mode, v, (long long)counts[v]);
+                continue;
+            }
+            ck[nk] = counts[v], q[nk++] = q[v];
+        }
+        c = tgen_chi2(ck, q, nk, N);
+        FAT5_CHECK_MSG(T, c < tgo_chi2_crit[nk - 1], "mode %d: chi-square %.2f >= %.2f (df %d, p = 1e-6)", mode, c,
+                       tgo_chi2_crit[nk - 1], nk - 1);
+    }
+}
+
 #ifndef FAT5_NO_CUDA
 // GPU fp32 == transformers on every option case (tokens identical, scores and per-step values within
 // 2e-4: cuBLAS sums in another order than the CPU), with and without CUDA graphs
@@ -590,5 +652,5 @@ out:
 #endif
 
 #define FAT5_TESTS_GENERATE_OPTIONS(X) X(generate_stop_match) X(generate_token_texts) X(generate_stream) \
-    X(generate_stop_strings) X(generate_outputs) X(generate_hf_options) X(generate_hf_warpers) \
+    X(generate_stop_strings) X(generate_outputs) X(generate_hf_options) X(generate_hf_warpers) X(generate_sample_warpers_chi2) \
     FAT5_TESTS_GENERATE_OPTIONS_GPU(X)
