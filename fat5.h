@@ -1180,6 +1180,9 @@ typedef struct fat5_generate_config {
                                    //   (all inputs) or one per input, all of one length: the decoder's
                                    //   prompt as given (it should begin with the decoder start token)
     double max_time;               // 0 = off; seconds after which no further step starts
+    int64_t num_beam_groups;       // 1; g > 1: diverse (group) beam search, num_beams / g beams a group
+    double diversity_penalty;      // 0 (group beam search): subtracted from a token's score per earlier
+                                   //   group of the input that chose it at this step (Hamming diversity)
     // ---- outputs, streaming and stop strings (each costs a host read per step; greedy and
     // sampling only for stream and stop_strings) ----
     int output_scores;             // 0; 1: fat5_generate_result.step_scores, every step's processed scores
@@ -5580,10 +5583,13 @@ typedef struct fat5__gen_opts {
     int top_k;                  // 0: off
     float top_p, min_p, typical_p, epsilon, eta;   // 1, 0, 1, 0, 0: off
     int min_keep;               // warpers keep at least this many tokens (1; beams: n_eos + 1)
-    int K;                      // beams (1: greedy or sampling)
+    int K;                      // beams of one unit: an input (1: greedy or sampling), or a group
     float length_penalty;
     int early_stopping;         // 0 false, 1 true, 2 "never"
     unsigned long long seed;
+    int G, group;               // group beam search: each input's K G beams are G units of K (K is a
+                                //   group's beams); gen_process and gen_beam touch group `group` alone
+    float diversity;            // subtracted per earlier group of the input whose beam chose the token
 } fat5__gen_opts;
 
 // An attention op's `kind`: which keys a query sees (the low two bits, FAT5__ATTN_MASK) and, in
@@ -7548,7 +7554,9 @@ static void fat5__gen_warp(const fat5__gen_opts *o, float *xe, int V, float *s) 
 
 // Hugging Face's logits processors on x [n, V] fp32 in place, entry e for row rows[e] whose decoder
 // input is hist[row][0 .. cur), cur = P + lens[row], and input i = row / rows_per_input. In order:
-// log_softmax (beam search), sequence_bias, encoder_repetition_penalty (each distinct input token
+// log_softmax (beam search), sequence_bias, the diversity penalty (group beam search: for group
+// `group` > 0, each token's score less diversity x the beams of the input's earlier groups that
+// chose it at this step, pad for a finished group's), encoder_repetition_penalty (each distinct input token
 // t: x < 0 ? x / p : x * p), repetition_penalty (each distinct decoder-input token: x < 0 ? x * p :
 // x / p), no_repeat_ngram_size (a token completing an n-gram already in the decoder input gets
 // -inf), encoder_no_repeat_ngram_size (the same against the input's n-grams), bad_words_ids,
@@ -7574,6 +7582,7 @@ static fat5_status fat5__cpu_gen_process(fat5_ctx *ctx, fat5__addr x_, fat5__add
         float *xe = x + e * (int64_t)V;
         int r = rows[e], len = lens[r], cur = o->P + len, in = r / o->rows_per_input, i, j, k, v;
         const int32_t *h = hist + (int64_t)r * Lh;
+        if (o->G > 1 && (r / o->K) % o->G != o->group) continue;   // another group's row
         if (o->log_softmax) {
             double lse = fat5__gen_lse(xe, V);
             for (v = 0; v < V; v++) xe[v] = (float)((double)xe[v] - lse);
@@ -7585,6 +7594,17 @@ static fat5_status fat5__cpu_gen_process(fat5_ctx *ctx, fat5__addr x_, fat5__add
             if (!first) continue;
             b = fat5__gen_seq_bias(o, sq, sc, sb, h, cur, last, &hit);
             if (hit && last >= 0 && last < V) xe[last] = xe[last] + b;
+        }
+        if (o->G > 1 && o->group > 0 && o->diversity != 0.0f) {   // Hamming diversity against the earlier groups
+            int first = (r / (o->K * o->G)) * o->K * o->G, last = first + o->group * o->K, r2, r3;
+            for (r2 = first; r2 < last; r2++) {   // each distinct token once, with its count
+                int t = lens[r2] == len + 1 ? hist[(int64_t)r2 * Lh + o->P + len] : o->pad, count = 0, seen = 0;
+                for (r3 = first; r3 < r2 && !seen; r3++)
+                    seen = (lens[r3] == len + 1 ? hist[(int64_t)r3 * Lh + o->P + len] : o->pad) == t;
+                if (seen || t < 0 || t >= V) continue;
+                for (r3 = r2; r3 < last; r3++) count += (lens[r3] == len + 1 ? hist[(int64_t)r3 * Lh + o->P + len] : o->pad) == t;
+                xe[t] = xe[t] - (float)count * o->diversity;
+            }
         }
         if (o->enc_rep != 1.0f) {
             float p = (float)(1.0 / (double)o->enc_rep);
@@ -7729,6 +7749,7 @@ static fat5_status fat5__cpu_gen_beam(fat5_ctx *ctx, fat5__addr x_, fat5__addr t
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__cpu_gen_beam: K = %d, %d candidates", K, C);
     for (b = 0; b < n / K; b++) {
         int i = rows[b * K] / K, r0 = i * K, t = lens[r0], c, k, j, all_fin = 1, any = 0;
+        if (o->G > 1 && i % o->G != o->group) continue;   // a unit of another group
         float cval[FAT5__BEAM_CAND_MAX], cnorm[FAT5__BEAM_CAND_MAX], run[FAT5__BEAM_CAND_MAX], worst = INFINITY;
         double ckey[FAT5__BEAM_CAND_MAX];
         int64_t cidx[FAT5__BEAM_CAND_MAX];
@@ -9260,10 +9281,10 @@ static FAT5__UNUSED fat5_status fat5__gpu_adafactor_seg(fat5_ctx *ctx, fat5__dpt
 // ----- generate.cu: one block of 256 threads per entry (per input for beam search) -----
 
 // The kernels take the options by value: fat5_gen_opts in kernels/generate.cu mirrors fat5__gen_opts
-// field for field and asserts its size, FAT5_GEN_OPTS_BYTES = 224 there; these two checks fail to
+// field for field and asserts its size, FAT5_GEN_OPTS_BYTES = 240 there; these two checks fail to
 // compile when this side's layout drifts from it (a field added here must be added there).
-typedef char fat5__gen_opts_bytes_check[sizeof(fat5__gen_opts) == 224 ? 1 : -1];
-typedef char fat5__gen_opts_seed_check[offsetof(fat5__gen_opts, seed) == 216 ? 1 : -1];
+typedef char fat5__gen_opts_bytes_check[sizeof(fat5__gen_opts) == 240 ? 1 : -1];
+typedef char fat5__gen_opts_seed_check[offsetof(fat5__gen_opts, seed) == 216 && offsetof(fat5__gen_opts, G) == 224 ? 1 : -1];
 
 // Hugging Face's processors and warpers in place on x [n, V] fp32 (see fat5__cpu_gen_process)
 static FAT5__UNUSED fat5_status fat5__gpu_gen_process(fat5_ctx *ctx, fat5__dptr x, fat5__dptr hist, fat5__dptr lens,
@@ -9299,7 +9320,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_gen_beam(fat5_ctx *ctx, fat5__dptr x, 
                                                    fat5__dptr rows, fat5__dptr scratch, int64_t n, int V, int Lh,
                                                    const fat5__gen_opts *o) {
     long long n_ = n;
-    int K = o->K, C = (o->n_eos > 1 ? o->n_eos + 1 : 2) * o->K;
+    int K = o->K, C = (o->n_eos > 1 ? o->n_eos + 1 : 2) * o->K;   // K: the beams of one unit (input or group)
     fat5__gen_opts ov = *o;
     void *args[] = {&x,    &tok,  &src,     &hist, &lens, &bscore, &fin_score, &fin_tok,        &fin_len,
                     &fin_flag, &unsat, &done, &rows, &scratch, &n_, &V, &Lh, &ov};
@@ -16880,6 +16901,7 @@ FAT5_API fat5_generate_config fat5_generate_config_default(void) {
     g.exponential_decay_start = -1;
     g.exponential_decay_factor = 1.0;
     g.typical_p = 1.0;
+    g.num_beam_groups = 1;
     return g;
 }
 
@@ -16979,6 +17001,14 @@ static fat5_status fat5__gen_check(fat5_ctx *ctx, const char *what, const fat5_g
                   "%s: epsilon_cutoff = %g; expected a value in [0, 1) (0 = off)", what, g->epsilon_cutoff);
     FAT5__GEN_BAD(!(g->eta_cutoff >= 0.0 && g->eta_cutoff < 1.0),
                   "%s: eta_cutoff = %g; expected a value in [0, 1) (0 = off)", what, g->eta_cutoff);
+    FAT5__GEN_BAD(g->num_beam_groups < 1 || g->num_beam_groups > g->num_beams || g->num_beams % g->num_beam_groups,
+                  "%s: num_beam_groups = %lld must divide num_beams = %lld", what, (long long)g->num_beam_groups,
+                  (long long)g->num_beams);
+    FAT5__GEN_BAD(!(g->diversity_penalty >= 0.0) || !isfinite(g->diversity_penalty),
+                  "%s: diversity_penalty = %g; expected a finite value >= 0", what, g->diversity_penalty);
+    FAT5__GEN_BAD(g->num_beam_groups > 1 && g->do_sample,
+                  "%s: num_beam_groups = %lld with do_sample: group beam search does not sample", what,
+                  (long long)g->num_beam_groups);
     FAT5__GEN_BAD(!(g->max_time >= 0.0) || !isfinite(g->max_time), "%s: max_time = %g; expected seconds >= 0 (0 = off)",
                   what, g->max_time);
     {
@@ -17060,13 +17090,13 @@ static const char *const fat5__gen_keys_inert[] = {
     "assistant_lookbehind", "target_lookbehind", "max_matching_ngram_size", "_from_model_config",
     "transformers_version", "_commit_hash", NULL};
 // The members transformers defines for decoding modes fat5 does not run: refused unless absent, null
-// or at the value that turns them off (a string the reader checks: "false", "1", "0", "[]").
+// or at the value that turns them off (a string the reader checks: "false", "1", "0", "[]" or ""
+// for null alone).
 static const char *const fat5__gen_keys_refused[][2] = {
     {"use_mtp", "false"}, {"top_h", ""}, {"token_healing", "false"},
     {"guidance_scale", "1"}, {"watermarking_config", ""}, {"prompt_lookup_num_tokens", ""},
     {"assistant_early_exit", ""}, {"assistant_ensemble_weight", ""}, {"speculation_type", ""},
-    {"penalty_alpha", "0"}, {"dola_layers", ""}, {"diversity_penalty", "0"}, {"num_beam_groups", "1"},
-    {"constraints", "[]"}, {"force_words_ids", "[]"}, {NULL, NULL}};
+    {"penalty_alpha", "0"}, {"dola_layers", ""}, {"constraints", "[]"}, {"force_words_ids", "[]"}, {NULL, NULL}};
 // The members fat5 reads (the rest of transformers' names, and fat5's own seed / use_graph /
 // decoder_input_ids).
 static const char *const fat5__gen_keys_read[] = {
@@ -17076,7 +17106,7 @@ static const char *const fat5__gen_keys_read[] = {
     "forced_eos_token_id", "suppress_tokens", "begin_suppress_tokens", "bad_words_ids", "sequence_bias",
     "encoder_repetition_penalty", "encoder_no_repeat_ngram_size", "exponential_decay_length_penalty",
     "renormalize_logits", "remove_invalid_values", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff",
-    "decoder_input_ids", "max_time", "output_scores", "output_logits", "stop_strings", NULL};
+    "decoder_input_ids", "max_time", "output_scores", "output_logits", "stop_strings", "num_beam_groups", "diversity_penalty", NULL};
 
 static int fat5__gen_key_in(const char *const *keys, const char *k) {
     for (; *keys; keys++)
@@ -17296,6 +17326,8 @@ FAT5_API fat5_status fat5_generate_config_from_json(fat5_ctx *ctx, const char *j
         (st = fat5__gen_num(ctx, root, "epsilon_cutoff", &g.epsilon_cutoff)) ||
         (st = fat5__gen_num(ctx, root, "eta_cutoff", &g.eta_cutoff)) ||
         (st = fat5__gen_num(ctx, root, "max_time", &g.max_time)) ||
+        (st = fat5__gen_int(ctx, root, "num_beam_groups", &g.num_beam_groups, NULL)) ||
+        (st = fat5__gen_num(ctx, root, "diversity_penalty", &g.diversity_penalty)) ||
         (st = fat5__gen_bool(ctx, root, "output_scores", &g.output_scores)) ||
         (st = fat5__gen_bool(ctx, root, "output_logits", &g.output_logits)) ||
         (st = fat5__gen_strings(ctx, root, "stop_strings", &g.stop_strings, &g.n_stop_strings)))
@@ -18778,7 +18810,7 @@ typedef struct fat5__gen {
     const fat5__backend *be;
     fat5_decoder *d;
     const fat5_generate_config *g;
-    int beam, V, Lh, K;                 // K: beams (1 without beam search)
+    int beam, V, Lh, K, G;              // K: the beams of a unit (an input, or a group of G); G: groups
     int64_t R, N;                       // rows and inputs
     int64_t P, max_new;                 // the decoder prompt's length; tokens generated at most
     int64_t n_seq_tok, n_enc_tok;       // the option sequences' and the inputs' tokens
@@ -18804,6 +18836,18 @@ static fat5_status fat5__gen_step(fat5__gen *s, int64_t n) {
     fat5_status st;
     FAT5__TRY(fat5__decoder_step_dev(d, n));
     if (s->raw) FAT5__TRY(be->copy(s->ctx, s->raw, d->logits, (size_t)(n * s->V) * 4));
+    if (s->G > 1) {   // group beam search: each group after the earlier ones (their tokens make its diversity penalty)
+        int grp;
+        for (grp = 0; grp < s->G; grp++) {
+            s->o.group = grp;
+            FAT5__TRY(be->gen_process(s->ctx, d->logits, s->hist, s->lens, d->rows, n, s->V, s->Lh, &s->o));
+            FAT5__TRY(be->gen_beam(s->ctx, d->logits, d->tok, s->src, s->hist, s->lens, s->bscore, s->fin_score,
+                                   s->fin_tok, s->fin_len, s->fin_flag, s->unsat, s->done, d->rows, s->scratch, n, s->V,
+                                   s->Lh, &s->o));
+        }
+        s->o.group = 0;
+        return fat5__decoder_reorder_dev(d, s->src);
+    }
     FAT5__TRY(be->gen_process(s->ctx, d->logits, s->hist, s->lens, d->rows, n, s->V, s->Lh, &s->o));
     if (!s->beam)
         return be->gen_select(s->ctx, d->logits, d->tok, s->hist, s->lens, s->done, s->score, d->rows, n, s->V, s->Lh,
@@ -18841,7 +18885,7 @@ static int fat5__gen_layout(fat5__gen *s, fat5__addr base, size_t *total) {
     FAT5__GWS(fin_tok, R * Lh);
     FAT5__GWS(fin_len, R);
     FAT5__GWS(fin_flag, R);
-    FAT5__GWS(unsat, N);
+    FAT5__GWS(unsat, N * (size_t)s->G);
     FAT5__GWS(src, R);
     FAT5__GWS(scratch, R * Lh);
     // the options' lists (fat5__gen_opts)
@@ -18926,11 +18970,14 @@ static fat5_status fat5__gen_check_request(fat5_model *m, const int32_t *tokens,
                          "fat5_generate: max_length = %lld leaves no token to generate after the %lld-token prompt",
                          (long long)g->max_length, (long long)P);
     n_eos = fat5__gen_eos(g, &one).n;
-    if (g->num_beams > 1 && (n_eos > 1 ? n_eos + 1 : 2) * g->num_beams > FAT5__BEAM_CAND_MAX)
+    if (g->num_beams > 1 &&
+        (n_eos > 1 ? n_eos + 1 : 2) * (g->num_beams / g->num_beam_groups) > FAT5__BEAM_CAND_MAX)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
-                         "fat5_generate: num_beams = %lld with %lld stop tokens keeps %lld candidates a step; at most %d",
-                         (long long)g->num_beams, (long long)n_eos,
-                         (long long)((n_eos > 1 ? n_eos + 1 : 2) * g->num_beams), FAT5__BEAM_CAND_MAX);
+                         "fat5_generate: num_beams = %lld (%lld a group) with %lld stop tokens keeps %lld candidates a "
+                         "step; at most %d", (long long)g->num_beams, (long long)(g->num_beams / g->num_beam_groups),
+                         (long long)n_eos,
+                         (long long)((n_eos > 1 ? n_eos + 1 : 2) * (g->num_beams / g->num_beam_groups)),
+                         FAT5__BEAM_CAND_MAX);
     if (g->num_beams > 1 && (g->stream || g->n_stop_strings))
         return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5_generate: %s with num_beams = %lld: streaming and stop "
                          "strings run with greedy decoding and sampling", g->stream ? "stream" : "stop_strings",
@@ -19011,7 +19058,7 @@ static void fat5__gen_fill(fat5__gen *s, const fat5_generate_config *g, const in
         memcpy(list + q, enc_cu, (size_t)(s->N + 1) * 4);
     }
     o->P = (int)s->P;
-    o->rows_per_input = s->beam ? s->K : (int)g->num_return_sequences;
+    o->rows_per_input = s->beam ? (int)g->num_beams : (int)g->num_return_sequences;
     for (i = 0, o->enc_max = 0; i < s->N; i++)
         if (enc_cu[i + 1] - enc_cu[i] > o->enc_max) o->enc_max = enc_cu[i + 1] - enc_cu[i];
     o->pad = (int)g->pad_token_id;
@@ -19039,6 +19086,8 @@ static void fat5__gen_fill(fat5__gen *s, const fat5_generate_config *g, const in
     o->eta = (float)g->eta_cutoff;
     o->min_keep = s->beam ? (o->n_eos > 1 ? o->n_eos + 1 : 2) : 1;
     o->K = s->K;
+    o->G = s->G, o->group = 0;
+    o->diversity = (float)g->diversity_penalty;
     o->length_penalty = (float)g->length_penalty;
     o->early_stopping = g->early_stopping;
     o->seed = (unsigned long long)g->seed;
@@ -19149,7 +19198,8 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
     memset(&s, 0, sizeof s);
     s.m = m, s.ctx = ctx, s.be = m->be, s.g = g;
     s.beam = g->num_beams > 1;
-    s.K = (int)g->num_beams;
+    s.G = s.beam ? (int)g->num_beam_groups : 1;
+    s.K = (int)(g->num_beams / s.G);   // a unit's beams: the input's, or one group's
     rpi = s.beam ? g->num_beams : g->num_return_sequences;
     s.N = N = n_inputs;
     s.R = R = n_inputs * rpi;
@@ -19221,8 +19271,8 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
     if ((st = s.be->upload(ctx, s.fin_score, hs, (size_t)R * 4))) goto fail;
     for (r = 0; r < R; r++) h[R * Lh + r] = (int32_t)r;
     if ((st = s.be->upload(ctx, s.src, h + R * Lh, (size_t)R * 4))) goto fail;
-    for (r = 0; r < N; r++) flags[r] = 1;
-    if ((st = s.be->upload(ctx, s.unsat, flags, (size_t)N * 4))) goto fail;
+    for (r = 0; r < N * s.G; r++) flags[r] = 1;
+    if ((st = s.be->upload(ctx, s.unsat, flags, (size_t)(N * s.G) * 4))) goto fail;
     for (r = 0; r < R; r++) ent_row[r] = (int32_t)r;
     if ((st = s.be->upload(ctx, s.d->rows, ent_row, (size_t)R * 4))) goto fail;
     // the prompt but its last token goes through the decoder first (its logits are not used)
@@ -19235,7 +19285,7 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
     use_graph = g->use_graph;   // a backend that records nothing answers FAT5_ERR_UNSUPPORTED
     n = R;
     while (n > 0 && steps < s.max_new) {
-        int64_t kept = 0, unit_n = s.beam ? N : R;
+        int64_t kept = 0, unit_n = s.beam ? N * s.G : R;
         if (g->max_time > 0 && steps > 0 && fat5__now_s() - t0 >= g->max_time) break;   // Hugging Face's MaxTimeCriteria
         if (use_graph) {
             st = fat5__gen_graph_step(&s, n);
@@ -19287,10 +19337,23 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
             (st = s.be->download(ctx, ent_tok, lens, (size_t)R * 4)) ||
             (st = s.be->download(ctx, hs, sc, (size_t)R * 4)) || (st = s.be->sync(ctx)))
             goto fail;
+        // the row of output o (in ent_row, free now): input i's k-th row; with groups, the k-th best
+        // of its groups' finished hypotheses (Hugging Face's merge: a tie goes to the later group)
+        for (i = 0; i < n_inputs; i++) {
+            int ord[FAT5__BEAM_MAX], a, b;
+            for (a = 0; a < (int)rpi; a++) ord[a] = a;
+            if (s.G > 1)
+                for (a = 1; a < (int)rpi; a++)
+                    for (b = a; b > 0; b--) {
+                        float x = hs[i * rpi + ord[b]], y = hs[i * rpi + ord[b - 1]];
+                        if (!(x > y || (x == y && ord[b] > ord[b - 1]))) break;
+                        k = ord[b], ord[b] = ord[b - 1], ord[b - 1] = (int)k;
+                    }
+            for (k = 0; k < g->num_return_sequences; k++) ent_row[i * g->num_return_sequences + k] = (int32_t)(i * rpi + ord[k]);
+        }
         out->cu_seqlens = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)nseq + 1, sizeof(int32_t)));
         out->scores = FAT5__CAST(float *, fat5__calloc(ctx, (size_t)nseq, sizeof(float)));
-        for (i = 0; i < n_inputs; i++)
-            for (k = 0; k < g->num_return_sequences; k++) total_tok += ent_tok[i * rpi + k];
+        for (k = 0; k < nseq; k++) total_tok += ent_tok[ent_row[k]];
         out->tokens = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)(total_tok > 0 ? total_tok : 1), sizeof(int32_t)));
         if (!out->cu_seqlens || !out->scores || !out->tokens) {
             st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_generate: out of memory for the result");
@@ -19298,7 +19361,7 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
         }
         for (i = 0, q = 0; i < n_inputs; i++)
             for (k = 0; k < g->num_return_sequences; k++) {
-                int64_t row = i * rpi + k, j, o = i * g->num_return_sequences + k;
+                int64_t o = i * g->num_return_sequences + k, row = ent_row[o], j;
                 for (j = 0; j < ent_tok[row]; j++) out->tokens[q++] = h[row * stride + first + j];
                 out->cu_seqlens[o + 1] = (int32_t)q;
                 out->scores[o] = hs[row];

@@ -19,7 +19,7 @@
 // fat5__gen_opts of fat5.h (ops_interface.c), field for field in the same order and types (the
 // addresses as 64-bit integers): the launchers pass that struct by value as the kernels' last
 // parameter. Its size, FAT5_GEN_OPTS_BYTES, is checked here and, with the same number (and the
-// offset of `seed`, 216), next to the launchers in fat5.h; a field added on one side must be added
+// offset of `seed`, 216, and of `G`, 224), next to the launchers in fat5.h; a field added on one side must be added
 // on the other.
 struct fat5_gen_opts {
     unsigned long long eos, forced_eos, suppress, begin_suppress;   // int [n_eos] ... int [n_begin_suppress]
@@ -38,8 +38,10 @@ struct fat5_gen_opts {
     float length_penalty;
     int early_stopping;
     unsigned long long seed;
+    int G, group;   // group beam search: G groups of K beams; the ops touch group `group` alone
+    float diversity;
 };
-#define FAT5_GEN_OPTS_BYTES 224
+#define FAT5_GEN_OPTS_BYTES 240
 static_assert(sizeof(fat5_gen_opts) == FAT5_GEN_OPTS_BYTES, "fat5_gen_opts must match fat5__gen_opts");
 
 // Block reductions over FAT5_GEN_THREADS threads; every thread gets the result. The scratch arrays
@@ -385,6 +387,7 @@ extern "C" __global__ void fat5_gen_process(float *x, const int *hist, const int
         float *xe = x + e * (long long)V;
         const int r = rows[e], len = lens[r], cur = o.P + len, in = r / o.rows_per_input;
         const int *h = hist + (long long)r * Lh;
+        if (o.G > 1 && (r / o.K) % o.G != o.group) continue;   // another group's row (the whole block skips)
         if (o.log_softmax) {
             const double lse = fat5_gen_lse(xe, V, redf, redd);
             for (int v = tid; v < V; v += nt) xe[v] = (float)((double)xe[v] - lse);
@@ -399,6 +402,20 @@ extern "C" __global__ void fat5_gen_process(float *x, const int *hist, const int
                 const float b = fat5_gen_seq_bias(o.n_seq_bias, sq, sc, sb, h, cur, last, &hit);
                 if (hit && last >= 0 && last < V) xe[last] = xe[last] + b;
             }
+            __syncthreads();
+        }
+        if (o.G > 1 && o.group > 0 && o.diversity != 0.0f) {   // Hamming diversity: one thread per earlier-group row
+            const int first = (r / (o.K * o.G)) * o.K * o.G, last = first + o.group * o.K;
+#define FAT5_GEN_GROUP_TOK(q) (lens[q] == len + 1 ? hist[(long long)(q) * Lh + o.P + len] : o.pad)
+            for (int r2 = first + tid; r2 < last; r2 += nt) {
+                const int t = FAT5_GEN_GROUP_TOK(r2);
+                int seen = 0, count = 0;
+                for (int r3 = first; r3 < r2 && !seen; r3++) seen = FAT5_GEN_GROUP_TOK(r3) == t;
+                if (seen || t < 0 || t >= V) continue;
+                for (int r3 = r2; r3 < last; r3++) count += FAT5_GEN_GROUP_TOK(r3) == t;
+                xe[t] = __fsub_rn(xe[t], __fmul_rn((float)count, o.diversity));
+            }
+#undef FAT5_GEN_GROUP_TOK
             __syncthreads();
         }
         if (o.enc_rep != 1.0f) {   // encoder_repetition_penalty: one thread per distinct padded input token
@@ -576,6 +593,7 @@ extern "C" __global__ void fat5_gen_beam(const float *x, int *tok, int *src, int
     const long long nb = n / K;
     for (long long b = blockIdx.x; b < nb; b += gridDim.x) {
         const int i = rows[b * K] / K, r0 = i * K, t = lens[r0];
+        if (o.G > 1 && i % o.G != o.group) continue;   // a unit of another group (the whole block skips)
         // 1. this thread's best C candidates, (key desc, index asc); its indices ascend, so a tie
         // with a kept one loses
         double lk[FAT5_BEAM_CAND_MAX];

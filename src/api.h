@@ -1146,6 +1146,9 @@ typedef struct fat5_generate_config {
                                    //   (all inputs) or one per input, all of one length: the decoder's
                                    //   prompt as given (it should begin with the decoder start token)
     double max_time;               // 0 = off; seconds after which no further step starts
+    int64_t num_beam_groups;       // 1; g > 1: diverse (group) beam search, num_beams / g beams a group
+    double diversity_penalty;      // 0 (group beam search): subtracted from a token's score per earlier
+                                   //   group of the input that chose it at this step (Hamming diversity)
     // ---- outputs, streaming and stop strings (each costs a host read per step; greedy and
     // sampling only for stream and stop_strings) ----
     int output_scores;             // 0; 1: fat5_generate_result.step_scores, every step's processed scores

@@ -44,7 +44,7 @@ typedef struct fat5__gen {
     const fat5__backend *be;
     fat5_decoder *d;
     const fat5_generate_config *g;
-    int beam, V, Lh, K;                 // K: beams (1 without beam search)
+    int beam, V, Lh, K, G;              // K: the beams of a unit (an input, or a group of G); G: groups
     int64_t R, N;                       // rows and inputs
     int64_t P, max_new;                 // the decoder prompt's length; tokens generated at most
     int64_t n_seq_tok, n_enc_tok;       // the option sequences' and the inputs' tokens
@@ -70,6 +70,18 @@ static fat5_status fat5__gen_step(fat5__gen *s, int64_t n) {
     fat5_status st;
     FAT5__TRY(fat5__decoder_step_dev(d, n));
     if (s->raw) FAT5__TRY(be->copy(s->ctx, s->raw, d->logits, (size_t)(n * s->V) * 4));
+    if (s->G > 1) {   // group beam search: each group after the earlier ones (their tokens make its diversity penalty)
+        int grp;
+        for (grp = 0; grp < s->G; grp++) {
+            s->o.group = grp;
+            FAT5__TRY(be->gen_process(s->ctx, d->logits, s->hist, s->lens, d->rows, n, s->V, s->Lh, &s->o));
+            FAT5__TRY(be->gen_beam(s->ctx, d->logits, d->tok, s->src, s->hist, s->lens, s->bscore, s->fin_score,
+                                   s->fin_tok, s->fin_len, s->fin_flag, s->unsat, s->done, d->rows, s->scratch, n, s->V,
+                                   s->Lh, &s->o));
+        }
+        s->o.group = 0;
+        return fat5__decoder_reorder_dev(d, s->src);
+    }
     FAT5__TRY(be->gen_process(s->ctx, d->logits, s->hist, s->lens, d->rows, n, s->V, s->Lh, &s->o));
     if (!s->beam)
         return be->gen_select(s->ctx, d->logits, d->tok, s->hist, s->lens, s->done, s->score, d->rows, n, s->V, s->Lh,
@@ -107,7 +119,7 @@ static int fat5__gen_layout(fat5__gen *s, fat5__addr base, size_t *total) {
     FAT5__GWS(fin_tok, R * Lh);
     FAT5__GWS(fin_len, R);
     FAT5__GWS(fin_flag, R);
-    FAT5__GWS(unsat, N);
+    FAT5__GWS(unsat, N * (size_t)s->G);
     FAT5__GWS(src, R);
     FAT5__GWS(scratch, R * Lh);
     // the options' lists (fat5__gen_opts)
@@ -192,11 +204,14 @@ static fat5_status fat5__gen_check_request(fat5_model *m, const int32_t *tokens,
                          "fat5_generate: max_length = %lld leaves no token to generate after the %lld-token prompt",
                          (long long)g->max_length, (long long)P);
     n_eos = fat5__gen_eos(g, &one).n;
-    if (g->num_beams > 1 && (n_eos > 1 ? n_eos + 1 : 2) * g->num_beams > FAT5__BEAM_CAND_MAX)
+    if (g->num_beams > 1 &&
+        (n_eos > 1 ? n_eos + 1 : 2) * (g->num_beams / g->num_beam_groups) > FAT5__BEAM_CAND_MAX)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
-                         "fat5_generate: num_beams = %lld with %lld stop tokens keeps %lld candidates a step; at most %d",
-                         (long long)g->num_beams, (long long)n_eos,
-                         (long long)((n_eos > 1 ? n_eos + 1 : 2) * g->num_beams), FAT5__BEAM_CAND_MAX);
+                         "fat5_generate: num_beams = %lld (%lld a group) with %lld stop tokens keeps %lld candidates a "
+                         "step; at most %d", (long long)g->num_beams, (long long)(g->num_beams / g->num_beam_groups),
+                         (long long)n_eos,
+                         (long long)((n_eos > 1 ? n_eos + 1 : 2) * (g->num_beams / g->num_beam_groups)),
+                         FAT5__BEAM_CAND_MAX);
     if (g->num_beams > 1 && (g->stream || g->n_stop_strings))
         return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5_generate: %s with num_beams = %lld: streaming and stop "
                          "strings run with greedy decoding and sampling", g->stream ? "stream" : "stop_strings",
@@ -277,7 +292,7 @@ static void fat5__gen_fill(fat5__gen *s, const fat5_generate_config *g, const in
         memcpy(list + q, enc_cu, (size_t)(s->N + 1) * 4);
     }
     o->P = (int)s->P;
-    o->rows_per_input = s->beam ? s->K : (int)g->num_return_sequences;
+    o->rows_per_input = s->beam ? (int)g->num_beams : (int)g->num_return_sequences;
     for (i = 0, o->enc_max = 0; i < s->N; i++)
         if (enc_cu[i + 1] - enc_cu[i] > o->enc_max) o->enc_max = enc_cu[i + 1] - enc_cu[i];
     o->pad = (int)g->pad_token_id;
@@ -305,6 +320,8 @@ static void fat5__gen_fill(fat5__gen *s, const fat5_generate_config *g, const in
     o->eta = (float)g->eta_cutoff;
     o->min_keep = s->beam ? (o->n_eos > 1 ? o->n_eos + 1 : 2) : 1;
     o->K = s->K;
+    o->G = s->G, o->group = 0;
+    o->diversity = (float)g->diversity_penalty;
     o->length_penalty = (float)g->length_penalty;
     o->early_stopping = g->early_stopping;
     o->seed = (unsigned long long)g->seed;
@@ -415,7 +432,8 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
     memset(&s, 0, sizeof s);
     s.m = m, s.ctx = ctx, s.be = m->be, s.g = g;
     s.beam = g->num_beams > 1;
-    s.K = (int)g->num_beams;
+    s.G = s.beam ? (int)g->num_beam_groups : 1;
+    s.K = (int)(g->num_beams / s.G);   // a unit's beams: the input's, or one group's
     rpi = s.beam ? g->num_beams : g->num_return_sequences;
     s.N = N = n_inputs;
     s.R = R = n_inputs * rpi;
@@ -487,8 +505,8 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
     if ((st = s.be->upload(ctx, s.fin_score, hs, (size_t)R * 4))) goto fail;
     for (r = 0; r < R; r++) h[R * Lh + r] = (int32_t)r;
     if ((st = s.be->upload(ctx, s.src, h + R * Lh, (size_t)R * 4))) goto fail;
-    for (r = 0; r < N; r++) flags[r] = 1;
-    if ((st = s.be->upload(ctx, s.unsat, flags, (size_t)N * 4))) goto fail;
+    for (r = 0; r < N * s.G; r++) flags[r] = 1;
+    if ((st = s.be->upload(ctx, s.unsat, flags, (size_t)(N * s.G) * 4))) goto fail;
     for (r = 0; r < R; r++) ent_row[r] = (int32_t)r;
     if ((st = s.be->upload(ctx, s.d->rows, ent_row, (size_t)R * 4))) goto fail;
     // the prompt but its last token goes through the decoder first (its logits are not used)
@@ -501,7 +519,7 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
     use_graph = g->use_graph;   // a backend that records nothing answers FAT5_ERR_UNSUPPORTED
     n = R;
     while (n > 0 && steps < s.max_new) {
-        int64_t kept = 0, unit_n = s.beam ? N : R;
+        int64_t kept = 0, unit_n = s.beam ? N * s.G : R;
         if (g->max_time > 0 && steps > 0 && fat5__now_s() - t0 >= g->max_time) break;   // Hugging Face's MaxTimeCriteria
         if (use_graph) {
             st = fat5__gen_graph_step(&s, n);
@@ -553,10 +571,23 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
             (st = s.be->download(ctx, ent_tok, lens, (size_t)R * 4)) ||
             (st = s.be->download(ctx, hs, sc, (size_t)R * 4)) || (st = s.be->sync(ctx)))
             goto fail;
+        // the row of output o (in ent_row, free now): input i's k-th row; with groups, the k-th best
+        // of its groups' finished hypotheses (Hugging Face's merge: a tie goes to the later group)
+        for (i = 0; i < n_inputs; i++) {
+            int ord[FAT5__BEAM_MAX], a, b;
+            for (a = 0; a < (int)rpi; a++) ord[a] = a;
+            if (s.G > 1)
+                for (a = 1; a < (int)rpi; a++)
+                    for (b = a; b > 0; b--) {
+                        float x = hs[i * rpi + ord[b]], y = hs[i * rpi + ord[b - 1]];
+                        if (!(x > y || (x == y && ord[b] > ord[b - 1]))) break;
+                        k = ord[b], ord[b] = ord[b - 1], ord[b - 1] = (int)k;
+                    }
+            for (k = 0; k < g->num_return_sequences; k++) ent_row[i * g->num_return_sequences + k] = (int32_t)(i * rpi + ord[k]);
+        }
         out->cu_seqlens = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)nseq + 1, sizeof(int32_t)));
         out->scores = FAT5__CAST(float *, fat5__calloc(ctx, (size_t)nseq, sizeof(float)));
-        for (i = 0; i < n_inputs; i++)
-            for (k = 0; k < g->num_return_sequences; k++) total_tok += ent_tok[i * rpi + k];
+        for (k = 0; k < nseq; k++) total_tok += ent_tok[ent_row[k]];
         out->tokens = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)(total_tok > 0 ? total_tok : 1), sizeof(int32_t)));
         if (!out->cu_seqlens || !out->scores || !out->tokens) {
             st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_generate: out of memory for the result");
@@ -564,7 +595,7 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
         }
         for (i = 0, q = 0; i < n_inputs; i++)
             for (k = 0; k < g->num_return_sequences; k++) {
-                int64_t row = i * rpi + k, j, o = i * g->num_return_sequences + k;
+                int64_t o = i * g->num_return_sequences + k, row = ent_row[o], j;
                 for (j = 0; j < ent_tok[row]; j++) out->tokens[q++] = h[row * stride + first + j];
                 out->cu_seqlens[o + 1] = (int32_t)q;
                 out->scores[o] = hs[row];

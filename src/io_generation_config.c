@@ -30,6 +30,7 @@ FAT5_API fat5_generate_config fat5_generate_config_default(void) {
     g.exponential_decay_start = -1;
     g.exponential_decay_factor = 1.0;
     g.typical_p = 1.0;
+    g.num_beam_groups = 1;
     return g;
 }
 
@@ -129,6 +130,14 @@ static fat5_status fat5__gen_check(fat5_ctx *ctx, const char *what, const fat5_g
                   "%s: epsilon_cutoff = %g; expected a value in [0, 1) (0 = off)", what, g->epsilon_cutoff);
     FAT5__GEN_BAD(!(g->eta_cutoff >= 0.0 && g->eta_cutoff < 1.0),
                   "%s: eta_cutoff = %g; expected a value in [0, 1) (0 = off)", what, g->eta_cutoff);
+    FAT5__GEN_BAD(g->num_beam_groups < 1 || g->num_beam_groups > g->num_beams || g->num_beams % g->num_beam_groups,
+                  "%s: num_beam_groups = %lld must divide num_beams = %lld", what, (long long)g->num_beam_groups,
+                  (long long)g->num_beams);
+    FAT5__GEN_BAD(!(g->diversity_penalty >= 0.0) || !isfinite(g->diversity_penalty),
+                  "%s: diversity_penalty = %g; expected a finite value >= 0", what, g->diversity_penalty);
+    FAT5__GEN_BAD(g->num_beam_groups > 1 && g->do_sample,
+                  "%s: num_beam_groups = %lld with do_sample: group beam search does not sample", what,
+                  (long long)g->num_beam_groups);
     FAT5__GEN_BAD(!(g->max_time >= 0.0) || !isfinite(g->max_time), "%s: max_time = %g; expected seconds >= 0 (0 = off)",
                   what, g->max_time);
     {
@@ -210,13 +219,13 @@ static const char *const fat5__gen_keys_inert[] = {
     "assistant_lookbehind", "target_lookbehind", "max_matching_ngram_size", "_from_model_config",
     "transformers_version", "_commit_hash", NULL};
 // The members transformers defines for decoding modes fat5 does not run: refused unless absent, null
-// or at the value that turns them off (a string the reader checks: "false", "1", "0", "[]").
+// or at the value that turns them off (a string the reader checks: "false", "1", "0", "[]" or ""
+// for null alone).
 static const char *const fat5__gen_keys_refused[][2] = {
     {"use_mtp", "false"}, {"top_h", ""}, {"token_healing", "false"},
     {"guidance_scale", "1"}, {"watermarking_config", ""}, {"prompt_lookup_num_tokens", ""},
     {"assistant_early_exit", ""}, {"assistant_ensemble_weight", ""}, {"speculation_type", ""},
-    {"penalty_alpha", "0"}, {"dola_layers", ""}, {"diversity_penalty", "0"}, {"num_beam_groups", "1"},
-    {"constraints", "[]"}, {"force_words_ids", "[]"}, {NULL, NULL}};
+    {"penalty_alpha", "0"}, {"dola_layers", ""}, {"constraints", "[]"}, {"force_words_ids", "[]"}, {NULL, NULL}};
 // The members fat5 reads (the rest of transformers' names, and fat5's own seed / use_graph /
 // decoder_input_ids).
 static const char *const fat5__gen_keys_read[] = {
@@ -226,7 +235,7 @@ static const char *const fat5__gen_keys_read[] = {
     "forced_eos_token_id", "suppress_tokens", "begin_suppress_tokens", "bad_words_ids", "sequence_bias",
     "encoder_repetition_penalty", "encoder_no_repeat_ngram_size", "exponential_decay_length_penalty",
     "renormalize_logits", "remove_invalid_values", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff",
-    "decoder_input_ids", "max_time", "output_scores", "output_logits", "stop_strings", NULL};
+    "decoder_input_ids", "max_time", "output_scores", "output_logits", "stop_strings", "num_beam_groups", "diversity_penalty", NULL};
 
 static int fat5__gen_key_in(const char *const *keys, const char *k) {
     for (; *keys; keys++)
@@ -446,6 +455,8 @@ FAT5_API fat5_status fat5_generate_config_from_json(fat5_ctx *ctx, const char *j
         (st = fat5__gen_num(ctx, root, "epsilon_cutoff", &g.epsilon_cutoff)) ||
         (st = fat5__gen_num(ctx, root, "eta_cutoff", &g.eta_cutoff)) ||
         (st = fat5__gen_num(ctx, root, "max_time", &g.max_time)) ||
+        (st = fat5__gen_int(ctx, root, "num_beam_groups", &g.num_beam_groups, NULL)) ||
+        (st = fat5__gen_num(ctx, root, "diversity_penalty", &g.diversity_penalty)) ||
         (st = fat5__gen_bool(ctx, root, "output_scores", &g.output_scores)) ||
         (st = fat5__gen_bool(ctx, root, "output_logits", &g.output_logits)) ||
         (st = fat5__gen_strings(ctx, root, "stop_strings", &g.stop_strings, &g.n_stop_strings)))

@@ -184,7 +184,9 @@ static void fat5__gen_warp(const fat5__gen_opts *o, float *xe, int V, float *s) 
 
 // Hugging Face's logits processors on x [n, V] fp32 in place, entry e for row rows[e] whose decoder
 // input is hist[row][0 .. cur), cur = P + lens[row], and input i = row / rows_per_input. In order:
-// log_softmax (beam search), sequence_bias, encoder_repetition_penalty (each distinct input token
+// log_softmax (beam search), sequence_bias, the diversity penalty (group beam search: for group
+// `group` > 0, each token's score less diversity x the beams of the input's earlier groups that
+// chose it at this step, pad for a finished group's), encoder_repetition_penalty (each distinct input token
 // t: x < 0 ? x / p : x * p), repetition_penalty (each distinct decoder-input token: x < 0 ? x * p :
 // x / p), no_repeat_ngram_size (a token completing an n-gram already in the decoder input gets
 // -inf), encoder_no_repeat_ngram_size (the same against the input's n-grams), bad_words_ids,
@@ -210,6 +212,7 @@ static fat5_status fat5__cpu_gen_process(fat5_ctx *ctx, fat5__addr x_, fat5__add
         float *xe = x + e * (int64_t)V;
         int r = rows[e], len = lens[r], cur = o->P + len, in = r / o->rows_per_input, i, j, k, v;
         const int32_t *h = hist + (int64_t)r * Lh;
+        if (o->G > 1 && (r / o->K) % o->G != o->group) continue;   // another group's row
         if (o->log_softmax) {
             double lse = fat5__gen_lse(xe, V);
             for (v = 0; v < V; v++) xe[v] = (float)((double)xe[v] - lse);
@@ -221,6 +224,17 @@ static fat5_status fat5__cpu_gen_process(fat5_ctx *ctx, fat5__addr x_, fat5__add
             if (!first) continue;
             b = fat5__gen_seq_bias(o, sq, sc, sb, h, cur, last, &hit);
             if (hit && last >= 0 && last < V) xe[last] = xe[last] + b;
+        }
+        if (o->G > 1 && o->group > 0 && o->diversity != 0.0f) {   // Hamming diversity against the earlier groups
+            int first = (r / (o->K * o->G)) * o->K * o->G, last = first + o->group * o->K, r2, r3;
+            for (r2 = first; r2 < last; r2++) {   // each distinct token once, with its count
+                int t = lens[r2] == len + 1 ? hist[(int64_t)r2 * Lh + o->P + len] : o->pad, count = 0, seen = 0;
+                for (r3 = first; r3 < r2 && !seen; r3++)
+                    seen = (lens[r3] == len + 1 ? hist[(int64_t)r3 * Lh + o->P + len] : o->pad) == t;
+                if (seen || t < 0 || t >= V) continue;
+                for (r3 = r2; r3 < last; r3++) count += (lens[r3] == len + 1 ? hist[(int64_t)r3 * Lh + o->P + len] : o->pad) == t;
+                xe[t] = xe[t] - (float)count * o->diversity;
+            }
         }
         if (o->enc_rep != 1.0f) {
             float p = (float)(1.0 / (double)o->enc_rep);
@@ -365,6 +379,7 @@ static fat5_status fat5__cpu_gen_beam(fat5_ctx *ctx, fat5__addr x_, fat5__addr t
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__cpu_gen_beam: K = %d, %d candidates", K, C);
     for (b = 0; b < n / K; b++) {
         int i = rows[b * K] / K, r0 = i * K, t = lens[r0], c, k, j, all_fin = 1, any = 0;
+        if (o->G > 1 && i % o->G != o->group) continue;   // a unit of another group
         float cval[FAT5__BEAM_CAND_MAX], cnorm[FAT5__BEAM_CAND_MAX], run[FAT5__BEAM_CAND_MAX], worst = INFINITY;
         double ckey[FAT5__BEAM_CAND_MAX];
         int64_t cidx[FAT5__BEAM_CAND_MAX];

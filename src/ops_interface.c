@@ -54,10 +54,13 @@ typedef struct fat5__gen_opts {
     int top_k;                  // 0: off
     float top_p, min_p, typical_p, epsilon, eta;   // 1, 0, 1, 0, 0: off
     int min_keep;               // warpers keep at least this many tokens (1; beams: n_eos + 1)
-    int K;                      // beams (1: greedy or sampling)
+    int K;                      // beams of one unit: an input (1: greedy or sampling), or a group
     float length_penalty;
     int early_stopping;         // 0 false, 1 true, 2 "never"
     unsigned long long seed;
+    int G, group;               // group beam search: each input's K G beams are G units of K (K is a
+                                //   group's beams); gen_process and gen_beam touch group `group` alone
+    float diversity;            // subtracted per earlier group of the input whose beam chose the token
 } fat5__gen_opts;
 
 // An attention op's `kind`: which keys a query sees (the low two bits, FAT5__ATTN_MASK) and, in

@@ -414,8 +414,7 @@ static void t_generate_rejects(fat5_test *T) {
     TGEN_EXPECT_ERR(T, fat5_generate_config_from_json(ctx, "{\"do_sample\": 1}", 16, &g), FAT5_ERR_INVALID_ARG,
                     "do_sample");
     {   // transformers' keys for modes fat5 does not run are refused by name, unless at their off value
-        static const char *const refused[] = {"{\"num_beam_groups\": 2}", "{\"diversity_penalty\": 0.5}",
-                                              "{\"force_words_ids\": [[3]]}", "{\"constraints\": [1]}",
+        static const char *const refused[] = {"{\"force_words_ids\": [[3]]}", "{\"constraints\": [1]}",
                                               "{\"guidance_scale\": 1.5}",
                                               "{\"penalty_alpha\": 0.6}", "{\"dola_layers\": \"low\"}",
                                               "{\"watermarking_config\": {\"greenlist_ratio\": 0.25}}",
@@ -445,6 +444,13 @@ static void t_generate_rejects(fat5_test *T) {
                         FAT5_ERR_INVALID_ARG, "exponential_decay_length_penalty");
         TGEN_EXPECT_ERR(T, fat5_generate_config_from_json(ctx, "{\"typical_p\": 0}", 16, &g), FAT5_ERR_INVALID_ARG,
                         "typical_p");
+        TGEN_EXPECT_ERR(T, fat5_generate_config_from_json(ctx, "{\"num_beams\": 4, \"num_beam_groups\": 3}", 38, &g),
+                        FAT5_ERR_INVALID_ARG, "num_beam_groups = 3 must divide num_beams = 4");
+        TGEN_EXPECT_ERR(T, fat5_generate_config_from_json(ctx, "{\"num_beams\": 4, \"num_beam_groups\": 2, \"do_sample\": true}",
+                                                          57, &g),
+                        FAT5_ERR_INVALID_ARG, "group beam search does not sample");
+        TGEN_EXPECT_ERR(T, fat5_generate_config_from_json(ctx, "{\"diversity_penalty\": -1}", 25, &g), FAT5_ERR_INVALID_ARG,
+                        "diversity_penalty");
     }
     FAT5_CHECK(T, memcmp(&g, &g0, sizeof g) == 0);   // failed overlays change nothing
     fat5_model_destroy(m);

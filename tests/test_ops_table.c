@@ -1716,12 +1716,12 @@ static const fat5__gen_opts *to_gen_side(to_run *r, fat5__gen_opts *o, const to_
 // Every processor and warper, one feature per case, on (R, n, V) = (12, 12, 1000) and (6, 3, 37)
 // (two rows per input, inputs of unequal lengths: the encoder processors see the pads). On the
 // CPU, each case also checks the feature's effect on the processed scores.
-enum { TO_GEN_FEATURES = 22 };
+enum { TO_GEN_FEATURES = 23 };
 static const char *const to_gen_feature_names[TO_GEN_FEATURES] = {
     "eos3+min_new", "eos3+min_length", "suppress+begin_suppress", "forced_bos", "forced_eos", "bad_words",
     "sequence_bias", "encoder_rep+encoder_ngram", "exp_decay", "remove_invalid+renormalize", "renormalize+penalties",
     "top_k", "top_p", "min_p", "typical_p", "epsilon", "eta", "all_warpers", "top_p_tiny", "typical_tiny",
-    "temperature+top_k+top_p", "log_softmax+all_processors"};
+    "temperature+top_k+top_p", "log_softmax+all_processors", "group_diversity"};
 static void to_gen_gen_process_features(to_run *r) {
     static const int shapes[][3] = {{12, 12, 1000}, {6, 3, 37}};
     static const int32_t eos3[3] = {1, 4, 4}, sup[3] = {2, 3, 9}, bsup[2] = {5, 6}, feos[2] = {1, 3};
@@ -1791,6 +1791,13 @@ static void to_gen_gen_process_features(to_run *r) {
                     o.enc_rep = 1.4f, o.enc_ngram = 2;
                 }
                 if (f == 8) o.decay_start = P + 2, o.decay_factor = 1.3f;
+                if (f == 22) {   // group beam search, groups of 2 rows (an input's 2 rows are 1 group of
+                    // 2 G = 2 x 2 rows): group 1 is penalised by the tokens group 0's rows chose at this step
+                    // (the rows one token ahead; the other earlier rows count as a finished group's pad)
+                    o.K = 1, o.G = 2, o.group = 1, o.diversity = 0.75f, o.log_softmax = 1;
+                    for (i = 0; i < R; i++)
+                        if (i % 2 == 0) TO_I(r, lens)[i] = len0 + (i % 4 == 0);
+                }
                 if (f == 9) {
                     for (e = 0; e < n; e++) {   // NaN, +inf, -inf in every row
                         TO_F(r, x)[e * V + (e % V)] = NAN;
@@ -1936,18 +1943,21 @@ static void to_gen_gen_beam(to_run *r) {
     size_t s;
     int es, var;
     for (s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-        for (var = 0; var < 4; var++)
+        for (var = 0; var < 5; var++)   // var 4: group beam search, 2 groups of K / 2, group 1
             for (es = 0; es < 3; es++) {
                 int K = shapes[s][0], NI = shapes[s][1], V = shapes[s][2], R = K * NI, i, n_eos = var & 1 ? 3 : 1;
                 int x, tok, src, hist, lens, rows, bs, fs, ft, fl, ff, un, done, scr, P = var & 1 ? 3 : 1, F = LH - P;
                 fat5__gen_opts o = to_gen_opts(7), oh;
                 to_gen_lists l;
+                int G = var == 4 ? 2 : 1;
                 if (s == 4 && var != 1 && var != 3) continue;   // K = 16: 64 candidates with 3 stop tokens
-                o.log_softmax = 1, o.K = K, o.rows_per_input = K, o.min_keep = 2, o.length_penalty = 0.7f;
-                o.early_stopping = es, o.P = P, o.do_sample = var >= 2, o.seed = 5;
+                if (var == 4 && K % 2) continue;
+                o.log_softmax = 1, o.K = K / G, o.rows_per_input = K, o.min_keep = 2, o.length_penalty = 0.7f;
+                o.early_stopping = es, o.P = P, o.do_sample = var == 2 || var == 3, o.seed = 5;
+                o.G = G, o.group = G - 1;
                 oh = o, oh.eos = FAT5__ADDR(eos3), oh.n_eos = n_eos;
-                if (!to_case(r, "K=%d inputs=%d V=%d early_stopping=%d eos=%d P=%d sample=%d", K, NI, V, es, n_eos, P,
-                             var >= 2))
+                if (!to_case(r, "K=%d inputs=%d V=%d early_stopping=%d eos=%d P=%d sample=%d groups=%d", K, NI, V, es,
+                             n_eos, P, o.do_sample, G))
                     return;
                 to_gen_state(r, R, R, LH, 5, &hist, &lens, &rows, TO_INOUT);
                 for (i = 0; i < R; i++) TO_I(r, lens)[i] = 5, TO_I(r, rows)[i] = i;
@@ -1957,14 +1967,17 @@ static void to_gen_gen_beam(to_run *r) {
                     for (i = 0; i < NI; i++) TO_F(r, x)[(size_t)i * K * V + 2] = 30.0f;
                 fat5__cpu_gen_process(r->cpu, FAT5__ADDR(TO_F(r, x)), FAT5__ADDR(TO_I(r, hist)), FAT5__ADDR(TO_I(r, lens)),
                                       FAT5__ADDR(TO_I(r, rows)), R, V, LH, &oh);
-                tok = to_buf_new(r, "tok", TO_I32, TO_OUT, (size_t)R);
-                src = to_buf_new(r, "src", TO_I32, TO_OUT, (size_t)R);
+                // (group beam search writes its group's entries alone: the others keep what they hold)
+                tok = to_buf_new(r, "tok", TO_I32, var == 4 ? TO_INOUT : TO_OUT, (size_t)R);
+                src = to_buf_new(r, "src", TO_I32, var == 4 ? TO_INOUT : TO_OUT, (size_t)R);
+                if (var == 4)
+                    for (i = 0; i < R; i++) TO_I(r, tok)[i] = -1, TO_I(r, src)[i] = i;
                 bs = to_buf_new(r, "bscore", TO_F32, TO_INOUT, (size_t)R);
                 fs = to_buf_new(r, "fin_score", TO_F32, TO_INOUT, (size_t)R);
                 ft = to_buf_new(r, "fin_tok", TO_I32, TO_INOUT, (size_t)R * F);
                 fl = to_buf_new(r, "fin_len", TO_I32, TO_INOUT, (size_t)R);
                 ff = to_buf_new(r, "fin_flag", TO_I32, TO_INOUT, (size_t)R);
-                un = to_buf_new(r, "unsat", TO_I32, TO_INOUT, (size_t)NI);
+                un = to_buf_new(r, "unsat", TO_I32, TO_INOUT, (size_t)(NI * G));
                 done = to_buf_new(r, "done", TO_I32, TO_INOUT, (size_t)R);
                 scr = to_buf_new(r, "scratch", TO_I32, TO_SCRATCH, (size_t)R * LH);
                 for (i = 0; i < R; i++) {
@@ -1974,7 +1987,7 @@ static void to_gen_gen_beam(to_run *r) {
                     TO_I(r, fl)[i] = 3;
                 }
                 for (i = 0; i < R * F; i++) TO_I(r, ft)[i] = i % 17;
-                for (i = 0; i < NI; i++) TO_I(r, un)[i] = 1;
+                for (i = 0; i < NI * G; i++) TO_I(r, un)[i] = 1;
                 l = to_gen_eos_list(r, &o, eos3, n_eos);
                 TO_BUF(r, bs)->cmp = TO_BUF(r, fs)->cmp = TO_SAME;
                 TO_BUF(r, ft)->cmp = TO_SKIP;
@@ -1989,6 +2002,11 @@ static void to_gen_gen_beam(to_run *r) {
                         FAT5_CHECK_MSG(r->T, ((int32_t *)TO_BUF(r, fl)->res[0])[i * K] == 6 &&
                                                  ((int32_t *)TO_BUF(r, ft)->res[0])[i * K * F + 5] == 2,
                                        "gen_beam %s: input %d did not finish on its stop token", r->what, i);
+                if (var == 4 && TO_BUF(r, lens)->res[0])   // only group 1's beams moved
+                    for (i = 0; i < R; i++)
+                        FAT5_CHECK_MSG(r->T, ((int32_t *)TO_BUF(r, lens)->res[0])[i] == ((i / (K / 2)) % 2 ? 6 : 5),
+                                       "gen_beam %s: row %d of group %d has length %d", r->what, i, (i / (K / 2)) % 2,
+                                       ((int32_t *)TO_BUF(r, lens)->res[0])[i]);
                 if (r->gpu)
                     for (i = 0; i < R; i++) {
                         int L = ((int32_t *)TO_BUF(r, fl)->res[0])[i];
