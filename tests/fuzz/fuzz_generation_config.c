@@ -57,7 +57,8 @@ static int same_gen(const fat5_generate_config *a, const fat5_generate_config *b
            same_double(a->min_p, b->min_p) && same_double(a->typical_p, b->typical_p) &&
            same_double(a->epsilon_cutoff, b->epsilon_cutoff) && same_double(a->eta_cutoff, b->eta_cutoff) &&
            same_double(a->max_time, b->max_time) && a->output_scores == b->output_scores &&
-           a->output_logits == b->output_logits && a->n_stop_strings == b->n_stop_strings;
+           a->output_logits == b->output_logits && a->n_stop_strings == b->n_stop_strings &&
+           a->num_beam_groups == b->num_beam_groups && same_double(a->diversity_penalty, b->diversity_penalty);
     for (i = 0; same && i < a->sequence_bias.n; i++)
         same = same_double(a->sequence_bias_values[i], b->sequence_bias_values[i]);
     for (i = 0; same && i < a->n_stop_strings; i++) same = !strcmp(a->stop_strings[i], b->stop_strings[i]);
@@ -102,6 +103,7 @@ static void generate(fat5_model *m, const fat5_generate_config *given) {
     if (g.max_new_tokens > CAP_NEW_TOKENS) g.max_new_tokens = CAP_NEW_TOKENS;
     if (g.num_return_sequences > CAP_RETURN_SEQUENCES) g.num_return_sequences = CAP_RETURN_SEQUENCES;
     if (g.num_beams > CAP_BEAMS) g.num_beams = CAP_BEAMS;   // still beam search, with fewer beams
+    if (g.num_beams % g.num_beam_groups) g.num_beam_groups = 1;
     if (g.max_time > 1.0) g.max_time = 1.0;
     max_new = g.max_length > 0 ? g.max_length - P : g.max_new_tokens;
     if (fat5_generate(m, tokens, cu, 2, &g, &r) != FAT5_OK) {

@@ -175,7 +175,9 @@ static void write_generation_cases(const char *out) {
         "\"num_beams\": 3, \"seed\": 3}",
         "{\"decoder_input_ids\": [[0, 7, 8]], \"max_length\": 6, \"min_length\": 5, \"no_repeat_ngram_size\": 2}",
         "{\"output_scores\": true, \"output_logits\": true, \"max_time\": 0.5, \"stop_strings\": [\"ab\"]}",
-        "{\"num_beam_groups\": 2, \"diversity_penalty\": 1.0}",
+        "{\"num_beams\": 4, \"num_beam_groups\": 2, \"diversity_penalty\": 1.0, \"num_return_sequences\": 3}",
+        "{\"num_beams\": 6, \"num_beam_groups\": 3, \"diversity_penalty\": 1e30, \"eos_token_id\": [1, 9]}",
+        "{\"force_words_ids\": [[3, 4]], \"num_beams\": 2}",
     };
     size_t i;
     for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
