@@ -159,50 +159,30 @@ static row *rows_add(rows *rs) {
 }
 
 // where a row came from: "input row 3" or "prompts.txt:12"
-// --stream: the output so far (ids), and how many bytes of its text are printed. Text is printed
-// up to its last complete UTF-8 character; without a tokenizer, each id as it comes.
+// --stream: the sequence's text as its tokens come (fat5_detok_stream: whole UTF-8 characters);
+// without a tokenizer, each id as it comes.
 typedef struct stream_state {
-    fat5_ctx *ctx;
-    fat5_tokenizer *tz;
-    int32_t ids[1 << 16];
+    fat5_detok_stream *ds;
     int64_t n;
-    size_t printed;
 } stream_state;
 
-static void stream_print(stream_state *ss, int final) {
-    char *text = NULL;
-    size_t len = 0, end;
-    if (!ss->tz || fat5_detokenize(ss->tz, ss->ids, ss->n, FAT5_DETOKENIZE_SKIP_SPECIAL, &text, &len) != FAT5_OK) return;
-    end = len;
-    if (!final) {   // hold back an incomplete last character
-        size_t k = len, back = 0;
-        while (k > 0 && back < 4 && ((unsigned char)text[k - 1] & 0xC0) == 0x80) k--, back++;
-        if (k > 0) {
-            unsigned char lead = (unsigned char)text[k - 1];
-            size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-            if (back + 1 < need) end = k - 1;
-        }
-    }
-    if (end > ss->printed) {
-        fwrite(text + ss->printed, 1, end - ss->printed, stdout);
-        ss->printed = end;
+static void stream_put(stream_state *ss, const int32_t *ids, int64_t n, int last) {
+    const char *text;
+    size_t len = 0;
+    if (ss->ds && fat5_detok_stream_push(ss->ds, ids, n, last, &text, &len) == FAT5_OK && len) {
+        fwrite(text, 1, len, stdout);
         fflush(stdout);
     }
-    fat5_free(ss->ctx, text);
 }
 
 static int stream_tokens(void *user, const int64_t *seqs, const int32_t *tokens, int64_t n) {
     stream_state *ss = (stream_state *)user;
     int64_t i;
     (void)seqs;
-    for (i = 0; i < n && ss->n < (int64_t)(sizeof ss->ids / sizeof ss->ids[0]); i++) {
-        ss->ids[ss->n++] = tokens[i];
-        if (!ss->tz) {
-            printf("%s%d", ss->n > 1 ? " " : "", (int)tokens[i]);
-            fflush(stdout);
-        }
-    }
-    stream_print(ss, 0);
+    if (!ss->ds)
+        for (i = 0; i < n; i++, ss->n++) printf("%s%d", ss->n ? " " : "", (int)tokens[i]);
+    stream_put(ss, tokens, n, 0);
+    fflush(stdout);
     return 0;
 }
 
@@ -702,7 +682,10 @@ int main(int argc, char **argv) {
                     "search, --output-format text, no --warmup / --repeat\n");
             goto done;
         }
-        ss.ctx = ctx, ss.tz = tz;
+        if (tz && fat5_detok_stream_create(tz, FAT5_DETOKENIZE_SKIP_SPECIAL, &ss.ds) != FAT5_OK) {
+            fprintf(stderr, "generate: %s\n", fat5_last_error(ctx));
+            goto done;
+        }
         g.stream = stream_tokens, g.stream_user = &ss;
     }
     if (!(cu = (int32_t *)malloc((size_t)(batch + 1) * sizeof *cu))) {
@@ -742,7 +725,7 @@ int main(int argc, char **argv) {
             total += n;
             n_seq++;
             if (stream) {   // printed as it came: the rest of its text and the line's end
-                stream_print(&ss, 1);
+                stream_put(&ss, NULL, 0, 1);
                 putchar('\n');
                 continue;
             }
@@ -802,5 +785,6 @@ done:
     free(row_at);
     free(inputs);
     free(stops);
+    fat5_detok_stream_destroy(ss.ds);
     return rc;
 }

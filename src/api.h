@@ -1286,6 +1286,16 @@ FAT5_API int64_t fat5_tokenizer_vocab_size(const fat5_tokenizer *t);
 // leading "\u2581" as a space, special tokens as their text), for fat5_generate_config.token_texts.
 // The arrays belong to the context (they live until fat5_ctx_destroy): make them once.
 FAT5_API fat5_status fat5_tokenizer_token_texts(fat5_tokenizer *t, fat5_token_texts *out);
+// A sequence's text while its tokens come (streaming): push each new token (or several) and get the
+// text that became final since the last push, whole UTF-8 characters only (a trailing U+FFFD that
+// byte-fallback bytes may still complete is held back too); push with last = 1 (and n = 0) for the
+// rest. flags: fat5_detokenize's (FAT5_DETOKENIZE_SKIP_SPECIAL). *text is the stream's until the
+// next push. Each push detokenizes the whole sequence so far (fine for generation lengths).
+typedef struct fat5_detok_stream fat5_detok_stream;
+FAT5_API fat5_status fat5_detok_stream_create(fat5_tokenizer *t, int flags, fat5_detok_stream **out);
+FAT5_API fat5_status fat5_detok_stream_push(fat5_detok_stream *s, const int32_t *ids, int64_t n, int last,
+                                            const char **text, size_t *len);
+FAT5_API void fat5_detok_stream_destroy(fat5_detok_stream *s);
 // A piece's text (borrowed; NULL outside the vocabulary) and a text's id (-1 when none).
 FAT5_API const char *fat5_tokenizer_id_to_piece(const fat5_tokenizer *t, int32_t id);
 FAT5_API int32_t fat5_tokenizer_piece_to_id(const fat5_tokenizer *t, const char *piece);

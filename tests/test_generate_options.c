@@ -76,6 +76,48 @@ static void t_generate_token_texts(fat5_test *T) {
     fat5__json_free(ctx, doc);
 }
 
+// fat5_detok_stream: pushed one token at a time, the pieces join into fat5_detokenize's text of the
+// whole sequence, each piece whole UTF-8 characters (no continuation byte first, none cut at the
+// end), and no U+FFFD given out that the whole text does not hold (byte-fallback characters arrive
+// byte by byte); on a tokenizer.json and on SentencePiece models with and without byte fallback
+static void t_generate_detok_stream(fat5_test *T) {
+    static const char *const files[] = {"t5uni/tokenizer.json", "t5uni/spiece.model", "mt5bf/spiece.model",
+                                        "bytebpe/tokenizer.json"};
+    static const char text[] = "Caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x99\x82 na\xc3\xafve  ok, \xce\xb1\xce\xb2!";
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    size_t k;
+    for (k = 0; k < sizeof files / sizeof files[0]; k++) {
+        char path[600], *whole = NULL, joined[512];
+        size_t wlen = 0, jlen = 0;
+        fat5_tokenizer *tok = NULL;
+        fat5_detok_stream *st = NULL;
+        int32_t *ids = NULL;
+        int64_t n = 0, i;
+        snprintf(path, sizeof path, "%s/tokenizers/%s", FAT5_TEST_DATA, files[k]);
+        FAT5_REQUIRE_OK(T, fat5_tokenizer_load(ctx, path, &tok));
+        FAT5_REQUIRE_OK(T, fat5_tokenize(tok, text, sizeof text - 1, NULL, 0, FAT5_TOKENIZE_NO_SPECIAL, &ids, &n));
+        FAT5_REQUIRE_OK(T, fat5_detokenize(tok, ids, n, FAT5_DETOKENIZE_SKIP_SPECIAL, &whole, &wlen));
+        FAT5_REQUIRE_OK(T, fat5_detok_stream_create(tok, FAT5_DETOKENIZE_SKIP_SPECIAL, &st));
+        for (i = 0; i <= n; i++) {
+            const char *piece = NULL;
+            size_t plen = 0;
+            FAT5_REQUIRE_OK(T, fat5_detok_stream_push(st, ids + (i < n ? i : 0), i < n, i == n, &piece, &plen));
+            if (plen == 0) continue;
+            FAT5_CHECK_MSG(T, ((unsigned char)piece[0] & 0xC0) != 0x80, "%s: a piece starts inside a character",
+                           files[k]);
+            FAT5_CHECK_MSG(T, jlen + plen < sizeof joined, "%s: too long", files[k]);
+            if (jlen + plen >= sizeof joined) break;
+            memcpy(joined + jlen, piece, plen), jlen += plen;
+        }
+        FAT5_CHECK_MSG(T, jlen == wlen && !memcmp(joined, whole, wlen), "%s: streamed \"%.*s\", whole \"%.*s\"", files[k],
+                       (int)jlen, joined, (int)wlen, whole);
+        fat5_detok_stream_destroy(st);
+        fat5_free(ctx, ids);
+        fat5_free(ctx, whole);
+        fat5_tokenizer_destroy(tok);
+    }
+}
+
 // ---- streaming, stop strings, max_time, per-step outputs on a fixture model ----
 
 typedef struct tgo_stream {
@@ -652,6 +694,6 @@ out:
 #define FAT5_TESTS_GENERATE_OPTIONS_GPU(X)
 #endif
 
-#define FAT5_TESTS_GENERATE_OPTIONS(X) X(generate_stop_match) X(generate_token_texts) X(generate_stream) \
+#define FAT5_TESTS_GENERATE_OPTIONS(X) X(generate_stop_match) X(generate_token_texts) X(generate_detok_stream) X(generate_stream) \
     X(generate_stop_strings) X(generate_outputs) X(generate_hf_options) X(generate_hf_warpers) X(generate_sample_warpers_chi2) \
     FAT5_TESTS_GENERATE_OPTIONS_GPU(X)

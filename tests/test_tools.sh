@@ -645,6 +645,30 @@ gen_err "gen_in.txt:1: not a JSON object" "$out/m1100tok" --input "$out/gen_in.t
 gen_err "no_such_file" "$out/m1100tok" --input "$out/no_such_file"
 : > "$out/gen_empty.txt"
 gen_err "no input" "$out/m1100tok" --input "$out/gen_empty.txt"
+# --stream prints the same text as it comes; --generation-config sets options by transformers'
+# names (suppressing the first output id changes the output; a refused key is named);
+# --stop-strings ends the output at the first stop string that its last token completes
+check gen "$out/m1100tok" "some text" --max-new-tokens 8 --stream > "$out/gen_stream.txt" 2> /dev/null
+check cmp -s "$out/gen_own.txt" "$out/gen_stream.txt"
+first=$(head -n 1 "$out/gen_tok_ids.txt" | cut -d' ' -f1)
+check gen "$out/m1100tok" "some text" --max-new-tokens 8 --print-ids --generation-config "{\"suppress_tokens\": [$first]}" \
+    > "$out/gen_sup.txt" 2> /dev/null
+if [ "$(cut -d' ' -f1 "$out/gen_sup.txt")" = "$first" ]; then echo "test_tools: FAILED: suppress_tokens ignored"; fail=1; fi
+echo '{"max_new_tokens": 3}' > "$out/gen_cfg.json"
+check gen "$out/m1100tok" "some text" --print-ids --generation-config "@$out/gen_cfg.json" > "$out/gen_cfg.txt" 2> /dev/null
+check test "$(wc -w < "$out/gen_cfg.txt")" -eq 3
+gen_err "num_beam_groups = 3 must divide num_beams = 1" "$out/m1100tok" "x" --generation-config '{"num_beam_groups": 3}'
+gen_err "force_words_ids is not supported" "$out/m1100tok" "x" --generation-config '{"force_words_ids": [[5]]}'
+# (the stop string: the third output token's text, so that the output ends after at most 3 tokens)
+t2=$(head -n 1 "$out/gen_tok_ids.txt" | cut -d' ' -f1-2 | tools/fat5_tokenize --decode --skip-special $tk/t5uni)
+t3=$(head -n 1 "$out/gen_tok_ids.txt" | cut -d' ' -f1-3 | tools/fat5_tokenize --decode --skip-special $tk/t5uni)
+stop=${t3#"$t2"}
+check test -n "$stop"
+check gen "$out/m1100tok" "some text" --max-new-tokens 8 --stop-strings "$stop" > "$out/gen_stop.txt" 2> /dev/null
+case "$t3" in "$(cat "$out/gen_stop.txt")"*) ;; *) echo "test_tools: FAILED: --stop-strings printed more than 3 tokens"; fail=1 ;; esac
+case "$(cat "$out/gen_stop.txt")" in *"$stop") ;; *) echo "test_tools: FAILED: --stop-strings output does not end in it"; fail=1 ;; esac
+gen_err "--stop-strings needs a tokenizer" $g --ids 3,4 --stop-strings "ab"
+echo "test_tools: examples/generate: --stream, --generation-config, --stop-strings"
 # the default device: the GPU when there is one, else the CPU (here with no GPU visible)
 check env CUDA_VISIBLE_DEVICES= examples/generate $g --ids 3,4 --max-new-tokens 2 > /dev/null 2> "$out/gen_dev.txt"
 check grep -q "(0.1M parameters, CPU, no GPU found)" "$out/gen_dev.txt"
