@@ -1220,6 +1220,9 @@ typedef struct fat5_generate_result {
                             // processed scores each row's token was chosen from (beam search: each
                             // running beam's, before the selection); NaN for a row already finished
     float *step_logits;     // output_logits: [steps, n_rows, vocab_size], the raw logits (`logits`)
+    int32_t *beam_indices;  // output_scores with beam search (one group): for each token of `tokens`, the
+                            // decoder row (input x num_beams + beam) of the beam it extended, packed as
+                            // `tokens` (Hugging Face's beam_indices); NULL otherwise
     size_t cache_bytes;     // the key/value caches it allocated: self-attention for every row and
                             // decoder layer (max_new_tokens positions), and each layer's keys and
                             // values of the encoder output for cross-attention (not counted: one
@@ -5601,6 +5604,8 @@ typedef struct fat5__gen_opts {
     int G, group;               // group beam search: each input's K G beams are G units of K (K is a
                                 //   group's beams); gen_process and gen_beam touch group `group` alone
     float diversity;            // subtracted per earlier group of the input whose beam chose the token
+    fat5__addr bidx, fin_bidx;  // 0, or int32 [R, Lh - P] each: gen_beam keeps each running beam's and each
+                                //   finished slot's beam indices (the row each token's beam was, per step)
 } fat5__gen_opts;
 
 // An attention op's `kind`: which keys a query sees (the low two bits, FAT5__ATTN_MASK) and, in
@@ -7739,7 +7744,9 @@ static fat5_status fat5__cpu_gen_select(fat5_ctx *ctx, fat5__addr x_, fat5__addr
 //  4. unsat[i] &= some slot s has best_running / L^length_penalty > (fin_flag[s] ? min fin_score :
 //     -1e9), L = max_new for early_stopping 2 ("never") with length_penalty > 0, else t + 1;
 //     done[i] = !unsat[i] || (early_stopping 1 && all slots finished) || t + 1 == max_new.
-// scratch: int32 [n, Lh] (the histories while they are gathered).
+// With o->bidx, the beam indices follow the tokens: a running beam's bidx [R, Lh - P] and a finished
+// slot's fin_bidx hold, per generated token, the row of the beam that token extended (Hugging
+// Face's beam_indices). scratch: int32 [n, Lh] (the histories while they are gathered).
 static fat5_status fat5__cpu_gen_beam(fat5_ctx *ctx, fat5__addr x_, fat5__addr tok_, fat5__addr src_,
                                       fat5__addr hist_, fat5__addr lens_, fat5__addr bscore_, fat5__addr fin_score_,
                                       fat5__addr fin_tok_, fat5__addr fin_len_, fat5__addr fin_flag_,
@@ -7753,6 +7760,7 @@ static fat5_status fat5__cpu_gen_beam(fat5_ctx *ctx, fat5__addr x_, fat5__addr t
     int32_t *scratch = FAT5__HOST(int32_t, scratch_);
     float *bscore = FAT5__HOST(float, bscore_), *fin_score = FAT5__HOST(float, fin_score_);
     const int32_t *rows = FAT5__HOST(const int32_t, rows_), *eos = FAT5__HOST(const int32_t, o->eos);
+    int32_t *bidx = FAT5__HOST(int32_t, o->bidx), *fin_bidx = FAT5__HOST(int32_t, o->fin_bidx);
     const int K = o->K, C = (o->n_eos > 1 ? o->n_eos + 1 : 2) * o->K, P = o->P, F = Lh - o->P;   // F: fin_tok's row stride
     const float lp = o->length_penalty;
     int64_t b;
@@ -7854,6 +7862,21 @@ static fat5_status fat5__cpu_gen_beam(fat5_ctx *ctx, fat5__addr x_, fat5__addr t
             fin_len[r0 + k] = nl[k];
             memcpy(fin_tok + (int64_t)(r0 + k) * F, scratch + (b * K + k) * (int64_t)Lh, (size_t)nl[k] * sizeof(int32_t));
         }
+        if (bidx) {   // the same moves for the slots' beam indices (the beam's row at each step)
+            for (k = 0; k < K; k++) {
+                int f = mfrom[pick[k]];
+                int32_t *dst = scratch + (b * K + k) * (int64_t)Lh;
+                if (f < 0) {
+                    memcpy(dst, fin_bidx + (int64_t)(r0 - 1 - f) * F, (size_t)nl[k] * sizeof(int32_t));
+                } else {
+                    int beam = (int)(cidx[f] / V);
+                    memcpy(dst, bidx + (int64_t)(r0 + beam) * F, (size_t)t * sizeof(int32_t));
+                    dst[t] = r0 + beam;
+                }
+            }
+            for (k = 0; k < K; k++)
+                memcpy(fin_bidx + (int64_t)(r0 + k) * F, scratch + (b * K + k) * (int64_t)Lh, (size_t)nl[k] * sizeof(int32_t));
+        }
         // 2 (cont.): gather the running histories (prompt and generated tokens), then write them back
         for (k = 0; k < K; k++) {
             int beam = (int)(cidx[next[k]] / V);
@@ -7867,6 +7890,16 @@ static fat5_status fat5__cpu_gen_beam(fat5_ctx *ctx, fat5__addr x_, fat5__addr t
             memcpy(hist + (int64_t)(r0 + k) * Lh, scratch + (b * K + k) * (int64_t)Lh, (size_t)(P + t + 1) * sizeof(int32_t));
             bscore[r0 + k] = run[next[k]];
             lens[r0 + k] = t + 1;
+        }
+        if (bidx) {   // the running beams' beam indices, gathered the same way
+            for (k = 0; k < K; k++) {
+                int beam = (int)(cidx[next[k]] / V);
+                int32_t *dst = scratch + (b * K + k) * (int64_t)Lh;
+                memcpy(dst, bidx + (int64_t)(r0 + beam) * F, (size_t)t * sizeof(int32_t));
+                dst[t] = r0 + beam;
+            }
+            for (k = 0; k < K; k++)
+                memcpy(bidx + (int64_t)(r0 + k) * F, scratch + (b * K + k) * (int64_t)Lh, (size_t)(t + 1) * sizeof(int32_t));
         }
         // 4. Hugging Face's early-stop heuristic and the input's end
         L = o->early_stopping == 2 && lp > 0.0f ? (double)o->max_new : (double)(t + 1);
@@ -9292,10 +9325,11 @@ static FAT5__UNUSED fat5_status fat5__gpu_adafactor_seg(fat5_ctx *ctx, fat5__dpt
 // ----- generate.cu: one block of 256 threads per entry (per input for beam search) -----
 
 // The kernels take the options by value: fat5_gen_opts in kernels/generate.cu mirrors fat5__gen_opts
-// field for field and asserts its size, FAT5_GEN_OPTS_BYTES = 240 there; these two checks fail to
+// field for field and asserts its size, FAT5_GEN_OPTS_BYTES = 256 there; these two checks fail to
 // compile when this side's layout drifts from it (a field added here must be added there).
-typedef char fat5__gen_opts_bytes_check[sizeof(fat5__gen_opts) == 240 ? 1 : -1];
-typedef char fat5__gen_opts_seed_check[offsetof(fat5__gen_opts, seed) == 216 && offsetof(fat5__gen_opts, G) == 224 ? 1 : -1];
+typedef char fat5__gen_opts_bytes_check[sizeof(fat5__gen_opts) == 256 ? 1 : -1];
+typedef char fat5__gen_opts_seed_check[offsetof(fat5__gen_opts, seed) == 216 && offsetof(fat5__gen_opts, G) == 224 &&
+                                            offsetof(fat5__gen_opts, bidx) == 240 ? 1 : -1];
 
 // Hugging Face's processors and warpers in place on x [n, V] fp32 (see fat5__cpu_gen_process)
 static FAT5__UNUSED fat5_status fat5__gpu_gen_process(fat5_ctx *ctx, fat5__dptr x, fat5__dptr hist, fat5__dptr lens,
@@ -18805,6 +18839,7 @@ FAT5_API void fat5_generate_result_destroy(fat5_ctx *ctx, fat5_generate_result *
     fat5__free(ctx, r->scores);
     fat5__free(ctx, r->step_scores);
     fat5__free(ctx, r->step_logits);
+    fat5__free(ctx, r->beam_indices);
     memset(r, 0, sizeof *r);
 }
 
@@ -18910,6 +18945,10 @@ static int fat5__gen_layout(fat5__gen *s, fat5__addr base, size_t *total) {
     FAT5__GWS(o.enc_tok, s->n_enc_tok);
     FAT5__GWS(o.enc_cu, N + 1);
     if (s->g->output_logits) FAT5__GWS(raw, R * (size_t)s->V);
+    if (s->g->output_scores && s->beam && s->G == 1) {   // beam_indices
+        FAT5__GWS(o.bidx, R * (size_t)(s->Lh - s->P));
+        FAT5__GWS(o.fin_bidx, R * (size_t)(s->Lh - s->P));
+    }
 #undef FAT5__GWS
     *total = off;
     return ok;
@@ -19377,6 +19416,19 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
                 out->cu_seqlens[o + 1] = (int32_t)q;
                 out->scores[o] = hs[row];
             }
+        if (s.o.bidx) {   // beam_indices, packed as the tokens
+            out->beam_indices = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)(total_tok > 0 ? total_tok : 1),
+                                                                   sizeof(int32_t)));
+            if (!out->beam_indices) {
+                st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_generate: out of memory for the beam indices");
+                goto fail;
+            }
+            if ((st = s.be->download(ctx, h, s.o.fin_bidx, (size_t)(R * stride) * 4)) || (st = s.be->sync(ctx))) goto fail;
+            for (k = 0, q = 0; k < nseq; k++) {
+                int64_t row = ent_row[k], j;
+                for (j = 0; j < ent_tok[row]; j++) out->beam_indices[q++] = h[row * stride + j];
+            }
+        }
         out->n_seq = nseq;
         out->steps = steps;
         out->cache_bytes = (size_t)m->cfg.num_decoder_layers * 2 *

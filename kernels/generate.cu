@@ -19,7 +19,7 @@
 // fat5__gen_opts of fat5.h (ops_interface.c), field for field in the same order and types (the
 // addresses as 64-bit integers): the launchers pass that struct by value as the kernels' last
 // parameter. Its size, FAT5_GEN_OPTS_BYTES, is checked here and, with the same number (and the
-// offset of `seed`, 216, and of `G`, 224), next to the launchers in fat5.h; a field added on one side must be added
+// offset of `seed`, 216, of `G`, 224, and of `bidx`, 240), next to the launchers in fat5.h; a field added on one side must be added
 // on the other.
 struct fat5_gen_opts {
     unsigned long long eos, forced_eos, suppress, begin_suppress;   // int [n_eos] ... int [n_begin_suppress]
@@ -40,8 +40,9 @@ struct fat5_gen_opts {
     unsigned long long seed;
     int G, group;   // group beam search: G groups of K beams; the ops touch group `group` alone
     float diversity;
+    unsigned long long bidx, fin_bidx;   // 0, or int [R, Lh - P]: the beams' beam indices (gen_beam)
 };
-#define FAT5_GEN_OPTS_BYTES 240
+#define FAT5_GEN_OPTS_BYTES 256
 static_assert(sizeof(fat5_gen_opts) == FAT5_GEN_OPTS_BYTES, "fat5_gen_opts must match fat5__gen_opts");
 
 // Block reductions over FAT5_GEN_THREADS threads; every thread gets the result. The scratch arrays
@@ -697,6 +698,30 @@ extern "C" __global__ void fat5_gen_beam(const float *x, int *tok, int *src, int
         if (threadIdx.x == 0)
             for (int k = 0; k < K; k++) fin_score[r0 + k] = ns[k], fin_flag[r0 + k] = nf[k], fin_len[r0 + k] = nl[k];
         __syncthreads();
+        if (o.bidx) {   // the same moves for the slots' beam indices (the beam's row at each step)
+            const int *bx = (const int *)o.bidx;
+            int *fbx = (int *)o.fin_bidx;
+            for (int k = 0; k < K; k++) {
+                const int f = pick[k];
+                int *dst = scratch + (b * K + k) * (long long)Lh;
+                if (f < 0) {
+                    const int *s = fbx + (long long)(r0 - 1 - f) * F;
+                    for (int j = threadIdx.x; j < nl[k]; j += blockDim.x) dst[j] = s[j];
+                } else {
+                    const int beam = (int)(cidx[f] / V);
+                    const int *s = bx + (long long)(r0 + beam) * F;
+                    for (int j = threadIdx.x; j < t; j += blockDim.x) dst[j] = s[j];
+                    if (threadIdx.x == 0) dst[t] = r0 + beam;
+                }
+            }
+            __syncthreads();
+            for (int k = 0; k < K; k++) {
+                const int *s = scratch + (b * K + k) * (long long)Lh;
+                int *dst = fbx + (long long)(r0 + k) * F;
+                for (int j = threadIdx.x; j < nl[k]; j += blockDim.x) dst[j] = s[j];
+            }
+            __syncthreads();
+        }
         // 2 (cont.): gather the running histories (prompt and generated tokens), then write them back
         for (int k = 0; k < K; k++) {
             const int beam = (int)(cidx[next[k]] / V);
@@ -714,6 +739,23 @@ extern "C" __global__ void fat5_gen_beam(const float *x, int *tok, int *src, int
             const int *s = scratch + (b * K + k) * (long long)Lh;
             int *dst = hist + (long long)(r0 + k) * Lh;
             for (int j = threadIdx.x; j <= P + t; j += blockDim.x) dst[j] = s[j];
+        }
+        if (o.bidx) {   // the running beams' beam indices, gathered the same way
+            int *bx = (int *)o.bidx;
+            __syncthreads();
+            for (int k = 0; k < K; k++) {
+                const int beam = (int)(cidx[next[k]] / V);
+                const int *s = bx + (long long)(r0 + beam) * F;
+                int *dst = scratch + (b * K + k) * (long long)Lh;
+                for (int j = threadIdx.x; j < t; j += blockDim.x) dst[j] = s[j];
+                if (threadIdx.x == 0) dst[t] = r0 + beam;
+            }
+            __syncthreads();
+            for (int k = 0; k < K; k++) {
+                const int *s = scratch + (b * K + k) * (long long)Lh;
+                int *dst = bx + (long long)(r0 + k) * F;
+                for (int j = threadIdx.x; j <= t; j += blockDim.x) dst[j] = s[j];
+            }
         }
         if (threadIdx.x == 0) {
             for (int k = 0; k < K; k++) bscore[r0 + k] = run[next[k]], lens[r0 + k] = t + 1;

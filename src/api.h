@@ -1185,6 +1185,9 @@ typedef struct fat5_generate_result {
                             // processed scores each row's token was chosen from (beam search: each
                             // running beam's, before the selection); NaN for a row already finished
     float *step_logits;     // output_logits: [steps, n_rows, vocab_size], the raw logits (`logits`)
+    int32_t *beam_indices;  // output_scores with beam search (one group): for each token of `tokens`, the
+                            // decoder row (input x num_beams + beam) of the beam it extended, packed as
+                            // `tokens` (Hugging Face's beam_indices); NULL otherwise
     size_t cache_bytes;     // the key/value caches it allocated: self-attention for every row and
                             // decoder layer (max_new_tokens positions), and each layer's keys and
                             // values of the encoder output for cross-attention (not counted: one

@@ -28,6 +28,7 @@ FAT5_API void fat5_generate_result_destroy(fat5_ctx *ctx, fat5_generate_result *
     fat5__free(ctx, r->scores);
     fat5__free(ctx, r->step_scores);
     fat5__free(ctx, r->step_logits);
+    fat5__free(ctx, r->beam_indices);
     memset(r, 0, sizeof *r);
 }
 
@@ -133,6 +134,10 @@ static int fat5__gen_layout(fat5__gen *s, fat5__addr base, size_t *total) {
     FAT5__GWS(o.enc_tok, s->n_enc_tok);
     FAT5__GWS(o.enc_cu, N + 1);
     if (s->g->output_logits) FAT5__GWS(raw, R * (size_t)s->V);
+    if (s->g->output_scores && s->beam && s->G == 1) {   // beam_indices
+        FAT5__GWS(o.bidx, R * (size_t)(s->Lh - s->P));
+        FAT5__GWS(o.fin_bidx, R * (size_t)(s->Lh - s->P));
+    }
 #undef FAT5__GWS
     *total = off;
     return ok;
@@ -600,6 +605,19 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
                 out->cu_seqlens[o + 1] = (int32_t)q;
                 out->scores[o] = hs[row];
             }
+        if (s.o.bidx) {   // beam_indices, packed as the tokens
+            out->beam_indices = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)(total_tok > 0 ? total_tok : 1),
+                                                                   sizeof(int32_t)));
+            if (!out->beam_indices) {
+                st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_generate: out of memory for the beam indices");
+                goto fail;
+            }
+            if ((st = s.be->download(ctx, h, s.o.fin_bidx, (size_t)(R * stride) * 4)) || (st = s.be->sync(ctx))) goto fail;
+            for (k = 0, q = 0; k < nseq; k++) {
+                int64_t row = ent_row[k], j;
+                for (j = 0; j < ent_tok[row]; j++) out->beam_indices[q++] = h[row * stride + j];
+            }
+        }
         out->n_seq = nseq;
         out->steps = steps;
         out->cache_bytes = (size_t)m->cfg.num_decoder_layers * 2 *

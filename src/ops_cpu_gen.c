@@ -358,7 +358,9 @@ static fat5_status fat5__cpu_gen_select(fat5_ctx *ctx, fat5__addr x_, fat5__addr
 //  4. unsat[i] &= some slot s has best_running / L^length_penalty > (fin_flag[s] ? min fin_score :
 //     -1e9), L = max_new for early_stopping 2 ("never") with length_penalty > 0, else t + 1;
 //     done[i] = !unsat[i] || (early_stopping 1 && all slots finished) || t + 1 == max_new.
-// scratch: int32 [n, Lh] (the histories while they are gathered).
+// With o->bidx, the beam indices follow the tokens: a running beam's bidx [R, Lh - P] and a finished
+// slot's fin_bidx hold, per generated token, the row of the beam that token extended (Hugging
+// Face's beam_indices). scratch: int32 [n, Lh] (the histories while they are gathered).
 static fat5_status fat5__cpu_gen_beam(fat5_ctx *ctx, fat5__addr x_, fat5__addr tok_, fat5__addr src_,
                                       fat5__addr hist_, fat5__addr lens_, fat5__addr bscore_, fat5__addr fin_score_,
                                       fat5__addr fin_tok_, fat5__addr fin_len_, fat5__addr fin_flag_,
@@ -372,6 +374,7 @@ static fat5_status fat5__cpu_gen_beam(fat5_ctx *ctx, fat5__addr x_, fat5__addr t
     int32_t *scratch = FAT5__HOST(int32_t, scratch_);
     float *bscore = FAT5__HOST(float, bscore_), *fin_score = FAT5__HOST(float, fin_score_);
     const int32_t *rows = FAT5__HOST(const int32_t, rows_), *eos = FAT5__HOST(const int32_t, o->eos);
+    int32_t *bidx = FAT5__HOST(int32_t, o->bidx), *fin_bidx = FAT5__HOST(int32_t, o->fin_bidx);
     const int K = o->K, C = (o->n_eos > 1 ? o->n_eos + 1 : 2) * o->K, P = o->P, F = Lh - o->P;   // F: fin_tok's row stride
     const float lp = o->length_penalty;
     int64_t b;
@@ -473,6 +476,21 @@ static fat5_status fat5__cpu_gen_beam(fat5_ctx *ctx, fat5__addr x_, fat5__addr t
             fin_len[r0 + k] = nl[k];
             memcpy(fin_tok + (int64_t)(r0 + k) * F, scratch + (b * K + k) * (int64_t)Lh, (size_t)nl[k] * sizeof(int32_t));
         }
+        if (bidx) {   // the same moves for the slots' beam indices (the beam's row at each step)
+            for (k = 0; k < K; k++) {
+                int f = mfrom[pick[k]];
+                int32_t *dst = scratch + (b * K + k) * (int64_t)Lh;
+                if (f < 0) {
+                    memcpy(dst, fin_bidx + (int64_t)(r0 - 1 - f) * F, (size_t)nl[k] * sizeof(int32_t));
+                } else {
+                    int beam = (int)(cidx[f] / V);
+                    memcpy(dst, bidx + (int64_t)(r0 + beam) * F, (size_t)t * sizeof(int32_t));
+                    dst[t] = r0 + beam;
+                }
+            }
+            for (k = 0; k < K; k++)
+                memcpy(fin_bidx + (int64_t)(r0 + k) * F, scratch + (b * K + k) * (int64_t)Lh, (size_t)nl[k] * sizeof(int32_t));
+        }
         // 2 (cont.): gather the running histories (prompt and generated tokens), then write them back
         for (k = 0; k < K; k++) {
             int beam = (int)(cidx[next[k]] / V);
@@ -486,6 +504,16 @@ static fat5_status fat5__cpu_gen_beam(fat5_ctx *ctx, fat5__addr x_, fat5__addr t
             memcpy(hist + (int64_t)(r0 + k) * Lh, scratch + (b * K + k) * (int64_t)Lh, (size_t)(P + t + 1) * sizeof(int32_t));
             bscore[r0 + k] = run[next[k]];
             lens[r0 + k] = t + 1;
+        }
+        if (bidx) {   // the running beams' beam indices, gathered the same way
+            for (k = 0; k < K; k++) {
+                int beam = (int)(cidx[next[k]] / V);
+                int32_t *dst = scratch + (b * K + k) * (int64_t)Lh;
+                memcpy(dst, bidx + (int64_t)(r0 + beam) * F, (size_t)t * sizeof(int32_t));
+                dst[t] = r0 + beam;
+            }
+            for (k = 0; k < K; k++)
+                memcpy(bidx + (int64_t)(r0 + k) * F, scratch + (b * K + k) * (int64_t)Lh, (size_t)(t + 1) * sizeof(int32_t));
         }
         // 4. Hugging Face's early-stop heuristic and the input's end
         L = o->early_stopping == 2 && lp > 0.0f ? (double)o->max_new : (double)(t + 1);

@@ -61,6 +61,8 @@ typedef struct fat5__gen_opts {
     int G, group;               // group beam search: each input's K G beams are G units of K (K is a
                                 //   group's beams); gen_process and gen_beam touch group `group` alone
     float diversity;            // subtracted per earlier group of the input whose beam chose the token
+    fat5__addr bidx, fin_bidx;  // 0, or int32 [R, Lh - P] each: gen_beam keeps each running beam's and each
+                                //   finished slot's beam indices (the row each token's beam was, per step)
 } fat5__gen_opts;
 
 // An attention op's `kind`: which keys a query sees (the low two bits, FAT5__ATTN_MASK) and, in

@@ -429,6 +429,20 @@ static int tgo_run_options(fat5_test *T, fat5_model *m, const char *fixture, int
         if (g.output_scores)
             tgo_cmp_steps(T, name, r.step_scores, fat5__json_get(c, "step_scores"), r.n_rows, r.vocab_size, r.steps,
                           atol, rtol);
+        if (fat5__json_get(c, "beam_indices")) {   // the beam each token extended, row by row
+            const fat5__json *bi = fat5__json_get(c, "beam_indices"), *br;
+            FAT5_CHECK_MSG(T, r.beam_indices != NULL, "%s %s: no beam_indices", fixture, name);
+            for (br = bi->child, s = 0; r.beam_indices && br && s < r.n_seq; br = br->next, s++) {
+                int64_t j = 0, same = (int64_t)br->n == r.cu_seqlens[s + 1] - r.cu_seqlens[s];
+                for (v = br->child; same && v; v = v->next, j++) {
+                    int64_t x = 0;
+                    fat5__json_as_i64(v, &x);
+                    same = r.beam_indices[r.cu_seqlens[s] + j] == x;
+                }
+                FAT5_CHECK_MSG(T, same, "%s %s: sequence %lld: beam_indices differ from transformers'", fixture, name,
+                               (long long)s);
+            }
+        }
         if (g.output_logits)
             tgo_cmp_steps(T, name, r.step_logits, fat5__json_get(c, "step_logits"), r.n_rows, r.vocab_size, r.steps,
                           atol, rtol);

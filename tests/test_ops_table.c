@@ -1689,7 +1689,7 @@ static fat5__gen_opts to_gen_opts(int max_new) {
 
 // The list buffers of a fat5__gen_opts (buffer ids, -1: none), uploaded to both sides
 typedef struct to_gen_lists {
-    int eos, feos, sup, bsup, sq, sc, sb, et, ec;
+    int eos, feos, sup, bsup, sq, sc, sb, et, ec, bx, fbx;   // bx, fbx: gen_beam's beam indices
 } to_gen_lists;
 static int to_gen_ibuf(to_run *r, const char *name, const int32_t *v, int n) {
     int b;
@@ -1700,7 +1700,7 @@ static int to_gen_ibuf(to_run *r, const char *name, const int32_t *v, int n) {
 }
 // the eos list {eos[0 .. n_eos)} alone (o->n_eos set)
 static to_gen_lists to_gen_eos_list(to_run *r, fat5__gen_opts *o, const int32_t *eos, int n_eos) {
-    to_gen_lists l = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
+    to_gen_lists l = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     l.eos = to_gen_ibuf(r, "eos", eos, n_eos);
     o->n_eos = n_eos;
     return l;
@@ -1710,6 +1710,7 @@ static const fat5__gen_opts *to_gen_side(to_run *r, fat5__gen_opts *o, const to_
     o->eos = to_a(r, l->eos), o->forced_eos = to_a(r, l->feos), o->suppress = to_a(r, l->sup);
     o->begin_suppress = to_a(r, l->bsup), o->seq_ids = to_a(r, l->sq), o->seq_cu = to_a(r, l->sc);
     o->seq_bias = to_a(r, l->sb), o->enc_tok = to_a(r, l->et), o->enc_cu = to_a(r, l->ec);
+    o->bidx = to_a(r, l->bx), o->fin_bidx = to_a(r, l->fbx);
     return o;
 }
 
@@ -1989,6 +1990,11 @@ static void to_gen_gen_beam(to_run *r) {
                 for (i = 0; i < R * F; i++) TO_I(r, ft)[i] = i % 17;
                 for (i = 0; i < NI * G; i++) TO_I(r, un)[i] = 1;
                 l = to_gen_eos_list(r, &o, eos3, n_eos);
+                if (var == 0 || var == 2) {   // beam indices kept (running and finished), from a pattern
+                    l.bx = to_buf_new(r, "bidx", TO_I32, TO_INOUT, (size_t)R * F);
+                    l.fbx = to_buf_new(r, "fin_bidx", TO_I32, TO_INOUT, (size_t)R * F);
+                    for (i = 0; i < R * F; i++) TO_I(r, l.bx)[i] = (i * 7) % 13, TO_I(r, l.fbx)[i] = 100 + (i * 5) % 11;
+                }
                 TO_BUF(r, bs)->cmp = TO_BUF(r, fs)->cmp = TO_SAME;
                 TO_BUF(r, ft)->cmp = TO_SKIP;
                 TO_SIDES(r) TO_CALL(r, r->be->gen_beam(r->ctx, to_a(r, x), to_a(r, tok), to_a(r, src), to_a(r, hist),
