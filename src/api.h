@@ -1149,6 +1149,12 @@ typedef struct fat5_generate_config {
     int64_t num_beam_groups;       // 1; g > 1: diverse (group) beam search, num_beams / g beams a group
     double diversity_penalty;      // 0 (group beam search): subtracted from a token's score per earlier
                                    //   group of the input that chose it at this step (Hamming diversity)
+    fat5_token_seqs force_words_ids; // n = 0: off; else constrained beam search (transformers 4's, num_beams
+    const int32_t *force_words_constraint; // > 1, no sampling or groups): [n] the constraint of each
+                                   //   sequence, 0, 1, ... in order. Every output contains every constraint:
+                                   //   a constraint of one sequence is that phrase, one of several sequences
+                                   //   any one of them (none a prefix of another). Hypotheses that never met
+                                   //   them fill the output when too few did, as in transformers
     // ---- outputs, streaming and stop strings (each costs a host read per step; greedy and
     // sampling only for stream and stop_strings) ----
     int output_scores;             // 0; 1: fat5_generate_result.step_scores, every step's processed scores

@@ -63,6 +63,10 @@ typedef struct fat5__gen {
     fat5__graph graph;                  // the recorded step (GPU), or none
 } fat5__gen;
 
+// Constrained beam search (gen_constrained.c): runs every step from the state fat5_generate set up
+// and leaves each input's best hypotheses in fin_tok / fin_len / fin_score; *steps: the steps run.
+static fat5_status fat5__gen_constrained(fat5__gen *s, int64_t *steps);
+
 // One decoding step for the first n entries of d->tok / d->rows: the decoder, the processors and
 // the strategy. Enqueues work only (no host synchronisation or copy), so it can be captured.
 static fat5_status fat5__gen_step(fat5__gen *s, int64_t n) {
@@ -197,8 +201,13 @@ static fat5_status fat5__gen_check_request(fat5_model *m, const int32_t *tokens,
         (g->sequence_bias.n && (st = fat5__gen_list_in_vocab(ctx, "sequence_bias", g->sequence_bias.ids,
                                                              g->sequence_bias.cu[g->sequence_bias.n], V))) ||
         (g->decoder_input_ids.n && (st = fat5__gen_list_in_vocab(ctx, "decoder_input_ids", g->decoder_input_ids.ids,
-                                                                 g->decoder_input_ids.cu[g->decoder_input_ids.n], V))))
+                                                                 g->decoder_input_ids.cu[g->decoder_input_ids.n], V))) ||
+        (g->force_words_ids.n && (st = fat5__gen_list_in_vocab(ctx, "force_words_ids", g->force_words_ids.ids,
+                                                               g->force_words_ids.cu[g->force_words_ids.n], V))))
         return st;
+    if (g->force_words_ids.n && (g->output_scores || g->output_logits))
+        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5_generate: %s with force_words_ids (constrained beam search)",
+                         g->output_scores ? "output_scores" : "output_logits");
     if (g->decoder_input_ids.n > 1 && g->decoder_input_ids.n != n_inputs)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
                          "fat5_generate: decoder_input_ids has %lld rows for %lld inputs (expected 1 or one per input)",
@@ -523,6 +532,10 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
     if ((st = s.be->upload(ctx, s.d->tok, ent_tok, (size_t)R * 4)) || (st = s.be->sync(ctx))) goto fail;
     use_graph = g->use_graph;   // a backend that records nothing answers FAT5_ERR_UNSUPPORTED
     n = R;
+    if (g->force_words_ids.n) {   // constrained beam search: host-driven steps (gen_constrained.c)
+        if ((st = fat5__gen_constrained(&s, &steps))) goto fail;
+        n = 0;
+    }
     while (n > 0 && steps < s.max_new) {
         int64_t kept = 0, unit_n = s.beam ? N * s.G : R;
         if (g->max_time > 0 && steps > 0 && fat5__now_s() - t0 >= g->max_time) break;   // Hugging Face's MaxTimeCriteria

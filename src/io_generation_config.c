@@ -138,6 +138,38 @@ static fat5_status fat5__gen_check(fat5_ctx *ctx, const char *what, const fat5_g
     FAT5__GEN_BAD(g->num_beam_groups > 1 && g->do_sample,
                   "%s: num_beam_groups = %lld with do_sample: group beam search does not sample", what,
                   (long long)g->num_beam_groups);
+    if (g->force_words_ids.n) {   // constrained beam search: transformers 4's conditions
+        fat5_status st;
+        int64_t i, j, k;
+        if ((st = fat5__gen_check_seqs(ctx, what, "force_words_ids", &g->force_words_ids))) return st;
+        FAT5__GEN_BAD(!g->force_words_constraint, "%s: force_words_ids has %lld sequences and no "
+                      "force_words_constraint", what, (long long)g->force_words_ids.n);
+        for (i = 0; i < g->force_words_ids.n; i++) {
+            int32_t c = g->force_words_constraint[i], prev = i ? g->force_words_constraint[i - 1] : -1;
+            FAT5__GEN_BAD(c != prev && c != prev + 1, "%s: force_words_constraint[%lld] = %d; expected %d or %d (the "
+                          "constraints numbered 0, 1, ... in order)", what, (long long)i, (int)c, (int)prev,
+                          (int)prev + 1);
+            // a disjunctive constraint's sequences: none a prefix of another (transformers' trie)
+            for (j = 0; j < i; j++) {
+                int64_t li = g->force_words_ids.cu[i + 1] - g->force_words_ids.cu[i];
+                int64_t lj = g->force_words_ids.cu[j + 1] - g->force_words_ids.cu[j];
+                if (g->force_words_constraint[j] != c) continue;
+                for (k = 0; k < li && k < lj; k++)
+                    if (g->force_words_ids.ids[g->force_words_ids.cu[i] + k] !=
+                        g->force_words_ids.ids[g->force_words_ids.cu[j] + k]) break;
+                FAT5__GEN_BAD(k == li || k == lj, "%s: force_words_ids sequences %lld and %lld of constraint %d: one is "
+                              "a prefix of the other", what, (long long)j, (long long)i, (int)c);
+            }
+        }
+        FAT5__GEN_BAD(g->num_beams < 2, "%s: force_words_ids (constrained beam search) needs num_beams > 1, got %lld",
+                      what, (long long)g->num_beams);
+        FAT5__GEN_BAD(g->do_sample, "%s: force_words_ids (constrained beam search) with do_sample: it does not sample",
+                      what);
+        FAT5__GEN_BAD(g->num_beam_groups > 1, "%s: force_words_ids (constrained beam search) with num_beam_groups = "
+                      "%lld", what, (long long)g->num_beam_groups);
+        FAT5__GEN_BAD(g->diversity_penalty > 0.0, "%s: force_words_ids (constrained beam search) with "
+                      "diversity_penalty = %g (a group beam search option)", what, g->diversity_penalty);
+    }
     FAT5__GEN_BAD(!(g->max_time >= 0.0) || !isfinite(g->max_time), "%s: max_time = %g; expected seconds >= 0 (0 = off)",
                   what, g->max_time);
     {
@@ -225,7 +257,7 @@ static const char *const fat5__gen_keys_refused[][2] = {
     {"use_mtp", "false"}, {"top_h", ""}, {"token_healing", "false"},
     {"guidance_scale", "1"}, {"watermarking_config", ""}, {"prompt_lookup_num_tokens", ""},
     {"assistant_early_exit", ""}, {"assistant_ensemble_weight", ""}, {"speculation_type", ""},
-    {"penalty_alpha", "0"}, {"dola_layers", ""}, {"constraints", "[]"}, {"force_words_ids", "[]"}, {NULL, NULL}};
+    {"penalty_alpha", "0"}, {"dola_layers", ""}, {"constraints", "[]"}, {NULL, NULL}};
 // The members fat5 reads (the rest of transformers' names, and fat5's own seed / use_graph /
 // decoder_input_ids).
 static const char *const fat5__gen_keys_read[] = {
@@ -235,7 +267,8 @@ static const char *const fat5__gen_keys_read[] = {
     "forced_eos_token_id", "suppress_tokens", "begin_suppress_tokens", "bad_words_ids", "sequence_bias",
     "encoder_repetition_penalty", "encoder_no_repeat_ngram_size", "exponential_decay_length_penalty",
     "renormalize_logits", "remove_invalid_values", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff",
-    "decoder_input_ids", "max_time", "output_scores", "output_logits", "stop_strings", "num_beam_groups", "diversity_penalty", NULL};
+    "decoder_input_ids", "max_time", "output_scores", "output_logits", "stop_strings", "num_beam_groups", "diversity_penalty",
+    "force_words_ids", NULL};
 
 static int fat5__gen_key_in(const char *const *keys, const char *k) {
     for (; *keys; keys++)
@@ -366,6 +399,63 @@ done:
     return st;
 }
 
+// force_words_ids: a list whose items are each a phrase (a list of ids) or a disjunctive constraint
+// (a list of lists of ids: any one of them), transformers' two nestings; the sequences packed into
+// *out and each one's constraint number into *constraint, kept by the context.
+static fat5_status fat5__gen_force_words(fat5_ctx *ctx, const fat5__json *root, fat5_token_seqs *out,
+                                         const int32_t **constraint) {
+    const fat5__json *v = fat5__json_get(root, "force_words_ids"), *item, *seq, *e;
+    int64_t n = 0, total = 0, i, j, c, x;
+    int32_t *buf = NULL, *kept;
+    fat5_status st = FAT5_OK;
+    if (!v || v->type == FAT5__J_NULL) return FAT5_OK;
+    if (v->type != FAT5__J_ARRAY || v->n == 0)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: force_words_ids must be a non-empty list of "
+                         "phrases (lists of ids) or of lists of them");
+    for (item = v->child, c = 0; item; item = item->next, c++) {
+        int nested;
+        if (item->type != FAT5__J_ARRAY || item->n == 0)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: force_words_ids[%lld] must be a non-empty "
+                             "list", (long long)c);
+        nested = item->child->type == FAT5__J_ARRAY;
+        for (seq = nested ? item->child : item; seq; seq = nested ? seq->next : NULL) {
+            if (nested && (seq->type != FAT5__J_ARRAY || seq->n == 0))
+                return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: force_words_ids[%lld] mixes lists and "
+                                 "ids or holds an empty list", (long long)c);
+            n++, total += seq->n;
+        }
+    }
+    buf = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)(2 * n + 1 + total) * sizeof(int32_t)));
+    if (!buf) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "generation config: out of memory for force_words_ids");
+    // layout: cu [n + 1], constraint [n], ids [total]
+    buf[0] = 0;
+    for (item = v->child, c = 0, i = 0; item; item = item->next, c++) {
+        int nested = item->child->type == FAT5__J_ARRAY;
+        for (seq = nested ? item->child : item; seq; seq = nested ? seq->next : NULL, i++) {
+            for (e = seq->child, j = buf[i]; e; e = e->next, j++) {
+                if (e->type != FAT5__J_NUMBER || !fat5__json_as_i64(e, &x) || x < 0 || x > INT32_MAX) {
+                    st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "generation config: force_words_ids[%lld] holds %s, not "
+                                   "a token id", (long long)c, e->type == FAT5__J_ARRAY ? "a list among ids" : "a value");
+                    goto done;
+                }
+                buf[2 * n + 1 + j] = (int32_t)x;
+            }
+            buf[i + 1] = (int32_t)j;
+            buf[n + 1 + i] = (int32_t)c;
+        }
+    }
+    kept = (int32_t *)fat5__ctx_keep_bytes(ctx, buf, (size_t)(2 * n + 1 + total) * sizeof(int32_t));
+    if (!kept) {
+        st = FAT5_ERR_OUT_OF_MEMORY;
+        goto done;
+    }
+    out->cu = kept, out->ids = kept + 2 * n + 1, out->n = n;
+    *constraint = kept + n + 1;
+done:
+    fat5__free(ctx, buf);
+    return st;
+}
+
 // Strings from a member that is one string or a list of strings, kept by the context.
 static fat5_status fat5__gen_strings(fat5_ctx *ctx, const fat5__json *root, const char *key,
                                      const char *const **out, int64_t *n_out) {
@@ -457,6 +547,7 @@ FAT5_API fat5_status fat5_generate_config_from_json(fat5_ctx *ctx, const char *j
         (st = fat5__gen_num(ctx, root, "max_time", &g.max_time)) ||
         (st = fat5__gen_int(ctx, root, "num_beam_groups", &g.num_beam_groups, NULL)) ||
         (st = fat5__gen_num(ctx, root, "diversity_penalty", &g.diversity_penalty)) ||
+        (st = fat5__gen_force_words(ctx, root, &g.force_words_ids, &g.force_words_constraint)) ||
         (st = fat5__gen_bool(ctx, root, "output_scores", &g.output_scores)) ||
         (st = fat5__gen_bool(ctx, root, "output_logits", &g.output_logits)) ||
         (st = fat5__gen_strings(ctx, root, "stop_strings", &g.stop_strings, &g.n_stop_strings)))

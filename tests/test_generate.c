@@ -414,7 +414,7 @@ static void t_generate_rejects(fat5_test *T) {
     TGEN_EXPECT_ERR(T, fat5_generate_config_from_json(ctx, "{\"do_sample\": 1}", 16, &g), FAT5_ERR_INVALID_ARG,
                     "do_sample");
     {   // transformers' keys for modes fat5 does not run are refused by name, unless at their off value
-        static const char *const refused[] = {"{\"force_words_ids\": [[3]]}", "{\"constraints\": [1]}",
+        static const char *const refused[] = {"{\"constraints\": [1]}",
                                               "{\"guidance_scale\": 1.5}",
                                               "{\"penalty_alpha\": 0.6}", "{\"dola_layers\": \"low\"}",
                                               "{\"watermarking_config\": {\"greenlist_ratio\": 0.25}}",
@@ -438,6 +438,51 @@ static void t_generate_rejects(fat5_test *T) {
                         FAT5_ERR_INVALID_ARG, "sequence_bias[0] must be a pair");
         TGEN_EXPECT_ERR(T, fat5_generate_config_from_json(ctx, "{\"bad_words_ids\": [3]}", 22, &g), FAT5_ERR_INVALID_ARG,
                         "bad_words_ids[0] must be a non-empty list");
+        {   // force_words_ids: transformers 4's checks of its two nestings and of the mode
+            static const char *const bad[][2] = {
+                {"{\"force_words_ids\": [[3]]}", "needs num_beams > 1"},
+                {"{\"force_words_ids\": [], \"num_beams\": 2}", "force_words_ids must be a non-empty list"},
+                {"{\"force_words_ids\": [3], \"num_beams\": 2}", "force_words_ids[0] must be a non-empty list"},
+                {"{\"force_words_ids\": [[3], []], \"num_beams\": 2}", "force_words_ids[1] must be a non-empty list"},
+                {"{\"force_words_ids\": [[[3], 4]], \"num_beams\": 2}", "force_words_ids[0] mixes lists and ids"},
+                {"{\"force_words_ids\": [[3, [4]]], \"num_beams\": 2}", "force_words_ids[0] holds a list among ids"},
+                {"{\"force_words_ids\": [[3, -1]], \"num_beams\": 2}", "force_words_ids[0] holds a value"},
+                {"{\"force_words_ids\": [[[3, 4], [3]]], \"num_beams\": 2}", "one is a prefix of the other"},
+                {"{\"force_words_ids\": [[[3], [3]]], \"num_beams\": 2}", "one is a prefix of the other"},
+                {"{\"force_words_ids\": [[3]], \"num_beams\": 2, \"do_sample\": true}", "with do_sample"},
+                {"{\"force_words_ids\": [[3]], \"num_beams\": 4, \"num_beam_groups\": 2, \"diversity_penalty\": 0.5}",
+                 "with num_beam_groups = 2"}};
+            static const char *const good = "{\"force_words_ids\": [[3, 4], [[5], [6, 7]]], \"num_beams\": 2}";
+            static const int32_t want_ids[] = {3, 4, 5, 6, 7}, want_cu[] = {0, 2, 3, 5}, want_con[] = {0, 1, 1};
+            size_t i;
+            for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+                g = g0;
+                TGEN_EXPECT_ERR(T, fat5_generate_config_from_json(ctx, bad[i][0], strlen(bad[i][0]), &g),
+                                FAT5_ERR_INVALID_ARG, bad[i][1]);
+            }
+            g = g0;
+            FAT5_CHECK_MSG(T, fat5_generate_config_from_json(ctx, good, strlen(good), &g) == FAT5_OK, "%s",
+                           fat5_last_error(ctx));
+            FAT5_CHECK(T, g.force_words_ids.n == 3 && g.force_words_constraint &&
+                              !memcmp(g.force_words_ids.ids, want_ids, sizeof want_ids) &&
+                              !memcmp(g.force_words_ids.cu, want_cu, sizeof want_cu) &&
+                              !memcmp(g.force_words_constraint, want_con, sizeof want_con));
+            // the C fields: a constraint numbering out of order, an id outside the vocabulary
+            {
+                static const int32_t skip[] = {0, 2, 2};
+                g.force_words_constraint = skip;
+                TGEN_EXPECT_ERR(T, fat5_generate(m, tok, cu, 2, &g, &r), FAT5_ERR_INVALID_ARG,
+                                "force_words_constraint[1] = 2");
+                g.force_words_constraint = want_con;
+                g.force_words_ids.ids = (const int32_t[]){3, 4, 5, 6, 100000};
+                TGEN_EXPECT_ERR(T, fat5_generate(m, tok, cu, 2, &g, &r), FAT5_ERR_INVALID_ARG,
+                                "force_words_ids holds 100000");
+                g.force_words_ids.ids = want_ids, g.output_scores = 1;
+                TGEN_EXPECT_ERR(T, fat5_generate(m, tok, cu, 2, &g, &r), FAT5_ERR_UNSUPPORTED,
+                                "output_scores with force_words_ids");
+            }
+            g = g0;
+        }
         TGEN_EXPECT_ERR(T, fat5_generate_config_from_json(ctx, "{\"suppress_tokens\": [1, -2]}", 28, &g),
                         FAT5_ERR_INVALID_ARG, "suppress_tokens[1] is not a token id");
         TGEN_EXPECT_ERR(T, fat5_generate_config_from_json(ctx, "{\"exponential_decay_length_penalty\": [3]}", 41, &g),

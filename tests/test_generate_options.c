@@ -356,11 +356,10 @@ static int64_t tgo_cmp_steps(fat5_test *T, const char *what, const float *got, c
 }
 
 // Runs every case of a fixture's generate_options.json on m: tokens identical, scores within
-// atol + rtol |score|, per-step scores and logits where the case has them. Cases of decoding modes
-// fat5 refuses (group and constrained beam search) must be refused by name. *rows_same / *rows_all
+// atol + rtol |score|, per-step scores and logits where the case has them. *rows_same / *rows_all
 // count the output rows; returns the cases run.
 static int tgo_run_options(fat5_test *T, fat5_model *m, const char *fixture, int use_graph, double atol, double rtol,
-                           int64_t *rows_same, int64_t *rows_all, int *refused) {
+                           int64_t *rows_same, int64_t *rows_all) {
     fat5_ctx *tctx = fat5_test_ctx(T), *ctx = m->ctx;
     char path[600], *text = NULL;
     size_t tlen = 0;
@@ -390,12 +389,6 @@ static int tgo_run_options(fat5_test *T, fat5_model *m, const char *fixture, int
             break;
         }
         st = fat5_generate_config_from_json(tctx, opt, olen, &g);
-        if (!strncmp(name, "constrained_", 12)) {
-            FAT5_CHECK_MSG(T, st == FAT5_ERR_UNSUPPORTED && strstr(fat5_last_error(tctx), "force_words_ids"),
-                           "%s %s: %s", fixture, name, fat5_last_error(tctx));
-            (*refused)++;
-            continue;
-        }
         if (st != FAT5_OK) {
             FAT5_CHECK_MSG(T, 0, "%s %s: options: %s", fixture, name, fat5_last_error(tctx));
             continue;
@@ -458,18 +451,19 @@ out:
 // Every processor alone and in combinations, greedy and beam search, with decoder prompts and
 // length limits, on the three fixture models: tokens identical to transformers 5, scores within
 // 1e-5 (+ 1e-5 relative); per-step scores and logits too; group beam search (its cases made by
-// transformers 4.56, the last to run it in core). Constrained beam search cases are refused by name.
+// transformers 4.56, the last to run it in core), and constrained beam search (force_words_ids, also
+// made by transformers 4.56).
 static void t_generate_hf_options(fat5_test *T) {
-    int k, cases = 0, refused = 0;
+    int k, cases = 0;
     int64_t same = 0, all = 0;
     for (k = 0; k < 3; k++) {
         fat5_model *m = tgo_model(T, k);
         if (!m) continue;
-        cases += tgo_run_options(T, m, tgen_fixtures[k], 1, 1e-5, 1e-5, &same, &all, &refused);
+        cases += tgo_run_options(T, m, tgen_fixtures[k], 1, 1e-5, 1e-5, &same, &all);
         fat5_model_destroy(m);
     }
-    FAT5_CHECK_MSG(T, same == all && all > 0 && cases == 183 && refused == 12,
-                   "%d cases run (183 expected), %d refused (12), %lld of %lld rows identical", cases, refused,
+    FAT5_CHECK_MSG(T, same == all && all > 0 && cases == 195,
+                   "%d cases run (195 expected), %lld of %lld rows identical", cases,
                    (long long)same, (long long)all);
 }
 
@@ -649,18 +643,18 @@ static void t_generate_sample_warpers_chi2(fat5_test *T) {
 // 2e-4: cuBLAS sums in another order than the CPU), with and without CUDA graphs
 static void t_gpu_generate_hf_options(fat5_test *T) {
     fat5_ctx *g = tgen_gpu_ctx(T, FAT5_DTYPE_FP32);
-    int k, cases = 0, refused = 0, graph;
+    int k, cases = 0, graph;
     int64_t same = 0, all = 0;
     if (!g) return;
     for (k = 0; k < 3; k++) {
         fat5_model *m = tgen_gpu_model(T, g, k);
         if (!m) continue;
         for (graph = 1; graph >= 0; graph--)
-            cases += tgo_run_options(T, m, tgen_fixtures[k], graph, 2e-4, 2e-4, &same, &all, &refused);
+            cases += tgo_run_options(T, m, tgen_fixtures[k], graph, 2e-4, 2e-4, &same, &all);
         fat5_model_destroy(m);
     }
-    FAT5_CHECK_MSG(T, same == all && all > 0 && cases == 2 * 183 && refused == 2 * 12,
-                   "%d cases run, %d refused, %lld of %lld rows identical", cases, refused, (long long)same,
+    FAT5_CHECK_MSG(T, same == all && all > 0 && cases == 2 * 195,
+                   "%d cases run, %lld of %lld rows identical", cases, (long long)same,
                    (long long)all);
     fat5_ctx_destroy(g);
 }

@@ -658,7 +658,8 @@ echo '{"max_new_tokens": 3}' > "$out/gen_cfg.json"
 check gen "$out/m1100tok" "some text" --print-ids --generation-config "@$out/gen_cfg.json" > "$out/gen_cfg.txt" 2> /dev/null
 check test "$(wc -w < "$out/gen_cfg.txt")" -eq 3
 gen_err "num_beam_groups = 3 must divide num_beams = 1" "$out/m1100tok" "x" --generation-config '{"num_beam_groups": 3}'
-gen_err "force_words_ids is not supported" "$out/m1100tok" "x" --generation-config '{"force_words_ids": [[5]]}'
+gen_err "force_words_ids (constrained beam search) needs num_beams > 1" "$out/m1100tok" "x" --generation-config '{"force_words_ids": [[5]]}'
+gen_err "constraints is not supported" "$out/m1100tok" "x" --generation-config '{"constraints": [1]}'
 # (the stop string: the third output token's text, so that the output ends after at most 3 tokens)
 t2=$(head -n 1 "$out/gen_tok_ids.txt" | cut -d' ' -f1-2 | tools/fat5_tokenize --decode --skip-special $tk/t5uni)
 t3=$(head -n 1 "$out/gen_tok_ids.txt" | cut -d' ' -f1-3 | tools/fat5_tokenize --decode --skip-special $tk/t5uni)

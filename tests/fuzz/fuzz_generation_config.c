@@ -58,7 +58,11 @@ static int same_gen(const fat5_generate_config *a, const fat5_generate_config *b
            same_double(a->epsilon_cutoff, b->epsilon_cutoff) && same_double(a->eta_cutoff, b->eta_cutoff) &&
            same_double(a->max_time, b->max_time) && a->output_scores == b->output_scores &&
            a->output_logits == b->output_logits && a->n_stop_strings == b->n_stop_strings &&
-           a->num_beam_groups == b->num_beam_groups && same_double(a->diversity_penalty, b->diversity_penalty);
+           a->num_beam_groups == b->num_beam_groups && same_double(a->diversity_penalty, b->diversity_penalty) &&
+           same_seqs(&a->force_words_ids, &b->force_words_ids);
+    if (same && a->force_words_ids.n)
+        same = !memcmp(a->force_words_constraint, b->force_words_constraint,
+                       (size_t)a->force_words_ids.n * sizeof(int32_t));
     for (i = 0; same && i < a->sequence_bias.n; i++)
         same = same_double(a->sequence_bias_values[i], b->sequence_bias_values[i]);
     for (i = 0; same && i < a->n_stop_strings; i++) same = !strcmp(a->stop_strings[i], b->stop_strings[i]);
@@ -117,7 +121,9 @@ static void generate(fat5_model *m, const fat5_generate_config *given) {
         for (j = 0; j < n; j++) {
             int32_t id = r.tokens[a + j];
             if (id < 0 || id >= V) fuzz_die("an id outside the vocabulary");
-            if (is_eos(&g, id) && j < g.min_new_tokens && g.forced_eos_token_id.n == 0 && g.forced_bos_token_id < 0)
+            // (a forced word may hold a stop token: constrained beam search proposes it whatever its score)
+            if (is_eos(&g, id) && j < g.min_new_tokens && g.forced_eos_token_id.n == 0 && g.forced_bos_token_id < 0 &&
+                g.force_words_ids.n == 0)
                 fuzz_die("eos before min_new_tokens");
             if (is_eos(&g, id) && j != n - 1) fuzz_die("tokens after the eos");
         }
