@@ -1156,7 +1156,9 @@ typedef struct fat5_generate_config {
     // Lengths count the decoder input as Hugging Face does: the decoder prompt (the start token, or
     // decoder_input_ids) and the tokens generated after it.
     int64_t max_length;            // 0: unset; else the decoder input's limit, replacing max_new_tokens
-                                   //   (= max_length - prompt length) as when only max_length is given
+                                   //   (= max_length - prompt length) as when only max_length is given;
+                                   //   a checkpoint's generation_config.json may set it: set it to 0
+                                   //   when setting max_new_tokens over such a config
     int64_t min_length;            // 0: EOS is not emitted while the decoder input is shorter than this
     fat5_token_list eos_token_ids; // n > 0: every id stops a sequence (Hugging Face's eos_token_id list;
                                    //   eos_token_id is then ignored); n = 0: eos_token_id alone
@@ -19251,20 +19253,20 @@ static void fat5__gen_fill(fat5__gen *s, const fat5_generate_config *g, const in
 }
 
 // Hugging Face's stop-string rule on a decoder input h [L] (the prompt and the generated tokens)
-// whose last token just came: some stop string ends inside the last token's text, overlapping its
-// start (stop[-i:] == text(last)[:i] for some i >= 1), and the texts before it end with the rest of
-// the stop string. A stop string inside the last token but not at its start does not count.
+// whose last token just came: some stop string ends inside the last token's text (at any of its
+// positions), and what of it lies before the token's start ends the texts before it.
 static int fat5__gen_stop_match(const fat5_generate_config *g, const int32_t *h, int64_t L) {
     const fat5_token_texts *tt = g->token_texts;
     const char *last = tt->bytes + tt->offsets[h[L - 1]];
-    int64_t lf = tt->offsets[h[L - 1] + 1] - tt->offsets[h[L - 1]], k, i;
+    int64_t lf = tt->offsets[h[L - 1] + 1] - tt->offsets[h[L - 1]], k, e;
     for (k = 0; k < g->n_stop_strings; k++) {
         const char *stop = g->stop_strings[k];
         int64_t ls = (int64_t)strlen(stop);
-        for (i = 1; i <= ls && i <= lf; i++) {
-            int64_t need = ls - i, j = L - 2;   // the rest, stop[0 .. need), must end the earlier texts
-            if (memcmp(stop + ls - i, last, (size_t)i)) continue;
-            while (need > 0 && j >= 0) {
+        for (e = 1; e <= lf; e++) {   // the stop string ends after byte e - 1 of the last token
+            int64_t ov = e < ls ? e : ls, need = ls - ov, j = L - 2;
+            if (memcmp(last + e - ov, stop + ls - ov, (size_t)ov)) continue;
+            if (need == 0) return 1;
+            while (need > 0 && j >= 0) {   // the rest, stop[0 .. need), must end the earlier texts
                 int64_t lt = tt->offsets[h[j] + 1] - tt->offsets[h[j]], c = lt < need ? lt : need;
                 if (memcmp(stop + need - c, tt->bytes + tt->offsets[h[j]] + lt - c, (size_t)c)) break;
                 need -= c, j--;
@@ -19501,8 +19503,8 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
         // the row of output o (in ent_row, free now): input i's k-th row; with groups, the k-th best
         // of its groups' finished hypotheses (Hugging Face's merge: a tie goes to the later group)
         for (i = 0; i < n_inputs; i++) {
-            int ord[FAT5__BEAM_MAX], a, b;
-            for (a = 0; a < (int)rpi; a++) ord[a] = a;
+            int ord[FAT5__BEAM_MAX], a, b;   // (groups: rpi = num_beams <= FAT5__BEAM_MAX)
+            for (a = 0; s.G > 1 && a < (int)rpi; a++) ord[a] = a;
             if (s.G > 1)
                 for (a = 1; a < (int)rpi; a++)
                     for (b = a; b > 0; b--) {
@@ -19510,7 +19512,8 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
                         if (!(x > y || (x == y && ord[b] > ord[b - 1]))) break;
                         k = ord[b], ord[b] = ord[b - 1], ord[b - 1] = (int)k;
                     }
-            for (k = 0; k < g->num_return_sequences; k++) ent_row[i * g->num_return_sequences + k] = (int32_t)(i * rpi + ord[k]);
+            for (k = 0; k < g->num_return_sequences; k++)
+                ent_row[i * g->num_return_sequences + k] = (int32_t)(i * rpi + (s.G > 1 ? ord[k] : k));
         }
         out->cu_seqlens = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)nseq + 1, sizeof(int32_t)));
         out->scores = FAT5__CAST(float *, fat5__calloc(ctx, (size_t)nseq, sizeof(float)));
@@ -19785,6 +19788,7 @@ static fat5_status fat5__gen_constrained(fat5__gen *s, int64_t *steps_out) {
         bytes += (size_t)R * (size_t)F * 4;                         // fin_tok
         bytes += (size_t)N * (size_t)(K + 1) * ((size_t)Lh * 4 + 4 + 8); // hypotheses
         bytes += (size_t)N * sizeof(fat5__cons_hyps) + 64 * 32;
+        bytes += (size_t)N * 2 * 16;                                // each input's two carves rounded up to 16
         arena = fat5__calloc(ctx, bytes, 1);
         if (!arena) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_generate: out of memory (force_words_ids)");
     }
@@ -31131,6 +31135,7 @@ static fat5_status fat5__ft_generate(fat5_trainer *t, fat5_train_metrics *r) {
     fat5_status st = FAT5_OK;
     memset(&res, 0, sizeof res);
     g.max_new_tokens = glen > 1 ? glen - 1 : 1;   // Hugging Face's max_length counts the start token
+    g.max_length = 0;                              // (the checkpoint's own max_length does not apply)
     g.min_new_tokens = 0;
     g.do_sample = 0;
     g.num_beams = c->generation_num_beams;

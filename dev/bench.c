@@ -440,7 +440,7 @@ static int bench_generate(void) {
             int64_t B = batches[bi];
             fat5_generate_config g = fat5_generate_config_from_model(m);
             double t_full = 0, t_one = 0, step;
-            g.max_new_tokens = g.min_new_tokens = new_tokens;
+            g.max_new_tokens = g.min_new_tokens = new_tokens, g.max_length = 0;
             if (bench_generate_time(ctx, m, tok, cu, B, &g, B == 1 ? 5 : 3, &t_full)) {
                 rc |= bench_fail(ctx, "generate");
                 goto next;

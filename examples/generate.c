@@ -662,7 +662,7 @@ int main(int argc, char **argv) {
         }
         g.token_texts = &texts;
     }
-    if (max_new >= 0) g.max_new_tokens = max_new;
+    if (max_new >= 0) g.max_new_tokens = max_new, g.max_length = 0;   // as in transformers, max_new_tokens wins
     if (min_new >= 0) g.min_new_tokens = min_new;
     if (beams >= 0) g.num_beams = beams;
     if (nret >= 0) g.num_return_sequences = nret;

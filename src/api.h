@@ -1120,7 +1120,9 @@ typedef struct fat5_generate_config {
     // Lengths count the decoder input as Hugging Face does: the decoder prompt (the start token, or
     // decoder_input_ids) and the tokens generated after it.
     int64_t max_length;            // 0: unset; else the decoder input's limit, replacing max_new_tokens
-                                   //   (= max_length - prompt length) as when only max_length is given
+                                   //   (= max_length - prompt length) as when only max_length is given;
+                                   //   a checkpoint's generation_config.json may set it: set it to 0
+                                   //   when setting max_new_tokens over such a config
     int64_t min_length;            // 0: EOS is not emitted while the decoder input is shorter than this
     fat5_token_list eos_token_ids; // n > 0: every id stops a sequence (Hugging Face's eos_token_id list;
                                    //   eos_token_id is then ignored); n = 0: eos_token_id alone

@@ -218,6 +218,7 @@ static fat5_status fat5__gen_constrained(fat5__gen *s, int64_t *steps_out) {
         bytes += (size_t)R * (size_t)F * 4;                         // fin_tok
         bytes += (size_t)N * (size_t)(K + 1) * ((size_t)Lh * 4 + 4 + 8); // hypotheses
         bytes += (size_t)N * sizeof(fat5__cons_hyps) + 64 * 32;
+        bytes += (size_t)N * 2 * 16;                                // each input's two carves rounded up to 16
         arena = fat5__calloc(ctx, bytes, 1);
         if (!arena) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_generate: out of memory (force_words_ids)");
     }

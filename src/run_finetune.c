@@ -947,6 +947,7 @@ static fat5_status fat5__ft_generate(fat5_trainer *t, fat5_train_metrics *r) {
     fat5_status st = FAT5_OK;
     memset(&res, 0, sizeof res);
     g.max_new_tokens = glen > 1 ? glen - 1 : 1;   // Hugging Face's max_length counts the start token
+    g.max_length = 0;                              // (the checkpoint's own max_length does not apply)
     g.min_new_tokens = 0;
     g.do_sample = 0;
     g.num_beams = c->generation_num_beams;

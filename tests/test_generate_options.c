@@ -24,15 +24,17 @@ static fat5_token_texts tgo_texts(const char *const *texts, int n) {
     return t;
 }
 
-// Hugging Face's documented stop-string cases for "stop" (StopStringCriteria): the stop string must
-// end inside the last token, overlapping its start
+// Hugging Face's documented stop-string cases for "stop" (StopStringCriteria), and its matcher's
+// answers on tokens that hold the whole stop string ("xstopy", "abstop": a match): the stop string
+// must end inside the last token
 static void t_generate_stop_match(fat5_test *T) {
     static const char *const vocab[] = {"<pad>", "st", "op", "stop", "opera", "sto", "pper", "las", "topper",
-                                        "s", "to", "pped", "at", "tion", "xstopy", "top"};
+                                        "s", "to", "pped", "at", "tion", "xstopy", "top", "abstop"};
     static const struct { int32_t ids[4]; int n, match; } cases[] = {
         {{0, 1, 2}, 3, 1},  {{0, 3}, 2, 1},      {{0, 1, 4}, 3, 1},  {{0, 5, 6}, 3, 1},    {{0, 7, 8}, 3, 1},
         {{0, 9, 10, 11}, 4, 1}, {{0, 3, 12}, 3, 0}, {{0, 1, 2, 12}, 4, 0}, {{0, 1, 4, 13}, 4, 0},
-        {{0, 14}, 2, 0},    {{0, 15}, 2, 0},     {{0, 9, 15}, 3, 1},  {{0, 2}, 2, 0}};
+        {{0, 14}, 2, 1},    {{0, 15}, 2, 0},     {{0, 9, 15}, 3, 1},  {{0, 2}, 2, 0},      {{0, 16}, 2, 1},
+        {{0, 16, 12}, 3, 0}};
     static const char *const stops[] = {"stop"};
     fat5_token_texts tt = tgo_texts(vocab, (int)(sizeof vocab / sizeof vocab[0]));
     fat5_generate_config g = fat5_generate_config_default();
@@ -638,6 +640,41 @@ static void t_generate_sample_warpers_chi2(fat5_test *T) {
     }
 }
 
+// Requests past the usual sizes run whole (make test-asan checks their memory): sampling with 40
+// return sequences an input (more than the 32 beams beam search allows), and constrained beam search
+// over 120 inputs
+static void t_generate_large_requests(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_model *m = tgo_model(T, 0);
+    enum { N = 120 };
+    int32_t tok[N * 3], cu[N + 1];
+    static const int32_t fw[1] = {9}, fw_cu[2] = {0, 1}, fw_con[1] = {0};
+    int64_t i;
+    fat5_generate_config g;
+    fat5_generate_result r;
+    if (!m) return;
+    for (i = 0; i < N; i++) tok[3 * i] = (int32_t)(5 + i % 40), tok[3 * i + 1] = (int32_t)(7 + i % 13), tok[3 * i + 2] = 1;
+    for (i = 0; i <= N; i++) cu[i] = (int32_t)(3 * i);
+    g = fat5_generate_config_from_model(m);
+    g.do_sample = 1, g.seed = 3, g.num_return_sequences = 40, g.max_new_tokens = 3;
+    FAT5_REQUIRE_OK(T, fat5_generate(m, tok, cu, 2, &g, &r));
+    FAT5_CHECK(T, r.n_seq == 80 && r.cu_seqlens[80] <= 240);
+    for (i = 0; i < 80; i++) FAT5_CHECK(T, r.cu_seqlens[i + 1] - r.cu_seqlens[i] >= 1);
+    fat5_generate_result_destroy(ctx, &r);
+    g = fat5_generate_config_from_model(m);
+    g.num_beams = 4, g.max_new_tokens = 4, g.eos_token_id = -1;
+    g.force_words_ids.ids = fw, g.force_words_ids.cu = fw_cu, g.force_words_ids.n = 1, g.force_words_constraint = fw_con;
+    FAT5_REQUIRE_OK(T, fat5_generate(m, tok, cu, N, &g, &r));
+    FAT5_CHECK(T, r.n_seq == N);
+    for (i = 0; i < N; i++) {   // every output holds the forced word (4 tokens leave room for it)
+        int64_t j, has = 0;
+        for (j = r.cu_seqlens[i]; j < r.cu_seqlens[i + 1]; j++) has |= r.tokens[j] == 9;
+        FAT5_CHECK_MSG(T, has, "input %lld: no forced token 9", (long long)i);
+    }
+    fat5_generate_result_destroy(ctx, &r);
+    fat5_model_destroy(m);
+}
+
 #ifndef FAT5_NO_CUDA
 // GPU fp32 == transformers on every option case (tokens identical, scores and per-step values within
 // 2e-4: cuBLAS sums in another order than the CPU), with and without CUDA graphs
@@ -703,5 +740,5 @@ out:
 #endif
 
 #define FAT5_TESTS_GENERATE_OPTIONS(X) X(generate_stop_match) X(generate_token_texts) X(generate_detok_stream) X(generate_stream) \
-    X(generate_stop_strings) X(generate_outputs) X(generate_hf_options) X(generate_hf_warpers) X(generate_sample_warpers_chi2) \
+    X(generate_stop_strings) X(generate_outputs) X(generate_hf_options) X(generate_hf_warpers) X(generate_sample_warpers_chi2) X(generate_large_requests) \
     FAT5_TESTS_GENERATE_OPTIONS_GPU(X)

@@ -669,6 +669,12 @@ check gen "$out/m1100tok" "some text" --max-new-tokens 8 --stop-strings "$stop" 
 case "$t3" in "$(cat "$out/gen_stop.txt")"*) ;; *) echo "test_tools: FAILED: --stop-strings printed more than 3 tokens"; fail=1 ;; esac
 case "$(cat "$out/gen_stop.txt")" in *"$stop") ;; *) echo "test_tools: FAILED: --stop-strings output does not end in it"; fail=1 ;; esac
 gen_err "--stop-strings needs a tokenizer" $g --ids 3,4 --stop-strings "ab"
+# --max-new-tokens wins over a checkpoint generation_config.json's max_length (as in transformers)
+mkdir -p "$out/m1100len"
+cp "$out/m1100tok/config.json" "$out/m1100tok/model.safetensors" "$out/m1100tok/tokenizer.json" "$out/m1100len/"
+echo '{"max_length": 12, "eos_token_id": 1, "decoder_start_token_id": 0, "pad_token_id": 0}' > "$out/m1100len/generation_config.json"
+check gen "$out/m1100len" "some text" --max-new-tokens 3 --print-ids > "$out/gen_len.txt" 2> /dev/null
+check test "$(wc -w < "$out/gen_len.txt")" -le 3
 echo "test_tools: examples/generate: --stream, --generation-config, --stop-strings"
 # the default device: the GPU when there is one, else the CPU (here with no GPU visible)
 check env CUDA_VISIBLE_DEVICES= examples/generate $g --ids 3,4 --max-new-tokens 2 > /dev/null 2> "$out/gen_dev.txt"
