@@ -7474,6 +7474,13 @@ static float fat5__gen_seq_bias(const fat5__gen_opts *o, const int32_t *ids, con
     return b;
 }
 
+// The k-th largest of x [V] (1 <= k <= V), what a descending sort puts at k - 1; s: scratch [V]
+static float fat5__gen_kth(const float *x, int V, int k, float *s) {
+    memcpy(s, x, (size_t)V * sizeof(float));
+    qsort(s, (size_t)V, sizeof(float), fat5__cpu_float_desc);
+    return s[k - 1];
+}
+
 // A token's typical-sampling shift, ordered by (shift, id)
 typedef struct fat5__gen_shift {
     float shift;
@@ -7496,10 +7503,9 @@ static void fat5__gen_warp(const fat5__gen_opts *o, float *xe, int V, float *s) 
     if (o->top_k > 0) {   // keep the values >= the k-th largest (ties kept)
         int k = o->top_k > keep ? o->top_k : keep;
         if (k < V) {
-            memcpy(s, xe, (size_t)V * sizeof(float));
-            qsort(s, (size_t)V, sizeof(float), fat5__cpu_float_desc);
+            float kth = fat5__gen_kth(xe, V, k, s);
             for (v = 0; v < V; v++)
-                if (xe[v] < s[k - 1]) xe[v] = -INFINITY;
+                if (xe[v] < kth) xe[v] = -INFINITY;
         }
     }
     if (o->top_p < 1.0f) {   // kept while the strictly more likely tokens hold < top_p of the mass (ties kept)
@@ -7522,9 +7528,7 @@ static void fat5__gen_warp(const fat5__gen_opts *o, float *xe, int V, float *s) 
         float kth;
         for (v = 0; v < V; v++) pmax = xe[v] > pmax ? xe[v] : pmax;
         pmax = exp(pmax - lse);
-        memcpy(s, xe, (size_t)V * sizeof(float));
-        qsort(s, (size_t)V, sizeof(float), fat5__cpu_float_desc);
-        kth = s[keep - 1];
+        kth = fat5__gen_kth(xe, V, keep, s);
         for (v = 0; v < V; v++)
             if (exp((double)xe[v] - lse) < (double)o->min_p * pmax && xe[v] < kth) xe[v] = -INFINITY;
     }
@@ -7568,9 +7572,7 @@ static void fat5__gen_warp(const fat5__gen_opts *o, float *xe, int V, float *s) 
                 cut = sqrt((double)o->eta) * exp(-ent);
                 cut = cut < (double)o->eta ? cut : (double)o->eta;
             }
-            memcpy(s, xe, (size_t)V * sizeof(float));
-            qsort(s, (size_t)V, sizeof(float), fat5__cpu_float_desc);
-            kth = s[keep - 1];
+            kth = fat5__gen_kth(xe, V, keep, s);
             for (v = 0; v < V; v++)
                 if (exp((double)xe[v] - lse) < cut && xe[v] < kth) xe[v] = -INFINITY;
         }
@@ -19162,6 +19164,11 @@ static fat5_status fat5__gen_check_request(fat5_model *m, const int32_t *tokens,
     return FAT5_OK;
 }
 
+// A bad word that is one stop token is left out (Hugging Face's NoBadWordsLogitsProcessor)
+static int fat5__gen_bad_word_kept(const fat5_token_list *eos, const int32_t *w, int64_t l) {
+    return !(l == 1 && fat5__gen_in(eos->ids, (int)eos->n, w[0]));
+}
+
 // The ops' options (fat5__gen_opts) from g, and their lists in host memory (list: the staging
 // buffer; its layout follows the order of fat5__gen_layout's list areas). Counts first (list NULL),
 // then the values.
@@ -19170,7 +19177,7 @@ static void fat5__gen_fill(fat5__gen *s, const fat5_generate_config *g, const in
     fat5__gen_opts *o = &s->o;
     int32_t one = (int32_t)g->eos_token_id;
     fat5_token_list eos = fat5__gen_eos(g, &one);
-    int64_t k, j, q = 0, nq = 0, i;
+    int64_t k, q = 0, nq = 0, i;
     o->n_eos = (int)eos.n;
     o->n_forced_eos = (int)g->forced_eos_token_id.n;
     o->n_suppress = (int)g->suppress_tokens.n;
@@ -19182,8 +19189,7 @@ static void fat5__gen_fill(fat5__gen *s, const fat5_generate_config *g, const in
     for (k = 0; k < g->bad_words_ids.n; k++) {
         const int32_t *w = g->bad_words_ids.ids + g->bad_words_ids.cu[k];
         int64_t l = g->bad_words_ids.cu[k + 1] - g->bad_words_ids.cu[k];
-        if (l == 1 && fat5__gen_in(eos.ids, (int)eos.n, w[0])) continue;
-        o->n_seq++, s->n_seq_tok += l;
+        if (fat5__gen_bad_word_kept(&eos, w, l)) o->n_seq++, s->n_seq_tok += l;
     }
     s->n_enc_tok = enc_cu[s->N];
     if (list) {
@@ -19198,15 +19204,16 @@ static void fat5__gen_fill(fat5__gen *s, const fat5_generate_config *g, const in
         cu = list + q + s->n_seq_tok;
         cu[0] = 0;
         for (k = 0; k < g->sequence_bias.n; k++) {
-            for (j = g->sequence_bias.cu[k]; j < g->sequence_bias.cu[k + 1]; j++) list[q + cu[nq] + j - g->sequence_bias.cu[k]] = g->sequence_bias.ids[j];
-            cu[nq + 1] = cu[nq] + (g->sequence_bias.cu[k + 1] - g->sequence_bias.cu[k]);
+            int32_t l = g->sequence_bias.cu[k + 1] - g->sequence_bias.cu[k];
+            memcpy(list + q + cu[nq], g->sequence_bias.ids + g->sequence_bias.cu[k], (size_t)l * 4);
+            cu[nq + 1] = cu[nq] + l;
             bias[nq] = g->sequence_bias_values[k];
             nq++;
         }
         for (k = 0; k < g->bad_words_ids.n; k++) {
             const int32_t *w = g->bad_words_ids.ids + g->bad_words_ids.cu[k];
             int64_t l = g->bad_words_ids.cu[k + 1] - g->bad_words_ids.cu[k];
-            if (l == 1 && fat5__gen_in(eos.ids, (int)eos.n, w[0])) continue;
+            if (!fat5__gen_bad_word_kept(&eos, w, l)) continue;
             memcpy(list + q + cu[nq], w, (size_t)l * 4);
             cu[nq + 1] = cu[nq] + (int32_t)l;
             bias[nq] = -INFINITY;

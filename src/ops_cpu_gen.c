@@ -79,6 +79,13 @@ static float fat5__gen_seq_bias(const fat5__gen_opts *o, const int32_t *ids, con
     return b;
 }
 
+// The k-th largest of x [V] (1 <= k <= V), what a descending sort puts at k - 1; s: scratch [V]
+static float fat5__gen_kth(const float *x, int V, int k, float *s) {
+    memcpy(s, x, (size_t)V * sizeof(float));
+    qsort(s, (size_t)V, sizeof(float), fat5__cpu_float_desc);
+    return s[k - 1];
+}
+
 // A token's typical-sampling shift, ordered by (shift, id)
 typedef struct fat5__gen_shift {
     float shift;
@@ -101,10 +108,9 @@ static void fat5__gen_warp(const fat5__gen_opts *o, float *xe, int V, float *s) 
     if (o->top_k > 0) {   // keep the values >= the k-th largest (ties kept)
         int k = o->top_k > keep ? o->top_k : keep;
         if (k < V) {
-            memcpy(s, xe, (size_t)V * sizeof(float));
-            qsort(s, (size_t)V, sizeof(float), fat5__cpu_float_desc);
+            float kth = fat5__gen_kth(xe, V, k, s);
             for (v = 0; v < V; v++)
-                if (xe[v] < s[k - 1]) xe[v] = -INFINITY;
+                if (xe[v] < kth) xe[v] = -INFINITY;
         }
     }
     if (o->top_p < 1.0f) {   // kept while the strictly more likely tokens hold < top_p of the mass (ties kept)
@@ -127,9 +133,7 @@ static void fat5__gen_warp(const fat5__gen_opts *o, float *xe, int V, float *s) 
         float kth;
         for (v = 0; v < V; v++) pmax = xe[v] > pmax ? xe[v] : pmax;
         pmax = exp(pmax - lse);
-        memcpy(s, xe, (size_t)V * sizeof(float));
-        qsort(s, (size_t)V, sizeof(float), fat5__cpu_float_desc);
-        kth = s[keep - 1];
+        kth = fat5__gen_kth(xe, V, keep, s);
         for (v = 0; v < V; v++)
             if (exp((double)xe[v] - lse) < (double)o->min_p * pmax && xe[v] < kth) xe[v] = -INFINITY;
     }
@@ -173,9 +177,7 @@ static void fat5__gen_warp(const fat5__gen_opts *o, float *xe, int V, float *s) 
                 cut = sqrt((double)o->eta) * exp(-ent);
                 cut = cut < (double)o->eta ? cut : (double)o->eta;
             }
-            memcpy(s, xe, (size_t)V * sizeof(float));
-            qsort(s, (size_t)V, sizeof(float), fat5__cpu_float_desc);
-            kth = s[keep - 1];
+            kth = fat5__gen_kth(xe, V, keep, s);
             for (v = 0; v < V; v++)
                 if (exp((double)xe[v] - lse) < cut && xe[v] < kth) xe[v] = -INFINITY;
         }
