@@ -55,10 +55,9 @@ from collections import Counter
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
 import transformers  # noqa: E402
-from make_reference import FIXTURES, load_model, pad_batch, read_batch  # noqa: E402
+from make_reference import FIXTURES, chosen_scores, load_model, pad_batch, read_batch, trim_at_eos  # noqa: E402
 
 DEFAULT_TF4_PYTHON = "/work/scratch/venv-tf4/bin/python"
 TF4_VERSION = "4.56.2"
@@ -73,15 +72,6 @@ def eos_list(opts, model):
     eos = opts.get("eos_token_id", model.generation_config.eos_token_id)
     return list(eos) if isinstance(eos, (list, tuple)) else [eos]
 
-
-def trim_at_any(ids, eos_ids):
-    """ids up to and including the first token that is one of eos_ids."""
-    out = []
-    for t in ids:
-        out.append(int(t))
-        if t in eos_ids:
-            break
-    return out
 
 
 def enc(x):
@@ -109,16 +99,8 @@ def run_case(model, input_ids, attention_mask, opts, with_out=False):
         out = model.generate(input_ids=input_ids, attention_mask=attention_mask, output_scores=True,
                              output_logits=with_out, return_dict_in_generate=True, **kwargs)
     eos_ids = eos_list(opts, model)
-    outputs = [trim_at_any(r, eos_ids) for r in out.sequences[:, prefix:].tolist()]
-    if beam:
-        scores = [float(x) for x in out.sequences_scores.tolist()]
-    else:
-        scores = []
-        for b, row in enumerate(outputs):
-            total = 0.0
-            for t, tok in enumerate(row):
-                total += float(F.log_softmax(out.scores[t][b].double(), dim=-1)[tok])
-            scores.append(total)
+    outputs = [trim_at_eos(r, eos_ids) for r in out.sequences[:, prefix:].tolist()]
+    scores = chosen_scores(out, outputs, beam)
     res = {"outputs": outputs, "scores": scores}
     if with_out:
         res["step_scores"] = [[[enc(v) for v in r] for r in s.tolist()] for s in out.scores]

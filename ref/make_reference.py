@@ -635,13 +635,28 @@ GENERATE_EOS_CASES = [
 
 
 def trim_at_eos(ids, eos):
-    """The generated ids up to and including the first EOS (HF pads after it)."""
+    """The generated ids up to and including the first EOS (HF pads after it); eos: an id or a list."""
+    eos_ids = eos if isinstance(eos, (list, tuple)) else [eos]
     out = []
     for t in ids:
         out.append(int(t))
-        if t == eos:
+        if t in eos_ids:
             break
     return out
+
+
+def chosen_scores(out, outputs, beam):
+    """Beam search: sequences_scores; else each row's summed log-probabilities of its chosen tokens
+    after the processors (log_softmax of out.scores, in double)."""
+    if beam:
+        return [float(x) for x in out.sequences_scores.tolist()]
+    scores = []
+    for b, row in enumerate(outputs):
+        total = 0.0
+        for t, tok in enumerate(row):
+            total += float(F.log_softmax(out.scores[t][b].double(), dim=-1)[tok])
+        scores.append(total)
+    return scores
 
 
 def make_generate_fixture(fixture_dir):
@@ -665,16 +680,7 @@ def make_generate_fixture(fixture_dir):
         if name == "greedy_ngram":   # the most frequent generated token, EOS of the "hot" cases
             counts = torch.bincount(torch.tensor([t for r in outputs for t in r]))
             hot = int(torch.argmax(counts))
-        if opts.get("num_beams", 1) > 1:
-            scores = [float(x) for x in out.sequences_scores.tolist()]
-        else:
-            # sum of the chosen tokens' log-probabilities after the processors
-            scores = []
-            for b, row in enumerate(outputs):
-                total = 0.0
-                for t, tok in enumerate(row):
-                    total += float(F.log_softmax(out.scores[t][b].double(), dim=-1)[tok])
-                scores.append(total)
+        scores = chosen_scores(out, outputs, opts.get("num_beams", 1) > 1)
         cases.append({"name": name, "options": opts, "outputs": outputs, "scores": scores})
     path = os.path.join(fixture_dir, "generate.json")
     with open(path, "w") as f:
