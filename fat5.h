@@ -138,6 +138,11 @@
 //     [8.5]  text: evaluation metrics (exact match and F1, ROUGE, BLEU)
 //     [8.6]  text: pairs data for fine-tuning (JSONL, TSV, CSV, parallel text files)
 //     [8.7]  text: tokens as text while they are generated (streaming, stop strings)
+//     [8.8]  text: tokenizer training — the corpus, the trained vocabulary, the entry point
+//     [8.9]  text: tokenizer training — the normalisation charsmap
+//     [8.10] text: tokenizer training — Unigram (SentencePiece's trainer)
+//     [8.11] text: tokenizer training — BPE (tokenizers' BpeTrainer)
+//     [8.12] text: tokenizer training — writing the tokenizer files
 //     [9.1]  run: the launcher
 //     [9.2]  run: training options, checkpoints and the training loop
 //     [9.3]  run: fine-tuning on (input, target) pairs: batches, evaluation with generation, the best checkpoint
@@ -1355,6 +1360,74 @@ FAT5_API int32_t fat5_tokenizer_pad_id(const fat5_tokenizer *t);
 // with fat5_batch_destroy.
 FAT5_API fat5_status fat5_batch_from_texts(fat5_tokenizer *t, const char *const *inputs,
                                            const char *const *targets, int64_t n, fat5_batch *out);
+
+// ---------------------------------------------------------------------------------------------
+// Tokenizer training (text): a Unigram vocabulary as SentencePiece's trainer (spm_train) makes it,
+// or a BPE vocabulary as `tokenizers`' BpeTrainer makes it, from text files; written as a
+// tokenizer.json that `tokenizers`, transformers' T5TokenizerFast and fat5_tokenizer_load read
+// alike (Unigram: also spiece.model for `sentencepiece`), with tokenizer_config.json and
+// special_tokens_map.json, so that the directory is a checkpoint's tokenizer (docs/tokenizers.md,
+// "Training a tokenizer"). Names follow spm_train's flags and BpeTrainer's arguments.
+typedef struct fat5_tokenizer_train_config {
+    const char *model_type;             // "unigram" (default) or "bpe"
+    int64_t vocab_size;                 // the model's pieces, special pieces included (8000); the
+                                        // extra_ids sentinels come on top, as in T5's 32,000 + 100
+    int extra_ids;                      // T5's <extra_id_0> .. <extra_id_{N-1}> appended (100; 0: none)
+    // the corpus (every file; format by file: "text", "fortune", "jsonl"; NULL: by extension,
+    // .jsonl / .json -> jsonl, a file whose first line is "%" or holding "\n%\n" -> fortune, else text)
+    const char *input_format;
+    const char *jsonl_field;            // jsonl: the string field read ("text")
+    int64_t input_sentence_size;        // sentences kept, a uniform sample of them (0: all; 1,000,000)
+    int shuffle_input_sentence;         // 1: sample uniformly (reservoir, seeded); 0: the first ones
+    int64_t max_sentence_length;        // longer sentences (bytes) are skipped, counted in the report (4192)
+    uint64_t seed;                      // the sampling seed (0)
+    int num_threads;                    // worker threads (0: the machine's cores, at most 16)
+    int verbose;                        // 1: a progress line on stderr every few seconds (default 1)
+    // Unigram (spm_train's flags and defaults)
+    double character_coverage;          // share of the corpus' characters covered by the alphabet (0.9995)
+    int max_sentencepiece_length;       // characters of a piece (16)
+    int64_t seed_sentencepiece_size;    // seed pieces from the suffix array (1,000,000)
+    double shrinking_factor;            // pieces kept at each pruning round (0.75)
+    int num_sub_iterations;             // EM rounds between prunings (2)
+    const char *normalization_rule_name;// "nmt_nfkc" (default), "nfkc", "identity"
+    int add_dummy_prefix;               // a "\u2581" before each sentence (1)
+    int remove_extra_whitespaces;       // leading, trailing and repeated spaces dropped (1)
+    int split_by_whitespace;            // pieces never cross a "\u2581" inside (1)
+    int split_by_unicode_script;        // nor a change of script (1)
+    int split_by_number;                // nor a digit / non-digit boundary (1)
+    int split_digits;                   // every digit its own piece (0)
+    int byte_fallback;                  // <0x00> .. <0xFF> pieces for characters out of the vocabulary (0)
+    const char *const *user_defined_symbols;  // pieces always whole, matched in the text
+    int n_user_defined_symbols;
+    const char *const *control_symbols; // pieces never produced from text (ids only)
+    int n_control_symbols;
+    int pad_id, eos_id, unk_id, bos_id; // T5's 0, 1, 2, -1 (none); pieces "<pad>", "</s>", "<unk>", "<s>"
+    // BPE (tokenizers' BpeTrainer)
+    int byte_level;                     // GPT-2's byte-level pre-tokenizer and alphabet (0: Metaspace words)
+    int64_t min_frequency;              // a merge needs its pair seen this often (0, as BpeTrainer)
+    int64_t limit_alphabet;             // characters kept in the alphabet, most frequent first (0: all)
+    int max_token_length;               // characters of a merged token (0: no limit)
+} fat5_tokenizer_train_config;
+
+FAT5_API fat5_tokenizer_train_config fat5_tokenizer_train_config_default(void);
+
+// What a training run did (filled when report is not NULL).
+typedef struct fat5_tokenizer_train_report {
+    int64_t sentences_read, sentences_used, sentences_skipped;   // skipped: too long or empty
+    int64_t bytes_used;                 // bytes of the sentences trained on
+    int64_t alphabet_size;              // characters kept (Unigram: by character_coverage)
+    int64_t vocab_size;                 // pieces written (sentinels included)
+    int rounds;                         // Unigram: EM + pruning rounds; BPE: merges
+    double seconds;                     // wall time
+    int64_t peak_bytes;                 // the trainer's largest allocation total (the memory bound kept)
+} fat5_tokenizer_train_report;
+
+// Trains on files[0 .. n_files) and writes the tokenizer files into out_dir (created if needed;
+// files replaced atomically). Errors name the file and line (invalid UTF-8, a jsonl row without the
+// field), or the setting (a vocabulary smaller than the alphabet and the special pieces).
+FAT5_API fat5_status fat5_tokenizer_train(fat5_ctx *ctx, const fat5_tokenizer_train_config *cfg,
+                                          const char *const *files, int n_files, const char *out_dir,
+                                          fat5_tokenizer_train_report *report);
 
 // ---------------------------------------------------------------------------------------------
 // Pairs data (text): (input, target) rows for fine-tuning, read from a file a row at a time and
@@ -28060,6 +28133,955 @@ FAT5_API fat5_status fat5_detok_stream_push(fat5_detok_stream *s, const int32_t 
         s->given = end;
     }
     return FAT5_OK;
+}
+// =============================================================================================
+// ==[8.8] text: tokenizer training — the corpus, the trained vocabulary, the entry point ==
+//
+// fat5_tokenizer_train reads the corpus into sentences (fat5__tt_read: text lines, %-separated
+// documents or JSON Lines, a uniform sample of input_sentence_size of them), hands them to a
+// trainer (Unigram: text_train_unigram.c, after SentencePiece's normaliser; BPE:
+// text_train_bpe.c), and writes what it returns (a fat5__tt_vocab) with text_train_write.c.
+//
+// Memory: the sample is the only copy of the corpus held (input_sentence_size sentences of at most
+// max_sentence_length bytes), read a line at a time; the trainers' own structures are in
+// proportion to it. Determinism: the sample depends on the seed only; the trainers' results do
+// not depend on the thread count (their parallel parts add in a fixed order).
+
+// Piece types, SentencePiece's ModelProto.SentencePiece.Type numbers
+enum {
+    FAT5__PT_NORMAL = 1,
+    FAT5__PT_UNKNOWN = 2,
+    FAT5__PT_CONTROL = 3,
+    FAT5__PT_USER = 4,
+    FAT5__PT_UNUSED = 5,
+    FAT5__PT_BYTE = 6
+};
+
+// A trained vocabulary: what a trainer makes and the writers take. Ids are positions.
+typedef struct fat5__tt_vocab {
+    int64_t n, cap;
+    char **piece;        // [n] UTF-8, NUL-terminated, owned
+    float *score;        // [n] Unigram: the piece's log-probability (0 for special pieces); BPE: 0
+    int8_t *type;        // [n] FAT5__PT_*
+    int64_t n_merges, cap_merges;
+    int32_t *merges;     // BPE: [n_merges, 2] the ids of each merge's left and right piece, by rank
+} fat5__tt_vocab;
+
+// Sentences with their counts. Sentence i is bytes + off[i], off[i + 1] - off[i] - 1 bytes long,
+// followed by a NUL; it occurs freq[i] times in the corpus.
+typedef struct fat5__tt_corpus {
+    char *bytes;         // [off[n]]
+    int64_t *off;        // [n + 1]
+    int64_t *freq;       // [n]
+    int64_t n, cap, nbytes, cap_bytes;
+} fat5__tt_corpus;
+
+// The trainers: each fills out (empty on entry) with the whole vocabulary in id order, the special
+// pieces included, and may set report's alphabet_size and rounds.
+//   Unigram: c holds sentences normalised as the written model normalises them (fat5__tt_normalize:
+//   spaces as "\u2581", a dummy prefix), deduplicated.
+//   BPE: c holds the raw sentences, deduplicated; the trainer pre-tokenizes them itself.
+static fat5_status fat5__tt_unigram(fat5_ctx *ctx, const fat5_tokenizer_train_config *cfg,
+                                    const fat5__tt_corpus *c, fat5__tt_vocab *out,
+                                    fat5_tokenizer_train_report *rep);
+static fat5_status fat5__tt_bpe(fat5_ctx *ctx, const fat5_tokenizer_train_config *cfg, const fat5__tt_corpus *c,
+                                fat5__tt_vocab *out, fat5_tokenizer_train_report *rep);
+// The normalisation rule as a precompiled charsmap (SentencePiece's format: darts-clone double
+// array + replacement strings; text_train_charsmap.c): "nmt_nfkc" or "nfkc"; "identity" gives an
+// empty blob. *blob is allocated with the context (fat5__free).
+static fat5_status fat5__tt_charsmap(fat5_ctx *ctx, const char *rule, unsigned char **blob, size_t *len);
+// The writers (text_train_write.c): spiece.model bytes (Unigram), tokenizer.json text, and the
+// whole directory.
+static fat5_status fat5__tt_spm_bytes(fat5_ctx *ctx, const fat5_tokenizer_train_config *cfg,
+                                      const fat5__tt_vocab *v, const unsigned char *charsmap, size_t charsmap_len,
+                                      fat5__sb *out);
+static fat5_status fat5__tt_write_dir(fat5_ctx *ctx, const fat5_tokenizer_train_config *cfg,
+                                      const fat5__tt_vocab *v, const unsigned char *charsmap, size_t charsmap_len,
+                                      const char *dir);
+
+// ---------------------------------------------------------------------------------------------
+// the vocabulary
+
+static void fat5__tt_vocab_free(fat5_ctx *ctx, fat5__tt_vocab *v) {
+    int64_t i;
+    for (i = 0; i < v->n; i++) fat5__free(ctx, v->piece[i]);
+    fat5__free(ctx, v->piece);
+    fat5__free(ctx, v->score);
+    fat5__free(ctx, v->type);
+    fat5__free(ctx, v->merges);
+    memset(v, 0, sizeof *v);
+}
+
+// Appends a piece (len bytes of s); its id, or -1 when out of memory (the message set).
+static int64_t fat5__tt_vocab_add(fat5_ctx *ctx, fat5__tt_vocab *v, const char *s, size_t len, float score, int type) {
+    char *p;
+    if (v->n == v->cap) {
+        int64_t cap = v->cap ? 2 * v->cap : 1024;
+        char **np = FAT5__CAST(char **, fat5__realloc(ctx, v->piece, (size_t)cap * sizeof(char *)));
+        float *ns;
+        int8_t *nt;
+        if (!np) goto oom;
+        v->piece = np;
+        ns = FAT5__CAST(float *, fat5__realloc(ctx, v->score, (size_t)cap * sizeof(float)));
+        if (!ns) goto oom;
+        v->score = ns;
+        nt = FAT5__CAST(int8_t *, fat5__realloc(ctx, v->type, (size_t)cap));
+        if (!nt) goto oom;
+        v->type = nt;
+        v->cap = cap;
+    }
+    p = FAT5__CAST(char *, fat5__malloc(ctx, len + 1));
+    if (!p) goto oom;
+    memcpy(p, s, len);
+    p[len] = 0;
+    v->piece[v->n] = p;
+    v->score[v->n] = score;
+    v->type[v->n] = (int8_t)type;
+    return v->n++;
+oom:
+    fat5__err(ctx, FAT5_ERR_OOM, "fat5_tokenizer_train: out of memory for the vocabulary (%lld pieces)",
+              (long long)v->n);
+    return -1;
+}
+
+// Appends a BPE merge of pieces a and b (ids); 0 when out of memory (the message set).
+static int fat5__tt_vocab_merge(fat5_ctx *ctx, fat5__tt_vocab *v, int32_t a, int32_t b) {
+    if (v->n_merges == v->cap_merges) {
+        int64_t cap = v->cap_merges ? 2 * v->cap_merges : 1024;
+        int32_t *m = FAT5__CAST(int32_t *, fat5__realloc(ctx, v->merges, (size_t)cap * 2 * sizeof(int32_t)));
+        if (!m) {
+            fat5__err(ctx, FAT5_ERR_OOM, "fat5_tokenizer_train: out of memory for the merges");
+            return 0;
+        }
+        v->merges = m;
+        v->cap_merges = cap;
+    }
+    v->merges[2 * v->n_merges] = a;
+    v->merges[2 * v->n_merges + 1] = b;
+    v->n_merges++;
+    return 1;
+}
+
+// The special pieces every vocabulary starts with, in SentencePiece's order: pad / eos / unk / bos
+// at their ids (cfg: -1 = none; the ids used must be 0 .. k-1), then the control symbols, then the
+// user-defined symbols. *n_meta gets their count. Unigram's byte pieces (byte_fallback) and normal
+// pieces come after, added by the trainer.
+static fat5_status fat5__tt_vocab_specials(fat5_ctx *ctx, const fat5_tokenizer_train_config *cfg, fat5__tt_vocab *v) {
+    struct { int id; const char *piece; int type; } sp[4];
+    int n = 0, i, k;
+    int64_t id;
+    if (cfg->pad_id >= 0) sp[n].id = cfg->pad_id, sp[n].piece = "<pad>", sp[n].type = FAT5__PT_CONTROL, n++;
+    if (cfg->eos_id >= 0) sp[n].id = cfg->eos_id, sp[n].piece = "</s>", sp[n].type = FAT5__PT_CONTROL, n++;
+    if (cfg->unk_id >= 0) sp[n].id = cfg->unk_id, sp[n].piece = "<unk>", sp[n].type = FAT5__PT_UNKNOWN, n++;
+    if (cfg->bos_id >= 0) sp[n].id = cfg->bos_id, sp[n].piece = "<s>", sp[n].type = FAT5__PT_CONTROL, n++;
+    if (cfg->unk_id < 0)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenizer_train: unk_id is -1; the vocabulary needs <unk>");
+    for (k = 0; k < n; k++) {   // ids 0 .. n-1, each once
+        int found = 0;
+        for (i = 0; i < n; i++) found += sp[i].id == k;
+        if (found != 1)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                             "fat5_tokenizer_train: pad_id %d, eos_id %d, unk_id %d, bos_id %d must number the "
+                             "special pieces 0 .. %d (each once; -1: none)", cfg->pad_id, cfg->eos_id, cfg->unk_id,
+                             cfg->bos_id, n - 1);
+    }
+    for (k = 0; k < n; k++)
+        for (i = 0; i < n; i++)
+            if (sp[i].id == k && fat5__tt_vocab_add(ctx, v, sp[i].piece, strlen(sp[i].piece), 0.0f, sp[i].type) < 0)
+                return FAT5_ERR_OOM;
+    for (k = 0; k < cfg->n_control_symbols + cfg->n_user_defined_symbols; k++) {
+        int user = k >= cfg->n_control_symbols;
+        const char *s = user ? cfg->user_defined_symbols[k - cfg->n_control_symbols] : cfg->control_symbols[k];
+        int64_t j;
+        if (!s || !*s || !fat5__utf8_valid(s))
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenizer_train: %s[%d] is %s",
+                             user ? "user_defined_symbols" : "control_symbols",
+                             user ? k - cfg->n_control_symbols : k, !s ? "NULL" : !*s ? "empty" : "not valid UTF-8");
+        for (j = 0; j < v->n; j++)
+            if (!strcmp(v->piece[j], s))
+                return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenizer_train: the symbol \"%s\" is given twice", s);
+        id = fat5__tt_vocab_add(ctx, v, s, strlen(s), 0.0f, user ? FAT5__PT_USER : FAT5__PT_CONTROL);
+        if (id < 0) return FAT5_ERR_OOM;
+    }
+    return FAT5_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the corpus
+
+static void fat5__tt_corpus_free(fat5_ctx *ctx, fat5__tt_corpus *c) {
+    fat5__free(ctx, c->bytes);
+    fat5__free(ctx, c->off);
+    fat5__free(ctx, c->freq);
+    memset(c, 0, sizeof *c);
+}
+
+// Appends a sentence (n bytes of s) with count freq; 0 when out of memory (the message set).
+static int fat5__tt_corpus_add(fat5_ctx *ctx, fat5__tt_corpus *c, const char *s, size_t n, int64_t freq) {
+    if (c->n + 1 >= c->cap) {
+        int64_t cap = c->cap ? 2 * c->cap : 4096;
+        int64_t *o = FAT5__CAST(int64_t *, fat5__realloc(ctx, c->off, (size_t)(cap + 1) * sizeof(int64_t)));
+        int64_t *f;
+        if (!o) goto oom;
+        c->off = o;
+        f = FAT5__CAST(int64_t *, fat5__realloc(ctx, c->freq, (size_t)cap * sizeof(int64_t)));
+        if (!f) goto oom;
+        c->freq = f;
+        c->cap = cap;
+    }
+    if (c->nbytes + (int64_t)n + 1 > c->cap_bytes) {
+        int64_t cap = c->cap_bytes ? 2 * c->cap_bytes : 1 << 16;
+        char *b;
+        while (cap < c->nbytes + (int64_t)n + 1) cap *= 2;
+        b = FAT5__CAST(char *, fat5__realloc(ctx, c->bytes, (size_t)cap));
+        if (!b) goto oom;
+        c->bytes = b;
+        c->cap_bytes = cap;
+    }
+    if (c->n == 0) c->off[0] = 0;
+    memcpy(c->bytes + c->nbytes, s, n);
+    c->bytes[c->nbytes + (int64_t)n] = 0;
+    c->nbytes += (int64_t)n + 1;
+    c->freq[c->n] = freq;
+    c->off[++c->n] = c->nbytes;
+    return 1;
+oom:
+    fat5__err(ctx, FAT5_ERR_OOM, "fat5_tokenizer_train: out of memory for the corpus (%lld sentences, %lld bytes)",
+              (long long)c->n, (long long)c->nbytes);
+    return 0;
+}
+
+static uint64_t fat5__tt_hash(const char *s, size_t n) {   // FNV-1a
+    uint64_t h = 1469598103934665603ull;
+    size_t i;
+    for (i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
+
+// The same sentences merged, their counts added; the first occurrence's order is kept.
+static fat5_status fat5__tt_corpus_dedup(fat5_ctx *ctx, fat5__tt_corpus *c) {
+    fat5__tt_corpus d;
+    int64_t *slot, cap = 16, i;
+    memset(&d, 0, sizeof d);
+    while (cap < 2 * c->n) cap *= 2;
+    slot = FAT5__CAST(int64_t *, fat5__malloc(ctx, (size_t)cap * sizeof(int64_t)));
+    if (!slot) return fat5__err(ctx, FAT5_ERR_OOM, "fat5_tokenizer_train: out of memory counting sentences");
+    for (i = 0; i < cap; i++) slot[i] = -1;
+    for (i = 0; i < c->n; i++) {
+        const char *s = c->bytes + c->off[i];
+        size_t n = (size_t)(c->off[i + 1] - c->off[i] - 1);
+        uint64_t h = fat5__tt_hash(s, n) & (uint64_t)(cap - 1);
+        for (;; h = (h + 1) & (uint64_t)(cap - 1)) {
+            int64_t j = slot[h];
+            if (j < 0) {
+                if (!fat5__tt_corpus_add(ctx, &d, s, n, c->freq[i])) {
+                    fat5__free(ctx, slot);
+                    fat5__tt_corpus_free(ctx, &d);
+                    return FAT5_ERR_OOM;
+                }
+                slot[h] = d.n - 1;
+                break;
+            }
+            if ((size_t)(d.off[j + 1] - d.off[j] - 1) == n && !memcmp(d.bytes + d.off[j], s, n)) {
+                d.freq[j] += c->freq[i];
+                break;
+            }
+        }
+    }
+    fat5__free(ctx, slot);
+    fat5__tt_corpus_free(ctx, c);
+    *c = d;
+    return FAT5_OK;
+}
+
+// The sample being read: a reservoir of at most cfg->input_sentence_size sentences (all when 0),
+// each slot's text in its own allocation (a replaced slot is freed).
+typedef struct fat5__tt_reader {
+    fat5_ctx *ctx;
+    const fat5_tokenizer_train_config *cfg;
+    fat5_tokenizer_train_report *rep;
+    char **slot;
+    size_t *slot_len;
+    int64_t n, cap;
+    fat5_rng rng;
+    double t0, last_print;
+    int64_t bytes_read;
+} fat5__tt_reader;
+
+static void fat5__tt_progress(fat5__tt_reader *r, const char *file) {
+    double now = fat5__now_s();
+    if (!r->cfg->verbose || now - r->last_print < 5.0) return;
+    r->last_print = now;
+    fprintf(stderr, "fat5_tokenizer_train: reading %s: %lld sentences, %.1f MB read, %.0f s\n", file,
+            (long long)r->rep->sentences_read, (double)r->bytes_read / 1e6, now - r->t0);
+}
+
+// One sentence (n bytes of s, valid UTF-8) offered to the sample.
+static fat5_status fat5__tt_offer(fat5__tt_reader *r, const char *s, size_t n) {
+    const fat5_tokenizer_train_config *cfg = r->cfg;
+    int64_t k;
+    char *p;
+    while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r')) n--;
+    r->rep->sentences_read++;
+    if (n == 0 || (cfg->max_sentence_length > 0 && (int64_t)n > cfg->max_sentence_length)) {
+        r->rep->sentences_skipped++;
+        return FAT5_OK;
+    }
+    k = r->rep->sentences_read - 1 - r->rep->sentences_skipped;   // sentences offered before this one
+    if (cfg->input_sentence_size > 0 && r->n >= cfg->input_sentence_size) {
+        uint64_t j;
+        if (!cfg->shuffle_input_sentence) return FAT5_OK;
+        j = fat5_rng_below(&r->rng, (uint64_t)k + 1);   // reservoir sampling (Algorithm R)
+        if (j >= (uint64_t)cfg->input_sentence_size) return FAT5_OK;
+        p = FAT5__CAST(char *, fat5__malloc(r->ctx, n + 1));
+        if (!p) goto oom;
+        fat5__free(r->ctx, r->slot[j]);
+        r->slot[j] = p;
+        r->slot_len[j] = n;
+        memcpy(p, s, n);
+        p[n] = 0;
+        return FAT5_OK;
+    }
+    if (r->n == r->cap) {
+        int64_t cap = r->cap ? 2 * r->cap : 4096;
+        char **ns = FAT5__CAST(char **, fat5__realloc(r->ctx, r->slot, (size_t)cap * sizeof(char *)));
+        size_t *nl;
+        if (!ns) goto oom;
+        r->slot = ns;
+        nl = FAT5__CAST(size_t *, fat5__realloc(r->ctx, r->slot_len, (size_t)cap * sizeof(size_t)));
+        if (!nl) goto oom;
+        r->slot_len = nl;
+        r->cap = cap;
+    }
+    p = FAT5__CAST(char *, fat5__malloc(r->ctx, n + 1));
+    if (!p) goto oom;
+    memcpy(p, s, n);
+    p[n] = 0;
+    r->slot[r->n] = p;
+    r->slot_len[r->n++] = n;
+    return FAT5_OK;
+oom:
+    return fat5__err(r->ctx, FAT5_ERR_OOM, "fat5_tokenizer_train: out of memory holding %lld sentences",
+                     (long long)r->n);
+}
+
+// The format of a file: cfg's, else by its name and first bytes.
+static const char *fat5__tt_format(const fat5_tokenizer_train_config *cfg, const char *path, const char *head,
+                                   size_t n) {
+    size_t L = strlen(path);
+    if (cfg->input_format && *cfg->input_format) return cfg->input_format;
+    if ((L >= 6 && !strcmp(path + L - 6, ".jsonl")) || (L >= 5 && !strcmp(path + L - 5, ".json"))) return "jsonl";
+    if (n >= 2 && head[0] == '%' && head[1] == '\n') return "fortune";
+    for (L = 0; L + 3 <= n; L++)
+        if (head[L] == '\n' && head[L + 1] == '%' && head[L + 2] == '\n') return "fortune";
+    return "text";
+}
+
+// Reads one file into the sample. text: every line a sentence (as spm_train reads text). fortune:
+// the same, the "%" lines between documents dropped.
+// jsonl: every line a JSON object whose cfg->jsonl_field string is the sentence (its newlines cut it
+// into sentences).
+static fat5_status fat5__tt_read_file(fat5__tt_reader *r, const char *path) {
+    fat5_ctx *ctx = r->ctx;
+    const fat5_tokenizer_train_config *cfg = r->cfg;
+    FILE *fp = fopen(path, "rb");
+    char *line = NULL, head[4096];
+    size_t cap = 0, hn;
+    int64_t lineno = 0;
+    const char *fmt;
+    fat5_status st = FAT5_OK;
+    if (!fp) return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    hn = fread(head, 1, sizeof head, fp);
+    fmt = fat5__tt_format(cfg, path, head, hn);
+    if (strcmp(fmt, "text") && strcmp(fmt, "fortune") && strcmp(fmt, "jsonl")) {
+        fclose(fp);
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "fat5_tokenizer_train: input_format \"%s\" (expected text, fortune or jsonl)", fmt);
+    }
+    rewind(fp);
+    for (;;) {
+        size_t n = 0;
+        int c = 0;
+        // one line, any length up to the cap (a longer one is read through and skipped)
+        while ((c = getc(fp)) != EOF) {
+            if (n + 1 >= cap) {
+                size_t nc = cap ? 2 * cap : 4096;
+                char *nl;
+                if (nc > ((size_t)1 << 31)) {   // a line over 2 GiB: stop keeping it
+                    st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s:%lld: a line of over 2 GiB", path, (long long)lineno + 1);
+                    goto done;
+                }
+                nl = FAT5__CAST(char *, fat5__realloc(ctx, line, nc));
+                if (!nl) {
+                    st = fat5__err(ctx, FAT5_ERR_OOM, "%s:%lld: out of memory reading a line of %zu bytes", path,
+                                   (long long)lineno + 1, n);
+                    goto done;
+                }
+                line = nl;
+                cap = nc;
+            }
+            line[n++] = (char)c;
+            if (c == '\n') break;
+        }
+        if (n == 0 && c == EOF) break;
+        lineno++;
+        r->bytes_read += (int64_t)n;
+        line[n] = 0;
+        if (strlen(line) != n || !fat5__utf8_valid(line)) {
+            st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s:%lld: %s", path, (long long)lineno,
+                           strlen(line) != n ? "a NUL byte in the text" : "not valid UTF-8");
+            goto done;
+        }
+        if (!strcmp(fmt, "fortune") && (!strcmp(line, "%\n") || !strcmp(line, "%"))) continue;
+        if (!strcmp(fmt, "jsonl")) {
+            fat5__jdoc *d = NULL;
+            const fat5__json *v;
+            char what[64];
+            size_t k;
+            for (k = 0; k < n && (line[k] == ' ' || line[k] == '\t' || line[k] == '\n' || line[k] == '\r');) k++;
+            if (k == n) continue;   // a blank line
+            snprintf(what, sizeof what, "line %lld", (long long)lineno);
+            if ((st = fat5__json_parse(ctx, what, line, n, &d))) {
+                st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s:%lld: %s", path, (long long)lineno, fat5_last_error(ctx));
+                goto done;
+            }
+            v = fat5__json_get(fat5__json_root(d), cfg->jsonl_field && *cfg->jsonl_field ? cfg->jsonl_field : "text");
+            if (!v || v->type != FAT5__J_STRING || strlen(v->str) != v->len) {
+                fat5__json_free(ctx, d);
+                st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s:%lld: %s \"%s\"", path, (long long)lineno,
+                               v && v->type == FAT5__J_STRING ? "a NUL character in the string field" : "no string field",
+                               cfg->jsonl_field && *cfg->jsonl_field ? cfg->jsonl_field : "text");
+                goto done;
+            }
+            {
+                const char *s = v->str, *e;
+                while ((e = strchr(s, '\n')) != NULL) {
+                    if ((st = fat5__tt_offer(r, s, (size_t)(e - s)))) break;
+                    s = e + 1;
+                }
+                if (!st) st = fat5__tt_offer(r, s, strlen(s));
+            }
+            fat5__json_free(ctx, d);
+            if (st) goto done;
+        } else if ((st = fat5__tt_offer(r, line, n))) {
+            goto done;
+        }
+        fat5__tt_progress(r, path);
+        if (c == EOF) break;
+    }
+    if (ferror(fp)) st = fat5__err(ctx, FAT5_ERR_IO, "%s: read failed: %s", path, strerror(errno));
+done:
+    fat5__free(ctx, line);
+    fclose(fp);
+    return st;
+}
+
+// The sample of every file's sentences, in file order (the sample's order: by slot), each with count 1.
+static fat5_status fat5__tt_read(fat5_ctx *ctx, const fat5_tokenizer_train_config *cfg, const char *const *files,
+                                 int n_files, fat5__tt_corpus *out, fat5_tokenizer_train_report *rep) {
+    fat5__tt_reader r;
+    fat5_status st = FAT5_OK;
+    int64_t i;
+    int f;
+    memset(&r, 0, sizeof r);
+    r.ctx = ctx, r.cfg = cfg, r.rep = rep;
+    r.t0 = r.last_print = fat5__now_s();
+    r.rng = fat5_rng_init(cfg->seed);
+    for (f = 0; f < n_files && !st; f++) st = fat5__tt_read_file(&r, files[f]);
+    for (i = 0; i < r.n && !st; i++)
+        if (!fat5__tt_corpus_add(ctx, out, r.slot[i], r.slot_len[i], 1)) st = FAT5_ERR_OOM;
+    for (i = 0; i < r.n; i++) {
+        rep->bytes_used += (int64_t)r.slot_len[i];
+        fat5__free(ctx, r.slot[i]);
+    }
+    rep->sentences_used = r.n;
+    fat5__free(ctx, r.slot);
+    fat5__free(ctx, r.slot_len);
+    if (!st && r.n == 0)
+        st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenizer_train: the corpus holds no sentence (%lld read, %lld "
+                       "empty or longer than max_sentence_length %lld)", (long long)rep->sentences_read,
+                       (long long)rep->sentences_skipped, (long long)cfg->max_sentence_length);
+    return st;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the entry point
+
+FAT5_API fat5_tokenizer_train_config fat5_tokenizer_train_config_default(void) {
+    fat5_tokenizer_train_config c;
+    memset(&c, 0, sizeof c);
+    c.model_type = "unigram";
+    c.vocab_size = 8000;
+    c.extra_ids = 100;
+    c.input_sentence_size = 1000000;
+    c.shuffle_input_sentence = 1;
+    c.max_sentence_length = 4192;
+    c.verbose = 1;
+    c.character_coverage = 0.9995;
+    c.max_sentencepiece_length = 16;
+    c.seed_sentencepiece_size = 1000000;
+    c.shrinking_factor = 0.75;
+    c.num_sub_iterations = 2;
+    c.normalization_rule_name = "nmt_nfkc";
+    c.add_dummy_prefix = 1;
+    c.remove_extra_whitespaces = 1;
+    c.split_by_whitespace = 1;
+    c.split_by_unicode_script = 1;
+    c.split_by_number = 1;
+    c.pad_id = 0, c.eos_id = 1, c.unk_id = 2, c.bos_id = -1;
+    return c;
+}
+
+static fat5_status fat5__tt_check(fat5_ctx *ctx, const fat5_tokenizer_train_config *c) {
+    const char *bad = NULL;
+    if (!c->model_type || (strcmp(c->model_type, "unigram") && strcmp(c->model_type, "bpe")))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenizer_train: model_type \"%s\" (expected unigram or bpe)",
+                         c->model_type ? c->model_type : "(null)");
+    if (c->vocab_size < 1 || c->vocab_size > FAT5__TOK_MAX_VOCAB) bad = "vocab_size";
+    else if (c->extra_ids < 0 || c->extra_ids > 100000) bad = "extra_ids";
+    else if (c->input_sentence_size < 0) bad = "input_sentence_size";
+    else if (c->max_sentence_length < 0) bad = "max_sentence_length";
+    else if (c->num_threads < 0 || c->num_threads > 256) bad = "num_threads";
+    else if (!(c->character_coverage > 0.0 && c->character_coverage <= 1.0)) bad = "character_coverage";
+    else if (c->max_sentencepiece_length < 1 || c->max_sentencepiece_length > 512) bad = "max_sentencepiece_length";
+    else if (c->seed_sentencepiece_size < 1) bad = "seed_sentencepiece_size";
+    else if (!(c->shrinking_factor > 0.0 && c->shrinking_factor < 1.0)) bad = "shrinking_factor";
+    else if (c->num_sub_iterations < 1 || c->num_sub_iterations > 100) bad = "num_sub_iterations";
+    else if (c->min_frequency < 0) bad = "min_frequency";
+    else if (c->limit_alphabet < 0) bad = "limit_alphabet";
+    else if (c->max_token_length < 0) bad = "max_token_length";
+    else if (c->n_user_defined_symbols < 0 || (c->n_user_defined_symbols > 0 && !c->user_defined_symbols))
+        bad = "user_defined_symbols";
+    else if (c->n_control_symbols < 0 || (c->n_control_symbols > 0 && !c->control_symbols)) bad = "control_symbols";
+    if (bad) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenizer_train: %s is out of range", bad);
+    if (!c->normalization_rule_name || (strcmp(c->normalization_rule_name, "nmt_nfkc") &&
+                                        strcmp(c->normalization_rule_name, "nfkc") &&
+                                        strcmp(c->normalization_rule_name, "identity")))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "fat5_tokenizer_train: normalization_rule_name \"%s\" (expected nmt_nfkc, nfkc or identity)",
+                         c->normalization_rule_name ? c->normalization_rule_name : "(null)");
+    return FAT5_OK;
+}
+
+// Unigram's sentences: each normalised by the model being trained's own normaliser (the charsmap,
+// whitespace rules and user-defined symbols of a spiece.model written with the special pieces
+// only), then deduplicated.
+static fat5_status fat5__tt_normalize(fat5_ctx *ctx, const fat5_tokenizer_train_config *cfg,
+                                      const unsigned char *charsmap, size_t charsmap_len, fat5__tt_corpus *c) {
+    fat5__tt_vocab v;
+    fat5__sb sb;
+    fat5_tokenizer *t = NULL;
+    fat5__tt_corpus d;
+    fat5_status st;
+    int64_t i;
+    memset(&v, 0, sizeof v);
+    memset(&d, 0, sizeof d);
+    fat5__sb_init(&sb, ctx);
+    if ((st = fat5__tt_vocab_specials(ctx, cfg, &v)) || (st = fat5__tt_spm_bytes(ctx, cfg, &v, charsmap, charsmap_len, &sb)) ||
+        (st = fat5_tokenizer_from_memory(ctx, sb.buf, sb.len, 0, &t)))
+        goto done;
+    for (i = 0; i < c->n; i++) {
+        fat5__spm_norm z;
+        const char *s = c->bytes + c->off[i];
+        size_t n = (size_t)(c->off[i + 1] - c->off[i] - 1);
+        memset(&z, 0, sizeof z);
+        t->s0.n = 0;
+        if ((st = fat5__spm_norm_more(t, s, n, &z, &t->s0, (size_t)-1, NULL))) goto done;
+        if (t->s0.n == 0) continue;
+        if (!fat5__tt_corpus_add(ctx, &d, t->s0.p, t->s0.n, c->freq[i])) {
+            st = FAT5_ERR_OOM;
+            goto done;
+        }
+    }
+    fat5__tt_corpus_free(ctx, c);
+    *c = d;
+    memset(&d, 0, sizeof d);
+    st = fat5__tt_corpus_dedup(ctx, c);
+done:
+    fat5_tokenizer_destroy(t);
+    fat5__tt_corpus_free(ctx, &d);
+    fat5__tt_vocab_free(ctx, &v);
+    fat5__sb_free(&sb);
+    return st;
+}
+
+FAT5_API fat5_status fat5_tokenizer_train(fat5_ctx *ctx, const fat5_tokenizer_train_config *cfg,
+                                          const char *const *files, int n_files, const char *out_dir,
+                                          fat5_tokenizer_train_report *report) {
+    fat5_tokenizer_train_report rep;
+    fat5__tt_corpus c;
+    fat5__tt_vocab v;
+    unsigned char *cm = NULL;
+    size_t cm_len = 0;
+    double t0 = fat5__now_s();
+    fat5_status st;
+    int f;
+    if (!ctx || !cfg || !files || n_files < 1 || !out_dir)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenizer_train: %s",
+                         !cfg ? "cfg is NULL" : !files || n_files < 1 ? "no input file" : "out_dir is NULL");
+    for (f = 0; f < n_files; f++)
+        if (!files[f]) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenizer_train: files[%d] is NULL", f);
+    if ((st = fat5__tt_check(ctx, cfg))) return st;
+    memset(&rep, 0, sizeof rep);
+    memset(&c, 0, sizeof c);
+    memset(&v, 0, sizeof v);
+    if ((st = fat5__tt_read(ctx, cfg, files, n_files, &c, &rep))) goto done;
+    if ((st = fat5__tt_charsmap(ctx, cfg->normalization_rule_name, &cm, &cm_len))) goto done;
+    if (!strcmp(cfg->model_type, "unigram")) {
+        if ((st = fat5__tt_normalize(ctx, cfg, cm, cm_len, &c))) goto done;
+        st = fat5__tt_unigram(ctx, cfg, &c, &v, &rep);
+    } else {
+        if ((st = fat5__tt_corpus_dedup(ctx, &c))) goto done;
+        st = fat5__tt_bpe(ctx, cfg, &c, &v, &rep);
+    }
+    if (st) goto done;
+    fat5__tt_corpus_free(ctx, &c);
+    if ((st = fat5__tt_write_dir(ctx, cfg, &v, cm, cm_len, out_dir))) goto done;
+    rep.vocab_size = v.n + cfg->extra_ids;
+    rep.seconds = fat5__now_s() - t0;
+    if (cfg->verbose)
+        fprintf(stderr, "fat5_tokenizer_train: %s, %lld pieces from %lld sentences (%.1f MB) in %.1f s -> %s\n",
+                cfg->model_type, (long long)rep.vocab_size, (long long)rep.sentences_used, (double)rep.bytes_used / 1e6,
+                rep.seconds, out_dir);
+    if (report) *report = rep;
+done:
+    fat5__tt_corpus_free(ctx, &c);
+    fat5__tt_vocab_free(ctx, &v);
+    fat5__free(ctx, cm);
+    return st;
+}
+// =============================================================================================
+// ==[8.9] text: tokenizer training — the normalisation charsmap ==
+
+static fat5_status fat5__tt_charsmap(fat5_ctx *ctx, const char *rule, unsigned char **blob, size_t *len) {
+    *blob = NULL, *len = 0;
+    if (!strcmp(rule, "identity")) return FAT5_OK;
+    return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5_tokenizer_train: normalization_rule_name %s is not built yet", rule);
+}
+// =============================================================================================
+// ==[8.10] text: tokenizer training — Unigram (SentencePiece's trainer) ==
+
+static fat5_status fat5__tt_unigram(fat5_ctx *ctx, const fat5_tokenizer_train_config *cfg,
+                                    const fat5__tt_corpus *c, fat5__tt_vocab *out,
+                                    fat5_tokenizer_train_report *rep) {
+    (void)cfg, (void)c, (void)out, (void)rep;
+    return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5_tokenizer_train: unigram is not built yet");
+}
+// =============================================================================================
+// ==[8.11] text: tokenizer training — BPE (tokenizers' BpeTrainer) ==
+
+static fat5_status fat5__tt_bpe(fat5_ctx *ctx, const fat5_tokenizer_train_config *cfg, const fat5__tt_corpus *c,
+                                fat5__tt_vocab *out, fat5_tokenizer_train_report *rep) {
+    (void)cfg, (void)c, (void)out, (void)rep;
+    return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5_tokenizer_train: bpe is not built yet");
+}
+// =============================================================================================
+// ==[8.12] text: tokenizer training — writing the tokenizer files ==
+//
+// A trained vocabulary (fat5__tt_vocab) becomes a checkpoint's tokenizer directory:
+//   - tokenizer.json, laid out as transformers' converters lay out T5's: for Unigram the
+//     Precompiled charsmap (unless "identity") and Replace(" {2,}" -> " ") normalizers,
+//     WhitespaceSplit + Metaspace("\u2581", prepend always) pre-tokenizers, the Metaspace decoder;
+//     for BPE the same Metaspace words (or GPT-2's ByteLevel with byte_level), the NFKC normalizer
+//     for the nfkc rules, the merges by rank; both with the template "$A </s>" and the special
+//     pieces and T5's <extra_id_N> sentinels (the highest ids, <extra_id_0> last) as added tokens;
+//   - spiece.model (Unigram): SentencePiece's ModelProto (pieces, trainer_spec, normalizer_spec
+//     with the charsmap), as spm_train writes it, without the sentinels (T5Tokenizer adds them from
+//     tokenizer_config.json's extra_ids);
+//   - tokenizer_config.json and special_tokens_map.json for transformers' AutoTokenizer
+//     (T5Tokenizer / T5TokenizerFast).
+// Every file is written to a temporary name and renamed (fat5_write_file_atomic).
+
+// ---- protobuf encoding (the subset ModelProto needs)
+
+static void fat5__pbw_varint(fat5__sb *b, uint64_t v) {
+    char t[10];
+    size_t n = 0;
+    do {
+        t[n++] = (char)((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    fat5__sb_putn(b, t, n);
+}
+static void fat5__pbw_tag(fat5__sb *b, int field, int wire) { fat5__pbw_varint(b, (uint64_t)field << 3 | (uint64_t)wire); }
+static void fat5__pbw_int(fat5__sb *b, int field, int64_t v) {   // int32 / int64 / bool / enum (negative: 10 bytes)
+    fat5__pbw_tag(b, field, 0);
+    fat5__pbw_varint(b, (uint64_t)v);
+}
+static void fat5__pbw_bytes(fat5__sb *b, int field, const void *p, size_t n) {
+    fat5__pbw_tag(b, field, 2);
+    fat5__pbw_varint(b, n);
+    fat5__sb_putn(b, FAT5__CAST(const char *, p), n);
+}
+static void fat5__pbw_str(fat5__sb *b, int field, const char *s) { fat5__pbw_bytes(b, field, s, strlen(s)); }
+static void fat5__pbw_float(fat5__sb *b, int field, float f) {
+    uint32_t u;
+    char t[4];
+    memcpy(&u, &f, 4);
+    t[0] = (char)(u & 0xff), t[1] = (char)(u >> 8 & 0xff), t[2] = (char)(u >> 16 & 0xff), t[3] = (char)(u >> 24);
+    fat5__pbw_tag(b, field, 5);
+    fat5__sb_putn(b, t, 4);
+}
+
+static int fat5__tt_is_bpe(const fat5_tokenizer_train_config *cfg) { return !strcmp(cfg->model_type, "bpe"); }
+
+// The id of a special piece by its text, -1 when absent
+static int64_t fat5__tt_find(const fat5__tt_vocab *v, const char *s) {
+    int64_t i;
+    for (i = 0; i < v->n; i++)
+        if (v->type[i] != FAT5__PT_NORMAL && !strcmp(v->piece[i], s)) return i;
+    return -1;
+}
+
+// SentencePiece's ModelProto for v (Unigram, or BPE without byte-level for the normaliser only).
+static fat5_status fat5__tt_spm_bytes(fat5_ctx *ctx, const fat5_tokenizer_train_config *cfg,
+                                      const fat5__tt_vocab *v, const unsigned char *charsmap, size_t charsmap_len,
+                                      fat5__sb *out) {
+    fat5__sb m, s;
+    int64_t i;
+    int k;
+    fat5__sb_init(&m, ctx);
+    fat5__sb_init(&s, ctx);
+    for (i = 0; i < v->n; i++) {   // 1: pieces
+        m.len = 0;
+        fat5__pbw_str(&m, 1, v->piece[i]);
+        fat5__pbw_float(&m, 2, v->score[i]);
+        if (v->type[i] != FAT5__PT_NORMAL) fat5__pbw_int(&m, 3, v->type[i]);
+        fat5__pbw_bytes(out, 1, m.buf, m.len);
+    }
+    // 2: trainer_spec (the settings it was trained with, as spm_train records them)
+    fat5__pbw_str(&s, 2, "spiece");
+    fat5__pbw_int(&s, 3, fat5__tt_is_bpe(cfg) ? 2 : 1);
+    fat5__pbw_int(&s, 4, v->n);
+    fat5__pbw_float(&s, 10, (float)cfg->character_coverage);
+    fat5__pbw_int(&s, 11, cfg->input_sentence_size);
+    fat5__pbw_int(&s, 14, cfg->seed_sentencepiece_size);
+    fat5__pbw_float(&s, 15, (float)cfg->shrinking_factor);
+    fat5__pbw_int(&s, 16, cfg->num_threads);
+    fat5__pbw_int(&s, 17, cfg->num_sub_iterations);
+    fat5__pbw_int(&s, 18, cfg->max_sentence_length);
+    fat5__pbw_int(&s, 19, cfg->shuffle_input_sentence != 0);
+    fat5__pbw_int(&s, 20, cfg->max_sentencepiece_length);
+    fat5__pbw_int(&s, 21, cfg->split_by_unicode_script != 0);
+    fat5__pbw_int(&s, 22, cfg->split_by_whitespace != 0);
+    fat5__pbw_int(&s, 23, cfg->split_by_number != 0);
+    fat5__pbw_int(&s, 24, 0);
+    fat5__pbw_int(&s, 25, cfg->split_digits != 0);
+    for (k = 0; k < cfg->n_control_symbols; k++) fat5__pbw_str(&s, 30, cfg->control_symbols[k]);
+    for (k = 0; k < cfg->n_user_defined_symbols; k++) fat5__pbw_str(&s, 31, cfg->user_defined_symbols[k]);
+    fat5__pbw_int(&s, 32, 1);
+    fat5__pbw_int(&s, 33, 1);
+    fat5__pbw_int(&s, 35, cfg->byte_fallback != 0);
+    fat5__pbw_int(&s, 40, cfg->unk_id);
+    fat5__pbw_int(&s, 41, cfg->bos_id);
+    fat5__pbw_int(&s, 42, cfg->eos_id);
+    fat5__pbw_int(&s, 43, cfg->pad_id);
+    fat5__pbw_str(&s, 44, " \xE2\x81\x87 ");
+    fat5__pbw_str(&s, 45, "<unk>");
+    fat5__pbw_str(&s, 46, "<s>");
+    fat5__pbw_str(&s, 47, "</s>");
+    fat5__pbw_str(&s, 48, "<pad>");
+    fat5__pbw_bytes(out, 2, s.buf, s.len);
+    // 3: normalizer_spec
+    s.len = 0;
+    fat5__pbw_str(&s, 1, cfg->normalization_rule_name);
+    if (charsmap_len) fat5__pbw_bytes(&s, 2, charsmap, charsmap_len);
+    fat5__pbw_int(&s, 3, cfg->add_dummy_prefix != 0);
+    fat5__pbw_int(&s, 4, cfg->remove_extra_whitespaces != 0);
+    fat5__pbw_int(&s, 5, 1);
+    fat5__pbw_bytes(out, 3, s.buf, s.len);
+    // 5: denormalizer_spec (identity, as spm_train writes it)
+    s.len = 0;
+    fat5__pbw_str(&s, 1, "identity");
+    fat5__pbw_int(&s, 3, 1);
+    fat5__pbw_int(&s, 4, 1);
+    fat5__pbw_int(&s, 5, 1);
+    fat5__pbw_bytes(out, 5, s.buf, s.len);
+    k = m.oom || s.oom || out->oom;
+    fat5__sb_free(&m);
+    fat5__sb_free(&s);
+    return k ? fat5__err(ctx, FAT5_ERR_OOM, "fat5_tokenizer_train: out of memory writing spiece.model") : FAT5_OK;
+}
+
+// ---- tokenizer.json
+
+static void fat5__tt_base64(fat5__sb *b, const unsigned char *p, size_t n) {
+    static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t i;
+    char q[4];
+    for (i = 0; i + 2 < n; i += 3) {
+        uint32_t x = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+        q[0] = al[x >> 18], q[1] = al[x >> 12 & 63], q[2] = al[x >> 6 & 63], q[3] = al[x & 63];
+        fat5__sb_putn(b, q, 4);
+    }
+    if (n - i == 1) {
+        uint32_t x = (uint32_t)p[i] << 16;
+        q[0] = al[x >> 18], q[1] = al[x >> 12 & 63], q[2] = '=', q[3] = '=';
+        fat5__sb_putn(b, q, 4);
+    } else if (n - i == 2) {
+        uint32_t x = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8;
+        q[0] = al[x >> 18], q[1] = al[x >> 12 & 63], q[2] = al[x >> 6 & 63], q[3] = '=';
+        fat5__sb_putn(b, q, 4);
+    }
+}
+
+// One added token: special unless it is a user-defined piece (those are matched in the text too)
+static void fat5__tt_json_added(fat5__sb *b, int64_t id, const char *content, int special, int first) {
+    fat5__sb_printf(b, "%s\n    {\"id\": %lld, \"content\": ", first ? "" : ",", (long long)id);
+    fat5__sb_json_string(b, content);
+    fat5__sb_printf(b, ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": %s, "
+                       "\"special\": %s}", special ? "false" : "true", special ? "true" : "false");
+}
+
+static const char fat5__tt_metaspace[] =
+    "{\"type\": \"Metaspace\", \"replacement\": \"\xE2\x96\x81\", \"prepend_scheme\": \"always\", \"split\": true}";
+
+// tokenizer.json for v with cfg's pipeline and extra_ids sentinels.
+static fat5_status fat5__tt_json_bytes(fat5_ctx *ctx, const fat5_tokenizer_train_config *cfg,
+                                       const fat5__tt_vocab *v, const unsigned char *charsmap, size_t charsmap_len,
+                                       fat5__sb *b) {
+    int bpe = fat5__tt_is_bpe(cfg), first = 1, k;
+    int64_t i, eos = fat5__tt_find(v, "</s>"), unk = fat5__tt_find(v, "<unk>");
+    char num[40];
+    fat5__sb_puts(b, "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n  \"added_tokens\": [");
+    for (i = 0; i < v->n; i++)
+        if (v->type[i] == FAT5__PT_CONTROL || v->type[i] == FAT5__PT_UNKNOWN || v->type[i] == FAT5__PT_USER) {
+            fat5__tt_json_added(b, i, v->piece[i], v->type[i] != FAT5__PT_USER, first);
+            first = 0;
+        }
+    for (k = 0; k < cfg->extra_ids; k++) {
+        char s[32];
+        snprintf(s, sizeof s, "<extra_id_%d>", cfg->extra_ids - 1 - k);
+        fat5__tt_json_added(b, v->n + k, s, 1, first);
+        first = 0;
+    }
+    fat5__sb_puts(b, "\n  ],\n  \"normalizer\": ");
+    if (!bpe) {
+        fat5__sb_puts(b, "{\"type\": \"Sequence\", \"normalizers\": [");
+        if (charsmap_len) {
+            fat5__sb_puts(b, "{\"type\": \"Precompiled\", \"precompiled_charsmap\": \"");
+            fat5__tt_base64(b, charsmap, charsmap_len);
+            fat5__sb_puts(b, "\"}");
+            if (cfg->remove_extra_whitespaces) fat5__sb_puts(b, ", ");
+        }
+        if (cfg->remove_extra_whitespaces)
+            fat5__sb_puts(b, "{\"type\": \"Replace\", \"pattern\": {\"Regex\": \" {2,}\"}, \"content\": \" \"}");
+        fat5__sb_puts(b, "]}");
+    } else {
+        fat5__sb_puts(b, strcmp(cfg->normalization_rule_name, "identity") ? "{\"type\": \"NFKC\"}" : "null");
+    }
+    fat5__sb_puts(b, ",\n  \"pre_tokenizer\": ");
+    if (bpe && cfg->byte_level) {
+        fat5__sb_puts(b, "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": true}");
+    } else if (bpe) {
+        fat5__sb_puts(b, fat5__tt_metaspace);
+    } else {
+        fat5__sb_puts(b, "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"WhitespaceSplit\"}, ");
+        fat5__sb_puts(b, fat5__tt_metaspace);
+        fat5__sb_puts(b, "]}");
+    }
+    fat5__sb_puts(b, ",\n  \"post_processor\": ");
+    if (eos >= 0) {
+        fat5__sb_puts(b, "{\"type\": \"TemplateProcessing\", \"single\": [{\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}, "
+                         "{\"SpecialToken\": {\"id\": \"</s>\", \"type_id\": 0}}], \"pair\": [{\"Sequence\": {\"id\": \"A\", "
+                         "\"type_id\": 0}}, {\"SpecialToken\": {\"id\": \"</s>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": "
+                         "\"B\", \"type_id\": 0}}, {\"SpecialToken\": {\"id\": \"</s>\", \"type_id\": 0}}], "
+                         "\"special_tokens\": {\"</s>\": {\"id\": \"</s>\", \"ids\": [");
+        fat5__sb_printf(b, "%lld], \"tokens\": [\"</s>\"]}}}", (long long)eos);
+    } else {
+        fat5__sb_puts(b, "null");
+    }
+    fat5__sb_puts(b, ",\n  \"decoder\": ");
+    if (bpe && cfg->byte_level)
+        fat5__sb_puts(b, "{\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": true, \"use_regex\": true}");
+    else if (cfg->byte_fallback)
+        fat5__sb_puts(b, "{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": {\"String\": "
+                         "\"\xE2\x96\x81\"}, \"content\": \" \"}, {\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}, "
+                         "{\"type\": \"Strip\", \"content\": \" \", \"start\": 1, \"stop\": 0}]}");
+    else
+        fat5__sb_puts(b, fat5__tt_metaspace);
+    fat5__sb_puts(b, ",\n  \"model\": {");
+    if (!bpe) {
+        fat5__sb_printf(b, "\"type\": \"Unigram\", \"unk_id\": %lld, \"vocab\": [", (long long)unk);
+        for (i = 0; i < v->n; i++) {
+            fat5__sb_puts(b, i ? ",\n    [" : "\n    [");
+            fat5__sb_json_string(b, v->piece[i]);
+            fat5__fmt_double(num, (double)v->score[i]);
+            fat5__sb_printf(b, ", %s]", num);
+        }
+        fat5__sb_printf(b, "\n  ], \"byte_fallback\": %s}\n}\n", cfg->byte_fallback ? "true" : "false");
+    } else {
+        fat5__sb_puts(b, "\"type\": \"BPE\", \"dropout\": null, \"unk_token\": ");
+        if (cfg->byte_level || unk < 0) fat5__sb_puts(b, "null");
+        else fat5__sb_json_string(b, v->piece[unk]);
+        fat5__sb_printf(b, ", \"continuing_subword_prefix\": null, \"end_of_word_suffix\": null, \"fuse_unk\": %s, "
+                           "\"byte_fallback\": %s, \"ignore_merges\": false, \"vocab\": {",
+                        cfg->byte_level ? "false" : "true", cfg->byte_fallback ? "true" : "false");
+        for (i = 0; i < v->n; i++) {
+            fat5__sb_puts(b, i ? ",\n    " : "\n    ");
+            fat5__sb_json_string(b, v->piece[i]);
+            fat5__sb_printf(b, ": %lld", (long long)i);
+        }
+        fat5__sb_puts(b, "\n  }, \"merges\": [");
+        for (i = 0; i < v->n_merges; i++) {
+            fat5__sb_puts(b, i ? ",\n    [" : "\n    [");
+            fat5__sb_json_string(b, v->piece[v->merges[2 * i]]);
+            fat5__sb_puts(b, ", ");
+            fat5__sb_json_string(b, v->piece[v->merges[2 * i + 1]]);
+            fat5__sb_puts(b, "]");
+        }
+        fat5__sb_puts(b, "\n  ]}\n}\n");
+    }
+    return b->oom ? fat5__err(ctx, FAT5_ERR_OOM, "fat5_tokenizer_train: out of memory writing tokenizer.json") : FAT5_OK;
+}
+
+// tokenizer_config.json (ext 0) or special_tokens_map.json (1)
+static void fat5__tt_config_bytes(const fat5_tokenizer_train_config *cfg, const fat5__tt_vocab *v, int map,
+                                  fat5__sb *b) {
+    int k;
+    fat5__sb_puts(b, "{\n");
+    if (!map) fat5__sb_puts(b, "  \"tokenizer_class\": \"T5Tokenizer\",\n  \"model_max_length\": 512,\n");
+    if (fat5__tt_find(v, "</s>") >= 0) fat5__sb_puts(b, "  \"eos_token\": \"</s>\",\n");
+    if (fat5__tt_find(v, "<s>") >= 0) fat5__sb_puts(b, "  \"bos_token\": \"<s>\",\n");
+    if (fat5__tt_find(v, "<pad>") >= 0) fat5__sb_puts(b, "  \"pad_token\": \"<pad>\",\n");
+    if (!map) fat5__sb_printf(b, "  \"extra_ids\": %d,\n", cfg->extra_ids);
+    fat5__sb_puts(b, "  \"unk_token\": \"<unk>\",\n  \"additional_special_tokens\": [");
+    for (k = 0; k < cfg->extra_ids; k++) fat5__sb_printf(b, "%s\"<extra_id_%d>\"", k ? ", " : "", k);
+    fat5__sb_puts(b, "]\n}\n");
+}
+
+static fat5_status fat5__tt_put(fat5_ctx *ctx, const char *dir, const char *name, fat5__sb *b) {
+    char path[4096];
+    if (b->oom) return fat5__err(ctx, FAT5_ERR_OOM, "fat5_tokenizer_train: out of memory writing %s", name);
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenizer_train: out_dir is too long");
+    return fat5_write_file_atomic(ctx, path, b->buf, b->len);
+}
+
+static fat5_status fat5__tt_write_dir(fat5_ctx *ctx, const fat5_tokenizer_train_config *cfg,
+                                      const fat5__tt_vocab *v, const unsigned char *charsmap, size_t charsmap_len,
+                                      const char *dir) {
+    fat5__sb b;
+    fat5_status st;
+    if ((st = fat5__mkdir(ctx, dir))) return st;
+    fat5__sb_init(&b, ctx);
+    if ((st = fat5__tt_json_bytes(ctx, cfg, v, charsmap, charsmap_len, &b)) ||
+        (st = fat5__tt_put(ctx, dir, "tokenizer.json", &b)))
+        goto done;
+    if (!fat5__tt_is_bpe(cfg)) {
+        b.len = 0;
+        if ((st = fat5__tt_spm_bytes(ctx, cfg, v, charsmap, charsmap_len, &b)) || (st = fat5__tt_put(ctx, dir, "spiece.model", &b)))
+            goto done;
+    }
+    b.len = 0;
+    fat5__tt_config_bytes(cfg, v, 0, &b);
+    if ((st = fat5__tt_put(ctx, dir, "tokenizer_config.json", &b))) goto done;
+    b.len = 0;
+    fat5__tt_config_bytes(cfg, v, 1, &b);
+    st = fat5__tt_put(ctx, dir, "special_tokens_map.json", &b);
+done:
+    fat5__sb_free(&b);
+    return st;
 }
 // =============================================================================================
 // ==[9.1] run: the launcher ==

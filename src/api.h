@@ -1321,6 +1321,74 @@ FAT5_API fat5_status fat5_batch_from_texts(fat5_tokenizer *t, const char *const 
                                            const char *const *targets, int64_t n, fat5_batch *out);
 
 // ---------------------------------------------------------------------------------------------
+// Tokenizer training (text): a Unigram vocabulary as SentencePiece's trainer (spm_train) makes it,
+// or a BPE vocabulary as `tokenizers`' BpeTrainer makes it, from text files; written as a
+// tokenizer.json that `tokenizers`, transformers' T5TokenizerFast and fat5_tokenizer_load read
+// alike (Unigram: also spiece.model for `sentencepiece`), with tokenizer_config.json and
+// special_tokens_map.json, so that the directory is a checkpoint's tokenizer (docs/tokenizers.md,
+// "Training a tokenizer"). Names follow spm_train's flags and BpeTrainer's arguments.
+typedef struct fat5_tokenizer_train_config {
+    const char *model_type;             // "unigram" (default) or "bpe"
+    int64_t vocab_size;                 // the model's pieces, special pieces included (8000); the
+                                        // extra_ids sentinels come on top, as in T5's 32,000 + 100
+    int extra_ids;                      // T5's <extra_id_0> .. <extra_id_{N-1}> appended (100; 0: none)
+    // the corpus (every file; format by file: "text", "fortune", "jsonl"; NULL: by extension,
+    // .jsonl / .json -> jsonl, a file whose first line is "%" or holding "\n%\n" -> fortune, else text)
+    const char *input_format;
+    const char *jsonl_field;            // jsonl: the string field read ("text")
+    int64_t input_sentence_size;        // sentences kept, a uniform sample of them (0: all; 1,000,000)
+    int shuffle_input_sentence;         // 1: sample uniformly (reservoir, seeded); 0: the first ones
+    int64_t max_sentence_length;        // longer sentences (bytes) are skipped, counted in the report (4192)
+    uint64_t seed;                      // the sampling seed (0)
+    int num_threads;                    // worker threads (0: the machine's cores, at most 16)
+    int verbose;                        // 1: a progress line on stderr every few seconds (default 1)
+    // Unigram (spm_train's flags and defaults)
+    double character_coverage;          // share of the corpus' characters covered by the alphabet (0.9995)
+    int max_sentencepiece_length;       // characters of a piece (16)
+    int64_t seed_sentencepiece_size;    // seed pieces from the suffix array (1,000,000)
+    double shrinking_factor;            // pieces kept at each pruning round (0.75)
+    int num_sub_iterations;             // EM rounds between prunings (2)
+    const char *normalization_rule_name;// "nmt_nfkc" (default), "nfkc", "identity"
+    int add_dummy_prefix;               // a "\u2581" before each sentence (1)
+    int remove_extra_whitespaces;       // leading, trailing and repeated spaces dropped (1)
+    int split_by_whitespace;            // pieces never cross a "\u2581" inside (1)
+    int split_by_unicode_script;        // nor a change of script (1)
+    int split_by_number;                // nor a digit / non-digit boundary (1)
+    int split_digits;                   // every digit its own piece (0)
+    int byte_fallback;                  // <0x00> .. <0xFF> pieces for characters out of the vocabulary (0)
+    const char *const *user_defined_symbols;  // pieces always whole, matched in the text
+    int n_user_defined_symbols;
+    const char *const *control_symbols; // pieces never produced from text (ids only)
+    int n_control_symbols;
+    int pad_id, eos_id, unk_id, bos_id; // T5's 0, 1, 2, -1 (none); pieces "<pad>", "</s>", "<unk>", "<s>"
+    // BPE (tokenizers' BpeTrainer)
+    int byte_level;                     // GPT-2's byte-level pre-tokenizer and alphabet (0: Metaspace words)
+    int64_t min_frequency;              // a merge needs its pair seen this often (0, as BpeTrainer)
+    int64_t limit_alphabet;             // characters kept in the alphabet, most frequent first (0: all)
+    int max_token_length;               // characters of a merged token (0: no limit)
+} fat5_tokenizer_train_config;
+
+FAT5_API fat5_tokenizer_train_config fat5_tokenizer_train_config_default(void);
+
+// What a training run did (filled when report is not NULL).
+typedef struct fat5_tokenizer_train_report {
+    int64_t sentences_read, sentences_used, sentences_skipped;   // skipped: too long or empty
+    int64_t bytes_used;                 // bytes of the sentences trained on
+    int64_t alphabet_size;              // characters kept (Unigram: by character_coverage)
+    int64_t vocab_size;                 // pieces written (sentinels included)
+    int rounds;                         // Unigram: EM + pruning rounds; BPE: merges
+    double seconds;                     // wall time
+    int64_t peak_bytes;                 // the trainer's largest allocation total (the memory bound kept)
+} fat5_tokenizer_train_report;
+
+// Trains on files[0 .. n_files) and writes the tokenizer files into out_dir (created if needed;
+// files replaced atomically). Errors name the file and line (invalid UTF-8, a jsonl row without the
+// field), or the setting (a vocabulary smaller than the alphabet and the special pieces).
+FAT5_API fat5_status fat5_tokenizer_train(fat5_ctx *ctx, const fat5_tokenizer_train_config *cfg,
+                                          const char *const *files, int n_files, const char *out_dir,
+                                          fat5_tokenizer_train_report *report);
+
+// ---------------------------------------------------------------------------------------------
 // Pairs data (text): (input, target) rows for fine-tuning, read from a file a row at a time and
 // tokenized with the checkpoint's tokenizer (docs/training.md, "Pairs data"). Formats:
 //   - JSON Lines (.jsonl, .json): one object per line; the input and target are string fields
