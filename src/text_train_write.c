@@ -46,6 +46,17 @@ static void fat5__pbw_float(fat5__sb *b, int field, float f) {
     fat5__sb_putn(b, t, 4);
 }
 
+// the shortest decimal that reads back as the same double, '.' whatever the locale
+static void fat5__tt_fmt_double(char buf[40], double x) {
+    int prec;
+    double back;
+    for (prec = 1; prec <= 17; prec++) {
+        fat5__fmt_g(buf, 40, prec, x);
+        if (fat5__strtod_c(buf, &back) && back == x) break;
+    }
+    if (!strpbrk(buf, ".eEn")) strcat(buf, ".0");
+}
+
 static int fat5__tt_is_bpe(const fat5_tokenizer_train_config *cfg) { return !strcmp(cfg->model_type, "bpe"); }
 
 // The id of a special piece by its text, -1 when absent
@@ -229,7 +240,7 @@ static fat5_status fat5__tt_json_bytes(fat5_ctx *ctx, const fat5_tokenizer_train
         for (i = 0; i < v->n; i++) {
             fat5__sb_puts(b, i ? ",\n    [" : "\n    [");
             fat5__sb_json_string(b, v->piece[i]);
-            fat5__fmt_double(num, (double)v->score[i]);
+            fat5__tt_fmt_double(num, (double)v->score[i]);
             fat5__sb_printf(b, ", %s]", num);
         }
         fat5__sb_printf(b, "\n  ], \"byte_fallback\": %s}\n}\n", cfg->byte_fallback ? "true" : "false");
@@ -286,7 +297,8 @@ static fat5_status fat5__tt_write_dir(fat5_ctx *ctx, const fat5_tokenizer_train_
                                       const char *dir) {
     fat5__sb b;
     fat5_status st;
-    if ((st = fat5__mkdir(ctx, dir))) return st;
+    if (!fat5__is_dir(dir) && fat5__fs_mkdir(dir) != 0 && !fat5__is_dir(dir))
+        return fat5__err(ctx, FAT5_ERR_IO, "%s: cannot create directory: %s", dir, strerror(errno));
     fat5__sb_init(&b, ctx);
     if ((st = fat5__tt_json_bytes(ctx, cfg, v, charsmap, charsmap_len, &b)) ||
         (st = fat5__tt_put(ctx, dir, "tokenizer.json", &b)))
