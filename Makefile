@@ -17,7 +17,7 @@ TESTSRC  = tests/test_main.c tests/fat5_test.h $(wildcard tests/test_*.c)
 # tools/: the user programs; dev/: the generators, checks and benchmarks of the people who work on
 # fat5 (ref/: the Python oracles and peers, run by hand where PyTorch is installed)
 TOOLS    = tools/fat5_inspect tools/fat5_forward tools/fat5_init tools/pretokenize tools/plot_metrics \
-           tools/fat5_tokenize tools/fat5_convert
+           tools/fat5_tokenize tools/fat5_convert tools/fat5_tokenizer_train
 DEVPROGS = dev/bench dev/dist_check dev/cpu_step dev/embed_kernels dev/check_kernels dev/cold_open
 EXAMPLES = examples/quickstart examples/gpu_step examples/train examples/finetune examples/generate
 

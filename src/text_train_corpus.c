@@ -103,18 +103,18 @@ static int64_t fat5__tt_vocab_add(fat5_ctx *ctx, fat5__tt_vocab *v, const char *
     v->type[v->n] = (int8_t)type;
     return v->n++;
 oom:
-    fat5__err(ctx, FAT5_ERR_OOM, "fat5_tokenizer_train: out of memory for the vocabulary (%lld pieces)",
+    fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokenizer_train: out of memory for the vocabulary (%lld pieces)",
               (long long)v->n);
     return -1;
 }
 
 // Appends a BPE merge of pieces a and b (ids); 0 when out of memory (the message set).
-static int fat5__tt_vocab_merge(fat5_ctx *ctx, fat5__tt_vocab *v, int32_t a, int32_t b) {
+static FAT5__UNUSED int fat5__tt_vocab_merge(fat5_ctx *ctx, fat5__tt_vocab *v, int32_t a, int32_t b) {
     if (v->n_merges == v->cap_merges) {
         int64_t cap = v->cap_merges ? 2 * v->cap_merges : 1024;
         int32_t *m = FAT5__CAST(int32_t *, fat5__realloc(ctx, v->merges, (size_t)cap * 2 * sizeof(int32_t)));
         if (!m) {
-            fat5__err(ctx, FAT5_ERR_OOM, "fat5_tokenizer_train: out of memory for the merges");
+            fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokenizer_train: out of memory for the merges");
             return 0;
         }
         v->merges = m;
@@ -152,7 +152,7 @@ static fat5_status fat5__tt_vocab_specials(fat5_ctx *ctx, const fat5_tokenizer_t
     for (k = 0; k < n; k++)
         for (i = 0; i < n; i++)
             if (sp[i].id == k && fat5__tt_vocab_add(ctx, v, sp[i].piece, strlen(sp[i].piece), 0.0f, sp[i].type) < 0)
-                return FAT5_ERR_OOM;
+                return FAT5_ERR_OUT_OF_MEMORY;
     for (k = 0; k < cfg->n_control_symbols + cfg->n_user_defined_symbols; k++) {
         int user = k >= cfg->n_control_symbols;
         const char *s = user ? cfg->user_defined_symbols[k - cfg->n_control_symbols] : cfg->control_symbols[k];
@@ -165,7 +165,7 @@ static fat5_status fat5__tt_vocab_specials(fat5_ctx *ctx, const fat5_tokenizer_t
             if (!strcmp(v->piece[j], s))
                 return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenizer_train: the symbol \"%s\" is given twice", s);
         id = fat5__tt_vocab_add(ctx, v, s, strlen(s), 0.0f, user ? FAT5__PT_USER : FAT5__PT_CONTROL);
-        if (id < 0) return FAT5_ERR_OOM;
+        if (id < 0) return FAT5_ERR_OUT_OF_MEMORY;
     }
     return FAT5_OK;
 }
@@ -210,7 +210,7 @@ static int fat5__tt_corpus_add(fat5_ctx *ctx, fat5__tt_corpus *c, const char *s,
     c->off[++c->n] = c->nbytes;
     return 1;
 oom:
-    fat5__err(ctx, FAT5_ERR_OOM, "fat5_tokenizer_train: out of memory for the corpus (%lld sentences, %lld bytes)",
+    fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokenizer_train: out of memory for the corpus (%lld sentences, %lld bytes)",
               (long long)c->n, (long long)c->nbytes);
     return 0;
 }
@@ -229,7 +229,7 @@ static fat5_status fat5__tt_corpus_dedup(fat5_ctx *ctx, fat5__tt_corpus *c) {
     memset(&d, 0, sizeof d);
     while (cap < 2 * c->n) cap *= 2;
     slot = FAT5__CAST(int64_t *, fat5__malloc(ctx, (size_t)cap * sizeof(int64_t)));
-    if (!slot) return fat5__err(ctx, FAT5_ERR_OOM, "fat5_tokenizer_train: out of memory counting sentences");
+    if (!slot) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokenizer_train: out of memory counting sentences");
     for (i = 0; i < cap; i++) slot[i] = -1;
     for (i = 0; i < c->n; i++) {
         const char *s = c->bytes + c->off[i];
@@ -241,7 +241,7 @@ static fat5_status fat5__tt_corpus_dedup(fat5_ctx *ctx, fat5__tt_corpus *c) {
                 if (!fat5__tt_corpus_add(ctx, &d, s, n, c->freq[i])) {
                     fat5__free(ctx, slot);
                     fat5__tt_corpus_free(ctx, &d);
-                    return FAT5_ERR_OOM;
+                    return FAT5_ERR_OUT_OF_MEMORY;
                 }
                 slot[h] = d.n - 1;
                 break;
@@ -325,7 +325,7 @@ static fat5_status fat5__tt_offer(fat5__tt_reader *r, const char *s, size_t n) {
     r->slot_len[r->n++] = n;
     return FAT5_OK;
 oom:
-    return fat5__err(r->ctx, FAT5_ERR_OOM, "fat5_tokenizer_train: out of memory holding %lld sentences",
+    return fat5__err(r->ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokenizer_train: out of memory holding %lld sentences",
                      (long long)r->n);
 }
 
@@ -377,7 +377,7 @@ static fat5_status fat5__tt_read_file(fat5__tt_reader *r, const char *path) {
                 }
                 nl = FAT5__CAST(char *, fat5__realloc(ctx, line, nc));
                 if (!nl) {
-                    st = fat5__err(ctx, FAT5_ERR_OOM, "%s:%lld: out of memory reading a line of %zu bytes", path,
+                    st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "%s:%lld: out of memory reading a line of %zu bytes", path,
                                    (long long)lineno + 1, n);
                     goto done;
                 }
@@ -405,7 +405,7 @@ static fat5_status fat5__tt_read_file(fat5__tt_reader *r, const char *path) {
             for (k = 0; k < n && (line[k] == ' ' || line[k] == '\t' || line[k] == '\n' || line[k] == '\r');) k++;
             if (k == n) continue;   // a blank line
             snprintf(what, sizeof what, "line %lld", (long long)lineno);
-            if ((st = fat5__json_parse(ctx, what, line, n, &d))) {
+            if ((st = fat5__json_parse(ctx, what, line, n, 64, &d))) {
                 st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s:%lld: %s", path, (long long)lineno, fat5_last_error(ctx));
                 goto done;
             }
@@ -453,7 +453,7 @@ static fat5_status fat5__tt_read(fat5_ctx *ctx, const fat5_tokenizer_train_confi
     r.rng = fat5_rng_init(cfg->seed);
     for (f = 0; f < n_files && !st; f++) st = fat5__tt_read_file(&r, files[f]);
     for (i = 0; i < r.n && !st; i++)
-        if (!fat5__tt_corpus_add(ctx, out, r.slot[i], r.slot_len[i], 1)) st = FAT5_ERR_OOM;
+        if (!fat5__tt_corpus_add(ctx, out, r.slot[i], r.slot_len[i], 1)) st = FAT5_ERR_OUT_OF_MEMORY;
     for (i = 0; i < r.n; i++) {
         rep->bytes_used += (int64_t)r.slot_len[i];
         fat5__free(ctx, r.slot[i]);
@@ -553,7 +553,7 @@ static fat5_status fat5__tt_normalize(fat5_ctx *ctx, const fat5_tokenizer_train_
         if ((st = fat5__spm_norm_more(t, s, n, &z, &t->s0, (size_t)-1, NULL))) goto done;
         if (t->s0.n == 0) continue;
         if (!fat5__tt_corpus_add(ctx, &d, t->s0.p, t->s0.n, c->freq[i])) {
-            st = FAT5_ERR_OOM;
+            st = FAT5_ERR_OUT_OF_MEMORY;
             goto done;
         }
     }

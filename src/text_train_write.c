@@ -134,7 +134,7 @@ static fat5_status fat5__tt_spm_bytes(fat5_ctx *ctx, const fat5_tokenizer_train_
     k = m.oom || s.oom || out->oom;
     fat5__sb_free(&m);
     fat5__sb_free(&s);
-    return k ? fat5__err(ctx, FAT5_ERR_OOM, "fat5_tokenizer_train: out of memory writing spiece.model") : FAT5_OK;
+    return k ? fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokenizer_train: out of memory writing spiece.model") : FAT5_OK;
 }
 
 // ---- tokenizer.json
@@ -266,7 +266,7 @@ static fat5_status fat5__tt_json_bytes(fat5_ctx *ctx, const fat5_tokenizer_train
         }
         fat5__sb_puts(b, "\n  ]}\n}\n");
     }
-    return b->oom ? fat5__err(ctx, FAT5_ERR_OOM, "fat5_tokenizer_train: out of memory writing tokenizer.json") : FAT5_OK;
+    return b->oom ? fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokenizer_train: out of memory writing tokenizer.json") : FAT5_OK;
 }
 
 // tokenizer_config.json (ext 0) or special_tokens_map.json (1)
@@ -286,7 +286,7 @@ static void fat5__tt_config_bytes(const fat5_tokenizer_train_config *cfg, const 
 
 static fat5_status fat5__tt_put(fat5_ctx *ctx, const char *dir, const char *name, fat5__sb *b) {
     char path[4096];
-    if (b->oom) return fat5__err(ctx, FAT5_ERR_OOM, "fat5_tokenizer_train: out of memory writing %s", name);
+    if (b->oom) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokenizer_train: out of memory writing %s", name);
     if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenizer_train: out_dir is too long");
     return fat5_write_file_atomic(ctx, path, b->buf, b->len);
