@@ -269,7 +269,7 @@ typedef struct fat5__tt_reader {
     int64_t n, cap;
     fat5_rng rng;
     double t0, last_print;
-    int64_t bytes_read;
+    int64_t bytes_read, read, skipped;   // sentences read, and skipped (empty or too long)
 } fat5__tt_reader;
 
 static void fat5__tt_progress(fat5__tt_reader *r, const char *file) {
@@ -277,7 +277,7 @@ static void fat5__tt_progress(fat5__tt_reader *r, const char *file) {
     if (!r->cfg->verbose || now - r->last_print < 5.0) return;
     r->last_print = now;
     fprintf(stderr, "fat5_tokenizer_train: reading %s: %lld sentences, %.1f MB read, %.0f s\n", file,
-            (long long)r->rep->sentences_read, (double)r->bytes_read / 1e6, now - r->t0);
+            (long long)r->read, (double)r->bytes_read / 1e6, now - r->t0);
 }
 
 // One sentence (n bytes of s, valid UTF-8) offered to the sample.
@@ -286,12 +286,12 @@ static fat5_status fat5__tt_offer(fat5__tt_reader *r, const char *s, size_t n) {
     int64_t k;
     char *p;
     while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r')) n--;
-    r->rep->sentences_read++;
+    r->read++;
     if (n == 0 || (cfg->max_sentence_length > 0 && (int64_t)n > cfg->max_sentence_length)) {
-        r->rep->sentences_skipped++;
+        r->skipped++;
         return FAT5_OK;
     }
-    k = r->rep->sentences_read - 1 - r->rep->sentences_skipped;   // sentences offered before this one
+    k = r->read - 1 - r->skipped;   // sentences offered before this one
     if (cfg->input_sentence_size > 0 && r->n >= cfg->input_sentence_size) {
         uint64_t j;
         if (!cfg->shuffle_input_sentence) return FAT5_OK;
@@ -459,12 +459,13 @@ static fat5_status fat5__tt_read(fat5_ctx *ctx, const fat5_tokenizer_train_confi
         fat5__free(ctx, r.slot[i]);
     }
     rep->sentences_used = r.n;
+    rep->sentences_read = r.read;
+    rep->sentences_skipped = r.skipped;
     fat5__free(ctx, r.slot);
     fat5__free(ctx, r.slot_len);
     if (!st && r.n == 0)
         st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenizer_train: the corpus holds no sentence (%lld read, %lld "
-                       "empty or longer than max_sentence_length %lld)", (long long)rep->sentences_read,
-                       (long long)rep->sentences_skipped, (long long)cfg->max_sentence_length);
+                       "empty or longer than max_sentence_length %lld)", (long long)r.read, (long long)r.skipped, (long long)cfg->max_sentence_length);
     return st;
 }
 
@@ -518,6 +519,14 @@ static fat5_status fat5__tt_check(fat5_ctx *ctx, const fat5_tokenizer_train_conf
         bad = "user_defined_symbols";
     else if (c->n_control_symbols < 0 || (c->n_control_symbols > 0 && !c->control_symbols)) bad = "control_symbols";
     if (bad) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenizer_train: %s is out of range", bad);
+    {   // the special pieces' ids
+        fat5__tt_vocab v;
+        fat5_status st;
+        memset(&v, 0, sizeof v);
+        st = fat5__tt_vocab_specials(ctx, c, &v);
+        fat5__tt_vocab_free(ctx, &v);
+        if (st) return st;
+    }
     if (!c->normalization_rule_name || (strcmp(c->normalization_rule_name, "nmt_nfkc") &&
                                         strcmp(c->normalization_rule_name, "nfkc") &&
                                         strcmp(c->normalization_rule_name, "identity")))

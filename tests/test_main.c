@@ -26,6 +26,7 @@
 #include "test_longt5.c"     // after test_decode.c: reuses its inputs and forward
 #include "test_unicode.c"
 #include "test_tokenizer.c"
+#include "test_toktrain.c"
 #include "test_metrics.c"
 #include "test_pairs.c"
 #include "test_finetune.c"
@@ -62,6 +63,7 @@ static const fat5_test_case fat5_cases[] = {
     FAT5_TESTS_GENERATE_OPTIONS(FAT5_TEST_ENTRY)
     FAT5_TESTS_UNICODE(FAT5_TEST_ENTRY)
     FAT5_TESTS_TOKENIZER(FAT5_TEST_ENTRY)
+    FAT5_TESTS_TOKTRAIN(FAT5_TEST_ENTRY)
     FAT5_TESTS_METRICS(FAT5_TEST_ENTRY)
     FAT5_TESTS_PAIRS(FAT5_TEST_ENTRY)
     FAT5_TESTS_FINETUNE(FAT5_TEST_ENTRY)

@@ -202,7 +202,8 @@ int main(int argc, char **argv) {
         }
     }
     if (fat5_tokenizer_train(ctx, &c, files, n_files, out, &rep) != FAT5_OK) {
-        fprintf(stderr, "fat5_tokenizer_train: %s\n", fat5_last_error(ctx));
+        const char *msg = fat5_last_error(ctx);   // the library's messages name the call or the file
+        fprintf(stderr, "%s%s\n", strncmp(msg, "fat5_tokenizer_train:", 21) ? "fat5_tokenizer_train: " : "", msg);
         goto done;
     }
     printf("{\"toktrain\": \"%s\", \"output\": ", c.model_type);
