@@ -85,17 +85,41 @@ dev: $(DEVPROGS)
 # minutes on two cores). Checkpoints, metrics.jsonl and loss.png go to $(TRAIN_OUT)/run; run again,
 # it continues where it stopped, with the run's own model and step count (or says the run is
 # complete). TRAIN_ARGS adds options (examples/train --help lists them; --max-steps N extends a run).
+# TOKENIZER=unigram:N or bpe:N first trains a tokenizer of N pieces (plus T5's 100 sentinels) on the
+# corpus with tools/fat5_tokenizer_train, pre-tokenizes with it and saves it with every checkpoint
+# (AutoTokenizer loads the checkpoint); the run then goes to $(TRAIN_OUT)/run-unigram-N. TRAIN_TEXT
+# names another corpus (gzip'd or plain; fortune files split at "%" lines, else at blank lines),
+# e.g. data/fortunes-fr/fortunes-fr.txt.gz.
 TRAIN_OUT ?= build/train
 TRAIN_ARGS ?=
-$(TRAIN_OUT)/fortunes.tok: data/fortunes/fortunes.txt.gz tools/pretokenize
+TRAIN_TEXT ?= data/fortunes/fortunes.txt.gz
+TOKENIZER ?=
+TOK_KIND = $(word 1,$(subst :, ,$(TOKENIZER)))
+TOK_SIZE = $(word 2,$(subst :, ,$(TOKENIZER)))
+TOK_NAME = $(TOK_KIND)-$(TOK_SIZE)$(if $(filter data/fortunes/fortunes.txt.gz,$(TRAIN_TEXT)),,-$(basename $(basename $(notdir $(TRAIN_TEXT)))))
+TRAIN_RUN = $(TRAIN_OUT)/run$(if $(TOKENIZER),-$(TOK_NAME),$(if $(filter data/fortunes/fortunes.txt.gz,$(TRAIN_TEXT)),,-$(basename $(basename $(notdir $(TRAIN_TEXT))))))
+TRAIN_TOK = $(TRAIN_OUT)/$(if $(TOKENIZER),$(TOK_NAME),$(basename $(basename $(notdir $(TRAIN_TEXT))))).tok
+TOK_DIR = $(TRAIN_OUT)/tokenizer-$(TOK_NAME)
+CAT_TEXT = $(if $(filter %.gz,$(TRAIN_TEXT)),gzip -dc,cat) $(TRAIN_TEXT)
+TEXT_SEP = $$($(CAT_TEXT) | grep -qx '%' && echo % || echo blank)
+$(TOK_DIR)/tokenizer.json: $(TRAIN_TEXT) tools/fat5_tokenizer_train
+	@case "$(TOKENIZER)" in unigram:[1-9]*|bpe:[1-9]*) ;; \
+	  *) echo "make train: TOKENIZER=$(TOKENIZER): expected unigram:N or bpe:N (e.g. unigram:8000)"; exit 2;; esac
 	@mkdir -p $(TRAIN_OUT)
-	gzip -dc data/fortunes/fortunes.txt.gz | tools/pretokenize --sep % -o $@ -
+	$(CAT_TEXT) > $(TRAIN_OUT)/corpus.txt
+	tools/fat5_tokenizer_train --model_type $(TOK_KIND) --vocab_size $(TOK_SIZE) --input $(TRAIN_OUT)/corpus.txt \
+	    --model_prefix $(TOK_DIR)
+	rm -f $(TRAIN_OUT)/corpus.txt
 
-train: examples/train tools/plot_metrics $(TRAIN_OUT)/fortunes.tok
-	examples/train --data $(TRAIN_OUT)/fortunes.tok --output-dir $(TRAIN_OUT)/run \
-	    $$(test -f $(TRAIN_OUT)/run/latest && echo --resume $(TRAIN_OUT)/run) $(TRAIN_ARGS)
-	tools/plot_metrics $(TRAIN_OUT)/run/metrics.jsonl $(TRAIN_OUT)/run/loss.png
-	@echo "train: checkpoint $(TRAIN_OUT)/run/$$(cat $(TRAIN_OUT)/run/latest), loss curve $(TRAIN_OUT)/run/loss.png"
+$(TRAIN_TOK): $(TRAIN_TEXT) tools/pretokenize $(if $(TOKENIZER),$(TOK_DIR)/tokenizer.json)
+	@mkdir -p $(TRAIN_OUT)
+	$(CAT_TEXT) | tools/pretokenize --sep $(TEXT_SEP) $(if $(TOKENIZER),--tokenizer $(TOK_DIR)) -o $@ -
+
+train: examples/train tools/plot_metrics $(TRAIN_TOK)
+	examples/train --data $(TRAIN_TOK) --output-dir $(TRAIN_RUN) $(if $(TOKENIZER),--save-tokenizer $(TOK_DIR)) \
+	    $$(test -f $(TRAIN_RUN)/latest && echo --resume $(TRAIN_RUN)) $(TRAIN_ARGS)
+	tools/plot_metrics $(TRAIN_RUN)/metrics.jsonl $(TRAIN_RUN)/loss.png
+	@echo "train: checkpoint $(TRAIN_RUN)/$$(cat $(TRAIN_RUN)/latest), loss curve $(TRAIN_RUN)/loss.png"
 
 # Fine-tuning: make train's checkpoint (made first when there is none) fine-tuned on the bundled
 # WordNet task (data/wordnet: "define: <lemma> (<pos>)" -> its gloss), validated on the first

@@ -5,6 +5,8 @@ tokenizers against the `tokenizers` and `sentencepiece` libraries.
   compare_hf.py --generate [--tiny] [--device cpu|cuda] [--dtype fp32|bf16]
                 [--batch-sizes 1,64] [--input-len 512] [--new-tokens 128]
   compare_hf.py --tokenize [--text FILE] [--repeat 3] TOKENIZER...
+  compare_hf.py --toktrain [--text FILE] [--heldout FILE] [--vocab-size 8000] [--models unigram,bpe]
+                [--toktrain-threads 1,2] [--keep DIR]      (ref/toktrain_compare.py says what it does)
   compare_hf.py --attention [--repeat 10]
   compare_hf.py --train [--tiny] [--device cpu|cuda] [--repeat 10] [--no-compile]
   compare_hf.py --finetune [--tiny] [--device cpu|cuda] [--repeat 10] [--no-compile]
@@ -625,6 +627,12 @@ def main():
     ap.add_argument("--finetune", action="store_true",
                     help="compare a fine-tuning step (FLAN-T5-base shape, dropout 0.1, Adafactor)")
     ap.add_argument("--no-compile", action="store_true", help="--train, --finetune: leave torch.compile out")
+    ap.add_argument("--toktrain", action="store_true",
+                    help="compare the tokenizer trainers with spm_train's and BpeTrainer's (ref/toktrain_compare.py)")
+    ap.add_argument("--vocab-size", type=int, default=8000, help="--toktrain: pieces (8000)")
+    ap.add_argument("--heldout", default=None, help="--toktrain: held-out text (default every 10th line of --text)")
+    ap.add_argument("--models", default="unigram,bpe", help="--toktrain: unigram,bpe")
+    ap.add_argument("--toktrain-threads", default="1,2", help="--toktrain: thread counts, both sides (1,2)")
     ap.add_argument("tokenizers", nargs="*", metavar="TOKENIZER", help="--tokenize: tokenizer.json / .model / directory")
     ap.add_argument("--text", default=None, help="--tokenize: the text file (default the bundled fortunes corpus)")
     ap.add_argument("--tokenize-bin", default=None, help="path of tools/fat5_tokenize")
@@ -642,6 +650,10 @@ def main():
     ap.add_argument("--generate-bin", default=None, help="path of examples/generate")
     ap.add_argument("--keep", default=None, help="save the model to this directory and keep it")
     args = ap.parse_args()
+    if args.toktrain:
+        import toktrain_compare
+        args.threads = args.toktrain_threads
+        return toktrain_compare.main(args, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     if args.tokenize:
         if args.generate or not args.tokenizers:
             ap.error("--tokenize takes one or more TOKENIZER paths (and not --generate)")
