@@ -297,7 +297,7 @@ test-asan: tests/run_tests_asan
 # once (build/fuzz/fat5_fuzz.o, instrumented) and linked into every target's harness.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 30
-FUZZ_TARGETS  = safetensors config index batch model_dir tokenizer tokenizer_dir tokens generation_config resume pairs tasks
+FUZZ_TARGETS  = safetensors config index batch model_dir tokenizer tokenizer_dir tokens generation_config resume pairs tasks toktrain
 FUZZ_COMMON   = -std=c99 -O1 -g -fno-sanitize-recover=all -fno-omit-frame-pointer -D_POSIX_C_SOURCE=200809L \
                 -DFUZZ_DATA_DIR='"$(CURDIR)/tests/data/t5_v10_relu_tied"' -Wall -Wextra -Werror
 FUZZ_FLAGS    = -fsanitize=fuzzer,address,undefined $(FUZZ_COMMON)

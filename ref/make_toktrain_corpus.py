@@ -37,7 +37,8 @@ PACKAGES = (
     "developers-reference developers-reference-fr developers-reference-de developers-reference-it "
     "developers-reference-ja developers-reference-ru maint-guide maint-guide-fr maint-guide-es maint-guide-it "
     "maint-guide-ja manpages manpages-dev manpages-fr manpages-de manpages-es manpages-it manpages-pl "
-    "manpages-ru manpages-pt-br manpages-cs manpages-ja manpages-zh manpages-posix"
+    "manpages-ru manpages-pt-br manpages-cs manpages-ja manpages-zh debian-handbook python3.11-doc debian-policy "
+    "gnu-standards"
 )
 
 

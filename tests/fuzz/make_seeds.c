@@ -360,9 +360,28 @@ static void write_head_configs(const char *out) {
     }
 }
 
+// fuzz_toktrain's seeds: the byte (fuzz_toktrain.c: kind = b % 3, form = (b / 3) % 4, the rest the
+// vocabulary, sentinels and normaliser), then a small corpus of each form
+static void write_toktrain_seeds(const char *out) {
+    static const struct {
+        char b;
+        const char *name, *text;
+    } seeds[] = {
+        {0, "unigram_text", "the cat sat on the mat\nthe dog sat on the log\ncats and dogs\n\xC3\xA9t\xC3\xA9 caf\xC3\xA9\n"},
+        {4, "bpe_fortune", "%\nA fortune.\nWith two lines.\n%\nAnother fortune, another day.\n%\n"},
+        {8, "bytebpe_jsonl", "{\"text\": \"hello world\"}\n{\"text\": \"hello there\\nworld\", \"id\": 2}\n"},
+        {9, "unigram_field", "{\"t\": \"some text here\"}\n{\"t\": \"more text\"}\n"},
+        {2, "bytebpe_digits", "12345 67890 3.14159\ttabs\there\n\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E\n"},
+    };
+    size_t i;
+    for (i = 0; i < sizeof seeds / sizeof seeds[0]; i++)
+        put(out, "toktrain", seeds[i].name, &seeds[i].b, 1, seeds[i].text, strlen(seeds[i].text));
+}
+
 int main(int argc, char **argv) {
     static const char *const corpora[] = {"safetensors", "config", "batch", "model_dir", "index", "tokenizer",
-                                          "generation_config", "tokens", "tokenizer_dir", "resume", "pairs", "tasks"};
+                                          "generation_config", "tokens", "tokenizer_dir", "resume", "pairs", "tasks",
+                                          "toktrain"};
     fat5_ctx_config cc = fat5_ctx_config_default();
     fat5_ctx *ctx = NULL;
     char p[1024];
@@ -423,6 +442,7 @@ int main(int argc, char **argv) {
     write_resume_seeds(ctx, argv[1]);
     write_pairs_seeds(argv[1]);
     write_task_seeds(argv[1]);
+    write_toktrain_seeds(argv[1]);
     fat5_ctx_destroy(ctx);
     return 0;
 }
