@@ -814,5 +814,43 @@ check cmp -s tests/data/hf_export_byte/tokenizer_config.json "$out/cv_byte/token
 check grep -q '"torch_dtype": "float16"' "$out/cv_byte/config.json"
 if tools/fat5_convert "$src" "$out/cv_bad" --max-shard-size 5XB > /dev/null 2>&1; then echo "test_tools: FAILED: --max-shard-size 5XB accepted"; fail=1; fi
 echo "test_tools: fat5_convert: complete bf16, fp32, f16 and sharded directories, the same generation"
+# tools/fat5_tokenizer_train: a Unigram and a BPE tokenizer trained on 2,000 fortune lines; the
+# files a checkpoint carries, the report line, the corpus encoded and decoded again by
+# fat5_tokenize, pretokenize with the trained tokenizer, two training steps that save it along;
+# the same files again for the same seed; errors name the file (exit 1) or the option (exit 2)
+gzip -dc data/fortunes/fortunes.txt.gz | head -n 2000 > "$out/tt.txt"
+for kind in unigram bpe; do
+    check tools/fat5_tokenizer_train --input "$out/tt.txt" --model_type $kind --vocab_size 600 --extra_ids 10 \
+        --num_threads 2 --quiet -o "$out/tt_$kind" > "$out/tt_report.json"
+    check grep -q "^{\"toktrain\": \"$kind\", .*\"vocab_size\": 610, .*\"sentences_used\": [1-9]" "$out/tt_report.json"
+    for f in tokenizer.json tokenizer_config.json special_tokens_map.json; do check [ -s "$out/tt_$kind/$f" ]; done
+    check grep -q '"extra_ids": 10' "$out/tt_$kind/tokenizer_config.json"
+    check test "$(printf 'x' | tools/fat5_tokenize --no-special "$out/tt_$kind" | wc -w)" -ge 1
+    grep -v '^%$' "$out/tt.txt" | head -n 300 | tr -d '\r' > "$out/tt_lines.txt"
+    tools/fat5_tokenize --lines --no-special "$out/tt_$kind" < "$out/tt_lines.txt" > "$out/tt_ids.txt"
+    check test "$(wc -l < "$out/tt_ids.txt")" -eq 300
+    tools/fat5_tokenize --decode --lines "$out/tt_$kind" < "$out/tt_ids.txt" > "$out/tt_back.txt"
+    # NFKC and the collapsed spaces aside, the text comes back: compare with runs of spaces squeezed
+    check test "$(tr -s ' \t' '  ' < "$out/tt_back.txt" | sed 's/^ //; s/ $//' | md5sum)" = \
+        "$(tr -s ' \t' '  ' < "$out/tt_lines.txt" | sed 's/^ //; s/ $//' | md5sum)"
+    check tools/fat5_tokenizer_train --input "$out/tt.txt" --model_type $kind --vocab_size 600 --extra_ids 10 \
+        --num_threads 2 --quiet -o "$out/tt_${kind}_again" > /dev/null
+    check cmp -s "$out/tt_$kind/tokenizer.json" "$out/tt_${kind}_again/tokenizer.json"
+done
+check [ -s "$out/tt_unigram/spiece.model" ] && check [ ! -e "$out/tt_bpe/spiece.model" ]
+check tools/pretokenize --sep % --tokenizer "$out/tt_unigram" -o "$out/tt.tok" "$out/tt.txt" 2> "$out/pt_err.txt"
+check grep -q "vocabulary 610, eos 1" "$out/pt_err.txt"
+check examples/train --data "$out/tt.tok" --output-dir "$out/tt_run" --max-steps 2 --save-steps 2 \
+    --save-tokenizer "$out/tt_unigram" --device cpu --model tiny --d_model 32 --d_ff 64 --num_heads 2 --d_kv 16 \
+    --num_layers 1 --num_decoder_layers 1 --max_length 48 --max_labels_length 48 --batch_tokens 192 \
+    --batch_labels_tokens 192 --eval_fraction 0 > /dev/null 2>&1
+check cmp -s "$out/tt_unigram/tokenizer.json" "$out/tt_run/$(cat "$out/tt_run/latest")/tokenizer.json"
+tools/fat5_tokenizer_train --input "$out/no_such_corpus.txt" -o "$out/tt_x" > /dev/null 2> "$out/err.txt"
+check test $? -eq 1
+check grep -q "no_such_corpus.txt: cannot open" "$out/err.txt"
+tools/fat5_tokenizer_train --input "$out/tt.txt" -o "$out/tt_x" --vocab_sise 100 > /dev/null 2> "$out/err.txt"
+check test $? -eq 2
+check grep -q "did you mean --vocab-size" "$out/err.txt"
+echo "test_tools: fat5_tokenizer_train: unigram and bpe files, report, round trip, same files again, pretokenize, train --save-tokenizer, errors"
 [ $fail -eq 0 ] && echo "test_tools: ok"
 exit $fail
