@@ -1419,7 +1419,9 @@ typedef struct fat5_tokenizer_train_report {
     int64_t vocab_size;                 // pieces written (sentinels included)
     int rounds;                         // Unigram: EM + pruning rounds; BPE: merges
     double seconds;                     // wall time
-    int64_t peak_bytes;                 // the trainer's largest allocation total (the memory bound kept)
+    int64_t peak_bytes;                 // the process's peak resident memory at the end (getrusage; 0
+                                        // where unknown): the sample of at most input_sentence_size x
+                                        // max_sentence_length bytes and the trainer's tables, in proportion
 } fat5_tokenizer_train_report;
 
 // Trains on files[0 .. n_files) and writes the tokenizer files into out_dir (created if needed;
@@ -1582,6 +1584,7 @@ FAT5_API size_t fat5_porter_stem(const char *word, size_t len, char *out);
 #ifndef _WIN32
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <dirent.h>
 #endif
 #ifndef FAT5_NO_THREADS
@@ -28748,10 +28751,16 @@ FAT5_API fat5_status fat5_tokenizer_train(fat5_ctx *ctx, const fat5_tokenizer_tr
     if ((st = fat5__tt_write_dir(ctx, cfg, &v, cm, cm_len, out_dir))) goto done;
     rep.vocab_size = v.n + cfg->extra_ids;
     rep.seconds = fat5__now_s() - t0;
+#ifndef _WIN32
+    {
+        struct rusage ru;
+        if (getrusage(RUSAGE_SELF, &ru) == 0) rep.peak_bytes = (int64_t)ru.ru_maxrss * 1024;   // Linux: KiB
+    }
+#endif
     if (cfg->verbose)
-        fprintf(stderr, "fat5_tokenizer_train: %s, %lld pieces from %lld sentences (%.1f MB) in %.1f s -> %s\n",
-                cfg->model_type, (long long)rep.vocab_size, (long long)rep.sentences_used, (double)rep.bytes_used / 1e6,
-                rep.seconds, out_dir);
+        fprintf(stderr, "fat5_tokenizer_train: %s, %lld pieces from %lld sentences (%.1f MB) in %.1f s, peak memory "
+                "%.0f MB -> %s\n", cfg->model_type, (long long)rep.vocab_size, (long long)rep.sentences_used,
+                (double)rep.bytes_used / 1e6, rep.seconds, (double)rep.peak_bytes / 1e6, out_dir);
     if (report) *report = rep;
 done:
     fat5__tt_corpus_free(ctx, &c);

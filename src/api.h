@@ -1378,7 +1378,9 @@ typedef struct fat5_tokenizer_train_report {
     int64_t vocab_size;                 // pieces written (sentinels included)
     int rounds;                         // Unigram: EM + pruning rounds; BPE: merges
     double seconds;                     // wall time
-    int64_t peak_bytes;                 // the trainer's largest allocation total (the memory bound kept)
+    int64_t peak_bytes;                 // the process's peak resident memory at the end (getrusage; 0
+                                        // where unknown): the sample of at most input_sentence_size x
+                                        // max_sentence_length bytes and the trainer's tables, in proportion
 } fat5_tokenizer_train_report;
 
 // Trains on files[0 .. n_files) and writes the tokenizer files into out_dir (created if needed;

@@ -17,6 +17,7 @@
 #ifndef _WIN32
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <dirent.h>
 #endif
 #ifndef FAT5_NO_THREADS

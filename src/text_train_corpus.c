@@ -612,10 +612,16 @@ FAT5_API fat5_status fat5_tokenizer_train(fat5_ctx *ctx, const fat5_tokenizer_tr
     if ((st = fat5__tt_write_dir(ctx, cfg, &v, cm, cm_len, out_dir))) goto done;
     rep.vocab_size = v.n + cfg->extra_ids;
     rep.seconds = fat5__now_s() - t0;
+#ifndef _WIN32
+    {
+        struct rusage ru;
+        if (getrusage(RUSAGE_SELF, &ru) == 0) rep.peak_bytes = (int64_t)ru.ru_maxrss * 1024;   // Linux: KiB
+    }
+#endif
     if (cfg->verbose)
-        fprintf(stderr, "fat5_tokenizer_train: %s, %lld pieces from %lld sentences (%.1f MB) in %.1f s -> %s\n",
-                cfg->model_type, (long long)rep.vocab_size, (long long)rep.sentences_used, (double)rep.bytes_used / 1e6,
-                rep.seconds, out_dir);
+        fprintf(stderr, "fat5_tokenizer_train: %s, %lld pieces from %lld sentences (%.1f MB) in %.1f s, peak memory "
+                "%.0f MB -> %s\n", cfg->model_type, (long long)rep.vocab_size, (long long)rep.sentences_used,
+                (double)rep.bytes_used / 1e6, rep.seconds, (double)rep.peak_bytes / 1e6, out_dir);
     if (report) *report = rep;
 done:
     fat5__tt_corpus_free(ctx, &c);
