@@ -28738,8 +28738,8 @@ FAT5_API fat5_status fat5_tokenizer_train(fat5_ctx *ctx, const fat5_tokenizer_tr
     memset(&c, 0, sizeof c);
     memset(&v, 0, sizeof v);
     if ((st = fat5__tt_read(ctx, cfg, files, n_files, &c, &rep))) goto done;
-    if ((st = fat5__tt_charsmap(ctx, cfg->normalization_rule_name, &cm, &cm_len))) goto done;
-    if (!strcmp(cfg->model_type, "unigram")) {
+    if (!strcmp(cfg->model_type, "unigram")) {   // (BPE's tokenizer.json normalises with NFKC, no charsmap)
+        if ((st = fat5__tt_charsmap(ctx, cfg->normalization_rule_name, &cm, &cm_len))) goto done;
         if ((st = fat5__tt_normalize(ctx, cfg, cm, cm_len, &c))) goto done;
         st = fat5__tt_unigram(ctx, cfg, &c, &v, &rep);
     } else {
@@ -28770,11 +28770,715 @@ done:
 }
 // =============================================================================================
 // ==[8.9] text: tokenizer training — the normalisation charsmap ==
+//
+// fat5__tt_charsmap makes the precompiled charsmap of a normalisation rule, the rules SentencePiece
+// compiles for the same names:
+//   nfkc: each code point c (1..U+10FFFF less surrogates and noncharacters) whose NFKC differs from
+//     c maps to NFKC(c). Then, for each code point whose NFKD is a sequence D of two or more code
+//     points with NFKC(D) != D, every sequence whose code points decompose one by one into D's
+//     (e.g. "e" U+0301, fullwidth "ｅ" U+0301, U+3131 U+314F for U+1100 U+1161) maps to NFKC(D)
+//     (U+00E9; U+AC00), unless it is NFKC(D) itself. Last, a rule of n code points goes when the
+//     rules shorter than n, applied longest match first, already give its replacement.
+//   nmt_nfkc: nfkc's rules, then TAB, LF, FF, CR, U+061C, U+1680, U+200B, U+200C, U+200E, U+200F,
+//     U+2028, U+2029, U+2581, U+FEFF and U+FFFD map to " " (U+061C, the Arabic letter mark, as in
+//     the nmt_nfkc charsmap sentencepiece 0.2 writes); U+0001..U+0008, U+000B, U+000E..U+001F,
+//     U+007F, U+008F and U+009F map to nothing; U+FF5E (fullwidth tilde) keeps itself; then the
+//     redundant rules go again.
+// The rules come from the Unicode data of text_unicode.c (Unicode FAT5__UNICODE_VERSION), computed
+// at each call (some 0.4 s). They are the rules of the charsmaps sentencepiece 0.2 writes for these
+// names, less those (360) holding a code point Unicode 16.0 added (ref/check_charsmap.py).
+//
+// The blob: a uint32 (little-endian) byte size of a darts-clone double array, the array's 32-bit
+// units (little-endian), then the replacement strings, each NUL-terminated, sorted and each once.
+// A key is the UTF-8 of a rule's sequence; its value the offset of its replacement in the strings.
+// The double array (what fat5__charsmap_search walks): unit 0 is the root. A node's unit holds its
+// label (bits 0-7), whether it ends a key (bit 8) and the XOR distance to its children's base
+// (bits 10-31, times 256 when bit 9 is set). The child labelled b sits at base ^ b; a key's end is
+// the child labelled 0, a unit holding the value in bits 0-30 with bit 31 set. The array is built
+// from the keys' minimal automaton (suffixes shared, as darts-clone does when keys have values):
+// two nodes whose subtrees are equal point to one base. Units no node uses hold a label that no
+// walk reaching them could match (darts-clone's choice: id ^ a base unused in the 256-unit block).
+
+// ---------------------------------------------------------------------------------------------
+// the rules: code point sequences (as UTF-8) to replacements
+
+typedef struct fat5__cmr {
+    uint32_t key, klen;   // the key's bytes: arena + key
+    uint32_t val, vlen;   // the replacement's bytes: arena + val
+    uint32_t ncp;         // the key's code points
+    int live;             // 0: erased
+} fat5__cmr;
+
+typedef struct fat5__cmap {
+    fat5_ctx *ctx;
+    char *arena;
+    size_t n_arena, cap_arena;
+    fat5__cmr *r;
+    size_t n, cap;
+    uint32_t *slot;       // open addressing: rule index + 1, 0 when empty
+    size_t n_slot;        // a power of two
+} fat5__cmap;
+
+static void fat5__cm_free(fat5__cmap *m) {
+    fat5__free(m->ctx, m->arena);
+    fat5__free(m->ctx, m->r);
+    fat5__free(m->ctx, m->slot);
+    memset(m, 0, sizeof *m);
+}
+
+static uint32_t fat5__cm_hash(const char *s, size_t n) {
+    uint32_t h = 2166136261u;
+    size_t i;
+    for (i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
+    return h;
+}
+
+// the index of the rule keyed s[0..n) (erased or not), -1 when there is none
+static long fat5__cm_find(const fat5__cmap *m, const char *s, size_t n) {
+    size_t i;
+    if (!m->n_slot) return -1;
+    for (i = fat5__cm_hash(s, n) & (m->n_slot - 1); m->slot[i]; i = (i + 1) & (m->n_slot - 1)) {
+        const fat5__cmr *r = &m->r[m->slot[i] - 1];
+        if (r->klen == n && !memcmp(m->arena + r->key, s, n)) return (long)(m->slot[i] - 1);
+    }
+    return -1;
+}
+
+// the offset in the arena of a copy of s[0..n); -1 when out of memory
+static long fat5__cm_keep(fat5__cmap *m, const char *s, size_t n) {
+    size_t at = m->n_arena;
+    if (m->n_arena + n > 0x7fffffffu ||
+        !fat5__grow(m->ctx, (void **)&m->arena, &m->cap_arena, m->n_arena + n + 1, 1))
+        return -1;
+    if (n) memcpy(m->arena + at, s, n);
+    m->n_arena += n;
+    return (long)at;
+}
+
+// Sets the rule key[0..klen) (ncp code points) -> val[0..vlen), replacing one with the same key.
+// 0 when out of memory.
+static int fat5__cm_put(fat5__cmap *m, const char *key, size_t klen, size_t ncp, const char *val, size_t vlen) {
+    long at = fat5__cm_find(m, key, klen), k, v;
+    size_t i;
+    if (at >= 0) {
+        fat5__cmr *r = &m->r[at];
+        if (!(r->live && r->vlen == vlen && !memcmp(m->arena + r->val, val, vlen))) {
+            if ((v = fat5__cm_keep(m, val, vlen)) < 0) return 0;
+            r->val = (uint32_t)v, r->vlen = (uint32_t)vlen;
+        }
+        r->live = 1;
+        return 1;
+    }
+    if (2 * (m->n + 1) > m->n_slot) {   // load at most 1/2
+        size_t ns = m->n_slot ? 2 * m->n_slot : 1024;
+        uint32_t *s = FAT5__CAST(uint32_t *, fat5__calloc(m->ctx, ns, sizeof *s));
+        if (!s) return 0;
+        for (i = 0; i < m->n; i++) {
+            size_t j = fat5__cm_hash(m->arena + m->r[i].key, m->r[i].klen) & (ns - 1);
+            while (s[j]) j = (j + 1) & (ns - 1);
+            s[j] = (uint32_t)(i + 1);
+        }
+        fat5__free(m->ctx, m->slot);
+        m->slot = s;
+        m->n_slot = ns;
+    }
+    if (!fat5__grow(m->ctx, (void **)&m->r, &m->cap, m->n + 1, sizeof *m->r)) return 0;
+    if ((k = fat5__cm_keep(m, key, klen)) < 0 || (v = fat5__cm_keep(m, val, vlen)) < 0) return 0;
+    m->r[m->n].key = (uint32_t)k, m->r[m->n].klen = (uint32_t)klen;
+    m->r[m->n].val = (uint32_t)v, m->r[m->n].vlen = (uint32_t)vlen;
+    m->r[m->n].ncp = (uint32_t)ncp;
+    m->r[m->n].live = 1;
+    for (i = fat5__cm_hash(key, klen) & (m->n_slot - 1); m->slot[i]; i = (i + 1) & (m->n_slot - 1)) {}
+    m->slot[i] = (uint32_t)(++m->n);
+    return 1;
+}
+
+// the number of code points of the valid UTF-8 s[0..n)
+static size_t fat5__cm_ncp(const char *s, size_t n) {
+    size_t i, k = 0;
+    for (i = 0; i < n; i++) k += ((uint8_t)s[i] & 0xC0) != 0x80;
+    return k;
+}
+
+// Normalises the key of rule r with the live rules of at most maxl code points (the longest
+// matching one at each position; a code point without a rule stays) and says whether the result
+// is r's replacement.
+static int fat5__cm_gives(const fat5__cmap *m, const fat5__cmr *r, size_t maxl) {
+    const char *key = m->arena + r->key, *val = m->arena + r->val;
+    size_t off[FAT5__UC_MAXDEC + 1], n = 0, i, o = 0, l, p;
+    char out[FAT5__UC_MAXDEC * FAT5__UC_MAXDEC * 4];
+    if (r->ncp > FAT5__UC_MAXDEC) return 0;
+    for (i = 0; i < r->klen; i++)
+        if (((uint8_t)key[i] & 0xC0) != 0x80) off[n++] = i;
+    off[n] = r->klen;
+    for (i = 0; i < n;) {
+        for (l = maxl < n - i ? maxl : n - i; l > 0; l--) {
+            long k = fat5__cm_find(m, key + off[i], off[i + l] - off[i]);
+            if (k >= 0 && m->r[k].live) {
+                if (o + m->r[k].vlen > sizeof out) return 0;
+                memcpy(out + o, m->arena + m->r[k].val, m->r[k].vlen);
+                o += m->r[k].vlen;
+                i += l;
+                break;
+            }
+        }
+        if (l == 0) {
+            p = off[i + 1] - off[i];
+            if (o + p > sizeof out) return 0;
+            memcpy(out + o, key + off[i], p);
+            o += p;
+            i++;
+        }
+    }
+    return o == r->vlen && !memcmp(out, val, o);
+}
+
+// Erases the rules of two or more code points that the shorter ones give, shortest first.
+static void fat5__cm_prune(fat5__cmap *m) {
+    size_t i, len, max_len = 1;
+    for (i = 0; i < m->n; i++)
+        if (m->r[i].live && m->r[i].ncp > max_len) max_len = m->r[i].ncp;
+    for (len = 2; len <= max_len; len++)
+        for (i = 0; i < m->n; i++)
+            if (m->r[i].live && m->r[i].ncp == len && fat5__cm_gives(m, &m->r[i], len - 1)) m->r[i].live = 0;
+}
+
+static int fat5__cm_is_char(uint32_t cp) {   // a Unicode scalar value that is not a noncharacter
+    return cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF) && !(cp >= 0xFDD0 && cp <= 0xFDEF) &&
+           (cp & 0xFFFE) != 0xFFFE;
+}
+
+// a code point and one whose NFKD is that code point alone (another one)
+typedef struct fat5__cm_orig { uint32_t norm, orig; } fat5__cm_orig;
+
+static int fat5__cm_orig_cmp(const void *a, const void *b) {
+    const fat5__cm_orig *x = (const fat5__cm_orig *)a, *y = (const fat5__cm_orig *)b;
+    if (x->norm != y->norm) return x->norm < y->norm ? -1 : 1;
+    return x->orig < y->orig ? -1 : x->orig > y->orig;
+}
+
+// The code points whose NFKD is cp alone: cp, then o[lo..hi) of the sorted table o[0..n).
+static void fat5__cm_orig_range(const fat5__cm_orig *o, size_t n, uint32_t cp, size_t *lo, size_t *hi) {
+    size_t a = 0, b = n;
+    while (a < b) {
+        size_t c = a + (b - a) / 2;
+        if (o[c].norm < cp) a = c + 1;
+        else b = c;
+    }
+    *lo = a;
+    while (a < n && o[a].norm == cp) a++;
+    *hi = a;
+}
+
+#define FAT5__CM_MAX_EXPAND 1000000   // sequences one decomposition may expand to (Hangul LVT: 27)
+
+// Adds the rules of NFKC (the rule "nfkc") to m, empty on entry. 0 when out of memory, -1 when a
+// decomposition expands to more than FAT5__CM_MAX_EXPAND sequences.
+static int fat5__cm_nfkc(fat5__cmap *m) {
+    fat5__cmap dec;             // the distinct NFKD decompositions of two or more code points (keys)
+    fat5__cm_orig *orig = NULL;
+    size_t n_orig = 0, cap_orig = 0, i, j;
+    uint32_t cp, d[FAT5__UC_MAXDEC];
+    char k[4], kd[FAT5__UC_MAXDEC * 4], kc[FAT5__UC_MAXDEC * 4 * 3 + 4];
+    int ok = 0;
+    memset(&dec, 0, sizeof dec);
+    dec.ctx = m->ctx;
+    for (cp = 1; cp <= 0x10FFFF; cp++) {
+        size_t kl, dl, cl, nd;
+        if (!fat5__cm_is_char(cp)) continue;
+        nd = fat5__uc_decompose(cp, 1, d);
+        if (nd == 1 && d[0] == cp) continue;   // NFKD and NFKC are cp itself
+        kl = fat5__utf8_put(k, cp);
+        dl = fat5__unorm(FAT5__NFKD, k, kl, kd, sizeof kd);
+        cl = fat5__unorm(FAT5__NFKC, k, kl, kc, sizeof kc);
+        if (dl > sizeof kd || cl > sizeof kc) goto done;   // not within FAT5__UC_MAXDEC: cannot happen
+        if ((cl != kl || memcmp(kc, k, kl)) && !fat5__cm_put(m, k, kl, 1, kc, cl)) goto done;
+        if (fat5__cm_ncp(kd, dl) == 1) {
+            size_t len;
+            if (!fat5__grow(m->ctx, (void **)&orig, &cap_orig, n_orig + 1, sizeof *orig)) goto done;
+            orig[n_orig].norm = fat5__utf8_cp(kd, dl, &len);
+            orig[n_orig++].orig = cp;
+        } else if (!fat5__cm_put(&dec, kd, dl, fat5__cm_ncp(kd, dl), "", 0)) {
+            goto done;
+        }
+    }
+    if (n_orig) qsort(orig, n_orig, sizeof *orig, fat5__cm_orig_cmp);
+    for (i = 0; i < dec.n; i++) {
+        const char *s = dec.arena + dec.r[i].key;
+        size_t sl = dec.r[i].klen, n = dec.r[i].ncp, cl, total = 1, len, p;
+        size_t lo[FAT5__UC_MAXDEC], cnt[FAT5__UC_MAXDEC], at[FAT5__UC_MAXDEC];
+        uint32_t c[FAT5__UC_MAXDEC];
+        if (n > FAT5__UC_MAXDEC) goto done;
+        cl = fat5__unorm(FAT5__NFKC, s, sl, kc, sizeof kc);
+        if (cl > sizeof kc) goto done;
+        if (cl == sl && !memcmp(kc, s, sl)) continue;   // nothing composes: no rule
+        for (j = 0, p = 0; j < n; j++) {
+            size_t hi;
+            c[j] = fat5__utf8_cp(s + p, sl - p, &len);
+            p += len;
+            fat5__cm_orig_range(orig, n_orig, c[j], &lo[j], &hi);
+            cnt[j] = 1 + (hi - lo[j]);   // c[j] itself and the others
+            at[j] = 0;
+            total *= cnt[j];
+            if (total > FAT5__CM_MAX_EXPAND) {
+                ok = -1;
+                goto done;
+            }
+        }
+        for (;;) {   // every choice of one original per code point (an odometer over at[])
+            char key[FAT5__UC_MAXDEC * 4];
+            size_t kl = 0;
+            for (j = 0; j < n; j++) kl += fat5__utf8_put(key + kl, at[j] == 0 ? c[j] : orig[lo[j] + at[j] - 1].orig);
+            if (!(kl == cl && !memcmp(key, kc, cl)) && !fat5__cm_put(m, key, kl, n, kc, cl)) goto done;
+            for (j = n; j-- > 0;) {
+                if (++at[j] < cnt[j]) break;
+                at[j] = 0;
+            }
+            if (j == (size_t)-1) break;
+        }
+    }
+    fat5__cm_prune(m);
+    ok = 1;
+done:
+    fat5__cm_free(&dec);
+    fat5__free(m->ctx, orig);
+    return ok;
+}
+
+// nmt_nfkc's rules over nfkc's: the spaces and controls (see the top of the file). 0 when out of memory.
+static int fat5__cm_nmt(fat5__cmap *m) {
+    static const uint32_t space[] = {0x0009, 0x000A, 0x000C, 0x000D, 0x061C, 0x1680, 0x200B, 0x200C,
+                                     0x200E, 0x200F, 0x2028, 0x2029, 0x2581, 0xFEFF, 0xFFFD};
+    static const uint32_t gone[] = {0x0001, 0x0002, 0x0003, 0x0004, 0x0005, 0x0006, 0x0007, 0x0008,
+                                    0x000B, 0x000E, 0x000F, 0x0010, 0x0011, 0x0012, 0x0013, 0x0014,
+                                    0x0015, 0x0016, 0x0017, 0x0018, 0x0019, 0x001A, 0x001B, 0x001C,
+                                    0x001D, 0x001E, 0x001F, 0x007F, 0x008F, 0x009F};
+    char k[4];
+    size_t i, kl;
+    long at;
+    for (i = 0; i < FAT5__UC_COUNT(space); i++)
+        if (kl = fat5__utf8_put(k, space[i]), !fat5__cm_put(m, k, kl, 1, " ", 1)) return 0;
+    for (i = 0; i < FAT5__UC_COUNT(gone); i++)
+        if (kl = fat5__utf8_put(k, gone[i]), !fat5__cm_put(m, k, kl, 1, "", 0)) return 0;
+    kl = fat5__utf8_put(k, 0xFF5E);
+    if ((at = fat5__cm_find(m, k, kl)) >= 0) m->r[at].live = 0;
+    fat5__cm_prune(m);
+    return 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the keys' minimal automaton (a DAWG), built from the keys in byte order: the states of the last
+// key's path are kept open and each is closed, merged with an equal closed state when there is one,
+// when the next key leaves it
+
+typedef struct fat5__dawg {
+    fat5_ctx *ctx;
+    uint8_t *lab;          // closed states' transitions: labels
+    uint32_t *dst;         //   targets (the value for label 0: a key's end)
+    size_t n_tr, cap_lab, cap_dst;
+    uint32_t *first, *cnt; // state s: transitions first[s] .. first[s] + cnt[s]
+    size_t n_st, cap_first, cap_cnt;
+    uint32_t *slot;        // the closed states by content: state + 1, 0 when empty
+    size_t n_slot;
+    uint8_t *plab;         // the open path: depth d's state has transitions [d * 256, d * 256 + pn[d])
+    uint32_t *pdst;
+    uint32_t *pn;
+    size_t depth_cap;      // depths the path has room for (the longest key + 1)
+    size_t prev_len;       // the last key's length
+    const char *prev;
+} fat5__dawg;
+
+static uint32_t fat5__dawg_hash(const uint8_t *lab, const uint32_t *dst, size_t n) {
+    uint32_t h = 2166136261u;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        h = (h ^ lab[i]) * 16777619u;
+        h = (h ^ dst[i]) * 16777619u;
+    }
+    return h ^ (uint32_t)n;
+}
+
+// Closes the open state at depth d: the id of an equal closed state, or of a new one; the open
+// state is emptied. -1 when out of memory.
+static long fat5__dawg_close(fat5__dawg *g, size_t d) {
+    const uint8_t *lab = g->plab + d * 256;
+    const uint32_t *dst = g->pdst + d * 256;
+    size_t n = g->pn[d], i, j;
+    uint32_t h = fat5__dawg_hash(lab, dst, n);
+    if (g->n_slot) {
+        for (j = h & (g->n_slot - 1); g->slot[j]; j = (j + 1) & (g->n_slot - 1)) {
+            uint32_t s = g->slot[j] - 1;
+            if (g->cnt[s] == n && !memcmp(g->lab + g->first[s], lab, n) &&
+                !memcmp(g->dst + g->first[s], dst, n * sizeof *dst)) {
+                g->pn[d] = 0;
+                return (long)s;
+            }
+        }
+    }
+    if (2 * (g->n_st + 1) > g->n_slot) {
+        size_t ns = g->n_slot ? 2 * g->n_slot : 1024;
+        uint32_t *sl = FAT5__CAST(uint32_t *, fat5__calloc(g->ctx, ns, sizeof *sl));
+        if (!sl) return -1;
+        for (i = 0; i < g->n_st; i++) {
+            j = fat5__dawg_hash(g->lab + g->first[i], g->dst + g->first[i], g->cnt[i]) & (ns - 1);
+            while (sl[j]) j = (j + 1) & (ns - 1);
+            sl[j] = (uint32_t)(i + 1);
+        }
+        fat5__free(g->ctx, g->slot);
+        g->slot = sl;
+        g->n_slot = ns;
+    }
+    if (!fat5__grow(g->ctx, (void **)&g->lab, &g->cap_lab, g->n_tr + n, 1) ||
+        !fat5__grow(g->ctx, (void **)&g->dst, &g->cap_dst, g->n_tr + n, sizeof *g->dst) ||
+        !fat5__grow(g->ctx, (void **)&g->first, &g->cap_first, g->n_st + 1, sizeof *g->first) ||
+        !fat5__grow(g->ctx, (void **)&g->cnt, &g->cap_cnt, g->n_st + 1, sizeof *g->cnt))
+        return -1;
+    memcpy(g->lab + g->n_tr, lab, n);
+    memcpy(g->dst + g->n_tr, dst, n * sizeof *dst);
+    g->first[g->n_st] = (uint32_t)g->n_tr;
+    g->cnt[g->n_st] = (uint32_t)n;
+    g->n_tr += n;
+    for (j = h & (g->n_slot - 1); g->slot[j]; j = (j + 1) & (g->n_slot - 1)) {}
+    g->slot[j] = (uint32_t)(++g->n_st);
+    g->pn[d] = 0;
+    return (long)(g->n_st - 1);
+}
+
+// Closes the open states deeper than depth d, linking each to its parent. 0 when out of memory.
+static int fat5__dawg_close_to(fat5__dawg *g, size_t d) {
+    size_t e;
+    for (e = g->prev_len; e > d; e--) {
+        long s = fat5__dawg_close(g, e);
+        if (s < 0) return 0;
+        g->pdst[(e - 1) * 256 + g->pn[e - 1] - 1] = (uint32_t)s;
+    }
+    return 1;
+}
+
+// Adds key[0..n) (no NUL; after the previous key in byte order, which stays readable) with value v.
+// 0 when out of memory.
+static int fat5__dawg_add(fat5__dawg *g, const char *key, size_t n, uint32_t v) {
+    size_t p = 0, d;
+    while (g->prev && p < n && p < g->prev_len && key[p] == g->prev[p]) p++;
+    if (!fat5__dawg_close_to(g, p)) return 0;
+    for (d = p; d < n; d++) {
+        g->plab[d * 256 + g->pn[d]] = (uint8_t)key[d];
+        g->pdst[d * 256 + g->pn[d]++] = 0;   // the state at depth d + 1, when it closes
+    }
+    g->plab[n * 256 + g->pn[n]] = 0;
+    g->pdst[n * 256 + g->pn[n]++] = v;
+    g->prev = key;
+    g->prev_len = n;
+    return 1;
+}
+
+static void fat5__dawg_free(fat5__dawg *g) {
+    fat5__free(g->ctx, g->lab);
+    fat5__free(g->ctx, g->dst);
+    fat5__free(g->ctx, g->first);
+    fat5__free(g->ctx, g->cnt);
+    fat5__free(g->ctx, g->slot);
+    fat5__free(g->ctx, g->plab);
+    fat5__free(g->ctx, g->pdst);
+    fat5__free(g->ctx, g->pn);
+    memset(g, 0, sizeof *g);
+}
+
+// ---------------------------------------------------------------------------------------------
+// the double array, placed from the automaton: a state's children go at the first base (scanning
+// the unused units of the last 16 blocks of 256) where all their units are free; the blocks that
+// leave that window are closed (their unused units labelled)
+
+enum { FAT5__DA_FIXED = 1, FAT5__DA_BASE = 2 };   // a unit taken; a base used by a state
+#define FAT5__DA_NONE 0xffffffffu
+#define FAT5__DA_WINDOW 16   // blocks of 256 units searched for free ones
+
+typedef struct fat5__dab {
+    fat5_ctx *ctx;
+    uint32_t *unit;
+    uint32_t *next, *prev;   // the free units: a ring
+    uint8_t *flag;           // FAT5__DA_*
+    size_t n, cap_unit, cap_next, cap_prev, cap_flag;
+    uint32_t head;           // a free unit, FAT5__DA_NONE when none is
+    uint32_t *base;          // per automaton state: its children's base once placed, 0 before
+    const fat5__dawg *g;
+    int err;                 // 1: out of memory, 2: too large for the unit's offset field
+} fat5__dab;
+
+// Sets unit id's distance to its children's base (bits 10-31, or with bit 9: times 256).
+static void fat5__dab_offset(fat5__dab *a, uint32_t id, uint32_t rel) {
+    uint32_t u = a->unit[id] & (0x80000000u | 0x100u | 0xffu);
+    if (rel >= (1u << 29)) {
+        a->err = 2;
+        return;
+    }
+    a->unit[id] = rel < (1u << 21) ? u | rel << 10 : u | rel << 2 | 0x200u;
+}
+
+static void fat5__dab_take(fat5__dab *a, uint32_t id);
+
+// Closes block b: each unit not taken gets the label id ^ (a base of the block no state uses).
+static void fat5__dab_close_block(fat5__dab *a, size_t b) {
+    uint32_t id, unused = 0;
+    for (id = (uint32_t)(b * 256); id < (b + 1) * 256; id++)
+        if (!(a->flag[id] & FAT5__DA_BASE)) {
+            unused = id;
+            break;
+        }
+    for (id = (uint32_t)(b * 256); id < (b + 1) * 256; id++)
+        if (!(a->flag[id] & FAT5__DA_FIXED)) {
+            fat5__dab_take(a, id);
+            a->unit[id] = (id ^ unused) & 0xffu;
+        }
+}
+
+// Adds a block of 256 free units (closing the block that leaves the window).
+static void fat5__dab_grow(fat5__dab *a) {
+    size_t old = a->n, i;
+    if (a->err) return;
+    if (old / 256 + 1 > FAT5__DA_WINDOW) fat5__dab_close_block(a, old / 256 - FAT5__DA_WINDOW);
+    if (old + 256 > (1u << 29)) {
+        a->err = 2;
+        return;
+    }
+    if (!fat5__grow(a->ctx, (void **)&a->unit, &a->cap_unit, old + 256, sizeof *a->unit) ||
+        !fat5__grow(a->ctx, (void **)&a->next, &a->cap_next, old + 256, sizeof *a->next) ||
+        !fat5__grow(a->ctx, (void **)&a->prev, &a->cap_prev, old + 256, sizeof *a->prev) ||
+        !fat5__grow(a->ctx, (void **)&a->flag, &a->cap_flag, old + 256, 1)) {
+        a->err = 1;
+        return;
+    }
+    a->n = old + 256;
+    for (i = old; i < a->n; i++) {
+        a->unit[i] = 0;
+        a->flag[i] = 0;
+        a->next[i] = (uint32_t)(i + 1);
+        a->prev[i] = (uint32_t)(i - 1);
+    }
+    if (a->head == FAT5__DA_NONE) {   // the new units alone
+        a->prev[old] = (uint32_t)(a->n - 1);
+        a->next[a->n - 1] = (uint32_t)old;
+        a->head = (uint32_t)old;
+    } else {                          // before the head: at the ring's end
+        uint32_t last = a->prev[a->head];
+        a->prev[old] = last;
+        a->next[last] = (uint32_t)old;
+        a->next[a->n - 1] = a->head;
+        a->prev[a->head] = (uint32_t)(a->n - 1);
+    }
+}
+
+// Takes unit id (growing the array when id is past its end): off the free ring.
+static void fat5__dab_take(fat5__dab *a, uint32_t id) {
+    if (id >= a->n) fat5__dab_grow(a);
+    if (a->err || (a->flag[id] & FAT5__DA_FIXED)) return;
+    if (id == a->head) a->head = a->next[id] == id ? FAT5__DA_NONE : a->next[id];
+    a->next[a->prev[id]] = a->next[id];
+    a->prev[a->next[id]] = a->prev[id];
+    a->flag[id] |= FAT5__DA_FIXED;
+}
+
+// whether base x suits unit id's children (labels lab[0..n)): not used as a base, its distance
+// from id encodable, the units of lab[1..n) free (lab[0]'s is, by the choice of x)
+static int fat5__dab_fits(const fat5__dab *a, uint32_t id, uint32_t x, const uint8_t *lab, size_t n) {
+    uint32_t rel = id ^ x;
+    size_t i;
+    if (a->flag[x] & FAT5__DA_BASE) return 0;
+    if ((rel & 0xffu) && (rel & (0xffu << 21))) return 0;
+    for (i = 1; i < n; i++)
+        if (a->flag[x ^ lab[i]] & FAT5__DA_FIXED) return 0;
+    return 1;
+}
+
+// Places state s's children for unit id: finds a base, takes the children's units, labels them
+// (a key's end: the value, and unit id's end bit). Returns the base.
+static uint32_t fat5__dab_arrange(fat5__dab *a, uint32_t s, uint32_t id) {
+    const uint8_t *lab = a->g->lab + a->g->first[s];
+    const uint32_t *dst = a->g->dst + a->g->first[s];
+    size_t n = a->g->cnt[s], i;
+    uint32_t x = (uint32_t)a->n | (id & 0xffu), e = a->head;
+    if (e != FAT5__DA_NONE) {
+        do {
+            if (fat5__dab_fits(a, id, e ^ lab[0], lab, n)) {
+                x = e ^ lab[0];
+                break;
+            }
+            e = a->next[e];
+        } while (e != a->head);
+    }
+    fat5__dab_offset(a, id, id ^ x);
+    for (i = 0; i < n && !a->err; i++) {
+        uint32_t c = x ^ lab[i];
+        fat5__dab_take(a, c);
+        if (a->err) break;
+        if (lab[i] == 0) {
+            a->unit[id] |= 0x100u;
+            a->unit[c] = dst[i] | 0x80000000u;
+        } else {
+            a->unit[c] = (a->unit[c] & ~0xffu) | lab[i];
+        }
+    }
+    if (!a->err) a->flag[x] |= FAT5__DA_BASE;
+    return x;
+}
+
+// Places state s below unit id, and its descendants (a state placed already: id points to its base).
+static void fat5__dab_place(fat5__dab *a, uint32_t s, uint32_t id) {
+    const fat5__dawg *g = a->g;
+    uint32_t x, i;
+    if (a->err) return;
+    if (a->base[s]) {
+        uint32_t rel = a->base[s] ^ id;
+        if (!(rel & (0xffu << 21)) || !(rel & 0xffu)) {
+            if (g->cnt[s] && g->lab[g->first[s]] == 0) a->unit[id] |= 0x100u;
+            fat5__dab_offset(a, id, rel);
+            return;
+        }
+    }
+    x = fat5__dab_arrange(a, s, id);
+    if (a->err) return;
+    a->base[s] = x;
+    for (i = 0; i < g->cnt[s]; i++)
+        if (g->lab[g->first[s] + i]) fat5__dab_place(a, g->dst[g->first[s] + i], x ^ g->lab[g->first[s] + i]);
+}
+
+static void fat5__dab_free(fat5__dab *a) {
+    fat5__free(a->ctx, a->unit);
+    fat5__free(a->ctx, a->next);
+    fat5__free(a->ctx, a->prev);
+    fat5__free(a->ctx, a->flag);
+    fat5__free(a->ctx, a->base);
+    memset(a, 0, sizeof *a);
+}
+
+// ---------------------------------------------------------------------------------------------
+// the blob
+
+typedef struct fat5__cm_kv { const char *key, *val; uint32_t klen, vlen, voff; } fat5__cm_kv;
+
+static int fat5__cm_bytes_cmp(const char *a, size_t an, const char *b, size_t bn) {
+    int c = memcmp(a, b, an < bn ? an : bn);
+    return c ? c : an < bn ? -1 : an > bn;
+}
+static int fat5__cm_key_cmp(const void *a, const void *b) {
+    const fat5__cm_kv *x = (const fat5__cm_kv *)a, *y = (const fat5__cm_kv *)b;
+    return fat5__cm_bytes_cmp(x->key, x->klen, y->key, y->klen);
+}
+static int fat5__cm_val_cmp(const void *a, const void *b) {
+    const fat5__cm_kv *x = (const fat5__cm_kv *)a, *y = (const fat5__cm_kv *)b;
+    return fat5__cm_bytes_cmp(x->val, x->vlen, y->val, y->vlen);
+}
+
+// The blob of m's live rules (allocated with the context).
+static fat5_status fat5__cm_compile(fat5__cmap *m, unsigned char **blob, size_t *len) {
+    fat5_ctx *ctx = m->ctx;
+    fat5__cm_kv *kv = NULL, *uv = NULL;
+    fat5__dawg g;
+    fat5__dab a;
+    size_t n = 0, nu = 0, i, pool = 0, max_klen = 0;
+    long root;
+    unsigned char *b;
+    fat5_status st = FAT5_ERR_OUT_OF_MEMORY;
+    memset(&g, 0, sizeof g);
+    memset(&a, 0, sizeof a);
+    g.ctx = a.ctx = ctx;
+    for (i = 0; i < m->n; i++) n += m->r[i].live != 0;
+    kv = FAT5__CAST(fat5__cm_kv *, fat5__calloc(ctx, n ? n : 1, sizeof *kv));
+    uv = FAT5__CAST(fat5__cm_kv *, fat5__calloc(ctx, n ? n : 1, sizeof *uv));
+    if (!kv || !uv) goto done;
+    for (i = 0, n = 0; i < m->n; i++)
+        if (m->r[i].live) {
+            kv[n].key = m->arena + m->r[i].key, kv[n].klen = m->r[i].klen;
+            kv[n].val = m->arena + m->r[i].val, kv[n].vlen = m->r[i].vlen;
+            if (kv[n].klen > max_klen) max_klen = kv[n].klen;
+            n++;
+        }
+    // the replacement strings: sorted, each once
+    memcpy(uv, kv, n * sizeof *kv);
+    qsort(uv, n, sizeof *uv, fat5__cm_val_cmp);
+    for (i = 0; i < n; i++)
+        if (nu == 0 || fat5__cm_val_cmp(&uv[nu - 1], &uv[i])) {
+            uv[nu] = uv[i];
+            uv[nu++].voff = (uint32_t)pool;
+            pool += uv[i].vlen + 1;
+        }
+    for (i = 0; i < n; i++) {
+        size_t lo = 0, hi = nu;
+        while (lo < hi) {
+            size_t c = lo + (hi - lo) / 2;
+            if (fat5__cm_val_cmp(&uv[c], &kv[i]) < 0) lo = c + 1;
+            else hi = c;
+        }
+        kv[i].voff = uv[lo].voff;
+    }
+    // the automaton of the keys in byte order
+    qsort(kv, n, sizeof *kv, fat5__cm_key_cmp);
+    g.depth_cap = max_klen + 1;
+    g.plab = FAT5__CAST(uint8_t *, fat5__calloc(ctx, g.depth_cap, 256));
+    g.pdst = FAT5__CAST(uint32_t *, fat5__calloc(ctx, g.depth_cap * 256, sizeof *g.pdst));
+    g.pn = FAT5__CAST(uint32_t *, fat5__calloc(ctx, g.depth_cap, sizeof *g.pn));
+    if (!g.plab || !g.pdst || !g.pn) goto done;
+    for (i = 0; i < n; i++)
+        if (!fat5__dawg_add(&g, kv[i].key, kv[i].klen, kv[i].voff)) goto done;
+    if (!fat5__dawg_close_to(&g, 0) || (root = fat5__dawg_close(&g, 0)) < 0) goto done;
+    // the double array
+    a.g = &g;
+    a.head = FAT5__DA_NONE;
+    a.base = FAT5__CAST(uint32_t *, fat5__calloc(ctx, g.n_st, sizeof *a.base));
+    if (!a.base) goto done;
+    fat5__dab_take(&a, 0);
+    if (a.err) goto done;
+    a.flag[0] |= FAT5__DA_BASE;
+    fat5__dab_offset(&a, 0, 1);
+    if (g.cnt[root]) fat5__dab_place(&a, (uint32_t)root, 0);
+    for (i = a.n / 256 > FAT5__DA_WINDOW ? a.n / 256 - FAT5__DA_WINDOW : 0; i < a.n / 256 && !a.err; i++)
+        fat5__dab_close_block(&a, i);
+    if (a.err) {
+        if (a.err == 2) st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5_tokenizer_train: the charsmap's double array is too large");
+        goto done;
+    }
+    *len = 4 + 4 * a.n + pool;
+    b = *blob = FAT5__CAST(unsigned char *, fat5__malloc(ctx, *len));
+    if (!b) goto done;
+    for (i = 0; i < 4; i++) b[i] = (unsigned char)((4 * a.n) >> (8 * i));
+    for (i = 0; i < a.n; i++) {
+        b[4 + 4 * i] = (unsigned char)a.unit[i];
+        b[5 + 4 * i] = (unsigned char)(a.unit[i] >> 8);
+        b[6 + 4 * i] = (unsigned char)(a.unit[i] >> 16);
+        b[7 + 4 * i] = (unsigned char)(a.unit[i] >> 24);
+    }
+    b += 4 + 4 * a.n;
+    for (i = 0; i < nu; i++) {
+        memcpy(b + uv[i].voff, uv[i].val, uv[i].vlen);
+        b[uv[i].voff + uv[i].vlen] = 0;
+    }
+    st = FAT5_OK;
+done:
+    if (st == FAT5_ERR_OUT_OF_MEMORY) fat5__err(ctx, st, "fat5_tokenizer_train: the charsmap: out of memory");
+    fat5__free(ctx, kv);
+    fat5__free(ctx, uv);
+    fat5__dawg_free(&g);
+    fat5__dab_free(&a);
+    return st;
+}
 
 static fat5_status fat5__tt_charsmap(fat5_ctx *ctx, const char *rule, unsigned char **blob, size_t *len) {
+    fat5__cmap m;
+    fat5_status st;
+    int ok;
     *blob = NULL, *len = 0;
     if (!strcmp(rule, "identity")) return FAT5_OK;
-    return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5_tokenizer_train: normalization_rule_name %s is not built yet", rule);
+    if (strcmp(rule, "nfkc") && strcmp(rule, "nmt_nfkc"))
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenizer_train: normalization_rule_name \"%s\" has no charsmap", rule);
+    memset(&m, 0, sizeof m);
+    m.ctx = ctx;
+    ok = fat5__cm_nfkc(&m);
+    if (ok == 1 && !strcmp(rule, "nmt_nfkc")) ok = fat5__cm_nmt(&m);
+    if (ok == 1) st = fat5__cm_compile(&m, blob, len);
+    else if (ok < 0) st = fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5_tokenizer_train: the %s charsmap: a decomposition expands to too many sequences", rule);
+    else st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokenizer_train: the %s charsmap: out of memory", rule);
+    fat5__cm_free(&m);
+    return st;
 }
 // =============================================================================================
 // ==[8.10] text: tokenizer training — Unigram (SentencePiece's trainer) ==
@@ -28787,11 +29491,769 @@ static fat5_status fat5__tt_unigram(fat5_ctx *ctx, const fat5_tokenizer_train_co
 }
 // =============================================================================================
 // ==[8.11] text: tokenizer training — BPE (tokenizers' BpeTrainer) ==
+//
+// fat5__tt_bpe trains a BPE vocabulary as `tokenizers`' BpeTrainer (0.22) does on the same
+// sentences with the pipeline the written tokenizer.json holds (the NFKC normalizer unless the
+// rule is "identity"; Metaspace("\u2581", prepend always, split) or GPT-2's ByteLevel words):
+//   1. words: each sentence normalised and pre-tokenized by the steps of that tokenizer.json as
+//      fat5's loader runs them (a tokenizer holding the special pieces only), the words counted;
+//   2. the vocabulary starts with the special pieces (fat5__tt_vocab_specials), then the alphabet
+//      in code point order: every character of the words with its count (with byte_level the 256
+//      characters of GPT-2's byte alphabet too, counted as the most frequent); limit_alphabet keeps
+//      the most frequent (tokenizers leaves equal counts at the limit to its hash order; here the
+//      lower code point is kept). Characters left out are dropped from the words;
+//   3. the pairs of adjacent symbols are counted over the words (times each word's count) and a
+//      queue holds one entry per pair: its count and the words it occurs in. The entry with the
+//      highest count is taken (ties: the lower left id, then the lower right id; then the entry
+//      queued first); an entry whose count is no longer the pair's is queued again with the
+//      pair's count. The taken pair (count at least 1 and min_frequency) becomes a merge: its
+//      text is a new piece unless it is one already; every occurrence in the entry's words is
+//      replaced left to right, the counts of the pairs around it move, and the pairs that gained
+//      occurrences are queued again with the words where they did (a pair formed next to the new
+//      symbol is counted only when their characters together are fewer than max_token_length).
+//      Until the vocabulary holds vocab_size pieces or the queue runs dry;
+//      A pair's count is not lowered by its own merge, and a count can fall below zero (a pair
+//      lost next to a merge where max_token_length kept it from being counted); such a count
+//      reads as a huge one when compared, as tokenizers compares it;
+//   4. a pair merged twice (a second entry of it taken later) keeps its last rank, as the merges
+//      tokenizers writes.
+// The sentences are those fat5's corpus reader yields (no line ends), as tokenizers'
+// train_from_iterator takes them; its train(files) keeps each line's "\n" in the last word.
+// Every step adds integers and orders its queue by the keys above, so the result does not depend
+// on the thread count. Memory: the distinct words, their symbols, the pairs and the queue's word
+// lists (each merge adds at most two entries per replaced occurrence).
+
+// tokenizer.json for a vocabulary (text_train_write.c)
+static fat5_status fat5__tt_json_bytes(fat5_ctx *ctx, const fat5_tokenizer_train_config *cfg,
+                                       const fat5__tt_vocab *v, const unsigned char *charsmap, size_t charsmap_len,
+                                       fat5__sb *b);
+
+// words in a merge's entry from which the replacing runs on the threads (the tests make it small)
+#ifndef FAT5__BPE_PAR_MIN
+#define FAT5__BPE_PAR_MIN 2048
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// a set of byte strings with counts (the words, the vocabulary's pieces): index = insertion order
+
+typedef struct fat5__bpe_strs {
+    char *bytes;         // [nbytes] the strings back to back
+    int64_t *off;        // [n + 1] string i is bytes[off[i] .. off[i + 1])
+    int64_t *count;      // [n]
+    uint64_t *hash;      // [n]
+    int32_t *slot;       // [cap_slot] open addressing: an index or -1
+    size_t n, cap, nbytes, cap_bytes, cap_slot;
+} fat5__bpe_strs;
+
+static void fat5__bpe_strs_free(fat5_ctx *ctx, fat5__bpe_strs *S) {
+    fat5__free(ctx, S->bytes);
+    fat5__free(ctx, S->off);
+    fat5__free(ctx, S->count);
+    fat5__free(ctx, S->hash);
+    fat5__free(ctx, S->slot);
+    memset(S, 0, sizeof *S);
+}
+
+static uint64_t fat5__bpe_hash(const char *s, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+    size_t i;
+    for (i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001B3ull;
+    return h ^ (h >> 29);
+}
+
+// The index of s[0..n), -1 when absent
+static int64_t fat5__bpe_strs_find(const fat5__bpe_strs *S, const char *s, size_t n, uint64_t h) {
+    size_t m, k;
+    if (!S->cap_slot) return -1;
+    m = S->cap_slot - 1;
+    for (k = (size_t)h & m;; k = (k + 1) & m) {
+        int32_t i = S->slot[k];
+        if (i < 0) return -1;
+        if (S->hash[i] == h && (size_t)(S->off[i + 1] - S->off[i]) == n && !memcmp(S->bytes + S->off[i], s, n)) return i;
+    }
+}
+
+// Adds count to s[0..n)'s (inserted when absent); its index, or -1 when out of memory
+static int64_t fat5__bpe_strs_add(fat5_ctx *ctx, fat5__bpe_strs *S, const char *s, size_t n, int64_t count) {
+    uint64_t h = fat5__bpe_hash(s, n);
+    int64_t i = fat5__bpe_strs_find(S, s, n, h);
+    size_t k, m;
+    if (i >= 0) {
+        S->count[i] += count;
+        return i;
+    }
+    if (S->n >= (size_t)INT32_MAX - 1) return -1;
+    if (2 * (S->n + 1) > S->cap_slot) {   // rehash at half full
+        size_t c = S->cap_slot ? 2 * S->cap_slot : 1024, j;
+        int32_t *ns = FAT5__CAST(int32_t *, fat5__malloc(ctx, c * sizeof(int32_t)));
+        if (!ns) return -1;
+        for (j = 0; j < c; j++) ns[j] = -1;
+        for (j = 0; j < S->n; j++) {
+            for (k = (size_t)S->hash[j] & (c - 1); ns[k] >= 0; k = (k + 1) & (c - 1)) {}
+            ns[k] = (int32_t)j;
+        }
+        fat5__free(ctx, S->slot);
+        S->slot = ns;
+        S->cap_slot = c;
+    }
+    if (!fat5__grow(ctx, (void **)&S->bytes, &S->cap_bytes, S->nbytes + n + 1, 1)) return -1;
+    if (S->n + 2 > S->cap) {
+        size_t c = S->cap, c2 = S->cap, c3 = S->cap;
+        if (!fat5__grow(ctx, (void **)&S->off, &c, S->n + 2, sizeof(int64_t)) ||
+            !fat5__grow(ctx, (void **)&S->count, &c2, S->n + 2, sizeof(int64_t)) ||
+            !fat5__grow(ctx, (void **)&S->hash, &c3, S->n + 2, sizeof(uint64_t)))
+            return -1;
+        S->cap = c < c2 ? (c < c3 ? c : c3) : (c2 < c3 ? c2 : c3);
+    }
+    if (S->n == 0) S->off[0] = 0;
+    memcpy(S->bytes + S->nbytes, s, n);
+    S->nbytes += n;
+    S->off[S->n + 1] = (int64_t)S->nbytes;
+    S->count[S->n] = count;
+    S->hash[S->n] = h;
+    m = S->cap_slot - 1;
+    for (k = (size_t)h & m; S->slot[k] >= 0; k = (k + 1) & m) {}
+    S->slot[k] = (int32_t)S->n;
+    return (int64_t)S->n++;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. the words
+
+// The words of one sentence s[0..n) as the tokenizer t's normalizers and pre-tokenizers make
+// them (no added tokens: tokenizers' trainer feeds the text through these steps alone), added to
+// W with count freq.
+static fat5_status fat5__bpe_split(fat5_tokenizer *t, const char *s, size_t n, int64_t freq, fat5__bpe_strs *W) {
+    fat5__tbuf *ba = &t->s0, *bb = &t->s1, *tb;
+    fat5__ubuf *oa = &t->o0, *ob = &t->o1, *sa = &t->spl, *sb = &t->spl2, *tu;
+    fat5_status st;
+    size_t q;
+    int k;
+    const char *ns = s;
+    size_t nn = n, i;
+    int ascii = 1;
+    for (i = 0; i < n && ascii; i++) ascii = (unsigned char)s[i] < 0x80;
+    // NFKC leaves ASCII text as it is (no ASCII character decomposes or composes)
+    if (!ascii || t->n_norm > 1 || (t->n_norm == 1 && t->norm[0].kind != FAT5__N_NFKC)) {
+        if ((st = fat5__hf_normalize(t, s, n, 0, FAT5__SEG_START | FAT5__SEG_END, &t->s3, &t->o3, NULL, &t->x3)))
+            return st;
+        ns = t->s3.p, nn = t->s3.n;
+    }
+    if (nn == 0) return FAT5_OK;
+    ba->n = oa->n = sa->n = 0;
+    if (!fat5__tbuf_put(t->ctx, ba, "", 0) || !fat5__emit(t, ba, oa, ns, nn, NULL, 0, NULL, NULL, 0, 0) ||
+        !fat5__split_push(t, sa, 0, nn, 0, FAT5__NOTOK))
+        return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokenizer_train: out of memory splitting words");
+    for (k = 0; k < t->n_pre; k++) {
+        if ((st = fat5__hf_pre_step(t, &t->pre[k], ba, oa, sa, bb, ob, sb, NULL, NULL))) return st;
+        tb = ba, ba = bb, bb = tb;
+        tu = oa, oa = ob, ob = tu;
+        tu = sa, sa = sb, sb = tu;
+    }
+    for (q = 0; q < sa->n; q += 4)
+        if (sa->p[q + 1] > 0 && fat5__bpe_strs_add(t->ctx, W, ba->p + sa->p[q], sa->p[q + 1], freq) < 0)
+            return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokenizer_train: out of memory counting words");
+    return FAT5_OK;
+}
+
+typedef struct fat5__bpe_wpart {
+    const fat5__tt_corpus *c;
+    fat5_tokenizer **tok;   // [parts] one pre-tokenizer per part
+    fat5__bpe_strs *words;  // [parts] the words of each part's sentences
+    fat5_status *st;        // [parts]
+} fat5__bpe_wpart;
+
+// part p of the sentences (a contiguous range) split into words
+static void fat5__bpe_words_part(void *arg, int p, int parts) {
+    fat5__bpe_wpart *a = FAT5__CAST(fat5__bpe_wpart *, arg);
+    int64_t lo = a->c->n * p / parts, hi = a->c->n * (p + 1) / parts, i;
+    for (i = lo; i < hi && !a->st[p]; i++)
+        a->st[p] = fat5__bpe_split(a->tok[p], a->c->bytes + a->c->off[i], (size_t)(a->c->off[i + 1] - a->c->off[i] - 1),
+                                   a->c->freq[i], &a->words[p]);
+}
+
+// The words of the corpus with their counts, in the order of their first occurrence
+static fat5_status fat5__bpe_words(fat5_ctx *ctx, const fat5_tokenizer_train_config *cfg, const fat5__tt_corpus *c,
+                                   int parts, fat5__bpe_strs *W) {
+    fat5_tokenizer_train_config c2 = *cfg;
+    fat5__tt_vocab v;
+    fat5__sb sb;
+    fat5__bpe_wpart a;
+    fat5_status st;
+    int p;
+    size_t i;
+    memset(&v, 0, sizeof v);
+    memset(&a, 0, sizeof a);
+    fat5__sb_init(&sb, ctx);
+    c2.extra_ids = 0;
+    if ((st = fat5__tt_vocab_specials(ctx, &c2, &v)) || (st = fat5__tt_json_bytes(ctx, &c2, &v, NULL, 0, &sb))) goto done;
+    a.c = c;
+    a.tok = FAT5__CAST(fat5_tokenizer **, fat5__calloc(ctx, (size_t)parts, sizeof(fat5_tokenizer *)));
+    a.words = FAT5__CAST(fat5__bpe_strs *, fat5__calloc(ctx, (size_t)parts, sizeof(fat5__bpe_strs)));
+    a.st = FAT5__CAST(fat5_status *, fat5__calloc(ctx, (size_t)parts, sizeof(fat5_status)));
+    if (!a.tok || !a.words || !a.st) {
+        st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokenizer_train: out of memory");
+        goto done;
+    }
+    for (p = 0; p < parts; p++)
+        if ((st = fat5_tokenizer_from_memory(ctx, sb.buf, sb.len, 1, &a.tok[p]))) goto done;
+    fat5__pool_run(ctx, fat5__bpe_words_part, &a, parts);
+    for (p = 0; p < parts && !st; p++) st = a.st[p];
+    for (p = 0; p < parts && !st; p++)   // parts in order: the first occurrences stay in corpus order
+        for (i = 0; i < a.words[p].n && !st; i++)
+            if (fat5__bpe_strs_add(ctx, W, a.words[p].bytes + a.words[p].off[i],
+                                   (size_t)(a.words[p].off[i + 1] - a.words[p].off[i]), a.words[p].count[i]) < 0)
+                st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokenizer_train: out of memory counting words");
+done:
+    for (p = 0; p < parts; p++) {
+        if (a.tok) fat5_tokenizer_destroy(a.tok[p]);
+        if (a.words) fat5__bpe_strs_free(ctx, &a.words[p]);
+    }
+    fat5__free(ctx, a.tok);
+    fat5__free(ctx, a.words);
+    fat5__free(ctx, a.st);
+    fat5__sb_free(&sb);
+    fat5__tt_vocab_free(ctx, &v);
+    return st;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. the alphabet
+
+typedef struct fat5__bpe_char { uint32_t cp; uint64_t count; int32_t id; } fat5__bpe_char;
+
+// by count, the rarest first; equal counts: the higher code point first (dropped first)
+static int fat5__bpe_char_rarer(const void *x, const void *y) {
+    const fat5__bpe_char *a = FAT5__CAST(const fat5__bpe_char *, x), *b = FAT5__CAST(const fat5__bpe_char *, y);
+    if (a->count != b->count) return a->count < b->count ? -1 : 1;
+    return a->cp > b->cp ? -1 : a->cp < b->cp ? 1 : 0;
+}
+static int fat5__bpe_char_by_cp(const void *x, const void *y) {
+    const fat5__bpe_char *a = FAT5__CAST(const fat5__bpe_char *, x), *b = FAT5__CAST(const fat5__bpe_char *, y);
+    return a->cp < b->cp ? -1 : a->cp > b->cp;
+}
+
+// The characters of the words (and GPT-2's byte alphabet with byte_level) with their counts;
+// *ch [*n] allocated, *slot [*cap] open addressing over it by code point (-1 empty)
+typedef struct fat5__bpe_alpha {
+    fat5__bpe_char *ch;
+    int32_t *slot;
+    size_t n, cap_ch, cap;
+} fat5__bpe_alpha;
+
+static int64_t fat5__bpe_alpha_find(const fat5__bpe_alpha *A, uint32_t cp) {
+    size_t k, m = A->cap - 1;
+    for (k = (cp * 0x9E3779B1u) & m;; k = (k + 1) & m) {
+        int32_t i = A->slot[k];
+        if (i < 0 || A->ch[i].cp == cp) return i;
+    }
+}
+static int fat5__bpe_alpha_add(fat5_ctx *ctx, fat5__bpe_alpha *A, uint32_t cp, uint64_t count) {
+    int64_t i;
+    size_t k, m;
+    if (2 * (A->n + 1) > A->cap) {
+        size_t c = A->cap ? 2 * A->cap : 1024, j;
+        int32_t *ns = FAT5__CAST(int32_t *, fat5__malloc(ctx, c * sizeof(int32_t)));
+        if (!ns) return 0;
+        for (j = 0; j < c; j++) ns[j] = -1;
+        for (j = 0; j < A->n; j++) {
+            for (k = (A->ch[j].cp * 0x9E3779B1u) & (c - 1); ns[k] >= 0; k = (k + 1) & (c - 1)) {}
+            ns[k] = (int32_t)j;
+        }
+        fat5__free(ctx, A->slot);
+        A->slot = ns;
+        A->cap = c;
+    }
+    i = fat5__bpe_alpha_find(A, cp);
+    if (i >= 0) {
+        A->ch[i].count = count == UINT64_MAX || A->ch[i].count > UINT64_MAX - count ? UINT64_MAX : A->ch[i].count + count;
+        return 1;
+    }
+    if (!fat5__grow(ctx, (void **)&A->ch, &A->cap_ch, A->n + 1, sizeof(fat5__bpe_char))) return 0;
+    A->ch[A->n].cp = cp, A->ch[A->n].count = count, A->ch[A->n].id = -1;
+    m = A->cap - 1;
+    for (k = (cp * 0x9E3779B1u) & m; A->slot[k] >= 0; k = (k + 1) & m) {}
+    A->slot[k] = (int32_t)A->n++;
+    return 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. pairs, the queue, merging
+
+typedef struct fat5__bpe_pair {
+    int32_t a, b;        // left and right id
+    int64_t count;       // occurrences (times the words' counts) now
+    int32_t stamp, nw;   // the merge that last gained occurrences of it, in nw words
+    int32_t last;        // the last word counted (words come in order)
+    int64_t off;         // where its words go in the word lists
+} fat5__bpe_pair;
+
+typedef struct fat5__bpe_entry {  // an entry of the queue
+    uint64_t count;
+    int32_t a, b, pair, nw;   // nw words at the lists' off
+    int64_t off;
+    uint64_t seq;             // queued at; the earlier of two equal entries comes first
+} fat5__bpe_entry;
+
+typedef struct fat5__bpe_change { int32_t a, b, delta, w; } fat5__bpe_change;
+
+typedef struct fat5__bpe {
+    fat5_ctx *ctx;
+    // words: word w's symbols are sym[wstart[w] .. + wlen[w]), it occurs wcount[w] times
+    int32_t *sym, *wlen;
+    int64_t *wstart, *wcount;
+    size_t nw, nsym;
+    int32_t *clen;           // [vocab] characters of each piece
+    size_t cap_clen;
+    fat5__bpe_pair *pairs;
+    size_t npairs, cap_pairs;
+    int32_t *pslot;          // [cap_pslot] open addressing over pairs
+    size_t cap_pslot;
+    int32_t *lists;          // the queue entries' word lists, back to back
+    size_t nlists, cap_lists;
+    fat5__bpe_entry *heap;
+    size_t nheap, cap_heap;
+    uint64_t seq;
+    int64_t max_len;         // max_token_length, 0: none
+    // the merge being applied: its entry's words split among the parts, each part's changes
+    int32_t ma, mb, mid;
+    const int32_t *mwords;
+    int32_t mn;
+    fat5__bpe_change **ch;   // [parts]
+    size_t *nch, *cap_ch;    // [parts]
+    int *oom;                // [parts]
+} fat5__bpe;
+
+static size_t fat5__bpe_pair_h(int32_t a, int32_t b) {
+    uint64_t k = ((uint64_t)(uint32_t)a << 32 | (uint32_t)b) * 0x9E3779B97F4A7C15ull;
+    return (size_t)(k ^ (k >> 31));
+}
+
+// the index of pair (a, b), added with count 0 when absent; -1 when out of memory
+static int64_t fat5__bpe_pair_get(fat5__bpe *B, int32_t a, int32_t b) {
+    size_t k, m;
+    if (B->cap_pslot) {
+        m = B->cap_pslot - 1;
+        for (k = fat5__bpe_pair_h(a, b) & m;; k = (k + 1) & m) {
+            int32_t i = B->pslot[k];
+            if (i < 0) break;
+            if (B->pairs[i].a == a && B->pairs[i].b == b) return i;
+        }
+    }
+    if (B->npairs >= (size_t)INT32_MAX - 1) return -1;
+    if (2 * (B->npairs + 1) > B->cap_pslot) {
+        size_t c = B->cap_pslot ? 2 * B->cap_pslot : 1 << 16, j;
+        int32_t *ns = FAT5__CAST(int32_t *, fat5__malloc(B->ctx, c * sizeof(int32_t)));
+        if (!ns) return -1;
+        for (j = 0; j < c; j++) ns[j] = -1;
+        for (j = 0; j < B->npairs; j++) {
+            for (k = fat5__bpe_pair_h(B->pairs[j].a, B->pairs[j].b) & (c - 1); ns[k] >= 0; k = (k + 1) & (c - 1)) {}
+            ns[k] = (int32_t)j;
+        }
+        fat5__free(B->ctx, B->pslot);
+        B->pslot = ns;
+        B->cap_pslot = c;
+    }
+    if (!fat5__grow(B->ctx, (void **)&B->pairs, &B->cap_pairs, B->npairs + 1, sizeof(fat5__bpe_pair))) return -1;
+    memset(&B->pairs[B->npairs], 0, sizeof(fat5__bpe_pair));
+    B->pairs[B->npairs].a = a, B->pairs[B->npairs].b = b;
+    B->pairs[B->npairs].stamp = -1, B->pairs[B->npairs].last = -1;
+    m = B->cap_pslot - 1;
+    for (k = fat5__bpe_pair_h(a, b) & m; B->pslot[k] >= 0; k = (k + 1) & m) {}
+    B->pslot[k] = (int32_t)B->npairs;
+    return (int64_t)B->npairs++;
+}
+
+// x comes out of the queue before y
+static int fat5__bpe_before(const fat5__bpe_entry *x, const fat5__bpe_entry *y) {
+    if (x->count != y->count) return x->count > y->count;
+    if (x->a != y->a) return x->a < y->a;
+    if (x->b != y->b) return x->b < y->b;
+    return x->seq < y->seq;
+}
+static int fat5__bpe_push(fat5__bpe *B, fat5__bpe_entry e) {
+    size_t i;
+    if (!fat5__grow(B->ctx, (void **)&B->heap, &B->cap_heap, B->nheap + 1, sizeof(fat5__bpe_entry))) return 0;
+    e.seq = B->seq++;
+    for (i = B->nheap++; i > 0 && fat5__bpe_before(&e, &B->heap[(i - 1) / 2]); i = (i - 1) / 2) B->heap[i] = B->heap[(i - 1) / 2];
+    B->heap[i] = e;
+    return 1;
+}
+static fat5__bpe_entry fat5__bpe_pop(fat5__bpe *B) {
+    fat5__bpe_entry top = B->heap[0], last = B->heap[--B->nheap];
+    size_t i = 0, n = B->nheap;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && fat5__bpe_before(&B->heap[c + 1], &B->heap[c])) c++;
+        if (!fat5__bpe_before(&B->heap[c], &last)) break;
+        B->heap[i] = B->heap[c];
+        i = c;
+    }
+    if (n) B->heap[i] = last;
+    return top;
+}
+
+static int fat5__bpe_change_add(fat5__bpe *B, int p, int32_t a, int32_t b, int32_t delta, int32_t w) {
+    fat5__bpe_change *c;
+    if (B->nch[p] == B->cap_ch[p] && !fat5__grow(B->ctx, (void **)&B->ch[p], &B->cap_ch[p], B->nch[p] + 1, sizeof(fat5__bpe_change))) {
+        B->oom[p] = 1;
+        return 0;
+    }
+    c = &B->ch[p][B->nch[p]++];
+    c->a = a, c->b = b, c->delta = delta, c->w = w;
+    return 1;
+}
+
+// Replaces every (a, b) of word w by m, left to right (a replaced occurrence is not looked at
+// again), recording the pairs lost and gained in part p's changes
+static void fat5__bpe_merge_word(fat5__bpe *B, int p, int32_t w) {
+    int32_t *s = B->sym + B->wstart[w], n = B->wlen[w], r = 0, j = 0, a = B->ma, b = B->mb, m = B->mid;
+    int64_t lm = B->clen[m];
+    while (r < n) {
+        if (s[r] == a && r + 1 < n && s[r + 1] == b) {
+            if (j > 0) {
+                fat5__bpe_change_add(B, p, s[j - 1], a, -1, w);
+                if (!B->max_len || B->clen[s[j - 1]] + lm < B->max_len) fat5__bpe_change_add(B, p, s[j - 1], m, 1, w);
+            }
+            if (r + 2 < n) {
+                fat5__bpe_change_add(B, p, b, s[r + 2], -1, w);
+                if (!B->max_len || B->clen[s[r + 2]] + lm < B->max_len) fat5__bpe_change_add(B, p, m, s[r + 2], 1, w);
+            }
+            s[j++] = m;
+            r += 2;
+        } else {
+            s[j++] = s[r++];
+        }
+    }
+    B->wlen[w] = j;
+}
+
+static void fat5__bpe_merge_part(void *arg, int p, int parts) {
+    fat5__bpe *B = FAT5__CAST(fat5__bpe *, arg);
+    int32_t lo = (int32_t)((int64_t)B->mn * p / parts), hi = (int32_t)((int64_t)B->mn * (p + 1) / parts), i;
+    B->nch[p] = 0;
+    for (i = lo; i < hi; i++) fat5__bpe_merge_word(B, p, B->mwords[i]);
+}
+
+// Word lists, in two passes over the same changes: the first counts each pair's distinct words
+// (nw, last); this reserves nw slots for each pair of touched[0..nt) and resets the counts, then
+// fat5__bpe_lists_put fills them in the words' order (each word once per pair)
+static int fat5__bpe_lists_reserve(fat5__bpe *B, const int32_t *touched, size_t nt) {
+    size_t need = B->nlists, i;
+    for (i = 0; i < nt; i++) {
+        fat5__bpe_pair *P = &B->pairs[touched[i]];
+        P->off = (int64_t)need;
+        need += (size_t)P->nw;
+        P->nw = 0;
+        P->last = -1;
+    }
+    if (!fat5__grow(B->ctx, (void **)&B->lists, &B->cap_lists, need, sizeof(int32_t))) return 0;
+    B->nlists = need;
+    return 1;
+}
+static void fat5__bpe_lists_put(fat5__bpe *B, int64_t p, int32_t w) {
+    fat5__bpe_pair *P = &B->pairs[p];
+    if (P->last == w) return;
+    P->last = w;
+    B->lists[P->off + P->nw++] = w;
+}
+
+static void fat5__bpe_free(fat5__bpe *B, int parts) {
+    fat5_ctx *ctx = B->ctx;
+    int p;
+    fat5__free(ctx, B->sym);
+    fat5__free(ctx, B->wlen);
+    fat5__free(ctx, B->wstart);
+    fat5__free(ctx, B->wcount);
+    fat5__free(ctx, B->clen);
+    fat5__free(ctx, B->pairs);
+    fat5__free(ctx, B->pslot);
+    fat5__free(ctx, B->lists);
+    fat5__free(ctx, B->heap);
+    for (p = 0; B->ch && p < parts; p++) fat5__free(ctx, B->ch[p]);
+    fat5__free(ctx, B->ch);
+    fat5__free(ctx, B->nch);
+    fat5__free(ctx, B->cap_ch);
+    fat5__free(ctx, B->oom);
+}
+
+// the number of characters of the UTF-8 text s
+static int32_t fat5__bpe_nchars(const char *s) {
+    int32_t k = 0;
+    for (; *s; s++) k += ((unsigned char)*s & 0xC0) != 0x80;
+    return k;
+}
+
+// the vocabulary piece s[0..n): its id in v (and V, its lookup), added as a normal piece when new
+static int64_t fat5__bpe_piece(fat5__bpe *B, fat5__bpe_strs *V, fat5__tt_vocab *v, const char *s, size_t n) {
+    int64_t id = fat5__bpe_strs_find(V, s, n, fat5__bpe_hash(s, n));
+    if (id >= 0) return id;
+    if (fat5__bpe_strs_add(B->ctx, V, s, n, 0) != v->n) return -1;
+    id = fat5__tt_vocab_add(B->ctx, v, s, n, 0.0f, FAT5__PT_NORMAL);
+    if (id < 0) return -1;
+    if (!fat5__grow(B->ctx, (void **)&B->clen, &B->cap_clen, (size_t)id + 1, sizeof(int32_t))) return -1;
+    B->clen[id] = fat5__bpe_nchars(v->piece[id]);
+    return id;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the trainer
 
 static fat5_status fat5__tt_bpe(fat5_ctx *ctx, const fat5_tokenizer_train_config *cfg, const fat5__tt_corpus *c,
                                 fat5__tt_vocab *out, fat5_tokenizer_train_report *rep) {
-    (void)cfg, (void)c, (void)out, (void)rep;
-    return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5_tokenizer_train: bpe is not built yet");
+    fat5__bpe_strs W, V;
+    fat5__bpe_alpha A;
+    fat5__bpe B;
+    fat5_status st = FAT5_OK;
+    int parts = cfg->num_threads > 0 ? cfg->num_threads : (ctx->n_threads < 16 ? ctx->n_threads : 16), p;
+    int32_t *touched = NULL, *mpair = NULL;
+    size_t cap_touched = 0, cap_mpair = 0, nmerge = 0, i, k, nt;
+    int64_t id, n_alpha, n_special;
+    double t0 = fat5__now_s(), last_print = t0;
+    char *buf = NULL;
+    size_t cap_buf = 0;
+    uint8_t *seen = NULL;
+    memset(&W, 0, sizeof W);
+    memset(&V, 0, sizeof V);
+    memset(&A, 0, sizeof A);
+    memset(&B, 0, sizeof B);
+    B.ctx = ctx;
+    B.max_len = cfg->max_token_length;
+    if (parts < 1) parts = 1;
+#define FAT5__BPE_OOM(what)                                                                                 \
+    do {                                                                                                    \
+        st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokenizer_train: bpe: out of memory (%s)", what); \
+        goto done;                                                                                          \
+    } while (0)
+
+    // 1. words
+    if ((st = fat5__bpe_words(ctx, cfg, c, parts, &W))) goto done;
+    if (W.n == 0) {
+        st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenizer_train: bpe: the corpus holds no word");
+        goto done;
+    }
+    if (cfg->verbose)
+        fprintf(stderr, "fat5_tokenizer_train: bpe: %zu distinct words in %lld distinct sentences, %.1f s\n", W.n,
+                (long long)c->n, fat5__now_s() - t0);
+
+    // 2. the special pieces, the alphabet
+    if ((st = fat5__tt_vocab_specials(ctx, cfg, out))) goto done;
+    n_special = out->n;
+    for (i = 0; i < (size_t)out->n; i++)
+        if (fat5__bpe_strs_add(ctx, &V, out->piece[i], strlen(out->piece[i]), 0) != (int64_t)i) FAT5__BPE_OOM("vocabulary");
+    if (!fat5__grow(ctx, (void **)&B.clen, &B.cap_clen, (size_t)out->n + 1, sizeof(int32_t))) FAT5__BPE_OOM("vocabulary");
+    for (i = 0; i < (size_t)out->n; i++) B.clen[i] = fat5__bpe_nchars(out->piece[i]);
+    for (i = 0; i < W.n; i++) {
+        const char *s = W.bytes + W.off[i];
+        size_t n = (size_t)(W.off[i + 1] - W.off[i]), l;
+        for (k = 0; k < n; k += l)
+            if (!fat5__bpe_alpha_add(ctx, &A, fat5__utf8_cp(s + k, n - k, &l), (uint64_t)W.count[i])) FAT5__BPE_OOM("alphabet");
+    }
+    if (cfg->byte_level)
+        for (k = 0; k < 256; k++)
+            if (!fat5__bpe_alpha_add(ctx, &A, fat5__gpt2_char((unsigned)k), UINT64_MAX)) FAT5__BPE_OOM("alphabet");
+    {
+        fat5__bpe_char *kept = FAT5__CAST(fat5__bpe_char *, fat5__malloc(ctx, A.n * sizeof(fat5__bpe_char)));
+        size_t nk = A.n, drop = 0;
+        if (!kept) FAT5__BPE_OOM("alphabet");
+        memcpy(kept, A.ch, A.n * sizeof(fat5__bpe_char));
+        if (cfg->limit_alphabet > 0 && (int64_t)nk > cfg->limit_alphabet) {
+            drop = nk - (size_t)cfg->limit_alphabet;
+            qsort(kept, nk, sizeof *kept, fat5__bpe_char_rarer);
+        }
+        qsort(kept + drop, nk - drop, sizeof *kept, fat5__bpe_char_by_cp);
+        for (k = drop; k < nk; k++) {
+            char u[4];
+            size_t ul = fat5__utf8_put(u, kept[k].cp);
+            id = fat5__bpe_piece(&B, &V, out, u, ul);
+            if (id < 0) {
+                fat5__free(ctx, kept);
+                FAT5__BPE_OOM("alphabet");
+            }
+            A.ch[fat5__bpe_alpha_find(&A, kept[k].cp)].id = (int32_t)id;
+        }
+        rep->alphabet_size = (int64_t)(nk - drop);
+        fat5__free(ctx, kept);
+    }
+    n_alpha = out->n;
+    if (cfg->vocab_size < n_alpha) {
+        st = fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                       "fat5_tokenizer_train: vocab_size %lld is smaller than the %lld special pieces and the %lld "
+                       "characters of the alphabet (%lld pieces together); raise vocab_size%s",
+                       (long long)cfg->vocab_size, (long long)n_special,
+                       (long long)rep->alphabet_size, (long long)n_alpha,
+                       cfg->byte_level ? "" : " or lower limit_alphabet");
+        goto done;
+    }
+
+    // the words as symbols (characters left out of the alphabet dropped); words of one symbol
+    // have no pair and are left out
+    for (i = 0; i < W.n; i++) B.nsym += (size_t)(W.off[i + 1] - W.off[i]);
+    B.sym = FAT5__CAST(int32_t *, fat5__malloc(ctx, (B.nsym + 1) * sizeof(int32_t)));
+    B.wlen = FAT5__CAST(int32_t *, fat5__malloc(ctx, W.n * sizeof(int32_t)));
+    B.wstart = FAT5__CAST(int64_t *, fat5__malloc(ctx, W.n * sizeof(int64_t)));
+    B.wcount = FAT5__CAST(int64_t *, fat5__malloc(ctx, W.n * sizeof(int64_t)));
+    if (!B.sym || !B.wlen || !B.wstart || !B.wcount) FAT5__BPE_OOM("words");
+    B.nsym = 0;
+    for (i = 0; i < W.n; i++) {
+        const char *s = W.bytes + W.off[i];
+        size_t n = (size_t)(W.off[i + 1] - W.off[i]), l, at = B.nsym;
+        for (k = 0; k < n; k += l) {
+            int32_t sid = A.ch[fat5__bpe_alpha_find(&A, fat5__utf8_cp(s + k, n - k, &l))].id;
+            if (sid >= 0) B.sym[B.nsym++] = sid;
+        }
+        if (B.nsym - at < 2) {
+            B.nsym = at;
+            continue;
+        }
+        B.wstart[B.nw] = (int64_t)at;
+        B.wlen[B.nw] = (int32_t)(B.nsym - at);
+        B.wcount[B.nw++] = W.count[i];
+    }
+    fat5__bpe_strs_free(ctx, &W);
+
+    // 3. the pairs and their words, one queue entry each
+    {
+        int32_t *ps = FAT5__CAST(int32_t *, fat5__malloc(ctx, (B.nsym + 1) * sizeof(int32_t)));
+        if (!ps) FAT5__BPE_OOM("pairs");
+        for (i = 0; i < B.nw; i++) {
+            const int32_t *s = B.sym + B.wstart[i];
+            for (k = 0; k + 1 < (size_t)B.wlen[i]; k++) {
+                int64_t q = fat5__bpe_pair_get(&B, s[k], s[k + 1]);
+                if (q < 0) {
+                    fat5__free(ctx, ps);
+                    FAT5__BPE_OOM("pairs");
+                }
+                ps[B.wstart[i] + (int64_t)k] = (int32_t)q;
+                B.pairs[q].count += B.wcount[i];
+                if (B.pairs[q].last != (int32_t)i) B.pairs[q].last = (int32_t)i, B.pairs[q].nw++;
+            }
+        }
+        if (!fat5__grow(ctx, (void **)&touched, &cap_touched, B.npairs + 1, sizeof(int32_t))) {
+            fat5__free(ctx, ps);
+            FAT5__BPE_OOM("pairs");
+        }
+        for (i = 0; i < B.npairs; i++) touched[i] = (int32_t)i;
+        if (!fat5__bpe_lists_reserve(&B, touched, B.npairs)) {
+            fat5__free(ctx, ps);
+            FAT5__BPE_OOM("pairs");
+        }
+        for (i = 0; i < B.nw; i++)
+            for (k = 0; k + 1 < (size_t)B.wlen[i]; k++) fat5__bpe_lists_put(&B, ps[B.wstart[i] + (int64_t)k], (int32_t)i);
+        fat5__free(ctx, ps);
+        for (i = 0; i < B.npairs; i++) {
+            fat5__bpe_entry e;
+            e.count = (uint64_t)B.pairs[i].count, e.a = B.pairs[i].a, e.b = B.pairs[i].b;
+            e.pair = (int32_t)i, e.nw = B.pairs[i].nw, e.off = B.pairs[i].off, e.seq = 0;
+            if (B.pairs[i].count > 0 && !fat5__bpe_push(&B, e)) FAT5__BPE_OOM("queue");
+        }
+    }
+    B.ch = FAT5__CAST(fat5__bpe_change **, fat5__calloc(ctx, (size_t)parts, sizeof(fat5__bpe_change *)));
+    B.nch = FAT5__CAST(size_t *, fat5__calloc(ctx, (size_t)parts, sizeof(size_t)));
+    B.cap_ch = FAT5__CAST(size_t *, fat5__calloc(ctx, (size_t)parts, sizeof(size_t)));
+    B.oom = FAT5__CAST(int *, fat5__calloc(ctx, (size_t)parts, sizeof(int)));
+    if (!B.ch || !B.nch || !B.cap_ch || !B.oom) FAT5__BPE_OOM("changes");
+
+    // 4. merges
+    while (out->n < cfg->vocab_size && B.nheap > 0) {
+        fat5__bpe_entry top = fat5__bpe_pop(&B);
+        int64_t now = B.pairs[top.pair].count;
+        const char *pa, *pb;
+        size_t la, lb;
+        int np;
+        if (top.count != (uint64_t)now) {   // stale: queued again with the pair's count
+            top.count = (uint64_t)now;
+            if (!fat5__bpe_push(&B, top)) FAT5__BPE_OOM("queue");
+            continue;
+        }
+        if (top.count < 1 || (uint64_t)cfg->min_frequency > top.count) break;
+        pa = out->piece[top.a], pb = out->piece[top.b];
+        la = strlen(pa), lb = strlen(pb);
+        if (!fat5__grow(ctx, (void **)&buf, &cap_buf, la + lb + 1, 1)) FAT5__BPE_OOM("pieces");
+        memcpy(buf, pa, la);
+        memcpy(buf + la, pb, lb);
+        if ((id = fat5__bpe_piece(&B, &V, out, buf, la + lb)) < 0) FAT5__BPE_OOM("pieces");
+        if (!fat5__grow(ctx, (void **)&mpair, &cap_mpair, nmerge + 1, sizeof(int32_t))) FAT5__BPE_OOM("merges");
+        mpair[nmerge++] = top.pair;
+        // replace it in the entry's words (on the threads for many words), then count the changes
+        // in the words' order
+        B.ma = top.a, B.mb = top.b, B.mid = (int32_t)id;
+        B.mwords = B.lists + top.off;
+        B.mn = top.nw;
+        np = top.nw >= FAT5__BPE_PAR_MIN && parts > 1 ? parts : 1;
+        if (np > 1) fat5__pool_run(ctx, fat5__bpe_merge_part, &B, np);
+        else fat5__bpe_merge_part(&B, 0, 1);
+        for (p = 0; p < np; p++)
+            if (B.oom[p]) FAT5__BPE_OOM("changes");
+        nt = 0;
+        for (p = 0; p < np; p++)
+            for (k = 0; k < B.nch[p]; k++) {
+                fat5__bpe_change *ch = &B.ch[p][k];
+                int64_t q = fat5__bpe_pair_get(&B, ch->a, ch->b);
+                fat5__bpe_pair *P;
+                if (q < 0) FAT5__BPE_OOM("pairs");
+                P = &B.pairs[q];
+                P->count += ch->delta * B.wcount[ch->w];
+                ch->a = (int32_t)q;   // the pair's index from here on
+                if (ch->delta <= 0) continue;
+                if (P->stamp != (int32_t)nmerge) {
+                    if (!fat5__grow(ctx, (void **)&touched, &cap_touched, nt + 1, sizeof(int32_t))) FAT5__BPE_OOM("pairs");
+                    touched[nt++] = (int32_t)q;
+                    P->stamp = (int32_t)nmerge, P->nw = 0, P->last = -1;
+                }
+                if (P->last != ch->w) P->last = ch->w, P->nw++;
+            }
+        if (!fat5__bpe_lists_reserve(&B, touched, nt)) FAT5__BPE_OOM("word lists");
+        for (p = 0; p < np; p++)
+            for (k = 0; k < B.nch[p]; k++)
+                if (B.ch[p][k].delta > 0) fat5__bpe_lists_put(&B, B.ch[p][k].a, B.ch[p][k].w);
+        B.mwords = NULL;
+        for (i = 0; i < nt; i++) {
+            fat5__bpe_pair *P = &B.pairs[touched[i]];
+            fat5__bpe_entry e;
+            if (P->count <= 0) continue;
+            e.count = (uint64_t)P->count, e.a = P->a, e.b = P->b;
+            e.pair = touched[i], e.nw = P->nw, e.off = P->off, e.seq = 0;
+            if (!fat5__bpe_push(&B, e)) FAT5__BPE_OOM("queue");
+        }
+        if (cfg->verbose && (nmerge & 63) == 0 && fat5__now_s() - last_print >= 5.0) {
+            last_print = fat5__now_s();
+            fprintf(stderr, "fat5_tokenizer_train: bpe: %zu merges, %lld of %lld pieces, %.0f s\n", nmerge,
+                    (long long)out->n, (long long)cfg->vocab_size, last_print - t0);
+        }
+    }
+
+    // a pair merged twice keeps its last rank
+    seen = FAT5__CAST(uint8_t *, fat5__calloc(ctx, B.npairs + 1, 1));
+    if (!seen) FAT5__BPE_OOM("merges");
+    k = nmerge;
+    for (i = nmerge; i-- > 0;)
+        if (!seen[mpair[i]]) seen[mpair[i]] = 1, mpair[--k] = mpair[i];
+    for (i = k; i < nmerge; i++)
+        if (!fat5__tt_vocab_merge(ctx, out, B.pairs[mpair[i]].a, B.pairs[mpair[i]].b)) {
+            st = FAT5_ERR_OUT_OF_MEMORY;
+            goto done;
+        }
+    rep->rounds = (int)(nmerge - k);
+    rep->peak_bytes = (int64_t)(B.nsym * sizeof(int32_t) + B.nw * 24 + B.cap_pairs * sizeof(fat5__bpe_pair) +
+                                B.cap_pslot * sizeof(int32_t) + B.cap_lists * sizeof(int32_t) +
+                                B.cap_heap * sizeof(fat5__bpe_entry) + V.cap_bytes + V.cap * 24 + V.cap_slot * 4);
+    if (cfg->verbose)
+        fprintf(stderr, "fat5_tokenizer_train: bpe: %d merges, %lld pieces (alphabet %lld) from %zu words in %.1f s\n",
+                rep->rounds, (long long)out->n, (long long)rep->alphabet_size, B.nw, fat5__now_s() - t0);
+#undef FAT5__BPE_OOM
+done:
+    fat5__bpe_strs_free(ctx, &W);
+    fat5__bpe_strs_free(ctx, &V);
+    fat5__free(ctx, A.ch);
+    fat5__free(ctx, A.slot);
+    fat5__bpe_free(&B, parts);
+    fat5__free(ctx, touched);
+    fat5__free(ctx, mpair);
+    fat5__free(ctx, buf);
+    fat5__free(ctx, seen);
+    return st;
 }
 // =============================================================================================
 // ==[8.12] text: tokenizer training — writing the tokenizer files ==

@@ -599,8 +599,8 @@ FAT5_API fat5_status fat5_tokenizer_train(fat5_ctx *ctx, const fat5_tokenizer_tr
     memset(&c, 0, sizeof c);
     memset(&v, 0, sizeof v);
     if ((st = fat5__tt_read(ctx, cfg, files, n_files, &c, &rep))) goto done;
-    if ((st = fat5__tt_charsmap(ctx, cfg->normalization_rule_name, &cm, &cm_len))) goto done;
-    if (!strcmp(cfg->model_type, "unigram")) {
+    if (!strcmp(cfg->model_type, "unigram")) {   // (BPE's tokenizer.json normalises with NFKC, no charsmap)
+        if ((st = fat5__tt_charsmap(ctx, cfg->normalization_rule_name, &cm, &cm_len))) goto done;
         if ((st = fat5__tt_normalize(ctx, cfg, cm, cm_len, &c))) goto done;
         st = fat5__tt_unigram(ctx, cfg, &c, &v, &rep);
     } else {

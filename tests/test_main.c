@@ -2,6 +2,7 @@
 //     make test            all tests (GPU tests skip without a device)
 //     tests/run_tests NAME only the tests whose name contains NAME
 #define FAT5_IMPLEMENTATION
+#define FAT5__BPE_PAR_MIN 4    // the BPE trainer replaces a merge's words on the threads from 4 words on
 #define FAT5__ENC_FFN_ROWS 16  // the encoder-only FFN in chunks of 16 tokens: the fixtures' inputs take several
 #define FAT5_TEST_FAULTS       // the file-system calls of saves ask a hook first (tests/test_crash.c)
 #include "fat5.h"  // the developer build, build/dev/fat5.h (make adds -Ibuild/dev)
@@ -27,6 +28,8 @@
 #include "test_unicode.c"
 #include "test_tokenizer.c"
 #include "test_toktrain.c"
+#include "test_toktrain_bpe.c"
+#include "test_toktrain_charsmap.c"
 #include "test_metrics.c"
 #include "test_pairs.c"
 #include "test_finetune.c"
@@ -64,6 +67,8 @@ static const fat5_test_case fat5_cases[] = {
     FAT5_TESTS_UNICODE(FAT5_TEST_ENTRY)
     FAT5_TESTS_TOKENIZER(FAT5_TEST_ENTRY)
     FAT5_TESTS_TOKTRAIN(FAT5_TEST_ENTRY)
+    FAT5_TESTS_TOKTRAIN_BPE(FAT5_TEST_ENTRY)
+    FAT5_TESTS_TOKTRAIN_CHARSMAP(FAT5_TEST_ENTRY)
     FAT5_TESTS_METRICS(FAT5_TEST_ENTRY)
     FAT5_TESTS_PAIRS(FAT5_TEST_ENTRY)
     FAT5_TESTS_FINETUNE(FAT5_TEST_ENTRY)
