@@ -12,6 +12,7 @@
 #     DerivedNormalizationProps.txt         Full_Composition_Exclusion
 #     auxiliary/GraphemeBreakProperty.txt   Grapheme_Cluster_Break
 #     emoji/emoji-data.txt                  Extended_Pictographic
+#     Scripts.txt                           Script (for the tokenizer trainer's piece rules)
 #     auxiliary/GraphemeBreakTest.txt       fixtures (--fixtures)
 #     NormalizationTest.txt(.bz2)           fixtures (--fixtures)
 # Writes:
@@ -136,8 +137,12 @@ class UCD:
         self.alpha, self.cased, self.case_ign = prop_sets(os.path.join(d, "DerivedCoreProperties.txt"), "Alphabetic",
                                                           "Cased", "Case_Ignorable")
         self.extpict, = prop_sets(os.path.join(d, "emoji", "emoji-data.txt"), "Extended_Pictographic")
+        self.script = {}   # cp -> Script value name; absent: Unknown
+        for a, b, v in parse_props(os.path.join(d, "Scripts.txt")):
+            for c in range(a, b + 1):
+                self.script[c] = v
         self.version = version_of(os.path.join(d, "DerivedNormalizationProps.txt"))
-        for f in ("PropList.txt", os.path.join("auxiliary", "GraphemeBreakProperty.txt")):
+        for f in ("PropList.txt", "Scripts.txt", os.path.join("auxiliary", "GraphemeBreakProperty.txt")):
             if version_of(os.path.join(d, f)) != self.version:
                 die("%s is not Unicode %s" % (f, self.version))
 
@@ -314,6 +319,13 @@ def generate(ucd):
     lower_keys, lower_vals = lower_table(ucd.lower)
     case_tab = packed_ranges([(1 if c in ucd.cased else 0) | (2 if c in ucd.case_ign else 0) for c in range(MAXCP)])
 
+    # scripts: 0 Common (Unknown too), 1 Inherited, then the other values by name
+    sc_names = ["Common", "Inherited"] + sorted(set(ucd.script.values()) - {"Common", "Inherited"})
+    if len(sc_names) > 256:
+        die("%d scripts do not fit a byte" % len(sc_names))
+    sc_index = dict((n, i) for i, n in enumerate(sc_names))
+    script_tab = packed_ranges([sc_index[ucd.script.get(c, "Common")] for c in range(MAXCP)])
+
     v = ucd.version
     out = []
     out.append("// Unicode %s, from the Unicode Character Database (https://www.unicode.org/Public/%s/ucd/;\n"
@@ -352,7 +364,13 @@ def generate(ucd):
                        "Values of fat5__uc_lower_key: (offset + 0x110000) << 1 | (stride == 2)."))
     out.append(c_array("uint32_t", "fat5__uc_case", case_tab,
                        "Cased (1) and Case_Ignorable (2) by range: start << 8 | bits."))
-    stats = {"lower": len(lower_keys), "case": len(case_tab), "prop": len(prop_tab), "word": len(word_tab), "ccc": len(ccc_tab), "dec": len(ck), "kdec": len(kk),
+    out.append("// Script values of fat5__uc_script (Common also stands for Unknown)\n")
+    for n in ("Common", "Inherited", "Han", "Hiragana", "Katakana"):
+        out.append("#define FAT5__SC_%s %d\n" % (n.upper(), sc_index[n]))
+    out.append(c_array("uint32_t", "fat5__uc_script", script_tab,
+                       "Script (Scripts.txt) by range: start << 8 | value, the values numbered 0 Common (and "
+                       "Unknown),\n// 1 Inherited, then the other %d scripts in the order of their names." % (len(sc_names) - 2)))
+    stats = {"script": len(script_tab), "lower": len(lower_keys), "case": len(case_tab), "prop": len(prop_tab), "word": len(word_tab), "ccc": len(ccc_tab), "dec": len(ck), "kdec": len(kk),
              "pool": len(pool), "comp": len(comp_keys), "second": len(seconds)}
     return "".join(out), stats
 

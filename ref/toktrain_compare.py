@@ -12,7 +12,8 @@ ref/make_toktrain_corpus.py), with the same vocabulary size, settings and thread
     input_sentence_size 1,000,000 shuffled, split rules), no sentinels (--extra_ids 0);
   * bpe: ``tools/fat5_tokenizer_train --model_type bpe`` against tokenizers' ``BpeTrainer`` with
     the pipeline fat5 writes (NFKC normalizer, Metaspace pre-tokenizer, special tokens <pad> </s>
-    <unk>).
+    <unk>), fed the file's lines without their newlines (``train_from_iterator``), as fat5 reads
+    sentences: the two vocabularies are then the same.
 
 Each side is timed over the whole training (wall clock, the fat5 side as one process from the
 command line; the Python side from the trainer call, the file read included). Compression is the
@@ -77,7 +78,6 @@ def spm_train(train, prefix, vocab, threads):
 
 
 def hf_bpe_train(train, path, vocab, threads):
-    os.environ["RAYON_NUM_THREADS"] = str(threads)
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, decoders, trainers
     t0 = time.perf_counter()
     tok = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=True))
@@ -85,7 +85,9 @@ def hf_bpe_train(train, path, vocab, threads):
     tok.pre_tokenizer = pre_tokenizers.Metaspace()
     tok.decoder = decoders.Metaspace()
     tr = trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<pad>", "</s>", "<unk>"], show_progress=False)
-    tok.train([train], tr)
+    # sentences as fat5 reads them, a line each without its newline (train(files) would keep the "\n")
+    with open(train, encoding="utf-8") as f:
+        tok.train_from_iterator((ln.rstrip("\r\n") for ln in f), tr)
     dt = time.perf_counter() - t0
     tok.save(path)
     return dt
@@ -121,6 +123,17 @@ def check_loading(root, d, lines):
     return len(bad), type(tok).__name__
 
 
+def ref_train(kind, train, out, vocab, threads):
+    """The reference trainer in a fresh process (the thread settings are read once per process);
+    its training time in seconds."""
+    env = dict(os.environ, RAYON_NUM_THREADS=str(threads), TOKENIZERS_PARALLELISM="true")
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", kind, train, out, str(vocab),
+                        str(threads)], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        sys.exit("toktrain: the %s reference trainer failed:\n%s" % (kind, r.stderr))
+    return float(r.stdout.strip().splitlines()[-1])
+
+
 def main(args, root):
     text = args.text or os.path.join(root, "data", "fortunes", "fortunes.txt.gz")
     threads = [int(x) for x in (args.threads or "1,2").split(",")]
@@ -137,13 +150,13 @@ def main(args, root):
                 t_fat5, rep = fat5_train(root, kind, train, out, args.vocab_size, th)
                 if kind == "unigram":
                     prefix = os.path.join(work, "spm-%d" % th)
-                    t_ref = spm_train(train, prefix, args.vocab_size, th)
+                    t_ref = ref_train("unigram", train, prefix, args.vocab_size, th)
                     n_ref = spm_tokens(prefix + ".model", held)
                     n_fat5 = spm_tokens(os.path.join(out, "spiece.model"), held)
                     ref = "sentencepiece"
                 else:
                     path = os.path.join(work, "hf-bpe-%d.json" % th)
-                    t_ref = hf_bpe_train(train, path, args.vocab_size, th)
+                    t_ref = ref_train("bpe", train, path, args.vocab_size, th)
                     n_ref = hf_tokens(path, held)
                     n_fat5 = hf_tokens(os.path.join(out, "tokenizer.json"), held)
                     ref = "tokenizers"
@@ -161,3 +174,9 @@ def main(args, root):
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     return status
+
+
+if __name__ == "__main__" and len(sys.argv) == 7 and sys.argv[1] == "--worker":
+    _, _, kind, train, out, vocab, threads = sys.argv
+    fn = spm_train if kind == "unigram" else hf_bpe_train
+    print(fn(train, out, int(vocab), int(threads)))

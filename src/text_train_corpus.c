@@ -550,7 +550,16 @@ static fat5_status fat5__tt_normalize(fat5_ctx *ctx, const fat5_tokenizer_train_
     memset(&v, 0, sizeof v);
     memset(&d, 0, sizeof d);
     fat5__sb_init(&sb, ctx);
-    if ((st = fat5__tt_vocab_specials(ctx, cfg, &v)) || (st = fat5__tt_spm_bytes(ctx, cfg, &v, charsmap, charsmap_len, &sb)) ||
+    if ((st = fat5__tt_vocab_specials(ctx, cfg, &v))) goto done;
+    for (i = 0; cfg->byte_fallback && i < 256; i++) {   // the loader wants them with byte_fallback
+        char piece[8];
+        snprintf(piece, sizeof piece, "<0x%02X>", (unsigned)i);
+        if (fat5__tt_vocab_add(ctx, &v, piece, strlen(piece), 0.0f, FAT5__PT_BYTE) < 0) {
+            st = FAT5_ERR_OUT_OF_MEMORY;
+            goto done;
+        }
+    }
+    if ((st = fat5__tt_spm_bytes(ctx, cfg, &v, charsmap, charsmap_len, &sb)) ||
         (st = fat5_tokenizer_from_memory(ctx, sb.buf, sb.len, 0, &t)))
         goto done;
     for (i = 0; i < c->n; i++) {

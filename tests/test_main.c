@@ -33,6 +33,7 @@
 #include "test_metrics.c"
 #include "test_pairs.c"
 #include "test_finetune.c"
+#include "test_toktrain_unigram.c"
 #ifndef FAT5_NO_CUDA
 #include "test_gpu_dev.c"
 #include "test_gpu_ops.c"
@@ -72,6 +73,7 @@ static const fat5_test_case fat5_cases[] = {
     FAT5_TESTS_METRICS(FAT5_TEST_ENTRY)
     FAT5_TESTS_PAIRS(FAT5_TEST_ENTRY)
     FAT5_TESTS_FINETUNE(FAT5_TEST_ENTRY)
+    FAT5_TESTS_TOKTRAIN_UNIGRAM(FAT5_TEST_ENTRY)
     FAT5_TESTS_GPU_DEV(FAT5_TEST_ENTRY)
     FAT5_TESTS_GPU_OPS(FAT5_TEST_ENTRY)
     FAT5_TESTS_OPS_TABLE(FAT5_TEST_ENTRY)
