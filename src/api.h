@@ -1340,7 +1340,8 @@ typedef struct fat5_tokenizer_train_config {
     int shuffle_input_sentence;         // 1: sample uniformly (reservoir, seeded); 0: the first ones
     int64_t max_sentence_length;        // longer sentences (bytes) are skipped, counted in the report (4192)
     uint64_t seed;                      // the sampling seed (0)
-    int num_threads;                    // worker threads (0: the machine's cores, at most 16)
+    int num_threads;                    // parts run on the context's threads (0: its n_threads); the files
+                                        // written are the same for every value
     int verbose;                        // 1: a progress line on stderr every few seconds (default 1)
     // Unigram (spm_train's flags and defaults)
     double character_coverage;          // share of the corpus' characters covered by the alphabet (0.9995)
