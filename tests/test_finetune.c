@@ -609,7 +609,7 @@ static void t_finetune_errors(fat5_test *T) {
 // stay on disk (no ids in memory); it resumes; a file of an odd number of documents is refused.
 static void t_finetune_pretokenized(fat5_test *T) {
     fat5_ctx *ctx = fat5_test_ctx(T);
-    char out[2][600], tok[600], odd[600], p[2][1024];
+    char out[2][600], tok[600], odd[600], p[2][1300];
     const char *text = tft_toy(T, "pt.jsonl", 200, 21, 0);
     fat5_train_config c[2];
     fat5_trainer *t[2] = {NULL, NULL};
