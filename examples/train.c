@@ -347,7 +347,9 @@ static void fmt_default(const char *key, const fat5_train_config *c0, const fat5
             else break;
         }
         if (k == 2) {
-            if (v[0] == v[1]) snprintf(buf, cap, "%lld", v[0]);
+            if (!strcmp(key, "vocab_size") && v[0] == v[1])   // the trainer's rule for a new model
+                snprintf(buf, cap, "%lld, or the data's vocabulary when larger", v[0]);
+            else if (v[0] == v[1]) snprintf(buf, cap, "%lld", v[0]);
             else snprintf(buf, cap, "%lld on the CPU, %lld on a GPU", v[0], v[1]);
             return;
         }

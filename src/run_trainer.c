@@ -13,11 +13,14 @@ static int fat5__ft_config_set(fat5_ctx *ctx, fat5_train_config *c, const char *
 // ---------------------------------------------------------------------------------------------
 // training options
 
+#define FAT5__PRESET_VOCAB 384   // the presets' vocabulary: ByT5's byte ids with room for sentinels
+
 // the model shapes a run can name instead of a config.json
 static int fat5__model_preset(const char *name, fat5_model_config *c) {
     fat5_model_config d = fat5_model_config_default();
-    // byte vocabulary (ByT5 ids: 0 pad, 1 eos, 2 unk, byte + 3, sentinels from the top), v1.1 style
-    d.vocab_size = 384;
+    // byte vocabulary (ByT5 ids: 0 pad, 1 eos, 2 unk, byte + 3, sentinels from the top), v1.1 style;
+    // a new model on data of a larger vocabulary takes the data's (fat5_train_create)
+    d.vocab_size = FAT5__PRESET_VOCAB;
     d.act = FAT5_ACT_GELU_TANH;
     d.gated = 1;
     d.tie_word_embeddings = 0;
@@ -1598,6 +1601,13 @@ FAT5_API fat5_status fat5_train_create(fat5_ctx *ctx, const fat5_train_config *c
         }
     }
     if (!cfg->train_file[0] && (st = fat5__train_open_data(t))) goto fail;   // fine-tuning: after the model
+    // a new model on data of a larger vocabulary than the presets' byte one (a trained tokenizer's
+    // ids): the model's vocabulary is the data's
+    if (!cfg->train_file[0] && !cfg->init[0] && t->cfg.model.vocab_size == FAT5__PRESET_VOCAB &&
+        fat5_tokens_vocab_size(t->tokens) > FAT5__PRESET_VOCAB) {
+        t->cfg.model.vocab_size = fat5_tokens_vocab_size(t->tokens);
+        fat5__log(ctx, FAT5_LOG_INFO, "training: vocab_size %lld, the data's vocabulary", (long long)t->cfg.model.vocab_size);
+    }
     // the model: the checkpoint's when resuming, else --init's, else a new one
     dir[0] = 0;
     if (cfg->resume[0] && (st = fat5__resume_dir(ctx, cfg->resume, dir, sizeof dir))) goto fail;
