@@ -13022,8 +13022,8 @@ FAT5_API fat5_loss_config fat5_loss_config_default(void) {
     } while (0)
 
 // the task heads (model_heads.c)
-static fat5_status fat5__head_forward_batch(fat5_model *m, const fat5_batch *b, fat5_forward_result *out,
-                                            fat5__addr loss_dst);
+static fat5_status fat5__head_forward_batch(fat5_model *m, const fat5_batch *b, const fat5_loss_config *loss,
+                                            fat5_forward_result *out, fat5__addr loss_dst);
 static fat5_status fat5__head_forward(fat5_model *m, fat5_forward_result *out, fat5__addr loss_dst);
 static fat5_status fat5__head_backward(fat5_model *m, float grad_scale, int below);
 
@@ -13757,7 +13757,7 @@ static fat5_status fat5__model_forward_batch(fat5_model *m, const fat5_batch *b,
     if (!m) return FAT5_ERR_INVALID_ARG;
     c = &m->cfg;
     m->have_fwd = m->fwd_labels = m->have_bwd = 0;
-    if (c->head != FAT5_HEAD_LM) return fat5__head_forward_batch(m, b, out, loss_dst);
+    if (c->head != FAT5_HEAD_LM) return fat5__head_forward_batch(m, b, &lc, out, loss_dst);
     if ((st = fat5__check_loss(m->ctx, &lc)) || (st = fat5__check_batch(m, b))) return st;
     te = b->n_enc_tokens;
     td = b->n_dec_tokens;
@@ -14331,17 +14331,38 @@ static fat5_status fat5__model_download_act(fat5_model *m, float *dst, fat5__add
     return FAT5_OK;
 }
 
+// Whether the head's loss takes the loss options: label smoothing and z-loss apply to the
+// cross-entropy over classes (single-label sequence classifiers, token classifiers), as Hugging
+// Face's Trainer smooths a model's `labels` against its `logits`; the other losses take neither
+// (QA's start and end positions are no `labels` to the Trainer's smoother, regression and
+// multi-label targets are not classes, the encoder's loss is the caller's). An error names them.
+static fat5_status fat5__head_check_loss(fat5_ctx *ctx, const fat5_model_config *c, const fat5_loss_config *l) {
+    fat5_status st;
+    if ((st = fat5__check_loss(ctx, l))) return st;
+    if (!(l->label_smoothing > 0 || l->z_loss > 0)) return FAT5_OK;
+    if (c->head == FAT5_HEAD_TOKEN_CLS || (fat5__head_is_cls(c) && fat5__head_problem(c) == FAT5_PROBLEM_SINGLE_LABEL))
+        return FAT5_OK;
+    return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "loss: %s%s%s apply to a cross-entropy over classes (a single-label "
+                     "sequence classifier, a token classifier); %s (%s%s) takes neither: set them to 0",
+                     l->label_smoothing > 0 ? "label_smoothing" : "", l->label_smoothing > 0 && l->z_loss > 0 ? " and " : "",
+                     l->z_loss > 0 ? "z_loss" : "", fat5__head_what(c), fat5__cfg_arch_name(c),
+                     c->head == FAT5_HEAD_QA ? ": its start and end positions are not smoothed, as in Hugging Face's "
+                     "Trainer" : fat5__head_is_cls(c) ? fat5__head_problem(c) == FAT5_PROBLEM_REGRESSION ? ", regression"
+                     : ", multi-label" : "");
+}
+
 // fat5_model_forward for a head other than LM: checks and stages the batch (the decoder's input
 // shift_right(input) for SEQ_CLS and QA), sizes the workspace and the host buffers, runs the
-// forward.
-static fat5_status fat5__head_forward_batch(fat5_model *m, const fat5_batch *b, fat5_forward_result *out,
-                                            fat5__addr loss_dst) {
+// forward with the loss options (fat5__head_check_loss).
+static fat5_status fat5__head_forward_batch(fat5_model *m, const fat5_batch *b, const fat5_loss_config *loss,
+                                            fat5_forward_result *out, fat5__addr loss_dst) {
     fat5_ctx *ctx = m->ctx;
     const fat5_model_config *c = &m->cfg;
     fat5_batch sb;
     int64_t te, td, s, t, need;
     fat5_status st;
     if (!b) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: NULL");
+    if ((st = fat5__head_check_loss(ctx, c, loss))) return st;
     if ((st = fat5__head_stage_check(m, b))) return st;
     // the encoder's checks are the LM's with a decoder input of the same lengths
     sb = *b;
@@ -14360,7 +14381,7 @@ static fat5_status fat5__head_forward_batch(fat5_model *m, const fat5_batch *b, 
     m->n_seq = b->n_seq;
     m->te = te;
     m->td = td;
-    m->loss = fat5_loss_config_default();
+    m->loss = *loss;
     memcpy(m->enc_cu, b->enc_cu_seqlens, (size_t)(b->n_seq + 1) * sizeof(int32_t));
     memcpy(m->enc_tok, b->enc_tokens, (size_t)te * sizeof(int32_t));
     if (td) {   // shift_right(input), sequence by sequence
@@ -14406,9 +14427,13 @@ static fat5_status fat5__head_pool_weights(fat5_model *m, const int32_t *tok, in
 }
 
 // The loss of the logits x [R, L] (host, fp32) against the staged targets, in double, as Hugging
-// Face computes it; *count: the targets counted (rows, tokens or answers); with dx (training) also
-// d loss / d x [R, L]. A loss with nothing counted is 0 (Hugging Face's is NaN).
-static double fat5__head_loss(fat5_model *m, const float *x, float *dx, int64_t R, int64_t L, int64_t *count) {
+// Face computes it; *count: the targets counted (rows, tokens or answers); *ce: the loss less the
+// z-loss term; with dx (training) also d loss / d x [R, L]. A loss with nothing counted is 0
+// (Hugging Face's is NaN). The cross-entropy over classes takes m->loss: label smoothing s as
+// torch's and Hugging Face's LabelSmoother ((1 - s) CE + s mean over the classes of -log p), and
+// z-loss z lse^2, each the mean over the counted rows.
+static double fat5__head_loss(fat5_model *m, const float *x, float *dx, int64_t R, int64_t L, int64_t *count,
+                              double *ce) {
     const fat5_model_config *c = &m->cfg;
     fat5_problem pr = fat5__head_problem(c);
     double loss = 0;
@@ -14442,23 +14467,31 @@ static double fat5__head_loss(fat5_model *m, const float *x, float *dx, int64_t 
             if (nc[col]) loss += part[col] / (double)nc[col] / 2.0;
         }
         *count = nc[0];
+        *ce = loss;
         return loss;
     }
     if (c->head == FAT5_HEAD_TOKEN_CLS || (fat5__head_is_cls(c) && pr == FAT5_PROBLEM_SINGLE_LABEL)) {
+        double eps = m->loss.label_smoothing, z = m->loss.z_loss, zsum = 0;
         for (r = 0; r < R; r++) n += m->hd_lab[r] != -100;
         for (r = 0; r < R && n; r++) {
             int32_t y = m->hd_lab[r];
-            double mx = -INFINITY, sum = 0, lse;
+            double mx = -INFINITY, sum = 0, mean = 0, lse;
             if (y == -100) continue;
             for (j = 0; j < L; j++) mx = fmax(mx, (double)x[r * L + j]);
-            for (j = 0; j < L; j++) sum += exp((double)x[r * L + j] - mx);
+            for (j = 0; j < L; j++) sum += exp((double)x[r * L + j] - mx), mean += (double)x[r * L + j];
             lse = mx + log(sum);
-            loss += lse - (double)x[r * L + y];
+            mean /= (double)L;
+            loss += (1 - eps) * (lse - (double)x[r * L + y]) + eps * (lse - mean);
+            zsum += z * lse * lse;
             if (dx)
-                for (j = 0; j < L; j++) dx[r * L + j] = (float)((exp((double)x[r * L + j] - lse) - (j == y)) / (double)n);
+                for (j = 0; j < L; j++) {
+                    double p = exp((double)x[r * L + j] - lse);
+                    dx[r * L + j] = (float)((p * (1 + 2 * z * lse) - (1 - eps) * (j == y) - eps / (double)L) / (double)n);
+                }
         }
         *count = n;
-        return n ? loss / (double)n : 0.0;
+        *ce = n ? loss / (double)n : 0.0;
+        return n ? (loss + zsum) / (double)n : 0.0;
     }
     // regression (MSE) and multi-label (BCE with logits): the mean over every element
     for (r = 0; r < R * L; r++) {
@@ -14473,7 +14506,8 @@ static double fat5__head_loss(fat5_model *m, const float *x, float *dx, int64_t 
         if (dx) dx[r] = (float)(d / (double)(R * L));
     }
     *count = R;
-    return R ? loss / (double)(R * L) : 0.0;
+    *ce = R ? loss / (double)(R * L) : 0.0;
+    return *ce;
 }
 
 // y [R, N] (act, or fp32 with y_f32) = x [R, K] W^T + bias: the product, then the bias's rank-one term
@@ -14536,14 +14570,14 @@ static fat5_status fat5__head_forward(fat5_model *m, fat5_forward_result *out, f
             float *x = m->hd_host, *dx = m->hd_host + n;
             FAT5__TRY(be->download(ctx, x, w->hd_logits, n * 4));
             FAT5__TRY(be->sync(ctx));
-            ls[0] = fat5__head_loss(m, x, train ? dx : NULL, R, L, &count);
+            ls[1] = fat5__head_loss(m, x, train ? dx : NULL, R, L, &count, &ls[0]);
             m->n_count = count;
             if (train) {
                 FAT5__TRY(be->upload(ctx, w->hd_dlog_f, dx, n * 4));
                 FAT5__TRY(be->to_act(ctx, w->hd_dlog, w->hd_dlog_f, R * L));
             }
         }
-        ls[1] = ls[0];
+        if (c->head == FAT5_HEAD_ENCODER) ls[1] = ls[0];
     }
     FAT5__TRY(be->upload(ctx, loss_dst ? loss_dst : w->loss2, ls, sizeof ls));
     if (out) {
@@ -14684,7 +14718,7 @@ FAT5_API const char *fat5_model_label_name(const fat5_model *m, int64_t i) {
 
 FAT5_API fat5_status fat5_model_set_label_names(fat5_model *m, const char *const *names, int64_t n) {
     fat5__sb b;
-    int64_t i, j;
+    int64_t i;
     char **out = NULL;
     fat5_status st;
     if (!m) return FAT5_ERR_INVALID_ARG;
@@ -14694,15 +14728,11 @@ FAT5_API fat5_status fat5_model_set_label_names(fat5_model *m, const char *const
     if (!names || n != m->cfg.num_labels)
         return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_model_set_label_names: %lld names for %lld labels",
                          names ? (long long)n : 0LL, (long long)m->cfg.num_labels);
-    for (i = 0; i < n; i++) {
+    for (i = 0; i < n; i++)
         if (!names[i]) return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_model_set_label_names: name %lld is NULL",
                                         (long long)i);
-        for (j = 0; j < i; j++)
-            if (strcmp(names[i], names[j]) == 0)
-                return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_model_set_label_names: labels %lld and %lld are "
-                                 "both named '%s' (label2id could not tell them apart)", (long long)j, (long long)i,
-                                 names[i]);
-    }
+    // distinct (sorted: O(n log n))
+    if (fat5__cfg_labels_distinct(m->ctx, names, n, "fat5_model_set_label_names")) return FAT5_ERR_INVALID_ARG;
     // through id2label's JSON, so that the names take the one layout the parser makes
     fat5__sb_init(&b, m->ctx);
     fat5__sb_printf(&b, "{\"id2label\": {");
@@ -17903,11 +17933,13 @@ static fat5_status fat5__ckpt_match(fat5_ctx *ctx, fat5__ckpt *k, const fat5_mod
             t = fat5__ckpt_find(k, alt, &f);
             if (t >= 0) pre = *pre ? "" : "transformer.";
         }
-        if (t < 0 && i == probe->shared) {
-            snprintf(nm, sizeof nm, "%sencoder.embed_tokens.weight", pre);
-            t = fat5__ckpt_find(k, nm, &f);
-            snprintf(nm, sizeof nm, "%sdecoder.embed_tokens.weight", pre);
-            if (t < 0) t = fat5__ckpt_find(k, nm, &f);
+        if (t < 0 && i == probe->shared) {   // transformers' tied aliases: the encoder's table, then the decoder's
+            int a;                             // (with other_head, under either prefix)
+            for (a = 0; a < (other_head ? 4 : 2) && t < 0; a++) {
+                const char *p2 = a < 2 ? pre : *pre ? "" : "transformer.";
+                snprintf(nm, sizeof nm, "%s%s.embed_tokens.weight", p2, a % 2 ? "decoder" : "encoder");
+                t = fat5__ckpt_find(k, nm, &f);
+            }
         }
         if (t >= 0 && other_head && is_head) {   // a head of another size: made anew
             ti = fat5_st_get(k->files[f], t);
@@ -34359,6 +34391,8 @@ struct fat5__ft {
     int64_t buf_pay;              // payload ints a batch holds at most (bbuf: instead of budget_d)
     int64_t *val_off, *val_off_at;// qa: the validation rows' pieces' byte spans; row r's from val_off_at[r]
     int64_t n_val_off, cap_val_off, cap_val_off_at;
+    fat5__cfg_label *lab_idx;     // [n_lab_idx]: the model's label names with their ids, by name (label lookups)
+    int64_t n_lab_idx;
 };
 
 // the task heads ([9.4], run_tasks.c)
@@ -34834,6 +34868,7 @@ static void fat5__ft_destroy(fat5_trainer *t) {
     fat5__sb_free(&f->pred);
     fat5__free(t->ctx, f->val_off);
     fat5__free(t->ctx, f->val_off_at);
+    fat5__free(t->ctx, f->lab_idx);
     fat5__free(t->ctx, f);
     t->ft = NULL;
 }
@@ -34916,10 +34951,15 @@ static fat5_status fat5__ft_open(fat5_trainer *t) {
     f->budget_e = c->ul2.enc_tokens;
     f->budget_d = c->ul2.dec_tokens;
     f->buf_pay = f->budget_d;
-    if (f->task) {   // payloads do not count against a budget: at most one per input token, or L per row
-        int64_t L = t->m->cfg.num_labels > 2 ? t->m->cfg.num_labels : 2;
+    if (f->task) {   // payloads do not count against a budget: a batch holds at most budget_e tokens, and
+                     // so at most budget_e rows (fat5__task_read refuses a row without tokens); a row's payload
+                     // is 1 (a class), num_labels (multi-label, regression), its tokens (token-classify) or 2 (qa)
+        int64_t L = t->m->cfg.num_labels;
+        fat5_problem pr = fat5__head_problem(&t->m->cfg);
+        int per_row = t->m->cfg.head == FAT5_HEAD_QA ? 2 : t->m->cfg.head == FAT5_HEAD_TOKEN_CLS ? 1
+                      : pr == FAT5_PROBLEM_SINGLE_LABEL ? 1 : 0;
         f->budget_d = (int64_t)1 << 60;
-        f->buf_pay = f->budget_e * L;
+        f->buf_pay = per_row ? f->budget_e * per_row : f->budget_e * L;
     }
     R = f->max_rows > 0 ? f->max_rows : n;
     f->perm = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)n * sizeof(int32_t)));
@@ -35356,6 +35396,58 @@ static int fat5__task_is_int(const fat5__json *v) {
     return v && v->type == FAT5__J_NUMBER && !strpbrk(v->str, ".eE");
 }
 
+// A set of distinct names: names[0 .. n) in the order they came, and an open-addressing table of
+// their indexes (slot: index + 1, 0 empty; at most half full), so that adding is O(1) on average.
+typedef struct fat5__task_set {
+    char **names;
+    int64_t n, cap;
+    int64_t *slot, n_slot;   // [n_slot], a power of two
+} fat5__task_set;
+
+// FNV-1a of a NUL-terminated string
+static uint64_t fat5__task_hash(const char *s) {
+    uint64_t h = 14695981039346656037ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+// Adds a copy of name unless the set holds it; *at: its index (the new one or the earlier one),
+// *added: whether it is new. 0 when out of memory.
+static int fat5__task_set_add(fat5_ctx *ctx, fat5__task_set *s, const char *name, int64_t *at, int *added) {
+    uint64_t h = fat5__task_hash(name), mask;
+    int64_t i;
+    *added = 0;
+    if (2 * (s->n + 1) > s->n_slot) {   // grown, the indexes placed again
+        int64_t ns = s->n_slot ? 2 * s->n_slot : 64, *sl = FAT5__CAST(int64_t *, fat5__calloc(ctx, (size_t)ns, sizeof *sl));
+        if (!sl) return 0;
+        for (i = 0; i < s->n; i++) {
+            uint64_t k = fat5__task_hash(s->names[i]) & (uint64_t)(ns - 1);
+            while (sl[k]) k = (k + 1) & (uint64_t)(ns - 1);
+            sl[k] = i + 1;
+        }
+        fat5__free(ctx, s->slot);
+        s->slot = sl;
+        s->n_slot = ns;
+    }
+    mask = (uint64_t)(s->n_slot - 1);
+    for (h &= mask; s->slot[h]; h = (h + 1) & mask)
+        if (!strcmp(s->names[s->slot[h] - 1], name)) {
+            *at = s->slot[h] - 1;
+            return 1;
+        }
+    if (!fat5__ft_grow(ctx, (void **)&s->names, &s->cap, s->n + 1, sizeof *s->names) ||
+        !(s->names[s->n] = fat5__strdup(ctx, name)))
+        return 0;
+    s->slot[h] = s->n + 1;
+    *at = s->n++;
+    *added = 1;
+    return 1;
+}
+
+static int fat5__task_strcmp(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 // The class names: label_file's lines, else the training rows' label names, sorted, distinct (for
 // token-classify each word's tag). Integer labels need none (*n = 1 + the largest, names NULL).
 // *problem: what the labels say (lists: multi-label, non-integer numbers: regression).
@@ -35364,12 +35456,14 @@ static fat5_status fat5__task_labels(fat5_trainer *t, char ***names_out, int64_t
     const fat5_train_config *c = &t->cfg;
     int task = fat5__task_of(c);
     const char *field = fat5__task_field(c->label_column_name, task == FAT5__TASK_TOKENS ? "ner_tags" : "label");
-    char **names = NULL, *line;
+    char *line;
     size_t len;
-    int64_t n = 0, cap = 0, max_int = -1, i;
-    int any_str = 0, any_float = 0, any_list = 0;
+    int64_t max_int = -1, i, at;
+    int any_str = 0, any_float = 0, any_list = 0, added;
+    fat5__task_set set;   // the distinct names, in a hash set (O(1) a label)
     fat5__jl jl;
     fat5_status st;
+    memset(&set, 0, sizeof set);
     *names_out = NULL;
     *n_out = 0;
     *problem = FAT5_PROBLEM_AUTO;
@@ -35377,23 +35471,22 @@ static fat5_status fat5__task_labels(fat5_trainer *t, char ***names_out, int64_t
     if (c->label_file && c->label_file[0]) {   // one name a line
         if ((st = fat5__jl_open(ctx, c->label_file, &jl))) return fat5__err_prefix(ctx, st, "label_file: ");
         while (fat5__jl_next(&jl, &line, &len)) {
-            if (!fat5__ft_grow(ctx, (void **)&names, &cap, n + 1, sizeof *names) ||
-                !(names[n] = fat5__strdup(ctx, line))) {
+            if (!fat5__task_set_add(ctx, &set, line, &at, &added)) {
                 st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "label_file: out of memory");
                 break;
             }
-            for (i = 0; i < n && !st; i++)
-                if (!strcmp(names[i], names[n]))
-                    st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: line %lld: label '%s' is already on line %lld",
-                                   c->label_file, (long long)jl.line, names[n], (long long)(i + 1));
-            n++;
-            if (st) break;
+            if (!added) {
+                st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: line %lld: label '%s' is already label %lld", c->label_file,
+                               (long long)jl.line, line, (long long)at);
+                break;
+            }
         }
         fat5__free(ctx, jl.text);
-        if (!st && n == 0) st = fat5__err(ctx, FAT5_ERR_FORMAT, "label_file %s: no labels", c->label_file);
+        if (!st && set.n == 0) st = fat5__err(ctx, FAT5_ERR_FORMAT, "label_file %s: no labels", c->label_file);
         if (st) goto fail;
-        *names_out = names;
-        *n_out = n;
+        fat5__free(ctx, set.slot);
+        *names_out = set.names;
+        *n_out = set.n;
         return FAT5_OK;
     }
     if ((st = fat5__jl_open(ctx, c->train_file, &jl))) return fat5__err_prefix(ctx, st, "train_file: ");
@@ -35414,14 +35507,8 @@ static fat5_status fat5__task_labels(fat5_trainer *t, char ***names_out, int64_t
             for (e = list ? v->child : v; e && !st; e = list ? e->next : NULL) {
                 if (e->type == FAT5__J_STRING) {
                     any_str = 1;
-                    for (i = 0; i < n && strcmp(names[i], e->str); i++) {}
-                    if (i == n) {
-                        if (!fat5__ft_grow(ctx, (void **)&names, &cap, n + 1, sizeof *names) ||
-                            !(names[n] = fat5__strdup(ctx, e->str)))
-                            st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "labels: out of memory");
-                        else
-                            n++;
-                    }
+                    if (!fat5__task_set_add(ctx, &set, e->str, &at, &added))
+                        st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "labels: out of memory");
                 } else if (fat5__task_is_int(e)) {
                     double x = 0;
                     fat5__json_as_double(e, &x);
@@ -35452,25 +35539,112 @@ static fat5_status fat5__task_labels(fat5_trainer *t, char ***names_out, int64_t
         goto fail;
     }
     *problem = any_list ? FAT5_PROBLEM_MULTI_LABEL : any_float ? FAT5_PROBLEM_REGRESSION : FAT5_PROBLEM_AUTO;
+    fat5__free(ctx, set.slot);
+    set.slot = NULL;
     if (any_str) {   // sorted, as the datasets' label lists are
-        int64_t a, b;
-        for (a = 1; a < n; a++)
-            for (b = a; b > 0 && strcmp(names[b - 1], names[b]) > 0; b--) {
-                char *x = names[b];
-                names[b] = names[b - 1];
-                names[b - 1] = x;
-            }
-        *names_out = names;
-        *n_out = n;
+        qsort(set.names, (size_t)set.n, sizeof *set.names, fat5__task_strcmp);
+        *names_out = set.names;
+        *n_out = set.n;
         return FAT5_OK;
     }
-    fat5__free(ctx, names);
+    fat5__free(ctx, set.names);
     *n_out = any_float ? 1 : max_int + 1;
     if (*n_out < 1) *n_out = 1;
     return FAT5_OK;
 fail:
-    for (i = 0; i < n; i++) fat5__free(ctx, names[i]);
-    fat5__free(ctx, names);
+    for (i = 0; i < set.n; i++) fat5__free(ctx, set.names[i]);
+    fat5__free(ctx, set.names);
+    fat5__free(ctx, set.slot);
+    return st;
+}
+
+// The class names of --init's checkpoint when its head is a classifier of the task's kind (a
+// sequence classifier for classify, a token classifier for token-classify) and its id2label
+// names the classes (not transformers' defaults LABEL_0, LABEL_1, ...): *ck, one block to free
+// (NULL otherwise), *n_ck of them.
+static fat5_status fat5__task_ckpt_labels(fat5_trainer *t, char ***ck, int64_t *n_ck) {
+    fat5_ctx *ctx = t->ctx;
+    const fat5_train_config *c = &t->cfg;
+    int task = fat5__task_of(c);
+    char path[4200], def[32], *text = NULL, **names = NULL;
+    const char *slash = strrchr(c->init, '/');
+    size_t len = 0, k = strlen(c->init);
+    int64_t i, named = 0;
+    fat5_model_config mc;
+    fat5_status st;
+    *ck = NULL;
+    *n_ck = 0;
+    if (k > 12 && !strcmp(c->init + k - 12, ".safetensors"))   // a weights file: config.json beside it
+        snprintf(path, sizeof path, "%.*s/config.json", slash ? (int)(slash - c->init) : 1, slash ? c->init : ".");
+    else
+        snprintf(path, sizeof path, "%s/config.json", c->init);
+    if (fat5__read_file(ctx, path, (size_t)1 << 24, &text, &len)) return FAT5_OK;   // fat5_model_load_head says why
+    st = fat5_model_config_from_json(ctx, text, len, &mc);
+    if (!st && ((task == FAT5__TASK_CLASSIFY && (mc.head == FAT5_HEAD_SEQ_CLS || mc.head == FAT5_HEAD_ENC_SEQ_CLS)) ||
+                (task == FAT5__TASK_TOKENS && mc.head == FAT5_HEAD_TOKEN_CLS)))
+        st = fat5__cfg_label_names(ctx, text, len, mc.num_labels, &names);
+    fat5__free(ctx, text);
+    if (st) return fat5__err_prefix(ctx, st, "%s: ", path);
+    for (i = 0; names && i < mc.num_labels; i++) {
+        snprintf(def, sizeof def, "LABEL_%lld", (long long)i);
+        named += strcmp(names[i], def) != 0;
+    }
+    if (!named) {
+        fat5__free(ctx, names);
+        return FAT5_OK;
+    }
+    *ck = names;
+    *n_ck = mc.num_labels;
+    return FAT5_OK;
+}
+
+// The class names of a run that starts from a classifier with named classes (fat5__task_ckpt_labels)
+// on rows labelled by name: the checkpoint's, in its order (its head's outputs keep their
+// meaning), when every name of the rows is one of them; an error naming the first that is not.
+// names / *n: the rows' names (sorted), replaced.
+static fat5_status fat5__task_map_labels(fat5_trainer *t, char ***names, int64_t *n) {
+    fat5_ctx *ctx = t->ctx;
+    const fat5_train_config *c = &t->cfg;
+    char **ck = NULL, **own = NULL, **sorted = NULL;
+    int64_t n_ck = 0, i;
+    fat5_status st;
+    if ((st = fat5__task_ckpt_labels(t, &ck, &n_ck)) || !ck) return st;
+    sorted = FAT5__CAST(char **, fat5__malloc(ctx, (size_t)n_ck * sizeof *sorted));
+    own = FAT5__CAST(char **, fat5__calloc(ctx, (size_t)n_ck, sizeof *own));
+    if (!sorted || !own) {
+        st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "labels: out of memory");
+        goto done;
+    }
+    memcpy(sorted, ck, (size_t)n_ck * sizeof *sorted);
+    qsort(sorted, (size_t)n_ck, sizeof *sorted, fat5__task_strcmp);
+    for (i = 0; i < *n && !st; i++)
+        if (!bsearch(&(*names)[i], sorted, (size_t)n_ck, sizeof *sorted, fat5__task_strcmp)) {
+            fat5__sb list;
+            int64_t j;
+            fat5__sb_init(&list, ctx);
+            for (j = 0; j < n_ck && j < 20; j++) fat5__sb_printf(&list, "%s'%s'", j ? ", " : "", ck[j]);
+            if (n_ck > 20) fat5__sb_printf(&list, ", ... (%lld in all)", (long long)n_ck);
+            st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: label '%s' is not one of the classes of the checkpoint %s "
+                           "(config.json's id2label: %s): its head's outputs are those classes. Give a label_file to "
+                           "set the classes yourself (the head is kept when their number is the checkpoint's, made "
+                           "anew otherwise)", c->train_file, (*names)[i], c->init, list.oom ? "" : list.buf);
+            fat5__sb_free(&list);
+        }
+    for (i = 0; i < n_ck && !st; i++)
+        if (!(own[i] = fat5__strdup(ctx, ck[i]))) st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "labels: out of memory");
+    if (!st) {   // the checkpoint's names replace the rows'
+        for (i = 0; i < *n; i++) fat5__free(ctx, (*names)[i]);
+        fat5__free(ctx, *names);
+        *names = own;
+        *n = n_ck;
+        own = NULL;
+        if (n_ck > 0) fat5__log(ctx, FAT5_LOG_INFO, "labels: the %lld classes of %s, in its order", (long long)n_ck, c->init);
+    }
+done:
+    for (i = 0; own && i < n_ck; i++) fat5__free(ctx, own[i]);
+    fat5__free(ctx, own);
+    fat5__free(ctx, sorted);
+    fat5__free(ctx, ck);
     return st;
 }
 
@@ -35490,6 +35664,11 @@ static fat5_status fat5__task_model(fat5_trainer *t) {
     if (task == FAT5__TASK_SEQ2SEQ) return FAT5_OK;
     if (!c->train_file[0]) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "task %s: needs a train_file", c->task);
     if ((st = fat5__task_labels(t, &names, &n, &pr))) return st;
+    if (names && c->init[0] && !(c->label_file && c->label_file[0]) && (st = fat5__task_map_labels(t, &names, &n))) {
+        for (i = 0; i < n; i++) fat5__free(ctx, names[i]);
+        fat5__free(ctx, names);
+        return st;
+    }
     hc = fat5_head_config_default(task == FAT5__TASK_TOKENS ? FAT5_HEAD_TOKEN_CLS
                                   : task == FAT5__TASK_QA ? FAT5_HEAD_QA
                                   : c->classifier[0] && !strcmp(c->classifier, "t5") ? FAT5_HEAD_SEQ_CLS
@@ -35522,7 +35701,8 @@ static fat5_status fat5__task_model(fat5_trainer *t) {
         fat5_model_destroy(m);
         return fat5__err_prefix(ctx, st, "task %s: ", c->task);
     }
-    if ((st = fat5_model_set_dropout_rate(m, t->m->cfg.dropout_rate, t->m->cfg.attention_dropout_rate))) {
+    if ((st = fat5__head_check_loss(ctx, &m->cfg, &c->loss)) ||   // label_smoothing, z_loss: refused now, not at step 1
+        (st = fat5_model_set_dropout_rate(m, t->m->cfg.dropout_rate, t->m->cfg.attention_dropout_rate))) {
         fat5_model_destroy(m);
         return st;
     }
@@ -35572,15 +35752,41 @@ static fat5_status fat5__task_encode(fat5_trainer *t, const char *text, size_t l
     return FAT5_OK;
 }
 
+static int fat5__task_name_cmp(const void *a, const void *b) {
+    return strcmp(((const fat5__cfg_label *)a)->name, ((const fat5__cfg_label *)b)->name);
+}
+
+// t->ft->lab_idx: the model's label names with their ids, sorted by name (fat5__task_class's
+// lookups: O(log num_labels) a label)
+static fat5_status fat5__task_label_index(fat5_trainer *t) {
+    fat5__ft *f = t->ft;
+    int64_t L = t->m->cfg.num_labels, i;
+    if (f->lab_idx || !fat5_model_label_name(t->m, 0)) return FAT5_OK;   // built, or a model without classes
+    if (!(f->lab_idx = FAT5__CAST(fat5__cfg_label *, fat5__malloc(t->ctx, (size_t)L * sizeof *f->lab_idx))))
+        return fat5__err(t->ctx, FAT5_ERR_OUT_OF_MEMORY, "labels: out of memory for %lld names", (long long)L);
+    for (i = 0; i < L; i++) {
+        f->lab_idx[i].name = fat5_model_label_name(t->m, i);
+        f->lab_idx[i].id = i;
+    }
+    qsort(f->lab_idx, (size_t)L, sizeof *f->lab_idx, fat5__task_name_cmp);
+    f->n_lab_idx = L;
+    return FAT5_OK;
+}
+
 // the class id of a label value (a name of the model's, or an integer below num_labels); -1 with
 // the message set when it is neither
 static int64_t fat5__task_class(fat5_trainer *t, const fat5__json *v, const char *where, int64_t line,
                                 const char *field) {
     const fat5_model *m = t->m;
-    int64_t L = m->cfg.num_labels, i;
+    const fat5__ft *f = t->ft;
+    int64_t L = m->cfg.num_labels;
     if (v && v->type == FAT5__J_STRING) {
-        for (i = 0; i < L; i++)
-            if (!strcmp(fat5_model_label_name(m, i), v->str)) return i;
+        fat5__cfg_label key, *hit;
+        key.name = v->str;
+        key.id = 0;
+        hit = f->lab_idx ? FAT5__CAST(fat5__cfg_label *, bsearch(&key, f->lab_idx, (size_t)f->n_lab_idx, sizeof key,
+                                                                  fat5__task_name_cmp)) : NULL;
+        if (hit) return hit->id;
         fat5__err(t->ctx, FAT5_ERR_FORMAT, "%s: line %lld: label '%s' in '%s' is not one of the model's %lld classes "
                   "(label_file, or the training rows' names)", where, (long long)line, v->str, field, (long long)L);
         return -1;
@@ -35825,6 +36031,7 @@ static fat5_status fat5__task_read(fat5_trainer *t, const char *path, int is_val
     int32_t *pay = NULL;
     int64_t cap_pay = 0;
     fat5_status st;
+    if ((st = fat5__task_label_index(t))) return st;
     if ((st = fat5__jl_open(ctx, path, &jl)))
         return fat5__err_prefix(ctx, st, "%s: ", is_val ? "validation_file" : "train_file");
     fat5__sb_init(&in, ctx);
@@ -35858,6 +36065,9 @@ static fat5_status fat5__task_read(fat5_trainer *t, const char *path, int is_val
                 st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: line %lld: token id %ld is outside the model's "
                                "vocabulary (%lld ids): the tokenizer does not match the model", path,
                                (long long)jl.line, (long)ids[j], (long long)vocab);
+        if (!st && n == 0)   // (a batch's rows, and so its payloads, are bounded by its tokens: fat5__ft_open's buf_pay)
+            st = fat5__err(ctx, FAT5_ERR_FORMAT, "%s: line %lld: the input has no tokens (its text is empty and the "
+                           "tokenizer adds no EOS): a row needs at least one", path, (long long)jl.line);
         if (!st && n > c->ul2.enc_tokens)
             st = fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: line %lld: the input has %lld tokens, more than batch_tokens "
                            "%lld holds (raise it, or truncate with max_length)", path, (long long)jl.line,
@@ -35902,6 +36112,9 @@ static fat5_status fat5__task_read(fat5_trainer *t, const char *path, int is_val
     fat5__sb_free(&gold);
     fat5__free(ctx, pay);
     fat5__free(ctx, jl.text);
+    fat5__free(ctx, f->lab_idx);   // (pointers into the model's names: made again for each file)
+    f->lab_idx = NULL;
+    f->n_lab_idx = 0;
     return st;
 }
 

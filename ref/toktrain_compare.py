@@ -13,7 +13,8 @@ ref/make_toktrain_corpus.py), with the same vocabulary size, settings and thread
   * bpe: ``tools/fat5_tokenizer_train --model_type bpe`` against tokenizers' ``BpeTrainer`` with
     the pipeline fat5 writes (NFKC normalizer, Metaspace pre-tokenizer, special tokens <pad> </s>
     <unk>), fed the file's lines without their newlines (``train_from_iterator``), as fat5 reads
-    sentences: the two vocabularies are then the same.
+    sentences, and fat5 keeping lines of any length (--max_sentence_length 0) as BpeTrainer does:
+    the two vocabularies are then the same.
 
 Each side is timed over the whole training (wall clock, the fat5 side as one process from the
 command line; the Python side from the trainer call, the file read included). Compression is the
@@ -60,6 +61,8 @@ def split_text(path, heldout, work):
 def fat5_train(root, kind, train, out, vocab, threads):
     cmd = [os.path.join(root, "tools", "fat5_tokenizer_train"), "--model_type", kind, "--vocab_size", str(vocab),
            "--extra_ids", "0", "--num_threads", str(threads), "--input", train, "--model_prefix", out, "--quiet"]
+    if kind == "bpe":   # BpeTrainer keeps every line, however long (spm_train skips those over 4,192 bytes, as fat5)
+        cmd += ["--max_sentence_length", "0"]
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True)
     dt = time.perf_counter() - t0

@@ -295,11 +295,13 @@ static fat5_status fat5__ckpt_match(fat5_ctx *ctx, fat5__ckpt *k, const fat5_mod
             t = fat5__ckpt_find(k, alt, &f);
             if (t >= 0) pre = *pre ? "" : "transformer.";
         }
-        if (t < 0 && i == probe->shared) {
-            snprintf(nm, sizeof nm, "%sencoder.embed_tokens.weight", pre);
-            t = fat5__ckpt_find(k, nm, &f);
-            snprintf(nm, sizeof nm, "%sdecoder.embed_tokens.weight", pre);
-            if (t < 0) t = fat5__ckpt_find(k, nm, &f);
+        if (t < 0 && i == probe->shared) {   // transformers' tied aliases: the encoder's table, then the decoder's
+            int a;                             // (with other_head, under either prefix)
+            for (a = 0; a < (other_head ? 4 : 2) && t < 0; a++) {
+                const char *p2 = a < 2 ? pre : *pre ? "" : "transformer.";
+                snprintf(nm, sizeof nm, "%s%s.embed_tokens.weight", p2, a % 2 ? "decoder" : "encoder");
+                t = fat5__ckpt_find(k, nm, &f);
+            }
         }
         if (t >= 0 && other_head && is_head) {   // a head of another size: made anew
             ti = fat5_st_get(k->files[f], t);

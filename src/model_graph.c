@@ -19,8 +19,8 @@ FAT5_API fat5_loss_config fat5_loss_config_default(void) {
     } while (0)
 
 // the task heads (model_heads.c)
-static fat5_status fat5__head_forward_batch(fat5_model *m, const fat5_batch *b, fat5_forward_result *out,
-                                            fat5__addr loss_dst);
+static fat5_status fat5__head_forward_batch(fat5_model *m, const fat5_batch *b, const fat5_loss_config *loss,
+                                            fat5_forward_result *out, fat5__addr loss_dst);
 static fat5_status fat5__head_forward(fat5_model *m, fat5_forward_result *out, fat5__addr loss_dst);
 static fat5_status fat5__head_backward(fat5_model *m, float grad_scale, int below);
 
@@ -754,7 +754,7 @@ static fat5_status fat5__model_forward_batch(fat5_model *m, const fat5_batch *b,
     if (!m) return FAT5_ERR_INVALID_ARG;
     c = &m->cfg;
     m->have_fwd = m->fwd_labels = m->have_bwd = 0;
-    if (c->head != FAT5_HEAD_LM) return fat5__head_forward_batch(m, b, out, loss_dst);
+    if (c->head != FAT5_HEAD_LM) return fat5__head_forward_batch(m, b, &lc, out, loss_dst);
     if ((st = fat5__check_loss(m->ctx, &lc)) || (st = fat5__check_batch(m, b))) return st;
     te = b->n_enc_tokens;
     td = b->n_dec_tokens;

@@ -157,17 +157,38 @@ static fat5_status fat5__model_download_act(fat5_model *m, float *dst, fat5__add
     return FAT5_OK;
 }
 
+// Whether the head's loss takes the loss options: label smoothing and z-loss apply to the
+// cross-entropy over classes (single-label sequence classifiers, token classifiers), as Hugging
+// Face's Trainer smooths a model's `labels` against its `logits`; the other losses take neither
+// (QA's start and end positions are no `labels` to the Trainer's smoother, regression and
+// multi-label targets are not classes, the encoder's loss is the caller's). An error names them.
+static fat5_status fat5__head_check_loss(fat5_ctx *ctx, const fat5_model_config *c, const fat5_loss_config *l) {
+    fat5_status st;
+    if ((st = fat5__check_loss(ctx, l))) return st;
+    if (!(l->label_smoothing > 0 || l->z_loss > 0)) return FAT5_OK;
+    if (c->head == FAT5_HEAD_TOKEN_CLS || (fat5__head_is_cls(c) && fat5__head_problem(c) == FAT5_PROBLEM_SINGLE_LABEL))
+        return FAT5_OK;
+    return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "loss: %s%s%s apply to a cross-entropy over classes (a single-label "
+                     "sequence classifier, a token classifier); %s (%s%s) takes neither: set them to 0",
+                     l->label_smoothing > 0 ? "label_smoothing" : "", l->label_smoothing > 0 && l->z_loss > 0 ? " and " : "",
+                     l->z_loss > 0 ? "z_loss" : "", fat5__head_what(c), fat5__cfg_arch_name(c),
+                     c->head == FAT5_HEAD_QA ? ": its start and end positions are not smoothed, as in Hugging Face's "
+                     "Trainer" : fat5__head_is_cls(c) ? fat5__head_problem(c) == FAT5_PROBLEM_REGRESSION ? ", regression"
+                     : ", multi-label" : "");
+}
+
 // fat5_model_forward for a head other than LM: checks and stages the batch (the decoder's input
 // shift_right(input) for SEQ_CLS and QA), sizes the workspace and the host buffers, runs the
-// forward.
-static fat5_status fat5__head_forward_batch(fat5_model *m, const fat5_batch *b, fat5_forward_result *out,
-                                            fat5__addr loss_dst) {
+// forward with the loss options (fat5__head_check_loss).
+static fat5_status fat5__head_forward_batch(fat5_model *m, const fat5_batch *b, const fat5_loss_config *loss,
+                                            fat5_forward_result *out, fat5__addr loss_dst) {
     fat5_ctx *ctx = m->ctx;
     const fat5_model_config *c = &m->cfg;
     fat5_batch sb;
     int64_t te, td, s, t, need;
     fat5_status st;
     if (!b) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "batch: NULL");
+    if ((st = fat5__head_check_loss(ctx, c, loss))) return st;
     if ((st = fat5__head_stage_check(m, b))) return st;
     // the encoder's checks are the LM's with a decoder input of the same lengths
     sb = *b;
@@ -186,7 +207,7 @@ static fat5_status fat5__head_forward_batch(fat5_model *m, const fat5_batch *b, 
     m->n_seq = b->n_seq;
     m->te = te;
     m->td = td;
-    m->loss = fat5_loss_config_default();
+    m->loss = *loss;
     memcpy(m->enc_cu, b->enc_cu_seqlens, (size_t)(b->n_seq + 1) * sizeof(int32_t));
     memcpy(m->enc_tok, b->enc_tokens, (size_t)te * sizeof(int32_t));
     if (td) {   // shift_right(input), sequence by sequence
@@ -232,9 +253,13 @@ static fat5_status fat5__head_pool_weights(fat5_model *m, const int32_t *tok, in
 }
 
 // The loss of the logits x [R, L] (host, fp32) against the staged targets, in double, as Hugging
-// Face computes it; *count: the targets counted (rows, tokens or answers); with dx (training) also
-// d loss / d x [R, L]. A loss with nothing counted is 0 (Hugging Face's is NaN).
-static double fat5__head_loss(fat5_model *m, const float *x, float *dx, int64_t R, int64_t L, int64_t *count) {
+// Face computes it; *count: the targets counted (rows, tokens or answers); *ce: the loss less the
+// z-loss term; with dx (training) also d loss / d x [R, L]. A loss with nothing counted is 0
+// (Hugging Face's is NaN). The cross-entropy over classes takes m->loss: label smoothing s as
+// torch's and Hugging Face's LabelSmoother ((1 - s) CE + s mean over the classes of -log p), and
+// z-loss z lse^2, each the mean over the counted rows.
+static double fat5__head_loss(fat5_model *m, const float *x, float *dx, int64_t R, int64_t L, int64_t *count,
+                              double *ce) {
     const fat5_model_config *c = &m->cfg;
     fat5_problem pr = fat5__head_problem(c);
     double loss = 0;
@@ -268,23 +293,31 @@ static double fat5__head_loss(fat5_model *m, const float *x, float *dx, int64_t 
             if (nc[col]) loss += part[col] / (double)nc[col] / 2.0;
         }
         *count = nc[0];
+        *ce = loss;
         return loss;
     }
     if (c->head == FAT5_HEAD_TOKEN_CLS || (fat5__head_is_cls(c) && pr == FAT5_PROBLEM_SINGLE_LABEL)) {
+        double eps = m->loss.label_smoothing, z = m->loss.z_loss, zsum = 0;
         for (r = 0; r < R; r++) n += m->hd_lab[r] != -100;
         for (r = 0; r < R && n; r++) {
             int32_t y = m->hd_lab[r];
-            double mx = -INFINITY, sum = 0, lse;
+            double mx = -INFINITY, sum = 0, mean = 0, lse;
             if (y == -100) continue;
             for (j = 0; j < L; j++) mx = fmax(mx, (double)x[r * L + j]);
-            for (j = 0; j < L; j++) sum += exp((double)x[r * L + j] - mx);
+            for (j = 0; j < L; j++) sum += exp((double)x[r * L + j] - mx), mean += (double)x[r * L + j];
             lse = mx + log(sum);
-            loss += lse - (double)x[r * L + y];
+            mean /= (double)L;
+            loss += (1 - eps) * (lse - (double)x[r * L + y]) + eps * (lse - mean);
+            zsum += z * lse * lse;
             if (dx)
-                for (j = 0; j < L; j++) dx[r * L + j] = (float)((exp((double)x[r * L + j] - lse) - (j == y)) / (double)n);
+                for (j = 0; j < L; j++) {
+                    double p = exp((double)x[r * L + j] - lse);
+                    dx[r * L + j] = (float)((p * (1 + 2 * z * lse) - (1 - eps) * (j == y) - eps / (double)L) / (double)n);
+                }
         }
         *count = n;
-        return n ? loss / (double)n : 0.0;
+        *ce = n ? loss / (double)n : 0.0;
+        return n ? (loss + zsum) / (double)n : 0.0;
     }
     // regression (MSE) and multi-label (BCE with logits): the mean over every element
     for (r = 0; r < R * L; r++) {
@@ -299,7 +332,8 @@ static double fat5__head_loss(fat5_model *m, const float *x, float *dx, int64_t 
         if (dx) dx[r] = (float)(d / (double)(R * L));
     }
     *count = R;
-    return R ? loss / (double)(R * L) : 0.0;
+    *ce = R ? loss / (double)(R * L) : 0.0;
+    return *ce;
 }
 
 // y [R, N] (act, or fp32 with y_f32) = x [R, K] W^T + bias: the product, then the bias's rank-one term
@@ -362,14 +396,14 @@ static fat5_status fat5__head_forward(fat5_model *m, fat5_forward_result *out, f
             float *x = m->hd_host, *dx = m->hd_host + n;
             FAT5__TRY(be->download(ctx, x, w->hd_logits, n * 4));
             FAT5__TRY(be->sync(ctx));
-            ls[0] = fat5__head_loss(m, x, train ? dx : NULL, R, L, &count);
+            ls[1] = fat5__head_loss(m, x, train ? dx : NULL, R, L, &count, &ls[0]);
             m->n_count = count;
             if (train) {
                 FAT5__TRY(be->upload(ctx, w->hd_dlog_f, dx, n * 4));
                 FAT5__TRY(be->to_act(ctx, w->hd_dlog, w->hd_dlog_f, R * L));
             }
         }
-        ls[1] = ls[0];
+        if (c->head == FAT5_HEAD_ENCODER) ls[1] = ls[0];
     }
     FAT5__TRY(be->upload(ctx, loss_dst ? loss_dst : w->loss2, ls, sizeof ls));
     if (out) {
@@ -510,7 +544,7 @@ FAT5_API const char *fat5_model_label_name(const fat5_model *m, int64_t i) {
 
 FAT5_API fat5_status fat5_model_set_label_names(fat5_model *m, const char *const *names, int64_t n) {
     fat5__sb b;
-    int64_t i, j;
+    int64_t i;
     char **out = NULL;
     fat5_status st;
     if (!m) return FAT5_ERR_INVALID_ARG;
@@ -520,15 +554,11 @@ FAT5_API fat5_status fat5_model_set_label_names(fat5_model *m, const char *const
     if (!names || n != m->cfg.num_labels)
         return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_model_set_label_names: %lld names for %lld labels",
                          names ? (long long)n : 0LL, (long long)m->cfg.num_labels);
-    for (i = 0; i < n; i++) {
+    for (i = 0; i < n; i++)
         if (!names[i]) return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_model_set_label_names: name %lld is NULL",
                                         (long long)i);
-        for (j = 0; j < i; j++)
-            if (strcmp(names[i], names[j]) == 0)
-                return fat5__err(m->ctx, FAT5_ERR_INVALID_ARG, "fat5_model_set_label_names: labels %lld and %lld are "
-                                 "both named '%s' (label2id could not tell them apart)", (long long)j, (long long)i,
-                                 names[i]);
-    }
+    // distinct (sorted: O(n log n))
+    if (fat5__cfg_labels_distinct(m->ctx, names, n, "fat5_model_set_label_names")) return FAT5_ERR_INVALID_ARG;
     // through id2label's JSON, so that the names take the one layout the parser makes
     fat5__sb_init(&b, m->ctx);
     fat5__sb_printf(&b, "{\"id2label\": {");

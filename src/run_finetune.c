@@ -228,6 +228,8 @@ struct fat5__ft {
     int64_t buf_pay;              // payload ints a batch holds at most (bbuf: instead of budget_d)
     int64_t *val_off, *val_off_at;// qa: the validation rows' pieces' byte spans; row r's from val_off_at[r]
     int64_t n_val_off, cap_val_off, cap_val_off_at;
+    fat5__cfg_label *lab_idx;     // [n_lab_idx]: the model's label names with their ids, by name (label lookups)
+    int64_t n_lab_idx;
 };
 
 // the task heads ([9.4], run_tasks.c)
@@ -703,6 +705,7 @@ static void fat5__ft_destroy(fat5_trainer *t) {
     fat5__sb_free(&f->pred);
     fat5__free(t->ctx, f->val_off);
     fat5__free(t->ctx, f->val_off_at);
+    fat5__free(t->ctx, f->lab_idx);
     fat5__free(t->ctx, f);
     t->ft = NULL;
 }
@@ -785,10 +788,15 @@ static fat5_status fat5__ft_open(fat5_trainer *t) {
     f->budget_e = c->ul2.enc_tokens;
     f->budget_d = c->ul2.dec_tokens;
     f->buf_pay = f->budget_d;
-    if (f->task) {   // payloads do not count against a budget: at most one per input token, or L per row
-        int64_t L = t->m->cfg.num_labels > 2 ? t->m->cfg.num_labels : 2;
+    if (f->task) {   // payloads do not count against a budget: a batch holds at most budget_e tokens, and
+                     // so at most budget_e rows (fat5__task_read refuses a row without tokens); a row's payload
+                     // is 1 (a class), num_labels (multi-label, regression), its tokens (token-classify) or 2 (qa)
+        int64_t L = t->m->cfg.num_labels;
+        fat5_problem pr = fat5__head_problem(&t->m->cfg);
+        int per_row = t->m->cfg.head == FAT5_HEAD_QA ? 2 : t->m->cfg.head == FAT5_HEAD_TOKEN_CLS ? 1
+                      : pr == FAT5_PROBLEM_SINGLE_LABEL ? 1 : 0;
         f->budget_d = (int64_t)1 << 60;
-        f->buf_pay = f->budget_e * L;
+        f->buf_pay = per_row ? f->budget_e * per_row : f->budget_e * L;
     }
     R = f->max_rows > 0 ? f->max_rows : n;
     f->perm = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)n * sizeof(int32_t)));

@@ -242,7 +242,9 @@ static float *hd_grad_output(int64_t n) {
     return G;
 }
 
-typedef struct hd_fd { fat5_model *m; fat5_batch b; } hd_fd;
+static float *hd_outputs(fat5_test *T, fat5_model *m, const fat5_batch *b, int64_t *n);
+
+typedef struct hd_fd { fat5_model *m; fat5_batch b; const fat5_loss_config *lc; } hd_fd;
 
 // Central differences of f in each element of x, Richardson-extrapolated from steps h and h/2
 // (error O(h^4): the tiny models' losses curve enough that a plain O(h^2) difference at 1e-3
@@ -272,12 +274,14 @@ static void hd_fd_richardson(fat5_test *T, const char *what, float *x, size_t n,
 static double hd_fd_loss(void *u) {
     hd_fd *a = (hd_fd *)u;
     fat5_forward_result r;
-    if (fat5_model_forward(a->m, &a->b, NULL, &r) != FAT5_OK) return NAN;
+    if (fat5_model_forward(a->m, &a->b, a->lc, &r) != FAT5_OK) return NAN;
     return r.loss;
 }
 
-// every parameter's gradient against central differences of the head's loss
-static void hd_fd_check(fat5_test *T, fat5_head head, fat5_problem pr, fat5_pool pool, const char *what) {
+// every parameter's gradient against central differences of the head's loss (with the loss
+// options lc, NULL: the defaults)
+static void hd_fd_check_loss(fat5_test *T, fat5_head head, fat5_problem pr, fat5_pool pool, const char *what,
+                             const fat5_loss_config *lc) {
     fat5_model_config c = hd_rand_config(head, pr, pool);
     fat5_model *m = NULL;
     hd_fd a;
@@ -292,6 +296,7 @@ static void hd_fd_check(fat5_test *T, fat5_head head, fat5_problem pr, fat5_pool
         }
     a.m = m;
     a.b = hd_rand_batch(head, pr);
+    a.lc = lc;
     if (head == FAT5_HEAD_ENCODER) {
         G = hd_grad_output(16 * c.d_model);
         a.b.head_targets = G;
@@ -319,6 +324,10 @@ done:
     fat5_model_destroy(m);
 }
 
+static void hd_fd_check(fat5_test *T, fat5_head head, fat5_problem pr, fat5_pool pool, const char *what) {
+    hd_fd_check_loss(T, head, pr, pool, what, NULL);
+}
+
 static void t_heads_fd_enc_seqcls(fat5_test *T) {
     hd_fd_check(T, FAT5_HEAD_ENC_SEQ_CLS, FAT5_PROBLEM_SINGLE_LABEL, FAT5_POOL_EOS, "encoder classifier, EOS");
     hd_fd_check(T, FAT5_HEAD_ENC_SEQ_CLS, FAT5_PROBLEM_AUTO, FAT5_POOL_MEAN, "encoder classifier, mean");
@@ -332,6 +341,165 @@ static void t_heads_fd_other(fat5_test *T) {
     hd_fd_check(T, FAT5_HEAD_ENCODER, FAT5_PROBLEM_AUTO, FAT5_POOL_EOS, "T5EncoderModel");
 }
 
+
+// The loss options on the heads: label smoothing s and z-loss z on the cross-entropy over classes
+// (single-label classifiers, token classifiers): the loss is the mean over the counted rows of
+// (1 - s) (lse - x_y) + s (lse - mean_j x_j) + z lse^2 (Hugging Face's LabelSmoother, torch's
+// label_smoothing; fat5's z-loss), computed here from the head's logits, and every gradient is
+// that loss's (central differences); the heads whose loss is not over classes refuse them.
+static void t_heads_loss_options(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5_loss_config lc = fat5_loss_config_default();
+    static const struct { fat5_head head; fat5_problem pr; } ok[] = {
+        {FAT5_HEAD_SEQ_CLS, FAT5_PROBLEM_SINGLE_LABEL}, {FAT5_HEAD_ENC_SEQ_CLS, FAT5_PROBLEM_AUTO},
+        {FAT5_HEAD_TOKEN_CLS, FAT5_PROBLEM_AUTO}}, bad[] = {
+        {FAT5_HEAD_QA, FAT5_PROBLEM_AUTO}, {FAT5_HEAD_ENC_SEQ_CLS, FAT5_PROBLEM_REGRESSION},
+        {FAT5_HEAD_SEQ_CLS, FAT5_PROBLEM_MULTI_LABEL}, {FAT5_HEAD_ENCODER, FAT5_PROBLEM_AUTO}};
+    size_t k;
+    lc.label_smoothing = 0.2;
+    lc.z_loss = 0.05;
+    for (k = 0; k < sizeof ok / sizeof ok[0]; k++) {
+        fat5_model_config c = hd_rand_config(ok[k].head, ok[k].pr, FAT5_POOL_EOS);
+        fat5_batch b = hd_rand_batch(ok[k].head, ok[k].pr);
+        fat5_model *m = NULL;
+        fat5_forward_result r;
+        float *x = NULL;
+        int64_t n = 0, R, L = c.num_labels, i, j, cnt = 0;
+        double ce = 0, zl = 0;
+        char what[64];
+        FAT5_REQUIRE_OK(T, fat5_model_create(ctx, &c, 23, &m));
+        tm_perturb_norms(m, 3);
+        FAT5_REQUIRE_OK(T, fat5_model_forward(m, &b, &lc, &r));
+        x = hd_outputs(T, m, &b, &n);
+        FAT5_REQUIRE(T, x && n % L == 0);
+        R = n / L;
+        for (i = 0; i < R; i++) {   // the reference, in double from the logits
+            int32_t y = b.head_labels[i];
+            double mx = -INFINITY, sum = 0, mean = 0, lse;
+            if (y == -100) continue;
+            for (j = 0; j < L; j++) mx = fmax(mx, (double)x[i * L + j]), mean += (double)x[i * L + j] / (double)L;
+            for (j = 0; j < L; j++) sum += exp((double)x[i * L + j] - mx);
+            lse = mx + log(sum);
+            ce += (1 - lc.label_smoothing) * (lse - (double)x[i * L + y]) + lc.label_smoothing * (lse - mean);
+            zl += lc.z_loss * lse * lse;
+            cnt++;
+        }
+        FAT5_REQUIRE(T, cnt > 0);
+        FAT5_CHECK_MSG(T, fabs(r.ce - ce / (double)cnt) <= 1e-9 * fabs(ce / (double)cnt) &&
+                          fabs(r.loss - (ce + zl) / (double)cnt) <= 1e-9 * fabs((ce + zl) / (double)cnt) && r.n_tokens == cnt,
+                       "head %d: ce %.10g, loss %.10g, expected %.10g, %.10g", (int)ok[k].head, r.ce, r.loss,
+                       ce / (double)cnt, (ce + zl) / (double)cnt);
+        free(x);
+        fat5_model_destroy(m);
+        snprintf(what, sizeof what, "head %d, smoothing and z-loss", (int)ok[k].head);
+        hd_fd_check_loss(T, ok[k].head, ok[k].pr, FAT5_POOL_EOS, what, &lc);
+    }
+    for (k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        fat5_model_config c = hd_rand_config(bad[k].head, bad[k].pr, FAT5_POOL_EOS);
+        fat5_batch b = hd_rand_batch(bad[k].head, bad[k].pr);
+        fat5_model *m = NULL;
+        fat5_loss_config one = fat5_loss_config_default();
+        float *G = NULL;
+        int z;
+        FAT5_REQUIRE_OK(T, fat5_model_create(ctx, &c, 23, &m));
+        if (bad[k].head == FAT5_HEAD_ENCODER) b.head_targets = G = hd_grad_output(16 * c.d_model);
+        for (z = 0; z < 2; z++) {
+            fat5_status st;
+            one.label_smoothing = z ? 0 : 0.1;
+            one.z_loss = z ? 1e-4 : 0;
+            st = fat5_model_forward(m, &b, &one, NULL);
+            FAT5_CHECK_MSG(T, st == FAT5_ERR_INVALID_ARG && strstr(fat5_last_error(ctx), z ? "z_loss" : "label_smoothing") &&
+                              strstr(fat5_last_error(ctx), "takes neither"), "head %d, problem %d: %s: %s",
+                           (int)bad[k].head, (int)bad[k].pr, fat5_status_string(st), fat5_last_error(ctx));
+        }
+        FAT5_CHECK_MSG(T, fat5_model_forward(m, &b, NULL, NULL) == FAT5_OK, "%s", fat5_last_error(ctx));
+        free(G);
+        fat5_model_destroy(m);
+    }
+}
+
+// sequences [s0, s1) of b as a batch of their own, its arrays in buf (int32 [2 * 16 + 64])
+static fat5_batch hd_sub_batch(const fat5_model_config *c, const fat5_batch *b, int64_t s0, int64_t s1, int32_t *buf) {
+    fat5_batch o;
+    int64_t t0 = b->enc_cu_seqlens[s0], t1 = b->enc_cu_seqlens[s1], s, L = c->num_labels;
+    int32_t *cu = buf, *lab = buf + 16;
+    memset(&o, 0, sizeof o);
+    o.n_seq = s1 - s0;
+    o.n_enc_tokens = t1 - t0;
+    o.enc_tokens = b->enc_tokens + t0;
+    for (s = s0; s <= s1; s++) cu[s - s0] = b->enc_cu_seqlens[s] - (int32_t)t0;
+    o.enc_cu_seqlens = cu;
+    if (b->head_targets)
+        o.head_targets = b->head_targets + (c->head == FAT5_HEAD_ENCODER ? t0 * c->d_model : s0 * L);
+    if (b->head_labels) {
+        int64_t a = c->head == FAT5_HEAD_TOKEN_CLS ? t0 : c->head == FAT5_HEAD_QA ? 2 * s0 : s0;
+        int64_t z = c->head == FAT5_HEAD_TOKEN_CLS ? t1 : c->head == FAT5_HEAD_QA ? 2 * s1 : s1;
+        memcpy(lab, b->head_labels + a, (size_t)(z - a) * sizeof *lab);
+        o.head_labels = lab;
+    }
+    return o;
+}
+
+// Gradient accumulation as the trainer does it: a batch in two micro-batches, each backward scaled
+// by its share of the batch's targets (fat5__batch_targets; the encoder's loss is a sum: 1 each),
+// gives the gradient and the loss of the whole batch in one, for every head. QA's answers are as
+// the task rows make them: both positions inside the sequence, or both past it (cut off).
+static void t_heads_accum(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    static const struct { fat5_head head; fat5_problem pr; fat5_pool pool; } cases[] = {
+        {FAT5_HEAD_SEQ_CLS, FAT5_PROBLEM_SINGLE_LABEL, FAT5_POOL_EOS}, {FAT5_HEAD_ENC_SEQ_CLS, FAT5_PROBLEM_AUTO, FAT5_POOL_MEAN},
+        {FAT5_HEAD_ENC_SEQ_CLS, FAT5_PROBLEM_MULTI_LABEL, FAT5_POOL_FIRST},
+        {FAT5_HEAD_ENC_SEQ_CLS, FAT5_PROBLEM_REGRESSION, FAT5_POOL_EOS}, {FAT5_HEAD_TOKEN_CLS, FAT5_PROBLEM_AUTO, FAT5_POOL_EOS},
+        {FAT5_HEAD_QA, FAT5_PROBLEM_AUTO, FAT5_POOL_EOS}, {FAT5_HEAD_ENCODER, FAT5_PROBLEM_AUTO, FAT5_POOL_EOS}};
+    static const int32_t qa[] = {1, 3, 3, 3, 0, 6};   // row 1's answer cut off (both at its length)
+    static const int32_t cls[] = {2, 1, -100};
+    size_t k;
+    for (k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        fat5_model_config c = hd_rand_config(cases[k].head, cases[k].pr, cases[k].pool);
+        fat5_batch b = hd_rand_batch(cases[k].head, cases[k].pr), mb[2];
+        fat5_model *m = NULL;
+        fat5_forward_result r;
+        float *g1 = NULL, *G = NULL;
+        int32_t buf[2][2 * 16 + 64];
+        double loss1, loss2 = 0;
+        int64_t n_all, i, split;
+        char what[96];
+        FAT5_REQUIRE_OK(T, fat5_model_create(ctx, &c, 31, &m));
+        tm_perturb_norms(m, 3);
+        if (cases[k].head == FAT5_HEAD_QA) b.head_labels = qa;
+        if (cases[k].head == FAT5_HEAD_SEQ_CLS || (cases[k].head == FAT5_HEAD_ENC_SEQ_CLS && cases[k].pr == FAT5_PROBLEM_AUTO))
+            b.head_labels = cls;
+        if (cases[k].head == FAT5_HEAD_ENCODER) b.head_targets = G = hd_grad_output(16 * c.d_model);
+        n_all = fat5__batch_targets(m, &b);
+        FAT5_REQUIRE_OK(T, fat5_model_zero_grad(m));
+        FAT5_REQUIRE_OK(T, fat5_model_forward(m, &b, NULL, &r));
+        FAT5_REQUIRE_OK(T, fat5_model_backward(m, 1.0f));
+        loss1 = r.loss;
+        g1 = (float *)malloc(m->n_floats * sizeof(float));
+        FAT5_REQUIRE(T, g1);
+        memcpy(g1, FAT5__HOST(const float, m->gd), m->n_floats * sizeof(float));
+        for (split = 1; split < 3; split++) {   // sequences [0, split) and [split, 3)
+            loss2 = 0;
+            mb[0] = hd_sub_batch(&c, &b, 0, split, buf[0]);
+            mb[1] = hd_sub_batch(&c, &b, split, 3, buf[1]);
+            FAT5_REQUIRE_OK(T, fat5_model_zero_grad(m));
+            for (i = 0; i < 2; i++) {
+                double w = cases[k].head == FAT5_HEAD_ENCODER ? 1.0 : (double)fat5__batch_targets(m, &mb[i]) / (double)n_all;
+                FAT5_REQUIRE_OK(T, fat5_model_forward(m, &mb[i], NULL, &r));
+                FAT5_REQUIRE_OK(T, fat5_model_backward(m, (float)w));
+                loss2 += w * r.loss;
+            }
+            snprintf(what, sizeof what, "head %d, problem %d, split at %d: accumulated gradient", (int)cases[k].head,
+                     (int)cases[k].pr, (int)split);
+            fat5_check_close(T, what, FAT5__HOST(const float, m->gd), g1, m->n_floats, 1e-6, 1e-4);
+            FAT5_CHECK_MSG(T, fabs(loss2 - loss1) <= 1e-5 * fabs(loss1) + 1e-7, "head %d, split at %d: loss %.9g in two, "
+                           "%.9g in one", (int)cases[k].head, (int)split, loss2, loss1);
+        }
+        free(g1);
+        free(G);
+        fat5_model_destroy(m);
+    }
+}
 
 // the head outputs of m on b (NULL with the count in *n on failure)
 static float *hd_outputs(fat5_test *T, fat5_model *m, const fat5_batch *b, int64_t *n) {
@@ -488,6 +656,91 @@ static void t_heads_load_head(fat5_test *T) {
     free(y);
     fat5_model_destroy(src);
     fat5_model_destroy(lm);
+}
+
+// Copies the fixture dir src to dst with its shared table stored only under the name `as` (the
+// names transformers' tied embeddings may be saved under); the other tensors as they are.
+static void hd_copy_shared_as(fat5_test *T, const char *src, const char *dst, const char *shared, const char *as) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    char p[700], *cfg = NULL;
+    size_t len = 0;
+    fat5_st_file *f = NULL;
+    fat5_st_write_tensor w[128];
+    float *data[128];
+    int n, i, d;
+    snprintf(p, sizeof p, "%s/config.json", src);
+    FAT5_REQUIRE_OK(T, fat5_read_file(ctx, p, (size_t)1 << 20, &cfg, &len));
+    mkdir(dst, 0755);
+    snprintf(p, sizeof p, "%s/config.json", dst);
+    FAT5_REQUIRE_OK(T, fat5_write_file_atomic(ctx, p, cfg, len));
+    fat5_free(ctx, cfg);
+    snprintf(p, sizeof p, "%s/model.safetensors", src);
+    FAT5_REQUIRE_OK(T, fat5_st_load(ctx, p, &f));
+    n = fat5_st_tensor_count(f);
+    FAT5_REQUIRE(T, n <= 128);
+    for (i = 0; i < n; i++) {
+        const fat5_st_tensor *ti = fat5_st_get(f, i);
+        int64_t numel = 1;
+        for (d = 0; d < ti->ndim; d++) numel *= ti->shape[d];
+        data[i] = (float *)malloc((size_t)(numel ? numel : 1) * sizeof(float));
+        FAT5_REQUIRE(T, data[i] && fat5_st_read_f32(f, i, data[i], numel) == FAT5_OK);
+        w[i].name = strcmp(ti->name, shared) == 0 ? as : ti->name;
+        w[i].ndim = ti->ndim;
+        for (d = 0; d < ti->ndim; d++) w[i].shape[d] = ti->shape[d];
+        w[i].data = data[i];
+    }
+    snprintf(p, sizeof p, "%s/model.safetensors", dst);
+    FAT5_REQUIRE_OK(T, fat5_st_write(ctx, p, w, n, NULL, 0));
+    for (i = 0; i < n; i++) free(data[i]);
+    fat5_st_destroy(f);
+}
+
+// A classifier or QA checkpoint whose shared table is stored only as one of its tied aliases
+// (encoder.embed_tokens or decoder.embed_tokens, under "transformer." for the classifiers) loads,
+// by fat5_model_load and by fat5_model_load_head into a head of the other prefix, with the
+// fixture's table
+static void t_heads_tied_names(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    static const struct { const char *fixture, *shared, *as; } cases[] = {
+        {"heads_t5_seqcls", "transformer.shared.weight", "transformer.encoder.embed_tokens.weight"},
+        {"heads_t5_seqcls", "transformer.shared.weight", "transformer.decoder.embed_tokens.weight"},
+        {"heads_t5_qa", "shared.weight", "encoder.embed_tokens.weight"},
+        {"heads_t5_qa", "shared.weight", "decoder.embed_tokens.weight"}};
+    static const fat5_head heads[] = {FAT5_HEAD_SEQ_CLS, FAT5_HEAD_TOKEN_CLS, FAT5_HEAD_QA, FAT5_HEAD_ENC_SEQ_CLS,
+                                      FAT5_HEAD_LM};
+    size_t c, h;
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char src[600], dst[600];
+        fat5_model *ref = NULL, *m = NULL;
+        snprintf(src, sizeof src, "%s/%s", FAT5_TEST_DATA, cases[c].fixture);
+        snprintf(dst, sizeof dst, "%s/tied%d", fat5_test_tmpdir(T), (int)c);
+        hd_copy_shared_as(T, src, dst, cases[c].shared, cases[c].as);
+        FAT5_REQUIRE_OK(T, fat5_model_load(ctx, src, &ref));
+        if (fat5_model_load(ctx, dst, &m) == FAT5_OK) {
+            FAT5_CHECK_MSG(T, m->n_floats == ref->n_floats && !memcmp(m->w, ref->w, m->n_floats * sizeof(float)),
+                           "%s as %s: fat5_model_load's weights differ", cases[c].shared, cases[c].as);
+        } else {
+            FAT5_CHECK_MSG(T, 0, "%s as %s: %s", cases[c].shared, cases[c].as, fat5_last_error(ctx));
+        }
+        fat5_model_destroy(m);
+        m = NULL;
+        for (h = 0; h < sizeof heads / sizeof heads[0]; h++) {
+            fat5_head_config hc = fat5_head_config_default(heads[h], 3);
+            const fat5__param *a, *b;
+            if (fat5_model_load_head(ctx, dst, &hc, 1, &m) != FAT5_OK) {
+                FAT5_CHECK_MSG(T, 0, "%s as %s, head %d: %s", cases[c].shared, cases[c].as, (int)heads[h],
+                               fat5_last_error(ctx));
+                continue;
+            }
+            a = &m->params[m->shared];
+            b = &ref->params[ref->shared];
+            FAT5_CHECK_MSG(T, a->numel == b->numel && !memcmp(m->w + a->offset, ref->w + b->offset, a->numel * sizeof(float)),
+                           "%s as %s, head %d: the shared table differs", cases[c].shared, cases[c].as, (int)heads[h]);
+            fat5_model_destroy(m);
+            m = NULL;
+        }
+        fat5_model_destroy(ref);
+    }
 }
 
 // T5EncoderModel trains on a loss computed outside: with G the gradient of sum(hidden * G), a few
@@ -748,4 +1001,5 @@ static void t_gpu_heads_vs_cpu(fat5_test *T) {
 #endif
 
 #define FAT5_TESTS_HEADS(X) X(heads_hf_parity) X(heads_fd_enc_seqcls) X(heads_fd_other) X(heads_save_load) \
-    X(heads_load_head) X(heads_errors) X(heads_encoder_trains) FAT5_TESTS_HEADS_GPU(X)
+    X(heads_load_head) X(heads_errors) X(heads_encoder_trains) X(heads_tied_names) \
+    X(heads_loss_options) X(heads_accum) FAT5_TESTS_HEADS_GPU(X)

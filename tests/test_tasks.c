@@ -306,6 +306,237 @@ static void t_gpu_tasks_runs(fat5_test *T) {
 #define FAT5_TESTS_TASKS_GPU(X)
 #endif
 
+// A run from a classifier whose config.json names its classes takes them in the checkpoint's order
+// (its head's outputs keep their meaning), not the rows' sorted order; a row's name the checkpoint
+// lacks is an error naming it; transformers' default names (LABEL_i) leave the rows' order.
+static void t_tasks_label_map(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    static const char *const ck_names[2] = {"colour", "animal"}, *const def_names[2] = {"LABEL_0", "LABEL_1"};
+    const char *train = tk_classify_rows(T, 0, "map_train.jsonl", 40, 3);   // (validation: the same rows)
+    const char *other = tk_file(T, 1, "map_other.jsonl", "{\"text\": \"a rose\", \"label\": \"plant\"}\n"
+                                                         "{\"text\": \"a cat\", \"label\": \"animal\"}\n");
+    char ck[600], ck_def[600], out[600];
+    fat5_train_config c;
+    fat5_trainer *t = NULL;
+    fat5_model *src = NULL;
+    float *head = NULL;
+    size_t n_head = 0;
+    int64_t i;
+    int k;
+    snprintf(ck, sizeof ck, "%s/map_ck", fat5_test_tmpdir(T));
+    snprintf(ck_def, sizeof ck_def, "%s/map_ck_def", fat5_test_tmpdir(T));
+    for (k = 0; k < 2; k++) {   // the checkpoints: a classifier of the rows' two classes, named in another order
+        snprintf(out, sizeof out, "%s/map_make%d", fat5_test_tmpdir(T), k);
+        c = tft_config(T, train, train, out);
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "task", "classify"));
+        FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
+        src = fat5_train_model(t);
+        FAT5_REQUIRE_OK(T, fat5_model_set_label_names(src, k ? def_names : ck_names, 2));
+        FAT5_REQUIRE_OK(T, fat5_model_save(src, k ? ck_def : ck));
+        if (!k) {
+            n_head = src->params[src->ho_w].numel;
+            head = (float *)malloc(n_head * sizeof *head);
+            FAT5_REQUIRE(T, head);
+            memcpy(head, src->w + src->params[src->ho_w].offset, n_head * sizeof *head);
+        }
+        fat5_train_destroy(t);
+        t = NULL;
+    }
+    for (k = 0; k < 2; k++) {   // fine-tuned from each: the classes and each row's class
+        const fat5__ftrows *r;
+        const fat5_model *m;
+        snprintf(out, sizeof out, "%s/map_run%d", fat5_test_tmpdir(T), k);
+        c = tft_config(T, train, train, out);
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "task", "classify"));
+        c.init = k ? ck_def : ck;
+        FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
+        m = fat5_train_model(t);
+        FAT5_REQUIRE(T, m->cfg.num_labels == 2);
+        // the checkpoint's order; with default names the rows' (sorted: animal, colour)
+        FAT5_CHECK_MSG(T, strcmp(fat5_model_label_name(m, 0), k ? "animal" : "colour") == 0 &&
+                          strcmp(fat5_model_label_name(m, 1), k ? "colour" : "animal") == 0,
+                       "checkpoint %d: classes '%s', '%s'", k, fat5_model_label_name(m, 0), fat5_model_label_name(m, 1));
+        if (!k)   // the head kept
+            FAT5_CHECK(T, m->params[m->ho_w].numel == n_head &&
+                          memcmp(m->w + m->params[m->ho_w].offset, head, n_head * sizeof *head) == 0);
+        r = &t->ft->train;
+        for (i = 0; i < r->n; i++) {   // an animal's text ("the cat one") is the class named animal
+            const int32_t *ids = r->ids + r->at[i];
+            int64_t e = fat5__ftrow_in(r, i), j, is_animal = 0;
+            char text[64];
+            for (j = 0; j < e - 1 && j < 63; j++) text[j] = (char)(ids[j] - 3);
+            text[j] = 0;
+            is_animal = strstr(text, "cat") || strstr(text, "dog") || strstr(text, "horse") || strstr(text, "mouse") ||
+                        strstr(text, "bird") || strstr(text, "fish");
+            FAT5_CHECK_MSG(T, strcmp(fat5_model_label_name(m, ids[e]), is_animal ? "animal" : "colour") == 0,
+                           "checkpoint %d: '%s' has class %d ('%s')", k, text, (int)ids[e],
+                           fat5_model_label_name(m, ids[e]));
+        }
+        fat5_train_destroy(t);
+        t = NULL;
+    }
+    {   // a name the checkpoint lacks
+        fat5_status st;
+        snprintf(out, sizeof out, "%s/map_bad", fat5_test_tmpdir(T));
+        c = tft_config(T, other, other, out);
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "task", "classify"));
+        c.init = ck;
+        st = fat5_train_create(ctx, &c, &t);
+        FAT5_CHECK_MSG(T, st == FAT5_ERR_FORMAT && strstr(fat5_last_error(ctx), "label 'plant' is not one of the classes") &&
+                          strstr(fat5_last_error(ctx), "'colour', 'animal'"), "%s: %s", fat5_status_string(st),
+                       fat5_last_error(ctx));
+        fat5_train_destroy(t);
+    }
+    free(head);
+}
+
+// 100,000 rows of 60,000 label names (each name on rows i, i + 60,000): the classes are the names,
+// sorted, each row's the name it gives, and reading them takes seconds (sorted and hashed: a
+// quadratic search over the names would take about a minute on a 2-core x86; this takes under 2 s)
+static void t_tasks_many_labels(fat5_test *T) {
+    enum { ROWS = 100000, LABELS = 60000 };
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    fat5__sb b;
+    const char *train, *val;
+    char out[600], want[16];
+    fat5_train_config c;
+    fat5_trainer *t = NULL;
+    const fat5__ftrows *r;
+    const fat5_model *m;
+    double t0, secs;
+    int64_t i;
+    fat5__sb_init(&b, ctx);
+    for (i = 0; i < ROWS; i++)   // label (i * 7919) mod 60000: 7919 is prime to 60000, so every one comes
+        fat5__sb_printf(&b, "{\"text\": \"r%lld\", \"label\": \"c%05lld\"}\n", (long long)i,
+                        (long long)(i * 7919 % LABELS));
+    FAT5_REQUIRE(T, !b.oom);
+    train = tk_file(T, 0, "many_train.jsonl", b.buf);
+    fat5__sb_free(&b);
+    val = tk_file(T, 1, "many_val.jsonl", "{\"text\": \"v\", \"label\": \"c59999\"}\n");
+    snprintf(out, sizeof out, "%s/many", fat5_test_tmpdir(T));
+    c = tft_config(T, train, val, out);
+    FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "task", "classify"));
+    FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "batch_tokens", "64"));
+    t0 = fat5__now_s();
+    FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
+    secs = fat5__now_s() - t0;
+    m = fat5_train_model(t);
+    FAT5_REQUIRE(T, m->cfg.num_labels == LABELS);
+    for (i = 0; i < LABELS; i += 997) {
+        snprintf(want, sizeof want, "c%05lld", (long long)i);
+        FAT5_CHECK_MSG(T, strcmp(fat5_model_label_name(m, i), want) == 0, "class %lld is '%s'", (long long)i,
+                       fat5_model_label_name(m, i));
+    }
+    r = &t->ft->train;
+    FAT5_REQUIRE(T, r->n == ROWS);
+    for (i = 0; i < ROWS; i += 101) {   // row i ("r<i>") has class (i * 7919) mod 60000 (its name's number)
+        const int32_t *ids = r->ids + r->at[i];
+        int64_t e = fat5__ftrow_in(r, i), j, row = 0;
+        for (j = 1; j < e - 1; j++) row = 10 * row + (ids[j] - 3 - '0');
+        FAT5_CHECK_MSG(T, ids[e] == row * 7919 % LABELS, "row %lld: class %d", (long long)row, (int)ids[e]);
+    }
+    printf("  100,000 rows of 60,000 labels: the trainer made in %.2f s\n", secs);
+    FAT5_CHECK_MSG(T, secs < 20, "the trainer took %.1f s to read 100,000 rows of 60,000 labels", secs);
+    fat5_train_destroy(t);
+}
+
+// Batches at the limits of the sampler's buffers train and evaluate (run under ASan by make
+// test-asan): rows of one token (an empty text and its EOS) fill a batch with batch_tokens rows,
+// each with a class or num_labels floats; token rows as long as batch_tokens; qa rows. A row
+// without tokens (a tokenizer that adds no EOS, an empty text) is refused, naming its line.
+static void t_tasks_buffer_limits(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    static const char *const kinds[] = {"single", "multi", "tokens", "qa"};
+    fat5__sb b;
+    char out[600];
+    int k, i, j;
+    fat5__sb_init(&b, ctx);
+    for (k = 0; k < 4; k++) {
+        fat5_train_config c;
+        fat5_trainer *t = NULL;
+        fat5_train_metrics r;
+        const char *rows;
+        b.len = 0;
+        for (i = 0; i < 150; i++) {
+            if (k == 0) fat5__sb_printf(&b, "{\"text\": \"\", \"label\": \"%s\"}\n", i % 2 ? "a" : "b");
+            if (k == 1) fat5__sb_printf(&b, "{\"text\": \"\", \"label\": [\"a\", \"%s\"%s]}\n", i % 2 ? "b" : "c",
+                                        i % 3 ? "" : ", \"d\"");
+            if (k == 2) {   // 32 one-letter words: 63 bytes and EOS, batch_tokens
+                fat5__sb_puts(&b, "{\"tokens\": [");
+                for (j = 0; j < 32; j++) fat5__sb_printf(&b, "%s\"%c\"", j ? ", " : "", 'a' + (i + j) % 26);
+                fat5__sb_puts(&b, "], \"ner_tags\": [");
+                for (j = 0; j < 32; j++) fat5__sb_printf(&b, "%s\"%s\"", j ? ", " : "", (i + j) % 3 ? "O" : "B-X");
+                fat5__sb_puts(&b, "]}\n");
+            }
+            if (k == 3)
+                fat5__sb_printf(&b, "{\"question\": \"\", \"context\": \"x%c\", \"answers\": {\"text\": [\"%c\"], "
+                                "\"answer_start\": [1]}}\n", 'a' + i % 26, 'a' + i % 26);
+        }
+        FAT5_REQUIRE(T, !b.oom);
+        rows = tk_file(T, 0, "limits.jsonl", b.buf);
+        snprintf(out, sizeof out, "%s/limits%d", fat5_test_tmpdir(T), k);
+        c = tft_config(T, rows, rows, out);
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "task", k < 2 ? "classify" : k == 2 ? "token-classify" : "qa"));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "batch_tokens", "64"));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "max_length", "64"));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "per_device_train_batch_size", "0"));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "max_steps", "3"));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "eval_steps", "3"));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "save_steps", "0"));
+        if (k == 0) FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "classifier", "encoder"));
+        FAT5_REQUIRE_OK(T, fat5_train_create(ctx, &c, &t));
+        if (k < 2) {   // an epoch's batches: the largest holds batch_tokens rows of one token
+            fat5_batch mb;
+            int64_t most = 0;
+            for (j = 0; j < 3; j++) {
+                FAT5_REQUIRE_OK(T, fat5__ft_next_batch(t, &mb));
+                FAT5_CHECK(T, mb.n_enc_tokens == mb.n_seq);
+                if (mb.n_seq > most) most = mb.n_seq;
+            }
+            FAT5_CHECK_MSG(T, most == 64, "%s: batches of %lld rows at most", kinds[k], (long long)most);
+            t->ft->epoch = 0, t->ft->pos = 0;
+        }
+        if (k == 2) FAT5_CHECK(T, fat5__ftrow_in(&t->ft->train, 0) == 64);
+        memset(&r, 0, sizeof r);
+        while (!fat5_train_done(t))
+            if (fat5_train_step(t, &r) != FAT5_OK) {
+                FAT5_CHECK_MSG(T, 0, "%s: %s", kinds[k], fat5_last_error(ctx));
+                break;
+            }
+        FAT5_CHECK_MSG(T, r.has_predict && isfinite(r.loss), "%s: step %lld, loss %g", kinds[k], (long long)r.step, r.loss);
+        fat5_train_destroy(t);
+    }
+    {   // a byte-level BPE tokenizer without its template (no EOS added): an empty text has no tokens
+        char src[600], *json = NULL, *pp;
+        size_t len = 0;
+        fat5_train_config c;
+        fat5_trainer *t = NULL;
+        fat5_status st;
+        snprintf(src, sizeof src, "%s/tokenizers/bytebpe/tokenizer.json", FAT5_TEST_DATA);
+        FAT5_REQUIRE_OK(T, fat5_read_file(ctx, src, (size_t)1 << 24, &json, &len));
+        b.len = 0;
+        pp = strstr(json, "\"post_processor\":{");
+        FAT5_REQUIRE(T, pp != NULL);
+        fat5__sb_printf(&b, "%.*s\"post_processor\":null,\"unused\":%s", (int)(pp - json), json,
+                        pp + strlen("\"post_processor\":"));
+        fat5_free(ctx, json);
+        FAT5_REQUIRE(T, !b.oom);
+        tk_file(T, 1, "tokenizer.json", b.buf);
+        snprintf(src, sizeof src, "%s/tokenizer.json", fat5_test_tmpdir(T));
+        c = tft_config(T, tk_file(T, 0, "empty.jsonl", "{\"text\": \"ab\", \"label\": \"x\"}\n{\"text\": \"\", "
+                                                      "\"label\": \"y\"}\n"), NULL, fat5_test_tmpdir(T));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "task", "classify"));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "vocab_size", "1024"));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "eval_fraction", "0"));
+        FAT5_REQUIRE_OK(T, fat5_train_config_set(ctx, &c, "tokenizer_name", src));
+        st = fat5_train_create(ctx, &c, &t);
+        FAT5_CHECK_MSG(T, st == FAT5_ERR_FORMAT && strstr(fat5_last_error(ctx), "empty.jsonl: line 2: the input has no tokens"),
+                       "%s: %s", fat5_status_string(st), fat5_last_error(ctx));
+        fat5_train_destroy(t);
+    }
+    fat5__sb_free(&b);
+}
+
 // bad rows: each error names the file and line and what is wrong
 static void t_tasks_errors(fat5_test *T) {
     fat5_ctx *ctx = fat5_test_ctx(T);
@@ -338,5 +569,5 @@ static void t_tasks_errors(fat5_test *T) {
     }
 }
 
-#define FAT5_TESTS_TASKS(X) X(tasks_metrics) X(tasks_classify) X(tasks_rows) X(tasks_token_qa_runs) X(tasks_errors) \
+#define FAT5_TESTS_TASKS(X) X(tasks_metrics) X(tasks_classify) X(tasks_rows) X(tasks_token_qa_runs) X(tasks_errors) X(tasks_label_map) X(tasks_many_labels) X(tasks_buffer_limits) \
     FAT5_TESTS_TASKS_GPU(X)
