@@ -7823,8 +7823,10 @@ static fat5_status fat5__cpu_gen_select(fat5_ctx *ctx, fat5__addr x_, fat5__addr
 //  1. candidates: the C largest acc = bscore[beam] + x[beam][v] over K x V (first flat index on
 //     ties); with do_sample, C drawn without replacement from softmax(acc) (the C largest
 //     acc + gumbel), then ordered by acc; a candidate "stops" when v is a stop token or t + 1 == max_new;
-//  2. the next running beams: the K best candidates, stopped ones moved 1e9 down; beam k takes
-//     the history of its candidate's beam plus v (src[i K + k] = that beam's row, tok = v);
+//  2. the next running beams: the K best candidates, those ending in a stop token moved 1e9 down
+//     (at t + 1 == max_new the others too stop, but the running beams, unused then, stay Hugging
+//     Face's: group beam search's beam_indices read them); beam k takes the history of its
+//     candidate's beam plus v (src[i K + k] = that beam's row, tok = v);
 //  3. finished hypotheses: the K slots (fin_score sorted best first, fin_flag, fin_len, fin_tok
 //     [R, Lh - P], the generated tokens) merged with the candidates among the first K that stopped,
 //     scored sum / (t + 1)^length_penalty, unless unsat[i] is 0 or (early_stopping 1 and all K slots
@@ -7899,8 +7901,10 @@ static fat5_status fat5__cpu_gen_beam(fat5_ctx *ctx, fat5__addr x_, fat5__addr t
                 cval[j + 1] = v, cidx[j + 1] = q, ckey[j + 1] = kk;
             }
         for (c = 0; c < C; c++) cstop[c] = fat5__gen_in(eos, o->n_eos, (int)(cidx[c] % V)) || t + 1 >= o->max_new;
-        // 2. the next running beams: the K best of the candidates with stopped ones moved down
-        for (c = 0; c < C; c++) run[c] = cval[c] + (cstop[c] ? -1.0e9f : 0.0f), taken[c] = 0;
+        // 2. the next running beams: the K best of the candidates with stop tokens moved down (at
+        // max_new too, when the running beams are no longer used, so that they are Hugging Face's)
+        for (c = 0; c < C; c++)
+            run[c] = cval[c] + (fat5__gen_in(eos, o->n_eos, (int)(cidx[c] % V)) ? -1.0e9f : 0.0f), taken[c] = 0;
         for (k = 0; k < K; k++) {
             int bc = -1;
             for (c = 0; c < C; c++)
@@ -19082,12 +19086,16 @@ typedef struct fat5__gen {
     int64_t *hseq;
     float *hx;
     int64_t cap_steps;                  // steps out->step_scores / step_logits hold
+    // group beam search's beam_indices (fat5__gen_group_bidx): per step t and row r, the row whose
+    // index history row r's extends (gb_par) and the index it appends (gb_val), [max_new, R] each
+    int32_t *gb_par, *gb_val;
     fat5__graph graph;                  // the recorded step (GPU), or none
 } fat5__gen;
 
 // Constrained beam search (gen_constrained.c): runs every step from the state fat5_generate set up
-// and leaves each input's best hypotheses in fin_tok / fin_len / fin_score; *steps: the steps run.
-static fat5_status fat5__gen_constrained(fat5__gen *s, int64_t *steps);
+// and leaves each input's best hypotheses in fin_tok / fin_len / fin_score (and their beam indices
+// in o.fin_bidx), the steps' scores and logits in out; *steps: the steps run.
+static fat5_status fat5__gen_constrained(fat5__gen *s, fat5_generate_result *out, int64_t *steps);
 
 // One decoding step for the first n entries of d->tok / d->rows: the decoder, the processors and
 // the strategy. Enqueues work only (no host synchronisation or copy), so it can be captured.
@@ -19160,7 +19168,7 @@ static int fat5__gen_layout(fat5__gen *s, fat5__addr base, size_t *total) {
     FAT5__GWS(o.enc_tok, s->n_enc_tok);
     FAT5__GWS(o.enc_cu, N + 1);
     if (s->g->output_logits) FAT5__GWS(raw, R * (size_t)s->V);
-    if (s->g->output_scores && s->beam && s->G == 1) {   // beam_indices
+    if (s->g->output_scores && s->beam) {   // beam_indices
         FAT5__GWS(o.bidx, R * (size_t)(s->Lh - s->P));
         FAT5__GWS(o.fin_bidx, R * (size_t)(s->Lh - s->P));
     }
@@ -19227,9 +19235,6 @@ static fat5_status fat5__gen_check_request(fat5_model *m, const int32_t *tokens,
         (g->force_words_ids.n && (st = fat5__gen_list_in_vocab(ctx, "force_words_ids", g->force_words_ids.ids,
                                                                g->force_words_ids.cu[g->force_words_ids.n], V))))
         return st;
-    if (g->force_words_ids.n && (g->output_scores || g->output_logits))
-        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5_generate: %s with force_words_ids (constrained beam search)",
-                         g->output_scores ? "output_scores" : "output_logits");
     if (g->decoder_input_ids.n > 1 && g->decoder_input_ids.n != n_inputs)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
                          "fat5_generate: decoder_input_ids has %lld rows for %lld inputs (expected 1 or one per input)",
@@ -19409,15 +19414,10 @@ static fat5_status fat5__gen_keep_step(fat5__gen *s, float **dst, fat5__addr src
     return FAT5_OK;
 }
 
-// The host's part of a step when outputs, streaming or stop strings are asked for: the step's
-// scores and logits into out, the chosen tokens appended to the host histories, the stream callback
-// (a non-zero answer sets *stop_all), and the stop strings (a matching row's flag set, so that the
-// loop drops it as a finished one).
-static fat5_status fat5__gen_host_step(fat5__gen *s, fat5_generate_result *out, const fat5_generate_config *g,
-                                       int64_t n, const int32_t *ent_row, int64_t step, int32_t *flags, int *stop_all) {
+// Makes room in out->step_scores / step_logits (those asked for) for step `step`, doubling
+static fat5_status fat5__gen_out_room(fat5__gen *s, fat5_generate_result *out, const fat5_generate_config *g,
+                                      int64_t step) {
     fat5_ctx *ctx = s->ctx;
-    fat5_status st;
-    int64_t e;
     if (step >= s->cap_steps && (g->output_scores || g->output_logits)) {   // room for more steps
         int64_t cap = s->cap_steps ? 2 * s->cap_steps : 16;
         size_t bytes;
@@ -19435,6 +19435,86 @@ static fat5_status fat5__gen_host_step(fat5__gen *s, fat5_generate_result *out, 
         }
         s->cap_steps = cap;
     }
+    return FAT5_OK;
+oom:
+    return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_generate: out of memory for the outputs of %lld steps x %lld "
+                     "rows x %d", (long long)step + 1, (long long)s->R, s->V);
+}
+
+// Group beam search's beam indices, step `step` (output_scores): records, from the rows the step's
+// beams came from (src, downloaded), Hugging Face 4's bookkeeping of that step (its
+// _group_beam_search): a running row r of input b, group g (unit i = b G + g) appends the index of
+// its source beam numbered within the group, b K + beam, to that beam's history; a row of a unit
+// that no longer runs (finished earlier) appends 0 to the history of row g K (input 0's first beam
+// of the group), as Hugging Face pads a finished group with index 0.
+static fat5_status fat5__gen_group_bidx_step(fat5__gen *s, int64_t n, const int32_t *ent_row, int64_t step) {
+    const int64_t R = s->R, K = s->K, G = s->G;
+    int32_t *par = s->gb_par + step * R, *val = s->gb_val + step * R, *src = s->htok;   // htok: free here
+    fat5_status st;
+    int64_t e, r;
+    if ((st = s->be->download(s->ctx, src, s->src, (size_t)R * 4)) || (st = s->be->sync(s->ctx))) return st;
+    for (r = 0; r < R; r++) par[r] = (int32_t)(((r / K) % G) * K), val[r] = 0;   // not run: padded
+    for (e = 0; e < n; e++) {
+        int64_t row = ent_row[e], i = row / K;
+        par[row] = src[row];
+        val[row] = (int32_t)((i / G) * K + src[row] - i * K);
+    }
+    return FAT5_OK;
+}
+
+// dst [t + 1] = the index history of row `row` after step t (fat5__gen_group_bidx_step's records)
+static void fat5__gen_group_walk(const fat5__gen *s, int64_t t, int64_t row, int32_t *dst) {
+    for (; t >= 0; t--) {
+        dst[t] = s->gb_val[t * s->R + row];
+        row = s->gb_par[t * s->R + row];
+    }
+}
+
+// The beam indices transformers 4.56 returns for group beam search, for the finished slot `slot`
+// (unit i = slot / K) of len tokens: its tokens tok [len], fb the slot's own beam rows per token
+// (gen_beam's fin_bidx), lens / toks / stride the unit's other slots (fin_len, fin_tok). Indices
+// number the beams within their group (b K + beam for input b), and follow transformers' reads:
+//  - a hypothesis that ended in a stop token at step t in group 0: its beam's history, then the beam;
+//  - the same in a later group: transformers reads the history at the hypothesis's row of group 0's
+//    list, already extended by step t (row b K + beam of group 0, t + 1 indices);
+//  - a hypothesis that was still running at the length limit (non-stop last token), the s-th such
+//    running beam of unit i: transformers reads entry i K + s of the groups' lists laid end to end
+//    (group-major), i.e. group q / (N K), input (q % (N K)) / K, beam q % K of it.
+// dst [len] gets them.
+static void fat5__gen_group_bidx(const fat5__gen *s, const fat5_token_list *eos, int64_t slot, int64_t len,
+                                 const int32_t *tok, const int32_t *fb, const int32_t *lens, const int32_t *toks,
+                                 int64_t stride, int32_t *dst) {
+    const int64_t K = s->K, G = s->G, N = s->N, i = slot / K, b = i / G, g = i % G, t = len - 1;
+    const int64_t nidx = fb[t] - i * K;
+    int64_t k, run = 0, q, row;
+    if (len <= 0) return;
+    if (fat5__gen_in(eos->ids, (int)eos->n, tok[t])) {   // ended by a stop token
+        if (g == 0) {
+            if (t > 0) fat5__gen_group_walk(s, t - 1, i * K + nidx, dst);
+            dst[t] = (int32_t)(b * K + nidx);
+        } else {
+            fat5__gen_group_walk(s, t, b * G * K + nidx, dst);
+        }
+        return;
+    }
+    for (k = i * K; k < slot; k++)   // the running beams before it at the limit (their order is kept)
+        run += lens[k] > 0 && !fat5__gen_in(eos->ids, (int)eos->n, toks[k * stride + lens[k] - 1]);
+    q = i * K + run;
+    row = (((q % (N * K)) / K) * G + q / (N * K)) * K + q % K;
+    fat5__gen_group_walk(s, t, row, dst);
+}
+
+// The host's part of a step when outputs, streaming or stop strings are asked for: the step's
+// scores and logits into out, the chosen tokens appended to the host histories, the stream callback
+// (a non-zero answer sets *stop_all), and the stop strings (a matching row's flag set, so that the
+// loop drops it as a finished one).
+static fat5_status fat5__gen_host_step(fat5__gen *s, fat5_generate_result *out, const fat5_generate_config *g,
+                                       int64_t n, const int32_t *ent_row, int64_t step, int32_t *flags, int *stop_all) {
+    fat5_ctx *ctx = s->ctx;
+    fat5_status st;
+    int64_t e;
+    if ((st = fat5__gen_out_room(s, out, g, step))) return st;
+    if (s->gb_par && (st = fat5__gen_group_bidx_step(s, n, ent_row, step))) return st;
     if (g->output_scores && (st = fat5__gen_keep_step(s, &out->step_scores, s->d->logits, n, ent_row, step))) return st;
     if (g->output_logits && (st = fat5__gen_keep_step(s, &out->step_logits, s->raw, n, ent_row, step))) return st;
     if (!g->stream && !g->n_stop_strings) return FAT5_OK;
@@ -19448,9 +19528,6 @@ static fat5_status fat5__gen_host_step(fat5__gen *s, fat5_generate_result *out, 
     }
     if (g->stream && g->stream(g->stream_user, s->hseq, s->htok, n)) *stop_all = 1;
     return FAT5_OK;
-oom:
-    return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_generate: out of memory for the outputs of %lld steps x %lld "
-                     "rows x %d", (long long)step + 1, (long long)s->R, s->V);
 }
 
 FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const int32_t *cu_seqlens, int64_t n_inputs,
@@ -19536,6 +19613,15 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
             goto fail;
         }
         s.hl = s.hh + R * Lh, s.htok = s.hl + R;
+        if (s.G > 1 && s.o.bidx) {   // group beam search's beam indices: the steps' records
+            size_t cells = (size_t)s.max_new * (size_t)R;
+            s.gb_par = FAT5__CAST(int32_t *, fat5__malloc(ctx, cells * 2 * sizeof(int32_t)));
+            if (!s.gb_par) {
+                st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_generate: out of memory for the beam indices");
+                goto fail;
+            }
+            s.gb_val = s.gb_par + cells;
+        }
         memcpy(s.hh, h, (size_t)(R * Lh) * sizeof(int32_t));
         for (r = 0; r < R; r++) s.hl[r] = (int32_t)P;
         out->n_rows = R, out->vocab_size = s.V;
@@ -19560,7 +19646,7 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
     use_graph = g->use_graph;   // a backend that records nothing answers FAT5_ERR_UNSUPPORTED
     n = R;
     if (g->force_words_ids.n) {   // constrained beam search: host-driven steps (gen_constrained.c)
-        if ((st = fat5__gen_constrained(&s, &steps))) goto fail;
+        if ((st = fat5__gen_constrained(&s, out, &steps))) goto fail;
         n = 0;
     }
     while (n > 0 && steps < s.max_new) {
@@ -19646,18 +19732,31 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
                 out->cu_seqlens[o + 1] = (int32_t)q;
                 out->scores[o] = hs[row];
             }
-        if (s.o.bidx) {   // beam_indices, packed as the tokens
+        if (s.o.bidx) {   // beam_indices, packed as the tokens (fb: the slots' beam rows, [R, stride])
+            int32_t one = (int32_t)g->eos_token_id, *fb;
+            fat5_token_list eos = fat5__gen_eos(g, &one);
             out->beam_indices = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)(total_tok > 0 ? total_tok : 1),
                                                                    sizeof(int32_t)));
-            if (!out->beam_indices) {
+            fb = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)(R * stride) * sizeof(int32_t)));
+            if (!out->beam_indices || !fb) {
+                fat5__free(ctx, fb);
                 st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_generate: out of memory for the beam indices");
                 goto fail;
             }
-            if ((st = s.be->download(ctx, h, s.o.fin_bidx, (size_t)(R * stride) * 4)) || (st = s.be->sync(ctx))) goto fail;
-            for (k = 0, q = 0; k < nseq; k++) {
-                int64_t row = ent_row[k], j;
-                for (j = 0; j < ent_tok[row]; j++) out->beam_indices[q++] = h[row * stride + j];
+            if ((st = s.be->download(ctx, fb, s.o.fin_bidx, (size_t)(R * stride) * 4)) || (st = s.be->sync(ctx))) {
+                fat5__free(ctx, fb);
+                goto fail;
             }
+            for (k = 0; k < nseq; k++) {
+                int64_t row = ent_row[k], j, at = out->cu_seqlens[k];
+                if (s.G > 1)   // transformers 4's numbering within the group, and its reads
+                    fat5__gen_group_bidx(&s, &eos, row, ent_tok[row], h + row * stride, fb + row * stride,
+                                         ent_tok, h, stride,
+                                         out->beam_indices + at);
+                else
+                    for (j = 0; j < ent_tok[row]; j++) out->beam_indices[at + j] = fb[row * stride + j];
+            }
+            fat5__free(ctx, fb);
         }
         out->n_seq = nseq;
         out->steps = steps;
@@ -19679,6 +19778,7 @@ cleanup:
     fat5__free(ctx, s.hh);
     fat5__free(ctx, s.hseq);
     fat5__free(ctx, s.hx);
+    fat5__free(ctx, s.gb_par);
     fat5_decoder_destroy(s.d);
     return st;
 }
@@ -19709,6 +19809,12 @@ cleanup:
 // input adds its beams that meet the constraints, and all its beams when fewer than
 // num_return_sequences do. An output is the hypothesis's generated tokens, then the first stop token
 // when it is shorter than the length limit; it ends at its first stop token.
+// Outputs as transformers 4 gives them: step_scores are the processed scores plus the beam's score
+// (acc, not the processed scores alone as in beam search); step_logits the raw logits; beam_indices
+// the row (input x K + beam) each token's beam came from, -1 past a hypothesis's recorded indices
+// and on every token of one added only because too few beams met the constraints (transformers
+// records none for those: it returns no beam_indices when the first output is one, and fails in
+// finalize when a later one is).
 //
 // The constraint state follows transformers' ConstraintListState, quirks included: a constraint
 // whose progress breaks goes back to the end of the pending list, the breaking token is not tried
@@ -19821,16 +19927,23 @@ typedef struct fat5__cons_hyps {
     double *score;   // [K + 1]
     int32_t *len;    // [K + 1]: tokens, the prompt included
     int32_t *tok;    // [K + 1, Lh]
+    int32_t *nbi;    // [K + 1]: beam indices recorded (output_scores; 0: none)
+    int32_t *bi;     // [K + 1, Lh]: the beam indices, or NULL without output_scores
 } fat5__cons_hyps;
 
-// Adds seq [L] with summed log-probability sum and gen generated tokens
+// Adds seq [L] with summed log-probability sum and gen generated tokens; bi [nbi]: its beam indices
+// (NULL: none recorded)
 static void fat5__cons_hyp_add(fat5__cons_hyps *h, int K, int Lh, double lp, const int32_t *seq, int L, double sum,
-                               int gen) {
+                               int gen, const int32_t *bi, int nbi) {
     double sc = sum / pow((double)gen, lp);
     int i, lo, lo2;
     if (!(h->n < K || sc > h->worst)) return;
     h->score[h->n] = sc, h->len[h->n] = L;
     memcpy(h->tok + (int64_t)h->n * Lh, seq, (size_t)L * sizeof(int32_t));
+    if (h->bi) {
+        h->nbi[h->n] = bi ? nbi : 0;
+        if (bi) memcpy(h->bi + (int64_t)h->n * Lh, bi, (size_t)nbi * sizeof(int32_t));
+    }
     h->n++;
     if (h->n <= K) {
         h->worst = sc < h->worst ? sc : h->worst;
@@ -19845,6 +19958,10 @@ static void fat5__cons_hyp_add(fat5__cons_hyps *h, int K, int Lh, double lp, con
     for (i = lo; i + 1 < h->n; i++) {
         h->score[i] = h->score[i + 1], h->len[i] = h->len[i + 1];
         memcpy(h->tok + (int64_t)i * Lh, h->tok + (int64_t)(i + 1) * Lh, (size_t)h->len[i] * sizeof(int32_t));
+        if (h->bi) {
+            h->nbi[i] = h->nbi[i + 1];
+            memcpy(h->bi + (int64_t)i * Lh, h->bi + (int64_t)(i + 1) * Lh, (size_t)h->nbi[i] * sizeof(int32_t));
+        }
     }
     h->n--;
 }
@@ -19859,7 +19976,7 @@ static int fat5__cons_hyp_done(const fat5__cons_hyps *h, int K, const fat5_gener
     return h->worst >= best / pow(L, g->length_penalty);
 }
 
-static fat5_status fat5__gen_constrained(fat5__gen *s, int64_t *steps_out) {
+static fat5_status fat5__gen_constrained(fat5__gen *s, fat5_generate_result *out, int64_t *steps_out) {
     fat5_ctx *ctx = s->ctx;
     const fat5__backend *be = s->be;
     const fat5_generate_config *g = s->g;
@@ -19876,6 +19993,8 @@ static fat5_status fat5__gen_constrained(fat5__gen *s, int64_t *steps_out) {
     float *x = NULL, *bs, *nbs, *cval, *all_sc, *zip;
     int32_t *hh = NULL, *adv, *nh, *tok, *src, *erow, *ent_row, *ent_tok, *done, *lens, *tmp, *cidx_tok, *csrc;
     int32_t *all_tok, *all_src, *all_bank, *ord, *inc, *ord2, *fin_tok, *fin_len;
+    int32_t *rb = NULL, *nrb = NULL, *fin_bi = NULL;   // output_scores: running [R, F], new [R, F], slots' [R, F]
+    const int with_bi = s->o.bidx != 0;
     double *hyp_score = NULL;
     int64_t *cflat = NULL;
     void *arena = NULL;
@@ -19903,6 +20022,8 @@ static fat5_status fat5__gen_constrained(fat5__gen *s, int64_t *steps_out) {
         bytes += (size_t)A * 4 * 8;                                 // all_*, zip, ord, inc, ord2
         bytes += (size_t)R * (size_t)F * 4;                         // fin_tok
         bytes += (size_t)N * (size_t)(K + 1) * ((size_t)Lh * 4 + 4 + 8); // hypotheses
+        if (with_bi) bytes += (size_t)R * (size_t)F * 4 * 3 + (size_t)N * (size_t)(K + 1) * ((size_t)Lh * 4 + 4) +
+                              (size_t)N * 2 * 16 + 3 * 16;   // rb, nrb, fin_bi; the hypotheses' indices
         bytes += (size_t)N * sizeof(fat5__cons_hyps) + 64 * 32;
         bytes += (size_t)N * 2 * 16;                                // each input's two carves rounded up to 16
         arena = fat5__calloc(ctx, bytes, 1);
@@ -19951,6 +20072,16 @@ static fat5_status fat5__gen_constrained(fat5__gen *s, int64_t *steps_out) {
             hyp[b].n = 0, hyp[b].worst = 1e9, hyp[b].score = hyp_score + b * (K + 1);
             FAT5__CARVE(hyp[b].len, int32_t, K + 1);
             FAT5__CARVE(hyp[b].tok, int32_t, (K + 1) * Lh);
+            hyp[b].nbi = hyp[b].bi = NULL;
+            if (with_bi) {
+                FAT5__CARVE(hyp[b].nbi, int32_t, K + 1);
+                FAT5__CARVE(hyp[b].bi, int32_t, (K + 1) * Lh);
+            }
+        }
+        if (with_bi) {
+            FAT5__CARVE(rb, int32_t, R * F);
+            FAT5__CARVE(nrb, int32_t, R * F);
+            FAT5__CARVE(fin_bi, int32_t, R * F);
         }
         for (i = 0; i < (int64_t)cs.nc; i++) cs.first[i] = -1;
         for (k = 0; k < nw; k++) {
@@ -19975,10 +20106,21 @@ static fat5_status fat5__gen_constrained(fat5__gen *s, int64_t *steps_out) {
         if (g->max_time > 0 && step > 0 && fat5__now_s() - t0 >= g->max_time) break;
         // the backend's part: the decoder step and the processors (log-probabilities first)
         if ((ret = fat5__decoder_step_dev(d, n)) ||
+            (s->raw && (ret = be->copy(ctx, s->raw, d->logits, (size_t)(n * V) * 4))) ||
             (ret = be->gen_process(ctx, d->logits, s->hist, s->lens, d->rows, n, V, Lh, &s->o)) ||
             (ret = be->download(ctx, x, d->logits, (size_t)(n * V) * 4)) || (ret = be->sync(ctx)))
             goto out;
         for (i = 0; i < n; i++) erow[ent_row[i]] = (int32_t)i;
+        // the step's outputs: acc = beam score + processed score [R, V], the raw logits; rows not run: NaN
+        if ((ret = fat5__gen_out_room(s, out, g, step))) goto out;
+        if (g->output_scores) {
+            float *row0 = out->step_scores + step * R * V;
+            int64_t v;
+            for (i = 0; i < R * V; i++) row0[i] = NAN;
+            for (i = 0; i < n; i++)
+                for (v = 0; v < V; v++) row0[(int64_t)ent_row[i] * V + v] = bs[ent_row[i]] + x[i * V + v];
+        }
+        if (g->output_logits && (ret = fat5__gen_keep_step(s, &out->step_logits, s->raw, n, ent_row, step))) goto out;
         for (b = 0; b < N; b++) {
             const int64_t r0 = b * K;
             int c, j, nsent = 0, m = 0, a;
@@ -20009,9 +20151,11 @@ static fat5_status fat5__gen_constrained(fat5__gen *s, int64_t *steps_out) {
                 if (eos.n && fat5__cons_in(eos.ids, (int)eos.n, v)) {
                     if (c >= K) continue;
                     fat5__cons_reset(&cs, &st[0], hh + row * Lh, L, tmp);
-                    if (st[0].completed)
+                    if (st[0].completed) {   // its beam indices: the beam's, then the beam's row
+                        if (with_bi) rb[row * F + t] = (int32_t)row;
                         fat5__cons_hyp_add(&hyp[b], K, Lh, g->length_penalty, hh + row * Lh, (int)L, (double)cval[c],
-                                           (int)t + 1);
+                                           (int)t + 1, with_bi ? rb + row * F : NULL, (int)t + 1);
+                    }
                     continue;
                 }
                 sent_sc[nsent] = cval[c], sent_tok[nsent] = v, sent_src[nsent] = (int32_t)row, nsent++;
@@ -20106,6 +20250,13 @@ static fat5_status fat5__gen_constrained(fat5__gen *s, int64_t *steps_out) {
             lens[r] = (int32_t)(t + 1);
         }
         memcpy(hh, nh, (size_t)(R * Lh) * sizeof(int32_t));
+        if (with_bi) {   // the running beams' indices: the source beam's, then its row
+            for (r = 0; r < R; r++) {
+                memcpy(nrb + r * F, rb + (int64_t)src[r] * F, (size_t)t * sizeof(int32_t));
+                nrb[r * F + t] = src[r];
+            }
+            memcpy(rb, nrb, (size_t)(R * F) * sizeof(int32_t));
+        }
         *steps_out = step + 1;
         // the end: every input done, or every row ending in a stop token (transformers' criteria)
         stop = 1;
@@ -20148,13 +20299,13 @@ static fat5_status fat5__gen_constrained(fat5__gen *s, int64_t *steps_out) {
                 fat5__cons_reset(&cs, &st[0], seq, L, tmp);
                 is[j] = st[0].completed;
                 if (is[j]) fat5__cons_hyp_add(&hyp[b], K, Lh, g->length_penalty, seq, (int)L, (double)bs[b * K + j],
-                                              (int)(L - P)), got++;
+                                              (int)(L - P), with_bi ? rb + (b * K + j) * F : NULL, (int)(L - P)), got++;
             }
-            if (got < keep)
+            if (got < keep)   // (no beam indices for these, as transformers records none)
                 for (j = 0; j < K; j++)
                     if (!is[j])
                         fat5__cons_hyp_add(&hyp[b], K, Lh, g->length_penalty, hh + (b * K + j) * Lh, (int)L,
-                                           (double)bs[b * K + j], (int)(L - P));
+                                           (double)bs[b * K + j], (int)(L - P), NULL, 0);
         }
         for (b = 0; b < N; b++) {
             fat5__cons_hyps *h = &hyp[b];
@@ -20180,11 +20331,14 @@ static fat5_status fat5__gen_constrained(fat5__gen *s, int64_t *steps_out) {
                 }
                 if (j == h->len[hord[k]] && h->len[hord[k]] < P + s->max_new && eos.n) dst[q++] = eos.ids[0];
                 fin_len[row] = q, nbs[row] = (float)h->score[hord[k]];
+                for (j = 0; with_bi && j < q; j++)   // -1 past the recorded indices (transformers' fill)
+                    fin_bi[row * F + j] = j < h->nbi[hord[k]] ? h->bi[(int64_t)hord[k] * Lh + j] : -1;
             }
         }
         if ((ret = be->upload(ctx, s->fin_tok, fin_tok, (size_t)(R * F) * 4)) ||
             (ret = be->upload(ctx, s->fin_len, fin_len, (size_t)R * 4)) ||
-            (ret = be->upload(ctx, s->fin_score, nbs, (size_t)R * 4)) || (ret = be->sync(ctx)))
+            (ret = be->upload(ctx, s->fin_score, nbs, (size_t)R * 4)) ||
+            (with_bi && (ret = be->upload(ctx, s->o.fin_bidx, fin_bi, (size_t)(R * F) * 4))) || (ret = be->sync(ctx)))
             goto out;
     }
 out:

@@ -640,8 +640,10 @@ extern "C" __global__ void fat5_gen_beam(const float *x, int *tok, int *src, int
                     cval[j + 1] = v, cidx[j + 1] = q;
                 }
             for (c = 0; c < C; c++) cstop[c] = fat5_gen_in(eos, o.n_eos, (int)(cidx[c] % V)) || t + 1 >= o.max_new;
-            // 2. the next running beams: the K best candidates, stopped ones moved down
-            for (c = 0; c < C; c++) run[c] = cval[c] + (cstop[c] ? -1.0e9f : 0.0f), taken[c] = 0;
+            // 2. the next running beams: the K best candidates, those ending in a stop token moved down
+            // (at max_new too, when the running beams are no longer used, so that they are Hugging Face's)
+            for (c = 0; c < C; c++)
+                run[c] = cval[c] + (fat5_gen_in(eos, o.n_eos, (int)(cidx[c] % V)) ? -1.0e9f : 0.0f), taken[c] = 0;
             for (k = 0; k < K; k++) {
                 int bc = -1;
                 for (c = 0; c < C; c++)

@@ -126,17 +126,23 @@ def tf4_worker(fixture_dir):
     torch.set_num_threads(max(1, min(8, os.cpu_count() or 1)))
     # transformers 4.x's constrained beam search fails in finalize when output_scores is on and a
     # row ends on unfinished beams that never met their constraints (their beam_indices are None);
-    # the beam indices are bookkeeping only, so finalize is run without them.
+    # the beam indices are bookkeeping only, so finalize is run without them, except in the "*_out"
+    # cases, whose beam_indices are recorded (those cases are chosen so that finalize succeeds).
     from transformers.generation.beam_search import ConstrainedBeamSearchScorer
     finalize = ConstrainedBeamSearchScorer.finalize
+    keep_indices = [False]
 
     def finalize_without_indices(self, *args, **kwargs):
-        kwargs["beam_indices"] = None
+        if not keep_indices[0]:
+            kwargs["beam_indices"] = None
         return finalize(self, *args, **kwargs)
     ConstrainedBeamSearchScorer.finalize = finalize_without_indices
     model, _, input_ids, attention_mask = load_fixture(fixture_dir)
     jobs = json.load(sys.stdin)
-    results = [run_case(model, input_ids, attention_mask, opts, with_out) for opts, with_out in jobs]
+    results = []
+    for opts, with_out in jobs:
+        keep_indices[0] = with_out
+        results.append(run_case(model, input_ids, attention_mask, opts, with_out))
     json.dump({"transformers": transformers.__version__, "results": results}, sys.stdout)
 
 
@@ -305,6 +311,26 @@ def tf4_cases(tk):
     ):
         c.append((name, dict(do_sample=False, max_new_tokens=10, num_beams=4, num_return_sequences=2, **extra),
                   ["force_words_ids"]))
+    # with output_scores / output_logits (step_scores, step_logits, beam_indices): early stops in the
+    # later groups (a frequent EOS), and rows that end on the length limit (finalize's indices)
+    for name, extra in (
+        ("group_b4_g2_dp05_hot_out", dict(num_beams=4, num_beam_groups=2, diversity_penalty=0.5,
+                                          num_return_sequences=4, max_new_tokens=6, eos_token_id=hot)),
+        ("group_b6_g3_dp1_out", dict(num_beams=6, num_beam_groups=3, diversity_penalty=1.0, num_return_sequences=6,
+                                     max_new_tokens=5)),
+        # groups done early next to groups that run to the limit (indices read from finished groups' rows)
+        ("group_b4_g2_dp2_hot_early_out", dict(num_beams=4, num_beam_groups=2, diversity_penalty=2.0,
+                                               num_return_sequences=4, max_new_tokens=8, eos_token_id=hot,
+                                               early_stopping=True)),
+    ):
+        c.append((name, dict(do_sample=False, **extra), ["num_beam_groups", "diversity_penalty"]))
+    for name, extra in (
+        ("constrained_hot_out", dict(force_words_ids=[[A2, u1]], eos_token_id=hot)),
+        ("constrained_disj_out", dict(force_words_ids=[[[A2], [u3]]])),
+        ("constrained_eos_out", dict(force_words_ids=[[A]], eos_token_id=hot)),   # hypotheses ending in EOS
+    ):
+        c.append((name, dict(do_sample=False, max_new_tokens=6, num_beams=4, num_return_sequences=2, **extra),
+                  ["force_words_ids"]))
     del A
     return c
 
@@ -377,13 +403,16 @@ def make_options_fixture(fixture_dir, tf4_python):
         cases.append(dict(name=cname, options=opts, **res))
     # group / constrained beam search, and the agreement check, with transformers 4.x
     t4 = tf4_cases(tk)
-    jobs = [[o, False] for _, o, _ in t4] + [[without(o, t), False] for _, o, t in t4]
+    jobs = [[o, cn.endswith("_out")] for cn, o, _ in t4] + [[without(o, t), cn.endswith("_out")] for cn, o, t in t4]
     jobs += [[o, False] for o in AGREEMENT_CASES]
     res4 = run_tf4(tf4_python, fixture_dir, jobs)
     n = len(t4)
     for i, (cname, opts, tested) in enumerate(t4):
         res, base = res4[i], res4[n + i]
-        table.append((cname, res["outputs"] != base["outputs"], not scores_close(res["scores"], base["scores"])))
+        out = cname.endswith("_out")
+        table.append((cname, res["outputs"] != base["outputs"],
+                      not scores_close(res["scores"], base["scores"])
+                      or (out and res["step_scores"] != base["step_scores"])))
         cases.append(dict(name=cname, transformers=TF4_VERSION, options=opts, **res))
     agree = []
     for j, opts in enumerate(AGREEMENT_CASES):

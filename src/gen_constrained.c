@@ -23,6 +23,12 @@
 // input adds its beams that meet the constraints, and all its beams when fewer than
 // num_return_sequences do. An output is the hypothesis's generated tokens, then the first stop token
 // when it is shorter than the length limit; it ends at its first stop token.
+// Outputs as transformers 4 gives them: step_scores are the processed scores plus the beam's score
+// (acc, not the processed scores alone as in beam search); step_logits the raw logits; beam_indices
+// the row (input x K + beam) each token's beam came from, -1 past a hypothesis's recorded indices
+// and on every token of one added only because too few beams met the constraints (transformers
+// records none for those: it returns no beam_indices when the first output is one, and fails in
+// finalize when a later one is).
 //
 // The constraint state follows transformers' ConstraintListState, quirks included: a constraint
 // whose progress breaks goes back to the end of the pending list, the breaking token is not tried
@@ -135,16 +141,23 @@ typedef struct fat5__cons_hyps {
     double *score;   // [K + 1]
     int32_t *len;    // [K + 1]: tokens, the prompt included
     int32_t *tok;    // [K + 1, Lh]
+    int32_t *nbi;    // [K + 1]: beam indices recorded (output_scores; 0: none)
+    int32_t *bi;     // [K + 1, Lh]: the beam indices, or NULL without output_scores
 } fat5__cons_hyps;
 
-// Adds seq [L] with summed log-probability sum and gen generated tokens
+// Adds seq [L] with summed log-probability sum and gen generated tokens; bi [nbi]: its beam indices
+// (NULL: none recorded)
 static void fat5__cons_hyp_add(fat5__cons_hyps *h, int K, int Lh, double lp, const int32_t *seq, int L, double sum,
-                               int gen) {
+                               int gen, const int32_t *bi, int nbi) {
     double sc = sum / pow((double)gen, lp);
     int i, lo, lo2;
     if (!(h->n < K || sc > h->worst)) return;
     h->score[h->n] = sc, h->len[h->n] = L;
     memcpy(h->tok + (int64_t)h->n * Lh, seq, (size_t)L * sizeof(int32_t));
+    if (h->bi) {
+        h->nbi[h->n] = bi ? nbi : 0;
+        if (bi) memcpy(h->bi + (int64_t)h->n * Lh, bi, (size_t)nbi * sizeof(int32_t));
+    }
     h->n++;
     if (h->n <= K) {
         h->worst = sc < h->worst ? sc : h->worst;
@@ -159,6 +172,10 @@ static void fat5__cons_hyp_add(fat5__cons_hyps *h, int K, int Lh, double lp, con
     for (i = lo; i + 1 < h->n; i++) {
         h->score[i] = h->score[i + 1], h->len[i] = h->len[i + 1];
         memcpy(h->tok + (int64_t)i * Lh, h->tok + (int64_t)(i + 1) * Lh, (size_t)h->len[i] * sizeof(int32_t));
+        if (h->bi) {
+            h->nbi[i] = h->nbi[i + 1];
+            memcpy(h->bi + (int64_t)i * Lh, h->bi + (int64_t)(i + 1) * Lh, (size_t)h->nbi[i] * sizeof(int32_t));
+        }
     }
     h->n--;
 }
@@ -173,7 +190,7 @@ static int fat5__cons_hyp_done(const fat5__cons_hyps *h, int K, const fat5_gener
     return h->worst >= best / pow(L, g->length_penalty);
 }
 
-static fat5_status fat5__gen_constrained(fat5__gen *s, int64_t *steps_out) {
+static fat5_status fat5__gen_constrained(fat5__gen *s, fat5_generate_result *out, int64_t *steps_out) {
     fat5_ctx *ctx = s->ctx;
     const fat5__backend *be = s->be;
     const fat5_generate_config *g = s->g;
@@ -190,6 +207,8 @@ static fat5_status fat5__gen_constrained(fat5__gen *s, int64_t *steps_out) {
     float *x = NULL, *bs, *nbs, *cval, *all_sc, *zip;
     int32_t *hh = NULL, *adv, *nh, *tok, *src, *erow, *ent_row, *ent_tok, *done, *lens, *tmp, *cidx_tok, *csrc;
     int32_t *all_tok, *all_src, *all_bank, *ord, *inc, *ord2, *fin_tok, *fin_len;
+    int32_t *rb = NULL, *nrb = NULL, *fin_bi = NULL;   // output_scores: running [R, F], new [R, F], slots' [R, F]
+    const int with_bi = s->o.bidx != 0;
     double *hyp_score = NULL;
     int64_t *cflat = NULL;
     void *arena = NULL;
@@ -217,6 +236,8 @@ static fat5_status fat5__gen_constrained(fat5__gen *s, int64_t *steps_out) {
         bytes += (size_t)A * 4 * 8;                                 // all_*, zip, ord, inc, ord2
         bytes += (size_t)R * (size_t)F * 4;                         // fin_tok
         bytes += (size_t)N * (size_t)(K + 1) * ((size_t)Lh * 4 + 4 + 8); // hypotheses
+        if (with_bi) bytes += (size_t)R * (size_t)F * 4 * 3 + (size_t)N * (size_t)(K + 1) * ((size_t)Lh * 4 + 4) +
+                              (size_t)N * 2 * 16 + 3 * 16;   // rb, nrb, fin_bi; the hypotheses' indices
         bytes += (size_t)N * sizeof(fat5__cons_hyps) + 64 * 32;
         bytes += (size_t)N * 2 * 16;                                // each input's two carves rounded up to 16
         arena = fat5__calloc(ctx, bytes, 1);
@@ -265,6 +286,16 @@ static fat5_status fat5__gen_constrained(fat5__gen *s, int64_t *steps_out) {
             hyp[b].n = 0, hyp[b].worst = 1e9, hyp[b].score = hyp_score + b * (K + 1);
             FAT5__CARVE(hyp[b].len, int32_t, K + 1);
             FAT5__CARVE(hyp[b].tok, int32_t, (K + 1) * Lh);
+            hyp[b].nbi = hyp[b].bi = NULL;
+            if (with_bi) {
+                FAT5__CARVE(hyp[b].nbi, int32_t, K + 1);
+                FAT5__CARVE(hyp[b].bi, int32_t, (K + 1) * Lh);
+            }
+        }
+        if (with_bi) {
+            FAT5__CARVE(rb, int32_t, R * F);
+            FAT5__CARVE(nrb, int32_t, R * F);
+            FAT5__CARVE(fin_bi, int32_t, R * F);
         }
         for (i = 0; i < (int64_t)cs.nc; i++) cs.first[i] = -1;
         for (k = 0; k < nw; k++) {
@@ -289,10 +320,21 @@ static fat5_status fat5__gen_constrained(fat5__gen *s, int64_t *steps_out) {
         if (g->max_time > 0 && step > 0 && fat5__now_s() - t0 >= g->max_time) break;
         // the backend's part: the decoder step and the processors (log-probabilities first)
         if ((ret = fat5__decoder_step_dev(d, n)) ||
+            (s->raw && (ret = be->copy(ctx, s->raw, d->logits, (size_t)(n * V) * 4))) ||
             (ret = be->gen_process(ctx, d->logits, s->hist, s->lens, d->rows, n, V, Lh, &s->o)) ||
             (ret = be->download(ctx, x, d->logits, (size_t)(n * V) * 4)) || (ret = be->sync(ctx)))
             goto out;
         for (i = 0; i < n; i++) erow[ent_row[i]] = (int32_t)i;
+        // the step's outputs: acc = beam score + processed score [R, V], the raw logits; rows not run: NaN
+        if ((ret = fat5__gen_out_room(s, out, g, step))) goto out;
+        if (g->output_scores) {
+            float *row0 = out->step_scores + step * R * V;
+            int64_t v;
+            for (i = 0; i < R * V; i++) row0[i] = NAN;
+            for (i = 0; i < n; i++)
+                for (v = 0; v < V; v++) row0[(int64_t)ent_row[i] * V + v] = bs[ent_row[i]] + x[i * V + v];
+        }
+        if (g->output_logits && (ret = fat5__gen_keep_step(s, &out->step_logits, s->raw, n, ent_row, step))) goto out;
         for (b = 0; b < N; b++) {
             const int64_t r0 = b * K;
             int c, j, nsent = 0, m = 0, a;
@@ -323,9 +365,11 @@ static fat5_status fat5__gen_constrained(fat5__gen *s, int64_t *steps_out) {
                 if (eos.n && fat5__cons_in(eos.ids, (int)eos.n, v)) {
                     if (c >= K) continue;
                     fat5__cons_reset(&cs, &st[0], hh + row * Lh, L, tmp);
-                    if (st[0].completed)
+                    if (st[0].completed) {   // its beam indices: the beam's, then the beam's row
+                        if (with_bi) rb[row * F + t] = (int32_t)row;
                         fat5__cons_hyp_add(&hyp[b], K, Lh, g->length_penalty, hh + row * Lh, (int)L, (double)cval[c],
-                                           (int)t + 1);
+                                           (int)t + 1, with_bi ? rb + row * F : NULL, (int)t + 1);
+                    }
                     continue;
                 }
                 sent_sc[nsent] = cval[c], sent_tok[nsent] = v, sent_src[nsent] = (int32_t)row, nsent++;
@@ -420,6 +464,13 @@ static fat5_status fat5__gen_constrained(fat5__gen *s, int64_t *steps_out) {
             lens[r] = (int32_t)(t + 1);
         }
         memcpy(hh, nh, (size_t)(R * Lh) * sizeof(int32_t));
+        if (with_bi) {   // the running beams' indices: the source beam's, then its row
+            for (r = 0; r < R; r++) {
+                memcpy(nrb + r * F, rb + (int64_t)src[r] * F, (size_t)t * sizeof(int32_t));
+                nrb[r * F + t] = src[r];
+            }
+            memcpy(rb, nrb, (size_t)(R * F) * sizeof(int32_t));
+        }
         *steps_out = step + 1;
         // the end: every input done, or every row ending in a stop token (transformers' criteria)
         stop = 1;
@@ -462,13 +513,13 @@ static fat5_status fat5__gen_constrained(fat5__gen *s, int64_t *steps_out) {
                 fat5__cons_reset(&cs, &st[0], seq, L, tmp);
                 is[j] = st[0].completed;
                 if (is[j]) fat5__cons_hyp_add(&hyp[b], K, Lh, g->length_penalty, seq, (int)L, (double)bs[b * K + j],
-                                              (int)(L - P)), got++;
+                                              (int)(L - P), with_bi ? rb + (b * K + j) * F : NULL, (int)(L - P)), got++;
             }
-            if (got < keep)
+            if (got < keep)   // (no beam indices for these, as transformers records none)
                 for (j = 0; j < K; j++)
                     if (!is[j])
                         fat5__cons_hyp_add(&hyp[b], K, Lh, g->length_penalty, hh + (b * K + j) * Lh, (int)L,
-                                           (double)bs[b * K + j], (int)(L - P));
+                                           (double)bs[b * K + j], (int)(L - P), NULL, 0);
         }
         for (b = 0; b < N; b++) {
             fat5__cons_hyps *h = &hyp[b];
@@ -494,11 +545,14 @@ static fat5_status fat5__gen_constrained(fat5__gen *s, int64_t *steps_out) {
                 }
                 if (j == h->len[hord[k]] && h->len[hord[k]] < P + s->max_new && eos.n) dst[q++] = eos.ids[0];
                 fin_len[row] = q, nbs[row] = (float)h->score[hord[k]];
+                for (j = 0; with_bi && j < q; j++)   // -1 past the recorded indices (transformers' fill)
+                    fin_bi[row * F + j] = j < h->nbi[hord[k]] ? h->bi[(int64_t)hord[k] * Lh + j] : -1;
             }
         }
         if ((ret = be->upload(ctx, s->fin_tok, fin_tok, (size_t)(R * F) * 4)) ||
             (ret = be->upload(ctx, s->fin_len, fin_len, (size_t)R * 4)) ||
-            (ret = be->upload(ctx, s->fin_score, nbs, (size_t)R * 4)) || (ret = be->sync(ctx)))
+            (ret = be->upload(ctx, s->fin_score, nbs, (size_t)R * 4)) ||
+            (with_bi && (ret = be->upload(ctx, s->o.fin_bidx, fin_bi, (size_t)(R * F) * 4))) || (ret = be->sync(ctx)))
             goto out;
     }
 out:

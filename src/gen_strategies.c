@@ -60,12 +60,16 @@ typedef struct fat5__gen {
     int64_t *hseq;
     float *hx;
     int64_t cap_steps;                  // steps out->step_scores / step_logits hold
+    // group beam search's beam_indices (fat5__gen_group_bidx): per step t and row r, the row whose
+    // index history row r's extends (gb_par) and the index it appends (gb_val), [max_new, R] each
+    int32_t *gb_par, *gb_val;
     fat5__graph graph;                  // the recorded step (GPU), or none
 } fat5__gen;
 
 // Constrained beam search (gen_constrained.c): runs every step from the state fat5_generate set up
-// and leaves each input's best hypotheses in fin_tok / fin_len / fin_score; *steps: the steps run.
-static fat5_status fat5__gen_constrained(fat5__gen *s, int64_t *steps);
+// and leaves each input's best hypotheses in fin_tok / fin_len / fin_score (and their beam indices
+// in o.fin_bidx), the steps' scores and logits in out; *steps: the steps run.
+static fat5_status fat5__gen_constrained(fat5__gen *s, fat5_generate_result *out, int64_t *steps);
 
 // One decoding step for the first n entries of d->tok / d->rows: the decoder, the processors and
 // the strategy. Enqueues work only (no host synchronisation or copy), so it can be captured.
@@ -138,7 +142,7 @@ static int fat5__gen_layout(fat5__gen *s, fat5__addr base, size_t *total) {
     FAT5__GWS(o.enc_tok, s->n_enc_tok);
     FAT5__GWS(o.enc_cu, N + 1);
     if (s->g->output_logits) FAT5__GWS(raw, R * (size_t)s->V);
-    if (s->g->output_scores && s->beam && s->G == 1) {   // beam_indices
+    if (s->g->output_scores && s->beam) {   // beam_indices
         FAT5__GWS(o.bidx, R * (size_t)(s->Lh - s->P));
         FAT5__GWS(o.fin_bidx, R * (size_t)(s->Lh - s->P));
     }
@@ -205,9 +209,6 @@ static fat5_status fat5__gen_check_request(fat5_model *m, const int32_t *tokens,
         (g->force_words_ids.n && (st = fat5__gen_list_in_vocab(ctx, "force_words_ids", g->force_words_ids.ids,
                                                                g->force_words_ids.cu[g->force_words_ids.n], V))))
         return st;
-    if (g->force_words_ids.n && (g->output_scores || g->output_logits))
-        return fat5__err(ctx, FAT5_ERR_UNSUPPORTED, "fat5_generate: %s with force_words_ids (constrained beam search)",
-                         g->output_scores ? "output_scores" : "output_logits");
     if (g->decoder_input_ids.n > 1 && g->decoder_input_ids.n != n_inputs)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
                          "fat5_generate: decoder_input_ids has %lld rows for %lld inputs (expected 1 or one per input)",
@@ -387,15 +388,10 @@ static fat5_status fat5__gen_keep_step(fat5__gen *s, float **dst, fat5__addr src
     return FAT5_OK;
 }
 
-// The host's part of a step when outputs, streaming or stop strings are asked for: the step's
-// scores and logits into out, the chosen tokens appended to the host histories, the stream callback
-// (a non-zero answer sets *stop_all), and the stop strings (a matching row's flag set, so that the
-// loop drops it as a finished one).
-static fat5_status fat5__gen_host_step(fat5__gen *s, fat5_generate_result *out, const fat5_generate_config *g,
-                                       int64_t n, const int32_t *ent_row, int64_t step, int32_t *flags, int *stop_all) {
+// Makes room in out->step_scores / step_logits (those asked for) for step `step`, doubling
+static fat5_status fat5__gen_out_room(fat5__gen *s, fat5_generate_result *out, const fat5_generate_config *g,
+                                      int64_t step) {
     fat5_ctx *ctx = s->ctx;
-    fat5_status st;
-    int64_t e;
     if (step >= s->cap_steps && (g->output_scores || g->output_logits)) {   // room for more steps
         int64_t cap = s->cap_steps ? 2 * s->cap_steps : 16;
         size_t bytes;
@@ -413,6 +409,86 @@ static fat5_status fat5__gen_host_step(fat5__gen *s, fat5_generate_result *out, 
         }
         s->cap_steps = cap;
     }
+    return FAT5_OK;
+oom:
+    return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_generate: out of memory for the outputs of %lld steps x %lld "
+                     "rows x %d", (long long)step + 1, (long long)s->R, s->V);
+}
+
+// Group beam search's beam indices, step `step` (output_scores): records, from the rows the step's
+// beams came from (src, downloaded), Hugging Face 4's bookkeeping of that step (its
+// _group_beam_search): a running row r of input b, group g (unit i = b G + g) appends the index of
+// its source beam numbered within the group, b K + beam, to that beam's history; a row of a unit
+// that no longer runs (finished earlier) appends 0 to the history of row g K (input 0's first beam
+// of the group), as Hugging Face pads a finished group with index 0.
+static fat5_status fat5__gen_group_bidx_step(fat5__gen *s, int64_t n, const int32_t *ent_row, int64_t step) {
+    const int64_t R = s->R, K = s->K, G = s->G;
+    int32_t *par = s->gb_par + step * R, *val = s->gb_val + step * R, *src = s->htok;   // htok: free here
+    fat5_status st;
+    int64_t e, r;
+    if ((st = s->be->download(s->ctx, src, s->src, (size_t)R * 4)) || (st = s->be->sync(s->ctx))) return st;
+    for (r = 0; r < R; r++) par[r] = (int32_t)(((r / K) % G) * K), val[r] = 0;   // not run: padded
+    for (e = 0; e < n; e++) {
+        int64_t row = ent_row[e], i = row / K;
+        par[row] = src[row];
+        val[row] = (int32_t)((i / G) * K + src[row] - i * K);
+    }
+    return FAT5_OK;
+}
+
+// dst [t + 1] = the index history of row `row` after step t (fat5__gen_group_bidx_step's records)
+static void fat5__gen_group_walk(const fat5__gen *s, int64_t t, int64_t row, int32_t *dst) {
+    for (; t >= 0; t--) {
+        dst[t] = s->gb_val[t * s->R + row];
+        row = s->gb_par[t * s->R + row];
+    }
+}
+
+// The beam indices transformers 4.56 returns for group beam search, for the finished slot `slot`
+// (unit i = slot / K) of len tokens: its tokens tok [len], fb the slot's own beam rows per token
+// (gen_beam's fin_bidx), lens / toks / stride the unit's other slots (fin_len, fin_tok). Indices
+// number the beams within their group (b K + beam for input b), and follow transformers' reads:
+//  - a hypothesis that ended in a stop token at step t in group 0: its beam's history, then the beam;
+//  - the same in a later group: transformers reads the history at the hypothesis's row of group 0's
+//    list, already extended by step t (row b K + beam of group 0, t + 1 indices);
+//  - a hypothesis that was still running at the length limit (non-stop last token), the s-th such
+//    running beam of unit i: transformers reads entry i K + s of the groups' lists laid end to end
+//    (group-major), i.e. group q / (N K), input (q % (N K)) / K, beam q % K of it.
+// dst [len] gets them.
+static void fat5__gen_group_bidx(const fat5__gen *s, const fat5_token_list *eos, int64_t slot, int64_t len,
+                                 const int32_t *tok, const int32_t *fb, const int32_t *lens, const int32_t *toks,
+                                 int64_t stride, int32_t *dst) {
+    const int64_t K = s->K, G = s->G, N = s->N, i = slot / K, b = i / G, g = i % G, t = len - 1;
+    const int64_t nidx = fb[t] - i * K;
+    int64_t k, run = 0, q, row;
+    if (len <= 0) return;
+    if (fat5__gen_in(eos->ids, (int)eos->n, tok[t])) {   // ended by a stop token
+        if (g == 0) {
+            if (t > 0) fat5__gen_group_walk(s, t - 1, i * K + nidx, dst);
+            dst[t] = (int32_t)(b * K + nidx);
+        } else {
+            fat5__gen_group_walk(s, t, b * G * K + nidx, dst);
+        }
+        return;
+    }
+    for (k = i * K; k < slot; k++)   // the running beams before it at the limit (their order is kept)
+        run += lens[k] > 0 && !fat5__gen_in(eos->ids, (int)eos->n, toks[k * stride + lens[k] - 1]);
+    q = i * K + run;
+    row = (((q % (N * K)) / K) * G + q / (N * K)) * K + q % K;
+    fat5__gen_group_walk(s, t, row, dst);
+}
+
+// The host's part of a step when outputs, streaming or stop strings are asked for: the step's
+// scores and logits into out, the chosen tokens appended to the host histories, the stream callback
+// (a non-zero answer sets *stop_all), and the stop strings (a matching row's flag set, so that the
+// loop drops it as a finished one).
+static fat5_status fat5__gen_host_step(fat5__gen *s, fat5_generate_result *out, const fat5_generate_config *g,
+                                       int64_t n, const int32_t *ent_row, int64_t step, int32_t *flags, int *stop_all) {
+    fat5_ctx *ctx = s->ctx;
+    fat5_status st;
+    int64_t e;
+    if ((st = fat5__gen_out_room(s, out, g, step))) return st;
+    if (s->gb_par && (st = fat5__gen_group_bidx_step(s, n, ent_row, step))) return st;
     if (g->output_scores && (st = fat5__gen_keep_step(s, &out->step_scores, s->d->logits, n, ent_row, step))) return st;
     if (g->output_logits && (st = fat5__gen_keep_step(s, &out->step_logits, s->raw, n, ent_row, step))) return st;
     if (!g->stream && !g->n_stop_strings) return FAT5_OK;
@@ -426,9 +502,6 @@ static fat5_status fat5__gen_host_step(fat5__gen *s, fat5_generate_result *out, 
     }
     if (g->stream && g->stream(g->stream_user, s->hseq, s->htok, n)) *stop_all = 1;
     return FAT5_OK;
-oom:
-    return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_generate: out of memory for the outputs of %lld steps x %lld "
-                     "rows x %d", (long long)step + 1, (long long)s->R, s->V);
 }
 
 FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const int32_t *cu_seqlens, int64_t n_inputs,
@@ -514,6 +587,15 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
             goto fail;
         }
         s.hl = s.hh + R * Lh, s.htok = s.hl + R;
+        if (s.G > 1 && s.o.bidx) {   // group beam search's beam indices: the steps' records
+            size_t cells = (size_t)s.max_new * (size_t)R;
+            s.gb_par = FAT5__CAST(int32_t *, fat5__malloc(ctx, cells * 2 * sizeof(int32_t)));
+            if (!s.gb_par) {
+                st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_generate: out of memory for the beam indices");
+                goto fail;
+            }
+            s.gb_val = s.gb_par + cells;
+        }
         memcpy(s.hh, h, (size_t)(R * Lh) * sizeof(int32_t));
         for (r = 0; r < R; r++) s.hl[r] = (int32_t)P;
         out->n_rows = R, out->vocab_size = s.V;
@@ -538,7 +620,7 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
     use_graph = g->use_graph;   // a backend that records nothing answers FAT5_ERR_UNSUPPORTED
     n = R;
     if (g->force_words_ids.n) {   // constrained beam search: host-driven steps (gen_constrained.c)
-        if ((st = fat5__gen_constrained(&s, &steps))) goto fail;
+        if ((st = fat5__gen_constrained(&s, out, &steps))) goto fail;
         n = 0;
     }
     while (n > 0 && steps < s.max_new) {
@@ -624,18 +706,31 @@ FAT5_API fat5_status fat5_generate(fat5_model *m, const int32_t *tokens, const i
                 out->cu_seqlens[o + 1] = (int32_t)q;
                 out->scores[o] = hs[row];
             }
-        if (s.o.bidx) {   // beam_indices, packed as the tokens
+        if (s.o.bidx) {   // beam_indices, packed as the tokens (fb: the slots' beam rows, [R, stride])
+            int32_t one = (int32_t)g->eos_token_id, *fb;
+            fat5_token_list eos = fat5__gen_eos(g, &one);
             out->beam_indices = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)(total_tok > 0 ? total_tok : 1),
                                                                    sizeof(int32_t)));
-            if (!out->beam_indices) {
+            fb = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)(R * stride) * sizeof(int32_t)));
+            if (!out->beam_indices || !fb) {
+                fat5__free(ctx, fb);
                 st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_generate: out of memory for the beam indices");
                 goto fail;
             }
-            if ((st = s.be->download(ctx, h, s.o.fin_bidx, (size_t)(R * stride) * 4)) || (st = s.be->sync(ctx))) goto fail;
-            for (k = 0, q = 0; k < nseq; k++) {
-                int64_t row = ent_row[k], j;
-                for (j = 0; j < ent_tok[row]; j++) out->beam_indices[q++] = h[row * stride + j];
+            if ((st = s.be->download(ctx, fb, s.o.fin_bidx, (size_t)(R * stride) * 4)) || (st = s.be->sync(ctx))) {
+                fat5__free(ctx, fb);
+                goto fail;
             }
+            for (k = 0; k < nseq; k++) {
+                int64_t row = ent_row[k], j, at = out->cu_seqlens[k];
+                if (s.G > 1)   // transformers 4's numbering within the group, and its reads
+                    fat5__gen_group_bidx(&s, &eos, row, ent_tok[row], h + row * stride, fb + row * stride,
+                                         ent_tok, h, stride,
+                                         out->beam_indices + at);
+                else
+                    for (j = 0; j < ent_tok[row]; j++) out->beam_indices[at + j] = fb[row * stride + j];
+            }
+            fat5__free(ctx, fb);
         }
         out->n_seq = nseq;
         out->steps = steps;
@@ -657,6 +752,7 @@ cleanup:
     fat5__free(ctx, s.hh);
     fat5__free(ctx, s.hseq);
     fat5__free(ctx, s.hx);
+    fat5__free(ctx, s.gb_par);
     fat5_decoder_destroy(s.d);
     return st;
 }

@@ -351,8 +351,10 @@ static fat5_status fat5__cpu_gen_select(fat5_ctx *ctx, fat5__addr x_, fat5__addr
 //  1. candidates: the C largest acc = bscore[beam] + x[beam][v] over K x V (first flat index on
 //     ties); with do_sample, C drawn without replacement from softmax(acc) (the C largest
 //     acc + gumbel), then ordered by acc; a candidate "stops" when v is a stop token or t + 1 == max_new;
-//  2. the next running beams: the K best candidates, stopped ones moved 1e9 down; beam k takes
-//     the history of its candidate's beam plus v (src[i K + k] = that beam's row, tok = v);
+//  2. the next running beams: the K best candidates, those ending in a stop token moved 1e9 down
+//     (at t + 1 == max_new the others too stop, but the running beams, unused then, stay Hugging
+//     Face's: group beam search's beam_indices read them); beam k takes the history of its
+//     candidate's beam plus v (src[i K + k] = that beam's row, tok = v);
 //  3. finished hypotheses: the K slots (fin_score sorted best first, fin_flag, fin_len, fin_tok
 //     [R, Lh - P], the generated tokens) merged with the candidates among the first K that stopped,
 //     scored sum / (t + 1)^length_penalty, unless unsat[i] is 0 or (early_stopping 1 and all K slots
@@ -427,8 +429,10 @@ static fat5_status fat5__cpu_gen_beam(fat5_ctx *ctx, fat5__addr x_, fat5__addr t
                 cval[j + 1] = v, cidx[j + 1] = q, ckey[j + 1] = kk;
             }
         for (c = 0; c < C; c++) cstop[c] = fat5__gen_in(eos, o->n_eos, (int)(cidx[c] % V)) || t + 1 >= o->max_new;
-        // 2. the next running beams: the K best of the candidates with stopped ones moved down
-        for (c = 0; c < C; c++) run[c] = cval[c] + (cstop[c] ? -1.0e9f : 0.0f), taken[c] = 0;
+        // 2. the next running beams: the K best of the candidates with stop tokens moved down (at
+        // max_new too, when the running beams are no longer used, so that they are Hugging Face's)
+        for (c = 0; c < C; c++)
+            run[c] = cval[c] + (fat5__gen_in(eos, o->n_eos, (int)(cidx[c] % V)) ? -1.0e9f : 0.0f), taken[c] = 0;
         for (k = 0; k < K; k++) {
             int bc = -1;
             for (c = 0; c < C; c++)

@@ -464,8 +464,8 @@ static void t_generate_hf_options(fat5_test *T) {
         cases += tgo_run_options(T, m, tgen_fixtures[k], 1, 1e-5, 1e-5, &same, &all);
         fat5_model_destroy(m);
     }
-    FAT5_CHECK_MSG(T, same == all && all > 0 && cases == 195,
-                   "%d cases run (195 expected), %lld of %lld rows identical", cases,
+    FAT5_CHECK_MSG(T, same == all && all > 0 && cases == 213,
+                   "%d cases run (213 expected), %lld of %lld rows identical", cases,
                    (long long)same, (long long)all);
 }
 
@@ -690,7 +690,7 @@ static void t_gpu_generate_hf_options(fat5_test *T) {
             cases += tgo_run_options(T, m, tgen_fixtures[k], graph, 2e-4, 2e-4, &same, &all);
         fat5_model_destroy(m);
     }
-    FAT5_CHECK_MSG(T, same == all && all > 0 && cases == 2 * 195,
+    FAT5_CHECK_MSG(T, same == all && all > 0 && cases == 2 * 213,
                    "%d cases run, %lld of %lld rows identical", cases, (long long)same,
                    (long long)all);
     fat5_ctx_destroy(g);
