@@ -519,6 +519,10 @@ static fat5_status fat5__tt_check(fat5_ctx *ctx, const fat5_tokenizer_train_conf
         bad = "user_defined_symbols";
     else if (c->n_control_symbols < 0 || (c->n_control_symbols > 0 && !c->control_symbols)) bad = "control_symbols";
     if (bad) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_tokenizer_train: %s is out of range", bad);
+    if (!strcmp(c->model_type, "bpe") && c->byte_fallback)   // BpeTrainer makes no <0xXX> pieces to fall back on
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "fat5_tokenizer_train: byte_fallback is Unigram's; a BPE vocabulary covers every byte with "
+                         "byte_level");
     {   // the special pieces' ids
         fat5__tt_vocab v;
         fat5_status st;

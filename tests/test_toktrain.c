@@ -191,6 +191,10 @@ static void t_toktrain_corpus_errors(fat5_test *T) {
     cfg = fat5_tokenizer_train_config_default();
     cfg.pad_id = 5;
     FAT5_CHECK(T, fat5_tokenizer_train(ctx, &cfg, files, 1, out, NULL) == FAT5_ERR_INVALID_ARG);
+    cfg = fat5_tokenizer_train_config_default();
+    cfg.model_type = "bpe", cfg.byte_fallback = 1;
+    FAT5_CHECK(T, fat5_tokenizer_train(ctx, &cfg, files, 1, out, NULL) == FAT5_ERR_INVALID_ARG &&
+                      strstr(fat5_last_error(ctx), "byte_level") != NULL);
     files[0] = ttc_path(T, a, "missing.txt");
     cfg = fat5_tokenizer_train_config_default();
     FAT5_CHECK(T, fat5_tokenizer_train(ctx, &cfg, files, 1, out, NULL) == FAT5_ERR_IO &&
