@@ -2906,6 +2906,18 @@ static void fat5__fmt_g(char *buf, size_t cap, int prec, double x) {
     }
 }
 
+// shortest decimal that reads back as the same double ("1e-06", not "9.9999999999999995e-07"),
+// always with a '.' or an exponent so Python reads a float; '.' whatever the locale
+static void fat5__fmt_double(char buf[40], double x) {
+    int prec;
+    double back;
+    for (prec = 1; prec <= 17; prec++) {
+        fat5__fmt_g(buf, 40, prec, x);
+        if (fat5__strtod_c(buf, &back) && back == x) break;
+    }
+    if (!strpbrk(buf, ".eEn")) strcat(buf, ".0");
+}
+
 // the validated literal as a double, whatever the locale; values that overflow a double fail
 static int fat5__json_as_double(const fat5__json *v, double *out) {
     if (!v || v->type != FAT5__J_NUMBER) return 0;
@@ -12094,18 +12106,6 @@ checked:
 done:
     fat5__json_free(ctx, doc);
     return st;
-}
-
-// shortest decimal that reads back as the same double ("1e-06", not "9.9999999999999995e-07"),
-// always with a '.' or an exponent so Python reads a float; '.' whatever the locale
-static void fat5__fmt_double(char buf[40], double x) {
-    int prec;
-    double back;
-    for (prec = 1; prec <= 17; prec++) {
-        fat5__fmt_g(buf, 40, prec, x);
-        if (fat5__strtod_c(buf, &back) && back == x) break;
-    }
-    if (!strpbrk(buf, ".eEn")) strcat(buf, ".0");
 }
 
 // The position-encoding fields, all of them, unless the config is T5 buckets with FAT5's defaults
@@ -31905,17 +31905,6 @@ static void fat5__pbw_float(fat5__sb *b, int field, float f) {
     fat5__sb_putn(b, t, 4);
 }
 
-// the shortest decimal that reads back as the same double, '.' whatever the locale
-static void fat5__tt_fmt_double(char buf[40], double x) {
-    int prec;
-    double back;
-    for (prec = 1; prec <= 17; prec++) {
-        fat5__fmt_g(buf, 40, prec, x);
-        if (fat5__strtod_c(buf, &back) && back == x) break;
-    }
-    if (!strpbrk(buf, ".eEn")) strcat(buf, ".0");
-}
-
 static int fat5__tt_is_bpe(const fat5_tokenizer_train_config *cfg) { return !strcmp(cfg->model_type, "bpe"); }
 
 // The id of a special piece by its text, -1 when absent
@@ -32099,7 +32088,7 @@ static fat5_status fat5__tt_json_bytes(fat5_ctx *ctx, const fat5_tokenizer_train
         for (i = 0; i < v->n; i++) {
             fat5__sb_puts(b, i ? ",\n    [" : "\n    [");
             fat5__sb_json_string(b, v->piece[i]);
-            fat5__tt_fmt_double(num, (double)v->score[i]);
+            fat5__fmt_double(num, (double)v->score[i]);
             fat5__sb_printf(b, ", %s]", num);
         }
         fat5__sb_printf(b, "\n  ], \"byte_fallback\": %s}\n}\n", cfg->byte_fallback ? "true" : "false");

@@ -694,6 +694,18 @@ static void fat5__fmt_g(char *buf, size_t cap, int prec, double x) {
     }
 }
 
+// shortest decimal that reads back as the same double ("1e-06", not "9.9999999999999995e-07"),
+// always with a '.' or an exponent so Python reads a float; '.' whatever the locale
+static void fat5__fmt_double(char buf[40], double x) {
+    int prec;
+    double back;
+    for (prec = 1; prec <= 17; prec++) {
+        fat5__fmt_g(buf, 40, prec, x);
+        if (fat5__strtod_c(buf, &back) && back == x) break;
+    }
+    if (!strpbrk(buf, ".eEn")) strcat(buf, ".0");
+}
+
 // the validated literal as a double, whatever the locale; values that overflow a double fail
 static int fat5__json_as_double(const fat5__json *v, double *out) {
     if (!v || v->type != FAT5__J_NUMBER) return 0;

@@ -1023,18 +1023,6 @@ done:
     return st;
 }
 
-// shortest decimal that reads back as the same double ("1e-06", not "9.9999999999999995e-07"),
-// always with a '.' or an exponent so Python reads a float; '.' whatever the locale
-static void fat5__fmt_double(char buf[40], double x) {
-    int prec;
-    double back;
-    for (prec = 1; prec <= 17; prec++) {
-        fat5__fmt_g(buf, 40, prec, x);
-        if (fat5__strtod_c(buf, &back) && back == x) break;
-    }
-    if (!strpbrk(buf, ".eEn")) strcat(buf, ".0");
-}
-
 // The position-encoding fields, all of them, unless the config is T5 buckets with FAT5's defaults
 // everywhere (a Hugging Face T5 config then stays exactly as transformers writes it) and is not
 // a flash_t5 config.

@@ -46,17 +46,6 @@ static void fat5__pbw_float(fat5__sb *b, int field, float f) {
     fat5__sb_putn(b, t, 4);
 }
 
-// the shortest decimal that reads back as the same double, '.' whatever the locale
-static void fat5__tt_fmt_double(char buf[40], double x) {
-    int prec;
-    double back;
-    for (prec = 1; prec <= 17; prec++) {
-        fat5__fmt_g(buf, 40, prec, x);
-        if (fat5__strtod_c(buf, &back) && back == x) break;
-    }
-    if (!strpbrk(buf, ".eEn")) strcat(buf, ".0");
-}
-
 static int fat5__tt_is_bpe(const fat5_tokenizer_train_config *cfg) { return !strcmp(cfg->model_type, "bpe"); }
 
 // The id of a special piece by its text, -1 when absent
@@ -240,7 +229,7 @@ static fat5_status fat5__tt_json_bytes(fat5_ctx *ctx, const fat5_tokenizer_train
         for (i = 0; i < v->n; i++) {
             fat5__sb_puts(b, i ? ",\n    [" : "\n    [");
             fat5__sb_json_string(b, v->piece[i]);
-            fat5__tt_fmt_double(num, (double)v->score[i]);
+            fat5__fmt_double(num, (double)v->score[i]);
             fat5__sb_printf(b, ", %s]", num);
         }
         fat5__sb_printf(b, "\n  ], \"byte_fallback\": %s}\n}\n", cfg->byte_fallback ? "true" : "false");
