@@ -279,10 +279,16 @@ test:
 	@$(MAKE) --no-print-directory -j$(NPROC) -Otarget $(TEST_PARTS)
 	@tail -n 2 build/run_tests.log
 
-# the test runner, its output kept in build/run_tests.log (printed whole on a failure)
+# the test runner in two shards at once (FAT5_TEST_SHARD), their output kept in build/run_tests.log
+# (printed whole on a failure), its last two lines the sums of both
 run-tests: tests/run_tests
 	@mkdir -p build
-	@tests/run_tests > build/run_tests.log 2>&1 || { cat build/run_tests.log; exit 1; }
+	@(FAT5_TEST_SHARD=0/2 tests/run_tests > build/run_tests.0.log 2>&1; echo $$? > build/run_tests.0.rc) & \
+	 (FAT5_TEST_SHARD=1/2 tests/run_tests > build/run_tests.1.log 2>&1; echo $$? > build/run_tests.1.rc); wait
+	@cat build/run_tests.0.log build/run_tests.1.log | awk '/^[0-9]+ skipped$$/ { s += $$1; next } \
+	     /^[0-9]+ passed, [0-9]+ failed$$/ { p += $$1; f += $$3; next } { print } \
+	     END { print s " skipped"; print p " passed, " f " failed" }' > build/run_tests.log
+	@test "$$(cat build/run_tests.0.rc build/run_tests.1.rc)" = "$$(printf '0\n0')" || { cat build/run_tests.log; exit 1; }
 	@grep -E '^\[(SKIP|FAIL)\]' build/run_tests.log || true
 
 # make test and the slow checks: every kernel compiled by NVRTC, part by part as the runtime does (7 minutes on two cores)

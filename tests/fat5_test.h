@@ -126,8 +126,15 @@ static int fat5_test_main(const fat5_test_case *cases, size_t n, int argc, char 
     int passed = 0, failed = 0, skipped = 0;
     static char reasons[16][sizeof(((fat5_test *)0)->skip_reason)];
     size_t n_reasons = 0;
+    unsigned shard = 0, shards = 1;   // FAT5_TEST_SHARD=i/n: only the tests whose index is i modulo n
+    const char *sh = getenv("FAT5_TEST_SHARD");
+    if (sh && (sscanf(sh, "%u/%u", &shard, &shards) != 2 || shards < 1 || shard >= shards)) {
+        fprintf(stderr, "FAT5_TEST_SHARD=%s: expected i/n with i < n\n", sh);
+        return 2;
+    }
     for (i = 0; i < n; i++) {
         fat5_test T;
+        if (i % shards != shard) continue;
         if (filter && (filter[0] == '=' ? strcmp(cases[i].name, filter + 1) != 0 : !strstr(cases[i].name, filter))) continue;
         memset(&T, 0, sizeof T);
         T.name = cases[i].name;
