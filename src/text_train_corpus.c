@@ -23,11 +23,12 @@ enum {
 
 // A trained vocabulary: what a trainer makes and the writers take. Ids are positions.
 typedef struct fat5__tt_vocab {
-    int64_t n, cap;
+    int64_t n;
+    size_t cap_piece, cap_score, cap_type, cap_merges;   // fat5__grow's capacities
     char **piece;        // [n] UTF-8, NUL-terminated, owned
     float *score;        // [n] Unigram: the piece's log-probability (0 for special pieces); BPE: 0
     int8_t *type;        // [n] FAT5__PT_*
-    int64_t n_merges, cap_merges;
+    int64_t n_merges;
     int32_t *merges;     // BPE: [n_merges, 2] the ids of each merge's left and right piece, by rank
 } fat5__tt_vocab;
 
@@ -37,7 +38,8 @@ typedef struct fat5__tt_corpus {
     char *bytes;         // [off[n]]
     int64_t *off;        // [n + 1]
     int64_t *freq;       // [n]
-    int64_t n, cap, nbytes, cap_bytes;
+    int64_t n, nbytes;
+    size_t cap_off, cap_freq, cap_bytes;   // fat5__grow's capacities
 } fat5__tt_corpus;
 
 // The trainers: each fills out (empty on entry) with the whole vocabulary in id order, the special
@@ -79,21 +81,10 @@ static void fat5__tt_vocab_free(fat5_ctx *ctx, fat5__tt_vocab *v) {
 // Appends a piece (len bytes of s); its id, or -1 when out of memory (the message set).
 static int64_t fat5__tt_vocab_add(fat5_ctx *ctx, fat5__tt_vocab *v, const char *s, size_t len, float score, int type) {
     char *p;
-    if (v->n == v->cap) {
-        int64_t cap = v->cap ? 2 * v->cap : 1024;
-        char **np = FAT5__CAST(char **, fat5__realloc(ctx, v->piece, (size_t)cap * sizeof(char *)));
-        float *ns;
-        int8_t *nt;
-        if (!np) goto oom;
-        v->piece = np;
-        ns = FAT5__CAST(float *, fat5__realloc(ctx, v->score, (size_t)cap * sizeof(float)));
-        if (!ns) goto oom;
-        v->score = ns;
-        nt = FAT5__CAST(int8_t *, fat5__realloc(ctx, v->type, (size_t)cap));
-        if (!nt) goto oom;
-        v->type = nt;
-        v->cap = cap;
-    }
+    if (!fat5__grow(ctx, (void **)&v->piece, &v->cap_piece, (size_t)v->n + 1, sizeof(char *)) ||
+        !fat5__grow(ctx, (void **)&v->score, &v->cap_score, (size_t)v->n + 1, sizeof(float)) ||
+        !fat5__grow(ctx, (void **)&v->type, &v->cap_type, (size_t)v->n + 1, 1))
+        goto oom;
     p = FAT5__CAST(char *, fat5__malloc(ctx, len + 1));
     if (!p) goto oom;
     memcpy(p, s, len);
@@ -110,15 +101,9 @@ oom:
 
 // Appends a BPE merge of pieces a and b (ids); 0 when out of memory (the message set).
 static FAT5__UNUSED int fat5__tt_vocab_merge(fat5_ctx *ctx, fat5__tt_vocab *v, int32_t a, int32_t b) {
-    if (v->n_merges == v->cap_merges) {
-        int64_t cap = v->cap_merges ? 2 * v->cap_merges : 1024;
-        int32_t *m = FAT5__CAST(int32_t *, fat5__realloc(ctx, v->merges, (size_t)cap * 2 * sizeof(int32_t)));
-        if (!m) {
-            fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokenizer_train: out of memory for the merges");
-            return 0;
-        }
-        v->merges = m;
-        v->cap_merges = cap;
+    if (!fat5__grow(ctx, (void **)&v->merges, &v->cap_merges, 2 * (size_t)v->n_merges + 2, sizeof(int32_t))) {
+        fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_tokenizer_train: out of memory for the merges");
+        return 0;
     }
     v->merges[2 * v->n_merges] = a;
     v->merges[2 * v->n_merges + 1] = b;
@@ -182,26 +167,10 @@ static void fat5__tt_corpus_free(fat5_ctx *ctx, fat5__tt_corpus *c) {
 
 // Appends a sentence (n bytes of s) with count freq; 0 when out of memory (the message set).
 static int fat5__tt_corpus_add(fat5_ctx *ctx, fat5__tt_corpus *c, const char *s, size_t n, int64_t freq) {
-    if (c->n + 1 >= c->cap) {
-        int64_t cap = c->cap ? 2 * c->cap : 4096;
-        int64_t *o = FAT5__CAST(int64_t *, fat5__realloc(ctx, c->off, (size_t)(cap + 1) * sizeof(int64_t)));
-        int64_t *f;
-        if (!o) goto oom;
-        c->off = o;
-        f = FAT5__CAST(int64_t *, fat5__realloc(ctx, c->freq, (size_t)cap * sizeof(int64_t)));
-        if (!f) goto oom;
-        c->freq = f;
-        c->cap = cap;
-    }
-    if (c->nbytes + (int64_t)n + 1 > c->cap_bytes) {
-        int64_t cap = c->cap_bytes ? 2 * c->cap_bytes : 1 << 16;
-        char *b;
-        while (cap < c->nbytes + (int64_t)n + 1) cap *= 2;
-        b = FAT5__CAST(char *, fat5__realloc(ctx, c->bytes, (size_t)cap));
-        if (!b) goto oom;
-        c->bytes = b;
-        c->cap_bytes = cap;
-    }
+    if (!fat5__grow(ctx, (void **)&c->off, &c->cap_off, (size_t)c->n + 2, sizeof(int64_t)) ||
+        !fat5__grow(ctx, (void **)&c->freq, &c->cap_freq, (size_t)c->n + 1, sizeof(int64_t)) ||
+        !fat5__grow(ctx, (void **)&c->bytes, &c->cap_bytes, (size_t)c->nbytes + n + 1, 1))
+        goto oom;
     if (c->n == 0) c->off[0] = 0;
     memcpy(c->bytes + c->nbytes, s, n);
     c->bytes[c->nbytes + (int64_t)n] = 0;
@@ -266,7 +235,8 @@ typedef struct fat5__tt_reader {
     fat5_tokenizer_train_report *rep;
     char **slot;
     size_t *slot_len;
-    int64_t n, cap;
+    int64_t n;
+    size_t cap_slot, cap_len;   // fat5__grow's capacities
     fat5_rng rng;
     double t0, last_print;
     int64_t bytes_read, read, skipped;   // sentences read, and skipped (empty or too long)
@@ -306,17 +276,9 @@ static fat5_status fat5__tt_offer(fat5__tt_reader *r, const char *s, size_t n) {
         p[n] = 0;
         return FAT5_OK;
     }
-    if (r->n == r->cap) {
-        int64_t cap = r->cap ? 2 * r->cap : 4096;
-        char **ns = FAT5__CAST(char **, fat5__realloc(r->ctx, r->slot, (size_t)cap * sizeof(char *)));
-        size_t *nl;
-        if (!ns) goto oom;
-        r->slot = ns;
-        nl = FAT5__CAST(size_t *, fat5__realloc(r->ctx, r->slot_len, (size_t)cap * sizeof(size_t)));
-        if (!nl) goto oom;
-        r->slot_len = nl;
-        r->cap = cap;
-    }
+    if (!fat5__grow(r->ctx, (void **)&r->slot, &r->cap_slot, (size_t)r->n + 1, sizeof(char *)) ||
+        !fat5__grow(r->ctx, (void **)&r->slot_len, &r->cap_len, (size_t)r->n + 1, sizeof(size_t)))
+        goto oom;
     p = FAT5__CAST(char *, fat5__malloc(r->ctx, n + 1));
     if (!p) goto oom;
     memcpy(p, s, n);
