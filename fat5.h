@@ -202,7 +202,8 @@ typedef enum fat5_status {
     FAT5_ERR_CUDA = -7,
     FAT5_ERR_NVRTC = -8,
     FAT5_ERR_CUBLAS = -9,
-    FAT5_ERR_STATE = -10         // a call out of order (backward before forward, ...)
+    FAT5_ERR_STATE = -10,        // a call out of order (backward before forward, ...)
+    FAT5_ERR_BUSY = -11          // a queue is full (fat5_engine_submit): try again later
 } fat5_status;
 
 FAT5_API const char *fat5_status_string(fat5_status s);
@@ -1273,6 +1274,75 @@ FAT5_API fat5_status fat5_decoder_step(fat5_decoder *d, const int32_t *tokens, c
 // Row r continues from the history of row src[r] (all rows; beam search).
 FAT5_API fat5_status fat5_decoder_reorder(fat5_decoder *d, const int32_t *src);
 FAT5_API int64_t fat5_decoder_position(const fat5_decoder *d);   // tokens consumed by each live row
+// Continuous batching: requests join a running decoder at step boundaries. Each row owns a slot of
+// max_enc_tokens / max_rows encoder positions and its max_len cache positions (a fixed pool: no
+// allocation, no fragmentation), and has its own position. fat5_decoder_join runs the encoder on
+// n_inputs packed inputs (no padding) and gives input i the free rows rows[i rpi .. i rpi + rpi),
+// rpi = rows_per_input (beam search: its beams), all at position 0, reading the encoder slot of
+// its first row (so an input holds at most max_enc_tokens / max_rows tokens). A row left out of a
+// step is free again. After fat5_decoder_start, join waits until every row of that request has
+// finished (FAT5_ERR_STATE); fat5_decoder_start empties a joined decoder.
+FAT5_API fat5_status fat5_decoder_join(fat5_decoder *d, const int32_t *tokens, const int32_t *cu_seqlens,
+                                       int64_t n_inputs, int64_t rows_per_input, const int32_t *rows);
+// Tokens consumed by row `row` (0 for a free row or one out of range).
+FAT5_API int64_t fat5_decoder_row_position(const fat5_decoder *d, int64_t row);
+
+// ---------------------------------------------------------------------------------------------
+// Continuous batching: an engine decodes many requests at once on one model. A request submitted
+// at any time joins the running batch at the next step (the encoders of the requests joining at a
+// step run together, packed), takes one decoder row (greedy, sampling) or num_beams rows (beam
+// search) of a fixed pool, and leaves when it finishes or is cancelled, freeing them. A request's
+// tokens are those fat5_generate gives for it alone (greedy and beam search; sampling with the
+// same seed), whatever else shares the batch. Like its context, an engine is used from one thread
+// at a time (a server calls it from one thread and hands results to the others).
+typedef struct fat5_engine fat5_engine;
+typedef struct fat5_engine_config {
+    int64_t max_rows;           // 64: decoder rows at once (requests x their beams)
+    int64_t max_input_tokens;   // 1024: a request's input tokens at most (each row's encoder slot)
+    int64_t max_new_tokens;     // 256: a request's max_new_tokens at most (each row's cache positions)
+    int64_t max_waiting;        // 1024: requests queued for rows at most (submit is then FAT5_ERR_BUSY)
+} fat5_engine_config;
+FAT5_API fat5_engine_config fat5_engine_config_default(void);
+FAT5_API fat5_status fat5_engine_create(fat5_model *m, const fat5_engine_config *c, fat5_engine **out);
+FAT5_API void fat5_engine_destroy(fat5_engine *e);
+// Queues a request: input ids [n] (the tokenizer's output, EOS included), options g as for
+// fat5_generate (copied, lists included). *id (>= 1) names it in the events. Checked here, with
+// messages naming the option: the input against max_input_tokens and the vocabulary, the options
+// as fat5_generate checks them, max_new_tokens (or max_length) against the engine's. Options not
+// run in a shared batch are FAT5_ERR_UNSUPPORTED naming the option: num_return_sequences > 1,
+// group and constrained beam search, decoder_input_ids, output_scores / output_logits, stream,
+// stop_strings, max_time (a server matches stop texts and deadlines itself, and cancels).
+FAT5_API fat5_status fat5_engine_submit(fat5_engine *e, const int32_t *tokens, int64_t n,
+                                        const fat5_generate_config *g, uint64_t *id);
+// Ends a request at the next step (its last event says FAT5_FINISH_CANCELLED); an id that is not
+// queued or running (finished, unknown) is FAT5_ERR_INVALID_ARG.
+FAT5_API fat5_status fat5_engine_cancel(fat5_engine *e, uint64_t id);
+typedef enum fat5_finish {
+    FAT5_FINISH_NONE = 0,       // still running
+    FAT5_FINISH_EOS = 1,        // a stop token (included in the output)
+    FAT5_FINISH_LENGTH = 2,     // max_new_tokens (or max_length) reached
+    FAT5_FINISH_CANCELLED = 3   // fat5_engine_cancel
+} fat5_finish;
+typedef struct fat5_engine_event {
+    uint64_t id;
+    int32_t token;              // the token this step gave the request (greedy, sampling); -1 none
+                                //   (beam search emits its output when it finishes)
+    fat5_finish finish;         // FAT5_FINISH_NONE while it runs; else it has left, its output complete
+    const int32_t *tokens;      // the output so far (beam search, finished: the best hypothesis),
+    int64_t n_tokens;           //   valid until the next fat5_engine_step
+    float score;                // as fat5_generate_result.scores
+} fat5_engine_event;
+// One step: admits queued requests into free rows (oldest first), runs the decoder for every
+// running row and picks each request's next token. *events (the engine's, valid until the next
+// step) gets one event per request that got a token or finished. With nothing running or queued
+// it returns at once with no events.
+FAT5_API fat5_status fat5_engine_step(fat5_engine *e, const fat5_engine_event **events, int64_t *n_events);
+typedef struct fat5_engine_stats {
+    int64_t running, waiting;   // requests in the batch, queued
+    int64_t rows_used, max_rows;
+    int64_t steps, tokens;      // decoder steps run, tokens emitted (all requests), since create
+} fat5_engine_stats;
+FAT5_API void fat5_engine_stats_get(const fat5_engine *e, fat5_engine_stats *out);
 
 // ---------------------------------------------------------------------------------------------
 // Tokenizers (text). A checkpoint's own tokenizer, read from its files, giving the ids the Python
@@ -1659,6 +1729,7 @@ FAT5_API const char *fat5_status_string(fat5_status s) {
     case FAT5_ERR_NVRTC: return "FAT5_ERR_NVRTC";
     case FAT5_ERR_CUBLAS: return "FAT5_ERR_CUBLAS";
     case FAT5_ERR_STATE: return "FAT5_ERR_STATE";
+    case FAT5_ERR_BUSY: return "FAT5_ERR_BUSY";
     }
     return "FAT5_ERR_UNKNOWN";
 }
@@ -6987,8 +7058,8 @@ static fat5_status fat5__cpu_block_sum_bwd(fat5_ctx *ctx, fat5__addr dx_, fat5__
 // ---- rotary position embedding ----
 
 // rope: rotates, in place, dims [0, rd) of every head of x [T, H*dk] (act) by its token's
-// position t: pos[0] for every token when pos is given (a decode step), else its place in its
-// packed sequence, t - cu[seq[token]]. Pair k < rd/2 is (k, k + rd/2), or (2k, 2k + 1) with
+// position t: when pos is given (a decode step), pos[seq[t]] (seq: each entry's decoder row) or pos[0]
+// (seq NULL), else its place in its packed sequence, t - cu[seq[t]]. Pair k < rd/2 is (k, k + rd/2), or (2k, 2k + 1) with
 // FAT5__ROPE_INTERLEAVED; it turns by theta = t base^(-2k/rd): (a, b) -> (a cos - b sin, b cos + a sin).
 // xpos > 0 (xPos, gamma = xpos): cos and sin scale by zeta_k^(t/gamma), zeta_k = (2k + 0.4 rd) /
 // (1.4 rd), or zeta_k^(-t/gamma) with FAT5__ROPE_KEY, so q.k scales by zeta^((i - j)/gamma).
@@ -7004,7 +7075,7 @@ static fat5_status fat5__cpu_rope(fat5_ctx *ctx, fat5__addr x_, fat5__addr cu_, 
     int h, k, half = rd / 2;
     (void)ctx;
     for (t = 0; t < T; t++) {
-        double p = pos ? (double)pos[0] : (double)(t - cu[seq[t]]);
+        double p = pos ? (double)pos[seq ? seq[t] : 0] : (double)(t - cu[seq[t]]);
         for (k = 0; k < half; k++) {
             double ang = p * pow((double)base, -2.0 * k / rd), sc = 1.0;
             float cs, sn;
@@ -7028,11 +7099,11 @@ static fat5_status fat5__cpu_rope(fat5_ctx *ctx, fat5__addr x_, fat5__addr cu_, 
 // ---- decoding: one query per row against a cache ----
 
 // attn_decode: entry i (0 <= i < n) is row rows[i]; its keys and values are rows kv_off[row] + j of
-// k and v for j < count, count = pos[0] + 1 (CAUSAL: the decoder's self-attention cache, the query
-// at position pos[0]) or kv_len[row] (CROSS: the encoder output of the row's input; bias unused).
-// o[i] = softmax_j(q_i . k_j + b(pos[0], j, h)) v_j, per head; rows of q, k, v, o are H*dk wide;
-// o = 0 for an entry without keys. b is the causal forward's position bias for a query at position
-// pos[0] (fat5__cpu_pos_bias for this kind: T5 buckets, ALiBi or FIRE; lut is the GPU's bucket
+// k and v for j < count, count = pos[row] + 1 (CAUSAL: the decoder's self-attention cache, the
+// query at the row's position pos[row]) or kv_len[row] (CROSS: the encoder output of the row's
+// input; bias unused). o[i] = softmax_j(q_i . k_j + b(pos[row], j, h)) v_j, per head; rows of q, k,
+// v, o are H*dk wide; o = 0 for an entry without keys. b is the causal forward's position bias for
+// a query at position pos[row] (fat5__cpu_pos_bias for this kind: T5 buckets, ALiBi or FIRE; lut is the GPU's bucket
 // table, as for attn_fwd); none for CROSS.
 // max_keys: an upper bound, known on the host, of the key count of any entry: the decoder's cache
 // capacity max_len for CAUSAL, the longest encoder output (max of kv_len) for CROSS. pos and kv_len
@@ -7055,7 +7126,8 @@ static fat5_status fat5__cpu_attn_decode(fat5_ctx *ctx, fat5__addr o_, fat5__add
     const float *bias = causal ? FAT5__HOST(const float, bias_) : NULL;
     const int32_t *rows = FAT5__HOST(const int32_t, rows_), *kv_off = FAT5__HOST(const int32_t, kv_off_);
     const int32_t *kv_len = FAT5__HOST(const int32_t, kv_len_);
-    int64_t pos = FAT5__HOST(const int32_t, pos_)[0], ld = (int64_t)H * dk, i, j, cnt_max = 1;
+    const int32_t *pos = FAT5__HOST(const int32_t, pos_);
+    int64_t ld = (int64_t)H * dk, i, j, cnt_max = 1;
     double *p, *acc;
     int h, d;
     if (kind >> FAT5__ATTN_WINDOW_SHIFT || (kind & (FAT5__ATTN_PREFIX | FAT5__ATTN_TGLOBAL | FAT5__ATTN_GSHARED)))
@@ -7065,19 +7137,19 @@ static fat5_status fat5__cpu_attn_decode(fat5_ctx *ctx, fat5__addr o_, fat5__add
     (void)max_keys;
     (void)scratch;
     for (i = 0; i < n; i++) {
-        int64_t c = causal ? pos + 1 : kv_len[rows[i]];
+        int64_t c = causal ? (int64_t)pos[rows[i]] + 1 : kv_len[rows[i]];
         if (c > cnt_max) cnt_max = c;
     }
     p = FAT5__CAST(double *, fat5__host_scratch(ctx, (size_t)(cnt_max + dk) * sizeof(double), "fat5__cpu_attn_decode"));
     if (!p) return FAT5_ERR_OUT_OF_MEMORY;
     acc = p + cnt_max;
     for (i = 0; i < n; i++) {
-        int64_t row = rows[i], k0 = kv_off[row], cnt = causal ? pos + 1 : kv_len[row];
+        int64_t row = rows[i], k0 = kv_off[row], p_row = causal ? pos[row] : 0, cnt = causal ? p_row + 1 : kv_len[row];
         for (h = 0; h < H; h++) {
             const float *qi = q + i * ld + h * dk;
             double mx = -INFINITY, sum = 0;
             for (j = 0; j < cnt; j++) {
-                p[j] = fat5__cpu_attn_score(qi, k + (k0 + j) * ld + h * dk, bias, pos, j, h, H, dk, kind, nb,
+                p[j] = fat5__cpu_attn_score(qi, k + (k0 + j) * ld + h * dk, bias, p_row, j, h, H, dk, kind, nb,
                                             max_distance);
                 if (p[j] > mx) mx = p[j];
             }
@@ -7094,17 +7166,18 @@ static fat5_status fat5__cpu_attn_decode(fat5_ctx *ctx, fat5__addr o_, fat5__add
     return FAT5_OK;
 }
 
-// cache_write: row rows[i] of the caches takes entry i's key and value at position pos[0]:
-// kc[kv_off[rows[i]] + pos[0]] = k[i], vc[...] = v[i] (rows of I activation elements).
+// cache_write: row rows[i] of the caches takes entry i's key and value at its position pos[rows[i]]:
+// kc[kv_off[rows[i]] + pos[rows[i]]] = k[i], vc[...] = v[i] (rows of I activation elements).
 static fat5_status fat5__cpu_cache_write(fat5_ctx *ctx, fat5__addr kc_, fat5__addr vc_, fat5__addr k_, fat5__addr v_,
                                          fat5__addr rows_, fat5__addr kv_off_, fat5__addr pos_, int64_t n, int I) {
     float *kc = FAT5__HOST(float, kc_), *vc = FAT5__HOST(float, vc_);
     const float *k = FAT5__HOST(const float, k_), *v = FAT5__HOST(const float, v_);
     const int32_t *rows = FAT5__HOST(const int32_t, rows_), *kv_off = FAT5__HOST(const int32_t, kv_off_);
-    int64_t pos = FAT5__HOST(const int32_t, pos_)[0], i;
+    const int32_t *pos = FAT5__HOST(const int32_t, pos_);
+    int64_t i;
     (void)ctx;
     for (i = 0; i < n; i++) {
-        int64_t dst = ((int64_t)kv_off[rows[i]] + pos) * I;
+        int64_t dst = ((int64_t)kv_off[rows[i]] + pos[rows[i]]) * I;
         memcpy(kc + dst, k + i * (int64_t)I, (size_t)I * sizeof(float));
         memcpy(vc + dst, v + i * (int64_t)I, (size_t)I * sizeof(float));
     }
@@ -7115,7 +7188,7 @@ static fat5_status fat5__cpu_cache_write(fat5_ctx *ctx, fat5__addr kc_, fat5__ad
 // K; x fp32, the normalised rows in the activation dtype):
 //   act < 0:  y_s = xn W_s^T ([T, N], activation dtype) for w0 and, when given, w1 and w2;
 //   act >= 0: y0 = act_fwd(xn W0^T, xn W1^T) (gated; w1 given, w2 0) or act_fwd(xn W0^T) (w1 0);
-//   rows:     (act < 0) rows i of y1 and y2 are the cache rows kv_off[rows[i]] + pos[0] instead of i
+//   rows:     (act < 0) rows i of y1 and y2 are the cache rows kv_off[rows[i]] + pos[rows[i]] instead of i
 //             (cache_write's addressing: the new key and value go straight into the caches).
 // The CPU composes its rmsnorm_fwd, mm, act_fwd and the cache addressing; the GPU runs one kernel.
 static fat5_status fat5__norm_mm_check(fat5_ctx *ctx, const char *op, fat5__addr y0, fat5__addr y1, fat5__addr y2,
@@ -7168,7 +7241,7 @@ static fat5_status fat5__cpu_norm_mm(fat5_ctx *ctx, fat5__addr y0, fat5__addr y1
         st = fat5__cpu_mm(ctx, FAT5__MM_NT, FAT5__ADDR(ta), 0, FAT5__ADDR(xn), w[s], T, N, K, 1.0f, 0.0f);
         for (i = 0; i < T && !st; i++) {
             const int32_t *rows = FAT5__HOST(const int32_t, rows_), *kv_off = FAT5__HOST(const int32_t, kv_off_);
-            int64_t dst = (int64_t)kv_off[rows[i]] + FAT5__HOST(const int32_t, pos_)[0];
+            int64_t dst = (int64_t)kv_off[rows[i]] + FAT5__HOST(const int32_t, pos_)[rows[i]];
             memcpy(FAT5__HOST(float, y[s]) + dst * N, ta + i * N, (size_t)N * sizeof(float));
         }
     }
@@ -7176,27 +7249,33 @@ static fat5_status fat5__cpu_norm_mm(fat5_ctx *ctx, fat5__addr y0, fat5__addr y1
     return st;
 }
 
-// cache_gather: for rows r < n, positions [0, pos[0]) of dst row r are those of src row idx[r]
-// (cache rows kv_off[r] + j and kv_off[idx[r]] + j; I activation elements each). dst != src.
+// cache_gather: for entries i < n, row r = rows[i]: positions [0, pos[r]) of dst row r are those of
+// src row idx[r] (cache rows kv_off[r] + j and kv_off[idx[r]] + j; I activation elements each).
+// dst != src.
 static fat5_status fat5__cpu_cache_gather(fat5_ctx *ctx, fat5__addr dst_, fat5__addr src_, fat5__addr idx_,
-                                          fat5__addr kv_off_, fat5__addr pos_, int64_t n, int I) {
+                                          fat5__addr rows_, fat5__addr kv_off_, fat5__addr pos_, int64_t n, int I) {
     float *dst = FAT5__HOST(float, dst_);
     const float *src = FAT5__HOST(const float, src_);
     const int32_t *idx = FAT5__HOST(const int32_t, idx_), *kv_off = FAT5__HOST(const int32_t, kv_off_);
-    int64_t pos = FAT5__HOST(const int32_t, pos_)[0], r;
+    const int32_t *rows = FAT5__HOST(const int32_t, rows_), *pos = FAT5__HOST(const int32_t, pos_);
+    int64_t i;
     (void)ctx;
-    for (r = 0; r < n; r++)
-        if (pos > 0)
-            memcpy(dst + (int64_t)kv_off[r] * I, src + (int64_t)kv_off[idx[r]] * I, (size_t)(pos * I) * sizeof(float));
+    for (i = 0; i < n; i++) {
+        int64_t r = rows[i];
+        if (pos[r] > 0)
+            memcpy(dst + (int64_t)kv_off[r] * I, src + (int64_t)kv_off[idx[r]] * I,
+                   (size_t)((int64_t)pos[r] * I) * sizeof(float));
+    }
     return FAT5_OK;
 }
 
-// add_i32: x[i] += v for i < n (the decoder's position counter)
-static fat5_status fat5__cpu_add_i32(fat5_ctx *ctx, fat5__addr x_, int v, int64_t n) {
+// add_i32: x[idx[i]] += v for i < n (idx NULL: x[i]; the decoder rows' positions; idx distinct)
+static fat5_status fat5__cpu_add_i32(fat5_ctx *ctx, fat5__addr x_, fat5__addr idx_, int v, int64_t n) {
     int32_t *x = FAT5__HOST(int32_t, x_);
+    const int32_t *idx = FAT5__HOST(const int32_t, idx_);
     int64_t i;
     (void)ctx;
-    for (i = 0; i < n; i++) x[i] += v;
+    for (i = 0; i < n; i++) x[idx ? idx[i] : i] += v;
     return FAT5_OK;
 }
 
@@ -9157,7 +9236,7 @@ static int fat5__gpu_decode_splits(int max_keys) {
 
 // o[i] = softmax_j(q_i . k_j + bias) v_j per head against entry i's cache row (see
 // fat5__cpu_attn_decode); the causal kinds may carry ALiBi or FIRE (never asymmetric ALiBi), whose
-// bias of key j is that of a query at position pos[0]. Flash-decoding: the keys of each (entry, head) are cut into S =
+// bias of key j is that of a query at the row's position pos[rows[i]]. Flash-decoding: the keys of each (entry, head) are cut into S =
 // ceil(max_keys / FAT5__DECODE_SPLIT_KEYS) splits (at most 32), one warp each (phase 0, grid
 // (ceil(S / W), H, n clamped to 65535), W = min(S, 4) warps a block); with S > 1 each warp writes its
 // partial (max, sum, acc[dk]) to scratch and phase 1 (one warp per (entry, head), 4 warps a block)
@@ -9214,7 +9293,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_decode(fat5_ctx *ctx, fat5__dptr 
     return fat5__dev_launch(ctx, FAT5__K_attn_decode, fat5__gpu_blocks(n * H, 4), 1, 1, 128, 1, 1, 0, a1);
 }
 
-// kc, vc row kv_off[rows[i]] + pos[0] = k, v row i (rows of I activation elements); 256 threads a
+// kc, vc row kv_off[rows[i]] + pos[rows[i]] = k, v row i (rows of I activation elements); 256 threads a
 // block over the n I elements
 static FAT5__UNUSED fat5_status fat5__gpu_cache_write(fat5_ctx *ctx, fat5__dptr kc, fat5__dptr vc, fat5__dptr k,
                                                       fat5__dptr v, fat5__dptr rows, fat5__dptr kv_off, fat5__dptr pos,
@@ -9247,13 +9326,14 @@ static FAT5__UNUSED fat5_status fat5__gpu_norm_mm(fat5_ctx *ctx, fat5__dptr y0, 
                             (unsigned)(groups < 65535 ? groups : 65535), 1, 32 * FAT5__GPU_MM_WARPS, 1, 1, 0, args);
 }
 
-// dst rows r < n, positions [0, pos[0]) = src rows idx[r]. pos is not known here: the grid is
-// (ceil(I / 256) * 4 blocks clamped to 64, n rows clamped to 65535) of 256 threads, and the kernel
-// strides over whatever pos[0] I elements each row has.
+// dst rows r = rows[i] (i < n), positions [0, pos[r]) = src rows idx[r]. pos is not known here: the
+// grid is (ceil(I / 256) * 4 blocks clamped to 64, n rows clamped to 65535) of 256 threads, and the
+// kernel strides over whatever pos[r] I elements each row has.
 static FAT5__UNUSED fat5_status fat5__gpu_cache_gather(fat5_ctx *ctx, fat5__dptr dst, fat5__dptr src, fat5__dptr idx,
-                                                       fat5__dptr kv_off, fat5__dptr pos, int64_t n, int I) {
+                                                       fat5__dptr rows, fat5__dptr kv_off, fat5__dptr pos, int64_t n,
+                                                       int I) {
     long long n_ = n;
-    void *args[] = {&dst, &src, &idx, &kv_off, &pos, &n_, &I};
+    void *args[] = {&dst, &src, &idx, &rows, &kv_off, &pos, &n_, &I};
     unsigned gx;
     if (n < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_cache_gather", "n", n);
     if (I < 1) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_cache_gather: rows of %d elements", I);
@@ -9265,10 +9345,10 @@ static FAT5__UNUSED fat5_status fat5__gpu_cache_gather(fat5_ctx *ctx, fat5__dptr
                             args);
 }
 
-// x[i] += v for i < n (int32, device memory)
-static FAT5__UNUSED fat5_status fat5__gpu_add_i32(fat5_ctx *ctx, fat5__dptr x, int v, int64_t n) {
+// x[idx[i]] += v for i < n (idx 0: x[i]; int32, device memory; idx distinct)
+static FAT5__UNUSED fat5_status fat5__gpu_add_i32(fat5_ctx *ctx, fat5__dptr x, fat5__dptr idx, int v, int64_t n) {
     long long n_ = n;
-    void *args[] = {&x, &v, &n_};
+    void *args[] = {&x, &idx, &v, &n_};
     if (n < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_add_i32", "n", n);
     if (n == 0) return FAT5_OK;
     return fat5__dev_launch(ctx, FAT5__K_add_i32, fat5__gpu_blocks(n, 256), 1, 1, 256, 1, 1, 0, args);
@@ -9543,9 +9623,9 @@ static FAT5__UNUSED fat5_status fat5__gpu_gen_beam(fat5_ctx *ctx, fat5__dptr x, 
     X(norm_mm, (fat5_ctx * ctx, fat5__addr y0, fat5__addr y1, fat5__addr y2, fat5__addr x, fat5__addr g,       \
                 fat5__addr w0, fat5__addr w1, fat5__addr w2, int64_t T, int N, int K, float eps, int act,      \
                 fat5__addr rows, fat5__addr kv_off, fat5__addr pos))                                           \
-    X(cache_gather, (fat5_ctx * ctx, fat5__addr dst, fat5__addr src, fat5__addr idx, fat5__addr kv_off,        \
-                     fat5__addr pos, int64_t n, int I))                                                        \
-    X(add_i32, (fat5_ctx * ctx, fat5__addr x, int v, int64_t n))                                               \
+    X(cache_gather, (fat5_ctx * ctx, fat5__addr dst, fat5__addr src, fat5__addr idx, fat5__addr rows,          \
+                     fat5__addr kv_off, fat5__addr pos, int64_t n, int I))                                     \
+    X(add_i32, (fat5_ctx * ctx, fat5__addr x, fat5__addr idx, int v, int64_t n))                               \
     X(xent_fwd, (fat5_ctx * ctx, fat5__addr lse, fat5__addr row_ce, fat5__addr row_z, fat5__addr logits,      \
                  fat5__addr labels, int64_t T, int V, float z, float smooth))                                  \
     X(xent_bwd, (fat5_ctx * ctx, fat5__addr dlogits, fat5__addr logits, fat5__addr lse, fat5__addr labels,     \
@@ -18482,9 +18562,12 @@ FAT5_API fat5_status fat5_model_save_hf(fat5_model *m, const char *dir, const fa
 // into a CUDA graph and replayed (fat5__decoder_step_dev reads its tokens and rows from device
 // memory and never synchronises with the host).
 //
-// Rows advance in lock step, so the position (tokens consumed) is one number for all live rows:
-// the host keeps it in d->pos and the backend in the int32 d->pos_d, which the step's last op
-// increments (a replayed graph reads it there).
+// Each row has its own position (tokens consumed): the backend keeps them in the int32 array
+// d->pos_d [max_rows], which the step's last op advances for the rows of the step (a replayed graph
+// reads them there). A request started with fat5_decoder_start advances in lock step (d->pos, the
+// host's copy of its rows' common position); rows that join a running decoder (fat5_decoder_join,
+// continuous batching) each own a slot of the encoder memory, max_te / max_rows positions at
+// r * slot, and stand at their own positions (d->pos_h, the host's copies).
 
 struct fat5_decoder {
     fat5_model *m;
@@ -18494,15 +18577,18 @@ struct fat5_decoder {
     int64_t n_inputs, rows_per_input;    // of the current request (fat5_decoder_start)
     int64_t n_rows;                      // n_inputs * rows_per_input
     int64_t te;                          // encoder tokens of the request
-    int64_t pos;                         // tokens consumed by each live row
-    int64_t n_live;                      // rows named by the last step (rows only leave)
+    int64_t pos;                         // tokens consumed by each live row (fat5_decoder_start's lock step)
+    int64_t n_live;                      // rows live (started: named by the last step; rows only leave)
     unsigned char *live;                 // [max_rows] 1 while a row takes part in the steps
-    int started;
+    int32_t *pos_h;                      // [max_rows] each row's position (the host's copy of pos_d)
+    int32_t *xoff_h, *xlen_h;            // [max_rows] each row's encoder keys (start, count): the host's copies
+    int started;                         // 1: fat5_decoder_start's request, 2: rows joined (fat5_decoder_join)
+    int64_t slot;                        // encoder positions of a row's slot (joined rows): max_te / max_rows
     // on the backend
     fat5__addr tok;                      // int32 [max_rows]: the tokens of the next step
     fat5__addr rows;                     // int32 [max_rows]: the row of each entry of the next step
     fat5__addr logits;                   // fp32 [max_rows, vocab]: the last step's logits, by entry
-    fat5__addr pos_d;                    // int32 [1]: the position the next step writes
+    fat5__addr pos_d;                    // int32 [max_rows]: the position each row's next step writes
     fat5__addr self_off;                 // int32 [max_rows]: first cache row of each row (r * max_len)
     fat5__addr cross_off, cross_len;     // int32 [max_rows]: encoder keys of each row (start, count)
     fat5__addr iota;                     // int32 [max_rows]: 0 .. max_rows-1
@@ -18558,7 +18644,7 @@ static int fat5__decoder_layout(fat5_decoder *d, fat5__addr base, size_t *total)
     // the step
     FAT5__WS(d->tok, N, 1, 4);
     FAT5__WS(d->rows, N, 1, 4);
-    FAT5__WS(d->pos_d, 1, 1, 4);
+    FAT5__WS(d->pos_d, N, 1, 4);
     FAT5__WS(d->self_off, N, 1, 4);
     FAT5__WS(d->cross_off, N, 1, 4);
     FAT5__WS(d->cross_len, N, 1, 4);
@@ -18622,6 +18708,7 @@ FAT5_API void fat5_decoder_destroy(fat5_decoder *d) {
     fat5__free(d->ctx, d->host_i32);
     fat5__free(d->ctx, d->host_cu_g);
     fat5__free(d->ctx, d->live);
+    fat5__free(d->ctx, d->pos_h);
     fat5__free(d->ctx, d);
 }
 
@@ -18668,7 +18755,11 @@ FAT5_API fat5_status fat5_decoder_create(fat5_model *m, int64_t max_rows, int64_
     d->host_i32 = FAT5__CAST(int32_t *, fat5__calloc(ctx, stage, sizeof(int32_t)));
     d->host_cu_g = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)max_rows + 1, sizeof(int32_t)));
     d->live = FAT5__CAST(unsigned char *, fat5__calloc(ctx, (size_t)max_rows, 1));
-    if (!d->kc || !d->host_i32 || !d->host_cu_g || !d->live) {
+    d->pos_h = FAT5__CAST(int32_t *, fat5__calloc(ctx, 3 * (size_t)max_rows, sizeof(int32_t)));
+    d->xoff_h = d->pos_h ? d->pos_h + max_rows : NULL;
+    d->xlen_h = d->pos_h ? d->xoff_h + max_rows : NULL;
+    d->slot = max_te / max_rows;
+    if (!d->kc || !d->host_i32 || !d->host_cu_g || !d->live || !d->pos_h) {
         fat5_decoder_destroy(d);
         return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_decoder_create: out of memory");
     }
@@ -18698,6 +18789,7 @@ FAT5_API fat5_status fat5_decoder_create(fat5_model *m, int64_t max_rows, int64_
     for (i = 0; i < (size_t)max_rows && !st; i++) d->host_i32[i] = (int32_t)i;
     if (!st) st = d->be->upload(ctx, d->iota, d->host_i32, (size_t)max_rows * 4);
     if (!st && d->ea.ones) st = d->be->fill_f32(ctx, d->ea.ones, 1.0f, c->d_model);
+    if (!st) st = d->be->memset0(ctx, d->pos_d, (size_t)max_rows * 4);
     if (!st) st = d->be->sync(ctx);
     if (st) {
         fat5_decoder_destroy(d);
@@ -18795,8 +18887,10 @@ FAT5_API fat5_status fat5_decoder_start(fat5_decoder *d, const int32_t *tokens, 
     FAT5__TRY(be->upload(ctx, d->cross_off, d->host_i32, (size_t)d->n_rows * 4));
     for (r = 0; r < d->n_rows; r++) d->host_i32[r] = cu[r / rows_per_input + 1] - cu[r / rows_per_input];
     FAT5__TRY(be->upload(ctx, d->cross_len, d->host_i32, (size_t)d->n_rows * 4));
-    FAT5__TRY(be->memset0(ctx, d->pos_d, 4));
+    FAT5__TRY(be->memset0(ctx, d->pos_d, (size_t)d->max_rows * 4));
     FAT5__TRY(be->sync(ctx));
+    memset(d->live, 0, (size_t)d->max_rows);
+    memset(d->pos_h, 0, (size_t)d->max_rows * sizeof(int32_t));
     memset(d->live, 1, (size_t)d->n_rows);
     d->n_live = d->n_rows;
     d->pos = 0;
@@ -18854,7 +18948,7 @@ static FAT5__UNUSED fat5_status fat5__decoder_step_dev(fat5_decoder *d, int64_t 
         } else {
             FAT5__TRY(fat5__dec_norm_mm(d, d->q, d->k, d->v, fat5__pw(m, y->ln_sa), fat5__pa(m, y->q),
                                         fat5__pa(m, y->k), fat5__pa(m, y->v), n, I, -1, 0));
-            FAT5__TRY(fat5__model_rope(m, d->q, d->k, 0, 0, d->pos_d, n, 0));
+            FAT5__TRY(fat5__model_rope(m, d->q, d->k, 0, d->rows, d->pos_d, n, 0));
             FAT5__TRY(be->cache_write(ctx, d->kc[l], d->vc[l], d->k, d->v, d->rows, d->self_off, d->pos_d, n, (int)I));
         }
         p = fat5__model_pos(m, y, FAT5__ATTN_CAUSAL, NULL);
@@ -18874,23 +18968,29 @@ static FAT5__UNUSED fat5_status fat5__decoder_step_dev(fat5_decoder *d, int64_t 
     }
     FAT5__TRY(be->rmsnorm_fwd(ctx, d->out_act, d->r, d->h, fat5__pw(m, m->dec_final_ln), n, (int)D, eps, 0));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->logits, 1, d->out_act, fat5__pa(m, m->lm_head), n, V, D, head_scale, 0.0f));
-    FAT5__TRY(be->add_i32(ctx, d->pos_d, 1, 1));
+    FAT5__TRY(be->add_i32(ctx, d->pos_d, d->rows, 1, n));
     d->pos++;
     return FAT5_OK;
 }
 
-static FAT5__UNUSED fat5_status fat5__decoder_reorder_dev(fat5_decoder *d, fat5__addr src) {
+// Rows row0 .. row0 + n - 1 of decoder layer l's caches continue from rows src[r] (device int32,
+// indexed by row) for the positions each has written, through the spare buffer: gathered into it,
+// then copied back (identity indices). Enqueues work only.
+static fat5_status fat5__decoder_gather(fat5_decoder *d, int64_t l, fat5__addr src, int64_t row0, int64_t n) {
     const fat5__backend *be = d->be;
     int I = (int)(d->m->cfg.num_heads * d->m->cfg.d_kv);
+    fat5__addr rows = d->iota + (fat5__addr)(row0 * 4);
+    fat5_status st;
+    FAT5__TRY(be->cache_gather(d->ctx, d->tmp_cache, d->kc[l], src, rows, d->self_off, d->pos_d, n, I));
+    FAT5__TRY(be->cache_gather(d->ctx, d->kc[l], d->tmp_cache, d->iota, rows, d->self_off, d->pos_d, n, I));
+    FAT5__TRY(be->cache_gather(d->ctx, d->tmp_cache, d->vc[l], src, rows, d->self_off, d->pos_d, n, I));
+    return be->cache_gather(d->ctx, d->vc[l], d->tmp_cache, d->iota, rows, d->self_off, d->pos_d, n, I);
+}
+
+static FAT5__UNUSED fat5_status fat5__decoder_reorder_dev(fat5_decoder *d, fat5__addr src) {
     int64_t l;
     fat5_status st;
-    // through the spare buffer: gather into it, then copy back row by row (identity indices)
-    for (l = 0; l < d->m->cfg.num_decoder_layers; l++) {
-        FAT5__TRY(be->cache_gather(d->ctx, d->tmp_cache, d->kc[l], src, d->self_off, d->pos_d, d->n_rows, I));
-        FAT5__TRY(be->cache_gather(d->ctx, d->kc[l], d->tmp_cache, d->iota, d->self_off, d->pos_d, d->n_rows, I));
-        FAT5__TRY(be->cache_gather(d->ctx, d->tmp_cache, d->vc[l], src, d->self_off, d->pos_d, d->n_rows, I));
-        FAT5__TRY(be->cache_gather(d->ctx, d->vc[l], d->tmp_cache, d->iota, d->self_off, d->pos_d, d->n_rows, I));
-    }
+    for (l = 0; l < d->m->cfg.num_decoder_layers; l++) FAT5__TRY(fat5__decoder_gather(d, l, src, 0, d->n_rows));
     return FAT5_OK;
 }
 
@@ -18904,6 +19004,46 @@ static FAT5__UNUSED fat5_status fat5__decoder_graph_step(fat5_decoder *d, int64_
     return fat5__graph_step(d->be, d->ctx, &d->graph, n, fat5__decoder_step_rec, d, &d->pos);
 }
 
+// Checks the entries of a step (rows strictly increasing, live, with room in the cache; tokens in
+// the vocabulary), then marks the rows left out as finished. Messages name `what`.
+static fat5_status fat5__decoder_take_entries(fat5_decoder *d, const char *what, const int32_t *tokens,
+                                              const int32_t *rows, int64_t n) {
+    fat5_ctx *ctx = d->ctx;
+    int64_t i, j = 0, r, V = d->m->cfg.vocab_size;
+    if (!d->started) return fat5__err(ctx, FAT5_ERR_STATE, "%s: no request (fat5_decoder_start or fat5_decoder_join first)", what);
+    if (n < 1 || n > d->n_live || !tokens)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "%s: %lld entries%s; expected 1 .. %lld (the live rows) and a token each", what,
+                         (long long)n, tokens ? "" : " without tokens", (long long)d->n_live);
+    for (i = 0; i < n; i++) {
+        int32_t row = rows ? rows[i] : (int32_t)i;
+        if (row < 0 || row >= d->n_rows || (i > 0 && rows && row <= rows[i - 1]))
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                             "%s: rows[%lld] = %d: rows must be strictly increasing and in [0, %lld)", what,
+                             (long long)i, (int)row, (long long)d->n_rows);
+        if (!d->live[row])
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                             "%s: row %d is not live (a row left out of a step has finished; fat5_decoder_join "
+                             "gives it a new request)", what, (int)row);
+        if (d->pos_h[row] >= d->max_len)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                             "%s: the cache is full: row %d has %d positions written, max_len is %lld", what, (int)row,
+                             (int)d->pos_h[row], (long long)d->max_len);
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tokens[%lld] = %d is outside [0, vocab_size %lld)", what,
+                             (long long)i, (int)tokens[i], (long long)V);
+    }
+    // rows left out of this step finish
+    for (i = 0; i < n; i++) d->host_i32[i] = rows ? rows[i] : (int32_t)i;
+    for (r = 0; r < d->n_rows; r++) {
+        int keep = j < n && d->host_i32[j] == r;
+        if (keep) j++;
+        else d->live[r] = 0;
+    }
+    d->n_live = n;
+    return FAT5_OK;
+}
+
 FAT5_API fat5_status fat5_decoder_step(fat5_decoder *d, const int32_t *tokens, const int32_t *rows, int64_t n,
                                        float *logits) {
     fat5_ctx *ctx;
@@ -18912,44 +19052,11 @@ FAT5_API fat5_status fat5_decoder_step(fat5_decoder *d, const int32_t *tokens, c
     if (!d) return FAT5_ERR_INVALID_ARG;
     ctx = d->ctx;
     V = d->m->cfg.vocab_size;
-    if (!d->started) return fat5__err(ctx, FAT5_ERR_STATE, "fat5_decoder_step: no request (fat5_decoder_start first)");
-    if (n < 1 || n > d->n_live || !tokens)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
-                         "fat5_decoder_step: %lld entries%s; expected 1 .. %lld (the live rows) and a token each",
-                         (long long)n, tokens ? "" : " without tokens", (long long)d->n_live);
-    if (d->pos >= d->max_len)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
-                         "fat5_decoder_step: the cache is full: %lld positions written, max_len is %lld",
-                         (long long)d->pos, (long long)d->max_len);
-    for (i = 0; i < n; i++) {
-        int32_t r = rows ? rows[i] : (int32_t)i;
-        if (r < 0 || r >= d->n_rows || (i > 0 && rows && r <= rows[i - 1]))
-            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
-                             "fat5_decoder_step: rows[%lld] = %d: rows must be strictly increasing and in [0, %lld)",
-                             (long long)i, (int)r, (long long)d->n_rows);
-        if (!d->live[r])
-            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
-                             "fat5_decoder_step: row %d was left out of an earlier step (finished rows cannot come back)",
-                             (int)r);
-        if (tokens[i] < 0 || tokens[i] >= V)
-            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
-                             "fat5_decoder_step: tokens[%lld] = %d is outside [0, vocab_size %lld)", (long long)i,
-                             (int)tokens[i], (long long)V);
-    }
-    // rows left out of this step finish
-    for (i = 0; i < n; i++) d->host_i32[i] = rows ? rows[i] : (int32_t)i;
-    {
-        int64_t j = 0, r;
-        for (r = 0; r < d->n_rows; r++) {
-            int keep = j < n && d->host_i32[j] == r;
-            if (keep) j++;
-            else d->live[r] = 0;
-        }
-    }
-    d->n_live = n;
+    FAT5__TRY(fat5__decoder_take_entries(d, "fat5_decoder_step", tokens, rows, n));
     FAT5__TRY(d->be->upload(ctx, d->rows, d->host_i32, (size_t)n * 4));
     FAT5__TRY(d->be->upload(ctx, d->tok, tokens, (size_t)n * 4));
     FAT5__TRY(fat5__decoder_step_dev(d, n));
+    for (i = 0; i < n; i++) d->pos_h[d->host_i32[i]]++;
     if (logits) FAT5__TRY(d->be->download(ctx, logits, d->logits, (size_t)(n * V) * 4));
     return d->be->sync(ctx);
 }
@@ -18960,13 +19067,15 @@ FAT5_API fat5_status fat5_decoder_reorder(fat5_decoder *d, const int32_t *src) {
     fat5_status st;
     if (!d) return FAT5_ERR_INVALID_ARG;
     ctx = d->ctx;
-    if (!d->started) return fat5__err(ctx, FAT5_ERR_STATE, "fat5_decoder_reorder: no request (fat5_decoder_start first)");
+    if (!d->started)
+        return fat5__err(ctx, FAT5_ERR_STATE, "fat5_decoder_reorder: no request (fat5_decoder_start or fat5_decoder_join "
+                         "first)");
     if (!src) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_decoder_reorder: src is NULL");
     for (r = 0; r < d->n_rows; r++)
-        if (d->live[r] && (src[r] < 0 || src[r] >= d->n_rows || !d->live[src[r]]))
+        if (d->live[r] && (src[r] < 0 || src[r] >= d->n_rows || !d->live[src[r]] || d->pos_h[src[r]] != d->pos_h[r]))
             return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
-                             "fat5_decoder_reorder: src[%lld] = %d is not a live row (%lld rows)", (long long)r,
-                             (int)src[r], (long long)d->n_rows);
+                             "fat5_decoder_reorder: src[%lld] = %d is not a live row at row %lld's position (%lld rows)",
+                             (long long)r, (int)src[r], (long long)r, (long long)d->n_rows);
     for (r = 0; r < d->n_rows; r++) d->host_i32[r] = d->live[r] ? src[r] : (int32_t)r;
     FAT5__TRY(d->be->upload(ctx, d->tok, d->host_i32, (size_t)d->n_rows * 4));  // d->tok is free between steps
     FAT5__TRY(fat5__decoder_reorder_dev(d, d->tok));
@@ -18974,6 +19083,95 @@ FAT5_API fat5_status fat5_decoder_reorder(fat5_decoder *d, const int32_t *src) {
 }
 
 FAT5_API int64_t fat5_decoder_position(const fat5_decoder *d) { return d ? d->pos : 0; }
+
+FAT5_API int64_t fat5_decoder_row_position(const fat5_decoder *d, int64_t row) {
+    return d && d->started && row >= 0 && row < d->n_rows && d->live[row] ? d->pos_h[row] : 0;
+}
+
+// Checks a join's rows (free, distinct, in range) and its inputs (each within a row's encoder
+// slot); messages name the row or input.
+static fat5_status fat5__decoder_check_join(fat5_decoder *d, const int32_t *tokens, const int32_t *cu,
+                                            int64_t n_inputs, int64_t rpi, const int32_t *rows) {
+    static const char *const what = "fat5_decoder_join";
+    fat5_ctx *ctx = d->ctx;
+    int64_t i, n;
+    fat5_status st;
+    if (d->max_len < 1) return fat5__err(ctx, FAT5_ERR_STATE, "%s: this decoder has no cache (max_len 0)", what);
+    if (d->started == 1 && d->n_live > 0)
+        return fat5__err(ctx, FAT5_ERR_STATE, "%s: %lld rows of fat5_decoder_start's request are still live", what,
+                         (long long)d->n_live);
+    if (d->slot < 1)
+        return fat5__err(ctx, FAT5_ERR_STATE, "%s: max_enc_tokens %lld below max_rows %lld leaves no encoder slot", what,
+                         (long long)d->max_te, (long long)d->max_rows);
+    if (rpi < 1 || n_inputs < 1 || n_inputs > d->max_rows || rpi > d->max_rows / n_inputs || !rows)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "%s: %lld inputs x %lld rows each%s: need at least one of each and at most %lld rows", what,
+                         (long long)n_inputs, (long long)rpi, rows ? "" : " without rows", (long long)d->max_rows);
+    if ((st = fat5__check_enc_input(d->m, what, tokens, cu, n_inputs, d->max_te, &d->ea.at))) return st;
+    for (i = 0; i < n_inputs; i++)
+        if (cu[i + 1] - cu[i] > d->slot)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                             "%s: input %lld has %d tokens; a row's encoder slot holds %lld (max_enc_tokens / max_rows)",
+                             what, (long long)i, (int)(cu[i + 1] - cu[i]), (long long)d->slot);
+    n = n_inputs * rpi;
+    memset(d->host_cu_g, 0, (size_t)d->max_rows * sizeof(int32_t));   // marks the rows seen
+    for (i = 0; i < n; i++) {
+        int32_t r = rows[i];
+        if (r < 0 || r >= d->max_rows || (d->started == 2 && d->live[r]) || d->host_cu_g[r])
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                             "%s: rows[%lld] = %d is %s", what, (long long)i, (int)r,
+                             r < 0 || r >= d->max_rows ? "outside the decoder's rows" : d->host_cu_g[r] ? "given twice"
+                                                                                                     : "live");
+        d->host_cu_g[r] = 1;
+    }
+    return FAT5_OK;
+}
+
+FAT5_API fat5_status fat5_decoder_join(fat5_decoder *d, const int32_t *tokens, const int32_t *cu, int64_t n_inputs,
+                                       int64_t rows_per_input, const int32_t *rows) {
+    fat5_model *m;
+    fat5_ctx *ctx;
+    const fat5__backend *be;
+    const fat5_model_config *c;
+    int64_t i, b, l, I, D;
+    size_t A;
+    fat5_status st;
+    if (!d) return FAT5_ERR_INVALID_ARG;
+    m = d->m, ctx = d->ctx, be = d->be, c = &m->cfg;
+    I = c->num_heads * c->d_kv, D = c->d_model, A = m->act_size;
+    FAT5__TRY(fat5__decoder_check_join(d, tokens, cu, n_inputs, rows_per_input, rows));
+    if (d->started != 2) {   // from a fresh or finished decoder: every row free
+        memset(d->live, 0, (size_t)d->max_rows);
+        d->n_live = 0;
+        d->n_rows = d->max_rows;
+        d->started = 2;
+    }
+    FAT5__TRY(fat5__decoder_encode(d, tokens, cu, n_inputs));
+    // each input's cross-attention keys and values go to the slot of its first row
+    for (i = 0; i < n_inputs; i++) {
+        fat5__addr at = (fat5__addr)((size_t)rows[i * rows_per_input] * (size_t)d->slot * (size_t)I * A);
+        fat5__addr src = d->enc_out + (fat5__addr)((size_t)cu[i] * (size_t)D * A);
+        int64_t len = cu[i + 1] - cu[i];
+        for (l = 0; l < c->num_decoder_layers; l++) {
+            const fat5__layer *y = &m->dec[l];
+            FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->ck[l] + at, 0, src, fat5__pa(m, y->ck), len, I, D, 1.0f, 0.0f));
+            FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->cv[l] + at, 0, src, fat5__pa(m, y->cv), len, I, D, 1.0f, 0.0f));
+        }
+        for (b = 0; b < rows_per_input; b++) {
+            int32_t r = rows[i * rows_per_input + b];
+            d->xoff_h[r] = (int32_t)(rows[i * rows_per_input] * d->slot);
+            d->xlen_h[r] = (int32_t)len;
+            d->pos_h[r] = 0;
+            d->live[r] = 1;
+        }
+    }
+    d->n_live += n_inputs * rows_per_input;
+    FAT5__TRY(be->sync(ctx));   // the encoder's uploads have read the staging buffers
+    FAT5__TRY(be->upload(ctx, d->cross_off, d->xoff_h, (size_t)d->max_rows * 4));
+    FAT5__TRY(be->upload(ctx, d->cross_len, d->xlen_h, (size_t)d->max_rows * 4));
+    FAT5__TRY(be->upload(ctx, d->pos_d, d->pos_h, (size_t)d->max_rows * 4));
+    return be->sync(ctx);
+}
 
 // ---- the encoder alone ----
 
@@ -36857,8 +37055,9 @@ FAT5_API fat5_status fat5_internal_decode_time(fat5_decoder *d, int op, int64_t 
     pos = step ? 40 : 64;
     st = fat5__backend_of(ctx)->upload(ctx, d->rows, h32, (size_t)n * 4);
     if (!st) st = fat5__backend_of(ctx)->upload(ctx, d->tok, h32, (size_t)n * 4);
+    for (i = 0; i < n; i++) h32[i] = pos;   // every row of the step at that position
+    if (!st) st = fat5__backend_of(ctx)->upload(ctx, d->pos_d, h32, (size_t)n * 4);
     fat5__free(ctx, h32);
-    if (!st) st = fat5__backend_of(ctx)->upload(ctx, d->pos_d, &pos, 4);
     if (!st) st = fat5__backend_of(ctx)->sync(ctx);
     if (!st) st = fat5__backend_of(ctx)->capture_begin(ctx);
     if (st) return st;

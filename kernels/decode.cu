@@ -2,8 +2,8 @@
 // row against that row's cache (or its encoder keys), the cache write of the new key and value, the
 // cache reorder between rows (beam search), and the position counter.
 //
-// The decode position is an int in device memory (pos[0]) that the kernels read and the host never
-// does, so a decode step can be captured into a CUDA graph and replayed: grids depend only on sizes
+// The decode positions are ints in device memory (pos[row], one per cache row: rows that joined at
+// different steps stand at different positions) that the kernels read and the host never does, so a decode step can be captured into a CUDA graph and replayed: grids depend only on sizes
 // the host knows (entries, heads, the split count from an upper bound of the keys), and every
 // kernel loops over whatever the counts turn out to be at run time.
 //
@@ -28,7 +28,7 @@ __device__ __forceinline__ int fat5_decode_per(int cnt, int splits)
 
 __device__ __forceinline__ int fat5_decode_used(int cnt, int per) { return per ? (cnt + per - 1) / per : 0; }
 
-// the number of keys of entry row `row`: pos[0] + 1 (causal self-attention) or kv_len[row] (cross)
+// the number of keys of entry row `row`: p + 1 (causal self-attention, p = pos[row]) or kv_len[row] (cross)
 __device__ __forceinline__ int fat5_decode_count(int kind, const int *kv_len, int row, int p)
 {
     const int c = (kind & FAT5_ATTN_MASK) == 2 ? p + 1 : kv_len[row];
@@ -58,7 +58,7 @@ __device__ __forceinline__ fat5_pb fat5_decode_pb(const float *bias, const int *
 
 // Phase 0: one warp per (split, head, entry): online softmax over the split's keys exactly as the
 // forward's per-token warp (lanes over keys for the scores, lanes over dims for the values; the
-// position bias of scheme PE for the causal kinds, the query at position pos[0]). With a single
+// position bias of scheme PE for the causal kinds, the query at the row's position pos[row]). With a single
 // split holding keys, split 0 writes o itself; otherwise each split with keys writes its partial
 // (max m, sum l of exp(score - m), acc[dk] = sum exp(score - m) v) to scratch.
 template <int R, int PE>
@@ -71,13 +71,12 @@ __device__ __forceinline__ void fat5_attn_decode_split(act_t *o, float *scratch,
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     const int h = blockIdx.y, s = blockIdx.x * nwarps + warp;
     const long long ld = (long long)H * dk;
-    const int p = pos[0];
     const fat5_pb pb = fat5_decode_pb<PE>(bias, lut, h, H, kind, nb, md, nwarps * dk);
     float *sq = (float *)fat5_smem + warp * dk;
     const int vw = fat5_attn_vec_width(dk, k, v);
     if (s >= splits) return;  // whole warps only: nothing below synchronises the block
     for (long long i = blockIdx.z; i < n; i += gridDim.z) {
-        const int row = rows[i];
+        const int row = rows[i], p = pos[row];
         const int cnt = fat5_decode_count(kind, kv_len, row, p);
         const int per = fat5_decode_per(cnt, splits), used = fat5_decode_used(cnt, per);
         if (used <= 1 ? s != 0 : s >= used) continue;
@@ -166,13 +165,12 @@ __device__ __forceinline__ void fat5_attn_decode_split_v(act_t *o, float *scratc
     const int dg = lane % G, ks = lane / G;
     const int h = blockIdx.y, s = blockIdx.x * nwarps + warp;
     const long long ld = (long long)H * dk;
-    const int p = pos[0];
     const fat5_pb pb = fat5_decode_pb<PE>(bias, lut, h, H, kind, nb, md, nwarps * dk);
     float *sq = (float *)fat5_smem + warp * dk;
     float *spart = (float *)fat5_smem + nwarps * dk;  // BLOCK: the warps' partials, dk + 2 floats each
     if (s >= splits) return;  // BLOCK: never (nwarps == splits)
     for (long long i = blockIdx.z; i < n; i += gridDim.z) {
-        const int row = rows[i];
+        const int row = rows[i], p = pos[row];
         const int cnt = fat5_decode_count(kind, kv_len, row, p);
         const int per = fat5_decode_per(cnt, splits), used = fat5_decode_used(cnt, per);
         if (!BLOCK && (used <= 1 ? s != 0 : s >= used)) continue;
@@ -267,13 +265,12 @@ __device__ __forceinline__ void fat5_attn_decode_combine(act_t *o, const float *
                                                          int dk, int kind, int splits)
 {
     const int nwarps = blockDim.x >> 5;
-    const int p = pos[0];
     const long long pairs = n * H, stride = (long long)dk + 2;
     for (long long t = (long long)blockIdx.x * nwarps + (threadIdx.x >> 5); t < pairs;
          t += (long long)gridDim.x * nwarps) {
         const long long i = t / H;
         const int h = (int)(t - i * H);
-        const int cnt = fat5_decode_count(kind, kv_len, rows[i], p);
+        const int cnt = fat5_decode_count(kind, kv_len, rows[i], pos[rows[i]]);
         const int used = fat5_decode_used(cnt, fat5_decode_per(cnt, splits));
         if (used <= 1) continue;  // phase 0 wrote o
         fat5_decode_merge<R>(o + i * (long long)H * dk + (long long)h * dk, scratch + t * FAT5_DECODE_MAX_SPLITS * stride,
@@ -325,7 +322,7 @@ __device__ __forceinline__ void fat5_attn_decode_block_pe(act_t *o, float *scrat
 // fat5_attn_decode(act_t *o[n, H*dk], float *scratch[n, H, 32, dk+2], const act_t *q[n, H*dk],
 // const act_t *k, const act_t *v (cache rows), const float *bias (causal T5: [nb, H], NULL: none;
 // FIRE: its parameter block), const int *lut[max_distance], const int *rows[n], const int *kv_off[rows],
-// const int *kv_len[rows] (cross), const int *pos[1], long long n, int H, int dk (<= 256), int kind
+// const int *kv_len[rows] (cross), const int *pos[rows], long long n, int H, int dk (<= 256), int kind
 // (0 cross, 2 causal, the latter with FAT5_ATTN_ALIBI or FAT5_ATTN_FIRE or neither; never
 // asymmetric), int nb, int max_distance, int splits (1..32), int phase): o[i] = softmax_j(q_i . k_j +
 // bias) v_j per head; CPU twin fat5__cpu_attn_decode. Phase 0: grid (ceil(splits / W), H, entries,
@@ -335,7 +332,7 @@ __device__ __forceinline__ void fat5_attn_decode_block_pe(act_t *o, float *scrat
 // rows of 8 or 16 16-byte vectors, no FIRE; replaces phases 0 and 1): grid (1, H, entries clamped),
 // blockDim.x / 32 == splits (<= 16, and within the entry point's limit of threads a block) warps,
 // dynamic shared memory splits (2 dk + 2) floats.
-// The bias of key j is that of the causal forward for query position pos[0]: T5, the bucket
+// The bias of key j is that of the causal forward for query position pos = pos[rows[i]]: T5, the bucket
 // lut[pos - j] below max_distance, else the last bucket; ALiBi -slope_h (pos - j); FIRE's MLP of
 // u(pos, j).
 #if FAT5_IN_PART(23)
@@ -393,18 +390,19 @@ extern "C" __global__ void fat5_attn_decode_fire(act_t *o, float *scratch, const
 #endif
 
 // fat5_cache_write(act_t *kc, act_t *vc (cache rows of I), const act_t *k[n, I], const act_t *v[n, I],
-// const int *rows[n], const int *kv_off[rows], const int *pos[1], long long n, int I):
-// kc[(kv_off[rows[i]] + pos[0]) I + c] = k[i I + c], vc likewise. Grid-stride over the n I elements.
+// const int *rows[n], const int *kv_off[rows], const int *pos[rows], long long n, int I):
+// kc[(kv_off[rows[i]] + pos[rows[i]]) I + c] = k[i I + c], vc likewise. Grid-stride over the n I elements.
 // CPU twin fat5__cpu_cache_write.
 #if FAT5_IN_PART(0)
 extern "C" __global__ void fat5_cache_write(act_t *kc, act_t *vc, const act_t *k, const act_t *v, const int *rows,
                                             const int *kv_off, const int *pos, long long n, int I)
 {
     fat5_pdl_begin();
-    const long long total = n * I, stride = (long long)blockDim.x * gridDim.x, p = pos[0];
+    const long long total = n * I, stride = (long long)blockDim.x * gridDim.x;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
         const long long i = e / I;
-        const long long dst = ((long long)kv_off[rows[i]] + p) * I + (e - i * I);
+        const int row = rows[i];
+        const long long dst = ((long long)kv_off[row] + pos[row]) * I + (e - i * I);
         kc[dst] = k[e];
         vc[dst] = v[e];
     }
@@ -412,16 +410,19 @@ extern "C" __global__ void fat5_cache_write(act_t *kc, act_t *vc, const act_t *k
 #endif
 
 // fat5_cache_gather(act_t *dst, const act_t *src (caches of rows of I, distinct buffers),
-// const int *idx[n], const int *kv_off[rows], const int *pos[1], long long n, int I): for r < n,
-// the pos[0] I elements from row kv_off[r] of dst are those from row kv_off[idx[r]] of src.
+// const int *idx[rows], const int *rows[n], const int *kv_off[rows], const int *pos[rows], long long n,
+// int I): for r = rows[i], i < n, the pos[r] I elements from row kv_off[r] of dst are those from row
+// kv_off[idx[r]] of src.
 // Grid (any x, rows in y with a stride); x grid-strides over the row's elements. CPU twin
 // fat5__cpu_cache_gather.
 #if FAT5_IN_PART(0)
-extern "C" __global__ void fat5_cache_gather(act_t *dst, const act_t *src, const int *idx, const int *kv_off,
-                                             const int *pos, long long n, int I)
+extern "C" __global__ void fat5_cache_gather(act_t *dst, const act_t *src, const int *idx, const int *rows,
+                                             const int *kv_off, const int *pos, long long n, int I)
 {
-    const long long len = (long long)pos[0] * I, stride = (long long)blockDim.x * gridDim.x;
-    for (long long r = blockIdx.y; r < n; r += gridDim.y) {
+    const long long stride = (long long)blockDim.x * gridDim.x;
+    for (long long i = blockIdx.y; i < n; i += gridDim.y) {
+        const int r = rows[i];
+        const long long len = (long long)pos[r] * I;
         const act_t *s = src + (long long)kv_off[idx[r]] * I;
         act_t *d = dst + (long long)kv_off[r] * I;
         for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < len; e += stride) d[e] = s[e];
@@ -429,13 +430,13 @@ extern "C" __global__ void fat5_cache_gather(act_t *dst, const act_t *src, const
 }
 #endif
 
-// fat5_add_i32(int *x[n], int v, long long n): x[i] += v (the decode position). CPU twin
-// fat5__cpu_add_i32.
+// fat5_add_i32(int *x, const int *idx[n] (NULL: 0 .. n-1; distinct), int v, long long n):
+// x[idx[i]] += v (the decode rows' positions). CPU twin fat5__cpu_add_i32.
 #if FAT5_IN_PART(0)
-extern "C" __global__ void fat5_add_i32(int *x, int v, long long n)
+extern "C" __global__ void fat5_add_i32(int *x, const int *idx, int v, long long n)
 {
     fat5_pdl_begin();
     const long long stride = (long long)blockDim.x * gridDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) x[i] += v;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) x[idx ? idx[i] : i] += v;
 }
 #endif

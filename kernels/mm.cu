@@ -179,7 +179,7 @@ extern "C" __global__ void fat5_mm(void *C, int c_f32, const act_t *A, const act
 //             outputs are walked as one list, two per warp;
 //   act >= 0: y0 = act(f(act(xn W0^T)) * act(xn W1^T)) (gated; w1 given, w2 0) or act(f(act(xn W0^T)))
 //             (w1 0), f the activation of fat5_act_fwd: one output per warp, W0 and W1 as its pair;
-//   rows:     (act < 0 only) row i of y1 and y2 goes to row kv_off[rows[i]] + pos[0] (the cache
+//   rows:     (act < 0 only) row i of y1 and y2 goes to row kv_off[rows[i]] + pos[rows[i]] (the cache
 //             write of the decoder's new key and value), y0 stays row i.
 // CPU twin fat5__cpu_norm_mm. Grid (output groups, row groups); each warp finds r of its rows
 // itself. vec: 16-byte loads (x, g, the weights 16-byte aligned, K a multiple of 16 bytes of act_t).
@@ -216,7 +216,7 @@ __device__ __forceinline__ void fat5_norm_mm_impl(act_t *y0, act_t *y1, act_t *y
                             if (w1) f *= fat5_ld(fat5_st(acc[m][1]));
                             y0[i * N + col] = fat5_st(f);
                         } else {
-                            const long long r = s > 0 && rows ? (long long)kv_off[rows[i]] + pos[0] : i;
+                            const long long r = s > 0 && rows ? (long long)kv_off[rows[i]] + pos[rows[i]] : i;
                             (s == 0 ? y0 : s == 1 ? y1 : y2)[r * N + col] = fat5_st(acc[m][o]);
                         }
                     }

@@ -2,8 +2,8 @@
 //
 // fat5_rope(act_t *x[T, H*dk], const int *cu, const int *seq, const int *pos, long long T, int H,
 // int dk, int rd, float base, float xpos, int flags): CPU twin fat5__cpu_rope. Token t's position
-// is pos[0] when pos is not NULL (a decode step), else t - cu[seq[t]] (its place in its packed
-// sequence). Pair k < rd/2 of every head is (k, k + rd/2), or (2k, 2k+1) with flags & 1
+// is pos[seq[t]] (seq: each entry's decoder row) or pos[0] (seq NULL) when pos is not NULL (a
+// decode step), else t - cu[seq[t]] (its place in its packed sequence). Pair k < rd/2 of every head is (k, k + rd/2), or (2k, 2k+1) with flags & 1
 // (interleaved), turned by theta = p base^(-2k/rd); xpos > 0 scales cos and sin by
 // zeta_k^(+-p/xpos), zeta_k = (2k + 0.4 rd) / (1.4 rd), the minus sign with flags & 2 (keys);
 // flags & 4 applies the transposed rotation (the backward). Angle and scale are computed in double
@@ -19,7 +19,7 @@ extern "C" __global__ void fat5_rope(act_t *x, const int *cu, const int *seq, co
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += stride) {
         long long t = e / half;
         int k = (int)(e - t * half);
-        double p = pos ? (double)pos[0] : (double)(t - cu[seq[t]]);
+        double p = pos ? (double)pos[seq ? seq[t] : 0] : (double)(t - cu[seq[t]]);
         double ang = p * pow((double)base, -2.0 * k / rd), sc = 1.0, sd, cd;
         int ia = (flags & 1) ? 2 * k : k, ib = (flags & 1) ? 2 * k + 1 : k + half;
         if (xpos > 0.0f) sc = pow((2.0 * k + 0.4 * rd) / (1.4 * rd), ((flags & 2) ? -p : p) / (double)xpos);

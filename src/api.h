@@ -161,7 +161,8 @@ typedef enum fat5_status {
     FAT5_ERR_CUDA = -7,
     FAT5_ERR_NVRTC = -8,
     FAT5_ERR_CUBLAS = -9,
-    FAT5_ERR_STATE = -10         // a call out of order (backward before forward, ...)
+    FAT5_ERR_STATE = -10,        // a call out of order (backward before forward, ...)
+    FAT5_ERR_BUSY = -11          // a queue is full (fat5_engine_submit): try again later
 } fat5_status;
 
 FAT5_API const char *fat5_status_string(fat5_status s);
@@ -1232,6 +1233,75 @@ FAT5_API fat5_status fat5_decoder_step(fat5_decoder *d, const int32_t *tokens, c
 // Row r continues from the history of row src[r] (all rows; beam search).
 FAT5_API fat5_status fat5_decoder_reorder(fat5_decoder *d, const int32_t *src);
 FAT5_API int64_t fat5_decoder_position(const fat5_decoder *d);   // tokens consumed by each live row
+// Continuous batching: requests join a running decoder at step boundaries. Each row owns a slot of
+// max_enc_tokens / max_rows encoder positions and its max_len cache positions (a fixed pool: no
+// allocation, no fragmentation), and has its own position. fat5_decoder_join runs the encoder on
+// n_inputs packed inputs (no padding) and gives input i the free rows rows[i rpi .. i rpi + rpi),
+// rpi = rows_per_input (beam search: its beams), all at position 0, reading the encoder slot of
+// its first row (so an input holds at most max_enc_tokens / max_rows tokens). A row left out of a
+// step is free again. After fat5_decoder_start, join waits until every row of that request has
+// finished (FAT5_ERR_STATE); fat5_decoder_start empties a joined decoder.
+FAT5_API fat5_status fat5_decoder_join(fat5_decoder *d, const int32_t *tokens, const int32_t *cu_seqlens,
+                                       int64_t n_inputs, int64_t rows_per_input, const int32_t *rows);
+// Tokens consumed by row `row` (0 for a free row or one out of range).
+FAT5_API int64_t fat5_decoder_row_position(const fat5_decoder *d, int64_t row);
+
+// ---------------------------------------------------------------------------------------------
+// Continuous batching: an engine decodes many requests at once on one model. A request submitted
+// at any time joins the running batch at the next step (the encoders of the requests joining at a
+// step run together, packed), takes one decoder row (greedy, sampling) or num_beams rows (beam
+// search) of a fixed pool, and leaves when it finishes or is cancelled, freeing them. A request's
+// tokens are those fat5_generate gives for it alone (greedy and beam search; sampling with the
+// same seed), whatever else shares the batch. Like its context, an engine is used from one thread
+// at a time (a server calls it from one thread and hands results to the others).
+typedef struct fat5_engine fat5_engine;
+typedef struct fat5_engine_config {
+    int64_t max_rows;           // 64: decoder rows at once (requests x their beams)
+    int64_t max_input_tokens;   // 1024: a request's input tokens at most (each row's encoder slot)
+    int64_t max_new_tokens;     // 256: a request's max_new_tokens at most (each row's cache positions)
+    int64_t max_waiting;        // 1024: requests queued for rows at most (submit is then FAT5_ERR_BUSY)
+} fat5_engine_config;
+FAT5_API fat5_engine_config fat5_engine_config_default(void);
+FAT5_API fat5_status fat5_engine_create(fat5_model *m, const fat5_engine_config *c, fat5_engine **out);
+FAT5_API void fat5_engine_destroy(fat5_engine *e);
+// Queues a request: input ids [n] (the tokenizer's output, EOS included), options g as for
+// fat5_generate (copied, lists included). *id (>= 1) names it in the events. Checked here, with
+// messages naming the option: the input against max_input_tokens and the vocabulary, the options
+// as fat5_generate checks them, max_new_tokens (or max_length) against the engine's. Options not
+// run in a shared batch are FAT5_ERR_UNSUPPORTED naming the option: num_return_sequences > 1,
+// group and constrained beam search, decoder_input_ids, output_scores / output_logits, stream,
+// stop_strings, max_time (a server matches stop texts and deadlines itself, and cancels).
+FAT5_API fat5_status fat5_engine_submit(fat5_engine *e, const int32_t *tokens, int64_t n,
+                                        const fat5_generate_config *g, uint64_t *id);
+// Ends a request at the next step (its last event says FAT5_FINISH_CANCELLED); an id that is not
+// queued or running (finished, unknown) is FAT5_ERR_INVALID_ARG.
+FAT5_API fat5_status fat5_engine_cancel(fat5_engine *e, uint64_t id);
+typedef enum fat5_finish {
+    FAT5_FINISH_NONE = 0,       // still running
+    FAT5_FINISH_EOS = 1,        // a stop token (included in the output)
+    FAT5_FINISH_LENGTH = 2,     // max_new_tokens (or max_length) reached
+    FAT5_FINISH_CANCELLED = 3   // fat5_engine_cancel
+} fat5_finish;
+typedef struct fat5_engine_event {
+    uint64_t id;
+    int32_t token;              // the token this step gave the request (greedy, sampling); -1 none
+                                //   (beam search emits its output when it finishes)
+    fat5_finish finish;         // FAT5_FINISH_NONE while it runs; else it has left, its output complete
+    const int32_t *tokens;      // the output so far (beam search, finished: the best hypothesis),
+    int64_t n_tokens;           //   valid until the next fat5_engine_step
+    float score;                // as fat5_generate_result.scores
+} fat5_engine_event;
+// One step: admits queued requests into free rows (oldest first), runs the decoder for every
+// running row and picks each request's next token. *events (the engine's, valid until the next
+// step) gets one event per request that got a token or finished. With nothing running or queued
+// it returns at once with no events.
+FAT5_API fat5_status fat5_engine_step(fat5_engine *e, const fat5_engine_event **events, int64_t *n_events);
+typedef struct fat5_engine_stats {
+    int64_t running, waiting;   // requests in the batch, queued
+    int64_t rows_used, max_rows;
+    int64_t steps, tokens;      // decoder steps run, tokens emitted (all requests), since create
+} fat5_engine_stats;
+FAT5_API void fat5_engine_stats_get(const fat5_engine *e, fat5_engine_stats *out);
 
 // ---------------------------------------------------------------------------------------------
 // Tokenizers (text). A checkpoint's own tokenizer, read from its files, giving the ids the Python

@@ -29,6 +29,7 @@ FAT5_API const char *fat5_status_string(fat5_status s) {
     case FAT5_ERR_NVRTC: return "FAT5_ERR_NVRTC";
     case FAT5_ERR_CUBLAS: return "FAT5_ERR_CUBLAS";
     case FAT5_ERR_STATE: return "FAT5_ERR_STATE";
+    case FAT5_ERR_BUSY: return "FAT5_ERR_BUSY";
     }
     return "FAT5_ERR_UNKNOWN";
 }

@@ -7,9 +7,12 @@
 // into a CUDA graph and replayed (fat5__decoder_step_dev reads its tokens and rows from device
 // memory and never synchronises with the host).
 //
-// Rows advance in lock step, so the position (tokens consumed) is one number for all live rows:
-// the host keeps it in d->pos and the backend in the int32 d->pos_d, which the step's last op
-// increments (a replayed graph reads it there).
+// Each row has its own position (tokens consumed): the backend keeps them in the int32 array
+// d->pos_d [max_rows], which the step's last op advances for the rows of the step (a replayed graph
+// reads them there). A request started with fat5_decoder_start advances in lock step (d->pos, the
+// host's copy of its rows' common position); rows that join a running decoder (fat5_decoder_join,
+// continuous batching) each own a slot of the encoder memory, max_te / max_rows positions at
+// r * slot, and stand at their own positions (d->pos_h, the host's copies).
 
 struct fat5_decoder {
     fat5_model *m;
@@ -19,15 +22,18 @@ struct fat5_decoder {
     int64_t n_inputs, rows_per_input;    // of the current request (fat5_decoder_start)
     int64_t n_rows;                      // n_inputs * rows_per_input
     int64_t te;                          // encoder tokens of the request
-    int64_t pos;                         // tokens consumed by each live row
-    int64_t n_live;                      // rows named by the last step (rows only leave)
+    int64_t pos;                         // tokens consumed by each live row (fat5_decoder_start's lock step)
+    int64_t n_live;                      // rows live (started: named by the last step; rows only leave)
     unsigned char *live;                 // [max_rows] 1 while a row takes part in the steps
-    int started;
+    int32_t *pos_h;                      // [max_rows] each row's position (the host's copy of pos_d)
+    int32_t *xoff_h, *xlen_h;            // [max_rows] each row's encoder keys (start, count): the host's copies
+    int started;                         // 1: fat5_decoder_start's request, 2: rows joined (fat5_decoder_join)
+    int64_t slot;                        // encoder positions of a row's slot (joined rows): max_te / max_rows
     // on the backend
     fat5__addr tok;                      // int32 [max_rows]: the tokens of the next step
     fat5__addr rows;                     // int32 [max_rows]: the row of each entry of the next step
     fat5__addr logits;                   // fp32 [max_rows, vocab]: the last step's logits, by entry
-    fat5__addr pos_d;                    // int32 [1]: the position the next step writes
+    fat5__addr pos_d;                    // int32 [max_rows]: the position each row's next step writes
     fat5__addr self_off;                 // int32 [max_rows]: first cache row of each row (r * max_len)
     fat5__addr cross_off, cross_len;     // int32 [max_rows]: encoder keys of each row (start, count)
     fat5__addr iota;                     // int32 [max_rows]: 0 .. max_rows-1
@@ -83,7 +89,7 @@ static int fat5__decoder_layout(fat5_decoder *d, fat5__addr base, size_t *total)
     // the step
     FAT5__WS(d->tok, N, 1, 4);
     FAT5__WS(d->rows, N, 1, 4);
-    FAT5__WS(d->pos_d, 1, 1, 4);
+    FAT5__WS(d->pos_d, N, 1, 4);
     FAT5__WS(d->self_off, N, 1, 4);
     FAT5__WS(d->cross_off, N, 1, 4);
     FAT5__WS(d->cross_len, N, 1, 4);
@@ -147,6 +153,7 @@ FAT5_API void fat5_decoder_destroy(fat5_decoder *d) {
     fat5__free(d->ctx, d->host_i32);
     fat5__free(d->ctx, d->host_cu_g);
     fat5__free(d->ctx, d->live);
+    fat5__free(d->ctx, d->pos_h);
     fat5__free(d->ctx, d);
 }
 
@@ -193,7 +200,11 @@ FAT5_API fat5_status fat5_decoder_create(fat5_model *m, int64_t max_rows, int64_
     d->host_i32 = FAT5__CAST(int32_t *, fat5__calloc(ctx, stage, sizeof(int32_t)));
     d->host_cu_g = FAT5__CAST(int32_t *, fat5__calloc(ctx, (size_t)max_rows + 1, sizeof(int32_t)));
     d->live = FAT5__CAST(unsigned char *, fat5__calloc(ctx, (size_t)max_rows, 1));
-    if (!d->kc || !d->host_i32 || !d->host_cu_g || !d->live) {
+    d->pos_h = FAT5__CAST(int32_t *, fat5__calloc(ctx, 3 * (size_t)max_rows, sizeof(int32_t)));
+    d->xoff_h = d->pos_h ? d->pos_h + max_rows : NULL;
+    d->xlen_h = d->pos_h ? d->xoff_h + max_rows : NULL;
+    d->slot = max_te / max_rows;
+    if (!d->kc || !d->host_i32 || !d->host_cu_g || !d->live || !d->pos_h) {
         fat5_decoder_destroy(d);
         return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_decoder_create: out of memory");
     }
@@ -223,6 +234,7 @@ FAT5_API fat5_status fat5_decoder_create(fat5_model *m, int64_t max_rows, int64_
     for (i = 0; i < (size_t)max_rows && !st; i++) d->host_i32[i] = (int32_t)i;
     if (!st) st = d->be->upload(ctx, d->iota, d->host_i32, (size_t)max_rows * 4);
     if (!st && d->ea.ones) st = d->be->fill_f32(ctx, d->ea.ones, 1.0f, c->d_model);
+    if (!st) st = d->be->memset0(ctx, d->pos_d, (size_t)max_rows * 4);
     if (!st) st = d->be->sync(ctx);
     if (st) {
         fat5_decoder_destroy(d);
@@ -320,8 +332,10 @@ FAT5_API fat5_status fat5_decoder_start(fat5_decoder *d, const int32_t *tokens, 
     FAT5__TRY(be->upload(ctx, d->cross_off, d->host_i32, (size_t)d->n_rows * 4));
     for (r = 0; r < d->n_rows; r++) d->host_i32[r] = cu[r / rows_per_input + 1] - cu[r / rows_per_input];
     FAT5__TRY(be->upload(ctx, d->cross_len, d->host_i32, (size_t)d->n_rows * 4));
-    FAT5__TRY(be->memset0(ctx, d->pos_d, 4));
+    FAT5__TRY(be->memset0(ctx, d->pos_d, (size_t)d->max_rows * 4));
     FAT5__TRY(be->sync(ctx));
+    memset(d->live, 0, (size_t)d->max_rows);
+    memset(d->pos_h, 0, (size_t)d->max_rows * sizeof(int32_t));
     memset(d->live, 1, (size_t)d->n_rows);
     d->n_live = d->n_rows;
     d->pos = 0;
@@ -379,7 +393,7 @@ static FAT5__UNUSED fat5_status fat5__decoder_step_dev(fat5_decoder *d, int64_t 
         } else {
             FAT5__TRY(fat5__dec_norm_mm(d, d->q, d->k, d->v, fat5__pw(m, y->ln_sa), fat5__pa(m, y->q),
                                         fat5__pa(m, y->k), fat5__pa(m, y->v), n, I, -1, 0));
-            FAT5__TRY(fat5__model_rope(m, d->q, d->k, 0, 0, d->pos_d, n, 0));
+            FAT5__TRY(fat5__model_rope(m, d->q, d->k, 0, d->rows, d->pos_d, n, 0));
             FAT5__TRY(be->cache_write(ctx, d->kc[l], d->vc[l], d->k, d->v, d->rows, d->self_off, d->pos_d, n, (int)I));
         }
         p = fat5__model_pos(m, y, FAT5__ATTN_CAUSAL, NULL);
@@ -399,23 +413,29 @@ static FAT5__UNUSED fat5_status fat5__decoder_step_dev(fat5_decoder *d, int64_t 
     }
     FAT5__TRY(be->rmsnorm_fwd(ctx, d->out_act, d->r, d->h, fat5__pw(m, m->dec_final_ln), n, (int)D, eps, 0));
     FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->logits, 1, d->out_act, fat5__pa(m, m->lm_head), n, V, D, head_scale, 0.0f));
-    FAT5__TRY(be->add_i32(ctx, d->pos_d, 1, 1));
+    FAT5__TRY(be->add_i32(ctx, d->pos_d, d->rows, 1, n));
     d->pos++;
     return FAT5_OK;
 }
 
-static FAT5__UNUSED fat5_status fat5__decoder_reorder_dev(fat5_decoder *d, fat5__addr src) {
+// Rows row0 .. row0 + n - 1 of decoder layer l's caches continue from rows src[r] (device int32,
+// indexed by row) for the positions each has written, through the spare buffer: gathered into it,
+// then copied back (identity indices). Enqueues work only.
+static fat5_status fat5__decoder_gather(fat5_decoder *d, int64_t l, fat5__addr src, int64_t row0, int64_t n) {
     const fat5__backend *be = d->be;
     int I = (int)(d->m->cfg.num_heads * d->m->cfg.d_kv);
+    fat5__addr rows = d->iota + (fat5__addr)(row0 * 4);
+    fat5_status st;
+    FAT5__TRY(be->cache_gather(d->ctx, d->tmp_cache, d->kc[l], src, rows, d->self_off, d->pos_d, n, I));
+    FAT5__TRY(be->cache_gather(d->ctx, d->kc[l], d->tmp_cache, d->iota, rows, d->self_off, d->pos_d, n, I));
+    FAT5__TRY(be->cache_gather(d->ctx, d->tmp_cache, d->vc[l], src, rows, d->self_off, d->pos_d, n, I));
+    return be->cache_gather(d->ctx, d->vc[l], d->tmp_cache, d->iota, rows, d->self_off, d->pos_d, n, I);
+}
+
+static FAT5__UNUSED fat5_status fat5__decoder_reorder_dev(fat5_decoder *d, fat5__addr src) {
     int64_t l;
     fat5_status st;
-    // through the spare buffer: gather into it, then copy back row by row (identity indices)
-    for (l = 0; l < d->m->cfg.num_decoder_layers; l++) {
-        FAT5__TRY(be->cache_gather(d->ctx, d->tmp_cache, d->kc[l], src, d->self_off, d->pos_d, d->n_rows, I));
-        FAT5__TRY(be->cache_gather(d->ctx, d->kc[l], d->tmp_cache, d->iota, d->self_off, d->pos_d, d->n_rows, I));
-        FAT5__TRY(be->cache_gather(d->ctx, d->tmp_cache, d->vc[l], src, d->self_off, d->pos_d, d->n_rows, I));
-        FAT5__TRY(be->cache_gather(d->ctx, d->vc[l], d->tmp_cache, d->iota, d->self_off, d->pos_d, d->n_rows, I));
-    }
+    for (l = 0; l < d->m->cfg.num_decoder_layers; l++) FAT5__TRY(fat5__decoder_gather(d, l, src, 0, d->n_rows));
     return FAT5_OK;
 }
 
@@ -429,6 +449,46 @@ static FAT5__UNUSED fat5_status fat5__decoder_graph_step(fat5_decoder *d, int64_
     return fat5__graph_step(d->be, d->ctx, &d->graph, n, fat5__decoder_step_rec, d, &d->pos);
 }
 
+// Checks the entries of a step (rows strictly increasing, live, with room in the cache; tokens in
+// the vocabulary), then marks the rows left out as finished. Messages name `what`.
+static fat5_status fat5__decoder_take_entries(fat5_decoder *d, const char *what, const int32_t *tokens,
+                                              const int32_t *rows, int64_t n) {
+    fat5_ctx *ctx = d->ctx;
+    int64_t i, j = 0, r, V = d->m->cfg.vocab_size;
+    if (!d->started) return fat5__err(ctx, FAT5_ERR_STATE, "%s: no request (fat5_decoder_start or fat5_decoder_join first)", what);
+    if (n < 1 || n > d->n_live || !tokens)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "%s: %lld entries%s; expected 1 .. %lld (the live rows) and a token each", what,
+                         (long long)n, tokens ? "" : " without tokens", (long long)d->n_live);
+    for (i = 0; i < n; i++) {
+        int32_t row = rows ? rows[i] : (int32_t)i;
+        if (row < 0 || row >= d->n_rows || (i > 0 && rows && row <= rows[i - 1]))
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                             "%s: rows[%lld] = %d: rows must be strictly increasing and in [0, %lld)", what,
+                             (long long)i, (int)row, (long long)d->n_rows);
+        if (!d->live[row])
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                             "%s: row %d is not live (a row left out of a step has finished; fat5_decoder_join "
+                             "gives it a new request)", what, (int)row);
+        if (d->pos_h[row] >= d->max_len)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                             "%s: the cache is full: row %d has %d positions written, max_len is %lld", what, (int)row,
+                             (int)d->pos_h[row], (long long)d->max_len);
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "%s: tokens[%lld] = %d is outside [0, vocab_size %lld)", what,
+                             (long long)i, (int)tokens[i], (long long)V);
+    }
+    // rows left out of this step finish
+    for (i = 0; i < n; i++) d->host_i32[i] = rows ? rows[i] : (int32_t)i;
+    for (r = 0; r < d->n_rows; r++) {
+        int keep = j < n && d->host_i32[j] == r;
+        if (keep) j++;
+        else d->live[r] = 0;
+    }
+    d->n_live = n;
+    return FAT5_OK;
+}
+
 FAT5_API fat5_status fat5_decoder_step(fat5_decoder *d, const int32_t *tokens, const int32_t *rows, int64_t n,
                                        float *logits) {
     fat5_ctx *ctx;
@@ -437,44 +497,11 @@ FAT5_API fat5_status fat5_decoder_step(fat5_decoder *d, const int32_t *tokens, c
     if (!d) return FAT5_ERR_INVALID_ARG;
     ctx = d->ctx;
     V = d->m->cfg.vocab_size;
-    if (!d->started) return fat5__err(ctx, FAT5_ERR_STATE, "fat5_decoder_step: no request (fat5_decoder_start first)");
-    if (n < 1 || n > d->n_live || !tokens)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
-                         "fat5_decoder_step: %lld entries%s; expected 1 .. %lld (the live rows) and a token each",
-                         (long long)n, tokens ? "" : " without tokens", (long long)d->n_live);
-    if (d->pos >= d->max_len)
-        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
-                         "fat5_decoder_step: the cache is full: %lld positions written, max_len is %lld",
-                         (long long)d->pos, (long long)d->max_len);
-    for (i = 0; i < n; i++) {
-        int32_t r = rows ? rows[i] : (int32_t)i;
-        if (r < 0 || r >= d->n_rows || (i > 0 && rows && r <= rows[i - 1]))
-            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
-                             "fat5_decoder_step: rows[%lld] = %d: rows must be strictly increasing and in [0, %lld)",
-                             (long long)i, (int)r, (long long)d->n_rows);
-        if (!d->live[r])
-            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
-                             "fat5_decoder_step: row %d was left out of an earlier step (finished rows cannot come back)",
-                             (int)r);
-        if (tokens[i] < 0 || tokens[i] >= V)
-            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
-                             "fat5_decoder_step: tokens[%lld] = %d is outside [0, vocab_size %lld)", (long long)i,
-                             (int)tokens[i], (long long)V);
-    }
-    // rows left out of this step finish
-    for (i = 0; i < n; i++) d->host_i32[i] = rows ? rows[i] : (int32_t)i;
-    {
-        int64_t j = 0, r;
-        for (r = 0; r < d->n_rows; r++) {
-            int keep = j < n && d->host_i32[j] == r;
-            if (keep) j++;
-            else d->live[r] = 0;
-        }
-    }
-    d->n_live = n;
+    FAT5__TRY(fat5__decoder_take_entries(d, "fat5_decoder_step", tokens, rows, n));
     FAT5__TRY(d->be->upload(ctx, d->rows, d->host_i32, (size_t)n * 4));
     FAT5__TRY(d->be->upload(ctx, d->tok, tokens, (size_t)n * 4));
     FAT5__TRY(fat5__decoder_step_dev(d, n));
+    for (i = 0; i < n; i++) d->pos_h[d->host_i32[i]]++;
     if (logits) FAT5__TRY(d->be->download(ctx, logits, d->logits, (size_t)(n * V) * 4));
     return d->be->sync(ctx);
 }
@@ -485,13 +512,15 @@ FAT5_API fat5_status fat5_decoder_reorder(fat5_decoder *d, const int32_t *src) {
     fat5_status st;
     if (!d) return FAT5_ERR_INVALID_ARG;
     ctx = d->ctx;
-    if (!d->started) return fat5__err(ctx, FAT5_ERR_STATE, "fat5_decoder_reorder: no request (fat5_decoder_start first)");
+    if (!d->started)
+        return fat5__err(ctx, FAT5_ERR_STATE, "fat5_decoder_reorder: no request (fat5_decoder_start or fat5_decoder_join "
+                         "first)");
     if (!src) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5_decoder_reorder: src is NULL");
     for (r = 0; r < d->n_rows; r++)
-        if (d->live[r] && (src[r] < 0 || src[r] >= d->n_rows || !d->live[src[r]]))
+        if (d->live[r] && (src[r] < 0 || src[r] >= d->n_rows || !d->live[src[r]] || d->pos_h[src[r]] != d->pos_h[r]))
             return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
-                             "fat5_decoder_reorder: src[%lld] = %d is not a live row (%lld rows)", (long long)r,
-                             (int)src[r], (long long)d->n_rows);
+                             "fat5_decoder_reorder: src[%lld] = %d is not a live row at row %lld's position (%lld rows)",
+                             (long long)r, (int)src[r], (long long)r, (long long)d->n_rows);
     for (r = 0; r < d->n_rows; r++) d->host_i32[r] = d->live[r] ? src[r] : (int32_t)r;
     FAT5__TRY(d->be->upload(ctx, d->tok, d->host_i32, (size_t)d->n_rows * 4));  // d->tok is free between steps
     FAT5__TRY(fat5__decoder_reorder_dev(d, d->tok));
@@ -499,6 +528,95 @@ FAT5_API fat5_status fat5_decoder_reorder(fat5_decoder *d, const int32_t *src) {
 }
 
 FAT5_API int64_t fat5_decoder_position(const fat5_decoder *d) { return d ? d->pos : 0; }
+
+FAT5_API int64_t fat5_decoder_row_position(const fat5_decoder *d, int64_t row) {
+    return d && d->started && row >= 0 && row < d->n_rows && d->live[row] ? d->pos_h[row] : 0;
+}
+
+// Checks a join's rows (free, distinct, in range) and its inputs (each within a row's encoder
+// slot); messages name the row or input.
+static fat5_status fat5__decoder_check_join(fat5_decoder *d, const int32_t *tokens, const int32_t *cu,
+                                            int64_t n_inputs, int64_t rpi, const int32_t *rows) {
+    static const char *const what = "fat5_decoder_join";
+    fat5_ctx *ctx = d->ctx;
+    int64_t i, n;
+    fat5_status st;
+    if (d->max_len < 1) return fat5__err(ctx, FAT5_ERR_STATE, "%s: this decoder has no cache (max_len 0)", what);
+    if (d->started == 1 && d->n_live > 0)
+        return fat5__err(ctx, FAT5_ERR_STATE, "%s: %lld rows of fat5_decoder_start's request are still live", what,
+                         (long long)d->n_live);
+    if (d->slot < 1)
+        return fat5__err(ctx, FAT5_ERR_STATE, "%s: max_enc_tokens %lld below max_rows %lld leaves no encoder slot", what,
+                         (long long)d->max_te, (long long)d->max_rows);
+    if (rpi < 1 || n_inputs < 1 || n_inputs > d->max_rows || rpi > d->max_rows / n_inputs || !rows)
+        return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                         "%s: %lld inputs x %lld rows each%s: need at least one of each and at most %lld rows", what,
+                         (long long)n_inputs, (long long)rpi, rows ? "" : " without rows", (long long)d->max_rows);
+    if ((st = fat5__check_enc_input(d->m, what, tokens, cu, n_inputs, d->max_te, &d->ea.at))) return st;
+    for (i = 0; i < n_inputs; i++)
+        if (cu[i + 1] - cu[i] > d->slot)
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                             "%s: input %lld has %d tokens; a row's encoder slot holds %lld (max_enc_tokens / max_rows)",
+                             what, (long long)i, (int)(cu[i + 1] - cu[i]), (long long)d->slot);
+    n = n_inputs * rpi;
+    memset(d->host_cu_g, 0, (size_t)d->max_rows * sizeof(int32_t));   // marks the rows seen
+    for (i = 0; i < n; i++) {
+        int32_t r = rows[i];
+        if (r < 0 || r >= d->max_rows || (d->started == 2 && d->live[r]) || d->host_cu_g[r])
+            return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
+                             "%s: rows[%lld] = %d is %s", what, (long long)i, (int)r,
+                             r < 0 || r >= d->max_rows ? "outside the decoder's rows" : d->host_cu_g[r] ? "given twice"
+                                                                                                     : "live");
+        d->host_cu_g[r] = 1;
+    }
+    return FAT5_OK;
+}
+
+FAT5_API fat5_status fat5_decoder_join(fat5_decoder *d, const int32_t *tokens, const int32_t *cu, int64_t n_inputs,
+                                       int64_t rows_per_input, const int32_t *rows) {
+    fat5_model *m;
+    fat5_ctx *ctx;
+    const fat5__backend *be;
+    const fat5_model_config *c;
+    int64_t i, b, l, I, D;
+    size_t A;
+    fat5_status st;
+    if (!d) return FAT5_ERR_INVALID_ARG;
+    m = d->m, ctx = d->ctx, be = d->be, c = &m->cfg;
+    I = c->num_heads * c->d_kv, D = c->d_model, A = m->act_size;
+    FAT5__TRY(fat5__decoder_check_join(d, tokens, cu, n_inputs, rows_per_input, rows));
+    if (d->started != 2) {   // from a fresh or finished decoder: every row free
+        memset(d->live, 0, (size_t)d->max_rows);
+        d->n_live = 0;
+        d->n_rows = d->max_rows;
+        d->started = 2;
+    }
+    FAT5__TRY(fat5__decoder_encode(d, tokens, cu, n_inputs));
+    // each input's cross-attention keys and values go to the slot of its first row
+    for (i = 0; i < n_inputs; i++) {
+        fat5__addr at = (fat5__addr)((size_t)rows[i * rows_per_input] * (size_t)d->slot * (size_t)I * A);
+        fat5__addr src = d->enc_out + (fat5__addr)((size_t)cu[i] * (size_t)D * A);
+        int64_t len = cu[i + 1] - cu[i];
+        for (l = 0; l < c->num_decoder_layers; l++) {
+            const fat5__layer *y = &m->dec[l];
+            FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->ck[l] + at, 0, src, fat5__pa(m, y->ck), len, I, D, 1.0f, 0.0f));
+            FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->cv[l] + at, 0, src, fat5__pa(m, y->cv), len, I, D, 1.0f, 0.0f));
+        }
+        for (b = 0; b < rows_per_input; b++) {
+            int32_t r = rows[i * rows_per_input + b];
+            d->xoff_h[r] = (int32_t)(rows[i * rows_per_input] * d->slot);
+            d->xlen_h[r] = (int32_t)len;
+            d->pos_h[r] = 0;
+            d->live[r] = 1;
+        }
+    }
+    d->n_live += n_inputs * rows_per_input;
+    FAT5__TRY(be->sync(ctx));   // the encoder's uploads have read the staging buffers
+    FAT5__TRY(be->upload(ctx, d->cross_off, d->xoff_h, (size_t)d->max_rows * 4));
+    FAT5__TRY(be->upload(ctx, d->cross_len, d->xlen_h, (size_t)d->max_rows * 4));
+    FAT5__TRY(be->upload(ctx, d->pos_d, d->pos_h, (size_t)d->max_rows * 4));
+    return be->sync(ctx);
+}
 
 // ---- the encoder alone ----
 

@@ -296,8 +296,9 @@ FAT5_API fat5_status fat5_internal_decode_time(fat5_decoder *d, int op, int64_t 
     pos = step ? 40 : 64;
     st = fat5__backend_of(ctx)->upload(ctx, d->rows, h32, (size_t)n * 4);
     if (!st) st = fat5__backend_of(ctx)->upload(ctx, d->tok, h32, (size_t)n * 4);
+    for (i = 0; i < n; i++) h32[i] = pos;   // every row of the step at that position
+    if (!st) st = fat5__backend_of(ctx)->upload(ctx, d->pos_d, h32, (size_t)n * 4);
     fat5__free(ctx, h32);
-    if (!st) st = fat5__backend_of(ctx)->upload(ctx, d->pos_d, &pos, 4);
     if (!st) st = fat5__backend_of(ctx)->sync(ctx);
     if (!st) st = fat5__backend_of(ctx)->capture_begin(ctx);
     if (st) return st;

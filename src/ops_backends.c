@@ -58,9 +58,9 @@
     X(norm_mm, (fat5_ctx * ctx, fat5__addr y0, fat5__addr y1, fat5__addr y2, fat5__addr x, fat5__addr g,       \
                 fat5__addr w0, fat5__addr w1, fat5__addr w2, int64_t T, int N, int K, float eps, int act,      \
                 fat5__addr rows, fat5__addr kv_off, fat5__addr pos))                                           \
-    X(cache_gather, (fat5_ctx * ctx, fat5__addr dst, fat5__addr src, fat5__addr idx, fat5__addr kv_off,        \
-                     fat5__addr pos, int64_t n, int I))                                                        \
-    X(add_i32, (fat5_ctx * ctx, fat5__addr x, int v, int64_t n))                                               \
+    X(cache_gather, (fat5_ctx * ctx, fat5__addr dst, fat5__addr src, fat5__addr idx, fat5__addr rows,          \
+                     fat5__addr kv_off, fat5__addr pos, int64_t n, int I))                                     \
+    X(add_i32, (fat5_ctx * ctx, fat5__addr x, fat5__addr idx, int v, int64_t n))                               \
     X(xent_fwd, (fat5_ctx * ctx, fat5__addr lse, fat5__addr row_ce, fat5__addr row_z, fat5__addr logits,      \
                  fat5__addr labels, int64_t T, int V, float z, float smooth))                                  \
     X(xent_bwd, (fat5_ctx * ctx, fat5__addr dlogits, fat5__addr logits, fat5__addr lse, fat5__addr labels,     \

@@ -1147,8 +1147,8 @@ static fat5_status fat5__cpu_block_sum_bwd(fat5_ctx *ctx, fat5__addr dx_, fat5__
 // ---- rotary position embedding ----
 
 // rope: rotates, in place, dims [0, rd) of every head of x [T, H*dk] (act) by its token's
-// position t: pos[0] for every token when pos is given (a decode step), else its place in its
-// packed sequence, t - cu[seq[token]]. Pair k < rd/2 is (k, k + rd/2), or (2k, 2k + 1) with
+// position t: when pos is given (a decode step), pos[seq[t]] (seq: each entry's decoder row) or pos[0]
+// (seq NULL), else its place in its packed sequence, t - cu[seq[t]]. Pair k < rd/2 is (k, k + rd/2), or (2k, 2k + 1) with
 // FAT5__ROPE_INTERLEAVED; it turns by theta = t base^(-2k/rd): (a, b) -> (a cos - b sin, b cos + a sin).
 // xpos > 0 (xPos, gamma = xpos): cos and sin scale by zeta_k^(t/gamma), zeta_k = (2k + 0.4 rd) /
 // (1.4 rd), or zeta_k^(-t/gamma) with FAT5__ROPE_KEY, so q.k scales by zeta^((i - j)/gamma).
@@ -1164,7 +1164,7 @@ static fat5_status fat5__cpu_rope(fat5_ctx *ctx, fat5__addr x_, fat5__addr cu_, 
     int h, k, half = rd / 2;
     (void)ctx;
     for (t = 0; t < T; t++) {
-        double p = pos ? (double)pos[0] : (double)(t - cu[seq[t]]);
+        double p = pos ? (double)pos[seq ? seq[t] : 0] : (double)(t - cu[seq[t]]);
         for (k = 0; k < half; k++) {
             double ang = p * pow((double)base, -2.0 * k / rd), sc = 1.0;
             float cs, sn;
@@ -1188,11 +1188,11 @@ static fat5_status fat5__cpu_rope(fat5_ctx *ctx, fat5__addr x_, fat5__addr cu_, 
 // ---- decoding: one query per row against a cache ----
 
 // attn_decode: entry i (0 <= i < n) is row rows[i]; its keys and values are rows kv_off[row] + j of
-// k and v for j < count, count = pos[0] + 1 (CAUSAL: the decoder's self-attention cache, the query
-// at position pos[0]) or kv_len[row] (CROSS: the encoder output of the row's input; bias unused).
-// o[i] = softmax_j(q_i . k_j + b(pos[0], j, h)) v_j, per head; rows of q, k, v, o are H*dk wide;
-// o = 0 for an entry without keys. b is the causal forward's position bias for a query at position
-// pos[0] (fat5__cpu_pos_bias for this kind: T5 buckets, ALiBi or FIRE; lut is the GPU's bucket
+// k and v for j < count, count = pos[row] + 1 (CAUSAL: the decoder's self-attention cache, the
+// query at the row's position pos[row]) or kv_len[row] (CROSS: the encoder output of the row's
+// input; bias unused). o[i] = softmax_j(q_i . k_j + b(pos[row], j, h)) v_j, per head; rows of q, k,
+// v, o are H*dk wide; o = 0 for an entry without keys. b is the causal forward's position bias for
+// a query at position pos[row] (fat5__cpu_pos_bias for this kind: T5 buckets, ALiBi or FIRE; lut is the GPU's bucket
 // table, as for attn_fwd); none for CROSS.
 // max_keys: an upper bound, known on the host, of the key count of any entry: the decoder's cache
 // capacity max_len for CAUSAL, the longest encoder output (max of kv_len) for CROSS. pos and kv_len
@@ -1215,7 +1215,8 @@ static fat5_status fat5__cpu_attn_decode(fat5_ctx *ctx, fat5__addr o_, fat5__add
     const float *bias = causal ? FAT5__HOST(const float, bias_) : NULL;
     const int32_t *rows = FAT5__HOST(const int32_t, rows_), *kv_off = FAT5__HOST(const int32_t, kv_off_);
     const int32_t *kv_len = FAT5__HOST(const int32_t, kv_len_);
-    int64_t pos = FAT5__HOST(const int32_t, pos_)[0], ld = (int64_t)H * dk, i, j, cnt_max = 1;
+    const int32_t *pos = FAT5__HOST(const int32_t, pos_);
+    int64_t ld = (int64_t)H * dk, i, j, cnt_max = 1;
     double *p, *acc;
     int h, d;
     if (kind >> FAT5__ATTN_WINDOW_SHIFT || (kind & (FAT5__ATTN_PREFIX | FAT5__ATTN_TGLOBAL | FAT5__ATTN_GSHARED)))
@@ -1225,19 +1226,19 @@ static fat5_status fat5__cpu_attn_decode(fat5_ctx *ctx, fat5__addr o_, fat5__add
     (void)max_keys;
     (void)scratch;
     for (i = 0; i < n; i++) {
-        int64_t c = causal ? pos + 1 : kv_len[rows[i]];
+        int64_t c = causal ? (int64_t)pos[rows[i]] + 1 : kv_len[rows[i]];
         if (c > cnt_max) cnt_max = c;
     }
     p = FAT5__CAST(double *, fat5__host_scratch(ctx, (size_t)(cnt_max + dk) * sizeof(double), "fat5__cpu_attn_decode"));
     if (!p) return FAT5_ERR_OUT_OF_MEMORY;
     acc = p + cnt_max;
     for (i = 0; i < n; i++) {
-        int64_t row = rows[i], k0 = kv_off[row], cnt = causal ? pos + 1 : kv_len[row];
+        int64_t row = rows[i], k0 = kv_off[row], p_row = causal ? pos[row] : 0, cnt = causal ? p_row + 1 : kv_len[row];
         for (h = 0; h < H; h++) {
             const float *qi = q + i * ld + h * dk;
             double mx = -INFINITY, sum = 0;
             for (j = 0; j < cnt; j++) {
-                p[j] = fat5__cpu_attn_score(qi, k + (k0 + j) * ld + h * dk, bias, pos, j, h, H, dk, kind, nb,
+                p[j] = fat5__cpu_attn_score(qi, k + (k0 + j) * ld + h * dk, bias, p_row, j, h, H, dk, kind, nb,
                                             max_distance);
                 if (p[j] > mx) mx = p[j];
             }
@@ -1254,17 +1255,18 @@ static fat5_status fat5__cpu_attn_decode(fat5_ctx *ctx, fat5__addr o_, fat5__add
     return FAT5_OK;
 }
 
-// cache_write: row rows[i] of the caches takes entry i's key and value at position pos[0]:
-// kc[kv_off[rows[i]] + pos[0]] = k[i], vc[...] = v[i] (rows of I activation elements).
+// cache_write: row rows[i] of the caches takes entry i's key and value at its position pos[rows[i]]:
+// kc[kv_off[rows[i]] + pos[rows[i]]] = k[i], vc[...] = v[i] (rows of I activation elements).
 static fat5_status fat5__cpu_cache_write(fat5_ctx *ctx, fat5__addr kc_, fat5__addr vc_, fat5__addr k_, fat5__addr v_,
                                          fat5__addr rows_, fat5__addr kv_off_, fat5__addr pos_, int64_t n, int I) {
     float *kc = FAT5__HOST(float, kc_), *vc = FAT5__HOST(float, vc_);
     const float *k = FAT5__HOST(const float, k_), *v = FAT5__HOST(const float, v_);
     const int32_t *rows = FAT5__HOST(const int32_t, rows_), *kv_off = FAT5__HOST(const int32_t, kv_off_);
-    int64_t pos = FAT5__HOST(const int32_t, pos_)[0], i;
+    const int32_t *pos = FAT5__HOST(const int32_t, pos_);
+    int64_t i;
     (void)ctx;
     for (i = 0; i < n; i++) {
-        int64_t dst = ((int64_t)kv_off[rows[i]] + pos) * I;
+        int64_t dst = ((int64_t)kv_off[rows[i]] + pos[rows[i]]) * I;
         memcpy(kc + dst, k + i * (int64_t)I, (size_t)I * sizeof(float));
         memcpy(vc + dst, v + i * (int64_t)I, (size_t)I * sizeof(float));
     }
@@ -1275,7 +1277,7 @@ static fat5_status fat5__cpu_cache_write(fat5_ctx *ctx, fat5__addr kc_, fat5__ad
 // K; x fp32, the normalised rows in the activation dtype):
 //   act < 0:  y_s = xn W_s^T ([T, N], activation dtype) for w0 and, when given, w1 and w2;
 //   act >= 0: y0 = act_fwd(xn W0^T, xn W1^T) (gated; w1 given, w2 0) or act_fwd(xn W0^T) (w1 0);
-//   rows:     (act < 0) rows i of y1 and y2 are the cache rows kv_off[rows[i]] + pos[0] instead of i
+//   rows:     (act < 0) rows i of y1 and y2 are the cache rows kv_off[rows[i]] + pos[rows[i]] instead of i
 //             (cache_write's addressing: the new key and value go straight into the caches).
 // The CPU composes its rmsnorm_fwd, mm, act_fwd and the cache addressing; the GPU runs one kernel.
 static fat5_status fat5__norm_mm_check(fat5_ctx *ctx, const char *op, fat5__addr y0, fat5__addr y1, fat5__addr y2,
@@ -1328,7 +1330,7 @@ static fat5_status fat5__cpu_norm_mm(fat5_ctx *ctx, fat5__addr y0, fat5__addr y1
         st = fat5__cpu_mm(ctx, FAT5__MM_NT, FAT5__ADDR(ta), 0, FAT5__ADDR(xn), w[s], T, N, K, 1.0f, 0.0f);
         for (i = 0; i < T && !st; i++) {
             const int32_t *rows = FAT5__HOST(const int32_t, rows_), *kv_off = FAT5__HOST(const int32_t, kv_off_);
-            int64_t dst = (int64_t)kv_off[rows[i]] + FAT5__HOST(const int32_t, pos_)[0];
+            int64_t dst = (int64_t)kv_off[rows[i]] + FAT5__HOST(const int32_t, pos_)[rows[i]];
             memcpy(FAT5__HOST(float, y[s]) + dst * N, ta + i * N, (size_t)N * sizeof(float));
         }
     }
@@ -1336,27 +1338,33 @@ static fat5_status fat5__cpu_norm_mm(fat5_ctx *ctx, fat5__addr y0, fat5__addr y1
     return st;
 }
 
-// cache_gather: for rows r < n, positions [0, pos[0]) of dst row r are those of src row idx[r]
-// (cache rows kv_off[r] + j and kv_off[idx[r]] + j; I activation elements each). dst != src.
+// cache_gather: for entries i < n, row r = rows[i]: positions [0, pos[r]) of dst row r are those of
+// src row idx[r] (cache rows kv_off[r] + j and kv_off[idx[r]] + j; I activation elements each).
+// dst != src.
 static fat5_status fat5__cpu_cache_gather(fat5_ctx *ctx, fat5__addr dst_, fat5__addr src_, fat5__addr idx_,
-                                          fat5__addr kv_off_, fat5__addr pos_, int64_t n, int I) {
+                                          fat5__addr rows_, fat5__addr kv_off_, fat5__addr pos_, int64_t n, int I) {
     float *dst = FAT5__HOST(float, dst_);
     const float *src = FAT5__HOST(const float, src_);
     const int32_t *idx = FAT5__HOST(const int32_t, idx_), *kv_off = FAT5__HOST(const int32_t, kv_off_);
-    int64_t pos = FAT5__HOST(const int32_t, pos_)[0], r;
+    const int32_t *rows = FAT5__HOST(const int32_t, rows_), *pos = FAT5__HOST(const int32_t, pos_);
+    int64_t i;
     (void)ctx;
-    for (r = 0; r < n; r++)
-        if (pos > 0)
-            memcpy(dst + (int64_t)kv_off[r] * I, src + (int64_t)kv_off[idx[r]] * I, (size_t)(pos * I) * sizeof(float));
+    for (i = 0; i < n; i++) {
+        int64_t r = rows[i];
+        if (pos[r] > 0)
+            memcpy(dst + (int64_t)kv_off[r] * I, src + (int64_t)kv_off[idx[r]] * I,
+                   (size_t)((int64_t)pos[r] * I) * sizeof(float));
+    }
     return FAT5_OK;
 }
 
-// add_i32: x[i] += v for i < n (the decoder's position counter)
-static fat5_status fat5__cpu_add_i32(fat5_ctx *ctx, fat5__addr x_, int v, int64_t n) {
+// add_i32: x[idx[i]] += v for i < n (idx NULL: x[i]; the decoder rows' positions; idx distinct)
+static fat5_status fat5__cpu_add_i32(fat5_ctx *ctx, fat5__addr x_, fat5__addr idx_, int v, int64_t n) {
     int32_t *x = FAT5__HOST(int32_t, x_);
+    const int32_t *idx = FAT5__HOST(const int32_t, idx_);
     int64_t i;
     (void)ctx;
-    for (i = 0; i < n; i++) x[i] += v;
+    for (i = 0; i < n; i++) x[idx ? idx[i] : i] += v;
     return FAT5_OK;
 }
 

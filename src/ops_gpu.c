@@ -1134,7 +1134,7 @@ static int fat5__gpu_decode_splits(int max_keys) {
 
 // o[i] = softmax_j(q_i . k_j + bias) v_j per head against entry i's cache row (see
 // fat5__cpu_attn_decode); the causal kinds may carry ALiBi or FIRE (never asymmetric ALiBi), whose
-// bias of key j is that of a query at position pos[0]. Flash-decoding: the keys of each (entry, head) are cut into S =
+// bias of key j is that of a query at the row's position pos[rows[i]]. Flash-decoding: the keys of each (entry, head) are cut into S =
 // ceil(max_keys / FAT5__DECODE_SPLIT_KEYS) splits (at most 32), one warp each (phase 0, grid
 // (ceil(S / W), H, n clamped to 65535), W = min(S, 4) warps a block); with S > 1 each warp writes its
 // partial (max, sum, acc[dk]) to scratch and phase 1 (one warp per (entry, head), 4 warps a block)
@@ -1191,7 +1191,7 @@ static FAT5__UNUSED fat5_status fat5__gpu_attn_decode(fat5_ctx *ctx, fat5__dptr 
     return fat5__dev_launch(ctx, FAT5__K_attn_decode, fat5__gpu_blocks(n * H, 4), 1, 1, 128, 1, 1, 0, a1);
 }
 
-// kc, vc row kv_off[rows[i]] + pos[0] = k, v row i (rows of I activation elements); 256 threads a
+// kc, vc row kv_off[rows[i]] + pos[rows[i]] = k, v row i (rows of I activation elements); 256 threads a
 // block over the n I elements
 static FAT5__UNUSED fat5_status fat5__gpu_cache_write(fat5_ctx *ctx, fat5__dptr kc, fat5__dptr vc, fat5__dptr k,
                                                       fat5__dptr v, fat5__dptr rows, fat5__dptr kv_off, fat5__dptr pos,
@@ -1224,13 +1224,14 @@ static FAT5__UNUSED fat5_status fat5__gpu_norm_mm(fat5_ctx *ctx, fat5__dptr y0, 
                             (unsigned)(groups < 65535 ? groups : 65535), 1, 32 * FAT5__GPU_MM_WARPS, 1, 1, 0, args);
 }
 
-// dst rows r < n, positions [0, pos[0]) = src rows idx[r]. pos is not known here: the grid is
-// (ceil(I / 256) * 4 blocks clamped to 64, n rows clamped to 65535) of 256 threads, and the kernel
-// strides over whatever pos[0] I elements each row has.
+// dst rows r = rows[i] (i < n), positions [0, pos[r]) = src rows idx[r]. pos is not known here: the
+// grid is (ceil(I / 256) * 4 blocks clamped to 64, n rows clamped to 65535) of 256 threads, and the
+// kernel strides over whatever pos[r] I elements each row has.
 static FAT5__UNUSED fat5_status fat5__gpu_cache_gather(fat5_ctx *ctx, fat5__dptr dst, fat5__dptr src, fat5__dptr idx,
-                                                       fat5__dptr kv_off, fat5__dptr pos, int64_t n, int I) {
+                                                       fat5__dptr rows, fat5__dptr kv_off, fat5__dptr pos, int64_t n,
+                                                       int I) {
     long long n_ = n;
-    void *args[] = {&dst, &src, &idx, &kv_off, &pos, &n_, &I};
+    void *args[] = {&dst, &src, &idx, &rows, &kv_off, &pos, &n_, &I};
     unsigned gx;
     if (n < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_cache_gather", "n", n);
     if (I < 1) return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__gpu_cache_gather: rows of %d elements", I);
@@ -1242,10 +1243,10 @@ static FAT5__UNUSED fat5_status fat5__gpu_cache_gather(fat5_ctx *ctx, fat5__dptr
                             args);
 }
 
-// x[i] += v for i < n (int32, device memory)
-static FAT5__UNUSED fat5_status fat5__gpu_add_i32(fat5_ctx *ctx, fat5__dptr x, int v, int64_t n) {
+// x[idx[i]] += v for i < n (idx 0: x[i]; int32, device memory; idx distinct)
+static FAT5__UNUSED fat5_status fat5__gpu_add_i32(fat5_ctx *ctx, fat5__dptr x, fat5__dptr idx, int v, int64_t n) {
     long long n_ = n;
-    void *args[] = {&x, &v, &n_};
+    void *args[] = {&x, &idx, &v, &n_};
     if (n < 0) return fat5__gpu_bad_count(ctx, "fat5__gpu_add_i32", "n", n);
     if (n == 0) return FAT5_OK;
     return fat5__dev_launch(ctx, FAT5__K_add_i32, fat5__gpu_blocks(n, 256), 1, 1, 256, 1, 1, 0, args);

@@ -738,10 +738,11 @@ static void t_op_table(fat5_test *T) {
 
 // ---- decoding ----
 
-// attn_decode CAUSAL against attn_fwd: entry i at position p (cache row rows[i]) gives the causal
-// forward's output for the last query of the sequence of the row's first p + 1 tokens. Three cache
-// rows with gaps between them, two entries in another order than the rows; positions below, at and
-// beyond max_distance (the saturated buckets).
+// attn_decode CAUSAL against attn_fwd: entry i at position p = pos[rows[i]] (cache row rows[i])
+// gives the causal forward's output for the last query of the sequence of the row's first p + 1
+// tokens. Three cache rows with gaps between them, two entries in another order than the rows, each
+// row at its own position (rows that joined at different steps); positions below, at and beyond
+// max_distance (the saturated buckets).
 static void t_attn_decode_causal(fat5_test *T) {
     enum { R = 3, L = 40, CAP = 45, H = 3, DK = 5, NB = 8, MD = 12 };
     static const int32_t kv_off[R] = {50, 0, 100};  // row 1 first, gaps in between
@@ -752,30 +753,34 @@ static void t_attn_decode_causal(fat5_test *T) {
     fat5_ctx *ctx = tc_ctx();
     float *qs = tc_alloc((size_t)R * L * ld), *k = tc_alloc((size_t)150 * ld), *v = tc_alloc((size_t)150 * ld);
     float bias[NB * H], qd[2 * H * DK], od[2 * H * DK], of[L * H * DK], lse[L * H];
-    int32_t pos, cu[2], qseq[L];
-    size_t pi;
+    int32_t pos[R] = {0, 0, 0}, cu[2], qseq[L];
+    size_t pi, np = sizeof pos_list / sizeof pos_list[0];
     int i, t;
     tc_fill(&rng, qs, (size_t)R * L * ld, 1.0, 0);
     tc_fill(&rng, k, (size_t)150 * ld, 1.0, 0);
     tc_fill(&rng, v, (size_t)150 * ld, 1.0, 0);
     tc_fill(&rng, bias, NB * H, 2.0, 0);
     for (t = 0; t < L; t++) qseq[t] = 0;
-    for (pi = 0; pi < sizeof pos_list / sizeof pos_list[0]; pi++) {
-        pos = pos_list[pi];
-        for (i = 0; i < 2; i++) memcpy(qd + i * ld, qs + ((size_t)rows[i] * L + (size_t)pos) * ld, ld * sizeof(float));
+    for (pi = 0; pi < np; pi++) {
+        pos[rows[0]] = pos_list[pi];
+        pos[rows[1]] = pos_list[(pi + 3) % np];   // another position
+        pos[1] = 7;                               // a row not in the step
+        for (i = 0; i < 2; i++)
+            memcpy(qd + i * ld, qs + ((size_t)rows[i] * L + (size_t)pos[rows[i]]) * ld, ld * sizeof(float));
         FAT5_CHECK(T, fat5__cpu_attn_decode(ctx, A_(od), A_(qd), A_(k), A_(v), A_(bias), 0, A_(rows), A_(kv_off), 0,
-                                            A_(&pos), 2, H, DK, FAT5__ATTN_CAUSAL, NB, MD, CAP, 0) == FAT5_OK);
-        cu[0] = 0;
-        cu[1] = pos + 1;
+                                            A_(pos), 2, H, DK, FAT5__ATTN_CAUSAL, NB, MD, CAP, 0) == FAT5_OK);
         for (i = 0; i < 2; i++) {
             const float *kr = k + (size_t)kv_off[rows[i]] * ld, *vr = v + (size_t)kv_off[rows[i]] * ld;
+            int p = pos[rows[i]];
+            cu[0] = 0;
+            cu[1] = p + 1;
             FAT5_CHECK(T, fat5__cpu_attn_fwd(ctx, A_(of), A_(lse), A_(qs + (size_t)rows[i] * L * ld), A_(kr), A_(vr),
-                                             A_(bias), 0, A_(cu), A_(cu), A_(qseq), pos + 1, H, DK,
+                                             A_(bias), 0, A_(cu), A_(cu), A_(qseq), p + 1, H, DK,
                                              FAT5__ATTN_CAUSAL, NB, MD, 0, 0, fat5__drop_none()) == FAT5_OK);
             for (t = 0; t < ld; t++)
-                FAT5_CHECK_MSG(T, od[i * ld + t] == of[(size_t)pos * ld + t],
-                               "causal decode pos %d entry %d element %d: %.9g vs forward %.9g", pos, i, t,
-                               od[i * ld + t], of[(size_t)pos * ld + t]);
+                FAT5_CHECK_MSG(T, od[i * ld + t] == of[(size_t)p * ld + t],
+                               "causal decode pos %d entry %d element %d: %.9g vs forward %.9g", p, i, t,
+                               od[i * ld + t], of[(size_t)p * ld + t]);
         }
     }
     // the bias matters beyond max_distance too: the saturated bucket differs from bucket 0
@@ -796,14 +801,14 @@ static void t_attn_decode_cross(fat5_test *T) {
     fat5_rng rng = fat5_rng_init(22);
     fat5_ctx *ctx = tc_ctx();
     float q[3 * H * DK], k[30 * H * DK], v[30 * H * DK], bias[4 * H], od[3 * H * DK], of[H * DK], lse[H];
-    int32_t pos = 5, cu_q[2] = {0, 1}, cu_k[2], qseq[1] = {0};
+    int32_t pos[R] = {5, 5, 5, 5}, cu_q[2] = {0, 1}, cu_k[2], qseq[1] = {0};
     int i, t;
     tc_fill(&rng, q, sizeof q / sizeof q[0], 1.0, 0);
     tc_fill(&rng, k, sizeof k / sizeof k[0], 1.0, 0);
     tc_fill(&rng, v, sizeof v / sizeof v[0], 1.0, 0);
     tc_fill(&rng, bias, sizeof bias / sizeof bias[0], 5.0, 0);
     FAT5_CHECK(T, fat5__cpu_attn_decode(ctx, A_(od), A_(q), A_(k), A_(v), A_(bias), 0, A_(rows), A_(kv_off),
-                                        A_(kv_len), A_(&pos), 3, H, DK, FAT5__ATTN_CROSS, 4, 3, 8, 0) == FAT5_OK);
+                                        A_(kv_len), A_(pos), 3, H, DK, FAT5__ATTN_CROSS, 4, 3, 8, 0) == FAT5_OK);
     for (i = 0; i < 3; i++) {
         cu_k[0] = 0;
         cu_k[1] = kv_len[rows[i]];
@@ -819,64 +824,77 @@ static void t_attn_decode_cross(fat5_test *T) {
     // a row without keys: o = 0
     for (t = 0; t < ld; t++) od[t] = 1.0f;
     FAT5_CHECK(T, fat5__cpu_attn_decode(ctx, A_(od), A_(q), A_(k), A_(v), 0, 0, A_(rows0), A_(kv_off), A_(kv_len),
-                                        A_(&pos), 1, H, DK, FAT5__ATTN_CROSS, 0, 0, 16, 0) == FAT5_OK);
+                                        A_(pos), 1, H, DK, FAT5__ATTN_CROSS, 0, 0, 16, 0) == FAT5_OK);
     for (t = 0; t < ld; t++) FAT5_CHECK(T, od[t] == 0.0f);
     fat5_ctx_destroy(ctx);
 }
 
-// cache_write step by step (pos advanced by add_i32), then cache_gather into another cache: dst row
-// r holds src row idx[r]'s positions [0, pos), and nothing past them changes.
+// cache_write step by step, each row at its own position (pos[row], advanced for the rows of the
+// step by add_i32), then cache_gather into another cache: dst row r holds src row idx[r]'s positions
+// [0, pos[r]) for the rows named, and nothing else changes.
 static void t_cache_write_gather(fat5_test *T) {
     enum { R = 3, CAP = 6, I = 5, STEPS = 4 };
     static const int32_t kv_off[R] = {12, 0, 6};
-    static const int32_t rows[2] = {2, 0}, idx[R] = {2, 2, 0};
+    static const int32_t rows[2] = {0, 2}, idx[R] = {2, 2, 0}, all[R] = {0, 1, 2}, some[1] = {2};
+    static const int32_t start[R] = {1, 0, 0};   // row 0 joined a step earlier
     fat5_rng rng = fat5_rng_init(23);
     fat5_ctx *ctx = tc_ctx();
     float kc[R * CAP * I], vc[R * CAP * I], kd[R * CAP * I], k[STEPS][2 * I], v[STEPS][2 * I];
-    int32_t pos = 0;
+    int32_t pos[R];
     int s, i, j, r, c;
+    memcpy(pos, start, sizeof pos);
     for (i = 0; i < R * CAP * I; i++) kc[i] = vc[i] = kd[i] = -7.0f;
     tc_fill(&rng, &k[0][0], STEPS * 2 * I, 1.0, 0);
     tc_fill(&rng, &v[0][0], STEPS * 2 * I, 1.0, 0);
     for (s = 0; s < STEPS; s++) {
-        FAT5_CHECK(T, fat5__cpu_cache_write(ctx, A_(kc), A_(vc), A_(k[s]), A_(v[s]), A_(rows), A_(kv_off), A_(&pos),
+        FAT5_CHECK(T, fat5__cpu_cache_write(ctx, A_(kc), A_(vc), A_(k[s]), A_(v[s]), A_(rows), A_(kv_off), A_(pos),
                                             2, I) == FAT5_OK);
-        FAT5_CHECK(T, fat5__cpu_add_i32(ctx, A_(&pos), 1, 1) == FAT5_OK);
+        FAT5_CHECK(T, fat5__cpu_add_i32(ctx, A_(pos), A_(rows), 1, 2) == FAT5_OK);
     }
-    FAT5_CHECK(T, pos == STEPS);
+    FAT5_CHECK(T, pos[0] == STEPS + 1 && pos[1] == 0 && pos[2] == STEPS);
     for (s = 0; s < STEPS; s++)
         for (i = 0; i < 2; i++)
             for (c = 0; c < I; c++) {
-                FAT5_CHECK(T, kc[(kv_off[rows[i]] + s) * I + c] == k[s][i * I + c]);
-                FAT5_CHECK(T, vc[(kv_off[rows[i]] + s) * I + c] == v[s][i * I + c]);
+                FAT5_CHECK(T, kc[(kv_off[rows[i]] + start[rows[i]] + s) * I + c] == k[s][i * I + c]);
+                FAT5_CHECK(T, vc[(kv_off[rows[i]] + start[rows[i]] + s) * I + c] == v[s][i * I + c]);
             }
-    // row 1 was never written
+    // row 1 was never written, nor row 0 before its start
     for (j = 0; j < CAP * I; j++) FAT5_CHECK(T, kc[kv_off[1] * I + j] == -7.0f);
-    pos = STEPS - 1;
-    FAT5_CHECK(T, fat5__cpu_cache_gather(ctx, A_(kd), A_(kc), A_(idx), A_(kv_off), A_(&pos), R, I) == FAT5_OK);
+    for (j = 0; j < I; j++) FAT5_CHECK(T, kc[kv_off[0] * I + j] == -7.0f);
+    pos[0] = 2, pos[1] = 3, pos[2] = 1;
+    FAT5_CHECK(T, fat5__cpu_cache_gather(ctx, A_(kd), A_(kc), A_(idx), A_(all), A_(kv_off), A_(pos), R, I) == FAT5_OK);
     for (r = 0; r < R; r++)
         for (j = 0; j < CAP; j++)
             for (c = 0; c < I; c++) {
-                float want = j < pos ? kc[(kv_off[idx[r]] + j) * I + c] : -7.0f;
+                float want = j < pos[r] ? kc[(kv_off[idx[r]] + j) * I + c] : -7.0f;
                 FAT5_CHECK_MSG(T, kd[(kv_off[r] + j) * I + c] == want, "gather row %d position %d", r, j);
             }
-    // pos 0 copies nothing
-    pos = 0;
+    // only the rows named: row 2 alone (its 1 position from row 0)
     for (i = 0; i < R * CAP * I; i++) kd[i] = 3.0f;
-    FAT5_CHECK(T, fat5__cpu_cache_gather(ctx, A_(kd), A_(kc), A_(idx), A_(kv_off), A_(&pos), R, I) == FAT5_OK);
+    FAT5_CHECK(T, fat5__cpu_cache_gather(ctx, A_(kd), A_(kc), A_(idx), A_(some), A_(kv_off), A_(pos), 1, I) == FAT5_OK);
+    for (r = 0; r < R; r++)
+        for (j = 0; j < CAP * I; j++)
+            FAT5_CHECK(T, kd[kv_off[r] * I + j] == (r == 2 && j < I ? kc[kv_off[0] * I + j] : 3.0f));
+    // position 0 copies nothing
+    pos[0] = pos[1] = pos[2] = 0;
+    for (i = 0; i < R * CAP * I; i++) kd[i] = 3.0f;
+    FAT5_CHECK(T, fat5__cpu_cache_gather(ctx, A_(kd), A_(kc), A_(idx), A_(all), A_(kv_off), A_(pos), R, I) == FAT5_OK);
     for (i = 0; i < R * CAP * I; i++) FAT5_CHECK(T, kd[i] == 3.0f);
     fat5_ctx_destroy(ctx);
 }
 
-// add_i32 over several counters, negative steps included
+// add_i32 over several counters, negative steps included; with indices, only the counters named
 static void t_add_i32(fat5_test *T) {
     fat5_ctx *ctx = tc_ctx();
     int32_t x[5] = {0, -3, 7, 100, 2147483600};
-    FAT5_CHECK(T, fat5__cpu_add_i32(ctx, A_(x), 5, 4) == FAT5_OK);
+    static const int32_t idx[2] = {4, 1};
+    FAT5_CHECK(T, fat5__cpu_add_i32(ctx, A_(x), 0, 5, 4) == FAT5_OK);
     FAT5_CHECK(T, x[0] == 5 && x[1] == 2 && x[2] == 12 && x[3] == 105 && x[4] == 2147483600);
-    FAT5_CHECK(T, fat5__cpu_add_i32(ctx, A_(x), -6, 5) == FAT5_OK);
+    FAT5_CHECK(T, fat5__cpu_add_i32(ctx, A_(x), 0, -6, 5) == FAT5_OK);
     FAT5_CHECK(T, x[0] == -1 && x[1] == -4 && x[2] == 6 && x[3] == 99 && x[4] == 2147483594);
-    FAT5_CHECK(T, fat5__cpu_add_i32(ctx, A_(x), 9, 0) == FAT5_OK && x[0] == -1);
+    FAT5_CHECK(T, fat5__cpu_add_i32(ctx, A_(x), 0, 9, 0) == FAT5_OK && x[0] == -1);
+    FAT5_CHECK(T, fat5__cpu_add_i32(ctx, A_(x), A_(idx), 2, 2) == FAT5_OK);
+    FAT5_CHECK(T, x[0] == -1 && x[1] == -2 && x[2] == 6 && x[3] == 99 && x[4] == 2147483596);
     fat5_ctx_destroy(ctx);
 }
 

@@ -747,7 +747,7 @@ static void tg_nmm_case(tg *g, const tg_nmm_cfg *c, fat5_rng *rng) {
     float *x = tg_f(g, (size_t)T * K), *gw = tg_f(g, (size_t)K), *w = tg_f(g, (size_t)3 * N * K);
     float *xa = tg_f(g, (size_t)T * K), *ga = tg_f(g, (size_t)K), *wa = tg_f(g, (size_t)3 * N * K);
     float *ref[3], *got = tg_f(g, (size_t)nc * N), *mag[3], *ab[2];
-    int32_t *rows = tg_i(g, (size_t)T), *kv_off = tg_i(g, (size_t)rows_n), pos = 4;
+    int32_t *rows = tg_i(g, (size_t)T), *kv_off = tg_i(g, (size_t)rows_n), *pos = tg_i(g, (size_t)rows_n);
     fat5__dptr xd, gd, wd[3] = {0, 0, 0}, yd[3] = {0, 0, 0}, rd = 0, od = 0, pd = 0;
     size_t i, ny[3];
     int s, bad = 0, first = -1;
@@ -769,6 +769,7 @@ static void tg_nmm_case(tg *g, const tg_nmm_cfg *c, fat5_rng *rng) {
     for (i = 0; i < (size_t)3 * N * K; i++) wa[i] = fabsf(w[i]);
     for (i = 0; i < (size_t)T; i++) rows[i] = (int32_t)((size_t)T - 1 - i);  // a permutation of 0 .. T-1
     for (i = 0; i < (size_t)rows_n; i++) kv_off[i] = (int32_t)((rows_n - 1 - i) * cap);
+    for (i = 0; i < (size_t)rows_n; i++) pos[i] = (int32_t)(4 - i % 3);   // rows at their own positions
     for (s = 0; s < 3; s++)
         for (i = 0; i < ny[s]; i++) ref[s][i] = 7.0f;   // the sentinel (cache rows not written keep it)
     xd = tg_up_f32(g, x, (size_t)T * K);
@@ -780,15 +781,15 @@ static void tg_nmm_case(tg *g, const tg_nmm_cfg *c, fat5_rng *rng) {
     if (c->cache) {
         rd = tg_up_i32(g, rows, (size_t)T);
         od = tg_up_i32(g, kv_off, (size_t)rows_n);
-        pd = tg_up_i32(g, &pos, 1);
+        pd = tg_up_i32(g, pos, (size_t)rows_n);
     }
     if (g->err) return;
 #define TG_W(a, s) (s < S ? A_((a) + (size_t)(s) * N * K) : 0)
     if (c->act < 0) {
         fat5__cpu_norm_mm(g->ctx, A_(ref[0]), A_(ref[1]), A_(ref[2]), A_(x), A_(gw), TG_W(w, 0), TG_W(w, 1), TG_W(w, 2),
-                          T, N, K, 1e-6f, -1, c->cache ? A_(rows) : 0, A_(kv_off), A_(&pos));
+                          T, N, K, 1e-6f, -1, c->cache ? A_(rows) : 0, A_(kv_off), A_(pos));
         fat5__cpu_norm_mm(g->ctx, A_(mag[0]), A_(mag[1]), A_(mag[2]), A_(xa), A_(ga), TG_W(wa, 0), TG_W(wa, 1),
-                          TG_W(wa, 2), T, N, K, 1e-6f, -1, c->cache ? A_(rows) : 0, A_(kv_off), A_(&pos));
+                          TG_W(wa, 2), T, N, K, 1e-6f, -1, c->cache ? A_(rows) : 0, A_(kv_off), A_(pos));
     } else {
         fat5__cpu_norm_mm(g->ctx, A_(ref[0]), 0, 0, A_(x), A_(gw), TG_W(w, 0), TG_W(w, 1), 0, T, N, K, 1e-6f, c->act,
                           0, 0, 0);

@@ -1138,7 +1138,7 @@ static void to_gen_block_sum_bwd(to_run *r) {
 }
 
 // ----- rope.cu: half-split and interleaved pairs, partial rotation (rd < dk), xPos on queries and
-// keys, the transposed rotation, positions per packed sequence and a decode position pos[0]. The
+// keys, the transposed rotation, positions per packed sequence and decode positions pos[seq[t]]. The
 // angles and scales are computed in double on both sides and rounded to fp32, and the rotation is
 // the same fp32 arithmetic: fp32 agrees to ~1 ulp (rtol 1e-6); bf16 adds its rounding (TG_R16);
 // atol TG_A of a tenth of the largest |x| scaled by xPos. -----
@@ -1156,7 +1156,7 @@ static void to_gen_rope(to_run *r) {
     size_t ci;
     for (ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
         int s, i, n_seq = 4, x, cu, seq, pos = -1;
-        int32_t c[5], p = cs[ci].pos;
+        int32_t c[5], p = cs[ci].pos, pv[4];
         int64_t Tt;
         size_t n;
         if (!to_case(r, "H=%d dk=%d rd=%d base=%g xpos=%g flags=%d pos=%d", cs[ci].H, cs[ci].dk, cs[ci].rd,
@@ -1170,7 +1170,8 @@ static void to_gen_rope(to_run *r) {
         seq = to_buf_new(r, "seq", TO_I32, TO_IN, (size_t)Tt);
         for (s = 0; s < n_seq; s++)
             for (i = c[s]; i < c[s + 1]; i++) TO_I(r, seq)[i] = s;
-        if (p >= 0) pos = to_ints(r, "pos", TO_IN, &p, 1);
+        pv[0] = p, pv[1] = p / 2, pv[2] = p + 7, pv[3] = 0;   // each sequence's decode row at its own position
+        if (p >= 0) pos = to_ints(r, "pos", TO_IN, pv, 4);
         x = to_rnd(r, "x", TO_ACT, TO_INOUT, n, 2.0);
         TO_BUF(r, x)->scale = 0.1 * to_maxabs(TO_F(r, x), n);
         TO_BUF(r, x)->has_rtol = !r->bf16;
@@ -1187,7 +1188,7 @@ static void to_gen_rope(to_run *r) {
 
 // kind, cache rows, entries (entry i is row (3 i + 1) mod rows), H, dk, nb (FIRE: W), md (FIRE:
 // L0), positions per row (rows stored in reverse order, a gap between), query position (causal:
-// pos + 1 keys), keys per row (cross), the launcher's bound max_keys (below the real counts in
+// pos + 1 keys for the even rows, pos - pos / 3 + 1 for the odd ones), keys per row (cross), the launcher's bound max_keys (below the real counts in
 // one case: still exact). Split paths, dk odd, 1 and 256, 16-byte rows (bf16 64 and 128, fp32 32
 // and 64), one key, many splits with few keys; cross key counts 3000 (24 splits), 1, 0, odd;
 // ALiBi and FIRE (the cut inside the rows).
@@ -1196,7 +1197,8 @@ typedef struct to_dec_cfg {
 } to_dec_cfg;
 
 // attn_decode (act o: weighted sums of v rows, atol TG_A max(|o|, |v|)); a rerun gives the same
-// bits; then the position advanced on the backend by add_i32 (causal) and the decode run again.
+// bits; then every row's position advanced on the backend by add_i32 (causal) and the decode run
+// again.
 static void to_gen_attn_decode(to_run *r) {
     static const int32_t lens[5] = {3000, 1, 0, 1777, 33};
     static const to_dec_cfg cfgs[] = {
@@ -1231,6 +1233,7 @@ static void to_gen_attn_decode(to_run *r) {
         const int causal = (c->kind & FAT5__ATTN_MASK) == FAT5__ATTN_CAUSAL, next = causal && c->pos + 1 < c->cap;
         const size_t nbh = fire ? (size_t)FAT5__FIRE_NUMEL(c->H, c->nb) : (size_t)c->nb * (size_t)c->H;
         int q, k, v, bias = -1, lut = -1, rows, off, len, pos, o, o2, o3, scr, i;
+        int32_t pv[5];
         double vmax;
         if (!to_case(r, "kind %d rows=%d n=%d H=%d dk=%d pos=%d max_keys=%d", c->kind, c->n_rows, c->n, c->H, c->dk,
                      c->pos, c->max_keys))
@@ -1243,7 +1246,8 @@ static void to_gen_attn_decode(to_run *r) {
             TO_I(r, off)[i] = (c->n_rows - 1 - i) * (c->cap + 3) + 1;
             TO_I(r, len)[i] = c->cross ? lens[i] : 0;
         }
-        pos = to_ints(r, "pos", next ? TO_INOUT : TO_IN, &c->pos, 1);
+        for (i = 0; i < c->n_rows; i++) pv[i] = c->pos - (i % 2) * (c->pos / 3);   // rows at their own positions
+        pos = to_ints(r, "pos", next ? TO_INOUT : TO_IN, pv, (size_t)c->n_rows);
         q = to_rnd(r, "q", TO_ACT, TO_IN, nq, 1.7 / sqrt(sqrt((double)c->dk)));
         k = to_rnd(r, "k", TO_ACT, TO_IN, nc, 1.7 / sqrt(sqrt((double)c->dk)));
         v = to_rnd(r, "v", TO_ACT, TO_IN, nc, 1.0);
@@ -1262,7 +1266,7 @@ static void to_gen_attn_decode(to_run *r) {
         TO_SIDES(r) {
             int j;
             for (j = 0; j < 3; j++) {
-                if (j == 2 && next) TO_CALL(r, r->be->add_i32(r->ctx, to_a(r, pos), 1, 1));
+                if (j == 2 && next) TO_CALL(r, r->be->add_i32(r->ctx, to_a(r, pos), 0, 1, c->n_rows));
                 TO_CALL(r, r->be->attn_decode(r->ctx, to_a(r, j == 0 ? o : j == 1 ? o2 : o3), to_a(r, q), to_a(r, k),
                                               to_a(r, v), to_a(r, bias), to_a(r, lut), to_a(r, rows), to_a(r, off),
                                               to_a(r, len), to_a(r, pos), c->n, c->H, c->dk, c->kind, c->nb, c->md,
@@ -1279,8 +1283,9 @@ static void to_gen_attn_decode(to_run *r) {
 }
 
 // (rows, cap, I, steps): odd widths, one element, long rows, many rows; n_rows - 1 entries in
-// another order than the rows, each step at the next position (add_i32 on the backend): copies,
-// bit for bit (cache rows not written keep their values)
+// another order than the rows, each row at its own position (row i starts at i % 2), advanced for
+// the rows of the step (add_i32 with their indices, on the backend): copies, bit for bit (cache rows
+// not written keep their values)
 static const int to_cache_shapes[][4] = {{5, 9, 37, 6}, {2, 3, 1, 3}, {3, 40, 1536, 33}, {70, 4, 96, 2}};
 
 static void to_cache_rows(to_run *r, int n_rows, int cap, int *rows, int *off) {
@@ -1297,7 +1302,7 @@ static void to_gen_cache_write(to_run *r) {
     size_t s;
     for (s = 0; s < sizeof to_cache_shapes / sizeof to_cache_shapes[0]; s++) {
         int n_rows = to_cache_shapes[s][0], cap = to_cache_shapes[s][1], I = to_cache_shapes[s][2];
-        int steps = to_cache_shapes[s][3], rows, off, kc, vc, k, v, pos, zero = 0;
+        int steps = to_cache_shapes[s][3], rows, off, kc, vc, k, v, pos, i;
         size_t nc = (size_t)n_rows * (size_t)cap * (size_t)I, ne = (size_t)(n_rows - 1) * (size_t)I;
         if (!to_case(r, "rows=%d cap=%d I=%d steps=%d", n_rows, cap, I, steps)) return;
         to_cache_rows(r, n_rows, cap, &rows, &off);
@@ -1305,7 +1310,8 @@ static void to_gen_cache_write(to_run *r) {
         vc = to_rnd(r, "vc", TO_ACT, TO_INOUT, nc, 1.0);
         k = to_rnd(r, "k", TO_ACT, TO_IN, ne * (size_t)steps, 1.0);
         v = to_rnd(r, "v", TO_ACT, TO_IN, ne * (size_t)steps, 1.0);
-        pos = to_ints(r, "pos", TO_INOUT, (const int32_t *)&zero, 1);
+        pos = to_buf_new(r, "pos", TO_I32, TO_INOUT, (size_t)n_rows);
+        for (i = 0; i < n_rows; i++) TO_I(r, pos)[i] = i % 2 && cap > steps ? 1 : 0;
         TO_BUF(r, kc)->cmp = TO_BUF(r, vc)->cmp = TO_SAME;
         TO_SIDES(r) {
             int st;
@@ -1313,14 +1319,15 @@ static void to_gen_cache_write(to_run *r) {
                 TO_CALL(r, r->be->cache_write(r->ctx, to_a(r, kc), to_a(r, vc), to_ae(r, k, (size_t)st * ne),
                                               to_ae(r, v, (size_t)st * ne), to_a(r, rows), to_a(r, off), to_a(r, pos),
                                               n_rows - 1, I));
-                TO_CALL(r, r->be->add_i32(r->ctx, to_a(r, pos), 1, 1));
+                TO_CALL(r, r->be->add_i32(r->ctx, to_a(r, pos), to_a(r, rows), 1, n_rows - 1));
             }
         }
         to_check(r);
     }
 }
 
-// positions [0, pos) of dst row r from src row idx[r] (a source row taken twice): bit for bit
+// positions [0, pos[r]) of dst row r from src row idx[r] (a source row taken twice; rows at their own
+// positions), for the rows named (all but one, in another order): bit for bit
 static void to_gen_cache_gather(to_run *r) {
     size_t s;
     for (s = 0; s < sizeof to_cache_shapes / sizeof to_cache_shapes[0]; s++) {
@@ -1333,29 +1340,34 @@ static void to_gen_cache_gather(to_run *r) {
         idx = to_buf_new(r, "idx", TO_I32, TO_IN, (size_t)n_rows);
         for (i = 0; i < n_rows; i++) TO_I(r, idx)[i] = (i * 7 + 3) % n_rows;
         TO_I(r, idx)[0] = TO_I(r, idx)[n_rows - 1];
-        pos = to_ints(r, "pos", TO_IN, &p, 1);
+        pos = to_buf_new(r, "pos", TO_I32, TO_IN, (size_t)n_rows);
+        for (i = 0; i < n_rows; i++) TO_I(r, pos)[i] = p - (i % 3 == 1 ? p / 2 : 0);
         src = to_rnd(r, "src", TO_ACT, TO_IN, nc, 1.0);
         dst = to_rnd(r, "dst", TO_ACT, TO_INOUT, nc, 1.0);
         TO_BUF(r, dst)->cmp = TO_SAME;
-        TO_SIDES(r) TO_CALL(r, r->be->cache_gather(r->ctx, to_a(r, dst), to_a(r, src), to_a(r, idx), to_a(r, off),
-                                                   to_a(r, pos), n_rows, I));
+        TO_SIDES(r) TO_CALL(r, r->be->cache_gather(r->ctx, to_a(r, dst), to_a(r, src), to_a(r, idx), to_a(r, rows),
+                                                   to_a(r, off), to_a(r, pos), n_rows - 1, I));
         to_check(r);
     }
 }
 
-// x += v over many counters (the tail untouched), one counter, and n = 0 (launches nothing)
+// x += v over many counters (the tail untouched), one counter, and n = 0 (launches nothing); then
+// over the counters an index list names (every third, in reverse)
 static void to_gen_add_i32(to_run *r) {
     static const int64_t ns[][2] = {{1000, 999}, {1, 1}, {5, 0}, {100003, 100003}};
     size_t s;
     for (s = 0; s < sizeof ns / sizeof ns[0]; s++) {
-        int x;
+        int x, idx;
         int64_t i;
         if (!to_case(r, "n=%lld of %lld", (long long)ns[s][1], (long long)ns[s][0])) return;
         x = to_buf_new(r, "x", TO_I32, TO_INOUT, (size_t)ns[s][0]);
+        idx = to_buf_new(r, "idx", TO_I32, TO_IN, (size_t)(ns[s][1] / 3 + 1));
+        for (i = 0; i < ns[s][1] / 3; i++) TO_I(r, idx)[i] = (int32_t)(ns[s][1] - 1 - 3 * i);
         for (i = 0; i < ns[s][0]; i++) TO_I(r, x)[i] = (int32_t)(i * 37 - 5000);
         TO_SIDES(r) {
-            TO_CALL(r, r->be->add_i32(r->ctx, to_a(r, x), -3, ns[s][1]));
-            TO_CALL(r, r->be->add_i32(r->ctx, to_a(r, x), 5, ns[s][1] / 2));
+            TO_CALL(r, r->be->add_i32(r->ctx, to_a(r, x), 0, -3, ns[s][1]));
+            TO_CALL(r, r->be->add_i32(r->ctx, to_a(r, x), 0, 5, ns[s][1] / 2));
+            TO_CALL(r, r->be->add_i32(r->ctx, to_a(r, x), to_a(r, idx), 11, ns[s][1] / 3));
         }
         to_check(r);
     }
@@ -1397,7 +1409,8 @@ static void to_gen_norm_mm(to_run *r) {
             off = to_buf_new(r, "kv_off", TO_I32, TO_IN, (size_t)rows_n);
             for (i = 0; i < T; i++) TO_I(r, rows)[i] = T - 1 - i;  // a permutation of 0 .. T-1
             for (i = 0; i < rows_n; i++) TO_I(r, off)[i] = (rows_n - 1 - i) * cap;
-            pos = to_ints(r, "pos", TO_IN, &p, 1);
+            pos = to_buf_new(r, "pos", TO_I32, TO_IN, (size_t)rows_n);
+            for (i = 0; i < rows_n; i++) TO_I(r, pos)[i] = p - i % 3;   // rows at their own positions
         }
         TO_SIDES(r) TO_CALL(r, r->be->norm_mm(r->ctx, to_a(r, y[0]), to_a(r, y[1]), to_a(r, y[2]), to_a(r, x), to_a(r, g),
                                               to_a(r, w[0]), to_a(r, w[1]), to_a(r, w[2]), T, N, K, 1e-6f, -1,
