@@ -19,7 +19,7 @@
 // fat5__gen_opts of fat5.h (ops_interface.c), field for field in the same order and types (the
 // addresses as 64-bit integers): the launchers pass that struct by value as the kernels' last
 // parameter. Its size, FAT5_GEN_OPTS_BYTES, is checked here and, with the same number (and the
-// offset of `seed`, 216, of `G`, 224, and of `bidx`, 240), next to the launchers in fat5.h; a field added on one side must be added
+// offset of `seed`, 216, of `G`, 224, of `bidx`, 240, and of `row0`, 256), next to the launchers in fat5.h; a field added on one side must be added
 // on the other.
 struct fat5_gen_opts {
     unsigned long long eos, forced_eos, suppress, begin_suppress;   // int [n_eos] ... int [n_begin_suppress]
@@ -41,8 +41,9 @@ struct fat5_gen_opts {
     int G, group;   // group beam search: G groups of K beams; the ops touch group `group` alone
     float diversity;
     unsigned long long bidx, fin_bidx;   // 0, or int [R, Lh - P]: the beams' beam indices (gen_beam)
+    int row0;   // the request's first decoder row: inputs, sampling draws and beam units count from it
 };
-#define FAT5_GEN_OPTS_BYTES 256
+#define FAT5_GEN_OPTS_BYTES 264
 static_assert(sizeof(fat5_gen_opts) == FAT5_GEN_OPTS_BYTES, "fat5_gen_opts must match fat5__gen_opts");
 
 // Block reductions over FAT5_GEN_THREADS threads; every thread gets the result. The scratch arrays
@@ -386,9 +387,9 @@ extern "C" __global__ void fat5_gen_process(float *x, const int *hist, const int
     const int tid = threadIdx.x, nt = blockDim.x;
     for (long long e = blockIdx.x; e < n; e += gridDim.x) {
         float *xe = x + e * (long long)V;
-        const int r = rows[e], len = lens[r], cur = o.P + len, in = r / o.rows_per_input;
+        const int r = rows[e], len = lens[r], cur = o.P + len, in = (r - o.row0) / o.rows_per_input;
         const int *h = hist + (long long)r * Lh;
-        if (o.G > 1 && (r / o.K) % o.G != o.group) continue;   // another group's row (the whole block skips)
+        if (o.G > 1 && ((r - o.row0) / o.K) % o.G != o.group) continue;   // another group's row (the whole block skips)
         if (o.log_softmax) {
             const double lse = fat5_gen_lse(xe, V, redf, redd);
             for (int v = tid; v < V; v += nt) xe[v] = (float)((double)xe[v] - lse);
@@ -406,7 +407,7 @@ extern "C" __global__ void fat5_gen_process(float *x, const int *hist, const int
             __syncthreads();
         }
         if (o.G > 1 && o.group > 0 && o.diversity != 0.0f) {   // Hamming diversity: one thread per earlier-group row
-            const int first = (r / (o.K * o.G)) * o.K * o.G, last = first + o.group * o.K;
+            const int first = o.row0 + ((r - o.row0) / (o.K * o.G)) * o.K * o.G, last = first + o.group * o.K;
 #define FAT5_GEN_GROUP_TOK(q) (lens[q] == len + 1 ? hist[(long long)(q) * Lh + o.P + len] : o.pad)
             for (int r2 = first + tid; r2 < last; r2 += nt) {
                 const int t = FAT5_GEN_GROUP_TOK(r2);
@@ -545,7 +546,7 @@ extern "C" __global__ void fat5_gen_select(const float *x, int *tok, int *hist, 
         for (int v = threadIdx.x; v < V; v += blockDim.x) {
             const float s = xe[v];
             if (o.do_sample && !(s > -FAT5_INF)) continue;
-            const double key = o.do_sample ? (double)s + fat5_gen_gumbel(o.seed, r, len, v) : (double)s;
+            const double key = o.do_sample ? (double)s + fat5_gen_gumbel(o.seed, r - o.row0, len, v) : (double)s;
             if (key != key) continue;   // NaN never wins (the CPU keeps a NaN only at v = 0, below)
             if (bi < 0 || key > bv) bv = key, bi = v;
         }
@@ -593,7 +594,7 @@ extern "C" __global__ void fat5_gen_beam(const float *x, int *tok, int *src, int
     const float lp = o.length_penalty;
     const long long nb = n / K;
     for (long long b = blockIdx.x; b < nb; b += gridDim.x) {
-        const int i = rows[b * K] / K, r0 = i * K, t = lens[r0];
+        const int i = (rows[b * K] - o.row0) / K, r0 = o.row0 + i * K, t = lens[r0];
         if (o.G > 1 && i % o.G != o.group) continue;   // a unit of another group (the whole block skips)
         // 1. this thread's best C candidates, (key desc, index asc); its indices ascend, so a tie
         // with a kept one loses
@@ -608,7 +609,7 @@ extern "C" __global__ void fat5_gen_beam(const float *x, int *tok, int *src, int
                 double key = (double)val;
                 if (o.do_sample) {
                     if (!(val > -FAT5_INF)) continue;
-                    key = (double)val + fat5_gen_gumbel(o.seed, r0 + k, t, v);
+                    key = (double)val + fat5_gen_gumbel(o.seed, r0 - o.row0 + k, t, v);
                 }
                 if (key != key || (ln == C && !(key > lk[C - 1]))) continue;
                 int j = ln < C ? ln++ : C - 1;

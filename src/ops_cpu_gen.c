@@ -212,9 +212,9 @@ static fat5_status fat5__cpu_gen_process(fat5_ctx *ctx, fat5__addr x_, fat5__add
     if (!s) return FAT5_ERR_OUT_OF_MEMORY;
     for (e = 0; e < n; e++) {
         float *xe = x + e * (int64_t)V;
-        int r = rows[e], len = lens[r], cur = o->P + len, in = r / o->rows_per_input, i, j, k, v;
+        int r = rows[e], len = lens[r], cur = o->P + len, in = (r - o->row0) / o->rows_per_input, i, j, k, v;
         const int32_t *h = hist + (int64_t)r * Lh;
-        if (o->G > 1 && (r / o->K) % o->G != o->group) continue;   // another group's row
+        if (o->G > 1 && ((r - o->row0) / o->K) % o->G != o->group) continue;   // another group's row
         if (o->log_softmax) {
             double lse = fat5__gen_lse(xe, V);
             for (v = 0; v < V; v++) xe[v] = (float)((double)xe[v] - lse);
@@ -228,7 +228,7 @@ static fat5_status fat5__cpu_gen_process(fat5_ctx *ctx, fat5__addr x_, fat5__add
             if (hit && last >= 0 && last < V) xe[last] = xe[last] + b;
         }
         if (o->G > 1 && o->group > 0 && o->diversity != 0.0f) {   // Hamming diversity against the earlier groups
-            int first = (r / (o->K * o->G)) * o->K * o->G, last = first + o->group * o->K, r2, r3;
+            int first = o->row0 + ((r - o->row0) / (o->K * o->G)) * o->K * o->G, last = first + o->group * o->K, r2, r3;
             for (r2 = first; r2 < last; r2++) {   // each distinct token once, with its count
                 int t = lens[r2] == len + 1 ? hist[(int64_t)r2 * Lh + o->P + len] : o->pad, count = 0, seen = 0;
                 for (r3 = first; r3 < r2 && !seen; r3++)
@@ -329,7 +329,7 @@ static fat5_status fat5__cpu_gen_select(fat5_ctx *ctx, fat5__addr x_, fat5__addr
         for (v = 0; v < V; v++) {
             double key;
             if (o->do_sample && !(xe[v] > -INFINITY)) continue;
-            key = o->do_sample ? (double)xe[v] + fat5__gen_gumbel(o->seed, r, lens[r], v) : (double)xe[v];
+            key = o->do_sample ? (double)xe[v] + fat5__gen_gumbel(o->seed, r - o->row0, lens[r], v) : (double)xe[v];
             if (best < 0 || key > bestkey) best = v, bestkey = key;
         }
         if (best < 0) best = 0;   // every value NaN or -inf
@@ -385,7 +385,7 @@ static fat5_status fat5__cpu_gen_beam(fat5_ctx *ctx, fat5__addr x_, fat5__addr t
     if (K < 1 || K > FAT5__BEAM_MAX || C > FAT5__BEAM_CAND_MAX)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG, "fat5__cpu_gen_beam: K = %d, %d candidates", K, C);
     for (b = 0; b < n / K; b++) {
-        int i = rows[b * K] / K, r0 = i * K, t = lens[r0], c, k, j, all_fin = 1, any = 0;
+        int i = (rows[b * K] - o->row0) / K, r0 = o->row0 + i * K, t = lens[r0], c, k, j, all_fin = 1, any = 0;
         if (o->G > 1 && i % o->G != o->group) continue;   // a unit of another group
         float cval[FAT5__BEAM_CAND_MAX], cnorm[FAT5__BEAM_CAND_MAX], run[FAT5__BEAM_CAND_MAX], worst = INFINITY;
         double ckey[FAT5__BEAM_CAND_MAX];
@@ -409,7 +409,7 @@ static fat5_status fat5__cpu_gen_beam(fat5_ctx *ctx, fat5__addr x_, fat5__addr t
                 int dup = 0;
                 if (o->do_sample) {
                     if (!(val > -INFINITY)) continue;
-                    key = (double)val + fat5__gen_gumbel(o->seed, r0 + q / V, t, q % V);
+                    key = (double)val + fat5__gen_gumbel(o->seed, r0 - o->row0 + q / V, t, q % V);
                 }
                 for (j = 0; j < c && !dup; j++) dup = cidx[j] == q;
                 if (dup) continue;

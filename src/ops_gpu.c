@@ -1407,11 +1407,12 @@ static FAT5__UNUSED fat5_status fat5__gpu_adafactor_seg(fat5_ctx *ctx, fat5__dpt
 // ----- generate.cu: one block of 256 threads per entry (per input for beam search) -----
 
 // The kernels take the options by value: fat5_gen_opts in kernels/generate.cu mirrors fat5__gen_opts
-// field for field and asserts its size, FAT5_GEN_OPTS_BYTES = 256 there; these two checks fail to
+// field for field and asserts its size, FAT5_GEN_OPTS_BYTES = 264 there; these two checks fail to
 // compile when this side's layout drifts from it (a field added here must be added there).
-typedef char fat5__gen_opts_bytes_check[sizeof(fat5__gen_opts) == 256 ? 1 : -1];
+typedef char fat5__gen_opts_bytes_check[sizeof(fat5__gen_opts) == 264 ? 1 : -1];
 typedef char fat5__gen_opts_seed_check[offsetof(fat5__gen_opts, seed) == 216 && offsetof(fat5__gen_opts, G) == 224 &&
-                                            offsetof(fat5__gen_opts, bidx) == 240 ? 1 : -1];
+                                            offsetof(fat5__gen_opts, bidx) == 240 &&
+                                            offsetof(fat5__gen_opts, row0) == 256 ? 1 : -1];
 
 // Hugging Face's processors and warpers in place on x [n, V] fp32 (see fat5__cpu_gen_process)
 static FAT5__UNUSED fat5_status fat5__gpu_gen_process(fat5_ctx *ctx, fat5__dptr x, fat5__dptr hist, fat5__dptr lens,

@@ -63,6 +63,9 @@ typedef struct fat5__gen_opts {
     float diversity;            // subtracted per earlier group of the input whose beam chose the token
     fat5__addr bidx, fin_bidx;  // 0, or int32 [R, Lh - P] each: gen_beam keeps each running beam's and each
                                 //   finished slot's beam indices (the row each token's beam was, per step)
+    int row0;                   // the first decoder row of these options' request (0 for fat5_generate; an
+                                //   engine's request from its row): row r is its row r - row0 for the
+                                //   inputs (r - row0) / rows_per_input, the sampling draws and beam units
 } fat5__gen_opts;
 
 // An attention op's `kind`: which keys a query sees (the low two bits, FAT5__ATTN_MASK) and, in

@@ -24,6 +24,7 @@
 #include "test_decode.c"
 #include "test_generate.c"
 #include "test_generate_options.c"  // after test_generate.c: its tgen_ helpers
+#include "test_engine.c"     // after test_generate.c: its tgen_ helpers
 #include "test_longt5.c"     // after test_decode.c: reuses its inputs and forward
 #include "test_unicode.c"
 #include "test_tokenizer.c"
@@ -65,6 +66,7 @@ static const fat5_test_case fat5_cases[] = {
     FAT5_TESTS_DECODE(FAT5_TEST_ENTRY)
     FAT5_TESTS_GENERATE(FAT5_TEST_ENTRY)
     FAT5_TESTS_GENERATE_OPTIONS(FAT5_TEST_ENTRY)
+    FAT5_TESTS_ENGINE(FAT5_TEST_ENTRY)
     FAT5_TESTS_UNICODE(FAT5_TEST_ENTRY)
     FAT5_TESTS_TOKENIZER(FAT5_TEST_ENTRY)
     FAT5_TESTS_TOKTRAIN(FAT5_TEST_ENTRY)
