@@ -1,6 +1,6 @@
 // bench — GPU benchmarks, one JSON object per line on stdout.
 //     cc -O2 -o dev/bench dev/bench.c -lm -ldl -lpthread
-//     dev/bench [attn|step|ul2|generate|decode|long|all]  (make bench runs all)
+//     dev/bench [attn|step|ul2|generate|engine|decode|long|all]  (make bench runs all)
 // attn: the attention kernels with T5 relative bias (32 buckets, max distance 128), head dims 64
 //       and 128, 8 heads, 16,384 tokens per batch in sequences of L = 1024 and 4096, bidirectional
 //       and causal, bf16: forward and backward on tensor cores ("forward": "tensor-core") and on
@@ -35,6 +35,13 @@
 //       apart); then forward + backward of the same encoder in training mode (a one-layer decoder
 //       of 16 tokens after it), full attention at 16k only: ms and the device memory of weights,
 //       gradients and workspace.
+// engine: continuous batching (fat5_engine) on the model of `generate`, bf16, prompts of 512 tokens,
+//       128 new tokens each (no stop token, so every request runs to the end): the static baseline
+//       first (fat5_generate, batch 64 and batch 1: tokens/s and ms per decode step), then closed
+//       loops of 64 and 1 clients in the engine (each client submits its next request when its last
+//       one finishes; the 64 start one every 2 steps, so requests join and leave all the time):
+//       generated tokens/s, time to first token and per-token latency (p50 / p90 / p99,
+//       nearest rank), and the ratios to the static runs.
 // decode: the decode step of `generate` (bf16, batch 1 and 64) op by op, each op timed in a CUDA
 //       graph of 20 copies, the whole step, and the step followed by a 4-byte read (as between
 //       the steps of fat5_generate).
@@ -49,6 +56,7 @@
 static char bench_why[512];   // why a context could not be made
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -469,6 +477,149 @@ static int bench_generate(void) {
     return rc;
 }
 
+// ---- engine: continuous batching against the static batch ----
+
+static int bench_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+// nearest-rank percentile p (0 .. 100) of n sorted values
+static double bench_pct(const double *v, int64_t n, double p) {
+    int64_t k = (int64_t)ceil(p / 100.0 * (double)n);
+    return n ? v[k < 1 ? 0 : k > n ? n - 1 : k - 1] : 0.0;
+}
+
+// A closed loop of `clients` clients for `total` requests (after `warm` not counted): tokens/s and
+// the latency percentiles, one JSON line
+static int bench_engine_loop(fat5_ctx *ctx, fat5_model *m, const int32_t *tok, int64_t Le, int64_t new_tokens,
+                             int64_t clients, int64_t total, int64_t warm, double static_tps, double static_step) {
+    fat5_engine_config ec = fat5_engine_config_default();
+    fat5_engine *e = NULL;
+    fat5_generate_config g = fat5_generate_config_from_model(m);
+    int64_t submitted = 0, finished = 0, counted = 0, tokens = 0, step = 0, i, started = 0;
+    int64_t n_slots = total + warm;
+    double *t_sub = (double *)calloc((size_t)n_slots, sizeof(double)), *t_first = (double *)calloc((size_t)n_slots, sizeof(double));
+    double *ttft = (double *)calloc((size_t)n_slots, sizeof(double)), *tpot = (double *)calloc((size_t)n_slots, sizeof(double));
+    uint64_t *ids = (uint64_t *)calloc((size_t)n_slots, sizeof(uint64_t));
+    double t0 = 0, t1;
+    int rc = 0;
+    g.max_new_tokens = new_tokens, g.max_length = 0, g.eos_token_id = -1;
+    ec.max_rows = clients, ec.max_input_tokens = Le, ec.max_new_tokens = new_tokens, ec.max_waiting = clients + 1;
+    if (!t_sub || !t_first || !ttft || !tpot || !ids || fat5_engine_create(m, &ec, &e)) {
+        rc = bench_fail(ctx, "engine");
+        goto out;
+    }
+    while (finished < n_slots) {
+        const fat5_engine_event *ev;
+        int64_t n_ev;
+        // clients: the first ones start one every 2 steps, then each resubmits when its request ends
+        while (submitted < n_slots && submitted - finished < clients && (started >= clients || step >= 2 * started)) {
+            if (fat5_engine_submit(e, tok + (submitted % 64) * Le, Le, &g, &ids[submitted])) {
+                rc = bench_fail(ctx, "engine submit");
+                goto out;
+            }
+            t_sub[submitted] = bench_now();
+            if (submitted == warm) t0 = t_sub[submitted];
+            submitted++;
+            if (started < clients) started++;
+        }
+        if (fat5_engine_step(e, &ev, &n_ev)) {
+            rc = bench_fail(ctx, "engine step");
+            goto out;
+        }
+        step++;
+        t1 = bench_now();
+        for (i = 0; i < n_ev; i++) {
+            int64_t k = (int64_t)(ev[i].id - ids[0]);   // ids count from the first
+            if (ev[i].n_tokens == 1 && ev[i].token >= 0) t_first[k] = t1;
+            if (k >= warm && ev[i].token >= 0) tokens++;
+            if (ev[i].finish == FAT5_FINISH_NONE) continue;
+            finished++;
+            if (k < warm) continue;
+            ttft[counted] = t_first[k] - t_sub[k];
+            tpot[counted] = ev[i].n_tokens > 1 ? (t1 - t_first[k]) / (double)(ev[i].n_tokens - 1) : 0.0;
+            counted++;
+        }
+    }
+    t1 = bench_now();
+    qsort(ttft, (size_t)counted, sizeof(double), bench_cmp_double);
+    qsort(tpot, (size_t)counted, sizeof(double), bench_cmp_double);
+    printf("{\"bench\": \"engine\", \"model\": \"fat5-small shape\", \"dtype\": \"bf16\", \"clients\": %lld, "
+           "\"requests\": %lld, \"input_len\": %lld, \"new_tokens\": %lld, \"tokens_per_s\": %.0f, "
+           "\"static_tokens_per_s\": %.0f, \"ratio_to_static\": %.3f, "
+           "\"ttft_ms\": {\"p50\": %.2f, \"p90\": %.2f, \"p99\": %.2f}, "
+           "\"per_token_ms\": {\"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f}, \"static_step_ms\": %.3f, "
+           "\"per_token_ratio_to_static\": %.3f}\n",
+           (long long)clients, (long long)counted, (long long)Le, (long long)new_tokens, (double)tokens / (t1 - t0),
+           static_tps, static_tps > 0 ? (double)tokens / (t1 - t0) / static_tps : 0.0, bench_pct(ttft, counted, 50) * 1e3,
+           bench_pct(ttft, counted, 90) * 1e3, bench_pct(ttft, counted, 99) * 1e3, bench_pct(tpot, counted, 50) * 1e3,
+           bench_pct(tpot, counted, 90) * 1e3, bench_pct(tpot, counted, 99) * 1e3, static_step * 1e3,
+           static_step > 0 ? bench_pct(tpot, counted, 50) / static_step : 0.0);
+    fflush(stdout);
+out:
+    fat5_engine_destroy(e);
+    free(t_sub), free(t_first), free(ttft), free(tpot), free(ids);
+    return rc;
+}
+
+static int bench_engine(void) {
+    static const char *cfg_json =
+        "{\"d_model\": 512, \"d_ff\": 2048, \"d_kv\": 64, \"num_heads\": 8, \"num_layers\": 12,"
+        " \"num_decoder_layers\": 12, \"vocab_size\": 32768, \"feed_forward_proj\": \"gated-gelu\","
+        " \"tie_word_embeddings\": false}";
+    const int64_t Le = 512, new_tokens = 128;
+    fat5_ctx_config cc = fat5_ctx_config_default();
+    fat5_ctx *ctx = NULL;
+    fat5_model_config cfg;
+    fat5_model *m = NULL;
+    fat5_rng r = fat5_rng_init(5);
+    int32_t *tok = (int32_t *)malloc((size_t)(64 * Le) * 4), cu[65];
+    double t64 = 0, t1 = 0, t1_one = 0, static64 = 0, step1 = 0;
+    int64_t i;
+    int rc = 0;
+    fat5_generate_config g;
+    cc.device = FAT5_DEVICE_GPU;
+    cc.dtype = FAT5_DTYPE_BF16;
+    if (!tok || fat5_ctx_create(&cc, &ctx, bench_why, sizeof bench_why) != FAT5_OK) {
+        fprintf(stderr, "bench: %s\n", bench_why[0] ? bench_why : "out of memory");
+        free(tok);
+        return 1;
+    }
+    for (i = 0; i < 64 * Le; i++) tok[i] = (int32_t)fat5_rng_below(&r, 32000) + 2;
+    for (i = 0; i < 64; i++) tok[(i + 1) * Le - 1] = 1;
+    for (i = 0; i <= 64; i++) cu[i] = (int32_t)(i * Le);
+    if (fat5_model_config_from_json(ctx, cfg_json, strlen(cfg_json), &cfg) || fat5_model_create(ctx, &cfg, 1, &m) ||
+        fat5_model_set_training(m, 0)) {
+        rc = bench_fail(ctx, "engine model");
+        goto out;
+    }
+    // the static runs: batch 64 (tokens/s, the encoder included) and batch 1 (ms per decode step)
+    g = fat5_generate_config_from_model(m);
+    g.max_new_tokens = new_tokens, g.max_length = 0, g.eos_token_id = -1;
+    if (bench_generate_time(ctx, m, tok, cu, 64, &g, 3, &t64) || bench_generate_time(ctx, m, tok, cu, 1, &g, 5, &t1)) {
+        rc = bench_fail(ctx, "engine static");
+        goto out;
+    }
+    g.max_new_tokens = 1;
+    if (bench_generate_time(ctx, m, tok, cu, 1, &g, 5, &t1_one)) {
+        rc = bench_fail(ctx, "engine static (1 token)");
+        goto out;
+    }
+    static64 = 64.0 * (double)new_tokens / t64;
+    step1 = (t1 - t1_one) / (double)(new_tokens - 1);
+    printf("{\"bench\": \"engine_static\", \"model\": \"fat5-small shape\", \"dtype\": \"bf16\", \"batch64_tokens_per_s\": "
+           "%.0f, \"batch1_tokens_per_s\": %.0f, \"batch1_step_ms\": %.3f}\n",
+           static64, (double)new_tokens / t1, step1 * 1e3);
+    fflush(stdout);
+    rc |= bench_engine_loop(ctx, m, tok, Le, new_tokens, 64, 256, 64, static64, 0);
+    rc |= bench_engine_loop(ctx, m, tok, Le, new_tokens, 1, 8, 2, (double)new_tokens / t1, step1);
+out:
+    fat5_model_destroy(m);
+    fat5_ctx_destroy(ctx);
+    free(tok);
+    return rc;
+}
+
 // ---- decode: the decode step op by op (the profile behind `generate`) ----
 // Each op of a decode step is captured 20 times into one CUDA graph and the graph replayed, so the
 // time per op includes what a graph launch of it costs inside the step; the step itself is its
@@ -691,8 +842,8 @@ int main(int argc, char **argv) {
     step_opts so;
     int rc = 0, i;
     if (strcmp(what, "attn") && strcmp(what, "step") && strcmp(what, "ul2") && strcmp(what, "generate") &&
-        strcmp(what, "long") && strcmp(what, "decode") && strcmp(what, "all")) {
-        fprintf(stderr, "usage: bench [attn|step|ul2|generate|decode|long|all]  (bench step --help: its options)\n");
+        strcmp(what, "engine") && strcmp(what, "long") && strcmp(what, "decode") && strcmp(what, "all")) {
+        fprintf(stderr, "usage: bench [attn|step|ul2|generate|engine|decode|long|all]  (bench step --help: its options)\n");
         return 2;
     }
     memset(&so, 0, sizeof so);
@@ -720,6 +871,7 @@ int main(int argc, char **argv) {
     if (!strcmp(what, "ul2") || !strcmp(what, "all")) rc |= bench_ul2();   // CPU only
     if (!strcmp(what, "ul2")) return rc;
     if (!strcmp(what, "generate")) return bench_generate();
+    if (!strcmp(what, "engine")) return bench_engine();
     if (!strcmp(what, "decode")) return bench_decode();
     cc.device = so.device_cpu ? FAT5_DEVICE_CPU : FAT5_DEVICE_GPU;
     cc.dtype = so.fp32 || so.device_cpu ? FAT5_DTYPE_FP32 : FAT5_DTYPE_BF16;
