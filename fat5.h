@@ -1302,6 +1302,9 @@ typedef struct fat5_engine_config {
     int64_t max_input_tokens;   // 1024: a request's input tokens at most (each row's encoder slot)
     int64_t max_new_tokens;     // 256: a request's max_new_tokens at most (each row's cache positions)
     int64_t max_waiting;        // 1024: requests queued for rows at most (submit is then FAT5_ERR_BUSY)
+    int64_t join_interval;      // 1: waiting requests join at the next step; J > 1: while others run, at
+                                //   most every J steps (more requests per encoder run, fewer runs;
+                                //   time to first token up to J - 1 steps longer)
 } fat5_engine_config;
 FAT5_API fat5_engine_config fat5_engine_config_default(void);
 FAT5_API fat5_status fat5_engine_create(fat5_model *m, const fat5_engine_config *c, fat5_engine **out);
@@ -18587,6 +18590,8 @@ struct fat5_decoder {
     unsigned char *live;                 // [max_rows] 1 while a row takes part in the steps
     int32_t *pos_h;                      // [max_rows] each row's position (the host's copy of pos_d)
     int32_t *xoff_h, *xlen_h;            // [max_rows] each row's encoder keys (start, count): the host's copies
+    int32_t *stage;                      // staging of the one-copy uploads (fat5__decoder_upload_*)
+    size_t stage_bytes;
     int started;                         // 1: fat5_decoder_start's request, 2: rows joined (fat5_decoder_join)
     int64_t slot;                        // encoder positions of a row's slot (joined rows): max_te / max_rows
     // on the backend
@@ -18647,6 +18652,7 @@ static int fat5__decoder_layout(fat5_decoder *d, fat5__addr base, size_t *total)
     fat5__layer_acts *a = &d->enc;
     int ok = fat5__mul_ok(N, L, &NL), l;
     // the step
+    // (tok, rows, and pos_d .. cross_len, are neighbours in this order: one copy uploads each group)
     FAT5__WS(d->tok, N, 1, 4);
     FAT5__WS(d->rows, N, 1, 4);
     FAT5__WS(d->pos_d, N, 1, 4);
@@ -18714,6 +18720,7 @@ FAT5_API void fat5_decoder_destroy(fat5_decoder *d) {
     fat5__free(d->ctx, d->host_cu_g);
     fat5__free(d->ctx, d->live);
     fat5__free(d->ctx, d->pos_h);
+    fat5__free(d->ctx, d->stage);
     fat5__free(d->ctx, d);
 }
 
@@ -18783,6 +18790,15 @@ FAT5_API fat5_status fat5_decoder_create(fat5_model *m, int64_t max_rows, int64_
     }
     d->ws_bytes = total;
     fat5__decoder_layout(d, d->ws_base, &total);
+    // the staging of the one-copy uploads: the entries (tok .. rows) and the rows' state (pos_d .. cross_len)
+    d->stage_bytes = (size_t)(d->rows - d->tok) + (size_t)max_rows * 4;
+    if ((size_t)(d->cross_len - d->pos_d) + (size_t)max_rows * 4 > d->stage_bytes)
+        d->stage_bytes = (size_t)(d->cross_len - d->pos_d) + (size_t)max_rows * 4;
+    d->stage = FAT5__CAST(int32_t *, fat5__calloc(ctx, d->stage_bytes / 4 + 1, sizeof(int32_t)));
+    if (!d->stage) {
+        fat5_decoder_destroy(d);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_decoder_create: out of memory");
+    }
     // constant tables: bucket of each distance (both kinds), each row's first cache row, 0 .. N-1
     for (i = 0; i < (size_t)md; i++) d->host_i32[i] = fat5__rel_bucket(-(int64_t)i, 1, (int)c->rel_buckets, (int)md);
     st = d->be->upload(ctx, d->lut_bidir, d->host_i32, (size_t)md * 4);
@@ -19009,6 +19025,32 @@ static FAT5__UNUSED fat5_status fat5__decoder_graph_step(fat5_decoder *d, int64_
     return fat5__graph_step(d->be, d->ctx, &d->graph, n, fat5__decoder_step_rec, d, &d->pos);
 }
 
+// The step's entries, tokens tok [n] and rows [n], in one copy (d->tok and d->rows are neighbours in
+// the workspace: the staging holds both at their distance). A copy waits for the queued work, so
+// one instead of two saves a round trip per step where the entries change.
+static fat5_status fat5__decoder_upload_entries(fat5_decoder *d, const int32_t *tok, const int32_t *rows, int64_t n) {
+    size_t gap = (size_t)(d->rows - d->tok) / 4;
+    memcpy(d->stage, tok, (size_t)n * 4);
+    memcpy(d->stage + gap, rows, (size_t)n * 4);
+    return d->be->upload(d->ctx, d->tok, d->stage, gap * 4 + (size_t)n * 4);
+}
+
+// Every row's position and encoder keys (pos_d, self_off, cross_off, cross_len: neighbours in the
+// workspace) from the host's copies, in one copy.
+static fat5_status fat5__decoder_upload_rows(fat5_decoder *d) {
+    size_t N = (size_t)d->max_rows, i, span = (size_t)(d->cross_len - d->pos_d) + N * 4;
+    int32_t *pos = d->stage, *self = d->stage + (d->self_off - d->pos_d) / 4;
+    int32_t *xoff = d->stage + (d->cross_off - d->pos_d) / 4, *xlen = d->stage + (d->cross_len - d->pos_d) / 4;
+    memset(d->stage, 0, span);
+    for (i = 0; i < N; i++) {
+        pos[i] = d->pos_h[i];
+        self[i] = (int32_t)(i * (size_t)d->max_len);
+        xoff[i] = d->xoff_h[i];
+        xlen[i] = d->xlen_h[i];
+    }
+    return d->be->upload(d->ctx, d->pos_d, d->stage, span);
+}
+
 // Checks the entries of a step (rows strictly increasing, live, with room in the cache; tokens in
 // the vocabulary), then marks the rows left out as finished. Messages name `what`.
 static fat5_status fat5__decoder_take_entries(fat5_decoder *d, const char *what, const int32_t *tokens,
@@ -19058,8 +19100,7 @@ FAT5_API fat5_status fat5_decoder_step(fat5_decoder *d, const int32_t *tokens, c
     ctx = d->ctx;
     V = d->m->cfg.vocab_size;
     FAT5__TRY(fat5__decoder_take_entries(d, "fat5_decoder_step", tokens, rows, n));
-    FAT5__TRY(d->be->upload(ctx, d->rows, d->host_i32, (size_t)n * 4));
-    FAT5__TRY(d->be->upload(ctx, d->tok, tokens, (size_t)n * 4));
+    FAT5__TRY(fat5__decoder_upload_entries(d, tokens, d->host_i32, n));
     FAT5__TRY(fat5__decoder_step_dev(d, n));
     for (i = 0; i < n; i++) d->pos_h[d->host_i32[i]]++;
     if (logits) FAT5__TRY(d->be->download(ctx, logits, d->logits, (size_t)(n * V) * 4));
@@ -19171,11 +19212,7 @@ FAT5_API fat5_status fat5_decoder_join(fat5_decoder *d, const int32_t *tokens, c
         }
     }
     d->n_live += n_inputs * rows_per_input;
-    FAT5__TRY(be->sync(ctx));   // the encoder's uploads have read the staging buffers
-    FAT5__TRY(be->upload(ctx, d->cross_off, d->xoff_h, (size_t)d->max_rows * 4));
-    FAT5__TRY(be->upload(ctx, d->cross_len, d->xlen_h, (size_t)d->max_rows * 4));
-    FAT5__TRY(be->upload(ctx, d->pos_d, d->pos_h, (size_t)d->max_rows * 4));
-    return be->sync(ctx);
+    return fat5__decoder_upload_rows(d);   // (a copy returns when it is done, the encoder's work before it)
 }
 
 // ---- the encoder alone ----
@@ -20608,7 +20645,7 @@ struct fat5_engine {
     fat5__addr base;               // the state below, one allocation
     fat5__addr hist, lens, done, score, bscore, fin_score, fin_tok, fin_len, fin_flag, unsat, src, scratch;
     fat5__addr lists, biases;      // [R, list_ints] int32, [R, FAT5__ENGINE_LIST_FLOATS] fp32
-    fat5__addr skip;               // int32 [R]: 1 for rows the shared selection leaves alone (its done flags)
+    fat5__addr skip;               // int32 [R]: nonzero for rows the shared selection leaves alone (its done flags)
     fat5__gen_opts plain;          // the shared selection's options (no stop token: the host finishes rows)
     fat5__graph *graphs;           // [R + 1]: the decoder step recorded for n entries
     int use_graph;
@@ -20630,6 +20667,7 @@ struct fat5_engine {
     float *hf;                     // [R] staging
     fat5_engine_event *events;     // [R + max_waiting]
     int64_t steps, tokens;
+    int64_t last_join;             // the step count at the last admission
 };
 
 #define FAT5__TRY(call)                          \
@@ -20643,6 +20681,7 @@ FAT5_API fat5_engine_config fat5_engine_config_default(void) {
     c.max_input_tokens = 1024;
     c.max_new_tokens = 256;
     c.max_waiting = 1024;
+    c.join_interval = 1;
     return c;
 }
 
@@ -20724,12 +20763,13 @@ FAT5_API fat5_status fat5_engine_create(fat5_model *m, const fat5_engine_config 
     cfg = c ? *c : fat5_engine_config_default();
     if (cfg.max_rows < 1 || cfg.max_rows > 65535 || cfg.max_input_tokens < 1 || cfg.max_input_tokens > (1 << 24) ||
         cfg.max_new_tokens < 1 || cfg.max_new_tokens > (1 << 20) || cfg.max_waiting < 1 ||
-        cfg.max_waiting > (1 << 24) || cfg.max_rows * cfg.max_input_tokens > INT32_MAX / 2)
+        cfg.max_waiting > (1 << 24) || cfg.join_interval < 1 || cfg.max_rows * cfg.max_input_tokens > INT32_MAX / 2)
         return fat5__err(ctx, FAT5_ERR_INVALID_ARG,
                          "fat5_engine_create: max_rows %lld (1 .. 65535), max_input_tokens %lld (1 .. 2^24), "
-                         "max_new_tokens %lld (1 .. 2^20), max_waiting %lld (1 .. 2^24); rows x input tokens below 2^30",
+                         "max_new_tokens %lld (1 .. 2^20), max_waiting %lld (1 .. 2^24), join_interval %lld (>= 1); rows x input "
+                         "tokens below 2^30",
                          (long long)cfg.max_rows, (long long)cfg.max_input_tokens, (long long)cfg.max_new_tokens,
-                         (long long)cfg.max_waiting);
+                         (long long)cfg.max_waiting, (long long)cfg.join_interval);
     e = FAT5__CAST(fat5_engine *, fat5__calloc(ctx, 1, sizeof *e));
     if (!e) return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_engine_create: out of memory");
     e->m = m, e->ctx = ctx, e->be = m->be, e->cfg = cfg;
@@ -20958,17 +20998,18 @@ static fat5_status fat5__engine_init_rows(fat5_engine *e, fat5__ereq *q) {
     int64_t K = q->K, Lh = e->Lh, r, t, a, off;
     fat5__addr at = (fat5__addr)((size_t)q->row0 * 4), list = e->lists + (fat5__addr)((size_t)q->row0 * (size_t)e->list_ints * 4);
     fat5_status st;
+    q->o.row0 = (int)q->row0;
+    // lengths, done flags and scores 0 (queued fills: no round trip); skip nonzero (1.0f's bits)
+    // unless the shared selection serves it
+    FAT5__TRY(be->memset0(ctx, e->lens + at, (size_t)K * 4));
+    FAT5__TRY(be->memset0(ctx, e->done + at, (size_t)K * 4));
+    FAT5__TRY(be->memset0(ctx, e->score + at, (size_t)K * 4));
+    FAT5__TRY(q->plain ? be->memset0(ctx, e->skip + at, (size_t)K * 4) : be->fill_f32(ctx, e->skip + at, 1.0f, K));
+    if (q->plain) return FAT5_OK;   // its options are the shared ones; the history is never read
     for (r = 0; r < K; r++)
         for (t = 0; t < Lh; t++) e->h32[r * Lh + t] = t == 0 ? q->start_tok : (int32_t)q->o.pad;
     FAT5__TRY(be->upload(ctx, e->hist + (fat5__addr)((size_t)q->row0 * (size_t)Lh * 4), e->h32, (size_t)(K * Lh) * 4));
     for (r = 0; r < K; r++) e->flags[r] = 0;
-    FAT5__TRY(be->upload(ctx, e->lens + at, e->flags, (size_t)K * 4));
-    FAT5__TRY(be->upload(ctx, e->done + at, e->flags, (size_t)K * 4));
-    for (r = 0; r < K; r++) e->flags[r] = !q->plain;
-    FAT5__TRY(be->upload(ctx, e->skip + at, e->flags, (size_t)K * 4));
-    for (r = 0; r < K; r++) e->flags[r] = 0;
-    for (r = 0; r < K; r++) e->hf[r] = 0.0f;
-    FAT5__TRY(be->upload(ctx, e->score + at, e->hf, (size_t)K * 4));
     if (q->beam) {
         FAT5__TRY(be->upload(ctx, e->fin_len + at, e->flags, (size_t)K * 4));
         FAT5__TRY(be->upload(ctx, e->fin_flag + at, e->flags, (size_t)K * 4));
@@ -20981,7 +21022,7 @@ static fat5_status fat5__engine_init_rows(fat5_engine *e, fat5__ereq *q) {
         e->flags[0] = 1;
         FAT5__TRY(be->upload(ctx, e->unsat + at, e->flags, 4));
     }
-    if (!q->plain || q->beam) {   // the lists, area by area (fat5__gen_layout's order), then their addresses
+    {   // the lists, area by area (fat5__gen_layout's order), then their addresses
         fat5__addr *dst[] = {&q->o.eos, &q->o.forced_eos, &q->o.suppress, &q->o.begin_suppress, &q->o.seq_ids,
                              &q->o.seq_cu, &q->o.enc_tok, &q->o.enc_cu};
         const int64_t cnt[] = {q->o.n_eos, q->o.n_forced_eos, q->o.n_suppress, q->o.n_begin_suppress,
@@ -20993,7 +21034,6 @@ static fat5_status fat5__engine_init_rows(fat5_engine *e, fat5__ereq *q) {
         q->o.seq_bias = e->biases + (fat5__addr)((size_t)q->row0 * FAT5__ENGINE_LIST_FLOATS * 4);
         if (q->o.n_seq) FAT5__TRY(be->upload(ctx, q->o.seq_bias, q->bias, (size_t)q->o.n_seq * 4));
     }
-    q->o.row0 = (int)q->row0;
     return FAT5_OK;
 }
 
@@ -21005,6 +21045,7 @@ static fat5_status fat5__engine_admit(fat5_engine *e, int64_t *n_ev) {
     int32_t *tok = NULL, *cu = NULL, *rows = NULL;
     fat5__ereq *joined[64];
     fat5_status st = FAT5_OK;
+    int join = e->n_running == 0 || e->steps - e->last_join >= e->cfg.join_interval;
     while (e->n_waiting > 0 && n_in < 64) {
         fat5__ereq *q = e->waiting[e->wait_head];
         int64_t r0;
@@ -21012,7 +21053,7 @@ static fat5_status fat5__engine_admit(fat5_engine *e, int64_t *n_ev) {
             fat5__engine_event(e, n_ev, q, -1, FAT5_FINISH_CANCELLED);
             e->done_reqs[e->n_done++] = q;
         } else {
-            if ((r0 = fat5__engine_find_rows(e, q->K)) < 0) break;   // oldest first: it waits for rows
+            if (!join || (r0 = fat5__engine_find_rows(e, q->K)) < 0) break;   // oldest first: it waits for rows
             q->row0 = r0;
             for (k = 0; k < q->K; k++) e->row_used[r0 + k] = 1;
             joined[n_in++] = q;
@@ -21023,6 +21064,7 @@ static fat5_status fat5__engine_admit(fat5_engine *e, int64_t *n_ev) {
         e->n_waiting--;
     }
     if (n_in == 0) return FAT5_OK;
+    e->last_join = e->steps;
     tok = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)(n_tok + n_in + 1 + n_rows) * sizeof(int32_t)));
     if (!tok) {
         st = fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_engine_step: out of memory");
@@ -21052,7 +21094,6 @@ static fat5_status fat5__engine_admit(fat5_engine *e, int64_t *n_ev) {
         }
     }
     for (i = 0; i < n_in && !st; i++) st = fat5__engine_init_rows(e, joined[i]);
-    if (!st) st = e->be->sync(ctx);
     fat5__free(ctx, tok);
     if (st) goto fail;
     for (i = 0; i < n_in; i++) {   // into the running list, sorted by first row
@@ -21179,8 +21220,7 @@ FAT5_API fat5_status fat5_engine_step(fat5_engine *e, const fat5_engine_event **
     // the entries: uploaded when the batch changed (else the last step's tokens are in d->tok)
     if (e->dirty) {
         fat5__engine_entries(e);
-        FAT5__TRY(be->upload(ctx, d->rows, e->ent_row, (size_t)e->n_ent * 4));
-        FAT5__TRY(be->upload(ctx, d->tok, e->ent_tok, (size_t)e->n_ent * 4));
+        FAT5__TRY(fat5__decoder_upload_entries(d, e->ent_tok, e->ent_row, e->n_ent));
         e->dirty = 0;
     }
     n = e->n_ent;
@@ -21191,8 +21231,7 @@ FAT5_API fat5_status fat5_engine_step(fat5_engine *e, const fat5_engine_event **
     FAT5__TRY(be->download(ctx, e->ent_tok, d->tok, (size_t)n * 4));
     for (i = 0; i < e->n_running; i++) any_beam |= e->running[i]->beam;
     if (any_beam) FAT5__TRY(be->download(ctx, e->flags, e->done, (size_t)e->R * 4));
-    FAT5__TRY(be->sync(ctx));
-    e->steps++;
+    e->steps++;   // (a download returns when the step's work is done)
     for (i = 0; i < n; i++) e->last_tok[e->ent_row[i]] = e->ent_tok[i];
     kept = 0;
     for (i = 0; i < e->n_running; i++) {
@@ -21213,10 +21252,8 @@ FAT5_API fat5_status fat5_engine_step(fat5_engine *e, const fat5_engine_event **
             e->tokens++;
             if (fat5__engine_is_eos(q, t)) fin = FAT5_FINISH_EOS;
             else if (q->n_out >= q->max_new) fin = FAT5_FINISH_LENGTH;
-            if (fin != FAT5_FINISH_NONE) {
+            if (fin != FAT5_FINISH_NONE)
                 FAT5__TRY(be->download(ctx, &q->score, e->score + (fat5__addr)((size_t)q->row0 * 4), 4));
-                FAT5__TRY(be->sync(ctx));
-            }
         }
         if (fin != FAT5_FINISH_NONE || !q->beam) fat5__engine_event(e, &n_ev, q, t, fin);
         if (fin == FAT5_FINISH_NONE) {

@@ -492,7 +492,8 @@ static double bench_pct(const double *v, int64_t n, double p) {
 // A closed loop of `clients` clients for `total` requests (after `warm` not counted): tokens/s and
 // the latency percentiles, one JSON line
 static int bench_engine_loop(fat5_ctx *ctx, fat5_model *m, const int32_t *tok, int64_t Le, int64_t new_tokens,
-                             int64_t clients, int64_t total, int64_t warm, double static_tps, double static_step) {
+                             int64_t clients, int64_t total, int64_t warm, int64_t join_interval, double static_tps,
+                             double static_step) {
     fat5_engine_config ec = fat5_engine_config_default();
     fat5_engine *e = NULL;
     fat5_generate_config g = fat5_generate_config_from_model(m);
@@ -501,10 +502,11 @@ static int bench_engine_loop(fat5_ctx *ctx, fat5_model *m, const int32_t *tok, i
     double *t_sub = (double *)calloc((size_t)n_slots, sizeof(double)), *t_first = (double *)calloc((size_t)n_slots, sizeof(double));
     double *ttft = (double *)calloc((size_t)n_slots, sizeof(double)), *tpot = (double *)calloc((size_t)n_slots, sizeof(double));
     uint64_t *ids = (uint64_t *)calloc((size_t)n_slots, sizeof(uint64_t));
-    double t0 = 0, t1;
+    double t0 = 0, t1, t_end = 0;   // the window: from the first counted submission to the last submission
     int rc = 0;
     g.max_new_tokens = new_tokens, g.max_length = 0, g.eos_token_id = -1;
     ec.max_rows = clients, ec.max_input_tokens = Le, ec.max_new_tokens = new_tokens, ec.max_waiting = clients + 1;
+    ec.join_interval = join_interval;
     if (!t_sub || !t_first || !ttft || !tpot || !ids || fat5_engine_create(m, &ec, &e)) {
         rc = bench_fail(ctx, "engine");
         goto out;
@@ -521,6 +523,7 @@ static int bench_engine_loop(fat5_ctx *ctx, fat5_model *m, const int32_t *tok, i
             t_sub[submitted] = bench_now();
             if (submitted == warm) t0 = t_sub[submitted];
             submitted++;
+            if (submitted == n_slots) t_end = bench_now();   // the clients stop: the loop is no longer closed
             if (started < clients) started++;
         }
         if (fat5_engine_step(e, &ev, &n_ev)) {
@@ -532,7 +535,7 @@ static int bench_engine_loop(fat5_ctx *ctx, fat5_model *m, const int32_t *tok, i
         for (i = 0; i < n_ev; i++) {
             int64_t k = (int64_t)(ev[i].id - ids[0]);   // ids count from the first
             if (ev[i].n_tokens == 1 && ev[i].token >= 0) t_first[k] = t1;
-            if (k >= warm && ev[i].token >= 0) tokens++;
+            if (t0 > 0 && t_end == 0 && ev[i].token >= 0) tokens++;   // the tokens of the window
             if (ev[i].finish == FAT5_FINISH_NONE) continue;
             finished++;
             if (k < warm) continue;
@@ -541,17 +544,20 @@ static int bench_engine_loop(fat5_ctx *ctx, fat5_model *m, const int32_t *tok, i
             counted++;
         }
     }
-    t1 = bench_now();
+    if (clients == 1) {   // one client: its requests' window (no overlap to keep closed)
+        tokens = counted * new_tokens;
+        t_end = bench_now();
+    }
     qsort(ttft, (size_t)counted, sizeof(double), bench_cmp_double);
     qsort(tpot, (size_t)counted, sizeof(double), bench_cmp_double);
     printf("{\"bench\": \"engine\", \"model\": \"fat5-small shape\", \"dtype\": \"bf16\", \"clients\": %lld, "
-           "\"requests\": %lld, \"input_len\": %lld, \"new_tokens\": %lld, \"tokens_per_s\": %.0f, "
+           "\"requests\": %lld, \"join_interval\": %lld, \"input_len\": %lld, \"new_tokens\": %lld, \"tokens_per_s\": %.0f, "
            "\"static_tokens_per_s\": %.0f, \"ratio_to_static\": %.3f, "
            "\"ttft_ms\": {\"p50\": %.2f, \"p90\": %.2f, \"p99\": %.2f}, "
            "\"per_token_ms\": {\"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f}, \"static_step_ms\": %.3f, "
            "\"per_token_ratio_to_static\": %.3f}\n",
-           (long long)clients, (long long)counted, (long long)Le, (long long)new_tokens, (double)tokens / (t1 - t0),
-           static_tps, static_tps > 0 ? (double)tokens / (t1 - t0) / static_tps : 0.0, bench_pct(ttft, counted, 50) * 1e3,
+           (long long)clients, (long long)counted, (long long)join_interval, (long long)Le, (long long)new_tokens,
+           (double)tokens / (t_end - t0), static_tps, static_tps > 0 ? (double)tokens / (t_end - t0) / static_tps : 0.0, bench_pct(ttft, counted, 50) * 1e3,
            bench_pct(ttft, counted, 90) * 1e3, bench_pct(ttft, counted, 99) * 1e3, bench_pct(tpot, counted, 50) * 1e3,
            bench_pct(tpot, counted, 90) * 1e3, bench_pct(tpot, counted, 99) * 1e3, static_step * 1e3,
            static_step > 0 ? bench_pct(tpot, counted, 50) / static_step : 0.0);
@@ -611,8 +617,9 @@ static int bench_engine(void) {
            "%.0f, \"batch1_tokens_per_s\": %.0f, \"batch1_step_ms\": %.3f}\n",
            static64, (double)new_tokens / t1, step1 * 1e3);
     fflush(stdout);
-    rc |= bench_engine_loop(ctx, m, tok, Le, new_tokens, 64, 256, 64, static64, 0);
-    rc |= bench_engine_loop(ctx, m, tok, Le, new_tokens, 1, 8, 2, (double)new_tokens / t1, step1);
+    rc |= bench_engine_loop(ctx, m, tok, Le, new_tokens, 64, 512, 64, 1, static64, 0);
+    rc |= bench_engine_loop(ctx, m, tok, Le, new_tokens, 64, 512, 64, 4, static64, 0);
+    rc |= bench_engine_loop(ctx, m, tok, Le, new_tokens, 1, 8, 2, 1, (double)new_tokens / t1, step1);
 out:
     fat5_model_destroy(m);
     fat5_ctx_destroy(ctx);

@@ -1260,6 +1260,9 @@ typedef struct fat5_engine_config {
     int64_t max_input_tokens;   // 1024: a request's input tokens at most (each row's encoder slot)
     int64_t max_new_tokens;     // 256: a request's max_new_tokens at most (each row's cache positions)
     int64_t max_waiting;        // 1024: requests queued for rows at most (submit is then FAT5_ERR_BUSY)
+    int64_t join_interval;      // 1: waiting requests join at the next step; J > 1: while others run, at
+                                //   most every J steps (more requests per encoder run, fewer runs;
+                                //   time to first token up to J - 1 steps longer)
 } fat5_engine_config;
 FAT5_API fat5_engine_config fat5_engine_config_default(void);
 FAT5_API fat5_status fat5_engine_create(fat5_model *m, const fat5_engine_config *c, fat5_engine **out);

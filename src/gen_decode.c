@@ -27,6 +27,8 @@ struct fat5_decoder {
     unsigned char *live;                 // [max_rows] 1 while a row takes part in the steps
     int32_t *pos_h;                      // [max_rows] each row's position (the host's copy of pos_d)
     int32_t *xoff_h, *xlen_h;            // [max_rows] each row's encoder keys (start, count): the host's copies
+    int32_t *stage;                      // staging of the one-copy uploads (fat5__decoder_upload_*)
+    size_t stage_bytes;
     int started;                         // 1: fat5_decoder_start's request, 2: rows joined (fat5_decoder_join)
     int64_t slot;                        // encoder positions of a row's slot (joined rows): max_te / max_rows
     // on the backend
@@ -87,6 +89,7 @@ static int fat5__decoder_layout(fat5_decoder *d, fat5__addr base, size_t *total)
     fat5__layer_acts *a = &d->enc;
     int ok = fat5__mul_ok(N, L, &NL), l;
     // the step
+    // (tok, rows, and pos_d .. cross_len, are neighbours in this order: one copy uploads each group)
     FAT5__WS(d->tok, N, 1, 4);
     FAT5__WS(d->rows, N, 1, 4);
     FAT5__WS(d->pos_d, N, 1, 4);
@@ -154,6 +157,7 @@ FAT5_API void fat5_decoder_destroy(fat5_decoder *d) {
     fat5__free(d->ctx, d->host_cu_g);
     fat5__free(d->ctx, d->live);
     fat5__free(d->ctx, d->pos_h);
+    fat5__free(d->ctx, d->stage);
     fat5__free(d->ctx, d);
 }
 
@@ -223,6 +227,15 @@ FAT5_API fat5_status fat5_decoder_create(fat5_model *m, int64_t max_rows, int64_
     }
     d->ws_bytes = total;
     fat5__decoder_layout(d, d->ws_base, &total);
+    // the staging of the one-copy uploads: the entries (tok .. rows) and the rows' state (pos_d .. cross_len)
+    d->stage_bytes = (size_t)(d->rows - d->tok) + (size_t)max_rows * 4;
+    if ((size_t)(d->cross_len - d->pos_d) + (size_t)max_rows * 4 > d->stage_bytes)
+        d->stage_bytes = (size_t)(d->cross_len - d->pos_d) + (size_t)max_rows * 4;
+    d->stage = FAT5__CAST(int32_t *, fat5__calloc(ctx, d->stage_bytes / 4 + 1, sizeof(int32_t)));
+    if (!d->stage) {
+        fat5_decoder_destroy(d);
+        return fat5__err(ctx, FAT5_ERR_OUT_OF_MEMORY, "fat5_decoder_create: out of memory");
+    }
     // constant tables: bucket of each distance (both kinds), each row's first cache row, 0 .. N-1
     for (i = 0; i < (size_t)md; i++) d->host_i32[i] = fat5__rel_bucket(-(int64_t)i, 1, (int)c->rel_buckets, (int)md);
     st = d->be->upload(ctx, d->lut_bidir, d->host_i32, (size_t)md * 4);
@@ -449,6 +462,32 @@ static FAT5__UNUSED fat5_status fat5__decoder_graph_step(fat5_decoder *d, int64_
     return fat5__graph_step(d->be, d->ctx, &d->graph, n, fat5__decoder_step_rec, d, &d->pos);
 }
 
+// The step's entries, tokens tok [n] and rows [n], in one copy (d->tok and d->rows are neighbours in
+// the workspace: the staging holds both at their distance). A copy waits for the queued work, so
+// one instead of two saves a round trip per step where the entries change.
+static fat5_status fat5__decoder_upload_entries(fat5_decoder *d, const int32_t *tok, const int32_t *rows, int64_t n) {
+    size_t gap = (size_t)(d->rows - d->tok) / 4;
+    memcpy(d->stage, tok, (size_t)n * 4);
+    memcpy(d->stage + gap, rows, (size_t)n * 4);
+    return d->be->upload(d->ctx, d->tok, d->stage, gap * 4 + (size_t)n * 4);
+}
+
+// Every row's position and encoder keys (pos_d, self_off, cross_off, cross_len: neighbours in the
+// workspace) from the host's copies, in one copy.
+static fat5_status fat5__decoder_upload_rows(fat5_decoder *d) {
+    size_t N = (size_t)d->max_rows, i, span = (size_t)(d->cross_len - d->pos_d) + N * 4;
+    int32_t *pos = d->stage, *self = d->stage + (d->self_off - d->pos_d) / 4;
+    int32_t *xoff = d->stage + (d->cross_off - d->pos_d) / 4, *xlen = d->stage + (d->cross_len - d->pos_d) / 4;
+    memset(d->stage, 0, span);
+    for (i = 0; i < N; i++) {
+        pos[i] = d->pos_h[i];
+        self[i] = (int32_t)(i * (size_t)d->max_len);
+        xoff[i] = d->xoff_h[i];
+        xlen[i] = d->xlen_h[i];
+    }
+    return d->be->upload(d->ctx, d->pos_d, d->stage, span);
+}
+
 // Checks the entries of a step (rows strictly increasing, live, with room in the cache; tokens in
 // the vocabulary), then marks the rows left out as finished. Messages name `what`.
 static fat5_status fat5__decoder_take_entries(fat5_decoder *d, const char *what, const int32_t *tokens,
@@ -498,8 +537,7 @@ FAT5_API fat5_status fat5_decoder_step(fat5_decoder *d, const int32_t *tokens, c
     ctx = d->ctx;
     V = d->m->cfg.vocab_size;
     FAT5__TRY(fat5__decoder_take_entries(d, "fat5_decoder_step", tokens, rows, n));
-    FAT5__TRY(d->be->upload(ctx, d->rows, d->host_i32, (size_t)n * 4));
-    FAT5__TRY(d->be->upload(ctx, d->tok, tokens, (size_t)n * 4));
+    FAT5__TRY(fat5__decoder_upload_entries(d, tokens, d->host_i32, n));
     FAT5__TRY(fat5__decoder_step_dev(d, n));
     for (i = 0; i < n; i++) d->pos_h[d->host_i32[i]]++;
     if (logits) FAT5__TRY(d->be->download(ctx, logits, d->logits, (size_t)(n * V) * 4));
@@ -611,11 +649,7 @@ FAT5_API fat5_status fat5_decoder_join(fat5_decoder *d, const int32_t *tokens, c
         }
     }
     d->n_live += n_inputs * rows_per_input;
-    FAT5__TRY(be->sync(ctx));   // the encoder's uploads have read the staging buffers
-    FAT5__TRY(be->upload(ctx, d->cross_off, d->xoff_h, (size_t)d->max_rows * 4));
-    FAT5__TRY(be->upload(ctx, d->cross_len, d->xlen_h, (size_t)d->max_rows * 4));
-    FAT5__TRY(be->upload(ctx, d->pos_d, d->pos_h, (size_t)d->max_rows * 4));
-    return be->sync(ctx);
+    return fat5__decoder_upload_rows(d);   // (a copy returns when it is done, the encoder's work before it)
 }
 
 // ---- the encoder alone ----
