@@ -17,11 +17,11 @@ TESTSRC  = tests/test_main.c tests/fat5_test.h $(wildcard tests/test_*.c)
 # tools/: the user programs; dev/: the generators, checks and benchmarks of the people who work on
 # fat5 (ref/: the Python oracles and peers, run by hand where PyTorch is installed)
 TOOLS    = tools/fat5_inspect tools/fat5_forward tools/fat5_init tools/pretokenize tools/plot_metrics \
-           tools/fat5_tokenize tools/fat5_convert tools/fat5_tokenizer_train
+           tools/fat5_tokenize tools/fat5_convert tools/fat5_tokenizer_train tools/load_test
 DEVPROGS = dev/bench dev/dist_check dev/cpu_step dev/embed_kernels dev/check_kernels dev/cold_open
-EXAMPLES = examples/quickstart examples/gpu_step examples/train examples/finetune examples/generate
+EXAMPLES = examples/quickstart examples/gpu_step examples/train examples/finetune examples/generate examples/serve
 
-.PHONY: all dev train finetune classify bench fuzz amalgamate check-amalgamate check-layers check check-readme test run-tests test-asan test-quick test-cpp test-tools test-abi test-nocuda test-options check-embed check-kernels check-unicode embed clean
+.PHONY: all dev train finetune classify bench fuzz amalgamate check-amalgamate check-layers check check-readme test run-tests test-asan test-quick test-cpp test-tools test-serve test-abi test-nocuda test-options check-embed check-kernels check-unicode embed clean
 
 all: $(TOOLS) $(EXAMPLES)
 
@@ -69,6 +69,9 @@ tools/%: tools/%.c tools/cli.h fat5.h build/fat5_impl.o
 
 # examples/finetune is examples/train.c built as fine-tuning's program
 examples/finetune: examples/train.c
+
+# examples/serve reads its requests with examples/serve_request.h (also the fuzz target's)
+examples/serve: examples/serve_request.h
 
 # plot_metrics needs nothing of fat5 (libc and libm; fat5.h's version string, through cli.h)
 tools/plot_metrics: tools/plot_metrics.c tools/cli.h fat5.h
@@ -274,7 +277,7 @@ test-quick: tests/run_tests_quick
 # together), then the test runner's summary, whose last line is "N passed, N failed"
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 TEST_PARTS = check-amalgamate check-layers check-embed check-unicode check-readme test-abi all test-cpp \
-             test-nocuda test-options test-tools run-tests
+             test-nocuda test-options test-tools test-serve run-tests
 test:
 	@$(MAKE) --no-print-directory -j$(NPROC) -Otarget $(TEST_PARTS)
 	@tail -n 2 build/run_tests.log
@@ -291,6 +294,14 @@ run-tests: tests/run_tests
 	@test "$$(cat build/run_tests.0.rc build/run_tests.1.rc)" = "$$(printf '0\n0')" || { cat build/run_tests.log; exit 1; }
 	@grep -E '^\[(SKIP|FAIL)\]' build/run_tests.log || true
 
+# examples/serve end to end over loopback HTTP (CPU, a few seconds): tests/test_serve.c says what
+# it checks; tests/test_serve SERVE_BINARY runs it against another build (e.g. a sanitized one)
+tests/test_serve: tests/test_serve.c examples/serve_request.h fat5.h build/fat5_impl.o
+	$(CC) -std=c99 $(WARN) $(CFLAGS) -DFAT5__IMPL_DONE -o $@ $< build/fat5_impl.o $(LDLIBS)
+
+test-serve: examples/serve tests/test_serve
+	tests/test_serve examples/serve
+
 # make test and the slow checks: every kernel compiled by NVRTC, part by part as the runtime does (7 minutes on two cores)
 check: test check-kernels
 
@@ -303,7 +314,8 @@ test-asan: tests/run_tests_asan
 # once (build/fuzz/fat5_fuzz.o, instrumented) and linked into every target's harness.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 30
-FUZZ_TARGETS  = safetensors config index batch model_dir tokenizer tokenizer_dir tokens generation_config resume pairs tasks toktrain
+FUZZ_TARGETS  = safetensors config index batch model_dir tokenizer tokenizer_dir tokens generation_config resume pairs tasks toktrain \
+                serve_request
 FUZZ_COMMON   = -std=c99 -O1 -g -fno-sanitize-recover=all -fno-omit-frame-pointer -D_POSIX_C_SOURCE=200809L \
                 -DFUZZ_DATA_DIR='"$(CURDIR)/tests/data/t5_v10_relu_tied"' -Wall -Wextra -Werror
 FUZZ_FLAGS    = -fsanitize=fuzzer,address,undefined $(FUZZ_COMMON)
@@ -320,8 +332,13 @@ build/fuzz/make_seeds: tests/fuzz/make_seeds.c tests/fuzz/fuzz_util.h fat5.h
 	@mkdir -p build/fuzz
 	$(CC) -std=c99 $(WARN) -O1 -g -DFUZZ_DATA_DIR='"$(CURDIR)/tests/data/t5_v10_relu_tied"' -o $@ $< -lm -lpthread
 
-build/fuzz/seeds.stamp: build/fuzz/make_seeds $(wildcard tests/data/*/*) $(wildcard tests/data/tokenizers/*/*)
+build/fuzz/fuzz_serve_request: examples/serve_request.h
+
+# hand-written seeds: tests/fuzz/seeds/<target>/ join that target's corpus
+build/fuzz/seeds.stamp: build/fuzz/make_seeds $(wildcard tests/data/*/*) $(wildcard tests/data/tokenizers/*/*) \
+                        $(wildcard tests/fuzz/seeds/*/*)
 	build/fuzz/make_seeds build/fuzz $(patsubst %/,%,$(sort $(dir $(wildcard tests/data/*/config.json))))
+	@for d in tests/fuzz/seeds/*/; do t=$$(basename $$d); mkdir -p build/fuzz/corpus_$$t; cp $$d* build/fuzz/corpus_$$t/; done
 	@touch $@
 
 # Each target's scratch directory lives under build/fuzz/tmp (a target removes its own at exit;
@@ -342,4 +359,5 @@ fuzz: $(FUZZ_BINS) build/fuzz/seeds.stamp
 	done
 
 clean:
-	rm -rf build $(TOOLS) $(EXAMPLES) $(DEVPROGS) tests/run_tests tests/run_tests_asan tests/run_tests_quick tests/test_cpp tests/test_abi
+	rm -rf build $(TOOLS) $(EXAMPLES) $(DEVPROGS) tests/run_tests tests/run_tests_asan tests/run_tests_quick tests/test_cpp tests/test_abi \
+	      tests/test_serve

@@ -853,5 +853,41 @@ tools/fat5_tokenizer_train --input "$out/tt.txt" -o "$out/tt_x" --vocab_sise 100
 check test $? -eq 2
 check grep -q "did you mean --vocab-size" "$out/err.txt"
 echo "test_tools: fat5_tokenizer_train: unigram and bpe files, report, round trip, same files again, pretokenize, train --save-tokenizer, errors"
+# tools/load_test: its self-test (the HTTP and event-stream parsers on responses cut at every byte;
+# closed-loop, Poisson and --duration runs against an in-process fake server with known delays and
+# token counts; refused, silent, cut-off and overloaded servers), --help, --version, usage errors
+check tools/load_test --self-test > "$out/lt.txt" 2> "$out/lt_err.txt"
+check grep -q "^load_test: self-test: ok$" "$out/lt.txt"
+check grep -q "^load_test: self-test: [0-9]* checks, 0 failed" "$out/lt_err.txt"
+check tools/load_test --help > "$out/help.txt"
+check grep -q "^usage: load_test " "$out/help.txt"
+check grep -q "nearest-rank" "$out/help.txt"
+check test "$(tools/load_test --version)" = "load_test (fat5) $ver"
+usage_err "--new-tokens gauss:3: expected N, uniform:A:B" tools/load_test --new-tokens gauss:3
+usage_err "--arrival poisson needs --rate R" tools/load_test --arrival poisson
+echo "test_tools: load_test: self-test ($(sed -n 's/^load_test: self-test: \([0-9]*\) checks.*/\1/p' "$out/lt_err.txt") checks), --help, usage errors"
+# examples/serve under tools/load_test, on the CPU over loopback (the serving benchmark's run on a
+# tiny model): 64 closed-loop clients, then 1; every request answered, each its full length (no
+# stop token), the report's latencies present; SIGTERM then stops the server with status 0
+examples/serve tests/data/hf_export_spiece --device cpu --host 127.0.0.1 --port 0 --max-new-tokens 16 \
+    2> "$out/serve_err.txt" &
+spid=$!
+port=""
+for i in $(seq 1 100); do
+    port=$(sed -n 's|^serve: listening on http://127.0.0.1:\([0-9]*\)$|\1|p' "$out/serve_err.txt")
+    [ -n "$port" ] && break
+    sleep 0.1
+done
+check test -n "$port"
+for c in 64 1; do
+    check timeout 60 tools/load_test --url "http://127.0.0.1:$port" --clients $c --requests $((c * 3)) --warmup $c \
+        --prompt-tokens uniform:4:12 --new-tokens 8 --ignore-eos 1 --vocab 100 --json > "$out/lt_$c.json" 2> "$out/lt_$c.txt"
+    check grep -q "\"requests\":$((c * 3)),\"ok\":$((c * 3)),\"error_count\":0," "$out/lt_$c.json"
+    check grep -q "\"generated_tokens\":$((c * 3 * 8)),.*\"stopped_early\":0,\"token_count_mismatch\":0,\"ttft_ms\":{\"n\":$((c * 3))," "$out/lt_$c.json"
+done
+kill -TERM $spid
+wait $spid
+check test $? -eq 0
+echo "test_tools: serve + load_test on the CPU: 64 and 1 clients, $(sed -n 's/.*"tokens_per_s":\([0-9]*\).*/\1/p' "$out/lt_64.json") tokens/s at 64"
 [ $fail -eq 0 ] && echo "test_tools: ok"
 exit $fail
