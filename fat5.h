@@ -21233,6 +21233,14 @@ FAT5_API fat5_status fat5_engine_step(fat5_engine *e, const fat5_engine_event **
     if (any_beam) FAT5__TRY(be->download(ctx, e->flags, e->done, (size_t)e->R * 4));
     e->steps++;   // (a download returns when the step's work is done)
     for (i = 0; i < n; i++) e->last_tok[e->ent_row[i]] = e->ent_tok[i];
+    for (i = 0; i < e->n_running; i++) {   // the scores of the rows that finish here, in one copy
+        fat5__ereq *q = e->running[i];
+        int32_t t = e->ent_tok[q->e0];
+        if (!q->beam && (fat5__engine_is_eos(q, t) || q->n_out + 1 >= q->max_new)) {
+            FAT5__TRY(be->download(ctx, e->hf, e->score, (size_t)e->R * 4));
+            break;
+        }
+    }
     kept = 0;
     for (i = 0; i < e->n_running; i++) {
         fat5__ereq *q = e->running[i];
@@ -21252,8 +21260,7 @@ FAT5_API fat5_status fat5_engine_step(fat5_engine *e, const fat5_engine_event **
             e->tokens++;
             if (fat5__engine_is_eos(q, t)) fin = FAT5_FINISH_EOS;
             else if (q->n_out >= q->max_new) fin = FAT5_FINISH_LENGTH;
-            if (fin != FAT5_FINISH_NONE)
-                FAT5__TRY(be->download(ctx, &q->score, e->score + (fat5__addr)((size_t)q->row0 * 4), 4));
+            if (fin != FAT5_FINISH_NONE) q->score = e->hf[q->row0];
         }
         if (fin != FAT5_FINISH_NONE || !q->beam) fat5__engine_event(e, &n_ev, q, t, fin);
         if (fin == FAT5_FINISH_NONE) {

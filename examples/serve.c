@@ -77,7 +77,7 @@ static const cli_opt opts[] = {
      .help = "a request's max_new_tokens at most (422); also the default cap", .lo = 1, .hi = 1 << 24},
     {.id = O_QUEUE, .name = "max-queue", .kind = CLI_INT, .def = "1024", .help = "requests waiting for rows at most (503)",
      .lo = 1, .hi = 1 << 24},
-    {.id = O_JOIN, .name = "join-interval", .kind = CLI_INT, .def = "1",
+    {.id = O_JOIN, .name = "join-interval", .kind = CLI_INT, .def = "4",
      .help = "while requests run, new ones join every N steps (their encoders\nrun together: more throughput, up to N - 1 steps more latency)",
      .lo = 1, .hi = 1 << 20},
     {.kind = CLI_SECTION, .help = "limits and timeouts:"},
@@ -1813,7 +1813,7 @@ static int parse_args(int argc, char **argv) {
     g->host = "127.0.0.1";
     g->port = 8080;
     g->device = -1, g->dtype = -1, g->threads = -1;
-    g->max_rows = 64, g->max_input = 1024, g->max_new = 256, g->max_queue = 1024, g->join_interval = 1;
+    g->max_rows = 64, g->max_input = 1024, g->max_new = 256, g->max_queue = 1024, g->join_interval = 4;
     g->max_concurrent = 128, g->max_connections = 256, g->max_body = 2000000, g->max_header = 16384;
     g->max_stops = 4, g->max_embed = 32;
     g->read_timeout = 10, g->idle_timeout = 60, g->write_timeout = 30, g->shutdown_timeout = 10;
