@@ -410,38 +410,50 @@ static int bench_generate_time(fat5_ctx *ctx, fat5_model *m, const int32_t *tok,
     return 0;
 }
 
-static int bench_generate(void) {
+// The context, the randomly initialised model of `generate` (the FAT5-small shape, vocabulary
+// 32,768, inference mode) and 64 inputs of Le random ids each ending with EOS (tok [64 Le], cu [65]),
+// on the GPU in `dtype`; *free0 (may be NULL) gets the device's free memory before the model. 0 on
+// success; else 1, the failure reported, *ctx (maybe NULL) and *tok left to the caller to release.
+static int bench_gen_setup(fat5_dtype dtype, int64_t Le, fat5_ctx **ctx, fat5_model **m, int32_t **tok, int32_t *cu,
+                           size_t *free0) {
     static const char *cfg_json =
         "{\"d_model\": 512, \"d_ff\": 2048, \"d_kv\": 64, \"num_heads\": 8, \"num_layers\": 12,"
         " \"num_decoder_layers\": 12, \"vocab_size\": 32768, \"feed_forward_proj\": \"gated-gelu\","
         " \"tie_word_embeddings\": false}";
+    fat5_ctx_config cc = fat5_ctx_config_default();
+    fat5_model_config cfg;
+    fat5_rng r = fat5_rng_init(5);
+    size_t total = 0;
+    int64_t i;
+    *ctx = NULL, *m = NULL;
+    *tok = (int32_t *)malloc((size_t)(64 * Le) * 4);
+    cc.device = FAT5_DEVICE_GPU;
+    cc.dtype = dtype;
+    if (!*tok || fat5_ctx_create(&cc, ctx, bench_why, sizeof bench_why) != FAT5_OK) {
+        fprintf(stderr, "bench: %s\n", bench_why[0] ? bench_why : "out of memory");
+        return 1;
+    }
+    for (i = 0; i < 64 * Le; i++) (*tok)[i] = (int32_t)fat5_rng_below(&r, 32000) + 2;
+    for (i = 0; i < 64; i++) (*tok)[(i + 1) * Le - 1] = 1;   // each input ends with EOS
+    for (i = 0; i <= 64; i++) cu[i] = (int32_t)(i * Le);
+    if (free0) fat5_internal_mem_info(*ctx, free0, &total);
+    if (fat5_model_config_from_json(*ctx, cfg_json, strlen(cfg_json), &cfg) || fat5_model_create(*ctx, &cfg, 1, m) ||
+        fat5_model_set_training(*m, 0))
+        return bench_fail(*ctx, "generate model");
+    return 0;
+}
+
+static int bench_generate(void) {
     const int64_t Le = 512, new_tokens = 128, batches[2] = {1, 64};
     const fat5_dtype dtypes[2] = {FAT5_DTYPE_BF16, FAT5_DTYPE_FP32};
     int di, bi, rc = 0;
     for (di = 0; di < 2; di++) {
-        fat5_ctx_config cc = fat5_ctx_config_default();
         fat5_ctx *ctx = NULL;
-        fat5_model_config cfg;
         fat5_model *m = NULL;
-        fat5_rng r = fat5_rng_init(5);
-        int32_t *tok = (int32_t *)malloc((size_t)(64 * Le) * 4), cu[65];
+        int32_t *tok = NULL, cu[65];
         size_t free0 = 0, free1 = 0, total = 0;
-        int64_t i;
-        cc.device = FAT5_DEVICE_GPU;
-        cc.dtype = dtypes[di];
-        if (!tok || fat5_ctx_create(&cc, &ctx, bench_why, sizeof bench_why) != FAT5_OK) {
-            fprintf(stderr, "bench: %s\n", bench_why[0] ? bench_why : "out of memory");
-            fat5_ctx_destroy(ctx);
-            free(tok);
-            return 1;
-        }
-        for (i = 0; i < 64 * Le; i++) tok[i] = (int32_t)fat5_rng_below(&r, 32000) + 2;
-        for (i = 0; i < 64; i++) tok[(i + 1) * Le - 1] = 1;   // each input ends with EOS
-        for (i = 0; i <= 64; i++) cu[i] = (int32_t)(i * Le);
-        fat5_internal_mem_info(ctx, &free0, &total);
-        if (fat5_model_config_from_json(ctx, cfg_json, strlen(cfg_json), &cfg) || fat5_model_create(ctx, &cfg, 1, &m) ||
-            fat5_model_set_training(m, 0)) {
-            rc |= bench_fail(ctx, "generate model");
+        if (bench_gen_setup(dtypes[di], Le, &ctx, &m, &tok, cu, &free0)) {
+            rc = 1;
             goto next;
         }
         for (bi = 0; bi < 2; bi++) {
@@ -569,34 +581,15 @@ out:
 }
 
 static int bench_engine(void) {
-    static const char *cfg_json =
-        "{\"d_model\": 512, \"d_ff\": 2048, \"d_kv\": 64, \"num_heads\": 8, \"num_layers\": 12,"
-        " \"num_decoder_layers\": 12, \"vocab_size\": 32768, \"feed_forward_proj\": \"gated-gelu\","
-        " \"tie_word_embeddings\": false}";
     const int64_t Le = 512, new_tokens = 128;
-    fat5_ctx_config cc = fat5_ctx_config_default();
     fat5_ctx *ctx = NULL;
-    fat5_model_config cfg;
     fat5_model *m = NULL;
-    fat5_rng r = fat5_rng_init(5);
-    int32_t *tok = (int32_t *)malloc((size_t)(64 * Le) * 4), cu[65];
+    int32_t *tok = NULL, cu[65];
     double t64 = 0, t1 = 0, t1_one = 0, static64 = 0, step1 = 0;
-    int64_t i;
     int rc = 0;
     fat5_generate_config g;
-    cc.device = FAT5_DEVICE_GPU;
-    cc.dtype = FAT5_DTYPE_BF16;
-    if (!tok || fat5_ctx_create(&cc, &ctx, bench_why, sizeof bench_why) != FAT5_OK) {
-        fprintf(stderr, "bench: %s\n", bench_why[0] ? bench_why : "out of memory");
-        free(tok);
-        return 1;
-    }
-    for (i = 0; i < 64 * Le; i++) tok[i] = (int32_t)fat5_rng_below(&r, 32000) + 2;
-    for (i = 0; i < 64; i++) tok[(i + 1) * Le - 1] = 1;
-    for (i = 0; i <= 64; i++) cu[i] = (int32_t)(i * Le);
-    if (fat5_model_config_from_json(ctx, cfg_json, strlen(cfg_json), &cfg) || fat5_model_create(ctx, &cfg, 1, &m) ||
-        fat5_model_set_training(m, 0)) {
-        rc = bench_fail(ctx, "engine model");
+    if (bench_gen_setup(FAT5_DTYPE_BF16, Le, &ctx, &m, &tok, cu, NULL)) {
+        rc = 1;
         goto out;
     }
     // the static runs: batch 64 (tokens/s, the encoder included) and batch 1 (ms per decode step)

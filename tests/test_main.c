@@ -46,7 +46,7 @@
 #endif
 #include "test_freeze.c"
 #include "test_export.c"     // after test_train.c and test_model.c: their helpers     // after test_train.c and test_gpu_model.c: their helpers
-#include "test_ops_table.c"  // after test_gpu_ops.c (its tolerances, tg_open); without CUDA: ops_table_cpu
+#include "test_ops_table.c"  // after test_gpu_ops.c (its tolerances, tg_open); without CUDA: ops_table_cpu_a, _b
 #include "test_dropout.c"
 #include "test_heads.c"
 #include "test_tasks.c"      // after test_finetune.c and test_model.c (tft_, tm_ helpers)      // after test_model.c and test_cpu_ops.c (tm_, tc_ helpers)    // after the files whose helpers it uses (tc_, tm_, ttr_, tgm_)

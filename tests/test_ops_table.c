@@ -8,13 +8,13 @@
 // every buffer, and compares the GPU's outputs with the CPU's.
 //
 // Tests: gpu_op_<op> (one per op, fp32 then bf16 context; they skip without a CUDA device) and
-// ops_table_cpu, which runs every generator on the CPU backend alone and checks what can be
+// ops_table_cpu_a and _b, which run every generator on the CPU backend alone and checks what can be
 // checked without a second backend: each case's arguments are accepted (FAT5_OK), every output
 // declared written whole (TO_OUT, which starts as NaN / a poison integer) is written, no output
 // holds a NaN the generator did not ask for, inputs are left unchanged, and nothing is written past
 // any buffer (every buffer has a 64-byte guard band that must keep its pattern; checked on the GPU
 // too); every generator yields at least 3 cases per context dtype, and the table matches
-// fat5__op_names. (Included by test_main.c; without CUDA only ops_table_cpu.)
+// fat5__op_names. (Included by test_main.c; without CUDA only ops_table_cpu_a and _b.)
 //
 // Tolerances: those of test_gpu_ops.c's header (TG_A, TG_R32, TG_R16, TG_RDB), by buffer:
 // - fp32 outputs: rtol TG_R32; outputs in the activation dtype: TG_R16 in a bf16 context (the
@@ -2082,12 +2082,14 @@ static int to_run_op(fat5_test *T, const char *op, void (*gen)(to_run *r), int g
     return cases;
 }
 
-// The table against fat5__op_names, then every generator on the CPU backend alone (see the header)
-static void t_ops_table_cpu(fat5_test *T) {
+// The table against fat5__op_names, then every generator on the CPU backend alone (see the header):
+// the ops of even index in ops_table_cpu_a, the odd ones in ops_table_cpu_b (two tests of about
+// the same time, so that the runner's shards share them)
+static void to_table_cpu(fat5_test *T, int part) {
     int i;
     FAT5_CHECK_MSG(T, (int)(sizeof to_gens / sizeof to_gens[0]) == FAT5__OP_COUNT, "%d generators for %d ops",
                    (int)(sizeof to_gens / sizeof to_gens[0]), FAT5__OP_COUNT);
-    for (i = 0; i < FAT5__OP_COUNT; i++) {
+    for (i = part; i < FAT5__OP_COUNT; i += 2) {
         int n;
         FAT5_CHECK_MSG(T, !strcmp(to_gens[i].name, fat5__op_names[i]), "generator %d is %s, op %s", i, to_gens[i].name,
                        fat5__op_names[i]);
@@ -2095,6 +2097,8 @@ static void t_ops_table_cpu(fat5_test *T) {
         FAT5_CHECK_MSG(T, n >= 3, "op %s: %d cases (at least 3 shapes wanted)", to_gens[i].name, n);
     }
 }
+static void t_ops_table_cpu_a(fat5_test *T) { to_table_cpu(T, 0); }
+static void t_ops_table_cpu_b(fat5_test *T) { to_table_cpu(T, 1); }
 
 #ifndef FAT5_NO_CUDA
 #define TO_GPU_TEST(name, params) \
@@ -2103,7 +2107,7 @@ FAT5__OPS(TO_GPU_TEST)
 #undef TO_GPU_TEST
 // one test gpu_op_<op> per op (the list ignores X: its entries are FAT5_TEST_ENTRY's)
 #define TO_GPU_ENTRY(name, params) FAT5_TEST_ENTRY(gpu_op_##name)
-#define FAT5_TESTS_OPS_TABLE(X) X(ops_table_cpu) FAT5__OPS(TO_GPU_ENTRY)
+#define FAT5_TESTS_OPS_TABLE(X) X(ops_table_cpu_a) X(ops_table_cpu_b) FAT5__OPS(TO_GPU_ENTRY)
 #else
-#define FAT5_TESTS_OPS_TABLE(X) X(ops_table_cpu)
+#define FAT5_TESTS_OPS_TABLE(X) X(ops_table_cpu_a) X(ops_table_cpu_b)
 #endif
