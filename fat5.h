@@ -1339,7 +1339,8 @@ typedef struct fat5_engine_event {
 // One step: admits queued requests into free rows (oldest first), runs the decoder for every
 // running row and picks each request's next token. *events (the engine's, valid until the next
 // step) gets one event per request that got a token or finished. With nothing running or queued
-// it returns at once with no events.
+// it returns at once with no events. A step that fails (a device error, out of memory) leaves the
+// engine unusable: destroy it (its requests are lost; a server answers them with an error).
 FAT5_API fat5_status fat5_engine_step(fat5_engine *e, const fat5_engine_event **events, int64_t *n_events);
 typedef struct fat5_engine_stats {
     int64_t running, waiting;   // requests in the batch, queued
@@ -19209,9 +19210,9 @@ FAT5_API fat5_status fat5_decoder_join(fat5_decoder *d, const int32_t *tokens, c
             d->xlen_h[r] = (int32_t)len;
             d->pos_h[r] = 0;
             d->live[r] = 1;
+            d->n_live++;
         }
     }
-    d->n_live += n_inputs * rows_per_input;
     return fat5__decoder_upload_rows(d);   // (a copy returns when it is done, the encoder's work before it)
 }
 
@@ -20933,11 +20934,11 @@ FAT5_API fat5_status fat5_engine_submit(fat5_engine *e, const int32_t *tokens, i
 FAT5_API fat5_status fat5_engine_cancel(fat5_engine *e, uint64_t id) {
     int64_t i;
     if (!e) return FAT5_ERR_INVALID_ARG;
-    for (i = 0; i < e->n_running; i++)
-        if (e->running[i]->id == id && !e->running[i]->cancel) return e->running[i]->cancel = 1, FAT5_OK;
+    for (i = 0; i < e->n_running; i++)   // (cancelling one already cancelled is no error: it is still there)
+        if (e->running[i]->id == id) return e->running[i]->cancel = 1, FAT5_OK;
     for (i = 0; i < e->n_waiting; i++) {
         fat5__ereq *q = e->waiting[(e->wait_head + i) % e->cfg.max_waiting];
-        if (q->id == id && !q->cancel) return q->cancel = 1, FAT5_OK;
+        if (q->id == id) return q->cancel = 1, FAT5_OK;
     }
     return fat5__err(e->ctx, FAT5_ERR_INVALID_ARG, "fat5_engine_cancel: request %llu is not waiting or running",
                      (unsigned long long)id);
@@ -21063,6 +21064,16 @@ static fat5_status fat5__engine_admit(fat5_engine *e, int64_t *n_ev) {
         e->wait_head = (e->wait_head + 1) % e->cfg.max_waiting;
         e->n_waiting--;
     }
+    for (i = 0, k = 0; i < e->n_waiting; i++) {   // cancelled ones behind a head that waits finish too
+        fat5__ereq *q = e->waiting[(e->wait_head + i) % e->cfg.max_waiting];
+        if (q->cancel) {
+            fat5__engine_event(e, n_ev, q, -1, FAT5_FINISH_CANCELLED);
+            e->done_reqs[e->n_done++] = q;
+        } else {
+            e->waiting[(e->wait_head + k++) % e->cfg.max_waiting] = q;   // the others keep their order
+        }
+    }
+    e->n_waiting = k;
     if (n_in == 0) return FAT5_OK;
     e->last_join = e->steps;
     tok = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)(n_tok + n_in + 1 + n_rows) * sizeof(int32_t)));

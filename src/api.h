@@ -1297,7 +1297,8 @@ typedef struct fat5_engine_event {
 // One step: admits queued requests into free rows (oldest first), runs the decoder for every
 // running row and picks each request's next token. *events (the engine's, valid until the next
 // step) gets one event per request that got a token or finished. With nothing running or queued
-// it returns at once with no events.
+// it returns at once with no events. A step that fails (a device error, out of memory) leaves the
+// engine unusable: destroy it (its requests are lost; a server answers them with an error).
 FAT5_API fat5_status fat5_engine_step(fat5_engine *e, const fat5_engine_event **events, int64_t *n_events);
 typedef struct fat5_engine_stats {
     int64_t running, waiting;   // requests in the batch, queued

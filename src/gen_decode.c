@@ -646,9 +646,9 @@ FAT5_API fat5_status fat5_decoder_join(fat5_decoder *d, const int32_t *tokens, c
             d->xlen_h[r] = (int32_t)len;
             d->pos_h[r] = 0;
             d->live[r] = 1;
+            d->n_live++;
         }
     }
-    d->n_live += n_inputs * rows_per_input;
     return fat5__decoder_upload_rows(d);   // (a copy returns when it is done, the encoder's work before it)
 }
 

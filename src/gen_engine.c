@@ -346,11 +346,11 @@ FAT5_API fat5_status fat5_engine_submit(fat5_engine *e, const int32_t *tokens, i
 FAT5_API fat5_status fat5_engine_cancel(fat5_engine *e, uint64_t id) {
     int64_t i;
     if (!e) return FAT5_ERR_INVALID_ARG;
-    for (i = 0; i < e->n_running; i++)
-        if (e->running[i]->id == id && !e->running[i]->cancel) return e->running[i]->cancel = 1, FAT5_OK;
+    for (i = 0; i < e->n_running; i++)   // (cancelling one already cancelled is no error: it is still there)
+        if (e->running[i]->id == id) return e->running[i]->cancel = 1, FAT5_OK;
     for (i = 0; i < e->n_waiting; i++) {
         fat5__ereq *q = e->waiting[(e->wait_head + i) % e->cfg.max_waiting];
-        if (q->id == id && !q->cancel) return q->cancel = 1, FAT5_OK;
+        if (q->id == id) return q->cancel = 1, FAT5_OK;
     }
     return fat5__err(e->ctx, FAT5_ERR_INVALID_ARG, "fat5_engine_cancel: request %llu is not waiting or running",
                      (unsigned long long)id);
@@ -476,6 +476,16 @@ static fat5_status fat5__engine_admit(fat5_engine *e, int64_t *n_ev) {
         e->wait_head = (e->wait_head + 1) % e->cfg.max_waiting;
         e->n_waiting--;
     }
+    for (i = 0, k = 0; i < e->n_waiting; i++) {   // cancelled ones behind a head that waits finish too
+        fat5__ereq *q = e->waiting[(e->wait_head + i) % e->cfg.max_waiting];
+        if (q->cancel) {
+            fat5__engine_event(e, n_ev, q, -1, FAT5_FINISH_CANCELLED);
+            e->done_reqs[e->n_done++] = q;
+        } else {
+            e->waiting[(e->wait_head + k++) % e->cfg.max_waiting] = q;   // the others keep their order
+        }
+    }
+    e->n_waiting = k;
     if (n_in == 0) return FAT5_OK;
     e->last_join = e->steps;
     tok = FAT5__CAST(int32_t *, fat5__malloc(ctx, (size_t)(n_tok + n_in + 1 + n_rows) * sizeof(int32_t)));

@@ -238,6 +238,155 @@ static void t_engine_limits(fat5_test *T) {
     fat5_model_destroy(m);
 }
 
+// A request cancelled while it waits finishes at the next step even when the queue's head cannot
+// join yet (a beam request waiting for contiguous rows, and steps between joins): its event comes
+// then, the rows stay with the running request, and the head joins once they are free.
+static void t_engine_cancel_behind_head(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    char dir[512];
+    fat5_model *m = NULL;
+    fat5_engine *e = NULL;
+    fat5_engine_config c = fat5_engine_config_default();
+    fat5_generate_config g, gb;
+    const fat5_engine_event *ev;
+    int64_t n_ev, i, step, cancelled = 0, others = 0, head_tokens = -1;
+    uint64_t a, b, x, y;
+    int32_t tok[5] = {5, 6, 7, 8, 1};
+    snprintf(dir, sizeof dir, "%s/%s", FAT5_TEST_DATA, "t5_v11_gated_gelu_untied");
+    FAT5_REQUIRE_OK(T, fat5_model_load(ctx, dir, &m));
+    g = fat5_generate_config_from_model(m);
+    g.max_length = 0, g.max_new_tokens = 8, g.eos_token_id = -1;   // runs to max_new_tokens
+    gb = g, gb.num_beams = 2;
+    c.max_rows = 2, c.max_input_tokens = 24, c.max_new_tokens = 8, c.max_waiting = 4, c.join_interval = 3;
+    FAT5_REQUIRE_OK(T, fat5_engine_create(m, &c, &e));
+    FAT5_REQUIRE_OK(T, fat5_engine_submit(e, tok, 5, &g, &a));
+    FAT5_REQUIRE_OK(T, fat5_engine_step(e, &ev, &n_ev));   // a joins (one row), the other stays free
+    FAT5_REQUIRE_OK(T, fat5_engine_submit(e, tok, 4, &gb, &b));   // 2 rows: waits for a
+    FAT5_REQUIRE_OK(T, fat5_engine_submit(e, tok, 3, &g, &x));
+    FAT5_REQUIRE_OK(T, fat5_engine_submit(e, tok, 2, &g, &y));
+    FAT5_REQUIRE_OK(T, fat5_engine_cancel(e, x));
+    FAT5_CHECK_MSG(T, fat5_engine_cancel(e, x) == FAT5_OK, "a second cancel while it waits: %s", fat5_last_error(ctx));
+    FAT5_REQUIRE_OK(T, fat5_engine_step(e, &ev, &n_ev));
+    for (i = 0; i < n_ev; i++) {
+        if (ev[i].id == x) {
+            cancelled++;
+            FAT5_CHECK(T, ev[i].finish == FAT5_FINISH_CANCELLED && ev[i].token == -1);
+        } else {
+            others++;
+            FAT5_CHECK(T, ev[i].id == a && ev[i].finish == FAT5_FINISH_NONE);
+        }
+    }
+    FAT5_CHECK_MSG(T, cancelled == 1 && others == 1, "the cancelled request behind the head: %lld events (%lld others)",
+                   (long long)cancelled, (long long)others);
+    TM_EXPECT_ERR(T, fat5_engine_cancel(e, x), FAT5_ERR_INVALID_ARG, "not waiting or running");
+    {
+        fat5_engine_stats s;
+        fat5_engine_stats_get(e, &s);
+        FAT5_CHECK_MSG(T, s.running == 1 && s.waiting == 2 && s.rows_used == 1, "%lld running, %lld waiting, %lld rows",
+                       (long long)s.running, (long long)s.waiting, (long long)s.rows_used);
+    }
+    // the rest in order: a finishes, b (the head) then y join; every one of them finishes by length
+    for (step = 0; step < 40; step++) {
+        fat5_engine_stats s;
+        FAT5_REQUIRE_OK(T, fat5_engine_step(e, &ev, &n_ev));
+        for (i = 0; i < n_ev; i++) {
+            FAT5_CHECK(T, ev[i].id == a || ev[i].id == b || ev[i].id == y);
+            if (ev[i].finish != FAT5_FINISH_NONE) FAT5_CHECK(T, ev[i].finish == FAT5_FINISH_LENGTH && ev[i].n_tokens == 8);
+            if (ev[i].id == b && ev[i].finish != FAT5_FINISH_NONE) head_tokens = ev[i].n_tokens;
+        }
+        fat5_engine_stats_get(e, &s);
+        if (s.running == 0 && s.waiting == 0) break;
+    }
+    FAT5_CHECK_MSG(T, head_tokens == 8, "the head: %lld tokens", (long long)head_tokens);
+    fat5_engine_destroy(e);
+    fat5_model_destroy(m);
+}
+
+// Churn: requests of every kind through 5 rows, a third of them cancelled at pseudo-random steps
+// (waiting or running, beam requests included): every request gets exactly one finishing event,
+// the ones not cancelled exactly fat5_generate's output alone, a cancelled greedy or sampling one
+// a prefix of it; at the end no row or request is left.
+static void t_engine_churn_cancel(fat5_test *T) {
+    fat5_ctx *ctx = fat5_test_ctx(T);
+    char dir[512];
+    fat5_model *m = NULL;
+    fat5_engine *e = NULL;
+    fat5_engine_config c = fat5_engine_config_default();
+    enum { N = 24 };
+    te_req q[N];
+    int64_t cancel_at[N], fin_events[N], step, left = N, i, j;
+    fat5_rng r = fat5_rng_init(7);
+    snprintf(dir, sizeof dir, "%s/%s", FAT5_TEST_DATA, "t5_v11_gated_gelu_untied");
+    FAT5_REQUIRE_OK(T, fat5_model_load(ctx, dir, &m));
+    for (i = 0; i < N; i++) {
+        te_make(m, &q[i], (int)i, m->cfg.vocab_size);
+        q[i].at = (int64_t)fat5_rng_below(&r, 12);
+        cancel_at[i] = fat5_rng_below(&r, 3) == 0 ? q[i].at + (int64_t)fat5_rng_below(&r, 8) : -1;
+        fin_events[i] = 0;
+    }
+    c.max_rows = 5, c.max_input_tokens = 24, c.max_new_tokens = 16, c.max_waiting = N, c.join_interval = 2;
+    FAT5_REQUIRE_OK(T, fat5_engine_create(m, &c, &e));
+    for (step = 0; step < 1000 && left > 0; step++) {
+        const fat5_engine_event *ev;
+        int64_t n_ev;
+        for (i = 0; i < N; i++)
+            if (q[i].at == step) FAT5_REQUIRE_OK(T, fat5_engine_submit(e, q[i].tok, q[i].n, &q[i].g, &q[i].id));
+        for (i = 0; i < N; i++) {   // (a request that has finished already is refused; twice is once)
+            if (cancel_at[i] != step) continue;
+            if (fat5_engine_cancel(e, q[i].id) != FAT5_OK) cancel_at[i] = -1;
+            else FAT5_CHECK_MSG(T, fat5_engine_cancel(e, q[i].id) == FAT5_OK, "cancel twice: %s", fat5_last_error(ctx));
+        }
+        FAT5_REQUIRE_OK(T, fat5_engine_step(e, &ev, &n_ev));
+        for (j = 0; j < n_ev; j++) {
+            te_req *x = NULL;
+            for (i = 0; i < N; i++)
+                if (q[i].id == ev[j].id) x = &q[i];
+            FAT5_REQUIRE(T, x != NULL);
+            i = x - q;
+            if (ev[j].token >= 0 && x->n_streamed < 64) x->streamed[x->n_streamed++] = ev[j].token;
+            if (ev[j].finish != FAT5_FINISH_NONE) {
+                fin_events[i]++;
+                x->finish = ev[j].finish;
+                x->n_out = ev[j].n_tokens < 64 ? ev[j].n_tokens : 64;
+                if (x->n_out) memcpy(x->out, ev[j].tokens, (size_t)x->n_out * sizeof(int32_t));
+                x->score = ev[j].score;
+                left--;
+            }
+        }
+    }
+    {
+        fat5_engine_stats s;
+        fat5_engine_stats_get(e, &s);
+        FAT5_CHECK_MSG(T, left == 0 && s.running == 0 && s.waiting == 0 && s.rows_used == 0,
+                       "%lld requests left, %lld running, %lld waiting, %lld rows used", (long long)left,
+                       (long long)s.running, (long long)s.waiting, (long long)s.rows_used);
+    }
+    for (i = 0; i < N; i++) {
+        fat5_generate_result a;
+        int32_t cu[2] = {0, (int32_t)q[i].n};
+        int64_t len;
+        FAT5_CHECK_MSG(T, fin_events[i] == 1, "request %lld: %lld finishing events", (long long)i, (long long)fin_events[i]);
+        FAT5_REQUIRE_OK(T, fat5_generate(m, q[i].tok, cu, 1, &q[i].g, &a));
+        len = a.cu_seqlens[1];
+        if (cancel_at[i] >= 0) {
+            FAT5_CHECK_MSG(T, q[i].finish == FAT5_FINISH_CANCELLED, "request %lld: cancelled, finish %d", (long long)i,
+                           (int)q[i].finish);
+            if (q[i].g.num_beams == 1)
+                FAT5_CHECK_MSG(T, q[i].n_out <= len && !memcmp(q[i].out, a.tokens, (size_t)q[i].n_out * 4),
+                               "request %lld (cancelled): %lld tokens, not a prefix of the %lld alone", (long long)i,
+                               (long long)q[i].n_out, (long long)len);
+        } else {
+            FAT5_CHECK_MSG(T, q[i].finish != FAT5_FINISH_CANCELLED && q[i].n_out == len &&
+                                  !memcmp(q[i].out, a.tokens, (size_t)len * 4) && q[i].score == a.scores[0],
+                           "request %lld (beams %lld, sample %d): %lld tokens from the engine, %lld alone", (long long)i,
+                           (long long)q[i].g.num_beams, q[i].g.do_sample, (long long)q[i].n_out, (long long)len);
+        }
+        fat5_generate_result_destroy(m->ctx, &a);
+    }
+    fat5_engine_destroy(e);
+    fat5_model_destroy(m);
+}
+
 #ifndef FAT5_NO_CUDA
 // The same schedule on the GPU in fp32 (graphs recorded per entry count): tokens identical to
 // fat5_generate alone on the GPU, scores within 1e-5 (the selection's sums run on other rows)
@@ -260,4 +409,5 @@ static void t_gpu_engine_same_as_alone(fat5_test *T) {
 #define FAT5_TESTS_ENGINE_GPU(X)
 #endif
 
-#define FAT5_TESTS_ENGINE(X) X(engine_same_as_alone) X(engine_limits) FAT5_TESTS_ENGINE_GPU(X)
+#define FAT5_TESTS_ENGINE(X) \
+    X(engine_same_as_alone) X(engine_limits) X(engine_cancel_behind_head) X(engine_churn_cancel) FAT5_TESTS_ENGINE_GPU(X)
