@@ -18872,17 +18872,35 @@ static fat5_status fat5__decoder_encode(fat5_decoder *d, const int32_t *tokens, 
                            (float)c->layer_norm_eps, 0);
 }
 
+// Every decoder layer's cross-attention keys and values of len encoder outputs from d->enc_out
+// (token offset `from`), written at token offset `at` of the layer's ck / cv. Enqueues work only.
+static fat5_status fat5__decoder_cross_kv(fat5_decoder *d, int64_t at, int64_t from, int64_t len) {
+    fat5_model *m = d->m;
+    const fat5_model_config *c = &m->cfg;
+    size_t I = (size_t)(c->num_heads * c->d_kv), D = (size_t)c->d_model, A = m->act_size;
+    fat5__addr dst = (fat5__addr)((size_t)at * I * A), src = d->enc_out + (fat5__addr)((size_t)from * D * A);
+    int64_t l;
+    fat5_status st;
+    for (l = 0; l < c->num_decoder_layers; l++) {
+        const fat5__layer *y = &m->dec[l];
+        FAT5__TRY(d->be->mm(d->ctx, FAT5__MM_NT, d->ck[l] + dst, 0, src, fat5__pa(m, y->ck), len, (int64_t)I,
+                            (int64_t)D, 1.0f, 0.0f));
+        FAT5__TRY(d->be->mm(d->ctx, FAT5__MM_NT, d->cv[l] + dst, 0, src, fat5__pa(m, y->cv), len, (int64_t)I,
+                            (int64_t)D, 1.0f, 0.0f));
+    }
+    return FAT5_OK;
+}
+
+static fat5_status fat5__decoder_upload_rows(fat5_decoder *d);
+
 FAT5_API fat5_status fat5_decoder_start(fat5_decoder *d, const int32_t *tokens, const int32_t *cu, int64_t n_inputs,
                                         int64_t rows_per_input) {
     fat5_model *m;
     fat5_ctx *ctx;
-    const fat5__backend *be;
-    const fat5_model_config *c;
-    int64_t r, l, te, I, D;
+    int64_t r, te;
     fat5_status st;
     if (!d) return FAT5_ERR_INVALID_ARG;
-    m = d->m, ctx = d->ctx, be = d->be, c = &m->cfg;
-    I = c->num_heads * c->d_kv, D = c->d_model;
+    m = d->m, ctx = d->ctx;
     d->started = 0;
     if (d->max_len < 1)
         return fat5__err(ctx, FAT5_ERR_STATE, "fat5_decoder_start: this decoder has no cache (max_len 0)");
@@ -18894,25 +18912,21 @@ FAT5_API fat5_status fat5_decoder_start(fat5_decoder *d, const int32_t *tokens, 
     if ((st = fat5__check_enc_input(m, "fat5_decoder_start", tokens, cu, n_inputs, d->max_te, &d->ea.at))) return st;
     te = cu[n_inputs];
     FAT5__TRY(fat5__decoder_encode(d, tokens, cu, n_inputs));
-    for (l = 0; l < c->num_decoder_layers; l++) {
-        const fat5__layer *y = &m->dec[l];
-        FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->ck[l], 0, d->enc_out, fat5__pa(m, y->ck), te, I, D, 1.0f, 0.0f));
-        FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->cv[l], 0, d->enc_out, fat5__pa(m, y->cv), te, I, D, 1.0f, 0.0f));
-    }
+    FAT5__TRY(fat5__decoder_cross_kv(d, 0, 0, te));   // packed: input i's keys at cu[i]
     // row r reads input r / rows_per_input; every row is live and at position 0
-    FAT5__TRY(be->sync(ctx));  // the encoder's uploads have read host_i32
     d->n_inputs = n_inputs;
     d->rows_per_input = rows_per_input;
     d->n_rows = n_inputs * rows_per_input;
     d->te = te;
-    for (r = 0; r < d->n_rows; r++) d->host_i32[r] = cu[r / rows_per_input];
-    FAT5__TRY(be->upload(ctx, d->cross_off, d->host_i32, (size_t)d->n_rows * 4));
-    for (r = 0; r < d->n_rows; r++) d->host_i32[r] = cu[r / rows_per_input + 1] - cu[r / rows_per_input];
-    FAT5__TRY(be->upload(ctx, d->cross_len, d->host_i32, (size_t)d->n_rows * 4));
-    FAT5__TRY(be->memset0(ctx, d->pos_d, (size_t)d->max_rows * 4));
-    FAT5__TRY(be->sync(ctx));
-    memset(d->live, 0, (size_t)d->max_rows);
+    memset(d->xoff_h, 0, (size_t)d->max_rows * sizeof(int32_t));
+    memset(d->xlen_h, 0, (size_t)d->max_rows * sizeof(int32_t));
     memset(d->pos_h, 0, (size_t)d->max_rows * sizeof(int32_t));
+    for (r = 0; r < d->n_rows; r++) {
+        d->xoff_h[r] = cu[r / rows_per_input];
+        d->xlen_h[r] = cu[r / rows_per_input + 1] - cu[r / rows_per_input];
+    }
+    FAT5__TRY(fat5__decoder_upload_rows(d));   // (a copy returns when it is done, the encoder's work before it)
+    memset(d->live, 0, (size_t)d->max_rows);
     memset(d->live, 1, (size_t)d->n_rows);
     d->n_live = d->n_rows;
     d->pos = 0;
@@ -19176,16 +19190,9 @@ static fat5_status fat5__decoder_check_join(fat5_decoder *d, const int32_t *toke
 
 FAT5_API fat5_status fat5_decoder_join(fat5_decoder *d, const int32_t *tokens, const int32_t *cu, int64_t n_inputs,
                                        int64_t rows_per_input, const int32_t *rows) {
-    fat5_model *m;
-    fat5_ctx *ctx;
-    const fat5__backend *be;
-    const fat5_model_config *c;
-    int64_t i, b, l, I, D;
-    size_t A;
+    int64_t i, b;
     fat5_status st;
     if (!d) return FAT5_ERR_INVALID_ARG;
-    m = d->m, ctx = d->ctx, be = d->be, c = &m->cfg;
-    I = c->num_heads * c->d_kv, D = c->d_model, A = m->act_size;
     FAT5__TRY(fat5__decoder_check_join(d, tokens, cu, n_inputs, rows_per_input, rows));
     if (d->started != 2) {   // from a fresh or finished decoder: every row free
         memset(d->live, 0, (size_t)d->max_rows);
@@ -19196,14 +19203,8 @@ FAT5_API fat5_status fat5_decoder_join(fat5_decoder *d, const int32_t *tokens, c
     FAT5__TRY(fat5__decoder_encode(d, tokens, cu, n_inputs));
     // each input's cross-attention keys and values go to the slot of its first row
     for (i = 0; i < n_inputs; i++) {
-        fat5__addr at = (fat5__addr)((size_t)rows[i * rows_per_input] * (size_t)d->slot * (size_t)I * A);
-        fat5__addr src = d->enc_out + (fat5__addr)((size_t)cu[i] * (size_t)D * A);
         int64_t len = cu[i + 1] - cu[i];
-        for (l = 0; l < c->num_decoder_layers; l++) {
-            const fat5__layer *y = &m->dec[l];
-            FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->ck[l] + at, 0, src, fat5__pa(m, y->ck), len, I, D, 1.0f, 0.0f));
-            FAT5__TRY(be->mm(ctx, FAT5__MM_NT, d->cv[l] + at, 0, src, fat5__pa(m, y->cv), len, I, D, 1.0f, 0.0f));
-        }
+        FAT5__TRY(fat5__decoder_cross_kv(d, rows[i * rows_per_input] * d->slot, cu[i], len));
         for (b = 0; b < rows_per_input; b++) {
             int32_t r = rows[i * rows_per_input + b];
             d->xoff_h[r] = (int32_t)(rows[i * rows_per_input] * d->slot);
@@ -20614,11 +20615,8 @@ out:
 #define FAT5__ENGINE_LIST_INTS 4096    // a request's option lists (eos, suppress, bad words ...), ints
 #define FAT5__ENGINE_LIST_FLOATS 1024  // ... and sequence biases
 
-enum { FAT5__REQ_WAITING = 1, FAT5__REQ_RUNNING = 2 };
-
 typedef struct fat5__ereq {
     uint64_t id;
-    int state;
     int plain;                     // greedy with no processor: the shared selection
     int beam;                      // K rows of beam search
     int cancel;                    // fat5_engine_cancel: leaves at the next step
@@ -20924,7 +20922,6 @@ FAT5_API fat5_status fat5_engine_submit(fat5_engine *e, const int32_t *tokens, i
     q->start_tok = (int32_t)g->decoder_start_token_id;
     q->plain = fat5__engine_plain(g, &q->o);
     q->id = e->next_id++;
-    q->state = FAT5__REQ_WAITING;
     e->waiting[(e->wait_head + e->n_waiting) % e->cfg.max_waiting] = q;
     e->n_waiting++;
     *id = q->id;
@@ -21110,7 +21107,6 @@ static fat5_status fat5__engine_admit(fat5_engine *e, int64_t *n_ev) {
     for (i = 0; i < n_in; i++) {   // into the running list, sorted by first row
         fat5__ereq *q = joined[i];
         int64_t j = e->n_running;
-        q->state = FAT5__REQ_RUNNING;
         while (j > 0 && e->running[j - 1]->row0 > q->row0) e->running[j] = e->running[j - 1], j--;
         e->running[j] = q;
         e->n_running++;
@@ -21200,6 +21196,11 @@ static fat5_status fat5__engine_beam_result(fat5_engine *e, fat5__ereq *q) {
 
 static int fat5__engine_is_eos(const fat5__ereq *q, int32_t t) { return fat5__gen_in(q->list, q->o.n_eos, t); }
 
+// How a greedy or sampling request ends when token t makes its output n_out tokens long
+static fat5_finish fat5__engine_finish(const fat5__ereq *q, int32_t t, int64_t n_out) {
+    return fat5__engine_is_eos(q, t) ? FAT5_FINISH_EOS : n_out >= q->max_new ? FAT5_FINISH_LENGTH : FAT5_FINISH_NONE;
+}
+
 FAT5_API fat5_status fat5_engine_step(fat5_engine *e, const fat5_engine_event **events, int64_t *n_events) {
     fat5_ctx *ctx;
     const fat5__backend *be;
@@ -21246,8 +21247,7 @@ FAT5_API fat5_status fat5_engine_step(fat5_engine *e, const fat5_engine_event **
     for (i = 0; i < n; i++) e->last_tok[e->ent_row[i]] = e->ent_tok[i];
     for (i = 0; i < e->n_running; i++) {   // the scores of the rows that finish here, in one copy
         fat5__ereq *q = e->running[i];
-        int32_t t = e->ent_tok[q->e0];
-        if (!q->beam && (fat5__engine_is_eos(q, t) || q->n_out + 1 >= q->max_new)) {
+        if (!q->beam && fat5__engine_finish(q, e->ent_tok[q->e0], q->n_out + 1) != FAT5_FINISH_NONE) {
             FAT5__TRY(be->download(ctx, e->hf, e->score, (size_t)e->R * 4));
             break;
         }
@@ -21269,9 +21269,7 @@ FAT5_API fat5_status fat5_engine_step(fat5_engine *e, const fat5_engine_event **
             t = e->ent_tok[q->e0];
             q->out[q->n_out++] = t;
             e->tokens++;
-            if (fat5__engine_is_eos(q, t)) fin = FAT5_FINISH_EOS;
-            else if (q->n_out >= q->max_new) fin = FAT5_FINISH_LENGTH;
-            if (fin != FAT5_FINISH_NONE) q->score = e->hf[q->row0];
+            if ((fin = fat5__engine_finish(q, t, q->n_out)) != FAT5_FINISH_NONE) q->score = e->hf[q->row0];
         }
         if (fin != FAT5_FINISH_NONE || !q->beam) fat5__engine_event(e, &n_ev, q, t, fin);
         if (fin == FAT5_FINISH_NONE) {

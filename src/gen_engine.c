@@ -26,11 +26,8 @@
 #define FAT5__ENGINE_LIST_INTS 4096    // a request's option lists (eos, suppress, bad words ...), ints
 #define FAT5__ENGINE_LIST_FLOATS 1024  // ... and sequence biases
 
-enum { FAT5__REQ_WAITING = 1, FAT5__REQ_RUNNING = 2 };
-
 typedef struct fat5__ereq {
     uint64_t id;
-    int state;
     int plain;                     // greedy with no processor: the shared selection
     int beam;                      // K rows of beam search
     int cancel;                    // fat5_engine_cancel: leaves at the next step
@@ -336,7 +333,6 @@ FAT5_API fat5_status fat5_engine_submit(fat5_engine *e, const int32_t *tokens, i
     q->start_tok = (int32_t)g->decoder_start_token_id;
     q->plain = fat5__engine_plain(g, &q->o);
     q->id = e->next_id++;
-    q->state = FAT5__REQ_WAITING;
     e->waiting[(e->wait_head + e->n_waiting) % e->cfg.max_waiting] = q;
     e->n_waiting++;
     *id = q->id;
@@ -522,7 +518,6 @@ static fat5_status fat5__engine_admit(fat5_engine *e, int64_t *n_ev) {
     for (i = 0; i < n_in; i++) {   // into the running list, sorted by first row
         fat5__ereq *q = joined[i];
         int64_t j = e->n_running;
-        q->state = FAT5__REQ_RUNNING;
         while (j > 0 && e->running[j - 1]->row0 > q->row0) e->running[j] = e->running[j - 1], j--;
         e->running[j] = q;
         e->n_running++;
@@ -612,6 +607,11 @@ static fat5_status fat5__engine_beam_result(fat5_engine *e, fat5__ereq *q) {
 
 static int fat5__engine_is_eos(const fat5__ereq *q, int32_t t) { return fat5__gen_in(q->list, q->o.n_eos, t); }
 
+// How a greedy or sampling request ends when token t makes its output n_out tokens long
+static fat5_finish fat5__engine_finish(const fat5__ereq *q, int32_t t, int64_t n_out) {
+    return fat5__engine_is_eos(q, t) ? FAT5_FINISH_EOS : n_out >= q->max_new ? FAT5_FINISH_LENGTH : FAT5_FINISH_NONE;
+}
+
 FAT5_API fat5_status fat5_engine_step(fat5_engine *e, const fat5_engine_event **events, int64_t *n_events) {
     fat5_ctx *ctx;
     const fat5__backend *be;
@@ -658,8 +658,7 @@ FAT5_API fat5_status fat5_engine_step(fat5_engine *e, const fat5_engine_event **
     for (i = 0; i < n; i++) e->last_tok[e->ent_row[i]] = e->ent_tok[i];
     for (i = 0; i < e->n_running; i++) {   // the scores of the rows that finish here, in one copy
         fat5__ereq *q = e->running[i];
-        int32_t t = e->ent_tok[q->e0];
-        if (!q->beam && (fat5__engine_is_eos(q, t) || q->n_out + 1 >= q->max_new)) {
+        if (!q->beam && fat5__engine_finish(q, e->ent_tok[q->e0], q->n_out + 1) != FAT5_FINISH_NONE) {
             FAT5__TRY(be->download(ctx, e->hf, e->score, (size_t)e->R * 4));
             break;
         }
@@ -681,9 +680,7 @@ FAT5_API fat5_status fat5_engine_step(fat5_engine *e, const fat5_engine_event **
             t = e->ent_tok[q->e0];
             q->out[q->n_out++] = t;
             e->tokens++;
-            if (fat5__engine_is_eos(q, t)) fin = FAT5_FINISH_EOS;
-            else if (q->n_out >= q->max_new) fin = FAT5_FINISH_LENGTH;
-            if (fin != FAT5_FINISH_NONE) q->score = e->hf[q->row0];
+            if ((fin = fat5__engine_finish(q, t, q->n_out)) != FAT5_FINISH_NONE) q->score = e->hf[q->row0];
         }
         if (fin != FAT5_FINISH_NONE || !q->beam) fat5__engine_event(e, &n_ev, q, t, fin);
         if (fin == FAT5_FINISH_NONE) {
